@@ -1,0 +1,1 @@
+"""hcq's userspace drivers. Layers: system (OS interface) <- hcq (generic runtime) <- vendor drivers."""

@@ -1,0 +1,124 @@
+"""The OS interface: everything a driver may ask of the operating system, and nothing else.
+
+Drivers receive an OSInterface object (LinuxOS for real hardware, mockgpu.MockOS for the embedded mock) and never
+call open/ioctl/mmap/sysfs/flock/usb themselves. The contract tests in tests/system/test_os_contract.py run against
+every implementation.
+
+Paths given to sysfs_* and proc_* methods are relative to the configured roots (Config.sysfs_root, .proc_root),
+e.g. os.sysfs_read("bus/pci/devices/0000:03:00.0/vendor").
+"""
+from __future__ import annotations
+
+import abc
+import struct
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class FileHandle(Protocol):
+  """An open file: a device node (/dev/kfd, renderD128, a BAR resource file), a regular file or an eventfd."""
+  path: str
+  fd: int
+
+  def ioctl(self, request: int, arg) -> int:
+    """Issue ioctl(request) with arg (a ctypes structure, modified in place, or a bytearray). Returns the result;
+    raises OSCallError naming the path and the request on failure."""
+
+  def mmap(self, size: int, offset: int = 0, prot: int | None = None, flags: int | None = None,
+           addr: int | None = None) -> int:
+    """Map size bytes of the file at offset; returns the address. addr places it there (MAP_FIXED)."""
+
+  def read(self, size: int = -1, offset: int | None = None) -> bytes: ...
+  def write(self, data: bytes, offset: int | None = None) -> int: ...
+  def close(self) -> None: ...
+
+
+class MMIOView(abc.ABC):
+  """A register window (a PCI BAR, a doorbell page): 32- and 64-bit little-endian accesses by byte offset.
+
+  On real hardware it is an mmap of the BAR; in the mock, writes reach the device model."""
+  size: int
+  name: str
+
+  @abc.abstractmethod
+  def read32(self, offset: int) -> int: ...
+  @abc.abstractmethod
+  def write32(self, offset: int, value: int) -> None: ...
+
+  def read64(self, offset: int) -> int:
+    return self.read32(offset) | (self.read32(offset + 4) << 32)
+
+  def write64(self, offset: int, value: int) -> None:
+    self.write32(offset, value & 0xFFFFFFFF)
+    self.write32(offset + 4, (value >> 32) & 0xFFFFFFFF)
+
+  def write_bytes(self, offset: int, data: bytes) -> None:
+    """Copy data (a multiple of 4 bytes) into the window as 32-bit stores, in order."""
+    if len(data) % 4: raise ValueError(f"{self.name}: write of {len(data)} bytes is not a multiple of 4")
+    for i, (v,) in enumerate(struct.iter_unpack("<I", data)): self.write32(offset + 4 * i, v)
+
+  def read_bytes(self, offset: int, size: int) -> bytes:
+    return b"".join(struct.pack("<I", self.read32(offset + i)) for i in range(0, size, 4))[:size]
+
+  def _check(self, offset: int, width: int) -> None:
+    if offset < 0 or offset + width > self.size or offset % width:
+      from ...errors import DeviceError
+      raise DeviceError(f"{self.name}: {width * 8}-bit access at offset {offset:#x} is outside the {self.size:#x}-byte "
+                        f"window or misaligned")
+
+
+class DeviceLock(Protocol):
+  """An exclusive flock on <lock dir>/<kind>_<pcibus>.lock, held for as long as the driver owns the device."""
+  path: str
+  def release(self) -> None: ...
+
+
+class USBTransport(Protocol):
+  """Bulk and control transfers to one USB device (implemented with pyusb by LinuxOS)."""
+  def control(self, bm_request_type: int, b_request: int, w_value: int, w_index: int, data_or_length, timeout_ms: int): ...
+  def bulk_write(self, endpoint: int, data: bytes, timeout_ms: int) -> int: ...
+  def bulk_read(self, endpoint: int, size: int, timeout_ms: int) -> bytes: ...
+  def close(self) -> None: ...
+
+
+@runtime_checkable
+class OSInterface(Protocol):
+  """What a driver may ask of the OS. See LinuxOS (drivers/system/linux.py) and mockgpu.MockOS."""
+  config: object  # hcq.config.Config
+
+  # files and device nodes (absolute paths; /dev nodes are relative to config.dev_root when given as "dev:...")
+  def open(self, path: str, flags: int = ..., mode: int = 0o666) -> FileHandle: ...
+  def exists(self, path: str) -> bool: ...
+
+  # sysfs and procfs, relative to the configured roots
+  def sysfs_list(self, path: str) -> list[str]: ...
+  def sysfs_read(self, path: str) -> str: ...
+  def sysfs_read_bytes(self, path: str, size: int = -1, offset: int = 0) -> bytes: ...
+  def sysfs_write(self, path: str, data: str | bytes) -> None: ...
+  def sysfs_exists(self, path: str) -> bool: ...
+  def sysfs_readlink(self, path: str) -> str: ...
+  def proc_list(self, path: str = "") -> list[str]: ...
+  def proc_read(self, path: str) -> str: ...
+  def proc_readlink(self, path: str) -> str: ...
+
+  # memory: anonymous mappings (optionally at a fixed address), physical addresses, raw views
+  def alloc_anon(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
+                 reserve_only: bool = False) -> int: ...
+  def free_anon(self, addr: int, size: int) -> None: ...
+  def phys_addrs(self, addr: int, size: int) -> list[int]: ...
+  def memview(self, addr: int, size: int) -> memoryview: ...
+  def memory_barrier(self) -> None: ...
+
+  # PCI register windows
+  def map_mmio(self, path: str, size: int, offset: int = 0, name: str = "") -> MMIOView: ...
+
+  # synchronisation with other processes and the kernel
+  def lock_device(self, kind: str, pcibus: str) -> DeviceLock: ...
+  def eventfd(self, initval: int = 0) -> FileHandle: ...
+
+  # USB
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0) -> USBTransport: ...
+
+  # time (mockable so that timeouts can be tested without sleeping)
+  def monotonic(self) -> float: ...
+  def sleep(self, seconds: float) -> None: ...

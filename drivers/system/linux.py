@@ -1,0 +1,257 @@
+"""LinuxOS: the OS interface on a real Linux machine."""
+from __future__ import annotations
+
+import ctypes
+import errno as errno_mod
+import fcntl
+import os
+import struct
+import time
+
+from ...errors import DeviceError, OSCallError
+from . import libc
+from .interface import MMIOView
+from .locks import lock_path
+
+
+class LinuxFile:
+  """An open file descriptor with ioctl/mmap/read/write. Closing it unmaps nothing: mappings outlive the fd."""
+
+  def __init__(self, path: str, fd: int):
+    self.path, self.fd = path, fd
+
+  def ioctl(self, request: int, arg) -> int:
+    try:
+      if isinstance(arg, ctypes.Structure) or isinstance(arg, ctypes.Union) or isinstance(arg, ctypes.Array):
+        return _ioctl_ptr(self.fd, request, ctypes.addressof(arg))
+      if isinstance(arg, bytearray): return fcntl.ioctl(self.fd, request, arg, True)
+      return fcntl.ioctl(self.fd, request, arg)
+    except OSError as e:
+      raise OSCallError("ioctl", self.path, e.errno, f"request {request:#x}") from None
+
+  def mmap(self, size, offset=0, prot=None, flags=None, addr=None) -> int:
+    prot = libc.PROT_READ | libc.PROT_WRITE if prot is None else prot
+    flags = libc.MAP_SHARED if flags is None else flags
+    if addr is not None: flags |= libc.MAP_FIXED
+    return libc.mmap(addr, size, prot, flags, self.fd, offset, what=self.path)
+
+  def read(self, size=-1, offset=None) -> bytes:
+    try:
+      if size < 0: size = os.fstat(self.fd).st_size or (1 << 20)
+      return os.pread(self.fd, size, offset) if offset is not None else os.read(self.fd, size)
+    except OSError as e: raise OSCallError("read", self.path, e.errno) from None
+
+  def write(self, data, offset=None) -> int:
+    try: return os.pwrite(self.fd, data, offset) if offset is not None else os.write(self.fd, data)
+    except OSError as e: raise OSCallError("write", self.path, e.errno) from None
+
+  def close(self) -> None:
+    if self.fd >= 0:
+      os.close(self.fd)
+      self.fd = -1
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+  def __repr__(self): return f"LinuxFile({self.path!r}, fd={self.fd})"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+_libc.ioctl.restype = ctypes.c_int
+
+
+def _ioctl_ptr(fd: int, request: int, ptr: int) -> int:
+  # fcntl.ioctl copies buffers of at most 1024 bytes and cannot pass a pointer to caller-owned memory; ctypes can.
+  res = _libc.ioctl(fd, request, ptr)
+  if res < 0:
+    err = ctypes.get_errno()
+    raise OSError(err, os.strerror(err))
+  return res
+
+
+class MemoryMMIO(MMIOView):
+  """An MMIO window over mapped memory (a BAR resource file mmapped into this process)."""
+
+  def __init__(self, addr: int, size: int, name: str):
+    self.addr, self.size, self.name = addr, size, name
+    self._u32 = (ctypes.c_uint32 * (size // 4)).from_address(addr)
+
+  def read32(self, offset: int) -> int:
+    self._check(offset, 4)
+    return self._u32[offset >> 2]
+
+  def write32(self, offset: int, value: int) -> None:
+    self._check(offset, 4)
+    self._u32[offset >> 2] = value & 0xFFFFFFFF
+
+  def read64(self, offset: int) -> int:
+    self._check(offset, 8)
+    return ctypes.c_uint64.from_address(self.addr + offset).value
+
+  def write64(self, offset: int, value: int) -> None:
+    self._check(offset, 8)
+    ctypes.c_uint64.from_address(self.addr + offset).value = value & 0xFFFFFFFFFFFFFFFF
+
+
+class FlockLock:
+  def __init__(self, path: str, fd: int):
+    self.path, self.fd = path, fd
+
+  def release(self) -> None:
+    if self.fd >= 0:
+      fcntl.flock(self.fd, fcntl.LOCK_UN)
+      os.close(self.fd)
+      self.fd = -1
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.release()
+
+
+class EventFD(LinuxFile):
+  """eventfd(2): an 8-byte counter the kernel (or a device model) signals."""
+
+  def signal(self, value: int = 1) -> None: self.write(struct.pack("<Q", value))
+  def wait_value(self) -> int: return struct.unpack("<Q", self.read(8))[0]
+
+
+class LinuxOS:
+  """The OS interface on Linux. Roots of sysfs/proc/dev and the lock dir come from the Config."""
+
+  def __init__(self, config=None):
+    if config is None:
+      from ...config import from_env
+      config = from_env()
+    self.config = config
+
+  # ---- files
+  def _dev_path(self, path: str) -> str:
+    # "/dev/..." follows config.dev_root so that tests can point device nodes at a fake tree
+    if path.startswith("/dev/") and self.config.dev_root != "/dev": return os.path.join(self.config.dev_root, path[5:])
+    return path
+
+  def open(self, path: str, flags: int = os.O_RDWR, mode: int = 0o666) -> LinuxFile:
+    real = self._dev_path(path)
+    try: fd = os.open(real, flags | os.O_CLOEXEC, mode)
+    except OSError as e: raise OSCallError("open", real, e.errno) from None
+    return LinuxFile(real, fd)
+
+  def exists(self, path: str) -> bool: return os.path.exists(self._dev_path(path))
+
+  # ---- sysfs / procfs
+  def _sys(self, path: str) -> str: return os.path.join(self.config.sysfs_root, path.lstrip("/"))
+  def _proc(self, path: str) -> str: return os.path.join(self.config.proc_root, path.lstrip("/"))
+
+  def sysfs_list(self, path: str) -> list[str]:
+    try: return sorted(os.listdir(self._sys(path)))
+    except OSError as e: raise OSCallError("listdir", self._sys(path), e.errno) from None
+
+  def sysfs_read(self, path: str) -> str:
+    return self.sysfs_read_bytes(path).decode(errors="replace")
+
+  def sysfs_read_bytes(self, path: str, size: int = -1, offset: int = 0) -> bytes:
+    full = self._sys(path)
+    try:
+      with open(full, "rb", buffering=0) as f:
+        if offset: f.seek(offset)
+        return f.read() if size < 0 else f.read(size)
+    except OSError as e: raise OSCallError("read", full, e.errno) from None
+
+  def sysfs_write(self, path: str, data) -> None:
+    full = self._sys(path)
+    try:
+      with open(full, "wb", buffering=0) as f: f.write(data.encode() if isinstance(data, str) else data)
+    except OSError as e: raise OSCallError("write", full, e.errno) from None
+
+  def sysfs_exists(self, path: str) -> bool: return os.path.lexists(self._sys(path))
+
+  def sysfs_readlink(self, path: str) -> str:
+    try: return os.readlink(self._sys(path))
+    except OSError as e: raise OSCallError("readlink", self._sys(path), e.errno) from None
+
+  def proc_list(self, path: str = "") -> list[str]:
+    try: return os.listdir(self._proc(path))
+    except OSError as e: raise OSCallError("listdir", self._proc(path), e.errno) from None
+
+  def proc_read(self, path: str) -> str:
+    try:
+      with open(self._proc(path), "rb") as f: return f.read().decode(errors="replace")
+    except OSError as e: raise OSCallError("read", self._proc(path), e.errno) from None
+
+  def proc_readlink(self, path: str) -> str:
+    try: return os.readlink(self._proc(path))
+    except OSError as e: raise OSCallError("readlink", self._proc(path), e.errno) from None
+
+  # ---- memory
+  def alloc_anon(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
+                 reserve_only: bool = False) -> int:
+    if reserve_only: prot = libc.PROT_NONE
+    elif prot is None: prot = libc.PROT_READ | libc.PROT_WRITE
+    flags = libc.MAP_ANONYMOUS | (libc.MAP_SHARED if shared else libc.MAP_PRIVATE)
+    if reserve_only: flags |= libc.MAP_NORESERVE
+    if addr is not None: flags |= libc.MAP_FIXED_NOREPLACE
+    return libc.mmap(addr, size, prot, flags, what=f"anonymous memory of {size:#x} bytes")
+
+  def free_anon(self, addr: int, size: int) -> None: libc.munmap(addr, size)
+
+  def phys_addrs(self, addr: int, size: int) -> list[int]:
+    """Physical address of each page of [addr, addr+size): the pages are locked (mlock) and touched first, then
+    read from <proc>/self/pagemap (bit 63 = present, bits 0-54 = PFN; Documentation/admin-guide/mm/pagemap.rst)."""
+    page = libc.PAGE_SIZE
+    start, end = addr & ~(page - 1), (addr + size + page - 1) & ~(page - 1)
+    libc.mlock(start, end - start)
+    for p in range(start, end, page): ctypes.c_uint8.from_address(p).value = ctypes.c_uint8.from_address(p).value
+    path = self._proc("self/pagemap")
+    try:
+      with open(path, "rb", buffering=0) as f:
+        f.seek((start // page) * 8)
+        raw = f.read(((end - start) // page) * 8)
+    except OSError as e: raise OSCallError("read", path, e.errno) from None
+    out = []
+    for i, (entry,) in enumerate(struct.iter_unpack("<Q", raw)):
+      pfn = entry & ((1 << 55) - 1)
+      if not entry >> 63 or pfn == 0:
+        raise DeviceError(f"{path}: page {start + i * page:#x} has no physical address (not present, or no "
+                          f"CAP_SYS_ADMIN to read PFNs)")
+      out.append(pfn * page)
+    return out
+
+  def memview(self, addr: int, size: int) -> memoryview: return libc.view(addr, size)
+
+  def memory_barrier(self) -> None: libc.memory_barrier()
+
+  # ---- MMIO
+  def map_mmio(self, path: str, size: int, offset: int = 0, name: str = "") -> MemoryMMIO:
+    f = self.open(path, os.O_RDWR | os.O_SYNC)
+    try: addr = f.mmap(size, offset)
+    finally: f.close()
+    return MemoryMMIO(addr, size, name or path)
+
+  # ---- locks and events
+  def lock_device(self, kind: str, pcibus: str) -> FlockLock:
+    path = lock_path(self.config.lock_dir, kind, pcibus)
+    try:
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e: raise OSCallError("open", path, e.errno) from None
+    try: os.fchmod(fd, 0o666)  # other users must be able to take the lock after us, whatever our umask
+    except OSError: pass  # a lock file created by another user: its mode is theirs to set
+    try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      os.close(fd)
+      if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN):
+        raise DeviceError(f"device {pcibus} is in use: another process holds {path} (see `hcq-smi pids`)") from None
+      raise OSCallError("flock", path, e.errno) from None
+    return FlockLock(path, fd)
+
+  def eventfd(self, initval: int = 0) -> EventFD:
+    try: fd = os.eventfd(initval, os.EFD_CLOEXEC)
+    except OSError as e: raise OSCallError("eventfd", "eventfd", e.errno) from None
+    return EventFD("eventfd", fd)
+
+  # ---- USB
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0):
+    from .usb import PyUSBTransport
+    return PyUSBTransport.open(vendor_id, product_id, index)
+
+  # ---- time
+  def monotonic(self) -> float: return time.monotonic()
+  def sleep(self, seconds: float) -> None: time.sleep(seconds)

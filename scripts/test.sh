@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up what the tests need (Debian toolchain used as the reference: gcc, clang-19/lld-19/llvm-19, tshark, lspci;
+# the test extras in .venv) and run the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+APT_PACKAGES="gcc clang-19 lld-19 llvm-19 tshark pciutils rocm-device-libs"
+missing=""
+for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else SUDO="none"; fi
+  if [ "$SUDO" = none ]; then
+    echo "warning: cannot install$missing (not root, no sudo): tests that need them will be skipped" >&2
+  else
+    $SUDO apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q $missing >/dev/null
+  fi
+fi
+bash scripts/install.sh
+.venv/bin/python -m pip install -q -e '.[test]'
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+# pytest exits 5 when it collected no test: that is not a failure of the suite
+[ "$rc" = 5 ] && { echo "no tests collected"; rc=0; }
+exit "$rc"

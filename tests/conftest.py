@@ -1,0 +1,11 @@
+import shutil
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+  """Tests marked `tools("gcc", "llvm-mc-19", ...)` skip when a Debian tool they need is missing, naming it."""
+  for item in items:
+    for mark in item.iter_markers(name="tools"):
+      missing = [t for t in mark.args if shutil.which(t) is None]
+      if missing: item.add_marker(pytest.mark.skip(reason=f"missing tools: {', '.join(missing)} (run scripts/test.sh)"))
