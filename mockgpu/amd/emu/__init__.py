@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import GPUFault
+from ....errors import GPUFault
 from .memory import GPUMemory, host_view
 
 __all__ = ["GPUMemory", "ScratchSetup", "DispatchStats", "InstructionBudgetExceeded", "dispatch", "host_view",

@@ -12,7 +12,7 @@ import bisect
 
 import numpy as np
 
-from ...errors import GPUFault
+from ....errors import GPUFault
 
 # The numpy views start at this address (numpy treats a NULL data pointer as "allocate"), so element i of the u32 view
 # is the dword at host address _VIEW_BASE + 4*i. x86-64 user space ends at 2**47.
