@@ -69,34 +69,31 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   # ---- registers ----
   user_count = (rsrc2 >> 1) & 0x1F
   vgprs = ((rsrc1 & 0x3F) + 1) * 8
-  S = [np.zeros(W, np.uint32) for _ in range(128)]
-  V = [np.zeros((W, 32), np.uint32) for _ in range(max(vgprs, 8))]
+  S = list(np.zeros((128, W), np.uint32))
+  V = list(np.zeros((max(vgprs, 8), W, 32), np.uint32))
   data = list(user_sgprs) + [0] * max(0, user_count - len(user_sgprs))
   for i in range(user_count): S[i][:] = data[i] & 0xFFFFFFFF
   wg_linear = np.repeat(np.arange(groups, dtype=np.int64), waves_per_wg)
-  wave_in_wg = np.tile(np.arange(waves_per_wg, dtype=np.int64), groups)
-  wg_x = wg_linear % gx
-  wg_y = (wg_linear // gx) % gy
-  wg_z = wg_linear // (gx * gy)
   nxt = user_count
-  for bit, ids in ((7, wg_x), (8, wg_y), (9, wg_z)):
+  for bit, dim in ((7, 0), (8, 1), (9, 2)):
     if rsrc2 >> bit & 1:
-      if nxt < 106: S[nxt][:] = ids.astype(np.uint32)
+      if nxt < 106:
+        ids = wg_linear % gx if dim == 0 else (wg_linear // gx) % gy if dim == 1 else wg_linear // (gx * gy)
+        S[nxt][:] = ids
       nxt += 1
   if rsrc2 >> 10 & 1 and nxt < 106:
     # work-group info: the number of waves in the group in [5:0] (plus the first-wave flag, not modelled)
     S[nxt][:] = waves_per_wg
-  tid = wave_in_wg[:, None] * 32 + np.arange(32, dtype=np.int64)[None, :]
-  tx = tid % lx
-  ty = (tid // lx) % ly
-  tz = tid // (lx * ly)
+  # one work-group's lanes, then tiled over the groups
+  tid = np.arange(waves_per_wg * 32, dtype=np.int64).reshape(waves_per_wg, 32)
   id_mode = (rsrc2 >> 11) & 3
-  v0 = tx.copy()
-  if id_mode >= 1: v0 |= ty << 10
-  if id_mode >= 2: v0 |= tz << 20
+  v0 = tid % lx
+  if id_mode >= 1: v0 |= ((tid // lx) % ly) << 10
+  if id_mode >= 2: v0 |= (tid // (lx * ly)) << 20
   exists = tid < threads
-  V[0][:] = np.where(exists, v0, 0).astype(np.uint32)
-  S[126][:] = rt.pack(exists)
+  v0 = np.where(exists, v0, 0).astype(np.uint32)
+  V[0] = np.tile(v0, (groups, 1))
+  S[126] = np.tile(rt.pack(exists), groups)
   # ---- memory ----
   lds_words = max(1, (int(lds_bytes) + 3) // 4)
   lds = np.zeros(groups * lds_words, np.uint32)

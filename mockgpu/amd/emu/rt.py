@@ -47,7 +47,13 @@ def sfix(x, n: int, dtype=u32) -> np.ndarray:
 
 # ---- 64-bit pairs ----
 def p64(lo, hi) -> np.ndarray:
-  return np.asarray(lo).astype(u64) | (np.asarray(hi).astype(u64) << u64(32))
+  """Two u32 halves -> u64 (interleaving into a fresh buffer is the cheapest way in numpy)."""
+  lo = np.asarray(lo)
+  hi = np.asarray(hi)
+  out = np.empty(np.broadcast_shapes(lo.shape, hi.shape) + (2,), u32)
+  out[..., 0] = lo
+  out[..., 1] = hi
+  return out.view(u64)[..., 0]
 
 
 def lo32(x) -> np.ndarray:
@@ -313,47 +319,55 @@ class MemAccess:
     self.scratch_words = scratch_words
     self.scratch_base = scratch_base
     self.wave_wg = wave_wg
-    self.safe = np.zeros(64, u32)   # a mapped dummy address for inactive lanes
-    self.safe_addr = u64(self.safe.ctypes.data)
     self.vb = u64(memory.VIEW_BASE)
 
   # -- global --
-  def _addrs(self, addr, em, ef, nbytes, what):
+  def _active(self, addr, em, ef):
     addr = np.asarray(addr, u64)
-    if ef:
-      self.mem.check(addr, nbytes, what)
-      return addr
-    act = addr[em]
-    self.mem.check(act, nbytes, what)
-    if act.size == 0: return np.broadcast_to(self.safe_addr, addr.shape)
-    return np.where(em, addr, self.safe_addr)
+    return addr if ef else addr[em]
+
+  def _target(self, rng, dtype, shift: int):
+    """(array, base address) to index global memory with: the mapped range's own view when the access stays in one
+    range whose start is aligned for dtype, else the whole-address-space view."""
+    if rng is not None and rng[0] % np.dtype(dtype).itemsize == 0: return self.mem.view(rng[0], dtype), u64(rng[0])
+    return {0: self.mem.u8, 2: self.mem.u32, 3: self.mem.u64}[shift], self.vb
 
   def gload(self, addr, em, ef, ndw: int):
     """Load ndw dwords per lane from byte addresses addr (n, 32) u64; returns a list of (n, 32) u32."""
-    a = self._addrs(addr, em, ef, 4 * ndw, "global load")
-    if (a & u64(3)).any(): return self._gload_bytes(a, 4 * ndw, ndw)
-    w = ((a - self.vb) >> u64(2)).astype(np.intp)
-    m = self.mem.u32
-    return [m[w + k] if k else m[w] for k in range(ndw)]
+    addr = np.asarray(addr, u64)
+    act = self._active(addr, em, ef)
+    rng = self.mem.check(act, 4 * ndw, "global load")
+    if act.size == 0: return [np.zeros(addr.shape, u32) for _ in range(ndw)]
+    if not ef: addr = np.where(em, addr, act[0])
+    if int(np.bitwise_or.reduce(act, axis=None)) & 3: return self._gload_bytes(addr, rng, ndw)
+    arr, base = self._target(rng, u32, 2)
+    w = ((addr - base) >> u64(2)).view(np.intp)
+    if ndw == 1: return [arr[w]]
+    return [arr[w + k] for k in range(ndw)]
 
-  def _gload_bytes(self, a, nbytes, ndw):
-    b = ((a - self.vb)).astype(np.intp)
-    m = self.mem.u8
+  def _gload_bytes(self, addr, rng, ndw):
+    arr, base = self._target(rng, u8, 0)
+    b = (addr - base).view(np.intp)
     out = []
     for k in range(ndw):
-      v = np.zeros(a.shape, u32)
-      for j in range(4): v |= m[b + (4 * k + j)].astype(u32) << u32(8 * j)
+      v = np.zeros(addr.shape, u32)
+      for j in range(4): v |= arr[b + (4 * k + j)].astype(u32) << u32(8 * j)
       out.append(v)
     return out
 
   def gload_sub(self, addr, em, ef, nbytes: int, signed: bool):
     """A u8/i8/u16/i16 load, zero- or sign-extended to u32."""
-    a = self._addrs(addr, em, ef, nbytes, "global load")
-    b = (a - self.vb).astype(np.intp)
+    addr = np.asarray(addr, u64)
+    act = self._active(addr, em, ef)
+    rng = self.mem.check(act, nbytes, "global load")
+    if act.size == 0: return np.zeros(addr.shape, u32)
+    if not ef: addr = np.where(em, addr, act[0])
+    arr, base = self._target(rng, u8, 0)
+    b = (addr - base).view(np.intp)
     if nbytes == 1:
-      v = self.mem.u8[b]
+      v = arr[b]
       return (v.view(i8).astype(i32).view(u32) if signed else v.astype(u32))
-    v = self.mem.u8[b].astype(u16) | (self.mem.u8[b + 1].astype(u16) << u16(8))
+    v = arr[b].astype(u16) | (arr[b + 1].astype(u16) << u16(8))
     return v.view(i16).astype(i32).view(u32) if signed else v.astype(u32)
 
   def gstore(self, addr, em, ef, data: list, nbytes: int | None = None):
@@ -361,24 +375,22 @@ class MemAccess:
     size = nbytes or 4 * len(data)
     addr = np.asarray(addr, u64)
     if not ef:
-      addr = addr[em]
       data = [np.broadcast_to(d, em.shape)[em] for d in data]
+      addr = addr[em]
     else:
       data = [np.broadcast_to(d, addr.shape) for d in data]
-    self.mem.check(addr, size, "global store")
+    rng = self.mem.check(addr, size, "global store")
     if addr.size == 0: return
-    if nbytes in (1, 2):
-      b = (addr - self.vb).astype(np.intp)
-      self.mem.u8[b] = (data[0] & u32(0xFF)).astype(u8)
-      if nbytes == 2: self.mem.u8[b + 1] = ((data[0] >> u32(8)) & u32(0xFF)).astype(u8)
+    if nbytes in (1, 2) or int(np.bitwise_or.reduce(addr, axis=None)) & 3:
+      arr, base = self._target(rng, u8, 0)
+      b = (addr - base).view(np.intp)
+      for k in range(max(1, size // 4)):
+        for j in range(min(4, size)): arr[b + (4 * k + j)] = ((data[k] >> u32(8 * j)) & u32(0xFF)).astype(u8)
       return
-    if (addr & u64(3)).any():
-      b = (addr - self.vb).astype(np.intp)
-      for k, d in enumerate(data):
-        for j in range(4): self.mem.u8[b + 4 * k + j] = ((d >> u32(8 * j)) & u32(0xFF)).astype(u8)
-      return
-    w = ((addr - self.vb) >> u64(2)).astype(np.intp)
-    for k, d in enumerate(data): self.mem.u32[w + k] = d
+    arr, base = self._target(rng, u32, 2)
+    w = ((addr - base) >> u64(2)).view(np.intp)
+    arr[w] = data[0]
+    for k in range(1, len(data)): arr[w + k] = data[k]
 
   def gatomic(self, addr, em, ef, op: str, data, cmp, width: int):
     """Global atomic; returns the pre-op values (n, 32) (zeros for inactive lanes)."""
@@ -386,12 +398,12 @@ class MemAccess:
     shape = addr.shape
     sel = np.broadcast_to(True, shape) if ef else em
     a = addr[sel]
-    self.mem.check(a, 4 * width, f"global atomic {op}")
+    rng = self.mem.check(a, 4 * width, f"global atomic {op}")
     if a.size and (a & u64(4 * width - 1)).any():
       raise GPUFault(f"misaligned global atomic {op}", address=int(a[(a & u64(4 * width - 1)) != 0][0]),
                      kind="misaligned atomic")
-    arr = self.mem.u64 if width == 2 else self.mem.u32
-    idx = ((a - self.vb) >> u64(2 if width == 1 else 3)).astype(np.intp)
+    arr, base = self._target(rng, u64 if width == 2 else u32, 3 if width == 2 else 2)
+    idx = ((a - base) >> u64(2 if width == 1 else 3)).astype(np.intp)
     d = np.broadcast_to(data, shape)[sel]
     c = None if cmp is None else np.broadcast_to(cmp, shape)[sel]
     old = atomic(arr, idx, op, d, c)
@@ -528,9 +540,9 @@ class MemAccess:
   def sload(self, addr, ndw: int):
     """SMEM load: addr (n,) u64 (dword aligned: the two low bits are ignored); returns a list of (n,) u32."""
     a = np.asarray(addr, u64) & ~u64(3)
-    self.mem.check(a, 4 * ndw, "scalar load")
-    w = ((a - self.vb) >> u64(2)).astype(np.intp)
-    m = self.mem.u32
+    rng = self.mem.check(a, 4 * ndw, "scalar load")
+    m, base = self._target(rng, u32, 2)
+    w = ((a - base) >> u64(2)).astype(np.intp)
     return [m[w + k] for k in range(ndw)]
 
 

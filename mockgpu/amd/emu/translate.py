@@ -94,6 +94,8 @@ class Gen:
     self.uses_wid = False
     self.next_pc = None          # expression of the next pc
     self.barrier = False
+    self.lanes_of: dict[int, str] = {}   # SGPR -> local (n,32) bool holding its lanes (VCC, carries)
+    self.pending: set[int] = set()       # SGPRs whose packed value is not computed yet
 
   # ---- helpers ----
   def emit(self, line: str) -> None:
@@ -114,7 +116,13 @@ class Gen:
     if r == NULL: return self.const(0, "u32")
     if r > 127: raise ValueError(r)
     self.sregs.add(r)
+    self.materialize(r)
     return f"s{r}"
+
+  def materialize(self, r: int) -> None:
+    if r in self.pending:
+      self.pending.discard(r)
+      self.emit(f"s{r} = R.pack({self.lanes_of[r]})")
 
   def v(self, r: int) -> str:
     if r > 255: raise ValueError(r)
@@ -131,6 +139,8 @@ class Gen:
     if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
     self.sregs.add(r)
     self.s_written.add(r)
+    self.pending.discard(r)
+    self.lanes_of.pop(r, None)
     if re.fullmatch(r"[sv]\d+|scc", expr.strip()): expr = f"{expr}.copy()"   # never alias two registers
     self.emit(f"s{r} = R.sfix({expr}, n)")
     if r == EXEC: self.emit_exec_update()
@@ -168,9 +178,16 @@ class Gen:
 
   def write_lanes(self, r: int, expr: str) -> None:
     """Write a per-lane bool (n,32) result as a wave mask to SGPR r (VOPC, carry out): inactive lanes read 0."""
+    if r == NULL: return
     t = self.tmp()
     self.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
-    self.write_s(r, f"R.pack({t} if ef else ({t} & em))")
+    if r == EXEC:
+      return self.write_s(r, f"R.pack({t} if ef else ({t} & em))")
+    self.emit(f"{t} = {t} if ef else ({t} & em)")
+    self.sregs.add(r)
+    self.s_written.add(r)
+    self.lanes_of[r] = t
+    self.pending.add(r)
 
   # ---- operand reads ----
   def raw_scalar(self, code: int, inst: Inst, ty: str = "u32") -> str:
@@ -246,6 +263,7 @@ class Gen:
 
   def lane_mask_src(self, code: int, inst: Inst) -> str:
     """An SGPR wave mask (VCC, carry in, cndmask selector) as (n, 32) bool."""
+    if code in self.lanes_of: return self.lanes_of[code]
     if code < 128 and code != NULL: return f"R.lanes({self.s(code)})"
     c = self.constant(code, inst, "u32")
     return f"R.lanes(np.broadcast_to({c}, (n,)).astype(u32))"
@@ -302,6 +320,9 @@ def _assemble(g: Gen) -> str:
   out += ["    scc = st.scc[idx]"]
   out += ["  M = st.mem", "  ef = R.all_ones(s126); em = None if ef else R.lanes(s126)"]
   out += ["  " + ln for ln in g.lines]
+  if g.next_pc == "-1":
+    return "\n".join(out + ["  return -1"]) + "\n"       # the waves end: nothing to write back
+  for r in sorted(g.pending): out.append(f"  s{r} = R.pack({g.lanes_of[r]})")
   out += ["  if idx is None:"]
   out += [f"    S[{r}] = s{r}" for r in sorted(g.s_written)]
   out += [f"    V[{r}] = v{r}" for r in sorted(g.v_written)]
@@ -614,21 +635,26 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     return g.write_v(f["vdst"], f"np.where({mask}, {b}, {a})")
   if name in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32",
               "v_subrev_co_ci_u32"):
-    a = f"np.asarray({g.vsrc(srcs[0], inst, 'u32')}).astype(i64)"
-    b = f"np.asarray({g.vsrc(srcs[1], inst, 'u32')}).astype(i64)"
+    # u32 arithmetic with carry/borrow detection (cheaper than widening to 64 bits)
+    a = g.vsrc(srcs[0], inst, "u32")
+    b = g.vsrc(srcs[1], inst, "u32")
     if "subrev" in name: a, b = b, a
-    cin = ""
+    r, cv = g.tmp(), g.tmp()
+    add = "add" in name
     if "_ci_" in name:
-      cin_src = f["src2"] if vop3 else VCC
-      cin = f" {'+' if 'add' in name else '-'} {g.lane_mask_src(cin_src, inst)}.astype(i64)"
-    r = g.tmp()
-    g.emit(f"{r} = {a} {'+' if 'add' in name else '-'} {b}{cin}")
-    sdst = f["sdst"] if vop3 else VCC
-    carry = f"({r} > 0xFFFFFFFF)" if "add" in name else f"({r} < 0)"
-    cv = g.tmp()
-    g.emit(f"{cv} = {carry}")
-    g.write_v(f["vdst"], f"{r}.astype(u32)")
-    return g.write_lanes(sdst, cv)
+      cin = g.lane_mask_src(f["src2"] if vop3 else VCC, inst)
+      t, c = g.tmp(), g.tmp()
+      g.emit(f"{c} = {cin}")
+      if add:
+        g.emit(f"{t} = {a} + {b}; {r} = {t} + {c}; {cv} = ({t} < {a}) | ({r} < {t})")
+      else:
+        g.emit(f"{t} = {a} - {b}; {r} = {t} - {c}; {cv} = ({b} > {a}) | ({c} > {t})")
+    elif add:
+      g.emit(f"{r} = {a} + {b}; {cv} = {r} < {a}")
+    else:
+      g.emit(f"{r} = {a} - {b}; {cv} = {b} > {a}")
+    g.write_v(f["vdst"], r)
+    return g.write_lanes(f["sdst"] if vop3 else VCC, cv)
   if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
     signed = name == "v_mad_i64_i32"
     ty = "i32" if signed else "u32"
@@ -922,7 +948,8 @@ def _vmem(g: Gen, pc: int, inst: Inst) -> None:
     base = f"R.p64({g.s(f['saddr'])}, {g.s(f['saddr'] + 1)})[:, None]"
     addr = f"({base} + {g.v(f['addr'])}.astype(u64) + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   else:
-    addr = f"(R.p64({g.v(f['addr'])}, {g.v(f['addr'] + 1)}).astype(i64) + {f['offset']}).astype(u64)"
+    addr = f"R.p64({g.v(f['addr'])}, {g.v(f['addr'] + 1)})"
+    if f["offset"]: addr = f"({addr} + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   t = g.tmp()
   if op.startswith("load_"):
     kind = op[5:]
