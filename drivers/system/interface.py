@@ -86,7 +86,7 @@ class OSInterface(Protocol):
   """What a driver may ask of the OS. See LinuxOS (drivers/system/linux.py) and mockgpu.MockOS."""
   config: object  # hcq.config.Config
 
-  # files and device nodes (absolute paths; /dev nodes are relative to config.dev_root when given as "dev:...")
+  # files and device nodes (absolute paths; a path under /dev/ is looked up under config.dev_root instead)
   def open(self, path: str, flags: int = ..., mode: int = 0o666) -> FileHandle: ...
   def exists(self, path: str) -> bool: ...
 

@@ -137,6 +137,20 @@ class LinuxOS:
 
   def exists(self, path: str) -> bool: return os.path.exists(self._dev_path(path))
 
+  # Host file-system queries beyond the OSInterface protocol, for tools (hcq-smi lists the lock dir and matches
+  # lock files by inode). Drivers do not need them.
+  def listdir(self, path: str) -> list[str]:
+    real = self._dev_path(path)
+    try: return sorted(os.listdir(real))
+    except OSError as e: raise OSCallError("listdir", real, e.errno) from None
+
+  def stat(self, path: str, follow_symlinks: bool = True) -> os.stat_result:
+    real = self._dev_path(path)
+    try: return os.stat(real, follow_symlinks=follow_symlinks)
+    except OSError as e: raise OSCallError("stat", real, e.errno) from None
+
+  def realpath(self, path: str) -> str: return os.path.realpath(self._dev_path(path))
+
   # ---- sysfs / procfs
   def _sys(self, path: str) -> str: return os.path.join(self.config.sysfs_root, path.lstrip("/"))
   def _proc(self, path: str) -> str: return os.path.join(self.config.proc_root, path.lstrip("/"))
@@ -157,10 +171,16 @@ class LinuxOS:
     except OSError as e: raise OSCallError("read", full, e.errno) from None
 
   def sysfs_write(self, path: str, data) -> None:
+    """Write an attribute in one write(2) call. Never creates a file: a missing attribute is an error
+    (O_TRUNC keeps fake trees honest; sysfs ignores it)."""
     full = self._sys(path)
+    raw = data.encode() if isinstance(data, str) else bytes(data)
     try:
-      with open(full, "wb", buffering=0) as f: f.write(data.encode() if isinstance(data, str) else data)
-    except OSError as e: raise OSCallError("write", full, e.errno) from None
+      fd = os.open(full, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+      try: written = os.write(fd, raw)
+      finally: os.close(fd)
+    except OSError as e: raise OSCallError("write", full, e.errno, f"value {raw[:64]!r}") from None
+    if written != len(raw): raise OSCallError("write", full, None, f"short write: {written} of {len(raw)} bytes")
 
   def sysfs_exists(self, path: str) -> bool: return os.path.lexists(self._sys(path))
 
@@ -198,8 +218,9 @@ class LinuxOS:
     read from <proc>/self/pagemap (bit 63 = present, bits 0-54 = PFN; Documentation/admin-guide/mm/pagemap.rst)."""
     page = libc.PAGE_SIZE
     start, end = addr & ~(page - 1), (addr + size + page - 1) & ~(page - 1)
+    # mlock faults every page in (write-faults private writable mappings, so no shared zero page) and keeps
+    # it resident; touching the pages by hand would crash on a read-only mapping.
     libc.mlock(start, end - start)
-    for p in range(start, end, page): ctypes.c_uint8.from_address(p).value = ctypes.c_uint8.from_address(p).value
     path = self._proc("self/pagemap")
     try:
       with open(path, "rb", buffering=0) as f:
@@ -228,12 +249,19 @@ class LinuxOS:
 
   # ---- locks and events
   def lock_device(self, kind: str, pcibus: str) -> FlockLock:
-    path = lock_path(self.config.lock_dir, kind, pcibus)
+    try: path = lock_path(self.config.lock_dir, kind, pcibus)
+    except ValueError as e: raise DeviceError(f"cannot lock device: {e}") from None
     try:
-      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+      # O_NOFOLLOW: the lock dir is world-writable; a planted symlink must not redirect the open
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
     except OSError as e: raise OSCallError("open", path, e.errno) from None
-    try: os.fchmod(fd, 0o666)  # other users must be able to take the lock after us, whatever our umask
-    except OSError: pass  # a lock file created by another user: its mode is theirs to set
+    if os.fstat(fd).st_uid == os.geteuid():
+      # other users must be able to take the lock after us, whatever our umask (a file another user created
+      # keeps the mode its owner gave it: only the owner may change it)
+      try: os.fchmod(fd, 0o666)
+      except OSError as e:
+        os.close(fd)
+        raise OSCallError("fchmod", path, e.errno) from None
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
       os.close(fd)
