@@ -234,6 +234,9 @@ class LinuxOS:
         raise DeviceError(f"{path}: page {start + i * page:#x} has no physical address (not present, or no "
                           f"CAP_SYS_ADMIN to read PFNs)")
       out.append(pfn * page)
+    if len(set(out)) != len(out):
+      raise DeviceError(f"{path}: pages of {addr:#x}+{size:#x} share physical pages (a read-only private mapping maps "
+                        f"the shared zero page): DMA memory must be writable")
     return out
 
   def memview(self, addr: int, size: int) -> memoryview: return libc.view(addr, size)
