@@ -29,7 +29,7 @@ class Context:
 
   def run(self, argv: list[str], root: bool = False, stdin: bytes | None = None) -> int:
     """Run argv (through sudo when root is needed and we are not root, unless --sudoless); its exit code."""
-    if root and self.use_sudo: argv = ["sudo", "--", *argv]
+    if root and self.use_sudo: argv = ["sudo", *argv]
     self.report.say(f"running: {' '.join(argv)}")
     try: return subprocess.run(argv, input=stdin, stdout=subprocess.DEVNULL if stdin is not None else None, check=False).returncode
     except FileNotFoundError:
@@ -58,7 +58,7 @@ def rmmod(ctx: Context, expect: bool = False) -> int:
   ctx.report.say(f"Removing kernel modules: {' '.join(loaded)}")
   argv = ["modprobe", "-r", *loaded]
   rc = ctx.run(argv, root=True)
-  doc.update(argv=(["sudo", "--"] if ctx.use_sudo else []) + argv, removed=loaded if rc == 0 else [], exit=rc)
+  doc.update(argv=(["sudo"] if ctx.use_sudo else []) + argv, removed=loaded if rc == 0 else [], exit=rc)
   if rc: ctx.report.error(f"modprobe -r {' '.join(loaded)} failed (exit {rc}): the modules may be in use "
                           f"(see `hcq-smi {ctx.backend.name} pids` and `lsmod`)")
   ctx.report.document(doc)
