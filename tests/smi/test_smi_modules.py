@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -139,9 +140,9 @@ def _smi_in_child(argv, world, out_path):
     os.environ.update(HCQ_SYSFS_ROOT=str(world.sysfs), HCQ_LOCK_DIR=str(world.locks),
                       PATH=f"{world.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     fd = os.open(out_path, os.O_WRONLY | os.O_TRUNC)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    return main(argv)
+    sys.stdout = sys.stderr = os.fdopen(fd, "w")  # pytest's capture replaced them in this (forked) process
+    try: return main(argv)
+    finally: sys.stdout.flush()
   return run
 
 
