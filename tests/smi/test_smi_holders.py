@@ -200,3 +200,30 @@ def test_lock_of_another_backend_is_not_touched(locks, procs):
   assert res.returncode == 0 and nv.poll() is None
   res = run_smi("nv", "kill_pids", "--sudoless", env=smi_env(lock_dir=locks))
   assert res.returncode == 0 and wait_dead(nv) == -signal.SIGKILL
+
+
+def test_holders_from_a_fake_proc_tree(locks, tmp_path):
+  """HCQ_PROC_ROOT: holders come from <proc>/<pid>/fd links plus the fdinfo lock lines, and from <proc>/locks for
+  processes whose fds cannot be read. Pids here are fake, so only `pids` (which signals nothing) runs."""
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  st = lock.stat()
+  key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+  proc = tmp_path / "proc"
+  def process(pid, fdinfo, target=lock):
+    (proc / str(pid) / "fd").mkdir(parents=True)
+    (proc / str(pid) / "fdinfo").mkdir()
+    os.symlink(target, proc / str(pid) / "fd" / "5")
+    (proc / str(pid) / "fdinfo" / "5").write_text("pos:\t0\nflags:\t02100002\nmnt_id:\t27\n" + fdinfo)
+    (proc / str(pid) / "comm").write_text(f"worker{pid}\n")
+  process(700, f"lock:\t1: FLOCK  ADVISORY  WRITE 700 {key} 0 EOF\n")   # holds it
+  process(701, "")                                                        # only has it open
+  process(702, f"lock:\t2: FLOCK  ADVISORY  WRITE 702 {key} 0 EOF\n", target=tmp_path / "elsewhere.lock")
+  process(703, f"lock:\t1: FLOCK  ADVISORY  WRITE 700 {key} 0 EOF\n")   # a forked sharer of 700's lock
+  (proc / "self").mkdir()
+  (proc / "locks").write_text(f"1: FLOCK  ADVISORY  WRITE 700 {key} 0 EOF\n"
+                              f"1: -> FLOCK  ADVISORY  WRITE 701 {key} 0 EOF\n")
+  res, doc = run_smi_json("amd", "pids", env=smi_env(lock_dir=locks, proc=proc))
+  assert res.returncode == 0, res
+  assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700"},
+                                                                       {"pid": 703, "name": "worker703"}]}]
