@@ -60,6 +60,9 @@ class MMIOView(abc.ABC):
   def read_bytes(self, offset: int, size: int) -> bytes:
     return b"".join(struct.pack("<I", self.read32(offset + i)) for i in range(0, size, 4))[:size]
 
+  def close(self) -> None:
+    """Give the window back (unmap it); no access is allowed afterwards. Idempotent."""
+
   def _check(self, offset: int, width: int) -> None:
     if offset < 0 or offset + width > self.size or offset % width:
       from ...errors import DeviceError

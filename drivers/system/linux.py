@@ -72,9 +72,16 @@ def _ioctl_ptr(fd: int, request: int, ptr: int) -> int:
 class MemoryMMIO(MMIOView):
   """An MMIO window over mapped memory (a BAR resource file mmapped into this process)."""
 
-  def __init__(self, addr: int, size: int, name: str):
+  def __init__(self, addr: int, size: int, name: str, mapped_size: int = 0):
     self.addr, self.size, self.name = addr, size, name
+    self._mapped_size = mapped_size  # > 0: this view owns an mmap of that size at addr, unmapped by close()
     self._u32 = (ctypes.c_uint32 * (size // 4)).from_address(addr)
+
+  def close(self) -> None:
+    if self._mapped_size:
+      self._u32 = None
+      libc.munmap(self.addr, self._mapped_size)
+      self._mapped_size, self.size = 0, 0  # every later access fails the bounds check instead of faulting
 
   def read32(self, offset: int) -> int:
     self._check(offset, 4)
@@ -248,7 +255,7 @@ class LinuxOS:
     f = self.open(path, os.O_RDWR | os.O_SYNC)
     try: addr = f.mmap(size, offset)
     finally: f.close()
-    return MemoryMMIO(addr, size, name or path)
+    return MemoryMMIO(addr, size, name or path, mapped_size=size)
 
   # ---- locks and events
   def lock_device(self, kind: str, pcibus: str) -> FlockLock:

@@ -242,6 +242,9 @@ class TestKernel:
     mmio.write32(0x20, 0xcafef00d)
     assert path.read_bytes()[0x20:0x24] == struct.pack("<I", 0xcafef00d)
     with pytest.raises(DeviceError, match="fake BAR0.*0x1000"): mmio.write32(PAGE, 1)
+    mmio.close()
+    mmio.close()
+    with pytest.raises(DeviceError, match="fake BAR0"): mmio.read32(0x20)  # unmapped: refused, not a segfault
 
   def test_lock_file_mode_0666_whatever_the_umask(self, kernel_os):
     old = os.umask(0o077)
