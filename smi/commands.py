@@ -31,7 +31,9 @@ class Context:
     """Run argv (through sudo when root is needed and we are not root, unless --sudoless); its exit code."""
     if root and self.use_sudo: argv = ["sudo", *argv]
     self.report.say(f"running: {' '.join(argv)}")
-    try: return subprocess.run(argv, input=stdin, stdout=subprocess.DEVNULL if stdin is not None else None, check=False).returncode
+    # the tool's own output goes to stderr under --json, so that stdout stays one JSON document
+    out = subprocess.DEVNULL if stdin is not None else (2 if self.report.as_json else None)
+    try: return subprocess.run(argv, input=stdin, stdout=out, check=False).returncode
     except FileNotFoundError:
       self.report.error(f"{argv[0]}: command not found")
       return EXIT_NOT_FOUND
@@ -47,22 +49,26 @@ def loaded_modules(ctx: Context) -> list[str]:
   return [m for m in ctx.backend.modules if ctx.host.sysfs_exists(f"module/{m}")]
 
 
-def rmmod(ctx: Context, expect: bool = False) -> int:
+def _rmmod(ctx: Context, expect: bool) -> dict:
   loaded = loaded_modules(ctx)
   doc = {"command": "rmmod", "backend": ctx.backend.name, "loaded": loaded, "expect": expect}
   if expect or not loaded:
     ctx.report.say(f"Kernel modules are loaded: {loaded}" if loaded else "Kernel modules are not loaded")
     doc["exit"] = EXIT_FAIL if loaded else EXIT_OK
-    ctx.report.document(doc)
-    return doc["exit"]
+    return doc
   ctx.report.say(f"Removing kernel modules: {' '.join(loaded)}")
   argv = ["modprobe", "-r", *loaded]
   rc = ctx.run(argv, root=True)
   doc.update(argv=(["sudo"] if ctx.use_sudo else []) + argv, removed=loaded if rc == 0 else [], exit=rc)
   if rc: ctx.report.error(f"modprobe -r {' '.join(loaded)} failed (exit {rc}): the modules may be in use "
                           f"(see `hcq-smi {ctx.backend.name} pids` and `lsmod`)")
+  return doc
+
+
+def rmmod(ctx: Context, expect: bool = False) -> int:
+  doc = _rmmod(ctx, expect)
   ctx.report.document(doc)
-  return rc
+  return doc["exit"]
 
 
 # ---- reset
@@ -102,15 +108,21 @@ def reset(ctx: Context, prefix: str = "") -> int:
 # ---- insmod
 
 def insmod(ctx: Context) -> int:
-  rc = rmmod(ctx) if loaded_modules(ctx) else EXIT_OK
-  if rc: return rc
-  done, failed = reset_devices(ctx)
-  if failed: return EXIT_FAIL
-  ctx.report.say(f"Loading the kernel driver: {' '.join(ctx.backend.load)}")
-  rc = ctx.run(list(ctx.backend.load), root=ctx.backend.load_needs_root)
-  if rc: ctx.report.error(f"{' '.join(ctx.backend.load)} failed (exit {rc})")
-  ctx.report.document({"command": "insmod", "backend": ctx.backend.name, "reset": done, "load": list(ctx.backend.load),
-                       "exit": rc})
+  doc = {"command": "insmod", "backend": ctx.backend.name, "rmmod": None, "reset": [], "failed": [], "load": None}
+  rc = EXIT_OK
+  if loaded_modules(ctx):
+    doc["rmmod"] = _rmmod(ctx, False)
+    rc = doc["rmmod"]["exit"]
+  if rc == EXIT_OK:
+    doc["reset"], doc["failed"] = reset_devices(ctx)
+    if doc["failed"]: rc = EXIT_FAIL
+  if rc == EXIT_OK:
+    ctx.report.say(f"Loading the kernel driver: {' '.join(ctx.backend.load)}")
+    doc["load"] = list(ctx.backend.load)
+    rc = ctx.run(list(ctx.backend.load), root=ctx.backend.load_needs_root)
+    if rc: ctx.report.error(f"{' '.join(ctx.backend.load)} failed (exit {rc})")
+  doc["exit"] = rc
+  ctx.report.document(doc)
   return rc
 
 

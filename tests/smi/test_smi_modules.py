@@ -190,9 +190,10 @@ def test_insmod_unloads_resets_and_loads(world, backend, load):
   add_module(world.sysfs, first)
   add_pci_function(world.sysfs, "0000:03:00.0", 0x1002, 0x744c, 0x030000)
   (world.locks / f"{kind}_0000:03:00.0.lock").write_text("")
-  res = run_smi(backend, "insmod", env=world.env)
+  res, doc = run_smi_json(backend, "insmod", env=world.env)  # one JSON document, rmmod's part inside
   assert res.returncode == 0, res
   assert read_log(world.log) == [["modprobe", "-r", first], load]
+  assert doc["rmmod"]["removed"] == [first] and doc["reset"] == ["0000:03:00.0"] and doc["load"] == load
   assert (world.sysfs / "bus/pci/devices/0000:03:00.0/reset").read_text() == "1"
 
 
