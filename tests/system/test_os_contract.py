@@ -3,7 +3,7 @@
 To run it against another implementation (mockgpu's MockOS), append an OSImpl to OS_IMPLEMENTATIONS (e.g. from a
 conftest or from the bottom of this file):
 
-    OS_IMPLEMENTATIONS.append(OSImpl("mock", lambda config: MockOS(config), kernel=False))
+    OS_IMPLEMENTATIONS.append(OSImpl("mock", lambda config: MockOS(config), kernel=False, own_sysfs=True))
 
 Two groups of tests:
   * the pure contract (class TestContract): what every implementation must do, with sysfs pointed at a fake tree and
@@ -36,6 +36,8 @@ class OSImpl:
   make: Callable[[Config], object]  # build the OS object for this config
   kernel: bool = False              # a real kernel behind it: run TestKernel too
   pagemap_needs_root: bool = False  # physical addresses readable only with CAP_SYS_ADMIN
+  own_sysfs: bool = False           # serves its own sysfs (a device model) instead of the tree at config.sysfs_root:
+                                    # the fake-tree tests skip, the consistency tests still run
 
 
 OS_IMPLEMENTATIONS: list[OSImpl] = [OSImpl("linux", LinuxOS, kernel=True, pagemap_needs_root=True)]
@@ -77,6 +79,7 @@ class TestContract:
 
   # ---- sysfs (against the fake root)
   def test_sysfs_reads(self, os_impl):
+    if os_impl.impl.own_sysfs: pytest.skip(f"{os_impl.impl.name} serves its own sysfs")
     o = os_impl.os
     assert "0000:03:00.0" in o.sysfs_list("bus/pci/devices")
     assert o.sysfs_read("bus/pci/devices/0000:03:00.0/vendor").strip() == "0x1002"
@@ -86,11 +89,23 @@ class TestContract:
     assert o.sysfs_exists("module/amdgpu") and not o.sysfs_exists("module/nvidia")
     assert o.sysfs_readlink("bus/pci/devices/0000:03:00.0/driver").endswith("drivers/amdgpu")
 
+  def test_pci_functions_agree_with_their_config_space(self, os_impl):
+    """Whatever sysfs serves: every PCI function's vendor/device/class files match its config space header
+    (include/uapi/linux/pci_regs.h: vendor 0x00, device 0x02, revision 0x08, class 0x09-0x0b)."""
+    from hcq.drivers.system.pci import PCIDevice
+    devs = PCIDevice.enumerate(os_impl.os)
+    assert devs, "no PCI function in sysfs"
+    for d in devs:
+      assert d.config_read(0x00, 2) == d.vendor and d.config_read(0x02, 2) == d.device, d
+      assert int.from_bytes(d.config_read_bytes(0x09, 3), "little") == d.class_code, d
+
   def test_sysfs_write(self, os_impl):
+    if os_impl.impl.own_sysfs: pytest.skip(f"{os_impl.impl.name} serves its own sysfs")
     os_impl.os.sysfs_write("bus/pci/devices/0000:03:00.0/enable", "1")
     assert os_impl.os.sysfs_read("bus/pci/devices/0000:03:00.0/enable") == "1"
 
   def test_sysfs_errors_name_the_path(self, os_impl):
+    if os_impl.impl.own_sysfs: pytest.skip(f"{os_impl.impl.name} serves its own sysfs")
     with pytest.raises(DeviceError, match="module/nvidia/refcnt"): os_impl.os.sysfs_read("module/nvidia/refcnt")
     with pytest.raises(DeviceError, match="bus/pci/devices/0000:03:00.0/nope"):
       os_impl.os.sysfs_write("bus/pci/devices/0000:03:00.0/nope", "1")
