@@ -80,7 +80,7 @@ class Record:
   cname: str           # "struct X" as C spells it, or "" when unnamed
   size: int
   align: int
-  packed: bool
+  pack: int
   fields: list[Field]
   file: str
   line: int
@@ -177,6 +177,7 @@ class Parser:
     self.lang = lang
     self.defines = defines or {}
     self.extra_args = extra_args or []
+    self.exclude_records: set[str] = set()
     self.index = ci.Index.create()
     self.main_name = "hcq_autogen_main.cpp" if lang == "c++" else "hcq_autogen_main.c"
 
@@ -268,7 +269,7 @@ class Parser:
     while todo:
       for d in self.records[todo.pop()].deps:
         if d not in keep: keep.add(d); todo.append(d)
-    records = {n: r for n, r in self.records.items() if n in keep}
+    records = {n: r for n, r in self.records.items() if n in keep and n not in self.exclude_records}
     typedefs = {k: v for k, v in self.typedefs.items() if v in records or not v.startswith(("struct_", "union_"))}
     return HeaderInfo(records, constants, ioctls, functions, typedefs, skipped)
 
@@ -318,11 +319,11 @@ class Parser:
     elif context: pyname, cname = f"{kind}_{context}", ""
     else: pyname, cname = f"{kind}_anon_{c.location.line}", ""
     t = c.type
-    rec = Record(kind, pyname, cname, t.get_size(), t.get_align(), False, [],
+    rec = Record(kind, pyname, cname, t.get_size(), t.get_align(), 0, [],
                  os.path.abspath(c.location.file.name) if c.location.file else "", c.location.line)
     if rec.size < 0: raise HeaderError(f"{rec.file}:{rec.line}: {pyname} has no complete layout")
     self.record_by_decl[key] = rec
-    rec.packed = any(ch.kind == ci.CursorKind.PACKED_ATTR for ch in c.get_children())
+    natural = 1
     anon_n = 0
     for f in t.get_fields():
       ft = f.type
@@ -335,8 +336,11 @@ class Parser:
         ctx = f"{pyname.split('_', 1)[1]}_{fname}" if fname else f"{pyname.split('_', 1)[1]}_anon{anon_n}"
         if not fname: anon_n += 1
         self.record(d.get_definition() or d, context=ctx)
+      natural = max(natural, ft.get_align())
       bits = f.get_bitfield_width() if f.is_bitfield() else None
       rec.fields.append(Field(fname, self.ctype(ft, rec), f.get_field_offsetof(), max(ft.get_size(), 0), bits))
+    # packed (attribute or #pragma pack): ctypes' _pack_ caps every field's alignment the same way
+    if rec.align < natural: rec.pack = rec.align
     self.records[pyname] = rec
     return rec
 

@@ -58,7 +58,7 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
   out.append("\n")
   for r in records:
     fields, anon = _field_tuples(r)
-    if r.packed: out.append(f"{r.pyname}._pack_ = 1\n")
+    if r.pack: out.append(f"{r.pyname}._pack_ = {r.pack}\n")
     if anon: out.append(f"{r.pyname}._anonymous_ = {tuple(anon)!r}\n")
     body = "".join(f"  ({', '.join(repr(x) if i == 0 else str(x) for i, x in enumerate(f))}),\n" for f in fields)
     out.append(f"{r.pyname}._fields_ = [\n{body}]\n" if fields else f"{r.pyname}._fields_ = []\n")
@@ -111,7 +111,8 @@ def _field_tag(f, info):
   ns = {k: c.value for k, c in info.constants.items()}
   ns.update({g.name: None for g in info.functions.values()})
   try:
-    fn = eval(f"lambda {f.params[0]}: {f.expr}", {"__builtins__": {}}, ns)  # noqa: S307 (our own translated text)
+    ns["__builtins__"] = {}
+    fn = eval(f"lambda {f.params[0]}: {f.expr}", ns)  # noqa: S307 (our own translated text)
     full = fn((1 << 64) - 1)
     if not isinstance(full, int) or full <= 0 or fn(0) != 0: return None
     shift = (full & -full).bit_length() - 1

@@ -79,6 +79,7 @@ def generate_one(name: str, manifest: dict, roots: Roots) -> str:
     incs = [roots.path(i) for i in spec.get("include", [])]
     parser = Parser(headers, incs, prelude=spec.get("prelude", ""), lang=spec.get("lang", "c"),
                     defines=spec.get("defines"))
+    parser.exclude_records = set(spec.get("exclude_records", []))
     filt = re.compile(spec["macro_filter"]).match if spec.get("macro_filter") else None
     info = parser.run(filt)
     text = codegen.c_module(name, info, describe(spec, manifest), roots.labels())
