@@ -237,6 +237,7 @@ class Parser:
         if c.location.file and os.path.abspath(c.location.file.name) in own:
           own_macros.append((c.spelling, c, params, body))
     # records, enums and typedefs (descending into namespaces and records)
+    self._own, self._constants = own, constants
     self._walk(tu.cursor, own, constants)
     # macros
     ioctls: dict[str, IoctlDef] = {}
@@ -324,6 +325,12 @@ class Parser:
     if rec.size < 0: raise HeaderError(f"{rec.file}:{rec.line}: {pyname} has no complete layout")
     self.record_by_decl[key] = rec
     natural = 1
+    for ch in c.get_children():   # enums and records declared inside a record belong to the file scope in C
+      if ch.kind == ci.CursorKind.ENUM_DECL and ch.is_definition(): self._enum(ch, self._own, self._constants)
+      elif ch.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.UNION_DECL) and ch.is_definition() and \
+          ch.spelling and not _lib().clang_Cursor_isAnonymousRecordDecl(ch) and "(unnamed" not in ch.spelling and \
+          "(anonymous" not in ch.spelling:
+        self.record(ch)
     anon_n = 0
     for f in t.get_fields():
       ft = f.type
