@@ -24,9 +24,13 @@ def main(argv=None) -> int:
   ap.add_argument("--out", help="write modules under this folder instead of the package's autogen/")
   ap.add_argument("--cache", help="package cache (default: Config.autogen_cache, HCQ_AUTOGEN_CACHE)")
   ap.add_argument("--list", action="store_true", help="list the known modules")
+  ap.add_argument("--manifest", help="another manifest (default: autogen/manifest.json)")
+  ap.add_argument("--committed", help="with --check: the folder holding the modules to compare (default: the package's)")
   ap.add_argument("-q", "--quiet", action="store_true")
   args = ap.parse_args(argv)
-  manifest = generator.load_manifest()
+  try: manifest = generator.load_manifest(args.manifest) if args.manifest else generator.load_manifest()
+  except (OSError, ValueError) as e:
+    print(f"autogen: cannot read manifest: {e}", file=sys.stderr); return 2
   known = list(manifest["modules"])
   if args.list:
     print("\n".join(known)); return 0
@@ -40,7 +44,7 @@ def main(argv=None) -> int:
     cache = from_env().autogen_cache
   names = args.names or known
   log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
-  here = generator.PACKAGE_DIR
+  here = args.committed or generator.PACKAGE_DIR
   t0 = time.monotonic()
   try:
     if args.check:
@@ -65,7 +69,7 @@ def main(argv=None) -> int:
     generator.generate(names, manifest, cache, args.out or here, log)
     log(f"autogen: wrote {len(names)} modules in {time.monotonic() - t0:.1f} s")
     return 0
-  except generator.GenerateError as e:
+  except (generator.GenerateError, generator.sources.SourceError) as e:
     print(f"autogen: {e}", file=sys.stderr)
     return 2
 
