@@ -107,6 +107,7 @@ def literal_dtype(value) -> DType:
 def join(a: DType, b: DType) -> DType | None:
   """The type two operands meet at: equal types, or a weak type giving way to the other. None if they don't meet."""
   if a == b: return a
+  if {a.kind, b.kind} == {"weakint", "weakfloat"}: return dtypes.weakfloat
   if a.is_weak and not b.is_weak: a, b = b, a
   # now b is weak (or neither is)
   if b.kind == "weakint" and (a.is_int or a.is_float): return a
