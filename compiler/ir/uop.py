@@ -59,6 +59,7 @@ class VarArg:
   name: str
   vmin: int
   vmax: int
+  dtype: DType = dtypes.weakint
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,7 @@ def _derive_dtype(u: UOp):
     return arg[1]
   if op is Ops.DEFINE_VAR:
     if not isinstance(arg, VarArg): _fail(u, f"DEFINE_VAR arg must be a VarArg, got {arg!r}")
-    return dtypes.weakint
+    return arg.dtype
   if op in (Ops.SPECIAL, Ops.RANGE):
     if len(src) != 1 or not src[0].dtype.is_int: _fail(u, f"{op.name} needs one integer source (its size)")
     return src[0].dtype
