@@ -1,0 +1,1 @@
+"""Code generators: C, PTX and AMD RDNA3 (amd/)."""
