@@ -75,7 +75,8 @@ class AMDProgram:
       elif name == "dispatch_id": vals += [0, 0]
       elif name == "flat_scratch_init": vals += [0, 0]
       elif name == "private_segment_size": vals += [self.private]
-    vals += [0] * (self.kernel.kd.user_sgpr_count - len(vals))
+    # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
+    # values, the rest are never read by the kernel and are left as they are
     return vals, p_ka, p_dp
 
   def shape(self, global_size, local_size, timed: bool) -> LaunchShape:
