@@ -752,8 +752,7 @@ def _vopc(g: Gen, pc: int, inst: Inst, srcs, absm, negm, opsel) -> None:
   if cmpx:
     g.write_s(EXEC, f"R.pack({t} if ef else ({t} & em))")
     return
-  sdst = f["sdst"] if enc == "VOP3" else VCC
-  if enc == "VOP3": sdst = f["vdst"]
+  sdst = f["vdst"] if enc == "VOP3" else VCC
   g.write_lanes(sdst, t)
 
 
