@@ -181,6 +181,7 @@ class Gen:
   def write_lanes(self, r: int, expr: str) -> None:
     """Write a per-lane bool (n,32) result as a wave mask to SGPR r (VOPC, carry out): inactive lanes read 0."""
     if r == NULL: return
+    if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
     t = self.tmp()
     self.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
     if r == EXEC:
@@ -687,7 +688,8 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
                                                 omod), ty)
   if name == "v_readlane_b32":
     lane = g.raw_scalar(srcs[1], inst) if vop3 else None
-    return g.write_s(f["vdst"], f"{g.vsrc(srcs[0], inst, 'u32')}[np.arange(n), np.asarray({lane}, u32) & u32(31)]")
+    return g.write_s(f["vdst"], f"np.broadcast_to({g.vsrc(srcs[0], inst, 'u32')}, (n, 32))"
+                                f"[np.arange(n), np.asarray({lane}, u32) & u32(31)]")
   if name == "v_readfirstlane_b32":
     v = g.vsrc(srcs[0], inst, "u32")
     first = f"np.where({g.s(EXEC)} == 0, u32(0), R.ctz32({g.s(EXEC)}))"
