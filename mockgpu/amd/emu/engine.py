@@ -39,9 +39,9 @@ def _cache(memory) -> dict:
   return cache
 
 
-def _translate(memory, pc: int):
+def _translate(memory, pc: int, mode: int):
   try:
-    return translate(memory, pc)
+    return translate(memory, pc, mode)
   except GPUFault:
     raise
   except Exception as e:
@@ -49,8 +49,8 @@ def _translate(memory, pc: int):
                    kind="illegal instruction") from e
 
 
-def _block(memory, cache: dict, checked: set, pc: int):
-  blk = cache.get(pc)
+def _block(memory, cache: dict, checked: set, pc: int, mode: int):
+  blk = cache.get((pc, mode))
   if blk is not None and pc not in checked:
     # the code may have been rewritten since it was translated: compare the bytes once per dispatch
     rng = memory.range_of(pc)
@@ -58,8 +58,8 @@ def _block(memory, cache: dict, checked: set, pc: int):
        bytes(memory.u8[pc - memory.VIEW_BASE:blk.end - memory.VIEW_BASE]) != blk.code:
       blk = None
   if blk is None:
-    blk = _translate(memory, pc)
-    cache[pc] = blk
+    blk = _translate(memory, pc, mode)
+    cache[(pc, mode)] = blk
   checked.add(pc)
   return blk
 
@@ -116,6 +116,9 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
     scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
   mem = rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_linear)
   st = WaveState(W, mem)
+  # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
+  # part of the translation key, since the translated code flushes denormals where the mode says so
+  mode = (rsrc1 >> 16) & 0xF
   # ---- schedule ----
   cache = _cache(memory)
   checked: set = set()
@@ -138,7 +141,7 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
         sel = runnable & (pcs == pc)
         count = int(sel.sum())
         idx = None if count == W else np.nonzero(sel)[0]
-      blk = _block(memory, cache, checked, pc)
+      blk = _block(memory, cache, checked, pc, mode)
       if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
       executed += blk.insts * count
       if executed > instruction_budget:

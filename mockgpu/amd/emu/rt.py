@@ -685,3 +685,10 @@ def quadmask(x):
   for q in range(8):
     out |= np.where(((x >> u32(4 * q)) & u32(0xF)) != 0, u32(1), u32(0)) << u32(q)
   return out
+
+
+def ftz(x):
+  """Flush denormals to zero of the same sign (a denormal mode of 'flush')."""
+  x = np.asarray(x)
+  tiny = np.finfo(x.dtype).tiny
+  return np.where(np.abs(x) < tiny, np.copysign(x.dtype.type(0), x), x).astype(x.dtype)

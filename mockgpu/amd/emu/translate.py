@@ -96,6 +96,7 @@ class Gen:
     self.uses_wid = False
     self.next_pc = None          # expression of the next pc
     self.barrier = False
+    self.ftz = {}                        # float type -> (flush input denormals, flush output denormals)
     self.lanes_of: dict[int, str] = {}   # SGPR -> local (n,32) bool holding its lanes (VCC, carries)
     self.pending: set[int] = set()       # SGPRs whose packed value is not computed yet
 
@@ -286,9 +287,13 @@ def _out_mods(expr: str, ty: str, clamp: int, omod: int) -> str:
   return expr
 
 
-def translate(memory, pc: int) -> Block:
+def translate(memory, pc: int, mode: int = 0xF) -> Block:
+  """mode: the kernel descriptor's denormal modes, rsrc1[19:16] (per 2-bit field: bit 0 = keep output
+  denormals, bit 1 = keep input denormals; RDNA3 ISA "MODE register", FP_DENORM)."""
   insts, code = fetch_block(memory, pc)
   g = Gen(pc)
+  g.ftz = {"f32": (not mode >> 1 & 1, not mode & 1), "f64": (not mode >> 3 & 1, not mode >> 2 & 1),
+           "f16": (not mode >> 3 & 1, not mode >> 2 & 1)}
   for addr, inst in insts:
     g.emit(f"# {addr:#x}: {inst.name}")
     _translate_inst(g, addr, inst)
@@ -729,8 +734,10 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   for i, ty in enumerate(stys):
     hi = bool(opsel >> i & 1)
     e = g.vsrc(srcs[i], inst, ty, hi)
+    if g.ftz.get(ty, (False,))[0] and name not in ("v_mov_b32",): e = f"R.ftz({e})"
     args.append(_src_mods(g, e, ty, i, absm, negm))
   expr = _out_mods(tmpl.format(*args[:nsrc]), dty, clamp, omod)
+  if g.ftz.get(dty, (False, False))[1]: expr = f"R.ftz(np.asarray({expr}, {NP_TYPE[dty]}))"
   g.write_v_typed(f["vdst"], expr, dty, opsel_hi=bool(opsel >> 3 & 1))
 
 
