@@ -301,10 +301,11 @@ def mul_hi_i32(a, b):
 
 
 def brev32(x):
+  """Bit reverse of u32 values (any shape, scalars included)."""
   x = np.asarray(x, u32)
-  b = x.view(u8).reshape(x.shape + (4,))[..., ::-1]
-  r = np.unpackbits(np.ascontiguousarray(b), axis=-1, bitorder="little")[..., ::-1]
-  return np.packbits(np.ascontiguousarray(r), axis=-1, bitorder="little").view("<u4").reshape(x.shape).astype(u32)
+  for sh, m in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF), (16, 0x0000FFFF)):
+    x = ((x >> u32(sh)) & u32(m)) | ((x & u32(m)) << u32(sh))
+  return x
 
 
 # ---- memory ----
