@@ -97,3 +97,16 @@ def test_code_rewritten_in_place_is_retranslated():
     dispatch(mem, pgm_addr=pcode, rsrc1=0, rsrc2=2 << 1, user_sgprs=[pout & 0xFFFFFFFF, pout >> 32],
              grid=(1, 1, 1), block=(1, 1, 1))
     assert out[0] == value
+
+
+def test_grid_larger_than_one_batch_of_waves():
+  from hcq.mockgpu.amd.emu import engine
+  k, bufs = _kernel(COPY, "copy")
+  groups = engine.MAX_BATCH_WAVES // 2 + 100      # 64-thread groups: two waves each, so more than one batch
+  n = groups * 64
+  src = np.arange(n, dtype=np.uint32) * 3
+  ps, _ = bufs.array(src)
+  pd, dst = bufs.array(np.zeros(n, np.uint32))
+  st = k(ps, pd, grid=(groups, 1, 1), block=(64, 1, 1))
+  assert st.waves == 2 * groups
+  np.testing.assert_array_equal(dst, src)
