@@ -794,3 +794,33 @@ def select_ops(k, bufs, rng):
   # mad may or may not be fused and the terms cancel: tolerance relative to the operands' size
   exp1 = fx.astype(np.float64) * 0.5 + b - np.maximum(fx.astype(np.float64) - 1, 0)
   assert (np.abs(fo[:, 1] - exp1) <= 4e-7 * (np.abs(fx) + np.abs(b))).all()
+
+
+SUBGROUP_FLAGS = ("-cl-std=CL2.0",)
+
+
+@case("""kernel void subgroups(global const float *in, global float *out, global uint *o2) {
+  uint i = get_global_id(0);
+  float x = in[i];
+  out[3 * i + 0] = work_group_reduce_add(x);
+  out[3 * i + 1] = sub_group_scan_inclusive_add(x);
+  out[3 * i + 2] = sub_group_reduce_add(x);
+  o2[2 * i + 0] = sub_group_broadcast(i, 3) + get_sub_group_local_id();
+  o2[2 * i + 1] = sub_group_reduce_max((uint)(x * 1000.0f)) + work_group_reduce_min(i);
+}""")
+def subgroups(k, bufs, rng):
+  groups, lsz = 4, 128
+  x = rng.integers(0, 64, groups * lsz).astype(np.float32)   # small integers: sums are exact in any order
+  px, _ = bufs.array(x)
+  po, out = bufs.array(np.zeros(3 * groups * lsz, np.float32))
+  p2, o2 = bufs.array(np.zeros(2 * groups * lsz, np.uint32))
+  k(px, po, p2, grid=(groups, 1, 1), block=(lsz, 1, 1))
+  out, o2 = out.reshape(-1, 3), o2.reshape(-1, 2)
+  i = np.arange(groups * lsz)
+  wg = x.reshape(groups, lsz)
+  sg = x.reshape(-1, 32)
+  np.testing.assert_array_equal(out[:, 0], np.repeat(wg.sum(1), lsz))
+  np.testing.assert_array_equal(out[:, 1], np.cumsum(sg, 1).reshape(-1))
+  np.testing.assert_array_equal(out[:, 2], np.repeat(sg.sum(1), 32))
+  np.testing.assert_array_equal(o2[:, 0], (i // 32) * 32 + 3 + i % 32)
+  np.testing.assert_array_equal(o2[:, 1], np.repeat((sg * 1000).astype(np.uint32).max(1), 32) + (i // lsz) * lsz)

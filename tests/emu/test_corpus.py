@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.tools("clang-19", "ld.lld-19", "llvm-dis-19", "llvm-as
 def test_kernel_matches_numpy(name):
   if not clbuild.available(): pytest.skip("clang-19 / rocm-device-libs missing")
   source, run = CASES[name]
-  blob = clbuild.build(source)
+  from . import cases
+  blob = clbuild.build(source, cases.SUBGROUP_FLAGS if name == "subgroups" else ())
   bufs = HostBuffers(GPUMemory())
   run(Kernel(bufs, blob, name), bufs, np.random.default_rng(1234))

@@ -71,8 +71,12 @@ def decode(code, offset: int = 0) -> Inst:
 
 def _normalise(inst, code, offset) -> Inst:
   name, enc, f = inst.name, inst.encoding, dict(inst.fields)
-  if inst.dpp is not None or name.endswith(("_dpp", "_sdwa")):
-    raise _illegal(code, offset, "DPP/SDWA forms are not supported by the emulator")
+  if name.endswith("_sdwa"): raise _illegal(code, offset, "SDWA forms are not supported by the emulator")
+  if inst.dpp is not None:
+    if enc not in ("VOP1", "VOP2"): raise _illegal(code, offset, f"DPP in {enc} is not supported by the emulator")
+    f["dpp"] = dict(inst.dpp)
+    f["src0"] = inst.dpp["src0"] + 256 if "src0" in inst.dpp else f["src0"]
+    name = name[:-4] if name.endswith("_dpp") else name
   if enc == "VOPD":
     x, y = (n.strip() for n in name.split("::"))
     vdstx = f["vdstx"]

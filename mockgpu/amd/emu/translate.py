@@ -230,7 +230,7 @@ class Gen:
     if code == 252: return self._typed32(f"({self.s(EXEC)} == 0).astype(u32)", ty)
     if code in (235, 236, 237, 238):
       # shared/private aperture base/limit (64-bit values): apertures are not modelled; report 0-sized windows
-      return self.const(0, NP_TYPE[ty] if ty in WIDE else "u32")
+      return self.const(0, NP_TYPE[ty])
     raise GPUFault(f"source operand {code} is not supported", kind="illegal instruction")
 
   def _int_const(self, val: int, ty: str) -> str:
@@ -587,7 +587,8 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
     return _sdst64(g, d, g.const(pc + 4, "u64"))
   if name in ("s_setpc_b64", "s_swappc_b64"):
     target = g.tmp()
-    g.emit(f"{target} = R.p64({g.raw_scalar(src, inst)}, {g.raw_scalar(src + 1, inst)}).astype(i64)")
+    lo, hi = g.raw_scalar(src, inst), g.raw_scalar(src + 1, inst) if src < 128 else g.const(0, "u32")
+    g.emit(f"{target} = np.broadcast_to(R.p64({lo}, {hi}).astype(i64), (n,))")
     if name == "s_swappc_b64": _sdst64(g, d, g.const(pc + 4, "u64"))
     g.next_pc = f"(int({target}[0]) if ({target} == {target}[0]).all() else {target})"
     return
@@ -631,6 +632,7 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   clamp = f["clamp"] if vop3 else 0
   omod = f["omod"] if vop3 else 0
 
+  if "dpp" in f and name not in OPS: raise Unsupported(inst, pc, "in a DPP form is not supported by the emulator")
   if name.startswith("v_cmp_") or name.startswith("v_cmpx_"):
     return _vopc(g, pc, inst, srcs, absm, negm, opsel)
   if name == "v_cndmask_b32":
@@ -721,6 +723,17 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     g.write_v(a, tb)
     return g.write_v(b, ta)
   if name == "v_nop": return
+  if name in ("v_permlane16_b32", "v_permlanex16_b32"):
+    src = g.vsrc(srcs[0], inst, "u32")
+    s1, s2 = g.raw_scalar(srcs[1], inst), g.raw_scalar(srcs[2], inst)
+    t = g.tmp()
+    g.emit(f"{t}, dppw = R.permlane16({src}, {s1}, {s2}, {name == 'v_permlanex16_b32'}, {opsel & 1}, "
+           f"{opsel >> 1 & 1}, em, ef, n)")
+    g.emit("em_s, ef_s = em, ef")
+    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.write_v(f["vdst"], t)
+    g.emit("em, ef = em_s, ef_s")
+    return
 
   op = OPS.get(name)
   if op is None: raise Unsupported(inst, pc)
@@ -731,14 +744,53 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     srcs = srcs[:2] + [f["vdst"] + 256]
   if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16"):
     srcs = srcs[:2] + [LIT]
+  dst, dst_hi = f["vdst"], bool(opsel >> 3 & 1)
+  if not vop3 and dty in HALF and dst >= 128: dst, dst_hi = dst - 128, True
   for i, ty in enumerate(stys):
     hi = bool(opsel >> i & 1)
-    e = g.vsrc(srcs[i], inst, ty, hi)
+    code = srcs[i]
+    if not vop3 and ty in HALF and code >= 256 + 128:
+      # VOP1/VOP2/VOPC 16-bit operands: VGPR field bit 7 selects the high half (RDNA3 ISA "16-bit VGPRs")
+      code, hi = code - 128, True
+    if i == 0 and "dpp" in f:
+      e = _dpp_src0(g, inst, code, ty, hi)
+      if f["dpp"].get("src0_abs"): e = f"np.abs({e})"
+      if f["dpp"].get("src0_neg"): e = f"(-{e})"
+    else:
+      e = g.vsrc(code, inst, ty, hi)
+      if i == 1 and "dpp" in f:
+        if f["dpp"].get("src1_abs"): e = f"np.abs({e})"
+        if f["dpp"].get("src1_neg"): e = f"(-{e})"
     if g.ftz.get(ty, (False,))[0] and name not in ("v_mov_b32",): e = f"R.ftz({e})"
     args.append(_src_mods(g, e, ty, i, absm, negm))
   expr = _out_mods(tmpl.format(*args[:nsrc]), dty, clamp, omod)
   if g.ftz.get(dty, (False, False))[1]: expr = f"R.ftz(np.asarray({expr}, {NP_TYPE[dty]}))"
-  g.write_v_typed(f["vdst"], expr, dty, opsel_hi=bool(opsel >> 3 & 1))
+  if "dpp" in f:
+    # lanes whose DPP source is invalid (and bound_ctrl is 0) or whose row/bank is masked off are not written
+    g.emit("em_s, ef_s = em, ef")
+    g.emit(f"em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+    g.emit("em, ef = em_s, ef_s")
+    return
+  g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+
+
+def _dpp_src0(g: Gen, inst: Inst, code: int, ty: str, hi: bool) -> str:
+  """src0 of a DPP16/DPP8 instruction: the VGPR's value read from other lanes (RDNA3 ISA "DPP16", "DPP8"); also
+  sets `dppw`, the lanes that may be written."""
+  d = inst.fields["dpp"]
+  if code < 256: raise Unsupported(inst, 0, "DPP needs a VGPR src0")
+  r = code - 256
+  t = g.tmp()
+  if d["kind"] == "dpp8":
+    g.emit(f"{t}, dppw = R.dpp8({g.v(r)}, {d['lane_sel']}, {d['fi']}, em, ef)")
+  else:
+    g.emit(f"{t}, dppw = R.dpp16({g.v(r)}, {d['dpp_ctrl']}, {d['bc']}, {d['fi']}, {d['row_mask']}, "
+           f"{d['bank_mask']}, em, ef)")
+  if ty in WIDE: raise Unsupported(inst, 0, "64-bit DPP")
+  if ty in HALF: return f"R.half({t}, {hi}).view({NP_TYPE[ty]})"
+  if ty in ("u32", "b32"): return t
+  return f"{t}.view({ty})"
 
 
 def _vopc(g: Gen, pc: int, inst: Inst, srcs, absm, negm, opsel) -> None:
