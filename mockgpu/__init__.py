@@ -6,5 +6,9 @@ from __future__ import annotations
 
 
 def open_mock_os(spec, config):
+  if spec.vendor == "BNXT":
+    from .bnxt import open_bnxt_mock
+    os, _nic = open_bnxt_mock(config, spec.index)
+    return os, "MOCK"
   from ..errors import DeviceError
   raise DeviceError(f"{spec}: the mock device is not built yet")
