@@ -18,7 +18,7 @@ fi
 bash scripts/install.sh
 .venv/bin/python -m pip install -q -e '.[test]'
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest tests "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is not a failure of the suite
