@@ -1,14 +1,14 @@
 """The mock Broadcom Thor2 RoCE NIC: a PCI function with HWRM/RCFW firmware, a RoCEv2 data path and a real wire
-(UDP on 127.0.0.1, PHY loopback), recorded to pcap. See nic.MockThor2 and mockos.BnxtMockOS."""
+(UDP on 127.0.0.1, PHY loopback), recorded to pcap. nic.MockThor2 is a PCI function of a mockgpu.MockOS."""
 from __future__ import annotations
 
 
 def open_bnxt_mock(config, index: int = 0):
-  """(BnxtMockOS with index+1 mock NICs, the last one) ; the last NIC takes config's bnxt_mock_* options (its UDP
+  """(MockOS with index+1 mock NICs, the last of them); the last NIC takes config's bnxt_mock_* options (its UDP
   port, peer port, pcap, faults, MAC)."""
-  from .mockos import BnxtMockOS
+  from ..mockos import MockOS
   from .nic import MockThor2
-  os = BnxtMockOS(config)
+  os = MockOS(config)
   nic = None
   for i in range(index + 1):
     last = i == index

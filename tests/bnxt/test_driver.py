@@ -240,3 +240,15 @@ def test_mock_reports_credits_never_returned(mock):
   with pytest.raises(Timeout, match="RCFW register_mr"):
     for _ in range(40): dev.register_mr(buf)
   assert any("did not return credits" in e for e in nic.errors)
+
+
+def test_hcq_open_mock_bnxt():
+  import hcq
+  from hcq.config import Config
+  dev = hcq.open("MOCK+BNXT", config=Config(timeout_s=5.0))
+  try:
+    assert type(dev).__name__ == "BNXTDev" and dev.pci.addr == "0000:41:00.0" and dev.chip_num == 0x1760
+    assert dev.mac == bytes.fromhex("020000000001")
+  finally:
+    dev.close()
+    dev.os.close()
