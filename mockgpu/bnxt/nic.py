@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
 
 from ...autogen import bnxt as hsi
 from ...drivers.system.interface import MMIOView
@@ -45,7 +46,11 @@ class BarView(MMIOView):
 class MockThor2(PCIFunction):
   def __init__(self, addr: str = "0000:41:00.0", mac: bytes = bytes.fromhex("020000000001"), port_id: int = 0,
                udp_port: int = 0, peer_port: int | None = None, pcap: str | None = None, faults: str | None = None,
-               seed: int | None = None, silent_hwrm=(), verbose: bool = False):
+               seed: int | None = None, silent_hwrm=(), verbose: bool = False, async_fw: bool = False,
+               async_creq: bool = False):
+    """async_fw: firmware answers from another thread 0-2 ms later, body first, then header, then the valid byte (a
+    driver that reads early or skips the seq_id check fails); async_creq: an asynchronous FUNC_EVENT is posted on the
+    CREQ before every command response (a driver that takes the next entry for its response fails). Reference §3.10."""
     super().__init__(addr, VENDOR, DEVICE_THOR2, CLASS_ETHERNET, revision=1, subsystem_vendor=VENDOR,
                      subsystem_device=0x5208)
     self.add_bar(0, BarView(self, 0, BAR0_SIZE, f"{self.addr} BAR0"), is_64=True, prefetchable=True)
@@ -56,6 +61,7 @@ class MockThor2(PCIFunction):
     self.bar_sizes = {0: BAR0_SIZE, 2: BAR2_SIZE}
     self.db_off = DB_OFF
     self.silent_hwrm = set(silent_hwrm)
+    self.async_fw, self.async_creq = async_fw, async_creq
     self.verbose = verbose
     self.errors: list[str] = []
     self.messages: list[str] = []
@@ -116,7 +122,7 @@ class MockThor2(PCIFunction):
       struct.pack_into("<I", self.hwrm_window, offset - HWRM_WINDOW, value)
     elif offset == HWRM_TRIGGER:
       if value != 1: self.error(f"HWRM trigger written with {value:#x}, not 1")
-      else: self._hwrm_trigger()
+      else: self._later(self._hwrm_trigger, bytes(self.hwrm_window))
     elif offset == RCFW_PROD:
       self.cmdq_prod_reg = value
     elif RCFW_BASE <= offset < RCFW_PROD:
@@ -124,15 +130,25 @@ class MockThor2(PCIFunction):
       self.cmdq_init_written = True
     elif offset == RCFW_TRIG:
       if value != 1: self.error(f"RCFW trigger written with {value:#x}, not 1")
-      else: self._rcfw_trigger()
+      else: self._later(self._rcfw_trigger, getattr(self, "cmdq_prod_reg", 0))
     else:
       self.error(f"BAR0 write of {value:#x} at unmodelled offset {offset:#x}")
 
-  def _hwrm_trigger(self) -> None:
+  def _later(self, fn, arg) -> None:
+    """Run a firmware action now (sync mode) or from a timer thread 0-2 ms later (async_fw)."""
+    if not self.async_fw: return fn(arg)
+
+    def run():
+      with self.lock:
+        try: fn(arg)
+        except GPUFault as e: self.error(f"DMA fault in firmware: {e}")
+    threading.Timer(self.rng.uniform(0, 0.002), run).start()
+
+  def _hwrm_trigger(self, window: bytes) -> None:
     if not self.bus_master:
       self.error("HWRM trigger with bus mastering off (PCI_COMMAND bit 2): the response cannot be DMA'd")
       return
-    result = self.fw.hwrm(bytes(self.hwrm_window))
+    result = self.fw.hwrm(window)
     if result is None: return
     resp_addr, body = result
     # body first, then the header, then the valid byte (reference §3.10): a driver reading early sees zeros
@@ -141,11 +157,10 @@ class MockThor2(PCIFunction):
     self.dma_write(resp_addr + len(body) - 1, body[-1:])
 
   # ---- RCFW
-  def _rcfw_trigger(self) -> None:
+  def _rcfw_trigger(self, prod_reg: int) -> None:
     if not getattr(self, "cmdq_init_written", False):
       self.error("RCFW trigger before cmdq_init was written")
       return
-    prod_reg = getattr(self, "cmdq_prod_reg", 0)
     if prod_reg & FIRST_FLAG:
       pbl, size_lvl, creq_id, _ = struct.unpack("<QHHI", bytes(self.cmdq_init))
       depth, level = size_lvl >> 2, size_lvl & 3
@@ -173,15 +188,17 @@ class MockThor2(PCIFunction):
       self.cmdq_cons += size
       cookie = struct.unpack_from("<H", raw, 4)[0]
       status, xid = self.fw.rcfw(opcode, raw)
+      if self.async_creq and not self.post_creq(creq, hsi.CREQ_FUNC_EVENT_EVENT_VF_COMM_REQUEST, 0, 0, 0,
+                                                kind=hsi.CREQ_BASE_TYPE_FUNC_EVENT): break
       if not self.post_creq(creq, opcode, status, cookie, xid): break
 
-  def post_creq(self, creq, opcode: int, status: int, cookie: int, xid: int) -> bool:
+  def post_creq(self, creq, opcode: int, status: int, cookie: int, xid: int, kind: int = hsi.CREQ_BASE_TYPE_QP_EVENT) -> bool:
     if creq.prod - creq.cons >= creq.depth:
       self.error(f"CREQ overflow: the driver did not return credits (NQ_ARM) on ring {creq.id}; "
                  f"{creq.prod - creq.cons} entries outstanding")
       return False
     v = 1 - ((creq.prod // creq.depth) & 1)
-    entry = struct.pack("<BBHIBB6x", hsi.CREQ_BASE_TYPE_QP_EVENT, status, cookie, xid, v, opcode)
+    entry = struct.pack("<BBHIBB6x", kind, status, cookie, xid, v, opcode)
     base = (creq.prod % creq.depth) * CREQ_ENTRY
     creq.mem.write(base, entry[:8])
     creq.mem.write(base + 9, entry[9:])
