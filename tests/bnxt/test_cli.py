@@ -75,3 +75,24 @@ def test_connect_survives_a_dropped_frame(tmp_path):
   assert psns.count(2) == 1 and len(psns) > 8        # frame 3 (PSN 2) never left; a retransmission followed
   assert any(f.opcode == fr.RC_ACKNOWLEDGE and f.aeth.syndrome == fr.AETH_NAK_PSN_SEQ for f in frames)
 
+
+
+def test_pci_address_that_does_not_exist_is_named():
+  r = hcq("rdma", "loopback", "--pci", "0000:ff:1f.7", "--ip", "10.1.1.1", timeout=60)
+  assert r.returncode == 1 and "0000:ff:1f.7" in r.stderr
+
+
+def _thor2_on_this_machine():
+  from hcq.config import from_env
+  from hcq.drivers.bnxt import find_devices
+  from hcq.drivers.system import LinuxOS
+  try: return [d.addr for d in find_devices(LinuxOS(from_env()))]
+  except Exception: return []
+
+
+@pytest.mark.hardware
+def test_loopback_on_a_real_thor2():
+  found = _thor2_on_this_machine()
+  if not found: pytest.skip("no Broadcom Thor2 (14e4:1760) on this machine")
+  r = hcq("rdma", "loopback", "--pci", found[0], "--ip", "10.200.0.1", "--size", "4K", timeout=120)
+  assert r.returncode == 0 and "verified" in r.stdout, r.stderr
