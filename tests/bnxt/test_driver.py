@@ -293,3 +293,20 @@ def test_level2_memory_region(mock):
   a.rdma_write(dst.va, rk, src.va, lk, size, timeout_s=60)
   assert dst.read(0, size) == data
   assert nic.errors == []
+
+
+def test_mock_reports_wrong_msn_entry_and_split_doorbell(mock):
+  os, nic = mock(seed=24)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  a.msn = 5            # the driver's MSN counter drifts from the WQE count: the entry lands in the wrong slot
+  a.rdma_write(dst.va, rk, src.va, lk, 64)
+  assert any("MSN table entry 0" in e for e in nic.errors)
+  nic.errors.clear()
+  dev.bar2.write32(dev.db_off, 0)    # half a doorbell
+  assert any("one 64-bit store" in e for e in nic.errors)
+  nic.errors.clear()
+  dev.bar2.write64(dev.db_off + 8, 0)
+  assert any("expected db_off" in e for e in nic.errors)
