@@ -67,6 +67,8 @@ class MockThor2(PCIFunction):
     self.messages: list[str] = []
     self.hwrm_window = bytearray(HWRM_WINDOW_LEN)
     self.cmdq_init = bytearray(16)
+    self.cmdq_init_written = False
+    self.cmdq_prod_reg = 0
     self.cmdq = None                 # (memory, depth, creq ring) once a first-flag producer write took the init
     self.cmdq_cons = 0
     self.first_seen = False
@@ -130,7 +132,7 @@ class MockThor2(PCIFunction):
       self.cmdq_init_written = True
     elif offset == RCFW_TRIG:
       if value != 1: self.error(f"RCFW trigger written with {value:#x}, not 1")
-      else: self._later(self._rcfw_trigger, getattr(self, "cmdq_prod_reg", 0))
+      else: self._later(self._rcfw_trigger, self.cmdq_prod_reg)
     else:
       self.error(f"BAR0 write of {value:#x} at unmodelled offset {offset:#x}")
 
@@ -158,7 +160,7 @@ class MockThor2(PCIFunction):
 
   # ---- RCFW
   def _rcfw_trigger(self, prod_reg: int) -> None:
-    if not getattr(self, "cmdq_init_written", False):
+    if not self.cmdq_init_written:
       self.error("RCFW trigger before cmdq_init was written")
       return
     if prod_reg & FIRST_FLAG:
@@ -176,6 +178,9 @@ class MockThor2(PCIFunction):
       return
     mem, depth, creq = self.cmdq
     prod = prod_reg & 0xFFFF
+    if (prod - self.cmdq_cons) % 0x10000 > depth:
+      self.error(f"RCFW: producer {prod} is more than the CMDQ depth {depth} ahead of the consumer {self.cmdq_cons % 0x10000}")
+      return
     while self.cmdq_cons % 0x10000 != prod:
       slot = self.cmdq_cons % depth
       head = mem.read(slot * 16, 16)
