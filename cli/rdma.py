@@ -13,6 +13,7 @@ exchanging frames over UDP on 127.0.0.1 (and never any other address). Every wai
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -49,21 +50,17 @@ def register(sub) -> None:
       q.add_argument("--remote-cmd", metavar="CMD", help="command that runs `hcq rdma serve` on the remote host")
       q.add_argument("--remote-ip", help="the remote end's IPv4 address (its GID)")
     if name == "serve":
-      q.add_argument("--mock-port", type=int, default=0, help=argparse_hidden())
-      q.add_argument("--mock-peer", type=int, default=0, help=argparse_hidden())
-      q.add_argument("--mock-mac", default="", help=argparse_hidden())
+      q.add_argument("--mock-port", type=int, default=0, help=argparse.SUPPRESS)
+      q.add_argument("--mock-peer", type=int, default=0, help=argparse.SUPPRESS)
+      q.add_argument("--mock-mac", default="", help=argparse.SUPPRESS)
     q.set_defaults(func=fn)
-
-
-def argparse_hidden():
-  import argparse
-  return argparse.SUPPRESS
 
 
 def _size(text: str) -> int:
   mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:].upper(), 1)
-  value = int(text[:-1] if mult > 1 else text, 0) * mult
-  if not 0 < value <= 64 << 20: raise ValueError(f"size {text} is outside 1 B .. 64 MiB")
+  try: value = int(text[:-1] if mult > 1 else text, 0) * mult
+  except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 25, 4K, 1M)") from None
+  if not 0 < value <= 64 << 20: raise argparse.ArgumentTypeError(f"size {text} is outside 1 B .. 64 MiB")
   return value
 
 

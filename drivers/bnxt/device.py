@@ -14,7 +14,7 @@ import struct
 from ...autogen import bnxt as hsi
 from ...errors import DeviceError
 from . import doorbell
-from .dma import PAGE, DMABuffer, PageTable
+from .dma import DMABuffer, PageTable
 from .hwrm import HWRMChannel
 from .rcfw import CREQ_DEPTH, CREQ_ENTRY, RCFWChannel
 

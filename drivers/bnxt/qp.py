@@ -14,7 +14,7 @@ import struct
 from ...autogen import bnxt as hsi
 from ...errors import DeviceError, Timeout
 from . import doorbell
-from .dma import PAGE, DMABuffer, PageTable
+from .dma import DMABuffer, PageTable
 
 SLOT = 16
 CQE_SIZE = 32
