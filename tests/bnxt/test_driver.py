@@ -310,3 +310,22 @@ def test_mock_reports_wrong_msn_entry_and_split_doorbell(mock):
   nic.errors.clear()
   dev.bar2.write64(dev.db_off + 8, 0)
   assert any("expected db_off" in e for e in nic.errors)
+
+
+def test_without_phy_loopback_frames_leave_the_port(mock):
+  """With lpbk NONE and no peer the frames go to 'the switch': the write cannot complete (so the loopback tests
+  show that port_phy_cfg really turned loopback on)."""
+  os, nic = mock(seed=25)
+  dev = open_dev(os, nic)
+  a, b = BNXTQP(dev, timeout=10, retry_cnt=1), BNXTQP(dev, timeout=10, retry_cnt=1)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  src.write(0, b"z" * 64)
+  with pytest.raises(CompletionError, match="TRANSPORT_RETRY_CNT"): a.rdma_write(dst.va, rk, src.va, lk, 64)
+  assert nic.phy.stats["tx_dropped_no_link"] == 2 and dst.read(0, 64) == bytes(64)
+  dev.set_loopback(True)
+  assert nic.phy.loopback
+  dev.set_loopback(False)
+  assert not nic.phy.loopback
