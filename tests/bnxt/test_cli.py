@@ -26,7 +26,7 @@ def test_loopback_mock(size, pmtu, capsys):
   assert "verified" in out and f"at PMTU {pmtu}" in out
 
 
-@pytest.mark.parametrize("size,pmtu", [("1", "1024"), ("4K", "1024"), ("1M", "4096")])
+@pytest.mark.parametrize("size,pmtu", [("1", "1024"), ("4K", "1024"), ("4K", "4096"), ("1M", "1024"), ("1M", "4096")])
 def test_connect_mock_two_processes(size, pmtu):
   r = hcq("rdma", "connect", "--mock", "--size", size, "--pmtu", pmtu, "--timeout", "60")
   assert r.returncode == 0, r.stderr
