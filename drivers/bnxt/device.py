@@ -61,6 +61,8 @@ class BNXTDev:
     ver = self.hwrm.call("ver_get", hwrm_intf_maj=1, hwrm_intf_min=10, hwrm_intf_upd=2)
     self.chip_num = ver.chip_num
     self.fw_version = (ver.hwrm_fw_maj_8b, ver.hwrm_fw_min_8b, ver.hwrm_fw_bld_8b)
+    if ver.dev_caps_cfg & hsi.VER_GET_RESP_DEV_CAPS_CFG_SHORT_CMD_REQUIRED:
+      raise DeviceError(f"{self.name}: firmware {self.fw_version} requires short HWRM commands, which hcq does not send")
     if ver.max_req_win_len: self.hwrm.window = min(max(ver.max_req_win_len, 128), 4096)
     self.hwrm.call("func_reset", timeout_s=max(reset_timeout_s, self.timeout_s))
     caps = self.hwrm.call("func_qcaps", fid=FID_SELF)
