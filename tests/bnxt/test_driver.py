@@ -329,3 +329,15 @@ def test_without_phy_loopback_frames_leave_the_port(mock):
   assert nic.phy.loopback
   dev.set_loopback(False)
   assert not nic.phy.loopback
+
+
+def test_dropped_ack_is_recovered_by_the_ack_timer(mock):
+  os, nic = mock(seed=26, faults="drop=2")       # frame 1 is the WRITE ONLY, frame 2 its ACK
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, timeout=12, retry_cnt=3)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  src.write(0, pattern(64, 8))
+  a.rdma_write(dst.va, rk, src.va, lk, 64)
+  assert dst.read(0, 64) == pattern(64, 8)
+  assert any("ACK timeout" in m for m in nic.messages) and nic.errors == []
