@@ -341,3 +341,13 @@ def test_dropped_ack_is_recovered_by_the_ack_timer(mock):
   a.rdma_write(dst.va, rk, src.va, lk, 64)
   assert dst.read(0, 64) == pattern(64, 8)
   assert any("ACK timeout" in m for m in nic.messages) and nic.errors == []
+
+
+def test_one_driver_per_function(mock):
+  os, nic = mock(seed=27)
+  dev = open_dev(os, nic)
+  with pytest.raises(DeviceError, match="in use"): open_dev(os, nic)
+  assert os.held_locks() == [f"{os.config.lock_dir}/bnxt_{nic.addr}.lock"]
+  dev.close()
+  assert os.held_locks() == [] and nic.fw.qps == {}     # close reset the function
+  open_dev(os, nic).close()
