@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import re
 import subprocess
 
 import pytest
@@ -50,6 +51,12 @@ def test_generated_module_agrees_with_gcc(name, roots, tmp_path):
   print(f"{name}: {checked} checked, {len(bad)} mismatched, {len(missing)} missing")
   assert not bad and not missing, "\n".join((bad + missing)[:40])
   assert checked > 0
+  # every macro defined with _IO/_IOR/_IOW/_IOWR (directly or through DRM_IO*) is an Ioctl object
+  ioctl_like = [m.group(1) for h in t.headers for m in
+                re.finditer(r"^\s*#\s*define\s+(\w+)(?:[ \t]|\\\n)+\w*_IO(?:R|W|WR)?\s*\(", open(h).read(), re.M)]
+  not_objects = [n for n in ioctl_like if not hasattr(getattr(module, n, None), "request")]
+  print(f"{name}: {len(ioctl_like)} ioctl macros, {len(not_objects)} not Ioctl objects")
+  assert not not_objects, not_objects[:20]
 
 
 def test_the_big_headers_are_all_there(roots):
