@@ -69,3 +69,22 @@ def test_ends_given_inner_first_nest_that_way():
   sink = body.end(i).end(j).sink()
   lin = lower(sink)   # legal: END(END(store, i), j) nests i inside j
   assert [u.arg[0] for u in lin.src if u.op is Ops.RANGE] == [1, 0]
+
+
+def test_reduce_inside_an_outer_loop_reinitialises_its_accumulator():
+  a = np.arange(5 * 7, dtype=np.int32).reshape(5, 7) - 10
+  A, out = UOp.param(0, dtypes.int32, 35, True), UOp.param(1, dtypes.int32, 5)
+  i, j = UOp.range(5, 0, AxisType.LOOP), UOp.range(7, 1, AxisType.REDUCE)
+  row_max = A.index(i * 7 + j).load().reduce(j, arg=Ops.MAX)
+  row_sum = A.index(i * 7 + j).load().reduce(j)
+  sink = out.index(i).store(row_sum * 100 + row_max).end(i).sink(arg=KernelInfo("rows"))
+  _, got = run(sink, [140, 20], {0: a})
+  np.testing.assert_array_equal(got, a.sum(1) * 100 + a.max(1))
+
+
+def test_custom_op_renders_its_format():
+  out = UOp.param(0, dtypes.int32, 4)
+  r = UOp.range(4, 0)
+  v = UOp(Ops.CUSTOM, (r.cast(dtypes.int32),), ("__builtin_popcount({0} * 7)", dtypes.int32))
+  (got,) = run(out.index(r).store(v).end(r).sink(arg=KernelInfo("custom")), [16])
+  np.testing.assert_array_equal(got, [bin(k * 7).count("1") for k in range(4)])
