@@ -90,13 +90,18 @@ def random_word(rng: random.Random, enc: str, op: int, entry: tuple, layout: dic
 
 
 def random_vopd(rng: random.Random, t, layout: dict) -> bytes:
+  """A VOPD pair that respects the dual-issue rules (RDNA3 ISA 7.6 "Dual issue VALU"): X and Y sources in
+  different VGPR banks (index mod 4), destinations of opposite parity, at most one scalar/literal."""
   opx = rng.choice(sorted(t.vopd_x))
   opy = rng.choice(sorted(t.vopd_y))
-  vals = dict(opx=opx, opy=opy, vdstx=rng.randrange(256), vdsty=rng.randrange(128), vsrcx1=rng.randrange(256),
-              vsrcy1=rng.randrange(256))
-  lit = rng.random() < 0.2
-  vals["srcx0"] = 255 if lit else rng.choice((256 + rng.randrange(256), rng.randrange(100), 128 + rng.randrange(65)))
-  vals["srcy0"] = rng.choice((256 + rng.randrange(256), rng.randrange(100), 242))
+  bx0, bx1 = rng.randrange(4), rng.randrange(4)
+  by0 = rng.choice([b for b in range(4) if b != bx0])
+  by1 = rng.choice([b for b in range(4) if b != bx1])
+  vals = dict(opx=opx, opy=opy, vdstx=rng.randrange(256), vdsty=rng.randrange(128),
+              vsrcx1=rng.randrange(64) * 4 + bx1, vsrcy1=rng.randrange(64) * 4 + by1,
+              srcy0=256 + rng.randrange(64) * 4 + by0)
+  r = rng.random()
+  vals["srcx0"] = 255 if r < 0.15 else (128 + rng.randrange(65) if r < 0.3 else 256 + rng.randrange(64) * 4 + bx0)
   data = encode_fields(layout, vals)
   return data + rng.randrange(1 << 32).to_bytes(4, "little")
 
