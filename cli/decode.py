@@ -1,0 +1,67 @@
+"""`hcq decode`: print PM4 or SDMA dword streams with packet and field names.
+
+From a file (raw little-endian dwords, or text with one hex dword per token) or from the rings of a device after
+running the demo vector add on it (--device SPEC)."""
+from __future__ import annotations
+
+import re
+import sys
+
+
+def _read_words(path: str) -> list[int]:
+  data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+  try: text = data.decode("ascii")
+  except UnicodeDecodeError: text = None
+  if text is not None and re.fullmatch(r"[\s0-9a-fA-FxX,\[\]]*", text) and text.strip():
+    return [int(t, 16) for t in re.findall(r"(?:0[xX])?[0-9a-fA-F]+", text)]
+  if len(data) % 4: raise SystemExit(f"hcq decode: {path}: {len(data)} bytes is not a whole number of dwords")
+  import struct
+  return list(struct.unpack(f"<{len(data) // 4}I", data))
+
+
+def print_packets(packets, out=sys.stdout) -> None:
+  for off, name, fields in packets:
+    print(f"{off:6d}  {name:<20} {' '.join(fields)}", file=out)
+
+
+def _device_rings(spec: str):
+  import numpy as np
+  import hcq
+  from ..drivers.amd.kernels import demo_code_object
+  dev = hcq.open(spec)
+  with dev:
+    prog = dev.load(demo_code_object(), "vadd")
+    a = dev.alloc(256 * 4)
+    dev.copyin(a, np.arange(256, dtype=np.float32))
+    prog(a, a, a, 256, global_size=(1,), local_size=(256,))
+    dev.synchronize()
+    rings = {}
+    for kind, ring in (("pm4", dev.compute), ("sdma", dev.copy)):
+      rings[kind] = list(ring.ring[:ring.put_dw])
+  return rings
+
+
+def run(args) -> int:
+  from ..drivers.amd import pm4, sdma
+  decoders = {"pm4": pm4.decode, "sdma": sdma.decode}
+  if args.device:
+    for kind, words in _device_rings(args.device).items():
+      if args.engine and kind != args.engine: continue
+      print(f"== {kind} ring ({len(words)} dwords)")
+      print_packets(decoders[kind](words))
+    return 0
+  if not args.file: raise SystemExit("hcq decode: give a FILE (or -) or --device SPEC")
+  words = _read_words(args.file)
+  try: print_packets(decoders[args.engine or "pm4"](words))
+  except ValueError as e:
+    print(f"hcq decode: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+def register(sub) -> None:
+  p = sub.add_parser("decode", help="print PM4/SDMA command streams with packet and field names")
+  p.add_argument("file", nargs="?", help="dword stream: raw little-endian binary or hex text ('-' = stdin)")
+  p.add_argument("--engine", choices=("pm4", "sdma"), default=None, help="packet format (default pm4 for files)")
+  p.add_argument("--device", default=None, help="run the demo vector add on this device and decode its rings")
+  p.set_defaults(func=run)

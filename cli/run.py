@@ -1,0 +1,75 @@
+"""`hcq run CODE_OBJECT --kernel NAME --grid X[,Y,Z] --block X[,Y,Z] ARG...`: run one kernel of a code object.
+
+ARG is one of:
+  FILE.npy          a buffer initialised from the array; written back to OUTDIR/argI.npy (same dtype and shape)
+  N  or  N:DTYPE    a zeroed buffer of N elements of DTYPE (default uint8); written to OUTDIR/argI.npy
+  =VALUE            a scalar (integer or float literal), e.g. =1024 or =0.5
+--grid counts work-groups (as a DISPATCH_DIRECT packet does), --block threads per work-group."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _dims(text: str) -> tuple[int, ...]:
+  try: dims = tuple(int(x) for x in text.split(","))
+  except ValueError: raise SystemExit(f"hcq run: bad dimensions {text!r} (use X[,Y[,Z]])") from None
+  if not 1 <= len(dims) <= 3: raise SystemExit(f"hcq run: bad dimensions {text!r} (use X[,Y[,Z]])")
+  return dims
+
+
+def _parse_arg(text: str):
+  import numpy as np
+  if text.startswith("="):
+    lit = text[1:]
+    try: return ("scalar", int(lit, 0))
+    except ValueError: pass
+    try: return ("scalar", float(lit))
+    except ValueError: raise SystemExit(f"hcq run: {text!r} is not a number") from None
+  if text.endswith(".npy"):
+    return ("array", np.load(text, allow_pickle=False))
+  count, _, dtype = text.partition(":")
+  try: n = int(count, 0)
+  except ValueError: raise SystemExit(f"hcq run: argument {text!r} is neither FILE.npy, N[:DTYPE] nor =VALUE") from None
+  try: dt = np.dtype(dtype or "uint8")
+  except TypeError: raise SystemExit(f"hcq run: unknown dtype {dtype!r}") from None
+  if n <= 0: raise SystemExit(f"hcq run: buffer of {n} elements")
+  return ("array", np.zeros(n, dt))
+
+
+def run(args) -> int:
+  import numpy as np
+  import hcq
+  with open(args.code_object, "rb") as f: code = f.read()
+  parsed = [_parse_arg(a) for a in args.args]
+  with hcq.open(args.device) as dev:
+    prog = dev.load(code, args.kernel)
+    values, bufs = [], []
+    for i, (kind, v) in enumerate(parsed):
+      if kind == "scalar": values.append(v); continue
+      buf = dev.alloc(max(v.nbytes, 1))
+      dev.copyin(buf, np.ascontiguousarray(v))
+      bufs.append((i, buf, v))
+      values.append(buf)
+    t = prog(*values, global_size=_dims(args.grid), local_size=_dims(args.block), wait=True)
+    os.makedirs(args.out, exist_ok=True)
+    for i, buf, like in bufs:
+      out = np.frombuffer(dev.copyout(buf, like.nbytes), like.dtype).reshape(like.shape)
+      path = os.path.join(args.out, f"arg{i}.npy")
+      np.save(path, out)
+      print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
+  print(f"{args.kernel} on {dev.name}: {t * 1e6:.1f} us")
+  return 0
+
+
+def register(sub) -> None:
+  p = sub.add_parser("run", help="run a kernel of a code object with buffers from .npy files or sizes",
+                     description=__doc__.split("\n\n", 1)[1], formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+  p.add_argument("code_object")
+  p.add_argument("--kernel", default=None, help="kernel name (default: the only kernel)")
+  p.add_argument("--grid", default="1", help="work-groups X[,Y,Z]")
+  p.add_argument("--block", default="1", help="threads per work-group X[,Y,Z]")
+  p.add_argument("--device", default=None, help="device spec (default: HCQ_DEV, else autodetect)")
+  p.add_argument("--out", default=".", help="folder for the output .npy files")
+  p.add_argument("args", nargs="*", metavar="ARG")
+  p.set_defaults(func=run)

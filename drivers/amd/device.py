@@ -1,0 +1,245 @@
+"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (KFD now; PCI/USB later) that gives it
+memory, queues with doorbells and fault events.
+
+Queues: one PM4 compute queue (kernels, signals, timestamps, barriers) and one SDMA queue (copies). Both end each
+submission by writing the device timeline value and interrupting through the KFD signal event; a submission on one
+queue that follows one on the other first waits for the timeline (WAIT_REG_MEM / POLL_REGMEM)."""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from array import array
+
+from ...errors import DeviceError
+from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
+from . import pm4, sdma
+from .codeobject import parse as parse_code_object
+from .program import AMDProgram
+
+RING_SIZE = 1 << 20
+KERNARG_RING = 16 << 20
+STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
+
+
+@dataclasses.dataclass
+class Scratch:
+  va: int
+  size: int
+  per_thread: int
+  tmpring: int
+
+
+class _Staging:
+  __slots__ = ("mem", "busy_until")
+  def __init__(self, mem): self.mem, self.busy_until = mem, 0
+
+
+class AMDDevice(Device):
+  buffer_type = Buffer
+
+  def __init__(self, iface, os, config):
+    super().__init__(os, config)
+    self.iface = iface
+    self.arch, self.props = iface.arch, iface.props
+    self.name = f"{self.arch} on {iface.label}"
+    self._mems = []
+    try: self._setup()
+    except BaseException:
+      try: iface.close()
+      finally: raise
+
+  # ---- set-up
+  def _host_mem(self, size: int):
+    mem = self.iface.alloc(size, kind="gtt")
+    self._mems.append(mem)
+    return mem
+
+  def _setup(self) -> None:
+    os, iface = self.os, self.iface
+    def new_signal_page():
+      mem = self._host_mem(0x1000)
+      return mem.va, mem.cpu
+    self.signals = SignalPool(new_signal_page, name=f"{self.arch} signals")
+    self.timeline = Timeline(self.signals.alloc(0, name=f"{self.arch} timeline signal"))
+    self.timer_start = self.signals.alloc(0, name="launch start timestamp")
+    self.timer_end = self.signals.alloc(0, name="launch end timestamp")
+    ka = self._host_mem(KERNARG_RING)
+    self._kernarg_view = ka.cpu
+    self.kernargs = LaunchRing(ka.va, ka.size, self._wait_value, name=f"{self.arch} kernarg ring")
+    qd = self._host_mem(0x1000)            # a zeroed amd_queue_t for kernels that ask for the queue pointer
+    self.queue_desc_va = qd.va
+    self.compute = self._make_ring("compute", "split", 4)
+    self.copy = self._make_ring("sdma", "pad", 1)
+    self._staging = [_Staging(self._host_mem(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
+    self._staging_next = 0
+    self._last_ring = None
+    self.scratch: Scratch | None = None
+    self._old_scratch = []
+    self.queue_pm4 = self.compute
+
+  def _make_ring(self, kind: str, cross: str, unit: int) -> Ring:
+    hwq = self.iface.create_queue(kind, RING_SIZE)
+    gart = hwq.gart.cpu.cast("B")
+    from .kfd import RPTR_OFFSET, WPTR_OFFSET
+    u64 = gart.cast("Q")
+    ring = Ring(f"{self.arch} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), u64[WPTR_OFFSET // 8:WPTR_OFFSET // 8 + 1],
+                u64[RPTR_OFFSET // 8:RPTR_OFFSET // 8 + 1], self.iface.doorbell(hwq), unit, cross, self.os.memory_barrier,
+                self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._idle)
+    ring.hwq = hwq
+    return ring
+
+  # ---- waiting
+  def _idle(self, seconds: float) -> None:
+    """Called by waits that are not done after their busy polls: block in KFD (which also reports GPU faults)."""
+    t0 = self.os.monotonic()
+    fired = self.iface.wait_events(max(int(seconds * 1000), 0))
+    if not fired and self.os.monotonic() - t0 < seconds / 2: self.os.sleep(seconds)
+
+  def _wait_value(self, value: int) -> None:
+    self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
+
+  def _synchronize(self) -> None:
+    if self.timeline.value: self._wait_value(self.timeline.value)
+
+  # ---- submission
+  def _begin(self, ring: Ring) -> int:
+    """Start a submission on ring: returns its timeline value; emits a cross-queue wait when needed."""
+    prev = self.timeline.value
+    tv = self.timeline.next()
+    if self._last_ring is not ring and self._last_ring is not None and self.timeline.signal.value < prev:
+      ring.write(pm4.wait_reg_mem(self.timeline.signal.va, prev) if ring is self.compute
+                 else sdma.poll_regmem(self.timeline.signal.va, prev))
+    self._last_ring = ring
+    return tv
+
+  def _end_compute(self, tv: int) -> list[int]:
+    return pm4.release_mem(self.timeline.signal.va, tv, pm4.DATA_SEL_64) + \
+      pm4.release_mem(self.iface.mailbox_va, self.iface.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
+                      ctxid=self.iface.event_id, gcr=0)
+
+  def _end_copy(self, tv: int) -> list[int]:
+    return sdma.fence(self.timeline.signal.va, tv) + sdma.fence(self.iface.mailbox_va, self.iface.event_id) + \
+      sdma.trap(self.iface.event_id)
+
+  def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
+    tv = self._begin(self.compute)
+    ka = self.kernargs.alloc(shape.alloc_size, tv)
+    off = ka - self.kernargs.va
+    view = self._kernarg_view
+    n = len(explicit)
+    view[off:off + n] = explicit
+    view[off + n:off + n + len(shape.hidden)] = shape.hidden
+    cmd = array("I", shape.template)
+    if shape.p_kernarg >= 0: cmd[shape.p_kernarg], cmd[shape.p_kernarg + 1] = ka & 0xFFFFFFFF, ka >> 32
+    if shape.p_dispatch >= 0:
+      dp = ka + prog.layout.segment_size
+      view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      cmd[shape.p_dispatch], cmd[shape.p_dispatch + 1] = dp & 0xFFFFFFFF, dp >> 32
+    cmd[shape.p_value], cmd[shape.p_value + 1] = tv & 0xFFFFFFFF, tv >> 32
+    prog.launches += 1
+    if timed:
+      self.timer_start.timestamp = self.timer_end.timestamp = 0
+      t0 = self.os.monotonic()
+    ring = self.compute
+    ring.write(cmd)
+    ring.commit()
+    if not timed: return None
+    self._wait_value(tv)
+    t1 = self.os.monotonic()
+    start, end = self.timer_start.timestamp, self.timer_end.timestamp
+    if start and end >= start: return (end - start) / (self.timer_start.ticks_per_us * 1e6)
+    return t1 - t0  # no device clock: the host's view of the launch
+
+  def submit_pm4(self, words) -> int:
+    """Run raw PM4 dwords on the compute queue, followed by the timeline signal. Returns the timeline value."""
+    tv = self._begin(self.compute)
+    self.compute.write(array("I", list(words) + self._end_compute(tv)))
+    self.compute.commit()
+    return tv
+
+  def submit_sdma(self, words) -> int:
+    tv = self._begin(self.copy)
+    self.copy.write(array("I", list(words) + self._end_copy(tv)))
+    self.copy.commit()
+    return tv
+
+  # ---- memory
+  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
+    mem = self.iface.alloc(nbytes, kind="gtt" if host else "vram", cpu_access=cpu_access)
+    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu, kind="host" if host else "device")
+
+  def _free(self, buf: Buffer) -> None:
+    self.synchronize()
+    self.iface.free(buf.handle)
+
+  def _staging_slot(self) -> _Staging:
+    st = self._staging[self._staging_next]
+    self._staging_next = (self._staging_next + 1) % len(self._staging)
+    if st.busy_until: self._wait_value(st.busy_until)
+    return st
+
+  def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
+    n = len(src)
+    for pos in range(0, n, STAGING_SIZE):
+      chunk = min(STAGING_SIZE, n - pos)
+      st = self._staging_slot()
+      st.mem.cpu[:chunk] = src[pos:pos + chunk]
+      st.busy_until = self.submit_sdma(sdma.copy(buf.va + offset + pos, st.mem.va, chunk))
+
+  def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
+    out = bytearray(size)
+    for pos in range(0, size, STAGING_SIZE):
+      chunk = min(STAGING_SIZE, size - pos)
+      st = self._staging_slot()
+      st.busy_until = tv = self.submit_sdma(sdma.copy(st.mem.va, buf.va + offset + pos, chunk))
+      self._wait_value(tv)
+      out[pos:pos + chunk] = st.mem.cpu[:chunk]
+    return bytes(out)
+
+  # ---- programs
+  def _load(self, image: bytes, name: str | None):
+    co = parse_code_object(image)
+    if co.target != self.arch:
+      raise DeviceError(f"{self.name}: the code object is for {co.target}, this device is {self.arch}")
+    if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
+    if name is None:
+      if len(co.kernels) > 1:
+        raise DeviceError(f"{self.name}: the code object has {len(co.kernels)} kernels ({', '.join(co.kernels)}); name one")
+      name = next(iter(co.kernels))
+    if name not in co.kernels:
+      raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
+    size = round_up(len(co.image), 0x1000)
+    mem = self.iface.alloc(size, kind="vram")
+    self._mems.append(mem)
+    buf = Buffer(self, mem.va, size, handle=mem, kind="code")
+    self.copyin(buf, co.relocated(mem.va))
+    return AMDProgram(self, co.kernels[name], mem.va, size)
+
+  def scratch_for(self, private_bytes: int) -> Scratch:
+    """Scratch (architected flat scratch) big enough for private_bytes per lane on every wave slot; grown on demand.
+    WAVESIZE counts 256-byte units per wave (64 lanes assumed), WAVES the waves per shader engine."""
+    per_thread = round_up(private_bytes, 4)
+    if self.scratch and self.scratch.per_thread >= per_thread: return self.scratch
+    p = self.props
+    se = max(p.get("array_count", 1) // max(p.get("simd_arrays_per_engine", 1), 1), 1)
+    cu = max(p.get("simd_count", 2) // max(p.get("simd_per_cu", 2), 1), 1)
+    slots = p.get("max_slots_scratch_cu", 32)
+    wavesize = (64 * per_thread + 255) // 256
+    waves = min(cu * slots // se, 0xFFF)
+    size = wavesize * 256 * waves * se
+    mem = self.iface.alloc(size, kind="vram")
+    if self.scratch: self._old_scratch.append(self.scratch)
+    self._mems.append(mem)
+    self.scratch = Scratch(mem.va, size, per_thread, (waves & 0xFFF) | ((wavesize & 0x7FFF) << 12))
+    return self.scratch
+
+  def _compile(self, sink):
+    try: from ...compiler.backend.amd import compile_kernel  # the RDNA3 backend, when present
+    except ImportError as e: raise DeviceError(f"{self.name}: the RDNA3 compiler backend is not available ({e})") from None
+    return self.load(compile_kernel(sink, self.arch))
+
+  def _close(self) -> None:
+    try: self._synchronize()
+    finally: self.iface.close()
+
+  def __repr__(self): return f"AMDDevice({self.name})"

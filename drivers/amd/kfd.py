@@ -1,0 +1,213 @@
+"""KFDIface: an AMD GPU through the amdgpu kernel driver's /dev/kfd, reached only through the OS interface.
+
+What it offers AMDDevice (the same surface a future PCI/USB iface offers): topology properties, memory
+(alloc/free with CPU VA == GPU VA), queues with doorbells, a signal event with its mailbox, and a wait that turns
+KFD memory/HW-exception events into hcq.GPUFault.
+
+Sources: include/uapi/linux/kfd_ioctl.h (through hcq.autogen.kfd), Documentation of the KFD topology in sysfs
+(/sys/devices/virtual/kfd/kfd/topology/nodes/N/{gpu_id,properties}), drivers/gpu/drm/amd/amdkfd/kfd_queue.c for
+the context-save area sizes a compute queue must provide (see amd_kfd_pm4_sdma_am.md §1.4)."""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os as _os
+
+from ...autogen import kfd
+from ...errors import DeviceError, GPUFault, OSCallError
+from ..hcq.alloc import round_up
+
+TOPOLOGY = "devices/virtual/kfd/kfd/topology/nodes"
+PAGE = 0x1000
+DOORBELL_PAGE = 0x2000
+EVENT_PAGE_SIZE = 0x8000
+# amd_queue_t (ROCR amd_hsa_queue.h): read_dispatch_id at +128, write_dispatch_id at +56; hcq keeps its ring read
+# and write pointers at the same places of a small "gart" page, as ROCR does for PM4 queues.
+RPTR_OFFSET, WPTR_OFFSET = 128, 56
+
+
+@dataclasses.dataclass
+class Mem:
+  va: int
+  size: int
+  handle: int
+  flags: int
+  cpu: memoryview | None       # a byte view when the CPU can access it
+
+
+@dataclasses.dataclass
+class HWQueue:
+  kind: str
+  queue_id: int
+  ring: Mem
+  gart: Mem
+  extra: list
+  doorbell_offset: int
+
+
+class KFDIface:
+  name = "KFD"
+
+  def __init__(self, os, index: int, config):
+    self.os, self.config = os, config
+    try: self.kfd = os.open("/dev/kfd", _os.O_RDWR)
+    except OSCallError as e: raise DeviceError(f"KFD+AMD:{index}: cannot open /dev/kfd ({e})") from None
+    self.gpu_node, self.gpu_id, self.props = self._discover(index)
+    self.label = f"KFD+AMD:{index} (gpu_id {self.gpu_id})"
+    ver = self.props["gfx_target_version"]
+    self.arch = f"gfx{ver // 10000}{(ver // 100) % 100:x}{ver % 100:x}"
+    self.drm = os.open(f"/dev/dri/renderD{self.props['drm_render_minor']}", _os.O_RDWR)
+    v = kfd.AMDKFD_IOC_GET_VERSION(self.kfd)
+    self.kfd_version = (v.major_version, v.minor_version)
+    kfd.AMDKFD_IOC_ACQUIRE_VM(self.kfd, drm_fd=self.drm.fd, gpu_id=self.gpu_id)
+    if self.kfd_version >= (1, 14): kfd.AMDKFD_IOC_RUNTIME_ENABLE(self.kfd, mode_mask=0)
+    self._gpu_ids = (ctypes.c_uint32 * 1)(self.gpu_id)
+    self._mems: dict[int, Mem] = {}
+    self._queues: list[HWQueue] = []
+    self._doorbells = None
+    self._doorbell_base = None
+    # events: the event page, a signal event for queue interrupts, and the two fault events
+    self.event_page = self.alloc(EVENT_PAGE_SIZE, kind="gtt")
+    kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle)
+    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
+    self.event_id, self.mailbox_va = ev.event_id, self.event_page.va + ev.event_slot_index * 8
+    mem_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_MEMORY)
+    hw_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_HW_EXCEPTION)
+    self._events = (kfd.struct_kfd_event_data * 3)()
+    for slot, eid in zip(self._events, (self.event_id, mem_ev.event_id, hw_ev.event_id)): slot.event_id = eid
+    self._event_ids = [self.event_id, mem_ev.event_id, hw_ev.event_id]
+
+  # ---- discovery
+  def _discover(self, index: int) -> tuple[int, int, dict[str, int]]:
+    try: nodes = sorted((n for n in self.os.sysfs_list(TOPOLOGY) if n.isdigit()), key=int)
+    except OSCallError as e: raise DeviceError(f"KFD+AMD: no KFD topology ({e})") from None
+    gpus = []
+    for n in nodes:
+      gpu_id = int(self.os.sysfs_read(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
+      if gpu_id: gpus.append((int(n), gpu_id))
+    if index >= len(gpus):
+      raise DeviceError(f"KFD+AMD:{index}: the KFD topology lists {len(gpus)} GPU(s)")
+    node, gpu_id = gpus[index]
+    props = {}
+    for line in self.os.sysfs_read(f"{TOPOLOGY}/{node}/properties").splitlines():
+      key, _, val = line.strip().partition(" ")
+      if key and val.strip().lstrip("-").isdigit(): props[key] = int(val)
+    for need in ("gfx_target_version", "drm_render_minor"):
+      if need not in props: raise DeviceError(f"KFD+AMD:{index}: topology node {node} has no {need} property")
+    return node, gpu_id, props
+
+  # ---- memory
+  def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
+    """kind: "vram" (device memory; CPU-visible only with cpu_access, which needs a large BAR), "gtt" (host memory
+    the GPU reaches uncached; always CPU-visible), "userptr" (anonymous host memory registered with the GPU)."""
+    size = round_up(size, PAGE)
+    flags = kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | \
+      kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
+    if kind == "gtt": flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
+      kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
+    elif kind == "userptr": flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR
+    elif kind == "vram":
+      flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM
+      if cpu_access: flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC
+    else: raise ValueError(f"unknown memory kind {kind!r}")
+    mapped = kind != "vram" or cpu_access
+    if kind == "userptr": va = self.os.alloc_anon(size, shared=True)
+    else: va = self.os.alloc_anon(size, reserve_only=True)
+    try:
+      args = kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(self.kfd, va_addr=va, size=size, gpu_id=self.gpu_id, flags=flags,
+                                                mmap_offset=va if kind == "userptr" else 0)
+    except OSCallError as e:
+      self.os.free_anon(va, size)
+      hint = " (CPU-visible VRAM needs a large/resizable BAR)" if cpu_access and e.errno == 22 else ""
+      raise DeviceError(f"{self.label}: allocating {size:#x} bytes of {kind} failed: {e}{hint}") from None
+    if mapped and kind != "userptr": self.drm.mmap(size, args.mmap_offset, addr=va)
+    kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(self.kfd, handle=args.handle, device_ids_array_ptr=ctypes.addressof(self._gpu_ids),
+                                     n_devices=1)
+    mem = Mem(va, size, args.handle, flags, self.os.memview(va, size) if mapped else None)
+    self._mems[va] = mem
+    return mem
+
+  def free(self, mem: Mem) -> None:
+    if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
+    mem.cpu = None
+    kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(self.kfd, handle=mem.handle, device_ids_array_ptr=ctypes.addressof(self._gpu_ids),
+                                         n_devices=1)
+    self.os.free_anon(mem.va, mem.size)
+    kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(self.kfd, handle=mem.handle)
+
+  # ---- queues
+  def _cwsr_sizes(self) -> tuple[int, int, int]:
+    """(context save area size, control stack size, debug memory size) per XCC, as kfd_queue.c checks them."""
+    p = self.props
+    xccs = max(p.get("num_xcc", 1), 1)
+    simd_per_cu = max(p.get("simd_per_cu", 2), 1)
+    cu_cnt = p.get("simd_count", 2) // simd_per_cu // xccs
+    wave_cnt = cu_cnt * p.get("max_waves_per_simd", 16) * simd_per_cu
+    vgpr_per_cu = 0x60000 if self.arch in ("gfx1100", "gfx1101", "gfx1151", "gfx1200", "gfx1201") else 0x40000
+    wg_data = round_up((vgpr_per_cu + 0x4000 + 0x10000 + 0x1000) * cu_cnt, PAGE)
+    ctl_stack = round_up(12 * wave_cnt + 8 + 40, PAGE)
+    debug = round_up(wave_cnt * 32, 64)
+    return wg_data + ctl_stack, ctl_stack, debug
+
+  def create_queue(self, kind: str, ring_size: int) -> HWQueue:
+    """A PM4 compute ("compute") or SDMA ("sdma") queue with its ring (GTT), read/write pointers and doorbell."""
+    ring = self.alloc(ring_size, kind="gtt")
+    gart = self.alloc(PAGE, kind="gtt")
+    extra = []
+    kw = {}
+    if kind == "compute":
+      eop = self.alloc(PAGE, kind="vram")
+      save, ctl, debug = self._cwsr_sizes()
+      cwsr = self.alloc(round_up((save + debug) * max(self.props.get("num_xcc", 1), 1), PAGE), kind="vram")
+      extra += [eop, cwsr]
+      kw = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, eop_buffer_address=eop.va, eop_buffer_size=eop.size,
+                ctx_save_restore_address=cwsr.va, ctx_save_restore_size=save, ctl_stack_size=ctl)
+    elif kind == "sdma": kw = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA)
+    else: raise ValueError(f"unknown queue kind {kind!r}")
+    q = kfd.AMDKFD_IOC_CREATE_QUEUE(self.kfd, ring_base_address=ring.va, ring_size=ring.size, gpu_id=self.gpu_id,
+                                    read_pointer_address=gart.va + RPTR_OFFSET,
+                                    write_pointer_address=gart.va + WPTR_OFFSET,
+                                    queue_percentage=100, queue_priority=7, **kw)
+    if self._doorbells is None:
+      self._doorbell_base = q.doorbell_offset & ~(DOORBELL_PAGE - 1)
+      self._doorbells = self.os.map_mmio("/dev/kfd", DOORBELL_PAGE, self._doorbell_base, name=f"{self.label} doorbells")
+    hwq = HWQueue(kind, q.queue_id, ring, gart, extra, q.doorbell_offset - self._doorbell_base)
+    self._queues.append(hwq)
+    return hwq
+
+  def doorbell(self, q: HWQueue):
+    """A function that rings q's doorbell with a 64-bit write pointer."""
+    view, off = self._doorbells, q.doorbell_offset
+    return lambda value: view.write64(off, value)
+
+  # ---- events and faults
+  def wait_events(self, timeout_ms: int) -> bool:
+    """Block in KFD until the queue event fires or timeout_ms pass; raise GPUFault for a memory or HW exception
+    event of this GPU. Returns True when an event fired."""
+    for slot in self._events: slot.memory_exception_data.gpu_id = 0
+    args = kfd.AMDKFD_IOC_WAIT_EVENTS(self.kfd, events_ptr=ctypes.addressof(self._events), num_events=3,
+                                      wait_for_all=0, timeout=timeout_ms)
+    mem, hw = self._events[1].memory_exception_data, self._events[2].hw_exception_data
+    if mem.gpu_id:
+      f = mem.failure
+      kind = "page not present" if f.NotPresent else "write to read-only page" if f.ReadOnly else \
+        "execute of no-execute page" if f.NoExecute else "memory fault"
+      raise GPUFault(f"{self.label}: memory exception{' (imprecise)' if f.imprecise else ''}", address=mem.va, kind=kind)
+    if hw.gpu_id:
+      raise GPUFault(f"{self.label}: hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause}, "
+                     f"memory lost {hw.memory_lost})", kind="hardware exception")
+    return args.wait_result == 0  # KFD_IOC_WAIT_RESULT_COMPLETE
+
+  def close(self) -> None:
+    """Destroy the queues and free all memory; every step is tried, the first failure is raised at the end."""
+    errors = []
+    for q in self._queues:
+      try: kfd.AMDKFD_IOC_DESTROY_QUEUE(self.kfd, queue_id=q.queue_id)
+      except (OSCallError, OSError) as e: errors.append(e)
+    self._queues.clear()
+    for mem in list(self._mems.values()):
+      try: self.free(mem)
+      except (OSCallError, OSError) as e: errors.append(e)
+    self.drm.close()
+    self.kfd.close()
+    if errors: raise DeviceError(f"{self.label}: closing failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))

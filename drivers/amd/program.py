@@ -1,0 +1,136 @@
+"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs, kernarg layout, and
+one PM4 command template per launch shape, patched (kernarg address, timeline value) at each launch.
+
+Register fields: gc_11_0_0_sh_mask.h (COMPUTE_PGM_RSRC1.PRIV bit 20, COMPUTE_PGM_RSRC2.LDS_SIZE [23:15] in 512-byte
+granules on gfx11, COMPUTE_TMPRING_SIZE WAVES [11:0] / WAVESIZE [26:12] in 256-byte units). The dispatch packet is
+ROCR's hsa_kernel_dispatch_packet_t (hsa.h): workgroup_size_x/y/z u16 at 4/6/8, grid_size_x/y/z u32 at 12/16/20,
+private/group segment size u32 at 24/28, kernel_object u64 at 32, kernarg_address u64 at 40."""
+from __future__ import annotations
+
+import struct
+from array import array
+
+from ...errors import DeviceError
+from ..hcq.kernargs import Arg, KernargLayout, check_launch
+from . import pm4
+from .codeobject import Kernel
+
+DISPATCH_PACKET_SIZE = 64
+_DISPATCH = struct.Struct("<HHHHHHIIIIIQQ")
+
+
+def kernel_args(k: Kernel) -> list[Arg]:
+  return [Arg(a[".offset"], a[".size"], a[".value_kind"], a.get(".type_name", ""), a.get(".name", ""),
+              a.get(".address_space", "")) for a in k.meta.get(".args", [])]
+
+
+class LaunchShape:
+  """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
+  __slots__ = ("grid", "block", "hidden", "template", "p_kernarg", "p_dispatch", "p_value", "alloc_size")
+
+
+class AMDProgram:
+  def __init__(self, device, kernel: Kernel, image_va: int, image_size: int):
+    self.device, self.kernel, self.name = device, kernel, kernel.name
+    kd, meta = kernel.kd, kernel.meta
+    self.image_va, self.image_size = image_va, image_size
+    self.kd_va = image_va + kernel.kd_offset
+    self.entry = self.kd_va + kd.kernel_code_entry_byte_offset
+    if self.entry & 0xFF: raise DeviceError(f"kernel {self.name}: entry point {self.entry:#x} is not 256-byte aligned")
+    seg_size = meta.get(".kernarg_segment_size", kd.kernarg_size)
+    self.layout = KernargLayout(self.name, kernel_args(kernel), seg_size, meta.get(".kernarg_segment_align", 8))
+    self.max_group = meta.get(".max_flat_workgroup_size", 1024)
+    self.wave32 = kd.wave32 or meta.get(".wavefront_size", 64) == 32
+    self.lds = kd.group_segment_fixed_size
+    self.private = kd.private_segment_fixed_size
+    lds_max = device.props.get("lds_size_in_kb", 64) * 1024
+    if self.lds > lds_max: raise DeviceError(f"kernel {self.name}: needs {self.lds} bytes of LDS, the device has {lds_max}")
+    self.user_sgprs = kd.user_sgprs
+    enabled = sum(n for _, n in self.user_sgprs)
+    if enabled > kd.user_sgpr_count or kd.user_sgpr_count > 16:
+      raise DeviceError(f"kernel {self.name}: descriptor enables {enabled} user SGPRs but COMPUTE_PGM_RSRC2 reserves "
+                        f"{kd.user_sgpr_count} (at most 16 user-data registers)")
+    self.dispatch_ptr = any(n == "dispatch_ptr" for n, _ in self.user_sgprs)
+    # gfx11 runs user queues with COMPUTE_PGM_RSRC1.PRIV set (a context-save workaround of the reference runtime)
+    self.rsrc1 = kd.compute_pgm_rsrc1 | (1 << 20)
+    lds_granules = (self.lds + 511) // 512
+    self.rsrc2 = kd.compute_pgm_rsrc2 | ((lds_granules & 0x1FF) << 15)
+    self.rsrc3 = kd.compute_pgm_rsrc3
+    self.scratch = device.scratch_for(self.private) if self.private else None
+    self._shapes: dict = {}
+    self.launches = 0
+
+  # ---- the command template of one launch shape
+  def _user_data(self, kernarg_va: int, dispatch_va: int) -> tuple[list[int], int, int]:
+    vals, p_ka, p_dp = [], -1, -1
+    for name, n in self.user_sgprs:
+      if name == "private_segment_buffer":
+        base = self.scratch.va if self.scratch else 0
+        # buffer resource: base, stride 0 | swizzle enable (bit 31 of dword 1), num_records all ones, the
+        # dword-3 format the reference runtime uses for scratch on gfx11
+        vals += [base & 0xFFFFFFFF, ((base >> 32) & 0xFFFF) | (1 << 31), 0xFFFFFFFF, 0x20C14000]
+      elif name == "dispatch_ptr": p_dp = len(vals); vals += [0, 0]
+      elif name == "queue_ptr": vals += [pm4.lo(self.device.queue_desc_va), pm4.hi(self.device.queue_desc_va)]
+      elif name == "kernarg_segment_ptr": p_ka = len(vals); vals += [0, 0]
+      elif name == "dispatch_id": vals += [0, 0]
+      elif name == "flat_scratch_init": vals += [0, 0]
+      elif name == "private_segment_size": vals += [self.private]
+    # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
+    # values, the rest are never read by the kernel and are left as they are
+    return vals, p_ka, p_dp
+
+  def shape(self, global_size, local_size, timed: bool) -> LaunchShape:
+    key = (global_size, local_size, timed)
+    s = self._shapes.get(key)
+    if s is not None: return s
+    grid, block = check_launch(self.name, global_size, local_size, self.max_group)
+    dev = self.device
+    s = LaunchShape()
+    s.grid, s.block = grid, block
+    s.hidden = self.layout.hidden_values(grid, block, {})
+    s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
+    user, p_ka, p_dp = self._user_data(0, 0)
+    cmd: list[int] = []
+    cmd += pm4.acquire_mem(pm4.GCR_ALL)
+    if timed: cmd += pm4.release_mem(dev.timer_start.va + 8, 0, pm4.DATA_SEL_GPU_CLOCK, gcr=0)
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8))
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC1, self.rsrc1, self.rsrc2)
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
+    if self.scratch:
+      cmd += pm4.set_sh_reg(pm4.COMPUTE_DISPATCH_SCRATCH_BASE_LO, pm4.lo(self.scratch.va >> 8), pm4.hi(self.scratch.va >> 8))
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
+    if user:
+      ud_at = len(cmd) + 2
+      cmd += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
+      s.p_kernarg = ud_at + p_ka if p_ka >= 0 else -1
+      s.p_dispatch = ud_at + p_dp if p_dp >= 0 else -1
+    else: s.p_kernarg = s.p_dispatch = -1
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
+    cmd += pm4.set_sh_reg(pm4.COMPUTE_START_X, 0, 0, 0, *block)
+    initiator = pm4.INITIATOR_COMPUTE_SHADER_EN | pm4.INITIATOR_FORCE_START_AT_000 | \
+      (pm4.INITIATOR_CS_W32_EN if self.wave32 else 0)
+    cmd += pm4.dispatch_direct(*grid, initiator)
+    cmd += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
+    if timed: cmd += pm4.release_mem(dev.timer_end.va + 8, 0, pm4.DATA_SEL_GPU_CLOCK, gcr=0)
+    s.p_value = len(cmd) + 5
+    cmd += pm4.release_mem(dev.timeline.signal.va, 0, pm4.DATA_SEL_64)
+    cmd += pm4.release_mem(dev.iface.mailbox_va, dev.iface.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
+                           ctxid=dev.iface.event_id, gcr=0)
+    s.template = array("I", cmd)
+    self._shapes[key] = s
+    return s
+
+  def dispatch_packet(self, s: LaunchShape, kernarg_va: int) -> bytes:
+    b, g = s.block, s.grid
+    # header/setup: KERNEL_DISPATCH type (2), 3 dimensions; only informational for a PM4 dispatch
+    return _DISPATCH.pack(2, 3, b[0], b[1], b[2], 0, g[0] * b[0], g[1] * b[1], g[2] * b[2], self.private, self.lds,
+                          self.kd_va, kernarg_va) + bytes(8 + 8)
+
+  def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
+    shape = self.shape(tuple(global_size) if not isinstance(global_size, int) else (global_size,),
+                       tuple(local_size) if not isinstance(local_size, int) else (local_size,), wait)
+    explicit = self.layout.check_and_pack(args, self.device.buffer_type)
+    return self.device.launch(self, shape, explicit, wait)
+
+  def __repr__(self): return f"AMDProgram({self.name}, entry={self.entry:#x})"

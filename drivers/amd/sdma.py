@@ -1,0 +1,103 @@
+"""SDMA packets (sdma 6.0, gfx11) as lists of dwords.
+
+Source (Linux 6.12): drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (SDMA_OP_*, SDMA_SUBOP_*, SDMA_PKT_*_HEADER
+field shifts). tests/amd/test_packets.py checks the numbers against the header."""
+from __future__ import annotations
+
+# sdma_v6_0_0_pkt_open.h SDMA_OP_*
+OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE, OP_TRAP, OP_POLL_REGMEM = 0, 1, 2, 4, 5, 6, 8
+OP_CONST_FILL, OP_TIMESTAMP, OP_GCR_REQ = 11, 13, 17
+SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR, SUBOP_TIMESTAMP_GET_GLOBAL = 0, 0, 2
+OP_NAMES = {OP_NOP: "NOP", OP_COPY: "COPY", OP_WRITE: "WRITE", OP_INDIRECT: "INDIRECT", OP_FENCE: "FENCE",
+            OP_TRAP: "TRAP", OP_POLL_REGMEM: "POLL_REGMEM", OP_CONST_FILL: "CONST_FILL", OP_TIMESTAMP: "TIMESTAMP",
+            OP_GCR_REQ: "GCR_REQ"}
+# SDMA_PKT_COPY_LINEAR_COUNT_count_mask 0x3FFFFFFF: bytes - 1
+MAX_COPY = 1 << 30
+# SDMA_PKT_FENCE_HEADER_mtype_shift 16 (3 = uncached)
+FENCE_MTYPE_UC = 3
+# SDMA_PKT_POLL_REGMEM_HEADER: hdp_flush 26, func 28 (3 bits), mem_poll 31; DW5: interval [15:0], retry_count [27:16]
+POLL_FUNC_GE = 5
+
+
+def lo(x: int) -> int: return x & 0xFFFFFFFF
+def hi(x: int) -> int: return (x >> 32) & 0xFFFFFFFF
+
+
+def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:
+  """One COPY_LINEAR of 1..2^30 bytes."""
+  if not 0 < nbytes <= MAX_COPY: raise ValueError(f"SDMA copy of {nbytes} bytes (1..{MAX_COPY} per packet)")
+  return [OP_COPY | (SUBOP_COPY_LINEAR << 8), nbytes - 1, 0, lo(src), hi(src), lo(dst), hi(dst)]
+
+
+def copy(dst: int, src: int, nbytes: int) -> list[int]:
+  out = []
+  for off in range(0, nbytes, MAX_COPY): out += copy_linear(dst + off, src + off, min(MAX_COPY, nbytes - off))
+  return out
+
+
+def fence(addr: int, value: int) -> list[int]:
+  """Write 32 bits after prior packets complete."""
+  return [OP_FENCE | (FENCE_MTYPE_UC << 16), lo(addr), hi(addr), lo(value)]
+
+
+def trap(int_context: int) -> list[int]:
+  """Raise an interrupt carrying int_context (28 bits: the KFD event id)."""
+  return [OP_TRAP, int_context & 0x0FFFFFFF]
+
+
+def poll_regmem(addr: int, value: int, mask: int = 0xFFFFFFFF, func: int = POLL_FUNC_GE, interval: int = 4,
+                retry: int = 0xFFF) -> list[int]:
+  """Wait until (mem32[addr] & mask) func value."""
+  return [OP_POLL_REGMEM | (func << 28) | (1 << 31), lo(addr), hi(addr), value, mask, (interval & 0xFFFF) | (retry << 16)]
+
+
+def timestamp(addr: int) -> list[int]:
+  """Write the 64-bit global timestamp to addr."""
+  return [OP_TIMESTAMP | (SUBOP_TIMESTAMP_GET_GLOBAL << 8), lo(addr), hi(addr)]
+
+
+def indirect(addr: int, size_dw: int) -> list[int]:
+  return [OP_INDIRECT, lo(addr), hi(addr), size_dw, 0, 0]
+
+
+def nop() -> list[int]: return [OP_NOP]
+
+
+# ---- decoding
+_SIZES = {OP_COPY: 7, OP_FENCE: 4, OP_TRAP: 2, OP_POLL_REGMEM: 6, OP_TIMESTAMP: 3, OP_INDIRECT: 6, OP_CONST_FILL: 5,
+          OP_GCR_REQ: 5}
+
+
+def _size(words, i: int) -> int:
+  h = words[i]
+  op = h & 0xFF
+  if op == OP_NOP: return 1 + ((h >> 16) & 0x3FFF)  # SDMA_PKT_NOP_HEADER_count (14 bits at 16): extra dwords
+  if op == OP_WRITE: return 4 + ((words[i + 3] & 0xFFFFF) + 1 if i + 3 < len(words) else 0)
+  if op in _SIZES: return _SIZES[op]
+  raise ValueError(f"dword {i}: unknown SDMA opcode {op} (header {h:#010x})")
+
+
+def decode(words) -> list[tuple[int, str, list[str]]]:
+  """(dword offset, packet name, fields) for each packet of an SDMA stream."""
+  out, i, n = [], 0, len(words)
+  while i < n:
+    h, size = words[i], _size(words, i)
+    if i + size > n: raise ValueError(f"dword {i}: SDMA {OP_NAMES.get(h & 0xFF)} needs {size} dwords, the stream has {n - i}")
+    b = list(words[i:i + size])
+    op, sub = h & 0xFF, (h >> 8) & 0xFF
+    def a(j): return f"{b[j] | (b[j + 1] << 32):#x}"
+    if op == OP_COPY and sub == SUBOP_COPY_LINEAR: name, f = "COPY_LINEAR", [f"bytes={b[1] + 1}", f"src={a(3)}", f"dst={a(5)}"]
+    elif op == OP_FENCE: name, f = "FENCE", [f"mtype={(h >> 16) & 7}", f"addr={a(1)}", f"data={b[3]:#x}"]
+    elif op == OP_TRAP: name, f = "TRAP", [f"int_context={b[1]:#x}"]
+    elif op == OP_POLL_REGMEM:
+      fn = ("always", "<", "<=", "==", "!=", ">=", ">", "?")[(h >> 28) & 7]
+      name, f = "POLL_REGMEM", [f"function={fn}", f"mem_poll={h >> 31}", f"addr={a(1)}", f"value={b[3]:#x}",
+                                f"mask={b[4]:#x}", f"interval={b[5] & 0xFFFF}", f"retry={(b[5] >> 16) & 0xFFF:#x}"]
+    elif op == OP_TIMESTAMP and sub == SUBOP_TIMESTAMP_GET_GLOBAL: name, f = "TIMESTAMP_GET_GLOBAL", [f"addr={a(1)}"]
+    elif op == OP_INDIRECT: name, f = "INDIRECT", [f"ib_addr={a(1)}", f"size_dw={b[3]}"]
+    elif op == OP_WRITE: name, f = "WRITE_LINEAR", [f"dst={a(1)}", f"count={b[3] + 1}"] + [f"{v:#x}" for v in b[4:]]
+    elif op == OP_NOP: name, f = "NOP", [f"count={size - 1}"] if size > 1 else []
+    else: name, f = OP_NAMES.get(op, f"OP_{op}"), [f"{v:#x}" for v in b[1:]]
+    out.append((i, name, f))
+    i += size
+  return out

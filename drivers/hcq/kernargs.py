@@ -1,0 +1,172 @@
+"""Kernel argument layouts: explicit arguments checked and packed by the kernel's signature, hidden arguments of
+AMDGPU code object v5 filled in per launch shape.
+
+The argument records are those of the code object's metadata (AMDGPU code object v5, LLVM AMDGPUUsage
+"Code Object V5 Metadata": .offset, .size, .value_kind, .type_name, .address_space, .name)."""
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from ...errors import DeviceError
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+  offset: int
+  size: int
+  kind: str              # value_kind: global_buffer, by_value, hidden_*
+  type_name: str = ""
+  name: str = ""
+  address_space: str = ""
+
+  @property
+  def hidden(self) -> bool: return self.kind.startswith("hidden_")
+
+  @property
+  def is_pointer(self) -> bool: return self.kind in ("global_buffer", "dynamic_shared_pointer")
+
+  def describe(self) -> str:
+    return f"{self.name or 'arg'} ({self.type_name or self.kind}, {self.size} bytes)"
+
+
+# by_value scalar codes by (base type name, size): struct format char and whether it is a float
+_SCALARS = {
+  ("char", 1): "b", ("uchar", 1): "B", ("bool", 1): "?", ("short", 2): "h", ("ushort", 2): "H",
+  ("int", 4): "i", ("uint", 4): "I", ("long", 8): "q", ("ulong", 8): "Q", ("size_t", 8): "Q",
+  ("float", 4): "f", ("double", 8): "d", ("half", 2): "e",
+  ("int8_t", 1): "b", ("uint8_t", 1): "B", ("int16_t", 2): "h", ("uint16_t", 2): "H", ("int32_t", 4): "i",
+  ("uint32_t", 4): "I", ("int64_t", 8): "q", ("uint64_t", 8): "Q", ("unsigned int", 4): "I",
+  ("unsigned long", 8): "Q", ("unsigned char", 1): "B", ("unsigned short", 2): "H",
+}
+_UNSIGNED_BY_SIZE = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_INT_RANGES = {"b": (-2**7, 2**7), "B": (0, 2**8), "h": (-2**15, 2**15), "H": (0, 2**16), "i": (-2**31, 2**31),
+               "I": (0, 2**32), "q": (-2**63, 2**63), "Q": (0, 2**64)}
+
+
+def scalar_code(arg: Arg) -> str | None:
+  """The struct code of a by_value scalar; None for aggregates (vectors, structs) passed as raw bytes."""
+  base = arg.type_name.strip().rstrip("*").strip()
+  code = _SCALARS.get((base, arg.size))
+  if code: return code
+  if not base and arg.size in _UNSIGNED_BY_SIZE: return None
+  return None
+
+
+class KernargLayout:
+  """The kernarg segment of one kernel: packs explicit arguments (Buffers as addresses, scalars by type) and the
+  hidden arguments that depend on the launch shape."""
+
+  def __init__(self, kernel: str, args: list[Arg], segment_size: int, segment_align: int = 8):
+    self.kernel, self.segment_size, self.segment_align = kernel, segment_size, max(segment_align, 8)
+    self.explicit = [a for a in args if not a.hidden]
+    self.hidden = [a for a in args if a.hidden]
+    for a in args:
+      if a.offset + a.size > segment_size:
+        raise DeviceError(f"kernel {kernel}: argument {a.describe()} at offset {a.offset} exceeds the kernarg segment "
+                          f"of {segment_size} bytes")
+    fmt, pos = "<", 0
+    self._codes: list[str] = []
+    for a in self.explicit:
+      if a.offset < pos: raise DeviceError(f"kernel {kernel}: overlapping arguments at offset {a.offset}")
+      fmt += "x" * (a.offset - pos)
+      code = "Q" if a.is_pointer else scalar_code(a)
+      if a.is_pointer and a.size != 8: raise DeviceError(f"kernel {kernel}: pointer {a.describe()} is not 8 bytes")
+      fmt += code if code else f"{a.size}s"
+      self._codes.append(code or "raw")
+      pos = a.offset + a.size
+    self._explicit_struct = struct.Struct(fmt)
+    self._explicit_end = pos
+
+  def check_and_pack(self, args: tuple, buffer_type: type) -> bytes:
+    """Validate args against the signature (count and type) and pack the explicit part. Raises DeviceError
+    naming the kernel and the argument."""
+    if len(args) != len(self.explicit):
+      sig = ", ".join(a.describe() for a in self.explicit)
+      raise DeviceError(f"kernel {self.kernel} takes {len(self.explicit)} arguments ({sig}), got {len(args)}")
+    values = []
+    for i, (a, code, v) in enumerate(zip(self.explicit, self._codes, args)):
+      where = f"kernel {self.kernel}: argument {i} {a.describe()}"
+      if a.is_pointer:
+        if not isinstance(v, buffer_type):
+          raise DeviceError(f"{where} needs a Buffer, got {type(v).__name__}")
+        values.append(v.va)
+      elif code == "raw":
+        if not isinstance(v, (bytes, bytearray, memoryview)) or len(v) != a.size:
+          raise DeviceError(f"{where} is passed as {a.size} raw bytes, got {type(v).__name__}")
+        values.append(bytes(v))
+      elif code in "fde":
+        if isinstance(v, bool) or not isinstance(v, (int, float)) and not _is_np_number(v):
+          raise DeviceError(f"{where} needs a number, got {type(v).__name__}")
+        values.append(float(v))
+      else:
+        if isinstance(v, float) or isinstance(v, buffer_type) or not (isinstance(v, int) or _is_np_integer(v)):
+          raise DeviceError(f"{where} needs an integer, got {type(v).__name__}")
+        v = int(v)
+        lo, hi = _INT_RANGES.get(code, (None, None)) if code != "?" else (0, 2)
+        if lo is not None and not lo <= v < hi: raise DeviceError(f"{where}: {v} is out of range [{lo}, {hi})")
+        values.append(v)
+    return self._explicit_struct.pack(*values)
+
+  def hidden_values(self, grid: tuple[int, int, int], block: tuple[int, int, int], extra: dict[str, int]) -> bytes:
+    """The bytes from the end of the explicit arguments to the end of the segment, hidden arguments filled in.
+    grid counts work-groups, block threads per work-group. `extra` gives device-specific hidden values by
+    value_kind (e.g. hidden_private_base); unknown hidden kinds stay zero (no feature of theirs is provided)."""
+    out = bytearray(self.segment_size - self._explicit_end)
+    base = self._explicit_end
+    dims = 3 if grid[2] > 1 or block[2] > 1 else 2 if grid[1] > 1 or block[1] > 1 else 1
+    # LLVM AMDGPUUsage, "Code Object V5 Metadata", hidden arguments
+    values = {
+      "hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1], "hidden_block_count_z": grid[2],
+      "hidden_group_size_x": block[0], "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
+      # remainder: threads of the last, partial work-group; the grid here is always whole work-groups
+      "hidden_remainder_x": 0, "hidden_remainder_y": 0, "hidden_remainder_z": 0,
+      "hidden_global_offset_x": 0, "hidden_global_offset_y": 0, "hidden_global_offset_z": 0,
+      "hidden_grid_dims": dims,
+    }
+    values.update(extra)
+    for a in self.hidden:
+      v = values.get(a.kind)
+      if v is None: continue
+      if a.offset < base: raise DeviceError(f"kernel {self.kernel}: hidden argument {a.kind} overlaps explicit ones")
+      out[a.offset - base:a.offset - base + a.size] = int(v).to_bytes(a.size, "little")
+    return bytes(out)
+
+  @property
+  def explicit_size(self) -> int: return self._explicit_end
+
+
+def _is_np_number(v) -> bool:
+  try:
+    import numpy as np
+  except ImportError: return False
+  return isinstance(v, (np.floating, np.integer))
+
+
+def _is_np_integer(v) -> bool:
+  try:
+    import numpy as np
+  except ImportError: return False
+  return isinstance(v, np.integer)
+
+
+def check_launch(kernel: str, global_size, local_size, max_group: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+  """Normalize (work-group counts, threads per work-group) to 3-tuples and check them; raises DeviceError before
+  anything is submitted."""
+  def norm(what, v):
+    if isinstance(v, int): v = (v,)
+    try: v = tuple(v)
+    except TypeError: raise DeviceError(f"kernel {kernel}: {what} must be up to 3 integers, got {v!r}") from None
+    if not 1 <= len(v) <= 3 or not all(isinstance(x, int) or _is_np_integer(x) for x in v):
+      raise DeviceError(f"kernel {kernel}: {what} must be 1 to 3 integers, got {v!r}")
+    v = tuple(int(x) for x in v) + (1,) * (3 - len(v))
+    if any(x <= 0 for x in v): raise DeviceError(f"kernel {kernel}: {what} {v} has a zero or negative dimension")
+    return v
+  grid, block = norm("global_size (work-groups)", global_size), norm("local_size (threads per work-group)", local_size)
+  threads = block[0] * block[1] * block[2]
+  if threads > max_group:
+    raise DeviceError(f"kernel {kernel}: local_size {block} is {threads} threads, more than the kernel's maximum of {max_group}")
+  if any(g * b >= 2**32 for g, b in zip(grid, block)):
+    raise DeviceError(f"kernel {kernel}: grid {grid} x {block} exceeds 2^32 threads in a dimension")
+  if any(b > 1024 for b in block): raise DeviceError(f"kernel {kernel}: local_size {block} exceeds 1024 in a dimension")
+  return grid, block

@@ -1,0 +1,96 @@
+"""A hardware command ring: dwords written at the write pointer, the write pointer published, the doorbell rung.
+
+The ring never overwrites commands the device has not read: before writing it waits (with a timeout) until the
+read pointer the device reports leaves room. Two ways to cross the ring's end:
+  - "split": the stream continues at offset 0 (the engine reads the ring modulo its size; PM4 compute rings);
+  - "pad":   packets must not straddle the end, so the tail is filled with zero dwords (NOPs on SDMA) first.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ...errors import DeviceError, Timeout
+
+
+class Ring:
+  def __init__(self, name: str, ring: memoryview, wptr: memoryview, rptr: memoryview, doorbell: Callable[[int], None],
+               ptr_unit: int, cross: str, barrier: Callable[[], None], clock: Callable[[], float],
+               sleep: Callable[[float], None], timeout_s: float, idle: Callable[[float], None] | None = None):
+    """ring: u32 view of the ring buffer; wptr/rptr: u64 views (one element) of the pointers the engine shares;
+    ptr_unit: bytes per pointer unit (4 for PM4 rings counted in dwords, 1 for SDMA rings counted in bytes);
+    doorbell(value) rings the doorbell with the new write pointer."""
+    if ring.format != "I": raise ValueError(f"{name}: the ring is viewed as u32 words")
+    if cross not in ("split", "pad"): raise ValueError(f"{name}: unknown wrap mode {cross!r}")
+    self.name, self.ring, self.wptr, self.rptr = name, ring, wptr, rptr
+    self.size_dw = len(ring)
+    if self.size_dw & (self.size_dw - 1): raise ValueError(f"{name}: ring of {self.size_dw} dwords is not a power of two")
+    self.doorbell, self.ptr_unit, self.cross = doorbell, ptr_unit, cross
+    self._dw_per_unit = 4 // ptr_unit if ptr_unit <= 4 else None
+    self.barrier, self.clock, self.sleep, self.timeout_s, self.idle = barrier, clock, sleep, timeout_s, idle
+    self.put_dw = 0        # dwords written since creation (the ring position is put_dw % size_dw)
+    self.submits = 0
+
+  # pointer values are in the engine's unit (dwords or bytes)
+  def _to_ptr(self, dwords: int) -> int: return dwords * 4 // self.ptr_unit
+  def _rptr_dw(self) -> int: return self.rptr[0] * self.ptr_unit // 4
+
+  def _wait_space(self, need_dw: int) -> None:
+    if need_dw > self.size_dw:
+      raise DeviceError(f"{self.name}: a submission of {need_dw} dwords exceeds the ring of {self.size_dw} dwords")
+    if self.put_dw + need_dw - self._rptr_dw() <= self.size_dw: return
+    start, pause = self.clock(), 20e-6
+    while True:
+      rp = self._rptr_dw()
+      if self.put_dw + need_dw - rp <= self.size_dw: return
+      if self.clock() - start > self.timeout_s:
+        raise Timeout(f"{self.name} ring space for {need_dw} dwords (write pointer {self.put_dw})",
+                      expected=self.put_dw + need_dw - self.size_dw, last_seen=rp, timeout_s=self.timeout_s)
+      (self.idle or self.sleep)(pause)
+      pause = min(pause * 2, 2e-3)
+
+  def write(self, words) -> None:
+    """Copy a u32 sequence (array('I'), memoryview 'I' or list) into the ring at the write pointer; does not
+    publish it."""
+    n = len(words)
+    pos = self.put_dw & (self.size_dw - 1)
+    tail = self.size_dw - pos
+    if n <= tail:
+      self._wait_space(n)
+      self.ring[pos:pos + n] = words if not isinstance(words, list) else memoryview(_u32(words))
+      self.put_dw += n
+      return
+    if self.cross == "pad":
+      self._wait_space(tail + n)
+      self.ring[pos:] = memoryview(_ZEROS[:tail]) if tail <= len(_ZEROS) else memoryview(_u32([0] * tail))
+      self.ring[:n] = words if not isinstance(words, list) else memoryview(_u32(words))
+      self.put_dw += tail + n
+      return
+    self._wait_space(n)
+    mv = words if not isinstance(words, list) else memoryview(_u32(words))
+    self.ring[pos:] = mv[:tail]
+    self.ring[:n - tail] = mv[tail:]
+    self.put_dw += n
+
+  def commit(self) -> None:
+    """Publish the write pointer and ring the doorbell."""
+    value = self._to_ptr(self.put_dw)
+    self.barrier()          # the ring contents must be visible before the pointer
+    self.wptr[0] = value
+    self.barrier()
+    self.submits += 1
+    self.doorbell(value)
+
+  def submit(self, words) -> None:
+    self.write(words)
+    self.commit()
+
+  @property
+  def idle_now(self) -> bool: return self._rptr_dw() >= self.put_dw
+
+
+def _u32(seq):
+  from array import array
+  return array("I", seq)
+
+
+_ZEROS = _u32([0] * 4096)

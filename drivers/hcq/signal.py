@@ -1,0 +1,101 @@
+"""Signals: 16-byte slots in host-visible memory, a u64 value at +0 and a u64 timestamp at +8.
+
+The device writes them (end-of-pipe releases, SDMA fences, timestamps); the host polls them. Every wait has a
+timeout and raises hcq.Timeout naming the signal, the value awaited and the last value seen."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ...errors import Timeout
+
+SIGNAL_SIZE = 16
+VALUE_OFFSET, TIMESTAMP_OFFSET = 0, 8
+
+# busy polls before the first sleep, then sleeps growing from MIN to MAX (seconds)
+SPIN_POLLS = 200
+MIN_SLEEP_S, MAX_SLEEP_S = 20e-6, 2e-3
+
+
+class Signal:
+  """A value + timestamp slot. `words` is a memoryview of two u64 over the slot; `va` its device address."""
+  __slots__ = ("va", "name", "_words", "_pool", "ticks_per_us")
+
+  def __init__(self, va: int, words: memoryview, name: str = "signal", pool: "SignalPool | None" = None,
+               ticks_per_us: float = 100.0):
+    if words.format != "Q" or len(words) != 2: raise ValueError(f"{name}: a signal is viewed as two u64 words")
+    self.va, self.name, self._words, self._pool, self.ticks_per_us = va, name, words, pool, ticks_per_us
+
+  @property
+  def value(self) -> int: return self._words[0]
+  @value.setter
+  def value(self, v: int) -> None: self._words[0] = v
+
+  @property
+  def timestamp(self) -> int:
+    """Raw device clock ticks written by a timestamp command."""
+    return self._words[1]
+  @timestamp.setter
+  def timestamp(self, v: int) -> None: self._words[1] = v
+
+  @property
+  def timestamp_us(self) -> float: return self._words[1] / self.ticks_per_us
+
+  def wait(self, value: int, timeout_s: float, clock: Callable[[], float], sleep: Callable[[float], None],
+           idle: Callable[[float], None] | None = None) -> int:
+    """Wait until value >= `value`. Busy-polls first, then backs off with sleeps; `idle(seconds)` (if given)
+    replaces the sleep (the driver blocks in the kernel there and checks for device faults). The timeout restarts
+    whenever the value moves (progress). Returns the value seen."""
+    words = self._words
+    seen = words[0]
+    if seen >= value: return seen
+    for _ in range(SPIN_POLLS):
+      seen = words[0]
+      if seen >= value: return seen
+    rest = sleep if idle is None else idle
+    start = clock()
+    pause = MIN_SLEEP_S
+    last = seen
+    while True:
+      seen = words[0]
+      if seen >= value: return seen
+      now = clock()
+      if seen != last: start, last, pause = now, seen, MIN_SLEEP_S
+      elif now - start > timeout_s:
+        raise Timeout(f"{self.name} at {self.va:#x}", expected=value, last_seen=seen, timeout_s=timeout_s)
+      rest(pause)
+      pause = min(pause * 2, MAX_SLEEP_S)
+
+  def free(self) -> None:
+    if self._pool is not None: self._pool.release(self)
+
+  def __repr__(self): return f"Signal({self.name}, va={self.va:#x}, value={self.value})"
+
+
+class SignalPool:
+  """Hands out 16-byte signal slots from one or more pages of host-visible memory."""
+
+  def __init__(self, new_page: Callable[[], tuple[int, memoryview]], name: str = "signals", ticks_per_us: float = 100.0):
+    """new_page() -> (va, byte view) of a fresh page of host-visible, device-writable memory."""
+    self._new_page, self.name, self.ticks_per_us = new_page, name, ticks_per_us
+    self._free: list[tuple[int, memoryview]] = []
+    self._count = 0
+
+  def _grow(self) -> None:
+    va, view = self._new_page()
+    if len(view) < SIGNAL_SIZE: raise ValueError(f"{self.name}: a signal page of {len(view)} bytes is too small")
+    words = view.cast("B").cast("Q")
+    for off in range(len(view) // SIGNAL_SIZE - 1, -1, -1):
+      self._free.append((va + off * SIGNAL_SIZE, words[off * 2:off * 2 + 2]))
+
+  def alloc(self, value: int = 0, name: str | None = None) -> Signal:
+    if not self._free: self._grow()
+    va, words = self._free.pop()
+    self._count += 1
+    sig = Signal(va, words, name or f"{self.name}[{self._count}]", self, self.ticks_per_us)
+    sig.timestamp = 0
+    sig.value = value
+    return sig
+
+  def release(self, sig: Signal) -> None:
+    self._free.append((sig.va, sig._words))
+    sig._pool = None
