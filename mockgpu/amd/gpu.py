@@ -77,9 +77,13 @@ class MockAMDGPU:
   def read_reg(self, reg: int) -> int: return self.regs.get(reg, 0)
 
   def write_reg(self, reg: int, value: int) -> None:
-    """A register write. Request/done pairs such as the HDP flush (BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE) complete at
-    once: the mock has no HDP cache, so WAIT_REG_MEM's write-then-wait form sees its done bits immediately."""
     self.regs[reg] = value & 0xFFFFFFFF
+
+  def request_reg(self, request: int, done: int, value: int) -> None:
+    """A request/done register pair such as the HDP flush (BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE): the mock has no HDP
+    cache, so the request completes at once and the done register shows the requested bits."""
+    self.write_reg(request, value)
+    self.write_reg(done, value)
 
   def clock(self) -> int:
     """The GPU clock counter: 100 MHz since the GPU was created."""

@@ -141,8 +141,8 @@ class PM4Engine:
       what = f"memory {addr:#x}"
     elif mem_space == 0:
       if operation == 1:      # write the reference to the request register, then wait on the done register
-        self.gpu.write_reg(lo & 0x3FFFF, ref)
         reg = hi & 0x3FFFF
+        self.gpu.request_reg(lo & 0x3FFFF, reg, ref)
       elif operation == 0: reg = lo & 0x3FFFF
       else: raise self._error(frame, pos, f"WAIT_REG_MEM operation {operation} is reserved", op)
       value = self.gpu.read_reg(reg)
