@@ -55,7 +55,9 @@ class HQueue:
     ring = self.ring.u32()
     n = len(ring)
     end = self.h.os.monotonic() + 5
-    while self.put + len(words) + (n if pad else 0) - self.rptr * self.unit // 4 > n:   # wait for ring space
+    tail = n - self.put % n
+    need = len(words) + (tail if pad and len(words) > tail else 0)
+    while self.put + need - self.rptr * self.unit // 4 > n:   # wait for ring space
       assert self.h.os.monotonic() < end, f"{self.kind} ring full: the device does not consume"
       self.h.os.sleep(0.0002)
     pos = self.put % n
