@@ -190,8 +190,11 @@ class KFDModel:
     self.vm_acquired.add(gpu.gpu_id)
 
   def _AMDKFD_IOC_RUNTIME_ENABLE(self, file, a, fail):
-    if self.runtime_enabled: raise fail(errno.EBUSY, "runtime already enabled")
-    self.runtime_enabled = True
+    """kfd_ioctl_runtime_enable: mode_mask with ENABLE enables (EBUSY when enabled already), without disables."""
+    if a.mode_mask & self.kfd_h.KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK:
+      if self.runtime_enabled: raise fail(errno.EBUSY, "runtime already enabled")
+      self.runtime_enabled = True
+    else: self.runtime_enabled = False
     a.capabilities_mask = 0
 
   def _AMDKFD_IOC_GET_CLOCK_COUNTERS(self, file, a, fail):
@@ -487,9 +490,9 @@ class KFDModel:
     info.cu_active_number = p.cu_count
     info.cu_ao_mask = 0xFFFFFFFF
     per_sa = (1 << p.cu_per_simd_array) - 1
-    for se in range(min(p.num_shader_engines, 4)):
-      for sa in range(min(p.simd_arrays_per_engine, 4)):
-        info.cu_bitmap[se][sa] = per_sa
+    for se in range(p.num_shader_engines):     # gfx_v11_0_get_cu_info: bitmap[se % 4][sa + (se / 4) * 2]
+      for sa in range(p.simd_arrays_per_engine):
+        info.cu_bitmap[se % 4][sa + (se // 4) * 2] = per_sa
     info.wave_front_size, info.num_cu_per_sh = p.wave_front_size, p.cu_per_simd_array
     info.virtual_address_offset, info.virtual_address_max = 0x200000, 1 << 47
     info.virtual_address_alignment, info.pte_fragment_size, info.gart_page_size = PAGE, 0x200000, PAGE

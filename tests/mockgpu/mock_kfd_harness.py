@@ -79,7 +79,9 @@ class HQueue:
 
 
 class Harness:
-  def __init__(self, config=None, gpus: int = 1, gpu_index: int = 0, os=None):
+  def __init__(self, config=None, gpus: int = 1, gpu_index: int = 0, os=None, parent: "Harness | None" = None):
+    """parent: another Harness of the same MockOS (the same KFD process), whose event page this one shares: KFD
+    takes one event page per process (kfd_kmap_event_page: "Event page is already set" -> EINVAL)."""
     self.os = os if os is not None else mock_amd_os(config, gpus=gpus)
     self.kfd = self.os.open("/dev/kfd", _os.O_RDWR)
     nodes = sorted((n for n in self.os.sysfs_list(TOPOLOGY)), key=int)
@@ -93,8 +95,13 @@ class Harness:
     kfd.AMDKFD_IOC_RUNTIME_ENABLE(self.kfd, mode_mask=0)
     self.ids = (ctypes.c_uint32 * 1)(self.gpu_id)
     self.doorbells = None
-    self.event_page = self.alloc(0x8000, "gtt")
-    kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle)
+    if parent is None:
+      self.event_page = self.alloc(0x8000, "gtt")
+      kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle)
+    else:      # the process's event page: map it to this GPU too, so that its RELEASE_MEMs reach the mailboxes
+      self.event_page = parent.event_page
+      kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(self.kfd, handle=self.event_page.handle, device_ids_array_ptr=ctypes.addressof(self.ids),
+                                       n_devices=1)
     ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.mailbox = ev.event_id, self.event_page.va + 8 * ev.event_slot_index
     self.mem_event = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_MEMORY).event_id
