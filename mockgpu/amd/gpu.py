@@ -48,6 +48,9 @@ class GPUProperties:
   def num_shader_engines(self) -> int: return self.array_count // self.simd_arrays_per_engine
 
 
+MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
+
+
 class MockAMDGPU:
   def __init__(self, os, index: int, gpu_id: int, props: GPUProperties | None = None):
     from .emu import GPUMemory
@@ -177,6 +180,8 @@ class MockAMDGPU:
     if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
       raise QueueError(queue.name, f"COMPUTE_NUM_THREAD_X/Y/Z = {block}: a work-group has 1 to 1024 threads")
     if 0 in grid: return
+    if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
+      raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm = ((sh.get(R.COMPUTE_PGM_LO, 0) | (sh.get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
     rsrc2 = sh.get(R.COMPUTE_PGM_RSRC2, 0)
     wavesize = (sh.get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
@@ -199,6 +204,7 @@ class MockAMDGPU:
     wg, gs = (wx, wy, wz), (gx, gy, gz)
     if not 1 <= dims <= 3: raise fail(f"dispatch packet with {dims} dimensions")
     if min(wg) < 1 or wx * wy * wz > 1024: raise fail(f"work-group size {wg} is not 1 to 1024 threads")
+    if (gx // wx) * (gy // wy) * (gz // wz) > MAX_WORKGROUPS: raise fail(f"grid {gs} exceeds the mock's {MAX_WORKGROUPS} work-groups")
     if any(g % w for g, w in zip(gs, wg)): raise fail(f"grid {gs} is not a multiple of the work-group {wg} (partial work-groups are not modelled)")
     kd = mem.read_bytes(kobj, 64, f"{queue.name} kernel descriptor")
     group_fixed, private_fixed = struct.unpack_from("<II", kd, R.KD_GROUP_SEGMENT)

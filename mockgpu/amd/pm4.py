@@ -14,6 +14,7 @@ from ...errors import QueueError
 from . import regs as R
 
 MAX_IB_DEPTH = 4      # ring -> IB -> chained IBs; deeper nesting is a queue error
+MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the queue stays runnable)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class PM4Engine:
     self.frames: list[Frame] = []
     self.blocked_on: str | None = None     # what the current packet waits for
     self.packets = 0
+    self.max_packets = MAX_PACKETS_PER_RUN
 
   # ---- stream access
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -73,7 +75,9 @@ class PM4Engine:
   def run(self) -> bool:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
     progress = False
-    while self.frames:
+    budget = self.max_packets
+    while self.frames and budget > 0:
+      budget -= 1
       frame = self.frames[-1]
       if frame.pos >= frame.end:
         if frame.ring: break

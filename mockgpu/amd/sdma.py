@@ -12,6 +12,7 @@ from . import regs as R
 from .pm4 import Frame, compare
 
 MAX_IB_DEPTH = 1
+MAX_PACKETS_PER_RUN = 1 << 16
 
 # packet sizes in dwords for fixed-size packets (sdma_v6_0_0_pkt_open.h: the _offset of each packet's last dword + 1)
 _SIZES = {(R.SDMA_COPY, R.SDMA_SUBOP_COPY_LINEAR): 7, (R.SDMA_INDIRECT, 0): 6, (R.SDMA_FENCE, 0): 4, (R.SDMA_TRAP, 0): 2,
@@ -26,6 +27,7 @@ class SDMAEngine:
     self.frames: list[Frame] = []
     self.blocked_on: str | None = None
     self.packets = 0
+    self.max_packets = MAX_PACKETS_PER_RUN
     self.timestamp_offset = 0
 
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -58,7 +60,9 @@ class SDMAEngine:
 
   def run(self) -> bool:
     progress = False
-    while self.frames:
+    budget = self.max_packets
+    while self.frames and budget > 0:
+      budget -= 1
       frame = self.frames[-1]
       if frame.pos >= frame.end:
         if frame.ring: break
