@@ -14,11 +14,11 @@ __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 _AMD_IFACES = {"MOCK": "KFD", "MOCKKFD": "KFD"}
 
 
-def mock_amd_os(config=None, gpus: int = 1, **gpu_options) -> MockOS:
+def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   """A MockOS with `gpus` mock gfx1100 GPUs behind /dev/kfd."""
-  from .amd import add_amd_gpus
+  from .amd.device import add_amd_gpus
   os = MockOS(config)
-  add_amd_gpus(os, gpus, **gpu_options)
+  add_amd_gpus(os, gpus, props)
   return os
 
 
