@@ -76,8 +76,12 @@ def header(opcode: int, body_dwords: int) -> int:
   return (PACKET_TYPE3 << 30) | (((body_dwords - 1) & 0x3FFF) << 16) | ((opcode & 0xFF) << 8)
 
 
-def lo(x: int) -> int: return x & 0xFFFFFFFF
-def hi(x: int) -> int: return (x >> 32) & 0xFFFFFFFF
+def lo(x) -> int:
+  """Low dword of a 64-bit value; a symbolic value (cmdbuf.Sym) gives a patch."""
+  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
+
+
+def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 def set_sh_reg(offset: int, *values: int) -> list[int]:
@@ -91,7 +95,7 @@ def dispatch_direct(x: int, y: int, z: int, initiator: int) -> list[int]:
 
 def wait_reg_mem(addr: int, ref: int, mask: int = 0xFFFFFFFF, func: int = WAIT_GE, poll: int = 4) -> list[int]:
   """Wait until (mem32[addr] & mask) func ref, polling memory (MEM_SPACE 1, OPERATION 0 = wait, ENGINE 0 = ME)."""
-  return [header(WAIT_REG_MEM, 6), func | (1 << 4), lo(addr), hi(addr), ref, mask, poll]
+  return [header(WAIT_REG_MEM, 6), func | (1 << 4), lo(addr), hi(addr), lo(ref), mask, poll]
 
 
 def acquire_mem(gcr_cntl: int = GCR_ALL) -> list[int]:

@@ -19,8 +19,12 @@ FENCE_MTYPE_UC = 3
 POLL_FUNC_GE = 5
 
 
-def lo(x: int) -> int: return x & 0xFFFFFFFF
-def hi(x: int) -> int: return (x >> 32) & 0xFFFFFFFF
+def lo(x) -> int:
+  """Low dword of a 64-bit value; a symbolic value (cmdbuf.Sym) gives a patch."""
+  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
+
+
+def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:
@@ -48,7 +52,7 @@ def trap(int_context: int) -> list[int]:
 def poll_regmem(addr: int, value: int, mask: int = 0xFFFFFFFF, func: int = POLL_FUNC_GE, interval: int = 4,
                 retry: int = 0xFFF) -> list[int]:
   """Wait until (mem32[addr] & mask) func value."""
-  return [OP_POLL_REGMEM | (func << 28) | (1 << 31), lo(addr), hi(addr), value, mask, (interval & 0xFFFF) | (retry << 16)]
+  return [OP_POLL_REGMEM | (func << 28) | (1 << 31), lo(addr), hi(addr), lo(value), mask, (interval & 0xFFFF) | (retry << 16)]
 
 
 def timestamp(addr: int) -> list[int]:
