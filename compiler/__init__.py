@@ -1,1 +1,20 @@
-"""compiler"""
+"""hcq's compiler: the UOp IR (ir/), the lowering pipeline (lower/), backends (backend/), queue programs (queue/).
+
+    from hcq.compiler import UOp, dtypes, KernelInfo, compile
+    art = compile(sink, "c")      # a CArtifact: C source, parameters, launch dimensions
+"""
+from .ir import (AddrSpace, AxisType, BufferArg, CompileError, DType, KernelInfo, Ops, PatternMatcher, PtrDType,
+                 RewriteError, UOp, UOpTypeError, UPat, VarArg, dtypes, graph_rewrite)
+
+
+def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
+  """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source)."""
+  from .lower import lower
+  if target == "c":
+    from .backend.c import render_c
+    return render_c(lower(sink, "c"))
+  raise CompileError(f"unknown compile target {target!r} (known: c)")
+
+
+__all__ = ["AddrSpace", "AxisType", "BufferArg", "CompileError", "DType", "KernelInfo", "Ops", "PatternMatcher",
+           "PtrDType", "RewriteError", "UOp", "UOpTypeError", "UPat", "VarArg", "dtypes", "graph_rewrite", "compile"]

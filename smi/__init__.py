@@ -1,7 +1,5 @@
-"""hcq-smi: hand GPUs and NICs between kernel drivers and hcq."""
+"""hcq-smi: hand GPUs and NICs between kernel drivers and hcq (see `hcq-smi --help`)."""
 from __future__ import annotations
-
-import sys
 
 
 def main(argv: list[str] | None = None) -> int:

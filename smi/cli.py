@@ -1,11 +1,93 @@
-"""hcq-smi command line (being built: see issue [hcq-smi])."""
+"""hcq-smi command line: hcq-smi {amd,nv,bnxt} COMMAND [options]."""
 from __future__ import annotations
 
 import argparse
+import sys
+
+from ..errors import HCQError
+from .backends import BACKENDS, backend
+
+EXIT_CODES = """\
+exit codes:
+  0    success (rmmod --expect: the modules are not loaded)
+  1    rmmod --expect: a module is loaded; kill_pids: a holder could not be signalled or still holds the lock
+       after 128 rounds; reset: a device could not be reset; any other error (named on stderr)
+  2    usage error
+  127  a command hcq-smi runs (modprobe, sudo, nvidia-smi) was not found
+  N    rmmod/insmod: modprobe's (or nvidia-smi's) own exit code when it fails
+
+Lock files, sysfs and procfs come from HCQ_LOCK_DIR (default: the system temp dir), HCQ_SYSFS_ROOT (/sys) and
+HCQ_PROC_ROOT (/proc). Lock files whose bus part is not a PCI address are ignored with a warning."""
+
+COMMANDS = {
+  "rmmod": "unload the kernel driver's modules (amd: amdgpu; nv: nvidia_drm nvidia_modeset nvidia_uvm nvidia; "
+           "bnxt: bnxt_re bnxt_en) with modprobe -r",
+  "insmod": "rmmod, reset every locked device, then load the kernel driver again",
+  "reset": "function-level reset (sysfs) of each device hcq has locked",
+  "pids": "print the processes holding each device's lock",
+  "kill_pids": "SIGKILL the processes holding each device's lock until none is left",
+  "list": "list AMD, NVIDIA and Broadcom PCI functions: address, ids, name, driver, lock holder",
+  "top": "a refreshing table of each device (utilisation, VRAM, temperature, power)",
+}
+
+
+def _prefix(text: str) -> str:
+  from ..drivers.system.pciaddr import validate_prefix
+  if text == "": return ""  # the default: every device
+  try: return validate_prefix(text.lower())
+  except HCQError as e: raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog="hcq-smi", description="Hand GPUs and NICs between kernel drivers and hcq.",
+                                   epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("backend", type=str.lower, choices=list(BACKENDS), metavar="{" + ",".join(BACKENDS) + "}",
+                      help="device family (case-insensitive)")
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+  for name, text in COMMANDS.items():
+    p = sub.add_parser(name, help=text, description=text, epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    if name in ("rmmod", "insmod", "reset", "kill_pids"):
+      p.add_argument("--sudoless", action="store_true", help="never call sudo (as a non-root user, act only on what "
+                                                             "this user may; failures give a non-zero exit)")
+    if name in ("reset", "pids", "kill_pids"):
+      p.add_argument("--pci_bus", type=_prefix, default="", metavar="PREFIX",
+                     help="only devices whose PCI address starts with PREFIX (e.g. 0000:03)")
+    if name == "rmmod":
+      p.add_argument("--expect", action="store_true", help="change nothing: exit 1 if a module is loaded, else 0")
+    if name == "list":
+      p.add_argument("--all-vendors", action="store_true", help="list every PCI function, not only AMD/NVIDIA/Broadcom")
+    if name == "top":
+      p.add_argument("--dev", type=_prefix, default="", metavar="BUS", help="only devices whose address starts with BUS")
+      p.add_argument("--once", action="store_true", help="print the table once and exit")
+      p.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
+  return parser
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="hcq-smi", description="Hand GPUs and NICs between kernel drivers and hcq.")
-  parser.parse_args(argv)
-  parser.print_help()
-  return 2
+  args = build_parser().parse_args(argv)
+  from ..config import from_env
+  from ..drivers.system import LinuxOS
+  from . import commands, listing
+  from .report import Report
+  report = Report(args.json)
+  ctx = commands.Context(backend(args.backend), LinuxOS(from_env()), report, getattr(args, "sudoless", False))
+  try:
+    if args.command == "rmmod": return commands.rmmod(ctx, args.expect)
+    if args.command == "insmod": return commands.insmod(ctx)
+    if args.command == "reset": return commands.reset(ctx, args.pci_bus)
+    if args.command == "pids": return commands.pids(ctx, args.pci_bus)
+    if args.command == "kill_pids": return commands.kill_pids(ctx, args.pci_bus)
+    if args.command == "list": return listing.list_devices(ctx, args.all_vendors)
+    if args.command == "top": return listing.top(ctx, args.dev, args.once, args.interval)
+  except HCQError as e:
+    report.error(str(e))
+    return 1
+  except KeyboardInterrupt:
+    return 130
+  raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -60,6 +60,9 @@ class MMIOView(abc.ABC):
   def read_bytes(self, offset: int, size: int) -> bytes:
     return b"".join(struct.pack("<I", self.read32(offset + i)) for i in range(0, size, 4))[:size]
 
+  def close(self) -> None:
+    """Give the window back (unmap it); no access is allowed afterwards. Idempotent."""
+
   def _check(self, offset: int, width: int) -> None:
     if offset < 0 or offset + width > self.size or offset % width:
       from ...errors import DeviceError
@@ -86,7 +89,7 @@ class OSInterface(Protocol):
   """What a driver may ask of the OS. See LinuxOS (drivers/system/linux.py) and mockgpu.MockOS."""
   config: object  # hcq.config.Config
 
-  # files and device nodes (absolute paths; /dev nodes are relative to config.dev_root when given as "dev:...")
+  # files and device nodes (absolute paths; a path under /dev/ is looked up under config.dev_root instead)
   def open(self, path: str, flags: int = ..., mode: int = 0o666) -> FileHandle: ...
   def exists(self, path: str) -> bool: ...
 

@@ -72,9 +72,16 @@ def _ioctl_ptr(fd: int, request: int, ptr: int) -> int:
 class MemoryMMIO(MMIOView):
   """An MMIO window over mapped memory (a BAR resource file mmapped into this process)."""
 
-  def __init__(self, addr: int, size: int, name: str):
+  def __init__(self, addr: int, size: int, name: str, mapped_size: int = 0):
     self.addr, self.size, self.name = addr, size, name
+    self._mapped_size = mapped_size  # > 0: this view owns an mmap of that size at addr, unmapped by close()
     self._u32 = (ctypes.c_uint32 * (size // 4)).from_address(addr)
+
+  def close(self) -> None:
+    if self._mapped_size:
+      self._u32 = None
+      libc.munmap(self.addr, self._mapped_size)
+      self._mapped_size, self.size = 0, 0  # every later access fails the bounds check instead of faulting
 
   def read32(self, offset: int) -> int:
     self._check(offset, 4)
@@ -137,6 +144,20 @@ class LinuxOS:
 
   def exists(self, path: str) -> bool: return os.path.exists(self._dev_path(path))
 
+  # Host file-system queries beyond the OSInterface protocol, for tools (hcq-smi lists the lock dir and matches
+  # lock files by inode). Drivers do not need them.
+  def listdir(self, path: str) -> list[str]:
+    real = self._dev_path(path)
+    try: return sorted(os.listdir(real))
+    except OSError as e: raise OSCallError("listdir", real, e.errno) from None
+
+  def stat(self, path: str, follow_symlinks: bool = True) -> os.stat_result:
+    real = self._dev_path(path)
+    try: return os.stat(real, follow_symlinks=follow_symlinks)
+    except OSError as e: raise OSCallError("stat", real, e.errno) from None
+
+  def realpath(self, path: str) -> str: return os.path.realpath(self._dev_path(path))
+
   # ---- sysfs / procfs
   def _sys(self, path: str) -> str: return os.path.join(self.config.sysfs_root, path.lstrip("/"))
   def _proc(self, path: str) -> str: return os.path.join(self.config.proc_root, path.lstrip("/"))
@@ -157,10 +178,16 @@ class LinuxOS:
     except OSError as e: raise OSCallError("read", full, e.errno) from None
 
   def sysfs_write(self, path: str, data) -> None:
+    """Write an attribute in one write(2) call. Never creates a file: a missing attribute is an error
+    (O_TRUNC keeps fake trees honest; sysfs ignores it)."""
     full = self._sys(path)
+    raw = data.encode() if isinstance(data, str) else bytes(data)
     try:
-      with open(full, "wb", buffering=0) as f: f.write(data.encode() if isinstance(data, str) else data)
-    except OSError as e: raise OSCallError("write", full, e.errno) from None
+      fd = os.open(full, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+      try: written = os.write(fd, raw)
+      finally: os.close(fd)
+    except OSError as e: raise OSCallError("write", full, e.errno, f"value {raw[:64]!r}") from None
+    if written != len(raw): raise OSCallError("write", full, None, f"short write: {written} of {len(raw)} bytes")
 
   def sysfs_exists(self, path: str) -> bool: return os.path.lexists(self._sys(path))
 
@@ -198,8 +225,9 @@ class LinuxOS:
     read from <proc>/self/pagemap (bit 63 = present, bits 0-54 = PFN; Documentation/admin-guide/mm/pagemap.rst)."""
     page = libc.PAGE_SIZE
     start, end = addr & ~(page - 1), (addr + size + page - 1) & ~(page - 1)
+    # mlock faults every page in (write-faults private writable mappings, so no shared zero page) and keeps
+    # it resident; touching the pages by hand would crash on a read-only mapping.
     libc.mlock(start, end - start)
-    for p in range(start, end, page): ctypes.c_uint8.from_address(p).value = ctypes.c_uint8.from_address(p).value
     path = self._proc("self/pagemap")
     try:
       with open(path, "rb", buffering=0) as f:
@@ -213,6 +241,9 @@ class LinuxOS:
         raise DeviceError(f"{path}: page {start + i * page:#x} has no physical address (not present, or no "
                           f"CAP_SYS_ADMIN to read PFNs)")
       out.append(pfn * page)
+    if len(set(out)) != len(out):
+      raise DeviceError(f"{path}: pages of {addr:#x}+{size:#x} share physical pages (a read-only private mapping maps "
+                        f"the shared zero page): DMA memory must be writable")
     return out
 
   def memview(self, addr: int, size: int) -> memoryview: return libc.view(addr, size)
@@ -224,16 +255,23 @@ class LinuxOS:
     f = self.open(path, os.O_RDWR | os.O_SYNC)
     try: addr = f.mmap(size, offset)
     finally: f.close()
-    return MemoryMMIO(addr, size, name or path)
+    return MemoryMMIO(addr, size, name or path, mapped_size=size)
 
   # ---- locks and events
   def lock_device(self, kind: str, pcibus: str) -> FlockLock:
-    path = lock_path(self.config.lock_dir, kind, pcibus)
+    try: path = lock_path(self.config.lock_dir, kind, pcibus)
+    except ValueError as e: raise DeviceError(f"cannot lock device: {e}") from None
     try:
-      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+      # O_NOFOLLOW: the lock dir is world-writable; a planted symlink must not redirect the open
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
     except OSError as e: raise OSCallError("open", path, e.errno) from None
-    try: os.fchmod(fd, 0o666)  # other users must be able to take the lock after us, whatever our umask
-    except OSError: pass  # a lock file created by another user: its mode is theirs to set
+    if os.fstat(fd).st_uid == os.geteuid():
+      # other users must be able to take the lock after us, whatever our umask (a file another user created
+      # keeps the mode its owner gave it: only the owner may change it)
+      try: os.fchmod(fd, 0o666)
+      except OSError as e:
+        os.close(fd)
+        raise OSCallError("fchmod", path, e.errno) from None
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
       os.close(fd)

@@ -1,0 +1,1 @@
+"""Generated AMD modules (python -m hcq.autogen)."""

@@ -1,0 +1,109 @@
+"""Generate the modules the manifest lists: resolve their headers in the unpacked packages, parse, write."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from . import sources
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+MANIFEST = os.path.join(PACKAGE_DIR, "manifest.json")
+
+
+class GenerateError(Exception):
+  pass
+
+
+def load_manifest(path: str = MANIFEST) -> dict:
+  with open(path) as f: return json.load(f)
+
+
+def module_path(name: str) -> str:
+  return os.path.join(*name.split(".")) + ".py"
+
+
+class Roots:
+  """Where each package's members were unpacked; resolves "pkg:relative/path" references."""
+
+  def __init__(self, manifest: dict, cache: str, log):
+    self.manifest, self.cache, self.log = manifest, cache, log
+    self.dirs: dict[str, str] = {}
+
+  def root(self, key: str) -> str:
+    if key not in self.dirs:
+      if key == "shim":
+        self.dirs[key] = os.path.join(self.cache, "shim")
+        sources.asm_generic_shim(self.root("linux"), self.cache)
+      else:
+        pkg = self.manifest["packages"].get(key)
+        if pkg is None: raise GenerateError(f"manifest: unknown package key {key!r}")
+        self.dirs[key] = sources.unpack(pkg, self.cache, self.log)
+    return self.dirs[key]
+
+  def path(self, ref: str) -> str:
+    if os.path.isabs(ref):   # a local file (tests, experiments); the shipped manifest names package members only
+      if not os.path.exists(ref): raise GenerateError(f"{ref}: not found")
+      return ref
+    key, _, rel = ref.partition(":")
+    p = os.path.join(self.root(key), rel)
+    if not os.path.exists(p): raise GenerateError(f"{ref}: not found in the unpacked package ({p})")
+    return p
+
+  def labels(self) -> dict[str, str]:
+    out = {}
+    for k, d in self.dirs.items():
+      if k == "shim": out[d] = "shim"
+      else:
+        pkg = self.manifest["packages"][k]
+        out[d] = f"{pkg['name']} {pkg['version']}"
+    return out
+
+
+def describe(spec: dict, manifest: dict) -> str:
+  refs = spec.get("headers") or [spec["offset"], spec["sh_mask"]]
+  out = []
+  for r in refs:
+    if os.path.isabs(r): out.append(os.path.basename(r)); continue
+    key, _, rel = r.partition(":")
+    pkg = manifest["packages"][key]
+    out.append(f"{pkg['name']} {pkg['version']}:{rel}")
+  return ", ".join(out)
+
+
+def generate_one(name: str, manifest: dict, roots: Roots) -> str:
+  from . import codegen
+  from .clangparse import HeaderError, Parser
+  spec = manifest["modules"][name]
+  try:
+    if spec["kind"] == "regs":
+      return codegen.regs_module(name, roots.path(spec["offset"]), roots.path(spec["sh_mask"]), spec["filter"],
+                                 describe(spec, manifest))
+    headers = [roots.path(h) for h in spec["headers"]]
+    incs = [roots.path(i) for i in spec.get("include", [])]
+    parser = Parser(headers, incs, prelude=spec.get("prelude", ""), lang=spec.get("lang", "c"),
+                    defines=spec.get("defines"))
+    parser.exclude_records = set(spec.get("exclude_records", []))
+    filt = re.compile(spec["macro_filter"]).match if spec.get("macro_filter") else None
+    info = parser.run(filt)
+    text = codegen.c_module(name, info, describe(spec, manifest), roots.labels())
+    codegen.verify_layout(text, info, name)
+    return text
+  except HeaderError as e:
+    raise GenerateError(f"module {name}: {e}") from None
+
+
+def generate(names: list[str], manifest: dict, cache: str, out_dir: str, log=print):
+  roots = Roots(manifest, cache, log)
+  for n in names:
+    if n not in manifest["modules"]: raise GenerateError(f"unknown module {n}; known: {', '.join(manifest['modules'])}")
+  for n in names:
+    text = generate_one(n, manifest, roots)
+    path = os.path.join(out_dir, module_path(n))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    init = os.path.join(os.path.dirname(path), "__init__.py")
+    if os.path.dirname(path) != os.path.abspath(out_dir) and not os.path.exists(init):
+      with open(init, "w") as f: f.write('"""Generated AMD modules (python -m hcq.autogen)."""\n')
+    if len(text) > 5 * 1024 * 1024: raise GenerateError(f"module {n} is {len(text)} bytes, over the 5 MB limit")
+    with open(path, "w") as f: f.write(text)
+    log(f"autogen: {n}: {len(text)} bytes")

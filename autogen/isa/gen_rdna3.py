@@ -1,0 +1,290 @@
+"""Generate the RDNA3 (gfx1100) instruction tables from LLVM: `python -m hcq.autogen.isa.gen_rdna3 [--arch gfx1100]`.
+
+Nothing about instructions is typed by hand. For every microcode format in layouts.py (bit positions from AMD's ISA
+document) the generator walks the whole opcode field: it builds a probe instruction with distinctive operand field
+values, lets `llvm-mc-19 -disassemble -show-encoding` decode thousands of probes per call, and learns from the text:
+- the LLVM mnemonic of every valid opcode and the instruction size (incl. a mandatory literal, e.g. v_fmamk_f32);
+- the printed operand list as a template: each operand is traced back to the encoding field whose probe value it
+  shows (so a field printed as `v[8:9]` is a 2-register VGPR operand, `s8` a scalar destination), fixed text such as
+  `vcc_lo` or `off` is kept as text, simm16 operands get their printing style (hex, unsigned, waitcnt, ...);
+- VOP3 opcodes whose bits 14:8 are a scalar destination (VOP3SD) and which modifiers each VOP3/VOP3P opcode accepts.
+Output: autogen/isa/<arch>.py (data only). Other architectures (gfx1200, gfx942) need their layouts in layouts.py
+and the same walk with -mcpu=<arch>.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pprint
+import re
+
+from .layouts import LAYOUTS
+from .llvm_oracle import disassemble
+
+# distinctive probe values: the printed register index tells which field an operand came from
+PROBE = {
+  "SOP2": dict(sdst=8, ssrc0=16, ssrc1=24),
+  "SOPK": dict(sdst=8, simm16=0x1234),
+  "SOP1": dict(sdst=8, ssrc0=16),
+  "SOPC": dict(ssrc0=16, ssrc1=24),
+  "SOPP": dict(simm16=0x1234),
+  "SMEM": dict(sdata=8, sbase=12, offset=0x1234, soffset=0x7c),
+  "VOP2": dict(vdst=8, src0=256 + 16, vsrc1=24),
+  "VOP1": dict(vdst=8, src0=256 + 16),
+  "VOPC": dict(src0=256 + 16, vsrc1=24),
+  "VOP3": dict(vdst=8, src0=256 + 16, src1=256 + 24, src2=256 + 32),
+  "VOP3SD": dict(vdst=8, sdst=12, src0=256 + 16, src1=256 + 24, src2=256 + 32),
+  "VOP3P": dict(vdst=8, src0=256 + 16, src1=256 + 24, src2=256 + 32, opsel_hi=3, opsel_hi2=1),
+  "VOPD": dict(vdstx=8, vdsty=6, srcx0=256 + 16, vsrcx1=24, srcy0=256 + 33, vsrcy1=43),
+  "VINTERP": dict(vdst=8, src0=256 + 16, src1=256 + 24, src2=256 + 32),
+  "LDSDIR": dict(vdst=8, attr=1, attr_chan=0),
+  "DS": dict(vdst=8, addr=16, data0=24, data1=32),
+  "MUBUF": dict(vdata=8, vaddr=16, srsrc=6, soffset=40, offen=1),
+  "MTBUF": dict(vdata=8, vaddr=16, srsrc=6, soffset=40, offen=1, format=1),
+  "MIMG": dict(vdata=8, vaddr=16, srsrc=6, ssamp=10, dmask=1),
+  "FLAT": dict(vdst=8, addr=16, data=24, saddr=0x7c, seg=0),
+  "SCRATCH": dict(vdst=8, addr=16, data=24, saddr=40, seg=1),
+  "GLOBAL": dict(vdst=8, addr=16, data=24, saddr=0x7c, seg=2),
+}
+# appended after every probe: an instruction that always takes a literal shows it; its top bits 111111 are no gfx11
+# encoding, so when llvm-mc rejects a probe it cannot mistake the literal for one
+LITERAL_PROBE = 0xFF2B1C0D
+
+REGISTER_FIELDS = {"sdst", "ssrc0", "ssrc1", "sdata", "sbase", "soffset", "vdst", "src0", "src1", "src2", "vsrc1",
+                   "vdstx", "vdsty", "srcx0", "vsrcx1", "srcy0", "vsrcy1", "addr", "data", "data0", "data1", "saddr",
+                   "vaddr", "vdata", "srsrc", "ssamp"}
+_REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+
+
+def encode_fields(layout: dict, values: dict) -> bytes:
+  word = 0
+  for ident_lo, ident_w, ident_v in layout["ident"]:
+    word |= ident_v << ident_lo
+  for name, lo, width in layout["fields"]:
+    v = values.get(name, 0)
+    assert 0 <= v < (1 << width), (name, v)
+    word |= v << lo
+  return word.to_bytes(layout["size"], "little")
+
+
+def split_operands(text: str) -> tuple[str, list[str], list[str]]:
+  """'mnem a, b, c mod1 mod2' -> (mnem, [a, b, c], [mod1, mod2]); commas inside () or [] do not split."""
+  mnem, _, rest = text.strip().partition(" ")
+  rest = rest.strip()
+  parts, depth, cur = [], 0, ""
+  for ch in rest:
+    if ch in "([": depth += 1
+    elif ch in ")]": depth -= 1
+    if ch == "," and depth == 0:
+      parts.append(cur.strip())
+      cur = ""
+    else:
+      cur += ch
+  if cur.strip(): parts.append(cur.strip())
+  mods: list[str] = []
+  if parts:
+    last = parts[-1]
+    # split trailing space-separated modifiers, unless the operand is itself space-separated (s_waitcnt, s_delay_alu)
+    toks, depth, cur = [], 0, ""
+    for ch in last:
+      if ch in "([": depth += 1
+      elif ch in ")]": depth -= 1
+      if ch == " " and depth == 0:
+        toks.append(cur)
+        cur = ""
+      else:
+        cur += ch
+    toks.append(cur)
+    if len(toks) > 1 and not any(t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip", "|")) for t in toks):
+      parts[-1] = toks[0]
+      mods = toks[1:]
+  return mnem, parts, mods
+
+
+def field_candidates(enc: str, values: dict) -> list[tuple[str, str, int]]:
+  """(field, register class, printed index) for every register-valued field of a probe."""
+  out = []
+  for name, v in values.items():
+    if name not in REGISTER_FIELDS: continue
+    if name in ("sbase",): out.append((name, "s", 2 * v))
+    elif name in ("srsrc", "ssamp"): out.append((name, "s", 4 * v))
+    elif name == "vdsty": out.append((name, "v", (v << 1) | (~values["vdstx"] & 1)))
+    elif name.startswith(("src", "ssrc", "soffset", "saddr")) and not name.startswith("srsrc"):
+      if v >= 256: out.append((name, "v", v - 256))
+      elif 0 < v < 106: out.append((name, "s", v))
+    elif name in ("sdst", "sdata"): out.append((name, "s", v))
+    else: out.append((name, "v", v)); out.append((name, "s", v))  # 8-bit register fields: VGPR, or SGPR for readlane-like
+  return out
+
+
+def learn_template(enc: str, values: dict, text: str) -> tuple[str, list, list[str]]:
+  mnem, ops, mods = split_operands(text)
+  cands = field_candidates(enc, values)
+  template = []
+  for op in ops:
+    m = _REG.match(op)
+    if m:
+      cls = m.group(1)
+      lo = int(m.group(2) if m.group(2) is not None else m.group(3))
+      count = 1 if m.group(2) is not None else int(m.group(4)) - lo + 1
+      hits = [f for f, c, idx in cands if c == cls and idx == lo]
+      if len(hits) == 1:
+        template.append(("reg", hits[0], cls, count))
+        continue
+    simm = values.get("simm16")
+    if simm is not None:
+      kind = simm16_kind(op, simm)
+      if kind:
+        template.append(("simm16", kind))
+        continue
+    if enc == "SMEM" and op == hex(values["offset"]):
+      template.append(("imm", "offset"))
+      continue
+    if op == hex(LITERAL_PROBE):
+      template.append(("literal",))
+      continue
+    template.append(("text", op))
+  return mnem, template, mods
+
+
+def simm16_kind(text: str, value: int) -> str | None:
+  if text == hex(value): return "hex"
+  if text == str(value): return "udec"
+  if text.startswith(("vmcnt", "expcnt", "lgkmcnt")): return "waitcnt"
+  if text.startswith(("instid", "instskip")): return "delay_alu"
+  if text.startswith("sendmsg"): return "sendmsg"
+  if text.startswith("hwreg"): return "hwreg"
+  return None
+
+
+def classify(layouts: dict, word: int) -> str | None:
+  """The encoding whose identifying bits match (the most specific one wins: SOPP inside SOPK inside SOP2)."""
+  best, best_w = None, -1
+  for enc, layout in layouts.items():
+    if enc == "VOP3SD": continue
+    if all(((word >> lo) & ((1 << w) - 1)) == v for lo, w, v in layout["ident"]):
+      width = sum(w for _, w, _ in layout["ident"])
+      if width > best_w: best, best_w = enc, width
+  return best
+
+
+def field_value(layout: dict, data: bytes, name: str) -> int:
+  word = int.from_bytes(data[:layout["size"]], "little")
+  for fname, lo, width in layout["fields"]:
+    if fname == name: return (word >> lo) & ((1 << width) - 1)
+  raise KeyError(name)
+
+
+ALT_SGPR = {"src0": 40, "src1": 44, "src2": 48, "srcx0": 40, "srcy0": 44}
+
+
+def zero_sets(values: dict) -> list[dict]:
+  """Variants of the probe, fewest changes first: llvm-mc rejects some opcodes when a field that the instruction
+  does not use is not zero (e.g. src2 of a 2-source VOP3), or when a source must be scalar (v_readlane_b32's lane)."""
+  import itertools
+  names = [k for k, v in values.items() if v and k not in ("seg", "opsel_hi", "opsel_hi2", "offen")]
+  choices = [[values[k]] + ([ALT_SGPR[k]] if k in ALT_SGPR else []) + [0] for k in names]
+  variants = []
+  for combo in itertools.product(*choices):
+    changed = sum(1 for k, c in zip(names, combo) if c != values[k])
+    variants.append((changed, dict(values, **dict(zip(names, combo)))))
+  variants.sort(key=lambda t: t[0])
+  return [v for _, v in variants]
+
+
+def walk_opcodes(arch: str, enc: str, layout: dict, values: dict, mcpu: str) -> dict[int, dict]:
+  layouts = LAYOUTS[arch]
+  opname = layout["op"]
+  opfield = [f for f in layout["fields"] if f[0] == opname][0]
+  pending = list(range(1 << opfield[2]))
+  table = {}
+  for vals in zero_sets(values):
+    if not pending: break
+    probes = []
+    for op in pending:
+      probes.append(encode_fields(layout, dict(vals, **{opname: op})) + LITERAL_PROBE.to_bytes(4, "little"))
+    results = disassemble(probes, mcpu)
+    still = []
+    for op, probe, res in zip(pending, probes, results):
+      ok = False
+      if res and "Invalid register" not in res[0][0]:
+        text, encoding = res[0]
+        word = int.from_bytes(encoding[:4], "little")
+        cls = classify(layouts, word)
+        if len(encoding) >= layout["size"] and (cls == enc or (enc == "VOP3SD" and cls == "VOP3")) \
+            and field_value(layout, encoding, opname) == op:
+          v = dict(vals, **{opname: op})
+          mnem, template, mods = learn_template(enc, v, text)
+          table[op] = dict(name=mnem, size=len(encoding), operands=template, probe_mods=mods)
+          ok = True
+      if not ok: still.append(op)
+    pending = still
+  return table
+
+
+def walk_vopd(layout: dict, mcpu: str) -> dict:
+  values = PROBE["VOPD"]
+  probes, keys = [], []
+  for opx in range(16):
+    for opy in range(32):
+      v = dict(values, opx=opx, opy=opy)
+      probes.append(encode_fields(layout, v) + LITERAL_PROBE.to_bytes(4, "little"))
+      keys.append((opx, opy))
+  results = disassemble(probes, mcpu)
+  xs, ys = {}, {}
+  for (opx, opy), probe, res in zip(keys, probes, results):
+    if not res or "Invalid register" in res[0][0]: continue
+    text, encoding = res[0]
+    if not probe.startswith(encoding): continue
+    xtext, _, ytext = text.partition(" :: ")
+    v = dict(values, opx=opx, opy=opy)
+    xm, xt, _ = learn_template("VOPD", v, xtext)
+    ym, yt, _ = learn_template("VOPD", v, ytext)
+    xs[opx] = dict(name=xm, operands=xt)
+    ys[opy] = dict(name=ym, operands=yt)
+  return {"X": xs, "Y": ys}
+
+
+def generate(arch: str = "gfx1100") -> dict:
+  layouts = LAYOUTS[arch]
+  tables: dict = {}
+  for enc, layout in layouts.items():
+    if enc in ("VOPD", "EXP", "VOP3SD"): continue
+    tables[enc] = walk_opcodes(arch, enc, layout, PROBE[enc], arch)
+  # VOP3SD: opcodes whose bits 14:8 print as a scalar destination
+  sd = walk_opcodes(arch, "VOP3SD", layouts["VOP3SD"], PROBE["VOP3SD"], arch)
+  tables["VOP3SD"] = {op: e for op, e in sd.items() if any(t[0] == "reg" and t[1] == "sdst" for t in e["operands"])}
+  for op in tables["VOP3SD"]: tables["VOP3"].pop(op, None)
+  tables["VOPD"] = walk_vopd(layouts["VOPD"], arch)
+  return tables
+
+
+def write_module(arch: str, tables: dict, path: str) -> None:
+  with open(path, "w") as f:
+    f.write(f'"""Instruction tables for {arch}: GENERATED by autogen/isa/gen_rdna3.py from llvm-mc-19. Do not edit.\n\n')
+    f.write("OPS[encoding][opcode] = {name, size, operands, probe_mods}; operands is the printed operand template:\n")
+    f.write("  ('reg', field, 'v'|'s'|'ttmp', count)  a register operand taken from an encoding field\n")
+    f.write("  ('simm16', kind)                      the 16-bit immediate printed as hex|udec|waitcnt|delay_alu|sendmsg|hwreg\n")
+    f.write("  ('imm', field) / ('literal',)         an immediate field / the trailing 32-bit literal\n")
+    f.write("  ('text', str)                         fixed text (vcc_lo, off, ...)\n")
+    f.write('VOPD is {"X": {opx: ...}, "Y": {opy: ...}}. Field layouts: LAYOUTS (from layouts.py)."""\n')
+    f.write("from .layouts import LAYOUTS as _L\n\nARCH = %r\nLAYOUTS = _L[%r]\n\n" % (arch, arch))
+    f.write("OPS = ")
+    f.write(pprint.pformat(tables, width=140, sort_dicts=True))
+    f.write("\n")
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--arch", default="gfx1100")
+  ap.add_argument("-o", "--output")
+  args = ap.parse_args()
+  tables = generate(args.arch)
+  out = args.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{args.arch}.py")
+  write_module(args.arch, tables, out)
+  counts = {enc: (len(t["X"]) * len(t["Y"]) if enc == "VOPD" else len(t)) for enc, t in tables.items()}
+  print(f"wrote {out}: {counts}")
+
+
+if __name__ == "__main__":
+  main()

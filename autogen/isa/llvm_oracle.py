@@ -1,0 +1,68 @@
+"""Batch drivers for llvm-mc-19, the reference used by the table generator and the tests.
+
+llvm-mc decodes each input line on its own; one process call handles tens of thousands of lines in well under a
+second, while starting a process costs ~20 ms, so everything here works in batches.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+LLVM_MC = "llvm-mc-19"
+# s_nop 0x3f1: a separator between probes; never used as a probe itself
+MARKER = bytes([0xf1, 0x03, 0x80, 0xbf])
+_ENC_RE = re.compile(r"^\s*(.*?)\s*; encoding: \[([0-9a-fx,]*)\]\s*$")
+
+
+def _run(args: list[str], text: str) -> tuple[str, str]:
+  proc = subprocess.run(args, input=text, capture_output=True, text=True, check=False)
+  return proc.stdout, proc.stderr
+
+
+def disassemble(probes: list[bytes], mcpu: str = "gfx1100") -> list[list[tuple[str, bytes]]]:
+  """For each probe: the list of (text, encoding bytes) llvm-mc decoded from it (empty when invalid)."""
+  lines = []
+  for p in probes:
+    lines.append(",".join(f"0x{b:02x}" for b in p))
+    lines.append(",".join(f"0x{b:02x}" for b in MARKER))
+  out, _ = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-disassemble", "-show-encoding"], "\n".join(lines) + "\n")
+  results: list[list[tuple[str, bytes]]] = [[]]
+  for line in out.splitlines():
+    m = _ENC_RE.match(line)
+    if not m: continue
+    enc = bytes(int(x, 16) for x in m.group(2).split(",") if x)
+    if enc == MARKER:
+      results.append([])
+      continue
+    results[-1].append((m.group(1), enc))
+  results.pop()  # after the last marker
+  if len(results) != len(probes):
+    raise RuntimeError(f"llvm-mc output out of step: {len(results)} results for {len(probes)} probes")
+  return results
+
+
+def assemble(lines: list[str], mcpu: str = "gfx1100") -> list[tuple[str, bytes] | str]:
+  """Assemble each line with llvm-mc -show-encoding: (canonical text, encoding) or the error message."""
+  marker_text = "s_nop 0x3f1"
+  src = []
+  for ln in lines: src += [ln, marker_text]
+  out, err = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-show-encoding"], "\n".join(src) + "\n")
+  errors: dict[int, str] = {}
+  for m in re.finditer(r"^<stdin>:(\d+):\d+: error: (.*)$", err, re.M):
+    errors.setdefault((int(m.group(1)) - 1) // 2, m.group(2))
+  results: list = [[]]
+  for line in out.splitlines():
+    m = _ENC_RE.match(line)
+    if not m: continue
+    enc = bytes(int(x, 16) for x in m.group(2).split(",") if x)
+    if enc == MARKER:
+      results.append([])
+      continue
+    results[-1].append((m.group(1), enc))
+  results.pop()
+  final = []
+  for i, r in enumerate(results):
+    if i in errors: final.append(errors[i])
+    elif len(r) == 1: final.append(r[0])
+    else: final.append(f"llvm-mc produced {len(r)} instructions")
+  return final

@@ -1,0 +1,133 @@
+"""Fetch the pinned Debian packages that hold the headers, check them, and unpack only the members we need.
+
+A package is named in manifest.json by name, version, architecture and sha256. It is fetched with
+`apt-get download NAME=VERSION` into <cache>/debs (a copy already in apt's own archive cache is taken when its
+sha256 matches), then the listed members are unpacked with `dpkg-deb --fsys-tarfile` + `tar` into
+<cache>/src/<name>_<version>/. linux-source ships one big tarball inside the .deb: only the members asked for
+are taken out of it. A stamp file records what was unpacked so that a second run does nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+APT_ARCHIVES = "/var/cache/apt/archives"
+
+
+class SourceError(Exception):
+  pass
+
+
+def deb_filename(name: str, version: str, arch: str) -> str:
+  return f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
+
+
+def sha256_of(path: str) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
+  return h.hexdigest()
+
+
+def fetch_deb(pkg: dict, cache: str, log=print) -> str:
+  """The path of the package's .deb in the cache, downloaded with apt-get when missing; sha256 checked."""
+  debs = os.path.join(cache, "debs")
+  os.makedirs(debs, exist_ok=True)
+  fname = deb_filename(pkg["name"], pkg["version"], pkg["arch"])
+  path = os.path.join(debs, fname)
+  if os.path.exists(path) and sha256_of(path) == pkg["sha256"]: return path
+  local = os.path.join(APT_ARCHIVES, fname)
+  if os.path.exists(local) and sha256_of(local) == pkg["sha256"]:
+    log(f"autogen: taking {fname} from {APT_ARCHIVES}")
+    shutil.copyfile(local, path + ".part")
+    os.replace(path + ".part", path)
+    return path
+  log(f"autogen: apt-get download {pkg['name']}={pkg['version']}")
+  r = subprocess.run(["apt-get", "download", f"{pkg['name']}={pkg['version']}"], cwd=debs,
+                     capture_output=True, text=True)
+  if r.returncode != 0:
+    raise SourceError(f"apt-get download {pkg['name']}={pkg['version']} failed (rc {r.returncode}): {r.stderr.strip()}")
+  if not os.path.exists(path): raise SourceError(f"apt-get download did not produce {path}")
+  got = sha256_of(path)
+  if got != pkg["sha256"]:
+    os.unlink(path)
+    raise SourceError(f"{fname}: sha256 {got} does not match the manifest's {pkg['sha256']}")
+  return path
+
+
+def _run_pipe(first: list[str], second: list[str], what: str):
+  p1 = subprocess.Popen(first, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  p2 = subprocess.Popen(second, stdin=p1.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  p1.stdout.close()
+  _, err2 = p2.communicate()
+  err1 = p1.stderr.read()
+  p1.wait()
+  if p1.returncode or p2.returncode:
+    raise SourceError(f"{what} failed: {err1.decode(errors='replace')} {err2.decode(errors='replace')}".strip())
+
+
+def unpack(pkg: dict, cache: str, log=print) -> str:
+  """Unpack the package's members; returns the folder that holds them (paths relative to the package root)."""
+  dest = os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}")
+  stamp_text = json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members")}, sort_keys=True)
+  stamp = os.path.join(dest, ".hcq-unpacked")
+  if os.path.exists(stamp) and open(stamp).read() == stamp_text: return dest
+  deb = fetch_deb(pkg, cache, log)
+  log(f"autogen: unpacking {len(pkg['members'])} member patterns of {os.path.basename(deb)}")
+  if os.path.exists(dest): shutil.rmtree(dest)
+  os.makedirs(os.path.dirname(dest), exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=".unpack-", dir=os.path.dirname(dest))
+  try:
+    members = list(pkg["members"])
+    if pkg.get("tarball"):
+      # the .deb holds a tarball (linux-source): take it out, then take only the members out of it
+      inner = os.path.join(tmp, "inner.tar")
+      _run_pipe(["dpkg-deb", "--fsys-tarfile", deb], ["tar", "-x", "-C", tmp, "./" + pkg["tarball"]], "dpkg-deb")
+      inner = os.path.join(tmp, pkg["tarball"])
+      strip = pkg.get("strip", "")
+      out = os.path.join(tmp, "out")
+      os.makedirs(out)
+      r = subprocess.run(["tar", "-x", "-f", inner, "-C", out, "--wildcards", "--no-wildcards-match-slash"] +
+                         [strip + m for m in members], capture_output=True, text=True)
+      if r.returncode: raise SourceError(f"tar -x {inner} failed: {r.stderr.strip()}")
+      os.unlink(inner)
+      root = os.path.join(out, strip.rstrip("/")) if strip else out
+    else:
+      out = os.path.join(tmp, "out")
+      os.makedirs(out)
+      _run_pipe(["dpkg-deb", "--fsys-tarfile", deb],
+                ["tar", "-x", "-C", out, "--wildcards", "--no-wildcards-match-slash"] + ["./" + m for m in members],
+                "dpkg-deb")
+      root = out
+    os.replace(root, dest)
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+  with open(stamp, "w") as f: f.write(stamp_text)
+  return dest
+
+
+def asm_generic_shim(linux_root: str, cache: str, arch: str = "x86") -> str:
+  """A folder with the asm/*.h wrappers the kernel's build generates (Kbuild 'mandatory-y'): every uapi
+  asm-generic header the architecture does not provide itself becomes `#include <asm-generic/X.h>`."""
+  shim = os.path.join(cache, "shim", f"uapi-asm-{arch}")
+  generic = os.path.join(linux_root, "include", "uapi", "asm-generic")
+  own = os.path.join(linux_root, "arch", arch, "include", "uapi", "asm")
+  want = {}
+  for name in sorted(os.listdir(generic)):
+    if name.endswith(".h") and not os.path.exists(os.path.join(own, name)):
+      want[name] = f"#include <asm-generic/{name}>\n"
+  # scripts/headers_install.sh deletes `#include <linux/compiler(_types).h>` from exported headers: the same
+  # effect for the headers as they are in include/uapi is an empty header of that name
+  for name in ("compiler.h", "compiler_types.h"):
+    want["../linux/" + name] = "/* empty: scripts/headers_install.sh removes this include from exported headers */\n"
+  os.makedirs(os.path.join(shim, "asm"), exist_ok=True)
+  os.makedirs(os.path.join(shim, "linux"), exist_ok=True)
+  for name, text in want.items():
+    p = os.path.normpath(os.path.join(shim, "asm", name))
+    if not os.path.exists(p) or open(p).read() != text:
+      with open(p, "w") as f: f.write(text)
+  return shim

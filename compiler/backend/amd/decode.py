@@ -1,0 +1,140 @@
+"""RDNA3 instruction decoder: bytes -> Inst.
+
+    from hcq.compiler.backend.amd.decode import decode, decode_all
+    inst = decode(code, offset=0, arch="gfx1100")
+    inst.name       # LLVM mnemonic as llvm-objdump prints it: "v_add_f32_e32", "s_load_b128", "v_add_f32_dpp"
+    inst.encoding   # microcode format: SOP1 SOP2 SOPK SOPC SOPP SMEM VOP1 VOP2 VOPC VOP3 VOP3SD VOP3P VOPD VINTERP
+                    # LDSDIR DS MUBUF MTBUF MIMG EXP FLAT GLOBAL SCRATCH
+    inst.opcode     # value of the OP field (VOPD: OPX; inst.fields["opy"] has OPY)
+    inst.size       # bytes, including a 32-bit literal and a DPP dword
+    inst.offset     # byte offset in `code`
+    inst.fields     # raw fields named as in the RDNA3 ISA document (see hcq.autogen.isa.layouts); DPP forms add
+                    # dpp_ctrl/row_mask/bank_mask/bc/fi/... (DPP16) or lane_sel (DPP8), and src0 becomes the DPP's
+    inst.literal    # the 32-bit literal dword, or None
+    inst.operands   # list of operands.Operand (kind, index, count, value, field, text) in printed order
+    str(inst)       # llvm-objdump syntax, e.g. "v_add_f32_e32 v2, v2, v3"
+
+Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floats 240-248, literal 255, VGPR
+256-511 in 9-bit source fields) are documented in operands.py. Errors raise DecodeError naming the byte offset.
+"""
+from __future__ import annotations
+
+from .errors import DecodeError
+from .operands import DPP16, DPP8, DPP8_FI, Operand
+from .tables import ArchTables, arch_tables
+
+_FLAT_BY_SEG = ("FLAT", "SCRATCH", "GLOBAL", None)
+_DPP_ENCODINGS = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P")
+# DPP16 dword layout: RDNA3 ISA 16.3.3 "DPP16"; DPP8: 16.3.4 (3-bit lane selects, lane i at bits 3i+8)
+_DPP16_FIELDS = (("src0", 0, 0xff), ("dpp_ctrl", 8, 0x1ff), ("fi", 18, 1), ("bc", 19, 1), ("src0_neg", 20, 1),
+                 ("src0_abs", 21, 1), ("src1_neg", 22, 1), ("src1_abs", 23, 1), ("bank_mask", 24, 0xf),
+                 ("row_mask", 28, 0xf))
+
+
+class Inst:
+  __slots__ = ("name", "encoding", "opcode", "size", "offset", "fields", "literal", "data", "arch", "template",
+               "dpp", "_operands", "vopd")
+
+  def __init__(self, name, encoding, opcode, size, offset, fields, literal, data, arch, template, dpp=None, vopd=None):
+    self.name, self.encoding, self.opcode, self.size, self.offset = name, encoding, opcode, size, offset
+    self.fields, self.literal, self.data, self.arch, self.template = fields, literal, data, arch, template
+    self.dpp, self.vopd, self._operands = dpp, vopd, None
+
+  @property
+  def operands(self) -> list[Operand]:
+    if self._operands is None:
+      from .disasm import inst_operands
+      self._operands = inst_operands(self)
+    return self._operands
+
+  def __str__(self) -> str:
+    from .disasm import format_inst
+    return format_inst(self)
+
+  def __repr__(self) -> str:
+    return f"<Inst {self.offset:#x} {self.encoding} {self}>"
+
+
+def decode(code: bytes, offset: int = 0, arch: str = "gfx1100") -> Inst:
+  """Decode the instruction at `offset` of `code`."""
+  return _decode(arch_tables(arch), code if isinstance(code, (bytes, bytearray)) else bytes(code), offset)
+
+
+def decode_all(code: bytes, arch: str = "gfx1100", start: int = 0, end: int | None = None) -> list[Inst]:
+  """Decode every instruction of `code[start:end]` in order."""
+  tables = arch_tables(arch)
+  data = code if isinstance(code, (bytes, bytearray)) else bytes(code)
+  end = len(data) if end is None else end
+  out, off = [], start
+  while off < end:
+    inst = _decode(tables, data, off)
+    out.append(inst)
+    off += inst.size
+  return out
+
+
+def _dword(data: bytes, off: int, what: str, start: int) -> int:
+  if off + 4 > len(data):
+    raise DecodeError(f"truncated instruction: {what} needs bytes {off:#x}..{off + 3:#x} but the code ends at {len(data):#x}", start)
+  return int.from_bytes(data[off:off + 4], "little")
+
+
+def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
+  if off < 0 or off >= len(data): raise DecodeError("offset outside the code", off)
+  w0 = _dword(data, off, "the first dword", off)
+  enc = t.dispatch[w0 >> 23]
+  if enc is None: raise DecodeError(f"no {t.arch} encoding has identifying bits {w0 >> 23:#05x} (dword {w0:#010x})", off)
+  if enc == "FLAT":
+    enc = _FLAT_BY_SEG[(w0 >> 16) & 3]
+    if enc is None: raise DecodeError(f"reserved FLAT segment 3 (dword {w0:#010x})", off)
+  if enc == "VOPD": return _decode_vopd(t, data, off, w0)
+  et = t.encodings[enc]
+  word = w0
+  if et.size == 8: word |= _dword(data, off + 4, f"{enc}'s second dword", off) << 32
+  opcode = (word >> et.op_shift) & et.op_mask
+  entry = et.ops.get(opcode)
+  if entry is None and enc == "VOP3":
+    sd = t.encodings["VOP3SD"]
+    entry = sd.ops.get(opcode)
+    if entry is not None: enc, et = "VOP3SD", sd
+  if entry is None:
+    raise DecodeError(f"unknown {enc} opcode {opcode} ({opcode:#x}) in {t.arch} (dword {w0:#010x})", off)
+  name, size, template, lit_srcs = entry
+  fields = {f: (word >> lo) & m for f, lo, m in et.fields}
+  literal = dpp = None
+  for src in lit_srcs:
+    if fields[src] == 255:
+      literal = _dword(data, off + size, "the 32-bit literal", off)
+      size += 4
+      break
+  if size > et.size and literal is None and any(x[0] == "literal" for x in template):
+    literal = int.from_bytes(data[off + et.size:off + et.size + 4], "little")
+  if enc in _DPP_ENCODINGS and fields.get("src0") in (DPP16, DPP8, DPP8_FI) and literal is None:
+    ext = _dword(data, off + size, "the DPP dword", off)
+    size += 4
+    if fields["src0"] == DPP16:
+      dpp = {f: (ext >> lo) & m for f, lo, m in _DPP16_FIELDS}
+      dpp["kind"] = "dpp16"
+    else:
+      dpp = {"kind": "dpp8", "src0": ext & 0xff, "lane_sel": ext >> 8, "fi": int(fields["src0"] == DPP8_FI)}
+    name = name.replace("_e32", "") + "_dpp" if enc in ("VOP1", "VOP2", "VOPC") else name + "_dpp"
+  return Inst(name, enc, opcode, size, off, fields, literal, data[off:off + size], t.arch, template, dpp)
+
+
+def _decode_vopd(t: ArchTables, data: bytes, off: int, w0: int) -> Inst:
+  et = t.encodings["VOPD"]
+  word = w0 | _dword(data, off + 4, "VOPD's second dword", off) << 32
+  fields = {f: (word >> lo) & m for f, lo, m in et.fields}
+  x = t.vopd_x.get(fields["opx"])
+  y = t.vopd_y.get(fields["opy"])
+  if x is None or y is None:
+    bad = ("OPX", fields["opx"]) if x is None else ("OPY", fields["opy"])
+    raise DecodeError(f"unknown VOPD {bad[0]} opcode {bad[1]} in {t.arch}", off)
+  size, literal = 8, None
+  needs_lit = (fields["srcx0"] == 255 or fields["srcy0"] == 255
+               or any(o[0] == "literal" for o in x[1] + y[1]))
+  if needs_lit:
+    literal = _dword(data, off + 8, "the 32-bit literal", off)
+    size = 12
+  name = f"{x[0]} :: {y[0]}"
+  return Inst(name, "VOPD", fields["opx"], size, off, fields, literal, data[off:off + size], t.arch, (), vopd=(x, y))

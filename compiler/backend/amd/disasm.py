@@ -1,0 +1,255 @@
+"""Disassembler: Inst -> llvm-objdump text (`str(inst)`), and operand lists for Inst.operands.
+
+The operand order and register widths come from the generated templates; the modifier syntax (|abs|, -neg,
+op_sel:[...], clamp, mul:2, offset:N, glc/slc/dlc, ...) follows LLVM's AMDGPU assembler syntax
+(https://llvm.org/docs/AMDGPUModifierSyntax.html, AMDGPUOperandSyntax.html).
+"""
+from __future__ import annotations
+
+from .decode import Inst
+from .errors import DecodeError
+from .operands import Operand, reg_text, scalar_operand, source_operand
+from .tables import arch_tables
+
+NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", "soffset")
+
+
+def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
+  if field in NINE_BIT_SOURCES:
+    if field == "soffset" and inst.encoding == "SMEM":
+      op = scalar_operand(value, count, field)
+    else:
+      op = source_operand(value, count, field, inst.literal)
+  elif field == "sbase":
+    op = scalar_operand(value * 2, count, field)
+  elif field in ("srsrc", "ssamp"):
+    op = scalar_operand(value * 4, count, field)
+  elif field == "vdsty":
+    idx = (value << 1) | ((inst.fields["vdstx"] & 1) ^ 1)
+    op = Operand("vgpr", idx, count, None, field, reg_text("v", idx, count))
+  elif cls == "s":
+    op = scalar_operand(value, count, field)
+  else:
+    op = Operand("vgpr", value, count, None, field, reg_text("v", value, count))
+  if op is None:
+    raise DecodeError(f"{inst.name}: reserved value {value} in operand field {field}", inst.offset)
+  return op
+
+
+def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
+  ops = []
+  enc = inst.encoding
+  for t in template:
+    kind = t[0]
+    if kind == "reg":
+      field, cls, count = t[1], t[2], t[3]
+      value = fields[field]
+      if enc == "GLOBAL" and field == "addr" and fields["saddr"] != 124: count = 1
+      if enc == "SCRATCH" and field == "addr" and not fields["sve"]:
+        ops.append(Operand("text", None, 0, None, field, "off"))
+        continue
+      if enc == "SCRATCH" and field == "saddr" and value == 124:
+        ops.append(Operand("text", None, 0, None, field, "off"))
+        continue
+      if enc in ("MUBUF", "MTBUF") and field == "vaddr":
+        count = fields["offen"] + fields["idxen"]
+        if count == 0:
+          ops.append(Operand("text", None, 0, None, field, "off"))
+          continue
+      if enc == "SMEM" and field == "soffset": continue
+      ops.append(_field_operand(inst, field, cls, count, value))
+    elif kind == "text":
+      text = t[1]
+      if enc == "GLOBAL" and text == "off" and fields["saddr"] != 124:
+        ops.append(_field_operand(inst, "saddr", "s", 2, fields["saddr"]))
+        continue
+      if enc == "SCRATCH" and text == "off":  # the address slot; handled through the template's saddr entry
+        ops.append(Operand("vgpr", fields["addr"], 1, None, "addr", f"v{fields['addr']}") if fields["sve"]
+                   else Operand("text", None, 0, None, None, "off"))
+        continue
+      ops.append(Operand("text", None, 0, None, None, text))
+    elif kind == "simm16":
+      v = fields["simm16"]
+      ops.append(Operand("imm", None, 0, v, "simm16", format_simm16(inst, t[1], v)))
+    elif kind == "imm":
+      v = fields[t[1]]
+      ops.append(Operand("imm", None, 0, v, t[1], _smem_offset_text(inst) if enc == "SMEM" else str(v)))
+    elif kind == "literal":
+      ops.append(Operand("literal", None, 0, inst.literal, None, f"0x{inst.literal:x}"))
+  return ops
+
+
+def inst_operands(inst: Inst) -> list[Operand]:
+  if inst.encoding == "VOPD":
+    (_, xt), (_, yt) = inst.vopd
+    return _template_operands(inst, xt, inst.fields) + _template_operands(inst, yt, inst.fields)
+  return _template_operands(inst, inst.template, inst.fields)
+
+
+def _smem_offset_text(inst: Inst) -> str:
+  f = inst.fields
+  off = f["offset"]
+  if off & (1 << 20): off -= 1 << 21  # 21-bit signed byte offset (16.2 SMEM)
+  text = f"-0x{-off:x}" if off < 0 else f"0x{off:x}"
+  if f["soffset"] != 124:
+    so = scalar_operand(f["soffset"], 1, "soffset")
+    return so.text + (f" offset:{text}" if off else "")
+  return text
+
+
+# ---------------------------------------------------------------------------------------------- simm16 formats
+def format_simm16(inst: Inst, kind: str, v: int) -> str:
+  if kind == "hex": return f"0x{v:x}"
+  if kind == "udec": return str(v)
+  if kind == "waitcnt": return _waitcnt_text(v)
+  if kind == "delay_alu": return _delay_alu_text(v)
+  if kind == "sendmsg": return _sendmsg_text(inst.arch, v)
+  if kind == "hwreg": return _hwreg_text(inst.arch, v)
+  return str(v)
+
+
+def _waitcnt_text(v: int) -> str:
+  # gfx11 S_WAITCNT simm16 (RDNA3 ISA 16.1 SOPP, S_WAITCNT): expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]
+  vm, exp, lgkm = (v >> 10) & 0x3f, v & 7, (v >> 4) & 0x3f
+  parts = []
+  if vm != 0x3f: parts.append(f"vmcnt({vm})")
+  if exp != 7: parts.append(f"expcnt({exp})")
+  if lgkm != 0x3f: parts.append(f"lgkmcnt({lgkm})")
+  if not parts: return f"vmcnt({vm}) expcnt({exp}) lgkmcnt({lgkm})"
+  return " ".join(parts)
+
+
+_INSTID = ("NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4", "TRANS32_DEP_1", "TRANS32_DEP_2",
+           "TRANS32_DEP_3", "FMA_ACCUM_CYCLE_1", "SALU_CYCLE_1", "SALU_CYCLE_2", "SALU_CYCLE_3")
+_INSTSKIP = ("SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4")
+
+
+def _delay_alu_text(v: int) -> str:
+  # S_DELAY_ALU simm16 (RDNA3 ISA 16.1 SOPP, S_DELAY_ALU): instid0 [3:0], instskip [6:4], instid1 [10:7]
+  id0, skip, id1 = v & 0xf, (v >> 4) & 7, (v >> 7) & 0xf
+  if id0 >= len(_INSTID) or skip >= len(_INSTSKIP) or id1 >= len(_INSTID) or v >> 11: return f"0x{v:x}"
+  parts = []
+  if id0: parts.append(f"instid0({_INSTID[id0]})")
+  if skip: parts.append(f"instskip({_INSTSKIP[skip]})")
+  if id1: parts.append(f"instid1({_INSTID[id1]})")
+  return " | ".join(parts) if parts else "0"
+
+
+def _sendmsg_text(arch: str, v: int) -> str:
+  names = getattr(arch_tables(arch), "sendmsg", {})
+  if v in names: return f"sendmsg({names[v]})"
+  return str(v)
+
+
+def _hwreg_text(arch: str, v: int) -> str:
+  # simm16: id [5:0], offset [10:6], size-1 [15:11] (RDNA3 ISA 16.1 SOPK, S_GETREG_B32)
+  names = getattr(arch_tables(arch), "hwreg", {})
+  rid, off, size = v & 0x3f, (v >> 6) & 0x1f, ((v >> 11) & 0x1f) + 1
+  name = names.get(rid, str(rid))
+  if off == 0 and size == 32: return f"hwreg({name})"
+  return f"hwreg({name}, {off}, {size})"
+
+
+# ------------------------------------------------------------------------------------------------- modifiers
+_OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
+
+
+def _apply_vop3_src_mods(inst: Inst, ops: list[Operand]) -> list[str]:
+  f = inst.fields
+  texts = []
+  neg, abs_ = f.get("neg", 0), f.get("abs", 0)
+  for op in ops:
+    text = op.text
+    if op.field in ("src0", "src1", "src2"):
+      i = int(op.field[3])
+      if abs_ >> i & 1: text = f"|{text}|"
+      if neg >> i & 1: text = f"-{text}"
+    texts.append(text)
+  return texts
+
+
+def _bits_list(value: int, n: int) -> str:
+  return "[" + ",".join(str((value >> i) & 1) for i in range(n)) + "]"
+
+
+def format_inst(inst: Inst) -> str:
+  if inst.encoding == "VOPD":
+    (xn, xt), (yn, yt) = inst.vopd
+    xs = ", ".join(o.text for o in _template_operands(inst, xt, inst.fields))
+    ys = ", ".join(o.text for o in _template_operands(inst, yt, inst.fields))
+    return f"{xn} {xs} :: {yn} {ys}"
+  ops = inst.operands
+  enc, f = inst.encoding, inst.fields
+  mods: list[str] = []
+  if enc in ("VOP3", "VOP3SD"):
+    texts = _apply_vop3_src_mods(inst, ops)
+    nsrc = sum(1 for o in ops if o.field in ("src0", "src1", "src2"))
+    if enc == "VOP3" and f["opsel"]:
+      mods.append("op_sel:" + _bits_list(f["opsel"] & ((1 << nsrc) - 1) | ((f["opsel"] >> 3) << nsrc), nsrc + 1))
+    if f["clmp"]: mods.append("clamp")
+    if f["omod"]: mods.append(_OMOD[f["omod"]])
+  elif enc == "VOP3P":
+    texts = [o.text for o in ops]
+    nsrc = sum(1 for o in ops if o.field in ("src0", "src1", "src2"))
+    mask = (1 << nsrc) - 1
+    opsel_hi = f["opsel_hi"] | (f["opsel_hi2"] << 2)
+    if f["opsel"] & mask: mods.append("op_sel:" + _bits_list(f["opsel"], nsrc))
+    if opsel_hi & mask != mask: mods.append("op_sel_hi:" + _bits_list(opsel_hi, nsrc))
+    if f["neg"] & mask: mods.append("neg_lo:" + _bits_list(f["neg"], nsrc))
+    if f["neg_hi"] & mask: mods.append("neg_hi:" + _bits_list(f["neg_hi"], nsrc))
+    if f["clmp"]: mods.append("clamp")
+  else:
+    texts = [o.text for o in ops]
+    if enc == "DS":
+      if "2addr" in inst.name:
+        if f["offset0"]: mods.append(f"offset0:{f['offset0']}")
+        if f["offset1"]: mods.append(f"offset1:{f['offset1']}")
+      else:
+        off = f["offset0"] | f["offset1"] << 8
+        if off: mods.append(f"offset:{off}")
+      if f["gds"]: mods.append("gds")
+    elif enc in ("FLAT", "GLOBAL", "SCRATCH"):
+      off = f["offset"]
+      if enc != "FLAT" and off & 0x1000: off -= 0x2000  # 13-bit signed for GLOBAL/SCRATCH (16.10)
+      if enc == "FLAT": off &= 0xfff
+      if off: mods.append(f"offset:{off}")
+      mods += [m for m in ("glc", "slc", "dlc") if f[m]]
+    elif enc == "SMEM":
+      mods += [m for m in ("glc", "dlc") if f[m]]
+    elif enc in ("MUBUF", "MTBUF"):
+      if enc == "MTBUF": mods.append(f"format:{_buf_format_text(inst.arch, f['format'])}")
+      if f["idxen"]: mods.append("idxen")
+      if f["offen"]: mods.append("offen")
+      if f["offset"]: mods.append(f"offset:{f['offset']}")
+      mods += [m for m in ("glc", "slc", "dlc", "tfe") if f[m]]
+  if inst.dpp is not None: mods += _dpp_mods(inst)
+  text = inst.name
+  if texts: text += " " + ", ".join(texts)
+  if mods: text += " " + " ".join(mods)
+  return text
+
+
+def _buf_format_text(arch: str, fmt: int) -> str:
+  names = getattr(arch_tables(arch), "buf_formats", {})
+  return f"[{names[fmt]}]" if fmt in names else str(fmt)
+
+
+def _dpp_mods(inst: Inst) -> list[str]:
+  d = inst.dpp
+  if d["kind"] == "dpp8":
+    sel = ",".join(str((d["lane_sel"] >> (3 * i)) & 7) for i in range(8))
+    return [f"dpp8:[{sel}]"] + (["fi:1"] if d["fi"] else [])
+  ctrl = d["dpp_ctrl"]
+  if ctrl <= 0xff: ctl = "quad_perm:[" + ",".join(str((ctrl >> (2 * i)) & 3) for i in range(4)) + "]"
+  elif 0x101 <= ctrl <= 0x10f: ctl = f"row_shl:{ctrl & 0xf}"
+  elif 0x111 <= ctrl <= 0x11f: ctl = f"row_shr:{ctrl & 0xf}"
+  elif 0x121 <= ctrl <= 0x12f: ctl = f"row_ror:{ctrl & 0xf}"
+  elif ctrl == 0x140: ctl = "row_mirror"
+  elif ctrl == 0x141: ctl = "row_half_mirror"
+  elif 0x150 <= ctrl <= 0x15f: ctl = f"row_share:{ctrl & 0xf}"
+  elif 0x160 <= ctrl <= 0x16f: ctl = f"row_xmask:{ctrl & 0xf}"
+  else: ctl = f"dpp_ctrl:{ctrl:#x}"
+  out = [ctl, f"row_mask:0x{d['row_mask']:x}", f"bank_mask:0x{d['bank_mask']:x}"]
+  if d["bc"]: out.append("bound_ctrl:1")
+  if d["fi"]: out.append("fi:1")
+  return out

@@ -1,0 +1,299 @@
+"""C backend: render a LINEAR kernel as C, build it with the system C compiler, run it on the CPU.
+
+The work-group model is real: `hcq_launch(args, gx, gy, gz, lx, ly, lz)` (generated with the kernel) starts one
+POSIX thread per work-item of a group (lx*ly*lz threads); the threads walk the work-groups in order, share one
+LOCAL memory block, and meet at BARRIERs with a pthread_barrier_t (and at the end of each group, so that a group's
+local memory is not overwritten while another work-item still uses it). A kernel without barriers runs all
+work-items in the calling thread.
+
+Arguments: `uint64_t args[]`, indexed by slot: a buffer's address, an integer's value, a float's bit pattern.
+Integers wrap (-fwrapv) and floats are not contracted into FMAs (-ffp-contract=off), as the reference semantics.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
+from ..ir.uop import _short
+
+_BIN = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.IMOD: "%", Ops.AND: "&",
+        Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>", Ops.CMPLT: "<", Ops.CMPEQ: "==", Ops.CMPNE: "!="}
+_FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
+
+
+def _ctype(dt) -> str:
+  if isinstance(dt, PtrDType): return dt.base.cname + "*"
+  return dt.cname
+
+
+def _float_literal(v: float, dt) -> str:
+  suffix = "f" if dt.itemsize == 4 else ""
+  if math.isnan(v): return f"__builtin_nan{suffix}(\"\")"
+  if math.isinf(v): return ("-" if v < 0 else "") + f"__builtin_inf{suffix}()"
+  return f"{v.hex()}{suffix}" if dt.itemsize != 2 else f"(_Float16){v.hex()}"
+
+
+def _literal(v, dt) -> str:
+  if dt.is_bool: return "1" if v else "0"
+  if dt.is_float: return _float_literal(float(v), dt)
+  if dt.kind == "uint": return f"{int(v)}u" + ("ll" if dt.itemsize == 8 else "")
+  if dt.itemsize == 8: return f"{int(v)}ll" if int(v) != -2**63 else "(-9223372036854775807ll-1)"
+  if int(v) == -2**31: return "(-2147483647-1)"
+  return f"({dt.cname}){int(v)}" if dt.itemsize < 4 else str(int(v))
+
+
+@dataclass
+class CArtifact:
+  """What compile(sink, "c") returns: the C source and what a launcher needs to know."""
+  name: str
+  source: str
+  params: list            # [(slot, "buffer"|"int"|"float", dtype, size, readonly)] in slot order
+  global_size: tuple
+  local_size: tuple
+  has_barrier: bool
+  local_bytes: int
+  linear: UOp = field(repr=False, default=None)
+
+
+def render_c(lin: UOp) -> CArtifact:
+  info: KernelInfo = lin.arg if isinstance(lin.arg, KernelInfo) else KernelInfo()
+  name = "".join(c if c.isalnum() else "_" for c in info.name) or "kernel"
+  names: dict[UOp, str] = {}
+  body: list[str] = []
+  params: dict[int, tuple] = {}
+  local_off, local_decls = 0, []
+  depth = 1
+  counter = 0
+  has_barrier = False
+
+  def new(prefix: str) -> str:
+    nonlocal counter
+    counter += 1
+    return f"{prefix}{counter}"
+
+  def emit(line: str): body.append("  " * depth + line)
+
+  for u in lin.src:
+    op, src = u.op, u.src
+    r = [names.get(s) for s in src]
+    if op is Ops.PARAM:
+      a = u.arg
+      if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)
+      params[a.slot] = (a.slot, "buffer", a.dtype, a.size, a.readonly)
+      names[u] = f"data{a.slot}"
+      const = "const " if a.readonly else ""
+      emit(f"{const}{a.dtype.cname}* data{a.slot} = ({const}{a.dtype.cname}*)(uintptr_t)args[{a.slot}];")
+    elif op is Ops.DEFINE_VAR:
+      a = u.arg
+      if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)
+      params[a.slot] = (a.slot, "int", a.dtype, 0, True)
+      names[u] = a.name if a.name.isidentifier() else f"var{a.slot}"
+      emit(f"{a.dtype.cname} {names[u]} = ({a.dtype.cname})args[{a.slot}];")
+    elif op is Ops.BUFFER:
+      a = u.arg
+      names[u] = n = f"{'local' if a.addrspace is AddrSpace.LOCAL else 'reg'}{a.slot}"
+      if a.addrspace is AddrSpace.LOCAL:
+        local_off = (local_off + 15) // 16 * 16
+        emit(f"{a.dtype.cname}* {n} = ({a.dtype.cname}*)(hcq_lmem + {local_off});")
+        local_off += a.dtype.itemsize * a.size
+      else:
+        emit(f"{a.dtype.cname} {n}[{a.size}];")
+    elif op is Ops.SPECIAL:
+      names[u] = n = new(u.arg)
+      emit(f"{u.dtype.cname} {n} = ({u.dtype.cname}){'hcq_gid' if u.arg[0] == 'g' else 'hcq_lid'}[{u.arg[4]}];")
+    elif op is Ops.CONST:
+      names[u] = _literal(u.arg, u.dtype if not u.dtype.is_weak else (dtypes.float32 if isinstance(u.arg, float) else dtypes.int64))
+    elif op is Ops.CAST and src[0].op is Ops.CONST:
+      names[u] = _literal(u.const_value, u.dtype)
+    elif op is Ops.RANGE:
+      names[u] = n = new("ridx")
+      emit(f"for ({u.dtype.cname} {n} = 0; {n} < {r[0]}; {n}++) {{")
+      depth += 1
+    elif op in (Ops.END, Ops.ENDIF):
+      depth -= 1
+      emit("}")
+    elif op is Ops.IF:
+      emit(f"if ({r[0]}) {{")
+      depth += 1
+    elif op is Ops.BARRIER:
+      has_barrier = True
+      emit("hcq_barrier(hcq_wg);")
+    elif op is Ops.INDEX:
+      names[u] = f"({r[0]} + {r[1]})"
+    elif op is Ops.LOAD:
+      idx = src[0]
+      names[u] = n = new("val")
+      if len(idx.src) == 3:
+        emit(f"{u.dtype.cname} {n} = {names[idx.src[2]]} ? *({names[idx.src[0]]} + {names[idx.src[1]]}) : "
+             f"{_literal(0, u.dtype)};")
+      else:
+        emit(f"{u.dtype.cname} {n} = *{r[0]};")
+    elif op is Ops.STORE:
+      emit(f"*{r[0]} = {r[1]};")
+    elif op is Ops.CAST:
+      names[u] = n = new("cast")
+      emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({r[0]});")
+    elif op is Ops.BITCAST:
+      names[u] = n = new("bits")
+      emit(f"{u.dtype.cname} {n}; {{ {src[0].dtype.cname} t_ = {r[0]}; memcpy(&{n}, &t_, sizeof({n})); }}")
+    elif op is Ops.CUSTOM:
+      names[u] = n = new("custom")
+      emit(f"{u.dtype.cname} {n} = {u.arg[0].format(*r)};")
+    elif op in _BIN or op in (Ops.MAX, Ops.WHERE, Ops.NEG, Ops.NOT, Ops.RECIP, Ops.MULACC) or op in _FLOAT_FN:
+      if op in _BIN: expr = f"{r[0]} {_BIN[op]} {r[1]}"
+      elif op is Ops.MAX: expr = f"{r[0]} > {r[1]} ? {r[0]} : {r[1]}"
+      elif op is Ops.WHERE: expr = f"{r[0]} ? {r[1]} : {r[2]}"
+      elif op is Ops.NEG: expr = f"-{r[0]}"
+      elif op is Ops.NOT: expr = f"!{r[0]}" if u.dtype.is_bool else f"~{r[0]}"
+      elif op is Ops.RECIP: expr = f"{_literal(1.0, u.dtype)} / {r[0]}"
+      elif op is Ops.MULACC: expr = f"{r[0]} * {r[1]} + {r[2]}"
+      else: expr = f"{_FLOAT_FN[op]}{'f' if u.dtype.itemsize == 4 else ''}({r[0]})"
+      names[u] = n = new("alu")
+      emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({expr});")
+    else:
+      raise CompileError(f"the C backend can't render {op.name}: {_short(u)}", u)
+
+  src_text = _PRELUDE + f"static void {name}_body(const uint64_t* args, const int* hcq_gid, const int* hcq_lid, " \
+    f"hcq_wg_t* hcq_wg, char* hcq_lmem) {{\n" + "\n".join(body) + "\n}\n" + \
+    _LAUNCHER.replace("KERNEL", name).replace("LOCAL_BYTES", str(max(local_off, 16))) \
+             .replace("HAS_BARRIER", "1" if has_barrier else "0")
+  ordered = [params[k] for k in sorted(params)]
+  return CArtifact(name, src_text, ordered, info.global_size or (1, 1, 1), info.local_size or (1, 1, 1), has_barrier,
+                   local_off, lin)
+
+
+_PRELUDE = """#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <pthread.h>
+typedef struct { pthread_barrier_t bar; int nthreads; } hcq_wg_t;
+static inline void hcq_barrier(hcq_wg_t* wg) { if (wg->nthreads > 1) pthread_barrier_wait(&wg->bar); }
+"""
+
+_LAUNCHER = """
+typedef struct { const uint64_t* args; int gs[3], ls[3]; int tid; hcq_wg_t* wg; char* lmem; } hcq_thread_t;
+static void* KERNEL_thread(void* p) {
+  hcq_thread_t* t = (hcq_thread_t*)p;
+  int lid[3] = { t->tid % t->ls[0], (t->tid / t->ls[0]) % t->ls[1], t->tid / (t->ls[0] * t->ls[1]) };
+  for (int gz = 0; gz < t->gs[2]; gz++) for (int gy = 0; gy < t->gs[1]; gy++) for (int gx = 0; gx < t->gs[0]; gx++) {
+    int gid[3] = { gx, gy, gz };
+    KERNEL_body(t->args, gid, lid, t->wg, t->lmem);
+    hcq_barrier(t->wg);  /* the group's local memory is reused by the next group */
+  }
+  return 0;
+}
+int hcq_launch(const uint64_t* args, int gx, int gy, int gz, int lx, int ly, int lz) {
+  int n = lx * ly * lz;
+  char* lmem = (char*)aligned_alloc(64, ((LOCAL_BYTES) + 63) / 64 * 64);
+  if (!lmem) return -1;
+  memset(lmem, 0, LOCAL_BYTES);
+  hcq_wg_t wg; wg.nthreads = HAS_BARRIER ? n : 1;
+  int rc = 0;
+  if (!HAS_BARRIER || n == 1) {
+    for (int gz_ = 0; gz_ < gz; gz_++) for (int gy_ = 0; gy_ < gy; gy_++) for (int gx_ = 0; gx_ < gx; gx_++)
+      for (int t = 0; t < n; t++) {
+        int gid[3] = { gx_, gy_, gz_ }, lid[3] = { t % lx, (t / lx) % ly, t / (lx * ly) };
+        KERNEL_body(args, gid, lid, &wg, lmem);
+      }
+  } else {
+    pthread_barrier_init(&wg.bar, 0, n);
+    pthread_t* th = (pthread_t*)calloc(n, sizeof(pthread_t));
+    hcq_thread_t* ts = (hcq_thread_t*)calloc(n, sizeof(hcq_thread_t));
+    pthread_attr_t attr; pthread_attr_init(&attr); pthread_attr_setstacksize(&attr, 1 << 18);
+    for (int t = 0; t < n; t++) {
+      ts[t] = (hcq_thread_t){ args, { gx, gy, gz }, { lx, ly, lz }, t, &wg, lmem };
+      if (pthread_create(&th[t], &attr, KERNEL_thread, &ts[t]) != 0) { rc = -2; n = t; break; }
+    }
+    for (int t = 0; t < n; t++) pthread_join(th[t], 0);
+    pthread_attr_destroy(&attr);
+    pthread_barrier_destroy(&wg.bar);
+    free(th); free(ts);
+  }
+  free(lmem);
+  return rc;
+}
+"""
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# building and running
+
+CC_FLAGS = ["-O2", "-shared", "-fPIC", "-pthread", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing", "-std=gnu11"]
+
+
+def _cache_dir() -> str:
+  d = os.path.join(tempfile.gettempdir(), f"hcq-c-cache-{os.getuid()}")
+  os.makedirs(d, mode=0o700, exist_ok=True)
+  return d
+
+
+def build_shared_object(source: str, cc: str = "cc") -> str:
+  """Compile C source into a shared object (cached by the source's hash); returns its path."""
+  digest = hashlib.sha256((cc + " ".join(CC_FLAGS) + source).encode()).hexdigest()[:24]
+  so = os.path.join(_cache_dir(), f"k_{digest}.so")
+  if os.path.exists(so): return so
+  src_path = so[:-3] + ".c"
+  with open(src_path, "w") as f: f.write(source)
+  tmp = f"{so}.{os.getpid()}.tmp"
+  proc = subprocess.run([cc, *CC_FLAGS, "-o", tmp, src_path, "-lm"], capture_output=True, text=True, timeout=120)
+  if proc.returncode != 0:
+    raise CompileError(f"{cc} failed on {src_path} (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+  os.replace(tmp, so)
+  return so
+
+
+class CProgram:
+  """A kernel built to a shared object, loaded with dlopen (ctypes), launched through hcq_launch."""
+  def __init__(self, art: CArtifact, cc: str = "cc"):
+    self.art = art
+    self.name = art.name
+    self.path = build_shared_object(art.source, cc)
+    self.lib = ctypes.CDLL(self.path)
+    self.fn = self.lib.hcq_launch
+    self.fn.restype = ctypes.c_int
+    self.fn.argtypes = [ctypes.POINTER(ctypes.c_uint64)] + [ctypes.c_int] * 6
+
+  def pack_args(self, args) -> ctypes.Array:
+    nslots = (max((p[0] for p in self.art.params), default=-1) + 1)
+    if len(args) != len(self.art.params):
+      raise CompileError(f"kernel {self.name} takes {len(self.art.params)} arguments "
+                         f"({', '.join(f'slot {p[0]}: {p[1]}' for p in self.art.params)}), got {len(args)}")
+    words = (ctypes.c_uint64 * max(nslots, 1))()
+    for (slot, kind, dt, size, _), a in zip(self.art.params, args):
+      if kind == "buffer":
+        va = getattr(a, "va", a)
+        if not isinstance(va, int): raise CompileError(f"kernel {self.name} slot {slot}: expected a buffer, got {a!r}")
+        nbytes = getattr(a, "size", None)
+        if nbytes is not None and nbytes < size * dt.itemsize:
+          raise CompileError(f"kernel {self.name} slot {slot}: buffer of {nbytes} bytes, the kernel reads/writes "
+                             f"{size} x {dt.name} = {size * dt.itemsize}")
+        words[slot] = va
+      elif dt.is_float: words[slot] = struct.unpack("<I", struct.pack("<f", float(a)))[0]
+      else:
+        v = int(a)
+        lo, hi = dt.bounds
+        if not lo <= v <= hi: raise CompileError(f"kernel {self.name} slot {slot}: {v} does not fit {dt.name}")
+        words[slot] = v & 0xFFFFFFFFFFFFFFFF
+    return words
+
+  def __call__(self, *args, global_size=None, local_size=None) -> float:
+    gs = tuple(global_size) if global_size is not None else self.art.global_size
+    ls = tuple(local_size) if local_size is not None else self.art.local_size
+    gs, ls = (tuple(gs) + (1, 1, 1))[:3], (tuple(ls) + (1, 1, 1))[:3]
+    if local_size is not None and self.art.local_size != (1, 1, 1) and ls != self.art.local_size:
+      raise CompileError(f"kernel {self.name} is built for local size {self.art.local_size}, launched with {ls}")
+    words = self.pack_args(args)
+    t0 = time.perf_counter()
+    rc = self.fn(words, *gs, *ls)
+    dt = time.perf_counter() - t0
+    if rc != 0: raise CompileError(f"kernel {self.name}: launch failed ({'no memory' if rc == -1 else 'pthread_create failed'})")
+    return dt

@@ -1,0 +1,131 @@
+"""Data types of the UOp IR.
+
+A DType is a scalar type (int32, float32, bool, ...). Two *weak* types stand for Python literals and index
+arithmetic that have not been given a width yet: `weakint` (loop indices, SPECIALs, integer literals) and
+`weakfloat` (float literals). A weak type takes the type of whatever it meets (`x_int16 + 1` is int16); lowering
+commits what stays weak (weakint -> int32 or int64 from the value bounds, weakfloat -> float32).
+
+PtrDType is the type of a memory object (PARAM, BUFFER, INDEX): element type, address space and flat size.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class AddrSpace(enum.Enum):
+  GLOBAL = "global"   # kernel parameters: device memory
+  LOCAL = "local"     # shared by the work-items of a work-group (LDS)
+  REG = "reg"         # private to one work-item (registers)
+
+  def __repr__(self): return f"AddrSpace.{self.name}"
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+  name: str
+  itemsize: int     # bytes; 0 for void and the weak types (no storage)
+  kind: str         # "int", "uint", "float", "bool", "void", "weakint", "weakfloat"
+  cname: str        # the C spelling
+
+  def __repr__(self): return f"dtypes.{self.name}"
+
+  @property
+  def is_int(self) -> bool: return self.kind in ("int", "uint", "weakint")
+  @property
+  def is_unsigned(self) -> bool: return self.kind == "uint"
+  @property
+  def is_float(self) -> bool: return self.kind in ("float", "weakfloat")
+  @property
+  def is_weak(self) -> bool: return self.kind in ("weakint", "weakfloat")
+  @property
+  def is_bool(self) -> bool: return self.kind == "bool"
+
+  @property
+  def bounds(self) -> tuple:
+    """(min, max) representable; weak ints are unbounded (Python ints)."""
+    if self.kind == "bool": return (False, True)
+    if self.kind == "int": return (-(1 << (8 * self.itemsize - 1)), (1 << (8 * self.itemsize - 1)) - 1)
+    if self.kind == "uint": return (0, (1 << (8 * self.itemsize)) - 1)
+    return (-float("inf"), float("inf"))
+
+
+@dataclass(frozen=True, eq=True)
+class PtrDType:
+  base: DType
+  addrspace: AddrSpace
+  size: int          # flat number of elements
+
+  def __repr__(self): return f"PtrDType({self.base!r}, {self.addrspace!r}, {self.size})"
+  @property
+  def is_weak(self) -> bool: return False
+  kind = "ptr"
+
+
+class dtypes:  # noqa: N801 - a namespace, spelled like the reference lineage
+  void = DType("void", 0, "void", "void")
+  bool = DType("bool", 1, "bool", "_Bool")
+  int8 = DType("int8", 1, "int", "signed char")
+  int16 = DType("int16", 2, "int", "short")
+  int32 = DType("int32", 4, "int", "int")
+  int64 = DType("int64", 8, "int", "long long")
+  uint8 = DType("uint8", 1, "uint", "unsigned char")
+  uint16 = DType("uint16", 2, "uint", "unsigned short")
+  uint32 = DType("uint32", 4, "uint", "unsigned int")
+  uint64 = DType("uint64", 8, "uint", "unsigned long long")
+  float16 = DType("float16", 2, "float", "_Float16")
+  float32 = DType("float32", 4, "float", "float")
+  float64 = DType("float64", 8, "float", "double")
+  weakint = DType("weakint", 0, "weakint", "long long")
+  weakfloat = DType("weakfloat", 0, "weakfloat", "float")
+
+  ints = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+  floats = (float16, float32, float64)
+  all = (void, bool, *ints, *floats, weakint, weakfloat)
+
+  @staticmethod
+  def from_numpy(np_dtype) -> DType:
+    name = str(np_dtype)
+    for d in dtypes.all:
+      if d.name == name and not d.is_weak: return d
+    raise TypeError(f"no hcq dtype for numpy dtype {np_dtype}")
+
+  @staticmethod
+  def to_numpy(dt: DType) -> str:
+    if dt.is_weak or dt.kind == "void": raise TypeError(f"{dt!r} has no storage type")
+    return dt.name
+
+
+def literal_dtype(value) -> DType:
+  """The (weak) type of a Python literal."""
+  if isinstance(value, bool): return dtypes.bool
+  if isinstance(value, int): return dtypes.weakint
+  if isinstance(value, float): return dtypes.weakfloat
+  raise TypeError(f"literal {value!r} of type {type(value).__name__} is not a bool, int or float")
+
+
+def join(a: DType, b: DType) -> DType | None:
+  """The type two operands meet at: equal types, or a weak type giving way to the other. None if they don't meet."""
+  if a == b: return a
+  if {a.kind, b.kind} == {"weakint", "weakfloat"}: return dtypes.weakfloat
+  if a.is_weak and not b.is_weak: a, b = b, a
+  # now b is weak (or neither is)
+  if b.kind == "weakint" and (a.is_int or a.is_float): return a
+  if b.kind == "weakfloat" and a.is_float: return a if a.kind == "float" else dtypes.weakfloat
+  return None
+
+
+def truncate(value, dt: DType):
+  """Wrap / convert a Python value to what a variable of type dt would hold."""
+  if dt.kind == "bool": return bool(value)
+  if dt.kind in ("int", "uint"):
+    v = int(value) & ((1 << (8 * dt.itemsize)) - 1)
+    if dt.kind == "int" and v >= 1 << (8 * dt.itemsize - 1): v -= 1 << (8 * dt.itemsize)
+    return v
+  if dt.kind == "weakint": return int(value)
+  if dt.kind == "float" and dt.itemsize == 4:
+    import struct
+    try: return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+    except OverflowError: return float("inf") if value > 0 else float("-inf")
+  if dt.is_float: return float(value)
+  return value

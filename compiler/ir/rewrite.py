@@ -1,0 +1,199 @@
+"""UPat, PatternMatcher and graph_rewrite: the one mechanism every pass is written with.
+
+  UPat(op, dtype, src, arg, name)   op: an Ops or a tuple of them (None: any); dtype likewise; arg: matched by ==
+                                    when given; name: the capture name passed to the rule function.
+    src=(a, b)     the sources match a and b in order (exact length unless allow_any_len)
+    src=[a, b]     commutative: the sources match a and b in either order
+    src=p          every source matches p (any number of them)
+  PatternMatcher([(UPat, fn), ...])  fn(**captures) (plus ctx= when it takes ctx) returns a UOp or None (no match).
+    Rules are indexed by op, and a rule whose source patterns name ops missing from the node's sources is rejected
+    before any matching. Two PatternMatchers compose with +.
+  graph_rewrite(root, pm, ctx, bottom_up=False)
+    Rewrites the graph to a fixed point. By default the sources of a node are rewritten first, then the node
+    (repeatedly, and whatever it becomes is rewritten in turn). With bottom_up=True the rules see a node before
+    its sources. Traversal is iterative; a rewrite that never settles raises RewriteError naming the UOp.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+
+from .dtypes import DType
+from .ops import GroupOp, Ops
+from .uop import CompileError, UOp, _short
+
+_ANY = object()
+
+
+class RewriteError(CompileError):
+  """A rewrite that does not settle (a cycle, or more steps than the limit)."""
+
+
+class UPat:
+  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "early_reject", "_mode")
+
+  def __init__(self, op=None, dtype=None, src=None, arg=_ANY, name: str | None = None, allow_any_len: bool = False):
+    self.op = None if op is None else (op,) if isinstance(op, Ops) else tuple(op)
+    self.dtype = None if dtype is None else (dtype,) if isinstance(dtype, DType) else tuple(dtype)
+    self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
+    if src is None: self._mode, self.src = "any", None
+    elif isinstance(src, UPat): self._mode, self.src = "all", src
+    elif isinstance(src, list): self._mode, self.src = "perm", tuple(src)
+    else: self._mode, self.src = "tuple", tuple(src)
+    subs = () if self._mode in ("any", "all") else self.src
+    self.early_reject = frozenset(p.op[0] for p in subs if p.op is not None and len(p.op) == 1)
+
+  # constructors
+  @staticmethod
+  def var(name: str | None = None, dtype=None) -> "UPat": return UPat(dtype=dtype, name=name)
+  @staticmethod
+  def cvar(name: str | None = None, dtype=None) -> "UPat": return UPat(Ops.CONST, dtype=dtype, name=name)
+  @staticmethod
+  def const(value, name: str | None = None) -> "UPat": return UPat(Ops.CONST, arg=value, name=name)
+
+  def named(self, name: str) -> "UPat":
+    p = UPat.__new__(UPat)
+    for k in UPat.__slots__: setattr(p, k, getattr(self, k))
+    p.name = name
+    return p
+
+  def _bin(self, op: Ops, other, swap=False) -> "UPat":
+    other = other if isinstance(other, UPat) else UPat.const(other)
+    a, b = (other, self) if swap else (self, other)
+    return UPat(op, src=[a, b] if op in GroupOp.Commutative else (a, b))
+  def __add__(self, x): return self._bin(Ops.ADD, x)
+  def __radd__(self, x): return self._bin(Ops.ADD, x, True)
+  def __sub__(self, x): return self._bin(Ops.SUB, x)
+  def __mul__(self, x): return self._bin(Ops.MUL, x)
+  def __rmul__(self, x): return self._bin(Ops.MUL, x, True)
+  def __floordiv__(self, x): return self._bin(Ops.FLOORDIV, x)
+  def __mod__(self, x): return self._bin(Ops.FLOORMOD, x)
+  def __and__(self, x): return self._bin(Ops.AND, x)
+  def __or__(self, x): return self._bin(Ops.OR, x)
+  def __xor__(self, x): return self._bin(Ops.XOR, x)
+  def __lt__(self, x): return self._bin(Ops.CMPLT, x)
+  def eq(self, x): return self._bin(Ops.CMPEQ, x)
+  def ne(self, x): return self._bin(Ops.CMPNE, x)
+
+  def __repr__(self):
+    parts = [f"op={self.op}"] if self.op else []
+    if self.name: parts.append(f"name={self.name!r}")
+    if self.arg is not _ANY: parts.append(f"arg={self.arg!r}")
+    if self.src is not None: parts.append(f"src={self.src!r}")
+    return f"UPat({', '.join(parts)})"
+
+  def match(self, u: UOp, store: dict) -> list[dict]:
+    """Every way u matches; each a dict of captures (extending store)."""
+    if self.op is not None and u.op not in self.op: return []
+    if self.dtype is not None and u.dtype not in self.dtype: return []
+    if self.arg is not _ANY and not (type(self.arg) is type(u.arg) and self.arg == u.arg): return []
+    if self.name is not None:
+      prev = store.get(self.name)
+      if prev is not None and prev is not u: return []
+      store = {**store, self.name: u}
+    mode = self._mode
+    if mode == "any": return [store]
+    if mode == "all":
+      stores = [store]
+      for s in u.src: stores = [r for st in stores for r in self.src.match(s, st)]
+      return stores
+    pats = self.src
+    if len(u.src) != len(pats) and not (self.allow_any_len and len(u.src) >= len(pats)): return []
+    orders = itertools.permutations(pats) if mode == "perm" else (pats,)
+    out = []
+    for order in orders:
+      stores = [store]
+      for p, s in zip(order, u.src):
+        stores = [r for st in stores for r in p.match(s, st)]
+        if not stores: break
+      out.extend(stores)
+      if out and mode == "perm": break
+    return out
+
+
+class PatternMatcher:
+  def __init__(self, patterns: list, name: str | None = None):
+    self.patterns = list(patterns)
+    self.name = name
+    self.pdict: dict[Ops, list] = {}
+    for pat, fn in self.patterns:
+      takes_ctx = "ctx" in inspect.signature(fn).parameters
+      for op in (pat.op if pat.op is not None else tuple(Ops)):
+        self.pdict.setdefault(op, []).append((pat, fn, pat.early_reject, takes_ctx))
+
+  def __add__(self, other: "PatternMatcher") -> "PatternMatcher":
+    return PatternMatcher(self.patterns + other.patterns, name=f"{self.name}+{other.name}")
+
+  def rewrite(self, u: UOp, ctx=None):
+    rules = self.pdict.get(u.op)
+    if not rules: return None
+    src_ops = None
+    for pat, fn, early, takes_ctx in rules:
+      if early:
+        if src_ops is None: src_ops = {s.op for s in u.src}
+        if not early <= src_ops: continue
+      for store in pat.match(u, {}):
+        ret = fn(ctx=ctx, **store) if takes_ctx else fn(**store)
+        if ret is not None and ret is not u: return ret
+    return None
+
+
+DEFAULT_STEP_LIMIT = 200_000
+
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = False, name: str | None = None,
+                  step_limit: int = DEFAULT_STEP_LIMIT) -> UOp:
+  """Rewrite the graph under root with pm to a fixed point (see the module docstring)."""
+  label = name or pm.name or "graph_rewrite"
+  replace: dict[UOp, UOp] = {}
+  waiting: set[UOp] = set()   # nodes whose result is being computed (their rewrite is on the stack)
+  steps = 0
+  stack: list = [(root, 0, None)]
+
+  def rewrite_once(x: UOp):
+    nonlocal steps
+    y = pm.rewrite(x, ctx)
+    if y is None: return None
+    if not isinstance(y, UOp):
+      raise RewriteError(f"{label}: a rule returned {type(y).__name__}, not a UOp, for {_short(x)}", x)
+    steps += 1
+    if steps > step_limit:
+      raise RewriteError(f"{label}: no fixed point after {step_limit} rewrites; the last one rewrote {_short(x, 300)} "
+                         f"into {_short(y, 300)}", x)
+    return y
+
+  while stack:
+    n, stage, new = stack.pop()
+    if stage == 0:
+      if n in replace: continue
+      if n in waiting:
+        raise RewriteError(f"{label}: the rewrite never settles: {_short(n, 300)} rewrites into a graph that "
+                           f"contains it again", n)
+      if bottom_up:
+        y = rewrite_once(n)
+        if y is not None:
+          waiting.add(n)
+          stack.append((n, 2, y)); stack.append((y, 0, None))
+          continue
+      waiting.add(n)
+      stack.append((n, 1, None))
+      for s in reversed(n.src):
+        if s not in replace: stack.append((s, 0, None))
+    elif stage == 1:
+      new_src = tuple(replace[s] for s in n.src)
+      x = n if all(a is b for a, b in zip(new_src, n.src)) else UOp(n.op, new_src, n.arg, n.tag)
+      if x is not n and bottom_up:
+        if x in replace: replace[n] = replace[x]; waiting.discard(n); continue
+        stack.append((n, 2, x)); stack.append((x, 0, None)); continue
+      y = rewrite_once(x) if not bottom_up else None
+      if y is None:
+        replace[n] = x; replace[x] = x
+        waiting.discard(n)
+        continue
+      if y in replace:
+        replace[n] = replace[y]; waiting.discard(n); continue
+      stack.append((n, 2, y)); stack.append((y, 0, None))
+    else:  # stage 2: n became new, whose result is now known
+      replace[n] = replace[new]
+      waiting.discard(n)
+  return replace[root]

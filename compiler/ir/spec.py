@@ -1,0 +1,117 @@
+"""Spec verifiers: PatternMatchers whose rules return True (valid) or False (invalid), checked over every node.
+
+  kernel_spec   a kernel as the DSL builds it (before lowering)
+  lowered_spec  after the lowering pipeline, before linearization: no REDUCE, no GLOBAL/LOCAL ranges, no weak types
+  linear_spec   the elements of a LINEAR kernel
+
+verify(root, spec) raises CompileError naming the first invalid UOp. Rules raise themselves when they can say more
+(a store to a read-only param, a range that is never ended).
+"""
+from __future__ import annotations
+
+from .dtypes import AddrSpace, PtrDType, dtypes
+from .ops import GroupOp, Ops
+from .rewrite import PatternMatcher, UPat
+from .uop import AxisType, CompileError, UOp, _short
+
+
+def _store_ok(st: UOp) -> bool:
+  buf = st.src[0].buffer
+  if buf.op is Ops.PARAM and buf.arg.readonly:
+    raise CompileError(f"store to read-only PARAM slot {buf.arg.slot}: {_short(st)}", st)
+  return True
+
+
+def _sink_ok(sink: UOp) -> bool:
+  if sink.ranges:
+    r = sorted(sink.ranges, key=lambda r: r.arg[0])[0]
+    raise CompileError(f"RANGE axis {r.arg[0]} ({r.arg[1].name}) is never ended: close it with .end(range) or "
+                       f".reduce(range): {_short(r)}", r)
+  return True
+
+
+def _end_ok(e: UOp) -> bool:
+  for r in e.src[1:]:
+    if r.op is not Ops.RANGE: raise CompileError(f"END closes a {r.op.name}, not a RANGE: {_short(e)}", e)
+  return True
+
+
+def _index_ok(i: UOp) -> bool:
+  """An ungated index whose bounds are known (not just its type's) must stay inside the buffer."""
+  size, idx = i.src[0].dtype.size, i.src[1]
+  lo_t, hi_t = idx.dtype.bounds
+  if len(i.src) == 2 and lo_t < idx.vmin < 0:
+    raise CompileError(f"index can be negative (as low as {idx.vmin}) into a buffer of {size}: {_short(i)}", i)
+  if len(i.src) == 2 and size and size <= idx.vmax < hi_t:
+    raise CompileError(f"index can reach {idx.vmax}, past the end of a buffer of {size}: {_short(i)}", i)
+  return True
+
+
+_common = [
+  (UPat((Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR)), lambda: True),
+  (UPat(Ops.SPECIAL, name="s"), lambda s: s.arg[:4] in ("gidx", "lidx")),
+  (UPat(Ops.INDEX, name="i"), _index_ok),
+  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True), lambda: True),
+  (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), name="st"), _store_ok),
+  (UPat(Ops.AFTER, src=(UPat((Ops.PARAM, Ops.BUFFER, Ops.AFTER)),), allow_any_len=True), lambda: True),
+  (UPat(Ops.BARRIER), lambda: True),
+  (UPat(Ops.GROUP), lambda: True),
+  (UPat((Ops.CAST, Ops.BITCAST)), lambda: True),
+  (UPat(GroupOp.ALU), lambda: True),
+  (UPat(Ops.CUSTOM), lambda: True),
+  (UPat(Ops.END, name="e"), _end_ok),
+]
+
+kernel_spec = PatternMatcher(_common + [
+  (UPat(Ops.RANGE, name="r"), lambda r: isinstance(r.arg, tuple) and isinstance(r.arg[1], AxisType)),
+  (UPat(Ops.REDUCE, name="r"), lambda r: all(s.op is Ops.RANGE for s in r.src[1:]) and r.arg in (Ops.ADD, Ops.MUL, Ops.MAX)),
+  (UPat(Ops.SINK, name="sink"), _sink_ok),
+], name="kernel_spec")
+
+
+def _weak_node(x: UOp):
+  """After dtype commitment only literals may stay weak: False for any other weak node, None to go on."""
+  if x.op is not Ops.CONST and not isinstance(x.dtype, PtrDType) and x.dtype.is_weak: return False
+  return None
+
+
+lowered_spec = PatternMatcher([
+  (UPat(name="x"), _weak_node),
+  (UPat(Ops.RANGE, name="r"), lambda r: r.arg[1] in (AxisType.LOOP, AxisType.REDUCE)),
+  (UPat(Ops.SINK, name="sink"), _sink_ok),
+  (UPat((Ops.FLOORDIV, Ops.FLOORMOD, Ops.REDUCE)), lambda: False),
+] + _common, name="lowered_spec")
+
+
+_linear_ops = {Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE, Ops.END, Ops.INDEX, Ops.LOAD,
+               Ops.STORE, Ops.AFTER, Ops.BARRIER, Ops.IF, Ops.ENDIF, Ops.CAST, Ops.BITCAST, Ops.CUSTOM, Ops.GROUP,
+               Ops.SINK} | set(GroupOp.ALU)
+
+
+def verify(root: UOp, spec: PatternMatcher) -> bool:
+  """Check every node of the graph under root with spec; raise CompileError naming the first invalid one."""
+  for u in root.toposort():
+    ok = spec.rewrite(u)
+    if ok is not True:
+      why = "no rule accepts it" if ok is None else "it breaks a rule"
+      raise CompileError(f"{spec.name}: invalid {u.op.name} ({why}): {_short(u)}", u)
+  return True
+
+
+def verify_linear(lin: UOp) -> bool:
+  """A LINEAR kernel: known ops, no weak types but literals, sources before users, RANGE/END and IF/ENDIF nested."""
+  seen, stack = set(), []
+  for u in lin.src:
+    if u.op not in _linear_ops: raise CompileError(f"linear_spec: {u.op.name} can't appear in a LINEAR: {_short(u)}", u)
+    for s in u.src:
+      if s not in seen: raise CompileError(f"linear_spec: {u.op.name} comes before its source {s.op.name}: {_short(u)}", u)
+    if u.op in (Ops.RANGE, Ops.IF): stack.append(u)
+    if u.op in (Ops.END, Ops.ENDIF):
+      if not stack or stack[-1] is not u.src[0]:
+        raise CompileError(f"linear_spec: {u.op.name} does not close the innermost open block: {_short(u)}", u)
+      stack.pop()
+    if u.op is not Ops.CONST and not isinstance(u.dtype, PtrDType) and u.dtype.is_weak:
+      raise CompileError(f"linear_spec: {u.op.name} still has a weak type: {_short(u)}", u)
+    seen.add(u)
+  if stack: raise CompileError(f"linear_spec: {stack[-1].op.name} is never closed: {_short(stack[-1])}", stack[-1])
+  return True

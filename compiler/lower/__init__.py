@@ -1,0 +1,124 @@
+"""The lowering pipeline: a kernel SINK from the DSL -> a LINEAR instruction list that a backend renders.
+
+The pipeline (PIPELINE, in order; each entry is a named pass, most of them a PatternMatcher run by graph_rewrite):
+
+  verify_kernel   kernel_spec: stores into read-only params, unended ranges, ... (raises naming the UOp)
+  gpudims         GLOBAL/LOCAL RANGEs -> SPECIAL gidxN / lidxN within the target's limits; their ENDs vanish
+  symbolic        constant folding, identities, bounds, index canonicalization
+  reduce_to_acc   REDUCE -> a REG accumulator (init store, update store inside the ranges, load after the END)
+  split_ends      END(x, r1, r2) -> END(END(x, r2), r1); several ENDs of one RANGE merge into END(GROUP(...), r)
+  barriers        implicit BARRIERs for LOCAL memory: read-after-write (AFTER) and write-after-read (in loops)
+  legalize        ops the target lacks (FLOORDIV/FLOORMOD -> IDIV/IMOD, MAX, MULACC, ...)
+  commit_dtypes   weak ints -> int32/int64 from their bounds; weak floats -> float32; literals typed by their slot
+  verify_lowered  lowered_spec
+  linearize       priority toposort respecting range nesting -> LINEAR
+
+The lowered, linearized form (what a backend such as an RDNA3 instruction selector consumes):
+
+  LINEAR(src=(e0, e1, ...), arg=KernelInfo(name, global_size, local_size)); every source of an element is an
+  earlier element. Every element has a storage dtype (no weak types; literals are CONST or CAST(CONST) typed):
+    PARAM      arg BufferArg(slot, dtype, size, GLOBAL, readonly): a pointer kernel argument
+    DEFINE_VAR arg VarArg(slot, name, vmin, vmax, dtype): a scalar kernel argument; args are ordered by slot
+    BUFFER     arg BufferArg(slot, dtype, size, LOCAL | REG): LOCAL is shared by the work-group, REG is private
+    SPECIAL    src (size,) arg "gidxN" (work-group index) or "lidxN" (work-item index in the group)
+    CONST / CAST(CONST)  literals
+    RANGE      src (end,) arg (axis_id, AxisType.LOOP|REDUCE): `for (i = 0; i < end; i++) {`
+    END        src (RANGE,): the `}` of that loop (ranges nest properly)
+    IF         src (gate,) ... ENDIF src (IF,): a gated store sits between them
+    BARRIER    src () arg seq: every work-item of the group waits here (never inside an IF)
+    INDEX      src (buffer, index[, gate]): the address of element `index` (a pointer typed PtrDType)
+    LOAD       src (INDEX,): a gated INDEX loads 0 where the gate is false (and does not access memory there)
+    STORE      src (INDEX, value): INDEX is never gated here (see IF)
+    ALU ops    ADD SUB MUL IDIV IMOD FDIV MAX AND OR XOR SHL SHR CMPLT CMPEQ CMPNE WHERE NEG NOT SQRT EXP2 LOG2 SIN
+               RECIP TRUNC MULACC: operands have the element's dtype (comparisons: bool result); IDIV/IMOD truncate
+    CAST / BITCAST  arg the dtype
+  No AFTER, SINK, GROUP, REDUCE, FLOORDIV or FLOORMOD remain.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from ..ir import KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from ..ir.spec import kernel_spec, lowered_spec, verify, verify_linear
+from ..ir.symbolic import symbolic
+from .barriers import loaded_local_buffers, pm_barriers
+from .commit import commit_dtypes
+from .gpudims import gpudims, launch_dims
+from .legalize import pm_legalize
+from .linearize import linearize
+from .reduce import ReduceContext, first_free_slot, pm_reduce
+from .target import C_TARGET, TARGETS, Target
+
+
+def _split_multi_end(e: UOp):
+  if len(e.src) <= 2: return None
+  # innermost range first: a range nested in another depends on it (more ranges); ties: the last listed is innermost
+  rs = sorted(enumerate(e.src[1:]), key=lambda p: (len(p[1].ranges), p[0]), reverse=True)
+  out = e.src[0]
+  for _, r in rs: out = UOp(Ops.END, (out, r))
+  return out
+
+
+def split_ends(sink: UOp, target: Target) -> UOp:
+  sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.END, name="e"), _split_multi_end)], name="split_ends"))
+  by_range: dict[UOp, list] = {}
+  for u in sink.toposort():
+    if u.op is Ops.END: by_range.setdefault(u.src[1], []).append(u)
+  merge = {}
+  for r, es in by_range.items():
+    if len(es) > 1:
+      merged = UOp(Ops.END, (UOp(Ops.GROUP, tuple(e.src[0] for e in es)), r))
+      for e in es: merge[e] = merged
+  if not merge: return sink
+  return graph_rewrite(sink, PatternMatcher([(UPat(Ops.END, name="e"), lambda ctx, e: ctx.get(e))], name="merge_ends"),
+                       ctx=merge, bottom_up=True)
+
+
+def _verify_kernel(sink, target): verify(sink, kernel_spec); return sink
+def _verify_lowered(sink, target): verify(sink, lowered_spec); return sink
+def _symbolic(sink, target): return graph_rewrite(sink, symbolic, name="symbolic")
+def _reduce(sink, target): return graph_rewrite(sink, pm_reduce, ctx=ReduceContext(first_free_slot(sink)))
+def _barriers(sink, target): return graph_rewrite(sink, pm_barriers, ctx=loaded_local_buffers(sink))
+def _legalize(sink, target): return graph_rewrite(sink, pm_legalize, ctx=target)
+def _commit(sink, target): return commit_dtypes(sink)
+
+
+PIPELINE: list[tuple[str, Callable]] = [
+  ("verify_kernel", _verify_kernel),
+  ("gpudims", gpudims),
+  ("symbolic", _symbolic),
+  ("reduce_to_acc", _reduce),
+  ("split_ends", split_ends),
+  ("barriers", _barriers),
+  ("legalize", _legalize),
+  ("commit_dtypes", _commit),
+  ("verify_lowered", _verify_lowered),
+]
+
+
+def lower(sink: UOp, target: Target | str = C_TARGET, until: str | None = None, verify_each: bool = False) -> UOp:
+  """Run the pipeline on a kernel sink and return the LINEAR form. until: stop after that pass and return the sink.
+  verify_each: check kernel_spec-level sanity between passes (used by tests)."""
+  if isinstance(target, str): target = TARGETS[target]
+  if sink.op is not Ops.SINK: sink = UOp(Ops.SINK, (sink,), KernelInfo())
+  for name, fn in PIPELINE:
+    sink = fn(sink, target)
+    if verify_each: verify_linearizable(sink)
+    if name == until: return sink
+  gs, ls = launch_dims(sink)
+  info = sink.arg if isinstance(sink.arg, KernelInfo) else KernelInfo()
+  sink = sink.replace(arg=dataclasses.replace(info, global_size=gs, local_size=ls))
+  lin = linearize(sink)
+  if verify_each: verify_linear(lin)
+  return lin
+
+
+def verify_linearizable(sink: UOp):
+  """Between passes: the graph is a SINK whose every node has a dtype (construction checked it) and no dangling
+  range (what every pass must preserve)."""
+  from ..ir.spec import _sink_ok
+  return _sink_ok(sink)
+
+
+__all__ = ["PIPELINE", "lower", "linearize", "Target", "TARGETS", "C_TARGET", "launch_dims"]

@@ -1,0 +1,75 @@
+"""Weak types get a width. A weak-int node (index arithmetic, RANGE, SPECIAL, DEFINE_VAR) becomes int32 when its
+bounds fit, else int64 (and so does every weak-int node that uses an int64 one); weak floats become float32. A
+literal takes the type of the operand slot it sits in (CAST(CONST) of that type), so after this pass only bare
+literals of already-typed consumers would be weak, and there are none left: every operand has a storage type.
+"""
+from __future__ import annotations
+
+from ..ir import AddrSpace, BufferArg, Ops, PtrDType, UOp, dtypes
+from ..ir.ops import GroupOp
+from ..ir.uop import VarArg
+
+_I32 = dtypes.int32.bounds
+
+
+def _fits32(u: UOp) -> bool:
+  lo, hi = u.vmin, u.vmax
+  return _I32[0] <= lo and hi <= _I32[1]
+
+
+def _literal(u: UOp, want) -> UOp:
+  """A weak literal in a slot of type want (None: pick from the value)."""
+  v = u.arg
+  if want is None or want.is_weak:
+    if isinstance(v, float): want = dtypes.float32
+    else: want = dtypes.int32 if _I32[0] <= v <= _I32[1] else dtypes.int64
+  if want.is_float: v = float(v)
+  return UOp.const(v, want)
+
+
+def commit_dtypes(sink: UOp) -> UOp:
+  memo: dict[UOp, UOp] = {}
+  chosen: dict[UOp, object] = {}   # original weak node -> committed dtype
+
+  def fix(s: UOp, want) -> UOp:
+    """The committed source s, in a slot of type want."""
+    m = memo[s]
+    if s.op is Ops.CONST and s.dtype.is_weak: return _literal(s, want)
+    if want is not None and not want.is_weak and not isinstance(m.dtype, PtrDType) and m.dtype != want and \
+       s.dtype.is_weak:
+      return m.cast(want)
+    return m
+
+  for u in sink.toposort():
+    op, src = u.op, u.src
+    dt = u.dtype
+    if op is Ops.CONST:
+      memo[u] = u
+      continue
+    if not isinstance(dt, PtrDType) and dt.is_weak:
+      if dt.kind == "weakfloat": new_dt = dtypes.float32
+      else:
+        wide = not _fits32(u) or any(chosen.get(s) is dtypes.int64 for s in src)
+        new_dt = dtypes.int64 if wide else dtypes.int32
+      chosen[u] = new_dt
+    else:
+      new_dt = dt
+    if op is Ops.DEFINE_VAR:
+      memo[u] = UOp(op, (), VarArg(u.arg.slot, u.arg.name, u.arg.vmin, u.arg.vmax, new_dt)) if dt.is_weak else u
+      continue
+    if op in (Ops.RANGE, Ops.SPECIAL): new_src = (fix(src[0], new_dt),)
+    elif op is Ops.WHERE: new_src = (memo[src[0]], fix(src[1], new_dt), fix(src[2], new_dt))
+    elif op in GroupOp.Comparison:
+      other = [memo[s].dtype for s in src if not (s.op is Ops.CONST and s.dtype.is_weak)]
+      want = max(other, key=lambda d: d.itemsize) if other else None
+      if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
+      new_src = tuple(fix(s, want) for s in src)
+    elif op in GroupOp.ALU: new_src = tuple(fix(s, new_dt) for s in src)
+    elif op is Ops.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
+    elif op is Ops.INDEX:
+      idx = fix(src[1], None)
+      new_src = (memo[src[0]], idx, *(memo[s] for s in src[2:]))
+    elif op in (Ops.CAST, Ops.BITCAST): new_src = (fix(src[0], None),)
+    else: new_src = tuple(memo[s] if not (s.op is Ops.CONST and s.dtype.is_weak) else _literal(s, None) for s in src)
+    memo[u] = UOp(op, new_src, u.arg, u.tag) if any(a is not b for a, b in zip(new_src, src)) else u
+  return memo[sink]

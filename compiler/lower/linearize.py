@@ -1,0 +1,105 @@
+"""Linearization: the kernel graph becomes LINEAR(src=(element, ...)), one instruction list in execution order.
+
+A priority toposort that respects range nesting:
+  * a node is placed only when all its sources are;
+  * a node inside ranges R (its `.ranges`) is placed only while exactly... at least R is open, and nodes are placed
+    before any further range opens (loop-invariant code stays outside);
+  * a RANGE opens only when the open ranges are those of its END (where the loop lives), choosing first the loop
+    whose END comes first in a plain toposort (a loop whose results a later loop reads runs first);
+  * an END closes its range only when that range is the innermost open one.
+Then the elements are put in their linear form (see compiler/lower/__init__.py): AFTER disappears (the order is
+the list), END(range), BARRIER() with a sequence arg, gated stores become IF(gate) / STORE / ENDIF(IF).
+"""
+from __future__ import annotations
+
+import heapq
+
+from ..ir import CompileError, Ops, UOp
+from ..ir.uop import _short
+
+_SKIP = (Ops.SINK, Ops.GROUP, Ops.AFTER, Ops.NOOP)
+
+
+def _order(sink: UOp) -> list[UOp]:
+  nodes = sink.toposort()
+  pos = {u: i for i, u in enumerate(nodes)}
+  ends: dict[UOp, UOp] = {}
+  for u in nodes:
+    if u.op is Ops.END:
+      for r in u.src[1:]:
+        if r in ends: raise CompileError(f"RANGE ended twice: {_short(r)}", r)
+        ends[r] = u
+  for u in nodes:
+    if u.op is Ops.RANGE and u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
+  users: dict[UOp, list] = {u: [] for u in nodes}
+  missing = {}
+  for u in nodes:
+    missing[u] = len(set(u.src))
+    for s in set(u.src): users[s].append(u)
+
+  def kind(u: UOp) -> int: return 1 if u.op is Ops.END else 2 if u.op is Ops.RANGE else 0
+
+  ready: list = []   # (kind, priority, node)
+  for u in nodes:
+    if missing[u] == 0: heapq.heappush(ready, (kind(u), pos[u], u))
+  out: list[UOp] = []
+  open_stack: list[UOp] = []
+  open_set: frozenset = frozenset()
+  blocked: list = []
+  while ready or blocked:
+    placed = None
+    while ready:
+      item = heapq.heappop(ready)
+      k, _, u = item
+      if k == 0: ok = u.ranges <= open_set
+      elif k == 1: ok = bool(open_stack) and open_stack[-1] is u.src[1]
+      else: ok = ends[u].ranges == open_set
+      if ok: placed = u; break
+      blocked.append(item)
+    if placed is None:
+      left = [b[2] for b in blocked]
+      raise CompileError(f"linearize: can't place {len(left)} nodes with ranges {sorted(r.arg[0] for r in open_set)} "
+                         f"open; first: {_short(left[0])}", left[0])
+    out.append(placed)
+    if placed.op is Ops.RANGE:
+      open_stack.append(placed); open_set = open_set | {placed}
+    elif placed.op is Ops.END:
+      open_stack.pop(); open_set = open_set - {placed.src[1]}
+    for b in blocked: heapq.heappush(ready, b)
+    blocked = []
+    for v in users[placed]:
+      missing[v] -= 1
+      if missing[v] == 0: heapq.heappush(ready, (kind(v), pos[v], v))
+  return out
+
+
+def linearize(sink: UOp) -> UOp:
+  """The LINEAR form of a lowered kernel sink (see the module docstring). Its arg is the SINK's arg."""
+  order = _order(sink)
+  m: dict[UOp, UOp] = {}
+  out: list[UOp] = []
+  seq = 0
+  for u in order:
+    if u.op in _SKIP:
+      if u.op is Ops.AFTER: m[u] = m[u.src[0]]
+      continue
+    if u.op is Ops.END:
+      out.append(UOp(Ops.END, (m[u.src[1]],))); m[u] = out[-1]
+      continue
+    if u.op is Ops.BARRIER:
+      new = UOp(Ops.BARRIER, (), seq); seq += 1
+      out.append(new); m[u] = new
+      continue
+    if u.op is Ops.LOAD:
+      new = UOp(Ops.LOAD, (m[u.src[0]],))
+    elif u.op is Ops.STORE and len(u.src[0].src) == 3:
+      idx = u.src[0]
+      gate = UOp(Ops.IF, (m[idx.src[2]],), seq); seq += 1
+      plain = UOp(Ops.INDEX, (m[idx.src[0]], m[idx.src[1]]))
+      out += [gate, plain, UOp(Ops.STORE, (plain, m[u.src[1]])), UOp(Ops.ENDIF, (gate,))]
+      m[u] = out[-2]
+      continue
+    else:
+      new = u.replace(src=tuple(m[s] for s in u.src)) if u.src else u
+    out.append(new); m[u] = new
+  return UOp(Ops.LINEAR, tuple(out), sink.arg)

@@ -1,0 +1,187 @@
+"""BNXTDev: a Broadcom NetXtreme-E (P7 "Thor2", BCM57608) function driven from userspace for RoCEv2.
+
+Bring-up order (reference bnxt_roce.md §0): HWRM ver_get, func_reset, func_qcaps (MAC, port), func_drv_rgtr, func_qcfg
+(doorbell offset); backing store (qcaps_v2/cfg_v2 per context type); CREQ ring + RCFW CMDQ, stat context,
+initialize_fw, a completion NQ; the L2 ingress path (completion ring, RX ring, vnic, MAC filter) that RoCE receive
+needs; then add_gid for the function's IPv4 address.
+"""
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import struct
+
+from ...autogen import bnxt as hsi
+from ...errors import DeviceError
+from . import doorbell
+from .dma import PAGE, DMABuffer, PageTable
+from .hwrm import HWRMChannel
+from .rcfw import CREQ_DEPTH, CREQ_ENTRY, RCFWChannel
+
+PCI_VENDOR_BROADCOM = 0x14E4
+THOR2_DEVICE_IDS = (0x1760,)          # BCM57608 (bnxt_en's PCI table)
+PCI_COMMAND = 0x04                    # include/uapi/linux/pci_regs.h
+PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4
+
+# backing store context types the function needs, with the extra entries the reference adds (reference §0 step 3)
+BS_TYPES = [("QP", 2), ("SRQ", 0), ("CQ", 2), ("VNIC", 0), ("STAT", 2), ("SP_TQM_RING", 0), ("FP_TQM_RING", 0),
+            ("MRAV", 2), ("TIM", 0)]
+FID_SELF = 0xFFFF
+NQ_DEPTH = 16
+L2_RING_DEPTH = 16
+
+
+def ipv4_to_gid(ip: str) -> bytes:
+  """::ffff:a.b.c.d, the IPv4-mapped GID (reference §1.14)."""
+  return bytes(10) + b"\xff\xff" + ipaddress.IPv4Address(ip).packed
+
+
+def gid_to_add_gid_words(gid: bytes) -> list[int]:
+  """cmdq_add_gid.gid is __be32[4] holding the GID fully byte-reversed (reference §1.12: the kernel stores gid[i] as
+  cpu_to_be32 of the raw GID's u32 number 3-i)."""
+  return list(struct.unpack("<4I", gid[::-1]))
+
+
+def mac_to_add_gid_words(mac: bytes) -> list[int]:
+  """cmdq_add_gid.src_mac is __be16[3]: byte-swapped pairs m1 m0 m3 m2 m5 m4 in memory (reference §1.12)."""
+  return list(struct.unpack(">3H", mac))
+
+
+class BNXTDev:
+  def __init__(self, pci, os, config=None, timeout_s: float | None = None, reset_timeout_s: float = 40.0):
+    self.pci, self.os = pci, os
+    self.name = f"bnxt {pci.addr}"
+    self.timeout_s = timeout_s if timeout_s is not None else getattr(config, "timeout_s", 10.0)
+    self._keep: list = []   # DMA buffers and page tables the NIC holds pointers to
+    cmd = pci.config_read(PCI_COMMAND, 2)
+    pci.config_write(PCI_COMMAND, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, 2)
+    self.bar0 = pci.map_bar(0)
+    self.bar2 = pci.map_bar(2)
+    self.hwrm = HWRMChannel(os, self.bar0, self.name, self.timeout_s)
+    ver = self.hwrm.call("ver_get", hwrm_intf_maj=1, hwrm_intf_min=10, hwrm_intf_upd=2)
+    self.chip_num = ver.chip_num
+    self.fw_version = (ver.hwrm_fw_maj_8b, ver.hwrm_fw_min_8b, ver.hwrm_fw_bld_8b)
+    if ver.max_req_win_len: self.hwrm.window = min(max(ver.max_req_win_len, 128), 4096)
+    self.hwrm.call("func_reset", timeout_s=max(reset_timeout_s, self.timeout_s))
+    caps = self.hwrm.call("func_qcaps", fid=FID_SELF)
+    self.mac, self.port_id = bytes(caps.mac_address), caps.port_id
+    self.hwrm.call("func_drv_rgtr")
+    qcfg = self.hwrm.call("func_qcfg", fid=FID_SELF)
+    self.db_off = qcfg.legacy_l2_db_size_kb * 1024    # P7: kernel bnxt_hwrm_func_qcfg (reference §1.7)
+    self.qp_count = 0
+    self._backing_store()
+    self._rcfw_bringup()
+    self._l2_path()
+    self.gid_index: int | None = None
+    self.gid = b""
+
+  # ---- helpers
+  def _dma(self, size: int, what: str) -> DMABuffer:
+    buf = DMABuffer(self.os, size, f"{self.name} {what}")
+    self._keep.append(buf)
+    return buf
+
+  def _pbl(self, buf: DMABuffer, queue: bool = False, what: str = "") -> PageTable:
+    pt = PageTable(self.os, buf.paddrs, queue=queue, what=f"{self.name} {what}")
+    self._keep.append(pt)
+    return pt
+
+  def ring_db(self, xid: int, kind: int, index: int, epoch: int) -> None:
+    self.os.memory_barrier()
+    self.bar2.write64(self.db_off, doorbell.encode(xid, kind, index, epoch))
+
+  # ---- bring-up steps
+  def _backing_store(self) -> None:
+    for i, (name, extra) in enumerate(BS_TYPES):
+      kind = getattr(hsi, f"FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_{name}")
+      q = self.hwrm.call("func_backing_store_qcaps_v2", type=kind)
+      splits = [q.split_entry_0, q.split_entry_1, q.split_entry_2, q.split_entry_3][:q.subtype_valid_cnt]
+      n = self.qp_count if name == "TIM" else max(q.min_num_entries, sum(splits) + extra)
+      if q.entry_multiple: n = (n + q.entry_multiple - 1) // q.entry_multiple * q.entry_multiple
+      if name == "QP": self.qp_count = n
+      if q.max_num_entries and n > q.max_num_entries:
+        raise DeviceError(f"{self.name}: backing store {name} needs {n} entries, firmware allows {q.max_num_entries}")
+      instances = [b for b in range(32) if q.instance_bit_map >> b & 1] or [0]
+      for j, inst in enumerate(instances):
+        buf = self._dma(max(1, n * q.entry_size), f"backing store {name}.{inst}")
+        if q.flags & hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT and q.ctx_init_value:
+          # the init offset counts 4-byte units (kernel bnxt_init_ctx_mem); 0 offset means fill everything
+          if q.ctx_init_offset == 0: buf.view[:] = bytes([q.ctx_init_value]) * buf.size
+          else:
+            for e in range(n): buf.view[e * q.entry_size + 4 * q.ctx_init_offset] = q.ctx_init_value
+        pt = self._pbl(buf, what=f"backing store {name}")
+        last = i == len(BS_TYPES) - 1 and j == len(instances) - 1
+        self.hwrm.call("func_backing_store_cfg_v2", type=kind, instance=inst, page_dir=pt.base, num_entries=n,
+                       entry_size=q.entry_size, page_size_pbl_level=pt.level, subtype_valid_cnt=q.subtype_valid_cnt,
+                       split_entry_0=q.split_entry_0, split_entry_1=q.split_entry_1, split_entry_2=q.split_entry_2,
+                       split_entry_3=q.split_entry_3,
+                       flags=hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE if last else 0)
+
+  def _ring_alloc(self, ring_type: int, depth: int, entry: int, what: str, **fields) -> tuple[int, DMABuffer]:
+    buf = self._dma(depth * entry, what)
+    pt = self._pbl(buf, queue=True, what=what)
+    r = self.hwrm.call("ring_alloc", ring_type=ring_type, page_tbl_addr=pt.base, page_tbl_depth=pt.level,
+                       page_size=12, length=depth, int_mode=hsi.RING_ALLOC_REQ_INT_MODE_MSIX, **fields)
+    return r.ring_id, buf
+
+  def _rcfw_bringup(self) -> None:
+    creq_id, creq = self._ring_alloc(hsi.RING_ALLOC_REQ_RING_TYPE_NQ, CREQ_DEPTH, CREQ_ENTRY, "CREQ")
+    self.rcfw = RCFWChannel(self.os, self.bar0, self.ring_db, self.name, self.timeout_s, creq, creq_id)
+    self.rcfw.start()
+    self.stats = self._dma(176, "RoCE stats")
+    st = self.hwrm.call("stat_ctx_alloc", stats_dma_addr=self.stats.paddrs[0], stats_dma_length=176)
+    self.stat_ctx_id = st.stat_ctx_id
+    self.rcfw.call("initialize_fw", stat_ctx_id=self.stat_ctx_id,
+                   flags=hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
+    self.nq_id, self.nq = self._ring_alloc(hsi.RING_ALLOC_REQ_RING_TYPE_NQ, NQ_DEPTH, 16, "completion NQ", logical_id=1)
+
+  def _l2_path(self) -> None:
+    """RoCE receive is steered through the L2 path: a completion ring, an RX ring, a vnic and an exact-MAC filter."""
+    self.l2_cmpl_id, _ = self._ring_alloc(hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, L2_RING_DEPTH, 16, "L2 completion ring",
+                                          enables=hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID, nq_ring_id=self.nq_id)
+    self.rx_id, _ = self._ring_alloc(hsi.RING_ALLOC_REQ_RING_TYPE_RX, L2_RING_DEPTH, 16, "RX ring",
+                                     enables=hsi.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID, rx_buf_size=640)
+    self.vnic_id = self.hwrm.call("vnic_alloc").vnic_id
+    self.hwrm.call("vnic_cfg", vnic_id=self.vnic_id, mru=9018, default_rx_ring_id=self.rx_id,
+                   default_cmpl_ring_id=self.l2_cmpl_id,
+                   enables=hsi.VNIC_CFG_REQ_ENABLES_MRU | hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID |
+                   hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID)
+    self.hwrm.call("cfa_l2_filter_alloc", flags=hsi.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX, dst_id=self.vnic_id,
+                   enables=hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR | hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR_MASK |
+                   hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_DST_ID,
+                   l2_addr=_u8x6(self.mac), l2_addr_mask=_u8x6(b"\xff" * 6))
+
+  # ---- public
+  def set_ip(self, ip: str) -> int:
+    """Add the IPv4-mapped GID of ip to the GID table; its index becomes the sgid_index of every QP."""
+    self.gid = ipv4_to_gid(ip)
+    self.ip = ip
+    r = self.rcfw.call("add_gid", gid=_u32x4(gid_to_add_gid_words(self.gid)),
+                       src_mac=_u16x3(mac_to_add_gid_words(self.mac)), stats_ctx=self.stat_ctx_id)
+    self.gid_index = r.xid
+    return r.xid
+
+  def set_loopback(self, enable: bool, settle_s: float = 0.0) -> None:
+    """PHY loopback: every transmitted frame comes back into this port (HWRM port_phy_cfg lpbk LOCAL / NONE)."""
+    self.hwrm.call("port_phy_cfg", port_id=self.port_id, enables=hsi.PORT_PHY_CFG_REQ_ENABLES_LPBK,
+                   lpbk=hsi.PORT_PHY_CFG_REQ_LPBK_LOCAL if enable else hsi.PORT_PHY_CFG_REQ_LPBK_NONE)
+    if settle_s: self.os.sleep(settle_s)
+
+  def alloc(self, size: int) -> DMABuffer:
+    return self._dma(size, "buffer")
+
+  def register_mr(self, buf: DMABuffer, access: int | None = None) -> int:
+    """Register buf for local and remote write; returns the key (lkey == rkey)."""
+    from .qp import register_mr
+    return register_mr(self, buf, access)
+
+  def close(self) -> None:
+    for item in reversed(self._keep): item.free()
+    self._keep = []
+    self.hwrm.resp.free()
+    self.rcfw.cmdq.free()
+
+
+def _u8x6(b: bytes): return (ctypes.c_uint8 * 6)(*b)
+def _u16x3(v): return (ctypes.c_uint16 * 3)(*v)
+def _u32x4(v): return (ctypes.c_uint32 * 4)(*v)

@@ -1,0 +1,156 @@
+"""RC queue pairs, completion queues and memory regions over the RCFW channel; RDMA WRITE on the send queue.
+
+Formats (reference bnxt_roce.md §1.9-1.13, roce_hsi.h): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus one `sq_sge`
+(16 B) = 3 slots of 16 B; the SQ is created in variable-WQE mode (sizes and the doorbell index count slots, as the
+kernel does on P7); for hardware retransmission each WQE also gets an 8-byte `sq_msn_search` entry (start slot, start
+PSN, next PSN) in the MSN table that follows the SQ pages. A `cq_req` CQE (32 B) is new when its toggle bit equals
+1 - the CQ's pass parity.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+
+from ...autogen import bnxt as hsi
+from ...errors import DeviceError, Timeout
+from . import doorbell
+from .dma import PAGE, DMABuffer, PageTable
+
+SLOT = 16
+CQE_SIZE = 32
+CQ_DEPTH = 16
+SQ_SLOTS = 256               # the kernel aligns variable-mode SQs to 256 slots
+MSN_ENTRIES = SQ_SLOTS // 2  # kernel: roundup_pow2(sq slots) / 2 in variable mode (reference §1.10)
+WRITE_WQE_SLOTS = 3
+STATES = {getattr(hsi, f"CMDQ_MODIFY_QP_NEW_STATE_{s}"): s for s in ("RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")}
+CQ_STATUS = {getattr(hsi, n): n[len("CQ_REQ_STATUS_"):] for n in dir(hsi) if n.startswith("CQ_REQ_STATUS_")}
+PMTU_CODES = {256: hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_256, 512: hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_512,
+              1024: hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_1024, 2048: hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_2048,
+              4096: hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_4096}
+M = hsi  # modify_qp mask bits: CMDQ_MODIFY_QP_MODIFY_MASK_*
+MASK_INIT = M.CMDQ_MODIFY_QP_MODIFY_MASK_STATE | M.CMDQ_MODIFY_QP_MODIFY_MASK_ACCESS | M.CMDQ_MODIFY_QP_MODIFY_MASK_PKEY
+MASK_RTR = (MASK_INIT | M.CMDQ_MODIFY_QP_MODIFY_MASK_DGID | M.CMDQ_MODIFY_QP_MODIFY_MASK_SGID_INDEX |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_HOP_LIMIT | M.CMDQ_MODIFY_QP_MODIFY_MASK_DEST_MAC |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_PATH_MTU | M.CMDQ_MODIFY_QP_MODIFY_MASK_RQ_PSN |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_MIN_RNR_TIMER | M.CMDQ_MODIFY_QP_MODIFY_MASK_MAX_DEST_RD_ATOMIC |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_DEST_QP_ID)
+MASK_RTS = (M.CMDQ_MODIFY_QP_MODIFY_MASK_STATE | M.CMDQ_MODIFY_QP_MODIFY_MASK_ACCESS |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_TIMEOUT | M.CMDQ_MODIFY_QP_MODIFY_MASK_RETRY_CNT |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_RNR_RETRY | M.CMDQ_MODIFY_QP_MODIFY_MASK_MAX_RD_ATOMIC |
+            M.CMDQ_MODIFY_QP_MODIFY_MASK_SQ_PSN)
+QP_ACCESS = hsi.CMDQ_MODIFY_QP_ACCESS_LOCAL_WRITE | hsi.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE
+MR_ACCESS = hsi.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE | hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE
+PSN_MASK = 0xFFFFFF
+
+
+class CompletionError(DeviceError):
+  """A work request completed with an error status; .status is the cq_req code, .status_name its name."""
+
+  def __init__(self, qp: str, status: int, what: str):
+    self.status, self.status_name = status, CQ_STATUS.get(status, "unknown")
+    super().__init__(f"{qp}: {what} completed with status {status} ({self.status_name})")
+
+
+def register_mr(dev, buf: DMABuffer, access: int | None = None) -> int:
+  """RCFW register_mr over buf's pages (its page table level follows the page count); returns lkey == rkey."""
+  pt = PageTable(dev.os, buf.paddrs, what=f"{dev.name} MR")
+  dev._keep.append(pt)
+  r = dev.rcfw.call("register_mr", flags=hsi.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, access=MR_ACCESS if access is None else access,
+                    log2_pg_size_lvl=pt.level | (12 << hsi.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT),
+                    log2_pbl_pg_size=12, pbl=pt.base, va=buf.va, mr_size=buf.size)
+  return r.xid
+
+
+class BNXTQP:
+  """One RC QP with its own CQ (send completions only)."""
+
+  def __init__(self, dev, pmtu: int = 1024, timeout: int = 14, retry_cnt: int = 7):
+    if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")
+    self.dev, self.pmtu, self.ack_timeout, self.retry_cnt = dev, pmtu, timeout, retry_cnt
+    self.cq = dev._dma(CQ_DEPTH * CQE_SIZE, "CQ")
+    self.cq_cons = doorbell.Ring(CQ_DEPTH)
+    r = dev.rcfw.call("create_cq", cq_handle=self.cq.va, cq_size=CQ_DEPTH, pbl=self.cq.paddrs[0],
+                      pg_size_lvl=hsi.CMDQ_CREATE_CQ_LVL_LVL_0 | hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
+                      cq_fco_cnq_id=dev.nq_id & hsi.CMDQ_CREATE_CQ_CNQ_ID_MASK)
+    self.cq_id = r.xid
+    # SQ: SQ_SLOTS 16-byte slots, then the MSN table on the following page (the queue's aux area)
+    self.sq = dev._dma(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
+    self.msn_off = SQ_SLOTS * SLOT
+    sq_pt = dev._pbl(self.sq, queue=True, what="SQ")
+    self.handle = self.sq.va
+    r = dev.rcfw.call("create_qp", qp_handle=self.handle, type=hsi.CMDQ_CREATE_QP_TYPE_RC,
+                      qp_flags=hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED,
+                      sq_pg_size_sq_lvl=sq_pt.level | hsi.CMDQ_CREATE_QP_SQ_PG_SIZE_PG_4K, sq_size=SQ_SLOTS,
+                      sq_fwo_sq_sge=1, scq_cid=self.cq_id, rcq_cid=self.cq_id, pd_id=0, sq_pbl=sq_pt.base)
+    self.qpn = r.xid
+    self.name = f"{dev.name} QP {self.qpn:#x}"
+    self.sq_prod = doorbell.Ring(SQ_SLOTS)
+    self.msn = 0
+    self.psn = 0
+    self.state = "RESET"
+    self._modify("INIT", MASK_INIT, access=QP_ACCESS, pkey=0xFFFF)
+
+  def _modify(self, state: str, mask: int, **fields) -> None:
+    code = getattr(hsi, f"CMDQ_MODIFY_QP_NEW_STATE_{state}")
+    self.dev.rcfw.call("modify_qp", qp_cid=self.qpn, modify_mask=mask, qp_type=hsi.CMDQ_CREATE_QP_TYPE_RC,
+                       network_type_en_sqd_async_notify_new_state=code | hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4,
+                       **fields)
+    self.state = state
+
+  def connect(self, remote_qpn: int, remote_gid: bytes, remote_mac: bytes, rq_psn: int = 0, sq_psn: int = 0) -> None:
+    """INIT -> RTR (the path to the remote QP) -> RTS."""
+    if self.dev.gid_index is None: raise DeviceError(f"{self.name}: connect before set_ip (no source GID)")
+    if len(remote_gid) != 16 or len(remote_mac) != 6: raise DeviceError(f"{self.name}: GID is 16 bytes, MAC 6")
+    self._modify("RTR", MASK_RTR, access=QP_ACCESS, pkey=0xFFFF,
+                 dgid=(ctypes.c_uint32 * 4)(*struct.unpack("<4I", remote_gid)),       # network order, kept as is
+                 sgid_index=self.dev.gid_index, hop_limit=64,
+                 dest_mac=(ctypes.c_uint16 * 3)(*struct.unpack("<3H", remote_mac)),
+                 path_mtu_pingpong_push_enable=PMTU_CODES[self.pmtu], rq_psn=rq_psn, min_rnr_timer=0,
+                 max_dest_rd_atomic=4, dest_qp_id=remote_qpn)
+    self.psn = sq_psn & PSN_MASK
+    self._modify("RTS", MASK_RTS, access=QP_ACCESS, timeout=self.ack_timeout, retry_cnt=self.retry_cnt, rnr_retry=7,
+                 max_rd_atomic=1, sq_psn=self.psn)
+
+  def rdma_write(self, remote_va: int, rkey: int, local_va: int, lkey: int, size: int,
+                 timeout_s: float | None = None) -> None:
+    """Post one signalled RDMA WRITE and wait for its completion; raises CompletionError on an error status."""
+    if self.state != "RTS": raise DeviceError(f"{self.name}: RDMA WRITE refused, the QP is in {self.state}, not RTS")
+    start_slot = self.sq_prod.slot
+    hdr = hsi.struct_sq_rdma_hdr(wqe_type=hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP,
+                                 wqe_size=WRITE_WQE_SLOTS, length=size, remote_va=remote_va, remote_key=rkey)
+    sge = hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size)
+    wqe = bytes(hdr) + bytes(sge)
+    for i in range(WRITE_WQE_SLOTS):
+      self.sq.write(((start_slot + i) % SQ_SLOTS) * SLOT, wqe[i * SLOT:(i + 1) * SLOT])
+    npkts = max(1, -(-size // self.pmtu))
+    entry = (start_slot << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
+            (((self.psn + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | self.psn
+    self.sq.write(self.msn_off + (self.msn % MSN_ENTRIES) * 8, struct.pack("<Q", entry))
+    self.msn += 1
+    self.psn = (self.psn + npkts) & PSN_MASK
+    self.sq_prod.advance(WRITE_WQE_SLOTS)
+    self.dev.ring_db(self.qpn, doorbell.SQ, self.sq_prod.slot, self.sq_prod.epoch)
+    cqe = self.poll_cq(self.dev.timeout_s if timeout_s is None else timeout_s, f"RDMA WRITE of {size} bytes")
+    if cqe.status != hsi.CQ_REQ_STATUS_OK:
+      self.state = "ERR"
+      raise CompletionError(self.name, cqe.status, f"RDMA WRITE of {size} bytes to {remote_va:#x} (rkey {rkey:#x})")
+
+  def poll_cq(self, timeout_s: float, what: str):
+    os = self.dev.os
+    deadline = os.monotonic() + timeout_s
+    spins = 0
+    while True:
+      off = self.cq_cons.slot * CQE_SIZE
+      cqe = hsi.struct_cq_req.from_buffer_copy(self.cq.read(off, CQE_SIZE))
+      if (cqe.cqe_type_toggle & hsi.CQ_REQ_TOGGLE) == 1 - self.cq_cons.epoch:
+        os.memory_barrier()
+        self.cq_cons.advance()
+        self.dev.ring_db(self.cq_id, doorbell.CQ, self.cq_cons.slot, self.cq_cons.epoch)
+        if cqe.qp_handle != self.handle:
+          raise DeviceError(f"{self.name}: CQE for qp_handle {cqe.qp_handle:#x}, expected {self.handle:#x}")
+        return cqe
+      if os.monotonic() > deadline:
+        raise Timeout(f"{self.name}: completion of {what} on CQ {self.cq_id:#x} slot {self.cq_cons.slot}",
+                      f"toggle {1 - self.cq_cons.epoch}", f"toggle {cqe.cqe_type_toggle & 1}", timeout_s)
+      spins += 1
+      os.sleep(0 if spins < 50 else 2e-4)

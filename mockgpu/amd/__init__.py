@@ -1,0 +1,1 @@
+"""Mock AMD GPU: KFD model, PM4/SDMA engines, wave emulator (emu/)."""

@@ -1,0 +1,74 @@
+"""RDNA3 (gfx1100, wave32) wave emulator of the mock AMD GPU.
+
+The PM4 DISPATCH_DIRECT handler (and the AQL kernel-dispatch handler) call `dispatch()` with the values of the
+COMPUTE_* registers:
+
+    from hcq.mockgpu.amd.emu import GPUMemory, ScratchSetup, dispatch
+    mem = GPUMemory()                       # one per device; the KFD model calls mem.add_range(va, size) on map,
+    mem.add_range(va, size)                 #   mem.remove_range(va) on unmap/free (GPU VA == host VA)
+    stats = dispatch(mem, pgm_addr=PGM_LO<<8 | PGM_HI<<40, rsrc1=..., rsrc2=..., rsrc3=...,
+                     user_sgprs=[COMPUTE_USER_DATA_0, ...],     # the first USER_SGPR_COUNT (rsrc2[5:1]) are used
+                     grid=(gx, gy, gz),                          # work-groups per dimension (DISPATCH_DIRECT dims)
+                     block=(lx, ly, lz),                         # COMPUTE_NUM_THREAD_X/Y/Z
+                     lds_bytes=..., scratch=ScratchSetup(base, bytes_per_lane), instruction_budget=...)
+    stats.waves, stats.wave_instructions, stats.seconds
+
+Errors: hcq.errors.GPUFault (kind 'page fault', with .address) for an access outside every mapping;
+InstructionBudgetExceeded (a GPUFault, kind 'instruction budget') when the kernel runs past `instruction_budget`
+wave-instructions; GPUFault kind 'illegal instruction' for an encoding the emulator does not know.
+
+Execution model (see engine.py): each basic block is translated once per code address into a Python function over
+numpy arrays; all waves of a dispatch run together as arrays of shape (waves,) for SGPRs and (waves, 32) for VGPRs,
+grouped by program counter, with EXEC masks for divergence inside a wave and s_barrier handled per work-group.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ....errors import GPUFault
+from .memory import GPUMemory, host_view
+
+__all__ = ["GPUMemory", "ScratchSetup", "DispatchStats", "InstructionBudgetExceeded", "dispatch", "host_view",
+           "DEFAULT_INSTRUCTION_BUDGET"]
+
+DEFAULT_INSTRUCTION_BUDGET = 200_000_000  # wave-instructions per dispatch
+
+
+class InstructionBudgetExceeded(GPUFault):
+  """The dispatch executed more wave-instructions than its budget (a kernel that never ends)."""
+
+  def __init__(self, budget: int, pc: int | None = None):
+    self.budget = budget
+    super().__init__(f"dispatch exceeded its instruction budget of {budget} wave-instructions "
+                     f"(a kernel that never ends?)", address=pc, kind="instruction budget")
+
+
+@dataclass(frozen=True)
+class ScratchSetup:
+  """Private (scratch) memory of a dispatch, per the architected flat scratch of gfx11.
+
+  Lane L of wave W (numbered in dispatch order) owns the `bytes_per_lane` bytes at
+  base + (W * 32 + L) * bytes_per_lane: scratch_* instructions address that lane-private window (offset 0 = its
+  start). base=None lets the emulator hold the scratch itself (host memory private to the dispatch). The PM4 model
+  derives bytes_per_lane from COMPUTE_TMPRING_SIZE.WAVESIZE (units of 256 bytes per wave on gfx11 -> /32 per lane)
+  or the kernel descriptor's private_segment_fixed_size."""
+  base: int | None = None
+  bytes_per_lane: int = 0
+
+
+@dataclass(frozen=True)
+class DispatchStats:
+  waves: int                  # waves launched
+  wave_instructions: int      # instructions executed, counted once per wave that executed them
+  seconds: float              # wall-clock time of the dispatch
+
+
+def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
+             grid: tuple[int, int, int], block: tuple[int, int, int], lds_bytes: int = 0,
+             scratch: ScratchSetup | None = None,
+             instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET) -> DispatchStats:
+  """Run one compute dispatch to completion. See the module docstring for the arguments and errors."""
+  from .engine import run_dispatch
+  return run_dispatch(memory, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3, user_sgprs=list(user_sgprs),
+                      grid=tuple(grid), block=tuple(block), lds_bytes=lds_bytes, scratch=scratch or ScratchSetup(),
+                      instruction_budget=instruction_budget)

@@ -1,0 +1,128 @@
+"""GPU memory as the emulator sees it: the host address space itself, guarded by a list of mapped ranges.
+
+In the mock, GPU virtual address == host virtual address (DESIGN.md §3), so a load from GPU address A reads the host
+byte at A. The emulator reads and writes through numpy arrays that span the whole user address space (built with
+__array_interface__, no copy, no allocation); every access is first checked, vectorised, against the ranges the KFD
+model registered with add_range(), so that an access outside every mapping raises GPUFault instead of crashing the
+host process.
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from ....errors import GPUFault
+
+# The numpy views start at this address (numpy treats a NULL data pointer as "allocate"), so element i of the u32 view
+# is the dword at host address _VIEW_BASE + 4*i. x86-64 user space ends at 2**47.
+_VIEW_BASE = 1 << 12
+_VIEW_END = 1 << 47
+
+
+class _Span:
+  """Provides __array_interface__ for a raw host address range (no ownership)."""
+
+  def __init__(self, address: int, nbytes: int, dtype):
+    dt = np.dtype(dtype)
+    self.__array_interface__ = {"data": (address, False), "shape": (nbytes // dt.itemsize,), "typestr": dt.str,
+                                "version": 3}
+
+
+def host_view(address: int, nbytes: int, dtype=np.uint8) -> np.ndarray:
+  """A writable numpy view of host memory [address, address + nbytes) (no check: callers check first)."""
+  return np.asarray(_Span(address, nbytes, dtype))
+
+
+class GPUMemory:
+  """The set of GPU-visible ranges of one device (GPU VA == host VA).
+
+  The KFD model calls add_range() on map and remove_range() on unmap/free. Overlapping ranges are rejected.
+  u8/u16/u32/u64 are numpy views of the whole address space (index = (address - VIEW_BASE) // itemsize); use them
+  only after check() accepted the addresses.
+  """
+  VIEW_BASE = _VIEW_BASE
+
+  def __init__(self):
+    self._starts: list[int] = []
+    self._ends: list[int] = []
+    self._np_starts = np.zeros(0, np.uint64)
+    self._np_ends = np.zeros(0, np.uint64)
+    span = _VIEW_END - _VIEW_BASE
+    self.u8 = host_view(_VIEW_BASE, span, np.uint8)
+    self.u16 = host_view(_VIEW_BASE, span, np.uint16)
+    self.u32 = host_view(_VIEW_BASE, span, np.uint32)
+    self.u64 = host_view(_VIEW_BASE, span, np.uint64)
+    self._last = (0, 0)  # the range that satisfied the last check (fast path)
+
+  # ---- the mapping list ----
+  def add_range(self, start: int, size: int) -> None:
+    """Make [start, start + size) GPU-accessible. Raises ValueError on an empty or overlapping range."""
+    if size <= 0: raise ValueError(f"GPU memory range at {start:#x}: size {size} must be positive")
+    if start < _VIEW_BASE or start + size > _VIEW_END:
+      raise ValueError(f"GPU memory range {start:#x}+{size:#x} lies outside the user address space")
+    i = bisect.bisect_right(self._starts, start)
+    if (i > 0 and self._ends[i - 1] > start) or (i < len(self._starts) and self._starts[i] < start + size):
+      raise ValueError(f"GPU memory range {start:#x}+{size:#x} overlaps a mapped range")
+    self._starts.insert(i, start)
+    self._ends.insert(i, start + size)
+    self._refresh()
+
+  def remove_range(self, start: int) -> None:
+    """Unmap the range that starts at `start`. Raises KeyError naming the address when there is none."""
+    i = bisect.bisect_left(self._starts, start)
+    if i == len(self._starts) or self._starts[i] != start: raise KeyError(f"no GPU memory range starts at {start:#x}")
+    del self._starts[i], self._ends[i]
+    self._refresh()
+
+  def ranges(self) -> list[tuple[int, int]]:
+    """[(start, size)] in address order."""
+    return [(s, e - s) for s, e in zip(self._starts, self._ends)]
+
+  def _refresh(self) -> None:
+    self._np_starts = np.array(self._starts, np.uint64)
+    self._np_ends = np.array(self._ends, np.uint64)
+    self._last = (0, 0)
+
+  def range_of(self, address: int) -> tuple[int, int] | None:
+    """(start, end) of the range holding `address`, or None."""
+    i = bisect.bisect_right(self._starts, address) - 1
+    if i >= 0 and address < self._ends[i]: return self._starts[i], self._ends[i]
+    return None
+
+  # ---- checks ----
+  def check(self, addresses: np.ndarray, nbytes: int, what: str = "access") -> None:
+    """Raise GPUFault (kind 'page fault') unless every [a, a + nbytes) for a in `addresses` lies inside one mapping.
+
+    `addresses` is an integer array (any shape) of byte addresses. Vectorised: min/max against the last range hit,
+    then a searchsorted over all ranges."""
+    if addresses.size == 0: return
+    lo, hi = int(addresses.min()), int(addresses.max()) + nbytes
+    last_lo, last_hi = self._last
+    if last_lo <= lo and hi <= last_hi: return
+    rng = self.range_of(lo)
+    if rng is not None and hi <= rng[1]:
+      self._last = rng
+      return
+    self._check_each(addresses.reshape(-1), nbytes, what)
+
+  def check_scalar(self, address: int, nbytes: int, what: str = "access") -> None:
+    last_lo, last_hi = self._last
+    if last_lo <= address and address + nbytes <= last_hi: return
+    rng = self.range_of(address)
+    if rng is None or address + nbytes > rng[1]:
+      raise GPUFault(f"{what} of {nbytes} bytes outside every mapped range", address=address, kind="page fault")
+    self._last = rng
+
+  def _check_each(self, addresses: np.ndarray, nbytes: int, what: str) -> None:
+    a = addresses.astype(np.uint64)
+    if len(self._starts) == 0:
+      raise GPUFault(f"{what} with no memory mapped", address=int(a[0]), kind="page fault")
+    i = np.searchsorted(self._np_starts, a, side="right").astype(np.int64) - 1
+    ok = i >= 0
+    ic = np.where(ok, i, 0)
+    ok &= (a + np.uint64(nbytes)) <= self._np_ends[ic]
+    ok &= a >= self._np_starts[ic]
+    if not ok.all():
+      bad = int(a[np.argmin(ok)])
+      raise GPUFault(f"{what} of {nbytes} bytes outside every mapped range", address=bad, kind="page fault")

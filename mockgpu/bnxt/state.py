@@ -1,0 +1,139 @@
+"""Object tables of the mock Thor2 firmware: rings, CQs, QPs, MRs, GIDs; and page-table walking."""
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+PAGE = 4096
+PTE_VALID, PTE_LAST, PTE_NEXT_TO_LAST = 0x1, 0x2, 0x4   # reference bnxt_roce.md §1.8 (kernel PTU_PTE_*)
+PSN_MASK = 0xFFFFFF
+
+
+class ModelError(Exception):
+  """A driver bug the model detected while executing a command: becomes an error status plus an entry in nic.errors."""
+
+
+def walk_pbl(dma_read, base: int, level: int, npages: int, what: str, queue: bool = False) -> list[int]:
+  """The physical pages a (base, level) page table describes; checks VALID bits and, for queues, LAST/NEXT_TO_LAST."""
+  if level == 0:
+    if npages > 1: raise ModelError(f"{what}: level 0 describes one page, {npages} needed")
+    if base % PAGE: raise ModelError(f"{what}: level 0 base {base:#x} is not page-aligned")
+    return [base]
+  if level == 1:
+    ptes = struct.unpack(f"<{npages}Q", dma_read(base, 8 * npages))
+  elif level == 2:
+    nleaf = (npages + 511) // 512
+    pdes = struct.unpack(f"<{nleaf}Q", dma_read(base, 8 * nleaf))
+    ptes = []
+    for i, pde in enumerate(pdes):
+      if not pde & PTE_VALID: raise ModelError(f"{what}: PDE {i} ({pde:#x}) lacks the VALID bit")
+      cnt = min(512, npages - 512 * i)
+      ptes += struct.unpack(f"<{cnt}Q", dma_read(pde & ~0xFFF, 8 * cnt))
+  else:
+    raise ModelError(f"{what}: page table level {level} is not 0, 1 or 2")
+  for i, pte in enumerate(ptes):
+    if not pte & PTE_VALID: raise ModelError(f"{what}: PTE {i} ({pte:#x}) lacks the VALID bit")
+  if queue and npages > 1:
+    if not ptes[-1] & PTE_LAST: raise ModelError(f"{what}: the last queue PTE lacks the LAST bit")
+    if npages > 1 and not ptes[-2] & PTE_NEXT_TO_LAST: raise ModelError(f"{what}: queue PTE {npages - 2} lacks NEXT_TO_LAST")
+  return [p & ~0xFFF for p in ptes]
+
+
+class PagedMemory:
+  """Bytes spread over physical pages, read and written through the DMA functions."""
+
+  def __init__(self, nic, pages: list[int], size: int):
+    self.nic, self.pages, self.size = nic, pages, size
+
+  def _pa(self, off: int) -> int: return self.pages[off // PAGE] + off % PAGE
+
+  def read(self, off: int, n: int) -> bytes:
+    out = b""
+    while n > 0:
+      chunk = min(n, PAGE - off % PAGE)
+      out += self.nic.dma_read(self._pa(off), chunk)
+      off, n = off + chunk, n - chunk
+    return out
+
+  def write(self, off: int, data: bytes) -> None:
+    pos = 0
+    while pos < len(data):
+      chunk = min(len(data) - pos, PAGE - (off + pos) % PAGE)
+      self.nic.dma_write(self._pa(off + pos), data[pos:pos + chunk])
+      pos += chunk
+
+
+@dataclasses.dataclass
+class Ring:
+  id: int
+  type: int
+  depth: int
+  mem: PagedMemory
+  nq_id: int = 0xFFFF
+  prod: int = 0          # entries the model has posted (absolute)
+  cons: int = 0          # entries the driver has handed back (absolute, from NQ_ARM)
+
+
+@dataclasses.dataclass
+class CQ:
+  id: int
+  handle: int
+  depth: int
+  mem: PagedMemory
+  cnq: int
+  prod: int = 0
+  cons: int = 0
+
+
+@dataclasses.dataclass
+class MR:
+  key: int
+  va: int
+  size: int
+  access: int
+  mem: PagedMemory
+
+
+@dataclasses.dataclass
+class Outstanding:
+  first_psn: int
+  last_psn: int
+  end_slot: int           # absolute SQ slot just past the WQE
+  signalled: bool
+  frames: list            # (psn, frame bytes) for retransmission
+  start_slot: int = 0     # absolute SQ slot of the WQE
+
+
+@dataclasses.dataclass
+class QP:
+  qpn: int
+  handle: int
+  scq: CQ
+  rcq: CQ
+  sq: PagedMemory
+  sq_depth: int           # slots (variable mode) or WQEs (static mode)
+  variable: bool
+  msn_off: int            # byte offset of the MSN table in the SQ memory
+  msn_entries: int
+  state: str = "RESET"
+  access: int = 0
+  pkey: int = 0xFFFF
+  dgid: bytes = bytes(16)
+  sgid_index: int = 0
+  dest_mac: bytes = bytes(6)
+  pmtu: int = 1024
+  dest_qpn: int = 0
+  timeout: int = 0
+  retry_cnt: int = 0
+  sq_psn: int = 0         # next PSN to send
+  epsn: int = 0           # responder: expected PSN
+  resp_msn: int = 0       # responder: completed messages
+  sq_prod: int = 0        # absolute, from the doorbell
+  sq_cons: int = 0        # absolute slot of the next WQE to process
+  wqe_count: int = 0      # requester MSN counter (MSN table index)
+  outstanding: list = dataclasses.field(default_factory=list)
+  retries: int = 0
+  last_tx: float = 0.0
+  nak_sent: bool = False
+  # responder's message in progress: (mr, next va, bytes left)
+  rx_msg: tuple | None = None

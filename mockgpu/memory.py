@@ -1,0 +1,151 @@
+"""Host memory of a MockOS: anonymous mappings (real host memory, so GPU VA == host VA) and fake physical addresses.
+
+phys_addrs() hands out physical page addresses that a device model translates back to host addresses for DMA.
+They are deliberately not contiguous (every page is followed by a hole) so that a driver which assumes contiguity
+across pages is caught; they start at 0x1_0000_0000, above any address a driver could mistake for a VA.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import threading
+
+from ..drivers.system import libc
+from ..errors import DeviceError, OSCallError
+
+PAGE = libc.PAGE_SIZE
+PHYS_BASE = 0x1_0000_0000
+
+
+class HostMemory:
+  """The mappings a MockOS made or was told about, and the physical-address table for DMA."""
+
+  def __init__(self):
+    self._lock = threading.RLock()
+    self._starts: list[int] = []        # sorted starts of known ranges
+    self._ranges: dict[int, tuple[int, str]] = {}   # start -> (size, what)
+    self._owned: set[int] = set()       # ranges this object mmapped (and munmaps on close)
+    self._page_phys: dict[int, int] = {}
+    self._phys_page: dict[int, int] = {}
+    self._next_phys = PHYS_BASE
+
+  # ---- ranges
+  def _add(self, start: int, size: int, what: str) -> None:
+    with self._lock:
+      i = bisect.bisect_right(self._starts, start)
+      if i and self._starts[i - 1] + self._ranges[self._starts[i - 1]][0] > start or \
+         i < len(self._starts) and self._starts[i] < start + size:
+        raise DeviceError(f"mock memory: {what} at {start:#x}+{size:#x} overlaps a known mapping")
+      self._starts.insert(i, start)
+      self._ranges[start] = (size, what)
+
+  def _remove(self, start: int) -> tuple[int, str]:
+    with self._lock:
+      if start not in self._ranges: raise DeviceError(f"mock memory: no mapping starts at {start:#x}")
+      self._starts.remove(start)
+      self._owned.discard(start)
+      for page in range(start & ~(PAGE - 1), start + self._ranges[start][0], PAGE):
+        phys = self._page_phys.pop(page, None)
+        if phys is not None: del self._phys_page[phys]
+      return self._ranges.pop(start)
+
+  def find(self, addr: int) -> tuple[int, int, str] | None:
+    """(start, size, what) of the known mapping holding addr."""
+    with self._lock:
+      i = bisect.bisect_right(self._starts, addr) - 1
+      if i < 0: return None
+      start = self._starts[i]
+      size, what = self._ranges[start]
+      return (start, size, what) if addr < start + size else None
+
+  def register(self, start: int, size: int, what: str) -> None:
+    """Record memory mapped by someone else (a device model's VRAM) so that phys_addrs() works on it."""
+    self._add(start, size, what)
+
+  def unregister(self, start: int) -> None: self._remove(start)
+
+  # ---- anonymous memory
+  def alloc(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
+            reserve_only: bool = False, what: str = "anonymous memory") -> int:
+    if size <= 0: raise OSCallError("mmap", what, 22, f"size {size} must be positive")
+    size = (size + PAGE - 1) & ~(PAGE - 1)
+    if reserve_only: prot = libc.PROT_NONE
+    elif prot is None: prot = libc.PROT_READ | libc.PROT_WRITE
+    flags = libc.MAP_ANONYMOUS | (libc.MAP_SHARED if shared else libc.MAP_PRIVATE)
+    if reserve_only: flags |= libc.MAP_NORESERVE
+    if addr is not None: flags |= libc.MAP_FIXED_NOREPLACE
+    va = libc.mmap(addr, size, prot, flags, what=what)
+    try: self._add(va, size, what + (" (reserved)" if reserve_only else ""))
+    except DeviceError:
+      libc.munmap(va, size)
+      raise
+    self._owned.add(va)
+    return va
+
+  def replace(self, addr: int, size: int, what: str, prot: int | None = None) -> int:
+    """Map fresh read/write memory over [addr, addr+size) (MAP_FIXED), e.g. over a PROT_NONE reservation; the range
+    must lie inside one known mapping."""
+    found = self.find(addr)
+    if found is None or addr + size > found[0] + found[1]:
+      raise DeviceError(f"mock memory: {what} at {addr:#x}+{size:#x} is not inside a reserved mapping")
+    prot = libc.PROT_READ | libc.PROT_WRITE if prot is None else prot
+    libc.mmap(addr, size, prot, libc.MAP_ANONYMOUS | libc.MAP_SHARED | libc.MAP_FIXED, what=what)
+    if found[0] == addr and found[1] == size:
+      with self._lock: self._ranges[addr] = (size, what)
+    return addr
+
+  def free(self, addr: int, size: int) -> None:
+    found = self.find(addr)
+    if found is None or found[0] != addr:
+      raise OSCallError("munmap", f"{addr:#x}+{size:#x}", 22, "not a mapping made through this MockOS")
+    libc.munmap(addr, max(size, found[1]))
+    self._remove(addr)
+
+  def close(self) -> None:
+    with self._lock:
+      for start in list(self._owned):
+        size = self._ranges[start][0]
+        self._remove(start)
+        libc.munmap(start, size)
+
+  # ---- physical addresses
+  def phys_addrs(self, addr: int, size: int) -> list[int]:
+    """Fake physical address of each page of [addr, addr+size), stable for the life of the mapping."""
+    start, end = addr & ~(PAGE - 1), (addr + size + PAGE - 1) & ~(PAGE - 1)
+    out = []
+    with self._lock:
+      for page in range(start, end, PAGE):
+        found = self.find(page)
+        if found is None or "(reserved)" in found[2]:
+          raise DeviceError(f"mock /proc/self/pagemap: page {page:#x} has no physical address (not mapped memory)")
+        phys = self._page_phys.get(page)
+        if phys is None:
+          phys = self._next_phys
+          self._next_phys += 2 * PAGE     # a hole after every page: physical memory is not contiguous
+          self._page_phys[page], self._phys_page[phys] = phys, page
+        out.append(phys)
+    return out
+
+  def phys_to_host(self, phys: int, size: int = 1) -> int:
+    """Host address of a physical address handed out by phys_addrs (the access must stay inside one page)."""
+    page = self._phys_page.get(phys & ~(PAGE - 1))
+    if page is None or (phys & (PAGE - 1)) + size > PAGE:
+      from ..errors import GPUFault
+      raise GPUFault(f"DMA of {size} bytes to a physical address no pagemap lookup handed out", address=phys,
+                     kind="DMA fault")
+    return page + (phys & (PAGE - 1))
+
+  def dma_read(self, phys: int, size: int) -> bytes:
+    out = bytearray()
+    while size > 0:
+      n = min(size, PAGE - (phys & (PAGE - 1)))
+      out += ctypes.string_at(self.phys_to_host(phys, n), n)
+      phys, size = phys + n, size - n
+    return bytes(out)
+
+  def dma_write(self, phys: int, data: bytes) -> None:
+    data, pos = bytes(data), 0
+    while pos < len(data):
+      n = min(len(data) - pos, PAGE - (phys & (PAGE - 1)))
+      ctypes.memmove(self.phys_to_host(phys, n), data[pos:pos + n], n)
+      phys, pos = phys + n, pos + n

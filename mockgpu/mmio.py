@@ -1,0 +1,106 @@
+"""MMIO views of the mock: register windows whose accesses call a device model, doorbell pages, and windows over
+plain host memory (a VRAM BAR). All implement drivers.system.interface.MMIOView."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import threading
+from typing import Callable
+
+from ..drivers.system.interface import MMIOView
+from ..errors import OSCallError
+
+
+class RegisterMMIO(MMIOView):
+  """A register window: 32-bit registers held in a dict, with per-register hooks.
+
+  read_hook(offset) -> int | None overrides the stored value (None: use it); write_hook(offset, value) runs after
+  the value is stored. 64-bit accesses are two 32-bit ones, low dword first."""
+
+  def __init__(self, name: str, size: int, read_hook: Callable[[int], int | None] | None = None,
+               write_hook: Callable[[int, int], None] | None = None):
+    self.name, self.size = name, size
+    self.regs: dict[int, int] = {}
+    self.read_hook, self.write_hook = read_hook, write_hook
+    self.lock = threading.RLock()
+
+  def read32(self, offset: int) -> int:
+    self._check(offset, 4)
+    with self.lock:
+      value = self.read_hook(offset) if self.read_hook is not None else None
+      return self.regs.get(offset, 0) if value is None else value & 0xFFFFFFFF
+
+  def write32(self, offset: int, value: int) -> None:
+    self._check(offset, 4)
+    with self.lock:
+      self.regs[offset] = value & 0xFFFFFFFF
+      if self.write_hook is not None: self.write_hook(offset, value & 0xFFFFFFFF)
+
+  def mmap_address(self, addr=None) -> int:
+    raise OSCallError("mmap", self.name, errno.ENODEV, "a mock register window cannot be mapped as memory: use "
+                      "os.map_mmio(), whose writes reach the device model")
+
+
+class DoorbellMMIO(MMIOView):
+  """A doorbell page: a 64-bit store (or a 32-bit one) at a doorbell's offset calls ring(offset, value) with the
+  whole value; reads return the last value written."""
+
+  def __init__(self, name: str, size: int, ring: Callable[[int, int], None]):
+    self.name, self.size, self.ring = name, size, ring
+    self.values: dict[int, int] = {}
+
+  def read32(self, offset: int) -> int:
+    self._check(offset, 4)
+    base = offset & ~7
+    return (self.values.get(base, 0) >> (8 * (offset - base))) & 0xFFFFFFFF
+
+  def read64(self, offset: int) -> int:
+    self._check(offset, 8)
+    return self.values.get(offset, 0)
+
+  def write32(self, offset: int, value: int) -> None:
+    self._check(offset, 4)
+    base = offset & ~7
+    old = self.values.get(base, 0)
+    shift = 8 * (offset - base)
+    self.values[base] = (old & ~(0xFFFFFFFF << shift)) | ((value & 0xFFFFFFFF) << shift)
+    self.ring(offset, value & 0xFFFFFFFF)
+
+  def write64(self, offset: int, value: int) -> None:
+    self._check(offset, 8)
+    self.values[offset] = value & 0xFFFFFFFFFFFFFFFF
+    self.ring(offset, value & 0xFFFFFFFFFFFFFFFF)
+
+  def mmap_address(self, addr=None) -> int:
+    raise OSCallError("mmap", self.name, errno.ENODEV, "mock doorbells are not memory: map them with os.map_mmio() "
+                      "so that a doorbell write reaches the device model")
+
+
+class MemoryMMIO(MMIOView):
+  """A window over plain host memory at `addr` (a VRAM BAR backed by host memory): accesses are loads and stores,
+  no model is called."""
+
+  def __init__(self, name: str, addr: int, size: int):
+    self.name, self.addr, self.size = name, addr, size
+    self._u32 = (ctypes.c_uint32 * (size // 4)).from_address(addr)
+
+  def read32(self, offset: int) -> int:
+    self._check(offset, 4)
+    return self._u32[offset >> 2]
+
+  def write32(self, offset: int, value: int) -> None:
+    self._check(offset, 4)
+    self._u32[offset >> 2] = value & 0xFFFFFFFF
+
+  def read64(self, offset: int) -> int:
+    self._check(offset, 8)
+    return ctypes.c_uint64.from_address(self.addr + offset).value
+
+  def write64(self, offset: int, value: int) -> None:
+    self._check(offset, 8)
+    ctypes.c_uint64.from_address(self.addr + offset).value = value & 0xFFFFFFFFFFFFFFFF
+
+  def mmap_address(self, addr=None) -> int:
+    if addr is not None and addr != self.addr:
+      raise OSCallError("mmap", self.name, errno.EINVAL, f"mock memory window lives at {self.addr:#x}, not {addr:#x}")
+    return self.addr

@@ -1,0 +1,287 @@
+"""MockOS: the OS interface (drivers/system/interface.py) implemented in memory, hosting device models.
+
+What a driver sees is what LinuxOS gives it: device nodes under /dev whose ioctl/mmap reach a device model, sysfs
+and procfs files, anonymous memory at fixed addresses (real host memory: GPU VA == host VA, so an emulator reads
+and writes the driver's buffers directly), fake physical addresses for DMA, MMIO views whose writes call the model
+(doorbells, BAR registers), flock-style device locks and eventfds, all in memory.
+
+Device models (mock GPUs, a mock NIC) attach themselves with add_device(model): model.attach(os) creates their
+nodes and files. A model that runs command queues registers an engine (register_engine) with a poll() -> bool
+method; in the default synchronous mode the MockOS polls engines whenever the driver gives it a chance (a doorbell
+write, sleep(), memory_barrier(), monotonic() while a queue is blocked), so a wait on memory the host writes later
+completes without threads. With config.mock_threaded the models run their own threads instead.
+
+Differences from Linux a driver can rely on: /dev/kfd doorbell pages (and every register BAR) must be mapped with
+map_mmio(), not file.mmap(): plain memory cannot call the model.
+"""
+from __future__ import annotations
+
+import errno
+import os as _os
+import threading
+import time
+
+from ..drivers.system import libc
+from ..drivers.system.locks import lock_path
+from ..errors import DeviceError, OSCallError
+from .files import DataFileHandle, EventFD
+from .memory import HostMemory
+from .pci import PCIFunction
+from .vfs import DataFile, DeviceNode, Dir, Symlink, VFS
+
+PCI_MEM_WINDOW = 0x80_0000_0000   # fake bus addresses given to 64-bit BARs
+PCI_MEM32_WINDOW = 0xC000_0000    # and to 32-bit ones (below 4 GiB)
+
+
+class MockLock:
+  """A device lock held in memory (flock semantics: one holder per lock file until release)."""
+
+  def __init__(self, os, path: str):
+    self.os, self.path = os, path
+
+  def release(self) -> None:
+    with self.os._lock:
+      if self.os._held_locks.get(self.path) is self: del self.os._held_locks[self.path]
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.release()
+
+
+class MockOS:
+  """The OS interface in memory. `config` is an hcq Config (its sysfs/proc/dev roots are replaced by the mock's
+  canonical /sys, /proc and /dev; its mock_* fields drive the models)."""
+
+  def __init__(self, config=None):
+    from ..config import Config
+    config = config if config is not None else Config()
+    self.config = config.replace(sysfs_root="/sys", proc_root="/proc", dev_root="/dev")
+    self.vfs = VFS()
+    self.memory = HostMemory()
+    self.devices: list = []
+    self.pci_functions: dict[str, PCIFunction] = {}
+    self._engines: list = []
+    self._held_locks: dict[str, MockLock] = {}
+    self._usb: dict[tuple[int, int], list] = {}
+    self._lock = threading.RLock()
+    self._ticking = threading.local()
+    self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
+    self.closed = False
+    for d in ("/dev", "/sys/bus/pci/devices", "/sys/bus/pci/drivers", "/sys/devices", "/sys/class", "/proc/self"):
+      self.vfs.mkdir(d)
+    self.vfs.add_file("/proc/sys/vm/compact_unevictable_allowed", "1\n", write=lambda data: None)
+    self.vfs.add_file("/proc/self/status", read=lambda: f"Name:\tpython\nPid:\t{_os.getpid()}\n")
+
+  # ---- errors: the VFS names the lookup; re-raise naming the call the driver made
+  def _node(self, call: str, path: str, follow: bool = True):
+    try: return self.vfs.lookup(path, follow)
+    except OSCallError as e: raise OSCallError(call, path, e.errno) from None
+
+  # ---- files and device nodes
+  def open(self, path: str, flags: int = _os.O_RDWR, mode: int = 0o666):
+    node = self._node("open", path)
+    if isinstance(node, DeviceNode): return node.opener(path, flags)
+    if isinstance(node, DataFile): return node.opener(path, flags) if node.opener else DataFileHandle(path, node, flags)
+    raise OSCallError("open", path, errno.EISDIR)
+
+  def exists(self, path: str) -> bool: return self.vfs.exists(path)
+
+  # ---- sysfs and procfs
+  @staticmethod
+  def _sys(path: str) -> str: return "/sys/" + path.lstrip("/")
+
+  @staticmethod
+  def _proc(path: str) -> str: return "/proc/" + path.lstrip("/")
+
+  def _read(self, path: str, size: int = -1, offset: int = 0) -> bytes:
+    node = self._node("read", path)
+    if isinstance(node, Dir): raise OSCallError("read", path, errno.EISDIR)
+    if not isinstance(node, DataFile): raise OSCallError("read", path, errno.EINVAL, "not a regular file")
+    if node.read_at is not None: return node.read_at(size if size >= 0 else 1 << 20, offset)
+    data = node.content()[offset:]
+    return data if size < 0 else data[:size]
+
+  def _list(self, path: str) -> list[str]:
+    try: return self.vfs.listdir(path)
+    except OSCallError as e: raise OSCallError("listdir", path, e.errno) from None
+
+  def _readlink(self, path: str) -> str:
+    try: return self.vfs.readlink(path)
+    except OSCallError as e: raise OSCallError("readlink", path, e.errno) from None
+
+  def sysfs_list(self, path: str) -> list[str]: return self._list(self._sys(path))
+  def sysfs_read(self, path: str) -> str: return self._read(self._sys(path)).decode(errors="replace")
+  def sysfs_read_bytes(self, path: str, size: int = -1, offset: int = 0) -> bytes: return self._read(self._sys(path), size, offset)
+
+  def sysfs_write(self, path: str, data) -> None:
+    full = self._sys(path)
+    node = self._node("write", full)
+    if not isinstance(node, DataFile): raise OSCallError("write", full, errno.EISDIR if isinstance(node, Dir) else errno.EINVAL)
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if node.write_at is not None: node.write_at(raw, 0)
+    else: node.write(full, raw)
+
+  def sysfs_exists(self, path: str) -> bool: return self.vfs.exists(self._sys(path), follow=False)
+  def sysfs_readlink(self, path: str) -> str: return self._readlink(self._sys(path))
+  def proc_list(self, path: str = "") -> list[str]: return self._list(self._proc(path))
+  def proc_read(self, path: str) -> str: return self._read(self._proc(path)).decode(errors="replace")
+  def proc_readlink(self, path: str) -> str: return self._readlink(self._proc(path))
+
+  # ---- memory
+  def alloc_anon(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
+                 reserve_only: bool = False) -> int:
+    return self.memory.alloc(size, addr, prot, shared, reserve_only)
+
+  def free_anon(self, addr: int, size: int) -> None:
+    for dev in self.devices:
+      if hasattr(dev, "host_memory_freed"): dev.host_memory_freed(addr, size)
+    self.memory.free(addr, size)
+
+  def phys_addrs(self, addr: int, size: int) -> list[int]: return self.memory.phys_addrs(addr, size)
+
+  def memview(self, addr: int, size: int) -> memoryview: return libc.view(addr, size)
+
+  def memory_barrier(self) -> None:
+    libc.memory_barrier()
+    self.tick()
+
+  # ---- MMIO
+  def map_mmio(self, path: str, size: int, offset: int = 0, name: str = ""):
+    node = self._node("mmap", path)
+    mmio = getattr(node, "mmio", None)
+    if mmio is None: raise OSCallError("mmap", path, errno.ENODEV, "no register window behind this file")
+    return mmio(size, offset, name or path)
+
+  # ---- locks and events
+  def lock_device(self, kind: str, pcibus: str) -> MockLock:
+    try: path = lock_path(self.config.lock_dir, kind, pcibus)
+    except ValueError as e: raise DeviceError(str(e)) from None
+    with self._lock:
+      if path in self._held_locks:
+        raise DeviceError(f"device {pcibus} is in use: another process holds {path} (see `hcq-smi pids`)")
+      lock = self._held_locks[path] = MockLock(self, path)
+      return lock
+
+  def held_locks(self) -> list[str]:
+    with self._lock: return sorted(self._held_locks)
+
+  def eventfd(self, initval: int = 0) -> EventFD: return EventFD(initval, timeout_s=self.config.timeout_s)
+
+  # ---- USB
+  def add_usb_device(self, vendor_id: int, product_id: int, opener) -> None:
+    """opener() -> USBTransport for a mock USB device (a bridge model)."""
+    self._usb.setdefault((vendor_id, product_id), []).append(opener)
+
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0):
+    found = self._usb.get((vendor_id, product_id), [])
+    if index >= len(found):
+      raise DeviceError(f"mock USB: no device {vendor_id:04x}:{product_id:04x} #{index} ({len(found)} present)")
+    return found[index]()
+
+  # ---- time
+  def monotonic(self) -> float:
+    if self._engines and not self.config.mock_threaded and any(e.blocked for e in self._engines): self.tick()
+    return time.monotonic()
+
+  def sleep(self, seconds: float) -> None:
+    self.tick()
+    time.sleep(seconds)
+
+  # ---- device models
+  def add_device(self, model):
+    """Attach a device model: model.attach(self) builds its device nodes and sysfs files."""
+    model.attach(self)
+    self.devices.append(model)
+    return model
+
+  def register_engine(self, engine) -> None:
+    """An engine has poll() -> bool (made progress) and a `blocked` property (waiting on memory)."""
+    self._engines.append(engine)
+
+  def unregister_engine(self, engine) -> None:
+    if engine in self._engines: self._engines.remove(engine)
+
+  def tick(self, max_rounds: int = 1000) -> None:
+    """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
+    if self.config.mock_threaded or getattr(self._ticking, "active", False): return
+    self._ticking.active = True
+    try:
+      for _ in range(max_rounds):
+        if not any([e.poll() for e in list(self._engines)]): break
+    finally: self._ticking.active = False
+
+  def add_pci_driver(self, name: str) -> None:
+    """/sys/bus/pci/drivers/<name>/{bind,unbind}."""
+    base = f"/sys/bus/pci/drivers/{name}"
+    if self.vfs.exists(base): return
+    self.vfs.mkdir(base)
+    self.vfs.add_file(base + "/bind", write=lambda data: self._bind(name, data.decode(errors="replace").strip()), mode=0o200)
+    self.vfs.add_file(base + "/unbind", write=lambda data: self._unbind(name, data.decode(errors="replace").strip()), mode=0o200)
+
+  def _bind(self, driver: str, addr: str) -> None:
+    fn = self.pci_functions.get(addr)
+    if fn is None: raise OSCallError("write", f"/sys/bus/pci/drivers/{driver}/bind", errno.ENODEV, addr)
+    if fn.driver is not None: raise OSCallError("write", f"/sys/bus/pci/drivers/{driver}/bind", errno.EBUSY, addr)
+    fn.driver = driver
+    self._link_driver(fn)
+    fn.on_bind(driver)
+
+  def _unbind(self, driver: str, addr: str) -> None:
+    fn = self.pci_functions.get(addr)
+    if fn is None or fn.driver != driver:
+      raise OSCallError("write", f"/sys/bus/pci/drivers/{driver}/unbind", errno.ENODEV, addr)
+    fn.driver = None
+    self.vfs.remove(f"{fn.sysfs_dir}/driver")
+    self.vfs.remove(f"/sys/bus/pci/drivers/{driver}/{addr}")
+    fn.on_unbind(driver)
+
+  def _link_driver(self, fn: PCIFunction) -> None:
+    self.add_pci_driver(fn.driver)
+    self.vfs.add_symlink(f"{fn.sysfs_dir}/driver", f"../../../bus/pci/drivers/{fn.driver}", replace=True)
+    self.vfs.add_symlink(f"/sys/bus/pci/drivers/{fn.driver}/{fn.addr}", f"../../../../devices/pci{fn.domain_bus}/{fn.addr}",
+                         replace=True)
+
+  def allocate_bus_address(self, size: int, is_64: bool = True) -> int:
+    with self._lock:
+      addr = (self._next_bus_address[is_64] + size - 1) & ~(size - 1)
+      if not is_64 and addr + size > 1 << 32: raise DeviceError(f"mock PCI: no room below 4 GiB for a {size:#x}-byte BAR")
+      self._next_bus_address[is_64] = addr + size
+      return addr
+
+  def add_pci_function(self, fn: PCIFunction) -> PCIFunction:
+    """Publish a PCI function in sysfs (and bind it to fn.driver when set)."""
+    if fn.addr in self.pci_functions: raise DeviceError(f"mock PCI: {fn.addr} already exists")
+    fn.os = self
+    fn.assign_bus_addresses(self.allocate_bus_address)
+    self.vfs.mkdir(fn.sysfs_dir)
+    for name, kw in fn.sysfs_files().items(): self.vfs.add_file(f"{fn.sysfs_dir}/{name}", **kw)
+
+    def remove(data: bytes):
+      if data.decode(errors="replace").strip() == "1": self.remove_pci_function(fn.addr)
+    self.vfs.add_file(f"{fn.sysfs_dir}/remove", write=remove, mode=0o200)
+    self.vfs.add_symlink(f"/sys/bus/pci/devices/{fn.addr}", f"../../../devices/pci{fn.domain_bus}/{fn.addr}")
+    self.pci_functions[fn.addr] = fn
+    if fn.driver: self._link_driver(fn)
+    return fn
+
+  def remove_pci_function(self, addr: str) -> None:
+    fn = self.pci_functions.pop(addr)
+    if fn.driver:
+      self.vfs.remove(f"/sys/bus/pci/drivers/{fn.driver}/{addr}")
+      fn.on_unbind(fn.driver)
+    self.vfs.remove(f"/sys/bus/pci/devices/{addr}")
+    self.vfs.remove(fn.sysfs_dir)
+
+  def close(self) -> None:
+    if self.closed: return
+    self.closed = True
+    for dev in reversed(self.devices):
+      if hasattr(dev, "close"): dev.close()
+    self._engines.clear()
+    self.memory.close()
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+  def __repr__(self): return f"MockOS({len(self.devices)} devices, {len(self.pci_functions)} PCI functions)"
+
+
+__all__ = ["MockOS", "MockLock", "Symlink"]

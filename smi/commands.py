@@ -1,0 +1,195 @@
+"""hcq-smi's driver hand-over commands: rmmod, insmod, reset, pids, kill_pids.
+
+Commands run by subprocess get argument lists, never a shell: modprobe, sudo, nvidia-smi. Processes are signalled
+with os.kill. Everything else (sysfs, procfs, lock files) goes through the OS interface object `host` (LinuxOS).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+
+from ..drivers.system.pci import PCIDevice
+from ..errors import DeviceError, OSCallError
+from .backends import Backend
+from .holders import find_holders, process_name
+from .lockfiles import discover
+
+KILL_ROUNDS, KILL_PAUSE_S = 128, 0.2
+EXIT_OK, EXIT_FAIL, EXIT_NOT_FOUND = 0, 1, 127
+
+
+class Context:
+  """What every command gets: the backend, the OS object, the report, and whether sudo may be used."""
+
+  def __init__(self, backend: Backend, host, report, sudoless: bool = False):
+    self.backend, self.host, self.report = backend, host, report
+    self.use_sudo = not sudoless and os.geteuid() != 0
+
+  def run(self, argv: list[str], root: bool = False, stdin: bytes | None = None) -> int:
+    """Run argv (through sudo when root is needed and we are not root, unless --sudoless); its exit code."""
+    if root and self.use_sudo: argv = ["sudo", *argv]
+    self.report.say(f"running: {' '.join(argv)}")
+    # the tool's own output goes to stderr under --json, so that stdout stays one JSON document
+    out = subprocess.DEVNULL if stdin is not None else (2 if self.report.as_json else None)
+    try: return subprocess.run(argv, input=stdin, stdout=out, check=False).returncode
+    except FileNotFoundError:
+      self.report.error(f"{argv[0]}: command not found")
+      return EXIT_NOT_FOUND
+
+  def locks(self, prefix: str = ""):
+    return discover(self.host, self.backend.lock_kind, prefix, warn=self.report.warn)
+
+
+# ---- kernel modules
+
+def loaded_modules(ctx: Context) -> list[str]:
+  """The backend's modules that are loaded: <sysfs>/module/<name> exists."""
+  return [m for m in ctx.backend.modules if ctx.host.sysfs_exists(f"module/{m}")]
+
+
+def _rmmod(ctx: Context, expect: bool) -> dict:
+  loaded = loaded_modules(ctx)
+  doc = {"command": "rmmod", "backend": ctx.backend.name, "loaded": loaded, "expect": expect}
+  if expect or not loaded:
+    ctx.report.say(f"Kernel modules are loaded: {loaded}" if loaded else "Kernel modules are not loaded")
+    doc["exit"] = EXIT_FAIL if loaded else EXIT_OK
+    return doc
+  ctx.report.say(f"Removing kernel modules: {' '.join(loaded)}")
+  argv = ["modprobe", "-r", *loaded]
+  rc = ctx.run(argv, root=True)
+  doc.update(argv=(["sudo"] if ctx.use_sudo else []) + argv, removed=loaded if rc == 0 else [], exit=rc)
+  if rc: ctx.report.error(f"modprobe -r {' '.join(loaded)} failed (exit {rc}): the modules may be in use "
+                          f"(see `hcq-smi {ctx.backend.name} pids` and `lsmod`)")
+  return doc
+
+
+def rmmod(ctx: Context, expect: bool = False) -> int:
+  doc = _rmmod(ctx, expect)
+  ctx.report.document(doc)
+  return doc["exit"]
+
+
+# ---- reset
+
+def reset_devices(ctx: Context, prefix: str = "") -> tuple[list[str], list[str]]:
+  """Function-level reset (sysfs `reset`) of every locked device matching prefix: (reset, failed) addresses."""
+  done, failed = [], []
+  for lf in ctx.locks(prefix):
+    dev = PCIDevice(ctx.host, lf.bus)
+    try:
+      dev.reset()
+      done.append(lf.bus)
+    except OSCallError as e:
+      if e.errno in (errno.EACCES, errno.EPERM) and ctx.use_sudo:
+        # lf.bus is a validated PCI address: the path holds no shell or path syntax; tee gets an argument list
+        path = f"{ctx.host.config.sysfs_root}/bus/pci/devices/{lf.bus}/reset"
+        if ctx.run(["tee", path], root=True, stdin=b"1") == 0:
+          done.append(lf.bus)
+          continue
+      ctx.report.error(f"reset of {lf.bus} failed: {e}")
+      failed.append(lf.bus)
+    except DeviceError as e:
+      ctx.report.error(f"reset of {lf.bus} failed: {e}")
+      failed.append(lf.bus)
+    else: ctx.report.say(f"reset {lf.bus}")
+  return done, failed
+
+
+def reset(ctx: Context, prefix: str = "") -> int:
+  done, failed = reset_devices(ctx, prefix)
+  if not done and not failed: ctx.report.say("No devices found")
+  rc = EXIT_FAIL if failed else EXIT_OK
+  ctx.report.document({"command": "reset", "backend": ctx.backend.name, "reset": done, "failed": failed, "exit": rc})
+  return rc
+
+
+# ---- insmod
+
+def insmod(ctx: Context) -> int:
+  doc = {"command": "insmod", "backend": ctx.backend.name, "rmmod": None, "reset": [], "failed": [], "load": None}
+  rc = EXIT_OK
+  if loaded_modules(ctx):
+    doc["rmmod"] = _rmmod(ctx, False)
+    rc = doc["rmmod"]["exit"]
+  if rc == EXIT_OK:
+    doc["reset"], doc["failed"] = reset_devices(ctx)
+    if doc["failed"]: rc = EXIT_FAIL
+  if rc == EXIT_OK:
+    ctx.report.say(f"Loading the kernel driver: {' '.join(ctx.backend.load)}")
+    doc["load"] = list(ctx.backend.load)
+    rc = ctx.run(list(ctx.backend.load), root=ctx.backend.load_needs_root)
+    if rc: ctx.report.error(f"{' '.join(ctx.backend.load)} failed (exit {rc})")
+  doc["exit"] = rc
+  ctx.report.document(doc)
+  return rc
+
+
+# ---- holders
+
+def _holder_doc(ctx, pids):
+  return [{"pid": p, "name": process_name(ctx.host, p)} for p in pids]
+
+
+def pids(ctx: Context, prefix: str = "") -> int:
+  devices = []
+  locks = ctx.locks(prefix)
+  for lf in locks:
+    holders = find_holders(ctx.host, lf.path)
+    devices.append({"bus": lf.bus, "lock": lf.path, "holders": _holder_doc(ctx, holders)})
+    if holders: ctx.report.say(f"{lf.bus}: " + " ".join(f"{h['pid']} ({h['name']})" for h in devices[-1]["holders"]))
+    else: ctx.report.say(f"{lf.bus}: No processes found")
+  if not locks: ctx.report.say(f"No devices found (no {ctx.backend.lock_kind}_*.lock in {ctx.host.config.lock_dir})")
+  ctx.report.document({"command": "pids", "backend": ctx.backend.name, "devices": devices, "exit": EXIT_OK})
+  return EXIT_OK
+
+
+def _signal(ctx: Context, pid: int) -> str | None:
+  """SIGKILL pid; None on success (or if it is gone), else why it could not be signalled."""
+  try:
+    os.kill(pid, signal.SIGKILL)
+    return None
+  except ProcessLookupError: return None
+  except PermissionError as e:
+    if not ctx.use_sudo: return f"{os.strerror(e.errno)} (--sudoless: not using sudo)"
+  rc = ctx.run(["kill", "-s", "KILL", "--", str(pid)], root=True)
+  return None if rc == 0 else f"sudo kill exited {rc}"
+
+
+def kill_pids(ctx: Context, prefix: str = "", sleep=None) -> int:
+  """SIGKILL every holder of each matching device's lock, round after round (at most KILL_ROUNDS, KILL_PAUSE_S
+  apart) until none is left. Only pids found holding the lock are signalled, never this process."""
+  import time
+  sleep = sleep or time.sleep
+  killed, failed, remaining = [], {}, {}
+  locks = ctx.locks(prefix)
+  for lf in locks:
+    for round_no in range(KILL_ROUNDS):
+      holders = [p for p in find_holders(ctx.host, lf.path) if p != os.getpid() and p not in failed]
+      if not holders: break
+      for pid in holders:
+        name = process_name(ctx.host, pid)
+        why = _signal(ctx, pid)
+        if why is None:
+          if pid not in (k["pid"] for k in killed):
+            killed.append({"pid": pid, "name": name, "bus": lf.bus})
+            ctx.report.say(f"killed {pid} ({name}) holding {lf.path}")
+        else:
+          failed[pid] = {"pid": pid, "name": name, "bus": lf.bus, "reason": why}
+          ctx.report.error(f"cannot kill {pid} ({name}) holding {lf.path}: {why}")
+      sleep(KILL_PAUSE_S)
+    else:
+      left = [p for p in find_holders(ctx.host, lf.path) if p not in failed]
+      if left:
+        remaining[lf.bus] = left
+        ctx.report.error(f"{lf.bus}: still held by {left} after {KILL_ROUNDS} rounds")
+    if os.getpid() in find_holders(ctx.host, lf.path):
+      ctx.report.error(f"{lf.bus}: this process holds {lf.path} itself")
+      remaining.setdefault(lf.bus, []).append(os.getpid())
+  if not locks: ctx.report.say(f"No devices found (no {ctx.backend.lock_kind}_*.lock in {ctx.host.config.lock_dir})")
+  elif not killed and not failed and not remaining: ctx.report.say("No processes found")
+  rc = EXIT_FAIL if failed or remaining else EXIT_OK
+  ctx.report.document({"command": "kill_pids", "backend": ctx.backend.name, "killed": killed, "failed": list(failed.values()),
+                       "remaining": remaining, "exit": rc})
+  return rc

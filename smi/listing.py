@@ -1,0 +1,123 @@
+"""hcq-smi list and top: what PCI functions there are, who drives them, and (top) how busy they are."""
+from __future__ import annotations
+
+from ..drivers.system.pci import PCIDevice
+from ..errors import DeviceError
+from .backends import LIST_VENDORS
+from .holders import find_holders, process_name
+from .lockfiles import lock_for
+from . import pciids
+
+EXIT_OK = 0
+
+
+def _holders(ctx, bus: str) -> list[dict]:
+  out = []
+  for lf in lock_for(ctx.host, bus):
+    for pid in find_holders(ctx.host, lf.path):
+      out.append({"pid": pid, "name": process_name(ctx.host, pid), "lock": lf.path})
+  return out
+
+
+def functions(ctx, all_vendors: bool = False) -> list[dict]:
+  devs = [d for d in PCIDevice.enumerate(ctx.host) if all_vendors or d.vendor in LIST_VENDORS]
+  ids = pciids.load(ctx.host, {d.vendor for d in devs})
+  out = []
+  for d in devs:
+    out.append({"address": d.addr, "vendor": f"{d.vendor:04x}", "device": f"{d.device:04x}",
+                "id": f"{d.vendor:04x}:{d.device:04x}", "class": f"{d.class_code:06x}",
+                "vendor_name": ids.vendor_name(d.vendor), "device_name": ids.device_name(d.vendor, d.device),
+                "driver": d.driver, "holders": _holders(ctx, d.addr)})
+  return out
+
+
+def _name(f: dict) -> str:
+  vendor = f["vendor_name"] or f"Vendor {f['vendor']}"
+  return f"{vendor} {f['device_name'] or 'Device ' + f['device']}"
+
+
+def list_devices(ctx, all_vendors: bool = False) -> int:
+  funcs = functions(ctx, all_vendors)
+  if not funcs: ctx.report.say("No AMD, NVIDIA or Broadcom PCI functions found" if not all_vendors else "No PCI functions found")
+  for f in funcs:
+    holder = ", ".join(f"{h['pid']} ({h['name']})" for h in f["holders"]) or "-"
+    ctx.report.say(f"{f['address']}  [{f['id']}]  {_name(f)}  driver: {f['driver'] or '-'}  holder: {holder}")
+  ctx.report.document({"command": "list", "devices": funcs, "exit": EXIT_OK})
+  return EXIT_OK
+
+
+# ---- top
+
+def _read_int(dev: PCIDevice, name: str) -> int | None:
+  try: return int(dev.attr(name))
+  except (DeviceError, ValueError): return None
+
+
+def _hwmon(dev: PCIDevice, host) -> tuple[float | None, float | None]:
+  """(temperature in °C, power in W) from the device's first hwmon (Documentation/hwmon/sysfs-interface.rst:
+  temp1_input in millidegrees Celsius, power1_average / power1_input in microwatts)."""
+  base = f"bus/pci/devices/{dev.addr}/hwmon"
+  if not host.sysfs_exists(base): return None, None
+  for hw in host.sysfs_list(base):
+    if not hw.startswith("hwmon"): continue
+    temp = _read_int(dev, f"hwmon/{hw}/temp1_input")
+    power = _read_int(dev, f"hwmon/{hw}/power1_average")
+    if power is None: power = _read_int(dev, f"hwmon/{hw}/power1_input")
+    return (temp / 1000 if temp is not None else None), (power / 1e6 if power is not None else None)
+  return None, None
+
+
+def sample(ctx, prefix: str = "") -> list[dict]:
+  rows = []
+  for dev in PCIDevice.enumerate(ctx.host, vendor=ctx.backend.vendor):
+    if not dev.addr.startswith(prefix): continue
+    row = {"address": dev.addr, "id": f"{dev.vendor:04x}:{dev.device:04x}", "driver": dev.driver,
+           "holders": _holders(ctx, dev.addr), "source": None, "busy_percent": None, "vram_used": None,
+           "vram_total": None, "temperature_c": None, "power_w": None}
+    if ctx.backend.kfd_driver and dev.driver == ctx.backend.kfd_driver:
+      # amdgpu's sysfs (Documentation/gpu/amdgpu/driver-misc.rst, thermal.rst): percent busy, VRAM bytes
+      row["source"] = "sysfs"
+      row["busy_percent"] = _read_int(dev, "gpu_busy_percent")
+      row["vram_used"] = _read_int(dev, "mem_info_vram_used")
+      row["vram_total"] = _read_int(dev, "mem_info_vram_total")
+      row["temperature_c"], row["power_w"] = _hwmon(dev, ctx.host)
+    elif row["holders"]:
+      row["source"] = "hcq"  # held by hcq's own driver: SMU metrics once the AM driver exposes them; "n/a" until then
+    rows.append(row)
+  return rows
+
+
+def _fmt(v, unit="", scale=1.0, digits=0) -> str:
+  return "n/a" if v is None else f"{v / scale:.{digits}f}{unit}"
+
+
+def table(rows: list[dict]) -> str:
+  head = f"{'BUS':<13} {'ID':<10} {'DRIVER':<10} {'HOLDER':<16} {'BUSY':>5} {'VRAM USED/TOTAL':>19} {'TEMP':>7} {'POWER':>8}"
+  lines = [head]
+  for r in rows:
+    holder = ",".join(str(h["pid"]) for h in r["holders"]) or "-"
+    vram = "n/a" if r["vram_total"] is None else f"{_fmt(r['vram_used'], '', 2**20)}/{_fmt(r['vram_total'], ' MiB', 2**20)}"
+    lines.append(f"{r['address']:<13} {r['id']:<10} {(r['driver'] or '-'):<10} {holder:<16} {_fmt(r['busy_percent'], '%'):>5} "
+                 f"{vram:>19} {_fmt(r['temperature_c'], ' C', digits=1):>7} {_fmt(r['power_w'], ' W', digits=1):>8}")
+  if not rows: lines.append("(no devices)")
+  return "\n".join(lines)
+
+
+def top(ctx, prefix: str = "", once: bool = False, interval: float = 1.0, rounds: int | None = None, sleep=None) -> int:
+  import time
+  sleep = sleep or time.sleep
+  if once or ctx.report.as_json:
+    rows = sample(ctx, prefix)
+    ctx.report.say(table(rows))
+    ctx.report.document({"command": "top", "backend": ctx.backend.name, "devices": rows, "exit": EXIT_OK})
+    return EXIT_OK
+  n = 0
+  try:
+    while rounds is None or n < rounds:
+      # ANSI: cursor home, clear screen (ECMA-48 CUP and ED)
+      ctx.report.out.write("\x1b[H\x1b[2J" + table(sample(ctx, prefix)) + "\n")
+      ctx.report.out.flush()
+      n += 1
+      sleep(interval)
+  except KeyboardInterrupt: pass
+  return EXIT_OK

@@ -1,0 +1,53 @@
+"""The devices hcq holds: lock files <lock dir>/<kind>_<pcibus>.lock. Their names come from a world-writable
+folder, so every name is validated (drivers/system/pciaddr.py) before it reaches a path or a command; a name that
+does not validate is ignored with a warning that shows it escaped (repr), never interpreted."""
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import stat
+
+from ..drivers.system.locks import LOCK_KINDS, lock_name, parse_lock_name
+from ..errors import OSCallError
+
+
+@dataclasses.dataclass(frozen=True)
+class LockFile:
+  kind: str
+  bus: str
+  path: str
+
+
+def discover(host, kind: str, prefix: str = "", warn=print) -> list[LockFile]:
+  """Lock files of `kind` whose PCI address starts with prefix, sorted by address."""
+  lock_dir = host.config.lock_dir
+  try: names = host.listdir(lock_dir)
+  except OSCallError as e:
+    warn(f"cannot list the lock dir: {e}")
+    return []
+  found = []
+  for name in names:
+    if not name.startswith(f"{kind}_"): continue  # another backend's, or not a lock file at all
+    parsed = parse_lock_name(name)
+    if parsed is None:
+      warn(f"ignoring lock file {name!r} in {lock_dir}: its bus part is not a PCI address such as 0000:03:00.0")
+      continue
+    path = posixpath.join(lock_dir, lock_name(*parsed))
+    try: st = host.stat(path, follow_symlinks=False)
+    except OSCallError: continue  # removed meanwhile
+    if not stat.S_ISREG(st.st_mode):
+      warn(f"ignoring lock file {name!r} in {lock_dir}: not a regular file")
+      continue
+    if parsed[1].startswith(prefix): found.append(LockFile(parsed[0], parsed[1], path))
+  return sorted(found, key=lambda lf: lf.bus)
+
+
+def lock_for(host, bus: str) -> list[LockFile]:
+  """Every existing lock file (any kind) of one PCI address."""
+  out = []
+  for kind in LOCK_KINDS:
+    path = posixpath.join(host.config.lock_dir, lock_name(kind, bus))
+    try: st = host.stat(path, follow_symlinks=False)
+    except OSCallError: continue
+    if stat.S_ISREG(st.st_mode): out.append(LockFile(kind, bus, path))
+  return out

@@ -1,0 +1,25 @@
+"""Output of hcq-smi: human text on stdout, or (--json) one JSON document on stdout; warnings always on stderr."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+class Report:
+  def __init__(self, as_json: bool, out=None, err=None):
+    self.as_json = as_json
+    self.out = out or sys.stdout
+    self.err = err or sys.stderr
+
+  def say(self, text: str) -> None:
+    """A line of the human-readable output (suppressed under --json, where the data goes into the document)."""
+    if not self.as_json: print(text, file=self.out, flush=True)
+
+  def warn(self, text: str) -> None:
+    print(f"hcq-smi: warning: {text}", file=self.err, flush=True)
+
+  def error(self, text: str) -> None:
+    print(f"hcq-smi: error: {text}", file=self.err, flush=True)
+
+  def document(self, obj) -> None:
+    if self.as_json: print(json.dumps(obj, indent=2, sort_keys=True), file=self.out, flush=True)

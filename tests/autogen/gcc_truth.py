@@ -1,0 +1,220 @@
+"""Ground truth for generated bindings, from gcc.
+
+libclang only *lists* what a header declares (records and their field paths, enum constants); the object-like
+macros are listed by a regular expression over the header text. gcc computes every number: a generated C
+program prints sizeof/alignof of every record, offsetof/sizeof of every field, the bit position and width of
+every bitfield (found by setting it to all ones in a zeroed record), and the value of every macro and enum
+constant with C11 _Generic choosing a signed or unsigned print by its C type. Macros that are no integer
+constant expression (strings, types, attributes, empty guards) fail to compile and are dropped by
+compile-and-retry; they are counted separately.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import re
+import subprocess
+
+import clang.cindex as ci
+
+
+@dataclasses.dataclass
+class Target:
+  name: str             # module name ("kfd")
+  headers: list[str]    # absolute paths
+  include_dirs: list[str]
+  defines: dict
+  prelude: str
+
+
+def _record_pyname(decl, typedef_name=None):
+  kind = "union" if decl.kind == ci.CursorKind.UNION_DECL else "struct"
+  sp = decl.spelling
+  if sp and "(unnamed" not in sp and "(anonymous" not in sp: return f"{kind}_{sp}", f"{kind} {sp}"
+  if typedef_name: return f"{kind}_{typedef_name}", typedef_name
+  return None, None
+
+
+def _unnamed(decl) -> bool:
+  sp = decl.spelling
+  return not sp or "(unnamed" in sp or "(anonymous" in sp
+
+
+def list_declarations(t: Target, resource_dir: str):
+  """(records, enum constant names): records = [(pyname, C type, [(path, is_bitfield)])] in the headers."""
+  args = ["-x", "c", "-std=gnu11", "-resource-dir", resource_dir]
+  for d in t.include_dirs: args += ["-I", d]
+  for k, v in t.defines.items(): args.append(f"-D{k}={v}")
+  text = t.prelude + "\n" + "".join(f'#include "{h}"\n' for h in t.headers)
+  tu = ci.Index.create().parse("truth_list.c", args=args, unsaved_files=[("truth_list.c", text)])
+  errors = [str(d) for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
+  assert not errors, errors[:5]
+  own = {os.path.abspath(h) for h in t.headers}
+  records, enums, seen = [], [], set()
+
+  def fields_of(rtype, prefix, out):
+    for f in rtype.get_fields():
+      ft = f.type.get_canonical()
+      base, suffix = ft, ""
+      while base.kind == ci.TypeKind.CONSTANTARRAY:
+        base = base.element_type.get_canonical(); suffix += "[0]"
+      if not f.spelling or "(anonymous" in f.spelling:   # a C11 anonymous member: its fields belong to the parent
+        fields_of(base, prefix, out)
+        continue
+      path = prefix + f.spelling
+      out.append((path, "bit" if f.is_bitfield() else "flex" if ft.kind == ci.TypeKind.INCOMPLETEARRAY else ""))
+      if base.kind == ci.TypeKind.RECORD and _unnamed(base.get_declaration()):
+        fields_of(base, path + suffix + ".", out)
+
+  def visit(cur):
+    for c in cur.get_children():
+      in_own = c.location.file and os.path.abspath(c.location.file.name) in own
+      if c.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.UNION_DECL):
+        if c.is_definition() and in_own:
+          py, cn = _record_pyname(c)
+          if py and py not in seen:
+            seen.add(py); out = []; fields_of(c.type, "", out); records.append((py, cn, out))
+          visit(c)
+      elif c.kind == ci.CursorKind.TYPEDEF_DECL and in_own:
+        d = c.underlying_typedef_type.get_canonical().get_declaration()
+        if d.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.UNION_DECL) and _unnamed(d) and d.is_definition():
+          py, cn = _record_pyname(d, c.spelling)
+          if py not in seen:
+            seen.add(py); out = []; fields_of(d.type, "", out); records.append((py, cn, out))
+      elif c.kind == ci.CursorKind.ENUM_DECL and in_own:
+        enums.extend(e.spelling for e in c.get_children() if e.kind == ci.CursorKind.ENUM_CONSTANT_DECL)
+  visit(tu.cursor)
+  return records, enums
+
+
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)(\(?)", re.M)
+
+
+def list_macros(headers: list[str]) -> list[str]:
+  out = []
+  for h in headers:
+    for m in _DEFINE.finditer(open(h).read()):
+      if not m.group(2) and m.group(1) not in out: out.append(m.group(1))
+  return out
+
+
+C_HEAD = r'''
+#include <stdio.h>
+#include <stddef.h>
+#include <string.h>
+static void pr_s(const char *n, long long v) { printf("M %s %lld\n", n, v); }
+static void pr_u(const char *n, unsigned long long v) { printf("M %s %llu\n", n, v); }
+#define PV(n, x) _Generic((x), _Bool: pr_u, char: pr_s, signed char: pr_s, unsigned char: pr_u, short: pr_s, \
+  unsigned short: pr_u, int: pr_s, unsigned int: pr_u, long: pr_s, unsigned long: pr_u, long long: pr_s, \
+  unsigned long long: pr_u)(n, x)
+static void bitpos(const char *rec, const char *path, const unsigned char *p, size_t n) {
+  int first = -1, count = 0;
+  for (size_t i = 0; i < n * 8; i++) if (p[i / 8] >> (i % 8) & 1) { if (first < 0) first = (int)i; count++; }
+  printf("B %s %s %d %d\n", rec, path, first, count);
+}
+'''
+
+
+def c_program(t: Target, records, enums, macros) -> tuple[str, dict[int, str]]:
+  """The C text and, for every line that prints a macro, the macro's name."""
+  lines = [C_HEAD, t.prelude] + [f'#include "{h}"' for h in t.headers]
+  lines.append("int main(void) {")
+  macro_lines = {}
+  for py, cn, fields in records:
+    lines.append(f'printf("S {py} %zu %zu\\n", sizeof({cn}), _Alignof({cn}));')
+    for path, kind in fields:
+      if kind == "flex":   # a flexible array member has no size: the binding's is 0
+        lines.append(f'printf("F {py} {path} %zu 0\\n", offsetof({cn}, {path}));')
+      elif kind == "bit":
+        lines.append(f'{{ {cn} v; memset(&v, 0, sizeof v); v.{path} = -1; '
+                     f'bitpos("{py}", "{path}", (const unsigned char *)&v, sizeof v); }}')
+      else:
+        lines.append(f'printf("F {py} {path} %zu %zu\\n", offsetof({cn}, {path}), sizeof((({cn} *)0)->{path}));')
+  text_before = "\n".join(lines).count("\n") + 1
+  for i, name in enumerate(list(enums) + [m for m in macros if m not in enums]):
+    macro_lines[text_before + 1 + i] = name
+    lines.append(f'PV("{name}", ({name}));')
+  lines.append("return 0; }")
+  return "\n".join(lines) + "\n", macro_lines
+
+
+def gcc_truth(t: Target, resource_dir: str, workdir: str):
+  """Compile and run the truth program: ({(kind, rec, path): values}, dropped macro names)."""
+  records, enums = list_declarations(t, resource_dir)
+  macros = list_macros(t.headers)
+  dropped: list[str] = []
+  flags = ["-std=gnu11", "-w", "-fmax-errors=0"] + [f"-I{d}" for d in t.include_dirs] + \
+          [f"-D{k}={v}" for k, v in t.defines.items()]
+  src, exe = os.path.join(workdir, f"{t.name}_truth.c"), os.path.join(workdir, f"{t.name}_truth")
+  for _ in range(8):
+    text, macro_lines = c_program(t, records, enums, [m for m in macros if m not in dropped])
+    with open(src, "w") as f: f.write(text)
+    r = subprocess.run(["gcc", *flags, src, "-o", exe], capture_output=True, text=True)
+    if r.returncode == 0: break
+    bad = {int(m.group(1)) for m in re.finditer(re.escape(src) + r":(\d+):", r.stderr)}
+    names = {macro_lines[b] for b in bad if b in macro_lines}
+    assert names, "the truth program failed outside macro lines:\n" + r.stderr[:3000]
+    assert not names & set(enums), f"enum constants did not compile: {names & set(enums)}"
+    dropped += sorted(names)
+  else:
+    raise AssertionError("truth program did not compile after 8 rounds")
+  out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+  truth = {}
+  for line in out.splitlines():
+    p = line.split()
+    if p[0] == "S": truth[("S", p[1], "")] = (int(p[2]), int(p[3]))
+    elif p[0] == "F": truth[("F", p[1], p[2])] = (int(p[3]), int(p[4]))
+    elif p[0] == "B": truth[("B", p[1], p[2])] = (int(p[3]), int(p[4]))
+    elif p[0] == "M": truth[("M", p[1], "")] = int(p[2])
+  return truth, dropped, records
+
+
+# ---------------------------------------------------------------- the python side
+def _ftype(cls, name):
+  for f in cls._fields_:
+    if f[0] == name: return f[1]
+  for anon in getattr(cls, "_anonymous_", ()):
+    sub = _ftype(dict((f[0], f[1]) for f in cls._fields_)[anon], name)
+    if sub is not None: return sub
+  return None
+
+
+def resolve(cls, path):
+  """(byte offset, size, bit position, bit width) of a field path like 'a.b[0].c' in a ctypes record."""
+  off, t, desc = 0, cls, None
+  for part in path.split("."):
+    name, depth = part.split("[")[0], part.count("[0]")
+    desc = getattr(t, name)
+    off += desc.offset
+    t = _ftype(t, name)
+    if t is None: raise AttributeError(path)
+    for _ in range(depth): t = t._type_
+  bits = desc.size >> 16
+  if bits: return off, None, off * 8 + (desc.size & 0xffff), bits
+  return off, ctypes.sizeof(t), None, None
+
+
+def compare(module, truth) -> tuple[int, list[str], list[str]]:
+  """(checked, mismatches, missing) of the module against gcc's values."""
+  checked, bad, missing = 0, [], []
+  for (kind, rec, path), val in sorted(truth.items()):
+    checked += 1
+    if kind == "M":
+      name = rec
+      if not hasattr(module, name): missing.append(f"macro/enum {name}"); continue
+      got = getattr(module, name)
+      if hasattr(got, "request"): got = got.request
+      if got != val: bad.append(f"{name}: python {got!r} gcc {val}")
+      continue
+    cls = getattr(module, rec, None)
+    if cls is None: missing.append(f"record {rec}"); continue
+    if kind == "S":
+      got = (ctypes.sizeof(cls), ctypes.alignment(cls))
+      if got != val: bad.append(f"{rec}: sizeof/alignof python {got} gcc {val}")
+      continue
+    try: off, size, bitpos, bits = resolve(cls, path)
+    except AttributeError: missing.append(f"field {rec}.{path}"); continue
+    if kind == "F" and (off, size) != val: bad.append(f"{rec}.{path}: offset/size python {(off, size)} gcc {val}")
+    if kind == "B" and (bitpos, bits) != val: bad.append(f"{rec}.{path}: bit pos/width python {(bitpos, bits)} gcc {val}")
+  return checked, bad, missing

@@ -1,0 +1,242 @@
+"""BNXTDev/BNXTQP on the mock Thor2: bring-up, RDMA WRITE in PHY loopback, error completions, timeouts, and the
+driver bugs the mock reports."""
+import os as pyos
+
+import pytest
+
+from hcq.drivers.bnxt import rcfw as rcfw_mod
+from hcq.drivers.bnxt.doorbell import SQ
+from hcq.drivers.bnxt.qp import BNXTQP, CompletionError
+from hcq.errors import DeviceError, Timeout
+from hcq.mockgpu.bnxt.pcap import read_pcap
+from hcq.mockgpu.bnxt import frames as fr
+
+from .harness import make_nic, open_dev
+from .oracles import tshark_rows
+
+
+@pytest.fixture
+def mock():
+  made = []
+  def factory(**kw):
+    os, nic = make_nic(**kw)
+    made.append((os, nic))
+    return os, nic
+  yield factory
+  for os, _ in made: os.close()
+
+
+def loopback_pair(dev, pmtu=1024, **kw):
+  a, b = BNXTQP(dev, pmtu=pmtu, **kw), BNXTQP(dev, pmtu=pmtu, **kw)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  return a, b
+
+
+def pattern(n, seed=0):
+  return bytes(((i * 131 + seed * 7 + (i >> 8)) & 0xFF) for i in range(n))
+
+
+def test_bringup(mock):
+  os, nic = mock(seed=3)
+  dev = open_dev(os, nic)
+  assert dev.mac == nic.mac and dev.db_off == 0x10000 and dev.chip_num == 0x1760
+  assert dev.gid == bytes(10) + b"\xff\xff" + bytes([10, 0, 200, 5])
+  # the GID table entry decodes to ::ffff:10.0.200.5 (add_gid's byte-reversed words) with the port MAC
+  assert nic.fw.gids[dev.gid_index] == (dev.gid, nic.mac)
+  assert nic.fw.bs_done and nic.fw.fw_initialized and nic.fw.rx_steered(nic.mac)
+  assert nic.errors == []
+
+
+@pytest.mark.parametrize("size,pmtu", [(1, 1024), (4096, 1024), (4096, 4096), (25, 4096), (4099, 1024)])
+def test_loopback_write_sizes(mock, size, pmtu):
+  os, nic = mock(seed=size)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, pmtu)
+  src, dst = dev.alloc(size), dev.alloc(size)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  data = pattern(size, 1)
+  src.write(0, data)
+  a.rdma_write(dst.va, rk, src.va, lk, size)
+  assert dst.read(0, size) == data
+  assert dst.read(size, dst.size - size) == bytes(dst.size - size)
+  assert nic.errors == [] and nic.engine.drops == {}
+
+
+@pytest.mark.parametrize("pmtu", [1024, 4096])
+def test_loopback_1mib(mock, pmtu):
+  os, nic = mock(seed=pmtu)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, pmtu)
+  size = 1 << 20
+  src, dst = dev.alloc(size), dev.alloc(size)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  data = pyos.urandom(size)
+  src.write(0, data)
+  a.rdma_write(dst.va, rk, src.va, lk, size, timeout_s=60)
+  assert dst.read(0, size) == data
+  assert nic.phy.stats["tx"] == size // pmtu + 1     # every packet went over the wire, plus one ACK
+  assert nic.errors == []
+
+
+def test_several_writes_wrap_queues(mock):
+  """More WQEs than the CQ has entries and more slots than the SQ has: epochs and toggles flip correctly."""
+  os, nic = mock(seed=9)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  for i in range(100):
+    data = pattern(64, i)
+    src.write(0, data)
+    a.rdma_write(dst.va + 64 * (i % 64), rk, src.va, lk, 64)
+    assert dst.read(64 * (i % 64), 64) == data
+  assert nic.errors == []
+
+
+@pytest.mark.tools("tshark")
+def test_loopback_pcap_one_only_and_one_ack(mock, tmp_path):
+  pcap = str(tmp_path / "lo.pcap")
+  os, nic = mock(seed=5, pcap=pcap)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  src.write(0, b"x" * 25)
+  a.rdma_write(dst.va + 8, rk, src.va, lk, 25)
+  nic.phy.pcap.close()
+  rows = tshark_rows(pcap)
+  assert [r["bth.opcode"] for r in rows] == [fr.RC_RDMA_WRITE_ONLY, fr.RC_ACKNOWLEDGE]
+  assert rows[0]["bth.destqp"] == b.qpn and rows[1]["bth.destqp"] == a.qpn
+  assert (rows[0]["reth.va"], rows[0]["reth.r_key"], rows[0]["reth.dmalen"]) == (dst.va + 8, rk, 25)
+  assert rows[0]["bth.padcnt"] == 3 and rows[1]["aeth.syndrome"] == 0x1f and rows[1]["aeth.msn"] == 1
+  assert all(fr.check_icrc(f) for f in read_pcap(pcap))
+
+
+def test_bad_rkey_is_remote_access_error_and_writes_nothing(mock, tmp_path):
+  pcap = str(tmp_path / "nak.pcap")
+  os, nic = mock(seed=7, pcap=pcap)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  src, dst = dev.alloc(8192), dev.alloc(8192)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  src.write(0, pattern(8192))
+  with pytest.raises(CompletionError, match="REMOTE_ACCESS") as e:
+    a.rdma_write(dst.va, rk ^ 0x00ABCD00, src.va, lk, 3000)
+  assert e.value.status == 7 and e.value.status_name == "REMOTE_ACCESS_ERR"
+  assert dst.read(0, dst.size) == bytes(dst.size)
+  naks = [fr.parse(f) for f in read_pcap(pcap) if fr.parse(f).opcode == fr.RC_ACKNOWLEDGE]
+  assert [n.aeth.syndrome for n in naks] == [fr.AETH_NAK_REMOTE_ACCESS]
+  # the QP is in error now: the driver refuses further posts
+  with pytest.raises(DeviceError, match="not RTS"): a.rdma_write(dst.va, rk, src.va, lk, 8)
+  # out of bounds on a valid key is the same error
+  c, d = loopback_pair(dev)
+  with pytest.raises(CompletionError, match="REMOTE_ACCESS"): c.rdma_write(dst.va + 4096, rk, src.va, lk, 8192)
+  assert dst.read(0, dst.size) == bytes(dst.size)
+
+
+def test_qp_not_in_rts_is_refused(mock):
+  os, nic = mock(seed=11)
+  dev = open_dev(os, nic)
+  qp = BNXTQP(dev)
+  buf = dev.alloc(4096)
+  key = dev.register_mr(buf)
+  with pytest.raises(DeviceError, match="INIT, not RTS"): qp.rdma_write(buf.va, key, buf.va, key, 16)
+  # a driver that rings the SQ doorbell anyway: the NIC refuses and says so
+  dev.ring_db(qp.qpn, SQ, 3, 0)
+  assert any("posting needs RTS" in e for e in nic.errors)
+
+
+def test_hwrm_timeout_names_the_command(mock):
+  os, nic = mock(seed=2, silent_hwrm={"func_qcfg"}, timeout_s=0.3)
+  with pytest.raises(Timeout, match="HWRM func_qcfg") as e: open_dev(os, nic)
+  assert "req_type 0x16" in str(e.value)
+
+
+def test_hwrm_without_bus_master_times_out(mock):
+  os, nic = mock(seed=2, timeout_s=0.3)
+  from hcq.drivers.bnxt import device
+  orig = device.PCI_COMMAND_MASTER
+  device.PCI_COMMAND_MASTER = 0
+  try:
+    with pytest.raises(Timeout, match="HWRM ver_get"): open_dev(os, nic)
+  finally:
+    device.PCI_COMMAND_MASTER = orig
+  assert any("bus mastering off" in e for e in nic.errors)
+
+
+def test_dropped_frame_is_retransmitted(mock):
+  os, nic = mock(seed=13, faults="drop=2")
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  data = pattern(4096, 3)
+  src.write(0, data)
+  a.rdma_write(dst.va, rk, src.va, lk, 4096)
+  assert dst.read(0, 4096) == data
+  assert nic.phy.stats["fault_dropped"] == 1
+  assert any("retransmission" in m for m in nic.messages)
+  assert nic.errors == []
+
+
+def test_corrupted_frame_fails_icrc_and_is_recovered(mock):
+  os, nic = mock(seed=14, faults="corrupt=1")
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  src.write(0, pattern(100))
+  a.rdma_write(dst.va, rk, src.va, lk, 100)
+  assert dst.read(0, 100) == pattern(100)
+  assert nic.engine.drops.get("bad_icrc") == 1
+
+
+def test_dropped_frame_without_retries_ends_in_retry_error(mock):
+  os, nic = mock(seed=15, faults="drop=1+2+3+4+5")
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, timeout=10, retry_cnt=2)     # 4 ms ACK timer, 2 retries
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  with pytest.raises(CompletionError, match="TRANSPORT_RETRY_CNT"): a.rdma_write(dst.va, rk, src.va, lk, 64)
+
+
+def test_dropped_frame_without_timer_is_a_driver_timeout(mock):
+  os, nic = mock(seed=16, faults="drop=1")
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, timeout=0, retry_cnt=0)       # the reference's settings: no ACK timer
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  with pytest.raises(Timeout, match="completion of RDMA WRITE"): a.rdma_write(dst.va, rk, src.va, lk, 64, timeout_s=0.5)
+
+
+def test_mock_reports_wrong_doorbell_epoch(mock):
+  os, nic = mock(seed=17)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev)
+  dev.ring_db(a.qpn, SQ, 3, 1)     # first pass: epoch must be 0
+  assert any("epoch" in e for e in nic.errors)
+  dev.ring_db(a.qpn, SQ, 9999, 0)
+  assert any("beyond the ring depth" in e for e in nic.errors)
+
+
+def test_mock_reports_missing_first_command_flag(mock, monkeypatch):
+  os, nic = mock(seed=18, timeout_s=0.3)
+  orig = rcfw_mod.RCFWChannel.start
+  def start_without_first_flag(self):
+    orig(self)
+    self.first = False
+  monkeypatch.setattr(rcfw_mod.RCFWChannel, "start", start_without_first_flag)
+  with pytest.raises(Timeout, match="RCFW initialize_fw"): open_dev(os, nic)
+  assert any("FIRMWARE_FIRST_FLAG" in e for e in nic.errors)
+
+
+def test_mock_reports_credits_never_returned(mock):
+  os, nic = mock(seed=19, timeout_s=0.3)
+  dev = open_dev(os, nic)
+  dev.rcfw.ring_db = lambda *a: None      # a driver that never hands CREQ entries back
+  buf = dev.alloc(4096)
+  with pytest.raises(Timeout, match="RCFW register_mr"):
+    for _ in range(40): dev.register_mr(buf)
+  assert any("did not return credits" in e for e in nic.errors)

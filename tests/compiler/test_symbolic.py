@@ -1,0 +1,86 @@
+"""Symbolic simplification: random integer expressions over bounded variables keep their values, and vmin/vmax
+bound every value (hypothesis)."""
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hcq.compiler.ir import Ops, UOp, dtypes
+from hcq.compiler.ir.evaluate import EvalError, evaluate
+from hcq.compiler.ir.symbolic import simplify
+
+VARS = [UOp.variable("a", -4, 7), UOp.variable("b", 0, 9), UOp.variable("c", 1, 5)]
+
+BINOPS = ["add", "sub", "mul", "floordiv", "floormod", "lt", "max", "and", "idiv", "imod"]
+
+
+@st.composite
+def expressions(draw, depth=4):
+  if depth == 0 or draw(st.integers(0, 3)) == 0:
+    if draw(st.booleans()): return draw(st.sampled_from(VARS))
+    return UOp.const(draw(st.integers(-8, 12)))
+  op = draw(st.sampled_from(BINOPS))
+  a = draw(expressions(depth=depth - 1))
+  if op in ("floordiv", "floormod", "idiv", "imod"):
+    b = UOp.const(draw(st.sampled_from([-7, -3, -2, -1, 1, 2, 3, 4, 5, 8, 16]))) if draw(st.booleans()) else VARS[2]
+  else:
+    b = draw(expressions(depth=depth - 1))
+  if op == "add": return a + b
+  if op == "sub": return a - b
+  if op == "mul": return a * b
+  if op == "floordiv": return a // b
+  if op == "floormod": return a % b
+  if op == "idiv": return a.idiv(b)
+  if op == "imod": return a.imod(b)
+  if op == "max": return a.maximum(b)
+  if op == "and": return (a & b) if draw(st.booleans()) else (a < b).where(a, b)
+  return (a < b).where(a * 2, b + 1)
+
+
+def envs():
+  for va, vb, vc in itertools.product(range(-4, 8), range(0, 10, 3), range(1, 6, 2)):
+    yield dict(zip(VARS, (va, vb, vc)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions())
+def test_simplify_keeps_values(e):
+  s = simplify(e)
+  for env in envs():
+    try: want = evaluate(e, env)
+    except EvalError: continue
+    assert evaluate(s, env) == want, f"{e} -> {s} differs at {({k.arg.name: v for k, v in env.items()})}"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions())
+def test_vmin_vmax_bound_values(e):
+  for u in (e, simplify(e)):
+    for env in envs():
+      try: v = evaluate(u, env)
+      except EvalError: continue
+      assert u.vmin <= v <= u.vmax, f"{u}: {v} outside [{u.vmin}, {u.vmax}]"
+
+
+def test_typical_index_simplifications():
+  g, l = UOp.special(16, "gidx0"), UOp.special(8, "lidx0")
+  idx = g * 8 + l
+  assert simplify(idx // 8) is g
+  assert simplify(idx % 8) is l
+  assert simplify((idx + 3) - 3) is simplify(idx)
+  assert simplify(l < 8).const_value is True
+  assert simplify(idx < 200).const_value is True
+  assert simplify(l // 8).const_value == 0
+  assert simplify((l * 4) // 4) is l
+  x = UOp.variable("x", 0, 100)
+  assert simplify(x + 0) is x and simplify(x * 1) is x and simplify(x * 0).const_value == 0
+  assert simplify(UOp.const(3) + 4).const_value == 7
+
+
+def test_fixed_width_constant_folding_wraps():
+  big = UOp.const(2**31 - 1, dtypes.int32)
+  s = simplify(big + UOp.const(1, dtypes.int32))
+  assert s.const_value == -2**31 and s.dtype == dtypes.int32
+  assert simplify(UOp.const(7, dtypes.int32).idiv(-2)).const_value == -3
+  assert simplify(UOp.const(7, dtypes.int32) // -2).const_value == -4

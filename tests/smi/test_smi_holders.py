@@ -1,0 +1,229 @@
+"""hcq-smi pids / kill_pids with real processes holding real flocks, found through procfs."""
+import ctypes
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from hcq.config import Config
+from hcq.drivers.system import LinuxOS
+from hcq.smi.holders import find_holders, parse_lock_lines
+from smi_helpers import run_smi, run_smi_json, smi_env, spawn_holder, spawn_sleeper
+
+BUS = "0000:03:00.0"
+
+
+@pytest.fixture
+def locks(tmp_path):
+  d = tmp_path / "locks"
+  d.mkdir()
+  return d
+
+
+@pytest.fixture
+def procs():
+  started = []
+  yield started
+  for p in started:
+    if p.poll() is None:
+      p.kill()
+    p.wait(10)
+
+
+def wait_dead(p, timeout=10):
+  try: return p.wait(timeout)
+  except subprocess.TimeoutExpired: return None
+
+
+def test_find_holders_is_exact(locks, procs):
+  lock = locks / f"am_{BUS}.lock"
+  holder = spawn_holder(lock)
+  opener = spawn_holder(lock, lock=False)  # has the file open, holds no lock
+  procs += [holder, opener]
+  assert find_holders(LinuxOS(Config(lock_dir=str(locks))), str(lock)) == [holder.pid]
+  assert find_holders(LinuxOS(Config()), str(locks / "am_0000:09:00.0.lock")) == []  # no such file
+
+
+def test_parse_proc_locks_lines():
+  text = ("1: FLOCK  ADVISORY  WRITE 4242 fe:00:2149778 0 EOF\n"
+          "1: -> FLOCK  ADVISORY  WRITE 4343 fe:00:2149778 0 EOF\n"
+          "2: POSIX  ADVISORY  READ 17 08:11:99 0 EOF\n"
+          "lock:\t3: FLOCK  ADVISORY  WRITE -1 00:1f:5 0 EOF\n")
+  entries = parse_lock_lines(text)
+  assert [(e.kind, e.pid, e.key.major, e.key.minor, e.key.inode, e.waiting) for e in entries] == [
+    ("FLOCK", 4242, 0xfe, 0, 2149778, False), ("FLOCK", 4343, 0xfe, 0, 2149778, True),
+    ("POSIX", 17, 8, 0x11, 99, False), ("FLOCK", -1, 0, 0x1f, 5, False)]
+
+
+def test_pids_prints_the_holder_only(locks, procs):
+  holder = spawn_holder(locks / f"am_{BUS}.lock")
+  opener = spawn_holder(locks / f"am_{BUS}.lock", lock=False)
+  other = spawn_holder(locks / "am_0000:04:00.0.lock")
+  procs += [holder, opener, other]
+  env = smi_env(lock_dir=locks)
+  res = run_smi("amd", "pids", "--pci_bus", "0000:03", env=env)
+  assert res.returncode == 0, res
+  assert f"{BUS}: {holder.pid} (python" in res.stdout
+  assert str(opener.pid) not in res.stdout and str(other.pid) not in res.stdout and "0000:04" not in res.stdout
+  res, doc = run_smi_json("amd", "pids", env=env)
+  assert {d["bus"]: [h["pid"] for h in d["holders"]] for d in doc["devices"]} == {BUS: [holder.pid], "0000:04:00.0": [other.pid]}
+
+
+def test_pids_without_holder(locks):
+  (locks / f"am_{BUS}.lock").write_text("")
+  res = run_smi("amd", "pids", env=smi_env(lock_dir=locks))
+  assert res.returncode == 0 and f"{BUS}: No processes found" in res.stdout
+
+
+def test_kill_pids_kills_only_the_holder(locks, procs):
+  holder = spawn_holder(locks / f"am_{BUS}.lock")
+  opener = spawn_holder(locks / f"am_{BUS}.lock", lock=False)
+  unrelated = spawn_sleeper()
+  procs += [holder, opener, unrelated]
+  env = smi_env(lock_dir=locks)
+
+  res = run_smi("amd", "kill_pids", "--sudoless", "--pci_bus", "0000:04", env=env)
+  assert res.returncode == 0, res
+  assert holder.poll() is None and "killed" not in res.stdout  # another bus: nothing killed
+
+  res = run_smi("amd", "kill_pids", "--sudoless", "--pci_bus", "0000:03", env=env)
+  assert res.returncode == 0, res
+  assert f"killed {holder.pid}" in res.stdout
+  assert wait_dead(holder) == -signal.SIGKILL
+  assert opener.poll() is None and unrelated.poll() is None  # they did not hold the lock: alive
+  assert str(opener.pid) not in res.stdout and str(unrelated.pid) not in res.stdout
+  res = run_smi("amd", "pids", env=env)
+  assert "No processes found" in res.stdout
+
+
+def test_kill_pids_kills_every_process_sharing_the_lock(locks, procs):
+  """A holder's forked child shares the locked file description: it holds the lock too, and is killed too."""
+  script = ("import fcntl, os, subprocess, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], pass_fds=[fd])\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(600)\n")
+  parent = subprocess.Popen([sys.executable, "-c", script, str(locks / f"am_{BUS}.lock")], stdout=subprocess.PIPE, text=True)
+  procs.append(parent)
+  child_pid = int(parent.stdout.readline())
+  try:
+    res, doc = run_smi_json("amd", "kill_pids", "--sudoless", env=smi_env(lock_dir=locks))
+    assert res.returncode == 0, res
+    assert sorted(k["pid"] for k in doc["killed"]) == sorted([parent.pid, child_pid])
+    assert wait_dead(parent) == -signal.SIGKILL
+  finally:
+    try: os.kill(child_pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
+def test_kill_pids_sudoless_reports_a_holder_it_cannot_signal(procs):
+  """kill_pids as uid nobody, the holder a root process: nobody cannot read root's fds, /proc/locks names the
+  holder, SIGKILL is refused; --sudoless reports it and exits non-zero, and never calls sudo."""
+  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+  base = pathlib.Path(tempfile.mkdtemp(prefix="hcq-smi-test-"))
+  try:
+    base.chmod(0o755)
+    locks, bin_dir, out = base / "locks", base / "bin", base / "out.json"
+    locks.mkdir()
+    bin_dir.mkdir()
+    sudo_log = base / "sudo.log"
+    (bin_dir / "sudo").write_text(f"#!/bin/sh\necho \"$@\" >> {sudo_log}\nexit 0\n")
+    (bin_dir / "sudo").chmod(0o755)
+    out.write_text("")
+    out.chmod(0o666)
+    holder = spawn_holder(locks / f"am_{BUS}.lock")
+    procs.append(holder)
+    pid = os.fork()
+    if pid == 0:
+      code = 99
+      try:
+        os.setgid(65534)
+        os.setuid(65534)
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+        os.environ.update(HCQ_LOCK_DIR=str(locks), PATH=f"{bin_dir}:/usr/bin:/bin")
+        fd = os.open(out, os.O_WRONLY | os.O_TRUNC)
+        sys.stdout = os.fdopen(fd, "w")  # pytest's capture replaced sys.stdout in this (forked) process
+        from hcq.smi import main
+        code = main(["amd", "kill_pids", "--sudoless", "--json"])
+        sys.stdout.flush()
+      finally: os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    doc = json.loads(out.read_text())
+    assert os.waitstatus_to_exitcode(status) == 1, doc
+    assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
+    assert holder.poll() is None
+    assert not sudo_log.exists()
+  finally: shutil.rmtree(base)
+
+
+MALICIOUS = ["am_0000:03:00.0;reboot.lock", "am_$(touch pwned).lock", "am_0000:03:00.0 .lock", "am_ 0000:03:00.0.lock",
+             "am_0000:03:00.0`id`.lock", "am_..lock", "am_0000:03:00.0\n.lock", "am_0000:03:00.0|sh.lock",
+             "am_..%2fetc%2fpasswd.lock", "am_0000:03:00.0.LOCK"]
+
+
+def test_malicious_lock_names_are_ignored_with_a_warning(locks, procs, tmp_path):
+  held = []
+  for name in MALICIOUS:
+    held.append(spawn_holder(locks / name))
+  (locks / "am_0000:03:00.0").mkdir()  # what a name with '/' would look like: a folder, no .lock file
+  (locks / "am_0000:03:00.0" / "x.lock").write_text("")
+  (locks / "am_0000:07:00.0.lock").mkdir()  # a well-formed name that is not a regular file
+  os.symlink("/etc/hostname", locks / "am_0000:08:00.0.lock")
+  procs += held
+  env = smi_env(lock_dir=locks)
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  for cmd in (["pids"], ["kill_pids", "--sudoless"], ["reset", "--sudoless"]):
+    res = subprocess.run([sys.executable, "-m", "hcq.smi", "amd", *cmd], capture_output=True, text=True, env=env, cwd=cwd)
+    assert res.returncode == 0, (cmd, res)
+    for name in MALICIOUS + ["am_0000:03:00.0"]:
+      assert f"ignoring lock file {name!r}" in res.stderr, (cmd, name, res.stderr)
+    assert "'am_0000:07:00.0.lock'" in res.stderr and "'am_0000:08:00.0.lock'" in res.stderr
+    assert "killed" not in res.stdout and "reset 0000" not in res.stdout
+  assert all(p.poll() is None for p in held)  # nobody killed
+  assert list(cwd.iterdir()) == [] and not (locks / "pwned").exists()
+
+
+def test_lock_of_another_backend_is_not_touched(locks, procs):
+  nv = spawn_holder(locks / f"nv_{BUS}.lock")
+  procs.append(nv)
+  res = run_smi("amd", "kill_pids", "--sudoless", env=smi_env(lock_dir=locks))
+  assert res.returncode == 0 and nv.poll() is None
+  res = run_smi("nv", "kill_pids", "--sudoless", env=smi_env(lock_dir=locks))
+  assert res.returncode == 0 and wait_dead(nv) == -signal.SIGKILL
+
+
+def test_holders_from_a_fake_proc_tree(locks, tmp_path):
+  """HCQ_PROC_ROOT: holders come from <proc>/<pid>/fd links plus the fdinfo lock lines, and from <proc>/locks for
+  processes whose fds cannot be read. Pids here are fake, so only `pids` (which signals nothing) runs."""
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  st = lock.stat()
+  key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+  proc = tmp_path / "proc"
+  def process(pid, fdinfo, target=lock):
+    (proc / str(pid) / "fd").mkdir(parents=True)
+    (proc / str(pid) / "fdinfo").mkdir()
+    os.symlink(target, proc / str(pid) / "fd" / "5")
+    (proc / str(pid) / "fdinfo" / "5").write_text("pos:\t0\nflags:\t02100002\nmnt_id:\t27\n" + fdinfo)
+    (proc / str(pid) / "comm").write_text(f"worker{pid}\n")
+  process(700, f"lock:\t1: FLOCK  ADVISORY  WRITE 700 {key} 0 EOF\n")   # holds it
+  process(701, "")                                                        # only has it open
+  process(702, f"lock:\t2: FLOCK  ADVISORY  WRITE 702 {key} 0 EOF\n", target=tmp_path / "elsewhere.lock")
+  process(703, f"lock:\t1: FLOCK  ADVISORY  WRITE 700 {key} 0 EOF\n")   # a forked sharer of 700's lock
+  (proc / "self").mkdir()
+  (proc / "locks").write_text(f"1: FLOCK  ADVISORY  WRITE 700 {key} 0 EOF\n"
+                              f"1: -> FLOCK  ADVISORY  WRITE 701 {key} 0 EOF\n")
+  res, doc = run_smi_json("amd", "pids", env=smi_env(lock_dir=locks, proc=proc))
+  assert res.returncode == 0, res
+  assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700"},
+                                                                       {"pid": 703, "name": "worker703"}]}]

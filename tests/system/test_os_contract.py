@@ -1,0 +1,324 @@
+"""The OS-interface contract: one suite, run against every implementation in OS_IMPLEMENTATIONS.
+
+To run it against another implementation (mockgpu's MockOS), append an OSImpl to OS_IMPLEMENTATIONS (e.g. from a
+conftest or from the bottom of this file):
+
+    OS_IMPLEMENTATIONS.append(OSImpl("mock", lambda config: MockOS(config), kernel=False, own_sysfs=True))
+
+Two groups of tests:
+  * the pure contract (class TestContract): what every implementation must do, with sysfs pointed at a fake tree and
+    memory handed out as host memory (GPU VA == host VA, so memview works everywhere);
+  * real kernel features (class TestKernel): regular files, ioctl, file mmap, cross-process flock, pagemap PFNs.
+    They run only for implementations built with kernel=True (LinuxOS), and skip what this machine cannot do.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import multiprocessing
+import os
+import stat
+import struct
+from typing import Callable
+
+import pytest
+
+from fake_sysfs import add_pci_function
+from hcq.config import Config
+from hcq.drivers.system import LinuxOS, MMIOView, OSInterface
+from hcq.drivers.system.linux import MemoryMMIO
+from hcq.errors import DeviceError, OSCallError
+
+
+@dataclasses.dataclass
+class OSImpl:
+  name: str
+  make: Callable[[Config], object]  # build the OS object for this config
+  kernel: bool = False              # a real kernel behind it: run TestKernel too
+  pagemap_needs_root: bool = False  # physical addresses readable only with CAP_SYS_ADMIN
+  own_sysfs: bool = False           # serves its own sysfs (a device model) instead of the tree at config.sysfs_root:
+                                    # the fake-tree tests skip, the consistency tests still run
+
+
+OS_IMPLEMENTATIONS: list[OSImpl] = [OSImpl("linux", LinuxOS, kernel=True, pagemap_needs_root=True)]
+
+PAGE = 4096
+# asm-generic/ioctls.h: FIONREAD 0x541B (x86-64 and arm64 use the generic numbers)
+FIONREAD = 0x541B
+
+
+@dataclasses.dataclass
+class Ctx:
+  impl: OSImpl
+  os: object
+  sysfs: object  # pathlib.Path of the fake sysfs root
+  tmp: object
+
+
+@pytest.fixture(params=OS_IMPLEMENTATIONS, ids=lambda impl: impl.name)
+def os_impl(request, tmp_path) -> Ctx:
+  sysfs = tmp_path / "sys"
+  add_pci_function(sysfs, "0000:03:00.0", 0x1002, 0x744c, 0x030000, driver="amdgpu")
+  (sysfs / "module/amdgpu/parameters").mkdir(parents=True)
+  (sysfs / "module/amdgpu/parameters/vm_size").write_text("256\n")
+  locks = tmp_path / "locks"
+  locks.mkdir()
+  config = Config(sysfs_root=str(sysfs), lock_dir=str(locks))
+  return Ctx(request.param, request.param.make(config), sysfs, tmp_path)
+
+
+@pytest.fixture
+def kernel_os(os_impl) -> Ctx:
+  if not os_impl.impl.kernel: pytest.skip(f"{os_impl.impl.name}: no real kernel behind it")
+  return os_impl
+
+
+class TestContract:
+  def test_satisfies_the_protocol(self, os_impl):
+    assert isinstance(os_impl.os, OSInterface)
+
+  # ---- sysfs (against the fake root)
+  def test_sysfs_reads(self, os_impl):
+    if os_impl.impl.own_sysfs: pytest.skip(f"{os_impl.impl.name} serves its own sysfs")
+    o = os_impl.os
+    assert "0000:03:00.0" in o.sysfs_list("bus/pci/devices")
+    assert o.sysfs_read("bus/pci/devices/0000:03:00.0/vendor").strip() == "0x1002"
+    assert o.sysfs_read("/bus/pci/devices/0000:03:00.0/device").strip() == "0x744c"  # leading / stays under the root
+    assert o.sysfs_read_bytes("bus/pci/devices/0000:03:00.0/config", 2, 2) == b"\x4c\x74"
+    assert o.sysfs_read("module/amdgpu/parameters/vm_size") == "256\n"
+    assert o.sysfs_exists("module/amdgpu") and not o.sysfs_exists("module/nvidia")
+    assert o.sysfs_readlink("bus/pci/devices/0000:03:00.0/driver").endswith("drivers/amdgpu")
+
+  def test_pci_functions_agree_with_their_config_space(self, os_impl):
+    """Whatever sysfs serves: every PCI function's vendor/device/class files match its config space header
+    (include/uapi/linux/pci_regs.h: vendor 0x00, device 0x02, revision 0x08, class 0x09-0x0b)."""
+    from hcq.drivers.system.pci import PCIDevice
+    devs = PCIDevice.enumerate(os_impl.os)
+    assert devs, "no PCI function in sysfs"
+    for d in devs:
+      assert d.config_read(0x00, 2) == d.vendor and d.config_read(0x02, 2) == d.device, d
+      assert int.from_bytes(d.config_read_bytes(0x09, 3), "little") == d.class_code, d
+
+  def test_sysfs_write(self, os_impl):
+    if os_impl.impl.own_sysfs: pytest.skip(f"{os_impl.impl.name} serves its own sysfs")
+    os_impl.os.sysfs_write("bus/pci/devices/0000:03:00.0/enable", "1")
+    assert os_impl.os.sysfs_read("bus/pci/devices/0000:03:00.0/enable") == "1"
+
+  def test_sysfs_errors_name_the_path(self, os_impl):
+    if os_impl.impl.own_sysfs: pytest.skip(f"{os_impl.impl.name} serves its own sysfs")
+    with pytest.raises(DeviceError, match="module/nvidia/refcnt"): os_impl.os.sysfs_read("module/nvidia/refcnt")
+    with pytest.raises(DeviceError, match="bus/pci/devices/0000:03:00.0/nope"):
+      os_impl.os.sysfs_write("bus/pci/devices/0000:03:00.0/nope", "1")
+    with pytest.raises(DeviceError, match="module/nvidia"): os_impl.os.sysfs_list("module/nvidia")
+
+  # ---- anonymous memory
+  def test_anon_memory_is_zeroed_readable_writable(self, os_impl):
+    o = os_impl.os
+    addr = o.alloc_anon(3 * PAGE)
+    assert addr % PAGE == 0
+    view = o.memview(addr, 3 * PAGE)
+    assert bytes(view[:16]) == bytes(16) and bytes(view[-16:]) == bytes(16)
+    view[PAGE:PAGE + 4] = b"hcq!"
+    assert ctypes.string_at(addr + PAGE, 4) == b"hcq!"  # GPU VA == host VA: the view is the memory itself
+    o.free_anon(addr, 3 * PAGE)
+
+  def test_anon_memory_at_a_fixed_address(self, os_impl):
+    o = os_impl.os
+    probe = o.alloc_anon(16 * PAGE, reserve_only=True)  # find a free range, then place memory inside it
+    o.free_anon(probe, 16 * PAGE)
+    want = probe + 4 * PAGE
+    addr = o.alloc_anon(2 * PAGE, addr=want)
+    assert addr == want
+    o.memview(addr, 2 * PAGE)[0] = 7
+    with pytest.raises(DeviceError, match=f"{want:#x}"): o.alloc_anon(PAGE, addr=want)  # never clobbers a mapping
+    o.free_anon(addr, 2 * PAGE)
+
+  def test_reserve_only_then_map_inside(self, os_impl):
+    o = os_impl.os
+    base = o.alloc_anon(64 * PAGE, reserve_only=True)
+    assert base % PAGE == 0
+    # a reservation is not usable memory: placing real memory inside it must go through a fixed mapping after freeing
+    o.free_anon(base + 8 * PAGE, PAGE)
+    inner = o.alloc_anon(PAGE, addr=base + 8 * PAGE)
+    o.memview(inner, PAGE)[:3] = b"abc"
+    assert ctypes.string_at(inner, 3) == b"abc"
+    o.free_anon(base, 64 * PAGE)
+
+  def test_physical_addresses(self, os_impl):
+    if os_impl.impl.pagemap_needs_root and os.geteuid() != 0: pytest.skip("pagemap PFNs need CAP_SYS_ADMIN")
+    o = os_impl.os
+    addr = o.alloc_anon(4 * PAGE)
+    phys = o.phys_addrs(addr, 4 * PAGE)
+    assert len(phys) == 4
+    assert all(p != 0 and p % PAGE == 0 for p in phys), [hex(p) for p in phys]
+    assert len(set(phys)) == 4
+    assert o.phys_addrs(addr + PAGE + 100, 8) == [phys[1]]  # per page, unaligned start and size included
+    o.free_anon(addr, 4 * PAGE)
+
+  def test_memory_barrier(self, os_impl):
+    for _ in range(3): os_impl.os.memory_barrier()
+
+  # ---- MMIO views over memory
+  def test_mmio_view_over_memory_bounds(self, os_impl):
+    o = os_impl.os
+    addr = o.alloc_anon(PAGE)
+    mmio = MemoryMMIO(addr, 0x100, "test BAR5")
+    assert isinstance(mmio, MMIOView)
+    mmio.write32(0xfc, 0xa5a5a5a5)
+    mmio.write64(0x10, 0x0123456789abcdef)
+    assert mmio.read32(0xfc) == 0xa5a5a5a5 and mmio.read64(0x10) == 0x0123456789abcdef
+    assert mmio.read32(0x10) == 0x89abcdef and mmio.read32(0x14) == 0x01234567  # little-endian halves
+    assert bytes(o.memview(addr + 0x10, 8)) == struct.pack("<Q", 0x0123456789abcdef)
+    for call in (lambda: mmio.read32(0x100), lambda: mmio.write32(0x100, 0), lambda: mmio.read64(0xfc),
+                 lambda: mmio.write64(0xf8 + 8, 0), lambda: mmio.read32(-4), lambda: mmio.read32(2)):
+      with pytest.raises(DeviceError, match="test BAR5"): call()
+    o.free_anon(addr, PAGE)
+
+  # ---- locks
+  def test_lock_is_exclusive_and_names_the_lock(self, os_impl):
+    o = os_impl.os
+    lock = o.lock_device("am", "0000:03:00.0")
+    assert lock.path.endswith("am_0000:03:00.0.lock")
+    with pytest.raises(DeviceError, match=r"am_0000:03:00\.0\.lock"): o.lock_device("am", "0000:03:00.0")
+    other = o.lock_device("am", "0000:04:00.0")  # another device: independent
+    nv = o.lock_device("nv", "0000:03:00.0")     # another kind: another lock file
+    lock.release()
+    again = o.lock_device("am", "0000:03:00.0")
+    for held in (again, other, nv): held.release()
+
+  @pytest.mark.parametrize("bus", ["0000:03:00.0;id", "../0000:03:00.0", "0000:03:00.0 ", "3:0.0", "$(id)"])
+  def test_lock_refuses_bad_addresses(self, os_impl, bus):
+    with pytest.raises(DeviceError, match="PCI address"): os_impl.os.lock_device("am", bus)
+    assert os.listdir(os_impl.tmp / "locks") == []
+
+  # ---- eventfd
+  def test_eventfd_counts(self, os_impl):
+    ev = os_impl.os.eventfd(2)
+    ev.write(struct.pack("<Q", 3))
+    ev.write(struct.pack("<Q", 4))
+    assert struct.unpack("<Q", ev.read(8))[0] == 9
+    ev.close()
+
+  # ---- time
+  def test_monotonic_and_sleep(self, os_impl):
+    t0 = os_impl.os.monotonic()
+    os_impl.os.sleep(0.01)
+    assert os_impl.os.monotonic() - t0 >= 0.01
+
+
+def _try_lock_in_child(os_factory, config, q):
+  try:
+    os_factory(config).lock_device("am", "0000:03:00.0")
+    q.put("locked")
+  except DeviceError as e:
+    q.put(f"DeviceError: {e}")
+
+
+class TestKernel:
+  def test_file_open_read_write_close(self, kernel_os):
+    o, path = kernel_os.os, str(kernel_os.tmp / "data.bin")
+    f = o.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    assert f.write(b"0123456789") == 10
+    assert f.read(4, offset=2) == b"2345"
+    assert f.write(b"AB", offset=8) == 2
+    f.close()
+    assert open(path, "rb").read() == b"01234567AB"
+    with pytest.raises(OSCallError, match="no-such-file"): o.open(str(kernel_os.tmp / "no-such-file"), os.O_RDONLY)
+
+  def test_ioctl_on_a_regular_file(self, kernel_os):
+    # FIONREAD on a regular file returns the bytes left from the file position (fs/ioctl.c, file_ioctl)
+    o, path = kernel_os.os, kernel_os.tmp / "data.bin"
+    path.write_bytes(b"x" * 1234)
+    f = o.open(str(path), os.O_RDONLY)
+    n = ctypes.c_int(-1)
+    assert f.ioctl(FIONREAD, n) == 0 and n.value == 1234
+    f.read(34)
+    buf = bytearray(4)
+    f.ioctl(FIONREAD, buf)
+    assert int.from_bytes(buf, "little") == 1200
+    with pytest.raises(OSCallError, match=r"data\.bin.*request 0x5401"): f.ioctl(0x5401, ctypes.c_int())  # TCGETS: ENOTTY
+    f.close()
+
+  def test_mmap_of_a_file(self, kernel_os):
+    o, path = kernel_os.os, kernel_os.tmp / "map.bin"
+    path.write_bytes(bytes(range(256)) * 32)
+    f = o.open(str(path))
+    addr = f.mmap(2 * PAGE, offset=PAGE)
+    f.close()  # the mapping outlives the fd
+    assert ctypes.string_at(addr, 4) == bytes([0, 1, 2, 3])  # offset 4096 = 16 * 256
+    ctypes.memmove(addr + 5, b"ZZ", 2)
+    o.free_anon(addr, 2 * PAGE)
+    assert path.read_bytes()[PAGE + 5:PAGE + 7] == b"ZZ"  # MAP_SHARED by default
+
+  def test_map_mmio_of_a_file(self, kernel_os):
+    o, path = kernel_os.os, kernel_os.tmp / "bar.bin"
+    path.write_bytes(bytes(PAGE))
+    mmio = o.map_mmio(str(path), PAGE, name="fake BAR0")
+    mmio.write32(0x20, 0xcafef00d)
+    assert path.read_bytes()[0x20:0x24] == struct.pack("<I", 0xcafef00d)
+    with pytest.raises(DeviceError, match="fake BAR0.*0x1000"): mmio.write32(PAGE, 1)
+    mmio.close()
+    mmio.close()
+    with pytest.raises(DeviceError, match="fake BAR0"): mmio.read32(0x20)  # unmapped: refused, not a segfault
+
+  def test_lock_file_mode_0666_whatever_the_umask(self, kernel_os):
+    old = os.umask(0o077)
+    try: lock = kernel_os.os.lock_device("bnxt", "0000:c1:00.0")
+    finally: os.umask(old)
+    assert stat.S_IMODE(os.stat(lock.path).st_mode) == 0o666
+    lock.release()
+
+  def test_lock_file_symlink_is_refused(self, kernel_os):
+    target = kernel_os.tmp / "victim"
+    target.write_text("keep")
+    os.symlink(target, kernel_os.tmp / "locks" / "am_0000:05:00.0.lock")
+    with pytest.raises(OSCallError, match="am_0000:05:00.0.lock"): kernel_os.os.lock_device("am", "0000:05:00.0")
+    assert target.read_text() == "keep"
+
+  def test_lock_excludes_another_process(self, kernel_os):
+    lock = kernel_os.os.lock_device("am", "0000:03:00.0")
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_try_lock_in_child, args=(kernel_os.impl.make, kernel_os.os.config, q))
+    p.start()
+    res = q.get(timeout=30)
+    p.join(30)
+    assert res.startswith("DeviceError") and "am_0000:03:00.0.lock" in res and "0000:03:00.0 is in use" in res
+    lock.release()
+    p = ctx.Process(target=_try_lock_in_child, args=(kernel_os.impl.make, kernel_os.os.config, q))
+    p.start()
+    assert q.get(timeout=30) == "locked"
+    p.join(30)
+
+  def test_pagemap_refuses_the_zero_page(self, kernel_os):
+    if os.geteuid() != 0: pytest.skip("pagemap PFNs need CAP_SYS_ADMIN")
+    addr = kernel_os.os.alloc_anon(2 * PAGE, prot=1)  # PROT_READ, private: both pages are the kernel's zero page
+    with pytest.raises(DeviceError, match="zero page"): kernel_os.os.phys_addrs(addr, 2 * PAGE)
+    kernel_os.os.free_anon(addr, 2 * PAGE)
+
+  def test_pagemap_without_root_is_a_clear_error(self, kernel_os):
+    """Unprivileged readers get PFN 0 from pagemap: phys_addrs must fail naming pagemap, not return 0. As root,
+    the check runs in a forked child that drops to uid nobody (65534)."""
+    def check():
+      addr = kernel_os.os.alloc_anon(PAGE)
+      try: kernel_os.os.phys_addrs(addr, PAGE)
+      except DeviceError as e: return f"DeviceError: {e}"
+      return "no error"
+    if os.geteuid() != 0:
+      assert "pagemap" in check()
+      return
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+      try:
+        os.close(r)
+        os.setgid(65534)
+        os.setuid(65534)
+        # setuid makes the process non-dumpable, which hands /proc/self to root; a normal user process is dumpable
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE = 4 (include/uapi/linux/prctl.h)
+        os.write(w, check().encode())
+      finally: os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f: res = f.read()
+    os.waitpid(pid, 0)
+    assert res.startswith("DeviceError") and "pagemap" in res and "CAP_SYS_ADMIN" in res, res
