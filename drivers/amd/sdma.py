@@ -1,22 +1,22 @@
 """SDMA packets (sdma 6.0, gfx11) as lists of dwords.
 
-Source (Linux 6.12): drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (SDMA_OP_*, SDMA_SUBOP_*, SDMA_PKT_*_HEADER
-field shifts). tests/amd/test_packets.py checks the numbers against the header."""
+Facts come from hcq.autogen.amd.sdma, generated from Linux drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h
+(SDMA_OP_*, SDMA_SUBOP_*, SDMA_PKT_<packet>_<dword>_<FIELD>(x) field macros)."""
 from __future__ import annotations
 
-# sdma_v6_0_0_pkt_open.h SDMA_OP_*
-OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE, OP_TRAP, OP_POLL_REGMEM = 0, 1, 2, 4, 5, 6, 8
-OP_CONST_FILL, OP_TIMESTAMP, OP_GCR_REQ = 11, 13, 17
-SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR, SUBOP_TIMESTAMP_GET_GLOBAL = 0, 0, 2
+from ...autogen.amd import sdma as h
+
+OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE = h.SDMA_OP_NOP, h.SDMA_OP_COPY, h.SDMA_OP_WRITE, h.SDMA_OP_INDIRECT, h.SDMA_OP_FENCE
+OP_TRAP, OP_POLL_REGMEM, OP_CONST_FILL, OP_TIMESTAMP = h.SDMA_OP_TRAP, h.SDMA_OP_POLL_REGMEM, h.SDMA_OP_CONST_FILL, h.SDMA_OP_TIMESTAMP
+OP_GCR_REQ = h.SDMA_OP_GCR_REQ
+SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR = h.SDMA_SUBOP_COPY_LINEAR, h.SDMA_SUBOP_WRITE_LINEAR
+SUBOP_TIMESTAMP_GET_GLOBAL = h.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL
 OP_NAMES = {OP_NOP: "NOP", OP_COPY: "COPY", OP_WRITE: "WRITE", OP_INDIRECT: "INDIRECT", OP_FENCE: "FENCE",
             OP_TRAP: "TRAP", OP_POLL_REGMEM: "POLL_REGMEM", OP_CONST_FILL: "CONST_FILL", OP_TIMESTAMP: "TIMESTAMP",
             OP_GCR_REQ: "GCR_REQ"}
-# SDMA_PKT_COPY_LINEAR_COUNT_count_mask 0x3FFFFFFF: bytes - 1
-MAX_COPY = 1 << 30
-# SDMA_PKT_FENCE_HEADER_mtype_shift 16 (3 = uncached)
-FENCE_MTYPE_UC = 3
-# SDMA_PKT_POLL_REGMEM_HEADER: hdp_flush 26, func 28 (3 bits), mem_poll 31; DW5: interval [15:0], retry_count [27:16]
-POLL_FUNC_GE = 5
+MAX_COPY = h.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1   # count = bytes - 1
+FENCE_MTYPE_UC = 3     # SDMA_PKT_FENCE_HEADER_mtype: 3 = uncached
+POLL_FUNC_GE = 5       # SDMA_PKT_POLL_REGMEM_HEADER_func: 5 = greater or equal
 
 
 def lo(x) -> int:
@@ -30,7 +30,8 @@ def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi(
 def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:
   """One COPY_LINEAR of 1..2^30 bytes."""
   if not 0 < nbytes <= MAX_COPY: raise ValueError(f"SDMA copy of {nbytes} bytes (1..{MAX_COPY} per packet)")
-  return [OP_COPY | (SUBOP_COPY_LINEAR << 8), nbytes - 1, 0, lo(src), hi(src), lo(dst), hi(dst)]
+  return [h.SDMA_PKT_COPY_LINEAR_HEADER_OP(OP_COPY) | h.SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(SUBOP_COPY_LINEAR),
+          h.SDMA_PKT_COPY_LINEAR_COUNT_COUNT(nbytes - 1), 0, lo(src), hi(src), lo(dst), hi(dst)]
 
 
 def copy(dst: int, src: int, nbytes: int) -> list[int]:
@@ -41,27 +42,31 @@ def copy(dst: int, src: int, nbytes: int) -> list[int]:
 
 def fence(addr: int, value: int) -> list[int]:
   """Write 32 bits after prior packets complete."""
-  return [OP_FENCE | (FENCE_MTYPE_UC << 16), lo(addr), hi(addr), lo(value)]
+  return [h.SDMA_PKT_FENCE_HEADER_OP(OP_FENCE) | h.SDMA_PKT_FENCE_HEADER_MTYPE(FENCE_MTYPE_UC), lo(addr), hi(addr), lo(value)]
 
 
 def trap(int_context: int) -> list[int]:
   """Raise an interrupt carrying int_context (28 bits: the KFD event id)."""
-  return [OP_TRAP, int_context & 0x0FFFFFFF]
+  return [h.SDMA_PKT_TRAP_HEADER_OP(OP_TRAP), h.SDMA_PKT_TRAP_INT_CONTEXT_INT_CONTEXT(int_context)]
 
 
 def poll_regmem(addr: int, value: int, mask: int = 0xFFFFFFFF, func: int = POLL_FUNC_GE, interval: int = 4,
                 retry: int = 0xFFF) -> list[int]:
   """Wait until (mem32[addr] & mask) func value."""
-  return [OP_POLL_REGMEM | (func << 28) | (1 << 31), lo(addr), hi(addr), lo(value), mask, (interval & 0xFFFF) | (retry << 16)]
+  hdr = h.SDMA_PKT_POLL_REGMEM_HEADER_OP(OP_POLL_REGMEM) | h.SDMA_PKT_POLL_REGMEM_HEADER_FUNC(func) | \
+    h.SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(1)
+  return [hdr, lo(addr), hi(addr), lo(value), mask,
+          h.SDMA_PKT_POLL_REGMEM_DW5_INTERVAL(interval) | h.SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT(retry)]
 
 
 def timestamp(addr: int) -> list[int]:
   """Write the 64-bit global timestamp to addr."""
-  return [OP_TIMESTAMP | (SUBOP_TIMESTAMP_GET_GLOBAL << 8), lo(addr), hi(addr)]
+  return [h.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_OP(OP_TIMESTAMP) |
+          h.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_SUB_OP(SUBOP_TIMESTAMP_GET_GLOBAL), lo(addr), hi(addr)]
 
 
 def indirect(addr: int, size_dw: int) -> list[int]:
-  return [OP_INDIRECT, lo(addr), hi(addr), size_dw, 0, 0]
+  return [h.SDMA_PKT_INDIRECT_HEADER_OP(OP_INDIRECT), lo(addr), hi(addr), size_dw, 0, 0]
 
 
 def nop() -> list[int]: return [OP_NOP]
