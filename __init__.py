@@ -83,4 +83,6 @@ def _open_one(spec: DeviceSpec, cfg):
   else:
     from .drivers.system import LinuxOS
     os_iface, iface = LinuxOS(cfg), spec.iface
-  return getattr(module, fn)(iface, spec.index, os_iface, cfg)
+  opener = getattr(module, fn, None)
+  if opener is None: raise DeviceError(f"{spec}: driver module {modname} has no {fn}() yet")
+  return opener(iface, spec.index, os_iface, cfg)
