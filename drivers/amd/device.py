@@ -12,7 +12,7 @@ from array import array
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
-from ...errors import DeviceError
+from ...errors import DeviceError, GPUFault
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
 from . import lower
 from .cmdbuf import link
@@ -84,6 +84,7 @@ class AMDDevice(Device):
     self._staging = [_Staging(self._host_mem(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
     self._staging_next = 0
     self._last_ring = None
+    self.fault: GPUFault | None = None
     self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
     self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
@@ -112,7 +113,20 @@ class AMDDevice(Device):
     if not fired and self.os.monotonic() - t0 < seconds / 2: self.os.sleep(seconds)
 
   def _wait_value(self, value: int) -> None:
-    self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
+    if self.fault is not None:
+      raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
+    try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
+    except GPUFault as e:
+      self.fault = e
+      raise
+
+  def _commit(self, ring: Ring) -> None:
+    """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
+    report a fault right here; it is remembered like one seen while waiting."""
+    try: ring.commit()
+    except GPUFault as e:
+      self.fault = e
+      raise
 
   def _synchronize(self) -> None:
     if self.timeline.value: self._wait_value(self.timeline.value)
@@ -164,9 +178,8 @@ class AMDDevice(Device):
     if timed:
       self.timer_start.timestamp = self.timer_end.timestamp = 0
       t0 = self.os.monotonic()
-    ring = self.compute
-    ring.write(cmd)
-    ring.commit()
+    self.compute.write(cmd)
+    self._commit(self.compute)
     if not timed: return None
     self._wait_value(tv)
     t1 = self.os.monotonic()
@@ -179,7 +192,7 @@ class AMDDevice(Device):
     tv = self._begin(self.compute, "pm4")
     self.compute.write(array("I", list(words)))
     self.compute.write(self._signals["pm4"].fill({V_TIMELINE: tv}))
-    self.compute.commit()
+    self._commit(self.compute)
     return tv
 
   def copy_async(self, dst_va: int, src_va: int, nbytes: int) -> int:
@@ -187,7 +200,7 @@ class AMDDevice(Device):
     cb = self._copy_cmdbuf(nbytes)
     tv = self._begin(self.copy, "sdma")
     self.copy.write(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: tv}))
-    self.copy.commit()
+    self._commit(self.copy)
     return tv
 
   # ---- memory
@@ -266,7 +279,9 @@ class AMDDevice(Device):
     return self.load(compile_kernel(sink, self.arch))
 
   def _close(self) -> None:
-    try: self._synchronize()
+    # after a fault the queues are stopped: waiting for them would only time out; free everything regardless
+    try:
+      if self.fault is None: self._synchronize()
     finally: self.iface.close()
 
   def __repr__(self): return f"AMDDevice({self.name})"
