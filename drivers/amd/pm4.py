@@ -1,12 +1,13 @@
 """PM4 type-3 packets for the gfx10-gfx11 compute queue, as lists of dwords.
 
-Facts come from the generated bindings: hcq.autogen.amd.pm4 (Linux drivers/gpu/drm/amd/amdgpu/nvd.h: opcodes, the
-PACKET3 header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM fields) and hcq.autogen.amd.gc_11_0_0 (asic_reg/gc
-gc_11_0_0_offset.h and _sh_mask.h: COMPUTE_* registers and DISPATCH_INITIATOR bits). Two facts are not in those
-headers and are cited where used: the GC segment-0 base and the VGT event types."""
+Facts come from the generated bindings hcq.autogen.amd.pm4 (Linux drivers/gpu/drm/amd/amdgpu/nvd.h: opcodes, the
+PACKET3 header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM fields). The few COMPUTE_* registers and DISPATCH_INITIATOR
+bits are written out below from asic_reg/gc/gc_11_0_0_offset.h and _sh_mask.h, because importing the generated
+hcq.autogen.amd.gc_11_0_0 (every GC register) costs more than a whole launch path may take at start-up;
+tests/amd/test_packets.py checks each of them against that generated module. Two facts are in none of those headers
+and are cited where used: the GC segment-0 base and the VGT event types."""
 from __future__ import annotations
 
-from ...autogen.amd import gc_11_0_0 as gc
 from ...autogen.amd import pm4 as nvd
 
 PACKET_TYPE3 = nvd.PACKET_TYPE3
@@ -27,25 +28,30 @@ GC_SEG0_BASE = 0x1260
 def _sh(reg: int) -> int: return reg + GC_SEG0_BASE - SH_REG_START
 
 
-COMPUTE_DISPATCH_INITIATOR = _sh(gc.regCOMPUTE_DISPATCH_INITIATOR)
-COMPUTE_START_X = _sh(gc.regCOMPUTE_START_X)
-COMPUTE_NUM_THREAD_X = _sh(gc.regCOMPUTE_NUM_THREAD_X)
-COMPUTE_PGM_LO = _sh(gc.regCOMPUTE_PGM_LO)
-COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)
-COMPUTE_PGM_RSRC1 = _sh(gc.regCOMPUTE_PGM_RSRC1)
-COMPUTE_RESOURCE_LIMITS = _sh(gc.regCOMPUTE_RESOURCE_LIMITS)
-COMPUTE_TMPRING_SIZE = _sh(gc.regCOMPUTE_TMPRING_SIZE)
-COMPUTE_RESTART_X = _sh(gc.regCOMPUTE_RESTART_X)
-COMPUTE_PGM_RSRC3 = _sh(gc.regCOMPUTE_PGM_RSRC3)
-COMPUTE_USER_DATA_0 = _sh(gc.regCOMPUTE_USER_DATA_0)
-# every COMPUTE_* register of the SH window, by offset, for decoding
-SH_REG_NAMES = {_sh(v): k[3:] for k, v in vars(gc).items()
-                if k.startswith("regCOMPUTE_") and not k.endswith("_BASE_IDX") and getattr(gc, k + "_BASE_IDX", 0) == 0
-                and 0 <= _sh(v) < 0x400}
+# gc_11_0_0_offset.h, BASE_IDX 0
+GC_REGS = {"COMPUTE_DISPATCH_INITIATOR": 0x1ba0, "COMPUTE_START_X": 0x1ba4, "COMPUTE_START_Y": 0x1ba5,
+           "COMPUTE_START_Z": 0x1ba6, "COMPUTE_NUM_THREAD_X": 0x1ba7, "COMPUTE_NUM_THREAD_Y": 0x1ba8,
+           "COMPUTE_NUM_THREAD_Z": 0x1ba9, "COMPUTE_PGM_LO": 0x1bac, "COMPUTE_PGM_HI": 0x1bad,
+           "COMPUTE_DISPATCH_SCRATCH_BASE_LO": 0x1bb0, "COMPUTE_DISPATCH_SCRATCH_BASE_HI": 0x1bb1,
+           "COMPUTE_PGM_RSRC1": 0x1bb2, "COMPUTE_PGM_RSRC2": 0x1bb3, "COMPUTE_RESOURCE_LIMITS": 0x1bb5,
+           "COMPUTE_TMPRING_SIZE": 0x1bb8, "COMPUTE_RESTART_X": 0x1bbb, "COMPUTE_RESTART_Y": 0x1bbc,
+           "COMPUTE_RESTART_Z": 0x1bbd, "COMPUTE_PGM_RSRC3": 0x1bc8,
+           **{f"COMPUTE_USER_DATA_{i}": 0x1be0 + i for i in range(16)}}
+COMPUTE_DISPATCH_INITIATOR = _sh(GC_REGS["COMPUTE_DISPATCH_INITIATOR"])
+COMPUTE_START_X = _sh(GC_REGS["COMPUTE_START_X"])
+COMPUTE_NUM_THREAD_X = _sh(GC_REGS["COMPUTE_NUM_THREAD_X"])
+COMPUTE_PGM_LO = _sh(GC_REGS["COMPUTE_PGM_LO"])
+COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(GC_REGS["COMPUTE_DISPATCH_SCRATCH_BASE_LO"])
+COMPUTE_PGM_RSRC1 = _sh(GC_REGS["COMPUTE_PGM_RSRC1"])
+COMPUTE_RESOURCE_LIMITS = _sh(GC_REGS["COMPUTE_RESOURCE_LIMITS"])
+COMPUTE_TMPRING_SIZE = _sh(GC_REGS["COMPUTE_TMPRING_SIZE"])
+COMPUTE_RESTART_X = _sh(GC_REGS["COMPUTE_RESTART_X"])
+COMPUTE_PGM_RSRC3 = _sh(GC_REGS["COMPUTE_PGM_RSRC3"])
+COMPUTE_USER_DATA_0 = _sh(GC_REGS["COMPUTE_USER_DATA_0"])
+SH_REG_NAMES = {_sh(v): k for k, v in GC_REGS.items()}
 
-INITIATOR_COMPUTE_SHADER_EN = gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
-INITIATOR_FORCE_START_AT_000 = gc.COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK
-INITIATOR_CS_W32_EN = gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
+# gc_11_0_0_sh_mask.h COMPUTE_DISPATCH_INITIATOR__{COMPUTE_SHADER_EN,FORCE_START_AT_000,CS_W32_EN}_MASK
+INITIATOR_COMPUTE_SHADER_EN, INITIATOR_FORCE_START_AT_000, INITIATOR_CS_W32_EN = 0x1, 0x4, 0x8000
 
 # WAIT_REG_MEM_FUNCTION values (nvd.h comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >)
 WAIT_ALWAYS, WAIT_LT, WAIT_LE, WAIT_EQ, WAIT_NE, WAIT_GE, WAIT_GT = range(7)

@@ -1,20 +1,24 @@
 """SDMA packets (sdma 6.0, gfx11) as lists of dwords.
 
-Facts come from hcq.autogen.amd.sdma, generated from Linux drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h
-(SDMA_OP_*, SDMA_SUBOP_*, SDMA_PKT_<packet>_<dword>_<FIELD>(x) field macros)."""
+Source: Linux drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (SDMA_OP_*, SDMA_SUBOP_*, and the
+SDMA_PKT_<packet>_<dword>_<field>_shift/_mask values used below). They are written out here because importing the
+generated hcq.autogen.amd.sdma costs more start-up time than the whole launch path may take; tests/amd/test_packets.py
+checks every one of them against that generated module."""
 from __future__ import annotations
 
-from ...autogen.amd import sdma as h
-
-OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE = h.SDMA_OP_NOP, h.SDMA_OP_COPY, h.SDMA_OP_WRITE, h.SDMA_OP_INDIRECT, h.SDMA_OP_FENCE
-OP_TRAP, OP_POLL_REGMEM, OP_CONST_FILL, OP_TIMESTAMP = h.SDMA_OP_TRAP, h.SDMA_OP_POLL_REGMEM, h.SDMA_OP_CONST_FILL, h.SDMA_OP_TIMESTAMP
-OP_GCR_REQ = h.SDMA_OP_GCR_REQ
-SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR = h.SDMA_SUBOP_COPY_LINEAR, h.SDMA_SUBOP_WRITE_LINEAR
-SUBOP_TIMESTAMP_GET_GLOBAL = h.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL
+# SDMA_OP_* / SDMA_SUBOP_*
+OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE = 0, 1, 2, 4, 5
+OP_TRAP, OP_POLL_REGMEM, OP_CONST_FILL, OP_TIMESTAMP, OP_GCR_REQ = 6, 8, 11, 13, 17
+SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR, SUBOP_TIMESTAMP_GET_GLOBAL = 0, 0, 2
+# header: op [7:0], sub_op [15:8] (every SDMA_PKT_*_HEADER_op/sub_op); FENCE mtype [18:16]; POLL_REGMEM func [30:28],
+# mem_poll [31]; POLL_REGMEM DW5 interval [15:0], retry_count [27:16]; TRAP INT_CONTEXT int_context [27:0]
+SUB_OP_SHIFT, FENCE_MTYPE_SHIFT, POLL_FUNC_SHIFT, POLL_MEM_POLL_SHIFT = 8, 16, 28, 31
+POLL_INTERVAL_MASK, POLL_RETRY_SHIFT, POLL_RETRY_MASK, TRAP_CONTEXT_MASK = 0xFFFF, 16, 0xFFF, 0x0FFFFFFF
+COPY_COUNT_MASK = 0x3FFFFFFF
 OP_NAMES = {OP_NOP: "NOP", OP_COPY: "COPY", OP_WRITE: "WRITE", OP_INDIRECT: "INDIRECT", OP_FENCE: "FENCE",
             OP_TRAP: "TRAP", OP_POLL_REGMEM: "POLL_REGMEM", OP_CONST_FILL: "CONST_FILL", OP_TIMESTAMP: "TIMESTAMP",
             OP_GCR_REQ: "GCR_REQ"}
-MAX_COPY = h.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1   # count = bytes - 1
+MAX_COPY = COPY_COUNT_MASK + 1   # COPY_LINEAR count = bytes - 1
 FENCE_MTYPE_UC = 3     # SDMA_PKT_FENCE_HEADER_mtype: 3 = uncached
 POLL_FUNC_GE = 5       # SDMA_PKT_POLL_REGMEM_HEADER_func: 5 = greater or equal
 
@@ -30,8 +34,7 @@ def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi(
 def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:
   """One COPY_LINEAR of 1..2^30 bytes."""
   if not 0 < nbytes <= MAX_COPY: raise ValueError(f"SDMA copy of {nbytes} bytes (1..{MAX_COPY} per packet)")
-  return [h.SDMA_PKT_COPY_LINEAR_HEADER_OP(OP_COPY) | h.SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(SUBOP_COPY_LINEAR),
-          h.SDMA_PKT_COPY_LINEAR_COUNT_COUNT(nbytes - 1), 0, lo(src), hi(src), lo(dst), hi(dst)]
+  return [OP_COPY | (SUBOP_COPY_LINEAR << SUB_OP_SHIFT), (nbytes - 1) & COPY_COUNT_MASK, 0, lo(src), hi(src), lo(dst), hi(dst)]
 
 
 def copy(dst: int, src: int, nbytes: int) -> list[int]:
@@ -42,31 +45,29 @@ def copy(dst: int, src: int, nbytes: int) -> list[int]:
 
 def fence(addr: int, value: int) -> list[int]:
   """Write 32 bits after prior packets complete."""
-  return [h.SDMA_PKT_FENCE_HEADER_OP(OP_FENCE) | h.SDMA_PKT_FENCE_HEADER_MTYPE(FENCE_MTYPE_UC), lo(addr), hi(addr), lo(value)]
+  return [OP_FENCE | (FENCE_MTYPE_UC << FENCE_MTYPE_SHIFT), lo(addr), hi(addr), lo(value)]
 
 
 def trap(int_context: int) -> list[int]:
   """Raise an interrupt carrying int_context (28 bits: the KFD event id)."""
-  return [h.SDMA_PKT_TRAP_HEADER_OP(OP_TRAP), h.SDMA_PKT_TRAP_INT_CONTEXT_INT_CONTEXT(int_context)]
+  return [OP_TRAP, int_context & TRAP_CONTEXT_MASK]
 
 
 def poll_regmem(addr: int, value: int, mask: int = 0xFFFFFFFF, func: int = POLL_FUNC_GE, interval: int = 4,
                 retry: int = 0xFFF) -> list[int]:
   """Wait until (mem32[addr] & mask) func value."""
-  hdr = h.SDMA_PKT_POLL_REGMEM_HEADER_OP(OP_POLL_REGMEM) | h.SDMA_PKT_POLL_REGMEM_HEADER_FUNC(func) | \
-    h.SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(1)
+  hdr = OP_POLL_REGMEM | (func << POLL_FUNC_SHIFT) | (1 << POLL_MEM_POLL_SHIFT)
   return [hdr, lo(addr), hi(addr), lo(value), mask,
-          h.SDMA_PKT_POLL_REGMEM_DW5_INTERVAL(interval) | h.SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT(retry)]
+          (interval & POLL_INTERVAL_MASK) | ((retry & POLL_RETRY_MASK) << POLL_RETRY_SHIFT)]
 
 
 def timestamp(addr: int) -> list[int]:
   """Write the 64-bit global timestamp to addr."""
-  return [h.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_OP(OP_TIMESTAMP) |
-          h.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_SUB_OP(SUBOP_TIMESTAMP_GET_GLOBAL), lo(addr), hi(addr)]
+  return [OP_TIMESTAMP | (SUBOP_TIMESTAMP_GET_GLOBAL << SUB_OP_SHIFT), lo(addr), hi(addr)]
 
 
 def indirect(addr: int, size_dw: int) -> list[int]:
-  return [h.SDMA_PKT_INDIRECT_HEADER_OP(OP_INDIRECT), lo(addr), hi(addr), size_dw, 0, 0]
+  return [OP_INDIRECT, lo(addr), hi(addr), size_dw, 0, 0]
 
 
 def nop() -> list[int]: return [OP_NOP]

@@ -49,3 +49,33 @@ def test_decoders_name_packets_and_fields():
   s = sdma.decode(sdma.copy(0x20, 0x10, 64) + sdma.fence(0x40, 1) + sdma.trap(3))
   assert [p[1] for p in s] == ["COPY_LINEAR", "FENCE", "TRAP"] and "bytes=64" in s[0][2]
   with pytest.raises(ValueError, match="unknown SDMA opcode"): sdma.decode([0xFF])
+
+
+def test_written_out_register_facts_equal_the_generated_gc_11_0_0_bindings():
+  from hcq.autogen.amd import gc_11_0_0 as gc
+  for name, off in pm4.GC_REGS.items():
+    assert getattr(gc, "reg" + name) == off, name
+    assert getattr(gc, "reg" + name + "_BASE_IDX") == 0, name
+  assert pm4.INITIATOR_COMPUTE_SHADER_EN == gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
+  assert pm4.INITIATOR_FORCE_START_AT_000 == gc.COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK
+  assert pm4.INITIATOR_CS_W32_EN == gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
+
+
+def test_written_out_sdma_facts_equal_the_generated_sdma_v6_bindings():
+  from hcq.autogen.amd import sdma as h
+  for name in ("NOP", "COPY", "WRITE", "INDIRECT", "FENCE", "TRAP", "POLL_REGMEM", "CONST_FILL", "TIMESTAMP", "GCR_REQ"):
+    assert getattr(sdma, "OP_" + name) == getattr(h, "SDMA_OP_" + name), name
+  assert sdma.SUBOP_COPY_LINEAR == h.SDMA_SUBOP_COPY_LINEAR and sdma.SUBOP_TIMESTAMP_GET_GLOBAL == h.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL
+  assert sdma.SUB_OP_SHIFT == h.SDMA_PKT_COPY_LINEAR_HEADER_sub_op_shift == h.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_shift
+  assert sdma.FENCE_MTYPE_SHIFT == h.SDMA_PKT_FENCE_HEADER_mtype_shift
+  assert sdma.POLL_FUNC_SHIFT == h.SDMA_PKT_POLL_REGMEM_HEADER_func_shift
+  assert sdma.POLL_MEM_POLL_SHIFT == h.SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_shift
+  assert sdma.POLL_INTERVAL_MASK == h.SDMA_PKT_POLL_REGMEM_DW5_interval_mask
+  assert (sdma.POLL_RETRY_SHIFT, sdma.POLL_RETRY_MASK) == (h.SDMA_PKT_POLL_REGMEM_DW5_retry_count_shift,
+                                                           h.SDMA_PKT_POLL_REGMEM_DW5_retry_count_mask)
+  assert sdma.TRAP_CONTEXT_MASK == h.SDMA_PKT_TRAP_INT_CONTEXT_int_context_mask
+  assert sdma.COPY_COUNT_MASK == h.SDMA_PKT_COPY_LINEAR_COUNT_count_mask
+  # and the builders agree with the generated field macros
+  assert sdma.poll_regmem(0x10, 1, interval=7, retry=0x123)[0::5] == [
+    h.SDMA_PKT_POLL_REGMEM_HEADER_OP(8) | h.SDMA_PKT_POLL_REGMEM_HEADER_FUNC(5) | h.SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(1),
+    h.SDMA_PKT_POLL_REGMEM_DW5_INTERVAL(7) | h.SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT(0x123)]
