@@ -824,3 +824,24 @@ def subgroups(k, bufs, rng):
   np.testing.assert_array_equal(out[:, 2], np.repeat(sg.sum(1), 32))
   np.testing.assert_array_equal(o2[:, 0], (i // 32) * 32 + 3 + i % 32)
   np.testing.assert_array_equal(o2[:, 1], np.repeat((sg * 1000).astype(np.uint32).max(1), 32) + (i // lsz) * lsz)
+
+
+@case("""kernel void f64_math(global const double *a, global double *o) {
+  int i = get_global_id(0);
+  double x = a[i];
+  o[4 * i + 0] = sin(x);
+  o[4 * i + 1] = exp(x * 0.01);
+  o[4 * i + 2] = log(fabs(x) + 1.0);
+  o[4 * i + 3] = pow(fabs(x), 0.37);
+}""")
+def f64_math(k, bufs, rng):
+  n = 256
+  x = (rng.random(n) - 0.5) * 200
+  x[:64] *= 1e6            # large arguments: sin's Payne-Hanek reduction (v_trig_preop_f64)
+  px, _ = bufs.array(x)
+  po, out = bufs.array(np.zeros(4 * n))
+  k(px, po, grid=(n // 64, 1, 1), block=(64, 1, 1))
+  out = out.reshape(n, 4)
+  with np.errstate(over="ignore"):   # exp overflows to inf for the large arguments, on both sides
+    exp = np.stack([np.sin(x), np.exp(x * 0.01), np.log(np.abs(x) + 1.0), np.abs(x) ** 0.37], 1)
+  np.testing.assert_allclose(out, exp, rtol=1e-14, atol=1e-15)

@@ -752,3 +752,41 @@ def permlane16(x, s1, s2, cross: bool, fi: int, bc: int, em, ef, n: int):
   row = (1 - _ROW) if cross else _ROW
   src = row[None, :] * 16 + sel
   return _gather_lanes(x, src, None if ef else em, fi, bc, n)
+
+
+# ---- V_TRIG_PREOP_F64 (RDNA3 ISA pseudocode: 53-bit segments of the 1201-bit fraction of 2/pi) ----
+_TRIG_TABLE = None
+
+
+def _pi_fixed(bits: int) -> int:
+  """floor(pi * 2**bits) by Machin's formula in integer arithmetic (with guard bits)."""
+  guard = bits + 32
+  one = 1 << guard
+  def arctan_inv(x: int) -> int:
+    total, term, k, sign = 0, one // x, 1, 1
+    x2 = x * x
+    while term:
+      total += sign * (term // k)
+      term //= x2
+      k += 2
+      sign = -sign
+    return total
+  return (4 * (4 * arctan_inv(5) - arctan_inv(239))) >> 32
+
+
+def _trig_table():
+  global _TRIG_TABLE
+  if _TRIG_TABLE is None:
+    two_over_pi = (1 << (1202 + 1400)) // _pi_fixed(1400)     # floor(2/pi * 2**1201): the 1201-bit fraction
+    mask = (1 << 53) - 1
+    _TRIG_TABLE = np.array([float(((two_over_pi << sh) >> (1201 - 53)) & mask) for sh in range(31 * 53 + 2048)], f64)
+  return _TRIG_TABLE
+
+
+def trig_preop(x, seg):
+  x = np.asarray(x, f64)
+  exp = ((x.view(u64) >> u64(52)) & u64(0x7FF)).astype(np.int64)
+  shift = (np.asarray(seg).astype(np.int64) & 31) * 53 + np.where(exp > 1077, exp - 1077, 0)
+  scale = -53 - shift + np.where(exp >= 1968, 128, 0)
+  table = _trig_table()
+  return np.ldexp(table[np.clip(shift, 0, table.size - 1)], scale.astype(np.int32)).astype(f64)
