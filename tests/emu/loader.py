@@ -106,7 +106,7 @@ class Kernel:
     self.pgm = self.base + kd_off + entry
     self.bufs = bufs
 
-  def __call__(self, *args, grid=(1, 1, 1), block=(1, 1, 1), dynamic_lds=0, budget=50_000_000):
+  def __call__(self, *args, grid=(1, 1, 1), block=(1, 1, 1), dynamic_lds=0, budget=50_000_000, scratch_base=None):
     """args: in order of the explicit arguments: ints (addresses for pointers) or numpy scalars."""
     size = max(self.meta[".kernarg_segment_size"], 8)
     ka_addr, ka = self.bufs.alloc(size, 64)
@@ -150,4 +150,4 @@ class Kernel:
     lds = self.group_fixed + dynamic_lds
     return dispatch(self.bufs.memory, pgm_addr=self.pgm, rsrc1=self.rsrc1, rsrc2=self.rsrc2, rsrc3=self.rsrc3,
                     user_sgprs=user, grid=tuple(g), block=tuple(b), lds_bytes=lds,
-                    scratch=ScratchSetup(None, self.private_fixed), instruction_budget=budget)
+                    scratch=ScratchSetup(scratch_base, self.private_fixed), instruction_budget=budget)
