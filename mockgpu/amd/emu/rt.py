@@ -204,33 +204,43 @@ def cmp_class(x, mask):
 
 
 def div_scale(s0, s1, s2, ftype):
-  """V_DIV_SCALE_F32/F64 (RDNA3 ISA): returns (value, vcc lanes). Scales numerator or denominator by 2**(+-2*(bits))
-  when the quotient would under/overflow; otherwise returns s0 unchanged with VCC 0."""
+  """V_DIV_SCALE_F32/F64 (RDNA3 ISA pseudocode): S0 is the value to scale (numerator or denominator), S1 the
+  denominator, S2 the numerator. Returns (D, VCC lanes); scaling by 2**64 (f64: 2**128) where the quotient would
+  leave the normal range, else D = S0 and VCC = 0."""
   s0, s1, s2 = (np.asarray(v, ftype) for v in (s0, s1, s2))
-  big = 128 if ftype == f64 else 64          # scaling exponent
-  mant = 53 if ftype == f64 else 24
-  emax = 1023 if ftype == f64 else 127
-  _, e1 = np.frexp(s1)
-  _, e2 = np.frexp(s2)
-  e1 = e1 - 1
-  e2 = e2 - 1
-  d = s0
-  vcc = np.zeros(np.broadcast(s0, s1, s2).shape, bool)
+  f64t = ftype == f64
+  big = 128 if f64t else 64
+  gap = 768 if f64t else 96
+  tiny_exp = 53 if f64t else 23
+  ubits = u64 if f64t else u32
+  ebits, mbits = (11, 52) if f64t else (8, 23)
+  def exponent(x):
+    return ((x.view(ubits) >> ubits(mbits)) & ubits((1 << ebits) - 1)).astype(np.int64)
   with np.errstate(all="ignore"):
     tiny = np.finfo(ftype).tiny
-    nan_case = np.isnan(s1) | np.isnan(s2) | (s1 == 0) | (s2 == 0) | np.isinf(s1) | np.isinf(s2)
-    exp_diff = e2 - e1
-    cond_a = ~nan_case & (exp_diff >= emax - 1)                    # quotient would overflow
-    cond_b = ~nan_case & (exp_diff <= -(emax - 1)) & (s0 == s2)     # would underflow: scale numerator
-    cond_c = ~nan_case & (np.abs(s2) < tiny * 2 ** mant) & (s0 == s2)
-    cond_d = ~nan_case & (np.abs(s1) < tiny)                        # denormal denominator
-    scale_up = np.ldexp(s0, big).astype(ftype)
-    scale_dn = np.ldexp(s0, -big).astype(ftype)
-    d = np.where(cond_a | cond_d, np.where(s0 == s1, scale_up, s0), d)
-    d = np.where((cond_b | cond_c) & ~(cond_a | cond_d), scale_up, d)
-    vcc = (cond_a & (s0 == s2)) | ((cond_b | cond_c) & ~(cond_a | cond_d))
-    d = np.where(nan_case, np.array(np.nan, ftype) if True else d, d)
-    d = np.where(nan_case & ~(np.isnan(s1) | np.isnan(s2)) & (s1 != 0) & (s2 != 0), s0, d)
+    shape = np.broadcast(s0, s1, s2).shape
+    s0, s1, s2 = (np.broadcast_to(v, shape) for v in (s0, s1, s2))
+    e1, e2 = exponent(s1), exponent(s2)
+    inv_den = np.abs(ftype(1) / s1) < tiny
+    quot_den = np.abs(s2 / s1) < tiny
+    up = np.ldexp(s0, big).astype(ftype)
+    down = np.ldexp(s0, -big).astype(ftype)
+    zero = (s1 == 0) | (s2 == 0)
+    c1 = ~zero & (e2 - e1 >= gap)
+    c2 = ~zero & ~c1 & (np.abs(s1) < tiny) & (s1 != 0)
+    c3 = ~zero & ~c1 & ~c2 & inv_den & quot_den
+    c4 = ~zero & ~c1 & ~c2 & ~c3 & inv_den
+    c5 = ~zero & ~c1 & ~c2 & ~c3 & ~c4 & quot_den
+    c6 = ~zero & ~c1 & ~c2 & ~c3 & ~c4 & ~c5 & (e2 <= tiny_exp)
+    d = s0
+    d = np.where(c1 & (s0 == s1), up, d)
+    d = np.where(c2, up, d)
+    d = np.where(c3 & (s0 == s1), up, d)
+    d = np.where(c4, down, d)
+    d = np.where(c5 & (s0 == s2), up, d)
+    d = np.where(c6, up, d)
+    d = np.where(zero, ftype(np.nan), d)
+    vcc = c1 | c3 | c5
   return d.astype(ftype), vcc
 
 
@@ -417,7 +427,6 @@ class MemAccess:
   # -- LDS --
   def _lds_index(self, addr, wid, em, ef, nbytes, what):
     a = np.asarray(addr, u32).astype(np.int64)
-    n = a.shape[0]
     act = a if ef else a[em]
     if act.size and (act.min() < 0 or act.max() + nbytes > self.lds_words * 4):
       bad = act[(act < 0) | (act + nbytes > self.lds_words * 4)][0]
