@@ -679,14 +679,12 @@ def conversions(k, bufs, rng):
   np.testing.assert_array_equal(of[:, 0], u.astype(np.float32))
   np.testing.assert_array_equal(of[:, 1], s.astype(np.float32))
   np.testing.assert_array_equal(of[:, 2], np.rint(f) + np.trunc(f) * np.float32(2))
-  rnd = np.where(f >= 0, np.floor(f + np.float32(0.5)), np.ceil(f - np.float32(0.5))).astype(np.float32)
   rnd = np.sign(f) * np.floor(np.abs(f.astype(np.float64)) + 0.5)
   np.testing.assert_array_equal(of[:, 3], np.ceil(f) - rnd.astype(np.float32))
   x1000 = f * np.float32(1000)
   np.testing.assert_array_equal(ou[:, 0], np.clip(np.nan_to_num(np.trunc(x1000.astype(np.float64))), 0, 2**32 - 1)
                                 .astype(np.uint32))
-  np.testing.assert_array_equal(ou[:, 1], np.trunc(np.abs(f[:])).astype(np.float64).clip(0, 2**32 - 1)
-                                .astype(np.uint32) if False else ou[:, 1])
+  np.testing.assert_array_equal(ou[:, 1], np.trunc(np.abs(f)).astype(np.uint32))
   big = (f * np.float32(1e9)).astype(np.float64)
   np.testing.assert_array_equal(oi[:, 0], np.clip(np.trunc(big), -2**31, 2**31 - 1).astype(np.int32))
   np.testing.assert_array_equal(oi[:, 1], np.rint(f).astype(np.int32))
@@ -845,3 +843,37 @@ def f64_math(k, bufs, rng):
   with np.errstate(over="ignore"):   # exp overflows to inf for the large arguments, on both sides
     exp = np.stack([np.sin(x), np.exp(x * 0.01), np.log(np.abs(x) + 1.0), np.abs(x) ** 0.37], 1)
   np.testing.assert_allclose(out, exp, rtol=1e-14, atol=1e-15)
+
+
+GENERIC_FLAGS = ("-cl-std=CL2.0",)
+
+
+@case("""__attribute__((noinline)) void bump(int *p, int v) { p[0] += v; p[1] = atomic_fetch_add((volatile atomic_int *)(p + 2), v); }
+kernel void generic_ptrs(global int *g, global int *out) {
+  local int l[3 * 64];
+  int priv[3 * 64];
+  int i = get_local_id(0);
+  for (int k = 0; k < 3; k++) { l[3 * i + k] = 0; priv[3 * i + k] = 10 * k; }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  bump(g + 3 * i, i);
+  bump(l + 3 * i, 2 * i);
+  bump(priv + 3 * i, 3 * i);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  out[3 * i] = l[3 * i] + l[3 * i + 1];
+  out[3 * i + 1] = priv[3 * i] + priv[3 * i + 1] + priv[3 * i + 2];
+  out[3 * i + 2] = l[3 * i + 2];
+}""")
+def generic_ptrs(k, bufs, rng):
+  n = 64
+  g = np.zeros(3 * n, np.int32)
+  g[2::3] = 1000
+  pg, gout = bufs.array(g)
+  po, out = bufs.array(np.zeros(3 * n, np.int32))
+  k(pg, po, grid=(1, 1, 1), block=(n, 1, 1))
+  i = np.arange(n)
+  # a non-inlined function on generic pointers (FLAT instructions, calls through s_swappc_b64) into global, local
+  # and private memory
+  np.testing.assert_array_equal(gout.reshape(n, 3), np.stack([i, np.full(n, 1000), 1000 + i], 1))
+  np.testing.assert_array_equal(out[0::3], 2 * i + 0)                # l[0] = 2i, l[1] = old l[2] = 0
+  np.testing.assert_array_equal(out[1::3], 3 * i + 20 + (20 + 3 * i))  # priv: 3i, old priv[2] = 20, 20 + 3i
+  np.testing.assert_array_equal(out[2::3], 2 * i)

@@ -16,6 +16,7 @@ def test_kernel_matches_numpy(name):
   if not clbuild.available(): pytest.skip("clang-19 / rocm-device-libs missing")
   source, run = CASES[name]
   from . import cases
-  blob = clbuild.build(source, cases.SUBGROUP_FLAGS if name == "subgroups" else ())
+  flags = {"subgroups": cases.SUBGROUP_FLAGS, "generic_ptrs": cases.GENERIC_FLAGS}.get(name, ())
+  blob = clbuild.build(source, flags)
   bufs = HostBuffers(GPUMemory())
   run(Kernel(bufs, blob, name), bufs, np.random.default_rng(1234))

@@ -201,8 +201,12 @@ class Gen:
     if code == 251: return self._typed32(f"({self.s(VCC)} == 0).astype(u32)", ty)
     if code == 252: return self._typed32(f"({self.s(EXEC)} == 0).astype(u32)", ty)
     if code in (235, 236, 237, 238):
-      # shared/private aperture base/limit (64-bit values): apertures are not modelled; report 0-sized windows
-      return self.const(0, NP_TYPE[ty])
+      # SRC_SHARED_BASE/LIMIT, SRC_PRIVATE_BASE/LIMIT: 64-bit aperture bounds (rt.SHARED_HI / rt.PRIVATE_HI)
+      hi = 0x10000 if code in (235, 236) else 0x20000
+      value = (hi << 32) | (0xFFFFFFFF if code in (236, 238) else 0)
+      if ty in WIDE: return self.const(value, NP_TYPE[ty]) if ty != "f64" else \
+          self.const(np.uint64(value).view(np.float64), "f64")
+      return self._typed32(self.const(value & 0xFFFFFFFF, "u32"), ty)
     raise GPUFault(f"source operand {code} is not supported", kind="illegal instruction")
 
   def _int_const(self, val: int, ty: str) -> str:

@@ -14,6 +14,10 @@ f16, f32, f64 = np.float16, np.float32, np.float64
 LANE = np.arange(32, dtype=np.uint32)
 LANE_BELOW = ((np.uint64(1) << LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)  # bits of lanes < L
 FULL = np.uint32(0xFFFFFFFF)
+# Apertures for FLAT (generic) addresses, above the 47-bit user address space so that they never alias host memory:
+# the high dword of an address selects LDS (SHARED_HI) or the lane's private memory (PRIVATE_HI).
+SHARED_HI = 0x10000
+PRIVATE_HI = 0x20000
 
 
 # ---- lane masks ----
@@ -547,6 +551,58 @@ class MemAccess:
       return
     w = b >> 2
     for k, d in enumerate(data): s32[w + k] = d
+
+  # -- FLAT: generic addresses routed by aperture (RDNA3 ISA "Flat memory instructions": an address inside the
+  # shared aperture reaches LDS, inside the private aperture the lane's scratch, anything else global memory) --
+  def _route(self, addr, em, ef):
+    addr = np.asarray(addr, u64)
+    hi = addr >> u64(32)
+    act = np.ones(addr.shape, bool) if ef else em
+    lds = act & (hi == u64(SHARED_HI))
+    pri = act & (hi == u64(PRIVATE_HI))
+    return addr, act & ~(lds | pri), lds, pri, (addr & u64(0xFFFFFFFF))
+
+  def fload(self, addr, wid, em, ef, nbytes: int, signed: bool = False):
+    """A FLAT load: a list of dwords (nbytes >= 4) or one extended value (1/2 bytes), like gload/gload_sub."""
+    addr, glb, lds, pri, off = self._route(addr, em, ef)
+    if not lds.any() and not pri.any():
+      return self.gload(addr, em, ef, nbytes // 4) if nbytes >= 4 else self.gload_sub(addr, em, ef, nbytes, signed)
+    parts = []
+    if glb.any():
+      parts.append((glb, self.gload(addr, glb, False, nbytes // 4) if nbytes >= 4
+                    else self.gload_sub(addr, glb, False, nbytes, signed)))
+    if lds.any(): parts.append((lds, self.lds_load(off.astype(u32), wid, lds, False, nbytes, signed)))
+    if pri.any(): parts.append((pri, self.scratch_load(off.astype(i64), wid, pri, False, nbytes, signed)))
+    def merge(k=None):
+      out = np.zeros(addr.shape, u32)
+      for mask, res in parts: out = np.where(mask, res if k is None else res[k], out)
+      return out
+    return merge() if nbytes < 4 else [merge(k) for k in range(nbytes // 4)]
+
+  def fstore(self, addr, wid, em, ef, data: list, nbytes: int | None = None):
+    addr, glb, lds, pri, off = self._route(addr, em, ef)
+    if not lds.any() and not pri.any(): return self.gstore(addr, em, ef, data, nbytes)
+    size = nbytes or 4 * len(data)
+    if glb.any(): self.gstore(addr, glb, False, data, nbytes)
+    if lds.any(): self.lds_store(off.astype(u32), wid, lds, False, data, size)
+    if pri.any(): self.scratch_store(off.astype(i64), wid, pri, False, data, size)
+
+  def fatomic(self, addr, wid, em, ef, op: str, data, cmp, width: int):
+    addr, glb, lds, pri, off = self._route(addr, em, ef)
+    if not lds.any() and not pri.any(): return self.gatomic(addr, em, ef, op, data, cmp, width)
+    if width != 1: raise GPUFault(f"64-bit FLAT atomic {op} on LDS or private memory is not supported",
+                                  kind="illegal instruction")
+    out = np.zeros(addr.shape, u32)
+    if glb.any(): out = np.where(glb, self.gatomic(addr, glb, False, op, data, cmp, width), out)
+    if lds.any(): out = np.where(lds, self.lds_atomic(off.astype(u32), wid, lds, False, op, data, cmp), out)
+    if pri.any():
+      # private memory belongs to one lane: the atomic is a plain read-modify-write
+      old = self.scratch_load(off.astype(i64), wid, pri, False, 4)[0]
+      d = np.broadcast_to(np.asarray(data, u32), addr.shape)
+      c = None if cmp is None else np.broadcast_to(np.asarray(cmp, u32), addr.shape)
+      self.scratch_store(off.astype(i64), wid, pri, False, [_apply(op, old, d, c, np.dtype(u32))], 4)
+      out = np.where(pri, old, out)
+    return out
 
   # -- scalar --
   def sload(self, addr, ndw: int):

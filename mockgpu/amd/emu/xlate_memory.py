@@ -115,7 +115,7 @@ def _vmem(g: Gen, pc: int, inst: Inst) -> None:
       g.emit(f"M.scratch_store({offs}, wid, em, ef, [{', '.join(data)}], {size})")
       return
     raise Unsupported(inst, pc)
-  # GLOBAL and FLAT (FLAT addresses are treated as global: the apertures are not modelled)
+  # GLOBAL and FLAT (FLAT goes through M.f*: generic addresses routed to LDS / scratch / global by aperture)
   if enc == "GLOBAL" and f["saddr"] != NULL:
     base = f"R.p64({g.s(f['saddr'])}, {g.s(f['saddr'] + 1)})[:, None]"
     addr = f"({base} + {g.v(f['addr'])}.astype(u64) + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
@@ -123,45 +123,53 @@ def _vmem(g: Gen, pc: int, inst: Inst) -> None:
     addr = f"R.p64({g.v(f['addr'])}, {g.v(f['addr'] + 1)})"
     if f["offset"]: addr = f"({addr} + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   t = g.tmp()
+  flat = enc == "FLAT"
+  if flat: g.uses_wid = True
   if op.startswith("load_"):
     kind = op[5:]
     if kind.startswith("d16"):
       hi = "hi" in kind
       k2 = kind.replace("d16_hi_", "").replace("d16_", "")
       size = {"b16": 2, "u8": 1, "i8": 1}[k2]
-      g.emit(f"{t} = M.gload_sub({addr}, em, ef, {size}, {k2[0] == 'i'})")
+      if flat: g.emit(f"{t} = M.fload({addr}, wid, em, ef, {size}, {k2[0] == 'i'})")
+      else: g.emit(f"{t} = M.gload_sub({addr}, em, ef, {size}, {k2[0] == 'i'})")
       return g.write_v(f["vdst"], f"R.put_half({g.v(f['vdst'])}, {t}, {hi})")
     size = sizes[kind]
-    if size < 4:
+    if flat:
+      g.emit(f"{t} = M.fload({addr}, wid, em, ef, {size}, {kind[0] == 'i'})")
+    elif size < 4:
       g.emit(f"{t} = M.gload_sub({addr}, em, ef, {size}, {kind[0] == 'i'})")
-      return g.write_v(f["vdst"], t)
-    g.emit(f"{t} = M.gload({addr}, em, ef, {size // 4})")
+    else:
+      g.emit(f"{t} = M.gload({addr}, em, ef, {size // 4})")
+    if size < 4: return g.write_v(f["vdst"], t)
     for j in range(size // 4): g.write_v(f["vdst"] + j, f"{t}[{j}]")
     return
+  store = "M.fstore(" + addr + ", wid, " if flat else "M.gstore(" + addr + ", "
   if op.startswith("store_"):
     kind = op[6:]
     if kind.startswith("d16_hi"):
       size = {"b16": 2, "b8": 1}[kind[7:]]
-      g.emit(f"M.gstore({addr}, em, ef, [{g.v(f['data'])} >> u32(16)], {size})")
+      g.emit(f"{store}em, ef, [{g.v(f['data'])} >> u32(16)], {size})")
       return
     size = sizes[kind]
     data = [g.v(f["data"] + j) for j in range(max(1, size // 4))]
-    g.emit(f"M.gstore({addr}, em, ef, [{', '.join(data)}], {size if size < 4 else None})")
+    g.emit(f"{store}em, ef, [{', '.join(data)}], {size if size < 4 else None})")
     return
+  atomic = "M.fatomic(" + addr + ", wid, " if flat else "M.gatomic(" + addr + ", "
   if op.startswith("atomic_"):
     kind = op[7:]
     if kind in GLOBAL_ATOMIC:
       aop = GLOBAL_ATOMIC[kind]
       data = g.v(f["data"])
       cmp = g.v(f["data"] + 1) if aop == "cmpswap" else "None"
-      g.emit(f"{t} = M.gatomic({addr}, em, ef, '{aop}', {data}, {cmp}, 1)")
+      g.emit(f"{t} = {atomic}em, ef, '{aop}', {data}, {cmp}, 1)")
       if f["glc"]: g.write_v(f["vdst"], t)
       return
     if kind in GLOBAL_ATOMIC64:
       aop = GLOBAL_ATOMIC64[kind]
       data = f"R.p64({g.v(f['data'])}, {g.v(f['data'] + 1)})"
       cmp = f"R.p64({g.v(f['data'] + 2)}, {g.v(f['data'] + 3)})" if aop == "cmpswap" else "None"
-      g.emit(f"{t} = M.gatomic({addr}, em, ef, '{aop}', {data}, {cmp}, 2)")
+      g.emit(f"{t} = {atomic}em, ef, '{aop}', {data}, {cmp}, 2)")
       if f["glc"]:
         g.write_v(f["vdst"], f"R.lo32({t})")
         g.write_v(f["vdst"] + 1, f"({t} >> u64(32)).astype(u32)")
