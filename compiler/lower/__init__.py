@@ -16,7 +16,8 @@ The pipeline (PIPELINE, in order; each entry is a named pass, most of them a Pat
 The lowered, linearized form (what a backend such as an RDNA3 instruction selector consumes):
 
   LINEAR(src=(e0, e1, ...), arg=KernelInfo(name, global_size, local_size)); every source of an element is an
-  earlier element. Every element has a storage dtype (no weak types; literals are CONST or CAST(CONST) typed):
+  earlier element, and every element is a distinct UOp (equal ones, e.g. two loads of one address at different
+  times, are told apart by a tag), so a map from element to register is well defined. Every element has a storage dtype (no weak types; literals are CONST or CAST(CONST) typed):
     PARAM      arg BufferArg(slot, dtype, size, GLOBAL, readonly): a pointer kernel argument
     DEFINE_VAR arg VarArg(slot, name, vmin, vmax, dtype): a scalar kernel argument; args are ordered by slot
     BUFFER     arg BufferArg(slot, dtype, size, LOCAL | REG): LOCAL is shared by the work-group, REG is private
