@@ -155,3 +155,19 @@ def test_deep_kernel_lowers_without_recursion_error():
   for i in range(3000): v = (v ^ i) + 1
   lin = lower(out.index(0).store(v).sink())
   assert len(lin.src) > 6000
+
+
+def test_legalization_follows_the_target_capabilities():
+  from hcq.compiler.ir.ops import GroupOp
+  from hcq.compiler.lower.target import Target
+  lacking = {Ops.MAX, Ops.NEG, Ops.SUB, Ops.CMPNE, Ops.FLOORDIV, Ops.FLOORMOD, Ops.MULACC}
+  t = Target("small", native_ops=frozenset(GroupOp.ALU - lacking), shifts_for_pow2=True)
+  x, y = UOp.variable("x", 0, 100), UOp.variable("y", -20, 20)
+  e = (x // 8 + x % 16).maximum(y) - (-y) + UOp(Ops.MULACC, (x, y, UOp.const(3))) + (x.ne(y)).where(1, 0)
+  sink = lower(UOp.param(0, dtypes.int32, 1).index(0).store(e).sink(), t, until="legalize")
+  val = _nodes(sink, Ops.STORE)[0].src[1]
+  assert not {u.op for u in val.toposort()} & lacking
+  assert _nodes(val, Ops.SHR) and _nodes(val, Ops.AND)   # x // 8 and x % 16 with x >= 0
+  for xv in range(0, 101, 7):
+    for yv in range(-20, 21, 3):
+      assert evaluate(val, {x: xv, y: yv}) == evaluate(e, {x: xv, y: yv})
