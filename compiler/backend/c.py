@@ -256,13 +256,16 @@ def build_shared_object(source: str, cc: str = "cc") -> str:
   digest = hashlib.sha256((cc + " ".join(CC_FLAGS) + source).encode()).hexdigest()[:24]
   so = os.path.join(_cache_dir(), f"k_{digest}.so")
   if os.path.exists(so): return so
-  src_path = so[:-3] + ".c"
+  src_path, tmp = f"{so[:-3]}.{os.getpid()}.c", f"{so}.{os.getpid()}.tmp"   # per process: builds may race
   with open(src_path, "w") as f: f.write(source)
-  tmp = f"{so}.{os.getpid()}.tmp"
-  proc = subprocess.run([cc, *CC_FLAGS, "-o", tmp, src_path, "-lm"], capture_output=True, text=True, timeout=120)
+  try:
+    proc = subprocess.run([cc, *CC_FLAGS, "-o", tmp, src_path, "-lm"], capture_output=True, text=True, timeout=120)
+  except (OSError, subprocess.TimeoutExpired) as e:
+    raise CompileError(f"could not run the C compiler {cc!r} on {src_path}: {e}") from e
   if proc.returncode != 0:
     raise CompileError(f"{cc} failed on {src_path} (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
   os.replace(tmp, so)
+  os.replace(src_path, so[:-3] + ".c")   # kept next to the .so for reading
   return so
 
 
