@@ -32,7 +32,7 @@ def build(dev):
   a, b, c = uops["a"], uops["b"], uops["c"]
   s.submit("COPY", copy(a, uops["h"], N * 4))                      # writes a
   s.submit("COMPUTE", call(k, a, b), reads=(a,), writes=(b,))      # RAW on a
-  s.submit("COPY", copy(uops["h2"], b, N * 4))                     # RAW on b
+  s.submit("COPY", copy(uops["h2"], b))                            # RAW on b (size: the buffers')
   s.submit("COPY", copy(a, uops["h3"], N * 4))                     # WAR on a (the kernel read it)
   s.submit("COMPUTE", call(k, a, c), reads=(a,), writes=(c,))      # RAW on a again
   return s.programs(), bind, bufs, h, h3
