@@ -9,7 +9,7 @@ hardware queue (a compute ring, an SDMA engine, a GPFIFO ...). The elements:
   barrier()                 INS arg ("barrier", void)    src (): memory barrier / cache flush between work items
   call(program, *buffers)   CALL src (PROGRAM, *buffers): a kernel dispatch; the PROGRAM's arg is whatever the
                                                           driver uses to find the code (hashable), plus launch dims
-  copy(dst, src[, nbytes])  COPY src (dst, src[, nbytes]): a DMA copy (without nbytes: the smaller buffer's size)
+  copy(dst, src[, nbytes])  COPY src (dst, src, nbytes): a DMA copy (nbytes defaults to the smaller buffer's size)
 
 Signals and buffers are PARAM placeholders (BufferArg), told apart by their tag: ("signal", name) for a signal
 (u64 value at +0, u64 timestamp at +8), ("buffer", name) for memory. Values are UOps: a constant, or a DEFINE_VAR
@@ -73,13 +73,8 @@ def call(prog: UOp, *buffers: UOp) -> UOp:
 
 
 def copy(dst: UOp, src: UOp, nbytes: int | UOp | None = None) -> UOp:
-  return UOp(Ops.COPY, (dst, src) if nbytes is None else (dst, src, _v(nbytes)))
-
-
-def copy_size(el: UOp) -> UOp:
-  """The byte count of a COPY: its third source, else the smaller of the two buffers."""
-  if len(el.src) == 3: return el.src[2]
-  return _v(min(s.arg.size * s.arg.dtype.itemsize for s in el.src[:2]))
+  if nbytes is None: nbytes = min(b.arg.size * b.arg.dtype.itemsize for b in (dst, src))
+  return UOp(Ops.COPY, (dst, src, _v(nbytes)))
 
 
 def queue(name: str, *elements: UOp) -> UOp: return UOp(Ops.LINEAR, tuple(elements), QueueArg(name))
@@ -98,9 +93,8 @@ class QPat:
   @staticmethod
   def call(prog="prog", name="call"): return UPat(Ops.CALL, src=(UPat(Ops.PROGRAM, name=prog),), allow_any_len=True, name=name)
   @staticmethod
-  def copy(dst="dst", src="src", name="copy"):
-    """Matches COPY with or without an explicit size; use copy_size(copy) for the byte count."""
-    return UPat(Ops.COPY, src=(UPat.var(dst), UPat.var(src)), allow_any_len=True, name=name)
+  def copy(dst="dst", src="src", nbytes="nbytes"):
+    return UPat(Ops.COPY, src=(UPat.var(dst), UPat.var(src), UPat.var(nbytes)))
 
 
 def element_kind(u: UOp) -> str:

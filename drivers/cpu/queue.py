@@ -14,7 +14,7 @@ import threading
 import time
 
 from ...compiler.ir import Ops, UOp
-from ...compiler.queue import copy_size, element_kind
+from ...compiler.queue import element_kind
 from ...errors import DeviceError, QueueError, Timeout
 from ..hcq import Buffer
 
@@ -51,7 +51,7 @@ class CPUQueueRunner:
     elif kind == "timestamp": ctypes.c_uint64.from_address(self._buf(el.src[0]).va).value = time.perf_counter_ns()
     elif kind == "barrier": pass   # host memory is coherent; the GIL orders the interpreter's stores
     elif kind == "copy":
-      dst, src, n = self._buf(el.src[0]), self._buf(el.src[1]), self._value(copy_size(el))
+      dst, src, n = self._buf(el.src[0]), self._buf(el.src[1]), self._value(el.src[2])
       if n > dst.size or n > src.size: raise QueueError(qname, f"element {pos}: copy of {n} bytes overruns {dst} or {src}")
       if self.copy_delay_s: time.sleep(self.copy_delay_s)
       ctypes.memmove(dst.va, src.va, n)
