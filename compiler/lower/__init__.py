@@ -2,6 +2,7 @@
 
 The pipeline (PIPELINE, in order; each entry is a named pass, most of them a PatternMatcher run by graph_rewrite):
 
+  inline_calls    GETTUPLE(CALL(TUPLE(...), *args), i) -> result i of the body with its formals bound to args
   verify_kernel   kernel_spec: stores into read-only params, unended ranges, ... (raises naming the UOp)
   gpudims         GLOBAL/LOCAL RANGEs -> SPECIAL gidxN / lidxN within the target's limits; their ENDs vanish
   symbolic        constant folding, identities, bounds, index canonicalization
@@ -43,6 +44,7 @@ from typing import Callable
 from ..ir import KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from ..ir.spec import kernel_spec, lowered_spec, verify, verify_linear
 from ..ir.symbolic import symbolic
+from .calls import inline_calls
 from .barriers import loaded_local_buffers, pm_barriers
 from .commit import commit_dtypes
 from .gpudims import gpudims, launch_dims
@@ -86,6 +88,7 @@ def _commit(sink, target): return commit_dtypes(sink)
 
 
 PIPELINE: list[tuple[str, Callable]] = [
+  ("inline_calls", inline_calls),
   ("verify_kernel", _verify_kernel),
   ("gpudims", gpudims),
   ("symbolic", _symbolic),
