@@ -53,7 +53,7 @@ _common = [
   (UPat(Ops.INDEX, name="i"), _index_ok),
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True), lambda: True),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), name="st"), _store_ok),
-  (UPat(Ops.AFTER, src=(UPat((Ops.PARAM, Ops.BUFFER, Ops.AFTER)),), allow_any_len=True), lambda: True),
+  (UPat(Ops.AFTER), lambda: True),   # a buffer (or a value) once its other sources are done
   (UPat(Ops.BARRIER), lambda: True),
   (UPat(Ops.GROUP), lambda: True),
   (UPat((Ops.CAST, Ops.BITCAST)), lambda: True),
