@@ -82,6 +82,8 @@ def linearize(sink: UOp) -> UOp:
   before and after a store, say) are told apart by a tag (previous tag, position), so that a consumer always names
   its own source."""
   order = _order(sink)
+  # a gated INDEX only stores go through is replaced by IF + an ungated INDEX: it needs no element of its own
+  load_gated = {u.src[0] for u in order if u.op is not Ops.STORE and u.src and u.src[0].op is Ops.INDEX}
   m: dict[UOp, UOp] = {}
   out: list[UOp] = []
   placed: set[UOp] = set()
@@ -96,6 +98,9 @@ def linearize(sink: UOp) -> UOp:
   for u in order:
     if u.op in _SKIP:
       if u.op is Ops.AFTER: m[u] = m[u.src[0]]
+      continue
+    if u.op is Ops.INDEX and len(u.src) == 3 and u not in load_gated:
+      m[u] = u   # never an operand: its STORE is rewritten below
       continue
     if u.op is Ops.END: new = UOp(Ops.END, (m[u.src[1]],))
     elif u.op is Ops.BARRIER:
