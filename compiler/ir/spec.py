@@ -9,7 +9,7 @@ verify(root, spec) raises CompileError naming the first invalid UOp. Rules raise
 """
 from __future__ import annotations
 
-from .dtypes import AddrSpace, PtrDType, dtypes
+from .dtypes import PtrDType
 from .ops import GroupOp, Ops
 from .rewrite import PatternMatcher, UPat
 from .uop import AxisType, CompileError, UOp, _short

@@ -4,7 +4,7 @@ import weakref
 
 import pytest
 
-from hcq.compiler.ir import (AddrSpace, AxisType, BufferArg, CompileError, Ops, PatternMatcher, PtrDType, RewriteError,
+from hcq.compiler.ir import (AddrSpace, AxisType, Ops, PatternMatcher, PtrDType, RewriteError,
                              UOp, UOpTypeError, UPat, dtypes, eval_repr, graph_rewrite)
 
 

@@ -2,11 +2,10 @@
 bound every value (hypothesis)."""
 import itertools
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hcq.compiler.ir import Ops, UOp, dtypes
+from hcq.compiler.ir import UOp, dtypes
 from hcq.compiler.ir.evaluate import EvalError, evaluate
 from hcq.compiler.ir.symbolic import simplify
 
