@@ -13,6 +13,7 @@ Every traversal here is iterative: deep graphs never raise RecursionError.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 
 from .args import AxisType, BufferArg, KernelInfo, VarArg  # noqa: F401 - re-exported
@@ -21,6 +22,9 @@ from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - 
 from .typecheck import derive_dtype
 from .dtypes import AddrSpace, DType, PtrDType, dtypes
 from .ops import Ops
+
+
+_CACHE_LOCK = threading.Lock()
 
 
 def _arg_key(arg):
@@ -48,7 +52,10 @@ class UOp:
     self = object.__new__(cls)
     self.op, self.src, self.arg, self.tag, self._cache = op, src, arg, tag, None
     self.dtype = derive_dtype(self)
-    cls._ucache[key] = self
+    with _CACHE_LOCK:   # two threads building the same UOp must end with one object
+      found = cls._ucache.get(key)
+      if found is not None: return found
+      cls._ucache[key] = self
     return self
 
   def __reduce__(self): return (UOp, (self.op, self.src, self.arg, self.tag))
