@@ -12,7 +12,8 @@ import re
 
 import clang.cindex as ci
 
-RESOURCE_DIRS = ["/usr/lib/llvm-19/lib/clang/19", "/usr/lib/llvm-18/lib/clang/18"]
+# the PyPI libclang wheel has no resource headers (stddef.h, stdint.h, ...): take clang's, else gcc's (freestanding)
+RESOURCE_DIRS = ["/usr/lib/llvm-19/lib/clang/19", "/usr/lib/llvm-18/lib/clang/18", "/usr/lib/gcc/x86_64-linux-gnu/12"]
 
 
 class HeaderError(Exception):
