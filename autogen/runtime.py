@@ -9,21 +9,16 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from hcq.errors import OSCallError
 from ioctl_opt import IOC, IOC_NONE, IOC_READ, IOC_WRITE  # noqa: F401  (re-exported for generated modules)
 
 
-class IoctlError(OSError):
-  """An ioctl failed: names the ioctl and the errno."""
+class IoctlError(OSCallError):
+  """An ioctl failed: names the ioctl, the file and the errno (an hcq DeviceError, like every OS call failure)."""
 
-  def __init__(self, name: str, request: int, errno: int | None, detail: str = ""):
-    import os
+  def __init__(self, name: str, request: int, errno: int | None, target: str = ""):
     self.name, self.request = name, request
-    msg = f"ioctl {name} (request {request:#x}) failed"
-    if errno is not None: msg += f": [Errno {errno}] {os.strerror(errno)}"
-    if detail: msg += f" ({detail})"
-    super().__init__(errno, msg)
-
-  def __str__(self): return self.args[1]
+    super().__init__(f"ioctl {name}", target or "<fd>", errno, f"request {request:#x}")
 
 
 def _c_value(ftype, value):
@@ -109,13 +104,13 @@ class Ioctl:
   def _issue(self, target, arg):
     if hasattr(target, "ioctl"):
       try: return target.ioctl(self.request, arg)
-      except OSError as e:
-        if isinstance(e, IoctlError): raise
-        raise IoctlError(self.name, self.request, e.errno, str(e)) from None
+      except IoctlError: raise
+      except (OSError, OSCallError) as e:
+        raise IoctlError(self.name, self.request, e.errno, str(getattr(target, "path", "") or target)) from e
     if isinstance(target, int):
       from . import fdioctl
       try: return fdioctl.ioctl(target, self.request, arg)
-      except OSError as e: raise IoctlError(self.name, self.request, e.errno) from None
+      except OSError as e: raise IoctlError(self.name, self.request, e.errno, f"fd {target}") from None
     raise TypeError(f"ioctl {self.name}: {target!r} is neither an open file with .ioctl() nor an int fd")
 
 
