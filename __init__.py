@@ -84,5 +84,5 @@ def _open_one(spec: DeviceSpec, cfg):
     from .drivers.system import LinuxOS
     os_iface, iface = LinuxOS(cfg), spec.iface
   opener = getattr(module, fn, None)
-  if opener is None: raise DeviceError(f"{spec}: the {spec.vendor} driver ({modname}) has no {fn}() yet")
+  if opener is None: raise DeviceError(f"{spec}: driver module {modname} has no {fn}() yet")
   return opener(iface, spec.index, os_iface, cfg)
