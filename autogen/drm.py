@@ -2,7 +2,7 @@
 # ruff: noqa
 # fmt: off
 from ctypes import *
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
 
 # ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)
 class struct_drm_clip_rect(Struct):  # struct drm_clip_rect, include/uapi/drm/drm.h:96

@@ -183,3 +183,27 @@ def macro_field(fn, shift: int, mask: int):
   """Tag a translated function-like macro `((x) & mask) << shift` with its shift and (unshifted) mask."""
   fn.shift, fn.mask = shift, mask
   return fn
+
+
+def define_constants(ns: dict, text: str):
+  """Set the constants of a data block ("NAME VALUE [C type]" lines) in a generated module's namespace."""
+  for line in text.splitlines():
+    if line:
+      parts = line.split()
+      ns[parts[0]] = int(parts[1], 0)
+
+
+def field_macro(name: str, shift: int, mask: int):
+  """The function of a C macro `#define NAME(x) (((x) & mask) << shift)`, tagged with its shift and mask."""
+  def fn(x): return (x & mask) << shift
+  fn.__name__ = fn.__qualname__ = name
+  return macro_field(fn, shift, mask)
+
+
+def define_field_macros(ns: dict, text: str):
+  """Set the field macros of a data block ("NAME SHIFT MASK" lines) in a generated module's namespace."""
+  for line in text.splitlines():
+    if line:
+      name, shift, mask = line.split()
+      fn = ns[name] = field_macro(name, int(shift), int(mask, 0))
+      fn.__module__ = ns.get("__name__", fn.__module__)

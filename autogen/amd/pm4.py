@@ -2,7 +2,7 @@
 # ruff: noqa
 # fmt: off
 from ctypes import *
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
 
 
 

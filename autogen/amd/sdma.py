@@ -2,4198 +2,3373 @@
 # ruff: noqa
 # fmt: off
 from ctypes import *
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
 
 
 
 # ---- integer constants (#define and enum), with the value C computes in the C type noted
-SDMA_OP_NOP = 0  # int
-SDMA_OP_COPY = 1  # int
-SDMA_OP_WRITE = 2  # int
-SDMA_OP_INDIRECT = 4  # int
-SDMA_OP_FENCE = 5  # int
-SDMA_OP_TRAP = 6  # int
-SDMA_OP_SEM = 7  # int
-SDMA_OP_POLL_REGMEM = 8  # int
-SDMA_OP_COND_EXE = 9  # int
-SDMA_OP_ATOMIC = 10  # int
-SDMA_OP_CONST_FILL = 11  # int
-SDMA_OP_PTEPDE = 12  # int
-SDMA_OP_TIMESTAMP = 13  # int
-SDMA_OP_SRBM_WRITE = 14  # int
-SDMA_OP_PRE_EXE = 15  # int
-SDMA_OP_GPUVM_INV = 16  # int
-SDMA_OP_GCR_REQ = 17  # int
-SDMA_OP_DUMMY_TRAP = 32  # int
-SDMA_SUBOP_TIMESTAMP_SET = 0  # int
-SDMA_SUBOP_TIMESTAMP_GET = 1  # int
-SDMA_SUBOP_TIMESTAMP_GET_GLOBAL = 2  # int
-SDMA_SUBOP_COPY_LINEAR = 0  # int
-SDMA_SUBOP_COPY_LINEAR_SUB_WIND = 4  # int
-SDMA_SUBOP_COPY_TILED = 1  # int
-SDMA_SUBOP_COPY_TILED_SUB_WIND = 5  # int
-SDMA_SUBOP_COPY_T2T_SUB_WIND = 6  # int
-SDMA_SUBOP_COPY_SOA = 3  # int
-SDMA_SUBOP_COPY_DIRTY_PAGE = 7  # int
-SDMA_SUBOP_COPY_LINEAR_PHY = 8  # int
-SDMA_SUBOP_COPY_LINEAR_SUB_WIND_LARGE = 36  # int
-SDMA_SUBOP_COPY_LINEAR_BC = 16  # int
-SDMA_SUBOP_COPY_TILED_BC = 17  # int
-SDMA_SUBOP_COPY_LINEAR_SUB_WIND_BC = 20  # int
-SDMA_SUBOP_COPY_TILED_SUB_WIND_BC = 21  # int
-SDMA_SUBOP_COPY_T2T_SUB_WIND_BC = 22  # int
-SDMA_SUBOP_WRITE_LINEAR = 0  # int
-SDMA_SUBOP_WRITE_TILED = 1  # int
-SDMA_SUBOP_WRITE_TILED_BC = 17  # int
-SDMA_SUBOP_PTEPDE_GEN = 0  # int
-SDMA_SUBOP_PTEPDE_COPY = 1  # int
-SDMA_SUBOP_PTEPDE_RMW = 2  # int
-SDMA_SUBOP_PTEPDE_COPY_BACKWARDS = 3  # int
-SDMA_SUBOP_MEM_INCR = 1  # int
-SDMA_SUBOP_DATA_FILL_MULTI = 1  # int
-SDMA_SUBOP_POLL_REG_WRITE_MEM = 1  # int
-SDMA_SUBOP_POLL_DBIT_WRITE_MEM = 2  # int
-SDMA_SUBOP_POLL_MEM_VERIFY = 3  # int
-SDMA_SUBOP_VM_INVALIDATION = 4  # int
-HEADER_AGENT_DISPATCH = 4  # int
-HEADER_BARRIER = 5  # int
-SDMA_OP_AQL_COPY = 0  # int
-SDMA_OP_AQL_BARRIER_OR = 0  # int
-SDMA_GCR_RANGE_IS_PA = 0x40000  # int
-SDMA_GCR_GL2_WB = 0x8000  # int
-SDMA_GCR_GL2_INV = 0x4000  # int
-SDMA_GCR_GL2_DISCARD = 0x2000  # int
-SDMA_GCR_GL2_US = 1024  # int
-SDMA_GCR_GL1_INV = 512  # int
-SDMA_GCR_GLV_INV = 256  # int
-SDMA_GCR_GLK_INV = 128  # int
-SDMA_GCR_GLK_WB = 64  # int
-SDMA_GCR_GLM_INV = 32  # int
-SDMA_GCR_GLM_WB = 16  # int
-SDMA_PKT_COPY_LINEAR_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_LINEAR_HEADER_encrypt_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_encrypt_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_HEADER_encrypt_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_LINEAR_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_LINEAR_HEADER_backwards_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_backwards_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_HEADER_backwards_shift = 25  # int
-SDMA_PKT_COPY_LINEAR_HEADER_broadcast_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_HEADER_broadcast_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_HEADER_broadcast_shift = 27  # int
-SDMA_PKT_COPY_LINEAR_COUNT_count_offset = 1  # int
-SDMA_PKT_COPY_LINEAR_COUNT_count_mask = 0x3fffffff  # int
-SDMA_PKT_COPY_LINEAR_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_shift = 24  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset = 5  # int
-SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset = 6  # int
-SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_BC_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_LINEAR_BC_COUNT_count_offset = 1  # int
-SDMA_PKT_COPY_LINEAR_BC_COUNT_count_mask = 0x3fffff  # int
-SDMA_PKT_COPY_LINEAR_BC_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_shift = 19  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_shift = 24  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_shift = 27  # int
-SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_offset = 5  # int
-SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_offset = 6  # int
-SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_offset = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_shift = 31  # int
-SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_offset = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_mask = 0x3fffff  # int
-SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_mask = 7  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_shift = 3  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_mask = 3  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_shift = 6  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_shift = 8  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_mask = 7  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_shift = 11  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_mask = 3  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_shift = 14  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_shift = 16  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_shift = 17  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_shift = 19  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_shift = 20  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_shift = 22  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_shift = 23  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_mask = 3  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_shift = 24  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_shift = 28  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_shift = 30  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_offset = 2  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_mask = 1  # int
-SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_shift = 31  # int
-SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_offset = 3  # int
-SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_offset = 4  # int
-SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_offset = 5  # int
-SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_offset = 6  # int
-SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_offset = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_mask = 0x3fffff  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_offset = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_mask = 255  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_shift = 24  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_mask = 7  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_shift = 3  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_mask = 3  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_shift = 6  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_shift = 8  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_mask = 7  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_shift = 11  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_mask = 3  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_shift = 14  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_shift = 16  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_shift = 17  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_shift = 19  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_shift = 20  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_shift = 21  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_shift = 22  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_shift = 23  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_mask = 3  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_shift = 24  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_shift = 27  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_shift = 28  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_shift = 30  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_offset = 2  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_mask = 1  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_shift = 31  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset = 3  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset = 4  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset = 5  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset = 6  # int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_offset = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_mask = 1  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_shift = 16  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_offset = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_mask = 1  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_shift = 27  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_offset = 1  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_mask = 0x3fffffff  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_offset = 2  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_mask = 3  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_shift = 8  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_offset = 2  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_shift = 10  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_offset = 2  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_mask = 3  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_shift = 16  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_offset = 2  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_offset = 2  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_mask = 3  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_shift = 24  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_offset = 2  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset = 3  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset = 4  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_offset = 5  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_offset = 6  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_offset = 7  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_offset = 8  # int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_shift = 29  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_mask = 0x7ffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_shift = 13  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_offset = 5  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_mask = 0xfffffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_offset = 6  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_offset = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_offset = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_offset = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_offset = 9  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_offset = 9  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_mask = 0x7ffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_shift = 13  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_offset = 10  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_mask = 0xfffffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_offset = 11  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_offset = 11  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_shift = 24  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_offset = 5  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_offset = 6  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_offset = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_offset = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_mask = 0xffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_offset = 9  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_offset = 10  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_offset = 11  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_offset = 13  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_offset = 14  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_offset = 15  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_offset = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_mask = 0xffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_offset = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_offset = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_shift = 18  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_offset = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_shift = 24  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_offset = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_shift = 26  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_offset = 17  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_offset = 18  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_offset = 19  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_offset = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_mask = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_shift = 29  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_offset = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_mask = 2047  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_offset = 4  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_shift = 13  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_offset = 5  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_mask = 0xfffffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_offset = 6  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_offset = 7  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_offset = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_offset = 8  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_offset = 9  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_mask = 2047  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_offset = 9  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_shift = 13  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_offset = 10  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_mask = 0xfffffff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_offset = 11  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_offset = 11  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_mask = 2047  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_shift = 0  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_shift = 19  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_mask = 3  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_shift = 24  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_offset = 12  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_mask = 1  # int
-SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_shift = 27  # int
-SDMA_PKT_COPY_TILED_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_TILED_HEADER_encrypt_offset = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_encrypt_mask = 1  # int
-SDMA_PKT_COPY_TILED_HEADER_encrypt_shift = 16  # int
-SDMA_PKT_COPY_TILED_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_TILED_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_TILED_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_TILED_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_TILED_HEADER_detile_offset = 0  # int
-SDMA_PKT_COPY_TILED_HEADER_detile_mask = 1  # int
-SDMA_PKT_COPY_TILED_HEADER_detile_shift = 31  # int
-SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_DW_3_width_offset = 3  # int
-SDMA_PKT_COPY_TILED_DW_3_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_DW_3_width_shift = 0  # int
-SDMA_PKT_COPY_TILED_DW_4_height_offset = 4  # int
-SDMA_PKT_COPY_TILED_DW_4_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_DW_4_height_shift = 0  # int
-SDMA_PKT_COPY_TILED_DW_4_depth_offset = 4  # int
-SDMA_PKT_COPY_TILED_DW_4_depth_mask = 0x1fff  # int
-SDMA_PKT_COPY_TILED_DW_4_depth_shift = 16  # int
-SDMA_PKT_COPY_TILED_DW_5_element_size_offset = 5  # int
-SDMA_PKT_COPY_TILED_DW_5_element_size_mask = 7  # int
-SDMA_PKT_COPY_TILED_DW_5_element_size_shift = 0  # int
-SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_offset = 5  # int
-SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_mask = 31  # int
-SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_shift = 3  # int
-SDMA_PKT_COPY_TILED_DW_5_dimension_offset = 5  # int
-SDMA_PKT_COPY_TILED_DW_5_dimension_mask = 3  # int
-SDMA_PKT_COPY_TILED_DW_5_dimension_shift = 9  # int
-SDMA_PKT_COPY_TILED_DW_5_mip_max_offset = 5  # int
-SDMA_PKT_COPY_TILED_DW_5_mip_max_mask = 15  # int
-SDMA_PKT_COPY_TILED_DW_5_mip_max_shift = 16  # int
-SDMA_PKT_COPY_TILED_DW_6_x_offset = 6  # int
-SDMA_PKT_COPY_TILED_DW_6_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_DW_6_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_DW_6_y_offset = 6  # int
-SDMA_PKT_COPY_TILED_DW_6_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_DW_6_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_DW_7_z_offset = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_TILED_DW_7_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_DW_7_linear_sw_offset = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_linear_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_DW_7_linear_sw_shift = 16  # int
-SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_offset = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_TILED_DW_7_tile_sw_offset = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_tile_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_DW_7_tile_sw_shift = 24  # int
-SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_offset = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_offset = 8  # int
-SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_offset = 9  # int
-SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_offset = 10  # int
-SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_mask = 0x7ffff  # int
-SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_shift = 0  # int
-SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_offset = 11  # int
-SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_TILED_COUNT_count_offset = 12  # int
-SDMA_PKT_COPY_TILED_COUNT_count_mask = 0x3fffffff  # int
-SDMA_PKT_COPY_TILED_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_detile_offset = 0  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_detile_mask = 1  # int
-SDMA_PKT_COPY_TILED_BC_HEADER_detile_shift = 31  # int
-SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_DW_3_width_offset = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_3_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_BC_DW_3_width_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_DW_4_height_offset = 4  # int
-SDMA_PKT_COPY_TILED_BC_DW_4_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_BC_DW_4_height_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_DW_4_depth_offset = 4  # int
-SDMA_PKT_COPY_TILED_BC_DW_4_depth_mask = 2047  # int
-SDMA_PKT_COPY_TILED_BC_DW_4_depth_shift = 16  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_element_size_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_element_size_mask = 7  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_element_size_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_mask = 15  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_shift = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_mask = 7  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_shift = 8  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_mask = 7  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_shift = 11  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_mask = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_shift = 15  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_mask = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_shift = 18  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_mask = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_shift = 21  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_mask = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_shift = 24  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_offset = 5  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_mask = 31  # int
-SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_shift = 26  # int
-SDMA_PKT_COPY_TILED_BC_DW_6_x_offset = 6  # int
-SDMA_PKT_COPY_TILED_BC_DW_6_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_BC_DW_6_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_DW_6_y_offset = 6  # int
-SDMA_PKT_COPY_TILED_BC_DW_6_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_BC_DW_6_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_z_offset = 7  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_z_mask = 2047  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_offset = 7  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_shift = 16  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_offset = 7  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_shift = 24  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_offset = 8  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_offset = 9  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_offset = 10  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_mask = 0x7ffff  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_offset = 11  # int
-SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_TILED_BC_COUNT_count_offset = 12  # int
-SDMA_PKT_COPY_TILED_BC_COUNT_count_mask = 0xfffff  # int
-SDMA_PKT_COPY_TILED_BC_COUNT_count_shift = 2  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_mask = 1  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_shift = 16  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_shift = 19  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_mask = 1  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_shift = 26  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_offset = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_mask = 1  # int
-SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_shift = 27  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_offset = 1  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_offset = 2  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_offset = 3  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_offset = 4  # int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_offset = 5  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_offset = 6  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_offset = 6  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_mask = 0x1fff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_shift = 16  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_offset = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_mask = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_offset = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_mask = 31  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_shift = 3  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_offset = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_mask = 3  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_shift = 9  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_offset = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_mask = 15  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_shift = 16  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_offset = 8  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_offset = 8  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_shift = 16  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_offset = 9  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_offset = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_mask = 3  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_shift = 8  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_offset = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_shift = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_offset = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_mask = 3  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_shift = 16  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_offset = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_offset = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_mask = 3  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_shift = 24  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_offset = 10  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_offset = 11  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_offset = 12  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_offset = 13  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_mask = 0x7ffff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_offset = 14  # int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_offset = 15  # int
-SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_mask = 0x3fffffff  # int
-SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_T2T_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_T2T_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_T2T_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_T2T_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_T2T_HEADER_dcc_offset = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_dcc_mask = 1  # int
-SDMA_PKT_COPY_T2T_HEADER_dcc_shift = 19  # int
-SDMA_PKT_COPY_T2T_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_T2T_HEADER_cpv_shift = 28  # int
-SDMA_PKT_COPY_T2T_HEADER_dcc_dir_offset = 0  # int
-SDMA_PKT_COPY_T2T_HEADER_dcc_dir_mask = 1  # int
-SDMA_PKT_COPY_T2T_HEADER_dcc_dir_shift = 31  # int
-SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_3_src_x_offset = 3  # int
-SDMA_PKT_COPY_T2T_DW_3_src_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_3_src_x_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_3_src_y_offset = 3  # int
-SDMA_PKT_COPY_T2T_DW_3_src_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_3_src_y_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_4_src_z_offset = 4  # int
-SDMA_PKT_COPY_T2T_DW_4_src_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_T2T_DW_4_src_z_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_4_src_width_offset = 4  # int
-SDMA_PKT_COPY_T2T_DW_4_src_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_4_src_width_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_5_src_height_offset = 5  # int
-SDMA_PKT_COPY_T2T_DW_5_src_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_5_src_height_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_5_src_depth_offset = 5  # int
-SDMA_PKT_COPY_T2T_DW_5_src_depth_mask = 0x1fff  # int
-SDMA_PKT_COPY_T2T_DW_5_src_depth_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_6_src_element_size_offset = 6  # int
-SDMA_PKT_COPY_T2T_DW_6_src_element_size_mask = 7  # int
-SDMA_PKT_COPY_T2T_DW_6_src_element_size_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_offset = 6  # int
-SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_mask = 31  # int
-SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_shift = 3  # int
-SDMA_PKT_COPY_T2T_DW_6_src_dimension_offset = 6  # int
-SDMA_PKT_COPY_T2T_DW_6_src_dimension_mask = 3  # int
-SDMA_PKT_COPY_T2T_DW_6_src_dimension_shift = 9  # int
-SDMA_PKT_COPY_T2T_DW_6_src_mip_max_offset = 6  # int
-SDMA_PKT_COPY_T2T_DW_6_src_mip_max_mask = 15  # int
-SDMA_PKT_COPY_T2T_DW_6_src_mip_max_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_6_src_mip_id_offset = 6  # int
-SDMA_PKT_COPY_T2T_DW_6_src_mip_id_mask = 15  # int
-SDMA_PKT_COPY_T2T_DW_6_src_mip_id_shift = 20  # int
-SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_offset = 7  # int
-SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_offset = 8  # int
-SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_9_dst_x_offset = 9  # int
-SDMA_PKT_COPY_T2T_DW_9_dst_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_9_dst_x_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_9_dst_y_offset = 9  # int
-SDMA_PKT_COPY_T2T_DW_9_dst_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_9_dst_y_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_10_dst_z_offset = 10  # int
-SDMA_PKT_COPY_T2T_DW_10_dst_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_T2T_DW_10_dst_z_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_10_dst_width_offset = 10  # int
-SDMA_PKT_COPY_T2T_DW_10_dst_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_10_dst_width_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_11_dst_height_offset = 11  # int
-SDMA_PKT_COPY_T2T_DW_11_dst_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_11_dst_height_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_11_dst_depth_offset = 11  # int
-SDMA_PKT_COPY_T2T_DW_11_dst_depth_mask = 0x1fff  # int
-SDMA_PKT_COPY_T2T_DW_11_dst_depth_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_element_size_offset = 12  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_element_size_mask = 7  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_element_size_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_offset = 12  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_mask = 31  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_shift = 3  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_dimension_offset = 12  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_dimension_mask = 3  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_dimension_shift = 9  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_offset = 12  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_mask = 15  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_offset = 12  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_mask = 15  # int
-SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_shift = 20  # int
-SDMA_PKT_COPY_T2T_DW_13_rect_x_offset = 13  # int
-SDMA_PKT_COPY_T2T_DW_13_rect_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_13_rect_x_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_13_rect_y_offset = 13  # int
-SDMA_PKT_COPY_T2T_DW_13_rect_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_DW_13_rect_y_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_14_rect_z_offset = 14  # int
-SDMA_PKT_COPY_T2T_DW_14_rect_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_T2T_DW_14_rect_z_shift = 0  # int
-SDMA_PKT_COPY_T2T_DW_14_dst_sw_offset = 14  # int
-SDMA_PKT_COPY_T2T_DW_14_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_T2T_DW_14_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_offset = 14  # int
-SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_T2T_DW_14_src_sw_offset = 14  # int
-SDMA_PKT_COPY_T2T_DW_14_src_sw_mask = 3  # int
-SDMA_PKT_COPY_T2T_DW_14_src_sw_shift = 24  # int
-SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_offset = 14  # int
-SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_offset = 15  # int
-SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_offset = 16  # int
-SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_data_format_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_data_format_mask = 127  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_data_format_shift = 0  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_mask = 1  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_shift = 7  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_mask = 1  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_shift = 8  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_number_type_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_number_type_mask = 7  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_number_type_shift = 9  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_mask = 3  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_shift = 12  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_mask = 1  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_shift = 14  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_mask = 3  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_shift = 24  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_mask = 3  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_shift = 26  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_mask = 1  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_shift = 28  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_mask = 1  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_shift = 29  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_offset = 17  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_mask = 1  # int
-SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_shift = 31  # int
-SDMA_PKT_COPY_T2T_BC_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_T2T_BC_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_T2T_BC_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_3_src_x_offset = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_3_src_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_3_src_x_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_3_src_y_offset = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_3_src_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_3_src_y_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_4_src_z_offset = 4  # int
-SDMA_PKT_COPY_T2T_BC_DW_4_src_z_mask = 2047  # int
-SDMA_PKT_COPY_T2T_BC_DW_4_src_z_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_4_src_width_offset = 4  # int
-SDMA_PKT_COPY_T2T_BC_DW_4_src_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_4_src_width_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_5_src_height_offset = 5  # int
-SDMA_PKT_COPY_T2T_BC_DW_5_src_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_5_src_height_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_offset = 5  # int
-SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_mask = 2047  # int
-SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_mask = 7  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_mask = 15  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_shift = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_mask = 7  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_shift = 8  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_mask = 7  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_shift = 11  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_shift = 15  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_shift = 18  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_shift = 21  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_shift = 24  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_offset = 6  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_mask = 31  # int
-SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_shift = 26  # int
-SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_offset = 7  # int
-SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_offset = 8  # int
-SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_offset = 9  # int
-SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_offset = 9  # int
-SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_offset = 10  # int
-SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_mask = 2047  # int
-SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_offset = 10  # int
-SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_offset = 11  # int
-SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_offset = 11  # int
-SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_mask = 4095  # int
-SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_mask = 7  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_mask = 15  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_shift = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_mask = 7  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_shift = 8  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_mask = 7  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_shift = 11  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_shift = 15  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_shift = 18  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_shift = 21  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_shift = 24  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_offset = 12  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_mask = 31  # int
-SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_shift = 26  # int
-SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_offset = 13  # int
-SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_offset = 13  # int
-SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_offset = 14  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_mask = 2047  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_shift = 0  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_offset = 14  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_shift = 16  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_offset = 14  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_mask = 3  # int
-SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_shift = 24  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_shift = 19  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_shift = 28  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_shift = 31  # int
-SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_offset = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_offset = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_offset = 4  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_offset = 4  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_offset = 5  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_offset = 5  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_mask = 0x1fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_mask = 31  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_shift = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_shift = 9  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_mask = 15  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_mask = 15  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_shift = 20  # int
-SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_offset = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_offset = 8  # int
-SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_offset = 9  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_offset = 9  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_offset = 10  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_offset = 10  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_offset = 11  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_mask = 0xfffffff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_offset = 12  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_offset = 12  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_mask = 0x1fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_shift = 24  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_offset = 14  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_offset = 15  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_mask = 127  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_shift = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_shift = 8  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_shift = 9  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_shift = 12  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_shift = 14  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_shift = 24  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_shift = 26  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_shift = 28  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_shift = 29  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_offset = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_shift = 31  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_offset = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_mask = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_shift = 31  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_offset = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_offset = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_offset = 4  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_mask = 2047  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_offset = 4  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_offset = 5  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_offset = 5  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_mask = 2047  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_mask = 15  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_shift = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_shift = 8  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_mask = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_shift = 11  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_shift = 15  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_shift = 18  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_shift = 21  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_shift = 24  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_offset = 6  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_mask = 31  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_shift = 26  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_offset = 7  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_offset = 8  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_offset = 9  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_offset = 9  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_offset = 10  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_mask = 2047  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_offset = 10  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_offset = 11  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_mask = 0xfffffff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_offset = 12  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_offset = 12  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_mask = 0x3fff  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_mask = 2047  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_shift = 0  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_shift = 16  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_offset = 13  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_mask = 3  # int
-SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_shift = 24  # int
-SDMA_PKT_COPY_STRUCT_HEADER_op_offset = 0  # int
-SDMA_PKT_COPY_STRUCT_HEADER_op_mask = 255  # int
-SDMA_PKT_COPY_STRUCT_HEADER_op_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COPY_STRUCT_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COPY_STRUCT_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COPY_STRUCT_HEADER_tmz_offset = 0  # int
-SDMA_PKT_COPY_STRUCT_HEADER_tmz_mask = 1  # int
-SDMA_PKT_COPY_STRUCT_HEADER_tmz_shift = 18  # int
-SDMA_PKT_COPY_STRUCT_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COPY_STRUCT_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COPY_STRUCT_HEADER_cpv_shift = 28  # int
-SDMA_PKT_COPY_STRUCT_HEADER_detile_offset = 0  # int
-SDMA_PKT_COPY_STRUCT_HEADER_detile_mask = 1  # int
-SDMA_PKT_COPY_STRUCT_HEADER_detile_shift = 31  # int
-SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_offset = 1  # int
-SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_offset = 2  # int
-SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_offset = 3  # int
-SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_COUNT_count_offset = 4  # int
-SDMA_PKT_COPY_STRUCT_COUNT_count_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_STRUCT_COUNT_count_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_DW_5_stride_offset = 5  # int
-SDMA_PKT_COPY_STRUCT_DW_5_stride_mask = 2047  # int
-SDMA_PKT_COPY_STRUCT_DW_5_stride_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_offset = 5  # int
-SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_mask = 3  # int
-SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_shift = 16  # int
-SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_offset = 5  # int
-SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_shift = 18  # int
-SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_offset = 5  # int
-SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_mask = 3  # int
-SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_shift = 24  # int
-SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_offset = 5  # int
-SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_mask = 7  # int
-SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_shift = 26  # int
-SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_offset = 6  # int
-SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_shift = 0  # int
-SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_offset = 7  # int
-SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_shift = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_op_offset = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_op_mask = 255  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_op_shift = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_offset = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_mask = 1  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_shift = 16  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_tmz_offset = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_tmz_mask = 1  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_tmz_shift = 18  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_cpv_offset = 0  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_cpv_mask = 1  # int
-SDMA_PKT_WRITE_UNTILED_HEADER_cpv_shift = 28  # int
-SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_offset = 1  # int
-SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_offset = 2  # int
-SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_count_offset = 3  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_count_mask = 0xfffff  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_count_shift = 0  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_sw_offset = 3  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_sw_mask = 3  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_sw_shift = 24  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_offset = 3  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_mask = 7  # int
-SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_shift = 26  # int
-SDMA_PKT_WRITE_UNTILED_DATA0_data0_offset = 4  # int
-SDMA_PKT_WRITE_UNTILED_DATA0_data0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_UNTILED_DATA0_data0_shift = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_op_offset = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_op_mask = 255  # int
-SDMA_PKT_WRITE_TILED_HEADER_op_shift = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_WRITE_TILED_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_WRITE_TILED_HEADER_encrypt_offset = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_encrypt_mask = 1  # int
-SDMA_PKT_WRITE_TILED_HEADER_encrypt_shift = 16  # int
-SDMA_PKT_WRITE_TILED_HEADER_tmz_offset = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_tmz_mask = 1  # int
-SDMA_PKT_WRITE_TILED_HEADER_tmz_shift = 18  # int
-SDMA_PKT_WRITE_TILED_HEADER_cpv_offset = 0  # int
-SDMA_PKT_WRITE_TILED_HEADER_cpv_mask = 1  # int
-SDMA_PKT_WRITE_TILED_HEADER_cpv_shift = 28  # int
-SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_offset = 1  # int
-SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_offset = 2  # int
-SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DW_3_width_offset = 3  # int
-SDMA_PKT_WRITE_TILED_DW_3_width_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_DW_3_width_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DW_4_height_offset = 4  # int
-SDMA_PKT_WRITE_TILED_DW_4_height_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_DW_4_height_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DW_4_depth_offset = 4  # int
-SDMA_PKT_WRITE_TILED_DW_4_depth_mask = 0x1fff  # int
-SDMA_PKT_WRITE_TILED_DW_4_depth_shift = 16  # int
-SDMA_PKT_WRITE_TILED_DW_5_element_size_offset = 5  # int
-SDMA_PKT_WRITE_TILED_DW_5_element_size_mask = 7  # int
-SDMA_PKT_WRITE_TILED_DW_5_element_size_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_offset = 5  # int
-SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_mask = 31  # int
-SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_shift = 3  # int
-SDMA_PKT_WRITE_TILED_DW_5_dimension_offset = 5  # int
-SDMA_PKT_WRITE_TILED_DW_5_dimension_mask = 3  # int
-SDMA_PKT_WRITE_TILED_DW_5_dimension_shift = 9  # int
-SDMA_PKT_WRITE_TILED_DW_5_mip_max_offset = 5  # int
-SDMA_PKT_WRITE_TILED_DW_5_mip_max_mask = 15  # int
-SDMA_PKT_WRITE_TILED_DW_5_mip_max_shift = 16  # int
-SDMA_PKT_WRITE_TILED_DW_6_x_offset = 6  # int
-SDMA_PKT_WRITE_TILED_DW_6_x_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_DW_6_x_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DW_6_y_offset = 6  # int
-SDMA_PKT_WRITE_TILED_DW_6_y_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_DW_6_y_shift = 16  # int
-SDMA_PKT_WRITE_TILED_DW_7_z_offset = 7  # int
-SDMA_PKT_WRITE_TILED_DW_7_z_mask = 0x1fff  # int
-SDMA_PKT_WRITE_TILED_DW_7_z_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DW_7_sw_offset = 7  # int
-SDMA_PKT_WRITE_TILED_DW_7_sw_mask = 3  # int
-SDMA_PKT_WRITE_TILED_DW_7_sw_shift = 24  # int
-SDMA_PKT_WRITE_TILED_DW_7_cache_policy_offset = 7  # int
-SDMA_PKT_WRITE_TILED_DW_7_cache_policy_mask = 7  # int
-SDMA_PKT_WRITE_TILED_DW_7_cache_policy_shift = 26  # int
-SDMA_PKT_WRITE_TILED_COUNT_count_offset = 8  # int
-SDMA_PKT_WRITE_TILED_COUNT_count_mask = 0xfffff  # int
-SDMA_PKT_WRITE_TILED_COUNT_count_shift = 0  # int
-SDMA_PKT_WRITE_TILED_DATA0_data0_offset = 9  # int
-SDMA_PKT_WRITE_TILED_DATA0_data0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_TILED_DATA0_data0_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_HEADER_op_offset = 0  # int
-SDMA_PKT_WRITE_TILED_BC_HEADER_op_mask = 255  # int
-SDMA_PKT_WRITE_TILED_BC_HEADER_op_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_offset = 1  # int
-SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_offset = 2  # int
-SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DW_3_width_offset = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_3_width_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_BC_DW_3_width_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DW_4_height_offset = 4  # int
-SDMA_PKT_WRITE_TILED_BC_DW_4_height_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_BC_DW_4_height_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DW_4_depth_offset = 4  # int
-SDMA_PKT_WRITE_TILED_BC_DW_4_depth_mask = 2047  # int
-SDMA_PKT_WRITE_TILED_BC_DW_4_depth_shift = 16  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_mask = 7  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_mask = 15  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_shift = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_mask = 7  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_shift = 8  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_mask = 7  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_shift = 11  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_mask = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_shift = 15  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_mask = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_shift = 18  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_mask = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_shift = 21  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_mask = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_shift = 24  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_offset = 5  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_mask = 31  # int
-SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_shift = 26  # int
-SDMA_PKT_WRITE_TILED_BC_DW_6_x_offset = 6  # int
-SDMA_PKT_WRITE_TILED_BC_DW_6_x_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_BC_DW_6_x_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DW_6_y_offset = 6  # int
-SDMA_PKT_WRITE_TILED_BC_DW_6_y_mask = 0x3fff  # int
-SDMA_PKT_WRITE_TILED_BC_DW_6_y_shift = 16  # int
-SDMA_PKT_WRITE_TILED_BC_DW_7_z_offset = 7  # int
-SDMA_PKT_WRITE_TILED_BC_DW_7_z_mask = 2047  # int
-SDMA_PKT_WRITE_TILED_BC_DW_7_z_shift = 0  # int
-SDMA_PKT_WRITE_TILED_BC_DW_7_sw_offset = 7  # int
-SDMA_PKT_WRITE_TILED_BC_DW_7_sw_mask = 3  # int
-SDMA_PKT_WRITE_TILED_BC_DW_7_sw_shift = 24  # int
-SDMA_PKT_WRITE_TILED_BC_COUNT_count_offset = 8  # int
-SDMA_PKT_WRITE_TILED_BC_COUNT_count_mask = 0xfffff  # int
-SDMA_PKT_WRITE_TILED_BC_COUNT_count_shift = 2  # int
-SDMA_PKT_WRITE_TILED_BC_DATA0_data0_offset = 9  # int
-SDMA_PKT_WRITE_TILED_BC_DATA0_data0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_TILED_BC_DATA0_data0_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_op_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_op_mask = 255  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_op_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_tmz_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_tmz_mask = 1  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_tmz_shift = 18  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_cpv_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_cpv_mask = 1  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_cpv_shift = 28  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_mask = 1  # int
-SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_shift = 31  # int
-SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_offset = 3  # int
-SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_offset = 4  # int
-SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_offset = 5  # int
-SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_offset = 6  # int
-SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_count_offset = 7  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_count_mask = 0x7ffff  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_count_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_offset = 7  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_mask = 7  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_shift = 22  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_offset = 7  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_mask = 7  # int
-SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_shift = 29  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_mask = 255  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_mask = 3  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_shift = 28  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_mask = 1  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_shift = 30  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_offset = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_mask = 1  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_shift = 31  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_offset = 1  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_offset = 2  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_offset = 3  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_offset = 4  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_offset = 5  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_mask = 255  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_shift = 0  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_offset = 5  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_mask = 255  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_shift = 8  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_offset = 6  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_mask = 0x1ffff  # int
-SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_op_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_op_mask = 255  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_op_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_mtype_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_mtype_mask = 7  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_mtype_shift = 16  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_gcc_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_gcc_mask = 1  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_gcc_shift = 19  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_sys_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_sys_mask = 1  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_sys_shift = 20  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_snp_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_snp_mask = 1  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_snp_shift = 22  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_gpa_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_gpa_mask = 1  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_gpa_shift = 23  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_mask = 3  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_shift = 24  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_mask = 1  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_shift = 26  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_cpv_offset = 0  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_cpv_mask = 1  # int
-SDMA_PKT_PTEPDE_RMW_HEADER_cpv_shift = 28  # int
-SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_offset = 3  # int
-SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_offset = 4  # int
-SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_offset = 5  # int
-SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_offset = 6  # int
-SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_shift = 0  # int
-SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_offset = 7  # int
-SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_mask = 0xffffffff  # unsigned int
-SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_shift = 0  # int
-SDMA_PKT_REGISTER_RMW_HEADER_op_offset = 0  # int
-SDMA_PKT_REGISTER_RMW_HEADER_op_mask = 255  # int
-SDMA_PKT_REGISTER_RMW_HEADER_op_shift = 0  # int
-SDMA_PKT_REGISTER_RMW_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_REGISTER_RMW_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_REGISTER_RMW_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_REGISTER_RMW_ADDR_addr_offset = 1  # int
-SDMA_PKT_REGISTER_RMW_ADDR_addr_mask = 0xfffff  # int
-SDMA_PKT_REGISTER_RMW_ADDR_addr_shift = 0  # int
-SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_offset = 1  # int
-SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_mask = 4095  # int
-SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_shift = 20  # int
-SDMA_PKT_REGISTER_RMW_MASK_mask_offset = 2  # int
-SDMA_PKT_REGISTER_RMW_MASK_mask_mask = 0xffffffff  # unsigned int
-SDMA_PKT_REGISTER_RMW_MASK_mask_shift = 0  # int
-SDMA_PKT_REGISTER_RMW_VALUE_value_offset = 3  # int
-SDMA_PKT_REGISTER_RMW_VALUE_value_mask = 0xffffffff  # unsigned int
-SDMA_PKT_REGISTER_RMW_VALUE_value_shift = 0  # int
-SDMA_PKT_REGISTER_RMW_MISC_stride_offset = 4  # int
-SDMA_PKT_REGISTER_RMW_MISC_stride_mask = 0xfffff  # int
-SDMA_PKT_REGISTER_RMW_MISC_stride_shift = 0  # int
-SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_offset = 4  # int
-SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_mask = 4095  # int
-SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_shift = 20  # int
-SDMA_PKT_WRITE_INCR_HEADER_op_offset = 0  # int
-SDMA_PKT_WRITE_INCR_HEADER_op_mask = 255  # int
-SDMA_PKT_WRITE_INCR_HEADER_op_shift = 0  # int
-SDMA_PKT_WRITE_INCR_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_WRITE_INCR_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_WRITE_INCR_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_WRITE_INCR_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_WRITE_INCR_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_WRITE_INCR_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_WRITE_INCR_HEADER_cpv_offset = 0  # int
-SDMA_PKT_WRITE_INCR_HEADER_cpv_mask = 1  # int
-SDMA_PKT_WRITE_INCR_HEADER_cpv_shift = 28  # int
-SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_offset = 1  # int
-SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_offset = 2  # int
-SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_offset = 3  # int
-SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_shift = 0  # int
-SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_offset = 4  # int
-SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_shift = 0  # int
-SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_offset = 5  # int
-SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_shift = 0  # int
-SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_offset = 6  # int
-SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_shift = 0  # int
-SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_offset = 7  # int
-SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_shift = 0  # int
-SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_offset = 8  # int
-SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_mask = 0xffffffff  # unsigned int
-SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_shift = 0  # int
-SDMA_PKT_WRITE_INCR_COUNT_count_offset = 9  # int
-SDMA_PKT_WRITE_INCR_COUNT_count_mask = 0x7ffff  # int
-SDMA_PKT_WRITE_INCR_COUNT_count_shift = 0  # int
-SDMA_PKT_INDIRECT_HEADER_op_offset = 0  # int
-SDMA_PKT_INDIRECT_HEADER_op_mask = 255  # int
-SDMA_PKT_INDIRECT_HEADER_op_shift = 0  # int
-SDMA_PKT_INDIRECT_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_INDIRECT_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_INDIRECT_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_INDIRECT_HEADER_vmid_offset = 0  # int
-SDMA_PKT_INDIRECT_HEADER_vmid_mask = 15  # int
-SDMA_PKT_INDIRECT_HEADER_vmid_shift = 16  # int
-SDMA_PKT_INDIRECT_HEADER_priv_offset = 0  # int
-SDMA_PKT_INDIRECT_HEADER_priv_mask = 1  # int
-SDMA_PKT_INDIRECT_HEADER_priv_shift = 31  # int
-SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_offset = 1  # int
-SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_shift = 0  # int
-SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_offset = 2  # int
-SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_shift = 0  # int
-SDMA_PKT_INDIRECT_IB_SIZE_ib_size_offset = 3  # int
-SDMA_PKT_INDIRECT_IB_SIZE_ib_size_mask = 0xfffff  # int
-SDMA_PKT_INDIRECT_IB_SIZE_ib_size_shift = 0  # int
-SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_offset = 4  # int
-SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_shift = 0  # int
-SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_offset = 5  # int
-SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_shift = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_op_offset = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_op_mask = 255  # int
-SDMA_PKT_SEMAPHORE_HEADER_op_shift = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_SEMAPHORE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_SEMAPHORE_HEADER_write_one_offset = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_write_one_mask = 1  # int
-SDMA_PKT_SEMAPHORE_HEADER_write_one_shift = 29  # int
-SDMA_PKT_SEMAPHORE_HEADER_signal_offset = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_signal_mask = 1  # int
-SDMA_PKT_SEMAPHORE_HEADER_signal_shift = 30  # int
-SDMA_PKT_SEMAPHORE_HEADER_mailbox_offset = 0  # int
-SDMA_PKT_SEMAPHORE_HEADER_mailbox_mask = 1  # int
-SDMA_PKT_SEMAPHORE_HEADER_mailbox_shift = 31  # int
-SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_op_offset = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_op_mask = 255  # int
-SDMA_PKT_MEM_INCR_HEADER_op_shift = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_MEM_INCR_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_MEM_INCR_HEADER_l2_policy_offset = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_l2_policy_mask = 3  # int
-SDMA_PKT_MEM_INCR_HEADER_l2_policy_shift = 24  # int
-SDMA_PKT_MEM_INCR_HEADER_llc_policy_offset = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_llc_policy_mask = 1  # int
-SDMA_PKT_MEM_INCR_HEADER_llc_policy_shift = 26  # int
-SDMA_PKT_MEM_INCR_HEADER_cpv_offset = 0  # int
-SDMA_PKT_MEM_INCR_HEADER_cpv_mask = 1  # int
-SDMA_PKT_MEM_INCR_HEADER_cpv_shift = 28  # int
-SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_op_offset = 0  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_op_mask = 255  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_op_shift = 0  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_offset = 0  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_mask = 31  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_shift = 16  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_offset = 0  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_mask = 31  # int
-SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_shift = 24  # int
-SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_offset = 1  # int
-SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_mask = 0xffffffff  # unsigned int
-SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_shift = 0  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_offset = 2  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_mask = 0xffffffff  # unsigned int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_shift = 0  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_offset = 3  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_mask = 0xffff  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_shift = 0  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_offset = 3  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_mask = 31  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_shift = 16  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_offset = 3  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_mask = 511  # int
-SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_shift = 23  # int
-SDMA_PKT_FENCE_HEADER_op_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_op_mask = 255  # int
-SDMA_PKT_FENCE_HEADER_op_shift = 0  # int
-SDMA_PKT_FENCE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_FENCE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_FENCE_HEADER_mtype_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_mtype_mask = 7  # int
-SDMA_PKT_FENCE_HEADER_mtype_shift = 16  # int
-SDMA_PKT_FENCE_HEADER_gcc_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_gcc_mask = 1  # int
-SDMA_PKT_FENCE_HEADER_gcc_shift = 19  # int
-SDMA_PKT_FENCE_HEADER_sys_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_sys_mask = 1  # int
-SDMA_PKT_FENCE_HEADER_sys_shift = 20  # int
-SDMA_PKT_FENCE_HEADER_snp_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_snp_mask = 1  # int
-SDMA_PKT_FENCE_HEADER_snp_shift = 22  # int
-SDMA_PKT_FENCE_HEADER_gpa_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_gpa_mask = 1  # int
-SDMA_PKT_FENCE_HEADER_gpa_shift = 23  # int
-SDMA_PKT_FENCE_HEADER_l2_policy_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_l2_policy_mask = 3  # int
-SDMA_PKT_FENCE_HEADER_l2_policy_shift = 24  # int
-SDMA_PKT_FENCE_HEADER_llc_policy_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_llc_policy_mask = 1  # int
-SDMA_PKT_FENCE_HEADER_llc_policy_shift = 26  # int
-SDMA_PKT_FENCE_HEADER_cpv_offset = 0  # int
-SDMA_PKT_FENCE_HEADER_cpv_mask = 1  # int
-SDMA_PKT_FENCE_HEADER_cpv_shift = 28  # int
-SDMA_PKT_FENCE_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_FENCE_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_FENCE_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_FENCE_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_FENCE_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_FENCE_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_FENCE_DATA_data_offset = 3  # int
-SDMA_PKT_FENCE_DATA_data_mask = 0xffffffff  # unsigned int
-SDMA_PKT_FENCE_DATA_data_shift = 0  # int
-SDMA_PKT_SRBM_WRITE_HEADER_op_offset = 0  # int
-SDMA_PKT_SRBM_WRITE_HEADER_op_mask = 255  # int
-SDMA_PKT_SRBM_WRITE_HEADER_op_shift = 0  # int
-SDMA_PKT_SRBM_WRITE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_SRBM_WRITE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_SRBM_WRITE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_SRBM_WRITE_HEADER_byte_en_offset = 0  # int
-SDMA_PKT_SRBM_WRITE_HEADER_byte_en_mask = 15  # int
-SDMA_PKT_SRBM_WRITE_HEADER_byte_en_shift = 28  # int
-SDMA_PKT_SRBM_WRITE_ADDR_addr_offset = 1  # int
-SDMA_PKT_SRBM_WRITE_ADDR_addr_mask = 0x3ffff  # int
-SDMA_PKT_SRBM_WRITE_ADDR_addr_shift = 0  # int
-SDMA_PKT_SRBM_WRITE_ADDR_apertureid_offset = 1  # int
-SDMA_PKT_SRBM_WRITE_ADDR_apertureid_mask = 4095  # int
-SDMA_PKT_SRBM_WRITE_ADDR_apertureid_shift = 20  # int
-SDMA_PKT_SRBM_WRITE_DATA_data_offset = 2  # int
-SDMA_PKT_SRBM_WRITE_DATA_data_mask = 0xffffffff  # unsigned int
-SDMA_PKT_SRBM_WRITE_DATA_data_shift = 0  # int
-SDMA_PKT_PRE_EXE_HEADER_op_offset = 0  # int
-SDMA_PKT_PRE_EXE_HEADER_op_mask = 255  # int
-SDMA_PKT_PRE_EXE_HEADER_op_shift = 0  # int
-SDMA_PKT_PRE_EXE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_PRE_EXE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_PRE_EXE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_PRE_EXE_HEADER_dev_sel_offset = 0  # int
-SDMA_PKT_PRE_EXE_HEADER_dev_sel_mask = 255  # int
-SDMA_PKT_PRE_EXE_HEADER_dev_sel_shift = 16  # int
-SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_offset = 1  # int
-SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_mask = 0x3fff  # int
-SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_shift = 0  # int
-SDMA_PKT_COND_EXE_HEADER_op_offset = 0  # int
-SDMA_PKT_COND_EXE_HEADER_op_mask = 255  # int
-SDMA_PKT_COND_EXE_HEADER_op_shift = 0  # int
-SDMA_PKT_COND_EXE_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_COND_EXE_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_COND_EXE_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_COND_EXE_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_COND_EXE_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_COND_EXE_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_COND_EXE_HEADER_cpv_offset = 0  # int
-SDMA_PKT_COND_EXE_HEADER_cpv_mask = 1  # int
-SDMA_PKT_COND_EXE_HEADER_cpv_shift = 28  # int
-SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_COND_EXE_REFERENCE_reference_offset = 3  # int
-SDMA_PKT_COND_EXE_REFERENCE_reference_mask = 0xffffffff  # unsigned int
-SDMA_PKT_COND_EXE_REFERENCE_reference_shift = 0  # int
-SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_offset = 4  # int
-SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_mask = 0x3fff  # int
-SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_shift = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_op_offset = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_op_mask = 255  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_op_shift = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_sw_offset = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_sw_mask = 3  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_sw_shift = 16  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_cpv_offset = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_cpv_mask = 1  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_cpv_shift = 28  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_offset = 0  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_mask = 3  # int
-SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_shift = 30  # int
-SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_offset = 1  # int
-SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_offset = 2  # int
-SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_offset = 3  # int
-SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_shift = 0  # int
-SDMA_PKT_CONSTANT_FILL_COUNT_count_offset = 4  # int
-SDMA_PKT_CONSTANT_FILL_COUNT_count_mask = 0x3fffffff  # int
-SDMA_PKT_CONSTANT_FILL_COUNT_count_shift = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_op_offset = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_op_mask = 255  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_op_shift = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_offset = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_mask = 1  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_shift = 28  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_offset = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_mask = 1  # int
-SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_shift = 31  # int
-SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_offset = 1  # int
-SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_mask = 0xffffffff  # unsigned int
-SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_shift = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_offset = 2  # int
-SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_mask = 0xffffffff  # unsigned int
-SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_shift = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_offset = 3  # int
-SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_offset = 4  # int
-SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_offset = 5  # int
-SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_mask = 0x3ffffff  # int
-SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_op_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_op_mask = 255  # int
-SDMA_PKT_POLL_REGMEM_HEADER_op_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_POLL_REGMEM_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_shift = 20  # int
-SDMA_PKT_POLL_REGMEM_HEADER_cpv_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_cpv_mask = 1  # int
-SDMA_PKT_POLL_REGMEM_HEADER_cpv_shift = 24  # int
-SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_mask = 1  # int
-SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_shift = 26  # int
-SDMA_PKT_POLL_REGMEM_HEADER_func_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_func_mask = 7  # int
-SDMA_PKT_POLL_REGMEM_HEADER_func_shift = 28  # int
-SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_offset = 0  # int
-SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_mask = 1  # int
-SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_shift = 31  # int
-SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_VALUE_value_offset = 3  # int
-SDMA_PKT_POLL_REGMEM_VALUE_value_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_REGMEM_VALUE_value_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_MASK_mask_offset = 4  # int
-SDMA_PKT_POLL_REGMEM_MASK_mask_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_REGMEM_MASK_mask_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_DW5_interval_offset = 5  # int
-SDMA_PKT_POLL_REGMEM_DW5_interval_mask = 0xffff  # int
-SDMA_PKT_POLL_REGMEM_DW5_interval_shift = 0  # int
-SDMA_PKT_POLL_REGMEM_DW5_retry_count_offset = 5  # int
-SDMA_PKT_POLL_REGMEM_DW5_retry_count_mask = 4095  # int
-SDMA_PKT_POLL_REGMEM_DW5_retry_count_shift = 16  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_offset = 0  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_mask = 255  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_shift = 0  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_offset = 0  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_mask = 1  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_shift = 28  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_offset = 1  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_mask = 0x3fffffff  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_shift = 2  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_offset = 2  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_offset = 3  # int
-SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_offset = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_mask = 255  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_shift = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_offset = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_mask = 3  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_shift = 16  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_offset = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_mask = 1  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_shift = 28  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_offset = 3  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_mask = 0xfffffff  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_shift = 4  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_offset = 4  # int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_offset = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_mask = 255  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_shift = 24  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_offset = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_mask = 1  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_shift = 28  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_offset = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_mask = 1  # int
-SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_shift = 31  # int
-SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_offset = 1  # int
-SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_offset = 2  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_offset = 3  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_offset = 4  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_offset = 5  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_offset = 6  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_offset = 7  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_offset = 8  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_offset = 9  # int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_offset = 10  # int
-SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_offset = 11  # int
-SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_shift = 0  # int
-SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_offset = 12  # int
-SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_mask = 0xffffffff  # unsigned int
-SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_shift = 0  # int
-SDMA_PKT_ATOMIC_HEADER_op_offset = 0  # int
-SDMA_PKT_ATOMIC_HEADER_op_mask = 255  # int
-SDMA_PKT_ATOMIC_HEADER_op_shift = 0  # int
-SDMA_PKT_ATOMIC_HEADER_loop_offset = 0  # int
-SDMA_PKT_ATOMIC_HEADER_loop_mask = 1  # int
-SDMA_PKT_ATOMIC_HEADER_loop_shift = 16  # int
-SDMA_PKT_ATOMIC_HEADER_tmz_offset = 0  # int
-SDMA_PKT_ATOMIC_HEADER_tmz_mask = 1  # int
-SDMA_PKT_ATOMIC_HEADER_tmz_shift = 18  # int
-SDMA_PKT_ATOMIC_HEADER_cache_policy_offset = 0  # int
-SDMA_PKT_ATOMIC_HEADER_cache_policy_mask = 7  # int
-SDMA_PKT_ATOMIC_HEADER_cache_policy_shift = 20  # int
-SDMA_PKT_ATOMIC_HEADER_cpv_offset = 0  # int
-SDMA_PKT_ATOMIC_HEADER_cpv_mask = 1  # int
-SDMA_PKT_ATOMIC_HEADER_cpv_shift = 24  # int
-SDMA_PKT_ATOMIC_HEADER_atomic_op_offset = 0  # int
-SDMA_PKT_ATOMIC_HEADER_atomic_op_mask = 127  # int
-SDMA_PKT_ATOMIC_HEADER_atomic_op_shift = 25  # int
-SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_offset = 1  # int
-SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_shift = 0  # int
-SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_offset = 2  # int
-SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_shift = 0  # int
-SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_offset = 3  # int
-SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_shift = 0  # int
-SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_offset = 4  # int
-SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_shift = 0  # int
-SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_offset = 5  # int
-SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_shift = 0  # int
-SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_offset = 6  # int
-SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_shift = 0  # int
-SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_offset = 7  # int
-SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_mask = 0x1fff  # int
-SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_shift = 0  # int
-SDMA_PKT_TIMESTAMP_SET_HEADER_op_offset = 0  # int
-SDMA_PKT_TIMESTAMP_SET_HEADER_op_mask = 255  # int
-SDMA_PKT_TIMESTAMP_SET_HEADER_op_shift = 0  # int
-SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_offset = 1  # int
-SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_shift = 0  # int
-SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_offset = 2  # int
-SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_shift = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_op_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_op_mask = 255  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_op_shift = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_mask = 3  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_shift = 24  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_mask = 1  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_shift = 26  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_mask = 1  # int
-SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_shift = 28  # int
-SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_offset = 1  # int
-SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_mask = 0x1fffffff  # int
-SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_shift = 3  # int
-SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_offset = 2  # int
-SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_shift = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_mask = 255  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_shift = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_mask = 3  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_shift = 24  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_mask = 1  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_shift = 26  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_offset = 0  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_mask = 1  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_shift = 28  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_offset = 1  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_mask = 0x1fffffff  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_shift = 3  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_offset = 2  # int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_shift = 0  # int
-SDMA_PKT_TRAP_HEADER_op_offset = 0  # int
-SDMA_PKT_TRAP_HEADER_op_mask = 255  # int
-SDMA_PKT_TRAP_HEADER_op_shift = 0  # int
-SDMA_PKT_TRAP_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_TRAP_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_TRAP_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_TRAP_INT_CONTEXT_int_context_offset = 1  # int
-SDMA_PKT_TRAP_INT_CONTEXT_int_context_mask = 0xfffffff  # int
-SDMA_PKT_TRAP_INT_CONTEXT_int_context_shift = 0  # int
-SDMA_PKT_DUMMY_TRAP_HEADER_op_offset = 0  # int
-SDMA_PKT_DUMMY_TRAP_HEADER_op_mask = 255  # int
-SDMA_PKT_DUMMY_TRAP_HEADER_op_shift = 0  # int
-SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_offset = 1  # int
-SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_mask = 0xfffffff  # int
-SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_shift = 0  # int
-SDMA_PKT_GPUVM_INV_HEADER_op_offset = 0  # int
-SDMA_PKT_GPUVM_INV_HEADER_op_mask = 255  # int
-SDMA_PKT_GPUVM_INV_HEADER_op_shift = 0  # int
-SDMA_PKT_GPUVM_INV_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_GPUVM_INV_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_GPUVM_INV_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_mask = 0xffff  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_shift = 0  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_mask = 7  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_shift = 16  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_shift = 19  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_shift = 20  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_shift = 21  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_shift = 22  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_shift = 23  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_shift = 24  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_shift = 25  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_offset = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_shift = 26  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD2_s_offset = 2  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD2_s_mask = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD2_s_shift = 0  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_offset = 2  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_mask = 0x7fffffff  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_shift = 1  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_offset = 3  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_mask = 63  # int
-SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_shift = 0  # int
-SDMA_PKT_GCR_REQ_HEADER_op_offset = 0  # int
-SDMA_PKT_GCR_REQ_HEADER_op_mask = 255  # int
-SDMA_PKT_GCR_REQ_HEADER_op_shift = 0  # int
-SDMA_PKT_GCR_REQ_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_GCR_REQ_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_GCR_REQ_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_offset = 1  # int
-SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_mask = 0x1ffffff  # int
-SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_shift = 7  # int
-SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_offset = 2  # int
-SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_mask = 0xffff  # int
-SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_shift = 0  # int
-SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_offset = 2  # int
-SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_mask = 0xffff  # int
-SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_shift = 16  # int
-SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_offset = 3  # int
-SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_mask = 7  # int
-SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_shift = 0  # int
-SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_offset = 3  # int
-SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_mask = 0x1ffffff  # int
-SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_shift = 7  # int
-SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_offset = 4  # int
-SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_mask = 0xffff  # int
-SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_shift = 0  # int
-SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_offset = 4  # int
-SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_mask = 15  # int
-SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_shift = 24  # int
-SDMA_PKT_NOP_HEADER_op_offset = 0  # int
-SDMA_PKT_NOP_HEADER_op_mask = 255  # int
-SDMA_PKT_NOP_HEADER_op_shift = 0  # int
-SDMA_PKT_NOP_HEADER_sub_op_offset = 0  # int
-SDMA_PKT_NOP_HEADER_sub_op_mask = 255  # int
-SDMA_PKT_NOP_HEADER_sub_op_shift = 8  # int
-SDMA_PKT_NOP_HEADER_count_offset = 0  # int
-SDMA_PKT_NOP_HEADER_count_mask = 0x3fff  # int
-SDMA_PKT_NOP_HEADER_count_shift = 16  # int
-SDMA_PKT_NOP_DATA0_data0_offset = 1  # int
-SDMA_PKT_NOP_DATA0_data0_mask = 0xffffffff  # unsigned int
-SDMA_PKT_NOP_DATA0_data0_shift = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_format_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_format_mask = 255  # int
-SDMA_AQL_PKT_HEADER_HEADER_format_shift = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_barrier_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_barrier_mask = 1  # int
-SDMA_AQL_PKT_HEADER_HEADER_barrier_shift = 8  # int
-SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_mask = 3  # int
-SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_shift = 9  # int
-SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_mask = 3  # int
-SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_shift = 11  # int
-SDMA_AQL_PKT_HEADER_HEADER_reserved_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_reserved_mask = 7  # int
-SDMA_AQL_PKT_HEADER_HEADER_reserved_shift = 13  # int
-SDMA_AQL_PKT_HEADER_HEADER_op_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_op_mask = 15  # int
-SDMA_AQL_PKT_HEADER_HEADER_op_shift = 16  # int
-SDMA_AQL_PKT_HEADER_HEADER_subop_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_subop_mask = 7  # int
-SDMA_AQL_PKT_HEADER_HEADER_subop_shift = 20  # int
-SDMA_AQL_PKT_HEADER_HEADER_cpv_offset = 0  # int
-SDMA_AQL_PKT_HEADER_HEADER_cpv_mask = 1  # int
-SDMA_AQL_PKT_HEADER_HEADER_cpv_shift = 28  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_mask = 255  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_mask = 1  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_shift = 8  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_mask = 3  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_shift = 9  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_mask = 3  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_shift = 11  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_mask = 7  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_shift = 13  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_mask = 15  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_shift = 16  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_mask = 7  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_shift = 20  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_offset = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_mask = 1  # int
-SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_shift = 28  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_offset = 1  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_offset = 2  # int
-SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_offset = 3  # int
-SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_offset = 4  # int
-SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_mask = 0x3fffff  # int
-SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_offset = 5  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_mask = 3  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_shift = 16  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_offset = 5  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_mask = 7  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_shift = 18  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_offset = 5  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_mask = 3  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_shift = 24  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_offset = 5  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_mask = 7  # int
-SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_shift = 26  # int
-SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset = 6  # int
-SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset = 7  # int
-SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset = 8  # int
-SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset = 9  # int
-SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_offset = 10  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_offset = 11  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_offset = 12  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_offset = 13  # int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_offset = 14  # int
-SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_shift = 0  # int
-SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_offset = 15  # int
-SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_format_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_format_mask = 255  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_format_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_mask = 1  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_shift = 8  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_mask = 3  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_shift = 9  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_mask = 3  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_shift = 11  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_shift = 13  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_op_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_op_mask = 15  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_op_shift = 16  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_shift = 20  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_offset = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_mask = 1  # int
-SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_shift = 28  # int
-SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_offset = 1  # int
-SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_offset = 2  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_offset = 3  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_offset = 4  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_offset = 5  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_offset = 6  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_offset = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_offset = 8  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_offset = 9  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_offset = 10  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_offset = 11  # int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_offset = 12  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_offset = 12  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_shift = 5  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_offset = 12  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_shift = 10  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_offset = 12  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_shift = 15  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_offset = 12  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_mask = 7  # int
-SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_shift = 20  # int
-SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_offset = 13  # int
-SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_offset = 14  # int
-SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_shift = 0  # int
-SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_offset = 15  # int
-SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_mask = 0xffffffff  # unsigned int
-SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_shift = 0  # int
+# (as data: 2526 assignments would take python longer to compile than this takes to run)
+define_constants(globals(), """\
+SDMA_OP_NOP 0 int
+SDMA_OP_COPY 1 int
+SDMA_OP_WRITE 2 int
+SDMA_OP_INDIRECT 4 int
+SDMA_OP_FENCE 5 int
+SDMA_OP_TRAP 6 int
+SDMA_OP_SEM 7 int
+SDMA_OP_POLL_REGMEM 8 int
+SDMA_OP_COND_EXE 9 int
+SDMA_OP_ATOMIC 10 int
+SDMA_OP_CONST_FILL 11 int
+SDMA_OP_PTEPDE 12 int
+SDMA_OP_TIMESTAMP 13 int
+SDMA_OP_SRBM_WRITE 14 int
+SDMA_OP_PRE_EXE 15 int
+SDMA_OP_GPUVM_INV 16 int
+SDMA_OP_GCR_REQ 17 int
+SDMA_OP_DUMMY_TRAP 32 int
+SDMA_SUBOP_TIMESTAMP_SET 0 int
+SDMA_SUBOP_TIMESTAMP_GET 1 int
+SDMA_SUBOP_TIMESTAMP_GET_GLOBAL 2 int
+SDMA_SUBOP_COPY_LINEAR 0 int
+SDMA_SUBOP_COPY_LINEAR_SUB_WIND 4 int
+SDMA_SUBOP_COPY_TILED 1 int
+SDMA_SUBOP_COPY_TILED_SUB_WIND 5 int
+SDMA_SUBOP_COPY_T2T_SUB_WIND 6 int
+SDMA_SUBOP_COPY_SOA 3 int
+SDMA_SUBOP_COPY_DIRTY_PAGE 7 int
+SDMA_SUBOP_COPY_LINEAR_PHY 8 int
+SDMA_SUBOP_COPY_LINEAR_SUB_WIND_LARGE 36 int
+SDMA_SUBOP_COPY_LINEAR_BC 16 int
+SDMA_SUBOP_COPY_TILED_BC 17 int
+SDMA_SUBOP_COPY_LINEAR_SUB_WIND_BC 20 int
+SDMA_SUBOP_COPY_TILED_SUB_WIND_BC 21 int
+SDMA_SUBOP_COPY_T2T_SUB_WIND_BC 22 int
+SDMA_SUBOP_WRITE_LINEAR 0 int
+SDMA_SUBOP_WRITE_TILED 1 int
+SDMA_SUBOP_WRITE_TILED_BC 17 int
+SDMA_SUBOP_PTEPDE_GEN 0 int
+SDMA_SUBOP_PTEPDE_COPY 1 int
+SDMA_SUBOP_PTEPDE_RMW 2 int
+SDMA_SUBOP_PTEPDE_COPY_BACKWARDS 3 int
+SDMA_SUBOP_MEM_INCR 1 int
+SDMA_SUBOP_DATA_FILL_MULTI 1 int
+SDMA_SUBOP_POLL_REG_WRITE_MEM 1 int
+SDMA_SUBOP_POLL_DBIT_WRITE_MEM 2 int
+SDMA_SUBOP_POLL_MEM_VERIFY 3 int
+SDMA_SUBOP_VM_INVALIDATION 4 int
+HEADER_AGENT_DISPATCH 4 int
+HEADER_BARRIER 5 int
+SDMA_OP_AQL_COPY 0 int
+SDMA_OP_AQL_BARRIER_OR 0 int
+SDMA_GCR_RANGE_IS_PA 0x40000 int
+SDMA_GCR_GL2_WB 0x8000 int
+SDMA_GCR_GL2_INV 0x4000 int
+SDMA_GCR_GL2_DISCARD 0x2000 int
+SDMA_GCR_GL2_US 1024 int
+SDMA_GCR_GL1_INV 512 int
+SDMA_GCR_GLV_INV 256 int
+SDMA_GCR_GLK_INV 128 int
+SDMA_GCR_GLK_WB 64 int
+SDMA_GCR_GLM_INV 32 int
+SDMA_GCR_GLM_WB 16 int
+SDMA_PKT_COPY_LINEAR_HEADER_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_HEADER_op_shift 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_LINEAR_HEADER_encrypt_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_encrypt_mask 1 int
+SDMA_PKT_COPY_LINEAR_HEADER_encrypt_shift 16 int
+SDMA_PKT_COPY_LINEAR_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_LINEAR_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_LINEAR_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_LINEAR_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_LINEAR_HEADER_backwards_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_backwards_mask 1 int
+SDMA_PKT_COPY_LINEAR_HEADER_backwards_shift 25 int
+SDMA_PKT_COPY_LINEAR_HEADER_broadcast_offset 0 int
+SDMA_PKT_COPY_LINEAR_HEADER_broadcast_mask 1 int
+SDMA_PKT_COPY_LINEAR_HEADER_broadcast_shift 27 int
+SDMA_PKT_COPY_LINEAR_COUNT_count_offset 1 int
+SDMA_PKT_COPY_LINEAR_COUNT_count_mask 0x3fffffff int
+SDMA_PKT_COPY_LINEAR_COUNT_count_shift 0 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_offset 2 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_shift 16 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_offset 2 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_mask 7 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_shift 18 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_offset 2 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_shift 24 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_offset 2 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_mask 7 int
+SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_shift 26 int
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset 3 int
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset 4 int
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset 5 int
+SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset 6 int
+SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_BC_HEADER_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_BC_HEADER_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_BC_HEADER_op_shift 0 int
+SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_LINEAR_BC_COUNT_count_offset 1 int
+SDMA_PKT_COPY_LINEAR_BC_COUNT_count_mask 0x3fffff int
+SDMA_PKT_COPY_LINEAR_BC_COUNT_count_shift 0 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_offset 2 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_shift 16 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_offset 2 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_mask 1 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_shift 19 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_offset 2 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_shift 24 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_offset 2 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_mask 1 int
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_shift 27 int
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_offset 3 int
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_offset 4 int
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_offset 5 int
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_offset 6 int
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_offset 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_mask 255 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_shift 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_offset 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_shift 31 int
+SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_offset 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_mask 0x3fffff int
+SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_shift 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_mask 7 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_shift 3 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_mask 3 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_shift 6 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_shift 8 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_mask 7 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_shift 11 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_mask 3 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_shift 14 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_shift 16 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_mask 3 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_shift 17 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_shift 19 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_shift 20 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_shift 22 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_shift 23 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_mask 3 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_shift 24 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_shift 28 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_shift 30 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_offset 2 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_mask 1 int
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_shift 31 int
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_offset 3 int
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_offset 4 int
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_offset 5 int
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_offset 6 int
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_offset 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_mask 255 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_shift 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_offset 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_mask 0x3fffff int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_shift 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_offset 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_mask 255 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_shift 24 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_mask 7 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_shift 3 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_mask 3 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_shift 6 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_shift 8 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_mask 7 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_shift 11 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_mask 3 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_shift 14 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_shift 16 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_mask 3 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_shift 17 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_shift 19 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_shift 20 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_shift 21 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_shift 22 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_shift 23 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_mask 3 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_shift 24 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_shift 27 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_shift 28 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_shift 30 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_offset 2 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_mask 1 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_shift 31 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset 3 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset 4 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset 5 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset 6 int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_offset 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_mask 255 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_offset 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_mask 1 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_shift 16 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_offset 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_mask 1 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_shift 27 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_offset 1 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_mask 0x3fffffff int
+SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_offset 2 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_mask 3 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_shift 8 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_offset 2 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_mask 7 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_shift 10 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_offset 2 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_mask 3 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_shift 16 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_offset 2 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_mask 7 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_shift 18 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_offset 2 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_mask 3 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_shift 24 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_offset 2 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_mask 7 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_shift 26 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset 3 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset 4 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_offset 5 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_offset 6 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_offset 7 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_shift 0 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_offset 8 int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_mask 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_shift 29 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_offset 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_offset 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_offset 4 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_mask 0x1fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_offset 4 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_mask 0x7ffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_shift 13 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_offset 5 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_mask 0xfffffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_offset 6 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_offset 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_offset 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_offset 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_offset 9 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_mask 0x1fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_offset 9 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_mask 0x7ffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_shift 13 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_offset 10 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_mask 0xfffffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_offset 11 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_offset 11 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_mask 0x1fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_mask 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_shift 18 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_shift 24 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_mask 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_shift 26 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_offset 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_offset 4 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_offset 5 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_offset 6 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_offset 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_offset 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_mask 0xffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_offset 9 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_offset 10 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_offset 11 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_offset 13 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_offset 14 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_offset 15 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_offset 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_mask 0xffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_offset 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_offset 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_mask 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_shift 18 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_offset 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_shift 24 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_offset 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_mask 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_shift 26 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_offset 17 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_offset 18 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_offset 19 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_offset 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_mask 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_shift 29 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_offset 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_offset 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_offset 4 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_mask 2047 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_offset 4 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_shift 13 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_offset 5 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_mask 0xfffffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_offset 6 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_offset 7 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_offset 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_offset 8 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_offset 9 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_mask 2047 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_offset 9 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_shift 13 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_offset 10 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_mask 0xfffffff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_offset 11 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_offset 11 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_mask 0x3fff int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_mask 2047 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_shift 0 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_shift 16 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_mask 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_shift 19 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_mask 3 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_shift 24 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_offset 12 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_mask 1 int
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_shift 27 int
+SDMA_PKT_COPY_TILED_HEADER_op_offset 0 int
+SDMA_PKT_COPY_TILED_HEADER_op_mask 255 int
+SDMA_PKT_COPY_TILED_HEADER_op_shift 0 int
+SDMA_PKT_COPY_TILED_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_TILED_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_TILED_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_TILED_HEADER_encrypt_offset 0 int
+SDMA_PKT_COPY_TILED_HEADER_encrypt_mask 1 int
+SDMA_PKT_COPY_TILED_HEADER_encrypt_shift 16 int
+SDMA_PKT_COPY_TILED_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_TILED_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_TILED_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_TILED_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_TILED_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_TILED_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_TILED_HEADER_detile_offset 0 int
+SDMA_PKT_COPY_TILED_HEADER_detile_mask 1 int
+SDMA_PKT_COPY_TILED_HEADER_detile_shift 31 int
+SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_offset 1 int
+SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_offset 2 int
+SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_DW_3_width_offset 3 int
+SDMA_PKT_COPY_TILED_DW_3_width_mask 0x3fff int
+SDMA_PKT_COPY_TILED_DW_3_width_shift 0 int
+SDMA_PKT_COPY_TILED_DW_4_height_offset 4 int
+SDMA_PKT_COPY_TILED_DW_4_height_mask 0x3fff int
+SDMA_PKT_COPY_TILED_DW_4_height_shift 0 int
+SDMA_PKT_COPY_TILED_DW_4_depth_offset 4 int
+SDMA_PKT_COPY_TILED_DW_4_depth_mask 0x1fff int
+SDMA_PKT_COPY_TILED_DW_4_depth_shift 16 int
+SDMA_PKT_COPY_TILED_DW_5_element_size_offset 5 int
+SDMA_PKT_COPY_TILED_DW_5_element_size_mask 7 int
+SDMA_PKT_COPY_TILED_DW_5_element_size_shift 0 int
+SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_offset 5 int
+SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_mask 31 int
+SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_shift 3 int
+SDMA_PKT_COPY_TILED_DW_5_dimension_offset 5 int
+SDMA_PKT_COPY_TILED_DW_5_dimension_mask 3 int
+SDMA_PKT_COPY_TILED_DW_5_dimension_shift 9 int
+SDMA_PKT_COPY_TILED_DW_5_mip_max_offset 5 int
+SDMA_PKT_COPY_TILED_DW_5_mip_max_mask 15 int
+SDMA_PKT_COPY_TILED_DW_5_mip_max_shift 16 int
+SDMA_PKT_COPY_TILED_DW_6_x_offset 6 int
+SDMA_PKT_COPY_TILED_DW_6_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_DW_6_x_shift 0 int
+SDMA_PKT_COPY_TILED_DW_6_y_offset 6 int
+SDMA_PKT_COPY_TILED_DW_6_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_DW_6_y_shift 16 int
+SDMA_PKT_COPY_TILED_DW_7_z_offset 7 int
+SDMA_PKT_COPY_TILED_DW_7_z_mask 0x1fff int
+SDMA_PKT_COPY_TILED_DW_7_z_shift 0 int
+SDMA_PKT_COPY_TILED_DW_7_linear_sw_offset 7 int
+SDMA_PKT_COPY_TILED_DW_7_linear_sw_mask 3 int
+SDMA_PKT_COPY_TILED_DW_7_linear_sw_shift 16 int
+SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_offset 7 int
+SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_mask 7 int
+SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_shift 18 int
+SDMA_PKT_COPY_TILED_DW_7_tile_sw_offset 7 int
+SDMA_PKT_COPY_TILED_DW_7_tile_sw_mask 3 int
+SDMA_PKT_COPY_TILED_DW_7_tile_sw_shift 24 int
+SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_offset 7 int
+SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_mask 7 int
+SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_shift 26 int
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_offset 8 int
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_offset 9 int
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_offset 10 int
+SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_mask 0x7ffff int
+SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_shift 0 int
+SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_offset 11 int
+SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_shift 0 int
+SDMA_PKT_COPY_TILED_COUNT_count_offset 12 int
+SDMA_PKT_COPY_TILED_COUNT_count_mask 0x3fffffff int
+SDMA_PKT_COPY_TILED_COUNT_count_shift 0 int
+SDMA_PKT_COPY_TILED_BC_HEADER_op_offset 0 int
+SDMA_PKT_COPY_TILED_BC_HEADER_op_mask 255 int
+SDMA_PKT_COPY_TILED_BC_HEADER_op_shift 0 int
+SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_TILED_BC_HEADER_detile_offset 0 int
+SDMA_PKT_COPY_TILED_BC_HEADER_detile_mask 1 int
+SDMA_PKT_COPY_TILED_BC_HEADER_detile_shift 31 int
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_offset 1 int
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_offset 2 int
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_BC_DW_3_width_offset 3 int
+SDMA_PKT_COPY_TILED_BC_DW_3_width_mask 0x3fff int
+SDMA_PKT_COPY_TILED_BC_DW_3_width_shift 0 int
+SDMA_PKT_COPY_TILED_BC_DW_4_height_offset 4 int
+SDMA_PKT_COPY_TILED_BC_DW_4_height_mask 0x3fff int
+SDMA_PKT_COPY_TILED_BC_DW_4_height_shift 0 int
+SDMA_PKT_COPY_TILED_BC_DW_4_depth_offset 4 int
+SDMA_PKT_COPY_TILED_BC_DW_4_depth_mask 2047 int
+SDMA_PKT_COPY_TILED_BC_DW_4_depth_shift 16 int
+SDMA_PKT_COPY_TILED_BC_DW_5_element_size_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_element_size_mask 7 int
+SDMA_PKT_COPY_TILED_BC_DW_5_element_size_shift 0 int
+SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_mask 15 int
+SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_shift 3 int
+SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_mask 7 int
+SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_shift 8 int
+SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_mask 7 int
+SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_shift 11 int
+SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_mask 3 int
+SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_shift 15 int
+SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_mask 3 int
+SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_shift 18 int
+SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_mask 3 int
+SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_shift 21 int
+SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_mask 3 int
+SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_shift 24 int
+SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_offset 5 int
+SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_mask 31 int
+SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_shift 26 int
+SDMA_PKT_COPY_TILED_BC_DW_6_x_offset 6 int
+SDMA_PKT_COPY_TILED_BC_DW_6_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_BC_DW_6_x_shift 0 int
+SDMA_PKT_COPY_TILED_BC_DW_6_y_offset 6 int
+SDMA_PKT_COPY_TILED_BC_DW_6_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_BC_DW_6_y_shift 16 int
+SDMA_PKT_COPY_TILED_BC_DW_7_z_offset 7 int
+SDMA_PKT_COPY_TILED_BC_DW_7_z_mask 2047 int
+SDMA_PKT_COPY_TILED_BC_DW_7_z_shift 0 int
+SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_offset 7 int
+SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_mask 3 int
+SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_shift 16 int
+SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_offset 7 int
+SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_mask 3 int
+SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_shift 24 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_offset 8 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_offset 9 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_offset 10 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_mask 0x7ffff int
+SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_shift 0 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_offset 11 int
+SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_shift 0 int
+SDMA_PKT_COPY_TILED_BC_COUNT_count_offset 12 int
+SDMA_PKT_COPY_TILED_BC_COUNT_count_mask 0xfffff int
+SDMA_PKT_COPY_TILED_BC_COUNT_count_shift 2 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_mask 255 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_mask 1 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_shift 16 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_shift 19 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_mask 1 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_shift 26 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_offset 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_mask 1 int
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_shift 27 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_offset 1 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_offset 2 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_offset 3 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_offset 4 int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_offset 5 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_mask 0x3fff int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_offset 6 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_mask 0x3fff int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_offset 6 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_mask 0x1fff int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_shift 16 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_offset 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_mask 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_offset 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_mask 31 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_shift 3 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_offset 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_mask 3 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_shift 9 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_offset 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_mask 15 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_shift 16 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_offset 8 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_mask 0x3fff int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_offset 8 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_mask 0x3fff int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_shift 16 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_offset 9 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_mask 0x1fff int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_offset 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_mask 3 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_shift 8 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_offset 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_mask 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_shift 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_offset 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_mask 3 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_shift 16 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_offset 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_mask 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_shift 18 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_offset 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_mask 3 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_shift 24 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_offset 10 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_mask 7 int
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_shift 26 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_offset 11 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_offset 12 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_offset 13 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_mask 0x7ffff int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_offset 14 int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_shift 0 int
+SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_offset 15 int
+SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_mask 0x3fffffff int
+SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_shift 0 int
+SDMA_PKT_COPY_T2T_HEADER_op_offset 0 int
+SDMA_PKT_COPY_T2T_HEADER_op_mask 255 int
+SDMA_PKT_COPY_T2T_HEADER_op_shift 0 int
+SDMA_PKT_COPY_T2T_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_T2T_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_T2T_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_T2T_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_T2T_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_T2T_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_T2T_HEADER_dcc_offset 0 int
+SDMA_PKT_COPY_T2T_HEADER_dcc_mask 1 int
+SDMA_PKT_COPY_T2T_HEADER_dcc_shift 19 int
+SDMA_PKT_COPY_T2T_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_T2T_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_T2T_HEADER_cpv_shift 28 int
+SDMA_PKT_COPY_T2T_HEADER_dcc_dir_offset 0 int
+SDMA_PKT_COPY_T2T_HEADER_dcc_dir_mask 1 int
+SDMA_PKT_COPY_T2T_HEADER_dcc_dir_shift 31 int
+SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_T2T_DW_3_src_x_offset 3 int
+SDMA_PKT_COPY_T2T_DW_3_src_x_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_3_src_x_shift 0 int
+SDMA_PKT_COPY_T2T_DW_3_src_y_offset 3 int
+SDMA_PKT_COPY_T2T_DW_3_src_y_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_3_src_y_shift 16 int
+SDMA_PKT_COPY_T2T_DW_4_src_z_offset 4 int
+SDMA_PKT_COPY_T2T_DW_4_src_z_mask 0x1fff int
+SDMA_PKT_COPY_T2T_DW_4_src_z_shift 0 int
+SDMA_PKT_COPY_T2T_DW_4_src_width_offset 4 int
+SDMA_PKT_COPY_T2T_DW_4_src_width_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_4_src_width_shift 16 int
+SDMA_PKT_COPY_T2T_DW_5_src_height_offset 5 int
+SDMA_PKT_COPY_T2T_DW_5_src_height_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_5_src_height_shift 0 int
+SDMA_PKT_COPY_T2T_DW_5_src_depth_offset 5 int
+SDMA_PKT_COPY_T2T_DW_5_src_depth_mask 0x1fff int
+SDMA_PKT_COPY_T2T_DW_5_src_depth_shift 16 int
+SDMA_PKT_COPY_T2T_DW_6_src_element_size_offset 6 int
+SDMA_PKT_COPY_T2T_DW_6_src_element_size_mask 7 int
+SDMA_PKT_COPY_T2T_DW_6_src_element_size_shift 0 int
+SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_offset 6 int
+SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_mask 31 int
+SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_shift 3 int
+SDMA_PKT_COPY_T2T_DW_6_src_dimension_offset 6 int
+SDMA_PKT_COPY_T2T_DW_6_src_dimension_mask 3 int
+SDMA_PKT_COPY_T2T_DW_6_src_dimension_shift 9 int
+SDMA_PKT_COPY_T2T_DW_6_src_mip_max_offset 6 int
+SDMA_PKT_COPY_T2T_DW_6_src_mip_max_mask 15 int
+SDMA_PKT_COPY_T2T_DW_6_src_mip_max_shift 16 int
+SDMA_PKT_COPY_T2T_DW_6_src_mip_id_offset 6 int
+SDMA_PKT_COPY_T2T_DW_6_src_mip_id_mask 15 int
+SDMA_PKT_COPY_T2T_DW_6_src_mip_id_shift 20 int
+SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_offset 7 int
+SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_offset 8 int
+SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_T2T_DW_9_dst_x_offset 9 int
+SDMA_PKT_COPY_T2T_DW_9_dst_x_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_9_dst_x_shift 0 int
+SDMA_PKT_COPY_T2T_DW_9_dst_y_offset 9 int
+SDMA_PKT_COPY_T2T_DW_9_dst_y_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_9_dst_y_shift 16 int
+SDMA_PKT_COPY_T2T_DW_10_dst_z_offset 10 int
+SDMA_PKT_COPY_T2T_DW_10_dst_z_mask 0x1fff int
+SDMA_PKT_COPY_T2T_DW_10_dst_z_shift 0 int
+SDMA_PKT_COPY_T2T_DW_10_dst_width_offset 10 int
+SDMA_PKT_COPY_T2T_DW_10_dst_width_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_10_dst_width_shift 16 int
+SDMA_PKT_COPY_T2T_DW_11_dst_height_offset 11 int
+SDMA_PKT_COPY_T2T_DW_11_dst_height_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_11_dst_height_shift 0 int
+SDMA_PKT_COPY_T2T_DW_11_dst_depth_offset 11 int
+SDMA_PKT_COPY_T2T_DW_11_dst_depth_mask 0x1fff int
+SDMA_PKT_COPY_T2T_DW_11_dst_depth_shift 16 int
+SDMA_PKT_COPY_T2T_DW_12_dst_element_size_offset 12 int
+SDMA_PKT_COPY_T2T_DW_12_dst_element_size_mask 7 int
+SDMA_PKT_COPY_T2T_DW_12_dst_element_size_shift 0 int
+SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_offset 12 int
+SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_mask 31 int
+SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_shift 3 int
+SDMA_PKT_COPY_T2T_DW_12_dst_dimension_offset 12 int
+SDMA_PKT_COPY_T2T_DW_12_dst_dimension_mask 3 int
+SDMA_PKT_COPY_T2T_DW_12_dst_dimension_shift 9 int
+SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_offset 12 int
+SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_mask 15 int
+SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_shift 16 int
+SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_offset 12 int
+SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_mask 15 int
+SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_shift 20 int
+SDMA_PKT_COPY_T2T_DW_13_rect_x_offset 13 int
+SDMA_PKT_COPY_T2T_DW_13_rect_x_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_13_rect_x_shift 0 int
+SDMA_PKT_COPY_T2T_DW_13_rect_y_offset 13 int
+SDMA_PKT_COPY_T2T_DW_13_rect_y_mask 0x3fff int
+SDMA_PKT_COPY_T2T_DW_13_rect_y_shift 16 int
+SDMA_PKT_COPY_T2T_DW_14_rect_z_offset 14 int
+SDMA_PKT_COPY_T2T_DW_14_rect_z_mask 0x1fff int
+SDMA_PKT_COPY_T2T_DW_14_rect_z_shift 0 int
+SDMA_PKT_COPY_T2T_DW_14_dst_sw_offset 14 int
+SDMA_PKT_COPY_T2T_DW_14_dst_sw_mask 3 int
+SDMA_PKT_COPY_T2T_DW_14_dst_sw_shift 16 int
+SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_offset 14 int
+SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_mask 7 int
+SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_shift 18 int
+SDMA_PKT_COPY_T2T_DW_14_src_sw_offset 14 int
+SDMA_PKT_COPY_T2T_DW_14_src_sw_mask 3 int
+SDMA_PKT_COPY_T2T_DW_14_src_sw_shift 24 int
+SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_offset 14 int
+SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_mask 7 int
+SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_shift 26 int
+SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_offset 15 int
+SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_shift 0 int
+SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_offset 16 int
+SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_shift 0 int
+SDMA_PKT_COPY_T2T_META_CONFIG_data_format_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_data_format_mask 127 int
+SDMA_PKT_COPY_T2T_META_CONFIG_data_format_shift 0 int
+SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_mask 1 int
+SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_shift 7 int
+SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_mask 1 int
+SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_shift 8 int
+SDMA_PKT_COPY_T2T_META_CONFIG_number_type_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_number_type_mask 7 int
+SDMA_PKT_COPY_T2T_META_CONFIG_number_type_shift 9 int
+SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_mask 3 int
+SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_shift 12 int
+SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_mask 1 int
+SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_shift 14 int
+SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_mask 3 int
+SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_shift 24 int
+SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_mask 3 int
+SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_shift 26 int
+SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_mask 1 int
+SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_shift 28 int
+SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_mask 1 int
+SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_shift 29 int
+SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_offset 17 int
+SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_mask 1 int
+SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_shift 31 int
+SDMA_PKT_COPY_T2T_BC_HEADER_op_offset 0 int
+SDMA_PKT_COPY_T2T_BC_HEADER_op_mask 255 int
+SDMA_PKT_COPY_T2T_BC_HEADER_op_shift 0 int
+SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_3_src_x_offset 3 int
+SDMA_PKT_COPY_T2T_BC_DW_3_src_x_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_3_src_x_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_3_src_y_offset 3 int
+SDMA_PKT_COPY_T2T_BC_DW_3_src_y_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_3_src_y_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_4_src_z_offset 4 int
+SDMA_PKT_COPY_T2T_BC_DW_4_src_z_mask 2047 int
+SDMA_PKT_COPY_T2T_BC_DW_4_src_z_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_4_src_width_offset 4 int
+SDMA_PKT_COPY_T2T_BC_DW_4_src_width_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_4_src_width_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_5_src_height_offset 5 int
+SDMA_PKT_COPY_T2T_BC_DW_5_src_height_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_5_src_height_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_offset 5 int
+SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_mask 2047 int
+SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_mask 7 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_mask 15 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_shift 3 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_mask 7 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_shift 8 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_mask 7 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_shift 11 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_shift 15 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_shift 18 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_shift 21 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_shift 24 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_offset 6 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_mask 31 int
+SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_shift 26 int
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_offset 7 int
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_offset 8 int
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_offset 9 int
+SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_offset 9 int
+SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_offset 10 int
+SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_mask 2047 int
+SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_offset 10 int
+SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_offset 11 int
+SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_offset 11 int
+SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_mask 4095 int
+SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_mask 7 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_mask 15 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_shift 3 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_mask 7 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_shift 8 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_mask 7 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_shift 11 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_shift 15 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_shift 18 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_shift 21 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_shift 24 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_offset 12 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_mask 31 int
+SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_shift 26 int
+SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_offset 13 int
+SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_offset 13 int
+SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_mask 0x3fff int
+SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_offset 14 int
+SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_mask 2047 int
+SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_shift 0 int
+SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_offset 14 int
+SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_shift 16 int
+SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_offset 14 int
+SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_mask 3 int
+SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_shift 24 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_mask 255 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_shift 19 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_shift 28 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_shift 31 int
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_offset 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_offset 2 int
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_offset 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_offset 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_offset 4 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_mask 0x1fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_offset 4 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_offset 5 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_offset 5 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_mask 0x1fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_mask 31 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_shift 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_shift 9 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_mask 15 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_mask 15 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_shift 20 int
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_offset 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_offset 8 int
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_offset 9 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_offset 9 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_offset 10 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_mask 0x1fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_offset 10 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_offset 11 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_mask 0xfffffff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_offset 12 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_offset 12 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_mask 0x1fff int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_shift 18 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_shift 24 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_shift 26 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_offset 14 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_offset 15 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_mask 127 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_shift 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_shift 8 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_shift 9 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_shift 12 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_shift 14 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_shift 24 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_shift 26 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_shift 28 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_shift 29 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_offset 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_shift 31 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_mask 255 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_offset 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_mask 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_shift 31 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_offset 1 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_offset 2 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_offset 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_offset 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_offset 4 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_mask 2047 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_offset 4 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_offset 5 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_offset 5 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_mask 2047 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_mask 15 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_shift 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_shift 8 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_mask 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_shift 11 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_shift 15 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_shift 18 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_shift 21 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_shift 24 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_offset 6 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_mask 31 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_shift 26 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_offset 7 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_offset 8 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_offset 9 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_offset 9 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_offset 10 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_mask 2047 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_offset 10 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_offset 11 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_mask 0xfffffff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_offset 12 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_offset 12 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_mask 0x3fff int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_mask 2047 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_shift 0 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_shift 16 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_offset 13 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_mask 3 int
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_shift 24 int
+SDMA_PKT_COPY_STRUCT_HEADER_op_offset 0 int
+SDMA_PKT_COPY_STRUCT_HEADER_op_mask 255 int
+SDMA_PKT_COPY_STRUCT_HEADER_op_shift 0 int
+SDMA_PKT_COPY_STRUCT_HEADER_sub_op_offset 0 int
+SDMA_PKT_COPY_STRUCT_HEADER_sub_op_mask 255 int
+SDMA_PKT_COPY_STRUCT_HEADER_sub_op_shift 8 int
+SDMA_PKT_COPY_STRUCT_HEADER_tmz_offset 0 int
+SDMA_PKT_COPY_STRUCT_HEADER_tmz_mask 1 int
+SDMA_PKT_COPY_STRUCT_HEADER_tmz_shift 18 int
+SDMA_PKT_COPY_STRUCT_HEADER_cpv_offset 0 int
+SDMA_PKT_COPY_STRUCT_HEADER_cpv_mask 1 int
+SDMA_PKT_COPY_STRUCT_HEADER_cpv_shift 28 int
+SDMA_PKT_COPY_STRUCT_HEADER_detile_offset 0 int
+SDMA_PKT_COPY_STRUCT_HEADER_detile_mask 1 int
+SDMA_PKT_COPY_STRUCT_HEADER_detile_shift 31 int
+SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_offset 1 int
+SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_shift 0 int
+SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_offset 2 int
+SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_shift 0 int
+SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_offset 3 int
+SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_shift 0 int
+SDMA_PKT_COPY_STRUCT_COUNT_count_offset 4 int
+SDMA_PKT_COPY_STRUCT_COUNT_count_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_STRUCT_COUNT_count_shift 0 int
+SDMA_PKT_COPY_STRUCT_DW_5_stride_offset 5 int
+SDMA_PKT_COPY_STRUCT_DW_5_stride_mask 2047 int
+SDMA_PKT_COPY_STRUCT_DW_5_stride_shift 0 int
+SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_offset 5 int
+SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_mask 3 int
+SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_shift 16 int
+SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_offset 5 int
+SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_mask 7 int
+SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_shift 18 int
+SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_offset 5 int
+SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_mask 3 int
+SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_shift 24 int
+SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_offset 5 int
+SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_mask 7 int
+SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_shift 26 int
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_offset 6 int
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_shift 0 int
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_offset 7 int
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_shift 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_op_offset 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_op_mask 255 int
+SDMA_PKT_WRITE_UNTILED_HEADER_op_shift 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_offset 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_mask 255 int
+SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_shift 8 int
+SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_offset 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_mask 1 int
+SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_shift 16 int
+SDMA_PKT_WRITE_UNTILED_HEADER_tmz_offset 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_tmz_mask 1 int
+SDMA_PKT_WRITE_UNTILED_HEADER_tmz_shift 18 int
+SDMA_PKT_WRITE_UNTILED_HEADER_cpv_offset 0 int
+SDMA_PKT_WRITE_UNTILED_HEADER_cpv_mask 1 int
+SDMA_PKT_WRITE_UNTILED_HEADER_cpv_shift 28 int
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_offset 1 int
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_offset 2 int
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_WRITE_UNTILED_DW_3_count_offset 3 int
+SDMA_PKT_WRITE_UNTILED_DW_3_count_mask 0xfffff int
+SDMA_PKT_WRITE_UNTILED_DW_3_count_shift 0 int
+SDMA_PKT_WRITE_UNTILED_DW_3_sw_offset 3 int
+SDMA_PKT_WRITE_UNTILED_DW_3_sw_mask 3 int
+SDMA_PKT_WRITE_UNTILED_DW_3_sw_shift 24 int
+SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_offset 3 int
+SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_mask 7 int
+SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_shift 26 int
+SDMA_PKT_WRITE_UNTILED_DATA0_data0_offset 4 int
+SDMA_PKT_WRITE_UNTILED_DATA0_data0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_UNTILED_DATA0_data0_shift 0 int
+SDMA_PKT_WRITE_TILED_HEADER_op_offset 0 int
+SDMA_PKT_WRITE_TILED_HEADER_op_mask 255 int
+SDMA_PKT_WRITE_TILED_HEADER_op_shift 0 int
+SDMA_PKT_WRITE_TILED_HEADER_sub_op_offset 0 int
+SDMA_PKT_WRITE_TILED_HEADER_sub_op_mask 255 int
+SDMA_PKT_WRITE_TILED_HEADER_sub_op_shift 8 int
+SDMA_PKT_WRITE_TILED_HEADER_encrypt_offset 0 int
+SDMA_PKT_WRITE_TILED_HEADER_encrypt_mask 1 int
+SDMA_PKT_WRITE_TILED_HEADER_encrypt_shift 16 int
+SDMA_PKT_WRITE_TILED_HEADER_tmz_offset 0 int
+SDMA_PKT_WRITE_TILED_HEADER_tmz_mask 1 int
+SDMA_PKT_WRITE_TILED_HEADER_tmz_shift 18 int
+SDMA_PKT_WRITE_TILED_HEADER_cpv_offset 0 int
+SDMA_PKT_WRITE_TILED_HEADER_cpv_mask 1 int
+SDMA_PKT_WRITE_TILED_HEADER_cpv_shift 28 int
+SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_offset 1 int
+SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_offset 2 int
+SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_WRITE_TILED_DW_3_width_offset 3 int
+SDMA_PKT_WRITE_TILED_DW_3_width_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_DW_3_width_shift 0 int
+SDMA_PKT_WRITE_TILED_DW_4_height_offset 4 int
+SDMA_PKT_WRITE_TILED_DW_4_height_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_DW_4_height_shift 0 int
+SDMA_PKT_WRITE_TILED_DW_4_depth_offset 4 int
+SDMA_PKT_WRITE_TILED_DW_4_depth_mask 0x1fff int
+SDMA_PKT_WRITE_TILED_DW_4_depth_shift 16 int
+SDMA_PKT_WRITE_TILED_DW_5_element_size_offset 5 int
+SDMA_PKT_WRITE_TILED_DW_5_element_size_mask 7 int
+SDMA_PKT_WRITE_TILED_DW_5_element_size_shift 0 int
+SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_offset 5 int
+SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_mask 31 int
+SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_shift 3 int
+SDMA_PKT_WRITE_TILED_DW_5_dimension_offset 5 int
+SDMA_PKT_WRITE_TILED_DW_5_dimension_mask 3 int
+SDMA_PKT_WRITE_TILED_DW_5_dimension_shift 9 int
+SDMA_PKT_WRITE_TILED_DW_5_mip_max_offset 5 int
+SDMA_PKT_WRITE_TILED_DW_5_mip_max_mask 15 int
+SDMA_PKT_WRITE_TILED_DW_5_mip_max_shift 16 int
+SDMA_PKT_WRITE_TILED_DW_6_x_offset 6 int
+SDMA_PKT_WRITE_TILED_DW_6_x_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_DW_6_x_shift 0 int
+SDMA_PKT_WRITE_TILED_DW_6_y_offset 6 int
+SDMA_PKT_WRITE_TILED_DW_6_y_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_DW_6_y_shift 16 int
+SDMA_PKT_WRITE_TILED_DW_7_z_offset 7 int
+SDMA_PKT_WRITE_TILED_DW_7_z_mask 0x1fff int
+SDMA_PKT_WRITE_TILED_DW_7_z_shift 0 int
+SDMA_PKT_WRITE_TILED_DW_7_sw_offset 7 int
+SDMA_PKT_WRITE_TILED_DW_7_sw_mask 3 int
+SDMA_PKT_WRITE_TILED_DW_7_sw_shift 24 int
+SDMA_PKT_WRITE_TILED_DW_7_cache_policy_offset 7 int
+SDMA_PKT_WRITE_TILED_DW_7_cache_policy_mask 7 int
+SDMA_PKT_WRITE_TILED_DW_7_cache_policy_shift 26 int
+SDMA_PKT_WRITE_TILED_COUNT_count_offset 8 int
+SDMA_PKT_WRITE_TILED_COUNT_count_mask 0xfffff int
+SDMA_PKT_WRITE_TILED_COUNT_count_shift 0 int
+SDMA_PKT_WRITE_TILED_DATA0_data0_offset 9 int
+SDMA_PKT_WRITE_TILED_DATA0_data0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_TILED_DATA0_data0_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_HEADER_op_offset 0 int
+SDMA_PKT_WRITE_TILED_BC_HEADER_op_mask 255 int
+SDMA_PKT_WRITE_TILED_BC_HEADER_op_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_offset 0 int
+SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_mask 255 int
+SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_shift 8 int
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_offset 1 int
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_offset 2 int
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DW_3_width_offset 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_3_width_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_BC_DW_3_width_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DW_4_height_offset 4 int
+SDMA_PKT_WRITE_TILED_BC_DW_4_height_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_BC_DW_4_height_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DW_4_depth_offset 4 int
+SDMA_PKT_WRITE_TILED_BC_DW_4_depth_mask 2047 int
+SDMA_PKT_WRITE_TILED_BC_DW_4_depth_shift 16 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_mask 7 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_mask 15 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_shift 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_mask 7 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_shift 8 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_mask 7 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_shift 11 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_mask 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_shift 15 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_mask 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_shift 18 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_mask 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_shift 21 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_mask 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_shift 24 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_offset 5 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_mask 31 int
+SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_shift 26 int
+SDMA_PKT_WRITE_TILED_BC_DW_6_x_offset 6 int
+SDMA_PKT_WRITE_TILED_BC_DW_6_x_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_BC_DW_6_x_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DW_6_y_offset 6 int
+SDMA_PKT_WRITE_TILED_BC_DW_6_y_mask 0x3fff int
+SDMA_PKT_WRITE_TILED_BC_DW_6_y_shift 16 int
+SDMA_PKT_WRITE_TILED_BC_DW_7_z_offset 7 int
+SDMA_PKT_WRITE_TILED_BC_DW_7_z_mask 2047 int
+SDMA_PKT_WRITE_TILED_BC_DW_7_z_shift 0 int
+SDMA_PKT_WRITE_TILED_BC_DW_7_sw_offset 7 int
+SDMA_PKT_WRITE_TILED_BC_DW_7_sw_mask 3 int
+SDMA_PKT_WRITE_TILED_BC_DW_7_sw_shift 24 int
+SDMA_PKT_WRITE_TILED_BC_COUNT_count_offset 8 int
+SDMA_PKT_WRITE_TILED_BC_COUNT_count_mask 0xfffff int
+SDMA_PKT_WRITE_TILED_BC_COUNT_count_shift 2 int
+SDMA_PKT_WRITE_TILED_BC_DATA0_data0_offset 9 int
+SDMA_PKT_WRITE_TILED_BC_DATA0_data0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_TILED_BC_DATA0_data0_shift 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_op_offset 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_op_mask 255 int
+SDMA_PKT_PTEPDE_COPY_HEADER_op_shift 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_offset 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_mask 255 int
+SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_shift 8 int
+SDMA_PKT_PTEPDE_COPY_HEADER_tmz_offset 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_tmz_mask 1 int
+SDMA_PKT_PTEPDE_COPY_HEADER_tmz_shift 18 int
+SDMA_PKT_PTEPDE_COPY_HEADER_cpv_offset 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_cpv_mask 1 int
+SDMA_PKT_PTEPDE_COPY_HEADER_cpv_shift 28 int
+SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_offset 0 int
+SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_mask 1 int
+SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_shift 31 int
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_offset 3 int
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_offset 4 int
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_offset 5 int
+SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_shift 0 int
+SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_offset 6 int
+SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_shift 0 int
+SDMA_PKT_PTEPDE_COPY_COUNT_count_offset 7 int
+SDMA_PKT_PTEPDE_COPY_COUNT_count_mask 0x7ffff int
+SDMA_PKT_PTEPDE_COPY_COUNT_count_shift 0 int
+SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_offset 7 int
+SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_mask 7 int
+SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_shift 22 int
+SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_offset 7 int
+SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_mask 7 int
+SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_shift 29 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_offset 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_mask 255 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_shift 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_offset 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_mask 255 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_shift 8 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_offset 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_mask 3 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_shift 28 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_offset 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_mask 1 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_shift 30 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_offset 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_mask 1 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_shift 31 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_offset 1 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_offset 2 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_offset 3 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_offset 4 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_offset 5 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_mask 255 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_shift 0 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_offset 5 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_mask 255 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_shift 8 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_offset 6 int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_mask 0x1ffff int
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_shift 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_op_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_op_mask 255 int
+SDMA_PKT_PTEPDE_RMW_HEADER_op_shift 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_mask 255 int
+SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_shift 8 int
+SDMA_PKT_PTEPDE_RMW_HEADER_mtype_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_mtype_mask 7 int
+SDMA_PKT_PTEPDE_RMW_HEADER_mtype_shift 16 int
+SDMA_PKT_PTEPDE_RMW_HEADER_gcc_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_gcc_mask 1 int
+SDMA_PKT_PTEPDE_RMW_HEADER_gcc_shift 19 int
+SDMA_PKT_PTEPDE_RMW_HEADER_sys_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_sys_mask 1 int
+SDMA_PKT_PTEPDE_RMW_HEADER_sys_shift 20 int
+SDMA_PKT_PTEPDE_RMW_HEADER_snp_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_snp_mask 1 int
+SDMA_PKT_PTEPDE_RMW_HEADER_snp_shift 22 int
+SDMA_PKT_PTEPDE_RMW_HEADER_gpa_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_gpa_mask 1 int
+SDMA_PKT_PTEPDE_RMW_HEADER_gpa_shift 23 int
+SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_mask 3 int
+SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_shift 24 int
+SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_mask 1 int
+SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_shift 26 int
+SDMA_PKT_PTEPDE_RMW_HEADER_cpv_offset 0 int
+SDMA_PKT_PTEPDE_RMW_HEADER_cpv_mask 1 int
+SDMA_PKT_PTEPDE_RMW_HEADER_cpv_shift 28 int
+SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_offset 3 int
+SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_shift 0 int
+SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_offset 4 int
+SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_shift 0 int
+SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_offset 5 int
+SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_shift 0 int
+SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_offset 6 int
+SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_shift 0 int
+SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_offset 7 int
+SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_mask 0xffffffff unsigned_int
+SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_shift 0 int
+SDMA_PKT_REGISTER_RMW_HEADER_op_offset 0 int
+SDMA_PKT_REGISTER_RMW_HEADER_op_mask 255 int
+SDMA_PKT_REGISTER_RMW_HEADER_op_shift 0 int
+SDMA_PKT_REGISTER_RMW_HEADER_sub_op_offset 0 int
+SDMA_PKT_REGISTER_RMW_HEADER_sub_op_mask 255 int
+SDMA_PKT_REGISTER_RMW_HEADER_sub_op_shift 8 int
+SDMA_PKT_REGISTER_RMW_ADDR_addr_offset 1 int
+SDMA_PKT_REGISTER_RMW_ADDR_addr_mask 0xfffff int
+SDMA_PKT_REGISTER_RMW_ADDR_addr_shift 0 int
+SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_offset 1 int
+SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_mask 4095 int
+SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_shift 20 int
+SDMA_PKT_REGISTER_RMW_MASK_mask_offset 2 int
+SDMA_PKT_REGISTER_RMW_MASK_mask_mask 0xffffffff unsigned_int
+SDMA_PKT_REGISTER_RMW_MASK_mask_shift 0 int
+SDMA_PKT_REGISTER_RMW_VALUE_value_offset 3 int
+SDMA_PKT_REGISTER_RMW_VALUE_value_mask 0xffffffff unsigned_int
+SDMA_PKT_REGISTER_RMW_VALUE_value_shift 0 int
+SDMA_PKT_REGISTER_RMW_MISC_stride_offset 4 int
+SDMA_PKT_REGISTER_RMW_MISC_stride_mask 0xfffff int
+SDMA_PKT_REGISTER_RMW_MISC_stride_shift 0 int
+SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_offset 4 int
+SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_mask 4095 int
+SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_shift 20 int
+SDMA_PKT_WRITE_INCR_HEADER_op_offset 0 int
+SDMA_PKT_WRITE_INCR_HEADER_op_mask 255 int
+SDMA_PKT_WRITE_INCR_HEADER_op_shift 0 int
+SDMA_PKT_WRITE_INCR_HEADER_sub_op_offset 0 int
+SDMA_PKT_WRITE_INCR_HEADER_sub_op_mask 255 int
+SDMA_PKT_WRITE_INCR_HEADER_sub_op_shift 8 int
+SDMA_PKT_WRITE_INCR_HEADER_cache_policy_offset 0 int
+SDMA_PKT_WRITE_INCR_HEADER_cache_policy_mask 7 int
+SDMA_PKT_WRITE_INCR_HEADER_cache_policy_shift 24 int
+SDMA_PKT_WRITE_INCR_HEADER_cpv_offset 0 int
+SDMA_PKT_WRITE_INCR_HEADER_cpv_mask 1 int
+SDMA_PKT_WRITE_INCR_HEADER_cpv_shift 28 int
+SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_offset 1 int
+SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_offset 2 int
+SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_offset 3 int
+SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_shift 0 int
+SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_offset 4 int
+SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_shift 0 int
+SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_offset 5 int
+SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_shift 0 int
+SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_offset 6 int
+SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_shift 0 int
+SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_offset 7 int
+SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_shift 0 int
+SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_offset 8 int
+SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_mask 0xffffffff unsigned_int
+SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_shift 0 int
+SDMA_PKT_WRITE_INCR_COUNT_count_offset 9 int
+SDMA_PKT_WRITE_INCR_COUNT_count_mask 0x7ffff int
+SDMA_PKT_WRITE_INCR_COUNT_count_shift 0 int
+SDMA_PKT_INDIRECT_HEADER_op_offset 0 int
+SDMA_PKT_INDIRECT_HEADER_op_mask 255 int
+SDMA_PKT_INDIRECT_HEADER_op_shift 0 int
+SDMA_PKT_INDIRECT_HEADER_sub_op_offset 0 int
+SDMA_PKT_INDIRECT_HEADER_sub_op_mask 255 int
+SDMA_PKT_INDIRECT_HEADER_sub_op_shift 8 int
+SDMA_PKT_INDIRECT_HEADER_vmid_offset 0 int
+SDMA_PKT_INDIRECT_HEADER_vmid_mask 15 int
+SDMA_PKT_INDIRECT_HEADER_vmid_shift 16 int
+SDMA_PKT_INDIRECT_HEADER_priv_offset 0 int
+SDMA_PKT_INDIRECT_HEADER_priv_mask 1 int
+SDMA_PKT_INDIRECT_HEADER_priv_shift 31 int
+SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_offset 1 int
+SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_shift 0 int
+SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_offset 2 int
+SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_shift 0 int
+SDMA_PKT_INDIRECT_IB_SIZE_ib_size_offset 3 int
+SDMA_PKT_INDIRECT_IB_SIZE_ib_size_mask 0xfffff int
+SDMA_PKT_INDIRECT_IB_SIZE_ib_size_shift 0 int
+SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_offset 4 int
+SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_shift 0 int
+SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_offset 5 int
+SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_shift 0 int
+SDMA_PKT_SEMAPHORE_HEADER_op_offset 0 int
+SDMA_PKT_SEMAPHORE_HEADER_op_mask 255 int
+SDMA_PKT_SEMAPHORE_HEADER_op_shift 0 int
+SDMA_PKT_SEMAPHORE_HEADER_sub_op_offset 0 int
+SDMA_PKT_SEMAPHORE_HEADER_sub_op_mask 255 int
+SDMA_PKT_SEMAPHORE_HEADER_sub_op_shift 8 int
+SDMA_PKT_SEMAPHORE_HEADER_write_one_offset 0 int
+SDMA_PKT_SEMAPHORE_HEADER_write_one_mask 1 int
+SDMA_PKT_SEMAPHORE_HEADER_write_one_shift 29 int
+SDMA_PKT_SEMAPHORE_HEADER_signal_offset 0 int
+SDMA_PKT_SEMAPHORE_HEADER_signal_mask 1 int
+SDMA_PKT_SEMAPHORE_HEADER_signal_shift 30 int
+SDMA_PKT_SEMAPHORE_HEADER_mailbox_offset 0 int
+SDMA_PKT_SEMAPHORE_HEADER_mailbox_mask 1 int
+SDMA_PKT_SEMAPHORE_HEADER_mailbox_shift 31 int
+SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_MEM_INCR_HEADER_op_offset 0 int
+SDMA_PKT_MEM_INCR_HEADER_op_mask 255 int
+SDMA_PKT_MEM_INCR_HEADER_op_shift 0 int
+SDMA_PKT_MEM_INCR_HEADER_sub_op_offset 0 int
+SDMA_PKT_MEM_INCR_HEADER_sub_op_mask 255 int
+SDMA_PKT_MEM_INCR_HEADER_sub_op_shift 8 int
+SDMA_PKT_MEM_INCR_HEADER_l2_policy_offset 0 int
+SDMA_PKT_MEM_INCR_HEADER_l2_policy_mask 3 int
+SDMA_PKT_MEM_INCR_HEADER_l2_policy_shift 24 int
+SDMA_PKT_MEM_INCR_HEADER_llc_policy_offset 0 int
+SDMA_PKT_MEM_INCR_HEADER_llc_policy_mask 1 int
+SDMA_PKT_MEM_INCR_HEADER_llc_policy_shift 26 int
+SDMA_PKT_MEM_INCR_HEADER_cpv_offset 0 int
+SDMA_PKT_MEM_INCR_HEADER_cpv_mask 1 int
+SDMA_PKT_MEM_INCR_HEADER_cpv_shift 28 int
+SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_VM_INVALIDATION_HEADER_op_offset 0 int
+SDMA_PKT_VM_INVALIDATION_HEADER_op_mask 255 int
+SDMA_PKT_VM_INVALIDATION_HEADER_op_shift 0 int
+SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_offset 0 int
+SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_mask 255 int
+SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_shift 8 int
+SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_offset 0 int
+SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_mask 31 int
+SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_shift 16 int
+SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_offset 0 int
+SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_mask 31 int
+SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_shift 24 int
+SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_offset 1 int
+SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_mask 0xffffffff unsigned_int
+SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_shift 0 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_offset 2 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_mask 0xffffffff unsigned_int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_shift 0 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_offset 3 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_mask 0xffff int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_shift 0 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_offset 3 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_mask 31 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_shift 16 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_offset 3 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_mask 511 int
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_shift 23 int
+SDMA_PKT_FENCE_HEADER_op_offset 0 int
+SDMA_PKT_FENCE_HEADER_op_mask 255 int
+SDMA_PKT_FENCE_HEADER_op_shift 0 int
+SDMA_PKT_FENCE_HEADER_sub_op_offset 0 int
+SDMA_PKT_FENCE_HEADER_sub_op_mask 255 int
+SDMA_PKT_FENCE_HEADER_sub_op_shift 8 int
+SDMA_PKT_FENCE_HEADER_mtype_offset 0 int
+SDMA_PKT_FENCE_HEADER_mtype_mask 7 int
+SDMA_PKT_FENCE_HEADER_mtype_shift 16 int
+SDMA_PKT_FENCE_HEADER_gcc_offset 0 int
+SDMA_PKT_FENCE_HEADER_gcc_mask 1 int
+SDMA_PKT_FENCE_HEADER_gcc_shift 19 int
+SDMA_PKT_FENCE_HEADER_sys_offset 0 int
+SDMA_PKT_FENCE_HEADER_sys_mask 1 int
+SDMA_PKT_FENCE_HEADER_sys_shift 20 int
+SDMA_PKT_FENCE_HEADER_snp_offset 0 int
+SDMA_PKT_FENCE_HEADER_snp_mask 1 int
+SDMA_PKT_FENCE_HEADER_snp_shift 22 int
+SDMA_PKT_FENCE_HEADER_gpa_offset 0 int
+SDMA_PKT_FENCE_HEADER_gpa_mask 1 int
+SDMA_PKT_FENCE_HEADER_gpa_shift 23 int
+SDMA_PKT_FENCE_HEADER_l2_policy_offset 0 int
+SDMA_PKT_FENCE_HEADER_l2_policy_mask 3 int
+SDMA_PKT_FENCE_HEADER_l2_policy_shift 24 int
+SDMA_PKT_FENCE_HEADER_llc_policy_offset 0 int
+SDMA_PKT_FENCE_HEADER_llc_policy_mask 1 int
+SDMA_PKT_FENCE_HEADER_llc_policy_shift 26 int
+SDMA_PKT_FENCE_HEADER_cpv_offset 0 int
+SDMA_PKT_FENCE_HEADER_cpv_mask 1 int
+SDMA_PKT_FENCE_HEADER_cpv_shift 28 int
+SDMA_PKT_FENCE_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_FENCE_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_FENCE_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_FENCE_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_FENCE_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_FENCE_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_FENCE_DATA_data_offset 3 int
+SDMA_PKT_FENCE_DATA_data_mask 0xffffffff unsigned_int
+SDMA_PKT_FENCE_DATA_data_shift 0 int
+SDMA_PKT_SRBM_WRITE_HEADER_op_offset 0 int
+SDMA_PKT_SRBM_WRITE_HEADER_op_mask 255 int
+SDMA_PKT_SRBM_WRITE_HEADER_op_shift 0 int
+SDMA_PKT_SRBM_WRITE_HEADER_sub_op_offset 0 int
+SDMA_PKT_SRBM_WRITE_HEADER_sub_op_mask 255 int
+SDMA_PKT_SRBM_WRITE_HEADER_sub_op_shift 8 int
+SDMA_PKT_SRBM_WRITE_HEADER_byte_en_offset 0 int
+SDMA_PKT_SRBM_WRITE_HEADER_byte_en_mask 15 int
+SDMA_PKT_SRBM_WRITE_HEADER_byte_en_shift 28 int
+SDMA_PKT_SRBM_WRITE_ADDR_addr_offset 1 int
+SDMA_PKT_SRBM_WRITE_ADDR_addr_mask 0x3ffff int
+SDMA_PKT_SRBM_WRITE_ADDR_addr_shift 0 int
+SDMA_PKT_SRBM_WRITE_ADDR_apertureid_offset 1 int
+SDMA_PKT_SRBM_WRITE_ADDR_apertureid_mask 4095 int
+SDMA_PKT_SRBM_WRITE_ADDR_apertureid_shift 20 int
+SDMA_PKT_SRBM_WRITE_DATA_data_offset 2 int
+SDMA_PKT_SRBM_WRITE_DATA_data_mask 0xffffffff unsigned_int
+SDMA_PKT_SRBM_WRITE_DATA_data_shift 0 int
+SDMA_PKT_PRE_EXE_HEADER_op_offset 0 int
+SDMA_PKT_PRE_EXE_HEADER_op_mask 255 int
+SDMA_PKT_PRE_EXE_HEADER_op_shift 0 int
+SDMA_PKT_PRE_EXE_HEADER_sub_op_offset 0 int
+SDMA_PKT_PRE_EXE_HEADER_sub_op_mask 255 int
+SDMA_PKT_PRE_EXE_HEADER_sub_op_shift 8 int
+SDMA_PKT_PRE_EXE_HEADER_dev_sel_offset 0 int
+SDMA_PKT_PRE_EXE_HEADER_dev_sel_mask 255 int
+SDMA_PKT_PRE_EXE_HEADER_dev_sel_shift 16 int
+SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_offset 1 int
+SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_mask 0x3fff int
+SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_shift 0 int
+SDMA_PKT_COND_EXE_HEADER_op_offset 0 int
+SDMA_PKT_COND_EXE_HEADER_op_mask 255 int
+SDMA_PKT_COND_EXE_HEADER_op_shift 0 int
+SDMA_PKT_COND_EXE_HEADER_sub_op_offset 0 int
+SDMA_PKT_COND_EXE_HEADER_sub_op_mask 255 int
+SDMA_PKT_COND_EXE_HEADER_sub_op_shift 8 int
+SDMA_PKT_COND_EXE_HEADER_cache_policy_offset 0 int
+SDMA_PKT_COND_EXE_HEADER_cache_policy_mask 7 int
+SDMA_PKT_COND_EXE_HEADER_cache_policy_shift 24 int
+SDMA_PKT_COND_EXE_HEADER_cpv_offset 0 int
+SDMA_PKT_COND_EXE_HEADER_cpv_mask 1 int
+SDMA_PKT_COND_EXE_HEADER_cpv_shift 28 int
+SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_COND_EXE_REFERENCE_reference_offset 3 int
+SDMA_PKT_COND_EXE_REFERENCE_reference_mask 0xffffffff unsigned_int
+SDMA_PKT_COND_EXE_REFERENCE_reference_shift 0 int
+SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_offset 4 int
+SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_mask 0x3fff int
+SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_shift 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_op_offset 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_op_mask 255 int
+SDMA_PKT_CONSTANT_FILL_HEADER_op_shift 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_offset 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_mask 255 int
+SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_shift 8 int
+SDMA_PKT_CONSTANT_FILL_HEADER_sw_offset 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_sw_mask 3 int
+SDMA_PKT_CONSTANT_FILL_HEADER_sw_shift 16 int
+SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_offset 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_mask 7 int
+SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_shift 24 int
+SDMA_PKT_CONSTANT_FILL_HEADER_cpv_offset 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_cpv_mask 1 int
+SDMA_PKT_CONSTANT_FILL_HEADER_cpv_shift 28 int
+SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_offset 0 int
+SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_mask 3 int
+SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_shift 30 int
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_offset 1 int
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_offset 2 int
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_offset 3 int
+SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_shift 0 int
+SDMA_PKT_CONSTANT_FILL_COUNT_count_offset 4 int
+SDMA_PKT_CONSTANT_FILL_COUNT_count_mask 0x3fffffff int
+SDMA_PKT_CONSTANT_FILL_COUNT_count_shift 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_op_offset 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_op_mask 255 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_op_shift 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_offset 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_mask 255 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_shift 8 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_offset 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_mask 7 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_shift 24 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_offset 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_mask 1 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_shift 28 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_offset 0 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_mask 1 int
+SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_shift 31 int
+SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_offset 1 int
+SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_mask 0xffffffff unsigned_int
+SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_shift 0 int
+SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_offset 2 int
+SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_mask 0xffffffff unsigned_int
+SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_shift 0 int
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_offset 3 int
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_offset 4 int
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_offset 5 int
+SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_mask 0x3ffffff int
+SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_shift 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_op_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_op_mask 255 int
+SDMA_PKT_POLL_REGMEM_HEADER_op_shift 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_sub_op_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_sub_op_mask 255 int
+SDMA_PKT_POLL_REGMEM_HEADER_sub_op_shift 8 int
+SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_mask 7 int
+SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_shift 20 int
+SDMA_PKT_POLL_REGMEM_HEADER_cpv_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_cpv_mask 1 int
+SDMA_PKT_POLL_REGMEM_HEADER_cpv_shift 24 int
+SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_mask 1 int
+SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_shift 26 int
+SDMA_PKT_POLL_REGMEM_HEADER_func_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_func_mask 7 int
+SDMA_PKT_POLL_REGMEM_HEADER_func_shift 28 int
+SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_offset 0 int
+SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_mask 1 int
+SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_shift 31 int
+SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_POLL_REGMEM_VALUE_value_offset 3 int
+SDMA_PKT_POLL_REGMEM_VALUE_value_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_REGMEM_VALUE_value_shift 0 int
+SDMA_PKT_POLL_REGMEM_MASK_mask_offset 4 int
+SDMA_PKT_POLL_REGMEM_MASK_mask_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_REGMEM_MASK_mask_shift 0 int
+SDMA_PKT_POLL_REGMEM_DW5_interval_offset 5 int
+SDMA_PKT_POLL_REGMEM_DW5_interval_mask 0xffff int
+SDMA_PKT_POLL_REGMEM_DW5_interval_shift 0 int
+SDMA_PKT_POLL_REGMEM_DW5_retry_count_offset 5 int
+SDMA_PKT_POLL_REGMEM_DW5_retry_count_mask 4095 int
+SDMA_PKT_POLL_REGMEM_DW5_retry_count_shift 16 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_offset 0 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_mask 255 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_shift 0 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_offset 0 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_mask 255 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_shift 8 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_offset 0 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_mask 7 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_shift 24 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_offset 0 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_mask 1 int
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_shift 28 int
+SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_offset 1 int
+SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_mask 0x3fffffff int
+SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_shift 2 int
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_offset 2 int
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_offset 3 int
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_offset 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_mask 255 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_shift 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_offset 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_mask 255 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_shift 8 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_offset 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_mask 3 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_shift 16 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_offset 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_mask 7 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_shift 24 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_offset 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_mask 1 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_shift 28 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_offset 3 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_mask 0xfffffff int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_shift 4 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_offset 4 int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_offset 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_mask 255 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_offset 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_mask 255 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_shift 8 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_offset 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_mask 7 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_shift 24 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_offset 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_mask 1 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_shift 28 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_offset 0 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_mask 1 int
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_shift 31 int
+SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_offset 1 int
+SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_offset 2 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_offset 3 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_offset 4 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_offset 5 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_offset 6 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_offset 7 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_offset 8 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_offset 9 int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_offset 10 int
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_offset 11 int
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_shift 0 int
+SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_offset 12 int
+SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_mask 0xffffffff unsigned_int
+SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_shift 0 int
+SDMA_PKT_ATOMIC_HEADER_op_offset 0 int
+SDMA_PKT_ATOMIC_HEADER_op_mask 255 int
+SDMA_PKT_ATOMIC_HEADER_op_shift 0 int
+SDMA_PKT_ATOMIC_HEADER_loop_offset 0 int
+SDMA_PKT_ATOMIC_HEADER_loop_mask 1 int
+SDMA_PKT_ATOMIC_HEADER_loop_shift 16 int
+SDMA_PKT_ATOMIC_HEADER_tmz_offset 0 int
+SDMA_PKT_ATOMIC_HEADER_tmz_mask 1 int
+SDMA_PKT_ATOMIC_HEADER_tmz_shift 18 int
+SDMA_PKT_ATOMIC_HEADER_cache_policy_offset 0 int
+SDMA_PKT_ATOMIC_HEADER_cache_policy_mask 7 int
+SDMA_PKT_ATOMIC_HEADER_cache_policy_shift 20 int
+SDMA_PKT_ATOMIC_HEADER_cpv_offset 0 int
+SDMA_PKT_ATOMIC_HEADER_cpv_mask 1 int
+SDMA_PKT_ATOMIC_HEADER_cpv_shift 24 int
+SDMA_PKT_ATOMIC_HEADER_atomic_op_offset 0 int
+SDMA_PKT_ATOMIC_HEADER_atomic_op_mask 127 int
+SDMA_PKT_ATOMIC_HEADER_atomic_op_shift 25 int
+SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_offset 1 int
+SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_shift 0 int
+SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_offset 2 int
+SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_shift 0 int
+SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_offset 3 int
+SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_shift 0 int
+SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_offset 4 int
+SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_shift 0 int
+SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_offset 5 int
+SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_shift 0 int
+SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_offset 6 int
+SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_shift 0 int
+SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_offset 7 int
+SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_mask 0x1fff int
+SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_shift 0 int
+SDMA_PKT_TIMESTAMP_SET_HEADER_op_offset 0 int
+SDMA_PKT_TIMESTAMP_SET_HEADER_op_mask 255 int
+SDMA_PKT_TIMESTAMP_SET_HEADER_op_shift 0 int
+SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_offset 0 int
+SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_mask 255 int
+SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_shift 8 int
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_offset 1 int
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_mask 0xffffffff unsigned_int
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_shift 0 int
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_offset 2 int
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_shift 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_op_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_op_mask 255 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_op_shift 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_mask 255 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_shift 8 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_mask 3 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_shift 24 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_mask 1 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_shift 26 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_mask 1 int
+SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_shift 28 int
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_offset 1 int
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_mask 0x1fffffff int
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_shift 3 int
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_offset 2 int
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_shift 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_mask 255 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_shift 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_mask 255 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_shift 8 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_mask 3 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_shift 24 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_mask 1 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_shift 26 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_offset 0 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_mask 1 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_shift 28 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_offset 1 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_mask 0x1fffffff int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_shift 3 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_offset 2 int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_shift 0 int
+SDMA_PKT_TRAP_HEADER_op_offset 0 int
+SDMA_PKT_TRAP_HEADER_op_mask 255 int
+SDMA_PKT_TRAP_HEADER_op_shift 0 int
+SDMA_PKT_TRAP_HEADER_sub_op_offset 0 int
+SDMA_PKT_TRAP_HEADER_sub_op_mask 255 int
+SDMA_PKT_TRAP_HEADER_sub_op_shift 8 int
+SDMA_PKT_TRAP_INT_CONTEXT_int_context_offset 1 int
+SDMA_PKT_TRAP_INT_CONTEXT_int_context_mask 0xfffffff int
+SDMA_PKT_TRAP_INT_CONTEXT_int_context_shift 0 int
+SDMA_PKT_DUMMY_TRAP_HEADER_op_offset 0 int
+SDMA_PKT_DUMMY_TRAP_HEADER_op_mask 255 int
+SDMA_PKT_DUMMY_TRAP_HEADER_op_shift 0 int
+SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_offset 0 int
+SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_mask 255 int
+SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_shift 8 int
+SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_offset 1 int
+SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_mask 0xfffffff int
+SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_shift 0 int
+SDMA_PKT_GPUVM_INV_HEADER_op_offset 0 int
+SDMA_PKT_GPUVM_INV_HEADER_op_mask 255 int
+SDMA_PKT_GPUVM_INV_HEADER_op_shift 0 int
+SDMA_PKT_GPUVM_INV_HEADER_sub_op_offset 0 int
+SDMA_PKT_GPUVM_INV_HEADER_sub_op_mask 255 int
+SDMA_PKT_GPUVM_INV_HEADER_sub_op_shift 8 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_mask 0xffff int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_shift 0 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_mask 7 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_shift 16 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_shift 19 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_shift 20 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_shift 21 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_shift 22 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_shift 23 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_shift 24 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_shift 25 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_offset 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_shift 26 int
+SDMA_PKT_GPUVM_INV_PAYLOAD2_s_offset 2 int
+SDMA_PKT_GPUVM_INV_PAYLOAD2_s_mask 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD2_s_shift 0 int
+SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_offset 2 int
+SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_mask 0x7fffffff int
+SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_shift 1 int
+SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_offset 3 int
+SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_mask 63 int
+SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_shift 0 int
+SDMA_PKT_GCR_REQ_HEADER_op_offset 0 int
+SDMA_PKT_GCR_REQ_HEADER_op_mask 255 int
+SDMA_PKT_GCR_REQ_HEADER_op_shift 0 int
+SDMA_PKT_GCR_REQ_HEADER_sub_op_offset 0 int
+SDMA_PKT_GCR_REQ_HEADER_sub_op_mask 255 int
+SDMA_PKT_GCR_REQ_HEADER_sub_op_shift 8 int
+SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_offset 1 int
+SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_mask 0x1ffffff int
+SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_shift 7 int
+SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_offset 2 int
+SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_mask 0xffff int
+SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_shift 0 int
+SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_offset 2 int
+SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_mask 0xffff int
+SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_shift 16 int
+SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_offset 3 int
+SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_mask 7 int
+SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_shift 0 int
+SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_offset 3 int
+SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_mask 0x1ffffff int
+SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_shift 7 int
+SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_offset 4 int
+SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_mask 0xffff int
+SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_shift 0 int
+SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_offset 4 int
+SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_mask 15 int
+SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_shift 24 int
+SDMA_PKT_NOP_HEADER_op_offset 0 int
+SDMA_PKT_NOP_HEADER_op_mask 255 int
+SDMA_PKT_NOP_HEADER_op_shift 0 int
+SDMA_PKT_NOP_HEADER_sub_op_offset 0 int
+SDMA_PKT_NOP_HEADER_sub_op_mask 255 int
+SDMA_PKT_NOP_HEADER_sub_op_shift 8 int
+SDMA_PKT_NOP_HEADER_count_offset 0 int
+SDMA_PKT_NOP_HEADER_count_mask 0x3fff int
+SDMA_PKT_NOP_HEADER_count_shift 16 int
+SDMA_PKT_NOP_DATA0_data0_offset 1 int
+SDMA_PKT_NOP_DATA0_data0_mask 0xffffffff unsigned_int
+SDMA_PKT_NOP_DATA0_data0_shift 0 int
+SDMA_AQL_PKT_HEADER_HEADER_format_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_format_mask 255 int
+SDMA_AQL_PKT_HEADER_HEADER_format_shift 0 int
+SDMA_AQL_PKT_HEADER_HEADER_barrier_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_barrier_mask 1 int
+SDMA_AQL_PKT_HEADER_HEADER_barrier_shift 8 int
+SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_mask 3 int
+SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_shift 9 int
+SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_mask 3 int
+SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_shift 11 int
+SDMA_AQL_PKT_HEADER_HEADER_reserved_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_reserved_mask 7 int
+SDMA_AQL_PKT_HEADER_HEADER_reserved_shift 13 int
+SDMA_AQL_PKT_HEADER_HEADER_op_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_op_mask 15 int
+SDMA_AQL_PKT_HEADER_HEADER_op_shift 16 int
+SDMA_AQL_PKT_HEADER_HEADER_subop_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_subop_mask 7 int
+SDMA_AQL_PKT_HEADER_HEADER_subop_shift 20 int
+SDMA_AQL_PKT_HEADER_HEADER_cpv_offset 0 int
+SDMA_AQL_PKT_HEADER_HEADER_cpv_mask 1 int
+SDMA_AQL_PKT_HEADER_HEADER_cpv_shift 28 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_mask 255 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_mask 1 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_shift 8 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_mask 3 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_shift 9 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_mask 3 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_shift 11 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_mask 7 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_shift 13 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_mask 15 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_shift 16 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_mask 7 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_shift 20 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_offset 0 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_mask 1 int
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_shift 28 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_offset 1 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_offset 2 int
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_offset 3 int
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_offset 4 int
+SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_mask 0x3fffff int
+SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_offset 5 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_mask 3 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_shift 16 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_offset 5 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_mask 7 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_shift 18 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_offset 5 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_mask 3 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_shift 24 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_offset 5 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_mask 7 int
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_shift 26 int
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset 6 int
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_offset 7 int
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset 8 int
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset 9 int
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_offset 10 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_offset 11 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_offset 12 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_offset 13 int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_offset 14 int
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_shift 0 int
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_offset 15 int
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_format_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_format_mask 255 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_format_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_mask 1 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_shift 8 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_mask 3 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_shift 9 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_mask 3 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_shift 11 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_shift 13 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_op_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_op_mask 15 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_op_shift 16 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_shift 20 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_offset 0 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_mask 1 int
+SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_shift 28 int
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_offset 1 int
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_offset 2 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_offset 3 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_offset 4 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_offset 5 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_offset 6 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_offset 7 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_offset 8 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_offset 9 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_offset 10 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_offset 11 int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_offset 12 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_offset 12 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_shift 5 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_offset 12 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_shift 10 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_offset 12 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_shift 15 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_offset 12 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_mask 7 int
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_shift 20 int
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_offset 13 int
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_offset 14 int
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_shift 0 int
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_offset 15 int
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_mask 0xffffffff unsigned_int
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_shift 0 int
+""")
 
 # ---- function-like macros made only of integer operators (same result as C for values that fit)
-def SDMA_GCR_SEQ(x): return ( ( ( (x) ) & 3 ) << 16 )
-macro_field(SDMA_GCR_SEQ, shift=16, mask=0x3)
-def SDMA_GCR_GL2_RANGE(x): return ( ( ( (x) ) & 3 ) << 11 )
-macro_field(SDMA_GCR_GL2_RANGE, shift=11, mask=0x3)
-def SDMA_GCR_GL1_RANGE(x): return ( ( ( (x) ) & 3 ) << 2 )
-macro_field(SDMA_GCR_GL1_RANGE, shift=2, mask=0x3)
-def SDMA_GCR_GLI_INV(x): return ( ( ( (x) ) & 3 ) << 0 )
-macro_field(SDMA_GCR_GLI_INV, shift=0, mask=0x3)
-def SDMA_DCC_DATA_FORMAT(x): return ( ( (x) ) & 63 )
-macro_field(SDMA_DCC_DATA_FORMAT, shift=0, mask=0x3f)
-def SDMA_DCC_NUM_TYPE(x): return ( ( ( (x) ) & 7 ) << 9 )
-macro_field(SDMA_DCC_NUM_TYPE, shift=9, mask=0x7)
-def SDMA_DCC_READ_CM(x): return ( ( ( (x) ) & 3 ) << 16 )
-macro_field(SDMA_DCC_READ_CM, shift=16, mask=0x3)
-def SDMA_DCC_WRITE_CM(x): return ( ( ( (x) ) & 3 ) << 18 )
-macro_field(SDMA_DCC_WRITE_CM, shift=18, mask=0x3)
-def SDMA_DCC_MAX_COM(x): return ( ( ( (x) ) & 3 ) << 24 )
-macro_field(SDMA_DCC_MAX_COM, shift=24, mask=0x3)
-def SDMA_DCC_MAX_UCOM(x): return ( ( ( (x) ) & 1 ) << 26 )
-macro_field(SDMA_DCC_MAX_UCOM, shift=26, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_op_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_sub_op_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_HEADER_ENCRYPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_encrypt_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_encrypt_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_ENCRYPT, shift=16, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_tmz_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_cpv_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_HEADER_BACKWARDS(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_backwards_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_backwards_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_BACKWARDS, shift=25, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_HEADER_BROADCAST(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_HEADER_broadcast_mask ) << SDMA_PKT_COPY_LINEAR_HEADER_broadcast_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_HEADER_BROADCAST, shift=27, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_COUNT_count_mask ) << SDMA_PKT_COPY_LINEAR_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_COUNT_COUNT, shift=0, mask=0x3fffffff)
-def SDMA_PKT_COPY_LINEAR_PARAMETER_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_mask ) << SDMA_PKT_COPY_LINEAR_PARAMETER_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_PARAMETER_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_PARAMETER_DST_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_mask ) << SDMA_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_PARAMETER_DST_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_PARAMETER_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_mask ) << SDMA_PKT_COPY_LINEAR_PARAMETER_src_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_PARAMETER_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_PARAMETER_SRC_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_mask ) << SDMA_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_PARAMETER_SRC_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_BC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_HEADER_op_mask ) << SDMA_PKT_COPY_LINEAR_BC_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_BC_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_mask ) << SDMA_PKT_COPY_LINEAR_BC_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_BC_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_COUNT_count_mask ) << SDMA_PKT_COPY_LINEAR_BC_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_COUNT_COUNT, shift=0, mask=0x3fffff)
-def SDMA_PKT_COPY_LINEAR_BC_PARAMETER_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_mask ) << SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_PARAMETER_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_BC_PARAMETER_DST_HA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_mask ) << SDMA_PKT_COPY_LINEAR_BC_PARAMETER_dst_ha_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_PARAMETER_DST_HA, shift=19, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_BC_PARAMETER_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_mask ) << SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_PARAMETER_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_BC_PARAMETER_SRC_HA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_mask ) << SDMA_PKT_COPY_LINEAR_BC_PARAMETER_src_ha_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_PARAMETER_SRC_HA, shift=27, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_DIRTY_PAGE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_DIRTY_PAGE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_DIRTY_PAGE_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_HEADER_ALL(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_HEADER_all_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_HEADER_ALL, shift=31, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_COUNT_COUNT, shift=0, mask=0x3fffff)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_MTYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_mtype_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_MTYPE, shift=3, mask=0x7)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_l2_policy_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_L2_POLICY, shift=6, mask=0x3)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_LLC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_llc_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_LLC, shift=8, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_MTYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_mtype_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_MTYPE, shift=11, mask=0x7)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_l2_policy_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_L2_POLICY, shift=14, mask=0x3)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_LLC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_llc_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_LLC, shift=16, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SW, shift=17, mask=0x3)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_GCC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gcc_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_GCC, shift=19, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SYS(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_sys_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SYS, shift=20, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SNOOP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_snoop_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SNOOP, shift=22, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_GPA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_dst_gpa_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_GPA, shift=23, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sw_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SYS(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_sys_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SYS, shift=28, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SNOOP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_snoop_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SNOOP, shift=30, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_GPA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_src_gpa_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_GPA, shift=31, mask=0x1)
-def SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_COUNT, shift=0, mask=0x3fffff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_ADDR_PAIR_NUM(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_addr_pair_num_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_ADDR_PAIR_NUM, shift=24, mask=0xff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_MTYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_mtype_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_MTYPE, shift=3, mask=0x7)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_l2_policy_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_L2_POLICY, shift=6, mask=0x3)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_LLC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_llc_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_LLC, shift=8, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_MTYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_mtype_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_MTYPE, shift=11, mask=0x7)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_l2_policy_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_L2_POLICY, shift=14, mask=0x3)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_LLC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_llc_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_LLC, shift=16, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SW, shift=17, mask=0x3)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_GCC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gcc_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_GCC, shift=19, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SYS(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_sys_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SYS, shift=20, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_LOG(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_log_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_LOG, shift=21, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SNOOP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_snoop_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SNOOP, shift=22, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_GPA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_dst_gpa_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_GPA, shift=23, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sw_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_GCC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gcc_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_GCC, shift=27, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SYS(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_sys_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SYS, shift=28, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SNOOP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_snoop_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SNOOP, shift=30, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_GPA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_src_gpa_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_GPA, shift=31, mask=0x1)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_ENCRYPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_encrypt_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_ENCRYPT, shift=16, mask=0x1)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_BROADCAST(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_broadcast_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_BROADCAST, shift=27, mask=0x1)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_COUNT, shift=0, mask=0x3fffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST2_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_sw_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST2_SW, shift=8, mask=0x3)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST2_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst2_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST2_CACHE_POLICY, shift=10, mask=0x7)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST1_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_sw_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST1_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST1_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_dst1_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST1_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_sw_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_SRC_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_src_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_SRC_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_DST1_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_dst1_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_DST1_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_DST1_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_dst1_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_DST1_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_DST2_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_dst2_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_DST2_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_DST2_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_mask ) << SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_dst2_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_DST2_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_ELEMENTSIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_elementsize_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_ELEMENTSIZE, shift=29, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_SRC_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_SRC_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_SRC_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_src_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_SRC_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_SRC_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_SRC_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_SRC_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_src_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_SRC_PITCH, shift=13, mask=0x7ffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_SRC_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_src_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_SRC_SLICE_PITCH, shift=0, mask=0xfffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_DST_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_DST_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_DST_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_dst_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_DST_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_DST_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_DST_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_DST_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_dst_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_DST_PITCH, shift=13, mask=0x7ffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_DST_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_dst_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_DST_SLICE_PITCH, shift=0, mask=0xfffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_RECT_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_rect_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_RECT_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_rect_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_RECT_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_DST_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_dst_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_DST_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_SRC_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_src_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_SRC_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_SRC_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_src_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_SRC_X, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_SRC_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_src_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_SRC_Y, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_SRC_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_src_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_SRC_Z, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_SRC_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_src_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_SRC_PITCH, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_SRC_SLICE_PITCH_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_src_slice_pitch_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_SRC_SLICE_PITCH_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_SRC_SLICE_PITCH_47_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_src_slice_pitch_47_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_SRC_SLICE_PITCH_47_32, shift=0, mask=0xffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_DST_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_dst_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_DST_X, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_DST_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_dst_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_DST_Y, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_DST_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_dst_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_DST_Z, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_DST_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_dst_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_DST_PITCH, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_DST_SLICE_PITCH_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_dst_slice_pitch_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_DST_SLICE_PITCH_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_SLICE_PITCH_47_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_slice_pitch_47_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_SLICE_PITCH_47_32, shift=0, mask=0xffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_dst_policy_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_SRC_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_src_policy_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_SRC_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_rect_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_RECT_X, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_rect_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_RECT_Y, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_rect_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_RECT_Z, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_ELEMENTSIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_elementsize_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_ELEMENTSIZE, shift=29, mask=0x7)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_SRC_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_SRC_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_SRC_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_src_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_SRC_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_SRC_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_SRC_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_SRC_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_src_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_SRC_PITCH, shift=13, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_SRC_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_src_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_SRC_SLICE_PITCH, shift=0, mask=0xfffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_DST_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_DST_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_DST_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_dst_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_DST_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_DST_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_DST_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_DST_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_dst_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_DST_PITCH, shift=13, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_DST_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_dst_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_DST_SLICE_PITCH, shift=0, mask=0xfffffff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_x_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_RECT_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_rect_y_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_RECT_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_rect_z_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_RECT_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_DST_HA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_dst_ha_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_DST_HA, shift=19, mask=0x1)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_sw_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_SRC_HA(x): return ( ( ( (x) ) & SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_mask ) << SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_src_ha_shift )
-macro_field(SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_SRC_HA, shift=27, mask=0x1)
-def SDMA_PKT_COPY_TILED_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_HEADER_op_mask ) << SDMA_PKT_COPY_TILED_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_TILED_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_HEADER_sub_op_mask ) << SDMA_PKT_COPY_TILED_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_TILED_HEADER_ENCRYPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_HEADER_encrypt_mask ) << SDMA_PKT_COPY_TILED_HEADER_encrypt_shift )
-macro_field(SDMA_PKT_COPY_TILED_HEADER_ENCRYPT, shift=16, mask=0x1)
-def SDMA_PKT_COPY_TILED_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_HEADER_tmz_mask ) << SDMA_PKT_COPY_TILED_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_TILED_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_TILED_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_HEADER_cpv_mask ) << SDMA_PKT_COPY_TILED_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_TILED_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_TILED_HEADER_DETILE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_HEADER_detile_mask ) << SDMA_PKT_COPY_TILED_HEADER_detile_shift )
-macro_field(SDMA_PKT_COPY_TILED_HEADER_DETILE, shift=31, mask=0x1)
-def SDMA_PKT_COPY_TILED_TILED_ADDR_LO_TILED_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_TILED_ADDR_LO_tiled_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_TILED_ADDR_LO_TILED_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_TILED_ADDR_HI_TILED_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_TILED_ADDR_HI_tiled_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_TILED_ADDR_HI_TILED_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_DW_3_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_3_width_mask ) << SDMA_PKT_COPY_TILED_DW_3_width_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_3_WIDTH, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_DW_4_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_4_height_mask ) << SDMA_PKT_COPY_TILED_DW_4_height_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_4_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_DW_4_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_4_depth_mask ) << SDMA_PKT_COPY_TILED_DW_4_depth_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_4_DEPTH, shift=16, mask=0x1fff)
-def SDMA_PKT_COPY_TILED_DW_5_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_5_element_size_mask ) << SDMA_PKT_COPY_TILED_DW_5_element_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_5_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_TILED_DW_5_SWIZZLE_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_mask ) << SDMA_PKT_COPY_TILED_DW_5_swizzle_mode_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_5_SWIZZLE_MODE, shift=3, mask=0x1f)
-def SDMA_PKT_COPY_TILED_DW_5_DIMENSION(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_5_dimension_mask ) << SDMA_PKT_COPY_TILED_DW_5_dimension_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_5_DIMENSION, shift=9, mask=0x3)
-def SDMA_PKT_COPY_TILED_DW_5_MIP_MAX(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_5_mip_max_mask ) << SDMA_PKT_COPY_TILED_DW_5_mip_max_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_5_MIP_MAX, shift=16, mask=0xf)
-def SDMA_PKT_COPY_TILED_DW_6_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_6_x_mask ) << SDMA_PKT_COPY_TILED_DW_6_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_6_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_DW_6_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_6_y_mask ) << SDMA_PKT_COPY_TILED_DW_6_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_6_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_DW_7_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_7_z_mask ) << SDMA_PKT_COPY_TILED_DW_7_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_7_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_TILED_DW_7_LINEAR_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_7_linear_sw_mask ) << SDMA_PKT_COPY_TILED_DW_7_linear_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_7_LINEAR_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_TILED_DW_7_LINEAR_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_mask ) << SDMA_PKT_COPY_TILED_DW_7_linear_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_7_LINEAR_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_TILED_DW_7_TILE_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_7_tile_sw_mask ) << SDMA_PKT_COPY_TILED_DW_7_tile_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_7_TILE_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_DW_7_TILE_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_mask ) << SDMA_PKT_COPY_TILED_DW_7_tile_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_TILED_DW_7_TILE_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_LINEAR_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_linear_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_LINEAR_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_LINEAR_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_linear_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_LINEAR_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_LINEAR_PITCH_LINEAR_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_mask ) << SDMA_PKT_COPY_TILED_LINEAR_PITCH_linear_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_LINEAR_PITCH_LINEAR_PITCH, shift=0, mask=0x7ffff)
-def SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_mask ) << SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_linear_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_COUNT_count_mask ) << SDMA_PKT_COPY_TILED_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_TILED_COUNT_COUNT, shift=0, mask=0x3fffffff)
-def SDMA_PKT_COPY_TILED_BC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_HEADER_op_mask ) << SDMA_PKT_COPY_TILED_BC_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_TILED_BC_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_mask ) << SDMA_PKT_COPY_TILED_BC_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_TILED_BC_HEADER_DETILE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_HEADER_detile_mask ) << SDMA_PKT_COPY_TILED_BC_HEADER_detile_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_HEADER_DETILE, shift=31, mask=0x1)
-def SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_TILED_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_tiled_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_TILED_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_TILED_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_tiled_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_TILED_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_BC_DW_3_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_3_width_mask ) << SDMA_PKT_COPY_TILED_BC_DW_3_width_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_3_WIDTH, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_BC_DW_4_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_4_height_mask ) << SDMA_PKT_COPY_TILED_BC_DW_4_height_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_4_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_BC_DW_4_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_4_depth_mask ) << SDMA_PKT_COPY_TILED_BC_DW_4_depth_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_4_DEPTH, shift=16, mask=0x7ff)
-def SDMA_PKT_COPY_TILED_BC_DW_5_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_element_size_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_element_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_TILED_BC_DW_5_ARRAY_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_array_mode_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_ARRAY_MODE, shift=3, mask=0xf)
-def SDMA_PKT_COPY_TILED_BC_DW_5_MIT_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_mit_mode_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_MIT_MODE, shift=8, mask=0x7)
-def SDMA_PKT_COPY_TILED_BC_DW_5_TILESPLIT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_tilesplit_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_TILESPLIT_SIZE, shift=11, mask=0x7)
-def SDMA_PKT_COPY_TILED_BC_DW_5_BANK_W(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_bank_w_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_BANK_W, shift=15, mask=0x3)
-def SDMA_PKT_COPY_TILED_BC_DW_5_BANK_H(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_bank_h_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_BANK_H, shift=18, mask=0x3)
-def SDMA_PKT_COPY_TILED_BC_DW_5_NUM_BANK(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_num_bank_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_NUM_BANK, shift=21, mask=0x3)
-def SDMA_PKT_COPY_TILED_BC_DW_5_MAT_ASPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_mat_aspt_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_MAT_ASPT, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_BC_DW_5_PIPE_CONFIG(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_mask ) << SDMA_PKT_COPY_TILED_BC_DW_5_pipe_config_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_5_PIPE_CONFIG, shift=26, mask=0x1f)
-def SDMA_PKT_COPY_TILED_BC_DW_6_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_6_x_mask ) << SDMA_PKT_COPY_TILED_BC_DW_6_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_6_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_BC_DW_6_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_6_y_mask ) << SDMA_PKT_COPY_TILED_BC_DW_6_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_6_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_BC_DW_7_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_7_z_mask ) << SDMA_PKT_COPY_TILED_BC_DW_7_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_7_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_TILED_BC_DW_7_LINEAR_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_mask ) << SDMA_PKT_COPY_TILED_BC_DW_7_linear_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_7_LINEAR_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_TILED_BC_DW_7_TILE_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_mask ) << SDMA_PKT_COPY_TILED_BC_DW_7_tile_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_DW_7_TILE_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_LINEAR_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_linear_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_LINEAR_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_LINEAR_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_linear_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_LINEAR_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_LINEAR_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_mask ) << SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_linear_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_LINEAR_PITCH, shift=0, mask=0x7ffff)
-def SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_mask ) << SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_linear_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_BC_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_BC_COUNT_count_mask ) << SDMA_PKT_COPY_TILED_BC_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_TILED_BC_COUNT_COUNT, shift=2, mask=0xfffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_ENCRYPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_encrypt_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_ENCRYPT, shift=16, mask=0x1)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_CPV, shift=19, mask=0x1)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_VIDEOCOPY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_videocopy_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_VIDEOCOPY, shift=26, mask=0x1)
-def SDMA_PKT_COPY_L2T_BROADCAST_HEADER_BROADCAST(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_HEADER_broadcast_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_HEADER_BROADCAST, shift=27, mask=0x1)
-def SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_TILED_ADDR0_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_tiled_addr0_31_0_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_TILED_ADDR0_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_TILED_ADDR0_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_tiled_addr0_63_32_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_TILED_ADDR0_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_TILED_ADDR1_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_tiled_addr1_31_0_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_TILED_ADDR1_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_TILED_ADDR1_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_tiled_addr1_63_32_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_TILED_ADDR1_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_5_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_5_width_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_5_WIDTH, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_6_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_6_height_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_6_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_6_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_6_depth_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_6_DEPTH, shift=16, mask=0x1fff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_7_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_7_element_size_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_7_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_7_SWIZZLE_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_7_swizzle_mode_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_7_SWIZZLE_MODE, shift=3, mask=0x1f)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_7_DIMENSION(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_7_dimension_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_7_DIMENSION, shift=9, mask=0x3)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_7_MIP_MAX(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_7_mip_max_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_7_MIP_MAX, shift=16, mask=0xf)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_8_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_8_x_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_8_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_8_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_8_y_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_8_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_9_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_9_z_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_9_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_10_DST2_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_sw_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_10_DST2_SW, shift=8, mask=0x3)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_10_DST2_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_10_dst2_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_10_DST2_CACHE_POLICY, shift=10, mask=0x7)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_10_LINEAR_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_sw_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_10_LINEAR_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_10_LINEAR_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_10_linear_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_10_LINEAR_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_10_TILE_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_sw_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_10_TILE_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_L2T_BROADCAST_DW_10_TILE_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_DW_10_tile_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_DW_10_TILE_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_LINEAR_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_linear_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_LINEAR_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_LINEAR_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_linear_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_LINEAR_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_LINEAR_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_linear_pitch_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_LINEAR_PITCH, shift=0, mask=0x7ffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_linear_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_L2T_BROADCAST_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_mask ) << SDMA_PKT_COPY_L2T_BROADCAST_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_L2T_BROADCAST_COUNT_COUNT, shift=0, mask=0x3fffffff)
-def SDMA_PKT_COPY_T2T_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_HEADER_op_mask ) << SDMA_PKT_COPY_T2T_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_T2T_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_T2T_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_HEADER_sub_op_mask ) << SDMA_PKT_COPY_T2T_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_T2T_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_T2T_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_HEADER_tmz_mask ) << SDMA_PKT_COPY_T2T_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_T2T_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_T2T_HEADER_DCC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_HEADER_dcc_mask ) << SDMA_PKT_COPY_T2T_HEADER_dcc_shift )
-macro_field(SDMA_PKT_COPY_T2T_HEADER_DCC, shift=19, mask=0x1)
-def SDMA_PKT_COPY_T2T_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_HEADER_cpv_mask ) << SDMA_PKT_COPY_T2T_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_T2T_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_COPY_T2T_HEADER_DCC_DIR(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_HEADER_dcc_dir_mask ) << SDMA_PKT_COPY_T2T_HEADER_dcc_dir_shift )
-macro_field(SDMA_PKT_COPY_T2T_HEADER_DCC_DIR, shift=31, mask=0x1)
-def SDMA_PKT_COPY_T2T_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_T2T_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_T2T_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_T2T_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_T2T_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_DW_3_SRC_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_3_src_x_mask ) << SDMA_PKT_COPY_T2T_DW_3_src_x_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_3_SRC_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_3_SRC_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_3_src_y_mask ) << SDMA_PKT_COPY_T2T_DW_3_src_y_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_3_SRC_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_4_SRC_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_4_src_z_mask ) << SDMA_PKT_COPY_T2T_DW_4_src_z_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_4_SRC_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_T2T_DW_4_SRC_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_4_src_width_mask ) << SDMA_PKT_COPY_T2T_DW_4_src_width_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_4_SRC_WIDTH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_5_SRC_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_5_src_height_mask ) << SDMA_PKT_COPY_T2T_DW_5_src_height_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_5_SRC_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_5_SRC_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_5_src_depth_mask ) << SDMA_PKT_COPY_T2T_DW_5_src_depth_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_5_SRC_DEPTH, shift=16, mask=0x1fff)
-def SDMA_PKT_COPY_T2T_DW_6_SRC_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_6_src_element_size_mask ) << SDMA_PKT_COPY_T2T_DW_6_src_element_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_6_SRC_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_T2T_DW_6_SRC_SWIZZLE_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_mask ) << SDMA_PKT_COPY_T2T_DW_6_src_swizzle_mode_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_6_SRC_SWIZZLE_MODE, shift=3, mask=0x1f)
-def SDMA_PKT_COPY_T2T_DW_6_SRC_DIMENSION(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_6_src_dimension_mask ) << SDMA_PKT_COPY_T2T_DW_6_src_dimension_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_6_SRC_DIMENSION, shift=9, mask=0x3)
-def SDMA_PKT_COPY_T2T_DW_6_SRC_MIP_MAX(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_6_src_mip_max_mask ) << SDMA_PKT_COPY_T2T_DW_6_src_mip_max_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_6_SRC_MIP_MAX, shift=16, mask=0xf)
-def SDMA_PKT_COPY_T2T_DW_6_SRC_MIP_ID(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_6_src_mip_id_mask ) << SDMA_PKT_COPY_T2T_DW_6_src_mip_id_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_6_SRC_MIP_ID, shift=20, mask=0xf)
-def SDMA_PKT_COPY_T2T_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_T2T_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_T2T_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_T2T_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_T2T_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_DW_9_DST_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_9_dst_x_mask ) << SDMA_PKT_COPY_T2T_DW_9_dst_x_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_9_DST_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_9_DST_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_9_dst_y_mask ) << SDMA_PKT_COPY_T2T_DW_9_dst_y_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_9_DST_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_10_DST_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_10_dst_z_mask ) << SDMA_PKT_COPY_T2T_DW_10_dst_z_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_10_DST_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_T2T_DW_10_DST_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_10_dst_width_mask ) << SDMA_PKT_COPY_T2T_DW_10_dst_width_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_10_DST_WIDTH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_11_DST_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_11_dst_height_mask ) << SDMA_PKT_COPY_T2T_DW_11_dst_height_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_11_DST_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_11_DST_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_11_dst_depth_mask ) << SDMA_PKT_COPY_T2T_DW_11_dst_depth_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_11_DST_DEPTH, shift=16, mask=0x1fff)
-def SDMA_PKT_COPY_T2T_DW_12_DST_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_12_dst_element_size_mask ) << SDMA_PKT_COPY_T2T_DW_12_dst_element_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_12_DST_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_T2T_DW_12_DST_SWIZZLE_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_mask ) << SDMA_PKT_COPY_T2T_DW_12_dst_swizzle_mode_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_12_DST_SWIZZLE_MODE, shift=3, mask=0x1f)
-def SDMA_PKT_COPY_T2T_DW_12_DST_DIMENSION(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_12_dst_dimension_mask ) << SDMA_PKT_COPY_T2T_DW_12_dst_dimension_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_12_DST_DIMENSION, shift=9, mask=0x3)
-def SDMA_PKT_COPY_T2T_DW_12_DST_MIP_MAX(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_mask ) << SDMA_PKT_COPY_T2T_DW_12_dst_mip_max_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_12_DST_MIP_MAX, shift=16, mask=0xf)
-def SDMA_PKT_COPY_T2T_DW_12_DST_MIP_ID(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_mask ) << SDMA_PKT_COPY_T2T_DW_12_dst_mip_id_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_12_DST_MIP_ID, shift=20, mask=0xf)
-def SDMA_PKT_COPY_T2T_DW_13_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_13_rect_x_mask ) << SDMA_PKT_COPY_T2T_DW_13_rect_x_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_13_RECT_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_13_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_13_rect_y_mask ) << SDMA_PKT_COPY_T2T_DW_13_rect_y_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_13_RECT_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_DW_14_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_14_rect_z_mask ) << SDMA_PKT_COPY_T2T_DW_14_rect_z_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_14_RECT_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_T2T_DW_14_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_14_dst_sw_mask ) << SDMA_PKT_COPY_T2T_DW_14_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_14_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_T2T_DW_14_DST_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_mask ) << SDMA_PKT_COPY_T2T_DW_14_dst_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_14_DST_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_T2T_DW_14_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_14_src_sw_mask ) << SDMA_PKT_COPY_T2T_DW_14_src_sw_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_14_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_T2T_DW_14_SRC_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_mask ) << SDMA_PKT_COPY_T2T_DW_14_src_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_T2T_DW_14_SRC_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_T2T_META_ADDR_LO_META_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_mask ) << SDMA_PKT_COPY_T2T_META_ADDR_LO_meta_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_ADDR_LO_META_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_META_ADDR_HI_META_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_mask ) << SDMA_PKT_COPY_T2T_META_ADDR_HI_meta_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_ADDR_HI_META_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_META_CONFIG_DATA_FORMAT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_data_format_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_data_format_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_DATA_FORMAT, shift=0, mask=0x7f)
-def SDMA_PKT_COPY_T2T_META_CONFIG_COLOR_TRANSFORM_DISABLE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_color_transform_disable_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_COLOR_TRANSFORM_DISABLE, shift=7, mask=0x1)
-def SDMA_PKT_COPY_T2T_META_CONFIG_ALPHA_IS_ON_MSB(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_alpha_is_on_msb_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_ALPHA_IS_ON_MSB, shift=8, mask=0x1)
-def SDMA_PKT_COPY_T2T_META_CONFIG_NUMBER_TYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_number_type_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_number_type_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_NUMBER_TYPE, shift=9, mask=0x7)
-def SDMA_PKT_COPY_T2T_META_CONFIG_SURFACE_TYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_surface_type_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_SURFACE_TYPE, shift=12, mask=0x3)
-def SDMA_PKT_COPY_T2T_META_CONFIG_META_LLC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_meta_llc_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_META_LLC, shift=14, mask=0x1)
-def SDMA_PKT_COPY_T2T_META_CONFIG_MAX_COMP_BLOCK_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_max_comp_block_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_MAX_COMP_BLOCK_SIZE, shift=24, mask=0x3)
-def SDMA_PKT_COPY_T2T_META_CONFIG_MAX_UNCOMP_BLOCK_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_max_uncomp_block_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_MAX_UNCOMP_BLOCK_SIZE, shift=26, mask=0x3)
-def SDMA_PKT_COPY_T2T_META_CONFIG_WRITE_COMPRESS_ENABLE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_write_compress_enable_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_WRITE_COMPRESS_ENABLE, shift=28, mask=0x1)
-def SDMA_PKT_COPY_T2T_META_CONFIG_META_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_meta_tmz_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_META_TMZ, shift=29, mask=0x1)
-def SDMA_PKT_COPY_T2T_META_CONFIG_PIPE_ALIGNED(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_mask ) << SDMA_PKT_COPY_T2T_META_CONFIG_pipe_aligned_shift )
-macro_field(SDMA_PKT_COPY_T2T_META_CONFIG_PIPE_ALIGNED, shift=31, mask=0x1)
-def SDMA_PKT_COPY_T2T_BC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_HEADER_op_mask ) << SDMA_PKT_COPY_T2T_BC_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_T2T_BC_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_mask ) << SDMA_PKT_COPY_T2T_BC_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_BC_DW_3_SRC_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_3_src_x_mask ) << SDMA_PKT_COPY_T2T_BC_DW_3_src_x_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_3_SRC_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_3_SRC_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_3_src_y_mask ) << SDMA_PKT_COPY_T2T_BC_DW_3_src_y_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_3_SRC_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_4_SRC_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_4_src_z_mask ) << SDMA_PKT_COPY_T2T_BC_DW_4_src_z_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_4_SRC_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_T2T_BC_DW_4_SRC_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_4_src_width_mask ) << SDMA_PKT_COPY_T2T_BC_DW_4_src_width_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_4_SRC_WIDTH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_5_SRC_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_5_src_height_mask ) << SDMA_PKT_COPY_T2T_BC_DW_5_src_height_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_5_SRC_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_5_SRC_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_mask ) << SDMA_PKT_COPY_T2T_BC_DW_5_src_depth_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_5_SRC_DEPTH, shift=16, mask=0x7ff)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_element_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_ARRAY_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_array_mode_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_ARRAY_MODE, shift=3, mask=0xf)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_MIT_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_mit_mode_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_MIT_MODE, shift=8, mask=0x7)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_TILESPLIT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_tilesplit_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_TILESPLIT_SIZE, shift=11, mask=0x7)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_BANK_W(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_w_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_BANK_W, shift=15, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_BANK_H(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_bank_h_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_BANK_H, shift=18, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_NUM_BANK(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_num_bank_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_NUM_BANK, shift=21, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_MAT_ASPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_mat_aspt_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_MAT_ASPT, shift=24, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_6_SRC_PIPE_CONFIG(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_mask ) << SDMA_PKT_COPY_T2T_BC_DW_6_src_pipe_config_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_6_SRC_PIPE_CONFIG, shift=26, mask=0x1f)
-def SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_T2T_BC_DW_9_DST_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_mask ) << SDMA_PKT_COPY_T2T_BC_DW_9_dst_x_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_9_DST_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_9_DST_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_mask ) << SDMA_PKT_COPY_T2T_BC_DW_9_dst_y_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_9_DST_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_10_DST_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_mask ) << SDMA_PKT_COPY_T2T_BC_DW_10_dst_z_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_10_DST_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_T2T_BC_DW_10_DST_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_mask ) << SDMA_PKT_COPY_T2T_BC_DW_10_dst_width_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_10_DST_WIDTH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_11_DST_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_mask ) << SDMA_PKT_COPY_T2T_BC_DW_11_dst_height_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_11_DST_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_11_DST_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_mask ) << SDMA_PKT_COPY_T2T_BC_DW_11_dst_depth_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_11_DST_DEPTH, shift=16, mask=0xfff)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_element_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_ARRAY_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_array_mode_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_ARRAY_MODE, shift=3, mask=0xf)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_MIT_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_mit_mode_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_MIT_MODE, shift=8, mask=0x7)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_TILESPLIT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_tilesplit_size_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_TILESPLIT_SIZE, shift=11, mask=0x7)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_BANK_W(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_w_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_BANK_W, shift=15, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_BANK_H(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_bank_h_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_BANK_H, shift=18, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_NUM_BANK(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_num_bank_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_NUM_BANK, shift=21, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_MAT_ASPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_mat_aspt_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_MAT_ASPT, shift=24, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_12_DST_PIPE_CONFIG(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_mask ) << SDMA_PKT_COPY_T2T_BC_DW_12_dst_pipe_config_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_12_DST_PIPE_CONFIG, shift=26, mask=0x1f)
-def SDMA_PKT_COPY_T2T_BC_DW_13_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_mask ) << SDMA_PKT_COPY_T2T_BC_DW_13_rect_x_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_13_RECT_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_13_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_mask ) << SDMA_PKT_COPY_T2T_BC_DW_13_rect_y_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_13_RECT_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_T2T_BC_DW_14_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_mask ) << SDMA_PKT_COPY_T2T_BC_DW_14_rect_z_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_14_RECT_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_T2T_BC_DW_14_DST_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_mask ) << SDMA_PKT_COPY_T2T_BC_DW_14_dst_sw_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_14_DST_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_T2T_BC_DW_14_SRC_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_mask ) << SDMA_PKT_COPY_T2T_BC_DW_14_src_sw_shift )
-macro_field(SDMA_PKT_COPY_T2T_BC_DW_14_SRC_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_TILED_SUBWIN_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_TILED_SUBWIN_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_HEADER_DCC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_HEADER_dcc_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_HEADER_DCC, shift=19, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_HEADER_DETILE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_HEADER_detile_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_HEADER_DETILE, shift=31, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_TILED_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_tiled_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_TILED_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_TILED_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_tiled_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_TILED_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_3_TILED_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_3_TILED_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_3_TILED_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_3_tiled_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_3_TILED_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_4_TILED_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_4_tiled_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_4_TILED_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_4_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_4_width_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_4_WIDTH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_5_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_5_height_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_5_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_5_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_5_depth_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_5_DEPTH, shift=16, mask=0x1fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_6_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_6_element_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_6_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_6_SWIZZLE_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_6_swizzle_mode_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_6_SWIZZLE_MODE, shift=3, mask=0x1f)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_6_DIMENSION(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_6_dimension_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_6_DIMENSION, shift=9, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_6_MIP_MAX(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_max_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_6_MIP_MAX, shift=16, mask=0xf)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_6_MIP_ID(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_6_mip_id_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_6_MIP_ID, shift=20, mask=0xf)
-def SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_LINEAR_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_linear_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_LINEAR_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_LINEAR_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_linear_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_LINEAR_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_9_LINEAR_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_9_LINEAR_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_9_LINEAR_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_9_linear_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_9_LINEAR_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_10_LINEAR_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_10_LINEAR_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_10_LINEAR_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_10_linear_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_10_LINEAR_PITCH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_11_LINEAR_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_11_linear_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_11_LINEAR_SLICE_PITCH, shift=0, mask=0xfffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_12_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_12_RECT_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_12_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_12_rect_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_12_RECT_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_13_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_13_rect_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_13_RECT_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_13_LINEAR_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_13_LINEAR_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_13_LINEAR_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_13_linear_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_13_LINEAR_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_13_TILE_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_13_TILE_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_DW_13_TILE_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_DW_13_tile_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_DW_13_TILE_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_META_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_meta_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_META_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_META_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_meta_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_META_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_DATA_FORMAT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_data_format_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_DATA_FORMAT, shift=0, mask=0x7f)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_COLOR_TRANSFORM_DISABLE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_color_transform_disable_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_COLOR_TRANSFORM_DISABLE, shift=7, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_ALPHA_IS_ON_MSB(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_alpha_is_on_msb_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_ALPHA_IS_ON_MSB, shift=8, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_NUMBER_TYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_number_type_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_NUMBER_TYPE, shift=9, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_SURFACE_TYPE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_surface_type_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_SURFACE_TYPE, shift=12, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_META_LLC(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_llc_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_META_LLC, shift=14, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_MAX_COMP_BLOCK_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_comp_block_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_MAX_COMP_BLOCK_SIZE, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_MAX_UNCOMP_BLOCK_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_max_uncomp_block_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_MAX_UNCOMP_BLOCK_SIZE, shift=26, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_WRITE_COMPRESS_ENABLE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_write_compress_enable_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_WRITE_COMPRESS_ENABLE, shift=28, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_META_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_meta_tmz_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_META_TMZ, shift=29, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_PIPE_ALIGNED(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_pipe_aligned_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_PIPE_ALIGNED, shift=31, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_DETILE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_detile_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_DETILE, shift=31, mask=0x1)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_TILED_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_tiled_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_TILED_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_TILED_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_tiled_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_TILED_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_TILED_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_TILED_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_TILED_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_tiled_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_TILED_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_TILED_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_tiled_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_TILED_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_width_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_WIDTH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_height_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_depth_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_DEPTH, shift=16, mask=0x7ff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_element_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_ARRAY_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_array_mode_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_ARRAY_MODE, shift=3, mask=0xf)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_MIT_MODE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mit_mode_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_MIT_MODE, shift=8, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_TILESPLIT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_tilesplit_size_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_TILESPLIT_SIZE, shift=11, mask=0x7)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_BANK_W(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_w_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_BANK_W, shift=15, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_BANK_H(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_bank_h_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_BANK_H, shift=18, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_NUM_BANK(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_num_bank_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_NUM_BANK, shift=21, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_MAT_ASPT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_mat_aspt_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_MAT_ASPT, shift=24, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_PIPE_CONFIG(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_pipe_config_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_PIPE_CONFIG, shift=26, mask=0x1f)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_LINEAR_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_linear_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_LINEAR_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_LINEAR_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_linear_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_LINEAR_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_LINEAR_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_LINEAR_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_LINEAR_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_linear_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_LINEAR_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_LINEAR_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_LINEAR_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_LINEAR_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_linear_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_LINEAR_PITCH, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_LINEAR_SLICE_PITCH(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_linear_slice_pitch_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_LINEAR_SLICE_PITCH, shift=0, mask=0xfffffff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_RECT_X(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_x_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_RECT_X, shift=0, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_RECT_Y(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_rect_y_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_RECT_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_RECT_Z(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_rect_z_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_RECT_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_LINEAR_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_linear_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_LINEAR_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_TILE_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_mask ) << SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_tile_sw_shift )
-macro_field(SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_TILE_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_STRUCT_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_HEADER_op_mask ) << SDMA_PKT_COPY_STRUCT_HEADER_op_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COPY_STRUCT_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_HEADER_sub_op_mask ) << SDMA_PKT_COPY_STRUCT_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COPY_STRUCT_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_HEADER_tmz_mask ) << SDMA_PKT_COPY_STRUCT_HEADER_tmz_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_COPY_STRUCT_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_HEADER_cpv_mask ) << SDMA_PKT_COPY_STRUCT_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_COPY_STRUCT_HEADER_DETILE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_HEADER_detile_mask ) << SDMA_PKT_COPY_STRUCT_HEADER_detile_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_HEADER_DETILE, shift=31, mask=0x1)
-def SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_SB_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_mask ) << SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_sb_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_SB_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_SB_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_mask ) << SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_sb_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_SB_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_STRUCT_START_INDEX_START_INDEX(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_mask ) << SDMA_PKT_COPY_STRUCT_START_INDEX_start_index_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_START_INDEX_START_INDEX, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_STRUCT_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_COUNT_count_mask ) << SDMA_PKT_COPY_STRUCT_COUNT_count_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_COUNT_COUNT, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_STRUCT_DW_5_STRIDE(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_DW_5_stride_mask ) << SDMA_PKT_COPY_STRUCT_DW_5_stride_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_DW_5_STRIDE, shift=0, mask=0x7ff)
-def SDMA_PKT_COPY_STRUCT_DW_5_LINEAR_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_mask ) << SDMA_PKT_COPY_STRUCT_DW_5_linear_sw_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_DW_5_LINEAR_SW, shift=16, mask=0x3)
-def SDMA_PKT_COPY_STRUCT_DW_5_LINEAR_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_mask ) << SDMA_PKT_COPY_STRUCT_DW_5_linear_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_DW_5_LINEAR_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_PKT_COPY_STRUCT_DW_5_STRUCT_SW(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_mask ) << SDMA_PKT_COPY_STRUCT_DW_5_struct_sw_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_DW_5_STRUCT_SW, shift=24, mask=0x3)
-def SDMA_PKT_COPY_STRUCT_DW_5_STRUCT_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_mask ) << SDMA_PKT_COPY_STRUCT_DW_5_struct_cache_policy_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_DW_5_STRUCT_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_LINEAR_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_mask ) << SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_linear_addr_31_0_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_LINEAR_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_LINEAR_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_mask ) << SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_linear_addr_63_32_shift )
-macro_field(SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_LINEAR_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_UNTILED_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_HEADER_op_mask ) << SDMA_PKT_WRITE_UNTILED_HEADER_op_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_WRITE_UNTILED_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_mask ) << SDMA_PKT_WRITE_UNTILED_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_WRITE_UNTILED_HEADER_ENCRYPT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_mask ) << SDMA_PKT_WRITE_UNTILED_HEADER_encrypt_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_HEADER_ENCRYPT, shift=16, mask=0x1)
-def SDMA_PKT_WRITE_UNTILED_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_HEADER_tmz_mask ) << SDMA_PKT_WRITE_UNTILED_HEADER_tmz_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_WRITE_UNTILED_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_HEADER_cpv_mask ) << SDMA_PKT_WRITE_UNTILED_HEADER_cpv_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_UNTILED_DW_3_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_DW_3_count_mask ) << SDMA_PKT_WRITE_UNTILED_DW_3_count_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_DW_3_COUNT, shift=0, mask=0xfffff)
-def SDMA_PKT_WRITE_UNTILED_DW_3_SW(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_DW_3_sw_mask ) << SDMA_PKT_WRITE_UNTILED_DW_3_sw_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_DW_3_SW, shift=24, mask=0x3)
-def SDMA_PKT_WRITE_UNTILED_DW_3_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_mask ) << SDMA_PKT_WRITE_UNTILED_DW_3_cache_policy_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_DW_3_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_WRITE_UNTILED_DATA0_DATA0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_UNTILED_DATA0_data0_mask ) << SDMA_PKT_WRITE_UNTILED_DATA0_data0_shift )
-macro_field(SDMA_PKT_WRITE_UNTILED_DATA0_DATA0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_TILED_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_HEADER_op_mask ) << SDMA_PKT_WRITE_TILED_HEADER_op_shift )
-macro_field(SDMA_PKT_WRITE_TILED_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_WRITE_TILED_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_HEADER_sub_op_mask ) << SDMA_PKT_WRITE_TILED_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_WRITE_TILED_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_WRITE_TILED_HEADER_ENCRYPT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_HEADER_encrypt_mask ) << SDMA_PKT_WRITE_TILED_HEADER_encrypt_shift )
-macro_field(SDMA_PKT_WRITE_TILED_HEADER_ENCRYPT, shift=16, mask=0x1)
-def SDMA_PKT_WRITE_TILED_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_HEADER_tmz_mask ) << SDMA_PKT_WRITE_TILED_HEADER_tmz_shift )
-macro_field(SDMA_PKT_WRITE_TILED_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_WRITE_TILED_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_HEADER_cpv_mask ) << SDMA_PKT_WRITE_TILED_HEADER_cpv_shift )
-macro_field(SDMA_PKT_WRITE_TILED_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_WRITE_TILED_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_WRITE_TILED_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_TILED_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_WRITE_TILED_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_TILED_DW_3_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_3_width_mask ) << SDMA_PKT_WRITE_TILED_DW_3_width_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_3_WIDTH, shift=0, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_DW_4_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_4_height_mask ) << SDMA_PKT_WRITE_TILED_DW_4_height_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_4_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_DW_4_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_4_depth_mask ) << SDMA_PKT_WRITE_TILED_DW_4_depth_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_4_DEPTH, shift=16, mask=0x1fff)
-def SDMA_PKT_WRITE_TILED_DW_5_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_5_element_size_mask ) << SDMA_PKT_WRITE_TILED_DW_5_element_size_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_5_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_WRITE_TILED_DW_5_SWIZZLE_MODE(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_mask ) << SDMA_PKT_WRITE_TILED_DW_5_swizzle_mode_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_5_SWIZZLE_MODE, shift=3, mask=0x1f)
-def SDMA_PKT_WRITE_TILED_DW_5_DIMENSION(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_5_dimension_mask ) << SDMA_PKT_WRITE_TILED_DW_5_dimension_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_5_DIMENSION, shift=9, mask=0x3)
-def SDMA_PKT_WRITE_TILED_DW_5_MIP_MAX(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_5_mip_max_mask ) << SDMA_PKT_WRITE_TILED_DW_5_mip_max_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_5_MIP_MAX, shift=16, mask=0xf)
-def SDMA_PKT_WRITE_TILED_DW_6_X(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_6_x_mask ) << SDMA_PKT_WRITE_TILED_DW_6_x_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_6_X, shift=0, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_DW_6_Y(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_6_y_mask ) << SDMA_PKT_WRITE_TILED_DW_6_y_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_6_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_DW_7_Z(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_7_z_mask ) << SDMA_PKT_WRITE_TILED_DW_7_z_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_7_Z, shift=0, mask=0x1fff)
-def SDMA_PKT_WRITE_TILED_DW_7_SW(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_7_sw_mask ) << SDMA_PKT_WRITE_TILED_DW_7_sw_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_7_SW, shift=24, mask=0x3)
-def SDMA_PKT_WRITE_TILED_DW_7_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DW_7_cache_policy_mask ) << SDMA_PKT_WRITE_TILED_DW_7_cache_policy_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DW_7_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_PKT_WRITE_TILED_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_COUNT_count_mask ) << SDMA_PKT_WRITE_TILED_COUNT_count_shift )
-macro_field(SDMA_PKT_WRITE_TILED_COUNT_COUNT, shift=0, mask=0xfffff)
-def SDMA_PKT_WRITE_TILED_DATA0_DATA0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_DATA0_data0_mask ) << SDMA_PKT_WRITE_TILED_DATA0_data0_shift )
-macro_field(SDMA_PKT_WRITE_TILED_DATA0_DATA0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_TILED_BC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_HEADER_op_mask ) << SDMA_PKT_WRITE_TILED_BC_HEADER_op_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_WRITE_TILED_BC_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_mask ) << SDMA_PKT_WRITE_TILED_BC_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_TILED_BC_DW_3_WIDTH(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_3_width_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_3_width_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_3_WIDTH, shift=0, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_BC_DW_4_HEIGHT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_4_height_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_4_height_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_4_HEIGHT, shift=0, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_BC_DW_4_DEPTH(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_4_depth_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_4_depth_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_4_DEPTH, shift=16, mask=0x7ff)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_ELEMENT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_element_size_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_ELEMENT_SIZE, shift=0, mask=0x7)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_ARRAY_MODE(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_array_mode_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_ARRAY_MODE, shift=3, mask=0xf)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_MIT_MODE(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_mit_mode_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_MIT_MODE, shift=8, mask=0x7)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_TILESPLIT_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_tilesplit_size_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_TILESPLIT_SIZE, shift=11, mask=0x7)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_BANK_W(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_bank_w_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_BANK_W, shift=15, mask=0x3)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_BANK_H(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_bank_h_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_BANK_H, shift=18, mask=0x3)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_NUM_BANK(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_num_bank_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_NUM_BANK, shift=21, mask=0x3)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_MAT_ASPT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_mat_aspt_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_MAT_ASPT, shift=24, mask=0x3)
-def SDMA_PKT_WRITE_TILED_BC_DW_5_PIPE_CONFIG(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_5_pipe_config_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_5_PIPE_CONFIG, shift=26, mask=0x1f)
-def SDMA_PKT_WRITE_TILED_BC_DW_6_X(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_6_x_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_6_x_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_6_X, shift=0, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_BC_DW_6_Y(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_6_y_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_6_y_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_6_Y, shift=16, mask=0x3fff)
-def SDMA_PKT_WRITE_TILED_BC_DW_7_Z(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_7_z_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_7_z_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_7_Z, shift=0, mask=0x7ff)
-def SDMA_PKT_WRITE_TILED_BC_DW_7_SW(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DW_7_sw_mask ) << SDMA_PKT_WRITE_TILED_BC_DW_7_sw_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DW_7_SW, shift=24, mask=0x3)
-def SDMA_PKT_WRITE_TILED_BC_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_COUNT_count_mask ) << SDMA_PKT_WRITE_TILED_BC_COUNT_count_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_COUNT_COUNT, shift=2, mask=0xfffff)
-def SDMA_PKT_WRITE_TILED_BC_DATA0_DATA0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_TILED_BC_DATA0_data0_mask ) << SDMA_PKT_WRITE_TILED_BC_DATA0_data0_shift )
-macro_field(SDMA_PKT_WRITE_TILED_BC_DATA0_DATA0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_HEADER_op_mask ) << SDMA_PKT_PTEPDE_COPY_HEADER_op_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_PTEPDE_COPY_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_mask ) << SDMA_PKT_PTEPDE_COPY_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_PTEPDE_COPY_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_HEADER_tmz_mask ) << SDMA_PKT_PTEPDE_COPY_HEADER_tmz_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_PTEPDE_COPY_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_HEADER_cpv_mask ) << SDMA_PKT_PTEPDE_COPY_HEADER_cpv_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_PTEPDE_COPY_HEADER_PTEPDE_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_mask ) << SDMA_PKT_PTEPDE_COPY_HEADER_ptepde_op_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_HEADER_PTEPDE_OP, shift=31, mask=0x1)
-def SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_MASK_DW0_MASK_DW0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_mask ) << SDMA_PKT_PTEPDE_COPY_MASK_DW0_mask_dw0_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_MASK_DW0_MASK_DW0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_MASK_DW1_MASK_DW1(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_mask ) << SDMA_PKT_PTEPDE_COPY_MASK_DW1_mask_dw1_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_MASK_DW1_MASK_DW1, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_COUNT_count_mask ) << SDMA_PKT_PTEPDE_COPY_COUNT_count_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_COUNT_COUNT, shift=0, mask=0x7ffff)
-def SDMA_PKT_PTEPDE_COPY_COUNT_DST_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_mask ) << SDMA_PKT_PTEPDE_COPY_COUNT_dst_cache_policy_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_COUNT_DST_CACHE_POLICY, shift=22, mask=0x7)
-def SDMA_PKT_PTEPDE_COPY_COUNT_SRC_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_mask ) << SDMA_PKT_PTEPDE_COPY_COUNT_src_cache_policy_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_COUNT_SRC_CACHE_POLICY, shift=29, mask=0x7)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_op_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_PTE_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_pte_size_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_PTE_SIZE, shift=28, mask=0x3)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_DIRECTION(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_direction_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_DIRECTION, shift=30, mask=0x1)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_PTEPDE_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_ptepde_op_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_PTEPDE_OP, shift=31, mask=0x1)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_MASK_FIRST_XFER(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_first_xfer_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_MASK_FIRST_XFER, shift=0, mask=0xff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_MASK_LAST_XFER(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_mask_last_xfer_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_MASK_LAST_XFER, shift=8, mask=0xff)
-def SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_mask ) << SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_count_shift )
-macro_field(SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_COUNT, shift=0, mask=0x1ffff)
-def SDMA_PKT_PTEPDE_RMW_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_op_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_op_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_PTEPDE_RMW_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_PTEPDE_RMW_HEADER_MTYPE(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_mtype_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_mtype_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_MTYPE, shift=16, mask=0x7)
-def SDMA_PKT_PTEPDE_RMW_HEADER_GCC(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_gcc_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_gcc_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_GCC, shift=19, mask=0x1)
-def SDMA_PKT_PTEPDE_RMW_HEADER_SYS(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_sys_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_sys_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_SYS, shift=20, mask=0x1)
-def SDMA_PKT_PTEPDE_RMW_HEADER_SNP(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_snp_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_snp_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_SNP, shift=22, mask=0x1)
-def SDMA_PKT_PTEPDE_RMW_HEADER_GPA(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_gpa_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_gpa_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_GPA, shift=23, mask=0x1)
-def SDMA_PKT_PTEPDE_RMW_HEADER_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_l2_policy_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_L2_POLICY, shift=24, mask=0x3)
-def SDMA_PKT_PTEPDE_RMW_HEADER_LLC_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_llc_policy_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_LLC_POLICY, shift=26, mask=0x1)
-def SDMA_PKT_PTEPDE_RMW_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_HEADER_cpv_mask ) << SDMA_PKT_PTEPDE_RMW_HEADER_cpv_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_PTEPDE_RMW_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_PTEPDE_RMW_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_RMW_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_PTEPDE_RMW_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_RMW_MASK_LO_MASK_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_mask ) << SDMA_PKT_PTEPDE_RMW_MASK_LO_mask_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_MASK_LO_MASK_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_RMW_MASK_HI_MASK_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_mask ) << SDMA_PKT_PTEPDE_RMW_MASK_HI_mask_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_MASK_HI_MASK_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_RMW_VALUE_LO_VALUE_31_0(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_mask ) << SDMA_PKT_PTEPDE_RMW_VALUE_LO_value_31_0_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_VALUE_LO_VALUE_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_RMW_VALUE_HI_VALUE_63_32(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_mask ) << SDMA_PKT_PTEPDE_RMW_VALUE_HI_value_63_32_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_VALUE_HI_VALUE_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_PTEPDE_RMW_COUNT_NUM_OF_PTE(x): return ( ( ( (x) ) & SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_mask ) << SDMA_PKT_PTEPDE_RMW_COUNT_num_of_pte_shift )
-macro_field(SDMA_PKT_PTEPDE_RMW_COUNT_NUM_OF_PTE, shift=0, mask=0xffffffff)
-def SDMA_PKT_REGISTER_RMW_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_HEADER_op_mask ) << SDMA_PKT_REGISTER_RMW_HEADER_op_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_REGISTER_RMW_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_HEADER_sub_op_mask ) << SDMA_PKT_REGISTER_RMW_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_REGISTER_RMW_ADDR_ADDR(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_ADDR_addr_mask ) << SDMA_PKT_REGISTER_RMW_ADDR_addr_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_ADDR_ADDR, shift=0, mask=0xfffff)
-def SDMA_PKT_REGISTER_RMW_ADDR_APERTURE_ID(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_mask ) << SDMA_PKT_REGISTER_RMW_ADDR_aperture_id_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_ADDR_APERTURE_ID, shift=20, mask=0xfff)
-def SDMA_PKT_REGISTER_RMW_MASK_MASK(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_MASK_mask_mask ) << SDMA_PKT_REGISTER_RMW_MASK_mask_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_MASK_MASK, shift=0, mask=0xffffffff)
-def SDMA_PKT_REGISTER_RMW_VALUE_VALUE(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_VALUE_value_mask ) << SDMA_PKT_REGISTER_RMW_VALUE_value_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_VALUE_VALUE, shift=0, mask=0xffffffff)
-def SDMA_PKT_REGISTER_RMW_MISC_STRIDE(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_MISC_stride_mask ) << SDMA_PKT_REGISTER_RMW_MISC_stride_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_MISC_STRIDE, shift=0, mask=0xfffff)
-def SDMA_PKT_REGISTER_RMW_MISC_NUM_OF_REG(x): return ( ( ( (x) ) & SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_mask ) << SDMA_PKT_REGISTER_RMW_MISC_num_of_reg_shift )
-macro_field(SDMA_PKT_REGISTER_RMW_MISC_NUM_OF_REG, shift=20, mask=0xfff)
-def SDMA_PKT_WRITE_INCR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_HEADER_op_mask ) << SDMA_PKT_WRITE_INCR_HEADER_op_shift )
-macro_field(SDMA_PKT_WRITE_INCR_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_WRITE_INCR_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_HEADER_sub_op_mask ) << SDMA_PKT_WRITE_INCR_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_WRITE_INCR_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_WRITE_INCR_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_HEADER_cache_policy_mask ) << SDMA_PKT_WRITE_INCR_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_WRITE_INCR_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_WRITE_INCR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_HEADER_cpv_mask ) << SDMA_PKT_WRITE_INCR_HEADER_cpv_shift )
-macro_field(SDMA_PKT_WRITE_INCR_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_WRITE_INCR_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_WRITE_INCR_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_WRITE_INCR_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_WRITE_INCR_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_WRITE_INCR_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_MASK_DW0_MASK_DW0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_mask ) << SDMA_PKT_WRITE_INCR_MASK_DW0_mask_dw0_shift )
-macro_field(SDMA_PKT_WRITE_INCR_MASK_DW0_MASK_DW0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_MASK_DW1_MASK_DW1(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_mask ) << SDMA_PKT_WRITE_INCR_MASK_DW1_mask_dw1_shift )
-macro_field(SDMA_PKT_WRITE_INCR_MASK_DW1_MASK_DW1, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_INIT_DW0_INIT_DW0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_mask ) << SDMA_PKT_WRITE_INCR_INIT_DW0_init_dw0_shift )
-macro_field(SDMA_PKT_WRITE_INCR_INIT_DW0_INIT_DW0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_INIT_DW1_INIT_DW1(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_mask ) << SDMA_PKT_WRITE_INCR_INIT_DW1_init_dw1_shift )
-macro_field(SDMA_PKT_WRITE_INCR_INIT_DW1_INIT_DW1, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_INCR_DW0_INCR_DW0(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_mask ) << SDMA_PKT_WRITE_INCR_INCR_DW0_incr_dw0_shift )
-macro_field(SDMA_PKT_WRITE_INCR_INCR_DW0_INCR_DW0, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_INCR_DW1_INCR_DW1(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_mask ) << SDMA_PKT_WRITE_INCR_INCR_DW1_incr_dw1_shift )
-macro_field(SDMA_PKT_WRITE_INCR_INCR_DW1_INCR_DW1, shift=0, mask=0xffffffff)
-def SDMA_PKT_WRITE_INCR_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_WRITE_INCR_COUNT_count_mask ) << SDMA_PKT_WRITE_INCR_COUNT_count_shift )
-macro_field(SDMA_PKT_WRITE_INCR_COUNT_COUNT, shift=0, mask=0x7ffff)
-def SDMA_PKT_INDIRECT_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_HEADER_op_mask ) << SDMA_PKT_INDIRECT_HEADER_op_shift )
-macro_field(SDMA_PKT_INDIRECT_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_INDIRECT_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_HEADER_sub_op_mask ) << SDMA_PKT_INDIRECT_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_INDIRECT_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_INDIRECT_HEADER_VMID(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_HEADER_vmid_mask ) << SDMA_PKT_INDIRECT_HEADER_vmid_shift )
-macro_field(SDMA_PKT_INDIRECT_HEADER_VMID, shift=16, mask=0xf)
-def SDMA_PKT_INDIRECT_HEADER_PRIV(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_HEADER_priv_mask ) << SDMA_PKT_INDIRECT_HEADER_priv_shift )
-macro_field(SDMA_PKT_INDIRECT_HEADER_PRIV, shift=31, mask=0x1)
-def SDMA_PKT_INDIRECT_BASE_LO_IB_BASE_31_0(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_mask ) << SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_shift )
-macro_field(SDMA_PKT_INDIRECT_BASE_LO_IB_BASE_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_INDIRECT_BASE_HI_IB_BASE_63_32(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_mask ) << SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_shift )
-macro_field(SDMA_PKT_INDIRECT_BASE_HI_IB_BASE_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_INDIRECT_IB_SIZE_IB_SIZE(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_IB_SIZE_ib_size_mask ) << SDMA_PKT_INDIRECT_IB_SIZE_ib_size_shift )
-macro_field(SDMA_PKT_INDIRECT_IB_SIZE_IB_SIZE, shift=0, mask=0xfffff)
-def SDMA_PKT_INDIRECT_CSA_ADDR_LO_CSA_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_mask ) << SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_shift )
-macro_field(SDMA_PKT_INDIRECT_CSA_ADDR_LO_CSA_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_INDIRECT_CSA_ADDR_HI_CSA_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_mask ) << SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_shift )
-macro_field(SDMA_PKT_INDIRECT_CSA_ADDR_HI_CSA_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_SEMAPHORE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_HEADER_op_mask ) << SDMA_PKT_SEMAPHORE_HEADER_op_shift )
-macro_field(SDMA_PKT_SEMAPHORE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_SEMAPHORE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_HEADER_sub_op_mask ) << SDMA_PKT_SEMAPHORE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_SEMAPHORE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_SEMAPHORE_HEADER_WRITE_ONE(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_HEADER_write_one_mask ) << SDMA_PKT_SEMAPHORE_HEADER_write_one_shift )
-macro_field(SDMA_PKT_SEMAPHORE_HEADER_WRITE_ONE, shift=29, mask=0x1)
-def SDMA_PKT_SEMAPHORE_HEADER_SIGNAL(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_HEADER_signal_mask ) << SDMA_PKT_SEMAPHORE_HEADER_signal_shift )
-macro_field(SDMA_PKT_SEMAPHORE_HEADER_SIGNAL, shift=30, mask=0x1)
-def SDMA_PKT_SEMAPHORE_HEADER_MAILBOX(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_HEADER_mailbox_mask ) << SDMA_PKT_SEMAPHORE_HEADER_mailbox_shift )
-macro_field(SDMA_PKT_SEMAPHORE_HEADER_MAILBOX, shift=31, mask=0x1)
-def SDMA_PKT_SEMAPHORE_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_SEMAPHORE_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_SEMAPHORE_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_SEMAPHORE_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_SEMAPHORE_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_SEMAPHORE_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_MEM_INCR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_HEADER_op_mask ) << SDMA_PKT_MEM_INCR_HEADER_op_shift )
-macro_field(SDMA_PKT_MEM_INCR_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_MEM_INCR_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_HEADER_sub_op_mask ) << SDMA_PKT_MEM_INCR_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_MEM_INCR_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_MEM_INCR_HEADER_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_HEADER_l2_policy_mask ) << SDMA_PKT_MEM_INCR_HEADER_l2_policy_shift )
-macro_field(SDMA_PKT_MEM_INCR_HEADER_L2_POLICY, shift=24, mask=0x3)
-def SDMA_PKT_MEM_INCR_HEADER_LLC_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_HEADER_llc_policy_mask ) << SDMA_PKT_MEM_INCR_HEADER_llc_policy_shift )
-macro_field(SDMA_PKT_MEM_INCR_HEADER_LLC_POLICY, shift=26, mask=0x1)
-def SDMA_PKT_MEM_INCR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_HEADER_cpv_mask ) << SDMA_PKT_MEM_INCR_HEADER_cpv_shift )
-macro_field(SDMA_PKT_MEM_INCR_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_MEM_INCR_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_MEM_INCR_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_MEM_INCR_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_MEM_INCR_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_MEM_INCR_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_MEM_INCR_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_VM_INVALIDATION_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_HEADER_op_mask ) << SDMA_PKT_VM_INVALIDATION_HEADER_op_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_VM_INVALIDATION_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_mask ) << SDMA_PKT_VM_INVALIDATION_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_VM_INVALIDATION_HEADER_GFX_ENG_ID(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_mask ) << SDMA_PKT_VM_INVALIDATION_HEADER_gfx_eng_id_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_HEADER_GFX_ENG_ID, shift=16, mask=0x1f)
-def SDMA_PKT_VM_INVALIDATION_HEADER_MM_ENG_ID(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_mask ) << SDMA_PKT_VM_INVALIDATION_HEADER_mm_eng_id_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_HEADER_MM_ENG_ID, shift=24, mask=0x1f)
-def SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_INVALIDATEREQ(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_mask ) << SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_invalidatereq_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_INVALIDATEREQ, shift=0, mask=0xffffffff)
-def SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_ADDRESSRANGELO(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_mask ) << SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_addressrangelo_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_ADDRESSRANGELO, shift=0, mask=0xffffffff)
-def SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_INVALIDATEACK(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_mask ) << SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_invalidateack_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_INVALIDATEACK, shift=0, mask=0xffff)
-def SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_ADDRESSRANGEHI(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_mask ) << SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_addressrangehi_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_ADDRESSRANGEHI, shift=16, mask=0x1f)
-def SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_RESERVED(x): return ( ( ( (x) ) & SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_mask ) << SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_reserved_shift )
-macro_field(SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_RESERVED, shift=23, mask=0x1ff)
-def SDMA_PKT_FENCE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_op_mask ) << SDMA_PKT_FENCE_HEADER_op_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_FENCE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_sub_op_mask ) << SDMA_PKT_FENCE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_FENCE_HEADER_MTYPE(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_mtype_mask ) << SDMA_PKT_FENCE_HEADER_mtype_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_MTYPE, shift=16, mask=0x7)
-def SDMA_PKT_FENCE_HEADER_GCC(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_gcc_mask ) << SDMA_PKT_FENCE_HEADER_gcc_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_GCC, shift=19, mask=0x1)
-def SDMA_PKT_FENCE_HEADER_SYS(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_sys_mask ) << SDMA_PKT_FENCE_HEADER_sys_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_SYS, shift=20, mask=0x1)
-def SDMA_PKT_FENCE_HEADER_SNP(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_snp_mask ) << SDMA_PKT_FENCE_HEADER_snp_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_SNP, shift=22, mask=0x1)
-def SDMA_PKT_FENCE_HEADER_GPA(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_gpa_mask ) << SDMA_PKT_FENCE_HEADER_gpa_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_GPA, shift=23, mask=0x1)
-def SDMA_PKT_FENCE_HEADER_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_l2_policy_mask ) << SDMA_PKT_FENCE_HEADER_l2_policy_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_L2_POLICY, shift=24, mask=0x3)
-def SDMA_PKT_FENCE_HEADER_LLC_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_llc_policy_mask ) << SDMA_PKT_FENCE_HEADER_llc_policy_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_LLC_POLICY, shift=26, mask=0x1)
-def SDMA_PKT_FENCE_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_HEADER_cpv_mask ) << SDMA_PKT_FENCE_HEADER_cpv_shift )
-macro_field(SDMA_PKT_FENCE_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_FENCE_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_FENCE_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_FENCE_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_FENCE_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_FENCE_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_FENCE_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_FENCE_DATA_DATA(x): return ( ( ( (x) ) & SDMA_PKT_FENCE_DATA_data_mask ) << SDMA_PKT_FENCE_DATA_data_shift )
-macro_field(SDMA_PKT_FENCE_DATA_DATA, shift=0, mask=0xffffffff)
-def SDMA_PKT_SRBM_WRITE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_SRBM_WRITE_HEADER_op_mask ) << SDMA_PKT_SRBM_WRITE_HEADER_op_shift )
-macro_field(SDMA_PKT_SRBM_WRITE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_SRBM_WRITE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_SRBM_WRITE_HEADER_sub_op_mask ) << SDMA_PKT_SRBM_WRITE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_SRBM_WRITE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_SRBM_WRITE_HEADER_BYTE_EN(x): return ( ( ( (x) ) & SDMA_PKT_SRBM_WRITE_HEADER_byte_en_mask ) << SDMA_PKT_SRBM_WRITE_HEADER_byte_en_shift )
-macro_field(SDMA_PKT_SRBM_WRITE_HEADER_BYTE_EN, shift=28, mask=0xf)
-def SDMA_PKT_SRBM_WRITE_ADDR_ADDR(x): return ( ( ( (x) ) & SDMA_PKT_SRBM_WRITE_ADDR_addr_mask ) << SDMA_PKT_SRBM_WRITE_ADDR_addr_shift )
-macro_field(SDMA_PKT_SRBM_WRITE_ADDR_ADDR, shift=0, mask=0x3ffff)
-def SDMA_PKT_SRBM_WRITE_ADDR_APERTUREID(x): return ( ( ( (x) ) & SDMA_PKT_SRBM_WRITE_ADDR_apertureid_mask ) << SDMA_PKT_SRBM_WRITE_ADDR_apertureid_shift )
-macro_field(SDMA_PKT_SRBM_WRITE_ADDR_APERTUREID, shift=20, mask=0xfff)
-def SDMA_PKT_SRBM_WRITE_DATA_DATA(x): return ( ( ( (x) ) & SDMA_PKT_SRBM_WRITE_DATA_data_mask ) << SDMA_PKT_SRBM_WRITE_DATA_data_shift )
-macro_field(SDMA_PKT_SRBM_WRITE_DATA_DATA, shift=0, mask=0xffffffff)
-def SDMA_PKT_PRE_EXE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_PRE_EXE_HEADER_op_mask ) << SDMA_PKT_PRE_EXE_HEADER_op_shift )
-macro_field(SDMA_PKT_PRE_EXE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_PRE_EXE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_PRE_EXE_HEADER_sub_op_mask ) << SDMA_PKT_PRE_EXE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_PRE_EXE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_PRE_EXE_HEADER_DEV_SEL(x): return ( ( ( (x) ) & SDMA_PKT_PRE_EXE_HEADER_dev_sel_mask ) << SDMA_PKT_PRE_EXE_HEADER_dev_sel_shift )
-macro_field(SDMA_PKT_PRE_EXE_HEADER_DEV_SEL, shift=16, mask=0xff)
-def SDMA_PKT_PRE_EXE_EXEC_COUNT_EXEC_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_mask ) << SDMA_PKT_PRE_EXE_EXEC_COUNT_exec_count_shift )
-macro_field(SDMA_PKT_PRE_EXE_EXEC_COUNT_EXEC_COUNT, shift=0, mask=0x3fff)
-def SDMA_PKT_COND_EXE_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_HEADER_op_mask ) << SDMA_PKT_COND_EXE_HEADER_op_shift )
-macro_field(SDMA_PKT_COND_EXE_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_COND_EXE_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_HEADER_sub_op_mask ) << SDMA_PKT_COND_EXE_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_COND_EXE_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_COND_EXE_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_HEADER_cache_policy_mask ) << SDMA_PKT_COND_EXE_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_COND_EXE_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_COND_EXE_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_HEADER_cpv_mask ) << SDMA_PKT_COND_EXE_HEADER_cpv_shift )
-macro_field(SDMA_PKT_COND_EXE_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_COND_EXE_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_COND_EXE_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_COND_EXE_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_COND_EXE_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_COND_EXE_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_COND_EXE_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_COND_EXE_REFERENCE_REFERENCE(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_REFERENCE_reference_mask ) << SDMA_PKT_COND_EXE_REFERENCE_reference_shift )
-macro_field(SDMA_PKT_COND_EXE_REFERENCE_REFERENCE, shift=0, mask=0xffffffff)
-def SDMA_PKT_COND_EXE_EXEC_COUNT_EXEC_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_mask ) << SDMA_PKT_COND_EXE_EXEC_COUNT_exec_count_shift )
-macro_field(SDMA_PKT_COND_EXE_EXEC_COUNT_EXEC_COUNT, shift=0, mask=0x3fff)
-def SDMA_PKT_CONSTANT_FILL_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_HEADER_op_mask ) << SDMA_PKT_CONSTANT_FILL_HEADER_op_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_CONSTANT_FILL_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_mask ) << SDMA_PKT_CONSTANT_FILL_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_CONSTANT_FILL_HEADER_SW(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_HEADER_sw_mask ) << SDMA_PKT_CONSTANT_FILL_HEADER_sw_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_HEADER_SW, shift=16, mask=0x3)
-def SDMA_PKT_CONSTANT_FILL_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_mask ) << SDMA_PKT_CONSTANT_FILL_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_CONSTANT_FILL_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_HEADER_cpv_mask ) << SDMA_PKT_CONSTANT_FILL_HEADER_cpv_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_CONSTANT_FILL_HEADER_FILLSIZE(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_mask ) << SDMA_PKT_CONSTANT_FILL_HEADER_fillsize_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_HEADER_FILLSIZE, shift=30, mask=0x3)
-def SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_CONSTANT_FILL_DATA_SRC_DATA_31_0(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_mask ) << SDMA_PKT_CONSTANT_FILL_DATA_src_data_31_0_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_DATA_SRC_DATA_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_CONSTANT_FILL_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_CONSTANT_FILL_COUNT_count_mask ) << SDMA_PKT_CONSTANT_FILL_COUNT_count_shift )
-macro_field(SDMA_PKT_CONSTANT_FILL_COUNT_COUNT, shift=0, mask=0x3fffffff)
-def SDMA_PKT_DATA_FILL_MULTI_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_HEADER_op_mask ) << SDMA_PKT_DATA_FILL_MULTI_HEADER_op_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_DATA_FILL_MULTI_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_mask ) << SDMA_PKT_DATA_FILL_MULTI_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_DATA_FILL_MULTI_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_mask ) << SDMA_PKT_DATA_FILL_MULTI_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_DATA_FILL_MULTI_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_mask ) << SDMA_PKT_DATA_FILL_MULTI_HEADER_cpv_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_DATA_FILL_MULTI_HEADER_MEMLOG_CLR(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_mask ) << SDMA_PKT_DATA_FILL_MULTI_HEADER_memlog_clr_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_HEADER_MEMLOG_CLR, shift=31, mask=0x1)
-def SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_BYTE_STRIDE(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_mask ) << SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_byte_stride_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_BYTE_STRIDE, shift=0, mask=0xffffffff)
-def SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_DMA_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_mask ) << SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_dma_count_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_DMA_COUNT, shift=0, mask=0xffffffff)
-def SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_mask ) << SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_count_shift )
-macro_field(SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_COUNT, shift=0, mask=0x3ffffff)
-def SDMA_PKT_POLL_REGMEM_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_op_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_op_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_POLL_REGMEM_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_sub_op_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_POLL_REGMEM_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_CACHE_POLICY, shift=20, mask=0x7)
-def SDMA_PKT_POLL_REGMEM_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_cpv_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_cpv_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_CPV, shift=24, mask=0x1)
-def SDMA_PKT_POLL_REGMEM_HEADER_HDP_FLUSH(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_hdp_flush_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_HDP_FLUSH, shift=26, mask=0x1)
-def SDMA_PKT_POLL_REGMEM_HEADER_FUNC(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_func_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_func_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_FUNC, shift=28, mask=0x7)
-def SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_mask ) << SDMA_PKT_POLL_REGMEM_HEADER_mem_poll_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL, shift=31, mask=0x1)
-def SDMA_PKT_POLL_REGMEM_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_POLL_REGMEM_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_REGMEM_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_POLL_REGMEM_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_REGMEM_VALUE_VALUE(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_VALUE_value_mask ) << SDMA_PKT_POLL_REGMEM_VALUE_value_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_VALUE_VALUE, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_REGMEM_MASK_MASK(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_MASK_mask_mask ) << SDMA_PKT_POLL_REGMEM_MASK_mask_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_MASK_MASK, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_REGMEM_DW5_INTERVAL(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_DW5_interval_mask ) << SDMA_PKT_POLL_REGMEM_DW5_interval_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_DW5_INTERVAL, shift=0, mask=0xffff)
-def SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REGMEM_DW5_retry_count_mask ) << SDMA_PKT_POLL_REGMEM_DW5_retry_count_shift )
-macro_field(SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT, shift=16, mask=0xfff)
-def SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_op_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_cpv_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_ADDR_31_2(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_addr_31_2_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_ADDR_31_2, shift=2, mask=0x3fffffff)
-def SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_op_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_EA(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_ea_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_EA, shift=16, mask=0x3)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_cpv_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_ADDR_31_4(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_addr_31_4_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_ADDR_31_4, shift=4, mask=0xfffffff)
-def SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_PAGE_NUM_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_mask ) << SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_page_num_31_0_shift )
-macro_field(SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_PAGE_NUM_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_mask ) << SDMA_PKT_POLL_MEM_VERIFY_HEADER_op_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_POLL_MEM_VERIFY_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_mask ) << SDMA_PKT_POLL_MEM_VERIFY_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_POLL_MEM_VERIFY_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_mask ) << SDMA_PKT_POLL_MEM_VERIFY_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_HEADER_CACHE_POLICY, shift=24, mask=0x7)
-def SDMA_PKT_POLL_MEM_VERIFY_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_mask ) << SDMA_PKT_POLL_MEM_VERIFY_HEADER_cpv_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_POLL_MEM_VERIFY_HEADER_MODE(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_mask ) << SDMA_PKT_POLL_MEM_VERIFY_HEADER_mode_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_HEADER_MODE, shift=31, mask=0x1)
-def SDMA_PKT_POLL_MEM_VERIFY_PATTERN_PATTERN(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_mask ) << SDMA_PKT_POLL_MEM_VERIFY_PATTERN_pattern_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_PATTERN_PATTERN, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_CMP0_START_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_cmp0_start_31_0_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_CMP0_START_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_CMP0_START_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_cmp0_start_63_32_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_CMP0_START_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_CMP0_END_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_cmp0_end_31_0_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_CMP0_END_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_CMP0_END_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_cmp0_end_63_32_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_CMP0_END_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_CMP1_START_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_cmp1_start_31_0_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_CMP1_START_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_CMP1_START_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_cmp1_start_63_32_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_CMP1_START_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_CMP1_END_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_cmp1_end_31_0_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_CMP1_END_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_CMP1_END_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_mask ) << SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_cmp1_end_63_32_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_CMP1_END_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_REC_31_0(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_mask ) << SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_rec_31_0_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_REC_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_REC_63_32(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_mask ) << SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_rec_63_32_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_REC_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_POLL_MEM_VERIFY_RESERVED_RESERVED(x): return ( ( ( (x) ) & SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_mask ) << SDMA_PKT_POLL_MEM_VERIFY_RESERVED_reserved_shift )
-macro_field(SDMA_PKT_POLL_MEM_VERIFY_RESERVED_RESERVED, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_HEADER_op_mask ) << SDMA_PKT_ATOMIC_HEADER_op_shift )
-macro_field(SDMA_PKT_ATOMIC_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_ATOMIC_HEADER_LOOP(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_HEADER_loop_mask ) << SDMA_PKT_ATOMIC_HEADER_loop_shift )
-macro_field(SDMA_PKT_ATOMIC_HEADER_LOOP, shift=16, mask=0x1)
-def SDMA_PKT_ATOMIC_HEADER_TMZ(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_HEADER_tmz_mask ) << SDMA_PKT_ATOMIC_HEADER_tmz_shift )
-macro_field(SDMA_PKT_ATOMIC_HEADER_TMZ, shift=18, mask=0x1)
-def SDMA_PKT_ATOMIC_HEADER_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_HEADER_cache_policy_mask ) << SDMA_PKT_ATOMIC_HEADER_cache_policy_shift )
-macro_field(SDMA_PKT_ATOMIC_HEADER_CACHE_POLICY, shift=20, mask=0x7)
-def SDMA_PKT_ATOMIC_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_HEADER_cpv_mask ) << SDMA_PKT_ATOMIC_HEADER_cpv_shift )
-macro_field(SDMA_PKT_ATOMIC_HEADER_CPV, shift=24, mask=0x1)
-def SDMA_PKT_ATOMIC_HEADER_ATOMIC_OP(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_HEADER_atomic_op_mask ) << SDMA_PKT_ATOMIC_HEADER_atomic_op_shift )
-macro_field(SDMA_PKT_ATOMIC_HEADER_ATOMIC_OP, shift=25, mask=0x7f)
-def SDMA_PKT_ATOMIC_ADDR_LO_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_mask ) << SDMA_PKT_ATOMIC_ADDR_LO_addr_31_0_shift )
-macro_field(SDMA_PKT_ATOMIC_ADDR_LO_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_ADDR_HI_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_mask ) << SDMA_PKT_ATOMIC_ADDR_HI_addr_63_32_shift )
-macro_field(SDMA_PKT_ATOMIC_ADDR_HI_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_SRC_DATA_LO_SRC_DATA_31_0(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_mask ) << SDMA_PKT_ATOMIC_SRC_DATA_LO_src_data_31_0_shift )
-macro_field(SDMA_PKT_ATOMIC_SRC_DATA_LO_SRC_DATA_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_SRC_DATA_HI_SRC_DATA_63_32(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_mask ) << SDMA_PKT_ATOMIC_SRC_DATA_HI_src_data_63_32_shift )
-macro_field(SDMA_PKT_ATOMIC_SRC_DATA_HI_SRC_DATA_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_CMP_DATA_LO_CMP_DATA_31_0(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_mask ) << SDMA_PKT_ATOMIC_CMP_DATA_LO_cmp_data_31_0_shift )
-macro_field(SDMA_PKT_ATOMIC_CMP_DATA_LO_CMP_DATA_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_CMP_DATA_HI_CMP_DATA_63_32(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_mask ) << SDMA_PKT_ATOMIC_CMP_DATA_HI_cmp_data_63_32_shift )
-macro_field(SDMA_PKT_ATOMIC_CMP_DATA_HI_CMP_DATA_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_ATOMIC_LOOP_INTERVAL_LOOP_INTERVAL(x): return ( ( ( (x) ) & SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_mask ) << SDMA_PKT_ATOMIC_LOOP_INTERVAL_loop_interval_shift )
-macro_field(SDMA_PKT_ATOMIC_LOOP_INTERVAL_LOOP_INTERVAL, shift=0, mask=0x1fff)
-def SDMA_PKT_TIMESTAMP_SET_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_SET_HEADER_op_mask ) << SDMA_PKT_TIMESTAMP_SET_HEADER_op_shift )
-macro_field(SDMA_PKT_TIMESTAMP_SET_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_TIMESTAMP_SET_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_mask ) << SDMA_PKT_TIMESTAMP_SET_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_TIMESTAMP_SET_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_INIT_DATA_31_0(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_mask ) << SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_init_data_31_0_shift )
-macro_field(SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_INIT_DATA_31_0, shift=0, mask=0xffffffff)
-def SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_INIT_DATA_63_32(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_mask ) << SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_init_data_63_32_shift )
-macro_field(SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_INIT_DATA_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_TIMESTAMP_GET_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_HEADER_op_mask ) << SDMA_PKT_TIMESTAMP_GET_HEADER_op_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_TIMESTAMP_GET_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_mask ) << SDMA_PKT_TIMESTAMP_GET_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_TIMESTAMP_GET_HEADER_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_mask ) << SDMA_PKT_TIMESTAMP_GET_HEADER_l2_policy_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_HEADER_L2_POLICY, shift=24, mask=0x3)
-def SDMA_PKT_TIMESTAMP_GET_HEADER_LLC_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_mask ) << SDMA_PKT_TIMESTAMP_GET_HEADER_llc_policy_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_HEADER_LLC_POLICY, shift=26, mask=0x1)
-def SDMA_PKT_TIMESTAMP_GET_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_mask ) << SDMA_PKT_TIMESTAMP_GET_HEADER_cpv_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_WRITE_ADDR_31_3(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_mask ) << SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_WRITE_ADDR_31_3, shift=3, mask=0x1fffffff)
-def SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_WRITE_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_mask ) << SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_WRITE_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_op_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_L2_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_l2_policy_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_L2_POLICY, shift=24, mask=0x3)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_LLC_POLICY(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_llc_policy_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_LLC_POLICY, shift=26, mask=0x1)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_cpv_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3, shift=3, mask=0x1fffffff)
-def SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_WRITE_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_mask ) << SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_shift )
-macro_field(SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_WRITE_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_PKT_TRAP_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_TRAP_HEADER_op_mask ) << SDMA_PKT_TRAP_HEADER_op_shift )
-macro_field(SDMA_PKT_TRAP_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_TRAP_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_TRAP_HEADER_sub_op_mask ) << SDMA_PKT_TRAP_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_TRAP_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_TRAP_INT_CONTEXT_INT_CONTEXT(x): return ( ( ( (x) ) & SDMA_PKT_TRAP_INT_CONTEXT_int_context_mask ) << SDMA_PKT_TRAP_INT_CONTEXT_int_context_shift )
-macro_field(SDMA_PKT_TRAP_INT_CONTEXT_INT_CONTEXT, shift=0, mask=0xfffffff)
-def SDMA_PKT_DUMMY_TRAP_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_DUMMY_TRAP_HEADER_op_mask ) << SDMA_PKT_DUMMY_TRAP_HEADER_op_shift )
-macro_field(SDMA_PKT_DUMMY_TRAP_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_DUMMY_TRAP_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_mask ) << SDMA_PKT_DUMMY_TRAP_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_DUMMY_TRAP_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_INT_CONTEXT(x): return ( ( ( (x) ) & SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_mask ) << SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_int_context_shift )
-macro_field(SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_INT_CONTEXT, shift=0, mask=0xfffffff)
-def SDMA_PKT_GPUVM_INV_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_HEADER_op_mask ) << SDMA_PKT_GPUVM_INV_HEADER_op_shift )
-macro_field(SDMA_PKT_GPUVM_INV_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_GPUVM_INV_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_HEADER_sub_op_mask ) << SDMA_PKT_GPUVM_INV_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_GPUVM_INV_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_PER_VMID_INV_REQ(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_per_vmid_inv_req_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_PER_VMID_INV_REQ, shift=0, mask=0xffff)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_FLUSH_TYPE(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_flush_type_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_FLUSH_TYPE, shift=16, mask=0x7)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PTES(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_ptes_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PTES, shift=19, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE0(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde0_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE0, shift=20, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE1(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde1_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE1, shift=21, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE2(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_l2_pde2_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE2, shift=22, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_L1_PTES(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_l1_ptes_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_L1_PTES, shift=23, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_CLR_PROTECTION_FAULT_STATUS_ADDR(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_clr_protection_fault_status_addr_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_CLR_PROTECTION_FAULT_STATUS_ADDR, shift=24, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_LOG_REQUEST(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_log_request_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_LOG_REQUEST, shift=25, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD1_FOUR_KILOBYTES(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD1_four_kilobytes_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD1_FOUR_KILOBYTES, shift=26, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD2_S(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD2_s_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD2_s_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD2_S, shift=0, mask=0x1)
-def SDMA_PKT_GPUVM_INV_PAYLOAD2_PAGE_VA_42_12(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD2_page_va_42_12_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD2_PAGE_VA_42_12, shift=1, mask=0x7fffffff)
-def SDMA_PKT_GPUVM_INV_PAYLOAD3_PAGE_VA_47_43(x): return ( ( ( (x) ) & SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_mask ) << SDMA_PKT_GPUVM_INV_PAYLOAD3_page_va_47_43_shift )
-macro_field(SDMA_PKT_GPUVM_INV_PAYLOAD3_PAGE_VA_47_43, shift=0, mask=0x3f)
-def SDMA_PKT_GCR_REQ_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_HEADER_op_mask ) << SDMA_PKT_GCR_REQ_HEADER_op_shift )
-macro_field(SDMA_PKT_GCR_REQ_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_GCR_REQ_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_HEADER_sub_op_mask ) << SDMA_PKT_GCR_REQ_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_GCR_REQ_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_GCR_REQ_PAYLOAD1_BASE_VA_31_7(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD1_base_va_31_7_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD1_BASE_VA_31_7, shift=7, mask=0x1ffffff)
-def SDMA_PKT_GCR_REQ_PAYLOAD2_BASE_VA_47_32(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD2_base_va_47_32_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD2_BASE_VA_47_32, shift=0, mask=0xffff)
-def SDMA_PKT_GCR_REQ_PAYLOAD2_GCR_CONTROL_15_0(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD2_gcr_control_15_0_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD2_GCR_CONTROL_15_0, shift=16, mask=0xffff)
-def SDMA_PKT_GCR_REQ_PAYLOAD3_GCR_CONTROL_18_16(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD3_gcr_control_18_16_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD3_GCR_CONTROL_18_16, shift=0, mask=0x7)
-def SDMA_PKT_GCR_REQ_PAYLOAD3_LIMIT_VA_31_7(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD3_limit_va_31_7_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD3_LIMIT_VA_31_7, shift=7, mask=0x1ffffff)
-def SDMA_PKT_GCR_REQ_PAYLOAD4_LIMIT_VA_47_32(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD4_limit_va_47_32_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD4_LIMIT_VA_47_32, shift=0, mask=0xffff)
-def SDMA_PKT_GCR_REQ_PAYLOAD4_VMID(x): return ( ( ( (x) ) & SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_mask ) << SDMA_PKT_GCR_REQ_PAYLOAD4_vmid_shift )
-macro_field(SDMA_PKT_GCR_REQ_PAYLOAD4_VMID, shift=24, mask=0xf)
-def SDMA_PKT_NOP_HEADER_OP(x): return ( ( ( (x) ) & SDMA_PKT_NOP_HEADER_op_mask ) << SDMA_PKT_NOP_HEADER_op_shift )
-macro_field(SDMA_PKT_NOP_HEADER_OP, shift=0, mask=0xff)
-def SDMA_PKT_NOP_HEADER_SUB_OP(x): return ( ( ( (x) ) & SDMA_PKT_NOP_HEADER_sub_op_mask ) << SDMA_PKT_NOP_HEADER_sub_op_shift )
-macro_field(SDMA_PKT_NOP_HEADER_SUB_OP, shift=8, mask=0xff)
-def SDMA_PKT_NOP_HEADER_COUNT(x): return ( ( ( (x) ) & SDMA_PKT_NOP_HEADER_count_mask ) << SDMA_PKT_NOP_HEADER_count_shift )
-macro_field(SDMA_PKT_NOP_HEADER_COUNT, shift=16, mask=0x3fff)
-def SDMA_PKT_NOP_DATA0_DATA0(x): return ( ( ( (x) ) & SDMA_PKT_NOP_DATA0_data0_mask ) << SDMA_PKT_NOP_DATA0_data0_shift )
-macro_field(SDMA_PKT_NOP_DATA0_DATA0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_HEADER_HEADER_FORMAT(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_format_mask ) << SDMA_AQL_PKT_HEADER_HEADER_format_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_FORMAT, shift=0, mask=0xff)
-def SDMA_AQL_PKT_HEADER_HEADER_BARRIER(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_barrier_mask ) << SDMA_AQL_PKT_HEADER_HEADER_barrier_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_BARRIER, shift=8, mask=0x1)
-def SDMA_AQL_PKT_HEADER_HEADER_ACQUIRE_FENCE_SCOPE(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_mask ) << SDMA_AQL_PKT_HEADER_HEADER_acquire_fence_scope_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_ACQUIRE_FENCE_SCOPE, shift=9, mask=0x3)
-def SDMA_AQL_PKT_HEADER_HEADER_RELEASE_FENCE_SCOPE(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_mask ) << SDMA_AQL_PKT_HEADER_HEADER_release_fence_scope_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_RELEASE_FENCE_SCOPE, shift=11, mask=0x3)
-def SDMA_AQL_PKT_HEADER_HEADER_RESERVED(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_reserved_mask ) << SDMA_AQL_PKT_HEADER_HEADER_reserved_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_RESERVED, shift=13, mask=0x7)
-def SDMA_AQL_PKT_HEADER_HEADER_OP(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_op_mask ) << SDMA_AQL_PKT_HEADER_HEADER_op_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_OP, shift=16, mask=0xf)
-def SDMA_AQL_PKT_HEADER_HEADER_SUBOP(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_subop_mask ) << SDMA_AQL_PKT_HEADER_HEADER_subop_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_SUBOP, shift=20, mask=0x7)
-def SDMA_AQL_PKT_HEADER_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_AQL_PKT_HEADER_HEADER_cpv_mask ) << SDMA_AQL_PKT_HEADER_HEADER_cpv_shift )
-macro_field(SDMA_AQL_PKT_HEADER_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_FORMAT(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_format_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_FORMAT, shift=0, mask=0xff)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_BARRIER(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_barrier_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_BARRIER, shift=8, mask=0x1)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_ACQUIRE_FENCE_SCOPE(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_acquire_fence_scope_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_ACQUIRE_FENCE_SCOPE, shift=9, mask=0x3)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_RELEASE_FENCE_SCOPE(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_release_fence_scope_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_RELEASE_FENCE_SCOPE, shift=11, mask=0x3)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_RESERVED(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_reserved_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_RESERVED, shift=13, mask=0x7)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_op_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_OP, shift=16, mask=0xf)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_SUBOP(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_subop_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_SUBOP, shift=20, mask=0x7)
-def SDMA_AQL_PKT_COPY_LINEAR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_mask ) << SDMA_AQL_PKT_COPY_LINEAR_HEADER_cpv_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_RESERVED_DW1(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_reserved_dw1_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_RESERVED_DW1, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_RETURN_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_return_addr_31_0_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_RETURN_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_RETURN_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_return_addr_63_32_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_RETURN_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_COUNT_COUNT(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_mask ) << SDMA_AQL_PKT_COPY_LINEAR_COUNT_count_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_COUNT_COUNT, shift=0, mask=0x3fffff)
-def SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_DST_SW(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_mask ) << SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_sw_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_DST_SW, shift=16, mask=0x3)
-def SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_DST_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_mask ) << SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_dst_cache_policy_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_DST_CACHE_POLICY, shift=18, mask=0x7)
-def SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_SRC_SW(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_mask ) << SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_sw_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_SRC_SW, shift=24, mask=0x3)
-def SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_SRC_CACHE_POLICY(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_mask ) << SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_src_cache_policy_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_SRC_CACHE_POLICY, shift=26, mask=0x7)
-def SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_mask ) << SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_mask ) << SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_DST_ADDR_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_mask ) << SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_DST_ADDR_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_DST_ADDR_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_mask ) << SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_DST_ADDR_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_RESERVED_DW10(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_reserved_dw10_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_RESERVED_DW10, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_RESERVED_DW11(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_reserved_dw11_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_RESERVED_DW11, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_RESERVED_DW12(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_reserved_dw12_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_RESERVED_DW12, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_RESERVED_DW13(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_mask ) << SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_reserved_dw13_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_RESERVED_DW13, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_COMPLETION_SIGNAL_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_mask ) << SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_completion_signal_31_0_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_COMPLETION_SIGNAL_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_COMPLETION_SIGNAL_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_mask ) << SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_completion_signal_63_32_shift )
-macro_field(SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_COMPLETION_SIGNAL_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_FORMAT(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_format_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_format_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_FORMAT, shift=0, mask=0xff)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_BARRIER(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_barrier_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_BARRIER, shift=8, mask=0x1)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_ACQUIRE_FENCE_SCOPE(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_acquire_fence_scope_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_ACQUIRE_FENCE_SCOPE, shift=9, mask=0x3)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_RELEASE_FENCE_SCOPE(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_release_fence_scope_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_RELEASE_FENCE_SCOPE, shift=11, mask=0x3)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_RESERVED(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_reserved_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_RESERVED, shift=13, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_OP(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_op_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_op_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_OP, shift=16, mask=0xf)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_SUBOP(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_subop_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_SUBOP, shift=20, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_HEADER_CPV(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_mask ) << SDMA_AQL_PKT_BARRIER_OR_HEADER_cpv_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_HEADER_CPV, shift=28, mask=0x1)
-def SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_RESERVED_DW1(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_mask ) << SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_reserved_dw1_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_RESERVED_DW1, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_DEPENDENT_ADDR_0_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_dependent_addr_0_31_0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_DEPENDENT_ADDR_0_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_DEPENDENT_ADDR_0_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_dependent_addr_0_63_32_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_DEPENDENT_ADDR_0_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_DEPENDENT_ADDR_1_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_dependent_addr_1_31_0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_DEPENDENT_ADDR_1_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_DEPENDENT_ADDR_1_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_dependent_addr_1_63_32_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_DEPENDENT_ADDR_1_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_DEPENDENT_ADDR_2_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_dependent_addr_2_31_0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_DEPENDENT_ADDR_2_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_DEPENDENT_ADDR_2_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_dependent_addr_2_63_32_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_DEPENDENT_ADDR_2_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_DEPENDENT_ADDR_3_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_dependent_addr_3_31_0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_DEPENDENT_ADDR_3_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_DEPENDENT_ADDR_3_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_dependent_addr_3_63_32_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_DEPENDENT_ADDR_3_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_DEPENDENT_ADDR_4_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_dependent_addr_4_31_0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_DEPENDENT_ADDR_4_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_DEPENDENT_ADDR_4_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_mask ) << SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_dependent_addr_4_63_32_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_DEPENDENT_ADDR_4_63_32, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_mask ) << SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY0, shift=0, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY1(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_mask ) << SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy1_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY1, shift=5, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY2(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_mask ) << SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy2_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY2, shift=10, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY3(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_mask ) << SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy3_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY3, shift=15, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY4(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_mask ) << SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_cache_policy4_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY4, shift=20, mask=0x7)
-def SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_RESERVED_DW13(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_mask ) << SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_reserved_dw13_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_RESERVED_DW13, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_COMPLETION_SIGNAL_31_0(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_mask ) << SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_completion_signal_31_0_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_COMPLETION_SIGNAL_31_0, shift=0, mask=0xffffffff)
-def SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_COMPLETION_SIGNAL_63_32(x): return ( ( ( (x) ) & SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_mask ) << SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_completion_signal_63_32_shift )
-macro_field(SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_COMPLETION_SIGNAL_63_32, shift=0, mask=0xffffffff)
+# ((x) & mask) << shift macros, as data: NAME shift mask
+define_field_macros(globals(), """\
+SDMA_GCR_SEQ 16 0x3
+SDMA_GCR_GL2_RANGE 11 0x3
+SDMA_GCR_GL1_RANGE 2 0x3
+SDMA_GCR_GLI_INV 0 0x3
+SDMA_DCC_DATA_FORMAT 0 0x3f
+SDMA_DCC_NUM_TYPE 9 0x7
+SDMA_DCC_READ_CM 16 0x3
+SDMA_DCC_WRITE_CM 18 0x3
+SDMA_DCC_MAX_COM 24 0x3
+SDMA_DCC_MAX_UCOM 26 0x1
+SDMA_PKT_COPY_LINEAR_HEADER_OP 0 0xff
+SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_LINEAR_HEADER_ENCRYPT 16 0x1
+SDMA_PKT_COPY_LINEAR_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_LINEAR_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_LINEAR_HEADER_BACKWARDS 25 0x1
+SDMA_PKT_COPY_LINEAR_HEADER_BROADCAST 27 0x1
+SDMA_PKT_COPY_LINEAR_COUNT_COUNT 0 0x3fffffff
+SDMA_PKT_COPY_LINEAR_PARAMETER_DST_SW 16 0x3
+SDMA_PKT_COPY_LINEAR_PARAMETER_DST_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_LINEAR_PARAMETER_SRC_SW 24 0x3
+SDMA_PKT_COPY_LINEAR_PARAMETER_SRC_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_BC_HEADER_OP 0 0xff
+SDMA_PKT_COPY_LINEAR_BC_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_LINEAR_BC_COUNT_COUNT 0 0x3fffff
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_DST_SW 16 0x3
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_DST_HA 19 0x1
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_SRC_SW 24 0x3
+SDMA_PKT_COPY_LINEAR_BC_PARAMETER_SRC_HA 27 0x1
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_BC_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_BC_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_OP 0 0xff
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_HEADER_ALL 31 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_COUNT_COUNT 0 0x3fffff
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_MTYPE 3 0x7
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_L2_POLICY 6 0x3
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_LLC 8 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_MTYPE 11 0x7
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_L2_POLICY 14 0x3
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_LLC 16 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SW 17 0x3
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_GCC 19 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SYS 20 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_SNOOP 22 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_DST_GPA 23 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SW 24 0x3
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SYS 28 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_SNOOP 30 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_PARAMETER_SRC_GPA 31 0x1
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_DIRTY_PAGE_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_DIRTY_PAGE_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_OP 0 0xff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_COUNT 0 0x3fffff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_COUNT_ADDR_PAIR_NUM 24 0xff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_MTYPE 3 0x7
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_L2_POLICY 6 0x3
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_LLC 8 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_MTYPE 11 0x7
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_L2_POLICY 14 0x3
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_LLC 16 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SW 17 0x3
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_GCC 19 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SYS 20 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_LOG 21 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_SNOOP 22 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_DST_GPA 23 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SW 24 0x3
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_GCC 27 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SYS 28 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_SNOOP 30 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_PARAMETER_SRC_GPA 31 0x1
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_PHYSICAL_LINEAR_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_OP 0 0xff
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_ENCRYPT 16 0x1
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_BROADCAST_LINEAR_HEADER_BROADCAST 27 0x1
+SDMA_PKT_COPY_BROADCAST_LINEAR_COUNT_COUNT 0 0x3fffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST2_SW 8 0x3
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST2_CACHE_POLICY 10 0x7
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST1_SW 16 0x3
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_DST1_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_SRC_SW 24 0x3
+SDMA_PKT_COPY_BROADCAST_LINEAR_PARAMETER_SRC_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_LO_DST1_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST1_ADDR_HI_DST1_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_LO_DST2_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_BROADCAST_LINEAR_DST2_ADDR_HI_DST2_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_OP 0 0xff
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_LINEAR_SUBWIN_HEADER_ELEMENTSIZE 29 0x7
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_SRC_X 0 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_3_SRC_Y 16 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_SRC_Z 0 0x1fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_4_SRC_PITCH 13 0x7ffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_5_SRC_SLICE_PITCH 0 0xfffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_DST_X 0 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_8_DST_Y 16 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_DST_Z 0 0x1fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_9_DST_PITCH 13 0x7ffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_10_DST_SLICE_PITCH 0 0xfffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_RECT_X 0 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_11_RECT_Y 16 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_RECT_Z 0 0x1fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_DST_SW 16 0x3
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_DST_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_SRC_SW 24 0x3
+SDMA_PKT_COPY_LINEAR_SUBWIN_DW_12_SRC_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_OP 0 0xff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_3_SRC_X 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_4_SRC_Y 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_5_SRC_Z 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_6_SRC_PITCH 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_7_SRC_SLICE_PITCH_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_8_SRC_SLICE_PITCH_47_32 0 0xffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_11_DST_X 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_12_DST_Y 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_13_DST_Z 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_14_DST_PITCH 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_15_DST_SLICE_PITCH_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_SLICE_PITCH_47_32 0 0xffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_SW 16 0x3
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_DST_POLICY 18 0x7
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_SRC_SW 24 0x3
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_16_SRC_POLICY 26 0x7
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_17_RECT_X 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_18_RECT_Y 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_LARGE_DW_19_RECT_Z 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_OP 0 0xff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_HEADER_ELEMENTSIZE 29 0x7
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_SRC_X 0 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_3_SRC_Y 16 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_SRC_Z 0 0x7ff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_4_SRC_PITCH 13 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_5_SRC_SLICE_PITCH 0 0xfffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_DST_X 0 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_8_DST_Y 16 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_DST_Z 0 0x7ff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_9_DST_PITCH 13 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_10_DST_SLICE_PITCH 0 0xfffffff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_RECT_X 0 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_11_RECT_Y 16 0x3fff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_RECT_Z 0 0x7ff
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_DST_SW 16 0x3
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_DST_HA 19 0x1
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_SRC_SW 24 0x3
+SDMA_PKT_COPY_LINEAR_SUBWIN_BC_DW_12_SRC_HA 27 0x1
+SDMA_PKT_COPY_TILED_HEADER_OP 0 0xff
+SDMA_PKT_COPY_TILED_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_TILED_HEADER_ENCRYPT 16 0x1
+SDMA_PKT_COPY_TILED_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_TILED_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_TILED_HEADER_DETILE 31 0x1
+SDMA_PKT_COPY_TILED_TILED_ADDR_LO_TILED_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_TILED_ADDR_HI_TILED_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_DW_3_WIDTH 0 0x3fff
+SDMA_PKT_COPY_TILED_DW_4_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_TILED_DW_4_DEPTH 16 0x1fff
+SDMA_PKT_COPY_TILED_DW_5_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_TILED_DW_5_SWIZZLE_MODE 3 0x1f
+SDMA_PKT_COPY_TILED_DW_5_DIMENSION 9 0x3
+SDMA_PKT_COPY_TILED_DW_5_MIP_MAX 16 0xf
+SDMA_PKT_COPY_TILED_DW_6_X 0 0x3fff
+SDMA_PKT_COPY_TILED_DW_6_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_DW_7_Z 0 0x1fff
+SDMA_PKT_COPY_TILED_DW_7_LINEAR_SW 16 0x3
+SDMA_PKT_COPY_TILED_DW_7_LINEAR_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_TILED_DW_7_TILE_SW 24 0x3
+SDMA_PKT_COPY_TILED_DW_7_TILE_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_LO_LINEAR_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_LINEAR_ADDR_HI_LINEAR_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_LINEAR_PITCH_LINEAR_PITCH 0 0x7ffff
+SDMA_PKT_COPY_TILED_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH 0 0xffffffff
+SDMA_PKT_COPY_TILED_COUNT_COUNT 0 0x3fffffff
+SDMA_PKT_COPY_TILED_BC_HEADER_OP 0 0xff
+SDMA_PKT_COPY_TILED_BC_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_TILED_BC_HEADER_DETILE 31 0x1
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_LO_TILED_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_BC_TILED_ADDR_HI_TILED_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_BC_DW_3_WIDTH 0 0x3fff
+SDMA_PKT_COPY_TILED_BC_DW_4_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_TILED_BC_DW_4_DEPTH 16 0x7ff
+SDMA_PKT_COPY_TILED_BC_DW_5_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_TILED_BC_DW_5_ARRAY_MODE 3 0xf
+SDMA_PKT_COPY_TILED_BC_DW_5_MIT_MODE 8 0x7
+SDMA_PKT_COPY_TILED_BC_DW_5_TILESPLIT_SIZE 11 0x7
+SDMA_PKT_COPY_TILED_BC_DW_5_BANK_W 15 0x3
+SDMA_PKT_COPY_TILED_BC_DW_5_BANK_H 18 0x3
+SDMA_PKT_COPY_TILED_BC_DW_5_NUM_BANK 21 0x3
+SDMA_PKT_COPY_TILED_BC_DW_5_MAT_ASPT 24 0x3
+SDMA_PKT_COPY_TILED_BC_DW_5_PIPE_CONFIG 26 0x1f
+SDMA_PKT_COPY_TILED_BC_DW_6_X 0 0x3fff
+SDMA_PKT_COPY_TILED_BC_DW_6_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_BC_DW_7_Z 0 0x7ff
+SDMA_PKT_COPY_TILED_BC_DW_7_LINEAR_SW 16 0x3
+SDMA_PKT_COPY_TILED_BC_DW_7_TILE_SW 24 0x3
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_LO_LINEAR_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_BC_LINEAR_ADDR_HI_LINEAR_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_BC_LINEAR_PITCH_LINEAR_PITCH 0 0x7ffff
+SDMA_PKT_COPY_TILED_BC_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH 0 0xffffffff
+SDMA_PKT_COPY_TILED_BC_COUNT_COUNT 2 0xfffff
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_OP 0 0xff
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_ENCRYPT 16 0x1
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_CPV 19 0x1
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_VIDEOCOPY 26 0x1
+SDMA_PKT_COPY_L2T_BROADCAST_HEADER_BROADCAST 27 0x1
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_0_TILED_ADDR0_31_0 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_0_TILED_ADDR0_63_32 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_LO_1_TILED_ADDR1_31_0 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_TILED_ADDR_HI_1_TILED_ADDR1_63_32 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_5_WIDTH 0 0x3fff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_6_DEPTH 16 0x1fff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_SWIZZLE_MODE 3 0x1f
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_DIMENSION 9 0x3
+SDMA_PKT_COPY_L2T_BROADCAST_DW_7_MIP_MAX 16 0xf
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_X 0 0x3fff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_8_Y 16 0x3fff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_9_Z 0 0x1fff
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_DST2_SW 8 0x3
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_DST2_CACHE_POLICY 10 0x7
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_LINEAR_SW 16 0x3
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_LINEAR_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_TILE_SW 24 0x3
+SDMA_PKT_COPY_L2T_BROADCAST_DW_10_TILE_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_LO_LINEAR_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_ADDR_HI_LINEAR_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_PITCH_LINEAR_PITCH 0 0x7ffff
+SDMA_PKT_COPY_L2T_BROADCAST_LINEAR_SLICE_PITCH_LINEAR_SLICE_PITCH 0 0xffffffff
+SDMA_PKT_COPY_L2T_BROADCAST_COUNT_COUNT 0 0x3fffffff
+SDMA_PKT_COPY_T2T_HEADER_OP 0 0xff
+SDMA_PKT_COPY_T2T_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_T2T_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_T2T_HEADER_DCC 19 0x1
+SDMA_PKT_COPY_T2T_HEADER_CPV 28 0x1
+SDMA_PKT_COPY_T2T_HEADER_DCC_DIR 31 0x1
+SDMA_PKT_COPY_T2T_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_T2T_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_T2T_DW_3_SRC_X 0 0x3fff
+SDMA_PKT_COPY_T2T_DW_3_SRC_Y 16 0x3fff
+SDMA_PKT_COPY_T2T_DW_4_SRC_Z 0 0x1fff
+SDMA_PKT_COPY_T2T_DW_4_SRC_WIDTH 16 0x3fff
+SDMA_PKT_COPY_T2T_DW_5_SRC_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_T2T_DW_5_SRC_DEPTH 16 0x1fff
+SDMA_PKT_COPY_T2T_DW_6_SRC_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_T2T_DW_6_SRC_SWIZZLE_MODE 3 0x1f
+SDMA_PKT_COPY_T2T_DW_6_SRC_DIMENSION 9 0x3
+SDMA_PKT_COPY_T2T_DW_6_SRC_MIP_MAX 16 0xf
+SDMA_PKT_COPY_T2T_DW_6_SRC_MIP_ID 20 0xf
+SDMA_PKT_COPY_T2T_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_T2T_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_T2T_DW_9_DST_X 0 0x3fff
+SDMA_PKT_COPY_T2T_DW_9_DST_Y 16 0x3fff
+SDMA_PKT_COPY_T2T_DW_10_DST_Z 0 0x1fff
+SDMA_PKT_COPY_T2T_DW_10_DST_WIDTH 16 0x3fff
+SDMA_PKT_COPY_T2T_DW_11_DST_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_T2T_DW_11_DST_DEPTH 16 0x1fff
+SDMA_PKT_COPY_T2T_DW_12_DST_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_T2T_DW_12_DST_SWIZZLE_MODE 3 0x1f
+SDMA_PKT_COPY_T2T_DW_12_DST_DIMENSION 9 0x3
+SDMA_PKT_COPY_T2T_DW_12_DST_MIP_MAX 16 0xf
+SDMA_PKT_COPY_T2T_DW_12_DST_MIP_ID 20 0xf
+SDMA_PKT_COPY_T2T_DW_13_RECT_X 0 0x3fff
+SDMA_PKT_COPY_T2T_DW_13_RECT_Y 16 0x3fff
+SDMA_PKT_COPY_T2T_DW_14_RECT_Z 0 0x1fff
+SDMA_PKT_COPY_T2T_DW_14_DST_SW 16 0x3
+SDMA_PKT_COPY_T2T_DW_14_DST_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_T2T_DW_14_SRC_SW 24 0x3
+SDMA_PKT_COPY_T2T_DW_14_SRC_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_T2T_META_ADDR_LO_META_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_T2T_META_ADDR_HI_META_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_T2T_META_CONFIG_DATA_FORMAT 0 0x7f
+SDMA_PKT_COPY_T2T_META_CONFIG_COLOR_TRANSFORM_DISABLE 7 0x1
+SDMA_PKT_COPY_T2T_META_CONFIG_ALPHA_IS_ON_MSB 8 0x1
+SDMA_PKT_COPY_T2T_META_CONFIG_NUMBER_TYPE 9 0x7
+SDMA_PKT_COPY_T2T_META_CONFIG_SURFACE_TYPE 12 0x3
+SDMA_PKT_COPY_T2T_META_CONFIG_META_LLC 14 0x1
+SDMA_PKT_COPY_T2T_META_CONFIG_MAX_COMP_BLOCK_SIZE 24 0x3
+SDMA_PKT_COPY_T2T_META_CONFIG_MAX_UNCOMP_BLOCK_SIZE 26 0x3
+SDMA_PKT_COPY_T2T_META_CONFIG_WRITE_COMPRESS_ENABLE 28 0x1
+SDMA_PKT_COPY_T2T_META_CONFIG_META_TMZ 29 0x1
+SDMA_PKT_COPY_T2T_META_CONFIG_PIPE_ALIGNED 31 0x1
+SDMA_PKT_COPY_T2T_BC_HEADER_OP 0 0xff
+SDMA_PKT_COPY_T2T_BC_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_T2T_BC_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_T2T_BC_DW_3_SRC_X 0 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_3_SRC_Y 16 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_4_SRC_Z 0 0x7ff
+SDMA_PKT_COPY_T2T_BC_DW_4_SRC_WIDTH 16 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_5_SRC_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_5_SRC_DEPTH 16 0x7ff
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_ARRAY_MODE 3 0xf
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_MIT_MODE 8 0x7
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_TILESPLIT_SIZE 11 0x7
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_BANK_W 15 0x3
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_BANK_H 18 0x3
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_NUM_BANK 21 0x3
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_MAT_ASPT 24 0x3
+SDMA_PKT_COPY_T2T_BC_DW_6_SRC_PIPE_CONFIG 26 0x1f
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_T2T_BC_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_T2T_BC_DW_9_DST_X 0 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_9_DST_Y 16 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_10_DST_Z 0 0x7ff
+SDMA_PKT_COPY_T2T_BC_DW_10_DST_WIDTH 16 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_11_DST_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_11_DST_DEPTH 16 0xfff
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_ARRAY_MODE 3 0xf
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_MIT_MODE 8 0x7
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_TILESPLIT_SIZE 11 0x7
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_BANK_W 15 0x3
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_BANK_H 18 0x3
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_NUM_BANK 21 0x3
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_MAT_ASPT 24 0x3
+SDMA_PKT_COPY_T2T_BC_DW_12_DST_PIPE_CONFIG 26 0x1f
+SDMA_PKT_COPY_T2T_BC_DW_13_RECT_X 0 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_13_RECT_Y 16 0x3fff
+SDMA_PKT_COPY_T2T_BC_DW_14_RECT_Z 0 0x7ff
+SDMA_PKT_COPY_T2T_BC_DW_14_DST_SW 16 0x3
+SDMA_PKT_COPY_T2T_BC_DW_14_SRC_SW 24 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_OP 0 0xff
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_DCC 19 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_CPV 28 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_HEADER_DETILE 31 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_LO_TILED_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_TILED_ADDR_HI_TILED_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_TILED_X 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_3_TILED_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_TILED_Z 0 0x1fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_4_WIDTH 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_5_DEPTH 16 0x1fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_SWIZZLE_MODE 3 0x1f
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_DIMENSION 9 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_MIP_MAX 16 0xf
+SDMA_PKT_COPY_TILED_SUBWIN_DW_6_MIP_ID 20 0xf
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_LO_LINEAR_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_LINEAR_ADDR_HI_LINEAR_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_LINEAR_X 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_9_LINEAR_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_LINEAR_Z 0 0x1fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_10_LINEAR_PITCH 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_11_LINEAR_SLICE_PITCH 0 0xfffffff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_RECT_X 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_12_RECT_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_RECT_Z 0 0x1fff
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_LINEAR_SW 16 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_LINEAR_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_TILE_SW 24 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_DW_13_TILE_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_LO_META_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_META_ADDR_HI_META_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_DATA_FORMAT 0 0x7f
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_COLOR_TRANSFORM_DISABLE 7 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_ALPHA_IS_ON_MSB 8 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_NUMBER_TYPE 9 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_SURFACE_TYPE 12 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_META_LLC 14 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_MAX_COMP_BLOCK_SIZE 24 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_MAX_UNCOMP_BLOCK_SIZE 26 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_WRITE_COMPRESS_ENABLE 28 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_META_TMZ 29 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_META_CONFIG_PIPE_ALIGNED 31 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_OP 0 0xff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_HEADER_DETILE 31 0x1
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_LO_TILED_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_TILED_ADDR_HI_TILED_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_TILED_X 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_3_TILED_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_TILED_Z 0 0x7ff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_4_WIDTH 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_HEIGHT 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_5_DEPTH 16 0x7ff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_ELEMENT_SIZE 0 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_ARRAY_MODE 3 0xf
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_MIT_MODE 8 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_TILESPLIT_SIZE 11 0x7
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_BANK_W 15 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_BANK_H 18 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_NUM_BANK 21 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_MAT_ASPT 24 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_6_PIPE_CONFIG 26 0x1f
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_LO_LINEAR_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_LINEAR_ADDR_HI_LINEAR_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_LINEAR_X 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_9_LINEAR_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_LINEAR_Z 0 0x7ff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_10_LINEAR_PITCH 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_11_LINEAR_SLICE_PITCH 0 0xfffffff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_RECT_X 0 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_12_RECT_Y 16 0x3fff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_RECT_Z 0 0x7ff
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_LINEAR_SW 16 0x3
+SDMA_PKT_COPY_TILED_SUBWIN_BC_DW_13_TILE_SW 24 0x3
+SDMA_PKT_COPY_STRUCT_HEADER_OP 0 0xff
+SDMA_PKT_COPY_STRUCT_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COPY_STRUCT_HEADER_TMZ 18 0x1
+SDMA_PKT_COPY_STRUCT_HEADER_CPV 28 0x1
+SDMA_PKT_COPY_STRUCT_HEADER_DETILE 31 0x1
+SDMA_PKT_COPY_STRUCT_SB_ADDR_LO_SB_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_STRUCT_SB_ADDR_HI_SB_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COPY_STRUCT_START_INDEX_START_INDEX 0 0xffffffff
+SDMA_PKT_COPY_STRUCT_COUNT_COUNT 0 0xffffffff
+SDMA_PKT_COPY_STRUCT_DW_5_STRIDE 0 0x7ff
+SDMA_PKT_COPY_STRUCT_DW_5_LINEAR_SW 16 0x3
+SDMA_PKT_COPY_STRUCT_DW_5_LINEAR_CACHE_POLICY 18 0x7
+SDMA_PKT_COPY_STRUCT_DW_5_STRUCT_SW 24 0x3
+SDMA_PKT_COPY_STRUCT_DW_5_STRUCT_CACHE_POLICY 26 0x7
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_LO_LINEAR_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COPY_STRUCT_LINEAR_ADDR_HI_LINEAR_ADDR_63_32 0 0xffffffff
+SDMA_PKT_WRITE_UNTILED_HEADER_OP 0 0xff
+SDMA_PKT_WRITE_UNTILED_HEADER_SUB_OP 8 0xff
+SDMA_PKT_WRITE_UNTILED_HEADER_ENCRYPT 16 0x1
+SDMA_PKT_WRITE_UNTILED_HEADER_TMZ 18 0x1
+SDMA_PKT_WRITE_UNTILED_HEADER_CPV 28 0x1
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_WRITE_UNTILED_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_WRITE_UNTILED_DW_3_COUNT 0 0xfffff
+SDMA_PKT_WRITE_UNTILED_DW_3_SW 24 0x3
+SDMA_PKT_WRITE_UNTILED_DW_3_CACHE_POLICY 26 0x7
+SDMA_PKT_WRITE_UNTILED_DATA0_DATA0 0 0xffffffff
+SDMA_PKT_WRITE_TILED_HEADER_OP 0 0xff
+SDMA_PKT_WRITE_TILED_HEADER_SUB_OP 8 0xff
+SDMA_PKT_WRITE_TILED_HEADER_ENCRYPT 16 0x1
+SDMA_PKT_WRITE_TILED_HEADER_TMZ 18 0x1
+SDMA_PKT_WRITE_TILED_HEADER_CPV 28 0x1
+SDMA_PKT_WRITE_TILED_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_WRITE_TILED_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_WRITE_TILED_DW_3_WIDTH 0 0x3fff
+SDMA_PKT_WRITE_TILED_DW_4_HEIGHT 0 0x3fff
+SDMA_PKT_WRITE_TILED_DW_4_DEPTH 16 0x1fff
+SDMA_PKT_WRITE_TILED_DW_5_ELEMENT_SIZE 0 0x7
+SDMA_PKT_WRITE_TILED_DW_5_SWIZZLE_MODE 3 0x1f
+SDMA_PKT_WRITE_TILED_DW_5_DIMENSION 9 0x3
+SDMA_PKT_WRITE_TILED_DW_5_MIP_MAX 16 0xf
+SDMA_PKT_WRITE_TILED_DW_6_X 0 0x3fff
+SDMA_PKT_WRITE_TILED_DW_6_Y 16 0x3fff
+SDMA_PKT_WRITE_TILED_DW_7_Z 0 0x1fff
+SDMA_PKT_WRITE_TILED_DW_7_SW 24 0x3
+SDMA_PKT_WRITE_TILED_DW_7_CACHE_POLICY 26 0x7
+SDMA_PKT_WRITE_TILED_COUNT_COUNT 0 0xfffff
+SDMA_PKT_WRITE_TILED_DATA0_DATA0 0 0xffffffff
+SDMA_PKT_WRITE_TILED_BC_HEADER_OP 0 0xff
+SDMA_PKT_WRITE_TILED_BC_HEADER_SUB_OP 8 0xff
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_WRITE_TILED_BC_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_WRITE_TILED_BC_DW_3_WIDTH 0 0x3fff
+SDMA_PKT_WRITE_TILED_BC_DW_4_HEIGHT 0 0x3fff
+SDMA_PKT_WRITE_TILED_BC_DW_4_DEPTH 16 0x7ff
+SDMA_PKT_WRITE_TILED_BC_DW_5_ELEMENT_SIZE 0 0x7
+SDMA_PKT_WRITE_TILED_BC_DW_5_ARRAY_MODE 3 0xf
+SDMA_PKT_WRITE_TILED_BC_DW_5_MIT_MODE 8 0x7
+SDMA_PKT_WRITE_TILED_BC_DW_5_TILESPLIT_SIZE 11 0x7
+SDMA_PKT_WRITE_TILED_BC_DW_5_BANK_W 15 0x3
+SDMA_PKT_WRITE_TILED_BC_DW_5_BANK_H 18 0x3
+SDMA_PKT_WRITE_TILED_BC_DW_5_NUM_BANK 21 0x3
+SDMA_PKT_WRITE_TILED_BC_DW_5_MAT_ASPT 24 0x3
+SDMA_PKT_WRITE_TILED_BC_DW_5_PIPE_CONFIG 26 0x1f
+SDMA_PKT_WRITE_TILED_BC_DW_6_X 0 0x3fff
+SDMA_PKT_WRITE_TILED_BC_DW_6_Y 16 0x3fff
+SDMA_PKT_WRITE_TILED_BC_DW_7_Z 0 0x7ff
+SDMA_PKT_WRITE_TILED_BC_DW_7_SW 24 0x3
+SDMA_PKT_WRITE_TILED_BC_COUNT_COUNT 2 0xfffff
+SDMA_PKT_WRITE_TILED_BC_DATA0_DATA0 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_HEADER_OP 0 0xff
+SDMA_PKT_PTEPDE_COPY_HEADER_SUB_OP 8 0xff
+SDMA_PKT_PTEPDE_COPY_HEADER_TMZ 18 0x1
+SDMA_PKT_PTEPDE_COPY_HEADER_CPV 28 0x1
+SDMA_PKT_PTEPDE_COPY_HEADER_PTEPDE_OP 31 0x1
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_MASK_DW0_MASK_DW0 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_MASK_DW1_MASK_DW1 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_COUNT_COUNT 0 0x7ffff
+SDMA_PKT_PTEPDE_COPY_COUNT_DST_CACHE_POLICY 22 0x7
+SDMA_PKT_PTEPDE_COPY_COUNT_SRC_CACHE_POLICY 29 0x7
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_OP 0 0xff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_SUB_OP 8 0xff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_PTE_SIZE 28 0x3
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_DIRECTION 30 0x1
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_HEADER_PTEPDE_OP 31 0x1
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_MASK_FIRST_XFER 0 0xff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_MASK_BIT_FOR_DW_MASK_LAST_XFER 8 0xff
+SDMA_PKT_PTEPDE_COPY_BACKWARDS_COUNT_IN_32B_XFER_COUNT 0 0x1ffff
+SDMA_PKT_PTEPDE_RMW_HEADER_OP 0 0xff
+SDMA_PKT_PTEPDE_RMW_HEADER_SUB_OP 8 0xff
+SDMA_PKT_PTEPDE_RMW_HEADER_MTYPE 16 0x7
+SDMA_PKT_PTEPDE_RMW_HEADER_GCC 19 0x1
+SDMA_PKT_PTEPDE_RMW_HEADER_SYS 20 0x1
+SDMA_PKT_PTEPDE_RMW_HEADER_SNP 22 0x1
+SDMA_PKT_PTEPDE_RMW_HEADER_GPA 23 0x1
+SDMA_PKT_PTEPDE_RMW_HEADER_L2_POLICY 24 0x3
+SDMA_PKT_PTEPDE_RMW_HEADER_LLC_POLICY 26 0x1
+SDMA_PKT_PTEPDE_RMW_HEADER_CPV 28 0x1
+SDMA_PKT_PTEPDE_RMW_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_RMW_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_RMW_MASK_LO_MASK_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_RMW_MASK_HI_MASK_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_RMW_VALUE_LO_VALUE_31_0 0 0xffffffff
+SDMA_PKT_PTEPDE_RMW_VALUE_HI_VALUE_63_32 0 0xffffffff
+SDMA_PKT_PTEPDE_RMW_COUNT_NUM_OF_PTE 0 0xffffffff
+SDMA_PKT_REGISTER_RMW_HEADER_OP 0 0xff
+SDMA_PKT_REGISTER_RMW_HEADER_SUB_OP 8 0xff
+SDMA_PKT_REGISTER_RMW_ADDR_ADDR 0 0xfffff
+SDMA_PKT_REGISTER_RMW_ADDR_APERTURE_ID 20 0xfff
+SDMA_PKT_REGISTER_RMW_MASK_MASK 0 0xffffffff
+SDMA_PKT_REGISTER_RMW_VALUE_VALUE 0 0xffffffff
+SDMA_PKT_REGISTER_RMW_MISC_STRIDE 0 0xfffff
+SDMA_PKT_REGISTER_RMW_MISC_NUM_OF_REG 20 0xfff
+SDMA_PKT_WRITE_INCR_HEADER_OP 0 0xff
+SDMA_PKT_WRITE_INCR_HEADER_SUB_OP 8 0xff
+SDMA_PKT_WRITE_INCR_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_WRITE_INCR_HEADER_CPV 28 0x1
+SDMA_PKT_WRITE_INCR_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_WRITE_INCR_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_WRITE_INCR_MASK_DW0_MASK_DW0 0 0xffffffff
+SDMA_PKT_WRITE_INCR_MASK_DW1_MASK_DW1 0 0xffffffff
+SDMA_PKT_WRITE_INCR_INIT_DW0_INIT_DW0 0 0xffffffff
+SDMA_PKT_WRITE_INCR_INIT_DW1_INIT_DW1 0 0xffffffff
+SDMA_PKT_WRITE_INCR_INCR_DW0_INCR_DW0 0 0xffffffff
+SDMA_PKT_WRITE_INCR_INCR_DW1_INCR_DW1 0 0xffffffff
+SDMA_PKT_WRITE_INCR_COUNT_COUNT 0 0x7ffff
+SDMA_PKT_INDIRECT_HEADER_OP 0 0xff
+SDMA_PKT_INDIRECT_HEADER_SUB_OP 8 0xff
+SDMA_PKT_INDIRECT_HEADER_VMID 16 0xf
+SDMA_PKT_INDIRECT_HEADER_PRIV 31 0x1
+SDMA_PKT_INDIRECT_BASE_LO_IB_BASE_31_0 0 0xffffffff
+SDMA_PKT_INDIRECT_BASE_HI_IB_BASE_63_32 0 0xffffffff
+SDMA_PKT_INDIRECT_IB_SIZE_IB_SIZE 0 0xfffff
+SDMA_PKT_INDIRECT_CSA_ADDR_LO_CSA_ADDR_31_0 0 0xffffffff
+SDMA_PKT_INDIRECT_CSA_ADDR_HI_CSA_ADDR_63_32 0 0xffffffff
+SDMA_PKT_SEMAPHORE_HEADER_OP 0 0xff
+SDMA_PKT_SEMAPHORE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_SEMAPHORE_HEADER_WRITE_ONE 29 0x1
+SDMA_PKT_SEMAPHORE_HEADER_SIGNAL 30 0x1
+SDMA_PKT_SEMAPHORE_HEADER_MAILBOX 31 0x1
+SDMA_PKT_SEMAPHORE_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_SEMAPHORE_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_MEM_INCR_HEADER_OP 0 0xff
+SDMA_PKT_MEM_INCR_HEADER_SUB_OP 8 0xff
+SDMA_PKT_MEM_INCR_HEADER_L2_POLICY 24 0x3
+SDMA_PKT_MEM_INCR_HEADER_LLC_POLICY 26 0x1
+SDMA_PKT_MEM_INCR_HEADER_CPV 28 0x1
+SDMA_PKT_MEM_INCR_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_MEM_INCR_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_VM_INVALIDATION_HEADER_OP 0 0xff
+SDMA_PKT_VM_INVALIDATION_HEADER_SUB_OP 8 0xff
+SDMA_PKT_VM_INVALIDATION_HEADER_GFX_ENG_ID 16 0x1f
+SDMA_PKT_VM_INVALIDATION_HEADER_MM_ENG_ID 24 0x1f
+SDMA_PKT_VM_INVALIDATION_INVALIDATEREQ_INVALIDATEREQ 0 0xffffffff
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGELO_ADDRESSRANGELO 0 0xffffffff
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_INVALIDATEACK 0 0xffff
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_ADDRESSRANGEHI 16 0x1f
+SDMA_PKT_VM_INVALIDATION_ADDRESSRANGEHI_RESERVED 23 0x1ff
+SDMA_PKT_FENCE_HEADER_OP 0 0xff
+SDMA_PKT_FENCE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_FENCE_HEADER_MTYPE 16 0x7
+SDMA_PKT_FENCE_HEADER_GCC 19 0x1
+SDMA_PKT_FENCE_HEADER_SYS 20 0x1
+SDMA_PKT_FENCE_HEADER_SNP 22 0x1
+SDMA_PKT_FENCE_HEADER_GPA 23 0x1
+SDMA_PKT_FENCE_HEADER_L2_POLICY 24 0x3
+SDMA_PKT_FENCE_HEADER_LLC_POLICY 26 0x1
+SDMA_PKT_FENCE_HEADER_CPV 28 0x1
+SDMA_PKT_FENCE_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_FENCE_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_FENCE_DATA_DATA 0 0xffffffff
+SDMA_PKT_SRBM_WRITE_HEADER_OP 0 0xff
+SDMA_PKT_SRBM_WRITE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_SRBM_WRITE_HEADER_BYTE_EN 28 0xf
+SDMA_PKT_SRBM_WRITE_ADDR_ADDR 0 0x3ffff
+SDMA_PKT_SRBM_WRITE_ADDR_APERTUREID 20 0xfff
+SDMA_PKT_SRBM_WRITE_DATA_DATA 0 0xffffffff
+SDMA_PKT_PRE_EXE_HEADER_OP 0 0xff
+SDMA_PKT_PRE_EXE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_PRE_EXE_HEADER_DEV_SEL 16 0xff
+SDMA_PKT_PRE_EXE_EXEC_COUNT_EXEC_COUNT 0 0x3fff
+SDMA_PKT_COND_EXE_HEADER_OP 0 0xff
+SDMA_PKT_COND_EXE_HEADER_SUB_OP 8 0xff
+SDMA_PKT_COND_EXE_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_COND_EXE_HEADER_CPV 28 0x1
+SDMA_PKT_COND_EXE_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_COND_EXE_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_COND_EXE_REFERENCE_REFERENCE 0 0xffffffff
+SDMA_PKT_COND_EXE_EXEC_COUNT_EXEC_COUNT 0 0x3fff
+SDMA_PKT_CONSTANT_FILL_HEADER_OP 0 0xff
+SDMA_PKT_CONSTANT_FILL_HEADER_SUB_OP 8 0xff
+SDMA_PKT_CONSTANT_FILL_HEADER_SW 16 0x3
+SDMA_PKT_CONSTANT_FILL_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_CONSTANT_FILL_HEADER_CPV 28 0x1
+SDMA_PKT_CONSTANT_FILL_HEADER_FILLSIZE 30 0x3
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_CONSTANT_FILL_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_CONSTANT_FILL_DATA_SRC_DATA_31_0 0 0xffffffff
+SDMA_PKT_CONSTANT_FILL_COUNT_COUNT 0 0x3fffffff
+SDMA_PKT_DATA_FILL_MULTI_HEADER_OP 0 0xff
+SDMA_PKT_DATA_FILL_MULTI_HEADER_SUB_OP 8 0xff
+SDMA_PKT_DATA_FILL_MULTI_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_DATA_FILL_MULTI_HEADER_CPV 28 0x1
+SDMA_PKT_DATA_FILL_MULTI_HEADER_MEMLOG_CLR 31 0x1
+SDMA_PKT_DATA_FILL_MULTI_BYTE_STRIDE_BYTE_STRIDE 0 0xffffffff
+SDMA_PKT_DATA_FILL_MULTI_DMA_COUNT_DMA_COUNT 0 0xffffffff
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_PKT_DATA_FILL_MULTI_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_PKT_DATA_FILL_MULTI_BYTE_COUNT_COUNT 0 0x3ffffff
+SDMA_PKT_POLL_REGMEM_HEADER_OP 0 0xff
+SDMA_PKT_POLL_REGMEM_HEADER_SUB_OP 8 0xff
+SDMA_PKT_POLL_REGMEM_HEADER_CACHE_POLICY 20 0x7
+SDMA_PKT_POLL_REGMEM_HEADER_CPV 24 0x1
+SDMA_PKT_POLL_REGMEM_HEADER_HDP_FLUSH 26 0x1
+SDMA_PKT_POLL_REGMEM_HEADER_FUNC 28 0x7
+SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL 31 0x1
+SDMA_PKT_POLL_REGMEM_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_POLL_REGMEM_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_POLL_REGMEM_VALUE_VALUE 0 0xffffffff
+SDMA_PKT_POLL_REGMEM_MASK_MASK 0 0xffffffff
+SDMA_PKT_POLL_REGMEM_DW5_INTERVAL 0 0xffff
+SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT 16 0xfff
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_OP 0 0xff
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_SUB_OP 8 0xff
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_POLL_REG_WRITE_MEM_HEADER_CPV 28 0x1
+SDMA_PKT_POLL_REG_WRITE_MEM_SRC_ADDR_ADDR_31_2 2 0x3fffffff
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_POLL_REG_WRITE_MEM_DST_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_OP 0 0xff
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_SUB_OP 8 0xff
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_EA 16 0x3
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_POLL_DBIT_WRITE_MEM_HEADER_CPV 28 0x1
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_POLL_DBIT_WRITE_MEM_DST_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_POLL_DBIT_WRITE_MEM_START_PAGE_ADDR_31_4 4 0xfffffff
+SDMA_PKT_POLL_DBIT_WRITE_MEM_PAGE_NUM_PAGE_NUM_31_0 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_OP 0 0xff
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_SUB_OP 8 0xff
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_CACHE_POLICY 24 0x7
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_CPV 28 0x1
+SDMA_PKT_POLL_MEM_VERIFY_HEADER_MODE 31 0x1
+SDMA_PKT_POLL_MEM_VERIFY_PATTERN_PATTERN 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_LO_CMP0_START_31_0 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_START_HI_CMP0_START_63_32 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_LO_CMP0_END_31_0 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP0_ADDR_END_HI_CMP0_END_63_32 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_LO_CMP1_START_31_0 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_START_HI_CMP1_START_63_32 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_LO_CMP1_END_31_0 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_CMP1_ADDR_END_HI_CMP1_END_63_32 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_LO_REC_31_0 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_REC_ADDR_HI_REC_63_32 0 0xffffffff
+SDMA_PKT_POLL_MEM_VERIFY_RESERVED_RESERVED 0 0xffffffff
+SDMA_PKT_ATOMIC_HEADER_OP 0 0xff
+SDMA_PKT_ATOMIC_HEADER_LOOP 16 0x1
+SDMA_PKT_ATOMIC_HEADER_TMZ 18 0x1
+SDMA_PKT_ATOMIC_HEADER_CACHE_POLICY 20 0x7
+SDMA_PKT_ATOMIC_HEADER_CPV 24 0x1
+SDMA_PKT_ATOMIC_HEADER_ATOMIC_OP 25 0x7f
+SDMA_PKT_ATOMIC_ADDR_LO_ADDR_31_0 0 0xffffffff
+SDMA_PKT_ATOMIC_ADDR_HI_ADDR_63_32 0 0xffffffff
+SDMA_PKT_ATOMIC_SRC_DATA_LO_SRC_DATA_31_0 0 0xffffffff
+SDMA_PKT_ATOMIC_SRC_DATA_HI_SRC_DATA_63_32 0 0xffffffff
+SDMA_PKT_ATOMIC_CMP_DATA_LO_CMP_DATA_31_0 0 0xffffffff
+SDMA_PKT_ATOMIC_CMP_DATA_HI_CMP_DATA_63_32 0 0xffffffff
+SDMA_PKT_ATOMIC_LOOP_INTERVAL_LOOP_INTERVAL 0 0x1fff
+SDMA_PKT_TIMESTAMP_SET_HEADER_OP 0 0xff
+SDMA_PKT_TIMESTAMP_SET_HEADER_SUB_OP 8 0xff
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_LO_INIT_DATA_31_0 0 0xffffffff
+SDMA_PKT_TIMESTAMP_SET_INIT_DATA_HI_INIT_DATA_63_32 0 0xffffffff
+SDMA_PKT_TIMESTAMP_GET_HEADER_OP 0 0xff
+SDMA_PKT_TIMESTAMP_GET_HEADER_SUB_OP 8 0xff
+SDMA_PKT_TIMESTAMP_GET_HEADER_L2_POLICY 24 0x3
+SDMA_PKT_TIMESTAMP_GET_HEADER_LLC_POLICY 26 0x1
+SDMA_PKT_TIMESTAMP_GET_HEADER_CPV 28 0x1
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_LO_WRITE_ADDR_31_3 3 0x1fffffff
+SDMA_PKT_TIMESTAMP_GET_WRITE_ADDR_HI_WRITE_ADDR_63_32 0 0xffffffff
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_OP 0 0xff
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_SUB_OP 8 0xff
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_L2_POLICY 24 0x3
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_LLC_POLICY 26 0x1
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_CPV 28 0x1
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3 3 0x1fffffff
+SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_WRITE_ADDR_63_32 0 0xffffffff
+SDMA_PKT_TRAP_HEADER_OP 0 0xff
+SDMA_PKT_TRAP_HEADER_SUB_OP 8 0xff
+SDMA_PKT_TRAP_INT_CONTEXT_INT_CONTEXT 0 0xfffffff
+SDMA_PKT_DUMMY_TRAP_HEADER_OP 0 0xff
+SDMA_PKT_DUMMY_TRAP_HEADER_SUB_OP 8 0xff
+SDMA_PKT_DUMMY_TRAP_INT_CONTEXT_INT_CONTEXT 0 0xfffffff
+SDMA_PKT_GPUVM_INV_HEADER_OP 0 0xff
+SDMA_PKT_GPUVM_INV_HEADER_SUB_OP 8 0xff
+SDMA_PKT_GPUVM_INV_PAYLOAD1_PER_VMID_INV_REQ 0 0xffff
+SDMA_PKT_GPUVM_INV_PAYLOAD1_FLUSH_TYPE 16 0x7
+SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PTES 19 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE0 20 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE1 21 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_L2_PDE2 22 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_L1_PTES 23 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_CLR_PROTECTION_FAULT_STATUS_ADDR 24 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_LOG_REQUEST 25 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD1_FOUR_KILOBYTES 26 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD2_S 0 0x1
+SDMA_PKT_GPUVM_INV_PAYLOAD2_PAGE_VA_42_12 1 0x7fffffff
+SDMA_PKT_GPUVM_INV_PAYLOAD3_PAGE_VA_47_43 0 0x3f
+SDMA_PKT_GCR_REQ_HEADER_OP 0 0xff
+SDMA_PKT_GCR_REQ_HEADER_SUB_OP 8 0xff
+SDMA_PKT_GCR_REQ_PAYLOAD1_BASE_VA_31_7 7 0x1ffffff
+SDMA_PKT_GCR_REQ_PAYLOAD2_BASE_VA_47_32 0 0xffff
+SDMA_PKT_GCR_REQ_PAYLOAD2_GCR_CONTROL_15_0 16 0xffff
+SDMA_PKT_GCR_REQ_PAYLOAD3_GCR_CONTROL_18_16 0 0x7
+SDMA_PKT_GCR_REQ_PAYLOAD3_LIMIT_VA_31_7 7 0x1ffffff
+SDMA_PKT_GCR_REQ_PAYLOAD4_LIMIT_VA_47_32 0 0xffff
+SDMA_PKT_GCR_REQ_PAYLOAD4_VMID 24 0xf
+SDMA_PKT_NOP_HEADER_OP 0 0xff
+SDMA_PKT_NOP_HEADER_SUB_OP 8 0xff
+SDMA_PKT_NOP_HEADER_COUNT 16 0x3fff
+SDMA_PKT_NOP_DATA0_DATA0 0 0xffffffff
+SDMA_AQL_PKT_HEADER_HEADER_FORMAT 0 0xff
+SDMA_AQL_PKT_HEADER_HEADER_BARRIER 8 0x1
+SDMA_AQL_PKT_HEADER_HEADER_ACQUIRE_FENCE_SCOPE 9 0x3
+SDMA_AQL_PKT_HEADER_HEADER_RELEASE_FENCE_SCOPE 11 0x3
+SDMA_AQL_PKT_HEADER_HEADER_RESERVED 13 0x7
+SDMA_AQL_PKT_HEADER_HEADER_OP 16 0xf
+SDMA_AQL_PKT_HEADER_HEADER_SUBOP 20 0x7
+SDMA_AQL_PKT_HEADER_HEADER_CPV 28 0x1
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_FORMAT 0 0xff
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_BARRIER 8 0x1
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_ACQUIRE_FENCE_SCOPE 9 0x3
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_RELEASE_FENCE_SCOPE 11 0x3
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_RESERVED 13 0x7
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_OP 16 0xf
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_SUBOP 20 0x7
+SDMA_AQL_PKT_COPY_LINEAR_HEADER_CPV 28 0x1
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW1_RESERVED_DW1 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_LO_RETURN_ADDR_31_0 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_RETURN_ADDR_HI_RETURN_ADDR_63_32 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_COUNT_COUNT 0 0x3fffff
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_DST_SW 16 0x3
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_DST_CACHE_POLICY 18 0x7
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_SRC_SW 24 0x3
+SDMA_AQL_PKT_COPY_LINEAR_PARAMETER_SRC_CACHE_POLICY 26 0x7
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_LO_SRC_ADDR_31_0 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_SRC_ADDR_HI_SRC_ADDR_63_32 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_LO_DST_ADDR_31_0 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_DST_ADDR_HI_DST_ADDR_63_32 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW10_RESERVED_DW10 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW11_RESERVED_DW11 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW12_RESERVED_DW12 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_RESERVED_DW13_RESERVED_DW13 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_LO_COMPLETION_SIGNAL_31_0 0 0xffffffff
+SDMA_AQL_PKT_COPY_LINEAR_COMPLETION_SIGNAL_HI_COMPLETION_SIGNAL_63_32 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_HEADER_FORMAT 0 0xff
+SDMA_AQL_PKT_BARRIER_OR_HEADER_BARRIER 8 0x1
+SDMA_AQL_PKT_BARRIER_OR_HEADER_ACQUIRE_FENCE_SCOPE 9 0x3
+SDMA_AQL_PKT_BARRIER_OR_HEADER_RELEASE_FENCE_SCOPE 11 0x3
+SDMA_AQL_PKT_BARRIER_OR_HEADER_RESERVED 13 0x7
+SDMA_AQL_PKT_BARRIER_OR_HEADER_OP 16 0xf
+SDMA_AQL_PKT_BARRIER_OR_HEADER_SUBOP 20 0x7
+SDMA_AQL_PKT_BARRIER_OR_HEADER_CPV 28 0x1
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW1_RESERVED_DW1 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_LO_DEPENDENT_ADDR_0_31_0 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_0_HI_DEPENDENT_ADDR_0_63_32 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_LO_DEPENDENT_ADDR_1_31_0 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_1_HI_DEPENDENT_ADDR_1_63_32 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_LO_DEPENDENT_ADDR_2_31_0 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_2_HI_DEPENDENT_ADDR_2_63_32 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_LO_DEPENDENT_ADDR_3_31_0 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_3_HI_DEPENDENT_ADDR_3_63_32 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_LO_DEPENDENT_ADDR_4_31_0 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_DEPENDENT_ADDR_4_HI_DEPENDENT_ADDR_4_63_32 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY0 0 0x7
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY1 5 0x7
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY2 10 0x7
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY3 15 0x7
+SDMA_AQL_PKT_BARRIER_OR_CACHE_POLICY_CACHE_POLICY4 20 0x7
+SDMA_AQL_PKT_BARRIER_OR_RESERVED_DW13_RESERVED_DW13 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_LO_COMPLETION_SIGNAL_31_0 0 0xffffffff
+SDMA_AQL_PKT_BARRIER_OR_COMPLETION_SIGNAL_HI_COMPLETION_SIGNAL_63_32 0 0xffffffff
+""")
