@@ -49,7 +49,8 @@ def _field_tuples(rec: Record) -> tuple[list[tuple], list[str]]:
 
 def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
   out = [HEADER.format(name=name, sources=sources)]
-  out.append("# ruff: noqa\n# fmt: off\nfrom ctypes import *\n")
+  out.append("# ruff: noqa\n# fmt: off\n")
+  ctypes_at = len(out)
   out.append("from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros\n\n")
   records = _order(info.records)
   if records: out.append("# ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)\n")
@@ -102,6 +103,8 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
     out.append("\n# ---- ioctls (request numbers from ioctl-opt, checked against the macro's value in clang)\n")
     for i in sorted(info.ioctls.values(), key=lambda i: (i.file, i.line)):
       out.append(f"{i.name} = Ioctl({i.name!r}, {i.dir}, {i.type:#x}, {i.nr:#x}, {i.struct})\n")
+  used = sorted({n for n in re.findall(r"\b(c_\w+)\b", "".join(out[ctypes_at:])) if hasattr(ctypes, n)})
+  if used: out.insert(ctypes_at, f"from ctypes import {', '.join(used)}\n")
   return "".join(out)
 
 
