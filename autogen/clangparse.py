@@ -315,7 +315,7 @@ class Parser:
       except HeaderError: pass
 
   def record(self, c, typedef_name: str | None = None, context: str | None = None) -> Record:
-    key = c.hash
+    key = c   # cindex cursors hash with clang_hashCursor and compare with clang_equalCursors
     if key in self.record_by_decl: return self.record_by_decl[key]
     kind = "union" if c.kind == ci.CursorKind.UNION_DECL else "struct"
     named = c.spelling and not c.is_anonymous() and "(unnamed" not in c.spelling and "(anonymous" not in c.spelling
