@@ -2,7 +2,7 @@
 # ruff: noqa
 # fmt: off
 from ctypes import c_int64, c_uint16, c_uint32, c_uint8
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros, add_bitfields
 
 # ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)
 class struct_kernel_descriptor_t(Struct):  # struct kernel_descriptor_t, usr/include/llvm-19/llvm/Support/AMDHSAKernelDescriptor.h:243

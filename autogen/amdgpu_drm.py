@@ -2,7 +2,7 @@
 # ruff: noqa
 # fmt: off
 from ctypes import c_int32, c_uint32, c_uint64, c_uint8
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros, add_bitfields
 
 # ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)
 class struct_drm_amdgpu_gem_create_in(Struct):  # struct drm_amdgpu_gem_create_in, include/uapi/drm/amdgpu_drm.h:177

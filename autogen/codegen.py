@@ -34,24 +34,57 @@ def _order(records: dict[str, Record]) -> list[Record]:
   return out
 
 
-def _field_tuples(rec: Record) -> tuple[list[tuple], list[str]]:
-  fields, anon = [], []
-  n = 0
+ALIGN_TYPES = {2: "c_uint16", 4: "c_uint32", 8: "c_uint64", 16: "c_longdouble"}
+
+
+def _py_names(rec: Record) -> list[str]:
+  """The python name of every field of rec (anonymous members get _anon0, _anon1, ...)."""
+  names, n = [], 0
   for f in rec.fields:
-    name = f.name
-    if not name:
-      name = f"_anon{n}"; n += 1
-      anon.append(name)
-    t = (name, f.ctype) if f.bits is None else (name, f.ctype, f.bits)
-    fields.append(t)
-  return fields, anon
+    if f.name: names.append(f.name)
+    else: names.append(f"_anon{n}"); n += 1
+  return names
+
+
+def _align_member(rec: Record, align: int) -> list[tuple]:
+  if align <= 1: return []
+  if align not in ALIGN_TYPES: raise HeaderError(f"{rec.file}:{rec.line}: {rec.pyname}: alignment {align}")
+  return [("_align_", f"{ALIGN_TYPES[align]} * 0")]
+
+
+def _field_tuples(rec: Record) -> tuple[list[tuple], list[str], list[tuple]]:
+  """(_fields_ entries, _anonymous_ names, explicit bitfields (name, bit offset, width, signed))."""
+  names = _py_names(rec)
+  anon = [n for f, n in zip(rec.fields, names) if not f.name]
+  if not rec.explicit:
+    fields = _align_member(rec, rec.align_to)
+    fields += [(n, f.ctype) if f.bits is None else (n, f.ctype, f.bits) for f, n in zip(rec.fields, names)]
+    return fields, anon, []
+  # explicit layout: the bytes of the bitfields become padding, the bitfields descriptors over those bytes
+  if rec.kind != "struct": raise HeaderError(f"{rec.file}:{rec.line}: {rec.pyname}: ctypes cannot lay out this union's bitfields")
+  fields = [] if rec.pack else _align_member(rec, rec.align)
+  bits, cursor = [], 0
+  for f, n in zip(rec.fields, names):
+    if f.bits is not None:
+      bits.append((n, f.offset_bits, f.bits, f.ctype in SIGNED_CTYPES))
+      continue
+    off = f.offset_bits // 8
+    if off < cursor: raise HeaderError(f"{rec.file}:{rec.line}: {rec.pyname}.{n}: overlapping field")
+    if off > cursor: fields.append((f"_pad{cursor}", f"c_uint8 * {off - cursor}"))
+    fields.append((n, f.ctype))
+    cursor = off + f.size
+  if rec.size > cursor: fields.append((f"_pad{cursor}", f"c_uint8 * {rec.size - cursor}"))
+  return fields, anon, bits
+
+
+SIGNED_CTYPES = {"c_char", "c_int8", "c_int16", "c_int32", "c_int64"}
 
 
 def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
   out = [HEADER.format(name=name, sources=sources)]
   out.append("# ruff: noqa\n# fmt: off\n")
   ctypes_at = len(out)
-  out.append("from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros\n\n")
+  out.append("from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros, add_bitfields\n\n")
   records = _order(info.records)
   if records: out.append("# ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)\n")
   for r in records:
@@ -60,11 +93,14 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
     out.append(f"class {r.pyname}({'Union' if r.kind == 'union' else 'Struct'}):  # {cname}, {where}:{r.line}\n  pass\n")
   out.append("\n")
   for r in records:
-    fields, anon = _field_tuples(r)
+    fields, anon, bits = _field_tuples(r)
     if r.pack: out.append(f"{r.pyname}._pack_ = {r.pack}\n")
     if anon: out.append(f"{r.pyname}._anonymous_ = {tuple(anon)!r}\n")
     body = "".join(f"  ({', '.join(repr(x) if i == 0 else str(x) for i, x in enumerate(f))}),\n" for f in fields)
     out.append(f"{r.pyname}._fields_ = [\n{body}]\n" if fields else f"{r.pyname}._fields_ = []\n")
+    if bits:
+      out.append(f"# ctypes would place these bitfields elsewhere than C: (name, bit offset, width, signed) from clang\n")
+      out.append(f"add_bitfields({r.pyname}, {bits!r})\n")
   names = set(info.records)
   if info.typedefs:
     out.append("\n# ---- typedefs\n")
@@ -146,22 +182,34 @@ def _field_tag(f, info):
     return None
 
 
-def verify_layout(text: str, info: HeaderInfo, modname: str):
-  """Execute the generated text and compare every record's ctypes layout with clang's; raise on a difference."""
+def verify_layout(text: str, info: HeaderInfo, modname: str) -> list[str]:
+  """Execute the generated text and compare every record's ctypes layout with clang's: the differences."""
   ns: dict = {"__name__": f"hcq.autogen._check_{modname}"}
   exec(compile(text, f"<generated {modname}>", "exec"), ns)  # noqa: S102 (our own generated text)
   bad = []
   for r in info.records.values():
     cls = ns[r.pyname]
-    if ctypes.sizeof(cls) != r.size: bad.append(f"{r.pyname}: sizeof ctypes {ctypes.sizeof(cls)} != C {r.size}")
-    if ctypes.alignment(cls) != r.align: bad.append(f"{r.pyname}: alignof ctypes {ctypes.alignment(cls)} != C {r.align}")
-    fields, _ = _field_tuples(r)
-    for f, ft in zip(r.fields, fields):
-      desc = getattr(cls, ft[0])
+    if ctypes.sizeof(cls) != r.size: bad.append((r.pyname, f"sizeof ctypes {ctypes.sizeof(cls)} != C {r.size}"))
+    if ctypes.alignment(cls) != r.align: bad.append((r.pyname, f"alignof ctypes {ctypes.alignment(cls)} != C {r.align}"))
+    for f, n in zip(r.fields, _py_names(r)):
+      desc = getattr(cls, n)
       if f.bits is None: got = desc.offset * 8
       else: got = desc.offset * 8 + (desc.size & 0xffff)
-      if got != f.offset_bits: bad.append(f"{r.pyname}.{ft[0]}: bit offset ctypes {got} != C {f.offset_bits}")
-  if bad: raise HeaderError(f"{modname}: ctypes layout differs from clang's:\n" + "\n".join(bad[:30]))
+      if got != f.offset_bits: bad.append((r.pyname, f".{n}: bit offset ctypes {got} != C {f.offset_bits}"))
+  return bad
+
+
+def c_module_checked(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
+  """c_module, with the records whose bitfields ctypes misplaces laid out explicitly; raise if any still differ."""
+  text = c_module(name, info, sources, roots)
+  bad = verify_layout(text, info, name)
+  redo = {rec for rec, _ in bad if any(f.bits is not None for f in info.records[rec].fields)}
+  if redo:
+    for rec in redo: info.records[rec].explicit = True
+    text = c_module(name, info, sources, roots)
+    bad = verify_layout(text, info, name)
+  if bad: raise HeaderError(f"{name}: ctypes layout differs from clang's:\n" + "\n".join(f"{r}{m}" for r, m in bad[:30]))
+  return text
 
 
 # ---------------------------------------------------------------- register headers

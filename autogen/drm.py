@@ -2,7 +2,7 @@
 # ruff: noqa
 # fmt: off
 from ctypes import c_char, c_int32, c_int64, c_uint16, c_uint32, c_uint64, c_uint8, c_void_p
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros, add_bitfields
 
 # ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)
 class struct_drm_clip_rect(Struct):  # struct drm_clip_rect, include/uapi/drm/drm.h:96

@@ -2,7 +2,7 @@
 # ruff: noqa
 # fmt: off
 from ctypes import c_int32, c_uint32, c_uint64
-from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros
+from hcq.autogen.runtime import Struct, Union, Ioctl, macro_field, define_constants, define_field_macros, add_bitfields
 
 # ---- records (layout checked against clang: sizeof, alignof, offsetof of every field)
 class struct_kfd_ioctl_get_version_args(Struct):  # struct kfd_ioctl_get_version_args, include/uapi/linux/kfd_ioctl.h:50

@@ -33,6 +33,7 @@ def _c_value(ftype, value):
 
 
 def _field_type(cls, name):
+  if name in getattr(cls, "_bitfields_", ()): return int
   for f in cls._fields_:
     if f[0] == name: return f[1]
   for anon in getattr(cls, "_anonymous_", ()):
@@ -55,10 +56,12 @@ def as_dict(obj) -> dict[str, Any]:
   """The fields of a struct/union instance as a dict (nested records as dicts, arrays as lists)."""
   out = {}
   for f in obj._fields_:
+    if f[0] == "_align_" or f[0].startswith("_pad"): continue   # alignment / bitfield-storage members
     v = getattr(obj, f[0])
     if isinstance(v, (ctypes.Structure, ctypes.Union)): v = as_dict(v)
     elif isinstance(v, ctypes.Array): v = [as_dict(x) if isinstance(x, (ctypes.Structure, ctypes.Union)) else x for x in v]
     out[f[0]] = v
+  for name in getattr(type(obj), "_bitfields_", ()): out[name] = getattr(obj, name)
   return out
 
 
@@ -72,6 +75,40 @@ class Struct(ctypes.Structure):
 
 class Union(ctypes.Union):
   __repr__ = struct_repr
+
+
+class BitField:
+  """A bitfield the generator lays out itself (where ctypes' placement differs from C's, e.g. a 40-bit field of
+  unsigned long long after a char bitfield). Like ctypes' own field descriptors: .offset is the byte of its first
+  bit and .size is (width << 16) | (first bit within that byte)."""
+
+  def __init__(self, name: str, bit_offset: int, width: int, signed: bool):
+    self.name, self.bit_offset, self.width, self.signed = name, bit_offset, width, signed
+    self.offset, self.size = bit_offset // 8, (width << 16) | (bit_offset % 8)
+    self._nbytes = (bit_offset % 8 + width + 7) // 8
+    self._mask = (1 << width) - 1
+
+  def __repr__(self): return f"<BitField {self.name} bits {self.bit_offset}..{self.bit_offset + self.width - 1}>"
+
+  def __get__(self, obj, cls=None):
+    if obj is None: return self
+    raw = int.from_bytes(ctypes.string_at(ctypes.addressof(obj) + self.offset, self._nbytes), "little")
+    v = (raw >> (self.bit_offset % 8)) & self._mask
+    if self.signed and v >> (self.width - 1): v -= 1 << self.width
+    return v
+
+  def __set__(self, obj, value):
+    addr = ctypes.addressof(obj) + self.offset
+    raw = int.from_bytes(ctypes.string_at(addr, self._nbytes), "little")
+    shift = self.bit_offset % 8
+    raw = (raw & ~(self._mask << shift)) | ((int(value) & self._mask) << shift)   # C keeps the low bits too
+    ctypes.memmove(addr, raw.to_bytes(self._nbytes, "little"), self._nbytes)
+
+
+def add_bitfields(cls, bits):
+  """Attach BitField descriptors (name, bit offset, width, signed) to a generated record class."""
+  for name, off, width, signed in bits: setattr(cls, name, BitField(name, off, width, signed))
+  cls._bitfields_ = tuple(b[0] for b in bits)
 
 
 class Ioctl:

@@ -101,7 +101,6 @@ def _unpack(pkg: dict, cache: str, log=print) -> str:
     members = list(pkg["members"])
     if pkg.get("tarball"):
       # the .deb holds a tarball (linux-source): take it out, then take only the members out of it
-      inner = os.path.join(tmp, "inner.tar")
       _run_pipe(["dpkg-deb", "--fsys-tarfile", deb], ["tar", "-x", "-C", tmp, "./" + pkg["tarball"]], "dpkg-deb")
       inner = os.path.join(tmp, pkg["tarball"])
       strip = pkg.get("strip", "")
