@@ -4,10 +4,8 @@ The headers come through the generator's own cache (apt-get download of the pinn
 """
 from __future__ import annotations
 
-import ctypes
 import importlib
 import re
-import subprocess
 
 import pytest
 
