@@ -175,6 +175,10 @@ def _apply_vop3_src_mods(inst: Inst, ops: list[Operand], abs_field: str = "abs")
   f = inst.fields
   texts = []
   neg, abs_ = f.get("neg", 0), f.get(abs_field, 0)
+  if inst.encoding in ("VOP3", "VOP3SD"):
+    srcmods = arch_tables(inst.arch).encodings[inst.encoding].extra[inst.opcode]["srcmods"]
+    if "neg" not in srcmods: neg = 0
+    if "abs" not in srcmods: abs_ = 0
   for op in ops:
     text = op.text
     if op.field in ("src0", "src1", "src2"):
