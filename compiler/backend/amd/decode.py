@@ -119,6 +119,11 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
         literal = _dword(data, off + size, "the 32-bit literal", off)
         size += 4
         break
+  if enc == "MIMG" and fields["nsa"]:
+    # non-sequential addresses: VADDR holds the first one, the others follow one byte each (16.8 MIMG-NSA)
+    naddr = mimg_address_count(et, opcode, fields)
+    size += 4 * ((naddr - 1 + 3) // 4)
+    if off + size > n: _dword(data, off + size - 4, "the MIMG NSA address dwords", off)
   if enc in _RETURNING and fields["glc"]:
     alt = et.extra[opcode]["operands_glc"]
     if alt is not None: template = alt
@@ -132,6 +137,14 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
       dpp = {"kind": "dpp8", "src0": ext & 0xff, "lane_sel": ext >> 8, "fi": int(fields["src0"] == DPP8_FI)}
     name = name.replace("_e32", "") + "_dpp" if enc in ("VOP1", "VOP2", "VOPC") else name + "_dpp"
   return Inst(name, enc, opcode, size, off, fields, literal, data[off:off + size], t.arch, template, dpp)
+
+
+def mimg_address_count(et, opcode: int, fields: dict) -> int:
+  by_dim = et.extra[opcode]["vaddr_by_dim"]
+  count = by_dim[fields["dim"]] if fields["dim"] < len(by_dim) else None
+  if count is None:  # a dim LLVM does not accept for this opcode: fall back to the 1-D template
+    count = next((t[3] for t in et.ops[opcode][2] if t[0] == "reg" and t[1] == "vaddr"), 1)
+  return count
 
 
 def _decode_vopd(t: ArchTables, data: bytes, off: int, w0: int) -> Inst:
