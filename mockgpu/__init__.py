@@ -24,6 +24,10 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
 
 def open_mock_os(spec, config):
   """(MockOS, iface) for a mock spec such as MOCK+AMD (the GPU index is the driver's to pick)."""
+  if spec.vendor == "BNXT":
+    from .bnxt import open_bnxt_mock
+    os, _nic = open_bnxt_mock(config, spec.index)
+    return os, "MOCK"
   from ..errors import DeviceError
   if spec.vendor == "AMD" and spec.iface in _AMD_IFACES:
     return mock_amd_os(config, gpus=max(1, spec.index + 1)), _AMD_IFACES[spec.iface]

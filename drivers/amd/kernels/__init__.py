@@ -1,10 +1,7 @@
-"""Code objects shipped with hcq (built by build.py from demo.cl): `demo.hsaco` with the kernels empty, vadd and
-matmul, used by `hcq demo` and bench/launch.py."""
-import os
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEMO = os.path.join(HERE, "demo.hsaco")
+"""Code objects shipped with hcq as package data (built by tests/amd/build_kernels.py from demo.cl with clang-19):
+`demo.hsaco` with the kernels empty, vadd and matmul, used by `hcq demo` and bench/launch.py."""
+from importlib import resources
 
 
 def demo_code_object() -> bytes:
-  with open(DEMO, "rb") as f: return f.read()
+  return resources.files(__package__).joinpath("demo.hsaco").read_bytes()
