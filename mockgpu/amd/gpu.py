@@ -176,7 +176,7 @@ class MockAMDGPU:
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
     starts = [sh.get(R.COMPUTE_START_X + i, 0) for i in range(3)]
     if any(starts): raise QueueError(queue.name, f"COMPUTE_START_X/Y/Z = {starts}: dispatch offsets are not modelled")
-    block = tuple(sh.get(R.COMPUTE_NUM_THREAD_X + i, 0) & 0xFFFF for i in range(3))
+    block = tuple(sh.get(R.COMPUTE_NUM_THREAD_X + i, 0) & R.NUM_THREAD_FULL_MASK for i in range(3))
     if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
       raise QueueError(queue.name, f"COMPUTE_NUM_THREAD_X/Y/Z = {block}: a work-group has 1 to 1024 threads")
     if 0 in grid: return
