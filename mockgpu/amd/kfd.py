@@ -209,6 +209,34 @@ class KFDModel:
     used = sum(x.size for x in self.allocs.values() if x.gpu is gpu and x.kind == "vram")
     a.available = max(gpu.props.vram_size - used, 0)
 
+  def _AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(self, file, a, fail):
+    """kfd_ioctl_get_process_apertures_new with the gfx9+ apertures of kfd_flat_memory.c (kfd_init_apertures_v9):
+    LDS at 1 << 48, scratch at 2 << 48 (limits: base | 0xffffffff), GPUVM from AMDGPU_VA_RESERVED_BOTTOM (64 KiB,
+    amdgpu_vm.h) to the 47-bit user address space."""
+    if a.num_of_nodes == 0:
+      a.num_of_nodes = len(self.gpus)
+      return
+    n = min(a.num_of_nodes, len(self.gpus))
+    entry = self.kfd_h.struct_kfd_process_device_apertures
+    if not _readable(a.kfd_process_device_apertures_ptr, n * ctypes.sizeof(entry)):
+      raise fail(errno.EFAULT, f"kfd_process_device_apertures_ptr {a.kfd_process_device_apertures_ptr:#x}")
+    out = (entry * n).from_address(a.kfd_process_device_apertures_ptr)
+    for e, gpu in zip(out, self.gpus):
+      e.lds_base, e.scratch_base = 1 << 48, 2 << 48
+      e.lds_limit, e.scratch_limit = e.lds_base | 0xFFFFFFFF, e.scratch_base | 0xFFFFFFFF
+      e.gpuvm_base, e.gpuvm_limit = 1 << 16, (1 << 47) - 1
+      e.gpu_id = gpu.gpu_id
+    a.num_of_nodes = n
+
+  def _AMDKFD_IOC_SET_MEMORY_POLICY(self, file, a, fail): self._gpu(a.gpu_id, fail)   # caches are not modelled
+
+  def _AMDKFD_IOC_SET_SCRATCH_BACKING_VA(self, file, a, fail): self._gpu(a.gpu_id, fail)
+
+  def _AMDKFD_IOC_SET_XNACK_MODE(self, file, a, fail):
+    """gfx1100 has no XNACK (retry on page fault): querying (< 0) answers 0, enabling is EPERM, like kfd_chardev.c."""
+    if a.xnack_enabled > 0: raise fail(errno.EPERM, "XNACK is not supported by gfx1100")
+    a.xnack_enabled = 0
+
   # ---- memory
   def _AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(self, file, a, fail):
     kfd = self.kfd_h

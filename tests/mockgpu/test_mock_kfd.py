@@ -145,3 +145,15 @@ def test_hcq_open_mock_amd_uses_this_mock():
     dev.copyin(b, data)
     assert np.array_equal(np.frombuffer(dev.copyout(b), np.uint32), data)
   finally: dev.close()
+
+
+def test_process_apertures_and_xnack(h):
+  n = kfd.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(h.kfd, num_of_nodes=0).num_of_nodes
+  assert n == 2
+  arr = (kfd.struct_kfd_process_device_apertures * n)()
+  kfd.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(h.kfd, kfd_process_device_apertures_ptr=ctypes.addressof(arr), num_of_nodes=n)
+  assert arr[0].gpu_id == h.gpu_id and arr[0].lds_base == 1 << 48 and arr[0].scratch_limit == (2 << 48) | 0xFFFFFFFF
+  assert arr[0].gpuvm_base <= h.signals.va <= arr[0].gpuvm_limit
+  assert kfd.AMDKFD_IOC_SET_XNACK_MODE(h.kfd, xnack_enabled=-1).xnack_enabled == 0
+  with pytest.raises(OSCallError) as e: kfd.AMDKFD_IOC_SET_XNACK_MODE(h.kfd, xnack_enabled=1)
+  assert e.value.errno == errno.EPERM
