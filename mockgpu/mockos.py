@@ -132,9 +132,11 @@ class MockOS:
     return self.memory.alloc(size, addr, prot, shared, reserve_only)
 
   def free_anon(self, addr: int, size: int) -> None:
-    for dev in self.devices:
-      if hasattr(dev, "host_memory_freed"): dev.host_memory_freed(addr, size)
-    self.memory.free(addr, size)
+    """munmap. A device model whose memory lives in that range may keep it alive (host_memory_freed() -> True: it
+    frees it itself later, e.g. VRAM whose CPU mapping goes before the KFD allocation), so that its engines never
+    touch unmapped host memory."""
+    keep = [dev.host_memory_freed(addr, size) for dev in self.devices if hasattr(dev, "host_memory_freed")]
+    if not any(keep): self.memory.free(addr, size)
 
   def phys_addrs(self, addr: int, size: int) -> list[int]: return self.memory.phys_addrs(addr, size)
 

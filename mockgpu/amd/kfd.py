@@ -72,6 +72,7 @@ class Allocation:
     self.handle, self.gpu, self.va, self.size, self.flags, self.kind = handle, gpu, va, size, flags, kind
     self.mmap_offset = mmap_offset
     self.mapped_to: set[int] = set()      # gpu ids
+    self.invalidated = False              # USERPTR memory the process unmapped: GPU mappings dropped
 
 
 class Event:
@@ -138,6 +139,7 @@ class KFDModel:
     self.event_page: int | None = None         # host address of the signal slots
     self.event_page_own = False
     self.doorbell_views: dict[int, DoorbellMMIO] = {}
+    self.deferred_frees: list[tuple[int, int]] = []   # munmaps of VRAM/GTT CPU mappings done at FREE_MEMORY_OF_GPU
     for g in gpus: g.listener = self
 
   # ---- nodes
@@ -297,8 +299,9 @@ class KFDModel:
     ids = self._device_ids(a, fail)
     for i, gid in enumerate(ids[a.n_success:], start=a.n_success):
       gpu = self._gpu(gid, fail)
-      if gid not in alloc.mapped_to: raise fail(errno.EINVAL, f"handle {a.handle:#x} is not mapped to gpu_id {gid}")
-      gpu.unmap_range(alloc.va)
+      if gid not in alloc.mapped_to and not alloc.invalidated:
+        raise fail(errno.EINVAL, f"handle {a.handle:#x} is not mapped to gpu_id {gid}")
+      if gid in alloc.mapped_to: gpu.unmap_range(alloc.va)
       alloc.mapped_to.discard(gid)
       a.n_success = i + 1
 
@@ -308,6 +311,30 @@ class KFDModel:
     if self.event_page is not None and not self.event_page_own and alloc.va == self.event_page:
       self.event_page = None
     del self.allocs[a.handle]
+    self._release_deferred()
+
+  def host_memory_freed(self, addr: int, size: int) -> bool:
+    """The process munmaps [addr, addr+size). VRAM/GTT allocations there keep their memory until FREE (the GPU may
+    still use it: munmap removes only the CPU view); USERPTR memory goes, so it stops being GPU memory at once (an
+    MMU-notifier invalidation) and later GPU accesses fault instead of touching unmapped host memory."""
+    with self.lock:
+      keep = False
+      for alloc in self.allocs.values():
+        if alloc.va < addr + size and addr < alloc.va + alloc.size:
+          if alloc.kind == "userptr":
+            alloc.invalidated = True
+            for gid in list(alloc.mapped_to):
+              self.by_id[gid].unmap_range(alloc.va)
+              alloc.mapped_to.discard(gid)
+          else: keep = True
+      if keep: self.deferred_frees.append((addr, size))
+      return keep
+
+  def _release_deferred(self) -> None:
+    for addr, size in list(self.deferred_frees):
+      if not any(x.kind != "userptr" and x.va < addr + size and addr < x.va + x.size for x in self.allocs.values()):
+        self.deferred_frees.remove((addr, size))
+        self.os.memory.free(addr, size)
 
   def mmap_render(self, file, size, offset, addr):
     for alloc in self.allocs.values():
