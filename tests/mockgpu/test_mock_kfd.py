@@ -162,17 +162,16 @@ def test_process_apertures_and_xnack(h):
 def test_munmap_before_unmap_never_crashes_the_host(h):
   """A driver that munmaps first: VRAM stays GPU memory until FREE; USERPTR memory stops being GPU memory at once."""
   from hcq.errors import GPUFault
+  q = h.queue("compute")
   v = h.alloc(0x2000, "vram")
   u = h.alloc(0x2000, "userptr")
   h.os.free_anon(v.va, v.size)
   h.os.free_anon(u.va, u.size)
-  q = h.queue("compute")
   q.submit(pm4(0x37, 5 << 8, v.va, v.va >> 32, 0x77) + h.release_signal(h.signals.va, 1))
   assert h.signals.u64()[0] == 1                                   # the VRAM write landed (memory still alive)
   with pytest.raises(GPUFault) as e: q.submit(pm4(0x37, 5 << 8, u.va, u.va >> 32, 1))
   assert e.value.address == u.va
-  kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(h.kfd, handle=v.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
-  kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=v.handle)
+  for m in (v, u):
+    kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(h.kfd, handle=m.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
+    kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=m.handle)
   assert h.os.memory.find(v.va) is None                            # the deferred munmap happened at FREE
-  kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(h.kfd, handle=u.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
-  kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=u.handle)
