@@ -27,7 +27,7 @@ from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
 from .memory import HostMemory
 from .pci import PCIFunction
-from .vfs import DataFile, DeviceNode, Dir, Symlink, VFS
+from .vfs import DataFile, DeviceNode, Dir, VFS
 
 PCI_MEM_WINDOW = 0x80_0000_0000   # fake bus addresses given to 64-bit BARs
 PCI_MEM32_WINDOW = 0xC000_0000    # and to 32-bit ones (below 4 GiB)
@@ -286,4 +286,4 @@ class MockOS:
   def __repr__(self): return f"MockOS({len(self.devices)} devices, {len(self.pci_functions)} PCI functions)"
 
 
-__all__ = ["MockOS", "MockLock", "Symlink"]
+__all__ = ["MockOS", "MockLock"]

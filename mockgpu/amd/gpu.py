@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ...errors import GPUFault, HCQError, QueueError
+from ...errors import HCQError, QueueError
 from . import regs as R
 from .access import DeviceMemory
 from .queues import QUEUE_CLASSES

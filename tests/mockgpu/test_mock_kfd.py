@@ -1,7 +1,6 @@
 """The mock KFD: ioctl dispatch from the generated bindings, memory rules, topology, several GPUs, AMDGPU_INFO."""
 import ctypes
 import errno
-import os
 
 import pytest
 
