@@ -7,7 +7,7 @@ queue that follows one on the other first waits for the timeline (WAIT_REG_MEM /
 from __future__ import annotations
 
 import dataclasses
-import struct
+import hashlib
 from array import array
 
 from ...compiler import queue as Q
@@ -90,6 +90,7 @@ class AMDDevice(Device):
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._copies: dict[int, object] = {}
+    self._images: dict[bytes, tuple[int, int]] = {}
     self.scratch: Scratch | None = None
     self._old_scratch = []
     self.queue_pm4 = self.compute
@@ -248,12 +249,15 @@ class AMDDevice(Device):
       name = next(iter(co.kernels))
     if name not in co.kernels:
       raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
-    size = round_up(len(co.image), 0x1000)
-    mem = self.iface.alloc(size, kind="vram")
-    self._mems.append(mem)
-    buf = Buffer(self, mem.va, size, handle=mem, kind="code")
-    self.copyin(buf, co.relocated(mem.va))
-    return AMDProgram(self, co.kernels[name], mem.va, size)
+    key = hashlib.sha256(image).digest()
+    loaded = self._images.get(key)        # one upload per code object, shared by its kernels
+    if loaded is None:
+      size = round_up(len(co.image), 0x1000)
+      mem = self.iface.alloc(size, kind="vram")
+      self._mems.append(mem)
+      self.copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), co.relocated(mem.va))
+      loaded = self._images[key] = (mem.va, size)
+    return AMDProgram(self, co.kernels[name], *loaded)
 
   def scratch_for(self, private_bytes: int) -> Scratch:
     """Scratch (architected flat scratch) big enough for private_bytes per lane on every wave slot; grown on demand.
