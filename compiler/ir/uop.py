@@ -184,8 +184,9 @@ class UOp:
     return UOp(Ops.BUFFER, (), BufferArg(slot, dtype, math.prod(shape), addrspace, False, shape))
 
   @staticmethod
-  def variable(name: str, vmin: int, vmax: int, slot: int = 0) -> "UOp":
-    return UOp(Ops.DEFINE_VAR, (), VarArg(slot, name, vmin, vmax))
+  def variable(name: str, vmin: int, vmax: int, slot: int = 0, dtype: DType = dtypes.weakint) -> "UOp":
+    """A scalar integer kernel argument in [vmin, vmax] (weak: lowering gives it int32 or int64 from the bounds)."""
+    return UOp(Ops.DEFINE_VAR, (), VarArg(slot, name, vmin, vmax, dtype))
 
   @staticmethod
   def special(n, name: str) -> "UOp":
@@ -200,7 +201,7 @@ class UOp:
   @staticmethod
   def group(*srcs) -> "UOp": return UOp(Ops.GROUP, srcs)
 
-  def index(self, *idx, ) -> "UOp":
+  def index(self, *idx) -> "UOp":
     if not isinstance(self.dtype, PtrDType): raise CompileError(f"index of a non-buffer {_short(self)}", self)
     if len(idx) > 1:
       base = self.buffer
@@ -279,6 +280,9 @@ class UOp:
   def __invert__(self): return self.alu(Ops.NOT)
   # == stays identity (hash-consing makes it structural equality); use .eq()/.ne() to build comparisons
   __hash__ = object.__hash__
+
+  def __bool__(self):
+    raise CompileError(f"a UOp has no truth value (did you mean .where(), or a Python value?): {_short(self)}", self)
 
   def __repr__(self) -> str: return render_repr(self)
 
@@ -369,7 +373,7 @@ def _alu_dtype(u: UOp):
   if op in GroupOp.IntOnly and not dt.is_int: _fail(u, f"{op.name} needs integers, got {dt!r}")
   if op in GroupOp.FloatOnly and not dt.is_float: _fail(u, f"{op.name} needs floats, got {dt!r}")
   if op in (Ops.AND, Ops.OR, Ops.XOR, Ops.NOT) and dt.is_float: _fail(u, f"{op.name} needs integers or bools, got {dt!r}")
-  if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX) and dt.is_bool and op is not Ops.MAX:
+  if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG) and dt.is_bool:
     _fail(u, f"{op.name} on bools")
   if op in GroupOp.Comparison: return dtypes.bool
   return dt
