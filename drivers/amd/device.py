@@ -7,7 +7,6 @@ queue that follows one on the other first waits for the timeline (WAIT_REG_MEM /
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from array import array
 
 from ...compiler import queue as Q
@@ -249,8 +248,8 @@ class AMDDevice(Device):
       name = next(iter(co.kernels))
     if name not in co.kernels:
       raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
-    key = hashlib.sha256(image).digest()
-    loaded = self._images.get(key)        # one upload per code object, shared by its kernels
+    key = bytes(image)
+    loaded = self._images.get(key)        # one upload per code object (keyed by its bytes), shared by its kernels
     if loaded is None:
       size = round_up(len(co.image), 0x1000)
       mem = self.iface.alloc(size, kind="vram")
