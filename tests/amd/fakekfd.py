@@ -60,6 +60,7 @@ class FakeKFDOS:
     self.ioctl_log = []
     self.doorbells = Doorbells(self)
     self.dispatches = []
+    self.ibs = []
     self.event_page = None
 
   # OS interface
@@ -156,6 +157,14 @@ class FakeKFDOS:
     elif op == 0x15:
       self.dispatches.append((dict(self.regs), tuple(b[:3]), b[3]))
       if self.on_dispatch: self.on_dispatch(self, dict(self.regs), tuple(b[:3]))
+    elif op == 0x3F:
+      ib = (ctypes.c_uint32 * (b[2] & 0xFFFFF)).from_address(b[0] | b[1] << 32)
+      words, i = list(ib), 0
+      self.ibs.append(len(words))
+      while i < len(words):
+        used = self._pm4(words[i:])
+        assert used, "fake PM4: a wait inside an indirect buffer"
+        i += used
     elif op not in (0x58, 0x46): raise AssertionError(f"fake PM4: opcode {op:#x}")
     return 1 + n
 

@@ -122,3 +122,23 @@ def test_code_object_for_another_target_is_refused(fake_dev, tmp_path):
   with pytest.raises(DeviceError, match="code object is for gfx1030, this device is gfx1100"):
     dev.load(open(other, "rb").read())
   assert _submitted(osi, dev) == before
+
+
+def test_bound_launch_runs_through_an_indirect_buffer(fake_dev, demo_code):
+  dev, osi = fake_dev
+  prog = dev.load(demo_code, "vadd")
+  a, b, c = dev.alloc(1024), dev.alloc(1024), dev.alloc(1024)
+  bound = dev.bind(prog, a, b, c, 200, global_size=(1,), local_size=(256,))
+  before_dw, before_disp = dev.compute.put_dw, len(osi.dispatches)
+  for _ in range(3): tv = bound()
+  dev.synchronize()
+  assert dev.timeline.signal.value == tv
+  assert len(osi.dispatches) == before_disp + 3 and len(osi.ibs) == 3
+  # per run the ring holds one INDIRECT_BUFFER packet and the timeline signal, nothing else
+  per_run = (dev.compute.put_dw - before_dw) // 3
+  assert per_run == 4 + len(dev._signals["pm4"])
+  regs = osi.dispatches[-1][0]
+  ka = regs[pm4.COMPUTE_USER_DATA_0] | regs[pm4.COMPUTE_USER_DATA_0 + 1] << 32
+  assert ka == bound.kernargs.va
+  assert struct.unpack_from("<QQQI", ctypes.string_at(ka, 28)) == (a.va, b.va, c.va, 200)
+  with pytest.raises(DeviceError, match="takes 4 arguments"): dev.bind(prog, a, global_size=(1,), local_size=(64,))

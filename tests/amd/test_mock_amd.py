@@ -183,3 +183,16 @@ def test_hcq_demo_exits_0_within_a_second(dev):
     assert "ok" in r.stdout and "FAIL" not in r.stdout
     times.append(t)
   assert min(times) <= 1.0, f"hcq demo: {times} s"
+
+
+def test_bound_launch_repeats_through_an_indirect_buffer(dev):
+  _needs_emulator(dev)
+  vadd = dev.load(demo_code_object(), "vadd")
+  x = np.arange(512, dtype=np.float32)
+  dx, dy = dev.alloc(x.nbytes), dev.alloc(x.nbytes)
+  dev.copyin(dx, x)
+  dev.copyin(dy, np.zeros(512, np.float32))
+  bound = dev.bind(vadd, dx, dy, dy, 512, global_size=(2,), local_size=(256,))   # y = x + y, three times
+  for _ in range(3): bound()
+  dev.synchronize()
+  assert np.array_equal(np.frombuffer(dev.copyout(dy), np.float32), 3 * x)
