@@ -100,7 +100,7 @@ class KFDIface:
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     """kind: "vram" (device memory; CPU-visible only with cpu_access, which needs a large BAR), "gtt" (host memory
     the GPU reaches uncached; always CPU-visible), "userptr" (anonymous host memory registered with the GPU)."""
-    size = round_up(size, PAGE)
+    size = round_up(max(size, 1), PAGE)
     flags = kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | \
       kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
     if kind == "gtt": flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
