@@ -21,8 +21,8 @@ from hcq.drivers.hcq import Buffer
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def _open(timeout_s=1.0):
-  try: return hcq.open("MOCK+AMD", Config(timeout_s=timeout_s))
+def _open(timeout_s=1.0, threaded=False):
+  try: return hcq.open("MOCK+AMD", Config(timeout_s=timeout_s, mock_threaded=threaded))
   except (DeviceError, ImportError) as e:
     if "not built" in str(e) or isinstance(e, ImportError): pytest.skip(f"the mock AMD GPU is not available: {e}")
     raise
@@ -31,6 +31,15 @@ def _open(timeout_s=1.0):
 @pytest.fixture
 def dev():
   d = _open()
+  yield d
+  d.close()
+
+
+@pytest.fixture(params=[False, True], ids=["synchronous", "threaded"])
+def both_dev(request):
+  """The mock in both modes: running queues inside the doorbell write, and in a background thread (where a missing
+  wait in the driver shows up as wrong data)."""
+  d = _open(threaded=request.param)
   yield d
   d.close()
 
@@ -73,7 +82,8 @@ def test_corpus_kernel_through_the_public_api(dev, name):
 
 
 @pytest.mark.parametrize("size,offset", [(1, 0), (1, 3), ((1 << 20) + 1, 7), ((64 << 20) - 5, 3)])
-def test_copy_round_trips_are_byte_exact(dev, size, offset):
+def test_copy_round_trips_are_byte_exact(both_dev, size, offset):
+  dev = both_dev
   buf = dev.alloc(size + offset + 9)
   data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
   dev.copyin(buf, data, offset=offset)
@@ -84,7 +94,8 @@ def test_copy_round_trips_are_byte_exact(dev, size, offset):
   dev.free(buf)
 
 
-def test_vector_add_and_matmul_of_the_demo(dev):
+def test_vector_add_and_matmul_of_the_demo(both_dev):
+  dev = both_dev
   _needs_emulator(dev)
   code = demo_code_object()
   vadd, matmul = dev.load(code, "vadd"), dev.load(code, "matmul")
@@ -185,7 +196,8 @@ def test_hcq_demo_exits_0_within_a_second(dev):
   assert min(times) <= 1.0, f"hcq demo: {times} s"
 
 
-def test_bound_launch_repeats_through_an_indirect_buffer(dev):
+def test_bound_launch_repeats_through_an_indirect_buffer(both_dev):
+  dev = both_dev
   _needs_emulator(dev)
   vadd = dev.load(demo_code_object(), "vadd")
   x = np.arange(512, dtype=np.float32)
