@@ -69,3 +69,13 @@ def test_run_rejects_wrong_arguments_before_running(tmp_path, capsys):
   _mock_or_skip()
   assert main(["run", KERNELS, "--kernel", "vadd", "--device", "MOCK+AMD", "--out", str(tmp_path), "=1.5"]) == 1
   assert "takes 4 arguments" in capsys.readouterr().err
+
+
+def test_decode_the_rings_of_a_device(capsys):
+  _mock_or_skip()
+  assert main(["decode", "--device", "MOCK+AMD"]) == 0
+  out = capsys.readouterr().out
+  pm4_part, sdma_part = out.split("== sdma ring")
+  assert "== pm4 ring" in pm4_part and "DISPATCH_DIRECT" in pm4_part and "COMPUTE_PGM_LO=" in pm4_part
+  assert "RELEASE_MEM" in pm4_part and "WAIT_REG_MEM" in pm4_part   # the launch waited for the copy queue
+  assert "COPY_LINEAR" in sdma_part and "bytes=1024" in sdma_part and "TRAP" in sdma_part

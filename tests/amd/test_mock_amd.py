@@ -208,3 +208,36 @@ def test_bound_launch_repeats_through_an_indirect_buffer(both_dev):
   for _ in range(3): bound()
   dev.synchronize()
   assert np.array_equal(np.frombuffer(dev.copyout(dy), np.float32), 3 * x)
+
+
+DISPATCH_PTR_CL = """
+typedef struct { ushort header, setup, wg_x, wg_y, wg_z, r0; uint grid_x, grid_y, grid_z, priv, group;
+                 ulong kernel_object, kernarg_address; } packet_t;
+__kernel void probe(__global uint *out, uint tag) {
+  __constant packet_t *p = (__constant packet_t *)__builtin_amdgcn_dispatch_ptr();
+  if (__builtin_amdgcn_workitem_id_x() == 0 && __builtin_amdgcn_workgroup_id_x() == 0) {
+    out[0] = p->wg_x; out[1] = p->grid_x; out[2] = p->grid_y; out[3] = tag;
+    out[4] = (uint)p->kernarg_address; out[5] = (uint)(p->kernarg_address >> 32);
+  }
+}
+"""
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_dispatch_pointer_user_sgprs_come_before_the_kernarg_pointer(dev, tmp_path):
+  _needs_emulator(dev)
+  src = tmp_path / "probe.cl"
+  src.write_text(DISPATCH_PTR_CL)
+  obj, co = tmp_path / "probe.o", tmp_path / "probe.hsaco"
+  subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-nogpulib",
+                  "-O2", "-c", str(src), "-o", str(obj)], check=True)
+  subprocess.run(["ld.lld-19", "-shared", str(obj), "-o", str(co)], check=True)
+  prog = dev.load(co.read_bytes(), "probe")
+  assert [n for n, _ in prog.user_sgprs] == ["dispatch_ptr", "kernarg_segment_ptr"]
+  out = dev.alloc(64)
+  dev.copyin(out, bytes(64))
+  prog(out, 0xC0FFEE, global_size=(3, 2), local_size=(32,), wait=True)
+  got = np.frombuffer(dev.copyout(out, 24), np.uint32)
+  assert list(got[:4]) == [32, 96, 2, 0xC0FFEE]
+  kernarg = int(got[4]) | int(got[5]) << 32
+  assert dev.kernargs.va <= kernarg < dev.kernargs.va + dev.kernargs.size
