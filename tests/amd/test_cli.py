@@ -77,5 +77,5 @@ def test_decode_the_rings_of_a_device(capsys):
   out = capsys.readouterr().out
   pm4_part, sdma_part = out.split("== sdma ring")
   assert "== pm4 ring" in pm4_part and "DISPATCH_DIRECT" in pm4_part and "COMPUTE_PGM_LO=" in pm4_part
-  assert "RELEASE_MEM" in pm4_part and "WAIT_REG_MEM" in pm4_part   # the launch waited for the copy queue
+  assert "RELEASE_MEM" in pm4_part and "int_sel=2" in pm4_part   # timeline value, then the KFD event interrupt
   assert "COPY_LINEAR" in sdma_part and "bytes=1024" in sdma_part and "TRAP" in sdma_part
