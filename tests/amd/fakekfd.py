@@ -61,6 +61,7 @@ class FakeKFDOS:
     self.doorbells = Doorbells(self)
     self.dispatches = []
     self.ibs = []
+    self.held = set()          # queue types whose doorbells do nothing (an engine that is busy)
     self.event_page = None
 
   # OS interface
@@ -125,8 +126,14 @@ class FakeKFDOS:
   def _destroy_queue(self, a): del self.queues[a.queue_id]
 
   # engines
+  def run_all(self):
+    """Let every queue run as far as it can (after a held queue is released)."""
+    for _ in range(len(self.queues)):
+      for qid in list(self.queues): self._ring(qid * 8)
+
   def _ring(self, off):
     q = self.queues[(off - 0) // 8]
+    if q["type"] in self.held: return
     wptr = ctypes.c_uint64.from_address(q["wptr"]).value
     unit = 4 if q["type"] == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE else 1
     ring = (ctypes.c_uint32 * (q["size"] // 4)).from_address(q["ring"])

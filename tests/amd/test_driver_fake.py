@@ -142,3 +142,21 @@ def test_bound_launch_runs_through_an_indirect_buffer(fake_dev, demo_code):
   assert ka == bound.kernargs.va
   assert struct.unpack_from("<QQQI", ctypes.string_at(ka, 28)) == (a.va, b.va, c.va, 200)
   with pytest.raises(DeviceError, match="takes 4 arguments"): dev.bind(prog, a, global_size=(1,), local_size=(64,))
+
+
+def test_a_launch_after_an_unfinished_copy_waits_for_it_on_the_device(fake_dev, demo_code):
+  dev, osi = fake_dev
+  prog = dev.load(demo_code, "vadd")
+  a = dev.alloc(4096)
+  osi.held.add(1)                      # the SDMA engine does not run yet
+  dev.copyin(a, b"\x01" * 4096)
+  copy_tv = dev.timeline.value
+  prog(a, a, a, 1024, global_size=(4,), local_size=(256,))
+  ring = list(dev.compute.ring[:dev.compute.put_dw])
+  waits = [f for _, name, f in pm4.decode(ring) if name == "WAIT_REG_MEM"]
+  assert waits and f"reference={copy_tv:#x}" in waits[-1] and f"addr={dev.timeline.signal.va:#x}" in waits[-1]
+  assert osi.dispatches == [] or all(d[1] != (4, 1, 1) for d in osi.dispatches)   # blocked behind the copy
+  osi.held.clear()
+  osi.run_all()
+  assert osi.dispatches[-1][1] == (4, 1, 1)
+  dev.synchronize()
