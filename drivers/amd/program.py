@@ -1,5 +1,6 @@
-"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs, kernarg layout, and
-one PM4 command template per launch shape, patched (kernarg address, timeline value) at each launch.
+"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs and kernarg layout, and
+per launch shape a command buffer lowered once from a queue program (barrier, call, timeline store) and patched
+(kernarg address, dispatch packet address, timeline value) at each launch.
 
 Register fields: gc_11_0_0_sh_mask.h (COMPUTE_PGM_RSRC1.PRIV bit 20, COMPUTE_PGM_RSRC2.LDS_SIZE [23:15] in 512-byte
 granules on gfx11, COMPUTE_TMPRING_SIZE WAVES [11:0] / WAVESIZE [26:12] in 256-byte units). The dispatch packet is
@@ -28,7 +29,7 @@ def kernel_args(k: Kernel) -> list[Arg]:
 
 class LaunchShape:
   """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
-  __slots__ = ("grid", "block", "hidden", "cmd", "patches", "alloc_size")
+  __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size")
 
 
 class AMDProgram:
@@ -105,7 +106,6 @@ class AMDProgram:
     s.hidden = self.layout.hidden_values(grid, block, {})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
     s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
-    s.patches = s.cmd.patches
     self._shapes[key] = s
     return s
 

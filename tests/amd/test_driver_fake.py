@@ -160,3 +160,31 @@ def test_a_launch_after_an_unfinished_copy_waits_for_it_on_the_device(fake_dev, 
   osi.run_all()
   assert osi.dispatches[-1][1] == (4, 1, 1)
   dev.synchronize()
+
+
+def test_scratch_sizing_follows_the_tmpring_layout(fake_dev):
+  dev, osi = fake_dev
+  # fake topology: 192 SIMDs / 2 per CU = 96 CUs, 12 arrays / 2 per engine = 6 SEs, 32 scratch slots per CU
+  s = dev.scratch_for(20)
+  waves, wavesize = 96 * 32 // 6, (64 * 20 + 255) // 256          # WAVES per SE, WAVESIZE in 256-byte units
+  assert s.tmpring == waves | (wavesize << 12)
+  assert s.size == waves * 6 * wavesize * 256
+  assert dev.scratch_for(8) is s                                   # smaller needs reuse it
+  bigger = dev.scratch_for(1000)
+  assert bigger is not s and bigger.tmpring >> 12 == (64 * 1000 + 255) // 256
+
+
+def test_alloc_kinds_map_to_kfd_flags(fake_dev):
+  from hcq.autogen import kfd
+  dev, osi = fake_dev
+  dbuf, hbuf = dev.alloc(100), dev.alloc(100, host=True)
+  dflags, hflags = osi.handles[dbuf.handle.handle][2], osi.handles[hbuf.handle.handle][2]
+  assert dflags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM and not dflags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC
+  assert dbuf.cpu_view is None                                     # device memory without a large BAR: no CPU view
+  assert hflags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT and hflags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
+  assert hbuf.cpu_view is not None and len(hbuf.cpu_view) >= 100
+  assert osi.handles[dbuf.handle.handle][0] == dbuf.va             # GPU VA == the CPU VA reserved for it
+  dev.free(dbuf)
+  assert dbuf.handle.handle not in osi.handles
+  with pytest.raises(DeviceError, match="freed twice"): dev.free(dbuf)
+  with pytest.raises(DeviceError, match="was freed"): dev.copyin(dbuf, b"x")

@@ -241,3 +241,17 @@ def test_dispatch_pointer_user_sgprs_come_before_the_kernarg_pointer(dev, tmp_pa
   assert list(got[:4]) == [32, 96, 2, 0xC0FFEE]
   kernarg = int(got[4]) | int(got[5]) << 32
   assert dev.kernargs.va <= kernarg < dev.kernargs.va + dev.kernargs.size
+
+
+def test_second_mock_gpu_by_index():
+  import hcq as h
+  try: d = h.open("MOCK+AMD:1", Config(timeout_s=1.0))
+  except DeviceError as e:
+    if "not built" in str(e): pytest.skip(str(e))
+    raise
+  with d:
+    with _open() as d0:
+      assert d.iface.gpu_id != d0.iface.gpu_id
+    buf = d.alloc(1000)
+    d.copyin(buf, bytes(range(250)) * 4)
+    assert d.copyout(buf) == bytes(range(250)) * 4
