@@ -65,7 +65,8 @@ class AMDDevice(Device):
     return mem
 
   def _setup(self) -> None:
-    os, iface = self.os, self.iface
+    iface = self.iface
+
     def new_signal_page():
       mem = self._host_mem(0x1000)
       return mem.va, mem.cpu
@@ -91,17 +92,15 @@ class AMDDevice(Device):
     self._copies: dict[int, object] = {}
     self._images: dict[bytes, tuple[int, int]] = {}
     self.scratch: Scratch | None = None
-    self._old_scratch = []
-    self.queue_pm4 = self.compute
+    self._old_scratch = []   # scratch areas that programs loaded earlier still point at
 
   def _make_ring(self, kind: str, cross: str, unit: int) -> Ring:
+    """A hardware queue from the iface and the Ring that writes it; unit: bytes per write-pointer step."""
     hwq = self.iface.create_queue(kind, RING_SIZE)
-    gart = hwq.gart.cpu.cast("B")
-    from .kfd import RPTR_OFFSET, WPTR_OFFSET
-    u64 = gart.cast("Q")
-    ring = Ring(f"{self.arch} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), u64[WPTR_OFFSET // 8:WPTR_OFFSET // 8 + 1],
-                u64[RPTR_OFFSET // 8:RPTR_OFFSET // 8 + 1], self.iface.doorbell(hwq), unit, cross, self.os.memory_barrier,
-                self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._idle)
+    u64 = hwq.gart.cpu.cast("B").cast("Q")
+    wptr, rptr = u64[hwq.wptr_offset // 8:hwq.wptr_offset // 8 + 1], u64[hwq.rptr_offset // 8:hwq.rptr_offset // 8 + 1]
+    ring = Ring(f"{self.arch} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, self.iface.doorbell(hwq),
+                unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._idle)
     ring.hwq = hwq
     return ring
 
@@ -157,6 +156,8 @@ class AMDDevice(Device):
     """Start a submission on ring: returns its timeline value. Work on one ring runs in order; when the previous
     submission went to the other ring and is not known to be done, this one first waits for it on the device."""
     prev = self.timeline.value
+    if prev >= 2**32 - 1:  # the engines compare 32 bits (WAIT_REG_MEM, POLL_REGMEM, SDMA FENCE)
+      raise DeviceError(f"{self.name}: the timeline reached 2^32 submissions; reopen the device")
     tv = self.timeline.next()
     if self._last_ring is not ring and self._last_ring is not None and self.timeline.signal.value < prev:
       ring.write(self._waits[engine].fill({V_PREV: prev}))

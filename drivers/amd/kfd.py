@@ -40,9 +40,11 @@ class HWQueue:
   kind: str
   queue_id: int
   ring: Mem
-  gart: Mem
+  gart: Mem                    # holds the read and write pointers at rptr_offset / wptr_offset
   extra: list
   doorbell_offset: int
+  rptr_offset: int = RPTR_OFFSET
+  wptr_offset: int = WPTR_OFFSET
 
 
 class KFDIface:
