@@ -225,6 +225,10 @@ class AMDDevice(Device):
 
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
     n = len(src)
+    if buf.cpu_view is not None:   # host-visible memory: the CPU writes it once the device is done with it
+      self._synchronize()
+      buf.cpu_view[offset:offset + n] = src
+      return
     for pos in range(0, n, STAGING_SIZE):
       chunk = min(STAGING_SIZE, n - pos)
       st = self._staging_slot()
@@ -232,6 +236,9 @@ class AMDDevice(Device):
       st.busy_until = self.copy_async(buf.va + offset + pos, st.mem.va, chunk)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
+    if buf.cpu_view is not None:
+      self._synchronize()
+      return bytes(buf.cpu_view[offset:offset + size])
     out = bytearray(size)
     for pos in range(0, size, STAGING_SIZE):
       chunk = min(STAGING_SIZE, size - pos)

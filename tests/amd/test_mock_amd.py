@@ -255,3 +255,15 @@ def test_second_mock_gpu_by_index():
     buf = d.alloc(1000)
     d.copyin(buf, bytes(range(250)) * 4)
     assert d.copyout(buf) == bytes(range(250)) * 4
+
+
+def test_host_buffers_are_copied_by_the_cpu_and_usable_by_kernels(dev):
+  _needs_emulator(dev)
+  vadd = dev.load(demo_code_object(), "vadd")
+  a = np.arange(256, dtype=np.float32)
+  ha, hc = dev.alloc(a.nbytes, host=True), dev.alloc(a.nbytes, host=True)
+  submits = dev.copy.submits
+  dev.copyin(ha, a)
+  assert dev.copy.submits == submits          # no SDMA copy for host-visible memory
+  vadd(ha, ha, hc, 256, global_size=(1,), local_size=(256,))
+  assert np.array_equal(np.frombuffer(dev.copyout(hc), np.float32), 2 * a)   # copyout waited for the kernel
