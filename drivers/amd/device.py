@@ -164,22 +164,31 @@ class AMDDevice(Device):
     self._last_ring = ring
     return tv
 
+  def _abandon(self, tv: int) -> None:
+    """A submission failed before its commands reached the ring (no ring space, no kernarg space): give its
+    timeline value back so that later waits do not wait for work that never ran."""
+    if self.timeline.value == tv: self.timeline.value = tv - 1
+
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
     tv = self._begin(self.compute, "pm4")
-    ka = self.kernargs.alloc(shape.alloc_size, tv)
-    off = ka - self.kernargs.va
-    view = self._kernarg_view
-    n = len(explicit)
-    view[off:off + n] = explicit
-    view[off + n:off + n + len(shape.hidden)] = shape.hidden
-    dp = ka + prog.layout.segment_size
-    if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
-    cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
+    try:
+      ka = self.kernargs.alloc(shape.alloc_size, tv)
+      off = ka - self.kernargs.va
+      view = self._kernarg_view
+      n = len(explicit)
+      view[off:off + n] = explicit
+      view[off + n:off + n + len(shape.hidden)] = shape.hidden
+      dp = ka + prog.layout.segment_size
+      if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
+      if timed:
+        self.timer_start.timestamp = self.timer_end.timestamp = 0
+        t0 = self.os.monotonic()
+      self.compute.write(cmd)
+    except BaseException:
+      self._abandon(tv)
+      raise
     prog.launches += 1
-    if timed:
-      self.timer_start.timestamp = self.timer_end.timestamp = 0
-      t0 = self.os.monotonic()
-    self.compute.write(cmd)
     self._commit(self.compute)
     if not timed: return None
     self._wait_value(tv)
@@ -195,8 +204,10 @@ class AMDDevice(Device):
   def submit_pm4(self, words) -> int:
     """Run raw PM4 dwords on the compute queue, then signal the timeline. Returns the timeline value."""
     tv = self._begin(self.compute, "pm4")
-    self.compute.write(array("I", list(words)))
-    self.compute.write(self._signals["pm4"].fill({V_TIMELINE: tv}))
+    try: self.compute.write(array("I", list(words)) + self._signals["pm4"].fill({V_TIMELINE: tv}))
+    except BaseException:
+      self._abandon(tv)
+      raise
     self._commit(self.compute)
     return tv
 
@@ -204,7 +215,10 @@ class AMDDevice(Device):
     """An SDMA copy between device addresses; returns the timeline value that marks its completion."""
     cb = self._copy_cmdbuf(nbytes)
     tv = self._begin(self.copy, "sdma")
-    self.copy.write(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: tv}))
+    try: self.copy.write(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: tv}))
+    except BaseException:
+      self._abandon(tv)
+      raise
     self._commit(self.copy)
     return tv
 
@@ -333,8 +347,10 @@ class BoundLaunch:
     dev = self.dev
     dev._check_open()
     tv = dev._begin(dev.compute, "pm4")
-    dev.compute.write(array("I", self.ib_words))
-    dev.compute.write(dev._signals["pm4"].fill({V_TIMELINE: tv}))
+    try: dev.compute.write(array("I", self.ib_words) + dev._signals["pm4"].fill({V_TIMELINE: tv}))
+    except BaseException:
+      dev._abandon(tv)
+      raise
     dev._commit(dev.compute)
     self.runs += 1
     if wait: dev._wait_value(tv)

@@ -188,3 +188,47 @@ def test_alloc_kinds_map_to_kfd_flags(fake_dev):
   assert dbuf.handle.handle not in osi.handles
   with pytest.raises(DeviceError, match="freed twice"): dev.free(dbuf)
   with pytest.raises(DeviceError, match="was freed"): dev.copyin(dbuf, b"x")
+
+
+@pytest.fixture
+def small_rings_dev(monkeypatch):
+  from hcq.config import Config
+  from hcq.drivers.amd import device as device_mod
+  from hcq.drivers.amd import open_device
+  from fakekfd import FakeKFDOS
+  monkeypatch.setattr(device_mod, "RING_SIZE", 4096)          # 1024 dwords
+  monkeypatch.setattr(device_mod, "KERNARG_RING", 8192)       # 25 vadd kernarg segments (288 B + alignment)
+  osi = FakeKFDOS(Config(timeout_s=0.3))
+  dev = open_device("KFD", 0, osi, osi.config)
+  yield dev, osi
+  osi.held.clear()
+  osi.run_all()
+  dev.close()
+
+
+def test_rings_wrap_around_and_kernargs_are_reused_safely(small_rings_dev, demo_code):
+  dev, osi = small_rings_dev
+  prog = dev.load(demo_code, "vadd")
+  a = dev.alloc(64)
+  for n in range(300):          # ~60 dwords per launch: the compute ring wraps ~17 times, the kernarg ring ~12 times
+    prog(a, a, a, n, global_size=(1,), local_size=(64,))
+  dev.synchronize()
+  assert dev.compute.put_dw > 10 * 1024
+  vadd = [d for d in osi.dispatches if d[1] == (1, 1, 1)]
+  assert len(vadd) == 300
+  regs = vadd[-1][0]
+  ka = regs[pm4.COMPUTE_USER_DATA_0] | regs[pm4.COMPUTE_USER_DATA_0 + 1] << 32
+  assert struct.unpack_from("<QQQI", ctypes.string_at(ka, 28)) == (a.va, a.va, a.va, 299)
+
+
+def test_a_full_ring_waits_for_space_and_never_overwrites(small_rings_dev, demo_code):
+  dev, osi = small_rings_dev
+  prog = dev.load(demo_code, "empty")
+  osi.held.add(0)              # the compute engine stops reading
+  with pytest.raises(Timeout, match="ring space"):
+    for _ in range(100): prog(global_size=(1,), local_size=(1,))
+  written = dev.compute.put_dw
+  assert written <= 1024 + dev.compute.rptr[0]          # never more than one ring ahead of the read pointer
+  osi.held.clear()
+  osi.run_all()
+  assert dev.compute.rptr[0] == written
