@@ -15,8 +15,9 @@ from ...errors import DeviceError, GPUFault
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
 from . import lower, pm4
 from .cmdbuf import link
-from .codeobject import parse as parse_code_object
-from .program import AMDProgram
+from ...compiler.backend.amd.codeobject import CodeObject
+from ...compiler.backend.amd.errors import ISAError
+from .program import AMDProgram, image_at
 
 # placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
 TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
@@ -264,9 +265,11 @@ class AMDDevice(Device):
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):
-    co = parse_code_object(image)
-    if co.target != self.arch:
-      raise DeviceError(f"{self.name}: the code object is for {co.target}, this device is {self.arch}")
+    try: co = CodeObject.parse(image)
+    except ISAError as e: raise DeviceError(f"{self.name}: not a loadable code object: {e}") from None
+    target = co.target.rsplit("-", 1)[-1].split(":")[0]   # "amdgcn-amd-amdhsa--gfx1100[:xnack-]" -> "gfx1100"
+    if target != self.arch:
+      raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
     if name is None:
       if len(co.kernels) > 1:
@@ -280,7 +283,7 @@ class AMDDevice(Device):
       size = round_up(len(co.image), 0x1000)
       mem = self.iface.alloc(size, kind="vram")
       self._mems.append(mem)
-      self.copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), co.relocated(mem.va))
+      self.copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), image_at(co, mem.va))
       loaded = self._images[key] = (mem.va, size)
     return AMDProgram(self, co.kernels[name], *loaded)
 

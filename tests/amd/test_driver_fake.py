@@ -11,7 +11,11 @@ import pytest
 
 from hcq import DeviceError, GPUFault, Timeout
 from hcq.drivers.amd import pm4
-from hcq.drivers.amd.codeobject import parse
+from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.drivers.amd.program import image_at
+
+
+def parse(data): return CodeObject.parse(data)
 
 
 def test_open_discovers_the_gpu_node_and_queues(fake_dev):
@@ -35,7 +39,7 @@ def test_copy_round_trips_are_byte_exact(fake_dev, size, offset):
 def test_launch_programs_the_compute_registers_from_the_kernel_descriptor(fake_dev, demo_code):
   dev, osi = fake_dev
   co = parse(demo_code)
-  kd = co.kernels["vadd"].kd
+  kd = co.kernels["vadd"].descriptor
   prog = dev.load(demo_code, "vadd")
   a, b, c = dev.alloc(1024), dev.alloc(1024), dev.alloc(1024)
   prog(a, b, c, 256, global_size=(4, 1, 1), local_size=(64, 1, 1))
@@ -43,7 +47,7 @@ def test_launch_programs_the_compute_registers_from_the_kernel_descriptor(fake_d
   regs, grid, initiator = osi.dispatches[-1]
   assert grid == (4, 1, 1) and initiator & pm4.INITIATOR_CS_W32_EN and initiator & 1
   entry = regs[pm4.COMPUTE_PGM_LO] << 8 | regs[pm4.COMPUTE_PGM_LO + 1] << 40
-  assert entry == prog.image_va + co.kernels["vadd"].kd_offset + kd.kernel_code_entry_byte_offset
+  assert entry == prog.image_va + co.kernels["vadd"].descriptor_address + kd.kernel_code_entry_byte_offset
   assert regs[pm4.COMPUTE_PGM_RSRC1] == kd.compute_pgm_rsrc1 | (1 << 20)
   assert regs[pm4.COMPUTE_PGM_RSRC1 + 1] == kd.compute_pgm_rsrc2
   assert [regs[pm4.COMPUTE_NUM_THREAD_X + i] for i in range(3)] == [64, 1, 1]
@@ -59,7 +63,7 @@ def test_kernel_image_is_uploaded_relocated(fake_dev, demo_code):
   dev, osi = fake_dev
   prog = dev.load(demo_code, "empty")
   co = parse(demo_code)
-  assert ctypes.string_at(prog.image_va, len(co.image)) == co.relocated(prog.image_va)
+  assert ctypes.string_at(prog.image_va, len(co.image)) == image_at(co, prog.image_va)
   assert ctypes.c_uint32.from_address(prog.entry).value == 0xBFB00000  # s_endpgm (llvm-objdump-19 of demo.hsaco)
 
 
