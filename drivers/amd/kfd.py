@@ -69,9 +69,10 @@ class KFDIface:
     self._doorbells = None
     self._doorbell_base = None
     # events: the event page, a signal event for queue interrupts, and the two fault events
+    # the first signal event also hands KFD the event page (its mailbox slots), as ROCT does
     self.event_page = self.alloc(EVENT_PAGE_SIZE, kind="gtt")
-    kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle)
-    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
+    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle,
+                                     event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.mailbox_va = ev.event_id, self.event_page.va + ev.event_slot_index * 8
     mem_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_MEMORY)
     hw_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_HW_EXCEPTION)

@@ -104,9 +104,9 @@ class FakeKFDOS:
     a.n_success = 1
   def _unmap_memory_from_gpu(self, a): a.n_success = 1
   def _create_event(self, a):
-    if a.event_page_offset and self.event_page is None:
+    if a.event_page_offset:
+      assert self.event_page is None, "the event page is set once"
       self.event_page = self.handles[a.event_page_offset][0]
-      return
     eid = len(self.events) + 1
     self.events[eid] = a.event_type
     a.event_id, a.event_slot_index = eid, eid
