@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import math
 import os
 import struct
@@ -61,6 +62,18 @@ class CArtifact:
   has_barrier: bool
   local_bytes: int
   linear: UOp = field(repr=False, default=None)
+
+  def meta(self) -> dict:
+    """What a loader needs, embedded in the shared object as the string hcq_kernel_meta."""
+    return {"name": self.name, "params": [[p[0], p[1], p[2].name, p[3], p[4]] for p in self.params],
+            "global_size": list(self.global_size), "local_size": list(self.local_size),
+            "has_barrier": self.has_barrier, "local_bytes": self.local_bytes}
+
+  @staticmethod
+  def from_meta(meta: dict, source: str = "") -> "CArtifact":
+    params = [(slot, kind, getattr(dtypes, dt), size, ro) for slot, kind, dt, size, ro in meta["params"]]
+    return CArtifact(meta["name"], source, params, tuple(meta["global_size"]), tuple(meta["local_size"]),
+                     meta["has_barrier"], meta["local_bytes"])
 
 
 def render_c(lin: UOp) -> CArtifact:
@@ -166,8 +179,10 @@ def render_c(lin: UOp) -> CArtifact:
     _LAUNCHER.replace("KERNEL", name).replace("LOCAL_BYTES", str(max(local_off, 16))) \
              .replace("HAS_BARRIER", "1" if has_barrier else "0")
   ordered = [params[k] for k in sorted(params)]
-  return CArtifact(name, src_text, ordered, info.global_size or (1, 1, 1), info.local_size or (1, 1, 1), has_barrier,
-                   local_off, lin)
+  art = CArtifact(name, src_text, ordered, info.global_size or (1, 1, 1), info.local_size or (1, 1, 1), has_barrier,
+                  local_off, lin)
+  art.source += f"const char hcq_kernel_meta[] = {json.dumps(json.dumps(art.meta()))};\n"
+  return art
 
 
 _PRELUDE = """#include <stdint.h>
@@ -251,16 +266,35 @@ def build_shared_object(source: str, cc: str = "cc") -> str:
   return so
 
 
+def load_shared_object(image: bytes) -> str:
+  """Put a shared object's bytes in the cache directory (named by its hash); returns the path to dlopen."""
+  path = os.path.join(_cache_dir(), f"so_{hashlib.sha256(image).hexdigest()[:24]}.so")
+  if not os.path.exists(path):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f: f.write(image)
+    os.replace(tmp, path)
+  return path
+
+
 class CProgram:
-  """A kernel built to a shared object, loaded with dlopen (ctypes), launched through hcq_launch."""
-  def __init__(self, art: CArtifact, cc: str = "cc"):
-    self.art = art
-    self.name = art.name
-    self.path = build_shared_object(art.source, cc)
-    self.lib = ctypes.CDLL(self.path)
-    self.fn = self.lib.hcq_launch
+  """A kernel built to a shared object, loaded with dlopen (ctypes), launched through hcq_launch. The shared object
+  carries its own description (hcq_kernel_meta), so a program can be loaded from the file alone."""
+  def __init__(self, path: str):
+    self.path = path
+    self.lib = ctypes.CDLL(path)
+    try:
+      meta = json.loads(ctypes.cast(self.lib.hcq_kernel_meta, ctypes.c_char_p).value)
+      self.fn = self.lib.hcq_launch
+    except (AttributeError, ValueError) as e:
+      raise CompileError(f"{path}: not an hcq C kernel (no hcq_launch/hcq_kernel_meta: {e})") from None
+    self.art = CArtifact.from_meta(meta)
+    self.name = self.art.name
     self.fn.restype = ctypes.c_int
     self.fn.argtypes = [ctypes.POINTER(ctypes.c_uint64)] + [ctypes.c_int] * 6
+
+  @staticmethod
+  def from_artifact(art: CArtifact, cc: str = "cc") -> "CProgram":
+    return CProgram(build_shared_object(art.source, cc))
 
   def pack_args(self, args) -> ctypes.Array:
     nslots = (max((p[0] for p in self.art.params), default=-1) + 1)

@@ -184,8 +184,9 @@ class UOp:
     return UOp(Ops.BUFFER, (), BufferArg(slot, dtype, math.prod(shape), addrspace, False, shape))
 
   @staticmethod
-  def variable(name: str, vmin: int, vmax: int, slot: int = 0) -> "UOp":
-    return UOp(Ops.DEFINE_VAR, (), VarArg(slot, name, vmin, vmax))
+  def variable(name: str, vmin: int, vmax: int, slot: int = 0, dtype: DType = dtypes.weakint) -> "UOp":
+    """A scalar integer kernel argument in [vmin, vmax] (weak: lowering gives it int32 or int64 from the bounds)."""
+    return UOp(Ops.DEFINE_VAR, (), VarArg(slot, name, vmin, vmax, dtype))
 
   @staticmethod
   def special(n, name: str) -> "UOp":
@@ -279,6 +280,9 @@ class UOp:
   def __invert__(self): return self.alu(Ops.NOT)
   # == stays identity (hash-consing makes it structural equality); use .eq()/.ne() to build comparisons
   __hash__ = object.__hash__
+
+  def __bool__(self):
+    raise CompileError(f"a UOp has no truth value (did you mean .where(), or a Python value?): {_short(self)}", self)
 
   def __repr__(self) -> str: return render_repr(self)
 

@@ -1,8 +1,162 @@
-"""The dispatch engine: wave start-up state, block translation cache, scheduling (being written)."""
+"""The dispatch engine: wave start-up state, the block cache, and the scheduler that runs all waves of a dispatch
+together, grouped by program counter.
+
+Wave start-up state (AMD "RDNA3 ISA", "Initial wave state"; LLVM AMDGPUUsage "Initial kernel execution state";
+reference notes amd_kfd_pm4_sdma_am.md §3.3): the first USER_SGPR_COUNT (COMPUTE_PGM_RSRC2[5:1]) SGPRs hold
+COMPUTE_USER_DATA_0..; then the work-group id X, Y, Z, each only when its TGID_*_EN bit (rsrc2 bits 7, 8, 9) is set;
+then the work-group info SGPR when TG_SIZE_EN (bit 10) is set. v0 holds the packed work-item id
+x | y << 10 | z << 20 (gfx11), with y and z present per ENABLE_VGPR_WORKITEM_ID (rsrc2[12:11]). EXEC holds the
+lanes of the wave that exist (a partial last wave of a work-group has fewer).
+"""
 from __future__ import annotations
 
+import time
+
+import numpy as np
+
 from ....errors import GPUFault
+from . import rt
+from .translate import translate
+
+DONE = -1
 
 
-def run_dispatch(memory, **kw):
-  raise GPUFault("the RDNA3 wave emulator is not implemented yet", kind="unimplemented")
+class WaveState:
+  """Per-dispatch state that blocks see as `st`: waves, SCC, memory access, wave ids."""
+
+  def __init__(self, n: int, mem: rt.MemAccess):
+    self.n = n
+    self.wid = np.arange(n, dtype=np.int64)
+    self.scc = np.zeros(n, np.uint32)
+    self.mem = mem
+
+
+def _cache(memory) -> dict:
+  cache = getattr(memory, "_emu_blocks", None)
+  if cache is None:
+    cache = {}
+    memory._emu_blocks = cache
+  return cache
+
+
+def _block(memory, cache: dict, checked: set, pc: int):
+  blk = cache.get(pc)
+  if blk is not None and pc not in checked:
+    # the code may have been rewritten since it was translated: compare the bytes once per dispatch
+    rng = memory.range_of(pc)
+    if rng is None or rng[1] < blk.end or \
+       bytes(memory.u8[pc - memory.VIEW_BASE:blk.end - memory.VIEW_BASE]) != blk.code:
+      blk = None
+  if blk is None:
+    blk = translate(memory, pc)
+    cache[pc] = blk
+  checked.add(pc)
+  return blk
+
+
+def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch,
+                 instruction_budget):
+  t0 = time.perf_counter()
+  gx, gy, gz = (int(v) for v in grid)
+  lx, ly, lz = (int(v) for v in block)
+  if min(gx, gy, gz, lx, ly, lz) <= 0:
+    return _stats(0, 0, t0)
+  threads = lx * ly * lz
+  if threads > 1024: raise GPUFault(f"work-group of {threads} threads exceeds 1024", kind="invalid dispatch")
+  waves_per_wg = (threads + 31) // 32
+  groups = gx * gy * gz
+  W = groups * waves_per_wg
+  # ---- registers ----
+  user_count = (rsrc2 >> 1) & 0x1F
+  vgprs = ((rsrc1 & 0x3F) + 1) * 8
+  S = list(np.zeros((128, W), np.uint32))
+  V = list(np.zeros((max(vgprs, 8), W, 32), np.uint32))
+  data = list(user_sgprs) + [0] * max(0, user_count - len(user_sgprs))
+  for i in range(user_count): S[i][:] = data[i] & 0xFFFFFFFF
+  wg_linear = np.repeat(np.arange(groups, dtype=np.int64), waves_per_wg)
+  nxt = user_count
+  for bit, dim in ((7, 0), (8, 1), (9, 2)):
+    if rsrc2 >> bit & 1:
+      if nxt < 106:
+        ids = wg_linear % gx if dim == 0 else (wg_linear // gx) % gy if dim == 1 else wg_linear // (gx * gy)
+        S[nxt][:] = ids
+      nxt += 1
+  if rsrc2 >> 10 & 1 and nxt < 106:
+    # work-group info: the number of waves in the group in [5:0] (plus the first-wave flag, not modelled)
+    S[nxt][:] = waves_per_wg
+  # one work-group's lanes, then tiled over the groups
+  tid = np.arange(waves_per_wg * 32, dtype=np.int64).reshape(waves_per_wg, 32)
+  id_mode = (rsrc2 >> 11) & 3
+  v0 = tid % lx
+  if id_mode >= 1: v0 |= ((tid // lx) % ly) << 10
+  if id_mode >= 2: v0 |= (tid // (lx * ly)) << 20
+  exists = tid < threads
+  v0 = np.where(exists, v0, 0).astype(np.uint32)
+  V[0] = np.tile(v0, (groups, 1))
+  S[126] = np.tile(rt.pack(exists), groups)
+  # ---- memory ----
+  lds_words = max(1, (int(lds_bytes) + 3) // 4)
+  lds = np.zeros(groups * lds_words, np.uint32)
+  spl = int(scratch.bytes_per_lane or 0)
+  scratch_words = (spl + 3) // 4
+  if scratch.base is not None and scratch_words:
+    memory.check_scalar(scratch.base, W * 32 * scratch_words * 4, "scratch setup")
+    scr = rt.np.asarray(_host_u32(scratch.base, W * 32 * scratch_words))
+  else:
+    scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
+  mem = rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_linear)
+  st = WaveState(W, mem)
+  # ---- schedule ----
+  cache = _cache(memory)
+  checked: set = set()
+  pcs = np.full(W, pgm_addr, np.int64)
+  waiting = np.zeros(W, bool)
+  executed = 0
+  uniform_pc = int(pgm_addr)
+  with np.errstate(all="ignore"):
+    while True:
+      if uniform_pc is not None:
+        pc, idx, count = uniform_pc, None, W
+      else:
+        alive = pcs != DONE
+        runnable = alive & ~waiting
+        if not runnable.any():
+          if not alive.any(): break
+          waiting[:] = False      # every live wave waits at a barrier: release them all
+          continue
+        pc = int(pcs[runnable].min())
+        sel = runnable & (pcs == pc)
+        count = int(sel.sum())
+        idx = None if count == W else np.nonzero(sel)[0]
+      blk = _block(memory, cache, checked, pc)
+      if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
+      executed += blk.insts * count
+      if executed > instruction_budget:
+        from . import InstructionBudgetExceeded
+        raise InstructionBudgetExceeded(instruction_budget, pc)
+      nxt = blk.fn(S, V, st, idx)
+      if idx is None:
+        if isinstance(nxt, (int, np.integer)) and not blk.barrier:
+          if nxt == DONE: break
+          uniform_pc = int(nxt)
+          continue
+        pcs[:] = nxt
+        if blk.barrier: waiting[:] = True
+      else:
+        pcs[idx] = nxt
+        if blk.barrier: waiting[idx] = True
+      uniform_pc = None
+      if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
+        waiting[:] = False    # all waves of every group reached the barrier together
+        uniform_pc = int(nxt)
+  return _stats(W, executed, t0)
+
+
+def _host_u32(address: int, words: int):
+  from .memory import host_view
+  return host_view(address, words * 4, np.uint32)
+
+
+def _stats(waves, executed, t0):
+  from . import DispatchStats
+  return DispatchStats(waves=waves, wave_instructions=executed, seconds=time.perf_counter() - t0)

@@ -54,6 +54,7 @@ class GPUMemory:
     self.u32 = host_view(_VIEW_BASE, span, np.uint32)
     self.u64 = host_view(_VIEW_BASE, span, np.uint64)
     self._last = (0, 0)  # the range that satisfied the last check (fast path)
+    self._views: dict = {}
 
   # ---- the mapping list ----
   def add_range(self, start: int, size: int) -> None:
@@ -83,6 +84,7 @@ class GPUMemory:
     self._np_starts = np.array(self._starts, np.uint64)
     self._np_ends = np.array(self._ends, np.uint64)
     self._last = (0, 0)
+    self._views = {}
 
   def range_of(self, address: int) -> tuple[int, int] | None:
     """(start, end) of the range holding `address`, or None."""
@@ -91,20 +93,32 @@ class GPUMemory:
     return None
 
   # ---- checks ----
-  def check(self, addresses: np.ndarray, nbytes: int, what: str = "access") -> None:
-    """Raise GPUFault (kind 'page fault') unless every [a, a + nbytes) for a in `addresses` lies inside one mapping.
+  def check(self, addresses: np.ndarray, nbytes: int, what: str = "access") -> tuple[int, int] | None:
+    """Raise GPUFault (kind 'page fault') unless every [a, a + nbytes) for a in `addresses` lies inside a mapping.
 
     `addresses` is an integer array (any shape) of byte addresses. Vectorised: min/max against the last range hit,
-    then a searchsorted over all ranges."""
-    if addresses.size == 0: return
+    then a searchsorted over all ranges. Returns (start, end) of the one range holding them all, else None."""
+    if addresses.size == 0: return None
     lo, hi = int(addresses.min()), int(addresses.max()) + nbytes
     last_lo, last_hi = self._last
-    if last_lo <= lo and hi <= last_hi: return
+    if last_lo <= lo and hi <= last_hi: return self._last
     rng = self.range_of(lo)
     if rng is not None and hi <= rng[1]:
       self._last = rng
-      return
+      return rng
     self._check_each(addresses.reshape(-1), nbytes, what)
+    return None
+
+  def view(self, start: int, dtype) -> np.ndarray:
+    """A cached numpy view of the mapped range that starts at `start` (indexing it, unlike the whole-address-space
+    views, never makes numpy suspect an overlap with the index arrays)."""
+    key = (start, np.dtype(dtype).str)
+    v = self._views.get(key)
+    if v is None:
+      end = self._ends[bisect.bisect_left(self._starts, start)]
+      v = host_view(start, end - start, dtype)
+      self._views[key] = v
+    return v
 
   def check_scalar(self, address: int, nbytes: int, what: str = "access") -> None:
     last_lo, last_hi = self._last

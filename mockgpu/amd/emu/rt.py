@@ -1,0 +1,685 @@
+"""Run-time helpers called by translated blocks: lane masks, 64-bit pairs, float helpers, memory access, atomics.
+
+Register values are uint32 numpy arrays: SGPRs (n,), VGPRs (n, 32), n = waves executing the block.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import GPUFault
+
+u8, u16, u32, u64 = np.uint8, np.uint16, np.uint32, np.uint64
+i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
+f16, f32, f64 = np.float16, np.float32, np.float64
+LANE = np.arange(32, dtype=np.uint32)
+LANE_BELOW = ((np.uint64(1) << LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)  # bits of lanes < L
+FULL = np.uint32(0xFFFFFFFF)
+
+
+# ---- lane masks ----
+def lanes(mask: np.ndarray) -> np.ndarray:
+  """(n,) u32 wave masks -> (n, 32) bool per lane."""
+  m = np.ascontiguousarray(mask, dtype=u32)
+  return np.unpackbits(m.view(u8).reshape(-1, 4), axis=1, bitorder="little").view(np.bool_)
+
+
+def pack(bits: np.ndarray) -> np.ndarray:
+  """(n, 32) bool -> (n,) u32 wave masks."""
+  b = np.ascontiguousarray(bits, dtype=np.bool_)
+  return np.packbits(b, axis=1, bitorder="little").view("<u4").reshape(-1).astype(u32)
+
+
+def all_ones(mask: np.ndarray) -> bool:
+  return bool((mask == FULL).all())
+
+
+def vfix(x, n: int) -> np.ndarray:
+  """A VALU result as a fresh, writable (n, 32) array."""
+  if isinstance(x, np.ndarray) and x.shape == (n, 32) and x.dtype == u32 and x.flags.writeable: return x
+  return np.array(np.broadcast_to(x, (n, 32)))
+
+
+def sfix(x, n: int, dtype=u32) -> np.ndarray:
+  """A scalar result as a fresh (n,) array."""
+  if isinstance(x, np.ndarray) and x.shape == (n,) and x.dtype == dtype and x.flags.writeable: return x
+  return np.array(np.broadcast_to(np.asarray(x).astype(dtype), (n,)))
+
+
+# ---- 64-bit pairs ----
+def p64(lo, hi) -> np.ndarray:
+  """Two u32 halves -> u64 (interleaving into a fresh buffer is the cheapest way in numpy)."""
+  lo = np.asarray(lo)
+  hi = np.asarray(hi)
+  out = np.empty(np.broadcast_shapes(lo.shape, hi.shape) + (2,), u32)
+  out[..., 0] = lo
+  out[..., 1] = hi
+  return out.view(u64)[..., 0]
+
+
+def lo32(x) -> np.ndarray:
+  return np.asarray(x).astype(u32)
+
+
+def hi32(x) -> np.ndarray:
+  return (np.asarray(x).view(u64) >> u64(32)).astype(u32) if np.asarray(x).dtype != u64 else (x >> u64(32)).astype(u32)
+
+
+def bits64(x) -> np.ndarray:
+  """Any 64-bit typed array as u64."""
+  x = np.asarray(x)
+  if x.dtype == u64: return x
+  if x.dtype.itemsize == 8: return x.view(u64)
+  return x.astype(u64)
+
+
+# ---- 16-bit halves ----
+def half(x, hi: bool) -> np.ndarray:
+  x = np.asarray(x, dtype=u32)
+  return ((x >> u32(16)) if hi else (x & u32(0xFFFF))).astype(u16)
+
+
+def put_half(old, val, hi: bool) -> np.ndarray:
+  v = np.asarray(val).view(u16) if np.asarray(val).dtype.itemsize == 2 else np.asarray(val).astype(u16)
+  v = v.astype(u32)
+  if hi: return (old & u32(0xFFFF)) | (v << u32(16))
+  return (old & u32(0xFFFF0000)) | v
+
+
+def as_f32(x) -> np.ndarray:
+  return np.asarray(x).astype(f32, copy=False)
+
+
+def f32bits(x) -> np.ndarray:
+  return np.asarray(x).astype(f32, copy=False).view(u32)
+
+
+def f64bits(x) -> np.ndarray:
+  return np.asarray(x).astype(f64, copy=False).view(u64)
+
+
+def ibits(x) -> np.ndarray:
+  """An integer-typed result as u32 (wraps)."""
+  return np.asarray(x).astype(u32)
+
+
+def ibits64(x) -> np.ndarray:
+  return np.asarray(x).astype(i64, copy=False).view(u64) if np.asarray(x).dtype.kind == "i" else np.asarray(x).astype(u64)
+
+
+# ---- float helpers (RDNA3 ISA semantics where they differ from numpy) ----
+def clamp01(x):
+  return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
+
+
+def fmax(a, b):
+  return np.fmax(a, b)
+
+
+def fmin(a, b):
+  return np.fmin(a, b)
+
+
+def fma32(a, b, c):
+  """Fused multiply-add in f32 via f64 (the product of two f32 is exact in f64; the sum rounds twice, which is
+  exact except for rare halfway cases)."""
+  return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f32)
+
+
+def fma16(a, b, c):
+  return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f16)
+
+
+def fma64(a, b, c):
+  """f64 fma: exact via the two-product error term (Dekker) for the product, then two additions."""
+  a = np.asarray(a, f64)
+  b = np.asarray(b, f64)
+  c = np.asarray(c, f64)
+  p = a * b
+  # error of the product (Veltkamp split) so that a*b = p + e exactly
+  sp = f64(134217729.0)
+  with np.errstate(all="ignore"):
+    ah = a * sp
+    ah = ah - (ah - a)
+    al = a - ah
+    bh = b * sp
+    bh = bh - (bh - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = p + c
+    r = s + e
+    ok = np.isfinite(r) & np.isfinite(e)
+  return np.where(ok, r, p + c)
+
+
+def frexp_mant(x):
+  m, _ = np.frexp(x)
+  return np.where(np.isfinite(x), m, x).astype(x.dtype)
+
+
+def frexp_exp(x):
+  _, e = np.frexp(x)
+  return np.where(np.isfinite(x), e, 0).astype(i32)
+
+
+def ldexp(x, e):
+  return np.ldexp(x, np.clip(np.asarray(e, i64), -2000, 2000).astype(i32)).astype(x.dtype)
+
+
+def fract(x):
+  f = x - np.floor(x)
+  one_minus = np.nextafter(x.dtype.type(1), x.dtype.type(0))
+  return np.where(np.isfinite(x), np.minimum(f, one_minus), np.where(np.isinf(x), x.dtype.type(0), x)).astype(x.dtype)
+
+
+def cvt_f_to_i(x, dtype):
+  info = np.iinfo(dtype)
+  xf = np.asarray(x, f64)
+  r = np.where(np.isnan(xf), 0, np.clip(np.trunc(xf), info.min, info.max))
+  return r.astype(dtype)
+
+
+def cmp_class(x, mask):
+  """V_CMP_CLASS: bit 0 sNaN, 1 qNaN, 2 -inf, 3 -normal, 4 -denorm, 5 -0, 6 +0, 7 +denorm, 8 +normal, 9 +inf."""
+  x = np.asarray(x)
+  mask = np.asarray(mask).astype(u32)
+  ftype = x.dtype
+  bits = x.view({2: u16, 4: u32, 8: u64}[ftype.itemsize])
+  mant_bits = {2: 10, 4: 23, 8: 52}[ftype.itemsize]
+  quiet = ((bits >> bits.dtype.type(mant_bits - 1)) & bits.dtype.type(1)).astype(bool)
+  neg = np.signbit(x)
+  tiny = np.finfo(ftype).tiny
+  isnan = np.isnan(x)
+  isinf = np.isinf(x)
+  iszero = x == 0
+  isden = (~iszero) & (np.abs(x) < tiny) & ~isnan
+  isnorm = ~(isnan | isinf | iszero | isden)
+  cls = np.where(isnan & ~quiet, 0, np.where(isnan, 1, 0))
+  cls = np.where(isinf, np.where(neg, 2, 9), cls)
+  cls = np.where(isnorm, np.where(neg, 3, 8), cls)
+  cls = np.where(isden, np.where(neg, 4, 7), cls)
+  cls = np.where(iszero, np.where(neg, 5, 6), cls)
+  return ((mask >> cls.astype(u32)) & u32(1)).astype(bool)
+
+
+def div_scale(s0, s1, s2, ftype):
+  """V_DIV_SCALE_F32/F64 (RDNA3 ISA): returns (value, vcc lanes). Scales numerator or denominator by 2**(+-2*(bits))
+  when the quotient would under/overflow; otherwise returns s0 unchanged with VCC 0."""
+  s0, s1, s2 = (np.asarray(v, ftype) for v in (s0, s1, s2))
+  big = 128 if ftype == f64 else 64          # scaling exponent
+  mant = 53 if ftype == f64 else 24
+  emax = 1023 if ftype == f64 else 127
+  _, e1 = np.frexp(s1)
+  _, e2 = np.frexp(s2)
+  e1 = e1 - 1
+  e2 = e2 - 1
+  d = s0
+  vcc = np.zeros(np.broadcast(s0, s1, s2).shape, bool)
+  with np.errstate(all="ignore"):
+    tiny = np.finfo(ftype).tiny
+    nan_case = np.isnan(s1) | np.isnan(s2) | (s1 == 0) | (s2 == 0) | np.isinf(s1) | np.isinf(s2)
+    exp_diff = e2 - e1
+    cond_a = ~nan_case & (exp_diff >= emax - 1)                    # quotient would overflow
+    cond_b = ~nan_case & (exp_diff <= -(emax - 1)) & (s0 == s2)     # would underflow: scale numerator
+    cond_c = ~nan_case & (np.abs(s2) < tiny * 2 ** mant) & (s0 == s2)
+    cond_d = ~nan_case & (np.abs(s1) < tiny)                        # denormal denominator
+    scale_up = np.ldexp(s0, big).astype(ftype)
+    scale_dn = np.ldexp(s0, -big).astype(ftype)
+    d = np.where(cond_a | cond_d, np.where(s0 == s1, scale_up, s0), d)
+    d = np.where((cond_b | cond_c) & ~(cond_a | cond_d), scale_up, d)
+    vcc = (cond_a & (s0 == s2)) | ((cond_b | cond_c) & ~(cond_a | cond_d))
+    d = np.where(nan_case, np.array(np.nan, ftype) if True else d, d)
+    d = np.where(nan_case & ~(np.isnan(s1) | np.isnan(s2)) & (s1 != 0) & (s2 != 0), s0, d)
+  return d.astype(ftype), vcc
+
+
+def div_fmas(a, b, c, vcc, ftype):
+  r = fma64(a, b, c) if ftype == f64 else fma32(a, b, c)
+  scale = 128 if ftype == f64 else 64
+  return np.where(vcc, np.ldexp(r, scale).astype(ftype), r).astype(ftype)
+
+
+def div_fixup(s0, s1, s2, ftype):
+  """V_DIV_FIXUP: s0 = quotient estimate, s1 = denominator, s2 = numerator; handles the special cases."""
+  q, den, num = (np.asarray(v, ftype) for v in (s0, s1, s2))
+  with np.errstate(all="ignore"):
+    sign = np.signbit(den) ^ np.signbit(num)
+    inf = np.where(sign, ftype(-np.inf), ftype(np.inf))
+    zero = np.where(sign, ftype(-0.0), ftype(0.0))
+    r = np.where(sign, -np.abs(q), np.abs(q))
+    r = np.where(np.isnan(q), np.nan, r)
+    r = np.where((den == 0) & (num == 0), np.nan, np.where((den == 0) & ~np.isnan(num), inf, r))
+    r = np.where(np.isinf(den) & np.isinf(num), np.nan, r)
+    r = np.where(np.isinf(den) & np.isfinite(num), zero, r)
+    r = np.where(np.isinf(num) & np.isfinite(den), inf, r)
+    r = np.where(np.isnan(den) | np.isnan(num), np.nan, r)
+  return r.astype(ftype)
+
+
+# ---- integer helpers ----
+def clz32(x):
+  """Count of leading zeros (x != 0), -1 (all ones) for 0: V_CLZ_I32_U32 / S_CLZ_I32_U32."""
+  x = np.asarray(x, u32)
+  _, e = np.frexp(x.astype(f64))
+  return np.where(x == 0, u32(0xFFFFFFFF), (32 - e).astype(u32)).astype(u32)
+
+
+def ctz32(x):
+  x = np.asarray(x, u32)
+  low = (x & (~x + u32(1))).astype(f64)
+  _, e = np.frexp(low)
+  return np.where(x == 0, u32(0xFFFFFFFF), (e - 1).astype(u32)).astype(u32)
+
+
+def popcount(x):
+  return np.bitwise_count(np.asarray(x)).astype(u32)
+
+
+def bfe_u(x, off, width):
+  x = np.asarray(x, u32)
+  off = np.asarray(off, u32) & u32(31)
+  width = np.asarray(width, u32) & u32(31)
+  mask = ((u64(1) << width.astype(u64)) - u64(1)).astype(u32)
+  return (x >> off) & mask
+
+
+def bfe_i(x, off, width):
+  v = bfe_u(x, off, width)
+  width = np.asarray(width, u32) & u32(31)
+  sh = (u32(32) - width) & u32(31)
+  r = ((v << sh).view(i32) >> sh.astype(i32)).view(u32)
+  return np.where(width == 0, u32(0), r)
+
+
+def mul_hi_u32(a, b):
+  return ((np.asarray(a, u32).astype(u64) * np.asarray(b, u32).astype(u64)) >> u64(32)).astype(u32)
+
+
+def mul_hi_i32(a, b):
+  return ((np.asarray(a).view(i32).astype(i64) * np.asarray(b).view(i32).astype(i64)) >> i64(32)).astype(u32)
+
+
+def brev32(x):
+  x = np.asarray(x, u32)
+  b = x.view(u8).reshape(x.shape + (4,))[..., ::-1]
+  r = np.unpackbits(np.ascontiguousarray(b), axis=-1, bitorder="little")[..., ::-1]
+  return np.packbits(np.ascontiguousarray(r), axis=-1, bitorder="little").view("<u4").reshape(x.shape).astype(u32)
+
+
+# ---- memory ----
+class MemAccess:
+  """Memory access of one dispatch: global (host address space via GPUMemory), LDS, scratch."""
+
+  def __init__(self, memory, lds: np.ndarray, lds_words: int, scratch: np.ndarray | None, scratch_words: int,
+               scratch_base: int | None, wave_wg: np.ndarray):
+    self.mem = memory
+    self.lds = lds
+    self.lds8 = lds.view(u8)
+    self.lds_words = lds_words
+    self.scratch = scratch
+    self.scratch_words = scratch_words
+    self.scratch_base = scratch_base
+    self.wave_wg = wave_wg
+    self.vb = u64(memory.VIEW_BASE)
+
+  # -- global --
+  def _active(self, addr, em, ef):
+    addr = np.asarray(addr, u64)
+    return addr if ef else addr[em]
+
+  def _target(self, rng, dtype, shift: int):
+    """(array, base address) to index global memory with: the mapped range's own view when the access stays in one
+    range whose start is aligned for dtype, else the whole-address-space view."""
+    if rng is not None and rng[0] % np.dtype(dtype).itemsize == 0: return self.mem.view(rng[0], dtype), u64(rng[0])
+    return {0: self.mem.u8, 2: self.mem.u32, 3: self.mem.u64}[shift], self.vb
+
+  def gload(self, addr, em, ef, ndw: int):
+    """Load ndw dwords per lane from byte addresses addr (n, 32) u64; returns a list of (n, 32) u32."""
+    addr = np.asarray(addr, u64)
+    act = self._active(addr, em, ef)
+    rng = self.mem.check(act, 4 * ndw, "global load")
+    if act.size == 0: return [np.zeros(addr.shape, u32) for _ in range(ndw)]
+    if not ef: addr = np.where(em, addr, act[0])
+    if int(np.bitwise_or.reduce(act, axis=None)) & 3: return self._gload_bytes(addr, rng, ndw)
+    arr, base = self._target(rng, u32, 2)
+    w = ((addr - base) >> u64(2)).view(np.intp)
+    if ndw == 1: return [arr[w]]
+    return [arr[w + k] for k in range(ndw)]
+
+  def _gload_bytes(self, addr, rng, ndw):
+    arr, base = self._target(rng, u8, 0)
+    b = (addr - base).view(np.intp)
+    out = []
+    for k in range(ndw):
+      v = np.zeros(addr.shape, u32)
+      for j in range(4): v |= arr[b + (4 * k + j)].astype(u32) << u32(8 * j)
+      out.append(v)
+    return out
+
+  def gload_sub(self, addr, em, ef, nbytes: int, signed: bool):
+    """A u8/i8/u16/i16 load, zero- or sign-extended to u32."""
+    addr = np.asarray(addr, u64)
+    act = self._active(addr, em, ef)
+    rng = self.mem.check(act, nbytes, "global load")
+    if act.size == 0: return np.zeros(addr.shape, u32)
+    if not ef: addr = np.where(em, addr, act[0])
+    arr, base = self._target(rng, u8, 0)
+    b = (addr - base).view(np.intp)
+    if nbytes == 1:
+      v = arr[b]
+      return (v.view(i8).astype(i32).view(u32) if signed else v.astype(u32))
+    v = arr[b].astype(u16) | (arr[b + 1].astype(u16) << u16(8))
+    return v.view(i16).astype(i32).view(u32) if signed else v.astype(u32)
+
+  def gstore(self, addr, em, ef, data: list, nbytes: int | None = None):
+    """Store dwords (list of (n,32) u32) or the low nbytes (1/2) of data[0] for active lanes."""
+    size = nbytes or 4 * len(data)
+    addr = np.asarray(addr, u64)
+    if not ef:
+      data = [np.broadcast_to(d, em.shape)[em] for d in data]
+      addr = addr[em]
+    else:
+      data = [np.broadcast_to(d, addr.shape) for d in data]
+    rng = self.mem.check(addr, size, "global store")
+    if addr.size == 0: return
+    if nbytes in (1, 2) or int(np.bitwise_or.reduce(addr, axis=None)) & 3:
+      arr, base = self._target(rng, u8, 0)
+      b = (addr - base).view(np.intp)
+      for k in range(max(1, size // 4)):
+        for j in range(min(4, size)): arr[b + (4 * k + j)] = ((data[k] >> u32(8 * j)) & u32(0xFF)).astype(u8)
+      return
+    arr, base = self._target(rng, u32, 2)
+    w = ((addr - base) >> u64(2)).view(np.intp)
+    arr[w] = data[0]
+    for k in range(1, len(data)): arr[w + k] = data[k]
+
+  def gatomic(self, addr, em, ef, op: str, data, cmp, width: int):
+    """Global atomic; returns the pre-op values (n, 32) (zeros for inactive lanes)."""
+    addr = np.asarray(addr, u64)
+    shape = addr.shape
+    sel = np.broadcast_to(True, shape) if ef else em
+    a = addr[sel]
+    rng = self.mem.check(a, 4 * width, f"global atomic {op}")
+    if a.size and (a & u64(4 * width - 1)).any():
+      raise GPUFault(f"misaligned global atomic {op}", address=int(a[(a & u64(4 * width - 1)) != 0][0]),
+                     kind="misaligned atomic")
+    arr, base = self._target(rng, u64 if width == 2 else u32, 3 if width == 2 else 2)
+    idx = ((a - base) >> u64(2 if width == 1 else 3)).astype(np.intp)
+    d = np.broadcast_to(data, shape)[sel]
+    c = None if cmp is None else np.broadcast_to(cmp, shape)[sel]
+    old = atomic(arr, idx, op, d, c)
+    out = np.zeros(shape, arr.dtype)
+    out[sel] = old
+    return out
+
+  # -- LDS --
+  def _lds_index(self, addr, wid, em, ef, nbytes, what):
+    a = np.asarray(addr, u32).astype(np.int64)
+    n = a.shape[0]
+    act = a if ef else a[em]
+    if act.size and (act.min() < 0 or act.max() + nbytes > self.lds_words * 4):
+      bad = act[(act < 0) | (act + nbytes > self.lds_words * 4)][0]
+      raise GPUFault(f"LDS {what} of {nbytes} bytes outside the work-group's {self.lds_words * 4} bytes of LDS",
+                     address=int(bad), kind="lds out of range")
+    base = (self.wave_wg[wid].astype(np.int64) * (self.lds_words * 4))[:, None]
+    b = a + base
+    if not ef: b = np.where(em, b, 0)
+    return b
+
+  def lds_load(self, addr, wid, em, ef, nbytes: int, signed: bool = False):
+    """Returns a list of u32 dwords (n,32) (nbytes >= 4) or one zero/sign-extended value (1/2 bytes)."""
+    b = self._lds_index(addr, wid, em, ef, nbytes, "load")
+    if nbytes < 4:
+      v = self.lds8[b].astype(u32)
+      if nbytes == 2: v |= self.lds8[b + 1].astype(u32) << u32(8)
+      if signed:
+        sh = u32(32 - 8 * nbytes)
+        v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
+      return v
+    if (b & 3).any():
+      out = []
+      for k in range(nbytes // 4):
+        v = np.zeros(b.shape, u32)
+        for j in range(4): v |= self.lds8[b + 4 * k + j].astype(u32) << u32(8 * j)
+        out.append(v)
+      return out
+    w = b >> 2
+    return [self.lds[w + k] for k in range(nbytes // 4)]
+
+  def lds_store(self, addr, wid, em, ef, data: list, nbytes: int):
+    b = self._lds_index(addr, wid, em, ef, nbytes, "store")
+    shape = b.shape
+    if not ef:
+      b = b[em]
+      data = [np.broadcast_to(d, shape)[em] for d in data]
+    else:
+      b = b.reshape(-1)
+      data = [np.broadcast_to(d, shape).reshape(-1) for d in data]
+    if nbytes < 4:
+      self.lds8[b] = (data[0] & u32(0xFF)).astype(u8)
+      if nbytes == 2: self.lds8[b + 1] = ((data[0] >> u32(8)) & u32(0xFF)).astype(u8)
+      return
+    if (b & 3).any():
+      for k, d in enumerate(data):
+        for j in range(4): self.lds8[b + 4 * k + j] = ((d >> u32(8 * j)) & u32(0xFF)).astype(u8)
+      return
+    w = b >> 2
+    for k, d in enumerate(data): self.lds[w + k] = d
+
+  def lds_atomic(self, addr, wid, em, ef, op, data, cmp):
+    b = self._lds_index(addr, wid, em, ef, 4, f"atomic {op}")
+    shape = b.shape
+    sel = np.broadcast_to(True, shape) if ef else em
+    w = (b[sel] >> 2).astype(np.intp)
+    if (b[sel] & 3).any(): raise GPUFault(f"misaligned LDS atomic {op}", kind="misaligned atomic")
+    d = np.broadcast_to(data, shape)[sel]
+    c = None if cmp is None else np.broadcast_to(cmp, shape)[sel]
+    old = atomic(self.lds, w, op, d, c)
+    out = np.zeros(shape, u32)
+    out[sel] = old
+    return out
+
+  # -- scratch (lane-private) --
+  def _scratch_index(self, offs, wid, em, ef, nbytes, what):
+    o = np.asarray(offs).astype(np.int64)
+    if o.ndim == 1: o = np.broadcast_to(o[:, None], (len(wid), 32))
+    o = np.broadcast_to(o, (len(wid), 32))
+    act = o if ef else o[em]
+    limit = self.scratch_words * 4
+    if act.size and (act.min() < 0 or act.max() + nbytes > limit):
+      bad = act[(act < 0) | (act + nbytes > limit)][0]
+      raise GPUFault(f"scratch {what} of {nbytes} bytes outside the lane's {limit} bytes of private memory",
+                     address=int(bad), kind="scratch out of range")
+    lane_global = np.asarray(wid, np.int64)[:, None] * 32 + np.arange(32, dtype=np.int64)
+    b = lane_global * limit + o
+    if not ef: b = np.where(em, b, 0)
+    return b
+
+  def _scratch_arrays(self):
+    if self.scratch_base is not None:
+      from .memory import host_view
+      return host_view(self.scratch_base, self.scratch.size * 4, u32), None
+    return self.scratch, None
+
+  def scratch_load(self, offs, wid, em, ef, nbytes, signed=False):
+    b = self._scratch_index(offs, wid, em, ef, nbytes, "load")
+    s32 = self.scratch
+    s8 = s32.view(u8)
+    if nbytes < 4:
+      v = s8[b].astype(u32)
+      if nbytes == 2: v |= s8[b + 1].astype(u32) << u32(8)
+      if signed:
+        sh = u32(32 - 8 * nbytes)
+        v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
+      return v
+    if (b & 3).any():
+      out = []
+      for k in range(nbytes // 4):
+        v = np.zeros(b.shape, u32)
+        for j in range(4): v |= s8[b + 4 * k + j].astype(u32) << u32(8 * j)
+        out.append(v)
+      return out
+    w = b >> 2
+    return [s32[w + k] for k in range(nbytes // 4)]
+
+  def scratch_store(self, offs, wid, em, ef, data, nbytes):
+    b = self._scratch_index(offs, wid, em, ef, nbytes, "store")
+    shape = b.shape
+    sel = np.broadcast_to(True, shape) if ef else em
+    b = b[sel]
+    data = [np.broadcast_to(d, shape)[sel] for d in data]
+    s32 = self.scratch
+    s8 = s32.view(u8)
+    if nbytes < 4 or (b & 3).any():
+      for k in range(max(1, nbytes // 4)):
+        for j in range(min(4, nbytes)): s8[b + 4 * k + j] = ((data[k] >> u32(8 * j)) & u32(0xFF)).astype(u8)
+      return
+    w = b >> 2
+    for k, d in enumerate(data): s32[w + k] = d
+
+  # -- scalar --
+  def sload(self, addr, ndw: int):
+    """SMEM load: addr (n,) u64 (dword aligned: the two low bits are ignored); returns a list of (n,) u32."""
+    a = np.asarray(addr, u64) & ~u64(3)
+    rng = self.mem.check(a, 4 * ndw, "scalar load")
+    m, base = self._target(rng, u32, 2)
+    w = ((a - base) >> u64(2)).astype(np.intp)
+    return [m[w + k] for k in range(ndw)]
+
+
+def atomic(arr: np.ndarray, idx: np.ndarray, op: str, d: np.ndarray, c) -> np.ndarray:
+  """Apply op at arr[idx] element by element in order (lanes in wave order, then lane order); return the old
+  values. Vectorised when the indices are unique, and for add/sub/min/max with duplicates."""
+  dt = arr.dtype
+  d = np.asarray(d).astype(dt) if op not in ("add_f32", "min_f32", "max_f32") else np.asarray(d).astype(u32)
+  if idx.size == 0: return np.zeros(0, dt)
+  order = np.argsort(idx, kind="stable")
+  sidx = idx[order]
+  unique = sidx.size < 2 or bool((sidx[1:] != sidx[:-1]).all())
+  old = arr[idx]
+  if unique:
+    arr[idx] = _apply(op, old, d, c, dt)
+    return old
+  if op in ("add", "sub"):
+    sd = d[order].astype(np.uint64)
+    if op == "sub": sd = (np.uint64(0) - sd)
+    start = np.ones(sidx.size, bool)
+    start[1:] = sidx[1:] != sidx[:-1]
+    cs = np.cumsum(sd, dtype=np.uint64)
+    grp = np.cumsum(start) - 1
+    first = np.nonzero(start)[0]
+    base_cs = cs[first] - sd[first]
+    excl = cs - sd - base_cs[grp]
+    res_sorted = (arr[sidx].astype(np.uint64) + excl).astype(dt)
+    ret = np.empty_like(res_sorted)
+    ret[order] = res_sorted
+    last = np.append(first[1:] - 1, sidx.size - 1)
+    arr[sidx[first]] = (arr[sidx[first]].astype(np.uint64) + (cs[last] - base_cs)).astype(dt)
+    return ret
+  # general: a sequential loop over the lanes (rare: the compiler aggregates atomics per wave)
+  ret = np.empty(idx.size, dt)
+  cc = None if c is None else np.asarray(c).astype(dt)
+  for k in range(idx.size):
+    i = idx[k]
+    o = arr[i]
+    ret[k] = o
+    arr[i] = _apply(op, np.array([o], dt), d[k:k + 1], None if cc is None else cc[k:k + 1], dt)[0]
+  return ret
+
+
+def _apply(op, old, d, c, dt):
+  signed = {np.dtype(u32): i32, np.dtype(u64): i64}[np.dtype(dt)]
+  if op == "add": return old + d
+  if op == "sub": return old - d
+  if op == "and": return old & d
+  if op == "or": return old | d
+  if op == "xor": return old ^ d
+  if op == "swap": return d
+  if op == "umin": return np.minimum(old, d)
+  if op == "umax": return np.maximum(old, d)
+  if op == "smin": return np.minimum(old.view(signed), d.view(signed)).view(dt)
+  if op == "smax": return np.maximum(old.view(signed), d.view(signed)).view(dt)
+  if op == "inc": return np.where(old >= d, dt.type(0) if hasattr(dt, "type") else 0, old + 1).astype(dt)
+  if op == "dec": return np.where((old == 0) | (old > d), d, old - 1).astype(dt)
+  if op == "cmpswap": return np.where(old == np.asarray(c).astype(dt), d, old).astype(dt)
+  if op == "add_f32": return (old.view(f32) + d.view(f32)).view(u32)
+  if op == "min_f32": return np.fmin(old.view(f32), d.view(f32)).view(u32)
+  if op == "max_f32": return np.fmax(old.view(f32), d.view(f32)).view(u32)
+  raise GPUFault(f"atomic {op} is not supported", kind="illegal instruction")
+
+
+def med3f(a, b, c):
+  return np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))
+
+
+def med3i(a, b, c):
+  return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def pack16(lo, hi):
+  """Two 16-bit values (any 16-bit dtype) -> u32 lo | hi << 16."""
+  lo = np.asarray(lo)
+  hi = np.asarray(hi)
+  lo = lo.view(u16) if lo.dtype.itemsize == 2 else lo.astype(u16)
+  hi = hi.view(u16) if hi.dtype.itemsize == 2 else hi.astype(u16)
+  return lo.astype(u32) | (hi.astype(u32) << u32(16))
+
+
+def pk_rtz(a, b):
+  """V_CVT_PK_RTZ_F16_F32: round toward zero to f16."""
+  def rtz(x):
+    x = np.asarray(x, f32)
+    h = x.astype(f16)
+    over = np.abs(h.astype(f32)) > np.abs(x)
+    toward = np.nextafter(h, f16(0))
+    return np.where(over & np.isfinite(x), toward, h).astype(f16)
+  return pack16(rtz(a), rtz(b))
+
+
+def cls32(x):
+  x = np.asarray(x).view(i32) if np.asarray(x).dtype == u32 else np.asarray(x, i32)
+  y = np.where(x < 0, ~x, x).astype(u32)
+  c = clz32(y)
+  return np.where((x == 0) | (x == -1), u32(0xFFFFFFFF), c - u32(1)).astype(u32)
+
+
+def sat_i32(x):
+  return np.clip(x, -2**31, 2**31 - 1).astype(i32)
+
+
+def sext24(x):
+  x = np.asarray(x, u32)
+  return ((x << u32(8)).view(i32) >> i32(8)).astype(i64)
+
+
+def perm(s0, s1, sel):
+  """V_PERM_B32: byte select from {s0, s1} by the bytes of sel (RDNA3 ISA)."""
+  data = p64(s1, s0)
+  sel = np.asarray(sel, u32)
+  out = np.zeros(np.broadcast(data, sel).shape, u32)
+  for k in range(4):
+    b = ((sel >> u32(8 * k)) & u32(0xFF)).astype(u64)
+    byte = ((data >> (np.minimum(b, u64(7)) * u64(8))) & u64(0xFF)).astype(u32)
+    sign_src = {8: 15, 9: 31, 10: 47, 11: 63}
+    r = byte
+    for code, bit in sign_src.items():
+      r = np.where(b == code, np.where((data >> u64(bit)) & u64(1), u32(0xFF), u32(0)), r)
+    r = np.where(b == 12, u32(0), np.where(b >= 13, u32(0xFF), r))
+    out |= r.astype(u32) << u32(8 * k)
+  return out
+
+
+def wqm(x):
+  x = np.asarray(x, u32)
+  out = np.zeros_like(x)
+  for q in range(8):
+    nib = (x >> u32(4 * q)) & u32(0xF)
+    out |= np.where(nib != 0, u32(0xF), u32(0)) << u32(4 * q)
+  return out
+
+
+def quadmask(x):
+  x = np.asarray(x, u32)
+  out = np.zeros_like(x)
+  for q in range(8):
+    out |= np.where(((x >> u32(4 * q)) & u32(0xF)) != 0, u32(1), u32(0)) << u32(q)
+  return out

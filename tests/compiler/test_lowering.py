@@ -1,0 +1,157 @@
+"""The lowering pipeline: spec checks between passes, the linear form, and clear errors on bad input."""
+import numpy as np
+import pytest
+
+import hcq
+from hcq.compiler import (AddrSpace, AxisType, CompileError, KernelInfo, Ops, PatternMatcher, RewriteError, UOp,
+                          UOpTypeError, UPat, dtypes, graph_rewrite)
+from hcq.compiler import examples
+from hcq.compiler.ir.evaluate import evaluate
+from hcq.compiler.ir.spec import kernel_spec, lowered_spec, verify, verify_linear
+from hcq.compiler.lower import PIPELINE, lower
+
+
+def _nodes(u, op): return [x for x in u.toposort() if x.op is op]
+
+
+@pytest.mark.parametrize("make", examples.ALL, ids=[f.__name__ for f in examples.ALL])
+def test_spec_holds_between_passes(make):
+  sink = make().sink
+  verify(sink, kernel_spec)
+  for name, _ in PIPELINE:
+    out = lower(sink, "c", until=name)
+    assert out.op is Ops.SINK and not out.ranges, f"after {name}"
+    if name in ("commit_dtypes", "verify_lowered"): verify(out, lowered_spec)
+  verify_linear(lower(sink, "c"))
+
+
+def test_pipeline_is_named_and_ordered():
+  names = [n for n, _ in PIPELINE]
+  assert names.index("gpudims") < names.index("reduce_to_acc") < names.index("barriers") < names.index("legalize") \
+    < names.index("commit_dtypes")
+
+
+def test_linear_form():
+  lin = lower(examples.matmul_tiled().sink)
+  ops = [u.op for u in lin.src]
+  assert lin.op is Ops.LINEAR and lin.arg.global_size == (8, 8, 1) and lin.arg.local_size == (8, 8, 1)
+  assert not {Ops.AFTER, Ops.REDUCE, Ops.FLOORDIV, Ops.FLOORMOD, Ops.SINK} & set(ops)
+  assert ops.count(Ops.RANGE) == 2 and ops.count(Ops.END) == 2 and ops.count(Ops.BARRIER) == 2
+  # the write-after-read barrier opens the K-tile loop, the read-after-write one follows the tile stores
+  first_range = ops.index(Ops.RANGE)
+  assert ops[first_range + 1] is Ops.BARRIER
+  second_range = ops.index(Ops.RANGE, first_range + 1)
+  stores = [i for i, u in enumerate(lin.src) if u.op is Ops.STORE and i < second_range and i > first_range]
+  assert len(stores) == 2 and all(s < second_range - 1 for s in stores)
+  assert Ops.BARRIER in ops[stores[-1]:second_range]
+  for u in lin.src: assert not (u.dtype.is_weak if not hasattr(u.dtype, "base") else False) or u.op is Ops.CONST
+
+
+def test_gated_store_becomes_if_endif():
+  lin = lower(examples.gated_stencil().sink)
+  ops = [u.op for u in lin.src]
+  i = ops.index(Ops.IF)
+  assert ops[i:i + 4] == [Ops.IF, Ops.INDEX, Ops.STORE, Ops.ENDIF]
+  assert lin.src[i + 3].src[0] is lin.src[i] and len(lin.src[i + 1].src) == 2
+
+
+def test_reduce_becomes_a_register_accumulator():
+  sink = lower(examples.matmul_naive().sink, until="reduce_to_acc")
+  assert not _nodes(sink, Ops.REDUCE)
+  regs = [b for b in _nodes(sink, Ops.BUFFER) if b.arg.addrspace is AddrSpace.REG]
+  assert len(regs) == 1 and regs[0].arg.size == 1
+
+
+def test_global_ranges_become_specials_within_limits():
+  sink = lower(examples.matmul_naive().sink, until="gpudims")
+  assert sorted(s.arg for s in _nodes(sink, Ops.SPECIAL)) == ["gidx0", "gidx1", "lidx0"]
+  assert all(r.arg[1] is AxisType.REDUCE for r in _nodes(sink, Ops.RANGE))
+  big = UOp.range(2000, 0, AxisType.LOCAL)
+  bad = UOp.param(0, dtypes.int32, 2000).index(big).store(1).end(big).sink()
+  with pytest.raises(CompileError, match="LOCAL range of 2000 exceeds the c limit 1024 for lidx0"): lower(bad)
+
+
+def test_more_than_three_global_ranges_fold_into_the_third(tmp_path):
+  rs = [UOp.range(n, i, AxisType.GLOBAL) for i, n in enumerate((2, 3, 4, 5))]
+  out = UOp.param(0, dtypes.int32, 120)
+  flat = ((rs[0] * 3 + rs[1]) * 4 + rs[2]) * 5 + rs[3]
+  sink = out.index(flat).store(flat * 7).end(*rs).sink(arg=KernelInfo("fold"))
+  lin = lower(sink)
+  assert lin.arg.global_size == (2, 3, 20)
+  with hcq.open("CPU") as dev:
+    b = dev.alloc(480)
+    dev.compile(sink)(b, global_size=lin.arg.global_size, local_size=(1, 1, 1))
+    np.testing.assert_array_equal(np.frombuffer(dev.copyout(b), np.int32), np.arange(120) * 7)
+
+
+def test_weak_ints_commit_to_int32_or_int64_from_bounds():
+  g = UOp.special(64, "gidx0")
+  buf = UOp.param(0, dtypes.float32, 64)
+  small = lower(buf.index(g).store(1.0).sink(), until="commit_dtypes")
+  assert {s.dtype for s in _nodes(small, Ops.SPECIAL)} == {dtypes.int32}
+  huge = UOp.param(1, dtypes.float32, 1 << 34)
+  big = lower(huge.index(g * (1 << 28)).store(1.0).sink(), until="commit_dtypes")
+  idx = _nodes(big, Ops.INDEX)[0].src[1]
+  assert idx.dtype == dtypes.int64 and {s.dtype for s in _nodes(big, Ops.SPECIAL)} == {dtypes.int32}
+  lit = _nodes(lower(buf.index(g).store(2.5).sink(), until="commit_dtypes"), Ops.STORE)[0].src[1]
+  assert lit.dtype == dtypes.float32
+
+
+def test_floor_division_legalized_to_truncating_division_is_exact():
+  x = UOp.variable("x", -50, 50)
+  for d in (-7, -2, 3, 8):
+    for e in (x // d, x % d):
+      sink = lower(UOp.param(0, dtypes.int32, 1).index(0).store(e).sink(), until="legalize")
+      val = _nodes(sink, Ops.STORE)[0].src[1]
+      assert not _nodes(val, Ops.FLOORDIV) and not _nodes(val, Ops.FLOORMOD)
+      for v in range(-50, 51):
+        assert evaluate(val, {x: v}) == evaluate(e, {x: v})
+
+
+# ---------------- bad input: clear errors that name the UOp, never a RecursionError
+
+def test_store_to_read_only_param():
+  a = UOp.param(0, dtypes.float32, 16, readonly=True)
+  g = UOp.special(16, "gidx0")
+  with pytest.raises(CompileError, match="store to read-only PARAM slot 0") as e:
+    lower(a.index(g).store(1.0).sink())
+  assert e.value.uop.op is Ops.STORE
+
+
+def test_unended_range():
+  out = UOp.param(0, dtypes.int32, 8)
+  r = UOp.range(8, 3, AxisType.LOOP)
+  with pytest.raises(CompileError, match="RANGE axis 3 \\(LOOP\\) is never ended") as e:
+    lower(out.index(r).store(r).sink())
+  assert e.value.uop is r
+
+
+def test_mismatched_dtypes():
+  f = UOp.param(0, dtypes.float32, 4).index(0).load()
+  i = UOp.param(1, dtypes.int64, 4).index(0).load()
+  with pytest.raises(UOpTypeError, match="ill-typed CMPLT: mismatched dtypes dtypes.float32 and dtypes.int64 in UOp"):
+    f < i
+
+
+def test_out_of_bounds_index_is_caught():
+  out = UOp.param(0, dtypes.int32, 8)
+  g = UOp.special(16, "gidx0")
+  with pytest.raises(CompileError, match="index can reach 15, past the end of a buffer of 8"):
+    lower(out.index(g).store(1).sink())
+
+
+def test_rewrite_that_never_settles():
+  x = UOp.special(8, "gidx0")
+  commute = PatternMatcher([(UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("b")), name="n"),
+                             lambda a, b, n: UOp(Ops.ADD, (b, a)))])
+  with pytest.raises(RewriteError) as e:
+    graph_rewrite(x + 1, commute, step_limit=100)
+  assert "UOp(Ops.ADD" in str(e.value) and e.value.uop is not None
+
+
+def test_deep_kernel_lowers_without_recursion_error():
+  out = UOp.param(0, dtypes.int32, 1)
+  v = UOp.param(1, dtypes.int32, 1).index(0).load()
+  for i in range(3000): v = (v ^ i) + 1
+  lin = lower(out.index(0).store(v).sink())
+  assert len(lin.src) > 6000

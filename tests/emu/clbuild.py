@@ -1,0 +1,64 @@
+"""Build OpenCL C into a gfx1100 code object (v5) with clang-19 + ld.lld-19 and Debian's rocm-device-libs.
+
+Commands: /work/shared/reference/toolchain.md §1 (the device-lib directory needs a synthesised
+oclc_isa_version_1100.bc: rocm-device-libs 5.2 stops at 1036; its only content is @__oclc_ISA_version = 11000).
+Results are cached by source hash in a temporary directory.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+DEVICE_LIBS = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"
+CACHE = os.path.join(tempfile.gettempdir(), "hcq-emu-clbuild")
+FLAGS = ["-x", "cl", "-Xclang", "-finclude-default-header", "-cl-std=CL3.0", "-target", "amdgcn-amd-amdhsa",
+         "-mcpu=gfx1100", "-mcode-object-version=5", "-O2"]
+
+
+def available() -> bool:
+  return all(shutil.which(t) for t in ("clang-19", "ld.lld-19", "llvm-dis-19", "llvm-as-19")) and \
+      os.path.isdir(DEVICE_LIBS)
+
+
+def _run(cmd, stdin=None) -> bytes:
+  p = subprocess.run(cmd, input=stdin, capture_output=True)
+  if p.returncode != 0: raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr.decode(errors='replace')}")
+  return p.stdout
+
+
+def device_lib_dir() -> str:
+  d = os.path.join(CACHE, "devlib")
+  target = os.path.join(d, "oclc_isa_version_1100.bc")
+  if os.path.exists(target): return d
+  os.makedirs(d, exist_ok=True)
+  for bc in glob.glob(os.path.join(DEVICE_LIBS, "*.bc")):
+    link = os.path.join(d, os.path.basename(bc))
+    if not os.path.exists(link): os.symlink(bc, link)
+  text = _run(["llvm-dis-19", os.path.join(DEVICE_LIBS, "oclc_isa_version_1030.bc"), "-o", "-"]).decode()
+  text = text.replace("i32 10300,", "i32 11000,")
+  tmp = target + f".{os.getpid()}"
+  _run(["llvm-as-19", "-o", tmp], stdin=text.encode())
+  os.replace(tmp, target)
+  return d
+
+
+def build(source: str, extra_flags: tuple[str, ...] = ()) -> bytes:
+  """OpenCL C source -> hsaco bytes."""
+  key = hashlib.sha256((source + repr(extra_flags)).encode()).hexdigest()[:20]
+  out = os.path.join(CACHE, f"{key}.hsaco")
+  if os.path.exists(out):
+    with open(out, "rb") as f: return f.read()
+  dl = device_lib_dir()
+  with tempfile.TemporaryDirectory() as tmp:
+    src = os.path.join(tmp, "k.cl")
+    with open(src, "w") as f: f.write(source)
+    _run(["clang-19", *FLAGS, *extra_flags, f"--rocm-device-lib-path={dl}", "-c", src, "-o", os.path.join(tmp, "k.o")])
+    _run(["ld.lld-19", "-shared", os.path.join(tmp, "k.o"), "-o", os.path.join(tmp, "k.hsaco")])
+    os.makedirs(CACHE, exist_ok=True)
+    shutil.copy(os.path.join(tmp, "k.hsaco"), out + f".{os.getpid()}")
+    os.replace(out + f".{os.getpid()}", out)
+  with open(out, "rb") as f: return f.read()
