@@ -37,6 +37,8 @@ from .isel_mir import EXEC_LO, NULL, Imm, MInst, Spec, VReg
 TARGET = "gfx1100"
 UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
+USE_SAVEEXEC = False     # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and); off while the
+                         # emulator on main lacks it
 
 INLINE_F32 = {0x3f000000, 0xbf000000, 0x3f800000, 0xbf800000, 0x40000000, 0xc0000000, 0x40800000, 0xc0800000,
               0x3e22f983}
@@ -60,7 +62,15 @@ def _err(u: UOp, why: str = "") -> SelectError:
 
 
 # ---- constants as operand bit patterns
+def concrete(dt: DType) -> DType:
+  """Weak literal types as the registers hold them (commit_dtypes leaves them only on CONSTs under a CAST)."""
+  if dt.kind == "weakint": return dtypes.int32
+  if dt.kind == "weakfloat": return dtypes.float32
+  return dt
+
+
 def imm_of(value, dt: DType) -> Imm:
+  dt = concrete(dt)
   if dt.is_bool: return Imm(0xFFFFFFFF if value else 0)
   if dt.is_float:
     if dt.itemsize == 4: return Imm(struct.unpack("<I", struct.pack("<f", float(value)))[0], "f32")
@@ -70,6 +80,7 @@ def imm_of(value, dt: DType) -> Imm:
 
 
 def value_of(x: Imm, dt: DType):
+  dt = concrete(dt)
   if dt.is_bool: return x.bits != 0
   if dt.is_float:
     if dt.itemsize == 4: return struct.unpack("<f", struct.pack("<I", x.bits))[0]
@@ -333,7 +344,11 @@ class ISel:
       if gate.bits: self.block(body)
       return
     save, skip = VReg("s"), self.label("endif")
-    self.emit("s_and_saveexec_b32", {"sdst": save}, {"ssrc0": gate})
+    if USE_SAVEEXEC:
+      self.emit("s_and_saveexec_b32", {"sdst": save}, {"ssrc0": gate})
+    else:
+      self.emit("s_mov_b32", {"sdst": save}, {"ssrc0": Spec(EXEC_LO)})
+      self.emit("s_and_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": Spec(EXEC_LO), "ssrc1": gate})
     self.emit("s_cbranch_execz", target=skip)
     self.cse.append({})
     self.block(body)
@@ -350,8 +365,7 @@ class ISel:
     op = u.op
     if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
     if op is Ops.CONST:
-      self.val[u] = imm_of(u.arg, u.dtype if not u.dtype.is_weak else
-                           (dtypes.float32 if isinstance(u.arg, float) else dtypes.int32))
+      self.val[u] = imm_of(u.arg, u.dtype)
     elif op is Ops.BUFFER:
       a = u.arg
       if u in self.reg_bufs or u in self.lds_off: return
