@@ -445,7 +445,8 @@ class ISel:
       return self.vop("v_mul_f32_e64", s[0], self.vop("v_rcp_f32_e64", s[1]))
     if op is Ops.SIN:   # v_sin takes revolutions (RDNA3 ISA: V_SIN_F32 "sin(S0 * 2 * PI)")
       if t == "f16": raise _err(u, "f16 SIN")
-      return self.vop("v_sin_f32_e64", self.vop("v_mul_f32_e64", s[0], Imm(0x3e22f983, "f32")))
+      # (1/(2 pi) as a literal rather than inline constant 248, which the emulator does not read yet)
+      return self.vop("v_sin_f32_e64", self.vop("v_mul_f32_e64", s[0], Imm(0x3e22f983, "int")))
     if op is Ops.MULACC and t == "f16":
       return self.vop("v_add_f16_e64", self.vop("v_mul_f16_e64", s[0], s[1]), s[2])
     if op is Ops.ADD and t == "f32":

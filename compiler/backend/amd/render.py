@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 from ...ir import CompileError, UOp
+from ...lower.target import Target
 from .isel import Selection, is_inline, select
 from .isel_mir import NULL, Imm, MInst, Spec, VReg
 from .regalloc import Allocation, allocate
@@ -172,7 +173,7 @@ class Compiled:
     self.sel, self.code, self.text, self.regs, self.seconds = sel, code, text, regs, seconds
 
 
-def compile_kernel(lin: UOp, arch: str = "gfx1100") -> Compiled:
+def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
   if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
   t0 = time.perf_counter()
   sel = select(lin)
@@ -185,7 +186,18 @@ def compile_kernel(lin: UOp, arch: str = "gfx1100") -> Compiled:
 def compile_gfx1100(lin: UOp) -> bytes:
   """LINEAR kernel -> HSA code object bytes for gfx1100."""
   from .render_elf import code_object
-  return code_object(compile_kernel(lin))
+  return code_object(compile_linear(lin))
+
+
+GFX1100_TARGET = Target("gfx1100", local_memory_bytes=65536)
+
+
+def compile_sink(sink: UOp, arch: str = "gfx1100") -> bytes:
+  """Kernel sink from the DSL -> lowering pipeline -> HSA code object bytes (what hcq.compiler.compile(sink,
+  "gfx1100") and AMDDevice.compile return)."""
+  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  from ...lower import lower
+  return compile_gfx1100(lower(sink, GFX1100_TARGET))
 
 
 def disassembly(c: Compiled) -> str:
