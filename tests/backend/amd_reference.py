@@ -10,7 +10,7 @@ import numpy as np
 from hcq.compiler import compile as hcq_compile
 from hcq.compiler.backend.c import CProgram
 
-from emu_runner import run
+from amd_emu_runner import run
 
 
 def run_c(sink, args, global_size, local_size) -> list:
