@@ -37,59 +37,54 @@ def dce(code: list[MInst]) -> list[MInst]:
     code = keep
 
 
-def _defs_count(code):
-  n = {}
-  for m in code:
-    for d in m.regs_defined(): n[d] = n.get(d, 0) + 1
-  return n
-
-
 def coalesce_copies(code: list[MInst]) -> list[MInst]:
-  code = list(code)
+  code: list = list(code)
+  uses_of: dict[VReg, list[int]] = {}
+  defs_of: dict[VReg, list[int]] = {}
+  for i, m in enumerate(code):
+    for v in m.uses.values():
+      if isinstance(v, VReg): uses_of.setdefault(v, []).append(i)
+    for v in m.defs.values():
+      if isinstance(v, VReg): defs_of.setdefault(v, []).append(i)
   # (b) t = mov r  ->  uses of t read r, when every use of t comes before r changes (straight line)
-  i = 0
-  while i < len(code):
-    m = code[i]
+  for i, m in enumerate(code):
     src = m.uses.get("src0")
-    if m.mods.get("copy") and isinstance(src, VReg) and src.cls == "v" and m.defs["vdst"] is not src:
-      t, r = m.defs["vdst"], src
-      ok, last_use = True, None
-      uses_t = [j for j in range(len(code)) if any(v is t for v in code[j].uses.values())]
-      if sum(1 for x in code if t in x.regs_defined()) != 1 or not uses_t or uses_t[0] < i: ok = False
-      if ok:
-        last_use = uses_t[-1]
-        for j in range(i + 1, last_use + 1):
-          x = code[j]
-          if is_boundary(x): ok = False; break
-          if r in x.regs_defined() and j < last_use: ok = False; break
-      if ok:
-        for j in uses_t:
-          code[j].uses = {k: (r if v is t else v) for k, v in code[j].uses.items()}
-        del code[i]
-        continue
-    i += 1
+    if not (m.mods.get("copy") and isinstance(src, VReg) and src.cls == "v"): continue
+    t, r = m.defs["vdst"], src
+    if t is r or len(defs_of.get(t, ())) != 1: continue
+    uses_t = sorted(set(uses_of.get(t, ())))
+    if not uses_t or uses_t[0] < i: continue
+    last_use, ok = uses_t[-1], True
+    for j in range(i + 1, last_use + 1):
+      x = code[j]
+      if x is None: continue
+      if is_boundary(x) or (j < last_use and r in x.regs_defined()): ok = False; break
+    if not ok: continue
+    for j in uses_t:
+      code[j].uses = {k: (r if v is t else v) for k, v in code[j].uses.items()}
+    uses_of.setdefault(r, []).extend(uses_t)
+    uses_of[t] = []
+    uses_of[r].remove(i)
+    code[i] = None
   # (a) r = mov s  (s defined once by P, read only here)  ->  P defines r
-  ndefs = _defs_count(code)
-  i = 0
-  while i < len(code):
-    m = code[i]
+  for i, m in enumerate(code):
+    if m is None: continue
     s = m.uses.get("src0")
-    if m.mods.get("copy") and isinstance(s, VReg) and s.cls == "v" and ndefs.get(s) == 1:
-      r = m.defs["vdst"]
-      uses_s = [j for j in range(len(code)) if any(v is s for v in code[j].uses.values())]
-      p = next((j for j in range(i - 1, -1, -1) if s in code[j].regs_defined()), None)
-      ok = uses_s == [i] and p is not None and "vdst" in code[p].defs and not code[p].name.startswith(("global_", "ds_"))
-      if ok:
-        for j in range(p + 1, i):
-          x = code[j]
-          if is_boundary(x) or r in x.regs_defined() or r in x.regs_used(): ok = False; break
-      if ok:
-        code[p].defs = {k: (r if v is s else v) for k, v in code[p].defs.items()}
-        del code[i]
-        ndefs[r] = ndefs.get(r, 0)
-        continue
-    i += 1
-  return code
+    if not (m.mods.get("copy") and isinstance(s, VReg) and s.cls == "v" and len(defs_of.get(s, ())) == 1): continue
+    r = m.defs["vdst"]
+    p = defs_of[s][0]
+    if set(uses_of.get(s, ())) != {i} or p >= i or code[p] is None: continue
+    if "vdst" not in code[p].defs or code[p].name.startswith(("global_", "ds_")): continue
+    ok = True
+    for j in range(p + 1, i):
+      x = code[j]
+      if x is None: continue
+      if is_boundary(x) or r in x.regs_defined() or r in x.regs_used(): ok = False; break
+    if not ok: continue
+    code[p].defs = {k: (r if v is s else v) for k, v in code[p].defs.items()}
+    defs_of.setdefault(r, []).append(p)
+    code[i] = None
+  return [m for m in code if m is not None]
 
 
 def optimize(code: list[MInst]) -> list[MInst]:
