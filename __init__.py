@@ -21,8 +21,9 @@ _OPENERS = {
   "AMD": "hcq.drivers.amd:open_device",
   "NV": "hcq.drivers.nv:open_device",
   "CPU": "hcq.drivers.cpu:open_device",
+  "BNXT": "hcq.drivers.bnxt:open_device",
 }
-_IFACES = {"AMD": ("KFD", "PCI", "USB", "MOCK", "MOCKKFD", "MOCKPCI", "MOCKUSB"), "NV": ("NV", "PCI", "MOCK"), "CPU": ("",)}
+_IFACES = {"AMD": ("KFD", "PCI", "USB", "MOCK", "MOCKKFD", "MOCKPCI", "MOCKUSB"), "NV": ("NV", "PCI", "MOCK"), "CPU": ("",), "BNXT": ("PCI", "MOCK")}
 # the spec tried first by hcq.open() with no spec and no HCQ_DEV: a real device, then the embedded mock
 _AUTODETECT = ("KFD+AMD", "NV", "MOCK+AMD")
 
@@ -54,7 +55,7 @@ def parse_spec(spec: str) -> DeviceSpec:
   iface, plus, vendor = body.rpartition("+")
   if vendor not in _OPENERS:
     raise DeviceError(f"device spec {spec!r}: unknown vendor {vendor!r} (known: {', '.join(_OPENERS)})")
-  if not plus: iface = {"AMD": "KFD", "NV": "NV", "CPU": ""}[vendor]
+  if not plus: iface = {"AMD": "KFD", "NV": "NV", "CPU": "", "BNXT": "PCI"}[vendor]
   if iface not in _IFACES[vendor]:
     raise DeviceError(f"device spec {spec!r}: vendor {vendor} has no interface {iface!r} (known: {', '.join(_IFACES[vendor])})")
   return DeviceSpec(iface, vendor, index)

@@ -27,6 +27,13 @@ class Config:
   # mock device behaviour
   mock_threaded: bool = False
   mock_instruction_budget: int = 50_000_000
+  # mock BNXT NIC: its UDP "PHY" port on 127.0.0.1 (0 = any), the peer NIC's port (0 = none), a pcap of its wire,
+  # wire faults ("drop=3,corrupt=1,reorder=2,p_drop=0.1"), its MAC (12 hex digits; "" = 02:00:00:00:00:<index+1>)
+  bnxt_mock_port: int = 0
+  bnxt_mock_peer: int = 0
+  bnxt_mock_pcap: str = ""
+  bnxt_mock_faults: str = ""
+  bnxt_mock_mac: str = ""
   debug: int = 0
 
   def replace(self, **kw) -> "Config":
@@ -61,5 +68,10 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or d.autogen_cache,
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget),
+    bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0),
+    bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0),
+    bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),
+    bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
+    bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
     debug=_int(env, "HCQ_DEBUG", 0),
   )

@@ -15326,3 +15326,4 @@ HCOMM_STATUS_FW_STATUS_LOC_ADDR_SPACE_LAST = 3  # unsigned long
 HCOMM_STATUS_TRUE_OFFSET_MASK = 0xfffffffc  # unsigned long
 HCOMM_STATUS_TRUE_OFFSET_SFT = 2  # int
 HCOMM_STATUS_STRUCT_LOC = 0x31001f0  # unsigned long
+# object-like macros that are no integer constant (1): HWRM_VERSION_STR

@@ -224,9 +224,12 @@ class Parser:
     own_macros = []                          # (name, cursor) defined in our headers, in order
     for c in tu.cursor.get_children():
       if c.kind == ci.CursorKind.MACRO_DEFINITION:
-        toks = [t.spelling for t in c.get_tokens()]
+        tokens = list(c.get_tokens())
+        toks = [t.spelling for t in tokens]
         if not toks: continue
-        fl = _lib().clang_Cursor_isMacroFunctionLike(c)
+        # function-like when '(' follows the name with no space (C11 6.10.3); clang_Cursor_isMacroFunctionLike
+        # answers for the macro's state at the end of the file and says no for one that was #undef'd since
+        fl = len(tokens) > 1 and toks[1] == "(" and tokens[1].extent.start.offset == tokens[0].extent.end.offset
         if fl:
           close = toks.index(")")
           params = [t for t in toks[2:close] if t != ","]
@@ -372,16 +375,17 @@ class Parser:
     """Evaluate macros with clang: one probe declaration per value, appended to the main file."""
     base_lines = base.count("\n") + 1
     lines, what = [], {}
+    auto = "auto" if self.lang == "c++" else "__auto_type"
     for i, (kind, name, info) in enumerate(probes):
       if kind == "macro":
-        lines.append(f"__auto_type __hcq_m{i} = ({name});")
+        lines.append(f"{auto} __hcq_m{i} = ({name});")
         what[f"__hcq_m{i}"] = ("macro", name, info)
       else:
         ioc_kind, args, loc = info
         if ioc_kind == "_IO":
-          lines.append(f"__auto_type __hcq_t{i} = ({' '.join(args[0])}); __auto_type __hcq_n{i} = ({' '.join(args[1])});")
+          lines.append(f"{auto} __hcq_t{i} = ({' '.join(args[0])}); {auto} __hcq_n{i} = ({' '.join(args[1])});")
         else:
-          lines.append(f"__auto_type __hcq_t{i} = ({' '.join(args[0])}); __auto_type __hcq_n{i} = ({' '.join(args[1])}); "
+          lines.append(f"{auto} __hcq_t{i} = ({' '.join(args[0])}); {auto} __hcq_n{i} = ({' '.join(args[1])}); "
                        f"typedef {' '.join(args[2])} __hcq_s{i};")
         what[f"__hcq_t{i}"] = ("ioc_type", name, info)
         what[f"__hcq_n{i}"] = ("ioc_nr", name, info)
@@ -390,6 +394,9 @@ class Parser:
     tu = self.parse(text, detailed=False)
     bad_lines = {ln for ln, _ in self.check(tu, base_lines)}
     parts: dict[str, dict] = {}
+    for ln in sorted(bad_lines):
+      i = ln - base_lines - 1
+      if 0 <= i < len(probes) and probes[i][0] == "macro": skipped.append(probes[i][1])
     for c in tu.cursor.get_children():
       if not c.spelling.startswith("__hcq_"): continue
       if c.location.line in bad_lines: continue

@@ -73,6 +73,9 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
     out.append("\n# ---- integer constants (#define and enum), with the value C computes in the C type noted\n")
     for c in sorted(info.constants.values(), key=lambda c: (c.file, c.line)):
       out.append(f"{c.name} = {_int_text(c.value)}  # {c.ctype}\n")
+  if info.skipped_macros:
+    names = sorted(set(info.skipped_macros))
+    out.append(f"# object-like macros that are no integer constant ({len(names)}): {', '.join(names)}\n")
   functions = _usable_functions(info)
   if functions:
     out.append("\n# ---- function-like macros made only of integer operators (same result as C for values that fit)\n")

@@ -98,7 +98,10 @@ class Ioctl:
       if fields: raise TypeError(f"ioctl {self.name} takes no struct, got fields {sorted(fields)}")
       return self._issue(target, 0 if arg is None else arg)
     if arg is not None and fields: raise TypeError(f"ioctl {self.name}: pass a struct or fields, not both")
-    buf = arg if arg is not None else init(self.struct, **fields)
+    record = issubclass(self.struct, (ctypes.Structure, ctypes.Union))
+    if arg is None: buf = init(self.struct, **fields) if record else self.struct(*fields.values())
+    elif isinstance(arg, int) and not record: buf = self.struct(arg)   # a scalar argument (e.g. unsigned int)
+    else: buf = arg
     if not isinstance(buf, self.struct): raise TypeError(f"ioctl {self.name} takes {self.struct.__name__}, got {type(buf).__name__}")
     self._issue(target, buf)
     return buf

@@ -582,6 +582,7 @@ VFIO_EEH_PE_RESET_HOT = 6  # int
 VFIO_EEH_PE_RESET_FUNDAMENTAL = 7  # int
 VFIO_EEH_PE_CONFIGURE = 8  # int
 VFIO_EEH_PE_INJECT_ERR = 9  # int
+# object-like macros that are no integer constant (5): VFIO_DEVICE_API_AMBA_STRING, VFIO_DEVICE_API_AP_STRING, VFIO_DEVICE_API_CCW_STRING, VFIO_DEVICE_API_PCI_STRING, VFIO_DEVICE_API_PLATFORM_STRING
 
 # ---- ioctls (request numbers from ioctl-opt, checked against the macro's value in clang)
 VFIO_GET_API_VERSION = Ioctl('VFIO_GET_API_VERSION', 0, 0x3b, 0x64, None)

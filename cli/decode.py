@@ -26,9 +26,9 @@ def print_packets(packets, out=sys.stdout) -> None:
 
 def _device_rings(spec: str):
   import numpy as np
-  import hcq
+  from .. import open as open_device
   from ..drivers.amd.kernels import demo_code_object
-  dev = hcq.open(spec)
+  dev = open_device(spec)
   with dev:
     prog = dev.load(demo_code_object(), "vadd")
     a = dev.alloc(256 * 4)

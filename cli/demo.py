@@ -9,9 +9,9 @@ import time
 def run(args) -> int:
   t_start = time.perf_counter()
   import numpy as np
-  import hcq
+  from .. import open as open_device
   from ..drivers.amd.kernels import demo_code_object
-  dev = hcq.open(args.device)
+  dev = open_device(args.device)
   t_open = time.perf_counter()
   ok = True
   with dev:

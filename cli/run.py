@@ -39,10 +39,10 @@ def _parse_arg(text: str):
 
 def run(args) -> int:
   import numpy as np
-  import hcq
+  from .. import open as open_device
   with open(args.code_object, "rb") as f: code = f.read()
   parsed = [_parse_arg(a) for a in args.args]
-  with hcq.open(args.device) as dev:
+  with open_device(args.device) as dev:
     prog = dev.load(code, args.kernel)
     values, bufs = [], []
     for i, (kind, v) in enumerate(parsed):

@@ -189,8 +189,28 @@ def matmul_tiled_kernel(n=64, tile=8) -> UOp:
   return C.index(row * n + col).store(prod.reduce(kt, k)).sink(arg=KernelInfo("matmul_tiled"))
 
 
+def register_accumulator(groups=8, per=16) -> Example:
+  """A REG placeholder used by hand: initialised, updated inside a LOOP (after(init, r) puts the load in the loop),
+  read after the loop's END. Each work-item also writes `per` running prefix values in the same loop."""
+  a = _rng(16).integers(-100, 100, groups * per).astype(np.int32)
+  total, prefix = np.zeros(groups, np.int32), np.zeros(groups * per, np.int32)
+  A, T, P = _p(0, a), _p(1, total, False), _p(2, prefix, False)
+  g = UOp.special(groups, "gidx0")
+  acc = UOp.placeholder(1, dtypes.int32, 0, AddrSpace.REG)
+  init = acc.index(0).store(0)
+  r = UOp.range(per, 0, AxisType.LOOP)
+  cur = acc.after(init, r).index(0)
+  new = cur.load() + A.index(g * per + r).load()
+  loop = UOp.group(cur.store(new), P.index(g * per + r).store(new)).end(r)
+  sink = T.index(g).store(acc.after(loop).index(0).load()).sink(arg=KernelInfo("reg_acc"))
+  rows = a.reshape(groups, per)
+  return Example("register_accumulator", sink, [a, total, prefix],
+                 {1: rows.sum(1).astype(np.int32), 2: np.cumsum(rows, 1).reshape(-1).astype(np.int32)},
+                 (groups, 1, 1), (1, 1, 1))
+
+
 ALL = [elementwise_add, elementwise_fma, int_bitops, where_compare, grid_2d, runtime_loop, gated_stencil,
-       local_reduction, matmul_naive, matmul_tiled]
+       local_reduction, matmul_naive, matmul_tiled, register_accumulator]
 
 
 def all_examples() -> list[Example]:

@@ -14,16 +14,20 @@ __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 _AMD_IFACES = {"MOCK": "KFD", "MOCKKFD": "KFD"}
 
 
-def mock_amd_os(config=None, gpus: int = 1, **gpu_options) -> MockOS:
+def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   """A MockOS with `gpus` mock gfx1100 GPUs behind /dev/kfd."""
-  from .amd import add_amd_gpus
+  from .amd.device import add_amd_gpus
   os = MockOS(config)
-  add_amd_gpus(os, gpus, **gpu_options)
+  add_amd_gpus(os, gpus, props)
   return os
 
 
 def open_mock_os(spec, config):
   """(MockOS, iface) for a mock spec such as MOCK+AMD (the GPU index is the driver's to pick)."""
+  if spec.vendor == "BNXT":
+    from .bnxt import open_bnxt_mock
+    os, _nic = open_bnxt_mock(config, spec.index)
+    return os, "MOCK"
   from ..errors import DeviceError
   if spec.vendor == "AMD" and spec.iface in _AMD_IFACES:
     return mock_amd_os(config, gpus=max(1, spec.index + 1)), _AMD_IFACES[spec.iface]

@@ -44,10 +44,12 @@ class HostMemory:
       if start not in self._ranges: raise DeviceError(f"mock memory: no mapping starts at {start:#x}")
       self._starts.remove(start)
       self._owned.discard(start)
-      for page in range(start & ~(PAGE - 1), start + self._ranges[start][0], PAGE):
-        phys = self._page_phys.pop(page, None)
-        if phys is not None: del self._phys_page[phys]
       return self._ranges.pop(start)
+
+  def _drop_phys(self, addr: int, size: int) -> None:
+    for page in range(addr & ~(PAGE - 1), addr + size, PAGE):
+      phys = self._page_phys.pop(page, None)
+      if phys is not None: del self._phys_page[phys]
 
   def find(self, addr: int) -> tuple[int, int, str] | None:
     """(start, size, what) of the known mapping holding addr."""
@@ -62,7 +64,10 @@ class HostMemory:
     """Record memory mapped by someone else (a device model's VRAM) so that phys_addrs() works on it."""
     self._add(start, size, what)
 
-  def unregister(self, start: int) -> None: self._remove(start)
+  def unregister(self, start: int) -> None:
+    with self._lock:
+      size, _ = self._remove(start)
+      self._drop_phys(start, size)
 
   # ---- anonymous memory
   def alloc(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
@@ -95,17 +100,38 @@ class HostMemory:
     return addr
 
   def free(self, addr: int, size: int) -> None:
-    found = self.find(addr)
-    if found is None or found[0] != addr:
-      raise OSCallError("munmap", f"{addr:#x}+{size:#x}", 22, "not a mapping made through this MockOS")
-    libc.munmap(addr, max(size, found[1]))
-    self._remove(addr)
+    """munmap(2) semantics: any page-aligned part of known mappings (a reservation can be freed piecewise)."""
+    if addr % PAGE or size <= 0:
+      raise OSCallError("munmap", f"{addr:#x}+{size:#x}", 22, "address not page aligned or size not positive")
+    size = (size + PAGE - 1) & ~(PAGE - 1)
+    with self._lock:
+      if not self._overlapping(addr, size):
+        raise OSCallError("munmap", f"{addr:#x}+{size:#x}", 22, "not a mapping made through this MockOS")
+      libc.munmap(addr, size)
+      self._carve(addr, size)
+      self._drop_phys(addr, size)
+
+  def _overlapping(self, addr: int, size: int) -> list[int]:
+    return [s for s in self._starts if s < addr + size and s + self._ranges[s][0] > addr]
+
+  def _carve(self, addr: int, size: int) -> None:
+    """Forget [addr, addr+size): records that overlap it keep only their parts outside."""
+    end = addr + size
+    for start in self._overlapping(addr, size):
+      rsize, what = self._ranges[start]
+      owned = start in self._owned
+      self._remove(start)
+      for lo, hi in ((start, min(addr, start + rsize)), (max(end, start), start + rsize)):
+        if hi > lo:
+          self._add(lo, hi - lo, what)
+          if owned: self._owned.add(lo)
 
   def close(self) -> None:
     with self._lock:
       for start in list(self._owned):
         size = self._ranges[start][0]
         self._remove(start)
+        self._drop_phys(start, size)
         libc.munmap(start, size)
 
   # ---- physical addresses

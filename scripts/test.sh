@@ -3,7 +3,7 @@
 # the test extras in .venv) and run the whole test suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APT_PACKAGES="gcc clang-19 lld-19 llvm-19 tshark pciutils rocm-device-libs python3-scapy"
+APT_PACKAGES="gcc g++ clang-19 lld-19 llvm-19 tshark pciutils rocm-device-libs python3-scapy"
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

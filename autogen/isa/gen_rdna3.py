@@ -95,7 +95,7 @@ def split_operands(text: str) -> tuple[str, list[str], list[str]]:
       else:
         cur += ch
     toks.append(cur)
-    if len(toks) > 1 and not any(t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip", "|")) for t in toks):
+    if len(toks) > 1 and not any(t == "|" or t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip")) for t in toks):
       parts[-1] = toks[0]
       mods = toks[1:]
   return mnem, parts, mods
@@ -137,6 +137,12 @@ def learn_template(enc: str, values: dict, text: str) -> tuple[str, list, list[s
       if kind:
         template.append(("simm16", kind))
         continue
+    if enc == "SMEM" and op == str(values.get("sdata")):
+      template.append(("imm", "sdata"))
+      continue
+    if op.startswith("sendmsg(") and "ssrc0" in values:
+      template.append(("sendmsg_rtn", "ssrc0"))
+      continue
     if enc == "SMEM" and op == hex(values["offset"]):
       template.append(("imm", "offset"))
       continue
@@ -182,7 +188,7 @@ def zero_sets(values: dict) -> list[dict]:
   """Variants of the probe, fewest changes first: llvm-mc rejects some opcodes when a field that the instruction
   does not use is not zero (e.g. src2 of a 2-source VOP3), or when a source must be scalar (v_readlane_b32's lane)."""
   import itertools
-  names = [k for k, v in values.items() if v and k not in ("seg", "opsel_hi", "opsel_hi2", "offen")]
+  names = [k for k, v in values.items() if v and k not in ("seg", "opsel_hi", "opsel_hi2")]
   choices = [[values[k]] + ([ALT_SGPR[k]] if k in ALT_SGPR else []) + [0] for k in names]
   variants = []
   for combo in itertools.product(*choices):
@@ -223,26 +229,144 @@ def walk_opcodes(arch: str, enc: str, layout: dict, values: dict, mcpu: str) -> 
 
 
 def walk_vopd(layout: dict, mcpu: str) -> dict:
-  values = PROBE["VOPD"]
-  probes, keys = [], []
-  for opx in range(16):
-    for opy in range(32):
-      v = dict(values, opx=opx, opy=opy)
-      probes.append(encode_fields(layout, v) + LITERAL_PROBE.to_bytes(4, "little"))
-      keys.append((opx, opy))
-  results = disassemble(probes, mcpu)
+  """VOPD: name each OPX and OPY by probing (opx, opy) pairs; operands an opcode does not read must be zero."""
+  import itertools
+  base = PROBE["VOPD"]
   xs, ys = {}, {}
-  for (opx, opy), probe, res in zip(keys, probes, results):
-    if not res or "Invalid register" in res[0][0]: continue
-    text, encoding = res[0]
-    if not probe.startswith(encoding): continue
-    xtext, _, ytext = text.partition(" :: ")
-    v = dict(values, opx=opx, opy=opy)
-    xm, xt, _ = learn_template("VOPD", v, xtext)
-    ym, yt, _ = learn_template("VOPD", v, ytext)
-    xs[opx] = dict(name=xm, operands=xt)
-    ys[opy] = dict(name=ym, operands=yt)
+  for sx0, sx1, sy0, sy1 in itertools.product((base["srcx0"], 40, 0), (base["vsrcx1"], 0),
+                                              (base["srcy0"], 44, 0), (base["vsrcy1"], 0)):
+    values = dict(base, srcx0=sx0, vsrcx1=sx1, srcy0=sy0, vsrcy1=sy1)
+    keys = [(x, y) for x in range(16) for y in range(32) if x not in xs or y not in ys]
+    if not keys: break
+    probes = [encode_fields(layout, dict(values, opx=x, opy=y)) + LITERAL_PROBE.to_bytes(4, "little") for x, y in keys]
+    for (opx, opy), probe, res in zip(keys, probes, disassemble(probes, mcpu)):
+      if not res or "Invalid register" in res[0][0] or " :: " not in res[0][0]: continue
+      text, encoding = res[0]
+      if encoding[:8] != probe[:8] and (int.from_bytes(encoding[:4], "little") >> 17) != (int.from_bytes(probe[:4], "little") >> 17):
+        continue
+      xtext, _, ytext = text.partition(" :: ")
+      v = dict(values, opx=opx, opy=opy)
+      if opx not in xs:
+        xm, xt, _ = learn_template("VOPD", v, xtext)
+        xs[opx] = dict(name=xm, operands=xt)
+      if opy not in ys:
+        ym, yt, _ = learn_template("VOPD", v, ytext)
+        ys[opy] = dict(name=ym, operands=yt)
   return {"X": xs, "Y": ys}
+
+
+SIMM16_SAMPLES = (0, 3, 64, 65, 0x1234, 0xfff0)
+
+
+def _simm16_style(texts: list[str | None]) -> str | None:
+  """Printing style of a plain 16-bit immediate from its texts for SIMM16_SAMPLES (None = operand omitted)."""
+  styles = {
+    "hex": lambda v: f"0x{v:x}",
+    "udec": lambda v: str(v),
+    "sdec": lambda v: str(v - 0x10000 if v & 0x8000 else v),
+    "u16": lambda v: str(v) if v <= 64 else f"0x{v:x}",
+  }
+  for name, fn in styles.items():
+    if all(t is None or t == fn(v) for v, t in zip(SIMM16_SAMPLES, texts)) and texts[-1] is not None:
+      return name
+  return None
+
+
+def refine_simm16(arch: str, tables: dict) -> None:
+  """Probe every SOPP/SOPK opcode with several simm16 values: plain immediates get a style (hex, decimal, ...) and
+  the flag opt0 when LLVM omits a zero immediate (s_endpgm)."""
+  layouts = LAYOUTS[arch]
+  for enc in ("SOPP", "SOPK"):
+    layout = layouts[enc]
+    items = [(op, e) for op, e in tables[enc].items() if any(t[0] == "simm16" for t in e["operands"])]
+    probes = []
+    for op, _ in items:
+      for v in SIMM16_SAMPLES:
+        probes.append(encode_fields(layout, dict(PROBE[enc], op=op, simm16=v)) + LITERAL_PROBE.to_bytes(4, "little"))
+    results = disassemble(probes, arch)
+    for i, (op, e) in enumerate(items):
+      texts = []
+      for res in results[i * len(SIMM16_SAMPLES):(i + 1) * len(SIMM16_SAMPLES)]:
+        if not res: texts.append("<invalid>"); continue
+        _, ops, _ = split_operands(res[0][0])
+        idx = [j for j, t in enumerate(e["operands"]) if t[0] == "simm16"][0]
+        texts.append(ops[idx] if idx < len(ops) else None)
+      kind = [t for t in e["operands"] if t[0] == "simm16"][0][1]
+      if any(t and t.startswith("sendmsg(") for t in texts): kind = "sendmsg"
+      elif kind in ("hex", "udec"):
+        style = _simm16_style(texts)
+        if style is None:  # a symbolic syntax we do not model (s_waitcnt_depctr): hex is its fallback spelling
+          print(f"note: {e['name']}: simm16 printed as {texts}; using hex")
+          style = "hex"
+        kind = style
+      new = ("simm16", kind, texts[0] is None)
+      e["operands"] = [new if t[0] == "simm16" else t for t in e["operands"]]
+
+
+def symbolic_tables(arch: str, tables: dict) -> dict:
+  """Names LLVM prints for s_sendmsg message values, hwreg ids and MTBUF formats."""
+  layouts = LAYOUTS[arch]
+  out = {"SENDMSG": {}, "HWREG": {}, "BUF_FORMAT": {}, "SENDMSG_RTN": {}}
+  rtn = [op for op, e in tables["SOP1"].items() if e["name"] == "s_sendmsg_rtn_b32"][0]
+  probes = [encode_fields(layouts["SOP1"], dict(op=rtn, sdst=8, ssrc0=v)) for v in range(256)]
+  for v, res in enumerate(disassemble(probes, arch)):
+    if res and "sendmsg(" in res[0][0]: out["SENDMSG_RTN"][v] = res[0][0].split("sendmsg(", 1)[1].rstrip(")")
+  sendmsg = [op for op, e in tables["SOPP"].items() if e["name"] == "s_sendmsg"][0]
+  probes = [encode_fields(layouts["SOPP"], dict(op=sendmsg, simm16=v)) for v in range(1024)]
+  for v, res in enumerate(disassemble(probes, arch)):
+    if res and "sendmsg(" in res[0][0]: out["SENDMSG"][v] = res[0][0].split("sendmsg(", 1)[1].rstrip(")")
+  getreg = [op for op, e in tables["SOPK"].items() if e["name"] == "s_getreg_b32"][0]
+  probes = [encode_fields(layouts["SOPK"], dict(op=getreg, sdst=8, simm16=(31 << 11) | v)) for v in range(64)]
+  for v, res in enumerate(disassemble(probes, arch)):
+    if res and "hwreg(" in res[0][0]:
+      name = res[0][0].split("hwreg(", 1)[1].rstrip(")").split(",")[0]
+      if not name.isdigit(): out["HWREG"][v] = name
+  tload = [op for op, e in tables["MTBUF"].items() if e["name"] == "tbuffer_load_format_x"][0]
+  probes = [encode_fields(layouts["MTBUF"], dict(PROBE["MTBUF"], op=tload, format=v)) for v in range(128)]
+  for v, res in enumerate(disassemble(probes, arch)):
+    if res and "format:[" in res[0][0]: out["BUF_FORMAT"][v] = res[0][0].split("format:[", 1)[1].split("]")[0]
+  return out
+
+
+SOURCE_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1")
+
+
+def refine_sources(arch: str, tables: dict) -> None:
+  """Probe each source with a literal: LLVM prints only 16 bits of a literal given to a 16-bit operand; such
+  sources are listed in the entry's 'lit16'."""
+  layouts = LAYOUTS[arch]
+  for enc in ("SOP2", "SOP1", "SOPC", "VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P"):
+    layout = layouts[enc]
+    jobs, probes = [], []
+    for op, e in tables[enc].items():
+      regs = [t for t in e["operands"] if t[0] == "reg" and t[1] in SOURCE_FIELDS]
+      e["lit16"] = []
+      for i, t in enumerate(regs):
+        vals = {x[1]: (256 + 20 + 10 * j if x[1].startswith("src") else 20 + 4 * j) for j, x in enumerate(regs)}
+        for x in e["operands"]:
+          if x[0] == "reg" and x[1] not in SOURCE_FIELDS: vals[x[1]] = PROBE[enc].get(x[1], 0)
+        if enc == "VOP3P": vals.update(opsel_hi=3, opsel_hi2=1)
+        vals[t[1]] = 255
+        probes.append(encode_fields(layout, dict(vals, op=op)) + LITERAL_PROBE.to_bytes(4, "little"))
+        jobs.append((e, t[1]))
+    for (e, field), res in zip(jobs, disassemble(probes, arch)):
+      if res and hex(LITERAL_PROBE & 0xffff) in res[0][0].replace(",", " ").split():
+        e["lit16"].append(field)
+
+
+def refine_returning(arch: str, tables: dict) -> None:
+  """FLAT/GLOBAL/SCRATCH/MUBUF atomics return the old value (and name a vdst) when GLC is set: learn that template
+  as 'operands_glc'."""
+  layouts = LAYOUTS[arch]
+  for enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF"):
+    layout = layouts[enc]
+    ops = sorted(tables[enc])
+    probes = [encode_fields(layout, dict(PROBE[enc], op=op, glc=1)) for op in ops]
+    for op, res in zip(ops, disassemble(probes, arch)):
+      if not res: continue
+      mnem, template, _ = learn_template(enc, dict(PROBE[enc], op=op, glc=1), res[0][0])
+      if template != tables[enc][op]["operands"] and mnem == tables[enc][op]["name"]:
+        tables[enc][op]["operands_glc"] = template
 
 
 def generate(arch: str = "gfx1100") -> dict:
@@ -256,15 +380,19 @@ def generate(arch: str = "gfx1100") -> dict:
   tables["VOP3SD"] = {op: e for op, e in sd.items() if any(t[0] == "reg" and t[1] == "sdst" for t in e["operands"])}
   for op in tables["VOP3SD"]: tables["VOP3"].pop(op, None)
   tables["VOPD"] = walk_vopd(layouts["VOPD"], arch)
+  refine_simm16(arch, tables)
+  refine_sources(arch, tables)
+  refine_returning(arch, tables)
   return tables
 
 
-def write_module(arch: str, tables: dict, path: str) -> None:
+def write_module(arch: str, tables: dict, path: str, symbolic: dict | None = None) -> None:
   with open(path, "w") as f:
     f.write(f'"""Instruction tables for {arch}: GENERATED by autogen/isa/gen_rdna3.py from llvm-mc-19. Do not edit.\n\n')
     f.write("OPS[encoding][opcode] = {name, size, operands, probe_mods}; operands is the printed operand template:\n")
     f.write("  ('reg', field, 'v'|'s'|'ttmp', count)  a register operand taken from an encoding field\n")
-    f.write("  ('simm16', kind)                      the 16-bit immediate printed as hex|udec|waitcnt|delay_alu|sendmsg|hwreg\n")
+    f.write("  ('simm16', kind, opt0)                the 16-bit immediate printed as hex|udec|sdec|u16 (decimal to 64,\n")
+    f.write("                                        then hex)|waitcnt|delay_alu|sendmsg|hwreg; opt0: omitted when zero\n")
     f.write("  ('imm', field) / ('literal',)         an immediate field / the trailing 32-bit literal\n")
     f.write("  ('text', str)                         fixed text (vcc_lo, off, ...)\n")
     f.write('VOPD is {"X": {opx: ...}, "Y": {opy: ...}}. Field layouts: LAYOUTS (from layouts.py)."""\n')
@@ -272,6 +400,10 @@ def write_module(arch: str, tables: dict, path: str) -> None:
     f.write("OPS = ")
     f.write(pprint.pformat(tables, width=140, sort_dicts=True))
     f.write("\n")
+    for name, table in (symbolic or {}).items():
+      f.write(f"\n{name} = ")
+      f.write(pprint.pformat(table, width=140, sort_dicts=True))
+      f.write("\n")
 
 
 def main() -> None:
@@ -281,7 +413,7 @@ def main() -> None:
   args = ap.parse_args()
   tables = generate(args.arch)
   out = args.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{args.arch}.py")
-  write_module(args.arch, tables, out)
+  write_module(args.arch, tables, out, symbolic_tables(args.arch, tables))
   counts = {enc: (len(t["X"]) * len(t["Y"]) if enc == "VOPD" else len(t)) for enc, t in tables.items()}
   print(f"wrote {out}: {counts}")
 

@@ -11,6 +11,7 @@ import subprocess
 LLVM_MC = "llvm-mc-19"
 # s_nop 0x3f1: a separator between probes; never used as a probe itself
 MARKER = bytes([0xf1, 0x03, 0x80, 0xbf])
+PAD = b"\xff" * 8
 _ENC_RE = re.compile(r"^\s*(.*?)\s*; encoding: \[([0-9a-fx,]*)\]\s*$")
 
 
@@ -20,10 +21,13 @@ def _run(args: list[str], text: str) -> tuple[str, str]:
 
 
 def disassemble(probes: list[bytes], mcpu: str = "gfx1100") -> list[list[tuple[str, bytes]]]:
-  """For each probe: the list of (text, encoding bytes) llvm-mc decoded from it (empty when invalid)."""
+  """For each probe: the list of (text, encoding bytes) llvm-mc decoded from it (empty when invalid). The
+  encoding is llvm's re-encoding of what it decoded (unused fields come back as zero)."""
   lines = []
   for p in probes:
-    lines.append(",".join(f"0x{b:02x}" for b in p))
+    # llvm-mc decodes the bytes of all lines as one stream: an instruction that needs more bytes than its probe
+    # holds would swallow the marker, so pad each probe with two dwords that are no gfx11 instruction
+    lines.append(",".join(f"0x{b:02x}" for b in p + PAD))
     lines.append(",".join(f"0x{b:02x}" for b in MARKER))
   out, _ = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-disassemble", "-show-encoding"], "\n".join(lines) + "\n")
   results: list[list[tuple[str, bytes]]] = [[]]

@@ -325,6 +325,11 @@ class CProgram:
     gs, ls = (tuple(gs) + (1, 1, 1))[:3], (tuple(ls) + (1, 1, 1))[:3]
     if local_size is not None and self.art.local_size != (1, 1, 1) and ls != self.art.local_size:
       raise CompileError(f"kernel {self.name} is built for local size {self.art.local_size}, launched with {ls}")
+    for d in range(3):   # more work-groups than the kernel's gidx range would index past its buffers
+      if self.art.global_size[d] > 1 and gs[d] > self.art.global_size[d]:
+        raise CompileError(f"kernel {self.name}: global size {gs} exceeds the {self.art.global_size} it was built for")
+    if math.prod(ls) > 1024 or min(gs + ls) < 1:
+      raise CompileError(f"kernel {self.name}: bad launch dimensions global {gs} local {ls}")
     words = self.pack_args(args)
     t0 = time.perf_counter()
     rc = self.fn(words, *gs, *ls)

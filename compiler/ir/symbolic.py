@@ -75,7 +75,8 @@ def simplify_sub(x: UOp):
   a, b = x.src
   if _c(b) is not None and _c(b) == 0: return a
   if a is b and _is_int(x): return _k(0, x.dtype)
-  if _weak(x) or (_is_int(x) and _c(b) is not None): return a + b * _k(-1, x.dtype) if _c(b) is None else a + _k(-_c(b), x.dtype)
+  if _is_int(x) and _c(b) is not None: return a + _k(-_c(b), x.dtype)   # x - c -> x + (-c)
+  if _weak(x): return a + b * _k(-1, x.dtype)                           # canonical sums of terms
   return None
 
 

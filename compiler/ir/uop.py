@@ -201,7 +201,7 @@ class UOp:
   @staticmethod
   def group(*srcs) -> "UOp": return UOp(Ops.GROUP, srcs)
 
-  def index(self, *idx, ) -> "UOp":
+  def index(self, *idx) -> "UOp":
     if not isinstance(self.dtype, PtrDType): raise CompileError(f"index of a non-buffer {_short(self)}", self)
     if len(idx) > 1:
       base = self.buffer
@@ -373,7 +373,7 @@ def _alu_dtype(u: UOp):
   if op in GroupOp.IntOnly and not dt.is_int: _fail(u, f"{op.name} needs integers, got {dt!r}")
   if op in GroupOp.FloatOnly and not dt.is_float: _fail(u, f"{op.name} needs floats, got {dt!r}")
   if op in (Ops.AND, Ops.OR, Ops.XOR, Ops.NOT) and dt.is_float: _fail(u, f"{op.name} needs integers or bools, got {dt!r}")
-  if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX) and dt.is_bool and op is not Ops.MAX:
+  if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG) and dt.is_bool:
     _fail(u, f"{op.name} on bools")
   if op in GroupOp.Comparison: return dtypes.bool
   return dt

@@ -106,12 +106,23 @@ def lower(sink: UOp, target: Target | str = C_TARGET, until: str | None = None, 
     sink = fn(sink, target)
     if verify_each: verify_linearizable(sink)
     if name == until: return sink
+  check_local_memory(sink, target)
   gs, ls = launch_dims(sink)
   info = sink.arg if isinstance(sink.arg, KernelInfo) else KernelInfo()
   sink = sink.replace(arg=dataclasses.replace(info, global_size=gs, local_size=ls))
   lin = linearize(sink)
   if verify_each: verify_linear(lin)
   return lin
+
+
+def check_local_memory(sink: UOp, target: Target):
+  from ..ir import AddrSpace, CompileError
+  from ..ir.uop import _short
+  locals_ = [u for u in sink.toposort() if u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.LOCAL]
+  total = sum(u.arg.size * u.arg.dtype.itemsize for u in locals_)
+  if total > target.local_memory_bytes:
+    raise CompileError(f"{total} bytes of LOCAL memory exceed the {target.name} limit of {target.local_memory_bytes}: "
+                       f"{_short(locals_[0])}", locals_[0])
 
 
 def verify_linearizable(sink: UOp):

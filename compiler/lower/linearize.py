@@ -38,10 +38,12 @@ def _order(sink: UOp) -> list[UOp]:
     for s in set(u.src): users[s].append(u)
 
   def kind(u: UOp) -> int: return 1 if u.op is Ops.END else 2 if u.op is Ops.RANGE else 0
+  # a RANGE is ranked by where its END sits in the plain toposort: the loop that others depend on opens first
+  prio = {u: pos[ends[u]] if u.op is Ops.RANGE else pos[u] for u in nodes}
 
   ready: list = []   # (kind, priority, node)
   for u in nodes:
-    if missing[u] == 0: heapq.heappush(ready, (kind(u), pos[u], u))
+    if missing[u] == 0: heapq.heappush(ready, (kind(u), prio[u], pos[u], u))
   out: list[UOp] = []
   open_stack: list[UOp] = []
   open_set: frozenset = frozenset()
@@ -50,14 +52,14 @@ def _order(sink: UOp) -> list[UOp]:
     placed = None
     while ready:
       item = heapq.heappop(ready)
-      k, _, u = item
+      k, _, _, u = item
       if k == 0: ok = u.ranges <= open_set
       elif k == 1: ok = bool(open_stack) and open_stack[-1] is u.src[1]
       else: ok = ends[u].ranges == open_set
       if ok: placed = u; break
       blocked.append(item)
     if placed is None:
-      left = [b[2] for b in blocked]
+      left = [b[3] for b in blocked]
       raise CompileError(f"linearize: can't place {len(left)} nodes with ranges {sorted(r.arg[0] for r in open_set)} "
                          f"open; first: {_short(left[0])}", left[0])
     out.append(placed)
@@ -69,7 +71,7 @@ def _order(sink: UOp) -> list[UOp]:
     blocked = []
     for v in users[placed]:
       missing[v] -= 1
-      if missing[v] == 0: heapq.heappush(ready, (kind(v), pos[v], v))
+      if missing[v] == 0: heapq.heappush(ready, (kind(v), prio[v], pos[v], v))
   return out
 
 

@@ -10,11 +10,22 @@ import dataclasses
 import struct
 from array import array
 
-from ...errors import DeviceError
+from ...compiler import queue as Q
+from ...compiler.ir import UOp
+from ...errors import DeviceError, GPUFault
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
-from . import pm4, sdma
+from . import lower
+from .cmdbuf import link
 from .codeobject import parse as parse_code_object
 from .program import AMDProgram
+
+# placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
+TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
+COPY_DST, COPY_SRC = 3, 4
+TIMELINE_VALUE = UOp.variable("timeline", 0, 2**32 - 1)
+PREVIOUS_VALUE = UOp.variable("prev", 0, 2**32 - 1)
+V_TIMELINE, V_PREV, V_KERNARG, V_DISPATCH = ("var", "timeline"), ("var", "prev"), ("var", "kernarg"), ("var", "dispatch")
+P_DST, P_SRC = ("param", COPY_DST), ("param", COPY_SRC)
 
 RING_SIZE = 1 << 20
 KERNARG_RING = 16 << 20
@@ -73,6 +84,12 @@ class AMDDevice(Device):
     self._staging = [_Staging(self._host_mem(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
     self._staging_next = 0
     self._last_ring = None
+    self.fault: GPUFault | None = None
+    self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
+    self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
+    self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
+    self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
+    self._copies: dict[int, object] = {}
     self.scratch: Scratch | None = None
     self._old_scratch = []
     self.queue_pm4 = self.compute
@@ -96,53 +113,73 @@ class AMDDevice(Device):
     if not fired and self.os.monotonic() - t0 < seconds / 2: self.os.sleep(seconds)
 
   def _wait_value(self, value: int) -> None:
-    self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
+    if self.fault is not None:
+      raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
+    try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
+    except GPUFault as e:
+      self.fault = e
+      raise
+
+  def _commit(self, ring: Ring) -> None:
+    """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
+    report a fault right here; it is remembered like one seen while waiting."""
+    try: ring.commit()
+    except GPUFault as e:
+      self.fault = e
+      raise
 
   def _synchronize(self) -> None:
     if self.timeline.value: self._wait_value(self.timeline.value)
 
+  # ---- queue programs -> command buffers
+  def _build(self, program, engine: str):
+    """Lower a queue program once and link the device's own addresses into it."""
+    return link(lower.build(program, engine, self.lower_ctx), self._links)
+
+  def launch_cmdbuf(self, prog: AMDProgram, grid, block, timed: bool):
+    els = [Q.barrier()]
+    if timed: els.append(Q.timestamp(T_START))
+    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
+    if timed: els.append(Q.timestamp(T_END))
+    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
+    return self._build(Q.queue("COMPUTE:0", *els), "pm4")
+
+  def _copy_cmdbuf(self, nbytes: int):
+    cb = self._copies.get(nbytes)
+    if cb is None:
+      prog = Q.queue("COPY:0", Q.copy(Q.buffer(COPY_DST, nbytes), Q.buffer(COPY_SRC, nbytes), nbytes),
+                     Q.store(TIMELINE, TIMELINE_VALUE))
+      cb = self._copies[nbytes] = self._build(prog, "sdma")
+    return cb
+
   # ---- submission
-  def _begin(self, ring: Ring) -> int:
-    """Start a submission on ring: returns its timeline value; emits a cross-queue wait when needed."""
+  def _begin(self, ring: Ring, engine: str) -> int:
+    """Start a submission on ring: returns its timeline value. Work on one ring runs in order; when the previous
+    submission went to the other ring and is not known to be done, this one first waits for it on the device."""
     prev = self.timeline.value
     tv = self.timeline.next()
     if self._last_ring is not ring and self._last_ring is not None and self.timeline.signal.value < prev:
-      ring.write(pm4.wait_reg_mem(self.timeline.signal.va, prev) if ring is self.compute
-                 else sdma.poll_regmem(self.timeline.signal.va, prev))
+      ring.write(self._waits[engine].fill({V_PREV: prev}))
     self._last_ring = ring
     return tv
 
-  def _end_compute(self, tv: int) -> list[int]:
-    return pm4.release_mem(self.timeline.signal.va, tv, pm4.DATA_SEL_64) + \
-      pm4.release_mem(self.iface.mailbox_va, self.iface.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
-                      ctxid=self.iface.event_id, gcr=0)
-
-  def _end_copy(self, tv: int) -> list[int]:
-    return sdma.fence(self.timeline.signal.va, tv) + sdma.fence(self.iface.mailbox_va, self.iface.event_id) + \
-      sdma.trap(self.iface.event_id)
-
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
-    tv = self._begin(self.compute)
+    tv = self._begin(self.compute, "pm4")
     ka = self.kernargs.alloc(shape.alloc_size, tv)
     off = ka - self.kernargs.va
     view = self._kernarg_view
     n = len(explicit)
     view[off:off + n] = explicit
     view[off + n:off + n + len(shape.hidden)] = shape.hidden
-    cmd = array("I", shape.template)
-    if shape.p_kernarg >= 0: cmd[shape.p_kernarg], cmd[shape.p_kernarg + 1] = ka & 0xFFFFFFFF, ka >> 32
-    if shape.p_dispatch >= 0:
-      dp = ka + prog.layout.segment_size
-      view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
-      cmd[shape.p_dispatch], cmd[shape.p_dispatch + 1] = dp & 0xFFFFFFFF, dp >> 32
-    cmd[shape.p_value], cmd[shape.p_value + 1] = tv & 0xFFFFFFFF, tv >> 32
+    dp = ka + prog.layout.segment_size
+    if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+    cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
     prog.launches += 1
     if timed:
       self.timer_start.timestamp = self.timer_end.timestamp = 0
       t0 = self.os.monotonic()
-    ring = self.compute
-    ring.write(cmd)
-    ring.commit()
+    self.compute.write(cmd)
+    self._commit(self.compute)
     if not timed: return None
     self._wait_value(tv)
     t1 = self.os.monotonic()
@@ -151,16 +188,19 @@ class AMDDevice(Device):
     return t1 - t0  # no device clock: the host's view of the launch
 
   def submit_pm4(self, words) -> int:
-    """Run raw PM4 dwords on the compute queue, followed by the timeline signal. Returns the timeline value."""
-    tv = self._begin(self.compute)
-    self.compute.write(array("I", list(words) + self._end_compute(tv)))
-    self.compute.commit()
+    """Run raw PM4 dwords on the compute queue, then signal the timeline. Returns the timeline value."""
+    tv = self._begin(self.compute, "pm4")
+    self.compute.write(array("I", list(words)))
+    self.compute.write(self._signals["pm4"].fill({V_TIMELINE: tv}))
+    self._commit(self.compute)
     return tv
 
-  def submit_sdma(self, words) -> int:
-    tv = self._begin(self.copy)
-    self.copy.write(array("I", list(words) + self._end_copy(tv)))
-    self.copy.commit()
+  def copy_async(self, dst_va: int, src_va: int, nbytes: int) -> int:
+    """An SDMA copy between device addresses; returns the timeline value that marks its completion."""
+    cb = self._copy_cmdbuf(nbytes)
+    tv = self._begin(self.copy, "sdma")
+    self.copy.write(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: tv}))
+    self._commit(self.copy)
     return tv
 
   # ---- memory
@@ -184,14 +224,14 @@ class AMDDevice(Device):
       chunk = min(STAGING_SIZE, n - pos)
       st = self._staging_slot()
       st.mem.cpu[:chunk] = src[pos:pos + chunk]
-      st.busy_until = self.submit_sdma(sdma.copy(buf.va + offset + pos, st.mem.va, chunk))
+      st.busy_until = self.copy_async(buf.va + offset + pos, st.mem.va, chunk)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
     out = bytearray(size)
     for pos in range(0, size, STAGING_SIZE):
       chunk = min(STAGING_SIZE, size - pos)
       st = self._staging_slot()
-      st.busy_until = tv = self.submit_sdma(sdma.copy(st.mem.va, buf.va + offset + pos, chunk))
+      st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
       self._wait_value(tv)
       out[pos:pos + chunk] = st.mem.cpu[:chunk]
     return bytes(out)
@@ -239,7 +279,9 @@ class AMDDevice(Device):
     return self.load(compile_kernel(sink, self.arch))
 
   def _close(self) -> None:
-    try: self._synchronize()
+    # after a fault the queues are stopped: waiting for them would only time out; free everything regardless
+    try:
+      if self.fault is None: self._synchronize()
     finally: self.iface.close()
 
   def __repr__(self): return f"AMDDevice({self.name})"

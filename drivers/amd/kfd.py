@@ -48,15 +48,15 @@ class HWQueue:
 class KFDIface:
   name = "KFD"
 
-  def __init__(self, os, index: int, config):
-    self.os, self.config = os, config
-    try: self.kfd = os.open("/dev/kfd", _os.O_RDWR)
+  def __init__(self, osi, index: int, config):
+    self.os, self.config = osi, config
+    try: self.kfd = osi.open("/dev/kfd", _os.O_RDWR)
     except OSCallError as e: raise DeviceError(f"KFD+AMD:{index}: cannot open /dev/kfd ({e})") from None
     self.gpu_node, self.gpu_id, self.props = self._discover(index)
     self.label = f"KFD+AMD:{index} (gpu_id {self.gpu_id})"
     ver = self.props["gfx_target_version"]
     self.arch = f"gfx{ver // 10000}{(ver // 100) % 100:x}{ver % 100:x}"
-    self.drm = os.open(f"/dev/dri/renderD{self.props['drm_render_minor']}", _os.O_RDWR)
+    self.drm = osi.open(f"/dev/dri/renderD{self.props['drm_render_minor']}", _os.O_RDWR)
     v = kfd.AMDKFD_IOC_GET_VERSION(self.kfd)
     self.kfd_version = (v.major_version, v.minor_version)
     kfd.AMDKFD_IOC_ACQUIRE_VM(self.kfd, drm_fd=self.drm.fd, gpu_id=self.gpu_id)

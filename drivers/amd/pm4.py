@@ -1,83 +1,89 @@
 """PM4 type-3 packets for the gfx10-gfx11 compute queue, as lists of dwords.
 
-Sources (Linux 6.12): drivers/gpu/drm/amd/amdgpu/nvd.h (opcodes, header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM
-fields), asic_reg/gc/gc_11_0_0_offset.h (COMPUTE_* registers; GC segment-0 base 0x1260, soc21 ip offsets),
-asic_reg/gc/gc_11_0_0_sh_mask.h (COMPUTE_DISPATCH_INITIATOR bits), include/navi10_enum.h (VGT event types).
-tests/amd/test_packets.py checks these numbers against the headers."""
+Facts come from the generated bindings hcq.autogen.amd.pm4 (Linux drivers/gpu/drm/amd/amdgpu/nvd.h: opcodes, the
+PACKET3 header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM fields). The few COMPUTE_* registers and DISPATCH_INITIATOR
+bits are written out below from asic_reg/gc/gc_11_0_0_offset.h and _sh_mask.h, because importing the generated
+hcq.autogen.amd.gc_11_0_0 (every GC register) costs more than a whole launch path may take at start-up;
+tests/amd/test_packets.py checks each of them against that generated module. Two facts are in none of those headers
+and are cited where used: the GC segment-0 base and the VGT event types."""
 from __future__ import annotations
 
-# nvd.h: #define PACKET3(op, n) ((PACKET_TYPE3 << 30) | (((op) & 0xFF) << 8) | ((n) & 0x3FFF) << 16)
-PACKET_TYPE3 = 3
-NOP, DISPATCH_DIRECT, WRITE_DATA, WAIT_REG_MEM, INDIRECT_BUFFER = 0x10, 0x15, 0x37, 0x3C, 0x3F
-COPY_DATA, EVENT_WRITE, RELEASE_MEM, ACQUIRE_MEM, SET_SH_REG, SET_UCONFIG_REG = 0x40, 0x46, 0x49, 0x58, 0x76, 0x79
-PRED_EXEC = 0x23
-OPCODE_NAMES = {NOP: "NOP", DISPATCH_DIRECT: "DISPATCH_DIRECT", WRITE_DATA: "WRITE_DATA", WAIT_REG_MEM: "WAIT_REG_MEM",
-                INDIRECT_BUFFER: "INDIRECT_BUFFER", COPY_DATA: "COPY_DATA", EVENT_WRITE: "EVENT_WRITE",
-                RELEASE_MEM: "RELEASE_MEM", ACQUIRE_MEM: "ACQUIRE_MEM", SET_SH_REG: "SET_SH_REG",
-                SET_UCONFIG_REG: "SET_UCONFIG_REG", PRED_EXEC: "PRED_EXEC"}
+from ...autogen.amd import pm4 as nvd
 
-# nvd.h: PACKET3_SET_SH_REG_START 0x2c00, PACKET3_SET_UCONFIG_REG_START 0xc000
-SH_REG_START, UCONFIG_REG_START = 0x2C00, 0xC000
-GC_SEG0_BASE = 0x1260  # soc21 GC_BASE.instance[0].segment[0] (Linux: soc21 ip offsets), so regX + base = absolute
+PACKET_TYPE3 = nvd.PACKET_TYPE3
+NOP, DISPATCH_DIRECT, WRITE_DATA = nvd.PACKET3_NOP, nvd.PACKET3_DISPATCH_DIRECT, nvd.PACKET3_WRITE_DATA
+WAIT_REG_MEM, INDIRECT_BUFFER, COPY_DATA = nvd.PACKET3_WAIT_REG_MEM, nvd.PACKET3_INDIRECT_BUFFER, nvd.PACKET3_COPY_DATA
+EVENT_WRITE, RELEASE_MEM, ACQUIRE_MEM = nvd.PACKET3_EVENT_WRITE, nvd.PACKET3_RELEASE_MEM, nvd.PACKET3_ACQUIRE_MEM
+SET_SH_REG, SET_UCONFIG_REG, PRED_EXEC = nvd.PACKET3_SET_SH_REG, nvd.PACKET3_SET_UCONFIG_REG, nvd.PACKET3_PRED_EXEC
+OPCODE_NAMES = {v: k[len("PACKET3_"):] for k, v in vars(nvd).items()
+                if k.startswith("PACKET3_") and isinstance(v, int) and not k.endswith("_START") and 0x10 <= v < 0x100}
+OPCODE_NAMES.update({NOP: "NOP", INDIRECT_BUFFER: "INDIRECT_BUFFER"})  # nvd.h also names 0x10/0x3F otherwise
 
-# gc_11_0_0_offset.h (base index 0) -> offsets in the SET_SH_REG window
+SH_REG_START, UCONFIG_REG_START = nvd.PACKET3_SET_SH_REG_START, nvd.PACKET3_SET_UCONFIG_REG_START
+# GC register segment 0 base of navi3x (GC_BASE__INST0_SEG0 of the soc21 IP offsets, amd_kfd_pm4_sdma_am.md §2.1):
+# the absolute dword address of regX (BASE_IDX 0) is regX + 0x1260
+GC_SEG0_BASE = 0x1260
+
+
 def _sh(reg: int) -> int: return reg + GC_SEG0_BASE - SH_REG_START
-COMPUTE_DISPATCH_INITIATOR = _sh(0x1ba0)
-COMPUTE_START_X = _sh(0x1ba4)
-COMPUTE_NUM_THREAD_X = _sh(0x1ba7)
-COMPUTE_PGM_LO = _sh(0x1bac)
-COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(0x1bb0)
-COMPUTE_PGM_RSRC1 = _sh(0x1bb2)
-COMPUTE_RESOURCE_LIMITS = _sh(0x1bb5)
-COMPUTE_TMPRING_SIZE = _sh(0x1bb8)
-COMPUTE_RESTART_X = _sh(0x1bbb)
-COMPUTE_PGM_RSRC3 = _sh(0x1bc8)
-COMPUTE_USER_DATA_0 = _sh(0x1be0)
-SH_REG_NAMES = {
-  COMPUTE_DISPATCH_INITIATOR: "COMPUTE_DISPATCH_INITIATOR", COMPUTE_START_X: "COMPUTE_START_X",
-  COMPUTE_START_X + 1: "COMPUTE_START_Y", COMPUTE_START_X + 2: "COMPUTE_START_Z",
-  COMPUTE_NUM_THREAD_X: "COMPUTE_NUM_THREAD_X", COMPUTE_NUM_THREAD_X + 1: "COMPUTE_NUM_THREAD_Y",
-  COMPUTE_NUM_THREAD_X + 2: "COMPUTE_NUM_THREAD_Z", COMPUTE_PGM_LO: "COMPUTE_PGM_LO", COMPUTE_PGM_LO + 1: "COMPUTE_PGM_HI",
-  COMPUTE_DISPATCH_SCRATCH_BASE_LO: "COMPUTE_DISPATCH_SCRATCH_BASE_LO",
-  COMPUTE_DISPATCH_SCRATCH_BASE_LO + 1: "COMPUTE_DISPATCH_SCRATCH_BASE_HI", COMPUTE_PGM_RSRC1: "COMPUTE_PGM_RSRC1",
-  COMPUTE_PGM_RSRC1 + 1: "COMPUTE_PGM_RSRC2", COMPUTE_RESOURCE_LIMITS: "COMPUTE_RESOURCE_LIMITS",
-  COMPUTE_TMPRING_SIZE: "COMPUTE_TMPRING_SIZE", COMPUTE_RESTART_X: "COMPUTE_RESTART_X",
-  COMPUTE_RESTART_X + 1: "COMPUTE_RESTART_Y", COMPUTE_RESTART_X + 2: "COMPUTE_RESTART_Z",
-  COMPUTE_PGM_RSRC3: "COMPUTE_PGM_RSRC3", **{COMPUTE_USER_DATA_0 + i: f"COMPUTE_USER_DATA_{i}" for i in range(16)},
-}
 
-# gc_11_0_0_sh_mask.h: COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN 0, __FORCE_START_AT_000 2, __CS_W32_EN 15
-INITIATOR_COMPUTE_SHADER_EN, INITIATOR_FORCE_START_AT_000, INITIATOR_CS_W32_EN = 1 << 0, 1 << 2, 1 << 15
 
-# nvd.h WAIT_REG_MEM: FUNCTION(x) << 0, MEM_SPACE(x) << 4, OPERATION(x) << 6, ENGINE(x) << 8
+# gc_11_0_0_offset.h, BASE_IDX 0
+GC_REGS = {"COMPUTE_DISPATCH_INITIATOR": 0x1ba0, "COMPUTE_START_X": 0x1ba4, "COMPUTE_START_Y": 0x1ba5,
+           "COMPUTE_START_Z": 0x1ba6, "COMPUTE_NUM_THREAD_X": 0x1ba7, "COMPUTE_NUM_THREAD_Y": 0x1ba8,
+           "COMPUTE_NUM_THREAD_Z": 0x1ba9, "COMPUTE_PGM_LO": 0x1bac, "COMPUTE_PGM_HI": 0x1bad,
+           "COMPUTE_DISPATCH_SCRATCH_BASE_LO": 0x1bb0, "COMPUTE_DISPATCH_SCRATCH_BASE_HI": 0x1bb1,
+           "COMPUTE_PGM_RSRC1": 0x1bb2, "COMPUTE_PGM_RSRC2": 0x1bb3, "COMPUTE_RESOURCE_LIMITS": 0x1bb5,
+           "COMPUTE_TMPRING_SIZE": 0x1bb8, "COMPUTE_RESTART_X": 0x1bbb, "COMPUTE_RESTART_Y": 0x1bbc,
+           "COMPUTE_RESTART_Z": 0x1bbd, "COMPUTE_PGM_RSRC3": 0x1bc8,
+           **{f"COMPUTE_USER_DATA_{i}": 0x1be0 + i for i in range(16)}}
+COMPUTE_DISPATCH_INITIATOR = _sh(GC_REGS["COMPUTE_DISPATCH_INITIATOR"])
+COMPUTE_START_X = _sh(GC_REGS["COMPUTE_START_X"])
+COMPUTE_NUM_THREAD_X = _sh(GC_REGS["COMPUTE_NUM_THREAD_X"])
+COMPUTE_PGM_LO = _sh(GC_REGS["COMPUTE_PGM_LO"])
+COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(GC_REGS["COMPUTE_DISPATCH_SCRATCH_BASE_LO"])
+COMPUTE_PGM_RSRC1 = _sh(GC_REGS["COMPUTE_PGM_RSRC1"])
+COMPUTE_RESOURCE_LIMITS = _sh(GC_REGS["COMPUTE_RESOURCE_LIMITS"])
+COMPUTE_TMPRING_SIZE = _sh(GC_REGS["COMPUTE_TMPRING_SIZE"])
+COMPUTE_RESTART_X = _sh(GC_REGS["COMPUTE_RESTART_X"])
+COMPUTE_PGM_RSRC3 = _sh(GC_REGS["COMPUTE_PGM_RSRC3"])
+COMPUTE_USER_DATA_0 = _sh(GC_REGS["COMPUTE_USER_DATA_0"])
+SH_REG_NAMES = {_sh(v): k for k, v in GC_REGS.items()}
+
+# gc_11_0_0_sh_mask.h COMPUTE_DISPATCH_INITIATOR__{COMPUTE_SHADER_EN,FORCE_START_AT_000,CS_W32_EN}_MASK
+INITIATOR_COMPUTE_SHADER_EN, INITIATOR_FORCE_START_AT_000, INITIATOR_CS_W32_EN = 0x1, 0x4, 0x8000
+
+# WAIT_REG_MEM_FUNCTION values (nvd.h comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >)
 WAIT_ALWAYS, WAIT_LT, WAIT_LE, WAIT_EQ, WAIT_NE, WAIT_GE, WAIT_GT = range(7)
-# nvd.h RELEASE_MEM: EVENT_TYPE << 0, EVENT_INDEX << 8, GCR_GLM_WB 12 .. GCR_SEQ 22; DST_SEL << 16, INT_SEL << 24,
-# DATA_SEL << 29 (in the second dword)
-REL_GCR_GLM_WB, REL_GCR_GLM_INV, REL_GCR_GLV_INV, REL_GCR_GL1_INV = 1 << 12, 1 << 13, 1 << 14, 1 << 15
-REL_GCR_GL2_INV, REL_GCR_GL2_WB, REL_GCR_SEQ = 1 << 20, 1 << 21, 1 << 22
-REL_FLUSH_ALL = REL_GCR_GLM_WB | REL_GCR_GLM_INV | REL_GCR_GLV_INV | REL_GCR_GL1_INV | REL_GCR_GL2_INV | REL_GCR_GL2_WB | REL_GCR_SEQ
+REL_FLUSH_ALL = (nvd.PACKET3_RELEASE_MEM_GCR_GLM_WB | nvd.PACKET3_RELEASE_MEM_GCR_GLM_INV |
+                 nvd.PACKET3_RELEASE_MEM_GCR_GLV_INV | nvd.PACKET3_RELEASE_MEM_GCR_GL1_INV |
+                 nvd.PACKET3_RELEASE_MEM_GCR_GL2_INV | nvd.PACKET3_RELEASE_MEM_GCR_GL2_WB | nvd.PACKET3_RELEASE_MEM_GCR_SEQ)
+# RELEASE_MEM DATA_SEL / INT_SEL values (nvd.h comments)
 DATA_SEL_NONE, DATA_SEL_32, DATA_SEL_64, DATA_SEL_GPU_CLOCK = 0, 1, 2, 3
 INT_SEL_NONE, INT_SEL_INT, INT_SEL_INT_AFTER_WRITE = 0, 1, 2
 # navi10_enum.h VGT_EVENT_TYPE: CS_PARTIAL_FLUSH 0x7, CACHE_FLUSH_AND_INV_TS_EVENT 0x14; event index 4 = CS partial
-# flush, 5 = end of pipe (the "EVENT_INDEX" values of the PM4 spec)
+# flush, 5 = end of pipe
 CS_PARTIAL_FLUSH, CACHE_FLUSH_AND_INV_TS_EVENT = 0x07, 0x14
 EVENT_INDEX_PARTIAL_FLUSH, EVENT_INDEX_EOP = 4, 5
-# nvd.h ACQUIRE_MEM GCR_CNTL: GLI_INV 0, GL1_RANGE 2, GLM_WB 4, GLM_INV 5, GLK_WB 6, GLK_INV 7, GLV_INV 8, GL1_INV 9,
-# GL2_US 10, GL2_RANGE 11, GL2_DISCARD 13, GL2_INV 14, GL2_WB 15, SEQ 16
-GCR_GLI_INV, GCR_GLM_WB, GCR_GLM_INV, GCR_GLK_WB, GCR_GLK_INV = 1 << 0, 1 << 4, 1 << 5, 1 << 6, 1 << 7
-GCR_GLV_INV, GCR_GL1_INV, GCR_GL2_INV, GCR_GL2_WB = 1 << 8, 1 << 9, 1 << 14, 1 << 15
-GCR_ALL = GCR_GLI_INV | GCR_GLM_WB | GCR_GLM_INV | GCR_GLK_WB | GCR_GLK_INV | GCR_GLV_INV | GCR_GL1_INV | GCR_GL2_INV | GCR_GL2_WB
-# nvd.h INDIRECT_BUFFER_VALID (1 << 23); the IB size field is 20 bits of dwords
-IB_VALID, IB_MAX_DWORDS = 1 << 23, (1 << 20) - 1
+GCR_ALL = (nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(1) | nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1) |
+           nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1) | nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1) |
+           nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) |
+           nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1) | nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1) |
+           nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_WB(1))
+IB_VALID, IB_MAX_DWORDS = nvd.INDIRECT_BUFFER_VALID, (1 << 20) - 1  # IB size: 20 bits of dwords
 
 
 def header(opcode: int, body_dwords: int) -> int:
   """nvd.h PACKET3(op, n) with n = body dwords - 1."""
-  return (PACKET_TYPE3 << 30) | (((body_dwords - 1) & 0x3FFF) << 16) | ((opcode & 0xFF) << 8)
+  return nvd.PACKET3(opcode, body_dwords - 1)
 
 
-def lo(x: int) -> int: return x & 0xFFFFFFFF
-def hi(x: int) -> int: return (x >> 32) & 0xFFFFFFFF
+def lo(x) -> int:
+  """Low dword of a 64-bit value; a symbolic value (cmdbuf.Sym) gives a patch."""
+  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
+
+
+def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 def set_sh_reg(offset: int, *values: int) -> list[int]:
@@ -91,7 +97,9 @@ def dispatch_direct(x: int, y: int, z: int, initiator: int) -> list[int]:
 
 def wait_reg_mem(addr: int, ref: int, mask: int = 0xFFFFFFFF, func: int = WAIT_GE, poll: int = 4) -> list[int]:
   """Wait until (mem32[addr] & mask) func ref, polling memory (MEM_SPACE 1, OPERATION 0 = wait, ENGINE 0 = ME)."""
-  return [header(WAIT_REG_MEM, 6), func | (1 << 4), lo(addr), hi(addr), ref, mask, poll]
+  info = nvd.WAIT_REG_MEM_FUNCTION(func) | nvd.WAIT_REG_MEM_MEM_SPACE(1) | nvd.WAIT_REG_MEM_OPERATION(0) | \
+    nvd.WAIT_REG_MEM_ENGINE(0)
+  return [header(WAIT_REG_MEM, 6), info, lo(addr), hi(addr), lo(ref), mask, poll]
 
 
 def acquire_mem(gcr_cntl: int = GCR_ALL) -> list[int]:
@@ -103,13 +111,15 @@ def release_mem(addr: int, data: int, data_sel: int, int_sel: int = INT_SEL_NONE
                 gcr: int = REL_FLUSH_ALL) -> list[int]:
   """End-of-pipe release: after prior work drains and caches flush, write data (or the GPU clock) to addr and
   optionally raise an interrupt carrying ctxid (the KFD event id)."""
-  ev = CACHE_FLUSH_AND_INV_TS_EVENT | (EVENT_INDEX_EOP << 8) | gcr
-  sel = (data_sel << 29) | (int_sel << 24)  # DST_SEL 0 = memory
+  ev = nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(CACHE_FLUSH_AND_INV_TS_EVENT) | \
+    nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP) | gcr
+  sel = nvd.PACKET3_RELEASE_MEM_DATA_SEL(data_sel) | nvd.PACKET3_RELEASE_MEM_INT_SEL(int_sel) | \
+    nvd.PACKET3_RELEASE_MEM_DST_SEL(0)  # memory
   return [header(RELEASE_MEM, 7), ev, sel, lo(addr), hi(addr), lo(data), hi(data), ctxid]
 
 
 def event_write(event_type: int, event_index: int) -> list[int]:
-  return [header(EVENT_WRITE, 1), event_type | (event_index << 8)]
+  return [header(EVENT_WRITE, 1), nvd.EVENT_TYPE(event_type) | nvd.EVENT_INDEX(event_index)]
 
 
 def indirect_buffer(addr: int, size_dw: int) -> list[int]:

@@ -8,14 +8,16 @@ private/group segment size u32 at 24/28, kernel_object u64 at 32, kernarg_addres
 from __future__ import annotations
 
 import struct
-from array import array
 
 from ...errors import DeviceError
 from ..hcq.kernargs import Arg, KernargLayout, check_launch
 from . import pm4
+from .cmdbuf import Sym
 from .codeobject import Kernel
 
 DISPATCH_PACKET_SIZE = 64
+# the per-launch values a command buffer leaves symbolic
+KERNARG_PTR, DISPATCH_PTR = Sym(("var", "kernarg")), Sym(("var", "dispatch"))
 _DISPATCH = struct.Struct("<HHHHHHIIIIIQQ")
 
 
@@ -26,7 +28,7 @@ def kernel_args(k: Kernel) -> list[Arg]:
 
 class LaunchShape:
   """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
-  __slots__ = ("grid", "block", "hidden", "template", "p_kernarg", "p_dispatch", "p_value", "alloc_size")
+  __slots__ = ("grid", "block", "hidden", "cmd", "patches", "alloc_size")
 
 
 class AMDProgram:
@@ -60,64 +62,50 @@ class AMDProgram:
     self._shapes: dict = {}
     self.launches = 0
 
-  # ---- the command template of one launch shape
-  def _user_data(self, kernarg_va: int, dispatch_va: int) -> tuple[list[int], int, int]:
-    vals, p_ka, p_dp = [], -1, -1
+  def dispatch_words(self, grid, block) -> list:
+    """What a CALL of this program lowers to on the compute queue: program registers, user SGPRs (the kernarg and
+    dispatch-packet addresses stay symbolic: patched at submit), launch size, DISPATCH_DIRECT, CS_PARTIAL_FLUSH."""
+    user = []
     for name, n in self.user_sgprs:
       if name == "private_segment_buffer":
         base = self.scratch.va if self.scratch else 0
-        # buffer resource: base, stride 0 | swizzle enable (bit 31 of dword 1), num_records all ones, the
+        # buffer resource: base, stride 0 with swizzle enable (bit 31 of dword 1), num_records all ones, and the
         # dword-3 format the reference runtime uses for scratch on gfx11
-        vals += [base & 0xFFFFFFFF, ((base >> 32) & 0xFFFF) | (1 << 31), 0xFFFFFFFF, 0x20C14000]
-      elif name == "dispatch_ptr": p_dp = len(vals); vals += [0, 0]
-      elif name == "queue_ptr": vals += [pm4.lo(self.device.queue_desc_va), pm4.hi(self.device.queue_desc_va)]
-      elif name == "kernarg_segment_ptr": p_ka = len(vals); vals += [0, 0]
-      elif name == "dispatch_id": vals += [0, 0]
-      elif name == "flat_scratch_init": vals += [0, 0]
-      elif name == "private_segment_size": vals += [self.private]
+        user += [base & 0xFFFFFFFF, ((base >> 32) & 0xFFFF) | (1 << 31), 0xFFFFFFFF, 0x20C14000]
+      elif name == "dispatch_ptr": user += [pm4.lo(DISPATCH_PTR), pm4.hi(DISPATCH_PTR)]
+      elif name == "queue_ptr": user += [pm4.lo(self.device.queue_desc_va), pm4.hi(self.device.queue_desc_va)]
+      elif name == "kernarg_segment_ptr": user += [pm4.lo(KERNARG_PTR), pm4.hi(KERNARG_PTR)]
+      elif name in ("dispatch_id", "flat_scratch_init"): user += [0, 0]
+      elif name == "private_segment_size": user += [self.private]
     # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
     # values, the rest are never read by the kernel and are left as they are
-    return vals, p_ka, p_dp
+    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8))
+    w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC1, self.rsrc1, self.rsrc2)
+    w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
+    w += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
+    if self.scratch:
+      w += pm4.set_sh_reg(pm4.COMPUTE_DISPATCH_SCRATCH_BASE_LO, pm4.lo(self.scratch.va >> 8), pm4.hi(self.scratch.va >> 8))
+    w += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
+    if user: w += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
+    w += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
+    w += pm4.set_sh_reg(pm4.COMPUTE_START_X, 0, 0, 0, *block)
+    initiator = pm4.INITIATOR_COMPUTE_SHADER_EN | pm4.INITIATOR_FORCE_START_AT_000 | \
+      (pm4.INITIATOR_CS_W32_EN if self.wave32 else 0)
+    w += pm4.dispatch_direct(*grid, initiator)
+    w += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
+    return w
 
   def shape(self, global_size, local_size, timed: bool) -> LaunchShape:
     key = (global_size, local_size, timed)
     s = self._shapes.get(key)
     if s is not None: return s
     grid, block = check_launch(self.name, global_size, local_size, self.max_group)
-    dev = self.device
     s = LaunchShape()
     s.grid, s.block = grid, block
     s.hidden = self.layout.hidden_values(grid, block, {})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
-    user, p_ka, p_dp = self._user_data(0, 0)
-    cmd: list[int] = []
-    cmd += pm4.acquire_mem(pm4.GCR_ALL)
-    if timed: cmd += pm4.release_mem(dev.timer_start.va + 8, 0, pm4.DATA_SEL_GPU_CLOCK, gcr=0)
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8))
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC1, self.rsrc1, self.rsrc2)
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
-    if self.scratch:
-      cmd += pm4.set_sh_reg(pm4.COMPUTE_DISPATCH_SCRATCH_BASE_LO, pm4.lo(self.scratch.va >> 8), pm4.hi(self.scratch.va >> 8))
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
-    if user:
-      ud_at = len(cmd) + 2
-      cmd += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
-      s.p_kernarg = ud_at + p_ka if p_ka >= 0 else -1
-      s.p_dispatch = ud_at + p_dp if p_dp >= 0 else -1
-    else: s.p_kernarg = s.p_dispatch = -1
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
-    cmd += pm4.set_sh_reg(pm4.COMPUTE_START_X, 0, 0, 0, *block)
-    initiator = pm4.INITIATOR_COMPUTE_SHADER_EN | pm4.INITIATOR_FORCE_START_AT_000 | \
-      (pm4.INITIATOR_CS_W32_EN if self.wave32 else 0)
-    cmd += pm4.dispatch_direct(*grid, initiator)
-    cmd += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
-    if timed: cmd += pm4.release_mem(dev.timer_end.va + 8, 0, pm4.DATA_SEL_GPU_CLOCK, gcr=0)
-    s.p_value = len(cmd) + 5
-    cmd += pm4.release_mem(dev.timeline.signal.va, 0, pm4.DATA_SEL_64)
-    cmd += pm4.release_mem(dev.iface.mailbox_va, dev.iface.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
-                           ctxid=dev.iface.event_id, gcr=0)
-    s.template = array("I", cmd)
+    s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
+    s.patches = s.cmd.patches
     self._shapes[key] = s
     return s
 

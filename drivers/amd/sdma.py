@@ -1,32 +1,40 @@
 """SDMA packets (sdma 6.0, gfx11) as lists of dwords.
 
-Source (Linux 6.12): drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (SDMA_OP_*, SDMA_SUBOP_*, SDMA_PKT_*_HEADER
-field shifts). tests/amd/test_packets.py checks the numbers against the header."""
+Source: Linux drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (SDMA_OP_*, SDMA_SUBOP_*, and the
+SDMA_PKT_<packet>_<dword>_<field>_shift/_mask values used below). They are written out here because importing the
+generated hcq.autogen.amd.sdma costs more start-up time than the whole launch path may take; tests/amd/test_packets.py
+checks every one of them against that generated module."""
 from __future__ import annotations
 
-# sdma_v6_0_0_pkt_open.h SDMA_OP_*
-OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE, OP_TRAP, OP_POLL_REGMEM = 0, 1, 2, 4, 5, 6, 8
-OP_CONST_FILL, OP_TIMESTAMP, OP_GCR_REQ = 11, 13, 17
+# SDMA_OP_* / SDMA_SUBOP_*
+OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE = 0, 1, 2, 4, 5
+OP_TRAP, OP_POLL_REGMEM, OP_CONST_FILL, OP_TIMESTAMP, OP_GCR_REQ = 6, 8, 11, 13, 17
 SUBOP_COPY_LINEAR, SUBOP_WRITE_LINEAR, SUBOP_TIMESTAMP_GET_GLOBAL = 0, 0, 2
+# header: op [7:0], sub_op [15:8] (every SDMA_PKT_*_HEADER_op/sub_op); FENCE mtype [18:16]; POLL_REGMEM func [30:28],
+# mem_poll [31]; POLL_REGMEM DW5 interval [15:0], retry_count [27:16]; TRAP INT_CONTEXT int_context [27:0]
+SUB_OP_SHIFT, FENCE_MTYPE_SHIFT, POLL_FUNC_SHIFT, POLL_MEM_POLL_SHIFT = 8, 16, 28, 31
+POLL_INTERVAL_MASK, POLL_RETRY_SHIFT, POLL_RETRY_MASK, TRAP_CONTEXT_MASK = 0xFFFF, 16, 0xFFF, 0x0FFFFFFF
+COPY_COUNT_MASK = 0x3FFFFFFF
 OP_NAMES = {OP_NOP: "NOP", OP_COPY: "COPY", OP_WRITE: "WRITE", OP_INDIRECT: "INDIRECT", OP_FENCE: "FENCE",
             OP_TRAP: "TRAP", OP_POLL_REGMEM: "POLL_REGMEM", OP_CONST_FILL: "CONST_FILL", OP_TIMESTAMP: "TIMESTAMP",
             OP_GCR_REQ: "GCR_REQ"}
-# SDMA_PKT_COPY_LINEAR_COUNT_count_mask 0x3FFFFFFF: bytes - 1
-MAX_COPY = 1 << 30
-# SDMA_PKT_FENCE_HEADER_mtype_shift 16 (3 = uncached)
-FENCE_MTYPE_UC = 3
-# SDMA_PKT_POLL_REGMEM_HEADER: hdp_flush 26, func 28 (3 bits), mem_poll 31; DW5: interval [15:0], retry_count [27:16]
-POLL_FUNC_GE = 5
+MAX_COPY = COPY_COUNT_MASK + 1   # COPY_LINEAR count = bytes - 1
+FENCE_MTYPE_UC = 3     # SDMA_PKT_FENCE_HEADER_mtype: 3 = uncached
+POLL_FUNC_GE = 5       # SDMA_PKT_POLL_REGMEM_HEADER_func: 5 = greater or equal
 
 
-def lo(x: int) -> int: return x & 0xFFFFFFFF
-def hi(x: int) -> int: return (x >> 32) & 0xFFFFFFFF
+def lo(x) -> int:
+  """Low dword of a 64-bit value; a symbolic value (cmdbuf.Sym) gives a patch."""
+  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
+
+
+def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:
   """One COPY_LINEAR of 1..2^30 bytes."""
   if not 0 < nbytes <= MAX_COPY: raise ValueError(f"SDMA copy of {nbytes} bytes (1..{MAX_COPY} per packet)")
-  return [OP_COPY | (SUBOP_COPY_LINEAR << 8), nbytes - 1, 0, lo(src), hi(src), lo(dst), hi(dst)]
+  return [OP_COPY | (SUBOP_COPY_LINEAR << SUB_OP_SHIFT), (nbytes - 1) & COPY_COUNT_MASK, 0, lo(src), hi(src), lo(dst), hi(dst)]
 
 
 def copy(dst: int, src: int, nbytes: int) -> list[int]:
@@ -37,23 +45,25 @@ def copy(dst: int, src: int, nbytes: int) -> list[int]:
 
 def fence(addr: int, value: int) -> list[int]:
   """Write 32 bits after prior packets complete."""
-  return [OP_FENCE | (FENCE_MTYPE_UC << 16), lo(addr), hi(addr), lo(value)]
+  return [OP_FENCE | (FENCE_MTYPE_UC << FENCE_MTYPE_SHIFT), lo(addr), hi(addr), lo(value)]
 
 
 def trap(int_context: int) -> list[int]:
   """Raise an interrupt carrying int_context (28 bits: the KFD event id)."""
-  return [OP_TRAP, int_context & 0x0FFFFFFF]
+  return [OP_TRAP, int_context & TRAP_CONTEXT_MASK]
 
 
 def poll_regmem(addr: int, value: int, mask: int = 0xFFFFFFFF, func: int = POLL_FUNC_GE, interval: int = 4,
                 retry: int = 0xFFF) -> list[int]:
   """Wait until (mem32[addr] & mask) func value."""
-  return [OP_POLL_REGMEM | (func << 28) | (1 << 31), lo(addr), hi(addr), value, mask, (interval & 0xFFFF) | (retry << 16)]
+  hdr = OP_POLL_REGMEM | (func << POLL_FUNC_SHIFT) | (1 << POLL_MEM_POLL_SHIFT)
+  return [hdr, lo(addr), hi(addr), lo(value), mask,
+          (interval & POLL_INTERVAL_MASK) | ((retry & POLL_RETRY_MASK) << POLL_RETRY_SHIFT)]
 
 
 def timestamp(addr: int) -> list[int]:
   """Write the 64-bit global timestamp to addr."""
-  return [OP_TIMESTAMP | (SUBOP_TIMESTAMP_GET_GLOBAL << 8), lo(addr), hi(addr)]
+  return [OP_TIMESTAMP | (SUBOP_TIMESTAMP_GET_GLOBAL << SUB_OP_SHIFT), lo(addr), hi(addr)]
 
 
 def indirect(addr: int, size_dw: int) -> list[int]:

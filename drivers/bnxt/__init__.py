@@ -1,1 +1,34 @@
-"""drivers/bnxt"""
+"""Broadcom NetXtreme-E (Thor2) RoCEv2 from userspace: BNXTDev (HWRM, RCFW, rings), BNXTQP (RC QP, RDMA WRITE)."""
+from __future__ import annotations
+
+from .device import PCI_VENDOR_BROADCOM, THOR2_DEVICE_IDS, BNXTDev, ipv4_to_gid
+from .qp import BNXTQP, CompletionError
+
+__all__ = ["BNXTDev", "BNXTQP", "CompletionError", "ipv4_to_gid", "open_device", "find_devices"]
+
+
+def find_devices(os) -> list:
+  """Every Thor2 function on the machine (PCIDevice objects), by PCI address."""
+  from ..system.pci import PCIDevice
+  return PCIDevice.enumerate(os, vendor=PCI_VENDOR_BROADCOM, device=THOR2_DEVICE_IDS)
+
+
+def open_pci(os, config, bus: str) -> BNXTDev:
+  """BNXTDev on the function at PCI address bus (the kernel's bnxt_en must not be bound to it)."""
+  from ...errors import DeviceError
+  from ..system.pci import PCIDevice
+  pci = PCIDevice(os, bus)
+  if pci.vendor != PCI_VENDOR_BROADCOM or pci.device not in THOR2_DEVICE_IDS:
+    raise DeviceError(f"PCI {bus}: {pci.vendor:04x}:{pci.device:04x} is not a Broadcom Thor2 "
+                      f"({', '.join(f'14e4:{d:04x}' for d in THOR2_DEVICE_IDS)})")
+  driver = pci.driver if hasattr(pci, "driver") else None
+  if driver: raise DeviceError(f"PCI {bus}: bound to the kernel driver {driver}; unbind it first")
+  return BNXTDev(pci, os, config)
+
+
+def open_device(iface: str, index: int, os, config) -> BNXTDev:
+  """hcq.open("BNXT:N") / hcq.open("MOCK+BNXT:N"): the Nth Thor2 function."""
+  from ...errors import DeviceError
+  devs = find_devices(os)
+  if index >= len(devs): raise DeviceError(f"BNXT:{index}: {len(devs)} Thor2 function(s) found")
+  return open_pci(os, config, devs[index].addr)

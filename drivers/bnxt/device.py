@@ -14,7 +14,7 @@ import struct
 from ...autogen import bnxt as hsi
 from ...errors import DeviceError
 from . import doorbell
-from .dma import PAGE, DMABuffer, PageTable
+from .dma import DMABuffer, PageTable
 from .hwrm import HWRMChannel
 from .rcfw import CREQ_DEPTH, CREQ_ENTRY, RCFWChannel
 
@@ -53,6 +53,17 @@ class BNXTDev:
     self.name = f"bnxt {pci.addr}"
     self.timeout_s = timeout_s if timeout_s is not None else getattr(config, "timeout_s", 10.0)
     self._keep: list = []   # DMA buffers and page tables the NIC holds pointers to
+    self.gid_index: int | None = None
+    self.gid = b""
+    self.lock = os.lock_device("bnxt", pci.addr)   # <lock dir>/bnxt_<bus>.lock: one driver per function
+    try: self._bringup(pci, os, reset_timeout_s)
+    except BaseException:
+      # the function may still hold pointers into our memory: keep it allocated, give the device back
+      self.lock.release()
+      self.lock = None
+      raise
+
+  def _bringup(self, pci, os, reset_timeout_s: float) -> None:
     cmd = pci.config_read(PCI_COMMAND, 2)
     pci.config_write(PCI_COMMAND, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, 2)
     self.bar0 = pci.map_bar(0)
@@ -61,6 +72,8 @@ class BNXTDev:
     ver = self.hwrm.call("ver_get", hwrm_intf_maj=1, hwrm_intf_min=10, hwrm_intf_upd=2)
     self.chip_num = ver.chip_num
     self.fw_version = (ver.hwrm_fw_maj_8b, ver.hwrm_fw_min_8b, ver.hwrm_fw_bld_8b)
+    if ver.dev_caps_cfg & hsi.VER_GET_RESP_DEV_CAPS_CFG_SHORT_CMD_REQUIRED:
+      raise DeviceError(f"{self.name}: firmware {self.fw_version} requires short HWRM commands, which hcq does not send")
     if ver.max_req_win_len: self.hwrm.window = min(max(ver.max_req_win_len, 128), 4096)
     self.hwrm.call("func_reset", timeout_s=max(reset_timeout_s, self.timeout_s))
     caps = self.hwrm.call("func_qcaps", fid=FID_SELF)
@@ -72,8 +85,6 @@ class BNXTDev:
     self._backing_store()
     self._rcfw_bringup()
     self._l2_path()
-    self.gid_index: int | None = None
-    self.gid = b""
 
   # ---- helpers
   def _dma(self, size: int, what: str) -> DMABuffer:
@@ -176,10 +187,19 @@ class BNXTDev:
     return register_mr(self, buf, access)
 
   def close(self) -> None:
+    """Reset the function (so that it stops using our memory), free the memory, release the device lock."""
+    if self.lock is None: return
+    self.hwrm.call("func_reset", timeout_s=self.timeout_s)
     for item in reversed(self._keep): item.free()
     self._keep = []
-    self.hwrm.resp.free()
-    self.rcfw.cmdq.free()
+    for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
+      if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
+    if self.lock is not None:
+      self.lock.release()
+      self.lock = None
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
 
 
 def _u8x6(b: bytes): return (ctypes.c_uint8 * 6)(*b)

@@ -14,7 +14,7 @@ import struct
 from ...autogen import bnxt as hsi
 from ...errors import DeviceError, Timeout
 from . import doorbell
-from .dma import PAGE, DMABuffer, PageTable
+from .dma import DMABuffer, PageTable
 
 SLOT = 16
 CQE_SIZE = 32
@@ -62,9 +62,10 @@ def register_mr(dev, buf: DMABuffer, access: int | None = None) -> int:
 
 
 class BNXTQP:
-  """One RC QP with its own CQ (send completions only)."""
+  """One RC QP with its own CQ (send completions only). timeout is the IB local ACK timeout exponent (4.096 us *
+  2**timeout; 16 = 268 ms; 0 = no ACK timer, as in the reference driver), retry_cnt the retransmissions allowed."""
 
-  def __init__(self, dev, pmtu: int = 1024, timeout: int = 14, retry_cnt: int = 7):
+  def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7):
     if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")
     self.dev, self.pmtu, self.ack_timeout, self.retry_cnt = dev, pmtu, timeout, retry_cnt
     self.cq = dev._dma(CQ_DEPTH * CQE_SIZE, "CQ")

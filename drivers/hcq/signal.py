@@ -68,7 +68,7 @@ class Signal:
   def free(self) -> None:
     if self._pool is not None: self._pool.release(self)
 
-  def __repr__(self): return f"Signal({self.name}, va={self.va:#x}, value={self.value})"
+  def __repr__(self): return f"Signal({self.name}, va={self.va:#x})"
 
 
 class SignalPool:

@@ -1,16 +1,22 @@
 """The mock Broadcom Thor2 RoCE NIC: a PCI function with HWRM/RCFW firmware, a RoCEv2 data path and a real wire
-(UDP on 127.0.0.1, PHY loopback), recorded to pcap. See nic.MockThor2 and mockos.BnxtMockOS."""
+(UDP on 127.0.0.1, PHY loopback), recorded to pcap. nic.MockThor2 is a PCI function of a mockgpu.MockOS."""
 from __future__ import annotations
 
 
 def open_bnxt_mock(config, index: int = 0):
-  """(BnxtMockOS with one MockThor2, the NIC) configured from config's bnxt_mock_* options."""
-  from .mockos import BnxtMockOS
+  """(MockOS with index+1 mock NICs, the last of them); the last NIC takes config's bnxt_mock_* options (its UDP
+  port, peer port, pcap, faults, MAC)."""
+  from ..mockos import MockOS
   from .nic import MockThor2
-  mac = bytes.fromhex(getattr(config, "bnxt_mock_mac", "") or f"0200000000{index + 1:02x}")
-  nic = MockThor2(addr=f"0000:{0x41 + index:02x}:00.0", mac=mac, udp_port=getattr(config, "bnxt_mock_port", 0),
-                  peer_port=getattr(config, "bnxt_mock_peer", 0) or None, pcap=getattr(config, "bnxt_mock_pcap", "") or None,
-                  faults=getattr(config, "bnxt_mock_faults", "") or None)
-  os = BnxtMockOS(config)
-  os.add_device(nic)
+  os = MockOS(config)
+  nic = None
+  for i in range(index + 1):
+    last = i == index
+    mac = bytes.fromhex(config.bnxt_mock_mac) if last and config.bnxt_mock_mac else bytes([2, 0, 0, 0, 0, i + 1])
+    nic = MockThor2(addr=f"0000:{0x41 + i:02x}:00.0", mac=mac, port_id=0,
+                    udp_port=config.bnxt_mock_port if last else 0,
+                    peer_port=(config.bnxt_mock_peer or None) if last else None,
+                    pcap=(config.bnxt_mock_pcap or None) if last else None,
+                    faults=(config.bnxt_mock_faults or None) if last else None)
+    os.add_device(nic)
   return os, nic

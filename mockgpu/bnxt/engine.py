@@ -124,8 +124,8 @@ class Engine:
     o = Outstanding(first, (first + len(segs) - 1) & PSN_MASK, qp.sq_cons, signalled, out, start)
     qp.outstanding.append(o)
     if len(qp.outstanding) == 1: qp.retries = 0
-    qp.last_tx = time.monotonic()
     for _, frame in out: self.nic.phy.transmit(frame)
+    qp.last_tx = time.monotonic()      # the ACK timer runs from the last packet sent
 
   def _frame(self, qp: QP, opcode: int, psn: int, ackreq=False, reth=None, aeth=None, payload=b"") -> bytes:
     sgid = self.fw.gids[qp.sgid_index][0]
@@ -202,10 +202,10 @@ class Engine:
       self._to_error(qp)
       return
     self.nic.log(f"QP {qp.qpn:#x}: retransmission {qp.retries}/{qp.retry_cnt} ({why})")
-    qp.last_tx = time.monotonic()
     for o in qp.outstanding:
       for psn, frame in o.frames:
         if from_psn is None or psn_le(from_psn, psn): self.nic.phy.transmit(frame)
+    qp.last_tx = time.monotonic()
 
   def _timer_loop(self) -> None:
     while not self._stop.wait(TIMER_TICK_S):

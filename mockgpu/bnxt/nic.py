@@ -11,9 +11,12 @@ import struct
 import threading
 
 from ...autogen import bnxt as hsi
+from ...drivers.system.interface import MMIOView
+from ...errors import GPUFault
+from ..pci import PCIFunction
 from .engine import Engine
 from .firmware import Firmware
-from .state import PAGE
+from .state import PAGE, PagedMemory, walk_pbl
 from .wire import FaultPlan, Phy
 
 VENDOR, DEVICE_THOR2 = 0x14E4, 0x1760
@@ -27,36 +30,51 @@ PCI_COMMAND, PCI_COMMAND_MASTER = 0x04, 0x4
 CREQ_ENTRY = 16
 
 
-class MockThor2:
+class BarView(MMIOView):
+  """A BAR as the driver maps it: every access goes to the model with its width (BAR0 takes 32-bit accesses, a
+  doorbell is one 64-bit store: two 32-bit halves are a driver bug the model reports)."""
+
+  def __init__(self, device, bar: int, size: int, name: str):
+    self.device, self.bar, self.size, self.name = device, bar, size, name
+
+  def read32(self, offset): self._check(offset, 4); return self.device.mmio_read(self.bar, offset, 4)
+  def write32(self, offset, value): self._check(offset, 4); self.device.mmio_write(self.bar, offset, value & 0xFFFFFFFF, 4)
+  def read64(self, offset): self._check(offset, 8); return self.device.mmio_read(self.bar, offset, 8)
+  def write64(self, offset, value): self._check(offset, 8); self.device.mmio_write(self.bar, offset, value & (2**64 - 1), 8)
+
+
+class MockThor2(PCIFunction):
   def __init__(self, addr: str = "0000:41:00.0", mac: bytes = bytes.fromhex("020000000001"), port_id: int = 0,
                udp_port: int = 0, peer_port: int | None = None, pcap: str | None = None, faults: str | None = None,
-               seed: int | None = None, silent_hwrm=(), verbose: bool = False):
-    self.addr, self.mac, self.port_id = addr, bytes(mac), port_id
+               seed: int | None = None, silent_hwrm=(), verbose: bool = False, async_fw: bool = False,
+               async_creq: bool = False):
+    """async_fw: firmware answers from another thread 0-2 ms later, body first, then header, then the valid byte (a
+    driver that reads early or skips the seq_id check fails); async_creq: an asynchronous FUNC_EVENT is posted on the
+    CREQ before every command response (a driver that takes the next entry for its response fails). Reference §3.10."""
+    super().__init__(addr, VENDOR, DEVICE_THOR2, CLASS_ETHERNET, revision=1, subsystem_vendor=VENDOR,
+                     subsystem_device=0x5208)
+    self.add_bar(0, BarView(self, 0, BAR0_SIZE, f"{self.addr} BAR0"), is_64=True, prefetchable=True)
+    self.add_bar(2, BarView(self, 2, BAR2_SIZE, f"{self.addr} BAR2"), is_64=True, prefetchable=True)
+    self.mac, self.port_id = bytes(mac), port_id
     self.device_id = DEVICE_THOR2
     self.rng = random.Random(seed)
     self.bar_sizes = {0: BAR0_SIZE, 2: BAR2_SIZE}
     self.db_off = DB_OFF
     self.silent_hwrm = set(silent_hwrm)
+    self.async_fw, self.async_creq = async_fw, async_creq
     self.verbose = verbose
     self.errors: list[str] = []
     self.messages: list[str] = []
-    self.lock = threading.RLock()
-    self.os = None
-    self.config = bytearray(256)
-    struct.pack_into("<HH", self.config, 0, VENDOR, DEVICE_THOR2)
-    self.config[0x08] = 0x01                                            # revision
-    self.config[0x09:0x0C] = CLASS_ETHERNET.to_bytes(3, "little")
-    struct.pack_into("<I", self.config, 0x10, 0xE000000C)               # BAR0: 64-bit prefetchable memory
-    struct.pack_into("<I", self.config, 0x18, 0xE100000C)               # BAR2
-    struct.pack_into("<HH", self.config, 0x2C, VENDOR, 0x5208)
     self.hwrm_window = bytearray(HWRM_WINDOW_LEN)
     self.cmdq_init = bytearray(16)
-    self.cmdq = None                 # (pages, depth, creq_ring_id) once the first-flag write took the init
+    self.cmdq_init_written = False
+    self.cmdq_prod_reg = 0
+    self.cmdq = None                 # (memory, depth, creq ring) once a first-flag producer write took the init
     self.cmdq_cons = 0
     self.first_seen = False
     self.fw = Firmware(self)
-    self.phy = Phy(f"bnxt-{addr}", port=udp_port, peer_port=peer_port, pcap=pcap, faults=FaultPlan.parse(faults),
-                   log=self.log)
+    self.phy = Phy(f"bnxt-{self.addr}", port=udp_port, peer_port=peer_port, pcap=pcap, faults=FaultPlan.parse(faults),
+                   log=self.log, error=self.error)
     self.engine = Engine(self)
     self.phy.rx_handler = self.engine.receive
 
@@ -69,34 +87,21 @@ class MockThor2:
     self.errors.append(msg)
     self.messages.append("ERROR " + msg)
 
-  # ---- OS side
-  def attach(self, os) -> None: self.os = os
+  # ---- the OS side: a PCI function of a MockOS; DMA through its host memory
+  def attach(self, os) -> None: os.add_pci_function(self)
 
   @property
-  def bus_master(self) -> bool: return bool(struct.unpack_from("<H", self.config, PCI_COMMAND)[0] & PCI_COMMAND_MASTER)
+  def bus_master(self) -> bool: return bool(self.command & PCI_COMMAND_MASTER)
 
-  def sysfs_files(self) -> dict:
-    res = "".join(f"{0xE0000000 + i * 0x1000000:#018x} {0xE0000000 + i * 0x1000000 + self.bar_sizes[i] - 1:#018x} "
-                  f"0x0000000000140204\n" if i in self.bar_sizes else "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
-                  for i in range(6))
-    return {"vendor": f"{VENDOR:#06x}\n", "device": f"{self.device_id:#06x}\n", "class": f"{CLASS_ETHERNET:#08x}\n",
-            "revision": "0x01\n", "subsystem_vendor": f"{VENDOR:#06x}\n", "subsystem_device": "0x5208\n",
-            "resource": res, "config": "", "resource0": "", "resource2": "", "enable": "1\n"}
-
-  def sysfs_write(self, attr: str, data: str) -> None:
-    if attr != "enable": self.error(f"sysfs write to {attr}")
-
-  def config_write(self, offset: int, data: bytes) -> None:
-    if offset < 0x40 and offset not in (PCI_COMMAND, PCI_COMMAND + 1):
-      self.error(f"config write at {offset:#x}: only PCI_COMMAND is expected")
-      return
-    self.config[offset:offset + len(data)] = data
+  def on_config_write(self, offset: int, data: bytes) -> None:
+    if offset < 0x40 and not PCI_COMMAND <= offset < PCI_COMMAND + 2:
+      self.error(f"config write at {offset:#x}: the driver only needs PCI_COMMAND")
 
   def dma_read(self, pa: int, n: int) -> bytes:
-    return self.os.dma_read(pa, n, who=f"bnxt {self.addr}")
+    return self.os.memory.dma_read(pa, n)
 
   def dma_write(self, pa: int, data: bytes) -> None:
-    self.os.dma_write(pa, data, who=f"bnxt {self.addr}")
+    self.os.memory.dma_write(pa, data)
 
   # ---- MMIO
   def mmio_read(self, bar: int, offset: int, width: int) -> int:
@@ -104,9 +109,12 @@ class MockThor2:
 
   def mmio_write(self, bar: int, offset: int, value: int, width: int) -> None:
     with self.lock:
-      if bar == 0: self._bar0_write(offset, value, width)
-      elif bar == 2: self._doorbell(offset, value, width)
-      else: self.error(f"write to BAR{bar}")
+      try:
+        if bar == 0: self._bar0_write(offset, value, width)
+        elif bar == 2: self._doorbell(offset, value, width)
+        else: self.error(f"write to BAR{bar}")
+      except GPUFault as e:   # the device touched memory nobody mapped: what an IOMMU would report
+        self.error(f"DMA fault while handling BAR{bar}+{offset:#x} = {value:#x}: {e}")
 
   def _bar0_write(self, offset: int, value: int, width: int) -> None:
     if width != 4:
@@ -116,7 +124,7 @@ class MockThor2:
       struct.pack_into("<I", self.hwrm_window, offset - HWRM_WINDOW, value)
     elif offset == HWRM_TRIGGER:
       if value != 1: self.error(f"HWRM trigger written with {value:#x}, not 1")
-      else: self._hwrm_trigger()
+      else: self._later(self._hwrm_trigger, bytes(self.hwrm_window))
     elif offset == RCFW_PROD:
       self.cmdq_prod_reg = value
     elif RCFW_BASE <= offset < RCFW_PROD:
@@ -124,15 +132,25 @@ class MockThor2:
       self.cmdq_init_written = True
     elif offset == RCFW_TRIG:
       if value != 1: self.error(f"RCFW trigger written with {value:#x}, not 1")
-      else: self._rcfw_trigger()
+      else: self._later(self._rcfw_trigger, self.cmdq_prod_reg)
     else:
       self.error(f"BAR0 write of {value:#x} at unmodelled offset {offset:#x}")
 
-  def _hwrm_trigger(self) -> None:
+  def _later(self, fn, arg) -> None:
+    """Run a firmware action now (sync mode) or from a timer thread 0-2 ms later (async_fw)."""
+    if not self.async_fw: return fn(arg)
+
+    def run():
+      with self.lock:
+        try: fn(arg)
+        except GPUFault as e: self.error(f"DMA fault in firmware: {e}")
+    threading.Timer(self.rng.uniform(0, 0.002), run).start()
+
+  def _hwrm_trigger(self, window: bytes) -> None:
     if not self.bus_master:
       self.error("HWRM trigger with bus mastering off (PCI_COMMAND bit 2): the response cannot be DMA'd")
       return
-    result = self.fw.hwrm(bytes(self.hwrm_window))
+    result = self.fw.hwrm(window)
     if result is None: return
     resp_addr, body = result
     # body first, then the header, then the valid byte (reference §3.10): a driver reading early sees zeros
@@ -141,11 +159,10 @@ class MockThor2:
     self.dma_write(resp_addr + len(body) - 1, body[-1:])
 
   # ---- RCFW
-  def _rcfw_trigger(self) -> None:
-    if not getattr(self, "cmdq_init_written", False):
+  def _rcfw_trigger(self, prod_reg: int) -> None:
+    if not self.cmdq_init_written:
       self.error("RCFW trigger before cmdq_init was written")
       return
-    prod_reg = getattr(self, "cmdq_prod_reg", 0)
     if prod_reg & FIRST_FLAG:
       pbl, size_lvl, creq_id, _ = struct.unpack("<QHHI", bytes(self.cmdq_init))
       depth, level = size_lvl >> 2, size_lvl & 3
@@ -153,7 +170,6 @@ class MockThor2:
       if creq is None or creq.type != hsi.RING_ALLOC_REQ_RING_TYPE_NQ:
         self.error(f"cmdq_init: creq_ring_id {creq_id} is not an NQ-type ring")
         return
-      from .state import walk_pbl, PagedMemory
       pages = walk_pbl(self.dma_read, pbl, level, (depth * 16 + PAGE - 1) // PAGE, "CMDQ")
       self.cmdq = (PagedMemory(self, pages, depth * 16), depth, creq)
       self.cmdq_cons, self.first_seen = 0, True
@@ -162,6 +178,9 @@ class MockThor2:
       return
     mem, depth, creq = self.cmdq
     prod = prod_reg & 0xFFFF
+    if (prod - self.cmdq_cons) % 0x10000 > depth:
+      self.error(f"RCFW: producer {prod} is more than the CMDQ depth {depth} ahead of the consumer {self.cmdq_cons % 0x10000}")
+      return
     while self.cmdq_cons % 0x10000 != prod:
       slot = self.cmdq_cons % depth
       head = mem.read(slot * 16, 16)
@@ -174,15 +193,17 @@ class MockThor2:
       self.cmdq_cons += size
       cookie = struct.unpack_from("<H", raw, 4)[0]
       status, xid = self.fw.rcfw(opcode, raw)
+      if self.async_creq and not self.post_creq(creq, hsi.CREQ_FUNC_EVENT_EVENT_VF_COMM_REQUEST, 0, 0, 0,
+                                                kind=hsi.CREQ_BASE_TYPE_FUNC_EVENT): break
       if not self.post_creq(creq, opcode, status, cookie, xid): break
 
-  def post_creq(self, creq, opcode: int, status: int, cookie: int, xid: int) -> bool:
+  def post_creq(self, creq, opcode: int, status: int, cookie: int, xid: int, kind: int = hsi.CREQ_BASE_TYPE_QP_EVENT) -> bool:
     if creq.prod - creq.cons >= creq.depth:
       self.error(f"CREQ overflow: the driver did not return credits (NQ_ARM) on ring {creq.id}; "
                  f"{creq.prod - creq.cons} entries outstanding")
       return False
     v = 1 - ((creq.prod // creq.depth) & 1)
-    entry = struct.pack("<BBHIBB6x", hsi.CREQ_BASE_TYPE_QP_EVENT, status, cookie, xid, v, opcode)
+    entry = struct.pack("<BBHIBB6x", kind, status, cookie, xid, v, opcode)
     base = (creq.prod % creq.depth) * CREQ_ENTRY
     creq.mem.write(base, entry[:8])
     creq.mem.write(base + 9, entry[9:])

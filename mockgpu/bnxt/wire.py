@@ -65,7 +65,8 @@ class Phy:
   """One port of a mock NIC. rx_handler(frame) runs on the receive thread for every frame that arrives."""
 
   def __init__(self, name: str = "phy", port: int = 0, peer_port: int | None = None, pcap: str | None = None,
-               faults: FaultPlan | None = None, log: Callable[[str], None] | None = None):
+               faults: FaultPlan | None = None, log: Callable[[str], None] | None = None,
+               error: Callable[[str], None] | None = None):
     self.name = name
     self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -81,6 +82,7 @@ class Phy:
     self._tx_lock = threading.Lock()
     self.rx_handler: Callable[[bytes], None] | None = None
     self.log = log or (lambda msg: None)
+    self.error = error or self.log
     self.stats = {"tx": 0, "rx": 0, "tx_dropped_no_link": 0, "fault_dropped": 0, "fault_corrupted": 0,
                   "fault_reordered": 0}
     self._stop = threading.Event()
@@ -139,8 +141,8 @@ class Phy:
       handler = self.rx_handler
       if handler is None: continue
       try: handler(frame)
-      except Exception as e:   # the NIC model's bug must not kill the PHY: record it and go on
-        self.log(f"{self.name}: receive handler failed: {type(e).__name__}: {e}")
+      except Exception as e:   # a failure (a DMA fault, a model bug) must not kill the PHY: record it and go on
+        self.error(f"{self.name}: receive handler failed: {type(e).__name__}: {e}")
 
   def close(self) -> None:
     self._stop.set()

@@ -116,7 +116,7 @@ def test_argument_errors_are_raised_before_anything_is_submitted(fake_dev, demo_
 @pytest.mark.tools("clang-19", "ld.lld-19")
 def test_code_object_for_another_target_is_refused(fake_dev, tmp_path):
   dev, osi = fake_dev
-  from hcq.drivers.amd.kernels.build import build
+  from build_kernels import build
   other = build("gfx1030", str(tmp_path / "gfx1030.hsaco"))
   before = _submitted(osi, dev)
   with pytest.raises(DeviceError, match="code object is for gfx1030, this device is gfx1100"):

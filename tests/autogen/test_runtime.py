@@ -67,6 +67,16 @@ def test_ioctl_on_a_raw_fd_uses_fcntl():
     os.close(fd)
 
 
+def test_ioctl_with_a_scalar_argument():
+  got = []
+
+  class F:
+    def ioctl(self, request, arg): got.append((request, arg.value)); arg.value = 0; return 0
+  out = drm.DRM_IOCTL_MODE_RMFB(F(), 42)
+  assert got == [(drm.DRM_IOCTL_MODE_RMFB.request, 42)] and out.value == 0
+  assert drm.DRM_IOCTL_MODE_RMFB.request == 0xc00464af   # DRM_IOWR(0xAF, unsigned int)
+
+
 def test_anonymous_members_are_reachable_as_in_c():
   ev = init(kfd.struct_kfd_event_data, event_id=5)
   ev.memory_exception_data.gpu_id = 3

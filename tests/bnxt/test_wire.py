@@ -1,5 +1,4 @@
 """RoCEv2 frames, pcap and the UDP wire, checked against tshark (layout) and scapy (ICRC)."""
-import os
 import threading
 import time
 
@@ -9,7 +8,7 @@ from hcq.mockgpu.bnxt import frames as fr
 from hcq.mockgpu.bnxt.pcap import PcapWriter, read_pcap
 from hcq.mockgpu.bnxt.wire import FaultPlan, Phy, corrupt_frame
 
-from .oracles import have_tshark, scapy_available, scapy_icrc, tshark_rows
+from .oracles import scapy_available, scapy_icrc, tshark_rows
 
 MAC_A, MAC_B = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 IP_A, IP_B = bytes([10, 0, 200, 5]), bytes([10, 0, 200, 6])

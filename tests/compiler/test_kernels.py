@@ -86,3 +86,39 @@ def test_wrong_arguments_are_errors(dev):
   small = dev.alloc(16)
   with pytest.raises(hcq.DeviceError, match="takes 3 arguments"): prog(small)
   with pytest.raises(hcq.DeviceError, match="slot 0: buffer of 16 bytes"): prog(small, small, small)
+
+
+def test_write_after_read_in_straight_line_code_gets_a_barrier(dev):
+  """tile[l] = a; x = tile[63-l]; tile[l] = b (after the read); y = tile[(l+1)%64]: two barriers make it right."""
+  from hcq.compiler import AddrSpace, KernelInfo, Ops, UOp, dtypes
+  from hcq.compiler.lower import lower
+  out = UOp.param(0, dtypes.int32, 64)
+  l = UOp.special(64, "lidx0")
+  tile = UOp.placeholder(64, dtypes.int32, 0, AddrSpace.LOCAL)
+  x = tile.after(tile.index(l).store(l * 10)).index(63 - l).load()
+  second = tile.after(x).index(l).store(l * 1000)
+  y = tile.after(second).index((l + 1) % 64).load()
+  sink = out.index(l).store(x + y).sink(arg=KernelInfo("war"))
+  assert sum(u.op is Ops.BARRIER for u in lower(sink).src) == 3
+  b = dev.alloc(256)
+  dev.compile(sink)(b, global_size=(1, 1, 1), local_size=(64, 1, 1))
+  ls = np.arange(64)
+  np.testing.assert_array_equal(np.frombuffer(dev.copyout(b), np.int32), (63 - ls) * 10 + ((ls + 1) % 64) * 1000)
+
+
+def test_launch_beyond_the_kernel_grid_is_refused(dev):
+  ex = examples.elementwise_add()
+  prog = dev.compile(ex.sink)
+  bufs = [dev.alloc(a.nbytes) for a in ex.args]
+  with pytest.raises(hcq.DeviceError, match="exceeds"):
+    prog(*bufs, global_size=(ex.global_size[0] * 2, 1, 1), local_size=ex.local_size)
+
+
+def test_too_much_local_memory_is_refused():
+  from hcq.compiler import AddrSpace, CompileError, UOp, dtypes
+  from hcq.compiler.lower import lower
+  tile = UOp.placeholder(20000, dtypes.float32, 0, AddrSpace.LOCAL)
+  l = UOp.special(64, "lidx0")
+  out = UOp.param(0, dtypes.float32, 64)
+  with pytest.raises(CompileError, match="80000 bytes of LOCAL memory exceed the c limit of 65536"):
+    lower(out.index(l).store(tile.after(tile.index(l).store(1.0)).index(l).load()).sink())

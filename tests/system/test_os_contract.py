@@ -41,6 +41,9 @@ class OSImpl:
 
 
 OS_IMPLEMENTATIONS: list[OSImpl] = [OSImpl("linux", LinuxOS, kernel=True, pagemap_needs_root=True)]
+# mockgpu's MockOS with one mock AMD GPU (it serves its own sysfs: the GPU's PCI function, KFD topology, ...)
+from hcq.mockgpu import mock_amd_os  # noqa: E402  (tests may import mockgpu)
+OS_IMPLEMENTATIONS.append(OSImpl("mock", mock_amd_os, own_sysfs=True))
 
 PAGE = 4096
 # asm-generic/ioctls.h: FIONREAD 0x541B (x86-64 and arm64 use the generic numbers)

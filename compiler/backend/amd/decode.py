@@ -24,6 +24,7 @@ from .operands import DPP16, DPP8, DPP8_FI, Operand
 from .tables import ArchTables, arch_tables
 
 _FLAT_BY_SEG = ("FLAT", "SCRATCH", "GLOBAL", None)
+_RETURNING = ("FLAT", "GLOBAL", "SCRATCH", "MUBUF")
 _DPP_ENCODINGS = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P")
 # DPP16 dword layout: RDNA3 ISA 16.3.3 "DPP16"; DPP8: 16.3.4 (3-bit lane selects, lane i at bits 3i+8)
 _DPP16_FIELDS = (("src0", 0, 0xff), ("dpp_ctrl", 8, 0x1ff), ("fi", 18, 1), ("bc", 19, 1), ("src0_neg", 20, 1),
@@ -102,13 +103,17 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   name, size, template, lit_srcs = entry
   fields = {f: (word >> lo) & m for f, lo, m in et.fields}
   literal = dpp = None
-  for src in lit_srcs:
-    if fields[src] == 255:
-      literal = _dword(data, off + size, "the 32-bit literal", off)
-      size += 4
-      break
-  if size > et.size and literal is None and any(x[0] == "literal" for x in template):
-    literal = int.from_bytes(data[off + et.size:off + et.size + 4], "little")
+  if size > et.size:  # the instruction always carries a literal (v_fmaak_f32, s_setreg_imm32_b32, ...)
+    literal = _dword(data, off + et.size, "the 32-bit literal", off)
+  else:
+    for src in lit_srcs:
+      if fields[src] == 255:
+        literal = _dword(data, off + size, "the 32-bit literal", off)
+        size += 4
+        break
+  if fields.get("glc") and enc in _RETURNING:
+    alt = et.extra[opcode]["operands_glc"]
+    if alt is not None: template = alt
   if enc in _DPP_ENCODINGS and fields.get("src0") in (DPP16, DPP8, DPP8_FI) and literal is None:
     ext = _dword(data, off + size, "the DPP dword", off)
     size += 4

@@ -33,6 +33,12 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
     op = Operand("vgpr", value, count, None, field, reg_text("v", value, count))
   if op is None:
     raise DecodeError(f"{inst.name}: reserved value {value} in operand field {field}", inst.offset)
+  if op.kind == "literal" and op.value is not None:
+    et = arch_tables(inst.arch).encodings[inst.encoding]
+    if field in et.extra.get(inst.opcode, {}).get("lit16", ()):
+      op = op._replace(text=f"0x{op.value & 0xffff:x}")
+  elif op.kind == "float" and count == 2 and value == 248:
+    op = op._replace(text="0.15915494309189532")  # 1/(2*pi) as an f64 inline constant
   return op
 
 
@@ -57,6 +63,7 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
           ops.append(Operand("text", None, 0, None, field, "off"))
           continue
       if enc == "SMEM" and field == "soffset": continue
+      if enc in ("MUBUF", "MTBUF") and field == "vdata" and fields["tfe"]: count += 1
       ops.append(_field_operand(inst, field, cls, count, value))
     elif kind == "text":
       text = t[1]
@@ -70,10 +77,16 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       ops.append(Operand("text", None, 0, None, None, text))
     elif kind == "simm16":
       v = fields["simm16"]
+      if t[2] and v == 0: continue
       ops.append(Operand("imm", None, 0, v, "simm16", format_simm16(inst, t[1], v)))
     elif kind == "imm":
       v = fields[t[1]]
-      ops.append(Operand("imm", None, 0, v, t[1], _smem_offset_text(inst) if enc == "SMEM" else str(v)))
+      text = _smem_offset_text(inst) if enc == "SMEM" and t[1] == "offset" else str(v)
+      ops.append(Operand("imm", None, 0, v, t[1], text))
+    elif kind == "sendmsg_rtn":
+      v = fields[t[1]]
+      names = arch_tables(inst.arch).sendmsg_rtn
+      ops.append(Operand("imm", None, 0, v, t[1], f"sendmsg({names[v]})" if v in names else str(v)))
     elif kind == "literal":
       ops.append(Operand("literal", None, 0, inst.literal, None, f"0x{inst.literal:x}"))
   return ops
@@ -91,8 +104,10 @@ def _smem_offset_text(inst: Inst) -> str:
   off = f["offset"]
   if off & (1 << 20): off -= 1 << 21  # 21-bit signed byte offset (16.2 SMEM)
   text = f"-0x{-off:x}" if off < 0 else f"0x{off:x}"
-  if f["soffset"] != 124:
+  # LLVM prints the SOFFSET register when the offset is 0 or SOFFSET is not null, and "reg offset:N" for both
+  if f["soffset"] != 124 or off == 0:
     so = scalar_operand(f["soffset"], 1, "soffset")
+    if so is None: raise DecodeError(f"{inst.name}: reserved SOFFSET {f['soffset']}", inst.offset)
     return so.text + (f" offset:{text}" if off else "")
   return text
 
@@ -101,6 +116,8 @@ def _smem_offset_text(inst: Inst) -> str:
 def format_simm16(inst: Inst, kind: str, v: int) -> str:
   if kind == "hex": return f"0x{v:x}"
   if kind == "udec": return str(v)
+  if kind == "sdec": return str(v - 0x10000 if v & 0x8000 else v)
+  if kind == "u16": return str(v) if v <= 64 else f"0x{v:x}"
   if kind == "waitcnt": return _waitcnt_text(v)
   if kind == "delay_alu": return _delay_alu_text(v)
   if kind == "sendmsg": return _sendmsg_text(inst.arch, v)
@@ -136,14 +153,14 @@ def _delay_alu_text(v: int) -> str:
 
 
 def _sendmsg_text(arch: str, v: int) -> str:
-  names = getattr(arch_tables(arch), "sendmsg", {})
+  names = arch_tables(arch).sendmsg
   if v in names: return f"sendmsg({names[v]})"
   return str(v)
 
 
 def _hwreg_text(arch: str, v: int) -> str:
   # simm16: id [5:0], offset [10:6], size-1 [15:11] (RDNA3 ISA 16.1 SOPK, S_GETREG_B32)
-  names = getattr(arch_tables(arch), "hwreg", {})
+  names = arch_tables(arch).hwreg
   rid, off, size = v & 0x3f, (v >> 6) & 0x1f, ((v >> 11) & 0x1f) + 1
   name = names.get(rid, str(rid))
   if off == 0 and size == 32: return f"hwreg({name})"
@@ -154,16 +171,18 @@ def _hwreg_text(arch: str, v: int) -> str:
 _OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 
-def _apply_vop3_src_mods(inst: Inst, ops: list[Operand]) -> list[str]:
+def _apply_vop3_src_mods(inst: Inst, ops: list[Operand], abs_field: str = "abs") -> list[str]:
   f = inst.fields
   texts = []
-  neg, abs_ = f.get("neg", 0), f.get("abs", 0)
+  neg, abs_ = f.get("neg", 0), f.get(abs_field, 0)
   for op in ops:
     text = op.text
     if op.field in ("src0", "src1", "src2"):
       i = int(op.field[3])
       if abs_ >> i & 1: text = f"|{text}|"
-      if neg >> i & 1: text = f"-{text}"
+      if neg >> i & 1:
+        # LLVM writes neg(...) around a constant, so that "-" is not read as the constant's sign
+        text = f"neg({text})" if op.kind in ("int", "float", "literal") and not abs_ >> i & 1 else f"-{text}"
     texts.append(text)
   return texts
 
@@ -181,6 +200,18 @@ def format_inst(inst: Inst) -> str:
   ops = inst.operands
   enc, f = inst.encoding, inst.fields
   mods: list[str] = []
+  if enc == "EXP": return _format_exp(inst)
+  if enc == "LDSDIR":
+    t = inst.name
+    if t == "lds_param_load": t += f" v{f['vdst']}, attr{f['attr']}.{'xyzw'[f['attr_chan']]}"
+    else: t += f" v{f['vdst']}"
+    return t + f" wait_vdst:{f['waitvdst']}"
+  if enc == "VINTERP":
+    texts = _apply_vop3_src_mods(inst, ops)
+    if f["opsel"]: mods.append("op_sel:" + _bits_list(f["opsel"], 4))
+    if f["clmp"]: mods.append("clamp")
+    mods.append(f"wait_exp:{f['waitexp']}")
+    return f"{inst.name} {', '.join(texts)} {' '.join(mods)}"
   if enc in ("VOP3", "VOP3SD"):
     texts = _apply_vop3_src_mods(inst, ops)
     nsrc = sum(1 for o in ops if o.field in ("src0", "src1", "src2"))
@@ -189,14 +220,20 @@ def format_inst(inst: Inst) -> str:
     if f["clmp"]: mods.append("clamp")
     if f["omod"]: mods.append(_OMOD[f["omod"]])
   elif enc == "VOP3P":
-    texts = [o.text for o in ops]
     nsrc = sum(1 for o in ops if o.field in ("src0", "src1", "src2"))
     mask = (1 << nsrc) - 1
     opsel_hi = f["opsel_hi"] | (f["opsel_hi2"] << 2)
-    if f["opsel"] & mask: mods.append("op_sel:" + _bits_list(f["opsel"], nsrc))
-    if opsel_hi & mask != mask: mods.append("op_sel_hi:" + _bits_list(opsel_hi, nsrc))
-    if f["neg"] & mask: mods.append("neg_lo:" + _bits_list(f["neg"], nsrc))
-    if f["neg_hi"] & mask: mods.append("neg_hi:" + _bits_list(f["neg_hi"], nsrc))
+    if inst.name.startswith("v_fma_mix"):
+      # mixed-precision FMA: NEG_HI acts as ABS and OPSEL_HI selects f16 sources (default 0): LLVM AMDGPU syntax
+      texts = _apply_vop3_src_mods(inst, ops, abs_field="neg_hi")
+      if f["opsel"] & mask: mods.append("op_sel:" + _bits_list(f["opsel"], nsrc))
+      if opsel_hi & mask: mods.append("op_sel_hi:" + _bits_list(opsel_hi, nsrc))
+    else:
+      texts = [o.text for o in ops]
+      if f["opsel"] & mask: mods.append("op_sel:" + _bits_list(f["opsel"], nsrc))
+      if opsel_hi & mask != mask: mods.append("op_sel_hi:" + _bits_list(opsel_hi, nsrc))
+      if f["neg"] & mask: mods.append("neg_lo:" + _bits_list(f["neg"], nsrc))
+      if f["neg_hi"] & mask: mods.append("neg_hi:" + _bits_list(f["neg_hi"], nsrc))
     if f["clmp"]: mods.append("clamp")
   else:
     texts = [o.text for o in ops]
@@ -217,7 +254,8 @@ def format_inst(inst: Inst) -> str:
     elif enc == "SMEM":
       mods += [m for m in ("glc", "dlc") if f[m]]
     elif enc in ("MUBUF", "MTBUF"):
-      if enc == "MTBUF": mods.append(f"format:{_buf_format_text(inst.arch, f['format'])}")
+      if enc == "MTBUF" and f["format"] != 1:  # 1 (BUF_FMT_8_UNORM) is the default LLVM leaves out
+        mods.append(f"format:{_buf_format_text(inst.arch, f['format'])}")
       if f["idxen"]: mods.append("idxen")
       if f["offen"]: mods.append("offen")
       if f["offset"]: mods.append(f"offset:{f['offset']}")
@@ -229,8 +267,23 @@ def format_inst(inst: Inst) -> str:
   return text
 
 
+_EXP_TARGETS = {**{i: f"mrt{i}" for i in range(8)}, 8: "mrtz", **{12 + i: f"pos{i}" for i in range(5)}, 20: "prim",
+                21: "dual_src_blend0", 22: "dual_src_blend1"}
+
+
+def _format_exp(inst: Inst) -> str:
+  # EXP (RDNA3 ISA 16.9): EN [3:0] enables VSRC0..3, TARGET [9:4], DONE 11, ROW 13
+  f = inst.fields
+  target = _EXP_TARGETS.get(f["target"], f"invalid_target_{f['target']}")
+  srcs = [f"v{f[f'vsrc{i}']}" if f["en"] >> i & 1 else "off" for i in range(4)]
+  text = f"exp {target} {', '.join(srcs)}"
+  if f["done"]: text += " done"
+  if f["row"]: text += " row_en"
+  return text
+
+
 def _buf_format_text(arch: str, fmt: int) -> str:
-  names = getattr(arch_tables(arch), "buf_formats", {})
+  names = arch_tables(arch).buf_formats
   return f"[{names[fmt]}]" if fmt in names else str(fmt)
 
 

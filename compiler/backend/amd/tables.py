@@ -10,7 +10,7 @@ SUPPORTED_ARCHS = ("gfx1100",)
 
 
 class EncodingTable:
-  __slots__ = ("name", "size", "fields", "op_shift", "op_mask", "ops", "layout")
+  __slots__ = ("name", "size", "fields", "op_shift", "op_mask", "ops", "layout", "extra")
 
   def __init__(self, name: str, layout: dict, ops: dict):
     self.name, self.size, self.layout = name, layout["size"], layout
@@ -18,9 +18,13 @@ class EncodingTable:
     opf = [f for f in layout["fields"] if f[0] == layout["op"]][0] if layout["op"] else ("op", 0, 0)
     self.op_shift, self.op_mask = opf[1], (1 << opf[2]) - 1
     self.ops = {}
+    self.extra = {}   # opcode -> dict(lit16=frozenset, operands_glc=template or None)
     for op, e in ops.items():
       srcs = tuple(t[1] for t in e["operands"] if t[0] == "reg" and t[1] in LITERAL_SOURCES)
       self.ops[op] = (e["name"], e["size"], tuple(e["operands"]), srcs)
+      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())),
+                            operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None)
+    if name == "EXP": self.ops[0] = ("exp", 8, (), ())
 
 
 class ArchTables:
@@ -34,6 +38,10 @@ class ArchTables:
       if enc in ("VOPD", "EXP"): ops = {}
       else: ops = mod.OPS.get(enc, {})
       self.encodings[enc] = EncodingTable(enc, layout, ops)
+    self.sendmsg = getattr(mod, "SENDMSG", {})
+    self.sendmsg_rtn = getattr(mod, "SENDMSG_RTN", {})
+    self.hwreg = getattr(mod, "HWREG", {})
+    self.buf_formats = getattr(mod, "BUF_FORMAT", {})
     self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["X"].items()}
     self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["Y"].items()}
     # dispatch on the top 9 bits of the first dword; FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16) later

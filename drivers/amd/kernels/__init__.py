@@ -1,5 +1,5 @@
-"""Code objects shipped with hcq (built by build.py from demo.cl): `demo.hsaco` with the kernels empty, vadd and
-matmul, used by `hcq demo` and bench/launch.py. Read as package data (importlib.resources), not device access."""
+"""Code objects shipped with hcq as package data (built by tests/amd/build_kernels.py from demo.cl with clang-19):
+`demo.hsaco` with the kernels empty, vadd and matmul, used by `hcq demo` and bench/launch.py."""
 from importlib import resources
 
 

@@ -1,9 +1,14 @@
-"""A thin gfx11 instruction decoder for the emulator (temporary).
+"""Instruction decoding for the emulator.
 
-It returns the same shape as hcq.compiler.backend.amd.decode (name = LLVM mnemonic without _e32/_e64, encoding,
-opcode, size in bytes, raw fields, literal) and is replaced by it once that lands; the opcode -> mnemonic tables come
-from llvm-mc-19 (fallback_opcodes.json, see gen_fallback_opcodes.py). Field positions: AMD "RDNA3 Instruction Set
-Architecture" reference guide, chapter "Microcode formats".
+decode() wraps hcq.compiler.backend.amd.decode (the project's RDNA3 decoder and tables) and normalises its result
+for the translator: name = LLVM mnemonic without the _e32/_e64 suffix ("v_dual_x::v_dual_y" for VOPD), field names
+as below (VOP3 "clmp" -> "clamp", VOP3P opsel_hi as one 3-bit value, VOPD src0x/vsrc1x/vdstx/... with VDSTY
+expanded). DPP/SDWA forms are refused (illegal instruction for the emulator).
+
+_fallback_decode() is the emulator's own thin decoder (opcode names from llvm-mc-19, fallback_opcodes.json), kept
+only while the shared tables miss an instruction clang emits (VOPD v_dual_mov_b32 before the rdna3-isa fix reaches
+main); delete it and fallback_opcodes.json then. Field positions: AMD "RDNA3 Instruction Set Architecture"
+reference guide, chapter "Microcode formats".
 """
 from __future__ import annotations
 
@@ -51,6 +56,41 @@ def _name(encoding: str, op: int, code, offset: int) -> str:
 
 def decode(code, offset: int = 0) -> Inst:
   """Decode the instruction at code[offset:] (bytes-like). Raises GPUFault(kind='illegal instruction')."""
+  from ....compiler.backend.amd.decode import decode as isa_decode
+  from ....compiler.backend.amd.errors import ISAError
+  try:
+    inst = isa_decode(code, offset)
+  except ISAError as e:
+    try:
+      return _fallback_decode(code, offset)
+    except GPUFault:
+      raise GPUFault(f"illegal instruction {bytes(code[offset:offset + 8]).hex()} ({e})",
+                     kind="illegal instruction") from None
+  return _normalise(inst, code, offset)
+
+
+def _normalise(inst, code, offset) -> Inst:
+  name, enc, f = inst.name, inst.encoding, dict(inst.fields)
+  if inst.dpp is not None or name.endswith(("_dpp", "_sdwa")):
+    raise _illegal(code, offset, "DPP/SDWA forms are not supported by the emulator")
+  if enc == "VOPD":
+    x, y = (n.strip() for n in name.split("::"))
+    vdstx = f["vdstx"]
+    f = dict(opx=f["opx"], opy=f["opy"], src0x=f["srcx0"], vsrc1x=f["vsrcx1"], src0y=f["srcy0"], vsrc1y=f["vsrcy1"],
+             vdstx=vdstx, vdsty=(f["vdsty"] << 1) | ((vdstx & 1) ^ 1), namex=x, namey=y)
+    return Inst(name=f"{x}::{y}", encoding=enc, opcode=inst.opcode, size=inst.size, fields=f, literal=inst.literal)
+  for suffix in ("_e32", "_e64"):
+    if name.endswith(suffix): name = name[:-4]
+  if "clmp" in f: f["clamp"] = f.pop("clmp")
+  if enc == "VOP3P": f["opsel_hi"] = f.get("opsel_hi", 0) | f.pop("opsel_hi2", 0) << 2
+  if enc in ("GLOBAL", "SCRATCH") and f["offset"] & 0x1000: f["offset"] -= 0x2000
+  if enc == "VOP3SD": f.setdefault("abs", 0); f.setdefault("opsel", 0)
+  if enc == "MUBUF" and name not in _MUBUF.values():
+    raise _illegal(code, offset, f"{name} (buffer instructions are not supported)")
+  return Inst(name=name, encoding=enc, opcode=inst.opcode, size=inst.size, fields=f, literal=inst.literal)
+
+
+def _fallback_decode(code, offset: int = 0) -> Inst:
   w0 = _dword(code, offset)
   f: dict = {}
   top = w0 >> 23

@@ -39,6 +39,16 @@ def _cache(memory) -> dict:
   return cache
 
 
+def _translate(memory, pc: int):
+  try:
+    return translate(memory, pc)
+  except GPUFault:
+    raise
+  except Exception as e:
+    raise GPUFault(f"cannot translate the block at {pc:#x}: {type(e).__name__}: {e}", address=pc,
+                   kind="illegal instruction") from e
+
+
 def _block(memory, cache: dict, checked: set, pc: int):
   blk = cache.get(pc)
   if blk is not None and pc not in checked:
@@ -48,7 +58,7 @@ def _block(memory, cache: dict, checked: set, pc: int):
        bytes(memory.u8[pc - memory.VIEW_BASE:blk.end - memory.VIEW_BASE]) != blk.code:
       blk = None
   if blk is None:
-    blk = translate(memory, pc)
+    blk = _translate(memory, pc)
     cache[pc] = blk
   checked.add(pc)
   return blk
@@ -134,7 +144,13 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
       if executed > instruction_budget:
         from . import InstructionBudgetExceeded
         raise InstructionBudgetExceeded(instruction_budget, pc)
-      nxt = blk.fn(S, V, st, idx)
+      try:
+        nxt = blk.fn(S, V, st, idx)
+      except GPUFault:
+        raise
+      except Exception as e:   # an emulator bug or an operand combination it cannot model: never crash the host
+        raise GPUFault(f"emulator error in the block at {pc:#x}: {type(e).__name__}: {e}", address=pc,
+                       kind="emulator error") from e
       if idx is None:
         if isinstance(nxt, (int, np.integer)) and not blk.barrier:
           if nxt == DONE: break

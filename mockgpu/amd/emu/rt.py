@@ -130,14 +130,14 @@ def fma16(a, b, c):
 
 
 def fma64(a, b, c):
-  """f64 fma: exact via the two-product error term (Dekker) for the product, then two additions."""
+  """f64 fma via error-free transformations: a*b = p + e exactly (Veltkamp/Dekker), p + c = s + t exactly (TwoSum),
+  result s + (t + e). Correctly rounded except in rare double-rounding cases."""
   a = np.asarray(a, f64)
   b = np.asarray(b, f64)
   c = np.asarray(c, f64)
-  p = a * b
-  # error of the product (Veltkamp split) so that a*b = p + e exactly
-  sp = f64(134217729.0)
   with np.errstate(all="ignore"):
+    p = a * b
+    sp = f64(134217729.0)
     ah = a * sp
     ah = ah - (ah - a)
     al = a - ah
@@ -146,8 +146,10 @@ def fma64(a, b, c):
     bl = b - bh
     e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     s = p + c
-    r = s + e
-    ok = np.isfinite(r) & np.isfinite(e)
+    bv = s - p
+    t = (p - (s - bv)) + (c - bv)
+    r = s + (t + e)
+    ok = np.isfinite(r) & np.isfinite(e) & np.isfinite(t)
   return np.where(ok, r, p + c)
 
 

@@ -26,6 +26,8 @@ FLOAT_CONSTS = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 2
 INV2PI_BITS = {"f16": 0x3118, "f32": 0x3E22F983, "f64": 0x3FC45F306DC9C882}
 NP_TYPE = {"u32": "u32", "b32": "u32", "i32": "i32", "f32": "f32", "u16": "u16", "b16": "u16", "i16": "i16",
            "f16": "f16", "u64": "u64", "b64": "u64", "i64": "i64", "f64": "f64"}
+NPT = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "i8": np.int8, "i16": np.int16,
+       "i32": np.int32, "i64": np.int64, "f16": np.float16, "f32": np.float32, "f64": np.float64}
 WIDE = {"u64", "i64", "f64", "b64"}
 HALF = {"u16", "i16", "f16", "b16"}
 FLOATS = {"f16", "f32", "f64"}
@@ -179,6 +181,7 @@ class Gen:
   def write_lanes(self, r: int, expr: str) -> None:
     """Write a per-lane bool (n,32) result as a wave mask to SGPR r (VOPC, carry out): inactive lanes read 0."""
     if r == NULL: return
+    if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
     t = self.tmp()
     self.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
     if r == EXEC:
@@ -206,7 +209,7 @@ class Gen:
       if code == 248:
         bits = INV2PI_BITS.get(ty if ty in FLOATS else "f32")
         if ty in FLOATS: return self.const(np.array(bits, {"f16": np.uint16, "f32": np.uint32, "f64": np.uint64}[ty])
-                                           .view(NP_TYPE[ty]).item(), ty)
+                                           .view(NPT[NP_TYPE[ty]]).item(), ty)
         return self.const(bits if ty not in HALF else INV2PI_BITS["f16"], NP_TYPE[ty])
       if ty in FLOATS: return self.const(val, NP_TYPE[ty])
       # a float constant used as an integer operand: its bit pattern
@@ -218,7 +221,7 @@ class Gen:
       lit = inst.literal
       if ty == "f64": return self.const(np.uint64(lit << 32).view(np.float64), "f64")
       if ty in ("u64", "b64", "i64"): return self.const(lit, NP_TYPE[ty])
-      if ty in HALF: return self.const(np.uint16(lit & 0xFFFF).view(NP_TYPE[ty]), NP_TYPE[ty]) if ty != "u16" \
+      if ty in HALF: return self.const(np.uint16(lit & 0xFFFF).view(NPT[NP_TYPE[ty]]), NP_TYPE[ty]) if ty != "u16" \
           else self.const(lit & 0xFFFF, "u16")
       return self._typed32(self.const(lit, "u32"), ty)
     if code == SCC_SRC: return self._typed32(self.scc(), ty)
@@ -232,7 +235,7 @@ class Gen:
   def _int_const(self, val: int, ty: str) -> str:
     if ty in WIDE: return self.const(val & 0xFFFFFFFFFFFFFFFF if ty != "i64" else val, NP_TYPE[ty]) \
         if ty != "f64" else self.const(np.int64(val).view(np.float64), "f64")
-    if ty in HALF: return self.const(np.uint16(val & 0xFFFF).view(NP_TYPE[ty]), NP_TYPE[ty])
+    if ty in HALF: return self.const(np.uint16(val & 0xFFFF).view(NPT[NP_TYPE[ty]]), NP_TYPE[ty])
     if ty == "f32": return self.const(np.uint32(val & 0xFFFFFFFF).view(np.float32), "f32")
     if ty == "i32": return self.const(val, "i32")
     return self.const(val & 0xFFFFFFFF, "u32")
@@ -258,7 +261,7 @@ class Gen:
     if code in (SCC_SRC, 251, 252):
       return f"np.asarray({self.constant(code, inst, ty)})[:, None]"
     if hi and ty in HALF and code == LIT:
-      return self.const(np.uint16((inst.literal >> 16) & 0xFFFF).view(NP_TYPE[ty]), NP_TYPE[ty])
+      return self.const(np.uint16((inst.literal >> 16) & 0xFFFF).view(NPT[NP_TYPE[ty]]), NP_TYPE[ty])
     return self.constant(code, inst, ty)
 
   def lane_mask_src(self, code: int, inst: Inst) -> str:
@@ -560,7 +563,7 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
   if name.endswith("saveexec_b32") or name.endswith("wrexec_b32"):
     a = g.raw_scalar(src, inst)
     e = g.s(EXEC)
-    op = name[2:].rsplit("_", 2)[0] if "saveexec" in name else name[2:].rsplit("_", 1)[0]
+    op = name[2:-4]
     expr = {"and_saveexec": f"{a} & {e}", "or_saveexec": f"{a} | {e}", "xor_saveexec": f"{a} ^ {e}",
             "nand_saveexec": f"~({a} & {e})", "nor_saveexec": f"~({a} | {e})", "xnor_saveexec": f"~({a} ^ {e})",
             "and_not0_saveexec": f"~np.asarray({a}, u32) & {e}", "or_not0_saveexec": f"~np.asarray({a}, u32) | {e}",
@@ -685,7 +688,8 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
                                                 omod), ty)
   if name == "v_readlane_b32":
     lane = g.raw_scalar(srcs[1], inst) if vop3 else None
-    return g.write_s(f["vdst"], f"{g.vsrc(srcs[0], inst, 'u32')}[np.arange(n), np.asarray({lane}, u32) & u32(31)]")
+    return g.write_s(f["vdst"], f"np.broadcast_to({g.vsrc(srcs[0], inst, 'u32')}, (n, 32))"
+                                f"[np.arange(n), np.asarray({lane}, u32) & u32(31)]")
   if name == "v_readfirstlane_b32":
     v = g.vsrc(srcs[0], inst, "u32")
     first = f"np.where({g.s(EXEC)} == 0, u32(0), R.ctz32({g.s(EXEC)}))"
@@ -750,8 +754,7 @@ def _vopc(g: Gen, pc: int, inst: Inst, srcs, absm, negm, opsel) -> None:
   if cmpx:
     g.write_s(EXEC, f"R.pack({t} if ef else ({t} & em))")
     return
-  sdst = f["sdst"] if enc == "VOP3" else VCC
-  if enc == "VOP3": sdst = f["vdst"]
+  sdst = f["vdst"] if enc == "VOP3" else VCC
   g.write_lanes(sdst, t)
 
 

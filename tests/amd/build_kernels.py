@@ -1,12 +1,12 @@
-"""Build demo.hsaco from demo.cl with clang-19 and ld.lld-19 (gfx1100, code object v5). Run from anywhere:
-    python drivers/amd/kernels/build.py
-The result is committed so that hcq needs no compiler at run time."""
+"""Build drivers/amd/kernels/demo.hsaco from demo.cl with clang-19 and ld.lld-19 (gfx1100, code object v5):
+    python tests/amd/build_kernels.py [TARGET [OUT]]
+The result is committed as package data so that hcq needs no compiler at run time."""
 import os
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "drivers", "amd", "kernels")
 
 
 def build(target: str = "gfx1100", out: str | None = None) -> str:

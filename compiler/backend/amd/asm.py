@@ -1,0 +1,541 @@
+"""RDNA3 assembler: LLVM-syntax text -> bytes, and a Python DSL for code generators.
+
+Text (for people):
+    assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments)
+DSL (for the compiler):
+    from hcq.compiler.backend.amd.asm import Asm, v, s
+    a = Asm()
+    a.s_load_b64(s[0:1], s[0:1], 0x10)
+    a.v_add_f32_e32(v[2], v[2], v[3])
+    a.global_store_b32(v[0:1], v[2], "off", offset=16, glc=True)    # keyword modifiers: offset=16, glc=True, clamp=True
+    a.s_endpgm()
+    a.code                                                            # bytes
+Mnemonics, operand order and register widths come from the generated tables (hcq.autogen.isa.gfx1100); the
+operand-value conventions are documented in operands.py. A mnemonic without _e32/_e64 picks the 32-bit form
+when its operands fit (as llvm-mc does), else the VOP3 form. Errors raise AssembleError naming line and text.
+"""
+from __future__ import annotations
+
+import re
+import struct
+
+from .errors import AssembleError
+from .operands import INLINE_FLOAT_TEXT, SPECIAL_NAMES, SPECIAL_NAMES_64
+from .tables import ArchTables, arch_tables
+
+_REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+_SPECIAL = {name: code for code, name in SPECIAL_NAMES.items()}
+_SPECIAL.update({name: code for code, name in SPECIAL_NAMES_64.items()})
+_FLOATS = {text: code for code, text in INLINE_FLOAT_TEXT.items()}
+_FLOATS["0.15915494309189532"] = 248
+_NINE_BIT = ("src0", "src1", "src2", "srcx0", "srcy0")
+_EIGHT_BIT_SRC = ("ssrc0", "ssrc1", "soffset")
+_INSTID = {n: i for i, n in enumerate(("NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4",
+                                        "TRANS32_DEP_1", "TRANS32_DEP_2", "TRANS32_DEP_3", "FMA_ACCUM_CYCLE_1",
+                                        "SALU_CYCLE_1", "SALU_CYCLE_2", "SALU_CYCLE_3"))}
+_INSTSKIP = {n: i for i, n in enumerate(("SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4"))}
+
+
+class _Operand:
+  """A parsed operand: kind reg/const/special/off/text; for registers cls+idx+count; neg/abs flags."""
+  __slots__ = ("kind", "cls", "idx", "count", "value", "neg", "abs", "text")
+
+  def __init__(self, text: str):
+    self.text, self.neg, self.abs = text, False, False
+    t = text
+    if t.startswith(("neg(", "sext(")) and t.endswith(")"): self.neg, t = True, t[t.index("(") + 1:-1]
+    elif t.startswith("-") and (t[1:2] in ("|", "v", "s", "t") or t[1:].startswith(("vcc", "exec", "m0", "null", "src_"))):
+      self.neg, t = True, t[1:]
+    if t.startswith("|") and t.endswith("|"): self.abs, t = True, t[1:-1]
+    elif t.startswith("abs(") and t.endswith(")"): self.abs, t = True, t[4:-1]
+    self.cls = self.idx = self.value = None
+    self.count = 1
+    m = _REG.match(t)
+    if m:
+      self.kind, self.cls = "reg", m.group(1)
+      if m.group(2) is not None: self.idx = int(m.group(2))
+      else:
+        self.idx, hi = int(m.group(3)), int(m.group(4))
+        self.count = hi - self.idx + 1
+        if self.count < 1: raise AssembleError(f"bad register range {t}")
+    elif t in _SPECIAL: self.kind, self.value = "special", _SPECIAL[t]
+    elif t == "off": self.kind = "off"
+    elif t in _FLOATS: self.kind, self.value = "const", _FLOATS[t]
+    else:
+      try:
+        self.kind, self.value = "int", int(t, 0)
+      except ValueError:
+        try:
+          self.kind, self.value = "float", float(t)
+        except ValueError:
+          self.kind = "text"
+    self.text = t
+
+
+def _scalar_code(op: _Operand, what: str) -> int:
+  if op.kind == "reg" and op.cls == "s":
+    if op.idx + op.count - 1 > 105: raise AssembleError(f"{what}: SGPR s{op.idx} out of range (s0..s105)")
+    return op.idx
+  if op.kind == "reg" and op.cls == "ttmp":
+    if op.idx > 15: raise AssembleError(f"{what}: ttmp{op.idx} out of range")
+    return 108 + op.idx
+  if op.kind == "special": return op.value
+  raise AssembleError(f"{what}: {op.text!r} is not a scalar register")
+
+
+class _Literal:
+  def __init__(self): self.value = None
+
+  def set(self, v: int):
+    v &= 0xffffffff
+    if self.value is not None and self.value != v: raise AssembleError("two different literals in one instruction")
+    self.value = v
+
+
+def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: bool, wide: bool) -> int:
+  if op.kind == "reg" and op.cls == "v":
+    if not nine_bit: raise AssembleError(f"{what}: a VGPR is not allowed here")
+    if op.idx + op.count - 1 > 255: raise AssembleError(f"{what}: VGPR v{op.idx} out of range (v0..v255)")
+    return 256 + op.idx
+  if op.kind in ("reg", "special") and (op.kind == "special" or op.cls in ("s", "ttmp")):
+    return _scalar_code(op, what)
+  if op.kind == "const": return op.value
+  if op.kind == "int":
+    v = op.value
+    if 0 <= v <= 64: return 128 + v
+    if -16 <= v < 0: return 192 - v
+    if not -(1 << 31) <= v < (1 << 32) and not wide: raise AssembleError(f"{what}: constant {v:#x} does not fit 32 bits")
+    lit.set(v)
+    return 255
+  if op.kind == "float":
+    lit.set(struct.unpack("<I", struct.pack("<f", op.value))[0])
+    return 255
+  raise AssembleError(f"{what}: cannot encode operand {op.text!r}")
+
+
+def _bits(text: str) -> int:
+  m = re.match(r"^\[([01](?:,[01])*)\]$", text)
+  if not m: raise AssembleError(f"bad bit list {text!r}")
+  return sum(int(b) << i for i, b in enumerate(m.group(1).split(",")))
+
+
+def _split(text: str):
+  from hcq.autogen.isa.gen_rdna3 import split_operands
+  return split_operands(text)
+
+
+class Assembler:
+  def __init__(self, arch: str = "gfx1100"):
+    self.t: ArchTables = arch_tables(arch)
+    self.arch = arch
+    # several encodings can print alike (ignored bits): the smallest value is the canonical one
+    self._msg = {v: k for k, v in sorted(self.t.sendmsg.items(), reverse=True)}
+    self._msg_rtn = {v: k for k, v in sorted(self.t.sendmsg_rtn.items(), reverse=True)}
+    self._hwreg = {v: k for k, v in self.t.hwreg.items()}
+    self._fmt = {v: k for k, v in self.t.buf_formats.items()}
+
+  # ------------------------------------------------------------------------------------------------ lookup
+  def _lookup(self, name: str, nops: list[str]):
+    dpp = None
+    if name.endswith("_dpp"):
+      dpp, name = True, name[:-4]
+      if not name.endswith("_e64") and name + "_e32" in self.t.by_name: name += "_e32"
+    if name in self.t.by_name: return name, self.t.by_name[name], dpp
+    for suffix in ("_e32", "_e64"):
+      if name + suffix in self.t.by_name:
+        cand = name + suffix
+        if suffix == "_e32" and not self._fits_e32(cand, nops): continue
+        return cand, self.t.by_name[cand], dpp
+    raise AssembleError(f"unknown {self.arch} mnemonic {name!r}")
+
+  def _fits_e32(self, name: str, ops: list[str]) -> bool:
+    enc, op = self.t.by_name[name]
+    template = self.t.encodings[enc].ops[op][2]
+    regs = [t for t in template if t[0] in ("reg", "text")]
+    if len(regs) != len(ops): return False
+    for t, text in zip(regs, ops):
+      o = _Operand(text)
+      if o.neg or o.abs: return False
+      if t[0] == "text":
+        if text != t[1]: return False
+      elif t[1] in ("vsrc1", "vdst") and not (o.kind == "reg" and o.cls == "v"): return False
+    return True
+
+  # ------------------------------------------------------------------------------------------------ assemble
+  def assemble_line(self, text: str) -> bytes:
+    text = text.strip()
+    if " :: " in text: return self._vopd(text)
+    if text.startswith(("lds_param_load", "lds_direct_load")): return self._ldsdir(text)
+    if text.startswith("exp "): return self._exp(text)
+    name, ops, mods = _split(text)
+    name, (enc, opcode), dpp = self._lookup(name, ops)
+    et = self.t.encodings[enc]
+    _, size, template, _ = et.ops[opcode]
+    extra = et.extra.get(opcode, {})
+    if "glc" in mods and extra.get("operands_glc") is not None: template = extra["operands_glc"]
+    f: dict[str, int] = {et.layout["op"]: opcode}
+    for lo, w, v in ():
+      pass
+    if enc in ("FLAT", "GLOBAL", "SCRATCH"):
+      f["seg"] = {"FLAT": 0, "SCRATCH": 1, "GLOBAL": 2}[enc]
+      f["saddr"] = 124
+    if enc == "SMEM" and any(x[0] == "reg" and x[1] == "sbase" for x in template): f["soffset"] = 124
+    if enc == "MTBUF": f["format"] = 1
+    if enc == "VOP3P" and not name.startswith("v_fma_mix"): f["opsel_hi"], f["opsel_hi2"] = 3, 1
+    if enc == "VOP3" and name.startswith("v_cmpx_"): f["vdst"] = 126  # the implicit EXEC destination
+    lit = _Literal()
+    lit16 = extra.get("lit16", frozenset())
+    consumed = self._operands(name, enc, template, ops, f, lit, lit16)
+    if consumed != len(ops): raise AssembleError(f"{name}: expected {consumed} operands, got {len(ops)}")
+    dpp_word = self._modifiers(name, enc, f, mods, dpp)
+    if size > et.size and lit.value is None: raise AssembleError(f"{name}: needs a literal constant")
+    word = 0
+    for fname, lo, mask in et.fields:
+      v = f.get(fname, 0)
+      if v < 0 or v > mask: raise AssembleError(f"{name}: value {v} out of range for field {fname} (max {mask})")
+      word |= v << lo
+    for lo, w, v in et.layout["ident"]: word |= v << lo
+    out = word.to_bytes(et.size, "little")
+    if dpp_word is not None: out += dpp_word.to_bytes(4, "little")
+    if lit.value is not None: out += lit.value.to_bytes(4, "little")
+    return out
+
+  def _operands(self, name, enc, template, ops, f, lit, lit16) -> int:
+    i = 0
+    for t in template:
+      kind = t[0]
+      if kind == "simm16" and t[2] and i >= len(ops):
+        f["simm16"] = 0
+        continue
+      if i >= len(ops): raise AssembleError(f"{name}: missing operand {i + 1}")
+      text = ops[i]
+      i += 1
+      o = _Operand(text)
+      if kind == "text":
+        if enc == "GLOBAL" and t[1] == "off":
+          if o.kind != "off": f["saddr"] = _scalar_code(o, "saddr")
+          continue
+        if enc == "SCRATCH" and t[1] == "off":
+          if o.kind == "reg" and o.cls == "v": f["addr"], f["sve"] = o.idx, 1
+          elif o.kind != "off": raise AssembleError(f"{name}: bad scratch address {text!r}")
+          continue
+        if text != t[1]: raise AssembleError(f"{name}: operand {i} must be {t[1]!r}, got {text!r}")
+        continue
+      if kind == "reg":
+        self._reg_field(name, enc, t, o, f, lit, lit16)
+      elif kind == "simm16":
+        f["simm16"] = self._simm16(t[1], text, name)
+      elif kind == "imm":
+        if enc == "SMEM" and t[1] == "offset": self._smem_offset(text, f)
+        else: f[t[1]] = int(text, 0)
+      elif kind == "literal":
+        if o.kind == "float": lit.set(struct.unpack("<I", struct.pack("<f", o.value))[0])
+        elif o.kind == "int": lit.set(o.value)
+        else: raise AssembleError(f"{name}: {text!r} is not a constant")
+      elif kind == "sendmsg_rtn":
+        f[t[1]] = self._sendmsg(text, self._msg_rtn)
+    return i
+
+  def _reg_field(self, name, enc, t, o: _Operand, f, lit, lit16):
+    field, cls, count = t[1], t[2], t[3]
+    what = f"{name} {field}"
+    if field in ("src0", "src1", "src2"):
+      i = int(field[3])
+      if o.neg: f["neg"] = f.get("neg", 0) | 1 << i
+      if o.abs:
+        af = "neg_hi" if name.startswith("v_fma_mix") else "abs"
+        f[af] = f.get(af, 0) | 1 << i
+    if field in _NINE_BIT or field in ("ssrc0", "ssrc1"):
+      if o.kind == "int" and field in lit16 and not -16 <= o.value <= 64: o.value &= 0xffff
+      f[field] = _source_code(o, field in _NINE_BIT, lit, what, field in lit16, count == 2)
+    elif field == "soffset":
+      f[field] = _source_code(o, False, lit, what, False, False) if enc != "SMEM" else _scalar_code(o, what)
+    elif field == "saddr":
+      if o.kind == "off": f[field] = 124
+      else: f[field] = _scalar_code(o, what)
+    elif field == "sbase": f[field] = _scalar_code(o, what) // 2
+    elif field in ("srsrc", "ssamp"): f[field] = _scalar_code(o, what) // 4
+    elif field == "vdsty":
+      if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR")
+      f[field] = o.idx >> 1
+    elif field == "vaddr" and enc in ("MUBUF", "MTBUF"):
+      f[field] = 0 if o.kind == "off" else o.idx
+    elif cls == "s" or field in ("sdst", "sdata"):
+      f[field] = _scalar_code(o, what)
+    else:
+      if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR, got {o.text!r}")
+      if o.idx > 255: raise AssembleError(f"{what}: VGPR v{o.idx} out of range (v0..v255)")
+      f[field] = o.idx
+
+  def _smem_offset(self, text: str, f):
+    parts = text.split()
+    o = _Operand(parts[0])
+    if o.kind == "int": f["offset"] = o.value & 0x1fffff
+    else:
+      f["soffset"] = _scalar_code(o, "soffset")
+      for p in parts[1:]:
+        if p.startswith("offset:"): f["offset"] = int(p[7:], 0) & 0x1fffff
+
+  def _sendmsg(self, text: str, table: dict) -> int:
+    if text.startswith("sendmsg(") and text.endswith(")"):
+      inner = text[8:-1]
+      if inner in table: return table[inner]
+      raise AssembleError(f"unknown message {inner!r}")
+    return int(text, 0)
+
+  def _simm16(self, kind: str, text: str, name: str) -> int:
+    if kind == "waitcnt":
+      vals = {"vmcnt": 0x3f, "expcnt": 7, "lgkmcnt": 0x3f}
+      if re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text): return int(text, 0) & 0xffff
+      for m in re.finditer(r"(\w+)\((\d+)\)", text):
+        if m.group(1) not in vals: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
+        vals[m.group(1)] = int(m.group(2))
+      return (vals["vmcnt"] << 10) | (vals["lgkmcnt"] << 4) | vals["expcnt"]
+    if kind == "delay_alu":
+      if re.fullmatch(r"\d+|0x[0-9a-fA-F]+", text): return int(text, 0)
+      v = 0
+      for m in re.finditer(r"(\w+)\((\w+)\)", text):
+        key, val = m.group(1), m.group(2)
+        if key == "instid0": v |= _INSTID[val]
+        elif key == "instskip": v |= _INSTSKIP[val] << 4
+        elif key == "instid1": v |= _INSTID[val] << 7
+        else: raise AssembleError(f"{name}: unknown field {key}")
+      return v
+    if kind == "sendmsg": return self._sendmsg(text, self._msg)
+    if kind == "hwreg":
+      m = re.fullmatch(r"hwreg\((\w+)(?:, (\d+), (\d+))?\)", text)
+      if not m: return int(text, 0)
+      rid = self._hwreg.get(m.group(1))
+      if rid is None: rid = int(m.group(1))
+      off, size = (int(m.group(2)), int(m.group(3))) if m.group(2) else (0, 32)
+      return rid | off << 6 | (size - 1) << 11
+    v = int(text, 0)
+    if not -0x8000 <= v <= 0xffff: raise AssembleError(f"{name}: immediate {v} does not fit 16 bits")
+    return v & 0xffff
+
+  def _modifiers(self, name, enc, f, mods, dpp) -> int | None:
+    dpp_ctrl = None
+    dpp8 = None
+    d = dict(row_mask=0xf, bank_mask=0xf, bc=0, fi=0)
+    nsrc = sum(1 for k in ("src0", "src1", "src2") if k in f or k in ("src0",))
+    for m in mods:
+      key, _, val = m.partition(":")
+      if key in ("glc", "slc", "dlc", "gds", "tfe", "offen", "idxen") and not val: f[key] = 1
+      elif key == "clamp": f["clmp"] = 1
+      elif key == "mul": f["omod"] = {"2": 1, "4": 2}[val]
+      elif key == "div": f["omod"] = 3
+      elif key == "offset":
+        v = int(val, 0)
+        if enc == "DS":
+          if not 0 <= v <= 0xffff: raise AssembleError(f"{name}: offset {v} out of range (0..65535)")
+          f["offset0"], f["offset1"] = v & 0xff, v >> 8
+        elif enc in ("GLOBAL", "SCRATCH"):
+          if not -4096 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (-4096..4095)")
+          f["offset"] = v & 0x1fff
+        elif enc == "FLAT":
+          if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
+          f["offset"] = v
+        elif enc == "SMEM": f["offset"] = v & 0x1fffff
+        else:
+          if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
+          f["offset"] = v
+      elif key in ("offset0", "offset1"):
+        v = int(val, 0)
+        if not 0 <= v <= 255: raise AssembleError(f"{name}: {key} {v} out of range (0..255)")
+        f[key] = v
+      elif key == "op_sel":
+        bits = _bits(val)
+        if enc == "VOP3":
+          n = val.count(",")  # entries - 1 = number of sources
+          f["opsel"] = (bits & ((1 << n) - 1)) | ((bits >> n) & 1) << 3
+        else: f["opsel"] = bits
+      elif key == "op_sel_hi":
+        bits = _bits(val) | (0b111 << (val.count(",") + 1)) & 0b111  # sources not listed keep the default 1
+        f["opsel_hi"], f["opsel_hi2"] = bits & 3, bits >> 2 & 1
+      elif key == "neg_lo": f["neg"] = _bits(val)
+      elif key == "neg_hi": f["neg_hi"] = _bits(val)
+      elif key == "format":
+        name_ = val.strip("[]")
+        f["format"] = self._fmt[name_] if name_ in self._fmt else int(name_, 0)
+      elif key == "wait_exp": f["waitexp"] = int(val)
+      elif key == "wait_vdst": f["waitvdst"] = int(val)
+      elif key == "quad_perm":
+        b = [int(x) for x in val.strip("[]").split(",")]
+        dpp_ctrl = b[0] | b[1] << 2 | b[2] << 4 | b[3] << 6
+      elif key in ("row_shl", "row_shr", "row_ror", "row_share", "row_xmask"):
+        base = {"row_shl": 0x100, "row_shr": 0x110, "row_ror": 0x120, "row_share": 0x150, "row_xmask": 0x160}[key]
+        dpp_ctrl = base + int(val, 0)
+      elif key == "row_mirror": dpp_ctrl = 0x140
+      elif key == "row_half_mirror": dpp_ctrl = 0x141
+      elif key in ("row_mask", "bank_mask"): d[key] = int(val, 0)
+      elif key == "bound_ctrl": d["bc"] = 1
+      elif key == "fi": d["fi"] = int(val)
+      elif key == "dpp8":
+        sel = [int(x) for x in val.strip("[]").split(",")]
+        dpp8 = sum(s_ << (3 * i) for i, s_ in enumerate(sel))
+      else:
+        raise AssembleError(f"{name}: unknown modifier {m!r}")
+    if dpp8 is not None:
+      src0 = f.get("src0", 256)
+      f["src0"] = 234 if d["fi"] else 233
+      return (src0 - 256) & 0xff | dpp8 << 8
+    if dpp_ctrl is not None or dpp:
+      src0 = f.get("src0", 256)
+      f["src0"] = 250
+      neg, abs_ = f.pop("neg", 0), f.pop("abs", 0)
+      if enc in ("VOP3", "VOP3SD", "VOP3P"): f["neg"], f["abs"] = neg, abs_
+      ctrl = dpp_ctrl or 0
+      word = (src0 - 256) & 0xff | ctrl << 8 | d["fi"] << 18 | d["bc"] << 19 | d["row_mask"] << 28 | d["bank_mask"] << 24
+      if enc not in ("VOP3", "VOP3SD", "VOP3P"):
+        word |= (neg & 1) << 20 | (abs_ & 1) << 21 | (neg >> 1 & 1) << 22 | (abs_ >> 1 & 1) << 23
+      return word
+    return None
+
+  def _vopd(self, text: str) -> bytes:
+    xtext, _, ytext = text.partition(" :: ")
+    et = self.t.encodings["VOPD"]
+    f: dict[str, int] = {}
+    lit = _Literal()
+    for side, part, table in (("x", xtext, self.t.vopd_x), ("y", ytext, self.t.vopd_y)):
+      name, ops, mods = _split(part)
+      hit = [op for op, (n, _) in table.items() if n == name]
+      if not hit: raise AssembleError(f"unknown VOPD {side.upper()} opcode {name!r}")
+      f["op" + side] = hit[0]
+      template = table[hit[0]][1]
+      used = self._operands(name, "VOPD", template, ops, f, lit, frozenset())
+      if used != len(ops): raise AssembleError(f"{name}: expected {used} operands, got {len(ops)}")
+    word = 0
+    for fname, lo, mask in et.fields:
+      v = f.get(fname, 0)
+      if v < 0 or v > mask: raise AssembleError(f"VOPD: value {v} out of range for field {fname}")
+      word |= v << lo
+    for lo, w, v in et.layout["ident"]: word |= v << lo
+    out = word.to_bytes(8, "little")
+    if lit.value is not None: out += lit.value.to_bytes(4, "little")
+    return out
+
+  def _encode(self, enc: str, f: dict) -> bytes:
+    et = self.t.encodings[enc]
+    word = 0
+    for fname, lo, mask in et.fields:
+      v = f.get(fname, 0)
+      if v < 0 or v > mask: raise AssembleError(f"{enc}: value {v} out of range for field {fname} (max {mask})")
+      word |= v << lo
+    for lo, w, v in et.layout["ident"]: word |= v << lo
+    return word.to_bytes(et.size, "little")
+
+  def _ldsdir(self, text: str) -> bytes:
+    # LDSDIR (RDNA3 ISA 16.5): lds_param_load vN, attrA.C wait_vdst:W | lds_direct_load vN wait_vdst:W
+    m = re.fullmatch(r"(lds_param_load|lds_direct_load) v(\d+)(?:, attr(\d+)\.([xyzw]))?(?: wait_vdst:(\d+))?", text)
+    if not m: raise AssembleError(f"cannot parse {text!r}")
+    op = [o for o, e in self.t.encodings["LDSDIR"].ops.items() if e[0] == m.group(1)][0]
+    f = dict(op=op, vdst=int(m.group(2)), attr=int(m.group(3) or 0), attr_chan="xyzw".index(m.group(4) or "x"),
+             waitvdst=int(m.group(5) or 0))
+    return self._encode("LDSDIR", f)
+
+  def _exp(self, text: str) -> bytes:
+    # EXP (RDNA3 ISA 16.9): exp TARGET src0, src1, src2, src3 [done] [row_en]
+    m = re.fullmatch(r"exp (\w+) (\S+), (\S+), (\S+), (\S+)((?: done| row_en)*)", text)
+    if not m: raise AssembleError(f"cannot parse {text!r}")
+    names = {**{f"mrt{i}": i for i in range(8)}, "mrtz": 8, **{f"pos{i}": 12 + i for i in range(5)}, "prim": 20,
+             "dual_src_blend0": 21, "dual_src_blend1": 22}
+    tgt = m.group(1)
+    target = names[tgt] if tgt in names else int(tgt[len("invalid_target_"):]) if tgt.startswith("invalid_target_") else None
+    if target is None: raise AssembleError(f"unknown export target {tgt!r}")
+    f = dict(target=target, done=int("done" in m.group(6)), row=int("row_en" in m.group(6)))
+    for i in range(4):
+      src = m.group(2 + i)
+      if src != "off":
+        f["en"] = f.get("en", 0) | 1 << i
+        f[f"vsrc{i}"] = int(src[1:])
+    return self._encode("EXP", f)
+
+  def assemble(self, text: str) -> bytes:
+    out = bytearray()
+    for lineno, line in enumerate(text.splitlines(), 1):
+      code = re.split(r"//|;", line, maxsplit=1)[0].strip()
+      if not code or code.endswith(":") or code.startswith("."): continue
+      try:
+        out += self.assemble_line(code)
+      except AssembleError as e:
+        raise AssembleError(str(e), lineno, code) from None
+      except (KeyError, ValueError, IndexError) as e:
+        raise AssembleError(f"cannot assemble: {type(e).__name__}: {e}", lineno, code) from None
+    return bytes(out)
+
+
+def assemble(text: str, arch: str = "gfx1100") -> bytes:
+  """Assemble LLVM-syntax text (one instruction per line) into machine code."""
+  return Assembler(arch).assemble(text)
+
+
+# --------------------------------------------------------------------------------------------------------- DSL
+class Reg:
+  __slots__ = ("cls", "idx", "count")
+
+  def __init__(self, cls: str, idx: int, count: int = 1):
+    self.cls, self.idx, self.count = cls, idx, count
+
+  def __str__(self) -> str:
+    return f"{self.cls}{self.idx}" if self.count == 1 else f"{self.cls}[{self.idx}:{self.idx + self.count - 1}]"
+
+  def __neg__(self) -> "_Mod": return _Mod(f"-{self}")
+  def __abs__(self) -> "_Mod": return _Mod(f"|{self}|")
+
+
+class _Mod(str):
+  def __neg__(self): return _Mod(f"-{self}")
+
+
+class _RegFile:
+  def __init__(self, cls: str): self.cls = cls
+
+  def __getitem__(self, key) -> Reg:
+    if isinstance(key, slice): return Reg(self.cls, key.start, key.stop - key.start + 1)   # s[0:1] = s0..s1
+    return Reg(self.cls, key)
+
+
+v, s, ttmp = _RegFile("v"), _RegFile("s"), _RegFile("ttmp")
+vcc_lo, vcc, exec_lo, exec_, m0, null, off = "vcc_lo", "vcc", "exec_lo", "exec", "m0", "null", "off"
+
+
+def _operand_text(x) -> str:
+  if isinstance(x, bool): raise AssembleError("a bool is not an operand")
+  if isinstance(x, int): return str(x) if -16 <= x <= 64 else hex(x)
+  if isinstance(x, float):
+    for code, t in INLINE_FLOAT_TEXT.items():
+      if float(t) == x and code != 248: return t
+    return hex(struct.unpack("<I", struct.pack("<f", x))[0])
+  return str(x)
+
+
+class Asm:
+  """Instruction builder: every attribute is a mnemonic; call it with operands (Reg, int, float, str) and keyword
+  modifiers (offset=16, glc=True, clamp=True, op_sel=[0,1,0])."""
+
+  def __init__(self, arch: str = "gfx1100"):
+    self._asm = Assembler(arch)
+    self.lines: list[str] = []
+    self._code = bytearray()
+
+  def emit(self, line: str) -> bytes:
+    data = self._asm.assemble_line(line)
+    self.lines.append(line)
+    self._code += data
+    return data
+
+  def __getattr__(self, name: str):
+    if name.startswith("_"): raise AttributeError(name)
+
+    def build(*operands, **mods):
+      text = name + (" " + ", ".join(_operand_text(o) for o in operands) if operands else "")
+      for k, val in mods.items():
+        if val is True: text += f" {k}"
+        elif val is False or val is None: continue
+        elif isinstance(val, (list, tuple)): text += f" {k}:[{','.join(str(int(b)) for b in val)}]"
+        else: text += f" {k}:{val}"
+      return self.emit(text)
+    return build
+
+  @property
+  def code(self) -> bytes: return bytes(self._code)

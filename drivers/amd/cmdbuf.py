@@ -1,0 +1,64 @@
+"""Command buffers built once and patched at submit.
+
+A lowered queue program is a list of dwords where some words are not known when it is built: the address of a
+buffer bound at submit, a timeline value, a kernarg address. Those words are `Patch`es: (key, shift, add) meaning
+((values[key] + add) >> shift) & 0xFFFFFFFF. `Sym` is a symbolic 64-bit value the packet builders accept in place
+of an int (sym + 8, lo(sym), hi(sym))."""
+from __future__ import annotations
+
+import dataclasses
+from array import array
+
+
+@dataclasses.dataclass(frozen=True)
+class Patch:
+  key: object
+  shift: int = 0
+  add: int = 0
+
+  def value(self, values) -> int: return ((values[self.key] + self.add) >> self.shift) & 0xFFFFFFFF
+
+
+@dataclasses.dataclass(frozen=True)
+class Sym:
+  """A 64-bit value known at submit (values[key] + add)."""
+  key: object
+  add: int = 0
+
+  def __add__(self, other: int) -> "Sym": return Sym(self.key, self.add + other)
+  def lo(self) -> Patch: return Patch(self.key, 0, self.add)
+  def hi(self) -> Patch: return Patch(self.key, 32, self.add)
+
+
+class CommandBuffer:
+  """dwords with patch positions. fill(values) -> a new u32 array ready to write into a ring."""
+  __slots__ = ("template", "patches", "engine")
+
+  def __init__(self, words: list, engine: str):
+    self.engine = engine
+    self.template = array("I", [w if isinstance(w, int) else 0 for w in words])
+    self.patches = [(i, w) for i, w in enumerate(words) if not isinstance(w, int)]
+
+  def index_of(self, key, shift: int = 0) -> int:
+    """Position of the first patch of key with this shift (for hot paths that patch by hand)."""
+    for i, p in self.patches:
+      if p.key == key and p.shift == shift: return i
+    raise KeyError(key)
+
+  def fill(self, values) -> array:
+    out = array("I", self.template)
+    for i, p in self.patches: out[i] = ((values[p.key] + p.add) >> p.shift) & 0xFFFFFFFF
+    return out
+
+  def __len__(self): return len(self.template)
+
+
+def link(cb: CommandBuffer, values) -> CommandBuffer:
+  """A copy of cb with the patches whose keys are in values resolved for good (addresses known once the device
+  exists: its signals, its event mailbox); the others stay for submit."""
+  out = CommandBuffer.__new__(CommandBuffer)
+  out.engine, out.template, out.patches = cb.engine, array("I", cb.template), []
+  for i, p in cb.patches:
+    if p.key in values: out.template[i] = p.value(values)
+    else: out.patches.append((i, p))
+  return out

@@ -1,0 +1,223 @@
+"""One mock gfx1100 GPU: its properties, the memory mapped to it, its queues, and dispatch to the wave emulator.
+
+By default the GPU is synchronous: a doorbell write runs the queue (and every other queue of the MockOS that can
+make progress) before it returns, and a queue error or GPU fault raised by that queue is also raised from the
+doorbell write, so that the driver's stack trace points at the submission. With config.mock_threaded a worker
+thread runs the queues in the background (missing waits in a driver then show up as races) and errors reach the
+driver only through KFD events.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ...errors import GPUFault, HCQError, QueueError
+from . import regs as R
+from .access import DeviceMemory
+from .queues import QUEUE_CLASSES
+
+
+@dataclass
+class GPUProperties:
+  """What topology, AMDGPU_INFO and ip_discovery report (a Radeon RX 7900 XTX-like Navi 31, gfx1100)."""
+  gfx_target_version: int = 110000
+  device_id: int = 0x744C
+  vendor_id: int = 0x1002
+  revision: int = 0xC8
+  simd_count: int = 192            # 96 CUs x 2 SIMDs
+  simd_per_cu: int = 2
+  array_count: int = 12            # shader arrays (simd_arrays_per_engine x engines)
+  simd_arrays_per_engine: int = 2
+  cu_per_simd_array: int = 8
+  max_waves_per_simd: int = 16
+  lds_size_in_kb: int = 64
+  wave_front_size: int = 32
+  max_slots_scratch_cu: int = 32
+  num_xcc: int = 1
+  vram_size: int = 24 << 30
+  local_mem_size: int = 24 << 30
+  max_engine_clk_fcompute: int = 2500
+  ip_versions: dict = field(default_factory=lambda: {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0)})
+
+  @property
+  def cu_count(self) -> int: return self.simd_count // self.simd_per_cu
+
+  @property
+  def num_shader_engines(self) -> int: return self.array_count // self.simd_arrays_per_engine
+
+
+MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
+
+
+class MockAMDGPU:
+  def __init__(self, os, index: int, gpu_id: int, props: GPUProperties | None = None):
+    from .emu import GPUMemory
+    self.os, self.index, self.gpu_id = os, index, gpu_id
+    self.props = props or GPUProperties()
+    self.name = f"mock gfx{self.props.gfx_target_version // 10000}{(self.props.gfx_target_version // 100) % 100:x}" \
+                f"{self.props.gfx_target_version % 100:x} #{index}"
+    self.ranges = GPUMemory()
+    self.mem = DeviceMemory(self.ranges)
+    self.regs: dict[int, int] = {}
+    self.queues: dict[int, object] = {}
+    self.listener = None          # the KFD model: interrupt(gpu, queue, ctxid), queue_failed(gpu, queue, error)
+    self.lock = threading.RLock()
+    self.threaded = bool(os.config.mock_threaded)
+    self.instruction_budget = int(os.config.mock_instruction_budget)
+    self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "emu_seconds": 0.0}
+    self._wake = threading.Condition(self.lock)
+    self._stop = False
+    self._worker = None
+    self._clock_base = time.monotonic_ns()
+    if self.threaded:
+      self._worker = threading.Thread(target=self._run_worker, name=f"{self.name} worker", daemon=True)
+      self._worker.start()
+    else: os.register_engine(self)
+
+  # ---- registers (absolute dword addresses) for WAIT_REG_MEM/WRITE_DATA/COPY_DATA register forms
+  def read_reg(self, reg: int) -> int: return self.regs.get(reg, 0)
+
+  def write_reg(self, reg: int, value: int) -> None:
+    self.regs[reg] = value & 0xFFFFFFFF
+
+  def request_reg(self, request: int, done: int, value: int) -> None:
+    """A request/done register pair such as the HDP flush (BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE): the mock has no HDP
+    cache, so the request completes at once and the done register shows the requested bits."""
+    self.write_reg(request, value)
+    self.write_reg(done, value)
+
+  def clock(self) -> int:
+    """The GPU clock counter: 100 MHz since the GPU was created."""
+    return (time.monotonic_ns() - self._clock_base) // (1_000_000_000 // R.GPU_CLOCK_HZ)
+
+  # ---- memory mapped to this GPU (GPU VA == host VA)
+  def map_range(self, va: int, size: int) -> None:
+    with self.lock: self.ranges.add_range(va, size)
+
+  def unmap_range(self, va: int) -> None:
+    with self.lock: self.ranges.remove_range(va)
+
+  # ---- queues
+  def create_queue(self, kind: int, qid: int, ring_base: int, ring_size: int, rptr_addr: int, wptr_addr: int,
+                   doorbell_offset: int):
+    cls = QUEUE_CLASSES.get(kind)
+    if cls is None: raise ValueError(f"queue type {kind}")
+    with self.lock:
+      q = self.queues[qid] = cls(self, qid, ring_base, ring_size, rptr_addr, wptr_addr, doorbell_offset)
+      return q
+
+  def destroy_queue(self, qid: int) -> None:
+    with self.lock:
+      q = self.queues.pop(qid)
+      q.active = False
+
+  def ring_doorbell(self, queue, value: int) -> None:
+    """The driver wrote `value` to the queue's doorbell."""
+    if self.threaded:
+      with self._wake:
+        queue.doorbell(value)
+        self._wake.notify_all()
+      return
+    with self.lock: queue.doorbell(value)
+    self.os.tick()
+    if queue.error is not None and not queue.error_reported:
+      queue.error_reported = True
+      raise queue.error
+
+  # ---- the engine interface of MockOS (synchronous mode)
+  @property
+  def blocked(self) -> bool: return any(q.blocked for q in list(self.queues.values()))
+
+  def poll(self) -> bool:
+    with self.lock: return any([q.poll() for q in list(self.queues.values())])
+
+  def _run_worker(self) -> None:
+    with self._wake:
+      while not self._stop:
+        progress = any([q.poll() for q in list(self.queues.values())])
+        if progress: continue
+        # a blocked queue waits on memory the host may write at any time: look again soon
+        self._wake.wait(timeout=0.0002 if self.blocked else 0.05)
+
+  def close(self) -> None:
+    if self._worker is not None:
+      with self._wake:
+        self._stop = True
+        self._wake.notify_all()
+      self._worker.join(timeout=5)
+      self._worker = None
+    else: self.os.unregister_engine(self)
+
+  # ---- events to the KFD model
+  def interrupt(self, queue, ctxid: int) -> None:
+    if self.listener is not None: self.listener.interrupt(self, queue, ctxid)
+
+  def queue_failed(self, queue, error: HCQError) -> None:
+    if self.listener is not None: self.listener.queue_failed(self, queue, error)
+
+  # ---- dispatch
+  def _run_emulator(self, **kw):
+    from .emu import dispatch
+    stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    self.stats["dispatches"] += 1
+    self.stats["waves"] += stats.waves
+    self.stats["wave_instructions"] += stats.wave_instructions
+    self.stats["emu_seconds"] += stats.seconds
+    return stats
+
+  def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int) -> None:
+    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3)."""
+    from .emu import ScratchSetup
+    if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
+      raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
+    if not initiator & R.DISPATCH_CS_W32_EN:
+      raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
+    starts = [sh.get(R.COMPUTE_START_X + i, 0) for i in range(3)]
+    if any(starts): raise QueueError(queue.name, f"COMPUTE_START_X/Y/Z = {starts}: dispatch offsets are not modelled")
+    block = tuple(sh.get(R.COMPUTE_NUM_THREAD_X + i, 0) & 0xFFFF for i in range(3))
+    if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
+      raise QueueError(queue.name, f"COMPUTE_NUM_THREAD_X/Y/Z = {block}: a work-group has 1 to 1024 threads")
+    if 0 in grid: return
+    if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
+      raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
+    pgm = ((sh.get(R.COMPUTE_PGM_LO, 0) | (sh.get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
+    rsrc2 = sh.get(R.COMPUTE_PGM_RSRC2, 0)
+    wavesize = (sh.get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
+    self._run_emulator(pgm_addr=pgm, rsrc1=sh.get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
+                       rsrc3=sh.get(R.COMPUTE_PGM_RSRC3, 0),
+                       user_sgprs=[sh.get(R.COMPUTE_USER_DATA_0 + i, 0) for i in range(R.NUM_USER_DATA)],
+                       grid=grid, block=block, lds_bytes=((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
+                       scratch=ScratchSetup(None, wavesize * R.TMPRING_GRANULE // 32))
+
+  def dispatch_aql(self, queue, pkt: int) -> None:
+    """An hsa_kernel_dispatch_packet_t at pkt (hsa.h): sizes, kernel descriptor, kernarg address."""
+    from .emu import ScratchSetup
+    mem, where = self.mem, f"{queue.name} dispatch packet"
+    raw = mem.read_bytes(pkt, 64, where)
+    _, setup, wx, wy, wz, _, gx, gy, gz, private, group, kobj, kernarg, _, _ = struct.unpack("<HHHHHHIIIIIQQQQ", raw)
+    offset = (pkt - queue.ring_base) % queue.ring_size
+
+    def fail(msg): return QueueError(queue.name, msg, opcode=R.AQL_TYPE_KERNEL_DISPATCH, offset=offset)
+    dims = setup & 3
+    wg, gs = (wx, wy, wz), (gx, gy, gz)
+    if not 1 <= dims <= 3: raise fail(f"dispatch packet with {dims} dimensions")
+    if min(wg) < 1 or wx * wy * wz > 1024: raise fail(f"work-group size {wg} is not 1 to 1024 threads")
+    if (gx // wx) * (gy // wy) * (gz // wz) > MAX_WORKGROUPS: raise fail(f"grid {gs} exceeds the mock's {MAX_WORKGROUPS} work-groups")
+    if any(g % w for g, w in zip(gs, wg)): raise fail(f"grid {gs} is not a multiple of the work-group {wg} (partial work-groups are not modelled)")
+    kd = mem.read_bytes(kobj, 64, f"{queue.name} kernel descriptor")
+    group_fixed, private_fixed = struct.unpack_from("<II", kd, R.KD_GROUP_SEGMENT)
+    (entry,) = struct.unpack_from("<q", kd, R.KD_ENTRY_OFFSET)
+    rsrc3, rsrc1, rsrc2 = struct.unpack_from("<III", kd, R.KD_RSRC3)
+    (props,) = struct.unpack_from("<H", kd, R.KD_CODE_PROPERTIES)
+    if not props & R.KCP_WAVE32: raise fail("kernel descriptor is wave64: not modelled")
+    values = {0: [0, 0, 0, 0], 1: [pkt & 0xFFFFFFFF, pkt >> 32],
+              2: [queue.amd_queue_address & 0xFFFFFFFF, queue.amd_queue_address >> 32],
+              3: [kernarg & 0xFFFFFFFF, kernarg >> 32], 4: [queue.read_index & 0xFFFFFFFF, queue.read_index >> 32],
+              5: [0, 0], 6: [private]}
+    user = [v for bit, n in R.KCP_USER_SGPRS if props & (1 << bit) for v in values[bit]]
+    self._run_emulator(pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+                       user_sgprs=(user + [0] * R.NUM_USER_DATA)[:R.NUM_USER_DATA],
+                       grid=tuple(g // w for g, w in zip(gs, wg)), block=wg, lds_bytes=max(group, group_fixed),
+                       scratch=ScratchSetup(None, max(private, private_fixed)))

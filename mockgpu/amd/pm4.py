@@ -1,0 +1,239 @@
+"""The PM4 command processor of the mock gfx1100 (a compute queue's ME): packets from a ring and from indirect
+buffers, resumable at a packet that waits (WAIT_REG_MEM) until the memory it polls changes.
+
+Packet layouts: nvd.h (linux 6.12) and the digest in shared/reference/amd_kfd_pm4_sdma_am.md section 2.1.
+Anything the processor cannot execute (a type-0/1 packet, an unknown opcode, a register outside its window, a
+packet running past the end of its IB) is a QueueError naming the opcode and the ring offset; a memory access
+outside the GPU's mappings is a GPUFault with the address. Neither escapes as another exception type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import QueueError
+from . import regs as R
+
+MAX_IB_DEPTH = 4      # ring -> IB -> chained IBs; deeper nesting is a queue error
+MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the queue stays runnable)
+
+
+@dataclass
+class Frame:
+  """A dword stream being executed: the ring (positions grow forever, read modulo its size) or a buffer."""
+  base: int
+  size_dw: int        # ring size (ring) or buffer length
+  pos: int            # next dword to execute
+  end: int            # one past the last dword available
+  ring: bool
+  ring_offset: int    # byte offset in the ring of the packet that started this frame (IBs), else 0
+  what: str
+
+
+def compare(function: int, value: int, ref: int) -> bool:
+  """WAIT_REG_MEM / POLL_REGMEM compare functions (nvd.h WAIT_REG_MEM_FUNCTION): 0 always, 1 <, 2 <=, 3 ==, 4 !=,
+  5 >=, 6 >; 7 is reserved."""
+  if function == 0: return True
+  if function == 1: return value < ref
+  if function == 2: return value <= ref
+  if function == 3: return value == ref
+  if function == 4: return value != ref
+  if function == 5: return value >= ref
+  if function == 6: return value > ref
+  raise ValueError(function)
+
+
+class PM4Engine:
+  """Executes PM4 packets for one queue. `gpu` provides mem (DeviceMemory), read_reg/write_reg, clock(),
+  interrupt(queue, ctxid) and dispatch_direct(queue, sh, grid, initiator)."""
+
+  def __init__(self, gpu, queue):
+    self.gpu, self.queue = gpu, queue
+    self.sh: dict[int, int] = {}           # SET_SH_REG offsets -> values (the queue's compute pipe state)
+    self.uconfig: dict[int, int] = {}
+    self.frames: list[Frame] = []
+    self.blocked_on: str | None = None     # what the current packet waits for
+    self.packets = 0
+    self.max_packets = MAX_PACKETS_PER_RUN
+
+  # ---- stream access
+  def _ring_offset(self, frame: Frame, pos: int) -> int:
+    return (pos % frame.size_dw) * 4 if frame.ring else frame.ring_offset
+
+  def _error(self, frame: Frame, pos: int, message: str, opcode: int | None) -> QueueError:
+    where = "" if frame.ring else f" (in {frame.what} at {frame.base:#x}, dword {pos})"
+    return QueueError(self.queue.name, message + where, opcode=opcode, offset=self._ring_offset(frame, pos))
+
+  def _read(self, frame: Frame, pos: int, count: int) -> list[int]:
+    if not frame.ring: return self.gpu.mem.read_dwords(frame.base + 4 * pos, count, f"{self.queue.name} {frame.what}")
+    start = pos % frame.size_dw
+    first = min(count, frame.size_dw - start)
+    out = self.gpu.mem.read_dwords(frame.base + 4 * start, first, f"{self.queue.name} ring")
+    if first < count: out += self.gpu.mem.read_dwords(frame.base, count - first, f"{self.queue.name} ring")
+    return out
+
+  # ---- execution
+  def run(self) -> bool:
+    """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
+    progress = False
+    budget = self.max_packets
+    while self.frames and budget > 0:
+      budget -= 1
+      frame = self.frames[-1]
+      if frame.pos >= frame.end:
+        if frame.ring: break
+        self.frames.pop()
+        progress = True
+        continue
+      (header,) = self._read(frame, frame.pos, 1)
+      kind = header >> 30
+      if kind == 2:                      # type-2: a one-dword filler the CP skips
+        frame.pos += 1
+        progress = True
+        continue
+      opcode = (header >> 8) & 0xFF
+      if kind != 3:
+        raise self._error(frame, frame.pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
+      count = ((header >> 16) & 0x3FFF) + 1
+      if frame.pos + 1 + count > frame.end:
+        if frame.ring and count < frame.size_dw: break     # the rest of the packet is not written yet
+        raise self._error(frame, frame.pos, f"packet of {count} body dwords runs past the end of the "
+                                            f"{'ring' if frame.ring else frame.what}", opcode)
+      handler = self.HANDLERS.get(opcode)
+      if handler is None:
+        raise self._error(frame, frame.pos, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})", opcode)
+      body = self._read(frame, frame.pos + 1, count)
+      here = frame.pos
+      done = handler(self, body, frame, here, opcode)
+      if not done: break
+      if frame.pos == here: frame.pos += 1 + count      # handlers that push a frame advanced the parent already
+      self.blocked_on = None
+      self.packets += 1
+      progress = True
+    return progress
+
+  # ---- packets
+  def _nop(self, body, frame, pos, op): return True
+
+  def _set_sh_reg(self, body, frame, pos, op):
+    start = body[0] & 0xFFFF
+    if start + len(body) - 1 > R.SET_SH_REG_END - R.SET_SH_REG_START:
+      raise self._error(frame, pos, f"SET_SH_REG of {len(body) - 1} registers at offset {start:#x} leaves the SH window", op)
+    for i, v in enumerate(body[1:]): self.sh[start + i] = v
+    return True
+
+  def _set_uconfig_reg(self, body, frame, pos, op):
+    start = body[0] & 0xFFFF
+    for i, v in enumerate(body[1:]): self.uconfig[start + i] = v
+    return True
+
+  def _dispatch_direct(self, body, frame, pos, op):
+    if len(body) < 4: raise self._error(frame, pos, f"DISPATCH_DIRECT needs 4 body dwords, has {len(body)}", op)
+    try: self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3])
+    except QueueError as e:
+      raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
+    return True
+
+  def _wait_reg_mem(self, body, frame, pos, op):
+    if len(body) < 5: raise self._error(frame, pos, f"WAIT_REG_MEM needs 6 body dwords, has {len(body)}", op)
+    info, lo, hi, ref, mask = body[:5]
+    function, mem_space, operation = info & 7, (info >> 4) & 3, (info >> 6) & 3
+    if function == 7: raise self._error(frame, pos, "WAIT_REG_MEM with reserved compare function 7", op)
+    if mem_space == 1:
+      if operation != 0: raise self._error(frame, pos, f"WAIT_REG_MEM operation {operation} on memory", op)
+      addr = (lo & ~3) | (hi << 32)
+      value = self.gpu.mem.read32(addr, f"{self.queue.name} WAIT_REG_MEM")
+      what = f"memory {addr:#x}"
+    elif mem_space == 0:
+      if operation == 1:      # write the reference to the request register, then wait on the done register
+        reg = hi & 0x3FFFF
+        self.gpu.request_reg(lo & 0x3FFFF, reg, ref)
+      elif operation == 0: reg = lo & 0x3FFFF
+      else: raise self._error(frame, pos, f"WAIT_REG_MEM operation {operation} is reserved", op)
+      value = self.gpu.read_reg(reg)
+      what = f"register {reg:#x}"
+    else: raise self._error(frame, pos, f"WAIT_REG_MEM memory space {mem_space} is not supported", op)
+    if compare(function, value & mask, ref): return True
+    self.blocked_on = f"WAIT_REG_MEM: {what} & {mask:#x} {R.WAIT_FUNCTIONS[function]} {ref:#x} (now {value & mask:#x})"
+    return False
+
+  def _indirect_buffer(self, body, frame, pos, op):
+    if len(body) < 3: raise self._error(frame, pos, f"INDIRECT_BUFFER needs 3 body dwords, has {len(body)}", op)
+    lo, hi, ctl = body[:3]
+    if not ctl & R.INDIRECT_BUFFER_VALID: raise self._error(frame, pos, "INDIRECT_BUFFER without the VALID bit", op)
+    size = ctl & R.IB_SIZE_MASK
+    depth = sum(1 for f in self.frames if not f.ring)
+    if depth >= MAX_IB_DEPTH: raise self._error(frame, pos, f"indirect buffers nested deeper than {MAX_IB_DEPTH}", op)
+    frame.pos = pos + 1 + len(body)
+    if size:
+      addr = (lo & ~3) | ((hi & 0xFFFF) << 32)
+      self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
+      self.frames.append(Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}"))
+    return True
+
+  def _release_mem(self, body, frame, pos, op):
+    if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
+    sel, lo, hi, data_lo, data_hi = body[1:6]
+    ctxid = body[6] if len(body) > 6 else 0
+    data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
+    addr = lo | (hi << 32)
+    what = f"{self.queue.name} RELEASE_MEM"
+    if data_sel == R.RELEASE_DATA_32: self.gpu.mem.write32(addr & ~3, data_lo, what)
+    elif data_sel == R.RELEASE_DATA_64: self.gpu.mem.write64(addr & ~7, data_lo | (data_hi << 32), what)
+    elif data_sel == R.RELEASE_DATA_GPU_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)
+    elif data_sel == R.RELEASE_DATA_SYS_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)
+    elif data_sel != R.RELEASE_DATA_NONE:
+      raise self._error(frame, pos, f"RELEASE_MEM data_sel {data_sel} is not supported", op)
+    if int_sel in (1, 2, 3): self.gpu.interrupt(self.queue, ctxid)
+    elif int_sel: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
+    return True
+
+  def _write_data(self, body, frame, pos, op):
+    if len(body) < 3: raise self._error(frame, pos, f"WRITE_DATA needs at least 3 body dwords, has {len(body)}", op)
+    control, lo, hi = body[:3]
+    data = body[3:]
+    dst_sel = (control >> 8) & 0xF
+    one_addr = bool(control & R.WRITE_DATA_ONE_ADDR)
+    if dst_sel == R.WRITE_DATA_DST_REG:
+      for i, v in enumerate(data): self.gpu.write_reg((lo & 0x3FFFF) + (0 if one_addr else i), v)
+    elif dst_sel in (1, 2, 5):
+      addr = (lo & ~3) | (hi << 32)
+      for i, v in enumerate(data): self.gpu.mem.write32(addr + (0 if one_addr else 4 * i), v, f"{self.queue.name} WRITE_DATA")
+    else: raise self._error(frame, pos, f"WRITE_DATA dst_sel {dst_sel} is not supported", op)
+    return True
+
+  def _copy_data(self, body, frame, pos, op):
+    if len(body) < 5: raise self._error(frame, pos, f"COPY_DATA needs 5 body dwords, has {len(body)}", op)
+    control, src_lo, src_hi, dst_lo, dst_hi = body[:5]
+    src_sel, dst_sel, wide = control & 0xF, (control >> 8) & 0xF, bool(control & R.COPY_DATA_COUNT_SEL)
+    what = f"{self.queue.name} COPY_DATA"
+    if src_sel == R.COPY_SEL_REG:
+      value = self.gpu.read_reg(src_lo & 0x3FFFF) | ((self.gpu.read_reg((src_lo & 0x3FFFF) + 1) << 32) if wide else 0)
+    elif src_sel in (R.COPY_SEL_MEM, R.COPY_SEL_TC_L2):
+      src = src_lo | (src_hi << 32)
+      value = self.gpu.mem.read64(src & ~7, what) if wide else self.gpu.mem.read32(src & ~3, what)
+    elif src_sel == R.COPY_SEL_IMM: value = src_lo | ((src_hi << 32) if wide else 0)
+    elif src_sel == R.COPY_SEL_GPU_CLOCK: value = self.gpu.clock() if wide else self.gpu.clock() & 0xFFFFFFFF
+    else: raise self._error(frame, pos, f"COPY_DATA src_sel {src_sel} is not supported", op)
+    if dst_sel == R.COPY_SEL_REG:
+      self.gpu.write_reg(dst_lo & 0x3FFFF, value & 0xFFFFFFFF)
+      if wide: self.gpu.write_reg((dst_lo & 0x3FFFF) + 1, value >> 32)
+    elif dst_sel in (1, 2, 5):
+      dst = dst_lo | (dst_hi << 32)
+      if wide: self.gpu.mem.write64(dst & ~7, value, what)
+      else: self.gpu.mem.write32(dst & ~3, value, what)
+    else: raise self._error(frame, pos, f"COPY_DATA dst_sel {dst_sel} is not supported", op)
+    return True
+
+  def _pred_exec(self, body, frame, pos, op):
+    """PRED_EXEC [xcc_mask << 24 | ndw]: the next ndw dwords run only on the XCCs in the mask (this GPU has XCC 0)."""
+    ndw = body[0] & 0x3FFF
+    frame.pos = pos + 1 + len(body)
+    if not (body[0] >> 24) & 1: frame.pos += ndw
+    return True
+
+  HANDLERS = {
+    R.PM4_NOP: _nop, R.PM4_SET_SH_REG: _set_sh_reg, R.PM4_SET_UCONFIG_REG: _set_uconfig_reg,
+    R.PM4_DISPATCH_DIRECT: _dispatch_direct, R.PM4_WAIT_REG_MEM: _wait_reg_mem,
+    R.PM4_INDIRECT_BUFFER: _indirect_buffer, R.PM4_RELEASE_MEM: _release_mem, R.PM4_EVENT_WRITE: _nop,
+    R.PM4_ACQUIRE_MEM: _nop, R.PM4_WRITE_DATA: _write_data, R.PM4_COPY_DATA: _copy_data, R.PM4_PRED_EXEC: _pred_exec,
+  }

@@ -1,0 +1,99 @@
+"""Faults and limits: an access outside every mapping is a GPUFault carrying the address (the host survives);
+a kernel that never ends is stopped by the instruction budget; the code must lie in mapped memory."""
+import numpy as np
+import pytest
+
+from hcq.errors import GPUFault
+from hcq.mockgpu.amd.emu import GPUMemory, InstructionBudgetExceeded, dispatch
+
+from . import clbuild
+from .loader import HostBuffers, Kernel
+
+pytestmark = [pytest.mark.tools("clang-19", "ld.lld-19", "llvm-dis-19", "llvm-as-19")]
+
+COPY = """kernel void copy(global const uint *src, global uint *dst) {
+  uint i = get_global_id(0);
+  dst[i] = src[i];
+}"""
+SPIN = """kernel void spin(global volatile const uint *flag, global uint *out) {
+  uint n = 0;
+  while (flag[0] == 0u) n++;
+  out[get_global_id(0)] = n;
+}"""
+
+
+def _kernel(source, name):
+  if not clbuild.available(): pytest.skip("clang-19 / rocm-device-libs missing")
+  bufs = HostBuffers(GPUMemory())
+  return Kernel(bufs, clbuild.build(source), name), bufs
+
+
+def test_load_from_unmapped_address_faults_with_that_address():
+  k, bufs = _kernel(COPY, "copy")
+  pd, dst = bufs.array(np.zeros(64, np.uint32))
+  unmapped = 0x7000_0000_0000
+  assert bufs.memory.range_of(unmapped) is None
+  with pytest.raises(GPUFault) as e:
+    k(unmapped, pd, grid=(1, 1, 1), block=(64, 1, 1))
+  assert e.value.address == unmapped
+  assert e.value.kind == "page fault"
+  assert (dst == 0).all()
+
+
+def test_load_past_the_end_of_a_buffer_faults_at_the_first_bad_address():
+  k, bufs = _kernel(COPY, "copy")
+  ps, src = bufs.array(np.arange(32, dtype=np.uint32))   # 32 elements, 64 threads read
+  pd, dst = bufs.array(np.zeros(64, np.uint32))
+  with pytest.raises(GPUFault) as e:
+    k(ps, pd, grid=(1, 1, 1), block=(64, 1, 1))
+  start, end = bufs.memory.range_of(ps)
+  assert end <= e.value.address < ps + 64 * 4
+  assert bufs.memory.range_of(e.value.address) is None
+
+
+def test_store_to_unmapped_address_faults_and_writes_nothing():
+  k, bufs = _kernel(COPY, "copy")
+  ps, src = bufs.array(np.arange(64, dtype=np.uint32))
+  pd, dst = bufs.array(np.zeros(64, np.uint32))
+  bufs.memory.remove_range(pd)
+  with pytest.raises(GPUFault) as e:
+    k(ps, pd, grid=(1, 1, 1), block=(64, 1, 1))
+  assert e.value.address == pd
+  assert (dst == 0).all()
+
+
+def test_kernel_that_never_ends_is_stopped_by_the_budget():
+  k, bufs = _kernel(SPIN, "spin")
+  pf, flag = bufs.array(np.zeros(1, np.uint32))
+  po, out = bufs.array(np.zeros(64, np.uint32))
+  with pytest.raises(InstructionBudgetExceeded) as e:
+    k(pf, po, grid=(1, 1, 1), block=(64, 1, 1), budget=100_000)
+  assert "100000" in str(e.value) and "budget" in str(e.value)
+  assert isinstance(e.value, GPUFault) and e.value.kind == "instruction budget"
+  flag[0] = 1   # the same kernel ends once the flag is set
+  st = k(pf, po, grid=(1, 1, 1), block=(64, 1, 1), budget=100_000)
+  assert st.wave_instructions < 100_000 and (out == 0).all()
+
+
+def test_program_counter_outside_every_mapping_faults():
+  mem = GPUMemory()
+  with pytest.raises(GPUFault) as e:
+    dispatch(mem, pgm_addr=0x1000_0000, rsrc1=0, rsrc2=0, user_sgprs=[], grid=(1, 1, 1), block=(32, 1, 1))
+  assert e.value.address == 0x1000_0000
+
+
+def test_code_rewritten_in_place_is_retranslated():
+  mem = GPUMemory()
+  bufs = HostBuffers(mem)
+  pcode, code = bufs.alloc(256)
+  pout, out = bufs.array(np.zeros(2, np.uint32))
+  # s_mov_b32 s2, <literal>; v_mov_b32 v0, s2; v_mov_b32 v1, 0; global_store_b32 v1, v0, s[0:1]; s_endpgm
+  # (encodings from llvm-mc-19 -show-encoding)
+  def program(value):
+    words = [0xBE8200FF, value, 0x7E000202, 0x7E020280, 0xDC6A0000, 0x00000001, 0xBFB00000]
+    code[:4 * len(words)] = np.array(words, np.uint32).view(np.uint8)
+  for value in (7, 1234):
+    program(value)
+    dispatch(mem, pgm_addr=pcode, rsrc1=0, rsrc2=2 << 1, user_sgprs=[pout & 0xFFFFFFFF, pout >> 32],
+             grid=(1, 1, 1), block=(1, 1, 1))
+    assert out[0] == value

@@ -1,0 +1,147 @@
+"""The mock KFD: ioctl dispatch from the generated bindings, memory rules, topology, several GPUs, AMDGPU_INFO."""
+import ctypes
+import errno
+import os
+
+import pytest
+
+from hcq.autogen import amdgpu_drm, kfd
+from hcq.errors import OSCallError
+from hcq.mockgpu import mock_amd_os
+from mock_kfd_harness import Harness, pm4
+
+
+@pytest.fixture
+def h():
+  har = Harness(gpus=2)
+  yield har
+  har.os.close()
+
+
+def test_version_and_topology(h):
+  assert (h.version.major_version, h.version.minor_version) == (kfd.KFD_IOCTL_MAJOR_VERSION, kfd.KFD_IOCTL_MINOR_VERSION)
+  nodes = h.os.sysfs_list("devices/virtual/kfd/kfd/topology/nodes")
+  assert nodes == ["0", "1", "2"]
+  assert h.os.sysfs_read("class/kfd/kfd/topology/nodes/0/gpu_id") == "0\n"        # node 0 is the CPU
+  ids = [int(h.os.sysfs_read(f"devices/virtual/kfd/kfd/topology/nodes/{n}/gpu_id")) for n in ("1", "2")]
+  assert len(set(ids)) == 2 and all(ids)
+  p = h.props
+  assert p["gfx_target_version"] == 110000 and p["drm_render_minor"] == 128 and p["wave_front_size"] == 32
+  assert p["simd_count"] == p["array_count"] * p["cu_per_simd_array"] * p["simd_per_cu"]
+  assert p["lds_size_in_kb"] == 64 and p["max_waves_per_simd"] == 16
+  ip = "class/drm/renderD128/device/ip_discovery/die/0/11/0"
+  assert [h.os.sysfs_read(f"{ip}/{f}").strip() for f in ("major", "minor", "revision")] == ["11", "0", "0"]
+  assert h.os.sysfs_read("class/drm/renderD128/device/vendor") == "0x1002\n"
+
+
+def test_unknown_and_unsupported_ioctls_name_themselves(h):
+  with pytest.raises(OSCallError, match="request 0xc0ffee is not a KFD or DRM ioctl") as e:
+    h.kfd.ioctl(0xC0FFEE, bytearray(16))
+  assert e.value.errno == errno.ENOTTY
+  with pytest.raises(OSCallError, match="AMDKFD_IOC_SVM is not supported by the mock") as e:
+    kfd.AMDKFD_IOC_SVM(h.kfd)
+  assert e.value.errno == errno.EINVAL
+
+
+def test_memory_rules(h):
+  a = h.alloc(0x4000, "gtt")
+  flags = (kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) & 0xFFFFFFFF
+  with pytest.raises(OSCallError, match="overlaps the allocation") as e:
+    kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=a.va + 0x1000, size=0x1000, gpu_id=h.gpu_id, flags=flags)
+  assert e.value.errno == errno.EINVAL
+  stray = ctypes.create_string_buffer(0x3000)        # host memory the OS interface never handed out
+  va = (ctypes.addressof(stray) + 0xFFF) & ~0xFFF
+  with pytest.raises(OSCallError, match="not inside memory reserved"):
+    kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=va, size=0x1000, gpu_id=h.gpu_id, flags=flags)
+  uflags = (kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) & 0xFFFFFFFF
+  with pytest.raises(OSCallError, match="USERPTR .* is not host memory") as e:
+    kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=va, size=0x1000, gpu_id=h.gpu_id, flags=uflags, mmap_offset=va)
+  assert e.value.errno == errno.EFAULT
+  with pytest.raises(OSCallError, match="still mapped") as e: kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=a.handle)
+  assert e.value.errno == errno.EBUSY
+  with pytest.raises(OSCallError, match="unknown memory handle"): kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=0x1234)
+  u = h.alloc(0x2000, "userptr")
+  ctypes.memmove(u.va, b"userptr!", 8)
+  h.free(u)
+  h.free(a)
+  # unmapped from the GPU: a packet touching it now faults
+  q = h.queue("compute")
+  from hcq.errors import GPUFault
+  with pytest.raises(GPUFault) as e: q.submit(pm4(0x37, 5 << 8, a.va, a.va >> 32, 1))
+  assert e.value.address == a.va
+
+
+def test_vram_is_gpu_memory_at_the_reserved_address(h):
+  m = h.alloc(0x10000, "vram")
+  q = h.queue("sdma")
+  q.submit([0xB | (2 << 30), m.va & 0xFFFFFFFF, m.va >> 32, 0x01020304, 0xFFFF])
+  assert bytes(h.os.memview(m.va, 8)) == bytes([4, 3, 2, 1] * 2)
+
+
+def test_several_gpus_and_peer_mapping():
+  os_ = mock_amd_os(gpus=2)
+  h0 = Harness(os=os_, gpu_index=0)
+  h1 = Harness(os=os_, gpu_index=1, parent=h0)
+  assert h0.gpu_id != h1.gpu_id and h1.props["drm_render_minor"] == 129
+  with pytest.raises(OSCallError, match="event page is already set"):     # one event page per KFD process
+    kfd.AMDKFD_IOC_CREATE_EVENT(h1.kfd, event_page_offset=h1.alloc(0x8000, "gtt").handle)
+  buf = h0.alloc(0x1000, "gtt")
+  ids = (ctypes.c_uint32 * 1)(h1.gpu_id)
+  r = kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(h0.kfd, handle=buf.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)
+  assert r.n_success == 1
+  q = h1.queue("compute")             # GPU 1 writes into GPU 0's allocation
+  q.submit(pm4(0x37, 5 << 8, buf.va, buf.va >> 32, 0x600D) + h1.release_signal(h1.signals.va, 1))
+  assert buf.u32()[0] == 0x600D and h1.signals.u64()[0] == 1
+  os_.close()
+
+
+def test_amdgpu_info_dev_info(h):
+  info = amdgpu_drm.struct_drm_amdgpu_info_device()
+  amdgpu_drm.DRM_IOCTL_AMDGPU_INFO(h.drm, return_pointer=ctypes.addressof(info), return_size=ctypes.sizeof(info),
+                                   query=amdgpu_drm.AMDGPU_INFO_DEV_INFO)
+  assert info.device_id == 0x744C and info.family == amdgpu_drm.AMDGPU_FAMILY_GC_11_0_0
+  assert info.cu_active_number == h.props["simd_count"] // h.props["simd_per_cu"]
+  assert sum(bin(info.cu_bitmap[se][sa]).count("1") for se in range(4) for sa in range(4)) == info.cu_active_number
+  assert info.wave_front_size == 32 and info.gpu_counter_freq == 100_000
+  with pytest.raises(OSCallError, match="AMDGPU_INFO is a render-node ioctl"):
+    amdgpu_drm.DRM_IOCTL_AMDGPU_INFO(h.kfd, return_pointer=ctypes.addressof(info), return_size=8, query=0x16)
+  with pytest.raises(OSCallError) as e:
+    amdgpu_drm.DRM_IOCTL_AMDGPU_INFO(h.drm, return_pointer=8, return_size=64, query=amdgpu_drm.AMDGPU_INFO_DEV_INFO)
+  assert e.value.errno == errno.EFAULT          # a bad user pointer is EFAULT, not a crash
+
+
+def test_queue_creation_checks(h):
+  ring = h.alloc(0x1000, "gtt")
+  with pytest.raises(OSCallError, match="not a power of two"):
+    kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=ring.va, ring_size=3000, gpu_id=h.gpu_id,
+                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA, read_pointer_address=ring.va,
+                                write_pointer_address=ring.va + 8)
+  with pytest.raises(OSCallError, match="not memory mapped"):
+    kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=0x7E0000000000, ring_size=0x1000, gpu_id=h.gpu_id,
+                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA, read_pointer_address=ring.va,
+                                write_pointer_address=ring.va + 8)
+  q = h.queue("sdma")
+  kfd.AMDKFD_IOC_DESTROY_QUEUE(h.kfd, queue_id=q.queue_id)
+  with pytest.raises(OSCallError, match=f"no queue {q.queue_id}"): kfd.AMDKFD_IOC_DESTROY_QUEUE(h.kfd, queue_id=q.queue_id)
+  with pytest.raises(OSCallError, match="map_mmio"): h.kfd.mmap(0x2000, h.doorbell_base)
+
+
+def test_wait_events_times_out(h):
+  import time
+  t0 = time.monotonic()
+  result, _ = h.wait(timeout_ms=30)
+  assert result == kfd.KFD_IOC_WAIT_RESULT_TIMEOUT and time.monotonic() - t0 >= 0.025
+  kfd.AMDKFD_IOC_SET_EVENT(h.kfd, event_id=h.event_id)
+  assert h.wait(timeout_ms=0)[0] == kfd.KFD_IOC_WAIT_RESULT_COMPLETE
+
+
+def test_hcq_open_mock_amd_uses_this_mock():
+  import hcq
+  import numpy as np
+  dev = hcq.open("MOCK+AMD")
+  try:
+    b = dev.alloc(1 << 16)
+    data = np.arange(1 << 14, dtype=np.uint32)
+    dev.copyin(b, data)
+    assert np.array_equal(np.frombuffer(dev.copyout(b), np.uint32), data)
+  finally: dev.close()
