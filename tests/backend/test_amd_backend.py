@@ -32,7 +32,6 @@ def _check_disassembly(blob: bytes):
   for (t, words), enc in zip(insts, encs):
     got = bytes(int(b, 16) for b in enc.split(","))
     ours = b"".join(int(w, 16).to_bytes(4, "little") for w in words.split())
-    if "0.15915494" in t and ours[-4:] == bytes.fromhex("83f9223e"): continue   # 1/(2 pi) as a literal on purpose
     assert got == ours, f"{t}: llvm-mc {got.hex()} vs ours {ours.hex()}"
   return dis
 

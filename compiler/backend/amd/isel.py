@@ -37,8 +37,7 @@ from .isel_mir import EXEC_LO, NULL, Imm, MInst, Spec, VReg
 TARGET = "gfx1100"
 UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
-USE_SAVEEXEC = False     # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and); off while the
-                         # emulator on main lacks it
+USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
 
 INLINE_F32 = {0x3f000000, 0xbf000000, 0x3f800000, 0xbf800000, 0x40000000, 0xc0000000, 0x40800000, 0xc0800000,
               0x3e22f983}
@@ -445,8 +444,7 @@ class ISel:
       return self.vop("v_mul_f32_e64", s[0], self.vop("v_rcp_f32_e64", s[1]))
     if op is Ops.SIN:   # v_sin takes revolutions (RDNA3 ISA: V_SIN_F32 "sin(S0 * 2 * PI)")
       if t == "f16": raise _err(u, "f16 SIN")
-      # (1/(2 pi) as a literal rather than inline constant 248, which the emulator does not read yet)
-      return self.vop("v_sin_f32_e64", self.vop("v_mul_f32_e64", s[0], Imm(0x3e22f983, "int")))
+      return self.vop("v_sin_f32_e64", self.vop("v_mul_f32_e64", s[0], Imm(0x3e22f983, "f32")))
     if op is Ops.MULACC and t == "f16":
       return self.vop("v_add_f16_e64", self.vop("v_mul_f16_e64", s[0], s[1]), s[2])
     if op is Ops.ADD and t == "f32":
