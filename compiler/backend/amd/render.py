@@ -20,8 +20,11 @@ from ...lower.target import Target
 from .isel import Selection, is_inline, select
 from .isel_mir import NULL, Imm, MInst, Spec, VReg
 from .regalloc import Allocation, allocate
+from .render_hazards import fix_hazards
 from .tables import arch_tables
 
+S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
+CODE_END_PAD = 64
 SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
 INLINE_FLOAT_CODES = {0x3f000000: 240, 0xbf000000: 241, 0x3f800000: 242, 0xbf800000: 243, 0x40000000: 244,
                       0xc0000000: 245, 0x40800000: 246, 0xc0800000: 247, 0x3e22f983: 248}
@@ -179,7 +182,9 @@ def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
   sel = select(lin)
   code = insert_waitcnt(sel.code)
   regs = allocate(code, sel.loops, sel.name)
-  text = assemble(code, arch)
+  code = fix_hazards(code)
+  # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
+  text = assemble(code, arch) + S_CODE_END * CODE_END_PAD
   return Compiled(sel, code, text, regs, time.perf_counter() - t0)
 
 
