@@ -410,11 +410,24 @@ class ISel:
     dt, op = u.dtype, u.op
     sdt = u.src[0].dtype
     if dt.itemsize == 8 or sdt.itemsize == 8: raise _err(u, "64-bit arithmetic is not supported")
+    same = self.identity(u, srcs)
+    if same is not None: return same
     if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
     if op is Ops.WHERE: return self.cndmask(srcs[0], srcs[2], srcs[1])
     if sdt.is_float: return self.float_alu(u, srcs)
     if sdt.is_int: return self.int_alu(u, srcs)
     raise _err(u)
+
+  def identity(self, u: UOp, s):
+    """x+0, x-0, x|0, x^0, x<<0, x>>0, x*1 (integers; x*1 also floats): the operand itself."""
+    op, dt = u.op, u.dtype
+    if not (dt.is_int or (dt.is_float and op is Ops.MUL)) or dt.is_bool: return None
+    one = imm_of(1, dt)
+    for k in ((0, 1) if op in (Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL) else (1,) if op in (Ops.SUB, Ops.SHL, Ops.SHR) else ()):
+      c = s[k] if len(s) > k else None
+      if not isinstance(c, Imm): continue
+      if (op is Ops.MUL and c == one) or (op is not Ops.MUL and c.bits == 0): return s[1 - k]
+    return None
 
   def mask_alu(self, u: UOp, s):
     op = u.op
@@ -593,10 +606,8 @@ class ISel:
       if src.is_float: return self.vcmp(f"v_cmp_neq_{'f32' if src.itemsize == 4 else 'f16'}_e64", x, Imm(0))
       return self.vcmp("v_cmp_ne_u32_e64", x, Imm(0))
     if src.is_int and dt.is_int:
-      if dt.itemsize >= 4 or (dt.itemsize > src.itemsize and (dt.is_unsigned == src.is_unsigned or not src.is_unsigned)):
-        if src.itemsize < 4 and src.kind == "int" and dt.is_unsigned and dt.itemsize > src.itemsize:
-          return self.narrow(x, dt)
-        return x
+      # registers hold 8/16-bit ints extended by their own signedness: widening keeps the value when it fits
+      if dt.itemsize >= 4 or (src.itemsize < dt.itemsize and (src.is_unsigned or not dt.is_unsigned)): return x
       return self.narrow(x, dt)
     if src.is_int and dt.is_float:
       f = self.vop("v_cvt_f32_u32_e64" if src.is_unsigned else "v_cvt_f32_i32_e64", x)
@@ -618,14 +629,26 @@ class ISel:
 
   # ------------------------------------------------------------------ memory
   def split_index(self, idx: UOp):
-    """(register part, constant part) of an index: ADD(x, c) -> (x, c)."""
+    """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
+    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
     v = self.get(idx)
     if isinstance(v, Imm): return None, value_of(v, idx.dtype)
-    if idx.op is Ops.ADD:
-      a, b = self.val.get(idx.src[0]), self.val.get(idx.src[1])
-      if isinstance(b, Imm) and a is not None and not isinstance(a, Imm): return a, value_of(b, idx.src[1].dtype)
-      if isinstance(a, Imm) and b is not None and not isinstance(b, Imm): return b, value_of(a, idx.src[0].dtype)
-    return v, 0
+    if idx.op is not Ops.ADD: return v, 0
+    regs, const, stack = [], 0, [idx]
+    while stack:
+      u = stack.pop()
+      val = self.val.get(u)
+      if isinstance(val, Imm): const += value_of(val, u.dtype)
+      elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
+      elif val is None: return v, 0
+      else: regs.append(val)
+    if const == 0 or not regs: return v, 0
+    out = regs[0]
+    for r in regs[1:]:
+      if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
+        out = self.sop2("s_add_i32", out, r)
+      else: out = self.vop("v_add_nc_u32_e64", out, r)
+    return out, const
 
   def byte_offset(self, x, size: int):
     """A VGPR holding x * size (x an index register)."""
