@@ -13,6 +13,7 @@ The pipeline (PIPELINE, in order; each entry is a named pass, most of them a Pat
   commit_dtypes   weak ints -> int32/int64 from their bounds; weak floats -> float32; literals typed by their slot
   verify_lowered  lowered_spec
   linearize       priority toposort respecting range nesting -> LINEAR
+  (regalloc.py    loop-aware live ranges and a linear-scan register allocator over the LINEAR form, for backends)
 
 The lowered, linearized form (what a backend such as an RDNA3 instruction selector consumes):
 
