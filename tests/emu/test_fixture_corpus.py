@@ -1,6 +1,5 @@
 """The project's OpenCL corpus (tests/fixtures/opencl: committed gfx1100 code objects + numpy references) run
 directly on the emulator's dispatch() through the test loader (no KFD, no PM4)."""
-import numpy as np
 import pytest
 
 from hcq.mockgpu.amd.emu import GPUMemory
