@@ -123,14 +123,45 @@ def fmin(a, b):
   return np.fmin(a, b)
 
 
+def _fma_round_to_odd(a, b, c):
+  """a*b + c for f32/f16 inputs as an f64 rounded to odd: the product is exact in f64, the sum's rounding error is
+  recovered with TwoSum, and an inexact sum is replaced by its truncation with the lowest bit set. Rounding that to
+  f32 or f16 (<= 24 bits, well under 53 - 2) then gives the correctly rounded fused result."""
+  with np.errstate(all="ignore"):
+    p = np.asarray(a, f64) * np.asarray(b, f64)
+    c = np.asarray(c, f64)
+    s = p + c
+    bv = s - p
+    e = (p - (s - bv)) + (c - bv)
+    inexact = (e != 0) & np.isfinite(s) & np.isfinite(e)
+    bits = s.view(u64)
+    toward_zero = inexact & ((e < 0) != (s < 0))          # |exact| < |s|: step one ulp towards zero
+    bits = np.where(toward_zero, bits - u64(1), bits)
+    bits = np.where(inexact, bits | u64(1), bits)
+  return bits.view(f64)
+
+
+_F32_HALF_ULP, _F32_LOW_BITS = u64(1 << 28), u64((1 << 29) - 1)   # f64 bits below an f32 mantissa (29)
+_F64_EXP, _F32_TINY_EXP = u64(0x7FF << 52), u64((1023 - 125) << 52)   # f64 exponent field; below: f32 denormals
+
+
 def fma32(a, b, c):
-  """Fused multiply-add in f32 via f64 (the product of two f32 is exact in f64; the sum rounds twice, which is
-  exact except for rare halfway cases)."""
-  return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f32)
+  """Fused multiply-add in f32, correctly rounded. Fast path: a*b (exact in f64) + c rounded once to f64 is already
+  correct unless that f64 sits exactly on an f32 rounding midpoint or in the f32 denormal range; only then the
+  round-to-odd path runs."""
+  s = np.asarray(a).astype(f64) * np.asarray(b).astype(f64) + np.asarray(c).astype(f64)
+  bits = s.view(u64)
+  risky = ((bits & _F32_LOW_BITS) == _F32_HALF_ULP) | ((bits & _F64_EXP) < _F32_TINY_EXP)
+  r = s.astype(f32)
+  idx = np.flatnonzero(risky)
+  if idx.size:
+    a, b, c = (np.broadcast_to(np.asarray(v), s.shape).reshape(-1)[idx] for v in (a, b, c))
+    r.reshape(-1)[idx] = _fma_round_to_odd(a, b, c).astype(f32)
+  return r
 
 
 def fma16(a, b, c):
-  return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f16)
+  return _fma_round_to_odd(a, b, c).astype(f16)
 
 
 def fma64(a, b, c):
