@@ -307,3 +307,22 @@ def test_spin_wait_at_lower_pc_does_not_starve_the_writer():
   .Lend:
   """, lanes=64)
   assert (v1 == 42).all()
+
+
+def test_fma_f32_is_rounded_once():
+  # a*b = 2**-24 - 2**-70 and c = 1 + 2**-23: the exact sum lies just below the midpoint 1 + 3 * 2**-24, so the
+  # fused result is 1 + 2**-23; rounding a*b + c to f64 first would land on the midpoint and round to even (1 + 2**-22)
+  a = np.full(32, 2.0 ** -12 * (1 + 2.0 ** -23), np.float32)
+  b = np.full(32, 2.0 ** -12 * (1 - 2.0 ** -23), np.float32)
+  c = np.full(32, 1 + 2.0 ** -23, np.float32)
+  v1, v3 = run("""
+    v_fma_f32 v1, v10, v11, v12
+    v_mov_b32 v3, v12
+    v_fmac_f32 v3, v10, v11
+  """, ins=[a, b, c])
+  from fractions import Fraction
+  exact = Fraction(float(a[0])) * Fraction(float(b[0])) + Fraction(float(c[0]))
+  assert exact < 1 + Fraction(3, 2 ** 24)
+  assert (v1.view(np.float32) == np.float32(1 + 2.0 ** -23)).all()
+  assert (v3 == v1).all()
+  assert (a.astype(np.float64) * b + c).astype(np.float32)[0] == np.float32(1 + 2.0 ** -22)   # the trap avoided
