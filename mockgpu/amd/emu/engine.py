@@ -21,6 +21,7 @@ from .translate import translate
 DONE = -1
 FAIRNESS_STREAK = 256   # scheduling: see _run_batch
 MAX_BATCH_WAVES = 8192   # waves held in registers at once (VGPR arrays: 128 KiB per register per 1024 waves)
+BATCH_VGPR_BYTES = 64 << 20   # ... and at most about this much VGPR state (fewer waves for kernels with many VGPRs)
 
 
 class WaveState:
@@ -78,7 +79,9 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   waves_per_wg = (threads + 31) // 32
   groups = gx * gy * gz
   # work-groups run in batches (they are independent but for memory) so that a huge grid needs bounded memory
-  per_batch = max(1, MAX_BATCH_WAVES // waves_per_wg)
+  vgprs = ((rsrc1 & 0x3F) + 1) * 8
+  batch_waves = max(256, min(MAX_BATCH_WAVES, BATCH_VGPR_BYTES // (vgprs * 32 * 4)))
+  per_batch = max(1, batch_waves // waves_per_wg)
   executed = 0
   cache = _cache(memory)
   checked: set = set()
