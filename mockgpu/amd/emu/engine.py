@@ -194,7 +194,12 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
         if blk.barrier: waiting[:] = True
       else:
         pcs[idx] = nxt
-        if blk.barrier: waiting[idx] = True
+        if blk.barrier:
+          waiting[idx] = True
+          # release every work-group whose live waves have all arrived (s_barrier counts the waves that have not
+          # ended), without waiting for other work-groups
+          pending = np.bincount(wg_local[(pcs != DONE) & ~waiting], minlength=groups)
+          waiting &= pending[wg_local] != 0
       uniform_pc = None
       if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
         waiting[:] = False    # all waves of every group reached the barrier together
