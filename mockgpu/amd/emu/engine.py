@@ -35,11 +35,7 @@ class WaveState:
 
 
 def _cache(memory) -> dict:
-  cache = getattr(memory, "_emu_blocks", None)
-  if cache is None:
-    cache = {}
-    memory._emu_blocks = cache
-  return cache
+  return memory.block_cache
 
 
 def _translate(memory, pc: int, mode: int):
