@@ -100,7 +100,7 @@ def aql_packets(base):
 
 
 def test_aql_random_packets_short(bench):
-  @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+  @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
   @given(words=aql_packets(bench.base))
   def one(words): bench.run(COMPUTE_AQL, words)
   one()
