@@ -67,6 +67,10 @@ class MockAMDGPU:
     self.threaded = bool(os.config.mock_threaded)
     self.instruction_budget = int(os.config.mock_instruction_budget)
     self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "emu_seconds": 0.0}
+    # callables(queue, launch: dict) told of every dispatch before it runs (tests inspect register state with them):
+    # launch = the emulator's arguments (pgm_addr, rsrc1/2/3, user_sgprs, grid, block, lds_bytes, scratch) plus
+    # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
+    self.dispatch_observers: list = []
     self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
     self._kicked = False
     self._stop = False
@@ -161,8 +165,9 @@ class MockAMDGPU:
     if self.listener is not None: self.listener.queue_failed(self, queue, error)
 
   # ---- dispatch
-  def _run_emulator(self, **kw):
+  def _run_emulator(self, queue=None, extra=None, **kw):
     from .emu import dispatch
+    for observe in self.dispatch_observers: observe(queue, {**kw, **(extra or {})})
     stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
     self.stats["dispatches"] += 1
     self.stats["waves"] += stats.waves
@@ -188,7 +193,7 @@ class MockAMDGPU:
     pgm = ((sh.get(R.COMPUTE_PGM_LO, 0) | (sh.get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
     rsrc2 = sh.get(R.COMPUTE_PGM_RSRC2, 0)
     wavesize = (sh.get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
-    self._run_emulator(pgm_addr=pgm, rsrc1=sh.get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
+    self._run_emulator(queue, {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=sh.get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
                        rsrc3=sh.get(R.COMPUTE_PGM_RSRC3, 0),
                        user_sgprs=[sh.get(R.COMPUTE_USER_DATA_0 + i, 0) for i in range(R.NUM_USER_DATA)],
                        grid=grid, block=block, lds_bytes=((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
@@ -220,7 +225,7 @@ class MockAMDGPU:
               3: [kernarg & 0xFFFFFFFF, kernarg >> 32], 4: [queue.read_index & 0xFFFFFFFF, queue.read_index >> 32],
               5: [0, 0], 6: [private]}
     user = [v for bit, n in R.KCP_USER_SGPRS if props & (1 << bit) for v in values[bit]]
-    self._run_emulator(pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+    self._run_emulator(queue, {"packet": pkt}, pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
                        user_sgprs=(user + [0] * R.NUM_USER_DATA)[:R.NUM_USER_DATA],
                        grid=tuple(g // w for g, w in zip(gs, wg)), block=wg, lds_bytes=max(group, group_fixed),
                        scratch=ScratchSetup(None, max(private, private_fixed)))
