@@ -71,6 +71,7 @@ class MockAMDGPU:
     # launch = the emulator's arguments (pgm_addr, rsrc1/2/3, user_sgprs, grid, block, lds_bytes, scratch) plus
     # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
     self.dispatch_observers: list = []
+    self._busy: list[tuple[float, float]] = []      # (start, end) of recent dispatches, for gpu_busy_percent
     self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
     self._kicked = False
     self._stop = False
@@ -96,6 +97,16 @@ class MockAMDGPU:
   def clock(self) -> int:
     """The GPU clock counter: 100 MHz since the GPU was created."""
     return (time.monotonic_ns() - self._clock_base) // (1_000_000_000 // R.GPU_CLOCK_HZ)
+
+  # ---- what amdgpu's sysfs attributes report
+  def vram_used(self) -> int:
+    return self.listener.vram_used(self) if self.listener is not None and hasattr(self.listener, "vram_used") else 0
+
+  def busy_percent(self) -> int:
+    """Share of the last second the emulator ran dispatches of this GPU."""
+    now = time.monotonic()
+    busy = sum(min(end, now) - max(start, now - 1.0) for start, end in self._busy if end > now - 1.0)
+    return max(0, min(100, round(100 * busy)))
 
   # ---- memory mapped to this GPU (GPU VA == host VA)
   def map_range(self, va: int, size: int) -> None:
@@ -168,7 +179,10 @@ class MockAMDGPU:
   def _run_emulator(self, queue=None, extra=None, **kw):
     from .emu import dispatch
     for observe in self.dispatch_observers: observe(queue, {**kw, **(extra or {})})
-    stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    start = time.monotonic()
+    try: stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    finally:
+      self._busy = [b for b in self._busy if b[1] > start - 1.0][-1000:] + [(start, time.monotonic())]
     self.stats["dispatches"] += 1
     self.stats["waves"] += stats.waves
     self.stats["wave_instructions"] += stats.wave_instructions

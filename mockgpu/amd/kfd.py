@@ -206,6 +206,9 @@ class KFDModel:
     a.system_clock_counter = time.monotonic_ns()
     a.system_clock_freq = 1_000_000_000
 
+  def vram_used(self, gpu) -> int:
+    return sum(x.size for x in list(self.allocs.values()) if x.gpu is gpu and x.kind == "vram")
+
   def _AMDKFD_IOC_AVAILABLE_MEMORY(self, file, a, fail):
     gpu = self._gpu(a.gpu_id, fail)
     used = sum(x.size for x in self.allocs.values() if x.gpu is gpu and x.kind == "vram")

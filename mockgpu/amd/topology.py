@@ -102,3 +102,11 @@ def publish(os, gpus: list) -> None:
       vfs.add_file(f"{d}/revision", f"{rev}\n")
       vfs.add_file(f"{d}/harvest", "0x0\n")
     vfs.add_symlink(f"{fn.sysfs_dir}/ip_discovery/die/0/GC", str(HWIDS["GC"]))
+    # amdgpu's device attributes (Documentation/gpu/amdgpu/driver-core.rst, thermal.rst) and its hwmon
+    d = fn.sysfs_dir
+    vfs.add_file(f"{d}/mem_info_vram_total", f"{gpu.props.vram_size}\n")
+    vfs.add_file(f"{d}/mem_info_vram_used", read=lambda gpu=gpu: f"{gpu.vram_used()}\n")
+    vfs.add_file(f"{d}/gpu_busy_percent", read=lambda gpu=gpu: f"{gpu.busy_percent()}\n")
+    vfs.add_file(f"{d}/hwmon/hwmon{gpu.index}/name", "amdgpu\n")
+    vfs.add_file(f"{d}/hwmon/hwmon{gpu.index}/temp1_input", "45000\n")          # millidegrees Celsius
+    vfs.add_file(f"{d}/hwmon/hwmon{gpu.index}/power1_average", "35000000\n")    # microwatts

@@ -31,6 +31,13 @@ def test_version_and_topology(h):
   ip = "class/drm/renderD128/device/ip_discovery/die/0/11/0"
   assert [h.os.sysfs_read(f"{ip}/{f}").strip() for f in ("major", "minor", "revision")] == ["11", "0", "0"]
   assert h.os.sysfs_read("class/drm/renderD128/device/vendor") == "0x1002\n"
+  dev = "bus/pci/devices/0000:03:00.0"
+  used = int(h.os.sysfs_read(f"{dev}/mem_info_vram_used"))
+  h.alloc(1 << 20, "vram")
+  assert int(h.os.sysfs_read(f"{dev}/mem_info_vram_used")) == used + (1 << 20)
+  assert int(h.os.sysfs_read(f"{dev}/mem_info_vram_total")) == 24 << 30
+  assert 0 <= int(h.os.sysfs_read(f"{dev}/gpu_busy_percent")) <= 100
+  assert h.os.sysfs_read(f"{dev}/hwmon/hwmon0/name") == "amdgpu\n"
 
 
 def test_unknown_and_unsupported_ioctls_name_themselves(h):
