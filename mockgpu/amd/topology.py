@@ -8,6 +8,8 @@ IP discovery (amdgpu_discovery.c sysfs): /sys/class/drm/renderD<minor>/device/ip
 """
 from __future__ import annotations
 
+import struct
+
 from ..mmio import DoorbellMMIO, RegisterMMIO
 from ..pci import PCIFunction
 
@@ -67,7 +69,13 @@ class GPUPCIFunction(PCIFunction):
     self.add_bar(0, RegisterMMIO(f"{gpu.name} BAR0", 256 << 20), is_64=True, prefetchable=True)
     self.add_bar(2, DoorbellMMIO(f"{gpu.name} BAR2", 2 << 20, lambda off, v: None), is_64=True, prefetchable=True)
     self.add_bar(5, RegisterMMIO(f"{gpu.name} BAR5", 1 << 20), is_64=False)
-    self.add_capability(0x10, bytes(58))     # PCI Express capability (pci_regs.h PCI_CAP_ID_EXP)
+    # PCI Express capability (pci_regs.h PCI_CAP_ID_EXP): body from PCI_EXP_FLAGS (+2): version 2, endpoint;
+    # PCI_EXP_LNKCAP (+0xc) and PCI_EXP_LNKSTA (+0x12): 16 GT/s (speed 4), x16 (width field [9:4])
+    pcie = bytearray(58)
+    struct.pack_into("<H", pcie, 0, 0x0002)
+    struct.pack_into("<I", pcie, 0x0C - 2, 0x104)
+    struct.pack_into("<H", pcie, 0x12 - 2, 0x104)
+    self.add_capability(0x10, bytes(pcie))
     self.add_capability(0x05, bytes(12))     # MSI (PCI_CAP_ID_MSI)
 
 
