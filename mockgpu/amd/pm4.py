@@ -90,7 +90,8 @@ class PM4Engine:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
     progress = False
     budget = self.max_packets
-    if self.frames: self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
+    if self.frames and self.frames[-1].end > self.frames[-1].pos:
+      self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
     while self.frames and budget > 0:
       budget -= 1
       frame = self.frames[-1]
