@@ -19,7 +19,9 @@ RENDER_MINOR_BASE = 128
 
 
 def node_properties(gpu, node: int) -> list[tuple[str, int]]:
+  from .kfd import cwsr_sizes
   p = gpu.props
+  cwsr = cwsr_sizes(p)
   dom, bus, dev, fn = 0, 3 + gpu.index, 0, 0
   return [
     ("cpu_cores_count", 0), ("simd_count", p.simd_count), ("mem_banks_count", 1), ("caches_count", 0),
@@ -31,7 +33,7 @@ def node_properties(gpu, node: int) -> list[tuple[str, int]]:
     ("gfx_target_version", p.gfx_target_version), ("vendor_id", p.vendor_id), ("device_id", p.device_id),
     ("location_id", (bus << 8) | (dev << 3) | fn), ("domain", dom), ("drm_render_minor", RENDER_MINOR_BASE + gpu.index),
     ("hive_id", 0), ("num_sdma_engines", 2), ("num_sdma_xgmi_engines", 0), ("num_sdma_queues_per_engine", 6),
-    ("num_cp_queues", 8), ("cwsr_size", 0), ("ctl_stack_size", 0), ("max_engine_clk_fcompute", p.max_engine_clk_fcompute),
+    ("num_cp_queues", 8), ("cwsr_size", cwsr["cwsr_size"]), ("ctl_stack_size", cwsr["ctl_stack_size"]), ("max_engine_clk_fcompute", p.max_engine_clk_fcompute),
     ("local_mem_size", p.local_mem_size), ("fw_version", 2290), ("capability", 0x28203A80), ("debug_prop", 0x4A7),
     ("sdma_fw_version", 21), ("unique_id", 0x5D2A6E4C0B1F0000 + gpu.index), ("num_xcc", p.num_xcc),
     ("max_engine_clk_ccompute", 4800),
