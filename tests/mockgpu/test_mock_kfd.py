@@ -201,3 +201,21 @@ def test_munmap_before_unmap_never_crashes_the_host(h):
     kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(h.kfd, handle=m.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
     kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=m.handle)
   assert h.os.memory.find(v.va) is None                            # the deferred munmap happened at FREE
+
+
+def test_kfd_allocates_the_event_page_when_the_process_gives_none():
+  """libhsakmt's way: CREATE_EVENT without an event page; KFD allocates it, the caller mmaps KFD_MMAP_TYPE_EVENTS."""
+  os_ = mock_amd_os()
+  f = os_.open("/dev/kfd", 2)
+  ev = kfd.AMDKFD_IOC_CREATE_EVENT(f, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
+  assert ev.event_page_offset >> 62 == 2                       # KFD_MMAP_TYPE_EVENTS (kfd_priv.h)
+  page = f.mmap(0x8000, ev.event_page_offset)
+  assert ctypes.c_uint64.from_address(page + 8 * ev.event_slot_index).value == 0xFFFFFFFFFFFFFFFF
+  kfd.AMDKFD_IOC_SET_EVENT(f, event_id=ev.event_id)
+  data = (kfd.struct_kfd_event_data * 1)()
+  data[0].event_id = ev.event_id
+  r = kfd.AMDKFD_IOC_WAIT_EVENTS(f, events_ptr=ctypes.addressof(data), num_events=1, wait_for_all=1, timeout=10)
+  assert r.wait_result == kfd.KFD_IOC_WAIT_RESULT_COMPLETE
+  kfd.AMDKFD_IOC_DESTROY_EVENT(f, event_id=ev.event_id)
+  with pytest.raises(OSCallError, match=f"no event {ev.event_id}"): kfd.AMDKFD_IOC_DESTROY_EVENT(f, event_id=ev.event_id)
+  os_.close()
