@@ -352,6 +352,19 @@ def refine_sources(arch: str, tables: dict) -> None:
     for (e, field), res in zip(jobs, disassemble(probes, arch)):
       if res and hex(LITERAL_PROBE & 0xffff) in res[0][0].replace(",", " ").split():
         e["lit16"].append(field)
+    # 16-bit integer operands print inline float constants as f16 bit patterns (1.0 -> 0x3c00): 'f16hex'
+    jobs2, probes2 = [], []
+    for (e, field), probe in zip(jobs, probes):
+      if field not in e["lit16"]: continue
+      p = bytearray(probe)
+      word = int.from_bytes(p[:layout["size"]], "little")
+      lo, width = [(lo, w) for n, lo, w in layout["fields"] if n == field][0]
+      word = (word & ~(((1 << width) - 1) << lo)) | (242 << lo)
+      probes2.append(word.to_bytes(layout["size"], "little"))
+      jobs2.append((e, field))
+    for (e, field), res in zip(jobs2, disassemble(probes2, arch)):
+      if res and "0x3c00" in res[0][0].replace(",", " ").split():
+        e.setdefault("f16hex", []).append(field)
 
 
 def refine_modifiers(arch: str, tables: dict) -> None:

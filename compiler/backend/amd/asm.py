@@ -28,6 +28,8 @@ _SPECIAL = {name: code for code, name in SPECIAL_NAMES.items()}
 _SPECIAL.update({name: code for code, name in SPECIAL_NAMES_64.items()})
 _FLOATS = {text: code for code, text in INLINE_FLOAT_TEXT.items()}
 _FLOATS["0.15915494309189532"] = 248
+_F16_INLINE = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246,
+               0xc400: 247, 0x3118: 248}
 _NINE_BIT = ("src0", "src1", "src2", "srcx0", "srcy0")
 _EIGHT_BIT_SRC = ("ssrc0", "ssrc1", "soffset")
 _INSTID = {n: i for i, n in enumerate(("NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4",
@@ -185,6 +187,7 @@ class Assembler:
     if enc == "VOP3" and name.startswith("v_cmpx_"): f["vdst"] = 126  # the implicit EXEC destination
     lit = _Literal()
     lit16 = extra.get("lit16", frozenset())
+    self._f16hex = extra.get("f16hex", frozenset())
     consumed = self._operands(name, enc, template, ops, f, lit, lit16)
     if consumed != len(ops): raise AssembleError(f"{name}: expected {consumed} operands, got {len(ops)}")
     dpp_word = self._modifiers(name, enc, f, mods, dpp)
@@ -226,7 +229,7 @@ class Assembler:
         if text != t[1]: raise AssembleError(f"{name}: operand {i} must be {t[1]!r}, got {text!r}")
         continue
       if kind == "reg":
-        self._reg_field(name, enc, t, o, f, lit, lit16)
+        self._reg_field(name, enc, t, o, f, lit, lit16, self._f16hex)
       elif kind == "simm16":
         f["simm16"] = self._simm16(t[1], text, name)
       elif kind == "imm":
@@ -240,7 +243,7 @@ class Assembler:
         f[t[1]] = self._sendmsg(text, self._msg_rtn)
     return i
 
-  def _reg_field(self, name, enc, t, o: _Operand, f, lit, lit16):
+  def _reg_field(self, name, enc, t, o: _Operand, f, lit, lit16, f16hex=frozenset()):
     field, cls, count = t[1], t[2], t[3]
     what = f"{name} {field}"
     if field in ("src0", "src1", "src2"):
@@ -250,7 +253,10 @@ class Assembler:
         af = "neg_hi" if name.startswith("v_fma_mix") else "abs"
         f[af] = f.get(af, 0) | 1 << i
     if field in _NINE_BIT or field in ("ssrc0", "ssrc1"):
-      if o.kind == "int" and field in lit16 and not -16 <= o.value <= 64: o.value &= 0xffff
+      if o.kind == "int" and field in lit16 and not -16 <= o.value <= 64:
+        # (llvm-mc keeps 0x3c00 a literal for 16-bit integer operands although its disassembler prints the inline
+        # constant 1.0 that way: text -> bytes follows the assembler)
+        o.value &= 0xffff
       f[field] = _source_code(o, field in _NINE_BIT, lit, what, field in lit16, count == 2)
     elif field == "soffset":
       f[field] = _source_code(o, False, lit, what, False, False) if enc != "SMEM" else _scalar_code(o, what)
@@ -408,6 +414,7 @@ class Assembler:
     et = self.t.encodings["VOPD"]
     f: dict[str, int] = {}
     lit = _Literal()
+    self._f16hex = frozenset()
     for side, part, table in (("x", xtext, self.t.vopd_x), ("y", ytext, self.t.vopd_y)):
       name, ops, mods = _split(part)
       hit = [op for op, (n, _) in table.items() if n == name]

@@ -11,6 +11,9 @@ from .errors import DecodeError
 from .operands import Operand, reg_text, scalar_operand, source_operand
 from .tables import arch_tables
 
+# IEEE half bit patterns of the inline float constants 240..248 (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 1/(2pi))
+_F16_BITS = {240: 0x3800, 241: 0xb800, 242: 0x3c00, 243: 0xbc00, 244: 0x4000, 245: 0xc000, 246: 0x4400, 247: 0xc400,
+             248: 0x3118}
 NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", "soffset")
 
 
@@ -37,6 +40,8 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
     et = arch_tables(inst.arch).encodings[inst.encoding]
     if field in et.extra.get(inst.opcode, {}).get("lit16", ()):
       op = op._replace(text=f"0x{op.value & 0xffff:x}")
+  elif op.kind == "float" and field in arch_tables(inst.arch).encodings[inst.encoding].extra.get(inst.opcode, {}).get("f16hex", ()):
+    op = op._replace(text=f"0x{_F16_BITS[value]:x}")
   elif op.kind == "float" and count == 2 and value == 248:
     op = op._replace(text="0.15915494309189532")  # 1/(2*pi) as an f64 inline constant
   return op
