@@ -137,11 +137,15 @@ class Assembler:
     self._fmt = {v: k for k, v in self.t.buf_formats.items()}
 
   # ------------------------------------------------------------------------------------------------ lookup
-  def _lookup(self, name: str, nops: list[str]):
+  def _lookup(self, name: str, nops: list[str], mods: list[str] = ()):
     dpp = None
+    if name.startswith(("v_cmp_", "v_cmpx_")) and any(m.startswith(("dpp8:", "quad_perm:", "row_")) for m in mods) \
+        and not name.endswith(("_e32", "_e64", "_dpp")):
+      name += "_e32_dpp" if self._fits_e32(name + "_e32", nops) else "_e64_dpp"
     if name.endswith("_dpp"):
       dpp, name = True, name[:-4]
-      if not name.endswith("_e64") and name + "_e32" in self.t.by_name: name += "_e32"
+      if name.endswith("_e64") and name not in self.t.by_name: name = name[:-4]  # native VOP3: v_fma_f32_e64_dpp
+      elif not name.endswith(("_e64", "_e32")) and name + "_e32" in self.t.by_name: name += "_e32"
     if name in self.t.by_name: return name, self.t.by_name[name], dpp
     for suffix in ("_e32", "_e64"):
       if name + suffix in self.t.by_name:
@@ -170,7 +174,7 @@ class Assembler:
     if text.startswith(("lds_param_load", "lds_direct_load")): return self._ldsdir(text)
     if text.startswith("exp "): return self._exp(text)
     name, ops, mods = _split(text)
-    name, (enc, opcode), dpp = self._lookup(name, ops)
+    name, (enc, opcode), dpp = self._lookup(name, ops, mods)
     et = self.t.encodings[enc]
     _, size, template, _ = et.ops[opcode]
     extra = et.extra.get(opcode, {})

@@ -18,6 +18,9 @@ NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", 
 
 
 def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
+  if field == "src0" and inst.dpp is not None:
+    v = inst.dpp["src0"]
+    return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
   if field in NINE_BIT_SOURCES:
     if field == "soffset" and inst.encoding == "SMEM":
       op = scalar_operand(value, count, field)
