@@ -20,6 +20,7 @@ import re
 
 from .layouts import LAYOUTS
 from .llvm_oracle import disassemble
+from .syntax import split_operands
 
 # distinctive probe values: the printed register index tells which field an operand came from
 PROBE = {
@@ -65,40 +66,6 @@ def encode_fields(layout: dict, values: dict) -> bytes:
     assert 0 <= v < (1 << width), (name, v)
     word |= v << lo
   return word.to_bytes(layout["size"], "little")
-
-
-def split_operands(text: str) -> tuple[str, list[str], list[str]]:
-  """'mnem a, b, c mod1 mod2' -> (mnem, [a, b, c], [mod1, mod2]); commas inside () or [] do not split."""
-  mnem, _, rest = text.strip().partition(" ")
-  rest = rest.strip()
-  parts, depth, cur = [], 0, ""
-  for ch in rest:
-    if ch in "([": depth += 1
-    elif ch in ")]": depth -= 1
-    if ch == "," and depth == 0:
-      parts.append(cur.strip())
-      cur = ""
-    else:
-      cur += ch
-  if cur.strip(): parts.append(cur.strip())
-  mods: list[str] = []
-  if parts:
-    last = parts[-1]
-    # split trailing space-separated modifiers, unless the operand is itself space-separated (s_waitcnt, s_delay_alu)
-    toks, depth, cur = [], 0, ""
-    for ch in last:
-      if ch in "([": depth += 1
-      elif ch in ")]": depth -= 1
-      if ch == " " and depth == 0:
-        toks.append(cur)
-        cur = ""
-      else:
-        cur += ch
-    toks.append(cur)
-    if len(toks) > 1 and not any(t == "|" or t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip")) for t in toks):
-      parts[-1] = toks[0]
-      mods = toks[1:]
-  return mnem, parts, mods
 
 
 def field_candidates(enc: str, values: dict) -> list[tuple[str, str, int]]:

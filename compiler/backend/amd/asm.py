@@ -122,7 +122,7 @@ def _bits(text: str) -> int:
 
 
 def _split(text: str):
-  from hcq.autogen.isa.gen_rdna3 import split_operands
+  from ....autogen.isa.syntax import split_operands
   return split_operands(text)
 
 

@@ -39,7 +39,7 @@ class ArchTables:
   def __init__(self, arch: str):
     if arch not in SUPPORTED_ARCHS:
       raise ValueError(f"no instruction tables for {arch!r} (have: {', '.join(SUPPORTED_ARCHS)})")
-    mod = importlib.import_module(f"hcq.autogen.isa.{arch}")
+    mod = importlib.import_module(f"....autogen.isa.{arch}", __package__)
     self.arch, self.layouts, self.raw = arch, mod.LAYOUTS, mod.OPS
     self.encodings: dict[str, EncodingTable] = {}
     for enc, layout in mod.LAYOUTS.items():
