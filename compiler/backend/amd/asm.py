@@ -326,6 +326,14 @@ class Assembler:
       if rid is None: rid = int(m.group(1))
       off, size = (int(m.group(2)), int(m.group(3))) if m.group(2) else (0, 32)
       return rid | off << 6 | (size - 1) << 11
+    if re.fullmatch(r"[A-Za-z_.$][\w.$]*", text):  # a label: branch distance in dwords from the next instruction
+      if self.labels is None: return 0                 # first pass: sizes only
+      if text not in self.labels: raise AssembleError(f"{name}: undefined label {text!r}")
+      delta = self.labels[text] - (self.pc + 4)
+      if delta % 4: raise AssembleError(f"{name}: label {text!r} is not dword aligned")
+      v = delta // 4
+      if not -0x8000 <= v <= 0x7fff: raise AssembleError(f"{name}: label {text!r} is out of branch range")
+      return v & 0xffff
     v = int(text, 0)
     if not -0x8000 <= v <= 0xffff: raise AssembleError(f"{name}: immediate {v} does not fit 16 bits")
     return v & 0xffff
@@ -473,17 +481,38 @@ class Assembler:
         f[f"vsrc{i}"] = int(src[1:])
     return self._encode("EXP", f)
 
+  labels: dict[str, int] | None = {}
+  pc = 0
+
   def assemble(self, text: str) -> bytes:
-    out = bytearray()
+    """Assemble lines of text; `name:` lines define labels that branch instructions (s_branch, s_cbranch_*) may
+    name as their target. Two passes: sizes (labels unknown), then encoding."""
+    lines = []
     for lineno, line in enumerate(text.splitlines(), 1):
       code = re.split(r"//|;", line, maxsplit=1)[0].strip()
-      if not code or code.endswith(":") or code.startswith("."): continue
-      try:
-        out += self.assemble_line(code)
-      except AssembleError as e:
-        raise AssembleError(str(e), lineno, code) from None
-      except (KeyError, ValueError, IndexError) as e:
-        raise AssembleError(f"cannot assemble: {type(e).__name__}: {e}", lineno, code) from None
+      while re.match(r"^[A-Za-z_.$][\w.$]*:", code):
+        label, _, code = code.partition(":")
+        lines.append((lineno, label.strip() + ":"))
+        code = code.strip()
+      if code and not code.startswith("."): lines.append((lineno, code))
+    labels: dict[str, int] = {}
+    for final in (False, True):
+      self.labels = labels if final else None
+      out = bytearray()
+      for lineno, code in lines:
+        if code.endswith(":") and " " not in code:
+          if not final:
+            if code[:-1] in labels: raise AssembleError(f"label {code[:-1]!r} defined twice", lineno, code)
+            labels[code[:-1]] = len(out)
+          continue
+        self.pc = len(out)
+        try:
+          out += self.assemble_line(code)
+        except AssembleError as e:
+          raise AssembleError(str(e).split(" (line ")[0], lineno, code) from None
+        except (KeyError, ValueError, IndexError) as e:
+          raise AssembleError(f"cannot assemble: {type(e).__name__}: {e}", lineno, code) from None
+    self.labels = {}
     return bytes(out)
 
 
@@ -539,13 +568,24 @@ class Asm:
   def __init__(self, arch: str = "gfx1100"):
     self._asm = Assembler(arch)
     self.lines: list[str] = []
-    self._code = bytearray()
+    self._code: bytes | None = b""
 
   def emit(self, line: str) -> bytes:
-    data = self._asm.assemble_line(line)
+    """Append one instruction (LLVM syntax); it is checked now (errors name it), branches to labels are resolved
+    when `code` is read. Returns its encoding (a label operand still 0)."""
+    self._asm.labels = None
+    try:
+      data = self._asm.assemble_line(line)
+    finally:
+      self._asm.labels = {}
     self.lines.append(line)
-    self._code += data
+    self._code = None
     return data
+
+  def label(self, name: str) -> None:
+    """Define a branch target at the current position: a.label("loop"); ...; a.s_cbranch_scc1("loop")."""
+    self.lines.append(f"{name}:")
+    self._code = None
 
   def __getattr__(self, name: str):
     if name.startswith("_"): raise AttributeError(name)
@@ -561,4 +601,9 @@ class Asm:
     return build
 
   @property
-  def code(self) -> bytes: return bytes(self._code)
+  def code(self) -> bytes:
+    if self._code is None: self._code = self._asm.assemble("\n".join(self.lines))
+    return self._code
+
+  @property
+  def text(self) -> str: return "\n".join(self.lines)
