@@ -31,7 +31,7 @@ def split_operands(text: str) -> tuple[str, list[str], list[str]]:
       else:
         cur += ch
     toks.append(cur)
-    if len(toks) > 1 and not any(t == "|" or t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip")) for t in toks):
+    if len(toks) > 1 and not any(t == "|" or t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip", "depctr_")) for t in toks):
       parts[-1] = toks[0]
       mods = toks[1:]
   return mnem, parts, mods

@@ -115,6 +115,27 @@ def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: 
   raise AssembleError(f"{what}: cannot encode operand {op.text!r}")
 
 
+def _swizzle_offset(text: str) -> int:
+  """ds_swizzle_b32 offset from LLVM's swizzle() macros (see disasm.swizzle_text for the bit layout)."""
+  m = re.fullmatch(r'swizzle\((\w+),(.*)\)', text)
+  if not m: raise AssembleError(f"bad swizzle {text!r}")
+  mode, args = m.group(1), m.group(2).split(",")
+  if mode == "QUAD_PERM": return 0x8000 | sum(int(a) << (2 * i) for i, a in enumerate(args))
+  if mode == "SWAP": return 0x1f | int(args[0]) << 10
+  if mode == "REVERSE": return 0x1f | (int(args[0]) - 1) << 10
+  if mode == "BROADCAST": return (0x1f & ~(int(args[0]) - 1)) | int(args[1]) << 5
+  if mode == "BITMASK_PERM":
+    and_m = or_m = xor_m = 0
+    for i, c in enumerate(args[0].strip('"')):
+      bit = 1 << (4 - i)
+      if c == "1": or_m |= bit
+      elif c == "p": and_m |= bit
+      elif c == "i": and_m, xor_m = and_m | bit, xor_m | bit
+      elif c != "0": raise AssembleError(f"bad BITMASK_PERM character {c!r}")
+    return and_m | or_m << 5 | xor_m << 10
+  raise AssembleError(f"unknown swizzle mode {mode!r}")
+
+
 def _bits(text: str) -> int:
   m = re.match(r"^\[([01](?:,[01])*)\]$", text)
   if not m: raise AssembleError(f"bad bit list {text!r}")
@@ -319,6 +340,15 @@ class Assembler:
         else: raise AssembleError(f"{name}: unknown field {key}")
       return v
     if kind == "sendmsg": return self._sendmsg(text, self._msg)
+    if name == "s_waitcnt_depctr" and not re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text):
+      from .disasm import DEPCTR_FIELDS
+      v = 0xff9f  # every field at "no wait", unused bits 6:5 clear
+      for m in re.finditer(r"(\w+)\((\d+)\)", text):
+        field = [f for f in DEPCTR_FIELDS if f[0] == m.group(1)]
+        if not field: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
+        _, lo, w = field[0]
+        v = (v & ~(((1 << w) - 1) << lo)) | (int(m.group(2)) & ((1 << w) - 1)) << lo
+      return v
     if kind == "hwreg":
       m = re.fullmatch(r"hwreg\((\w+)(?:, (\d+), (\d+))?\)", text)
       if not m: return int(text, 0)
@@ -350,7 +380,7 @@ class Assembler:
       elif key == "mul": f["omod"] = {"2": 1, "4": 2}[val]
       elif key == "div": f["omod"] = 3
       elif key == "offset":
-        v = int(val, 0)
+        v = _swizzle_offset(val) if val.startswith("swizzle(") else int(val, 0)
         if enc == "DS":
           if not 0 <= v <= 0xffff: raise AssembleError(f"{name}: offset {v} out of range (0..65535)")
           f["offset0"], f["offset1"] = v & 0xff, v >> 8
