@@ -89,6 +89,12 @@ def learn_template(enc: str, values: dict, text: str) -> tuple[str, list, list[s
   cands = field_candidates(enc, values)
   template = []
   for op in ops:
+    m16 = re.match(r"^v(\d+)\.([lh])$", op)  # true16 register halves (v_mov_b16_e32 v8.l, v16.h)
+    if m16:
+      hits = [f for f, c, idx in cands if c == "v" and idx == int(m16.group(1))]
+      if len(hits) == 1:
+        template.append(("reg", hits[0], "v16", 1))
+        continue
     m = _REG.match(op)
     if m:
       cls = m.group(1)

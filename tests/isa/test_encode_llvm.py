@@ -10,8 +10,8 @@ from hcq.compiler.backend.amd.decode import decode
 from .forms import sample_words
 
 # text syntaxes not modelled (decoded, but printed/parsed differently from LLVM): image atomics with unusual dmask,
-# true16 VGPR halves (v_mov_b16), s_version names, integer sext() source modifiers.
-SKIP = ("image_atomic", "v_mov_b16", "s_version")
+# s_version names, integer sext() source modifiers.
+SKIP = ("image_atomic", "s_version")
 
 
 @pytest.fixture(scope="module")

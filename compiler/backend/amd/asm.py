@@ -24,6 +24,7 @@ from .operands import INLINE_FLOAT_TEXT, SPECIAL_NAMES, SPECIAL_NAMES_64
 from .tables import ArchTables, arch_tables
 
 _REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+_REG16 = re.compile(r"^v(\d+)\.([lh])$")
 _SPECIAL = {name: code for code, name in SPECIAL_NAMES.items()}
 _SPECIAL.update({name: code for code, name in SPECIAL_NAMES_64.items()})
 _FLOATS = {text: code for code, text in INLINE_FLOAT_TEXT.items()}
@@ -277,6 +278,12 @@ class Assembler:
       if o.abs:
         af = "neg_hi" if name.startswith("v_fma_mix") else "abs"
         f[af] = f.get(af, 0) | 1 << i
+    m16 = _REG16.match(o.text)
+    if cls == "v16" and m16:
+      idx = int(m16.group(1)) | (0x80 if m16.group(2) == "h" else 0)
+      if int(m16.group(1)) > 127: raise AssembleError(f"{what}: 16-bit VGPR {o.text} out of range (v0..v127)")
+      f[field] = 256 + idx if field in _NINE_BIT else idx
+      return
     if field in _NINE_BIT or field in ("ssrc0", "ssrc1"):
       if o.kind == "int" and field in lit16 and not -16 <= o.value <= 64:
         # (llvm-mc keeps 0x3c00 a literal for 16-bit integer operands although its disassembler prints the inline

@@ -18,6 +18,13 @@ NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", 
 
 
 def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
+  if cls == "v16":  # true16: bit 7 of the VGPR number selects the high half (RDNA3 ISA 16.3, 16-bit VGPRs)
+    if field in NINE_BIT_SOURCES and value < 256:
+      op = source_operand(value, 1, field, inst.literal)
+      if op is None: raise DecodeError(f"{inst.name}: reserved value {value} in operand field {field}", inst.offset)
+      return op
+    v = value & 0xff
+    return Operand("vgpr", v & 0x7f, 1, None, field, f"v{v & 0x7f}.{'h' if v & 0x80 else 'l'}")
   if field == "src0" and inst.dpp is not None:
     v = inst.dpp["src0"]
     return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
