@@ -240,7 +240,9 @@ class AMDDevice(Device):
 
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
     n = len(src)
-    if buf.cpu_view is not None:   # host-visible memory: the CPU writes it once the device is done with it
+    # host memory: the CPU writes it once the device is done with it. (CPU-visible VRAM is written through SDMA:
+    # CPU writes through the BAR would need an HDP flush before the GPU reads them.)
+    if buf.kind == "host":
       self._synchronize()
       buf.cpu_view[offset:offset + n] = src
       return
@@ -251,7 +253,7 @@ class AMDDevice(Device):
       st.busy_until = self.copy_async(buf.va + offset + pos, st.mem.va, chunk)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
-    if buf.cpu_view is not None:
+    if buf.kind == "host":
       self._synchronize()
       return bytes(buf.cpu_view[offset:offset + size])
     out = bytearray(size)
