@@ -150,6 +150,12 @@ def test_errors_before_anything_is_submitted(dev, tmp_path):
   assert (dev.compute.submits, dev.timeline.value) == before
 
 
+def _skip_when_loaded():
+  """Wall-clock limits mean nothing while other jobs hold the CPUs: skip (naming the load) rather than flake."""
+  load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+  if load > 1.5 * cpus: pytest.skip(f"machine loaded (load average {load:.1f} on {cpus} CPUs): timing not meaningful")
+
+
 def _python(code: str, timeout=60):
   # as after an installation: Python may cache bytecode (this sandbox sets PYTHONDONTWRITEBYTECODE, which makes
   # every process compile every module from source)
@@ -175,6 +181,7 @@ assert np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b)
 
 def test_fresh_process_vector_add_within_half_a_second(dev):
   _needs_emulator(dev)
+  _skip_when_loaded()
   times = []
   _python(FRESH)  # the first run writes the bytecode caches
   for _ in range(3):
@@ -186,6 +193,7 @@ def test_fresh_process_vector_add_within_half_a_second(dev):
 
 def test_hcq_demo_exits_0_within_a_second(dev):
   _needs_emulator(dev)
+  _skip_when_loaded()
   times = []
   _python("import sys; from hcq.cli import main; sys.exit(main(['demo']))")
   for _ in range(3):
