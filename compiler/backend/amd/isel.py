@@ -1,0 +1,764 @@
+"""Instruction selection: the LINEAR form of a lowered kernel (compiler/lower) -> RDNA3 (gfx1100, wave32) machine
+instructions over virtual registers (isel_mir.MInst).
+
+Register classes. A value is *uniform* when every lane of a wave holds the same one: kernel arguments (pointers as
+64-bit SGPR pairs loaded from the kernarg segment, integer scalars), work-group ids, constants, counters of loops
+whose trip count is uniform, and 32-bit integer ADD/SUB/MUL/AND/OR/XOR/SHL/SHR/MAX over uniform values. Uniform
+values live in SGPRs and are computed by SALU instructions; everything else is per lane, in VGPRs, computed by VALU
+instructions in their VOP3 form (which accepts SGPRs, inline constants and a literal as sources). Booleans are lane
+masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by s_and/s_or/s_xor.
+
+Memory. GLOBAL: global_load/store with an SGPR-pair base (saddr), a VGPR byte offset and the instruction's 13-bit
+signed offset for the constant part of the index. LOCAL: ds_load/store with the buffer's LDS offset plus the
+constant part in the 16-bit offset field. REG buffers with constant indices become VGPRs (one per element). A gated
+LOAD selects index 0 where the gate is off and 0 as its result (no access outside the buffer).
+
+Control flow. RANGE with a constant trip count of at most UNROLL_MAX (and a small body) is unrolled, the counter
+becoming a constant; other uniform RANGEs are scalar loops (s_add/s_cmp/s_cbranch_scc1) and non-uniform ones
+divergent loops (v_cmp, EXEC &= mask, s_cbranch_execz, EXEC restored at the exit). IF is s_and_saveexec_b32 /
+s_cbranch_execz / EXEC restore. BARRIER is s_barrier.
+
+Kernel entry (AMDGPUUsage "Initial Kernel Execution State", gfx11 wave32): s[0:1] kernarg segment pointer (the
+only user SGPR enabled; USER_SGPR_COUNT is padded to 16 - #workgroup-ids for the gfx11 UserSGPRInit16Bug, as
+LLVM does), then the enabled work-group ids; v0 holds the packed work-item ids x | y << 10 | z << 20.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+from ...ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
+from ...ir.dtypes import DType, truncate
+from ...ir.evaluate import EvalError, exec_alu
+from ...ir.uop import _short
+from .isel_mir import EXEC_LO, NULL, Imm, MInst, Spec, VReg
+
+TARGET = "gfx1100"
+UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
+UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
+USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
+
+INLINE_F32 = {0x3f000000, 0xbf000000, 0x3f800000, 0xbf800000, 0x40000000, 0xc0000000, 0x40800000, 0xc0800000,
+              0x3e22f983}
+INLINE_F16 = {0x3800, 0xb800, 0x3c00, 0xbc00, 0x4000, 0xc000, 0x4400, 0xc400, 0x3118}
+
+
+def is_inline(x: Imm) -> bool:
+  """Inline constant (no literal dword): RDNA3 ISA 16.3.1: integers -16..64, and for float operands 0 and the
+  listed float values (0.5, 1, 2, 4, their negatives, 1/(2 pi))."""
+  if x.kind == "int": return -16 <= x.signed <= 64
+  if x.bits == 0: return True
+  return x.bits in (INLINE_F32 if x.kind == "f32" else INLINE_F16)
+
+
+class SelectError(CompileError):
+  """An op the gfx1100 backend can't select."""
+
+
+def _err(u: UOp, why: str = "") -> SelectError:
+  return SelectError(f"{TARGET}: can't select {u.op.name} ({u.dtype}){': ' + why if why else ''}: {_short(u)}", u)
+
+
+# ---- constants as operand bit patterns
+def concrete(dt: DType) -> DType:
+  """Weak literal types as the registers hold them (commit_dtypes leaves them only on CONSTs under a CAST)."""
+  if dt.kind == "weakint": return dtypes.int32
+  if dt.kind == "weakfloat": return dtypes.float32
+  return dt
+
+
+def imm_of(value, dt: DType) -> Imm:
+  dt = concrete(dt)
+  if dt.is_bool: return Imm(0xFFFFFFFF if value else 0)
+  if dt.is_float:
+    if dt.itemsize == 4: return Imm(struct.unpack("<I", struct.pack("<f", float(value)))[0], "f32")
+    if dt.itemsize == 2: return Imm(struct.unpack("<H", struct.pack("<e", float(value)))[0], "f16")
+  if dt.is_int and dt.itemsize <= 4: return Imm(int(truncate(int(value), dt)))
+  raise CompileError(f"{TARGET}: no 32-bit constant of type {dt}")
+
+
+def value_of(x: Imm, dt: DType):
+  dt = concrete(dt)
+  if dt.is_bool: return x.bits != 0
+  if dt.is_float:
+    if dt.itemsize == 4: return struct.unpack("<f", struct.pack("<I", x.bits))[0]
+    return struct.unpack("<e", struct.pack("<H", x.bits & 0xFFFF))[0]
+  return truncate(x.bits, dt)
+
+
+def _kind(dt: DType) -> str:
+  return "f32" if dt == dtypes.float32 else "f16" if dt == dtypes.float16 else "int"
+
+
+_SCALAR_INT_OPS = {Ops.ADD: "s_add_i32", Ops.SUB: "s_sub_i32", Ops.MUL: "s_mul_i32", Ops.AND: "s_and_b32",
+                   Ops.OR: "s_or_b32", Ops.XOR: "s_xor_b32", Ops.SHL: "s_lshl_b32"}
+_VINT = {Ops.ADD: "v_add_nc_u32_e64", Ops.SUB: "v_sub_nc_u32_e64", Ops.MUL: "v_mul_lo_u32", Ops.AND: "v_and_b32_e64",
+         Ops.OR: "v_or_b32_e64", Ops.XOR: "v_xor_b32_e64"}
+_VFLOAT = {Ops.ADD: "v_add_{t}_e64", Ops.SUB: "v_sub_{t}_e64", Ops.MUL: "v_mul_{t}_e64", Ops.MAX: "v_max_{t}_e64",
+           Ops.SQRT: "v_sqrt_{t}_e64", Ops.EXP2: "v_exp_{t}_e64", Ops.LOG2: "v_log_{t}_e64",
+           Ops.RECIP: "v_rcp_{t}_e64", Ops.TRUNC: "v_trunc_{t}_e64", Ops.MULACC: "v_fma_{t}"}
+_VCMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
+
+
+@dataclass
+class KernArg:
+  slot: int
+  kind: str          # "buffer" | "int"
+  offset: int
+  size: int
+  dtype: DType
+  name: str
+
+
+@dataclass
+class Selection:
+  """What instruction selection produced: the code and what the code object needs to describe the kernel."""
+  name: str
+  code: list
+  args: list                    # [KernArg] in slot order
+  kernarg_size: int
+  lds_size: int
+  user_sgprs: int               # USER_SGPR_COUNT
+  workgroup_ids: int            # number of work-group id SGPRs enabled (x, x+y, x+y+z)
+  workitem_id_dims: int         # VGPR_WORKITEM_ID: 0 x, 1 x+y, 2 x+y+z
+  loops: list = field(default_factory=list)   # [(head label, exit label)] of real (not unrolled) loops
+  global_size: tuple = (1, 1, 1)
+  local_size: tuple = (1, 1, 1)
+
+
+class ISel:
+  def __init__(self, lin: UOp):
+    if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
+    self.lin = lin
+    self.info: KernelInfo = lin.arg if isinstance(lin.arg, KernelInfo) else KernelInfo()
+    self.code: list[MInst] = []
+    self.val: dict[UOp, object] = {}
+    self.uni: dict[UOp, bool] = {}
+    self.cse: list[dict] = [{}]
+    self.mutable: set = set()
+    self.reg_bufs: dict[UOp, list] = {}
+    self.lds_off: dict[UOp, int] = {}
+    self.lds_size = 0
+    self.nlabel = 0
+    self.loops: list = []
+
+  # ------------------------------------------------------------------ emission helpers
+  def emit(self, name, defs=None, uses=None, **mods):
+    self.code.append(MInst(name, defs, uses, **mods))
+
+  def label(self, prefix: str) -> str:
+    self.nlabel += 1
+    return f".L{prefix}{self.nlabel}"
+
+  def cached(self, key):
+    for scope in reversed(self.cse):
+      if key in scope: return scope[key]
+    return None
+
+  def pure(self, name, srcs, dst_cls="v", dst_field="vdst", fields=None, **mods):
+    """A side-effect-free instruction with one destination; CSE'd within the current scope."""
+    fields = fields or [f"src{i}" for i in range(len(srcs))]
+    cacheable = not any(isinstance(s, VReg) and s in self.mutable for s in srcs)
+    key = (name, tuple(srcs), tuple(sorted(mods.items())))
+    if cacheable:
+      hit = self.cached(key)
+      if hit is not None: return hit
+    d = VReg(dst_cls)
+    self.emit(name, {dst_field: d}, dict(zip(fields, srcs)), **mods)
+    if cacheable: self.cse[-1][key] = d
+    return d
+
+  def to_v(self, x):
+    if isinstance(x, VReg) and x.cls == "v": return x
+    return self.pure("v_mov_b32_e32", [x])
+
+  def to_s(self, x):
+    if isinstance(x, VReg) and x.cls == "s": return x
+    if isinstance(x, VReg): raise CompileError(f"{TARGET}: internal: a per-lane value where a uniform one is needed")
+    return self.pure("s_mov_b32", [x], "s", "sdst", ["ssrc0"])
+
+  def legal_vop3(self, srcs):
+    """At most two scalar values (distinct SGPRs, one literal) per VALU instruction (gfx10+ constant bus)."""
+    out, sg, lit = [], set(), set()
+    for x in srcs:
+      if isinstance(x, VReg) and x.cls == "s":
+        if x not in sg:
+          if len(sg) + len(lit) >= 2: x = self.to_v(x)
+          else: sg.add(x)
+      elif isinstance(x, Imm) and not is_inline(x):
+        if x not in lit:
+          if lit or len(sg) + len(lit) >= 2: x = self.to_v(x)
+          else: lit.add(x)
+      out.append(x)
+    return out
+
+  def vop(self, name, *srcs):
+    return self.pure(name, self.legal_vop3(list(srcs)))
+
+  def vcmp(self, name, a, b):
+    return self.pure(name, self.legal_vop3([a, b]), "s", "vdst")
+
+  def sop2(self, name, a, b):
+    if isinstance(a, Imm) and isinstance(b, Imm) and not is_inline(a) and not is_inline(b) and a != b:
+      a = self.to_s(a)
+    return self.pure(name, [a, b], "s", "sdst", ["ssrc0", "ssrc1"])
+
+  def cndmask(self, mask, if_false, if_true):
+    if isinstance(mask, Imm): return if_true if mask.bits else if_false
+    return self.vop("v_cndmask_b32_e64", if_false, if_true, mask)
+
+  # ------------------------------------------------------------------ uniformity
+  def uniform(self, u: UOp) -> bool:
+    r = self.uni.get(u)
+    if r is not None: return r
+    op = u.op
+    if op in (Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.BUFFER): r = True
+    elif op is Ops.SPECIAL: r = u.arg.startswith("g")
+    elif op is Ops.RANGE: r = self.uniform(u.src[0])
+    elif op in (Ops.CAST, Ops.BITCAST):
+      r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
+                                       u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
+    elif op in _SCALAR_INT_OPS or op in (Ops.SHR, Ops.MAX):
+      r = u.dtype in (dtypes.int32, dtypes.uint32) and all(self.uniform(s) for s in u.src)
+    else: r = False
+    self.uni[u] = r
+    return r
+
+  # ------------------------------------------------------------------ the kernel
+  def select(self) -> Selection:
+    elems = list(self.lin.src)
+    gdims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("g")]
+    ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
+    n_wg = max(gdims, default=0) + 1
+    self.user_sgprs = 16 - n_wg   # gfx11 UserSGPRInit16Bug: user + system SGPRs >= 16 (LLVM pads the same way)
+    self.kernarg = VReg("s", 2, fixed=0)
+    self.wgid = [VReg("s", 1, fixed=self.user_sgprs + i) for i in range(n_wg)]
+    self.tid = VReg("v", 1, fixed=0)
+    self.ldims = max(ldims, default=0)
+    ls = self.info.local_size or (1, 1, 1)
+    self.local_size = tuple(ls) + (1,) * (3 - len(ls))
+    self.args, off = [], 0
+    params = {}
+    for u in elems:
+      if u.op in (Ops.PARAM, Ops.DEFINE_VAR) and u not in params: params[u] = u.arg.slot
+    for u, slot in sorted(params.items(), key=lambda p: p[1]):
+      if u.op is Ops.PARAM:
+        off = (off + 7) // 8 * 8
+        self.args.append(KernArg(slot, "buffer", off, 8, u.arg.dtype, f"data{slot}"))
+        d = VReg("s", 2)
+        self.emit("s_load_b64", {"sdata": d}, {"sbase": self.kernarg}, offset=off)
+        off += 8
+      else:
+        dt = u.arg.dtype if not u.arg.dtype.is_weak else dtypes.int32
+        if dt.itemsize != 4: raise _err(u, "only 32-bit scalar arguments")
+        off = (off + 3) // 4 * 4
+        self.args.append(KernArg(slot, "int", off, 4, dt, u.arg.name))
+        d = VReg("s", 1)
+        self.emit("s_load_b32", {"sdata": d}, {"sbase": self.kernarg}, offset=off)
+        off += 4
+      self.val[u] = d
+    self.kernarg_size = off
+    self.block(elems)
+    self.emit("s_endpgm")
+    return Selection(self.info.name, self.code, self.args, self.kernarg_size, self.lds_size, self.user_sgprs, n_wg,
+                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size)
+
+  def block(self, elems: list):
+    i = 0
+    while i < len(elems):
+      u = elems[i]
+      if u.op is Ops.RANGE:
+        j = self._match(elems, i, Ops.END)
+        self.loop(u, elems[i + 1:j])
+        i = j + 1
+      elif u.op is Ops.IF:
+        j = self._match(elems, i, Ops.ENDIF)
+        self.if_block(u, elems[i + 1:j])
+        i = j + 1
+      else:
+        self.element(u)
+        i += 1
+
+  @staticmethod
+  def _match(elems, i, end_op):
+    start = elems[i]
+    for j in range(i + 1, len(elems)):
+      if elems[j].op is end_op and elems[j].src[0] is start: return j
+    raise CompileError(f"{TARGET}: no {end_op.name} for {_short(start)}", start)
+
+  # ------------------------------------------------------------------ control flow
+  def loop(self, r: UOp, body: list):
+    end = self.get(r.src[0])
+    if isinstance(end, Imm):
+      n = value_of(end, r.src[0].dtype)
+      if n <= 0: return
+      if n <= UNROLL_MAX and n * max(len(body), 1) <= UNROLL_BUDGET:
+        for it in range(n):
+          self.val[r] = imm_of(it, r.dtype)
+          self.block(body)
+        return
+    head, exit_ = self.label("loop"), self.label("exit")
+    signed = not r.dtype.is_unsigned
+    if self.uniform(r):
+      cnt = VReg("s")
+      self.mutable.add(cnt)
+      self.emit("s_mov_b32", {"sdst": cnt}, {"ssrc0": Imm(0)})
+      if r.src[0].vmin <= 0:
+        self.emit("s_cmp_ge_i32" if signed else "s_cmp_ge_u32", {}, {"ssrc0": cnt, "ssrc1": end})
+        self.emit("s_cbranch_scc1", target=exit_)
+      self.emit("LABEL", label=head)
+      self.val[r] = cnt
+      self.cse.append({})
+      self.block(body)
+      self.cse.pop()
+      self.emit("s_add_i32", {"sdst": cnt}, {"ssrc0": cnt, "ssrc1": Imm(1)})
+      self.emit("s_cmp_lt_i32" if signed else "s_cmp_lt_u32", {}, {"ssrc0": cnt, "ssrc1": end})
+      self.emit("s_cbranch_scc1", target=head)
+      self.emit("LABEL", label=exit_)
+    else:
+      cnt, save = VReg("v"), VReg("s")
+      self.mutable.add(cnt)
+      self.emit("v_mov_b32_e32", {"vdst": cnt}, {"src0": Imm(0)})
+      self.emit("s_mov_b32", {"sdst": save}, {"ssrc0": Spec(EXEC_LO)})
+      self.emit("LABEL", label=head)
+      self.cse.append({})
+      m = VReg("s")
+      self.emit("v_cmp_lt_i32_e64" if signed else "v_cmp_lt_u32_e64", {"vdst": m},
+                dict(zip(("src0", "src1"), self.legal_vop3([cnt, end]))))
+      self.emit("s_and_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": Spec(EXEC_LO), "ssrc1": m})
+      self.emit("s_cbranch_execz", target=exit_)
+      self.val[r] = cnt
+      self.block(body)
+      self.cse.pop()
+      self.emit("v_add_nc_u32_e64", {"vdst": cnt}, {"src0": cnt, "src1": Imm(1)})
+      self.emit("s_branch", target=head)
+      self.emit("LABEL", label=exit_)
+      self.emit("s_mov_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": save}, uses_save=True)
+    self.loops.append((head, exit_))
+
+  def if_block(self, u: UOp, body: list):
+    gate = self.get(u.src[0])
+    if isinstance(gate, Imm):
+      if gate.bits: self.block(body)
+      return
+    save, skip = VReg("s"), self.label("endif")
+    if USE_SAVEEXEC:
+      self.emit("s_and_saveexec_b32", {"sdst": save}, {"ssrc0": gate})
+    else:
+      self.emit("s_mov_b32", {"sdst": save}, {"ssrc0": Spec(EXEC_LO)})
+      self.emit("s_and_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": Spec(EXEC_LO), "ssrc1": gate})
+    self.emit("s_cbranch_execz", target=skip)
+    self.cse.append({})
+    self.block(body)
+    self.cse.pop()
+    self.emit("LABEL", label=skip)
+    self.emit("s_mov_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": save})
+
+  # ------------------------------------------------------------------ elements
+  def get(self, u: UOp):
+    try: return self.val[u]
+    except KeyError: raise CompileError(f"{TARGET}: {_short(u)} is used before it is computed", u) from None
+
+  def element(self, u: UOp):
+    op = u.op
+    if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
+    if op is Ops.CONST:
+      self.val[u] = imm_of(u.arg, u.dtype)
+    elif op is Ops.BUFFER:
+      a = u.arg
+      if u in self.reg_bufs or u in self.lds_off: return
+      if a.addrspace is AddrSpace.LOCAL:
+        self.lds_size = (self.lds_size + 15) // 16 * 16
+        self.lds_off[u] = self.lds_size
+        self.lds_size += a.dtype.itemsize * a.size
+      else:
+        if a.size > 64: raise _err(u, "private arrays over 64 elements (no scratch support)")
+        regs = [VReg("v") for _ in range(a.size)]
+        self.mutable.update(regs)
+        self.reg_bufs[u] = regs
+    elif op is Ops.SPECIAL: self.val[u] = self.special(u)
+    elif op is Ops.INDEX: self.val[u] = None   # resolved by LOAD/STORE (see address())
+    elif op is Ops.LOAD: self.val[u] = self.load(u)
+    elif op is Ops.STORE: self.store(u)
+    elif op is Ops.BARRIER: self.emit("s_barrier")
+    elif op is Ops.CAST: self.val[u] = self.cast(u)
+    elif op is Ops.BITCAST: self.val[u] = self.bitcast(u)
+    elif op in (Ops.END, Ops.ENDIF): raise CompileError(f"{TARGET}: unmatched {op.name}: {_short(u)}", u)
+    else: self.val[u] = self.alu(u)
+
+  def special(self, u: UOp):
+    dim = int(u.arg[4:])
+    if u.arg.startswith("g"): return self.wgid[dim]
+    if dim == 0 and self.local_size[1] == 1 and self.local_size[2] == 1: return self.tid
+    return self.pure("v_bfe_u32", [self.tid, Imm(10 * dim), Imm(10)])
+
+  # ------------------------------------------------------------------ ALU
+  def fold(self, u: UOp, srcs):
+    if not all(isinstance(s, Imm) for s in srcs): return None
+    dt = u.dtype
+    try:
+      vals = [value_of(s, x.dtype) for s, x in zip(srcs, u.src)]
+      return imm_of(exec_alu(u.op, dt, vals), dt)
+    except (EvalError, CompileError, OverflowError, ValueError):
+      return None
+
+  def alu(self, u: UOp):
+    srcs = [self.get(s) for s in u.src]
+    folded = self.fold(u, srcs)
+    if folded is not None: return folded
+    dt, op = u.dtype, u.op
+    sdt = u.src[0].dtype
+    if dt.itemsize == 8 or sdt.itemsize == 8: raise _err(u, "64-bit arithmetic is not supported")
+    same = self.identity(u, srcs)
+    if same is not None: return same
+    if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
+    if op is Ops.WHERE: return self.cndmask(srcs[0], srcs[2], srcs[1])
+    if sdt.is_float: return self.float_alu(u, srcs)
+    if sdt.is_int: return self.int_alu(u, srcs)
+    raise _err(u)
+
+  def identity(self, u: UOp, s):
+    """x+0, x-0, x|0, x^0, x<<0, x>>0, x*1 (integers; x*1 also floats): the operand itself."""
+    op, dt = u.op, u.dtype
+    if not (dt.is_int or (dt.is_float and op is Ops.MUL)) or dt.is_bool: return None
+    one = imm_of(1, dt)
+    for k in ((0, 1) if op in (Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL) else (1,) if op in (Ops.SUB, Ops.SHL, Ops.SHR) else ()):
+      c = s[k] if len(s) > k else None
+      if not isinstance(c, Imm): continue
+      if (op is Ops.MUL and c == one) or (op is not Ops.MUL and c.bits == 0): return s[1 - k]
+    return None
+
+  def mask_alu(self, u: UOp, s):
+    op = u.op
+    if op is Ops.AND: return self.sop2("s_and_b32", s[0], s[1])
+    if op is Ops.OR: return self.sop2("s_or_b32", s[0], s[1])
+    if op in (Ops.XOR, Ops.CMPNE): return self.sop2("s_xor_b32", s[0], s[1])
+    if op is Ops.CMPEQ: return self.sop2("s_xnor_b32", s[0], s[1])
+    if op is Ops.NOT: return self.pure("s_not_b32", [s[0]], "s", "sdst", ["ssrc0"])
+    if op is Ops.CMPLT: return self.sop2("s_and_not1_b32", s[1], s[0])        # a < b  <=>  !a & b
+    if op is Ops.WHERE:
+      c, a, b = s
+      if isinstance(c, Imm): return a if c.bits else b
+      return self.sop2("s_or_b32", self.sop2("s_and_b32", c, a), self.sop2("s_and_not1_b32", b, c))
+    raise _err(u)
+
+  def float_alu(self, u: UOp, s):
+    op, dt = u.op, u.src[0].dtype
+    if dt.itemsize not in (2, 4): raise _err(u, "only f16 and f32 floats")
+    t = "f32" if dt.itemsize == 4 else "f16"
+    if op in _VCMP:
+      return self.vcmp(f"v_cmp_{'neq' if op is Ops.CMPNE else _VCMP[op]}_{t}_e64", s[0], s[1])
+    if op is Ops.NEG: return self.vop("v_xor_b32_e64", s[0], Imm(0x80000000 if t == "f32" else 0x8000))
+    if op is Ops.FDIV:
+      if t == "f16":   # in f32, rounded once to f16
+        a, b = self.vop("v_cvt_f32_f16_e64", s[0]), self.vop("v_cvt_f32_f16_e64", s[1])
+        return self.vop("v_cvt_f16_f32_e64", self.vop("v_mul_f32_e64", a, self.vop("v_rcp_f32_e64", b)))
+      return self.vop("v_mul_f32_e64", s[0], self.vop("v_rcp_f32_e64", s[1]))
+    if op is Ops.SIN:   # v_sin takes revolutions (RDNA3 ISA: V_SIN_F32 "sin(S0 * 2 * PI)")
+      if t == "f16": raise _err(u, "f16 SIN")
+      return self.vop("v_sin_f32_e64", self.vop("v_mul_f32_e64", s[0], Imm(0x3e22f983, "f32")))
+    if op is Ops.MULACC and t == "f16":
+      return self.vop("v_add_f16_e64", self.vop("v_mul_f16_e64", s[0], s[1]), s[2])
+    if op is Ops.ADD and t == "f32":
+      fused = self.try_fma(u, s)
+      if fused is not None: return fused
+    if op in _VFLOAT: return self.vop(_VFLOAT[op].format(t=t), *s)
+    raise _err(u)
+
+  def try_fma(self, u: UOp, s):
+    """acc + a*b -> v_fma_f32 when the MUL is used only here (within 1 ulp of the separate operations)."""
+    for k in (0, 1):
+      m = u.src[k]
+      if m.op is Ops.MUL and self.uses.get(m, 0) == 1:
+        a, b = self.get(m.src[0]), self.get(m.src[1])
+        return self.vop("v_fma_f32", a, b, s[1 - k])
+    return None
+
+  def int_alu(self, u: UOp, s):
+    op, dt = u.op, u.src[0].dtype
+    unsigned = dt.is_unsigned
+    if op is Ops.MUL:
+      for k in (0, 1):
+        if isinstance(s[k], Imm) and s[k].signed > 0 and s[k].bits & (s[k].bits - 1) == 0:
+          return self.narrow(self.shift_left(s[1 - k], s[k].bits.bit_length() - 1, u), dt)
+    if op in (Ops.IDIV, Ops.IMOD): return self.narrow(self.divmod(u, s), dt)
+    if self.uniform(u):
+      if op in _SCALAR_INT_OPS: return self.sop2(_SCALAR_INT_OPS[op], s[0], s[1])
+      if op is Ops.SHR: return self.sop2("s_lshr_b32" if unsigned else "s_ashr_i32", s[0], s[1])
+      if op is Ops.MAX: return self.sop2("s_max_u32" if unsigned else "s_max_i32", s[0], s[1])
+    if op in _VINT: return self.narrow(self.vop(_VINT[op], s[0], s[1]), dt)
+    if op is Ops.SHL: return self.narrow(self.vop("v_lshlrev_b32_e64", s[1], s[0]), dt)
+    if op is Ops.SHR: return self.vop("v_lshrrev_b32_e64" if unsigned else "v_ashrrev_i32_e64", s[1], s[0])
+    if op is Ops.MAX: return self.vop("v_max_u32_e64" if unsigned else "v_max_i32_e64", s[0], s[1])
+    if op is Ops.NEG: return self.narrow(self.vop("v_sub_nc_u32_e64", Imm(0), s[0]), dt)
+    if op is Ops.NOT: return self.narrow(self.vop("v_xor_b32_e64", s[0], Imm(-1)), dt)
+    if op is Ops.MULACC: return self.narrow(self.vop("v_add_nc_u32_e64", self.vop("v_mul_lo_u32", s[0], s[1]), s[2]), dt)
+    if op in _VCMP:
+      cmp = _VCMP[op]
+      t = "u32" if unsigned or op is not Ops.CMPLT else "i32"
+      return self.vcmp(f"v_cmp_{cmp}_{t}_e64", s[0], s[1])
+    raise _err(u)
+
+  def shift_left(self, x, k: int, u: UOp):
+    if k == 0: return x
+    if isinstance(x, VReg) and x.cls == "s" and self.uniform(u): return self.sop2("s_lshl_b32", x, Imm(k))
+    return self.vop("v_lshlrev_b32_e64", Imm(k), x)
+
+  def narrow(self, x, dt: DType):
+    """Keep an 8/16-bit integer sign- or zero-extended in its 32-bit register (C's wraparound)."""
+    if dt.itemsize >= 4 or isinstance(x, Imm): return x
+    if dt.is_unsigned: return self.vop("v_and_b32_e64", x, Imm((1 << (8 * dt.itemsize)) - 1))
+    return self.vop("v_bfe_i32", x, Imm(0), Imm(8 * dt.itemsize))
+
+  # ------------------------------------------------------------------ integer division
+  def divmod(self, u: UOp, s):
+    n_u, d_u = u.src
+    n, d = s
+    want_q = u.op is Ops.IDIV
+    unsigned = u.dtype.is_unsigned
+    if isinstance(d, Imm):
+      dv = value_of(d, d_u.dtype)
+      if dv == 0: raise _err(u, "division by the constant 0")
+      if (unsigned or n_u.vmin >= 0) and dv > 0:
+        return self.udiv_const(n, dv, int(min(n_u.vmax, 2**32 - 1)), want_q)
+      if not unsigned and dv != -2**31:
+        # |n| / |d| by a magic multiplication, then C's signs: q negative when the signs differ, r has n's sign
+        sn = self.vop("v_ashrrev_i32_e64", Imm(31), n)
+        an = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", n, sn), sn)
+        q = self.udiv_const(an, abs(dv), 2**31, True)
+        if want_q:
+          sq = sn if dv > 0 else self.vop("v_xor_b32_e64", sn, Imm(-1))
+          return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", q, sq), sq)
+        r = self.vop("v_sub_nc_u32_e64", an, self.mul_imm(q, abs(dv)))
+        return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", r, sn), sn)
+    if unsigned or (n_u.vmin >= 0 and d_u.vmin > 0):
+      q, r = self.udivmod(n, d)
+      return q if want_q else r
+    sn = self.vop("v_ashrrev_i32_e64", Imm(31), n)
+    sd = self.vop("v_ashrrev_i32_e64", Imm(31), d)
+    an = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", n, sn), sn)
+    ad = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", d, sd), sd)
+    q, r = self.udivmod(an, ad)
+    if want_q:
+      sq = self.vop("v_xor_b32_e64", sn, sd)
+      return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", q, sq), sq)
+    return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", r, sn), sn)
+
+  def mul_imm(self, x, c: int):
+    if c & (c - 1) == 0: return self.vop("v_lshlrev_b32_e64", Imm(c.bit_length() - 1), x)
+    return self.vop("v_mul_lo_u32", x, Imm(c))
+
+  def udiv_const(self, n, d: int, nmax: int, want_q: bool):
+    """n // d (or n % d) for 0 <= n <= nmax by q = mulhi(n, m) >> s: with m = ceil(2^(32+s) / d) and
+    e = m*d - 2^(32+s), floor(n*m / 2^(32+s)) = floor(n/d) whenever n*e < 2^(32+s) (the error term stays below
+    one unit of the quotient); the smallest s with m < 2^32 is used."""
+    if d == 1: q = n
+    elif d & (d - 1) == 0:
+      if not want_q: return self.vop("v_and_b32_e64", n, Imm(d - 1))
+      q = self.vop("v_lshrrev_b32_e64", Imm(d.bit_length() - 1), n)
+    else:
+      for sh in range(0, 33):
+        m = -(-(1 << (32 + sh)) // d)
+        if m >= 1 << 32: break
+        if nmax * (m * d - (1 << (32 + sh))) < (1 << (32 + sh)):
+          q = self.vop("v_mul_hi_u32", n, Imm(m))
+          if sh: q = self.vop("v_lshrrev_b32_e64", Imm(sh), q)
+          break
+      else: sh = None
+      if sh is None or m >= 1 << 32:
+        q, r = self.udivmod(n, Imm(d))
+        return q if want_q else r
+    if want_q: return q
+    return self.vop("v_sub_nc_u32_e64", n, self.mul_imm(q, d))
+
+  def udivmod(self, n, d):
+    """Unsigned 32-bit division by a runtime divisor: a float reciprocal estimate of 2^32/d, one Newton-Raphson
+    step in integers, then the quotient corrected at most twice."""
+    fd = self.vop("v_cvt_f32_u32_e64", d)
+    rc = self.vop("v_rcp_f32_e64", fd)
+    rc = self.vop("v_mul_f32_e64", rc, Imm(0x4f7ffffe, "f32"))     # 4294966784.0: just below 2^32
+    z = self.vop("v_cvt_u32_f32_e64", rc)
+    negd = self.vop("v_sub_nc_u32_e64", Imm(0), d)
+    e = self.vop("v_mul_lo_u32", negd, z)                             # -d*z mod 2^32: the error of z*d vs 2^32
+    z = self.vop("v_add_nc_u32_e64", z, self.vop("v_mul_hi_u32", z, e))
+    q = self.vop("v_mul_hi_u32", n, z)
+    r = self.vop("v_sub_nc_u32_e64", n, self.vop("v_mul_lo_u32", q, d))
+    for _ in range(2):
+      big = self.vcmp("v_cmp_ge_u32_e64", r, d)
+      q = self.cndmask(big, q, self.vop("v_add_nc_u32_e64", q, Imm(1)))
+      r = self.cndmask(big, r, self.vop("v_sub_nc_u32_e64", r, d))
+    return q, r
+
+  # ------------------------------------------------------------------ casts
+  def cast(self, u: UOp):
+    x, src = self.get(u.src[0]), u.src[0].dtype
+    dt = u.dtype
+    if isinstance(x, Imm):
+      v = value_of(x, src)
+      if dt.is_int and isinstance(v, float): v = math.trunc(v) if math.isfinite(v) else 0
+      return imm_of(v, dt)
+    if dt.itemsize == 8 or src.itemsize == 8: raise _err(u, "64-bit types are not supported")
+    if src.is_bool:
+      if dt.is_float: return self.cndmask(x, Imm(0), imm_of(1.0, dt))
+      return self.cndmask(x, Imm(0), Imm(1))
+    if dt.is_bool:
+      if src.is_float: return self.vcmp(f"v_cmp_neq_{'f32' if src.itemsize == 4 else 'f16'}_e64", x, Imm(0))
+      return self.vcmp("v_cmp_ne_u32_e64", x, Imm(0))
+    if src.is_int and dt.is_int:
+      # registers hold 8/16-bit ints extended by their own signedness: widening keeps the value when it fits
+      if dt.itemsize >= 4 or (src.itemsize < dt.itemsize and (src.is_unsigned or not dt.is_unsigned)): return x
+      return self.narrow(x, dt)
+    if src.is_int and dt.is_float:
+      f = self.vop("v_cvt_f32_u32_e64" if src.is_unsigned else "v_cvt_f32_i32_e64", x)
+      return f if dt.itemsize == 4 else self.vop("v_cvt_f16_f32_e64", f)
+    if src.is_float and dt.is_int:
+      f = x if src.itemsize == 4 else self.vop("v_cvt_f32_f16_e64", x)
+      i = self.vop("v_cvt_u32_f32_e64" if dt.is_unsigned else "v_cvt_i32_f32_e64", f)
+      return self.narrow(i, dt)
+    if src.is_float and dt.is_float:
+      if src.itemsize == dt.itemsize: return x
+      return self.vop("v_cvt_f16_f32_e64" if dt.itemsize == 2 else "v_cvt_f32_f16_e64", x)
+    raise _err(u)
+
+  def bitcast(self, u: UOp):
+    x, src, dt = self.get(u.src[0]), u.src[0].dtype, u.dtype
+    if src.itemsize != dt.itemsize or dt.itemsize == 8: raise _err(u, "bitcast between different or 64-bit sizes")
+    if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
+    return self.narrow(x, dt) if dt.is_int else x
+
+  # ------------------------------------------------------------------ memory
+  def split_index(self, idx: UOp):
+    """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
+    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
+    v = self.get(idx)
+    if isinstance(v, Imm): return None, value_of(v, idx.dtype)
+    if idx.op is not Ops.ADD: return v, 0
+    regs, const, stack = [], 0, [idx]
+    while stack:
+      u = stack.pop()
+      val = self.val.get(u)
+      if isinstance(val, Imm): const += value_of(val, u.dtype)
+      elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
+      elif val is None: return v, 0
+      else: regs.append(val)
+    if const == 0 or not regs: return v, 0
+    out = regs[0]
+    for r in regs[1:]:
+      if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
+        out = self.sop2("s_add_i32", out, r)
+      else: out = self.vop("v_add_nc_u32_e64", out, r)
+    return out, const
+
+  def byte_offset(self, x, size: int):
+    """A VGPR holding x * size (x an index register)."""
+    k = size.bit_length() - 1
+    if k == 0: return self.to_v(x)
+    return self.vop("v_lshlrev_b32_e64", Imm(k), x)
+
+  def address(self, index: UOp, gated: bool):
+    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index."""
+    buf, idx = index.src[0], index.src[1]
+    size = buf.dtype.base.itemsize
+    if gated:
+      reg, c = self.get(idx), 0
+      if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
+    else:
+      reg, c = self.split_index(idx)
+    cbytes = c * size
+    limit_ok = (-4096 <= cbytes <= 4095) if buf.dtype.addrspace is AddrSpace.GLOBAL else \
+        (0 <= cbytes + self.lds_off.get(buf, 0) <= 65535)
+    if reg is None:
+      if not limit_ok: return buf, self.to_v(Imm(cbytes)), 0
+      return buf, self.to_v(Imm(0)), cbytes
+    if not limit_ok:
+      reg, cbytes = self.get(idx), 0
+    return buf, self.byte_offset(reg, size), cbytes
+
+  def _mem_suffix(self, dt: DType, load: bool) -> str:
+    if dt.itemsize == 4: return "b32"
+    if dt.itemsize == 2: return ("i16" if dt.kind == "int" else "u16") if load else "b16"
+    if dt.itemsize == 1: return ("i8" if dt.kind == "int" else "u8") if load else "b8"
+    raise CompileError(f"{TARGET}: no {dt.itemsize * 8}-bit memory access for {dt}")
+
+  def load(self, u: UOp):
+    index = u.src[0]
+    buf = index.src[0]
+    dt = u.dtype
+    if buf.dtype.addrspace is AddrSpace.REG: return self.reg_load(u, index)
+    if dt.itemsize == 8: raise _err(u, "64-bit loads are not supported")
+    gate = self.get(index.src[2]) if len(index.src) == 3 else None
+    if isinstance(gate, Imm):
+      if not gate.bits: return imm_of(0, dt)
+      gate = None
+    if gate is not None:
+      # select a safe index (0) where the gate is off, load, then 0 there
+      raw = self.get(index.src[1])
+      safe = self.cndmask(gate, Imm(0), raw)
+      _, voff, cbytes = self._address_of(buf, safe, index.src[1].dtype)
+    else:
+      _, voff, cbytes = self.address(index, False)
+    mem_dt = dtypes.uint8 if dt.is_bool else dt
+    d = VReg("v")
+    suffix = self._mem_suffix(mem_dt, True)
+    if buf.dtype.addrspace is AddrSpace.LOCAL:
+      self.emit(f"ds_load_{suffix}", {"vdst": d}, {"addr": voff}, offset=cbytes + self.lds_off[buf])
+    else:
+      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
+    out = d
+    if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
+    if gate is not None:
+      out = self.sop2("s_and_b32", out, gate) if dt.is_bool else self.cndmask(gate, Imm(0), out)
+    return out
+
+  def _address_of(self, buf, reg, idx_dt):
+    size = buf.dtype.base.itemsize
+    return buf, self.byte_offset(reg, size), 0
+
+  def reg_elem(self, index: UOp) -> VReg:
+    regs = self.reg_bufs.get(index.src[0])
+    if regs is None: raise CompileError(f"{TARGET}: REG buffer used before its BUFFER: {_short(index)}", index)
+    i = self.get(index.src[1])
+    if not isinstance(i, Imm): raise _err(index, "a private array indexed by a non-constant (no scratch support)")
+    k = value_of(i, index.src[1].dtype)
+    if not 0 <= k < len(regs): raise _err(index, f"index {k} outside the private array of {len(regs)}")
+    return regs[k]
+
+  def reg_load(self, u: UOp, index: UOp):
+    if len(index.src) == 3: raise _err(u, "gated load from a private array")
+    r = self.reg_elem(index)
+    d = VReg("v")
+    self.emit("v_mov_b32_e32", {"vdst": d}, {"src0": r}, copy=True)
+    return d
+
+  def store(self, u: UOp):
+    index, value = u.src
+    buf = index.src[0]
+    v = self.get(value)
+    dt = value.dtype
+    if buf.dtype.addrspace is AddrSpace.REG:
+      r = self.reg_elem(index)
+      if isinstance(v, VReg) and v.cls == "s" and dt.is_bool: v = self.cndmask(v, Imm(0), Imm(-1))
+      self.emit("v_mov_b32_e32", {"vdst": r}, {"src0": v}, copy=True)
+      return
+    if dt.itemsize == 8: raise _err(u, "64-bit stores are not supported")
+    if dt.is_bool: v, dt = self.cndmask(v, Imm(0), Imm(1)), dtypes.uint8
+    data = self.to_v(v)
+    _, voff, cbytes = self.address(index, False)
+    suffix = self._mem_suffix(dt, False)
+    if buf.dtype.addrspace is AddrSpace.LOCAL:
+      self.emit(f"ds_store_{suffix}", {}, {"addr": voff, "data0": data}, offset=cbytes + self.lds_off[buf])
+    else:
+      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)
+
+
+def select(lin: UOp) -> Selection:
+  isel = ISel(lin)
+  users: dict = {}
+  for u in lin.src:
+    for s in u.src: users.setdefault(s, set()).add(u)
+  isel.uses = {s: len(us) for s, us in users.items()}
+  sel = isel.select()
+  from .isel_opt import optimize
+  sel.code = optimize(sel.code)
+  return sel
