@@ -1,5 +1,5 @@
-"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (KFD now; PCI/USB later) that gives it
-memory, queues with doorbells and fault events.
+"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (iface.py: KFD now; PCI/USB later) that gives
+it memory, queues with doorbells and fault events.
 
 Queues: one PM4 compute queue (kernels, signals, timestamps, barriers) and one SDMA queue (copies). Both end each
 submission by writing the device timeline value and interrupting through the KFD signal event; a submission on one
