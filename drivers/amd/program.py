@@ -94,12 +94,15 @@ class AMDProgram(Program):
       elif name == "private_segment_size": user += [self.private]
     # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
     # values, the rest are never read by the kernel and are left as they are
-    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8))
-    w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC1, self.rsrc1, self.rsrc2)
+    # COMPUTE_PGM_LO .. COMPUTE_PGM_RSRC2 are 8 consecutive registers (gc_11_0_0_offset.h 0x1bac-0x1bb3): one packet
+    # sets the program address, the dispatch packet address, the scratch base and RSRC1/2
+    # (the dispatch packet address only means something for kernels that read the dispatch packet)
+    scratch = self.scratch.va >> 8 if self.scratch else 0
+    packet = DISPATCH_PTR if self.dispatch_ptr else 0
+    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
+                       pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2)
     w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
     w += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
-    if self.scratch:
-      w += pm4.set_sh_reg(pm4.COMPUTE_DISPATCH_SCRATCH_BASE_LO, pm4.lo(self.scratch.va >> 8), pm4.hi(self.scratch.va >> 8))
     w += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
     if user: w += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
     w += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
