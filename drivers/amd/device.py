@@ -11,7 +11,7 @@ from array import array
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
-from ...errors import DeviceError, GPUFault
+from ...errors import DeviceError, GPUFault, QueueError
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
 from . import lower, pm4
 from .cmdbuf import link
@@ -85,7 +85,7 @@ class AMDDevice(Device):
     self._staging = [_Staging(self._host_mem(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
     self._staging_next = 0
     self._last_ring = None
-    self.fault: GPUFault | None = None
+    self.fault: GPUFault | QueueError | None = None
     self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
     self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
@@ -116,7 +116,7 @@ class AMDDevice(Device):
     if self.fault is not None:
       raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
     try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
-    except GPUFault as e:
+    except (GPUFault, QueueError) as e:
       self.fault = e
       raise
 
@@ -124,7 +124,7 @@ class AMDDevice(Device):
     """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
     report a fault right here; it is remembered like one seen while waiting."""
     try: ring.commit()
-    except GPUFault as e:
+    except (GPUFault, QueueError) as e:
       self.fault = e
       raise
 

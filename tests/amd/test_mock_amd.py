@@ -291,3 +291,18 @@ def test_host_buffers_are_copied_by_the_cpu_and_usable_by_kernels(dev):
   assert dev.copy.submits == submits          # no SDMA copy for host-visible memory
   vadd(ha, ha, hc, 256, global_size=(1,), local_size=(256,))
   assert np.array_equal(np.frombuffer(dev.copyout(hc), np.float32), 2 * a)   # copyout waited for the kernel
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_an_invalid_packet_is_a_queue_error_and_the_device_still_closes(threaded):
+  from hcq import HCQError, QueueError
+  d = _open(timeout_s=0.5, threaded=threaded)
+  try:
+    with pytest.raises(HCQError) as e:
+      d.submit_pm4([pm4.header(0xEE, 1), 0])     # opcode 0xEE: no such PM4 packet
+      d.synchronize()
+    assert isinstance(e.value, (QueueError, GPUFault))
+    if isinstance(e.value, QueueError): assert e.value.opcode == 0xEE and e.value.offset is not None
+    with pytest.raises(DeviceError, match="faulted earlier"): d.synchronize()
+  finally:
+    d.close()
