@@ -112,7 +112,8 @@ def test_vector_add_and_matmul_of_the_demo(both_dev):
   assert np.allclose(np.frombuffer(dev.copyout(dz), np.float32).reshape(48, 48), x @ x, rtol=1e-4, atol=1e-4)
 
 
-def test_faulting_kernel_raises_gpu_fault_with_the_address(dev):
+def test_faulting_kernel_raises_gpu_fault_with_the_address(both_dev):
+  dev = both_dev
   _needs_emulator(dev)
   vadd = dev.load(demo_code_object(), "vadd")
   good = dev.alloc(4096)
