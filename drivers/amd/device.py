@@ -256,14 +256,14 @@ class AMDDevice(Device):
     if buf.kind == "host":
       self._synchronize()
       return bytes(buf.cpu_view[offset:offset + size])
-    out = bytearray(size)
+    parts = []
     for pos in range(0, size, STAGING_SIZE):
       chunk = min(STAGING_SIZE, size - pos)
       st = self._staging_slot()
       st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
       self._wait_value(tv)
-      out[pos:pos + chunk] = st.mem.cpu[:chunk]
-    return bytes(out)
+      parts.append(bytes(st.mem.cpu[:chunk]))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):
