@@ -168,7 +168,9 @@ class AMDDevice(Device):
   def _abandon(self, tv: int) -> None:
     """A submission failed before its commands reached the ring (no ring space, no kernarg space): give its
     timeline value back so that later waits do not wait for work that never ran."""
-    if self.timeline.value == tv: self.timeline.value = tv - 1
+    if self.timeline.value == tv:
+      self.timeline.value = tv - 1
+      self.kernargs.cancel(tv)
 
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
     tv = self._begin(self.compute, "pm4")

@@ -203,3 +203,14 @@ def test_untyped_and_float_scalars():
   with pytest.raises(DeviceError, match="does not fit 4 bytes"): lay.check_and_pack((2**32, 0.0, 0, bytes(8)), B)
   with pytest.raises(DeviceError, match="raw bytes"): lay.check_and_pack((1, 0.0, 0, 5), B)
   with pytest.raises(DeviceError, match="needs a number"): lay.check_and_pack((1, "x", 0, bytes(8)), B)
+
+
+def test_launch_ring_cancel_gives_back_the_newest_allocation():
+  waited = []
+  ring = LaunchRing(0x1000, 1024, waited.append)
+  a = ring.alloc(100, done_value=1)
+  b = ring.alloc(100, done_value=2)
+  ring.cancel(2)
+  assert ring.alloc(100, done_value=2) == b   # the same place again
+  ring.cancel(7)                              # not the newest: nothing happens
+  assert ring.alloc(100, done_value=3) == b + 128 and waited == [] and a == 0x1000
