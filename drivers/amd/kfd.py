@@ -54,6 +54,17 @@ class KFDIface:
     self.os, self.config = osi, config
     try: self.kfd = osi.open("/dev/kfd", _os.O_RDWR)
     except OSCallError as e: raise DeviceError(f"KFD+AMD:{index}: cannot open /dev/kfd ({e})") from None
+    self.drm = None
+    self._mems: dict[int, Mem] = {}
+    self._queues: list[HWQueue] = []
+    try: self._open(index)
+    except BaseException:
+      try: self.close()
+      except (DeviceError, OSError): pass  # the error that stopped the opening is the one worth raising
+      raise
+
+  def _open(self, index: int) -> None:
+    osi = self.os
     self.gpu_node, self.gpu_id, self.props = self._discover(index)
     self.label = f"KFD+AMD:{index} (gpu_id {self.gpu_id})"
     ver = self.props["gfx_target_version"]
@@ -64,8 +75,6 @@ class KFDIface:
     kfd.AMDKFD_IOC_ACQUIRE_VM(self.kfd, drm_fd=self.drm.fd, gpu_id=self.gpu_id)
     if self.kfd_version >= (1, 14): kfd.AMDKFD_IOC_RUNTIME_ENABLE(self.kfd, mode_mask=0)
     self._gpu_ids = (ctypes.c_uint32 * 1)(self.gpu_id)
-    self._mems: dict[int, Mem] = {}
-    self._queues: list[HWQueue] = []
     self._doorbells = None
     self._doorbell_base = None
     # events: the event page, a signal event for queue interrupts, and the two fault events
@@ -183,6 +192,9 @@ class KFDIface:
     if self._doorbells is None:
       self._doorbell_base = q.doorbell_offset & ~(DOORBELL_PAGE - 1)
       self._doorbells = self.os.map_mmio("/dev/kfd", DOORBELL_PAGE, self._doorbell_base, name=f"{self.label} doorbells")
+    elif q.doorbell_offset & ~(DOORBELL_PAGE - 1) != self._doorbell_base:
+      raise DeviceError(f"{self.label}: queue {q.queue_id}'s doorbell {q.doorbell_offset:#x} is outside the doorbell page "
+                        f"{self._doorbell_base:#x} of the first queue")
     hwq = HWQueue(kind, q.queue_id, ring, gart, extra, q.doorbell_offset - self._doorbell_base)
     self._queues.append(hwq)
     return hwq
@@ -220,6 +232,6 @@ class KFDIface:
     for mem in list(self._mems.values()):
       try: self.free(mem)
       except (OSCallError, OSError) as e: errors.append(e)
-    self.drm.close()
+    if self.drm is not None: self.drm.close()
     self.kfd.close()
     if errors: raise DeviceError(f"{self.label}: closing failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
