@@ -54,7 +54,7 @@ class KFDIface:
     self.os, self.config = osi, config
     try: self.kfd = osi.open("/dev/kfd", _os.O_RDWR)
     except OSCallError as e: raise DeviceError(f"KFD+AMD:{index}: cannot open /dev/kfd ({e})") from None
-    self.drm = None
+    self.drm, self.label = None, f"KFD+AMD:{index}"
     self._mems: dict[int, Mem] = {}
     self._queues: list[HWQueue] = []
     try: self._open(index)

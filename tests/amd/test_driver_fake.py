@@ -247,3 +247,14 @@ def test_compute_queue_context_save_sizes_follow_kfd_queue_c(fake_dev):
   ctl = (40 + waves * 12 + 8 + 4095) // 4096 * 4096
   assert q["ctl_stack_size"] == ctl and q["cwsr_size"] == ctl + 96 * 0x75000
   assert q["eop_size"] >= 4096
+
+
+def test_open_errors_name_the_device_and_close_what_was_opened():
+  from hcq.config import Config
+  from hcq.drivers.amd import open_device
+  from fakekfd import FakeKFDOS
+  osi = FakeKFDOS(Config())
+  with pytest.raises(DeviceError, match="KFD\\+AMD:1: the KFD topology lists 1 GPU"):
+    open_device("KFD", 1, osi, osi.config)
+  with pytest.raises(DeviceError, match="interface 'PCI' is not supported yet"):
+    open_device("PCI", 0, osi, osi.config)
