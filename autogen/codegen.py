@@ -99,7 +99,7 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
     body = "".join(f"  ({', '.join(repr(x) if i == 0 else str(x) for i, x in enumerate(f))}),\n" for f in fields)
     out.append(f"{r.pyname}._fields_ = [\n{body}]\n" if fields else f"{r.pyname}._fields_ = []\n")
     if bits:
-      out.append(f"# ctypes would place these bitfields elsewhere than C: (name, bit offset, width, signed) from clang\n")
+      out.append("# ctypes would place these bitfields elsewhere than C: (name, bit offset, width, signed) from clang\n")
       out.append(f"add_bitfields({r.pyname}, {bits!r})\n")
   names = set(info.records)
   if info.typedefs:

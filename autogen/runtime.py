@@ -16,9 +16,9 @@ from ioctl_opt import IOC, IOC_NONE, IOC_READ, IOC_WRITE  # noqa: F401  (re-expo
 class IoctlError(OSCallError):
   """An ioctl failed: names the ioctl, the file and the errno (an hcq DeviceError, like every OS call failure)."""
 
-  def __init__(self, name: str, request: int, errno: int | None, target: str = ""):
+  def __init__(self, name: str, request: int, errno: int | None, target: str = "", cause: str = ""):
     self.name, self.request = name, request
-    super().__init__(f"ioctl {name}", target or "<fd>", errno, f"request {request:#x}")
+    super().__init__(f"ioctl {name}", target or "<fd>", errno, f"request {request:#x}" + (f"; {cause}" if cause else ""))
 
 
 def _c_value(ftype, value):
@@ -111,6 +111,18 @@ def add_bitfields(cls, bits):
   cls._bitfields_ = tuple(b[0] for b in bits)
 
 
+def _detail(e: Exception) -> str:
+  """What an OS-call error adds to 'CALL on TARGET failed: [Errno N] text' (its detail), else its whole message."""
+  msg = str(e)
+  if isinstance(e, OSCallError):
+    import os
+    head = f"{e.call} on {e.target} failed" + (f": [Errno {e.errno}] {os.strerror(e.errno)}" if e.errno is not None else "")
+    if msg == head: return ""
+    if msg.startswith(head + " (") and msg.endswith(")"): return msg[len(head) + 2:-1]
+  if isinstance(e, OSError) and e.errno is not None and len(e.args) == 2: return ""   # just errno + strerror
+  return msg
+
+
 class Ioctl:
   """An ioctl request: `.nr .type .dir .struct .request`. Calling it as IOCTL(file, **fields) builds the struct,
   issues the ioctl through file.ioctl(request, struct) (or fcntl for an int fd) and returns the filled struct;
@@ -142,8 +154,8 @@ class Ioctl:
     if hasattr(target, "ioctl"):
       try: return target.ioctl(self.request, arg)
       except IoctlError: raise
-      except (OSError, OSCallError) as e:
-        raise IoctlError(self.name, self.request, e.errno, str(getattr(target, "path", "") or target)) from e
+      except (OSError, OSCallError) as e:   # keep what the file said (the mock explains its refusals)
+        raise IoctlError(self.name, self.request, e.errno, str(getattr(target, "path", "") or target), _detail(e)) from e
     if isinstance(target, int):
       from . import fdioctl
       try: return fdioctl.ioctl(target, self.request, arg)
