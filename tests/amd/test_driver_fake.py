@@ -258,3 +258,10 @@ def test_open_errors_name_the_device_and_close_what_was_opened():
     open_device("KFD", 1, osi, osi.config)
   with pytest.raises(DeviceError, match="interface 'PCI' is not supported yet"):
     open_device("PCI", 0, osi, osi.config)
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_shipped_demo_code_object_matches_a_fresh_build(tmp_path, demo_code):
+  from build_kernels import build
+  assert open(build("gfx1100", str(tmp_path / "demo.hsaco")), "rb").read() == demo_code, \
+    "drivers/amd/kernels/demo.hsaco is stale: run tests/amd/build_kernels.py"
