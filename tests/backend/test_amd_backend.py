@@ -144,9 +144,9 @@ def test_compile_time_under_200ms():
   from hcq.compiler.backend.amd.render import compile_sink
   compile_sink(examples.elementwise_add().sink)   # tables loaded once per process
   sink = examples.matmul_tiled_kernel(256, 16)
-  t0 = time.perf_counter()
+  t0 = time.process_time()
   compile_sink(sink)
-  assert time.perf_counter() - t0 < 0.2 * 3   # 200 ms on an idle machine; x3 slack for the shared CI box
+  assert time.process_time() - t0 < 0.2   # CPU time: what an idle machine takes (the CI box is shared)
 
 
 def test_isel_output_as_ins_uops():

@@ -52,6 +52,18 @@ def is_inline(x: Imm) -> bool:
   return x.bits in (INLINE_F32 if x.kind == "f32" else INLINE_F16)
 
 
+def magic_u32(d: int, nmax: int) -> tuple[int, int] | None:
+  """(m, s) with floor(n * m / 2^(32+s)) == n // d for every 0 <= n <= nmax, m < 2^32 (one v_mul_hi_u32 and a
+  shift). With m = ceil(2^(32+s) / d) and e = m*d - 2^(32+s) (0 <= e < d): n*m / 2^(32+s) = n/d + n*e / (d 2^(32+s)),
+  and the error term keeps the floor unchanged when n*e < 2^(32+s), since n/d's fraction is at most (d-1)/d.
+  The smallest s that works is used; None when m would need 33 bits."""
+  for s in range(0, 33):
+    m = -(-(1 << (32 + s)) // d)
+    if m >= 1 << 32: return None
+    if nmax * (m * d - (1 << (32 + s))) < (1 << (32 + s)): return m, s
+  return None
+
+
 class SelectError(CompileError):
   """An op the gfx1100 backend can't select."""
 
@@ -550,25 +562,20 @@ class ISel:
     return self.vop("v_mul_lo_u32", x, Imm(c))
 
   def udiv_const(self, n, d: int, nmax: int, want_q: bool):
-    """n // d (or n % d) for 0 <= n <= nmax by q = mulhi(n, m) >> s: with m = ceil(2^(32+s) / d) and
-    e = m*d - 2^(32+s), floor(n*m / 2^(32+s)) = floor(n/d) whenever n*e < 2^(32+s) (the error term stays below
-    one unit of the quotient); the smallest s with m < 2^32 is used."""
+    """n // d (or n % d) for 0 <= n <= nmax: a power of two by shift/mask, else q = mulhi(n, m) >> s (magic_u32),
+    else the runtime algorithm with d as a constant."""
     if d == 1: q = n
     elif d & (d - 1) == 0:
       if not want_q: return self.vop("v_and_b32_e64", n, Imm(d - 1))
       q = self.vop("v_lshrrev_b32_e64", Imm(d.bit_length() - 1), n)
     else:
-      for sh in range(0, 33):
-        m = -(-(1 << (32 + sh)) // d)
-        if m >= 1 << 32: break
-        if nmax * (m * d - (1 << (32 + sh))) < (1 << (32 + sh)):
-          q = self.vop("v_mul_hi_u32", n, Imm(m))
-          if sh: q = self.vop("v_lshrrev_b32_e64", Imm(sh), q)
-          break
-      else: sh = None
-      if sh is None or m >= 1 << 32:
+      magic = magic_u32(d, nmax)
+      if magic is None:
         q, r = self.udivmod(n, Imm(d))
         return q if want_q else r
+      m, sh = magic
+      q = self.vop("v_mul_hi_u32", n, Imm(m))
+      if sh: q = self.vop("v_lshrrev_b32_e64", Imm(sh), q)
     if want_q: return q
     return self.vop("v_sub_nc_u32_e64", n, self.mul_imm(q, d))
 

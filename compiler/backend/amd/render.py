@@ -8,7 +8,8 @@ s_waitcnt (RDNA3 ISA 4.4 "Data Dependency Resolution"; gfx11 SOPP S_WAITCNT simm
 expcnt [2:0]): vector memory loads return in order and are counted by VM_CNT; LDS and scalar memory operations by
 LGKM_CNT (LDS in order, SMEM out of order); stores to global memory are counted by VS_CNT (not waited for: nothing
 reads them back in a kernel). Before an instruction reads the result of a pending load, the counter is waited down to
-the number of operations issued after that load (0 for LGKM while a scalar load is pending). Before s_barrier, all
+the number of operations issued after that load (0 for LGKM while a scalar load is pending), rounded down to a
+multiple of WAIT_GRANULE so that one wait serves the next few uses too. Before s_barrier, all
 LDS operations are waited for; at labels and branches everything pending is waited for (conservative at joins).
 """
 from __future__ import annotations
@@ -37,6 +38,9 @@ def _waitcnt(vm: int = 63, lgkm: int = 63) -> MInst:
   return MInst("s_waitcnt", simm16=(vm << 10) | (lgkm << 4) | 7)
 
 
+WAIT_GRANULE = 8   # a needed count n is rounded down to a multiple of this: one wait then covers several uses
+
+
 def insert_waitcnt(code: list[MInst]) -> list[MInst]:
   out: list[MInst] = []
   vm: list = []      # pending VM_CNT loads: their destination VReg, in issue order
@@ -63,6 +67,8 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       smem = any(s for _, s in lgkm)
       for k, (r, _) in enumerate(lgkm):
         if r is not None and r in regs: lgkm_n = 0 if smem else len(lgkm) - k - 1
+      if vm_n is not None: vm_n -= vm_n % WAIT_GRANULE
+      if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
       wait(vm_n, lgkm_n)
     out.append(m)
     if name.startswith("global_load"): vm.append(m.defs["vdst"])
