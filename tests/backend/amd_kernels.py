@@ -36,14 +36,16 @@ def f16_arith(n=256) -> Case:
   """f16 add/sub/mul/max/compare/select and f16 <-> f32 conversions, loaded and stored as 16-bit."""
   a = (_rng(1).standard_normal(n) * 4).astype(np.float16)
   b = (_rng(2).standard_normal(n) * 4).astype(np.float16)
-  o16, o32 = np.zeros(n, np.float16), np.zeros(n, np.float32)
-  A, B, O, P = _p(0, a), _p(1, b), _p(2, o16, False), _p(3, o32, False)
+  o16, o32, c16 = np.zeros(n, np.float16), np.zeros(n, np.float32), np.zeros(n, np.float16)
+  A, B, O, P, Q = _p(0, a), _p(1, b), _p(2, o16, False), _p(3, o32, False), _p(4, c16, False)
   i = _gid(n, 64)
   x, y = A.index(i).load(), B.index(i).load()
   v = (x < y).where(x * y - x, (x + y).maximum(y * 0.5))
   w = v.cast(dtypes.float32) * 3.0 + y.cast(dtypes.float32)
-  sink = UOp.sink(O.index(i).store(v), P.index(i).store(w), arg=KernelInfo("f16_arith"))
-  return Case("f16_arith", sink, [a, b, o16, o32], [2, 3], (n // 64, 1, 1), (64, 1, 1))
+  # f16 constants through b32 instructions (v_cndmask, v_mov): their bits, not an f32 inline constant
+  c = (x < 0.0).cast(dtypes.float16) + (y < x).where(UOp.const(1.0, dtypes.float16), UOp.const(-2.5, dtypes.float16))
+  sink = UOp.sink(O.index(i).store(v), P.index(i).store(w), Q.index(i).store(c), arg=KernelInfo("f16_arith"))
+  return Case("f16_arith", sink, [a, b, o16, o32, c16], [2, 3, 4], (n // 64, 1, 1), (64, 1, 1))
 
 
 def conversions(n=256) -> Case:

@@ -39,17 +39,36 @@ UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
 USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
 
-INLINE_F32 = {0x3f000000, 0xbf000000, 0x3f800000, 0xbf800000, 0x40000000, 0xc0000000, 0x40800000, 0xc0800000,
-              0x3e22f983}
-INLINE_F16 = {0x3800, 0xb800, 0x3c00, 0xbc00, 0x4000, 0xc000, 0x4400, 0xc400, 0x3118}
+# inline constants (RDNA3 ISA 16.3.1 / operands.py): 128 + n for integers 0..64, 192 + n for -1..-16; for float
+# operands 240..248 are 0.5, -0.5, 1, -1, 2, -2, 4, -4, 1/(2 pi) in the operand's own format
+INLINE_F32 = {0x3f000000: 240, 0xbf000000: 241, 0x3f800000: 242, 0xbf800000: 243, 0x40000000: 244, 0xc0000000: 245,
+              0x40800000: 246, 0xc0800000: 247, 0x3e22f983: 248}
+INLINE_F16 = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246, 0xc400: 247,
+              0x3118: 248}
 
 
-def is_inline(x: Imm) -> bool:
-  """Inline constant (no literal dword): RDNA3 ISA 16.3.1: integers -16..64, and for float operands 0 and the
-  listed float values (0.5, 1, 2, 4, their negatives, 1/(2 pi))."""
-  if x.kind == "int": return -16 <= x.signed <= 64
-  if x.bits == 0: return True
-  return x.bits in (INLINE_F32 if x.kind == "f32" else INLINE_F16)
+def operand_kind(name: str) -> str:
+  """How an instruction reads its constant sources: "f32", "f16" or "int" (raw bits: b32/u32/i32, v_cndmask,
+  v_mov, SALU). Conversions read the type after the result's: v_cvt_f32_f16 reads f16."""
+  parts = name.split("_")
+  if name.startswith("v_cvt_") and len(parts) > 3: t = parts[3]
+  else: t = next((p for p in parts[1:] if p in ("f32", "f16")), "int")
+  return t if t in ("f32", "f16") else "int"
+
+
+def inline_code(x: Imm, kind: str = "int") -> int | None:
+  """The inline-constant encoding of x's bit pattern read as `kind`, or None (then a literal dword follows).
+  Integer codes are used for integer operands only (and 0, whose pattern is 0 in every format)."""
+  if x.bits == 0: return 128
+  if kind == "int":
+    v = x.signed
+    if 0 < v <= 64: return 128 + v
+    if -16 <= v < 0: return 192 - v
+    return None
+  return (INLINE_F32 if kind == "f32" else INLINE_F16).get(x.bits)
+
+
+def is_inline(x: Imm, kind: str = "int") -> bool: return inline_code(x, kind) is not None
 
 
 def magic_u32(d: int, nmax: int) -> tuple[int, int] | None:
@@ -190,7 +209,7 @@ class ISel:
     if isinstance(x, VReg): raise CompileError(f"{TARGET}: internal: a per-lane value where a uniform one is needed")
     return self.pure("s_mov_b32", [x], "s", "sdst", ["ssrc0"])
 
-  def legal_vop3(self, srcs):
+  def legal_vop3(self, srcs, kind: str = "int"):
     """At most two scalar values (distinct SGPRs, one literal) per VALU instruction (gfx10+ constant bus)."""
     out, sg, lit = [], set(), set()
     for x in srcs:
@@ -198,7 +217,7 @@ class ISel:
         if x not in sg:
           if len(sg) + len(lit) >= 2: x = self.to_v(x)
           else: sg.add(x)
-      elif isinstance(x, Imm) and not is_inline(x):
+      elif isinstance(x, Imm) and not is_inline(x, kind):
         if x not in lit:
           if lit or len(sg) + len(lit) >= 2: x = self.to_v(x)
           else: lit.add(x)
@@ -206,10 +225,10 @@ class ISel:
     return out
 
   def vop(self, name, *srcs):
-    return self.pure(name, self.legal_vop3(list(srcs)))
+    return self.pure(name, self.legal_vop3(list(srcs), operand_kind(name)))
 
   def vcmp(self, name, a, b):
-    return self.pure(name, self.legal_vop3([a, b]), "s", "vdst")
+    return self.pure(name, self.legal_vop3([a, b], operand_kind(name)), "s", "vdst")
 
   def sop2(self, name, a, b):
     if isinstance(a, Imm) and isinstance(b, Imm) and not is_inline(a) and not is_inline(b) and a != b:
@@ -337,7 +356,7 @@ class ISel:
       self.cse.append({})
       m = VReg("s")
       self.emit("v_cmp_lt_i32_e64" if signed else "v_cmp_lt_u32_e64", {"vdst": m},
-                dict(zip(("src0", "src1"), self.legal_vop3([cnt, end]))))
+                dict(zip(("src0", "src1"), self.legal_vop3([cnt, end], "int"))))
       self.emit("s_and_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": Spec(EXEC_LO), "ssrc1": m})
       self.emit("s_cbranch_execz", target=exit_)
       self.val[r] = cnt

@@ -18,7 +18,7 @@ import time
 
 from ...ir import CompileError, UOp
 from ...lower.target import Target
-from .isel import Selection, is_inline, select
+from .isel import Selection, inline_code, is_inline, operand_kind, select
 from .isel_mir import NULL, Imm, MInst, Spec, VReg
 from .regalloc import Allocation, allocate
 from .render_hazards import fix_hazards
@@ -27,10 +27,6 @@ from .tables import arch_tables
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
 CODE_END_PAD = 64
 SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
-INLINE_FLOAT_CODES = {0x3f000000: 240, 0xbf000000: 241, 0x3f800000: 242, 0xbf800000: 243, 0x40000000: 244,
-                      0xc0000000: 245, 0x40800000: 246, 0xc0800000: 247, 0x3e22f983: 248}
-INLINE_F16_CODES = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246,
-                    0xc400: 247, 0x3118: 248}
 
 
 # ---------------------------------------------------------------------------------------------------- s_waitcnt
@@ -88,14 +84,12 @@ class Encoder:
     except KeyError: raise CompileError(f"gfx1100: no instruction {name!r} in the ISA tables") from None
 
   @staticmethod
-  def _src(x, lits: list) -> int:
+  def _src(x, lits: list, kind: str) -> int:
     if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
-      if x.kind == "int" and -16 <= x.signed <= 64: return 128 + x.signed if x.signed >= 0 else 192 - x.signed
-      if x.bits == 0: return 128
-      codes = INLINE_FLOAT_CODES if x.kind == "f32" else INLINE_F16_CODES if x.kind == "f16" else {}
-      if x.bits in codes: return codes[x.bits]
+      code = inline_code(x, kind)
+      if code is not None: return code
       if lits and lits[0] != x.bits: raise CompileError(f"gfx1100: two different literals in one instruction")
       if not lits: lits.append(x.bits)
       return 255
@@ -110,8 +104,9 @@ class Encoder:
   def size(self, m: MInst) -> int:
     enc, op = self.lookup(m.name)
     size = self.t.layouts[enc]["size"]
+    kind = operand_kind(m.name)
     for f, v in m.uses.items():
-      if f in SRC9 and isinstance(v, Imm) and not is_inline(v): return size + 4
+      if f in SRC9 and isinstance(v, Imm) and not is_inline(v, kind): return size + 4
     return size
 
   def encode(self, m: MInst, simm16: int | None = None) -> bytes:
@@ -124,10 +119,11 @@ class Encoder:
     word |= op << lo
     vals: dict[str, int] = {}
     lits: list[int] = []
+    kind = operand_kind(m.name)
     if enc == "GLOBAL": vals["saddr"] = NULL
     if enc == "SMEM": vals["soffset"] = NULL
     for f, x in list(m.defs.items()) + list(m.uses.items()):
-      if f in SRC9: vals[f] = self._src(x, lits)
+      if f in SRC9: vals[f] = self._src(x, lits, kind)
       elif f == "sbase": vals[f] = x.phys >> 1
       else: vals[f] = self._reg(x)
     off = m.mods.get("offset", 0)
