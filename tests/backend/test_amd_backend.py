@@ -1,5 +1,5 @@
-"""The RDNA3 (gfx1100) backend end to end: DSL kernel -> code object -> llvm-objdump-19 (no unknown words, and
-llvm-mc-19 re-encodes every instruction to the same bytes) -> the wave emulator, compared with the C backend
+"""The RDNA3 (gfx1100) backend end to end: DSL kernel -> code object -> llvm-objdump-19 (no unknown words; llvm-mc-19
+and hcq's own assembler re-encode every printed instruction to the same bytes) -> the wave emulator, compared with the C backend
 (bit-exact for integers, 1e-5 relative for floats) and with numpy where the example carries its answer."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import amd_kernels
 from amd_reference import assert_same, objdump, run_c, run_gfx1100, unknown_words
+from hcq.compiler.backend.amd.asm import assemble
 from hcq.compiler import AddrSpace, CompileError, KernelInfo, UOp, compile as hcq_compile, dtypes, examples
 
 pytestmark = pytest.mark.tools("cc", "llvm-objdump-19", "llvm-mc-19")
@@ -33,6 +34,7 @@ def _check_disassembly(blob: bytes):
     got = bytes(int(b, 16) for b in enc.split(","))
     ours = b"".join(int(w, 16).to_bytes(4, "little") for w in words.split())
     assert got == ours, f"{t}: llvm-mc {got.hex()} vs ours {ours.hex()}"
+    assert assemble(t) == ours, f"{t}: the ISA helper's assembler disagrees"
   return dis
 
 
