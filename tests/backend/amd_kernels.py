@@ -263,6 +263,20 @@ def transcendental_sin(n=256) -> Case:
   return Case("transcendental_sin", sink, [a, out], [1], (n // 64, 1, 1), (64, 1, 1), float_rtol=1e-4)
 
 
+def lds_mirror_two_waves() -> Case:
+  """64 work-items (two waves) exchange through LDS: l reads what 63-l stored, so the barrier must hold both waves;
+  then a write-after-read of the same tile (the pipeline adds the second barrier)."""
+  out = np.zeros(4 * 64, np.int32)
+  O = _p(0, out, False)
+  g, l = UOp.special(4, "gidx0"), UOp.special(64, "lidx0")
+  tile = UOp.placeholder(64, dtypes.int32, 0, AddrSpace.LOCAL)
+  x = tile.after(tile.index(l).store(g * 1000 + l)).index(63 - l).load()
+  second = tile.after(x).index(l).store(l * 7 + g)
+  y = tile.after(second).index((l + 1) % 64).load()
+  sink = O.index(g * 64 + l).store(x * 100 + y).sink(arg=KernelInfo("mirror"))
+  return Case("lds_mirror_two_waves", sink, [out], [0], (4, 1, 1), (64, 1, 1))
+
+
 ALL = [f16_arith, conversions, transcendental, int_div_runtime, uint_div, int_div_const, divergent_loop,
        nested_runtime_loops, lds_transpose, select_minmax, narrow_memory, uniform_scalar_math, grid_3d, big_offsets,
-       transcendental_sin]
+       transcendental_sin, lds_mirror_two_waves]

@@ -185,3 +185,11 @@ def test_code_end_padding_and_no_garbage_after_endpgm():
   insts = [l.split("//")[0].strip() for l in dis.splitlines() if l.startswith("\t")]
   end = insts.index("s_endpgm")
   assert insts[end + 1:] and all(i == "s_code_end" for i in insts[end + 1:])
+
+
+def test_too_much_local_memory_is_refused():
+  tile = UOp.placeholder(20000, dtypes.float32, 0, AddrSpace.LOCAL)
+  l = UOp.special(64, "lidx0")
+  out = UOp.param(0, dtypes.float32, 64)
+  with pytest.raises(CompileError, match="80000 bytes of LOCAL memory exceed the gfx1100 limit of 65536"):
+    hcq_compile(out.index(l).store(tile.after(tile.index(l).store(1.0)).index(l).load()).sink(), "gfx1100")
