@@ -101,6 +101,7 @@ def test_code_object_metadata():
   assert d.wavefront_size32 and d.enable_sgpr_kernarg_segment_ptr and d.user_sgpr_layout()["kernarg_segment_ptr"] == 0
   assert d.enable_sgpr_workgroup_id == (True, False, False) and d.enable_vgpr_workitem_id == 0
   assert d.vgpr_count() >= k.vgpr_count
+  assert k.reqd_workgroup_size == (64, 1, 1) and k.max_flat_workgroup_size == 64
   p = subprocess.run(["llvm-readelf-19", "--notes", "-s", "/dev/stdin"], input=hcq_compile(ex.sink, "gfx1100"),
                      capture_output=True, timeout=60)
   out = p.stdout.decode()

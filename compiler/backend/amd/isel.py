@@ -156,6 +156,7 @@ class Selection:
   loops: list = field(default_factory=list)   # [(head label, exit label)] of real (not unrolled) loops
   global_size: tuple = (1, 1, 1)
   local_size: tuple = (1, 1, 1)
+  uses_local_ids: bool = False
 
 
 class ISel:
@@ -293,7 +294,7 @@ class ISel:
     self.block(elems)
     self.emit("s_endpgm")
     return Selection(self.info.name, self.code, self.args, self.kernarg_size, self.lds_size, self.user_sgprs, n_wg,
-                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size)
+                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size, bool(ldims))
 
   def block(self, elems: list):
     i = 0

@@ -54,6 +54,10 @@ def metadata(c) -> bytes:
             ".wavefront_size": 32, ".sgpr_count": regs.sgprs + 2, ".vgpr_count": max(regs.vgprs, 1),
             ".agpr_count": 0, ".sgpr_spill_count": 0, ".vgpr_spill_count": 0, ".max_flat_workgroup_size": 1024,
             ".uniform_work_group_size": 1, ".language": "OpenCL C", ".language_version": [2, 0]}
+  if sel.uses_local_ids:
+    # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1)
+    kernel[".reqd_workgroup_size"] = list(sel.local_size)
+    kernel[".max_flat_workgroup_size"] = sel.local_size[0] * sel.local_size[1] * sel.local_size[2]
   md = {"amdhsa.version": [1, 2], "amdhsa.target": "amdgcn-amd-amdhsa--gfx1100", "amdhsa.kernels": [kernel]}
   return msgpack.packb(md)
 
