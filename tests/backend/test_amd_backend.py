@@ -164,6 +164,9 @@ def test_isel_output_as_ins_uops():
   assert lin.op is Ops.LINEAR and all(u.op is Ops.INS for u in lin.src)
   names = [u.arg[0] for u in lin.src]
   assert "global_load_b32" in names and "v_add_f32_e64" in names and names[-1] == "s_endpgm"
+  types = {u.arg[0]: u.arg[1] for u in lin.src}
+  assert types["v_add_f32_e64"] == dtypes.float32 and types["s_load_b64"] == dtypes.uint64
+  assert types["global_store_b32"] == dtypes.void and all(u.dtype == u.arg[1] for u in lin.src)
 
 
 def test_gfx11_hazard_waits():
