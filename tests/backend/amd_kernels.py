@@ -277,6 +277,39 @@ def lds_mirror_two_waves() -> Case:
   return Case("lds_mirror_two_waves", sink, [out], [0], (4, 1, 1), (64, 1, 1))
 
 
+def private_array_dynamic(n=128) -> Case:
+  """A private array filled in a loop and read at an index loaded from memory: it lives in scratch (the private
+  segment), addressed by a VGPR (scratch_load/store with SVE) and by constants (offset field only)."""
+  rng = _rng(16)
+  a = rng.integers(-1000, 1000, n * 16).astype(np.int32)
+  sel = rng.integers(0, 16, n).astype(np.int32)
+  out = np.zeros(n, np.int32)
+  A, S, O = _p(0, a), _p(1, sel), _p(2, out, False)
+  g = _gid(n, 32)
+  p = UOp.placeholder(16, dtypes.int32, 0, AddrSpace.REG)
+  j = UOp.range(16, 0, AxisType.LOOP)
+  fill = p.index(j).store(A.index(g * 16 + j).load() * 3 + j).end(j)
+  k = S.index(g).load()
+  v = p.after(fill).index(k).load() + p.after(fill).index(15 - k).load() * 2 + p.after(fill).index(5).load()
+  sink = O.index(g).store(v).sink(arg=KernelInfo("private_dynamic"))
+  return Case("private_array_dynamic", sink, [a, sel, out], [2], (n // 32, 1, 1), (32, 1, 1))
+
+
+def register_spills(n=300) -> Case:
+  """300 loaded values kept live at once (a product chain reads the first-loaded ones last): more than the 256
+  VGPRs, so the allocator spills to scratch and reloads."""
+  a = _rng(17).uniform(0.9, 1.1, n * 64).astype(np.float32)
+  out = np.zeros(64, np.float32)
+  A, O = _p(0, a), _p(1, out, False)
+  l = UOp.special(64, "lidx0")
+  vals = [A.index(l * n + k).load() for k in range(n)]
+  prod, total = vals[0], vals[0]
+  for k in range(1, n): prod = prod * vals[n - k]
+  for v in vals[1:]: total = total + v
+  sink = O.index(l).store(prod * 1e-3 + total).sink(arg=KernelInfo("spills"))
+  return Case("register_spills", sink, [a, out], [1], (1, 1, 1), (64, 1, 1))
+
+
 ALL = [f16_arith, conversions, transcendental, int_div_runtime, uint_div, int_div_const, divergent_loop,
        nested_runtime_loops, lds_transpose, select_minmax, narrow_memory, uniform_scalar_math, grid_3d, big_offsets,
-       transcendental_sin, lds_mirror_two_waves]
+       transcendental_sin, lds_mirror_two_waves, private_array_dynamic, register_spills]

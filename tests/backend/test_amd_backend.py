@@ -118,30 +118,28 @@ def test_unselectable_op_names_the_uop_and_target():
   assert "gfx1100" in msg and ("MUL" in msg or "LOAD" in msg) and "float64" in msg
 
 
-def test_private_array_with_a_runtime_index_is_an_error():
-  out = UOp.param(0, dtypes.int32, 32)
-  l = UOp.special(32, "lidx0")
-  reg = UOp.placeholder(4, dtypes.int32, 0, AddrSpace.REG)
-  st = reg.index(l % 4).store(l)
-  sink = out.index(l).store(reg.after(st).index(l % 4).load()).sink(arg=KernelInfo("dyn_reg"))
-  with pytest.raises(CompileError, match="gfx1100.*private array"):
-    hcq_compile(sink, "gfx1100")
+def test_spills_and_private_arrays_use_scratch():
+  from hcq.compiler.backend.amd.codeobject import CodeObject
+  for make, spills in ((amd_kernels.register_spills, True), (amd_kernels.private_array_dynamic, False)):
+    blob = hcq_compile(make().sink, "gfx1100")
+    (k,) = CodeObject.parse(blob).kernels.values()
+    assert k.private_segment_fixed_size > 0 and k.descriptor.enable_private_segment
+    assert (k.metadata[".vgpr_spill_count"] > 0) == spills
+    dis = objdump(blob)
+    assert "scratch_store_b32" in dis and "scratch_load_b32" in dis
+  assert re.search(r"scratch_load_b32 v\d+, v\d+, off", objdump(hcq_compile(amd_kernels.private_array_dynamic().sink,
+                                                                          "gfx1100")))
 
 
-def test_register_pressure_is_a_clear_error():
-  """More values live at once than 256 VGPRs: an error naming the kernel and the register class."""
-  n = 300
-  a = UOp.param(0, dtypes.float32, n * 64, True)
-  out = UOp.param(1, dtypes.float32, 64)
-  l = UOp.special(64, "lidx0")
-  vals = [a.index(l * n + k).load() for k in range(n)]
-  acc = vals[0]
-  for k in range(1, n): acc = acc * vals[n - k]     # a chain that needs the first-loaded values last
-  prod = vals[0]
-  for v in vals[1:]: prod = prod + v
-  sink = out.index(l).store(acc + prod).sink(arg=KernelInfo("pressure"))
-  with pytest.raises(CompileError, match=r"kernel pressure needs more than 256 VGPRs"):
-    hcq_compile(sink, "gfx1100")
+def test_sgpr_pressure_is_a_clear_error():
+  """SGPRs are not spilled: more live uniform values than 106 SGPRs is an error naming the kernel and class."""
+  from hcq.compiler.backend.amd.isel_mir import MInst, VReg
+  from hcq.compiler.backend.amd.regalloc import RegisterPressureError, allocate_with_spills
+  regs = [VReg("s") for _ in range(120)]
+  code = [MInst("s_mov_b32", {"sdst": r}, {"ssrc0": VReg("s", 1, fixed=0)}) for r in regs]
+  code += [MInst("s_add_i32", {"sdst": regs[0]}, {"ssrc0": r, "ssrc1": regs[0]}) for r in regs]
+  with pytest.raises(RegisterPressureError, match="kernel many needs more than 106 SGPRs"):
+    allocate_with_spills(code, [], "many")
 
 
 def test_compile_time_under_200ms():

@@ -10,8 +10,9 @@ masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by
 
 Memory. GLOBAL: global_load/store with an SGPR-pair base (saddr), a VGPR byte offset and the instruction's 13-bit
 signed offset for the constant part of the index. LOCAL: ds_load/store with the buffer's LDS offset plus the
-constant part in the 16-bit offset field. REG buffers with constant indices become VGPRs (one per element). A gated
-LOAD selects index 0 where the gate is off and 0 as its result (no access outside the buffer).
+constant part in the 16-bit offset field. REG buffers indexed only by constants become VGPRs (one per element);
+others live in the private segment (scratch_load/store, VGPR byte offset + 13-bit offset). A gated LOAD selects
+index 0 where the gate is off and 0 as its result (no access outside the buffer).
 
 Control flow. RANGE with a constant trip count of at most UNROLL_MAX (and a small body) is unrolled, the counter
 becoming a constant; other uniform RANGEs are scalar loops (s_add/s_cmp/s_cbranch_scc1) and non-uniform ones
@@ -157,6 +158,7 @@ class Selection:
   global_size: tuple = (1, 1, 1)
   local_size: tuple = (1, 1, 1)
   uses_local_ids: bool = False
+  private_size: int = 0         # bytes of private (scratch) memory per lane that the selected code uses
 
 
 class ISel:
@@ -171,6 +173,8 @@ class ISel:
     self.mutable: set = set()
     self.reg_bufs: dict[UOp, list] = {}
     self.lds_off: dict[UOp, int] = {}
+    self.scratch_off: dict[UOp, int] = {}     # REG buffers kept in the private segment (scratch)
+    self.private_size = 0
     self.lds_size = 0
     self.nlabel = 0
     self.loops: list = []
@@ -264,6 +268,10 @@ class ISel:
     ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
     self.user_sgprs = 16 - n_wg   # gfx11 UserSGPRInit16Bug: user + system SGPRs >= 16 (LLVM pads the same way)
+    self.in_scratch = set()
+    for u in elems:
+      if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
+        if u.src[1].const_value is None or u.src[0].arg.size > 64: self.in_scratch.add(u.src[0])
     self.kernarg = VReg("s", 2, fixed=0)
     self.wgid = [VReg("s", 1, fixed=self.user_sgprs + i) for i in range(n_wg)]
     self.tid = VReg("v", 1, fixed=0)
@@ -294,7 +302,8 @@ class ISel:
     self.block(elems)
     self.emit("s_endpgm")
     return Selection(self.info.name, self.code, self.args, self.kernarg_size, self.lds_size, self.user_sgprs, n_wg,
-                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size, bool(ldims))
+                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size, bool(ldims),
+                     self.private_size)
 
   def block(self, elems: list):
     i = 0
@@ -399,13 +408,18 @@ class ISel:
       self.val[u] = imm_of(u.arg, u.dtype)
     elif op is Ops.BUFFER:
       a = u.arg
-      if u in self.reg_bufs or u in self.lds_off: return
+      if u in self.reg_bufs or u in self.lds_off or u in self.scratch_off: return
       if a.addrspace is AddrSpace.LOCAL:
         self.lds_size = (self.lds_size + 15) // 16 * 16
         self.lds_off[u] = self.lds_size
         self.lds_size += a.dtype.itemsize * a.size
+      elif u in self.in_scratch:
+        # indexed by a value known only at run time (or too big for registers): the wave's private segment
+        if a.dtype.itemsize > 4: raise _err(u, "64-bit private arrays are not supported")
+        self.private_size = (self.private_size + 3) // 4 * 4
+        self.scratch_off[u] = self.private_size
+        self.private_size += a.dtype.itemsize * a.size
       else:
-        if a.size > 64: raise _err(u, "private arrays over 64 elements (no scratch support)")
         regs = [VReg("v") for _ in range(a.size)]
         self.mutable.update(regs)
         self.reg_bufs[u] = regs
@@ -693,10 +707,12 @@ class ISel:
     else:
       reg, c = self.split_index(idx)
     cbytes = c * size
-    limit_ok = (-4096 <= cbytes <= 4095) if buf.dtype.addrspace is AddrSpace.GLOBAL else \
-        (0 <= cbytes + self.lds_off.get(buf, 0) <= 65535)
+    if buf.dtype.addrspace is AddrSpace.GLOBAL: limit_ok = -4096 <= cbytes <= 4095
+    elif buf in self.scratch_off: limit_ok = -4096 <= cbytes + self.scratch_off[buf] <= 4095
+    else: limit_ok = 0 <= cbytes + self.lds_off.get(buf, 0) <= 65535
     if reg is None:
       if not limit_ok: return buf, self.to_v(Imm(cbytes)), 0
+      if buf in self.scratch_off: return buf, None, cbytes      # no VGPR address (SVE = 0)
       return buf, self.to_v(Imm(0)), cbytes
     if not limit_ok:
       reg, cbytes = self.get(idx), 0
@@ -712,7 +728,7 @@ class ISel:
     index = u.src[0]
     buf = index.src[0]
     dt = u.dtype
-    if buf.dtype.addrspace is AddrSpace.REG: return self.reg_load(u, index)
+    if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off: return self.reg_load(u, index)
     if dt.itemsize == 8: raise _err(u, "64-bit loads are not supported")
     gate = self.get(index.src[2]) if len(index.src) == 3 else None
     if isinstance(gate, Imm):
@@ -730,6 +746,9 @@ class ISel:
     suffix = self._mem_suffix(mem_dt, True)
     if buf.dtype.addrspace is AddrSpace.LOCAL:
       self.emit(f"ds_load_{suffix}", {"vdst": d}, {"addr": voff}, offset=cbytes + self.lds_off[buf])
+    elif buf in self.scratch_off:
+      self.emit(f"scratch_load_{suffix}", {"vdst": d}, {"addr": voff} if voff is not None else {},
+                offset=cbytes + self.scratch_off[buf])
     else:
       self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
     out = d
@@ -746,7 +765,7 @@ class ISel:
     regs = self.reg_bufs.get(index.src[0])
     if regs is None: raise CompileError(f"{TARGET}: REG buffer used before its BUFFER: {_short(index)}", index)
     i = self.get(index.src[1])
-    if not isinstance(i, Imm): raise _err(index, "a private array indexed by a non-constant (no scratch support)")
+    if not isinstance(i, Imm): raise _err(index, "a private register array indexed by a non-constant")
     k = value_of(i, index.src[1].dtype)
     if not 0 <= k < len(regs): raise _err(index, f"index {k} outside the private array of {len(regs)}")
     return regs[k]
@@ -763,7 +782,7 @@ class ISel:
     buf = index.src[0]
     v = self.get(value)
     dt = value.dtype
-    if buf.dtype.addrspace is AddrSpace.REG:
+    if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off:
       r = self.reg_elem(index)
       if isinstance(v, VReg) and v.cls == "s" and dt.is_bool: v = self.cndmask(v, Imm(0), Imm(-1))
       self.emit("v_mov_b32_e32", {"vdst": r}, {"src0": v}, copy=True)
@@ -775,6 +794,9 @@ class ISel:
     suffix = self._mem_suffix(dt, False)
     if buf.dtype.addrspace is AddrSpace.LOCAL:
       self.emit(f"ds_store_{suffix}", {}, {"addr": voff, "data0": data}, offset=cbytes + self.lds_off[buf])
+    elif buf in self.scratch_off:
+      self.emit(f"scratch_store_{suffix}", {}, ({"addr": voff} if voff is not None else {}) | {"data": data},
+                offset=cbytes + self.scratch_off[buf])
     else:
       self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .isel_mir import MInst, Spec, VReg
 
-_SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "s_cbranch", "s_branch", "s_barrier", "s_endpgm", "s_waitcnt",
+_SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "scratch_store", "s_cbranch", "s_branch", "s_barrier", "s_endpgm", "s_waitcnt",
                          "s_cmp", "s_and_saveexec", "LABEL", "s_nop", "s_sendmsg")
 
 
@@ -77,7 +77,7 @@ def coalesce_copies(code: list[MInst]) -> list[MInst]:
     r = m.defs["vdst"]
     p = defs_of[s][0]
     if set(uses_of.get(s, ())) != {i} or p >= i or code[p] is None: continue
-    if "vdst" not in code[p].defs or code[p].name.startswith(("global_", "ds_")): continue
+    if "vdst" not in code[p].defs or code[p].name.startswith(("global_", "ds_", "scratch_")): continue
     ok = True
     for j in range(p + 1, i):
       x = code[j]
@@ -93,11 +93,11 @@ def coalesce_copies(code: list[MInst]) -> list[MInst]:
 HOIST_MAX = 48
 
 
-def _is_load(m: MInst) -> bool: return m.name.startswith(("global_load", "ds_load"))
+def _is_load(m: MInst) -> bool: return m.name.startswith(("global_load", "ds_load", "scratch_load"))
 
 
 def _blocks_hoist(x: MInst) -> bool:
-  return is_boundary(x) or _is_load(x) or x.name.startswith(("global_store", "ds_store", "s_barrier", "s_load"))
+  return is_boundary(x) or _is_load(x) or x.name.startswith(("global_store", "ds_store", "scratch_store", "s_barrier", "s_load"))
 
 
 def hoist_loads(code: list[MInst]) -> list[MInst]:

@@ -20,7 +20,7 @@ from ...ir import CompileError, UOp
 from ...lower.target import Target
 from .isel import Selection, inline_code, is_inline, operand_kind, select
 from .isel_mir import NULL, Imm, MInst, Spec, VReg
-from .regalloc import Allocation, allocate
+from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
 from .tables import arch_tables
 
@@ -67,7 +67,7 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
       wait(vm_n, lgkm_n)
     out.append(m)
-    if name.startswith("global_load"): vm.append(m.defs["vdst"])
+    if name.startswith(("global_load", "scratch_load")): vm.append(m.defs["vdst"])
     elif name.startswith("ds_load"): lgkm.append((m.defs["vdst"], False))
     elif name.startswith("ds_store"): lgkm.append((None, False))
     elif name.startswith("s_load"): lgkm.append((m.defs["sdata"], True))
@@ -120,7 +120,8 @@ class Encoder:
     vals: dict[str, int] = {}
     lits: list[int] = []
     kind = operand_kind(m.name)
-    if enc == "GLOBAL": vals["saddr"] = NULL
+    if enc in ("GLOBAL", "SCRATCH"): vals["saddr"] = NULL
+    if enc == "SCRATCH" and "addr" in m.uses: vals["sve"] = 1
     if enc == "SMEM": vals["soffset"] = NULL
     for f, x in list(m.defs.items()) + list(m.uses.items()):
       if f in SRC9: vals[f] = self._src(x, lits, kind)
@@ -130,7 +131,7 @@ class Encoder:
     if enc == "DS":
       if not 0 <= off <= 0xFFFF: raise CompileError(f"gfx1100: LDS offset {off} out of range in {m!r}")
       vals["offset0"], vals["offset1"] = off & 0xFF, off >> 8
-    elif enc == "GLOBAL":
+    elif enc in ("GLOBAL", "SCRATCH"):
       if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
     elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
@@ -182,8 +183,9 @@ def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
   if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
   t0 = time.perf_counter()
   sel = select(lin)
-  code = insert_waitcnt(sel.code)
-  regs = allocate(code, sel.loops, sel.name)
+  code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
+  sel.private_size += 4 * slots
+  code = insert_waitcnt(code)
   code = fix_hazards(code)
   # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
   text = assemble(code, arch) + S_CODE_END * CODE_END_PAD
