@@ -354,6 +354,50 @@ def refine_sources(arch: str, tables: dict) -> None:
         e["lit16"].append(field)
 
 
+def refine_modifiers(arch: str, tables: dict) -> None:
+  """VOP3 opcodes with integer sources have no NEG/ABS source modifiers (LLVM ignores those bits): probe each
+  opcode with NEG and ABS set on all sources and record which of them LLVM prints ('srcmods')."""
+  for enc in ("VOP3", "VOP3SD"):
+    layout = LAYOUTS[arch][enc]
+    ops = sorted(tables[enc])
+    probes = []
+    for op in ops:
+      vals = {t[1]: (ALT_SGPR[t[1]] if t[2] == "s" and t[1] in ALT_SGPR else PROBE[enc][t[1]])
+              for t in tables[enc][op]["operands"] if t[0] == "reg"}
+      if tables[enc][op]["name"].startswith("v_cmpx_"): vals["vdst"] = 126  # implicit EXEC destination
+      mask = 1 if "src0" in vals else 0  # src0 only: some last sources take no modifiers (v_cndmask_b32 mask)
+      extra = dict(neg=mask, abs=mask) if enc == "VOP3" else dict(neg=mask)
+      probes.append(encode_fields(layout, dict(vals, op=op, **extra)))
+    for op, res in zip(ops, disassemble(probes, arch)):
+      text = res[0][0] if res and probes[ops.index(op)].startswith(res[0][1][:4]) else ""
+      mods = []
+      if re.search(r"-\|?[vs]", text): mods.append("neg")
+      if "|" in text: mods.append("abs")
+      tables[enc][op]["srcmods"] = mods
+
+
+def refine_mimg(arch: str, tables: dict) -> None:
+  """MIMG: the number of address VGPRs of each opcode for each DIM value (0..7), None where LLVM rejects it."""
+  layout = LAYOUTS[arch]["MIMG"]
+  ops = sorted(tables["MIMG"])
+  probes = []
+  for op in ops:
+    vals = {t[1]: PROBE["MIMG"][t[1]] for t in tables["MIMG"][op]["operands"] if t[0] == "reg"}
+    probes += [encode_fields(layout, dict(vals, op=op, dim=d, dmask=1)) for d in range(8)]
+  res = disassemble(probes, arch)
+  for i, op in enumerate(ops):
+    counts = []
+    for d in range(8):
+      r = res[i * 8 + d]
+      count = None
+      if r and "Invalid" not in r[0][0]:
+        _, operands, _ = split_operands(r[0][0])
+        m = _REG.match(operands[1]) if len(operands) > 1 else None
+        if m and m.group(1) == "v": count = 1 if m.group(2) is not None else int(m.group(4)) - int(m.group(3)) + 1
+      counts.append(count)
+    tables["MIMG"][op]["vaddr_by_dim"] = counts
+
+
 def refine_returning(arch: str, tables: dict) -> None:
   """FLAT/GLOBAL/SCRATCH/MUBUF atomics return the old value (and name a vdst) when GLC is set: learn that template
   as 'operands_glc'."""
@@ -383,6 +427,8 @@ def generate(arch: str = "gfx1100") -> dict:
   refine_simm16(arch, tables)
   refine_sources(arch, tables)
   refine_returning(arch, tables)
+  refine_modifiers(arch, tables)
+  refine_mimg(arch, tables)
   return tables
 
 

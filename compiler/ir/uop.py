@@ -395,7 +395,7 @@ def _vminmax(u: UOp):
     return (lo, hi)
   mm = [s._cache["vminmax"] for s in src]
   if op in (Ops.RANGE, Ops.SPECIAL): return (0, max(0, mm[0][1] - 1))
-  if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax)
+  if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax) if dt.is_int else (lo_t, hi_t)
   if not (dt.is_int or dt.is_bool): return (lo_t, hi_t)
   if any(isinstance(v, float) and math.isinf(v) for m in mm for v in m) and op not in GroupOp.Comparison | {Ops.WHERE}:
     return (lo_t, hi_t)

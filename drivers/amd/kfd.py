@@ -40,9 +40,11 @@ class HWQueue:
   kind: str
   queue_id: int
   ring: Mem
-  gart: Mem
+  gart: Mem                    # holds the read and write pointers at rptr_offset / wptr_offset
   extra: list
   doorbell_offset: int
+  rptr_offset: int = RPTR_OFFSET
+  wptr_offset: int = WPTR_OFFSET
 
 
 class KFDIface:
@@ -67,9 +69,10 @@ class KFDIface:
     self._doorbells = None
     self._doorbell_base = None
     # events: the event page, a signal event for queue interrupts, and the two fault events
+    # the first signal event also hands KFD the event page (its mailbox slots), as ROCT does
     self.event_page = self.alloc(EVENT_PAGE_SIZE, kind="gtt")
-    kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle)
-    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
+    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle,
+                                     event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
     self.event_id, self.mailbox_va = ev.event_id, self.event_page.va + ev.event_slot_index * 8
     mem_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_MEMORY)
     hw_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_HW_EXCEPTION)
@@ -100,7 +103,7 @@ class KFDIface:
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     """kind: "vram" (device memory; CPU-visible only with cpu_access, which needs a large BAR), "gtt" (host memory
     the GPU reaches uncached; always CPU-visible), "userptr" (anonymous host memory registered with the GPU)."""
-    size = round_up(size, PAGE)
+    size = round_up(max(size, 1), PAGE)
     flags = kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | \
       kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
     if kind == "gtt": flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \

@@ -1,5 +1,6 @@
-"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs, kernarg layout, and
-one PM4 command template per launch shape, patched (kernarg address, timeline value) at each launch.
+"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs and kernarg layout, and
+per launch shape a command buffer lowered once from a queue program (barrier, call, timeline store) and patched
+(kernarg address, dispatch packet address, timeline value) at each launch.
 
 Register fields: gc_11_0_0_sh_mask.h (COMPUTE_PGM_RSRC1.PRIV bit 20, COMPUTE_PGM_RSRC2.LDS_SIZE [23:15] in 512-byte
 granules on gfx11, COMPUTE_TMPRING_SIZE WAVES [11:0] / WAVESIZE [26:12] in 256-byte units). The dispatch packet is
@@ -13,7 +14,6 @@ from ...errors import DeviceError
 from ..hcq.kernargs import Arg, KernargLayout, check_launch
 from . import pm4
 from .cmdbuf import Sym
-from .codeobject import Kernel
 
 DISPATCH_PACKET_SIZE = 64
 # the per-launch values a command buffer leaves symbolic
@@ -21,33 +21,49 @@ KERNARG_PTR, DISPATCH_PTR = Sym(("var", "kernarg")), Sym(("var", "dispatch"))
 _DISPATCH = struct.Struct("<HHHHHHIIIIIQQ")
 
 
-def kernel_args(k: Kernel) -> list[Arg]:
-  return [Arg(a[".offset"], a[".size"], a[".value_kind"], a.get(".type_name", ""), a.get(".name", ""),
-              a.get(".address_space", "")) for a in k.meta.get(".args", [])]
+# the user SGPRs a kernel descriptor can enable, in hardware order, with their dword counts (AMDGPUUsage "Initial
+# Kernel Execution State"; the descriptor's user_sgpr_layout gives their positions)
+USER_SGPR_SIZES = {"private_segment_buffer": 4, "dispatch_ptr": 2, "queue_ptr": 2, "kernarg_segment_ptr": 2,
+                   "dispatch_id": 2, "flat_scratch_init": 2, "private_segment_size": 1}
+
+
+def kernel_args(k) -> list[Arg]:
+  """The kernarg layout records of a compiler.backend.amd.codeobject Kernel."""
+  return [Arg(a.offset, a.size, a.value_kind, a.type_name or "", a.name or "", a.address_space or "") for a in k.args]
+
+
+def image_at(co, base: int) -> bytes:
+  """The code object's load image for a load at device address base: its absolute relocations get the base added
+  (position-independent R_AMDGPU_REL64 ones are already applied by the reader)."""
+  if not co.abs_relocs: return co.image
+  img = bytearray(co.image)
+  for off, size, value in co.abs_relocs:
+    img[off:off + size] = ((base + value) & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+  return bytes(img)
 
 
 class LaunchShape:
   """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
-  __slots__ = ("grid", "block", "hidden", "cmd", "patches", "alloc_size")
+  __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size")
 
 
 class AMDProgram:
-  def __init__(self, device, kernel: Kernel, image_va: int, image_size: int):
+  def __init__(self, device, kernel, image_va: int, image_size: int):
+    """kernel: a compiler.backend.amd.codeobject Kernel of a code object loaded at image_va."""
     self.device, self.kernel, self.name = device, kernel, kernel.name
-    kd, meta = kernel.kd, kernel.meta
+    kd, meta = kernel.descriptor, kernel.metadata
     self.image_va, self.image_size = image_va, image_size
-    self.kd_va = image_va + kernel.kd_offset
-    self.entry = self.kd_va + kd.kernel_code_entry_byte_offset
+    self.kd_va = image_va + kernel.descriptor_address
+    self.entry = image_va + kernel.entry_address
     if self.entry & 0xFF: raise DeviceError(f"kernel {self.name}: entry point {self.entry:#x} is not 256-byte aligned")
-    seg_size = meta.get(".kernarg_segment_size", kd.kernarg_size)
-    self.layout = KernargLayout(self.name, kernel_args(kernel), seg_size, meta.get(".kernarg_segment_align", 8))
-    self.max_group = meta.get(".max_flat_workgroup_size", 1024)
-    self.wave32 = kd.wave32 or meta.get(".wavefront_size", 64) == 32
-    self.lds = kd.group_segment_fixed_size
-    self.private = kd.private_segment_fixed_size
+    self.layout = KernargLayout(self.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align)
+    self.max_group = kernel.max_flat_workgroup_size or 1024
+    self.wave32 = kernel.wavefront_size == 32
+    self.lds = kernel.group_segment_fixed_size
+    self.private = kernel.private_segment_fixed_size
     lds_max = device.props.get("lds_size_in_kb", 64) * 1024
     if self.lds > lds_max: raise DeviceError(f"kernel {self.name}: needs {self.lds} bytes of LDS, the device has {lds_max}")
-    self.user_sgprs = kd.user_sgprs
+    self.user_sgprs = [(name, USER_SGPR_SIZES[name]) for name in kd.user_sgpr_layout() if name in USER_SGPR_SIZES]
     enabled = sum(n for _, n in self.user_sgprs)
     if enabled > kd.user_sgpr_count or kd.user_sgpr_count > 16:
       raise DeviceError(f"kernel {self.name}: descriptor enables {enabled} user SGPRs but COMPUTE_PGM_RSRC2 reserves "
@@ -105,7 +121,6 @@ class AMDProgram:
     s.hidden = self.layout.hidden_values(grid, block, {})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
     s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
-    s.patches = s.cmd.patches
     self._shapes[key] = s
     return s
 

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ...errors import GPUFault, HCQError, QueueError
+from ...errors import HCQError, QueueError
 from . import regs as R
 from .access import DeviceMemory
 from .queues import QUEUE_CLASSES
@@ -67,7 +67,8 @@ class MockAMDGPU:
     self.threaded = bool(os.config.mock_threaded)
     self.instruction_budget = int(os.config.mock_instruction_budget)
     self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "emu_seconds": 0.0}
-    self._wake = threading.Condition(self.lock)
+    self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
+    self._kicked = False
     self._stop = False
     self._worker = None
     self._clock_base = time.monotonic_ns()
@@ -116,8 +117,9 @@ class MockAMDGPU:
   def ring_doorbell(self, queue, value: int) -> None:
     """The driver wrote `value` to the queue's doorbell."""
     if self.threaded:
+      queue.doorbell(value)        # the worker may be busy with a dispatch: the host does not wait for it
       with self._wake:
-        queue.doorbell(value)
+        self._kicked = True
         self._wake.notify_all()
       return
     with self.lock: queue.doorbell(value)
@@ -134,12 +136,13 @@ class MockAMDGPU:
     with self.lock: return any([q.poll() for q in list(self.queues.values())])
 
   def _run_worker(self) -> None:
-    with self._wake:
-      while not self._stop:
-        progress = any([q.poll() for q in list(self.queues.values())])
-        if progress: continue
+    while not self._stop:
+      with self.lock: progress = any([q.poll() for q in list(self.queues.values())])
+      if progress: continue
+      with self._wake:
         # a blocked queue waits on memory the host may write at any time: look again soon
-        self._wake.wait(timeout=0.0002 if self.blocked else 0.05)
+        if not self._kicked and not self._stop: self._wake.wait(timeout=0.0002 if self.blocked else 0.05)
+        self._kicked = False
 
   def close(self) -> None:
     if self._worker is not None:
@@ -176,7 +179,7 @@ class MockAMDGPU:
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
     starts = [sh.get(R.COMPUTE_START_X + i, 0) for i in range(3)]
     if any(starts): raise QueueError(queue.name, f"COMPUTE_START_X/Y/Z = {starts}: dispatch offsets are not modelled")
-    block = tuple(sh.get(R.COMPUTE_NUM_THREAD_X + i, 0) & 0xFFFF for i in range(3))
+    block = tuple(sh.get(R.COMPUTE_NUM_THREAD_X + i, 0) & R.NUM_THREAD_FULL_MASK for i in range(3))
     if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
       raise QueueError(queue.name, f"COMPUTE_NUM_THREAD_X/Y/Z = {block}: a work-group has 1 to 1024 threads")
     if 0 in grid: return

@@ -72,6 +72,7 @@ class Allocation:
     self.handle, self.gpu, self.va, self.size, self.flags, self.kind = handle, gpu, va, size, flags, kind
     self.mmap_offset = mmap_offset
     self.mapped_to: set[int] = set()      # gpu ids
+    self.invalidated = False              # USERPTR memory the process unmapped: GPU mappings dropped
 
 
 class Event:
@@ -138,6 +139,7 @@ class KFDModel:
     self.event_page: int | None = None         # host address of the signal slots
     self.event_page_own = False
     self.doorbell_views: dict[int, DoorbellMMIO] = {}
+    self.deferred_frees: list[tuple[int, int]] = []   # munmaps of VRAM/GTT CPU mappings done at FREE_MEMORY_OF_GPU
     for g in gpus: g.listener = self
 
   # ---- nodes
@@ -209,6 +211,34 @@ class KFDModel:
     used = sum(x.size for x in self.allocs.values() if x.gpu is gpu and x.kind == "vram")
     a.available = max(gpu.props.vram_size - used, 0)
 
+  def _AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(self, file, a, fail):
+    """kfd_ioctl_get_process_apertures_new with the gfx9+ apertures of kfd_flat_memory.c (kfd_init_apertures_v9):
+    LDS at 1 << 48, scratch at 2 << 48 (limits: base | 0xffffffff), GPUVM from AMDGPU_VA_RESERVED_BOTTOM (64 KiB,
+    amdgpu_vm.h) to the 47-bit user address space."""
+    if a.num_of_nodes == 0:
+      a.num_of_nodes = len(self.gpus)
+      return
+    n = min(a.num_of_nodes, len(self.gpus))
+    entry = self.kfd_h.struct_kfd_process_device_apertures
+    if not _readable(a.kfd_process_device_apertures_ptr, n * ctypes.sizeof(entry)):
+      raise fail(errno.EFAULT, f"kfd_process_device_apertures_ptr {a.kfd_process_device_apertures_ptr:#x}")
+    out = (entry * n).from_address(a.kfd_process_device_apertures_ptr)
+    for e, gpu in zip(out, self.gpus):
+      e.lds_base, e.scratch_base = 1 << 48, 2 << 48
+      e.lds_limit, e.scratch_limit = e.lds_base | 0xFFFFFFFF, e.scratch_base | 0xFFFFFFFF
+      e.gpuvm_base, e.gpuvm_limit = 1 << 16, (1 << 47) - 1
+      e.gpu_id = gpu.gpu_id
+    a.num_of_nodes = n
+
+  def _AMDKFD_IOC_SET_MEMORY_POLICY(self, file, a, fail): self._gpu(a.gpu_id, fail)   # caches are not modelled
+
+  def _AMDKFD_IOC_SET_SCRATCH_BACKING_VA(self, file, a, fail): self._gpu(a.gpu_id, fail)
+
+  def _AMDKFD_IOC_SET_XNACK_MODE(self, file, a, fail):
+    """gfx1100 has no XNACK (retry on page fault): querying (< 0) answers 0, enabling is EPERM, like kfd_chardev.c."""
+    if a.xnack_enabled > 0: raise fail(errno.EPERM, "XNACK is not supported by gfx1100")
+    a.xnack_enabled = 0
+
   # ---- memory
   def _AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(self, file, a, fail):
     kfd = self.kfd_h
@@ -269,8 +299,9 @@ class KFDModel:
     ids = self._device_ids(a, fail)
     for i, gid in enumerate(ids[a.n_success:], start=a.n_success):
       gpu = self._gpu(gid, fail)
-      if gid not in alloc.mapped_to: raise fail(errno.EINVAL, f"handle {a.handle:#x} is not mapped to gpu_id {gid}")
-      gpu.unmap_range(alloc.va)
+      if gid not in alloc.mapped_to and not alloc.invalidated:
+        raise fail(errno.EINVAL, f"handle {a.handle:#x} is not mapped to gpu_id {gid}")
+      if gid in alloc.mapped_to: gpu.unmap_range(alloc.va)
       alloc.mapped_to.discard(gid)
       a.n_success = i + 1
 
@@ -280,6 +311,30 @@ class KFDModel:
     if self.event_page is not None and not self.event_page_own and alloc.va == self.event_page:
       self.event_page = None
     del self.allocs[a.handle]
+    self._release_deferred()
+
+  def host_memory_freed(self, addr: int, size: int) -> bool:
+    """The process munmaps [addr, addr+size). VRAM/GTT allocations there keep their memory until FREE (the GPU may
+    still use it: munmap removes only the CPU view); USERPTR memory goes, so it stops being GPU memory at once (an
+    MMU-notifier invalidation) and later GPU accesses fault instead of touching unmapped host memory."""
+    with self.lock:
+      keep = False
+      for alloc in self.allocs.values():
+        if alloc.va < addr + size and addr < alloc.va + alloc.size:
+          if alloc.kind == "userptr":
+            alloc.invalidated = True
+            for gid in list(alloc.mapped_to):
+              self.by_id[gid].unmap_range(alloc.va)
+              alloc.mapped_to.discard(gid)
+          else: keep = True
+      if keep: self.deferred_frees.append((addr, size))
+      return keep
+
+  def _release_deferred(self) -> None:
+    for addr, size in list(self.deferred_frees):
+      if not any(x.kind != "userptr" and x.va < addr + size and addr < x.va + x.size for x in self.allocs.values()):
+        self.deferred_frees.remove((addr, size))
+        self.os.memory.free(addr, size)
 
   def mmap_render(self, file, size, offset, addr):
     for alloc in self.allocs.values():

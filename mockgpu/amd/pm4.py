@@ -27,6 +27,17 @@ class Frame:
   ring: bool
   ring_offset: int    # byte offset in the ring of the packet that started this frame (IBs), else 0
   what: str
+  cache: list | None = None   # dwords [cache_pos, cache_pos + len(cache)) read ahead (the CP prefetches too)
+  cache_pos: int = 0
+
+  def prefetch(self, mem, what: str) -> None:
+    """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
+    on demand)."""
+    n = self.end - self.pos
+    if n <= 0: return
+    start = self.pos % self.size_dw if self.ring else self.pos
+    n = min(n, self.size_dw - start)
+    self.cache, self.cache_pos = mem.read_dwords(self.base + 4 * start, n, what), self.pos
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -64,6 +75,9 @@ class PM4Engine:
     return QueueError(self.queue.name, message + where, opcode=opcode, offset=self._ring_offset(frame, pos))
 
   def _read(self, frame: Frame, pos: int, count: int) -> list[int]:
+    cache = frame.cache
+    if cache is not None and frame.cache_pos <= pos and pos + count <= frame.cache_pos + len(cache):
+      return cache[pos - frame.cache_pos:pos - frame.cache_pos + count]
     if not frame.ring: return self.gpu.mem.read_dwords(frame.base + 4 * pos, count, f"{self.queue.name} {frame.what}")
     start = pos % frame.size_dw
     first = min(count, frame.size_dw - start)
@@ -76,6 +90,7 @@ class PM4Engine:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
     progress = False
     budget = self.max_packets
+    if self.frames: self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
     while self.frames and budget > 0:
       budget -= 1
       frame = self.frames[-1]
@@ -167,7 +182,9 @@ class PM4Engine:
     if size:
       addr = (lo & ~3) | ((hi & 0xFFFF) << 32)
       self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
-      self.frames.append(Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}"))
+      ib = Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}")
+      ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
+      self.frames.append(ib)
     return True
 
   def _release_mem(self, body, frame, pos, op):

@@ -114,6 +114,7 @@ class AQLQueue(Queue):
     self.packets = self.ring_size // R.AQL_PACKET_SIZE
     self.current: int | None = None            # address of the vendor packet whose PM4 is running
     self._waiting: str | None = None
+    self.doorbell_value = -1                   # an AQL doorbell carries the last packet index: none rung yet
 
   @property
   def amd_queue_address(self) -> int: return self.rptr_addr - R.AMD_QUEUE_READ_DISPATCH_ID

@@ -12,7 +12,8 @@ from hcq.compiler.ir.symbolic import simplify
 
 VARS = [UOp.variable("a", -4, 7), UOp.variable("b", 0, 9), UOp.variable("c", 1, 5)]
 
-BINOPS = ["add", "sub", "mul", "floordiv", "floormod", "lt", "max", "and", "idiv", "imod"]
+BINOPS = ["add", "sub", "mul", "floordiv", "floormod", "lt", "max", "and", "idiv", "imod", "xor", "shift", "neg", "eq",
+          "not_lt"]
 
 
 @st.composite
@@ -34,6 +35,11 @@ def expressions(draw, depth=4):
   if op == "idiv": return a.idiv(b)
   if op == "imod": return a.imod(b)
   if op == "max": return a.maximum(b)
+  if op == "xor": return a ^ b
+  if op == "shift": return (a << UOp.const(draw(st.integers(0, 4)))) if draw(st.booleans()) else (a >> UOp.const(draw(st.integers(0, 3))))
+  if op == "neg": return -a
+  if op == "eq": return (a.eq(b) | a.ne(b * 2)).where(a, b - 1)
+  if op == "not_lt": return (a <= b).where(a + 1, (a >= b).where(b, a))
   if op == "and": return (a & b) if draw(st.booleans()) else (a < b).where(a, b)
   return (a < b).where(a * 2, b + 1)
 

@@ -75,6 +75,7 @@ def random_word(rng: random.Random, enc: str, op: int, entry: tuple, layout: dic
   if enc in ("FLAT", "GLOBAL", "SCRATCH"):
     vals["offset"] = rng.choice((0, rng.randrange(0, 1 << 12), rng.randrange(0, 1 << 13)))
     vals["seg"] = {"FLAT": 0, "SCRATCH": 1, "GLOBAL": 2}[enc]
+    if enc == "FLAT": vals["saddr"], vals["offset"] = 124, vals["offset"] & 0xfff
     for m in ("glc", "slc", "dlc"): vals[m] = int(rng.random() < 0.2)
     if enc == "SCRATCH": vals["sve"] = int(rng.random() < 0.5)
   if enc in ("MUBUF", "MTBUF"):

@@ -1,7 +1,6 @@
 """The mock KFD: ioctl dispatch from the generated bindings, memory rules, topology, several GPUs, AMDGPU_INFO."""
 import ctypes
 import errno
-import os
 
 import pytest
 
@@ -145,3 +144,33 @@ def test_hcq_open_mock_amd_uses_this_mock():
     dev.copyin(b, data)
     assert np.array_equal(np.frombuffer(dev.copyout(b), np.uint32), data)
   finally: dev.close()
+
+
+def test_process_apertures_and_xnack(h):
+  n = kfd.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(h.kfd, num_of_nodes=0).num_of_nodes
+  assert n == 2
+  arr = (kfd.struct_kfd_process_device_apertures * n)()
+  kfd.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(h.kfd, kfd_process_device_apertures_ptr=ctypes.addressof(arr), num_of_nodes=n)
+  assert arr[0].gpu_id == h.gpu_id and arr[0].lds_base == 1 << 48 and arr[0].scratch_limit == (2 << 48) | 0xFFFFFFFF
+  assert arr[0].gpuvm_base <= h.signals.va <= arr[0].gpuvm_limit
+  assert kfd.AMDKFD_IOC_SET_XNACK_MODE(h.kfd, xnack_enabled=-1).xnack_enabled == 0
+  with pytest.raises(OSCallError) as e: kfd.AMDKFD_IOC_SET_XNACK_MODE(h.kfd, xnack_enabled=1)
+  assert e.value.errno == errno.EPERM
+
+
+def test_munmap_before_unmap_never_crashes_the_host(h):
+  """A driver that munmaps first: VRAM stays GPU memory until FREE; USERPTR memory stops being GPU memory at once."""
+  from hcq.errors import GPUFault
+  q = h.queue("compute")
+  v = h.alloc(0x2000, "vram")
+  u = h.alloc(0x2000, "userptr")
+  h.os.free_anon(v.va, v.size)
+  h.os.free_anon(u.va, u.size)
+  q.submit(pm4(0x37, 5 << 8, v.va, v.va >> 32, 0x77) + h.release_signal(h.signals.va, 1))
+  assert h.signals.u64()[0] == 1                                   # the VRAM write landed (memory still alive)
+  with pytest.raises(GPUFault) as e: q.submit(pm4(0x37, 5 << 8, u.va, u.va >> 32, 1))
+  assert e.value.address == u.va
+  for m in (v, u):
+    kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(h.kfd, handle=m.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
+    kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=m.handle)
+  assert h.os.memory.find(v.va) is None                            # the deferred munmap happened at FREE

@@ -196,7 +196,11 @@ class Assembler:
       word |= v << lo
     for lo, w, v in et.layout["ident"]: word |= v << lo
     out = word.to_bytes(et.size, "little")
+    if enc == "MIMG": f.setdefault("_nsa_regs", None)
     if dpp_word is not None: out += dpp_word.to_bytes(4, "little")
+    if f.get("_nsa_regs"):
+      extra = bytes(f["_nsa_regs"])
+      out += extra + bytes(-len(extra) % 4)
     if lit.value is not None: out += lit.value.to_bytes(4, "little")
     return out
 
@@ -258,6 +262,9 @@ class Assembler:
     elif field == "vdsty":
       if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR")
       f[field] = o.idx >> 1
+    elif field == "vaddr" and enc == "MIMG" and o.kind == "text" and o.text.startswith("["):
+      regs = [int(r.strip()[1:]) for r in o.text.strip("[]").split(",")]
+      f[field], f["nsa"], f["_nsa_regs"] = regs[0], 1, regs[1:]
     elif field == "vaddr" and enc in ("MUBUF", "MTBUF"):
       f[field] = 0 if o.kind == "off" else o.idx
     elif cls == "s" or field in ("sdst", "sdata"):
@@ -358,6 +365,11 @@ class Assembler:
         name_ = val.strip("[]")
         f["format"] = self._fmt[name_] if name_ in self._fmt else int(name_, 0)
       elif key == "wait_exp": f["waitexp"] = int(val)
+      elif key == "dmask": f["dmask"] = int(val, 0)
+      elif key == "dim":
+        dims = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
+        f["dim"] = dims.index(val.replace("SQ_RSRC_IMG_", ""))
+      elif key in ("unorm", "r128", "a16", "lwe", "d16") and not val: f["unrm" if key == "unorm" else key] = 1
       elif key == "wait_vdst": f["waitvdst"] = int(val)
       elif key == "quad_perm":
         b = [int(x) for x in val.strip("[]").split(",")]

@@ -24,8 +24,9 @@ from .operands import DPP16, DPP8, DPP8_FI, Operand
 from .tables import ArchTables, arch_tables
 
 _FLAT_BY_SEG = ("FLAT", "SCRATCH", "GLOBAL", None)
-_RETURNING = ("FLAT", "GLOBAL", "SCRATCH", "MUBUF")
-_DPP_ENCODINGS = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P")
+_RETURNING = frozenset(("FLAT", "GLOBAL", "SCRATCH", "MUBUF"))
+_DPP_SRC0 = frozenset((DPP16, DPP8, DPP8_FI))
+_DPP_ENCODINGS = frozenset(("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P"))
 # DPP16 dword layout: RDNA3 ISA 16.3.3 "DPP16"; DPP8: 16.3.4 (3-bit lane selects, lane i at bits 3i+8)
 _DPP16_FIELDS = (("src0", 0, 0xff), ("dpp_ctrl", 8, 0x1ff), ("fi", 18, 1), ("bc", 19, 1), ("src0_neg", 20, 1),
                  ("src0_abs", 21, 1), ("src1_neg", 22, 1), ("src1_abs", 23, 1), ("bank_mask", 24, 0xf),
@@ -81,8 +82,13 @@ def _dword(data: bytes, off: int, what: str, start: int) -> int:
 
 
 def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
-  if off < 0 or off >= len(data): raise DecodeError("offset outside the code", off)
-  w0 = _dword(data, off, "the first dword", off)
+  n = len(data)
+  if off < 0 or off >= n: raise DecodeError("offset outside the code", off)
+  if off + 8 <= n:  # fast path: both dwords present
+    word = int.from_bytes(data[off:off + 8], "little")
+    w0 = word & 0xffffffff
+  else:
+    w0 = word = _dword(data, off, "the first dword", off)
   enc = t.dispatch[w0 >> 23]
   if enc is None: raise DecodeError(f"no {t.arch} encoding has identifying bits {w0 >> 23:#05x} (dword {w0:#010x})", off)
   if enc == "FLAT":
@@ -90,8 +96,10 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
     if enc is None: raise DecodeError(f"reserved FLAT segment 3 (dword {w0:#010x})", off)
   if enc == "VOPD": return _decode_vopd(t, data, off, w0)
   et = t.encodings[enc]
-  word = w0
-  if et.size == 8: word |= _dword(data, off + 4, f"{enc}'s second dword", off) << 32
+  if et.size == 8:
+    if off + 8 > n: _dword(data, off + 4, f"{enc}'s second dword", off)
+  else:
+    word = w0
   opcode = (word >> et.op_shift) & et.op_mask
   entry = et.ops.get(opcode)
   if entry is None and enc == "VOP3":
@@ -101,20 +109,25 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   if entry is None:
     raise DecodeError(f"unknown {enc} opcode {opcode} ({opcode:#x}) in {t.arch} (dword {w0:#010x})", off)
   name, size, template, lit_srcs = entry
-  fields = {f: (word >> lo) & m for f, lo, m in et.fields}
+  fields = et.extract(word)
   literal = dpp = None
   if size > et.size:  # the instruction always carries a literal (v_fmaak_f32, s_setreg_imm32_b32, ...)
     literal = _dword(data, off + et.size, "the 32-bit literal", off)
-  else:
+  elif lit_srcs:
     for src in lit_srcs:
       if fields[src] == 255:
         literal = _dword(data, off + size, "the 32-bit literal", off)
         size += 4
         break
-  if fields.get("glc") and enc in _RETURNING:
+  if enc == "MIMG" and fields["nsa"]:
+    # non-sequential addresses: VADDR holds the first one, the others follow one byte each (16.8 MIMG-NSA)
+    naddr = mimg_address_count(et, opcode, fields)
+    size += 4 * ((naddr - 1 + 3) // 4)
+    if off + size > n: _dword(data, off + size - 4, "the MIMG NSA address dwords", off)
+  if enc in _RETURNING and fields["glc"]:
     alt = et.extra[opcode]["operands_glc"]
     if alt is not None: template = alt
-  if enc in _DPP_ENCODINGS and fields.get("src0") in (DPP16, DPP8, DPP8_FI) and literal is None:
+  if enc in _DPP_ENCODINGS and literal is None and fields["src0"] in _DPP_SRC0:
     ext = _dword(data, off + size, "the DPP dword", off)
     size += 4
     if fields["src0"] == DPP16:
@@ -126,10 +139,18 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   return Inst(name, enc, opcode, size, off, fields, literal, data[off:off + size], t.arch, template, dpp)
 
 
+def mimg_address_count(et, opcode: int, fields: dict) -> int:
+  by_dim = et.extra[opcode]["vaddr_by_dim"]
+  count = by_dim[fields["dim"]] if fields["dim"] < len(by_dim) else None
+  if count is None:  # a dim LLVM does not accept for this opcode: fall back to the 1-D template
+    count = next((t[3] for t in et.ops[opcode][2] if t[0] == "reg" and t[1] == "vaddr"), 1)
+  return count
+
+
 def _decode_vopd(t: ArchTables, data: bytes, off: int, w0: int) -> Inst:
   et = t.encodings["VOPD"]
   word = w0 | _dword(data, off + 4, "VOPD's second dword", off) << 32
-  fields = {f: (word >> lo) & m for f, lo, m in et.fields}
+  fields = et.extract(word)
   x = t.vopd_x.get(fields["opx"])
   y = t.vopd_y.get(fields["opy"])
   if x is None or y is None:

@@ -64,6 +64,15 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
           continue
       if enc == "SMEM" and field == "soffset": continue
       if enc in ("MUBUF", "MTBUF") and field == "vdata" and fields["tfe"]: count += 1
+      if enc == "MIMG" and field == "vdata": count = _mimg_data_count(inst)
+      if enc == "MIMG" and field == "vaddr":
+        from .decode import mimg_address_count
+        et = arch_tables(inst.arch).encodings["MIMG"]
+        count = mimg_address_count(et, inst.opcode, fields)
+        if fields["nsa"]:
+          regs = [value] + list(inst.data[8:8 + count - 1])
+          ops.append(Operand("text", None, 0, None, field, "[" + ", ".join(f"v{r}" for r in regs) + "]"))
+          continue
       ops.append(_field_operand(inst, field, cls, count, value))
     elif kind == "text":
       text = t[1]
@@ -97,6 +106,16 @@ def inst_operands(inst: Inst) -> list[Operand]:
     (_, xt), (_, yt) = inst.vopd
     return _template_operands(inst, xt, inst.fields) + _template_operands(inst, yt, inst.fields)
   return _template_operands(inst, inst.template, inst.fields)
+
+
+def _mimg_data_count(inst: Inst) -> int:
+  f = inst.fields
+  if "_atomic_" in inst.name:  # atomics: the data width is the opcode's (x2 for cmpswap)
+    n = next(t[3] for t in inst.template if t[0] == "reg" and t[1] == "vdata")
+    return n + (1 if f["tfe"] or f["lwe"] else 0)
+  n = 4 if "gather4" in inst.name or "msaa_load" in inst.name else bin(f["dmask"]).count("1") or 1
+  if f["d16"]: n = (n + 1) // 2
+  return n + (1 if f["tfe"] or f["lwe"] else 0)
 
 
 def _smem_offset_text(inst: Inst) -> str:
@@ -175,6 +194,10 @@ def _apply_vop3_src_mods(inst: Inst, ops: list[Operand], abs_field: str = "abs")
   f = inst.fields
   texts = []
   neg, abs_ = f.get("neg", 0), f.get(abs_field, 0)
+  if inst.encoding in ("VOP3", "VOP3SD"):
+    srcmods = arch_tables(inst.arch).encodings[inst.encoding].extra[inst.opcode]["srcmods"]
+    if "neg" not in srcmods: neg = 0
+    if "abs" not in srcmods: abs_ = 0
   for op in ops:
     text = op.text
     if op.field in ("src0", "src1", "src2"):
@@ -253,6 +276,12 @@ def format_inst(inst: Inst) -> str:
       mods += [m for m in ("glc", "slc", "dlc") if f[m]]
     elif enc == "SMEM":
       mods += [m for m in ("glc", "dlc") if f[m]]
+    elif enc == "MIMG":
+      dims = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
+      mods.append(f"dmask:0x{f['dmask']:x}")
+      mods.append(f"dim:SQ_RSRC_IMG_{dims[f['dim']]}")
+      mods += [m for m in ("unorm", "glc", "slc", "dlc", "r128", "a16", "tfe", "lwe", "d16")
+               if f["unrm" if m == "unorm" else m]]
     elif enc in ("MUBUF", "MTBUF"):
       if enc == "MTBUF" and f["format"] != 1:  # 1 (BUF_FMT_8_UNORM) is the default LLVM leaves out
         mods.append(f"format:{_buf_format_text(inst.arch, f['format'])}")

