@@ -12,7 +12,7 @@ import amd_kernels
 
 pytestmark = pytest.mark.tools("llvm-mc-19")
 from hcq.compiler import examples
-from hcq.compiler.backend.amd.isel import magic_u32
+from hcq.compiler.backend.amd.isel_divmod import magic_u32
 from hcq.compiler.backend.amd.isel_mir import Imm, MInst, Spec, VReg
 from hcq.compiler.backend.amd.regalloc import allocate, live_intervals
 from hcq.compiler.backend.amd.render import GFX1100_TARGET, assemble, compile_linear

@@ -26,102 +26,19 @@ LLVM does), then the enabled work-group ids; v0 holds the packed work-item ids x
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass, field
 
-from ...ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
-from ...ir.dtypes import DType, truncate
+from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
+from ...ir.dtypes import DType
 from ...ir.evaluate import EvalError, exec_alu
 from ...ir.uop import _short
-from .isel_mir import EXEC_LO, NULL, Imm, MInst, Spec, VReg
-
-TARGET = "gfx1100"
+from .isel_common import TARGET, _err, _kind, imm_of, is_inline, operand_kind, value_of
+from .isel_divmod import DivModSelector
+from .isel_mem import MemorySelector
+from .isel_mir import EXEC_LO, Imm, MInst, Spec, VReg
 UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
 USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
-
-# inline constants (RDNA3 ISA 16.3.1 / operands.py): 128 + n for integers 0..64, 192 + n for -1..-16; for float
-# operands 240..248 are 0.5, -0.5, 1, -1, 2, -2, 4, -4, 1/(2 pi) in the operand's own format
-INLINE_F32 = {0x3f000000: 240, 0xbf000000: 241, 0x3f800000: 242, 0xbf800000: 243, 0x40000000: 244, 0xc0000000: 245,
-              0x40800000: 246, 0xc0800000: 247, 0x3e22f983: 248}
-INLINE_F16 = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246, 0xc400: 247,
-              0x3118: 248}
-
-
-def operand_kind(name: str) -> str:
-  """How an instruction reads its constant sources: "f32", "f16" or "int" (raw bits: b32/u32/i32, v_cndmask,
-  v_mov, SALU). Conversions read the type after the result's: v_cvt_f32_f16 reads f16."""
-  parts = name.split("_")
-  if name.startswith("v_cvt_") and len(parts) > 3: t = parts[3]
-  else: t = next((p for p in parts[1:] if p in ("f32", "f16")), "int")
-  return t if t in ("f32", "f16") else "int"
-
-
-def inline_code(x: Imm, kind: str = "int") -> int | None:
-  """The inline-constant encoding of x's bit pattern read as `kind`, or None (then a literal dword follows).
-  Integer codes are used for integer operands only (and 0, whose pattern is 0 in every format)."""
-  if x.bits == 0: return 128
-  if kind == "int":
-    v = x.signed
-    if 0 < v <= 64: return 128 + v
-    if -16 <= v < 0: return 192 - v
-    return None
-  return (INLINE_F32 if kind == "f32" else INLINE_F16).get(x.bits)
-
-
-def is_inline(x: Imm, kind: str = "int") -> bool: return inline_code(x, kind) is not None
-
-
-def magic_u32(d: int, nmax: int) -> tuple[int, int] | None:
-  """(m, s) with floor(n * m / 2^(32+s)) == n // d for every 0 <= n <= nmax, m < 2^32 (one v_mul_hi_u32 and a
-  shift). With m = ceil(2^(32+s) / d) and e = m*d - 2^(32+s) (0 <= e < d): n*m / 2^(32+s) = n/d + n*e / (d 2^(32+s)),
-  and the error term keeps the floor unchanged when n*e < 2^(32+s), since n/d's fraction is at most (d-1)/d.
-  The smallest s that works is used; None when m would need 33 bits."""
-  for s in range(0, 33):
-    m = -(-(1 << (32 + s)) // d)
-    if m >= 1 << 32: return None
-    if nmax * (m * d - (1 << (32 + s))) < (1 << (32 + s)): return m, s
-  return None
-
-
-class SelectError(CompileError):
-  """An op the gfx1100 backend can't select."""
-
-
-def _err(u: UOp, why: str = "") -> SelectError:
-  return SelectError(f"{TARGET}: can't select {u.op.name} ({u.dtype}){': ' + why if why else ''}: {_short(u)}", u)
-
-
-# ---- constants as operand bit patterns
-def concrete(dt: DType) -> DType:
-  """Weak literal types as the registers hold them (commit_dtypes leaves them only on CONSTs under a CAST)."""
-  if dt.kind == "weakint": return dtypes.int32
-  if dt.kind == "weakfloat": return dtypes.float32
-  return dt
-
-
-def imm_of(value, dt: DType) -> Imm:
-  dt = concrete(dt)
-  if dt.is_bool: return Imm(0xFFFFFFFF if value else 0)
-  if dt.is_float:
-    if dt.itemsize == 4: return Imm(struct.unpack("<I", struct.pack("<f", float(value)))[0], "f32")
-    if dt.itemsize == 2: return Imm(struct.unpack("<H", struct.pack("<e", float(value)))[0], "f16")
-  if dt.is_int and dt.itemsize <= 4: return Imm(int(truncate(int(value), dt)))
-  raise CompileError(f"{TARGET}: no 32-bit constant of type {dt}")
-
-
-def value_of(x: Imm, dt: DType):
-  dt = concrete(dt)
-  if dt.is_bool: return x.bits != 0
-  if dt.is_float:
-    if dt.itemsize == 4: return struct.unpack("<f", struct.pack("<I", x.bits))[0]
-    return struct.unpack("<e", struct.pack("<H", x.bits & 0xFFFF))[0]
-  return truncate(x.bits, dt)
-
-
-def _kind(dt: DType) -> str:
-  return "f32" if dt == dtypes.float32 else "f16" if dt == dtypes.float16 else "int"
-
 
 _SCALAR_INT_OPS = {Ops.ADD: "s_add_i32", Ops.SUB: "s_sub_i32", Ops.MUL: "s_mul_i32", Ops.AND: "s_and_b32",
                    Ops.OR: "s_or_b32", Ops.XOR: "s_xor_b32", Ops.SHL: "s_lshl_b32"}
@@ -161,7 +78,7 @@ class Selection:
   private_size: int = 0         # bytes of private (scratch) memory per lane that the selected code uses
 
 
-class ISel:
+class ISel(DivModSelector, MemorySelector):
   def __init__(self, lin: UOp):
     if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
     self.lin = lin
@@ -557,80 +474,6 @@ class ISel:
     if dt.is_unsigned: return self.vop("v_and_b32_e64", x, Imm((1 << (8 * dt.itemsize)) - 1))
     return self.vop("v_bfe_i32", x, Imm(0), Imm(8 * dt.itemsize))
 
-  # ------------------------------------------------------------------ integer division
-  def divmod(self, u: UOp, s):
-    n_u, d_u = u.src
-    n, d = s
-    want_q = u.op is Ops.IDIV
-    unsigned = u.dtype.is_unsigned
-    if isinstance(d, Imm):
-      dv = value_of(d, d_u.dtype)
-      if dv == 0: raise _err(u, "division by the constant 0")
-      if (unsigned or n_u.vmin >= 0) and dv > 0:
-        return self.udiv_const(n, dv, int(min(n_u.vmax, 2**32 - 1)), want_q)
-      if not unsigned and dv != -2**31:
-        # |n| / |d| by a magic multiplication, then C's signs: q negative when the signs differ, r has n's sign
-        sn = self.vop("v_ashrrev_i32_e64", Imm(31), n)
-        an = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", n, sn), sn)
-        q = self.udiv_const(an, abs(dv), 2**31, True)
-        if want_q:
-          sq = sn if dv > 0 else self.vop("v_xor_b32_e64", sn, Imm(-1))
-          return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", q, sq), sq)
-        r = self.vop("v_sub_nc_u32_e64", an, self.mul_imm(q, abs(dv)))
-        return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", r, sn), sn)
-    if unsigned or (n_u.vmin >= 0 and d_u.vmin > 0):
-      q, r = self.udivmod(n, d)
-      return q if want_q else r
-    sn = self.vop("v_ashrrev_i32_e64", Imm(31), n)
-    sd = self.vop("v_ashrrev_i32_e64", Imm(31), d)
-    an = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", n, sn), sn)
-    ad = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", d, sd), sd)
-    q, r = self.udivmod(an, ad)
-    if want_q:
-      sq = self.vop("v_xor_b32_e64", sn, sd)
-      return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", q, sq), sq)
-    return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", r, sn), sn)
-
-  def mul_imm(self, x, c: int):
-    if c & (c - 1) == 0: return self.vop("v_lshlrev_b32_e64", Imm(c.bit_length() - 1), x)
-    return self.vop("v_mul_lo_u32", x, Imm(c))
-
-  def udiv_const(self, n, d: int, nmax: int, want_q: bool):
-    """n // d (or n % d) for 0 <= n <= nmax: a power of two by shift/mask, else q = mulhi(n, m) >> s (magic_u32),
-    else the runtime algorithm with d as a constant."""
-    if d == 1: q = n
-    elif d & (d - 1) == 0:
-      if not want_q: return self.vop("v_and_b32_e64", n, Imm(d - 1))
-      q = self.vop("v_lshrrev_b32_e64", Imm(d.bit_length() - 1), n)
-    else:
-      magic = magic_u32(d, nmax)
-      if magic is None:
-        q, r = self.udivmod(n, Imm(d))
-        return q if want_q else r
-      m, sh = magic
-      q = self.vop("v_mul_hi_u32", n, Imm(m))
-      if sh: q = self.vop("v_lshrrev_b32_e64", Imm(sh), q)
-    if want_q: return q
-    return self.vop("v_sub_nc_u32_e64", n, self.mul_imm(q, d))
-
-  def udivmod(self, n, d):
-    """Unsigned 32-bit division by a runtime divisor: a float reciprocal estimate of 2^32/d, one Newton-Raphson
-    step in integers, then the quotient corrected at most twice."""
-    fd = self.vop("v_cvt_f32_u32_e64", d)
-    rc = self.vop("v_rcp_f32_e64", fd)
-    rc = self.vop("v_mul_f32_e64", rc, Imm(0x4f7ffffe, "f32"))     # 4294966784.0: just below 2^32
-    z = self.vop("v_cvt_u32_f32_e64", rc)
-    negd = self.vop("v_sub_nc_u32_e64", Imm(0), d)
-    e = self.vop("v_mul_lo_u32", negd, z)                             # -d*z mod 2^32: the error of z*d vs 2^32
-    z = self.vop("v_add_nc_u32_e64", z, self.vop("v_mul_hi_u32", z, e))
-    q = self.vop("v_mul_hi_u32", n, z)
-    r = self.vop("v_sub_nc_u32_e64", n, self.vop("v_mul_lo_u32", q, d))
-    for _ in range(2):
-      big = self.vcmp("v_cmp_ge_u32_e64", r, d)
-      q = self.cndmask(big, q, self.vop("v_add_nc_u32_e64", q, Imm(1)))
-      r = self.cndmask(big, r, self.vop("v_sub_nc_u32_e64", r, d))
-    return q, r
-
   # ------------------------------------------------------------------ casts
   def cast(self, u: UOp):
     x, src = self.get(u.src[0]), u.src[0].dtype
@@ -667,139 +510,6 @@ class ISel:
     if src.itemsize != dt.itemsize or dt.itemsize == 8: raise _err(u, "bitcast between different or 64-bit sizes")
     if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
     return self.narrow(x, dt) if dt.is_int else x
-
-  # ------------------------------------------------------------------ memory
-  def split_index(self, idx: UOp):
-    """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
-    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
-    v = self.get(idx)
-    if isinstance(v, Imm): return None, value_of(v, idx.dtype)
-    if idx.op is not Ops.ADD: return v, 0
-    regs, const, stack = [], 0, [idx]
-    while stack:
-      u = stack.pop()
-      val = self.val.get(u)
-      if isinstance(val, Imm): const += value_of(val, u.dtype)
-      elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
-      elif val is None: return v, 0
-      else: regs.append(val)
-    if const == 0 or not regs: return v, 0
-    out = regs[0]
-    for r in regs[1:]:
-      if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
-        out = self.sop2("s_add_i32", out, r)
-      else: out = self.vop("v_add_nc_u32_e64", out, r)
-    return out, const
-
-  def byte_offset(self, x, size: int):
-    """A VGPR holding x * size (x an index register)."""
-    k = size.bit_length() - 1
-    if k == 0: return self.to_v(x)
-    return self.vop("v_lshlrev_b32_e64", Imm(k), x)
-
-  def address(self, index: UOp, gated: bool):
-    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index."""
-    buf, idx = index.src[0], index.src[1]
-    size = buf.dtype.base.itemsize
-    if gated:
-      reg, c = self.get(idx), 0
-      if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
-    else:
-      reg, c = self.split_index(idx)
-    cbytes = c * size
-    if buf.dtype.addrspace is AddrSpace.GLOBAL: limit_ok = -4096 <= cbytes <= 4095
-    elif buf in self.scratch_off: limit_ok = -4096 <= cbytes + self.scratch_off[buf] <= 4095
-    else: limit_ok = 0 <= cbytes + self.lds_off.get(buf, 0) <= 65535
-    if reg is None:
-      if not limit_ok: return buf, self.to_v(Imm(cbytes)), 0
-      if buf in self.scratch_off: return buf, None, cbytes      # no VGPR address (SVE = 0)
-      return buf, self.to_v(Imm(0)), cbytes
-    if not limit_ok:
-      reg, cbytes = self.get(idx), 0
-    return buf, self.byte_offset(reg, size), cbytes
-
-  def _mem_suffix(self, dt: DType, load: bool) -> str:
-    if dt.itemsize == 4: return "b32"
-    if dt.itemsize == 2: return ("i16" if dt.kind == "int" else "u16") if load else "b16"
-    if dt.itemsize == 1: return ("i8" if dt.kind == "int" else "u8") if load else "b8"
-    raise CompileError(f"{TARGET}: no {dt.itemsize * 8}-bit memory access for {dt}")
-
-  def load(self, u: UOp):
-    index = u.src[0]
-    buf = index.src[0]
-    dt = u.dtype
-    if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off: return self.reg_load(u, index)
-    if dt.itemsize == 8: raise _err(u, "64-bit loads are not supported")
-    gate = self.get(index.src[2]) if len(index.src) == 3 else None
-    if isinstance(gate, Imm):
-      if not gate.bits: return imm_of(0, dt)
-      gate = None
-    if gate is not None:
-      # select a safe index (0) where the gate is off, load, then 0 there
-      raw = self.get(index.src[1])
-      safe = self.cndmask(gate, Imm(0), raw)
-      _, voff, cbytes = self._address_of(buf, safe, index.src[1].dtype)
-    else:
-      _, voff, cbytes = self.address(index, False)
-    mem_dt = dtypes.uint8 if dt.is_bool else dt
-    d = VReg("v")
-    suffix = self._mem_suffix(mem_dt, True)
-    if buf.dtype.addrspace is AddrSpace.LOCAL:
-      self.emit(f"ds_load_{suffix}", {"vdst": d}, {"addr": voff}, offset=cbytes + self.lds_off[buf])
-    elif buf in self.scratch_off:
-      self.emit(f"scratch_load_{suffix}", {"vdst": d}, {"addr": voff} if voff is not None else {},
-                offset=cbytes + self.scratch_off[buf])
-    else:
-      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
-    out = d
-    if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
-    if gate is not None:
-      out = self.sop2("s_and_b32", out, gate) if dt.is_bool else self.cndmask(gate, Imm(0), out)
-    return out
-
-  def _address_of(self, buf, reg, idx_dt):
-    size = buf.dtype.base.itemsize
-    return buf, self.byte_offset(reg, size), 0
-
-  def reg_elem(self, index: UOp) -> VReg:
-    regs = self.reg_bufs.get(index.src[0])
-    if regs is None: raise CompileError(f"{TARGET}: REG buffer used before its BUFFER: {_short(index)}", index)
-    i = self.get(index.src[1])
-    if not isinstance(i, Imm): raise _err(index, "a private register array indexed by a non-constant")
-    k = value_of(i, index.src[1].dtype)
-    if not 0 <= k < len(regs): raise _err(index, f"index {k} outside the private array of {len(regs)}")
-    return regs[k]
-
-  def reg_load(self, u: UOp, index: UOp):
-    if len(index.src) == 3: raise _err(u, "gated load from a private array")
-    r = self.reg_elem(index)
-    d = VReg("v")
-    self.emit("v_mov_b32_e32", {"vdst": d}, {"src0": r}, copy=True)
-    return d
-
-  def store(self, u: UOp):
-    index, value = u.src
-    buf = index.src[0]
-    v = self.get(value)
-    dt = value.dtype
-    if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off:
-      r = self.reg_elem(index)
-      if isinstance(v, VReg) and v.cls == "s" and dt.is_bool: v = self.cndmask(v, Imm(0), Imm(-1))
-      self.emit("v_mov_b32_e32", {"vdst": r}, {"src0": v}, copy=True)
-      return
-    if dt.itemsize == 8: raise _err(u, "64-bit stores are not supported")
-    if dt.is_bool: v, dt = self.cndmask(v, Imm(0), Imm(1)), dtypes.uint8
-    data = self.to_v(v)
-    _, voff, cbytes = self.address(index, False)
-    suffix = self._mem_suffix(dt, False)
-    if buf.dtype.addrspace is AddrSpace.LOCAL:
-      self.emit(f"ds_store_{suffix}", {}, {"addr": voff, "data0": data}, offset=cbytes + self.lds_off[buf])
-    elif buf in self.scratch_off:
-      self.emit(f"scratch_store_{suffix}", {}, ({"addr": voff} if voff is not None else {}) | {"data": data},
-                offset=cbytes + self.scratch_off[buf])
-    else:
-      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)
-
 
 def select(lin: UOp) -> Selection:
   isel = ISel(lin)

@@ -89,9 +89,9 @@ def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", s
       return code, alloc, slots
     except _NoRegister as e:
       if e.cls != "v": raise _pressure_error(code, e, name) from None
-      iv = e.live
+      iv, ends = e.live, e.ends
       cands = sorted((r for r, _ in iv if r.fixed is None and r.n == 1 and r not in unspillable),
-                     key=lambda r: -e.ends[r])
+                     key=lambda r: -ends[r])
       if not cands: raise _pressure_error(code, e, name) from None
       batch = cands[:max(1, len(iv) - LIMITS["v"] + 8)]
       for r in batch:

@@ -18,7 +18,8 @@ import time
 
 from ...ir import CompileError, UOp
 from ...lower.target import Target
-from .isel import Selection, inline_code, is_inline, operand_kind, select
+from .isel import Selection, select
+from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
@@ -90,7 +91,7 @@ class Encoder:
     if isinstance(x, Imm):
       code = inline_code(x, kind)
       if code is not None: return code
-      if lits and lits[0] != x.bits: raise CompileError(f"gfx1100: two different literals in one instruction")
+      if lits and lits[0] != x.bits: raise CompileError("gfx1100: two different literals in one instruction")
       if not lits: lits.append(x.bits)
       return 255
     raise CompileError(f"gfx1100: bad operand {x!r}")
