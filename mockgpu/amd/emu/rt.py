@@ -689,6 +689,8 @@ def _apply(op, old, d, c, dt):
   signed = {np.dtype(u32): i32, np.dtype(u64): i64}[np.dtype(dt)]
   if op == "add": return old + d
   if op == "sub": return old - d
+  if op == "rsub": return d - old
+  if op == "mskor": return (old & ~d) | np.asarray(c).astype(dt)    # DS_MSKOR: (MEM & ~DATA) | DATA2
   if op == "and": return old & d
   if op == "or": return old | d
   if op == "xor": return old ^ d
@@ -918,3 +920,88 @@ def swizzle(data, offset: int, em, ef):
     src = ((_L & (offset & 31)) | ((offset >> 5) & 31)) ^ ((offset >> 10) & 31)
   n = np.shape(data)[0]
   return _gather_lanes(data, src, None if ef else em, 0, 1, n)
+
+
+# ---- less common VALU helpers (RDNA3 ISA pseudocode) ----
+def norm16(x, signed: bool):
+  """Float -> 16-bit normalised integer (round to nearest, saturating): V_CVT_NORM_I16/U16 and the packed forms."""
+  x = np.asarray(x, f64)
+  scale = 32767.0 if signed else 65535.0
+  lo = -1.0 if signed else 0.0
+  v = np.rint(np.clip(np.nan_to_num(x), lo, 1.0) * scale)
+  return v.astype(i16) if signed else v.astype(u16)
+
+
+def cvt_pk_u8(x, sel, old):
+  """V_CVT_PK_U8_F32: round f32 to u8 (saturating) into byte sel[1:0] of old."""
+  byte = np.clip(np.rint(np.nan_to_num(np.asarray(x, f64))), 0, 255).astype(u32)
+  sh = (np.asarray(sel, u32) & u32(3)) * u32(8)
+  return (np.asarray(old, u32) & ~(u32(0xFF) << sh)) | (byte << sh)
+
+
+def sad_u8(a, b, masked: bool = False):
+  a, b = np.asarray(a, u32), np.asarray(b, u32)
+  total = np.zeros(np.broadcast(a, b).shape, u32)
+  for k in range(4):
+    x = ((a >> u32(8 * k)) & u32(0xFF)).astype(np.int64)
+    y = ((b >> u32(8 * k)) & u32(0xFF)).astype(np.int64)
+    d = np.abs(x - y).astype(u32)
+    if masked: d = np.where(y == 0, u32(0), d)     # V_MSAD_U8: reference bytes of 0 are skipped
+    total = total + d
+  return total
+
+
+def sad_u16(a, b):
+  a, b = np.asarray(a, u32), np.asarray(b, u32)
+  total = np.zeros(np.broadcast(a, b).shape, u32)
+  for k in range(2):
+    x = ((a >> u32(16 * k)) & u32(0xFFFF)).astype(np.int64)
+    y = ((b >> u32(16 * k)) & u32(0xFFFF)).astype(np.int64)
+    total = total + np.abs(x - y).astype(u32)
+  return total
+
+
+def lerp_u8(a, b, c):
+  """V_LERP_U8: per byte ((a + b + (c & 1)) >> 1)."""
+  a, b, c = np.asarray(a, u32), np.asarray(b, u32), np.asarray(c, u32)
+  out = np.zeros(np.broadcast(a, b, c).shape, u32)
+  for k in range(4):
+    sh = u32(8 * k)
+    x, y, z = ((v >> sh) & u32(0xFF) for v in (a, b, c))
+    out |= (((x + y + (z & u32(1))) >> u32(1)) & u32(0xFF)) << sh
+  return out
+
+
+def dot2_f16(a, b, c):
+  """V_DOT2_F16_F16: a.lo*b.lo + a.hi*b.hi + c, rounded once to f16."""
+  al, ah = half(a, False).view(f16), half(a, True).view(f16)
+  bl, bh = half(b, False).view(f16), half(b, True).view(f16)
+  return (np.asarray(al, f64) * bl + np.asarray(ah, f64) * bh + np.asarray(c, f64)).astype(f16)
+
+
+def dot_int(a, b, c, bits: int, sa: bool, sb: bool, signed_acc: bool):
+  """V_DOT4_I32_IU8 / V_DOT4_U32_U8 / V_DOT8_I32_IU4 / V_DOT8_U32_U4: sum of the products of the 8- or 4-bit
+  elements plus c (sa/sb: element signedness of each operand), wrapping to 32 bits."""
+  a, b = np.asarray(a, u32), np.asarray(b, u32)
+  c = np.asarray(c, u32)
+  total = c.view(i32).astype(np.int64) if signed_acc else c.astype(np.int64)
+  mask = (1 << bits) - 1
+  for k in range(32 // bits):
+    x = ((a >> u32(bits * k)) & u32(mask)).astype(np.int64)
+    y = ((b >> u32(bits * k)) & u32(mask)).astype(np.int64)
+    if sa: x = np.where(x >> (bits - 1), x - (1 << bits), x)
+    if sb: y = np.where(y >> (bits - 1), y - (1 << bits), y)
+    total = total + x * y
+  return total.astype(u32)
+
+
+def ctz64(x):
+  x = np.asarray(x, u64)
+  lo, hi = x.astype(u32), (x >> u64(32)).astype(u32)
+  return np.where(lo != 0, ctz32(lo), np.where(hi != 0, ctz32(hi) + u32(32), u32(0xFFFFFFFF))).astype(u32)
+
+
+def clz64(x):
+  x = np.asarray(x, u64)
+  lo, hi = x.astype(u32), (x >> u64(32)).astype(u32)
+  return np.where(hi != 0, clz32(hi), np.where(lo != 0, clz32(lo) + u32(32), u32(0xFFFFFFFF))).astype(u32)
