@@ -352,6 +352,7 @@ def _apply(op, old, d, c, dt):
   if op == "add": return old + d
   if op == "sub": return old - d
   if op == "rsub": return d - old
+  if op == "csub": return np.where(old > d, old - d, dt.type(0)).astype(dt)     # subtract, clamped at 0
   if op == "mskor": return (old & ~d) | np.asarray(c).astype(dt)    # DS_MSKOR: (MEM & ~DATA) | DATA2
   if op == "and": return old & d
   if op == "or": return old | d
