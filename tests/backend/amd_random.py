@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 
-from hcq.compiler import KernelInfo, Ops, UOp, dtypes
+from hcq.compiler import AxisType, KernelInfo, Ops, UOp, dtypes
 from hcq.compiler.lower import lower
 from amd_kernels import Case
 
@@ -81,3 +81,33 @@ def random_case(seed: int, n: int = 128) -> Case:
   used = sorted({u.arg.slot for u in lower(sink, "c").src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)})
   return Case(f"random_{seed}", sink, [args[k] for k in used], [used.index(3), used.index(4)], (n // 32, 1, 1),
               (32, 1, 1))
+
+
+def random_loop_case(seed: int, n: int = 96) -> Case:
+  """Random loop nests: each of one or two nested REDUCE ranges has a small constant (unrolled), a larger constant
+  (scalar loop), a kernel-argument (scalar loop, runtime) or a per-lane loaded trip count (EXEC-masked loop); the body
+  mixes loads, the counters and a kernel argument; the store is gated."""
+  rng = random.Random(1000 + seed)
+  nprng = np.random.default_rng(1000 + seed)
+  a = nprng.integers(-1000, 1000, 256).astype(np.int32)
+  trips = nprng.integers(0, 9, n).astype(np.int32)
+  out = np.zeros(n, np.int32)
+  A, T, O = UOp.param(0, dtypes.int32, 256, True), UOp.param(1, dtypes.int32, n, True), UOp.param(2, dtypes.int32, n)
+  s = UOp.variable("s", 0, 20, slot=3, dtype=dtypes.int32)
+  g = UOp.special(n // 32, "gidx0") * 32 + UOp.special(32, "lidx0")
+  ends = []
+  for _ in range(rng.choice([1, 2])):
+    kind = rng.randrange(4)
+    ends.append(rng.randrange(1, 9) if kind == 0 else rng.randrange(17, 26) if kind == 1 else s if kind == 2 else
+                T.index(g).load())
+  rs = [UOp.range(e, k, AxisType.REDUCE) for k, e in enumerate(ends)]
+  idx = g * 7 + s
+  for k, r in enumerate(rs): idx = idx + r * (3 + k)
+  v = A.index(idx & 255).load()
+  leaves = [v, g.cast(dtypes.int32), s] + [r.cast(dtypes.int32) for r in rs]
+  body = _int_expr(rng, leaves, 2) ^ v
+  total = body.reduce(*rs)
+  sink = O.index(g).valid((g & 3).ne(1)).store(total * 3 + s).sink(arg=KernelInfo(f"loops{seed}"))
+  args = [a, trips, out, rng.randrange(0, 20)]
+  used = sorted({u.arg.slot for u in lower(sink, "c").src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)})
+  return Case(f"loops_{seed}", sink, [args[k] for k in used], [used.index(2)], (n // 32, 1, 1), (32, 1, 1))

@@ -213,3 +213,13 @@ def test_random_expressions_match_c_backend(seed):
       assert_same(have[fin], want[fin], 1e-5, what=f"{c.name} slot {slot}")
     else:
       assert_same(have, want, what=f"{c.name} slot {slot}")
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_loop_nests_match_c_backend(seed):
+  from amd_random import random_loop_case
+  c = random_loop_case(seed)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, blob, _ = run_gfx1100(c.sink, c.args, c.global_size, c.local_size)
+  _check_disassembly(blob)
+  for slot in c.outputs: assert_same(got[slot], ref[slot], what=f"{c.name} slot {slot}")
