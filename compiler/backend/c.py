@@ -82,7 +82,7 @@ def render_c(lin: UOp) -> CArtifact:
   names: dict[UOp, str] = {}
   body: list[str] = []
   params: dict[int, tuple] = {}
-  local_off, local_decls = 0, []
+  local_off = 0
   depth = 1
   counter = 0
   has_barrier = False

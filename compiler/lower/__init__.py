@@ -13,6 +13,7 @@ The pipeline (PIPELINE, in order; each entry is a named pass, most of them a Pat
   commit_dtypes   weak ints -> int32/int64 from their bounds; weak floats -> float32; literals typed by their slot
   verify_lowered  lowered_spec
   linearize       priority toposort respecting range nesting -> LINEAR
+  (regalloc.py    loop-aware live ranges and a linear-scan register allocator over the LINEAR form, for backends)
 
 The lowered, linearized form (what a backend such as an RDNA3 instruction selector consumes):
 
@@ -23,7 +24,8 @@ The lowered, linearized form (what a backend such as an RDNA3 instruction select
     DEFINE_VAR arg VarArg(slot, name, vmin, vmax, dtype): a scalar kernel argument; args are ordered by slot
     BUFFER     arg BufferArg(slot, dtype, size, LOCAL | REG): LOCAL is shared by the work-group, REG is private
     SPECIAL    src (size,) arg "gidxN" (work-group index) or "lidxN" (work-item index in the group)
-    CONST / CAST(CONST)  literals
+    CONST / CAST(CONST)  literals: a typed literal is CAST(CONST(python value), dtype); a bool literal is CONST(True)
+               (a weak-typed CONST element only ever feeds such a CAST)
     RANGE      src (end,) arg (axis_id, AxisType.LOOP|REDUCE): `for (i = 0; i < end; i++) {`
     END        src (RANGE,): the `}` of that loop (ranges nest properly)
     IF         src (gate,) ... ENDIF src (IF,): a gated store sits between them

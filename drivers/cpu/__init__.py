@@ -30,7 +30,9 @@ class CPUProgram:
   def __call__(self, *args, global_size=None, local_size=None, wait: bool = True) -> float | None:
     dev = self.device
     dev._check_open()
-    for a in args:
+    for (slot, kind, *_), a in zip(self.prog.art.params, args):
+      if kind == "buffer" and not isinstance(a, Buffer):
+        raise DeviceError(f"{dev.name}: kernel {self.name}: slot {slot} takes a Buffer, got {type(a).__name__}")
       if isinstance(a, Buffer) and (a.device is not dev or a.freed):
         raise DeviceError(f"{dev.name}: kernel {self.name}: {a} is {'freed' if a.freed else 'on another device'}")
     try: words = self.prog.pack_args(args)

@@ -146,3 +146,9 @@ def test_a_kernel_that_runs_too_long_times_out():
   with pytest.raises(hcq.Timeout, match="kernel spin to finish"):
     prog(dev.alloc(4), 2**31 - 1)
   with pytest.raises(hcq.DeviceError, match="closed"): dev.alloc(4)
+
+
+def test_a_raw_address_is_not_a_buffer(dev):
+  ex = examples.elementwise_add()
+  prog = dev.compile(ex.sink)
+  with pytest.raises(hcq.DeviceError, match="slot 0 takes a Buffer, got int"): prog(0x1000, 0x2000, 0x3000)

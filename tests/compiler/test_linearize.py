@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import hcq
-from hcq.compiler import AddrSpace, AxisType, CompileError, KernelInfo, Ops, UOp, dtypes
+from hcq.compiler import AddrSpace, AxisType, KernelInfo, Ops, UOp, dtypes
 from hcq.compiler.lower import lower
 
 pytestmark = pytest.mark.tools("cc")
