@@ -223,3 +223,8 @@ def test_random_loop_nests_match_c_backend(seed):
   got, blob, _ = run_gfx1100(c.sink, c.args, c.global_size, c.local_size)
   _check_disassembly(blob)
   for slot in c.outputs: assert_same(got[slot], ref[slot], what=f"{c.name} slot {slot}")
+
+
+def test_compilation_is_deterministic():
+  for make in (examples.matmul_tiled, amd_kernels.divergent_loop, amd_kernels.register_spills):
+    assert hcq_compile(make().sink, "gfx1100") == hcq_compile(make().sink, "gfx1100")
