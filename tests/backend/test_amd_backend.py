@@ -228,3 +228,24 @@ def test_random_loop_nests_match_c_backend(seed):
 def test_compilation_is_deterministic():
   for make in (examples.matmul_tiled, amd_kernels.divergent_loop, amd_kernels.register_spills):
     assert hcq_compile(make().sink, "gfx1100") == hcq_compile(make().sink, "gfx1100")
+
+
+ALL_CASES = [(f.__name__, f) for f in examples.ALL] + [(f.__name__, f) for f in amd_kernels.ALL]
+
+
+@pytest.mark.parametrize("make", [f for _, f in ALL_CASES], ids=[n for n, _ in ALL_CASES])
+def test_64bit_address_arithmetic(make):
+  """Buffers of 4 GiB and more are addressed with 64-bit VGPR pairs (v_mad_u64_u32: base + index * size, saddr off);
+  the threshold lowered to 0 bytes runs every kernel that way (no test buffer is that big)."""
+  from amd_emu_runner import run
+  from hcq.compiler.backend.amd.render import GFX1100_TARGET, compile_linear
+  from hcq.compiler.backend.amd.render_elf import code_object
+  from hcq.compiler.lower import lower
+  c = make()
+  outputs = list(c.expected) if hasattr(c, "expected") else c.outputs
+  blob = code_object(compile_linear(lower(c.sink, GFX1100_TARGET), addr64_bytes=0))
+  dis = _check_disassembly(blob)
+  assert "v_mad_u64_u32" in dis and not re.search(r"global_\w+ [^\n]*s\[\d+:\d+\]", dis)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, _ = run(blob, [np.array(a) if isinstance(a, np.ndarray) else a for a in c.args], c.global_size, c.local_size)
+  for s in outputs: assert_same(got[s], ref[s], getattr(c, "float_rtol", 1e-5), what=f"{c.name} slot {s}")

@@ -9,7 +9,8 @@ instructions in their VOP3 form (which accepts SGPRs, inline constants and a lit
 masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by s_and/s_or/s_xor.
 
 Memory. GLOBAL: global_load/store with an SGPR-pair base (saddr), a VGPR byte offset and the instruction's 13-bit
-signed offset for the constant part of the index. LOCAL: ds_load/store with the buffer's LDS offset plus the
+signed offset for the constant part of the index; a buffer of 4 GiB or more (where a 32-bit byte offset could
+wrap) gets 64-bit address arithmetic instead: a VGPR-pair address base + index * size from v_mad_u64_u32. LOCAL: ds_load/store with the buffer's LDS offset plus the
 constant part in the 16-bit offset field. REG buffers indexed only by constants become VGPRs (one per element);
 others live in the private segment (scratch_load/store, VGPR byte offset + 13-bit offset). A gated LOAD selects
 index 0 where the gate is off and 0 as its result (no access outside the buffer).
@@ -83,7 +84,8 @@ class Selection:
 
 
 class ISel(DivModSelector, MemorySelector):
-  def __init__(self, lin: UOp):
+  def __init__(self, lin: UOp, addr64_bytes: int = 2**32):
+    self.addr64_bytes = addr64_bytes   # GLOBAL buffers of this many bytes or more get 64-bit VGPR addresses
     if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
     self.lin = lin
     self.info: KernelInfo = lin.arg if isinstance(lin.arg, KernelInfo) else KernelInfo()
@@ -528,8 +530,8 @@ class ISel(DivModSelector, MemorySelector):
     if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
     return self.narrow(x, dt) if dt.is_int else x
 
-def select(lin: UOp) -> Selection:
-  isel = ISel(lin)
+def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
+  isel = ISel(lin, addr64_bytes)
   users: dict = {}
   for u in lin.src:
     for s in u.src: users.setdefault(s, set()).add(u)

@@ -7,7 +7,7 @@ from ...ir import AddrSpace, CompileError, Ops, UOp, dtypes
 from ...ir.dtypes import DType
 from ...ir.uop import _short
 from .isel_common import TARGET, _err, imm_of, value_of
-from .isel_mir import Imm, VReg
+from .isel_mir import NULL, Imm, Spec, VReg
 
 
 class MemorySelector:
@@ -39,8 +39,27 @@ class MemorySelector:
     if k == 0: return self.to_v(x)
     return self.vop("v_lshlrev_b32_e64", Imm(k), x)
 
+  def wide_addresses(self, buf: UOp) -> bool:
+    """A GLOBAL buffer whose byte offsets may not fit the 32-bit VGPR offset of the SGPR-base form."""
+    return buf.op is Ops.PARAM and buf.arg.size * buf.dtype.base.itemsize + 4096 > self.addr64_bytes
+
+  def address64(self, buf: UOp, reg, cbytes: int):
+    """A 64-bit VGPR-pair address base + index * size: one v_mad_u64_u32 (index as unsigned 32-bit, the SGPR-pair
+    base as the 64-bit addend), CSE'd; the constant part stays in the 13-bit offset when it fits."""
+    size = buf.dtype.base.itemsize
+    if reg is None: reg, cbytes = (Imm(0), cbytes) if -4096 <= cbytes <= 4095 else (Imm(cbytes // size), cbytes % size)
+    srcs = self.legal_vop3([reg, Imm(size), self.get(buf)], "int")
+    key = ("v_mad_u64_u32", tuple(srcs))
+    hit = None if isinstance(reg, VReg) and reg in self.mutable else self.cached(key)
+    if hit is not None: return hit, cbytes
+    d = VReg("v", 2)
+    self.emit("v_mad_u64_u32", {"vdst": d, "sdst": Spec(NULL)}, dict(zip(("src0", "src1", "src2"), srcs)))
+    if not (isinstance(reg, VReg) and reg in self.mutable): self.cse[-1][key] = d
+    return d, cbytes
+
   def address(self, index: UOp, gated: bool):
-    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index."""
+    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index; for a GLOBAL buffer with
+    wide_addresses() the second item is a 64-bit VGPR-pair address instead (saddr off)."""
     buf, idx = index.src[0], index.src[1]
     size = buf.dtype.base.itemsize
     if gated:
@@ -49,6 +68,9 @@ class MemorySelector:
     else:
       reg, c = self.split_index(idx)
     cbytes = c * size
+    if buf.dtype.addrspace is AddrSpace.GLOBAL and self.wide_addresses(buf):
+      if not -4096 <= cbytes <= 4095 and reg is not None: reg, cbytes = self.get(idx), 0
+      return (buf, *self.address64(buf, reg, cbytes))
     if buf.dtype.addrspace is AddrSpace.GLOBAL: limit_ok = -4096 <= cbytes <= 4095
     elif buf in self.scratch_off: limit_ok = -4096 <= cbytes + self.scratch_off[buf] <= 4095
     else: limit_ok = 0 <= cbytes + self.lds_off.get(buf, 0) <= 65535
@@ -92,7 +114,8 @@ class MemorySelector:
       self.emit(f"scratch_load_{suffix}", {"vdst": d}, {"addr": voff} if voff is not None else {},
                 offset=cbytes + self.scratch_off[buf])
     else:
-      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
+      base = {} if voff.n == 2 else {"saddr": self.get(buf)}
+      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff} | base, offset=cbytes)
     out = d
     if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
     if gate is not None:
@@ -100,6 +123,7 @@ class MemorySelector:
     return out
 
   def _address_of(self, buf, reg, idx_dt):
+    if buf.dtype.addrspace is AddrSpace.GLOBAL and self.wide_addresses(buf): return (buf, *self.address64(buf, reg, 0))
     size = buf.dtype.base.itemsize
     return buf, self.byte_offset(reg, size), 0
 
@@ -140,4 +164,5 @@ class MemorySelector:
       self.emit(f"scratch_store_{suffix}", {}, ({"addr": voff} if voff is not None else {}) | {"data": data},
                 offset=cbytes + self.scratch_off[buf])
     else:
-      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)
+      base = {} if voff.n == 2 else {"saddr": self.get(buf)}
+      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data} | base, offset=cbytes)

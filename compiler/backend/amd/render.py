@@ -180,10 +180,12 @@ class Compiled:
     self.sel, self.code, self.text, self.regs, self.seconds = sel, code, text, regs, seconds
 
 
-def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
+def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -> Compiled:
+  """addr64_bytes: GLOBAL buffers of at least this many bytes are addressed with 64-bit VGPR pairs (base + index *
+  size by v_mad_u64_u32) instead of SGPR base + 32-bit VGPR offset (tests lower it to exercise that path)."""
   if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
   t0 = time.perf_counter()
-  sel = select(lin)
+  sel = select(lin, addr64_bytes)
   code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
   code = insert_waitcnt(code)
