@@ -82,6 +82,7 @@ def test_code_uses_the_features():
   assert re.search(r"global_load_b32 v\d+, v\d+, s\[\d+:\d+\]", dis["tiled"])
   assert "ds_store_b32" in dis["tiled"] and "ds_load_b32" in dis["tiled"] and "s_barrier" in dis["tiled"]
   assert "v_mul_f32" in dis["tiled"] and "v_add_f32" in dis["tiled"]   # no contraction (the C semantics)
+  assert "ds_load_b128" in dis["tiled"]   # a row of the A tile, 16-byte aligned, read four dwords at once
   assert "exec_lo" in dis["stencil"] and "s_cbranch_execz" in dis["stencil"]
   assert "s_cmp_lt_i32" in dis["runtime"] and "s_cbranch_scc1" in dis["runtime"]
   assert "s_cbranch_execz" in dis["divergent"] and "s_branch" in dis["divergent"]
@@ -249,3 +250,22 @@ def test_64bit_address_arithmetic(make):
   ref = run_c(c.sink, c.args, c.global_size, c.local_size)
   got, _ = run(blob, [np.array(a) if isinstance(a, np.ndarray) else a for a in c.args], c.global_size, c.local_size)
   for s in outputs: assert_same(got[s], ref[s], getattr(c, "float_rtol", 1e-5), what=f"{c.name} slot {s}")
+
+
+def test_lds_vector_loads_only_when_aligned():
+  """tile[l*k + j] for j = 0..3: one ds_load_b128 when l*k*4 is a multiple of 16 (k = 4), four ds_load_b32 when it
+  is not known to be (k = 3); both compute what the C backend does."""
+  for k, vector in ((4, True), (3, False)):
+    out = UOp.param(0, dtypes.int32, 32)
+    l = UOp.special(32, "lidx0")
+    tile = UOp.placeholder(32 * 4, dtypes.int32, 0, AddrSpace.LOCAL)
+    st = UOp.group(*[tile.index(l * 4 + j).store(l * 10 + j) for j in range(4)])
+    t = tile.after(st)
+    v = t.index(l * k).load() * 1 + t.index(l * k + 1).load() * 10 + t.index(l * k + 2).load() * 100 + \
+        t.index(l * k + 3).load() * 1000
+    sink = out.index(l).store(v).sink(arg=KernelInfo(f"vec{k}"))
+    args = [np.zeros(32, np.int32)]
+    ref = run_c(sink, args, (1, 1, 1), (32, 1, 1))
+    got, blob, _ = run_gfx1100(sink, args, (1, 1, 1), (32, 1, 1))
+    assert_same(got[0], ref[0])
+    assert ("ds_load_b128" in _check_disassembly(blob)) == vector

@@ -97,6 +97,7 @@ class ISel(DivModSelector, MemorySelector):
     self.reg_bufs: dict[UOp, list] = {}
     self.lds_off: dict[UOp, int] = {}
     self.scratch_off: dict[UOp, int] = {}     # REG buffers kept in the private segment (scratch)
+    self.addr_align: dict = {}                # LDS address VReg -> known byte alignment of its value
     self.private_size = 0
     self.lds_size = 0
     self.nlabel = 0
@@ -538,5 +539,5 @@ def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
   isel.uses = {s: len(us) for s, us in users.items()}
   sel = isel.select()
   from .isel_opt import optimize
-  sel.code = optimize(sel.code)
+  sel.code = optimize(sel.code, isel.addr_align)
   return sel

@@ -10,22 +10,37 @@ from .isel_common import TARGET, _err, imm_of, value_of
 from .isel_mir import NULL, Imm, Spec, VReg
 
 
+def pow2_divisor(u: UOp, cap: int = 1 << 16) -> int:
+  """The largest power of two (up to cap) that divides every value of an integer expression (it survives 32-bit
+  wraparound, unlike other divisors)."""
+  c = u.const_value
+  if isinstance(c, int) and not isinstance(c, bool): return min(cap, c & -c) if c else cap
+  if u.op is Ops.MUL: return min(cap, pow2_divisor(u.src[0]) * pow2_divisor(u.src[1]))
+  if u.op is Ops.ADD: return min(pow2_divisor(u.src[0]), pow2_divisor(u.src[1]))
+  if u.op is Ops.SHL and isinstance(u.src[1].const_value, int): return min(cap, pow2_divisor(u.src[0]) << u.src[1].const_value)
+  if u.op is Ops.CAST and u.src[0].dtype.is_int and u.dtype.itemsize >= u.src[0].dtype.itemsize:
+    return pow2_divisor(u.src[0])
+  return 1
+
+
 class MemorySelector:
   def split_index(self, idx: UOp):
     """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
     constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
     v = self.get(idx)
+    self.split_align = pow2_divisor(idx)
     if isinstance(v, Imm): return None, value_of(v, idx.dtype)
     if idx.op is not Ops.ADD: return v, 0
-    regs, const, stack = [], 0, [idx]
+    regs, const, stack, align = [], 0, [idx], 1 << 16
     while stack:
       u = stack.pop()
       val = self.val.get(u)
       if isinstance(val, Imm): const += value_of(val, u.dtype)
       elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
       elif val is None: return v, 0
-      else: regs.append(val)
+      else: regs.append(val); align = min(align, pow2_divisor(u))
     if const == 0 or not regs: return v, 0
+    self.split_align = align
     out = regs[0]
     for r in regs[1:]:
       if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
@@ -62,6 +77,7 @@ class MemorySelector:
     wide_addresses() the second item is a 64-bit VGPR-pair address instead (saddr off)."""
     buf, idx = index.src[0], index.src[1]
     size = buf.dtype.base.itemsize
+    self.split_align = 1
     if gated:
       reg, c = self.get(idx), 0
       if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
@@ -80,7 +96,10 @@ class MemorySelector:
       return buf, self.to_v(Imm(0)), cbytes
     if not limit_ok:
       reg, cbytes = self.get(idx), 0
-    return buf, self.byte_offset(reg, size), cbytes
+      self.split_align = pow2_divisor(idx)
+    voff = self.byte_offset(reg, size)
+    if buf in self.lds_off and not gated: self.addr_align[voff] = self.split_align * size
+    return buf, voff, cbytes
 
   def _mem_suffix(self, dt: DType, load: bool) -> str:
     if dt.itemsize == 4: return "b32"

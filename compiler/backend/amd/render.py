@@ -20,7 +20,7 @@ from ...ir import CompileError, UOp
 from ...lower.target import Target
 from .isel import Selection, select
 from .isel_common import inline_code, is_inline, operand_kind
-from .isel_mir import NULL, Imm, MInst, Spec, VReg
+from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
 from .tables import arch_tables
@@ -86,6 +86,7 @@ class Encoder:
 
   @staticmethod
   def _src(x, lits: list, kind: str) -> int:
+    if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
     if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
@@ -98,6 +99,7 @@ class Encoder:
 
   @staticmethod
   def _reg(x) -> int:
+    if isinstance(x, Sub): return x.reg.phys + x.k
     if isinstance(x, VReg): return x.phys
     if isinstance(x, Spec): return x.code
     raise CompileError(f"gfx1100: {x!r} where a register is needed")
