@@ -301,7 +301,7 @@ class ISel(DivModSelector, MemorySelector):
       self.emit("v_add_nc_u32_e64", {"vdst": cnt}, {"src0": cnt, "src1": Imm(1)})
       self.emit("s_branch", target=head)
       self.emit("LABEL", label=exit_)
-      self.emit("s_mov_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": save}, uses_save=True)
+      self.emit("s_mov_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": save})
     self.loops.append((head, exit_))
 
   def if_block(self, u: UOp, body: list):

@@ -1,8 +1,12 @@
-"""From selected machine code to gfx1100 machine code bytes: s_waitcnt placement, register allocation, branch
-resolution and encoding (with the ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
+"""The RDNA3 backend's pipeline and its last steps: s_waitcnt placement, branch resolution and encoding (with the
+ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
 
-    from hcq.compiler.backend.amd.render import compile_gfx1100
-    co_bytes = compile_gfx1100(linear)           # an HSA code object (ELF, code object v5) with one kernel
+    from hcq.compiler.backend.amd.render import compile_sink, compile_linear
+    co_bytes = compile_sink(sink)                # DSL kernel -> lowering -> HSA code object (ELF, code object v5)
+    c = compile_linear(linear)                   # Compiled: .code (allocated MInsts), .text, .regs, .sel
+
+compile_linear: isel.select (selection + isel_opt clean-ups) -> regalloc.allocate_with_spills -> insert_waitcnt ->
+render_hazards.fix_hazards -> assemble (+ s_code_end padding); render_elf.code_object wraps the result.
 
 s_waitcnt (RDNA3 ISA 4.4 "Data Dependency Resolution"; gfx11 SOPP S_WAITCNT simm16: vmcnt [15:10], lgkmcnt [9:4],
 expcnt [2:0]): vector memory loads return in order and are counted by VM_CNT; LDS and scalar memory operations by
