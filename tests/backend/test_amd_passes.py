@@ -66,7 +66,7 @@ def check_waits(code: list[MInst]):
     if m.name in ("LABEL",) or m.name.startswith(("s_branch", "s_cbranch")):
       assert not vm and not any(r for r, _ in lgkm), f"loads pending at {m!r}"
     if m.name == "s_barrier": assert not lgkm, "LDS operations pending at s_barrier"
-    if m.name.startswith("global_load"): vm.append(_phys(m.defs["vdst"]))
+    if m.name.startswith(("global_load", "scratch_load")): vm.append(_phys(m.defs["vdst"]))
     elif m.name.startswith("ds_load"): lgkm.append((_phys(m.defs["vdst"]), False))
     elif m.name.startswith("ds_store"): lgkm.append((set(), False))
     elif m.name.startswith("s_load"): lgkm.append((_phys(m.defs["sdata"]), True))
