@@ -111,3 +111,31 @@ def random_loop_case(seed: int, n: int = 96) -> Case:
   args = [a, trips, out, rng.randrange(0, 20)]
   used = sorted({u.arg.slot for u in lower(sink, "c").src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)})
   return Case(f"loops_{seed}", sink, [args[k] for k in used], [used.index(2)], (n // 32, 1, 1), (32, 1, 1))
+
+
+def _half_expr(rng: random.Random, leaves, depth: int):
+  if depth == 0 or rng.random() < 0.2:
+    if rng.random() < 0.8: return rng.choice(leaves)
+    return UOp.const(rng.choice([0.0, 0.5, 1.0, -2.0, 3.25, 0.1]), dtypes.float16)
+  a, b = _half_expr(rng, leaves, depth - 1), _half_expr(rng, leaves, depth - 1)
+  k = rng.randrange(7)
+  if k == 0: return a + b
+  if k == 1: return a - b
+  if k == 2: return a * b
+  if k == 3: return a.maximum(b)
+  if k == 4: return (a < b).where(a, b)
+  if k == 5: return (a.cast(dtypes.float32) * 0.5).cast(dtypes.float16)
+  return -a
+
+
+def random_half_case(seed: int, n: int = 64) -> Case:
+  """Random f16 expressions (each op rounded to f16 on both sides: the results must be bit-identical)."""
+  rng = random.Random(2000 + seed)
+  x = np.random.default_rng(seed).uniform(-4, 4, n).astype(np.float16)
+  y = np.random.default_rng(seed + 1).uniform(-4, 4, n).astype(np.float16)
+  X, Y, O = UOp.param(0, dtypes.float16, n, True), UOp.param(1, dtypes.float16, n, True), UOp.param(2, dtypes.float16, n)
+  g = UOp.special(n // 32, "gidx0") * 32 + UOp.special(32, "lidx0")
+  sink = O.index(g).store(_half_expr(rng, [X.index(g).load(), Y.index(g).load()], 4)).sink(arg=KernelInfo(f"h{seed}"))
+  args = [x, y, np.zeros(n, np.float16)]
+  used = sorted({u.arg.slot for u in lower(sink, "c").src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)})
+  return Case(f"half_{seed}", sink, [args[k] for k in used], [used.index(2)], (n // 32, 1, 1), (32, 1, 1))

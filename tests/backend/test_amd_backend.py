@@ -269,3 +269,16 @@ def test_lds_vector_loads_only_when_aligned():
     got, blob, _ = run_gfx1100(sink, args, (1, 1, 1), (32, 1, 1))
     assert_same(got[0], ref[0])
     assert ("ds_load_b128" in _check_disassembly(blob)) == vector
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_f16_expressions_bit_exact(seed):
+  from amd_random import random_half_case
+  c = random_half_case(seed)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, blob, _ = run_gfx1100(c.sink, c.args, c.global_size, c.local_size)
+  _check_disassembly(blob)
+  for slot in c.outputs:
+    r, h = ref[slot], got[slot]
+    assert np.array_equal(np.isnan(r), np.isnan(h))
+    np.testing.assert_array_equal(h[~np.isnan(r)], r[~np.isnan(r)], err_msg=c.name)
