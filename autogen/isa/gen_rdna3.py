@@ -341,25 +341,33 @@ def refine_sources(arch: str, tables: dict) -> None:
 
 
 def refine_modifiers(arch: str, tables: dict) -> None:
-  """VOP3 opcodes with integer sources have no NEG/ABS source modifiers (LLVM ignores those bits): probe each
-  opcode with NEG and ABS set on all sources and record which of them LLVM prints ('srcmods')."""
+  """Which NEG/ABS source modifiers each VOP3 opcode has, per source: float sources print -x and |x|, integer
+  ones sext(x), others none (LLVM ignores the bit). Probes one bit at a time; 'srcmods' = {src: [kinds]}."""
   for enc in ("VOP3", "VOP3SD"):
     layout = LAYOUTS[arch][enc]
-    ops = sorted(tables[enc])
-    probes = []
-    for op in ops:
+    jobs, probes = [], []
+    for op in sorted(tables[enc]):
       vals = {t[1]: (ALT_SGPR[t[1]] if t[2] == "s" and t[1] in ALT_SGPR else PROBE[enc][t[1]])
               for t in tables[enc][op]["operands"] if t[0] == "reg"}
       if tables[enc][op]["name"].startswith("v_cmpx_"): vals["vdst"] = 126  # implicit EXEC destination
-      mask = 1 if "src0" in vals else 0  # src0 only: some last sources take no modifiers (v_cndmask_b32 mask)
-      extra = dict(neg=mask, abs=mask) if enc == "VOP3" else dict(neg=mask)
-      probes.append(encode_fields(layout, dict(vals, op=op, **extra)))
-    for op, res in zip(ops, disassemble(probes, arch)):
-      text = res[0][0] if res and probes[ops.index(op)].startswith(res[0][1][:4]) else ""
-      mods = []
-      if re.search(r"-\|?[vs]", text): mods.append("neg")
-      if "|" in text: mods.append("abs")
-      tables[enc][op]["srcmods"] = mods
+      tables[enc][op]["srcmods"] = {}
+      for i in range(3):
+        if f"src{i}" not in vals: continue
+        tables[enc][op]["srcmods"][f"src{i}"] = []
+        for mod in (("neg", "abs") if enc == "VOP3" else ("neg",)):
+          probes.append(encode_fields(layout, dict(vals, op=op, **{mod: 1 << i})))
+          jobs.append((op, i, mod))
+    for (op, i, mod), probe, res in zip(jobs, probes, disassemble(probes, arch)):
+      if not res or not probe.startswith(res[0][1][:4]): continue
+      _, operands, _ = split_operands(res[0][0])
+      srcs = [t for t in tables[enc][op]["operands"] if t[0] in ("reg", "text")]
+      idx = [k for k, t in enumerate(srcs) if t[0] == "reg" and t[1] == f"src{i}"]
+      if not idx or idx[0] >= len(operands): continue
+      text = operands[idx[0]]
+      kinds = tables[enc][op]["srcmods"][f"src{i}"]
+      if mod == "neg" and text.startswith("sext("): kinds.append("sext")
+      elif mod == "neg" and text.startswith("-"): kinds.append("neg")
+      elif mod == "abs" and text.startswith("|"): kinds.append("abs")
 
 
 def refine_mimg(arch: str, tables: dict) -> None:

@@ -247,18 +247,20 @@ def _apply_vop3_src_mods(inst: Inst, ops: list[Operand], abs_field: str = "abs")
   f = inst.fields
   texts = []
   neg, abs_ = f.get("neg", 0), f.get(abs_field, 0)
+  srcmods = None
   if inst.encoding in ("VOP3", "VOP3SD"):
     srcmods = arch_tables(inst.arch).encodings[inst.encoding].extra[inst.opcode]["srcmods"]
-    if "neg" not in srcmods: neg = 0
-    if "abs" not in srcmods: abs_ = 0
   for op in ops:
     text = op.text
     if op.field in ("src0", "src1", "src2"):
       i = int(op.field[3])
-      if abs_ >> i & 1: text = f"|{text}|"
-      if neg >> i & 1:
+      kinds = srcmods.get(op.field, ()) if srcmods is not None else ("neg", "abs")
+      if abs_ >> i & 1 and "abs" in kinds: text = f"|{text}|"
+      if neg >> i & 1 and "sext" in kinds: text = f"sext({text})"
+      elif neg >> i & 1 and "neg" in kinds:
         # LLVM writes neg(...) around a constant, so that "-" is not read as the constant's sign
-        text = f"neg({text})" if op.kind in ("int", "float", "literal") and not abs_ >> i & 1 else f"-{text}"
+        absd = abs_ >> i & 1 and "abs" in kinds
+        text = f"neg({text})" if op.kind in ("int", "float", "literal") and not absd else f"-{text}"
     texts.append(text)
   return texts
 

@@ -29,7 +29,7 @@ class EncodingTable:
     for op, e in ops.items():
       srcs = tuple(t[1] for t in e["operands"] if t[0] == "reg" and t[1] in LITERAL_SOURCES)
       self.ops[op] = (e["name"], e["size"], tuple(e["operands"]), srcs)
-      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())), srcmods=frozenset(e.get("srcmods", ("neg", "abs"))),
+      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())), srcmods=e.get("srcmods"),
                             operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
                             vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
     if name == "EXP": self.ops[0] = ("exp", 8, (), ())
