@@ -112,7 +112,11 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       names = arch_tables(inst.arch).sendmsg_rtn
       ops.append(Operand("imm", None, 0, v, t[1], f"sendmsg({names[v]})" if v in names else str(v)))
     elif kind == "literal":
-      ops.append(Operand("literal", None, 0, inst.literal, None, f"0x{inst.literal:x}"))
+      lit = inst.literal
+      signed = lit - (1 << 32) if lit & 0x80000000 else lit
+      # s_setreg_imm32_b32's immediate prints like an integer constant: small values in decimal
+      text = str(signed) if enc == "SOPK" and -16 <= signed <= 64 else f"0x{lit:x}"
+      ops.append(Operand("literal", None, 0, lit, None, text))
   return ops
 
 
@@ -293,6 +297,7 @@ def format_inst(inst: Inst) -> str:
   if enc in ("VOP3", "VOP3SD"):
     texts = _apply_vop3_src_mods(inst, ops)
     nsrc = sum(1 for o in ops if o.field in ("src0", "src1", "src2"))
+    if "_fmac_" in inst.name or "_mac_" in inst.name: nsrc = 3  # the accumulator is a tied third source
     if enc == "VOP3" and f["opsel"]:
       mods.append("op_sel:" + _bits_list(f["opsel"] & ((1 << nsrc) - 1) | ((f["opsel"] >> 3) << nsrc), nsrc + 1))
     if f["clmp"]: mods.append("clamp")
