@@ -1,13 +1,15 @@
 """RDNA3 assembler: LLVM-syntax text -> bytes, and a Python DSL for code generators.
 
 Text (for people):
-    assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments)
+    assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments;
+                                                                   "name:" defines a label for s_branch/s_cbranch_*)
 DSL (for the compiler):
     from hcq.compiler.backend.amd.asm import Asm, v, s
     a = Asm()
     a.s_load_b64(s[0:1], s[0:1], 0x10)
     a.v_add_f32_e32(v[2], v[2], v[3])
     a.global_store_b32(v[0:1], v[2], "off", offset=16, glc=True)    # keyword modifiers: offset=16, glc=True, clamp=True
+    a.label("done"); a.s_cbranch_execz("done")                      # labels resolve when .code is read
     a.s_endpgm()
     a.code                                                            # bytes
 Mnemonics, operand order and register widths come from the generated tables (hcq.autogen.isa.gfx1100); the
@@ -202,8 +204,6 @@ class Assembler:
     extra = et.extra.get(opcode, {})
     if "glc" in mods and extra.get("operands_glc") is not None: template = extra["operands_glc"]
     f: dict[str, int] = {et.layout["op"]: opcode}
-    for lo, w, v in ():
-      pass
     if enc in ("FLAT", "GLOBAL", "SCRATCH"):
       f["seg"] = {"FLAT": 0, "SCRATCH": 1, "GLOBAL": 2}[enc]
       f["saddr"] = 124
