@@ -46,6 +46,11 @@ PROBE = {
   "FLAT": dict(vdst=8, addr=16, data=24, saddr=0x7c, seg=0),
   "SCRATCH": dict(vdst=8, addr=16, data=24, saddr=40, seg=1),
   "GLOBAL": dict(vdst=8, addr=16, data=24, saddr=0x7c, seg=2),
+  # gfx12
+  "VFLAT": dict(vdst=8, vaddr=16, vsrc=24, saddr=0x7c, seg=0),
+  "VSCRATCH": dict(vdst=8, vaddr=16, vsrc=24, saddr=40, seg=1, sve=1),
+  "VGLOBAL": dict(vdst=8, vaddr=16, vsrc=24, saddr=0x7c, seg=2),
+  "VBUFFER": dict(vdata=8, vaddr=16, rsrc=24, soffset=40, offen=1, format=1),
 }
 # appended after every probe: an instruction that always takes a literal shows it; its top bits 111111 are no gfx11
 # encoding, so when llvm-mc rejects a probe it cannot mistake the literal for one
@@ -53,7 +58,7 @@ LITERAL_PROBE = 0xFF2B1C0D
 
 REGISTER_FIELDS = {"sdst", "ssrc0", "ssrc1", "sdata", "sbase", "soffset", "vdst", "src0", "src1", "src2", "vsrc1",
                    "vdstx", "vdsty", "srcx0", "vsrcx1", "srcy0", "vsrcy1", "addr", "data", "data0", "data1", "saddr",
-                   "vaddr", "vdata", "srsrc", "ssamp"}
+                   "vaddr", "vdata", "srsrc", "ssamp", "vsrc", "rsrc"}
 _REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
 
 
@@ -79,7 +84,7 @@ def field_candidates(enc: str, values: dict) -> list[tuple[str, str, int]]:
     elif name.startswith(("src", "ssrc", "soffset", "saddr")) and not name.startswith("srsrc"):
       if v >= 256: out.append((name, "v", v - 256))
       elif 0 < v < 106: out.append((name, "s", v))
-    elif name in ("sdst", "sdata"): out.append((name, "s", v))
+    elif name in ("sdst", "sdata", "rsrc"): out.append((name, "s", v))
     else: out.append((name, "v", v)); out.append((name, "s", v))  # 8-bit register fields: VGPR, or SGPR for readlane-like
   return out
 
@@ -294,8 +299,23 @@ def symbolic_tables(arch: str, tables: dict) -> dict:
     if res and "hwreg(" in res[0][0]:
       name = res[0][0].split("hwreg(", 1)[1].rstrip(")").split(",")[0]
       if not name.isdigit(): out["HWREG"][v] = name
-  tload = [op for op, e in tables["MTBUF"].items() if e["name"] == "tbuffer_load_format_x"][0]
-  probes = [encode_fields(layouts["MTBUF"], dict(PROBE["MTBUF"], op=tload, format=v)) for v in range(128)]
+  if "VGLOBAL" in tables:  # gfx12 cache-policy names: th:TH_LOAD_NT, scope:SCOPE_SYS (per load/store/atomic)
+    out["TH"], out["SCOPE"] = {}, {}
+    layout = layouts["VGLOBAL"]
+    for kind, opname in (("load", "global_load_b32"), ("store", "global_store_b32"), ("atomic", "global_atomic_add_u32")):
+      op = [o for o, e in tables["VGLOBAL"].items() if e["name"] == opname][0]
+      # the name can depend on the scope too (TH_LOAD_BYPASS, TH_ATOMIC_CASCADE_*): key = th | scope << 3
+      probes = [encode_fields(layout, dict(PROBE["VGLOBAL"], op=op, th=v & 7, scope=v >> 3)) for v in range(32)]
+      out["TH"][kind] = {}
+      for v, res in enumerate(disassemble(probes, arch)):
+        if res and "th:" in res[0][0]: out["TH"][kind][v] = res[0][0].split("th:", 1)[1].split()[0]
+    op = [o for o, e in tables["VGLOBAL"].items() if e["name"] == "global_load_b32"][0]
+    probes = [encode_fields(layout, dict(PROBE["VGLOBAL"], op=op, scope=v)) for v in range(4)]
+    for v, res in enumerate(disassemble(probes, arch)):
+      if res and "scope:" in res[0][0]: out["SCOPE"][v] = res[0][0].split("scope:", 1)[1].split()[0]
+  fmt_enc = "MTBUF" if "MTBUF" in tables else "VBUFFER"
+  tload = [op for op, e in tables[fmt_enc].items() if e["name"] == "tbuffer_load_format_x"][0]
+  probes = [encode_fields(layouts[fmt_enc], dict(PROBE[fmt_enc], op=tload, format=v)) for v in range(128)]
   for v, res in enumerate(disassemble(probes, arch)):
     if res and "format:[" in res[0][0]: out["BUF_FORMAT"][v] = res[0][0].split("format:[", 1)[1].split("]")[0]
   return out
@@ -372,6 +392,7 @@ def refine_modifiers(arch: str, tables: dict) -> None:
 
 def refine_mimg(arch: str, tables: dict) -> None:
   """MIMG: the number of address VGPRs of each opcode for each DIM value (0..7), None where LLVM rejects it."""
+  if "MIMG" not in tables: return
   layout = LAYOUTS[arch]["MIMG"]
   ops = sorted(tables["MIMG"])
   probes = []
@@ -396,13 +417,16 @@ def refine_returning(arch: str, tables: dict) -> None:
   """FLAT/GLOBAL/SCRATCH/MUBUF atomics return the old value (and name a vdst) when GLC is set: learn that template
   as 'operands_glc'."""
   layouts = LAYOUTS[arch]
-  for enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF"):
+  for enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF", "VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"):
+    if enc not in tables: continue
     layout = layouts[enc]
     ops = sorted(tables[enc])
-    probes = [encode_fields(layout, dict(PROBE[enc], op=op, glc=1)) for op in ops]
+    # gfx11: GLC=1; gfx12: th bit 0 (TH_ATOMIC_RETURN)
+    flag = dict(glc=1) if enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF") else dict(th=1)
+    probes = [encode_fields(layout, dict(PROBE[enc], op=op, **flag)) for op in ops]
     for op, res in zip(ops, disassemble(probes, arch)):
       if not res: continue
-      mnem, template, _ = learn_template(enc, dict(PROBE[enc], op=op, glc=1), res[0][0])
+      mnem, template, _ = learn_template(enc, dict(PROBE[enc], op=op, **flag), res[0][0])
       if template != tables[enc][op]["operands"] and mnem == tables[enc][op]["name"]:
         tables[enc][op]["operands_glc"] = template
 
@@ -420,7 +444,7 @@ def generate(arch: str = "gfx1100") -> dict:
   tables["VOPD"] = walk_vopd(layouts["VOPD"], arch)
   refine_simm16(arch, tables)
   refine_sources(arch, tables)
-  refine_returning(arch, tables)
+  refine_returning(arch, tables)  # gfx11 (GLC); gfx12 atomics return with th:TH_ATOMIC_RETURN: not learned yet
   refine_modifiers(arch, tables)
   refine_mimg(arch, tables)
   return tables

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 # 9-bit source fields that select a trailing 32-bit literal with the value 255 (RDNA3 ISA 16.3: "SRC0 ... 255 = literal")
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
-SUPPORTED_ARCHS = ("gfx1100",)
+SUPPORTED_ARCHS = ("gfx1100", "gfx1200")  # gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER only
 
 
 def _make_extractor(fields):
@@ -50,6 +50,8 @@ class ArchTables:
     self.sendmsg_rtn = getattr(mod, "SENDMSG_RTN", {})
     self.hwreg = getattr(mod, "HWREG", {})
     self.buf_formats = getattr(mod, "BUF_FORMAT", {})
+    self.th_names = getattr(mod, "TH", {})        # gfx12 cache policy names
+    self.scope_names = getattr(mod, "SCOPE", {})
     self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["X"].items()}
     self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["Y"].items()}
     # dispatch on the top 9 bits of the first dword; FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16) later
@@ -68,7 +70,7 @@ class ArchTables:
       if all(((word >> lo) & ((1 << w) - 1)) == v for lo, w, v in idents):
         width = sum(w for _, w, _ in idents)
         if width > best_w: best, best_w = enc, width
-    if best in ("VOP3P", "VINTERP", "LDSDIR"):  # identified by bits 31:24; bit 23 must be 0
+    if best in ("VOP3P", "VINTERP", "LDSDIR") and self.arch == "gfx1100":  # identified by bits 31:24; bit 23 must be 0
       if (word >> 23) & 1: return None
     return best
 
