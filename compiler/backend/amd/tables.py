@@ -70,7 +70,7 @@ class ArchTables:
       if all(((word >> lo) & ((1 << w) - 1)) == v for lo, w, v in idents):
         width = sum(w for _, w, _ in idents)
         if width > best_w: best, best_w = enc, width
-    if best in ("VOP3P", "VINTERP", "LDSDIR") and self.arch == "gfx1100":  # identified by bits 31:24; bit 23 must be 0
+    if best in ("VOP3P", "VINTERP", "LDSDIR"):  # identified by bits 31:24; bit 23 must be 0
       if (word >> 23) & 1: return None
     return best
 
