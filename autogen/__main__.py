@@ -47,6 +47,12 @@ def main(argv=None) -> int:
   here = args.committed or generator.PACKAGE_DIR
   t0 = time.monotonic()
   try:
+    import clang.cindex  # noqa: F401
+  except ImportError:
+    print("autogen: generating needs libclang (pip install 'libclang==18.1.1', in hcq's [test] extra); "
+          "the generated modules themselves do not", file=sys.stderr)
+    return 2
+  try:
     if args.check:
       with tempfile.TemporaryDirectory(prefix="hcq-autogen-check-") as tmp:
         generator.generate(names, manifest, cache, tmp, log)

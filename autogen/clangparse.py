@@ -12,7 +12,8 @@ import re
 
 import clang.cindex as ci
 
-RESOURCE_DIRS = ["/usr/lib/llvm-19/lib/clang/19", "/usr/lib/llvm-18/lib/clang/18"]
+# the PyPI libclang wheel has no resource headers (stddef.h, stdint.h, ...): take clang's, else gcc's (freestanding)
+RESOURCE_DIRS = ["/usr/lib/llvm-19/lib/clang/19", "/usr/lib/llvm-18/lib/clang/18", "/usr/lib/gcc/x86_64-linux-gnu/12"]
 
 
 class HeaderError(Exception):
@@ -85,6 +86,8 @@ class Record:
   file: str
   line: int
   deps: set[str] = dataclasses.field(default_factory=set)
+  explicit: bool = False   # bitfields laid out by the generator (ctypes' own placement differs from C's)
+  align_to: int = 0    # alignment above the fields' own (aligned attribute): a zero-length member raises it
 
 
 @dataclasses.dataclass
@@ -154,6 +157,16 @@ def resource_dir() -> str:
   for d in RESOURCE_DIRS:
     if os.path.isdir(os.path.join(d, "include")): return d
   raise HeaderError("no clang resource directory found (install clang-19): tried " + ", ".join(RESOURCE_DIRS))
+
+
+def unnamed_record(c) -> bool:
+  """True for `struct { ... }` (libclang 18 spells a typedef'd one by the typedef's name, and is_anonymous()
+  says no for it): the record's name must appear among its tokens before '{'."""
+  sp = c.spelling
+  if not sp or "(unnamed" in sp or "(anonymous" in sp or c.is_anonymous(): return True
+  toks = [t.spelling for t in c.get_tokens()]
+  if "{" in toks: return sp.split("::")[-1] not in toks[:toks.index("{")]
+  return False
 
 
 def normalize(value: int, t) -> int:
@@ -284,7 +297,8 @@ class Parser:
       if k in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL):
         self._walk(c, own, constants)
       elif k in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.UNION_DECL, ci.CursorKind.CLASS_DECL):
-        if c.is_definition() and parent is None: self.record(c)
+        # an unnamed record at file scope is named by its typedef (visited next), or by the field that holds it
+        if c.is_definition() and parent is None and not unnamed_record(c): self.record(c)
       elif k == ci.CursorKind.ENUM_DECL:
         if c.is_definition(): self._enum(c, own, constants)
       elif k == ci.CursorKind.TYPEDEF_DECL:
@@ -314,10 +328,10 @@ class Parser:
       except HeaderError: pass
 
   def record(self, c, typedef_name: str | None = None, context: str | None = None) -> Record:
-    key = c.hash
+    key = c   # cindex cursors hash with clang_hashCursor and compare with clang_equalCursors
     if key in self.record_by_decl: return self.record_by_decl[key]
     kind = "union" if c.kind == ci.CursorKind.UNION_DECL else "struct"
-    named = c.spelling and not c.is_anonymous() and "(unnamed" not in c.spelling and "(anonymous" not in c.spelling
+    named = not unnamed_record(c)
     if named: pyname, cname = f"{kind}_{c.spelling}", f"{kind} {c.spelling}"
     elif typedef_name: pyname, cname = f"{kind}_{typedef_name}", typedef_name
     elif context: pyname, cname = f"{kind}_{context}", ""
@@ -331,8 +345,7 @@ class Parser:
     for ch in c.get_children():   # enums and records declared inside a record belong to the file scope in C
       if ch.kind == ci.CursorKind.ENUM_DECL and ch.is_definition(): self._enum(ch, self._own, self._constants)
       elif ch.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.UNION_DECL) and ch.is_definition() and \
-          ch.spelling and not _lib().clang_Cursor_isAnonymousRecordDecl(ch) and "(unnamed" not in ch.spelling and \
-          "(anonymous" not in ch.spelling:
+          not unnamed_record(ch):
         self.record(ch)
     anon_n = 0
     for f in t.get_fields():
@@ -351,6 +364,7 @@ class Parser:
       rec.fields.append(Field(fname, self.ctype(ft, rec), f.get_field_offsetof(), max(ft.get_size(), 0), bits))
     # packed (attribute or #pragma pack): ctypes' _pack_ caps every field's alignment the same way
     if rec.align < natural: rec.pack = rec.align
+    elif rec.align > natural: rec.align_to = rec.align    # __attribute__((aligned(N))) on the record
     self.records[pyname] = rec
     return rec
 
@@ -426,7 +440,6 @@ class Parser:
         st = p["struct"]
         struct = self.ctype(st, None)
         size = st.get_canonical().get_size()
-        if struct in self.records: pass
       request = IOC(dirs[ioc_kind], p["ioc_type"], p["ioc_nr"], size)
       whole = constants.pop(name, None)
       if whole is None or (whole.value & 0xffffffff) != request:

@@ -86,9 +86,7 @@ def generate_one(name: str, manifest: dict, roots: Roots) -> str:
     parser.exclude_records = set(spec.get("exclude_records", []))
     filt = re.compile(spec["macro_filter"]).match if spec.get("macro_filter") else None
     info = parser.run(filt)
-    text = codegen.c_module(name, info, describe(spec, manifest), roots.labels())
-    codegen.verify_layout(text, info, name)
-    return text
+    return codegen.c_module_checked(name, info, describe(spec, manifest), roots.labels())
   except HeaderError as e:
     raise GenerateError(f"module {name}: {e}") from None
 

@@ -9,21 +9,16 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from hcq.errors import OSCallError
 from ioctl_opt import IOC, IOC_NONE, IOC_READ, IOC_WRITE  # noqa: F401  (re-exported for generated modules)
 
 
-class IoctlError(OSError):
-  """An ioctl failed: names the ioctl and the errno."""
+class IoctlError(OSCallError):
+  """An ioctl failed: names the ioctl, the file and the errno (an hcq DeviceError, like every OS call failure)."""
 
-  def __init__(self, name: str, request: int, errno: int | None, detail: str = ""):
-    import os
+  def __init__(self, name: str, request: int, errno: int | None, target: str = "", cause: str = ""):
     self.name, self.request = name, request
-    msg = f"ioctl {name} (request {request:#x}) failed"
-    if errno is not None: msg += f": [Errno {errno}] {os.strerror(errno)}"
-    if detail: msg += f" ({detail})"
-    super().__init__(errno, msg)
-
-  def __str__(self): return self.args[1]
+    super().__init__(f"ioctl {name}", target or "<fd>", errno, f"request {request:#x}" + (f"; {cause}" if cause else ""))
 
 
 def _c_value(ftype, value):
@@ -38,6 +33,7 @@ def _c_value(ftype, value):
 
 
 def _field_type(cls, name):
+  if name in getattr(cls, "_bitfields_", ()): return int
   for f in cls._fields_:
     if f[0] == name: return f[1]
   for anon in getattr(cls, "_anonymous_", ()):
@@ -60,10 +56,12 @@ def as_dict(obj) -> dict[str, Any]:
   """The fields of a struct/union instance as a dict (nested records as dicts, arrays as lists)."""
   out = {}
   for f in obj._fields_:
+    if f[0] == "_align_" or f[0].startswith("_pad"): continue   # alignment / bitfield-storage members
     v = getattr(obj, f[0])
     if isinstance(v, (ctypes.Structure, ctypes.Union)): v = as_dict(v)
     elif isinstance(v, ctypes.Array): v = [as_dict(x) if isinstance(x, (ctypes.Structure, ctypes.Union)) else x for x in v]
     out[f[0]] = v
+  for name in getattr(type(obj), "_bitfields_", ()): out[name] = getattr(obj, name)
   return out
 
 
@@ -77,6 +75,52 @@ class Struct(ctypes.Structure):
 
 class Union(ctypes.Union):
   __repr__ = struct_repr
+
+
+class BitField:
+  """A bitfield the generator lays out itself (where ctypes' placement differs from C's, e.g. a 40-bit field of
+  unsigned long long after a char bitfield). Like ctypes' own field descriptors: .offset is the byte of its first
+  bit and .size is (width << 16) | (first bit within that byte)."""
+
+  def __init__(self, name: str, bit_offset: int, width: int, signed: bool):
+    self.name, self.bit_offset, self.width, self.signed = name, bit_offset, width, signed
+    self.offset, self.size = bit_offset // 8, (width << 16) | (bit_offset % 8)
+    self._nbytes = (bit_offset % 8 + width + 7) // 8
+    self._mask = (1 << width) - 1
+
+  def __repr__(self): return f"<BitField {self.name} bits {self.bit_offset}..{self.bit_offset + self.width - 1}>"
+
+  def __get__(self, obj, cls=None):
+    if obj is None: return self
+    raw = int.from_bytes(ctypes.string_at(ctypes.addressof(obj) + self.offset, self._nbytes), "little")
+    v = (raw >> (self.bit_offset % 8)) & self._mask
+    if self.signed and v >> (self.width - 1): v -= 1 << self.width
+    return v
+
+  def __set__(self, obj, value):
+    addr = ctypes.addressof(obj) + self.offset
+    raw = int.from_bytes(ctypes.string_at(addr, self._nbytes), "little")
+    shift = self.bit_offset % 8
+    raw = (raw & ~(self._mask << shift)) | ((int(value) & self._mask) << shift)   # C keeps the low bits too
+    ctypes.memmove(addr, raw.to_bytes(self._nbytes, "little"), self._nbytes)
+
+
+def add_bitfields(cls, bits):
+  """Attach BitField descriptors (name, bit offset, width, signed) to a generated record class."""
+  for name, off, width, signed in bits: setattr(cls, name, BitField(name, off, width, signed))
+  cls._bitfields_ = tuple(b[0] for b in bits)
+
+
+def _detail(e: Exception) -> str:
+  """What an OS-call error adds to 'CALL on TARGET failed: [Errno N] text' (its detail), else its whole message."""
+  msg = str(e)
+  if isinstance(e, OSCallError):
+    import os
+    head = f"{e.call} on {e.target} failed" + (f": [Errno {e.errno}] {os.strerror(e.errno)}" if e.errno is not None else "")
+    if msg == head: return ""
+    if msg.startswith(head + " (") and msg.endswith(")"): return msg[len(head) + 2:-1]
+  if isinstance(e, OSError) and e.errno is not None and len(e.args) == 2: return ""   # just errno + strerror
+  return msg
 
 
 class Ioctl:
@@ -109,13 +153,13 @@ class Ioctl:
   def _issue(self, target, arg):
     if hasattr(target, "ioctl"):
       try: return target.ioctl(self.request, arg)
-      except OSError as e:
-        if isinstance(e, IoctlError): raise
-        raise IoctlError(self.name, self.request, e.errno, str(e)) from None
+      except IoctlError: raise
+      except (OSError, OSCallError) as e:   # keep what the file said (the mock explains its refusals)
+        raise IoctlError(self.name, self.request, e.errno, str(getattr(target, "path", "") or target), _detail(e)) from e
     if isinstance(target, int):
       from . import fdioctl
       try: return fdioctl.ioctl(target, self.request, arg)
-      except OSError as e: raise IoctlError(self.name, self.request, e.errno) from None
+      except OSError as e: raise IoctlError(self.name, self.request, e.errno, f"fd {target}") from None
     raise TypeError(f"ioctl {self.name}: {target!r} is neither an open file with .ioctl() nor an int fd")
 
 
@@ -188,3 +232,27 @@ def macro_field(fn, shift: int, mask: int):
   """Tag a translated function-like macro `((x) & mask) << shift` with its shift and (unshifted) mask."""
   fn.shift, fn.mask = shift, mask
   return fn
+
+
+def define_constants(ns: dict, text: str):
+  """Set the constants of a data block ("NAME VALUE [C type]" lines) in a generated module's namespace."""
+  for line in text.splitlines():
+    if line:
+      parts = line.split()
+      ns[parts[0]] = int(parts[1], 0)
+
+
+def field_macro(name: str, shift: int, mask: int):
+  """The function of a C macro `#define NAME(x) (((x) & mask) << shift)`, tagged with its shift and mask."""
+  def fn(x): return (x & mask) << shift
+  fn.__name__ = fn.__qualname__ = name
+  return macro_field(fn, shift, mask)
+
+
+def define_field_macros(ns: dict, text: str):
+  """Set the field macros of a data block ("NAME SHIFT MASK" lines) in a generated module's namespace."""
+  for line in text.splitlines():
+    if line:
+      name, shift, mask = line.split()
+      fn = ns[name] = field_macro(name, int(shift), int(mask, 0))
+      fn.__module__ = ns.get("__name__", fn.__module__)

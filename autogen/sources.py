@@ -8,6 +8,8 @@ are taken out of it. A stamp file records what was unpacked so that a second run
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -70,8 +72,22 @@ def _run_pipe(first: list[str], second: list[str], what: str):
     raise SourceError(f"{what} failed: {err1.decode(errors='replace')} {err2.decode(errors='replace')}".strip())
 
 
+@contextlib.contextmanager
+def _cache_lock(cache: str):
+  """One generator at a time fetches and unpacks into a cache (several test runs may share it)."""
+  os.makedirs(cache, exist_ok=True)
+  with open(os.path.join(cache, ".lock"), "w") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try: yield
+    finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def unpack(pkg: dict, cache: str, log=print) -> str:
   """Unpack the package's members; returns the folder that holds them (paths relative to the package root)."""
+  with _cache_lock(cache): return _unpack(pkg, cache, log)
+
+
+def _unpack(pkg: dict, cache: str, log=print) -> str:
   dest = os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}")
   stamp_text = json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members")}, sort_keys=True)
   stamp = os.path.join(dest, ".hcq-unpacked")
@@ -85,7 +101,6 @@ def unpack(pkg: dict, cache: str, log=print) -> str:
     members = list(pkg["members"])
     if pkg.get("tarball"):
       # the .deb holds a tarball (linux-source): take it out, then take only the members out of it
-      inner = os.path.join(tmp, "inner.tar")
       _run_pipe(["dpkg-deb", "--fsys-tarfile", deb], ["tar", "-x", "-C", tmp, "./" + pkg["tarball"]], "dpkg-deb")
       inner = os.path.join(tmp, pkg["tarball"])
       strip = pkg.get("strip", "")

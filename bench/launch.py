@@ -29,25 +29,34 @@ def main(argv=None) -> int:
       inner(value)
       spent[0] += clock() - t
     ring.doorbell = timed_doorbell
-    for _ in range(10): prog(global_size=(1,), local_size=(1,))
-    dev.synchronize()
-    best = None
-    for _ in range(args.repeat):
-      spent[0] = 0.0
-      t0 = time.perf_counter()
-      for _ in range(args.launches): prog(global_size=(1,), local_size=(1,))
-      t1 = time.perf_counter()
+    bound = dev.bind(prog, global_size=(1,), local_size=(1,))
+
+    def measure(launch):
+      for _ in range(10): launch()
       dev.synchronize()
-      t2 = time.perf_counter()
-      total = (t2 - t0) / args.launches
-      device = (spent[0] + (t2 - t1)) / args.launches
-      row = (total, total - device, device)
-      if best is None or row[0] < best[0]: best = row
+      best = None
+      for _ in range(args.repeat):
+        spent[0] = 0.0
+        t0 = time.perf_counter()
+        for _ in range(args.launches): launch()
+        t1 = time.perf_counter()
+        dev.synchronize()
+        t2 = time.perf_counter()
+        total = (t2 - t0) / args.launches
+        device = (spent[0] + (t2 - t1)) / args.launches
+        row = (total, total - device, device)
+        if best is None or row[0] < best[0]: best = row
+      return best
+
+    rows = {"launch": measure(lambda: prog(global_size=(1,), local_size=(1,))), "bound (IB)": measure(bound)}
     ring.doorbell = inner
-    total, host, device = best
-    print(f"{dev.name}: {args.launches} async launches of an empty kernel + 1 synchronize, best of {args.repeat}")
-    print(f"  per launch: {total * 1e6:7.1f} us total = host submit {host * 1e6:6.1f} us + device/emulation {device * 1e6:6.1f} us")
-    print(f"  target <= 40 us per launch: {'met' if total <= 40e-6 else 'NOT met'}")
+    print(f"{dev.name}: {args.launches} async launches of an empty kernel (1 work-group of 1 thread) + 1 synchronize, "
+          f"best of {args.repeat}")
+    for name, (total, host, device) in rows.items():
+      print(f"  {name:<11} per launch: {total * 1e6:7.1f} us total = host submit {host * 1e6:6.1f} us + "
+            f"device/emulation {device * 1e6:6.1f} us")
+    total = rows["launch"][0]
+    print(f"  target <= 40 us per launch: {'met' if total <= 40e-6 else 'NOT met'} ({total * 1e6:.1f} us)")
   return 0
 
 

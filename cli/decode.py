@@ -19,7 +19,8 @@ def _read_words(path: str) -> list[int]:
   return list(struct.unpack(f"<{len(data) // 4}I", data))
 
 
-def print_packets(packets, out=sys.stdout) -> None:
+def print_packets(packets, out=None) -> None:
+  out = out or sys.stdout
   for off, name, fields in packets:
     print(f"{off:6d}  {name:<20} {' '.join(fields)}", file=out)
 
@@ -52,10 +53,11 @@ def run(args) -> int:
     return 0
   if not args.file: raise SystemExit("hcq decode: give a FILE (or -) or --device SPEC")
   words = _read_words(args.file)
-  try: print_packets(decoders[args.engine or "pm4"](words))
+  try: packets = decoders[args.engine or "pm4"](words)
   except ValueError as e:
     print(f"hcq decode: {e}", file=sys.stderr)
     return 1
+  print_packets(packets)
   return 0
 
 

@@ -58,18 +58,36 @@ def run(args) -> int:
       path = os.path.join(args.out, f"arg{i}.npy")
       np.save(path, out)
       print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
-  print(f"{args.kernel} on {dev.name}: {t * 1e6:.1f} us")
+  print(f"{prog.name} on {dev.name}: {t * 1e6:.1f} us")
   return 0
 
 
+def _options(parser) -> None:
+  parser.add_argument("--kernel", default=None, help="kernel name (default: the only kernel)")
+  parser.add_argument("--grid", default="1", help="work-groups X[,Y,Z]")
+  parser.add_argument("--block", default="1", help="threads per work-group X[,Y,Z]")
+  parser.add_argument("--device", default=None, help="device spec (default: HCQ_DEV, else autodetect)")
+  parser.add_argument("--out", default=".", help="folder for the output .npy files")
+
+
+def _reparse(args):
+  """Options and ARGs may come in any order after CODE_OBJECT: the rest of the command line is parsed here with
+  argparse's intermixed parsing (a plain sub-command parser cannot take positionals after options)."""
+  import argparse
+  inner = argparse.ArgumentParser(prog="hcq run CODE_OBJECT", add_help=False)
+  _options(inner)
+  inner.add_argument("args", nargs="*")
+  ns = inner.parse_intermixed_args(args.rest)
+  ns.code_object = args.code_object
+  return ns
+
+
 def register(sub) -> None:
+  import argparse
   p = sub.add_parser("run", help="run a kernel of a code object with buffers from .npy files or sizes",
-                     description=__doc__.split("\n\n", 1)[1], formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+                     description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+                     usage="hcq run CODE_OBJECT [--kernel NAME] [--grid X[,Y,Z]] [--block X[,Y,Z]] [--device SPEC] "
+                           "[--out DIR] ARG...")
   p.add_argument("code_object")
-  p.add_argument("--kernel", default=None, help="kernel name (default: the only kernel)")
-  p.add_argument("--grid", default="1", help="work-groups X[,Y,Z]")
-  p.add_argument("--block", default="1", help="threads per work-group X[,Y,Z]")
-  p.add_argument("--device", default=None, help="device spec (default: HCQ_DEV, else autodetect)")
-  p.add_argument("--out", default=".", help="folder for the output .npy files")
-  p.add_argument("args", nargs="*", metavar="ARG")
-  p.set_defaults(func=run)
+  p.add_argument("rest", nargs=argparse.REMAINDER, help="options and ARGs (see above)")
+  p.set_defaults(func=lambda a: run(_reparse(a)))

@@ -8,12 +8,16 @@ from .ir import (AddrSpace, AxisType, BufferArg, CompileError, DType, KernelInfo
 
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
-  """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source)."""
+  """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
+  "gfx1100": the bytes of an HSA code object)."""
   from .lower import lower
   if target == "c":
     from .backend.c import render_c
     return render_c(lower(sink, "c"))
-  raise CompileError(f"unknown compile target {target!r} (known: c)")
+  if target == "gfx1100":
+    from .backend.amd.render import compile_sink
+    return compile_sink(sink, target)
+  raise CompileError(f"unknown compile target {target!r} (known: c, gfx1100)")
 
 
 __all__ = ["AddrSpace", "AxisType", "BufferArg", "CompileError", "DType", "KernelInfo", "Ops", "PatternMatcher",

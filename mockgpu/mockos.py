@@ -27,7 +27,7 @@ from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
 from .memory import HostMemory
 from .pci import PCIFunction
-from .vfs import DataFile, DeviceNode, Dir, Symlink, VFS
+from .vfs import DataFile, DeviceNode, Dir, VFS
 
 PCI_MEM_WINDOW = 0x80_0000_0000   # fake bus addresses given to 64-bit BARs
 PCI_MEM32_WINDOW = 0xC000_0000    # and to 32-bit ones (below 4 GiB)
@@ -132,9 +132,11 @@ class MockOS:
     return self.memory.alloc(size, addr, prot, shared, reserve_only)
 
   def free_anon(self, addr: int, size: int) -> None:
-    for dev in self.devices:
-      if hasattr(dev, "host_memory_freed"): dev.host_memory_freed(addr, size)
-    self.memory.free(addr, size)
+    """munmap. A device model whose memory lives in that range may keep it alive (host_memory_freed() -> True: it
+    frees it itself later, e.g. VRAM whose CPU mapping goes before the KFD allocation), so that its engines never
+    touch unmapped host memory."""
+    keep = [dev.host_memory_freed(addr, size) for dev in self.devices if hasattr(dev, "host_memory_freed")]
+    if not any(keep): self.memory.free(addr, size)
 
   def phys_addrs(self, addr: int, size: int) -> list[int]: return self.memory.phys_addrs(addr, size)
 
@@ -284,4 +286,4 @@ class MockOS:
   def __repr__(self): return f"MockOS({len(self.devices)} devices, {len(self.pci_functions)} PCI functions)"
 
 
-__all__ = ["MockOS", "MockLock", "Symlink"]
+__all__ = ["MockOS", "MockLock"]

@@ -82,7 +82,7 @@ def render_c(lin: UOp) -> CArtifact:
   names: dict[UOp, str] = {}
   body: list[str] = []
   params: dict[int, tuple] = {}
-  local_off, local_decls = 0, []
+  local_off = 0
   depth = 1
   counter = 0
   has_barrier = False
@@ -190,7 +190,7 @@ _PRELUDE = """#include <stdint.h>
 #include <string.h>
 #include <math.h>
 #include <pthread.h>
-typedef struct { pthread_barrier_t bar; int nthreads; } hcq_wg_t;
+typedef struct { pthread_barrier_t bar; int nthreads; pthread_mutex_t m; pthread_cond_t c; int go; } hcq_wg_t;
 static inline void hcq_barrier(hcq_wg_t* wg) { if (wg->nthreads > 1) pthread_barrier_wait(&wg->bar); }
 """
 
@@ -198,6 +198,13 @@ _LAUNCHER = """
 typedef struct { const uint64_t* args; int gs[3], ls[3]; int tid; hcq_wg_t* wg; char* lmem; } hcq_thread_t;
 static void* KERNEL_thread(void* p) {
   hcq_thread_t* t = (hcq_thread_t*)p;
+  /* start only when every work-item's thread exists: one that could not be created would leave the others
+     waiting at a barrier for ever */
+  pthread_mutex_lock(&t->wg->m);
+  while (t->wg->go == 0) pthread_cond_wait(&t->wg->c, &t->wg->m);
+  int go = t->wg->go;
+  pthread_mutex_unlock(&t->wg->m);
+  if (go < 0) return 0;
   int lid[3] = { t->tid % t->ls[0], (t->tid / t->ls[0]) % t->ls[1], t->tid / (t->ls[0] * t->ls[1]) };
   for (int gz = 0; gz < t->gs[2]; gz++) for (int gy = 0; gy < t->gs[1]; gy++) for (int gx = 0; gx < t->gs[0]; gx++) {
     int gid[3] = { gx, gy, gz };
@@ -221,16 +228,21 @@ int hcq_launch(const uint64_t* args, int gx, int gy, int gz, int lx, int ly, int
       }
   } else {
     pthread_barrier_init(&wg.bar, 0, n);
+    pthread_mutex_init(&wg.m, 0); pthread_cond_init(&wg.c, 0); wg.go = 0;
     pthread_t* th = (pthread_t*)calloc(n, sizeof(pthread_t));
     hcq_thread_t* ts = (hcq_thread_t*)calloc(n, sizeof(hcq_thread_t));
     pthread_attr_t attr; pthread_attr_init(&attr); pthread_attr_setstacksize(&attr, 1 << 18);
+    int created = 0;
     for (int t = 0; t < n; t++) {
       ts[t] = (hcq_thread_t){ args, { gx, gy, gz }, { lx, ly, lz }, t, &wg, lmem };
-      if (pthread_create(&th[t], &attr, KERNEL_thread, &ts[t]) != 0) { rc = -2; n = t; break; }
+      if (pthread_create(&th[t], &attr, KERNEL_thread, &ts[t]) != 0) { rc = -2; break; }
+      created++;
     }
-    for (int t = 0; t < n; t++) pthread_join(th[t], 0);
+    pthread_mutex_lock(&wg.m); wg.go = rc ? -1 : 1; pthread_cond_broadcast(&wg.c); pthread_mutex_unlock(&wg.m);
+    for (int t = 0; t < created; t++) pthread_join(th[t], 0);
     pthread_attr_destroy(&attr);
     pthread_barrier_destroy(&wg.bar);
+    pthread_mutex_destroy(&wg.m); pthread_cond_destroy(&wg.c);
     free(th); free(ts);
   }
   free(lmem);
@@ -256,13 +268,16 @@ def build_shared_object(source: str, cc: str = "cc") -> str:
   digest = hashlib.sha256((cc + " ".join(CC_FLAGS) + source).encode()).hexdigest()[:24]
   so = os.path.join(_cache_dir(), f"k_{digest}.so")
   if os.path.exists(so): return so
-  src_path = so[:-3] + ".c"
+  src_path, tmp = f"{so[:-3]}.{os.getpid()}.c", f"{so}.{os.getpid()}.tmp"   # per process: builds may race
   with open(src_path, "w") as f: f.write(source)
-  tmp = f"{so}.{os.getpid()}.tmp"
-  proc = subprocess.run([cc, *CC_FLAGS, "-o", tmp, src_path, "-lm"], capture_output=True, text=True, timeout=120)
+  try:
+    proc = subprocess.run([cc, *CC_FLAGS, "-o", tmp, src_path, "-lm"], capture_output=True, text=True, timeout=120)
+  except (OSError, subprocess.TimeoutExpired) as e:
+    raise CompileError(f"could not run the C compiler {cc!r} on {src_path}: {e}") from e
   if proc.returncode != 0:
     raise CompileError(f"{cc} failed on {src_path} (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
   os.replace(tmp, so)
+  os.replace(src_path, so[:-3] + ".c")   # kept next to the .so for reading
   return so
 
 
@@ -320,19 +335,27 @@ class CProgram:
     return words
 
   def __call__(self, *args, global_size=None, local_size=None) -> float:
-    gs = tuple(global_size) if global_size is not None else self.art.global_size
-    ls = tuple(local_size) if local_size is not None else self.art.local_size
-    gs, ls = (tuple(gs) + (1, 1, 1))[:3], (tuple(ls) + (1, 1, 1))[:3]
-    if local_size is not None and self.art.local_size != (1, 1, 1) and ls != self.art.local_size:
+    words = self.pack_args(args)
+    return self.launch(words, global_size, local_size)
+
+  def check_dims(self, gs: tuple, ls: tuple, local_given: bool = True):
+    if local_given and self.art.local_size != (1, 1, 1) and ls != self.art.local_size:
       raise CompileError(f"kernel {self.name} is built for local size {self.art.local_size}, launched with {ls}")
     for d in range(3):   # more work-groups than the kernel's gidx range would index past its buffers
       if self.art.global_size[d] > 1 and gs[d] > self.art.global_size[d]:
         raise CompileError(f"kernel {self.name}: global size {gs} exceeds the {self.art.global_size} it was built for")
     if math.prod(ls) > 1024 or min(gs + ls) < 1:
       raise CompileError(f"kernel {self.name}: bad launch dimensions global {gs} local {ls}")
-    words = self.pack_args(args)
+
+  def launch(self, words, global_size=None, local_size=None) -> float:
+    """Run with packed arguments (pack_args); returns seconds."""
+    gs = tuple(global_size) if global_size is not None else self.art.global_size
+    ls = tuple(local_size) if local_size is not None else self.art.local_size
+    gs, ls = (tuple(gs) + (1, 1, 1))[:3], (tuple(ls) + (1, 1, 1))[:3]
+    self.check_dims(gs, ls, local_size is not None)
     t0 = time.perf_counter()
     rc = self.fn(words, *gs, *ls)
     dt = time.perf_counter() - t0
-    if rc != 0: raise CompileError(f"kernel {self.name}: launch failed ({'no memory' if rc == -1 else 'pthread_create failed'})")
+    if rc != 0:
+      raise CompileError(f"kernel {self.name}: launch failed ({'no memory' if rc == -1 else 'could not start a thread per work-item'})")
     return dt

@@ -9,7 +9,7 @@ verify(root, spec) raises CompileError naming the first invalid UOp. Rules raise
 """
 from __future__ import annotations
 
-from .dtypes import AddrSpace, PtrDType, dtypes
+from .dtypes import PtrDType
 from .ops import GroupOp, Ops
 from .rewrite import PatternMatcher, UPat
 from .uop import AxisType, CompileError, UOp, _short
@@ -53,7 +53,7 @@ _common = [
   (UPat(Ops.INDEX, name="i"), _index_ok),
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True), lambda: True),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), name="st"), _store_ok),
-  (UPat(Ops.AFTER, src=(UPat((Ops.PARAM, Ops.BUFFER, Ops.AFTER)),), allow_any_len=True), lambda: True),
+  (UPat(Ops.AFTER), lambda: True),   # a buffer (or a value) once its other sources are done
   (UPat(Ops.BARRIER), lambda: True),
   (UPat(Ops.GROUP), lambda: True),
   (UPat((Ops.CAST, Ops.BITCAST)), lambda: True),
@@ -105,6 +105,9 @@ def verify_linear(lin: UOp) -> bool:
     if u.op not in _linear_ops: raise CompileError(f"linear_spec: {u.op.name} can't appear in a LINEAR: {_short(u)}", u)
     for s in u.src:
       if s not in seen: raise CompileError(f"linear_spec: {u.op.name} comes before its source {s.op.name}: {_short(u)}", u)
+      if s.op is Ops.CONST and s.dtype.is_weak and u.op is not Ops.CAST:
+        raise CompileError(f"linear_spec: an untyped literal feeds {u.op.name}: {_short(u)}", u)
+    if u in seen: raise CompileError(f"linear_spec: {u.op.name} appears twice: {_short(u)}", u)
     if u.op in (Ops.RANGE, Ops.IF): stack.append(u)
     if u.op in (Ops.END, Ops.ENDIF):
       if not stack or stack[-1] is not u.src[0]:

@@ -54,6 +54,14 @@ def simplify_add(x: UOp):
     return (a.src[0] + b) + a.src[1]
   if cb is None and b.op is Ops.ADD and _c(b.src[1]) is not None:        # a + (y + c) -> (a + y) + c
     return (a + b.src[0]) + b.src[1]
+  # x//c*c + x%c -> x (floor division and modulo always recombine), also one level down a sum
+  if _weak(x):
+    r = _divmod_join(a, b)
+    if r is not None: return r
+    if a.op is Ops.ADD:
+      for i in (0, 1):
+        r = _divmod_join(a.src[i], b)
+        if r is not None: return a.src[1 - i] + r
   # collect like terms: x*c1 + x*c2, x + x, x*c + x
   ta, fa = _term(a)
   tb, fb = _term(b)
@@ -61,6 +69,15 @@ def simplify_add(x: UOp):
   if a.op is Ops.ADD:   # (y + t*f1) + t*f2 -> y + t*(f1+f2)
     t1, f1 = _term(a.src[1])
     if t1 is tb and t1 is not None: return a.src[0] + t1 * _k(f1 + fb, x.dtype)
+  return None
+
+
+def _divmod_join(p: UOp, q: UOp):
+  """x when {p, q} is {x//c*c, x%c}, else None."""
+  for m, r in ((p, q), (q, p)):
+    if m.op is Ops.MUL and m.src[0].op is Ops.FLOORDIV and r.op is Ops.FLOORMOD and m.src[0].src[0] is r.src[0] and \
+       _c(m.src[1]) is not None and _c(m.src[1]) == _c(m.src[0].src[1]) == _c(r.src[1]):
+      return r.src[0]
   return None
 
 

@@ -12,61 +12,19 @@ Every traversal here is iterative: deep graphs never raise RecursionError.
 """
 from __future__ import annotations
 
-import enum
 import math
+import threading
 import weakref
-from dataclasses import dataclass, field
 
-from .dtypes import AddrSpace, DType, PtrDType, dtypes, join, literal_dtype
-from .ops import GroupOp, Ops
-
-
-class CompileError(Exception):
-  """An error in a UOp graph; .uop is the UOp it is about (when there is one)."""
-  def __init__(self, msg: str, uop: "UOp | None" = None):
-    super().__init__(msg)
-    self.uop = uop
+from .args import AxisType, BufferArg, KernelInfo, VarArg  # noqa: F401 - re-exported
+from .bounds import ranges_of, vminmax
+from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
+from .typecheck import derive_dtype
+from .dtypes import AddrSpace, DType, PtrDType, dtypes
+from .ops import Ops
 
 
-class UOpTypeError(CompileError, TypeError):
-  """An ill-typed UOp: the operands' types do not meet, or the op does not apply to them."""
-
-
-class AxisType(enum.Enum):
-  GLOBAL = "global"   # becomes a gidx SPECIAL (one work-group per index)
-  LOCAL = "local"     # becomes a lidx SPECIAL (one work-item per index)
-  LOOP = "loop"       # a serial loop in each work-item
-  REDUCE = "reduce"   # a serial loop reduced by REDUCE
-
-  def __repr__(self): return f"AxisType.{self.name}"
-
-
-@dataclass(frozen=True)
-class BufferArg:
-  """The arg of PARAM (a kernel argument) and BUFFER (a LOCAL or REG placeholder)."""
-  slot: int
-  dtype: DType
-  size: int                        # flat number of elements
-  addrspace: AddrSpace = AddrSpace.GLOBAL
-  readonly: bool = False
-  shape: tuple | None = None       # for multi-index .index(i, j); storage is always flat
-
-
-@dataclass(frozen=True)
-class VarArg:
-  """The arg of DEFINE_VAR: a scalar integer kernel argument with known bounds."""
-  slot: int
-  name: str
-  vmin: int
-  vmax: int
-  dtype: DType = dtypes.weakint
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-  name: str = "kernel"
-  global_size: tuple | None = None   # filled by lowering from the SPECIALs
-  local_size: tuple | None = None
+_CACHE_LOCK = threading.Lock()
 
 
 def _arg_key(arg):
@@ -75,11 +33,6 @@ def _arg_key(arg):
   if isinstance(arg, tuple): return (tuple, tuple(_arg_key(a) for a in arg))
   if isinstance(arg, (bool, int)): return (type(arg), arg)
   return arg
-
-
-def _short(u: "UOp", limit: int = 400) -> str:
-  text = repr(u)
-  return text if len(text) <= limit else text[:limit] + " ...)"
 
 
 class UOp:
@@ -98,8 +51,11 @@ class UOp:
       if not isinstance(s, UOp): raise CompileError(f"UOp({op!r}, arg={arg!r}): source {s!r} is not a UOp")
     self = object.__new__(cls)
     self.op, self.src, self.arg, self.tag, self._cache = op, src, arg, tag, None
-    self.dtype = _derive_dtype(self)
-    cls._ucache[key] = self
+    self.dtype = derive_dtype(self)
+    with _CACHE_LOCK:   # two threads building the same UOp must end with one object
+      found = cls._ucache.get(key)
+      if found is not None: return found
+      cls._ucache[key] = self
     return self
 
   def __reduce__(self): return (UOp, (self.op, self.src, self.arg, self.tag))
@@ -143,14 +99,14 @@ class UOp:
     return c[name]
 
   @property
-  def vmin(self): return self._cached("vminmax", _vminmax)[0]
+  def vmin(self): return self._cached("vminmax", vminmax)[0]
   @property
-  def vmax(self): return self._cached("vminmax", _vminmax)[1]
+  def vmax(self): return self._cached("vminmax", vminmax)[1]
 
   @property
   def ranges(self) -> frozenset:
     """The RANGEs this UOp is inside: the ranges it depends on that no END or REDUCE on the way has closed."""
-    return self._cached("ranges", _ranges)
+    return self._cached("ranges", ranges_of)
 
   # ---------- constants ----------
   @staticmethod
@@ -287,226 +243,16 @@ class UOp:
   def __repr__(self) -> str: return render_repr(self)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# dtype derivation
-
-def _fail(u: UOp, why: str):
-  raise UOpTypeError(f"ill-typed {u.op.name}: {why} in {_short(u)}", u)
-
-
-def _derive_dtype(u: UOp):
-  op, src, arg = u.op, u.src, u.arg
-  if op is Ops.CONST:
-    if src: _fail(u, "CONST takes no sources")
-    try: return literal_dtype(arg)
-    except TypeError as e: _fail(u, str(e))
-  if op in GroupOp.Memory:
-    if not isinstance(arg, BufferArg): _fail(u, f"{op.name} arg must be a BufferArg, got {arg!r}")
-    return PtrDType(arg.dtype, arg.addrspace, arg.size)
-  if op in (Ops.CAST, Ops.BITCAST):
-    if not isinstance(arg, DType) or len(src) != 1: _fail(u, f"{op.name} needs one source and a dtype arg")
-    if isinstance(src[0].dtype, PtrDType) or src[0].dtype == dtypes.void: _fail(u, f"cannot {op.name} a {src[0].dtype!r}")
-    if op is Ops.BITCAST and (src[0].dtype.itemsize != arg.itemsize or arg.is_weak):
-      _fail(u, f"BITCAST from {src[0].dtype!r} to {arg!r} changes the size")
-    return arg
-  if op in (Ops.INS, Ops.CUSTOM):
-    if not (isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], (DType, PtrDType))):
-      _fail(u, f"{op.name} arg must be (op or fmt, dtype), got {arg!r}")
-    return arg[1]
-  if op is Ops.DEFINE_VAR:
-    if not isinstance(arg, VarArg): _fail(u, f"DEFINE_VAR arg must be a VarArg, got {arg!r}")
-    return arg.dtype
-  if op in (Ops.SPECIAL, Ops.RANGE):
-    if len(src) != 1 or not src[0].dtype.is_int: _fail(u, f"{op.name} needs one integer source (its size)")
-    return src[0].dtype
-  if op in (Ops.SINK, Ops.GROUP, Ops.LINEAR, Ops.NOOP, Ops.END, Ops.BARRIER, Ops.IF, Ops.ENDIF, Ops.TUPLE,
-            Ops.PROGRAM, Ops.COPY):
-    return dtypes.void
-  if op is Ops.STORE:
-    if len(src) < 2 or src[0].op is not Ops.INDEX: _fail(u, "STORE needs (INDEX, value)")
-    base = src[0].dtype.base
-    if join(base, src[1].dtype) != base: _fail(u, f"storing a {src[1].dtype!r} into a buffer of {base!r}")
-    return dtypes.void
-  if op is Ops.INDEX:
-    if len(src) not in (2, 3) or not isinstance(src[0].dtype, PtrDType): _fail(u, "INDEX needs (buffer, index[, gate])")
-    if not src[1].dtype.is_int: _fail(u, f"index of type {src[1].dtype!r} is not an integer")
-    if len(src) == 3 and not src[2].dtype.is_bool: _fail(u, f"gate of type {src[2].dtype!r} is not a bool")
-    return src[0].dtype
-  if op is Ops.LOAD:
-    if not src or not isinstance(src[0].dtype, PtrDType): _fail(u, "LOAD needs an INDEX")
-    return src[0].dtype.base
-  if op in (Ops.AFTER, Ops.REDUCE):
-    if not src: _fail(u, f"{op.name} needs a source")
-    return src[0].dtype
-  if op is Ops.CALL:
-    if not src: _fail(u, "CALL needs a body")
-    return dtypes.void
-  if op is Ops.GETTUPLE:
-    if len(src) != 1 or src[0].op is not Ops.CALL or src[0].src[0].op is not Ops.TUPLE:
-      _fail(u, "GETTUPLE reads a CALL whose body is a TUPLE")
-    body = src[0].src[0]
-    if not isinstance(arg, int) or not 0 <= arg < len(body.src): _fail(u, f"GETTUPLE index {arg!r} out of range")
-    return body.src[arg].dtype
-  if op in GroupOp.ALU: return _alu_dtype(u)
-  _fail(u, "no dtype rule for this op")
-
-
-def _alu_dtype(u: UOp):
-  op, src = u.op, u.src
-  want = 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3
-  if len(src) != want: _fail(u, f"{op.name} takes {want} sources, got {len(src)}")
-  for s in src:
-    if isinstance(s.dtype, PtrDType) or s.dtype == dtypes.void: _fail(u, f"operand of type {s.dtype!r} is not a value")
-  if op is Ops.WHERE:
-    if not src[0].dtype.is_bool: _fail(u, f"WHERE condition of type {src[0].dtype!r} is not a bool")
-    dt = join(src[1].dtype, src[2].dtype)
-    if dt is None: _fail(u, f"mismatched dtypes {src[1].dtype!r} and {src[2].dtype!r}")
-    return dt
-  if op in (Ops.SHL, Ops.SHR):
-    if not (src[0].dtype.is_int and src[1].dtype.is_int): _fail(u, f"shift of {src[0].dtype!r} by {src[1].dtype!r}")
-    return src[0].dtype
-  dt = src[0].dtype
-  for s in src[1:]:
-    nd = join(dt, s.dtype)
-    if nd is None: _fail(u, f"mismatched dtypes {dt!r} and {s.dtype!r}")
-    dt = nd
-  if op in GroupOp.IntOnly and not dt.is_int: _fail(u, f"{op.name} needs integers, got {dt!r}")
-  if op in GroupOp.FloatOnly and not dt.is_float: _fail(u, f"{op.name} needs floats, got {dt!r}")
-  if op in (Ops.AND, Ops.OR, Ops.XOR, Ops.NOT) and dt.is_float: _fail(u, f"{op.name} needs integers or bools, got {dt!r}")
-  if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG) and dt.is_bool:
-    _fail(u, f"{op.name} on bools")
-  if op in GroupOp.Comparison: return dtypes.bool
-  return dt
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# value bounds (vmin, vmax), per node; sources are already computed (see UOp._cached)
-
-def _vminmax(u: UOp):
-  dt = u.dtype
-  if isinstance(dt, PtrDType) or dt == dtypes.void: return (0, 0)
-  lo_t, hi_t = dt.bounds
-  op, src = u.op, u.src
-  cv = u.const_value
-  if cv is not None: return (cv, cv)
-
-  def fit(lo, hi):
-    if dt.kind in ("int", "uint") and (lo < lo_t or hi > hi_t): return (lo_t, hi_t)
-    return (lo, hi)
-  mm = [s._cache["vminmax"] for s in src]
-  if op in (Ops.RANGE, Ops.SPECIAL): return (0, max(0, mm[0][1] - 1))
-  if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax)
-  if not (dt.is_int or dt.is_bool): return (lo_t, hi_t)
-  if any(isinstance(v, float) and math.isinf(v) for m in mm for v in m) and op not in GroupOp.Comparison | {Ops.WHERE}:
-    return (lo_t, hi_t)
-  if op is Ops.ADD: return fit(mm[0][0] + mm[1][0], mm[0][1] + mm[1][1])
-  if op is Ops.SUB: return fit(mm[0][0] - mm[1][1], mm[0][1] - mm[1][0])
-  if op is Ops.NEG and not dt.is_bool: return fit(-mm[0][1], -mm[0][0])
-  if op is Ops.MUL:
-    corners = [a * b for a in mm[0] for b in mm[1]]
-    return fit(min(corners), max(corners))
-  if op is Ops.MAX: return (max(mm[0][0], mm[1][0]), max(mm[0][1], mm[1][1]))
-  if op is Ops.AFTER: return mm[0]
-  if op is Ops.CAST:
-    if src[0].dtype.is_int or src[0].dtype.is_bool: return fit(int(mm[0][0]), int(mm[0][1]))
-    return (lo_t, hi_t)
-  if op in (Ops.FLOORDIV, Ops.IDIV):
-    (a0, a1), (b0, b1) = mm
-    if b0 > 0 or b1 < 0:
-      if op is Ops.FLOORDIV: corners = [a // b for a in (a0, a1) for b in (b0, b1)]
-      else: corners = [_tdiv(a, b) for a in (a0, a1) for b in (b0, b1)]
-      return fit(min(corners), max(corners))
-    return (lo_t, hi_t)
-  if op is Ops.FLOORMOD:
-    (a0, a1), (b0, b1) = mm
-    if b0 > 0:
-      if a0 >= 0 and a1 < b0: return (a0, a1)
-      return (0, b1 - 1)
-    if b1 < 0: return (b0 + 1, 0)
-    return (lo_t, hi_t)
-  if op is Ops.IMOD:
-    (a0, a1), (b0, b1) = mm
-    if b0 > 0 or b1 < 0:
-      m = max(abs(b0), abs(b1)) - 1
-      if a0 >= 0: return (0, min(m, a1))
-      if a1 <= 0: return (max(-m, a0), 0)
-      return (-m, m)
-    return (lo_t, hi_t)
-  if op in GroupOp.Comparison:
-    (a0, a1), (b0, b1) = mm
-    if op is Ops.CMPLT:
-      if a1 < b0: return (True, True)
-      if a0 >= b1: return (False, False)
-    else:
-      if a0 == a1 == b0 == b1: return (op is Ops.CMPEQ, op is Ops.CMPEQ)
-      if a1 < b0 or b1 < a0: return (op is Ops.CMPNE, op is Ops.CMPNE)
-    return (False, True)
-  if op is Ops.WHERE:
-    (c0, c1) = mm[0]
-    if c0 == c1: return mm[1] if c0 else mm[2]
-    return (min(mm[1][0], mm[2][0]), max(mm[1][1], mm[2][1]))
-  if dt.is_bool:
-    if op is Ops.NOT: return (not mm[0][1], not mm[0][0])
-    if op is Ops.AND: return (mm[0][0] and mm[1][0], mm[0][1] and mm[1][1])
-    if op is Ops.OR: return (mm[0][0] or mm[1][0], mm[0][1] or mm[1][1])
-    return (False, True)
-  if op in (Ops.AND, Ops.OR, Ops.XOR) and mm[0][0] >= 0 and mm[1][0] >= 0:
-    if op is Ops.AND: return (0, min(mm[0][1], mm[1][1]))
-    return (0, (1 << max(int(mm[0][1]).bit_length(), int(mm[1][1]).bit_length())) - 1)
-  if op is Ops.SHL and mm[1][0] == mm[1][1] and 0 <= mm[1][0] < 64:
-    return fit(mm[0][0] << mm[1][0], mm[0][1] << mm[1][0])
-  if op is Ops.SHR and mm[1][0] >= 0 and mm[0][0] >= 0 and mm[1][1] < 64:
-    return (mm[0][0] >> mm[1][1], mm[0][1] >> mm[1][0])
-  return (lo_t, hi_t)
-
-
-def _tdiv(a: int, b: int) -> int:
-  q = abs(a) // abs(b)
-  return q if (a < 0) == (b < 0) else -q
-
-
-def _ranges(u: UOp) -> frozenset:
-  if u.op is Ops.RANGE: return frozenset({u}) | u.src[0]._cache["ranges"]
-  acc = frozenset()
-  for s in u.src: acc |= s._cache["ranges"]
-  if u.op in (Ops.END, Ops.REDUCE): acc -= frozenset(u.src[1:])
-  return acc
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# repr: a Python expression that rebuilds the graph; nodes used more than once are named once with a walrus
-
-def render_repr(root: UOp) -> str:
-  users: dict[UOp, int] = {}
-  for u in root.toposort():
-    for s in u.src: users[s] = users.get(s, 0) + 1
-  names: dict[UOp, str] = {}
-  out: list[str] = []
-  stack: list = [root]
-  while stack:
-    item = stack.pop()
-    if isinstance(item, str): out.append(item); continue
-    u = item
-    if u in names: out.append(names[u]); continue
-    if users.get(u, 0) > 1:
-      names[u] = f"x{len(names)}"
-      out.append(f"{names[u]}:=")
-    head = f"UOp({u.op!r}, arg={u.arg!r}" + (f", tag={u.tag!r}" if u.tag is not None else "") + ", src=("
-    out.append(head)
-    stack.append("))")
-    for i in reversed(range(len(u.src))):
-      stack.append("," if i == len(u.src) - 1 else ", ")
-      stack.append(u.src[i])
-  return "".join(out)
+def render_repr(root: "UOp") -> str:
+  from .printer import render_repr as render
+  return render(root)
 
 
 def repr_namespace() -> dict:
-  """The names an eval() of repr(uop) needs."""
-  from . import dtypes as dtypes_mod
-  return {"UOp": UOp, "Ops": Ops, "dtypes": dtypes, "DType": DType, "PtrDType": PtrDType, "AddrSpace": AddrSpace,
-          "BufferArg": BufferArg, "VarArg": VarArg, "KernelInfo": KernelInfo, "AxisType": AxisType,
-          "inf": math.inf, "nan": math.nan, "dtypes_mod": dtypes_mod}
+  from .printer import repr_namespace as ns
+  return ns()
 
 
-def eval_repr(text: str) -> UOp:
-  return eval(text, repr_namespace())  # noqa: S307 - the text is a UOp repr
+def eval_repr(text: str) -> "UOp":
+  from .printer import eval_repr as ev
+  return ev(text)

@@ -2,6 +2,7 @@
 
 The pipeline (PIPELINE, in order; each entry is a named pass, most of them a PatternMatcher run by graph_rewrite):
 
+  inline_calls    GETTUPLE(CALL(TUPLE(...), *args), i) -> result i of the body with its formals bound to args
   verify_kernel   kernel_spec: stores into read-only params, unended ranges, ... (raises naming the UOp)
   gpudims         GLOBAL/LOCAL RANGEs -> SPECIAL gidxN / lidxN within the target's limits; their ENDs vanish
   symbolic        constant folding, identities, bounds, index canonicalization
@@ -12,16 +13,19 @@ The pipeline (PIPELINE, in order; each entry is a named pass, most of them a Pat
   commit_dtypes   weak ints -> int32/int64 from their bounds; weak floats -> float32; literals typed by their slot
   verify_lowered  lowered_spec
   linearize       priority toposort respecting range nesting -> LINEAR
+  (regalloc.py    loop-aware live ranges and a linear-scan register allocator over the LINEAR form, for backends)
 
 The lowered, linearized form (what a backend such as an RDNA3 instruction selector consumes):
 
   LINEAR(src=(e0, e1, ...), arg=KernelInfo(name, global_size, local_size)); every source of an element is an
-  earlier element. Every element has a storage dtype (no weak types; literals are CONST or CAST(CONST) typed):
+  earlier element, and every element is a distinct UOp (equal ones, e.g. two loads of one address at different
+  times, are told apart by a tag), so a map from element to register is well defined. Every element has a storage dtype (no weak types; literals are CONST or CAST(CONST) typed):
     PARAM      arg BufferArg(slot, dtype, size, GLOBAL, readonly): a pointer kernel argument
     DEFINE_VAR arg VarArg(slot, name, vmin, vmax, dtype): a scalar kernel argument; args are ordered by slot
     BUFFER     arg BufferArg(slot, dtype, size, LOCAL | REG): LOCAL is shared by the work-group, REG is private
     SPECIAL    src (size,) arg "gidxN" (work-group index) or "lidxN" (work-item index in the group)
-    CONST / CAST(CONST)  literals
+    CONST / CAST(CONST)  literals: a typed literal is CAST(CONST(python value), dtype); a bool literal is CONST(True)
+               (a weak-typed CONST element only ever feeds such a CAST)
     RANGE      src (end,) arg (axis_id, AxisType.LOOP|REDUCE): `for (i = 0; i < end; i++) {`
     END        src (RANGE,): the `}` of that loop (ranges nest properly)
     IF         src (gate,) ... ENDIF src (IF,): a gated store sits between them
@@ -42,6 +46,7 @@ from typing import Callable
 from ..ir import KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from ..ir.spec import kernel_spec, lowered_spec, verify, verify_linear
 from ..ir.symbolic import symbolic
+from .calls import inline_calls
 from .barriers import loaded_local_buffers, pm_barriers
 from .commit import commit_dtypes
 from .gpudims import gpudims, launch_dims
@@ -85,6 +90,7 @@ def _commit(sink, target): return commit_dtypes(sink)
 
 
 PIPELINE: list[tuple[str, Callable]] = [
+  ("inline_calls", inline_calls),
   ("verify_kernel", _verify_kernel),
   ("gpudims", gpudims),
   ("symbolic", _symbolic),

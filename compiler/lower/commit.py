@@ -5,7 +5,7 @@ literals of already-typed consumers would be weak, and there are none left: ever
 """
 from __future__ import annotations
 
-from ..ir import AddrSpace, BufferArg, Ops, PtrDType, UOp, dtypes
+from ..ir import Ops, PtrDType, UOp, dtypes
 from ..ir.ops import GroupOp
 from ..ir.uop import VarArg
 

@@ -76,32 +76,43 @@ def _order(sink: UOp) -> list[UOp]:
 
 
 def linearize(sink: UOp) -> UOp:
-  """The LINEAR form of a lowered kernel sink (see the module docstring). Its arg is the SINK's arg."""
+  """The LINEAR form of a lowered kernel sink (see the module docstring). Its arg is the SINK's arg.
+
+  Every element is a distinct UOp: two graph nodes that become equal once AFTER is gone (a LOAD of the same address
+  before and after a store, say) are told apart by a tag (previous tag, position), so that a consumer always names
+  its own source."""
   order = _order(sink)
+  # a gated INDEX only stores go through is replaced by IF + an ungated INDEX: it needs no element of its own
+  load_gated = {u.src[0] for u in order if u.op is not Ops.STORE and u.src and u.src[0].op is Ops.INDEX}
   m: dict[UOp, UOp] = {}
   out: list[UOp] = []
+  placed: set[UOp] = set()
   seq = 0
+
+  def place(new: UOp) -> UOp:
+    if new in placed: new = new.replace(tag=(new.tag, len(out)))
+    placed.add(new)
+    out.append(new)
+    return new
+
   for u in order:
     if u.op in _SKIP:
       if u.op is Ops.AFTER: m[u] = m[u.src[0]]
       continue
-    if u.op is Ops.END:
-      out.append(UOp(Ops.END, (m[u.src[1]],))); m[u] = out[-1]
+    if u.op is Ops.INDEX and len(u.src) == 3 and u not in load_gated:
+      m[u] = u   # never an operand: its STORE is rewritten below
       continue
-    if u.op is Ops.BARRIER:
+    if u.op is Ops.END: new = UOp(Ops.END, (m[u.src[1]],))
+    elif u.op is Ops.BARRIER:
       new = UOp(Ops.BARRIER, (), seq); seq += 1
-      out.append(new); m[u] = new
-      continue
-    if u.op is Ops.LOAD:
-      new = UOp(Ops.LOAD, (m[u.src[0]],))
+    elif u.op is Ops.LOAD: new = UOp(Ops.LOAD, (m[u.src[0]],))
     elif u.op is Ops.STORE and len(u.src[0].src) == 3:
       idx = u.src[0]
-      gate = UOp(Ops.IF, (m[idx.src[2]],), seq); seq += 1
-      plain = UOp(Ops.INDEX, (m[idx.src[0]], m[idx.src[1]]))
-      out += [gate, plain, UOp(Ops.STORE, (plain, m[u.src[1]])), UOp(Ops.ENDIF, (gate,))]
-      m[u] = out[-2]
+      gate = place(UOp(Ops.IF, (m[idx.src[2]],), seq)); seq += 1
+      plain = place(UOp(Ops.INDEX, (m[idx.src[0]], m[idx.src[1]])))
+      m[u] = place(UOp(Ops.STORE, (plain, m[u.src[1]])))
+      place(UOp(Ops.ENDIF, (gate,)))
       continue
-    else:
-      new = u.replace(src=tuple(m[s] for s in u.src)) if u.src else u
-    out.append(new); m[u] = new
+    else: new = u.replace(src=tuple(m[s] for s in u.src)) if u.src else u
+    m[u] = place(new)
   return UOp(Ops.LINEAR, tuple(out), sink.arg)

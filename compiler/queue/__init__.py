@@ -9,7 +9,7 @@ hardware queue (a compute ring, an SDMA engine, a GPFIFO ...). The elements:
   barrier()                 INS arg ("barrier", void)    src (): memory barrier / cache flush between work items
   call(program, *buffers)   CALL src (PROGRAM, *buffers): a kernel dispatch; the PROGRAM's arg is whatever the
                                                           driver uses to find the code (hashable), plus launch dims
-  copy(dst, src, nbytes)    COPY src (dst, src, nbytes): a DMA copy
+  copy(dst, src[, nbytes])  COPY src (dst, src, nbytes): a DMA copy (nbytes defaults to the smaller buffer's size)
 
 Signals and buffers are PARAM placeholders (BufferArg), told apart by their tag: ("signal", name) for a signal
 (u64 value at +0, u64 timestamp at +8), ("buffer", name) for memory. Values are UOps: a constant, or a DEFINE_VAR
@@ -72,7 +72,9 @@ def call(prog: UOp, *buffers: UOp) -> UOp:
   return UOp(Ops.CALL, (prog, *buffers))
 
 
-def copy(dst: UOp, src: UOp, nbytes: int | UOp) -> UOp: return UOp(Ops.COPY, (dst, src, _v(nbytes)))
+def copy(dst: UOp, src: UOp, nbytes: int | UOp | None = None) -> UOp:
+  if nbytes is None: nbytes = min(b.arg.size * b.arg.dtype.itemsize for b in (dst, src))
+  return UOp(Ops.COPY, (dst, src, _v(nbytes)))
 
 
 def queue(name: str, *elements: UOp) -> UOp: return UOp(Ops.LINEAR, tuple(elements), QueueArg(name))

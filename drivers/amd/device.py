@@ -1,5 +1,5 @@
-"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (KFD now; PCI/USB later) that gives it
-memory, queues with doorbells and fault events.
+"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (iface.py: KFD now; PCI/USB later) that gives
+it memory, queues with doorbells and fault events.
 
 Queues: one PM4 compute queue (kernels, signals, timestamps, barriers) and one SDMA queue (copies). Both end each
 submission by writing the device timeline value and interrupting through the KFD signal event; a submission on one
@@ -7,17 +7,17 @@ queue that follows one on the other first waits for the timeline (WAIT_REG_MEM /
 from __future__ import annotations
 
 import dataclasses
-import struct
 from array import array
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
-from ...errors import DeviceError, GPUFault
+from ...errors import DeviceError, GPUFault, QueueError
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
-from . import lower
+from . import lower, pm4
 from .cmdbuf import link
-from .codeobject import parse as parse_code_object
-from .program import AMDProgram
+from ...compiler.backend.amd.codeobject import CodeObject
+from ...compiler.backend.amd.errors import ISAError
+from .program import AMDProgram, image_at
 
 # placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
 TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
@@ -66,7 +66,8 @@ class AMDDevice(Device):
     return mem
 
   def _setup(self) -> None:
-    os, iface = self.os, self.iface
+    iface = self.iface
+
     def new_signal_page():
       mem = self._host_mem(0x1000)
       return mem.va, mem.cpu
@@ -84,24 +85,23 @@ class AMDDevice(Device):
     self._staging = [_Staging(self._host_mem(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
     self._staging_next = 0
     self._last_ring = None
-    self.fault: GPUFault | None = None
+    self.fault: GPUFault | QueueError | None = None
     self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
     self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._copies: dict[int, object] = {}
+    self._images: dict[bytes, tuple[int, int]] = {}
     self.scratch: Scratch | None = None
-    self._old_scratch = []
-    self.queue_pm4 = self.compute
+    self._old_scratch = []   # scratch areas that programs loaded earlier still point at
 
   def _make_ring(self, kind: str, cross: str, unit: int) -> Ring:
+    """A hardware queue from the iface and the Ring that writes it; unit: bytes per write-pointer step."""
     hwq = self.iface.create_queue(kind, RING_SIZE)
-    gart = hwq.gart.cpu.cast("B")
-    from .kfd import RPTR_OFFSET, WPTR_OFFSET
-    u64 = gart.cast("Q")
-    ring = Ring(f"{self.arch} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), u64[WPTR_OFFSET // 8:WPTR_OFFSET // 8 + 1],
-                u64[RPTR_OFFSET // 8:RPTR_OFFSET // 8 + 1], self.iface.doorbell(hwq), unit, cross, self.os.memory_barrier,
-                self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._idle)
+    u64 = hwq.gart.cpu.cast("B").cast("Q")
+    wptr, rptr = u64[hwq.wptr_offset // 8:hwq.wptr_offset // 8 + 1], u64[hwq.rptr_offset // 8:hwq.rptr_offset // 8 + 1]
+    ring = Ring(f"{self.arch} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, self.iface.doorbell(hwq),
+                unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._idle)
     ring.hwq = hwq
     return ring
 
@@ -116,7 +116,7 @@ class AMDDevice(Device):
     if self.fault is not None:
       raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
     try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
-    except GPUFault as e:
+    except (GPUFault, QueueError) as e:
       self.fault = e
       raise
 
@@ -124,7 +124,7 @@ class AMDDevice(Device):
     """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
     report a fault right here; it is remembered like one seen while waiting."""
     try: ring.commit()
-    except GPUFault as e:
+    except (GPUFault, QueueError) as e:
       self.fault = e
       raise
 
@@ -157,28 +157,41 @@ class AMDDevice(Device):
     """Start a submission on ring: returns its timeline value. Work on one ring runs in order; when the previous
     submission went to the other ring and is not known to be done, this one first waits for it on the device."""
     prev = self.timeline.value
+    if prev >= 2**32 - 1:  # the engines compare 32 bits (WAIT_REG_MEM, POLL_REGMEM, SDMA FENCE)
+      raise DeviceError(f"{self.name}: the timeline reached 2^32 submissions; reopen the device")
     tv = self.timeline.next()
     if self._last_ring is not ring and self._last_ring is not None and self.timeline.signal.value < prev:
       ring.write(self._waits[engine].fill({V_PREV: prev}))
     self._last_ring = ring
     return tv
 
+  def _abandon(self, tv: int) -> None:
+    """A submission failed before its commands reached the ring (no ring space, no kernarg space): give its
+    timeline value back so that later waits do not wait for work that never ran."""
+    if self.timeline.value == tv:
+      self.timeline.value = tv - 1
+      self.kernargs.cancel(tv)
+
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
     tv = self._begin(self.compute, "pm4")
-    ka = self.kernargs.alloc(shape.alloc_size, tv)
-    off = ka - self.kernargs.va
-    view = self._kernarg_view
-    n = len(explicit)
-    view[off:off + n] = explicit
-    view[off + n:off + n + len(shape.hidden)] = shape.hidden
-    dp = ka + prog.layout.segment_size
-    if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
-    cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
+    try:
+      ka = self.kernargs.alloc(shape.alloc_size, tv)
+      off = ka - self.kernargs.va
+      view = self._kernarg_view
+      n = len(explicit)
+      view[off:off + n] = explicit
+      view[off + n:off + n + len(shape.hidden)] = shape.hidden
+      dp = ka + prog.layout.segment_size
+      if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
+      if timed:
+        self.timer_start.timestamp = self.timer_end.timestamp = 0
+        t0 = self.os.monotonic()
+      self.compute.write(cmd)
+    except BaseException:
+      self._abandon(tv)
+      raise
     prog.launches += 1
-    if timed:
-      self.timer_start.timestamp = self.timer_end.timestamp = 0
-      t0 = self.os.monotonic()
-    self.compute.write(cmd)
     self._commit(self.compute)
     if not timed: return None
     self._wait_value(tv)
@@ -187,11 +200,17 @@ class AMDDevice(Device):
     if start and end >= start: return (end - start) / (self.timer_start.ticks_per_us * 1e6)
     return t1 - t0  # no device clock: the host's view of the launch
 
+  def bind(self, prog: AMDProgram, *args, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> "BoundLaunch":
+    """Record a launch once (arguments included) for cheap repeats: see BoundLaunch."""
+    return BoundLaunch(self, prog, args, global_size, local_size)
+
   def submit_pm4(self, words) -> int:
     """Run raw PM4 dwords on the compute queue, then signal the timeline. Returns the timeline value."""
     tv = self._begin(self.compute, "pm4")
-    self.compute.write(array("I", list(words)))
-    self.compute.write(self._signals["pm4"].fill({V_TIMELINE: tv}))
+    try: self.compute.write(array("I", list(words)) + self._signals["pm4"].fill({V_TIMELINE: tv}))
+    except BaseException:
+      self._abandon(tv)
+      raise
     self._commit(self.compute)
     return tv
 
@@ -199,7 +218,10 @@ class AMDDevice(Device):
     """An SDMA copy between device addresses; returns the timeline value that marks its completion."""
     cb = self._copy_cmdbuf(nbytes)
     tv = self._begin(self.copy, "sdma")
-    self.copy.write(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: tv}))
+    try: self.copy.write(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: tv}))
+    except BaseException:
+      self._abandon(tv)
+      raise
     self._commit(self.copy)
     return tv
 
@@ -220,6 +242,12 @@ class AMDDevice(Device):
 
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
     n = len(src)
+    # host memory: the CPU writes it once the device is done with it. (CPU-visible VRAM is written through SDMA:
+    # CPU writes through the BAR would need an HDP flush before the GPU reads them.)
+    if buf.kind == "host":
+      self._synchronize()
+      buf.cpu_view[offset:offset + n] = src
+      return
     for pos in range(0, n, STAGING_SIZE):
       chunk = min(STAGING_SIZE, n - pos)
       st = self._staging_slot()
@@ -227,20 +255,25 @@ class AMDDevice(Device):
       st.busy_until = self.copy_async(buf.va + offset + pos, st.mem.va, chunk)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
-    out = bytearray(size)
+    if buf.kind == "host":
+      self._synchronize()
+      return bytes(buf.cpu_view[offset:offset + size])
+    parts = []
     for pos in range(0, size, STAGING_SIZE):
       chunk = min(STAGING_SIZE, size - pos)
       st = self._staging_slot()
       st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
       self._wait_value(tv)
-      out[pos:pos + chunk] = st.mem.cpu[:chunk]
-    return bytes(out)
+      parts.append(bytes(st.mem.cpu[:chunk]))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):
-    co = parse_code_object(image)
-    if co.target != self.arch:
-      raise DeviceError(f"{self.name}: the code object is for {co.target}, this device is {self.arch}")
+    try: co = CodeObject.parse(image)
+    except ISAError as e: raise DeviceError(f"{self.name}: not a loadable code object: {e}") from None
+    target = co.target.rsplit("-", 1)[-1].split(":")[0]   # "amdgcn-amd-amdhsa--gfx1100[:xnack-]" -> "gfx1100"
+    if target != self.arch:
+      raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
     if name is None:
       if len(co.kernels) > 1:
@@ -248,12 +281,15 @@ class AMDDevice(Device):
       name = next(iter(co.kernels))
     if name not in co.kernels:
       raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
-    size = round_up(len(co.image), 0x1000)
-    mem = self.iface.alloc(size, kind="vram")
-    self._mems.append(mem)
-    buf = Buffer(self, mem.va, size, handle=mem, kind="code")
-    self.copyin(buf, co.relocated(mem.va))
-    return AMDProgram(self, co.kernels[name], mem.va, size)
+    key = bytes(image)
+    loaded = self._images.get(key)        # one upload per code object (keyed by its bytes), shared by its kernels
+    if loaded is None:
+      size = round_up(len(co.image), 0x1000)
+      mem = self.iface.alloc(size, kind="vram")
+      self._mems.append(mem)
+      self.copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), image_at(co, mem.va))
+      loaded = self._images[key] = (mem.va, size)
+    return AMDProgram(self, co.kernels[name], *loaded)
 
   def scratch_for(self, private_bytes: int) -> Scratch:
     """Scratch (architected flat scratch) big enough for private_bytes per lane on every wave slot; grown on demand.
@@ -285,3 +321,44 @@ class AMDDevice(Device):
     finally: self.iface.close()
 
   def __repr__(self): return f"AMDDevice({self.name})"
+
+
+class BoundLaunch:
+  """A launch recorded once: its kernargs and its command buffer (barrier + dispatch, lowered from a queue program)
+  live in device memory, and each run writes only an INDIRECT_BUFFER packet and the timeline signal to the ring.
+  Nothing in the bound buffer changes between runs, so a run never has to wait for the previous one."""
+
+  def __init__(self, dev: AMDDevice, prog: AMDProgram, args, global_size, local_size):
+    gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
+    ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
+    shape = prog.shape(gs, ls, False)
+    explicit = prog.layout.check_and_pack(args, dev.buffer_type)
+    self.dev, self.prog = dev, prog
+    self._keep = [a for a in args if isinstance(a, Buffer)]
+    ka = self.kernargs = dev.iface.alloc(shape.alloc_size, kind="gtt")
+    dev._mems.append(ka)
+    ka.cpu[:len(explicit)] = explicit
+    ka.cpu[len(explicit):len(explicit) + len(shape.hidden)] = shape.hidden
+    dp = ka.va + prog.layout.segment_size
+    if prog.dispatch_ptr: ka.cpu[prog.layout.segment_size:prog.layout.segment_size + 64] = prog.dispatch_packet(shape, ka.va)
+    body = dev._build(Q.queue("COMPUTE:0", Q.barrier(), Q.call(Q.program(prog.name, prog, shape.grid, shape.block))), "pm4")
+    words = body.fill({V_KERNARG: ka.va, V_DISPATCH: dp})
+    ib = self.ib = dev.iface.alloc(len(words) * 4, kind="gtt")
+    dev._mems.append(ib)
+    ib.cpu.cast("I")[:len(words)] = words
+    self.ib_words = pm4.indirect_buffer(ib.va, len(words))
+    self.runs = 0
+
+  def __call__(self, wait: bool = False) -> int:
+    """Run the bound launch; returns its timeline value (waits for it when wait=True)."""
+    dev = self.dev
+    dev._check_open()
+    tv = dev._begin(dev.compute, "pm4")
+    try: dev.compute.write(array("I", self.ib_words) + dev._signals["pm4"].fill({V_TIMELINE: tv}))
+    except BaseException:
+      dev._abandon(tv)
+      raise
+    dev._commit(dev.compute)
+    self.runs += 1
+    if wait: dev._wait_value(tv)
+    return tv

@@ -1,5 +1,6 @@
-"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs, kernarg layout, and
-one PM4 command template per launch shape, patched (kernarg address, timeline value) at each launch.
+"""AMDProgram: a kernel of a loaded code object, ready to launch: its registers, user SGPRs and kernarg layout, and
+per launch shape a command buffer lowered once from a queue program (barrier, call, timeline store) and patched
+(kernarg address, dispatch packet address, timeline value) at each launch.
 
 Register fields: gc_11_0_0_sh_mask.h (COMPUTE_PGM_RSRC1.PRIV bit 20, COMPUTE_PGM_RSRC2.LDS_SIZE [23:15] in 512-byte
 granules on gfx11, COMPUTE_TMPRING_SIZE WAVES [11:0] / WAVESIZE [26:12] in 256-byte units). The dispatch packet is
@@ -10,10 +11,10 @@ from __future__ import annotations
 import struct
 
 from ...errors import DeviceError
-from ..hcq.kernargs import Arg, KernargLayout, check_launch
+from ..hcq.kernargs import Arg, KernargLayout
+from ..hcq.program import Program
 from . import pm4
 from .cmdbuf import Sym
-from .codeobject import Kernel
 
 DISPATCH_PACKET_SIZE = 64
 # the per-launch values a command buffer leaves symbolic
@@ -21,33 +22,49 @@ KERNARG_PTR, DISPATCH_PTR = Sym(("var", "kernarg")), Sym(("var", "dispatch"))
 _DISPATCH = struct.Struct("<HHHHHHIIIIIQQ")
 
 
-def kernel_args(k: Kernel) -> list[Arg]:
-  return [Arg(a[".offset"], a[".size"], a[".value_kind"], a.get(".type_name", ""), a.get(".name", ""),
-              a.get(".address_space", "")) for a in k.meta.get(".args", [])]
+# the user SGPRs a kernel descriptor can enable, in hardware order, with their dword counts (AMDGPUUsage "Initial
+# Kernel Execution State"; the descriptor's user_sgpr_layout gives their positions)
+USER_SGPR_SIZES = {"private_segment_buffer": 4, "dispatch_ptr": 2, "queue_ptr": 2, "kernarg_segment_ptr": 2,
+                   "dispatch_id": 2, "flat_scratch_init": 2, "private_segment_size": 1}
+
+
+def kernel_args(k) -> list[Arg]:
+  """The kernarg layout records of a compiler.backend.amd.codeobject Kernel."""
+  return [Arg(a.offset, a.size, a.value_kind, a.type_name or "", a.name or "", a.address_space or "") for a in k.args]
+
+
+def image_at(co, base: int) -> bytes:
+  """The code object's load image for a load at device address base: its absolute relocations get the base added
+  (position-independent R_AMDGPU_REL64 ones are already applied by the reader)."""
+  if not co.abs_relocs: return co.image
+  img = bytearray(co.image)
+  for off, size, value in co.abs_relocs:
+    img[off:off + size] = ((base + value) & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+  return bytes(img)
 
 
 class LaunchShape:
   """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
-  __slots__ = ("grid", "block", "hidden", "cmd", "patches", "alloc_size")
+  __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size")
 
 
-class AMDProgram:
-  def __init__(self, device, kernel: Kernel, image_va: int, image_size: int):
-    self.device, self.kernel, self.name = device, kernel, kernel.name
-    kd, meta = kernel.kd, kernel.meta
+class AMDProgram(Program):
+  def __init__(self, device, kernel, image_va: int, image_size: int):
+    """kernel: a compiler.backend.amd.codeobject Kernel of a code object loaded at image_va."""
+    layout = KernargLayout(kernel.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align)
+    super().__init__(device, kernel.name, layout, kernel.max_flat_workgroup_size or 1024)
+    self.kernel = kernel
+    kd = kernel.descriptor
     self.image_va, self.image_size = image_va, image_size
-    self.kd_va = image_va + kernel.kd_offset
-    self.entry = self.kd_va + kd.kernel_code_entry_byte_offset
+    self.kd_va = image_va + kernel.descriptor_address
+    self.entry = image_va + kernel.entry_address
     if self.entry & 0xFF: raise DeviceError(f"kernel {self.name}: entry point {self.entry:#x} is not 256-byte aligned")
-    seg_size = meta.get(".kernarg_segment_size", kd.kernarg_size)
-    self.layout = KernargLayout(self.name, kernel_args(kernel), seg_size, meta.get(".kernarg_segment_align", 8))
-    self.max_group = meta.get(".max_flat_workgroup_size", 1024)
-    self.wave32 = kd.wave32 or meta.get(".wavefront_size", 64) == 32
-    self.lds = kd.group_segment_fixed_size
-    self.private = kd.private_segment_fixed_size
+    self.wave32 = kernel.wavefront_size == 32
+    self.lds = kernel.group_segment_fixed_size
+    self.private = kernel.private_segment_fixed_size
     lds_max = device.props.get("lds_size_in_kb", 64) * 1024
     if self.lds > lds_max: raise DeviceError(f"kernel {self.name}: needs {self.lds} bytes of LDS, the device has {lds_max}")
-    self.user_sgprs = kd.user_sgprs
+    self.user_sgprs = [(name, USER_SGPR_SIZES[name]) for name in kd.user_sgpr_layout() if name in USER_SGPR_SIZES]
     enabled = sum(n for _, n in self.user_sgprs)
     if enabled > kd.user_sgpr_count or kd.user_sgpr_count > 16:
       raise DeviceError(f"kernel {self.name}: descriptor enables {enabled} user SGPRs but COMPUTE_PGM_RSRC2 reserves "
@@ -59,8 +76,6 @@ class AMDProgram:
     self.rsrc2 = kd.compute_pgm_rsrc2 | ((lds_granules & 0x1FF) << 15)
     self.rsrc3 = kd.compute_pgm_rsrc3
     self.scratch = device.scratch_for(self.private) if self.private else None
-    self._shapes: dict = {}
-    self.launches = 0
 
   def dispatch_words(self, grid, block) -> list:
     """What a CALL of this program lowers to on the compute queue: program registers, user SGPRs (the kernarg and
@@ -79,12 +94,15 @@ class AMDProgram:
       elif name == "private_segment_size": user += [self.private]
     # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
     # values, the rest are never read by the kernel and are left as they are
-    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8))
-    w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC1, self.rsrc1, self.rsrc2)
+    # COMPUTE_PGM_LO .. COMPUTE_PGM_RSRC2 are 8 consecutive registers (gc_11_0_0_offset.h 0x1bac-0x1bb3): one packet
+    # sets the program address, the dispatch packet address, the scratch base and RSRC1/2
+    # (the dispatch packet address only means something for kernels that read the dispatch packet)
+    scratch = self.scratch.va >> 8 if self.scratch else 0
+    packet = DISPATCH_PTR if self.dispatch_ptr else 0
+    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
+                       pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2)
     w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
     w += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
-    if self.scratch:
-      w += pm4.set_sh_reg(pm4.COMPUTE_DISPATCH_SCRATCH_BASE_LO, pm4.lo(self.scratch.va >> 8), pm4.hi(self.scratch.va >> 8))
     w += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
     if user: w += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
     w += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
@@ -95,18 +113,12 @@ class AMDProgram:
     w += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
     return w
 
-  def shape(self, global_size, local_size, timed: bool) -> LaunchShape:
-    key = (global_size, local_size, timed)
-    s = self._shapes.get(key)
-    if s is not None: return s
-    grid, block = check_launch(self.name, global_size, local_size, self.max_group)
+  def make_shape(self, grid, block, timed: bool) -> LaunchShape:
     s = LaunchShape()
     s.grid, s.block = grid, block
     s.hidden = self.layout.hidden_values(grid, block, {})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
     s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
-    s.patches = s.cmd.patches
-    self._shapes[key] = s
     return s
 
   def dispatch_packet(self, s: LaunchShape, kernarg_va: int) -> bytes:
@@ -114,11 +126,5 @@ class AMDProgram:
     # header/setup: KERNEL_DISPATCH type (2), 3 dimensions; only informational for a PM4 dispatch
     return _DISPATCH.pack(2, 3, b[0], b[1], b[2], 0, g[0] * b[0], g[1] * b[1], g[2] * b[2], self.private, self.lds,
                           self.kd_va, kernarg_va) + bytes(8 + 8)
-
-  def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
-    shape = self.shape(tuple(global_size) if not isinstance(global_size, int) else (global_size,),
-                       tuple(local_size) if not isinstance(local_size, int) else (local_size,), wait)
-    explicit = self.layout.check_and_pack(args, self.device.buffer_type)
-    return self.device.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"AMDProgram({self.name}, entry={self.entry:#x})"

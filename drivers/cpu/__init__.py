@@ -8,29 +8,52 @@ owns.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from ...compiler import compile as compile_kernel
 from ...compiler.backend.c import CProgram, load_shared_object
 from ...compiler.ir import CompileError
-from ...errors import DeviceError
+from ...errors import DeviceError, Timeout
 from ..hcq import Buffer, Device
 
 _ALIGN = 64
 
 
 class CPUProgram:
-  """A loaded kernel: prog(*args, global_size=, local_size=, wait=True) -> seconds."""
+  """A loaded kernel: prog(*args, global_size=, local_size=, wait=True) -> seconds (None with wait=False).
+
+  A launch runs on a worker thread (the kernel's own threads start from there), so that waiting for it has a
+  timeout: the device's timeout_s. wait=False returns at once; dev.synchronize() waits for every launch."""
   def __init__(self, device: "CPUDevice", prog: CProgram):
     self.device, self.prog, self.name = device, prog, prog.name
 
   def __call__(self, *args, global_size=None, local_size=None, wait: bool = True) -> float | None:
-    self.device._check_open()
-    for a in args:
-      if isinstance(a, Buffer) and (a.device is not self.device or a.freed):
-        raise DeviceError(f"{self.device.name}: kernel {self.name}: {a} is {'freed' if a.freed else 'on another device'}")
-    try: t = self.prog(*args, global_size=global_size, local_size=local_size)
-    except CompileError as e: raise DeviceError(f"{self.device.name}: {e}") from e
-    return t if wait else None
+    dev = self.device
+    dev._check_open()
+    for (slot, kind, *_), a in zip(self.prog.art.params, args):
+      if kind == "buffer" and not isinstance(a, Buffer):
+        raise DeviceError(f"{dev.name}: kernel {self.name}: slot {slot} takes a Buffer, got {type(a).__name__}")
+      if isinstance(a, Buffer) and (a.device is not dev or a.freed):
+        raise DeviceError(f"{dev.name}: kernel {self.name}: {a} is {'freed' if a.freed else 'on another device'}")
+    try: words = self.prog.pack_args(args)
+    except CompileError as e: raise DeviceError(f"{dev.name}: {e}") from e
+    launch = _Launch(self, words, global_size, local_size)
+    dev._launches.append(launch)
+    launch.thread.start()
+    if not wait: return None
+    dev._wait(launch)
+    return launch.seconds
+
+
+class _Launch:
+  def __init__(self, prog: CPUProgram, words, global_size, local_size):
+    self.prog, self.seconds, self.error = prog, None, None
+    self.thread = threading.Thread(target=self._run, args=(words, global_size, local_size), daemon=True,
+                                   name=f"hcq-cpu-{prog.name}")
+
+  def _run(self, words, global_size, local_size):
+    try: self.seconds = self.prog.prog.launch(words, global_size, local_size)
+    except CompileError as e: self.error = e
 
 
 class CPUDevice(Device):
@@ -40,6 +63,15 @@ class CPUDevice(Device):
     super().__init__(os, config)
     self.cc = cc
     self._arrays: dict[int, ctypes.Array] = {}
+    self._launches: list[_Launch] = []
+
+  def _wait(self, launch: _Launch) -> None:
+    launch.thread.join(self.timeout_s)
+    if launch.thread.is_alive():
+      self.closed = True   # the kernel still runs in this process and may write to any of its buffers
+      raise Timeout(f"{self.name}: kernel {launch.prog.name} to finish (the device is closed)", timeout_s=self.timeout_s)
+    self._launches.remove(launch)
+    if launch.error is not None: raise DeviceError(f"{self.name}: {launch.error}") from launch.error
 
   def _alloc(self, nbytes: int, **opts) -> Buffer:
     raw = (ctypes.c_char * (nbytes + _ALIGN))()
@@ -70,10 +102,12 @@ class CPUDevice(Device):
     art = compile_kernel(sink, "c")
     return CPUProgram(self, CProgram.from_artifact(art, self.cc))
 
-  def _synchronize(self) -> None: pass   # launches run to completion before they return
+  def _synchronize(self) -> None:
+    for launch in list(self._launches): self._wait(launch)
 
   def _close(self) -> None:
-    self._arrays.clear()
+    try: self._synchronize()
+    finally: self._arrays.clear()
 
 
 def open_device(iface: str, index: int, os, config) -> CPUDevice:

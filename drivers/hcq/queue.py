@@ -74,8 +74,9 @@ class Ring:
   def commit(self) -> None:
     """Publish the write pointer and ring the doorbell."""
     value = self._to_ptr(self.put_dw)
-    self.barrier()          # the ring contents must be visible before the pointer
     self.wptr[0] = value
+    # one full fence: the ring contents and the write pointer are visible before the doorbell write makes the
+    # engine read them (the engine reads the write pointer only when its doorbell rings)
     self.barrier()
     self.submits += 1
     self.doorbell(value)

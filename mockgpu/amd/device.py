@@ -22,6 +22,8 @@ class MockAMDSystem:
     publish(os, self.gpus)
     os.vfs.add_symlink("/sys/class/kfd/kfd", "../../devices/virtual/kfd/kfd")
 
+  def host_memory_freed(self, addr: int, size: int) -> bool: return self.kfd.host_memory_freed(addr, size)
+
   def close(self) -> None:
     for g in self.gpus: g.close()
 

@@ -27,6 +27,17 @@ class Frame:
   ring: bool
   ring_offset: int    # byte offset in the ring of the packet that started this frame (IBs), else 0
   what: str
+  cache: list | None = None   # dwords [cache_pos, cache_pos + len(cache)) read ahead (the CP prefetches too)
+  cache_pos: int = 0
+
+  def prefetch(self, mem, what: str) -> None:
+    """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
+    on demand)."""
+    n = self.end - self.pos
+    if n <= 0: return
+    start = self.pos % self.size_dw if self.ring else self.pos
+    n = min(n, self.size_dw - start)
+    self.cache, self.cache_pos = mem.read_dwords(self.base + 4 * start, n, what), self.pos
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -64,6 +75,9 @@ class PM4Engine:
     return QueueError(self.queue.name, message + where, opcode=opcode, offset=self._ring_offset(frame, pos))
 
   def _read(self, frame: Frame, pos: int, count: int) -> list[int]:
+    cache = frame.cache
+    if cache is not None and frame.cache_pos <= pos and pos + count <= frame.cache_pos + len(cache):
+      return cache[pos - frame.cache_pos:pos - frame.cache_pos + count]
     if not frame.ring: return self.gpu.mem.read_dwords(frame.base + 4 * pos, count, f"{self.queue.name} {frame.what}")
     start = pos % frame.size_dw
     first = min(count, frame.size_dw - start)
@@ -76,6 +90,8 @@ class PM4Engine:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
     progress = False
     budget = self.max_packets
+    if self.frames and self.frames[-1].end > self.frames[-1].pos:
+      self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
     while self.frames and budget > 0:
       budget -= 1
       frame = self.frames[-1]
@@ -84,7 +100,9 @@ class PM4Engine:
         self.frames.pop()
         progress = True
         continue
-      (header,) = self._read(frame, frame.pos, 1)
+      pos = frame.pos
+      cache, off = frame.cache, pos - frame.cache_pos
+      header = cache[off] if cache is not None and 0 <= off < len(cache) else self._read(frame, pos, 1)[0]
       kind = header >> 30
       if kind == 2:                      # type-2: a one-dword filler the CP skips
         frame.pos += 1
@@ -92,17 +110,18 @@ class PM4Engine:
         continue
       opcode = (header >> 8) & 0xFF
       if kind != 3:
-        raise self._error(frame, frame.pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
+        raise self._error(frame, pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
       count = ((header >> 16) & 0x3FFF) + 1
-      if frame.pos + 1 + count > frame.end:
+      if pos + 1 + count > frame.end:
         if frame.ring and count < frame.size_dw: break     # the rest of the packet is not written yet
-        raise self._error(frame, frame.pos, f"packet of {count} body dwords runs past the end of the "
-                                            f"{'ring' if frame.ring else frame.what}", opcode)
+        raise self._error(frame, pos, f"packet of {count} body dwords runs past the end of the "
+                                      f"{'ring' if frame.ring else frame.what}", opcode)
       handler = self.HANDLERS.get(opcode)
       if handler is None:
         raise self._error(frame, frame.pos, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})", opcode)
-      body = self._read(frame, frame.pos + 1, count)
-      here = frame.pos
+      body = cache[off + 1:off + 1 + count] if cache is not None and 0 <= off and off + 1 + count <= len(cache) \
+        else self._read(frame, pos + 1, count)
+      here = pos
       done = handler(self, body, frame, here, opcode)
       if not done: break
       if frame.pos == here: frame.pos += 1 + count      # handlers that push a frame advanced the parent already
@@ -167,7 +186,9 @@ class PM4Engine:
     if size:
       addr = (lo & ~3) | ((hi & 0xFFFF) << 32)
       self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
-      self.frames.append(Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}"))
+      ib = Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}")
+      ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
+      self.frames.append(ib)
     return True
 
   def _release_mem(self, body, frame, pos, op):

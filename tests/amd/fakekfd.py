@@ -60,6 +60,8 @@ class FakeKFDOS:
     self.ioctl_log = []
     self.doorbells = Doorbells(self)
     self.dispatches = []
+    self.ibs = []
+    self.held = set()          # queue types whose doorbells do nothing (an engine that is busy)
     self.event_page = None
 
   # OS interface
@@ -102,9 +104,9 @@ class FakeKFDOS:
     a.n_success = 1
   def _unmap_memory_from_gpu(self, a): a.n_success = 1
   def _create_event(self, a):
-    if a.event_page_offset and self.event_page is None:
+    if a.event_page_offset:
+      assert self.event_page is None, "the event page is set once"
       self.event_page = self.handles[a.event_page_offset][0]
-      return
     eid = len(self.events) + 1
     self.events[eid] = a.event_type
     a.event_id, a.event_slot_index = eid, eid
@@ -119,13 +121,20 @@ class FakeKFDOS:
   def _create_queue(self, a):
     qid = len(self.queues)
     self.queues[qid] = dict(type=a.queue_type, ring=a.ring_base_address, size=a.ring_size, rptr=a.read_pointer_address,
-                            wptr=a.write_pointer_address, pos=0)
+                            wptr=a.write_pointer_address, pos=0, ctl_stack_size=a.ctl_stack_size,
+                            cwsr_size=a.ctx_save_restore_size, eop_size=a.eop_buffer_size)
     a.queue_id, a.doorbell_offset = qid, 0x10000 + qid * 8
   def _destroy_queue(self, a): del self.queues[a.queue_id]
 
   # engines
+  def run_all(self):
+    """Let every queue run as far as it can (after a held queue is released)."""
+    for _ in range(len(self.queues)):
+      for qid in list(self.queues): self._ring(qid * 8)
+
   def _ring(self, off):
     q = self.queues[(off - 0) // 8]
+    if q["type"] in self.held: return
     wptr = ctypes.c_uint64.from_address(q["wptr"]).value
     unit = 4 if q["type"] == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE else 1
     ring = (ctypes.c_uint32 * (q["size"] // 4)).from_address(q["ring"])
@@ -156,6 +165,14 @@ class FakeKFDOS:
     elif op == 0x15:
       self.dispatches.append((dict(self.regs), tuple(b[:3]), b[3]))
       if self.on_dispatch: self.on_dispatch(self, dict(self.regs), tuple(b[:3]))
+    elif op == 0x3F:
+      ib = (ctypes.c_uint32 * (b[2] & 0xFFFFF)).from_address(b[0] | b[1] << 32)
+      words, i = list(ib), 0
+      self.ibs.append(len(words))
+      while i < len(words):
+        used = self._pm4(words[i:])
+        assert used, "fake PM4: a wait inside an indirect buffer"
+        i += used
     elif op not in (0x58, 0x46): raise AssertionError(f"fake PM4: opcode {op:#x}")
     return 1 + n
 

@@ -30,15 +30,16 @@ class Target:
 
 def _record_pyname(decl, typedef_name=None):
   kind = "union" if decl.kind == ci.CursorKind.UNION_DECL else "struct"
-  sp = decl.spelling
-  if sp and "(unnamed" not in sp and "(anonymous" not in sp: return f"{kind}_{sp}", f"{kind} {sp}"
+  if not _unnamed(decl): return f"{kind}_{decl.spelling}", f"{kind} {decl.spelling}"
   if typedef_name: return f"{kind}_{typedef_name}", typedef_name
   return None, None
 
 
 def _unnamed(decl) -> bool:
-  sp = decl.spelling
-  return not sp or "(unnamed" in sp or "(anonymous" in sp
+  sp = decl.spelling   # libclang 18 spells `typedef struct {..} X` by the typedef name X: look for the tag
+  if not sp or "(unnamed" in sp or "(anonymous" in sp: return True
+  toks = [t.spelling for t in decl.get_tokens()]
+  return "{" in toks and sp not in toks[:toks.index("{")]
 
 
 def list_declarations(t: Target, resource_dir: str):
@@ -172,6 +173,7 @@ def gcc_truth(t: Target, resource_dir: str, workdir: str):
 
 # ---------------------------------------------------------------- the python side
 def _ftype(cls, name):
+  if name in getattr(cls, "_bitfields_", ()): return ctypes.c_int   # a runtime.BitField: its width is in .size
   for f in cls._fields_:
     if f[0] == name: return f[1]
   for anon in getattr(cls, "_anonymous_", ()):
@@ -218,3 +220,30 @@ def compare(module, truth) -> tuple[int, list[str], list[str]]:
     if kind == "F" and (off, size) != val: bad.append(f"{rec}.{path}: offset/size python {(off, size)} gcc {val}")
     if kind == "B" and (bitpos, bits) != val: bad.append(f"{rec}.{path}: bit pos/width python {(bitpos, bits)} gcc {val}")
   return checked, bad, missing
+
+
+def bitfield_bytes(t: Target, module, records, workdir: str) -> tuple[int, list[str]]:
+  """Every bitfield set to 5 (and to -1) in a record whose bytes are all 0xa5: (cases, differences between the
+  bytes gcc leaves and the bytes ctypes/runtime.BitField leave)."""
+  cases = [(py, cn, path, v) for py, cn, fields in records for path, kind in fields if kind == "bit" for v in (5, -1)]
+  body = []
+  for i, (py, cn, path, v) in enumerate(cases):
+    body.append(f'{{ {cn} x; memset(&x, 0xa5, sizeof x); x.{path} = {v}; printf("%d ", {i});'
+                f' for (size_t k = 0; k < sizeof x; k++) printf("%02x", ((unsigned char *)&x)[k]); printf("\\n"); }}')
+  src = os.path.join(workdir, f"{t.name}_bits.c")
+  with open(src, "w") as f:
+    f.write("#include <stdio.h>\n#include <string.h>\n" + t.prelude + "\n" + "".join(f'#include "{h}"\n' for h in t.headers) +
+            "int main(void) {\n" + "\n".join(body) + "\nreturn 0; }\n")
+  exe = src[:-2]
+  subprocess.run(["gcc", "-std=gnu11", "-w", *[f"-I{d}" for d in t.include_dirs],
+                  *[f"-D{k}={v}" for k, v in t.defines.items()], src, "-o", exe], check=True)
+  want = dict(line.split() for line in subprocess.run([exe], capture_output=True, text=True, check=True).stdout.splitlines())
+  bad = []
+  for i, (py, cn, path, v) in enumerate(cases):
+    cls = getattr(module, py)
+    obj = cls.from_buffer_copy(b"\xa5" * ctypes.sizeof(cls))
+    target, parts = obj, path.split(".")
+    for p in parts[:-1]: target = getattr(target, p)
+    setattr(target, parts[-1], v)
+    if bytes(obj).hex() != want[str(i)]: bad.append(f"{py}.{path} = {v}: python {bytes(obj).hex()} gcc {want[str(i)]}")
+  return len(cases), bad

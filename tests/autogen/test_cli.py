@@ -64,3 +64,23 @@ def test_check_reports_a_difference_with_a_diff(tmp_path):
   r = run("--manifest", man, "--check", "--committed", str(out), "tiny")
   assert r.returncode == 1
   assert "-TINY_A = 2" in r.stdout and "+TINY_A = 1" in r.stdout
+
+
+def test_a_package_that_cannot_be_fetched_is_named(tmp_path):
+  m = {"packages": {"nopkg": {"name": "hcq-no-such-package", "version": "1.0", "arch": "all", "sha256": "0" * 64,
+                              "members": ["x.h"]}},
+       "modules": {"tiny": {"kind": "c", "headers": ["nopkg:x.h"], "include": []}}}
+  (tmp_path / "manifest.json").write_text(json.dumps(m))
+  r = run("--manifest", str(tmp_path / "manifest.json"), "--cache", str(tmp_path / "cache"), "--out", str(tmp_path), "tiny")
+  assert r.returncode == 2
+  assert "apt-get download hcq-no-such-package=1.0 failed" in r.stderr, r.stderr
+
+
+def test_a_cached_package_with_the_wrong_sha256_is_not_used(tmp_path):
+  from hcq.autogen import sources
+  pkg = {"name": "hcq-no-such-package", "version": "1.0", "arch": "all", "sha256": "0" * 64, "members": []}
+  debs = tmp_path / "debs"
+  debs.mkdir()
+  (debs / sources.deb_filename("hcq-no-such-package", "1.0", "all")).write_bytes(b"not the pinned package")
+  with pytest.raises(sources.SourceError, match="apt-get download"):
+    sources.fetch_deb(pkg, str(tmp_path), log=lambda *a: None)

@@ -58,6 +58,18 @@ def test_ioctl_failure_names_the_ioctl_and_errno():
   assert "AMDKFD_IOC_CREATE_QUEUE" in str(e.value) and e.value.errno == errno.EINVAL and "Errno 22" in str(e.value)
 
 
+def test_ioctl_failure_from_the_os_interface_becomes_an_ioctl_error():
+  from hcq.errors import DeviceError, OSCallError
+
+  class F:
+    path = "/dev/kfd"
+    def ioctl(self, request, arg): raise OSCallError("ioctl", self.path, errno.ENOMEM, "the mock ran out of VRAM")
+  with pytest.raises(IoctlError) as e: kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(F(), size=1 << 40)
+  assert isinstance(e.value, DeviceError)
+  assert "ioctl AMDKFD_IOC_ALLOC_MEMORY_OF_GPU on /dev/kfd failed" in str(e.value) and e.value.errno == errno.ENOMEM
+  assert str(e.value).endswith("; the mock ran out of VRAM)")   # what the file said is kept
+
+
 def test_ioctl_on_a_raw_fd_uses_fcntl():
   fd = os.open("/dev/null", os.O_RDONLY)
   try:

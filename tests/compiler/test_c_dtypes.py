@@ -1,5 +1,7 @@
 """The C backend's arithmetic on every storage dtype against numpy: wraparound, shifts, both divisions, casts,
 float functions."""
+import zlib
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,7 @@ def run(dev, sink, arrays):
 
 def int_inputs(name):
   info = np.iinfo(name)
-  rng = np.random.default_rng(abs(hash(name)) % 1000)
+  rng = np.random.default_rng(zlib.crc32(name.encode()))
   a = rng.integers(info.min + 1, info.max, N, dtype=name, endpoint=True)
   b = rng.integers(1, min(info.max, 50), N, dtype=name, endpoint=True)
   if info.min < 0: b = (b * rng.choice([-1, 1], N)).astype(name)
@@ -47,8 +49,8 @@ def test_integer_ops(dev, name):
            x.idiv(y), x.imod(y), x // y, x % y, x * 3 + 7, ~x]
   with np.errstate(over="ignore"):
     want = [a + b, a - b, a * b, np.maximum(a, b), np.where(a < b, a, b), a & b, a | b, a ^ b, a << sh, a >> sh,
-            (np.trunc(a.astype(np.float64) / b.astype(np.float64))).astype(name) if bits < 64 else
-            np.array([int(abs(p) // abs(q)) * (1 if (p < 0) == (q < 0) else -1) for p, q in zip(a.tolist(), b.tolist())]).astype(name),
+            np.array([abs(p) // abs(q) * (1 if (p < 0) == (q < 0) else -1) for p, q in zip(a.tolist(), b.tolist())],
+                     dtype=object).astype(name),
             np.fmod(a, b), a // b, a % b, (a * np.array(3, name) + np.array(7, name)).astype(name), ~a]
   outs = [np.zeros(N, name) for _ in exprs]
   O = [UOp.param(3 + k, dt, N) for k in range(len(exprs))]

@@ -4,7 +4,7 @@ import weakref
 
 import pytest
 
-from hcq.compiler.ir import (AddrSpace, AxisType, BufferArg, CompileError, Ops, PatternMatcher, PtrDType, RewriteError,
+from hcq.compiler.ir import (AddrSpace, AxisType, Ops, PatternMatcher, PtrDType, RewriteError,
                              UOp, UOpTypeError, UPat, dtypes, eval_repr, graph_rewrite)
 
 
@@ -140,3 +140,14 @@ def test_deep_graph_rewrite_has_no_recursion_error():
   e = x
   for _ in range(20000): e = e + 0
   assert graph_rewrite(e, PatternMatcher([(UPat.var("v") + 0, lambda v: v)])) is x
+
+
+def test_hash_consing_holds_across_threads():
+  import threading
+  results = [[] for _ in range(4)]
+  def build(out):
+    for i in range(300): out.append(UOp.variable("thr", 0, 9) * 7 + i)
+  ts = [threading.Thread(target=build, args=(r,)) for r in results]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  for i in range(300): assert len({id(r[i]) for r in results}) == 1

@@ -122,3 +122,33 @@ def test_too_much_local_memory_is_refused():
   out = UOp.param(0, dtypes.float32, 64)
   with pytest.raises(CompileError, match="80000 bytes of LOCAL memory exceed the c limit of 65536"):
     lower(out.index(l).store(tile.after(tile.index(l).store(1.0)).index(l).load()).sink())
+
+
+def test_async_launch_and_synchronize(dev):
+  ex = examples.matmul_naive()
+  prog = dev.compile(ex.sink)
+  bufs = [dev.alloc(a.nbytes) for a in ex.args]
+  for b, a in zip(bufs, ex.args): dev.copyin(b, a)
+  assert prog(*bufs, global_size=ex.global_size, local_size=ex.local_size, wait=False) is None
+  dev.synchronize()
+  np.testing.assert_allclose(np.frombuffer(dev.copyout(bufs[2]), np.float32).reshape(64, 64), ex.expected[2], rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_that_runs_too_long_times_out():
+  """A float sum over 2**31 iterations (C may not reassociate it) against a 0.3 s device timeout."""
+  from hcq.compiler import AxisType, KernelInfo, UOp, dtypes
+  from hcq.config import Config
+  out = UOp.param(0, dtypes.float32, 1)
+  r = UOp.range(UOp.variable("n", 0, 2**31 - 1, slot=1), 0, AxisType.REDUCE)
+  sink = out.index(0).store(r.cast(dtypes.float32).reduce(r)).sink(arg=KernelInfo("spin"))
+  dev = hcq.open("CPU", config=Config(timeout_s=0.3))
+  prog = dev.compile(sink)
+  with pytest.raises(hcq.Timeout, match="kernel spin to finish"):
+    prog(dev.alloc(4), 2**31 - 1)
+  with pytest.raises(hcq.DeviceError, match="closed"): dev.alloc(4)
+
+
+def test_a_raw_address_is_not_a_buffer(dev):
+  ex = examples.elementwise_add()
+  prog = dev.compile(ex.sink)
+  with pytest.raises(hcq.DeviceError, match="slot 0 takes a Buffer, got int"): prog(0x1000, 0x2000, 0x3000)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import hcq
-from hcq.compiler import AddrSpace, AxisType, CompileError, KernelInfo, Ops, UOp, dtypes
+from hcq.compiler import AddrSpace, AxisType, KernelInfo, Ops, UOp, dtypes
 from hcq.compiler.lower import lower
 
 pytestmark = pytest.mark.tools("cc")
@@ -88,3 +88,21 @@ def test_custom_op_renders_its_format():
   v = UOp(Ops.CUSTOM, (r.cast(dtypes.int32),), ("__builtin_popcount({0} * 7)", dtypes.int32))
   (got,) = run(out.index(r).store(v).end(r).sink(arg=KernelInfo("custom")), [16])
   np.testing.assert_array_equal(got, [bin(k * 7).count("1") for k in range(4)])
+
+
+def test_loads_of_one_address_before_and_after_a_store_stay_distinct():
+  """x1 = tile[l]; tile[l] = 5 (after x1); x2 = tile[l] (after the store): equal UOps once AFTER is gone."""
+  a = np.arange(8, dtype=np.int32) + 1
+  A, out = UOp.param(0, dtypes.int32, 8, True), UOp.param(1, dtypes.int32, 8)
+  l = UOp.special(8, "lidx0")
+  tile = UOp.placeholder(8, dtypes.int32, 0, AddrSpace.LOCAL)
+  t1 = tile.after(tile.index(l).store(A.index(l).load()))
+  x1 = t1.index(l).load()
+  x2 = tile.after(t1.after(x1).index(l).store(5)).index(l).load()
+  sink = out.index(l).store(x1 * 10 + x2).sink(arg=KernelInfo("twice"))
+  lin = lower(sink)
+  assert len(set(lin.src)) == len(lin.src)
+  loads = [u for u in lin.src if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.BUFFER]
+  assert len(loads) == 2 and loads[0] is not loads[1]
+  _, got = run(sink, [32, 32], {0: a}, ls=(8, 1, 1))
+  np.testing.assert_array_equal(got, a * 10 + 5)

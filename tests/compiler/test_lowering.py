@@ -155,3 +155,49 @@ def test_deep_kernel_lowers_without_recursion_error():
   for i in range(3000): v = (v ^ i) + 1
   lin = lower(out.index(0).store(v).sink())
   assert len(lin.src) > 6000
+
+
+def test_legalization_follows_the_target_capabilities():
+  from hcq.compiler.ir.ops import GroupOp
+  from hcq.compiler.lower.target import Target
+  lacking = {Ops.MAX, Ops.NEG, Ops.SUB, Ops.CMPNE, Ops.FLOORDIV, Ops.FLOORMOD, Ops.MULACC}
+  t = Target("small", native_ops=frozenset(GroupOp.ALU - lacking), shifts_for_pow2=True)
+  x, y = UOp.variable("x", 0, 100), UOp.variable("y", -20, 20)
+  e = (x // 8 + x % 16).maximum(y) - (-y) + UOp(Ops.MULACC, (x, y, UOp.const(3))) + (x.ne(y)).where(1, 0)
+  sink = lower(UOp.param(0, dtypes.int32, 1).index(0).store(e).sink(), t, until="legalize")
+  val = _nodes(sink, Ops.STORE)[0].src[1]
+  assert not {u.op for u in val.toposort()} & lacking
+  assert _nodes(val, Ops.SHR) and _nodes(val, Ops.AND)   # x // 8 and x % 16 with x >= 0
+  for xv in range(0, 101, 7):
+    for yv in range(-20, 21, 3):
+      assert evaluate(val, {x: xv, y: yv}) == evaluate(e, {x: xv, y: yv})
+
+
+def test_calls_with_a_tuple_body_are_functions():
+  fx, fy = UOp.variable("x", 0, 0, slot=0, dtype=dtypes.float32), UOp.variable("y", 0, 0, slot=1, dtype=dtypes.float32)
+  f = UOp(Ops.TUPLE, (fx * fy + 1.0, fx - fy))
+  tbl = UOp.param(0, dtypes.float32, 4, readonly=True)            # a buffer formal: g(tbl, k) = tbl[k] * 2
+  k = UOp.variable("k", 0, 3, slot=1)
+  g = UOp(Ops.TUPLE, (tbl.index(k).load() * 2.0,))
+  n = 16
+  A, B = UOp.param(0, dtypes.float32, n, True), UOp.param(1, dtypes.float32, n, True)
+  T, O = UOp.param(2, dtypes.float32, 4, True), UOp.param(3, dtypes.float32, n)
+  i = UOp.special(n, "gidx0")
+  a, b = A.index(i).load(), B.index(i).load()
+  v = UOp(Ops.GETTUPLE, (UOp(Ops.CALL, (f, a, b)),), 0) + UOp(Ops.GETTUPLE, (UOp(Ops.CALL, (f, b, a)),), 1) \
+    + UOp(Ops.GETTUPLE, (UOp(Ops.CALL, (g, T, i % 4)),), 0)
+  sink = O.index(i).store(v).sink(arg=KernelInfo("calls"))
+  assert not _nodes(lower(sink, until="inline_calls"), Ops.CALL)
+  av, bv = np.arange(n, dtype=np.float32), np.arange(n, dtype=np.float32)[::-1] * 0.5
+  tv = np.array([1, 10, 100, 1000], np.float32)
+  with hcq.open("CPU") as dev:
+    bufs = [dev.alloc(x.nbytes) for x in (av, bv, tv, av)]
+    for b_, x in zip(bufs, (av, bv, tv)): dev.copyin(b_, x)
+    dev.compile(sink)(*bufs, global_size=(n, 1, 1), local_size=(1, 1, 1))
+    got = np.frombuffer(dev.copyout(bufs[3]), np.float32)
+  np.testing.assert_allclose(got, av * bv + 1 + (bv - av) + tv[np.arange(n) % 4] * 2, rtol=1e-6)
+  bad = UOp(Ops.GETTUPLE, (UOp(Ops.CALL, (g, A, i)),), 0)   # A has 16 floats: fine; an int buffer is not
+  lower(O.index(i).store(bad).sink())
+  ints = UOp.param(4, dtypes.int32, 4)
+  with pytest.raises(CompileError, match="CALL argument 0 is a PtrDType\\(dtypes.int32"):
+    lower(O.index(i).store(UOp(Ops.GETTUPLE, (UOp(Ops.CALL, (g, ints, i)),), 0)).sink())

@@ -32,7 +32,7 @@ def build(dev):
   a, b, c = uops["a"], uops["b"], uops["c"]
   s.submit("COPY", copy(a, uops["h"], N * 4))                      # writes a
   s.submit("COMPUTE", call(k, a, b), reads=(a,), writes=(b,))      # RAW on a
-  s.submit("COPY", copy(uops["h2"], b, N * 4))                     # RAW on b
+  s.submit("COPY", copy(uops["h2"], b))                            # RAW on b (size: the buffers')
   s.submit("COPY", copy(a, uops["h3"], N * 4))                     # WAR on a (the kernel read it)
   s.submit("COMPUTE", call(k, a, c), reads=(a,), writes=(c,))      # RAW on a again
   return s.programs(), bind, bufs, h, h3
@@ -56,7 +56,7 @@ def test_without_the_waits_the_result_is_wrong():
     progs, bind, bufs, h, h3 = build(dev)
     stripped = {n: UOp(Ops.LINEAR, tuple(e for e in p.src if not (e.op is Ops.INS and e.arg[0] == "wait")), p.arg)
                 for n, p in progs.items()}
-    CPUQueueRunner(dev, bind, timeout_s=5, copy_delay_s=0.05).run(stripped)
+    CPUQueueRunner(dev, bind, timeout_s=5, copy_delay_s=0.2).run(stripped)
     assert not np.array_equal(out(dev, bufs["h2"]), h * 2)
 
 

@@ -2,17 +2,17 @@
 bound every value (hypothesis)."""
 import itertools
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hcq.compiler.ir import Ops, UOp, dtypes
+from hcq.compiler.ir import UOp, dtypes
 from hcq.compiler.ir.evaluate import EvalError, evaluate
 from hcq.compiler.ir.symbolic import simplify
 
 VARS = [UOp.variable("a", -4, 7), UOp.variable("b", 0, 9), UOp.variable("c", 1, 5)]
 
-BINOPS = ["add", "sub", "mul", "floordiv", "floormod", "lt", "max", "and", "idiv", "imod"]
+BINOPS = ["add", "sub", "mul", "floordiv", "floormod", "lt", "max", "and", "idiv", "imod", "xor", "shift", "neg", "eq",
+          "not_lt", "divmod"]
 
 
 @st.composite
@@ -34,6 +34,14 @@ def expressions(draw, depth=4):
   if op == "idiv": return a.idiv(b)
   if op == "imod": return a.imod(b)
   if op == "max": return a.maximum(b)
+  if op == "xor": return a ^ b
+  if op == "divmod":
+    k = draw(st.sampled_from([-3, 2, 4, 5]))
+    return (a // k * k + b) + a % k if draw(st.booleans()) else a % k + a // k * k
+  if op == "shift": return (a << UOp.const(draw(st.integers(0, 4)))) if draw(st.booleans()) else (a >> UOp.const(draw(st.integers(0, 3))))
+  if op == "neg": return -a
+  if op == "eq": return (a.eq(b) | a.ne(b * 2)).where(a, b - 1)
+  if op == "not_lt": return (a <= b).where(a + 1, (a >= b).where(b, a))
   if op == "and": return (a & b) if draw(st.booleans()) else (a < b).where(a, b)
   return (a < b).where(a * 2, b + 1)
 
@@ -100,6 +108,9 @@ def int32_expressions(draw, depth=3):
   if op == "sub": return a - b
   if op == "mul": return a * b
   if op == "xor": return a ^ b
+  if op == "divmod":
+    k = draw(st.sampled_from([-3, 2, 4, 5]))
+    return (a // k * k + b) + a % k if draw(st.booleans()) else a % k + a // k * k
   if op == "lt": return (a < b).where(a, b)
   if op == "shl": return a << UOp.const(draw(st.integers(0, 31)), dtypes.int32)
   if op == "neg": return -a
@@ -119,3 +130,10 @@ def test_int32_wraparound_semantics_survive_simplification(e, points):
     except EvalError: continue
     assert evaluate(s, env) == want
     assert e.vmin <= want <= e.vmax and s.vmin <= want <= s.vmax
+
+
+def test_divmod_recombines():
+  x, y = UOp.variable("x", -50, 50), UOp.variable("y", 0, 9)
+  assert simplify(x // 8 * 8 + x % 8) is x
+  assert simplify(x % 8 + x // 8 * 8) is x
+  assert simplify((y + x // 4 * 4) + x % 4) is simplify(y + x)

@@ -106,7 +106,7 @@ class Kernel:
     self.pgm = self.base + kd_off + entry
     self.bufs = bufs
 
-  def __call__(self, *args, grid=(1, 1, 1), block=(1, 1, 1), dynamic_lds=0, budget=50_000_000):
+  def __call__(self, *args, grid=(1, 1, 1), block=(1, 1, 1), dynamic_lds=0, budget=50_000_000, scratch_base=None):
     """args: in order of the explicit arguments: ints (addresses for pointers) or numpy scalars."""
     size = max(self.meta[".kernarg_segment_size"], 8)
     ka_addr, ka = self.bufs.alloc(size, 64)
@@ -120,6 +120,10 @@ class Kernel:
       ka[off:off + sz] = np.frombuffer(raw[:sz].ljust(sz, b"\0"), np.uint8)
     g = [int(x) for x in grid]
     b = [int(x) for x in block]
+    limit = self.meta.get(".max_flat_workgroup_size", 1024)
+    if b[0] * b[1] * b[2] > limit:   # clang compiles for at most this many (256 unless reqd_work_group_size says)
+      raise ValueError(f"{self.name}: work-group of {b[0] * b[1] * b[2]} threads exceeds its "
+                       f".max_flat_workgroup_size {limit}")
     dims = 3 if g[2] > 1 or b[2] > 1 else 2 if g[1] > 1 or b[1] > 1 else 1
     hidden = {"hidden_block_count_x": (g[0], 4), "hidden_block_count_y": (g[1], 4), "hidden_block_count_z": (g[2], 4),
               "hidden_group_size_x": (b[0], 2), "hidden_group_size_y": (b[1], 2), "hidden_group_size_z": (b[2], 2),
@@ -146,4 +150,4 @@ class Kernel:
     lds = self.group_fixed + dynamic_lds
     return dispatch(self.bufs.memory, pgm_addr=self.pgm, rsrc1=self.rsrc1, rsrc2=self.rsrc2, rsrc3=self.rsrc3,
                     user_sgprs=user, grid=tuple(g), block=tuple(b), lds_bytes=lds,
-                    scratch=ScratchSetup(None, self.private_fixed), instruction_budget=budget)
+                    scratch=ScratchSetup(scratch_base, self.private_fixed), instruction_budget=budget)

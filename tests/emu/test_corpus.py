@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.tools("clang-19", "ld.lld-19", "llvm-dis-19", "llvm-as
 def test_kernel_matches_numpy(name):
   if not clbuild.available(): pytest.skip("clang-19 / rocm-device-libs missing")
   source, run = CASES[name]
-  blob = clbuild.build(source)
+  from . import cases
+  flags = {"subgroups": cases.SUBGROUP_FLAGS, "generic_ptrs": cases.GENERIC_FLAGS}.get(name, ())
+  blob = clbuild.build(source, flags)
   bufs = HostBuffers(GPUMemory())
   run(Kernel(bufs, blob, name), bufs, np.random.default_rng(1234))

@@ -97,3 +97,65 @@ def test_code_rewritten_in_place_is_retranslated():
     dispatch(mem, pgm_addr=pcode, rsrc1=0, rsrc2=2 << 1, user_sgprs=[pout & 0xFFFFFFFF, pout >> 32],
              grid=(1, 1, 1), block=(1, 1, 1))
     assert out[0] == value
+
+
+def test_grid_larger_than_one_batch_of_waves():
+  from hcq.mockgpu.amd.emu import engine
+  k, bufs = _kernel(COPY, "copy")
+  groups = engine.MAX_BATCH_WAVES // 2 + 100      # 64-thread groups: two waves each, so more than one batch
+  n = groups * 64
+  src = np.arange(n, dtype=np.uint32) * 3
+  ps, _ = bufs.array(src)
+  pd, dst = bufs.array(np.zeros(n, np.uint32))
+  st = k(ps, pd, grid=(groups, 1, 1), block=(64, 1, 1))
+  assert st.waves == 2 * groups
+  np.testing.assert_array_equal(dst, src)
+
+
+PRIVATE = """kernel void priv(global const int *idx, global int *out) {
+  int i = get_global_id(0);
+  volatile int arr[16];
+  for (int k = 0; k < 16; k++) arr[k] = k * 1000 + i;
+  out[i] = arr[idx[i] & 15];
+}"""
+
+
+def test_scratch_in_host_memory_given_by_the_dispatch():
+  k, bufs = _kernel(PRIVATE, "priv")
+  n = 64
+  idx = np.arange(n, dtype=np.int32) * 5
+  pi, _ = bufs.array(idx)
+  po, out = bufs.array(np.zeros(n, np.int32))
+  per_lane = k.private_fixed
+  assert per_lane >= 64
+  base, scratch = bufs.alloc(n * per_lane)
+  k(pi, po, grid=(1, 1, 1), block=(64, 1, 1), scratch_base=base)
+  np.testing.assert_array_equal(out, (idx & 15) * 1000 + np.arange(n))
+  # lane L of wave W owns base + (W * 32 + L) * bytes_per_lane: lane 3's array lies in its window
+  lane3 = scratch[3 * per_lane:4 * per_lane].view(np.int32)
+  assert set(np.arange(16) * 1000 + 3) <= set(lane3.tolist())
+  with pytest.raises(GPUFault) as e:     # a scratch window that is not mapped is refused up front
+    k(pi, po, grid=(1, 1, 1), block=(64, 1, 1), scratch_base=base + 4096 * 1024)
+  assert e.value.kind == "page fault"
+
+
+HANDOFF = """kernel void handoff(global volatile uint *flag, global uint *out, uint waiter, uint writer) {
+  uint g = get_group_id(0);
+  if (g == waiter) {
+    while (flag[0] == 0u) {}        // spins until the writer group, at another PC, sets the flag
+    out[0] = flag[0];
+  } else if (g == writer) {
+    for (int k = 0; k < 8; k++) out[1 + k] = k;
+    flag[0] = 42u;
+  }
+}"""
+
+
+@pytest.mark.parametrize("waiter,writer", [(0, 3), (3, 0)])
+def test_spinning_wave_does_not_starve_the_wave_it_waits_for(waiter, writer):
+  k, bufs = _kernel(HANDOFF, "handoff")
+  pf, flag = bufs.array(np.zeros(1, np.uint32))
+  po, out = bufs.array(np.zeros(9, np.uint32))
+  k(pf, po, np.uint32(waiter), np.uint32(writer), grid=(4, 1, 1), block=(32, 1, 1), budget=2_000_000)
+  assert flag[0] == 42 and out[0] == 42
+  np.testing.assert_array_equal(out[1:], np.arange(8))

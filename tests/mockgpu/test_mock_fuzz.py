@@ -12,7 +12,7 @@ from hcq.config import Config
 from hcq.errors import HCQError
 from hcq.mockgpu import mock_amd_os
 from hcq.mockgpu.amd import regs as R
-from hcq.mockgpu.amd.queues import COMPUTE, SDMA
+from hcq.mockgpu.amd.queues import COMPUTE, COMPUTE_AQL, SDMA
 
 REGION = 1 << 16
 RING = 0x4000          # bytes: 4096 dwords
@@ -30,7 +30,7 @@ class Bench:
     self.os = mock_amd_os(Config(mock_instruction_budget=10_000))
     self.gpu = self.os.devices[0].gpus[0]
     self.dispatches = []
-    self.gpu._run_emulator = lambda **kw: self.dispatches.append(kw)   # the packet processors are under test here
+    self.gpu._run_emulator = lambda queue=None, extra=None, **kw: self.dispatches.append(kw)   # the packet processors are under test here
     self.base = self.os.memory.alloc(REGION, what="fuzz region")
     self.gpu.map_range(self.base, REGION)
     self.qid = 0
@@ -43,7 +43,8 @@ class Bench:
     self.qid += 1
     q = self.gpu.create_queue(kind, self.qid, self.base, RING, self.base + 0x8000, self.base + 0x8008, 0)
     q.engine.max_packets = 256
-    q.doorbell(min(len(words), RING // 4) * (4 if kind == SDMA else 1))
+    n = min(len(words), RING // 4)
+    q.doorbell({COMPUTE: n, SDMA: 4 * n, COMPUTE_AQL: n // 16 - 1}[kind])
     for _ in range(64):
       if not q.poll(): break
     self.gpu.destroy_queue(self.qid)
@@ -90,6 +91,21 @@ def fuzz(bench, kind, examples: int, seconds: float = 0.0):
   while time.monotonic() < end: one()
 
 
+def aql_packets(base):
+  """64-byte AQL packets: a plausible header (type, barrier bit, vendor format) and random/plausible fields."""
+  header = st.builds(lambda t, fmt, b: t | (b << 8) | (fmt << 16), st.sampled_from([0, 1, 2, 2, 3, 4, 5, 9]),
+                     st.sampled_from([0, 1, 1, 7]), st.integers(0, 1))
+  return st.lists(st.tuples(header, st.lists(addresses(base), min_size=15, max_size=15)), max_size=12).map(
+    lambda ps: [w for h, rest in ps for w in [h, *rest]])
+
+
+def test_aql_random_packets_short(bench):
+  @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+  @given(words=aql_packets(bench.base))
+  def one(words): bench.run(COMPUTE_AQL, words)
+  one()
+
+
 def test_pm4_random_streams_short(bench): fuzz(bench, COMPUTE, 300)
 def test_sdma_random_streams_short(bench): fuzz(bench, SDMA, 300)
 
@@ -117,6 +133,6 @@ def test_random_bytes_60s(bench):
   end = time.monotonic() + 60
   n = 0
   while time.monotonic() < end:
-    bench.run(rng.choice([COMPUTE, SDMA]), [rng.getrandbits(32) for _ in range(rng.randint(1, 400))])
+    bench.run(rng.choice([COMPUTE, SDMA, COMPUTE_AQL]), [rng.getrandbits(32) for _ in range(rng.randint(1, 400))])
     n += 1
   assert n > 100

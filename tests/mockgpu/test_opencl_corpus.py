@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.fixtures.opencl import build
-from tests.fixtures.opencl.kernels import KERNELS, Buffer, Scalar
+from tests.fixtures.opencl.kernels import KERNELS, Buffer
 
 SOURCES = [os.path.splitext(os.path.basename(p))[0] for p in build.sources()]
 

@@ -1,7 +1,9 @@
 """Code objects shipped with hcq as package data (built by tests/amd/build_kernels.py from demo.cl with clang-19):
 `demo.hsaco` with the kernels empty, vadd and matmul, used by `hcq demo` and bench/launch.py."""
-from importlib import resources
+import pkgutil
 
 
 def demo_code_object() -> bytes:
-  return resources.files(__package__).joinpath("demo.hsaco").read_bytes()
+  data = pkgutil.get_data(__package__, "demo.hsaco")
+  if data is None: raise FileNotFoundError(f"{__package__}: demo.hsaco is missing from the installation")
+  return data

@@ -19,6 +19,8 @@ from . import rt
 from .translate import translate
 
 DONE = -1
+FAIRNESS_STREAK = 256   # scheduling: see _run_batch
+MAX_BATCH_WAVES = 8192   # waves held in registers at once (VGPR arrays: 128 KiB per register per 1024 waves)
 
 
 class WaveState:
@@ -39,9 +41,9 @@ def _cache(memory) -> dict:
   return cache
 
 
-def _translate(memory, pc: int):
+def _translate(memory, pc: int, mode: int):
   try:
-    return translate(memory, pc)
+    return translate(memory, pc, mode)
   except GPUFault:
     raise
   except Exception as e:
@@ -49,8 +51,8 @@ def _translate(memory, pc: int):
                    kind="illegal instruction") from e
 
 
-def _block(memory, cache: dict, checked: set, pc: int):
-  blk = cache.get(pc)
+def _block(memory, cache: dict, checked: set, pc: int, mode: int):
+  blk = cache.get((pc, mode))
   if blk is not None and pc not in checked:
     # the code may have been rewritten since it was translated: compare the bytes once per dispatch
     rng = memory.range_of(pc)
@@ -58,8 +60,8 @@ def _block(memory, cache: dict, checked: set, pc: int):
        bytes(memory.u8[pc - memory.VIEW_BASE:blk.end - memory.VIEW_BASE]) != blk.code:
       blk = None
   if blk is None:
-    blk = _translate(memory, pc)
-    cache[pc] = blk
+    blk = _translate(memory, pc, mode)
+    cache[(pc, mode)] = blk
   checked.add(pc)
   return blk
 
@@ -75,7 +77,29 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   if threads > 1024: raise GPUFault(f"work-group of {threads} threads exceeds 1024", kind="invalid dispatch")
   waves_per_wg = (threads + 31) // 32
   groups = gx * gy * gz
+  # work-groups run in batches (they are independent but for memory) so that a huge grid needs bounded memory
+  per_batch = max(1, MAX_BATCH_WAVES // waves_per_wg)
+  executed = 0
+  cache = _cache(memory)
+  checked: set = set()
+  for first in range(0, groups, per_batch):
+    count = min(per_batch, groups - first)
+    executed += _run_batch(memory, cache, checked, first, count, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2,
+                           user_sgprs=user_sgprs, grid=(gx, gy, gz), block=(lx, ly, lz), lds_bytes=lds_bytes,
+                           scratch=scratch, budget=instruction_budget, already=executed)
+  return _stats(groups * waves_per_wg, executed, t0)
+
+
+def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
+               lds_bytes, scratch, budget, already) -> int:
+  """Run work-groups [first_group, first_group + groups) to completion; returns the wave-instructions executed
+  (`already`: executed by earlier batches, counted against `budget`)."""
+  gx, gy, gz = grid
+  lx, ly, lz = block
+  threads = lx * ly * lz
+  waves_per_wg = (threads + 31) // 32
   W = groups * waves_per_wg
+  instruction_budget = budget
   # ---- registers ----
   user_count = (rsrc2 >> 1) & 0x1F
   vgprs = ((rsrc1 & 0x3F) + 1) * 8
@@ -83,7 +107,8 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   V = list(np.zeros((max(vgprs, 8), W, 32), np.uint32))
   data = list(user_sgprs) + [0] * max(0, user_count - len(user_sgprs))
   for i in range(user_count): S[i][:] = data[i] & 0xFFFFFFFF
-  wg_linear = np.repeat(np.arange(groups, dtype=np.int64), waves_per_wg)
+  wg_local = np.repeat(np.arange(groups, dtype=np.int64), waves_per_wg)    # group index within the batch
+  wg_linear = wg_local + first_group
   nxt = user_count
   for bit, dim in ((7, 0), (8, 1), (9, 2)):
     if rsrc2 >> bit & 1:
@@ -110,18 +135,21 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   spl = int(scratch.bytes_per_lane or 0)
   scratch_words = (spl + 3) // 4
   if scratch.base is not None and scratch_words:
-    memory.check_scalar(scratch.base, W * 32 * scratch_words * 4, "scratch setup")
-    scr = rt.np.asarray(_host_u32(scratch.base, W * 32 * scratch_words))
+    base = scratch.base + first_group * waves_per_wg * 32 * scratch_words * 4
+    memory.check_scalar(base, W * 32 * scratch_words * 4, "scratch setup")
+    scr = _host_u32(base, W * 32 * scratch_words)
   else:
     scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
-  mem = rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_linear)
+  mem = rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local)
   st = WaveState(W, mem)
+  # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
+  # part of the translation key, since the translated code flushes denormals where the mode says so
+  mode = (rsrc1 >> 16) & 0xF
   # ---- schedule ----
-  cache = _cache(memory)
-  checked: set = set()
   pcs = np.full(W, pgm_addr, np.int64)
   waiting = np.zeros(W, bool)
-  executed = 0
+  executed = already
+  streak = 0
   uniform_pc = int(pgm_addr)
   with np.errstate(all="ignore"):
     while True:
@@ -134,11 +162,14 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
           if not alive.any(): break
           waiting[:] = False      # every live wave waits at a barrier: release them all
           continue
-        pc = int(pcs[runnable].min())
+        # the lowest PC first (divergent waves meet again at the join point); every FAIRNESS_STREAK blocks the
+        # highest one, so that a wave spinning on memory another wave will write cannot starve that wave
+        streak += 1
+        pc = int(pcs[runnable].max()) if streak % FAIRNESS_STREAK == 0 else int(pcs[runnable].min())
         sel = runnable & (pcs == pc)
         count = int(sel.sum())
         idx = None if count == W else np.nonzero(sel)[0]
-      blk = _block(memory, cache, checked, pc)
+      blk = _block(memory, cache, checked, pc, mode)
       if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
       executed += blk.insts * count
       if executed > instruction_budget:
@@ -165,7 +196,7 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
       if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
         waiting[:] = False    # all waves of every group reached the barrier together
         uniform_pc = int(nxt)
-  return _stats(W, executed, t0)
+  return executed - already
 
 
 def _host_u32(address: int, words: int):

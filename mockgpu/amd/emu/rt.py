@@ -14,6 +14,10 @@ f16, f32, f64 = np.float16, np.float32, np.float64
 LANE = np.arange(32, dtype=np.uint32)
 LANE_BELOW = ((np.uint64(1) << LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)  # bits of lanes < L
 FULL = np.uint32(0xFFFFFFFF)
+# Apertures for FLAT (generic) addresses, above the 47-bit user address space so that they never alias host memory:
+# the high dword of an address selects LDS (SHARED_HI) or the lane's private memory (PRIVATE_HI).
+SHARED_HI = 0x10000
+PRIVATE_HI = 0x20000
 
 
 # ---- lane masks ----
@@ -204,33 +208,43 @@ def cmp_class(x, mask):
 
 
 def div_scale(s0, s1, s2, ftype):
-  """V_DIV_SCALE_F32/F64 (RDNA3 ISA): returns (value, vcc lanes). Scales numerator or denominator by 2**(+-2*(bits))
-  when the quotient would under/overflow; otherwise returns s0 unchanged with VCC 0."""
+  """V_DIV_SCALE_F32/F64 (RDNA3 ISA pseudocode): S0 is the value to scale (numerator or denominator), S1 the
+  denominator, S2 the numerator. Returns (D, VCC lanes); scaling by 2**64 (f64: 2**128) where the quotient would
+  leave the normal range, else D = S0 and VCC = 0."""
   s0, s1, s2 = (np.asarray(v, ftype) for v in (s0, s1, s2))
-  big = 128 if ftype == f64 else 64          # scaling exponent
-  mant = 53 if ftype == f64 else 24
-  emax = 1023 if ftype == f64 else 127
-  _, e1 = np.frexp(s1)
-  _, e2 = np.frexp(s2)
-  e1 = e1 - 1
-  e2 = e2 - 1
-  d = s0
-  vcc = np.zeros(np.broadcast(s0, s1, s2).shape, bool)
+  f64t = ftype == f64
+  big = 128 if f64t else 64
+  gap = 768 if f64t else 96
+  tiny_exp = 53 if f64t else 23
+  ubits = u64 if f64t else u32
+  ebits, mbits = (11, 52) if f64t else (8, 23)
+  def exponent(x):
+    return ((x.view(ubits) >> ubits(mbits)) & ubits((1 << ebits) - 1)).astype(np.int64)
   with np.errstate(all="ignore"):
     tiny = np.finfo(ftype).tiny
-    nan_case = np.isnan(s1) | np.isnan(s2) | (s1 == 0) | (s2 == 0) | np.isinf(s1) | np.isinf(s2)
-    exp_diff = e2 - e1
-    cond_a = ~nan_case & (exp_diff >= emax - 1)                    # quotient would overflow
-    cond_b = ~nan_case & (exp_diff <= -(emax - 1)) & (s0 == s2)     # would underflow: scale numerator
-    cond_c = ~nan_case & (np.abs(s2) < tiny * 2 ** mant) & (s0 == s2)
-    cond_d = ~nan_case & (np.abs(s1) < tiny)                        # denormal denominator
-    scale_up = np.ldexp(s0, big).astype(ftype)
-    scale_dn = np.ldexp(s0, -big).astype(ftype)
-    d = np.where(cond_a | cond_d, np.where(s0 == s1, scale_up, s0), d)
-    d = np.where((cond_b | cond_c) & ~(cond_a | cond_d), scale_up, d)
-    vcc = (cond_a & (s0 == s2)) | ((cond_b | cond_c) & ~(cond_a | cond_d))
-    d = np.where(nan_case, np.array(np.nan, ftype) if True else d, d)
-    d = np.where(nan_case & ~(np.isnan(s1) | np.isnan(s2)) & (s1 != 0) & (s2 != 0), s0, d)
+    shape = np.broadcast(s0, s1, s2).shape
+    s0, s1, s2 = (np.broadcast_to(v, shape) for v in (s0, s1, s2))
+    e1, e2 = exponent(s1), exponent(s2)
+    inv_den = np.abs(ftype(1) / s1) < tiny
+    quot_den = np.abs(s2 / s1) < tiny
+    up = np.ldexp(s0, big).astype(ftype)
+    down = np.ldexp(s0, -big).astype(ftype)
+    zero = (s1 == 0) | (s2 == 0)
+    c1 = ~zero & (e2 - e1 >= gap)
+    c2 = ~zero & ~c1 & (np.abs(s1) < tiny) & (s1 != 0)
+    c3 = ~zero & ~c1 & ~c2 & inv_den & quot_den
+    c4 = ~zero & ~c1 & ~c2 & ~c3 & inv_den
+    c5 = ~zero & ~c1 & ~c2 & ~c3 & ~c4 & quot_den
+    c6 = ~zero & ~c1 & ~c2 & ~c3 & ~c4 & ~c5 & (e2 <= tiny_exp)
+    d = s0
+    d = np.where(c1 & (s0 == s1), up, d)
+    d = np.where(c2, up, d)
+    d = np.where(c3 & (s0 == s1), up, d)
+    d = np.where(c4, down, d)
+    d = np.where(c5 & (s0 == s2), up, d)
+    d = np.where(c6, up, d)
+    d = np.where(zero, ftype(np.nan), d)
+    vcc = c1 | c3 | c5
   return d.astype(ftype), vcc
 
 
@@ -301,10 +315,11 @@ def mul_hi_i32(a, b):
 
 
 def brev32(x):
+  """Bit reverse of u32 values (any shape, scalars included)."""
   x = np.asarray(x, u32)
-  b = x.view(u8).reshape(x.shape + (4,))[..., ::-1]
-  r = np.unpackbits(np.ascontiguousarray(b), axis=-1, bitorder="little")[..., ::-1]
-  return np.packbits(np.ascontiguousarray(r), axis=-1, bitorder="little").view("<u4").reshape(x.shape).astype(u32)
+  for sh, m in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF), (16, 0x0000FFFF)):
+    x = ((x >> u32(sh)) & u32(m)) | ((x & u32(m)) << u32(sh))
+  return x
 
 
 # ---- memory ----
@@ -416,7 +431,6 @@ class MemAccess:
   # -- LDS --
   def _lds_index(self, addr, wid, em, ef, nbytes, what):
     a = np.asarray(addr, u32).astype(np.int64)
-    n = a.shape[0]
     act = a if ef else a[em]
     if act.size and (act.min() < 0 or act.max() + nbytes > self.lds_words * 4):
       bad = act[(act < 0) | (act + nbytes > self.lds_words * 4)][0]
@@ -537,6 +551,58 @@ class MemAccess:
       return
     w = b >> 2
     for k, d in enumerate(data): s32[w + k] = d
+
+  # -- FLAT: generic addresses routed by aperture (RDNA3 ISA "Flat memory instructions": an address inside the
+  # shared aperture reaches LDS, inside the private aperture the lane's scratch, anything else global memory) --
+  def _route(self, addr, em, ef):
+    addr = np.asarray(addr, u64)
+    hi = addr >> u64(32)
+    act = np.ones(addr.shape, bool) if ef else em
+    lds = act & (hi == u64(SHARED_HI))
+    pri = act & (hi == u64(PRIVATE_HI))
+    return addr, act & ~(lds | pri), lds, pri, (addr & u64(0xFFFFFFFF))
+
+  def fload(self, addr, wid, em, ef, nbytes: int, signed: bool = False):
+    """A FLAT load: a list of dwords (nbytes >= 4) or one extended value (1/2 bytes), like gload/gload_sub."""
+    addr, glb, lds, pri, off = self._route(addr, em, ef)
+    if not lds.any() and not pri.any():
+      return self.gload(addr, em, ef, nbytes // 4) if nbytes >= 4 else self.gload_sub(addr, em, ef, nbytes, signed)
+    parts = []
+    if glb.any():
+      parts.append((glb, self.gload(addr, glb, False, nbytes // 4) if nbytes >= 4
+                    else self.gload_sub(addr, glb, False, nbytes, signed)))
+    if lds.any(): parts.append((lds, self.lds_load(off.astype(u32), wid, lds, False, nbytes, signed)))
+    if pri.any(): parts.append((pri, self.scratch_load(off.astype(i64), wid, pri, False, nbytes, signed)))
+    def merge(k=None):
+      out = np.zeros(addr.shape, u32)
+      for mask, res in parts: out = np.where(mask, res if k is None else res[k], out)
+      return out
+    return merge() if nbytes < 4 else [merge(k) for k in range(nbytes // 4)]
+
+  def fstore(self, addr, wid, em, ef, data: list, nbytes: int | None = None):
+    addr, glb, lds, pri, off = self._route(addr, em, ef)
+    if not lds.any() and not pri.any(): return self.gstore(addr, em, ef, data, nbytes)
+    size = nbytes or 4 * len(data)
+    if glb.any(): self.gstore(addr, glb, False, data, nbytes)
+    if lds.any(): self.lds_store(off.astype(u32), wid, lds, False, data, size)
+    if pri.any(): self.scratch_store(off.astype(i64), wid, pri, False, data, size)
+
+  def fatomic(self, addr, wid, em, ef, op: str, data, cmp, width: int):
+    addr, glb, lds, pri, off = self._route(addr, em, ef)
+    if not lds.any() and not pri.any(): return self.gatomic(addr, em, ef, op, data, cmp, width)
+    if width != 1: raise GPUFault(f"64-bit FLAT atomic {op} on LDS or private memory is not supported",
+                                  kind="illegal instruction")
+    out = np.zeros(addr.shape, u32)
+    if glb.any(): out = np.where(glb, self.gatomic(addr, glb, False, op, data, cmp, width), out)
+    if lds.any(): out = np.where(lds, self.lds_atomic(off.astype(u32), wid, lds, False, op, data, cmp), out)
+    if pri.any():
+      # private memory belongs to one lane: the atomic is a plain read-modify-write
+      old = self.scratch_load(off.astype(i64), wid, pri, False, 4)[0]
+      d = np.broadcast_to(np.asarray(data, u32), addr.shape)
+      c = None if cmp is None else np.broadcast_to(np.asarray(cmp, u32), addr.shape)
+      self.scratch_store(off.astype(i64), wid, pri, False, [_apply(op, old, d, c, np.dtype(u32))], 4)
+      out = np.where(pri, old, out)
+    return out
 
   # -- scalar --
   def sload(self, addr, ndw: int):
@@ -685,3 +751,139 @@ def quadmask(x):
   for q in range(8):
     out |= np.where(((x >> u32(4 * q)) & u32(0xF)) != 0, u32(1), u32(0)) << u32(q)
   return out
+
+
+def ftz(x):
+  """Flush denormals to zero of the same sign (a denormal mode of 'flush')."""
+  x = np.asarray(x)
+  if x.dtype.kind != "f": return x
+  tiny = np.finfo(x.dtype).tiny
+  return np.where(np.abs(x) < tiny, np.copysign(x.dtype.type(0), x), x).astype(x.dtype)
+
+
+# ---- cross-lane (DPP16 / DPP8 / permlane; RDNA3 ISA "Data Parallel Processing") ----
+_L = np.arange(32)
+_ROW, _IN_ROW = _L // 16, _L % 16
+
+
+def _dpp16_source(ctrl: int):
+  """Source lane of each of the 32 lanes for a DPP16 control, -1 where out of the row."""
+  if ctrl <= 0xFF:                                           # quad_perm
+    sel = np.array([(ctrl >> (2 * (i % 4))) & 3 for i in range(32)])
+    return (_L & ~3) + sel
+  n = ctrl & 0xF
+  if 0x101 <= ctrl <= 0x10F: src = _IN_ROW + n; return np.where(src < 16, _ROW * 16 + src, -1)   # row_shl
+  if 0x111 <= ctrl <= 0x11F: src = _IN_ROW - n; return np.where(src >= 0, _ROW * 16 + src, -1)   # row_shr
+  if 0x121 <= ctrl <= 0x12F: return _ROW * 16 + (_IN_ROW - n) % 16                              # row_ror
+  if ctrl == 0x140: return _ROW * 16 + 15 - _IN_ROW                                             # row_mirror
+  if ctrl == 0x141: return _ROW * 16 + (_IN_ROW & ~7) + 7 - (_IN_ROW & 7)                       # row_half_mirror
+  if 0x150 <= ctrl <= 0x15F: return _ROW * 16 + n                                               # row_share
+  if 0x160 <= ctrl <= 0x16F: return _ROW * 16 + (_IN_ROW ^ n)                                   # row_xmask
+  raise GPUFault(f"DPP control {ctrl:#x} is not valid on gfx11", kind="illegal instruction")
+
+
+def _gather_lanes(x, src, active, fi: int, bc: int, n: int):
+  x = np.broadcast_to(x, (n, 32))
+  ok = np.broadcast_to(src >= 0, (n, 32))
+  idx = np.clip(src, 0, 31)
+  vals = x[:, idx] if idx.ndim == 1 else np.take_along_axis(x, idx, axis=1)
+  if not fi and active is not None:
+    ok = ok & (active[:, idx] if idx.ndim == 1 else np.take_along_axis(active, idx, axis=1))
+  vals = np.where(ok, vals, u32(0))
+  write = ok | bool(bc)
+  return vals, np.broadcast_to(write, (n, 32))
+
+
+def dpp16(x, ctrl, bc, fi, row_mask, bank_mask, em, ef):
+  n = np.shape(x)[0]
+  vals, write = _gather_lanes(x, _dpp16_source(ctrl), None if ef else em, fi, bc, n)
+  lane_ok = (((row_mask >> _ROW) & 1) & ((bank_mask >> ((_L % 16) // 4)) & 1)).astype(bool)
+  return vals, write & lane_ok
+
+
+def dpp8(x, lane_sel, fi, em, ef):
+  n = np.shape(x)[0]
+  src = (_L & ~7) + np.array([(lane_sel >> (3 * (i % 8))) & 7 for i in range(32)])
+  return _gather_lanes(x, src, None if ef else em, fi, 0, n)
+
+
+def permlane16(x, s1, s2, cross: bool, fi: int, bc: int, em, ef, n: int):
+  """V_PERMLANE16_B32 / V_PERMLANEX16_B32: lane i of a row reads lane sel(i) of the same (x: the other) row, the
+  4-bit selectors coming from s1 (lanes 0-7) and s2 (lanes 8-15)."""
+  s1 = np.broadcast_to(np.asarray(s1, u32), (n,)).astype(np.int64)
+  s2 = np.broadcast_to(np.asarray(s2, u32), (n,)).astype(np.int64)
+  i = _IN_ROW[None, :]
+  sel = np.where(i < 8, (s1[:, None] >> (4 * i)) & 15, (s2[:, None] >> (4 * (i - 8))) & 15)
+  row = (1 - _ROW) if cross else _ROW
+  src = row[None, :] * 16 + sel
+  return _gather_lanes(x, src, None if ef else em, fi, bc, n)
+
+
+# ---- V_TRIG_PREOP_F64 (RDNA3 ISA pseudocode: 53-bit segments of the 1201-bit fraction of 2/pi) ----
+_TRIG_TABLE = None
+
+
+def _pi_fixed(bits: int) -> int:
+  """floor(pi * 2**bits) by Machin's formula in integer arithmetic (with guard bits)."""
+  guard = bits + 32
+  one = 1 << guard
+  def arctan_inv(x: int) -> int:
+    total, term, k, sign = 0, one // x, 1, 1
+    x2 = x * x
+    while term:
+      total += sign * (term // k)
+      term //= x2
+      k += 2
+      sign = -sign
+    return total
+  return (4 * (4 * arctan_inv(5) - arctan_inv(239))) >> 32
+
+
+def _trig_table():
+  global _TRIG_TABLE
+  if _TRIG_TABLE is None:
+    two_over_pi = (1 << (1202 + 1400)) // _pi_fixed(1400)     # floor(2/pi * 2**1201): the 1201-bit fraction
+    mask = (1 << 53) - 1
+    _TRIG_TABLE = np.array([float(((two_over_pi << sh) >> (1201 - 53)) & mask) for sh in range(31 * 53 + 2048)], f64)
+  return _TRIG_TABLE
+
+
+def trig_preop(x, seg):
+  x = np.asarray(x, f64)
+  exp = ((x.view(u64) >> u64(52)) & u64(0x7FF)).astype(np.int64)
+  shift = (np.asarray(seg).astype(np.int64) & 31) * 53 + np.where(exp > 1077, exp - 1077, 0)
+  scale = -53 - shift + np.where(exp >= 1968, 128, 0)
+  table = _trig_table()
+  return np.ldexp(table[np.clip(shift, 0, table.size - 1)], scale.astype(np.int32)).astype(f64)
+
+
+def permute(data, addr, backward: bool, em, ef):
+  """DS_BPERMUTE_B32 (lane l reads lane addr[l]/4) and DS_PERMUTE_B32 (lane l writes lane addr[l]/4); lanes are
+  taken modulo 32; an inactive source lane reads as 0. Returns (values, lanes to write)."""
+  data = np.asarray(data, u32)
+  n = data.shape[0]
+  act = np.ones((n, 32), bool) if ef else em
+  lane = ((np.asarray(addr, u32) >> u32(2)) & u32(31)).astype(np.intp)
+  rows = np.arange(n)[:, None]
+  if backward:
+    vals = np.where(act[rows, lane], data[rows, lane], u32(0))
+    return vals, act
+  out = np.zeros((n, 32), u32)
+  # forward: scatter the active lanes in lane order (a later lane wins a collision)
+  for l in range(32):
+    sel = act[:, l]
+    out[np.nonzero(sel)[0], lane[sel, l]] = data[sel, l]
+  return out, act
+
+
+def swizzle(data, offset: int, em, ef):
+  """DS_SWIZZLE_B32: offset[15] = 1: quad permute (2 bits per lane of the quad); else bit-mask mode with
+  and_mask = offset[4:0], or_mask = offset[9:5], xor_mask = offset[14:10] on the lane id within 32 lanes."""
+  if offset & 0x8000:
+    if offset >= 0xE000: raise GPUFault(f"ds_swizzle_b32 offset {offset:#x} (FFT/rotate modes) is not supported",
+                                        kind="illegal instruction")
+    src = (_L & ~3) + np.array([(offset >> (2 * (i % 4))) & 3 for i in range(32)])
+  else:
+    src = ((_L & (offset & 31)) | ((offset >> 5) & 31)) ^ ((offset >> 10) & 31)
+  n = np.shape(data)[0]
+  return _gather_lanes(data, src, None if ef else em, 0, 1, n)

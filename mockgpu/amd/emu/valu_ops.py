@@ -114,6 +114,7 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_cvt_i32_f64": ("i32", ["f64"], "R.cvt_f_to_i({0}, i32)"),
   "v_cvt_u32_f64": ("u32", ["f64"], "R.cvt_f_to_i({0}, u32)"),
   "v_div_fixup_f64": ("f64", ["f64", "f64", "f64"], "R.div_fixup({0}, {1}, {2}, f64)"),
+  "v_trig_preop_f64": ("f64", ["f64", "i32"], "R.trig_preop({0}, {1})"),
   # ---- integer ----
   "v_mov_b32": ("u32", ["u32"], "{0}"),
   "v_not_b32": ("u32", ["u32"], "~np.asarray({0}, u32)"),

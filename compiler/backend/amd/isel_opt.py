@@ -1,0 +1,119 @@
+"""Clean-up passes over the selected machine code (before register allocation):
+
+  coalesce_copies  the copies that private-register (REG) loads and stores made (`t = v_mov acc`, `acc = v_mov s`)
+                   disappear where that is safe in straight-line code, so that an accumulator update is one
+                   instruction (`acc = v_fma_f32 a, b, acc`)
+  dce              instructions without side effects whose results are never read are removed (to a fixed point,
+                   so loop-carried values are kept while anything reads them)
+  hoist_loads      memory loads move up (within straight-line code, past ALU work that does not define their
+                   operands, never past a store, barrier, label, branch, EXEC change or another load, at most
+                   HOIST_MAX instructions) so that several loads are in flight before their results are needed
+"""
+from __future__ import annotations
+
+from .isel_mir import MInst, Spec, VReg
+
+_SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "scratch_store", "s_cbranch", "s_branch", "s_barrier", "s_endpgm", "s_waitcnt",
+                         "s_cmp", "s_and_saveexec", "LABEL", "s_nop", "s_sendmsg")
+
+
+def has_side_effect(m: MInst) -> bool:
+  if m.name.startswith(_SIDE_EFFECT_PREFIXES): return True
+  return any(isinstance(d, Spec) for d in m.defs.values())
+
+
+def is_boundary(m: MInst) -> bool:
+  """Where straight-line reasoning stops: labels, branches, EXEC changes."""
+  return m.name == "LABEL" or m.name.startswith(("s_branch", "s_cbranch")) or \
+      any(isinstance(d, Spec) for d in m.defs.values()) or m.name.startswith("s_and_saveexec")
+
+
+def dce(code: list[MInst]) -> list[MInst]:
+  while True:
+    used = set()
+    for m in code:
+      for v in m.uses.values():
+        if isinstance(v, VReg): used.add(v)
+    keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None
+                                                         for d in m.defs.values() if isinstance(d, VReg))]
+    if len(keep) == len(code): return keep
+    code = keep
+
+
+def coalesce_copies(code: list[MInst]) -> list[MInst]:
+  code: list = list(code)
+  uses_of: dict[VReg, list[int]] = {}
+  defs_of: dict[VReg, list[int]] = {}
+  for i, m in enumerate(code):
+    for v in m.uses.values():
+      if isinstance(v, VReg): uses_of.setdefault(v, []).append(i)
+    for v in m.defs.values():
+      if isinstance(v, VReg): defs_of.setdefault(v, []).append(i)
+  # (b) t = mov r  ->  uses of t read r, when every use of t comes before r changes (straight line)
+  for i, m in enumerate(code):
+    src = m.uses.get("src0")
+    if not (m.mods.get("copy") and isinstance(src, VReg) and src.cls == "v"): continue
+    t, r = m.defs["vdst"], src
+    if t is r or len(defs_of.get(t, ())) != 1: continue
+    uses_t = sorted(set(uses_of.get(t, ())))
+    if not uses_t or uses_t[0] < i: continue
+    last_use, ok = uses_t[-1], True
+    for j in range(i + 1, last_use + 1):
+      x = code[j]
+      if x is None: continue
+      if is_boundary(x) or (j < last_use and r in x.regs_defined()): ok = False; break
+    if not ok: continue
+    for j in uses_t:
+      code[j].uses = {k: (r if v is t else v) for k, v in code[j].uses.items()}
+    uses_of.setdefault(r, []).extend(uses_t)
+    uses_of[t] = []
+    uses_of[r].remove(i)
+    code[i] = None
+  # (a) r = mov s  (s defined once by P, read only here)  ->  P defines r
+  for i, m in enumerate(code):
+    if m is None: continue
+    s = m.uses.get("src0")
+    if not (m.mods.get("copy") and isinstance(s, VReg) and s.cls == "v" and len(defs_of.get(s, ())) == 1): continue
+    r = m.defs["vdst"]
+    p = defs_of[s][0]
+    if set(uses_of.get(s, ())) != {i} or p >= i or code[p] is None: continue
+    if "vdst" not in code[p].defs or code[p].name.startswith(("global_", "ds_", "scratch_")): continue
+    ok = True
+    for j in range(p + 1, i):
+      x = code[j]
+      if x is None: continue
+      if is_boundary(x) or r in x.regs_defined() or r in x.regs_used(): ok = False; break
+    if not ok: continue
+    code[p].defs = {k: (r if v is s else v) for k, v in code[p].defs.items()}
+    defs_of.setdefault(r, []).append(p)
+    code[i] = None
+  return [m for m in code if m is not None]
+
+
+HOIST_MAX = 48
+
+
+def _is_load(m: MInst) -> bool: return m.name.startswith(("global_load", "ds_load", "scratch_load"))
+
+
+def _blocks_hoist(x: MInst) -> bool:
+  return is_boundary(x) or _is_load(x) or x.name.startswith(("global_store", "ds_store", "scratch_store", "s_barrier", "s_load"))
+
+
+def hoist_loads(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  for m in code:
+    out.append(m)
+    if not _is_load(m): continue
+    needs = set(m.regs_used())
+    k = len(out) - 1
+    while k > 0 and len(out) - 1 - k < HOIST_MAX:
+      prev = out[k - 1]
+      if _blocks_hoist(prev) or needs & set(prev.regs_defined()) or m.defs["vdst"] in prev.regs_used(): break
+      out[k - 1], out[k] = out[k], out[k - 1]
+      k -= 1
+  return out
+
+
+def optimize(code: list[MInst]) -> list[MInst]:
+  return hoist_loads(dce(coalesce_copies(dce(code))))

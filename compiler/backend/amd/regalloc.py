@@ -1,0 +1,143 @@
+"""Linear-scan register allocation of the selected machine code (virtual VGPRs and SGPRs -> physical registers).
+
+Live intervals are [first position, last position] of each virtual register in the instruction list. A register
+live across a loop boundary (defined before a loop and read in it, or defined in it and read after) is kept for
+the whole loop, so that the value survives the back edge. Registers pinned by the kernel entry state (kernarg
+pointer s[0:1], work-group ids, v0) keep their physical register from the start of the kernel to their last use.
+Intervals are assigned in order of their start to the lowest free physical register (SGPR pairs even-aligned);
+a register becomes free only after the position where its interval ends (no reuse within one instruction).
+
+Spilling (allocate_with_spills): when no VGPR is free, the values live at that point with the furthest-reaching
+intervals go to scratch (the wave's private segment, one dword per lane each): every definition writes a fresh
+temporary that is stored right after (scratch_store_b32 off, t, off offset:slot), every use reloads a fresh
+temporary right before (scratch_load_b32); allocation then starts over. Temporaries are never spilled. SGPRs are
+not spilled: a kernel that needs more than 106 SGPRs (or more than 256 VGPRs even then) is a RegisterPressureError
+naming the kernel, the class and the number of values live at that point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir import CompileError
+from .isel_mir import MInst, VReg
+
+LIMITS = {"v": 256, "s": 106}   # gfx11 wave32: VGPRs per lane (AMDGPUUsage), addressable SGPRs s0..s105
+
+
+class RegisterPressureError(CompileError):
+  """The kernel needs more registers than the target has (and the backend does not spill)."""
+
+
+@dataclass
+class Allocation:
+  vgprs: int     # registers used (highest + 1)
+  sgprs: int
+  spills: int = 0   # VGPR values spilled to scratch (one dword per lane each)
+
+
+def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg, list[int]]:
+  iv: dict[VReg, list[int]] = {}
+  for i, m in enumerate(code):
+    for r in list(m.defs.values()) + list(m.uses.values()):
+      if not isinstance(r, VReg): continue
+      if r in iv:
+        iv[r][1] = i
+      else:
+        iv[r] = [0 if r.fixed is not None else i, i]
+  where = {m.label: i for i, m in enumerate(code) if m.name == "LABEL"}
+  spans = [(where[h], where[e]) for h, e in loops if h in where and e in where]
+  changed = True
+  while changed:
+    changed = False
+    for h, e in spans:
+      for r, (s, t) in iv.items():
+        if (s < h <= t) or (s <= e < t):
+          ns, nt = min(s, h), max(t, e)
+          if (ns, nt) != (s, t):
+            iv[r] = [ns, nt]
+            changed = True
+  return iv
+
+
+class _NoRegister(Exception):
+  def __init__(self, cls: str, live: list, pos: int):
+    self.cls, self.live, self.pos = cls, live, pos
+
+
+def allocate(code: list[MInst], loops: list, name: str = "kernel") -> Allocation:
+  try: return _allocate(code, loops)
+  except _NoRegister as e:
+    raise _pressure_error(code, e, name) from None
+
+
+def _pressure_error(code, e: _NoRegister, name: str) -> RegisterPressureError:
+  return RegisterPressureError(
+    f"gfx1100: kernel {name} needs more than {LIMITS[e.cls]} {'VGPRs' if e.cls == 'v' else 'SGPRs'} "
+    f"({len(e.live)} values live at instruction {e.pos}: {code[e.pos]!r})" +
+    ("; the backend does not spill SGPRs" if e.cls == "s" else ""))
+
+
+def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", scratch_base: int = 0,
+                         max_rounds: int = 64) -> tuple[list[MInst], Allocation, int]:
+  """(code with spill code, allocation, number of dword spill slots per lane, placed from scratch_base)."""
+  slots = 0
+  unspillable: set = set()
+  for _ in range(max_rounds):
+    try:
+      alloc = _allocate(code, loops)
+      alloc.spills = slots
+      return code, alloc, slots
+    except _NoRegister as e:
+      if e.cls != "v": raise _pressure_error(code, e, name) from None
+      iv, ends = e.live, e.ends
+      cands = sorted((r for r, _ in iv if r.fixed is None and r.n == 1 and r not in unspillable),
+                     key=lambda r: -ends[r])
+      if not cands: raise _pressure_error(code, e, name) from None
+      batch = cands[:max(1, len(iv) - LIMITS["v"] + 8)]
+      for r in batch:
+        code = _spill(code, r, scratch_base + 4 * slots, unspillable)
+        slots += 1
+  raise RegisterPressureError(f"gfx1100: kernel {name}: register allocation did not converge after {max_rounds} "
+                              f"rounds of spilling")
+
+
+def _spill(code: list[MInst], r: VReg, offset: int, unspillable: set) -> list[MInst]:
+  out = []
+  for m in code:
+    if any(v is r for v in m.uses.values()):
+      t = VReg("v")
+      unspillable.add(t)
+      out.append(MInst("scratch_load_b32", {"vdst": t}, {}, offset=offset, spill=True))
+      m.uses = {k: (t if v is r else v) for k, v in m.uses.items()}
+    if any(v is r for v in m.defs.values()):
+      t = VReg("v")
+      unspillable.add(t)
+      m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
+      out.append(m)
+      out.append(MInst("scratch_store_b32", {}, {"data": t}, offset=offset, spill=True))
+      continue
+    out.append(m)
+  return out
+
+
+def _allocate(code: list[MInst], loops: list) -> Allocation:
+  iv = live_intervals(code, loops)
+  free_after = {"v": [-1] * LIMITS["v"], "s": [-1] * LIMITS["s"]}
+  used = {"v": 0, "s": 0}
+  for r, (s, t) in iv.items():
+    if r.fixed is not None:
+      for k in range(r.n): free_after[r.cls][r.fixed + k] = max(free_after[r.cls][r.fixed + k], t)
+      used[r.cls] = max(used[r.cls], r.fixed + r.n)
+  for r, (s, t) in sorted(((r, st) for r, st in iv.items() if r.fixed is None), key=lambda p: (p[1][0], -p[0].n)):
+    fa = free_after[r.cls]
+    step = 2 if r.n == 2 else 1
+    for base in range(0, LIMITS[r.cls] - r.n + 1, step):
+      if all(fa[base + k] < s for k in range(r.n)): break
+    else:
+      err = _NoRegister(r.cls, [(q, b) for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b], s)
+      err.ends = {q: b for q, b in err.live}
+      raise err
+    r.phys = base
+    for k in range(r.n): fa[base + k] = t
+    used[r.cls] = max(used[r.cls], base + r.n)
+  return Allocation(used["v"], used["s"])

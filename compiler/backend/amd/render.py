@@ -1,0 +1,214 @@
+"""From selected machine code to gfx1100 machine code bytes: s_waitcnt placement, register allocation, branch
+resolution and encoding (with the ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
+
+    from hcq.compiler.backend.amd.render import compile_gfx1100
+    co_bytes = compile_gfx1100(linear)           # an HSA code object (ELF, code object v5) with one kernel
+
+s_waitcnt (RDNA3 ISA 4.4 "Data Dependency Resolution"; gfx11 SOPP S_WAITCNT simm16: vmcnt [15:10], lgkmcnt [9:4],
+expcnt [2:0]): vector memory loads return in order and are counted by VM_CNT; LDS and scalar memory operations by
+LGKM_CNT (LDS in order, SMEM out of order); stores to global memory are counted by VS_CNT (not waited for: nothing
+reads them back in a kernel). Before an instruction reads the result of a pending load, the counter is waited down to
+the number of operations issued after that load (0 for LGKM while a scalar load is pending), rounded down to a
+multiple of WAIT_GRANULE so that one wait serves the next few uses too. Before s_barrier, all
+LDS operations are waited for; at labels and branches everything pending is waited for (conservative at joins).
+"""
+from __future__ import annotations
+
+import time
+
+from ...ir import CompileError, UOp
+from ...lower.target import Target
+from .isel import Selection, select
+from .isel_common import inline_code, is_inline, operand_kind
+from .isel_mir import NULL, Imm, MInst, Spec, VReg
+from .regalloc import Allocation, allocate_with_spills
+from .render_hazards import fix_hazards
+from .tables import arch_tables
+
+S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
+CODE_END_PAD = 64
+SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
+
+
+# ---------------------------------------------------------------------------------------------------- s_waitcnt
+def _waitcnt(vm: int = 63, lgkm: int = 63) -> MInst:
+  return MInst("s_waitcnt", simm16=(vm << 10) | (lgkm << 4) | 7)
+
+
+WAIT_GRANULE = 8   # a needed count n is rounded down to a multiple of this: one wait then covers several uses
+
+
+def insert_waitcnt(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  vm: list = []      # pending VM_CNT loads: their destination VReg, in issue order
+  lgkm: list = []    # pending LGKM_CNT operations: (VReg or None, is_smem)
+
+  def wait(vm_n=None, lgkm_n=None):
+    nonlocal vm, lgkm
+    if vm_n is None and lgkm_n is None: return
+    out.append(_waitcnt(63 if vm_n is None else vm_n, 63 if lgkm_n is None else lgkm_n))
+    if vm_n is not None: vm = vm[len(vm) - vm_n:] if vm_n else []
+    if lgkm_n is not None: lgkm = lgkm[len(lgkm) - lgkm_n:] if lgkm_n else []
+
+  for m in code:
+    name = m.name
+    if name == "LABEL" or name.startswith(("s_branch", "s_cbranch", "s_endpgm")):
+      wait(0 if vm else None, 0 if lgkm else None)
+    elif name == "s_barrier":
+      wait(None, 0 if lgkm else None)
+    else:
+      regs = set(m.regs_used()) | set(m.regs_defined())
+      vm_n = lgkm_n = None
+      for k, r in enumerate(vm):
+        if r in regs: vm_n = len(vm) - k - 1
+      smem = any(s for _, s in lgkm)
+      for k, (r, _) in enumerate(lgkm):
+        if r is not None and r in regs: lgkm_n = 0 if smem else len(lgkm) - k - 1
+      if vm_n is not None: vm_n -= vm_n % WAIT_GRANULE
+      if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
+      wait(vm_n, lgkm_n)
+    out.append(m)
+    if name.startswith(("global_load", "scratch_load")): vm.append(m.defs["vdst"])
+    elif name.startswith("ds_load"): lgkm.append((m.defs["vdst"], False))
+    elif name.startswith("ds_store"): lgkm.append((None, False))
+    elif name.startswith("s_load"): lgkm.append((m.defs["sdata"], True))
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------- encoding
+class Encoder:
+  def __init__(self, arch: str = "gfx1100"):
+    self.t = arch_tables(arch)
+
+  def lookup(self, name: str) -> tuple[str, int]:
+    try: return self.t.by_name[name]
+    except KeyError: raise CompileError(f"gfx1100: no instruction {name!r} in the ISA tables") from None
+
+  @staticmethod
+  def _src(x, lits: list, kind: str) -> int:
+    if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
+    if isinstance(x, Spec): return x.code
+    if isinstance(x, Imm):
+      code = inline_code(x, kind)
+      if code is not None: return code
+      if lits and lits[0] != x.bits: raise CompileError("gfx1100: two different literals in one instruction")
+      if not lits: lits.append(x.bits)
+      return 255
+    raise CompileError(f"gfx1100: bad operand {x!r}")
+
+  @staticmethod
+  def _reg(x) -> int:
+    if isinstance(x, VReg): return x.phys
+    if isinstance(x, Spec): return x.code
+    raise CompileError(f"gfx1100: {x!r} where a register is needed")
+
+  def size(self, m: MInst) -> int:
+    enc, op = self.lookup(m.name)
+    size = self.t.layouts[enc]["size"]
+    kind = operand_kind(m.name)
+    for f, v in m.uses.items():
+      if f in SRC9 and isinstance(v, Imm) and not is_inline(v, kind): return size + 4
+    return size
+
+  def encode(self, m: MInst, simm16: int | None = None) -> bytes:
+    enc, op = self.lookup(m.name)
+    layout = self.t.layouts[enc]
+    fields = {name: (lo, w) for name, lo, w in layout["fields"]}
+    word = 0
+    for lo, w, v in layout["ident"]: word |= v << lo
+    lo, w = fields[layout["op"]]
+    word |= op << lo
+    vals: dict[str, int] = {}
+    lits: list[int] = []
+    kind = operand_kind(m.name)
+    if enc in ("GLOBAL", "SCRATCH"): vals["saddr"] = NULL
+    if enc == "SCRATCH" and "addr" in m.uses: vals["sve"] = 1
+    if enc == "SMEM": vals["soffset"] = NULL
+    for f, x in list(m.defs.items()) + list(m.uses.items()):
+      if f in SRC9: vals[f] = self._src(x, lits, kind)
+      elif f == "sbase": vals[f] = x.phys >> 1
+      else: vals[f] = self._reg(x)
+    off = m.mods.get("offset", 0)
+    if enc == "DS":
+      if not 0 <= off <= 0xFFFF: raise CompileError(f"gfx1100: LDS offset {off} out of range in {m!r}")
+      vals["offset0"], vals["offset1"] = off & 0xFF, off >> 8
+    elif enc in ("GLOBAL", "SCRATCH"):
+      if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
+      vals["offset"] = off & 0x1FFF
+    elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
+    if "simm16" in fields:
+      vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
+    for f, v in vals.items():
+      lo, w = fields[f]
+      if v >> w: raise CompileError(f"gfx1100: value {v} does not fit field {f} ({w} bits) of {m!r}")
+      word |= v << lo
+    out = word.to_bytes(layout["size"], "little")
+    if lits: out += lits[0].to_bytes(4, "little")
+    return out
+
+
+def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
+  """Machine code bytes of allocated instructions; LABELs give branch targets (SOPP simm16 = dword distance from
+  the instruction after the branch)."""
+  enc = Encoder(arch)
+  addr, labels, sizes = 0, {}, []
+  for m in code:
+    if m.name == "LABEL":
+      labels[m.label] = addr
+      sizes.append(0)
+      continue
+    sizes.append(enc.size(m))
+    addr += sizes[-1]
+  out, addr = bytearray(), 0
+  for m, sz in zip(code, sizes):
+    if m.name == "LABEL": continue
+    simm = None
+    if m.target is not None:
+      simm = (labels[m.target] - (addr + 4)) // 4
+      if not -32768 <= simm <= 32767: raise CompileError(f"gfx1100: branch to {m.target} too far")
+    b = enc.encode(m, simm)
+    assert len(b) == sz, (m, len(b), sz)
+    out += b
+    addr += sz
+  return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------------- the pipeline
+class Compiled:
+  """A compiled kernel: code bytes, the selection (args, LDS, entry state) and the register counts."""
+  def __init__(self, sel: Selection, code: list[MInst], text: bytes, regs: Allocation, seconds: float):
+    self.sel, self.code, self.text, self.regs, self.seconds = sel, code, text, regs, seconds
+
+
+def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
+  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  t0 = time.perf_counter()
+  sel = select(lin)
+  code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
+  sel.private_size += 4 * slots
+  code = insert_waitcnt(code)
+  code = fix_hazards(code)
+  # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
+  text = assemble(code, arch) + S_CODE_END * CODE_END_PAD
+  return Compiled(sel, code, text, regs, time.perf_counter() - t0)
+
+
+def compile_gfx1100(lin: UOp) -> bytes:
+  """LINEAR kernel -> HSA code object bytes for gfx1100."""
+  from .render_elf import code_object
+  return code_object(compile_linear(lin))
+
+
+GFX1100_TARGET = Target("gfx1100", local_memory_bytes=65536)
+
+
+def compile_sink(sink: UOp, arch: str = "gfx1100") -> bytes:
+  """Kernel sink from the DSL -> lowering pipeline -> HSA code object bytes (what hcq.compiler.compile(sink,
+  "gfx1100") and AMDDevice.compile return)."""
+  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  from ...lower import lower
+  return compile_gfx1100(lower(sink, GFX1100_TARGET))
+
+
+def disassembly(c: Compiled) -> str:
+  return "\n".join(repr(m) for m in c.code)

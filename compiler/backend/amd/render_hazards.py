@@ -1,0 +1,63 @@
+"""gfx11 hazards the hardware does not resolve by itself, fixed conservatively after register allocation with
+s_waitcnt_depctr (SOPP; simm16 fields per the RDNA3 ISA "S_WAITCNT_DEPCTR": va_vdst [15:12], sa_sdst [0]).
+
+  trans use         a transcendental VALU (v_exp/v_log/v_rcp/v_rsq/v_sqrt/v_sin/v_cos) writes a VGPR that a later
+                    VALU reads before 5 other VALU instructions have issued: wait va_vdst(0) before the reader
+                    (RDNA3 ISA 4.5 "Manually Inserted Wait States", transcendental result forwarding)
+  mask write        an SALU writes an SGPR that a VALU read earlier as a lane mask (v_cndmask's src2): wait
+                    sa_sdst(0) right after the SALU write
+  exec forwarding   after an SALU/SOP1 write of EXEC, wait va_vdst(0) so that no VALU result produced under the old
+                    mask is forwarded to a VALU running under the new one
+
+The emulator does not model these (it runs one instruction at a time); they matter on a real gfx1100. Each wait
+costs one instruction; the tests count them separately from the benchmark's loops (which have none).
+"""
+from __future__ import annotations
+
+from .isel_mir import EXEC_LO, MInst, Spec, VReg
+
+VA_VDST0 = 0x0F9F     # s_waitcnt_depctr depctr_va_vdst(0): llvm-mc-19 encodes it [0x9f,0x0f,0x88,0xbf]
+SA_SDST0 = 0xFF9E     # s_waitcnt_depctr depctr_sa_sdst(0): llvm-mc-19 encodes it [0x9e,0xff,0x88,0xbf]
+_TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
+TRANS_WINDOW = 5
+
+
+def _depctr(value: int) -> MInst: return MInst("s_waitcnt_depctr", simm16=value)
+
+
+def _is_valu(m: MInst) -> bool: return m.name.startswith("v_")
+
+
+def _phys(r: VReg):
+  return {(r.cls, r.phys + k) for k in range(r.n)}
+
+
+def fix_hazards(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  trans: dict = {}          # (cls, reg) -> VALU instructions issued since a transcendental wrote it
+  masks: set = set()        # SGPRs read as lane masks by VALUs since the last sa_sdst(0) wait
+  for m in code:
+    if m.name == "LABEL":
+      trans = {k: 0 for k in trans}   # a join: assume the shortest distance
+      out.append(m)
+      continue
+    if _is_valu(m):
+      reads = set().union(*[_phys(r) for r in m.regs_used()]) if m.regs_used() else set()
+      if any(r in trans and trans[r] < TRANS_WINDOW for r in reads):
+        out.append(_depctr(VA_VDST0))
+        trans.clear()
+      for k in trans: trans[k] += 1
+      mask = m.uses.get("src2") if m.name.startswith("v_cndmask") else None
+      if isinstance(mask, VReg) and mask.cls == "s": masks |= _phys(mask)
+    out.append(m)
+    if _is_valu(m) and m.name.startswith(_TRANS):
+      for r in m.regs_defined(): trans.update({k: 0 for k in _phys(r)})
+    if m.name.startswith("s_"):
+      written = set().union(*[_phys(r) for r in m.regs_defined()]) if m.regs_defined() else set()
+      if written & masks:
+        out.append(_depctr(SA_SDST0))
+        masks.clear()
+      if any(isinstance(d, Spec) and d.code == EXEC_LO for d in m.defs.values()) or m.name.startswith("s_and_saveexec"):
+        out.append(_depctr(VA_VDST0))
+        trans.clear()
+  return out

@@ -1,0 +1,282 @@
+"""Translation of vector ALU instructions: VOP1/VOP2/VOP3/VOP3SD/VOPC, VOP3P (packed 16-bit, fma_mix, dot2),
+VOPD and the DPP forms. Semantics: AMD "RDNA3 Instruction Set Architecture", "Vector ALU operations"; the
+per-mnemonic expressions live in valu_ops.py."""
+from __future__ import annotations
+
+from .decode import Inst
+from .gen import EXEC, FLOATS, HALF, LIT, NP_TYPE, VCC, WIDE, Gen, Unsupported, _out_mods, _src_mods
+from .valu_ops import CMP_F, CMP_I, DUAL, OPS, PACKED
+
+# ---- VALU ----
+def _valu(g: Gen, pc: int, inst: Inst) -> None:
+  name, enc, f = inst.name, inst.encoding, inst.fields
+  vop3 = enc in ("VOP3", "VOP3SD")
+  srcs = [f["src0"], f.get("vsrc1", 0) + 256] if not vop3 else [f["src0"], f["src1"], f["src2"]]
+  absm = f["abs"] if enc == "VOP3" else 0
+  negm = f["neg"] if vop3 else 0
+  opsel = f["opsel"] if enc == "VOP3" else 0
+  clamp = f["clamp"] if vop3 else 0
+  omod = f["omod"] if vop3 else 0
+
+  if "dpp" in f and name not in OPS: raise Unsupported(inst, pc, "in a DPP form is not supported by the emulator")
+  if name.startswith("v_cmp_") or name.startswith("v_cmpx_"):
+    return _vopc(g, pc, inst, srcs, absm, negm, opsel)
+  if name == "v_cndmask_b32":
+    mask = g.lane_mask_src(f["src2"] if vop3 else VCC, inst)
+    a = _src_mods(g, g.vsrc(srcs[0], inst, "f32" if (absm | negm) & 1 else "u32"), "f32", 0, absm, negm)
+    b = _src_mods(g, g.vsrc(srcs[1], inst, "f32" if (absm | negm) & 2 else "u32"), "f32", 1, absm, negm)
+    if (absm | negm) & 3:
+      a = a if not (absm | negm) & 1 else f"np.asarray({a}, f32).view(u32)"
+      b = b if not (absm | negm) & 2 else f"np.asarray({b}, f32).view(u32)"
+    return g.write_v(f["vdst"], f"np.where({mask}, {b}, {a})")
+  if name in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32",
+              "v_subrev_co_ci_u32"):
+    # u32 arithmetic with carry/borrow detection (cheaper than widening to 64 bits)
+    a = g.vsrc(srcs[0], inst, "u32")
+    b = g.vsrc(srcs[1], inst, "u32")
+    if "subrev" in name: a, b = b, a
+    r, cv = g.tmp(), g.tmp()
+    add = "add" in name
+    if "_ci_" in name:
+      cin = g.lane_mask_src(f["src2"] if vop3 else VCC, inst)
+      t, c = g.tmp(), g.tmp()
+      g.emit(f"{c} = {cin}")
+      if add:
+        g.emit(f"{t} = {a} + {b}; {r} = {t} + {c}; {cv} = ({t} < {a}) | ({r} < {t})")
+      else:
+        g.emit(f"{t} = {a} - {b}; {r} = {t} - {c}; {cv} = ({b} > {a}) | ({c} > {t})")
+    elif add:
+      g.emit(f"{r} = {a} + {b}; {cv} = {r} < {a}")
+    else:
+      g.emit(f"{r} = {a} - {b}; {cv} = {b} > {a}")
+    g.write_v(f["vdst"], r)
+    return g.write_lanes(f["sdst"] if vop3 else VCC, cv)
+  if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
+    signed = name == "v_mad_i64_i32"
+    ty = "i32" if signed else "u32"
+    a = f"np.asarray({g.vsrc(srcs[0], inst, ty)}).astype({'i64' if signed else 'u64'})"
+    b = f"np.asarray({g.vsrc(srcs[1], inst, ty)}).astype({'i64' if signed else 'u64'})"
+    c = g.vsrc(srcs[2], inst, "i64" if signed else "u64")
+    r = g.tmp()
+    if signed:
+      g.emit(f"{r} = ({a} * {b}) + {c}")
+      g.write_v_typed(f["vdst"], r, "i64")
+      return g.write_lanes(f["sdst"], "np.zeros((n, 32), bool)")
+    p = g.tmp()
+    g.emit(f"{p} = {a} * {b}")
+    g.emit(f"{r} = {p} + {c}")
+    g.write_v_typed(f["vdst"], r, "u64")
+    return g.write_lanes(f["sdst"], f"{r} < {p}")
+  if name in ("v_div_scale_f32", "v_div_scale_f64"):
+    ty = name[-3:]
+    a, b, c = (_src_mods(g, g.vsrc(srcs[i], inst, ty), ty, i, 0, negm) for i in range(3))
+    r = g.tmp()
+    g.emit(f"{r}, {r}c = R.div_scale({a}, {b}, {c}, {ty})")
+    g.write_v_typed(f["vdst"], r, ty)
+    return g.write_lanes(f["sdst"], f"{r}c")
+  if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
+    ty = name[-3:]
+    a, b, c = (_src_mods(g, g.vsrc(srcs[i], inst, ty), ty, i, absm, negm) for i in range(3))
+    return g.write_v_typed(f["vdst"], _out_mods(f"R.div_fmas({a}, {b}, {c}, R.lanes({g.s(VCC)}), {ty})", ty, clamp,
+                                                omod), ty)
+  if name == "v_readlane_b32":
+    lane = g.raw_scalar(srcs[1], inst) if vop3 else None
+    return g.write_s(f["vdst"], f"np.broadcast_to({g.vsrc(srcs[0], inst, 'u32')}, (n, 32))"
+                                f"[np.arange(n), np.asarray({lane}, u32) & u32(31)]")
+  if name == "v_readfirstlane_b32":
+    v = g.vsrc(srcs[0], inst, "u32")
+    first = f"np.where({g.s(EXEC)} == 0, u32(0), R.ctz32({g.s(EXEC)}))"
+    return g.write_s(f["vdst"], f"np.broadcast_to({v}, (n, 32))[np.arange(n), {first}]")
+  if name == "v_writelane_b32":
+    val = g.raw_scalar(srcs[0], inst)
+    lane = g.raw_scalar(srcs[1], inst)
+    d = f["vdst"]
+    t = g.tmp()
+    g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(31)] = {val}")
+    g.vregs.add(d)
+    g.v_written.add(d)
+    g.emit(f"v{d} = {t}")
+    return
+  if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
+    a = g.vsrc(srcs[0], inst, "u32")
+    b = g.vsrc(srcs[1], inst, "u32")
+    if name == "v_mbcnt_hi_u32_b32": return g.write_v(f["vdst"], f"np.asarray({b}, u32) + u32(0)")   # wave32: hi = 0
+    return g.write_v(f["vdst"], f"R.popcount(np.asarray({a}, u32) & R.LANE_BELOW) + {b}")
+  if name == "v_swap_b32":
+    a, b = f["vdst"], srcs[0] - 256
+    ta, tb = g.tmp(), g.tmp()
+    g.emit(f"{ta} = {g.v(a)}; {tb} = {g.v(b)}")
+    g.write_v(a, tb)
+    return g.write_v(b, ta)
+  if name == "v_nop": return
+  if name in ("v_permlane16_b32", "v_permlanex16_b32"):
+    src = g.vsrc(srcs[0], inst, "u32")
+    s1, s2 = g.raw_scalar(srcs[1], inst), g.raw_scalar(srcs[2], inst)
+    t = g.tmp()
+    g.emit(f"{t}, dppw = R.permlane16({src}, {s1}, {s2}, {name == 'v_permlanex16_b32'}, {opsel & 1}, "
+           f"{opsel >> 1 & 1}, em, ef, n)")
+    g.emit("em_s, ef_s = em, ef")
+    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.write_v(f["vdst"], t)
+    g.emit("em, ef = em_s, ef_s")
+    return
+
+  op = OPS.get(name)
+  if op is None: raise Unsupported(inst, pc)
+  dty, stys, tmpl = op
+  args = []
+  nsrc = len(stys)
+  if name in ("v_fmac_f32", "v_fmac_f16"):  # D = S0 * S1 + D
+    srcs = srcs[:2] + [f["vdst"] + 256]
+  if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16"):
+    srcs = srcs[:2] + [LIT]
+  dst, dst_hi = f["vdst"], bool(opsel >> 3 & 1)
+  if not vop3 and dty in HALF and dst >= 128: dst, dst_hi = dst - 128, True
+  for i, ty in enumerate(stys):
+    hi = bool(opsel >> i & 1)
+    code = srcs[i]
+    if not vop3 and ty in HALF and code >= 256 + 128:
+      # VOP1/VOP2/VOPC 16-bit operands: VGPR field bit 7 selects the high half (RDNA3 ISA "16-bit VGPRs")
+      code, hi = code - 128, True
+    if i == 0 and "dpp" in f:
+      e = _dpp_src0(g, inst, code, ty, hi)
+      if f["dpp"].get("src0_abs"): e = f"np.abs({e})"
+      if f["dpp"].get("src0_neg"): e = f"(-{e})"
+    else:
+      e = g.vsrc(code, inst, ty, hi)
+      if i == 1 and "dpp" in f:
+        if f["dpp"].get("src1_abs"): e = f"np.abs({e})"
+        if f["dpp"].get("src1_neg"): e = f"(-{e})"
+    if g.ftz.get(ty, (False,))[0] and name not in ("v_mov_b32",): e = f"R.ftz({e})"
+    args.append(_src_mods(g, e, ty, i, absm, negm))
+  expr = _out_mods(tmpl.format(*args[:nsrc]), dty, clamp, omod)
+  if g.ftz.get(dty, (False, False))[1]: expr = f"R.ftz(np.asarray({expr}, {NP_TYPE[dty]}))"
+  if "dpp" in f:
+    # lanes whose DPP source is invalid (and bound_ctrl is 0) or whose row/bank is masked off are not written
+    g.emit("em_s, ef_s = em, ef")
+    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+    g.emit("em, ef = em_s, ef_s")
+    return
+  g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+
+
+def _dpp_src0(g: Gen, inst: Inst, code: int, ty: str, hi: bool) -> str:
+  """src0 of a DPP16/DPP8 instruction: the VGPR's value read from other lanes (RDNA3 ISA "DPP16", "DPP8"); also
+  sets `dppw`, the lanes that may be written."""
+  d = inst.fields["dpp"]
+  if code < 256: raise Unsupported(inst, 0, "DPP needs a VGPR src0")
+  r = code - 256
+  t = g.tmp()
+  if d["kind"] == "dpp8":
+    g.emit(f"{t}, dppw = R.dpp8({g.v(r)}, {d['lane_sel']}, {d['fi']}, em, ef)")
+  else:
+    g.emit(f"{t}, dppw = R.dpp16({g.v(r)}, {d['dpp_ctrl']}, {d['bc']}, {d['fi']}, {d['row_mask']}, "
+           f"{d['bank_mask']}, em, ef)")
+  if ty in WIDE: raise Unsupported(inst, 0, "64-bit DPP")
+  if ty in HALF: return f"R.half({t}, {hi}).view({NP_TYPE[ty]})"
+  if ty in ("u32", "b32"): return t
+  return f"{t}.view({ty})"
+
+
+def _vopc(g: Gen, pc: int, inst: Inst, srcs, absm, negm, opsel) -> None:
+  name, enc, f = inst.name, inst.encoding, inst.fields
+  parts = name.split("_")  # v_cmp[x]_op_type
+  cmpx = parts[1] == "cmpx"
+  op, ty = parts[2], parts[3]
+  if op == "class":
+    a = _src_mods(g, g.vsrc(srcs[0], inst, ty, bool(opsel & 1)), ty, 0, absm, negm)
+    b = g.vsrc(srcs[1], inst, "u32")
+    expr = f"R.cmp_class({a}, {b})"
+  else:
+    table = CMP_F if ty in FLOATS else CMP_I
+    if op not in table: raise Unsupported(inst, pc)
+    a = _src_mods(g, g.vsrc(srcs[0], inst, ty, bool(opsel & 1)), ty, 0, absm, negm)
+    b = _src_mods(g, g.vsrc(srcs[1], inst, ty, bool(opsel & 2)), ty, 1, absm, negm)
+    expr = table[op].format(a, b)
+  t = g.tmp()
+  g.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
+  if cmpx:
+    g.write_s(EXEC, f"R.pack({t} if ef else ({t} & em))")
+    return
+  sdst = f["vdst"] if enc == "VOP3" else VCC
+  g.write_lanes(sdst, t)
+
+
+def _vop3p(g: Gen, pc: int, inst: Inst) -> None:
+  name, f = inst.name, inst.fields
+  if name in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
+    return _fma_mix(g, pc, inst)
+  if name == "v_dot2_f32_f16":
+    return _dot2(g, pc, inst)
+  op = PACKED.get(name)
+  if op is None: raise Unsupported(inst, pc)
+  ety, arity, tmpl = op
+  srcs = [f["src0"], f["src1"], f["src2"]]
+  halves = []
+  for hi_part in (False, True):
+    args = []
+    for i in range(arity):
+      sel = (f["opsel_hi"] if hi_part else f["opsel"]) >> i & 1
+      e = g.vsrc(srcs[i], inst, ety, bool(sel))
+      if ety == "f16":
+        negbits = f["neg_hi"] if hi_part else f["neg"]
+        if negbits >> i & 1: e = f"(-{e})"
+      args.append(e)
+    r = g.tmp()
+    g.emit(f"{r} = np.asarray({tmpl.format(*args)}).astype({ety})")
+    if f["clamp"] and ety == "f16": g.emit(f"{r} = R.clamp01({r})")
+    halves.append(r)
+  g.write_v(f["vdst"], f"R.pack16({halves[0]}, {halves[1]})")
+
+
+def _fma_mix(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  srcs = [f["src0"], f["src1"], f["src2"]]
+  args = []
+  for i in range(3):
+    if f["opsel_hi"] >> i & 1:   # f16 source, half chosen by opsel
+      e = f"np.asarray({g.vsrc(srcs[i], inst, 'f16', bool(f['opsel'] >> i & 1))}, f32)"
+    else:
+      e = g.vsrc(srcs[i], inst, "f32")
+    if f["neg_hi"] >> i & 1: e = f"np.abs({e})"
+    if f["neg"] >> i & 1: e = f"(-{e})"
+    args.append(e)
+  r = g.tmp()
+  g.emit(f"{r} = R.fma32({args[0]}, {args[1]}, {args[2]})")
+  if f["clamp"]: g.emit(f"{r} = R.clamp01({r})")
+  if inst.name == "v_fma_mix_f32": return g.write_v(f["vdst"], f"R.f32bits({r})")
+  g.write_v(f["vdst"], f"R.put_half({g.v(f['vdst'])}, {r}.astype(f16), {inst.name == 'v_fma_mixhi_f16'})")
+
+
+def _dot2(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  a_lo, a_hi = (g.vsrc(f["src0"], inst, "f16", bool(f[k] & 1)) for k in ("opsel", "opsel_hi"))
+  b_lo, b_hi = (g.vsrc(f["src1"], inst, "f16", bool(f[k] & 2)) for k in ("opsel", "opsel_hi"))
+  c = g.vsrc(f["src2"], inst, "f32")
+  g.write_v(f["vdst"], f"R.f32bits((np.asarray({a_lo}, f64) * {b_lo} + np.asarray({a_hi}, f64) * {b_hi} + {c}))")
+
+
+def _vopd(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  results = []
+  for side in ("x", "y"):
+    sub = DUAL.get(f["name" + side])
+    if sub is None: raise Unsupported(inst, pc)
+    s0, s1, dst = f["src0" + side], f["vsrc1" + side] + 256, f["vdst" + side]
+    if sub == "v_cndmask_b32":
+      expr = f"np.where({g.lane_mask_src(VCC, inst)}, {g.vsrc(s1, inst, 'u32')}, {g.vsrc(s0, inst, 'u32')})"
+      results.append((dst, expr, "u32"))
+      continue
+    dty, stys, tmpl = OPS[sub]
+    srcs = [s0, s1]
+    if sub == "v_fmac_f32": srcs.append(dst + 256)
+    if sub in ("v_fmaak_f32", "v_fmamk_f32"): srcs.append(LIT)
+    args = [g.vsrc(srcs[i], inst, ty) for i, ty in enumerate(stys)]
+    results.append((dst, tmpl.format(*args), dty))
+  temps = []
+  for dst, expr, ty in results:
+    t = g.tmp()
+    g.emit(f"{t} = {'R.f32bits' if ty == 'f32' else 'R.ibits'}({expr})")
+    temps.append((dst, t))
+  for dst, t in temps: g.write_v(dst, t)

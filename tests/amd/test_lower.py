@@ -1,0 +1,61 @@
+"""Queue programs (hcq.compiler.queue) lowered by drivers/amd/lower.py's pattern matchers, and the command buffers
+built from them: which packets each element becomes, and which words stay symbolic until submit."""
+import pytest
+
+from hcq import DeviceError
+from hcq.compiler import queue as Q
+from hcq.compiler.ir import UOp
+from hcq.drivers.amd import lower, pm4, sdma
+from hcq.drivers.amd.cmdbuf import link
+
+CTX = lower.LowerCtx(event_id=7, mailbox_va=0x5000)
+SIG, OTHER = Q.signal(0, "timeline"), Q.signal(1, "other")
+TV = UOp.variable("tv", 0, 2**32 - 1)
+
+
+def names(cb, engine):
+  return [p[1] for p in (pm4.decode if engine == "pm4" else sdma.decode)(list(cb.template))]
+
+
+def test_compute_queue_elements_become_pm4_packets():
+  prog = Q.queue("COMPUTE:0", Q.wait(OTHER, 5), Q.barrier(), Q.timestamp(OTHER), Q.store(SIG, TV))
+  cb = lower.build(prog, "pm4", CTX)
+  assert names(cb, "pm4") == ["WAIT_REG_MEM", "ACQUIRE_MEM", "RELEASE_MEM", "RELEASE_MEM", "RELEASE_MEM"]
+  words = cb.fill({("param", 0): 0x1000, ("param", 1): 0x2000, ("var", "tv"): 0x1_0000_0009})
+  assert words[:7].tolist() == pm4.wait_reg_mem(0x2000, 5)
+  assert words[7:15].tolist() == pm4.acquire_mem(pm4.GCR_ALL)
+  assert words[15:23].tolist() == pm4.release_mem(0x2008, 0, pm4.DATA_SEL_GPU_CLOCK, gcr=0)
+  assert words[23:31].tolist() == pm4.release_mem(0x1000, 0x1_0000_0009, pm4.DATA_SEL_64)
+  # the store also interrupts through the KFD event (its id into the event mailbox)
+  assert words[31:39].tolist() == pm4.release_mem(0x5000, 7, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE, ctxid=7, gcr=0)
+
+
+def test_copy_queue_elements_become_sdma_packets():
+  dst, src = Q.buffer(3, 4096), Q.buffer(4, 4096)
+  prog = Q.queue("COPY:0", Q.wait(OTHER, TV), Q.copy(dst, src, 4096), Q.timestamp(OTHER), Q.barrier(), Q.store(SIG, 9))
+  cb = lower.build(prog, "sdma", CTX)
+  assert names(cb, "sdma") == ["POLL_REGMEM", "COPY_LINEAR", "TIMESTAMP_GET_GLOBAL", "FENCE", "FENCE", "TRAP"]
+  words = cb.fill({("param", 0): 0x1000, ("param", 1): 0x2000, ("param", 3): 0x30000, ("param", 4): 0x40000,
+                   ("var", "tv"): 3}).tolist()
+  assert words[:6] == sdma.poll_regmem(0x2000, 3)
+  assert words[6:13] == sdma.copy_linear(0x30000, 0x40000, 4096)
+  assert words[13:16] == sdma.timestamp(0x2008)
+  assert words[16:] == sdma.fence(0x1000, 9) + sdma.fence(0x5000, 7) + sdma.trap(7)
+
+
+def test_link_resolves_known_addresses_and_leaves_the_rest_for_submit():
+  cb = lower.build(Q.queue("COMPUTE:0", Q.store(SIG, TV)), "pm4", CTX)
+  assert {p.key for _, p in cb.patches} == {("param", 0), ("var", "tv")}
+  linked = link(cb, {("param", 0): 0xABC000})
+  assert {p.key for _, p in linked.patches} == {("var", "tv")}
+  assert linked.fill({("var", "tv"): 4}).tolist() == cb.fill({("param", 0): 0xABC000, ("var", "tv"): 4}).tolist()
+  with pytest.raises(KeyError): linked.fill({})
+
+
+def test_elements_an_engine_cannot_run_are_errors():
+  with pytest.raises(DeviceError, match="copy cannot run on the compute queue"):
+    lower.build(Q.queue("COMPUTE:0", Q.copy(Q.buffer(3, 8), Q.buffer(4, 8), 8)), "pm4", CTX)
+  with pytest.raises(DeviceError, match="dispatch cannot run on the SDMA queue"):
+    lower.build(Q.queue("COPY:0", Q.call(Q.program("k"))), "sdma", CTX)
+  with pytest.raises(DeviceError, match="constant size"):
+    lower.build(Q.queue("COPY:0", Q.copy(Q.buffer(3, 8), Q.buffer(4, 8), TV)), "sdma", CTX)
