@@ -165,8 +165,9 @@ def fma16(a, b, c):
 
 
 def fma64(a, b, c):
-  """f64 fma via error-free transformations: a*b = p + e exactly (Veltkamp/Dekker), p + c = s + t exactly (TwoSum),
-  result s + (t + e). Correctly rounded except in rare double-rounding cases."""
+  """f64 fma, correctly rounded: a*b = p + e exactly (Veltkamp/Dekker), p + c = s + t exactly (TwoSum),
+  r = s + (t + e). The error eu of t + e can only matter when s + (t + e) was a tie; those rare lanes are computed
+  exactly with rationals."""
   a = np.asarray(a, f64)
   b = np.asarray(b, f64)
   c = np.asarray(c, f64)
@@ -183,9 +184,26 @@ def fma64(a, b, c):
     s = p + c
     bv = s - p
     t = (p - (s - bv)) + (c - bv)
-    r = s + (t + e)
+    u = t + e
+    bu = u - t
+    eu = (t - (u - bu)) + (e - bu)
+    r = s + u
+    br = r - s
+    er = (s - (r - br)) + (u - br)                 # the final rounding error
     ok = np.isfinite(r) & np.isfinite(e) & np.isfinite(t)
-  return np.where(ok, r, p + c)
+    r = np.where(ok, r, p + c)
+    # only a final sum that sat exactly on a tie can be rounded the wrong way by the dropped eu
+    half = np.spacing(np.abs(r)) * 0.5
+    risky = ok & (eu != 0) & ((np.abs(er) == half) | (np.abs(er) == half * 0.5))
+  idx = np.flatnonzero(risky)
+  if idx.size:
+    from fractions import Fraction
+    shape = r.shape
+    r = np.array(r, f64).reshape(-1)
+    fa, fb, fc = (np.broadcast_to(v, shape).reshape(-1) for v in (a, b, c))
+    for i in idx: r[i] = float(Fraction(float(fa[i])) * Fraction(float(fb[i])) + Fraction(float(fc[i])))
+    r = r.reshape(shape)
+  return r
 
 
 def frexp_mant(x):
