@@ -1,7 +1,8 @@
 """hcq-smi's driver hand-over commands: rmmod, insmod, reset, pids, kill_pids.
 
 Commands run by subprocess get argument lists, never a shell: modprobe, sudo, nvidia-smi. Processes are signalled
-with os.kill. Everything else (sysfs, procfs, lock files) goes through the OS interface object `host` (LinuxOS).
+through a pidfd (LinuxOS.open_process) after checking again that they hold the lock. Everything else (sysfs,
+procfs, lock files) goes through the OS interface object `host` (LinuxOS).
 """
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import errno
 import os
 import signal
 import subprocess
+import sys
 
 from ..drivers.system.pci import PCIDevice
 from ..errors import DeviceError, OSCallError
 from .backends import Backend
-from .holders import find_holders, process_name
+from .holders import classify_holders, find_holders, holds, lock_target, process_name
 from .lockfiles import discover
 
 KILL_ROUNDS, KILL_PAUSE_S = 128, 0.2
@@ -145,48 +147,83 @@ def pids(ctx: Context, prefix: str = "") -> int:
   return EXIT_OK
 
 
-def _signal(ctx: Context, pid: int) -> str | None:
-  """SIGKILL pid; None on success (or if it is gone), else why it could not be signalled."""
+def _kill(ctx: Context, pid: int, lf) -> tuple[str, str]:
+  """SIGKILL pid if it still holds lf's lock: ("killed" | "gone" | "denied" | "failed", why).
+
+  The process is pinned with a pidfd first, then checked again through procfs: a pid that was reused after the
+  scan names another process, which fails the check and is never signalled."""
+  target = lock_target(ctx.host, lf.path)
+  if target is None: return "gone", "the lock file is gone"
+  try: proc = ctx.host.open_process(pid)
+  except OSCallError as e:
+    return ("gone", "") if e.errno == errno.ESRCH else ("failed", str(e))
   try:
-    os.kill(pid, signal.SIGKILL)
-    return None
-  except ProcessLookupError: return None
-  except PermissionError as e:
-    if not ctx.use_sudo: return f"{os.strerror(e.errno)} (--sudoless: not using sudo)"
-  rc = ctx.run(["kill", "-s", "KILL", "--", str(pid)], root=True)
-  return None if rc == 0 else f"sudo kill exited {rc}"
+    if holds(ctx.host, pid, *target) is not True: return "gone", "no longer holds the lock"
+    proc.signal(signal.SIGKILL)
+    return "killed", ""
+  except OSCallError as e:
+    if e.errno == errno.ESRCH: return "gone", ""
+    if e.errno == errno.EPERM: return "denied", os.strerror(e.errno)
+    return "failed", str(e)
+  finally: proc.close()
+
+
+def _kill_as_root(ctx: Context, lf) -> int:
+  """Run kill_pids for this one device as root (sudo): root may read every process's fds, so it kills exactly
+  the holders this user could not check. The same hcq-smi, with this user's lock/sysfs/proc roots."""
+  cfg = ctx.host.config
+  argv = ["env", f"HCQ_LOCK_DIR={cfg.lock_dir}", f"HCQ_PROC_ROOT={cfg.proc_root}", f"HCQ_SYSFS_ROOT={cfg.sysfs_root}",
+          sys.executable, "-m", "hcq.smi", ctx.backend.name, "kill_pids", "--sudoless", "--pci_bus", lf.bus]
+  return ctx.run(argv, root=True)
+
+
+def _kill_device(ctx: Context, lf, killed: list, failed: dict, sleep) -> list[int]:
+  """Kill the holders of one lock file, round after round; returns the pids that still hold it."""
+  need_root: dict[int, str] = {}
+  for _ in range(KILL_ROUNDS):
+    found = classify_holders(ctx.host, lf.path)
+    for pid in found.unverified:
+      need_root.setdefault(pid, "its file descriptors cannot be read by this user, so it cannot be checked that it "
+                                "holds the lock; not signalled")
+    todo = [p for p in found.verified if p != os.getpid() and p not in failed and p not in need_root]
+    if not todo: break
+    for pid in todo:
+      name = process_name(ctx.host, pid)
+      outcome, why = _kill(ctx, pid, lf)
+      if outcome == "killed":
+        if pid not in (k["pid"] for k in killed):
+          killed.append({"pid": pid, "name": name, "bus": lf.bus})
+          ctx.report.say(f"killed {pid} ({name}) holding {lf.path}")
+      elif outcome == "denied": need_root[pid] = why
+      elif outcome == "failed":
+        failed[pid] = {"pid": pid, "name": name, "bus": lf.bus, "reason": why}
+        ctx.report.error(f"cannot kill {pid} ({name}) holding {lf.path}: {why}")
+    sleep(KILL_PAUSE_S)
+  still = set(find_holders(ctx.host, lf.path))
+  need_root = {p: why for p, why in need_root.items() if p in still}
+  if need_root and ctx.use_sudo:
+    rc = _kill_as_root(ctx, lf)
+    need_root = {p: f"still holds the lock after running kill_pids as root (exit {rc})"
+                 for p in find_holders(ctx.host, lf.path) if p in need_root}
+  for pid, why in need_root.items():
+    if not ctx.use_sudo: why += " (--sudoless: not using sudo)" if os.geteuid() != 0 else ""
+    failed[pid] = {"pid": pid, "name": process_name(ctx.host, pid), "bus": lf.bus, "reason": why}
+    ctx.report.error(f"cannot kill {pid} ({failed[pid]['name']}) holding {lf.path}: {why}")
+  return [p for p in find_holders(ctx.host, lf.path) if p not in failed]
 
 
 def kill_pids(ctx: Context, prefix: str = "", sleep=None) -> int:
   """SIGKILL every holder of each matching device's lock, round after round (at most KILL_ROUNDS, KILL_PAUSE_S
-  apart) until none is left. Only pids found holding the lock are signalled, never this process."""
+  apart) until none is left. Only processes found holding the lock are signalled, never this process."""
   import time
   sleep = sleep or time.sleep
   killed, failed, remaining = [], {}, {}
   locks = ctx.locks(prefix)
   for lf in locks:
-    for round_no in range(KILL_ROUNDS):
-      holders = [p for p in find_holders(ctx.host, lf.path) if p != os.getpid() and p not in failed]
-      if not holders: break
-      for pid in holders:
-        name = process_name(ctx.host, pid)
-        why = _signal(ctx, pid)
-        if why is None:
-          if pid not in (k["pid"] for k in killed):
-            killed.append({"pid": pid, "name": name, "bus": lf.bus})
-            ctx.report.say(f"killed {pid} ({name}) holding {lf.path}")
-        else:
-          failed[pid] = {"pid": pid, "name": name, "bus": lf.bus, "reason": why}
-          ctx.report.error(f"cannot kill {pid} ({name}) holding {lf.path}: {why}")
-      sleep(KILL_PAUSE_S)
-    else:
-      left = [p for p in find_holders(ctx.host, lf.path) if p not in failed]
-      if left:
-        remaining[lf.bus] = left
-        ctx.report.error(f"{lf.bus}: still held by {left} after {KILL_ROUNDS} rounds")
-    if os.getpid() in find_holders(ctx.host, lf.path):
-      ctx.report.error(f"{lf.bus}: this process holds {lf.path} itself")
-      remaining.setdefault(lf.bus, []).append(os.getpid())
+    left = _kill_device(ctx, lf, killed, failed, sleep)
+    if os.getpid() in left: ctx.report.error(f"{lf.bus}: this process holds {lf.path} itself")
+    elif left: ctx.report.error(f"{lf.bus}: still held by {left} after {KILL_ROUNDS} rounds")
+    if left: remaining[lf.bus] = left
   if not locks: ctx.report.say(f"No devices found (no {ctx.backend.lock_kind}_*.lock in {ctx.host.config.lock_dir})")
   elif not killed and not failed and not remaining: ctx.report.say("No processes found")
   rc = EXIT_FAIL if failed or remaining else EXIT_OK

@@ -5,6 +5,7 @@ import ctypes
 import errno as errno_mod
 import fcntl
 import os
+import signal as signal_mod
 import struct
 import time
 
@@ -114,6 +115,26 @@ class FlockLock:
   def __exit__(self, *exc): self.release()
 
 
+class ProcessHandle:
+  """A pidfd (pidfd_open(2), Linux 5.3): it names one process for as long as it is open, so a signal sent through
+  it can never reach another process that was given the same pid after this one exited."""
+
+  def __init__(self, pid: int, fd: int):
+    self.pid, self.fd = pid, fd
+
+  def signal(self, sig: int) -> None:
+    try: signal_mod.pidfd_send_signal(self.fd, sig)
+    except OSError as e: raise OSCallError("pidfd_send_signal", f"pid {self.pid}", e.errno, f"signal {sig}") from None
+
+  def close(self) -> None:
+    if self.fd >= 0:
+      os.close(self.fd)
+      self.fd = -1
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+
+
 class EventFD(LinuxFile):
   """eventfd(2): an 8-byte counter the kernel (or a device model) signals."""
 
@@ -157,6 +178,13 @@ class LinuxOS:
     except OSError as e: raise OSCallError("stat", real, e.errno) from None
 
   def realpath(self, path: str) -> str: return os.path.realpath(self._dev_path(path))
+
+  def open_process(self, pid: int) -> ProcessHandle:
+    """A handle on process pid through which it can be signalled (hcq-smi kill_pids)."""
+    if not isinstance(pid, int) or pid <= 0: raise DeviceError(f"{pid!r} is not a process id")
+    try: fd = os.pidfd_open(pid)
+    except OSError as e: raise OSCallError("pidfd_open", f"pid {pid}", e.errno) from None
+    return ProcessHandle(pid, fd)
 
   # ---- sysfs / procfs
   def _sys(self, path: str) -> str: return os.path.join(self.config.sysfs_root, path.lstrip("/"))

@@ -1,5 +1,6 @@
 """hcq-smi pids / kill_pids with real processes holding real flocks, found through procfs."""
 import ctypes
+import errno
 import json
 import os
 import pathlib
@@ -178,6 +179,9 @@ def test_malicious_lock_names_are_ignored_with_a_warning(locks, procs, tmp_path)
   (locks / "am_0000:03:00.0" / "x.lock").write_text("")
   (locks / "am_0000:07:00.0.lock").mkdir()  # a well-formed name that is not a regular file
   os.symlink("/etc/hostname", locks / "am_0000:08:00.0.lock")
+  (tmp_path / "some.lock").write_text("")
+  held.append(spawn_holder(tmp_path / "some.lock"))  # holds another file's lock, reached through a hard link
+  os.link(tmp_path / "some.lock", locks / "am_0000:09:00.0.lock")
   procs += held
   env = smi_env(lock_dir=locks)
   cwd = tmp_path / "cwd"
@@ -188,6 +192,7 @@ def test_malicious_lock_names_are_ignored_with_a_warning(locks, procs, tmp_path)
     for name in MALICIOUS + ["am_0000:03:00.0"]:
       assert f"ignoring lock file {name!r}" in res.stderr, (cmd, name, res.stderr)
     assert "'am_0000:07:00.0.lock'" in res.stderr and "'am_0000:08:00.0.lock'" in res.stderr
+    assert "'am_0000:09:00.0.lock' in " + str(locks) + ": a hard link" in res.stderr, res.stderr
     assert "killed" not in res.stdout and "reset 0000" not in res.stdout
   assert all(p.poll() is None for p in held)  # nobody killed
   assert list(cwd.iterdir()) == [] and not (locks / "pwned").exists()
@@ -227,3 +232,128 @@ def test_holders_from_a_fake_proc_tree(locks, tmp_path):
   assert res.returncode == 0, res
   assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700"},
                                                                        {"pid": 703, "name": "worker703"}]}]
+
+
+# ---- kill_pids never signals a process it has not seen holding the lock (in-process, over a fake proc tree whose
+# pids are real processes, so that a wrong signal would really kill one)
+
+class FakeProcOS(LinuxOS):
+  """LinuxOS over a fake proc tree; `unreadable` pids answer EACCES for their fd folder (as another user's would),
+  `before_open` runs just before a process is pinned (to play a pid being reused after the scan)."""
+
+  def __init__(self, config, unreadable=(), before_open=None):
+    super().__init__(config)
+    self.unreadable, self.before_open = set(unreadable), before_open
+
+  def proc_list(self, path=""):
+    if path.split("/")[0] in {str(p) for p in self.unreadable} and path.endswith("/fd"):
+      from hcq.errors import OSCallError
+      raise OSCallError("listdir", path, errno.EACCES)
+    return super().proc_list(path)
+
+  def open_process(self, pid):
+    if self.before_open: self.before_open(pid)
+    return super().open_process(pid)
+
+
+def _fake_proc(tmp_path, lock, pid, holds=True):
+  st = lock.stat()
+  key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+  proc = tmp_path / "proc"
+  (proc / str(pid) / "fd").mkdir(parents=True)
+  (proc / str(pid) / "fdinfo").mkdir()
+  (proc / str(pid) / "comm").write_text("victim\n")
+  if holds:
+    os.symlink(lock, proc / str(pid) / "fd" / "5")
+    (proc / str(pid) / "fdinfo" / "5").write_text(f"pos:\t0\nlock:\t1: FLOCK  ADVISORY  WRITE {pid} {key} 0 EOF\n")
+  (proc / "locks").write_text(f"1: FLOCK  ADVISORY  WRITE {pid} {key} 0 EOF\n")
+  return proc
+
+
+def _kill_in_process(host):
+  import io
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  report = Report(True, out=io.StringIO(), err=io.StringIO())
+  rc = commands.kill_pids(commands.Context(backend("amd"), host, report, sudoless=True), sleep=lambda s: None)
+  return rc, json.loads(report.out.getvalue()), report.err.getvalue()
+
+
+def test_a_pid_named_only_by_proc_locks_is_never_signalled(locks, procs, tmp_path):
+  """<proc>/locks keeps the pid of the process that took the flock even after it exited (the lock lives on in
+  a child that inherited it): that pid may now be another user's unrelated process. Unchecked: not signalled."""
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  victim = spawn_sleeper()
+  procs.append(victim)
+  proc = _fake_proc(tmp_path, lock, victim.pid, holds=False)
+  host = FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc)), unreadable=[victim.pid])
+  rc, doc, err = _kill_in_process(host)
+  assert rc == 1 and doc["killed"] == [] and [f["pid"] for f in doc["failed"]] == [victim.pid]
+  assert "cannot be checked" in err and f"cannot kill {victim.pid}" in err
+  assert wait_dead(victim, timeout=0.5) is None  # alive
+
+
+def test_a_pid_reused_after_the_scan_is_not_signalled(locks, procs, tmp_path):
+  """The holder exits between the scan and the kill, and its pid names another process: the check made after
+  pinning the process (pidfd) sees that it holds nothing, and it is not signalled."""
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  victim = spawn_sleeper()
+  procs.append(victim)
+  proc = _fake_proc(tmp_path, lock, victim.pid, holds=True)
+  def holder_exits_and_pid_is_reused(pid):
+    (proc / str(pid) / "fd" / "5").unlink()
+    (proc / "locks").write_text("")
+  host = FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc)), before_open=holder_exits_and_pid_is_reused)
+  rc, doc, err = _kill_in_process(host)
+  assert rc == 0 and doc["killed"] == [] and doc["failed"] == [], err
+  assert wait_dead(victim, timeout=0.5) is None  # alive
+  # the same tree without the reuse: the process is killed (the test above fails for the right reason)
+  (proc / str(victim.pid) / "fd" / "5").symlink_to(lock)
+  rc, doc, err = _kill_in_process(FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc))))
+  assert [k["pid"] for k in doc["killed"]] == [victim.pid], err  # (the fake tree goes on showing it: rc 1)
+  assert wait_dead(victim) == -signal.SIGKILL
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
+def test_kill_pids_as_a_user_asks_root_to_kill_holders_it_cannot_check(procs):
+  """As uid nobody (no --sudoless), a root process holding the lock cannot be checked: hcq-smi runs itself as
+  root for that device through sudo (argument list, the user's lock dir) and reports the holder while it lives."""
+  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+  from smi_helpers import fake_tool, read_log
+  base = pathlib.Path(tempfile.mkdtemp(prefix="hcq-smi-test-"))
+  try:
+    base.chmod(0o755)
+    locks, bin_dir, out, log = base / "locks", base / "bin", base / "out.json", base / "sudo.log"
+    locks.mkdir()
+    fake_tool(bin_dir, "sudo", log)  # records its argv, runs nothing
+    for f in (out, log):
+      f.write_text("")
+      f.chmod(0o666)
+    holder = spawn_holder(locks / f"am_{BUS}.lock")
+    procs.append(holder)
+    pid = os.fork()
+    if pid == 0:
+      code = 99
+      try:
+        os.setgid(65534)
+        os.setuid(65534)
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+        os.environ.update(HCQ_LOCK_DIR=str(locks), PATH=f"{bin_dir}:/usr/bin:/bin")
+        os.environ.pop("HCQ_PROC_ROOT", None)
+        os.environ.pop("HCQ_SYSFS_ROOT", None)
+        sys.stdout = os.fdopen(os.open(out, os.O_WRONLY | os.O_TRUNC), "w")
+        from hcq.smi import main
+        code = main(["amd", "kill_pids", "--json"])
+        sys.stdout.flush()
+      finally: os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    doc = json.loads(out.read_text())
+    assert os.waitstatus_to_exitcode(status) == 1, doc
+    assert read_log(log) == [["sudo", "env", f"HCQ_LOCK_DIR={locks}", "HCQ_PROC_ROOT=/proc", "HCQ_SYSFS_ROOT=/sys",
+                              sys.executable, "-m", "hcq.smi", "amd", "kill_pids", "--sudoless", "--pci_bus", BUS]]
+    assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
+    assert holder.poll() is None  # the fake sudo ran nothing
+  finally: shutil.rmtree(base)
