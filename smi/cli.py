@@ -13,6 +13,7 @@ exit codes:
   1    rmmod --expect: a module is loaded; kill_pids: a holder could not be signalled or still holds the lock
        after 128 rounds; reset: a device could not be reset; any other error (named on stderr)
   2    usage error
+  124  a command hcq-smi runs did not finish in 600 s (it is killed)
   127  a command hcq-smi runs (modprobe, sudo, nvidia-smi) was not found
   N    rmmod/insmod: modprobe's (or nvidia-smi's) own exit code when it fails
 

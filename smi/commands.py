@@ -19,15 +19,18 @@ from .holders import classify_holders, find_holders, holds, lock_target, process
 from .lockfiles import discover
 
 KILL_ROUNDS, KILL_PAUSE_S = 128, 0.2
-EXIT_OK, EXIT_FAIL, EXIT_NOT_FOUND = 0, 1, 127
+# the longest a command hcq-smi runs may take (loading amdgpu or nvidia initialises every GPU: tens of seconds)
+COMMAND_TIMEOUT_S = 600.0
+EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT, EXIT_NOT_FOUND = 0, 1, 124, 127
 
 
 class Context:
   """What every command gets: the backend, the OS object, the report, and whether sudo may be used."""
 
-  def __init__(self, backend: Backend, host, report, sudoless: bool = False):
+  def __init__(self, backend: Backend, host, report, sudoless: bool = False, command_timeout_s: float = COMMAND_TIMEOUT_S):
     self.backend, self.host, self.report = backend, host, report
     self.use_sudo = not sudoless and os.geteuid() != 0
+    self.command_timeout_s = command_timeout_s
 
   def run(self, argv: list[str], root: bool = False, stdin: bytes | None = None) -> int:
     """Run argv (through sudo when root is needed and we are not root, unless --sudoless); its exit code."""
@@ -35,10 +38,13 @@ class Context:
     self.report.say(f"running: {' '.join(argv)}")
     # the tool's own output goes to stderr under --json, so that stdout stays one JSON document
     out = subprocess.DEVNULL if stdin is not None else (2 if self.report.as_json else None)
-    try: return subprocess.run(argv, input=stdin, stdout=out, check=False).returncode
+    try: return subprocess.run(argv, input=stdin, stdout=out, check=False, timeout=self.command_timeout_s).returncode
     except FileNotFoundError:
       self.report.error(f"{argv[0]}: command not found")
       return EXIT_NOT_FOUND
+    except subprocess.TimeoutExpired:  # subprocess.run killed it
+      self.report.error(f"{' '.join(argv)}: still running after {self.command_timeout_s:g} s, killed")
+      return EXIT_TIMEOUT
 
   def locks(self, prefix: str = ""):
     return discover(self.host, self.backend.lock_kind, prefix, warn=self.report.warn)

@@ -5,11 +5,12 @@ import ctypes
 import errno as errno_mod
 import fcntl
 import os
+import select
 import signal as signal_mod
 import struct
 import time
 
-from ...errors import DeviceError, OSCallError
+from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .interface import MMIOView
 from .locks import lock_path
@@ -139,7 +140,13 @@ class EventFD(LinuxFile):
   """eventfd(2): an 8-byte counter the kernel (or a device model) signals."""
 
   def signal(self, value: int = 1) -> None: self.write(struct.pack("<Q", value))
-  def wait_value(self) -> int: return struct.unpack("<Q", self.read(8))[0]
+
+  def wait_value(self, timeout_s: float = 10.0) -> int:
+    """Wait until the counter is non-zero (at most timeout_s), then read and reset it."""
+    with select.epoll() as ep:
+      ep.register(self.fd, select.EPOLLIN)
+      if not ep.poll(timeout_s): raise Timeout(f"{self.path} (fd {self.fd}) to be signalled", timeout_s=timeout_s)
+    return struct.unpack("<Q", self.read(8))[0]
 
 
 class LinuxOS:

@@ -210,3 +210,20 @@ def test_help_documents_exit_codes():
   res = run_smi("amd", "kill_pids", "--help")
   assert "exit codes:" in res.stdout and "--sudoless" in res.stdout and "--pci_bus" in res.stdout
   assert run_smi("intel", "list").returncode == 2
+
+
+def test_a_command_that_hangs_is_killed_after_the_timeout(tmp_path):
+  import io
+  import time
+  from hcq.config import Config
+  from hcq.drivers.system import LinuxOS
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  report = Report(False, out=io.StringIO(), err=io.StringIO())
+  ctx = commands.Context(backend("amd"), LinuxOS(Config()), report, sudoless=True, command_timeout_s=0.3)
+  t0 = time.monotonic()
+  assert ctx.run([sys.executable, "-c", "import time; time.sleep(30)"]) == 124
+  assert time.monotonic() - t0 < 10
+  assert "still running after 0.3 s, killed" in report.err.getvalue()
+  assert "124" in run_smi("--help").stdout
