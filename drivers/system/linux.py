@@ -16,7 +16,20 @@ from .interface import MMIOView
 from .locks import lock_path
 
 
-class LinuxFile:
+class _OwnedFD:
+  """A file descriptor this object owns: closed by close() (idempotent) or at the end of a `with` block."""
+  fd: int
+
+  def close(self) -> None:
+    if self.fd >= 0:
+      os.close(self.fd)
+      self.fd = -1
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+
+
+class LinuxFile(_OwnedFD):
   """An open file descriptor with ioctl/mmap/read/write. Closing it unmaps nothing: mappings outlive the fd."""
 
   def __init__(self, path: str, fd: int):
@@ -47,13 +60,6 @@ class LinuxFile:
     try: return os.pwrite(self.fd, data, offset) if offset is not None else os.write(self.fd, data)
     except OSError as e: raise OSCallError("write", self.path, e.errno) from None
 
-  def close(self) -> None:
-    if self.fd >= 0:
-      os.close(self.fd)
-      self.fd = -1
-
-  def __enter__(self): return self
-  def __exit__(self, *exc): self.close()
   def __repr__(self): return f"LinuxFile({self.path!r}, fd={self.fd})"
 
 
@@ -116,7 +122,7 @@ class FlockLock:
   def __exit__(self, *exc): self.release()
 
 
-class ProcessHandle:
+class ProcessHandle(_OwnedFD):
   """A pidfd (pidfd_open(2), Linux 5.3): it names one process for as long as it is open, so a signal sent through
   it can never reach another process that was given the same pid after this one exited."""
 
@@ -126,14 +132,6 @@ class ProcessHandle:
   def signal(self, sig: int) -> None:
     try: signal_mod.pidfd_send_signal(self.fd, sig)
     except OSError as e: raise OSCallError("pidfd_send_signal", f"pid {self.pid}", e.errno, f"signal {sig}") from None
-
-  def close(self) -> None:
-    if self.fd >= 0:
-      os.close(self.fd)
-      self.fd = -1
-
-  def __enter__(self): return self
-  def __exit__(self, *exc): self.close()
 
 
 class EventFD(LinuxFile):

@@ -1,5 +1,4 @@
 """hcq-smi pids / kill_pids with real processes holding real flocks, found through procfs."""
-import ctypes
 import errno
 import json
 import os
@@ -16,7 +15,7 @@ import pytest
 from hcq.config import Config
 from hcq.drivers.system import LinuxOS
 from hcq.smi.holders import find_holders, parse_lock_lines
-from smi_helpers import run_smi, run_smi_json, smi_env, spawn_holder, spawn_sleeper
+from smi_helpers import as_nobody, read_log, run_smi, run_smi_json, smi_env, smi_in_child, spawn_holder, spawn_sleeper
 
 BUS = "0000:03:00.0"
 
@@ -125,45 +124,42 @@ def test_kill_pids_kills_every_process_sharing_the_lock(locks, procs):
     except ProcessLookupError: pass
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
-def test_kill_pids_sudoless_reports_a_holder_it_cannot_signal(procs):
-  """kill_pids as uid nobody, the holder a root process: nobody cannot read root's fds, /proc/locks names the
-  holder, SIGKILL is refused; --sudoless reports it and exits non-zero, and never calls sudo."""
-  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+@pytest.fixture
+def public():
+  """A lock dir, a bin dir with a fake sudo (records its argv, runs nothing) and an output file that uid nobody can
+  use (pytest's tmp_path is private to root)."""
+  from smi_helpers import fake_tool
   base = pathlib.Path(tempfile.mkdtemp(prefix="hcq-smi-test-"))
-  try:
-    base.chmod(0o755)
-    locks, bin_dir, out = base / "locks", base / "bin", base / "out.json"
-    locks.mkdir()
-    bin_dir.mkdir()
-    sudo_log = base / "sudo.log"
-    (bin_dir / "sudo").write_text(f"#!/bin/sh\necho \"$@\" >> {sudo_log}\nexit 0\n")
-    (bin_dir / "sudo").chmod(0o755)
-    out.write_text("")
-    out.chmod(0o666)
-    holder = spawn_holder(locks / f"am_{BUS}.lock")
-    procs.append(holder)
-    pid = os.fork()
-    if pid == 0:
-      code = 99
-      try:
-        os.setgid(65534)
-        os.setuid(65534)
-        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-        os.environ.update(HCQ_LOCK_DIR=str(locks), PATH=f"{bin_dir}:/usr/bin:/bin")
-        fd = os.open(out, os.O_WRONLY | os.O_TRUNC)
-        sys.stdout = os.fdopen(fd, "w")  # pytest's capture replaced sys.stdout in this (forked) process
-        from hcq.smi import main
-        code = main(["amd", "kill_pids", "--sudoless", "--json"])
-        sys.stdout.flush()
-      finally: os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    doc = json.loads(out.read_text())
-    assert os.waitstatus_to_exitcode(status) == 1, doc
-    assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
-    assert holder.poll() is None
-    assert not sudo_log.exists()
-  finally: shutil.rmtree(base)
+  base.chmod(0o755)
+  world = type("Public", (), dict(locks=base / "locks", bin=base / "bin", out=base / "out.json", sudo_log=base / "sudo.log"))
+  world.locks.mkdir()
+  fake_tool(world.bin, "sudo", world.sudo_log)
+  for f in (world.out, world.sudo_log):
+    f.write_text("")
+    f.chmod(0o666)
+  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+  yield world
+  shutil.rmtree(base)
+
+
+def _kill_pids_as_nobody(public, *args):
+  env = dict(HCQ_LOCK_DIR=public.locks, PATH=f"{public.bin}:/usr/bin:/bin")
+  code = as_nobody(smi_in_child(["amd", "kill_pids", "--json", *args], env, public.out,
+                                drop_env=("HCQ_PROC_ROOT", "HCQ_SYSFS_ROOT")))
+  return code, json.loads(public.out.read_text())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
+def test_kill_pids_sudoless_reports_a_holder_it_cannot_signal(procs, public):
+  """kill_pids as uid nobody, the holder a root process: nobody cannot read root's fds, /proc/locks names the
+  holder, it is not signalled; --sudoless reports it and exits non-zero, and never calls sudo."""
+  holder = spawn_holder(public.locks / f"am_{BUS}.lock")
+  procs.append(holder)
+  code, doc = _kill_pids_as_nobody(public, "--sudoless")
+  assert code == 1, doc
+  assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
+  assert holder.poll() is None
+  assert read_log(public.sudo_log) == []
 
 
 MALICIOUS = ["am_0000:03:00.0;reboot.lock", "am_$(touch pwned).lock", "am_0000:03:00.0 .lock", "am_ 0000:03:00.0.lock",
@@ -318,42 +314,15 @@ def test_a_pid_reused_after_the_scan_is_not_signalled(locks, procs, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
-def test_kill_pids_as_a_user_asks_root_to_kill_holders_it_cannot_check(procs):
+def test_kill_pids_as_a_user_asks_root_to_kill_holders_it_cannot_check(procs, public):
   """As uid nobody (no --sudoless), a root process holding the lock cannot be checked: hcq-smi runs itself as
   root for that device through sudo (argument list, the user's lock dir) and reports the holder while it lives."""
-  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
-  from smi_helpers import fake_tool, read_log
-  base = pathlib.Path(tempfile.mkdtemp(prefix="hcq-smi-test-"))
-  try:
-    base.chmod(0o755)
-    locks, bin_dir, out, log = base / "locks", base / "bin", base / "out.json", base / "sudo.log"
-    locks.mkdir()
-    fake_tool(bin_dir, "sudo", log)  # records its argv, runs nothing
-    for f in (out, log):
-      f.write_text("")
-      f.chmod(0o666)
-    holder = spawn_holder(locks / f"am_{BUS}.lock")
-    procs.append(holder)
-    pid = os.fork()
-    if pid == 0:
-      code = 99
-      try:
-        os.setgid(65534)
-        os.setuid(65534)
-        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-        os.environ.update(HCQ_LOCK_DIR=str(locks), PATH=f"{bin_dir}:/usr/bin:/bin")
-        os.environ.pop("HCQ_PROC_ROOT", None)
-        os.environ.pop("HCQ_SYSFS_ROOT", None)
-        sys.stdout = os.fdopen(os.open(out, os.O_WRONLY | os.O_TRUNC), "w")
-        from hcq.smi import main
-        code = main(["amd", "kill_pids", "--json"])
-        sys.stdout.flush()
-      finally: os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    doc = json.loads(out.read_text())
-    assert os.waitstatus_to_exitcode(status) == 1, doc
-    assert read_log(log) == [["sudo", "env", f"HCQ_LOCK_DIR={locks}", "HCQ_PROC_ROOT=/proc", "HCQ_SYSFS_ROOT=/sys",
-                              sys.executable, "-m", "hcq.smi", "amd", "kill_pids", "--sudoless", "--pci_bus", BUS]]
-    assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
-    assert holder.poll() is None  # the fake sudo ran nothing
-  finally: shutil.rmtree(base)
+  holder = spawn_holder(public.locks / f"am_{BUS}.lock")
+  procs.append(holder)
+  code, doc = _kill_pids_as_nobody(public)
+  assert code == 1, doc
+  assert read_log(public.sudo_log) == [["sudo", "env", f"HCQ_LOCK_DIR={public.locks}", "HCQ_PROC_ROOT=/proc",
+                                        "HCQ_SYSFS_ROOT=/sys", sys.executable, "-m", "hcq.smi", "amd", "kill_pids",
+                                        "--sudoless", "--pci_bus", BUS]]
+  assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
+  assert holder.poll() is None  # the fake sudo ran nothing
