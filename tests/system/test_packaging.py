@@ -1,7 +1,6 @@
-"""Packaging (issue 2, Build 1): what setup.py installs as the package `hcq`, its console scripts, and generated
-modules that import without libclang."""
+"""Packaging (issue 2, Build 1): what setup.py installs as the package `hcq` and its console scripts (generated
+modules import without libclang: tests/autogen/test_runtime.py)."""
 import importlib.metadata
-import json
 import pathlib
 import shutil
 import subprocess
@@ -46,24 +45,3 @@ def test_console_scripts():
   eps = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts") if e.name in ("hcq", "hcq-smi")}
   assert eps == {"hcq": "hcq.cli:main", "hcq-smi": "hcq.smi:main"}
   assert importlib.metadata.metadata("hcq")["Requires-Python"] == ">=3.11"
-
-
-BLOCK_CLANG = """
-import importlib, importlib.abc, json, sys
-class NoClang(importlib.abc.MetaPathFinder):
-  def find_spec(self, name, path=None, target=None):
-    if name == "clang" or name.startswith("clang."): raise ImportError("libclang is not installed here")
-sys.meta_path.insert(0, NoClang())
-names = json.loads(sys.argv[1])
-for n in names:
-  m = importlib.import_module("hcq.autogen." + n)
-print(len(names))
-"""
-
-
-def test_generated_modules_import_without_libclang():
-  manifest = json.loads((REPO / "autogen" / "manifest.json").read_text())
-  names = list(manifest["modules"])
-  r = subprocess.run([sys.executable, "-c", BLOCK_CLANG, json.dumps(names)], capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
-  assert r.stdout.strip() == str(len(names))
