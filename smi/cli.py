@@ -39,6 +39,13 @@ def _prefix(text: str) -> str:
   except HCQError as e: raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _interval(text: str) -> float:
+  try: value = float(text)
+  except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+  if not 0.05 <= value <= 3600: raise argparse.ArgumentTypeError(f"{text} s: the refresh period must be 0.05-3600 s")
+  return value
+
+
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog="hcq-smi", description="Hand GPUs and NICs between kernel drivers and hcq.",
                                    epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     if name == "top":
       p.add_argument("--dev", type=_prefix, default="", metavar="BUS", help="only devices whose address starts with BUS")
       p.add_argument("--once", action="store_true", help="print the table once and exit")
-      p.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
+      p.add_argument("--interval", type=_interval, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
   return parser
 
 

@@ -201,6 +201,9 @@ def test_help_documents_exit_codes():
   res = run_smi("amd", "kill_pids", "--help")
   assert "exit codes:" in res.stdout and "--sudoless" in res.stdout and "--pci_bus" in res.stdout
   assert run_smi("intel", "list").returncode == 2
+  for bad in ("-1", "0", "nan", "x"):
+    res = run_smi("amd", "top", "--interval", bad)
+    assert res.returncode == 2 and "--interval" in res.stderr and "Traceback" not in res.stderr, (bad, res.stderr)
 
 
 def test_a_command_that_hangs_is_killed_after_the_timeout(tmp_path):
