@@ -123,6 +123,8 @@ def test_bars_and_mapping(linux, sysfs):
   with pytest.raises(DeviceError, match="BAR 1 is not a memory BAR"): d.map_bar(1)
   with pytest.raises(DeviceError, match="outside BAR 2"): d.map_bar(2, 0x2000, 0x1000)
   with pytest.raises(DeviceError, match="no BAR 6"): d.map_bar(6)
+  with pytest.raises(DeviceError, match="0000:03:00.0: BAR 2 window offset 0x10 is not a multiple of the page size"):
+    d.map_bar(2, 0x100, 0x10)
 
 
 def test_unbind_bind(linux, sysfs):
