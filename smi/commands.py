@@ -208,13 +208,17 @@ def _kill_device(ctx: Context, lf, killed: list, failed: dict, sleep) -> list[in
   still = set(find_holders(ctx.host, lf.path))
   need_root = {p: why for p, why in need_root.items() if p in still}
   if need_root and ctx.use_sudo:
+    names = {p: process_name(ctx.host, p) for p in need_root}
     rc = _kill_as_root(ctx, lf)
-    need_root = {p: f"still holds the lock after running kill_pids as root (exit {rc})"
-                 for p in find_holders(ctx.host, lf.path) if p in need_root}
+    still = set(find_holders(ctx.host, lf.path))
+    for pid in need_root:
+      if pid not in still: killed.append({"pid": pid, "name": names[pid], "bus": lf.bus, "as_root": True})
+    need_root = {p: f"still holds the lock after running kill_pids as root (exit {rc})" for p in need_root if p in still}
+  sudoless = not ctx.use_sudo and os.geteuid() != 0
   for pid, why in need_root.items():
-    if not ctx.use_sudo: why += " (--sudoless: not using sudo)" if os.geteuid() != 0 else ""
-    failed[pid] = {"pid": pid, "name": process_name(ctx.host, pid), "bus": lf.bus, "reason": why}
-    ctx.report.error(f"cannot kill {pid} ({failed[pid]['name']}) holding {lf.path}: {why}")
+    failed[pid] = {"pid": pid, "name": process_name(ctx.host, pid), "bus": lf.bus,
+                   "reason": why + (" (--sudoless: not using sudo)" if sudoless else "")}
+    ctx.report.error(f"cannot kill {pid} ({failed[pid]['name']}) holding {lf.path}: {failed[pid]['reason']}")
   return [p for p in find_holders(ctx.host, lf.path) if p not in failed]
 
 

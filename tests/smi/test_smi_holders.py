@@ -326,3 +326,30 @@ def test_kill_pids_as_a_user_asks_root_to_kill_holders_it_cannot_check(procs, pu
                                         "--sudoless", "--pci_bus", BUS]]
   assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
   assert holder.poll() is None  # the fake sudo ran nothing
+
+
+def test_holders_it_cannot_check_are_killed_by_hcq_smi_run_as_root(locks, procs, tmp_path, monkeypatch):
+  """The whole way through the root helper: this process may not read the holder's fds (played by FakeProcOS),
+  `sudo` (here: a script that runs its arguments, as root already) runs `hcq-smi amd kill_pids --sudoless` for the
+  device, which checks the holder through the real /proc and kills it; it is reported as killed as root."""
+  holder = spawn_holder(locks / f"am_{BUS}.lock")
+  bystander = spawn_holder(locks / "am_0000:04:00.0.lock")  # another device: the helper is limited to one
+  procs += [holder, bystander]
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+  (bin_dir / "sudo").chmod(0o755)
+  monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+  import io
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  host = FakeProcOS(Config(lock_dir=str(locks)), unreadable=[holder.pid, bystander.pid])
+  report = Report(True, out=io.StringIO(), err=io.StringIO())
+  ctx = commands.Context(backend("amd"), host, report)
+  ctx.use_sudo = True  # as a user with sudo
+  rc = commands.kill_pids(ctx, "0000:03", sleep=lambda s: None)
+  doc = json.loads(report.out.getvalue())
+  assert rc == 0, (doc, report.err.getvalue())
+  assert [(k["pid"], k["bus"], k.get("as_root")) for k in doc["killed"]] == [(holder.pid, BUS, True)]
+  assert wait_dead(holder) == -signal.SIGKILL and bystander.poll() is None
