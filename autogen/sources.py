@@ -167,5 +167,8 @@ def asm_generic_shim(linux_root: str, cache: str, arch: str = "x86") -> str:
   for name, text in want.items():
     p = os.path.normpath(os.path.join(shim, "asm", name))
     if not os.path.exists(p) or open(p).read() != text:
-      with open(p, "w") as f: f.write(text)
+      # atomically: another generator sharing the cache may be reading it right now
+      with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(p), delete=False) as f: f.write(text)
+      os.chmod(f.name, 0o644)  # as a plain open() would have made it (a temp file is 0600)
+      os.replace(f.name, p)
   return shim
