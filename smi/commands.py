@@ -136,18 +136,22 @@ def insmod(ctx: Context) -> int:
 
 # ---- holders
 
-def _holder_doc(ctx, pids):
-  return [{"pid": p, "name": process_name(ctx.host, p)} for p in pids]
+UNCHECKED = " [named by /proc/locks; its fds cannot be read by this user]"
+
+
+def _holder_doc(ctx, found) -> list[dict]:
+  """checked: its fds show it holds the lock; else only <proc>/locks names it (this user may not read its fds)."""
+  return [{"pid": p, "name": process_name(ctx.host, p), "checked": p in found.verified} for p in found.all]
 
 
 def pids(ctx: Context, prefix: str = "") -> int:
   devices = []
   locks = ctx.locks(prefix)
   for lf in locks:
-    holders = find_holders(ctx.host, lf.path)
-    devices.append({"bus": lf.bus, "lock": lf.path, "holders": _holder_doc(ctx, holders)})
-    if holders: ctx.report.say(f"{lf.bus}: " + " ".join(f"{h['pid']} ({h['name']})" for h in devices[-1]["holders"]))
-    else: ctx.report.say(f"{lf.bus}: No processes found")
+    holders = _holder_doc(ctx, classify_holders(ctx.host, lf.path))
+    devices.append({"bus": lf.bus, "lock": lf.path, "holders": holders})
+    text = " ".join(f"{h['pid']} ({h['name']})" + ("" if h["checked"] else UNCHECKED) for h in holders)
+    ctx.report.say(f"{lf.bus}: {text or 'No processes found'}")
   if not locks: ctx.report.say(f"No devices found (no {ctx.backend.lock_kind}_*.lock in {ctx.host.config.lock_dir})")
   ctx.report.document({"command": "pids", "backend": ctx.backend.name, "devices": devices, "exit": EXIT_OK})
   return EXIT_OK

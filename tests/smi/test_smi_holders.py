@@ -226,8 +226,8 @@ def test_holders_from_a_fake_proc_tree(locks, tmp_path):
                               f"1: -> FLOCK  ADVISORY  WRITE 701 {key} 0 EOF\n")
   res, doc = run_smi_json("amd", "pids", env=smi_env(lock_dir=locks, proc=proc))
   assert res.returncode == 0, res
-  assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700"},
-                                                                       {"pid": 703, "name": "worker703"}]}]
+  assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700", "checked": True},
+                                                                       {"pid": 703, "name": "worker703", "checked": True}]}]
 
 
 # ---- kill_pids never signals a process it has not seen holding the lock (in-process, over a fake proc tree whose
@@ -353,3 +353,20 @@ def test_holders_it_cannot_check_are_killed_by_hcq_smi_run_as_root(locks, procs,
   assert rc == 0, (doc, report.err.getvalue())
   assert [(k["pid"], k["bus"], k.get("as_root")) for k in doc["killed"]] == [(holder.pid, BUS, True)]
   assert wait_dead(holder) == -signal.SIGKILL and bystander.poll() is None
+
+
+def test_pids_marks_a_holder_it_could_not_check(locks, tmp_path):
+  import io
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  proc = _fake_proc(tmp_path, lock, 4242, holds=False)
+  host = FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc)), unreadable=[4242])
+  text = Report(False, out=io.StringIO(), err=io.StringIO())
+  assert commands.pids(commands.Context(backend("amd"), host, text)) == 0
+  assert f"{BUS}: 4242 (victim) [named by /proc/locks; its fds cannot be read by this user]" in text.out.getvalue()
+  doc = Report(True, out=io.StringIO(), err=io.StringIO())
+  commands.pids(commands.Context(backend("amd"), host, doc))
+  assert json.loads(doc.out.getvalue())["devices"][0]["holders"] == [{"pid": 4242, "name": "victim", "checked": False}]
