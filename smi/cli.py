@@ -17,7 +17,7 @@ exit codes:
   127  a command hcq-smi runs (modprobe, sudo, nvidia-smi) was not found
   N    rmmod/insmod: modprobe's (or nvidia-smi's) own exit code when it fails
 
-Lock files, sysfs and procfs come from HCQ_LOCK_DIR (default: the system temp dir), HCQ_SYSFS_ROOT (/sys) and
+Lock files, sysfs and procfs come from HCQ_LOCK_DIR (default: /tmp), HCQ_SYSFS_ROOT (/sys) and
 HCQ_PROC_ROOT (/proc). Lock files whose bus part is not a PCI address are ignored with a warning."""
 
 COMMANDS = {
