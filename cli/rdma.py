@@ -19,7 +19,6 @@ import json
 import os
 import select
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -187,19 +186,27 @@ class Remote:
       return self.proc.wait(timeout=5)
 
 
-def _free_udp_ports(n: int) -> list[int]:
-  socks = []
-  for _ in range(n):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((LOCALHOST, 0))
-    socks.append(s)
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks: s.close()
-  return ports
+def _mock_phy(dev):
+  """The mock NIC's PHY (its UDP socket on 127.0.0.1) behind dev; None on real hardware."""
+  phys = [d.phy for d in getattr(dev.os, "devices", []) if hasattr(d, "phy")]
+  return phys[-1] if phys else None
 
 
 def _endpoint(dev, qp) -> dict:
-  return {"qpn": qp.qpn, "mac": dev.mac.hex(), "gid": dev.gid.hex()}
+  """What one end tells the other: QP number, MAC, GID and, on the mock wire, the UDP port its PHY is bound to (each
+  end binds port 0 itself and reports the port it got: no port is chosen and then bound by someone else)."""
+  ep = {"qpn": qp.qpn, "mac": dev.mac.hex(), "gid": dev.gid.hex()}
+  phy = _mock_phy(dev)
+  if phy is not None: ep["udp_port"] = phy.address[1]
+  return ep
+
+
+def _connect_mock_wire(dev, peer: dict) -> None:
+  """Point this end's mock PHY at the peer's UDP port (from the handshake)."""
+  phy = _mock_phy(dev)
+  if phy is None: return
+  if "udp_port" not in peer: raise ValueError(f"the remote end did not report its mock UDP port: {peer}")
+  phy.set_peer(int(peer["udp_port"]))
 
 
 # ---------------------------------------------------------------- connect (this end writes)
@@ -207,15 +214,12 @@ def run_connect(args) -> int:
   from ..drivers.bnxt import BNXTQP
   if args.pci and not args.remote_cmd: raise SystemExit("hcq rdma connect --pci needs --remote-cmd")
   if args.pci:
-    mine_port = peer_port = 0
     argv = shlex.split(args.remote_cmd)
-  else:
-    mine_port, peer_port = _free_udp_ports(2)
+  else:   # both mock PHYs bind port 0; the handshake carries the ports they got
     argv = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))",
             "rdma", "serve", "--mock", "--pmtu", str(args.pmtu), "--timeout", str(args.timeout),
-            "--ip", args.remote_ip or MOCK_IPS[1], "--mock-port", str(peer_port), "--mock-peer", str(mine_port),
-            "--mock-mac", "020000000002"]
-  dev = open_nic(args, mock_port=mine_port, mock_peer=peer_port, mock_mac="020000000001")
+            "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", "020000000002"]
+  dev = open_nic(args, mock_mac="020000000001")
   remote = Remote(argv, args.timeout)
   status = 1
   try:
@@ -223,6 +227,7 @@ def run_connect(args) -> int:
     qp = BNXTQP(dev, pmtu=args.pmtu)
     remote.send(_endpoint(dev, qp))
     peer = remote.recv("QP number, MAC and GID")
+    _connect_mock_wire(dev, peer)
     qp.connect(int(peer["qpn"]), bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
     remote.send({"size": args.size})
     target = remote.recv("target address and rkey")
@@ -271,6 +276,7 @@ def run_serve(args) -> int:
     qp = BNXTQP(dev, pmtu=args.pmtu)
     peer = request("QP number, MAC and GID")
     if peer is None: return 0
+    if not args.mock_peer: _connect_mock_wire(dev, peer)
     qp.connect(int(peer["qpn"]), bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
     reply(_endpoint(dev, qp))
     ask = request("buffer request")

@@ -89,6 +89,11 @@ class Phy:
     self._thread = threading.Thread(target=self._receive_loop, name=f"{name}-rx", daemon=True)
     self._thread.start()
 
+  def set_peer(self, port: int) -> None:
+    """Send to the peer PHY bound to this UDP port on 127.0.0.1 (its port comes from the peer itself)."""
+    if not isinstance(port, int) or not 0 < port < 65536: raise ValueError(f"{self.name}: bad peer UDP port {port!r}")
+    self.peer = (LOCALHOST, port)
+
   # --- transmit ---
   def transmit(self, frame: bytes) -> None:
     with self._tx_lock:

@@ -33,6 +33,35 @@ def test_connect_mock_two_processes(size, pmtu):
   assert "verified by the remote end" in r.stdout
 
 
+def test_concurrent_connects_pick_their_own_ports():
+  """Each mock PHY binds UDP port 0 and reports the port it got in the handshake: two connects at once (four NICs)
+  can't take each other's port."""
+  procs = [subprocess.Popen(HCQ + ["rdma", "connect", "--mock", "--size", "64K", "--timeout", "60"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+  outs = [p.communicate(timeout=120) for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+  assert all("verified by the remote end" in o[0] for o in outs)
+
+
+def test_endpoint_reports_the_bound_udp_port():
+  from hcq.cli.rdma import _connect_mock_wire, _endpoint, _mock_phy
+  from hcq.drivers.bnxt import BNXTQP
+  from hcq import open as hcq_open
+  dev = hcq_open("MOCK+BNXT")
+  try:
+    dev.set_ip("10.0.200.5")
+    qp = BNXTQP(dev)
+    ep = _endpoint(dev, qp)
+    phy = _mock_phy(dev)
+    assert ep["udp_port"] == phy.sock.getsockname()[1] != 0 and ep["qpn"] == qp.qpn
+    _connect_mock_wire(dev, {"udp_port": 40000})
+    assert phy.peer == ("127.0.0.1", 40000)
+    with pytest.raises(ValueError, match="did not report its mock UDP port"): _connect_mock_wire(dev, {"qpn": 1})
+    with pytest.raises(ValueError, match="bad peer UDP port"): _connect_mock_wire(dev, {"udp_port": 70000})
+  finally:
+    dev.close(); dev.os.close()
+
+
 def _connect_with_pcap(tmp_path, size, pmtu, *extra):
   pcap = str(tmp_path / "c.pcap")
   r = hcq("rdma", "connect", "--mock", "--size", str(size), "--pmtu", str(pmtu), "--pcap", pcap, "--timeout", "60",
