@@ -2,6 +2,8 @@
 bound every value (hypothesis)."""
 import itertools
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,9 +53,23 @@ def envs():
     yield dict(zip(VARS, (va, vb, vc)))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the default suite runs FAST (a minute for the whole area on a loaded machine); -m slow runs THOROUGH as well
+FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+THOROUGH = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
 @given(expressions())
-def test_simplify_keeps_values(e):
+def test_simplify_keeps_values(e): check_simplify_keeps_values(e)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(expressions())
+def test_simplify_keeps_values_thorough(e): check_simplify_keeps_values(e)
+
+
+def check_simplify_keeps_values(e):
   s = simplify(e)
   for env in envs():
     try: want = evaluate(e, env)
@@ -61,9 +77,18 @@ def test_simplify_keeps_values(e):
     assert evaluate(s, env) == want, f"{e} -> {s} differs at {({k.arg.name: v for k, v in env.items()})}"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@FAST
 @given(expressions())
-def test_vmin_vmax_bound_values(e):
+def test_vmin_vmax_bound_values(e): check_vmin_vmax_bound_values(e)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(expressions())
+def test_vmin_vmax_bound_values_thorough(e): check_vmin_vmax_bound_values(e)
+
+
+def check_vmin_vmax_bound_values(e):
   for u in (e, simplify(e)):
     for env in envs():
       try: v = evaluate(u, env)
@@ -118,9 +143,21 @@ def int32_expressions(draw, depth=3):
   return a.idiv(d) if op == "idiv" else a // d if op == "floordiv" else a % d
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(int32_expressions(), st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-100, 100)), min_size=8, max_size=8))
-def test_int32_wraparound_semantics_survive_simplification(e, points):
+POINTS = st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-100, 100)), min_size=8, max_size=8)
+
+
+@FAST
+@given(int32_expressions(), POINTS)
+def test_int32_wraparound_semantics_survive_simplification(e, points): check_int32_wraparound(e, points)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(int32_expressions(), POINTS)
+def test_int32_wraparound_semantics_survive_simplification_thorough(e, points): check_int32_wraparound(e, points)
+
+
+def check_int32_wraparound(e, points):
   """Fixed-width ints wrap; the simplifier must not use rules that only hold for unbounded integers there."""
   s = simplify(e)
   assert s.dtype == e.dtype
