@@ -151,16 +151,21 @@ class Remote:
   def __init__(self, argv: list[str], timeout: float):
     self.timeout = timeout
     self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+    self.pending = b""   # bytes read past the last complete line
 
   def send(self, obj) -> None:
-    self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-    self.proc.stdin.flush()
+    from ..errors import DeviceError
+    try:
+      self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+      self.proc.stdin.flush()
+    except BrokenPipeError:
+      raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before it read {sorted(obj)}") from None
 
   def recv(self, what: str) -> dict:
     from ..errors import Timeout
     deadline = time.monotonic() + self.timeout
-    line = b""
-    while not line.endswith(b"\n"):
+    line = self.pending
+    while b"\n" not in line:
       left = deadline - time.monotonic()
       if left <= 0: raise Timeout(f"the remote end's {what}", last_seen=line.decode(errors="replace") or None,
                                   timeout_s=self.timeout)
@@ -171,7 +176,11 @@ class Remote:
         from ..errors import DeviceError
         raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before sending its {what}")
       line += chunk
-    obj = json.loads(line)
+    line, _, self.pending = line.partition(b"\n")
+    try: obj = json.loads(line)
+    except ValueError:
+      from ..errors import DeviceError
+      raise DeviceError(f"the remote end sent {line[:200]!r} where its {what} (a JSON line) was expected") from None
     if "error" in obj:
       from ..errors import DeviceError
       raise DeviceError(f"the remote end failed: {obj['error']}")

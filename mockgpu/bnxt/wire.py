@@ -139,8 +139,12 @@ class Phy:
     while not self._stop.is_set():
       try: frame, src = self.sock.recvfrom(MAX_FRAME)
       except socket.timeout: continue
-      except OSError: break
-      if src[0] != LOCALHOST: continue
+      except OSError as e:   # the socket closed under us (close()) or failed: say so unless we are stopping
+        if not self._stop.is_set(): self.error(f"{self.name}: the PHY's socket failed, the port is down: {e}")
+        break
+      if src[0] != LOCALHOST:   # cannot happen on a socket bound to 127.0.0.1; counted if it ever does
+        self.stats["rx_foreign"] = self.stats.get("rx_foreign", 0) + 1
+        continue
       self.stats["rx"] += 1
       if self.pcap and src != self.address: self.pcap.write(frame)
       handler = self.rx_handler

@@ -115,8 +115,9 @@ def _thor2_on_this_machine():
   from hcq.config import from_env
   from hcq.drivers.bnxt import find_devices
   from hcq.drivers.system import LinuxOS
+  from hcq.errors import DeviceError
   try: return [d.addr for d in find_devices(LinuxOS(from_env()))]
-  except Exception: return []
+  except (DeviceError, OSError): return []   # no PCI sysfs here: no Thor2 either
 
 
 @pytest.mark.hardware
@@ -125,3 +126,19 @@ def test_loopback_on_a_real_thor2():
   if not found: pytest.skip("no Broadcom Thor2 (14e4:1760) on this machine")
   r = hcq("rdma", "loopback", "--pci", found[0], "--ip", "10.200.0.1", "--size", "4K", timeout=120)
   assert r.returncode == 0 and "verified" in r.stdout, r.stderr
+
+
+def test_remote_channel_splits_lines_and_names_bad_ones():
+  from hcq.cli.rdma import Remote
+  from hcq.errors import DeviceError
+  two = Remote([sys.executable, "-c", "print('{\"a\": 1}\\n{\"b\": 2}\\nnot json', flush=True)"], timeout=30)
+  try:
+    assert two.recv("first") == {"a": 1} and two.recv("second") == {"b": 2}   # one read, two lines
+    with pytest.raises(DeviceError, match="where its third .* was expected"): two.recv("third")
+  finally:
+    two.close()
+  gone = Remote([sys.executable, "-c", "pass"], timeout=30)
+  gone.proc.wait(timeout=30)
+  with pytest.raises(DeviceError, match="remote end exited"):
+    for _ in range(64): gone.send({"pad": "x" * 4096})   # fills no pipe: the reader is gone
+  gone.close()

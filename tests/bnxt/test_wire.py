@@ -146,3 +146,12 @@ def test_wire_refuses_other_addresses():
     with pytest.raises(ValueError, match="127.0.0.1 only"): a.transmit(sample_frames()[0])
   finally:
     a.close()
+
+
+def test_a_failing_socket_is_reported_not_ignored():
+  errors = []
+  a = Phy("a", error=errors.append)
+  a.sock.close()                       # the socket fails under the receive thread (not a close() of the PHY)
+  a._thread.join(timeout=5)
+  assert not a._thread.is_alive() and errors and "socket failed" in errors[0]
+  a._stop.set()
