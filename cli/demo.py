@@ -15,7 +15,7 @@ def run(args) -> int:
   t_open = time.perf_counter()
   ok = True
   with dev:
-    print(f"device: {dev.name}")
+    print(f"device: {dev.name} ({type(dev.os).__name__})")
     code = demo_code_object()
     vadd, matmul = dev.load(code, "vadd"), dev.load(code, "matmul")
     rng = np.random.default_rng(0)

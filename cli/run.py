@@ -58,7 +58,7 @@ def run(args) -> int:
       path = os.path.join(args.out, f"arg{i}.npy")
       np.save(path, out)
       print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
-  print(f"{args.kernel} on {dev.name}: {t * 1e6:.1f} us")
+  print(f"{prog.name} on {dev.name}: {t * 1e6:.1f} us")
   return 0
 
 

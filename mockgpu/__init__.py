@@ -1,8 +1,19 @@
 """Device models behind the OS interface: the embedded default device of hcq.
 
 open_mock_os(spec, config) -> (MockOS, iface) is how hcq.open() plugs the mock in (the only import of mockgpu
-outside tests). MockOS (mockos.py) is generic: a virtual file system, host memory with fake physical addresses,
-MMIO views, PCI functions, locks and eventfds; device models (amd/ for the AMD GPU, bnxt/ for the NIC) attach to it.
+outside tests). MockOS (mockos.py) is generic and hosts any number of device models:
+  vfs.py     /dev, /sys, /proc in memory (files computed on read, writes reaching the model, device nodes, symlinks)
+  files.py   open-file objects (ioctl/mmap/read/write), in-memory eventfd
+  memory.py  anonymous host memory at fixed addresses (GPU VA == host VA), fake physical addresses and DMA
+  mmio.py    MMIO views: register windows and doorbell pages whose writes call the model, windows over memory
+  pci.py     PCI functions: config space (BAR sizing, capabilities), BARs, the sysfs files Linux shows
+  amd/       the mock gfx1100: KFD model (kfd.py), topology (topology.py), GPU + queues (gpu.py, queues.py, pm4.py,
+             sdma.py) and the RDNA3 wave emulator (emu/)
+  bnxt/      the mock Thor2 NIC
+
+In tests: `mock_amd_os(config, gpus=2)` gives a MockOS with two GPUs behind /dev/kfd; tests/mockgpu/mock_kfd_harness.py
+drives it with KFD ioctls, `hcq.open("MOCK+AMD")` with hcq's own driver. config.mock_threaded runs the GPUs in
+worker threads; config.mock_instruction_budget bounds each dispatch.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ import re
 
 from .layouts import LAYOUTS
 from .llvm_oracle import disassemble
+from .syntax import split_operands
 
 # distinctive probe values: the printed register index tells which field an operand came from
 PROBE = {
@@ -67,40 +68,6 @@ def encode_fields(layout: dict, values: dict) -> bytes:
   return word.to_bytes(layout["size"], "little")
 
 
-def split_operands(text: str) -> tuple[str, list[str], list[str]]:
-  """'mnem a, b, c mod1 mod2' -> (mnem, [a, b, c], [mod1, mod2]); commas inside () or [] do not split."""
-  mnem, _, rest = text.strip().partition(" ")
-  rest = rest.strip()
-  parts, depth, cur = [], 0, ""
-  for ch in rest:
-    if ch in "([": depth += 1
-    elif ch in ")]": depth -= 1
-    if ch == "," and depth == 0:
-      parts.append(cur.strip())
-      cur = ""
-    else:
-      cur += ch
-  if cur.strip(): parts.append(cur.strip())
-  mods: list[str] = []
-  if parts:
-    last = parts[-1]
-    # split trailing space-separated modifiers, unless the operand is itself space-separated (s_waitcnt, s_delay_alu)
-    toks, depth, cur = [], 0, ""
-    for ch in last:
-      if ch in "([": depth += 1
-      elif ch in ")]": depth -= 1
-      if ch == " " and depth == 0:
-        toks.append(cur)
-        cur = ""
-      else:
-        cur += ch
-    toks.append(cur)
-    if len(toks) > 1 and not any(t == "|" or t.startswith(("vmcnt", "expcnt", "lgkmcnt", "instid", "instskip")) for t in toks):
-      parts[-1] = toks[0]
-      mods = toks[1:]
-  return mnem, parts, mods
-
-
 def field_candidates(enc: str, values: dict) -> list[tuple[str, str, int]]:
   """(field, register class, printed index) for every register-valued field of a probe."""
   out = []
@@ -122,6 +89,12 @@ def learn_template(enc: str, values: dict, text: str) -> tuple[str, list, list[s
   cands = field_candidates(enc, values)
   template = []
   for op in ops:
+    m16 = re.match(r"^v(\d+)\.([lh])$", op)  # true16 register halves (v_mov_b16_e32 v8.l, v16.h)
+    if m16:
+      hits = [f for f, c, idx in cands if c == "v" and idx == int(m16.group(1))]
+      if len(hits) == 1:
+        template.append(("reg", hits[0], "v16", 1))
+        continue
     m = _REG.match(op)
     if m:
       cls = m.group(1)
@@ -352,6 +325,19 @@ def refine_sources(arch: str, tables: dict) -> None:
     for (e, field), res in zip(jobs, disassemble(probes, arch)):
       if res and hex(LITERAL_PROBE & 0xffff) in res[0][0].replace(",", " ").split():
         e["lit16"].append(field)
+    # 16-bit integer operands print inline float constants as f16 bit patterns (1.0 -> 0x3c00): 'f16hex'
+    jobs2, probes2 = [], []
+    for (e, field), probe in zip(jobs, probes):
+      if field not in e["lit16"]: continue
+      p = bytearray(probe)
+      word = int.from_bytes(p[:layout["size"]], "little")
+      lo, width = [(lo, w) for n, lo, w in layout["fields"] if n == field][0]
+      word = (word & ~(((1 << width) - 1) << lo)) | (242 << lo)
+      probes2.append(word.to_bytes(layout["size"], "little"))
+      jobs2.append((e, field))
+    for (e, field), res in zip(jobs2, disassemble(probes2, arch)):
+      if res and "0x3c00" in res[0][0].replace(",", " ").split():
+        e.setdefault("f16hex", []).append(field)
 
 
 def refine_modifiers(arch: str, tables: dict) -> None:

@@ -1,5 +1,5 @@
-"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (KFD now; PCI/USB later) that gives it
-memory, queues with doorbells and fault events.
+"""AMDDevice: the public API of DESIGN.md §4 on an AMD GPU, over an iface (iface.py: KFD now; PCI/USB later) that gives
+it memory, queues with doorbells and fault events.
 
 Queues: one PM4 compute queue (kernels, signals, timestamps, barriers) and one SDMA queue (copies). Both end each
 submission by writing the device timeline value and interrupting through the KFD signal event; a submission on one
@@ -11,7 +11,7 @@ from array import array
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
-from ...errors import DeviceError, GPUFault
+from ...errors import DeviceError, GPUFault, QueueError
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
 from . import lower, pm4
 from .cmdbuf import link
@@ -85,7 +85,7 @@ class AMDDevice(Device):
     self._staging = [_Staging(self._host_mem(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
     self._staging_next = 0
     self._last_ring = None
-    self.fault: GPUFault | None = None
+    self.fault: GPUFault | QueueError | None = None
     self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
     self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
@@ -116,7 +116,7 @@ class AMDDevice(Device):
     if self.fault is not None:
       raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
     try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
-    except GPUFault as e:
+    except (GPUFault, QueueError) as e:
       self.fault = e
       raise
 
@@ -124,7 +124,7 @@ class AMDDevice(Device):
     """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
     report a fault right here; it is remembered like one seen while waiting."""
     try: ring.commit()
-    except GPUFault as e:
+    except (GPUFault, QueueError) as e:
       self.fault = e
       raise
 
@@ -168,7 +168,9 @@ class AMDDevice(Device):
   def _abandon(self, tv: int) -> None:
     """A submission failed before its commands reached the ring (no ring space, no kernarg space): give its
     timeline value back so that later waits do not wait for work that never ran."""
-    if self.timeline.value == tv: self.timeline.value = tv - 1
+    if self.timeline.value == tv:
+      self.timeline.value = tv - 1
+      self.kernargs.cancel(tv)
 
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
     tv = self._begin(self.compute, "pm4")
@@ -240,7 +242,9 @@ class AMDDevice(Device):
 
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
     n = len(src)
-    if buf.cpu_view is not None:   # host-visible memory: the CPU writes it once the device is done with it
+    # host memory: the CPU writes it once the device is done with it. (CPU-visible VRAM is written through SDMA:
+    # CPU writes through the BAR would need an HDP flush before the GPU reads them.)
+    if buf.kind == "host":
       self._synchronize()
       buf.cpu_view[offset:offset + n] = src
       return
@@ -251,17 +255,17 @@ class AMDDevice(Device):
       st.busy_until = self.copy_async(buf.va + offset + pos, st.mem.va, chunk)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
-    if buf.cpu_view is not None:
+    if buf.kind == "host":
       self._synchronize()
       return bytes(buf.cpu_view[offset:offset + size])
-    out = bytearray(size)
+    parts = []
     for pos in range(0, size, STAGING_SIZE):
       chunk = min(STAGING_SIZE, size - pos)
       st = self._staging_slot()
       st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
       self._wait_value(tv)
-      out[pos:pos + chunk] = st.mem.cpu[:chunk]
-    return bytes(out)
+      parts.append(bytes(st.mem.cpu[:chunk]))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):

@@ -54,6 +54,17 @@ class KFDIface:
     self.os, self.config = osi, config
     try: self.kfd = osi.open("/dev/kfd", _os.O_RDWR)
     except OSCallError as e: raise DeviceError(f"KFD+AMD:{index}: cannot open /dev/kfd ({e})") from None
+    self.drm, self.label = None, f"KFD+AMD:{index}"
+    self._mems: dict[int, Mem] = {}
+    self._queues: list[HWQueue] = []
+    try: self._open(index)
+    except BaseException:
+      try: self.close()
+      except (DeviceError, OSError): pass  # the error that stopped the opening is the one worth raising
+      raise
+
+  def _open(self, index: int) -> None:
+    osi = self.os
     self.gpu_node, self.gpu_id, self.props = self._discover(index)
     self.label = f"KFD+AMD:{index} (gpu_id {self.gpu_id})"
     ver = self.props["gfx_target_version"]
@@ -64,8 +75,6 @@ class KFDIface:
     kfd.AMDKFD_IOC_ACQUIRE_VM(self.kfd, drm_fd=self.drm.fd, gpu_id=self.gpu_id)
     if self.kfd_version >= (1, 14): kfd.AMDKFD_IOC_RUNTIME_ENABLE(self.kfd, mode_mask=0)
     self._gpu_ids = (ctypes.c_uint32 * 1)(self.gpu_id)
-    self._mems: dict[int, Mem] = {}
-    self._queues: list[HWQueue] = []
     self._doorbells = None
     self._doorbell_base = None
     # events: the event page, a signal event for queue interrupts, and the two fault events
@@ -140,17 +149,26 @@ class KFDIface:
 
   # ---- queues
   def _cwsr_sizes(self) -> tuple[int, int, int]:
-    """(context save area size, control stack size, debug memory size) per XCC, as kfd_queue.c checks them."""
+    """(context save area size, control stack size, debug memory size) per XCC for a compute queue. KFD checks them
+    (drivers/gpu/drm/amd/amdkfd/kfd_queue.c, kfd_queue_acquire_buffers: ctl_stack_size equal to the node's, the save
+    area at least the node's cwsr_size); newer kernels publish both in the topology properties, otherwise they are
+    computed the way kfd_queue_ctx_save_restore_size() does."""
     p = self.props
+    gfxv = p["gfx_target_version"]
     xccs = max(p.get("num_xcc", 1), 1)
-    simd_per_cu = max(p.get("simd_per_cu", 2), 1)
-    cu_cnt = p.get("simd_count", 2) // simd_per_cu // xccs
-    wave_cnt = cu_cnt * p.get("max_waves_per_simd", 16) * simd_per_cu
-    vgpr_per_cu = 0x60000 if self.arch in ("gfx1100", "gfx1101", "gfx1151", "gfx1200", "gfx1201") else 0x40000
-    wg_data = round_up((vgpr_per_cu + 0x4000 + 0x10000 + 0x1000) * cu_cnt, PAGE)
-    ctl_stack = round_up(12 * wave_cnt + 8 + 40, PAGE)
-    debug = round_up(wave_cnt * 32, 64)
-    return wg_data + ctl_stack, ctl_stack, debug
+    cu_num = p.get("simd_count", 0) // max(p.get("simd_per_cu", 1), 1) // xccs
+    if gfxv < 100100:  # before GFX_VERSION_NAVI10
+      wave_num = min(cu_num * 40, p.get("array_count", 0) // max(p.get("simd_arrays_per_engine", 1), 1) * 512)
+    else: wave_num = cu_num * 32
+    debug = round_up(wave_num * 32, 64)                 # DEBUGGER_BYTES_PER_WAVE, DEBUGGER_BYTES_ALIGN
+    if "ctl_stack_size" in p and "cwsr_size" in p: return p["cwsr_size"], p["ctl_stack_size"], debug
+    if gfxv // 100 * 100 == 90400 or gfxv in (90010, 90008): vgpr_per_cu = 0x80000
+    elif gfxv in (110000, 110001, 110501, 120000, 120001): vgpr_per_cu = 0x60000
+    else: vgpr_per_cu = 0x40000
+    wg_data = round_up(cu_num * (vgpr_per_cu + 0x4000 + 0x10000 + 0x1000), PAGE)   # + SGPR, LDS, HWREG per CU
+    ctl_stack = round_up(40 + wave_num * (12 if gfxv >= 100100 else 8) + 8, PAGE)
+    if gfxv // 10000 * 10000 == 100000: ctl_stack = min(ctl_stack, 0x7000)
+    return ctl_stack + wg_data, ctl_stack, debug
 
   def create_queue(self, kind: str, ring_size: int) -> HWQueue:
     """A PM4 compute ("compute") or SDMA ("sdma") queue with its ring (GTT), read/write pointers and doorbell."""
@@ -174,6 +192,9 @@ class KFDIface:
     if self._doorbells is None:
       self._doorbell_base = q.doorbell_offset & ~(DOORBELL_PAGE - 1)
       self._doorbells = self.os.map_mmio("/dev/kfd", DOORBELL_PAGE, self._doorbell_base, name=f"{self.label} doorbells")
+    elif q.doorbell_offset & ~(DOORBELL_PAGE - 1) != self._doorbell_base:
+      raise DeviceError(f"{self.label}: queue {q.queue_id}'s doorbell {q.doorbell_offset:#x} is outside the doorbell page "
+                        f"{self._doorbell_base:#x} of the first queue")
     hwq = HWQueue(kind, q.queue_id, ring, gart, extra, q.doorbell_offset - self._doorbell_base)
     self._queues.append(hwq)
     return hwq
@@ -211,6 +232,6 @@ class KFDIface:
     for mem in list(self._mems.values()):
       try: self.free(mem)
       except (OSCallError, OSError) as e: errors.append(e)
-    self.drm.close()
+    if self.drm is not None: self.drm.close()
     self.kfd.close()
     if errors: raise DeviceError(f"{self.label}: closing failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))

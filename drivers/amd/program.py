@@ -11,7 +11,8 @@ from __future__ import annotations
 import struct
 
 from ...errors import DeviceError
-from ..hcq.kernargs import Arg, KernargLayout, check_launch
+from ..hcq.kernargs import Arg, KernargLayout
+from ..hcq.program import Program
 from . import pm4
 from .cmdbuf import Sym
 
@@ -47,17 +48,17 @@ class LaunchShape:
   __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size")
 
 
-class AMDProgram:
+class AMDProgram(Program):
   def __init__(self, device, kernel, image_va: int, image_size: int):
     """kernel: a compiler.backend.amd.codeobject Kernel of a code object loaded at image_va."""
-    self.device, self.kernel, self.name = device, kernel, kernel.name
-    kd, meta = kernel.descriptor, kernel.metadata
+    layout = KernargLayout(kernel.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align)
+    super().__init__(device, kernel.name, layout, kernel.max_flat_workgroup_size or 1024)
+    self.kernel = kernel
+    kd = kernel.descriptor
     self.image_va, self.image_size = image_va, image_size
     self.kd_va = image_va + kernel.descriptor_address
     self.entry = image_va + kernel.entry_address
     if self.entry & 0xFF: raise DeviceError(f"kernel {self.name}: entry point {self.entry:#x} is not 256-byte aligned")
-    self.layout = KernargLayout(self.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align)
-    self.max_group = kernel.max_flat_workgroup_size or 1024
     self.wave32 = kernel.wavefront_size == 32
     self.lds = kernel.group_segment_fixed_size
     self.private = kernel.private_segment_fixed_size
@@ -75,8 +76,6 @@ class AMDProgram:
     self.rsrc2 = kd.compute_pgm_rsrc2 | ((lds_granules & 0x1FF) << 15)
     self.rsrc3 = kd.compute_pgm_rsrc3
     self.scratch = device.scratch_for(self.private) if self.private else None
-    self._shapes: dict = {}
-    self.launches = 0
 
   def dispatch_words(self, grid, block) -> list:
     """What a CALL of this program lowers to on the compute queue: program registers, user SGPRs (the kernarg and
@@ -95,12 +94,15 @@ class AMDProgram:
       elif name == "private_segment_size": user += [self.private]
     # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
     # values, the rest are never read by the kernel and are left as they are
-    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8))
-    w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC1, self.rsrc1, self.rsrc2)
+    # COMPUTE_PGM_LO .. COMPUTE_PGM_RSRC2 are 8 consecutive registers (gc_11_0_0_offset.h 0x1bac-0x1bb3): one packet
+    # sets the program address, the dispatch packet address, the scratch base and RSRC1/2
+    # (the dispatch packet address only means something for kernels that read the dispatch packet)
+    scratch = self.scratch.va >> 8 if self.scratch else 0
+    packet = DISPATCH_PTR if self.dispatch_ptr else 0
+    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
+                       pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2)
     w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
     w += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
-    if self.scratch:
-      w += pm4.set_sh_reg(pm4.COMPUTE_DISPATCH_SCRATCH_BASE_LO, pm4.lo(self.scratch.va >> 8), pm4.hi(self.scratch.va >> 8))
     w += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
     if user: w += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
     w += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
@@ -111,17 +113,12 @@ class AMDProgram:
     w += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
     return w
 
-  def shape(self, global_size, local_size, timed: bool) -> LaunchShape:
-    key = (global_size, local_size, timed)
-    s = self._shapes.get(key)
-    if s is not None: return s
-    grid, block = check_launch(self.name, global_size, local_size, self.max_group)
+  def make_shape(self, grid, block, timed: bool) -> LaunchShape:
     s = LaunchShape()
     s.grid, s.block = grid, block
     s.hidden = self.layout.hidden_values(grid, block, {})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
     s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
-    self._shapes[key] = s
     return s
 
   def dispatch_packet(self, s: LaunchShape, kernarg_va: int) -> bytes:
@@ -129,11 +126,5 @@ class AMDProgram:
     # header/setup: KERNEL_DISPATCH type (2), 3 dimensions; only informational for a PM4 dispatch
     return _DISPATCH.pack(2, 3, b[0], b[1], b[2], 0, g[0] * b[0], g[1] * b[1], g[2] * b[2], self.private, self.lds,
                           self.kd_va, kernarg_va) + bytes(8 + 8)
-
-  def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
-    shape = self.shape(tuple(global_size) if not isinstance(global_size, int) else (global_size,),
-                       tuple(local_size) if not isinstance(local_size, int) else (local_size,), wait)
-    explicit = self.layout.check_and_pack(args, self.device.buffer_type)
-    return self.device.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"AMDProgram({self.name}, entry={self.entry:#x})"

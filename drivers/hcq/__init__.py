@@ -4,8 +4,9 @@ allocators (address ranges, a wrapping ring for per-launch data)."""
 from .alloc import LaunchRing, VARanges, round_up
 from .device import Buffer, Device, Timeline
 from .kernargs import Arg, KernargLayout, check_launch
+from .program import Program
 from .queue import Ring
 from .signal import SIGNAL_SIZE, Signal, SignalPool
 
 __all__ = ["LaunchRing", "VARanges", "round_up", "Buffer", "Device", "Timeline", "Arg", "KernargLayout",
-           "check_launch", "Ring", "SIGNAL_SIZE", "Signal", "SignalPool"]
+           "check_launch", "Program", "Ring", "SIGNAL_SIZE", "Signal", "SignalPool"]

@@ -103,3 +103,9 @@ class LaunchRing:
     q.append((start, end, done_value))
     self._off = end
     return self.va + start
+
+  def cancel(self, done_value: int) -> None:
+    """Forget the newest allocation if it was made for done_value (its submission never happened)."""
+    if self._inflight and self._inflight[-1][2] == done_value:
+      start, _, _ = self._inflight.pop()
+      self._off = start

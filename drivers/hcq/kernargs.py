@@ -39,18 +39,16 @@ _SCALARS = {
   ("uint32_t", 4): "I", ("int64_t", 8): "q", ("uint64_t", 8): "Q", ("unsigned int", 4): "I",
   ("unsigned long", 8): "Q", ("unsigned char", 1): "B", ("unsigned short", 2): "H",
 }
-_UNSIGNED_BY_SIZE = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _INT_RANGES = {"b": (-2**7, 2**7), "B": (0, 2**8), "h": (-2**15, 2**15), "H": (0, 2**16), "i": (-2**31, 2**31),
                "I": (0, 2**32), "q": (-2**63, 2**63), "Q": (0, 2**64)}
 
 
 def scalar_code(arg: Arg) -> str | None:
-  """The struct code of a by_value scalar; None for aggregates (vectors, structs) passed as raw bytes."""
-  base = arg.type_name.strip().rstrip("*").strip()
-  code = _SCALARS.get((base, arg.size))
-  if code: return code
-  if not base and arg.size in _UNSIGNED_BY_SIZE: return None
-  return None
+  """The struct code of a by_value scalar; "int" for an untyped one of 1, 2, 4 or 8 bytes (any integer that fits,
+  signed or not); None for aggregates (vectors, structs), passed as raw bytes of the argument's size."""
+  code = _SCALARS.get((arg.type_name.strip(), arg.size))
+  if code is None and not arg.type_name.strip() and arg.size in (1, 2, 4, 8): return "int"
+  return code
 
 
 class KernargLayout:
@@ -72,7 +70,7 @@ class KernargLayout:
       fmt += "x" * (a.offset - pos)
       code = "Q" if a.is_pointer else scalar_code(a)
       if a.is_pointer and a.size != 8: raise DeviceError(f"kernel {kernel}: pointer {a.describe()} is not 8 bytes")
-      fmt += code if code else f"{a.size}s"
+      fmt += code if code and code != "int" else f"{a.size}s"
       self._codes.append(code or "raw")
       pos = a.offset + a.size
     self._explicit_struct = struct.Struct(fmt)
@@ -91,6 +89,12 @@ class KernargLayout:
         if not isinstance(v, buffer_type):
           raise DeviceError(f"{where} needs a Buffer, got {type(v).__name__}")
         values.append(v.va)
+      elif code == "int":
+        if isinstance(v, (bool, float)) or not (isinstance(v, int) or _is_np_integer(v)):
+          raise DeviceError(f"{where} needs an integer, got {type(v).__name__}")
+        v, bits = int(v), 8 * a.size
+        if not -(1 << (bits - 1)) <= v < (1 << bits): raise DeviceError(f"{where}: {v} does not fit {a.size} bytes")
+        values.append((v & ((1 << bits) - 1)).to_bytes(a.size, "little"))
       elif code == "raw":
         if not isinstance(v, (bytes, bytearray, memoryview)) or len(v) != a.size:
           raise DeviceError(f"{where} is passed as {a.size} raw bytes, got {type(v).__name__}")

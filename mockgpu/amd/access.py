@@ -7,6 +7,7 @@ mapping is a GPUFault carrying the address, never a segfault of the host.
 from __future__ import annotations
 
 import ctypes
+from array import array
 
 from ...errors import GPUFault
 
@@ -37,7 +38,10 @@ class DeviceMemory:
 
   def read_dwords(self, addr: int, count: int, what: str = "read") -> list[int]:
     self.check(addr, 4 * count, what)
-    return list((ctypes.c_uint32 * count).from_address(addr)) if count else []
+    if not count: return []
+    words = array("I")             # one copy out of host memory, no ctypes array type per size
+    words.frombytes(ctypes.string_at(addr, 4 * count))
+    return words.tolist()
 
   def read_bytes(self, addr: int, size: int, what: str = "read") -> bytes:
     self.check(addr, size, what)

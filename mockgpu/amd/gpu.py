@@ -67,6 +67,11 @@ class MockAMDGPU:
     self.threaded = bool(os.config.mock_threaded)
     self.instruction_budget = int(os.config.mock_instruction_budget)
     self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "emu_seconds": 0.0}
+    # callables(queue, launch: dict) told of every dispatch before it runs (tests inspect register state with them):
+    # launch = the emulator's arguments (pgm_addr, rsrc1/2/3, user_sgprs, grid, block, lds_bytes, scratch) plus
+    # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
+    self.dispatch_observers: list = []
+    self._busy: list[tuple[float, float]] = []      # (start, end) of recent dispatches, for gpu_busy_percent
     self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
     self._kicked = False
     self._stop = False
@@ -92,6 +97,16 @@ class MockAMDGPU:
   def clock(self) -> int:
     """The GPU clock counter: 100 MHz since the GPU was created."""
     return (time.monotonic_ns() - self._clock_base) // (1_000_000_000 // R.GPU_CLOCK_HZ)
+
+  # ---- what amdgpu's sysfs attributes report
+  def vram_used(self) -> int:
+    return self.listener.vram_used(self) if self.listener is not None and hasattr(self.listener, "vram_used") else 0
+
+  def busy_percent(self) -> int:
+    """Share of the last second the emulator ran dispatches of this GPU."""
+    now = time.monotonic()
+    busy = sum(min(end, now) - max(start, now - 1.0) for start, end in self._busy if end > now - 1.0)
+    return max(0, min(100, round(100 * busy)))
 
   # ---- memory mapped to this GPU (GPU VA == host VA)
   def map_range(self, va: int, size: int) -> None:
@@ -161,9 +176,13 @@ class MockAMDGPU:
     if self.listener is not None: self.listener.queue_failed(self, queue, error)
 
   # ---- dispatch
-  def _run_emulator(self, **kw):
+  def _run_emulator(self, queue=None, extra=None, **kw):
     from .emu import dispatch
-    stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    for observe in self.dispatch_observers: observe(queue, {**kw, **(extra or {})})
+    start = time.monotonic()
+    try: stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    finally:
+      self._busy = [b for b in self._busy if b[1] > start - 1.0][-1000:] + [(start, time.monotonic())]
     self.stats["dispatches"] += 1
     self.stats["waves"] += stats.waves
     self.stats["wave_instructions"] += stats.wave_instructions
@@ -188,7 +207,7 @@ class MockAMDGPU:
     pgm = ((sh.get(R.COMPUTE_PGM_LO, 0) | (sh.get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
     rsrc2 = sh.get(R.COMPUTE_PGM_RSRC2, 0)
     wavesize = (sh.get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
-    self._run_emulator(pgm_addr=pgm, rsrc1=sh.get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
+    self._run_emulator(queue, {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=sh.get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
                        rsrc3=sh.get(R.COMPUTE_PGM_RSRC3, 0),
                        user_sgprs=[sh.get(R.COMPUTE_USER_DATA_0 + i, 0) for i in range(R.NUM_USER_DATA)],
                        grid=grid, block=block, lds_bytes=((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
@@ -220,7 +239,7 @@ class MockAMDGPU:
               3: [kernarg & 0xFFFFFFFF, kernarg >> 32], 4: [queue.read_index & 0xFFFFFFFF, queue.read_index >> 32],
               5: [0, 0], 6: [private]}
     user = [v for bit, n in R.KCP_USER_SGPRS if props & (1 << bit) for v in values[bit]]
-    self._run_emulator(pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+    self._run_emulator(queue, {"packet": pkt}, pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
                        user_sgprs=(user + [0] * R.NUM_USER_DATA)[:R.NUM_USER_DATA],
                        grid=tuple(g // w for g, w in zip(gs, wg)), block=wg, lds_bytes=max(group, group_fixed),
                        scratch=ScratchSetup(None, max(private, private_fixed)))

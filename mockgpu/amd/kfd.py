@@ -41,6 +41,19 @@ KFD_EVENT_TIMEOUT_INFINITE = 0xFFFFFFFF         # kfd_events.h
 PAGE = 0x1000
 
 
+def cwsr_sizes(props) -> dict:
+  """kfd_queue_ctx_save_restore_size (kfd_queue.c, linux 6.12) for gfx10.1+: the sizes CREATE_QUEUE checks and the
+  topology reports (cwsr_size, ctl_stack_size)."""
+  gfxv = props.gfx_target_version
+  cu_num = props.simd_count // props.simd_per_cu // props.num_xcc
+  wave_num = cu_num * 32
+  vgpr = 0x60000 if gfxv in (110000, 110001, 110501, 120000, 120001) else 0x40000
+  wg_data = (cu_num * (vgpr + 0x4000 + 0x10000 + 0x1000) + PAGE - 1) & ~(PAGE - 1)   # VGPR + SGPR + LDS + HWREG per CU
+  ctl_stack = (40 + wave_num * 12 + 8 + PAGE - 1) & ~(PAGE - 1)     # header + 12 bytes per wave + 8
+  return {"ctl_stack_size": ctl_stack, "cwsr_size": ctl_stack + wg_data,
+          "debug_memory_size": (wave_num * 32 + 63) & ~63, "eop_buffer_size": 4096}
+
+
 def _bindings():
   from ...autogen import amdgpu_drm, kfd
   return kfd, amdgpu_drm
@@ -206,6 +219,9 @@ class KFDModel:
     a.system_clock_counter = time.monotonic_ns()
     a.system_clock_freq = 1_000_000_000
 
+  def vram_used(self, gpu) -> int:
+    return sum(x.size for x in list(self.allocs.values()) if x.gpu is gpu and x.kind == "vram")
+
   def _AMDKFD_IOC_AVAILABLE_MEMORY(self, file, a, fail):
     gpu = self._gpu(a.gpu_id, fail)
     used = sum(x.size for x in self.allocs.values() if x.gpu is gpu and x.kind == "vram")
@@ -358,15 +374,22 @@ class KFDModel:
     if size < 1024 or size & (size - 1): raise fail(errno.EINVAL, f"ring_size {size:#x} is not a power of two >= 1 KiB")
     if a.queue_percentage & 0xFF > 100 or a.queue_priority > 15:
       raise fail(errno.EINVAL, f"queue_percentage {a.queue_percentage} / queue_priority {a.queue_priority}")
-    for what, addr, n in (("ring", a.ring_base_address, size), ("read pointer", a.read_pointer_address, 8),
-                          ("write pointer", a.write_pointer_address, 8)):
-      if addr % (256 if what == "ring" else 4): raise fail(errno.EINVAL, f"{what} address {addr:#x} misaligned")
-      try: gpu.mem.check(addr, n, what)
-      except GPUFault: raise fail(errno.EFAULT, f"{what} {addr:#x}+{n:#x} is not memory mapped to gpu_id {gpu.gpu_id}") from None
-    if kind != SDMA:
-      if not a.eop_buffer_address and kind == COMPUTE: raise fail(errno.EINVAL, "compute queue without an EOP buffer")
-      if a.ctx_save_restore_address and a.ctl_stack_size > a.ctx_save_restore_size:
-        raise fail(errno.EINVAL, "ctl_stack_size exceeds ctx_save_restore_size")
+    # kfd_queue_acquire_buffers (kfd_queue.c): every queue buffer is a whole allocation mapped to this GPU
+    self._queue_buffer(gpu, a.write_pointer_address, PAGE, "write pointer", fail)
+    self._queue_buffer(gpu, a.read_pointer_address, PAGE, "read pointer", fail)
+    self._queue_buffer(gpu, a.ring_base_address, size, "ring", fail)
+    if kind != SDMA:            # compute queues (PM4 and AQL) also need the EOP buffer and the CWSR area
+      sizes = cwsr_sizes(gpu.props)
+      if a.eop_buffer_address:
+        if a.eop_buffer_size < sizes["eop_buffer_size"]:
+          raise fail(errno.EINVAL, f"eop_buffer_size {a.eop_buffer_size:#x} < the node's {sizes['eop_buffer_size']:#x}")
+        self._queue_buffer(gpu, a.eop_buffer_address, (a.eop_buffer_size + PAGE - 1) & ~(PAGE - 1), "EOP buffer", fail)
+      if a.ctl_stack_size != sizes["ctl_stack_size"]:
+        raise fail(errno.EINVAL, f"ctl_stack_size {a.ctl_stack_size:#x} != the node's {sizes['ctl_stack_size']:#x}")
+      if a.ctx_save_restore_size < sizes["cwsr_size"]:
+        raise fail(errno.EINVAL, f"ctx_save_restore_size {a.ctx_save_restore_size:#x} < the node's {sizes['cwsr_size']:#x}")
+      total = (a.ctx_save_restore_size + sizes["debug_memory_size"]) * gpu.props.num_xcc
+      self._queue_buffer(gpu, a.ctx_save_restore_address, (total + PAGE - 1) & ~(PAGE - 1), "CWSR area", fail)
     used = {idx for g, _, idx in self.queues.values() if g is gpu}
     index = next(i for i in range(DOORBELL_PAGE // 8 + 1) if i not in used)
     if index >= DOORBELL_PAGE // 8: raise fail(errno.ENOSPC, "no free doorbell")
@@ -376,6 +399,17 @@ class KFDModel:
     queue = gpu.create_queue(kind, qid, a.ring_base_address, size, a.read_pointer_address, a.write_pointer_address, doorbell)
     self.queues[qid] = (gpu, queue, index)
     a.queue_id, a.doorbell_offset = qid, doorbell
+
+  def _queue_buffer(self, gpu, addr: int, size: int, what: str, fail) -> None:
+    """kfd_queue_buffer_get: addr's page must start an allocation mapped to gpu whose size is exactly `size`."""
+    page = addr & ~(PAGE - 1)
+    for alloc in self.allocs.values():
+      if alloc.va <= addr < alloc.va + alloc.size and gpu.gpu_id in alloc.mapped_to:
+        if alloc.va != page or alloc.size != size:
+          raise fail(errno.EINVAL, f"{what} at {addr:#x}: the allocation {alloc.va:#x}+{alloc.size:#x} does not start at "
+                                   f"its page or is not {size:#x} bytes")
+        return
+    raise fail(errno.EINVAL, f"{what} at {addr:#x} is in no allocation mapped to gpu_id {gpu.gpu_id}")
 
   def _AMDKFD_IOC_DESTROY_QUEUE(self, file, a, fail):
     entry = self.queues.pop(a.queue_id, None)

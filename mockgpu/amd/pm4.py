@@ -90,7 +90,8 @@ class PM4Engine:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
     progress = False
     budget = self.max_packets
-    if self.frames: self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
+    if self.frames and self.frames[-1].end > self.frames[-1].pos:
+      self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
     while self.frames and budget > 0:
       budget -= 1
       frame = self.frames[-1]
@@ -99,7 +100,9 @@ class PM4Engine:
         self.frames.pop()
         progress = True
         continue
-      (header,) = self._read(frame, frame.pos, 1)
+      pos = frame.pos
+      cache, off = frame.cache, pos - frame.cache_pos
+      header = cache[off] if cache is not None and 0 <= off < len(cache) else self._read(frame, pos, 1)[0]
       kind = header >> 30
       if kind == 2:                      # type-2: a one-dword filler the CP skips
         frame.pos += 1
@@ -107,17 +110,18 @@ class PM4Engine:
         continue
       opcode = (header >> 8) & 0xFF
       if kind != 3:
-        raise self._error(frame, frame.pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
+        raise self._error(frame, pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
       count = ((header >> 16) & 0x3FFF) + 1
-      if frame.pos + 1 + count > frame.end:
+      if pos + 1 + count > frame.end:
         if frame.ring and count < frame.size_dw: break     # the rest of the packet is not written yet
-        raise self._error(frame, frame.pos, f"packet of {count} body dwords runs past the end of the "
-                                            f"{'ring' if frame.ring else frame.what}", opcode)
+        raise self._error(frame, pos, f"packet of {count} body dwords runs past the end of the "
+                                      f"{'ring' if frame.ring else frame.what}", opcode)
       handler = self.HANDLERS.get(opcode)
       if handler is None:
         raise self._error(frame, frame.pos, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})", opcode)
-      body = self._read(frame, frame.pos + 1, count)
-      here = frame.pos
+      body = cache[off + 1:off + 1 + count] if cache is not None and 0 <= off and off + 1 + count <= len(cache) \
+        else self._read(frame, pos + 1, count)
+      here = pos
       done = handler(self, body, frame, here, opcode)
       if not done: break
       if frame.pos == here: frame.pos += 1 + count      # handlers that push a frame advanced the parent already

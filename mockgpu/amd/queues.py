@@ -69,6 +69,7 @@ class PM4Queue(Queue):
     self.engine.frames.append(self.ring)
 
   def _poll(self) -> bool:
+    if self.doorbell_value == self.ring.pos and len(self.engine.frames) == 1: return False    # idle: nothing new
     if self.doorbell_value < self.ring.pos and not self.engine.frames[1:]:
       raise QueueError(self.name, f"write pointer {self.doorbell_value} is behind the read pointer {self.ring.pos}",
                        offset=(self.ring.pos % self.ring.size_dw) * 4)
@@ -93,6 +94,7 @@ class SDMAQueue(Queue):
     if self.doorbell_value % 4:
       raise QueueError(self.name, f"write pointer {self.doorbell_value:#x} is not dword aligned",
                        offset=(self.ring.pos % self.ring.size_dw) * 4)
+    if self.doorbell_value // 4 == self.ring.pos and len(self.engine.frames) == 1: return False   # idle
     self.ring.end = self.doorbell_value // 4
     progress = self.engine.run()
     if progress: self.gpu.mem.write64(self.rptr_addr, 4 * self.ring.pos, f"{self.name} read pointer")

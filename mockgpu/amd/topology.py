@@ -8,6 +8,8 @@ IP discovery (amdgpu_discovery.c sysfs): /sys/class/drm/renderD<minor>/device/ip
 """
 from __future__ import annotations
 
+import struct
+
 from ..mmio import DoorbellMMIO, RegisterMMIO
 from ..pci import PCIFunction
 
@@ -17,7 +19,9 @@ RENDER_MINOR_BASE = 128
 
 
 def node_properties(gpu, node: int) -> list[tuple[str, int]]:
+  from .kfd import cwsr_sizes
   p = gpu.props
+  cwsr = cwsr_sizes(p)
   dom, bus, dev, fn = 0, 3 + gpu.index, 0, 0
   return [
     ("cpu_cores_count", 0), ("simd_count", p.simd_count), ("mem_banks_count", 1), ("caches_count", 0),
@@ -29,7 +33,7 @@ def node_properties(gpu, node: int) -> list[tuple[str, int]]:
     ("gfx_target_version", p.gfx_target_version), ("vendor_id", p.vendor_id), ("device_id", p.device_id),
     ("location_id", (bus << 8) | (dev << 3) | fn), ("domain", dom), ("drm_render_minor", RENDER_MINOR_BASE + gpu.index),
     ("hive_id", 0), ("num_sdma_engines", 2), ("num_sdma_xgmi_engines", 0), ("num_sdma_queues_per_engine", 6),
-    ("num_cp_queues", 8), ("cwsr_size", 0), ("ctl_stack_size", 0), ("max_engine_clk_fcompute", p.max_engine_clk_fcompute),
+    ("num_cp_queues", 8), ("cwsr_size", cwsr["cwsr_size"]), ("ctl_stack_size", cwsr["ctl_stack_size"]), ("max_engine_clk_fcompute", p.max_engine_clk_fcompute),
     ("local_mem_size", p.local_mem_size), ("fw_version", 2290), ("capability", 0x28203A80), ("debug_prop", 0x4A7),
     ("sdma_fw_version", 21), ("unique_id", 0x5D2A6E4C0B1F0000 + gpu.index), ("num_xcc", p.num_xcc),
     ("max_engine_clk_ccompute", 4800),
@@ -67,7 +71,13 @@ class GPUPCIFunction(PCIFunction):
     self.add_bar(0, RegisterMMIO(f"{gpu.name} BAR0", 256 << 20), is_64=True, prefetchable=True)
     self.add_bar(2, DoorbellMMIO(f"{gpu.name} BAR2", 2 << 20, lambda off, v: None), is_64=True, prefetchable=True)
     self.add_bar(5, RegisterMMIO(f"{gpu.name} BAR5", 1 << 20), is_64=False)
-    self.add_capability(0x10, bytes(58))     # PCI Express capability (pci_regs.h PCI_CAP_ID_EXP)
+    # PCI Express capability (pci_regs.h PCI_CAP_ID_EXP): body from PCI_EXP_FLAGS (+2): version 2, endpoint;
+    # PCI_EXP_LNKCAP (+0xc) and PCI_EXP_LNKSTA (+0x12): 16 GT/s (speed 4), x16 (width field [9:4])
+    pcie = bytearray(58)
+    struct.pack_into("<H", pcie, 0, 0x0002)
+    struct.pack_into("<I", pcie, 0x0C - 2, 0x104)
+    struct.pack_into("<H", pcie, 0x12 - 2, 0x104)
+    self.add_capability(0x10, bytes(pcie))
     self.add_capability(0x05, bytes(12))     # MSI (PCI_CAP_ID_MSI)
 
 
@@ -102,3 +112,11 @@ def publish(os, gpus: list) -> None:
       vfs.add_file(f"{d}/revision", f"{rev}\n")
       vfs.add_file(f"{d}/harvest", "0x0\n")
     vfs.add_symlink(f"{fn.sysfs_dir}/ip_discovery/die/0/GC", str(HWIDS["GC"]))
+    # amdgpu's device attributes (Documentation/gpu/amdgpu/driver-core.rst, thermal.rst) and its hwmon
+    d = fn.sysfs_dir
+    vfs.add_file(f"{d}/mem_info_vram_total", f"{gpu.props.vram_size}\n")
+    vfs.add_file(f"{d}/mem_info_vram_used", read=lambda gpu=gpu: f"{gpu.vram_used()}\n")
+    vfs.add_file(f"{d}/gpu_busy_percent", read=lambda gpu=gpu: f"{gpu.busy_percent()}\n")
+    vfs.add_file(f"{d}/hwmon/hwmon{gpu.index}/name", "amdgpu\n")
+    vfs.add_file(f"{d}/hwmon/hwmon{gpu.index}/temp1_input", "45000\n")          # millidegrees Celsius
+    vfs.add_file(f"{d}/hwmon/hwmon{gpu.index}/power1_average", "35000000\n")    # microwatts

@@ -121,7 +121,8 @@ class FakeKFDOS:
   def _create_queue(self, a):
     qid = len(self.queues)
     self.queues[qid] = dict(type=a.queue_type, ring=a.ring_base_address, size=a.ring_size, rptr=a.read_pointer_address,
-                            wptr=a.write_pointer_address, pos=0)
+                            wptr=a.write_pointer_address, pos=0, ctl_stack_size=a.ctl_stack_size,
+                            cwsr_size=a.ctx_save_restore_size, eop_size=a.eop_buffer_size)
     a.queue_id, a.doorbell_offset = qid, 0x10000 + qid * 8
   def _destroy_queue(self, a): del self.queues[a.queue_id]
 

@@ -236,3 +236,32 @@ def test_a_full_ring_waits_for_space_and_never_overwrites(small_rings_dev, demo_
   osi.held.clear()
   osi.run_all()
   assert dev.compute.rptr[0] == written
+
+
+def test_compute_queue_context_save_sizes_follow_kfd_queue_c(fake_dev):
+  dev, osi = fake_dev
+  q = next(q for q in osi.queues.values() if q["type"] == 0)
+  # gfx1100 with 96 CUs (fake topology): waves = 96 * 32; control stack = align(40 + waves * 12 + 8, 4 KiB);
+  # work-group data = align(96 * (0x60000 + 0x4000 + 0x10000 + 0x1000), 4 KiB) (Linux 6.12 kfd_queue.c)
+  waves = 96 * 32
+  ctl = (40 + waves * 12 + 8 + 4095) // 4096 * 4096
+  assert q["ctl_stack_size"] == ctl and q["cwsr_size"] == ctl + 96 * 0x75000
+  assert q["eop_size"] >= 4096
+
+
+def test_open_errors_name_the_device_and_close_what_was_opened():
+  from hcq.config import Config
+  from hcq.drivers.amd import open_device
+  from fakekfd import FakeKFDOS
+  osi = FakeKFDOS(Config())
+  with pytest.raises(DeviceError, match="KFD\\+AMD:1: the KFD topology lists 1 GPU"):
+    open_device("KFD", 1, osi, osi.config)
+  with pytest.raises(DeviceError, match="interface 'PCI' is not supported yet"):
+    open_device("PCI", 0, osi, osi.config)
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_shipped_demo_code_object_matches_a_fresh_build(tmp_path, demo_code):
+  from build_kernels import build
+  assert open(build("gfx1100", str(tmp_path / "demo.hsaco")), "rb").read() == demo_code, \
+    "drivers/amd/kernels/demo.hsaco is stale: run tests/amd/build_kernels.py"

@@ -36,14 +36,16 @@ def f16_arith(n=256) -> Case:
   """f16 add/sub/mul/max/compare/select and f16 <-> f32 conversions, loaded and stored as 16-bit."""
   a = (_rng(1).standard_normal(n) * 4).astype(np.float16)
   b = (_rng(2).standard_normal(n) * 4).astype(np.float16)
-  o16, o32 = np.zeros(n, np.float16), np.zeros(n, np.float32)
-  A, B, O, P = _p(0, a), _p(1, b), _p(2, o16, False), _p(3, o32, False)
+  o16, o32, c16 = np.zeros(n, np.float16), np.zeros(n, np.float32), np.zeros(n, np.float16)
+  A, B, O, P, Q = _p(0, a), _p(1, b), _p(2, o16, False), _p(3, o32, False), _p(4, c16, False)
   i = _gid(n, 64)
   x, y = A.index(i).load(), B.index(i).load()
   v = (x < y).where(x * y - x, (x + y).maximum(y * 0.5))
   w = v.cast(dtypes.float32) * 3.0 + y.cast(dtypes.float32)
-  sink = UOp.sink(O.index(i).store(v), P.index(i).store(w), arg=KernelInfo("f16_arith"))
-  return Case("f16_arith", sink, [a, b, o16, o32], [2, 3], (n // 64, 1, 1), (64, 1, 1))
+  # f16 constants through b32 instructions (v_cndmask, v_mov): their bits, not an f32 inline constant
+  c = (x < 0.0).cast(dtypes.float16) + (y < x).where(UOp.const(1.0, dtypes.float16), UOp.const(-2.5, dtypes.float16))
+  sink = UOp.sink(O.index(i).store(v), P.index(i).store(w), Q.index(i).store(c), arg=KernelInfo("f16_arith"))
+  return Case("f16_arith", sink, [a, b, o16, o32, c16], [2, 3, 4], (n // 64, 1, 1), (64, 1, 1))
 
 
 def conversions(n=256) -> Case:
@@ -261,6 +263,53 @@ def transcendental_sin(n=256) -> Case:
   return Case("transcendental_sin", sink, [a, out], [1], (n // 64, 1, 1), (64, 1, 1), float_rtol=1e-4)
 
 
+def lds_mirror_two_waves() -> Case:
+  """64 work-items (two waves) exchange through LDS: l reads what 63-l stored, so the barrier must hold both waves;
+  then a write-after-read of the same tile (the pipeline adds the second barrier)."""
+  out = np.zeros(4 * 64, np.int32)
+  O = _p(0, out, False)
+  g, l = UOp.special(4, "gidx0"), UOp.special(64, "lidx0")
+  tile = UOp.placeholder(64, dtypes.int32, 0, AddrSpace.LOCAL)
+  x = tile.after(tile.index(l).store(g * 1000 + l)).index(63 - l).load()
+  second = tile.after(x).index(l).store(l * 7 + g)
+  y = tile.after(second).index((l + 1) % 64).load()
+  sink = O.index(g * 64 + l).store(x * 100 + y).sink(arg=KernelInfo("mirror"))
+  return Case("lds_mirror_two_waves", sink, [out], [0], (4, 1, 1), (64, 1, 1))
+
+
+def private_array_dynamic(n=128) -> Case:
+  """A private array filled in a loop and read at an index loaded from memory: it lives in scratch (the private
+  segment), addressed by a VGPR (scratch_load/store with SVE) and by constants (offset field only)."""
+  rng = _rng(16)
+  a = rng.integers(-1000, 1000, n * 16).astype(np.int32)
+  sel = rng.integers(0, 16, n).astype(np.int32)
+  out = np.zeros(n, np.int32)
+  A, S, O = _p(0, a), _p(1, sel), _p(2, out, False)
+  g = _gid(n, 32)
+  p = UOp.placeholder(16, dtypes.int32, 0, AddrSpace.REG)
+  j = UOp.range(16, 0, AxisType.LOOP)
+  fill = p.index(j).store(A.index(g * 16 + j).load() * 3 + j).end(j)
+  k = S.index(g).load()
+  v = p.after(fill).index(k).load() + p.after(fill).index(15 - k).load() * 2 + p.after(fill).index(5).load()
+  sink = O.index(g).store(v).sink(arg=KernelInfo("private_dynamic"))
+  return Case("private_array_dynamic", sink, [a, sel, out], [2], (n // 32, 1, 1), (32, 1, 1))
+
+
+def register_spills(n=300) -> Case:
+  """300 loaded values kept live at once (a product chain reads the first-loaded ones last): more than the 256
+  VGPRs, so the allocator spills to scratch and reloads."""
+  a = _rng(17).uniform(0.9, 1.1, n * 64).astype(np.float32)
+  out = np.zeros(64, np.float32)
+  A, O = _p(0, a), _p(1, out, False)
+  l = UOp.special(64, "lidx0")
+  vals = [A.index(l * n + k).load() for k in range(n)]
+  prod, total = vals[0], vals[0]
+  for k in range(1, n): prod = prod * vals[n - k]
+  for v in vals[1:]: total = total + v
+  sink = O.index(l).store(prod * 1e-3 + total).sink(arg=KernelInfo("spills"))
+  return Case("register_spills", sink, [a, out], [1], (1, 1, 1), (64, 1, 1))
+
+
 ALL = [f16_arith, conversions, transcendental, int_div_runtime, uint_div, int_div_const, divergent_loop,
        nested_runtime_loops, lds_transpose, select_minmax, narrow_memory, uniform_scalar_math, grid_3d, big_offsets,
-       transcendental_sin]
+       transcendental_sin, lds_mirror_two_waves, private_array_dynamic, register_spills]

@@ -1,5 +1,5 @@
-"""The RDNA3 (gfx1100) backend end to end: DSL kernel -> code object -> llvm-objdump-19 (no unknown words, and
-llvm-mc-19 re-encodes every instruction to the same bytes) -> the wave emulator, compared with the C backend
+"""The RDNA3 (gfx1100) backend end to end: DSL kernel -> code object -> llvm-objdump-19 (no unknown words; llvm-mc-19
+and hcq's own assembler re-encode every printed instruction to the same bytes) -> the wave emulator, compared with the C backend
 (bit-exact for integers, 1e-5 relative for floats) and with numpy where the example carries its answer."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import amd_kernels
 from amd_reference import assert_same, objdump, run_c, run_gfx1100, unknown_words
+from hcq.compiler.backend.amd.asm import assemble
 from hcq.compiler import AddrSpace, CompileError, KernelInfo, UOp, compile as hcq_compile, dtypes, examples
 
 pytestmark = pytest.mark.tools("cc", "llvm-objdump-19", "llvm-mc-19")
@@ -33,6 +34,8 @@ def _check_disassembly(blob: bytes):
     got = bytes(int(b, 16) for b in enc.split(","))
     ours = b"".join(int(w, 16).to_bytes(4, "little") for w in words.split())
     assert got == ours, f"{t}: llvm-mc {got.hex()} vs ours {ours.hex()}"
+    if not t.startswith("s_waitcnt_depctr"):   # (the ISA helper's assembler has no depctr_* syntax)
+      assert assemble(t) == ours, f"{t}: the ISA helper's assembler disagrees"
   return dis
 
 
@@ -98,6 +101,7 @@ def test_code_object_metadata():
   assert d.wavefront_size32 and d.enable_sgpr_kernarg_segment_ptr and d.user_sgpr_layout()["kernarg_segment_ptr"] == 0
   assert d.enable_sgpr_workgroup_id == (True, False, False) and d.enable_vgpr_workitem_id == 0
   assert d.vgpr_count() >= k.vgpr_count
+  assert k.reqd_workgroup_size == (64, 1, 1) and k.max_flat_workgroup_size == 64
   p = subprocess.run(["llvm-readelf-19", "--notes", "-s", "/dev/stdin"], input=hcq_compile(ex.sink, "gfx1100"),
                      capture_output=True, timeout=60)
   out = p.stdout.decode()
@@ -114,39 +118,37 @@ def test_unselectable_op_names_the_uop_and_target():
   assert "gfx1100" in msg and ("MUL" in msg or "LOAD" in msg) and "float64" in msg
 
 
-def test_private_array_with_a_runtime_index_is_an_error():
-  out = UOp.param(0, dtypes.int32, 32)
-  l = UOp.special(32, "lidx0")
-  reg = UOp.placeholder(4, dtypes.int32, 0, AddrSpace.REG)
-  st = reg.index(l % 4).store(l)
-  sink = out.index(l).store(reg.after(st).index(l % 4).load()).sink(arg=KernelInfo("dyn_reg"))
-  with pytest.raises(CompileError, match="gfx1100.*private array"):
-    hcq_compile(sink, "gfx1100")
+def test_spills_and_private_arrays_use_scratch():
+  from hcq.compiler.backend.amd.codeobject import CodeObject
+  for make, spills in ((amd_kernels.register_spills, True), (amd_kernels.private_array_dynamic, False)):
+    blob = hcq_compile(make().sink, "gfx1100")
+    (k,) = CodeObject.parse(blob).kernels.values()
+    assert k.private_segment_fixed_size > 0 and k.descriptor.enable_private_segment
+    assert (k.metadata[".vgpr_spill_count"] > 0) == spills
+    dis = objdump(blob)
+    assert "scratch_store_b32" in dis and "scratch_load_b32" in dis
+  assert re.search(r"scratch_load_b32 v\d+, v\d+, off", objdump(hcq_compile(amd_kernels.private_array_dynamic().sink,
+                                                                          "gfx1100")))
 
 
-def test_register_pressure_is_a_clear_error():
-  """More values live at once than 256 VGPRs: an error naming the kernel and the register class."""
-  n = 300
-  a = UOp.param(0, dtypes.float32, n * 64, True)
-  out = UOp.param(1, dtypes.float32, 64)
-  l = UOp.special(64, "lidx0")
-  vals = [a.index(l * n + k).load() for k in range(n)]
-  acc = vals[0]
-  for k in range(1, n): acc = acc * vals[n - k]     # a chain that needs the first-loaded values last
-  prod = vals[0]
-  for v in vals[1:]: prod = prod + v
-  sink = out.index(l).store(acc + prod).sink(arg=KernelInfo("pressure"))
-  with pytest.raises(CompileError, match=r"kernel pressure needs more than 256 VGPRs"):
-    hcq_compile(sink, "gfx1100")
+def test_sgpr_pressure_is_a_clear_error():
+  """SGPRs are not spilled: more live uniform values than 106 SGPRs is an error naming the kernel and class."""
+  from hcq.compiler.backend.amd.isel_mir import MInst, VReg
+  from hcq.compiler.backend.amd.regalloc import RegisterPressureError, allocate_with_spills
+  regs = [VReg("s") for _ in range(120)]
+  code = [MInst("s_mov_b32", {"sdst": r}, {"ssrc0": VReg("s", 1, fixed=0)}) for r in regs]
+  code += [MInst("s_add_i32", {"sdst": regs[0]}, {"ssrc0": r, "ssrc1": regs[0]}) for r in regs]
+  with pytest.raises(RegisterPressureError, match="kernel many needs more than 106 SGPRs"):
+    allocate_with_spills(code, [], "many")
 
 
 def test_compile_time_under_200ms():
   from hcq.compiler.backend.amd.render import compile_sink
   compile_sink(examples.elementwise_add().sink)   # tables loaded once per process
   sink = examples.matmul_tiled_kernel(256, 16)
-  t0 = time.perf_counter()
+  t0 = time.process_time()
   compile_sink(sink)
-  assert time.perf_counter() - t0 < 0.2 * 3   # 200 ms on an idle machine; x3 slack for the shared CI box
+  assert time.process_time() - t0 < 0.2   # CPU time: what an idle machine takes (the CI box is shared)
 
 
 def test_isel_output_as_ins_uops():
@@ -160,6 +162,9 @@ def test_isel_output_as_ins_uops():
   assert lin.op is Ops.LINEAR and all(u.op is Ops.INS for u in lin.src)
   names = [u.arg[0] for u in lin.src]
   assert "global_load_b32" in names and "v_add_f32_e64" in names and names[-1] == "s_endpgm"
+  types = {u.arg[0]: u.arg[1] for u in lin.src}
+  assert types["v_add_f32_e64"] == dtypes.float32 and types["s_load_b64"] == dtypes.uint64
+  assert types["global_store_b32"] == dtypes.void and all(u.dtype == u.arg[1] for u in lin.src)
 
 
 def test_gfx11_hazard_waits():
@@ -182,3 +187,11 @@ def test_code_end_padding_and_no_garbage_after_endpgm():
   insts = [l.split("//")[0].strip() for l in dis.splitlines() if l.startswith("\t")]
   end = insts.index("s_endpgm")
   assert insts[end + 1:] and all(i == "s_code_end" for i in insts[end + 1:])
+
+
+def test_too_much_local_memory_is_refused():
+  tile = UOp.placeholder(20000, dtypes.float32, 0, AddrSpace.LOCAL)
+  l = UOp.special(64, "lidx0")
+  out = UOp.param(0, dtypes.float32, 64)
+  with pytest.raises(CompileError, match="80000 bytes of LOCAL memory exceed the gfx1100 limit of 65536"):
+    hcq_compile(out.index(l).store(tile.after(tile.index(l).store(1.0)).index(l).load()).sink(), "gfx1100")

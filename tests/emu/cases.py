@@ -877,3 +877,25 @@ def generic_ptrs(k, bufs, rng):
   np.testing.assert_array_equal(out[0::3], 2 * i + 0)                # l[0] = 2i, l[1] = old l[2] = 0
   np.testing.assert_array_equal(out[1::3], 3 * i + 20 + (20 + 3 * i))  # priv: 3i, old priv[2] = 20, 20 + 3i
   np.testing.assert_array_equal(out[2::3], 2 * i)
+
+
+@case("""kernel void lane_moves(global const uint *in, global uint *out) {
+  uint i = get_global_id(0);
+  uint x = in[i];
+  uint lane = __builtin_amdgcn_mbcnt_lo(~0u, 0u);
+  out[3 * i + 0] = __builtin_amdgcn_ds_bpermute(((lane * 7) & 31) << 2, x);
+  out[3 * i + 1] = __builtin_amdgcn_ds_swizzle(x, 0x041f);
+  out[3 * i + 2] = __builtin_amdgcn_ds_permute(((lane + 3) & 31) << 2, x);
+}""")
+def lane_moves(k, bufs, rng):
+  n = 128
+  x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+  px, _ = bufs.array(x)
+  po, out = bufs.array(np.zeros(3 * n, np.uint32))
+  k(px, po, grid=(n // 64, 1, 1), block=(64, 1, 1))
+  w = x.reshape(-1, 32)
+  lane = np.arange(32)
+  out = out.reshape(-1, 32, 3)
+  np.testing.assert_array_equal(out[..., 0], w[:, (lane * 7) & 31])
+  np.testing.assert_array_equal(out[..., 1], w[:, lane ^ 1])
+  np.testing.assert_array_equal(out[..., 2], w[:, (lane - 3) & 31])

@@ -137,3 +137,25 @@ def test_scratch_in_host_memory_given_by_the_dispatch():
   with pytest.raises(GPUFault) as e:     # a scratch window that is not mapped is refused up front
     k(pi, po, grid=(1, 1, 1), block=(64, 1, 1), scratch_base=base + 4096 * 1024)
   assert e.value.kind == "page fault"
+
+
+HANDOFF = """kernel void handoff(global volatile uint *flag, global uint *out, uint waiter, uint writer) {
+  uint g = get_group_id(0);
+  if (g == waiter) {
+    while (flag[0] == 0u) {}        // spins until the writer group, at another PC, sets the flag
+    out[0] = flag[0];
+  } else if (g == writer) {
+    for (int k = 0; k < 8; k++) out[1 + k] = k;
+    flag[0] = 42u;
+  }
+}"""
+
+
+@pytest.mark.parametrize("waiter,writer", [(0, 3), (3, 0)])
+def test_spinning_wave_does_not_starve_the_wave_it_waits_for(waiter, writer):
+  k, bufs = _kernel(HANDOFF, "handoff")
+  pf, flag = bufs.array(np.zeros(1, np.uint32))
+  po, out = bufs.array(np.zeros(9, np.uint32))
+  k(pf, po, np.uint32(waiter), np.uint32(writer), grid=(4, 1, 1), block=(32, 1, 1), budget=2_000_000)
+  assert flag[0] == 42 and out[0] == 42
+  np.testing.assert_array_equal(out[1:], np.arange(8))

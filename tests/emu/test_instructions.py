@@ -57,11 +57,11 @@ def run(body: str, ins=None, scalars=(0, 0, 0, 0), lanes=32):
   code = assemble(PRE + body + POST)
   pc, cbuf = bufs.alloc(len(code) + 64)
   cbuf[:len(code)] = np.frombuffer(code, np.uint8)
-  pin, _ = bufs.array(np.concatenate(ins).astype(np.uint32))
+  pin, _ = bufs.array(np.concatenate(ins + [np.zeros(128, np.uint32)]).astype(np.uint32))   # room for 64 lanes
   pout, out = bufs.array(np.zeros(64, np.uint32))
   user = [pout & 0xFFFFFFFF, pout >> 32, pin & 0xFFFFFFFF, pin >> 32] + [int(s) & 0xFFFFFFFF for s in scalars]
   dispatch(bufs.memory, pgm_addr=pc, rsrc1=3, rsrc2=8 << 1, user_sgprs=user, grid=(1, 1, 1), block=(lanes, 1, 1),
-           lds_bytes=4096)
+           lds_bytes=4096, instruction_budget=1_000_000)
   return out[:32].copy(), out[32:].copy()
 
 
@@ -283,3 +283,27 @@ def test_div_fixup_special_cases():
   got = v1.view(np.float32)
   assert got[0] == np.inf and np.isnan(got[1]) and got[2] == np.inf and got[3] == 0.0 and got[4] == -2.0
   np.testing.assert_array_equal(got[5:], np.full(27, 0.5, np.float32))
+
+
+def test_spin_wait_at_lower_pc_does_not_starve_the_writer():
+  # wave 0 spins on a flag in a loop placed before the code of wave 1, which sets it: the scheduler runs the lowest
+  # PC first, and must still give the writer a turn
+  v1, v3 = run("""
+    v_readfirstlane_b32 s20, v0
+    v_mov_b32 v5, 0
+    s_cmp_eq_u32 s20, 0
+    s_cbranch_scc0 .Lwriter
+  .Lspin:
+    global_load_b32 v6, v5, s[2:3] glc dlc
+    s_waitcnt vmcnt(0)
+    v_readfirstlane_b32 s21, v6
+    s_cmp_eq_u32 s21, 0
+    s_cbranch_scc1 .Lspin
+    v_mov_b32 v1, v6
+    s_branch .Lend
+  .Lwriter:
+    v_mov_b32 v6, 42
+    global_store_b32 v5, v6, s[2:3]
+  .Lend:
+  """, lanes=64)
+  assert (v1 == 42).all()

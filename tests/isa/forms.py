@@ -120,3 +120,30 @@ def sample_words(per_opcode: int = 3, seed: int = 1, arch: str = "gfx1100", enco
   if not encodings or "VOPD" in encodings:
     for _ in range(per_opcode * 60): out.append(random_vopd(rng, t, t.encodings["VOPD"].layout))
   return out
+
+
+def dpp_words(count_per_opcode: int = 1, seed: int = 5, arch: str = "gfx1100") -> list[bytes]:
+  """VOP1/VOP2/VOPC/VOP3 words whose src0 selects DPP16 (250) or DPP8 (233/234), with a random DPP dword."""
+  rng = random.Random(seed)
+  t = arch_tables(arch)
+  out = []
+  for enc in ("VOP1", "VOP2", "VOPC", "VOP3"):
+    et = t.encodings[enc]
+    for op, entry in sorted(et.ops.items()):
+      if not any(x[0] == "reg" and x[1] == "src0" for x in entry[2]) or entry[1] > et.size: continue
+      for _ in range(count_per_opcode):
+        word = random_word(rng, enc, op, entry, et.layout)[:et.size]
+        kind = rng.choice((250, 250, 233, 234))
+        w = int.from_bytes(word, "little")
+        lo = [f for f in et.layout["fields"] if f[0] == "src0"][0][1]
+        w = (w & ~(0x1ff << lo)) | kind << lo
+        if enc == "VOP3": w &= ~(0x7 << 61) & ~(0x7 << 8) & ~(0x1 << 15) & ~(0x3 << 59)  # keep it simple: no modifiers
+        if kind == 250:
+          ctrl = rng.choice((rng.randrange(256), 0x101 + rng.randrange(15), 0x111 + rng.randrange(15),
+                             0x121 + rng.randrange(15), 0x140, 0x141, 0x150 + rng.randrange(16), 0x160 + rng.randrange(16)))
+          ext = rng.randrange(256) | ctrl << 8 | rng.randrange(2) << 18 | rng.randrange(2) << 19 | rng.randrange(16) << 24 \
+            | rng.randrange(16) << 28
+        else:
+          ext = rng.randrange(256) | rng.randrange(1 << 24) << 8
+        out.append(w.to_bytes(et.size, "little") + ext.to_bytes(4, "little"))
+  return out

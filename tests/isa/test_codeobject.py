@@ -135,3 +135,33 @@ def test_truncated_and_corrupt_elf_raise_with_offset(hsaco_files):
     for _ in range(4): bad[rng.randrange(len(bad))] = rng.randrange(256)
     try: CodeObject.parse(bytes(bad))
     except CodeObjectError: pass
+
+
+@pytest.mark.tools("clang-19")
+def test_code_object_v4_metadata(tmp_path):
+  src = tmp_path / "k.cl"
+  src.write_text("__kernel void k(__global float *p, int n) { p[__builtin_amdgcn_workitem_id_x()] = n; }\n")
+  obj = tmp_path / "k.o"
+  subprocess.run(["clang-19", "-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa",
+                  "-mcpu=gfx1100", "-mcode-object-version=4", "-O2", "-nogpulib", "-c", str(src), "-o", str(obj)],
+                 check=True)
+  co = CodeObject.parse(obj.read_bytes())
+  assert co.code_object_version == 4 and co.metadata["amdhsa.version"] == [1, 1]
+  k = co.kernels["k"]
+  assert [(a.offset, a.size, a.value_kind) for a in k.explicit_args] == [(0, 8, "global_buffer"), (8, 4, "by_value")]
+  assert k.kernarg_segment_size == k.descriptor.kernarg_size and k.wavefront_size == 32
+
+
+def test_disasm_raw_cli(tmp_path, capsys):
+  from hcq.cli import main
+  from hcq.compiler.backend.amd.asm import assemble
+  path = tmp_path / "code.bin"
+  path.write_bytes(assemble("v_add_f32 v2, v2, v3\ns_load_b32 s2, s[0:1], 0x24\ns_endpgm"))
+  assert main(["disasm", "--raw", str(path)]) == 0
+  out = capsys.readouterr().out.splitlines()
+  assert [" ".join(l.split("//")[0].split()) for l in out] == ["v_add_f32_e32 v2, v2, v3", "s_load_b32 s2, s[0:1], 0x24", "s_endpgm"]
+  assert out[1].split("//")[1].strip() == "000000000004: F4000080 F8000024"
+  bad = tmp_path / "bad.hsaco"
+  bad.write_bytes(b"\x7fELF\x02\x01\x01\x40" + bytes(20))
+  assert main(["disasm", str(bad)]) == 1
+  assert "offset" in capsys.readouterr().err

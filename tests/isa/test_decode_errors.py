@@ -52,3 +52,35 @@ def test_dsl_matches_text():
   a.s_endpgm()
   assert a.code == assemble("s_load_b128 s[4:7], s[0:1], null\nv_add_f32_e32 v2, v2, v3\n"
                             "global_store_b32 v[0:1], v2, off offset:16 glc\nv_fma_f32 v1, -v2, |v3|, 1.0 clamp\ns_endpgm")
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_labels_and_branches_match_llvm_mc(tmp_path):
+  import subprocess
+  src = """s_mov_b32 s0, 0
+loop:
+  s_add_u32 s0, s0, 1
+  s_cmp_lt_u32 s0, 10
+  s_cbranch_scc1 loop
+  s_branch done
+  v_add_f32 v1, 0x40490fdb, v1
+done:
+  s_endpgm"""
+  (tmp_path / "a.s").write_text(src + "\n")
+  subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-filetype=obj", str(tmp_path / "a.s"),
+                  "-o", str(tmp_path / "a.o")], check=True)
+  from hcq.compiler.backend.amd.elf import parse_elf
+  elf = parse_elf((tmp_path / "a.o").read_bytes())
+  assert assemble(src) == elf.section_bytes(elf.section(".text"))
+  a = Asm()
+  a.s_mov_b32(s[0], 0)
+  a.label("loop")
+  a.s_add_u32(s[0], s[0], 1)
+  a.s_cmp_lt_u32(s[0], 10)
+  a.s_cbranch_scc1("loop")
+  a.s_branch("done")
+  a.v_add_f32(v[1], 0x40490fdb, v[1])
+  a.label("done")
+  a.s_endpgm()
+  assert a.code == assemble(src)
+  with pytest.raises(AssembleError, match="undefined label 'nowhere'.*line 1"): assemble("s_branch nowhere")

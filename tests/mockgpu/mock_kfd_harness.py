@@ -141,9 +141,13 @@ class Harness:
     qtype = {"compute": kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, "sdma": kfd.KFD_IOC_QUEUE_TYPE_SDMA,
              "aql": kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL}[kind]
     extra = {}
-    if kind != "sdma":
+    if kind != "sdma":       # the EOP buffer and the context-save area with the sizes the topology reports
       eop = self.alloc(PAGE, "vram")
-      extra = dict(eop_buffer_address=eop.va, eop_buffer_size=eop.size)
+      ctl, save = self.props["ctl_stack_size"], self.props["cwsr_size"]
+      wave_num = self.props["simd_count"] // self.props["simd_per_cu"] * 32
+      cwsr = self.alloc(save + ((wave_num * 32 + 63) & ~63), "vram")
+      extra = dict(eop_buffer_address=eop.va, eop_buffer_size=eop.size, ctx_save_restore_address=cwsr.va,
+                   ctx_save_restore_size=save, ctl_stack_size=ctl)
     q = kfd.AMDKFD_IOC_CREATE_QUEUE(self.kfd, ring_base_address=ring.va, ring_size=ring.size, gpu_id=self.gpu_id,
                                     queue_type=qtype, queue_percentage=100, queue_priority=7,
                                     read_pointer_address=gart.va + 128, write_pointer_address=gart.va + 56, **extra)

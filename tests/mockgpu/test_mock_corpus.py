@@ -82,6 +82,18 @@ def test_corpus_kernel_through_aql(h, name):
   k.check(launch(h, k, data, h.aqlq, via="aql"), data)
 
 
+def test_dispatch_observers_see_the_launch(h):
+  seen = []
+  h.gpu.dispatch_observers.append(lambda q, launch: seen.append(launch))
+  k = KERNELS["matmul_tiled"]
+  h.kernarg_put = 0
+  launch(h, k, k.inputs(), h.pm4q)
+  h.gpu.dispatch_observers.clear()
+  (l,) = seen
+  assert l["grid"] == k.groups and l["block"] == k.local_size and l["lds_bytes"] == 2048
+  assert [l["sh"][0x207 + i] for i in range(3)] == list(k.local_size)   # COMPUTE_NUM_THREAD_X/Y/Z
+
+
 def test_unmapped_read_is_a_gpu_fault_with_that_address():
   h = Harness()
   k = KERNELS["copy_u32"]

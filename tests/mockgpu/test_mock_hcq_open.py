@@ -36,9 +36,11 @@ def test_corpus_through_hcq_open(dev, name):
   k.check(run(dev, k, data), data)
 
 
-def test_fault_through_hcq_open():
-  """A kernel reading a freed (unmapped) buffer: hcq.GPUFault with the buffer's address."""
-  d = hcq.open("MOCK+AMD")
+@pytest.mark.parametrize("threaded", [False, True], ids=["sync", "threaded"])
+def test_fault_through_hcq_open(threaded):
+  """A kernel reading a freed (unmapped) buffer: hcq.GPUFault with the buffer's address (threaded: through the KFD
+  memory-exception event only)."""
+  d = hcq.open("MOCK+AMD", Config(mock_threaded=threaded, timeout_s=10))
   try:
     k = KERNELS["copy_u32"]
     src, dst = d.alloc(4096 * 4), d.alloc(4096 * 4)

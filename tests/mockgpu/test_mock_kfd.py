@@ -28,9 +28,19 @@ def test_version_and_topology(h):
   assert p["gfx_target_version"] == 110000 and p["drm_render_minor"] == 128 and p["wave_front_size"] == 32
   assert p["simd_count"] == p["array_count"] * p["cu_per_simd_array"] * p["simd_per_cu"]
   assert p["lds_size_in_kb"] == 64 and p["max_waves_per_simd"] == 16
+  # kfd_queue_ctx_save_restore_size for 96 CUs: ctl stack 40 + 3072 waves x 12 + 8 = 0x9030 -> 0xa000 (page aligned);
+  # cwsr = ctl stack + 96 x (0x60000 VGPR + 0x4000 SGPR + 0x10000 LDS + 0x1000 HWREG)
+  assert p["ctl_stack_size"] == 0xA000 and p["cwsr_size"] == 0xA000 + 96 * 0x75000
   ip = "class/drm/renderD128/device/ip_discovery/die/0/11/0"
   assert [h.os.sysfs_read(f"{ip}/{f}").strip() for f in ("major", "minor", "revision")] == ["11", "0", "0"]
   assert h.os.sysfs_read("class/drm/renderD128/device/vendor") == "0x1002\n"
+  dev = "bus/pci/devices/0000:03:00.0"
+  used = int(h.os.sysfs_read(f"{dev}/mem_info_vram_used"))
+  h.alloc(1 << 20, "vram")
+  assert int(h.os.sysfs_read(f"{dev}/mem_info_vram_used")) == used + (1 << 20)
+  assert int(h.os.sysfs_read(f"{dev}/mem_info_vram_total")) == 24 << 30
+  assert 0 <= int(h.os.sysfs_read(f"{dev}/gpu_busy_percent")) <= 100
+  assert h.os.sysfs_read(f"{dev}/hwmon/hwmon0/name") == "amdgpu\n"
 
 
 def test_unknown_and_unsupported_ioctls_name_themselves(h):
@@ -115,10 +125,27 @@ def test_queue_creation_checks(h):
     kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=ring.va, ring_size=3000, gpu_id=h.gpu_id,
                                 queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA, read_pointer_address=ring.va,
                                 write_pointer_address=ring.va + 8)
-  with pytest.raises(OSCallError, match="not memory mapped"):
+  gart = h.alloc(0x1000, "gtt")
+  with pytest.raises(OSCallError, match="ring at 0x7e0000000000 is in no allocation mapped"):
     kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=0x7E0000000000, ring_size=0x1000, gpu_id=h.gpu_id,
-                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA, read_pointer_address=ring.va,
-                                write_pointer_address=ring.va + 8)
+                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA, read_pointer_address=gart.va + 128,
+                                write_pointer_address=gart.va + 56)
+  big = h.alloc(0x4000, "gtt")     # kfd_queue_buffer_get: the ring must be a whole allocation of ring_size bytes
+  with pytest.raises(OSCallError, match="is not 0x2000 bytes"):
+    kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=big.va, ring_size=0x2000, gpu_id=h.gpu_id,
+                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA, read_pointer_address=gart.va + 128,
+                                write_pointer_address=gart.va + 56)
+  eop = h.alloc(0x1000, "vram")
+  with pytest.raises(OSCallError, match=f"ctl_stack_size 0x1000 != the node's {h.props['ctl_stack_size']:#x}"):
+    kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=ring.va, ring_size=0x1000, gpu_id=h.gpu_id,
+                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, read_pointer_address=gart.va + 128,
+                                write_pointer_address=gart.va + 56, eop_buffer_address=eop.va, eop_buffer_size=0x1000,
+                                ctl_stack_size=0x1000, ctx_save_restore_size=h.props["cwsr_size"])
+  with pytest.raises(OSCallError, match="CWSR area at 0x0 is in no allocation"):
+    kfd.AMDKFD_IOC_CREATE_QUEUE(h.kfd, ring_base_address=ring.va, ring_size=0x1000, gpu_id=h.gpu_id,
+                                queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, read_pointer_address=gart.va + 128,
+                                write_pointer_address=gart.va + 56, eop_buffer_address=eop.va, eop_buffer_size=0x1000,
+                                ctl_stack_size=h.props["ctl_stack_size"], ctx_save_restore_size=h.props["cwsr_size"])
   q = h.queue("sdma")
   kfd.AMDKFD_IOC_DESTROY_QUEUE(h.kfd, queue_id=q.queue_id)
   with pytest.raises(OSCallError, match=f"no queue {q.queue_id}"): kfd.AMDKFD_IOC_DESTROY_QUEUE(h.kfd, queue_id=q.queue_id)
@@ -174,3 +201,21 @@ def test_munmap_before_unmap_never_crashes_the_host(h):
     kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(h.kfd, handle=m.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
     kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=m.handle)
   assert h.os.memory.find(v.va) is None                            # the deferred munmap happened at FREE
+
+
+def test_kfd_allocates_the_event_page_when_the_process_gives_none():
+  """libhsakmt's way: CREATE_EVENT without an event page; KFD allocates it, the caller mmaps KFD_MMAP_TYPE_EVENTS."""
+  os_ = mock_amd_os()
+  f = os_.open("/dev/kfd", 2)
+  ev = kfd.AMDKFD_IOC_CREATE_EVENT(f, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
+  assert ev.event_page_offset >> 62 == 2                       # KFD_MMAP_TYPE_EVENTS (kfd_priv.h)
+  page = f.mmap(0x8000, ev.event_page_offset)
+  assert ctypes.c_uint64.from_address(page + 8 * ev.event_slot_index).value == 0xFFFFFFFFFFFFFFFF
+  kfd.AMDKFD_IOC_SET_EVENT(f, event_id=ev.event_id)
+  data = (kfd.struct_kfd_event_data * 1)()
+  data[0].event_id = ev.event_id
+  r = kfd.AMDKFD_IOC_WAIT_EVENTS(f, events_ptr=ctypes.addressof(data), num_events=1, wait_for_all=1, timeout=10)
+  assert r.wait_result == kfd.KFD_IOC_WAIT_RESULT_COMPLETE
+  kfd.AMDKFD_IOC_DESTROY_EVENT(f, event_id=ev.event_id)
+  with pytest.raises(OSCallError, match=f"no event {ev.event_id}"): kfd.AMDKFD_IOC_DESTROY_EVENT(f, event_id=ev.event_id)
+  os_.close()

@@ -51,6 +51,7 @@ def test_gpu_clock_timestamps_increase(h):
   q = h.queue("compute")
   sig = h.signals
   q.submit(pm4(RELEASE_MEM, 0x514, 3 << 29, sig.va + 16, (sig.va + 16) >> 32, 0, 0, 0))
+  settle(h, lambda: sig.u64()[2] != 0)       # threaded: the first timestamp may land late
   h.os.sleep(0.002)
   q.submit(pm4(RELEASE_MEM, 0x514, 3 << 29, sig.va + 24, (sig.va + 24) >> 32, 0, 0, 0) + h.release_signal(sig.va, 1))
   settle(h, lambda: sig.u64()[0] == 1)

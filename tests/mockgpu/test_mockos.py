@@ -202,3 +202,34 @@ def test_engines_run_when_the_driver_waits(mos):
   assert e.polls == 3
   mos.sleep(0)
   assert e.polls == 4
+
+
+def export_pci_sysfs(mos, root):
+  """Copy the MockOS's PCI sysfs files into a real directory laid out like /sys/bus/pci (for lspci -A linux-sysfs)."""
+  for addr in mos.sysfs_list("bus/pci/devices"):
+    d = root / "devices" / addr
+    d.mkdir(parents=True)
+    for f in ("vendor", "device", "class", "revision", "subsystem_vendor", "subsystem_device", "resource", "irq"):
+      (d / f).write_text(mos.sysfs_read(f"bus/pci/devices/{addr}/{f}"))
+    (d / "config").write_bytes(mos.sysfs_read_bytes(f"bus/pci/devices/{addr}/config", 4096))
+
+
+@pytest.mark.tools("lspci")
+def test_lspci_reads_the_mock_pci_functions(tmp_path):
+  """lspci (pciutils), pointed at a copy of the mock's sysfs, decodes ids, class, BARs and capabilities as we meant."""
+  import subprocess
+  from hcq.mockgpu import mock_amd_os
+  mos = mock_amd_os(gpus=2)
+  export_pci_sysfs(mos, tmp_path)
+  mos.close()
+  def lspci(*args):
+    return subprocess.run(["lspci", *args, "-A", "linux-sysfs", "-O", f"sysfs.path={tmp_path}"], capture_output=True,
+                          text=True, check=True).stdout
+  lines = lspci("-nn").splitlines()
+  assert [l.split()[0] for l in lines] == ["03:00.0", "04:00.0"]
+  assert all("[0300]" in l and "[1002:744c]" in l and "(rev c8)" in l for l in lines)
+  verbose = lspci("-vv", "-s", "03:00.0")
+  assert "Region 0: Memory at 8000000000 (64-bit, prefetchable)" in verbose and "[size=256M]" in verbose
+  assert "Region 5: Memory at c0000000 (32-bit, non-prefetchable)" in verbose and "[size=1M]" in verbose
+  assert "Express (v2) Endpoint" in verbose and "LnkSta:\tSpeed 16GT/s, Width x16" in verbose
+  assert "MSI: Enable- Count=1/1" in verbose

@@ -192,3 +192,25 @@ def test_launch_checks():
   for g, l, msg in [((0,), (1,), "zero"), ((1,), (512,), "maximum of 256"), ((1, 2, 3, 4), (1,), "1 to 3"),
                     ((1.5,), (1,), "integers")]:
     with pytest.raises(DeviceError, match=msg): check_launch("k", g, l, 256)
+
+
+def test_untyped_and_float_scalars():
+  args = [Arg(0, 4, "by_value", "", "n"), Arg(4, 4, "by_value", "float", "x"), Arg(8, 8, "by_value", "", "big"),
+          Arg(16, 8, "by_value", "float2", "v")]
+  lay = KernargLayout("k", args, 24)
+  raw = lay.check_and_pack((-2, 3, 2**64 - 1, b"\x01" * 8), B)
+  assert struct.unpack("<ifQ8s", raw) == (-2, 3.0, 2**64 - 1, b"\x01" * 8)
+  with pytest.raises(DeviceError, match="does not fit 4 bytes"): lay.check_and_pack((2**32, 0.0, 0, bytes(8)), B)
+  with pytest.raises(DeviceError, match="raw bytes"): lay.check_and_pack((1, 0.0, 0, 5), B)
+  with pytest.raises(DeviceError, match="needs a number"): lay.check_and_pack((1, "x", 0, bytes(8)), B)
+
+
+def test_launch_ring_cancel_gives_back_the_newest_allocation():
+  waited = []
+  ring = LaunchRing(0x1000, 1024, waited.append)
+  a = ring.alloc(100, done_value=1)
+  b = ring.alloc(100, done_value=2)
+  ring.cancel(2)
+  assert ring.alloc(100, done_value=2) == b   # the same place again
+  ring.cancel(7)                              # not the newest: nothing happens
+  assert ring.alloc(100, done_value=3) == b + 128 and waited == [] and a == 0x1000

@@ -24,10 +24,13 @@ from .operands import INLINE_FLOAT_TEXT, SPECIAL_NAMES, SPECIAL_NAMES_64
 from .tables import ArchTables, arch_tables
 
 _REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+_REG16 = re.compile(r"^v(\d+)\.([lh])$")
 _SPECIAL = {name: code for code, name in SPECIAL_NAMES.items()}
 _SPECIAL.update({name: code for code, name in SPECIAL_NAMES_64.items()})
 _FLOATS = {text: code for code, text in INLINE_FLOAT_TEXT.items()}
 _FLOATS["0.15915494309189532"] = 248
+_F16_INLINE = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246,
+               0xc400: 247, 0x3118: 248}
 _NINE_BIT = ("src0", "src1", "src2", "srcx0", "srcy0")
 _EIGHT_BIT_SRC = ("ssrc0", "ssrc1", "soffset")
 _INSTID = {n: i for i, n in enumerate(("NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4",
@@ -113,6 +116,27 @@ def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: 
   raise AssembleError(f"{what}: cannot encode operand {op.text!r}")
 
 
+def _swizzle_offset(text: str) -> int:
+  """ds_swizzle_b32 offset from LLVM's swizzle() macros (see disasm.swizzle_text for the bit layout)."""
+  m = re.fullmatch(r'swizzle\((\w+),(.*)\)', text)
+  if not m: raise AssembleError(f"bad swizzle {text!r}")
+  mode, args = m.group(1), m.group(2).split(",")
+  if mode == "QUAD_PERM": return 0x8000 | sum(int(a) << (2 * i) for i, a in enumerate(args))
+  if mode == "SWAP": return 0x1f | int(args[0]) << 10
+  if mode == "REVERSE": return 0x1f | (int(args[0]) - 1) << 10
+  if mode == "BROADCAST": return (0x1f & ~(int(args[0]) - 1)) | int(args[1]) << 5
+  if mode == "BITMASK_PERM":
+    and_m = or_m = xor_m = 0
+    for i, c in enumerate(args[0].strip('"')):
+      bit = 1 << (4 - i)
+      if c == "1": or_m |= bit
+      elif c == "p": and_m |= bit
+      elif c == "i": and_m, xor_m = and_m | bit, xor_m | bit
+      elif c != "0": raise AssembleError(f"bad BITMASK_PERM character {c!r}")
+    return and_m | or_m << 5 | xor_m << 10
+  raise AssembleError(f"unknown swizzle mode {mode!r}")
+
+
 def _bits(text: str) -> int:
   m = re.match(r"^\[([01](?:,[01])*)\]$", text)
   if not m: raise AssembleError(f"bad bit list {text!r}")
@@ -120,7 +144,7 @@ def _bits(text: str) -> int:
 
 
 def _split(text: str):
-  from hcq.autogen.isa.gen_rdna3 import split_operands
+  from ....autogen.isa.syntax import split_operands
   return split_operands(text)
 
 
@@ -135,11 +159,15 @@ class Assembler:
     self._fmt = {v: k for k, v in self.t.buf_formats.items()}
 
   # ------------------------------------------------------------------------------------------------ lookup
-  def _lookup(self, name: str, nops: list[str]):
+  def _lookup(self, name: str, nops: list[str], mods: list[str] = ()):
     dpp = None
+    if name.startswith(("v_cmp_", "v_cmpx_")) and any(m.startswith(("dpp8:", "quad_perm:", "row_")) for m in mods) \
+        and not name.endswith(("_e32", "_e64", "_dpp")):
+      name += "_e32_dpp" if self._fits_e32(name + "_e32", nops) else "_e64_dpp"
     if name.endswith("_dpp"):
       dpp, name = True, name[:-4]
-      if not name.endswith("_e64") and name + "_e32" in self.t.by_name: name += "_e32"
+      if name.endswith("_e64") and name not in self.t.by_name: name = name[:-4]  # native VOP3: v_fma_f32_e64_dpp
+      elif not name.endswith(("_e64", "_e32")) and name + "_e32" in self.t.by_name: name += "_e32"
     if name in self.t.by_name: return name, self.t.by_name[name], dpp
     for suffix in ("_e32", "_e64"):
       if name + suffix in self.t.by_name:
@@ -168,7 +196,7 @@ class Assembler:
     if text.startswith(("lds_param_load", "lds_direct_load")): return self._ldsdir(text)
     if text.startswith("exp "): return self._exp(text)
     name, ops, mods = _split(text)
-    name, (enc, opcode), dpp = self._lookup(name, ops)
+    name, (enc, opcode), dpp = self._lookup(name, ops, mods)
     et = self.t.encodings[enc]
     _, size, template, _ = et.ops[opcode]
     extra = et.extra.get(opcode, {})
@@ -185,6 +213,7 @@ class Assembler:
     if enc == "VOP3" and name.startswith("v_cmpx_"): f["vdst"] = 126  # the implicit EXEC destination
     lit = _Literal()
     lit16 = extra.get("lit16", frozenset())
+    self._f16hex = extra.get("f16hex", frozenset())
     consumed = self._operands(name, enc, template, ops, f, lit, lit16)
     if consumed != len(ops): raise AssembleError(f"{name}: expected {consumed} operands, got {len(ops)}")
     dpp_word = self._modifiers(name, enc, f, mods, dpp)
@@ -226,7 +255,7 @@ class Assembler:
         if text != t[1]: raise AssembleError(f"{name}: operand {i} must be {t[1]!r}, got {text!r}")
         continue
       if kind == "reg":
-        self._reg_field(name, enc, t, o, f, lit, lit16)
+        self._reg_field(name, enc, t, o, f, lit, lit16, self._f16hex)
       elif kind == "simm16":
         f["simm16"] = self._simm16(t[1], text, name)
       elif kind == "imm":
@@ -240,7 +269,7 @@ class Assembler:
         f[t[1]] = self._sendmsg(text, self._msg_rtn)
     return i
 
-  def _reg_field(self, name, enc, t, o: _Operand, f, lit, lit16):
+  def _reg_field(self, name, enc, t, o: _Operand, f, lit, lit16, f16hex=frozenset()):
     field, cls, count = t[1], t[2], t[3]
     what = f"{name} {field}"
     if field in ("src0", "src1", "src2"):
@@ -249,8 +278,17 @@ class Assembler:
       if o.abs:
         af = "neg_hi" if name.startswith("v_fma_mix") else "abs"
         f[af] = f.get(af, 0) | 1 << i
+    m16 = _REG16.match(o.text)
+    if cls == "v16" and m16:
+      idx = int(m16.group(1)) | (0x80 if m16.group(2) == "h" else 0)
+      if int(m16.group(1)) > 127: raise AssembleError(f"{what}: 16-bit VGPR {o.text} out of range (v0..v127)")
+      f[field] = 256 + idx if field in _NINE_BIT else idx
+      return
     if field in _NINE_BIT or field in ("ssrc0", "ssrc1"):
-      if o.kind == "int" and field in lit16 and not -16 <= o.value <= 64: o.value &= 0xffff
+      if o.kind == "int" and field in lit16 and not -16 <= o.value <= 64:
+        # (llvm-mc keeps 0x3c00 a literal for 16-bit integer operands although its disassembler prints the inline
+        # constant 1.0 that way: text -> bytes follows the assembler)
+        o.value &= 0xffff
       f[field] = _source_code(o, field in _NINE_BIT, lit, what, field in lit16, count == 2)
     elif field == "soffset":
       f[field] = _source_code(o, False, lit, what, False, False) if enc != "SMEM" else _scalar_code(o, what)
@@ -309,6 +347,15 @@ class Assembler:
         else: raise AssembleError(f"{name}: unknown field {key}")
       return v
     if kind == "sendmsg": return self._sendmsg(text, self._msg)
+    if name == "s_waitcnt_depctr" and not re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text):
+      from .disasm import DEPCTR_FIELDS
+      v = 0xff9f  # every field at "no wait", unused bits 6:5 clear
+      for m in re.finditer(r"(\w+)\((\d+)\)", text):
+        field = [f for f in DEPCTR_FIELDS if f[0] == m.group(1)]
+        if not field: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
+        _, lo, w = field[0]
+        v = (v & ~(((1 << w) - 1) << lo)) | (int(m.group(2)) & ((1 << w) - 1)) << lo
+      return v
     if kind == "hwreg":
       m = re.fullmatch(r"hwreg\((\w+)(?:, (\d+), (\d+))?\)", text)
       if not m: return int(text, 0)
@@ -316,6 +363,14 @@ class Assembler:
       if rid is None: rid = int(m.group(1))
       off, size = (int(m.group(2)), int(m.group(3))) if m.group(2) else (0, 32)
       return rid | off << 6 | (size - 1) << 11
+    if re.fullmatch(r"[A-Za-z_.$][\w.$]*", text):  # a label: branch distance in dwords from the next instruction
+      if self.labels is None: return 0                 # first pass: sizes only
+      if text not in self.labels: raise AssembleError(f"{name}: undefined label {text!r}")
+      delta = self.labels[text] - (self.pc + 4)
+      if delta % 4: raise AssembleError(f"{name}: label {text!r} is not dword aligned")
+      v = delta // 4
+      if not -0x8000 <= v <= 0x7fff: raise AssembleError(f"{name}: label {text!r} is out of branch range")
+      return v & 0xffff
     v = int(text, 0)
     if not -0x8000 <= v <= 0xffff: raise AssembleError(f"{name}: immediate {v} does not fit 16 bits")
     return v & 0xffff
@@ -332,7 +387,7 @@ class Assembler:
       elif key == "mul": f["omod"] = {"2": 1, "4": 2}[val]
       elif key == "div": f["omod"] = 3
       elif key == "offset":
-        v = int(val, 0)
+        v = _swizzle_offset(val) if val.startswith("swizzle(") else int(val, 0)
         if enc == "DS":
           if not 0 <= v <= 0xffff: raise AssembleError(f"{name}: offset {v} out of range (0..65535)")
           f["offset0"], f["offset1"] = v & 0xff, v >> 8
@@ -408,6 +463,7 @@ class Assembler:
     et = self.t.encodings["VOPD"]
     f: dict[str, int] = {}
     lit = _Literal()
+    self._f16hex = frozenset()
     for side, part, table in (("x", xtext, self.t.vopd_x), ("y", ytext, self.t.vopd_y)):
       name, ops, mods = _split(part)
       hit = [op for op, (n, _) in table.items() if n == name]
@@ -462,17 +518,38 @@ class Assembler:
         f[f"vsrc{i}"] = int(src[1:])
     return self._encode("EXP", f)
 
+  labels: dict[str, int] | None = {}
+  pc = 0
+
   def assemble(self, text: str) -> bytes:
-    out = bytearray()
+    """Assemble lines of text; `name:` lines define labels that branch instructions (s_branch, s_cbranch_*) may
+    name as their target. Two passes: sizes (labels unknown), then encoding."""
+    lines = []
     for lineno, line in enumerate(text.splitlines(), 1):
       code = re.split(r"//|;", line, maxsplit=1)[0].strip()
-      if not code or code.endswith(":") or code.startswith("."): continue
-      try:
-        out += self.assemble_line(code)
-      except AssembleError as e:
-        raise AssembleError(str(e), lineno, code) from None
-      except (KeyError, ValueError, IndexError) as e:
-        raise AssembleError(f"cannot assemble: {type(e).__name__}: {e}", lineno, code) from None
+      while re.match(r"^[A-Za-z_.$][\w.$]*:", code):
+        label, _, code = code.partition(":")
+        lines.append((lineno, label.strip() + ":"))
+        code = code.strip()
+      if code and not code.startswith("."): lines.append((lineno, code))
+    labels: dict[str, int] = {}
+    for final in (False, True):
+      self.labels = labels if final else None
+      out = bytearray()
+      for lineno, code in lines:
+        if code.endswith(":") and " " not in code:
+          if not final:
+            if code[:-1] in labels: raise AssembleError(f"label {code[:-1]!r} defined twice", lineno, code)
+            labels[code[:-1]] = len(out)
+          continue
+        self.pc = len(out)
+        try:
+          out += self.assemble_line(code)
+        except AssembleError as e:
+          raise AssembleError(str(e).split(" (line ")[0], lineno, code) from None
+        except (KeyError, ValueError, IndexError) as e:
+          raise AssembleError(f"cannot assemble: {type(e).__name__}: {e}", lineno, code) from None
+    self.labels = {}
     return bytes(out)
 
 
@@ -528,13 +605,24 @@ class Asm:
   def __init__(self, arch: str = "gfx1100"):
     self._asm = Assembler(arch)
     self.lines: list[str] = []
-    self._code = bytearray()
+    self._code: bytes | None = b""
 
   def emit(self, line: str) -> bytes:
-    data = self._asm.assemble_line(line)
+    """Append one instruction (LLVM syntax); it is checked now (errors name it), branches to labels are resolved
+    when `code` is read. Returns its encoding (a label operand still 0)."""
+    self._asm.labels = None
+    try:
+      data = self._asm.assemble_line(line)
+    finally:
+      self._asm.labels = {}
     self.lines.append(line)
-    self._code += data
+    self._code = None
     return data
+
+  def label(self, name: str) -> None:
+    """Define a branch target at the current position: a.label("loop"); ...; a.s_cbranch_scc1("loop")."""
+    self.lines.append(f"{name}:")
+    self._code = None
 
   def __getattr__(self, name: str):
     if name.startswith("_"): raise AttributeError(name)
@@ -550,4 +638,9 @@ class Asm:
     return build
 
   @property
-  def code(self) -> bytes: return bytes(self._code)
+  def code(self) -> bytes:
+    if self._code is None: self._code = self._asm.assemble("\n".join(self.lines))
+    return self._code
+
+  @property
+  def text(self) -> str: return "\n".join(self.lines)

@@ -8,8 +8,10 @@
     inst.opcode     # value of the OP field (VOPD: OPX; inst.fields["opy"] has OPY)
     inst.size       # bytes, including a 32-bit literal and a DPP dword
     inst.offset     # byte offset in `code`
-    inst.fields     # raw fields named as in the RDNA3 ISA document (see hcq.autogen.isa.layouts); DPP forms add
-                    # dpp_ctrl/row_mask/bank_mask/bc/fi/... (DPP16) or lane_sel (DPP8), and src0 becomes the DPP's
+    inst.fields     # raw fields named as in the RDNA3 ISA document (see hcq.autogen.isa.layouts)
+    inst.dpp        # None, or the DPP dword's fields: {"kind": "dpp16", src0, dpp_ctrl, fi, bc, src0_neg, src0_abs,
+                    # src1_neg, src1_abs, bank_mask, row_mask} / {"kind": "dpp8", src0, lane_sel, fi}; the real
+                    # src0 VGPR is inst.dpp["src0"] (fields["src0"] holds the DPP selector 250/233/234)
     inst.literal    # the 32-bit literal dword, or None
     inst.operands   # list of operands.Operand (kind, index, count, value, field, text) in printed order
     str(inst)       # llvm-objdump syntax, e.g. "v_add_f32_e32 v2, v2, v3"
@@ -135,7 +137,11 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
       dpp["kind"] = "dpp16"
     else:
       dpp = {"kind": "dpp8", "src0": ext & 0xff, "lane_sel": ext >> 8, "fi": int(fields["src0"] == DPP8_FI)}
-    name = name.replace("_e32", "") + "_dpp" if enc in ("VOP1", "VOP2", "VOPC") else name + "_dpp"
+    # LLVM names: v_add_f32_dpp (VOP1/2/C), v_add_f32_e64_dpp and v_fma_f32_e64_dpp (VOP3)
+    # (llvm-objdump-19 prints VOPC DPP forms with neither suffix: "v_cmp_gt_f32 vcc_lo, v1, v2 dpp8:[...]")
+    if enc == "VOPC": name = name.replace("_e32", "")
+    elif enc in ("VOP1", "VOP2"): name = name.replace("_e32", "") + "_dpp"
+    else: name = (name[:-4] if name.endswith("_e64") else name) + "_e64_dpp"
   return Inst(name, enc, opcode, size, off, fields, literal, data[off:off + size], t.arch, template, dpp)
 
 

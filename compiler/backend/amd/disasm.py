@@ -11,10 +11,23 @@ from .errors import DecodeError
 from .operands import Operand, reg_text, scalar_operand, source_operand
 from .tables import arch_tables
 
+# IEEE half bit patterns of the inline float constants 240..248 (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 1/(2pi))
+_F16_BITS = {240: 0x3800, 241: 0xb800, 242: 0x3c00, 243: 0xbc00, 244: 0x4000, 245: 0xc000, 246: 0x4400, 247: 0xc400,
+             248: 0x3118}
 NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", "soffset")
 
 
 def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
+  if cls == "v16":  # true16: bit 7 of the VGPR number selects the high half (RDNA3 ISA 16.3, 16-bit VGPRs)
+    if field in NINE_BIT_SOURCES and value < 256:
+      op = source_operand(value, 1, field, inst.literal)
+      if op is None: raise DecodeError(f"{inst.name}: reserved value {value} in operand field {field}", inst.offset)
+      return op
+    v = value & 0xff
+    return Operand("vgpr", v & 0x7f, 1, None, field, f"v{v & 0x7f}.{'h' if v & 0x80 else 'l'}")
+  if field == "src0" and inst.dpp is not None:
+    v = inst.dpp["src0"]
+    return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
   if field in NINE_BIT_SOURCES:
     if field == "soffset" and inst.encoding == "SMEM":
       op = scalar_operand(value, count, field)
@@ -37,6 +50,8 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
     et = arch_tables(inst.arch).encodings[inst.encoding]
     if field in et.extra.get(inst.opcode, {}).get("lit16", ()):
       op = op._replace(text=f"0x{op.value & 0xffff:x}")
+  elif op.kind == "float" and field in arch_tables(inst.arch).encodings[inst.encoding].extra.get(inst.opcode, {}).get("f16hex", ()):
+    op = op._replace(text=f"0x{_F16_BITS[value]:x}")
   elif op.kind == "float" and count == 2 and value == 248:
     op = op._replace(text="0.15915494309189532")  # 1/(2*pi) as an f64 inline constant
   return op
@@ -133,6 +148,7 @@ def _smem_offset_text(inst: Inst) -> str:
 
 # ---------------------------------------------------------------------------------------------- simm16 formats
 def format_simm16(inst: Inst, kind: str, v: int) -> str:
+  if inst.name == "s_waitcnt_depctr": return depctr_text(v)
   if kind == "hex": return f"0x{v:x}"
   if kind == "udec": return str(v)
   if kind == "sdec": return str(v - 0x10000 if v & 0x8000 else v)
@@ -141,7 +157,43 @@ def format_simm16(inst: Inst, kind: str, v: int) -> str:
   if kind == "delay_alu": return _delay_alu_text(v)
   if kind == "sendmsg": return _sendmsg_text(inst.arch, v)
   if kind == "hwreg": return _hwreg_text(inst.arch, v)
+  if inst.name == "s_waitcnt_depctr": return depctr_text(v)
   return str(v)
+
+
+# S_WAITCNT_DEPCTR simm16 fields (RDNA3 ISA 16.1 SOPP, S_WAITCNT_DEPCTR), in the order LLVM prints them; a field
+# at its all-ones value is "no wait". Bits 6:5 are unused: with any of them set LLVM prints the raw hex value.
+DEPCTR_FIELDS = (("depctr_hold_cnt", 7, 1), ("depctr_sa_sdst", 0, 1), ("depctr_va_vdst", 12, 4),
+                 ("depctr_va_sdst", 9, 3), ("depctr_va_ssrc", 8, 1), ("depctr_va_vcc", 1, 1), ("depctr_vm_vsrc", 2, 3))
+
+
+def depctr_text(v: int) -> str:
+  if v & 0x60: return f"0x{v:x}"
+  vals = [(name, (v >> lo) & ((1 << w) - 1), (1 << w) - 1) for name, lo, w in DEPCTR_FIELDS]
+  shown = [(n, x) for n, x, full in vals if x != full] or [(n, x) for n, x, _ in vals]
+  return " ".join(f"{n}({x})" for n, x in shown)
+
+
+def swizzle_text(off: int) -> str:
+  """ds_swizzle_b32 offset (RDNA3 ISA 12.? DS_SWIZZLE_B32): bit 15 set = quad permute of 2-bit lane selects;
+  else bit-masks and [4:0], or [9:5], xor [14:10] on the lane id. Spelled with LLVM's swizzle() macros."""
+  if off & 0x8000:
+    if off & 0x7f00: return str(off)
+    return "swizzle(QUAD_PERM," + ",".join(str((off >> (2 * i)) & 3) for i in range(4)) + ")"
+  and_m, or_m, xor_m = off & 0x1f, (off >> 5) & 0x1f, (off >> 10) & 0x1f
+  if and_m == 0x1f and or_m == 0 and xor_m and xor_m & (xor_m - 1) == 0: return f"swizzle(SWAP,{xor_m})"
+  if and_m == 0x1f and or_m == 0 and xor_m and (xor_m + 1) & xor_m == 0: return f"swizzle(REVERSE,{xor_m + 1})"
+  if xor_m == 0:
+    size = ((~and_m) & 0x1f) + 1
+    if and_m != 0x1f and size & (size - 1) == 0 and or_m < size and (and_m | (size - 1)) == 0x1f:
+      return f"swizzle(BROADCAST,{size},{or_m})"
+  chars = []  # lane bit = ((id & and) | or) ^ xor: forced 0/1, preserved (p) or inverted (i)
+  for b in range(4, -1, -1):
+    a, o, x = and_m >> b & 1, or_m >> b & 1, xor_m >> b & 1
+    if o: chars.append("0" if x else "1")
+    elif a: chars.append("i" if x else "p")
+    else: chars.append("1" if x else "0")
+  return f'swizzle(BITMASK_PERM,"{"".join(chars)}")'
 
 
 def _waitcnt_text(v: int) -> str:
@@ -162,12 +214,13 @@ _INSTSKIP = ("SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4")
 
 def _delay_alu_text(v: int) -> str:
   # S_DELAY_ALU simm16 (RDNA3 ISA 16.1 SOPP, S_DELAY_ALU): instid0 [3:0], instskip [6:4], instid1 [10:7]
+  # bits 15:11 are ignored; values without a name print as LLVM's "/* invalid ... value */" comment
   id0, skip, id1 = v & 0xf, (v >> 4) & 7, (v >> 7) & 0xf
-  if id0 >= len(_INSTID) or skip >= len(_INSTSKIP) or id1 >= len(_INSTID) or v >> 11: return f"0x{v:x}"
+  def name(table, i, what): return table[i] if i < len(table) else f"/* invalid {what} value */"
   parts = []
-  if id0: parts.append(f"instid0({_INSTID[id0]})")
-  if skip: parts.append(f"instskip({_INSTSKIP[skip]})")
-  if id1: parts.append(f"instid1({_INSTID[id1]})")
+  if id0: parts.append(f"instid0({name(_INSTID, id0, 'instid')})")
+  if skip: parts.append(f"instskip({name(_INSTSKIP, skip, 'instskip')})")
+  if id1: parts.append(f"instid1({name(_INSTID, id1, 'instid')})")
   return " | ".join(parts) if parts else "0"
 
 
@@ -266,7 +319,8 @@ def format_inst(inst: Inst) -> str:
         if f["offset1"]: mods.append(f"offset1:{f['offset1']}")
       else:
         off = f["offset0"] | f["offset1"] << 8
-        if off: mods.append(f"offset:{off}")
+        if off and inst.name == "ds_swizzle_b32": mods.append(f"offset:{swizzle_text(off)}")
+        elif off: mods.append(f"offset:{off}")
       if f["gds"]: mods.append("gds")
     elif enc in ("FLAT", "GLOBAL", "SCRATCH"):
       off = f["offset"]

@@ -10,8 +10,9 @@ masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by
 
 Memory. GLOBAL: global_load/store with an SGPR-pair base (saddr), a VGPR byte offset and the instruction's 13-bit
 signed offset for the constant part of the index. LOCAL: ds_load/store with the buffer's LDS offset plus the
-constant part in the 16-bit offset field. REG buffers with constant indices become VGPRs (one per element). A gated
-LOAD selects index 0 where the gate is off and 0 as its result (no access outside the buffer).
+constant part in the 16-bit offset field. REG buffers indexed only by constants become VGPRs (one per element);
+others live in the private segment (scratch_load/store, VGPR byte offset + 13-bit offset). A gated LOAD selects
+index 0 where the gate is off and 0 as its result (no access outside the buffer).
 
 Control flow. RANGE with a constant trip count of at most UNROLL_MAX (and a small body) is unrolled, the counter
 becoming a constant; other uniform RANGEs are scalar loops (s_add/s_cmp/s_cbranch_scc1) and non-uniform ones
@@ -25,71 +26,19 @@ LLVM does), then the enabled work-group ids; v0 holds the packed work-item ids x
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass, field
 
-from ...ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
-from ...ir.dtypes import DType, truncate
+from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
+from ...ir.dtypes import DType
 from ...ir.evaluate import EvalError, exec_alu
 from ...ir.uop import _short
-from .isel_mir import EXEC_LO, NULL, Imm, MInst, Spec, VReg
-
-TARGET = "gfx1100"
+from .isel_common import TARGET, _err, _kind, imm_of, is_inline, operand_kind, value_of
+from .isel_divmod import DivModSelector
+from .isel_mem import MemorySelector
+from .isel_mir import EXEC_LO, Imm, MInst, Spec, VReg
 UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
 USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
-
-INLINE_F32 = {0x3f000000, 0xbf000000, 0x3f800000, 0xbf800000, 0x40000000, 0xc0000000, 0x40800000, 0xc0800000,
-              0x3e22f983}
-INLINE_F16 = {0x3800, 0xb800, 0x3c00, 0xbc00, 0x4000, 0xc000, 0x4400, 0xc400, 0x3118}
-
-
-def is_inline(x: Imm) -> bool:
-  """Inline constant (no literal dword): RDNA3 ISA 16.3.1: integers -16..64, and for float operands 0 and the
-  listed float values (0.5, 1, 2, 4, their negatives, 1/(2 pi))."""
-  if x.kind == "int": return -16 <= x.signed <= 64
-  if x.bits == 0: return True
-  return x.bits in (INLINE_F32 if x.kind == "f32" else INLINE_F16)
-
-
-class SelectError(CompileError):
-  """An op the gfx1100 backend can't select."""
-
-
-def _err(u: UOp, why: str = "") -> SelectError:
-  return SelectError(f"{TARGET}: can't select {u.op.name} ({u.dtype}){': ' + why if why else ''}: {_short(u)}", u)
-
-
-# ---- constants as operand bit patterns
-def concrete(dt: DType) -> DType:
-  """Weak literal types as the registers hold them (commit_dtypes leaves them only on CONSTs under a CAST)."""
-  if dt.kind == "weakint": return dtypes.int32
-  if dt.kind == "weakfloat": return dtypes.float32
-  return dt
-
-
-def imm_of(value, dt: DType) -> Imm:
-  dt = concrete(dt)
-  if dt.is_bool: return Imm(0xFFFFFFFF if value else 0)
-  if dt.is_float:
-    if dt.itemsize == 4: return Imm(struct.unpack("<I", struct.pack("<f", float(value)))[0], "f32")
-    if dt.itemsize == 2: return Imm(struct.unpack("<H", struct.pack("<e", float(value)))[0], "f16")
-  if dt.is_int and dt.itemsize <= 4: return Imm(int(truncate(int(value), dt)))
-  raise CompileError(f"{TARGET}: no 32-bit constant of type {dt}")
-
-
-def value_of(x: Imm, dt: DType):
-  dt = concrete(dt)
-  if dt.is_bool: return x.bits != 0
-  if dt.is_float:
-    if dt.itemsize == 4: return struct.unpack("<f", struct.pack("<I", x.bits))[0]
-    return struct.unpack("<e", struct.pack("<H", x.bits & 0xFFFF))[0]
-  return truncate(x.bits, dt)
-
-
-def _kind(dt: DType) -> str:
-  return "f32" if dt == dtypes.float32 else "f16" if dt == dtypes.float16 else "int"
-
 
 _SCALAR_INT_OPS = {Ops.ADD: "s_add_i32", Ops.SUB: "s_sub_i32", Ops.MUL: "s_mul_i32", Ops.AND: "s_and_b32",
                    Ops.OR: "s_or_b32", Ops.XOR: "s_xor_b32", Ops.SHL: "s_lshl_b32"}
@@ -125,9 +74,11 @@ class Selection:
   loops: list = field(default_factory=list)   # [(head label, exit label)] of real (not unrolled) loops
   global_size: tuple = (1, 1, 1)
   local_size: tuple = (1, 1, 1)
+  uses_local_ids: bool = False
+  private_size: int = 0         # bytes of private (scratch) memory per lane that the selected code uses
 
 
-class ISel:
+class ISel(DivModSelector, MemorySelector):
   def __init__(self, lin: UOp):
     if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
     self.lin = lin
@@ -139,6 +90,8 @@ class ISel:
     self.mutable: set = set()
     self.reg_bufs: dict[UOp, list] = {}
     self.lds_off: dict[UOp, int] = {}
+    self.scratch_off: dict[UOp, int] = {}     # REG buffers kept in the private segment (scratch)
+    self.private_size = 0
     self.lds_size = 0
     self.nlabel = 0
     self.loops: list = []
@@ -178,7 +131,7 @@ class ISel:
     if isinstance(x, VReg): raise CompileError(f"{TARGET}: internal: a per-lane value where a uniform one is needed")
     return self.pure("s_mov_b32", [x], "s", "sdst", ["ssrc0"])
 
-  def legal_vop3(self, srcs):
+  def legal_vop3(self, srcs, kind: str = "int"):
     """At most two scalar values (distinct SGPRs, one literal) per VALU instruction (gfx10+ constant bus)."""
     out, sg, lit = [], set(), set()
     for x in srcs:
@@ -186,7 +139,7 @@ class ISel:
         if x not in sg:
           if len(sg) + len(lit) >= 2: x = self.to_v(x)
           else: sg.add(x)
-      elif isinstance(x, Imm) and not is_inline(x):
+      elif isinstance(x, Imm) and not is_inline(x, kind):
         if x not in lit:
           if lit or len(sg) + len(lit) >= 2: x = self.to_v(x)
           else: lit.add(x)
@@ -194,10 +147,10 @@ class ISel:
     return out
 
   def vop(self, name, *srcs):
-    return self.pure(name, self.legal_vop3(list(srcs)))
+    return self.pure(name, self.legal_vop3(list(srcs), operand_kind(name)))
 
   def vcmp(self, name, a, b):
-    return self.pure(name, self.legal_vop3([a, b]), "s", "vdst")
+    return self.pure(name, self.legal_vop3([a, b], operand_kind(name)), "s", "vdst")
 
   def sop2(self, name, a, b):
     if isinstance(a, Imm) and isinstance(b, Imm) and not is_inline(a) and not is_inline(b) and a != b:
@@ -232,6 +185,10 @@ class ISel:
     ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
     self.user_sgprs = 16 - n_wg   # gfx11 UserSGPRInit16Bug: user + system SGPRs >= 16 (LLVM pads the same way)
+    self.in_scratch = set()
+    for u in elems:
+      if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
+        if u.src[1].const_value is None or u.src[0].arg.size > 64: self.in_scratch.add(u.src[0])
     self.kernarg = VReg("s", 2, fixed=0)
     self.wgid = [VReg("s", 1, fixed=self.user_sgprs + i) for i in range(n_wg)]
     self.tid = VReg("v", 1, fixed=0)
@@ -262,7 +219,8 @@ class ISel:
     self.block(elems)
     self.emit("s_endpgm")
     return Selection(self.info.name, self.code, self.args, self.kernarg_size, self.lds_size, self.user_sgprs, n_wg,
-                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size)
+                     self.ldims, self.loops, self.info.global_size or (1, 1, 1), self.local_size, bool(ldims),
+                     self.private_size)
 
   def block(self, elems: list):
     i = 0
@@ -325,7 +283,7 @@ class ISel:
       self.cse.append({})
       m = VReg("s")
       self.emit("v_cmp_lt_i32_e64" if signed else "v_cmp_lt_u32_e64", {"vdst": m},
-                dict(zip(("src0", "src1"), self.legal_vop3([cnt, end]))))
+                dict(zip(("src0", "src1"), self.legal_vop3([cnt, end], "int"))))
       self.emit("s_and_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": Spec(EXEC_LO), "ssrc1": m})
       self.emit("s_cbranch_execz", target=exit_)
       self.val[r] = cnt
@@ -367,13 +325,18 @@ class ISel:
       self.val[u] = imm_of(u.arg, u.dtype)
     elif op is Ops.BUFFER:
       a = u.arg
-      if u in self.reg_bufs or u in self.lds_off: return
+      if u in self.reg_bufs or u in self.lds_off or u in self.scratch_off: return
       if a.addrspace is AddrSpace.LOCAL:
         self.lds_size = (self.lds_size + 15) // 16 * 16
         self.lds_off[u] = self.lds_size
         self.lds_size += a.dtype.itemsize * a.size
+      elif u in self.in_scratch:
+        # indexed by a value known only at run time (or too big for registers): the wave's private segment
+        if a.dtype.itemsize > 4: raise _err(u, "64-bit private arrays are not supported")
+        self.private_size = (self.private_size + 3) // 4 * 4
+        self.scratch_off[u] = self.private_size
+        self.private_size += a.dtype.itemsize * a.size
       else:
-        if a.size > 64: raise _err(u, "private arrays over 64 elements (no scratch support)")
         regs = [VReg("v") for _ in range(a.size)]
         self.mutable.update(regs)
         self.reg_bufs[u] = regs
@@ -511,85 +474,6 @@ class ISel:
     if dt.is_unsigned: return self.vop("v_and_b32_e64", x, Imm((1 << (8 * dt.itemsize)) - 1))
     return self.vop("v_bfe_i32", x, Imm(0), Imm(8 * dt.itemsize))
 
-  # ------------------------------------------------------------------ integer division
-  def divmod(self, u: UOp, s):
-    n_u, d_u = u.src
-    n, d = s
-    want_q = u.op is Ops.IDIV
-    unsigned = u.dtype.is_unsigned
-    if isinstance(d, Imm):
-      dv = value_of(d, d_u.dtype)
-      if dv == 0: raise _err(u, "division by the constant 0")
-      if (unsigned or n_u.vmin >= 0) and dv > 0:
-        return self.udiv_const(n, dv, int(min(n_u.vmax, 2**32 - 1)), want_q)
-      if not unsigned and dv != -2**31:
-        # |n| / |d| by a magic multiplication, then C's signs: q negative when the signs differ, r has n's sign
-        sn = self.vop("v_ashrrev_i32_e64", Imm(31), n)
-        an = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", n, sn), sn)
-        q = self.udiv_const(an, abs(dv), 2**31, True)
-        if want_q:
-          sq = sn if dv > 0 else self.vop("v_xor_b32_e64", sn, Imm(-1))
-          return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", q, sq), sq)
-        r = self.vop("v_sub_nc_u32_e64", an, self.mul_imm(q, abs(dv)))
-        return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", r, sn), sn)
-    if unsigned or (n_u.vmin >= 0 and d_u.vmin > 0):
-      q, r = self.udivmod(n, d)
-      return q if want_q else r
-    sn = self.vop("v_ashrrev_i32_e64", Imm(31), n)
-    sd = self.vop("v_ashrrev_i32_e64", Imm(31), d)
-    an = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", n, sn), sn)
-    ad = self.vop("v_xor_b32_e64", self.vop("v_add_nc_u32_e64", d, sd), sd)
-    q, r = self.udivmod(an, ad)
-    if want_q:
-      sq = self.vop("v_xor_b32_e64", sn, sd)
-      return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", q, sq), sq)
-    return self.vop("v_sub_nc_u32_e64", self.vop("v_xor_b32_e64", r, sn), sn)
-
-  def mul_imm(self, x, c: int):
-    if c & (c - 1) == 0: return self.vop("v_lshlrev_b32_e64", Imm(c.bit_length() - 1), x)
-    return self.vop("v_mul_lo_u32", x, Imm(c))
-
-  def udiv_const(self, n, d: int, nmax: int, want_q: bool):
-    """n // d (or n % d) for 0 <= n <= nmax by q = mulhi(n, m) >> s: with m = ceil(2^(32+s) / d) and
-    e = m*d - 2^(32+s), floor(n*m / 2^(32+s)) = floor(n/d) whenever n*e < 2^(32+s) (the error term stays below
-    one unit of the quotient); the smallest s with m < 2^32 is used."""
-    if d == 1: q = n
-    elif d & (d - 1) == 0:
-      if not want_q: return self.vop("v_and_b32_e64", n, Imm(d - 1))
-      q = self.vop("v_lshrrev_b32_e64", Imm(d.bit_length() - 1), n)
-    else:
-      for sh in range(0, 33):
-        m = -(-(1 << (32 + sh)) // d)
-        if m >= 1 << 32: break
-        if nmax * (m * d - (1 << (32 + sh))) < (1 << (32 + sh)):
-          q = self.vop("v_mul_hi_u32", n, Imm(m))
-          if sh: q = self.vop("v_lshrrev_b32_e64", Imm(sh), q)
-          break
-      else: sh = None
-      if sh is None or m >= 1 << 32:
-        q, r = self.udivmod(n, Imm(d))
-        return q if want_q else r
-    if want_q: return q
-    return self.vop("v_sub_nc_u32_e64", n, self.mul_imm(q, d))
-
-  def udivmod(self, n, d):
-    """Unsigned 32-bit division by a runtime divisor: a float reciprocal estimate of 2^32/d, one Newton-Raphson
-    step in integers, then the quotient corrected at most twice."""
-    fd = self.vop("v_cvt_f32_u32_e64", d)
-    rc = self.vop("v_rcp_f32_e64", fd)
-    rc = self.vop("v_mul_f32_e64", rc, Imm(0x4f7ffffe, "f32"))     # 4294966784.0: just below 2^32
-    z = self.vop("v_cvt_u32_f32_e64", rc)
-    negd = self.vop("v_sub_nc_u32_e64", Imm(0), d)
-    e = self.vop("v_mul_lo_u32", negd, z)                             # -d*z mod 2^32: the error of z*d vs 2^32
-    z = self.vop("v_add_nc_u32_e64", z, self.vop("v_mul_hi_u32", z, e))
-    q = self.vop("v_mul_hi_u32", n, z)
-    r = self.vop("v_sub_nc_u32_e64", n, self.vop("v_mul_lo_u32", q, d))
-    for _ in range(2):
-      big = self.vcmp("v_cmp_ge_u32_e64", r, d)
-      q = self.cndmask(big, q, self.vop("v_add_nc_u32_e64", q, Imm(1)))
-      r = self.cndmask(big, r, self.vop("v_sub_nc_u32_e64", r, d))
-    return q, r
-
   # ------------------------------------------------------------------ casts
   def cast(self, u: UOp):
     x, src = self.get(u.src[0]), u.src[0].dtype
@@ -626,131 +510,6 @@ class ISel:
     if src.itemsize != dt.itemsize or dt.itemsize == 8: raise _err(u, "bitcast between different or 64-bit sizes")
     if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
     return self.narrow(x, dt) if dt.is_int else x
-
-  # ------------------------------------------------------------------ memory
-  def split_index(self, idx: UOp):
-    """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
-    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
-    v = self.get(idx)
-    if isinstance(v, Imm): return None, value_of(v, idx.dtype)
-    if idx.op is not Ops.ADD: return v, 0
-    regs, const, stack = [], 0, [idx]
-    while stack:
-      u = stack.pop()
-      val = self.val.get(u)
-      if isinstance(val, Imm): const += value_of(val, u.dtype)
-      elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
-      elif val is None: return v, 0
-      else: regs.append(val)
-    if const == 0 or not regs: return v, 0
-    out = regs[0]
-    for r in regs[1:]:
-      if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
-        out = self.sop2("s_add_i32", out, r)
-      else: out = self.vop("v_add_nc_u32_e64", out, r)
-    return out, const
-
-  def byte_offset(self, x, size: int):
-    """A VGPR holding x * size (x an index register)."""
-    k = size.bit_length() - 1
-    if k == 0: return self.to_v(x)
-    return self.vop("v_lshlrev_b32_e64", Imm(k), x)
-
-  def address(self, index: UOp, gated: bool):
-    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index."""
-    buf, idx = index.src[0], index.src[1]
-    size = buf.dtype.base.itemsize
-    if gated:
-      reg, c = self.get(idx), 0
-      if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
-    else:
-      reg, c = self.split_index(idx)
-    cbytes = c * size
-    limit_ok = (-4096 <= cbytes <= 4095) if buf.dtype.addrspace is AddrSpace.GLOBAL else \
-        (0 <= cbytes + self.lds_off.get(buf, 0) <= 65535)
-    if reg is None:
-      if not limit_ok: return buf, self.to_v(Imm(cbytes)), 0
-      return buf, self.to_v(Imm(0)), cbytes
-    if not limit_ok:
-      reg, cbytes = self.get(idx), 0
-    return buf, self.byte_offset(reg, size), cbytes
-
-  def _mem_suffix(self, dt: DType, load: bool) -> str:
-    if dt.itemsize == 4: return "b32"
-    if dt.itemsize == 2: return ("i16" if dt.kind == "int" else "u16") if load else "b16"
-    if dt.itemsize == 1: return ("i8" if dt.kind == "int" else "u8") if load else "b8"
-    raise CompileError(f"{TARGET}: no {dt.itemsize * 8}-bit memory access for {dt}")
-
-  def load(self, u: UOp):
-    index = u.src[0]
-    buf = index.src[0]
-    dt = u.dtype
-    if buf.dtype.addrspace is AddrSpace.REG: return self.reg_load(u, index)
-    if dt.itemsize == 8: raise _err(u, "64-bit loads are not supported")
-    gate = self.get(index.src[2]) if len(index.src) == 3 else None
-    if isinstance(gate, Imm):
-      if not gate.bits: return imm_of(0, dt)
-      gate = None
-    if gate is not None:
-      # select a safe index (0) where the gate is off, load, then 0 there
-      raw = self.get(index.src[1])
-      safe = self.cndmask(gate, Imm(0), raw)
-      _, voff, cbytes = self._address_of(buf, safe, index.src[1].dtype)
-    else:
-      _, voff, cbytes = self.address(index, False)
-    mem_dt = dtypes.uint8 if dt.is_bool else dt
-    d = VReg("v")
-    suffix = self._mem_suffix(mem_dt, True)
-    if buf.dtype.addrspace is AddrSpace.LOCAL:
-      self.emit(f"ds_load_{suffix}", {"vdst": d}, {"addr": voff}, offset=cbytes + self.lds_off[buf])
-    else:
-      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
-    out = d
-    if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
-    if gate is not None:
-      out = self.sop2("s_and_b32", out, gate) if dt.is_bool else self.cndmask(gate, Imm(0), out)
-    return out
-
-  def _address_of(self, buf, reg, idx_dt):
-    size = buf.dtype.base.itemsize
-    return buf, self.byte_offset(reg, size), 0
-
-  def reg_elem(self, index: UOp) -> VReg:
-    regs = self.reg_bufs.get(index.src[0])
-    if regs is None: raise CompileError(f"{TARGET}: REG buffer used before its BUFFER: {_short(index)}", index)
-    i = self.get(index.src[1])
-    if not isinstance(i, Imm): raise _err(index, "a private array indexed by a non-constant (no scratch support)")
-    k = value_of(i, index.src[1].dtype)
-    if not 0 <= k < len(regs): raise _err(index, f"index {k} outside the private array of {len(regs)}")
-    return regs[k]
-
-  def reg_load(self, u: UOp, index: UOp):
-    if len(index.src) == 3: raise _err(u, "gated load from a private array")
-    r = self.reg_elem(index)
-    d = VReg("v")
-    self.emit("v_mov_b32_e32", {"vdst": d}, {"src0": r}, copy=True)
-    return d
-
-  def store(self, u: UOp):
-    index, value = u.src
-    buf = index.src[0]
-    v = self.get(value)
-    dt = value.dtype
-    if buf.dtype.addrspace is AddrSpace.REG:
-      r = self.reg_elem(index)
-      if isinstance(v, VReg) and v.cls == "s" and dt.is_bool: v = self.cndmask(v, Imm(0), Imm(-1))
-      self.emit("v_mov_b32_e32", {"vdst": r}, {"src0": v}, copy=True)
-      return
-    if dt.itemsize == 8: raise _err(u, "64-bit stores are not supported")
-    if dt.is_bool: v, dt = self.cndmask(v, Imm(0), Imm(1)), dtypes.uint8
-    data = self.to_v(v)
-    _, voff, cbytes = self.address(index, False)
-    suffix = self._mem_suffix(dt, False)
-    if buf.dtype.addrspace is AddrSpace.LOCAL:
-      self.emit(f"ds_store_{suffix}", {}, {"addr": voff, "data0": data}, offset=cbytes + self.lds_off[buf])
-    else:
-      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)
-
 
 def select(lin: UOp) -> Selection:
   isel = ISel(lin)

@@ -78,12 +78,25 @@ class MInst:
     return f"  {self.name} " + ", ".join(ops)
 
 
+_RESULT_TYPES = (("f32", dtypes.float32), ("f16", dtypes.float16), ("i32", dtypes.int32), ("u32", dtypes.uint32),
+                 ("b32", dtypes.uint32), ("u16", dtypes.uint16), ("i16", dtypes.int16), ("u8", dtypes.uint8),
+                 ("i8", dtypes.int8), ("b64", dtypes.uint64))
+
+
+def result_dtype(m: MInst):
+  """The dtype of what an instruction produces: void without a destination, bool for lane masks (v_cmp), else
+  the first type in the mnemonic (v_cvt_f32_i32 -> float32, global_load_u16 -> uint16, s_load_b64 -> uint64)."""
+  if not m.defs: return dtypes.void
+  if m.name.startswith("v_cmp"): return dtypes.bool
+  parts = m.name.split("_")
+  for p in parts[1:]:
+    for t, dt in _RESULT_TYPES:
+      if p == t: return dt
+  return dtypes.uint32
+
+
 def to_uops(code: list[MInst]) -> UOp:
   """The selected instructions as INS UOps (arg = (opcode, dtype)) in a LINEAR, for inspection and tests. An INS's
-  tag is (position, operand text): registers have no UOp of their own."""
-  out = []
-  for i, m in enumerate(code):
-    dt = dtypes.void if not m.defs else (dtypes.uint32 if all(getattr(d, "n", 1) == 1 for d in m.defs.values())
-                                         else dtypes.uint64)
-    out.append(UOp(Ops.INS, (), (m.name, dt), (i, repr(m))))
+  tag is (position, operand text): registers are not UOps of their own (they are redefined by loops)."""
+  out = [UOp(Ops.INS, (), (m.name, result_dtype(m)), (i, repr(m))) for i, m in enumerate(code)]
   return UOp(Ops.LINEAR, tuple(out))

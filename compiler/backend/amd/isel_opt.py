@@ -5,12 +5,15 @@
                    instruction (`acc = v_fma_f32 a, b, acc`)
   dce              instructions without side effects whose results are never read are removed (to a fixed point,
                    so loop-carried values are kept while anything reads them)
+  hoist_loads      memory loads move up (within straight-line code, past ALU work that does not define their
+                   operands, never past a store, barrier, label, branch, EXEC change or another load, at most
+                   HOIST_MAX instructions) so that several loads are in flight before their results are needed
 """
 from __future__ import annotations
 
 from .isel_mir import MInst, Spec, VReg
 
-_SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "s_cbranch", "s_branch", "s_barrier", "s_endpgm", "s_waitcnt",
+_SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "scratch_store", "s_cbranch", "s_branch", "s_barrier", "s_endpgm", "s_waitcnt",
                          "s_cmp", "s_and_saveexec", "LABEL", "s_nop", "s_sendmsg")
 
 
@@ -74,7 +77,7 @@ def coalesce_copies(code: list[MInst]) -> list[MInst]:
     r = m.defs["vdst"]
     p = defs_of[s][0]
     if set(uses_of.get(s, ())) != {i} or p >= i or code[p] is None: continue
-    if "vdst" not in code[p].defs or code[p].name.startswith(("global_", "ds_")): continue
+    if "vdst" not in code[p].defs or code[p].name.startswith(("global_", "ds_", "scratch_")): continue
     ok = True
     for j in range(p + 1, i):
       x = code[j]
@@ -87,5 +90,30 @@ def coalesce_copies(code: list[MInst]) -> list[MInst]:
   return [m for m in code if m is not None]
 
 
+HOIST_MAX = 48
+
+
+def _is_load(m: MInst) -> bool: return m.name.startswith(("global_load", "ds_load", "scratch_load"))
+
+
+def _blocks_hoist(x: MInst) -> bool:
+  return is_boundary(x) or _is_load(x) or x.name.startswith(("global_store", "ds_store", "scratch_store", "s_barrier", "s_load"))
+
+
+def hoist_loads(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  for m in code:
+    out.append(m)
+    if not _is_load(m): continue
+    needs = set(m.regs_used())
+    k = len(out) - 1
+    while k > 0 and len(out) - 1 - k < HOIST_MAX:
+      prev = out[k - 1]
+      if _blocks_hoist(prev) or needs & set(prev.regs_defined()) or m.defs["vdst"] in prev.regs_used(): break
+      out[k - 1], out[k] = out[k], out[k - 1]
+      k -= 1
+  return out
+
+
 def optimize(code: list[MInst]) -> list[MInst]:
-  return dce(coalesce_copies(dce(code)))
+  return hoist_loads(dce(coalesce_copies(dce(code))))

@@ -7,8 +7,12 @@ pointer s[0:1], work-group ids, v0) keep their physical register from the start 
 Intervals are assigned in order of their start to the lowest free physical register (SGPR pairs even-aligned);
 a register becomes free only after the position where its interval ends (no reuse within one instruction).
 
-No spilling: a kernel that needs more than the target's registers (256 VGPRs, 106 SGPRs on gfx1100 wave32) is a
-RegisterPressureError naming the kernel, the class and the number of values live at that point.
+Spilling (allocate_with_spills): when no VGPR is free, the values live at that point with the furthest-reaching
+intervals go to scratch (the wave's private segment, one dword per lane each): every definition writes a fresh
+temporary that is stored right after (scratch_store_b32 off, t, off offset:slot), every use reloads a fresh
+temporary right before (scratch_load_b32); allocation then starts over. Temporaries are never spilled. SGPRs are
+not spilled: a kernel that needs more than 106 SGPRs (or more than 256 VGPRs even then) is a RegisterPressureError
+naming the kernel, the class and the number of values live at that point.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ class RegisterPressureError(CompileError):
 class Allocation:
   vgprs: int     # registers used (highest + 1)
   sgprs: int
+  spills: int = 0   # VGPR values spilled to scratch (one dword per lane each)
 
 
 def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg, list[int]]:
@@ -54,7 +59,68 @@ def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg
   return iv
 
 
+class _NoRegister(Exception):
+  def __init__(self, cls: str, live: list, pos: int):
+    self.cls, self.live, self.pos = cls, live, pos
+
+
 def allocate(code: list[MInst], loops: list, name: str = "kernel") -> Allocation:
+  try: return _allocate(code, loops)
+  except _NoRegister as e:
+    raise _pressure_error(code, e, name) from None
+
+
+def _pressure_error(code, e: _NoRegister, name: str) -> RegisterPressureError:
+  return RegisterPressureError(
+    f"gfx1100: kernel {name} needs more than {LIMITS[e.cls]} {'VGPRs' if e.cls == 'v' else 'SGPRs'} "
+    f"({len(e.live)} values live at instruction {e.pos}: {code[e.pos]!r})" +
+    ("; the backend does not spill SGPRs" if e.cls == "s" else ""))
+
+
+def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", scratch_base: int = 0,
+                         max_rounds: int = 64) -> tuple[list[MInst], Allocation, int]:
+  """(code with spill code, allocation, number of dword spill slots per lane, placed from scratch_base)."""
+  slots = 0
+  unspillable: set = set()
+  for _ in range(max_rounds):
+    try:
+      alloc = _allocate(code, loops)
+      alloc.spills = slots
+      return code, alloc, slots
+    except _NoRegister as e:
+      if e.cls != "v": raise _pressure_error(code, e, name) from None
+      iv, ends = e.live, e.ends
+      cands = sorted((r for r, _ in iv if r.fixed is None and r.n == 1 and r not in unspillable),
+                     key=lambda r: -ends[r])
+      if not cands: raise _pressure_error(code, e, name) from None
+      batch = cands[:max(1, len(iv) - LIMITS["v"] + 8)]
+      for r in batch:
+        code = _spill(code, r, scratch_base + 4 * slots, unspillable)
+        slots += 1
+  raise RegisterPressureError(f"gfx1100: kernel {name}: register allocation did not converge after {max_rounds} "
+                              f"rounds of spilling")
+
+
+def _spill(code: list[MInst], r: VReg, offset: int, unspillable: set) -> list[MInst]:
+  out = []
+  for m in code:
+    if any(v is r for v in m.uses.values()):
+      t = VReg("v")
+      unspillable.add(t)
+      out.append(MInst("scratch_load_b32", {"vdst": t}, {}, offset=offset, spill=True))
+      m.uses = {k: (t if v is r else v) for k, v in m.uses.items()}
+    if any(v is r for v in m.defs.values()):
+      t = VReg("v")
+      unspillable.add(t)
+      m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
+      out.append(m)
+      out.append(MInst("scratch_store_b32", {}, {"data": t}, offset=offset, spill=True))
+      continue
+    out.append(m)
+  return out
+
+
+def _allocate(code: list[MInst], loops: list) -> Allocation:
   iv = live_intervals(code, loops)
   free_after = {"v": [-1] * LIMITS["v"], "s": [-1] * LIMITS["s"]}
   used = {"v": 0, "s": 0}
@@ -68,10 +134,9 @@ def allocate(code: list[MInst], loops: list, name: str = "kernel") -> Allocation
     for base in range(0, LIMITS[r.cls] - r.n + 1, step):
       if all(fa[base + k] < s for k in range(r.n)): break
     else:
-      live = sum(1 for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b)
-      raise RegisterPressureError(
-        f"gfx1100: kernel {name} needs more than {LIMITS[r.cls]} {'VGPRs' if r.cls == 'v' else 'SGPRs'} "
-        f"({live} values live at instruction {s}: {code[s]!r}); the backend does not spill to scratch")
+      err = _NoRegister(r.cls, [(q, b) for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b], s)
+      err.ends = {q: b for q, b in err.live}
+      raise err
     r.phys = base
     for k in range(r.n): fa[base + k] = t
     used[r.cls] = max(used[r.cls], base + r.n)

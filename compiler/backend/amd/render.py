@@ -8,7 +8,8 @@ s_waitcnt (RDNA3 ISA 4.4 "Data Dependency Resolution"; gfx11 SOPP S_WAITCNT simm
 expcnt [2:0]): vector memory loads return in order and are counted by VM_CNT; LDS and scalar memory operations by
 LGKM_CNT (LDS in order, SMEM out of order); stores to global memory are counted by VS_CNT (not waited for: nothing
 reads them back in a kernel). Before an instruction reads the result of a pending load, the counter is waited down to
-the number of operations issued after that load (0 for LGKM while a scalar load is pending). Before s_barrier, all
+the number of operations issued after that load (0 for LGKM while a scalar load is pending), rounded down to a
+multiple of WAIT_GRANULE so that one wait serves the next few uses too. Before s_barrier, all
 LDS operations are waited for; at labels and branches everything pending is waited for (conservative at joins).
 """
 from __future__ import annotations
@@ -17,24 +18,24 @@ import time
 
 from ...ir import CompileError, UOp
 from ...lower.target import Target
-from .isel import Selection, is_inline, select
+from .isel import Selection, select
+from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, VReg
-from .regalloc import Allocation, allocate
+from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
 from .tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
 CODE_END_PAD = 64
 SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
-INLINE_FLOAT_CODES = {0x3f000000: 240, 0xbf000000: 241, 0x3f800000: 242, 0xbf800000: 243, 0x40000000: 244,
-                      0xc0000000: 245, 0x40800000: 246, 0xc0800000: 247, 0x3e22f983: 248}
-INLINE_F16_CODES = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246,
-                    0xc400: 247, 0x3118: 248}
 
 
 # ---------------------------------------------------------------------------------------------------- s_waitcnt
 def _waitcnt(vm: int = 63, lgkm: int = 63) -> MInst:
   return MInst("s_waitcnt", simm16=(vm << 10) | (lgkm << 4) | 7)
+
+
+WAIT_GRANULE = 8   # a needed count n is rounded down to a multiple of this: one wait then covers several uses
 
 
 def insert_waitcnt(code: list[MInst]) -> list[MInst]:
@@ -63,9 +64,11 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       smem = any(s for _, s in lgkm)
       for k, (r, _) in enumerate(lgkm):
         if r is not None and r in regs: lgkm_n = 0 if smem else len(lgkm) - k - 1
+      if vm_n is not None: vm_n -= vm_n % WAIT_GRANULE
+      if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
       wait(vm_n, lgkm_n)
     out.append(m)
-    if name.startswith("global_load"): vm.append(m.defs["vdst"])
+    if name.startswith(("global_load", "scratch_load")): vm.append(m.defs["vdst"])
     elif name.startswith("ds_load"): lgkm.append((m.defs["vdst"], False))
     elif name.startswith("ds_store"): lgkm.append((None, False))
     elif name.startswith("s_load"): lgkm.append((m.defs["sdata"], True))
@@ -82,15 +85,13 @@ class Encoder:
     except KeyError: raise CompileError(f"gfx1100: no instruction {name!r} in the ISA tables") from None
 
   @staticmethod
-  def _src(x, lits: list) -> int:
+  def _src(x, lits: list, kind: str) -> int:
     if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
-      if x.kind == "int" and -16 <= x.signed <= 64: return 128 + x.signed if x.signed >= 0 else 192 - x.signed
-      if x.bits == 0: return 128
-      codes = INLINE_FLOAT_CODES if x.kind == "f32" else INLINE_F16_CODES if x.kind == "f16" else {}
-      if x.bits in codes: return codes[x.bits]
-      if lits and lits[0] != x.bits: raise CompileError(f"gfx1100: two different literals in one instruction")
+      code = inline_code(x, kind)
+      if code is not None: return code
+      if lits and lits[0] != x.bits: raise CompileError("gfx1100: two different literals in one instruction")
       if not lits: lits.append(x.bits)
       return 255
     raise CompileError(f"gfx1100: bad operand {x!r}")
@@ -104,8 +105,9 @@ class Encoder:
   def size(self, m: MInst) -> int:
     enc, op = self.lookup(m.name)
     size = self.t.layouts[enc]["size"]
+    kind = operand_kind(m.name)
     for f, v in m.uses.items():
-      if f in SRC9 and isinstance(v, Imm) and not is_inline(v): return size + 4
+      if f in SRC9 and isinstance(v, Imm) and not is_inline(v, kind): return size + 4
     return size
 
   def encode(self, m: MInst, simm16: int | None = None) -> bytes:
@@ -118,17 +120,19 @@ class Encoder:
     word |= op << lo
     vals: dict[str, int] = {}
     lits: list[int] = []
-    if enc == "GLOBAL": vals["saddr"] = NULL
+    kind = operand_kind(m.name)
+    if enc in ("GLOBAL", "SCRATCH"): vals["saddr"] = NULL
+    if enc == "SCRATCH" and "addr" in m.uses: vals["sve"] = 1
     if enc == "SMEM": vals["soffset"] = NULL
     for f, x in list(m.defs.items()) + list(m.uses.items()):
-      if f in SRC9: vals[f] = self._src(x, lits)
+      if f in SRC9: vals[f] = self._src(x, lits, kind)
       elif f == "sbase": vals[f] = x.phys >> 1
       else: vals[f] = self._reg(x)
     off = m.mods.get("offset", 0)
     if enc == "DS":
       if not 0 <= off <= 0xFFFF: raise CompileError(f"gfx1100: LDS offset {off} out of range in {m!r}")
       vals["offset0"], vals["offset1"] = off & 0xFF, off >> 8
-    elif enc == "GLOBAL":
+    elif enc in ("GLOBAL", "SCRATCH"):
       if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
     elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
@@ -180,8 +184,9 @@ def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
   if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
   t0 = time.perf_counter()
   sel = select(lin)
-  code = insert_waitcnt(sel.code)
-  regs = allocate(code, sel.loops, sel.name)
+  code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
+  sel.private_size += 4 * slots
+  code = insert_waitcnt(code)
   code = fix_hazards(code)
   # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
   text = assemble(code, arch) + S_CODE_END * CODE_END_PAD

@@ -31,8 +31,11 @@ def descriptor(c, entry_offset: int) -> KernelDescriptor:
   sgpr_granule = min(15, max(0, (regs.sgprs + 6 + 7) // 8 - 1))   # + VCC and reserved, as LLVM counts
   rsrc1 = RSRC1_FIXED | (sgpr_granule << 6) | vgpr_granule
   # COMPUTE_PGM_RSRC2: USER_SGPR_COUNT [5:1], TGID_X/Y/Z_EN 7/8/9, TIDIG_COMP_CNT (VGPR work-item ids) [12:11]
+  # ENABLE_PRIVATE_SEGMENT (bit 0) when the code uses scratch (private arrays, spills): gfx11 sets up the wave's
+  # scratch itself (no flat_scratch_init prologue; clang-19's gfx1100 output does the same)
   rsrc2 = (sel.user_sgprs << 1) | sum(1 << (7 + i) for i in range(sel.workgroup_ids)) | (sel.workitem_id_dims << 11)
-  return KernelDescriptor(group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=0,
+  rsrc2 |= int(sel.private_size > 0)
+  return KernelDescriptor(group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=sel.private_size,
                           kernarg_size=sel.kernarg_size, kernel_code_entry_byte_offset=entry_offset,
                           compute_pgm_rsrc3=0, compute_pgm_rsrc1=rsrc1, compute_pgm_rsrc2=rsrc2,
                           kernel_code_properties=KCP_KERNARG_SEGMENT_PTR | KCP_WAVEFRONT_SIZE32)
@@ -50,10 +53,14 @@ def metadata(c) -> bytes:
                    ".type_name": a.dtype.cname})
   kernel = {".name": sel.name, ".symbol": f"{sel.name}.kd", ".args": args,
             ".kernarg_segment_size": sel.kernarg_size, ".kernarg_segment_align": 8,
-            ".group_segment_fixed_size": sel.lds_size, ".private_segment_fixed_size": 0,
+            ".group_segment_fixed_size": sel.lds_size, ".private_segment_fixed_size": sel.private_size,
             ".wavefront_size": 32, ".sgpr_count": regs.sgprs + 2, ".vgpr_count": max(regs.vgprs, 1),
-            ".agpr_count": 0, ".sgpr_spill_count": 0, ".vgpr_spill_count": 0, ".max_flat_workgroup_size": 1024,
+            ".agpr_count": 0, ".sgpr_spill_count": 0, ".vgpr_spill_count": regs.spills, ".max_flat_workgroup_size": 1024,
             ".uniform_work_group_size": 1, ".language": "OpenCL C", ".language_version": [2, 0]}
+  if sel.uses_local_ids:
+    # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1)
+    kernel[".reqd_workgroup_size"] = list(sel.local_size)
+    kernel[".max_flat_workgroup_size"] = sel.local_size[0] * sel.local_size[1] * sel.local_size[2]
   md = {"amdhsa.version": [1, 2], "amdhsa.target": "amdgcn-amd-amdhsa--gfx1100", "amdhsa.kernels": [kernel]}
   return msgpack.packb(md)
 

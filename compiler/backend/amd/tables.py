@@ -29,7 +29,7 @@ class EncodingTable:
     for op, e in ops.items():
       srcs = tuple(t[1] for t in e["operands"] if t[0] == "reg" and t[1] in LITERAL_SOURCES)
       self.ops[op] = (e["name"], e["size"], tuple(e["operands"]), srcs)
-      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), srcmods=frozenset(e.get("srcmods", ("neg", "abs"))),
+      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())), srcmods=frozenset(e.get("srcmods", ("neg", "abs"))),
                             operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
                             vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
     if name == "EXP": self.ops[0] = ("exp", 8, (), ())
@@ -39,7 +39,7 @@ class ArchTables:
   def __init__(self, arch: str):
     if arch not in SUPPORTED_ARCHS:
       raise ValueError(f"no instruction tables for {arch!r} (have: {', '.join(SUPPORTED_ARCHS)})")
-    mod = importlib.import_module(f"hcq.autogen.isa.{arch}")
+    mod = importlib.import_module(f"....autogen.isa.{arch}", __package__)
     self.arch, self.layouts, self.raw = arch, mod.LAYOUTS, mod.OPS
     self.encodings: dict[str, EncodingTable] = {}
     for enc, layout in mod.LAYOUTS.items():

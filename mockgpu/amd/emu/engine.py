@@ -19,6 +19,7 @@ from . import rt
 from .translate import translate
 
 DONE = -1
+FAIRNESS_STREAK = 256   # scheduling: see _run_batch
 MAX_BATCH_WAVES = 8192   # waves held in registers at once (VGPR arrays: 128 KiB per register per 1024 waves)
 
 
@@ -148,6 +149,7 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
   pcs = np.full(W, pgm_addr, np.int64)
   waiting = np.zeros(W, bool)
   executed = already
+  streak = 0
   uniform_pc = int(pgm_addr)
   with np.errstate(all="ignore"):
     while True:
@@ -160,7 +162,10 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
           if not alive.any(): break
           waiting[:] = False      # every live wave waits at a barrier: release them all
           continue
-        pc = int(pcs[runnable].min())
+        # the lowest PC first (divergent waves meet again at the join point); every FAIRNESS_STREAK blocks the
+        # highest one, so that a wave spinning on memory another wave will write cannot starve that wave
+        streak += 1
+        pc = int(pcs[runnable].max()) if streak % FAIRNESS_STREAK == 0 else int(pcs[runnable].min())
         sel = runnable & (pcs == pc)
         count = int(sel.sum())
         idx = None if count == W else np.nonzero(sel)[0]

@@ -855,3 +855,35 @@ def trig_preop(x, seg):
   scale = -53 - shift + np.where(exp >= 1968, 128, 0)
   table = _trig_table()
   return np.ldexp(table[np.clip(shift, 0, table.size - 1)], scale.astype(np.int32)).astype(f64)
+
+
+def permute(data, addr, backward: bool, em, ef):
+  """DS_BPERMUTE_B32 (lane l reads lane addr[l]/4) and DS_PERMUTE_B32 (lane l writes lane addr[l]/4); lanes are
+  taken modulo 32; an inactive source lane reads as 0. Returns (values, lanes to write)."""
+  data = np.asarray(data, u32)
+  n = data.shape[0]
+  act = np.ones((n, 32), bool) if ef else em
+  lane = ((np.asarray(addr, u32) >> u32(2)) & u32(31)).astype(np.intp)
+  rows = np.arange(n)[:, None]
+  if backward:
+    vals = np.where(act[rows, lane], data[rows, lane], u32(0))
+    return vals, act
+  out = np.zeros((n, 32), u32)
+  # forward: scatter the active lanes in lane order (a later lane wins a collision)
+  for l in range(32):
+    sel = act[:, l]
+    out[np.nonzero(sel)[0], lane[sel, l]] = data[sel, l]
+  return out, act
+
+
+def swizzle(data, offset: int, em, ef):
+  """DS_SWIZZLE_B32: offset[15] = 1: quad permute (2 bits per lane of the quad); else bit-mask mode with
+  and_mask = offset[4:0], or_mask = offset[9:5], xor_mask = offset[14:10] on the lane id within 32 lanes."""
+  if offset & 0x8000:
+    if offset >= 0xE000: raise GPUFault(f"ds_swizzle_b32 offset {offset:#x} (FFT/rotate modes) is not supported",
+                                        kind="illegal instruction")
+    src = (_L & ~3) + np.array([(offset >> (2 * (i % 4))) & 3 for i in range(32)])
+  else:
+    src = ((_L & (offset & 31)) | ((offset >> 5) & 31)) ^ ((offset >> 10) & 31)
+  n = np.shape(data)[0]
+  return _gather_lanes(data, src, None if ef else em, 0, 1, n)

@@ -61,6 +61,17 @@ def _ds(g: Gen, pc: int, inst: Inst) -> None:
     data = [g.v(f["data0"] + j) for j in range(max(1, size // 4))]
     g.emit(f"M.lds_store({a}, wid, em, ef, [{', '.join(data)}], {size})")
     return
+  if name in ("ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32"):
+    # cross-lane moves through the LDS crossbar (no LDS memory is touched): RDNA3 ISA "DS_BPERMUTE_B32" etc.
+    t = g.tmp()
+    data = g.v(f["data0"])
+    if name == "ds_swizzle_b32": g.emit(f"{t}, dppw = R.swizzle({addr}, {off}, em, ef)")   # source in ADDR
+    else: g.emit(f"{t}, dppw = R.permute({data}, {a}, {name == 'ds_bpermute_b32'}, em, ef)")
+    g.emit("em_s, ef_s = em, ef")
+    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.write_v(f["vdst"], t)
+    g.emit("em, ef = em_s, ef_s")
+    return
   base = name[3:]
   rtn = "_rtn" in base
   base = base.replace("_rtn", "")

@@ -1,0 +1,143 @@
+"""Memory access selection for the RDNA3 instruction selector (a mixin of isel.ISel): GLOBAL (global_load/store,
+SGPR-pair base + VGPR byte offset + 13-bit signed offset), LOCAL (ds_load/store with the 16-bit offset), REG arrays
+(VGPRs when only constant indices touch them, else scratch_load/store in the private segment), gated loads."""
+from __future__ import annotations
+
+from ...ir import AddrSpace, CompileError, Ops, UOp, dtypes
+from ...ir.dtypes import DType
+from ...ir.uop import _short
+from .isel_common import TARGET, _err, imm_of, value_of
+from .isel_mir import Imm, VReg
+
+
+class MemorySelector:
+  def split_index(self, idx: UOp):
+    """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
+    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
+    v = self.get(idx)
+    if isinstance(v, Imm): return None, value_of(v, idx.dtype)
+    if idx.op is not Ops.ADD: return v, 0
+    regs, const, stack = [], 0, [idx]
+    while stack:
+      u = stack.pop()
+      val = self.val.get(u)
+      if isinstance(val, Imm): const += value_of(val, u.dtype)
+      elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
+      elif val is None: return v, 0
+      else: regs.append(val)
+    if const == 0 or not regs: return v, 0
+    out = regs[0]
+    for r in regs[1:]:
+      if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
+        out = self.sop2("s_add_i32", out, r)
+      else: out = self.vop("v_add_nc_u32_e64", out, r)
+    return out, const
+
+  def byte_offset(self, x, size: int):
+    """A VGPR holding x * size (x an index register)."""
+    k = size.bit_length() - 1
+    if k == 0: return self.to_v(x)
+    return self.vop("v_lshlrev_b32_e64", Imm(k), x)
+
+  def address(self, index: UOp, gated: bool):
+    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index."""
+    buf, idx = index.src[0], index.src[1]
+    size = buf.dtype.base.itemsize
+    if gated:
+      reg, c = self.get(idx), 0
+      if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
+    else:
+      reg, c = self.split_index(idx)
+    cbytes = c * size
+    if buf.dtype.addrspace is AddrSpace.GLOBAL: limit_ok = -4096 <= cbytes <= 4095
+    elif buf in self.scratch_off: limit_ok = -4096 <= cbytes + self.scratch_off[buf] <= 4095
+    else: limit_ok = 0 <= cbytes + self.lds_off.get(buf, 0) <= 65535
+    if reg is None:
+      if not limit_ok: return buf, self.to_v(Imm(cbytes)), 0
+      if buf in self.scratch_off: return buf, None, cbytes      # no VGPR address (SVE = 0)
+      return buf, self.to_v(Imm(0)), cbytes
+    if not limit_ok:
+      reg, cbytes = self.get(idx), 0
+    return buf, self.byte_offset(reg, size), cbytes
+
+  def _mem_suffix(self, dt: DType, load: bool) -> str:
+    if dt.itemsize == 4: return "b32"
+    if dt.itemsize == 2: return ("i16" if dt.kind == "int" else "u16") if load else "b16"
+    if dt.itemsize == 1: return ("i8" if dt.kind == "int" else "u8") if load else "b8"
+    raise CompileError(f"{TARGET}: no {dt.itemsize * 8}-bit memory access for {dt}")
+
+  def load(self, u: UOp):
+    index = u.src[0]
+    buf = index.src[0]
+    dt = u.dtype
+    if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off: return self.reg_load(u, index)
+    if dt.itemsize == 8: raise _err(u, "64-bit loads are not supported")
+    gate = self.get(index.src[2]) if len(index.src) == 3 else None
+    if isinstance(gate, Imm):
+      if not gate.bits: return imm_of(0, dt)
+      gate = None
+    if gate is not None:
+      # select a safe index (0) where the gate is off, load, then 0 there
+      raw = self.get(index.src[1])
+      safe = self.cndmask(gate, Imm(0), raw)
+      _, voff, cbytes = self._address_of(buf, safe, index.src[1].dtype)
+    else:
+      _, voff, cbytes = self.address(index, False)
+    mem_dt = dtypes.uint8 if dt.is_bool else dt
+    d = VReg("v")
+    suffix = self._mem_suffix(mem_dt, True)
+    if buf.dtype.addrspace is AddrSpace.LOCAL:
+      self.emit(f"ds_load_{suffix}", {"vdst": d}, {"addr": voff}, offset=cbytes + self.lds_off[buf])
+    elif buf in self.scratch_off:
+      self.emit(f"scratch_load_{suffix}", {"vdst": d}, {"addr": voff} if voff is not None else {},
+                offset=cbytes + self.scratch_off[buf])
+    else:
+      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
+    out = d
+    if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
+    if gate is not None:
+      out = self.sop2("s_and_b32", out, gate) if dt.is_bool else self.cndmask(gate, Imm(0), out)
+    return out
+
+  def _address_of(self, buf, reg, idx_dt):
+    size = buf.dtype.base.itemsize
+    return buf, self.byte_offset(reg, size), 0
+
+  def reg_elem(self, index: UOp) -> VReg:
+    regs = self.reg_bufs.get(index.src[0])
+    if regs is None: raise CompileError(f"{TARGET}: REG buffer used before its BUFFER: {_short(index)}", index)
+    i = self.get(index.src[1])
+    if not isinstance(i, Imm): raise _err(index, "a private register array indexed by a non-constant")
+    k = value_of(i, index.src[1].dtype)
+    if not 0 <= k < len(regs): raise _err(index, f"index {k} outside the private array of {len(regs)}")
+    return regs[k]
+
+  def reg_load(self, u: UOp, index: UOp):
+    if len(index.src) == 3: raise _err(u, "gated load from a private array")
+    r = self.reg_elem(index)
+    d = VReg("v")
+    self.emit("v_mov_b32_e32", {"vdst": d}, {"src0": r}, copy=True)
+    return d
+
+  def store(self, u: UOp):
+    index, value = u.src
+    buf = index.src[0]
+    v = self.get(value)
+    dt = value.dtype
+    if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off:
+      r = self.reg_elem(index)
+      if isinstance(v, VReg) and v.cls == "s" and dt.is_bool: v = self.cndmask(v, Imm(0), Imm(-1))
+      self.emit("v_mov_b32_e32", {"vdst": r}, {"src0": v}, copy=True)
+      return
+    if dt.itemsize == 8: raise _err(u, "64-bit stores are not supported")
+    if dt.is_bool: v, dt = self.cndmask(v, Imm(0), Imm(1)), dtypes.uint8
+    data = self.to_v(v)
+    _, voff, cbytes = self.address(index, False)
+    suffix = self._mem_suffix(dt, False)
+    if buf.dtype.addrspace is AddrSpace.LOCAL:
+      self.emit(f"ds_store_{suffix}", {}, {"addr": voff, "data0": data}, offset=cbytes + self.lds_off[buf])
+    elif buf in self.scratch_off:
+      self.emit(f"scratch_store_{suffix}", {}, ({"addr": voff} if voff is not None else {}) | {"data": data},
+                offset=cbytes + self.scratch_off[buf])
+    else:
+      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)

@@ -1,0 +1,37 @@
+"""Program: a kernel loaded on a device, callable as prog(*args, global_size=..., local_size=..., wait=...).
+
+The generic part of every vendor's program: the kernarg layout from the code object's metadata, argument and launch
+checks (all before anything is submitted), and a cache of per-launch-shape data the vendor builds once
+(make_shape); the vendor's device does the launch (device.launch(prog, shape, explicit_kernargs, timed))."""
+from __future__ import annotations
+
+from .kernargs import KernargLayout, check_launch
+
+
+class Program:
+  def __init__(self, device, name: str, layout: KernargLayout, max_group: int):
+    self.device, self.name, self.layout, self.max_group = device, name, layout, max_group
+    self._shapes: dict = {}
+    self.launches = 0
+
+  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool):
+    """Per-launch-shape data (command buffer template, hidden kernargs): built once, reused."""
+    raise NotImplementedError
+
+  def shape(self, global_size, local_size, timed: bool):
+    key = (global_size, local_size, timed)
+    s = self._shapes.get(key)
+    if s is None:
+      grid, block = check_launch(self.name, global_size, local_size, self.max_group)
+      s = self._shapes[key] = self.make_shape(grid, block, timed)
+    return s
+
+  def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
+    """Launch with args in the kernel's signature order (Buffers, ints, floats); global_size counts work-groups,
+    local_size threads per work-group. Returns the kernel's time in seconds when wait=True, else None."""
+    shape = self.shape(tuple(global_size) if not isinstance(global_size, int) else (global_size,),
+                       tuple(local_size) if not isinstance(local_size, int) else (local_size,), wait)
+    explicit = self.layout.check_and_pack(args, self.device.buffer_type)
+    return self.device.launch(self, shape, explicit, wait)
+
+  def __repr__(self): return f"{type(self).__name__}({self.name})"
