@@ -58,15 +58,9 @@ FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCh
 THOROUGH = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@FAST
-@given(expressions())
-def test_simplify_keeps_values(e): check_simplify_keeps_values(e)
-
-
-@pytest.mark.slow
-@THOROUGH
-@given(expressions())
-def test_simplify_keeps_values_thorough(e): check_simplify_keeps_values(e)
+def fast_and_thorough(check, *strategies):
+  """Two property tests of one check: FAST in the default suite, THOROUGH under -m slow."""
+  return FAST(given(*strategies)(check)), pytest.mark.slow(THOROUGH(given(*strategies)(check)))
 
 
 def check_simplify_keeps_values(e):
@@ -77,15 +71,8 @@ def check_simplify_keeps_values(e):
     assert evaluate(s, env) == want, f"{e} -> {s} differs at {({k.arg.name: v for k, v in env.items()})}"
 
 
-@FAST
-@given(expressions())
-def test_vmin_vmax_bound_values(e): check_vmin_vmax_bound_values(e)
-
-
-@pytest.mark.slow
-@THOROUGH
-@given(expressions())
-def test_vmin_vmax_bound_values_thorough(e): check_vmin_vmax_bound_values(e)
+test_simplify_keeps_values, test_simplify_keeps_values_thorough = \
+  fast_and_thorough(check_simplify_keeps_values, expressions())
 
 
 def check_vmin_vmax_bound_values(e):
@@ -94,6 +81,10 @@ def check_vmin_vmax_bound_values(e):
       try: v = evaluate(u, env)
       except EvalError: continue
       assert u.vmin <= v <= u.vmax, f"{u}: {v} outside [{u.vmin}, {u.vmax}]"
+
+
+test_vmin_vmax_bound_values, test_vmin_vmax_bound_values_thorough = \
+  fast_and_thorough(check_vmin_vmax_bound_values, expressions())
 
 
 def test_typical_index_simplifications():
@@ -146,17 +137,6 @@ def int32_expressions(draw, depth=3):
 POINTS = st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-100, 100)), min_size=8, max_size=8)
 
 
-@FAST
-@given(int32_expressions(), POINTS)
-def test_int32_wraparound_semantics_survive_simplification(e, points): check_int32_wraparound(e, points)
-
-
-@pytest.mark.slow
-@THOROUGH
-@given(int32_expressions(), POINTS)
-def test_int32_wraparound_semantics_survive_simplification_thorough(e, points): check_int32_wraparound(e, points)
-
-
 def check_int32_wraparound(e, points):
   """Fixed-width ints wrap; the simplifier must not use rules that only hold for unbounded integers there."""
   s = simplify(e)
@@ -167,6 +147,10 @@ def check_int32_wraparound(e, points):
     except EvalError: continue
     assert evaluate(s, env) == want
     assert e.vmin <= want <= e.vmax and s.vmin <= want <= s.vmax
+
+
+test_int32_wraparound_semantics_survive_simplification, test_int32_wraparound_thorough = \
+  fast_and_thorough(check_int32_wraparound, int32_expressions(), POINTS)
 
 
 def test_divmod_recombines():
