@@ -8,6 +8,10 @@ work-items in the calling thread.
 
 Arguments: `uint64_t args[]`, indexed by slot: a buffer's address, an integer's value, a float's bit pattern.
 Integers wrap (-fwrapv) and floats are not contracted into FMAs (-ffp-contract=off), as the reference semantics.
+An integer IDIV/IMOD whose divisor may be zero is guarded: a zero divisor records the first such fault in the
+work-group state, the kernel goes on with 0, and hcq_launch returns 1 + the index of the faulting division, which
+CProgram.launch raises as KernelFault naming the kernel and the division (a trapping idiv would SIGFPE the whole
+process). INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0 (compiler/ir/evaluate.py), without the trapping idiv.
 """
 from __future__ import annotations
 
