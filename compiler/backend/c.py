@@ -179,7 +179,11 @@ def render_c(lin: UOp) -> CArtifact:
       emit(f"*{r[0]} = {r[1]};")
     elif op is Ops.CAST:
       names[u] = n = new("cast")
-      emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({r[0]});")
+      if src[0].dtype.is_float and u.dtype.is_int:   # C leaves out-of-range and NaN undefined: dtypes.float_to_int
+        cvt = f"hcq_f2{'u' if u.dtype.kind == 'uint' else 'i'}{64 if u.dtype.itemsize == 8 else 32}"
+        emit(f"{u.dtype.cname} {n} = ({u.dtype.cname}){cvt}((double)({r[0]}));")
+      else:
+        emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({r[0]});")
     elif op is Ops.BITCAST:
       names[u] = n = new("bits")
       emit(f"{u.dtype.cname} {n}; {{ {src[0].dtype.cname} t_ = {r[0]}; memcpy(&{n}, &t_, sizeof({n})); }}")
@@ -222,6 +226,18 @@ _PRELUDE = """#include <stdint.h>
 #include <pthread.h>
 typedef struct { pthread_barrier_t bar; int nthreads; pthread_mutex_t m; pthread_cond_t c; int go; int fault; } hcq_wg_t;
 static inline void hcq_barrier(hcq_wg_t* wg) { if (wg->nthreads > 1) pthread_barrier_wait(&wg->bar); }
+/* float -> integer as compiler/ir/dtypes.float_to_int: NaN is 0, out of range saturates (C leaves both undefined) */
+static inline int hcq_f2i32(double x) {
+  return x != x ? 0 : x >= 2147483648.0 ? 2147483647 : x <= -2147483649.0 ? (-2147483647 - 1) : (int)x;
+}
+static inline unsigned hcq_f2u32(double x) { return x != x ? 0 : x >= 4294967296.0 ? 4294967295u : x <= -1.0 ? 0u : (unsigned)x; }
+static inline long long hcq_f2i64(double x) {
+  return x != x ? 0 : x >= 9223372036854775808.0 ? 9223372036854775807ll
+       : x < -9223372036854775808.0 ? (-9223372036854775807ll - 1) : (long long)x;
+}
+static inline unsigned long long hcq_f2u64(double x) {
+  return x != x ? 0 : x >= 18446744073709551616.0 ? 18446744073709551615ull : x <= -1.0 ? 0ull : (unsigned long long)x;
+}
 /* an integer division by zero: record the first one (the launch returns it) and go on with 0 */
 static inline int hcq_div_fault(hcq_wg_t* wg, int site) {
   int none = 0;
