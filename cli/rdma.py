@@ -145,13 +145,43 @@ def _first_diff(a: bytes, b: bytes) -> int:
 
 
 # ---------------------------------------------------------------- the JSON-lines channel to the remote end
+class LineReader:
+  """JSON objects, one a line, read from a file descriptor with a deadline per line (os.read + select: no buffered
+  file object that could hold a line select cannot see). recv returns None at end of file."""
+
+  def __init__(self, fd: int, peer: str, timeout: float):
+    self.fd, self.peer, self.timeout = fd, peer, timeout
+    self.pending = b""   # bytes read past the last complete line
+
+  def recv(self, what: str) -> dict | None:
+    from ..errors import DeviceError, Timeout
+    deadline = time.monotonic() + self.timeout
+    line = self.pending
+    while b"\n" not in line:
+      left = deadline - time.monotonic()
+      if left <= 0: raise Timeout(f"{self.peer}'s {what}", last_seen=line.decode(errors="replace") or None,
+                                  timeout_s=self.timeout)
+      ready, _, _ = select.select([self.fd], [], [], left)
+      if not ready: continue
+      chunk = os.read(self.fd, 1 << 16)
+      if not chunk:
+        if line.strip(): raise DeviceError(f"{self.peer} closed the channel in the middle of its {what}: {line[:200]!r}")
+        self.pending = b""
+        return None
+      line += chunk
+    line, _, self.pending = line.partition(b"\n")
+    try: return json.loads(line)
+    except ValueError:
+      raise DeviceError(f"{self.peer} sent {line[:200]!r} where its {what} (a JSON line) was expected") from None
+
+
 class Remote:
   """The remote `hcq rdma serve` as a child process: one JSON object a line each way, every read bounded."""
 
   def __init__(self, argv: list[str], timeout: float):
     self.timeout = timeout
     self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
-    self.pending = b""   # bytes read past the last complete line
+    self.lines = LineReader(self.proc.stdout.fileno(), "the remote end", timeout)
 
   def send(self, obj) -> None:
     from ..errors import DeviceError
@@ -162,28 +192,10 @@ class Remote:
       raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before it read {sorted(obj)}") from None
 
   def recv(self, what: str) -> dict:
-    from ..errors import Timeout
-    deadline = time.monotonic() + self.timeout
-    line = self.pending
-    while b"\n" not in line:
-      left = deadline - time.monotonic()
-      if left <= 0: raise Timeout(f"the remote end's {what}", last_seen=line.decode(errors="replace") or None,
-                                  timeout_s=self.timeout)
-      ready, _, _ = select.select([self.proc.stdout], [], [], left)
-      if not ready: continue
-      chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-      if not chunk:
-        from ..errors import DeviceError
-        raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before sending its {what}")
-      line += chunk
-    line, _, self.pending = line.partition(b"\n")
-    try: obj = json.loads(line)
-    except ValueError:
-      from ..errors import DeviceError
-      raise DeviceError(f"the remote end sent {line[:200]!r} where its {what} (a JSON line) was expected") from None
-    if "error" in obj:
-      from ..errors import DeviceError
-      raise DeviceError(f"the remote end failed: {obj['error']}")
+    from ..errors import DeviceError
+    obj = self.lines.recv(what)
+    if obj is None: raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before sending its {what}")
+    if "error" in obj: raise DeviceError(f"the remote end failed: {obj['error']}")
     return obj
 
   def close(self) -> int:
@@ -272,11 +284,10 @@ def run_serve(args) -> int:
     out.write(json.dumps(obj) + "\n")
     out.flush()
 
+  lines = LineReader(sys.stdin.fileno(), "the connecting end", args.timeout)
+
   def request(what: str) -> dict | None:
-    ready, _, _ = select.select([sys.stdin], [], [], args.timeout)
-    if not ready: raise TimeoutError(f"no {what} from the connecting end within {args.timeout:g} s")
-    line = sys.stdin.readline()
-    return json.loads(line) if line.strip() else None
+    return lines.recv(what)
 
   dev = None
   try:

@@ -142,3 +142,24 @@ def test_remote_channel_splits_lines_and_names_bad_ones():
   with pytest.raises(DeviceError, match="remote end exited"):
     for _ in range(64): gone.send({"pad": "x" * 4096})   # fills no pipe: the reader is gone
   gone.close()
+
+
+def test_serve_answers_two_requests_that_arrive_in_one_read():
+  """Both ends read lines with os.read + select: a line already read past is answered, not waited for."""
+  import json
+  gid = (bytes(10) + b"\xff\xff" + bytes([10, 0, 200, 5])).hex()
+  reqs = json.dumps({"qpn": 0x123, "mac": "020000000001", "gid": gid, "udp_port": 9}) + "\n" + json.dumps({"size": 64})
+  from hcq.cli.rdma import LineReader
+  p = subprocess.Popen(HCQ + ["rdma", "serve", "--mock", "--timeout", "30"], stdin=subprocess.PIPE,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  try:
+    p.stdin.write((reqs + "\n").encode()); p.stdin.flush()          # stdin stays open: no EOF wakes the server
+    replies = LineReader(p.stdout.fileno(), "serve", timeout=10)
+    first, second = replies.recv("endpoint"), replies.recv("buffer")   # the second within 10 s, not after 30
+  finally:
+    p.stdin.close()
+    p.wait(timeout=60)
+    err = p.stderr.read().decode(errors="replace")
+    p.stdout.close(); p.stderr.close()
+  assert p.returncode == 0, err
+  assert sorted(first) == ["gid", "mac", "qpn", "udp_port"] and sorted(second) == ["addr", "rkey", "size"]
