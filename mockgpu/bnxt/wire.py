@@ -117,7 +117,10 @@ class Phy:
       self._release_held_locked()
 
   def _release_held(self) -> None:
-    with self._tx_lock: self._release_held_locked()
+    try:
+      with self._tx_lock: self._release_held_locked()
+    except Exception as e:   # on a timer thread: record it, never lose it
+      self.error(f"{self.name}: sending a reordered frame failed: {type(e).__name__}: {e}")
 
   def _release_held_locked(self) -> None:
     held, self._held = self._held, []

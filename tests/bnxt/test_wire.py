@@ -155,3 +155,16 @@ def test_a_failing_socket_is_reported_not_ignored():
   a._thread.join(timeout=5)
   assert not a._thread.is_alive() and errors and "socket failed" in errors[0]
   a._stop.set()
+
+
+def test_a_failing_late_send_is_reported():
+  errors = []
+  a = Phy("a", faults=FaultPlan.parse("reorder=1"), error=errors.append)
+  try:
+    a.peer = ("10.0.0.1", 4791)          # refused when the held frame goes out from the timer thread
+    a.transmit(sample_frames()[0])
+    deadline = time.monotonic() + 5
+    while not errors and time.monotonic() < deadline: time.sleep(0.01)
+    assert errors and "reordered frame failed" in errors[0] and "127.0.0.1 only" in errors[0]
+  finally:
+    a.close()
