@@ -4,12 +4,14 @@
       two QPs on one port, PHY loopback on, one write, the bytes compared
   hcq rdma connect  [--pci BUS --remote-cmd "ssh host hcq rdma serve --pci BUS" | --mock] [--size N] [--pcap FILE]
       this host writes into the memory of a remote `hcq rdma serve`; the two ends exchange JSON lines over the
-      remote's stdin/stdout: {qpn, mac, gid} both ways, then {size} -> {addr, rkey}, then {done, sha256} -> {sha256, head}
+      remote's stdin/stdout: {qpn, mac, gid} both ways (plus udp_port, the port each mock PHY bound, with --mock),
+      then {size} -> {addr, rkey}, then {done} -> {sha256, head}
   hcq rdma serve    [--pci BUS | --mock]
       the remote end (reads requests on stdin, answers on stdout)
 
 --mock runs the mock Thor2; `connect --mock` starts `serve --mock` as a second local process, the two mock NICs
-exchanging frames over UDP on 127.0.0.1 (and never any other address). Every wait is bounded by --timeout.
+exchanging frames over UDP on 127.0.0.1 (and never any other address). Each mock PHY binds port 0 and the handshake
+carries the port it got, so no port is picked before it is bound. Every wait is bounded by --timeout.
 """
 from __future__ import annotations
 
