@@ -39,6 +39,7 @@ class StageTimer:
     self.totals: dict[str, float] = {}
     self.calls: dict[str, int] = {}
     self._stack: list[list] = []     # [stage, start, time of wrapped children]
+    self._patched: list[tuple] = []   # (owner, name, original) to undo
 
   def reset(self) -> None:
     self.totals.clear()
@@ -61,7 +62,13 @@ class StageTimer:
     return timed
 
   def patch(self, owner, name: str, stage: str) -> None:
+    original = vars(owner)[name] if isinstance(owner, type) and name in vars(owner) else getattr(owner, name)
+    self._patched.append((owner, name, original))
     setattr(owner, name, self.wrap(stage, getattr(owner, name)))
+
+  def undo(self) -> None:
+    for owner, name, original in reversed(self._patched): setattr(owner, name, original)
+    self._patched.clear()
 
 
 STAGES = ["driver launch", "driver args", "driver kernargs", "driver patch", "driver ring write", "driver commit",
@@ -96,6 +103,7 @@ def instrument(dev, prog, timer: StageTimer) -> None:
   P(gpu.MockAMDGPU, "dispatch_direct", "mock dispatch")
   P(emu, "dispatch", "emu setup")
   P(engine, "_block", "emu blocks")
+  timer._patched.append((pm4.PM4Engine, "HANDLERS", pm4.PM4Engine.HANDLERS))
   handlers = dict(pm4.PM4Engine.HANDLERS)
   release = pm4.PM4Engine._release_mem
   for op, fn in handlers.items():
@@ -111,6 +119,7 @@ def instrument(dev, prog, timer: StageTimer) -> None:
     blk = inner_block(*args, **kw)
     if id(blk) not in wrapped_fns:
       fn = blk.fn
+      timer._patched.append((blk, "fn", fn))
       blk.fn = timer.wrap("emu blocks", fn)
       wrapped_fns[id(blk)] = blk
     return blk
@@ -123,11 +132,22 @@ def _kfd_class(kfd_module):
   raise RuntimeError("no KFD model class with _ring/interrupt in mockgpu.amd.kfd")
 
 
-def launch_breakdown(launches: int, repeat: int) -> None:
+class _NoEmulator:
+  """Stands in for mockgpu.amd.emu in the "without the emulator" run: dispatch() returns at once (no wave runs)."""
+
+  def __init__(self, emu):
+    self.ScratchSetup, self.GPUMemory, self._stats = emu.ScratchSetup, emu.GPUMemory, emu.DispatchStats
+
+  def dispatch(self, memory, **kw): return self._stats(waves=1, wave_instructions=1, seconds=0.0)
+
+
+def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
   import hcq
   from hcq.drivers.amd.kernels import demo_code_object
   with hcq.open("MOCK+AMD") as dev:
     prog = dev.load(demo_code_object(), "empty")
+    if not emulator:
+      for gpu in dev.os.devices[0].gpus: gpu._emu = _NoEmulator(gpu._emu)
 
     def loop():
       t0 = _clock()
@@ -135,9 +155,16 @@ def launch_breakdown(launches: int, repeat: int) -> None:
       dev.synchronize()
       return (_clock() - t0) / launches
 
+    def cpu_loop():
+      t0 = time.process_time()
+      for _ in range(launches): prog(global_size=(1,), local_size=(1,))
+      dev.synchronize()
+      return (time.process_time() - t0) / launches
+
     for _ in range(10): prog(global_size=(1,), local_size=(1,))
     dev.synchronize()
     plain = min(loop() for _ in range(repeat))
+    plain_cpu = min(cpu_loop() for _ in range(repeat))
     timer = StageTimer()
     instrument(dev, prog, timer)
     best: dict[str, float] = {}
@@ -146,10 +173,13 @@ def launch_breakdown(launches: int, repeat: int) -> None:
       timer.reset()
       walls.append(loop())
       for stage, t in timer.totals.items(): best[stage] = min(best.get(stage, t), t)
-    print(f"{dev.name}: {launches} async launches of an empty kernel (1 work-group of 1 thread) + 1 synchronize")
-    print(f"  uninstrumented: {plain * 1e6:7.1f} us per launch (best of {repeat})")
+    what = "" if emulator else ", WITHOUT the emulator (dispatch() stubbed: driver + mock only)"
+    print(f"{dev.name}: {launches} async launches of an empty kernel (1 work-group of 1 thread) + 1 synchronize{what}")
+    print(f"  uninstrumented: {plain * 1e6:7.1f} us per launch wall, {plain_cpu * 1e6:7.1f} us CPU time "
+          f"(best of {repeat} each)")
     print(f"  instrumented:   {min(walls) * 1e6:7.1f} us per launch; exclusive time per stage (best of {repeat}):")
     total = 0.0
+    timer.undo()
     for stage in STAGES + sorted(set(best) - set(STAGES)):
       if stage not in best: continue
       us = best[stage] / launches * 1e6
@@ -199,13 +229,14 @@ def fresh_breakdown(runs: int) -> None:
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--launches", type=int, default=200)
-  ap.add_argument("--repeat", type=int, default=5)
+  ap.add_argument("--repeat", type=int, default=7)
   ap.add_argument("--fresh", type=int, default=3, help="fresh-process runs")
   ap.add_argument("--no-fresh", action="store_true")
   args = ap.parse_args(argv)
   load = os.getloadavg()[0]
   print(f"load average {load:.1f} on {os.cpu_count()} CPUs{' (loaded: figures are noisy)' if load > os.cpu_count() else ''}")
   launch_breakdown(args.launches, args.repeat)
+  launch_breakdown(args.launches, args.repeat, emulator=False)
   if not args.no_fresh: fresh_breakdown(args.fresh)
   return 0
 

@@ -38,6 +38,7 @@ class Queue:
   # ---- driver side
   def doorbell(self, value: int) -> None:
     self.doorbell_value = value
+    self.gpu.may_progress = True
 
   # ---- engine side
   @property
