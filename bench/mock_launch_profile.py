@@ -132,22 +132,15 @@ def _kfd_class(kfd_module):
   raise RuntimeError("no KFD model class with _ring/interrupt in mockgpu.amd.kfd")
 
 
-class _NoEmulator:
-  """Stands in for mockgpu.amd.emu in the "without the emulator" run: dispatch() returns at once (no wave runs)."""
-
-  def __init__(self, emu):
-    self.ScratchSetup, self.GPUMemory, self._stats = emu.ScratchSetup, emu.GPUMemory, emu.DispatchStats
-
-  def dispatch(self, memory, **kw): return self._stats(waves=1, wave_instructions=1, seconds=0.0)
-
-
 def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
   import hcq
   from hcq.drivers.amd.kernels import demo_code_object
   with hcq.open("MOCK+AMD") as dev:
     prog = dev.load(demo_code_object(), "empty")
-    if not emulator:
-      for gpu in dev.os.devices[0].gpus: gpu._emu = _NoEmulator(gpu._emu)
+    from hcq.mockgpu.amd import emu
+    real_dispatch = emu.dispatch
+    if not emulator:     # the "without the emulator" run: dispatch() returns at once (no wave runs)
+      emu.dispatch = lambda memory, **kw: emu.DispatchStats(waves=1, wave_instructions=1, seconds=0.0)
 
     def loop():
       t0 = _clock()
@@ -180,6 +173,7 @@ def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
     print(f"  instrumented:   {min(walls) * 1e6:7.1f} us per launch; exclusive time per stage (best of {repeat}):")
     total = 0.0
     timer.undo()
+    emu.dispatch = real_dispatch
     for stage in STAGES + sorted(set(best) - set(STAGES)):
       if stage not in best: continue
       us = best[stage] / launches * 1e6

@@ -74,11 +74,13 @@ class MockAMDGPU:
     # launch = the emulator's arguments (pgm_addr, rsrc1/2/3, user_sgprs, grid, block, lds_bytes, scratch) plus
     # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
     self.dispatch_observers: list = []
+    self._scratch_setups: dict[int, object] = {}   # bytes per lane -> emu.ScratchSetup (immutable: shared)
     self._busy: deque[tuple[float, float]] = deque(maxlen=1000)   # (start, end) of recent dispatches, for gpu_busy_percent
     self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
     self._kicked = False
-    # synchronous mode: True while a queue may make progress (a doorbell since its last poll, or it progressed or
-    # waits on memory at its last poll). False means every poll would return False: poll() returns at once.
+    # synchronous mode: True while a queue may make progress (a doorbell since the last poll, or a queue left with
+    # work after it: blocked on memory or out of its packet budget). False means every poll would return False, so
+    # poll() returns at once and a tick that ran a submission to its end needs no second round over the queues.
     self.may_progress = False
     self._stop = False
     self._worker = None
@@ -162,7 +164,7 @@ class MockAMDGPU:
     with self.lock:
       queues = list(self.queues.values())
       progress = any([q.poll() for q in queues])
-      if progress or any(q.blocked for q in queues): self.may_progress = True
+      if any(q.pending for q in queues): self.may_progress = True
     return progress
 
   def _run_worker(self) -> None:
@@ -232,7 +234,12 @@ class MockAMDGPU:
                        rsrc3=get(R.COMPUTE_PGM_RSRC3, 0),
                        user_sgprs=[get(r, 0) for r in _USER_DATA],
                        grid=grid, block=block, lds_bytes=((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
-                       scratch=self._emu.ScratchSetup(None, wavesize * R.TMPRING_GRANULE // 32))
+                       scratch=self._scratch_setup(wavesize * R.TMPRING_GRANULE // 32))
+
+  def _scratch_setup(self, bytes_per_lane: int):
+    setup = self._scratch_setups.get(bytes_per_lane)
+    if setup is None: setup = self._scratch_setups[bytes_per_lane] = self._emu.ScratchSetup(None, bytes_per_lane)
+    return setup
 
   def dispatch_aql(self, queue, pkt: int) -> None:
     """An hsa_kernel_dispatch_packet_t at pkt (hsa.h): sizes, kernel descriptor, kernarg address."""
