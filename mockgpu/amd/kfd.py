@@ -141,6 +141,7 @@ class KFDModel:
           self.ioctls[obj.request] = obj
     self.lock = threading.RLock()                  # ioctls
     self.cond = threading.Condition(threading.Lock())   # event state; taken by interrupts (from a GPU worker thread)
+    self.waiters = 0                               # threads inside WAIT_EVENTS (interrupts notify only when any)
     self.render_files: dict[int, RenderFile] = {}
     self.vm_acquired: set[int] = set()
     self.runtime_enabled = False
@@ -505,7 +506,7 @@ class KFDModel:
       for e in hits:
         ctypes.c_uint64.from_address(self.event_page + 8 * e.id).value = UNSIGNALED_EVENT_SLOT
         e.signaled = True
-      if hits: self.cond.notify_all()
+      if hits and self.waiters: self.cond.notify_all()
 
   def queue_failed(self, gpu, queue, error) -> None:
     """A queue stopped on an error: a GPU fault signals MEMORY events with the address, anything else HW_EXCEPTION."""
@@ -541,8 +542,11 @@ class KFDModel:
         if ready(): break
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0: break
-        self.cond.wait(timeout=min(left, 0.5) if left is not None else 0.5) if self.os.config.mock_threaded else \
-          self.cond.wait(timeout=min(left, 0.0005) if left is not None else 0.0005)
+        self.waiters += 1
+        try:
+          self.cond.wait(timeout=min(left, 0.5) if left is not None else 0.5) if self.os.config.mock_threaded else \
+            self.cond.wait(timeout=min(left, 0.0005) if left is not None else 0.0005)
+        finally: self.waiters -= 1
     with self.cond:
       a.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE if ready() else kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
       for d, ev in zip(data, events):

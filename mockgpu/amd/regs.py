@@ -1,19 +1,19 @@
 """Register numbers and packet constants of the mock gfx1100, from the generated bindings where the headers have
-them (hcq.autogen.amd.pm4 = nvd.h, hcq.autogen.amd.sdma = sdma_v6_0_0_pkt_open.h, hcq.autogen.amd.gc_11_0_0 =
-gc_11_0_0_offset.h/_sh_mask.h, all linux 6.12), cited where they do not.
+them (hcq.autogen.amd.pm4 = nvd.h; hcq.autogen.amd.sdma = sdma_v6_0_0_pkt_open.h and hcq.autogen.amd.gc_11_0_0 =
+gc_11_0_0_offset.h/_sh_mask.h, written out below; all linux 6.12), cited where they do not.
 
 PM4 header = type[31:30] | count[29:16] | opcode[15:8], count = body dwords - 1 (nvd.h CP_PACKET_GET_TYPE/COUNT,
 CP_PACKET3_GET_OPCODE). SET_SH_REG bodies count from PACKET3_SET_SH_REG_START, so the SH offset of a compute register
 is regX + GC_BASE segment 0 (0x1260, soc21_ip_offset.h) - 0x2c00. SDMA header: op[7:0], sub_op[15:8].
 
-The GC register offsets and fields below are written out rather than read from hcq.autogen.amd.gc_11_0_0 at import:
-that module holds every GC register and costs ~15 ms to import, more than a whole fresh-process launch may spend
-on the mock. tests/mockgpu/test_regs_autogen.py proves each value equal to the generated bindings.
+The GC register offsets and fields and the SDMA opcodes below are written out rather than read from
+hcq.autogen.amd.gc_11_0_0 / .sdma at import: those modules hold every GC register and every SDMA packet field and
+cost ~15 ms and ~3 ms to import, a large share of what a fresh process may spend on the mock.
+tests/mockgpu/test_regs_autogen.py proves each value equal to the generated bindings.
 """
 from __future__ import annotations
 
 from ...autogen.amd import pm4 as _pm4
-from ...autogen.amd import sdma as _sdma
 
 # ---- PM4 type-3 opcodes
 PM4_NOP = _pm4.PACKET3_NOP
@@ -96,14 +96,22 @@ COPY_SEL_REG, COPY_SEL_MEM, COPY_SEL_TC_L2, COPY_SEL_IMM, COPY_SEL_GPU_CLOCK = 0
 COPY_DATA_COUNT_SEL = 1 << 16
 
 # ---- SDMA opcodes
-SDMA_NOP, SDMA_COPY, SDMA_WRITE, SDMA_INDIRECT = _sdma.SDMA_OP_NOP, _sdma.SDMA_OP_COPY, _sdma.SDMA_OP_WRITE, _sdma.SDMA_OP_INDIRECT
-SDMA_FENCE, SDMA_TRAP, SDMA_POLL_REGMEM = _sdma.SDMA_OP_FENCE, _sdma.SDMA_OP_TRAP, _sdma.SDMA_OP_POLL_REGMEM
-SDMA_CONST_FILL, SDMA_TIMESTAMP, SDMA_GCR = _sdma.SDMA_OP_CONST_FILL, _sdma.SDMA_OP_TIMESTAMP, _sdma.SDMA_OP_GCR_REQ
+# sdma_v6_0_0_pkt_open.h SDMA_OP_* / SDMA_SUBOP_* (written out like GC_REGS: the generated module is 180 KB)
+SDMA_CONSTS = {
+  "SDMA_OP_NOP": 0, "SDMA_OP_COPY": 1, "SDMA_OP_WRITE": 2, "SDMA_OP_INDIRECT": 4, "SDMA_OP_FENCE": 5, "SDMA_OP_TRAP": 6,
+  "SDMA_OP_POLL_REGMEM": 8, "SDMA_OP_CONST_FILL": 11, "SDMA_OP_TIMESTAMP": 13, "SDMA_OP_GCR_REQ": 17,
+  "SDMA_SUBOP_COPY_LINEAR": 0, "SDMA_SUBOP_WRITE_LINEAR": 0, "SDMA_SUBOP_TIMESTAMP_SET": 0,
+  "SDMA_SUBOP_TIMESTAMP_GET": 1, "SDMA_SUBOP_TIMESTAMP_GET_GLOBAL": 2,
+}
+_S = SDMA_CONSTS
+SDMA_NOP, SDMA_COPY, SDMA_WRITE, SDMA_INDIRECT = _S["SDMA_OP_NOP"], _S["SDMA_OP_COPY"], _S["SDMA_OP_WRITE"], _S["SDMA_OP_INDIRECT"]
+SDMA_FENCE, SDMA_TRAP, SDMA_POLL_REGMEM = _S["SDMA_OP_FENCE"], _S["SDMA_OP_TRAP"], _S["SDMA_OP_POLL_REGMEM"]
+SDMA_CONST_FILL, SDMA_TIMESTAMP, SDMA_GCR = _S["SDMA_OP_CONST_FILL"], _S["SDMA_OP_TIMESTAMP"], _S["SDMA_OP_GCR_REQ"]
 SDMA_NAMES = {v: k[5:] for k, v in dict(globals()).items() if k.startswith("SDMA_") and isinstance(v, int)}
-SDMA_SUBOP_COPY_LINEAR, SDMA_SUBOP_WRITE_LINEAR = _sdma.SDMA_SUBOP_COPY_LINEAR, _sdma.SDMA_SUBOP_WRITE_LINEAR
-SDMA_SUBOP_TIMESTAMP_SET = _sdma.SDMA_SUBOP_TIMESTAMP_SET
-SDMA_SUBOP_TIMESTAMP_GET = _sdma.SDMA_SUBOP_TIMESTAMP_GET
-SDMA_SUBOP_TIMESTAMP_GET_GLOBAL = _sdma.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL
+SDMA_SUBOP_COPY_LINEAR, SDMA_SUBOP_WRITE_LINEAR = _S["SDMA_SUBOP_COPY_LINEAR"], _S["SDMA_SUBOP_WRITE_LINEAR"]
+SDMA_SUBOP_TIMESTAMP_SET = _S["SDMA_SUBOP_TIMESTAMP_SET"]
+SDMA_SUBOP_TIMESTAMP_GET = _S["SDMA_SUBOP_TIMESTAMP_GET"]
+SDMA_SUBOP_TIMESTAMP_GET_GLOBAL = _S["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"]
 
 # ---- AQL (HSA runtime spec 1.2, hsa.h: hsa_packet_type_t, hsa_kernel_dispatch_packet_t; amd_hsa_queue.h)
 AQL_PACKET_SIZE = 64
