@@ -84,7 +84,7 @@ def main() -> None:
   med, med_cpu = statistics.median(times), statistics.median(cpu)
   print(f"matmul {n}x{n} f32, {tile}x{tile} tiles, {ours.waves} waves")
   print(f"hcq gfx1100 backend: {ours.wave_instructions} wave-instructions ({ours.wave_instructions / ours.waves:.0f} "
-        f"per wave), code {len(blob)} bytes code object")
+        f"per wave), code object {len(blob)} bytes")
   print(f"clang-19 -O2 OpenCL: {theirs.wave_instructions} wave-instructions "
         f"({theirs.wave_instructions / theirs.waves:.0f} per wave)")
   print(f"ratio hcq / clang: {ratio:.2f} (target <= 2): {'MET' if ratio <= 2 else 'NOT MET'}")

@@ -8,8 +8,9 @@ values, lets `llvm-mc-19 -disassemble -show-encoding` decode thousands of probes
   shows (so a field printed as `v[8:9]` is a 2-register VGPR operand, `s8` a scalar destination), fixed text such as
   `vcc_lo` or `off` is kept as text, simm16 operands get their printing style (hex, unsigned, waitcnt, ...);
 - VOP3 opcodes whose bits 14:8 are a scalar destination (VOP3SD) and which modifiers each VOP3/VOP3P opcode accepts.
-Output: autogen/isa/<arch>.py (data only). Other architectures (gfx1200, gfx942) need their layouts in layouts.py
-and the same walk with -mcpu=<arch>.
+Output: autogen/isa/<arch>.py (data only). `--arch gfx1200` (RDNA4) walks the formats tabulated for it in
+layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER); another architecture (gfx942) needs its layouts
+there and the same walk with -mcpu=<arch>. Regenerating takes ~30-90 s (tens of llvm-mc calls).
 """
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ PROBE = {
   "FLAT": dict(vdst=8, addr=16, data=24, saddr=0x7c, seg=0),
   "SCRATCH": dict(vdst=8, addr=16, data=24, saddr=40, seg=1),
   "GLOBAL": dict(vdst=8, addr=16, data=24, saddr=0x7c, seg=2),
+  # gfx12
+  "VFLAT": dict(vdst=8, vaddr=16, vsrc=24, saddr=0x7c, seg=0),
+  "VSCRATCH": dict(vdst=8, vaddr=16, vsrc=24, saddr=40, seg=1, sve=1),
+  "VGLOBAL": dict(vdst=8, vaddr=16, vsrc=24, saddr=0x7c, seg=2),
+  "VBUFFER": dict(vdata=8, vaddr=16, rsrc=24, soffset=40, offen=1, format=1),
 }
 # appended after every probe: an instruction that always takes a literal shows it; its top bits 111111 are no gfx11
 # encoding, so when llvm-mc rejects a probe it cannot mistake the literal for one
@@ -53,7 +59,7 @@ LITERAL_PROBE = 0xFF2B1C0D
 
 REGISTER_FIELDS = {"sdst", "ssrc0", "ssrc1", "sdata", "sbase", "soffset", "vdst", "src0", "src1", "src2", "vsrc1",
                    "vdstx", "vdsty", "srcx0", "vsrcx1", "srcy0", "vsrcy1", "addr", "data", "data0", "data1", "saddr",
-                   "vaddr", "vdata", "srsrc", "ssamp"}
+                   "vaddr", "vdata", "srsrc", "ssamp", "vsrc", "rsrc"}
 _REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
 
 
@@ -79,7 +85,7 @@ def field_candidates(enc: str, values: dict) -> list[tuple[str, str, int]]:
     elif name.startswith(("src", "ssrc", "soffset", "saddr")) and not name.startswith("srsrc"):
       if v >= 256: out.append((name, "v", v - 256))
       elif 0 < v < 106: out.append((name, "s", v))
-    elif name in ("sdst", "sdata"): out.append((name, "s", v))
+    elif name in ("sdst", "sdata", "rsrc"): out.append((name, "s", v))
     else: out.append((name, "v", v)); out.append((name, "s", v))  # 8-bit register fields: VGPR, or SGPR for readlane-like
   return out
 
@@ -294,8 +300,23 @@ def symbolic_tables(arch: str, tables: dict) -> dict:
     if res and "hwreg(" in res[0][0]:
       name = res[0][0].split("hwreg(", 1)[1].rstrip(")").split(",")[0]
       if not name.isdigit(): out["HWREG"][v] = name
-  tload = [op for op, e in tables["MTBUF"].items() if e["name"] == "tbuffer_load_format_x"][0]
-  probes = [encode_fields(layouts["MTBUF"], dict(PROBE["MTBUF"], op=tload, format=v)) for v in range(128)]
+  if "VGLOBAL" in tables:  # gfx12 cache-policy names: th:TH_LOAD_NT, scope:SCOPE_SYS (per load/store/atomic)
+    out["TH"], out["SCOPE"] = {}, {}
+    layout = layouts["VGLOBAL"]
+    for kind, opname in (("load", "global_load_b32"), ("store", "global_store_b32"), ("atomic", "global_atomic_add_u32")):
+      op = [o for o, e in tables["VGLOBAL"].items() if e["name"] == opname][0]
+      # the name can depend on the scope too (TH_LOAD_BYPASS, TH_ATOMIC_CASCADE_*): key = th | scope << 3
+      probes = [encode_fields(layout, dict(PROBE["VGLOBAL"], op=op, th=v & 7, scope=v >> 3)) for v in range(32)]
+      out["TH"][kind] = {}
+      for v, res in enumerate(disassemble(probes, arch)):
+        if res and "th:" in res[0][0]: out["TH"][kind][v] = res[0][0].split("th:", 1)[1].split()[0]
+    op = [o for o, e in tables["VGLOBAL"].items() if e["name"] == "global_load_b32"][0]
+    probes = [encode_fields(layout, dict(PROBE["VGLOBAL"], op=op, scope=v)) for v in range(4)]
+    for v, res in enumerate(disassemble(probes, arch)):
+      if res and "scope:" in res[0][0]: out["SCOPE"][v] = res[0][0].split("scope:", 1)[1].split()[0]
+  fmt_enc = "MTBUF" if "MTBUF" in tables else "VBUFFER"
+  tload = [op for op, e in tables[fmt_enc].items() if e["name"] == "tbuffer_load_format_x"][0]
+  probes = [encode_fields(layouts[fmt_enc], dict(PROBE[fmt_enc], op=tload, format=v)) for v in range(128)]
   for v, res in enumerate(disassemble(probes, arch)):
     if res and "format:[" in res[0][0]: out["BUF_FORMAT"][v] = res[0][0].split("format:[", 1)[1].split("]")[0]
   return out
@@ -341,29 +362,38 @@ def refine_sources(arch: str, tables: dict) -> None:
 
 
 def refine_modifiers(arch: str, tables: dict) -> None:
-  """VOP3 opcodes with integer sources have no NEG/ABS source modifiers (LLVM ignores those bits): probe each
-  opcode with NEG and ABS set on all sources and record which of them LLVM prints ('srcmods')."""
+  """Which NEG/ABS source modifiers each VOP3 opcode has, per source: float sources print -x and |x|, integer
+  ones sext(x), others none (LLVM ignores the bit). Probes one bit at a time; 'srcmods' = {src: [kinds]}."""
   for enc in ("VOP3", "VOP3SD"):
     layout = LAYOUTS[arch][enc]
-    ops = sorted(tables[enc])
-    probes = []
-    for op in ops:
+    jobs, probes = [], []
+    for op in sorted(tables[enc]):
       vals = {t[1]: (ALT_SGPR[t[1]] if t[2] == "s" and t[1] in ALT_SGPR else PROBE[enc][t[1]])
               for t in tables[enc][op]["operands"] if t[0] == "reg"}
       if tables[enc][op]["name"].startswith("v_cmpx_"): vals["vdst"] = 126  # implicit EXEC destination
-      mask = 1 if "src0" in vals else 0  # src0 only: some last sources take no modifiers (v_cndmask_b32 mask)
-      extra = dict(neg=mask, abs=mask) if enc == "VOP3" else dict(neg=mask)
-      probes.append(encode_fields(layout, dict(vals, op=op, **extra)))
-    for op, res in zip(ops, disassemble(probes, arch)):
-      text = res[0][0] if res and probes[ops.index(op)].startswith(res[0][1][:4]) else ""
-      mods = []
-      if re.search(r"-\|?[vs]", text): mods.append("neg")
-      if "|" in text: mods.append("abs")
-      tables[enc][op]["srcmods"] = mods
+      tables[enc][op]["srcmods"] = {}
+      for i in range(3):
+        if f"src{i}" not in vals: continue
+        tables[enc][op]["srcmods"][f"src{i}"] = []
+        for mod in (("neg", "abs") if enc == "VOP3" else ("neg",)):
+          probes.append(encode_fields(layout, dict(vals, op=op, **{mod: 1 << i})))
+          jobs.append((op, i, mod))
+    for (op, i, mod), probe, res in zip(jobs, probes, disassemble(probes, arch)):
+      if not res or not probe.startswith(res[0][1][:4]): continue
+      _, operands, _ = split_operands(res[0][0])
+      srcs = [t for t in tables[enc][op]["operands"] if t[0] in ("reg", "text")]
+      idx = [k for k, t in enumerate(srcs) if t[0] == "reg" and t[1] == f"src{i}"]
+      if not idx or idx[0] >= len(operands): continue
+      text = operands[idx[0]]
+      kinds = tables[enc][op]["srcmods"][f"src{i}"]
+      if mod == "neg" and text.startswith("sext("): kinds.append("sext")
+      elif mod == "neg" and text.startswith("-"): kinds.append("neg")
+      elif mod == "abs" and text.startswith("|"): kinds.append("abs")
 
 
 def refine_mimg(arch: str, tables: dict) -> None:
   """MIMG: the number of address VGPRs of each opcode for each DIM value (0..7), None where LLVM rejects it."""
+  if "MIMG" not in tables: return
   layout = LAYOUTS[arch]["MIMG"]
   ops = sorted(tables["MIMG"])
   probes = []
@@ -388,13 +418,16 @@ def refine_returning(arch: str, tables: dict) -> None:
   """FLAT/GLOBAL/SCRATCH/MUBUF atomics return the old value (and name a vdst) when GLC is set: learn that template
   as 'operands_glc'."""
   layouts = LAYOUTS[arch]
-  for enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF"):
+  for enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF", "VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"):
+    if enc not in tables: continue
     layout = layouts[enc]
     ops = sorted(tables[enc])
-    probes = [encode_fields(layout, dict(PROBE[enc], op=op, glc=1)) for op in ops]
+    # gfx11: GLC=1; gfx12: th bit 0 (TH_ATOMIC_RETURN)
+    flag = dict(glc=1) if enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF") else dict(th=1)
+    probes = [encode_fields(layout, dict(PROBE[enc], op=op, **flag)) for op in ops]
     for op, res in zip(ops, disassemble(probes, arch)):
       if not res: continue
-      mnem, template, _ = learn_template(enc, dict(PROBE[enc], op=op, glc=1), res[0][0])
+      mnem, template, _ = learn_template(enc, dict(PROBE[enc], op=op, **flag), res[0][0])
       if template != tables[enc][op]["operands"] and mnem == tables[enc][op]["name"]:
         tables[enc][op]["operands_glc"] = template
 
@@ -412,7 +445,7 @@ def generate(arch: str = "gfx1100") -> dict:
   tables["VOPD"] = walk_vopd(layouts["VOPD"], arch)
   refine_simm16(arch, tables)
   refine_sources(arch, tables)
-  refine_returning(arch, tables)
+  refine_returning(arch, tables)  # gfx11 (GLC); gfx12 atomics return with th:TH_ATOMIC_RETURN: not learned yet
   refine_modifiers(arch, tables)
   refine_mimg(arch, tables)
   return tables

@@ -96,4 +96,23 @@ DPP16_FIELDS = [("src0", 0, 8), ("dpp_ctrl", 8, 9), ("fi", 18, 1), ("bc", 19, 1)
                 ("row_mask", 28, 4)]
 DPP8_FIELDS = [("src0", 0, 8), ("lane_sel", 8, 24)]
 
-LAYOUTS = {"gfx1100": GFX11}
+# RDNA4 (gfx12): "AMD RDNA4 Instruction Set Architecture Reference Guide", chapter "Microcode Formats". The scalar
+# and vector ALU formats and DS keep their gfx11 layouts; SMEM changes (6-bit OP, SCOPE/TH cache policy, 24-bit
+# offset) and the memory formats become 96-bit VFLAT/VSCRATCH/VGLOBAL and VBUFFER (MUBUF and MTBUF merged).
+# Image (VIMAGE/VSAMPLE), export and interpolation formats are not tabulated yet.
+GFX12 = {k: GFX11[k] for k in ("SOP2", "SOPK", "SOP1", "SOPC", "SOPP", "VOP2", "VOP1", "VOPC", "VOP3", "VOP3SD",
+                                "VOP3P", "VOPD", "DS")}
+GFX12["SMEM"] = dict(size=8, ident=[(26, 6, 0b111101)], op="op",
+                     fields=[("sbase", 0, 6), ("sdata", 6, 7), ("op", 13, 6), ("scope", 21, 2), ("th", 23, 2),
+                             ("offset", 32, 24), ("soffset", 57, 7)])
+_VMEM12 = [("saddr", 0, 7), ("op", 14, 8), ("seg", 24, 2), ("vdst", 32, 8), ("sve", 49, 1), ("scope", 50, 2),
+           ("th", 52, 3), ("vsrc", 55, 8), ("vaddr", 64, 8), ("ioffset", 72, 24)]
+GFX12["VFLAT"] = dict(size=12, ident=[(26, 6, 0b111011), (24, 2, 0)], op="op", fields=_VMEM12)
+GFX12["VSCRATCH"] = dict(size=12, ident=[(26, 6, 0b111011), (24, 2, 1)], op="op", fields=_VMEM12)
+GFX12["VGLOBAL"] = dict(size=12, ident=[(26, 6, 0b111011), (24, 2, 2)], op="op", fields=_VMEM12)
+GFX12["VBUFFER"] = dict(size=12, ident=[(26, 6, 0b110001)], op="op",
+                        fields=[("soffset", 0, 7), ("op", 14, 8), ("tfe", 22, 1), ("vdata", 32, 8), ("rsrc", 41, 9),
+                                ("scope", 50, 2), ("th", 52, 3), ("format", 55, 7), ("offen", 62, 1), ("idxen", 63, 1),
+                                ("vaddr", 64, 8), ("ioffset", 72, 24)])
+
+LAYOUTS = {"gfx1100": GFX11, "gfx1200": GFX12}

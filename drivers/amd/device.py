@@ -202,7 +202,11 @@ class AMDDevice(Device):
 
   def bind(self, prog: AMDProgram, *args, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> "BoundLaunch":
     """Record a launch once (arguments included) for cheap repeats: see BoundLaunch."""
-    return BoundLaunch(self, prog, args, global_size, local_size)
+    return BoundLaunch(self, [(prog, args, global_size, local_size)])
+
+  def bind_many(self, launches) -> "BoundLaunch":
+    """Record several launches [(program, args, global_size, local_size), ...] as one bound command buffer."""
+    return BoundLaunch(self, list(launches))
 
   def submit_pm4(self, words) -> int:
     """Run raw PM4 dwords on the compute queue, then signal the timeline. Returns the timeline value."""
@@ -324,25 +328,38 @@ class AMDDevice(Device):
 
 
 class BoundLaunch:
-  """A launch recorded once: its kernargs and its command buffer (barrier + dispatch, lowered from a queue program)
-  live in device memory, and each run writes only an INDIRECT_BUFFER packet and the timeline signal to the ring.
-  Nothing in the bound buffer changes between runs, so a run never has to wait for the previous one."""
+  """Launches recorded once: their kernargs and one command buffer (barrier + dispatch per launch, lowered from a
+  queue program) live in device memory, and each run writes only an INDIRECT_BUFFER packet and the timeline signal to
+  the ring. Nothing in the bound buffer changes between runs, so a run never has to wait for the previous one.
 
-  def __init__(self, dev: AMDDevice, prog: AMDProgram, args, global_size, local_size):
-    gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
-    ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
-    shape = prog.shape(gs, ls, False)
-    explicit = prog.layout.check_and_pack(args, dev.buffer_type)
-    self.dev, self.prog = dev, prog
-    self._keep = [a for a in args if isinstance(a, Buffer)]
-    ka = self.kernargs = dev.iface.alloc(shape.alloc_size, kind="gtt")
+  launches: [(program, args, global_size, local_size), ...], run in order (each after the previous one finished)."""
+
+  def __init__(self, dev: AMDDevice, launches):
+    if not launches: raise DeviceError(f"{dev.name}: nothing to bind")
+    self.dev = dev
+    planned, offset = [], 0
+    for prog, args, global_size, local_size in launches:   # check everything before allocating anything
+      gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
+      ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
+      shape = prog.shape(gs, ls, False)
+      explicit = prog.layout.check_and_pack(args, dev.buffer_type)
+      planned.append((prog, shape, explicit, offset))
+      offset = round_up(offset + shape.alloc_size, 64)
+    self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]
+    ka = self.kernargs = dev.iface.alloc(offset, kind="gtt")
     dev._mems.append(ka)
-    ka.cpu[:len(explicit)] = explicit
-    ka.cpu[len(explicit):len(explicit) + len(shape.hidden)] = shape.hidden
-    dp = ka.va + prog.layout.segment_size
-    if prog.dispatch_ptr: ka.cpu[prog.layout.segment_size:prog.layout.segment_size + 64] = prog.dispatch_packet(shape, ka.va)
-    body = dev._build(Q.queue("COMPUTE:0", Q.barrier(), Q.call(Q.program(prog.name, prog, shape.grid, shape.block))), "pm4")
-    words = body.fill({V_KERNARG: ka.va, V_DISPATCH: dp})
+    elements, values = [], {}
+    for i, (prog, shape, explicit, off) in enumerate(planned):
+      view = ka.cpu[off:off + shape.alloc_size]
+      view[:len(explicit)] = explicit
+      view[len(explicit):len(explicit) + len(shape.hidden)] = shape.hidden
+      seg = prog.layout.segment_size
+      if prog.dispatch_ptr: view[seg:seg + 64] = prog.dispatch_packet(shape, ka.va + off)
+      # each launch gets its own kernarg/dispatch variables: ("var", "kernarg.i") etc.
+      kv, dv = UOp.variable(f"kernarg.{i}", 0, 2**64 - 1), UOp.variable(f"dispatch.{i}", 0, 2**64 - 1)
+      elements += [Q.barrier(), Q.call(Q.program(prog.name, (prog, kv, dv), shape.grid, shape.block))]
+      values[("var", f"kernarg.{i}")], values[("var", f"dispatch.{i}")] = ka.va + off, ka.va + off + seg
+    words = dev._build(Q.queue("COMPUTE:0", *elements), "pm4").fill(values)
     ib = self.ib = dev.iface.alloc(len(words) * 4, kind="gtt")
     dev._mems.append(ib)
     ib.cpu.cast("I")[:len(words)] = words

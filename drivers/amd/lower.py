@@ -54,8 +54,13 @@ def _pm4_store(ctx: LowerCtx, dst, value):
 
 
 def _pm4_call(ctx: LowerCtx, prog: UOp, call: UOp):
+  """The PROGRAM's handle is the loaded program, or (program, kernarg variable, dispatch-packet variable) when one
+  command buffer holds several launches, each with its own kernarg address."""
   pa = prog.arg
   if pa.handle is None: raise DeviceError(f"queue lowering: program {pa.name} has no loaded code")
+  if isinstance(pa.handle, tuple):
+    program, kernarg, dispatch = pa.handle
+    return _ins("pm4", program.dispatch_words(pa.global_size, pa.local_size, value_of(kernarg), value_of(dispatch)))
   return _ins("pm4", pa.handle.dispatch_words(pa.global_size, pa.local_size))
 
 

@@ -77,7 +77,7 @@ class AMDProgram(Program):
     self.rsrc3 = kd.compute_pgm_rsrc3
     self.scratch = device.scratch_for(self.private) if self.private else None
 
-  def dispatch_words(self, grid, block) -> list:
+  def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR) -> list:
     """What a CALL of this program lowers to on the compute queue: program registers, user SGPRs (the kernarg and
     dispatch-packet addresses stay symbolic: patched at submit), launch size, DISPATCH_DIRECT, CS_PARTIAL_FLUSH."""
     user = []
@@ -87,9 +87,9 @@ class AMDProgram(Program):
         # buffer resource: base, stride 0 with swizzle enable (bit 31 of dword 1), num_records all ones, and the
         # dword-3 format the reference runtime uses for scratch on gfx11
         user += [base & 0xFFFFFFFF, ((base >> 32) & 0xFFFF) | (1 << 31), 0xFFFFFFFF, 0x20C14000]
-      elif name == "dispatch_ptr": user += [pm4.lo(DISPATCH_PTR), pm4.hi(DISPATCH_PTR)]
+      elif name == "dispatch_ptr": user += [pm4.lo(dispatch), pm4.hi(dispatch)]
       elif name == "queue_ptr": user += [pm4.lo(self.device.queue_desc_va), pm4.hi(self.device.queue_desc_va)]
-      elif name == "kernarg_segment_ptr": user += [pm4.lo(KERNARG_PTR), pm4.hi(KERNARG_PTR)]
+      elif name == "kernarg_segment_ptr": user += [pm4.lo(kernarg), pm4.hi(kernarg)]
       elif name in ("dispatch_id", "flat_scratch_init"): user += [0, 0]
       elif name == "private_segment_size": user += [self.private]
     # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
@@ -98,7 +98,7 @@ class AMDProgram(Program):
     # sets the program address, the dispatch packet address, the scratch base and RSRC1/2
     # (the dispatch packet address only means something for kernels that read the dispatch packet)
     scratch = self.scratch.va >> 8 if self.scratch else 0
-    packet = DISPATCH_PTR if self.dispatch_ptr else 0
+    packet = dispatch if self.dispatch_ptr else 0
     w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
                        pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2)
     w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)

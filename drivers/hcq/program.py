@@ -29,6 +29,7 @@ class Program:
   def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
     """Launch with args in the kernel's signature order (Buffers, ints, floats); global_size counts work-groups,
     local_size threads per work-group. Returns the kernel's time in seconds when wait=True, else None."""
+    self.device._check_open()
     shape = self.shape(tuple(global_size) if not isinstance(global_size, int) else (global_size,),
                        tuple(local_size) if not isinstance(local_size, int) else (local_size,), wait)
     explicit = self.layout.check_and_pack(args, self.device.buffer_type)

@@ -265,3 +265,18 @@ def test_shipped_demo_code_object_matches_a_fresh_build(tmp_path, demo_code):
   from build_kernels import build
   assert open(build("gfx1100", str(tmp_path / "demo.hsaco")), "rb").read() == demo_code, \
     "drivers/amd/kernels/demo.hsaco is stale: run tests/amd/build_kernels.py"
+
+
+def test_a_closed_device_refuses_everything(demo_code):
+  from hcq.config import Config
+  from hcq.drivers.amd import open_device
+  from fakekfd import FakeKFDOS
+  osi = FakeKFDOS(Config())
+  with open_device("KFD", 0, osi, osi.config) as dev:
+    prog = dev.load(demo_code, "empty")
+    buf = dev.alloc(16)
+  for call in (lambda: prog(global_size=(1,), local_size=(1,)), lambda: dev.alloc(16), lambda: dev.copyin(buf, b"x"),
+               lambda: dev.copyout(buf), lambda: dev.synchronize(), lambda: dev.load(demo_code, "empty")):
+    with pytest.raises(DeviceError, match="closed"): call()
+  assert osi.handles == {}     # every allocation was freed
+  dev.close()                  # closing twice is fine

@@ -307,3 +307,19 @@ def test_an_invalid_packet_is_a_queue_error_and_the_device_still_closes(threaded
     with pytest.raises(DeviceError, match="faulted earlier"): d.synchronize()
   finally:
     d.close()
+
+
+def test_bound_sequence_of_launches_runs_in_order(both_dev):
+  dev = both_dev
+  _needs_emulator(dev)
+  code = demo_code_object()
+  vadd, matmul = dev.load(code, "vadd"), dev.load(code, "matmul")
+  m = 16
+  x = np.random.default_rng(1).standard_normal((m, m)).astype(np.float32)
+  dx, dy, dz = dev.alloc(x.nbytes), dev.alloc(x.nbytes), dev.alloc(x.nbytes)
+  dev.copyin(dx, x)
+  # y = x + x, then z = y @ x: the second launch reads what the first wrote
+  bound = dev.bind_many([(vadd, (dx, dx, dy, m * m), (1,), (256,)), (matmul, (dy, dx, dz, m, m, m), (1, 1), (16, 16))])
+  bound(wait=True)
+  assert np.allclose(np.frombuffer(dev.copyout(dz), np.float32).reshape(m, m), (x + x) @ x, rtol=1e-4, atol=1e-4)
+  with pytest.raises(DeviceError, match="takes 6 arguments"): dev.bind_many([(matmul, (dx,), (1,), (1,))])

@@ -81,7 +81,8 @@ def test_code_uses_the_features():
     dis[name] = objdump(hcq_compile(c.sink, "gfx1100"))
   assert re.search(r"global_load_b32 v\d+, v\d+, s\[\d+:\d+\]", dis["tiled"])
   assert "ds_store_b32" in dis["tiled"] and "ds_load_b32" in dis["tiled"] and "s_barrier" in dis["tiled"]
-  assert "v_fma_f32" in dis["tiled"]
+  assert "v_mul_f32" in dis["tiled"] and "v_add_f32" in dis["tiled"]   # no contraction (the C semantics)
+  assert "ds_load_b128" in dis["tiled"]   # a row of the A tile, 16-byte aligned, read four dwords at once
   assert "exec_lo" in dis["stencil"] and "s_cbranch_execz" in dis["stencil"]
   assert "s_cmp_lt_i32" in dis["runtime"] and "s_cbranch_scc1" in dis["runtime"]
   assert "s_cbranch_execz" in dis["divergent"] and "s_branch" in dis["divergent"]
@@ -195,3 +196,89 @@ def test_too_much_local_memory_is_refused():
   out = UOp.param(0, dtypes.float32, 64)
   with pytest.raises(CompileError, match="80000 bytes of LOCAL memory exceed the gfx1100 limit of 65536"):
     hcq_compile(out.index(l).store(tile.after(tile.index(l).store(1.0)).index(l).load()).sink(), "gfx1100")
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_expressions_match_c_backend(seed):
+  from amd_random import random_case
+  c = random_case(seed)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, blob, _ = run_gfx1100(c.sink, c.args, c.global_size, c.local_size)
+  _check_disassembly(blob)
+  for slot in c.outputs:
+    want, have = ref[slot], got[slot]
+    if want.dtype.kind == "f":   # inf/nan where the expression overflows: the same on both sides
+      fin = np.isfinite(want)
+      assert np.array_equal(np.isnan(want), np.isnan(have)) and np.array_equal(want[~fin & ~np.isnan(want)],
+                                                                              have[~fin & ~np.isnan(want)])
+      assert_same(have[fin], want[fin], 1e-5, what=f"{c.name} slot {slot}")
+    else:
+      assert_same(have, want, what=f"{c.name} slot {slot}")
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_loop_nests_match_c_backend(seed):
+  from amd_random import random_loop_case
+  c = random_loop_case(seed)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, blob, _ = run_gfx1100(c.sink, c.args, c.global_size, c.local_size)
+  _check_disassembly(blob)
+  for slot in c.outputs: assert_same(got[slot], ref[slot], what=f"{c.name} slot {slot}")
+
+
+def test_compilation_is_deterministic():
+  for make in (examples.matmul_tiled, amd_kernels.divergent_loop, amd_kernels.register_spills):
+    assert hcq_compile(make().sink, "gfx1100") == hcq_compile(make().sink, "gfx1100")
+
+
+ALL_CASES = [(f.__name__, f) for f in examples.ALL] + [(f.__name__, f) for f in amd_kernels.ALL]
+
+
+@pytest.mark.parametrize("make", [f for _, f in ALL_CASES], ids=[n for n, _ in ALL_CASES])
+def test_64bit_address_arithmetic(make):
+  """Buffers of 4 GiB and more are addressed with 64-bit VGPR pairs (v_mad_u64_u32: base + index * size, saddr off);
+  the threshold lowered to 0 bytes runs every kernel that way (no test buffer is that big)."""
+  from amd_emu_runner import run
+  from hcq.compiler.backend.amd.render import GFX1100_TARGET, compile_linear
+  from hcq.compiler.backend.amd.render_elf import code_object
+  from hcq.compiler.lower import lower
+  c = make()
+  outputs = list(c.expected) if hasattr(c, "expected") else c.outputs
+  blob = code_object(compile_linear(lower(c.sink, GFX1100_TARGET), addr64_bytes=0))
+  dis = _check_disassembly(blob)
+  assert "v_mad_u64_u32" in dis and not re.search(r"global_\w+ [^\n]*s\[\d+:\d+\]", dis)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, _ = run(blob, [np.array(a) if isinstance(a, np.ndarray) else a for a in c.args], c.global_size, c.local_size)
+  for s in outputs: assert_same(got[s], ref[s], getattr(c, "float_rtol", 1e-5), what=f"{c.name} slot {s}")
+
+
+def test_lds_vector_loads_only_when_aligned():
+  """tile[l*k + j] for j = 0..3: one ds_load_b128 when l*k*4 is a multiple of 16 (k = 4), four ds_load_b32 when it
+  is not known to be (k = 3); both compute what the C backend does."""
+  for k, vector in ((4, True), (3, False)):
+    out = UOp.param(0, dtypes.int32, 32)
+    l = UOp.special(32, "lidx0")
+    tile = UOp.placeholder(32 * 4, dtypes.int32, 0, AddrSpace.LOCAL)
+    st = UOp.group(*[tile.index(l * 4 + j).store(l * 10 + j) for j in range(4)])
+    t = tile.after(st)
+    v = t.index(l * k).load() * 1 + t.index(l * k + 1).load() * 10 + t.index(l * k + 2).load() * 100 + \
+        t.index(l * k + 3).load() * 1000
+    sink = out.index(l).store(v).sink(arg=KernelInfo(f"vec{k}"))
+    args = [np.zeros(32, np.int32)]
+    ref = run_c(sink, args, (1, 1, 1), (32, 1, 1))
+    got, blob, _ = run_gfx1100(sink, args, (1, 1, 1), (32, 1, 1))
+    assert_same(got[0], ref[0])
+    assert ("ds_load_b128" in _check_disassembly(blob)) == vector
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_f16_expressions_bit_exact(seed):
+  from amd_random import random_half_case
+  c = random_half_case(seed)
+  ref = run_c(c.sink, c.args, c.global_size, c.local_size)
+  got, blob, _ = run_gfx1100(c.sink, c.args, c.global_size, c.local_size)
+  _check_disassembly(blob)
+  for slot in c.outputs:
+    r, h = ref[slot], got[slot]
+    assert np.array_equal(np.isnan(r), np.isnan(h))
+    np.testing.assert_array_equal(h[~np.isnan(r)], r[~np.isnan(r)], err_msg=c.name)

@@ -307,3 +307,96 @@ def test_spin_wait_at_lower_pc_does_not_starve_the_writer():
   .Lend:
   """, lanes=64)
   assert (v1 == 42).all()
+
+
+def test_fma_f32_is_rounded_once():
+  # a*b = 2**-24 - 2**-70 and c = 1 + 2**-23: the exact sum lies just below the midpoint 1 + 3 * 2**-24, so the
+  # fused result is 1 + 2**-23; rounding a*b + c to f64 first would land on the midpoint and round to even (1 + 2**-22)
+  a = np.full(32, 2.0 ** -12 * (1 + 2.0 ** -23), np.float32)
+  b = np.full(32, 2.0 ** -12 * (1 - 2.0 ** -23), np.float32)
+  c = np.full(32, 1 + 2.0 ** -23, np.float32)
+  v1, v3 = run("""
+    v_fma_f32 v1, v10, v11, v12
+    v_mov_b32 v3, v12
+    v_fmac_f32 v3, v10, v11
+  """, ins=[a, b, c])
+  from fractions import Fraction
+  exact = Fraction(float(a[0])) * Fraction(float(b[0])) + Fraction(float(c[0]))
+  assert exact < 1 + Fraction(3, 2 ** 24)
+  assert (v1.view(np.float32) == np.float32(1 + 2.0 ** -23)).all()
+  assert (v3 == v1).all()
+  assert (a.astype(np.float64) * b + c).astype(np.float32)[0] == np.float32(1 + 2.0 ** -22)   # the trap avoided
+
+
+def test_scalar_64bit_bit_ops():
+  x = 0xF0F0_0001_8000_0300
+  v1, _ = run("""
+    s_mov_b32 s20, s4
+    s_mov_b32 s21, s5
+    s_bfe_u64 s[22:23], s[20:21], 0x100008          // offset 8, width 16
+    s_bfe_i64 s[24:25], s[20:21], 0x24001c          // offset 28, width 36
+    s_bcnt1_i32_b64 s26, s[20:21]
+    s_ctz_i32_b64 s27, s[20:21]
+    s_brev_b64 s[28:29], s[20:21]
+    s_bitcmp1_b64 s[20:21], 63
+    s_cselect_b32 s30, 1, 0
+    v_mov_b32 v1, s22
+    v_writelane_b32 v1, s23, 1
+    v_writelane_b32 v1, s24, 2
+    v_writelane_b32 v1, s25, 3
+    v_writelane_b32 v1, s26, 4
+    v_writelane_b32 v1, s27, 5
+    v_writelane_b32 v1, s28, 6
+    v_writelane_b32 v1, s29, 7
+    v_writelane_b32 v1, s30, 8
+  """, scalars=(x & 0xFFFFFFFF, x >> 32, 0, 0))
+  bfe_u = (x >> 8) & 0xFFFF
+  bfe_i = (x >> 28) & ((1 << 36) - 1)   # 36 bits from bit 28, sign-extended from their top bit (x's bit 63)
+  bfe_i = (bfe_i - (1 << 36)) if bfe_i >> 35 else bfe_i
+  bfe_i &= (1 << 64) - 1
+  rev = int(f"{x:064b}"[::-1], 2)
+  assert v1[0] == bfe_u & 0xFFFFFFFF and v1[1] == bfe_u >> 32
+  assert v1[2] == bfe_i & 0xFFFFFFFF and v1[3] == bfe_i >> 32
+  assert v1[4] == bin(x).count("1") and v1[5] == 8
+  assert v1[6] == rev & 0xFFFFFFFF and v1[7] == rev >> 32
+  assert v1[8] == 1
+
+
+def test_sad_lerp_dot4_and_packs():
+  rng = np.random.default_rng(7)
+  a, b, c = (rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+  v1, v3 = run("""
+    v_sad_u8 v1, v10, v11, v12
+    v_lerp_u8 v3, v10, v11, v12
+    v_dot4_i32_iu8 v4, v10, v11, v12 neg_lo:[1,1,0]
+    v_cvt_pk_u16_u32 v5, v10, v11
+    v_xor_b32 v1, v1, v4
+    v_xor_b32 v3, v3, v5
+  """, ins=[a, b, c])
+  ab = a.view(np.uint8).reshape(32, 4).astype(np.int64)
+  bb = b.view(np.uint8).reshape(32, 4).astype(np.int64)
+  cb = c.view(np.uint8).reshape(32, 4).astype(np.int64)
+  sad = (np.abs(ab - bb).sum(1) + c.astype(np.int64)) & 0xFFFFFFFF
+  lerp = ((ab + bb + (cb & 1)) >> 1).astype(np.uint8).view(np.uint32).reshape(32)
+  sab, sbb = a.view(np.int8).reshape(32, 4).astype(np.int64), b.view(np.int8).reshape(32, 4).astype(np.int64)
+  dot = ((sab * sbb).sum(1) + c.view(np.int32)) & 0xFFFFFFFF
+  pk = np.minimum(a, 65535) | (np.minimum(b, 65535) << 16)
+  np.testing.assert_array_equal(v1, (sad ^ dot).astype(np.uint32))
+  np.testing.assert_array_equal(v3, lerp ^ pk.astype(np.uint32))
+
+
+def test_lds_rsub_and_mskor():
+  lanes = np.arange(32, dtype=np.uint32)
+  v1, v3 = run("""
+    v_lshlrev_b32 v4, 2, v0
+    ds_store_b32 v4, v10
+    ds_rsub_rtn_u32 v5, v4, v11
+    v_mov_b32 v6, 0xff
+    ds_mskor_rtn_b32 v7, v4, v6, v12
+    ds_load_b32 v1, v4
+    s_waitcnt lgkmcnt(0)
+    v_xor_b32 v3, v5, v7
+  """, ins=[lanes * 1000, lanes * 3 + 5000, lanes + 0x10])
+  after_rsub = (lanes * 3 + 5000) - lanes * 1000
+  np.testing.assert_array_equal(v1, (after_rsub & ~np.uint32(0xFF)) | (lanes + 0x10))
+  np.testing.assert_array_equal(v3, (lanes * 1000) ^ after_rsub)

@@ -48,17 +48,30 @@ def random_word(rng: random.Random, enc: str, op: int, entry: tuple, layout: dic
       used_lit |= v == 255
       vals[field] = v
     elif field in ("soffset",):
-      vals[field] = rng.choice((124, rng.randrange(0, 100), 128 + rng.randrange(0, 5)))
+      seven_bit = [w for n, _, w in layout["fields"] if n == "soffset"][0] == 7
+      vals[field] = rng.choice((124, rng.randrange(0, 100)) + (() if seven_bit else (128 + rng.randrange(0, 5),)))
     elif field == "saddr":
       vals[field] = rng.choice((124, rng.randrange(0, 50) * 2))
     else:
       vals[field] = _reg_value(rng, field, cls, count)
   for t in template:
     if t[0] == "simm16": vals["simm16"] = rng.choice((0, 1, rng.randrange(0, 1 << 16), rng.randrange(0, 64)))
-  if enc == "SMEM":
+  if enc == "SMEM" and "glc" in [f[0] for f in layout["fields"]]:
     vals["offset"] = rng.choice((0, rng.randrange(0, 1 << 12) & ~3, rng.randrange(0, 1 << 21)))
     vals["soffset"] = rng.choice((124, 124, rng.randrange(0, 100)))
     vals["glc"], vals["dlc"] = rng.random() < 0.2, rng.random() < 0.2
+  elif enc == "SMEM":  # gfx12
+    vals["offset"] = rng.choice((0, rng.randrange(0, 1 << 12) & ~3, rng.randrange(0, 1 << 24)))
+    vals["soffset"] = rng.choice((124, 124, rng.randrange(0, 100)))
+    vals["th"], vals["scope"] = rng.choice((0, 0, rng.randrange(4))), rng.choice((0, 0, rng.randrange(4)))
+  if enc in ("VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"):
+    vals["ioffset"] = rng.choice((0, rng.randrange(0, 1 << 12), rng.randrange(0, 1 << 24)))
+    vals["th"], vals["scope"] = rng.choice((0, 0, rng.randrange(8))), rng.choice((0, 0, rng.randrange(4)))
+    if enc == "VSCRATCH": vals["sve"] = int(rng.random() < 0.5)
+    if enc == "VFLAT": vals["saddr"] = 124
+    if enc == "VBUFFER":
+      vals["offen"], vals["idxen"] = rng.randrange(2), rng.randrange(2)
+      if "tbuffer" in name: vals["format"] = rng.randrange(1, 78)
   if enc in ("VOP3", "VOP3SD", "VOP3P", "VINTERP"):
     if rng.random() < 0.3: vals["neg"] = rng.randrange(8)
     if enc == "VOP3" and rng.random() < 0.3: vals["abs"] = rng.randrange(8)

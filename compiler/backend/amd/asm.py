@@ -1,13 +1,15 @@
 """RDNA3 assembler: LLVM-syntax text -> bytes, and a Python DSL for code generators.
 
 Text (for people):
-    assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments)
+    assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments;
+                                                                   "name:" defines a label for s_branch/s_cbranch_*)
 DSL (for the compiler):
     from hcq.compiler.backend.amd.asm import Asm, v, s
     a = Asm()
     a.s_load_b64(s[0:1], s[0:1], 0x10)
     a.v_add_f32_e32(v[2], v[2], v[3])
     a.global_store_b32(v[0:1], v[2], "off", offset=16, glc=True)    # keyword modifiers: offset=16, glc=True, clamp=True
+    a.label("done"); a.s_cbranch_execz("done")                      # labels resolve when .code is read
     a.s_endpgm()
     a.code                                                            # bytes
 Mnemonics, operand order and register widths come from the generated tables (hcq.autogen.isa.gfx1100); the
@@ -200,13 +202,14 @@ class Assembler:
     et = self.t.encodings[enc]
     _, size, template, _ = et.ops[opcode]
     extra = et.extra.get(opcode, {})
-    if "glc" in mods and extra.get("operands_glc") is not None: template = extra["operands_glc"]
+    if extra.get("operands_glc") is not None:
+      returning = any(m.startswith("th:TH_ATOMIC") and "RETURN" in m for m in mods) if enc.startswith("V") \
+        else "glc" in mods
+      if returning: template = extra["operands_glc"]
     f: dict[str, int] = {et.layout["op"]: opcode}
-    for lo, w, v in ():
-      pass
-    if enc in ("FLAT", "GLOBAL", "SCRATCH"):
-      f["seg"] = {"FLAT": 0, "SCRATCH": 1, "GLOBAL": 2}[enc]
+    if enc in ("FLAT", "GLOBAL", "SCRATCH", "VFLAT", "VGLOBAL", "VSCRATCH"):
       f["saddr"] = 124
+    if enc == "VBUFFER": f["format"] = 1
     if enc == "SMEM" and any(x[0] == "reg" and x[1] == "sbase" for x in template): f["soffset"] = 124
     if enc == "MTBUF": f["format"] = 1
     if enc == "VOP3P" and not name.startswith("v_fma_mix"): f["opsel_hi"], f["opsel_hi2"] = 3, 1
@@ -245,7 +248,7 @@ class Assembler:
       i += 1
       o = _Operand(text)
       if kind == "text":
-        if enc == "GLOBAL" and t[1] == "off":
+        if enc in ("GLOBAL", "VGLOBAL") and t[1] == "off":
           if o.kind != "off": f["saddr"] = _scalar_code(o, "saddr")
           continue
         if enc == "SCRATCH" and t[1] == "off":
@@ -295,6 +298,12 @@ class Assembler:
     elif field == "saddr":
       if o.kind == "off": f[field] = 124
       else: f[field] = _scalar_code(o, what)
+    elif field == "vaddr" and enc == "VSCRATCH":
+      if o.kind == "off": f["sve"] = 0
+      else: f[field], f["sve"] = o.idx, 1
+    elif field == "vaddr" and enc == "VBUFFER":
+      f[field] = 0 if o.kind == "off" else o.idx
+    elif field == "rsrc": f[field] = _scalar_code(o, what)
     elif field == "sbase": f[field] = _scalar_code(o, what) // 2
     elif field in ("srsrc", "ssamp"): f[field] = _scalar_code(o, what) // 4
     elif field == "vdsty":
@@ -312,14 +321,21 @@ class Assembler:
       if o.idx > 255: raise AssembleError(f"{what}: VGPR v{o.idx} out of range (v0..v255)")
       f[field] = o.idx
 
+  def _th(self, name: str, val: str) -> int:
+    kind = "atomic" if "_atomic" in name else "store" if "_store" in name else "load"
+    for key, text in sorted(self.t.th_names.get(kind, {}).items()):
+      if text == val: return key
+    return int(val.rsplit("_", 1)[-1], 0)
+
   def _smem_offset(self, text: str, f):
+    mask = 0xffffff if "th" in [x[0] for x in self.t.encodings["SMEM"].fields] else 0x1fffff  # gfx12: 24-bit
     parts = text.split()
     o = _Operand(parts[0])
-    if o.kind == "int": f["offset"] = o.value & 0x1fffff
+    if o.kind == "int": f["offset"] = o.value & mask
     else:
       f["soffset"] = _scalar_code(o, "soffset")
       for p in parts[1:]:
-        if p.startswith("offset:"): f["offset"] = int(p[7:], 0) & 0x1fffff
+        if p.startswith("offset:"): f["offset"] = int(p[7:], 0) & mask
 
   def _sendmsg(self, text: str, table: dict) -> int:
     if text.startswith("sendmsg(") and text.endswith(")"):
@@ -347,7 +363,7 @@ class Assembler:
         else: raise AssembleError(f"{name}: unknown field {key}")
       return v
     if kind == "sendmsg": return self._sendmsg(text, self._msg)
-    if name == "s_waitcnt_depctr" and not re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text):
+    if name in ("s_waitcnt_depctr", "s_wait_alu") and not re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text):
       from .disasm import DEPCTR_FIELDS
       v = 0xff9f  # every field at "no wait", unused bits 6:5 clear
       for m in re.finditer(r"(\w+)\((\d+)\)", text):
@@ -388,7 +404,10 @@ class Assembler:
       elif key == "div": f["omod"] = 3
       elif key == "offset":
         v = _swizzle_offset(val) if val.startswith("swizzle(") else int(val, 0)
-        if enc == "DS":
+        if enc in ("VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"):
+          if not -(1 << 23) <= v < (1 << 23): raise AssembleError(f"{name}: offset {v} out of range (24-bit signed)")
+          f["ioffset"] = v & 0xffffff
+        elif enc == "DS":
           if not 0 <= v <= 0xffff: raise AssembleError(f"{name}: offset {v} out of range (0..65535)")
           f["offset0"], f["offset1"] = v & 0xff, v >> 8
         elif enc in ("GLOBAL", "SCRATCH"):
@@ -397,7 +416,7 @@ class Assembler:
         elif enc == "FLAT":
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
-        elif enc == "SMEM": f["offset"] = v & 0x1fffff
+        elif enc == "SMEM": f["offset"] = v & (0xffffff if "th" in [x[0] for x in self.t.encodings["SMEM"].fields] else 0x1fffff)
         else:
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
@@ -421,6 +440,10 @@ class Assembler:
         f["format"] = self._fmt[name_] if name_ in self._fmt else int(name_, 0)
       elif key == "wait_exp": f["waitexp"] = int(val)
       elif key == "dmask": f["dmask"] = int(val, 0)
+      elif key == "th": f["th"] = self._th(name, val) & 7
+      elif key == "scope":
+        f["scope"] = {v_: k for k, v_ in self.t.scope_names.items()}.get(val, None)
+        if f["scope"] is None: raise AssembleError(f"{name}: unknown scope {val!r}")
       elif key == "dim":
         dims = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
         f["dim"] = dims.index(val.replace("SQ_RSRC_IMG_", ""))

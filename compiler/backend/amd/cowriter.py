@@ -8,7 +8,8 @@ Layout (one PT_LOAD segment, virtual address == file offset, as ld.lld lays out 
 program headers, .note (NT_AMDGPU_METADATA, msgpack, code object v5), .rodata (one 64-byte kernel descriptor per
 kernel, 64-aligned), .text (256-aligned kernels, COMPUTE_PGM_LO needs 256-byte alignment), .symtab/.strtab
 (kernel FUNC and "<name>.kd" OBJECT symbols), .shstrtab. Formats: LLVM AMDGPUUsage ("ELF Code Object",
-"Code Object V5 Metadata", "Kernel Descriptor"), System V gABI for the ELF structures.
+"Code Object V5 Metadata", "Kernel Descriptor"), System V gABI for the ELF structures. The COMPUTE_PGM_RSRC1
+defaults are gfx10/gfx11 ones (DX10_CLAMP, IEEE_MODE); gfx12 gives those bits other meanings.
 """
 from __future__ import annotations
 

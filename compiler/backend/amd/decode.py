@@ -16,6 +16,8 @@
     inst.operands   # list of operands.Operand (kind, index, count, value, field, text) in printed order
     str(inst)       # llvm-objdump syntax, e.g. "v_add_f32_e32 v2, v2, v3"
 
+Architectures: "gfx1100" (RDNA3, every format) and "gfx1200" (RDNA4: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL,
+VBUFFER; image/export formats not tabulated yet).
 Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floats 240-248, literal 255, VGPR
 256-511 in 9-bit source fields) are documented in operands.py. Errors raise DecodeError naming the byte offset.
 """
@@ -26,7 +28,8 @@ from .operands import DPP16, DPP8, DPP8_FI, Operand
 from .tables import ArchTables, arch_tables
 
 _FLAT_BY_SEG = ("FLAT", "SCRATCH", "GLOBAL", None)
-_RETURNING = frozenset(("FLAT", "GLOBAL", "SCRATCH", "MUBUF"))
+_RETURNING = frozenset(("FLAT", "GLOBAL", "SCRATCH", "MUBUF", "VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"))
+_RETURNING_TH = frozenset(("VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"))
 _DPP_SRC0 = frozenset((DPP16, DPP8, DPP8_FI))
 _DPP_ENCODINGS = frozenset(("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P"))
 # DPP16 dword layout: RDNA3 ISA 16.3.3 "DPP16"; DPP8: 16.3.4 (3-bit lane selects, lane i at bits 3i+8)
@@ -100,6 +103,9 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   et = t.encodings[enc]
   if et.size == 8:
     if off + 8 > n: _dword(data, off + 4, f"{enc}'s second dword", off)
+  elif et.size == 12:  # gfx12 VFLAT/VGLOBAL/VSCRATCH/VBUFFER
+    _dword(data, off + 8, f"{enc}'s third dword", off)
+    word = int.from_bytes(data[off:off + 12], "little")
   else:
     word = w0
   opcode = (word >> et.op_shift) & et.op_mask
@@ -126,8 +132,8 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
     naddr = mimg_address_count(et, opcode, fields)
     size += 4 * ((naddr - 1 + 3) // 4)
     if off + size > n: _dword(data, off + size - 4, "the MIMG NSA address dwords", off)
-  if enc in _RETURNING and fields["glc"]:
-    alt = et.extra[opcode]["operands_glc"]
+  if enc in _RETURNING and (fields["th"] & 1 if enc in _RETURNING_TH else fields["glc"]):
+    alt = et.extra[opcode]["operands_glc"]  # the returning form of an atomic (GLC on gfx11, th bit 0 on gfx12)
     if alt is not None: template = alt
   if enc in _DPP_ENCODINGS and literal is None and fields["src0"] in _DPP_SRC0:
     ext = _dword(data, off + size, "the DPP dword", off)

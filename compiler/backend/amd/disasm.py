@@ -65,7 +65,24 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
     if kind == "reg":
       field, cls, count = t[1], t[2], t[3]
       value = fields[field]
-      if enc == "GLOBAL" and field == "addr" and fields["saddr"] != 124: count = 1
+      if enc in ("GLOBAL", "VGLOBAL") and field in ("addr", "vaddr") and fields["saddr"] != 124: count = 1
+      if enc == "VSCRATCH" and field == "vaddr" and not fields["sve"]:
+        ops.append(Operand("text", None, 0, None, field, "off"))
+        continue
+      if enc == "VSCRATCH" and field == "saddr" and value == 124:
+        ops.append(Operand("text", None, 0, None, field, "off"))
+        continue
+      if enc == "VBUFFER" and field == "vaddr":
+        count = fields["offen"] + fields["idxen"]
+        if count == 0:
+          ops.append(Operand("text", None, 0, None, field, "off"))
+          continue
+      if enc == "VBUFFER" and field == "vdata" and fields["tfe"]: count += 1
+      if enc == "VBUFFER" and field == "soffset":
+        op = scalar_operand(value, 1, field)
+        if op is None: raise DecodeError(f"{inst.name}: reserved SOFFSET {value}", inst.offset)
+        ops.append(op)
+        continue
       if enc == "SCRATCH" and field == "addr" and not fields["sve"]:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
@@ -91,7 +108,7 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       ops.append(_field_operand(inst, field, cls, count, value))
     elif kind == "text":
       text = t[1]
-      if enc == "GLOBAL" and text == "off" and fields["saddr"] != 124:
+      if enc in ("GLOBAL", "VGLOBAL") and text == "off" and fields["saddr"] != 124:
         ops.append(_field_operand(inst, "saddr", "s", 2, fields["saddr"]))
         continue
       if enc == "SCRATCH" and text == "off":  # the address slot; handled through the template's saddr entry
@@ -112,7 +129,11 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       names = arch_tables(inst.arch).sendmsg_rtn
       ops.append(Operand("imm", None, 0, v, t[1], f"sendmsg({names[v]})" if v in names else str(v)))
     elif kind == "literal":
-      ops.append(Operand("literal", None, 0, inst.literal, None, f"0x{inst.literal:x}"))
+      lit = inst.literal
+      signed = lit - (1 << 32) if lit & 0x80000000 else lit
+      # s_setreg_imm32_b32's immediate prints like an integer constant: small values in decimal
+      text = str(signed) if enc == "SOPK" and -16 <= signed <= 64 else f"0x{lit:x}"
+      ops.append(Operand("literal", None, 0, lit, None, text))
   return ops
 
 
@@ -136,6 +157,13 @@ def _mimg_data_count(inst: Inst) -> int:
 def _smem_offset_text(inst: Inst) -> str:
   f = inst.fields
   off = f["offset"]
+  if "th" in f:  # gfx12: 24-bit signed offset; LLVM prints the offset (not null) when SOFFSET is null
+    if off & (1 << 23): off -= 1 << 24
+    text = f"-0x{-off:x}" if off < 0 else f"0x{off:x}"
+    if f["soffset"] == 124: return text
+    so = scalar_operand(f["soffset"], 1, "soffset")
+    if so is None: raise DecodeError(f"{inst.name}: reserved SOFFSET {f['soffset']}", inst.offset)
+    return so.text + f" offset:{text}"
   if off & (1 << 20): off -= 1 << 21  # 21-bit signed byte offset (16.2 SMEM)
   text = f"-0x{-off:x}" if off < 0 else f"0x{off:x}"
   # LLVM prints the SOFFSET register when the offset is 0 or SOFFSET is not null, and "reg offset:N" for both
@@ -148,7 +176,7 @@ def _smem_offset_text(inst: Inst) -> str:
 
 # ---------------------------------------------------------------------------------------------- simm16 formats
 def format_simm16(inst: Inst, kind: str, v: int) -> str:
-  if inst.name == "s_waitcnt_depctr": return depctr_text(v)
+  if inst.name in ("s_waitcnt_depctr", "s_wait_alu"): return depctr_text(v)
   if kind == "hex": return f"0x{v:x}"
   if kind == "udec": return str(v)
   if kind == "sdec": return str(v - 0x10000 if v & 0x8000 else v)
@@ -157,7 +185,7 @@ def format_simm16(inst: Inst, kind: str, v: int) -> str:
   if kind == "delay_alu": return _delay_alu_text(v)
   if kind == "sendmsg": return _sendmsg_text(inst.arch, v)
   if kind == "hwreg": return _hwreg_text(inst.arch, v)
-  if inst.name == "s_waitcnt_depctr": return depctr_text(v)
+  if inst.name in ("s_waitcnt_depctr", "s_wait_alu"): return depctr_text(v)
   return str(v)
 
 
@@ -247,18 +275,20 @@ def _apply_vop3_src_mods(inst: Inst, ops: list[Operand], abs_field: str = "abs")
   f = inst.fields
   texts = []
   neg, abs_ = f.get("neg", 0), f.get(abs_field, 0)
+  srcmods = None
   if inst.encoding in ("VOP3", "VOP3SD"):
     srcmods = arch_tables(inst.arch).encodings[inst.encoding].extra[inst.opcode]["srcmods"]
-    if "neg" not in srcmods: neg = 0
-    if "abs" not in srcmods: abs_ = 0
   for op in ops:
     text = op.text
     if op.field in ("src0", "src1", "src2"):
       i = int(op.field[3])
-      if abs_ >> i & 1: text = f"|{text}|"
-      if neg >> i & 1:
+      kinds = srcmods.get(op.field, ()) if srcmods is not None else ("neg", "abs")
+      if abs_ >> i & 1 and "abs" in kinds: text = f"|{text}|"
+      if neg >> i & 1 and "sext" in kinds: text = f"sext({text})"
+      elif neg >> i & 1 and "neg" in kinds:
         # LLVM writes neg(...) around a constant, so that "-" is not read as the constant's sign
-        text = f"neg({text})" if op.kind in ("int", "float", "literal") and not abs_ >> i & 1 else f"-{text}"
+        absd = abs_ >> i & 1 and "abs" in kinds
+        text = f"neg({text})" if op.kind in ("int", "float", "literal") and not absd else f"-{text}"
     texts.append(text)
   return texts
 
@@ -291,6 +321,7 @@ def format_inst(inst: Inst) -> str:
   if enc in ("VOP3", "VOP3SD"):
     texts = _apply_vop3_src_mods(inst, ops)
     nsrc = sum(1 for o in ops if o.field in ("src0", "src1", "src2"))
+    if "_fmac_" in inst.name or "_mac_" in inst.name: nsrc = 3  # the accumulator is a tied third source
     if enc == "VOP3" and f["opsel"]:
       mods.append("op_sel:" + _bits_list(f["opsel"] & ((1 << nsrc) - 1) | ((f["opsel"] >> 3) << nsrc), nsrc + 1))
     if f["clmp"]: mods.append("clamp")
@@ -328,8 +359,21 @@ def format_inst(inst: Inst) -> str:
       if enc == "FLAT": off &= 0xfff
       if off: mods.append(f"offset:{off}")
       mods += [m for m in ("glc", "slc", "dlc") if f[m]]
+    elif enc == "SMEM" and "th" in f:
+      mods += _cache_policy_mods(inst)
     elif enc == "SMEM":
       mods += [m for m in ("glc", "dlc") if f[m]]
+    elif enc in ("VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"):
+      if enc == "VBUFFER":
+        if inst.name.startswith("tbuffer") and f["format"] != 1:
+          mods.append(f"format:{_buf_format_text(inst.arch, f['format'])}")
+        if f["idxen"]: mods.append("idxen")
+        if f["offen"]: mods.append("offen")
+      off = f["ioffset"]
+      if off & (1 << 23): off -= 1 << 24  # 24-bit signed instruction offset
+      if off: mods.append(f"offset:{off}")
+      mods += _cache_policy_mods(inst)
+      if enc == "VBUFFER" and f["tfe"]: mods.append("tfe")
     elif enc == "MIMG":
       dims = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
       mods.append(f"dmask:0x{f['dmask']:x}")
@@ -348,6 +392,18 @@ def format_inst(inst: Inst) -> str:
   if texts: text += " " + ", ".join(texts)
   if mods: text += " " + " ".join(mods)
   return text
+
+
+def _cache_policy_mods(inst: Inst) -> list[str]:
+  """gfx12 th:/scope: modifiers (names learned from llvm-mc, per load/store/atomic)."""
+  t = arch_tables(inst.arch)
+  f, out = inst.fields, []
+  kind = "atomic" if "_atomic" in inst.name else "store" if "_store" in inst.name else "load"
+  names = t.th_names.get(kind, {})
+  key = f["th"] | f["scope"] << 3
+  if f["th"]: out.append(f"th:{names.get(key, names.get(f['th'], hex(f['th'])))}")
+  if f["scope"]: out.append(f"scope:{t.scope_names.get(f['scope'], hex(f['scope']))}")
+  return out
 
 
 _EXP_TARGETS = {**{i: f"mrt{i}" for i in range(8)}, 8: "mrtz", **{12 + i: f"pos{i}" for i in range(5)}, 20: "prim",

@@ -9,7 +9,8 @@ instructions in their VOP3 form (which accepts SGPRs, inline constants and a lit
 masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by s_and/s_or/s_xor.
 
 Memory. GLOBAL: global_load/store with an SGPR-pair base (saddr), a VGPR byte offset and the instruction's 13-bit
-signed offset for the constant part of the index. LOCAL: ds_load/store with the buffer's LDS offset plus the
+signed offset for the constant part of the index; a buffer of 4 GiB or more (where a 32-bit byte offset could
+wrap) gets 64-bit address arithmetic instead: a VGPR-pair address base + index * size from v_mad_u64_u32. LOCAL: ds_load/store with the buffer's LDS offset plus the
 constant part in the 16-bit offset field. REG buffers indexed only by constants become VGPRs (one per element);
 others live in the private segment (scratch_load/store, VGPR byte offset + 13-bit offset). A gated LOAD selects
 index 0 where the gate is off and 0 as its result (no access outside the buffer).
@@ -30,15 +31,19 @@ from dataclasses import dataclass, field
 
 from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
 from ...ir.dtypes import DType
-from ...ir.evaluate import EvalError, exec_alu
+from ...ir.evaluate import EvalError, evaluate, exec_alu
 from ...ir.uop import _short
-from .isel_common import TARGET, _err, _kind, imm_of, is_inline, operand_kind, value_of
+from .isel_common import TARGET, _err, _kind, concrete, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector
 from .isel_mir import EXEC_LO, Imm, MInst, Spec, VReg
 UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
 USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
+FUSE_MUL_ADD = False     # a*b + c -> v_fma_f32: off, the reference semantics round the product (C: -ffp-contract=off);
+                         # only an explicit MULACC becomes an FMA
+
+WIDE = object()   # the value of a 64-bit constant: only usable by a CAST of a constant chain (folded in Python)
 
 _SCALAR_INT_OPS = {Ops.ADD: "s_add_i32", Ops.SUB: "s_sub_i32", Ops.MUL: "s_mul_i32", Ops.AND: "s_and_b32",
                    Ops.OR: "s_or_b32", Ops.XOR: "s_xor_b32", Ops.SHL: "s_lshl_b32"}
@@ -79,7 +84,8 @@ class Selection:
 
 
 class ISel(DivModSelector, MemorySelector):
-  def __init__(self, lin: UOp):
+  def __init__(self, lin: UOp, addr64_bytes: int = 2**32):
+    self.addr64_bytes = addr64_bytes   # GLOBAL buffers of this many bytes or more get 64-bit VGPR addresses
     if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
     self.lin = lin
     self.info: KernelInfo = lin.arg if isinstance(lin.arg, KernelInfo) else KernelInfo()
@@ -91,6 +97,7 @@ class ISel(DivModSelector, MemorySelector):
     self.reg_bufs: dict[UOp, list] = {}
     self.lds_off: dict[UOp, int] = {}
     self.scratch_off: dict[UOp, int] = {}     # REG buffers kept in the private segment (scratch)
+    self.addr_align: dict = {}                # LDS address VReg -> known byte alignment of its value
     self.private_size = 0
     self.lds_size = 0
     self.nlabel = 0
@@ -159,7 +166,9 @@ class ISel(DivModSelector, MemorySelector):
 
   def cndmask(self, mask, if_false, if_true):
     if isinstance(mask, Imm): return if_true if mask.bits else if_false
-    return self.vop("v_cndmask_b32_e64", if_false, if_true, mask)
+    # the lane mask must stay an SGPR: it takes the first constant-bus slot, the values move to VGPRs if needed
+    m, f, t = self.legal_vop3([mask, if_false, if_true], "int")
+    return self.pure("v_cndmask_b32_e64", [f, t, m])
 
   # ------------------------------------------------------------------ uniformity
   def uniform(self, u: UOp) -> bool:
@@ -292,7 +301,7 @@ class ISel(DivModSelector, MemorySelector):
       self.emit("v_add_nc_u32_e64", {"vdst": cnt}, {"src0": cnt, "src1": Imm(1)})
       self.emit("s_branch", target=head)
       self.emit("LABEL", label=exit_)
-      self.emit("s_mov_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": save}, uses_save=True)
+      self.emit("s_mov_b32", {"sdst": Spec(EXEC_LO)}, {"ssrc0": save})
     self.loops.append((head, exit_))
 
   def if_block(self, u: UOp, body: list):
@@ -315,14 +324,20 @@ class ISel(DivModSelector, MemorySelector):
 
   # ------------------------------------------------------------------ elements
   def get(self, u: UOp):
-    try: return self.val[u]
+    try: v = self.val[u]
     except KeyError: raise CompileError(f"{TARGET}: {_short(u)} is used before it is computed", u) from None
+    if v is WIDE: raise _err(u, "64-bit values are not supported")
+    return v
 
   def element(self, u: UOp):
     op = u.op
     if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
     if op is Ops.CONST:
-      self.val[u] = imm_of(u.arg, u.dtype)
+      self.val[u] = imm_of(u.arg, u.dtype) if concrete(u.dtype).itemsize <= 4 else WIDE
+    elif op is Ops.CAST and self._constant_chain(u):
+      # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
+      v = evaluate(u)
+      self.val[u] = imm_of(v, u.dtype) if u.dtype.itemsize <= 4 else WIDE
     elif op is Ops.BUFFER:
       a = u.arg
       if u in self.reg_bufs or u in self.lds_off or u in self.scratch_off: return
@@ -423,7 +438,7 @@ class ISel(DivModSelector, MemorySelector):
       return self.vop("v_sin_f32_e64", self.vop("v_mul_f32_e64", s[0], Imm(0x3e22f983, "f32")))
     if op is Ops.MULACC and t == "f16":
       return self.vop("v_add_f16_e64", self.vop("v_mul_f16_e64", s[0], s[1]), s[2])
-    if op is Ops.ADD and t == "f32":
+    if op is Ops.ADD and t == "f32" and FUSE_MUL_ADD:
       fused = self.try_fma(u, s)
       if fused is not None: return fused
     if op in _VFLOAT: return self.vop(_VFLOAT[op].format(t=t), *s)
@@ -475,6 +490,11 @@ class ISel(DivModSelector, MemorySelector):
     return self.vop("v_bfe_i32", x, Imm(0), Imm(8 * dt.itemsize))
 
   # ------------------------------------------------------------------ casts
+  @staticmethod
+  def _constant_chain(u: UOp) -> bool:
+    while u.op is Ops.CAST: u = u.src[0]
+    return u.op is Ops.CONST
+
   def cast(self, u: UOp):
     x, src = self.get(u.src[0]), u.src[0].dtype
     dt = u.dtype
@@ -511,13 +531,13 @@ class ISel(DivModSelector, MemorySelector):
     if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
     return self.narrow(x, dt) if dt.is_int else x
 
-def select(lin: UOp) -> Selection:
-  isel = ISel(lin)
+def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
+  isel = ISel(lin, addr64_bytes)
   users: dict = {}
   for u in lin.src:
     for s in u.src: users.setdefault(s, set()).add(u)
   isel.uses = {s: len(us) for s, us in users.items()}
   sel = isel.select()
   from .isel_opt import optimize
-  sel.code = optimize(sel.code)
+  sel.code = optimize(sel.code, isel.addr_align)
   return sel

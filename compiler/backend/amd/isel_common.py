@@ -30,13 +30,14 @@ def operand_kind(name: str) -> str:
 
 def inline_code(x: Imm, kind: str = "int") -> int | None:
   """The inline-constant encoding of x's bit pattern read as `kind`, or None (then a literal dword follows).
-  Integer codes are used for integer operands only (and 0, whose pattern is 0 in every format)."""
+  Integer codes are used for integer operands only (and 0, whose pattern is 0 in every format); a 32-bit integer
+  operand also takes the float codes, whose value there is the f32 bit pattern (as llvm-mc encodes v_mov_b32 v0, 1.0)."""
   if x.bits == 0: return 128
-  if kind == "int":
+  if kind == "int":   # 32-bit integer/bit operands: small integers, or an f32 inline value's exact bit pattern
     v = x.signed
     if 0 < v <= 64: return 128 + v
     if -16 <= v < 0: return 192 - v
-    return None
+    return INLINE_F32.get(x.bits)
   return (INLINE_F32 if kind == "f32" else INLINE_F16).get(x.bits)
 
 

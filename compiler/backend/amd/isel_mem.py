@@ -7,7 +7,20 @@ from ...ir import AddrSpace, CompileError, Ops, UOp, dtypes
 from ...ir.dtypes import DType
 from ...ir.uop import _short
 from .isel_common import TARGET, _err, imm_of, value_of
-from .isel_mir import Imm, VReg
+from .isel_mir import NULL, Imm, Spec, VReg
+
+
+def pow2_divisor(u: UOp, cap: int = 1 << 16) -> int:
+  """The largest power of two (up to cap) that divides every value of an integer expression (it survives 32-bit
+  wraparound, unlike other divisors)."""
+  c = u.const_value
+  if isinstance(c, int) and not isinstance(c, bool): return min(cap, c & -c) if c else cap
+  if u.op is Ops.MUL: return min(cap, pow2_divisor(u.src[0]) * pow2_divisor(u.src[1]))
+  if u.op is Ops.ADD: return min(pow2_divisor(u.src[0]), pow2_divisor(u.src[1]))
+  if u.op is Ops.SHL and isinstance(u.src[1].const_value, int): return min(cap, pow2_divisor(u.src[0]) << u.src[1].const_value)
+  if u.op is Ops.CAST and u.src[0].dtype.is_int and u.dtype.itemsize >= u.src[0].dtype.itemsize:
+    return pow2_divisor(u.src[0])
+  return 1
 
 
 class MemorySelector:
@@ -15,17 +28,19 @@ class MemorySelector:
     """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
     constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
     v = self.get(idx)
+    self.split_align = pow2_divisor(idx)
     if isinstance(v, Imm): return None, value_of(v, idx.dtype)
     if idx.op is not Ops.ADD: return v, 0
-    regs, const, stack = [], 0, [idx]
+    regs, const, stack, align = [], 0, [idx], 1 << 16
     while stack:
       u = stack.pop()
       val = self.val.get(u)
       if isinstance(val, Imm): const += value_of(val, u.dtype)
       elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
       elif val is None: return v, 0
-      else: regs.append(val)
+      else: regs.append(val); align = min(align, pow2_divisor(u))
     if const == 0 or not regs: return v, 0
+    self.split_align = align
     out = regs[0]
     for r in regs[1:]:
       if isinstance(out, VReg) and out.cls == "s" and isinstance(r, VReg) and r.cls == "s":
@@ -39,16 +54,39 @@ class MemorySelector:
     if k == 0: return self.to_v(x)
     return self.vop("v_lshlrev_b32_e64", Imm(k), x)
 
+  def wide_addresses(self, buf: UOp) -> bool:
+    """A GLOBAL buffer whose byte offsets may not fit the 32-bit VGPR offset of the SGPR-base form."""
+    return buf.op is Ops.PARAM and buf.arg.size * buf.dtype.base.itemsize + 4096 > self.addr64_bytes
+
+  def address64(self, buf: UOp, reg, cbytes: int):
+    """A 64-bit VGPR-pair address base + index * size: one v_mad_u64_u32 (index as unsigned 32-bit, the SGPR-pair
+    base as the 64-bit addend), CSE'd; the constant part stays in the 13-bit offset when it fits."""
+    size = buf.dtype.base.itemsize
+    if reg is None: reg, cbytes = (Imm(0), cbytes) if -4096 <= cbytes <= 4095 else (Imm(cbytes // size), cbytes % size)
+    srcs = self.legal_vop3([reg, Imm(size), self.get(buf)], "int")
+    key = ("v_mad_u64_u32", tuple(srcs))
+    hit = None if isinstance(reg, VReg) and reg in self.mutable else self.cached(key)
+    if hit is not None: return hit, cbytes
+    d = VReg("v", 2)
+    self.emit("v_mad_u64_u32", {"vdst": d, "sdst": Spec(NULL)}, dict(zip(("src0", "src1", "src2"), srcs)))
+    if not (isinstance(reg, VReg) and reg in self.mutable): self.cse[-1][key] = d
+    return d, cbytes
+
   def address(self, index: UOp, gated: bool):
-    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index."""
+    """(buffer UOp, VGPR byte offset, constant byte offset) for a GLOBAL or LOCAL index; for a GLOBAL buffer with
+    wide_addresses() the second item is a 64-bit VGPR-pair address instead (saddr off)."""
     buf, idx = index.src[0], index.src[1]
     size = buf.dtype.base.itemsize
+    self.split_align = 1
     if gated:
       reg, c = self.get(idx), 0
       if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
     else:
       reg, c = self.split_index(idx)
     cbytes = c * size
+    if buf.dtype.addrspace is AddrSpace.GLOBAL and self.wide_addresses(buf):
+      if not -4096 <= cbytes <= 4095 and reg is not None: reg, cbytes = self.get(idx), 0
+      return (buf, *self.address64(buf, reg, cbytes))
     if buf.dtype.addrspace is AddrSpace.GLOBAL: limit_ok = -4096 <= cbytes <= 4095
     elif buf in self.scratch_off: limit_ok = -4096 <= cbytes + self.scratch_off[buf] <= 4095
     else: limit_ok = 0 <= cbytes + self.lds_off.get(buf, 0) <= 65535
@@ -58,7 +96,10 @@ class MemorySelector:
       return buf, self.to_v(Imm(0)), cbytes
     if not limit_ok:
       reg, cbytes = self.get(idx), 0
-    return buf, self.byte_offset(reg, size), cbytes
+      self.split_align = pow2_divisor(idx)
+    voff = self.byte_offset(reg, size)
+    if buf in self.lds_off and not gated: self.addr_align[voff] = self.split_align * size
+    return buf, voff, cbytes
 
   def _mem_suffix(self, dt: DType, load: bool) -> str:
     if dt.itemsize == 4: return "b32"
@@ -92,7 +133,8 @@ class MemorySelector:
       self.emit(f"scratch_load_{suffix}", {"vdst": d}, {"addr": voff} if voff is not None else {},
                 offset=cbytes + self.scratch_off[buf])
     else:
-      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff, "saddr": self.get(buf)}, offset=cbytes)
+      base = {} if voff.n == 2 else {"saddr": self.get(buf)}
+      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff} | base, offset=cbytes)
     out = d
     if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
     if gate is not None:
@@ -100,6 +142,7 @@ class MemorySelector:
     return out
 
   def _address_of(self, buf, reg, idx_dt):
+    if buf.dtype.addrspace is AddrSpace.GLOBAL and self.wide_addresses(buf): return (buf, *self.address64(buf, reg, 0))
     size = buf.dtype.base.itemsize
     return buf, self.byte_offset(reg, size), 0
 
@@ -140,4 +183,5 @@ class MemorySelector:
       self.emit(f"scratch_store_{suffix}", {}, ({"addr": voff} if voff is not None else {}) | {"data": data},
                 offset=cbytes + self.scratch_off[buf])
     else:
-      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data, "saddr": self.get(buf)}, offset=cbytes)
+      base = {} if voff.n == 2 else {"saddr": self.get(buf)}
+      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data} | base, offset=cbytes)

@@ -1,5 +1,6 @@
 """The machine IR between instruction selection and encoding: RDNA3 instructions over virtual registers.
 
+    Sub(vreg, k)        register k of a multi-register VReg (used as a 32-bit source)
     VReg(cls, n)        a virtual register: cls "v" (per-lane VGPR) or "s" (uniform SGPR), n consecutive registers
                         (2 for a 64-bit SGPR pair); `fixed` pins it to a physical register (kernel entry state)
     Imm(bits, kind)     a constant operand: the 32-bit pattern and how an instruction reads it ("int", "f32", "f16"),
@@ -32,6 +33,16 @@ class VReg:
     if self.phys is not None:
       return f"{self.cls}{self.phys}" if self.n == 1 else f"{self.cls}[{self.phys}:{self.phys + self.n - 1}]"
     return f"%{self.cls}{self.id}" + (f"x{self.n}" if self.n > 1 else "")
+
+
+class Sub:
+  """Register k of a multi-register VReg (a ds_load_b128 result read one dword at a time)."""
+  __slots__ = ("reg", "k")
+
+  def __init__(self, reg: VReg, k: int): self.reg, self.k = reg, k
+  def __eq__(self, o): return isinstance(o, Sub) and o.reg is self.reg and o.k == self.k
+  def __hash__(self): return hash((id(self.reg), self.k))
+  def __repr__(self): return f"{self.reg!r}.{self.k}"
 
 
 class Imm:
@@ -68,7 +79,7 @@ class MInst:
   @property
   def target(self): return self.mods.get("target")
 
-  def regs_used(self): return [v for v in self.uses.values() if isinstance(v, VReg)]
+  def regs_used(self): return [v.reg if isinstance(v, Sub) else v for v in self.uses.values() if isinstance(v, (VReg, Sub))]
   def regs_defined(self): return [v for v in self.defs.values() if isinstance(v, VReg)]
 
   def __repr__(self):

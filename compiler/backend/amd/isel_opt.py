@@ -5,13 +5,15 @@
                    instruction (`acc = v_fma_f32 a, b, acc`)
   dce              instructions without side effects whose results are never read are removed (to a fixed point,
                    so loop-carried values are kept while anything reads them)
+  vectorize_lds    four (two) LDS dword loads from one aligned address at consecutive offsets become one
+                   ds_load_b128 (ds_load_b64)
   hoist_loads      memory loads move up (within straight-line code, past ALU work that does not define their
                    operands, never past a store, barrier, label, branch, EXEC change or another load, at most
                    HOIST_MAX instructions) so that several loads are in flight before their results are needed
 """
 from __future__ import annotations
 
-from .isel_mir import MInst, Spec, VReg
+from .isel_mir import MInst, Spec, Sub, VReg
 
 _SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "scratch_store", "s_cbranch", "s_branch", "s_barrier", "s_endpgm", "s_waitcnt",
                          "s_cmp", "s_and_saveexec", "LABEL", "s_nop", "s_sendmsg")
@@ -31,9 +33,7 @@ def is_boundary(m: MInst) -> bool:
 def dce(code: list[MInst]) -> list[MInst]:
   while True:
     used = set()
-    for m in code:
-      for v in m.uses.values():
-        if isinstance(v, VReg): used.add(v)
+    for m in code: used.update(m.regs_used())
     keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None
                                                          for d in m.defs.values() if isinstance(d, VReg))]
     if len(keep) == len(code): return keep
@@ -115,5 +115,42 @@ def hoist_loads(code: list[MInst]) -> list[MInst]:
   return out
 
 
-def optimize(code: list[MInst]) -> list[MInst]:
-  return hoist_loads(dce(coalesce_copies(dce(code))))
+def vectorize_lds(code: list[MInst], align: dict) -> list[MInst]:
+  """ds_load_b32 x4 (x2) from one address register at offsets o, o+4, ... -> one ds_load_b128 (b64), when the
+  address register's value is known to be a multiple of 16 (8) bytes (align: VReg -> byte alignment) and o too,
+  and no LDS store, barrier or control flow lies between the first and the last of them. The single loads' results
+  become Sub(vector, k)."""
+  code = list(code)
+  for width, name in ((4, "ds_load_b128"), (2, "ds_load_b64")):
+    nbytes = 4 * width
+    rename: dict = {}
+    for i, m in enumerate(code):
+      if m is None or m.name != "ds_load_b32": continue
+      a, o = m.uses["addr"], m.mods.get("offset", 0)
+      if o % nbytes or align.get(a, 1) % nbytes: continue
+      want = {o + 4 * k: k for k in range(1, width)}
+      found = {}
+      for j in range(i + 1, len(code)):
+        x = code[j]
+        if x is None: continue
+        if is_boundary(x) or x.name.startswith(("ds_store", "s_barrier")): break
+        if x.name == "ds_load_b32" and x.uses["addr"] is a and x.mods.get("offset", 0) in want:
+          found.setdefault(want[x.mods["offset"]], j)
+          if len(found) == width - 1: break
+      if len(found) != width - 1: continue
+      vec = VReg("v", width)
+      rename[m.defs["vdst"]] = Sub(vec, 0)
+      for k, j in found.items():
+        rename[code[j].defs["vdst"]] = Sub(vec, k)
+        code[j] = None
+      code[i] = MInst(name, {"vdst": vec}, {"addr": a}, offset=o)
+    code = [m for m in code if m is not None]
+    if rename:
+      for m in code: m.uses = {f: rename.get(v, v) if isinstance(v, VReg) else v for f, v in m.uses.items()}
+  return code
+
+
+def optimize(code: list[MInst], align: dict | None = None) -> list[MInst]:
+  code = dce(coalesce_copies(dce(code)))
+  if align: code = vectorize_lds(code, align)
+  return hoist_loads(code)

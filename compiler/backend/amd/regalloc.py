@@ -38,8 +38,7 @@ class Allocation:
 def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg, list[int]]:
   iv: dict[VReg, list[int]] = {}
   for i, m in enumerate(code):
-    for r in list(m.defs.values()) + list(m.uses.values()):
-      if not isinstance(r, VReg): continue
+    for r in m.regs_defined() + m.regs_used():
       if r in iv:
         iv[r][1] = i
       else:

@@ -1,8 +1,12 @@
-"""From selected machine code to gfx1100 machine code bytes: s_waitcnt placement, register allocation, branch
-resolution and encoding (with the ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
+"""The RDNA3 backend's pipeline and its last steps: s_waitcnt placement, branch resolution and encoding (with the
+ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
 
-    from hcq.compiler.backend.amd.render import compile_gfx1100
-    co_bytes = compile_gfx1100(linear)           # an HSA code object (ELF, code object v5) with one kernel
+    from hcq.compiler.backend.amd.render import compile_sink, compile_linear
+    co_bytes = compile_sink(sink)                # DSL kernel -> lowering -> HSA code object (ELF, code object v5)
+    c = compile_linear(linear)                   # Compiled: .code (allocated MInsts), .text, .regs, .sel
+
+compile_linear: isel.select (selection + isel_opt clean-ups) -> regalloc.allocate_with_spills -> insert_waitcnt ->
+render_hazards.fix_hazards -> assemble (+ s_code_end padding); render_elf.code_object wraps the result.
 
 s_waitcnt (RDNA3 ISA 4.4 "Data Dependency Resolution"; gfx11 SOPP S_WAITCNT simm16: vmcnt [15:10], lgkmcnt [9:4],
 expcnt [2:0]): vector memory loads return in order and are counted by VM_CNT; LDS and scalar memory operations by
@@ -20,7 +24,7 @@ from ...ir import CompileError, UOp
 from ...lower.target import Target
 from .isel import Selection, select
 from .isel_common import inline_code, is_inline, operand_kind
-from .isel_mir import NULL, Imm, MInst, Spec, VReg
+from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
 from .tables import arch_tables
@@ -86,6 +90,7 @@ class Encoder:
 
   @staticmethod
   def _src(x, lits: list, kind: str) -> int:
+    if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
     if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
@@ -98,6 +103,7 @@ class Encoder:
 
   @staticmethod
   def _reg(x) -> int:
+    if isinstance(x, Sub): return x.reg.phys + x.k
     if isinstance(x, VReg): return x.phys
     if isinstance(x, Spec): return x.code
     raise CompileError(f"gfx1100: {x!r} where a register is needed")
@@ -180,10 +186,12 @@ class Compiled:
     self.sel, self.code, self.text, self.regs, self.seconds = sel, code, text, regs, seconds
 
 
-def compile_linear(lin: UOp, arch: str = "gfx1100") -> Compiled:
+def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -> Compiled:
+  """addr64_bytes: GLOBAL buffers of at least this many bytes are addressed with 64-bit VGPR pairs (base + index *
+  size by v_mad_u64_u32) instead of SGPR base + 32-bit VGPR offset (tests lower it to exercise that path)."""
   if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
   t0 = time.perf_counter()
-  sel = select(lin)
+  sel = select(lin, addr64_bytes)
   code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
   code = insert_waitcnt(code)

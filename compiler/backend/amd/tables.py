@@ -6,7 +6,7 @@ from functools import lru_cache
 
 # 9-bit source fields that select a trailing 32-bit literal with the value 255 (RDNA3 ISA 16.3: "SRC0 ... 255 = literal")
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
-SUPPORTED_ARCHS = ("gfx1100",)
+SUPPORTED_ARCHS = ("gfx1100", "gfx1200")  # gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER only
 
 
 def _make_extractor(fields):
@@ -29,7 +29,7 @@ class EncodingTable:
     for op, e in ops.items():
       srcs = tuple(t[1] for t in e["operands"] if t[0] == "reg" and t[1] in LITERAL_SOURCES)
       self.ops[op] = (e["name"], e["size"], tuple(e["operands"]), srcs)
-      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())), srcmods=frozenset(e.get("srcmods", ("neg", "abs"))),
+      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())), srcmods=e.get("srcmods"),
                             operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
                             vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
     if name == "EXP": self.ops[0] = ("exp", 8, (), ())
@@ -50,6 +50,8 @@ class ArchTables:
     self.sendmsg_rtn = getattr(mod, "SENDMSG_RTN", {})
     self.hwreg = getattr(mod, "HWREG", {})
     self.buf_formats = getattr(mod, "BUF_FORMAT", {})
+    self.th_names = getattr(mod, "TH", {})        # gfx12 cache policy names
+    self.scope_names = getattr(mod, "SCOPE", {})
     self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["X"].items()}
     self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["Y"].items()}
     # dispatch on the top 9 bits of the first dword; FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16) later

@@ -17,9 +17,20 @@ Errors: hcq.errors.GPUFault (kind 'page fault', with .address) for an access out
 InstructionBudgetExceeded (a GPUFault, kind 'instruction budget') when the kernel runs past `instruction_budget`
 wave-instructions; GPUFault kind 'illegal instruction' for an encoding the emulator does not know.
 
-Execution model (see engine.py): each basic block is translated once per code address into a Python function over
-numpy arrays; all waves of a dispatch run together as arrays of shape (waves,) for SGPRs and (waves, 32) for VGPRs,
-grouped by program counter, with EXEC masks for divergence inside a wave and s_barrier handled per work-group.
+Execution model (engine.py, translate.py): each basic block is translated once per code address (and denormal
+mode) into a Python function over numpy arrays (the translation is re-done when the code bytes change); all waves
+of a dispatch (in batches of up to 8192) run together as arrays of shape (waves,) for SGPRs and (waves, 32) for
+VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
+so that a spinning wave cannot starve another), with EXEC masks for divergence inside a wave and s_barrier
+releasing a work-group when its live waves have all reached it. Memory: GPUMemory (memory.py) checks every access
+against the mapped ranges before numpy touches host memory; LDS is per work-group, scratch per lane.
+
+Covered (gfx1100, wave32): SOP1/SOP2/SOPC/SOPK/SOPP, SMEM loads, VOP1/VOP2/VOP3/VOP3SD/VOPC incl. modifiers and
+true16 halves, VOP3P (packed 16-bit, fma_mix, dot2), VOPD, DPP16/DPP8, permlane16/x16, DS (loads, stores, 2addr,
+atomics, bpermute/permute/swizzle), GLOBAL/SCRATCH/FLAT (FLAT routed by the apertures reported as
+src_shared_base/src_private_base to LDS, scratch or global), function calls (s_swappc/s_setpc), f16/f32/f64 with
+correctly rounded fma and the descriptor's denormal modes. Not modelled: buffer/image instructions, GDS, traps
+(s_trap is a GPUFault), wave64, round modes other than nearest-even.
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from .translate import translate
 DONE = -1
 FAIRNESS_STREAK = 256   # scheduling: see _run_batch
 MAX_BATCH_WAVES = 8192   # waves held in registers at once (VGPR arrays: 128 KiB per register per 1024 waves)
+BATCH_VGPR_BYTES = 64 << 20   # ... and at most about this much VGPR state (fewer waves for kernels with many VGPRs)
 
 
 class WaveState:
@@ -34,11 +35,7 @@ class WaveState:
 
 
 def _cache(memory) -> dict:
-  cache = getattr(memory, "_emu_blocks", None)
-  if cache is None:
-    cache = {}
-    memory._emu_blocks = cache
-  return cache
+  return memory.block_cache
 
 
 def _translate(memory, pc: int, mode: int):
@@ -78,7 +75,9 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   waves_per_wg = (threads + 31) // 32
   groups = gx * gy * gz
   # work-groups run in batches (they are independent but for memory) so that a huge grid needs bounded memory
-  per_batch = max(1, MAX_BATCH_WAVES // waves_per_wg)
+  vgprs = ((rsrc1 & 0x3F) + 1) * 8
+  batch_waves = max(256, min(MAX_BATCH_WAVES, BATCH_VGPR_BYTES // (vgprs * 32 * 4)))
+  per_batch = max(1, batch_waves // waves_per_wg)
   executed = 0
   cache = _cache(memory)
   checked: set = set()
@@ -191,7 +190,12 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
         if blk.barrier: waiting[:] = True
       else:
         pcs[idx] = nxt
-        if blk.barrier: waiting[idx] = True
+        if blk.barrier:
+          waiting[idx] = True
+          # release every work-group whose live waves have all arrived (s_barrier counts the waves that have not
+          # ended), without waiting for other work-groups
+          pending = np.bincount(wg_local[(pcs != DONE) & ~waiting], minlength=groups)
+          waiting &= pending[wg_local] != 0
       uniform_pc = None
       if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
         waiting[:] = False    # all waves of every group reached the barrier together

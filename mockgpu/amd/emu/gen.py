@@ -60,12 +60,11 @@ class Gen:
     self.vregs: set[int] = set()
     self.s_written: set[int] = set()
     self.v_written: set[int] = set()
-    self.alias: set[str] = set()
-    self.scc_used = False
+    self.scc_used = False        # the block reads or writes SCC (informational)
     self.scc_written = False
     self.consts: dict[str, object] = {}
     self.ntmp = 0
-    self.uses_wid = False
+    self.uses_wid = False        # the block addresses LDS or scratch (needs the wave ids; informational)
     self.next_pc = None          # expression of the next pc
     self.barrier = False
     self.ftz = {}                        # float type -> (flush input denormals, flush output denormals)

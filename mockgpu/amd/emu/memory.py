@@ -55,6 +55,8 @@ class GPUMemory:
     self.u64 = host_view(_VIEW_BASE, span, np.uint64)
     self._last = (0, 0)  # the range that satisfied the last check (fast path)
     self._views: dict = {}
+    # translated code blocks by (pc, float mode), owned by the engine; checked against the code bytes per dispatch
+    self.block_cache: dict = {}
 
   # ---- the mapping list ----
   def add_range(self, start: int, size: int) -> None:

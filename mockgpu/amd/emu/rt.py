@@ -123,14 +123,45 @@ def fmin(a, b):
   return np.fmin(a, b)
 
 
+def _fma_round_to_odd(a, b, c):
+  """a*b + c for f32/f16 inputs as an f64 rounded to odd: the product is exact in f64, the sum's rounding error is
+  recovered with TwoSum, and an inexact sum is replaced by its truncation with the lowest bit set. Rounding that to
+  f32 or f16 (<= 24 bits, well under 53 - 2) then gives the correctly rounded fused result."""
+  with np.errstate(all="ignore"):
+    p = np.asarray(a, f64) * np.asarray(b, f64)
+    c = np.asarray(c, f64)
+    s = p + c
+    bv = s - p
+    e = (p - (s - bv)) + (c - bv)
+    inexact = (e != 0) & np.isfinite(s) & np.isfinite(e)
+    bits = s.view(u64)
+    toward_zero = inexact & ((e < 0) != (s < 0))          # |exact| < |s|: step one ulp towards zero
+    bits = np.where(toward_zero, bits - u64(1), bits)
+    bits = np.where(inexact, bits | u64(1), bits)
+  return bits.view(f64)
+
+
+_F32_HALF_ULP, _F32_LOW_BITS = u64(1 << 28), u64((1 << 29) - 1)   # f64 bits below an f32 mantissa (29)
+_F64_EXP, _F32_TINY_EXP = u64(0x7FF << 52), u64((1023 - 125) << 52)   # f64 exponent field; below: f32 denormals
+
+
 def fma32(a, b, c):
-  """Fused multiply-add in f32 via f64 (the product of two f32 is exact in f64; the sum rounds twice, which is
-  exact except for rare halfway cases)."""
-  return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f32)
+  """Fused multiply-add in f32, correctly rounded. Fast path: a*b (exact in f64) + c rounded once to f64 is already
+  correct unless that f64 sits exactly on an f32 rounding midpoint or in the f32 denormal range; only then the
+  round-to-odd path runs."""
+  s = np.asarray(a).astype(f64) * np.asarray(b).astype(f64) + np.asarray(c).astype(f64)
+  bits = s.view(u64)
+  risky = ((bits & _F32_LOW_BITS) == _F32_HALF_ULP) | ((bits & _F64_EXP) < _F32_TINY_EXP)
+  r = s.astype(f32)
+  idx = np.flatnonzero(risky)
+  if idx.size:
+    a, b, c = (np.broadcast_to(np.asarray(v), s.shape).reshape(-1)[idx] for v in (a, b, c))
+    r.reshape(-1)[idx] = _fma_round_to_odd(a, b, c).astype(f32)
+  return r
 
 
 def fma16(a, b, c):
-  return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f16)
+  return _fma_round_to_odd(a, b, c).astype(f16)
 
 
 def fma64(a, b, c):
@@ -658,6 +689,8 @@ def _apply(op, old, d, c, dt):
   signed = {np.dtype(u32): i32, np.dtype(u64): i64}[np.dtype(dt)]
   if op == "add": return old + d
   if op == "sub": return old - d
+  if op == "rsub": return d - old
+  if op == "mskor": return (old & ~d) | np.asarray(c).astype(dt)    # DS_MSKOR: (MEM & ~DATA) | DATA2
   if op == "and": return old & d
   if op == "or": return old | d
   if op == "xor": return old ^ d
@@ -887,3 +920,88 @@ def swizzle(data, offset: int, em, ef):
     src = ((_L & (offset & 31)) | ((offset >> 5) & 31)) ^ ((offset >> 10) & 31)
   n = np.shape(data)[0]
   return _gather_lanes(data, src, None if ef else em, 0, 1, n)
+
+
+# ---- less common VALU helpers (RDNA3 ISA pseudocode) ----
+def norm16(x, signed: bool):
+  """Float -> 16-bit normalised integer (round to nearest, saturating): V_CVT_NORM_I16/U16 and the packed forms."""
+  x = np.asarray(x, f64)
+  scale = 32767.0 if signed else 65535.0
+  lo = -1.0 if signed else 0.0
+  v = np.rint(np.clip(np.nan_to_num(x), lo, 1.0) * scale)
+  return v.astype(i16) if signed else v.astype(u16)
+
+
+def cvt_pk_u8(x, sel, old):
+  """V_CVT_PK_U8_F32: round f32 to u8 (saturating) into byte sel[1:0] of old."""
+  byte = np.clip(np.rint(np.nan_to_num(np.asarray(x, f64))), 0, 255).astype(u32)
+  sh = (np.asarray(sel, u32) & u32(3)) * u32(8)
+  return (np.asarray(old, u32) & ~(u32(0xFF) << sh)) | (byte << sh)
+
+
+def sad_u8(a, b, masked: bool = False):
+  a, b = np.asarray(a, u32), np.asarray(b, u32)
+  total = np.zeros(np.broadcast(a, b).shape, u32)
+  for k in range(4):
+    x = ((a >> u32(8 * k)) & u32(0xFF)).astype(np.int64)
+    y = ((b >> u32(8 * k)) & u32(0xFF)).astype(np.int64)
+    d = np.abs(x - y).astype(u32)
+    if masked: d = np.where(y == 0, u32(0), d)     # V_MSAD_U8: reference bytes of 0 are skipped
+    total = total + d
+  return total
+
+
+def sad_u16(a, b):
+  a, b = np.asarray(a, u32), np.asarray(b, u32)
+  total = np.zeros(np.broadcast(a, b).shape, u32)
+  for k in range(2):
+    x = ((a >> u32(16 * k)) & u32(0xFFFF)).astype(np.int64)
+    y = ((b >> u32(16 * k)) & u32(0xFFFF)).astype(np.int64)
+    total = total + np.abs(x - y).astype(u32)
+  return total
+
+
+def lerp_u8(a, b, c):
+  """V_LERP_U8: per byte ((a + b + (c & 1)) >> 1)."""
+  a, b, c = np.asarray(a, u32), np.asarray(b, u32), np.asarray(c, u32)
+  out = np.zeros(np.broadcast(a, b, c).shape, u32)
+  for k in range(4):
+    sh = u32(8 * k)
+    x, y, z = ((v >> sh) & u32(0xFF) for v in (a, b, c))
+    out |= (((x + y + (z & u32(1))) >> u32(1)) & u32(0xFF)) << sh
+  return out
+
+
+def dot2_f16(a, b, c):
+  """V_DOT2_F16_F16: a.lo*b.lo + a.hi*b.hi + c, rounded once to f16."""
+  al, ah = half(a, False).view(f16), half(a, True).view(f16)
+  bl, bh = half(b, False).view(f16), half(b, True).view(f16)
+  return (np.asarray(al, f64) * bl + np.asarray(ah, f64) * bh + np.asarray(c, f64)).astype(f16)
+
+
+def dot_int(a, b, c, bits: int, sa: bool, sb: bool, signed_acc: bool):
+  """V_DOT4_I32_IU8 / V_DOT4_U32_U8 / V_DOT8_I32_IU4 / V_DOT8_U32_U4: sum of the products of the 8- or 4-bit
+  elements plus c (sa/sb: element signedness of each operand), wrapping to 32 bits."""
+  a, b = np.asarray(a, u32), np.asarray(b, u32)
+  c = np.asarray(c, u32)
+  total = c.view(i32).astype(np.int64) if signed_acc else c.astype(np.int64)
+  mask = (1 << bits) - 1
+  for k in range(32 // bits):
+    x = ((a >> u32(bits * k)) & u32(mask)).astype(np.int64)
+    y = ((b >> u32(bits * k)) & u32(mask)).astype(np.int64)
+    if sa: x = np.where(x >> (bits - 1), x - (1 << bits), x)
+    if sb: y = np.where(y >> (bits - 1), y - (1 << bits), y)
+    total = total + x * y
+  return total.astype(u32)
+
+
+def ctz64(x):
+  x = np.asarray(x, u64)
+  lo, hi = x.astype(u32), (x >> u64(32)).astype(u32)
+  return np.where(lo != 0, ctz32(lo), np.where(hi != 0, ctz32(hi) + u32(32), u32(0xFFFFFFFF))).astype(u32)
+
+
+def clz64(x):
+  x = np.asarray(x, u64)
+  lo, hi = x.astype(u32), (x >> u64(32)).astype(u32)
+  return np.where(hi != 0, clz32(hi), np.where(lo != 0, clz32(lo) + u32(32), u32(0xFFFFFFFF))).astype(u32)

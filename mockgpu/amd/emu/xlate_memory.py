@@ -7,7 +7,7 @@ from .decode import Inst
 from .gen import NULL, Gen, Unsupported
 
 # ---- DS (LDS) ----
-DS_ATOMIC = {"add": "add", "sub": "sub", "min_i32": "smin", "max_i32": "smax", "min_u32": "umin", "max_u32": "umax",
+DS_ATOMIC = {"add": "add", "sub": "sub", "rsub": "rsub", "mskor": "mskor", "min_i32": "smin", "max_i32": "smax", "min_u32": "umin", "max_u32": "umax",
              "and": "and", "or": "or", "xor": "xor", "inc": "inc", "dec": "dec", "add_f32": "add_f32",
              "min_f32": "min_f32", "max_f32": "max_f32", "storexchg": "swap", "cmpstore": "cmpswap"}
 
@@ -80,7 +80,7 @@ def _ds(g: Gen, pc: int, inst: Inst) -> None:
   op = DS_ATOMIC.get(base)
   if op is None: raise Unsupported(inst, pc)
   data = g.v(f["data0"])
-  cmp = g.v(f["data1"]) if op == "cmpswap" else "None"
+  cmp = g.v(f["data1"]) if op in ("cmpswap", "mskor") else "None"
   t = g.tmp()
   g.emit(f"{t} = M.lds_atomic({a}, wid, em, ef, '{op}', {data}, {cmp})")
   if rtn: g.write_v(f["vdst"], t)

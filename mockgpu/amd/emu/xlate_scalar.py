@@ -77,6 +77,7 @@ SOP2_32 = {  # name: (src types, expression, scc expression or None); {r} = resu
   "s_pack_ll_b32_b16": ("u32", "({0} & u32(0xFFFF)) | ({1} << u32(16))", None),
   "s_pack_lh_b32_b16": ("u32", "({0} & u32(0xFFFF)) | ({1} & u32(0xFFFF0000))", None),
   "s_pack_hh_b32_b16": ("u32", "({0} >> u32(16)) | ({1} & u32(0xFFFF0000))", None),
+  "s_pack_hl_b32_b16": ("u32", "({0} >> u32(16)) | ({1} << u32(16))", None),
 }
 SOP2_64 = {
   "s_and_b64": "{0} & {1}", "s_or_b64": "{0} | {1}", "s_xor_b64": "{0} ^ {1}", "s_nand_b64": "~({0} & {1})",
@@ -140,7 +141,21 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
       _sdst64(g, f["sdst"], r)
       return
     if name in ("s_bfe_u64", "s_bfe_i64"):
-      raise Unsupported(inst, pc)
+      # S1[5:0] = offset, S1[22:16] = width (RDNA3 ISA S_BFE_U64/I64)
+      a = f"np.asarray({g.raw_scalar(f['ssrc0'], inst, 'u64')}, u64)"
+      b = f"np.asarray({g.raw_scalar(f['ssrc1'], inst)}, u64)"
+      r = g.tmp()
+      g.emit(f"{r}o = {b} & u64(63); {r}w = np.minimum(({b} >> u64(16)) & u64(0x7F), u64(64))")
+      g.emit(f"{r} = ({a} >> {r}o) & np.where({r}w >= 64, u64(0xFFFFFFFFFFFFFFFF), (u64(1) << ({r}w & u64(63))) - u64(1))")
+      if name == "s_bfe_i64":
+        g.emit(f"{r} = np.where(({r}w > 0) & ({r}w < 64), ((({r} << (u64(64) - {r}w)).view(i64)) >> "
+               f"(i64(64) - {r}w.astype(i64))).view(u64), {r})")
+      g.write_scc(f"{r} != 0")
+      return _sdst64(g, f["sdst"], r)
+    if name == "s_bfm_b64":
+      a, b = g.raw_scalar(f["ssrc0"], inst), g.raw_scalar(f["ssrc1"], inst)
+      w = f"(np.asarray({a}, u64) & u64(63))"
+      return _sdst64(g, f["sdst"], f"((u64(1) << {w}) - u64(1)) << (np.asarray({b}, u64) & u64(63))")
     raise Unsupported(inst, pc)
   if enc == "SOPC":
     parts = name.split("_")  # s_cmp_eq_u32
@@ -149,6 +164,11 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
       t = {"i32": "i32", "u32": "u32", "u64": "u64"}[ty]
       a, b = g.raw_scalar(f["ssrc0"], inst, t), g.raw_scalar(f["ssrc1"], inst, t)
       g.write_scc(f"{a} {SOPC[op]} {b}")
+      return
+    if name in ("s_bitcmp0_b64", "s_bitcmp1_b64"):
+      a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst)
+      g.write_scc(f"(((np.asarray({a}, u64) >> (np.asarray({b}, u64) & u64(63))) & u64(1)) == "
+                  f"{1 if name.startswith('s_bitcmp1') else 0})")
       return
     if name in ("s_bitcmp0_b32", "s_bitcmp1_b32"):
       a, b = g.raw_scalar(f["ssrc0"], inst), g.raw_scalar(f["ssrc1"], inst)
@@ -201,6 +221,23 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
     if name in ("s_not_b32", "s_bcnt0_i32_b32", "s_bcnt1_i32_b32", "s_abs_i32", "s_wqm_b32", "s_quadmask_b32"):
       g.write_scc(f"{r} != 0")
     return g.write_s(d, r)
+  if name in ("s_brev_b64", "s_bcnt0_i32_b64", "s_bcnt1_i32_b64", "s_ctz_i32_b64", "s_clz_i32_u64", "s_cls_i32"):
+    a = g.raw_scalar(src, inst, "i32" if name == "s_cls_i32" else "u64")
+    r = g.tmp()
+    if name == "s_brev_b64":
+      g.emit(f"{r} = np.asarray({a}, u64)")
+      g.emit(f"{r} = (R.brev32(R.lo32({r})).astype(u64) << u64(32)) | R.brev32(({r} >> u64(32)).astype(u32)).astype(u64)")
+      return _sdst64(g, d, r)
+    expr = {"s_bcnt0_i32_b64": f"u32(64) - R.popcount(np.asarray({a}, u64))",
+            "s_bcnt1_i32_b64": f"R.popcount(np.asarray({a}, u64))",
+            "s_ctz_i32_b64": f"R.ctz64({a})", "s_clz_i32_u64": f"R.clz64({a})", "s_cls_i32": f"R.cls32({a})"}[name]
+    g.emit(f"{r} = np.asarray({expr}).astype(u32)")
+    if name.startswith("s_bcnt"): g.write_scc(f"{r} != 0")
+    return g.write_s(d, r)
+  if name in ("s_bitset0_b64", "s_bitset1_b64"):
+    bit = f"(u64(1) << (np.asarray({g.raw_scalar(src, inst)}, u64) & u64(63)))"
+    cur = f"R.p64({g.s(d)}, {g.s(d + 1)})"
+    return _sdst64(g, d, f"{cur} & ~{bit}" if name == "s_bitset0_b64" else f"{cur} | {bit}")
   if name in ("s_not_b64",):
     r = g.tmp()
     g.emit(f"{r} = ~np.asarray({g.raw_scalar(src, inst, 'u64')}, u64)")

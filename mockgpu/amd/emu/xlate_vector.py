@@ -209,6 +209,14 @@ def _vop3p(g: Gen, pc: int, inst: Inst) -> None:
     return _fma_mix(g, pc, inst)
   if name == "v_dot2_f32_f16":
     return _dot2(g, pc, inst)
+  if name in ("v_dot4_i32_iu8", "v_dot4_u32_u8", "v_dot8_i32_iu4", "v_dot8_u32_u4"):
+    # the IU forms take each operand's signedness from its NEG bit (RDNA3 ISA V_DOT4_I32_IU8)
+    bits = 8 if "dot4" in name else 4
+    iu = name.endswith(("iu8", "iu4"))
+    sa, sb = (bool(f["neg"] & 1), bool(f["neg"] & 2)) if iu else (False, False)
+    a, b = g.vsrc(f["src0"], inst, "u32"), g.vsrc(f["src1"], inst, "u32")
+    c = g.vsrc(f["src2"], inst, "u32")
+    return g.write_v(f["vdst"], f"R.dot_int({a}, {b}, {c}, {bits}, {sa}, {sb}, {iu})")
   op = PACKED.get(name)
   if op is None: raise Unsupported(inst, pc)
   ety, arity, tmpl = op
