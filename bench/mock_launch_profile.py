@@ -142,22 +142,22 @@ def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
     if not emulator:     # the "without the emulator" run: dispatch() returns at once (no wave runs)
       emu.dispatch = lambda memory, **kw: emu.DispatchStats(waves=1, wave_instructions=1, seconds=0.0)
 
-    def loop():
-      t0 = _clock()
-      for _ in range(launches): prog(global_size=(1,), local_size=(1,))
-      dev.synchronize()
-      return (_clock() - t0) / launches
+    bound = dev.bind(prog, global_size=(1,), local_size=(1,))
 
-    def cpu_loop():
-      t0 = time.process_time()
-      for _ in range(launches): prog(global_size=(1,), local_size=(1,))
+    def loop(launch=lambda: prog(global_size=(1,), local_size=(1,)), clock=_clock):
+      t0 = clock()
+      for _ in range(launches): launch()
       dev.synchronize()
-      return (time.process_time() - t0) / launches
+      return (clock() - t0) / launches
+
+    def cpu_loop(launch=lambda: prog(global_size=(1,), local_size=(1,))): return loop(launch, time.process_time)
 
     for _ in range(10): prog(global_size=(1,), local_size=(1,))
     dev.synchronize()
     plain = min(loop() for _ in range(repeat))
     plain_cpu = min(cpu_loop() for _ in range(repeat))
+    bound_wall = min(loop(bound) for _ in range(repeat))
+    bound_cpu = min(cpu_loop(bound) for _ in range(repeat))
     timer = StageTimer()
     instrument(dev, prog, timer)
     best: dict[str, float] = {}
@@ -170,6 +170,7 @@ def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
     print(f"{dev.name}: {launches} async launches of an empty kernel (1 work-group of 1 thread) + 1 synchronize{what}")
     print(f"  uninstrumented: {plain * 1e6:7.1f} us per launch wall, {plain_cpu * 1e6:7.1f} us CPU time "
           f"(best of {repeat} each)")
+    print(f"  bound (IB):     {bound_wall * 1e6:7.1f} us per launch wall, {bound_cpu * 1e6:7.1f} us CPU time")
     print(f"  instrumented:   {min(walls) * 1e6:7.1f} us per launch; exclusive time per stage (best of {repeat}):")
     total = 0.0
     timer.undo()

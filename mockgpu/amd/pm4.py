@@ -8,6 +8,7 @@ outside the GPU's mappings is a GPUFault with the address. Neither escapes as an
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 from ...errors import QueueError
@@ -15,6 +16,8 @@ from . import regs as R
 
 MAX_IB_DEPTH = 4      # ring -> IB -> chained IBs; deeper nesting is a queue error
 MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the queue stays runnable)
+IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their parse (see PM4Engine._ib_plan)
+IB_PLAN_CACHE_ENTRIES = 256
 _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
 
 
@@ -31,6 +34,7 @@ class Frame:
   cache: list | None = None   # dwords [cache_pos, cache_end) read ahead (the CP prefetches too)
   cache_pos: int = 0
   cache_end: int = 0
+  plan: dict | None = None    # IBs: packet start -> (opcode, body, next position), parsed once per content
 
   def prefetch(self, mem, what: str) -> None:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
@@ -68,6 +72,7 @@ class PM4Engine:
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
     self._release_what = f"{queue.name} RELEASE_MEM"     # formatted once: RELEASE_MEM runs on every launch
+    self._ib_plans: dict[bytes, dict] = {}
 
   # ---- stream access
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -108,6 +113,18 @@ class PM4Engine:
         frames.pop()
         progress = True
         continue
+      plan = frame.plan
+      if plan is not None:
+        entry = plan.get(pos)
+        handler = handlers.get(entry[0]) if entry is not None else None
+        if handler is not None:          # a packet of an IB parsed before: no decoding, the same handler call
+          opcode, body, nxt = entry
+          if not handler(self, body, frame, pos, opcode): break
+          if frame.pos == pos: frame.pos = nxt
+          self.blocked_on = None
+          self.packets += 1
+          progress = True
+          continue
       cache = frame.cache
       cached = cache is not None and frame.cache_pos <= pos < frame.cache_end
       header = cache[pos - frame.cache_pos] if cached else self._read(frame, pos, 1)[0]
@@ -196,11 +213,40 @@ class PM4Engine:
     frame.pos = pos + 1 + len(body)
     if size:
       addr = (lo & ~3) | ((hi & 0xFFFF) << 32)
-      self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
       ib = Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}")
-      ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
+      if size <= IB_PLAN_MAX_DWORDS:
+        # the whole IB is read at once (as prefetch() would), then its parse is looked up by content: a bound command
+        # buffer run again unchanged is not decoded again, and any change to its dwords makes a new parse
+        raw = self.gpu.mem.read_bytes(addr, 4 * size, f"{self.queue.name} indirect buffer")
+        ib.cache, ib.plan = self._ib_plan(raw)
+        ib.cache_end = size
+      else:
+        self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
+        ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
       self.frames.append(ib)
     return True
+
+  def _ib_plan(self, raw: bytes) -> tuple[list, dict]:
+    """(dwords, plan) of an IB's contents. The plan maps the start of each packet, from the first dword up to the
+    first one run() would reject or skip (type-2 filler, unknown opcode, a packet past the end), to its opcode, its
+    body (a tuple: handlers never write it) and the position after it. Positions not in the plan (after a PRED_EXEC
+    skip, past a rejected packet) are decoded by run() as before, so errors and offsets stay the same."""
+    hit = self._ib_plans.get(raw)
+    if hit is not None: return hit
+    words = array("I")
+    words.frombytes(raw)
+    words = words.tolist()
+    plan, pos, size = {}, 0, len(words)
+    while pos < size:
+      header = words[pos]
+      if header >> 30 != 3: break
+      opcode, count = (header >> 8) & 0xFF, ((header >> 16) & 0x3FFF) + 1
+      if opcode not in self.HANDLERS or pos + 1 + count > size: break
+      plan[pos] = (opcode, tuple(words[pos + 1:pos + 1 + count]), pos + 1 + count)
+      pos += 1 + count
+    if len(self._ib_plans) >= IB_PLAN_CACHE_ENTRIES: self._ib_plans.clear()
+    self._ib_plans[raw] = (words, plan)
+    return words, plan
 
   def _release_mem(self, body, frame, pos, op):
     if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
