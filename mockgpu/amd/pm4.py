@@ -17,7 +17,7 @@ from . import regs as R
 MAX_IB_DEPTH = 4      # ring -> IB -> chained IBs; deeper nesting is a queue error
 MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the queue stays runnable)
 IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their parse (see PM4Engine._ib_plan)
-IB_PLAN_CACHE_ENTRIES = 256
+IB_PLAN_CACHE_ENTRIES = 64        # per queue: at most ~6 MB even with every entry a 4096-dword IB
 _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
 
 
