@@ -60,9 +60,10 @@ class KFDIface:
     self._event_ids: list[int] = []
     self.event_page: EventPage | None = None
     try: self._open(index)
-    except BaseException:
+    except BaseException as e:
       try: self.close()
-      except (DeviceError, OSError): pass  # the error that stopped the opening is the one worth raising
+      except (DeviceError, OSError) as cleanup:   # the error that stopped the opening is the one raised
+        e.add_note(f"{self.label}: cleaning up after the failed open failed too: {cleanup}")
       raise
 
   def _open(self, index: int) -> None:
