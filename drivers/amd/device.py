@@ -71,13 +71,13 @@ class AMDDevice(Device):
     def new_signal_page():
       mem = self._host_mem(0x1000)
       return mem.va, mem.cpu
-    self.signals = SignalPool(new_signal_page, name=f"{self.arch} signals")
-    self.timeline = Timeline(self.signals.alloc(0, name=f"{self.arch} timeline signal"))
+    self.signals = SignalPool(new_signal_page, name=f"{self.name} signals")
+    self.timeline = Timeline(self.signals.alloc(0, name=f"{self.name} timeline signal"))
     self.timer_start = self.signals.alloc(0, name="launch start timestamp")
     self.timer_end = self.signals.alloc(0, name="launch end timestamp")
     ka = self._host_mem(KERNARG_RING)
     self._kernarg_view = ka.cpu
-    self.kernargs = LaunchRing(ka.va, ka.size, self._wait_value, name=f"{self.arch} kernarg ring")
+    self.kernargs = LaunchRing(ka.va, ka.size, self._wait_value, name=f"{self.name} kernarg ring")
     qd = self._host_mem(0x1000)            # a zeroed amd_queue_t for kernels that ask for the queue pointer
     self.queue_desc_va = qd.va
     self.compute = self._make_ring("compute", "split", 4)
@@ -100,7 +100,7 @@ class AMDDevice(Device):
     hwq = self.iface.create_queue(kind, RING_SIZE)
     u64 = hwq.gart.cpu.cast("B").cast("Q")
     wptr, rptr = u64[hwq.wptr_offset // 8:hwq.wptr_offset // 8 + 1], u64[hwq.rptr_offset // 8:hwq.rptr_offset // 8 + 1]
-    ring = Ring(f"{self.arch} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, self.iface.doorbell(hwq),
+    ring = Ring(f"{self.name} {kind} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, self.iface.doorbell(hwq),
                 unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._idle)
     ring.hwq = hwq
     return ring
@@ -117,7 +117,7 @@ class AMDDevice(Device):
       raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
     try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
     except (GPUFault, QueueError) as e:
-      self.fault = e
+      self._remember_fault(e)
       raise
 
   def _commit(self, ring: Ring) -> None:
@@ -125,8 +125,14 @@ class AMDDevice(Device):
     report a fault right here; it is remembered like one seen while waiting."""
     try: ring.commit()
     except (GPUFault, QueueError) as e:
-      self.fault = e
+      self._remember_fault(e)
       raise
+
+  def _remember_fault(self, e: GPUFault | QueueError) -> None:
+    """Keep the fault (the queues stopped) and make its message name this device when the layer below did not."""
+    self.fault = e
+    label = self.iface.label
+    if e.args and isinstance(e.args[0], str) and label not in e.args[0]: e.args = (f"{self.name}: {e.args[0]}",) + e.args[1:]
 
   def _synchronize(self) -> None:
     if self.timeline.value: self._wait_value(self.timeline.value)
@@ -156,6 +162,9 @@ class AMDDevice(Device):
   def _begin(self, ring: Ring, engine: str) -> int:
     """Start a submission on ring: returns its timeline value. Work on one ring runs in order; when the previous
     submission went to the other ring and is not known to be done, this one first waits for it on the device."""
+    if self.fault is not None:
+      raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault}); nothing more "
+                        f"is submitted")
     prev = self.timeline.value
     if prev >= 2**32 - 1:  # the engines compare 32 bits (WAIT_REG_MEM, POLL_REGMEM, SDMA FENCE)
       raise DeviceError(f"{self.name}: the timeline reached 2^32 submissions; reopen the device")

@@ -16,11 +16,11 @@ import os as _os
 from ...autogen import kfd
 from ...errors import DeviceError, GPUFault, OSCallError
 from ..hcq.alloc import round_up
+from .kfd_events import EventPage
 
 TOPOLOGY = "devices/virtual/kfd/kfd/topology/nodes"
 PAGE = 0x1000
 DOORBELL_PAGE = 0x2000
-EVENT_PAGE_SIZE = 0x8000
 # amd_queue_t (ROCR amd_hsa_queue.h): read_dispatch_id at +128, write_dispatch_id at +56; hcq keeps its ring read
 # and write pointers at the same places of a small "gart" page, as ROCR does for PM4 queues.
 RPTR_OFFSET, WPTR_OFFSET = 128, 56
@@ -57,10 +57,13 @@ class KFDIface:
     self.drm, self.label = None, f"KFD+AMD:{index}"
     self._mems: dict[int, Mem] = {}
     self._queues: list[HWQueue] = []
+    self._event_ids: list[int] = []
+    self.event_page: EventPage | None = None
     try: self._open(index)
-    except BaseException:
+    except BaseException as e:
       try: self.close()
-      except (DeviceError, OSError): pass  # the error that stopped the opening is the one worth raising
+      except (DeviceError, OSError) as cleanup:   # the error that stopped the opening is the one raised
+        e.add_note(f"{self.label}: cleaning up after the failed open failed too: {cleanup}")
       raise
 
   def _open(self, index: int) -> None:
@@ -77,17 +80,18 @@ class KFDIface:
     self._gpu_ids = (ctypes.c_uint32 * 1)(self.gpu_id)
     self._doorbells = None
     self._doorbell_base = None
-    # events: the event page, a signal event for queue interrupts, and the two fault events
-    # the first signal event also hands KFD the event page (its mailbox slots), as ROCT does
-    self.event_page = self.alloc(EVENT_PAGE_SIZE, kind="gtt")
-    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.handle,
+    # events: the process's event page (shared with the other GPUs of this process), a signal event of this device
+    # for its queues' interrupts, and this device's memory and HW-exception fault events. Auto-reset: KFD signals
+    # every fault event of the process, each device reads the one it created and keeps the faults of its GPU.
+    self.event_page, fresh = EventPage.acquire(self)
+    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.mem.handle if fresh else 0,
                                      event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
-    self.event_id, self.mailbox_va = ev.event_id, self.event_page.va + ev.event_slot_index * 8
-    mem_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_MEMORY)
-    hw_ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=kfd.KFD_IOC_EVENT_HW_EXCEPTION)
+    self._event_ids = [ev.event_id]
+    self.event_id, self.mailbox_va = ev.event_id, self.event_page.mem.va + ev.event_slot_index * 8
+    for etype in (kfd.KFD_IOC_EVENT_MEMORY, kfd.KFD_IOC_EVENT_HW_EXCEPTION):
+      self._event_ids.append(kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_type=etype, auto_reset=1).event_id)
     self._events = (kfd.struct_kfd_event_data * 3)()
-    for slot, eid in zip(self._events, (self.event_id, mem_ev.event_id, hw_ev.event_id)): slot.event_id = eid
-    self._event_ids = [self.event_id, mem_ev.event_id, hw_ev.event_id]
+    for slot, eid in zip(self._events, self._event_ids): slot.event_id = eid
 
   # ---- discovery
   def _discover(self, index: int) -> tuple[int, int, dict[str, int]]:
@@ -138,6 +142,10 @@ class KFDIface:
     mem = Mem(va, size, args.handle, flags, self.os.memview(va, size) if mapped else None)
     self._mems[va] = mem
     return mem
+
+  def disown(self, mem: Mem) -> None:
+    """Forget mem without freeing it: its new owner frees it (the process's event page)."""
+    if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: disown of unknown memory at {mem.va:#x}")
 
   def free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
@@ -208,30 +216,40 @@ class KFDIface:
   def wait_events(self, timeout_ms: int) -> bool:
     """Block in KFD until the queue event fires or timeout_ms pass; raise GPUFault for a memory or HW exception
     event of this GPU. Returns True when an event fired."""
-    for slot in self._events: slot.memory_exception_data.gpu_id = 0
+    for slot in self._events:        # the two records share a union, their gpu_id fields are at different offsets
+      slot.memory_exception_data.gpu_id = slot.hw_exception_data.gpu_id = 0
     args = kfd.AMDKFD_IOC_WAIT_EVENTS(self.kfd, events_ptr=ctypes.addressof(self._events), num_events=3,
                                       wait_for_all=0, timeout=timeout_ms)
     mem, hw = self._events[1].memory_exception_data, self._events[2].hw_exception_data
-    if mem.gpu_id:
+    if mem.gpu_id == self.gpu_id:      # a fault of another GPU of this process is that device's to report
       f = mem.failure
       kind = "page not present" if f.NotPresent else "write to read-only page" if f.ReadOnly else \
         "execute of no-execute page" if f.NoExecute else "memory fault"
       raise GPUFault(f"{self.label}: memory exception{' (imprecise)' if f.imprecise else ''}", address=mem.va, kind=kind)
-    if hw.gpu_id:
+    if hw.gpu_id == self.gpu_id:
       raise GPUFault(f"{self.label}: hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause}, "
                      f"memory lost {hw.memory_lost})", kind="hardware exception")
     return args.wait_result == 0  # KFD_IOC_WAIT_RESULT_COMPLETE
 
   def close(self) -> None:
-    """Destroy the queues and free all memory; every step is tried, the first failure is raised at the end."""
+    """Destroy the queues and events, free all memory and let go of the event page; every step is tried, the first
+    failure is raised at the end."""
     errors = []
     for q in self._queues:
       try: kfd.AMDKFD_IOC_DESTROY_QUEUE(self.kfd, queue_id=q.queue_id)
       except (OSCallError, OSError) as e: errors.append(e)
     self._queues.clear()
+    for eid in self._event_ids:
+      try: kfd.AMDKFD_IOC_DESTROY_EVENT(self.kfd, event_id=eid)
+      except (OSCallError, OSError) as e: errors.append(e)
+    self._event_ids.clear()
     for mem in list(self._mems.values()):
       try: self.free(mem)
       except (OSCallError, OSError) as e: errors.append(e)
+    if self.event_page is not None:
+      try: self.event_page.release(self.kfd)
+      except (DeviceError, OSError) as e: errors.append(e)
+      self.event_page = None
     if self.drm is not None: self.drm.close()
     self.kfd.close()
     if errors: raise DeviceError(f"{self.label}: closing failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))

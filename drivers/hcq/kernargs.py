@@ -69,6 +69,9 @@ class KernargLayout:
     for a in self.explicit:
       if a.offset < pos: raise DeviceError(f"kernel {kernel}: overlapping arguments at offset {a.offset}")
       fmt += "x" * (a.offset - pos)
+      if a.kind == "dynamic_shared_pointer":
+        raise DeviceError(f"kernel {kernel}: argument {a.describe()} is a __local pointer (dynamic LDS, sized at launch), "
+                          f"which hcq does not support yet: use a fixed-size __local array in the kernel")
       code = "Q" if a.is_pointer else scalar_code(a)
       if a.is_pointer and a.size != 8: raise DeviceError(f"kernel {kernel}: pointer {a.describe()} is not 8 bytes")
       fmt += code if code and code != "int" else f"{a.size}s"

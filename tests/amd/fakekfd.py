@@ -80,6 +80,7 @@ class FakeKFDOS:
   def free_anon(self, addr, size): libc.munmap(addr, size)
   def memview(self, addr, size): return libc.view(addr, size)
   def memory_barrier(self): pass
+  def proc_readlink(self, path): raise OSCallError("readlink", f"/proc/{path}", 2)   # each fake is a process of its own
   def map_mmio(self, path, size, offset=0, name=""):
     assert path == "/dev/kfd" and offset == 0x10000 and size == 0x2000
     return self.doorbells
@@ -110,6 +111,7 @@ class FakeKFDOS:
     eid = len(self.events) + 1
     self.events[eid] = a.event_type
     a.event_id, a.event_slot_index = eid, eid
+  def _destroy_event(self, a): del self.events[a.event_id]
   def _wait_events(self, a):
     data = (kfd.struct_kfd_event_data * a.num_events).from_address(a.events_ptr)
     if self.pending_fault is not None:

@@ -14,6 +14,9 @@ void fixed(__global uint *out) {
 }
 __kernel __attribute__((amdgpu_flat_work_group_size(1, 128)))
 void small(__global uint *out) { out[__builtin_amdgcn_workitem_id_x()] = 1; }
+__kernel void dyn(__global float *o, __local float *l) {
+  l[__builtin_amdgcn_workitem_id_x()] = 1; __builtin_amdgcn_s_barrier(); o[0] = l[1];
+}
 """
 
 
@@ -68,6 +71,13 @@ def test_the_required_size_runs_right_on_the_mock(reqd_code):
     dev.copyin(out, bytes(out.size))
     prog(out, global_size=(2,), local_size=(64,), wait=True)
     assert np.array_equal(np.frombuffer(dev.copyout(out), np.uint32), np.full(128, 64, np.uint32))
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_a_local_pointer_argument_is_refused_at_load(fake_dev, reqd_code):
+  dev, _ = fake_dev
+  with pytest.raises(DeviceError, match=r"kernel dyn: argument \(float\*, 4 bytes\) is a __local pointer"):
+    dev.load(reqd_code, "dyn")
 
 
 def test_buffers_of_another_device_or_freed_ones_are_refused(fake_dev, demo_code):

@@ -121,6 +121,11 @@ def test_faulting_kernel_raises_gpu_fault_with_the_address(both_dev):
   with pytest.raises(GPUFault) as e:
     vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
   assert e.value.address is not None and 0x7000_0000_0000 <= e.value.address < 0x7000_0000_1000
+  assert dev.iface.label in str(e.value)                # the message names the device
+  submits = dev.compute.submits
+  with pytest.raises(DeviceError, match="faulted earlier .* nothing more is submitted"):
+    vadd(good, good, good, 64, global_size=(1,), local_size=(64,))
+  assert dev.compute.submits == submits
 
 
 def test_an_impossible_wait_times_out_within_the_configured_time():
