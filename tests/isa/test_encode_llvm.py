@@ -76,3 +76,15 @@ def test_dpp_forms_decode_and_encode_like_llvm():
     if isinstance(r, str): continue
     if asm.assemble_line(text) != r[1]: mism.append(text)
   assert not mism, mism[:10]
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_float_literals_take_the_operand_type():
+  """A non-inline float constant is encoded in the operand's type (f32, high dword of f64, f16, packed f16)."""
+  lines = ["v_add_f64 v[0:1], 1.5, v[2:3]", "v_mul_f16 v1, 1.5, v2", "v_mul_f32 v1, 1.5, v2",
+           "v_fma_f64 v[0:1], v[2:3], 3.25, v[4:5]", "v_pk_add_f16 v1, 1.5, v2", "s_mov_b32 s0, 1.5",
+           "v_add_f16_e64 v1, 1.5, v2", "v_add_f32 v1, -7.0, v2", "v_mov_b32 v1, 0.15915494"]
+  asm = Assembler()
+  for line, ref in zip(lines, assemble(lines)):
+    assert not isinstance(ref, str), ref
+    assert asm.assemble_line(line) == ref[1], line

@@ -113,7 +113,10 @@ def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: 
     lit.set(v)
     return 255
   if op.kind == "float":
-    lit.set(struct.unpack("<I", struct.pack("<f", op.value))[0])
+    # a float literal in the operand's type: f64 keeps the high dword, f16 its 16 bits (16.3.1 "Literal constants")
+    if wide: lit.set(struct.unpack("<Q", struct.pack("<d", op.value))[0] >> 32)
+    elif lit16: lit.set(struct.unpack("<H", struct.pack("<e", op.value))[0])
+    else: lit.set(struct.unpack("<I", struct.pack("<f", op.value))[0])
     return 255
   raise AssembleError(f"{what}: cannot encode operand {op.text!r}")
 
@@ -292,7 +295,8 @@ class Assembler:
         # (llvm-mc keeps 0x3c00 a literal for 16-bit integer operands although its disassembler prints the inline
         # constant 1.0 that way: text -> bytes follows the assembler)
         o.value &= 0xffff
-      f[field] = _source_code(o, field in _NINE_BIT, lit, what, field in lit16, count == 2)
+      half = field in lit16 or (enc == "VOP3P" and name.startswith("v_pk_") and "f16" in name)  # packed f16
+      f[field] = _source_code(o, field in _NINE_BIT, lit, what, half, count == 2)
     elif field == "soffset":
       f[field] = _source_code(o, False, lit, what, False, False) if enc != "SMEM" else _scalar_code(o, what)
     elif field == "saddr":
