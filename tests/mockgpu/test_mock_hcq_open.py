@@ -38,16 +38,19 @@ def test_corpus_through_hcq_open(dev, name):
 
 @pytest.mark.parametrize("threaded", [False, True], ids=["sync", "threaded"])
 def test_fault_through_hcq_open(threaded):
-  """A kernel reading a freed (unmapped) buffer: hcq.GPUFault with the buffer's address (threaded: through the KFD
-  memory-exception event only)."""
+  """A kernel reading freed (unmapped) memory: hcq.GPUFault with the buffer's address (threaded: through the KFD
+  memory-exception event only). The driver refuses a Buffer it freed before submitting, so the kernel gets a stale
+  handle to the same address, as a caller that kept only the address would."""
+  from hcq.drivers.hcq import Buffer as DeviceBuffer
   d = hcq.open("MOCK+AMD", Config(mock_threaded=threaded, timeout_s=10))
   try:
     k = KERNELS["copy_u32"]
     src, dst = d.alloc(4096 * 4), d.alloc(4096 * 4)
     prog = d.load(k.code_object())
     d.free(src)
+    stale = DeviceBuffer(d, src.va, src.size)
     with pytest.raises(hcq.GPUFault) as e:
-      prog(src, dst, 4000, global_size=k.groups, local_size=k.local_size, wait=True)
+      prog(stale, dst, 4000, global_size=k.groups, local_size=k.local_size, wait=True)
     assert e.value.address == src.va
   finally:
     try: d.close()
