@@ -18,8 +18,10 @@ class Config:
   sysfs_root: str = "/sys"
   proc_root: str = "/proc"
   dev_root: str = "/dev"
-  # folder holding the per-device lock files {am,nv,bnxt}_<pcibus>.lock
-  lock_dir: str = dataclasses.field(default_factory=tempfile.gettempdir)
+  # folder holding the per-device lock files {am,nv,bnxt}_<pcibus>.lock: the system temp dir /tmp, the same for every
+  # user and under sudo (not tempfile.gettempdir(), which follows each user's TMPDIR: two users with different TMPDIRs
+  # would each get a lock on the same device)
+  lock_dir: str = "/tmp"
   # default timeout of every wait, in seconds
   timeout_s: float = 10.0
   # where the autogen generator caches downloaded Debian packages

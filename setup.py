@@ -5,6 +5,7 @@ generic names (``compiler``, ``drivers``) never land in site-packages on their o
 """
 import os
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT_PACKAGES = ["autogen", "cli", "compiler", "drivers", "mockgpu", "smi"]
@@ -21,8 +22,16 @@ def find_subpackages():
   return pkgs
 
 
+class BuildPy(build_py):
+  """The root folder is the package: its root modules are hcq's (config, errors, __init__), never this script."""
+
+  def find_package_modules(self, package, package_dir):
+    return [m for m in super().find_package_modules(package, package_dir) if not (package == "hcq" and m[1] == "setup")]
+
+
 setup(
   name="hcq",
+  cmdclass={"build_py": BuildPy},
   version="0.1.0",
   description="Drive GPU and RDMA NIC command queues directly from userspace",
   python_requires=">=3.11",

@@ -16,8 +16,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 APT_ARCHIVES = "/var/cache/apt/archives"
+# Every wait has a limit: the download (linux-source is ~150 MB), each unpack, and the wait for another generator
+# that holds the cache (it may be downloading).
+DOWNLOAD_TIMEOUT_S, UNPACK_TIMEOUT_S, CACHE_LOCK_TIMEOUT_S = 1800.0, 600.0, 2400.0
 
 
 class SourceError(Exception):
@@ -49,8 +53,11 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
     os.replace(path + ".part", path)
     return path
   log(f"autogen: apt-get download {pkg['name']}={pkg['version']}")
-  r = subprocess.run(["apt-get", "download", f"{pkg['name']}={pkg['version']}"], cwd=debs,
-                     capture_output=True, text=True)
+  try:
+    r = subprocess.run(["apt-get", "download", f"{pkg['name']}={pkg['version']}"], cwd=debs,
+                       capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+  except subprocess.TimeoutExpired:
+    raise SourceError(f"apt-get download {pkg['name']}={pkg['version']} did not finish in {DOWNLOAD_TIMEOUT_S:g} s") from None
   if r.returncode != 0:
     raise SourceError(f"apt-get download {pkg['name']}={pkg['version']} failed (rc {r.returncode}): {r.stderr.strip()}")
   if not os.path.exists(path): raise SourceError(f"apt-get download did not produce {path}")
@@ -65,9 +72,15 @@ def _run_pipe(first: list[str], second: list[str], what: str):
   p1 = subprocess.Popen(first, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   p2 = subprocess.Popen(second, stdin=p1.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   p1.stdout.close()
-  _, err2 = p2.communicate()
-  err1 = p1.stderr.read()
-  p1.wait()
+  try:
+    _, err2 = p2.communicate(timeout=UNPACK_TIMEOUT_S)
+    err1 = p1.stderr.read()
+    p1.wait(timeout=UNPACK_TIMEOUT_S)
+  except subprocess.TimeoutExpired:
+    for p in (p1, p2):
+      p.kill()
+      p.wait()
+    raise SourceError(f"{what} did not finish in {UNPACK_TIMEOUT_S:g} s: {' '.join(first)} | {' '.join(second)}") from None
   if p1.returncode or p2.returncode:
     raise SourceError(f"{what} failed: {err1.decode(errors='replace')} {err2.decode(errors='replace')}".strip())
 
@@ -76,8 +89,17 @@ def _run_pipe(first: list[str], second: list[str], what: str):
 def _cache_lock(cache: str):
   """One generator at a time fetches and unpacks into a cache (several test runs may share it)."""
   os.makedirs(cache, exist_ok=True)
-  with open(os.path.join(cache, ".lock"), "w") as f:
-    fcntl.flock(f, fcntl.LOCK_EX)
+  path = os.path.join(cache, ".lock")
+  with open(path, "w") as f:
+    deadline = time.monotonic() + CACHE_LOCK_TIMEOUT_S
+    while True:
+      try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+      except BlockingIOError:
+        if time.monotonic() > deadline:
+          raise SourceError(f"{path}: another generator held the cache for {CACHE_LOCK_TIMEOUT_S:g} s") from None
+        time.sleep(0.2)
     try: yield
     finally: fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -106,8 +128,9 @@ def _unpack(pkg: dict, cache: str, log=print) -> str:
       strip = pkg.get("strip", "")
       out = os.path.join(tmp, "out")
       os.makedirs(out)
-      r = subprocess.run(["tar", "-x", "-f", inner, "-C", out, "--wildcards", "--no-wildcards-match-slash"] +
-                         [strip + m for m in members], capture_output=True, text=True)
+      argv = ["tar", "-x", "-f", inner, "-C", out, "--wildcards", "--no-wildcards-match-slash"] + [strip + m for m in members]
+      try: r = subprocess.run(argv, capture_output=True, text=True, timeout=UNPACK_TIMEOUT_S)
+      except subprocess.TimeoutExpired: raise SourceError(f"tar -x {inner} did not finish in {UNPACK_TIMEOUT_S:g} s") from None
       if r.returncode: raise SourceError(f"tar -x {inner} failed: {r.stderr.strip()}")
       os.unlink(inner)
       root = os.path.join(out, strip.rstrip("/")) if strip else out
@@ -144,5 +167,8 @@ def asm_generic_shim(linux_root: str, cache: str, arch: str = "x86") -> str:
   for name, text in want.items():
     p = os.path.normpath(os.path.join(shim, "asm", name))
     if not os.path.exists(p) or open(p).read() != text:
-      with open(p, "w") as f: f.write(text)
+      # atomically: another generator sharing the cache may be reading it right now
+      with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(p), delete=False) as f: f.write(text)
+      os.chmod(f.name, 0o644)  # as a plain open() would have made it (a temp file is 0600)
+      os.replace(f.name, p)
   return shim

@@ -1,8 +1,9 @@
 """Compile time of the tiled matmul: DSL -> lowered -> C source (no C compiler run). Target: < 50 ms after warm-up.
 
-  .venv/bin/python bench/compile.py [--runs N]
+  .venv/bin/python bench/compile.py [--runs N] [--deep N]
 Each run builds the kernel from the DSL anew (new UOps: the hash-consing cache is dropped between runs) and
-compiles it; it prints the median and the best time, and the per-pass split of the median run.
+compiles it; it prints the median and the best time, and the per-pass split of the median run. Then the CPU time
+to compile a chain --deep links long and one a quarter of that (linear growth: about 4x).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 from hcq.compiler import compile as compile_kernel
 from hcq.compiler.backend.c import render_c
 from hcq.compiler.examples import matmul_tiled_kernel
-from hcq.compiler.lower import PIPELINE, TARGETS, launch_dims, linearize
+from hcq.compiler.lower import PIPELINE, TARGETS, gc_paused, launch_dims, linearize
 
 
 def one_run() -> float:
@@ -41,9 +42,21 @@ def per_pass() -> dict:
   return times
 
 
+def deep_chain(n: int) -> float:
+  """CPU seconds to compile out[0] = f(f(...f(x)...)), f(v) = (v ^ i) + 1, n deep (2n ALU nodes), DSL -> C source."""
+  from hcq.compiler import KernelInfo, UOp, dtypes
+  v = UOp.param(1, dtypes.int32, 1, readonly=True).index(0).load()
+  for i in range(n): v = (v ^ i) + 1
+  sink = UOp.param(0, dtypes.int32, 1).index(0).store(v).sink(arg=KernelInfo(f"deep{n}"))
+  t0 = time.process_time()
+  compile_kernel(sink, "c")
+  return time.process_time() - t0
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=30)
+  ap.add_argument("--deep", type=int, default=10000, help="length of the deep chain (0: skip it)")
   args = ap.parse_args()
   for _ in range(3): one_run()   # warm-up
   runs = []
@@ -53,7 +66,12 @@ def main():
   med = statistics.median(runs)
   print(f"tiled matmul 64x64 (8x8 tiles), DSL -> C source: median {med * 1e3:.2f} ms, best {min(runs) * 1e3:.2f} ms "
         f"over {args.runs} runs (target < 50 ms): {'OK' if med < 0.050 else 'TOO SLOW'}")
-  for name, t in per_pass().items(): print(f"  {name:16s} {t * 1e3:7.2f} ms")
+  with gc_paused(): split = per_pass()   # as lower() runs them: without the cyclic collector's pauses
+  for name, t in split.items(): print(f"  {name:16s} {t * 1e3:7.2f} ms")
+  if args.deep:   # compile time grows linearly with the graph: the per-node cost of a chain 4x longer is the same
+    short, long_ = deep_chain(args.deep // 4), deep_chain(args.deep)
+    print(f"deep chain, DSL -> C source (CPU time): {args.deep // 4} deep {short:.2f} s, {args.deep} deep {long_:.2f} s "
+          f"({long_ / short:.1f}x for 4x; {long_ / (2 * args.deep) * 1e6:.0f} us per ALU node)")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@
       two QPs on one port, PHY loopback on, one write, the bytes compared
   hcq rdma connect  [--pci BUS --remote-cmd "ssh host hcq rdma serve --pci BUS" | --mock] [--size N] [--pcap FILE]
       this host writes into the memory of a remote `hcq rdma serve`; the two ends exchange JSON lines over the
-      remote's stdin/stdout: {qpn, mac, gid} both ways, then {size} -> {addr, rkey}, then {done, sha256} -> {sha256, head}
+      remote's stdin/stdout: {qpn, mac, gid} both ways (plus udp_port, the port each mock PHY bound, with --mock),
+      then {size} -> {addr, rkey}, then {done} -> {sha256, head}
   hcq rdma serve    [--pci BUS | --mock]
       the remote end (reads requests on stdin, answers on stdout)
 
 --mock runs the mock Thor2; `connect --mock` starts `serve --mock` as a second local process, the two mock NICs
-exchanging frames over UDP on 127.0.0.1 (and never any other address). Every wait is bounded by --timeout.
+exchanging frames over UDP on 127.0.0.1 (and never any other address). Each mock PHY binds port 0 and the handshake
+carries the port it got, so no port is picked before it is bound. Every wait is bounded by --timeout.
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import json
 import os
 import select
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -146,36 +147,57 @@ def _first_diff(a: bytes, b: bytes) -> int:
 
 
 # ---------------------------------------------------------------- the JSON-lines channel to the remote end
+class LineReader:
+  """JSON objects, one a line, read from a file descriptor with a deadline per line (os.read + select: no buffered
+  file object that could hold a line select cannot see). recv returns None at end of file."""
+
+  def __init__(self, fd: int, peer: str, timeout: float):
+    self.fd, self.peer, self.timeout = fd, peer, timeout
+    self.pending = b""   # bytes read past the last complete line
+
+  def recv(self, what: str) -> dict | None:
+    from ..errors import DeviceError, Timeout
+    deadline = time.monotonic() + self.timeout
+    line = self.pending
+    while b"\n" not in line:
+      left = deadline - time.monotonic()
+      if left <= 0: raise Timeout(f"{self.peer}'s {what}", last_seen=line.decode(errors="replace") or None,
+                                  timeout_s=self.timeout)
+      ready, _, _ = select.select([self.fd], [], [], left)
+      if not ready: continue
+      chunk = os.read(self.fd, 1 << 16)
+      if not chunk:
+        if line.strip(): raise DeviceError(f"{self.peer} closed the channel in the middle of its {what}: {line[:200]!r}")
+        self.pending = b""
+        return None
+      line += chunk
+    line, _, self.pending = line.partition(b"\n")
+    try: return json.loads(line)
+    except ValueError:
+      raise DeviceError(f"{self.peer} sent {line[:200]!r} where its {what} (a JSON line) was expected") from None
+
+
 class Remote:
   """The remote `hcq rdma serve` as a child process: one JSON object a line each way, every read bounded."""
 
   def __init__(self, argv: list[str], timeout: float):
     self.timeout = timeout
     self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+    self.lines = LineReader(self.proc.stdout.fileno(), "the remote end", timeout)
 
   def send(self, obj) -> None:
-    self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-    self.proc.stdin.flush()
+    from ..errors import DeviceError
+    try:
+      self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+      self.proc.stdin.flush()
+    except BrokenPipeError:
+      raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before it read {sorted(obj)}") from None
 
   def recv(self, what: str) -> dict:
-    from ..errors import Timeout
-    deadline = time.monotonic() + self.timeout
-    line = b""
-    while not line.endswith(b"\n"):
-      left = deadline - time.monotonic()
-      if left <= 0: raise Timeout(f"the remote end's {what}", last_seen=line.decode(errors="replace") or None,
-                                  timeout_s=self.timeout)
-      ready, _, _ = select.select([self.proc.stdout], [], [], left)
-      if not ready: continue
-      chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-      if not chunk:
-        from ..errors import DeviceError
-        raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before sending its {what}")
-      line += chunk
-    obj = json.loads(line)
-    if "error" in obj:
-      from ..errors import DeviceError
-      raise DeviceError(f"the remote end failed: {obj['error']}")
+    from ..errors import DeviceError
+    obj = self.lines.recv(what)
+    if obj is None: raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before sending its {what}")
+    if "error" in obj: raise DeviceError(f"the remote end failed: {obj['error']}")
     return obj
 
   def close(self) -> int:
@@ -187,19 +209,27 @@ class Remote:
       return self.proc.wait(timeout=5)
 
 
-def _free_udp_ports(n: int) -> list[int]:
-  socks = []
-  for _ in range(n):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((LOCALHOST, 0))
-    socks.append(s)
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks: s.close()
-  return ports
+def _mock_phy(dev):
+  """The mock NIC's PHY (its UDP socket on 127.0.0.1) behind dev; None on real hardware."""
+  phys = [d.phy for d in getattr(dev.os, "devices", []) if hasattr(d, "phy")]
+  return phys[-1] if phys else None
 
 
 def _endpoint(dev, qp) -> dict:
-  return {"qpn": qp.qpn, "mac": dev.mac.hex(), "gid": dev.gid.hex()}
+  """What one end tells the other: QP number, MAC, GID and, on the mock wire, the UDP port its PHY is bound to (each
+  end binds port 0 itself and reports the port it got: no port is chosen and then bound by someone else)."""
+  ep = {"qpn": qp.qpn, "mac": dev.mac.hex(), "gid": dev.gid.hex()}
+  phy = _mock_phy(dev)
+  if phy is not None: ep["udp_port"] = phy.address[1]
+  return ep
+
+
+def _connect_mock_wire(dev, peer: dict) -> None:
+  """Point this end's mock PHY at the peer's UDP port (from the handshake)."""
+  phy = _mock_phy(dev)
+  if phy is None: return
+  if "udp_port" not in peer: raise ValueError(f"the remote end did not report its mock UDP port: {peer}")
+  phy.set_peer(int(peer["udp_port"]))
 
 
 # ---------------------------------------------------------------- connect (this end writes)
@@ -207,15 +237,12 @@ def run_connect(args) -> int:
   from ..drivers.bnxt import BNXTQP
   if args.pci and not args.remote_cmd: raise SystemExit("hcq rdma connect --pci needs --remote-cmd")
   if args.pci:
-    mine_port = peer_port = 0
     argv = shlex.split(args.remote_cmd)
-  else:
-    mine_port, peer_port = _free_udp_ports(2)
+  else:   # both mock PHYs bind port 0; the handshake carries the ports they got
     argv = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))",
             "rdma", "serve", "--mock", "--pmtu", str(args.pmtu), "--timeout", str(args.timeout),
-            "--ip", args.remote_ip or MOCK_IPS[1], "--mock-port", str(peer_port), "--mock-peer", str(mine_port),
-            "--mock-mac", "020000000002"]
-  dev = open_nic(args, mock_port=mine_port, mock_peer=peer_port, mock_mac="020000000001")
+            "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", "020000000002"]
+  dev = open_nic(args, mock_mac="020000000001")
   remote = Remote(argv, args.timeout)
   status = 1
   try:
@@ -223,6 +250,7 @@ def run_connect(args) -> int:
     qp = BNXTQP(dev, pmtu=args.pmtu)
     remote.send(_endpoint(dev, qp))
     peer = remote.recv("QP number, MAC and GID")
+    _connect_mock_wire(dev, peer)
     qp.connect(int(peer["qpn"]), bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
     remote.send({"size": args.size})
     target = remote.recv("target address and rkey")
@@ -258,11 +286,10 @@ def run_serve(args) -> int:
     out.write(json.dumps(obj) + "\n")
     out.flush()
 
+  lines = LineReader(sys.stdin.fileno(), "the connecting end", args.timeout)
+
   def request(what: str) -> dict | None:
-    ready, _, _ = select.select([sys.stdin], [], [], args.timeout)
-    if not ready: raise TimeoutError(f"no {what} from the connecting end within {args.timeout:g} s")
-    line = sys.stdin.readline()
-    return json.loads(line) if line.strip() else None
+    return lines.recv(what)
 
   dev = None
   try:
@@ -271,6 +298,7 @@ def run_serve(args) -> int:
     qp = BNXTQP(dev, pmtu=args.pmtu)
     peer = request("QP number, MAC and GID")
     if peer is None: return 0
+    if not args.mock_peer: _connect_mock_wire(dev, peer)
     qp.connect(int(peer["qpn"]), bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
     reply(_endpoint(dev, qp))
     ask = request("buffer request")

@@ -47,7 +47,12 @@ class HostMemory:
       return self._ranges.pop(start)
 
   def _drop_phys(self, addr: int, size: int) -> None:
-    for page in range(addr & ~(PAGE - 1), addr + size, PAGE):
+    if not self._page_phys: return
+    start, end = addr & ~(PAGE - 1), addr + size
+    pages = range(start, end, PAGE)
+    if len(pages) > len(self._page_phys):     # a big range (a VRAM reservation): look only at the pages handed out
+      pages = [p for p in self._page_phys if start <= p < end]
+    for page in pages:
       phys = self._page_phys.pop(page, None)
       if phys is not None: del self._phys_page[phys]
 

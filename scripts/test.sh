@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up what the tests need (Debian toolchain used as the reference: gcc, clang-19/lld-19/llvm-19, tshark, lspci;
-# the test extras in .venv) and run the whole test suite. Extra arguments go to pytest.
+# the test extras in .venv; xz-utils unpacks the kernel source the generator fetches with apt-get download) and run
+# the whole test suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APT_PACKAGES="gcc g++ clang-19 lld-19 llvm-19 tshark pciutils rocm-device-libs python3-scapy"
+APT_PACKAGES="python3 python3-venv git xz-utils gcc g++ clang-19 lld-19 llvm-19 tshark pciutils rocm-device-libs python3-scapy"
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -13,10 +13,11 @@ exit codes:
   1    rmmod --expect: a module is loaded; kill_pids: a holder could not be signalled or still holds the lock
        after 128 rounds; reset: a device could not be reset; any other error (named on stderr)
   2    usage error
+  124  a command hcq-smi runs did not finish in 600 s (it is killed)
   127  a command hcq-smi runs (modprobe, sudo, nvidia-smi) was not found
   N    rmmod/insmod: modprobe's (or nvidia-smi's) own exit code when it fails
 
-Lock files, sysfs and procfs come from HCQ_LOCK_DIR (default: the system temp dir), HCQ_SYSFS_ROOT (/sys) and
+Lock files, sysfs and procfs come from HCQ_LOCK_DIR (default: /tmp), HCQ_SYSFS_ROOT (/sys) and
 HCQ_PROC_ROOT (/proc). Lock files whose bus part is not a PCI address are ignored with a warning."""
 
 COMMANDS = {
@@ -36,6 +37,13 @@ def _prefix(text: str) -> str:
   if text == "": return ""  # the default: every device
   try: return validate_prefix(text.lower())
   except HCQError as e: raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _interval(text: str) -> float:
+  try: value = float(text)
+  except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+  if not 0.05 <= value <= 3600: raise argparse.ArgumentTypeError(f"{text} s: the refresh period must be 0.05-3600 s")
+  return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     if name == "top":
       p.add_argument("--dev", type=_prefix, default="", metavar="BUS", help="only devices whose address starts with BUS")
       p.add_argument("--once", action="store_true", help="print the table once and exit")
-      p.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
+      p.add_argument("--interval", type=_interval, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
   return parser
 
 

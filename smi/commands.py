@@ -1,7 +1,8 @@
 """hcq-smi's driver hand-over commands: rmmod, insmod, reset, pids, kill_pids.
 
 Commands run by subprocess get argument lists, never a shell: modprobe, sudo, nvidia-smi. Processes are signalled
-with os.kill. Everything else (sysfs, procfs, lock files) goes through the OS interface object `host` (LinuxOS).
+through a pidfd (LinuxOS.open_process) after checking again that they hold the lock. Everything else (sysfs,
+procfs, lock files) goes through the OS interface object `host` (LinuxOS).
 """
 from __future__ import annotations
 
@@ -9,23 +10,27 @@ import errno
 import os
 import signal
 import subprocess
+import sys
 
 from ..drivers.system.pci import PCIDevice
 from ..errors import DeviceError, OSCallError
 from .backends import Backend
-from .holders import find_holders, process_name
+from .holders import classify_holders, find_holders, holds, lock_target, process_name
 from .lockfiles import discover
 
 KILL_ROUNDS, KILL_PAUSE_S = 128, 0.2
-EXIT_OK, EXIT_FAIL, EXIT_NOT_FOUND = 0, 1, 127
+# the longest a command hcq-smi runs may take (loading amdgpu or nvidia initialises every GPU: tens of seconds)
+COMMAND_TIMEOUT_S = 600.0
+EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT, EXIT_NOT_FOUND = 0, 1, 124, 127
 
 
 class Context:
   """What every command gets: the backend, the OS object, the report, and whether sudo may be used."""
 
-  def __init__(self, backend: Backend, host, report, sudoless: bool = False):
+  def __init__(self, backend: Backend, host, report, sudoless: bool = False, command_timeout_s: float = COMMAND_TIMEOUT_S):
     self.backend, self.host, self.report = backend, host, report
     self.use_sudo = not sudoless and os.geteuid() != 0
+    self.command_timeout_s = command_timeout_s
 
   def run(self, argv: list[str], root: bool = False, stdin: bytes | None = None) -> int:
     """Run argv (through sudo when root is needed and we are not root, unless --sudoless); its exit code."""
@@ -33,10 +38,13 @@ class Context:
     self.report.say(f"running: {' '.join(argv)}")
     # the tool's own output goes to stderr under --json, so that stdout stays one JSON document
     out = subprocess.DEVNULL if stdin is not None else (2 if self.report.as_json else None)
-    try: return subprocess.run(argv, input=stdin, stdout=out, check=False).returncode
+    try: return subprocess.run(argv, input=stdin, stdout=out, check=False, timeout=self.command_timeout_s).returncode
     except FileNotFoundError:
       self.report.error(f"{argv[0]}: command not found")
       return EXIT_NOT_FOUND
+    except subprocess.TimeoutExpired:  # subprocess.run killed it
+      self.report.error(f"{' '.join(argv)}: still running after {self.command_timeout_s:g} s, killed")
+      return EXIT_TIMEOUT
 
   def locks(self, prefix: str = ""):
     return discover(self.host, self.backend.lock_kind, prefix, warn=self.report.warn)
@@ -128,65 +136,108 @@ def insmod(ctx: Context) -> int:
 
 # ---- holders
 
-def _holder_doc(ctx, pids):
-  return [{"pid": p, "name": process_name(ctx.host, p)} for p in pids]
+UNCHECKED = " [named by /proc/locks; its fds cannot be read by this user]"
+
+
+def _holder_doc(ctx, found) -> list[dict]:
+  """checked: its fds show it holds the lock; else only <proc>/locks names it (this user may not read its fds)."""
+  return [{"pid": p, "name": process_name(ctx.host, p), "checked": p in found.verified} for p in found.all]
 
 
 def pids(ctx: Context, prefix: str = "") -> int:
   devices = []
   locks = ctx.locks(prefix)
   for lf in locks:
-    holders = find_holders(ctx.host, lf.path)
-    devices.append({"bus": lf.bus, "lock": lf.path, "holders": _holder_doc(ctx, holders)})
-    if holders: ctx.report.say(f"{lf.bus}: " + " ".join(f"{h['pid']} ({h['name']})" for h in devices[-1]["holders"]))
-    else: ctx.report.say(f"{lf.bus}: No processes found")
+    holders = _holder_doc(ctx, classify_holders(ctx.host, lf.path))
+    devices.append({"bus": lf.bus, "lock": lf.path, "holders": holders})
+    text = " ".join(f"{h['pid']} ({h['name']})" + ("" if h["checked"] else UNCHECKED) for h in holders)
+    ctx.report.say(f"{lf.bus}: {text or 'No processes found'}")
   if not locks: ctx.report.say(f"No devices found (no {ctx.backend.lock_kind}_*.lock in {ctx.host.config.lock_dir})")
   ctx.report.document({"command": "pids", "backend": ctx.backend.name, "devices": devices, "exit": EXIT_OK})
   return EXIT_OK
 
 
-def _signal(ctx: Context, pid: int) -> str | None:
-  """SIGKILL pid; None on success (or if it is gone), else why it could not be signalled."""
+def _kill(ctx: Context, pid: int, lf) -> tuple[str, str]:
+  """SIGKILL pid if it still holds lf's lock: ("killed" | "gone" | "denied" | "failed", why).
+
+  The process is pinned with a pidfd first, then checked again through procfs: a pid that was reused after the
+  scan names another process, which fails the check and is never signalled."""
+  target = lock_target(ctx.host, lf.path)
+  if target is None: return "gone", "the lock file is gone"
+  try: proc = ctx.host.open_process(pid)
+  except OSCallError as e:
+    return ("gone", "") if e.errno == errno.ESRCH else ("failed", str(e))
   try:
-    os.kill(pid, signal.SIGKILL)
-    return None
-  except ProcessLookupError: return None
-  except PermissionError as e:
-    if not ctx.use_sudo: return f"{os.strerror(e.errno)} (--sudoless: not using sudo)"
-  rc = ctx.run(["kill", "-s", "KILL", "--", str(pid)], root=True)
-  return None if rc == 0 else f"sudo kill exited {rc}"
+    if holds(ctx.host, pid, *target) is not True: return "gone", "no longer holds the lock"
+    proc.signal(signal.SIGKILL)
+    return "killed", ""
+  except OSCallError as e:
+    if e.errno == errno.ESRCH: return "gone", ""
+    if e.errno == errno.EPERM: return "denied", os.strerror(e.errno)
+    return "failed", str(e)
+  finally: proc.close()
+
+
+def _kill_as_root(ctx: Context, lf) -> int:
+  """Run kill_pids for this one device as root (sudo): root may read every process's fds, so it kills exactly
+  the holders this user could not check. The same hcq-smi, with this user's lock/sysfs/proc roots."""
+  cfg = ctx.host.config
+  argv = ["env", f"HCQ_LOCK_DIR={cfg.lock_dir}", f"HCQ_PROC_ROOT={cfg.proc_root}", f"HCQ_SYSFS_ROOT={cfg.sysfs_root}",
+          sys.executable, "-m", "hcq.smi", ctx.backend.name, "kill_pids", "--sudoless", "--pci_bus", lf.bus]
+  return ctx.run(argv, root=True)
+
+
+def _kill_device(ctx: Context, lf, killed: list, failed: dict, sleep) -> list[int]:
+  """Kill the holders of one lock file, round after round; returns the pids that still hold it."""
+  need_root: dict[int, str] = {}
+  for _ in range(KILL_ROUNDS):
+    found = classify_holders(ctx.host, lf.path)
+    for pid in found.unverified:
+      need_root.setdefault(pid, "its file descriptors cannot be read by this user, so it cannot be checked that it "
+                                "holds the lock; not signalled")
+    todo = [p for p in found.verified if p != os.getpid() and p not in failed and p not in need_root]
+    if not todo: break
+    for pid in todo:
+      name = process_name(ctx.host, pid)
+      outcome, why = _kill(ctx, pid, lf)
+      if outcome == "killed":
+        if pid not in (k["pid"] for k in killed):
+          killed.append({"pid": pid, "name": name, "bus": lf.bus})
+          ctx.report.say(f"killed {pid} ({name}) holding {lf.path}")
+      elif outcome == "denied": need_root[pid] = why
+      elif outcome == "failed":
+        failed[pid] = {"pid": pid, "name": name, "bus": lf.bus, "reason": why}
+        ctx.report.error(f"cannot kill {pid} ({name}) holding {lf.path}: {why}")
+    sleep(KILL_PAUSE_S)
+  still = set(find_holders(ctx.host, lf.path))
+  need_root = {p: why for p, why in need_root.items() if p in still}
+  if need_root and ctx.use_sudo:
+    names = {p: process_name(ctx.host, p) for p in need_root}
+    rc = _kill_as_root(ctx, lf)
+    still = set(find_holders(ctx.host, lf.path))
+    for pid in need_root:
+      if pid not in still: killed.append({"pid": pid, "name": names[pid], "bus": lf.bus, "as_root": True})
+    need_root = {p: f"still holds the lock after running kill_pids as root (exit {rc})" for p in need_root if p in still}
+  sudoless = not ctx.use_sudo and os.geteuid() != 0
+  for pid, why in need_root.items():
+    failed[pid] = {"pid": pid, "name": process_name(ctx.host, pid), "bus": lf.bus,
+                   "reason": why + (" (--sudoless: not using sudo)" if sudoless else "")}
+    ctx.report.error(f"cannot kill {pid} ({failed[pid]['name']}) holding {lf.path}: {failed[pid]['reason']}")
+  return [p for p in find_holders(ctx.host, lf.path) if p not in failed]
 
 
 def kill_pids(ctx: Context, prefix: str = "", sleep=None) -> int:
   """SIGKILL every holder of each matching device's lock, round after round (at most KILL_ROUNDS, KILL_PAUSE_S
-  apart) until none is left. Only pids found holding the lock are signalled, never this process."""
+  apart) until none is left. Only processes found holding the lock are signalled, never this process."""
   import time
   sleep = sleep or time.sleep
   killed, failed, remaining = [], {}, {}
   locks = ctx.locks(prefix)
   for lf in locks:
-    for round_no in range(KILL_ROUNDS):
-      holders = [p for p in find_holders(ctx.host, lf.path) if p != os.getpid() and p not in failed]
-      if not holders: break
-      for pid in holders:
-        name = process_name(ctx.host, pid)
-        why = _signal(ctx, pid)
-        if why is None:
-          if pid not in (k["pid"] for k in killed):
-            killed.append({"pid": pid, "name": name, "bus": lf.bus})
-            ctx.report.say(f"killed {pid} ({name}) holding {lf.path}")
-        else:
-          failed[pid] = {"pid": pid, "name": name, "bus": lf.bus, "reason": why}
-          ctx.report.error(f"cannot kill {pid} ({name}) holding {lf.path}: {why}")
-      sleep(KILL_PAUSE_S)
-    else:
-      left = [p for p in find_holders(ctx.host, lf.path) if p not in failed]
-      if left:
-        remaining[lf.bus] = left
-        ctx.report.error(f"{lf.bus}: still held by {left} after {KILL_ROUNDS} rounds")
-    if os.getpid() in find_holders(ctx.host, lf.path):
-      ctx.report.error(f"{lf.bus}: this process holds {lf.path} itself")
-      remaining.setdefault(lf.bus, []).append(os.getpid())
+    left = _kill_device(ctx, lf, killed, failed, sleep)
+    if os.getpid() in left: ctx.report.error(f"{lf.bus}: this process holds {lf.path} itself")
+    elif left: ctx.report.error(f"{lf.bus}: still held by {left} after {KILL_ROUNDS} rounds")
+    if left: remaining[lf.bus] = left
   if not locks: ctx.report.say(f"No devices found (no {ctx.backend.lock_kind}_*.lock in {ctx.host.config.lock_dir})")
   elif not killed and not failed and not remaining: ctx.report.say("No processes found")
   rc = EXIT_FAIL if failed or remaining else EXIT_OK

@@ -56,30 +56,56 @@ def _flock_owners(entries, key) -> set[int]:
   return {e.pid for e in entries if e.kind == "FLOCK" and not e.waiting and e.key == key and e.pid > 0}
 
 
-def find_holders(host, path: str) -> list[int]:
-  """Sorted pids of the processes holding the flock on path (an empty list when the file does not exist)."""
-  try:
-    key = file_key(host, path)
-    target = host.realpath(path)
-  except OSCallError: return []
+def lock_target(host, path: str) -> tuple[FileKey, str] | None:
+  """What identifies the lock file: its (device, inode) as procfs prints it, and its real path; None when absent."""
+  try: return file_key(host, path), host.realpath(path)
+  except OSCallError: return None
+
+
+def holds(host, pid: int, key: FileKey, target: str) -> bool | None:
+  """Whether process pid holds the flock on the file: True when one of its fds is that file and the fd's fdinfo
+  shows the lock; False when not (or the process is gone); None when this user may not read its fds."""
+  try: fds = host.proc_list(f"{pid}/fd")
+  except OSCallError as e:
+    return None if e.errno in (errno.EACCES, errno.EPERM) else False  # ENOENT: exited meanwhile
+  for fd in fds:
+    try:
+      if host.proc_readlink(f"{pid}/fd/{fd}") != target: continue
+      info = host.proc_read(f"{pid}/fdinfo/{fd}")
+    except OSCallError: continue  # the fd was closed meanwhile
+    if _flock_owners(parse_lock_lines("\n".join(l for l in info.splitlines() if l.startswith("lock:"))), key):
+      return True
+  return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Holders:
+  verified: list[int]    # their fds show that they hold the lock
+  unverified: list[int]  # <proc>/locks names them, but this user may not read their fds: a pid there can be stale
+
+  @property
+  def all(self) -> list[int]: return sorted(self.verified + self.unverified)
+
+
+def classify_holders(host, path: str) -> Holders:
+  """The processes holding the flock on path (none when the file does not exist)."""
+  target = lock_target(host, path)
+  if target is None: return Holders([], [])
+  key, real = target
   try: owners = _flock_owners(parse_lock_lines(host.proc_read("locks")), key)
-  except OSCallError: owners = set()
-  holders, unreadable = set(), set()
+  except OSCallError: owners = set()  # no <proc>/locks: only the fd scan below can name holders
+  verified, unverified = [], []
   for pid in host.proc_list(""):
     if not pid.isdigit(): continue
-    try: fds = host.proc_list(f"{pid}/fd")
-    except OSCallError as e:
-      if e.errno in (errno.EACCES, errno.EPERM): unreadable.add(int(pid))
-      continue  # ENOENT: exited meanwhile
-    for fd in fds:
-      try:
-        if host.proc_readlink(f"{pid}/fd/{fd}") != target: continue
-        info = host.proc_read(f"{pid}/fdinfo/{fd}")
-      except OSCallError: continue
-      if _flock_owners(parse_lock_lines("\n".join(l for l in info.splitlines() if l.startswith("lock:"))), key):
-        holders.add(int(pid))
-  holders |= owners & unreadable
-  return sorted(holders)
+    verdict = holds(host, int(pid), key, real)
+    if verdict: verified.append(int(pid))
+    elif verdict is None and int(pid) in owners: unverified.append(int(pid))
+  return Holders(sorted(verified), sorted(unverified))
+
+
+def find_holders(host, path: str) -> list[int]:
+  """Sorted pids of the processes holding the flock on path (an empty list when the file does not exist)."""
+  return classify_holders(host, path).all
 
 
 def process_name(host, pid: int) -> str:

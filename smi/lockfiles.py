@@ -18,6 +18,14 @@ class LockFile:
   path: str
 
 
+def _not_a_lock_file(st) -> str | None:
+  """Why a well-named entry is still no lock file hcq made: a symlink, a folder, or a hard link to some other file
+  (whose flock holders kill_pids would then kill, e.g. a package manager's lock)."""
+  if not stat.S_ISREG(st.st_mode): return "not a regular file"
+  if st.st_nlink != 1: return f"a hard link ({st.st_nlink} names for one file)"
+  return None
+
+
 def discover(host, kind: str, prefix: str = "", warn=print) -> list[LockFile]:
   """Lock files of `kind` whose PCI address starts with prefix, sorted by address."""
   lock_dir = host.config.lock_dir
@@ -35,8 +43,9 @@ def discover(host, kind: str, prefix: str = "", warn=print) -> list[LockFile]:
     path = posixpath.join(lock_dir, lock_name(*parsed))
     try: st = host.stat(path, follow_symlinks=False)
     except OSCallError: continue  # removed meanwhile
-    if not stat.S_ISREG(st.st_mode):
-      warn(f"ignoring lock file {name!r} in {lock_dir}: not a regular file")
+    why = _not_a_lock_file(st)
+    if why:
+      warn(f"ignoring lock file {name!r} in {lock_dir}: {why}")
       continue
     if parsed[1].startswith(prefix): found.append(LockFile(parsed[0], parsed[1], path))
   return sorted(found, key=lambda lf: lf.bus)
@@ -49,5 +58,5 @@ def lock_for(host, bus: str) -> list[LockFile]:
     path = posixpath.join(host.config.lock_dir, lock_name(kind, bus))
     try: st = host.stat(path, follow_symlinks=False)
     except OSCallError: continue
-    if stat.S_ISREG(st.st_mode): out.append(LockFile(kind, bus, path))
+    if not _not_a_lock_file(st): out.append(LockFile(kind, bus, path))
   return out

@@ -8,6 +8,10 @@ work-items in the calling thread.
 
 Arguments: `uint64_t args[]`, indexed by slot: a buffer's address, an integer's value, a float's bit pattern.
 Integers wrap (-fwrapv) and floats are not contracted into FMAs (-ffp-contract=off), as the reference semantics.
+An integer IDIV/IMOD whose divisor may be zero is guarded: a zero divisor records the first such fault in the
+work-group state, the kernel goes on with 0, and hcq_launch returns 1 + the index of the faulting division, which
+CProgram.launch raises as KernelFault naming the kernel and the division (a trapping idiv would SIGFPE the whole
+process). INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0 (compiler/ir/evaluate.py), without the trapping idiv.
 """
 from __future__ import annotations
 
@@ -51,6 +55,26 @@ def _literal(v, dt) -> str:
   return f"({dt.cname}){int(v)}" if dt.itemsize < 4 else str(int(v))
 
 
+def _needs_guard(u: UOp) -> bool:
+  """An integer IDIV/IMOD whose divisor may be 0 (x86 traps: SIGFPE would kill the process), or -1 with a dividend
+  that may be the type's minimum (INT_MIN / -1 traps too). A divisor known to be safe needs no check."""
+  a, d = u.src
+  if d.vmin <= 0 <= d.vmax: return True
+  return d.vmin <= -1 <= d.vmax and u.dtype.kind == "int" and u.dtype.itemsize >= 4 and a.vmin <= u.dtype.bounds[0]
+
+
+def _guarded_div(u: UOp, a: str, b: str, site: int) -> str:
+  """C for a / b or a % b that never traps: a zero divisor records fault `site` in the work-group and yields 0;
+  x / -1 is the wrapping negation and x % -1 is 0 (the reference semantics, compiler/ir/evaluate.py: INT_MIN / -1
+  wraps to INT_MIN), computed without the idiv that traps on INT_MIN / -1."""
+  dt = u.dtype
+  zero = f"hcq_div_fault(hcq_wg, {site})"
+  if dt.kind == "uint" or dt.itemsize < 4:   # no minimum / -1 trap: narrow types are promoted to int first
+    return f"{b} == 0 ? {zero} : {a} {_BIN[u.op]} {b}"
+  minus_one = f"({dt.cname})(0 - (unsigned {dt.cname}){a})" if u.op is Ops.IDIV else "0"
+  return f"{b} == 0 ? {zero} : {b} == -1 ? {minus_one} : {a} {_BIN[u.op]} {b}"
+
+
 @dataclass
 class CArtifact:
   """What compile(sink, "c") returns: the C source and what a launcher needs to know."""
@@ -62,18 +86,19 @@ class CArtifact:
   has_barrier: bool
   local_bytes: int
   linear: UOp = field(repr=False, default=None)
+  faults: list = field(default_factory=list)   # what each guarded integer division is (for the error a fault raises)
 
   def meta(self) -> dict:
     """What a loader needs, embedded in the shared object as the string hcq_kernel_meta."""
     return {"name": self.name, "params": [[p[0], p[1], p[2].name, p[3], p[4]] for p in self.params],
             "global_size": list(self.global_size), "local_size": list(self.local_size),
-            "has_barrier": self.has_barrier, "local_bytes": self.local_bytes}
+            "has_barrier": self.has_barrier, "local_bytes": self.local_bytes, "faults": self.faults}
 
   @staticmethod
   def from_meta(meta: dict, source: str = "") -> "CArtifact":
     params = [(slot, kind, getattr(dtypes, dt), size, ro) for slot, kind, dt, size, ro in meta["params"]]
     return CArtifact(meta["name"], source, params, tuple(meta["global_size"]), tuple(meta["local_size"]),
-                     meta["has_barrier"], meta["local_bytes"])
+                     meta["has_barrier"], meta["local_bytes"], faults=list(meta.get("faults", [])))
 
 
 def render_c(lin: UOp) -> CArtifact:
@@ -94,7 +119,8 @@ def render_c(lin: UOp) -> CArtifact:
 
   def emit(line: str): body.append("  " * depth + line)
 
-  for u in lin.src:
+  faults: list[str] = []   # the guarded integer divisions: hcq_launch returns 1 + the index of the one that faulted
+  for pos, u in enumerate(lin.src):
     op, src = u.op, u.src
     r = [names.get(s) for s in src]
     if op is Ops.PARAM:
@@ -153,13 +179,21 @@ def render_c(lin: UOp) -> CArtifact:
       emit(f"*{r[0]} = {r[1]};")
     elif op is Ops.CAST:
       names[u] = n = new("cast")
-      emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({r[0]});")
+      if src[0].dtype.is_float and u.dtype.is_int:   # C leaves out-of-range and NaN undefined: dtypes.float_to_int
+        cvt = f"hcq_f2{'u' if u.dtype.kind == 'uint' else 'i'}{64 if u.dtype.itemsize == 8 else 32}"
+        emit(f"{u.dtype.cname} {n} = ({u.dtype.cname}){cvt}((double)({r[0]}));")
+      else:
+        emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({r[0]});")
     elif op is Ops.BITCAST:
       names[u] = n = new("bits")
       emit(f"{u.dtype.cname} {n}; {{ {src[0].dtype.cname} t_ = {r[0]}; memcpy(&{n}, &t_, sizeof({n})); }}")
     elif op is Ops.CUSTOM:
       names[u] = n = new("custom")
       emit(f"{u.dtype.cname} {n} = {u.arg[0].format(*r)};")
+    elif op in (Ops.IDIV, Ops.IMOD) and u.dtype.is_int and _needs_guard(u):
+      faults.append(f"{op.name} {u.dtype.name} at position {pos} of the linear kernel ({r[0]} {_BIN[op]} {r[1]})")
+      names[u] = n = new("alu")
+      emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({_guarded_div(u, r[0], r[1], len(faults))});")
     elif op in _BIN or op in (Ops.MAX, Ops.WHERE, Ops.NEG, Ops.NOT, Ops.RECIP, Ops.MULACC) or op in _FLOAT_FN:
       if op in _BIN: expr = f"{r[0]} {_BIN[op]} {r[1]}"
       elif op is Ops.MAX: expr = f"{r[0]} > {r[1]} ? {r[0]} : {r[1]}"
@@ -180,7 +214,7 @@ def render_c(lin: UOp) -> CArtifact:
              .replace("HAS_BARRIER", "1" if has_barrier else "0")
   ordered = [params[k] for k in sorted(params)]
   art = CArtifact(name, src_text, ordered, info.global_size or (1, 1, 1), info.local_size or (1, 1, 1), has_barrier,
-                  local_off, lin)
+                  local_off, lin, faults)
   art.source += f"const char hcq_kernel_meta[] = {json.dumps(json.dumps(art.meta()))};\n"
   return art
 
@@ -190,8 +224,26 @@ _PRELUDE = """#include <stdint.h>
 #include <string.h>
 #include <math.h>
 #include <pthread.h>
-typedef struct { pthread_barrier_t bar; int nthreads; pthread_mutex_t m; pthread_cond_t c; int go; } hcq_wg_t;
+typedef struct { pthread_barrier_t bar; int nthreads; pthread_mutex_t m; pthread_cond_t c; int go; int fault; } hcq_wg_t;
 static inline void hcq_barrier(hcq_wg_t* wg) { if (wg->nthreads > 1) pthread_barrier_wait(&wg->bar); }
+/* float -> integer as compiler/ir/dtypes.float_to_int: NaN is 0, out of range saturates (C leaves both undefined) */
+static inline int hcq_f2i32(double x) {
+  return x != x ? 0 : x >= 2147483648.0 ? 2147483647 : x <= -2147483649.0 ? (-2147483647 - 1) : (int)x;
+}
+static inline unsigned hcq_f2u32(double x) { return x != x ? 0 : x >= 4294967296.0 ? 4294967295u : x <= -1.0 ? 0u : (unsigned)x; }
+static inline long long hcq_f2i64(double x) {
+  return x != x ? 0 : x >= 9223372036854775808.0 ? 9223372036854775807ll
+       : x < -9223372036854775808.0 ? (-9223372036854775807ll - 1) : (long long)x;
+}
+static inline unsigned long long hcq_f2u64(double x) {
+  return x != x ? 0 : x >= 18446744073709551616.0 ? 18446744073709551615ull : x <= -1.0 ? 0ull : (unsigned long long)x;
+}
+/* an integer division by zero: record the first one (the launch returns it) and go on with 0 */
+static inline int hcq_div_fault(hcq_wg_t* wg, int site) {
+  int none = 0;
+  __atomic_compare_exchange_n(&wg->fault, &none, site, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return 0;
+}
 """
 
 _LAUNCHER = """
@@ -218,11 +270,11 @@ int hcq_launch(const uint64_t* args, int gx, int gy, int gz, int lx, int ly, int
   char* lmem = (char*)aligned_alloc(64, ((LOCAL_BYTES) + 63) / 64 * 64);
   if (!lmem) return -1;
   memset(lmem, 0, LOCAL_BYTES);
-  hcq_wg_t wg; wg.nthreads = HAS_BARRIER ? n : 1;
+  hcq_wg_t wg; wg.nthreads = HAS_BARRIER ? n : 1; wg.fault = 0;
   int rc = 0;
   if (!HAS_BARRIER || n == 1) {
     for (int gz_ = 0; gz_ < gz; gz_++) for (int gy_ = 0; gy_ < gy; gy_++) for (int gx_ = 0; gx_ < gx; gx_++)
-      for (int t = 0; t < n; t++) {
+      for (int t = 0; t < n && !wg.fault; t++) {
         int gid[3] = { gx_, gy_, gz_ }, lid[3] = { t % lx, (t / lx) % ly, t / (lx * ly) };
         KERNEL_body(args, gid, lid, &wg, lmem);
       }
@@ -246,7 +298,7 @@ int hcq_launch(const uint64_t* args, int gx, int gy, int gz, int lx, int ly, int
     free(th); free(ts);
   }
   free(lmem);
-  return rc;
+  return rc ? rc : wg.fault;   /* > 0: 1 + the index of the guarded division that divided by zero */
 }
 """
 
@@ -289,6 +341,13 @@ def load_shared_object(image: bytes) -> str:
     with open(tmp, "wb") as f: f.write(image)
     os.replace(tmp, path)
   return path
+
+
+class KernelFault(CompileError):
+  """A kernel faulted while it ran (an integer division by zero); .site says which operation of the kernel."""
+  def __init__(self, msg: str, site: str):
+    super().__init__(msg)
+    self.site = site
 
 
 class CProgram:
@@ -356,6 +415,9 @@ class CProgram:
     t0 = time.perf_counter()
     rc = self.fn(words, *gs, *ls)
     dt = time.perf_counter() - t0
+    if rc > 0:
+      site = self.art.faults[rc - 1] if rc <= len(self.art.faults) else f"guarded division #{rc}"
+      raise KernelFault(f"kernel {self.name}: integer division by zero in {site}", site)
     if rc != 0:
       raise CompileError(f"kernel {self.name}: launch failed ({'no memory' if rc == -1 else 'could not start a thread per work-item'})")
     return dt

@@ -10,6 +10,7 @@ PtrDType is the type of a memory object (PARAM, BUFFER, INDEX): element type, ad
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 
@@ -115,9 +116,21 @@ def join(a: DType, b: DType) -> DType | None:
   return None
 
 
+def float_to_int(value: float, dt: DType) -> int:
+  """The reference float -> integer conversion, as GPUs convert (RDNA3 v_cvt_i32_f32 / v_cvt_u32_f32): NaN is 0, the
+  value is truncated toward zero and saturates at the 32-bit range of dt's signedness (64-bit for 8-byte and weak
+  types); a narrower dt then keeps the low bits, as a narrowing of that 32-bit result does."""
+  if math.isnan(value): return 0
+  bits = 64 if dt.itemsize == 8 or dt.is_weak else 32
+  lo, hi = (0, (1 << bits) - 1) if dt.kind == "uint" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+  if math.isinf(value): return hi if value > 0 else lo
+  return min(max(math.trunc(value), lo), hi)
+
+
 def truncate(value, dt: DType):
-  """Wrap / convert a Python value to what a variable of type dt would hold."""
+  """Wrap / convert a Python value to what a variable of type dt would hold (a float to an integer: float_to_int)."""
   if dt.kind == "bool": return bool(value)
+  if isinstance(value, float) and dt.is_int: value = float_to_int(value, dt)
   if dt.kind in ("int", "uint"):
     v = int(value) & ((1 << (8 * dt.itemsize)) - 1)
     if dt.kind == "int" and v >= 1 << (8 * dt.itemsize - 1): v -= 1 << (8 * dt.itemsize)

@@ -80,9 +80,7 @@ def evaluate(root: UOp, env: dict | None = None):
     if u in env: continue
     if u.op is Ops.CONST: env[u] = u.arg
     elif u.op is Ops.CAST:
-      v = env[u.src[0]]
-      if u.arg.is_int and isinstance(v, float): v = math.trunc(v)
-      env[u] = truncate(v, u.arg)
+      env[u] = truncate(env[u.src[0]], u.arg)   # a float to an integer: dtypes.float_to_int
     elif u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR, Ops.LOAD):
       raise EvalError(f"evaluate: no value given for {u.op.name} {u.arg!r}", u)
     else:

@@ -28,6 +28,10 @@ class Ops(enum.Enum):
   WHERE = enum.auto(); MULACC = enum.auto()
   # calls (no FUNCTION op: a CALL whose body is a TUPLE produces values, read with GETTUPLE)
   CALL = enum.auto(); TUPLE = enum.auto(); GETTUPLE = enum.auto(); PROGRAM = enum.auto(); COPY = enum.auto()
+
+  # Enum's __hash__ is Python code (hash of the name), called hundreds of thousands of times per large kernel (rule
+  # tables, op sets, UOp cache keys); members compare by identity, so the C identity hash is equivalent and faster.
+  __hash__ = object.__hash__
   # target instructions and escape hatches: INS arg (op, dtype), CUSTOM arg (fmt, dtype)
   INS = enum.auto(); CUSTOM = enum.auto()
 

@@ -67,8 +67,9 @@ def _order(sink: UOp) -> list[UOp]:
       open_stack.append(placed); open_set = open_set | {placed}
     elif placed.op is Ops.END:
       open_stack.pop(); open_set = open_set - {placed.src[1]}
-    for b in blocked: heapq.heappush(ready, b)
-    blocked = []
+    if placed.op in (Ops.RANGE, Ops.END):   # only opening or closing a range can unblock a node
+      for b in blocked: heapq.heappush(ready, b)
+      blocked = []
     for v in users[placed]:
       missing[v] -= 1
       if missing[v] == 0: heapq.heappush(ready, (kind(v), prio[v], pos[v], v))

@@ -342,7 +342,7 @@ class BoundLaunch:
       gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
       ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
       shape = prog.shape(gs, ls, False)
-      explicit = prog.layout.check_and_pack(args, dev.buffer_type)
+      explicit = prog.layout.check_and_pack(args, dev.buffer_type, dev)
       planned.append((prog, shape, explicit, offset))
       offset = round_up(offset + shape.alloc_size, 64)
     self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]

@@ -54,6 +54,10 @@ class AMDProgram(Program):
     layout = KernargLayout(kernel.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align)
     super().__init__(device, kernel.name, layout, kernel.max_flat_workgroup_size or 1024)
     self.kernel = kernel
+    # a kernel compiled with reqd_work_group_size (metadata .reqd_workgroup_size) may have its work-item ids and group
+    # size folded in as constants: launches with another local size are refused before submit (check_launch)
+    req = kernel.reqd_workgroup_size
+    self.required_block = tuple(req) + (1,) * (3 - len(req)) if req else None
     kd = kernel.descriptor
     self.image_va, self.image_size = image_va, image_size
     self.kd_va = image_va + kernel.descriptor_address

@@ -53,7 +53,7 @@ class _Launch:
 
   def _run(self, words, global_size, local_size):
     try: self.seconds = self.prog.prog.launch(words, global_size, local_size)
-    except CompileError as e: self.error = e
+    except Exception as e: self.error = e   # noqa: BLE001 - any failure is re-raised by the waiting thread
 
 
 class CPUDevice(Device):

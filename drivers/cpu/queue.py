@@ -57,7 +57,7 @@ class CPUQueueRunner:
       ctypes.memmove(dst.va, src.va, n)
     elif kind == "call":
       prog = el.src[0].arg
-      args = [self.bind[s] if s.op is Ops.PARAM else self._value(s) for s in el.src[1:]]
+      args = [self._buf(s) if s.op is Ops.PARAM else self._value(s) for s in el.src[1:]]
       prog.handle(*args, global_size=prog.global_size, local_size=prog.local_size)
     with self._lock: self.log.append((qname, kind, time.perf_counter()))
 

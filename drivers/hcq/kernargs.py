@@ -27,7 +27,8 @@ class Arg:
   def is_pointer(self) -> bool: return self.kind in ("global_buffer", "dynamic_shared_pointer")
 
   def describe(self) -> str:
-    return f"{self.name or 'arg'} ({self.type_name or self.kind}, {self.size} bytes)"
+    what = f"({self.type_name or self.kind}, {self.size} bytes)"
+    return f"{self.name} {what}" if self.name else what
 
 
 # by_value scalar codes by (base type name, size): struct format char and whether it is a float
@@ -71,46 +72,53 @@ class KernargLayout:
       code = "Q" if a.is_pointer else scalar_code(a)
       if a.is_pointer and a.size != 8: raise DeviceError(f"kernel {kernel}: pointer {a.describe()} is not 8 bytes")
       fmt += code if code and code != "int" else f"{a.size}s"
-      self._codes.append(code or "raw")
+      self._codes.append("ptr" if a.is_pointer else code or "raw")
       pos = a.offset + a.size
     self._explicit_struct = struct.Struct(fmt)
     self._explicit_end = pos
 
-  def check_and_pack(self, args: tuple, buffer_type: type) -> bytes:
+  def check_and_pack(self, args: tuple, buffer_type: type, owner=None) -> bytes:
     """Validate args against the signature (count and type) and pack the explicit part. Raises DeviceError
-    naming the kernel and the argument."""
+    naming the kernel and the argument. With `owner` (the launching device), a Buffer must belong to it and not be
+    freed. (Hot path of every launch: error messages are only built on failure.)"""
     if len(args) != len(self.explicit):
       sig = ", ".join(a.describe() for a in self.explicit)
       raise DeviceError(f"kernel {self.kernel} takes {len(self.explicit)} arguments ({sig}), got {len(args)}")
     values = []
-    for i, (a, code, v) in enumerate(zip(self.explicit, self._codes, args)):
-      where = f"kernel {self.kernel}: argument {i} {a.describe()}"
-      if a.is_pointer:
-        if not isinstance(v, buffer_type):
-          raise DeviceError(f"{where} needs a Buffer, got {type(v).__name__}")
+    for i, (code, v) in enumerate(zip(self._codes, args)):
+      if code == "ptr":
+        if not isinstance(v, buffer_type): self._reject(i, f"needs a Buffer, got {type(v).__name__}")
+        if owner is not None and (v.device is not owner or v.freed):
+          self._reject(i, f"{v} was freed" if v.freed else f"{v} belongs to another device ({v.device.name})")
         values.append(v.va)
       elif code == "int":
         if isinstance(v, (bool, float)) or not (isinstance(v, int) or _is_np_integer(v)):
-          raise DeviceError(f"{where} needs an integer, got {type(v).__name__}")
-        v, bits = int(v), 8 * a.size
-        if not -(1 << (bits - 1)) <= v < (1 << bits): raise DeviceError(f"{where}: {v} does not fit {a.size} bytes")
-        values.append((v & ((1 << bits) - 1)).to_bytes(a.size, "little"))
+          self._reject(i, f"needs an integer, got {type(v).__name__}")
+        size = self.explicit[i].size
+        v, bits = int(v), 8 * size
+        if not -(1 << (bits - 1)) <= v < (1 << bits): self._reject(i, f"{v} does not fit {size} bytes", ":")
+        values.append((v & ((1 << bits) - 1)).to_bytes(size, "little"))
       elif code == "raw":
-        if not isinstance(v, (bytes, bytearray, memoryview)) or len(v) != a.size:
-          raise DeviceError(f"{where} is passed as {a.size} raw bytes, got {type(v).__name__}")
+        size = self.explicit[i].size
+        if not isinstance(v, (bytes, bytearray, memoryview)) or len(v) != size:
+          self._reject(i, f"is passed as {size} raw bytes, got {type(v).__name__}")
         values.append(bytes(v))
       elif code in "fde":
         if isinstance(v, bool) or not isinstance(v, (int, float)) and not _is_np_number(v):
-          raise DeviceError(f"{where} needs a number, got {type(v).__name__}")
+          self._reject(i, f"needs a number, got {type(v).__name__}")
         values.append(float(v))
       else:
-        if isinstance(v, float) or isinstance(v, buffer_type) or not (isinstance(v, int) or _is_np_integer(v)):
-          raise DeviceError(f"{where} needs an integer, got {type(v).__name__}")
+        if isinstance(v, (float, buffer_type)) or not (isinstance(v, int) or _is_np_integer(v)):
+          self._reject(i, f"needs an integer, got {type(v).__name__}")
         v = int(v)
-        lo, hi = _INT_RANGES.get(code, (None, None)) if code != "?" else (0, 2)
-        if lo is not None and not lo <= v < hi: raise DeviceError(f"{where}: {v} is out of range [{lo}, {hi})")
+        lo, hi = _INT_RANGES.get(code, (0, 2))
+        if not lo <= v < hi: self._reject(i, f"{v} is out of range [{lo}, {hi})", ":")
         values.append(v)
     return self._explicit_struct.pack(*values)
+
+  def _reject(self, i: int, why: str, sep: str = "") -> None:
+    a = self.explicit[i]
+    raise DeviceError(f"kernel {self.kernel}: argument {i} {a.describe()}{sep} {why}")
 
   def hidden_values(self, grid: tuple[int, int, int], block: tuple[int, int, int], extra: dict[str, int]) -> bytes:
     """The bytes from the end of the explicit arguments to the end of the segment, hidden arguments filled in.
@@ -154,9 +162,11 @@ def _is_np_integer(v) -> bool:
   return isinstance(v, np.integer)
 
 
-def check_launch(kernel: str, global_size, local_size, max_group: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-  """Normalize (work-group counts, threads per work-group) to 3-tuples and check them; raises DeviceError before
-  anything is submitted."""
+def check_launch(kernel: str, global_size, local_size, max_group: int,
+                 required: tuple[int, int, int] | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+  """Normalize (work-group counts, threads per work-group) to 3-tuples and check them against the kernel's maximum
+  work-group size and, when it has one, the work-group size it was compiled for; raises DeviceError before anything
+  is submitted."""
   def norm(what, v):
     if isinstance(v, int): v = (v,)
     try: v = tuple(v)
@@ -167,6 +177,9 @@ def check_launch(kernel: str, global_size, local_size, max_group: int) -> tuple[
     if any(x <= 0 for x in v): raise DeviceError(f"kernel {kernel}: {what} {v} has a zero or negative dimension")
     return v
   grid, block = norm("global_size (work-groups)", global_size), norm("local_size (threads per work-group)", local_size)
+  if required is not None and block != required:
+    raise DeviceError(f"kernel {kernel}: compiled for a work-group size of {required} (reqd_work_group_size), "
+                      f"launched with local_size {block}")
   threads = block[0] * block[1] * block[2]
   if threads > max_group:
     raise DeviceError(f"kernel {kernel}: local_size {block} is {threads} threads, more than the kernel's maximum of {max_group}")

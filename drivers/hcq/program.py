@@ -12,6 +12,7 @@ class Program:
   def __init__(self, device, name: str, layout: KernargLayout, max_group: int):
     self.device, self.name, self.layout, self.max_group = device, name, layout, max_group
     self._shapes: dict = {}
+    self.required_block: tuple[int, int, int] | None = None   # a work-group size the kernel was compiled for
     self.launches = 0
 
   def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool):
@@ -19,20 +20,23 @@ class Program:
     raise NotImplementedError
 
   def shape(self, global_size, local_size, timed: bool):
+    """The launch shape for these sizes (ints or sequences of up to 3 ints), checked and built on first use."""
     key = (global_size, local_size, timed)
-    s = self._shapes.get(key)
-    if s is None:
-      grid, block = check_launch(self.name, global_size, local_size, self.max_group)
-      s = self._shapes[key] = self.make_shape(grid, block, timed)
+    try: return self._shapes[key]
+    except (KeyError, TypeError): pass   # new, or given as lists (unhashable)
+    grid, block = check_launch(self.name, global_size, local_size, self.max_group, self.required_block)
+    norm = (grid, block, bool(timed))
+    s = self._shapes.get(norm)
+    if s is None: s = self._shapes[norm] = self.make_shape(grid, block, bool(timed))
+    if isinstance(global_size, (int, tuple)) and isinstance(local_size, (int, tuple)): self._shapes[key] = s
     return s
 
   def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
     """Launch with args in the kernel's signature order (Buffers, ints, floats); global_size counts work-groups,
     local_size threads per work-group. Returns the kernel's time in seconds when wait=True, else None."""
-    self.device._check_open()
-    shape = self.shape(tuple(global_size) if not isinstance(global_size, int) else (global_size,),
-                       tuple(local_size) if not isinstance(local_size, int) else (local_size,), wait)
-    explicit = self.layout.check_and_pack(args, self.device.buffer_type)
-    return self.device.launch(self, shape, explicit, wait)
+    dev = self.device
+    if dev.closed: dev._check_open()
+    shape = self.shape(global_size, local_size, wait)
+    return dev.launch(self, shape, self.layout.check_and_pack(args, dev.buffer_type, dev), wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"

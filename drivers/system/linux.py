@@ -5,16 +5,31 @@ import ctypes
 import errno as errno_mod
 import fcntl
 import os
+import select
+import signal as signal_mod
 import struct
 import time
 
-from ...errors import DeviceError, OSCallError
+from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .interface import MMIOView
 from .locks import lock_path
 
 
-class LinuxFile:
+class _OwnedFD:
+  """A file descriptor this object owns: closed by close() (idempotent) or at the end of a `with` block."""
+  fd: int
+
+  def close(self) -> None:
+    if self.fd >= 0:
+      os.close(self.fd)
+      self.fd = -1
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+
+
+class LinuxFile(_OwnedFD):
   """An open file descriptor with ioctl/mmap/read/write. Closing it unmaps nothing: mappings outlive the fd."""
 
   def __init__(self, path: str, fd: int):
@@ -45,13 +60,6 @@ class LinuxFile:
     try: return os.pwrite(self.fd, data, offset) if offset is not None else os.write(self.fd, data)
     except OSError as e: raise OSCallError("write", self.path, e.errno) from None
 
-  def close(self) -> None:
-    if self.fd >= 0:
-      os.close(self.fd)
-      self.fd = -1
-
-  def __enter__(self): return self
-  def __exit__(self, *exc): self.close()
   def __repr__(self): return f"LinuxFile({self.path!r}, fd={self.fd})"
 
 
@@ -114,11 +122,29 @@ class FlockLock:
   def __exit__(self, *exc): self.release()
 
 
+class ProcessHandle(_OwnedFD):
+  """A pidfd (pidfd_open(2), Linux 5.3): it names one process for as long as it is open, so a signal sent through
+  it can never reach another process that was given the same pid after this one exited."""
+
+  def __init__(self, pid: int, fd: int):
+    self.pid, self.fd = pid, fd
+
+  def signal(self, sig: int) -> None:
+    try: signal_mod.pidfd_send_signal(self.fd, sig)
+    except OSError as e: raise OSCallError("pidfd_send_signal", f"pid {self.pid}", e.errno, f"signal {sig}") from None
+
+
 class EventFD(LinuxFile):
   """eventfd(2): an 8-byte counter the kernel (or a device model) signals."""
 
   def signal(self, value: int = 1) -> None: self.write(struct.pack("<Q", value))
-  def wait_value(self) -> int: return struct.unpack("<Q", self.read(8))[0]
+
+  def wait_value(self, timeout_s: float = 10.0) -> int:
+    """Wait until the counter is non-zero (at most timeout_s), then read and reset it."""
+    with select.epoll() as ep:
+      ep.register(self.fd, select.EPOLLIN)
+      if not ep.poll(timeout_s): raise Timeout(f"{self.path} (fd {self.fd}) to be signalled", timeout_s=timeout_s)
+    return struct.unpack("<Q", self.read(8))[0]
 
 
 class LinuxOS:
@@ -157,6 +183,13 @@ class LinuxOS:
     except OSError as e: raise OSCallError("stat", real, e.errno) from None
 
   def realpath(self, path: str) -> str: return os.path.realpath(self._dev_path(path))
+
+  def open_process(self, pid: int) -> ProcessHandle:
+    """A handle on process pid through which it can be signalled (hcq-smi kill_pids)."""
+    if not isinstance(pid, int) or pid <= 0: raise DeviceError(f"{pid!r} is not a process id")
+    try: fd = os.pidfd_open(pid)
+    except OSError as e: raise OSCallError("pidfd_open", f"pid {pid}", e.errno) from None
+    return ProcessHandle(pid, fd)
 
   # ---- sysfs / procfs
   def _sys(self, path: str) -> str: return os.path.join(self.config.sysfs_root, path.lstrip("/"))

@@ -12,6 +12,7 @@ The sysfs files used (Documentation/ABI/testing/sysfs-bus-pci in the Linux sourc
 """
 from __future__ import annotations
 
+import mmap as _mmap
 import os as _os
 import posixpath
 import re
@@ -185,6 +186,9 @@ class PCIDevice:
     size = bar.size - offset if size is None else size
     if offset < 0 or size <= 0 or offset + size > bar.size:
       raise DeviceError(f"PCI {self.addr}: window {offset:#x}+{size:#x} is outside BAR {index} of {bar.size:#x} bytes")
+    if offset % _mmap.PAGESIZE:
+      raise DeviceError(f"PCI {self.addr}: BAR {index} window offset {offset:#x} is not a multiple of the page size "
+                        f"({_mmap.PAGESIZE:#x}): mmap cannot start there")
     if not self.os.sysfs_exists(self._path(f"resource{index}")):
       raise DeviceError(f"PCI {self.addr}: no resource{index} file in sysfs to map BAR {index}")
     return self.os.map_mmio(self._abs(f"resource{index}"), size, offset, name=f"{self.addr} BAR{index}")

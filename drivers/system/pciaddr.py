@@ -7,12 +7,14 @@ import re
 
 from ...errors import DeviceError
 
-_PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]$")
-_PCI_PREFIX = re.compile(r"^[0-9a-f]{1,4}(:[0-9a-f]{0,2}(:[0-9a-f]{0,2}(\.[0-7]?)?)?)?$")
+# domain: 4 hex digits, or up to 8 where the kernel numbers synthetic domains from 0x10000 (Intel VMD;
+# drivers/pci/controller/vmd.c), as sysfs and `lspci -D` print them
+_PCI_ADDR = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]$")
+_PCI_PREFIX = re.compile(r"^[0-9a-f]{1,8}(:[0-9a-f]{0,2}(:[0-9a-f]{0,2}(\.[0-7]?)?)?)?$")
 
 
 def is_valid(addr: str) -> bool:
-  """True for a full, canonical (lower-case) PCI address: 4-digit domain, bus, device 0-1f, function 0-7."""
+  """True for a full, canonical (lower-case) PCI address: 4-8 digit domain, bus, device 0-1f, function 0-7."""
   return isinstance(addr, str) and _PCI_ADDR.fullmatch(addr) is not None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from ...errors import HCQError, QueueError
@@ -48,17 +49,19 @@ class GPUProperties:
   def num_shader_engines(self) -> int: return self.array_count // self.simd_arrays_per_engine
 
 
+_USER_DATA = tuple(R.COMPUTE_USER_DATA_0 + i for i in range(R.NUM_USER_DATA))
 MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
 
 
 class MockAMDGPU:
   def __init__(self, os, index: int, gpu_id: int, props: GPUProperties | None = None):
-    from .emu import GPUMemory
+    from . import emu       # the emulator (numpy) loads with the first GPU, not with this module
+    self._emu = emu
     self.os, self.index, self.gpu_id = os, index, gpu_id
     self.props = props or GPUProperties()
     self.name = f"mock gfx{self.props.gfx_target_version // 10000}{(self.props.gfx_target_version // 100) % 100:x}" \
                 f"{self.props.gfx_target_version % 100:x} #{index}"
-    self.ranges = GPUMemory()
+    self.ranges = emu.GPUMemory()
     self.mem = DeviceMemory(self.ranges)
     self.regs: dict[int, int] = {}
     self.queues: dict[int, object] = {}
@@ -71,9 +74,14 @@ class MockAMDGPU:
     # launch = the emulator's arguments (pgm_addr, rsrc1/2/3, user_sgprs, grid, block, lds_bytes, scratch) plus
     # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
     self.dispatch_observers: list = []
-    self._busy: list[tuple[float, float]] = []      # (start, end) of recent dispatches, for gpu_busy_percent
+    self._scratch_setups: dict[int, object] = {}   # bytes per lane -> emu.ScratchSetup (immutable: shared)
+    self._busy: deque[tuple[float, float]] = deque(maxlen=1000)   # (start, end) of recent dispatches, for gpu_busy_percent
     self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
     self._kicked = False
+    # synchronous mode: True while a queue may make progress (a doorbell since the last poll, or a queue left with
+    # work after it: blocked on memory or out of its packet budget). False means every poll would return False, so
+    # poll() returns at once and a tick that ran a submission to its end needs no second round over the queues.
+    self.may_progress = False
     self._stop = False
     self._worker = None
     self._clock_base = time.monotonic_ns()
@@ -105,7 +113,7 @@ class MockAMDGPU:
   def busy_percent(self) -> int:
     """Share of the last second the emulator ran dispatches of this GPU."""
     now = time.monotonic()
-    busy = sum(min(end, now) - max(start, now - 1.0) for start, end in self._busy if end > now - 1.0)
+    busy = sum(min(end, now) - max(start, now - 1.0) for start, end in list(self._busy) if end > now - 1.0)
     return max(0, min(100, round(100 * busy)))
 
   # ---- memory mapped to this GPU (GPU VA == host VA)
@@ -122,6 +130,7 @@ class MockAMDGPU:
     if cls is None: raise ValueError(f"queue type {kind}")
     with self.lock:
       q = self.queues[qid] = cls(self, qid, ring_base, ring_size, rptr_addr, wptr_addr, doorbell_offset)
+      self.may_progress = True
       return q
 
   def destroy_queue(self, qid: int) -> None:
@@ -145,10 +154,18 @@ class MockAMDGPU:
 
   # ---- the engine interface of MockOS (synchronous mode)
   @property
-  def blocked(self) -> bool: return any(q.blocked for q in list(self.queues.values()))
+  def blocked(self) -> bool:
+    return self.may_progress and any(q.blocked for q in list(self.queues.values()))
 
   def poll(self) -> bool:
-    with self.lock: return any([q.poll() for q in list(self.queues.values())])
+    if not self.may_progress: return False
+    # cleared before the queues run, so that a doorbell rung meanwhile (by another thread) is never lost
+    self.may_progress = False
+    with self.lock:
+      queues = list(self.queues.values())
+      progress = any([q.poll() for q in queues])
+      if any(q.pending for q in queues): self.may_progress = True
+    return progress
 
   def _run_worker(self) -> None:
     while not self._stop:
@@ -177,45 +194,56 @@ class MockAMDGPU:
 
   # ---- dispatch
   def _run_emulator(self, queue=None, extra=None, **kw):
-    from .emu import dispatch
-    for observe in self.dispatch_observers: observe(queue, {**kw, **(extra or {})})
+    """extra: what observers see besides the emulator's arguments, or a callable that builds it (only when there
+    are observers)."""
+    if self.dispatch_observers:
+      more = (extra() if callable(extra) else extra) or {}
+      for observe in self.dispatch_observers: observe(queue, {**kw, **more})
     start = time.monotonic()
-    try: stats = dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
-    finally:
-      self._busy = [b for b in self._busy if b[1] > start - 1.0][-1000:] + [(start, time.monotonic())]
-    self.stats["dispatches"] += 1
-    self.stats["waves"] += stats.waves
-    self.stats["wave_instructions"] += stats.wave_instructions
-    self.stats["emu_seconds"] += stats.seconds
+    # busy_percent() looks at the last second only: a bounded deque keeps the recent dispatches without a scan here
+    try: stats = self._emu.dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    finally: self._busy.append((start, time.monotonic()))
+    st = self.stats
+    st["dispatches"] += 1
+    st["waves"] += stats.waves
+    st["wave_instructions"] += stats.wave_instructions
+    st["emu_seconds"] += stats.seconds
     return stats
 
   def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int) -> None:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3)."""
-    from .emu import ScratchSetup
     if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
     if not initiator & R.DISPATCH_CS_W32_EN:
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
-    starts = [sh.get(R.COMPUTE_START_X + i, 0) for i in range(3)]
+    get = sh.get
+    starts = [get(R.COMPUTE_START_X, 0), get(R.COMPUTE_START_X + 1, 0), get(R.COMPUTE_START_X + 2, 0)]
     if any(starts): raise QueueError(queue.name, f"COMPUTE_START_X/Y/Z = {starts}: dispatch offsets are not modelled")
-    block = tuple(sh.get(R.COMPUTE_NUM_THREAD_X + i, 0) & R.NUM_THREAD_FULL_MASK for i in range(3))
+    mask = R.NUM_THREAD_FULL_MASK
+    block = (get(R.COMPUTE_NUM_THREAD_X, 0) & mask, get(R.COMPUTE_NUM_THREAD_X + 1, 0) & mask,
+             get(R.COMPUTE_NUM_THREAD_X + 2, 0) & mask)
     if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
       raise QueueError(queue.name, f"COMPUTE_NUM_THREAD_X/Y/Z = {block}: a work-group has 1 to 1024 threads")
     if 0 in grid: return
     if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
-    pgm = ((sh.get(R.COMPUTE_PGM_LO, 0) | (sh.get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
-    rsrc2 = sh.get(R.COMPUTE_PGM_RSRC2, 0)
-    wavesize = (sh.get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
-    self._run_emulator(queue, {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=sh.get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
-                       rsrc3=sh.get(R.COMPUTE_PGM_RSRC3, 0),
-                       user_sgprs=[sh.get(R.COMPUTE_USER_DATA_0 + i, 0) for i in range(R.NUM_USER_DATA)],
+    pgm = ((get(R.COMPUTE_PGM_LO, 0) | (get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
+    rsrc2 = get(R.COMPUTE_PGM_RSRC2, 0)
+    wavesize = (get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
+    self._run_emulator(queue, lambda: {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
+                       rsrc3=get(R.COMPUTE_PGM_RSRC3, 0),
+                       user_sgprs=[get(r, 0) for r in _USER_DATA],
                        grid=grid, block=block, lds_bytes=((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
-                       scratch=ScratchSetup(None, wavesize * R.TMPRING_GRANULE // 32))
+                       scratch=self._scratch_setup(wavesize * R.TMPRING_GRANULE // 32))
+
+  def _scratch_setup(self, bytes_per_lane: int):
+    setup = self._scratch_setups.get(bytes_per_lane)
+    if setup is None: setup = self._scratch_setups[bytes_per_lane] = self._emu.ScratchSetup(None, bytes_per_lane)
+    return setup
 
   def dispatch_aql(self, queue, pkt: int) -> None:
     """An hsa_kernel_dispatch_packet_t at pkt (hsa.h): sizes, kernel descriptor, kernarg address."""
-    from .emu import ScratchSetup
+    ScratchSetup = self._emu.ScratchSetup
     mem, where = self.mem, f"{queue.name} dispatch packet"
     raw = mem.read_bytes(pkt, 64, where)
     _, setup, wx, wy, wz, _, gx, gy, gz, private, group, kobj, kernarg, _, _ = struct.unpack("<HHHHHHIIIIIQQQQ", raw)

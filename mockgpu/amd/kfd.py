@@ -141,12 +141,14 @@ class KFDModel:
           self.ioctls[obj.request] = obj
     self.lock = threading.RLock()                  # ioctls
     self.cond = threading.Condition(threading.Lock())   # event state; taken by interrupts (from a GPU worker thread)
+    self.waiters = 0                               # threads inside WAIT_EVENTS (interrupts notify only when any)
     self.render_files: dict[int, RenderFile] = {}
     self.vm_acquired: set[int] = set()
     self.runtime_enabled = False
     self.allocs: dict[int, Allocation] = {}
     self.next_handle = 1
     self.queues: dict[int, tuple] = {}         # queue id -> (gpu, queue, doorbell index)
+    self.doorbell_queues: dict[tuple[int, int], object] = {}   # (gpu_id, doorbell index) -> queue: the doorbell path
     self.next_qid = 0
     self.events: dict[int, Event] = {}
     self.event_page: int | None = None         # host address of the signal slots
@@ -398,6 +400,7 @@ class KFDModel:
     doorbell = KFD_MMAP_TYPE_DOORBELL | ((gpu.gpu_id & KFD_GPU_ID_MASK) << KFD_MMAP_GPU_ID_SHIFT) | (8 * index)
     queue = gpu.create_queue(kind, qid, a.ring_base_address, size, a.read_pointer_address, a.write_pointer_address, doorbell)
     self.queues[qid] = (gpu, queue, index)
+    self.doorbell_queues[(gpu.gpu_id, index)] = queue
     a.queue_id, a.doorbell_offset = qid, doorbell
 
   def _queue_buffer(self, gpu, addr: int, size: int, what: str, fail) -> None:
@@ -414,6 +417,7 @@ class KFDModel:
   def _AMDKFD_IOC_DESTROY_QUEUE(self, file, a, fail):
     entry = self.queues.pop(a.queue_id, None)
     if entry is None: raise fail(errno.EINVAL, f"no queue {a.queue_id}")
+    self.doorbell_queues.pop((entry[0].gpu_id, entry[2]), None)
     entry[0].destroy_queue(a.queue_id)
 
   def kfd_mmio(self, size, offset, name):
@@ -430,9 +434,8 @@ class KFDModel:
     return view
 
   def _ring(self, gpu, off: int, value: int) -> None:
-    with self.lock:
-      hit = [q for g, q, idx in self.queues.values() if g is gpu and idx == off // 8]
-    if hit: gpu.ring_doorbell(hit[0], value)
+    queue = self.doorbell_queues.get((gpu.gpu_id, off >> 3))    # one dict lookup: this runs on every doorbell write
+    if queue is not None: gpu.ring_doorbell(queue, value)
 
   def mmap_kfd(self, path, size, offset, addr):
     if offset >> KFD_MMAP_TYPE_SHIFT == 3:
@@ -503,7 +506,7 @@ class KFDModel:
       for e in hits:
         ctypes.c_uint64.from_address(self.event_page + 8 * e.id).value = UNSIGNALED_EVENT_SLOT
         e.signaled = True
-      if hits: self.cond.notify_all()
+      if hits and self.waiters: self.cond.notify_all()
 
   def queue_failed(self, gpu, queue, error) -> None:
     """A queue stopped on an error: a GPU fault signals MEMORY events with the address, anything else HW_EXCEPTION."""
@@ -539,8 +542,11 @@ class KFDModel:
         if ready(): break
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0: break
-        self.cond.wait(timeout=min(left, 0.5) if left is not None else 0.5) if self.os.config.mock_threaded else \
-          self.cond.wait(timeout=min(left, 0.0005) if left is not None else 0.0005)
+        self.waiters += 1
+        try:
+          self.cond.wait(timeout=min(left, 0.5) if left is not None else 0.5) if self.os.config.mock_threaded else \
+            self.cond.wait(timeout=min(left, 0.0005) if left is not None else 0.0005)
+        finally: self.waiters -= 1
     with self.cond:
       a.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE if ready() else kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
       for d, ev in zip(data, events):

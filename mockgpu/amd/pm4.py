@@ -8,6 +8,7 @@ outside the GPU's mappings is a GPUFault with the address. Neither escapes as an
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 from ...errors import QueueError
@@ -15,9 +16,12 @@ from . import regs as R
 
 MAX_IB_DEPTH = 4      # ring -> IB -> chained IBs; deeper nesting is a queue error
 MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the queue stays runnable)
+IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their parse (see PM4Engine._ib_plan)
+IB_PLAN_CACHE_ENTRIES = 64        # per queue: at most ~6 MB even with every entry a 4096-dword IB
+_SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
   """A dword stream being executed: the ring (positions grow forever, read modulo its size) or a buffer."""
   base: int
@@ -27,8 +31,10 @@ class Frame:
   ring: bool
   ring_offset: int    # byte offset in the ring of the packet that started this frame (IBs), else 0
   what: str
-  cache: list | None = None   # dwords [cache_pos, cache_pos + len(cache)) read ahead (the CP prefetches too)
+  cache: list | None = None   # dwords [cache_pos, cache_end) read ahead (the CP prefetches too)
   cache_pos: int = 0
+  cache_end: int = 0
+  plan: dict | None = None    # IBs: packet start -> (opcode, body, next position), parsed once per content
 
   def prefetch(self, mem, what: str) -> None:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
@@ -37,7 +43,7 @@ class Frame:
     if n <= 0: return
     start = self.pos % self.size_dw if self.ring else self.pos
     n = min(n, self.size_dw - start)
-    self.cache, self.cache_pos = mem.read_dwords(self.base + 4 * start, n, what), self.pos
+    self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, what), self.pos, self.pos + n
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -65,6 +71,8 @@ class PM4Engine:
     self.blocked_on: str | None = None     # what the current packet waits for
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
+    self._release_what = f"{queue.name} RELEASE_MEM"     # formatted once: RELEASE_MEM runs on every launch
+    self._ib_plans: dict[bytes, dict] = {}
 
   # ---- stream access
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -88,43 +96,61 @@ class PM4Engine:
   # ---- execution
   def run(self) -> bool:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
+    frames = self.frames
+    if not frames: return False
     progress = False
     budget = self.max_packets
-    if self.frames and self.frames[-1].end > self.frames[-1].pos:
-      self.frames[-1].prefetch(self.gpu.mem, f"{self.queue.name} {self.frames[-1].what}")
-    while self.frames and budget > 0:
+    top = frames[-1]
+    if top.end > top.pos: top.prefetch(self.gpu.mem, f"{self.queue.name} {top.what}")
+    handlers = self.HANDLERS
+    # the hot loop of every launch: locals only, the prefetched dwords read without bounds calls
+    while frames and budget > 0:
       budget -= 1
-      frame = self.frames[-1]
-      if frame.pos >= frame.end:
+      frame = frames[-1]
+      pos = frame.pos
+      if pos >= frame.end:
         if frame.ring: break
-        self.frames.pop()
+        frames.pop()
         progress = True
         continue
-      pos = frame.pos
-      cache, off = frame.cache, pos - frame.cache_pos
-      header = cache[off] if cache is not None and 0 <= off < len(cache) else self._read(frame, pos, 1)[0]
+      plan = frame.plan
+      if plan is not None:
+        entry = plan.get(pos)
+        handler = handlers.get(entry[0]) if entry is not None else None
+        if handler is not None:          # a packet of an IB parsed before: no decoding, the same handler call
+          opcode, body, nxt = entry
+          if not handler(self, body, frame, pos, opcode): break
+          if frame.pos == pos: frame.pos = nxt
+          self.blocked_on = None
+          self.packets += 1
+          progress = True
+          continue
+      cache = frame.cache
+      cached = cache is not None and frame.cache_pos <= pos < frame.cache_end
+      header = cache[pos - frame.cache_pos] if cached else self._read(frame, pos, 1)[0]
       kind = header >> 30
       if kind == 2:                      # type-2: a one-dword filler the CP skips
-        frame.pos += 1
+        frame.pos = pos + 1
         progress = True
         continue
       opcode = (header >> 8) & 0xFF
       if kind != 3:
         raise self._error(frame, pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
       count = ((header >> 16) & 0x3FFF) + 1
-      if pos + 1 + count > frame.end:
+      nxt = pos + 1 + count
+      if nxt > frame.end:
         if frame.ring and count < frame.size_dw: break     # the rest of the packet is not written yet
         raise self._error(frame, pos, f"packet of {count} body dwords runs past the end of the "
                                       f"{'ring' if frame.ring else frame.what}", opcode)
-      handler = self.HANDLERS.get(opcode)
+      handler = handlers.get(opcode)
       if handler is None:
-        raise self._error(frame, frame.pos, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})", opcode)
-      body = cache[off + 1:off + 1 + count] if cache is not None and 0 <= off and off + 1 + count <= len(cache) \
-        else self._read(frame, pos + 1, count)
-      here = pos
-      done = handler(self, body, frame, here, opcode)
-      if not done: break
-      if frame.pos == here: frame.pos += 1 + count      # handlers that push a frame advanced the parent already
+        raise self._error(frame, pos, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})", opcode)
+      if cached and nxt <= frame.cache_end:
+        off = pos + 1 - frame.cache_pos
+        body = cache[off:off + count]
+      else: body = self._read(frame, pos + 1, count)
+      if not handler(self, body, frame, pos, opcode): break
+      if frame.pos == pos: frame.pos = nxt      # handlers that push a frame advanced the parent already
       self.blocked_on = None
       self.packets += 1
       progress = True
@@ -135,14 +161,16 @@ class PM4Engine:
 
   def _set_sh_reg(self, body, frame, pos, op):
     start = body[0] & 0xFFFF
-    if start + len(body) - 1 > R.SET_SH_REG_END - R.SET_SH_REG_START:
-      raise self._error(frame, pos, f"SET_SH_REG of {len(body) - 1} registers at offset {start:#x} leaves the SH window", op)
-    for i, v in enumerate(body[1:]): self.sh[start + i] = v
+    n = len(body) - 1
+    if start + n > _SH_WINDOW:
+      raise self._error(frame, pos, f"SET_SH_REG of {n} registers at offset {start:#x} leaves the SH window", op)
+    if n == 1: self.sh[start] = body[1]
+    else: self.sh.update(zip(range(start, start + n), body[1:]))
     return True
 
   def _set_uconfig_reg(self, body, frame, pos, op):
     start = body[0] & 0xFFFF
-    for i, v in enumerate(body[1:]): self.uconfig[start + i] = v
+    self.uconfig.update(zip(range(start, start + len(body) - 1), body[1:]))
     return True
 
   def _dispatch_direct(self, body, frame, pos, op):
@@ -185,11 +213,40 @@ class PM4Engine:
     frame.pos = pos + 1 + len(body)
     if size:
       addr = (lo & ~3) | ((hi & 0xFFFF) << 32)
-      self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
       ib = Frame(addr, size, 0, size, False, self._ring_offset(frame, pos), f"IB{depth + 1}")
-      ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
+      if size <= IB_PLAN_MAX_DWORDS:
+        # the whole IB is read at once (as prefetch() would), then its parse is looked up by content: a bound command
+        # buffer run again unchanged is not decoded again, and any change to its dwords makes a new parse
+        raw = self.gpu.mem.read_bytes(addr, 4 * size, f"{self.queue.name} indirect buffer")
+        ib.cache, ib.plan = self._ib_plan(raw)
+        ib.cache_end = size
+      else:
+        self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
+        ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
       self.frames.append(ib)
     return True
+
+  def _ib_plan(self, raw: bytes) -> tuple[list, dict]:
+    """(dwords, plan) of an IB's contents. The plan maps the start of each packet, from the first dword up to the
+    first one run() would reject or skip (type-2 filler, unknown opcode, a packet past the end), to its opcode, its
+    body (a tuple: handlers never write it) and the position after it. Positions not in the plan (after a PRED_EXEC
+    skip, past a rejected packet) are decoded by run() as before, so errors and offsets stay the same."""
+    hit = self._ib_plans.get(raw)
+    if hit is not None: return hit
+    words = array("I")
+    words.frombytes(raw)
+    words = words.tolist()
+    plan, pos, size = {}, 0, len(words)
+    while pos < size:
+      header = words[pos]
+      if header >> 30 != 3: break
+      opcode, count = (header >> 8) & 0xFF, ((header >> 16) & 0x3FFF) + 1
+      if opcode not in self.HANDLERS or pos + 1 + count > size: break
+      plan[pos] = (opcode, tuple(words[pos + 1:pos + 1 + count]), pos + 1 + count)
+      pos += 1 + count
+    if len(self._ib_plans) >= IB_PLAN_CACHE_ENTRIES: self._ib_plans.clear()
+    self._ib_plans[raw] = (words, plan)
+    return words, plan
 
   def _release_mem(self, body, frame, pos, op):
     if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
@@ -197,7 +254,7 @@ class PM4Engine:
     ctxid = body[6] if len(body) > 6 else 0
     data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
     addr = lo | (hi << 32)
-    what = f"{self.queue.name} RELEASE_MEM"
+    what = self._release_what
     if data_sel == R.RELEASE_DATA_32: self.gpu.mem.write32(addr & ~3, data_lo, what)
     elif data_sel == R.RELEASE_DATA_64: self.gpu.mem.write64(addr & ~7, data_lo | (data_hi << 32), what)
     elif data_sel == R.RELEASE_DATA_GPU_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)

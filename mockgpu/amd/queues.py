@@ -38,6 +38,7 @@ class Queue:
   # ---- driver side
   def doorbell(self, value: int) -> None:
     self.doorbell_value = value
+    self.gpu.may_progress = True
 
   # ---- engine side
   @property
@@ -46,6 +47,12 @@ class Queue:
 
   @property
   def blocked_on(self) -> str | None: return self._blocked_on()
+
+  @property
+  def pending(self) -> bool:
+    """Whether a poll could make progress: there is work (the ring is behind the doorbell, an IB or packet is in
+    flight), blocked or not. A queue that is not pending stays idle until its doorbell rings."""
+    return self.active and self.error is None and self._has_work()
 
   def poll(self) -> bool:
     if not self.active or self.error is not None: return False
@@ -57,6 +64,7 @@ class Queue:
 
   def _poll(self) -> bool: raise NotImplementedError
   def _blocked_on(self) -> str | None: raise NotImplementedError
+  def _has_work(self) -> bool: raise NotImplementedError
 
 
 class PM4Queue(Queue):
@@ -67,6 +75,9 @@ class PM4Queue(Queue):
     self.engine = PM4Engine(self.gpu, self)
     self.ring = Frame(self.ring_base, self.ring_size // 4, 0, 0, True, 0, "ring")
     self.engine.frames.append(self.ring)
+    self._rptr_what = f"{self.name} read pointer"
+
+  def _has_work(self) -> bool: return self.doorbell_value != self.ring.pos or len(self.engine.frames) > 1
 
   def _poll(self) -> bool:
     if self.doorbell_value == self.ring.pos and len(self.engine.frames) == 1: return False    # idle: nothing new
@@ -75,7 +86,7 @@ class PM4Queue(Queue):
                        offset=(self.ring.pos % self.ring.size_dw) * 4)
     self.ring.end = self.doorbell_value
     progress = self.engine.run()
-    if progress: self.gpu.mem.write64(self.rptr_addr, self.ring.pos, f"{self.name} read pointer")
+    if progress: self.gpu.mem.write64(self.rptr_addr, self.ring.pos, self._rptr_what)
     return progress
 
   def _blocked_on(self): return self.engine.blocked_on
@@ -89,6 +100,8 @@ class SDMAQueue(Queue):
     self.engine = SDMAEngine(self.gpu, self)
     self.ring = Frame(self.ring_base, self.ring_size // 4, 0, 0, True, 0, "ring")
     self.engine.frames.append(self.ring)
+
+  def _has_work(self) -> bool: return self.doorbell_value != 4 * self.ring.pos or len(self.engine.frames) > 1
 
   def _poll(self) -> bool:
     if self.doorbell_value % 4:
@@ -122,6 +135,8 @@ class AQLQueue(Queue):
   def amd_queue_address(self) -> int: return self.rptr_addr - R.AMD_QUEUE_READ_DISPATCH_ID
 
   def _offset(self, index: int) -> int: return (index % self.packets) * R.AQL_PACKET_SIZE
+
+  def _has_work(self) -> bool: return self.current is not None or self.read_index <= self.doorbell_value
 
   def _poll(self) -> bool:
     progress = False

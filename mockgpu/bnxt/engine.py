@@ -209,12 +209,17 @@ class Engine:
 
   def _timer_loop(self) -> None:
     while not self._stop.wait(TIMER_TICK_S):
-      with self.nic.lock:
-        now = time.monotonic()
-        for qp in list(self.fw.qps.values()):
-          if qp.state != "RTS" or not qp.outstanding or not qp.timeout: continue
-          if now - qp.last_tx > 4.096e-6 * (1 << qp.timeout):
-            self._retransmit(qp, None, "ACK timeout")
+      try: self._timer_tick()
+      except Exception as e:   # a failure (a DMA fault, a model bug) must not stop the timer silently: record it
+        self.nic.error(f"ACK timer failed: {type(e).__name__}: {e}")
+
+  def _timer_tick(self) -> None:
+    with self.nic.lock:
+      now = time.monotonic()
+      for qp in list(self.fw.qps.values()):
+        if qp.state != "RTS" or not qp.outstanding or not qp.timeout: continue
+        if now - qp.last_tx > 4.096e-6 * (1 << qp.timeout):
+          self._retransmit(qp, None, "ACK timeout")
 
   # ================================================================ responder
   def receive(self, frame: bytes) -> None:

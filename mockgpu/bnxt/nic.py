@@ -144,6 +144,8 @@ class MockThor2(PCIFunction):
       with self.lock:
         try: fn(arg)
         except GPUFault as e: self.error(f"DMA fault in firmware: {e}")
+        except Exception as e:   # on a timer thread nobody waits for: record it, never lose it
+          self.error(f"firmware {getattr(fn, '__name__', fn)} failed: {type(e).__name__}: {e}")
     threading.Timer(self.rng.uniform(0, 0.002), run).start()
 
   def _hwrm_trigger(self, window: bytes) -> None:

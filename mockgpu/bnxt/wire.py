@@ -89,6 +89,11 @@ class Phy:
     self._thread = threading.Thread(target=self._receive_loop, name=f"{name}-rx", daemon=True)
     self._thread.start()
 
+  def set_peer(self, port: int) -> None:
+    """Send to the peer PHY bound to this UDP port on 127.0.0.1 (its port comes from the peer itself)."""
+    if not isinstance(port, int) or not 0 < port < 65536: raise ValueError(f"{self.name}: bad peer UDP port {port!r}")
+    self.peer = (LOCALHOST, port)
+
   # --- transmit ---
   def transmit(self, frame: bytes) -> None:
     with self._tx_lock:
@@ -112,7 +117,10 @@ class Phy:
       self._release_held_locked()
 
   def _release_held(self) -> None:
-    with self._tx_lock: self._release_held_locked()
+    try:
+      with self._tx_lock: self._release_held_locked()
+    except Exception as e:   # on a timer thread: record it, never lose it
+      self.error(f"{self.name}: sending a reordered frame failed: {type(e).__name__}: {e}")
 
   def _release_held_locked(self) -> None:
     held, self._held = self._held, []
@@ -134,8 +142,12 @@ class Phy:
     while not self._stop.is_set():
       try: frame, src = self.sock.recvfrom(MAX_FRAME)
       except socket.timeout: continue
-      except OSError: break
-      if src[0] != LOCALHOST: continue
+      except OSError as e:   # the socket closed under us (close()) or failed: say so unless we are stopping
+        if not self._stop.is_set(): self.error(f"{self.name}: the PHY's socket failed, the port is down: {e}")
+        break
+      if src[0] != LOCALHOST:   # cannot happen on a socket bound to 127.0.0.1; counted if it ever does
+        self.stats["rx_foreign"] = self.stats.get("rx_foreign", 0) + 1
+        continue
       self.stats["rx"] += 1
       if self.pcap and src != self.address: self.pcap.write(frame)
       handler = self.rx_handler

@@ -84,3 +84,32 @@ def test_a_cached_package_with_the_wrong_sha256_is_not_used(tmp_path):
   (debs / sources.deb_filename("hcq-no-such-package", "1.0", "all")).write_bytes(b"not the pinned package")
   with pytest.raises(sources.SourceError, match="apt-get download"):
     sources.fetch_deb(pkg, str(tmp_path), log=lambda *a: None)
+
+
+def test_a_download_that_hangs_times_out_naming_the_package(tmp_path, monkeypatch):
+  from hcq.autogen import sources
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "apt-get").write_text("#!/bin/sh\nexec sleep 30\n")
+  (bin_dir / "apt-get").chmod(0o755)
+  monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+  monkeypatch.setattr(sources, "DOWNLOAD_TIMEOUT_S", 0.5)
+  monkeypatch.setattr(sources, "APT_ARCHIVES", str(tmp_path / "no-archives"))
+  pkg = {"name": "hcq-slow-package", "version": "1.0", "arch": "all", "sha256": "0" * 64, "members": []}
+  t0 = time.monotonic()
+  with pytest.raises(sources.SourceError, match=r"apt-get download hcq-slow-package=1.0 did not finish in 0.5 s"):
+    sources.fetch_deb(pkg, str(tmp_path / "cache"), log=lambda *a: None)
+  assert time.monotonic() - t0 < 10
+
+
+def test_a_cache_held_by_another_generator_is_waited_for_with_a_limit(tmp_path, monkeypatch):
+  import fcntl
+  from hcq.autogen import sources
+  cache = tmp_path / "cache"
+  cache.mkdir()
+  monkeypatch.setattr(sources, "CACHE_LOCK_TIMEOUT_S", 0.5)
+  with open(cache / ".lock", "w") as other:
+    fcntl.flock(other, fcntl.LOCK_EX)
+    pkg = {"name": "x", "version": "1", "arch": "all", "sha256": "0" * 64, "members": []}
+    with pytest.raises(sources.SourceError, match=r"\.lock: another generator held the cache for 0.5 s"):
+      sources.unpack(pkg, str(cache), log=lambda *a: None)

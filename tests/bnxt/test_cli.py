@@ -33,6 +33,35 @@ def test_connect_mock_two_processes(size, pmtu):
   assert "verified by the remote end" in r.stdout
 
 
+def test_concurrent_connects_pick_their_own_ports():
+  """Each mock PHY binds UDP port 0 and reports the port it got in the handshake: two connects at once (four NICs)
+  can't take each other's port."""
+  procs = [subprocess.Popen(HCQ + ["rdma", "connect", "--mock", "--size", "64K", "--timeout", "60"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+  outs = [p.communicate(timeout=120) for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+  assert all("verified by the remote end" in o[0] for o in outs)
+
+
+def test_endpoint_reports_the_bound_udp_port():
+  from hcq.cli.rdma import _connect_mock_wire, _endpoint, _mock_phy
+  from hcq.drivers.bnxt import BNXTQP
+  from hcq import open as hcq_open
+  dev = hcq_open("MOCK+BNXT")
+  try:
+    dev.set_ip("10.0.200.5")
+    qp = BNXTQP(dev)
+    ep = _endpoint(dev, qp)
+    phy = _mock_phy(dev)
+    assert ep["udp_port"] == phy.sock.getsockname()[1] != 0 and ep["qpn"] == qp.qpn
+    _connect_mock_wire(dev, {"udp_port": 40000})
+    assert phy.peer == ("127.0.0.1", 40000)
+    with pytest.raises(ValueError, match="did not report its mock UDP port"): _connect_mock_wire(dev, {"qpn": 1})
+    with pytest.raises(ValueError, match="bad peer UDP port"): _connect_mock_wire(dev, {"udp_port": 70000})
+  finally:
+    dev.close(); dev.os.close()
+
+
 def _connect_with_pcap(tmp_path, size, pmtu, *extra):
   pcap = str(tmp_path / "c.pcap")
   r = hcq("rdma", "connect", "--mock", "--size", str(size), "--pmtu", str(pmtu), "--pcap", pcap, "--timeout", "60",
@@ -86,8 +115,9 @@ def _thor2_on_this_machine():
   from hcq.config import from_env
   from hcq.drivers.bnxt import find_devices
   from hcq.drivers.system import LinuxOS
+  from hcq.errors import DeviceError
   try: return [d.addr for d in find_devices(LinuxOS(from_env()))]
-  except Exception: return []
+  except (DeviceError, OSError): return []   # no PCI sysfs here: no Thor2 either
 
 
 @pytest.mark.hardware
@@ -96,3 +126,40 @@ def test_loopback_on_a_real_thor2():
   if not found: pytest.skip("no Broadcom Thor2 (14e4:1760) on this machine")
   r = hcq("rdma", "loopback", "--pci", found[0], "--ip", "10.200.0.1", "--size", "4K", timeout=120)
   assert r.returncode == 0 and "verified" in r.stdout, r.stderr
+
+
+def test_remote_channel_splits_lines_and_names_bad_ones():
+  from hcq.cli.rdma import Remote
+  from hcq.errors import DeviceError
+  two = Remote([sys.executable, "-c", "print('{\"a\": 1}\\n{\"b\": 2}\\nnot json', flush=True)"], timeout=30)
+  try:
+    assert two.recv("first") == {"a": 1} and two.recv("second") == {"b": 2}   # one read, two lines
+    with pytest.raises(DeviceError, match="where its third .* was expected"): two.recv("third")
+  finally:
+    two.close()
+  gone = Remote([sys.executable, "-c", "pass"], timeout=30)
+  gone.proc.wait(timeout=30)
+  with pytest.raises(DeviceError, match="remote end exited"):
+    for _ in range(64): gone.send({"pad": "x" * 4096})   # fills no pipe: the reader is gone
+  gone.close()
+
+
+def test_serve_answers_two_requests_that_arrive_in_one_read():
+  """Both ends read lines with os.read + select: a line already read past is answered, not waited for."""
+  import json
+  gid = (bytes(10) + b"\xff\xff" + bytes([10, 0, 200, 5])).hex()
+  reqs = json.dumps({"qpn": 0x123, "mac": "020000000001", "gid": gid, "udp_port": 9}) + "\n" + json.dumps({"size": 64})
+  from hcq.cli.rdma import LineReader
+  p = subprocess.Popen(HCQ + ["rdma", "serve", "--mock", "--timeout", "30"], stdin=subprocess.PIPE,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  try:
+    p.stdin.write((reqs + "\n").encode()); p.stdin.flush()          # stdin stays open: no EOF wakes the server
+    replies = LineReader(p.stdout.fileno(), "serve", timeout=10)
+    first, second = replies.recv("endpoint"), replies.recv("buffer")   # the second within 10 s, not after 30
+  finally:
+    p.stdin.close()
+    p.wait(timeout=60)
+    err = p.stderr.read().decode(errors="replace")
+    p.stdout.close(); p.stderr.close()
+  assert p.returncode == 0, err
+  assert sorted(first) == ["gid", "mac", "qpn", "udp_port"] and sorted(second) == ["addr", "rkey", "size"]

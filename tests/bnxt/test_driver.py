@@ -351,3 +351,16 @@ def test_one_driver_per_function(mock):
   dev.close()
   assert os.held_locks() == [] and nic.fw.qps == {}     # close reset the function
   open_dev(os, nic).close()
+
+
+def test_a_failing_ack_timer_is_reported(mock):
+  os, nic = mock(seed=18, faults="drop=1")
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, timeout=10, retry_cnt=3)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  def broken(*args): raise RuntimeError("model bug")
+  nic.engine._retransmit = broken
+  with pytest.raises(Timeout, match="completion of RDMA WRITE"): a.rdma_write(dst.va, rk, src.va, lk, 64, timeout_s=0.5)
+  assert any("ACK timer failed: RuntimeError: model bug" in e for e in nic.errors)
+  assert nic.engine._timer.is_alive()   # and it keeps ticking

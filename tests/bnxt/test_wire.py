@@ -146,3 +146,25 @@ def test_wire_refuses_other_addresses():
     with pytest.raises(ValueError, match="127.0.0.1 only"): a.transmit(sample_frames()[0])
   finally:
     a.close()
+
+
+def test_a_failing_socket_is_reported_not_ignored():
+  errors = []
+  a = Phy("a", error=errors.append)
+  a.sock.close()                       # the socket fails under the receive thread (not a close() of the PHY)
+  a._thread.join(timeout=5)
+  assert not a._thread.is_alive() and errors and "socket failed" in errors[0]
+  a._stop.set()
+
+
+def test_a_failing_late_send_is_reported():
+  errors = []
+  a = Phy("a", faults=FaultPlan.parse("reorder=1"), error=errors.append)
+  try:
+    a.peer = ("10.0.0.1", 4791)          # refused when the held frame goes out from the timer thread
+    a.transmit(sample_frames()[0])
+    deadline = time.monotonic() + 5
+    while not errors and time.monotonic() < deadline: time.sleep(0.01)
+    assert errors and "reordered frame failed" in errors[0] and "127.0.0.1 only" in errors[0]
+  finally:
+    a.close()

@@ -201,3 +201,20 @@ def test_calls_with_a_tuple_body_are_functions():
   ints = UOp.param(4, dtypes.int32, 4)
   with pytest.raises(CompileError, match="CALL argument 0 is a PtrDType\\(dtypes.int32"):
     lower(O.index(i).store(UOp(Ops.GETTUPLE, (UOp(Ops.CALL, (g, ints, i)),), 0)).sink())
+
+
+def test_lowering_pauses_the_cyclic_collector_and_restores_it():
+  import gc
+  from hcq.compiler.lower import gc_paused
+  assert gc.isenabled()
+  with gc_paused(): assert not gc.isenabled()
+  assert gc.isenabled()
+  with pytest.raises(CompileError):   # an error inside the pipeline turns it back on too
+    lower(UOp.param(0, dtypes.int32, 4, readonly=True).index(0).store(1).sink())
+  assert gc.isenabled()
+  gc.disable()
+  try:
+    lower(UOp.param(0, dtypes.int32, 4).index(0).store(1).sink())
+    assert not gc.isenabled()   # left as the caller had it
+  finally:
+    gc.enable()

@@ -66,3 +66,12 @@ def test_a_wait_that_never_completes_times_out_naming_the_signal():
     prog = UOp(Ops.LINEAR, (wait(sig, 5),))
     with pytest.raises(hcq.Timeout, match="signal \\('signal', 'never'\\) to reach 5 \\(last seen 0\\)"):
       CPUQueueRunner(dev, {sig: dev.alloc(16)}, timeout_s=0.2).run({"COMPUTE": prog})
+
+
+def test_an_unbound_kernel_buffer_is_named():
+  from hcq.errors import DeviceError
+  with hcq.open("CPU") as dev:
+    progs, bind, bufs, h, h3 = build(dev)
+    del bind[next(u for u in bind if u.tag == ("buffer", "c"))]    # the second kernel's output
+    with pytest.raises(DeviceError, match="not bound to a Buffer"):
+      CPUQueueRunner(dev, bind, timeout_s=5).run(progs)

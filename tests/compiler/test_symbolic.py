@@ -2,6 +2,8 @@
 bound every value (hypothesis)."""
 import itertools
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,9 +53,17 @@ def envs():
     yield dict(zip(VARS, (va, vb, vc)))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expressions())
-def test_simplify_keeps_values(e):
+# the default suite runs FAST (a minute for the whole area on a loaded machine); -m slow runs THOROUGH as well
+FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+THOROUGH = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def fast_and_thorough(check, *strategies):
+  """Two property tests of one check: FAST in the default suite, THOROUGH under -m slow."""
+  return FAST(given(*strategies)(check)), pytest.mark.slow(THOROUGH(given(*strategies)(check)))
+
+
+def check_simplify_keeps_values(e):
   s = simplify(e)
   for env in envs():
     try: want = evaluate(e, env)
@@ -61,14 +71,20 @@ def test_simplify_keeps_values(e):
     assert evaluate(s, env) == want, f"{e} -> {s} differs at {({k.arg.name: v for k, v in env.items()})}"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expressions())
-def test_vmin_vmax_bound_values(e):
+test_simplify_keeps_values, test_simplify_keeps_values_thorough = \
+  fast_and_thorough(check_simplify_keeps_values, expressions())
+
+
+def check_vmin_vmax_bound_values(e):
   for u in (e, simplify(e)):
     for env in envs():
       try: v = evaluate(u, env)
       except EvalError: continue
       assert u.vmin <= v <= u.vmax, f"{u}: {v} outside [{u.vmin}, {u.vmax}]"
+
+
+test_vmin_vmax_bound_values, test_vmin_vmax_bound_values_thorough = \
+  fast_and_thorough(check_vmin_vmax_bound_values, expressions())
 
 
 def test_typical_index_simplifications():
@@ -118,9 +134,10 @@ def int32_expressions(draw, depth=3):
   return a.idiv(d) if op == "idiv" else a // d if op == "floordiv" else a % d
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(int32_expressions(), st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-100, 100)), min_size=8, max_size=8))
-def test_int32_wraparound_semantics_survive_simplification(e, points):
+POINTS = st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-100, 100)), min_size=8, max_size=8)
+
+
+def check_int32_wraparound(e, points):
   """Fixed-width ints wrap; the simplifier must not use rules that only hold for unbounded integers there."""
   s = simplify(e)
   assert s.dtype == e.dtype
@@ -130,6 +147,10 @@ def test_int32_wraparound_semantics_survive_simplification(e, points):
     except EvalError: continue
     assert evaluate(s, env) == want
     assert e.vmin <= want <= e.vmax and s.vmin <= want <= s.vmax
+
+
+test_int32_wraparound_semantics_survive_simplification, test_int32_wraparound_thorough = \
+  fast_and_thorough(check_int32_wraparound, int32_expressions(), POINTS)
 
 
 def test_divmod_recombines():

@@ -400,3 +400,17 @@ def test_lds_rsub_and_mskor():
   after_rsub = (lanes * 3 + 5000) - lanes * 1000
   np.testing.assert_array_equal(v1, (after_rsub & ~np.uint32(0xFF)) | (lanes + 0x10))
   np.testing.assert_array_equal(v3, (lanes * 1000) ^ after_rsub)
+
+
+def test_global_atomic_csub_clamps_at_zero():
+  lanes = np.arange(32, dtype=np.uint32)
+  v1, v3 = run("""
+    v_lshlrev_b32 v4, 2, v0
+    global_atomic_csub_u32 v5, v4, v11, s[2:3] glc
+    s_waitcnt vmcnt(0)
+    global_load_b32 v1, v4, s[2:3]
+    s_waitcnt vmcnt(0)
+    v_mov_b32 v3, v5
+  """, ins=[lanes * 10, np.full(32, 95, np.uint32)])
+  np.testing.assert_array_equal(v3, lanes * 10)                                   # the old values
+  np.testing.assert_array_equal(v1, np.where(lanes * 10 > 95, lanes * 10 - 95, 0))

@@ -166,3 +166,41 @@ def test_write_to_unmapped_memory_is_a_gpu_fault_with_the_address():
   _, events = h.wait(timeout_ms=10)
   assert events[1].memory_exception_data.gpu_id == h.gpu_id and events[1].memory_exception_data.va == bad
   assert events[1].memory_exception_data.failure.NotPresent == 1
+
+
+def test_an_ib_run_again_sees_its_current_contents(h):
+  """The processor keeps the parse of an IB's contents: a rerun of the same IB must still execute what the IB holds
+  now (a patched value, a packet replaced by another of the same size), and an unknown opcode written into it later
+  must still be a queue error at that IB's ring offset."""
+  q = h.queue("compute")
+  sig = h.signals
+  ib = h.alloc(0x1000, "gtt")
+  body = write_data(sig.va + 600, 0x1111) + write_data(sig.va + 604, 0x2222)
+  ib.u32()[:len(body)] = body
+  run = pm4(IB, ib.va, ib.va >> 32, len(body) | (1 << 23))
+  for value, expect in ((1, [0x1111, 0x2222]), (2, [0x1111, 0x2222])):
+    q.submit(run + h.release_signal(sig.va, value))
+    settle(h, lambda: sig.u64()[0] == value)
+    assert list(sig.u32()[150:152]) == expect
+  ib.u32()[4] = 0x3333                                     # patch a value in place: same size, same address
+  q.submit(run + h.release_signal(sig.va, 3))
+  settle(h, lambda: sig.u64()[0] == 3)
+  assert list(sig.u32()[150:152]) == [0x3333, 0x2222]
+  ib.u32()[5:10] = write_data(sig.va + 608, 0x4444)        # a packet replaced by another one
+  q.submit(run + h.release_signal(sig.va, 4))
+  settle(h, lambda: sig.u64()[0] == 4)
+  assert list(sig.u32()[150:153]) == [0x3333, 0x2222, 0x4444]
+  other = h.alloc(0x1000, "gtt")                           # the same contents at another address
+  other.u32()[:len(body)] = ib.u32()[:len(body)]
+  sig.u32()[150:153] = [0, 0, 0]
+  q.submit(pm4(IB, other.va, other.va >> 32, len(body) | (1 << 23)) + h.release_signal(sig.va, 5))
+  settle(h, lambda: sig.u64()[0] == 5)
+  assert list(sig.u32()[150:153]) == [0x3333, 0, 0x4444]
+  if h.os.config.mock_threaded: return
+  ib.u32()[5] = (3 << 30) | (3 << 16) | (0xEE << 8)        # the second packet's header: an unknown opcode
+  ring_offset = 4 * (q.put % (q.ring.size // 4))          # where the INDIRECT_BUFFER packet lands in the ring
+  sig.u32()[150:153] = [0, 0, 0]
+  with pytest.raises(QueueError) as e: q.submit(run + h.release_signal(sig.va, 6))
+  assert e.value.opcode == 0xEE and "IB1" in str(e.value) and "dword 5" in str(e.value)
+  assert e.value.offset == ring_offset
+  assert list(sig.u32()[150:153]) == [0x3333, 0, 0]       # the IB's first packet ran again, then the error

@@ -1,6 +1,7 @@
 """Running hcq-smi as a real command, with fake trees and fake tools, and reading lspci for comparison."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pathlib
@@ -83,3 +84,36 @@ def lspci_records(sysfs_root=None, numeric=True) -> dict[str, dict]:
     rec = dict(line.split(":\t", 1) for line in block.splitlines() if ":\t" in line)
     records[rec["Slot"]] = rec
   return records
+
+
+def as_nobody(fn) -> int:
+  """Run fn() in a forked child that dropped to uid/gid nobody (65534); returns the child's exit code (fn's return
+  value; 98 when it returned no exit code, 99 when it raised: the traceback goes to stderr)."""
+  pid = os.fork()
+  if pid == 0:
+    code = 99
+    try:
+      os.setgid(65534)
+      os.setuid(65534)
+      ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self belongs to us again
+      code = fn()
+    except BaseException:  # report anything to the parent through the exit code
+      import traceback
+      traceback.print_exc()
+    finally: os._exit(code if isinstance(code, int) and 0 <= code < 256 else 98)
+  _, status = os.waitpid(pid, 0)
+  return os.waitstatus_to_exitcode(status)
+
+
+def smi_in_child(argv, env: dict, out_path, drop_env=()):
+  """A function for as_nobody: hcq-smi ARGV in this process with env applied, its output into out_path (a file
+  nobody may write; stderr stays where it was). Load hcq.smi's modules before forking: nobody may not read them."""
+  def run():
+    from hcq.smi import main
+    os.environ.update({k: str(v) for k, v in env.items()})
+    for k in drop_env: os.environ.pop(k, None)
+    fd = os.open(out_path, os.O_WRONLY | os.O_TRUNC)
+    sys.stdout = os.fdopen(fd, "w")  # pytest's capture replaced it in this (forked) process
+    try: return main(argv)
+    finally: sys.stdout.flush()
+  return run

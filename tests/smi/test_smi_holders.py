@@ -1,5 +1,5 @@
 """hcq-smi pids / kill_pids with real processes holding real flocks, found through procfs."""
-import ctypes
+import errno
 import json
 import os
 import pathlib
@@ -15,7 +15,7 @@ import pytest
 from hcq.config import Config
 from hcq.drivers.system import LinuxOS
 from hcq.smi.holders import find_holders, parse_lock_lines
-from smi_helpers import run_smi, run_smi_json, smi_env, spawn_holder, spawn_sleeper
+from smi_helpers import as_nobody, read_log, run_smi, run_smi_json, smi_env, smi_in_child, spawn_holder, spawn_sleeper
 
 BUS = "0000:03:00.0"
 
@@ -124,45 +124,42 @@ def test_kill_pids_kills_every_process_sharing_the_lock(locks, procs):
     except ProcessLookupError: pass
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
-def test_kill_pids_sudoless_reports_a_holder_it_cannot_signal(procs):
-  """kill_pids as uid nobody, the holder a root process: nobody cannot read root's fds, /proc/locks names the
-  holder, SIGKILL is refused; --sudoless reports it and exits non-zero, and never calls sudo."""
-  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+@pytest.fixture
+def public():
+  """A lock dir, a bin dir with a fake sudo (records its argv, runs nothing) and an output file that uid nobody can
+  use (pytest's tmp_path is private to root)."""
+  from smi_helpers import fake_tool
   base = pathlib.Path(tempfile.mkdtemp(prefix="hcq-smi-test-"))
-  try:
-    base.chmod(0o755)
-    locks, bin_dir, out = base / "locks", base / "bin", base / "out.json"
-    locks.mkdir()
-    bin_dir.mkdir()
-    sudo_log = base / "sudo.log"
-    (bin_dir / "sudo").write_text(f"#!/bin/sh\necho \"$@\" >> {sudo_log}\nexit 0\n")
-    (bin_dir / "sudo").chmod(0o755)
-    out.write_text("")
-    out.chmod(0o666)
-    holder = spawn_holder(locks / f"am_{BUS}.lock")
-    procs.append(holder)
-    pid = os.fork()
-    if pid == 0:
-      code = 99
-      try:
-        os.setgid(65534)
-        os.setuid(65534)
-        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-        os.environ.update(HCQ_LOCK_DIR=str(locks), PATH=f"{bin_dir}:/usr/bin:/bin")
-        fd = os.open(out, os.O_WRONLY | os.O_TRUNC)
-        sys.stdout = os.fdopen(fd, "w")  # pytest's capture replaced sys.stdout in this (forked) process
-        from hcq.smi import main
-        code = main(["amd", "kill_pids", "--sudoless", "--json"])
-        sys.stdout.flush()
-      finally: os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    doc = json.loads(out.read_text())
-    assert os.waitstatus_to_exitcode(status) == 1, doc
-    assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
-    assert holder.poll() is None
-    assert not sudo_log.exists()
-  finally: shutil.rmtree(base)
+  base.chmod(0o755)
+  world = type("Public", (), dict(locks=base / "locks", bin=base / "bin", out=base / "out.json", sudo_log=base / "sudo.log"))
+  world.locks.mkdir()
+  fake_tool(world.bin, "sudo", world.sudo_log)
+  for f in (world.out, world.sudo_log):
+    f.write_text("")
+    f.chmod(0o666)
+  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+  yield world
+  shutil.rmtree(base)
+
+
+def _kill_pids_as_nobody(public, *args):
+  env = dict(HCQ_LOCK_DIR=public.locks, PATH=f"{public.bin}:/usr/bin:/bin")
+  code = as_nobody(smi_in_child(["amd", "kill_pids", "--json", *args], env, public.out,
+                                drop_env=("HCQ_PROC_ROOT", "HCQ_SYSFS_ROOT")))
+  return code, json.loads(public.out.read_text())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
+def test_kill_pids_sudoless_reports_a_holder_it_cannot_signal(procs, public):
+  """kill_pids as uid nobody, the holder a root process: nobody cannot read root's fds, /proc/locks names the
+  holder, it is not signalled; --sudoless reports it and exits non-zero, and never calls sudo."""
+  holder = spawn_holder(public.locks / f"am_{BUS}.lock")
+  procs.append(holder)
+  code, doc = _kill_pids_as_nobody(public, "--sudoless")
+  assert code == 1, doc
+  assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
+  assert holder.poll() is None
+  assert read_log(public.sudo_log) == []
 
 
 MALICIOUS = ["am_0000:03:00.0;reboot.lock", "am_$(touch pwned).lock", "am_0000:03:00.0 .lock", "am_ 0000:03:00.0.lock",
@@ -178,6 +175,9 @@ def test_malicious_lock_names_are_ignored_with_a_warning(locks, procs, tmp_path)
   (locks / "am_0000:03:00.0" / "x.lock").write_text("")
   (locks / "am_0000:07:00.0.lock").mkdir()  # a well-formed name that is not a regular file
   os.symlink("/etc/hostname", locks / "am_0000:08:00.0.lock")
+  (tmp_path / "some.lock").write_text("")
+  held.append(spawn_holder(tmp_path / "some.lock"))  # holds another file's lock, reached through a hard link
+  os.link(tmp_path / "some.lock", locks / "am_0000:09:00.0.lock")
   procs += held
   env = smi_env(lock_dir=locks)
   cwd = tmp_path / "cwd"
@@ -188,6 +188,7 @@ def test_malicious_lock_names_are_ignored_with_a_warning(locks, procs, tmp_path)
     for name in MALICIOUS + ["am_0000:03:00.0"]:
       assert f"ignoring lock file {name!r}" in res.stderr, (cmd, name, res.stderr)
     assert "'am_0000:07:00.0.lock'" in res.stderr and "'am_0000:08:00.0.lock'" in res.stderr
+    assert "'am_0000:09:00.0.lock' in " + str(locks) + ": a hard link" in res.stderr, res.stderr
     assert "killed" not in res.stdout and "reset 0000" not in res.stdout
   assert all(p.poll() is None for p in held)  # nobody killed
   assert list(cwd.iterdir()) == [] and not (locks / "pwned").exists()
@@ -225,5 +226,147 @@ def test_holders_from_a_fake_proc_tree(locks, tmp_path):
                               f"1: -> FLOCK  ADVISORY  WRITE 701 {key} 0 EOF\n")
   res, doc = run_smi_json("amd", "pids", env=smi_env(lock_dir=locks, proc=proc))
   assert res.returncode == 0, res
-  assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700"},
-                                                                       {"pid": 703, "name": "worker703"}]}]
+  assert doc["devices"] == [{"bus": BUS, "lock": str(lock), "holders": [{"pid": 700, "name": "worker700", "checked": True},
+                                                                       {"pid": 703, "name": "worker703", "checked": True}]}]
+
+
+# ---- kill_pids never signals a process it has not seen holding the lock (in-process, over a fake proc tree whose
+# pids are real processes, so that a wrong signal would really kill one)
+
+class FakeProcOS(LinuxOS):
+  """LinuxOS over a fake proc tree; `unreadable` pids answer EACCES for their fd folder (as another user's would),
+  `before_open` runs just before a process is pinned (to play a pid being reused after the scan)."""
+
+  def __init__(self, config, unreadable=(), before_open=None):
+    super().__init__(config)
+    self.unreadable, self.before_open = set(unreadable), before_open
+
+  def proc_list(self, path=""):
+    if path.split("/")[0] in {str(p) for p in self.unreadable} and path.endswith("/fd"):
+      from hcq.errors import OSCallError
+      raise OSCallError("listdir", path, errno.EACCES)
+    return super().proc_list(path)
+
+  def open_process(self, pid):
+    if self.before_open: self.before_open(pid)
+    return super().open_process(pid)
+
+
+def _fake_proc(tmp_path, lock, pid, holds=True):
+  st = lock.stat()
+  key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+  proc = tmp_path / "proc"
+  (proc / str(pid) / "fd").mkdir(parents=True)
+  (proc / str(pid) / "fdinfo").mkdir()
+  (proc / str(pid) / "comm").write_text("victim\n")
+  if holds:
+    os.symlink(lock, proc / str(pid) / "fd" / "5")
+    (proc / str(pid) / "fdinfo" / "5").write_text(f"pos:\t0\nlock:\t1: FLOCK  ADVISORY  WRITE {pid} {key} 0 EOF\n")
+  (proc / "locks").write_text(f"1: FLOCK  ADVISORY  WRITE {pid} {key} 0 EOF\n")
+  return proc
+
+
+def _kill_in_process(host):
+  import io
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  report = Report(True, out=io.StringIO(), err=io.StringIO())
+  rc = commands.kill_pids(commands.Context(backend("amd"), host, report, sudoless=True), sleep=lambda s: None)
+  return rc, json.loads(report.out.getvalue()), report.err.getvalue()
+
+
+def test_a_pid_named_only_by_proc_locks_is_never_signalled(locks, procs, tmp_path):
+  """<proc>/locks keeps the pid of the process that took the flock even after it exited (the lock lives on in
+  a child that inherited it): that pid may now be another user's unrelated process. Unchecked: not signalled."""
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  victim = spawn_sleeper()
+  procs.append(victim)
+  proc = _fake_proc(tmp_path, lock, victim.pid, holds=False)
+  host = FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc)), unreadable=[victim.pid])
+  rc, doc, err = _kill_in_process(host)
+  assert rc == 1 and doc["killed"] == [] and [f["pid"] for f in doc["failed"]] == [victim.pid]
+  assert "cannot be checked" in err and f"cannot kill {victim.pid}" in err
+  assert wait_dead(victim, timeout=0.5) is None  # alive
+
+
+def test_a_pid_reused_after_the_scan_is_not_signalled(locks, procs, tmp_path):
+  """The holder exits between the scan and the kill, and its pid names another process: the check made after
+  pinning the process (pidfd) sees that it holds nothing, and it is not signalled."""
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  victim = spawn_sleeper()
+  procs.append(victim)
+  proc = _fake_proc(tmp_path, lock, victim.pid, holds=True)
+  def holder_exits_and_pid_is_reused(pid):
+    (proc / str(pid) / "fd" / "5").unlink()
+    (proc / "locks").write_text("")
+  host = FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc)), before_open=holder_exits_and_pid_is_reused)
+  rc, doc, err = _kill_in_process(host)
+  assert rc == 0 and doc["killed"] == [] and doc["failed"] == [], err
+  assert wait_dead(victim, timeout=0.5) is None  # alive
+  # the same tree without the reuse: the process is killed (the test above fails for the right reason)
+  (proc / str(victim.pid) / "fd" / "5").symlink_to(lock)
+  rc, doc, err = _kill_in_process(FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc))))
+  assert [k["pid"] for k in doc["killed"]] == [victim.pid], err  # (the fake tree goes on showing it: rc 1)
+  assert wait_dead(victim) == -signal.SIGKILL
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
+def test_kill_pids_as_a_user_asks_root_to_kill_holders_it_cannot_check(procs, public):
+  """As uid nobody (no --sudoless), a root process holding the lock cannot be checked: hcq-smi runs itself as
+  root for that device through sudo (argument list, the user's lock dir) and reports the holder while it lives."""
+  holder = spawn_holder(public.locks / f"am_{BUS}.lock")
+  procs.append(holder)
+  code, doc = _kill_pids_as_nobody(public)
+  assert code == 1, doc
+  assert read_log(public.sudo_log) == [["sudo", "env", f"HCQ_LOCK_DIR={public.locks}", "HCQ_PROC_ROOT=/proc",
+                                        "HCQ_SYSFS_ROOT=/sys", sys.executable, "-m", "hcq.smi", "amd", "kill_pids",
+                                        "--sudoless", "--pci_bus", BUS]]
+  assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
+  assert holder.poll() is None  # the fake sudo ran nothing
+
+
+def test_holders_it_cannot_check_are_killed_by_hcq_smi_run_as_root(locks, procs, tmp_path, monkeypatch):
+  """The whole way through the root helper: this process may not read the holder's fds (played by FakeProcOS),
+  `sudo` (here: a script that runs its arguments, as root already) runs `hcq-smi amd kill_pids --sudoless` for the
+  device, which checks the holder through the real /proc and kills it; it is reported as killed as root."""
+  holder = spawn_holder(locks / f"am_{BUS}.lock")
+  bystander = spawn_holder(locks / "am_0000:04:00.0.lock")  # another device: the helper is limited to one
+  procs += [holder, bystander]
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+  (bin_dir / "sudo").chmod(0o755)
+  monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+  import io
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  host = FakeProcOS(Config(lock_dir=str(locks)), unreadable=[holder.pid, bystander.pid])
+  report = Report(True, out=io.StringIO(), err=io.StringIO())
+  ctx = commands.Context(backend("amd"), host, report)
+  ctx.use_sudo = True  # as a user with sudo
+  rc = commands.kill_pids(ctx, "0000:03", sleep=lambda s: None)
+  doc = json.loads(report.out.getvalue())
+  assert rc == 0, (doc, report.err.getvalue())
+  assert [(k["pid"], k["bus"], k.get("as_root")) for k in doc["killed"]] == [(holder.pid, BUS, True)]
+  assert wait_dead(holder) == -signal.SIGKILL and bystander.poll() is None
+
+
+def test_pids_marks_a_holder_it_could_not_check(locks, tmp_path):
+  import io
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  lock = locks / f"am_{BUS}.lock"
+  lock.write_text("")
+  proc = _fake_proc(tmp_path, lock, 4242, holds=False)
+  host = FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc)), unreadable=[4242])
+  text = Report(False, out=io.StringIO(), err=io.StringIO())
+  assert commands.pids(commands.Context(backend("amd"), host, text)) == 0
+  assert f"{BUS}: 4242 (victim) [named by /proc/locks; its fds cannot be read by this user]" in text.out.getvalue()
+  doc = Report(True, out=io.StringIO(), err=io.StringIO())
+  commands.pids(commands.Context(backend("amd"), host, doc))
+  assert json.loads(doc.out.getvalue())["devices"][0]["holders"] == [{"pid": 4242, "name": "victim", "checked": False}]

@@ -1,6 +1,5 @@
 """hcq-smi rmmod / insmod / reset against a fake sysfs tree, with fake modprobe, sudo and nvidia-smi on PATH that
 record their argv."""
-import ctypes
 import json
 import os
 import pathlib
@@ -11,7 +10,7 @@ import tempfile
 import pytest
 
 from fake_sysfs import add_module, add_pci_function
-from smi_helpers import fake_tool, read_log, run_smi, run_smi_json, smi_env
+from smi_helpers import as_nobody, fake_tool, read_log, run_smi, run_smi_json, smi_env, smi_in_child
 
 NV_MODULES = ["nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"]
 
@@ -100,24 +99,6 @@ def test_rmmod_without_modprobe_is_127(world, tmp_path):
   assert res.returncode == 127 and "modprobe: command not found" in res.stderr
 
 
-def _as_nobody(fn):
-  """Run fn() in a forked child that dropped to uid/gid nobody (65534); returns (exit status, fn's return code)."""
-  pid = os.fork()
-  if pid == 0:
-    code = 99
-    try:
-      os.setgid(65534)
-      os.setuid(65534)
-      ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self belongs to us again
-      code = fn()
-    except BaseException as e:  # report anything to the parent through the exit code
-      import traceback
-      traceback.print_exc()
-    finally: os._exit(code if isinstance(code, int) and 0 <= code < 256 else 98)
-  _, status = os.waitpid(pid, 0)
-  return os.waitstatus_to_exitcode(status)
-
-
 @pytest.fixture
 def public_world():
   """Like `world`, in a folder that uid nobody can use (pytest's tmp_path is private to root)."""
@@ -134,18 +115,6 @@ def public_world():
   shutil.rmtree(base)
 
 
-def _smi_in_child(argv, world, out_path):
-  def run():
-    from hcq.smi import main
-    os.environ.update(HCQ_SYSFS_ROOT=str(world.sysfs), HCQ_LOCK_DIR=str(world.locks),
-                      PATH=f"{world.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    fd = os.open(out_path, os.O_WRONLY | os.O_TRUNC)
-    sys.stdout = sys.stderr = os.fdopen(fd, "w")  # pytest's capture replaced them in this (forked) process
-    try: return main(argv)
-    finally: sys.stdout.flush()
-  return run
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_rmmod_as_a_user_goes_through_sudo_unless_sudoless(public_world):
   import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
@@ -153,11 +122,33 @@ def test_rmmod_as_a_user_goes_through_sudo_unless_sudoless(public_world):
   out = public_world.base / "out.txt"
   out.write_text("")
   out.chmod(0o666)
-  assert _as_nobody(_smi_in_child(["amd", "rmmod"], public_world, out)) == 0, out.read_text()
+  env = dict(HCQ_SYSFS_ROOT=public_world.sysfs, HCQ_LOCK_DIR=public_world.locks,
+             PATH=f"{public_world.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+  assert as_nobody(smi_in_child(["amd", "rmmod"], env, out)) == 0, out.read_text()
   assert read_log(public_world.log) == [["sudo", "modprobe", "-r", "amdgpu"]]
   public_world.log.write_text("")
-  assert _as_nobody(_smi_in_child(["amd", "rmmod", "--sudoless"], public_world, out)) == 0, out.read_text()
+  assert as_nobody(smi_in_child(["amd", "rmmod", "--sudoless"], env, out)) == 0, out.read_text()
   assert read_log(public_world.log) == [["modprobe", "-r", "amdgpu"]]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_reset_as_a_user_goes_through_sudo_unless_sudoless(public_world):
+  """uid nobody may not write the reset file: sudo tee writes it (an argument list, the validated address in the
+  path), and with --sudoless nothing calls sudo and the failure names the device and exits 1."""
+  import hcq.smi.cli, hcq.smi.commands, hcq.smi.listing, hcq.smi.report  # noqa: F401  (loaded before dropping root)
+  bus = "0000:03:00.0"
+  add_pci_function(public_world.sysfs, bus, 0x1002, 0x744c, 0x030000)  # files 0644, owned by root
+  (public_world.locks / f"am_{bus}.lock").write_text("")
+  out = public_world.base / "out.txt"
+  out.write_text("")
+  out.chmod(0o666)
+  env = dict(HCQ_SYSFS_ROOT=public_world.sysfs, HCQ_LOCK_DIR=public_world.locks,
+             PATH=f"{public_world.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+  assert as_nobody(smi_in_child(["amd", "reset", "--sudoless", "--json"], env, out)) == 1, out.read_text()
+  assert read_log(public_world.log) == [] and json.loads(out.read_text())["failed"] == [bus]
+  assert as_nobody(smi_in_child(["amd", "reset", "--json"], env, out)) == 0, out.read_text()
+  assert read_log(public_world.log) == [["sudo", "tee", f"{public_world.sysfs}/bus/pci/devices/{bus}/reset"]]
+  assert json.loads(out.read_text())["reset"] == [bus]
 
 
 def test_reset_writes_the_reset_file_of_locked_devices(world):
@@ -210,3 +201,23 @@ def test_help_documents_exit_codes():
   res = run_smi("amd", "kill_pids", "--help")
   assert "exit codes:" in res.stdout and "--sudoless" in res.stdout and "--pci_bus" in res.stdout
   assert run_smi("intel", "list").returncode == 2
+  for bad in ("-1", "0", "nan", "x"):
+    res = run_smi("amd", "top", "--interval", bad)
+    assert res.returncode == 2 and "--interval" in res.stderr and "Traceback" not in res.stderr, (bad, res.stderr)
+
+
+def test_a_command_that_hangs_is_killed_after_the_timeout(tmp_path):
+  import io
+  import time
+  from hcq.config import Config
+  from hcq.drivers.system import LinuxOS
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  report = Report(False, out=io.StringIO(), err=io.StringIO())
+  ctx = commands.Context(backend("amd"), LinuxOS(Config()), report, sudoless=True, command_timeout_s=0.3)
+  t0 = time.monotonic()
+  assert ctx.run([sys.executable, "-c", "import time; time.sleep(30)"]) == 124
+  assert time.monotonic() - t0 < 10
+  assert "still running after 0.3 s, killed" in report.err.getvalue()
+  assert "124" in run_smi("--help").stdout

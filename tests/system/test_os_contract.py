@@ -202,6 +202,16 @@ class TestContract:
     assert struct.unpack("<Q", ev.read(8))[0] == 9
     ev.close()
 
+  def test_eventfd_wait_has_a_timeout(self, kernel_os):
+    from hcq.errors import Timeout
+    ev = kernel_os.os.eventfd(0)
+    t0 = kernel_os.os.monotonic()
+    with pytest.raises(Timeout, match=r"eventfd .* to be signalled after 0.2 s"): ev.wait_value(timeout_s=0.2)
+    assert kernel_os.os.monotonic() - t0 < 5
+    ev.signal(3)
+    assert ev.wait_value(timeout_s=0.2) == 3
+    ev.close()
+
   # ---- time
   def test_monotonic_and_sleep(self, os_impl):
     t0 = os_impl.os.monotonic()

@@ -67,6 +67,19 @@ def test_addresses_are_validated(linux, bad):
   with pytest.raises(DeviceError, match="not a PCI address"): PCIDevice(linux, bad)
 
 
+@pytest.mark.parametrize("good", ["0000:03:00.0", "0001:c1:1f.7", "10000:e0:00.0", "ffffffff:00:00.0"])
+def test_addresses_of_every_domain_are_accepted(linux, good):
+  """Intel VMD puts NVMe and sometimes GPUs behind synthetic domains 10000+ (5 digits in sysfs and lspci -D)."""
+  from hcq.drivers.system.locks import lock_name, parse_lock_name
+  assert PCIDevice(linux, good).addr == good
+  assert parse_lock_name(lock_name("am", good)) == ("am", good)
+
+
+@pytest.mark.parametrize("bad", ["100000000:00:00.0", "000:03:00.0", "0000:3:00.0", "0000:03:00.0:0"])
+def test_domain_width_is_bounded(linux, bad):
+  with pytest.raises(DeviceError, match="not a PCI address"): PCIDevice(linux, bad)
+
+
 def test_config_space_read_write(linux, sysfs):
   d = PCIDevice(linux, "0000:03:00.0")
   assert d.config_read(0, 2) == 0x1002 and d.config_read(2, 2) == 0x744c and d.config_read(0) == 0x744c1002
@@ -110,6 +123,8 @@ def test_bars_and_mapping(linux, sysfs):
   with pytest.raises(DeviceError, match="BAR 1 is not a memory BAR"): d.map_bar(1)
   with pytest.raises(DeviceError, match="outside BAR 2"): d.map_bar(2, 0x2000, 0x1000)
   with pytest.raises(DeviceError, match="no BAR 6"): d.map_bar(6)
+  with pytest.raises(DeviceError, match="0000:03:00.0: BAR 2 window offset 0x10 is not a multiple of the page size"):
+    d.map_bar(2, 0x100, 0x10)
 
 
 def test_unbind_bind(linux, sysfs):

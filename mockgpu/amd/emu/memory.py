@@ -9,6 +9,7 @@ host process.
 from __future__ import annotations
 
 import bisect
+import threading
 
 import numpy as np
 
@@ -44,10 +45,10 @@ class GPUMemory:
   VIEW_BASE = _VIEW_BASE
 
   def __init__(self):
-    self._starts: list[int] = []
-    self._ends: list[int] = []
-    self._np_starts = np.zeros(0, np.uint64)
-    self._np_ends = np.zeros(0, np.uint64)
+    # the mapping table is replaced as a whole (never edited in place), so that a dispatch running on another
+    # thread (the mock's threaded mode) always sees a consistent snapshot; writers serialise on a lock
+    self._lock = threading.Lock()
+    self._table = ((), (), np.zeros(0, np.uint64), np.zeros(0, np.uint64))   # starts, ends, as numpy arrays
     span = _VIEW_END - _VIEW_BASE
     self.u8 = host_view(_VIEW_BASE, span, np.uint8)
     self.u16 = host_view(_VIEW_BASE, span, np.uint16)
@@ -64,34 +65,36 @@ class GPUMemory:
     if size <= 0: raise ValueError(f"GPU memory range at {start:#x}: size {size} must be positive")
     if start < _VIEW_BASE or start + size > _VIEW_END:
       raise ValueError(f"GPU memory range {start:#x}+{size:#x} lies outside the user address space")
-    i = bisect.bisect_right(self._starts, start)
-    if (i > 0 and self._ends[i - 1] > start) or (i < len(self._starts) and self._starts[i] < start + size):
-      raise ValueError(f"GPU memory range {start:#x}+{size:#x} overlaps a mapped range")
-    self._starts.insert(i, start)
-    self._ends.insert(i, start + size)
-    self._refresh()
+    with self._lock:
+      starts, ends = self._table[:2]
+      i = bisect.bisect_right(starts, start)
+      if (i > 0 and ends[i - 1] > start) or (i < len(starts) and starts[i] < start + size):
+        raise ValueError(f"GPU memory range {start:#x}+{size:#x} overlaps a mapped range")
+      self._install(starts[:i] + (start,) + starts[i:], ends[:i] + (start + size,) + ends[i:])
 
   def remove_range(self, start: int) -> None:
     """Unmap the range that starts at `start`. Raises KeyError naming the address when there is none."""
-    i = bisect.bisect_left(self._starts, start)
-    if i == len(self._starts) or self._starts[i] != start: raise KeyError(f"no GPU memory range starts at {start:#x}")
-    del self._starts[i], self._ends[i]
-    self._refresh()
+    with self._lock:
+      starts, ends = self._table[:2]
+      i = bisect.bisect_left(starts, start)
+      if i == len(starts) or starts[i] != start: raise KeyError(f"no GPU memory range starts at {start:#x}")
+      self._install(starts[:i] + starts[i + 1:], ends[:i] + ends[i + 1:])
 
   def ranges(self) -> list[tuple[int, int]]:
     """[(start, size)] in address order."""
-    return [(s, e - s) for s, e in zip(self._starts, self._ends)]
+    starts, ends = self._table[:2]
+    return [(s, e - s) for s, e in zip(starts, ends)]
 
-  def _refresh(self) -> None:
-    self._np_starts = np.array(self._starts, np.uint64)
-    self._np_ends = np.array(self._ends, np.uint64)
+  def _install(self, starts: tuple, ends: tuple) -> None:
     self._last = (0, 0)
     self._views = {}
+    self._table = (starts, ends, np.array(starts, np.uint64), np.array(ends, np.uint64))   # one atomic swap
 
   def range_of(self, address: int) -> tuple[int, int] | None:
     """(start, end) of the range holding `address`, or None."""
-    i = bisect.bisect_right(self._starts, address) - 1
-    if i >= 0 and address < self._ends[i]: return self._starts[i], self._ends[i]
+    starts, ends = self._table[:2]
+    i = bisect.bisect_right(starts, address) - 1
+    if i >= 0 and address < ends[i]: return starts[i], ends[i]
     return None
 
   # ---- checks ----
@@ -117,7 +120,9 @@ class GPUMemory:
     key = (start, np.dtype(dtype).str)
     v = self._views.get(key)
     if v is None:
-      end = self._ends[bisect.bisect_left(self._starts, start)]
+      rng = self.range_of(start)
+      if rng is None or rng[0] != start: raise KeyError(f"no GPU memory range starts at {start:#x}")
+      end = rng[1]
       v = host_view(start, end - start, dtype)
       self._views[key] = v
     return v
@@ -132,13 +137,14 @@ class GPUMemory:
 
   def _check_each(self, addresses: np.ndarray, nbytes: int, what: str) -> None:
     a = addresses.astype(np.uint64)
-    if len(self._starts) == 0:
+    np_starts, np_ends = self._table[2:]
+    if len(np_starts) == 0:
       raise GPUFault(f"{what} with no memory mapped", address=int(a[0]), kind="page fault")
-    i = np.searchsorted(self._np_starts, a, side="right").astype(np.int64) - 1
+    i = np.searchsorted(np_starts, a, side="right").astype(np.int64) - 1
     ok = i >= 0
     ic = np.where(ok, i, 0)
-    ok &= (a + np.uint64(nbytes)) <= self._np_ends[ic]
-    ok &= a >= self._np_starts[ic]
+    ok &= (a + np.uint64(nbytes)) <= np_ends[ic]
+    ok &= a >= np_starts[ic]
     if not ok.all():
       bad = int(a[np.argmin(ok)])
       raise GPUFault(f"{what} of {nbytes} bytes outside every mapped range", address=bad, kind="page fault")

@@ -1,4 +1,5 @@
-"""Run-time helpers called by translated blocks: lane masks, 64-bit pairs, float helpers, memory access, atomics.
+"""Run-time helpers called by translated blocks (as R.*): lane masks, 64-bit pairs, 16-bit halves, float and integer
+helpers with the ISA's semantics. Memory accesses are in memaccess.py (M.* in blocks), cross-lane moves in lanes.py.
 
 Register values are uint32 numpy arrays: SGPRs (n,), VGPRs (n, 32), n = waves executing the block.
 """
@@ -6,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....errors import GPUFault
+from .lanes import dpp8, dpp16, permlane16, permute, swizzle  # noqa: F401 (called by translated blocks as R.*)
+from .memaccess import PRIVATE_HI, SHARED_HI, MemAccess, atomic  # noqa: F401 (the engine builds MemAccess)
 
 u8, u16, u32, u64 = np.uint8, np.uint16, np.uint32, np.uint64
 i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
@@ -14,10 +16,7 @@ f16, f32, f64 = np.float16, np.float32, np.float64
 LANE = np.arange(32, dtype=np.uint32)
 LANE_BELOW = ((np.uint64(1) << LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)  # bits of lanes < L
 FULL = np.uint32(0xFFFFFFFF)
-# Apertures for FLAT (generic) addresses, above the 47-bit user address space so that they never alias host memory:
-# the high dword of an address selects LDS (SHARED_HI) or the lane's private memory (PRIVATE_HI).
-SHARED_HI = 0x10000
-PRIVATE_HI = 0x20000
+
 
 
 # ---- lane masks ----
@@ -165,8 +164,9 @@ def fma16(a, b, c):
 
 
 def fma64(a, b, c):
-  """f64 fma via error-free transformations: a*b = p + e exactly (Veltkamp/Dekker), p + c = s + t exactly (TwoSum),
-  result s + (t + e). Correctly rounded except in rare double-rounding cases."""
+  """f64 fma, correctly rounded: a*b = p + e exactly (Veltkamp/Dekker), p + c = s + t exactly (TwoSum),
+  r = s + (t + e). The error eu of t + e can only matter when s + (t + e) was a tie; those rare lanes are computed
+  exactly with rationals."""
   a = np.asarray(a, f64)
   b = np.asarray(b, f64)
   c = np.asarray(c, f64)
@@ -183,9 +183,26 @@ def fma64(a, b, c):
     s = p + c
     bv = s - p
     t = (p - (s - bv)) + (c - bv)
-    r = s + (t + e)
+    u = t + e
+    bu = u - t
+    eu = (t - (u - bu)) + (e - bu)
+    r = s + u
+    br = r - s
+    er = (s - (r - br)) + (u - br)                 # the final rounding error
     ok = np.isfinite(r) & np.isfinite(e) & np.isfinite(t)
-  return np.where(ok, r, p + c)
+    r = np.where(ok, r, p + c)
+    # only a final sum that sat exactly on a tie can be rounded the wrong way by the dropped eu
+    half = np.spacing(np.abs(r)) * 0.5
+    risky = ok & (eu != 0) & ((np.abs(er) == half) | (np.abs(er) == half * 0.5))
+  idx = np.flatnonzero(risky)
+  if idx.size:
+    from fractions import Fraction
+    shape = r.shape
+    r = np.array(r, f64).reshape(-1)
+    fa, fb, fc = (np.broadcast_to(v, shape).reshape(-1) for v in (a, b, c))
+    for i in idx: r[i] = float(Fraction(float(fa[i])) * Fraction(float(fb[i])) + Fraction(float(fc[i])))
+    r = r.reshape(shape)
+  return r
 
 
 def frexp_mant(x):
@@ -353,361 +370,6 @@ def brev32(x):
   return x
 
 
-# ---- memory ----
-class MemAccess:
-  """Memory access of one dispatch: global (host address space via GPUMemory), LDS, scratch."""
-
-  def __init__(self, memory, lds: np.ndarray, lds_words: int, scratch: np.ndarray | None, scratch_words: int,
-               scratch_base: int | None, wave_wg: np.ndarray):
-    self.mem = memory
-    self.lds = lds
-    self.lds8 = lds.view(u8)
-    self.lds_words = lds_words
-    self.scratch = scratch
-    self.scratch_words = scratch_words
-    self.scratch_base = scratch_base
-    self.wave_wg = wave_wg
-    self.vb = u64(memory.VIEW_BASE)
-
-  # -- global --
-  def _active(self, addr, em, ef):
-    addr = np.asarray(addr, u64)
-    return addr if ef else addr[em]
-
-  def _target(self, rng, dtype, shift: int):
-    """(array, base address) to index global memory with: the mapped range's own view when the access stays in one
-    range whose start is aligned for dtype, else the whole-address-space view."""
-    if rng is not None and rng[0] % np.dtype(dtype).itemsize == 0: return self.mem.view(rng[0], dtype), u64(rng[0])
-    return {0: self.mem.u8, 2: self.mem.u32, 3: self.mem.u64}[shift], self.vb
-
-  def gload(self, addr, em, ef, ndw: int):
-    """Load ndw dwords per lane from byte addresses addr (n, 32) u64; returns a list of (n, 32) u32."""
-    addr = np.asarray(addr, u64)
-    act = self._active(addr, em, ef)
-    rng = self.mem.check(act, 4 * ndw, "global load")
-    if act.size == 0: return [np.zeros(addr.shape, u32) for _ in range(ndw)]
-    if not ef: addr = np.where(em, addr, act[0])
-    if int(np.bitwise_or.reduce(act, axis=None)) & 3: return self._gload_bytes(addr, rng, ndw)
-    arr, base = self._target(rng, u32, 2)
-    w = ((addr - base) >> u64(2)).view(np.intp)
-    if ndw == 1: return [arr[w]]
-    return [arr[w + k] for k in range(ndw)]
-
-  def _gload_bytes(self, addr, rng, ndw):
-    arr, base = self._target(rng, u8, 0)
-    b = (addr - base).view(np.intp)
-    out = []
-    for k in range(ndw):
-      v = np.zeros(addr.shape, u32)
-      for j in range(4): v |= arr[b + (4 * k + j)].astype(u32) << u32(8 * j)
-      out.append(v)
-    return out
-
-  def gload_sub(self, addr, em, ef, nbytes: int, signed: bool):
-    """A u8/i8/u16/i16 load, zero- or sign-extended to u32."""
-    addr = np.asarray(addr, u64)
-    act = self._active(addr, em, ef)
-    rng = self.mem.check(act, nbytes, "global load")
-    if act.size == 0: return np.zeros(addr.shape, u32)
-    if not ef: addr = np.where(em, addr, act[0])
-    arr, base = self._target(rng, u8, 0)
-    b = (addr - base).view(np.intp)
-    if nbytes == 1:
-      v = arr[b]
-      return (v.view(i8).astype(i32).view(u32) if signed else v.astype(u32))
-    v = arr[b].astype(u16) | (arr[b + 1].astype(u16) << u16(8))
-    return v.view(i16).astype(i32).view(u32) if signed else v.astype(u32)
-
-  def gstore(self, addr, em, ef, data: list, nbytes: int | None = None):
-    """Store dwords (list of (n,32) u32) or the low nbytes (1/2) of data[0] for active lanes."""
-    size = nbytes or 4 * len(data)
-    addr = np.asarray(addr, u64)
-    if not ef:
-      data = [np.broadcast_to(d, em.shape)[em] for d in data]
-      addr = addr[em]
-    else:
-      data = [np.broadcast_to(d, addr.shape) for d in data]
-    rng = self.mem.check(addr, size, "global store")
-    if addr.size == 0: return
-    if nbytes in (1, 2) or int(np.bitwise_or.reduce(addr, axis=None)) & 3:
-      arr, base = self._target(rng, u8, 0)
-      b = (addr - base).view(np.intp)
-      for k in range(max(1, size // 4)):
-        for j in range(min(4, size)): arr[b + (4 * k + j)] = ((data[k] >> u32(8 * j)) & u32(0xFF)).astype(u8)
-      return
-    arr, base = self._target(rng, u32, 2)
-    w = ((addr - base) >> u64(2)).view(np.intp)
-    arr[w] = data[0]
-    for k in range(1, len(data)): arr[w + k] = data[k]
-
-  def gatomic(self, addr, em, ef, op: str, data, cmp, width: int):
-    """Global atomic; returns the pre-op values (n, 32) (zeros for inactive lanes)."""
-    addr = np.asarray(addr, u64)
-    shape = addr.shape
-    sel = np.broadcast_to(True, shape) if ef else em
-    a = addr[sel]
-    rng = self.mem.check(a, 4 * width, f"global atomic {op}")
-    if a.size and (a & u64(4 * width - 1)).any():
-      raise GPUFault(f"misaligned global atomic {op}", address=int(a[(a & u64(4 * width - 1)) != 0][0]),
-                     kind="misaligned atomic")
-    arr, base = self._target(rng, u64 if width == 2 else u32, 3 if width == 2 else 2)
-    idx = ((a - base) >> u64(2 if width == 1 else 3)).astype(np.intp)
-    d = np.broadcast_to(data, shape)[sel]
-    c = None if cmp is None else np.broadcast_to(cmp, shape)[sel]
-    old = atomic(arr, idx, op, d, c)
-    out = np.zeros(shape, arr.dtype)
-    out[sel] = old
-    return out
-
-  # -- LDS --
-  def _lds_index(self, addr, wid, em, ef, nbytes, what):
-    a = np.asarray(addr, u32).astype(np.int64)
-    act = a if ef else a[em]
-    if act.size and (act.min() < 0 or act.max() + nbytes > self.lds_words * 4):
-      bad = act[(act < 0) | (act + nbytes > self.lds_words * 4)][0]
-      raise GPUFault(f"LDS {what} of {nbytes} bytes outside the work-group's {self.lds_words * 4} bytes of LDS",
-                     address=int(bad), kind="lds out of range")
-    base = (self.wave_wg[wid].astype(np.int64) * (self.lds_words * 4))[:, None]
-    b = a + base
-    if not ef: b = np.where(em, b, 0)
-    return b
-
-  def lds_load(self, addr, wid, em, ef, nbytes: int, signed: bool = False):
-    """Returns a list of u32 dwords (n,32) (nbytes >= 4) or one zero/sign-extended value (1/2 bytes)."""
-    b = self._lds_index(addr, wid, em, ef, nbytes, "load")
-    if nbytes < 4:
-      v = self.lds8[b].astype(u32)
-      if nbytes == 2: v |= self.lds8[b + 1].astype(u32) << u32(8)
-      if signed:
-        sh = u32(32 - 8 * nbytes)
-        v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
-      return v
-    if (b & 3).any():
-      out = []
-      for k in range(nbytes // 4):
-        v = np.zeros(b.shape, u32)
-        for j in range(4): v |= self.lds8[b + 4 * k + j].astype(u32) << u32(8 * j)
-        out.append(v)
-      return out
-    w = b >> 2
-    return [self.lds[w + k] for k in range(nbytes // 4)]
-
-  def lds_store(self, addr, wid, em, ef, data: list, nbytes: int):
-    b = self._lds_index(addr, wid, em, ef, nbytes, "store")
-    shape = b.shape
-    if not ef:
-      b = b[em]
-      data = [np.broadcast_to(d, shape)[em] for d in data]
-    else:
-      b = b.reshape(-1)
-      data = [np.broadcast_to(d, shape).reshape(-1) for d in data]
-    if nbytes < 4:
-      self.lds8[b] = (data[0] & u32(0xFF)).astype(u8)
-      if nbytes == 2: self.lds8[b + 1] = ((data[0] >> u32(8)) & u32(0xFF)).astype(u8)
-      return
-    if (b & 3).any():
-      for k, d in enumerate(data):
-        for j in range(4): self.lds8[b + 4 * k + j] = ((d >> u32(8 * j)) & u32(0xFF)).astype(u8)
-      return
-    w = b >> 2
-    for k, d in enumerate(data): self.lds[w + k] = d
-
-  def lds_atomic(self, addr, wid, em, ef, op, data, cmp):
-    b = self._lds_index(addr, wid, em, ef, 4, f"atomic {op}")
-    shape = b.shape
-    sel = np.broadcast_to(True, shape) if ef else em
-    w = (b[sel] >> 2).astype(np.intp)
-    if (b[sel] & 3).any(): raise GPUFault(f"misaligned LDS atomic {op}", kind="misaligned atomic")
-    d = np.broadcast_to(data, shape)[sel]
-    c = None if cmp is None else np.broadcast_to(cmp, shape)[sel]
-    old = atomic(self.lds, w, op, d, c)
-    out = np.zeros(shape, u32)
-    out[sel] = old
-    return out
-
-  # -- scratch (lane-private) --
-  def _scratch_index(self, offs, wid, em, ef, nbytes, what):
-    o = np.asarray(offs).astype(np.int64)
-    if o.ndim == 1: o = np.broadcast_to(o[:, None], (len(wid), 32))
-    o = np.broadcast_to(o, (len(wid), 32))
-    act = o if ef else o[em]
-    limit = self.scratch_words * 4
-    if act.size and (act.min() < 0 or act.max() + nbytes > limit):
-      bad = act[(act < 0) | (act + nbytes > limit)][0]
-      raise GPUFault(f"scratch {what} of {nbytes} bytes outside the lane's {limit} bytes of private memory",
-                     address=int(bad), kind="scratch out of range")
-    lane_global = np.asarray(wid, np.int64)[:, None] * 32 + np.arange(32, dtype=np.int64)
-    b = lane_global * limit + o
-    if not ef: b = np.where(em, b, 0)
-    return b
-
-  def _scratch_arrays(self):
-    if self.scratch_base is not None:
-      from .memory import host_view
-      return host_view(self.scratch_base, self.scratch.size * 4, u32), None
-    return self.scratch, None
-
-  def scratch_load(self, offs, wid, em, ef, nbytes, signed=False):
-    b = self._scratch_index(offs, wid, em, ef, nbytes, "load")
-    s32 = self.scratch
-    s8 = s32.view(u8)
-    if nbytes < 4:
-      v = s8[b].astype(u32)
-      if nbytes == 2: v |= s8[b + 1].astype(u32) << u32(8)
-      if signed:
-        sh = u32(32 - 8 * nbytes)
-        v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
-      return v
-    if (b & 3).any():
-      out = []
-      for k in range(nbytes // 4):
-        v = np.zeros(b.shape, u32)
-        for j in range(4): v |= s8[b + 4 * k + j].astype(u32) << u32(8 * j)
-        out.append(v)
-      return out
-    w = b >> 2
-    return [s32[w + k] for k in range(nbytes // 4)]
-
-  def scratch_store(self, offs, wid, em, ef, data, nbytes):
-    b = self._scratch_index(offs, wid, em, ef, nbytes, "store")
-    shape = b.shape
-    sel = np.broadcast_to(True, shape) if ef else em
-    b = b[sel]
-    data = [np.broadcast_to(d, shape)[sel] for d in data]
-    s32 = self.scratch
-    s8 = s32.view(u8)
-    if nbytes < 4 or (b & 3).any():
-      for k in range(max(1, nbytes // 4)):
-        for j in range(min(4, nbytes)): s8[b + 4 * k + j] = ((data[k] >> u32(8 * j)) & u32(0xFF)).astype(u8)
-      return
-    w = b >> 2
-    for k, d in enumerate(data): s32[w + k] = d
-
-  # -- FLAT: generic addresses routed by aperture (RDNA3 ISA "Flat memory instructions": an address inside the
-  # shared aperture reaches LDS, inside the private aperture the lane's scratch, anything else global memory) --
-  def _route(self, addr, em, ef):
-    addr = np.asarray(addr, u64)
-    hi = addr >> u64(32)
-    act = np.ones(addr.shape, bool) if ef else em
-    lds = act & (hi == u64(SHARED_HI))
-    pri = act & (hi == u64(PRIVATE_HI))
-    return addr, act & ~(lds | pri), lds, pri, (addr & u64(0xFFFFFFFF))
-
-  def fload(self, addr, wid, em, ef, nbytes: int, signed: bool = False):
-    """A FLAT load: a list of dwords (nbytes >= 4) or one extended value (1/2 bytes), like gload/gload_sub."""
-    addr, glb, lds, pri, off = self._route(addr, em, ef)
-    if not lds.any() and not pri.any():
-      return self.gload(addr, em, ef, nbytes // 4) if nbytes >= 4 else self.gload_sub(addr, em, ef, nbytes, signed)
-    parts = []
-    if glb.any():
-      parts.append((glb, self.gload(addr, glb, False, nbytes // 4) if nbytes >= 4
-                    else self.gload_sub(addr, glb, False, nbytes, signed)))
-    if lds.any(): parts.append((lds, self.lds_load(off.astype(u32), wid, lds, False, nbytes, signed)))
-    if pri.any(): parts.append((pri, self.scratch_load(off.astype(i64), wid, pri, False, nbytes, signed)))
-    def merge(k=None):
-      out = np.zeros(addr.shape, u32)
-      for mask, res in parts: out = np.where(mask, res if k is None else res[k], out)
-      return out
-    return merge() if nbytes < 4 else [merge(k) for k in range(nbytes // 4)]
-
-  def fstore(self, addr, wid, em, ef, data: list, nbytes: int | None = None):
-    addr, glb, lds, pri, off = self._route(addr, em, ef)
-    if not lds.any() and not pri.any(): return self.gstore(addr, em, ef, data, nbytes)
-    size = nbytes or 4 * len(data)
-    if glb.any(): self.gstore(addr, glb, False, data, nbytes)
-    if lds.any(): self.lds_store(off.astype(u32), wid, lds, False, data, size)
-    if pri.any(): self.scratch_store(off.astype(i64), wid, pri, False, data, size)
-
-  def fatomic(self, addr, wid, em, ef, op: str, data, cmp, width: int):
-    addr, glb, lds, pri, off = self._route(addr, em, ef)
-    if not lds.any() and not pri.any(): return self.gatomic(addr, em, ef, op, data, cmp, width)
-    if width != 1: raise GPUFault(f"64-bit FLAT atomic {op} on LDS or private memory is not supported",
-                                  kind="illegal instruction")
-    out = np.zeros(addr.shape, u32)
-    if glb.any(): out = np.where(glb, self.gatomic(addr, glb, False, op, data, cmp, width), out)
-    if lds.any(): out = np.where(lds, self.lds_atomic(off.astype(u32), wid, lds, False, op, data, cmp), out)
-    if pri.any():
-      # private memory belongs to one lane: the atomic is a plain read-modify-write
-      old = self.scratch_load(off.astype(i64), wid, pri, False, 4)[0]
-      d = np.broadcast_to(np.asarray(data, u32), addr.shape)
-      c = None if cmp is None else np.broadcast_to(np.asarray(cmp, u32), addr.shape)
-      self.scratch_store(off.astype(i64), wid, pri, False, [_apply(op, old, d, c, np.dtype(u32))], 4)
-      out = np.where(pri, old, out)
-    return out
-
-  # -- scalar --
-  def sload(self, addr, ndw: int):
-    """SMEM load: addr (n,) u64 (dword aligned: the two low bits are ignored); returns a list of (n,) u32."""
-    a = np.asarray(addr, u64) & ~u64(3)
-    rng = self.mem.check(a, 4 * ndw, "scalar load")
-    m, base = self._target(rng, u32, 2)
-    w = ((a - base) >> u64(2)).astype(np.intp)
-    return [m[w + k] for k in range(ndw)]
-
-
-def atomic(arr: np.ndarray, idx: np.ndarray, op: str, d: np.ndarray, c) -> np.ndarray:
-  """Apply op at arr[idx] element by element in order (lanes in wave order, then lane order); return the old
-  values. Vectorised when the indices are unique, and for add/sub/min/max with duplicates."""
-  dt = arr.dtype
-  d = np.asarray(d).astype(dt) if op not in ("add_f32", "min_f32", "max_f32") else np.asarray(d).astype(u32)
-  if idx.size == 0: return np.zeros(0, dt)
-  order = np.argsort(idx, kind="stable")
-  sidx = idx[order]
-  unique = sidx.size < 2 or bool((sidx[1:] != sidx[:-1]).all())
-  old = arr[idx]
-  if unique:
-    arr[idx] = _apply(op, old, d, c, dt)
-    return old
-  if op in ("add", "sub"):
-    sd = d[order].astype(np.uint64)
-    if op == "sub": sd = (np.uint64(0) - sd)
-    start = np.ones(sidx.size, bool)
-    start[1:] = sidx[1:] != sidx[:-1]
-    cs = np.cumsum(sd, dtype=np.uint64)
-    grp = np.cumsum(start) - 1
-    first = np.nonzero(start)[0]
-    base_cs = cs[first] - sd[first]
-    excl = cs - sd - base_cs[grp]
-    res_sorted = (arr[sidx].astype(np.uint64) + excl).astype(dt)
-    ret = np.empty_like(res_sorted)
-    ret[order] = res_sorted
-    last = np.append(first[1:] - 1, sidx.size - 1)
-    arr[sidx[first]] = (arr[sidx[first]].astype(np.uint64) + (cs[last] - base_cs)).astype(dt)
-    return ret
-  # general: a sequential loop over the lanes (rare: the compiler aggregates atomics per wave)
-  ret = np.empty(idx.size, dt)
-  cc = None if c is None else np.asarray(c).astype(dt)
-  for k in range(idx.size):
-    i = idx[k]
-    o = arr[i]
-    ret[k] = o
-    arr[i] = _apply(op, np.array([o], dt), d[k:k + 1], None if cc is None else cc[k:k + 1], dt)[0]
-  return ret
-
-
-def _apply(op, old, d, c, dt):
-  signed = {np.dtype(u32): i32, np.dtype(u64): i64}[np.dtype(dt)]
-  if op == "add": return old + d
-  if op == "sub": return old - d
-  if op == "rsub": return d - old
-  if op == "mskor": return (old & ~d) | np.asarray(c).astype(dt)    # DS_MSKOR: (MEM & ~DATA) | DATA2
-  if op == "and": return old & d
-  if op == "or": return old | d
-  if op == "xor": return old ^ d
-  if op == "swap": return d
-  if op == "umin": return np.minimum(old, d)
-  if op == "umax": return np.maximum(old, d)
-  if op == "smin": return np.minimum(old.view(signed), d.view(signed)).view(dt)
-  if op == "smax": return np.maximum(old.view(signed), d.view(signed)).view(dt)
-  if op == "inc": return np.where(old >= d, dt.type(0) if hasattr(dt, "type") else 0, old + 1).astype(dt)
-  if op == "dec": return np.where((old == 0) | (old > d), d, old - 1).astype(dt)
-  if op == "cmpswap": return np.where(old == np.asarray(c).astype(dt), d, old).astype(dt)
-  if op == "add_f32": return (old.view(f32) + d.view(f32)).view(u32)
-  if op == "min_f32": return np.fmin(old.view(f32), d.view(f32)).view(u32)
-  if op == "max_f32": return np.fmax(old.view(f32), d.view(f32)).view(u32)
-  raise GPUFault(f"atomic {op} is not supported", kind="illegal instruction")
-
-
 def med3f(a, b, c):
   return np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))
 
@@ -794,64 +456,6 @@ def ftz(x):
   return np.where(np.abs(x) < tiny, np.copysign(x.dtype.type(0), x), x).astype(x.dtype)
 
 
-# ---- cross-lane (DPP16 / DPP8 / permlane; RDNA3 ISA "Data Parallel Processing") ----
-_L = np.arange(32)
-_ROW, _IN_ROW = _L // 16, _L % 16
-
-
-def _dpp16_source(ctrl: int):
-  """Source lane of each of the 32 lanes for a DPP16 control, -1 where out of the row."""
-  if ctrl <= 0xFF:                                           # quad_perm
-    sel = np.array([(ctrl >> (2 * (i % 4))) & 3 for i in range(32)])
-    return (_L & ~3) + sel
-  n = ctrl & 0xF
-  if 0x101 <= ctrl <= 0x10F: src = _IN_ROW + n; return np.where(src < 16, _ROW * 16 + src, -1)   # row_shl
-  if 0x111 <= ctrl <= 0x11F: src = _IN_ROW - n; return np.where(src >= 0, _ROW * 16 + src, -1)   # row_shr
-  if 0x121 <= ctrl <= 0x12F: return _ROW * 16 + (_IN_ROW - n) % 16                              # row_ror
-  if ctrl == 0x140: return _ROW * 16 + 15 - _IN_ROW                                             # row_mirror
-  if ctrl == 0x141: return _ROW * 16 + (_IN_ROW & ~7) + 7 - (_IN_ROW & 7)                       # row_half_mirror
-  if 0x150 <= ctrl <= 0x15F: return _ROW * 16 + n                                               # row_share
-  if 0x160 <= ctrl <= 0x16F: return _ROW * 16 + (_IN_ROW ^ n)                                   # row_xmask
-  raise GPUFault(f"DPP control {ctrl:#x} is not valid on gfx11", kind="illegal instruction")
-
-
-def _gather_lanes(x, src, active, fi: int, bc: int, n: int):
-  x = np.broadcast_to(x, (n, 32))
-  ok = np.broadcast_to(src >= 0, (n, 32))
-  idx = np.clip(src, 0, 31)
-  vals = x[:, idx] if idx.ndim == 1 else np.take_along_axis(x, idx, axis=1)
-  if not fi and active is not None:
-    ok = ok & (active[:, idx] if idx.ndim == 1 else np.take_along_axis(active, idx, axis=1))
-  vals = np.where(ok, vals, u32(0))
-  write = ok | bool(bc)
-  return vals, np.broadcast_to(write, (n, 32))
-
-
-def dpp16(x, ctrl, bc, fi, row_mask, bank_mask, em, ef):
-  n = np.shape(x)[0]
-  vals, write = _gather_lanes(x, _dpp16_source(ctrl), None if ef else em, fi, bc, n)
-  lane_ok = (((row_mask >> _ROW) & 1) & ((bank_mask >> ((_L % 16) // 4)) & 1)).astype(bool)
-  return vals, write & lane_ok
-
-
-def dpp8(x, lane_sel, fi, em, ef):
-  n = np.shape(x)[0]
-  src = (_L & ~7) + np.array([(lane_sel >> (3 * (i % 8))) & 7 for i in range(32)])
-  return _gather_lanes(x, src, None if ef else em, fi, 0, n)
-
-
-def permlane16(x, s1, s2, cross: bool, fi: int, bc: int, em, ef, n: int):
-  """V_PERMLANE16_B32 / V_PERMLANEX16_B32: lane i of a row reads lane sel(i) of the same (x: the other) row, the
-  4-bit selectors coming from s1 (lanes 0-7) and s2 (lanes 8-15)."""
-  s1 = np.broadcast_to(np.asarray(s1, u32), (n,)).astype(np.int64)
-  s2 = np.broadcast_to(np.asarray(s2, u32), (n,)).astype(np.int64)
-  i = _IN_ROW[None, :]
-  sel = np.where(i < 8, (s1[:, None] >> (4 * i)) & 15, (s2[:, None] >> (4 * (i - 8))) & 15)
-  row = (1 - _ROW) if cross else _ROW
-  src = row[None, :] * 16 + sel
-  return _gather_lanes(x, src, None if ef else em, fi, bc, n)
-
-
 # ---- V_TRIG_PREOP_F64 (RDNA3 ISA pseudocode: 53-bit segments of the 1201-bit fraction of 2/pi) ----
 _TRIG_TABLE = None
 
@@ -888,38 +492,6 @@ def trig_preop(x, seg):
   scale = -53 - shift + np.where(exp >= 1968, 128, 0)
   table = _trig_table()
   return np.ldexp(table[np.clip(shift, 0, table.size - 1)], scale.astype(np.int32)).astype(f64)
-
-
-def permute(data, addr, backward: bool, em, ef):
-  """DS_BPERMUTE_B32 (lane l reads lane addr[l]/4) and DS_PERMUTE_B32 (lane l writes lane addr[l]/4); lanes are
-  taken modulo 32; an inactive source lane reads as 0. Returns (values, lanes to write)."""
-  data = np.asarray(data, u32)
-  n = data.shape[0]
-  act = np.ones((n, 32), bool) if ef else em
-  lane = ((np.asarray(addr, u32) >> u32(2)) & u32(31)).astype(np.intp)
-  rows = np.arange(n)[:, None]
-  if backward:
-    vals = np.where(act[rows, lane], data[rows, lane], u32(0))
-    return vals, act
-  out = np.zeros((n, 32), u32)
-  # forward: scatter the active lanes in lane order (a later lane wins a collision)
-  for l in range(32):
-    sel = act[:, l]
-    out[np.nonzero(sel)[0], lane[sel, l]] = data[sel, l]
-  return out, act
-
-
-def swizzle(data, offset: int, em, ef):
-  """DS_SWIZZLE_B32: offset[15] = 1: quad permute (2 bits per lane of the quad); else bit-mask mode with
-  and_mask = offset[4:0], or_mask = offset[9:5], xor_mask = offset[14:10] on the lane id within 32 lanes."""
-  if offset & 0x8000:
-    if offset >= 0xE000: raise GPUFault(f"ds_swizzle_b32 offset {offset:#x} (FFT/rotate modes) is not supported",
-                                        kind="illegal instruction")
-    src = (_L & ~3) + np.array([(offset >> (2 * (i % 4))) & 3 for i in range(32)])
-  else:
-    src = ((_L & (offset & 31)) | ((offset >> 5) & 31)) ^ ((offset >> 10) & 31)
-  n = np.shape(data)[0]
-  return _gather_lanes(data, src, None if ef else em, 0, 1, n)
 
 
 # ---- less common VALU helpers (RDNA3 ISA pseudocode) ----

@@ -87,7 +87,8 @@ def _ds(g: Gen, pc: int, inst: Inst) -> None:
 
 
 # ---- FLAT / GLOBAL / SCRATCH ----
-GLOBAL_ATOMIC = {"add_u32": "add", "sub_u32": "sub", "min_i32": "smin", "max_i32": "smax", "min_u32": "umin",
+GLOBAL_ATOMIC = {"add_u32": "add", "sub_u32": "sub", "csub_u32": "csub",
+                 "min_i32": "smin", "max_i32": "smax", "min_u32": "umin",
                  "max_u32": "umax", "and_b32": "and", "or_b32": "or", "xor_b32": "xor", "inc_u32": "inc",
                  "dec_u32": "dec", "swap_b32": "swap", "cmpswap_b32": "cmpswap", "add_f32": "add_f32",
                  "min_f32": "min_f32", "max_f32": "max_f32"}

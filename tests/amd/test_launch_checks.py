@@ -1,0 +1,99 @@
+"""Launch checks from a kernel's metadata, made before anything is submitted: .reqd_workgroup_size and
+.max_flat_workgroup_size (clang-19 code objects), Buffers of another device or freed ones, named errors."""
+import subprocess
+
+import numpy as np
+import pytest
+
+from hcq import DeviceError
+
+REQD_CL = """
+__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+void fixed(__global uint *out) {
+  out[__builtin_amdgcn_workgroup_id_x() * 64 + __builtin_amdgcn_workitem_id_x()] = __builtin_amdgcn_workgroup_size_x();
+}
+__kernel __attribute__((amdgpu_flat_work_group_size(1, 128)))
+void small(__global uint *out) { out[__builtin_amdgcn_workitem_id_x()] = 1; }
+"""
+
+
+@pytest.fixture(scope="module")
+def reqd_code(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("reqd")
+  (tmp / "k.cl").write_text(REQD_CL)
+  subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-nogpulib",
+                  "-O2", "-c", str(tmp / "k.cl"), "-o", str(tmp / "k.o")], check=True)
+  subprocess.run(["ld.lld-19", "-shared", str(tmp / "k.o"), "-o", str(tmp / "k.co")], check=True)
+  return (tmp / "k.co").read_bytes()
+
+
+def _submitted(dev): return (dev.compute.submits, dev.timeline.value, dev.compute.put_dw)
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_a_required_work_group_size_is_enforced_before_submit(fake_dev, reqd_code):
+  dev, _ = fake_dev
+  prog = dev.load(reqd_code, "fixed")
+  assert prog.kernel.reqd_workgroup_size == (64, 1, 1)   # what clang wrote into the metadata
+  out = dev.alloc(4096)
+  before = _submitted(dev)
+  for local in [(32,), (64, 2), (128,)]:
+    with pytest.raises(DeviceError, match=r"kernel fixed: compiled for a work-group size of \(64, 1, 1\)"):
+      prog(out, global_size=(1,), local_size=local)
+  assert _submitted(dev) == before
+  prog(out, global_size=(2,), local_size=(64,))   # the required size itself launches
+  dev.synchronize()
+  assert _submitted(dev) != before
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_max_flat_work_group_size_from_the_metadata(fake_dev, reqd_code):
+  dev, _ = fake_dev
+  prog = dev.load(reqd_code, "small")
+  assert prog.kernel.max_flat_workgroup_size == 128
+  out = dev.alloc(4096)
+  before = _submitted(dev)
+  with pytest.raises(DeviceError, match="256 threads, more than the kernel's maximum of 128"):
+    prog(out, global_size=(1,), local_size=(16, 16))
+  assert _submitted(dev) == before
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_the_required_size_runs_right_on_the_mock(reqd_code):
+  import hcq
+  from hcq.config import Config
+  with hcq.open("MOCK+AMD", Config(timeout_s=5.0)) as dev:
+    prog = dev.load(reqd_code, "fixed")
+    out = dev.alloc(2 * 64 * 4)
+    dev.copyin(out, bytes(out.size))
+    prog(out, global_size=(2,), local_size=(64,), wait=True)
+    assert np.array_equal(np.frombuffer(dev.copyout(out), np.uint32), np.full(128, 64, np.uint32))
+
+
+def test_buffers_of_another_device_or_freed_ones_are_refused(fake_dev, demo_code):
+  from hcq.drivers.hcq import Buffer
+  dev, _ = fake_dev
+  vadd = dev.load(demo_code, "vadd")
+  a, gone = dev.alloc(256), dev.alloc(256)
+  dev.free(gone)
+  stranger = Buffer(object(), a.va, 256)
+  stranger.device = type("Other", (), {"name": "other device"})()
+  before = _submitted(dev)
+  with pytest.raises(DeviceError, match=r"argument 2 \(float\*, 8 bytes\) Buffer\(.*\) was freed"):
+    vadd(a, a, gone, 4, global_size=(1,), local_size=(64,))
+  with pytest.raises(DeviceError, match="argument 0 .* belongs to another device \\(other device\\)"):
+    vadd(stranger, a, a, 4, global_size=(1,), local_size=(64,))
+  with pytest.raises(DeviceError, match="argument 1 .* was freed"):
+    dev.bind(vadd, a, gone, a, 4, global_size=(1,), local_size=(64,))
+  assert _submitted(dev) == before
+
+
+def test_launch_sizes_as_lists_or_ints_share_one_shape(fake_dev, demo_code):
+  dev, _ = fake_dev
+  vadd = dev.load(demo_code, "vadd")
+  a = dev.alloc(1024)
+  vadd(a, a, a, 256, global_size=[4], local_size=[64, 1])
+  vadd(a, a, a, 256, global_size=4, local_size=64)
+  vadd(a, a, a, 256, global_size=(4, 1, 1), local_size=(64, 1, 1))
+  dev.synchronize()
+  assert len({id(s) for s in vadd._shapes.values()}) == 1
