@@ -9,7 +9,11 @@ import sys
 
 
 def _read_words(path: str) -> list[int]:
-  data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+  if path == "-": data = sys.stdin.buffer.read()
+  else:
+    try:
+      with open(path, "rb") as f: data = f.read()
+    except OSError as e: raise SystemExit(f"hcq decode: cannot read {path}: {e.strerror or e}") from None
   try: text = data.decode("ascii")
   except UnicodeDecodeError: text = None
   if text is not None and re.fullmatch(r"[\s0-9a-fA-FxX,\[\]]*", text) and text.strip():
@@ -42,27 +46,39 @@ def _device_rings(spec: str):
   return rings
 
 
-def run(args) -> int:
-  from ..drivers.amd import pm4, sdma
-  decoders = {"pm4": pm4.decode, "sdma": sdma.decode}
-  if args.device:
-    for kind, words in _device_rings(args.device).items():
-      if args.engine and kind != args.engine: continue
-      print(f"== {kind} ring ({len(words)} dwords)")
-      print_packets(decoders[kind](words))
-    return 0
-  if not args.file: raise SystemExit("hcq decode: give a FILE (or -) or --device SPEC")
-  words = _read_words(args.file)
-  try: packets = decoders[args.engine or "pm4"](words)
-  except ValueError as e:
+def _decode_and_print(decode, words) -> int:
+  """Print the packets; at a packet that cannot be read, print those before it, then the error (exit status 1)."""
+  from ..drivers.amd.decoding import DecodeError
+  try: packets = decode(words)
+  except DecodeError as e:
+    print_packets(e.packets)
     print(f"hcq decode: {e}", file=sys.stderr)
     return 1
   print_packets(packets)
   return 0
 
 
+def run(args) -> int:
+  from ..drivers.amd import pm4, sdma
+  decoders = {"pm4": pm4.decode, "sdma": sdma.decode}
+  if args.device:
+    if args.file: raise SystemExit("hcq decode: give either a FILE or --device, not both")
+    status = 0
+    for kind, words in _device_rings(args.device).items():
+      if args.engine and kind != args.engine: continue
+      print(f"== {kind} ring ({len(words)} dwords)")
+      status |= _decode_and_print(decoders[kind], words)
+    return status
+  if not args.file: raise SystemExit("hcq decode: give a FILE (or - for stdin) or --device SPEC")
+  return _decode_and_print(decoders[args.engine or "pm4"], _read_words(args.file))
+
+
 def register(sub) -> None:
-  p = sub.add_parser("decode", help="print PM4/SDMA command streams with packet and field names")
+  import argparse
+  p = sub.add_parser("decode", help="print PM4/SDMA command streams with packet and field names",
+                     description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="examples: hcq decode ring.bin | hcq decode --engine sdma words.txt | "
+                            "hcq decode --device MOCK+AMD")
   p.add_argument("file", nargs="?", help="dword stream: raw little-endian binary or hex text ('-' = stdin)")
   p.add_argument("--engine", choices=("pm4", "sdma"), default=None, help="packet format (default pm4 for files)")
   p.add_argument("--device", default=None, help="run the demo vector add on this device and decode its rings")

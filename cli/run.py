@@ -27,7 +27,7 @@ def _parse_arg(text: str):
     try: return ("scalar", float(lit))
     except ValueError: raise SystemExit(f"hcq run: {text!r} is not a number") from None
   if text.endswith(".npy"):
-    return ("array", np.load(text, allow_pickle=False))
+    return ("array", _load(text))
   count, _, dtype = text.partition(":")
   try: n = int(count, 0)
   except ValueError: raise SystemExit(f"hcq run: argument {text!r} is neither FILE.npy, N[:DTYPE] nor =VALUE") from None
@@ -37,45 +37,58 @@ def _parse_arg(text: str):
   return ("array", np.zeros(n, dt))
 
 
+def _load(path: str):
+  import numpy as np
+  try: return np.load(path, allow_pickle=False)
+  except OSError as e: raise SystemExit(f"hcq run: cannot read {path}: {e.strerror or e}") from None
+  except ValueError as e: raise SystemExit(f"hcq run: {path} is not a plain numpy array file: {e}") from None
+
+
 def run(args) -> int:
   import numpy as np
   from .. import open as open_device
-  with open(args.code_object, "rb") as f: code = f.read()
+  try:
+    with open(args.code_object, "rb") as f: code = f.read()
+  except OSError as e: raise SystemExit(f"hcq run: cannot read the code object {args.code_object}: {e.strerror or e}") from None
   parsed = [_parse_arg(a) for a in args.args]
+  grid, block = _dims(args.grid), _dims(args.block)
   with open_device(args.device) as dev:
     prog = dev.load(code, args.kernel)
     values, bufs = [], []
     for i, (kind, v) in enumerate(parsed):
       if kind == "scalar": values.append(v); continue
       buf = dev.alloc(max(v.nbytes, 1))
-      dev.copyin(buf, np.ascontiguousarray(v))
+      if v.nbytes: dev.copyin(buf, np.ascontiguousarray(v))
       bufs.append((i, buf, v))
       values.append(buf)
-    t = prog(*values, global_size=_dims(args.grid), local_size=_dims(args.block), wait=True)
+    t = prog(*values, global_size=grid, local_size=block, wait=True)
     os.makedirs(args.out, exist_ok=True)
     for i, buf, like in bufs:
       out = np.frombuffer(dev.copyout(buf, like.nbytes), like.dtype).reshape(like.shape)
       path = os.path.join(args.out, f"arg{i}.npy")
       np.save(path, out)
       print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
-  print(f"{prog.name} on {dev.name}: {t * 1e6:.1f} us")
+  print(f"{prog.name} on {dev.name}: grid {grid} x block {block}, {t * 1e6:.1f} us")
   return 0
 
 
-def _options(parser) -> None:
-  parser.add_argument("--kernel", default=None, help="kernel name (default: the only kernel)")
-  parser.add_argument("--grid", default="1", help="work-groups X[,Y,Z]")
-  parser.add_argument("--block", default="1", help="threads per work-group X[,Y,Z]")
-  parser.add_argument("--device", default=None, help="device spec (default: HCQ_DEV, else autodetect)")
-  parser.add_argument("--out", default=".", help="folder for the output .npy files")
+def _options(parser, defaults=None) -> None:
+  d = defaults or {}
+  parser.add_argument("--kernel", default=d.get("kernel"), help="kernel name (default: the only kernel)")
+  parser.add_argument("--grid", default=d.get("grid", "1"), help="work-groups X[,Y,Z] (default 1)")
+  parser.add_argument("--block", default=d.get("block", "1"), help="threads per work-group X[,Y,Z] (default 1)")
+  parser.add_argument("--device", default=d.get("device"), help="device spec (default: HCQ_DEV, else the first real "
+                                                                "GPU, else MOCK+AMD)")
+  parser.add_argument("--out", default=d.get("out", "."), help="folder for the output .npy files (default .)")
 
 
 def _reparse(args):
-  """Options and ARGs may come in any order after CODE_OBJECT: the rest of the command line is parsed here with
-  argparse's intermixed parsing (a plain sub-command parser cannot take positionals after options)."""
+  """Options may come before or after CODE_OBJECT, mixed with the ARGs: those before it are parsed by the
+  sub-command's parser, the rest of the command line here with argparse's intermixed parsing (a plain sub-command
+  parser cannot take positionals after options), keeping the earlier values as defaults."""
   import argparse
   inner = argparse.ArgumentParser(prog="hcq run CODE_OBJECT", add_help=False)
-  _options(inner)
+  _options(inner, vars(args))
   inner.add_argument("args", nargs="*")
   ns = inner.parse_intermixed_args(args.rest)
   ns.code_object = args.code_object
@@ -87,7 +100,10 @@ def register(sub) -> None:
   p = sub.add_parser("run", help="run a kernel of a code object with buffers from .npy files or sizes",
                      description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
                      usage="hcq run CODE_OBJECT [--kernel NAME] [--grid X[,Y,Z]] [--block X[,Y,Z]] [--device SPEC] "
-                           "[--out DIR] ARG...")
-  p.add_argument("code_object")
-  p.add_argument("rest", nargs=argparse.REMAINDER, help="options and ARGs (see above)")
+                           "[--out DIR] ARG...",
+                     epilog="example: hcq run demo.hsaco --kernel vadd --grid 4 --block 256 a.npy b.npy 1024:float32 =1024")
+  _options(p)
+  p.add_argument("code_object", metavar="CODE_OBJECT", help="an AMD HSA code object (ELF), e.g. built by clang-19")
+  p.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARG", help="buffers and scalars in the kernel's argument "
+                                                                      "order (see above); options may follow")
   p.set_defaults(func=lambda a: run(_reparse(a)))

@@ -136,9 +136,15 @@ class KFDIface:
       self.os.free_anon(va, size)
       hint = " (CPU-visible VRAM needs a large/resizable BAR)" if cpu_access and e.errno == 22 else ""
       raise DeviceError(f"{self.label}: allocating {size:#x} bytes of {kind} failed: {e}{hint}") from None
-    if mapped and kind != "userptr": self.drm.mmap(size, args.mmap_offset, addr=va)
-    kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(self.kfd, handle=args.handle, device_ids_array_ptr=ctypes.addressof(self._gpu_ids),
-                                     n_devices=1)
+    try:
+      if mapped and kind != "userptr": self.drm.mmap(size, args.mmap_offset, addr=va)
+      kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(self.kfd, handle=args.handle, device_ids_array_ptr=ctypes.addressof(self._gpu_ids),
+                                       n_devices=1)
+    except OSCallError as e:        # give the allocation back: nothing refers to it yet
+      self.os.free_anon(va, size)
+      try: kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(self.kfd, handle=args.handle)
+      except OSCallError as free_error: e.add_note(f"{self.label}: freeing handle {args.handle:#x} failed too: {free_error}")
+      raise DeviceError(f"{self.label}: mapping {size:#x} bytes of {kind} at {va:#x} failed: {e}") from e
     mem = Mem(va, size, args.handle, flags, self.os.memview(va, size) if mapped else None)
     self._mems[va] = mem
     return mem

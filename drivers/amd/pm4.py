@@ -9,6 +9,7 @@ and are cited where used: the GC segment-0 base and the VGT event types."""
 from __future__ import annotations
 
 from ...autogen.amd import pm4 as nvd
+from .decoding import DecodeError
 
 PACKET_TYPE3 = nvd.PACKET_TYPE3
 NOP, DISPATCH_DIRECT, WRITE_DATA = nvd.PACKET3_NOP, nvd.PACKET3_DISPATCH_DIRECT, nvd.PACKET3_WRITE_DATA
@@ -171,16 +172,16 @@ def _fields(op: int, body: list[int]) -> list[str]:
 
 
 def decode(words) -> list[tuple[int, str, list[str]]]:
-  """(dword offset, packet name, fields) for each packet of a PM4 stream. Raises ValueError at a non-type-3
-  header or a truncated packet, naming the offset."""
+  """(dword offset, packet name, fields) for each packet of a PM4 stream. Raises DecodeError (a ValueError holding
+  the packets before it) at a non-type-3 header or a truncated packet, naming the offset."""
   out, i, n = [], 0, len(words)
   while i < n:
     h = words[i]
     if h >> 30 != PACKET_TYPE3:
-      raise ValueError(f"dword {i}: {h:#010x} is not a PM4 type-3 header (type {h >> 30})")
+      raise DecodeError(f"dword {i}: {h:#010x} is not a PM4 type-3 header (type {h >> 30})", out)
     op, count = (h >> 8) & 0xFF, ((h >> 16) & 0x3FFF) + 1
-    if i + 1 + count > n: raise ValueError(f"dword {i}: {OPCODE_NAMES.get(op, hex(op))} needs {count} body dwords, "
-                                           f"the stream has {n - i - 1}")
+    if i + 1 + count > n: raise DecodeError(f"dword {i}: {OPCODE_NAMES.get(op, hex(op))} needs {count} body dwords, "
+                                            f"the stream has {n - i - 1}", out)
     body = list(words[i + 1:i + 1 + count])
     out.append((i, OPCODE_NAMES.get(op, f"OPCODE_{op:#x}"), _fields(op, body)))
     i += 1 + count

@@ -6,6 +6,8 @@ generated hcq.autogen.amd.sdma costs more start-up time than the whole launch pa
 checks every one of them against that generated module."""
 from __future__ import annotations
 
+from .decoding import DecodeError
+
 # SDMA_OP_* / SDMA_SUBOP_*
 OP_NOP, OP_COPY, OP_WRITE, OP_INDIRECT, OP_FENCE = 0, 1, 2, 4, 5
 OP_TRAP, OP_POLL_REGMEM, OP_CONST_FILL, OP_TIMESTAMP, OP_GCR_REQ = 6, 8, 11, 13, 17
@@ -88,11 +90,14 @@ def _size(words, i: int) -> int:
 
 
 def decode(words) -> list[tuple[int, str, list[str]]]:
-  """(dword offset, packet name, fields) for each packet of an SDMA stream."""
+  """(dword offset, packet name, fields) for each packet of an SDMA stream. Raises DecodeError (a ValueError holding
+  the packets before it) at an unknown opcode or a truncated packet, naming the offset."""
   out, i, n = [], 0, len(words)
   while i < n:
-    h, size = words[i], _size(words, i)
-    if i + size > n: raise ValueError(f"dword {i}: SDMA {OP_NAMES.get(h & 0xFF)} needs {size} dwords, the stream has {n - i}")
+    h = words[i]
+    try: size = _size(words, i)
+    except ValueError as e: raise DecodeError(str(e), out) from None
+    if i + size > n: raise DecodeError(f"dword {i}: SDMA {OP_NAMES.get(h & 0xFF)} needs {size} dwords, the stream has {n - i}", out)
     b = list(words[i:i + size])
     op, sub = h & 0xFF, (h >> 8) & 0xFF
     def a(j): return f"{b[j] | (b[j + 1] << 32):#x}"

@@ -79,3 +79,36 @@ def test_decode_the_rings_of_a_device(capsys):
   assert "== pm4 ring" in pm4_part and "DISPATCH_DIRECT" in pm4_part and "COMPUTE_PGM_LO=" in pm4_part
   assert "RELEASE_MEM" in pm4_part and "int_sel=2" in pm4_part   # timeline value, then the KFD event interrupt
   assert "COPY_LINEAR" in sdma_part and "bytes=1024" in sdma_part and "TRAP" in sdma_part
+
+
+def test_decode_prints_the_packets_before_a_broken_one(tmp_path, capsys):
+  words = pm4.wait_reg_mem(0x1000, 7) + [pm4.header(pm4.RELEASE_MEM, 7), 0]
+  f = tmp_path / "cut.bin"
+  f.write_bytes(struct.pack(f"<{len(words)}I", *words))
+  assert main(["decode", str(f)]) == 1
+  out, err = capsys.readouterr()
+  assert out.split()[:2] == ["0", "WAIT_REG_MEM"] and "dword 7: RELEASE_MEM needs 7 body dwords" in err
+
+
+def test_decode_and_run_name_a_missing_file(tmp_path):
+  for argv, msg in [(["decode", str(tmp_path / "nope.bin")], "hcq decode: cannot read"),
+                    (["run", str(tmp_path / "nope.co"), "=1"], "hcq run: cannot read the code object"),
+                    (["run", KERNELS, "--kernel", "vadd", str(tmp_path / "nope.npy")], "hcq run: cannot read")]:
+    with pytest.raises(SystemExit) as e: main(argv)
+    assert str(e.value).startswith(msg) and "No such file" in str(e.value)
+
+
+def test_run_help_lists_its_options(capsys):
+  with pytest.raises(SystemExit): main(["run", "-h"])
+  out = capsys.readouterr().out
+  for opt in ("--kernel", "--grid", "--block", "--device", "--out", "CODE_OBJECT", "FILE.npy", "=VALUE"): assert opt in out
+
+
+def test_run_takes_options_before_and_after_the_code_object(tmp_path, capsys):
+  _mock_or_skip()
+  a = np.arange(64, dtype=np.float32)
+  np.save(tmp_path / "a.npy", a)
+  assert main(["run", "--kernel", "vadd", "--device", "MOCK+AMD", KERNELS, str(tmp_path / "a.npy"), "--block", "64",
+               str(tmp_path / "a.npy"), "64:float32", "=64", "--out", str(tmp_path / "o")]) == 0
+  assert np.array_equal(np.load(tmp_path / "o" / "arg2.npy"), a + a)
+  assert "grid (1,) x block (64,)" in capsys.readouterr().out
