@@ -63,3 +63,25 @@ def test_a_fault_does_not_spoil_the_next_dispatch_of_the_shape():
   psrc, _ = bufs.array(src)
   copy(psrc, pdst, np.uint32(32), grid=(1, 1, 1), block=(32, 1, 1))
   np.testing.assert_array_equal(dst, src)
+
+
+def test_corpus_twice_on_one_memory_with_other_data():
+  """Every corpus kernel (LDS, private arrays, barriers, atomics) twice in a row on one GPUMemory with other inputs:
+  the second run reuses the first one's pooled registers, LDS and scratch and must still match numpy."""
+  kernels = pytest.importorskip("tests.fixtures.opencl.kernels")
+  bufs = HostBuffers(GPUMemory())
+  progs = {name: Kernel(bufs, k.code_object(), k.name) for name, k in kernels.KERNELS.items()}
+  for seed in (0, 1, 2):
+    for name in sorted(kernels.KERNELS):
+      k = kernels.KERNELS[name]
+      data = k.inputs(seed=seed)
+      args, outputs = [], {}
+      for a in k.args:
+        if isinstance(a, kernels.Scalar):
+          args.append(data[a.name])
+          continue
+        addr, view = bufs.array(data[a.name])
+        args.append(addr)
+        outputs[a.name] = view
+      progs[name](*args, grid=k.groups, block=k.local_size)
+      k.check(outputs, data)

@@ -96,6 +96,7 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
 # build everything afresh: their set-up is a small part of their run time.
 SMALL_BATCH_WAVES = 64
 SHAPE_CACHE_ENTRIES = 32      # per GPUMemory
+POOLED_MEMORY_BYTES = 1 << 20   # LDS + scratch of a small batch kept for the next dispatch up to this size
 
 
 class _Shape:
@@ -133,6 +134,8 @@ class _Shape:
     self.S, self.V = S.copy(), np.zeros((vgprs, W, 32), np.uint32)   # the pool: reset before each use
     self.S_rows, self.V_rows = list(self.S), list(self.V)
     self.wid = np.arange(W, dtype=np.int64)
+    self.pooled = False         # set by _shape for the cached ones: their LDS/scratch (WaveState) may be kept too
+    self.states: dict = {}      # (LDS words, scratch words per lane) -> WaveState of a previous dispatch
     self.wid.flags.writeable = self.wg_local.flags.writeable = False    # shared by the dispatches of this shape
 
   def registers(self, user):
@@ -151,7 +154,10 @@ def _shape(memory, key, *args):
   one. Taking it out makes it private to this dispatch even when two threads dispatch on one GPUMemory."""
   shapes = memory.__dict__.setdefault("dispatch_shapes", {})
   shape = shapes.pop(key, None)
-  return shape if shape is not None else _Shape(*args)
+  if shape is None:
+    shape = _Shape(*args)
+    shape.pooled = True
+  return shape
 
 
 def _give_back(memory, key, shape) -> None:
@@ -188,23 +194,31 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
   instruction_budget = budget
   # ---- memory ----
   lds_words = max(1, (int(lds_bytes) + 3) // 4)
-  lds = np.zeros(groups * lds_words, np.uint32)
   spl = int(scratch.bytes_per_lane or 0)
   scratch_words = (spl + 3) // 4
-  if scratch.base is not None and scratch_words:
-    base = scratch.base + first_group * waves_per_wg * 32 * scratch_words * 4
-    memory.check_scalar(base, W * 32 * scratch_words * 4, "scratch setup")
-    scr = _host_u32(base, W * 32 * scratch_words)
+  pooled = shape.pooled and (scratch.base is None or not scratch_words)
+  st = shape.states.get((lds_words, scratch_words)) if pooled else None
+  if st is not None:          # this shape's LDS and scratch again: zeroed, as fresh ones would be
+    st.mem.lds.fill(0)
+    if scratch_words: st.mem.scratch.fill(0)
+    st.scc = np.zeros(W, np.uint32)
   else:
-    scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
-  mem = rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local)
-  st = WaveState(W, mem, shape.wid)
+    lds = np.zeros(groups * lds_words, np.uint32)
+    if scratch.base is not None and scratch_words:
+      base = scratch.base + first_group * waves_per_wg * 32 * scratch_words * 4
+      memory.check_scalar(base, W * 32 * scratch_words * 4, "scratch setup")
+      scr = _host_u32(base, W * 32 * scratch_words)
+    else:
+      scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
+    st = WaveState(W, rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local), shape.wid)
+    if pooled and (groups * lds_words + W * 32 * scratch_words) * 4 <= POOLED_MEMORY_BYTES:
+      if len(shape.states) >= 4: shape.states.clear()
+      shape.states[(lds_words, scratch_words)] = st
   # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
   # part of the translation key, since the translated code flushes denormals where the mode says so
   mode = (rsrc1 >> 16) & 0xF
   # ---- schedule ----
-  pcs = np.full(W, pgm_addr, np.int64)
-  waiting = np.zeros(W, bool)
+  pcs = waiting = None       # per-wave PCs and barrier flags: made when the waves first diverge or meet a barrier
   executed = already
   streak = 0
   uniform_pc = int(pgm_addr)
@@ -243,6 +257,7 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
         if nxt == DONE: break
         uniform_pc = int(nxt)
         continue
+      if pcs is None: pcs, waiting = np.full(W, pgm_addr, np.int64), np.zeros(W, bool)
       pcs[:] = nxt
       if blk.barrier: waiting[:] = True
     else:
