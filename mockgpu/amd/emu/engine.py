@@ -131,17 +131,26 @@ class _Shape:
     v0 = np.where(exists, v0, 0).astype(np.uint32)
     S[126] = np.tile(rt.pack(exists), groups)
     self.S0, self.v00 = S, np.tile(v0, (groups, 1))
-    self.S, self.V = S.copy(), np.zeros((vgprs, W, 32), np.uint32)   # the pool: reset before each use
-    self.S_rows, self.V_rows = list(self.S), list(self.V)
+    self.vgprs = vgprs
+    self.S = self.V = None      # the pooled register files (cached shapes only): reset before each use
     self.wid = np.arange(W, dtype=np.int64)
     self.pooled = False         # set by _shape for the cached ones: their LDS/scratch (WaveState) may be kept too
     self.states: dict = {}      # (LDS words, scratch words per lane) -> WaveState of a previous dispatch
     self.wid.flags.writeable = self.wg_local.flags.writeable = False    # shared by the dispatches of this shape
 
   def registers(self, user):
-    """Fresh register lists for one dispatch (views of the pooled files, reset from the templates)."""
-    np.copyto(self.S, self.S0)
+    """Register lists for one dispatch: for a cached shape, views of its pooled files reset from the templates; else
+    the templates themselves (used once) and fresh zeroed VGPRs (np.zeros: pages only touched when written)."""
     uc = self.user_count
+    if not self.pooled:
+      S, V = self.S0, np.zeros((self.vgprs, self.W, 32), np.uint32)
+      if uc: S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
+      V[0] = self.v00
+      return list(S), list(V)
+    if self.S is None:
+      self.S, self.V = np.empty_like(self.S0), np.empty((self.vgprs, self.W, 32), np.uint32)
+      self.S_rows, self.V_rows = list(self.S), list(self.V)
+    np.copyto(self.S, self.S0)
     if uc: self.S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
     V = self.V
     V.fill(0)
