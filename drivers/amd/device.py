@@ -184,14 +184,14 @@ class AMDDevice(Device):
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
     tv = self._begin(self.compute, "pm4")
     try:
-      ka = self.kernargs.alloc(shape.alloc_size, tv)
-      off = ka - self.kernargs.va
-      view = self._kernarg_view
-      n = len(explicit)
-      view[off:off + n] = explicit
-      view[off + n:off + n + len(shape.hidden)] = shape.hidden
-      dp = ka + prog.layout.segment_size
-      if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      if shape.alloc_size:        # a kernel without arguments or dispatch packet needs no kernarg space
+        ka = self.kernargs.alloc(shape.alloc_size, tv)
+        off = ka - self.kernargs.va
+        args = explicit + shape.hidden if shape.hidden else explicit
+        self._kernarg_view[off:off + len(args)] = args
+        dp = ka + prog.layout.segment_size
+        if prog.dispatch_ptr: self._kernarg_view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      else: ka = dp = 0
       cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
       if timed:
         self.timer_start.timestamp = self.timer_end.timestamp = 0
