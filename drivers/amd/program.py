@@ -120,7 +120,8 @@ class AMDProgram(Program):
   def make_shape(self, grid, block, timed: bool) -> LaunchShape:
     s = LaunchShape()
     s.grid, s.block = grid, block
-    s.hidden = self.layout.hidden_values(grid, block, {})
+    # hidden_queue_ptr: the queue's amd_queue_t (a zeroed one: the same address the queue_ptr user SGPR gets)
+    s.hidden = self.layout.hidden_values(grid, block, {"hidden_queue_ptr": self.device.queue_desc_va})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
     s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
     return s

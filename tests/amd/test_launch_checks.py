@@ -107,3 +107,36 @@ def test_launch_sizes_as_lists_or_ints_share_one_shape(fake_dev, demo_code):
   vadd(a, a, a, 256, global_size=(4, 1, 1), local_size=(64, 1, 1))
   dev.synchronize()
   assert len({id(s) for s in vadd._shapes.values()}) == 1
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_hidden_arguments_of_an_unoptimized_kernel(fake_dev, tmp_path):
+  """clang -O0 lists every code object v5 hidden argument: the launch shape ones are filled, hidden_queue_ptr points
+  at the queue descriptor, the features hcq does not provide (hostcall, heap, device enqueue) stay zero."""
+  import ctypes
+  import struct
+  from hcq.drivers.amd import pm4
+  dev, osi = fake_dev
+  (tmp_path / "z.cl").write_text("__kernel void z(__global int *o) { o[0] = 1; }")
+  subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-nogpulib",
+                  "-O0", "-c", str(tmp_path / "z.cl"), "-o", str(tmp_path / "z.o")], check=True)
+  subprocess.run(["ld.lld-19", "-shared", str(tmp_path / "z.o"), "-o", str(tmp_path / "z.co")], check=True)
+  prog = dev.load((tmp_path / "z.co").read_bytes(), "z")
+  kinds = {a.kind: a for a in prog.layout.hidden}
+  assert {"hidden_queue_ptr", "hidden_hostcall_buffer", "hidden_heap_v1", "hidden_grid_dims"} <= set(kinds)
+  out = dev.alloc(64)
+  prog(out, global_size=(3, 2), local_size=(8, 4))
+  dev.synchronize()
+  regs = osi.dispatches[-1][0]
+  sgpr = 0
+  for name, n in prog.user_sgprs:             # the kernarg pointer's place among the enabled user SGPRs
+    if name == "kernarg_segment_ptr": break
+    sgpr += n
+  ka = regs[pm4.COMPUTE_USER_DATA_0 + sgpr] | regs[pm4.COMPUTE_USER_DATA_0 + sgpr + 1] << 32
+  raw = ctypes.string_at(ka, prog.layout.segment_size)
+  def val(kind): a = kinds[kind]; return int.from_bytes(raw[a.offset:a.offset + a.size], "little")
+  assert struct.unpack_from("<Q", raw, 0)[0] == out.va
+  assert [val(f"hidden_block_count_{d}") for d in "xyz"] == [3, 2, 1]
+  assert [val(f"hidden_group_size_{d}") for d in "xyz"] == [8, 4, 1]
+  assert val("hidden_grid_dims") == 2 and val("hidden_queue_ptr") == dev.queue_desc_va
+  assert val("hidden_hostcall_buffer") == val("hidden_heap_v1") == val("hidden_default_queue") == 0
