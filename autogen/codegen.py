@@ -178,7 +178,7 @@ def _field_tag(f, info):
     for v in (0, 1, 2, 3, 5, 0x55, 0xff, 0x1234, 0xdeadbeef, mask, mask + 1, (1 << 40) + 3):
       if fn(v) != (v & mask) << shift: return None
     return shift, mask
-  except Exception:
+  except (ArithmeticError, TypeError, ValueError, NameError, SyntaxError):  # no field macro: a plain function
     return None
 
 

@@ -9,8 +9,8 @@ values, lets `llvm-mc-19 -disassemble -show-encoding` decode thousands of probes
   `vcc_lo` or `off` is kept as text, simm16 operands get their printing style (hex, unsigned, waitcnt, ...);
 - VOP3 opcodes whose bits 14:8 are a scalar destination (VOP3SD) and which modifiers each VOP3/VOP3P opcode accepts.
 Output: autogen/isa/<arch>.py (data only). `--arch gfx1200` (RDNA4) walks the formats tabulated for it in
-layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER); another architecture (gfx942) needs its layouts
-there and the same walk with -mcpu=<arch>. Regenerating takes ~30-90 s (tens of llvm-mc calls).
+layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER) and `--arch gfx942` (CDNA3: ALU and SMEM); a new
+format or architecture needs its layout there, the walk is the same with -mcpu=<arch>. Regenerating takes ~30-90 s (tens of llvm-mc calls).
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ LITERAL_PROBE = 0xFF2B1C0D
 REGISTER_FIELDS = {"sdst", "ssrc0", "ssrc1", "sdata", "sbase", "soffset", "vdst", "src0", "src1", "src2", "vsrc1",
                    "vdstx", "vdsty", "srcx0", "vsrcx1", "srcy0", "vsrcy1", "addr", "data", "data0", "data1", "saddr",
                    "vaddr", "vdata", "srsrc", "ssamp", "vsrc", "rsrc"}
-_REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+_REG = re.compile(r"^(v|s|ttmp|a)(?:(\d+)|\[(\d+):(\d+)\])$")
 
 
 def encode_fields(layout: dict, values: dict) -> bytes:
@@ -83,10 +83,11 @@ def field_candidates(enc: str, values: dict) -> list[tuple[str, str, int]]:
     elif name in ("srsrc", "ssamp"): out.append((name, "s", 4 * v))
     elif name == "vdsty": out.append((name, "v", (v << 1) | (~values["vdstx"] & 1)))
     elif name.startswith(("src", "ssrc", "soffset", "saddr")) and not name.startswith("srsrc"):
-      if v >= 256: out.append((name, "v", v - 256))
+      if v >= 256: out.append((name, "v", v - 256)); out.append((name, "a", v - 256))
       elif 0 < v < 106: out.append((name, "s", v))
     elif name in ("sdst", "sdata", "rsrc"): out.append((name, "s", v))
-    else: out.append((name, "v", v)); out.append((name, "s", v))  # 8-bit register fields: VGPR, or SGPR for readlane-like
+    else:  # 8-bit register fields: VGPR, SGPR for readlane-like, AGPR for CDNA accumulation registers
+      out.append((name, "v", v)); out.append((name, "s", v)); out.append((name, "a", v))
   return out
 
 
@@ -175,6 +176,10 @@ def zero_sets(values: dict) -> list[dict]:
     variants.append((changed, dict(values, **dict(zip(names, combo)))))
   variants.sort(key=lambda t: t[0])
   return [v for _, v in variants]
+
+
+# per-architecture probe values where a format differs
+PROBE_ARCH = {"gfx942": {"SMEM": dict(sdata=8, sbase=12, offset=0x1234, imm=1)}}
 
 
 def walk_opcodes(arch: str, enc: str, layout: dict, values: dict, mcpu: str) -> dict[int, dict]:
@@ -286,9 +291,9 @@ def symbolic_tables(arch: str, tables: dict) -> dict:
   """Names LLVM prints for s_sendmsg message values, hwreg ids and MTBUF formats."""
   layouts = LAYOUTS[arch]
   out = {"SENDMSG": {}, "HWREG": {}, "BUF_FORMAT": {}, "SENDMSG_RTN": {}}
-  rtn = [op for op, e in tables["SOP1"].items() if e["name"] == "s_sendmsg_rtn_b32"][0]
-  probes = [encode_fields(layouts["SOP1"], dict(op=rtn, sdst=8, ssrc0=v)) for v in range(256)]
-  for v, res in enumerate(disassemble(probes, arch)):
+  rtn = [op for op, e in tables["SOP1"].items() if e["name"] == "s_sendmsg_rtn_b32"]
+  probes = [encode_fields(layouts["SOP1"], dict(op=rtn[0], sdst=8, ssrc0=v)) for v in range(256)] if rtn else []
+  for v, res in enumerate(disassemble(probes, arch) if probes else []):
     if res and "sendmsg(" in res[0][0]: out["SENDMSG_RTN"][v] = res[0][0].split("sendmsg(", 1)[1].rstrip(")")
   sendmsg = [op for op, e in tables["SOPP"].items() if e["name"] == "s_sendmsg"][0]
   probes = [encode_fields(layouts["SOPP"], dict(op=sendmsg, simm16=v)) for v in range(1024)]
@@ -315,6 +320,7 @@ def symbolic_tables(arch: str, tables: dict) -> dict:
     for v, res in enumerate(disassemble(probes, arch)):
       if res and "scope:" in res[0][0]: out["SCOPE"][v] = res[0][0].split("scope:", 1)[1].split()[0]
   fmt_enc = "MTBUF" if "MTBUF" in tables else "VBUFFER"
+  if fmt_enc not in tables: return out
   tload = [op for op, e in tables[fmt_enc].items() if e["name"] == "tbuffer_load_format_x"][0]
   probes = [encode_fields(layouts[fmt_enc], dict(PROBE[fmt_enc], op=tload, format=v)) for v in range(128)]
   for v, res in enumerate(disassemble(probes, arch)):
@@ -437,12 +443,12 @@ def generate(arch: str = "gfx1100") -> dict:
   tables: dict = {}
   for enc, layout in layouts.items():
     if enc in ("VOPD", "EXP", "VOP3SD"): continue
-    tables[enc] = walk_opcodes(arch, enc, layout, PROBE[enc], arch)
+    tables[enc] = walk_opcodes(arch, enc, layout, PROBE_ARCH.get(arch, {}).get(enc, PROBE[enc]), arch)
   # VOP3SD: opcodes whose bits 14:8 print as a scalar destination
   sd = walk_opcodes(arch, "VOP3SD", layouts["VOP3SD"], PROBE["VOP3SD"], arch)
   tables["VOP3SD"] = {op: e for op, e in sd.items() if any(t[0] == "reg" and t[1] == "sdst" for t in e["operands"])}
   for op in tables["VOP3SD"]: tables["VOP3"].pop(op, None)
-  tables["VOPD"] = walk_vopd(layouts["VOPD"], arch)
+  if "VOPD" in layouts: tables["VOPD"] = walk_vopd(layouts["VOPD"], arch)
   refine_simm16(arch, tables)
   refine_sources(arch, tables)
   refine_returning(arch, tables)  # gfx11 (GLC); gfx12 atomics return with th:TH_ATOMIC_RETURN: not learned yet

@@ -115,4 +115,16 @@ GFX12["VBUFFER"] = dict(size=12, ident=[(26, 6, 0b110001)], op="op",
                                 ("scope", 50, 2), ("th", 52, 3), ("format", 55, 7), ("offen", 62, 1), ("idxen", 63, 1),
                                 ("vaddr", 64, 8), ("ioffset", 72, 24)])
 
-LAYOUTS = {"gfx1100": GFX11, "gfx1200": GFX12}
+# CDNA3 (gfx942): "AMD Instinct MI300 Instruction Set Architecture Reference Guide", chapter "Microcode Formats".
+# Scalar ALU and VOP1/VOP2/VOPC keep the layouts above; VOP3 (VOP3A/VOP3B) is identified by 110100 and VOP3P
+# (incl. MFMA) by 110100111; SMEM has IMM/GLC/NV/SOFFSET_EN bits and a 21-bit offset. Memory formats (DS, FLAT,
+# MUBUF: sc0/sc1/nt cache bits, acc) are not tabulated yet.
+GFX942 = {k: GFX11[k] for k in ("SOP2", "SOPK", "SOP1", "SOPC", "SOPP", "VOP2", "VOP1", "VOPC")}
+GFX942["VOP3"] = dict(GFX11["VOP3"], ident=[(26, 6, 0b110100)])
+GFX942["VOP3SD"] = dict(GFX11["VOP3SD"], ident=[(26, 6, 0b110100)])
+GFX942["VOP3P"] = dict(size=8, ident=[(23, 9, 0b110100111)], op="op", fields=GFX11["VOP3P"]["fields"])
+GFX942["SMEM"] = dict(size=8, ident=[(26, 6, 0b110000)], op="op",
+                      fields=[("sbase", 0, 6), ("sdata", 6, 7), ("soffset_en", 14, 1), ("nv", 15, 1), ("glc", 16, 1),
+                              ("imm", 17, 1), ("op", 18, 8), ("offset", 32, 21), ("soffset", 57, 7)])
+
+LAYOUTS = {"gfx1100": GFX11, "gfx1200": GFX12, "gfx942": GFX942}

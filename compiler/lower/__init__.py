@@ -131,6 +131,7 @@ def _lower(sink: UOp, target: Target | str, until: str | None, verify_each: bool
     if verify_each: verify_linearizable(sink)
     if name == until: return sink
   check_local_memory(sink, target)
+  check_barriers_uniform(sink)
   gs, ls = launch_dims(sink)
   info = sink.arg if isinstance(sink.arg, KernelInfo) else KernelInfo()
   sink = sink.replace(arg=dataclasses.replace(info, global_size=gs, local_size=ls))
@@ -147,6 +148,20 @@ def check_local_memory(sink: UOp, target: Target):
   if total > target.local_memory_bytes:
     raise CompileError(f"{total} bytes of LOCAL memory exceed the {target.name} limit of {target.local_memory_bytes}: "
                        f"{_short(locals_[0])}", locals_[0])
+
+
+def check_barriers_uniform(sink: UOp):
+  """Every work-item of a group must meet a BARRIER the same number of times: a barrier inside a loop whose trip
+  count depends on the work-item (a lidx) would leave the others waiting for ever (on a GPU: undefined)."""
+  from ..ir import CompileError
+  from ..ir.uop import _short
+  for u in sink.toposort():
+    if u.op is not Ops.BARRIER: continue
+    for r in u.ranges:
+      lid = next((s for s in r.src[0].toposort() if s.op is Ops.SPECIAL and s.arg.startswith("lidx")), None)
+      if lid is not None:
+        raise CompileError(f"a BARRIER inside loop {r.arg[0]} whose trip count depends on the work-item ({lid.arg}): "
+                           f"work-items would reach it different numbers of times; loop: {_short(r, 300)}", u)
 
 
 def verify_linearizable(sink: UOp):

@@ -152,9 +152,9 @@ def test_rewrite_that_never_settles():
 def test_deep_kernel_lowers_without_recursion_error():
   out = UOp.param(0, dtypes.int32, 1)
   v = UOp.param(1, dtypes.int32, 1).index(0).load()
-  for i in range(3000): v = (v ^ i) + 1
+  for i in range(1500): v = (v ^ i) + 1   # 3000 nodes deep: three times Python's recursion limit
   lin = lower(out.index(0).store(v).sink())
-  assert len(lin.src) > 6000
+  assert len(lin.src) > 3000
 
 
 def test_legalization_follows_the_target_capabilities():
@@ -218,3 +218,22 @@ def test_lowering_pauses_the_cyclic_collector_and_restores_it():
     assert not gc.isenabled()   # left as the caller had it
   finally:
     gc.enable()
+
+
+def test_barrier_in_a_loop_whose_trip_count_depends_on_the_work_item():
+  """Such a kernel hung the CPU runner until the device timeout (work-items meet the barrier different numbers of
+  times); now it is refused when it is compiled, naming the barrier and the loop."""
+  lx = 4
+  out, ns = UOp.param(0, dtypes.int32, lx), UOp.param(1, dtypes.int32, lx, readonly=True)
+  tile = UOp.placeholder(lx, dtypes.int32, 0, AddrSpace.LOCAL)
+
+  def kernel(trip):
+    r = UOp.range(trip, 0, AxisType.LOOP)
+    st = tile.index(l).store(r.cast(dtypes.int32))
+    return out.index(l).store(tile.after(st).index((l + 1) % lx).load()).end(r).sink()
+  l = UOp.special(lx, "lidx0")
+  with pytest.raises(CompileError, match="BARRIER inside loop 0 whose trip count depends on the work-item .lidx0.") as e:
+    lower(kernel(ns.index(l).load()))
+  assert e.value.uop.op is Ops.BARRIER
+  lower(kernel(ns.index(0).load()))                       # the same trip count for every work-item: fine
+  lower(kernel(ns.index(UOp.special(2, "gidx0")).load()))  # per work-group is uniform inside the group: fine

@@ -60,6 +60,13 @@ def random_word(rng: random.Random, enc: str, op: int, entry: tuple, layout: dic
     vals["offset"] = rng.choice((0, rng.randrange(0, 1 << 12) & ~3, rng.randrange(0, 1 << 21)))
     vals["soffset"] = rng.choice((124, 124, rng.randrange(0, 100)))
     vals["glc"], vals["dlc"] = rng.random() < 0.2, rng.random() < 0.2
+  elif enc == "SMEM" and "imm" in [f[0] for f in layout["fields"]]:  # gfx9/CDNA
+    vals["imm"] = int(rng.random() < 0.7)
+    vals["offset"] = rng.choice((0, rng.randrange(0, 1 << 12) & ~3, rng.randrange(0, 1 << 21))) if vals["imm"] \
+      else rng.randrange(0, 100)
+    vals["soffset_en"] = int(vals["imm"] and rng.random() < 0.3)
+    if vals["soffset_en"]: vals["soffset"] = rng.randrange(0, 100)
+    vals["glc"] = int(rng.random() < 0.2)
   elif enc == "SMEM":  # gfx12
     vals["offset"] = rng.choice((0, rng.randrange(0, 1 << 12) & ~3, rng.randrange(0, 1 << 24)))
     vals["soffset"] = rng.choice((124, 124, rng.randrange(0, 100)))
@@ -120,7 +127,8 @@ def random_vopd(rng: random.Random, t, layout: dict) -> bytes:
   return data + rng.randrange(1 << 32).to_bytes(4, "little")
 
 
-def sample_words(per_opcode: int = 3, seed: int = 1, arch: str = "gfx1100", encodings=None) -> list[bytes]:
+def sample_words(per_opcode: int = 3, seed: int = 1, arch: str = "gfx1100", encodings=None,
+                 skip_prefixes: tuple = ()) -> list[bytes]:
   """`per_opcode` random words for every opcode of every encoding (and VOPD pairs), deterministic for a seed."""
   rng = random.Random(seed)
   t = arch_tables(arch)
@@ -129,8 +137,9 @@ def sample_words(per_opcode: int = 3, seed: int = 1, arch: str = "gfx1100", enco
     if encodings and enc not in encodings: continue
     if enc in ("VOPD", "EXP"): continue
     for op, entry in sorted(et.ops.items()):
+      if skip_prefixes and entry[0].startswith(skip_prefixes): continue
       for _ in range(per_opcode): out.append(random_word(rng, enc, op, entry, et.layout))
-  if not encodings or "VOPD" in encodings:
+  if (not encodings or "VOPD" in encodings) and "VOPD" in t.encodings:
     for _ in range(per_opcode * 60): out.append(random_vopd(rng, t, t.encodings["VOPD"].layout))
   return out
 

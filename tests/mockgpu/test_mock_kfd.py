@@ -69,12 +69,12 @@ def test_memory_rules(h):
   with pytest.raises(OSCallError, match="still mapped") as e: kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=a.handle)
   assert e.value.errno == errno.EBUSY
   with pytest.raises(OSCallError, match="unknown memory handle"): kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(h.kfd, handle=0x1234)
+  q = h.queue("compute")  # made before the free: its ring must not reuse the freed range
   u = h.alloc(0x2000, "userptr")
   ctypes.memmove(u.va, b"userptr!", 8)
   h.free(u)
   h.free(a)
   # unmapped from the GPU: a packet touching it now faults
-  q = h.queue("compute")
   from hcq.errors import GPUFault
   with pytest.raises(GPUFault) as e: q.submit(pm4(0x37, 5 << 8, a.va, a.va >> 32, 1))
   assert e.value.address == a.va

@@ -14,3 +14,10 @@
     elf.py         bounds-checked ELF64 reader; errors.py: DecodeError / AssembleError / CodeObjectError (byte offsets)
 Tables: hcq.autogen.isa.gfx1100 / gfx1200, generated from llvm-mc-19 by autogen/isa/gen_rdna3.py.
 CLI: `hcq disasm FILE [--raw]`. Benchmark: bench/isa.py."""
+
+
+def compile_kernel(sink, arch: str = "gfx1100") -> bytes:
+  """A kernel sink from the DSL -> HSA code object bytes (the RDNA3 backend: isel*.py, regalloc.py, render*.py).
+  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100") call."""
+  from .render import compile_sink
+  return compile_sink(sink, arch)

@@ -16,8 +16,9 @@
     inst.operands   # list of operands.Operand (kind, index, count, value, field, text) in printed order
     str(inst)       # llvm-objdump syntax, e.g. "v_add_f32_e32 v2, v2, v3"
 
-Architectures: "gfx1100" (RDNA3, every format) and "gfx1200" (RDNA4: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL,
-VBUFFER; image/export formats not tabulated yet).
+Architectures: "gfx1100" (RDNA3, every format), "gfx1200" (RDNA4: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL,
+VBUFFER; image/export formats not tabulated yet) and "gfx942" (CDNA3: scalar/vector ALU incl. MFMA opcodes and
+SMEM, decode/print only; DS/FLAT/MUBUF not tabulated yet).
 Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floats 240-248, literal 255, VGPR
 256-511 in 9-bit source fields) are documented in operands.py. Errors raise DecodeError naming the byte offset.
 """

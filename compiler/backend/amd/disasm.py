@@ -28,20 +28,24 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
   if field == "src0" and inst.dpp is not None:
     v = inst.dpp["src0"]
     return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
+  arch = inst.arch
+  if cls == "a":  # CDNA accumulation registers (AGPRs): the field holds the AGPR number (9-bit sources: 256 + n)
+    idx = value - 256 if value >= 256 else value
+    return Operand("agpr", idx, count, None, field, reg_text("a", idx, count))
   if field in NINE_BIT_SOURCES:
     if field == "soffset" and inst.encoding == "SMEM":
-      op = scalar_operand(value, count, field)
+      op = scalar_operand(value, count, field, arch)
     else:
-      op = source_operand(value, count, field, inst.literal)
+      op = source_operand(value, count, field, inst.literal, arch)
   elif field == "sbase":
-    op = scalar_operand(value * 2, count, field)
+    op = scalar_operand(value * 2, count, field, arch)
   elif field in ("srsrc", "ssamp"):
-    op = scalar_operand(value * 4, count, field)
+    op = scalar_operand(value * 4, count, field, arch)
   elif field == "vdsty":
     idx = (value << 1) | ((inst.fields["vdstx"] & 1) ^ 1)
     op = Operand("vgpr", idx, count, None, field, reg_text("v", idx, count))
   elif cls == "s":
-    op = scalar_operand(value, count, field)
+    op = scalar_operand(value, count, field, arch)
   else:
     op = Operand("vgpr", value, count, None, field, reg_text("v", value, count))
   if op is None:
@@ -157,6 +161,19 @@ def _mimg_data_count(inst: Inst) -> int:
 def _smem_offset_text(inst: Inst) -> str:
   f = inst.fields
   off = f["offset"]
+  if "imm" in f:  # gfx9/CDNA: IMM selects an immediate offset, else OFFSET names an SGPR; SOFFSET_EN adds SOFFSET
+    if not f["imm"]:  # an SGPR offset: in OFFSET[6:0], or in SOFFSET when SOFFSET_EN
+      sgpr = f["soffset"] if f["soffset_en"] else off & 0x7f
+      so = scalar_operand(sgpr, 1, "offset", inst.arch)
+      if so is None: raise DecodeError(f"{inst.name}: reserved SGPR offset {sgpr}", inst.offset)
+      return so.text
+    if off & (1 << 20): off -= 1 << 21
+    text = f"-0x{-off:x}" if off < 0 else f"0x{off:x}"
+    if f["soffset_en"]:
+      so = scalar_operand(f["soffset"], 1, "soffset", inst.arch)
+      if so is None: raise DecodeError(f"{inst.name}: reserved SOFFSET {f['soffset']}", inst.offset)
+      return so.text + f" offset:{text}"
+    return text
   if "th" in f:  # gfx12: 24-bit signed offset; LLVM prints the offset (not null) when SOFFSET is null
     if off & (1 << 23): off -= 1 << 24
     text = f"-0x{-off:x}" if off < 0 else f"0x{off:x}"
@@ -181,7 +198,7 @@ def format_simm16(inst: Inst, kind: str, v: int) -> str:
   if kind == "udec": return str(v)
   if kind == "sdec": return str(v - 0x10000 if v & 0x8000 else v)
   if kind == "u16": return str(v) if v <= 64 else f"0x{v:x}"
-  if kind == "waitcnt": return _waitcnt_text(v)
+  if kind == "waitcnt": return _waitcnt_gfx9_text(v) if inst.arch == "gfx942" else _waitcnt_text(v)
   if kind == "delay_alu": return _delay_alu_text(v)
   if kind == "sendmsg": return _sendmsg_text(inst.arch, v)
   if kind == "hwreg": return _hwreg_text(inst.arch, v)
@@ -222,6 +239,15 @@ def swizzle_text(off: int) -> str:
     elif a: chars.append("i" if x else "p")
     else: chars.append("1" if x else "0")
   return f'swizzle(BITMASK_PERM,"{"".join(chars)}")'
+
+
+def _waitcnt_gfx9_text(v: int) -> str:
+  # gfx9/CDNA S_WAITCNT: vmcnt [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8] (MI300 ISA, S_WAITCNT)
+  vm, exp, lgkm = (v & 0xf) | ((v >> 14) & 3) << 4, (v >> 4) & 7, (v >> 8) & 0xf
+  parts = [f"vmcnt({vm})"] if vm != 0x3f else []
+  if exp != 7: parts.append(f"expcnt({exp})")
+  if lgkm != 0xf: parts.append(f"lgkmcnt({lgkm})")
+  return " ".join(parts) if parts else f"vmcnt({vm}) expcnt({exp}) lgkmcnt({lgkm})"
 
 
 def _waitcnt_text(v: int) -> str:
@@ -361,6 +387,8 @@ def format_inst(inst: Inst) -> str:
       mods += [m for m in ("glc", "slc", "dlc") if f[m]]
     elif enc == "SMEM" and "th" in f:
       mods += _cache_policy_mods(inst)
+    elif enc == "SMEM" and "imm" in f:
+      mods += [m for m in ("glc", "nv") if f[m]]
     elif enc == "SMEM":
       mods += [m for m in ("glc", "dlc") if f[m]]
     elif enc in ("VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"):

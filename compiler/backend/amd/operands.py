@@ -30,6 +30,12 @@ INLINE_FLOATS = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 
                  248: 0.15915494309189535}
 INLINE_FLOAT_TEXT = {240: "0.5", 241: "-0.5", 242: "1.0", 243: "-1.0", 244: "2.0", 245: "-2.0", 246: "4.0",
                      247: "-4.0", 248: "0.15915494"}
+# gfx9/CDNA (gfx942) scalar operand values differ (MI300 ISA "SSRC0" table): s0-s101, 102/103 FLAT_SCRATCH_LO/HI,
+# 104/105 XNACK_MASK_LO/HI, 124 M0, 125 NULL (as LLVM names it), 126/127 EXEC
+_GFX9_NAMES = {**SPECIAL_NAMES, 102: "flat_scratch_lo", 103: "flat_scratch_hi", 104: "xnack_mask_lo",
+               105: "xnack_mask_hi", 124: "m0", 125: "null"}
+_GFX9_NAMES_64 = {102: "flat_scratch", 104: "xnack_mask", 106: "vcc", 126: "exec"}
+NAMES_BY_ARCH = {"gfx942": (_GFX9_NAMES, _GFX9_NAMES_64, 102)}
 LITERAL = 255
 VGPR_BASE = 256
 DPP16, DPP8, DPP8_FI = 250, 233, 234
@@ -51,8 +57,16 @@ def reg_text(prefix: str, index: int, count: int) -> str:
   return f"{prefix}{index}" if count == 1 else f"{prefix}[{index}:{index + count - 1}]"
 
 
-def scalar_operand(value: int, count: int, field: str | None) -> Operand | None:
+def scalar_operand(value: int, count: int, field: str | None, arch: str = "gfx1100") -> Operand | None:
   """Operand for a scalar-register encoding value 0..127 (None if reserved)."""
+  if arch in NAMES_BY_ARCH:
+    names, names64, nsgpr = NAMES_BY_ARCH[arch]
+    if value < nsgpr: return Operand("sgpr", value, count, None, field, reg_text("s", value, count))
+    if 108 <= value <= 123:
+      return Operand("ttmp", value - 108, count, None, field, reg_text("ttmp", value - 108, count))
+    if count == 2 and value in names64: return Operand("special", value, count, None, field, names64[value])
+    if value in names: return Operand("special", value, count, None, field, names[value])
+    return None
   if value < 106:
     return Operand("sgpr", value, count, None, field, reg_text("s", value, count))
   if 108 <= value <= 123:
@@ -64,12 +78,13 @@ def scalar_operand(value: int, count: int, field: str | None) -> Operand | None:
   return None
 
 
-def source_operand(value: int, count: int, field: str | None, literal: int | None) -> Operand | None:
+def source_operand(value: int, count: int, field: str | None, literal: int | None,
+                   arch: str = "gfx1100") -> Operand | None:
   """Operand for a 9-bit (or 8-bit scalar) source value; None if the value is reserved."""
   if value >= VGPR_BASE:
     return Operand("vgpr", value - VGPR_BASE, count, None, field, reg_text("v", value - VGPR_BASE, count))
   if value < 128:
-    return scalar_operand(value, count, field)
+    return scalar_operand(value, count, field, arch)
   if value <= 208:
     n = value - 128 if value <= 192 else 192 - value
     return Operand("int", None, 0, n, field, str(n))

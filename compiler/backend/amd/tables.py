@@ -6,7 +6,8 @@ from functools import lru_cache
 
 # 9-bit source fields that select a trailing 32-bit literal with the value 255 (RDNA3 ISA 16.3: "SRC0 ... 255 = literal")
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
-SUPPORTED_ARCHS = ("gfx1100", "gfx1200")  # gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER only
+# gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER; gfx942: scalar/vector ALU (incl. MFMA opcodes) and SMEM
+SUPPORTED_ARCHS = ("gfx1100", "gfx1200", "gfx942")
 
 
 def _make_extractor(fields):
@@ -52,8 +53,9 @@ class ArchTables:
     self.buf_formats = getattr(mod, "BUF_FORMAT", {})
     self.th_names = getattr(mod, "TH", {})        # gfx12 cache policy names
     self.scope_names = getattr(mod, "SCOPE", {})
-    self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["X"].items()}
-    self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in mod.OPS["VOPD"]["Y"].items()}
+    vopd = mod.OPS.get("VOPD", {"X": {}, "Y": {}})
+    self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in vopd["X"].items()}
+    self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in vopd["Y"].items()}
     # dispatch on the top 9 bits of the first dword; FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16) later
     self.dispatch: list[str | None] = [self._classify_top(t) for t in range(512)]
     # name -> (encoding, opcode) for the assembler
@@ -70,8 +72,8 @@ class ArchTables:
       if all(((word >> lo) & ((1 << w) - 1)) == v for lo, w, v in idents):
         width = sum(w for _, w, _ in idents)
         if width > best_w: best, best_w = enc, width
-    if best in ("VOP3P", "VINTERP", "LDSDIR"):  # identified by bits 31:24; bit 23 must be 0
-      if (word >> 23) & 1: return None
+    if best in ("VOP3P", "VINTERP", "LDSDIR") and all(lo > 23 for lo, _, _ in self.layouts[best]["ident"]):
+      if (word >> 23) & 1: return None  # identified by bits 31:24 (gfx11/12): bit 23 must be 0
     return best
 
 
