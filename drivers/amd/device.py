@@ -22,6 +22,8 @@ from .program import AMDProgram, image_at
 # placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
 TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
 COPY_DST, COPY_SRC = 3, 4
+IRQ_SLOT = 5
+IRQ = Q.signal(IRQ_SLOT, "interrupt request")
 TIMELINE_VALUE = UOp.variable("timeline", 0, 2**32 - 1)
 PREVIOUS_VALUE = UOp.variable("prev", 0, 2**32 - 1)
 V_TIMELINE, V_PREV, V_KERNARG, V_DISPATCH = ("var", "timeline"), ("var", "prev"), ("var", "kernarg"), ("var", "dispatch")
@@ -86,8 +88,17 @@ class AMDDevice(Device):
     self._staging_next = 0
     self._last_ring = None
     self.fault: GPUFault | QueueError | None = None
-    self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
-    self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
+    # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
+    self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va, interrupts=False)
+    self.irq_signal = self.signals.alloc(0, name=f"{self.name} interrupt request signal")
+    self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va,
+                   ("param", IRQ_SLOT): self.irq_signal.va}
+    irq_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va, interrupts=True)
+    # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
+    self._arms = {e: link(lower.build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), e, irq_ctx),
+                          self._links) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
+    self._armed = 0            # the highest timeline value an interrupt was asked for
+    self._awaited = None       # the timeline value _wait_value is blocked on
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._copies: dict[int, object] = {}
@@ -107,7 +118,9 @@ class AMDDevice(Device):
 
   # ---- waiting
   def _idle(self, seconds: float) -> None:
-    """Called by waits that are not done after their busy polls: block in KFD (which also reports GPU faults)."""
+    """Called by waits that are not done after their busy polls: block in KFD (which also reports GPU faults), after
+    asking for an interrupt at the awaited timeline value."""
+    if self._awaited is not None and self._armed < self._awaited: self._arm(self._awaited)
     t0 = self.os.monotonic()
     fired = self.iface.wait_events(max(int(seconds * 1000), 0))
     if not fired and self.os.monotonic() - t0 < seconds / 2: self.os.sleep(seconds)
@@ -115,10 +128,22 @@ class AMDDevice(Device):
   def _wait_value(self, value: int) -> None:
     if self.fault is not None:
       raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
+    self._awaited = value
     try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
     except (GPUFault, QueueError) as e:
       self._remember_fault(e)
       raise
+    finally: self._awaited = None
+
+  def _arm(self, value: int) -> None:
+    """Ask for an interrupt once the timeline reaches value: on the ring of the latest submission (which reaches it
+    no later than the timeline does), a wait for the value, then a store to the interrupt request signal with the
+    KFD event interrupt. Nothing else waits for it: it takes no timeline value."""
+    ring = self._last_ring
+    if ring is None: return
+    self._armed = value      # first: a ring-space wait inside the write below must not arm again
+    ring.write(self._arms["pm4" if ring is self.compute else "sdma"].fill({V_PREV: value}))
+    self._commit(ring)
 
   def _commit(self, ring: Ring) -> None:
     """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
