@@ -95,8 +95,8 @@ class AMDDevice(Device):
                    ("param", IRQ_SLOT): self.irq_signal.va}
     irq_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va, interrupts=True)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
-    self._arms = {e: link(lower.build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), e, irq_ctx),
-                          self._links) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
+    self._arms = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), e, irq_ctx)
+                  for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._armed = 0            # the highest timeline value an interrupt was asked for
     self._awaited = None       # the timeline value _wait_value is blocked on
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
@@ -163,9 +163,9 @@ class AMDDevice(Device):
     if self.timeline.value: self._wait_value(self.timeline.value)
 
   # ---- queue programs -> command buffers
-  def _build(self, program, engine: str):
+  def _build(self, program, engine: str, ctx: lower.LowerCtx | None = None):
     """Lower a queue program once and link the device's own addresses into it."""
-    return link(lower.build(program, engine, self.lower_ctx), self._links)
+    return link(lower.build(program, engine, ctx or self.lower_ctx), self._links)
 
   def launch_cmdbuf(self, prog: AMDProgram, grid, block, timed: bool):
     els = [Q.barrier()]
