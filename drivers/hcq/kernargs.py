@@ -60,6 +60,11 @@ class KernargLayout:
     self.kernel, self.segment_size, self.segment_align = kernel, segment_size, max(segment_align, 8)
     self.explicit = [a for a in args if not a.hidden]
     self.hidden = [a for a in args if a.hidden]
+    if any(a.kind == "hidden_printf_buffer" for a in self.hidden):
+      # LLVM emits this argument only in a module that calls printf (llvm.printf.fmts): without a buffer, the
+      # kernel's first printf would fault at address 0
+      raise DeviceError(f"kernel {kernel} takes a printf buffer (hidden_printf_buffer: its code calls printf), which "
+                        f"hcq does not provide yet: remove the printf calls")
     for a in args:
       if a.offset + a.size > segment_size:
         raise DeviceError(f"kernel {kernel}: argument {a.describe()} at offset {a.offset} exceeds the kernarg segment "

@@ -14,6 +14,7 @@ void fixed(__global uint *out) {
 }
 __kernel __attribute__((amdgpu_flat_work_group_size(1, 128)))
 void small(__global uint *out) { out[__builtin_amdgcn_workitem_id_x()] = 1; }
+__kernel void say(__global float *o) { printf("%f\\n", o[0]); }
 __kernel void dyn(__global float *o, __local float *l) {
   l[__builtin_amdgcn_workitem_id_x()] = 1; __builtin_amdgcn_s_barrier(); o[0] = l[1];
 }
@@ -78,6 +79,13 @@ def test_a_local_pointer_argument_is_refused_at_load(fake_dev, reqd_code):
   dev, _ = fake_dev
   with pytest.raises(DeviceError, match=r"kernel dyn: argument \(float\*, 4 bytes\) is a __local pointer"):
     dev.load(reqd_code, "dyn")
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_a_kernel_calling_printf_is_refused_at_load(fake_dev, reqd_code):
+  dev, _ = fake_dev
+  with pytest.raises(DeviceError, match="kernel say takes a printf buffer"): dev.load(reqd_code, "say")
+  dev.load(reqd_code, "fixed")         # the other kernels of the module still load
 
 
 def test_buffers_of_another_device_or_freed_ones_are_refused(fake_dev, demo_code):
