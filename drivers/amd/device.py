@@ -11,7 +11,7 @@ from array import array
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
-from ...errors import DeviceError, GPUFault, QueueError
+from ...errors import DeviceError, GPUFault, QueueError, Timeout
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
 from . import lower, pm4
 from .cmdbuf import link
@@ -99,6 +99,7 @@ class AMDDevice(Device):
                   for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._armed = 0            # the highest timeline value an interrupt was asked for
     self._awaited = None       # the timeline value _wait_value is blocked on
+    self._stuck = False        # the last wait timed out
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._copies: dict[int, object] = {}
@@ -133,7 +134,11 @@ class AMDDevice(Device):
     except (GPUFault, QueueError) as e:
       self._remember_fault(e)
       raise
+    except Timeout:
+      self._stuck = True
+      raise
     finally: self._awaited = None
+    self._stuck = False
 
   def _arm(self, value: int) -> None:
     """Ask for an interrupt once the timeline reaches value: on the ring of the latest submission (which reaches it
@@ -353,9 +358,10 @@ class AMDDevice(Device):
     return self.load(compile_kernel(sink, self.arch))
 
   def _close(self) -> None:
-    # after a fault the queues are stopped: waiting for them would only time out; free everything regardless
+    # after a fault the queues are stopped, after a timeout they are stuck: waiting for them again would only time
+    # out; the iface destroys the queues (which stops them) before it frees the memory
     try:
-      if self.fault is None: self._synchronize()
+      if self.fault is None and not self._stuck: self._synchronize()
     finally: self.iface.close()
 
   def __repr__(self): return f"AMDDevice({self.name})"

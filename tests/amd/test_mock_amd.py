@@ -142,6 +142,16 @@ def test_an_impossible_wait_times_out_within_the_configured_time():
     d.close()
 
 
+def test_closing_after_a_timeout_does_not_wait_again():
+  d = _open(timeout_s=0.3)
+  never = d.signals.alloc(0, name="never signal")
+  d.submit_pm4(pm4.wait_reg_mem(never.va, 1))
+  with pytest.raises(Timeout): d.synchronize()
+  t0 = time.monotonic()
+  d.close()                                   # destroys the stuck queue instead of waiting for it a second time
+  assert time.monotonic() - t0 < 0.3
+
+
 def test_errors_before_anything_is_submitted(dev, tmp_path):
   code = demo_code_object()
   vadd = dev.load(code, "vadd")
