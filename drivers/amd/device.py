@@ -381,8 +381,8 @@ class BoundLaunch:
     for prog, args, global_size, local_size in launches:   # check everything before allocating anything
       gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
       ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
-      shape = prog.shape(gs, ls, False)
       explicit = prog.layout.check_and_pack(args, dev.buffer_type, dev)
+      shape = prog.shape(gs, ls, False, prog.layout.lds_layout(args)[1] if prog.layout.dynamic_lds else None)
       planned.append((prog, shape, explicit, offset))
       offset = round_up(offset + shape.alloc_size, 64)
     self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]
@@ -397,7 +397,7 @@ class BoundLaunch:
       if prog.dispatch_ptr: view[seg:seg + 64] = prog.dispatch_packet(shape, ka.va + off)
       # each launch gets its own kernarg/dispatch variables: ("var", "kernarg.i") etc.
       kv, dv = UOp.variable(f"kernarg.{i}", 0, 2**64 - 1), UOp.variable(f"dispatch.{i}", 0, 2**64 - 1)
-      elements += [Q.barrier(), Q.call(Q.program(prog.name, (prog, kv, dv), shape.grid, shape.block))]
+      elements += [Q.barrier(), Q.call(Q.program(prog.name, (prog.with_lds(shape.lds), kv, dv), shape.grid, shape.block))]
       values[("var", f"kernarg.{i}")], values[("var", f"dispatch.{i}")] = ka.va + off, ka.va + off + seg
     words = dev._build(Q.queue("COMPUTE:0", *elements), "pm4").fill(values)
     ib = self.ib = dev.iface.alloc(len(words) * 4, kind="gtt")
