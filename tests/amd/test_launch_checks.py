@@ -15,8 +15,6 @@ void fixed(__global uint *out) {
 }
 __kernel __attribute__((amdgpu_flat_work_group_size(1, 128)))
 void small(__global uint *out) { out[__builtin_amdgcn_workitem_id_x()] = 1; }
-// a printf in the module gives every kernel of it that keeps hidden arguments a hidden_printf_buffer (left zero)
-__kernel void say(__global float *o) { printf("%f\\n", o[0]); }
 __kernel void dyn(__global float *o, __local float *a, __local float4 *b) {
   uint t = __builtin_amdgcn_workitem_id_x(), n = __builtin_amdgcn_workgroup_size_x();
   a[t] = t; b[t] = (float4)(1000 + t);
@@ -28,14 +26,21 @@ __kernel void dyn(__global float *o, __local float *a, __local float4 *b) {
 """
 
 
+def _build(source: str) -> bytes:
+  import tempfile
+  from pathlib import Path
+  with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    (tmp / "k.cl").write_text(source)
+    subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-nogpulib",
+                    "-O2", "-c", str(tmp / "k.cl"), "-o", str(tmp / "k.o")], check=True)
+    subprocess.run(["ld.lld-19", "-shared", str(tmp / "k.o"), "-o", str(tmp / "k.co")], check=True)
+    return (tmp / "k.co").read_bytes()
+
+
 @pytest.fixture(scope="module")
-def reqd_code(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("reqd")
-  (tmp / "k.cl").write_text(REQD_CL)
-  subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-nogpulib",
-                  "-O2", "-c", str(tmp / "k.cl"), "-o", str(tmp / "k.o")], check=True)
-  subprocess.run(["ld.lld-19", "-shared", str(tmp / "k.o"), "-o", str(tmp / "k.co")], check=True)
-  return (tmp / "k.co").read_bytes()
+def reqd_code():
+  return _build(REQD_CL)
 
 
 def _submitted(dev): return (dev.compute.submits, dev.timeline.value, dev.compute.put_dw)
@@ -185,3 +190,15 @@ def test_local_pointer_arguments_run_right_on_the_mock(reqd_code):
     dev.copyin(out, bytes(out.size))
     bound(wait=True)
     assert np.array_equal(np.frombuffer(dev.copyout(out), np.float32), want)
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+def test_a_code_object_with_undefined_symbols_is_refused_at_load(fake_dev):
+  """clang -nogpulib code that calls printf needs __printf_alloc from the device libraries: the linked object keeps a
+  relocation against the undefined symbol, which would otherwise point into the image's own headers."""
+  dev, _ = fake_dev
+  code = _build("__kernel void say(__global float *o) { printf(\"%f\\n\", o[0]); }\n"
+                "__kernel void quiet(__global float *o) { o[0] = 1; }")
+  for name in ("say", "quiet"):        # the whole code object, as ROCr's loader does
+    with pytest.raises(DeviceError, match="the code object needs __printf_alloc, which it does not define"):
+      dev.load(code, name)
