@@ -33,6 +33,7 @@ from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
 from ...ir.dtypes import DType
 from ...ir.evaluate import EvalError, evaluate, exec_alu
 from ...ir.uop import _short
+from .cowriter import user_sgpr_count
 from .isel_common import TARGET, _err, _kind, concrete, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector
@@ -193,7 +194,8 @@ class ISel(DivModSelector, MemorySelector):
     gdims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("g")]
     ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
-    self.user_sgprs = 16 - n_wg   # gfx11 UserSGPRInit16Bug: user + system SGPRs >= 16 (LLVM pads the same way)
+    # the kernarg pointer (s[0:1]), padded as gfx11 needs; the work-group ids follow (the code-object writer's rule)
+    self.user_sgprs = user_sgpr_count(2, n_wg, "gfx1100", 32)
     self.in_scratch = set()
     for u in elems:
       if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
