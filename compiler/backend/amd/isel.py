@@ -26,11 +26,10 @@ LLVM does), then the enabled work-group ids; v0 holds the packed work-item ids x
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
-from ...ir.dtypes import DType
+from ...ir.dtypes import DType, float_to_int
 from ...ir.evaluate import EvalError, evaluate, exec_alu
 from ...ir.uop import _short
 from .cowriter import user_sgpr_count
@@ -502,7 +501,9 @@ class ISel(DivModSelector, MemorySelector):
     dt = u.dtype
     if isinstance(x, Imm):
       v = value_of(x, src)
-      if dt.is_int and isinstance(v, float): v = math.trunc(v) if math.isfinite(v) else 0
+      # folded like the code below runs (v_cvt_i32/u32_f32: NaN 0, saturating at the 32-bit range, then narrowed):
+      # the reference conversion of the evaluator and the C backend
+      if dt.is_int and isinstance(v, float): v = float_to_int(v, dt)
       return imm_of(v, dt)
     if dt.itemsize == 8 or src.itemsize == 8: raise _err(u, "64-bit types are not supported")
     if src.is_bool:
