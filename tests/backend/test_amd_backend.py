@@ -240,7 +240,7 @@ def test_64bit_address_arithmetic(make):
   the threshold lowered to 0 bytes runs every kernel that way (no test buffer is that big)."""
   from amd_emu_runner import run
   from hcq.compiler.backend.amd.render import GFX1100_TARGET, compile_linear
-  from hcq.compiler.backend.amd.render_elf import code_object
+  from hcq.compiler.backend.amd.render import code_object
   from hcq.compiler.lower import lower
   c = make()
   outputs = list(c.expected) if hasattr(c, "expected") else c.outputs

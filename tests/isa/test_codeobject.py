@@ -17,7 +17,7 @@ from hcq.compiler.backend.amd.errors import CodeObjectError
 VADD = """s_load_b128 s[4:7], s[0:1], null
 s_load_b64 s[8:9], s[0:1], 0x10
 v_and_b32_e32 v0, 0x3ff, v0
-v_lshl_add_u32 v0, s2, 6, v0
+v_lshl_add_u32 v0, s15, 6, v0
 v_lshlrev_b32_e32 v0, 2, v0
 s_waitcnt lgkmcnt(0)
 global_load_b32 v1, v0, s[4:5]
@@ -106,7 +106,7 @@ def test_written_code_object_accepted_by_llvm(tmp_path):
   co = CodeObject.parse(path.read_bytes())
   assert [str(i) for i in decode_all(co.kernels["vadd"].code)] == VADD.splitlines()
   assert co.kernels["vadd"].descriptor.enable_sgpr_workgroup_id == (True, False, False)
-  assert co.kernels["vadd"].descriptor.user_sgpr_layout() == {"kernarg_segment_ptr": 0, "workgroup_id_x": 2}
+  assert co.kernels["vadd"].descriptor.user_sgpr_layout() == {"kernarg_segment_ptr": 0, "workgroup_id_x": 15}
 
 
 def test_truncated_and_corrupt_elf_raise_with_offset(hsaco_files):

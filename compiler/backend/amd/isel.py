@@ -26,13 +26,13 @@ LLVM does), then the enabled work-group ids; v0 holds the packed work-item ids x
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
-from ...ir.dtypes import DType
+from ...ir.dtypes import DType, float_to_int
 from ...ir.evaluate import EvalError, evaluate, exec_alu
 from ...ir.uop import _short
+from .cowriter import user_sgpr_count
 from .isel_common import TARGET, _err, _kind, concrete, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector
@@ -193,7 +193,8 @@ class ISel(DivModSelector, MemorySelector):
     gdims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("g")]
     ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
-    self.user_sgprs = 16 - n_wg   # gfx11 UserSGPRInit16Bug: user + system SGPRs >= 16 (LLVM pads the same way)
+    # the kernarg pointer (s[0:1]), padded as gfx11 needs; the work-group ids follow (the code-object writer's rule)
+    self.user_sgprs = user_sgpr_count(2, n_wg, "gfx1100", 32)
     self.in_scratch = set()
     for u in elems:
       if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
@@ -500,7 +501,9 @@ class ISel(DivModSelector, MemorySelector):
     dt = u.dtype
     if isinstance(x, Imm):
       v = value_of(x, src)
-      if dt.is_int and isinstance(v, float): v = math.trunc(v) if math.isfinite(v) else 0
+      # folded like the code below runs (v_cvt_i32/u32_f32: NaN 0, saturating at the 32-bit range, then narrowed):
+      # the reference conversion of the evaluator and the C backend
+      if dt.is_int and isinstance(v, float): v = float_to_int(v, dt)
       return imm_of(v, dt)
     if dt.itemsize == 8 or src.itemsize == 8: raise _err(u, "64-bit types are not supported")
     if src.is_bool:

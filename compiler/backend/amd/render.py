@@ -6,7 +6,7 @@ ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
     c = compile_linear(linear)                   # Compiled: .code (allocated MInsts), .text, .regs, .sel
 
 compile_linear: isel.select (selection + isel_opt clean-ups) -> regalloc.allocate_with_spills -> insert_waitcnt ->
-render_hazards.fix_hazards -> assemble (+ s_code_end padding); render_elf.code_object wraps the result.
+render_hazards.fix_hazards -> assemble (+ s_code_end padding); code_object wraps the result with cowriter.py.
 
 s_waitcnt (RDNA3 ISA 4.4 "Data Dependency Resolution"; gfx11 SOPP S_WAITCNT simm16: vmcnt [15:10], lgkmcnt [9:4],
 expcnt [2:0]): vector memory loads return in order and are counted by VM_CNT; LDS and scalar memory operations by
@@ -27,6 +27,7 @@ from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
+from .cowriter import Arg, KernelSpec, write_code_object
 from .tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
@@ -201,9 +202,52 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
   return Compiled(sel, code, text, regs, time.perf_counter() - t0)
 
 
+# A work-group runs on one WGP (rsrc1 WGP_MODE): 4 SIMD32 with 1536 wave32 VGPRs each, allocated in blocks of 24.
+# Checked against clang-19 -mcpu=gfx1100 with amdgpu_flat_work_group_size(1, N) on a kernel needing more registers:
+# N = 1024 -> .vgpr_count 192 (8 waves per SIMD), 768 -> 240 (6), 512 and 256 -> 256.
+SIMDS_PER_WGP, VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE, MAX_WORKGROUP = 4, 1536, 24, 1024
+
+
+def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None) -> int:
+  """The largest work-group whose waves all fit the register file with `vgprs` VGPRs each; a kernel that requires a
+  larger work-group (reqd_workgroup_size) could never be launched: that is a CompileError."""
+  alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
+  fits = min(MAX_WORKGROUP, VGPRS_PER_SIMD // alloc * SIMDS_PER_WGP * 32)
+  if required is None: return fits
+  want = required[0] * required[1] * required[2]
+  if want > fits:
+    raise CompileError(f"gfx1100: kernel {name} uses {vgprs} VGPRs per lane: at most {fits} work-items fit in a "
+                       f"work-group, its work-group shape {tuple(required)} has {want}")
+  return want
+
+
+def kernel_spec(c: Compiled) -> KernelSpec:
+  """What the code-object writer needs to describe a compiled kernel: arguments, register counts, the entry state the
+  code expects (user SGPRs with the work-group ids after them, work-item id VGPR dimensions), segment sizes."""
+  sel, regs = c.sel, c.regs
+  args = [Arg(a.offset, 8, "global_buffer", a.name, "global", f"{a.dtype.cname}*") if a.kind == "buffer" else
+          Arg(a.offset, a.size, "by_value", a.name, None, a.dtype.cname) for a in sel.args]
+  required = None
+  if sel.uses_local_ids:
+    # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1, sizes are
+    # folded into index arithmetic): other shapes must be refused by the launcher
+    required = tuple(sel.local_size)
+  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1), sgpr_count=regs.sgprs + 2,   # + VCC
+                    group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=sel.private_size,
+                    kernarg_segment_size=sel.kernarg_size, workgroup_ids="xyz"[:sel.workgroup_ids],
+                    workitem_id_dims=sel.workitem_id_dims + 1, user_sgpr_count=sel.user_sgprs,
+                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required),
+                    reqd_workgroup_size=required, vgpr_spill_count=regs.spills, language="OpenCL C",
+                    language_version=(2, 0), uniform_work_group_size=True)
+
+
+def code_object(c: Compiled) -> bytes:
+  """HSA code object (ELF, code object v5) of one compiled kernel, by the ISA package's writer."""
+  return write_code_object([kernel_spec(c)], "gfx1100")
+
+
 def compile_gfx1100(lin: UOp) -> bytes:
   """LINEAR kernel -> HSA code object bytes for gfx1100."""
-  from .render_elf import code_object
   return code_object(compile_linear(lin))
 
 
