@@ -11,6 +11,7 @@ lanes of the wave that exist (a partial last wave of a work-group has fewer).
 from __future__ import annotations
 
 import time
+from ctypes import string_at as _string_at
 
 import numpy as np
 
@@ -53,8 +54,7 @@ def _block(memory, cache: dict, checked: set, pc: int, mode: int):
   if blk is not None and pc not in checked:
     # the code may have been rewritten since it was translated: compare the bytes once per dispatch
     rng = memory.range_of(pc)
-    if rng is None or rng[1] < blk.end or \
-       bytes(memory.u8[pc - memory.VIEW_BASE:blk.end - memory.VIEW_BASE]) != blk.code:
+    if rng is None or rng[1] < blk.end or _string_at(pc, blk.end - pc) != blk.code:   # read once mapped
       blk = None
   if blk is None:
     blk = _translate(memory, pc, mode)
@@ -78,9 +78,8 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
       st.mem.lds.fill(0)
       if st.mem.scratch_words: st.mem.scratch.fill(0)
       st.scc = np.zeros(shape.W, np.uint32)
-      with np.errstate(all="ignore"):
-        executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF,
-                         instruction_budget, 0)
+      executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF,
+                       instruction_budget, 0)
     finally:
       _keep(launches, fast_key, shape)
     return _DispatchStats(shape.W, executed, time.perf_counter() - t0)
@@ -177,11 +176,16 @@ class _Shape:
     if self.S is None:
       self.S, self.V = np.empty_like(self.S0), np.empty((self.vgprs, self.W, 32), np.uint32)
       self.S_rows, self.V_rows = list(self.S), list(self.V)
+      self.V0 = np.zeros_like(self.V)
+      self.V0[0] = self.v00
+      self.S_user = self.S[:uc].T      # (W, user SGPRs): a list of the user values broadcasts over the waves
     np.copyto(self.S, self.S0)
-    if uc: self.S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
-    V = self.V
-    V.fill(0)
-    V[0] = self.v00
+    if uc:
+      values = user[:uc] if len(user) == uc else list(user[:uc])
+      try: self.S_user[...] = values
+      except (OverflowError, TypeError, ValueError):   # values outside 0..2**32-1: the low 32 bits, as before
+        self.S_user[...] = [v & 0xFFFFFFFF for v in values]
+    np.copyto(self.V, self.V0)
     return self.S_rows.copy(), self.V_rows.copy()
 
 
@@ -214,10 +218,9 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
       _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2)
   S, V = shape.registers(user_sgprs)
   try:
-    with np.errstate(all="ignore"):
-      return _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1, lds_bytes=lds_bytes,
-                       scratch=scratch, budget=budget, already=already, first_group=first_group,
-                       waves_per_wg=waves_per_wg)
+    return _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1, lds_bytes=lds_bytes,
+                     scratch=scratch, budget=budget, already=already, first_group=first_group,
+                     waves_per_wg=waves_per_wg)
   finally:
     if key is not None:
       # a whole launch in one pooled batch moves to the fast path of run_dispatch (a shape is in one cache at most:
@@ -266,56 +269,63 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
   executed = already
   streak = 0
   uniform_pc = int(pgm_addr)
-  while True:
-    if uniform_pc is not None:
-      pc, idx, count = uniform_pc, None, W
-    else:
-      alive = pcs != DONE
-      runnable = alive & ~waiting
-      if not runnable.any():
-        if not alive.any(): break
-        waiting[:] = False      # every live wave waits at a barrier: release them all
-        continue
-      # the lowest PC first (divergent waves meet again at the join point); every FAIRNESS_STREAK blocks the
-      # highest one, so that a wave spinning on memory another wave will write cannot starve that wave
-      streak += 1
-      pc = int(pcs[runnable].max()) if streak % FAIRNESS_STREAK == 0 else int(pcs[runnable].min())
-      sel = runnable & (pcs == pc)
-      count = int(sel.sum())
-      idx = None if count == W else np.nonzero(sel)[0]
-    blk = _block(memory, cache, checked, pc, mode)
-    if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
-    executed += blk.insts * count
-    if executed > instruction_budget:
-      from . import InstructionBudgetExceeded
-      raise InstructionBudgetExceeded(instruction_budget, pc)
-    try:
-      nxt = blk.fn(S, V, st, idx)
-    except GPUFault:
-      raise
-    except Exception as e:   # an emulator bug or an operand combination it cannot model: never crash the host
-      raise GPUFault(f"emulator error in the block at {pc:#x}: {type(e).__name__}: {e}", address=pc,
-                     kind="emulator error") from e
-    if idx is None:
-      if isinstance(nxt, (int, np.integer)) and not blk.barrier:
-        if nxt == DONE: break
+  errs = None
+  try:
+    while True:
+      if uniform_pc is not None:
+        pc, idx, count = uniform_pc, None, W
+      else:
+        alive = pcs != DONE
+        runnable = alive & ~waiting
+        if not runnable.any():
+          if not alive.any(): break
+          waiting[:] = False      # every live wave waits at a barrier: release them all
+          continue
+        # the lowest PC first (divergent waves meet again at the join point); every FAIRNESS_STREAK blocks the
+        # highest one, so that a wave spinning on memory another wave will write cannot starve that wave
+        streak += 1
+        pc = int(pcs[runnable].max()) if streak % FAIRNESS_STREAK == 0 else int(pcs[runnable].min())
+        sel = runnable & (pcs == pc)
+        count = int(sel.sum())
+        idx = None if count == W else np.nonzero(sel)[0]
+      blk = _block(memory, cache, checked, pc, mode)
+      if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
+      executed += blk.insts * count
+      if executed > instruction_budget:
+        from . import InstructionBudgetExceeded
+        raise InstructionBudgetExceeded(instruction_budget, pc)
+      if errs is None and not blk.trivial:
+        errs = np.errstate(all="ignore")   # numpy's float warnings off while blocks compute (entered once, lazily:
+        errs.__enter__()                   # a block that only ends the waves needs none)
+      try:
+        nxt = blk.fn(S, V, st, idx)
+      except GPUFault:
+        raise
+      except Exception as e:   # an emulator bug or an operand combination it cannot model: never crash the host
+        raise GPUFault(f"emulator error in the block at {pc:#x}: {type(e).__name__}: {e}", address=pc,
+                       kind="emulator error") from e
+      if idx is None:
+        if isinstance(nxt, (int, np.integer)) and not blk.barrier:
+          if nxt == DONE: break
+          uniform_pc = int(nxt)
+          continue
+        if pcs is None: pcs, waiting = np.full(W, pgm_addr, np.int64), np.zeros(W, bool)
+        pcs[:] = nxt
+        if blk.barrier: waiting[:] = True
+      else:
+        pcs[idx] = nxt
+        if blk.barrier:
+          waiting[idx] = True
+          # release every work-group whose live waves have all arrived (s_barrier counts the waves that have not
+          # ended), without waiting for other work-groups
+          pending = np.bincount(wg_local[(pcs != DONE) & ~waiting], minlength=groups)
+          waiting &= pending[wg_local] != 0
+      uniform_pc = None
+      if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
+        waiting[:] = False    # all waves of every group reached the barrier together
         uniform_pc = int(nxt)
-        continue
-      if pcs is None: pcs, waiting = np.full(W, pgm_addr, np.int64), np.zeros(W, bool)
-      pcs[:] = nxt
-      if blk.barrier: waiting[:] = True
-    else:
-      pcs[idx] = nxt
-      if blk.barrier:
-        waiting[idx] = True
-        # release every work-group whose live waves have all arrived (s_barrier counts the waves that have not
-        # ended), without waiting for other work-groups
-        pending = np.bincount(wg_local[(pcs != DONE) & ~waiting], minlength=groups)
-        waiting &= pending[wg_local] != 0
-    uniform_pc = None
-    if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
-      waiting[:] = False    # all waves of every group reached the barrier together
-      uniform_pc = int(nxt)
+  finally:
+    if errs is not None: errs.__exit__(None, None, None)
   return executed - already
 
 

@@ -48,6 +48,7 @@ class Block:
   def __init__(self, start: int, end: int, insts: int, fn, code: bytes, barrier: bool, source: str, max_vgpr: int):
     self.start, self.end, self.insts, self.fn, self.code = start, end, insts, fn, code
     self.barrier, self.source, self.max_vgpr = barrier, source, max_vgpr
+    self.trivial = False     # no computation (e.g. s_endpgm alone): runs without numpy's error state set
 
 
 class Gen:

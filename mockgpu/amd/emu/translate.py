@@ -72,7 +72,9 @@ def translate(memory, pc: int, mode: int = 0xF) -> Block:
   except SyntaxError as e:
     raise GPUFault(f"internal error translating the block at {pc:#x}: {e}", address=pc, kind="emulator") from None
   max_vgpr = max(g.vregs) if g.vregs else -1
-  return Block(pc, last_addr + last.size, len(insts), ns["block"], code, g.barrier, src, max_vgpr)
+  blk = Block(pc, last_addr + last.size, len(insts), ns["block"], code, g.barrier, src, max_vgpr)
+  blk.trivial = all(line.lstrip().startswith("#") for line in g.lines)
+  return blk
 
 
 def _assemble(g: Gen) -> str:
