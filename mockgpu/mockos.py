@@ -9,7 +9,8 @@ Device models (mock GPUs, a mock NIC) attach themselves with add_device(model): 
 nodes and files. A model that runs command queues registers an engine (register_engine) with a poll() -> bool
 method; in the default synchronous mode the MockOS polls engines whenever the driver gives it a chance (a doorbell
 write, sleep(), memory_barrier(), monotonic() while a queue is blocked), so a wait on memory the host writes later
-completes without threads. With config.mock_threaded the models run their own threads instead.
+completes without threads. With config.mock_threaded the models run their own threads instead. An engine may
+have a `may_progress` attribute: while it is False for every engine, a tick returns at once.
 
 Differences from Linux a driver can rely on: /dev/kfd doorbell pages (and every register BAR) must be mapped with
 map_mmio(), not file.mmap(): plain memory cannot call the model.
@@ -204,6 +205,9 @@ class MockOS:
 
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
+    for e in self._engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
+      if getattr(e, "may_progress", True): break
+    else: return
     if self.config.mock_threaded or getattr(self._ticking, "active", False): return
     self._ticking.active = True
     try:
