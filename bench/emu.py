@@ -2,6 +2,7 @@
 """Throughput of the RDNA3 wave emulator on a clang-19 vector add over 65,536 floats (local size 64: 2,048 waves).
 
     .venv/bin/python bench/emu.py [--runs 15]
+    .venv/bin/python bench/emu.py --small     # fixed per-dispatch cost: CPU time of tiny dispatches (issue 6)
 
 Prints the wave-instruction count, the dispatch time (median and best of the runs, after one warm-up dispatch that
 also translates the code), the process CPU time per dispatch and wave-instructions per second. The target (issue 5): >= 3.5M wave-instructions/s,
@@ -35,7 +36,9 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "opencl", "hsaco", "vadd.hsaco
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=15)
+  ap.add_argument("--small", action="store_true", help="per-dispatch CPU time of tiny dispatches instead")
   args = ap.parse_args()
+  if args.small: return small_dispatches()
   if os.path.exists(FIXTURE):
     with open(FIXTURE, "rb") as f: blob = f.read()
     origin = os.path.relpath(FIXTURE, ROOT)
@@ -74,6 +77,40 @@ def main() -> None:
         f"(wall and CPU differ when other processes load the machine: check `uptime`)")
   print(f"throughput: median {count / med / 1e6:.2f}M, best {count / best / 1e6:.2f}M wave-instructions/s "
         f"(target >= 3.5M/s, dispatch <= 18 ms): {'MET' if med <= 0.018 else 'NOT MET'} at the median")
+
+
+def small_dispatches(repeat: int = 7, count: int = 300) -> None:
+  """The emulator's fixed cost per dispatch (what a launch of a small kernel pays): process CPU time of dispatch(),
+  best of `repeat` loops of `count` dispatches, for the s_endpgm-only kernel (1 thread) and a vector add of 64
+  floats (2 waves), both from the committed fixtures, repeated with the same shape (as a launch loop does)."""
+  hsaco = os.path.join(ROOT, "tests", "fixtures", "opencl", "hsaco")
+  bufs = HostBuffers(GPUMemory())
+  with open(os.path.join(hsaco, "empty.hsaco"), "rb") as f: empty = Kernel(bufs, f.read(), "empty")
+  with open(os.path.join(hsaco, "vadd.hsaco"), "rb") as f: vadd = Kernel(bufs, f.read(), "vadd")
+  a = np.arange(64, dtype=np.float32)
+  pa, _ = bufs.array(a)
+  pb, _ = bufs.array(2 * a)
+  pc, c = bufs.array(np.zeros(64, np.float32))
+  # the loader allocates kernargs per call: capture the dispatch() arguments of one call each and time dispatch() alone
+  from tests.emu import loader
+  from hcq.mockgpu.amd import emu
+  captured = []
+  real = loader.dispatch
+  loader.dispatch = lambda memory, **kw: captured.append((memory, kw)) or real(memory, **kw)
+  try:
+    empty()
+    vadd(pa, pb, pc, grid=(1, 1, 1), block=(64, 1, 1))
+  finally: loader.dispatch = real
+  for name, (memory, kw) in zip(("empty kernel, 1 thread", "vadd, 64 floats (2 waves)"), captured):
+    best = min(_cpu_loop(lambda: emu.dispatch(memory, **kw), count) for _ in range(repeat))
+    print(f"{name:<28} {best * 1e6:8.1f} us CPU per dispatch (best of {repeat} x {count})")
+  if not np.array_equal(c, 3 * a): raise SystemExit("vadd result differs from numpy")
+
+
+def _cpu_loop(run, count: int) -> float:
+  t0 = time.process_time()
+  for _ in range(count): run()
+  return (time.process_time() - t0) / count
 
 
 if __name__ == "__main__":
