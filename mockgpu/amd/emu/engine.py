@@ -119,7 +119,9 @@ def _keep(cache: dict, key, value) -> None:
 # build everything afresh: their set-up is a small part of their run time.
 SMALL_BATCH_WAVES = 64
 SHAPE_CACHE_ENTRIES = 32      # per GPUMemory
-POOLED_MEMORY_BYTES = 1 << 20   # LDS + scratch of a small batch kept for the next dispatch up to this size
+POOLED_MEMORY_BYTES = 256 << 10   # LDS + scratch of a small batch kept for the next dispatch up to this size
+POOLED_VGPR_BYTES = 256 << 10     # ... and its VGPR file (pooled with a template: twice this). Bound per GPUMemory:
+# 2 caches x SHAPE_CACHE_ENTRIES shapes x (2 VGPR files + 2 LDS/scratch sets) <= 64 MiB; a typical launch: a few KiB
 
 
 class _Shape:
@@ -213,7 +215,8 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
   lx, ly, lz = block
   waves_per_wg = (lx * ly * lz + 31) // 32
   W = groups * waves_per_wg
-  key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE) if W <= SMALL_BATCH_WAVES else None
+  small = W <= SMALL_BATCH_WAVES and ((rsrc1 & 0x3F) + 1) * 8 * W * 128 <= POOLED_VGPR_BYTES
+  key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE) if small else None
   shape = _shape(memory, key, W, groups, first_group, grid, block, rsrc1, rsrc2) if key is not None else \
       _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2)
   S, V = shape.registers(user_sgprs)
@@ -254,7 +257,7 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
       scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
     st = WaveState(W, rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local), shape.wid)
     if pooled and (groups * lds_words + W * 32 * scratch_words) * 4 <= POOLED_MEMORY_BYTES:
-      if len(shape.states) >= 4: shape.states.clear()
+      if len(shape.states) >= 2: shape.states.clear()
       shape.states[(lds_words, scratch_words)] = st
   shape.st = st if pooled and shape.states.get((lds_words, scratch_words)) is st else None
   # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
