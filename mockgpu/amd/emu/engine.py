@@ -69,8 +69,8 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   # a launch like one before (same shape, resources, LDS and scratch; any program, arguments and float mode): its
   # checked set-up, templates and pooled state are reused as they are (see _Shape)
   fast_key = (grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, lds_bytes, scratch)
-  launches = memory.__dict__.get("dispatch_launches")
-  shape = launches.pop(fast_key, None) if launches is not None else None
+  launches = memory.dispatch_launches
+  shape = launches.pop(fast_key, None)
   if shape is not None:
     try:
       st = shape.st
@@ -194,7 +194,7 @@ class _Shape:
 def _shape(memory, key, *args):
   """Take the cached set-up of this batch shape out of the memory's cache (give it back with _give_back), or build
   one. Taking it out makes it private to this dispatch even when two threads dispatch on one GPUMemory."""
-  shapes = memory.__dict__.setdefault("dispatch_shapes", {})
+  shapes = memory.dispatch_shapes
   shape = shapes.pop(key, None)
   if shape is None:
     shape = _Shape(*args)
@@ -229,7 +229,7 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
       # a whole launch in one pooled batch moves to the fast path of run_dispatch (a shape is in one cache at most:
       # whoever takes it out owns it until it is given back)
       if fast_key is not None and shape.st is not None:
-        _keep(memory.__dict__.setdefault("dispatch_launches", {}), fast_key, shape)
+        _keep(memory.dispatch_launches, fast_key, shape)
       else: _give_back(memory, key, shape)
 
 

@@ -58,6 +58,10 @@ class GPUMemory:
     self._views: dict = {}
     # translated code blocks by (pc, float mode), owned by the engine; checked against the code bytes per dispatch
     self.block_cache: dict = {}
+    # the engine's per-shape dispatch set-ups of small dispatches (engine._Shape): by batch shape, and by whole launch
+    # (the fast path); a dispatch takes its entry out while it runs
+    self.dispatch_shapes: dict = {}
+    self.dispatch_launches: dict = {}
 
   # ---- the mapping list ----
   def add_range(self, start: int, size: int) -> None:
