@@ -54,10 +54,18 @@ def run(args) -> int:
   return 0 if ok else 1
 
 
+def _positive(text: str) -> int:
+  import argparse
+  try: v = int(text)
+  except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+  if v <= 0: raise argparse.ArgumentTypeError(f"{v} is not a positive size")
+  return v
+
+
 def register(sub) -> None:
   p = sub.add_parser("demo", help="run a vector add and a matmul on a GPU (or the embedded mock) and check them")
   p.add_argument("--device", default=None, help="device spec, e.g. MOCK+AMD or KFD+AMD:1 (default: HCQ_DEV, else "
                                                 "the first real GPU, else MOCK+AMD)")
-  p.add_argument("-n", type=int, default=65536, help="vector length (default 65536)")
-  p.add_argument("-m", type=int, default=64, help="matrix size (default 64)")
+  p.add_argument("-n", type=_positive, default=65536, help="vector length (default 65536)")
+  p.add_argument("-m", type=_positive, default=64, help="matrix size (default 64)")
   p.set_defaults(func=run)

@@ -3,7 +3,8 @@
 ARG is one of:
   FILE.npy          a buffer initialised from the array; written back to OUTDIR/argI.npy (same dtype and shape)
   N  or  N:DTYPE    a zeroed buffer of N elements of DTYPE (default uint8); written to OUTDIR/argI.npy
-  =VALUE            a scalar (integer or float literal), e.g. =1024 or =0.5
+  =VALUE            a scalar (integer or float literal), e.g. =1024 or =0.5; for a __local pointer argument, the
+                    size in bytes of its LDS block
 --grid counts work-groups (as a DISPATCH_DIRECT packet does), --block threads per work-group."""
 from __future__ import annotations
 

@@ -11,17 +11,19 @@ from array import array
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
-from ...errors import DeviceError, GPUFault, QueueError
+from ...errors import DeviceError, GPUFault, QueueError, Timeout
 from ..hcq import Buffer, Device, LaunchRing, Ring, SignalPool, Timeline, round_up
 from . import lower, pm4
 from .cmdbuf import link
 from ...compiler.backend.amd.codeobject import CodeObject
 from ...compiler.backend.amd.errors import ISAError
-from .program import AMDProgram, image_at
+from .program import AMDProgram, image_at, undefined_symbols
 
 # placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
 TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
 COPY_DST, COPY_SRC = 3, 4
+IRQ_SLOT = 5
+IRQ = Q.signal(IRQ_SLOT, "interrupt request")
 TIMELINE_VALUE = UOp.variable("timeline", 0, 2**32 - 1)
 PREVIOUS_VALUE = UOp.variable("prev", 0, 2**32 - 1)
 V_TIMELINE, V_PREV, V_KERNARG, V_DISPATCH = ("var", "timeline"), ("var", "prev"), ("var", "kernarg"), ("var", "dispatch")
@@ -86,8 +88,18 @@ class AMDDevice(Device):
     self._staging_next = 0
     self._last_ring = None
     self.fault: GPUFault | QueueError | None = None
-    self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va)
-    self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
+    # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
+    self.lower_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va, interrupts=False)
+    self.irq_signal = self.signals.alloc(0, name=f"{self.name} interrupt request signal")
+    self._links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va,
+                   ("param", IRQ_SLOT): self.irq_signal.va}
+    irq_ctx = lower.LowerCtx(iface.event_id, iface.mailbox_va, interrupts=True)
+    # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
+    self._arms = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), e, irq_ctx)
+                  for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
+    self._armed = 0            # the highest timeline value an interrupt was asked for
+    self._awaited = None       # the timeline value _wait_value is blocked on
+    self._stuck = False        # the last wait timed out
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._copies: dict[int, object] = {}
@@ -107,7 +119,9 @@ class AMDDevice(Device):
 
   # ---- waiting
   def _idle(self, seconds: float) -> None:
-    """Called by waits that are not done after their busy polls: block in KFD (which also reports GPU faults)."""
+    """Called by waits that are not done after their busy polls: block in KFD (which also reports GPU faults), after
+    asking for an interrupt at the awaited timeline value."""
+    if self._awaited is not None and self._armed < self._awaited: self._arm(self._awaited)
     t0 = self.os.monotonic()
     fired = self.iface.wait_events(max(int(seconds * 1000), 0))
     if not fired and self.os.monotonic() - t0 < seconds / 2: self.os.sleep(seconds)
@@ -115,10 +129,26 @@ class AMDDevice(Device):
   def _wait_value(self, value: int) -> None:
     if self.fault is not None:
       raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
+    self._awaited = value
     try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._idle)
     except (GPUFault, QueueError) as e:
       self._remember_fault(e)
       raise
+    except Timeout:
+      self._stuck = True
+      raise
+    finally: self._awaited = None
+    self._stuck = False
+
+  def _arm(self, value: int) -> None:
+    """Ask for an interrupt once the timeline reaches value: on the ring of the latest submission (which reaches it
+    no later than the timeline does), a wait for the value, then a store to the interrupt request signal with the
+    KFD event interrupt. Nothing else waits for it: it takes no timeline value."""
+    ring = self._last_ring
+    if ring is None: return
+    self._armed = value      # first: a ring-space wait inside the write below must not arm again
+    ring.write(self._arms["pm4" if ring is self.compute else "sdma"].fill({V_PREV: value}))
+    self._commit(ring)
 
   def _commit(self, ring: Ring) -> None:
     """Publish a ring's new commands. A device that runs them inside the doorbell write (the synchronous mock) may
@@ -138,9 +168,9 @@ class AMDDevice(Device):
     if self.timeline.value: self._wait_value(self.timeline.value)
 
   # ---- queue programs -> command buffers
-  def _build(self, program, engine: str):
+  def _build(self, program, engine: str, ctx: lower.LowerCtx | None = None):
     """Lower a queue program once and link the device's own addresses into it."""
-    return link(lower.build(program, engine, self.lower_ctx), self._links)
+    return link(lower.build(program, engine, ctx or self.lower_ctx), self._links)
 
   def launch_cmdbuf(self, prog: AMDProgram, grid, block, timed: bool):
     els = [Q.barrier()]
@@ -184,14 +214,14 @@ class AMDDevice(Device):
   def launch(self, prog: AMDProgram, shape, explicit: bytes, timed: bool):
     tv = self._begin(self.compute, "pm4")
     try:
-      ka = self.kernargs.alloc(shape.alloc_size, tv)
-      off = ka - self.kernargs.va
-      view = self._kernarg_view
-      n = len(explicit)
-      view[off:off + n] = explicit
-      view[off + n:off + n + len(shape.hidden)] = shape.hidden
-      dp = ka + prog.layout.segment_size
-      if prog.dispatch_ptr: view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      if shape.alloc_size:        # a kernel without arguments or dispatch packet needs no kernarg space
+        ka = self.kernargs.alloc(shape.alloc_size, tv)
+        off = ka - self.kernargs.va
+        args = explicit + shape.hidden if shape.hidden else explicit
+        self._kernarg_view[off:off + len(args)] = args
+        dp = ka + prog.layout.segment_size
+        if prog.dispatch_ptr: self._kernarg_view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
+      else: ka = dp = 0
       cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
       if timed:
         self.timer_start.timestamp = self.timer_end.timestamp = 0
@@ -288,6 +318,10 @@ class AMDDevice(Device):
     if target != self.arch:
       raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
+    missing = undefined_symbols(image)
+    if missing:
+      raise DeviceError(f"{self.name}: the code object needs {', '.join(missing)}, which it does not define (link it "
+                        f"with what defines them, e.g. the ROCm device libraries, or remove the calls)")
     if name is None:
       if len(co.kernels) > 1:
         raise DeviceError(f"{self.name}: the code object has {len(co.kernels)} kernels ({', '.join(co.kernels)}); name one")
@@ -328,9 +362,10 @@ class AMDDevice(Device):
     return self.load(compile_kernel(sink, self.arch))
 
   def _close(self) -> None:
-    # after a fault the queues are stopped: waiting for them would only time out; free everything regardless
+    # after a fault the queues are stopped, after a timeout they are stuck: waiting for them again would only time
+    # out; the iface destroys the queues (which stops them) before it frees the memory
     try:
-      if self.fault is None: self._synchronize()
+      if self.fault is None and not self._stuck: self._synchronize()
     finally: self.iface.close()
 
   def __repr__(self): return f"AMDDevice({self.name})"
@@ -350,8 +385,8 @@ class BoundLaunch:
     for prog, args, global_size, local_size in launches:   # check everything before allocating anything
       gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
       ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
-      shape = prog.shape(gs, ls, False)
       explicit = prog.layout.check_and_pack(args, dev.buffer_type, dev)
+      shape = prog.shape(gs, ls, False, prog.layout.lds_layout(args)[1] if prog.layout.dynamic_lds else None)
       planned.append((prog, shape, explicit, offset))
       offset = round_up(offset + shape.alloc_size, 64)
     self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]
@@ -366,7 +401,7 @@ class BoundLaunch:
       if prog.dispatch_ptr: view[seg:seg + 64] = prog.dispatch_packet(shape, ka.va + off)
       # each launch gets its own kernarg/dispatch variables: ("var", "kernarg.i") etc.
       kv, dv = UOp.variable(f"kernarg.{i}", 0, 2**64 - 1), UOp.variable(f"dispatch.{i}", 0, 2**64 - 1)
-      elements += [Q.barrier(), Q.call(Q.program(prog.name, (prog, kv, dv), shape.grid, shape.block))]
+      elements += [Q.barrier(), Q.call(Q.program(prog.name, (prog.with_lds(shape.lds), kv, dv), shape.grid, shape.block))]
       values[("var", f"kernarg.{i}")], values[("var", f"dispatch.{i}")] = ka.va + off, ka.va + off + seg
     words = dev._build(Q.queue("COMPUTE:0", *elements), "pm4").fill(values)
     ib = self.ib = dev.iface.alloc(len(words) * 4, kind="gtt")

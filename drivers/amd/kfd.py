@@ -16,6 +16,7 @@ import os as _os
 from ...autogen import kfd
 from ...errors import DeviceError, GPUFault, OSCallError
 from ..hcq.alloc import round_up
+from . import kfd_events
 from .kfd_events import EventPage
 
 TOPOLOGY = "devices/virtual/kfd/kfd/topology/nodes"
@@ -83,9 +84,10 @@ class KFDIface:
     # events: the process's event page (shared with the other GPUs of this process), a signal event of this device
     # for its queues' interrupts, and this device's memory and HW-exception fault events. Auto-reset: KFD signals
     # every fault event of the process, each device reads the one it created and keeps the faults of its GPU.
-    self.event_page, fresh = EventPage.acquire(self)
-    ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.mem.handle if fresh else 0,
-                                     event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
+    with kfd_events.LOCK:
+      self.event_page, fresh = EventPage.acquire(self)
+      ev = kfd.AMDKFD_IOC_CREATE_EVENT(self.kfd, event_page_offset=self.event_page.mem.handle if fresh else 0,
+                                       event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1)
     self._event_ids = [ev.event_id]
     self.event_id, self.mailbox_va = ev.event_id, self.event_page.mem.va + ev.event_slot_index * 8
     for etype in (kfd.KFD_IOC_EVENT_MEMORY, kfd.KFD_IOC_EVENT_HW_EXCEPTION):

@@ -14,11 +14,15 @@ An OS interface without that link (a MockOS: each one is a process of its own) i
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from ...autogen import kfd
 from ...errors import DeviceError, OSCallError
 
 _PAGES: dict[tuple, "EventPage"] = {}
+# devices may be opened and closed from several threads; a device holds LOCK from acquiring the page until its first
+# signal event exists, so that no other device of the process creates an event before the page is handed to KFD
+LOCK = threading.RLock()
 
 
 def process_key(osi) -> tuple:
@@ -37,6 +41,10 @@ class EventPage:
     """(the process's event page, whether iface created it and must hand it to KFD with its first signal event).
     iface: a KFDIface whose VM is acquired; a new page is allocated through it, then owned by the EventPage."""
     key = process_key(iface.os)
+    with LOCK: return cls._acquire(key, iface)
+
+  @classmethod
+  def _acquire(cls, key, iface) -> tuple["EventPage", bool]:
     page = _PAGES.get(key)
     fresh = page is None
     if fresh:
@@ -55,9 +63,10 @@ class EventPage:
   def release(self, kfd_file) -> None:
     """One device is done with the page; the last one unmaps it from every GPU and frees it (through kfd_file, the
     closing device's /dev/kfd, still open)."""
-    self.users -= 1
-    if self.users > 0: return
-    del _PAGES[self.key]
+    with LOCK:
+      self.users -= 1
+      if self.users > 0: return
+      del _PAGES[self.key]
     mem = self.mem
     ids = (ctypes.c_uint32 * len(self.gpus))(*self.gpus)
     errors = []

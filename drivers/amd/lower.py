@@ -1,11 +1,11 @@
 """Queue programs (hcq.compiler.queue) lowered to AMD packets by pattern matchers, then encoded into command
 buffers that are built once and patched at submit.
 
-  compute queue (PM4):  wait -> WAIT_REG_MEM(>=, memory)       store -> RELEASE_MEM(64-bit value) + RELEASE_MEM to
-                        the KFD event mailbox with an interrupt  timestamp -> RELEASE_MEM(GPU clock) to signal+8
+  compute queue (PM4):  wait -> WAIT_REG_MEM(>=, memory)       store -> RELEASE_MEM(64-bit value) (+ RELEASE_MEM to
+                        the KFD event mailbox with an interrupt)  timestamp -> RELEASE_MEM(GPU clock) to signal+8
                         barrier -> ACQUIRE_MEM(all caches)     call(PROGRAM) -> the kernel's registers, DISPATCH_DIRECT,
                                                                  CS_PARTIAL_FLUSH
-  copy queue (SDMA):    wait -> POLL_REGMEM(>=)               store -> FENCE + FENCE to the mailbox + TRAP
+  copy queue (SDMA):    wait -> POLL_REGMEM(>=)               store -> FENCE (+ FENCE to the mailbox + TRAP)
                         timestamp -> TIMESTAMP(global)        barrier -> nothing     copy -> COPY_LINEAR chunks
 
 Addresses of signals and buffers are symbolic: PARAM slot N is the key ("param", N), a DEFINE_VAR its name; the
@@ -29,9 +29,12 @@ class Packets:
 
 @dataclasses.dataclass(frozen=True)
 class LowerCtx:
-  """What lowering needs to know about the device: the KFD event its interrupts carry and that event's mailbox."""
+  """What lowering needs to know about the device: the KFD event its interrupts carry and that event's mailbox, and
+  whether a store also interrupts (writes the event id into the mailbox, then interrupts with it). A device that
+  asks for interrupts only when the host blocks on a value builds its hot command buffers without them."""
   event_id: int
   mailbox_va: int
+  interrupts: bool = True
 
 
 def value_of(u: UOp):
@@ -48,9 +51,17 @@ def _ins(engine: str, words: list) -> UOp: return UOp(Ops.INS, (), (Packets(engi
 
 # ---- PM4 (compute queue)
 def _pm4_store(ctx: LowerCtx, dst, value):
-  return _ins("pm4", pm4.release_mem(value_of(dst), value_of(value), pm4.DATA_SEL_64) +
-              pm4.release_mem(ctx.mailbox_va, ctx.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
-                              ctxid=ctx.event_id, gcr=0))
+  words = pm4.release_mem(value_of(dst), value_of(value), pm4.DATA_SEL_64)
+  if ctx.interrupts:
+    words += pm4.release_mem(ctx.mailbox_va, ctx.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
+                             ctxid=ctx.event_id, gcr=0)
+  return _ins("pm4", words)
+
+
+def _sdma_store(ctx: LowerCtx, dst, value):
+  words = sdma.fence(value_of(dst), value_of(value))
+  if ctx.interrupts: words += sdma.fence(ctx.mailbox_va, ctx.event_id) + sdma.trap(ctx.event_id)
+  return _ins("sdma", words)
 
 
 def _pm4_call(ctx: LowerCtx, prog: UOp, call: UOp):
@@ -83,8 +94,7 @@ def _sdma_copy(ctx, dst, src, nbytes):
 
 pm_sdma = PatternMatcher([
   (QPat.wait("sig", "value"), lambda ctx, sig, value: _ins("sdma", sdma.poll_regmem(value_of(sig), value_of(value)))),
-  (QPat.store("dst", "value"), lambda ctx, dst, value: _ins("sdma", sdma.fence(value_of(dst), value_of(value)) +
-                                                          sdma.fence(ctx.mailbox_va, ctx.event_id) + sdma.trap(ctx.event_id))),
+  (QPat.store("dst", "value"), _sdma_store),
   (QPat.timestamp("dst"), lambda ctx, dst: _ins("sdma", sdma.timestamp(value_of(dst) + 8))),
   (QPat.barrier("ins"), lambda ctx, ins: _ins("sdma", [])),
   (QPat.copy("dst", "src", "nbytes"), _sdma_copy),

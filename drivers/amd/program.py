@@ -8,6 +8,7 @@ ROCR's hsa_kernel_dispatch_packet_t (hsa.h): workgroup_size_x/y/z u16 at 4/6/8, 
 private/group segment size u32 at 24/28, kernel_object u64 at 32, kernarg_address u64 at 40."""
 from __future__ import annotations
 
+import copy
 import struct
 
 from ...errors import DeviceError
@@ -30,7 +31,29 @@ USER_SGPR_SIZES = {"private_segment_buffer": 4, "dispatch_ptr": 2, "queue_ptr": 
 
 def kernel_args(k) -> list[Arg]:
   """The kernarg layout records of a compiler.backend.amd.codeobject Kernel."""
-  return [Arg(a.offset, a.size, a.value_kind, a.type_name or "", a.name or "", a.address_space or "") for a in k.args]
+  return [Arg(a.offset, a.size, a.value_kind, a.type_name or "", a.name or "", a.address_space or "",
+              a.raw.get(".pointee_align", 0)) for a in k.args]
+
+
+STB_WEAK, SHN_UNDEF = 2, 0   # ELF symbol binding / section index (elf.h)
+
+
+def undefined_symbols(image: bytes) -> list[str]:
+  """Names of the non-weak symbols that the code object's relocations need and that it does not define. The loader
+  has no other objects to take them from: clang -nogpulib code that calls printf, for one, needs __printf_alloc
+  from the device libraries. (Left alone, such a relocation would point into the image's own headers.)"""
+  from ...compiler.backend.amd.elf import SHT_DYNSYM, SHT_RELA, SHT_SYMTAB, parse_elf, relocations, symbols
+  elf = parse_elf(image)
+  missing = []
+  for sec in elf.sections:
+    if sec.type != SHT_RELA or sec.link >= len(elf.sections): continue
+    tab = elf.sections[sec.link]
+    if tab.type not in (SHT_SYMTAB, SHT_DYNSYM): continue
+    syms = symbols(elf, tab)
+    for _, _, symidx, _, _ in relocations(elf, sec):
+      if 0 < symidx < len(syms) and syms[symidx].shndx == SHN_UNDEF and syms[symidx].bind != STB_WEAK:
+        if syms[symidx].name not in missing: missing.append(syms[symidx].name)
+  return missing
 
 
 def image_at(co, base: int) -> bytes:
@@ -45,13 +68,14 @@ def image_at(co, base: int) -> bytes:
 
 class LaunchShape:
   """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
-  __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size")
+  __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size", "lds")
 
 
 class AMDProgram(Program):
   def __init__(self, device, kernel, image_va: int, image_size: int):
     """kernel: a compiler.backend.amd.codeobject Kernel of a code object loaded at image_va."""
-    layout = KernargLayout(kernel.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align)
+    layout = KernargLayout(kernel.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align,
+                           kernel.group_segment_fixed_size)
     super().__init__(device, kernel.name, layout, kernel.max_flat_workgroup_size or 1024)
     self.kernel = kernel
     # a kernel compiled with reqd_work_group_size (metadata .reqd_workgroup_size) may have its work-item ids and group
@@ -66,8 +90,9 @@ class AMDProgram(Program):
     self.wave32 = kernel.wavefront_size == 32
     self.lds = kernel.group_segment_fixed_size
     self.private = kernel.private_segment_fixed_size
-    lds_max = device.props.get("lds_size_in_kb", 64) * 1024
-    if self.lds > lds_max: raise DeviceError(f"kernel {self.name}: needs {self.lds} bytes of LDS, the device has {lds_max}")
+    self.lds_max = device.props.get("lds_size_in_kb", 64) * 1024
+    if self.lds > self.lds_max:
+      raise DeviceError(f"kernel {self.name}: needs {self.lds} bytes of LDS, the device has {self.lds_max}")
     self.user_sgprs = [(name, USER_SGPR_SIZES[name]) for name in kd.user_sgpr_layout() if name in USER_SGPR_SIZES]
     enabled = sum(n for _, n in self.user_sgprs)
     if enabled > kd.user_sgpr_count or kd.user_sgpr_count > 16:
@@ -76,10 +101,23 @@ class AMDProgram(Program):
     self.dispatch_ptr = any(n == "dispatch_ptr" for n, _ in self.user_sgprs)
     # gfx11 runs user queues with COMPUTE_PGM_RSRC1.PRIV set (a context-save workaround of the reference runtime)
     self.rsrc1 = kd.compute_pgm_rsrc1 | (1 << 20)
-    lds_granules = (self.lds + 511) // 512
-    self.rsrc2 = kd.compute_pgm_rsrc2 | ((lds_granules & 0x1FF) << 15)
+    self.rsrc2 = self._rsrc2_with_lds(self.lds)
     self.rsrc3 = kd.compute_pgm_rsrc3
     self.scratch = device.scratch_for(self.private) if self.private else None
+
+  def _rsrc2_with_lds(self, lds: int) -> int:
+    return self.kernel.descriptor.compute_pgm_rsrc2 | ((((lds + 511) // 512) & 0x1FF) << 15)
+
+  def with_lds(self, lds: int | None) -> "AMDProgram":
+    """This program for a launch that needs lds bytes of LDS (__local pointer arguments): a copy whose COMPUTE_PGM_RSRC2
+    reserves them; the program itself when lds is None."""
+    if lds is None or lds == self.lds: return self
+    if lds > self.lds_max:
+      raise DeviceError(f"kernel {self.name}: the launch needs {lds} bytes of LDS ({self.lds} static + __local "
+                        f"arguments), the device has {self.lds_max}")
+    view = copy.copy(self)
+    view.lds, view.rsrc2, view._shapes = lds, self._rsrc2_with_lds(lds), {}
+    return view
 
   def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR) -> list:
     """What a CALL of this program lowers to on the compute queue: program registers, user SGPRs (the kernarg and
@@ -117,18 +155,22 @@ class AMDProgram(Program):
     w += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
     return w
 
-  def make_shape(self, grid, block, timed: bool) -> LaunchShape:
+  def make_shape(self, grid, block, timed: bool, lds: int | None = None) -> LaunchShape:
     s = LaunchShape()
-    s.grid, s.block = grid, block
-    s.hidden = self.layout.hidden_values(grid, block, {})
+    prog = self.with_lds(lds)
+    s.grid, s.block, s.lds = grid, block, prog.lds
+    # hidden_queue_ptr: the queue's amd_queue_t (a zeroed one: the same address the queue_ptr user SGPR gets);
+    # hidden_dynamic_lds_size: the LDS of the __local pointer arguments
+    s.hidden = self.layout.hidden_values(grid, block, {"hidden_queue_ptr": self.device.queue_desc_va,
+                                                       "hidden_dynamic_lds_size": prog.lds - self.lds})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
-    s.cmd = self.device.launch_cmdbuf(self, grid, block, timed)
+    s.cmd = self.device.launch_cmdbuf(prog, grid, block, timed)
     return s
 
   def dispatch_packet(self, s: LaunchShape, kernarg_va: int) -> bytes:
     b, g = s.block, s.grid
     # header/setup: KERNEL_DISPATCH type (2), 3 dimensions; only informational for a PM4 dispatch
-    return _DISPATCH.pack(2, 3, b[0], b[1], b[2], 0, g[0] * b[0], g[1] * b[1], g[2] * b[2], self.private, self.lds,
+    return _DISPATCH.pack(2, 3, b[0], b[1], b[2], 0, g[0] * b[0], g[1] * b[1], g[2] * b[2], self.private, s.lds,
                           self.kd_va, kernarg_va) + bytes(8 + 8)
 
   def __repr__(self): return f"AMDProgram({self.name}, entry={self.entry:#x})"

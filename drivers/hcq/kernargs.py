@@ -19,12 +19,13 @@ class Arg:
   type_name: str = ""
   name: str = ""
   address_space: str = ""
+  align: int = 0         # .pointee_align of a dynamic_shared_pointer (the alignment of its LDS block)
 
   @property
   def hidden(self) -> bool: return self.kind.startswith("hidden_")
 
   @property
-  def is_pointer(self) -> bool: return self.kind in ("global_buffer", "dynamic_shared_pointer")
+  def is_pointer(self) -> bool: return self.kind == "global_buffer"
 
   def describe(self) -> str:
     what = f"({self.type_name or self.kind}, {self.size} bytes)"
@@ -56,8 +57,10 @@ class KernargLayout:
   """The kernarg segment of one kernel: packs explicit arguments (Buffers as addresses, scalars by type) and the
   hidden arguments that depend on the launch shape."""
 
-  def __init__(self, kernel: str, args: list[Arg], segment_size: int, segment_align: int = 8):
+  def __init__(self, kernel: str, args: list[Arg], segment_size: int, segment_align: int = 8, static_lds: int = 0):
+    """static_lds: the kernel's fixed LDS (group segment) bytes; LDS blocks of __local pointer arguments follow it."""
     self.kernel, self.segment_size, self.segment_align = kernel, segment_size, max(segment_align, 8)
+    self.static_lds = static_lds
     self.explicit = [a for a in args if not a.hidden]
     self.hidden = [a for a in args if a.hidden]
     for a in args:
@@ -69,9 +72,12 @@ class KernargLayout:
     for a in self.explicit:
       if a.offset < pos: raise DeviceError(f"kernel {kernel}: overlapping arguments at offset {a.offset}")
       fmt += "x" * (a.offset - pos)
-      if a.kind == "dynamic_shared_pointer":
-        raise DeviceError(f"kernel {kernel}: argument {a.describe()} is a __local pointer (dynamic LDS, sized at launch), "
-                          f"which hcq does not support yet: use a fixed-size __local array in the kernel")
+      if a.kind == "dynamic_shared_pointer":   # a __local pointer: the caller gives the bytes, the kernarg the LDS offset
+        if a.size != 4: raise DeviceError(f"kernel {kernel}: __local pointer {a.describe()} is not 4 bytes")
+        fmt += "I"
+        self._codes.append("lds")
+        pos = a.offset + a.size
+        continue
       code = "Q" if a.is_pointer else scalar_code(a)
       if a.is_pointer and a.size != 8: raise DeviceError(f"kernel {kernel}: pointer {a.describe()} is not 8 bytes")
       fmt += code if code and code != "int" else f"{a.size}s"
@@ -79,6 +85,22 @@ class KernargLayout:
       pos = a.offset + a.size
     self._explicit_struct = struct.Struct(fmt)
     self._explicit_end = pos
+    self.dynamic_lds = "lds" in self._codes
+
+  def lds_layout(self, args: tuple) -> tuple[list[int], int]:
+    """The LDS offsets of the blocks of the __local pointer arguments (args gives their sizes in bytes, in argument
+    order, each aligned to its .pointee_align after the kernel's static LDS) and the end of the last one: the LDS size
+    the launch needs. Checks the sizes (count checked by check_and_pack)."""
+    offsets, end = [], self.static_lds
+    for i, (code, v) in enumerate(zip(self._codes, args)):
+      if code != "lds": continue
+      if isinstance(v, (bool, float)) or not (isinstance(v, int) or _is_np_integer(v)) or int(v) < 0:
+        self._reject(i, f"is a __local pointer: pass its size in bytes (an integer >= 0), got {v!r}")
+      align = max(self.explicit[i].align, 4)
+      start = (end + align - 1) // align * align
+      offsets.append(start)
+      end = start + int(v)
+    return offsets, end
 
   def check_and_pack(self, args: tuple, buffer_type: type, owner=None) -> bytes:
     """Validate args against the signature (count and type) and pack the explicit part. Raises DeviceError
@@ -88,8 +110,11 @@ class KernargLayout:
       sig = ", ".join(a.describe() for a in self.explicit)
       raise DeviceError(f"kernel {self.kernel} takes {len(self.explicit)} arguments ({sig}), got {len(args)}")
     values = []
+    lds_offsets = iter(self.lds_layout(args)[0]) if self.dynamic_lds else None
     for i, (code, v) in enumerate(zip(self._codes, args)):
-      if code == "ptr":
+      if code == "lds":
+        values.append(next(lds_offsets))
+      elif code == "ptr":
         if not isinstance(v, buffer_type): self._reject(i, f"needs a Buffer, got {type(v).__name__}")
         if owner is not None and (v.device is not owner or v.freed):
           self._reject(i, f"{v} was freed" if v.freed else f"{v} belongs to another device ({v.device.name})")

@@ -15,28 +15,31 @@ class Program:
     self.required_block: tuple[int, int, int] | None = None   # a work-group size the kernel was compiled for
     self.launches = 0
 
-  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool):
-    """Per-launch-shape data (command buffer template, hidden kernargs): built once, reused."""
+  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool, lds: int | None = None):
+    """Per-launch-shape data (command buffer template, hidden kernargs): built once, reused. lds: the LDS bytes of a
+    launch with __local pointer arguments (their blocks after the kernel's static LDS), else None."""
     raise NotImplementedError
 
-  def shape(self, global_size, local_size, timed: bool):
+  def shape(self, global_size, local_size, timed: bool, lds: int | None = None):
     """The launch shape for these sizes (ints or sequences of up to 3 ints), checked and built on first use."""
-    key = (global_size, local_size, timed)
+    key = (global_size, local_size, timed) if lds is None else (global_size, local_size, timed, lds)
     try: return self._shapes[key]
     except (KeyError, TypeError): pass   # new, or given as lists (unhashable)
     grid, block = check_launch(self.name, global_size, local_size, self.max_group, self.required_block)
-    norm = (grid, block, bool(timed))
+    norm = (grid, block, bool(timed)) if lds is None else (grid, block, bool(timed), lds)
     s = self._shapes.get(norm)
-    if s is None: s = self._shapes[norm] = self.make_shape(grid, block, bool(timed))
+    if s is None: s = self._shapes[norm] = self.make_shape(grid, block, bool(timed), lds)
     if isinstance(global_size, (int, tuple)) and isinstance(local_size, (int, tuple)): self._shapes[key] = s
     return s
 
   def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
-    """Launch with args in the kernel's signature order (Buffers, ints, floats); global_size counts work-groups,
-    local_size threads per work-group. Returns the kernel's time in seconds when wait=True, else None."""
-    dev = self.device
+    """Launch with args in the kernel's signature order (Buffers, ints, floats; the size in bytes for a __local
+    pointer); global_size counts work-groups, local_size threads per work-group. Returns the kernel's time in seconds
+    when wait=True, else None."""
+    dev, layout = self.device, self.layout
     if dev.closed: dev._check_open()
-    shape = self.shape(global_size, local_size, wait)
-    return dev.launch(self, shape, self.layout.check_and_pack(args, dev.buffer_type, dev), wait)
+    explicit = layout.check_and_pack(args, dev.buffer_type, dev)
+    shape = self.shape(global_size, local_size, wait, layout.lds_layout(args)[1] if layout.dynamic_lds else None)
+    return dev.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"

@@ -50,6 +50,12 @@ class GPUProperties:
 
 
 _USER_DATA = tuple(R.COMPUTE_USER_DATA_0 + i for i in range(R.NUM_USER_DATA))
+_ZEROS = (0,) * R.NUM_USER_DATA
+# the SH registers a DISPATCH_DIRECT reads besides the user data (the key of MockAMDGPU._launch_states)
+_STATIC_REGS = (R.COMPUTE_START_X, R.COMPUTE_START_X + 1, R.COMPUTE_START_X + 2, R.COMPUTE_NUM_THREAD_X,
+                R.COMPUTE_NUM_THREAD_X + 1, R.COMPUTE_NUM_THREAD_X + 2, R.COMPUTE_PGM_LO, R.COMPUTE_PGM_HI,
+                R.COMPUTE_PGM_RSRC1, R.COMPUTE_PGM_RSRC2, R.COMPUTE_PGM_RSRC3, R.COMPUTE_TMPRING_SIZE)
+_INITIATOR_NEEDS = R.DISPATCH_COMPUTE_SHADER_EN | R.DISPATCH_CS_W32_EN
 MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
 
 
@@ -75,6 +81,7 @@ class MockAMDGPU:
     # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
     self.dispatch_observers: list = []
     self._scratch_setups: dict[int, object] = {}   # bytes per lane -> emu.ScratchSetup (immutable: shared)
+    self._launch_states: dict[tuple, tuple] = {}    # static COMPUTE_* register values -> checked launch state
     self._busy: deque[tuple[float, float]] = deque(maxlen=1000)   # (start, end) of recent dispatches, for gpu_busy_percent
     self._wake = threading.Condition(threading.Lock())   # doorbells wake the worker without waiting for it
     self._kicked = False
@@ -212,11 +219,26 @@ class MockAMDGPU:
 
   def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int) -> None:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3)."""
-    if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
-      raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
-    if not initiator & R.DISPATCH_CS_W32_EN:
+    if initiator & _INITIATOR_NEEDS != _INITIATOR_NEEDS:
+      if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
+        raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
     get = sh.get
+    # the launch state that does not change from one launch of a kernel to the next (program, resources, work-group
+    # size), checked and converted once per distinct register values; the user SGPRs (kernarg pointer) every time
+    key = tuple(map(get, _STATIC_REGS))
+    static = self._launch_states.get(key)
+    if static is None: static = self._launch_state(queue, get, key)
+    if 0 in grid: return
+    if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
+      raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
+    pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
+    self._run_emulator(queue, lambda: {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+                       user_sgprs=list(map(get, _USER_DATA, _ZEROS)), grid=grid, block=block, lds_bytes=lds_bytes,
+                       scratch=scratch)
+
+  def _launch_state(self, queue, get, key: tuple) -> tuple:
+    """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""
     starts = [get(R.COMPUTE_START_X, 0), get(R.COMPUTE_START_X + 1, 0), get(R.COMPUTE_START_X + 2, 0)]
     if any(starts): raise QueueError(queue.name, f"COMPUTE_START_X/Y/Z = {starts}: dispatch offsets are not modelled")
     mask = R.NUM_THREAD_FULL_MASK
@@ -224,17 +246,15 @@ class MockAMDGPU:
              get(R.COMPUTE_NUM_THREAD_X + 2, 0) & mask)
     if min(block) < 1 or block[0] * block[1] * block[2] > 1024:
       raise QueueError(queue.name, f"COMPUTE_NUM_THREAD_X/Y/Z = {block}: a work-group has 1 to 1024 threads")
-    if 0 in grid: return
-    if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
-      raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm = ((get(R.COMPUTE_PGM_LO, 0) | (get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
     rsrc2 = get(R.COMPUTE_PGM_RSRC2, 0)
     wavesize = (get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
-    self._run_emulator(queue, lambda: {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=get(R.COMPUTE_PGM_RSRC1, 0), rsrc2=rsrc2,
-                       rsrc3=get(R.COMPUTE_PGM_RSRC3, 0),
-                       user_sgprs=[get(r, 0) for r in _USER_DATA],
-                       grid=grid, block=block, lds_bytes=((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
-                       scratch=self._scratch_setup(wavesize * R.TMPRING_GRANULE // 32))
+    state = (pgm, get(R.COMPUTE_PGM_RSRC1, 0), rsrc2, get(R.COMPUTE_PGM_RSRC3, 0), block,
+             ((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
+             self._scratch_setup(wavesize * R.TMPRING_GRANULE // 32))
+    if len(self._launch_states) >= 256: self._launch_states.clear()
+    self._launch_states[key] = state
+    return state
 
   def _scratch_setup(self, bytes_per_lane: int):
     setup = self._scratch_setups.get(bytes_per_lane)

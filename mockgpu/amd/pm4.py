@@ -98,36 +98,47 @@ class PM4Engine:
     """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
     frames = self.frames
     if not frames: return False
-    progress = False
-    budget = self.max_packets
     top = frames[-1]
     if top.end > top.pos: top.prefetch(self.gpu.mem, f"{self.queue.name} {top.what}")
+    budget = self.max_packets
+    done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
+    progress = False
+    try:
+      while frames and budget > 0:
+        other, budget, done, go_on = self._run_frame(frames, frames[-1], budget, done)
+        progress |= other
+        if not go_on: break
+    finally:
+      if done: self.packets += done
+    return done > 0 or progress
+
+  def _run_frame(self, frames: list, frame: Frame, budget: int, done: int):
+    """Packets of the top frame until it ends, pushes a frame, or a packet waits: (progress other than packets
+    (a frame popped, a type-2 filler), budget left, packets done, whether run() should look at the frames again).
+    The hot loop of every launch: the frame's fields in locals, the prefetched dwords read without bounds calls."""
     handlers = self.HANDLERS
-    # the hot loop of every launch: locals only, the prefetched dwords read without bounds calls
-    while frames and budget > 0:
+    plan, cache, cache_pos, cache_end, end = frame.plan, frame.cache, frame.cache_pos, frame.cache_end, frame.end
+    progress = False
+    while budget > 0:
       budget -= 1
-      frame = frames[-1]
       pos = frame.pos
-      if pos >= frame.end:
-        if frame.ring: break
+      if pos >= end:
+        if frame.ring: return progress, budget, done, False
         frames.pop()
-        progress = True
-        continue
-      plan = frame.plan
+        return True, budget, done, True
       if plan is not None:
         entry = plan.get(pos)
         handler = handlers.get(entry[0]) if entry is not None else None
         if handler is not None:          # a packet of an IB parsed before: no decoding, the same handler call
           opcode, body, nxt = entry
-          if not handler(self, body, frame, pos, opcode): break
+          if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
           if frame.pos == pos: frame.pos = nxt
-          self.blocked_on = None
-          self.packets += 1
-          progress = True
+          if not done: self.blocked_on = None
+          done += 1
+          if frames[-1] is not frame: return progress, budget, done, True
           continue
-      cache = frame.cache
-      cached = cache is not None and frame.cache_pos <= pos < frame.cache_end
-      header = cache[pos - frame.cache_pos] if cached else self._read(frame, pos, 1)[0]
+      cached = cache is not None and cache_pos <= pos < cache_end
+      header = cache[pos - cache_pos] if cached else self._read(frame, pos, 1)[0]
       kind = header >> 30
       if kind == 2:                      # type-2: a one-dword filler the CP skips
         frame.pos = pos + 1
@@ -138,23 +149,23 @@ class PM4Engine:
         raise self._error(frame, pos, f"type-{kind} PM4 packet (header {header:#010x}) is not supported", opcode)
       count = ((header >> 16) & 0x3FFF) + 1
       nxt = pos + 1 + count
-      if nxt > frame.end:
-        if frame.ring and count < frame.size_dw: break     # the rest of the packet is not written yet
+      if nxt > end:
+        if frame.ring and count < frame.size_dw: return progress, budget, done, False   # the rest is not written yet
         raise self._error(frame, pos, f"packet of {count} body dwords runs past the end of the "
                                       f"{'ring' if frame.ring else frame.what}", opcode)
       handler = handlers.get(opcode)
       if handler is None:
         raise self._error(frame, pos, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})", opcode)
-      if cached and nxt <= frame.cache_end:
-        off = pos + 1 - frame.cache_pos
+      if cached and nxt <= cache_end:
+        off = pos + 1 - cache_pos
         body = cache[off:off + count]
       else: body = self._read(frame, pos + 1, count)
-      if not handler(self, body, frame, pos, opcode): break
+      if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
       if frame.pos == pos: frame.pos = nxt      # handlers that push a frame advanced the parent already
-      self.blocked_on = None
-      self.packets += 1
-      progress = True
-    return progress
+      if not done: self.blocked_on = None
+      done += 1
+      if frames[-1] is not frame: return progress, budget, done, True
+    return progress, budget, done, True
 
   # ---- packets
   def _nop(self, body, frame, pos, op): return True

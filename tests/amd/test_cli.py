@@ -77,8 +77,8 @@ def test_decode_the_rings_of_a_device(capsys):
   out = capsys.readouterr().out
   pm4_part, sdma_part = out.split("== sdma ring")
   assert "== pm4 ring" in pm4_part and "DISPATCH_DIRECT" in pm4_part and "COMPUTE_PGM_LO=" in pm4_part
-  assert "RELEASE_MEM" in pm4_part and "int_sel=2" in pm4_part   # timeline value, then the KFD event interrupt
-  assert "COPY_LINEAR" in sdma_part and "bytes=1024" in sdma_part and "TRAP" in sdma_part
+  assert "RELEASE_MEM" in pm4_part and "data_sel=2 int_sel=0" in pm4_part   # the timeline value, no interrupt
+  assert "COPY_LINEAR" in sdma_part and "bytes=1024" in sdma_part and "FENCE" in sdma_part
 
 
 def test_decode_prints_the_packets_before_a_broken_one(tmp_path, capsys):

@@ -43,6 +43,14 @@ def test_copy_queue_elements_become_sdma_packets():
   assert words[16:] == sdma.fence(0x1000, 9) + sdma.fence(0x5000, 7) + sdma.trap(7)
 
 
+def test_stores_without_interrupts():
+  quiet = lower.LowerCtx(event_id=7, mailbox_va=0x5000, interrupts=False)
+  pm = lower.build(Q.queue("COMPUTE:0", Q.store(SIG, TV)), "pm4", quiet).fill({("param", 0): 0x1000, ("var", "tv"): 3})
+  assert pm.tolist() == pm4.release_mem(0x1000, 3, pm4.DATA_SEL_64)
+  sd = lower.build(Q.queue("COPY:0", Q.store(SIG, TV)), "sdma", quiet).fill({("param", 0): 0x1000, ("var", "tv"): 3})
+  assert sd.tolist() == sdma.fence(0x1000, 3)
+
+
 def test_link_resolves_known_addresses_and_leaves_the_rest_for_submit():
   cb = lower.build(Q.queue("COMPUTE:0", Q.store(SIG, TV)), "pm4", CTX)
   assert {p.key for _, p in cb.patches} == {("param", 0), ("var", "tv")}

@@ -142,6 +142,16 @@ def test_an_impossible_wait_times_out_within_the_configured_time():
     d.close()
 
 
+def test_closing_after_a_timeout_does_not_wait_again():
+  d = _open(timeout_s=0.3)
+  never = d.signals.alloc(0, name="never signal")
+  d.submit_pm4(pm4.wait_reg_mem(never.va, 1))
+  with pytest.raises(Timeout): d.synchronize()
+  t0 = time.monotonic()
+  d.close()                                   # destroys the stuck queue instead of waiting for it a second time
+  assert time.monotonic() - t0 < 0.3
+
+
 def test_errors_before_anything_is_submitted(dev, tmp_path):
   code = demo_code_object()
   vadd = dev.load(code, "vadd")
@@ -328,3 +338,27 @@ def test_bound_sequence_of_launches_runs_in_order(both_dev):
   bound(wait=True)
   assert np.allclose(np.frombuffer(dev.copyout(dz), np.float32).reshape(m, m), (x + x) @ x, rtol=1e-4, atol=1e-4)
   with pytest.raises(DeviceError, match="takes 6 arguments"): dev.bind_many([(matmul, (dx,), (1,), (1,))])
+
+
+def test_a_blocking_wait_asks_for_one_interrupt_at_its_value():
+  """Submissions carry no interrupt; a host that blocks (threaded mock: the device runs on its own) asks for one at
+  the awaited timeline value: WAIT_REG_MEM for it, then a store to the interrupt request signal that interrupts."""
+  d = _open(timeout_s=5.0, threaded=True)
+  try:
+    _needs_emulator(d)
+    matmul = d.load(demo_code_object(), "matmul")
+    x = d.alloc(64 * 64 * 4)
+    d.copyin(x, np.ones(64 * 64, np.float32))
+    start = d.compute.put_dw
+    matmul(x, x, x, 64, 64, 64, global_size=(4, 4), local_size=(16, 16), wait=True)
+    tv = d.timeline.value
+    packets = pm4.decode(list(d.compute.ring[start:d.compute.put_dw]))
+    names = [p[1] for p in packets]
+    assert names.count("DISPATCH_DIRECT") == 1
+    releases = [p for p in packets if p[1] == "RELEASE_MEM"]
+    assert sum("int_sel=2" in " ".join(f) for _, _, f in releases) <= 1     # the launch itself does not interrupt
+    if d.irq_signal.value:                      # the host did block (the kernel was not done after the busy polls)
+      assert d.irq_signal.value == tv and names[-3:] == ["WAIT_REG_MEM", "RELEASE_MEM", "RELEASE_MEM"]
+      assert f"reference={tv:#x}" in " ".join(packets[-3][2]) and "int_sel=2" in " ".join(packets[-1][2])
+  finally:
+    d.close()

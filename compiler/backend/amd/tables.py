@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cached_property, lru_cache
 
 # 9-bit source fields that select a trailing 32-bit literal with the value 255 (RDNA3 ISA 16.3: "SRC0 ... 255 = literal")
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
@@ -36,17 +37,32 @@ class EncodingTable:
     if name == "EXP": self.ops[0] = ("exp", 8, (), ())
 
 
+class _LazyEncodings(Mapping):
+  """encoding name -> EncodingTable, each built on first use (building all of them costs ~10 ms; a decode of a
+  few kernels needs a handful)."""
+
+  def __init__(self, layouts: dict, ops: dict):
+    self._layouts, self._ops, self._built = layouts, ops, {}
+
+  def __getitem__(self, enc: str) -> EncodingTable:
+    t = self._built.get(enc)
+    if t is None:
+      layout = self._layouts[enc]      # KeyError for an unknown encoding, as a dict would raise
+      t = self._built[enc] = EncodingTable(enc, layout, {} if enc in ("VOPD", "EXP") else self._ops.get(enc, {}))
+    return t
+
+  def __iter__(self): return iter(self._layouts)
+  def __len__(self) -> int: return len(self._layouts)
+  def __contains__(self, enc) -> bool: return enc in self._layouts
+
+
 class ArchTables:
   def __init__(self, arch: str):
     if arch not in SUPPORTED_ARCHS:
       raise ValueError(f"no instruction tables for {arch!r} (have: {', '.join(SUPPORTED_ARCHS)})")
     mod = importlib.import_module(f"....autogen.isa.{arch}", __package__)
     self.arch, self.layouts, self.raw = arch, mod.LAYOUTS, mod.OPS
-    self.encodings: dict[str, EncodingTable] = {}
-    for enc, layout in mod.LAYOUTS.items():
-      if enc in ("VOPD", "EXP"): ops = {}
-      else: ops = mod.OPS.get(enc, {})
-      self.encodings[enc] = EncodingTable(enc, layout, ops)
+    self.encodings: Mapping[str, EncodingTable] = _LazyEncodings(mod.LAYOUTS, mod.OPS)
     self.sendmsg = getattr(mod, "SENDMSG", {})
     self.sendmsg_rtn = getattr(mod, "SENDMSG_RTN", {})
     self.hwreg = getattr(mod, "HWREG", {})
@@ -57,24 +73,38 @@ class ArchTables:
     self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in vopd["X"].items()}
     self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in vopd["Y"].items()}
     # dispatch on the top 9 bits of the first dword; FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16) later
-    self.dispatch: list[str | None] = [self._classify_top(t) for t in range(512)]
-    # name -> (encoding, opcode) for the assembler
-    self.by_name: dict[str, tuple[str, int]] = {}
-    for enc, t in self.encodings.items():
-      for op, (name, *_rest) in t.ops.items(): self.by_name.setdefault(name, (enc, op))
+    self.dispatch: list[str | None] = self._classify_all()
 
-  def _classify_top(self, top: int) -> str | None:
-    word = top << 23
-    best, best_w = None, -1
+  @cached_property
+  def by_name(self) -> dict[str, tuple[str, int]]:
+    """name -> (encoding, opcode) for the assembler (builds every encoding's table: assembler use only)."""
+    by_name: dict[str, tuple[str, int]] = {}
+    for enc, t in self.encodings.items():
+      for op, (name, *_rest) in t.ops.items(): by_name.setdefault(name, (enc, op))
+    return by_name
+
+  def _classify_all(self) -> list[str | None]:
+    """The encoding of each value of the top 9 bits: the layout whose identifying bits within 31:23 match, the one
+    with the most such bits winning (VOP3SD/SCRATCH/GLOBAL share their top bits with VOP3/FLAT)."""
+    candidates = []     # (mask, value, width, encoding) over the top 9 bits, in layout order
     for enc, layout in self.layouts.items():
       if enc in ("VOP3SD", "SCRATCH", "GLOBAL"): continue
-      idents = [i for i in layout["ident"] if i[0] >= 23]
-      if all(((word >> lo) & ((1 << w) - 1)) == v for lo, w, v in idents):
-        width = sum(w for _, w, _ in idents)
-        if width > best_w: best, best_w = enc, width
-    if best in ("VOP3P", "VINTERP", "LDSDIR") and all(lo > 23 for lo, _, _ in self.layouts[best]["ident"]):
-      if (word >> 23) & 1: return None  # identified by bits 31:24 (gfx11/12): bit 23 must be 0
-    return best
+      mask = value = width = 0
+      for lo, w, v in layout["ident"]:
+        if lo < 23: continue
+        m = ((1 << w) - 1) << (lo - 23)
+        mask, value, width = mask | m, value | ((v << (lo - 23)) & m), width + w
+      # bits above 31 never match a 9-bit value unless their identifying value is 0
+      candidates.append((mask & 0x1FF, value, width, enc, mask >> 9, all(lo > 23 for lo, _, _ in layout["ident"])))
+    out: list[str | None] = []
+    for top in range(512):
+      best, best_w, bit23_free = None, -1, False
+      for mask, value, width, enc, above, above23 in candidates:
+        if (top & mask) == (value & 0x1FF) and value >> 9 == 0 and width > best_w:
+          best, best_w, bit23_free = enc, width, above23
+      if best in ("VOP3P", "VINTERP", "LDSDIR") and bit23_free and top & 1: best = None   # bit 23 must be 0
+      out.append(best)
+    return out
 
 
 @lru_cache(maxsize=None)

@@ -35,6 +35,7 @@ correctly rounded fma and the descriptor's denormal modes. Not modelled: buffer/
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ....errors import GPUFault
 from .memory import GPUMemory, host_view
@@ -67,11 +68,14 @@ class ScratchSetup:
   bytes_per_lane: int = 0
 
 
-@dataclass(frozen=True)
-class DispatchStats:
+class DispatchStats(NamedTuple):
+  """What a dispatch did (a NamedTuple: built on every launch, it must be cheap)."""
   waves: int                  # waves launched
   wave_instructions: int      # instructions executed, counted once per wave that executed them
   seconds: float              # wall-clock time of the dispatch
+
+
+_run_dispatch = None
 
 
 def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
@@ -79,7 +83,9 @@ def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3:
              scratch: ScratchSetup | None = None,
              instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET) -> DispatchStats:
   """Run one compute dispatch to completion. See the module docstring for the arguments and errors."""
-  from .engine import run_dispatch
-  return run_dispatch(memory, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3, user_sgprs=list(user_sgprs),
+  global _run_dispatch
+  if _run_dispatch is None:
+    from .engine import run_dispatch as _run_dispatch   # numpy-heavy: loaded with the first dispatch
+  return _run_dispatch(memory, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3, user_sgprs=list(user_sgprs),
                       grid=tuple(grid), block=tuple(block), lds_bytes=lds_bytes, scratch=scratch or ScratchSetup(),
                       instruction_budget=instruction_budget)

@@ -27,9 +27,9 @@ BATCH_VGPR_BYTES = 64 << 20   # ... and at most about this much VGPR state (fewe
 class WaveState:
   """Per-dispatch state that blocks see as `st`: waves, SCC, memory access, wave ids."""
 
-  def __init__(self, n: int, mem: rt.MemAccess):
+  def __init__(self, n: int, mem: rt.MemAccess, wid: np.ndarray):
     self.n = n
-    self.wid = np.arange(n, dtype=np.int64)
+    self.wid = wid
     self.scc = np.zeros(n, np.uint32)
     self.mem = mem
 
@@ -89,117 +89,198 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
   return _stats(groups * waves_per_wg, executed, t0)
 
 
+# Small batches (at most SMALL_BATCH_WAVES waves, e.g. a launch of a few work-groups) reuse a per-shape set-up: the
+# start-up register values that depend only on the launch shape (work-group ids, v0 work-item ids, EXEC) are
+# computed once per (grid, block, rsrc1 VGPR count, rsrc2 start-up bits, batch), and the register files are pooled
+# (reset from the template on every dispatch, so no state leaks from one dispatch to the next). Bigger batches
+# build everything afresh: their set-up is a small part of their run time.
+SMALL_BATCH_WAVES = 64
+SHAPE_CACHE_ENTRIES = 32      # per GPUMemory
+POOLED_MEMORY_BYTES = 1 << 20   # LDS + scratch of a small batch kept for the next dispatch up to this size
+
+
+class _Shape:
+  """The start-up state of one batch shape: templates (never handed to blocks) and pooled register files."""
+
+  def __init__(self, W, groups, first_group, grid, block, rsrc1, rsrc2):
+    gx, gy, gz = grid
+    lx, ly, lz = block
+    threads = lx * ly * lz
+    waves_per_wg = (threads + 31) // 32
+    self.W, self.user_count = W, (rsrc2 >> 1) & 0x1F
+    vgprs = max(((rsrc1 & 0x3F) + 1) * 8, 8)
+    S = np.zeros((128, W), np.uint32)
+    self.wg_local = np.repeat(np.arange(groups, dtype=np.int64), waves_per_wg)    # group index within the batch
+    wg_linear = self.wg_local + first_group
+    nxt = self.user_count
+    for bit, dim in ((7, 0), (8, 1), (9, 2)):
+      if rsrc2 >> bit & 1:
+        if nxt < 106:
+          S[nxt] = wg_linear % gx if dim == 0 else (wg_linear // gx) % gy if dim == 1 else wg_linear // (gx * gy)
+        nxt += 1
+    if rsrc2 >> 10 & 1 and nxt < 106:
+      # work-group info: the number of waves in the group in [5:0] (plus the first-wave flag, not modelled)
+      S[nxt] = waves_per_wg
+    # one work-group's lanes, then tiled over the groups
+    tid = np.arange(waves_per_wg * 32, dtype=np.int64).reshape(waves_per_wg, 32)
+    id_mode = (rsrc2 >> 11) & 3
+    v0 = tid % lx
+    if id_mode >= 1: v0 |= ((tid // lx) % ly) << 10
+    if id_mode >= 2: v0 |= (tid // (lx * ly)) << 20
+    exists = tid < threads
+    v0 = np.where(exists, v0, 0).astype(np.uint32)
+    S[126] = np.tile(rt.pack(exists), groups)
+    self.S0, self.v00 = S, np.tile(v0, (groups, 1))
+    self.vgprs = vgprs
+    self.S = self.V = None      # the pooled register files (cached shapes only): reset before each use
+    self.wid = np.arange(W, dtype=np.int64)
+    self.pooled = False         # set by _shape for the cached ones: their LDS/scratch (WaveState) may be kept too
+    self.states: dict = {}      # (LDS words, scratch words per lane) -> WaveState of a previous dispatch
+    self.wid.flags.writeable = self.wg_local.flags.writeable = False    # shared by the dispatches of this shape
+
+  def registers(self, user):
+    """Register lists for one dispatch: for a cached shape, views of its pooled files reset from the templates; else
+    the templates themselves (used once) and fresh zeroed VGPRs (np.zeros: pages only touched when written)."""
+    uc = self.user_count
+    if not self.pooled:
+      S, V = self.S0, np.zeros((self.vgprs, self.W, 32), np.uint32)
+      if uc: S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
+      V[0] = self.v00
+      return list(S), list(V)
+    if self.S is None:
+      self.S, self.V = np.empty_like(self.S0), np.empty((self.vgprs, self.W, 32), np.uint32)
+      self.S_rows, self.V_rows = list(self.S), list(self.V)
+    np.copyto(self.S, self.S0)
+    if uc: self.S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
+    V = self.V
+    V.fill(0)
+    V[0] = self.v00
+    return self.S_rows.copy(), self.V_rows.copy()
+
+
+def _shape(memory, key, *args):
+  """Take the cached set-up of this batch shape out of the memory's cache (give it back with _give_back), or build
+  one. Taking it out makes it private to this dispatch even when two threads dispatch on one GPUMemory."""
+  shapes = memory.__dict__.setdefault("dispatch_shapes", {})
+  shape = shapes.pop(key, None)
+  if shape is None:
+    shape = _Shape(*args)
+    shape.pooled = True
+  return shape
+
+
+def _give_back(memory, key, shape) -> None:
+  shapes = memory.dispatch_shapes
+  if len(shapes) >= SHAPE_CACHE_ENTRIES: shapes.clear()
+  shapes[key] = shape
+
+
 def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
                lds_bytes, scratch, budget, already) -> int:
   """Run work-groups [first_group, first_group + groups) to completion; returns the wave-instructions executed
   (`already`: executed by earlier batches, counted against `budget`)."""
-  gx, gy, gz = grid
   lx, ly, lz = block
-  threads = lx * ly * lz
-  waves_per_wg = (threads + 31) // 32
+  waves_per_wg = (lx * ly * lz + 31) // 32
   W = groups * waves_per_wg
+  key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE) if W <= SMALL_BATCH_WAVES else None
+  shape = _shape(memory, key, W, groups, first_group, grid, block, rsrc1, rsrc2) if key is not None else \
+      _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2)
+  user = list(user_sgprs) + [0] * max(0, shape.user_count - len(user_sgprs))
+  S, V = shape.registers(user)
+  try:
+    with np.errstate(all="ignore"):
+      return _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1, lds_bytes=lds_bytes,
+                       scratch=scratch, budget=budget, already=already, first_group=first_group,
+                       waves_per_wg=waves_per_wg)
+  finally:
+    if key is not None: _give_back(memory, key, shape)
+
+
+def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, lds_bytes, scratch, budget, already,
+              first_group, waves_per_wg) -> int:
+  W = shape.W
+  wg_local = shape.wg_local
   instruction_budget = budget
-  # ---- registers ----
-  user_count = (rsrc2 >> 1) & 0x1F
-  vgprs = ((rsrc1 & 0x3F) + 1) * 8
-  S = list(np.zeros((128, W), np.uint32))
-  V = list(np.zeros((max(vgprs, 8), W, 32), np.uint32))
-  data = list(user_sgprs) + [0] * max(0, user_count - len(user_sgprs))
-  for i in range(user_count): S[i][:] = data[i] & 0xFFFFFFFF
-  wg_local = np.repeat(np.arange(groups, dtype=np.int64), waves_per_wg)    # group index within the batch
-  wg_linear = wg_local + first_group
-  nxt = user_count
-  for bit, dim in ((7, 0), (8, 1), (9, 2)):
-    if rsrc2 >> bit & 1:
-      if nxt < 106:
-        ids = wg_linear % gx if dim == 0 else (wg_linear // gx) % gy if dim == 1 else wg_linear // (gx * gy)
-        S[nxt][:] = ids
-      nxt += 1
-  if rsrc2 >> 10 & 1 and nxt < 106:
-    # work-group info: the number of waves in the group in [5:0] (plus the first-wave flag, not modelled)
-    S[nxt][:] = waves_per_wg
-  # one work-group's lanes, then tiled over the groups
-  tid = np.arange(waves_per_wg * 32, dtype=np.int64).reshape(waves_per_wg, 32)
-  id_mode = (rsrc2 >> 11) & 3
-  v0 = tid % lx
-  if id_mode >= 1: v0 |= ((tid // lx) % ly) << 10
-  if id_mode >= 2: v0 |= (tid // (lx * ly)) << 20
-  exists = tid < threads
-  v0 = np.where(exists, v0, 0).astype(np.uint32)
-  V[0] = np.tile(v0, (groups, 1))
-  S[126] = np.tile(rt.pack(exists), groups)
   # ---- memory ----
   lds_words = max(1, (int(lds_bytes) + 3) // 4)
-  lds = np.zeros(groups * lds_words, np.uint32)
   spl = int(scratch.bytes_per_lane or 0)
   scratch_words = (spl + 3) // 4
-  if scratch.base is not None and scratch_words:
-    base = scratch.base + first_group * waves_per_wg * 32 * scratch_words * 4
-    memory.check_scalar(base, W * 32 * scratch_words * 4, "scratch setup")
-    scr = _host_u32(base, W * 32 * scratch_words)
+  pooled = shape.pooled and (scratch.base is None or not scratch_words)
+  st = shape.states.get((lds_words, scratch_words)) if pooled else None
+  if st is not None:          # this shape's LDS and scratch again: zeroed, as fresh ones would be
+    st.mem.lds.fill(0)
+    if scratch_words: st.mem.scratch.fill(0)
+    st.scc = np.zeros(W, np.uint32)
   else:
-    scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
-  mem = rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local)
-  st = WaveState(W, mem)
+    lds = np.zeros(groups * lds_words, np.uint32)
+    if scratch.base is not None and scratch_words:
+      base = scratch.base + first_group * waves_per_wg * 32 * scratch_words * 4
+      memory.check_scalar(base, W * 32 * scratch_words * 4, "scratch setup")
+      scr = _host_u32(base, W * 32 * scratch_words)
+    else:
+      scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
+    st = WaveState(W, rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local), shape.wid)
+    if pooled and (groups * lds_words + W * 32 * scratch_words) * 4 <= POOLED_MEMORY_BYTES:
+      if len(shape.states) >= 4: shape.states.clear()
+      shape.states[(lds_words, scratch_words)] = st
   # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
   # part of the translation key, since the translated code flushes denormals where the mode says so
   mode = (rsrc1 >> 16) & 0xF
   # ---- schedule ----
-  pcs = np.full(W, pgm_addr, np.int64)
-  waiting = np.zeros(W, bool)
+  pcs = waiting = None       # per-wave PCs and barrier flags: made when the waves first diverge or meet a barrier
   executed = already
   streak = 0
   uniform_pc = int(pgm_addr)
-  with np.errstate(all="ignore"):
-    while True:
-      if uniform_pc is not None:
-        pc, idx, count = uniform_pc, None, W
-      else:
-        alive = pcs != DONE
-        runnable = alive & ~waiting
-        if not runnable.any():
-          if not alive.any(): break
-          waiting[:] = False      # every live wave waits at a barrier: release them all
-          continue
-        # the lowest PC first (divergent waves meet again at the join point); every FAIRNESS_STREAK blocks the
-        # highest one, so that a wave spinning on memory another wave will write cannot starve that wave
-        streak += 1
-        pc = int(pcs[runnable].max()) if streak % FAIRNESS_STREAK == 0 else int(pcs[runnable].min())
-        sel = runnable & (pcs == pc)
-        count = int(sel.sum())
-        idx = None if count == W else np.nonzero(sel)[0]
-      blk = _block(memory, cache, checked, pc, mode)
-      if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
-      executed += blk.insts * count
-      if executed > instruction_budget:
-        from . import InstructionBudgetExceeded
-        raise InstructionBudgetExceeded(instruction_budget, pc)
-      try:
-        nxt = blk.fn(S, V, st, idx)
-      except GPUFault:
-        raise
-      except Exception as e:   # an emulator bug or an operand combination it cannot model: never crash the host
-        raise GPUFault(f"emulator error in the block at {pc:#x}: {type(e).__name__}: {e}", address=pc,
-                       kind="emulator error") from e
-      if idx is None:
-        if isinstance(nxt, (int, np.integer)) and not blk.barrier:
-          if nxt == DONE: break
-          uniform_pc = int(nxt)
-          continue
-        pcs[:] = nxt
-        if blk.barrier: waiting[:] = True
-      else:
-        pcs[idx] = nxt
-        if blk.barrier:
-          waiting[idx] = True
-          # release every work-group whose live waves have all arrived (s_barrier counts the waves that have not
-          # ended), without waiting for other work-groups
-          pending = np.bincount(wg_local[(pcs != DONE) & ~waiting], minlength=groups)
-          waiting &= pending[wg_local] != 0
-      uniform_pc = None
-      if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
-        waiting[:] = False    # all waves of every group reached the barrier together
+  while True:
+    if uniform_pc is not None:
+      pc, idx, count = uniform_pc, None, W
+    else:
+      alive = pcs != DONE
+      runnable = alive & ~waiting
+      if not runnable.any():
+        if not alive.any(): break
+        waiting[:] = False      # every live wave waits at a barrier: release them all
+        continue
+      # the lowest PC first (divergent waves meet again at the join point); every FAIRNESS_STREAK blocks the
+      # highest one, so that a wave spinning on memory another wave will write cannot starve that wave
+      streak += 1
+      pc = int(pcs[runnable].max()) if streak % FAIRNESS_STREAK == 0 else int(pcs[runnable].min())
+      sel = runnable & (pcs == pc)
+      count = int(sel.sum())
+      idx = None if count == W else np.nonzero(sel)[0]
+    blk = _block(memory, cache, checked, pc, mode)
+    if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
+    executed += blk.insts * count
+    if executed > instruction_budget:
+      from . import InstructionBudgetExceeded
+      raise InstructionBudgetExceeded(instruction_budget, pc)
+    try:
+      nxt = blk.fn(S, V, st, idx)
+    except GPUFault:
+      raise
+    except Exception as e:   # an emulator bug or an operand combination it cannot model: never crash the host
+      raise GPUFault(f"emulator error in the block at {pc:#x}: {type(e).__name__}: {e}", address=pc,
+                     kind="emulator error") from e
+    if idx is None:
+      if isinstance(nxt, (int, np.integer)) and not blk.barrier:
+        if nxt == DONE: break
         uniform_pc = int(nxt)
+        continue
+      if pcs is None: pcs, waiting = np.full(W, pgm_addr, np.int64), np.zeros(W, bool)
+      pcs[:] = nxt
+      if blk.barrier: waiting[:] = True
+    else:
+      pcs[idx] = nxt
+      if blk.barrier:
+        waiting[idx] = True
+        # release every work-group whose live waves have all arrived (s_barrier counts the waves that have not
+        # ended), without waiting for other work-groups
+        pending = np.bincount(wg_local[(pcs != DONE) & ~waiting], minlength=groups)
+        waiting &= pending[wg_local] != 0
+    uniform_pc = None
+    if blk.barrier and idx is None and isinstance(nxt, (int, np.integer)):
+      waiting[:] = False    # all waves of every group reached the barrier together
+      uniform_pc = int(nxt)
   return executed - already
 
 
@@ -209,5 +290,7 @@ def _host_u32(address: int, words: int):
 
 
 def _stats(waves, executed, t0):
-  from . import DispatchStats
-  return DispatchStats(waves=waves, wave_instructions=executed, seconds=time.perf_counter() - t0)
+  return _DispatchStats(waves, executed, time.perf_counter() - t0)
+
+
+from . import DispatchStats as _DispatchStats  # noqa: E402 (the package imports this module lazily)

@@ -12,6 +12,8 @@ constants, 251 VCCZ, 252 EXECZ, 253 SCC, 255 literal, 256-511 VGPRs.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ....errors import GPUFault
@@ -21,6 +23,8 @@ from .gen import EXEC, MAX_BLOCK, NOOPS, TERMINATORS, Block, Gen, Unsupported
 from .xlate_memory import _ds, _vmem
 from .xlate_scalar import _salu, _smem, _sopp
 from .xlate_vector import _valu, _vop3p, _vopd
+
+_USES_EXEC = re.compile(r"\b(em|ef)\b")
 
 
 def fetch_block(memory, pc: int) -> tuple[list[tuple[int, Inst]], bytes]:
@@ -84,7 +88,9 @@ def _assemble(g: Gen) -> str:
   out += [f"    s{r} = S[{r}][idx]" for r in sregs]
   out += [f"    v{r} = V[{r}][idx]" for r in vregs]
   out += ["    scc = st.scc[idx]"]
-  out += ["  M = st.mem", "  ef = R.all_ones(s126); em = None if ef else R.lanes(s126)"]
+  out += ["  M = st.mem"]
+  if _USES_EXEC.search("\n".join(g.lines)):    # a block that never looks at EXEC (s_endpgm alone) skips the unpacking
+    out += ["  ef = R.all_ones(s126); em = None if ef else R.lanes(s126)"]
   out += ["  " + ln for ln in g.lines]
   if g.next_pc == "-1":
     return "\n".join(out + ["  return -1"]) + "\n"       # the waves end: nothing to write back
