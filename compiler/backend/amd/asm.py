@@ -352,7 +352,11 @@ class Assembler:
       if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR")
       f[field] = o.idx >> 1
     elif field == "vaddr" and enc == "MIMG" and o.kind == "text" and o.text.startswith("["):
-      regs = [int(r.strip()[1:]) for r in o.text.strip("[]").split(",")]
+      # [v16, v40, v41, v42, v[43:44]]: VADDR, then one byte per address (the last may start a range, decode.nsa_layout)
+      regs = []
+      for r in re.findall(r"v(\d+)|v\[(\d+):\d+\]", o.text):
+        regs.append(int(r[0] or r[1]))
+      if not regs: raise AssembleError(f"{what}: bad address list {o.text!r}")
       f[field], f["nsa"], f["_nsa_regs"] = regs[0], 1, regs[1:]
     elif field == "vaddr" and enc in ("MUBUF", "MTBUF"):
       f[field] = 0 if o.kind == "off" else o.idx
