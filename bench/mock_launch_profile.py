@@ -2,7 +2,7 @@
 launches of the s_endpgm-only kernel `empty`, one work-group of one thread, then one synchronize), and of a fresh
 process that imports hcq, opens MOCK+AMD, loads a code object and checks a 64-float vector add.
 
-    .venv/bin/python bench/mock_launch_profile.py [--launches 200] [--repeat 5] [--fresh 3] [--no-fresh]
+    .venv/bin/python bench/mock_launch_profile.py [--launches 200] [--repeat 5] [--fresh 3] [--no-fresh | --fresh-only]
 
 Launch breakdown: the functions of each stage are wrapped (in this process only) by timers that keep exclusive
 time on a stack, so that a stage is charged only what it does itself, not what the stages it calls do. Each
@@ -227,11 +227,13 @@ def main(argv=None) -> int:
   ap.add_argument("--repeat", type=int, default=7)
   ap.add_argument("--fresh", type=int, default=3, help="fresh-process runs")
   ap.add_argument("--no-fresh", action="store_true")
+  ap.add_argument("--fresh-only", action="store_true", help="only the fresh-process breakdown")
   args = ap.parse_args(argv)
   load = os.getloadavg()[0]
   print(f"load average {load:.1f} on {os.cpu_count()} CPUs{' (loaded: figures are noisy)' if load > os.cpu_count() else ''}")
-  launch_breakdown(args.launches, args.repeat)
-  launch_breakdown(args.launches, args.repeat, emulator=False)
+  if not args.fresh_only:
+    launch_breakdown(args.launches, args.repeat)
+    launch_breakdown(args.launches, args.repeat, emulator=False)
   if not args.no_fresh: fresh_breakdown(args.fresh)
   return 0
 

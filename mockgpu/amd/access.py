@@ -11,6 +11,8 @@ from array import array
 
 from ...errors import GPUFault
 
+_u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
+
 
 class DeviceMemory:
   def __init__(self, ranges):
@@ -29,12 +31,14 @@ class DeviceMemory:
     return ctypes.c_uint64.from_address(addr).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
-    self.check(addr, 4, what)
-    ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
+    lo, hi = self.ranges._last      # the range of the last successful check (fences land in one range): no calls
+    if not lo <= addr <= hi - 4: self.check(addr, 4, what)
+    _u32.from_address(addr).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
-    self.check(addr, 8, what)
-    ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
+    lo, hi = self.ranges._last
+    if not lo <= addr <= hi - 8: self.check(addr, 8, what)
+    _u64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
 
   def read_dwords(self, addr: int, count: int, what: str = "read") -> list[int]:
     self.check(addr, 4 * count, what)

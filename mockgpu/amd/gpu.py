@@ -55,6 +55,7 @@ _ZEROS = (0,) * R.NUM_USER_DATA
 _STATIC_REGS = (R.COMPUTE_START_X, R.COMPUTE_START_X + 1, R.COMPUTE_START_X + 2, R.COMPUTE_NUM_THREAD_X,
                 R.COMPUTE_NUM_THREAD_X + 1, R.COMPUTE_NUM_THREAD_X + 2, R.COMPUTE_PGM_LO, R.COMPUTE_PGM_HI,
                 R.COMPUTE_PGM_RSRC1, R.COMPUTE_PGM_RSRC2, R.COMPUTE_PGM_RSRC3, R.COMPUTE_TMPRING_SIZE)
+_monotonic = time.monotonic
 _INITIATOR_NEEDS = R.DISPATCH_COMPUTE_SHADER_EN | R.DISPATCH_CS_W32_EN
 MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
 
@@ -89,6 +90,7 @@ class MockAMDGPU:
     # work after it: blocked on memory or out of its packet budget). False means every poll would return False, so
     # poll() returns at once and a tick that ran a submission to its end needs no second round over the queues.
     self.may_progress = False
+    self._to_poll: dict = {}      # synchronous mode: the queues poll() looks at (an ordered set)
     self._stop = False
     self._worker = None
     self._clock_base = time.monotonic_ns()
@@ -137,7 +139,7 @@ class MockAMDGPU:
     if cls is None: raise ValueError(f"queue type {kind}")
     with self.lock:
       q = self.queues[qid] = cls(self, qid, ring_base, ring_size, rptr_addr, wptr_addr, doorbell_offset)
-      self.may_progress = True
+      self.kick(q)
       return q
 
   def destroy_queue(self, qid: int) -> None:
@@ -169,10 +171,22 @@ class MockAMDGPU:
     # cleared before the queues run, so that a doorbell rung meanwhile (by another thread) is never lost
     self.may_progress = False
     with self.lock:
-      queues = list(self.queues.values())
-      progress = any([q.poll() for q in queues])
-      if any(q.pending for q in queues): self.may_progress = True
+      # only the queues that may progress (rung since the last poll, or left with work), in creation order
+      todo, self._to_poll = self._to_poll, {}
+      queues = [q for q in self.queues.values() if q in todo] if len(todo) > 1 else \
+        [q for q in todo if q.active]
+      progress = False
+      for q in queues:
+        if q.poll(): progress = True
+        if q.pending:
+          self._to_poll[q] = None
+          self.may_progress = True
     return progress
+
+  def kick(self, queue) -> None:
+    """A queue may progress (its doorbell rang): the next poll looks at it."""
+    self._to_poll[queue] = None
+    self.may_progress = True
 
   def _run_worker(self) -> None:
     while not self._stop:
@@ -206,15 +220,15 @@ class MockAMDGPU:
     if self.dispatch_observers:
       more = (extra() if callable(extra) else extra) or {}
       for observe in self.dispatch_observers: observe(queue, {**kw, **more})
-    start = time.monotonic()
+    start = _monotonic()
     # busy_percent() looks at the last second only: a bounded deque keeps the recent dispatches without a scan here
     try: stats = self._emu.dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
-    finally: self._busy.append((start, time.monotonic()))
+    finally: self._busy.append((start, _monotonic()))
     st = self.stats
     st["dispatches"] += 1
-    st["waves"] += stats.waves
-    st["wave_instructions"] += stats.wave_instructions
-    st["emu_seconds"] += stats.seconds
+    st["waves"] += stats[0]        # DispatchStats (a NamedTuple): waves, wave_instructions, seconds
+    st["wave_instructions"] += stats[1]
+    st["emu_seconds"] += stats[2]
     return stats
 
   def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int) -> None:

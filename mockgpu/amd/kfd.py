@@ -498,13 +498,20 @@ class KFDModel:
   def interrupt(self, gpu, queue, ctxid: int) -> None:
     """An end-of-pipe or SDMA trap interrupt carrying context id `ctxid` (kfd_signal_event_interrupt)."""
     with self.cond:
-      if self.event_page is None: return
+      page = self.event_page
+      if page is None: return
       sig = self.kfd_h.KFD_IOC_EVENT_SIGNAL
       ev = self.events.get(ctxid)
-      hits = [ev] if ev is not None and ev.type == sig and self._slot(ctxid) != UNSIGNALED_EVENT_SLOT else \
-        [e for e in self.events.values() if e.type == sig and e.id < KFD_SIGNAL_EVENT_LIMIT and self._slot(e.id) != UNSIGNALED_EVENT_SLOT]
+      if ev is not None and ev.type == sig:
+        slot = ctypes.c_uint64.from_address(page + 8 * ctxid)   # the event named by the context id (every launch)
+        if slot.value != UNSIGNALED_EVENT_SLOT:
+          slot.value = UNSIGNALED_EVENT_SLOT
+          ev.signaled = True
+          if self.waiters: self.cond.notify_all()
+          return
+      hits = [e for e in self.events.values() if e.type == sig and e.id < KFD_SIGNAL_EVENT_LIMIT and self._slot(e.id) != UNSIGNALED_EVENT_SLOT]
       for e in hits:
-        ctypes.c_uint64.from_address(self.event_page + 8 * e.id).value = UNSIGNALED_EVENT_SLOT
+        ctypes.c_uint64.from_address(page + 8 * e.id).value = UNSIGNALED_EVENT_SLOT
         e.signaled = True
       if hits and self.waiters: self.cond.notify_all()
 

@@ -38,7 +38,7 @@ class Queue:
   # ---- driver side
   def doorbell(self, value: int) -> None:
     self.doorbell_value = value
-    self.gpu.may_progress = True
+    self.gpu.kick(self)
 
   # ---- engine side
   @property

@@ -17,6 +17,28 @@ def _make_extractor(fields):
   return eval(f"lambda w: {{{items}}}")  # noqa: S307 - the source is built from our own layout table
 
 
+class _LazyExtra(Mapping):
+  """opcode -> the rarely needed per-opcode details (literal/f16 operand sets, source modifiers, returning-atomic
+  template, MIMG address counts), each built on first use."""
+
+  def __init__(self, ops: dict):
+    self._ops, self._built = ops, {}
+
+  def __getitem__(self, op: int) -> dict:
+    x = self._built.get(op)
+    if x is None:
+      e = self._ops[op]
+      x = self._built[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())),
+                                 srcmods=e.get("srcmods"),
+                                 operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
+                                 vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
+    return x
+
+  def __iter__(self): return iter(self._ops)
+  def __len__(self) -> int: return len(self._ops)
+  def __contains__(self, op) -> bool: return op in self._ops
+
+
 class EncodingTable:
   __slots__ = ("name", "size", "fields", "op_shift", "op_mask", "ops", "layout", "extra", "extract")
 
@@ -27,13 +49,10 @@ class EncodingTable:
     opf = [f for f in layout["fields"] if f[0] == layout["op"]][0] if layout["op"] else ("op", 0, 0)
     self.op_shift, self.op_mask = opf[1], (1 << opf[2]) - 1
     self.ops = {}
-    self.extra = {}   # opcode -> dict(lit16=frozenset, operands_glc=template or None)
     for op, e in ops.items():
       srcs = tuple(t[1] for t in e["operands"] if t[0] == "reg" and t[1] in LITERAL_SOURCES)
       self.ops[op] = (e["name"], e["size"], tuple(e["operands"]), srcs)
-      self.extra[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())), srcmods=e.get("srcmods"),
-                            operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
-                            vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
+    self.extra = _LazyExtra(ops)   # opcode -> dict(lit16=frozenset, operands_glc=template or None, ...)
     if name == "EXP": self.ops[0] = ("exp", 8, (), ())
 
 

@@ -76,6 +76,7 @@ class DispatchStats(NamedTuple):
 
 
 _run_dispatch = None
+_NO_SCRATCH = ScratchSetup()
 
 
 def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
@@ -86,6 +87,5 @@ def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3:
   global _run_dispatch
   if _run_dispatch is None:
     from .engine import run_dispatch as _run_dispatch   # numpy-heavy: loaded with the first dispatch
-  return _run_dispatch(memory, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3, user_sgprs=list(user_sgprs),
-                      grid=tuple(grid), block=tuple(block), lds_bytes=lds_bytes, scratch=scratch or ScratchSetup(),
-                      instruction_budget=instruction_budget)
+  return _run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block), lds_bytes,
+                       scratch or _NO_SCRATCH, instruction_budget)

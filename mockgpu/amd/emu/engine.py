@@ -63,9 +63,27 @@ def _block(memory, cache: dict, checked: set, pc: int, mode: int):
   return blk
 
 
-def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch,
+def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch,
                  instruction_budget):
   t0 = time.perf_counter()
+  # a launch like one before (same shape, resources, LDS and scratch; any program, arguments and float mode): its
+  # checked set-up, templates and pooled state are reused as they are (see _Shape)
+  fast_key = (grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, lds_bytes, scratch)
+  launches = memory.__dict__.get("dispatch_launches")
+  shape = launches.pop(fast_key, None) if launches is not None else None
+  if shape is not None:
+    try:
+      st = shape.st
+      S, V = shape.registers(user_sgprs)
+      st.mem.lds.fill(0)
+      if st.mem.scratch_words: st.mem.scratch.fill(0)
+      st.scc = np.zeros(shape.W, np.uint32)
+      with np.errstate(all="ignore"):
+        executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF,
+                         instruction_budget, 0)
+    finally:
+      _keep(launches, fast_key, shape)
+    return _DispatchStats(shape.W, executed, time.perf_counter() - t0)
   gx, gy, gz = (int(v) for v in grid)
   lx, ly, lz = (int(v) for v in block)
   if min(gx, gy, gz, lx, ly, lz) <= 0:
@@ -85,8 +103,14 @@ def run_dispatch(memory, *, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, blo
     count = min(per_batch, groups - first)
     executed += _run_batch(memory, cache, checked, first, count, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2,
                            user_sgprs=user_sgprs, grid=(gx, gy, gz), block=(lx, ly, lz), lds_bytes=lds_bytes,
-                           scratch=scratch, budget=instruction_budget, already=executed)
+                           scratch=scratch, budget=instruction_budget, already=executed,
+                           fast_key=fast_key if count == groups else None)
   return _stats(groups * waves_per_wg, executed, t0)
+
+
+def _keep(cache: dict, key, value) -> None:
+  if len(cache) >= SHAPE_CACHE_ENTRIES: cache.clear()
+  cache[key] = value
 
 
 # Small batches (at most SMALL_BATCH_WAVES waves, e.g. a launch of a few work-groups) reuse a per-shape set-up: the
@@ -136,12 +160,15 @@ class _Shape:
     self.wid = np.arange(W, dtype=np.int64)
     self.pooled = False         # set by _shape for the cached ones: their LDS/scratch (WaveState) may be kept too
     self.states: dict = {}      # (LDS words, scratch words per lane) -> WaveState of a previous dispatch
+    self.st = None              # the WaveState of the last dispatch when pooled (the fast path of run_dispatch)
+    self.groups = groups
     self.wid.flags.writeable = self.wg_local.flags.writeable = False    # shared by the dispatches of this shape
 
   def registers(self, user):
     """Register lists for one dispatch: for a cached shape, views of its pooled files reset from the templates; else
     the templates themselves (used once) and fresh zeroed VGPRs (np.zeros: pages only touched when written)."""
     uc = self.user_count
+    if len(user) < uc: user = list(user) + [0] * (uc - len(user))
     if not self.pooled:
       S, V = self.S0, np.zeros((self.vgprs, self.W, 32), np.uint32)
       if uc: S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
@@ -176,7 +203,7 @@ def _give_back(memory, key, shape) -> None:
 
 
 def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
-               lds_bytes, scratch, budget, already) -> int:
+               lds_bytes, scratch, budget, already, fast_key=None) -> int:
   """Run work-groups [first_group, first_group + groups) to completion; returns the wave-instructions executed
   (`already`: executed by earlier batches, counted against `budget`)."""
   lx, ly, lz = block
@@ -185,22 +212,25 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
   key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE) if W <= SMALL_BATCH_WAVES else None
   shape = _shape(memory, key, W, groups, first_group, grid, block, rsrc1, rsrc2) if key is not None else \
       _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2)
-  user = list(user_sgprs) + [0] * max(0, shape.user_count - len(user_sgprs))
-  S, V = shape.registers(user)
+  S, V = shape.registers(user_sgprs)
   try:
     with np.errstate(all="ignore"):
       return _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1, lds_bytes=lds_bytes,
                        scratch=scratch, budget=budget, already=already, first_group=first_group,
                        waves_per_wg=waves_per_wg)
   finally:
-    if key is not None: _give_back(memory, key, shape)
+    if key is not None:
+      # a whole launch in one pooled batch moves to the fast path of run_dispatch (a shape is in one cache at most:
+      # whoever takes it out owns it until it is given back)
+      if fast_key is not None and shape.st is not None:
+        _keep(memory.__dict__.setdefault("dispatch_launches", {}), fast_key, shape)
+      else: _give_back(memory, key, shape)
 
 
 def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, lds_bytes, scratch, budget, already,
               first_group, waves_per_wg) -> int:
   W = shape.W
   wg_local = shape.wg_local
-  instruction_budget = budget
   # ---- memory ----
   lds_words = max(1, (int(lds_bytes) + 3) // 4)
   spl = int(scratch.bytes_per_lane or 0)
@@ -223,10 +253,15 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
     if pooled and (groups * lds_words + W * 32 * scratch_words) * 4 <= POOLED_MEMORY_BYTES:
       if len(shape.states) >= 4: shape.states.clear()
       shape.states[(lds_words, scratch_words)] = st
+  shape.st = st if pooled and shape.states.get((lds_words, scratch_words)) is st else None
   # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
   # part of the translation key, since the translated code flushes denormals where the mode says so
-  mode = (rsrc1 >> 16) & 0xF
-  # ---- schedule ----
+  return _loop(memory, cache, checked, shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF, budget, already)
+
+
+def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_budget, already) -> int:
+  """Run the waves from pgm_addr until they all end; returns the wave-instructions executed."""
+  W, wg_local, groups = shape.W, shape.wg_local, shape.groups
   pcs = waiting = None       # per-wave PCs and barrier flags: made when the waves first diverge or meet a barrier
   executed = already
   streak = 0
