@@ -60,6 +60,10 @@ def run(args) -> int:
   except DisasmUsageError as e:
     print(f"hcq disasm: error: {e}", file=sys.stderr)
     return 1
+  except BrokenPipeError:   # `hcq disasm FILE | head`: the reader has what it wanted
+    import os
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def _run(args) -> int:

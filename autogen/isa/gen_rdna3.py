@@ -398,26 +398,28 @@ def refine_modifiers(arch: str, tables: dict) -> None:
 
 
 def refine_mimg(arch: str, tables: dict) -> None:
-  """MIMG: the number of address VGPRs of each opcode for each DIM value (0..7), None where LLVM rejects it."""
+  """MIMG: the number of address VGPRs of each opcode for each DIM value (0..7), None where LLVM rejects it; and the
+  same with A16 set (16-bit addresses, packed two to a VGPR as LLVM counts them) as vaddr_by_dim_a16."""
   if "MIMG" not in tables: return
   layout = LAYOUTS[arch]["MIMG"]
   ops = sorted(tables["MIMG"])
   probes = []
   for op in ops:
     vals = {t[1]: PROBE["MIMG"][t[1]] for t in tables["MIMG"][op]["operands"] if t[0] == "reg"}
-    probes += [encode_fields(layout, dict(vals, op=op, dim=d, dmask=1)) for d in range(8)]
+    probes += [encode_fields(layout, dict(vals, op=op, dim=d, dmask=1, a16=a16)) for a16 in (0, 1) for d in range(8)]
   res = disassemble(probes, arch)
   for i, op in enumerate(ops):
-    counts = []
-    for d in range(8):
-      r = res[i * 8 + d]
-      count = None
-      if r and "Invalid" not in r[0][0]:
-        _, operands, _ = split_operands(r[0][0])
-        m = _REG.match(operands[1]) if len(operands) > 1 else None
-        if m and m.group(1) == "v": count = 1 if m.group(2) is not None else int(m.group(4)) - int(m.group(3)) + 1
-      counts.append(count)
-    tables["MIMG"][op]["vaddr_by_dim"] = counts
+    for a16, key in ((0, "vaddr_by_dim"), (1, "vaddr_by_dim_a16")):
+      counts = []
+      for d in range(8):
+        r = res[i * 16 + a16 * 8 + d]
+        count = None
+        if r and "Invalid" not in r[0][0]:
+          _, operands, _ = split_operands(r[0][0])
+          m = _REG.match(operands[1]) if len(operands) > 1 else None
+          if m and m.group(1) == "v": count = 1 if m.group(2) is not None else int(m.group(4)) - int(m.group(3)) + 1
+        counts.append(count)
+      tables["MIMG"][op][key] = counts
 
 
 def refine_returning(arch: str, tables: dict) -> None:

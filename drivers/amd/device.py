@@ -17,7 +17,7 @@ from . import lower, pm4
 from .cmdbuf import link
 from ...compiler.backend.amd.codeobject import CodeObject
 from ...compiler.backend.amd.errors import ISAError
-from .program import AMDProgram, image_at, undefined_symbols
+from .program import AMDProgram, image_at
 
 # placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
 TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
@@ -318,7 +318,7 @@ class AMDDevice(Device):
     if target != self.arch:
       raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
-    missing = undefined_symbols(image)
+    missing = co.undefined_symbols
     if missing:
       raise DeviceError(f"{self.name}: the code object needs {', '.join(missing)}, which it does not define (link it "
                         f"with what defines them, e.g. the ROCm device libraries, or remove the calls)")

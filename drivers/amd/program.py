@@ -35,27 +35,6 @@ def kernel_args(k) -> list[Arg]:
               a.raw.get(".pointee_align", 0)) for a in k.args]
 
 
-STB_WEAK, SHN_UNDEF = 2, 0   # ELF symbol binding / section index (elf.h)
-
-
-def undefined_symbols(image: bytes) -> list[str]:
-  """Names of the non-weak symbols that the code object's relocations need and that it does not define. The loader
-  has no other objects to take them from: clang -nogpulib code that calls printf, for one, needs __printf_alloc
-  from the device libraries. (Left alone, such a relocation would point into the image's own headers.)"""
-  from ...compiler.backend.amd.elf import SHT_DYNSYM, SHT_RELA, SHT_SYMTAB, parse_elf, relocations, symbols
-  elf = parse_elf(image)
-  missing = []
-  for sec in elf.sections:
-    if sec.type != SHT_RELA or sec.link >= len(elf.sections): continue
-    tab = elf.sections[sec.link]
-    if tab.type not in (SHT_SYMTAB, SHT_DYNSYM): continue
-    syms = symbols(elf, tab)
-    for _, _, symidx, _, _ in relocations(elf, sec):
-      if 0 < symidx < len(syms) and syms[symidx].shndx == SHN_UNDEF and syms[symidx].bind != STB_WEAK:
-        if syms[symidx].name not in missing: missing.append(syms[symidx].name)
-  return missing
-
-
 def image_at(co, base: int) -> bytes:
   """The code object's load image for a load at device address base: its absolute relocations get the base added
   (position-independent R_AMDGPU_REL64 ones are already applied by the reader)."""

@@ -4,14 +4,21 @@ A case is (source, run) where run(k, bufs, rng) launches Kernel k and asserts th
 """
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 
 CASES: dict[str, tuple[str, object]] = {}
+FIXTURE = object()  # @case(FIXTURE): the kernel is the shared corpus kernel tests/fixtures/opencl/<name>.cl
+FIXTURE_DIR = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "opencl"
 
 
-def case(source: str):
+def case(source):
+  """Register a case. Kernels that the shared corpus already has are read from it (one source for both), and are
+  launched here with other shapes than the corpus test uses (partial waves, other grids)."""
   def deco(fn):
-    CASES[fn.__name__] = (source, fn)
+    src = (FIXTURE_DIR / f"{fn.__name__}.cl").read_text() if source is FIXTURE else source
+    CASES[fn.__name__] = (src, fn)
     return fn
   return deco
 
@@ -20,10 +27,7 @@ def i32(x):
   return np.asarray(x).astype(np.int64).astype(np.int32)
 
 
-@case("""kernel void vadd(global const float *a, global const float *b, global float *c) {
-  int i = get_global_id(0);
-  c[i] = a[i] + b[i];
-}""")
+@case(FIXTURE)
 def vadd(k, bufs, rng):
   n = 4096
   a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
@@ -34,10 +38,7 @@ def vadd(k, bufs, rng):
   np.testing.assert_array_equal(c, a + b)
 
 
-@case("""kernel void copy_u32(global const uint *src, global uint *dst, uint n) {
-  uint i = get_global_id(0);
-  if (i < n) dst[i] = src[i];
-}""")
+@case(FIXTURE)
 def copy_u32(k, bufs, rng):
   n = 1000   # partial last work-group and partial waves
   src = rng.integers(0, 2**32, 1024, dtype=np.uint32)
@@ -48,10 +49,7 @@ def copy_u32(k, bufs, rng):
   assert (d[n:] == 0).all()
 
 
-@case("""kernel void saxpy(float alpha, global const float *x, global float *y, int n) {
-  int i = get_global_id(0);
-  if (i < n) y[i] = alpha * x[i] + y[i];
-}""")
+@case(FIXTURE)
 def saxpy(k, bufs, rng):
   n = 3000
   x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
@@ -62,19 +60,7 @@ def saxpy(k, bufs, rng):
   np.testing.assert_array_equal(out, (2.5 * x.astype(np.float64) + y).astype(np.float32))
 
 
-@case("""kernel void bitops(global const uint *a, global const uint *b, global uint *out) {
-  uint i = get_global_id(0);
-  uint x = a[i], y = b[i];
-  uint s = y & 31u;
-  out[8 * i + 0] = (x & y) ^ (~x | y);
-  out[8 * i + 1] = x << s;
-  out[8 * i + 2] = x >> s;
-  out[8 * i + 3] = (uint)((int)x >> s);
-  out[8 * i + 4] = rotate(x, s);
-  out[8 * i + 5] = popcount(x);
-  out[8 * i + 6] = clz(x);
-  out[8 * i + 7] = ctz(y);
-}""")
+@case(FIXTURE)
 def bitops(k, bufs, rng):
   n = 512
   a = rng.integers(0, 2**32, n, dtype=np.uint32)
@@ -96,21 +82,7 @@ def bitops(k, bufs, rng):
   np.testing.assert_array_equal(out, exp)
 
 
-@case("""kernel void branch(global const int *a, global int *out) {
-  int i = get_global_id(0);
-  int x = a[i];
-  int r;
-  if (x % 3 == 0) {
-    r = x * 2;
-  } else if (x % 3 == 1) {
-    if (x > 50) r = x - 100;
-    else r = -x;
-  } else {
-    r = x ^ 0x5a5a;
-  }
-  if (i & 1) r += 7;
-  out[i] = r;
-}""")
+@case(FIXTURE)
 def branch(k, bufs, rng):
   n = 1024
   a = rng.integers(-1000, 1000, n).astype(np.int32)
@@ -123,16 +95,7 @@ def branch(k, bufs, rng):
   np.testing.assert_array_equal(out, r)
 
 
-@case("""kernel void divergent_loop(global const uint *start, global uint *steps) {
-  uint i = get_global_id(0);
-  uint n = start[i];
-  uint s = 0;
-  while (n != 1u && s < 1000u) {
-    n = (n & 1u) ? 3u * n + 1u : n >> 1;
-    s++;
-  }
-  steps[i] = s;
-}""")
+@case(FIXTURE)
 def divergent_loop(k, bufs, rng):
   n = 256
   start = rng.integers(1, 5000, n).astype(np.uint32)
@@ -149,15 +112,7 @@ def divergent_loop(k, bufs, rng):
   np.testing.assert_array_equal(out, np.array(exp, np.uint32))
 
 
-@case("""kernel void uniform_loop(global const float *a, global float *out, int iters) {
-  int i = get_global_id(0);
-  float acc = 0.0f;
-  float x = a[i];
-  for (int k = 0; k < iters; k++) {
-    acc = acc * 0.5f + x * (float)k;
-  }
-  out[i] = acc;
-}""")
+@case(FIXTURE)
 def uniform_loop(k, bufs, rng):
   n = 256
   a = rng.random(n, dtype=np.float32)
@@ -170,16 +125,7 @@ def uniform_loop(k, bufs, rng):
   np.testing.assert_allclose(out, acc, rtol=1e-6)
 
 
-@case("""kernel void intdiv(global const int *a, global const int *b, global int *q, global int *r,
-                   global uint *uq, global uint *ur, global long *q64) {
-  int i = get_global_id(0);
-  int x = a[i], y = b[i];
-  q[i] = x / y;
-  r[i] = x % y;
-  uq[i] = (uint)x / (uint)y;
-  ur[i] = (uint)x % (uint)y;
-  q64[i] = ((long)x * 1000003L) / (long)y;
-}""")
+@case(FIXTURE)
 def intdiv(k, bufs, rng):
   n = 512
   a = rng.integers(-2**31, 2**31, n).astype(np.int32)
@@ -204,17 +150,7 @@ def intdiv(k, bufs, rng):
   np.testing.assert_array_equal(outs[4][1], np.array(q64, np.int64))
 
 
-@case("""kernel void lds_reduce(global const float *in, global float *partial) {
-  local float tmp[256];
-  uint lid = get_local_id(0);
-  tmp[lid] = in[get_global_id(0)];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint stride = get_local_size(0) / 2; stride > 0; stride >>= 1) {
-    if (lid < stride) tmp[lid] += tmp[lid + stride];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lid == 0) partial[get_group_id(0)] = tmp[0];
-}""")
+@case(FIXTURE)
 def lds_reduce(k, bufs, rng):
   groups = 16
   x = rng.integers(0, 100, groups * 256).astype(np.float32)
@@ -224,21 +160,7 @@ def lds_reduce(k, bufs, rng):
   np.testing.assert_array_equal(out, x.reshape(groups, 256).sum(1))
 
 
-@case("""kernel void lds_scan(global const int *in, global int *out) {
-  local int buf[2][128];
-  uint lid = get_local_id(0);
-  int cur = 0;
-  buf[0][lid] = in[get_global_id(0)];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint off = 1; off < 128; off <<= 1) {
-    int v = buf[cur][lid];
-    if (lid >= off) v += buf[cur][lid - off];
-    buf[1 - cur][lid] = v;
-    cur = 1 - cur;
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  out[get_global_id(0)] = buf[cur][lid];
-}""")
+@case(FIXTURE)
 def lds_scan(k, bufs, rng):
   groups = 8
   x = rng.integers(-1000, 1000, groups * 128).astype(np.int32)
@@ -248,18 +170,7 @@ def lds_scan(k, bufs, rng):
   np.testing.assert_array_equal(out, np.cumsum(x.reshape(groups, 128), 1).reshape(-1))
 
 
-@case("""kernel void ids2d(global uint *out) {
-  uint gx = get_global_id(0), gy = get_global_id(1);
-  uint idx = (gy * get_global_size(0) + gx) * 8;
-  out[idx + 0] = get_local_id(0);
-  out[idx + 1] = get_local_id(1);
-  out[idx + 2] = get_group_id(0);
-  out[idx + 3] = get_group_id(1);
-  out[idx + 4] = get_local_size(0);
-  out[idx + 5] = get_local_size(1);
-  out[idx + 6] = get_num_groups(0);
-  out[idx + 7] = get_num_groups(1);
-}""")
+@case(FIXTURE)
 def ids2d(k, bufs, rng):
   lx, ly, gx, gy = 8, 4, 3, 5
   W, H = lx * gx, ly * gy
@@ -272,11 +183,7 @@ def ids2d(k, bufs, rng):
   np.testing.assert_array_equal(out, exp)
 
 
-@case("""kernel void transpose2d(global const float *in, global float *out) {
-  uint x = get_global_id(0), y = get_global_id(1);
-  uint w = get_global_size(0), h = get_global_size(1);
-  out[x * h + y] = in[y * w + x] * 2.0f + (float)x - (float)y;
-}""")
+@case(FIXTURE)
 def transpose2d(k, bufs, rng):
   W, H = 64, 48
   a = rng.random((H, W), dtype=np.float32)
@@ -288,22 +195,7 @@ def transpose2d(k, bufs, rng):
   np.testing.assert_allclose(out, exp, rtol=1e-6, atol=1e-6)
 
 
-@case("""#define TILE 16
-kernel void matmul_tiled(global const float *A, global const float *B, global float *C, int M, int N, int K) {
-  local float As[TILE][TILE];
-  local float Bs[TILE][TILE];
-  int col = get_global_id(0), row = get_global_id(1);
-  int tx = get_local_id(0), ty = get_local_id(1);
-  float acc = 0.0f;
-  for (int t = 0; t < K; t += TILE) {
-    As[ty][tx] = A[row * K + t + tx];
-    Bs[ty][tx] = B[(t + ty) * N + col];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < TILE; k++) acc = fma(As[ty][k], Bs[k][tx], acc);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  C[row * N + col] = acc;
-}""")
+@case(FIXTURE)
 def matmul_tiled(k, bufs, rng):
   M, N, K = 32, 48, 64
   A = rng.integers(-4, 5, (M, K)).astype(np.float32)
@@ -315,17 +207,7 @@ def matmul_tiled(k, bufs, rng):
   np.testing.assert_array_equal(C, A @ B)
 
 
-@case("""kernel void minmax(global const int *a, global const float *f, global int *iout, global float *fout) {
-  int i = get_global_id(0);
-  int x = a[i];
-  float y = f[i];
-  iout[4 * i + 0] = min(x, 100) + max(x, -100);
-  iout[4 * i + 1] = clamp(x, -50, 50);
-  iout[4 * i + 2] = mad24(x & 0xfff, 37, -x);
-  iout[4 * i + 3] = convert_int_rtz(y * 3.0f) + abs(x);
-  fout[2 * i + 0] = fmin(y, 0.5f) + fmax(y, -0.5f);
-  fout[2 * i + 1] = clamp(y, -1.0f, 1.0f) * (float)x;
-}""")
+@case(FIXTURE)
 def minmax(k, bufs, rng):
   n = 256
   a = rng.integers(-300, 300, n).astype(np.int32)
@@ -344,12 +226,7 @@ def minmax(k, bufs, rng):
   np.testing.assert_array_equal(fo[:, 1], np.clip(f, -1, 1) * a.astype(np.float32))
 
 
-@case("""kernel void float4_ops(global const float4 *a, global const float4 *b, global float4 *out, global float *dots) {
-  int i = get_global_id(0);
-  float4 x = a[i], y = b[i];
-  out[i] = x * y + x.wzyx;
-  dots[i] = dot(x, y);
-}""")
+@case(FIXTURE)
 def float4_ops(k, bufs, rng):
   n = 128
   a = rng.integers(-8, 8, (n, 4)).astype(np.float32)
@@ -363,14 +240,7 @@ def float4_ops(k, bufs, rng):
   np.testing.assert_array_equal(dots, (a * b).sum(1))
 
 
-@case("""kernel void int64(global const ulong *a, global const ulong *b, global ulong *out) {
-  int i = get_global_id(0);
-  ulong x = a[i], y = b[i];
-  out[4 * i + 0] = x * y + 0x123456789abcdefUL;
-  out[4 * i + 1] = (x >> (y & 63)) | (y << 3);
-  out[4 * i + 2] = mul_hi(x, y);
-  out[4 * i + 3] = ((long)x < (long)y) ? x - y : y - x;
-}""")
+@case(FIXTURE)
 def int64(k, bufs, rng):
   n = 128
   a = rng.integers(0, 2**64, n, dtype=np.uint64)
@@ -388,14 +258,7 @@ def int64(k, bufs, rng):
   np.testing.assert_array_equal(out, np.array(exp, np.uint64))
 
 
-@case("""#pragma OPENCL EXTENSION cl_khr_fp16 : enable
-kernel void fp16(global const half *a, global const half *b, global half *out) {
-  int i = get_global_id(0);
-  half x = a[i], y = b[i];
-  half t = x * y;
-  out[2 * i] = t + x;
-  out[2 * i + 1] = (x > y) ? x - y : y - x;
-}""")
+@case(FIXTURE)
 def fp16(k, bufs, rng):
   n = 256
   a = ((rng.random(n) - 0.5) * 20).astype(np.float16)
@@ -413,12 +276,7 @@ def fp16(k, bufs, rng):
   np.testing.assert_array_equal(out[:, 1], np.where(a > b, a - b, b - a))
 
 
-@case("""#pragma OPENCL EXTENSION cl_khr_fp16 : enable
-kernel void half2_fma(global const half2 *a, global const half2 *b, global const half2 *c, global half2 *out) {
-  int i = get_global_id(0);
-  half2 x = a[i], y = b[i], z = c[i];
-  out[i] = fma(x, y, z) * (half2)(0.5h, 2.0h);
-}""")
+@case(FIXTURE)
 def half2_fma(k, bufs, rng):
   n = 256
   a, b, c = (((rng.random((n, 2)) - 0.5) * 8).astype(np.float16) for _ in range(3))
@@ -431,14 +289,7 @@ def half2_fma(k, bufs, rng):
   np.testing.assert_array_equal(out, (f * np.array([0.5, 2.0], np.float16)).astype(np.float16))
 
 
-@case("""kernel void f64(global const double *a, global const double *b, global double *out) {
-  int i = get_global_id(0);
-  double x = a[i], y = b[i];
-  out[4 * i + 0] = fma(x, y, 1.0);
-  out[4 * i + 1] = x / y;
-  out[4 * i + 2] = sqrt(y);
-  out[4 * i + 3] = (double)((long)(x * 1000.0)) + (double)i;
-}""")
+@case(FIXTURE)
 def f64(k, bufs, rng):
   n = 128
   a = (rng.random(n) - 0.5) * 100
@@ -454,18 +305,7 @@ def f64(k, bufs, rng):
   np.testing.assert_array_equal(out[:, 3], np.trunc(a * 1000.0) + np.arange(n))
 
 
-@case("""kernel void math(global const float *a, global const float *b, global float *out) {
-  int i = get_global_id(0);
-  float x = a[i], y = b[i];
-  out[8 * i + 0] = sin(x);
-  out[8 * i + 1] = cos(x);
-  out[8 * i + 2] = exp(x * 0.25f);
-  out[8 * i + 3] = log(y);
-  out[8 * i + 4] = sqrt(y);
-  out[8 * i + 5] = pow(y, 1.5f);
-  out[8 * i + 6] = atan2(x, y);
-  out[8 * i + 7] = floor(x) + fabs(x);
-}""")
+@case(FIXTURE)
 def math(k, bufs, rng):
   n = 256
   a = ((rng.random(n) - 0.5) * 20).astype(np.float32)
@@ -482,16 +322,7 @@ def math(k, bufs, rng):
   np.testing.assert_allclose(out, exp, rtol=4e-6, atol=4e-7)
 
 
-@case("""kernel void native_math(global const float *a, global const float *b, global float *out) {
-  int i = get_global_id(0);
-  float x = a[i], y = b[i];
-  out[6 * i + 0] = native_sin(x);
-  out[6 * i + 1] = native_cos(x);
-  out[6 * i + 2] = native_exp2(x * 0.25f);
-  out[6 * i + 3] = native_log2(y);
-  out[6 * i + 4] = native_recip(y);
-  out[6 * i + 5] = native_rsqrt(y);
-}""")
+@case(FIXTURE)
 def native_math(k, bufs, rng):
   n = 256
   a = ((rng.random(n) - 0.5) * 6).astype(np.float32)
@@ -506,14 +337,7 @@ def native_math(k, bufs, rng):
   np.testing.assert_allclose(out, exp, rtol=1e-5, atol=1e-6)
 
 
-@case("""kernel void private_array(global const int *idx, global int *out) {
-  int i = get_global_id(0);
-  volatile int arr[64];
-  for (int k = 0; k < 64; k++) arr[k] = k * i + (k ^ 5);
-  int s = 0;
-  for (int k = 0; k < 8; k++) s += arr[(idx[i] + 7 * k) & 63];
-  out[i] = s;
-}""")
+@case(FIXTURE)
 def private_array(k, bufs, rng):
   n = 128
   idx = rng.integers(0, 1000, n).astype(np.int32)
@@ -524,13 +348,7 @@ def private_array(k, bufs, rng):
   np.testing.assert_array_equal(out, np.array(exp, np.int32))
 
 
-@case("""kernel void atomics_global(global const uint *in, global uint *hist, global uint *maxv, global int *sum) {
-  uint i = get_global_id(0);
-  uint v = in[i];
-  atomic_inc(&hist[v & 63u]);
-  atomic_max(maxv, v);
-  atomic_add(sum, (int)(v & 0xffu));
-}""")
+@case(FIXTURE)
 def atomics_global(k, bufs, rng):
   n = 2048
   x = rng.integers(0, 2**31, n).astype(np.uint32)
@@ -544,15 +362,7 @@ def atomics_global(k, bufs, rng):
   assert sm[0] == int((x & 0xFF).sum())
 
 
-@case("""kernel void atomics_lds(global const uint *in, global uint *hist) {
-  local uint lh[32];
-  uint lid = get_local_id(0);
-  if (lid < 32) lh[lid] = 0;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  atomic_add(&lh[in[get_global_id(0)] % 32u], 1u);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < 32) atomic_add(&hist[lid], lh[lid]);
-}""")
+@case(FIXTURE)
 def atomics_lds(k, bufs, rng):
   n = 1024
   x = rng.integers(0, 1000, n).astype(np.uint32)
@@ -562,7 +372,7 @@ def atomics_lds(k, bufs, rng):
   np.testing.assert_array_equal(hist, np.bincount(x % 32, minlength=32))
 
 
-@case("""kernel void empty(void) {}""")
+@case(FIXTURE)
 def empty(k, bufs, rng):
   st = k(grid=(4, 1, 1), block=(64, 1, 1))
   assert st.waves == 8

@@ -74,3 +74,18 @@ def test_kernel_option_selects_one_kernel(tmp_path, capsys):
                        capture_output=True, text=True, check=True).stdout
   theirs = [" ".join(m.group(1).split()) for m in re.finditer(r"^\s+(\S.*?)\s*// [0-9A-F]{12}:", ref, re.M)]
   assert mine == theirs[:len(mine)] and mine == ["v_add_f32_e32 v1, v1, v0", "s_endpgm"], (mine, theirs)
+
+
+def test_output_closed_early_is_not_an_error(tmp_path):
+  """`hcq disasm --raw BIG | head -1`: the reader goes away early; no BrokenPipeError traceback, exit status 0."""
+  import sys
+  path = tmp_path / "nops.bin"
+  path.write_bytes(assemble("s_nop 0") * 20_000)   # ~1.8 MB of text: far more than a pipe buffers
+  main_py = "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"
+  p = subprocess.Popen([sys.executable, "-c", main_py, "disasm", "--raw", str(path)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+  first = p.stdout.readline()
+  p.stdout.close()
+  err = p.stderr.read()
+  assert p.wait(timeout=120) == 0 and first.split("//")[0].strip() == "s_nop 0"
+  assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -153,6 +153,44 @@ def _split(text: str):
   return split_operands(text)
 
 
+def encode_fields(et, fields: dict, strict: bool = False) -> bytes:
+  """The one place field values become instruction bytes (the text assembler, the Asm DSL and the RDNA3 backend all
+  end here): each field of encoding table `et` (tables.EncodingTable: name, lo bit, mask) from `fields` (0 when
+  absent), range-checked, plus the encoding's identifying bits. strict: a field name the layout lacks is an error."""
+  word = 0
+  for fname, lo, mask in et.fields:
+    v = fields.get(fname, 0)
+    if v < 0 or v > mask: raise AssembleError(f"{et.name}: value {v} out of range for field {fname} (max {mask})")
+    word |= v << lo
+  if strict and len(fields) > len(et.fields):
+    extra = set(fields) - {f for f, _, _ in et.fields}
+    if extra: raise AssembleError(f"{et.name}: no field {', '.join(sorted(extra))} in this encoding")
+  for lo, w, v in et.layout["ident"]: word |= v << lo
+  return word.to_bytes(et.size, "little")
+
+
+def waitcnt_simm16(vmcnt: int = 0x3f, lgkmcnt: int = 0x3f, expcnt: int = 7) -> int:
+  """gfx11 S_WAITCNT simm16 (RDNA3 ISA SOPP S_WAITCNT: vmcnt [15:10], lgkmcnt [9:4], expcnt [2:0]); a counter left at
+  its maximum is not waited for."""
+  if not (0 <= vmcnt <= 0x3f and 0 <= lgkmcnt <= 0x3f and 0 <= expcnt <= 7):
+    raise AssembleError(f"s_waitcnt: counts vmcnt({vmcnt}) lgkmcnt({lgkmcnt}) expcnt({expcnt}) out of range")
+  return vmcnt << 10 | lgkmcnt << 4 | expcnt
+
+
+def depctr_simm16(**counts: int) -> int:
+  """S_WAITCNT_DEPCTR simm16 from counter values by their LLVM names without the depctr_ prefix (va_vdst=0,
+  sa_sdst=0, ...): every other field at its "no wait" all-ones value, unused bits 6:5 clear (disasm.DEPCTR_FIELDS)."""
+  from .disasm import DEPCTR_FIELDS
+  v = 0xff9f
+  for key, val in counts.items():
+    field = [f for f in DEPCTR_FIELDS if f[0] == f"depctr_{key}"]
+    if not field: raise AssembleError(f"s_waitcnt_depctr: unknown counter depctr_{key}")
+    _, lo, w = field[0]
+    if not 0 <= val < 1 << w: raise AssembleError(f"s_waitcnt_depctr: depctr_{key}({val}) out of range")
+    v = (v & ~(((1 << w) - 1) << lo)) | val << lo
+  return v
+
+
 class Assembler:
   def __init__(self, arch: str = "gfx1100"):
     self.t: ArchTables = arch_tables(arch)
@@ -314,7 +352,11 @@ class Assembler:
       if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR")
       f[field] = o.idx >> 1
     elif field == "vaddr" and enc == "MIMG" and o.kind == "text" and o.text.startswith("["):
-      regs = [int(r.strip()[1:]) for r in o.text.strip("[]").split(",")]
+      # [v16, v40, v41, v42, v[43:44]]: VADDR, then one byte per address (the last may start a range, decode.nsa_layout)
+      regs = []
+      for r in re.findall(r"v(\d+)|v\[(\d+):\d+\]", o.text):
+        regs.append(int(r[0] or r[1]))
+      if not regs: raise AssembleError(f"{what}: bad address list {o.text!r}")
       f[field], f["nsa"], f["_nsa_regs"] = regs[0], 1, regs[1:]
     elif field == "vaddr" and enc in ("MUBUF", "MTBUF"):
       f[field] = 0 if o.kind == "off" else o.idx
@@ -355,7 +397,7 @@ class Assembler:
       for m in re.finditer(r"(\w+)\((\d+)\)", text):
         if m.group(1) not in vals: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
         vals[m.group(1)] = int(m.group(2))
-      return (vals["vmcnt"] << 10) | (vals["lgkmcnt"] << 4) | vals["expcnt"]
+      return waitcnt_simm16(**vals)
     if kind == "delay_alu":
       if re.fullmatch(r"\d+|0x[0-9a-fA-F]+", text): return int(text, 0)
       v = 0
@@ -368,14 +410,11 @@ class Assembler:
       return v
     if kind == "sendmsg": return self._sendmsg(text, self._msg)
     if name in ("s_waitcnt_depctr", "s_wait_alu") and not re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text):
-      from .disasm import DEPCTR_FIELDS
-      v = 0xff9f  # every field at "no wait", unused bits 6:5 clear
+      counts = {}
       for m in re.finditer(r"(\w+)\((\d+)\)", text):
-        field = [f for f in DEPCTR_FIELDS if f[0] == m.group(1)]
-        if not field: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
-        _, lo, w = field[0]
-        v = (v & ~(((1 << w) - 1) << lo)) | (int(m.group(2)) & ((1 << w) - 1)) << lo
-      return v
+        if not m.group(1).startswith("depctr_"): raise AssembleError(f"{name}: unknown counter {m.group(1)}")
+        counts[m.group(1)[len("depctr_"):]] = int(m.group(2))
+      return depctr_simm16(**counts)
     if kind == "hwreg":
       m = re.fullmatch(r"hwreg\((\w+)(?:, (\d+), (\d+))?\)", text)
       if not m: return int(text, 0)
@@ -510,14 +549,7 @@ class Assembler:
     return out
 
   def _encode(self, enc: str, f: dict) -> bytes:
-    et = self.t.encodings[enc]
-    word = 0
-    for fname, lo, mask in et.fields:
-      v = f.get(fname, 0)
-      if v < 0 or v > mask: raise AssembleError(f"{enc}: value {v} out of range for field {fname} (max {mask})")
-      word |= v << lo
-    for lo, w, v in et.layout["ident"]: word |= v << lo
-    return word.to_bytes(et.size, "little")
+    return encode_fields(self.t.encodings[enc], f)
 
   def _ldsdir(self, text: str) -> bytes:
     # LDSDIR (RDNA3 ISA 16.5): lds_param_load vN, attrA.C wait_vdst:W | lds_direct_load vN wait_vdst:W

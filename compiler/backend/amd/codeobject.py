@@ -102,6 +102,9 @@ class CodeObject:
   kernels: dict[str, Kernel]
   metadata: dict
   abs_relocs: list[tuple[int, int, int]]   # (image offset, size, value to which the load base is added)
+  # non-weak symbols that relocations need and no section defines (SHN_UNDEF): they resolved to 0 in `image`, so a
+  # loader with nothing to link them against must refuse the object (clang -nogpulib printf needs __printf_alloc)
+  undefined_symbols: list[str] = field(default_factory=list)
 
   @property
   def code_object_version(self) -> int | None:
@@ -129,11 +132,12 @@ class CodeObject:
       raise CodeObjectError(f"e_machine {elf.machine} is not EM_AMDGPU ({EM_AMDGPU})", 0x12)
     image, addrs = _layout(elf)
     syms = _symbols(elf, addrs)
-    abs_relocs = _apply_relocations(elf, image, addrs, syms)
+    undefined: list[str] = []
+    abs_relocs = _apply_relocations(elf, image, addrs, syms, undefined)
     md = _metadata(elf)
     kernels = _kernels(elf, bytes(image), syms, md, addrs)
     return cls(elf, bytes(image), {elf.sections[i].name: a for i, a in addrs.items()},
-               {s.name: a for s, a in syms}, kernels, md, abs_relocs)
+               {s.name: a for s, a in syms}, kernels, md, abs_relocs, undefined)
 
 
 def _layout(elf: ElfFile) -> tuple[bytearray, dict[int, int]]:
@@ -170,7 +174,11 @@ def _symbols(elf: ElfFile, addrs: dict[int, int]):
   return out
 
 
-def _apply_relocations(elf, image: bytearray, addrs, syms) -> list[tuple[int, int, int]]:
+STB_WEAK, SHN_UNDEF = 2, 0   # ELF symbol binding and section index (System V gABI, elf.h)
+
+
+def _apply_relocations(elf, image: bytearray, addrs, syms, undefined: list[str]) -> list[tuple[int, int, int]]:
+  """Apply the relocations to image; return the absolute ones; append undefined non-weak symbol names to undefined."""
   abs_relocs = []
   symtab_cache: dict[int, list] = {}
   for sec in elf.sections:
@@ -188,6 +196,7 @@ def _apply_relocations(elf, image: bytearray, addrs, syms) -> list[tuple[int, in
       s_value = 0
       if symidx:
         sym = tsyms[symidx]
+        if sym.shndx == SHN_UNDEF and sym.bind != STB_WEAK and sym.name not in undefined: undefined.append(sym.name)
         s_value = addrs.get(sym.shndx, 0) + sym.value if elf.type == ET_REL and 0 < sym.shndx < 0xff00 else sym.value
       size = {R_AMDGPU_REL64: 8, R_AMDGPU_ABS64: 8}.get(rtype, 4)
       if rtype == R_AMDGPU_NONE: continue

@@ -104,10 +104,11 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       if enc == "MIMG" and field == "vaddr":
         from .decode import mimg_address_count
         et = arch_tables(inst.arch).encodings["MIMG"]
-        count = mimg_address_count(et, inst.opcode, fields)
+        count = mimg_address_count(et, inst.opcode, fields, inst.arch)
         if fields["nsa"]:
-          regs = [value] + list(inst.data[8:8 + count - 1])
-          ops.append(Operand("text", None, 0, None, field, "[" + ", ".join(f"v{r}" for r in regs) + "]"))
+          from .decode import nsa_layout
+          regs = [reg_text("v", value, 1)] + [reg_text("v", r, n) for r, n in zip(inst.data[8:], nsa_layout(count))]
+          ops.append(Operand("text", None, 0, None, field, "[" + ", ".join(regs) + "]"))
           continue
       ops.append(_field_operand(inst, field, cls, count, value))
     elif kind == "text":

@@ -27,7 +27,9 @@ from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
+from .asm import encode_fields, waitcnt_simm16
 from .cowriter import Arg, KernelSpec, write_code_object
+from .errors import AssembleError
 from .tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
@@ -37,7 +39,7 @@ SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
 
 # ---------------------------------------------------------------------------------------------------- s_waitcnt
 def _waitcnt(vm: int = 63, lgkm: int = 63) -> MInst:
-  return MInst("s_waitcnt", simm16=(vm << 10) | (lgkm << 4) | 7)
+  return MInst("s_waitcnt", simm16=waitcnt_simm16(vmcnt=vm, lgkmcnt=lgkm))
 
 
 WAIT_GRANULE = 8   # a needed count n is rounded down to a multiple of this: one wait then covers several uses
@@ -118,14 +120,10 @@ class Encoder:
     return size
 
   def encode(self, m: MInst, simm16: int | None = None) -> bytes:
+    """The MInst's operands as field values, packed by the assembler's encode_fields (one encoder core for both)."""
     enc, op = self.lookup(m.name)
-    layout = self.t.layouts[enc]
-    fields = {name: (lo, w) for name, lo, w in layout["fields"]}
-    word = 0
-    for lo, w, v in layout["ident"]: word |= v << lo
-    lo, w = fields[layout["op"]]
-    word |= op << lo
-    vals: dict[str, int] = {}
+    et = self.t.encodings[enc]
+    vals: dict[str, int] = {et.layout["op"]: op}
     lits: list[int] = []
     kind = operand_kind(m.name)
     if enc in ("GLOBAL", "SCRATCH"): vals["saddr"] = NULL
@@ -143,13 +141,10 @@ class Encoder:
       if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
     elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
-    if "simm16" in fields:
+    if enc in ("SOPP", "SOPK"):
       vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
-    for f, v in vals.items():
-      lo, w = fields[f]
-      if v >> w: raise CompileError(f"gfx1100: value {v} does not fit field {f} ({w} bits) of {m!r}")
-      word |= v << lo
-    out = word.to_bytes(layout["size"], "little")
+    try: out = encode_fields(et, vals, strict=True)
+    except AssembleError as e: raise CompileError(f"gfx1100: {e} in {m!r}") from None
     if lits: out += lits[0].to_bytes(4, "little")
     return out
 

@@ -14,10 +14,11 @@ costs one instruction; the tests count them separately from the benchmark's loop
 """
 from __future__ import annotations
 
+from .asm import depctr_simm16
 from .isel_mir import EXEC_LO, MInst, Spec, VReg
 
-VA_VDST0 = 0x0F9F     # s_waitcnt_depctr depctr_va_vdst(0): llvm-mc-19 encodes it [0x9f,0x0f,0x88,0xbf]
-SA_SDST0 = 0xFF9E     # s_waitcnt_depctr depctr_sa_sdst(0): llvm-mc-19 encodes it [0x9e,0xff,0x88,0xbf]
+VA_VDST0 = depctr_simm16(va_vdst=0)   # 0x0f9f: llvm-mc-19 encodes s_waitcnt_depctr depctr_va_vdst(0) [0x9f,0x0f,0x88,0xbf]
+SA_SDST0 = depctr_simm16(sa_sdst=0)   # 0xff9e: llvm-mc-19 encodes s_waitcnt_depctr depctr_sa_sdst(0) [0x9e,0xff,0x88,0xbf]
 _TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
 TRANS_WINDOW = 5
 
