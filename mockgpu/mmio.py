@@ -2,12 +2,12 @@
 plain host memory (a VRAM BAR). All implement drivers.system.interface.MMIOView."""
 from __future__ import annotations
 
-import ctypes
 import errno
 import threading
 from typing import Callable
 
 from ..drivers.system.interface import MMIOView
+from ..drivers.system.mmio import MappedMMIO
 from ..errors import OSCallError
 
 
@@ -76,29 +76,12 @@ class DoorbellMMIO(MMIOView):
                       "so that a doorbell write reaches the device model")
 
 
-class MemoryMMIO(MMIOView):
+class MemoryMMIO(MappedMMIO):
   """A window over plain host memory at `addr` (a VRAM BAR backed by host memory): accesses are loads and stores,
   no model is called."""
 
   def __init__(self, name: str, addr: int, size: int):
-    self.name, self.addr, self.size = name, addr, size
-    self._u32 = (ctypes.c_uint32 * (size // 4)).from_address(addr)
-
-  def read32(self, offset: int) -> int:
-    self._check(offset, 4)
-    return self._u32[offset >> 2]
-
-  def write32(self, offset: int, value: int) -> None:
-    self._check(offset, 4)
-    self._u32[offset >> 2] = value & 0xFFFFFFFF
-
-  def read64(self, offset: int) -> int:
-    self._check(offset, 8)
-    return ctypes.c_uint64.from_address(self.addr + offset).value
-
-  def write64(self, offset: int, value: int) -> None:
-    self._check(offset, 8)
-    ctypes.c_uint64.from_address(self.addr + offset).value = value & 0xFFFFFFFFFFFFFFFF
+    super().__init__(addr, size, name)
 
   def mmap_address(self, addr=None) -> int:
     if addr is not None and addr != self.addr:

@@ -12,7 +12,7 @@ import time
 
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
-from .interface import MMIOView
+from .mmio import MappedMMIO
 from .locks import lock_path
 
 
@@ -77,35 +77,18 @@ def _ioctl_ptr(fd: int, request: int, ptr: int) -> int:
   return res
 
 
-class MemoryMMIO(MMIOView):
+class MemoryMMIO(MappedMMIO):
   """An MMIO window over mapped memory (a BAR resource file mmapped into this process)."""
 
   def __init__(self, addr: int, size: int, name: str, mapped_size: int = 0):
-    self.addr, self.size, self.name = addr, size, name
+    super().__init__(addr, size, name)
     self._mapped_size = mapped_size  # > 0: this view owns an mmap of that size at addr, unmapped by close()
-    self._u32 = (ctypes.c_uint32 * (size // 4)).from_address(addr)
 
   def close(self) -> None:
     if self._mapped_size:
       self._u32 = None
       libc.munmap(self.addr, self._mapped_size)
       self._mapped_size, self.size = 0, 0  # every later access fails the bounds check instead of faulting
-
-  def read32(self, offset: int) -> int:
-    self._check(offset, 4)
-    return self._u32[offset >> 2]
-
-  def write32(self, offset: int, value: int) -> None:
-    self._check(offset, 4)
-    self._u32[offset >> 2] = value & 0xFFFFFFFF
-
-  def read64(self, offset: int) -> int:
-    self._check(offset, 8)
-    return ctypes.c_uint64.from_address(self.addr + offset).value
-
-  def write64(self, offset: int, value: int) -> None:
-    self._check(offset, 8)
-    ctypes.c_uint64.from_address(self.addr + offset).value = value & 0xFFFFFFFFFFFFFFFF
 
 
 class FlockLock:
