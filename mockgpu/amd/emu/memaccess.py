@@ -137,22 +137,7 @@ class MemAccess:
   def lds_load(self, addr, wid, em, ef, nbytes: int, signed: bool = False):
     """Returns a list of u32 dwords (n,32) (nbytes >= 4) or one zero/sign-extended value (1/2 bytes)."""
     b = self._lds_index(addr, wid, em, ef, nbytes, "load")
-    if nbytes < 4:
-      v = self.lds8[b].astype(u32)
-      if nbytes == 2: v |= self.lds8[b + 1].astype(u32) << u32(8)
-      if signed:
-        sh = u32(32 - 8 * nbytes)
-        v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
-      return v
-    if (b & 3).any():
-      out = []
-      for k in range(nbytes // 4):
-        v = np.zeros(b.shape, u32)
-        for j in range(4): v |= self.lds8[b + 4 * k + j].astype(u32) << u32(8 * j)
-        out.append(v)
-      return out
-    w = b >> 2
-    return [self.lds[w + k] for k in range(nbytes // 4)]
+    return _gather(self.lds, self.lds8, b, nbytes, signed)
 
   def lds_store(self, addr, wid, em, ef, data: list, nbytes: int):
     b = self._lds_index(addr, wid, em, ef, nbytes, "store")
@@ -211,24 +196,7 @@ class MemAccess:
 
   def scratch_load(self, offs, wid, em, ef, nbytes, signed=False):
     b = self._scratch_index(offs, wid, em, ef, nbytes, "load")
-    s32 = self.scratch
-    s8 = s32.view(u8)
-    if nbytes < 4:
-      v = s8[b].astype(u32)
-      if nbytes == 2: v |= s8[b + 1].astype(u32) << u32(8)
-      if signed:
-        sh = u32(32 - 8 * nbytes)
-        v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
-      return v
-    if (b & 3).any():
-      out = []
-      for k in range(nbytes // 4):
-        v = np.zeros(b.shape, u32)
-        for j in range(4): v |= s8[b + 4 * k + j].astype(u32) << u32(8 * j)
-        out.append(v)
-      return out
-    w = b >> 2
-    return [s32[w + k] for k in range(nbytes // 4)]
+    return _gather(self.scratch, self.scratch.view(u8), b, nbytes, signed)
 
   def scratch_store(self, offs, wid, em, ef, data, nbytes):
     b = self._scratch_index(offs, wid, em, ef, nbytes, "store")
@@ -369,3 +337,24 @@ def _apply(op, old, d, c, dt):
   if op == "min_f32": return np.fmin(old.view(f32), d.view(f32)).view(u32)
   if op == "max_f32": return np.fmax(old.view(f32), d.view(f32)).view(u32)
   raise GPUFault(f"atomic {op} is not supported", kind="illegal instruction")
+
+
+def _gather(mem32, mem8, b, nbytes: int, signed: bool):
+  """Load nbytes at byte indices b (one per lane) from a u32 array and its u8 view: a list of u32 dwords
+  (nbytes >= 4; byte-gathered when an index is not dword aligned) or one zero/sign-extended value (1 or 2 bytes)."""
+  if nbytes < 4:
+    v = mem8[b].astype(u32)
+    if nbytes == 2: v |= mem8[b + 1].astype(u32) << u32(8)
+    if signed:
+      sh = u32(32 - 8 * nbytes)
+      v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
+    return v
+  if (b & 3).any():
+    out = []
+    for k in range(nbytes // 4):
+      v = np.zeros(b.shape, u32)
+      for j in range(4): v |= mem8[b + 4 * k + j].astype(u32) << u32(8 * j)
+      out.append(v)
+    return out
+  w = b >> 2
+  return [mem32[w + k] for k in range(nbytes // 4)]
