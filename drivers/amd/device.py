@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
+from collections import deque
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
@@ -317,11 +318,16 @@ class AMDDevice(Device):
     if buf.kind == "host":
       self._synchronize()
       return bytes(buf.cpu_view[offset:offset + size])
-    parts = []
-    for pos in range(0, size, STAGING_SIZE):
-      chunk = min(STAGING_SIZE, size - pos)
-      st = self._staging_slot()
-      st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
+    # every staging slot gets a chunk in flight: the SDMA engine copies the next chunks while the CPU reads this one
+    parts, in_flight, pos = [], deque(), 0
+    while pos < size or in_flight:
+      while pos < size and len(in_flight) < len(self._staging):
+        chunk = min(STAGING_SIZE, size - pos)
+        st = self._staging_slot()
+        st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
+        in_flight.append((st, tv, chunk))
+        pos += chunk
+      st, tv, chunk = in_flight.popleft()
       self._wait_value(tv)
       parts.append(bytes(st.mem.cpu[:chunk]))
     return parts[0] if len(parts) == 1 else b"".join(parts)
