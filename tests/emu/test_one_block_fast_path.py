@@ -202,6 +202,35 @@ def test_the_kernel_changes_within_one_shape(monkeypatch):
     assert out[0] == value
 
 
+# out[tid] = v2 (0 at start-up): reads a register that DIVERGE leaves written in some waves only
+STORE_V2 = """
+    v_and_b32 v3, 63, v0
+    v_lshlrev_b32 v4, 2, v3
+    global_store_b32 v4, v2, s[0:1]
+    s_endpgm"""
+# wave 0 (lanes 0-31) sets v2 and s6, wave 1 branches around: a write-back to some waves of the pooled files
+DIVERGE = """
+    v_cmp_gt_u32 vcc_lo, 32, v0
+    s_cbranch_vccz .Lskip
+    v_mov_b32 v2, 0x1234
+    s_branch .Lskip
+.Lskip:
+    s_endpgm"""
+
+
+def test_a_divergent_kernel_between_launches_of_a_one_block_kernel(monkeypatch):
+  """A kernel whose waves diverge writes registers of some waves in place in the pooled files: the one-block kernel
+  launched next in that shape must not run on them as they are."""
+  rig = Rig(monkeypatch)
+  p_store = rig.load(STORE_V2, at=0)
+  p_div = rig.load(DIVERGE, at=256)
+  for pc in (p_store, p_store, p_div, p_store, p_store, p_div, p_div, p_store):
+    pout, out = rig.out(64)
+    rig.run(pc, ptr(pout), block=(64, 1, 1))
+    if pc == p_store: np.testing.assert_array_equal(out, np.zeros(64, np.uint32))
+  assert rig.fast == 2
+
+
 def test_lds_and_scratch_start_zeroed_on_every_dispatch(monkeypatch):
   rig = Rig(monkeypatch)
   p_lds = rig.load(LDS, at=0)
@@ -312,3 +341,129 @@ def test_two_threads_on_one_memory(monkeypatch):
   for t in threads: t.join()
   assert not errors, errors[0]
   assert rig.fast > 0
+
+
+# ---- differential fuzz: one GPUMemory with every cache against a fresh GPUMemory per dispatch ----
+import functools  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as hst  # noqa: E402
+
+S_ENDPGM = 0xBFB00000
+# Instructions the programs are made of (user SGPRs: s[0:1] = data, s[2:3] = data + 4096; s4 = work-group id X; v0 =
+# packed work-item ids): scalar and vector ALU, divergence through VCC/EXEC, global/LDS/scratch loads, stores and
+# atomics, a barrier, forward branches (by raw offsets: one may land inside an 8-byte instruction: an error both
+# sides must agree on). One line: one pick ("|" separates the instructions of a pick that reads LDS or scratch
+# and stores what it read).
+POOL = """s_mov_b32 s5, 3
+s_add_u32 s6, s5, s4
+s_cmp_eq_u32 s4, 0
+s_cselect_b32 s7, 1, 2
+s_mul_i32 s6, s6, s7
+v_mov_b32 v1, s5
+v_add_nc_u32 v2, v0, v1
+v_and_b32 v3, 63, v0
+v_lshlrev_b32 v4, 2, v3
+v_mul_lo_u32 v2, v2, v3
+v_cvt_f32_u32 v5, v0
+v_mul_f32 v6, v5, v5
+v_cmp_gt_u32 vcc_lo, 5, v3
+v_cndmask_b32 v2, v1, v2, vcc_lo
+s_and_saveexec_b32 s8, vcc_lo
+s_or_b32 exec_lo, exec_lo, s8
+s_mov_b32 exec_lo, -1
+global_load_b32 v7, v4, s[0:1]
+global_store_b32 v4, v2, s[0:1]
+global_store_b32 v4, v6, s[2:3] offset:64
+global_atomic_add_u32 v4, v1, s[0:1]
+ds_store_b32 v4, v2
+ds_load_b32 v8, v4
+ds_add_u32 v4, v1
+scratch_store_b32 v9, v2, off
+scratch_load_b32 v10, v9, off
+s_barrier
+s_waitcnt vmcnt(0) lgkmcnt(0)
+s_cbranch_scc1 2
+s_cbranch_execz 1
+s_branch 1
+v_readfirstlane_b32 s9, v2
+s_load_b32 s10, s[0:1], 0x10
+v_add_nc_u32 v2, v7, v8
+v_add_nc_u32 v2, v2, v10
+global_load_b32 v7, v4, s[0:1] offset:512 | s_waitcnt vmcnt(0) | ds_store_b32 v4, v7 | scratch_store_b32 v9, v7, off
+ds_load_b32 v8, v4 | s_waitcnt lgkmcnt(0) | global_store_b32 v4, v8, s[2:3] offset:128
+scratch_load_b32 v10, v9, off | s_waitcnt vmcnt(0) | global_store_b32 v4, v10, s[2:3] offset:384""".splitlines()
+
+
+@functools.lru_cache(maxsize=None)
+def pool_words() -> tuple:
+  """Each POOL line's dwords, from llvm-mc-19 -show-encoding."""
+  lines = [[inst.strip() for inst in line.split("|")] for line in POOL]
+  out = subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-show-encoding"],
+                       input="\n".join(inst for line in lines for inst in line) + "\n", capture_output=True,
+                       text=True, check=True).stdout
+  encodings = [bytes(int(b, 16) for b in m.split(",")) for m in re.findall(r"encoding: \[([^\]]*)\]", out)]
+  assert len(encodings) == sum(map(len, lines)), out
+  words, at = [], 0
+  for line in lines:
+    words.append(tuple(w for e in encodings[at:at + len(line)] for w in np.frombuffer(e, np.uint32).tolist()))
+    at += len(line)
+  return tuple(words)
+
+
+SHAPES = [((1, 1, 1), (1, 1, 1)), ((2, 1, 1), (8, 4, 2)), ((1, 1, 1), (64, 1, 1))]
+
+
+class Differential:
+  """The same programs, in the same host memory, dispatched on a long-lived GPUMemory (translated blocks, shape and
+  launch caches, the one-block fast path all in play) and on a fresh GPUMemory each time (none of them): the memory
+  they leave and the error they raise must be the same."""
+
+  def __init__(self):
+    self.cached = GPUMemory()
+    self.bufs = HostBuffers(self.cached)
+    self.pcode, self.code = self.bufs.alloc(4096)
+    self.pdata, self.data = self.bufs.alloc(6 << 10)
+    self.pattern = np.random.default_rng(3).integers(0, 256, self.data.size, dtype=np.uint8)
+    self.fast = 0
+
+  def fresh(self) -> GPUMemory:
+    mem = GPUMemory()
+    for start, size in self.cached.ranges(): mem.add_range(start, size)
+    return mem
+
+  def run(self, mem, words, shape, mode, offset):
+    code = np.array(list(words) + [S_ENDPGM] * 4, np.uint32)
+    self.code[:] = 0
+    self.code[:code.nbytes] = code.view(np.uint8)
+    self.data[:] = self.pattern
+    a, b = self.pdata + offset, self.pdata + 4096 + offset     # the user SGPRs change with `offset`
+    user = [a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32]
+    try:
+      dispatch(mem, pgm_addr=self.pcode, rsrc1=0x3F | mode << 16, rsrc2=(4 << 1) | (1 << 7) | (2 << 11),
+               user_sgprs=user, grid=shape[0], block=shape[1], lds_bytes=1024, scratch=ScratchSetup(None, 64),
+               instruction_budget=20_000)
+      outcome = None
+    except GPUFault as e:
+      outcome = (type(e).__name__, e.kind, e.address)
+    return outcome, self.data.copy()
+
+
+DIFF = Differential()
+PROGRAM = hst.lists(hst.integers(0, len(POOL) - 1), min_size=1, max_size=20)
+
+
+@given(hst.lists(hst.tuples(PROGRAM, hst.integers(0, len(SHAPES) - 1), hst.sampled_from([0, 0xF])), min_size=1,
+                 max_size=3))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_cached_dispatches_match_fresh_ones(programs):
+  words_of = pool_words()
+  for picks, shape, mode in programs:
+    words = [w for i in picks for w in words_of[i]]
+    for repeat in range(3):       # again through the launch cache (and the fast path when one block)
+      got = DIFF.run(DIFF.cached, words, SHAPES[shape], mode, 1024 * (repeat & 1))
+      want = DIFF.run(DIFF.fresh(), words, SHAPES[shape], mode, 1024 * (repeat & 1))
+      assert got[0] == want[0], (repeat, [POOL[i] for i in picks], got[0], want[0])
+      np.testing.assert_array_equal(got[1], want[1], err_msg=f"{[POOL[i] for i in picks]}, repeat {repeat}")
