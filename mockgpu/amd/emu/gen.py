@@ -163,7 +163,7 @@ class Gen:
     if r == NULL: return
     if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
     t = self.tmp()
-    self.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
+    self.emit(f"{t} = R.bcast({expr}, (n, 32))")
     if r == EXEC:
       return self.write_s(r, f"R.pack({t} if ef else ({t} & em))")
     self.emit(f"{t} = {t} if ef else ({t} & em)")
