@@ -467,3 +467,12 @@ def test_cached_dispatches_match_fresh_ones(programs):
       want = DIFF.run(DIFF.fresh(), words, SHAPES[shape], mode, 1024 * (repeat & 1))
       assert got[0] == want[0], (repeat, [POOL[i] for i in picks], got[0], want[0])
       np.testing.assert_array_equal(got[1], want[1], err_msg=f"{[POOL[i] for i in picks]}, repeat {repeat}")
+
+
+@pytest.mark.slow
+@given(hst.lists(hst.tuples(PROGRAM, hst.integers(0, len(SHAPES) - 1), hst.sampled_from([0, 0xF])), min_size=1,
+                 max_size=4))
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_cached_dispatches_match_fresh_ones_long(programs):
+  """3,000 sequences (`pytest -m slow`): about 43 s on the project's 2-core machine."""
+  test_cached_dispatches_match_fresh_ones.hypothesis.inner_test(programs)
