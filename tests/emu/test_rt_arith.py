@@ -55,3 +55,20 @@ def test_trig_preop_segments_sum_to_two_over_pi():
   total = sum(Fraction(float(v)) for v in segs)
   two_over_pi = 2 / Fraction(_pi_decimal(90))
   assert abs(total - two_over_pi) < Fraction(1, 2 ** 210)
+
+
+def test_all_ones_and_p64_match_numpy_for_few_and_many_waves():
+  """rt.all_ones and rt.p64 take shortcuts for a few waves / halves of one shape: same answers as plain numpy."""
+  rng = np.random.default_rng(5)
+  values = np.array([0xFFFFFFFF, 0xFFFFFFFE, 0x7FFFFFFF, 0, 1], np.uint32)
+  for n in (0, 1, 2, 8, 9, 64, 2048):
+    for _ in range(50):
+      m = rng.choice(values, n, p=[0.9, 0.025, 0.025, 0.025, 0.025])
+      assert rt.all_ones(m) == bool((m == 0xFFFFFFFF).all()), (n, m)
+    lo, hi = rng.integers(0, 2**32, (2, n, 32), dtype=np.uint64).astype(np.uint32)
+    np.testing.assert_array_equal(rt.p64(lo, hi), lo.astype(np.uint64) | hi.astype(np.uint64) << np.uint64(32))
+    s_lo, s_hi = lo[:, 0].copy(), hi[:, 0].copy()      # (n,) halves: an SGPR pair
+    np.testing.assert_array_equal(rt.p64(s_lo, s_hi), s_lo.astype(np.uint64) | s_hi.astype(np.uint64) << np.uint64(32))
+  # halves of different shapes still broadcast (a scalar half, an SGPR against a VGPR)
+  np.testing.assert_array_equal(rt.p64(np.uint32(1), np.arange(3, dtype=np.uint32)),
+                                np.uint64(1) | np.arange(3, dtype=np.uint64) << np.uint64(32))
