@@ -200,6 +200,7 @@ def test_the_kernel_changes_within_one_shape(monkeypatch):
     out[0] = SENTINEL
     rig.run(pc, ptr(pout))
     assert out[0] == value
+  assert rig.fast == 4      # both kernels are remembered for the shape once each has run after a reset
 
 
 # out[tid] = v2 (0 at start-up): reads a register that DIVERGE leaves written in some waves only
@@ -313,7 +314,7 @@ def test_the_pooled_registers_stay_the_start_up_values_after_one_block_kernels()
       prog(*args, grid=k.groups, block=k.local_size)
       k.check(outputs, data)
     for shape in bufs.memory.dispatch_launches.values():
-      if shape.entry is None: continue
+      if not shape.clean: continue
       one_block += 1
       uc = shape.user_count
       np.testing.assert_array_equal(shape.S[uc:], shape.S0[uc:], err_msg=f"{name}: SGPRs")

@@ -85,8 +85,8 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   if shape is not None:
     try:
       mode = (rsrc1 >> 16) & 0xF
-      entry = shape.entry
-      if entry is not None and entry[0] == pgm_addr and entry[1] == mode and _code_unchanged(memory, entry[2]):
+      entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
+      if entry is not None and _code_unchanged(memory, entry[0]):
         executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
       else:
         st = shape.st
@@ -124,11 +124,11 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
 
 
 def _run_entry(shape, entry, user_sgprs, instruction_budget) -> int:
-  """A one-block kernel launched again in the same shape (see _Shape.entry): its entry block ends every wave and
-  writes no register back, so the pooled register files still hold the start-up values of the last dispatch that
-  reset them (and SCC is still 0): only the user SGPRs (when the block reads any) and LDS/scratch (when the block may
-  touch them) are reset before the block runs once over all waves. An s_endpgm-only block is not even called."""
-  _, _, blk, needs_user = entry
+  """A one-block kernel launched again in a shape whose pooled register files are clean (see _Shape.entries): its
+  entry block ends every wave and writes no register back, so they stay clean: only the user SGPRs (when the block
+  reads any) and LDS/scratch (when the block may touch them) are reset before the block runs once over all waves.
+  An s_endpgm-only block is not even called."""
+  blk, needs_user = entry
   executed = blk.insts * shape.W
   if executed > instruction_budget:
     from . import InstructionBudgetExceeded
@@ -162,6 +162,7 @@ def _keep(cache: dict, key, value) -> None:
 # build everything afresh: their set-up is a small part of their run time.
 SMALL_BATCH_WAVES = 64
 SHAPE_CACHE_ENTRIES = 32      # per GPUMemory
+ENTRIES_PER_SHAPE = 8         # one-block kernels remembered per cached shape (_Shape.entries)
 POOLED_MEMORY_BYTES = 256 << 10   # LDS + scratch of a small batch kept for the next dispatch up to this size
 POOLED_VGPR_BYTES = 256 << 10     # ... and its VGPR file (pooled with a template: twice this). Bound per GPUMemory:
 # 2 caches x SHAPE_CACHE_ENTRIES shapes x (2 VGPR files + 2 LDS/scratch sets) <= 64 MiB; a typical launch: a few KiB
@@ -207,10 +208,13 @@ class _Shape:
     self.st = None              # the WaveState of the last dispatch when pooled (the fast path of run_dispatch)
     self.groups = groups
     self.wid.flags.writeable = self.wg_local.flags.writeable = False    # shared by the dispatches of this shape
-    # (pc, float mode, block, block reads user SGPRs) when the last dispatch of this (pooled) shape reset the register
-    # files and then ran one block, at pc, that ended every wave: a one-block kernel. Launched again with the same
-    # pc and mode and unchanged code, it runs through _run_entry. Cleared whenever other blocks may run (_loop).
-    self.entry = None
+    # One-block kernels: (pc, float mode) -> (block, block reads user SGPRs) for each dispatch of this (pooled) shape
+    # that reset the register files and then ran one block, at pc, that ended every wave. Such a block writes no
+    # register back and changes none in place, so after it the files are still `clean`: the start-up values but for
+    # the user SGPRs, and SCC 0. A kernel found here, launched while the files are clean, with its code unchanged,
+    # runs through _run_entry (which keeps them clean); any other dispatch makes them unclean first (_loop).
+    self.entries: dict = {}
+    self.clean = False
 
   def registers(self, user):
     """Register lists for one dispatch: for a cached shape, views of its pooled files reset from the templates; else
@@ -244,10 +248,11 @@ class _Shape:
       self.S_user[...] = [v & 0xFFFFFFFF for v in values]
 
   def remember_entry(self, pc: int, mode: int, blk) -> None:
-    """After a dispatch that reset the pooled files and ran only `blk` (ending every wave): see `entry`."""
+    """After a dispatch that reset the pooled files and ran only `blk` (ending every wave): see `entries`."""
     if self.S is None or blk.max_vgpr >= len(self.V_rows): return   # not pooled / VGPRs beyond the pooled file
-    uc = self.user_count
-    self.entry = (pc, mode, blk, any(r < uc for r in blk.sregs))
+    if len(self.entries) >= ENTRIES_PER_SHAPE: self.entries.clear()
+    self.entries[(pc, mode)] = (blk, any(r < self.user_count for r in blk.sregs))
+    self.clean = True
 
 
 def _shape(memory, key, *args):
@@ -332,7 +337,7 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
   streak = 0
   uniform_pc = int(pgm_addr)
   errs = None
-  shape.entry = None         # the registers are about to change: see _Shape.entry
+  shape.clean = False        # the registers may change: see _Shape.entries
   ran = 0
   try:
     while True:
