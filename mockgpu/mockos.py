@@ -56,6 +56,7 @@ class MockOS:
     from ..config import Config
     config = config if config is not None else Config()
     self.config = config.replace(sysfs_root="/sys", proc_root="/proc", dev_root="/dev")
+    self._threaded = bool(self.config.mock_threaded)
     self.vfs = VFS()
     self.memory = HostMemory()
     self.devices: list = []
@@ -145,7 +146,10 @@ class MockOS:
 
   def memory_barrier(self) -> None:
     libc.memory_barrier()
-    self.tick()
+    for e in self._engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
+      if getattr(e, "may_progress", True):
+        self.tick()
+        return
 
   # ---- MMIO
   def map_mmio(self, path: str, size: int, offset: int = 0, name: str = ""):
@@ -203,12 +207,34 @@ class MockOS:
   def unregister_engine(self, engine) -> None:
     if engine in self._engines: self._engines.remove(engine)
 
+  def tick_kicked(self, engine, max_rounds: int = 1000) -> None:
+    """tick() right after `engine` was kicked (a doorbell write). While every other engine is idle (may_progress
+    False), each round of tick() would find the others' polls returning False at once: `engine` is polled alone,
+    until it makes no progress (the same rounds, without the others). As soon as another engine may progress (it is
+    blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
+    if self._threaded or getattr(self._ticking, "active", False): return
+    engines = self._engines
+    if len(engines) > 1 and not self._others_idle(engine): return self.tick(max_rounds)
+    self._ticking.active = True
+    try:
+      for _ in range(max_rounds):
+        if not engine.poll(): return
+        if len(engines) > 1 and not self._others_idle(engine): break
+      else: return
+    finally: self._ticking.active = False
+    self.tick(max_rounds)
+
+  def _others_idle(self, engine) -> bool:
+    for e in self._engines:
+      if e is not engine and getattr(e, "may_progress", True): return False
+    return True
+
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
     for e in self._engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
-    if self.config.mock_threaded or getattr(self._ticking, "active", False): return
+    if self._threaded or getattr(self._ticking, "active", False): return
     self._ticking.active = True
     try:
       for _ in range(max_rounds):

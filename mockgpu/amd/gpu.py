@@ -8,6 +8,7 @@ driver only through KFD events.
 """
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 import time
@@ -147,6 +148,10 @@ class MockAMDGPU:
       q = self.queues.pop(qid)
       q.active = False
 
+  def doorbell_of(self, queue):
+    """fn(value) that rings `queue`'s doorbell (the KFD model routes the doorbell page's stores to it)."""
+    return functools.partial(self.ring_doorbell, queue)
+
   def ring_doorbell(self, queue, value: int) -> None:
     """The driver wrote `value` to the queue's doorbell."""
     if self.threaded:
@@ -155,8 +160,11 @@ class MockAMDGPU:
         self._kicked = True
         self._wake.notify_all()
       return
-    with self.lock: queue.doorbell(value)
-    self.os.tick()
+    with self.lock:                # queue.doorbell(value) and kick(queue), inlined: this runs on every launch
+      queue.doorbell_value = value
+      self._to_poll[queue] = None
+      self.may_progress = True
+    self.os.tick_kicked(self)
     if queue.error is not None and not queue.error_reported:
       queue.error_reported = True
       raise queue.error
@@ -173,8 +181,9 @@ class MockAMDGPU:
     with self.lock:
       # only the queues that may progress (rung since the last poll, or left with work), in creation order
       todo, self._to_poll = self._to_poll, {}
-      queues = [q for q in self.queues.values() if q in todo] if len(todo) > 1 else \
-        [q for q in todo if q.active]
+      if len(todo) == 1:           # the usual case: one queue rang
+        queues = [q for q in todo if q.active]
+      else: queues = [q for q in self.queues.values() if q in todo]
       progress = False
       for q in queues:
         if q.poll(): progress = True

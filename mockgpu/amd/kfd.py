@@ -401,6 +401,8 @@ class KFDModel:
     queue = gpu.create_queue(kind, qid, a.ring_base_address, size, a.read_pointer_address, a.write_pointer_address, doorbell)
     self.queues[qid] = (gpu, queue, index)
     self.doorbell_queues[(gpu.gpu_id, index)] = queue
+    view = self.doorbell_views.get(gpu.gpu_id)
+    if view is not None: view.route(8 * index, gpu.doorbell_of(queue))
     a.queue_id, a.doorbell_offset = qid, doorbell
 
   def _queue_buffer(self, gpu, addr: int, size: int, what: str, fail) -> None:
@@ -418,6 +420,8 @@ class KFDModel:
     entry = self.queues.pop(a.queue_id, None)
     if entry is None: raise fail(errno.EINVAL, f"no queue {a.queue_id}")
     self.doorbell_queues.pop((entry[0].gpu_id, entry[2]), None)
+    view = self.doorbell_views.get(entry[0].gpu_id)
+    if view is not None: view.route(8 * entry[2], None)
     entry[0].destroy_queue(a.queue_id)
 
   def kfd_mmio(self, size, offset, name):
@@ -431,10 +435,14 @@ class KFDModel:
     view = self.doorbell_views.get(gpu_id)
     if view is None:
       view = self.doorbell_views[gpu_id] = DoorbellMMIO(name, DOORBELL_PAGE, lambda off, v, gpu=gpu: self._ring(gpu, off, v))
+      # the 64-bit doorbell store of each queue goes straight to its queue (the write of every launch)
+      for (gid, index), queue in self.doorbell_queues.items():
+        if gid == gpu_id: view.route(8 * index, gpu.doorbell_of(queue))
     return view
 
   def _ring(self, gpu, off: int, value: int) -> None:
-    queue = self.doorbell_queues.get((gpu.gpu_id, off >> 3))    # one dict lookup: this runs on every doorbell write
+    """A doorbell store without a route (a 32-bit store, an offset without a queue)."""
+    queue = self.doorbell_queues.get((gpu.gpu_id, off >> 3))
     if queue is not None: gpu.ring_doorbell(queue, value)
 
   def mmap_kfd(self, path, size, offset, addr):
