@@ -226,6 +226,10 @@ class MockAMDGPU:
   def _run_emulator(self, queue=None, extra=None, **kw):
     """extra: what observers see besides the emulator's arguments, or a callable that builds it (only when there
     are observers)."""
+    return self._dispatch(queue, extra, kw)
+
+  def _dispatch(self, queue, extra, kw: dict):
+    """Run the emulator with the arguments `kw`; observers are told first (extra: see _run_emulator)."""
     if self.dispatch_observers:
       more = (extra() if callable(extra) else extra) or {}
       for observe in self.dispatch_observers: observe(queue, {**kw, **more})
@@ -240,25 +244,33 @@ class MockAMDGPU:
     st["emu_seconds"] += stats[2]
     return stats
 
-  def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int) -> None:
-    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3)."""
+  def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int, static: tuple | None = None,
+                      user_data: list | None = None) -> tuple:
+    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3).
+
+    static: the launch state this returned for an earlier dispatch of the queue when no SH register but the user
+    data was written since (the PM4 engine keeps it), else None; user_data: the 16 COMPUTE_USER_DATA values when
+    the caller keeps them (else read from sh). Returns the launch state (program, resources, work-group size)."""
     if initiator & _INITIATOR_NEEDS != _INITIATOR_NEEDS:
       if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
         raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
-    get = sh.get
-    # the launch state that does not change from one launch of a kernel to the next (program, resources, work-group
-    # size), checked and converted once per distinct register values; the user SGPRs (kernarg pointer) every time
-    key = tuple(map(get, _STATIC_REGS))
-    static = self._launch_states.get(key)
-    if static is None: static = self._launch_state(queue, get, key)
-    if 0 in grid: return
+    if static is None:
+      # the launch state that does not change from one launch of a kernel to the next (program, resources,
+      # work-group size), checked and converted once per distinct register values
+      get = sh.get
+      key = tuple(map(get, _STATIC_REGS))
+      static = self._launch_states.get(key)
+      if static is None: static = self._launch_state(queue, get, key)
+    if 0 in grid: return static
     if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
-    self._run_emulator(queue, lambda: {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
-                       user_sgprs=list(map(get, _USER_DATA, _ZEROS)), grid=grid, block=block, lds_bytes=lds_bytes,
-                       scratch=scratch)
+    user = list(user_data) if user_data is not None else list(map(sh.get, _USER_DATA, _ZEROS))
+    self._dispatch(queue, lambda: {"sh": dict(sh)},
+                   {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user, "grid": grid,
+                    "block": block, "lds_bytes": lds_bytes, "scratch": scratch})
+    return static
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
     """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""

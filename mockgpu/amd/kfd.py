@@ -155,6 +155,8 @@ class KFDModel:
     self.event_page_own = False
     self.doorbell_views: dict[int, DoorbellMMIO] = {}
     self.deferred_frees: list[tuple[int, int]] = []   # munmaps of VRAM/GTT CPU mappings done at FREE_MEMORY_OF_GPU
+    self._signal_type = kfd.KFD_IOC_EVENT_SIGNAL
+    self._slots: tuple = (None, {})            # (event page, event id -> ctypes cell of its slot) for interrupts
     for g in gpus: g.listener = self
 
   # ---- nodes
@@ -508,10 +510,13 @@ class KFDModel:
     with self.cond:
       page = self.event_page
       if page is None: return
-      sig = self.kfd_h.KFD_IOC_EVENT_SIGNAL
+      sig = self._signal_type
       ev = self.events.get(ctxid)
       if ev is not None and ev.type == sig:
-        slot = ctypes.c_uint64.from_address(page + 8 * ctxid)   # the event named by the context id (every launch)
+        # the event named by the context id (every launch): its slot's ctypes cell is kept per event page
+        slots = self._slots if self._slots[0] == page else self._new_slots(page)
+        slot = slots[1].get(ctxid)
+        if slot is None: slot = slots[1][ctxid] = ctypes.c_uint64.from_address(page + 8 * ctxid)
         if slot.value != UNSIGNALED_EVENT_SLOT:
           slot.value = UNSIGNALED_EVENT_SLOT
           ev.signaled = True
@@ -522,6 +527,10 @@ class KFDModel:
         ctypes.c_uint64.from_address(page + 8 * e.id).value = UNSIGNALED_EVENT_SLOT
         e.signaled = True
       if hits and self.waiters: self.cond.notify_all()
+
+  def _new_slots(self, page: int) -> tuple:
+    self._slots = (page, {})
+    return self._slots
 
   def queue_failed(self, gpu, queue, error) -> None:
     """A queue stopped on an error: a GPU fault signals MEMORY events with the address, anything else HW_EXCEPTION."""

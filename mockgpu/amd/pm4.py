@@ -19,6 +19,7 @@ MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the qu
 IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their parse (see PM4Engine._ib_plan)
 IB_PLAN_CACHE_ENTRIES = 64        # per queue: at most ~6 MB even with every entry a 4096-dword IB
 _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
+_USER_LO, _USER_HI = R.COMPUTE_USER_DATA_0, R.COMPUTE_USER_DATA_0 + R.NUM_USER_DATA   # SH offsets of the user data
 
 
 @dataclass(slots=True)
@@ -35,15 +36,30 @@ class Frame:
   cache_pos: int = 0
   cache_end: int = 0
   plan: dict | None = None    # IBs: packet start -> (opcode, body, next position), parsed once per content
+  view: memoryview | None = None   # rings: u32 view of the whole ring, checked against the mappings `view_version`
+  view_version: object = None
 
-  def prefetch(self, mem, what: str) -> None:
+  def prefetch(self, mem, owner: str) -> None:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
-    on demand)."""
+    on demand). owner: the queue's name (errors name it and the frame). A ring mapped whole is read through a view
+    checked once per mapping change."""
     n = self.end - self.pos
     if n <= 0: return
     start = self.pos % self.size_dw if self.ring else self.pos
     n = min(n, self.size_dw - start)
-    self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, what), self.pos, self.pos + n
+    if self.ring:
+      view = self.view
+      if view is None or self.view_version is not mem.version():
+        view = self.view = None
+        if mem.mapped(self.base, 4 * self.size_dw):
+          version = mem.version()
+          view = self.view = mem.u32_view(self.base, self.size_dw, f"{owner} {self.what}")
+          self.view_version = version
+      if view is not None:
+        self.cache, self.cache_pos, self.cache_end = view[start:start + n].tolist(), self.pos, self.pos + n
+        return
+    self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, f"{owner} {self.what}"), \
+      self.pos, self.pos + n
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -61,11 +77,15 @@ def compare(function: int, value: int, ref: int) -> bool:
 
 class PM4Engine:
   """Executes PM4 packets for one queue. `gpu` provides mem (DeviceMemory), read_reg/write_reg, clock(),
-  interrupt(queue, ctxid) and dispatch_direct(queue, sh, grid, initiator)."""
+  interrupt(queue, ctxid) and dispatch_direct(queue, sh, grid, initiator, launch state, user data) -> launch state."""
 
   def __init__(self, gpu, queue):
     self.gpu, self.queue = gpu, queue
     self.sh: dict[int, int] = {}           # SET_SH_REG offsets -> values (the queue's compute pipe state)
+    # kept beside sh for DISPATCH_DIRECT: the 16 user data registers, and the launch state the GPU converted from the
+    # other SH registers at the last dispatch (None: an SH register outside the user data was written since)
+    self.user_data = [0] * R.NUM_USER_DATA
+    self.launch_state: tuple | None = None
     self.uconfig: dict[int, int] = {}
     self.frames: list[Frame] = []
     self.blocked_on: str | None = None     # what the current packet waits for
@@ -99,7 +119,7 @@ class PM4Engine:
     frames = self.frames
     if not frames: return False
     top = frames[-1]
-    if top.end > top.pos: top.prefetch(self.gpu.mem, f"{self.queue.name} {top.what}")
+    if top.end > top.pos: top.prefetch(self.gpu.mem, self.queue.name)
     budget = self.max_packets
     done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
     progress = False
@@ -177,6 +197,12 @@ class PM4Engine:
       raise self._error(frame, pos, f"SET_SH_REG of {n} registers at offset {start:#x} leaves the SH window", op)
     if n == 1: self.sh[start] = body[1]
     else: self.sh.update(zip(range(start, start + n), body[1:]))
+    if _USER_LO <= start and start + n <= _USER_HI: self.user_data[start - _USER_LO:start - _USER_LO + n] = body[1:]
+    else:
+      self.launch_state = None
+      if start < _USER_HI and _USER_LO < start + n:     # a run across the user data and other registers
+        get = self.sh.get
+        self.user_data = [get(r, 0) for r in range(_USER_LO, _USER_HI)]
     return True
 
   def _set_uconfig_reg(self, body, frame, pos, op):
@@ -186,7 +212,9 @@ class PM4Engine:
 
   def _dispatch_direct(self, body, frame, pos, op):
     if len(body) < 4: raise self._error(frame, pos, f"DISPATCH_DIRECT needs 4 body dwords, has {len(body)}", op)
-    try: self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3])
+    try:
+      self.launch_state = self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3], self.launch_state,
+                                                   self.user_data)
     except QueueError as e:
       raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
     return True
@@ -233,7 +261,7 @@ class PM4Engine:
         ib.cache_end = size
       else:
         self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
-        ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
+        ib.prefetch(self.gpu.mem, self.queue.name)
       self.frames.append(ib)
     return True
 
