@@ -19,6 +19,7 @@ MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the qu
 IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their parse (see PM4Engine._ib_plan)
 IB_PLAN_CACHE_ENTRIES = 64        # per queue: at most ~6 MB even with every entry a 4096-dword IB
 _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
+_TYPE_OPCODE = 0xC000FF00    # a PM4 header's packet type (bits 31:30) and opcode (bits 15:8)
 _USER_LO, _USER_HI = R.COMPUTE_USER_DATA_0, R.COMPUTE_USER_DATA_0 + R.NUM_USER_DATA   # SH offsets of the user data
 
 
@@ -137,6 +138,9 @@ class PM4Engine:
     (a frame popped, a type-2 filler), budget left, packets done, whether run() should look at the frames again).
     The hot loop of every launch: the frame's fields in locals, the prefetched dwords read without bounds calls."""
     handlers = self.HANDLERS
+    by_header = self._by_header
+    if by_header[0] is not handlers: by_header = self._header_handlers()
+    by_header = by_header[1]
     plan, cache, cache_pos, cache_end, end = frame.plan, frame.cache, frame.cache_pos, frame.cache_end, frame.end
     progress = False
     while budget > 0:
@@ -146,6 +150,23 @@ class PM4Engine:
         if frame.ring: return progress, budget, done, False
         frames.pop()
         return True, budget, done, True
+      if cache_pos <= pos < cache_end and plan is None:
+        # a type-3 packet with a handler, read ahead whole (cache_end <= end): found by its header's type and opcode
+        # bits at once; anything else (fillers, errors, a packet past the read-ahead) goes the general way below
+        header = cache[pos - cache_pos]
+        handler = by_header.get(header & _TYPE_OPCODE)
+        if handler is not None:
+          nxt = pos + 2 + ((header >> 16) & 0x3FFF)
+          if nxt <= cache_end:
+            if handler is not _nop:
+              if not handler(self, cache[pos + 1 - cache_pos:nxt - cache_pos], frame, pos, (header >> 8) & 0xFF):
+                return progress, budget, done, False
+              if frame.pos == pos: frame.pos = nxt
+            else: frame.pos = nxt
+            if not done: self.blocked_on = None
+            done += 1
+            if frames[-1] is not frame: return progress, budget, done, True
+            continue
       if plan is not None:
         entry = plan.get(pos)
         handler = handlers.get(entry[0]) if entry is not None else None
@@ -186,6 +207,13 @@ class PM4Engine:
       done += 1
       if frames[-1] is not frame: return progress, budget, done, True
     return progress, budget, done, True
+
+  _by_header: tuple = (None, {})     # (HANDLERS it was built from, header & _TYPE_OPCODE -> handler)
+
+  @classmethod
+  def _header_handlers(cls) -> tuple:
+    cls._by_header = (cls.HANDLERS, {(3 << 30) | (op << 8): fn for op, fn in cls.HANDLERS.items()})
+    return cls._by_header
 
   # ---- packets
   def _nop(self, body, frame, pos, op): return True
@@ -354,3 +382,6 @@ class PM4Engine:
     R.PM4_INDIRECT_BUFFER: _indirect_buffer, R.PM4_RELEASE_MEM: _release_mem, R.PM4_EVENT_WRITE: _nop,
     R.PM4_ACQUIRE_MEM: _nop, R.PM4_WRITE_DATA: _write_data, R.PM4_COPY_DATA: _copy_data, R.PM4_PRED_EXEC: _pred_exec,
   }
+
+
+_nop = PM4Engine._nop     # the handler the packet loop skips calling (ACQUIRE_MEM, EVENT_WRITE, NOP)
