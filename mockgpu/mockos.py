@@ -213,12 +213,14 @@ class MockOS:
     until it makes no progress (the same rounds, without the others). As soon as another engine may progress (it is
     blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
     if self._threaded or getattr(self._ticking, "active", False): return
+    if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
     engines = self._engines
     if len(engines) > 1 and not self._others_idle(engine): return self.tick(max_rounds)
     self._ticking.active = True
     try:
       for _ in range(max_rounds):
-        if not engine.poll(): return
+        # an engine whose may_progress is False would return False from poll() (see the module docstring)
+        if not engine.poll() or not engine.may_progress: return
         if len(engines) > 1 and not self._others_idle(engine): break
       else: return
     finally: self._ticking.active = False

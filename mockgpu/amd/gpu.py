@@ -226,16 +226,21 @@ class MockAMDGPU:
   def _run_emulator(self, queue=None, extra=None, **kw):
     """extra: what observers see besides the emulator's arguments, or a callable that builds it (only when there
     are observers)."""
-    return self._dispatch(queue, extra, kw)
+    if self.dispatch_observers: self._observe(queue, kw, extra)
+    return self._dispatch(**kw)
 
-  def _dispatch(self, queue, extra, kw: dict):
-    """Run the emulator with the arguments `kw`; observers are told first (extra: see _run_emulator)."""
-    if self.dispatch_observers:
-      more = (extra() if callable(extra) else extra) or {}
-      for observe in self.dispatch_observers: observe(queue, {**kw, **more})
+  def _observe(self, queue, kw: dict, extra) -> None:
+    more = (extra() if callable(extra) else extra) or {}
+    for observe in self.dispatch_observers: observe(queue, {**kw, **more})
+
+  def _dispatch(self, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch):
+    """Run the emulator (observers were told already), keep the statistics."""
     start = _monotonic()
     # busy_percent() looks at the last second only: a bounded deque keeps the recent dispatches without a scan here
-    try: stats = self._emu.dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    try:
+      stats = self._emu.dispatch(self.ranges, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+                                 user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
+                                 instruction_budget=self.instruction_budget)
     finally: self._busy.append((start, _monotonic()))
     st = self.stats
     st["dispatches"] += 1
@@ -267,9 +272,10 @@ class MockAMDGPU:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
     user = list(user_data) if user_data is not None else list(map(sh.get, _USER_DATA, _ZEROS))
-    self._dispatch(queue, lambda: {"sh": dict(sh)},
-                   {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user, "grid": grid,
-                    "block": block, "lds_bytes": lds_bytes, "scratch": scratch})
+    if self.dispatch_observers:
+      self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
+                            "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch}, {"sh": dict(sh)})
+    self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch)
     return static
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
