@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
+from collections import deque
 
 from ...compiler import queue as Q
 from ...compiler.ir import UOp
@@ -17,7 +18,7 @@ from . import lower, pm4
 from .cmdbuf import link
 from ...compiler.backend.amd.codeobject import CodeObject
 from ...compiler.backend.amd.errors import ISAError
-from .program import AMDProgram, image_at
+from .program import AMDProgram, RepeatDispatch, image_at
 
 # placeholders of the device's queue programs: PARAM slots bound when the device links them, variables at submit
 TIMELINE, T_START, T_END = Q.signal(0, "timeline"), Q.signal(1, "launch start"), Q.signal(2, "launch end")
@@ -103,6 +104,13 @@ class AMDDevice(Device):
     self._waits = {e: self._build(Q.queue(n, Q.wait(TIMELINE, PREVIOUS_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._signals = {e: self._build(Q.queue(n, Q.store(TIMELINE, TIMELINE_VALUE)), e) for e, n in (("pm4", "COMPUTE:0"), ("sdma", "COPY:0"))}
     self._copies: dict[int, object] = {}
+    # Register state of the compute queue. SET_SH_REG state stays on a queue from one dispatch to the next (and across
+    # preemption: the queue's MQD saves COMPUTE_PGM_*, COMPUTE_USER_DATA_*, COMPUTE_NUM_THREAD_* ..., v11_structs.h
+    # struct v11_compute_mqd), so a launch whose shape left its static registers on the queue last time sends only
+    # the registers that change per launch (LaunchShape.cmd_repeat). _registers is the register_state key of the
+    # launch that set them last, None when unknown (at start, after raw PM4 from submit_pm4).
+    self._registers = None
+    self._register_keys: dict[tuple, tuple] = {}
     self._images: dict[bytes, tuple[int, int]] = {}
     self.scratch: Scratch | None = None
     self._old_scratch = []   # scratch areas that programs loaded earlier still point at
@@ -172,13 +180,19 @@ class AMDDevice(Device):
     """Lower a queue program once and link the device's own addresses into it."""
     return link(lower.build(program, engine, ctx or self.lower_ctx), self._links)
 
-  def launch_cmdbuf(self, prog: AMDProgram, grid, block, timed: bool):
+  def launch_cmdbuf(self, prog: AMDProgram, grid, block, timed: bool, repeat: bool = False):
+    """The command buffer of one launch; repeat: without the registers that are the same at every launch of this
+    shape (for a queue that holds them already)."""
     els = [Q.barrier()]
     if timed: els.append(Q.timestamp(T_START))
-    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
+    els.append(Q.call(Q.program(prog.name, RepeatDispatch(prog) if repeat else prog, grid, block)))
     if timed: els.append(Q.timestamp(T_END))
     els.append(Q.store(TIMELINE, TIMELINE_VALUE))
     return self._build(Q.queue("COMPUTE:0", *els), "pm4")
+
+  def register_state_key(self, key: tuple) -> tuple:
+    """One object per distinct register state, so that launch() compares keys by identity."""
+    return self._register_keys.setdefault(key, key)
 
   def _copy_cmdbuf(self, nbytes: int):
     cb = self._copies.get(nbytes)
@@ -222,7 +236,8 @@ class AMDDevice(Device):
         dp = ka + prog.layout.segment_size
         if prog.dispatch_ptr: self._kernarg_view[dp - self.kernargs.va:dp - self.kernargs.va + 64] = prog.dispatch_packet(shape, ka)
       else: ka = dp = 0
-      cmd = shape.cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
+      registers = shape.registers
+      cmd = (shape.cmd_repeat if self._registers is registers else shape.cmd).fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: tv})
       if timed:
         self.timer_start.timestamp = self.timer_end.timestamp = 0
         t0 = self.os.monotonic()
@@ -230,6 +245,7 @@ class AMDDevice(Device):
     except BaseException:
       self._abandon(tv)
       raise
+    self._registers = registers
     prog.launches += 1
     self._commit(self.compute)
     if not timed: return None
@@ -254,6 +270,7 @@ class AMDDevice(Device):
     except BaseException:
       self._abandon(tv)
       raise
+    self._registers = None      # raw packets may have set any register
     self._commit(self.compute)
     return tv
 
@@ -301,11 +318,16 @@ class AMDDevice(Device):
     if buf.kind == "host":
       self._synchronize()
       return bytes(buf.cpu_view[offset:offset + size])
-    parts = []
-    for pos in range(0, size, STAGING_SIZE):
-      chunk = min(STAGING_SIZE, size - pos)
-      st = self._staging_slot()
-      st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
+    # every staging slot gets a chunk in flight: the SDMA engine copies the next chunks while the CPU reads this one
+    parts, in_flight, pos = [], deque(), 0
+    while pos < size or in_flight:
+      while pos < size and len(in_flight) < len(self._staging):
+        chunk = min(STAGING_SIZE, size - pos)
+        st = self._staging_slot()
+        st.busy_until = tv = self.copy_async(st.mem.va, buf.va + offset + pos, chunk)
+        in_flight.append((st, tv, chunk))
+        pos += chunk
+      st, tv, chunk = in_flight.popleft()
       self._wait_value(tv)
       parts.append(bytes(st.mem.cpu[:chunk]))
     return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -408,6 +430,8 @@ class BoundLaunch:
     dev._mems.append(ib)
     ib.cpu.cast("I")[:len(words)] = words
     self.ib_words = pm4.indirect_buffer(ib.va, len(words))
+    # every launch in the buffer sets all its registers: after a run the queue holds the last one's
+    self.registers = planned[-1][1].registers
     self.runs = 0
 
   def __call__(self, wait: bool = False) -> int:
@@ -419,6 +443,7 @@ class BoundLaunch:
     except BaseException:
       dev._abandon(tv)
       raise
+    dev._registers = self.registers
     dev._commit(dev.compute)
     self.runs += 1
     if wait: dev._wait_value(tv)

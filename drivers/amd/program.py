@@ -46,8 +46,21 @@ def image_at(co, base: int) -> bytes:
 
 
 class LaunchShape:
-  """Everything about a launch that depends only on (program, grid, block, timing): built once, reused."""
-  __slots__ = ("grid", "block", "hidden", "cmd", "alloc_size", "lds")
+  """Everything about a launch that depends only on (program, grid, block, timing): built once, reused. cmd sets
+  every register the launch needs; cmd_repeat only those that change per launch, for a queue whose registers hold
+  `registers` (AMDDevice.launch tracks that)."""
+  __slots__ = ("grid", "block", "hidden", "cmd", "cmd_repeat", "registers", "alloc_size", "lds")
+
+
+class RepeatDispatch:
+  """A queue-program handle for the lowering: the launch of `program` without the register packets that are the same
+  at every launch (AMDProgram.dispatch_words(static=False))."""
+  __slots__ = ("program",)
+
+  def __init__(self, program): self.program = program
+
+  def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR) -> list:
+    return self.program.dispatch_words(grid, block, kernarg, dispatch, static=False)
 
 
 class AMDProgram(Program):
@@ -98,9 +111,9 @@ class AMDProgram(Program):
     view.lds, view.rsrc2, view._shapes = lds, self._rsrc2_with_lds(lds), {}
     return view
 
-  def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR) -> list:
-    """What a CALL of this program lowers to on the compute queue: program registers, user SGPRs (the kernarg and
-    dispatch-packet addresses stay symbolic: patched at submit), launch size, DISPATCH_DIRECT, CS_PARTIAL_FLUSH."""
+  def register_packets(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR) -> list[list]:
+    """The SET_SH_REG packets a launch of this program needs: program address and resources, scratch, user SGPRs
+    (the kernarg and dispatch-packet addresses stay symbolic: patched at submit), launch size."""
     user = []
     for name, n in self.user_sgprs:
       if name == "private_segment_buffer":
@@ -120,14 +133,27 @@ class AMDProgram(Program):
     # (the dispatch packet address only means something for kernels that read the dispatch packet)
     scratch = self.scratch.va >> 8 if self.scratch else 0
     packet = dispatch if self.dispatch_ptr else 0
-    w = pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
-                       pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2)
-    w += pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3)
-    w += pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0)
-    w += pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)
-    if user: w += pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user)
-    w += pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0)
-    w += pm4.set_sh_reg(pm4.COMPUTE_START_X, 0, 0, 0, *block)
+    out = [pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
+                          pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2),
+           pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3),
+           pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0),
+           pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)]
+    if user: out.append(pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user))
+    out += [pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0), pm4.set_sh_reg(pm4.COMPUTE_START_X, 0, 0, 0, *block)]
+    return out
+
+  def register_state(self, grid, block) -> tuple:
+    """The register values a launch of this shape leaves on the queue that are the same at every launch (the packets
+    without a per-launch address in them), as a hashable key: two shapes with equal keys need the same registers."""
+    return tuple(tuple(p) for p in self.register_packets(grid, block) if all(isinstance(w, int) for w in p))
+
+  def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR, static: bool = True) -> list:
+    """What a CALL of this program lowers to on the compute queue: its registers (register_packets), DISPATCH_DIRECT,
+    CS_PARTIAL_FLUSH. static=False leaves out the register packets that are the same at every launch (register_state):
+    for a queue whose registers already hold them (see AMDDevice.launch)."""
+    w = []
+    for packet in self.register_packets(grid, block, kernarg, dispatch):
+      if static or not all(isinstance(x, int) for x in packet): w += packet
     initiator = pm4.INITIATOR_COMPUTE_SHADER_EN | pm4.INITIATOR_FORCE_START_AT_000 | \
       (pm4.INITIATOR_CS_W32_EN if self.wave32 else 0)
     w += pm4.dispatch_direct(*grid, initiator)
@@ -144,6 +170,8 @@ class AMDProgram(Program):
                                                        "hidden_dynamic_lds_size": prog.lds - self.lds})
     s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
     s.cmd = self.device.launch_cmdbuf(prog, grid, block, timed)
+    s.cmd_repeat = self.device.launch_cmdbuf(prog, grid, block, timed, repeat=True)
+    s.registers = self.device.register_state_key(prog.register_state(grid, block))
     return s
 
   def dispatch_packet(self, s: LaunchShape, kernarg_va: int) -> bytes:

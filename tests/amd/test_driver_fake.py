@@ -214,15 +214,15 @@ def test_rings_wrap_around_and_kernargs_are_reused_safely(small_rings_dev, demo_
   dev, osi = small_rings_dev
   prog = dev.load(demo_code, "vadd")
   a = dev.alloc(64)
-  for n in range(300):          # ~60 dwords per launch: the compute ring wraps ~17 times, the kernarg ring ~12 times
+  for n in range(500):          # ~27 dwords per repeat launch: the compute ring wraps ~13 times, the kernarg ring ~20 times
     prog(a, a, a, n, global_size=(1,), local_size=(64,))
   dev.synchronize()
   assert dev.compute.put_dw > 10 * 1024
   vadd = [d for d in osi.dispatches if d[1] == (1, 1, 1)]
-  assert len(vadd) == 300
+  assert len(vadd) == 500
   regs = vadd[-1][0]
   ka = regs[pm4.COMPUTE_USER_DATA_0] | regs[pm4.COMPUTE_USER_DATA_0 + 1] << 32
-  assert struct.unpack_from("<QQQI", ctypes.string_at(ka, 28)) == (a.va, a.va, a.va, 299)
+  assert struct.unpack_from("<QQQI", ctypes.string_at(ka, 28)) == (a.va, a.va, a.va, 499)
 
 
 def test_a_full_ring_waits_for_space_and_never_overwrites(small_rings_dev, demo_code):
