@@ -215,21 +215,37 @@ class MockOS:
     if self._threaded or getattr(self._ticking, "active", False): return
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
     engines = self._engines
-    if len(engines) > 1 and not self._others_idle(engine): return self.tick(max_rounds)
+    if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
     self._ticking.active = True
     try:
       for _ in range(max_rounds):
+        progress = engine.poll()
+        if len(engines) > 1 and not self.others_idle(engine): break
         # an engine whose may_progress is False would return False from poll() (see the module docstring)
-        if not engine.poll() or not engine.may_progress: return
-        if len(engines) > 1 and not self._others_idle(engine): break
+        if not progress or not engine.may_progress: return
       else: return
     finally: self._ticking.active = False
     self.tick(max_rounds)
 
-  def _others_idle(self, engine) -> bool:
-    for e in self._engines:
+  def others_idle(self, engine) -> bool:
+    """Whether every engine but `engine` is idle (may_progress False)."""
+    engines = self._engines
+    if len(engines) == 1 and engines[0] is engine: return True
+    for e in engines:
       if e is not engine and getattr(e, "may_progress", True): return False
     return True
+
+  def enter_alone(self, engine) -> bool:
+    """Synchronous mode, for an engine whose doorbell rang: True when it may poll itself alone now (what a tick
+    would do): not inside a tick of this thread and every other engine idle. This thread then counts as ticking
+    (re-entrant ticks return at once) until leave_alone(). False: the caller kicks itself and calls tick_kicked()."""
+    if self._threaded: return False
+    local = self._ticking
+    if getattr(local, "active", False) or not self.others_idle(engine): return False
+    local.active = True
+    return True
+
+  def leave_alone(self) -> None: self._ticking.active = False
 
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""

@@ -160,11 +160,29 @@ class MockAMDGPU:
         self._kicked = True
         self._wake.notify_all()
       return
-    with self.lock:                # queue.doorbell(value) and kick(queue), inlined: this runs on every launch
+    os = self.os
+    with self.lock:
       queue.doorbell_value = value
-      self._to_poll[queue] = None
-      self.may_progress = True
-    self.os.tick_kicked(self)
+      # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
+      # tick would poll only this queue, round after round while it progresses and has work left (blocked on
+      # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
+      alone = not self._to_poll and os.enter_alone(self)
+      if alone:
+        try:
+          while True:
+            progress = queue.poll()
+            if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
+              alone = False
+              break
+            if not progress or not queue.pending: break
+          if queue.pending:
+            self._to_poll[queue] = None
+            self.may_progress = True
+        finally: os.leave_alone()
+      else:                          # queue.doorbell(value) and kick(queue), inlined
+        self._to_poll[queue] = None
+        self.may_progress = True
+    if not alone: os.tick_kicked(self)
     if queue.error is not None and not queue.error_reported:
       queue.error_reported = True
       raise queue.error

@@ -236,7 +236,7 @@ def program_regs(pgm: int, block=(1, 1, 1), rsrc2: int = 0):
           sh(R.COMPUTE_NUM_THREAD_X, *block))
 
 
-def dispatch(groups=(1, 1, 1)):
+def dispatch_packet(groups=(1, 1, 1)):
   return pm4(DISPATCH_DIRECT, *groups, R.DISPATCH_COMPUTE_SHADER_EN | R.DISPATCH_CS_W32_EN)
 
 
@@ -244,14 +244,14 @@ def test_dispatch_sees_every_register_change_between_launches(h):
   emu = h.gpu._emu = FakeEmu()
   q = h.queue("compute")
   a, b = 0x7000_0000_1000, 0x7000_0000_2000
-  q.submit(program_regs(a) + sh(R.COMPUTE_USER_DATA_0, 11, 12) + dispatch())
-  q.submit(sh(R.COMPUTE_USER_DATA_0, 21, 22) + dispatch((2, 1, 1)))             # user data only
-  q.submit(dispatch())                                                           # nothing written
-  q.submit(sh(R.COMPUTE_PGM_LO, (b >> 8) & 0xFFFFFFFF) + dispatch())              # the program
-  q.submit(sh(R.COMPUTE_NUM_THREAD_X, 64, 2) + dispatch())                       # the work-group size
+  q.submit(program_regs(a) + sh(R.COMPUTE_USER_DATA_0, 11, 12) + dispatch_packet())
+  q.submit(sh(R.COMPUTE_USER_DATA_0, 21, 22) + dispatch_packet((2, 1, 1)))             # user data only
+  q.submit(dispatch_packet())                                                         # nothing written
+  q.submit(sh(R.COMPUTE_PGM_LO, (b >> 8) & 0xFFFFFFFF) + dispatch_packet())              # the program
+  q.submit(sh(R.COMPUTE_NUM_THREAD_X, 64, 2) + dispatch_packet())                       # the work-group size
   # one run across two registers below the user data and the first two user data registers
-  q.submit(sh(R.COMPUTE_USER_DATA_0 - 2, 0, 0, 31, 32) + dispatch())
-  q.submit(sh(R.COMPUTE_USER_DATA_0 + 15, 99) + dispatch())                     # the last user data register
+  q.submit(sh(R.COMPUTE_USER_DATA_0 - 2, 0, 0, 31, 32) + dispatch_packet())
+  q.submit(sh(R.COMPUTE_USER_DATA_0 + 15, 99) + dispatch_packet())                     # the last user data register
   got = [(c["pgm_addr"], c["block"], c["grid"], c["user_sgprs"][:2], c["user_sgprs"][15]) for c in emu.calls]
   assert got == [(a, (1, 1, 1), (1, 1, 1), [11, 12], 0), (a, (1, 1, 1), (2, 1, 1), [21, 22], 0),
                  (a, (1, 1, 1), (1, 1, 1), [21, 22], 0), (b, (1, 1, 1), (1, 1, 1), [21, 22], 0),
@@ -264,14 +264,14 @@ def test_dispatch_sees_every_register_change_between_launches(h):
 def test_a_bad_launch_state_is_a_queue_error_each_time_until_fixed(h):
   emu = h.gpu._emu = FakeEmu()
   q = h.queue("compute")
-  q.submit(program_regs(0x7000_0000_1000) + dispatch())
+  q.submit(program_regs(0x7000_0000_1000) + dispatch_packet())
   with pytest.raises(QueueError, match="COMPUTE_NUM_THREAD"):
-    q.submit(sh(R.COMPUTE_NUM_THREAD_X, 0) + dispatch())
+    q.submit(sh(R.COMPUTE_NUM_THREAD_X, 0) + dispatch_packet())
   q2 = h.queue("compute")               # the failed queue stopped; a new queue with the same registers fails too
   with pytest.raises(QueueError, match="COMPUTE_NUM_THREAD"):
-    q2.submit(program_regs(0x7000_0000_1000, block=(0, 1, 1)) + dispatch())
+    q2.submit(program_regs(0x7000_0000_1000, block=(0, 1, 1)) + dispatch_packet())
   q3 = h.queue("compute")
-  q3.submit(program_regs(0x7000_0000_1000, block=(8, 1, 1)) + dispatch())
+  q3.submit(program_regs(0x7000_0000_1000, block=(8, 1, 1)) + dispatch_packet())
   assert [c["block"] for c in emu.calls] == [(1, 1, 1), (8, 1, 1)]
 
 
@@ -280,7 +280,40 @@ def test_observers_see_the_sh_state_of_reused_launch_states(h):
   seen = []
   h.gpu.dispatch_observers.append(lambda queue, launch: seen.append((launch["sh"], launch["user_sgprs"][:1])))
   q = h.queue("compute")
-  q.submit(program_regs(0x7000_0000_1000) + sh(R.COMPUTE_USER_DATA_0, 5) + dispatch())
-  q.submit(sh(R.COMPUTE_USER_DATA_0, 6) + dispatch())
+  q.submit(program_regs(0x7000_0000_1000) + sh(R.COMPUTE_USER_DATA_0, 5) + dispatch_packet())
+  q.submit(sh(R.COMPUTE_USER_DATA_0, 6) + dispatch_packet())
   assert [s[R.COMPUTE_USER_DATA_0] for s, _ in seen] == [5, 6] and [u for _, u in seen] == [[5], [6]]
   assert seen[0][0] is not seen[1][0]
+
+
+def test_an_engine_rung_while_the_doorbells_queue_runs_alone_is_polled_in_that_doorbell_write(h):
+  """The GPU polls the rung queue itself while every other engine is idle; an engine that becomes busy meanwhile (rung
+  by another thread: here by the dispatch) is still polled before the doorbell write returns."""
+  other = Engine(may_progress=False)
+  h.os.register_engine(other)
+  fake = h.gpu._emu = FakeEmu()
+
+  def dispatch(memory, **kw):
+    other.work, other.may_progress = 2, True
+    return FakeEmu.dispatch(fake, memory, **kw)
+  fake.dispatch = dispatch
+  q = h.queue("compute")
+  q.submit(fence(h.signals.va, 1))       # the queue's creation kicked the GPU: this doorbell goes the general way
+  assert h.gpu._to_poll == {} and not h.gpu.may_progress
+  q.submit(program_regs(0x7000_0000_1000) + dispatch_packet() + fence(h.signals.va, 2))   # the GPU's own polls
+  assert other.work == 0 and h.signals.u64()[0] == 2
+  q2 = h.queue("compute")                # again through tick_kicked (the creation kick)
+  q2.submit(program_regs(0x7000_0000_1000) + dispatch_packet() + fence(h.signals.va, 3))
+  assert other.work == 0 and h.signals.u64()[0] == 3
+
+
+def test_a_queue_left_blocked_by_its_doorbell_runs_on_when_the_host_writes(h):
+  q = h.queue("compute")
+  sig = h.signals
+  q.submit(fence(sig.va + 8, 1))         # past the creation kick: the next doorbell is polled by the GPU alone
+  q.submit(wait_ge(sig.va + 128, 1) + fence(sig.va, 1))
+  (queue,) = h.gpu.queues.values()
+  assert queue.blocked and h.gpu.may_progress and h.os.monotonic() and sig.u64()[0] == 0
+  sig.u32()[32] = 1
+  h.os.monotonic()                       # a clock read while a queue is blocked ticks the engines
+  assert sig.u64()[0] == 1 and not queue.blocked and not h.gpu.may_progress
