@@ -93,6 +93,7 @@ class PM4Engine:
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
     self._release_what = f"{queue.name} RELEASE_MEM"     # formatted once: RELEASE_MEM runs on every launch
+    self._ib_what = f"{queue.name} indirect buffer"
     self._ib_plans: dict[bytes, dict] = {}
 
   # ---- stream access
@@ -275,7 +276,8 @@ class PM4Engine:
     lo, hi, ctl = body[:3]
     if not ctl & R.INDIRECT_BUFFER_VALID: raise self._error(frame, pos, "INDIRECT_BUFFER without the VALID bit", op)
     size = ctl & R.IB_SIZE_MASK
-    depth = sum(1 for f in self.frames if not f.ring)
+    frames = self.frames
+    depth = len(frames) - 1 if frames[0].ring else len(frames)     # IBs on the stack (a ring is only ever at its bottom)
     if depth >= MAX_IB_DEPTH: raise self._error(frame, pos, f"indirect buffers nested deeper than {MAX_IB_DEPTH}", op)
     frame.pos = pos + 1 + len(body)
     if size:
@@ -284,13 +286,13 @@ class PM4Engine:
       if size <= IB_PLAN_MAX_DWORDS:
         # the whole IB is read at once (as prefetch() would), then its parse is looked up by content: a bound command
         # buffer run again unchanged is not decoded again, and any change to its dwords makes a new parse
-        raw = self.gpu.mem.read_bytes(addr, 4 * size, f"{self.queue.name} indirect buffer")
+        raw = self.gpu.mem.read_bytes(addr, 4 * size, self._ib_what)
         ib.cache, ib.plan = self._ib_plan(raw)
         ib.cache_end = size
       else:
         self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
         ib.prefetch(self.gpu.mem, self.queue.name)
-      self.frames.append(ib)
+      frames.append(ib)
     return True
 
   def _ib_plan(self, raw: bytes) -> tuple[list, dict]:
