@@ -173,8 +173,10 @@ class PM4Engine:
         handler = handlers.get(entry[0]) if entry is not None else None
         if handler is not None:          # a packet of an IB parsed before: no decoding, the same handler call
           opcode, body, nxt = entry
-          if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
-          if frame.pos == pos: frame.pos = nxt
+          if handler is not _nop:
+            if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
+            if frame.pos == pos: frame.pos = nxt
+          else: frame.pos = nxt
           if not done: self.blocked_on = None
           done += 1
           if frames[-1] is not frame: return progress, budget, done, True
