@@ -81,16 +81,19 @@ def main() -> None:
 
 def small_dispatches(repeat: int = 7, count: int = 300) -> None:
   """The emulator's fixed cost per dispatch (what a launch of a small kernel pays): process CPU time of dispatch(),
-  best of `repeat` loops of `count` dispatches, for the s_endpgm-only kernel (1 thread) and a vector add of 64
-  floats (2 waves), both from the committed fixtures, repeated with the same shape (as a launch loop does)."""
+  best of `repeat` loops of `count` dispatches, for the s_endpgm-only kernel (1 thread), a vector add of 64 floats
+  (2 waves; one block) and a bounded copy of 40 of 64 words (2 waves; the bounds check makes it several blocks), all
+  from the committed fixtures, repeated with the same shape (as a launch loop does)."""
   hsaco = os.path.join(ROOT, "tests", "fixtures", "opencl", "hsaco")
   bufs = HostBuffers(GPUMemory())
   with open(os.path.join(hsaco, "empty.hsaco"), "rb") as f: empty = Kernel(bufs, f.read(), "empty")
   with open(os.path.join(hsaco, "vadd.hsaco"), "rb") as f: vadd = Kernel(bufs, f.read(), "vadd")
+  with open(os.path.join(hsaco, "copy_u32.hsaco"), "rb") as f: copy = Kernel(bufs, f.read(), "copy_u32")
   a = np.arange(64, dtype=np.float32)
   pa, _ = bufs.array(a)
   pb, _ = bufs.array(2 * a)
   pc, c = bufs.array(np.zeros(64, np.float32))
+  pd, d = bufs.array(np.zeros(64, np.uint32))
   # the loader allocates kernargs per call: capture the dispatch() arguments of one call each and time dispatch() alone
   from tests.emu import loader
   from hcq.mockgpu.amd import emu
@@ -100,11 +103,14 @@ def small_dispatches(repeat: int = 7, count: int = 300) -> None:
   try:
     empty()
     vadd(pa, pb, pc, grid=(1, 1, 1), block=(64, 1, 1))
+    copy(pa, pd, np.uint32(40), grid=(1, 1, 1), block=(64, 1, 1))
   finally: loader.dispatch = real
-  for name, (memory, kw) in zip(("empty kernel, 1 thread", "vadd, 64 floats (2 waves)"), captured):
+  names = ("empty kernel, 1 thread", "vadd, 64 floats (2 waves)", "copy_u32, 40 of 64 (2 waves)")
+  for name, (memory, kw) in zip(names, captured):
     best = min(_cpu_loop(lambda: emu.dispatch(memory, **kw), count) for _ in range(repeat))
     print(f"{name:<28} {best * 1e6:8.1f} us CPU per dispatch (best of {repeat} x {count})")
   if not np.array_equal(c, 3 * a): raise SystemExit("vadd result differs from numpy")
+  if not np.array_equal(d, np.where(np.arange(64) < 40, a.view(np.uint32), 0)): raise SystemExit("copy_u32 differs")
 
 
 def _cpu_loop(run, count: int) -> float:

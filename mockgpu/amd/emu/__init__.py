@@ -34,7 +34,6 @@ correctly rounded fma and the descriptor's denormal modes. Not modelled: buffer/
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ....errors import GPUFault
@@ -55,15 +54,15 @@ class InstructionBudgetExceeded(GPUFault):
                      f"(a kernel that never ends?)", address=pc, kind="instruction budget")
 
 
-@dataclass(frozen=True)
-class ScratchSetup:
+class ScratchSetup(NamedTuple):
   """Private (scratch) memory of a dispatch, per the architected flat scratch of gfx11.
 
   Lane L of wave W (numbered in dispatch order) owns the `bytes_per_lane` bytes at
   base + (W * 32 + L) * bytes_per_lane: scratch_* instructions address that lane-private window (offset 0 = its
   start). base=None lets the emulator hold the scratch itself (host memory private to the dispatch). The PM4 model
   derives bytes_per_lane from COMPUTE_TMPRING_SIZE.WAVESIZE (units of 256 bytes per wave on gfx11 -> /32 per lane)
-  or the kernel descriptor's private_segment_fixed_size."""
+  or the kernel descriptor's private_segment_fixed_size. (A NamedTuple: immutable, and hashed in C, since it is part
+  of the key of every dispatch's cached set-up.)"""
   base: int | None = None
   bytes_per_lane: int = 0
 

@@ -11,7 +11,7 @@ lanes of the wave that exist (a partial last wave of a work-group has fewer).
 from __future__ import annotations
 
 import time
-from ctypes import string_at as _string_at
+from ctypes import c_char as _c_char
 
 import numpy as np
 
@@ -49,13 +49,24 @@ def _translate(memory, pc: int, mode: int):
                    kind="illegal instruction") from e
 
 
+def _code_unchanged(memory, blk) -> bool:
+  """Whether the code of `blk` is still mapped and still holds the bytes it was translated from (code may be
+  rewritten, or unmapped and mapped again, between dispatches). The mapping is looked up again only when the memory's
+  mapping table changed since the last look (GPUMemory.generation); the bytes are compared every time, through a
+  ctypes view of the block's code made at that look (~50 ns for a short block)."""
+  generation = memory.generation      # read before the table: see GPUMemory._install
+  if blk.mapped_generation != generation:
+    rng = memory.range_of(blk.start)
+    if rng is None or rng[1] < blk.end: return False
+    blk.code_view = (_c_char * (blk.end - blk.start)).from_address(blk.start)
+    blk.mapped_generation = generation
+  return blk.code_view.raw == blk.code   # read only while mapped (checked above)
+
+
 def _block(memory, cache: dict, checked: set, pc: int, mode: int):
   blk = cache.get((pc, mode))
-  if blk is not None and pc not in checked:
-    # the code may have been rewritten since it was translated: compare the bytes once per dispatch
-    rng = memory.range_of(pc)
-    if rng is None or rng[1] < blk.end or _string_at(pc, blk.end - pc) != blk.code:   # read once mapped
-      blk = None
+  if blk is not None and pc not in checked and not _code_unchanged(memory, blk):
+    blk = None   # rewritten since it was translated (checked once per dispatch): translate it again
   if blk is None:
     blk = _translate(memory, pc, mode)
     cache[(pc, mode)] = blk
@@ -73,15 +84,20 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   shape = launches.pop(fast_key, None)
   if shape is not None:
     try:
-      st = shape.st
-      S, V = shape.registers(user_sgprs)
-      st.mem.lds.fill(0)
-      if st.mem.scratch_words: st.mem.scratch.fill(0)
-      st.scc = np.zeros(shape.W, np.uint32)
-      executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF,
-                       instruction_budget, 0)
+      mode = (rsrc1 >> 16) & 0xF
+      entry = shape.entry
+      if entry is not None and entry[0] == pgm_addr and entry[1] == mode and _code_unchanged(memory, entry[2]):
+        executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
+      else:
+        st = shape.st
+        S, V = shape.registers(user_sgprs)
+        st.mem.lds.fill(0)
+        if st.mem.scratch_words: st.mem.scratch.fill(0)
+        st.scc = np.zeros(shape.W, np.uint32)
+        executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, mode, instruction_budget, 0)
     finally:
-      _keep(launches, fast_key, shape)
+      if len(launches) >= SHAPE_CACHE_ENTRIES: launches.clear()
+      launches[fast_key] = shape
     return _DispatchStats(shape.W, executed, time.perf_counter() - t0)
   gx, gy, gz = (int(v) for v in grid)
   lx, ly, lz = (int(v) for v in block)
@@ -105,6 +121,33 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
                            scratch=scratch, budget=instruction_budget, already=executed,
                            fast_key=fast_key if count == groups else None)
   return _stats(groups * waves_per_wg, executed, t0)
+
+
+def _run_entry(shape, entry, user_sgprs, instruction_budget) -> int:
+  """A one-block kernel launched again in the same shape (see _Shape.entry): its entry block ends every wave and
+  writes no register back, so the pooled register files still hold the start-up values of the last dispatch that
+  reset them (and SCC is still 0): only the user SGPRs (when the block reads any) and LDS/scratch (when the block may
+  touch them) are reset before the block runs once over all waves. An s_endpgm-only block is not even called."""
+  _, _, blk, needs_user = entry
+  executed = blk.insts * shape.W
+  if executed > instruction_budget:
+    from . import InstructionBudgetExceeded
+    raise InstructionBudgetExceeded(instruction_budget, blk.start)
+  if blk.trivial: return executed
+  if needs_user: shape.set_user(user_sgprs)
+  st = shape.st
+  if blk.private:
+    st.mem.lds.fill(0)
+    if st.mem.scratch_words: st.mem.scratch.fill(0)
+  with np.errstate(all="ignore"):
+    try:
+      blk.fn(shape.S_rows, shape.V_rows, st, None)
+    except GPUFault:
+      raise
+    except Exception as e:   # as in _loop
+      raise GPUFault(f"emulator error in the block at {blk.start:#x}: {type(e).__name__}: {e}", address=blk.start,
+                     kind="emulator error") from e
+  return executed
 
 
 def _keep(cache: dict, key, value) -> None:
@@ -164,6 +207,10 @@ class _Shape:
     self.st = None              # the WaveState of the last dispatch when pooled (the fast path of run_dispatch)
     self.groups = groups
     self.wid.flags.writeable = self.wg_local.flags.writeable = False    # shared by the dispatches of this shape
+    # (pc, float mode, block, block reads user SGPRs) when the last dispatch of this (pooled) shape reset the register
+    # files and then ran one block, at pc, that ended every wave: a one-block kernel. Launched again with the same
+    # pc and mode and unchanged code, it runs through _run_entry. Cleared whenever other blocks may run (_loop).
+    self.entry = None
 
   def registers(self, user):
     """Register lists for one dispatch: for a cached shape, views of its pooled files reset from the templates; else
@@ -182,13 +229,25 @@ class _Shape:
       self.V0[0] = self.v00
       self.S_user = self.S[:uc].T      # (W, user SGPRs): a list of the user values broadcasts over the waves
     np.copyto(self.S, self.S0)
-    if uc:
-      values = user[:uc] if len(user) == uc else list(user[:uc])
-      try: self.S_user[...] = values
-      except (OverflowError, TypeError, ValueError):   # values outside 0..2**32-1: the low 32 bits, as before
-        self.S_user[...] = [v & 0xFFFFFFFF for v in values]
+    self.set_user(user)
     np.copyto(self.V, self.V0)
     return self.S_rows.copy(), self.V_rows.copy()
+
+  def set_user(self, user) -> None:
+    """The user SGPRs of every wave of the pooled S file (missing values: 0; the low 32 bits of each)."""
+    uc = self.user_count
+    if not uc: return
+    if len(user) < uc: user = list(user) + [0] * (uc - len(user))
+    values = user[:uc] if len(user) == uc else list(user[:uc])
+    try: self.S_user[...] = values
+    except (OverflowError, TypeError, ValueError):   # values outside 0..2**32-1: the low 32 bits, as before
+      self.S_user[...] = [v & 0xFFFFFFFF for v in values]
+
+  def remember_entry(self, pc: int, mode: int, blk) -> None:
+    """After a dispatch that reset the pooled files and ran only `blk` (ending every wave): see `entry`."""
+    if self.S is None or blk.max_vgpr >= len(self.V_rows): return   # not pooled / VGPRs beyond the pooled file
+    uc = self.user_count
+    self.entry = (pc, mode, blk, any(r < uc for r in blk.sregs))
 
 
 def _shape(memory, key, *args):
@@ -273,6 +332,8 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
   streak = 0
   uniform_pc = int(pgm_addr)
   errs = None
+  shape.entry = None         # the registers are about to change: see _Shape.entry
+  ran = 0
   try:
     while True:
       if uniform_pc is not None:
@@ -292,6 +353,7 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
         count = int(sel.sum())
         idx = None if count == W else np.nonzero(sel)[0]
       blk = _block(memory, cache, checked, pc, mode)
+      ran += 1
       if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
       executed += blk.insts * count
       if executed > instruction_budget:
@@ -309,7 +371,9 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
                        kind="emulator error") from e
       if idx is None:
         if isinstance(nxt, (int, np.integer)) and not blk.barrier:
-          if nxt == DONE: break
+          if nxt == DONE:
+            if ran == 1 and blk.ends: shape.remember_entry(pc, mode, blk)
+            break
           uniform_pc = int(nxt)
           continue
         if pcs is None: pcs, waiting = np.full(W, pgm_addr, np.int64), np.zeros(W, bool)

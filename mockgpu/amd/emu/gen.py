@@ -49,6 +49,13 @@ class Block:
     self.start, self.end, self.insts, self.fn, self.code = start, end, insts, fn, code
     self.barrier, self.source, self.max_vgpr = barrier, source, max_vgpr
     self.trivial = False     # no computation (e.g. s_endpgm alone): runs without numpy's error state set
+    self.ends = False        # ends every wave it runs (s_endpgm): writes no register back (see translate._assemble)
+    self.sregs: tuple = ()   # the SGPRs it reads or writes (its locals)
+    self.private = False     # has DS/SCRATCH/FLAT instructions: may read or write LDS or scratch
+    # the code-bytes check (engine._code_unchanged): a ctypes view of [start, end) and the GPUMemory mapping generation
+    # at which that range was last seen mapped (the view is read only while the generation is unchanged)
+    self.code_view = None
+    self.mapped_generation = -1
 
 
 class Gen:
@@ -156,7 +163,7 @@ class Gen:
     if r == NULL: return
     if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
     t = self.tmp()
-    self.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
+    self.emit(f"{t} = R.bcast({expr}, (n, 32))")
     if r == EXEC:
       return self.write_s(r, f"R.pack({t} if ef else ({t} & em))")
     self.emit(f"{t} = {t} if ef else ({t} & em)")

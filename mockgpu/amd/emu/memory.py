@@ -55,6 +55,9 @@ class GPUMemory:
     self.u32 = host_view(_VIEW_BASE, span, np.uint32)
     self.u64 = host_view(_VIEW_BASE, span, np.uint64)
     self._last = (0, 0)  # the range that satisfied the last check (fast path)
+    # bumped whenever the mapping table changes: a check made against the table (e.g. "the code of this block lies in
+    # a mapped range", engine._code_unchanged) stays valid while the generation is the same
+    self.generation = 0
     self._views: dict = {}
     # translated code blocks by (pc, float mode), owned by the engine; checked against the code bytes per dispatch
     self.block_cache: dict = {}
@@ -93,6 +96,9 @@ class GPUMemory:
     self._last = (0, 0)
     self._views = {}
     self._table = (starts, ends, np.array(starts, np.uint64), np.array(ends, np.uint64))   # one atomic swap
+    # after the swap: a reader that reads the generation, then the table, and sees the new generation also sees the
+    # new table (one that sees the old generation records it, and checks again next time)
+    self.generation += 1
 
   def range_of(self, address: int) -> tuple[int, int] | None:
     """(start, end) of the range holding `address`, or None."""

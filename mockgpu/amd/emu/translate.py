@@ -74,6 +74,9 @@ def translate(memory, pc: int, mode: int = 0xF) -> Block:
   max_vgpr = max(g.vregs) if g.vregs else -1
   blk = Block(pc, last_addr + last.size, len(insts), ns["block"], code, g.barrier, src, max_vgpr)
   blk.trivial = all(line.lstrip().startswith("#") for line in g.lines)
+  blk.ends = g.next_pc == "-1" and not g.barrier
+  blk.sregs = tuple(sorted(g.sregs | {EXEC}))
+  blk.private = any(inst.encoding in ("DS", "SCRATCH", "FLAT") for _, inst in insts)
   return blk
 
 

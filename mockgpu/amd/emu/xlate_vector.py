@@ -195,7 +195,7 @@ def _vopc(g: Gen, pc: int, inst: Inst, srcs, absm, negm, opsel) -> None:
     b = _src_mods(g, g.vsrc(srcs[1], inst, ty, bool(opsel & 2)), ty, 1, absm, negm)
     expr = table[op].format(a, b)
   t = g.tmp()
-  g.emit(f"{t} = np.broadcast_to({expr}, (n, 32))")
+  g.emit(f"{t} = R.bcast({expr}, (n, 32))")
   if cmpx:
     g.write_s(EXEC, f"R.pack({t} if ef else ({t} & em))")
     return
