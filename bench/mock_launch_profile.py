@@ -10,7 +10,7 @@ wrapper costs ~0.3 us, so the sum is a little above bench/launch.py's figure; th
 per stage. Stages:
   driver *        drivers/hcq + drivers/amd: argument packing, kernargs, command patching, ring write, commit
   mock doorbell   the doorbell page write, the KFD model's queue lookup, gpu.ring_doorbell
-  mock tick/poll  MockOS.tick and the engines' poll loops (every queue of every GPU is polled)
+  mock tick/poll  MockOS.tick/tick_kicked and the engines' poll loops (the queues that may progress)
   mock PM4        the PM4 processor's packet loop and its packet handlers other than those below
   mock dispatch   DISPATCH_DIRECT: registers -> emulator arguments (mockgpu/amd/gpu.py)
   emu setup       mockgpu/amd/emu dispatch(): register files, wave ids, LDS/scratch, scheduler set-up
@@ -97,6 +97,7 @@ def instrument(dev, prog, timer: StageTimer) -> None:
   P(_kfd_class(kfd), "_ring", "mock doorbell")
   P(gpu.MockAMDGPU, "ring_doorbell", "mock doorbell")
   P(mockos.MockOS, "tick", "mock tick/poll")
+  if hasattr(mockos.MockOS, "tick_kicked"): P(mockos.MockOS, "tick_kicked", "mock tick/poll")
   P(gpu.MockAMDGPU, "poll", "mock tick/poll")
   for cls in (queues.PM4Queue, queues.SDMAQueue, queues.AQLQueue): P(cls, "_poll", "mock tick/poll")
   P(pm4.PM4Engine, "run", "mock PM4")

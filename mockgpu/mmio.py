@@ -43,11 +43,21 @@ class RegisterMMIO(MMIOView):
 
 class DoorbellMMIO(MMIOView):
   """A doorbell page: a 64-bit store (or a 32-bit one) at a doorbell's offset calls ring(offset, value) with the
-  whole value; reads return the last value written."""
+  whole value; reads return the last value written.
+
+  A model may route a doorbell (route(offset, fn)): a 64-bit store at that offset then calls fn(value) directly,
+  the page's ring() is not called for it (the doorbell write of every launch: no lookup in the model)."""
 
   def __init__(self, name: str, size: int, ring: Callable[[int, int], None]):
     self.name, self.size, self.ring = name, size, ring
     self.values: dict[int, int] = {}
+    self.routes: dict[int, Callable[[int], None]] = {}     # 8-byte aligned offset -> fn(value)
+
+  def route(self, offset: int, fn: Callable[[int], None] | None) -> None:
+    """64-bit stores at `offset` call fn(value) instead of ring(offset, value); fn None removes the route."""
+    self._check(offset, 8)
+    if fn is None: self.routes.pop(offset, None)
+    else: self.routes[offset] = fn
 
   def read32(self, offset: int) -> int:
     self._check(offset, 4)
@@ -67,9 +77,15 @@ class DoorbellMMIO(MMIOView):
     self.ring(offset, value & 0xFFFFFFFF)
 
   def write64(self, offset: int, value: int) -> None:
+    value &= 0xFFFFFFFFFFFFFFFF
+    fn = self.routes.get(offset)
+    if fn is not None:           # a routed doorbell: its offset was checked by route()
+      self.values[offset] = value
+      fn(value)
+      return
     self._check(offset, 8)
-    self.values[offset] = value & 0xFFFFFFFFFFFFFFFF
-    self.ring(offset, value & 0xFFFFFFFFFFFFFFFF)
+    self.values[offset] = value
+    self.ring(offset, value)
 
   def mmap_address(self, addr=None) -> int:
     raise OSCallError("mmap", self.name, errno.ENODEV, "mock doorbells are not memory: map them with os.map_mmio() "

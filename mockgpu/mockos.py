@@ -56,6 +56,7 @@ class MockOS:
     from ..config import Config
     config = config if config is not None else Config()
     self.config = config.replace(sysfs_root="/sys", proc_root="/proc", dev_root="/dev")
+    self._threaded = bool(self.config.mock_threaded)
     self.vfs = VFS()
     self.memory = HostMemory()
     self.devices: list = []
@@ -145,7 +146,10 @@ class MockOS:
 
   def memory_barrier(self) -> None:
     libc.memory_barrier()
-    self.tick()
+    for e in self._engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
+      if getattr(e, "may_progress", True):
+        self.tick()
+        return
 
   # ---- MMIO
   def map_mmio(self, path: str, size: int, offset: int = 0, name: str = ""):
@@ -203,12 +207,52 @@ class MockOS:
   def unregister_engine(self, engine) -> None:
     if engine in self._engines: self._engines.remove(engine)
 
+  def tick_kicked(self, engine, max_rounds: int = 1000) -> None:
+    """tick() right after `engine` was kicked (a doorbell write). While every other engine is idle (may_progress
+    False), each round of tick() would find the others' polls returning False at once: `engine` is polled alone,
+    until it makes no progress (the same rounds, without the others). As soon as another engine may progress (it is
+    blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
+    if self._threaded or getattr(self._ticking, "active", False): return
+    if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
+    engines = self._engines
+    if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
+    self._ticking.active = True
+    try:
+      for _ in range(max_rounds):
+        progress = engine.poll()
+        if len(engines) > 1 and not self.others_idle(engine): break
+        # an engine whose may_progress is False would return False from poll() (see the module docstring)
+        if not progress or not engine.may_progress: return
+      else: return
+    finally: self._ticking.active = False
+    self.tick(max_rounds)
+
+  def others_idle(self, engine) -> bool:
+    """Whether every engine but `engine` is idle (may_progress False)."""
+    engines = self._engines
+    if len(engines) == 1 and engines[0] is engine: return True
+    for e in engines:
+      if e is not engine and getattr(e, "may_progress", True): return False
+    return True
+
+  def enter_alone(self, engine) -> bool:
+    """Synchronous mode, for an engine whose doorbell rang: True when it may poll itself alone now (what a tick
+    would do): not inside a tick of this thread and every other engine idle. This thread then counts as ticking
+    (re-entrant ticks return at once) until leave_alone(). False: the caller kicks itself and calls tick_kicked()."""
+    if self._threaded: return False
+    local = self._ticking
+    if getattr(local, "active", False) or not self.others_idle(engine): return False
+    local.active = True
+    return True
+
+  def leave_alone(self) -> None: self._ticking.active = False
+
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
     for e in self._engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
-    if self.config.mock_threaded or getattr(self._ticking, "active", False): return
+    if self._threaded or getattr(self._ticking, "active", False): return
     self._ticking.active = True
     try:
       for _ in range(max_rounds):

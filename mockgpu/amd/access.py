@@ -14,31 +14,69 @@ from ...errors import GPUFault
 _u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
 
 
+_MAX_CELLS = 256      # per width: fences, read pointers, mailboxes a command processor writes over and over
+
+
 class DeviceMemory:
+  """Checked loads and stores. 32/64-bit stores and loads keep the ctypes cell of each address they checked, for as
+  long as the GPU's mapping table is the same object (GPUMemory replaces it whole on every map and unmap), so that
+  the fence and read-pointer writes of every launch cost no range lookup."""
+
   def __init__(self, ranges):
-    self.ranges = ranges      # mockgpu.amd.emu.GPUMemory: add_range/remove_range/check_scalar
+    self.ranges = ranges      # mockgpu.amd.emu.GPUMemory: add_range/remove_range/check_scalar/range_of, _table
+    self._cells32 = self._cells64 = (None, {})     # (mapping table the cells were checked against, addr -> cell)
+
+  def version(self):
+    """An object that changes whenever the GPU's mappings change (compare with `is`)."""
+    return self.ranges._table
+
+  def mapped(self, addr: int, size: int) -> bool:
+    """Whether [addr, addr + size) lies inside one mapped range (no exception)."""
+    rng = self.ranges.range_of(addr)
+    return rng is not None and addr + size <= rng[1]
+
+  def u32_view(self, addr: int, count: int, what: str) -> memoryview:
+    """A u32 memoryview of [addr, addr + 4 * count), checked now: valid while version() is the same object."""
+    self.check(addr, 4 * count, what)
+    return memoryview((ctypes.c_char * (4 * count)).from_address(addr)).cast("B").cast("I")
+
+  def _cell(self, addr: int, width: int, what: str):
+    table = self.ranges._table
+    cells = self._cells64 if width == 8 else self._cells32
+    if cells[0] is not table:
+      cells = (table, {})
+      if width == 8: self._cells64 = cells
+      else: self._cells32 = cells
+    cell = cells[1].get(addr)
+    if cell is None:
+      self.check(addr, width, what)
+      if len(cells[1]) >= _MAX_CELLS: cells[1].clear()
+      cell = cells[1][addr] = (_u64 if width == 8 else _u32).from_address(addr)
+    return cell
 
   def check(self, addr: int, size: int, what: str) -> None:
     if addr < 0 or addr + size > 1 << 64: raise GPUFault(f"{what}: address out of range", address=addr, kind="page fault")
     if size: self.ranges.check_scalar(addr, size, what)
 
   def read32(self, addr: int, what: str = "read") -> int:
-    self.check(addr, 4, what)
-    return ctypes.c_uint32.from_address(addr).value
+    cells = self._cells32
+    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    return (cell if cell is not None else self._cell(addr, 4, what)).value
 
   def read64(self, addr: int, what: str = "read") -> int:
-    self.check(addr, 8, what)
-    return ctypes.c_uint64.from_address(addr).value
+    cells = self._cells64
+    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    return (cell if cell is not None else self._cell(addr, 8, what)).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
-    lo, hi = self.ranges._last      # the range of the last successful check (fences land in one range): no calls
-    if not lo <= addr <= hi - 4: self.check(addr, 4, what)
-    _u32.from_address(addr).value = value & 0xFFFFFFFF
+    cells = self._cells32
+    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    (cell if cell is not None else self._cell(addr, 4, what)).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
-    lo, hi = self.ranges._last
-    if not lo <= addr <= hi - 8: self.check(addr, 8, what)
-    _u64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
+    cells = self._cells64
+    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    (cell if cell is not None else self._cell(addr, 8, what)).value = value & 0xFFFFFFFFFFFFFFFF
 
   def read_dwords(self, addr: int, count: int, what: str = "read") -> list[int]:
     self.check(addr, 4 * count, what)

@@ -8,6 +8,7 @@ driver only through KFD events.
 """
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 import time
@@ -147,6 +148,10 @@ class MockAMDGPU:
       q = self.queues.pop(qid)
       q.active = False
 
+  def doorbell_of(self, queue):
+    """fn(value) that rings `queue`'s doorbell (the KFD model routes the doorbell page's stores to it)."""
+    return functools.partial(self.ring_doorbell, queue)
+
   def ring_doorbell(self, queue, value: int) -> None:
     """The driver wrote `value` to the queue's doorbell."""
     if self.threaded:
@@ -155,8 +160,29 @@ class MockAMDGPU:
         self._kicked = True
         self._wake.notify_all()
       return
-    with self.lock: queue.doorbell(value)
-    self.os.tick()
+    os = self.os
+    with self.lock:
+      queue.doorbell_value = value
+      # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
+      # tick would poll only this queue, round after round while it progresses and has work left (blocked on
+      # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
+      alone = not self._to_poll and os.enter_alone(self)
+      if alone:
+        try:
+          while True:
+            progress = queue.poll()
+            if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
+              alone = False
+              break
+            if not progress or not queue.pending: break
+          if queue.pending:
+            self._to_poll[queue] = None
+            self.may_progress = True
+        finally: os.leave_alone()
+      else:                          # queue.doorbell(value) and kick(queue), inlined
+        self._to_poll[queue] = None
+        self.may_progress = True
+    if not alone: os.tick_kicked(self)
     if queue.error is not None and not queue.error_reported:
       queue.error_reported = True
       raise queue.error
@@ -173,8 +199,9 @@ class MockAMDGPU:
     with self.lock:
       # only the queues that may progress (rung since the last poll, or left with work), in creation order
       todo, self._to_poll = self._to_poll, {}
-      queues = [q for q in self.queues.values() if q in todo] if len(todo) > 1 else \
-        [q for q in todo if q.active]
+      if len(todo) == 1:           # the usual case: one queue rang
+        queues = [q for q in todo if q.active]
+      else: queues = [q for q in self.queues.values() if q in todo]
       progress = False
       for q in queues:
         if q.poll(): progress = True
@@ -217,12 +244,21 @@ class MockAMDGPU:
   def _run_emulator(self, queue=None, extra=None, **kw):
     """extra: what observers see besides the emulator's arguments, or a callable that builds it (only when there
     are observers)."""
-    if self.dispatch_observers:
-      more = (extra() if callable(extra) else extra) or {}
-      for observe in self.dispatch_observers: observe(queue, {**kw, **more})
+    if self.dispatch_observers: self._observe(queue, kw, extra)
+    return self._dispatch(**kw)
+
+  def _observe(self, queue, kw: dict, extra) -> None:
+    more = (extra() if callable(extra) else extra) or {}
+    for observe in self.dispatch_observers: observe(queue, {**kw, **more})
+
+  def _dispatch(self, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch):
+    """Run the emulator (observers were told already), keep the statistics."""
     start = _monotonic()
     # busy_percent() looks at the last second only: a bounded deque keeps the recent dispatches without a scan here
-    try: stats = self._emu.dispatch(self.ranges, instruction_budget=self.instruction_budget, **kw)
+    try:
+      stats = self._emu.dispatch(self.ranges, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+                                 user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
+                                 instruction_budget=self.instruction_budget)
     finally: self._busy.append((start, _monotonic()))
     st = self.stats
     st["dispatches"] += 1
@@ -231,25 +267,34 @@ class MockAMDGPU:
     st["emu_seconds"] += stats[2]
     return stats
 
-  def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int) -> None:
-    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3)."""
+  def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int, static: tuple | None = None,
+                      user_data: list | None = None) -> tuple:
+    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3).
+
+    static: the launch state this returned for an earlier dispatch of the queue when no SH register but the user
+    data was written since (the PM4 engine keeps it), else None; user_data: the 16 COMPUTE_USER_DATA values when
+    the caller keeps them (else read from sh). Returns the launch state (program, resources, work-group size)."""
     if initiator & _INITIATOR_NEEDS != _INITIATOR_NEEDS:
       if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
         raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
-    get = sh.get
-    # the launch state that does not change from one launch of a kernel to the next (program, resources, work-group
-    # size), checked and converted once per distinct register values; the user SGPRs (kernarg pointer) every time
-    key = tuple(map(get, _STATIC_REGS))
-    static = self._launch_states.get(key)
-    if static is None: static = self._launch_state(queue, get, key)
-    if 0 in grid: return
+    if static is None:
+      # the launch state that does not change from one launch of a kernel to the next (program, resources,
+      # work-group size), checked and converted once per distinct register values
+      get = sh.get
+      key = tuple(map(get, _STATIC_REGS))
+      static = self._launch_states.get(key)
+      if static is None: static = self._launch_state(queue, get, key)
+    if 0 in grid: return static
     if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
-    self._run_emulator(queue, lambda: {"sh": dict(sh)}, pgm_addr=pgm, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
-                       user_sgprs=list(map(get, _USER_DATA, _ZEROS)), grid=grid, block=block, lds_bytes=lds_bytes,
-                       scratch=scratch)
+    user = list(user_data) if user_data is not None else list(map(sh.get, _USER_DATA, _ZEROS))
+    if self.dispatch_observers:
+      self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
+                            "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch}, {"sh": dict(sh)})
+    self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch)
+    return static
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
     """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""

@@ -155,6 +155,8 @@ class KFDModel:
     self.event_page_own = False
     self.doorbell_views: dict[int, DoorbellMMIO] = {}
     self.deferred_frees: list[tuple[int, int]] = []   # munmaps of VRAM/GTT CPU mappings done at FREE_MEMORY_OF_GPU
+    self._signal_type = kfd.KFD_IOC_EVENT_SIGNAL
+    self._slots: tuple = (None, {})            # (event page, event id -> ctypes cell of its slot) for interrupts
     for g in gpus: g.listener = self
 
   # ---- nodes
@@ -401,6 +403,8 @@ class KFDModel:
     queue = gpu.create_queue(kind, qid, a.ring_base_address, size, a.read_pointer_address, a.write_pointer_address, doorbell)
     self.queues[qid] = (gpu, queue, index)
     self.doorbell_queues[(gpu.gpu_id, index)] = queue
+    view = self.doorbell_views.get(gpu.gpu_id)
+    if view is not None: view.route(8 * index, gpu.doorbell_of(queue))
     a.queue_id, a.doorbell_offset = qid, doorbell
 
   def _queue_buffer(self, gpu, addr: int, size: int, what: str, fail) -> None:
@@ -418,6 +422,8 @@ class KFDModel:
     entry = self.queues.pop(a.queue_id, None)
     if entry is None: raise fail(errno.EINVAL, f"no queue {a.queue_id}")
     self.doorbell_queues.pop((entry[0].gpu_id, entry[2]), None)
+    view = self.doorbell_views.get(entry[0].gpu_id)
+    if view is not None: view.route(8 * entry[2], None)
     entry[0].destroy_queue(a.queue_id)
 
   def kfd_mmio(self, size, offset, name):
@@ -431,10 +437,14 @@ class KFDModel:
     view = self.doorbell_views.get(gpu_id)
     if view is None:
       view = self.doorbell_views[gpu_id] = DoorbellMMIO(name, DOORBELL_PAGE, lambda off, v, gpu=gpu: self._ring(gpu, off, v))
+      # the 64-bit doorbell store of each queue goes straight to its queue (the write of every launch)
+      for (gid, index), queue in self.doorbell_queues.items():
+        if gid == gpu_id: view.route(8 * index, gpu.doorbell_of(queue))
     return view
 
   def _ring(self, gpu, off: int, value: int) -> None:
-    queue = self.doorbell_queues.get((gpu.gpu_id, off >> 3))    # one dict lookup: this runs on every doorbell write
+    """A doorbell store without a route (a 32-bit store, an offset without a queue)."""
+    queue = self.doorbell_queues.get((gpu.gpu_id, off >> 3))
     if queue is not None: gpu.ring_doorbell(queue, value)
 
   def mmap_kfd(self, path, size, offset, addr):
@@ -500,10 +510,13 @@ class KFDModel:
     with self.cond:
       page = self.event_page
       if page is None: return
-      sig = self.kfd_h.KFD_IOC_EVENT_SIGNAL
+      sig = self._signal_type
       ev = self.events.get(ctxid)
       if ev is not None and ev.type == sig:
-        slot = ctypes.c_uint64.from_address(page + 8 * ctxid)   # the event named by the context id (every launch)
+        # the event named by the context id (every launch): its slot's ctypes cell is kept per event page
+        slots = self._slots if self._slots[0] == page else self._new_slots(page)
+        slot = slots[1].get(ctxid)
+        if slot is None: slot = slots[1][ctxid] = ctypes.c_uint64.from_address(page + 8 * ctxid)
         if slot.value != UNSIGNALED_EVENT_SLOT:
           slot.value = UNSIGNALED_EVENT_SLOT
           ev.signaled = True
@@ -514,6 +527,10 @@ class KFDModel:
         ctypes.c_uint64.from_address(page + 8 * e.id).value = UNSIGNALED_EVENT_SLOT
         e.signaled = True
       if hits and self.waiters: self.cond.notify_all()
+
+  def _new_slots(self, page: int) -> tuple:
+    self._slots = (page, {})
+    return self._slots
 
   def queue_failed(self, gpu, queue, error) -> None:
     """A queue stopped on an error: a GPU fault signals MEMORY events with the address, anything else HW_EXCEPTION."""

@@ -19,6 +19,8 @@ MAX_PACKETS_PER_RUN = 1 << 16   # a run() yields after this many packets (the qu
 IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their parse (see PM4Engine._ib_plan)
 IB_PLAN_CACHE_ENTRIES = 64        # per queue: at most ~6 MB even with every entry a 4096-dword IB
 _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
+_TYPE_OPCODE = 0xC000FF00    # a PM4 header's packet type (bits 31:30) and opcode (bits 15:8)
+_USER_LO, _USER_HI = R.COMPUTE_USER_DATA_0, R.COMPUTE_USER_DATA_0 + R.NUM_USER_DATA   # SH offsets of the user data
 
 
 @dataclass(slots=True)
@@ -35,15 +37,30 @@ class Frame:
   cache_pos: int = 0
   cache_end: int = 0
   plan: dict | None = None    # IBs: packet start -> (opcode, body, next position), parsed once per content
+  view: memoryview | None = None   # rings: u32 view of the whole ring, checked against the mappings `view_version`
+  view_version: object = None
 
-  def prefetch(self, mem, what: str) -> None:
+  def prefetch(self, mem, owner: str) -> None:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
-    on demand)."""
+    on demand). owner: the queue's name (errors name it and the frame). A ring mapped whole is read through a view
+    checked once per mapping change."""
     n = self.end - self.pos
     if n <= 0: return
     start = self.pos % self.size_dw if self.ring else self.pos
     n = min(n, self.size_dw - start)
-    self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, what), self.pos, self.pos + n
+    if self.ring:
+      view = self.view
+      if view is None or self.view_version is not mem.version():
+        view = self.view = None
+        if mem.mapped(self.base, 4 * self.size_dw):
+          version = mem.version()
+          view = self.view = mem.u32_view(self.base, self.size_dw, f"{owner} {self.what}")
+          self.view_version = version
+      if view is not None:
+        self.cache, self.cache_pos, self.cache_end = view[start:start + n].tolist(), self.pos, self.pos + n
+        return
+    self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, f"{owner} {self.what}"), \
+      self.pos, self.pos + n
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -61,17 +78,22 @@ def compare(function: int, value: int, ref: int) -> bool:
 
 class PM4Engine:
   """Executes PM4 packets for one queue. `gpu` provides mem (DeviceMemory), read_reg/write_reg, clock(),
-  interrupt(queue, ctxid) and dispatch_direct(queue, sh, grid, initiator)."""
+  interrupt(queue, ctxid) and dispatch_direct(queue, sh, grid, initiator, launch state, user data) -> launch state."""
 
   def __init__(self, gpu, queue):
     self.gpu, self.queue = gpu, queue
     self.sh: dict[int, int] = {}           # SET_SH_REG offsets -> values (the queue's compute pipe state)
+    # kept beside sh for DISPATCH_DIRECT: the 16 user data registers, and the launch state the GPU converted from the
+    # other SH registers at the last dispatch (None: an SH register outside the user data was written since)
+    self.user_data = [0] * R.NUM_USER_DATA
+    self.launch_state: tuple | None = None
     self.uconfig: dict[int, int] = {}
     self.frames: list[Frame] = []
     self.blocked_on: str | None = None     # what the current packet waits for
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
     self._release_what = f"{queue.name} RELEASE_MEM"     # formatted once: RELEASE_MEM runs on every launch
+    self._ib_what = f"{queue.name} indirect buffer"
     self._ib_plans: dict[bytes, dict] = {}
 
   # ---- stream access
@@ -99,7 +121,7 @@ class PM4Engine:
     frames = self.frames
     if not frames: return False
     top = frames[-1]
-    if top.end > top.pos: top.prefetch(self.gpu.mem, f"{self.queue.name} {top.what}")
+    if top.end > top.pos: top.prefetch(self.gpu.mem, self.queue.name)
     budget = self.max_packets
     done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
     progress = False
@@ -117,6 +139,9 @@ class PM4Engine:
     (a frame popped, a type-2 filler), budget left, packets done, whether run() should look at the frames again).
     The hot loop of every launch: the frame's fields in locals, the prefetched dwords read without bounds calls."""
     handlers = self.HANDLERS
+    by_header = self._by_header
+    if by_header[0] is not handlers: by_header = self._header_handlers()
+    by_header = by_header[1]
     plan, cache, cache_pos, cache_end, end = frame.plan, frame.cache, frame.cache_pos, frame.cache_end, frame.end
     progress = False
     while budget > 0:
@@ -126,13 +151,32 @@ class PM4Engine:
         if frame.ring: return progress, budget, done, False
         frames.pop()
         return True, budget, done, True
+      if cache_pos <= pos < cache_end and plan is None:
+        # a type-3 packet with a handler, read ahead whole (cache_end <= end): found by its header's type and opcode
+        # bits at once; anything else (fillers, errors, a packet past the read-ahead) goes the general way below
+        header = cache[pos - cache_pos]
+        handler = by_header.get(header & _TYPE_OPCODE)
+        if handler is not None:
+          nxt = pos + 2 + ((header >> 16) & 0x3FFF)
+          if nxt <= cache_end:
+            if handler is not _nop:
+              if not handler(self, cache[pos + 1 - cache_pos:nxt - cache_pos], frame, pos, (header >> 8) & 0xFF):
+                return progress, budget, done, False
+              if frame.pos == pos: frame.pos = nxt
+            else: frame.pos = nxt
+            if not done: self.blocked_on = None
+            done += 1
+            if frames[-1] is not frame: return progress, budget, done, True
+            continue
       if plan is not None:
         entry = plan.get(pos)
         handler = handlers.get(entry[0]) if entry is not None else None
         if handler is not None:          # a packet of an IB parsed before: no decoding, the same handler call
           opcode, body, nxt = entry
-          if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
-          if frame.pos == pos: frame.pos = nxt
+          if handler is not _nop:
+            if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
+            if frame.pos == pos: frame.pos = nxt
+          else: frame.pos = nxt
           if not done: self.blocked_on = None
           done += 1
           if frames[-1] is not frame: return progress, budget, done, True
@@ -167,6 +211,13 @@ class PM4Engine:
       if frames[-1] is not frame: return progress, budget, done, True
     return progress, budget, done, True
 
+  _by_header: tuple = (None, {})     # (HANDLERS it was built from, header & _TYPE_OPCODE -> handler)
+
+  @classmethod
+  def _header_handlers(cls) -> tuple:
+    cls._by_header = (cls.HANDLERS, {(3 << 30) | (op << 8): fn for op, fn in cls.HANDLERS.items()})
+    return cls._by_header
+
   # ---- packets
   def _nop(self, body, frame, pos, op): return True
 
@@ -177,6 +228,12 @@ class PM4Engine:
       raise self._error(frame, pos, f"SET_SH_REG of {n} registers at offset {start:#x} leaves the SH window", op)
     if n == 1: self.sh[start] = body[1]
     else: self.sh.update(zip(range(start, start + n), body[1:]))
+    if _USER_LO <= start and start + n <= _USER_HI: self.user_data[start - _USER_LO:start - _USER_LO + n] = body[1:]
+    else:
+      self.launch_state = None
+      if start < _USER_HI and _USER_LO < start + n:     # a run across the user data and other registers
+        get = self.sh.get
+        self.user_data = [get(r, 0) for r in range(_USER_LO, _USER_HI)]
     return True
 
   def _set_uconfig_reg(self, body, frame, pos, op):
@@ -186,7 +243,9 @@ class PM4Engine:
 
   def _dispatch_direct(self, body, frame, pos, op):
     if len(body) < 4: raise self._error(frame, pos, f"DISPATCH_DIRECT needs 4 body dwords, has {len(body)}", op)
-    try: self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3])
+    try:
+      self.launch_state = self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3], self.launch_state,
+                                                   self.user_data)
     except QueueError as e:
       raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
     return True
@@ -219,7 +278,8 @@ class PM4Engine:
     lo, hi, ctl = body[:3]
     if not ctl & R.INDIRECT_BUFFER_VALID: raise self._error(frame, pos, "INDIRECT_BUFFER without the VALID bit", op)
     size = ctl & R.IB_SIZE_MASK
-    depth = sum(1 for f in self.frames if not f.ring)
+    frames = self.frames
+    depth = len(frames) - 1 if frames[0].ring else len(frames)     # IBs on the stack (a ring is only ever at its bottom)
     if depth >= MAX_IB_DEPTH: raise self._error(frame, pos, f"indirect buffers nested deeper than {MAX_IB_DEPTH}", op)
     frame.pos = pos + 1 + len(body)
     if size:
@@ -228,13 +288,13 @@ class PM4Engine:
       if size <= IB_PLAN_MAX_DWORDS:
         # the whole IB is read at once (as prefetch() would), then its parse is looked up by content: a bound command
         # buffer run again unchanged is not decoded again, and any change to its dwords makes a new parse
-        raw = self.gpu.mem.read_bytes(addr, 4 * size, f"{self.queue.name} indirect buffer")
+        raw = self.gpu.mem.read_bytes(addr, 4 * size, self._ib_what)
         ib.cache, ib.plan = self._ib_plan(raw)
         ib.cache_end = size
       else:
         self.gpu.mem.check(addr, 4 * size, f"{self.queue.name} indirect buffer")
-        ib.prefetch(self.gpu.mem, f"{self.queue.name} IB{depth + 1}")
-      self.frames.append(ib)
+        ib.prefetch(self.gpu.mem, self.queue.name)
+      frames.append(ib)
     return True
 
   def _ib_plan(self, raw: bytes) -> tuple[list, dict]:
@@ -326,3 +386,6 @@ class PM4Engine:
     R.PM4_INDIRECT_BUFFER: _indirect_buffer, R.PM4_RELEASE_MEM: _release_mem, R.PM4_EVENT_WRITE: _nop,
     R.PM4_ACQUIRE_MEM: _nop, R.PM4_WRITE_DATA: _write_data, R.PM4_COPY_DATA: _copy_data, R.PM4_PRED_EXEC: _pred_exec,
   }
+
+
+_nop = PM4Engine._nop     # the handler the packet loop skips calling (ACQUIRE_MEM, EVENT_WRITE, NOP)
