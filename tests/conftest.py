@@ -1,6 +1,13 @@
+import pathlib
 import shutil
+import sys
 
 import pytest
+
+# the committed OpenCL corpus is imported as tests.fixtures.opencl.kernels: the folder above tests/ must be on the path
+# whichever tests run (appended: the hcq package itself is imported from the installation)
+_ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path: sys.path.append(_ROOT)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -151,3 +151,19 @@ class Kernel:
     return dispatch(self.bufs.memory, pgm_addr=self.pgm, rsrc1=self.rsrc1, rsrc2=self.rsrc2, rsrc3=self.rsrc3,
                     user_sgprs=user, grid=tuple(g), block=tuple(b), lds_bytes=lds,
                     scratch=ScratchSetup(scratch_base, self.private_fixed), instruction_budget=budget)
+
+
+def run_corpus_kernel(bufs: HostBuffers, prog: Kernel, k, kernels, seed: int = 0) -> None:
+  """Run corpus kernel k (tests/fixtures/opencl/kernels.py) once on inputs made from seed and check its outputs
+  against its numpy reference. kernels: that module (for its Scalar argument type)."""
+  data = k.inputs(seed=seed)
+  args, outputs = [], {}
+  for a in k.args:
+    if isinstance(a, kernels.Scalar):
+      args.append(data[a.name])
+      continue
+    addr, view = bufs.array(data[a.name])
+    args.append(addr)
+    outputs[a.name] = view
+  prog(*args, grid=k.groups, block=k.local_size)
+  k.check(outputs, data)

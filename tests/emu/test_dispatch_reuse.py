@@ -9,7 +9,7 @@ import pytest
 from hcq.errors import GPUFault
 from hcq.mockgpu.amd.emu import GPUMemory, engine
 
-from .loader import HostBuffers, Kernel
+from .loader import HostBuffers, Kernel, run_corpus_kernel
 
 HSACO = os.path.join(os.path.dirname(__file__), "..", "fixtures", "opencl", "hsaco")
 
@@ -68,20 +68,10 @@ def test_a_fault_does_not_spoil_the_next_dispatch_of_the_shape():
 def test_corpus_twice_on_one_memory_with_other_data():
   """Every corpus kernel (LDS, private arrays, barriers, atomics) twice in a row on one GPUMemory with other inputs:
   the second run reuses the first one's pooled registers, LDS and scratch and must still match numpy."""
-  kernels = pytest.importorskip("tests.fixtures.opencl.kernels")
+  from tests.fixtures.opencl import kernels
   bufs = HostBuffers(GPUMemory())
   progs = {name: Kernel(bufs, k.code_object(), k.name) for name, k in kernels.KERNELS.items()}
   for seed in (0, 1, 2):
     for name in sorted(kernels.KERNELS):
       k = kernels.KERNELS[name]
-      data = k.inputs(seed=seed)
-      args, outputs = [], {}
-      for a in k.args:
-        if isinstance(a, kernels.Scalar):
-          args.append(data[a.name])
-          continue
-        addr, view = bufs.array(data[a.name])
-        args.append(addr)
-        outputs[a.name] = view
-      progs[name](*args, grid=k.groups, block=k.local_size)
-      k.check(outputs, data)
+      run_corpus_kernel(bufs, progs[name], k, kernels, seed)

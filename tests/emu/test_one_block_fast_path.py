@@ -4,15 +4,20 @@ go stale must send the dispatch back to the full path: code rewritten in memory 
 unmapped, another shape, another float mode, LDS or scratch left written by the previous dispatch, a fault, the
 instruction budget, two threads on one GPUMemory. Programs are assembled by llvm-mc-19; expected values are computed
 here with numpy / Python integers."""
+import functools
+import re
+import subprocess
 import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
 
 from hcq.errors import GPUFault
 from hcq.mockgpu.amd.emu import GPUMemory, InstructionBudgetExceeded, ScratchSetup, dispatch, engine
 
-from .loader import HostBuffers
+from .loader import HostBuffers, Kernel, run_corpus_kernel
 from .test_instructions import assemble
 
 pytestmark = [pytest.mark.tools("llvm-mc-19")]
@@ -294,25 +299,14 @@ def test_the_pooled_registers_stay_the_start_up_values_after_one_block_kernels()
   """The fast path rests on this: a block that ends the waves writes no register back and changes none in place, so
   the pooled S/V files (and SCC) stay the start-up templates, but for the user SGPRs. Checked after every kernel of
   the fixture corpus (clang-19 code) ran twice, for the shapes whose kernel was one block."""
-  kernels = pytest.importorskip("tests.fixtures.opencl.kernels")
-  from .loader import Kernel
+  from tests.fixtures.opencl import kernels
   bufs = HostBuffers(GPUMemory())
   one_block = 0
   for name in sorted(kernels.KERNELS):
     k = kernels.KERNELS[name]
     prog = Kernel(bufs, k.code_object(), k.name)
     for seed in (0, 1):
-      data = k.inputs(seed=seed)
-      args, outputs = [], {}
-      for a in k.args:
-        if isinstance(a, kernels.Scalar):
-          args.append(data[a.name])
-          continue
-        addr, view = bufs.array(data[a.name])
-        args.append(addr)
-        outputs[a.name] = view
-      prog(*args, grid=k.groups, block=k.local_size)
-      k.check(outputs, data)
+      run_corpus_kernel(bufs, prog, k, kernels, seed)
     for shape in bufs.memory.dispatch_launches.values():
       if not shape.clean: continue
       one_block += 1
@@ -345,12 +339,6 @@ def test_two_threads_on_one_memory(monkeypatch):
 
 
 # ---- differential fuzz: one GPUMemory with every cache against a fresh GPUMemory per dispatch ----
-import functools  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as hst  # noqa: E402
 
 S_ENDPGM = 0xBFB00000
 # Instructions the programs are made of (user SGPRs: s[0:1] = data, s[2:3] = data + 4096; s4 = work-group id X; v0 =
