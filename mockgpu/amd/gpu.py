@@ -183,11 +183,12 @@ class MockAMDGPU:
         try:
           while True:
             progress = queue.poll()
+            pending = queue.pending
             if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
               alone = False
               break
-            if not progress or not queue.pending: break
-          if queue.pending:
+            if not progress or not pending: break
+          if pending:
             self._to_poll[queue] = None
             self.may_progress = True
         finally: os.leave_alone()
