@@ -58,6 +58,17 @@ _STATIC_REGS = (R.COMPUTE_START_X, R.COMPUTE_START_X + 1, R.COMPUTE_START_X + 2,
                 R.COMPUTE_PGM_RSRC1, R.COMPUTE_PGM_RSRC2, R.COMPUTE_PGM_RSRC3, R.COMPUTE_TMPRING_SIZE)
 _monotonic = time.monotonic
 _INITIATOR_NEEDS = R.DISPATCH_COMPUTE_SHADER_EN | R.DISPATCH_CS_W32_EN
+_STATS_FOLD = 256
+
+
+def _fold(state: tuple) -> tuple:
+  """Totals (dispatches, waves, wave instructions, seconds) of a stats state: the folded totals plus the recent
+  DispatchStats (NamedTuples: waves, wave_instructions, seconds)."""
+  (dispatches, waves, instructions, seconds), recent = state[0], list(state[1])
+  return (dispatches + len(recent), waves + sum(r[0] for r in recent), instructions + sum(r[1] for r in recent),
+          seconds + sum(r[2] for r in recent))
+
+
 MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
 
 
@@ -77,7 +88,8 @@ class MockAMDGPU:
     self.lock = threading.RLock()
     self.threaded = bool(os.config.mock_threaded)
     self.instruction_budget = int(os.config.mock_instruction_budget)
-    self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "emu_seconds": 0.0}
+    # dispatch statistics (see `stats`): (totals folded so far, DispatchStats of the dispatches since), swapped whole
+    self._stats_state: tuple = ((0, 0, 0, 0.0), [])
     # callables(queue, launch: dict) told of every dispatch before it runs (tests inspect register state with them):
     # launch = the emulator's arguments (pgm_addr, rsrc1/2/3, user_sgprs, grid, block, lds_bytes, scratch) plus
     # "sh" (a copy of the queue's SET_SH_REG state, PM4 only) or "packet" (the AQL packet address)
@@ -171,11 +183,12 @@ class MockAMDGPU:
         try:
           while True:
             progress = queue.poll()
+            pending = queue.pending
             if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
               alone = False
               break
-            if not progress or not queue.pending: break
-          if queue.pending:
+            if not progress or not pending: break
+          if pending:
             self._to_poll[queue] = None
             self.may_progress = True
         finally: os.leave_alone()
@@ -260,12 +273,16 @@ class MockAMDGPU:
                                  user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
                                  instruction_budget=self.instruction_budget)
     finally: self._busy.append((start, _monotonic()))
-    st = self.stats
-    st["dispatches"] += 1
-    st["waves"] += stats[0]        # DispatchStats (a NamedTuple): waves, wave_instructions, seconds
-    st["wave_instructions"] += stats[1]
-    st["emu_seconds"] += stats[2]
+    recent = self._stats_state[1]    # one append per dispatch; the sums are taken every _STATS_FOLD dispatches
+    recent.append(stats)
+    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
     return stats
+
+  @property
+  def stats(self) -> dict:
+    """What the emulator did for this GPU: dispatches, waves, wave_instructions, emu_seconds (totals)."""
+    dispatches, waves, instructions, seconds = _fold(self._stats_state)
+    return {"dispatches": dispatches, "waves": waves, "wave_instructions": instructions, "emu_seconds": seconds}
 
   def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int, static: tuple | None = None,
                       user_data: list | None = None) -> tuple:

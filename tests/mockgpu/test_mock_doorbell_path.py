@@ -317,3 +317,12 @@ def test_a_queue_left_blocked_by_its_doorbell_runs_on_when_the_host_writes(h):
   sig.u32()[32] = 1
   h.os.monotonic()                       # a clock read while a queue is blocked ticks the engines
   assert sig.u64()[0] == 1 and not queue.blocked and not h.gpu.may_progress
+
+
+def test_gpu_stats_count_every_dispatch_across_folds(h):
+  fake = h.gpu._emu = FakeEmu()
+  fake.dispatch = lambda memory, **kw: (3, 7, 0.5)        # waves, wave instructions, seconds
+  q = h.queue("compute")
+  q.submit(program_regs(0x7000_0000_1000))
+  for _ in range(300): q.submit(dispatch_packet())       # more than one fold of the running sums
+  assert h.gpu.stats == {"dispatches": 300, "waves": 900, "wave_instructions": 2100, "emu_seconds": 150.0}
