@@ -414,7 +414,7 @@ class BoundLaunch:
     self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]
     ka = self.kernargs = dev.iface.alloc(offset, kind="gtt")
     dev._mems.append(ka)
-    elements, values = [], {}
+    values = {}
     for i, (prog, shape, explicit, off) in enumerate(planned):
       view = ka.cpu[off:off + shape.alloc_size]
       view[:len(explicit)] = explicit
@@ -422,24 +422,44 @@ class BoundLaunch:
       seg = prog.layout.segment_size
       if prog.dispatch_ptr: view[seg:seg + 64] = prog.dispatch_packet(shape, ka.va + off)
       # each launch gets its own kernarg/dispatch variables: ("var", "kernarg.i") etc.
-      kv, dv = UOp.variable(f"kernarg.{i}", 0, 2**64 - 1), UOp.variable(f"dispatch.{i}", 0, 2**64 - 1)
-      elements += [Q.barrier(), Q.call(Q.program(prog.name, (prog.with_lds(shape.lds), kv, dv), shape.grid, shape.block))]
       values[("var", f"kernarg.{i}")], values[("var", f"dispatch.{i}")] = ka.va + off, ka.va + off + seg
-    words = dev._build(Q.queue("COMPUTE:0", *elements), "pm4").fill(values)
-    ib = self.ib = dev.iface.alloc(len(words) * 4, kind="gtt")
+    # A launch that follows one with the same static registers sends only those that change (see AMDDevice.launch).
+    # Two buffers: one for a queue in any state, and, when it is shorter, one for a queue that already holds the first
+    # launch's registers (a bound launch run again, or run after a launch of the same shape).
+    full = self._words(dev, planned, values, first_repeats=False)
+    repeat = self._words(dev, planned, values, first_repeats=True)
+    if len(repeat) == len(full): repeat = full
+    ib = self.ib = dev.iface.alloc((len(full) + (len(repeat) if repeat is not full else 0)) * 4, kind="gtt")
     dev._mems.append(ib)
-    ib.cpu.cast("I")[:len(words)] = words
-    self.ib_words = pm4.indirect_buffer(ib.va, len(words))
-    # every launch in the buffer sets all its registers: after a run the queue holds the last one's
+    ib.cpu.cast("I")[:len(full)] = full
+    self.ib_words = pm4.indirect_buffer(ib.va, len(full))
+    self.ib_repeat_words = self.ib_words
+    if repeat is not full:
+      ib.cpu.cast("I")[len(full):len(full) + len(repeat)] = repeat
+      self.ib_repeat_words = pm4.indirect_buffer(ib.va + 4 * len(full), len(repeat))
+    self.first_registers = planned[0][1].registers
+    # after a run the queue holds the last launch's registers
     self.registers = planned[-1][1].registers
     self.runs = 0
+
+  @staticmethod
+  def _words(dev: AMDDevice, planned, values, first_repeats: bool):
+    elements, before = [], None
+    for i, (prog, shape, _, _) in enumerate(planned):
+      kv, dv = UOp.variable(f"kernarg.{i}", 0, 2**64 - 1), UOp.variable(f"dispatch.{i}", 0, 2**64 - 1)
+      handle = prog.with_lds(shape.lds)
+      if shape.registers is before or (i == 0 and first_repeats): handle = RepeatDispatch(handle)
+      elements += [Q.barrier(), Q.call(Q.program(prog.name, (handle, kv, dv), shape.grid, shape.block))]
+      before = shape.registers
+    return dev._build(Q.queue("COMPUTE:0", *elements), "pm4").fill(values)
 
   def __call__(self, wait: bool = False) -> int:
     """Run the bound launch; returns its timeline value (waits for it when wait=True)."""
     dev = self.dev
     dev._check_open()
     tv = dev._begin(dev.compute, "pm4")
-    try: dev.compute.write(array("I", self.ib_words) + dev._signals["pm4"].fill({V_TIMELINE: tv}))
+    ib = self.ib_repeat_words if dev._registers is self.first_registers else self.ib_words
+    try: dev.compute.write(array("I", ib) + dev._signals["pm4"].fill({V_TIMELINE: tv}))
     except BaseException:
       dev._abandon(tv)
       raise

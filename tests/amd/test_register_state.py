@@ -120,3 +120,40 @@ def test_a_bound_buffer_leaves_its_last_launch_registers(dev):
   assert not _set_registers(after_empty)
   assert {"COMPUTE_PGM_LO", "COMPUTE_NUM_THREAD_X"} <= _set_registers(after_vadd)
   assert np.array_equal(np.frombuffer(dev.copyout(out), np.float32), 4 * x)
+
+
+def test_a_bound_buffer_sends_registers_only_where_they_change(dev):
+  co = demo_code_object()
+  vadd, empty = dev.load(co, "vadd"), dev.load(co, "empty")
+  gpus = list(_all_mock_gpus(dev))
+  seen = []
+  for g in gpus: g.dispatch_observers.append(lambda q, launch: seen.append(dict(launch["sh"])))
+  x = np.arange(64, dtype=np.float32)
+  a, out = dev.alloc(256), dev.alloc(256)
+  dev.copyin(a, x)
+  dev.copyin(out, bytes(256))
+  plan = [(vadd, (a, out, out, 64), (1,), (64,)), (vadd, (a, out, out, 64), (1,), (64,)), (empty, (), (1,), (1,)),
+          (vadd, (a, out, out, 64), (1,), (64,))]
+  bound = dev.bind_many(plan)
+
+  def ib_packets(ib_words):
+    addr, size = ib_words[1] | ib_words[2] << 32, ib_words[3] & 0xFFFFF
+    words = list(bound.ib.cpu.cast("I")[(addr - bound.ib.va) // 4:(addr - bound.ib.va) // 4 + size])
+    out, current = [], None
+    for _, name, fields in pm4.decode(words):     # the registers each DISPATCH_DIRECT follows
+      if name == "ACQUIRE_MEM": current = set()
+      if name == "SET_SH_REG": current |= {f.split("=")[0] for f in fields}
+      if name == "DISPATCH_DIRECT": out.append(bool({"COMPUTE_PGM_LO", "COMPUTE_NUM_THREAD_X"} & current))
+    return out
+  assert ib_packets(bound.ib_words) == [True, False, True, True]
+  assert ib_packets(bound.ib_repeat_words) == [False, False, True, True]
+  first = _submitted(dev, bound)               # the queue holds nothing known: the full buffer
+  again = _submitted(dev, bound)               # it holds the last launch's (vadd) registers: the shorter one
+  dev.synchronize()
+  ib_of = lambda packets: next(f for n, f in packets if n == "INDIRECT_BUFFER")
+  assert ib_of(first)[0] == f"ib_addr={bound.ib_words[1] | bound.ib_words[2] << 32:#x}"
+  assert ib_of(again)[0] == f"ib_addr={bound.ib_repeat_words[1] | bound.ib_repeat_words[2] << 32:#x}"
+  assert len(seen) == 8
+  for sh, (prog, _, grid, block) in zip(seen, plan * 2):
+    for reg, value in _expected_static(prog, grid, block).items(): assert sh.get(reg) == value, (prog.name, hex(reg))
+  assert np.array_equal(np.frombuffer(dev.copyout(out), np.float32), 6 * x)     # out += x, three times a run
