@@ -45,6 +45,17 @@ def image_at(co, base: int) -> bytes:
   return bytes(img)
 
 
+# COMPUTE_RESTART_X/Y/Z hold where an interrupted dispatch resumes (the CP keeps them with the queue's state when it
+# preempts a dispatch midway, v11_compute_mqd compute_restart_x/y/z): set at every launch rather than trusted to still
+# hold the zeros the last launch wrote
+_EVERY_LAUNCH = frozenset({pm4.COMPUTE_RESTART_X})
+
+
+def _sent_every_launch(packet: list) -> bool:
+  """A SET_SH_REG packet that goes into every launch: one with a per-launch address, or one in _EVERY_LAUNCH."""
+  return packet[1] in _EVERY_LAUNCH or not all(isinstance(w, int) for w in packet)
+
+
 class LaunchShape:
   """Everything about a launch that depends only on (program, grid, block, timing): built once, reused. cmd sets
   every register the launch needs; cmd_repeat only those that change per launch, for a queue whose registers hold
@@ -144,8 +155,9 @@ class AMDProgram(Program):
 
   def register_state(self, grid, block) -> tuple:
     """The register values a launch of this shape leaves on the queue that are the same at every launch (the packets
-    without a per-launch address in them), as a hashable key: two shapes with equal keys need the same registers."""
-    return tuple(tuple(p) for p in self.register_packets(grid, block) if all(isinstance(w, int) for w in p))
+    without a per-launch address in them, except those sent every time), as a hashable key: two shapes with equal
+    keys need the same registers."""
+    return tuple(tuple(p) for p in self.register_packets(grid, block) if not _sent_every_launch(p))
 
   def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR, static: bool = True) -> list:
     """What a CALL of this program lowers to on the compute queue: its registers (register_packets), DISPATCH_DIRECT,
@@ -153,7 +165,7 @@ class AMDProgram(Program):
     for a queue whose registers already hold them (see AMDDevice.launch)."""
     w = []
     for packet in self.register_packets(grid, block, kernarg, dispatch):
-      if static or not all(isinstance(x, int) for x in packet): w += packet
+      if static or _sent_every_launch(packet): w += packet
     initiator = pm4.INITIATOR_COMPUTE_SHADER_EN | pm4.INITIATOR_FORCE_START_AT_000 | \
       (pm4.INITIATOR_CS_W32_EN if self.wave32 else 0)
     w += pm4.dispatch_direct(*grid, initiator)
