@@ -20,6 +20,9 @@ IB_PLAN_MAX_DWORDS = 4096       # indirect buffers up to this size keep their pa
 IB_PLAN_CACHE_ENTRIES = 64        # per queue: at most ~6 MB even with every entry a 4096-dword IB
 _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
 _TYPE_OPCODE = 0xC000FF00    # a PM4 header's packet type (bits 31:30) and opcode (bits 15:8)
+# 1 at the SH offsets DISPATCH_DIRECT converts into its launch state (a write elsewhere keeps PM4Engine.launch_state)
+_LAUNCH_REGS = bytearray(_SH_WINDOW)
+for _reg in R.LAUNCH_STATE_REGS: _LAUNCH_REGS[_reg] = 1
 _USER_LO, _USER_HI = R.COMPUTE_USER_DATA_0, R.COMPUTE_USER_DATA_0 + R.NUM_USER_DATA   # SH offsets of the user data
 
 
@@ -230,7 +233,7 @@ class PM4Engine:
     else: self.sh.update(zip(range(start, start + n), body[1:]))
     if _USER_LO <= start and start + n <= _USER_HI: self.user_data[start - _USER_LO:start - _USER_LO + n] = body[1:]
     else:
-      self.launch_state = None
+      if _LAUNCH_REGS.find(1, start, start + n) >= 0: self.launch_state = None
       if start < _USER_HI and _USER_LO < start + n:     # a run across the user data and other registers
         get = self.sh.get
         self.user_data = [get(r, 0) for r in range(_USER_LO, _USER_HI)]
