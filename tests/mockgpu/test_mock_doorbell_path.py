@@ -261,6 +261,24 @@ def test_dispatch_sees_every_register_change_between_launches(h):
   assert emu.calls[0]["user_sgprs"] is not emu.calls[1]["user_sgprs"]     # each dispatch gets its own list
 
 
+def test_only_the_registers_dispatch_direct_converts_drop_its_launch_state(h):
+  """COMPUTE_RESTART_X/Y/Z (sent with every launch by the driver) and the user data keep the converted launch state;
+  a write to any register DISPATCH_DIRECT converts drops it, whatever packet run it comes in."""
+  h.gpu._emu = FakeEmu()
+  q = h.queue("compute")
+  engine = h.gpu.queues[q.queue_id].engine
+  q.submit(program_regs(0x7000_0000_1000) + dispatch_packet())
+  state = engine.launch_state
+  assert state is not None
+  q.submit(sh(R.COMPUTE_RESTART_X, 0, 0, 0) + sh(R.COMPUTE_USER_DATA_0, 7) + dispatch_packet())
+  assert engine.launch_state is state
+  for reg in R.LAUNCH_STATE_REGS:
+    q.submit(sh(reg - 1, engine.sh.get(reg - 1, 0), engine.sh.get(reg, 0)))      # a run ending at reg, same values
+    assert engine.launch_state is None, hex(reg)
+    q.submit(dispatch_packet())
+    assert engine.launch_state == state
+
+
 def test_a_bad_launch_state_is_a_queue_error_each_time_until_fixed(h):
   emu = h.gpu._emu = FakeEmu()
   q = h.queue("compute")
