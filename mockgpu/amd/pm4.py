@@ -154,36 +154,31 @@ class PM4Engine:
         if frame.ring: return progress, budget, done, False
         frames.pop()
         return True, budget, done, True
-      if cache_pos <= pos < cache_end and plan is None:
-        # a type-3 packet with a handler, read ahead whole (cache_end <= end): found by its header's type and opcode
-        # bits at once; anything else (fillers, errors, a packet past the read-ahead) goes the general way below
-        header = cache[pos - cache_pos]
-        handler = by_header.get(header & _TYPE_OPCODE)
-        if handler is not None:
-          nxt = pos + 2 + ((header >> 16) & 0x3FFF)
-          if nxt <= cache_end:
-            if handler is not _nop:
-              if not handler(self, cache[pos + 1 - cache_pos:nxt - cache_pos], frame, pos, (header >> 8) & 0xFF):
-                return progress, budget, done, False
-              if frame.pos == pos: frame.pos = nxt
-            else: frame.pos = nxt
-            if not done: self.blocked_on = None
-            done += 1
-            if frames[-1] is not frame: return progress, budget, done, True
-            continue
-      if plan is not None:
+      handler = None
+      if plan is None:
+        if cache_pos <= pos < cache_end:
+          # a type-3 packet with a handler, read ahead whole (cache_end <= end): found by its header's type and opcode
+          # bits at once; anything else (fillers, errors, a packet past the read-ahead) goes the general way below
+          header = cache[pos - cache_pos]
+          handler = by_header.get(header & _TYPE_OPCODE)
+          if handler is not None:
+            nxt = pos + 2 + ((header >> 16) & 0x3FFF)
+            if nxt > cache_end: handler = None
+            elif handler is not _nop: body, opcode = cache[pos + 1 - cache_pos:nxt - cache_pos], (header >> 8) & 0xFF
+      else:
         entry = plan.get(pos)
-        handler = handlers.get(entry[0]) if entry is not None else None
-        if handler is not None:          # a packet of an IB parsed before: no decoding, the same handler call
+        if entry is not None:            # a packet of an IB parsed before: no decoding, the same handler call
+          handler = handlers.get(entry[0])
           opcode, body, nxt = entry
-          if handler is not _nop:
-            if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
-            if frame.pos == pos: frame.pos = nxt
-          else: frame.pos = nxt
-          if not done: self.blocked_on = None
-          done += 1
-          if frames[-1] is not frame: return progress, budget, done, True
-          continue
+      if handler is not None:
+        if handler is not _nop:
+          if not handler(self, body, frame, pos, opcode): return progress, budget, done, False
+          if frame.pos == pos: frame.pos = nxt
+        else: frame.pos = nxt
+        if not done: self.blocked_on = None
+        done += 1
+        if frames[-1] is not frame: return progress, budget, done, True
+        continue
       cached = cache is not None and cache_pos <= pos < cache_end
       header = cache[pos - cache_pos] if cached else self._read(frame, pos, 1)[0]
       kind = header >> 30
