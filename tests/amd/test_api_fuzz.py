@@ -48,6 +48,8 @@ __kernel void ldsw(__global uint *o, uint v) {
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
   o[G * N + T] = s[N - 1 - T];
 }
+// one basic block that writes LDS (and leaves it written for whatever runs next in its shape)
+__kernel void ldsw1(__global uint *o, uint v) { __local volatile uint s[256]; s[T] = v + T; o[G * N + T] = s[T]; }
 // __local pointer arguments: LDS sized per launch (COMPUTE_PGM_RSRC2.LDS_SIZE differs from the program's)
 __kernel void dyn(__global float *o, __local float *a, __local float4 *b) {
   uint t = T, n = N;
@@ -127,19 +129,26 @@ CORPUS = ("copy_u32", "saxpy", "private_array", "lds_scan")
 PROGRAMS = {"empty": ("demo", "empty"), "vadd": ("demo", "vadd"), "matmul": ("demo", "matmul"),
             "copy_u32": ("copy_u32", "copy_u32"), "saxpy": ("saxpy", "saxpy"),
             "private_array": ("private_array", "private_array"), "lds_scan": ("lds_scan", "lds_scan"),
-            "put": ("fuzz", "put"), "ldsr": ("fuzz", "ldsr"), "ldsw": ("fuzz", "ldsw"), "dyn": ("fuzz", "dyn")}
+            "put": ("fuzz", "put"), "ldsr": ("fuzz", "ldsr"), "ldsw": ("fuzz", "ldsw"), "ldsw1": ("fuzz", "ldsw1"), "dyn": ("fuzz", "dyn")}
 BLOCKS = (1, 2, 31, 32, 33, 64, 96, 128)
 
 
 def _grid_block(data, max_threads, blocks=BLOCKS):
+  forced = getattr(data, "forced_shape", None)     # a burst: launches of one shape (see run_sequence)
+  if forced is not None and forced[0] * forced[1] <= max_threads and forced[1] in blocks: return forced
   lx = data.draw(st.sampled_from([b for b in blocks if b <= max_threads]))
   gx = data.draw(st.integers(1, max(1, min(4, max_threads // lx))))
   return gx, lx
 
 
-def draw_launch(data, w: World):
-  """A launch: (label, program name, args (buffers as ('f'|'i', index)), grid, block, effect(w))."""
-  kind = data.draw(st.sampled_from(list(PROGRAMS)))
+# bursts favour the one-block kernels (the emulator's entry path) and LDS writers/readers
+BURST_KINDS = ("put", "put", "ldsr", "ldsr", "ldsw1", "ldsw1", "ldsw", "empty", "empty", "vadd", "copy_u32",
+               "private_array", "lds_scan", "dyn", "saxpy")
+
+
+def draw_launch(data, w: World, kinds=tuple(PROGRAMS)):
+  """A launch: (label, args (buffers as ('f'|'i', index)), grid, block, effect(w))."""
+  kind = data.draw(st.sampled_from(kinds))
   pick = lambda: data.draw(st.integers(0, POOL - 1))  # noqa: E731
   if kind == "empty":
     gx, lx = _grid_block(data, 1024, BLOCKS + (256,))
@@ -222,6 +231,13 @@ def draw_launch(data, w: World):
 
     def ldsr(w): w.mi[o][:gx * lx] = 1
     return kind, [("i", o)], (gx,), (lx,), ldsr
+  if kind == "ldsw1":
+    o = pick()
+    v = data.draw(st.integers(0, (1 << 31)))
+    gx, lx = _grid_block(data, NI)
+
+    def ldsw1(w): w.mi[o][:gx * lx] = _wrap_i32(np.tile(v + np.arange(lx, dtype=np.int64), gx))
+    return kind, [("i", o), v], (gx,), (lx,), ldsw1
   if kind == "ldsw":
     o = pick()
     v = data.draw(st.integers(0, (1 << 31)))
@@ -265,7 +281,7 @@ def run_sequence(data, config: Config, steps: int):
   try:
     w = World(dev)
     for _ in range(steps):
-      op = data.draw(st.sampled_from(["launch", "launch", "launch", "timed", "bind", "bind_many", "rerun", "pm4",
+      op = data.draw(st.sampled_from(["launch", "launch", "launch", "timed", "burst", "burst", "bind", "bind_many", "rerun", "pm4",
                                       "copyin", "copyout", "sync", "refused", "realloc", "reload"]))
       if op in ("launch", "timed"):
         label, prog, args, grid, block, effect = (lambda r: (r[0], w.progs[r[0]], *r[1:]))(draw_launch(data, w))
@@ -274,6 +290,20 @@ def run_sequence(data, config: Config, steps: int):
         if op == "timed": assert isinstance(t, float) and t >= 0
         else: assert t is None
         effect(w)
+      elif op == "burst":
+        # launches of one shape in a row, of several kernels: the fast paths keyed by shape (the driver's registers,
+        # the mock's launch state, the emulator's pooled set-up and one-block entries) see each other's leftovers
+        data.forced_shape = (data.draw(st.integers(1, 2)), data.draw(st.sampled_from([32, 64])))
+        try:
+          for _ in range(data.draw(st.integers(2, 8))):
+            label, args, grid, block, effect = draw_launch(data, w, BURST_KINDS)
+            timed = data.draw(st.booleans())
+            w.log.append(f"burst {label}{tuple(args)} grid={grid} block={block} timed={timed}")
+            w.progs[label](*_args(w, args), global_size=grid, local_size=block, wait=timed)
+            effect(w)
+            if data.draw(st.booleans()):      # before a later launch overwrites what this one left
+              for kind, j in sorted(_refs(args)): w.check(kind, j)
+        finally: data.forced_shape = None
       elif op in ("bind", "bind_many"):
         launches = [draw_launch(data, w) for _ in range(1 if op == "bind" else data.draw(st.integers(2, 4)))]
         w.log.append(f"{op} #{len(w.bound)}: " + "; ".join(f"{l[0]}{tuple(l[1])} {l[2]} {l[3]}" for l in launches))
@@ -352,23 +382,26 @@ def run_sequence(data, config: Config, steps: int):
     dev.close()
 
 
-# A failing threaded sequence may wait for its timeout at every try: no shrinking there (the failure names its ops)
-_QUICK = dict(deadline=None, suppress_health_check=list(HealthCheck))
-_NO_SHRINK = dict(_QUICK, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+# far above what any launch here executes (a few 10k wave-instructions), far below what garbage registers (a launch
+# running another program's code) could take to fail on their own
+BUDGET = 1_000_000
+# No shrinking: each try opens a device and loads 8 code objects (~0.3 s), so shrinking takes minutes; a failure names
+# the operations of its sequence instead (the AssertionError, or a note on any other exception)
+_NO_SHRINK = dict(deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 @pytest.mark.tools("clang-19", "ld.lld-19")
-@settings(max_examples=50, **_QUICK)
+@settings(max_examples=50, **_NO_SHRINK)
 @given(data=st.data())
 def test_api_sequences_match_numpy(data):
-  run_sequence(data, Config(timeout_s=3.0), steps=25)
+  run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET), steps=25)
 
 
 @pytest.mark.tools("clang-19", "ld.lld-19")
 @settings(max_examples=25, **_NO_SHRINK)
 @given(data=st.data())
 def test_api_sequences_match_numpy_threaded(data):
-  run_sequence(data, Config(timeout_s=3.0, mock_threaded=True), steps=25)
+  run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=True), steps=25)
 
 
 @pytest.mark.slow
@@ -377,4 +410,4 @@ def test_api_sequences_match_numpy_threaded(data):
 @settings(max_examples=500, **_NO_SHRINK)
 @given(data=st.data())
 def test_api_sequences_match_numpy_long(threaded, data):
-  run_sequence(data, Config(timeout_s=3.0, mock_threaded=threaded), steps=60)
+  run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=threaded), steps=60)
