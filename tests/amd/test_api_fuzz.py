@@ -50,6 +50,11 @@ __kernel void ldsw(__global uint *o, uint v) {
 }
 // one basic block that writes LDS (and leaves it written for whatever runs next in its shape)
 __kernel void ldsw1(__global uint *o, uint v) { __local volatile uint s[256]; s[T] = v + T; o[G * N + T] = s[T]; }
+// the dispatch packet (dispatch_ptr user SGPRs; COMPUTE_PGM_LO's packet carries its per-launch address)
+__kernel void dptr(__global uint *o) {
+  __constant uint *p = (__constant uint *)__builtin_amdgcn_dispatch_ptr();
+  o[G * N + T] = p[3] ^ ((p[1] & 0xFFFF) << 20);   // grid_size_x, workgroup_size_x
+}
 // __local pointer arguments: LDS sized per launch (COMPUTE_PGM_RSRC2.LDS_SIZE differs from the program's)
 __kernel void dyn(__global float *o, __local float *a, __local float4 *b) {
   uint t = T, n = N;
@@ -129,7 +134,7 @@ CORPUS = ("copy_u32", "saxpy", "private_array", "lds_scan")
 PROGRAMS = {"empty": ("demo", "empty"), "vadd": ("demo", "vadd"), "matmul": ("demo", "matmul"),
             "copy_u32": ("copy_u32", "copy_u32"), "saxpy": ("saxpy", "saxpy"),
             "private_array": ("private_array", "private_array"), "lds_scan": ("lds_scan", "lds_scan"),
-            "put": ("fuzz", "put"), "ldsr": ("fuzz", "ldsr"), "ldsw": ("fuzz", "ldsw"), "ldsw1": ("fuzz", "ldsw1"), "dyn": ("fuzz", "dyn")}
+            "put": ("fuzz", "put"), "ldsr": ("fuzz", "ldsr"), "ldsw": ("fuzz", "ldsw"), "ldsw1": ("fuzz", "ldsw1"), "dptr": ("fuzz", "dptr"), "dyn": ("fuzz", "dyn")}
 BLOCKS = (1, 2, 31, 32, 33, 64, 96, 128)
 
 
@@ -142,7 +147,7 @@ def _grid_block(data, max_threads, blocks=BLOCKS):
 
 
 # bursts favour the one-block kernels (the emulator's entry path) and LDS writers/readers
-BURST_KINDS = ("put", "put", "ldsr", "ldsr", "ldsw1", "ldsw1", "ldsw", "empty", "empty", "vadd", "copy_u32",
+BURST_KINDS = ("put", "put", "ldsr", "ldsr", "ldsw1", "ldsw1", "ldsw", "empty", "empty", "dptr", "vadd", "copy_u32",
                "private_array", "lds_scan", "dyn", "saxpy")
 
 
@@ -231,6 +236,12 @@ def draw_launch(data, w: World, kinds=tuple(PROGRAMS)):
 
     def ldsr(w): w.mi[o][:gx * lx] = 1
     return kind, [("i", o)], (gx,), (lx,), ldsr
+  if kind == "dptr":
+    o = pick()
+    gx, lx = _grid_block(data, NI)
+
+    def dptr(w): w.mi[o][:gx * lx] = (gx * lx) ^ (lx << 20)
+    return kind, [("i", o)], (gx,), (lx,), dptr
   if kind == "ldsw1":
     o = pick()
     v = data.draw(st.integers(0, (1 << 31)))
