@@ -286,12 +286,24 @@ CLOBBER = {
 }
 
 
-def run_sequence(data, config: Config, steps: int):
-  dev = hcq.open("MOCK+AMD", config)
-  w = None
+def _open(config: Config, devices: int):
+  """hcq.open("MOCK+AMD"), or `devices` devices on one mock GPU (each with its own compute and SDMA queues)."""
+  if devices == 1: return [hcq.open("MOCK+AMD", config)]
+  from hcq.drivers.amd import open_device
+  from hcq.mockgpu import mock_amd_os
+  osi = mock_amd_os(config, gpus=1)
+  return [open_device("KFD", 0, osi, osi.config) for _ in range(devices)]
+
+
+def run_sequence(data, config: Config, steps: int, devices: int = 1):
+  devs = _open(config, devices)
+  worlds, w = [], None
   try:
-    w = World(dev)
+    worlds = [World(d) for d in devs]
     for _ in range(steps):
+      w = worlds[data.draw(st.integers(0, devices - 1))] if devices > 1 else worlds[0]
+      dev = w.dev
+      if devices > 1: w.log.append(f"-- device {worlds.index(w)}")
       op = data.draw(st.sampled_from(["launch", "launch", "launch", "timed", "burst", "burst", "bind", "bind_many", "rerun", "pm4",
                                       "copyin", "copyout", "sync", "refused", "realloc", "reload"]))
       if op in ("launch", "timed"):
@@ -384,13 +396,14 @@ def run_sequence(data, config: Config, steps: int):
         w.log.append(f"reload {label}")
         code, kname = PROGRAMS[label]
         w.progs[label] = dev.load(w.codes[code], kname)
-    w.log.append("final check")
-    w.check_all()
+    for w in worlds:
+      w.log.append("final check")
+      w.check_all()
   except Exception as e:
     if w is not None and not isinstance(e, AssertionError): e.add_note("ops:\n  " + "\n  ".join(w.log))
     raise
   finally:
-    dev.close()
+    for d in reversed(devs): d.close()
 
 
 # far above what any launch here executes (a few 10k wave-instructions), far below what garbage registers (a launch
@@ -415,10 +428,21 @@ def test_api_sequences_match_numpy_threaded(data):
   run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=True), steps=25)
 
 
+@pytest.mark.tools("clang-19", "ld.lld-19")
+@settings(max_examples=15, **_NO_SHRINK)
+@given(data=st.data())
+def test_api_sequences_of_two_devices_on_one_gpu(data):
+  """Two devices of one process on one GPU: their queues keep their own registers; the GPU's emulator caches (shapes,
+  one-block entries, launch states) are shared."""
+  run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET), steps=30, devices=2)
+
+
 @pytest.mark.slow
 @pytest.mark.tools("clang-19", "ld.lld-19")
-@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
-@settings(max_examples=500, **_NO_SHRINK)
+@pytest.mark.parametrize("threaded,devices", [(False, 1), (True, 1), (False, 2), (True, 2)],
+                         ids=["synchronous", "threaded", "two-devices", "two-devices-threaded"])
+@settings(max_examples=400, **_NO_SHRINK)
 @given(data=st.data())
-def test_api_sequences_match_numpy_long(threaded, data):
-  run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=threaded), steps=60)
+def test_api_sequences_match_numpy_long(threaded, devices, data):
+  run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=threaded), steps=60,
+               devices=devices)
