@@ -37,6 +37,8 @@ FUZZ_CL = """
 #define N __builtin_amdgcn_workgroup_size_x()
 // one basic block: the emulator's one-block fast path; reads its kernarg pointer (user SGPRs) every launch
 __kernel void put(__global uint *o, uint v) { o[G * N + T] = v + G; }
+// the same resources as put (a code rewrite test copies it over put's code)
+__kernel void put2(__global uint *o, uint v) { o[G * N + T] = v ^ (G + 0x1000); }
 // one basic block reading LDS nobody wrote in this dispatch (the mock gives every dispatch zeroed LDS)
 __kernel void ldsr(__global uint *o) { __local volatile uint s[256]; o[G * N + T] = s[T] + 1u; }
 // writes the same LDS words, with a barrier
@@ -446,3 +448,27 @@ def test_api_sequences_of_two_devices_on_one_gpu(data):
 def test_api_sequences_match_numpy_long(threaded, devices, data):
   run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=threaded), steps=60,
                devices=devices)
+
+
+@pytest.mark.tools("clang-19", "ld.lld-19")
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_a_one_block_kernel_whose_code_sdma_rewrites_between_launches(threaded):
+  """put's code overwritten (SDMA copy) with put2's between repeat launches of one shape (the driver's repeat
+  packets, the mock's kept launch state and the emulator's one-block entry all in play): each launch runs the code
+  that is there at the time."""
+  co = fuzz_code_object()
+  with hcq.open("MOCK+AMD", Config(timeout_s=3.0, mock_threaded=threaded)) as dev:
+    put, put2 = dev.load(co, "put"), dev.load(co, "put2")
+    assert (put.rsrc1, put.rsrc2) == (put2.rsrc1, put2.rsrc2)
+    out, saved = dev.alloc(4 * 64), dev.alloc(256)
+    dev._wait_value(dev.copy_async(saved.va, put.entry, 256))
+    g = np.repeat(np.arange(2, dtype=np.uint32), 32)
+    for v in (5, 6, 7):
+      for _ in range(2):
+        put(out, v, global_size=(2,), local_size=(32,))
+        assert np.array_equal(np.frombuffer(dev.copyout(out), np.uint32), v + g)
+      dev._wait_value(dev.copy_async(put.entry, put2.entry, 256))
+      for _ in range(2):
+        put(out, v, global_size=(2,), local_size=(32,))
+        assert np.array_equal(np.frombuffer(dev.copyout(out), np.uint32), v ^ (g + 0x1000))
+      dev._wait_value(dev.copy_async(put.entry, saved.va, 256))
