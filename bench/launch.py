@@ -70,6 +70,8 @@ def main(argv=None) -> int:
       print(f"  {name:<12} per launch: {total * 1e6:7.1f} us total = host submit {host * 1e6:6.1f} us + "
             f"device/emulation {device * 1e6:6.1f} us")
     total = rows["launch"][0]
+    print(f"  ratios in this run: a repeat launch costs {total / rows['alternating'][0]:.2f}x one that sends every "
+          f"register, a bound run {rows['bound (IB)'][0] / total:.2f}x a launch")
     print(f"  target <= 40 us per launch: {'met' if total <= 40e-6 else 'NOT met'} ({total * 1e6:.1f} us)")
   return 0
 
