@@ -19,16 +19,16 @@ _MAX_CELLS = 256      # per width: fences, read pointers, mailboxes a command pr
 
 class DeviceMemory:
   """Checked loads and stores. 32/64-bit stores and loads keep the ctypes cell of each address they checked, for as
-  long as the GPU's mapping table is the same object (GPUMemory replaces it whole on every map and unmap), so that
-  the fence and read-pointer writes of every launch cost no range lookup."""
+  long as the GPU's mappings are the same (GPUMemory.generation, bumped on every map and unmap), so that the fence
+  and read-pointer writes of every launch cost no range lookup."""
 
   def __init__(self, ranges):
-    self.ranges = ranges      # mockgpu.amd.emu.GPUMemory: add_range/remove_range/check_scalar/range_of, _table
-    self._cells32 = self._cells64 = (None, {})     # (mapping table the cells were checked against, addr -> cell)
+    self.ranges = ranges      # mockgpu.amd.emu.GPUMemory: add_range/remove_range/check_scalar/range_of, generation
+    self._cells32 = self._cells64 = (-1, {})     # (mapping generation the cells were checked in, addr -> cell)
 
-  def version(self):
-    """An object that changes whenever the GPU's mappings change (compare with `is`)."""
-    return self.ranges._table
+  def version(self) -> int:
+    """A number that changes whenever the GPU's mappings change."""
+    return self.ranges.generation
 
   def mapped(self, addr: int, size: int) -> bool:
     """Whether [addr, addr + size) lies inside one mapped range (no exception)."""
@@ -36,15 +36,15 @@ class DeviceMemory:
     return rng is not None and addr + size <= rng[1]
 
   def u32_view(self, addr: int, count: int, what: str) -> memoryview:
-    """A u32 memoryview of [addr, addr + 4 * count), checked now: valid while version() is the same object."""
+    """A u32 memoryview of [addr, addr + 4 * count), checked now: valid while version() is the same."""
     self.check(addr, 4 * count, what)
     return memoryview((ctypes.c_char * (4 * count)).from_address(addr)).cast("B").cast("I")
 
   def _cell(self, addr: int, width: int, what: str):
-    table = self.ranges._table
+    generation = self.ranges.generation     # read before the check: a change meanwhile drops the cell next time
     cells = self._cells64 if width == 8 else self._cells32
-    if cells[0] is not table:
-      cells = (table, {})
+    if cells[0] != generation:
+      cells = (generation, {})
       if width == 8: self._cells64 = cells
       else: self._cells32 = cells
     cell = cells[1].get(addr)
@@ -60,22 +60,22 @@ class DeviceMemory:
 
   def read32(self, addr: int, what: str = "read") -> int:
     cells = self._cells32
-    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     return (cell if cell is not None else self._cell(addr, 4, what)).value
 
   def read64(self, addr: int, what: str = "read") -> int:
     cells = self._cells64
-    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     return (cell if cell is not None else self._cell(addr, 8, what)).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
     cells = self._cells32
-    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     (cell if cell is not None else self._cell(addr, 4, what)).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
     cells = self._cells64
-    cell = cells[1].get(addr) if cells[0] is self.ranges._table else None
+    cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     (cell if cell is not None else self._cell(addr, 8, what)).value = value & 0xFFFFFFFFFFFFFFFF
 
   def read_dwords(self, addr: int, count: int, what: str = "read") -> list[int]:

@@ -41,7 +41,7 @@ class Frame:
   cache_end: int = 0
   plan: dict | None = None    # IBs: packet start -> (opcode, body, next position), parsed once per content
   view: memoryview | None = None   # rings: u32 view of the whole ring, checked against the mappings `view_version`
-  view_version: object = None
+  view_version: int | None = None
 
   def prefetch(self, mem, owner: str) -> None:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
@@ -53,7 +53,7 @@ class Frame:
     n = min(n, self.size_dw - start)
     if self.ring:
       view = self.view
-      if view is None or self.view_version is not mem.version():
+      if view is None or self.view_version != mem.version():
         view = self.view = None
         if mem.mapped(self.base, 4 * self.size_dw):
           version = mem.version()
