@@ -85,5 +85,11 @@ def _open_one(spec: DeviceSpec, cfg):
     from .drivers.system import LinuxOS
     os_iface, iface = LinuxOS(cfg), spec.iface
   opener = getattr(module, fn, None)
-  if opener is None: raise DeviceError(f"{spec}: the {spec.vendor} driver ({modname}) has no {fn}() yet")
-  return opener(iface, spec.index, os_iface, cfg)
+  try:
+    if opener is None: raise DeviceError(f"{spec}: the {spec.vendor} driver ({modname}) has no {fn}() yet")
+    dev = opener(iface, spec.index, os_iface, cfg)
+  except BaseException:
+    if spec.is_mock: os_iface.close()   # the mock made for this device (its worker threads, sockets) goes with it
+    raise
+  if spec.is_mock: dev.owned_os = os_iface   # closed by dev.close()
+  return dev

@@ -133,13 +133,7 @@ def run_loopback(args) -> int:
     if not ok: print(f"  first difference at byte {_first_diff(got, data)}", file=sys.stderr)
     return 0 if report_mock_errors(dev, "loopback") and ok else 1
   finally:
-    close_nic(dev)
-
-
-def close_nic(dev) -> None:
-  """Close the driver, then the mock OS behind it when this command created one (its NIC threads and sockets)."""
-  dev.close()
-  if getattr(dev.os, "devices", None) is not None and hasattr(dev.os, "close"): dev.os.close()
+    dev.close()   # and the mock OS hcq.open made for it (its NIC threads and sockets)
 
 
 def _first_diff(a: bytes, b: bytes) -> int:
@@ -270,7 +264,7 @@ def run_connect(args) -> int:
     status = 0 if report_mock_errors(dev, "connect") and ok else 1
   finally:
     rc = remote.close()
-    close_nic(dev)
+    dev.close()
   if rc != 0:
     print(f"hcq rdma connect: the remote end exited with status {rc}", file=sys.stderr)
     return 1
@@ -316,4 +310,4 @@ def run_serve(args) -> int:
     reply({"error": f"{type(e).__name__}: {e}"})
     return 1
   finally:
-    if dev is not None: close_nic(dev)
+    if dev is not None: dev.close()

@@ -1,6 +1,7 @@
 import pathlib
 import shutil
 import sys
+import threading
 
 import pytest
 
@@ -16,3 +17,16 @@ def pytest_collection_modifyitems(config, items):
     for mark in item.iter_markers(name="tools"):
       missing = [t for t in mark.args if shutil.which(t) is None]
       if missing: item.add_marker(pytest.mark.skip(reason=f"missing tools: {', '.join(missing)} (run scripts/test.sh)"))
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_outlives_its_test(request):
+  """A test that leaves a thread running (a mock GPU's worker, a NIC's receive loop: a device or MockOS nobody
+  closed) fails: such threads keep polling and slow down every later test."""
+  before = set(threading.enumerate())
+  yield
+  left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+  if left:
+    for t in left: t.join(timeout=1.0)   # one that is on its way out
+    left = [t for t in left if t.is_alive()]
+  assert not left, f"{request.node.nodeid} left threads running: {', '.join(sorted(t.name for t in left))}"

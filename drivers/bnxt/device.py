@@ -48,6 +48,8 @@ def mac_to_add_gid_words(mac: bytes) -> list[int]:
 
 
 class BNXTDev:
+  owned_os = None   # an OS interface made for this device alone (the mock hcq.open made): close() closes it too
+
   def __init__(self, pci, os, config=None, timeout_s: float | None = None, reset_timeout_s: float = 40.0):
     self.pci, self.os = pci, os
     self.name = f"bnxt {pci.addr}"
@@ -189,14 +191,16 @@ class BNXTDev:
   def close(self) -> None:
     """Reset the function (so that it stops using our memory), free the memory, release the device lock."""
     if self.lock is None: return
-    self.hwrm.call("func_reset", timeout_s=self.timeout_s)
-    for item in reversed(self._keep): item.free()
-    self._keep = []
-    for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
-      if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
-    if self.lock is not None:
+    try:
+      self.hwrm.call("func_reset", timeout_s=self.timeout_s)
+      for item in reversed(self._keep): item.free()
+      self._keep = []
+      for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
+        if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
       self.lock.release()
       self.lock = None
+    finally:
+      if self.owned_os is not None: self.owned_os.close()
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.close()

@@ -32,6 +32,7 @@ class Timeline:
 
 class Device:
   name: str = "device"
+  owned_os = None   # an OS interface made for this device alone (the mock hcq.open made): dev.close() closes it too
 
   def __init__(self, os, config):
     self.os, self.config = os, config
@@ -79,7 +80,9 @@ class Device:
   def close(self) -> None:
     if self.closed: return
     try: self._close()
-    finally: self.closed = True
+    finally:
+      self.closed = True
+      if self.owned_os is not None: self.owned_os.close()
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.close()

@@ -13,7 +13,7 @@ from hcq.drivers.hcq import Buffer
 @pytest.fixture(params=[False, True], ids=["synchronous", "threaded"])
 def osi(request):
   from hcq.mockgpu import mock_amd_os
-  return mock_amd_os(Config(timeout_s=5.0, mock_threaded=request.param), gpus=2)
+  with mock_amd_os(Config(timeout_s=5.0, mock_threaded=request.param), gpus=2) as osi: yield osi
 
 
 def _round_trip(dev, seed):

@@ -142,10 +142,15 @@ def test_sgpr_pressure_is_a_clear_error():
 def test_compile_time_under_200ms():
   from hcq.compiler.backend.amd.render import compile_sink
   compile_sink(examples.elementwise_add().sink)   # tables loaded once per process
-  sink = examples.matmul_tiled_kernel(256, 16)
-  t0 = time.process_time()
-  compile_sink(sink)
-  assert time.process_time() - t0 < 0.2   # CPU time: what an idle machine takes (the CI box is shared)
+  # CPU time of this thread, the best of three compiles: what an idle machine takes. The CI box is shared, and
+  # process_time() would also count other threads of the test process.
+  times = []
+  for _ in range(3):
+    sink = examples.matmul_tiled_kernel(256, 16)
+    t0 = time.thread_time()
+    compile_sink(sink)
+    times.append(time.thread_time() - t0)
+  assert min(times) < 0.2, f"compiling the 256x256 tiled matmul took {min(times) * 1e3:.0f} ms of CPU (best of 3)"
 
 
 def test_isel_output_as_ins_uops():

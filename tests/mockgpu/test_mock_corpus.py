@@ -12,22 +12,6 @@ from mock_kfd_harness import Harness
 from tests.fixtures.opencl.kernels import KERNELS, Buffer
 
 
-def emulator_ready():
-  h = Harness()
-  try:
-    prog = h.load(KERNELS["empty"].code_object())
-    q = h.queue("compute")
-    q.submit(prog.pm4_dispatch([], (1, 1, 1), (32, 1, 1)) + h.release_signal(h.signals.va, 1))
-    return True
-  except GPUFault as e:
-    if e.kind == "unimplemented": return False
-    raise
-  finally: h.os.close()
-
-
-pytestmark = pytest.mark.skipif(not emulator_ready(), reason="the RDNA3 wave emulator (mockgpu/amd/emu) is not there yet")
-
-
 def launch(h, k, data, queue, via="pm4", overrides=None):
   prog = h.load(k.code_object())
   mems, args = {}, []

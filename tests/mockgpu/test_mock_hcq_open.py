@@ -6,9 +6,6 @@ import pytest
 import hcq
 from hcq.config import Config
 from tests.fixtures.opencl.kernels import KERNELS, Buffer
-from test_mock_corpus import emulator_ready
-
-pytestmark = pytest.mark.skipif(not emulator_ready(), reason="the RDNA3 wave emulator (mockgpu/amd/emu) is not there yet")
 
 NAMES = ["vadd", "saxpy", "lds_reduce", "matmul_tiled", "half2_fma", "private_array", "atomics_global", "ids2d"]
 
@@ -54,3 +51,31 @@ def test_fault_through_hcq_open(threaded):
   finally:
     try: d.close()
     except hcq.HCQError: pass
+
+
+def _mock_threads():
+  import threading
+  return sorted(t.name for t in threading.enumerate() if t.name.startswith(("mock ", "bnxt-")))
+
+
+@pytest.mark.parametrize("spec", ["MOCK+AMD", "MOCK+BNXT"])
+def test_closing_a_device_closes_the_mock_hcq_open_made_for_it(spec):
+  """hcq.open makes a MockOS for each mock device; dev.close() closes it: no worker thread, timer or socket of the
+  mock outlives the device."""
+  before = _mock_threads()
+  d = hcq.open(spec, Config(mock_threaded=True, timeout_s=10))
+  assert d.owned_os is not None and not d.owned_os.closed
+  assert len(_mock_threads()) > len(before)   # the threaded GPU's worker, the NIC's timer and receive loop
+  d.close()
+  assert d.owned_os.closed and _mock_threads() == before
+
+
+def test_a_failed_open_closes_the_mock_it_made(monkeypatch):
+  """An opener that raises leaves nothing running."""
+  import hcq.drivers.amd as amd
+  before = _mock_threads()
+  def refuse(*args, **kw): raise hcq.DeviceError("refused by the test")
+  monkeypatch.setattr(amd, "open_device", refuse)
+  with pytest.raises(hcq.DeviceError, match="refused by the test"):
+    hcq.open("MOCK+AMD", Config(mock_threaded=True, timeout_s=10))
+  assert _mock_threads() == before
