@@ -182,8 +182,13 @@ def draw_launch(data, w: World, kinds=tuple(PROGRAMS)):
       A = w.mf[a][:m * k].astype(np.float64).reshape(m, k)
       B = w.mf[b][:k * n].astype(np.float64).reshape(k, n)
       C = w.mf[c][:m * n].copy().reshape(m, n)
-      with np.errstate(all="ignore"):       # values that grew past f32 over many launches: inf/nan, as on the device
-        C[:rows, :cols] = (A @ B)[:rows, :cols]
+      # as the kernel does: acc = fma(a, b, acc) in f32, i = 0..k-1 (demo.cl; v_fmac_f32 in demo.hsaco). The product of
+      # two f32 is exact in f64, so each step rounds once (to f64, then f32). Values that grew past f32 over many
+      # launches overflow at the same step as on the device: the sign of an inf depends on the order of the sum.
+      acc = np.zeros((m, n), np.float32)
+      with np.errstate(all="ignore"):
+        for i in range(k): acc = (A[:, i:i + 1] * B[i:i + 1, :] + acc.astype(np.float64)).astype(np.float32)
+      C[:rows, :cols] = acc[:rows, :cols]
       w.mf[c][:m * n] = C.reshape(-1)
     return kind, [("f", a), ("f", b), ("f", c), m, n, k], (gx, gy), (lx, ly), matmul
   if kind == "copy_u32":
