@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ...errors import HCQError, QueueError
+from ...errors import GPUFault, HCQError, QueueError
 from . import regs as R
 from .access import DeviceMemory
 from .queues import QUEUE_CLASSES
@@ -248,6 +248,12 @@ class MockAMDGPU:
     if self.listener is not None: self.listener.interrupt(self, queue, ctxid)
 
   def queue_failed(self, queue, error: HCQError) -> None:
+    if isinstance(error, GPUFault) and error.address is not None:
+      # a VM fault: KFD evicts the process's queues on this GPU, for good (linux 6.12 kfd_debug.c
+      # kfd_set_dbg_ev_from_interrupt, without a debugger: kfd_dqm_evict_pasid, then kfd_signal_vm_fault_event).
+      # An evicted queue is not active (kfd_device_queue_manager.c evict_process_queues_cpsch): its doorbell does
+      # nothing, and a wait on it ends only with the memory-exception event or its timeout.
+      for q in self.queues.values(): q.active = False
     if self.listener is not None: self.listener.queue_failed(self, queue, error)
 
   # ---- dispatch

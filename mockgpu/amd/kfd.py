@@ -12,8 +12,8 @@ kfd_events.c (linux 6.12):
     0x2000 bytes per GPU, mapped with os.map_mmio("/dev/kfd", 0x2000, offset & ~0x1fff).
   - events: signal events own an 8-byte slot in the event page (UNSIGNALED_EVENT_SLOT = ~0 until the GPU writes
     it); an interrupt (RELEASE_MEM int_sel, SDMA TRAP) with context id N signals event N when its slot was written,
-    else every signal event whose slot was written. Memory faults signal MEMORY events with the faulting address,
-    queue errors HW_EXCEPTION events.
+    else every signal event whose slot was written. Memory faults signal MEMORY events with the faulting address
+    (and the GPU evicts the process's queues on it: MockAMDGPU.queue_failed), queue errors HW_EXCEPTION events.
 """
 from __future__ import annotations
 

@@ -302,7 +302,9 @@ def _open(config: Config, devices: int):
   from hcq.drivers.amd import open_device
   from hcq.mockgpu import mock_amd_os
   osi = mock_amd_os(config, gpus=1)
-  return [open_device("KFD", 0, osi, osi.config) for _ in range(devices)]
+  devs = [open_device("KFD", 0, osi, osi.config) for _ in range(devices)]
+  devs[0].owned_os = osi        # closed with the device closed last (its worker thread, in threaded mode)
+  return devs
 
 
 def run_sequence(data, config: Config, steps: int, devices: int = 1):

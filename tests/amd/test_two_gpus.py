@@ -1,5 +1,7 @@
 """Two GPUs in one process: KFD takes one event page per process, so the devices share it (kfd_events.py); each
 device keeps its own signal and fault events and reports only the faults of its GPU."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -67,3 +69,30 @@ def test_a_fault_is_reported_by_the_device_of_the_faulting_gpu(osi):
     d0.close()
     try: d1.close()
     except GPUFault: pass       # its queues stopped at the fault
+
+
+def test_a_fault_evicts_the_queues_of_every_device_of_the_process_on_that_gpu(osi):
+  """Two devices of one process on GPU 0: KFD evicts the process's queues on a VM fault (kfd_dqm_evict_pasid) and
+  signals the memory exception to the process, so the other device's next wait raises GPUFault with the address
+  instead of running on (or timing out), and its kernel never runs. GPU 1 runs on."""
+  a, b = open_device("KFD", 0, osi, osi.config), open_device("KFD", 0, osi, osi.config)
+  other = open_device("KFD", 1, osi, osi.config)
+  try:
+    vadd_a, vadd_b = a.load(demo_code_object(), "vadd"), b.load(demo_code_object(), "vadd")
+    ga, gb = a.alloc(1024), b.alloc(1024)
+    b.copyin(gb, np.ones(256, np.float32))
+    with pytest.raises(GPUFault) as e:
+      vadd_a(ga, Buffer(a, 0x7000_0000_0000, 4096), ga, 64, global_size=(1,), local_size=(64,), wait=True)
+    fault = e.value.address
+    assert fault is not None and 0x7000_0000_0000 <= fault < 0x7000_0000_1000
+    with pytest.raises(GPUFault) as e:
+      vadd_b(gb, gb, gb, 256, global_size=(1,), local_size=(256,))
+      b.synchronize()
+    assert e.value.address == fault and b.iface.label in str(e.value)
+    # the mock's VRAM is host memory at the buffer's address (GPU VA == host VA): b's vadd (1 + 1) did not run
+    assert np.array_equal(np.frombuffer(ctypes.string_at(gb.va, 1024), np.float32), np.ones(256, np.float32))
+    _round_trip(other, 5)                         # another GPU of the process is not evicted
+  finally:
+    for d in (other, b, a):
+      try: d.close()
+      except GPUFault: pass       # their queues stopped at the fault
