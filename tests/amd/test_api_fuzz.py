@@ -7,6 +7,8 @@ raw PM4 (dev.submit_pm4) whose SET_SH_REG packets clobber the compute queue's re
 host buffers); buffers freed and allocated again; synchronize; launches refused before submit. Every buffer read back
 is compared with the model, so a fast path (the driver's register tracking, the mock's launch state, the emulator's
 one-block path and pooled state) that leaves a different result than the general path shows up as a mismatch.
+A quarter of the sequences end with a GPU fault (fault_ending): every device on the GPU must report it, then refuse
+new work.
 
 Default run (~12 s): 50 synchronous sequences, 25 threaded, 15 of two devices on one GPU, 25 operations each (no
 shrinking: a failure lists its operations). `-m slow`: 400 sequences of 60 operations in each of the four set-ups
@@ -24,10 +26,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import hcq
-from hcq import DeviceError
+from hcq import DeviceError, GPUFault
 from hcq.config import Config
 from hcq.drivers.amd import pm4
 from hcq.drivers.amd.kernels import demo_code_object
+from hcq.drivers.hcq import Buffer
 from tests.fixtures.opencl.kernels import KERNELS
 
 NF = NI = 512          # elements of each float32 / uint32 buffer
@@ -411,11 +414,41 @@ def run_sequence(data, config: Config, steps: int, devices: int = 1):
     for w in worlds:
       w.log.append("final check")
       w.check_all()
+    if data.draw(st.integers(0, 3)) == 0: fault_ending(data, worlds)
   except Exception as e:
     if w is not None and not isinstance(e, AssertionError): e.add_note("ops:\n  " + "\n  ".join(w.log))
     raise
   finally:
-    for d in reversed(devs): d.close()
+    for d in reversed(devs):
+      try: d.close()
+      except GPUFault: pass      # its queues stopped at the fault of fault_ending
+
+
+UNMAPPED = 0x7000_0000_0000    # no buffer of the fuzz lies there
+
+
+def fault_ending(data, worlds) -> None:
+  """A kernel that reads unmapped memory after whatever the sequence left in flight: GPUFault with the address, at
+  the launch (the synchronous mock runs it inside the doorbell write) or at the wait. KFD evicts the process's queues
+  on the GPU, so every other device on it raises the same fault at its next wait; after a fault each device refuses
+  new work before submitting it."""
+  w = worlds[data.draw(st.integers(0, len(worlds) - 1))]
+  wait = data.draw(st.booleans())
+  w.log.append(f"fault: vadd reading {UNMAPPED:#x} wait={wait}")
+  with pytest.raises(GPUFault) as e:
+    w.progs["vadd"](w.f[0], Buffer(w.dev, UNMAPPED, 4096), w.f[1], 64, global_size=(1,), local_size=(64,), wait=wait)
+    w.dev.synchronize()
+  assert e.value.address is not None and UNMAPPED <= e.value.address < UNMAPPED + 4096
+  for other in worlds:
+    if other is w: continue
+    other.log.append("after the other device's fault: put, synchronize")
+    with pytest.raises(GPUFault) as e2:
+      other.progs["put"](other.i[0], 1, global_size=(1,), local_size=(32,))
+      other.dev.synchronize()
+    assert e2.value.address == e.value.address
+  for x in worlds:
+    with pytest.raises(DeviceError, match="faulted earlier"):
+      x.progs["empty"](global_size=(1,), local_size=(32,))
 
 
 # far above what any launch here executes (a few 10k wave-instructions), far below what garbage registers (a launch
