@@ -69,7 +69,7 @@ def run(args) -> int:
       path = os.path.join(args.out, f"arg{i}.npy")
       np.save(path, out)
       print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
-  print(f"{prog.name} on {dev.name}: grid {grid} x block {block}, {t * 1e6:.1f} us")
+  print(f"{prog.name} on {dev.name} ({type(dev.os).__name__}): grid {grid} x block {block}, {t * 1e6:.1f} us")
   return 0
 
 

@@ -48,6 +48,7 @@ def test_run_vector_add_from_npy_files(tmp_path):
                       "--out", str(tmp_path / "out"), str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "300:float32",
                       "=300"], capture_output=True, text=True, timeout=120)
   assert r.returncode == 0, r.stderr
+  assert "vadd on " in r.stdout and "(MockOS)" in r.stdout    # says that the mock ran it
   c = np.load(tmp_path / "out" / "arg2.npy")
   assert c.dtype == np.float32 and np.array_equal(c, a + b)
   assert np.array_equal(np.load(tmp_path / "out" / "arg0.npy"), a)
