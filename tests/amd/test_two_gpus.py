@@ -81,6 +81,7 @@ def test_a_fault_evicts_the_queues_of_every_device_of_the_process_on_that_gpu(os
     vadd_a, vadd_b = a.load(demo_code_object(), "vadd"), b.load(demo_code_object(), "vadd")
     ga, gb = a.alloc(1024), b.alloc(1024)
     b.copyin(gb, np.ones(256, np.float32))
+    b.synchronize()             # the copy may still be queued (threaded mock): let it land before the fault
     with pytest.raises(GPUFault) as e:
       vadd_a(ga, Buffer(a, 0x7000_0000_0000, 4096), ga, 64, global_size=(1,), local_size=(64,), wait=True)
     fault = e.value.address
