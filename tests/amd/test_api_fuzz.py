@@ -486,7 +486,7 @@ def test_api_sequences_of_two_devices_on_one_gpu(data):
 @pytest.mark.tools("clang-19", "ld.lld-19")
 @pytest.mark.parametrize("threaded,devices", [(False, 1), (True, 1), (False, 2), (True, 2)],
                          ids=["synchronous", "threaded", "two-devices", "two-devices-threaded"])
-@settings(max_examples=400, **_NO_SHRINK)
+@settings(max_examples=400, derandomize=False, **_NO_SHRINK)
 @given(data=st.data())
 def test_api_sequences_match_numpy_long(threaded, devices, data):
   run_sequence(data, Config(timeout_s=3.0, mock_instruction_budget=BUDGET, mock_threaded=threaded), steps=60,

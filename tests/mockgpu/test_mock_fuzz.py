@@ -83,7 +83,9 @@ def streams(base, kind):
 
 
 def fuzz(bench, kind, examples: int, seconds: float = 0.0):
-  @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+  # a timed run calls one() again and again: each call must draw new examples
+  @settings(max_examples=examples, derandomize=not seconds, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck))
   @given(words=streams(bench.base, kind))
   def one(words): bench.run(kind, words)
   end = time.monotonic() + seconds
