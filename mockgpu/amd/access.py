@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 from array import array
 
+from ...drivers.system import libc
 from ...errors import GPUFault
 
 _u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
@@ -20,7 +21,8 @@ _MAX_CELLS = 256      # per width: fences, read pointers, mailboxes a command pr
 class DeviceMemory:
   """Checked loads and stores. 32/64-bit stores and loads keep the ctypes cell of each address they checked, for as
   long as the GPU's mappings are the same (GPUMemory.generation, bumped on every map and unmap), so that the fence
-  and read-pointer writes of every launch cost no range lookup."""
+  and read-pointer writes of every launch cost no range lookup. Not locked itself: its users (the queues' engines,
+  and map/unmap) run under the GPU's lock, so a mapping cannot change between a cell's check and its use."""
 
   def __init__(self, ranges):
     self.ranges = ranges      # mockgpu.amd.emu.GPUMemory: add_range/remove_range/check_scalar/range_of, generation
@@ -38,7 +40,7 @@ class DeviceMemory:
   def u32_view(self, addr: int, count: int, what: str) -> memoryview:
     """A u32 memoryview of [addr, addr + 4 * count), checked now: valid while version() is the same."""
     self.check(addr, 4 * count, what)
-    return memoryview((ctypes.c_char * (4 * count)).from_address(addr)).cast("B").cast("I")
+    return libc.view(addr, 4 * count).cast("I")
 
   def _cell(self, addr: int, width: int, what: str):
     generation = self.ranges.generation     # read before the check: a change meanwhile drops the cell next time

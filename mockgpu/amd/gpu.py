@@ -67,6 +67,8 @@ def _fold(state: tuple) -> tuple:
 
 
 MAX_WORKGROUPS = 1 << 22     # per dispatch: a bigger grid is a queue error rather than hours of emulation
+ALONE_ROUNDS = 1000          # polls of a rung queue inside its doorbell write, as MockOS.tick's max_rounds; work left
+                             # after them stays queued for the next tick (a wait's)
 
 
 class MockAMDGPU:
@@ -164,10 +166,8 @@ class MockAMDGPU:
   def ring_doorbell(self, queue, value: int) -> None:
     """The driver wrote `value` to the queue's doorbell."""
     if self.threaded:
-      queue.doorbell(value)        # the worker may be busy with a dispatch: the host does not wait for it
-      with self._wake:
-        self._kicked = True
-        self._wake.notify_all()
+      queue.doorbell_value = value
+      self.kick(queue)             # the worker may be busy with a dispatch: the host does not wait for it
       return
     os = self.os
     with self.lock:
@@ -178,7 +178,7 @@ class MockAMDGPU:
       alone = not self._to_poll and os.enter_alone(self)
       if alone:
         try:
-          while True:
+          for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
             progress = queue.poll()
             pending = queue.pending
             if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
@@ -221,9 +221,14 @@ class MockAMDGPU:
     return progress
 
   def kick(self, queue) -> None:
-    """A queue may progress (its doorbell rang): the next poll looks at it."""
-    self._to_poll[queue] = None
+    """A queue may progress (its doorbell rang): the next poll looks at it (threaded mode: the worker, which polls
+    every queue, wakes up)."""
     self.may_progress = True
+    if self.threaded:
+      with self._wake:
+        self._kicked = True
+        self._wake.notify_all()
+    else: self._to_poll[queue] = None
 
   def _run_worker(self) -> None:
     while not self._stop:

@@ -344,3 +344,32 @@ def test_gpu_stats_count_every_dispatch_across_folds(h):
   q.submit(program_regs(0x7000_0000_1000))
   for _ in range(300): q.submit(dispatch_packet())       # more than one fold of the running sums
   assert h.gpu.stats == {"dispatches": 300, "waves": 900, "wave_instructions": 2100, "emu_seconds": 150.0}
+
+
+def test_a_queue_that_never_runs_dry_does_not_hang_its_doorbell_write(h, monkeypatch):
+  """The rung queue is polled alone inside the doorbell write for a bounded number of rounds (ALONE_ROUNDS, as a
+  tick): a queue that keeps making progress with work left returns control to the writer and stays queued."""
+  from hcq.mockgpu.amd import gpu as G
+  q = h.queue("compute")
+  mq = h.gpu.queues[q.queue_id]
+  polls = []
+  monkeypatch.setattr(type(mq), "poll", lambda self: polls.append(1) or True)
+  monkeypatch.setattr(type(mq), "pending", property(lambda self: True))
+  h.doorbells.write64(q.doorbell_offset, 4)
+  assert len(polls) == G.ALONE_ROUNDS
+  assert mq in h.gpu._to_poll and h.gpu.may_progress     # the next tick goes on with it
+
+
+def test_threaded_doorbells_keep_no_queue_list_and_wake_the_worker():
+  """Threaded mode: the worker polls every queue, so a doorbell only stores the write pointer and wakes it; the
+  synchronous mode's list of queues to poll stays empty (it would keep destroyed queues alive)."""
+  import time
+  har = Harness(Config(mock_threaded=True, timeout_s=2))
+  try:
+    q = har.queue("compute")
+    sig = har.signals
+    for value in (1, 2, 3): q.submit(fence(sig.va, value))
+    deadline = time.monotonic() + 2
+    while sig.u64()[0] != 3 and time.monotonic() < deadline: time.sleep(0.001)
+    assert sig.u64()[0] == 3 and har.gpu._to_poll == {}
+  finally: har.os.close()

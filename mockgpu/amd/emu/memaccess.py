@@ -16,10 +16,10 @@ SHARED_HI = 0x10000
 PRIVATE_HI = 0x20000
 
 
-def _full(data, shape):
-  """`data` broadcast to `shape`, for reading: itself when it has that shape already (a VGPR operand; the call to
+def bcast(x, shape: tuple) -> np.ndarray:
+  """x broadcast to `shape`, for reading only: x itself when it has that shape already (a VGPR operand; the call to
   np.broadcast_to costs ~1.5 us)."""
-  return data if getattr(data, "shape", None) == shape else np.broadcast_to(data, shape)
+  return x if getattr(x, "shape", None) == shape else np.broadcast_to(x, shape)
 
 
 class MemAccess:
@@ -91,10 +91,10 @@ class MemAccess:
     size = nbytes or 4 * len(data)
     addr = np.asarray(addr, u64)
     if not ef:
-      data = [_full(d, em.shape)[em] for d in data]
+      data = [bcast(d, em.shape)[em] for d in data]
       addr = addr[em]
     else:
-      data = [_full(d, addr.shape) for d in data]
+      data = [bcast(d, addr.shape) for d in data]
     rng = self.mem.check(addr, size, "global store")
     if addr.size == 0: return
     if nbytes in (1, 2) or int(np.bitwise_or.reduce(addr, axis=None)) & 3:
@@ -150,10 +150,10 @@ class MemAccess:
     shape = b.shape
     if not ef:
       b = b[em]
-      data = [_full(d, shape)[em] for d in data]
+      data = [bcast(d, shape)[em] for d in data]
     else:
       b = b.reshape(-1)
-      data = [_full(d, shape).reshape(-1) for d in data]
+      data = [bcast(d, shape).reshape(-1) for d in data]
     if nbytes < 4:
       self.lds8[b] = (data[0] & u32(0xFF)).astype(u8)
       if nbytes == 2: self.lds8[b + 1] = ((data[0] >> u32(8)) & u32(0xFF)).astype(u8)
@@ -209,7 +209,7 @@ class MemAccess:
     shape = b.shape
     sel = np.broadcast_to(True, shape) if ef else em
     b = b[sel]
-    data = [_full(d, shape)[sel] for d in data]
+    data = [bcast(d, shape)[sel] for d in data]
     s32 = self.scratch
     s8 = s32.view(u8)
     if nbytes < 4 or (b & 3).any():

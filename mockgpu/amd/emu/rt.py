@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lanes import dpp8, dpp16, permlane16, permute, swizzle  # noqa: F401 (called by translated blocks as R.*)
-from .memaccess import PRIVATE_HI, SHARED_HI, MemAccess, atomic  # noqa: F401 (the engine builds MemAccess)
+from .memaccess import PRIVATE_HI, SHARED_HI, MemAccess, atomic, bcast  # noqa: F401 (the engine builds MemAccess)
 
 u8, u16, u32, u64 = np.uint8, np.uint16, np.uint32, np.uint64
 i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
@@ -37,11 +37,6 @@ def all_ones(mask: np.ndarray) -> bool:
   are compared as Python ints, more by one AND reduction (not `(mask == FULL).all()`: two numpy calls, ~1 us)."""
   if mask.ndim == 1 and mask.size <= 8: return mask.tolist().count(0xFFFFFFFF) == mask.size
   return bool(np.bitwise_and.reduce(mask, axis=None) == FULL)
-
-
-def bcast(x, shape: tuple) -> np.ndarray:
-  """x broadcast to `shape`, for reading only: x itself when it has that shape (np.broadcast_to costs ~1.5 us)."""
-  return x if getattr(x, "shape", None) == shape else np.broadcast_to(x, shape)
 
 
 def vfix(x, n: int) -> np.ndarray:
