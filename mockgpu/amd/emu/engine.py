@@ -34,6 +34,16 @@ class WaveState:
     self.scc = np.zeros(n, np.uint32)
     self.mem = mem
 
+  def clear_memory(self) -> None:
+    """Pooled LDS and scratch zeroed, as fresh ones would be."""
+    self.mem.lds.fill(0)
+    if self.mem.scratch_words: self.mem.scratch.fill(0)
+
+  def reset(self) -> None:
+    """Pooled state made like a fresh one: LDS and scratch zeroed, SCC clear."""
+    self.clear_memory()
+    self.scc = np.zeros(self.n, np.uint32)
+
 
 def _cache(memory) -> dict:
   return memory.block_cache
@@ -91,14 +101,10 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
       else:
         st = shape.st
         S, V = shape.registers(user_sgprs)
-        st.mem.lds.fill(0)
-        if st.mem.scratch_words: st.mem.scratch.fill(0)
-        st.scc = np.zeros(shape.W, np.uint32)
+        st.reset()
         executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, mode, instruction_budget, 0)
-    finally:
-      if len(launches) >= SHAPE_CACHE_ENTRIES: launches.clear()
-      launches[fast_key] = shape
-    return _DispatchStats(shape.W, executed, time.perf_counter() - t0)
+    finally: _keep(launches, fast_key, shape)
+    return _stats(shape.W, executed, t0)
   gx, gy, gz = (int(v) for v in grid)
   lx, ly, lz = (int(v) for v in block)
   if min(gx, gy, gz, lx, ly, lz) <= 0:
@@ -136,9 +142,7 @@ def _run_entry(shape, entry, user_sgprs, instruction_budget) -> int:
   if blk.trivial: return executed
   if needs_user: shape.set_user(user_sgprs)
   st = shape.st
-  if blk.private:
-    st.mem.lds.fill(0)
-    if st.mem.scratch_words: st.mem.scratch.fill(0)
+  if blk.private: st.clear_memory()
   with np.errstate(all="ignore"):
     try:
       blk.fn(shape.S_rows, shape.V_rows, st, None)
@@ -151,6 +155,7 @@ def _run_entry(shape, entry, user_sgprs, instruction_budget) -> int:
 
 
 def _keep(cache: dict, key, value) -> None:
+  """cache[key] = value, the cache emptied first when it holds SHAPE_CACHE_ENTRIES already."""
   if len(cache) >= SHAPE_CACHE_ENTRIES: cache.clear()
   cache[key] = value
 
@@ -256,20 +261,14 @@ class _Shape:
 
 
 def _shape(memory, key, *args):
-  """Take the cached set-up of this batch shape out of the memory's cache (give it back with _give_back), or build
-  one. Taking it out makes it private to this dispatch even when two threads dispatch on one GPUMemory."""
+  """Take the cached set-up of this batch shape out of the memory's cache (given back with _keep), or build one.
+  Taking it out makes it private to this dispatch even when two threads dispatch on one GPUMemory."""
   shapes = memory.dispatch_shapes
   shape = shapes.pop(key, None)
   if shape is None:
     shape = _Shape(*args)
     shape.pooled = True
   return shape
-
-
-def _give_back(memory, key, shape) -> None:
-  shapes = memory.dispatch_shapes
-  if len(shapes) >= SHAPE_CACHE_ENTRIES: shapes.clear()
-  shapes[key] = shape
 
 
 def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
@@ -294,7 +293,7 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
       # whoever takes it out owns it until it is given back)
       if fast_key is not None and shape.st is not None:
         _keep(memory.dispatch_launches, fast_key, shape)
-      else: _give_back(memory, key, shape)
+      else: _keep(memory.dispatch_shapes, key, shape)
 
 
 def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, lds_bytes, scratch, budget, already,
@@ -307,10 +306,7 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
   scratch_words = (spl + 3) // 4
   pooled = shape.pooled and (scratch.base is None or not scratch_words)
   st = shape.states.get((lds_words, scratch_words)) if pooled else None
-  if st is not None:          # this shape's LDS and scratch again: zeroed, as fresh ones would be
-    st.mem.lds.fill(0)
-    if scratch_words: st.mem.scratch.fill(0)
-    st.scc = np.zeros(W, np.uint32)
+  if st is not None: st.reset()   # this shape's LDS and scratch again: zeroed, as fresh ones would be
   else:
     lds = np.zeros(groups * lds_words, np.uint32)
     if scratch.base is not None and scratch_words:
