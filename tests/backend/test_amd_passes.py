@@ -148,6 +148,10 @@ def test_encoder_errors_name_the_instruction():
   with pytest.raises(CompileError, match="LDS offset 70000"): assemble([big])
   wrong = MInst("s_mov_b32", {"sdst": VReg("s", 1, fixed=1)}, {"ssrc0": VReg("s", 1, fixed=2), "vaddr": VReg("v", 1, fixed=0)})
   with pytest.raises(CompileError, match=r"gfx1100: SOP1: no field vaddr .*s_mov_b32"): assemble([wrong])
+  # as many fields as the encoding's operands but one name misspelled: an error, not a field silently left at 0
+  typo = MInst("v_add_f32_e32", {"vdst": VReg("v", 1, fixed=1)}, {"src0": VReg("v", 1, fixed=2), "vsrc1x": VReg("v", 1, fixed=3)})
+  with pytest.raises(CompileError, match=r"gfx1100: VOP2: no field vsrc1x in this encoding \(its fields: .*\bvsrc1\b.*v_add_f32_e32"):
+    assemble([typo])
   with pytest.raises(CompileError, match="no instruction 'v_frobnicate'"): assemble([MInst("v_frobnicate")])
 
 

@@ -157,14 +157,16 @@ def encode_fields(et, fields: dict, strict: bool = False) -> bytes:
   """The one place field values become instruction bytes (the text assembler, the Asm DSL and the RDNA3 backend all
   end here): each field of encoding table `et` (tables.EncodingTable: name, lo bit, mask) from `fields` (0 when
   absent), range-checked, plus the encoding's identifying bits. strict: a field name the layout lacks is an error."""
+  if strict:
+    unknown = fields.keys() - et.field_names
+    if unknown:
+      raise AssembleError(f"{et.name}: no field {', '.join(sorted(unknown))} in this encoding "
+                          f"(its fields: {', '.join(f for f, _, _ in et.fields)})")
   word = 0
   for fname, lo, mask in et.fields:
     v = fields.get(fname, 0)
     if v < 0 or v > mask: raise AssembleError(f"{et.name}: value {v} out of range for field {fname} (max {mask})")
     word |= v << lo
-  if strict and len(fields) > len(et.fields):
-    extra = set(fields) - {f for f, _, _ in et.fields}
-    if extra: raise AssembleError(f"{et.name}: no field {', '.join(sorted(extra))} in this encoding")
   for lo, w, v in et.layout["ident"]: word |= v << lo
   return word.to_bytes(et.size, "little")
 
