@@ -17,8 +17,25 @@ PAD = PAD_WORD * 2
 _ENC_RE = re.compile(r"^\s*(.*?)\s*; encoding: \[([0-9a-fx,]*)\]\s*$")
 
 
-def _run(args: list[str], text: str) -> tuple[str, str]:
-  proc = subprocess.run(args, input=text, capture_output=True, text=True, check=False)
+TIMEOUT_S = 120
+# llvm-mc's diagnostic for one input line: "<stdin>:LINE:COL: error: ..."
+_LINE_ERROR_RE = re.compile(r"^<stdin>:\d+:\d+: error: ", re.M)
+
+
+class LLVMMCError(RuntimeError):
+  """llvm-mc failed as a whole (crashed, timed out, or exited non-zero without per-line errors)."""
+
+
+def _run(args: list[str], text: str, line_errors_expected: bool = False) -> tuple[str, str]:
+  """Run llvm-mc on `text`; (stdout, stderr). A non-zero exit is an error, except that with line_errors_expected
+  exit status 1 with "<stdin>:L:C: error:" diagnostics is accepted: assemble() feeds lines llvm-mc may reject on
+  purpose (it reports each and exits 1) and returns the messages. (Disassembly of invalid bytes only warns, exit 0.)"""
+  try:
+    proc = subprocess.run(args, input=text, capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
+  except subprocess.TimeoutExpired as e:
+    raise LLVMMCError(f"{' '.join(args)}: no answer within {TIMEOUT_S} s ({len(text.splitlines())} input lines)") from e
+  if proc.returncode != 0 and not (line_errors_expected and proc.returncode == 1 and _LINE_ERROR_RE.search(proc.stderr)):
+    raise LLVMMCError(f"{' '.join(args)}: exit status {proc.returncode}; stderr ends: {proc.stderr[-2000:]!r}")
   return proc.stdout, proc.stderr
 
 
@@ -56,7 +73,8 @@ def assemble(lines: list[str], mcpu: str = "gfx1100") -> list[tuple[str, bytes] 
   marker_text = "s_nop 0x3f1"
   src = []
   for ln in lines: src += [ln, marker_text]
-  out, err = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-show-encoding"], "\n".join(src) + "\n")
+  out, err = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-show-encoding"], "\n".join(src) + "\n",
+                  line_errors_expected=True)
   errors: dict[int, str] = {}
   for m in re.finditer(r"^<stdin>:(\d+):\d+: error: (.*)$", err, re.M):
     errors.setdefault((int(m.group(1)) - 1) // 2, m.group(2))
@@ -70,6 +88,8 @@ def assemble(lines: list[str], mcpu: str = "gfx1100") -> list[tuple[str, bytes] 
       continue
     results[-1].append((m.group(1), enc))
   results.pop()
+  if len(results) != len(lines):  # every line is followed by its own marker line, which llvm-mc always assembles
+    raise LLVMMCError(f"llvm-mc gave {len(results)} results for {len(lines)} lines; stderr ends: {err[-2000:]!r}")
   final = []
   for i, r in enumerate(results):
     if i in errors: final.append(errors[i])

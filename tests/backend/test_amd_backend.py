@@ -26,6 +26,7 @@ def _check_disassembly(blob: bytes):
   assert insts, dis
   # llvm-mc re-encodes what llvm-objdump printed: the same words (our encoder agrees with LLVM's)
   encs = llvm_mc_assemble([t.strip() for t, _ in insts])
+  assert len(encs) == len(insts), f"llvm-mc-19 answered {len(encs)} of {len(insts)} instructions"
   for (t, words), enc in zip(insts, encs):
     assert not isinstance(enc, str), f"{t}: llvm-mc-19 rejects it: {enc}"
     got = enc[1]

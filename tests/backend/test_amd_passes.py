@@ -135,7 +135,9 @@ def test_encoder_matches_llvm_mc():
     ("s_barrier", MInst("s_barrier")),
     ("s_waitcnt_depctr depctr_va_vdst(0)", MInst("s_waitcnt_depctr", simm16=0x0F9F)),
   ]
-  for (t, m), enc in zip(cases, llvm_mc_assemble([t for t, _ in cases])):
+  encs = llvm_mc_assemble([t for t, _ in cases])
+  assert len(encs) == len(cases), f"llvm-mc-19 answered {len(encs)} of {len(cases)} cases"
+  for (t, m), enc in zip(cases, encs):
     assert not isinstance(enc, str), f"{t}: {enc}"
     assert assemble([m]) == enc[1], t
     # the text assembler (the same encode_fields core) agrees on every case
@@ -148,6 +150,10 @@ def test_encoder_errors_name_the_instruction():
   with pytest.raises(CompileError, match="LDS offset 70000"): assemble([big])
   wrong = MInst("s_mov_b32", {"sdst": VReg("s", 1, fixed=1)}, {"ssrc0": VReg("s", 1, fixed=2), "vaddr": VReg("v", 1, fixed=0)})
   with pytest.raises(CompileError, match=r"gfx1100: SOP1: no field vaddr .*s_mov_b32"): assemble([wrong])
+  # as many fields as the encoding's operands but one name misspelled: an error, not a field silently left at 0
+  typo = MInst("v_add_f32_e32", {"vdst": VReg("v", 1, fixed=1)}, {"src0": VReg("v", 1, fixed=2), "vsrc1x": VReg("v", 1, fixed=3)})
+  with pytest.raises(CompileError, match=r"gfx1100: VOP2: no field vsrc1x in this encoding \(its fields: .*\bvsrc1\b.*v_add_f32_e32"):
+    assemble([typo])
   with pytest.raises(CompileError, match="no instruction 'v_frobnicate'"): assemble([MInst("v_frobnicate")])
 
 

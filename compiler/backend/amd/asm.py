@@ -153,18 +153,21 @@ def _split(text: str):
   return split_operands(text)
 
 
-def encode_fields(et, fields: dict, strict: bool = False) -> bytes:
+def encode_fields(et, fields: dict, strict: bool = False, what: str | None = None) -> bytes:
   """The one place field values become instruction bytes (the text assembler, the Asm DSL and the RDNA3 backend all
   end here): each field of encoding table `et` (tables.EncodingTable: name, lo bit, mask) from `fields` (0 when
-  absent), range-checked, plus the encoding's identifying bits. strict: a field name the layout lacks is an error."""
+  absent), range-checked, plus the encoding's identifying bits. strict: a field name the layout lacks is an error.
+  what: how errors name the instruction (default: the encoding's name)."""
+  if strict:
+    unknown = fields.keys() - et.field_names
+    if unknown:
+      raise AssembleError(f"{et.name}: no field {', '.join(sorted(unknown))} in this encoding "
+                          f"(its fields: {', '.join(f for f, _, _ in et.fields)})")
   word = 0
   for fname, lo, mask in et.fields:
     v = fields.get(fname, 0)
-    if v < 0 or v > mask: raise AssembleError(f"{et.name}: value {v} out of range for field {fname} (max {mask})")
+    if v < 0 or v > mask: raise AssembleError(f"{what or et.name}: value {v} out of range for field {fname} (max {mask})")
     word |= v << lo
-  if strict and len(fields) > len(et.fields):
-    extra = set(fields) - {f for f, _, _ in et.fields}
-    if extra: raise AssembleError(f"{et.name}: no field {', '.join(sorted(extra))} in this encoding")
   for lo, w, v in et.layout["ident"]: word |= v << lo
   return word.to_bytes(et.size, "little")
 
@@ -262,13 +265,7 @@ class Assembler:
     if consumed != len(ops): raise AssembleError(f"{name}: expected {consumed} operands, got {len(ops)}")
     dpp_word = self._modifiers(name, enc, f, mods, dpp)
     if size > et.size and lit.value is None: raise AssembleError(f"{name}: needs a literal constant")
-    word = 0
-    for fname, lo, mask in et.fields:
-      v = f.get(fname, 0)
-      if v < 0 or v > mask: raise AssembleError(f"{name}: value {v} out of range for field {fname} (max {mask})")
-      word |= v << lo
-    for lo, w, v in et.layout["ident"]: word |= v << lo
-    out = word.to_bytes(et.size, "little")
+    out = encode_fields(et, f, what=name)   # "_nsa_regs" is no field: appended below
     if enc == "MIMG": f.setdefault("_nsa_regs", None)
     if dpp_word is not None: out += dpp_word.to_bytes(4, "little")
     if f.get("_nsa_regs"):
@@ -538,13 +535,7 @@ class Assembler:
       template = table[hit[0]][1]
       used = self._operands(name, "VOPD", template, ops, f, lit, frozenset())
       if used != len(ops): raise AssembleError(f"{name}: expected {used} operands, got {len(ops)}")
-    word = 0
-    for fname, lo, mask in et.fields:
-      v = f.get(fname, 0)
-      if v < 0 or v > mask: raise AssembleError(f"VOPD: value {v} out of range for field {fname}")
-      word |= v << lo
-    for lo, w, v in et.layout["ident"]: word |= v << lo
-    out = word.to_bytes(8, "little")
+    out = encode_fields(et, f)
     if lit.value is not None: out += lit.value.to_bytes(4, "little")
     return out
 
