@@ -84,3 +84,18 @@ done:
   a.s_endpgm()
   assert a.code == assemble(src)
   with pytest.raises(AssembleError, match="undefined label 'nowhere'.*line 1"): assemble("s_branch nowhere")
+
+
+def test_smem_offsets_are_signed_21_bit_on_gfx11_and_24_bit_on_gfx12():
+  """The ranges and encodings of llvm-mc-19 (-show-encoding; outside them: "expected a 21-bit signed offset"): a
+  bigger offset is an error, not silently cut to its low bits."""
+  enc = lambda text, arch="gfx1100": assemble(text, arch).hex()  # noqa: E731
+  assert enc("s_load_b32 s1, s[0:1], 0xfffff") == "400000f4ffff0ff8"
+  assert enc("s_load_b32 s1, s[0:1], -0x1") == "400000f4ffff1ff8"
+  assert enc("s_load_b32 s1, s[0:1], -0x100000") == "400000f4000010f8"
+  for bad in ("0x100000", "-0x100001", "0x2000000"):
+    with pytest.raises(AssembleError, match="s_load_b32: offset .* is not a 21-bit signed offset"):
+      assemble(f"s_load_b32 s1, s[0:1], {bad}")
+  assert enc("s_load_b32 s1, s[0:1], 0x7fffff", "gfx1200") == "400000f4ffff7ff8"
+  assert enc("s_load_b32 s1, s[0:1], -0x800000", "gfx1200") == "400000f4000080f8"
+  with pytest.raises(AssembleError, match="not a 24-bit signed offset"): assemble("s_load_b32 s1, s[0:1], 0x800000", "gfx1200")

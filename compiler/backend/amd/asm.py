@@ -300,7 +300,7 @@ class Assembler:
       elif kind == "simm16":
         f["simm16"] = self._simm16(t[1], text, name)
       elif kind == "imm":
-        if enc == "SMEM" and t[1] == "offset": self._smem_offset(text, f)
+        if enc == "SMEM" and t[1] == "offset": self._smem_offset(text, f, name)
         else: f[t[1]] = int(text, 0)
       elif kind == "literal":
         if o.kind == "float": lit.set(struct.unpack("<I", struct.pack("<f", o.value))[0])
@@ -370,15 +370,22 @@ class Assembler:
       if text == val: return key
     return int(val.rsplit("_", 1)[-1], 0)
 
-  def _smem_offset(self, text: str, f):
-    mask = 0xffffff if "th" in [x[0] for x in self.t.encodings["SMEM"].fields] else 0x1fffff  # gfx12: 24-bit
+  def smem_offset_field(self, name: str, value: int) -> int:
+    """An SMEM immediate offset as its field: signed, 21 bits on gfx11 and 24 bits on gfx12 (whose SMEM encoding has
+    the th field), the ranges llvm-mc-19 accepts ("expected a 21-bit signed offset")."""
+    bits = 24 if "th" in self.t.encodings["SMEM"].field_names else 21
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+      raise AssembleError(f"{name}: offset {value:#x} is not a {bits}-bit signed offset")
+    return value & ((1 << bits) - 1)
+
+  def _smem_offset(self, text: str, f, name: str):
     parts = text.split()
     o = _Operand(parts[0])
-    if o.kind == "int": f["offset"] = o.value & mask
+    if o.kind == "int": f["offset"] = self.smem_offset_field(name, o.value)
     else:
       f["soffset"] = _scalar_code(o, "soffset")
       for p in parts[1:]:
-        if p.startswith("offset:"): f["offset"] = int(p[7:], 0) & mask
+        if p.startswith("offset:"): f["offset"] = self.smem_offset_field(name, int(p[7:], 0))
 
   def _sendmsg(self, text: str, table: dict) -> int:
     if text.startswith("sendmsg(") and text.endswith(")"):
@@ -456,7 +463,7 @@ class Assembler:
         elif enc == "FLAT":
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
-        elif enc == "SMEM": f["offset"] = v & (0xffffff if "th" in [x[0] for x in self.t.encodings["SMEM"].fields] else 0x1fffff)
+        elif enc == "SMEM": f["offset"] = self.smem_offset_field(name, v)
         else:
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
