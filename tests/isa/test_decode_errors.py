@@ -99,3 +99,18 @@ def test_smem_offsets_are_signed_21_bit_on_gfx11_and_24_bit_on_gfx12():
   assert enc("s_load_b32 s1, s[0:1], 0x7fffff", "gfx1200") == "400000f4ffff7ff8"
   assert enc("s_load_b32 s1, s[0:1], -0x800000", "gfx1200") == "400000f4000080f8"
   with pytest.raises(AssembleError, match="not a 24-bit signed offset"): assemble("s_load_b32 s1, s[0:1], 0x800000", "gfx1200")
+
+
+def test_nsa_address_lists_are_checked_as_llvm_mc_checks_them():
+  """gfx11 MIMG-NSA: encodings as llvm-mc-19 -show-encoding gives them; a list with a non-VGPR, a range before the
+  last address, or a register count the opcode and dim do not take is an error (llvm-mc-19: "invalid operand",
+  "image address size does not match dim and a16"), not an instruction built from part of it."""
+  tail = "s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_"
+  assert assemble(f"image_sample v[0:3], [v4, v8, v5], {tail}3D").hex() == "090f6cf00400000808050000"
+  assert assemble(f"image_sample v[0:3], [v4, v8], {tail}2D").hex() == "050f6cf00400000808000000"
+  with pytest.raises(AssembleError, match="'s8' in the address list .* is not a VGPR"):
+    assemble(f"image_sample v[0:3], [v4, s8], {tail}2D")
+  with pytest.raises(AssembleError, match="has 3 VGPRs .* need 2"):
+    assemble(f"image_sample v[0:3], [v4, v8, v9], {tail}2D")
+  with pytest.raises(AssembleError, match="only the last address"):
+    assemble(f"image_sample v[0:3], [v[4:5], v8], {tail}3D")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import struct
 
+from .decode import mimg_address_count, nsa_layout
 from .errors import AssembleError
 from .operands import INLINE_FLOAT_TEXT, SPECIAL_NAMES, SPECIAL_NAMES_64
 from .tables import ArchTables, arch_tables
@@ -153,6 +154,9 @@ def _split(text: str):
   return split_operands(text)
 
 
+_NSA_ITEM = re.compile(r"v(\d+)|v\[(\d+):(\d+)\]")
+
+
 def encode_fields(et, fields: dict, strict: bool = False, what: str | None = None) -> bytes:
   """The one place field values become instruction bytes (the text assembler, the Asm DSL and the RDNA3 backend all
   end here): each field of encoding table `et` (tables.EncodingTable: name, lo bit, mask) from `fields` (0 when
@@ -265,6 +269,7 @@ class Assembler:
     if consumed != len(ops): raise AssembleError(f"{name}: expected {consumed} operands, got {len(ops)}")
     dpp_word = self._modifiers(name, enc, f, mods, dpp)
     if size > et.size and lit.value is None: raise AssembleError(f"{name}: needs a literal constant")
+    if f.get("_nsa_sizes"): self._check_nsa(name, et, f)
     out = encode_fields(et, f, what=name)   # "_nsa_regs" is no field: appended below
     if enc == "MIMG": f.setdefault("_nsa_regs", None)
     if dpp_word is not None: out += dpp_word.to_bytes(4, "little")
@@ -350,11 +355,20 @@ class Assembler:
       f[field] = o.idx >> 1
     elif field == "vaddr" and enc == "MIMG" and o.kind == "text" and o.text.startswith("["):
       # [v16, v40, v41, v42, v[43:44]]: VADDR, then one byte per address (the last may start a range, decode.nsa_layout)
-      regs = []
-      for r in re.findall(r"v(\d+)|v\[(\d+):\d+\]", o.text):
-        regs.append(int(r[0] or r[1]))
+      items = [x.strip() for x in o.text[1:].removesuffix("]").split(",")] if o.text.endswith("]") else []
+      regs, sizes = [], []
+      for k, item in enumerate(items):
+        m = _NSA_ITEM.fullmatch(item)
+        if m is None:
+          raise AssembleError(f"{what}: {item!r} in the address list {o.text!r} is not a VGPR or a VGPR range")
+        first = int(m[1] or m[2])
+        last = int(m[3]) if m[3] else first
+        if not first <= last <= 255: raise AssembleError(f"{what}: {item!r} is not a VGPR range within v0..v255")
+        if m[3] and k != len(items) - 1: raise AssembleError(f"{what}: only the last address of {o.text!r} may be a range")
+        regs.append(first)
+        sizes.append(last - first + 1)
       if not regs: raise AssembleError(f"{what}: bad address list {o.text!r}")
-      f[field], f["nsa"], f["_nsa_regs"] = regs[0], 1, regs[1:]
+      f[field], f["nsa"], f["_nsa_regs"], f["_nsa_sizes"] = regs[0], 1, regs[1:], sizes
     elif field == "vaddr" and enc in ("MUBUF", "MTBUF"):
       f[field] = 0 if o.kind == "off" else o.idx
     elif cls == "s" or field in ("sdst", "sdata"):
@@ -363,6 +377,15 @@ class Assembler:
       if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR, got {o.text!r}")
       if o.idx > 255: raise AssembleError(f"{what}: VGPR v{o.idx} out of range (v0..v255)")
       f[field] = o.idx
+
+  def _check_nsa(self, name: str, et, f: dict) -> None:
+    """An NSA address list holds as many VGPRs as the opcode, DIM and A16 need, laid out as the encoding stores them:
+    VADDR, then one register each, the last a range for the rest (decode.nsa_layout; llvm-mc-19: "image address
+    size does not match dim and a16")."""
+    count = mimg_address_count(et, f[et.layout["op"]], f, self.arch)
+    if f["_nsa_sizes"] != [1] + nsa_layout(count):
+      raise AssembleError(f"{name}: the address list has {sum(f['_nsa_sizes'])} VGPRs {f['_nsa_sizes']}, this opcode and "
+                          f"dim need {count} (as [1] + {nsa_layout(count)} registers)")
 
   def _th(self, name: str, val: str) -> int:
     kind = "atomic" if "_atomic" in name else "store" if "_store" in name else "load"
