@@ -382,7 +382,7 @@ class Assembler:
     """An NSA address list holds as many VGPRs as the opcode, DIM and A16 need, laid out as the encoding stores them:
     VADDR, then one register each, the last a range for the rest (decode.nsa_layout; llvm-mc-19: "image address
     size does not match dim and a16")."""
-    count = mimg_address_count(et, f[et.layout["op"]], f, self.arch)
+    count = mimg_address_count(et, f[et.layout["op"]], f)
     if f["_nsa_sizes"] != [1] + nsa_layout(count):
       raise AssembleError(f"{name}: the address list has {sum(f['_nsa_sizes'])} VGPRs {f['_nsa_sizes']}, this opcode and "
                           f"dim need {count} (as [1] + {nsa_layout(count)} registers)")

@@ -131,7 +131,7 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   if enc == "MIMG" and fields["nsa"]:
     # non-sequential addresses: VADDR holds the first one, the others follow one byte each (16.8 MIMG-NSA); gfx11
     # has one such dword: at most 4 more address bytes, the last one starting a range for the rest (nsa_bytes)
-    size += 4 * ((len(nsa_layout(mimg_address_count(et, opcode, fields, t.arch))) + 3) // 4)
+    size += 4 * ((len(nsa_layout(mimg_address_count(et, opcode, fields))) + 3) // 4)
     if off + size > n: _dword(data, off + size - 4, "the MIMG NSA address dwords", off)
   if enc in _RETURNING and (fields["th"] & 1 if enc in _RETURNING_TH else fields["glc"]):
     alt = et.extra[opcode]["operands_glc"]  # the returning form of an atomic (GLC on gfx11, th bit 0 on gfx12)
@@ -164,11 +164,12 @@ def nsa_layout(naddr: int) -> list[int]:
   return [1] * (NSA_MAX_BYTES - 1) + [rest - (NSA_MAX_BYTES - 1)]
 
 
-def mimg_address_count(et, opcode: int, fields: dict, arch: str = "gfx1100") -> int:
+def mimg_address_count(et, opcode: int, fields: dict) -> int:
   """Address VGPRs of a MIMG instruction: by opcode and DIM as llvm-mc-19 counts them (the generated vaddr_by_dim),
   fewer with A16 (16-bit addresses packed two to a VGPR: vaddr_by_dim_a16)."""
-  by_dim = et.extra[opcode]["vaddr_by_dim"]
-  if fields.get("a16"): by_dim = arch_tables(arch).raw["MIMG"][opcode].get("vaddr_by_dim_a16", by_dim)
+  extra = et.extra[opcode]
+  by_dim = extra["vaddr_by_dim"]
+  if fields.get("a16") and extra["vaddr_by_dim_a16"] is not None: by_dim = extra["vaddr_by_dim_a16"]
   count = by_dim[fields["dim"]] if fields["dim"] < len(by_dim) else None
   if count is None:  # a dim LLVM does not accept for this opcode: fall back to the 1-D template
     count = next((t[3] for t in et.ops[opcode][2] if t[0] == "reg" and t[1] == "vaddr"), 1)

@@ -104,7 +104,7 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       if enc == "MIMG" and field == "vaddr":
         from .decode import mimg_address_count
         et = arch_tables(inst.arch).encodings["MIMG"]
-        count = mimg_address_count(et, inst.opcode, fields, inst.arch)
+        count = mimg_address_count(et, inst.opcode, fields)
         if fields["nsa"]:
           from .decode import nsa_layout
           regs = [reg_text("v", value, 1)] + [reg_text("v", r, n) for r, n in zip(inst.data[8:], nsa_layout(count))]

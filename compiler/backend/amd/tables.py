@@ -31,7 +31,8 @@ class _LazyExtra(Mapping):
       x = self._built[op] = dict(lit16=frozenset(e.get("lit16", ())), f16hex=frozenset(e.get("f16hex", ())),
                                  srcmods=e.get("srcmods"),
                                  operands_glc=tuple(e["operands_glc"]) if "operands_glc" in e else None,
-                                 vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())))
+                                 vaddr_by_dim=tuple(e.get("vaddr_by_dim", ())),
+                                 vaddr_by_dim_a16=tuple(e["vaddr_by_dim_a16"]) if "vaddr_by_dim_a16" in e else None)
     return x
 
   def __iter__(self): return iter(self._ops)
