@@ -116,13 +116,13 @@ class ArchTables:
         m = ((1 << w) - 1) << (lo - 23)
         mask, value, width = mask | m, value | ((v << (lo - 23)) & m), width + w
       # bits above 31 never match a 9-bit value unless their identifying value is 0
-      candidates.append((mask & 0x1FF, value, width, enc, mask >> 9, all(lo > 23 for lo, _, _ in layout["ident"])))
+      candidates.append((mask & 0x1FF, value, width, enc, all(lo > 23 for lo, _, _ in layout["ident"])))
     out: list[str | None] = []
     for top in range(512):
       best, best_w, bit23_free = None, -1, False
-      for mask, value, width, enc, above, above23 in candidates:
+      for mask, value, width, enc, ident_above_23 in candidates:   # ident_above_23: bit 23 identifies nothing
         if (top & mask) == (value & 0x1FF) and value >> 9 == 0 and width > best_w:
-          best, best_w, bit23_free = enc, width, above23
+          best, best_w, bit23_free = enc, width, ident_above_23
       if best in ("VOP3P", "VINTERP", "LDSDIR") and bit23_free and top & 1: best = None   # bit 23 must be 0
       out.append(best)
     return out
