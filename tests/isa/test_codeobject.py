@@ -137,15 +137,19 @@ def test_truncated_and_corrupt_elf_raise_with_offset(hsaco_files):
     except CodeObjectError: pass
 
 
+def _clang_object(tmp_path, source: str, *flags: str) -> CodeObject:
+  """An OpenCL C kernel compiled (not linked) by clang-19 for gfx1100, parsed."""
+  src, obj = tmp_path / "k.cl", tmp_path / "k.o"
+  src.write_text(source + "\n")
+  subprocess.run(["clang-19", "-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa",
+                  "-mcpu=gfx1100", *flags, "-O2", "-nogpulib", "-c", str(src), "-o", str(obj)], check=True, timeout=120)
+  return CodeObject.parse(obj.read_bytes())
+
+
 @pytest.mark.tools("clang-19")
 def test_code_object_v4_metadata(tmp_path):
-  src = tmp_path / "k.cl"
-  src.write_text("__kernel void k(__global float *p, int n) { p[__builtin_amdgcn_workitem_id_x()] = n; }\n")
-  obj = tmp_path / "k.o"
-  subprocess.run(["clang-19", "-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa",
-                  "-mcpu=gfx1100", "-mcode-object-version=4", "-O2", "-nogpulib", "-c", str(src), "-o", str(obj)],
-                 check=True)
-  co = CodeObject.parse(obj.read_bytes())
+  co = _clang_object(tmp_path, "__kernel void k(__global float *p, int n) { p[__builtin_amdgcn_workitem_id_x()] = n; }",
+                     "-mcode-object-version=4")
   assert co.code_object_version == 4 and co.metadata["amdhsa.version"] == [1, 1]
   k = co.kernels["k"]
   assert [(a.offset, a.size, a.value_kind) for a in k.explicit_args] == [(0, 8, "global_buffer"), (8, 4, "by_value")]
@@ -170,10 +174,5 @@ def test_disasm_raw_cli(tmp_path, capsys):
 @pytest.mark.tools("clang-19")
 def test_undefined_symbols_are_reported_not_silently_zero(tmp_path):
   """A relocation against a symbol nothing defines resolves to 0 in the image: the reader must say which symbols."""
-  src = tmp_path / "k.cl"
-  src.write_text("extern void helper(global int *p);\nkernel void k(global int *p) { helper(p); }\n")
-  obj = tmp_path / "k.o"
-  subprocess.run(["clang-19", "-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa",
-                  "-mcpu=gfx1100", "-nogpulib", "-O2", "-c", str(src), "-o", str(obj)], check=True, timeout=120)
-  co = CodeObject.parse(obj.read_bytes())
+  co = _clang_object(tmp_path, "extern void helper(global int *p);\nkernel void k(global int *p) { helper(p); }")
   assert co.undefined_symbols == ["helper"]
