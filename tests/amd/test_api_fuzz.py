@@ -172,7 +172,8 @@ def draw_launch(data, w: World, kinds=tuple(PROGRAMS)):
 
     def vadd(w):
       lim = min(n, gx * lx)
-      w.mf[c][:lim] = w.mf[a][:lim] + w.mf[b][:lim]
+      with np.errstate(all="ignore"):       # overflow to inf, inf + -inf: as on the device
+        w.mf[c][:lim] = w.mf[a][:lim] + w.mf[b][:lim]
     return kind, [("f", a), ("f", b), ("f", c), n], (gx,), (lx,), vadd
   if kind == "matmul":
     a, b, c = data.draw(st.permutations(range(POOL)))
@@ -211,7 +212,8 @@ def draw_launch(data, w: World, kinds=tuple(PROGRAMS)):
 
     def saxpy(w):
       lim = min(n, gx * lx)
-      w.mf[y][:lim] = _f32(alpha * w.mf[x][:lim].astype(np.float64) + w.mf[y][:lim])
+      with np.errstate(all="ignore"):       # inf + -inf: nan, as on the device
+        w.mf[y][:lim] = _f32(alpha * w.mf[x][:lim].astype(np.float64) + w.mf[y][:lim])
     return kind, [alpha, ("f", x), ("f", y), n], (gx,), (lx,), saxpy
   if kind == "private_array":
     s, d = pick(), pick()
