@@ -12,24 +12,33 @@ import importlib
 from .errors import DeviceError, GPUFault, HCQError, OSCallError, QueueError, Timeout
 
 __version__ = "0.1.0"
-__all__ = ["open", "parse_spec", "DeviceSpec", "DeviceError", "GPUFault", "HCQError", "OSCallError", "QueueError",
+__all__ = ["open", "parse_spec", "DeviceSpec", "registered_drivers", "device_list", "DeviceError", "GPUFault", "HCQError", "OSCallError", "QueueError",
            "Timeout", "__version__"]
 
-# vendor -> "module:function"; function(iface, index, os, config) -> Device.  A driver module is imported only when
-# its vendor is opened.
-_OPENERS = {
-  "AMD": "hcq.drivers.amd:open_device",
-  "NV": "hcq.drivers.nv:open_device",
-  "CPU": "hcq.drivers.cpu:open_device",
-  "BNXT": "hcq.drivers.bnxt:open_device",
-}
-_IFACES = {"AMD": ("KFD", "PCI", "USB", "MOCK", "MOCKKFD", "MOCKPCI", "MOCKUSB"), "NV": ("NV", "PCI", "MOCK"), "CPU": ("",), "BNXT": ("PCI", "MOCK")}
-# the spec tried first by hcq.open() with no spec and no HCQ_DEV: a real device, then the embedded mock
-_AUTODETECT = ("KFD+AMD", "NV", "MOCK+AMD")
+# the driver packages, each declaring DRIVER (drivers/hcq/registry.py); hcq.open, spec parsing, autodetection and the
+# README's device list come from these declarations. A vendor is listed when its driver works.
+_DRIVER_PACKAGES = ("amd", "cpu", "bnxt")
+# hcq.open() with no spec and no HCQ_DEV opens the first present device of an autodetected interface, else this
+_FALLBACK = "MOCK+AMD"
+
+
+def registered_drivers() -> dict:
+  """{vendor: Driver} of every registered driver (importing only their declarations)."""
+  global _DRIVERS
+  if _DRIVERS is None:
+    found = {}
+    for pkg in _DRIVER_PACKAGES:
+      d = importlib.import_module(f"hcq.drivers.{pkg}").DRIVER
+      found[d.vendor] = d
+    _DRIVERS = found
+  return _DRIVERS
+
+
+_DRIVERS = None
 
 
 class DeviceSpec(tuple):
-  """A parsed device spec "[IFACE+]VENDOR[:N]": (iface, vendor, index)."""
+  """A parsed device spec "[IFACE+]VENDOR[:N]": (iface, vendor, index); iface as written (a mock's name included)."""
   __slots__ = ()
 
   def __new__(cls, iface: str, vendor: str, index: int):
@@ -40,56 +49,98 @@ class DeviceSpec(tuple):
   index = property(lambda self: self[2])
 
   @property
-  def is_mock(self) -> bool: return self.iface.startswith("MOCK")
+  def driver(self): return registered_drivers()[self.vendor]
+
+  @property
+  def interface(self):
+    """The driver's Interface this spec opens."""
+    return self.driver.interface(self.iface)[0]
+
+  @property
+  def is_mock(self) -> bool: return self.driver.interface(self.iface)[1]
+
+  @property
+  def label(self) -> str:
+    """The spec with every part spelled out, as errors name the device: "MOCK+AMD:0"."""
+    return (f"{self.iface}+" if self.iface else "") + f"{self.vendor}:{self.index}"
 
   def __str__(self): return (f"{self.iface}+" if self.iface else "") + self.vendor + (f":{self.index}" if self.index else "")
 
 
 def parse_spec(spec: str) -> DeviceSpec:
-  """Parse "[IFACE+]VENDOR[:N]" (case-insensitive). AMD alone means KFD+AMD, NV alone the nvidia.ko path."""
+  """Parse "[IFACE+]VENDOR[:N]" (case-insensitive). A vendor alone means its default interface (AMD: KFD+AMD)."""
+  if not isinstance(spec, str): raise DeviceError(f"device spec {spec!r}: not a string")
   text = spec.strip().upper()
   body, _, idx = text.partition(":")
-  try: index = int(idx) if idx else 0
-  except ValueError: raise DeviceError(f"device spec {spec!r}: index {idx!r} is not an integer") from None
-  if index < 0: raise DeviceError(f"device spec {spec!r}: index must be >= 0")
   iface, plus, vendor = body.rpartition("+")
-  if vendor not in _OPENERS:
-    raise DeviceError(f"device spec {spec!r}: unknown vendor {vendor!r} (known: {', '.join(_OPENERS)})")
-  if not plus: iface = {"AMD": "KFD", "NV": "NV", "CPU": "", "BNXT": "PCI"}[vendor]
-  if iface not in _IFACES[vendor]:
-    raise DeviceError(f"device spec {spec!r}: vendor {vendor} has no interface {iface!r} (known: {', '.join(_IFACES[vendor])})")
+  known = registered_drivers()
+  if vendor not in known:
+    raise DeviceError(f"device spec {spec!r}: unknown vendor {vendor!r} (known: {', '.join(known)})")
+  driver = known[vendor]
+  if idx and not (idx.isascii() and idx.isdigit()):
+    raise DeviceError(f"device spec {spec!r}: index {idx!r} is not a non-negative integer")
+  # the index is bounded before it is converted: a spec must not make hcq (or its mock) build that many devices
+  if idx and (len(idx) > 6 or int(idx) > driver.max_index):
+    raise DeviceError(f"device spec {spec!r}: index {idx} is out of range (0..{driver.max_index} for {vendor})")
+  index = int(idx) if idx else 0
+  if not plus: iface = driver.default
+  if driver.interface(iface) is None:
+    names = ", ".join(n or "(none)" for n in driver.spec_names())
+    raise DeviceError(f"device spec {spec!r}: vendor {vendor} has no interface {iface!r} (known: {names})")
   return DeviceSpec(iface, vendor, index)
 
 
 def open(spec: str | None = None, config=None):
-  """Open a device. Without a spec: HCQ_DEV, else the first real device, else the embedded mock (MOCK+AMD)."""
+  """Open a device. Without a spec: HCQ_DEV, else the first present device of an autodetected interface, else the
+  embedded mock (MOCK+AMD)."""
   from . import config as config_mod
   cfg = config if config is not None else config_mod.from_env()
   spec = spec if spec is not None else cfg.dev
   if spec: return _open_one(parse_spec(spec), cfg)
   errors = []
-  for candidate in _AUTODETECT:
-    try: return _open_one(parse_spec(candidate), cfg)
+  for candidate in _autodetect(cfg):
+    try: return _open_one(candidate, cfg)
     except DeviceError as e: errors.append(f"{candidate}: {e}")
+  try: return _open_one(parse_spec(_FALLBACK), cfg)
+  except DeviceError as e: errors.append(f"{_FALLBACK}: {e}")
   raise DeviceError("no device could be opened:\n  " + "\n  ".join(errors))
 
 
+def _autodetect(cfg) -> list[DeviceSpec]:
+  """The specs of autodetected interfaces whose probe path is present (cheap: nothing is opened here)."""
+  from .drivers.system import LinuxOS
+  osi = LinuxOS(cfg)
+  return [DeviceSpec(i.name, d.vendor, 0) for d in registered_drivers().values() for i in d.interfaces
+          if i.probe is not None and osi.exists(i.probe)]
+
+
 def _open_one(spec: DeviceSpec, cfg):
-  modname, _, fn = _OPENERS[spec.vendor].partition(":")
-  try: module = importlib.import_module(modname)
-  except ImportError as e: raise DeviceError(f"{spec}: driver module {modname} is not available ({e})") from e
+  driver = spec.driver
+  try: module = importlib.import_module(driver.module)
+  except ImportError as e: raise DeviceError(f"{spec}: driver module {driver.module} is not available ({e})") from e
+  iface = spec.interface.name
   if spec.is_mock:
     from .mockgpu import open_mock_os  # the only import of mockgpu outside tests: the mock plugs in here
-    os_iface, iface = open_mock_os(spec, cfg)
+    os_iface = open_mock_os(spec.vendor, iface, spec.index, cfg)
   else:
     from .drivers.system import LinuxOS
-    os_iface, iface = LinuxOS(cfg), spec.iface
-  opener = getattr(module, fn, None)
-  try:
-    if opener is None: raise DeviceError(f"{spec}: the {spec.vendor} driver ({modname}) has no {fn}() yet")
-    dev = opener(iface, spec.index, os_iface, cfg)
+    os_iface = LinuxOS(cfg)
+  try: dev = module.open_device(iface, spec.index, os_iface, cfg, label=spec.label)
   except BaseException:
     if spec.is_mock: os_iface.close()   # the mock made for this device (its worker threads, sockets) goes with it
     raise
   if spec.is_mock: dev.owned_os = os_iface   # closed by dev.close()
   return dev
+
+
+def device_list() -> str:
+  """The README's list of devices, from the registry: one line per spec interface."""
+  lines = []
+  for d in registered_drivers().values():
+    for i in d.interfaces:
+      spec = f"{i.name}+{d.vendor}" if i.name else d.vendor
+      default = f" (also `{d.vendor}`)" if i.name and i.name == d.default else ""
+      auto = "; autodetected" if i.probe else ""
+      lines.append(f"- `{spec}`{default}: {d.summary}, {i.summary}{auto}")
+      for m in i.mocks: lines.append(f"- `{m}+{d.vendor}`: the embedded mock of `{spec}`")
+  return "\n".join(lines)

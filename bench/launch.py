@@ -24,7 +24,7 @@ def main(argv=None) -> int:
   from hcq.drivers.amd.kernels import demo_code_object
   with hcq.open(args.device) as dev:
     prog = dev.load(demo_code_object(), "empty")
-    ring = dev.compute
+    ring = dev.compute.ring
     inner_doorbell, inner_barrier = ring.doorbell, ring.barrier
     spent = [0.0]
     def timed(inner, clock=time.perf_counter):

@@ -41,7 +41,7 @@ def _device_rings(spec: str):
     prog(a, a, a, 256, global_size=(1,), local_size=(256,))
     dev.synchronize()
     rings = {}
-    for kind, ring in (("pm4", dev.compute), ("sdma", dev.copy)):
+    for kind, ring in (("pm4", dev.compute.ring), ("sdma", dev.copy.ring)):
       rings[kind] = list(ring.ring[:ring.put_dw])
   return rings
 

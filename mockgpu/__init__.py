@@ -1,6 +1,6 @@
 """Device models behind the OS interface: the embedded default device of hcq.
 
-open_mock_os(spec, config) -> (MockOS, iface) is how hcq.open() plugs the mock in (the only import of mockgpu
+open_mock_os(vendor, iface, index, config) -> MockOS is how hcq.open() plugs the mock in (the only import of mockgpu
 outside tests). MockOS (mockos.py) is generic and hosts any number of device models:
   vfs.py     /dev, /sys, /proc in memory (files computed on read, writes reaching the model, device nodes, symlinks)
   files.py   open-file objects (ioctl/mmap/read/write), in-memory eventfd
@@ -21,8 +21,9 @@ from .mockos import MockOS
 
 __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 
-# mock spec interface -> the real interface the driver then uses on the MockOS
-_AMD_IFACES = {"MOCK": "KFD", "MOCKKFD": "KFD"}
+# the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
+MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
+MAX_MOCK_GPUS = 16
 
 
 def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
@@ -33,14 +34,16 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   return os
 
 
-def open_mock_os(spec, config):
-  """(MockOS, iface) for a mock spec such as MOCK+AMD (the GPU index is the driver's to pick)."""
-  if spec.vendor == "BNXT":
-    from .bnxt import open_bnxt_mock
-    os, _nic = open_bnxt_mock(config, spec.index)
-    return os, "MOCK"
+def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
+  """A MockOS presenting device `index` of `vendor` behind `iface` (the driver then opens it as on hardware)."""
   from ..errors import DeviceError
-  if spec.vendor == "AMD" and spec.iface in _AMD_IFACES:
-    return mock_amd_os(config, gpus=max(1, spec.index + 1)), _AMD_IFACES[spec.iface]
-  raise DeviceError(f"{spec}: no mock for interface {spec.iface} of vendor {spec.vendor} (mocked: "
-                    f"{', '.join(k + '+AMD' for k in _AMD_IFACES)})")
+  if (vendor, iface) not in MOCKED:
+    raise DeviceError(f"MOCK+{vendor}:{index}: the mock has no {iface} interface for {vendor} (mocked: "
+                      f"{', '.join(f'{i}+{v}' for v, i in MOCKED)})")
+  if vendor == "BNXT":
+    from .bnxt import open_bnxt_mock
+    os, _nic = open_bnxt_mock(config, index)
+    return os
+  if not 0 <= index < MAX_MOCK_GPUS:
+    raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
+  return mock_amd_os(config, gpus=index + 1)

@@ -1,27 +1,34 @@
-"""The AMD driver: AMDDevice over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI and USB later).
+"""The AMD driver: AMDDevice on the HCQ runtime, over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI and USB
+later, each in its own module).
 
-  device.py     AMDDevice: the public API (alloc/copyin/copyout/load/compile/synchronize/close), timeline, SDMA copies
-                with staging, launches, bound command buffers (INDIRECT_BUFFER)
-  iface.py      the contract between AMDDevice and an iface; kfd.py: KFDIface
-  program.py    AMDProgram: code object kernel -> COMPUTE_* registers, user SGPRs, kernargs, per-shape command buffers
-  lower.py      queue programs (hcq.compiler.queue) -> PM4 / SDMA packets by pattern matchers; cmdbuf.py: command
-                buffers with symbolic words, built once and patched at submit
+  device.py     AMDDevice: engines "compute" (PM4) and "copy" (SDMA), launches with register-state reuse, scratch,
+                code-object loading, bound launches as INDIRECT_BUFFERs, the interrupt a blocked wait asks for
+  iface.py      the contract between AMDDevice and an iface; kfd.py: KFDIface (kfd_events.py: the event page)
+  program.py    AMDProgram: code object kernel -> COMPUTE_* registers, user SGPRs, per-shape command buffers
+  kernargs.py   the runtime's argument layout for code object v5 (explicit and hidden kernel arguments)
+  lower.py      queue programs (hcq.compiler.queue) -> PM4 / SDMA packets by pattern matchers
   pm4.py, sdma.py  packet builders and decoders
   kernels/      demo.hsaco (empty, vadd, matmul) for `hcq demo` and bench/launch.py
 
-open_device(iface, index, os, config) is how hcq.open() builds one: "KFD+AMD", "AMD", and "MOCK+AMD" (the MockOS
-with iface "KFD")."""
+DRIVER declares the interfaces to hcq.open (drivers/hcq/registry.py); open_device builds a device for one."""
 from __future__ import annotations
 
 from ...errors import DeviceError
+from ..hcq.registry import Driver, Interface
+
+DRIVER = Driver(
+  vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100)", default="KFD",
+  interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
+                        probe="/dev/kfd"),))
 
 
-def open_device(iface: str, index: int, os, config):
+def open_device(iface: str, index: int, os, config, label: str | None = None):
+  """The AMD GPU number `index` through interface `iface`; label names it in errors (default "IFACE+AMD:index")."""
   from .device import AMDDevice
-  if iface in ("KFD", "MOCKKFD", "MOCK"):
+  if iface == "KFD":
     from .kfd import KFDIface
-    return AMDDevice(KFDIface(os, index, config), os, config)
-  raise DeviceError(f"AMD: interface {iface!r} is not supported yet (supported: KFD)")
+    return AMDDevice(KFDIface(os, index, config, label=label), os, config)
+  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD)")
 
 
 def __getattr__(name):
@@ -31,4 +38,4 @@ def __getattr__(name):
   raise AttributeError(name)
 
 
-__all__ = ["AMDDevice", "open_device"]
+__all__ = ["AMDDevice", "DRIVER", "open_device"]

@@ -51,11 +51,13 @@ class HWQueue:
 class KFDIface:
   name = "KFD"
 
-  def __init__(self, osi, index: int, config):
+  def __init__(self, osi, index: int, config, label: str | None = None):
+    """label: how errors name the device (the spec it was opened with; default "KFD+AMD:<index>")."""
     self.os, self.config = osi, config
+    self.spec = label or f"KFD+AMD:{index}"
     try: self.kfd = osi.open("/dev/kfd", _os.O_RDWR)
-    except OSCallError as e: raise DeviceError(f"KFD+AMD:{index}: cannot open /dev/kfd ({e})") from None
-    self.drm, self.label = None, f"KFD+AMD:{index}"
+    except OSCallError as e: raise DeviceError(f"{self.spec}: cannot open /dev/kfd ({e})") from None
+    self.drm, self.label = None, self.spec
     self._mems: dict[int, Mem] = {}
     self._queues: list[HWQueue] = []
     self._event_ids: list[int] = []
@@ -70,7 +72,7 @@ class KFDIface:
   def _open(self, index: int) -> None:
     osi = self.os
     self.gpu_node, self.gpu_id, self.props = self._discover(index)
-    self.label = f"KFD+AMD:{index} (gpu_id {self.gpu_id})"
+    self.label = f"{self.spec} (gpu_id {self.gpu_id})"
     ver = self.props["gfx_target_version"]
     self.arch = f"gfx{ver // 10000}{(ver // 100) % 100:x}{ver % 100:x}"
     self.drm = osi.open(f"/dev/dri/renderD{self.props['drm_render_minor']}", _os.O_RDWR)
@@ -98,20 +100,20 @@ class KFDIface:
   # ---- discovery
   def _discover(self, index: int) -> tuple[int, int, dict[str, int]]:
     try: nodes = sorted((n for n in self.os.sysfs_list(TOPOLOGY) if n.isdigit()), key=int)
-    except OSCallError as e: raise DeviceError(f"KFD+AMD: no KFD topology ({e})") from None
+    except OSCallError as e: raise DeviceError(f"{self.spec}: no KFD topology ({e})") from None
     gpus = []
     for n in nodes:
       gpu_id = int(self.os.sysfs_read(f"{TOPOLOGY}/{n}/gpu_id").strip() or 0)
       if gpu_id: gpus.append((int(n), gpu_id))
     if index >= len(gpus):
-      raise DeviceError(f"KFD+AMD:{index}: the KFD topology lists {len(gpus)} GPU(s)")
+      raise DeviceError(f"{self.spec}: the KFD topology lists {len(gpus)} GPU(s)")
     node, gpu_id = gpus[index]
     props = {}
     for line in self.os.sysfs_read(f"{TOPOLOGY}/{node}/properties").splitlines():
       key, _, val = line.strip().partition(" ")
       if key and val.strip().lstrip("-").isdigit(): props[key] = int(val)
     for need in ("gfx_target_version", "drm_render_minor"):
-      if need not in props: raise DeviceError(f"KFD+AMD:{index}: topology node {node} has no {need} property")
+      if need not in props: raise DeviceError(f"{self.spec}: topology node {node} has no {need} property")
     return node, gpu_id, props
 
   # ---- memory

@@ -9,6 +9,7 @@ and are cited where used: the GC segment-0 base and the VGT event types."""
 from __future__ import annotations
 
 from ...autogen.amd import pm4 as nvd
+from ..hcq.cmdbuf import hi, lo  # noqa: F401 - re-exported: packet users write pm4.lo(x)
 from .decoding import DecodeError
 
 PACKET_TYPE3 = nvd.PACKET_TYPE3
@@ -80,12 +81,6 @@ def header(opcode: int, body_dwords: int) -> int:
   return nvd.PACKET3(opcode, body_dwords - 1)
 
 
-def lo(x) -> int:
-  """Low dword of a 64-bit value; a symbolic value (cmdbuf.Sym) gives a patch."""
-  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
-
-
-def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 def set_sh_reg(offset: int, *values: int) -> list[int]:

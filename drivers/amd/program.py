@@ -12,10 +12,10 @@ import copy
 import struct
 
 from ...errors import DeviceError
-from ..hcq.kernargs import Arg, KernargLayout
+from .kernargs import Arg, KernargLayout
 from ..hcq.program import Program
 from . import pm4
-from .cmdbuf import Sym
+from ..hcq.cmdbuf import Sym
 
 DISPATCH_PACKET_SIZE = 64
 # the per-launch values a command buffer leaves symbolic

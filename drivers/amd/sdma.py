@@ -6,6 +6,7 @@ generated hcq.autogen.amd.sdma costs more start-up time than the whole launch pa
 checks every one of them against that generated module."""
 from __future__ import annotations
 
+from ..hcq.cmdbuf import hi, lo
 from .decoding import DecodeError
 
 # SDMA_OP_* / SDMA_SUBOP_*
@@ -25,12 +26,6 @@ FENCE_MTYPE_UC = 3     # SDMA_PKT_FENCE_HEADER_mtype: 3 = uncached
 POLL_FUNC_GE = 5       # SDMA_PKT_POLL_REGMEM_HEADER_func: 5 = greater or equal
 
 
-def lo(x) -> int:
-  """Low dword of a 64-bit value; a symbolic value (cmdbuf.Sym) gives a patch."""
-  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
-
-
-def hi(x) -> int: return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:

@@ -7,109 +7,21 @@ owns.
 """
 from __future__ import annotations
 
-import ctypes
-import threading
+from ...errors import DeviceError
+from ..hcq.registry import Driver, Interface
 
-from ...compiler import compile as compile_kernel
-from ...compiler.backend.c import CProgram, load_shared_object
-from ...compiler.ir import CompileError
-from ...errors import DeviceError, Timeout
-from ..hcq import Buffer, Device
-
-_ALIGN = 64
+DRIVER = Driver(vendor="CPU", module=__name__, summary="the host CPU: UOp kernels compiled by the C backend",
+                default="", interfaces=(Interface("", "host memory, kernels as shared objects"),), max_index=0)
 
 
-class CPUProgram:
-  """A loaded kernel: prog(*args, global_size=, local_size=, wait=True) -> seconds (None with wait=False).
-
-  A launch runs on a worker thread (the kernel's own threads start from there), so that waiting for it has a
-  timeout: the device's timeout_s. wait=False returns at once; dev.synchronize() waits for every launch."""
-  def __init__(self, device: "CPUDevice", prog: CProgram):
-    self.device, self.prog, self.name = device, prog, prog.name
-
-  def __call__(self, *args, global_size=None, local_size=None, wait: bool = True) -> float | None:
-    dev = self.device
-    dev._check_open()
-    for (slot, kind, *_), a in zip(self.prog.art.params, args):
-      if kind == "buffer" and not isinstance(a, Buffer):
-        raise DeviceError(f"{dev.name}: kernel {self.name}: slot {slot} takes a Buffer, got {type(a).__name__}")
-      if isinstance(a, Buffer) and (a.device is not dev or a.freed):
-        raise DeviceError(f"{dev.name}: kernel {self.name}: {a} is {'freed' if a.freed else 'on another device'}")
-    try: words = self.prog.pack_args(args)
-    except CompileError as e: raise DeviceError(f"{dev.name}: {e}") from e
-    launch = _Launch(self, words, global_size, local_size)
-    dev._launches.append(launch)
-    launch.thread.start()
-    if not wait: return None
-    dev._wait(launch)
-    return launch.seconds
-
-
-class _Launch:
-  def __init__(self, prog: CPUProgram, words, global_size, local_size):
-    self.prog, self.seconds, self.error = prog, None, None
-    self.thread = threading.Thread(target=self._run, args=(words, global_size, local_size), daemon=True,
-                                   name=f"hcq-cpu-{prog.name}")
-
-  def _run(self, words, global_size, local_size):
-    try: self.seconds = self.prog.prog.launch(words, global_size, local_size)
-    except Exception as e: self.error = e   # noqa: BLE001 - any failure is re-raised by the waiting thread
-
-
-class CPUDevice(Device):
-  name = "CPU"
-
-  def __init__(self, os, config, cc: str = "cc"):
-    super().__init__(os, config)
-    self.cc = cc
-    self._arrays: dict[int, ctypes.Array] = {}
-    self._launches: list[_Launch] = []
-
-  def _wait(self, launch: _Launch) -> None:
-    launch.thread.join(self.timeout_s)
-    if launch.thread.is_alive():
-      self.closed = True   # the kernel still runs in this process and may write to any of its buffers
-      raise Timeout(f"{self.name}: kernel {launch.prog.name} to finish (the device is closed)", timeout_s=self.timeout_s)
-    self._launches.remove(launch)
-    if launch.error is not None: raise DeviceError(f"{self.name}: {launch.error}") from launch.error
-
-  def _alloc(self, nbytes: int, **opts) -> Buffer:
-    raw = (ctypes.c_char * (nbytes + _ALIGN))()
-    va = (ctypes.addressof(raw) + _ALIGN - 1) // _ALIGN * _ALIGN
-    buf = Buffer(self, va, nbytes, handle=raw, cpu_view=memoryview((ctypes.c_char * nbytes).from_address(va)).cast("B"),
-                 kind="host")
-    self._arrays[va] = raw
-    return buf
-
-  def _free(self, buf: Buffer) -> None:
-    self._arrays.pop(buf.va, None)
-    buf.cpu_view = None
-
-  def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
-    ctypes.memmove(buf.va + offset, (ctypes.c_char * len(src)).from_buffer_copy(src), len(src))
-
-  def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
-    return ctypes.string_at(buf.va + offset, size)
-
-  def _load(self, image: bytes, name: str | None) -> CPUProgram:
-    try: prog = CProgram(load_shared_object(image))
-    except (CompileError, OSError) as e: raise DeviceError(f"{self.name}: cannot load the shared object: {e}") from e
-    if name is not None and name != prog.name:
-      raise DeviceError(f"{self.name}: the shared object holds kernel {prog.name!r}, not {name!r}")
-    return CPUProgram(self, prog)
-
-  def _compile(self, sink) -> CPUProgram:
-    art = compile_kernel(sink, "c")
-    return CPUProgram(self, CProgram.from_artifact(art, self.cc))
-
-  def _synchronize(self) -> None:
-    for launch in list(self._launches): self._wait(launch)
-
-  def _close(self) -> None:
-    try: self._synchronize()
-    finally: self._arrays.clear()
-
-
-def open_device(iface: str, index: int, os, config) -> CPUDevice:
+def open_device(iface: str, index: int, os, config, label: str | None = None):
   if index != 0: raise DeviceError(f"CPU:{index}: there is one CPU device (CPU:0)")
+  from .device import CPUDevice
   return CPUDevice(os, config)
+
+
+def __getattr__(name):
+  if name in ("CPUDevice", "CPUProgram"):
+    from . import device
+    return getattr(device, name)
+  raise AttributeError(name)

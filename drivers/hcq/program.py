@@ -5,11 +5,11 @@ checks (all before anything is submitted), and a cache of per-launch-shape data 
 (make_shape); the vendor's device does the launch (device.launch(prog, shape, explicit_kernargs, timed))."""
 from __future__ import annotations
 
-from .kernargs import KernargLayout, check_launch
+from .args import ArgLayout, check_launch
 
 
 class Program:
-  def __init__(self, device, name: str, layout: KernargLayout, max_group: int):
+  def __init__(self, device, name: str, layout: ArgLayout, max_group: int):
     self.device, self.name, self.layout, self.max_group = device, name, layout, max_group
     self._shapes: dict = {}
     self.required_block: tuple[int, int, int] | None = None   # a work-group size the kernel was compiled for

@@ -28,6 +28,7 @@ class Ring:
     self._dw_per_unit = 4 // ptr_unit if ptr_unit <= 4 else None
     self.barrier, self.clock, self.sleep, self.timeout_s, self.idle = barrier, clock, sleep, timeout_s, idle
     self.put_dw = 0        # dwords written since creation (the ring position is put_dw % size_dw)
+    self.published_dw = 0  # dwords published to the engine (the write pointer it was last given)
     self.submits = 0
 
   # pointer values are in the engine's unit (dwords or bytes)
@@ -71,9 +72,17 @@ class Ring:
     self.ring[:n - tail] = mv[tail:]
     self.put_dw += n
 
+  def rollback(self, put_dw: int) -> None:
+    """Forget the words written since put_dw (a submission abandoned before commit: nothing after the last
+    published write pointer has reached the engine)."""
+    if not self.published_dw <= put_dw <= self.put_dw:
+      raise DeviceError(f"{self.name}: cannot roll back to {put_dw} (published {self.published_dw}, written {self.put_dw})")
+    self.put_dw = put_dw
+
   def commit(self) -> None:
     """Publish the write pointer and ring the doorbell."""
     value = self._to_ptr(self.put_dw)
+    self.published_dw = self.put_dw
     self.wptr[0] = value
     # one full fence: the ring contents and the write pointer are visible before the doorbell write makes the
     # engine read them (the engine reads the write pointer only when its doorbell rings)

@@ -1,10 +1,9 @@
 """One mock gfx1100 GPU: its properties, the memory mapped to it, its queues, and dispatch to the wave emulator.
 
 By default the GPU is synchronous: a doorbell write runs the queue (and every other queue of the MockOS that can
-make progress) before it returns, and a queue error or GPU fault raised by that queue is also raised from the
-doorbell write, so that the driver's stack trace points at the submission. With config.mock_threaded a worker
-thread runs the queues in the background (missing waits in a driver then show up as races) and errors reach the
-driver only through KFD events.
+make progress) before it returns. With config.mock_threaded a worker thread runs the queues in the background
+(missing waits in a driver then show up as races). In both modes a queue error or GPU fault reaches the driver the
+way a real GPU reports it: through KFD events, at the driver's next wait (never from the doorbell write).
 """
 from __future__ import annotations
 
@@ -193,9 +192,6 @@ class MockAMDGPU:
         self._to_poll[queue] = None
         self.may_progress = True
     if not alone: os.tick_kicked(self)
-    if queue.error is not None and not queue.error_reported:
-      queue.error_reported = True
-      raise queue.error
 
   # ---- the engine interface of MockOS (synchronous mode)
   @property

@@ -32,7 +32,6 @@ class Queue:
     self.name = f"{gpu.name} {KIND_NAMES[self.kind]} queue {qid}"
     self.doorbell_value = 0
     self.error: HCQError | None = None
-    self.error_reported = False
     self.active = True
 
   # ---- driver side

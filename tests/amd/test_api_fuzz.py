@@ -506,14 +506,14 @@ def test_a_one_block_kernel_whose_code_sdma_rewrites_between_launches(threaded):
     put, put2 = dev.load(co, "put"), dev.load(co, "put2")
     assert (put.rsrc1, put.rsrc2) == (put2.rsrc1, put2.rsrc2)
     out, saved = dev.alloc(4 * 64), dev.alloc(256)
-    dev._wait_value(dev.copy_async(saved.va, put.entry, 256))
+    dev.wait_value(dev.copy_async(saved.va, put.entry, 256))
     g = np.repeat(np.arange(2, dtype=np.uint32), 32)
     for v in (5, 6, 7):
       for _ in range(2):
         put(out, v, global_size=(2,), local_size=(32,))
         assert np.array_equal(np.frombuffer(dev.copyout(out), np.uint32), v + g)
-      dev._wait_value(dev.copy_async(put.entry, put2.entry, 256))
+      dev.wait_value(dev.copy_async(put.entry, put2.entry, 256))
       for _ in range(2):
         put(out, v, global_size=(2,), local_size=(32,))
         assert np.array_equal(np.frombuffer(dev.copyout(out), np.uint32), v ^ (g + 0x1000))
-      dev._wait_value(dev.copy_async(put.entry, saved.va, 256))
+      dev.wait_value(dev.copy_async(put.entry, saved.va, 256))

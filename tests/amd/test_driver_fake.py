@@ -99,7 +99,7 @@ def test_an_impossible_wait_times_out_within_the_configured_time(fake_dev):
 
 
 def _submitted(osi, dev):
-  return dev.compute.submits, len(osi.dispatches)
+  return dev.compute.ring.submits, len(osi.dispatches)
 
 
 def test_argument_errors_are_raised_before_anything_is_submitted(fake_dev, demo_code):
@@ -133,17 +133,17 @@ def test_bound_launch_runs_through_an_indirect_buffer(fake_dev, demo_code):
   prog = dev.load(demo_code, "vadd")
   a, b, c = dev.alloc(1024), dev.alloc(1024), dev.alloc(1024)
   bound = dev.bind(prog, a, b, c, 200, global_size=(1,), local_size=(256,))
-  before_dw, before_disp = dev.compute.put_dw, len(osi.dispatches)
+  before_dw, before_disp = dev.compute.ring.put_dw, len(osi.dispatches)
   for _ in range(3): tv = bound()
   dev.synchronize()
   assert dev.timeline.signal.value == tv
   assert len(osi.dispatches) == before_disp + 3 and len(osi.ibs) == 3
   # per run the ring holds one INDIRECT_BUFFER packet and the timeline signal, nothing else
-  per_run = (dev.compute.put_dw - before_dw) // 3
-  assert per_run == 4 + len(dev._signals["pm4"])
+  per_run = (dev.compute.ring.put_dw - before_dw) // 3
+  assert per_run == 4 + len(dev.compute.signal_cmd)
   regs = osi.dispatches[-1][0]
   ka = regs[pm4.COMPUTE_USER_DATA_0] | regs[pm4.COMPUTE_USER_DATA_0 + 1] << 32
-  assert ka == bound.kernargs.va
+  assert ka == bound.recording.kernargs.va
   assert struct.unpack_from("<QQQI", ctypes.string_at(ka, 28)) == (a.va, b.va, c.va, 200)
   with pytest.raises(DeviceError, match="takes 4 arguments"): dev.bind(prog, a, global_size=(1,), local_size=(64,))
 
@@ -156,7 +156,7 @@ def test_a_launch_after_an_unfinished_copy_waits_for_it_on_the_device(fake_dev, 
   dev.copyin(a, b"\x01" * 4096)
   copy_tv = dev.timeline.value
   prog(a, a, a, 1024, global_size=(4,), local_size=(256,))
-  ring = list(dev.compute.ring[:dev.compute.put_dw])
+  ring = list(dev.compute.ring.ring[:dev.compute.ring.put_dw])
   waits = [f for _, name, f in pm4.decode(ring) if name == "WAIT_REG_MEM"]
   assert waits and f"reference={copy_tv:#x}" in waits[-1] and f"addr={dev.timeline.signal.va:#x}" in waits[-1]
   assert osi.dispatches == [] or all(d[1] != (4, 1, 1) for d in osi.dispatches)   # blocked behind the copy
@@ -199,9 +199,10 @@ def small_rings_dev(monkeypatch):
   from hcq.config import Config
   from hcq.drivers.amd import device as device_mod
   from hcq.drivers.amd import open_device
+  from hcq.drivers.hcq import runtime
   from fakekfd import FakeKFDOS
   monkeypatch.setattr(device_mod, "RING_SIZE", 4096)          # 1024 dwords
-  monkeypatch.setattr(device_mod, "KERNARG_RING", 8192)       # 25 vadd kernarg segments (288 B + alignment)
+  monkeypatch.setattr(runtime, "LAUNCH_DATA_SIZE", 8192)      # 25 vadd kernarg segments (288 B + alignment)
   osi = FakeKFDOS(Config(timeout_s=0.3))
   dev = open_device("KFD", 0, osi, osi.config)
   yield dev, osi
@@ -217,7 +218,7 @@ def test_rings_wrap_around_and_kernargs_are_reused_safely(small_rings_dev, demo_
   for n in range(500):          # ~27 dwords per repeat launch: the compute ring wraps ~13 times, the kernarg ring ~20 times
     prog(a, a, a, n, global_size=(1,), local_size=(64,))
   dev.synchronize()
-  assert dev.compute.put_dw > 10 * 1024
+  assert dev.compute.ring.put_dw > 10 * 1024
   vadd = [d for d in osi.dispatches if d[1] == (1, 1, 1)]
   assert len(vadd) == 500
   regs = vadd[-1][0]
@@ -231,11 +232,11 @@ def test_a_full_ring_waits_for_space_and_never_overwrites(small_rings_dev, demo_
   osi.held.add(0)              # the compute engine stops reading
   with pytest.raises(Timeout, match="ring space"):
     for _ in range(100): prog(global_size=(1,), local_size=(1,))
-  written = dev.compute.put_dw
-  assert written <= 1024 + dev.compute.rptr[0]          # never more than one ring ahead of the read pointer
+  written = dev.compute.ring.put_dw
+  assert written <= 1024 + dev.compute.ring.rptr[0]          # never more than one ring ahead of the read pointer
   osi.held.clear()
   osi.run_all()
-  assert dev.compute.rptr[0] == written
+  assert dev.compute.ring.rptr[0] == written
 
 
 def test_compute_queue_context_save_sizes_follow_kfd_queue_c(fake_dev):
@@ -256,7 +257,7 @@ def test_open_errors_name_the_device_and_close_what_was_opened():
   osi = FakeKFDOS(Config())
   with pytest.raises(DeviceError, match="KFD\\+AMD:1: the KFD topology lists 1 GPU"):
     open_device("KFD", 1, osi, osi.config)
-  with pytest.raises(DeviceError, match="interface 'PCI' is not supported yet"):
+  with pytest.raises(DeviceError, match="interface 'PCI' is not supported"):
     open_device("PCI", 0, osi, osi.config)
 
 

@@ -43,7 +43,7 @@ def reqd_code():
   return _build(REQD_CL)
 
 
-def _submitted(dev): return (dev.compute.submits, dev.timeline.value, dev.compute.put_dw)
+def _submitted(dev): return (dev.compute.ring.submits, dev.timeline.value, dev.compute.ring.put_dw)
 
 
 @pytest.mark.tools("clang-19", "ld.lld-19")

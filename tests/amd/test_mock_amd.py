@@ -105,10 +105,10 @@ def test_faulting_kernel_raises_gpu_fault_with_the_address(both_dev):
     vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
   assert e.value.address is not None and 0x7000_0000_0000 <= e.value.address < 0x7000_0000_1000
   assert dev.iface.label in str(e.value)                # the message names the device
-  submits = dev.compute.submits
+  submits = dev.compute.ring.submits
   with pytest.raises(DeviceError, match="faulted earlier .* nothing more is submitted"):
     vadd(good, good, good, 64, global_size=(1,), local_size=(64,))
-  assert dev.compute.submits == submits
+  assert dev.compute.ring.submits == submits
 
 
 def test_an_impossible_wait_times_out_within_the_configured_time():
@@ -139,14 +139,14 @@ def test_errors_before_anything_is_submitted(dev, tmp_path):
   code = demo_code_object()
   vadd = dev.load(code, "vadd")
   a = dev.alloc(256)
-  before = (dev.compute.submits, dev.timeline.value)
+  before = (dev.compute.ring.submits, dev.timeline.value)
   for call, msg in [(lambda: vadd(a, a, global_size=(1,), local_size=(64,)), "takes 4 arguments"),
                     (lambda: vadd(a, a, 1.5, 4, global_size=(1,), local_size=(64,)), "needs a Buffer"),
                     (lambda: vadd(a, a, a, "4", global_size=(1,), local_size=(64,)), "needs an integer"),
                     (lambda: vadd(a, a, a, 4, global_size=(0, 1, 1), local_size=(64,)), "zero"),
                     (lambda: dev.load(code, "missing"), "no kernel 'missing'")]:
     with pytest.raises(DeviceError, match=msg): call()
-  assert (dev.compute.submits, dev.timeline.value) == before
+  assert (dev.compute.ring.submits, dev.timeline.value) == before
 
 
 def _skip_when_loaded():
@@ -263,7 +263,7 @@ def test_dispatch_pointer_user_sgprs_come_before_the_kernarg_pointer(dev, tmp_pa
   got = np.frombuffer(dev.copyout(out, 24), np.uint32)
   assert list(got[:4]) == [32, 96, 2, 0xC0FFEE]
   kernarg = int(got[4]) | int(got[5]) << 32
-  assert dev.kernargs.va <= kernarg < dev.kernargs.va + dev.kernargs.size
+  assert dev.launch_data.va <= kernarg < dev.launch_data.va + dev.launch_data.size
 
 
 def test_second_mock_gpu_by_index():
@@ -282,9 +282,9 @@ def test_host_buffers_are_copied_by_the_cpu_and_usable_by_kernels(dev):
   vadd = dev.load(demo_code_object(), "vadd")
   a = np.arange(256, dtype=np.float32)
   ha, hc = dev.alloc(a.nbytes, host=True), dev.alloc(a.nbytes, host=True)
-  submits = dev.copy.submits
+  submits = dev.copy.ring.submits
   dev.copyin(ha, a)
-  assert dev.copy.submits == submits          # no SDMA copy for host-visible memory
+  assert dev.copy.ring.submits == submits          # no SDMA copy for host-visible memory
   vadd(ha, ha, hc, 256, global_size=(1,), local_size=(256,))
   assert np.array_equal(np.frombuffer(dev.copyout(hc), np.float32), 2 * a)   # copyout waited for the kernel
 
@@ -329,10 +329,10 @@ def test_a_blocking_wait_asks_for_one_interrupt_at_its_value():
     matmul = d.load(demo_code_object(), "matmul")
     x = d.alloc(64 * 64 * 4)
     d.copyin(x, np.ones(64 * 64, np.float32))
-    start = d.compute.put_dw
+    start = d.compute.ring.put_dw
     matmul(x, x, x, 64, 64, 64, global_size=(4, 4), local_size=(16, 16), wait=True)
     tv = d.timeline.value
-    packets = pm4.decode(list(d.compute.ring[start:d.compute.put_dw]))
+    packets = pm4.decode(list(d.compute.ring.ring[start:d.compute.ring.put_dw]))
     names = [p[1] for p in packets]
     assert names.count("DISPATCH_DIRECT") == 1
     releases = [p for p in packets if p[1] == "RELEASE_MEM"]

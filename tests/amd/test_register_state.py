@@ -20,7 +20,7 @@ def dev():
 
 def _submitted(dev, launch) -> list[tuple[str, list[str]]]:
   """Run launch() and return the packets it wrote to the compute ring (decoded)."""
-  ring = dev.compute
+  ring = dev.compute.ring
   start = ring.put_dw
   launch()
   words = [ring.ring[i % ring.size_dw] for i in range(start, ring.put_dw)]
@@ -143,21 +143,21 @@ def test_a_bound_buffer_sends_registers_only_where_they_change(dev):
 
   def ib_packets(ib_words):
     addr, size = ib_words[1] | ib_words[2] << 32, ib_words[3] & 0xFFFFF
-    words = list(bound.ib.cpu.cast("I")[(addr - bound.ib.va) // 4:(addr - bound.ib.va) // 4 + size])
+    words = list(bound.recording.ib.cpu.cast("I")[(addr - bound.recording.ib.va) // 4:(addr - bound.recording.ib.va) // 4 + size])
     out, current = [], None
     for _, name, fields in pm4.decode(words):     # the registers each DISPATCH_DIRECT follows
       if name == "ACQUIRE_MEM": current = set()
       if name == "SET_SH_REG": current |= {f.split("=")[0] for f in fields}
       if name == "DISPATCH_DIRECT": out.append(bool({"COMPUTE_PGM_LO", "COMPUTE_NUM_THREAD_X"} & current))
     return out
-  assert ib_packets(bound.ib_words) == [True, False, True, True]
-  assert ib_packets(bound.ib_repeat_words) == [False, False, True, True]
+  assert ib_packets(bound.recording.ib_words) == [True, False, True, True]
+  assert ib_packets(bound.recording.ib_repeat_words) == [False, False, True, True]
   first = _submitted(dev, bound)               # the queue holds nothing known: the full buffer
   again = _submitted(dev, bound)               # it holds the last launch's (vadd) registers: the shorter one
   dev.synchronize()
   ib_of = lambda packets: next(f for n, f in packets if n == "INDIRECT_BUFFER")
-  assert ib_of(first)[0] == f"ib_addr={bound.ib_words[1] | bound.ib_words[2] << 32:#x}"
-  assert ib_of(again)[0] == f"ib_addr={bound.ib_repeat_words[1] | bound.ib_repeat_words[2] << 32:#x}"
+  assert ib_of(first)[0] == f"ib_addr={bound.recording.ib_words[1] | bound.recording.ib_words[2] << 32:#x}"
+  assert ib_of(again)[0] == f"ib_addr={bound.recording.ib_repeat_words[1] | bound.recording.ib_repeat_words[2] << 32:#x}"
   assert len(seen) == 8
   for sh, (prog, _, grid, block) in zip(seen, plan * 2):
     for reg, value in _expected_static(prog, grid, block).items(): assert sh.get(reg) == value, (prog.name, hex(reg))

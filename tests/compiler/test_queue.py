@@ -1,52 +1,7 @@
-"""Queue programs as UOps and the cross-queue dependency tracker."""
+"""Queue programs as UOps and their lowering by a pattern matcher (ordering across queues is the runtime's timeline:
+tests/runtime)."""
 from hcq.compiler.ir import Ops, PatternMatcher, UOp, dtypes
-from hcq.compiler.queue import (QPat, QueueScheduler, barrier, buffer, call, copy, element_kind, lower_queue, program,
-                                queue, signal, store, timestamp, wait)
-
-
-def _kinds(prog):
-  out = []
-  for e in prog.src:
-    k = element_kind(e)
-    if k in ("wait", "store"): k += f"({e.src[0].tag[1]},{e.src[1].const_value})"
-    out.append(k)
-  return out
-
-
-def make():
-  s = QueueScheduler({"C": signal(0, "c"), "D": signal(1, "d"), "E": signal(2, "e")})
-  bufs = [buffer(3 + i, 64, f"b{i}") for i in range(4)]
-  return s, bufs, program("k")
-
-
-def test_same_queue_needs_no_wait():
-  s, (a, b, *_), p = make()
-  s.submit("C", call(p, a, b), reads=(a,), writes=(b,))
-  s.submit("C", call(p, b, a), reads=(b,), writes=(a,))
-  assert _kinds(s.programs()["C"]) == ["call", "call"]
-
-
-def test_raw_war_waw_across_queues():
-  s, (a, b, h, _), p = make()
-  s.submit("D", copy(a, h, 64))                                # writes a
-  s.submit("C", call(p, a, b), reads=(a,), writes=(b,))        # RAW on a -> wait D>=1
-  s.submit("D", copy(a, h, 64))                                # WAR on a (C read it) -> wait C>=1
-  s.submit("E", copy(b, h, 64))                                # WAW on b (C wrote it) -> wait C>=1
-  progs = s.programs()
-  assert _kinds(progs["D"]) == ["copy", "store(d,1)", "wait(c,1)", "copy"]
-  assert _kinds(progs["C"]) == ["wait(d,1)", "call", "store(c,1)"]
-  assert _kinds(progs["E"]) == ["wait(c,1)", "copy"]
-
-
-def test_only_latest_dependency_per_queue_and_no_repeated_wait():
-  s, (a, b, h, x), p = make()
-  s.submit("D", copy(a, h, 64))
-  s.submit("D", copy(b, h, 64))
-  s.submit("C", call(p, a, b, x), reads=(a, b), writes=(x,))  # depends on D#1 and D#2: only wait(d, 2)
-  s.submit("C", call(p, a, x), reads=(a,), writes=(x,))       # D#1 already covered by the wait above
-  progs = s.programs()
-  assert _kinds(progs["C"]) == ["wait(d,2)", "call", "call"]
-  assert _kinds(progs["D"]) == ["copy", "copy", "store(d,2)"]
+from hcq.compiler.queue import QPat, barrier, buffer, call, element_kind, lower_queue, program, queue, signal, store, timestamp, wait
 
 
 def test_elements_and_lowering_with_a_pattern_matcher():

@@ -72,6 +72,16 @@ class HQueue:
     value = self.put * 4 // self.unit
     self.gart.u64()[56 // 8] = value
     self.h.doorbells.write64(self.doorbell_offset, value - (1 if self.kind == "aql" else 0))
+    self.raise_new_error()
+
+  def raise_new_error(self) -> None:
+    """The error the mock queue stopped on since the last call, raised here. A driver learns of it through KFD
+    events at its next wait (the mock never raises from a doorbell write); this harness tests the model, so it also
+    reads the model's queue: in synchronous mode the error is there once the doorbell write returns."""
+    q = self.h.gpu.queues.get(self.queue_id)
+    if q is not None and q.error is not None and q.error is not getattr(self, "_raised", None):
+      self._raised = q.error
+      raise q.error
 
   def submit(self, words: list[int]) -> None:
     self.write(words, pad=self.kind == "sdma")

@@ -37,6 +37,7 @@ def launch(h, k, data, queue, via="pm4", overrides=None):
     queue.commit()
   end = h.os.monotonic() + 60
   while queue.rptr * queue.unit < queue.put * 4:
+    queue.raise_new_error()
     assert h.os.monotonic() < end, "the dispatch did not finish"
     h.os.sleep(0.001)
   return {b.name: np.frombuffer(mems[b.name].read(b.nbytes), b.dtype) for b in k.outputs}

@@ -1,5 +1,5 @@
-"""Kernel argument layouts: explicit arguments checked and packed by the kernel's signature, hidden arguments of
-AMDGPU code object v5 filled in per launch shape.
+"""The AMD implementation of the runtime's argument layout (hcq.drivers.hcq.args.ArgLayout): explicit arguments
+checked and packed by the kernel's signature, hidden arguments of AMDGPU code object v5 filled in per launch shape.
 
 The argument records are those of the code object's metadata (AMDGPU code object v5, LLVM AMDGPUUsage
 "Code Object V5 Metadata": .offset, .size, .value_kind, .type_name, .address_space, .name)."""
@@ -9,6 +9,7 @@ import dataclasses
 import struct
 
 from ...errors import DeviceError
+from ..hcq.args import is_integer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,35 +184,4 @@ def _is_np_number(v) -> bool:
   return isinstance(v, (np.floating, np.integer))
 
 
-def _is_np_integer(v) -> bool:
-  try:
-    import numpy as np
-  except ImportError: return False
-  return isinstance(v, np.integer)
-
-
-def check_launch(kernel: str, global_size, local_size, max_group: int,
-                 required: tuple[int, int, int] | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-  """Normalize (work-group counts, threads per work-group) to 3-tuples and check them against the kernel's maximum
-  work-group size and, when it has one, the work-group size it was compiled for; raises DeviceError before anything
-  is submitted."""
-  def norm(what, v):
-    if isinstance(v, int): v = (v,)
-    try: v = tuple(v)
-    except TypeError: raise DeviceError(f"kernel {kernel}: {what} must be up to 3 integers, got {v!r}") from None
-    if not 1 <= len(v) <= 3 or not all(isinstance(x, int) or _is_np_integer(x) for x in v):
-      raise DeviceError(f"kernel {kernel}: {what} must be 1 to 3 integers, got {v!r}")
-    v = tuple(int(x) for x in v) + (1,) * (3 - len(v))
-    if any(x <= 0 for x in v): raise DeviceError(f"kernel {kernel}: {what} {v} has a zero or negative dimension")
-    return v
-  grid, block = norm("global_size (work-groups)", global_size), norm("local_size (threads per work-group)", local_size)
-  if required is not None and block != required:
-    raise DeviceError(f"kernel {kernel}: compiled for a work-group size of {required} (reqd_work_group_size), "
-                      f"launched with local_size {block}")
-  threads = block[0] * block[1] * block[2]
-  if threads > max_group:
-    raise DeviceError(f"kernel {kernel}: local_size {block} is {threads} threads, more than the kernel's maximum of {max_group}")
-  if any(g * b >= 2**32 for g, b in zip(grid, block)):
-    raise DeviceError(f"kernel {kernel}: grid {grid} x {block} exceeds 2^32 threads in a dimension")
-  if any(b > 1024 for b in block): raise DeviceError(f"kernel {kernel}: local_size {block} exceeds 1024 in a dimension")
-  return grid, block
+def _is_np_integer(v) -> bool: return is_integer(v)

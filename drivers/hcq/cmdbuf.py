@@ -3,7 +3,10 @@
 A lowered queue program is a list of dwords where some words are not known when it is built: the address of a
 buffer bound at submit, a timeline value, a kernarg address. Those words are `Patch`es: (key, shift, add) meaning
 ((values[key] + add) >> shift) & 0xFFFFFFFF. `Sym` is a symbolic 64-bit value the packet builders accept in place
-of an int (sym + 8, lo(sym), hi(sym))."""
+of an int (sym + 8, lo(sym), hi(sym)).
+
+Every vendor's packet builders take ints or Syms for addresses and values and split them with lo()/hi(); the engine
+that lowered a queue program concatenates the words into a CommandBuffer (engine.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,6 +31,16 @@ class Sym:
   def __add__(self, other: int) -> "Sym": return Sym(self.key, self.add + other)
   def lo(self) -> Patch: return Patch(self.key, 0, self.add)
   def hi(self) -> Patch: return Patch(self.key, 32, self.add)
+
+
+def lo(x) -> int:
+  """Low dword of a 64-bit value; a symbolic value (Sym) gives a patch."""
+  return x & 0xFFFFFFFF if isinstance(x, int) else x.lo()
+
+
+def hi(x) -> int:
+  """High dword of a 64-bit value; a symbolic value (Sym) gives a patch."""
+  return (x >> 32) & 0xFFFFFFFF if isinstance(x, int) else x.hi()
 
 
 class CommandBuffer:

@@ -1,0 +1,317 @@
+"""HCQDevice: the runtime every queue-driven device stands on (the role of the reference lineage's HCQCompiled).
+
+What it owns, the same for every vendor:
+  - the timeline: a signal in host memory that each submission's last command sets to that submission's number;
+    the host waits for numbers (wait_value), never for engines;
+  - submissions: `with Submission(dev, engine) as sub:` reserves the next timeline value, writes the vendor's words,
+    appends the engine's timeline store, then commits (doorbell); an exception before the commit abandons it: the
+    words are rolled back, the timeline value and the launch-data space are given back. Every submit goes through it;
+  - cross-engine ordering: a submission on one engine that follows one on another engine that is not known to be
+    done first waits for the previous timeline value on the device (the engine's cached wait command);
+  - per-launch data (kernel arguments) in a wrapping ring (LaunchRing) and staging copies for memory the CPU cannot
+    see (host buffers copied by the copy engine, pipelined);
+  - the fault latch: a device fault (hcq.GPUFault, QueueError) is raised once, at the wait that sees it; afterwards
+    every call says the device faulted and submits nothing;
+  - the completion hook: a wait that is not done after its busy polls calls _block(seconds), which a vendor overrides
+    to sleep in the kernel until an interrupt (KFD events); the default sleeps;
+  - bound launches (bound.py) replayed without rebuilding anything;
+  - thread safety: one re-entrant lock per device serializes submissions, waits and memory management: a device may
+    be used from several threads; each call is atomic, and calls from different threads run in some order.
+
+What a vendor provides (see drivers/hcq/README.md): _host_memory, _make_engines, _launch_words, _record/_replay_words,
+_load and _alloc/_free of device memory, optionally _block and _release_hardware."""
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from ...compiler import queue as Q
+from ...errors import DeviceError, GPUFault, QueueError, Timeout
+from .alloc import LaunchRing
+from .device import Buffer, Device, Timeline
+from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE, Engine)
+from .signal import SignalPool
+
+LAUNCH_DATA_SIZE = 16 << 20            # the per-launch data ring (kernel arguments)
+STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
+TIMELINE_LIMIT = 2**32 - 1             # engines compare 32-bit values (their wait packets)
+
+
+class _Staging:
+  __slots__ = ("va", "cpu", "busy_until")
+  def __init__(self, va: int, cpu: memoryview): self.va, self.cpu, self.busy_until = va, cpu, 0
+
+
+class Submission:
+  """One submission on one engine (a context manager): `value` is its timeline value; add() writes words; the
+  engine's timeline store is appended at the end unless the words already set the timeline (`signalled`)."""
+  __slots__ = ("device", "engine", "value", "signalled", "_mark")
+
+  def __init__(self, device: "HCQDevice", engine: Engine):
+    self.device, self.engine, self.signalled = device, engine, False
+
+  def __enter__(self) -> "Submission":
+    dev = self.device
+    dev.lock.acquire()
+    try:
+      if dev.closed: dev._check_open()
+      if dev.fault is not None:
+        raise DeviceError(f"{dev.name}: the device faulted earlier and its queues stopped ({dev.fault}); nothing more "
+                          f"is submitted")
+      timeline, engine = dev.timeline, self.engine
+      prev = timeline.value
+      if prev >= TIMELINE_LIMIT:
+        raise DeviceError(f"{dev.name}: the timeline reached 2^32 submissions; reopen the device")
+      self._mark = engine.mark()
+      self.value = timeline.value = prev + 1
+      last = dev._last_engine
+      if last is not engine and last is not None and timeline.signal.value < prev:
+        try: engine.write(engine.wait_cmd.fill({V_PREV: prev}))
+        except BaseException:
+          self._abandon()
+          raise
+    except BaseException:
+      dev.lock.release()
+      raise
+    return self
+
+  def add(self, words) -> None: self.engine.write(words)
+
+  def _abandon(self) -> None:
+    """Nothing of this submission reaches the engine: its words are rolled back, its timeline value and launch
+    data given back, so that later waits do not wait for work that never ran."""
+    dev, engine = self.device, self.engine
+    engine.rollback(self._mark)
+    if dev.timeline.value == self.value:
+      dev.timeline.value = self.value - 1
+      dev.launch_data.cancel(self.value)
+
+  def __exit__(self, exc_type, exc, tb) -> None:
+    dev, engine = self.device, self.engine
+    try:
+      if exc_type is None:
+        try:
+          if not self.signalled: engine.write(engine.signal_cmd.fill({V_TIMELINE: self.value}))
+        except BaseException:
+          self._abandon()
+          raise
+        dev._last_engine = engine
+        engine.commit()
+      else: self._abandon()
+    finally: dev.lock.release()
+
+
+class HCQDevice(Device):
+  """A device with engines fed by submissions and a timeline (see the module docstring)."""
+  compute: Engine
+  copy: Engine
+
+  def __init__(self, os, config):
+    super().__init__(os, config)
+    self.lock = threading.RLock()
+    self.fault: GPUFault | QueueError | None = None
+    self._stuck = False          # the last wait did not end normally (timed out, interrupted): the work may still run
+    self._last_engine: Engine | None = None
+    self._awaited: int | None = None   # the timeline value a wait is blocked on (for the completion hook)
+    self._copies: dict[int, object] = {}
+
+  # ---- set-up (called by the vendor once its interface is up)
+  def _start_runtime(self) -> None:
+    def new_signal_page():
+      va, cpu = self._host_memory(0x1000)
+      return va, cpu
+    self.signals = SignalPool(new_signal_page, name=f"{self.name} signals", ticks_per_us=self.ticks_per_us)
+    self.timeline = Timeline(self.signals.alloc(0, name=f"{self.name} timeline signal"))
+    self.timer_start = self.signals.alloc(0, name=f"{self.name} launch start timestamp")
+    self.timer_end = self.signals.alloc(0, name=f"{self.name} launch end timestamp")
+    va, self._launch_view = self._host_memory(LAUNCH_DATA_SIZE)
+    self.launch_data = LaunchRing(va, LAUNCH_DATA_SIZE, self.wait_value, name=f"{self.name} launch data ring")
+    links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
+    links.update(self._vendor_links())
+    self.engines: dict[str, Engine] = self._make_engines(links)
+    self.compute, self.copy = self.engines["compute"], self.engines["copy"]
+    self._staging = [_Staging(*self._host_memory(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
+    self._staging_next = 0
+
+  ticks_per_us = 100.0   # the device clock of timestamps (a vendor with another clock overrides it)
+
+  # ---- for vendors
+  def _host_memory(self, size: int) -> tuple[int, memoryview]:
+    """(device address, CPU view) of host memory the device reads and writes uncached; freed at close."""
+    raise NotImplementedError
+
+  def _vendor_links(self) -> dict:
+    """{("param", slot): address} of the vendor's own placeholders (slots from engine.FIRST_VENDOR_SLOT on), resolved
+    in every command buffer the engines build; called once the signal pool exists."""
+    return {}
+
+  def _make_engines(self, links: dict) -> dict[str, Engine]:
+    """{"compute": Engine, "copy": Engine, ...} with the device's links resolved in their command buffers."""
+    raise NotImplementedError
+
+  def _launch_words(self, prog, shape, explicit: bytes, value: int):
+    """The words of one launch whose submission has timeline value `value`, ending with the timeline store."""
+    raise NotImplementedError
+
+  def _launched(self, prog, shape) -> None:
+    """The words of _launch_words are on the engine (the submission is about to commit)."""
+
+  def _record(self, planned: list):
+    """Bound launches (bound.py): record [(program, shape, explicit kernargs)] once; returns what _replay_words
+    takes."""
+    raise DeviceError(f"{self.name}: bound launches are not supported on this device")
+
+  def _replay_words(self, recording):
+    """The words that run a recording (without the timeline store)."""
+    raise NotImplementedError
+
+  def _replayed(self, recording) -> None:
+    """The words of _replay_words are on the engine (the submission is about to commit)."""
+
+  def _block(self, seconds: float) -> None:
+    """The completion hook: a wait that is not done after its busy polls; `self._awaited` is the value it waits for.
+    Returns after at most about `seconds`; raises hcq.GPUFault for a device fault."""
+    self.os.sleep(seconds)
+
+  def _release_hardware(self) -> None:
+    """Destroy the queues and free the memory (close, after the last wait)."""
+
+  # ---- waiting
+  def wait_value(self, value: int) -> None:
+    """Wait until the timeline reaches value; bounded by the device's timeout (which restarts while the timeline
+    moves). A fault seen here is latched; a wait that times out or is interrupted leaves the device closable."""
+    with self.lock:
+      if self.fault is not None:
+        raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
+      self._awaited = value
+      try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._block)
+      except (GPUFault, QueueError) as e:
+        self._remember_fault(e)
+        raise
+      except BaseException:      # Timeout, KeyboardInterrupt: the work may still be running
+        self._stuck = True
+        raise
+      finally: self._awaited = None
+      self._stuck = False
+
+  def _remember_fault(self, e: GPUFault | QueueError) -> None:
+    """Keep the fault (the queues stopped) and make its message name this device when the layer below did not."""
+    self.fault = e
+    if e.args and isinstance(e.args[0], str) and self.name not in e.args[0] and self.label not in e.args[0]:
+      e.args = (f"{self.name}: {e.args[0]}",) + e.args[1:]
+
+  label = ""   # the interface's name for the device (errors from below name it instead of self.name)
+
+  def _synchronize(self) -> None:
+    with self.lock:
+      if self.timeline.value: self.wait_value(self.timeline.value)
+
+  # ---- launches
+  def launch(self, prog, shape, explicit: bytes, timed: bool):
+    """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
+    with Submission(self, self.compute) as sub:
+      words = self._launch_words(prog, shape, explicit, sub.value)
+      sub.signalled = True
+      if timed:
+        self.timer_start.timestamp = self.timer_end.timestamp = 0
+        t0 = self.os.monotonic()
+      sub.add(words)
+      self._launched(prog, shape)
+      prog.launches += 1
+    if not timed: return None
+    self.wait_value(sub.value)
+    t1 = self.os.monotonic()
+    start, end = self.timer_start.timestamp, self.timer_end.timestamp
+    if start and end >= start: return (end - start) / (self.ticks_per_us * 1e6)
+    return t1 - t0  # no device clock: the host's view of the launch
+
+  def launch_data_slot(self, size: int, value: int) -> tuple[int, memoryview]:
+    """(device address, CPU view) of `size` bytes of launch data that stay untouched until the timeline reaches
+    value."""
+    va = self.launch_data.alloc(size, value)
+    off = va - self.launch_data.va
+    return va, self._launch_view[off:off + size]
+
+  def bind(self, prog, *args, global_size=(1, 1, 1), local_size=(1, 1, 1)):
+    """Record a launch once (arguments included) for cheap repeats: see bound.BoundLaunch."""
+    from .bound import BoundLaunch
+    return BoundLaunch(self, [(prog, args, global_size, local_size)])
+
+  def bind_many(self, launches):
+    """Record several launches [(program, args, global_size, local_size), ...] as one bound command buffer."""
+    from .bound import BoundLaunch
+    return BoundLaunch(self, list(launches))
+
+  # ---- copies
+  def _copy_cmdbuf(self, nbytes: int):
+    cb = self._copies.get(nbytes)
+    if cb is None:
+      prog = Q.queue(self.copy.name, Q.copy(Q.buffer(COPY_DST, nbytes), Q.buffer(COPY_SRC, nbytes), nbytes),
+                     Q.store(TIMELINE, TIMELINE_VALUE))
+      cb = self._copies[nbytes] = self.copy.build(prog)
+    return cb
+
+  def copy_async(self, dst_va: int, src_va: int, nbytes: int) -> int:
+    """A copy between device addresses on the copy engine; returns the timeline value that marks its completion."""
+    cb = self._copy_cmdbuf(nbytes)
+    with Submission(self, self.copy) as sub:
+      sub.add(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: sub.value}))
+      sub.signalled = True
+    return sub.value
+
+  def _staging_slot(self) -> _Staging:
+    st = self._staging[self._staging_next]
+    self._staging_next = (self._staging_next + 1) % len(self._staging)
+    if st.busy_until: self.wait_value(st.busy_until)
+    return st
+
+  def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
+    n = len(src)
+    with self.lock:
+      # host memory: the CPU writes it once the device is done with it. (CPU-visible device memory is written by
+      # the copy engine too: CPU writes through a BAR would need a flush before the device reads them.)
+      if buf.kind == "host":
+        self._synchronize()
+        buf.cpu_view[offset:offset + n] = src
+        return
+      for pos in range(0, n, STAGING_SIZE):
+        chunk = min(STAGING_SIZE, n - pos)
+        st = self._staging_slot()
+        st.cpu[:chunk] = src[pos:pos + chunk]
+        st.busy_until = self.copy_async(buf.va + offset + pos, st.va, chunk)
+
+  def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
+    with self.lock:
+      if buf.kind == "host":
+        self._synchronize()
+        return bytes(buf.cpu_view[offset:offset + size])
+      # every staging slot gets a chunk in flight: the copy engine copies the next chunks while the CPU reads this one
+      parts, in_flight, pos = [], deque(), 0
+      while pos < size or in_flight:
+        while pos < size and len(in_flight) < len(self._staging):
+          chunk = min(STAGING_SIZE, size - pos)
+          st = self._staging_slot()
+          st.busy_until = tv = self.copy_async(st.va, buf.va + offset + pos, chunk)
+          in_flight.append((st, tv, chunk))
+          pos += chunk
+        st, tv, chunk = in_flight.popleft()
+        self.wait_value(tv)
+        parts.append(bytes(st.cpu[:chunk]))
+      return parts[0] if len(parts) == 1 else b"".join(parts)
+
+  def _free(self, buf: Buffer) -> None:
+    with self.lock:
+      self._synchronize()
+      self._free_memory(buf)
+
+  def _free_memory(self, buf: Buffer) -> None: raise NotImplementedError
+
+  def _close(self) -> None:
+    with self.lock:
+      # after a fault the queues are stopped; after a timeout or an interrupted wait the work may never end: waiting
+      # again would only time out. Releasing the hardware destroys the queues (which stops them) before freeing memory
+      try:
+        if self.fault is None and not self._stuck: self._synchronize()
+      finally:
+        for engine in self.engines.values(): engine.close()
+        self._release_hardware()
