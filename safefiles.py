@@ -39,8 +39,8 @@ def private_dir(path: str, hint: str = "") -> str:
   except OSError as e: raise UnsafePathError(path, f"cannot create the folder: {e.strerror}", hint) from None
   try: fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
   except OSError as e:
-    what = {errno.ELOOP: "a symbolic link, not a folder", errno.ENOTDIR: "not a folder"}.get(e.errno, e.strerror)
-    raise UnsafePathError(path, f"{what} (hcq keeps its cache files only in a real folder of its own)", hint) from None
+    raise UnsafePathError(path, f"{_what_is(path, e)} (hcq keeps its cache files only in a real folder of its "
+                                f"own)", hint) from None
   try:
     st = os.fstat(fd)
     if st.st_uid != os.geteuid():
@@ -54,6 +54,14 @@ def private_dir(path: str, hint: str = "") -> str:
     if mode & _OTHERS_ANY: os.fchmod(fd, mode & ~_OTHERS_ANY)
   finally: os.close(fd)
   return path
+
+
+def _what_is(path: str, err: OSError) -> str:
+  """Why `path` could not be opened as a folder without following a link (O_NOFOLLOW|O_DIRECTORY)."""
+  if err.errno not in (errno.ELOOP, errno.ENOTDIR): return err.strerror
+  try: st = os.lstat(path)
+  except OSError: return err.strerror
+  return "a symbolic link, not a folder" if stat.S_ISLNK(st.st_mode) else "not a folder"
 
 
 def is_private_file(path: str) -> bool:

@@ -9,6 +9,7 @@ are taken out of it. A stamp file records what was unpacked so that a second run
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -97,7 +98,11 @@ def _cache_lock(cache: str):
   """One generator at a time fetches and unpacks into a cache (several test runs may share it)."""
   path = os.path.join(private_cache(cache), ".lock")
   # never through a symbolic link; the lock file itself stays (its identity is the lock), so no atomic rename
-  with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "r+") as f:
+  try: fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+  except OSError as e:
+    why = "it is a symbolic link" if e.errno == errno.ELOOP else e.strerror
+    raise SourceError(f"{path}: cannot open the cache's lock file: {why}") from None
+  with os.fdopen(fd, "r+") as f:
     deadline = time.monotonic() + CACHE_LOCK_TIMEOUT_S
     while True:
       try:
