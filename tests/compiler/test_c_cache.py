@@ -182,7 +182,7 @@ def test_temporary_files_are_not_written_through_planted_symlinks(where, tmp_pat
       victims.append(victim)
   assert run_compiled() == WANT
   assert run_loaded(image) == WANT
-  assert [v.read_text() for v in victims] == ["keep"] * len(victims)
+  assert [v.read_bytes() for v in victims] == [b"keep"] * len(victims)
 
 
 def test_a_cache_folder_others_may_only_read_is_narrowed_and_used(where):
