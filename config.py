@@ -24,7 +24,11 @@ class Config:
   lock_dir: str = "/tmp"
   # default timeout of every wait, in seconds
   timeout_s: float = 10.0
-  # where the autogen generator caches downloaded Debian packages
+  # hcq's cache folder (compiled C kernels in <cache_dir>/c): HCQ_CACHE_DIR, else $XDG_CACHE_HOME/hcq, else
+  # ~/.cache/hcq. It must be this user's alone (safefiles.private_dir: a cached shared object is loaded and run), so
+  # never a shared temp folder that another user could create first
+  cache_dir: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq")
+  # where the autogen generator caches downloaded Debian packages: HCQ_AUTOGEN_CACHE, else <cache_dir>/autogen
   autogen_cache: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq", "autogen")
   # mock device behaviour
   mock_threaded: bool = False
@@ -56,10 +60,17 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
   except ValueError: raise ValueError(f"environment variable {name}={raw!r} is not a number") from None
 
 
+def _xdg_cache(env: Mapping[str, str]) -> str:
+  """$XDG_CACHE_HOME/hcq; "" when unset or relative (the XDG base directory spec says to ignore a relative one)."""
+  xdg = env.get("XDG_CACHE_HOME", "")
+  return os.path.join(xdg, "hcq") if os.path.isabs(xdg) else ""
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Config:
   """Build a Config from the environment (os.environ unless another mapping is given)."""
   env = os.environ if env is None else env
   d = Config()
+  cache_dir = env.get("HCQ_CACHE_DIR") or _xdg_cache(env) or d.cache_dir
   return Config(
     dev=env.get("HCQ_DEV", d.dev),
     sysfs_root=env.get("HCQ_SYSFS_ROOT") or d.sysfs_root,
@@ -67,7 +78,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     dev_root=env.get("HCQ_DEV_ROOT") or d.dev_root,
     lock_dir=env.get("HCQ_LOCK_DIR") or d.lock_dir,
     timeout_s=_float(env, "HCQ_TIMEOUT", d.timeout_s),
-    autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or d.autogen_cache,
+    cache_dir=cache_dir,
+    autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen"),
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget),
     bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0),

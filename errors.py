@@ -22,6 +22,17 @@ class OSCallError(DeviceError):
     super().__init__(msg)
 
 
+class UnsafePathError(HCQError):
+  """A folder or file hcq would trust (a cache of compiled kernels, the autogen package cache) is not safely its
+  user's own: a symbolic link, another user's, or writable by others. Names the path, what is wrong, and the fix."""
+
+  def __init__(self, path: str, problem: str, hint: str = ""):
+    self.path, self.problem = path, problem
+    msg = f"{path}: {problem}"
+    if hint: msg += f"; {hint}"
+    super().__init__(msg)
+
+
 class GPUFault(DeviceError):
   """The device faulted (bad memory access, illegal instruction, ...)."""
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+from ..errors import UnsafePathError
 from . import generator
 
 
@@ -78,6 +79,9 @@ def main(argv=None) -> int:
   except (generator.GenerateError, generator.sources.SourceError) as e:
     print(f"autogen: {e}", file=sys.stderr)
     return 2
+  except UnsafePathError as e:   # a package cache that is not this user's alone
+    print(f"autogen: {e}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ are taken out of it. A stamp file records what was unpacked so that a second run
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -17,6 +18,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+
+from ..safefiles import atomic_writer, private_dir
 
 APT_ARCHIVES = "/var/cache/apt/archives"
 # Every wait has a limit: the download (linux-source is ~150 MB), each unpack, and the wait for another generator
@@ -39,9 +42,15 @@ def sha256_of(path: str) -> str:
   return h.hexdigest()
 
 
+def private_cache(cache: str) -> str:
+  """The cache folder, checked to be this user's alone (safefiles.private_dir): the headers unpacked there become
+  committed code, and an unpacked tree is trusted by its stamp, not checked again."""
+  return private_dir(cache, "choose another package cache with --cache or HCQ_AUTOGEN_CACHE")
+
+
 def fetch_deb(pkg: dict, cache: str, log=print) -> str:
   """The path of the package's .deb in the cache, downloaded with apt-get when missing; sha256 checked."""
-  debs = os.path.join(cache, "debs")
+  debs = os.path.join(private_cache(cache), "debs")
   os.makedirs(debs, exist_ok=True)
   fname = deb_filename(pkg["name"], pkg["version"], pkg["arch"])
   path = os.path.join(debs, fname)
@@ -49,8 +58,7 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
   local = os.path.join(APT_ARCHIVES, fname)
   if os.path.exists(local) and sha256_of(local) == pkg["sha256"]:
     log(f"autogen: taking {fname} from {APT_ARCHIVES}")
-    shutil.copyfile(local, path + ".part")
-    os.replace(path + ".part", path)
+    with open(local, "rb") as src, atomic_writer(path, perm=0o644) as dst: shutil.copyfileobj(src, dst, 1 << 20)
     return path
   log(f"autogen: apt-get download {pkg['name']}={pkg['version']}")
   try:
@@ -88,9 +96,13 @@ def _run_pipe(first: list[str], second: list[str], what: str):
 @contextlib.contextmanager
 def _cache_lock(cache: str):
   """One generator at a time fetches and unpacks into a cache (several test runs may share it)."""
-  os.makedirs(cache, exist_ok=True)
-  path = os.path.join(cache, ".lock")
-  with open(path, "w") as f:
+  path = os.path.join(private_cache(cache), ".lock")
+  # never through a symbolic link; the lock file itself stays (its identity is the lock), so no atomic rename
+  try: fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+  except OSError as e:
+    why = "it is a symbolic link" if e.errno == errno.ELOOP else e.strerror
+    raise SourceError(f"{path}: cannot open the cache's lock file: {why}") from None
+  with os.fdopen(fd, "r+") as f:
     deadline = time.monotonic() + CACHE_LOCK_TIMEOUT_S
     while True:
       try:
@@ -144,14 +156,14 @@ def _unpack(pkg: dict, cache: str, log=print) -> str:
     os.replace(root, dest)
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
-  with open(stamp, "w") as f: f.write(stamp_text)
+  with atomic_writer(stamp, text=True, perm=0o644) as f: f.write(stamp_text)
   return dest
 
 
 def asm_generic_shim(linux_root: str, cache: str, arch: str = "x86") -> str:
   """A folder with the asm/*.h wrappers the kernel's build generates (Kbuild 'mandatory-y'): every uapi
   asm-generic header the architecture does not provide itself becomes `#include <asm-generic/X.h>`."""
-  shim = os.path.join(cache, "shim", f"uapi-asm-{arch}")
+  shim = os.path.join(private_cache(cache), "shim", f"uapi-asm-{arch}")
   generic = os.path.join(linux_root, "include", "uapi", "asm-generic")
   own = os.path.join(linux_root, "arch", arch, "include", "uapi", "asm")
   want = {}
@@ -168,7 +180,5 @@ def asm_generic_shim(linux_root: str, cache: str, arch: str = "x86") -> str:
     p = os.path.normpath(os.path.join(shim, "asm", name))
     if not os.path.exists(p) or open(p).read() != text:
       # atomically: another generator sharing the cache may be reading it right now
-      with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(p), delete=False) as f: f.write(text)
-      os.chmod(f.name, 0o644)  # as a plain open() would have made it (a temp file is 0600)
-      os.replace(f.name, p)
+      with atomic_writer(p, text=True, perm=0o644) as f: f.write(text)
   return shim

@@ -20,12 +20,14 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 
+from ...safefiles import atomic_writer, is_private_file, private_dir
 from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
 from ..ir.uop import _short
 
@@ -309,37 +311,53 @@ int hcq_launch(const uint64_t* args, int gx, int gy, int gz, int lx, int ly, int
 CC_FLAGS = ["-O2", "-shared", "-fPIC", "-pthread", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing", "-std=gnu11"]
 
 
-def _cache_dir() -> str:
-  d = os.path.join(tempfile.gettempdir(), f"hcq-c-cache-{os.getuid()}")
-  os.makedirs(d, mode=0o700, exist_ok=True)
-  return d
+def kernel_cache(cache_dir: str) -> str:
+  """<cache_dir>/c, where built and loaded shared objects are kept: both folders checked to be this user's alone
+  (safefiles.private_dir), since what is found there is loaded and run."""
+  hint = "choose another cache folder with HCQ_CACHE_DIR (Config.cache_dir)"
+  return private_dir(os.path.join(private_dir(cache_dir, hint), "c"), hint)
 
 
-def build_shared_object(source: str, cc: str = "cc") -> str:
-  """Compile C source into a shared object (cached by the source's hash); returns its path."""
+def build_shared_object(source: str, cache_dir: str, cc: str = "cc") -> str:
+  """Compile C source into a shared object, cached in kernel_cache(cache_dir) by the hash of the compiler, its flags
+  and the source; returns its path.
+
+  The object is built in a fresh private folder (mkdtemp) and renamed into place, so no planted name is written
+  through and a reader never sees half an object. A cached object is used only if safefiles.is_private_file says so
+  (a regular file of ours that nobody else may write), else it is built again. No hash of the object is kept
+  beside it: a second file in the same folder would be exactly as trustworthy as the object itself, and the
+  atomic rename already rules out a half-written one."""
   digest = hashlib.sha256((cc + " ".join(CC_FLAGS) + source).encode()).hexdigest()[:24]
-  so = os.path.join(_cache_dir(), f"k_{digest}.so")
-  if os.path.exists(so): return so
-  src_path, tmp = f"{so[:-3]}.{os.getpid()}.c", f"{so}.{os.getpid()}.tmp"   # per process: builds may race
-  with open(src_path, "w") as f: f.write(source)
+  folder = kernel_cache(cache_dir)
+  so = os.path.join(folder, f"k_{digest}.so")
+  if is_private_file(so): return so
+  kept = so[:-3] + ".c"   # the source is kept next to the .so for reading, and named by a failure
+  build = tempfile.mkdtemp(prefix=".build-", dir=folder)
   try:
-    proc = subprocess.run([cc, *CC_FLAGS, "-o", tmp, src_path, "-lm"], capture_output=True, text=True, timeout=120)
-  except (OSError, subprocess.TimeoutExpired) as e:
-    raise CompileError(f"could not run the C compiler {cc!r} on {src_path}: {e}") from e
-  if proc.returncode != 0:
-    raise CompileError(f"{cc} failed on {src_path} (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-  os.replace(tmp, so)
-  os.replace(src_path, so[:-3] + ".c")   # kept next to the .so for reading
+    src, out = os.path.join(build, "k.c"), os.path.join(build, "k.so")
+    with open(src, "w") as f: f.write(source)
+    try: proc = subprocess.run([cc, *CC_FLAGS, "-o", out, src, "-lm"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+      os.replace(src, kept)
+      raise CompileError(f"could not run the C compiler {cc!r} on {kept}: {e}") from e
+    os.replace(src, kept)
+    if proc.returncode != 0:
+      raise CompileError(f"{cc} failed on {kept} (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    os.chmod(out, 0o700)   # the compiler's mode follows the umask: a group-writable object would not be loaded
+    os.replace(out, so)
+  finally:
+    shutil.rmtree(build, ignore_errors=True)
   return so
 
 
-def load_shared_object(image: bytes) -> str:
-  """Put a shared object's bytes in the cache directory (named by its hash); returns the path to dlopen."""
-  path = os.path.join(_cache_dir(), f"so_{hashlib.sha256(image).hexdigest()[:24]}.so")
-  if not os.path.exists(path):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f: f.write(image)
-    os.replace(tmp, path)
+def load_shared_object(image: bytes, cache_dir: str) -> str:
+  """Put a shared object's bytes in kernel_cache(cache_dir), named by their hash; returns the path to dlopen. A file
+  already there is used only if it is ours (is_private_file) and holds exactly these bytes; else it is rewritten."""
+  path = os.path.join(kernel_cache(cache_dir), f"so_{hashlib.sha256(image).hexdigest()[:24]}.so")
+  if is_private_file(path):
+    with open(path, "rb") as f:
+      if f.read() == image: return path
+  with atomic_writer(path, perm=0o700) as f: f.write(image)
   return path
 
 
@@ -367,8 +385,8 @@ class CProgram:
     self.fn.argtypes = [ctypes.POINTER(ctypes.c_uint64)] + [ctypes.c_int] * 6
 
   @staticmethod
-  def from_artifact(art: CArtifact, cc: str = "cc") -> "CProgram":
-    return CProgram(build_shared_object(art.source, cc))
+  def from_artifact(art: CArtifact, cache_dir: str, cc: str = "cc") -> "CProgram":
+    return CProgram(build_shared_object(art.source, cache_dir, cc))
 
   def pack_args(self, args) -> ctypes.Array:
     nslots = (max((p[0] for p in self.art.params), default=-1) + 1)

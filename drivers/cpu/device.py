@@ -56,6 +56,7 @@ class CPUDevice(Device):
   def __init__(self, os, config, cc: str = "cc"):
     super().__init__(os, config)
     self.cc = cc
+    self.cache_dir = config.cache_dir   # where the C backend keeps built and loaded shared objects (private)
     self._arrays: dict[int, ctypes.Array] = {}
     self._launches: list[_Launch] = []
 
@@ -86,7 +87,7 @@ class CPUDevice(Device):
     return ctypes.string_at(buf.va + offset, size)
 
   def _load(self, image: bytes, name: str | None) -> CPUProgram:
-    try: prog = CProgram(load_shared_object(image))
+    try: prog = CProgram(load_shared_object(image, self.cache_dir))
     except (CompileError, OSError) as e: raise DeviceError(f"{self.name}: cannot load the shared object: {e}") from e
     if name is not None and name != prog.name:
       raise DeviceError(f"{self.name}: the shared object holds kernel {prog.name!r}, not {name!r}")
@@ -94,7 +95,7 @@ class CPUDevice(Device):
 
   def _compile(self, sink) -> CPUProgram:
     art = compile_kernel(sink, "c")
-    return CPUProgram(self, CProgram.from_artifact(art, self.cc))
+    return CPUProgram(self, CProgram.from_artifact(art, self.cache_dir, self.cc))
 
   def _synchronize(self) -> None:
     for launch in list(self._launches): self._wait(launch)

@@ -133,10 +133,9 @@ class EventFD(LinuxFile):
 class LinuxOS:
   """The OS interface on Linux. Roots of sysfs/proc/dev and the lock dir come from the Config."""
 
-  def __init__(self, config=None):
-    if config is None:
-      from ...config import from_env
-      config = from_env()
+  def __init__(self, config):
+    """config: an hcq Config (its roots and lock dir); given explicitly: only config.py reads the environment."""
+    if config is None: raise TypeError("LinuxOS needs a Config (hcq.config.from_env() reads the environment)")
     self.config = config
 
   # ---- files

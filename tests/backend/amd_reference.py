@@ -9,13 +9,14 @@ import numpy as np
 
 from hcq.compiler import compile as hcq_compile
 from hcq.compiler.backend.c import CProgram
+from hcq.config import from_env
 
 from amd_emu_runner import run
 
 
 def run_c(sink, args, global_size, local_size) -> list:
   """Outputs of the C backend: a copy of every argument array after the launch (None for scalars)."""
-  prog = CProgram.from_artifact(hcq_compile(sink, "c"))
+  prog = CProgram.from_artifact(hcq_compile(sink, "c"), from_env().cache_dir)
   arrays = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
   ptrs = [SimpleNamespace(va=a.ctypes.data, size=a.nbytes) if isinstance(a, np.ndarray) else a for a in arrays]
   prog(*ptrs, global_size=global_size, local_size=local_size)

@@ -11,6 +11,7 @@ from hcq.compiler import KernelInfo, UOp, compile as compile_kernel, dtypes
 from hcq.compiler.backend.c import CProgram, KernelFault
 from hcq.compiler.ir import Ops
 from hcq.compiler.ir.evaluate import exec_alu
+from hcq.config import from_env
 from hcq.errors import DeviceError
 
 pytestmark = pytest.mark.tools("cc")
@@ -71,7 +72,7 @@ def test_a_fault_in_a_kernel_with_barriers_is_reported():
   sink = out.index(lid).store(100 // v).sink(arg=KernelInfo("barrier_div"))
   art = compile_kernel(sink, "c")
   assert "hcq_barrier(hcq_wg)" in art.source
-  prog = CProgram.from_artifact(art)
+  prog = CProgram.from_artifact(art, from_env().cache_dir)
   with hcq.open("CPU") as d:
     bo, bb = d.alloc(4 * lx), d.alloc(4 * lx)
     d.copyin(bb, np.array([1, 2, 0, 4], np.int32))
