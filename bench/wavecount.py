@@ -20,7 +20,7 @@ MASK = 0xFFFFFFFF
 # SALU instructions that write no SCC: the condition a later s_cbranch_scc* reads survives them
 _KEEP_SCC = ("s_mov_b32", "s_movk_i32", "s_waitcnt", "s_delay_alu", "s_nop", "s_clause", "s_barrier", "s_sendmsg",
              "s_load_", "s_buffer_load_", "s_dcache_inv", "s_sleep", "s_setprio", "s_inst_prefetch", "s_icache_inv",
-             "s_waitcnt_", "s_wait_", "s_code_end", "s_ttracedata")
+             "s_wait_", "s_code_end", "s_ttracedata")
 _SALU = ("SOP1", "SOP2", "SOPK", "SOPC")
 _CMP = {"eq": lambda a, b: a == b, "lg": lambda a, b: a != b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
         "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
@@ -105,10 +105,10 @@ def wave_instructions(blob: bytes, name: str | None = None, limit: int = 50_000_
     inst = insts[i]
     count += 1
     if count > limit: raise NotCountable(f"kernel {k.name}: more than {limit} instructions per wave (endless loop?)")
-    name_ = inst.name
-    if name_ == "s_endpgm": return count
-    if name_ in ("s_branch", "s_cbranch_scc0", "s_cbranch_scc1"):
-      taken = True if name_ == "s_branch" else None if scc is None else bool(scc) == name_.endswith("1")
+    op = inst.name
+    if op == "s_endpgm": return count
+    if op in ("s_branch", "s_cbranch_scc0", "s_cbranch_scc1"):
+      taken = True if op == "s_branch" else None if scc is None else bool(scc) == op.endswith("1")
       if taken is None: raise NotCountable(f"kernel {k.name}: {inst} at {inst.offset:#x} depends on an unknown value")
       if taken:
         rel = inst.fields["simm16"] & 0xFFFF
@@ -116,7 +116,7 @@ def wave_instructions(blob: bytes, name: str | None = None, limit: int = 50_000_
         if target not in at: raise NotCountable(f"kernel {k.name}: {inst} at {inst.offset:#x} leaves the kernel")
         i = at[target]
         continue
-    elif name_.startswith(("s_cbranch", "s_setpc", "s_swappc", "s_getpc", "s_call", "s_rfe")):
+    elif op.startswith(("s_cbranch", "s_setpc", "s_swappc", "s_call", "s_rfe")):
       raise NotCountable(f"kernel {k.name}: {inst} at {inst.offset:#x}: the path depends on the lanes or the data")
     else: scc = _step(inst, sgprs, scc)
     i += 1

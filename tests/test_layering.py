@@ -171,13 +171,10 @@ def _str_value(node) -> str | None:
     a, b = _str_value(node.left), _str_value(node.right)
     return a + b if a is not None and b is not None else None
   if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-    fmt, arg = _str_value(node.left), _str_value(node.right)
-    if fmt is not None and arg is None and isinstance(node.right, ast.Tuple):
-      parts = [_str_value(e) for e in node.right.elts]
-      if None not in parts:
-        try: return fmt % tuple(parts)
-        except (TypeError, ValueError): return None
-    try: return fmt % arg if fmt is not None and arg is not None else None
+    fmt = _str_value(node.left)
+    args = [_str_value(e) for e in (node.right.elts if isinstance(node.right, ast.Tuple) else [node.right])]
+    if fmt is None or None in args: return None
+    try: return fmt % tuple(args)
     except (TypeError, ValueError): return None
   if isinstance(node, ast.JoinedStr):
     parts = [_str_value(v.value if isinstance(v, ast.FormattedValue) else v) for v in node.values]
