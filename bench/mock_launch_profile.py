@@ -185,6 +185,7 @@ def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
 
 
 FRESH = r"""
+import sys; sys.dont_write_bytecode = False   # the caches are written even under PYTHONDONTWRITEBYTECODE
 import time
 t = [time.perf_counter()]
 import numpy as np; t.append(time.perf_counter())
@@ -205,14 +206,14 @@ FRESH_STEPS = ["import numpy", "import hcq", "hcq.open(MOCK+AMD)", "dev.load(vad
 
 
 def fresh_breakdown(runs: int) -> None:
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-  env["HCQ_DEV"] = "MOCK+AMD"
+  # the child inherits this environment (it opens MOCK+AMD by name and writes bytecode caches whatever
+  # PYTHONDONTWRITEBYTECODE says): a bench script reads no environment variable itself
   cmd = [sys.executable, "-c", FRESH]
-  subprocess.run(cmd, capture_output=True, env=env, cwd="/", check=True)    # writes the bytecode caches
+  subprocess.run(cmd, capture_output=True, cwd="/", check=True)    # writes the bytecode caches
   rows = []
   for _ in range(runs):
     t0 = _clock()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/", check=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd="/", check=True)
     wall = _clock() - t0
     rows.append((wall, [float(x) for x in r.stdout.split()]))
   wall, steps = min(rows)

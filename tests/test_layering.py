@@ -6,17 +6,26 @@
   drivers.system (interface only), autogen, compiler  <- mockgpu
 
 errors, config and safefiles (hcq's private cache folders) are importable from anywhere.
-Plus: only config.py reads environment variables; nothing uses a shell; only drivers/system touches the OS.
+Plus: only config.py reads environment variables; nothing uses a shell; only drivers/system touches the OS; nothing
+outside tests/ and hcq.open reaches mockgpu (bench/ included: a benchmark opens "MOCK+AMD" like any user); the generic
+runtime drivers/hcq names no vendor.
+
+Each rule is a function of a parsed module that returns its findings; the `test_plant_*` tests feed each one small
+modules that break the rule in the ways it must see through (aliases, getattr, dynamic imports) and a clean one.
 """
 import ast
 import os
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ["autogen", "cli", "compiler", "drivers", "mockgpu", "smi"]
 BASE = {"errors", "config", "safefiles"}  # importable from anywhere
+# benchmarks of the mock itself: their subject is mockgpu's internals (its queue engines, per-stage timers wrapped
+# around its functions), which hcq.open does not expose. Every other bench script reaches devices through hcq.open.
+MOCK_BENCHES = {"mock_launch_profile.py", "mock_queues.py"}
 
 
 def modules():
@@ -28,6 +37,20 @@ def modules():
     yield ROOT / name
 
 
+def bench_scripts():
+  return sorted((ROOT / "bench").glob("*.py"))
+
+
+def code_files():
+  """Every file held to the package-wide rules (environment, shell, mockgpu): the modules and the bench scripts."""
+  yield from modules()
+  yield from bench_scripts()
+
+
+def parse(path: pathlib.Path) -> ast.Module:
+  return ast.parse(path.read_text(), str(path))
+
+
 def module_name(path: pathlib.Path) -> str:
   rel = path.relative_to(ROOT).with_suffix("")
   parts = list(rel.parts)
@@ -35,24 +58,37 @@ def module_name(path: pathlib.Path) -> str:
   return ".".join(["hcq"] + parts)
 
 
-def imports_of(path: pathlib.Path):
-  """(imported hcq module without the 'hcq.' prefix, line) for every import of hcq code, relative ones resolved."""
-  tree = ast.parse(path.read_text(), str(path))
-  me = module_name(path).split(".")
-  package = me if path.name == "__init__.py" else me[:-1]
+def _is_module(dotted: str) -> bool:
+  """Whether an hcq dotted name is a module or package on disk (not a name defined inside one)."""
+  parts = dotted.split(".")
+  if parts[0] != "hcq" or len(parts) < 2: return False
+  rel = ROOT.joinpath(*parts[1:])
+  return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
+
+
+def imports_in(tree: ast.Module, package: list[str] | None):
+  """(dotted module, line) for every import in tree, relative ones resolved against package (None: a script, whose
+  relative imports cannot resolve). `from P import n` names P.n when that is a module, else P: `from hcq import
+  mockgpu` is an import of hcq.mockgpu, `from hcq import open` one of hcq."""
   for node in ast.walk(tree):
     if isinstance(node, ast.ImportFrom):
       if node.level:
-        base = package[:len(package) - (node.level - 1)]
-        target = ".".join(base + ([node.module] if node.module else []))
-        names = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
-      else:
-        names = [node.module or ""]
-      for n in names:
-        if n == "hcq" or n.startswith("hcq."): yield n[4:], node.lineno
-    elif isinstance(node, ast.Import):
+        if package is None: continue
+        base = ".".join(package[:len(package) - (node.level - 1)] + ([node.module] if node.module else []))
+      else: base = node.module or ""
       for a in node.names:
-        if a.name == "hcq" or a.name.startswith("hcq."): yield a.name[4:], node.lineno
+        full = f"{base}.{a.name}"
+        yield (full if a.name != "*" and _is_module(full) else base), node.lineno
+    elif isinstance(node, ast.Import):
+      for a in node.names: yield a.name, node.lineno
+
+
+def imports_of(path: pathlib.Path):
+  """(imported hcq module without the 'hcq.' prefix, line) for every import of hcq code, relative ones resolved."""
+  me = module_name(path).split(".")
+  package = me if path.name == "__init__.py" else me[:-1]
+  for n, line in imports_in(parse(path), package):
+    if n == "hcq" or n.startswith("hcq."): yield n[4:], line
 
 
 def layer(mod: str) -> str:
@@ -100,13 +136,17 @@ def test_mockgpu_imports_only_the_interface_of_drivers_system():
   assert not bad, "mockgpu may use only the OS interface definitions of drivers.system:\n" + "\n".join(bad)
 
 
+# ---- what the rules below share: names bound to the os module, calls, string values of expressions
+
 def _os_module_names(tree) -> set[str]:
-  """Names bound to the os module in this file (`import os`, `import os as _os`): a parameter named `os` that holds
-  an OSInterface object is not the os module."""
+  """Names bound to the os module in this file (`import os`, `import os as _os`, `import os.path`): a parameter named
+  `os` that holds an OSInterface object is not the os module."""
   names = set()
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
-      names |= {a.asname or a.name for a in node.names if a.name == "os"}
+      for a in node.names:
+        if a.name == "os": names.add(a.asname or "os")
+        elif a.name.startswith("os.") and not a.asname: names.add("os")   # `import os.path` binds os
   return names
 
 
@@ -118,31 +158,192 @@ def _calls(tree):
       elif isinstance(f, ast.Name): yield f.id, node
 
 
+def _docstrings(tree) -> set[int]:
+  """ids of the string constants that are statements on their own (docstrings, commented-out text): they do nothing."""
+  return {id(n.value) for n in ast.walk(tree)
+          if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+
+
+def _str_value(node) -> str | None:
+  """The value of a string expression built from constants ("hcq." + "mockgpu", f"{'mock'}gpu", "".join([...]),
+  "%s" % "x"), else None."""
+  if isinstance(node, ast.Constant): return node.value if isinstance(node.value, str) else None
+  if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+    a, b = _str_value(node.left), _str_value(node.right)
+    return a + b if a is not None and b is not None else None
+  if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+    fmt = _str_value(node.left)
+    args = [_str_value(e) for e in (node.right.elts if isinstance(node.right, ast.Tuple) else [node.right])]
+    if fmt is None or None in args: return None
+    try: return fmt % tuple(args)
+    except (TypeError, ValueError): return None
+  if isinstance(node, ast.JoinedStr):
+    parts = [_str_value(v.value if isinstance(v, ast.FormattedValue) else v) for v in node.values]
+    return "".join(parts) if None not in parts else None
+  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" and \
+     len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+    sep, parts = _str_value(node.func.value), [_str_value(e) for e in node.args[0].elts]
+    return sep.join(parts) if sep is not None and None not in parts else None
+  return None
+
+
+def _strings(tree):
+  """(node, value) for every string expression of the code (docstrings excluded) whose value is known."""
+  skip = _docstrings(tree)
+  for node in ast.walk(tree):
+    if id(node) in skip: continue
+    value = _str_value(node)
+    if value is not None: yield node, value
+
+
+# ---- only config.py reads the environment
+
+ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def env_reads(tree) -> list[str]:
+  """Every way of reaching the process environment, whatever the os module is called: an attribute named environ,
+  getenv, ... (os.environ, _os.getenv, os.environ.get, posix.environ, libc.getenv), a from-import of one of them
+  (under any alias), and those names as strings (getattr(os, "environ"), vars(os)["getenv"])."""
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute) and node.attr in ENV_NAMES: found.append(f"{node.lineno}: .{node.attr}")
+    elif isinstance(node, ast.ImportFrom):
+      for a in node.names:
+        if a.name in ENV_NAMES or (a.name == "*" and node.module in ("os", "posix", "nt")):
+          found.append(f"{node.lineno}: from {node.module} import {a.name}")
+  for node, value in _strings(tree):
+    if value in ENV_NAMES: found.append(f"{node.lineno}: {value!r}")
+  return found
+
+
 def test_environment_is_read_only_in_config():
   bad = []
-  for path in modules():
+  for path in code_files():
     if path == ROOT / "config.py": continue
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-      if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb") and \
-         isinstance(node.value, ast.Name) and node.value.id == "os":
-        bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: os.{node.attr}")
-      if isinstance(node, ast.ImportFrom) and node.module == "os" and any(a.name in ("environ", "getenv") for a in node.names):
-        bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: from os import environ/getenv")
+    bad += [f"{path.relative_to(ROOT)}:{f}" for f in env_reads(parse(path))]
   assert not bad, "environment variables are read in config.py only:\n" + "\n".join(bad)
+
+
+# ---- no shell
+
+SHELL_CALLS = {"system", "popen", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe", "execlp", "execlpe", "execvp",
+               "execvpe"}
+
+
+def shell_uses(tree) -> list[str]:
+  """os.system and friends (under any name of the os module, or from-imported), and shell= other than False."""
+  found, os_names = [], _os_module_names(tree)
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module == "os":
+      found += [f"{node.lineno}: from os import {a.name}" for a in node.names if a.name in SHELL_CALLS]
+  for name, node in _calls(tree):
+    head, _, attr = name.rpartition(".")
+    if head in os_names and attr in SHELL_CALLS: found.append(f"{node.lineno}: os.{attr}")
+    for kw in node.keywords:
+      if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
+        found.append(f"{node.lineno}: shell=")
+  return found
 
 
 def test_no_shell_anywhere():
   bad = []
-  for path in modules():
-    tree = ast.parse(path.read_text())
-    for name, node in _calls(tree):
-      if name in ("os.system", "os.popen", "os.spawnlp", "os.execlp"): bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
-      for kw in node.keywords:
-        if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
-          bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: shell=")
+  for path in code_files(): bad += [f"{path.relative_to(ROOT)}:{f}" for f in shell_uses(parse(path))]
   assert not bad, "no shell: " + "\n".join(bad)
 
+
+# ---- nothing outside tests/ and hcq.open reaches mockgpu
+
+def mockgpu_uses(tree, package: list[str] | None) -> list[str]:
+  """Imports of hcq.mockgpu (`from hcq import mockgpu` included), the name mockgpu as a variable or attribute
+  (hcq.mockgpu once hcq.open has loaded it), and any string of the code that names it: the argument of
+  importlib.import_module / __import__ / sys.modules[...], whether a constant or built from constants."""
+  found = []
+  for mod, line in imports_in(tree, package):
+    if mod == "hcq.mockgpu" or mod.startswith("hcq.mockgpu."): found.append(f"{line}: import {mod}")
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute) and node.attr == "mockgpu": found.append(f"{node.lineno}: .mockgpu")
+    elif isinstance(node, ast.Name) and node.id == "mockgpu": found.append(f"{node.lineno}: name mockgpu")
+  for node, value in _strings(tree):
+    if "mockgpu" in value: found.append(f"{node.lineno}: {value!r}")
+  return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def _may_reach_mockgpu(path: pathlib.Path) -> bool:
+  rel = path.relative_to(ROOT)
+  return rel.parts[0] == "mockgpu" or path == ROOT / "__init__.py" or (rel.parts[0] == "bench" and path.name in MOCK_BENCHES)
+
+
+def test_nothing_but_hcq_open_reaches_mockgpu():
+  bad = []
+  for path in code_files():
+    if _may_reach_mockgpu(path): continue
+    if path.parent == ROOT / "bench": package = None
+    else:
+      me = module_name(path).split(".")
+      package = me if path.name == "__init__.py" else me[:-1]
+    bad += [f"{path.relative_to(ROOT)}:{f}" for f in mockgpu_uses(parse(path), package)]
+  assert not bad, "only tests/ and hcq.open reach mockgpu (bench scripts open MOCK+AMD):\n" + "\n".join(bad)
+
+
+# ---- the generic runtime names no vendor
+
+# inside any identifier, any case (sdma_ring, PM4Packet, is_gfx11); and, as whole words of an identifier split at _
+# and case changes (AMDQueue -> AMD, Queue; nv_class -> nv, class; but env, inv, canvas are no vendor)
+VENDOR_WORDS = re.compile(r"kfd|pm4|sdma|gfx|amdgpu", re.IGNORECASE)
+VENDOR_NAMES = {"amd", "hsa", "nv", "nvidia", "qcom", "bnxt"}
+VENDOR_MODULES = re.compile(r"amd\w*|nv|nvidia|qcom|bnxt", re.IGNORECASE)   # drivers.amd, autogen.amdgpu_drm, ...
+
+
+def _words(name: str) -> list[str]:
+  return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)]
+
+
+def _names_vendor(name: str) -> bool:
+  return bool(VENDOR_WORDS.search(name)) or any(w in VENDOR_NAMES for w in _words(name))
+
+
+def vendor_identifiers(tree, module: str) -> list[str]:
+  """Identifiers of a module (its own name, classes, functions, arguments, variables, attributes, keywords, imported
+  modules and names) that name a vendor's hardware or interface: KFD, PM4, SDMA, gfx (any case, inside a longer
+  name too), AMD, HSA, NV, NVIDIA, QCOM, BNXT (as words of a name), and imports of vendor modules (a component
+  amd*, nv, qcom, bnxt). Strings and comments may mention them as examples."""
+  found = []
+  def check(line, kind, name):
+    if name and _names_vendor(name): found.append(f"{line}: {kind} {name}")
+  check(0, "module", module)
+  for node in ast.walk(tree):
+    line = getattr(node, "lineno", 0)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): check(line, "def", node.name)
+    elif isinstance(node, ast.arg): check(line, "argument", node.arg)
+    elif isinstance(node, ast.Name): check(line, "name", node.id)
+    elif isinstance(node, ast.Attribute): check(line, "attribute", node.attr)
+    elif isinstance(node, ast.keyword): check(line, "keyword", node.arg)
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+      for n in node.names: check(line, "name", n)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      mod = getattr(node, "module", None) or ""
+      names = [mod] + [p for a in node.names for p in (a.name, a.asname)]
+      for n in names:
+        if n and (_names_vendor(n) or any(VENDOR_MODULES.fullmatch(p) for p in n.split("."))):
+          found.append(f"{line}: import {n}")
+  return found
+
+
+def test_generic_runtime_names_no_vendor_checker_sees_the_tree():
+  """The vendor check reads every file of drivers/hcq (it would pass vacuously on an empty or moved folder)."""
+  files = sorted((ROOT / "drivers" / "hcq").glob("*.py"))
+  assert {p.name for p in files} >= {"__init__.py", "device.py", "runtime.py", "engine.py", "program.py", "queue.py", "signal.py"}
+
+
+def test_generic_runtime_names_no_vendor():
+  bad = []
+  for path in sorted((ROOT / "drivers" / "hcq").glob("*.py")):
+    bad += [f"{path.relative_to(ROOT)}:{f}" for f in vendor_identifiers(parse(path), path.stem)]
+  assert not bad, "vendor names in the generic runtime drivers/hcq:\n" + "\n".join(bad)
+
+
+# ---- drivers reach the OS only through the OS interface
 
 OS_MODULES = {"fcntl", "mmap", "usb", "subprocess", "ctypes.util"}
 OS_CALLS = {"open", "os.open", "os.read", "os.write", "os.listdir", "os.readlink", "os.kill", "os.scandir",
@@ -173,3 +374,162 @@ def test_drivers_touch_the_os_only_through_the_interface(top):
       elif head: continue
       if name in OS_CALLS: bad.append(f"{rel}:{node.lineno}: {name}()")
   assert not bad, "OS access outside the OS interface:\n" + "\n".join(bad)
+
+
+# ---- tests of the tests: each rule sees planted violations (as source text) and passes a clean module
+
+def _findings(rule, source: str, *args) -> list[str]:
+  return rule(ast.parse(source), *args)
+
+
+ENV_PLANTS = [
+  "import os as _os\nx = _os.environ['HOME']",
+  "import os as _os\nx = _os.getenv('HOME')",
+  "from os import environ as e\nx = e['HOME']",
+  "from os import getenv as g\nx = g('HOME')",
+  "import os\nx = os.environ.get('HOME')",
+  "import os\nx = getattr(os, 'environ')",
+  "import os\nx = getattr(os, 'env' + 'iron')['HOME']",
+  "import os\nx = vars(os)['getenv']('HOME')",
+  "import os.path\nx = os.environ['HOME']",
+  "import os.path as p\nx = p.os.environ['HOME']",
+  "import posix\nx = posix.environ[b'HOME']",
+  "from os import *\nx = environ['HOME']",
+  "import os\nos.putenv('A', '1')",
+  "import importlib\nx = importlib.import_module('os').environ",
+  "import ctypes\nx = ctypes.CDLL(None).getenv(b'HOME')",
+]
+ENV_CLEAN = '''"""Reads no environment: os.environ is read in config.py (a docstring may say so)."""
+import os
+import subprocess
+env = {"HCQ_DEV": "MOCK+AMD"}          # a dict named env is not the environment
+path = os.path.join("a", "b")
+subprocess.run(["true"], env=env)       # the child gets what we give it
+def read(os, fd): return os.read(fd)    # an OS interface object named os
+'''
+
+
+@pytest.mark.parametrize("source", ENV_PLANTS)
+def test_plant_environment_read_is_caught(source):
+  assert _findings(env_reads, source), f"not caught:\n{source}"
+
+
+def test_plant_environment_clean_module_passes():
+  assert _findings(env_reads, ENV_CLEAN) == []
+  assert env_reads(parse(ROOT / "config.py")), "the checker must see config.py's own read of os.environ"
+
+
+MOCKGPU_PLANTS = [
+  ("import importlib\nm = importlib.import_module('hcq.mockgpu')", None),
+  ("import importlib\nm = importlib.import_module('.mockgpu', 'hcq')", None),
+  ("m = __import__('hcq.mockgpu.amd.emu')", None),
+  ("from importlib import import_module as im\nm = im('hcq.' + 'mock' + 'gpu')", None),
+  ("import importlib\nm = importlib.import_module(f\"hcq.{'mockgpu'}.amd\")", None),
+  ("import importlib\nm = importlib.import_module('.'.join(['hcq', 'mockgpu', 'amd']))", None),
+  ("import importlib\nm = importlib.import_module('hcq.%s' % 'mockgpu')", None),
+  ("import importlib\nNAME = 'hcq.mockgpu'\nm = importlib.import_module(NAME)", None),
+  ("import sys\nm = sys.modules['hcq.mockgpu.amd.emu']", None),
+  ("import importlib.util\ns = importlib.util.find_spec('hcq.mockgpu')", None),
+  ("import hcq.mockgpu.amd.emu as emu", None),
+  ("from hcq.mockgpu.amd.emu import GPUMemory", None),
+  ("from hcq import mockgpu", None),
+  ("import hcq\ndev = hcq.open('MOCK+AMD')\nm = hcq.mockgpu.amd.emu", None),
+  ("from .. import mockgpu", ["hcq", "smi"]),
+  ("from ..mockgpu.amd import emu", ["hcq", "smi"]),
+  ("from ...mockgpu import MockOS", ["hcq", "drivers", "amd"]),
+]
+MOCKGPU_CLEAN = '''"""Drives the emulator from outside: hcq.open("MOCK+AMD") loads mockgpu, nothing here imports it."""
+import importlib
+import hcq
+from hcq import open as hcq_open
+from hcq.compiler.backend.amd.decode import decode_all
+dev = hcq.open("MOCK+AMD")             # the mock comes in through hcq.open
+driver = importlib.import_module("hcq.drivers.amd")
+name = "MOCK+AMD"
+'''
+
+
+@pytest.mark.parametrize("source,package", MOCKGPU_PLANTS)
+def test_plant_mockgpu_reach_is_caught(source, package):
+  assert _findings(mockgpu_uses, source, package), f"not caught:\n{source}"
+
+
+def test_plant_mockgpu_clean_module_passes():
+  assert _findings(mockgpu_uses, MOCKGPU_CLEAN, None) == []
+  assert mockgpu_uses(parse(ROOT / "__init__.py"), ["hcq"]), "the checker must see hcq.open's own import of mockgpu"
+
+
+def test_bench_scripts_are_checked():
+  """bench/ is held to the environment, shell and mockgpu rules: the checks read its scripts."""
+  names = {p.name for p in code_files() if p.parent == ROOT / "bench"}
+  assert {"emu.py", "codegen.py", "launch.py"} <= names
+  assert MOCK_BENCHES <= names, "an exempted mock benchmark is gone: drop it from MOCK_BENCHES"
+
+
+SHELL_PLANTS = [
+  "import os\nos.system('ls')",
+  "import os as _os\n_os.system('ls')",
+  "import os.path\nos.popen('ls')",
+  "from os import system\nsystem('ls')",
+  "from os import popen as p\np('ls')",
+  "import subprocess\nsubprocess.run('ls', shell=True)",
+  "import subprocess as sp\nsp.Popen('ls', shell=1)",
+]
+SHELL_CLEAN = '''import subprocess
+subprocess.run(["ls", "-l"], shell=False)
+subprocess.run(["ls"])
+def f(os): return os.system_info()   # an OS interface object, not the os module
+'''
+
+
+@pytest.mark.parametrize("source", SHELL_PLANTS)
+def test_plant_shell_is_caught(source):
+  assert _findings(shell_uses, source), f"not caught:\n{source}"
+
+
+def test_plant_shell_clean_module_passes():
+  assert _findings(shell_uses, SHELL_CLEAN) == []
+
+
+VENDOR_PLANTS = [
+  ("class KFDQueue:\n  pass", "queue"),
+  ("class AMDRing:\n  pass", "queue"),
+  ("def submit_pm4(words):\n  pass", "queue"),
+  ("async def sdma_copy():\n  pass", "queue"),
+  ("def f(sdma_ring):\n  pass", "queue"),
+  ("def f(*, nv_class=0):\n  pass", "queue"),
+  ("def f(**gfx_opts):\n  pass", "queue"),
+  ("GFX_VERSION = 11", "queue"),
+  ("def f(ring):\n  ring.pm4_engine = 1", "queue"),
+  ("def f(ring):\n  return ring.hsa_queue", "queue"),
+  ("x = g(kfd_fd=3)", "queue"),
+  ("def f():\n  global kfd_handle\n  kfd_handle = 1", "queue"),
+  ("for Gfx11Reg in range(3):\n  pass", "queue"),
+  ("x = 1", "pm4"),
+  ("x = 1", "sdma_ring"),
+  ("from ..amd import device", "queue"),
+  ("from ..amd.pm4 import Packet", "queue"),
+  ("import hcq.drivers.nv", "queue"),
+  ("from hcq.autogen import kfd", "queue"),
+  ("from hcq.autogen import amdgpu_drm as drm", "queue"),
+  ("from hcq.compiler.backend.amd import codeobject", "queue"),
+  ("from .queue import Ring as PM4Ring", "queue"),
+]
+VENDOR_CLEAN = '''"""Rings of a vendor's engines: PM4 (AMD compute), SDMA copies, NV GPFIFO; gfx1100 and KFD are examples."""
+# the KFD event page, the PM4 RELEASE_MEM packet: examples in comments are fine
+from .signal import Signal
+ENV_NAME = "gfx1100"                    # a string may name one
+class Ring:
+  def __init__(self, env, inv, canvas, conv):
+    self.doorbell = env.doorbell("PM4")
+def advance(ring, words): return ring.write(words)
+'''
+
+
+@pytest.mark.parametrize("source,module", VENDOR_PLANTS)
+def test_plant_vendor_name_is_caught(source, module):
+  assert _findings(vendor_identifiers, source, module), f"not caught in module {module}:\n{source}"
+
+
+def test_plant_vendor_clean_module_passes():
+  assert _findings(vendor_identifiers, VENDOR_CLEAN, "queue") == []
