@@ -70,6 +70,8 @@ class Phy:
     self.name = name
     self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    # what the kernel granted (capped by net.core.rmem_max): the NIC keeps its unacknowledged packets below it
+    self.rx_buffer_bytes = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     self.sock.bind((LOCALHOST, port))
     self.sock.settimeout(0.05)       # the receive loop checks its stop flag at least this often
     self.address = self.sock.getsockname()
