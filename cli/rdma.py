@@ -178,9 +178,10 @@ def _ip(args, default: str) -> str:
 # ---------------------------------------------------------------- loopback
 def run_loopback(args) -> int:
   from ..drivers.bnxt import BNXTQP
+  ip = _ip(args, MOCK_IPS[0])
   dev = open_nic(args)
   try:
-    dev.set_ip(_ip(args, MOCK_IPS[0]))
+    dev.set_ip(ip)
     a, b = BNXTQP(dev, pmtu=args.pmtu), BNXTQP(dev, pmtu=args.pmtu)
     a.connect(b.qpn, dev.gid, dev.mac)
     b.connect(a.qpn, dev.gid, dev.mac)
@@ -357,12 +358,13 @@ def run_connect(args) -> int:
             "rdma", "serve", "--mock", "--pmtu", str(args.pmtu), "--timeout", str(args.timeout),
             "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", SERVE_MOCK_MAC, "--mock-port", "0",
             "--mock-peer", "0", "--pcap", "", "--faults", ""]
+  ip = _ip(args, MOCK_IPS[0])
   dev = open_nic(args)
   status, rc = 1, 0
   try:
     remote = Remote(argv, args.timeout)
     try:
-      dev.set_ip(_ip(args, MOCK_IPS[0]))
+      dev.set_ip(ip)
       qp = BNXTQP(dev, pmtu=args.pmtu)
       remote.send(_endpoint(dev, qp))
       peer = remote.recv("QP number, MAC and GID")
@@ -407,8 +409,9 @@ def run_serve(args) -> int:
   lines = LineReader(sys.stdin.fileno(), who, args.timeout)
   dev = None
   try:
+    ip = _ip(args, MOCK_IPS[1])
     dev = open_nic(args)
-    dev.set_ip(_ip(args, MOCK_IPS[1]))
+    dev.set_ip(ip)
     qp = BNXTQP(dev, pmtu=args.pmtu)
     peer = lines.recv("QP number, MAC and GID")
     if peer is None: return 0
