@@ -3,11 +3,11 @@ packets within a window; ACK/NAK -> CQEs; an ACK timer with go-back-N retransmis
 state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: reference bnxt_roce.md §2.5 and §3.6;
 formats: roce_hsi.h via the generated bindings.
 
-The SQ doorbell only checks and takes WQEs (the driver's MMIO write returns at once, whatever the message size);
-packets are built from the SGEs when they are sent, by the engine's thread, at most `window` unacknowledged packets
-ahead (so the receiver's socket buffer is not overrun), with an ACK requested every window/4 packets. The retry
-counter restarts whenever the responder's acknowledged PSN advances (IBA retry semantics): a lossy wire costs
-retransmissions, not the connection, as long as each loss is followed by progress.
+The SQ doorbell checks and takes WQEs and sends at most one batch of packets, so the driver's MMIO write returns at
+once whatever the message size; the engine's thread sends the rest. Packets are built from the SGEs when they are
+sent, at most `window` unacknowledged packets ahead (so the receiver's socket buffer is not overrun), with an ACK
+requested every window/4 packets. The retry counter restarts whenever the responder's acknowledged PSN advances (IBA
+retry semantics): a lossy wire costs retransmissions, not the connection, as long as each loss is followed by progress.
 """
 from __future__ import annotations
 
@@ -94,7 +94,10 @@ class Engine:
         self.complete(qp, qp.sq_cons % qp.sq_depth, e.status)
         self._to_error(qp)
       if qp.sq_cons == start: break
-    self._wake.set()
+    # a first batch goes out now (bounded work, whatever the message size: a small write needs no thread switch);
+    # the engine's thread sends the rest
+    if qp.state == "RTS": self._send_some(qp, TX_BATCH)
+    if qp.tx_next < qp.posted: self._wake.set()
 
   def _wqe_bytes(self, qp: QP, slot_abs: int, nslots: int) -> bytes:
     return b"".join(qp.sq.read(((slot_abs + i) % qp.sq_depth) * 16, 16) for i in range(nslots))
