@@ -5,9 +5,13 @@ Every other module receives its options explicitly (a Config, or one of its fiel
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 import tempfile
 from typing import Mapping
+
+from .errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,22 +46,81 @@ class Config:
   bnxt_mock_mac: str = ""
   debug: int = 0
 
+  def __post_init__(self):
+    for field, check in CHECKS.items():
+      try: check(getattr(self, field))
+      except ValueError as e: raise ConfigError(f"Config.{field}: {e}") from None
+
   def replace(self, **kw) -> "Config":
     return dataclasses.replace(self, **kw)
+
+
+# ---- values with a grammar: each check raises ValueError saying what is wrong with the value
+FAULT_SETS = ("drop", "corrupt", "reorder")     # frame numbers, counted from 1
+FAULT_RATES = ("p_drop", "p_corrupt")           # probabilities per frame
+
+
+def parse_faults(spec: str) -> dict:
+  """A mock wire fault spec, e.g. "drop=3,corrupt=1+4,reorder=2,p_drop=0.01,seed=7" -> {"drop": frozenset({3}),
+  "corrupt": frozenset({1, 4}), ...}: drop/corrupt/reorder take frame numbers (from 1) joined by '+', p_drop and
+  p_corrupt a probability 0..1, seed an integer. Raises ValueError naming the item that is wrong."""
+  out: dict = {}
+  for item in spec.split(",") if spec.strip() else []:
+    key, eq, value = (part.strip() for part in item.partition("="))
+    if not eq: raise ValueError(f"fault spec {spec!r}: {item.strip()!r} is not key=value")
+    if key in out: raise ValueError(f"fault spec {spec!r}: {key} is given twice")
+    if key in FAULT_SETS:
+      frames = value.split("+")
+      if not all(f.isdigit() and int(f) > 0 for f in frames):
+        raise ValueError(f"fault spec {spec!r}: {key}={value!r} is not frame numbers (1, 2, ...) joined by '+'")
+      out[key] = frozenset(int(f) for f in frames)
+    elif key in FAULT_RATES:
+      try: p = float(value)
+      except ValueError: p = math.nan
+      if not 0.0 <= p <= 1.0: raise ValueError(f"fault spec {spec!r}: {key}={value!r} is not a probability 0..1")
+      out[key] = p
+    elif key == "seed":
+      try: out[key] = int(value, 0)
+      except ValueError: raise ValueError(f"fault spec {spec!r}: seed={value!r} is not an integer") from None
+    else:
+      raise ValueError(f"fault spec {spec!r}: unknown fault {key!r} ({', '.join(FAULT_SETS + FAULT_RATES)}, seed)")
+  return out
+
+
+def check_udp_port(value) -> None:
+  if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+    raise ValueError(f"{value!r} is not a UDP port (0..65535, 0 = any)")
+
+
+def check_mac(value) -> None:
+  if not isinstance(value, str) or (value and not re.fullmatch(r"[0-9a-fA-F]{12}", value)):
+    raise ValueError(f"{value!r} is not a MAC address (12 hex digits, e.g. 020000000001)")
+
+
+def check_faults(value) -> None:
+  if not isinstance(value, str): raise ValueError(f"{value!r} is not a fault spec")
+  parse_faults(value)
+
+
+# Config fields whose values are checked whenever a Config is made, and the variable each comes from
+CHECKS = {"bnxt_mock_port": check_udp_port, "bnxt_mock_peer": check_udp_port, "bnxt_mock_mac": check_mac,
+          "bnxt_mock_faults": check_faults}
+ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT_MOCK_PEER",
+             "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS"}
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
   raw = env.get(name)
   if raw is None or raw == "": return default
   try: return int(raw, 0)
-  except ValueError: raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+  except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
   raw = env.get(name)
   if raw is None or raw == "": return default
   try: return float(raw)
-  except ValueError: raise ValueError(f"environment variable {name}={raw!r} is not a number") from None
+  except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not a number") from None
 
 
 def _xdg_cache(env: Mapping[str, str]) -> str:
@@ -71,7 +134,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
   env = os.environ if env is None else env
   d = Config()
   cache_dir = env.get("HCQ_CACHE_DIR") or _xdg_cache(env) or d.cache_dir
-  return Config(
+  fields = dict(
     dev=env.get("HCQ_DEV", d.dev),
     sysfs_root=env.get("HCQ_SYSFS_ROOT") or d.sysfs_root,
     proc_root=env.get("HCQ_PROC_ROOT") or d.proc_root,
@@ -89,3 +152,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
     debug=_int(env, "HCQ_DEBUG", 0),
   )
+  for field, check in CHECKS.items():   # named by the variable the value came from
+    try: check(fields[field])
+    except ValueError as e: raise ConfigError(f"environment variable {ENV_NAMES[field]}: {e}") from None
+  return Config(**fields)

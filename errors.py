@@ -6,6 +6,11 @@ class HCQError(Exception):
   """Base of every error hcq raises on purpose."""
 
 
+class ConfigError(HCQError, ValueError):
+  """An option (an environment variable, a Config field, a command-line value) hcq cannot use; names the option
+  and the value. A usage error: the hcq command exits with status 2."""
+
+
 class DeviceError(HCQError):
   """A device could not be opened or refused a request."""
 

@@ -29,9 +29,12 @@ def main(argv: list[str] | None = None) -> int:
   if not getattr(args, "func", None):
     parser.print_help()
     return 2
-  from ..errors import HCQError
+  from ..errors import ConfigError, HCQError
   try:
     return int(args.func(args) or 0)
+  except ConfigError as e:   # a value the command cannot use (a flag, an environment variable): a usage error
+    print(f"hcq {args.command}: error: {e}", file=sys.stderr)
+    return 2
   except HCQError as e:
     print(f"hcq {args.command}: error: {e}", file=sys.stderr)
     return 1

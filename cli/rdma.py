@@ -4,20 +4,27 @@
       two QPs on one port, PHY loopback on, one write, the bytes compared
   hcq rdma connect  [--pci BUS --remote-cmd "ssh host hcq rdma serve --pci BUS" | --mock] [--size N] [--pcap FILE]
       this host writes into the memory of a remote `hcq rdma serve`; the two ends exchange JSON lines over the
-      remote's stdin/stdout: {qpn, mac, gid} both ways (plus udp_port, the port each mock PHY bound, with --mock),
-      then {size} -> {addr, rkey}, then {done} -> {sha256, head}
+      remote's stdin/stdout: {qpn, mac, gid, wire} both ways, then {size} -> {addr, rkey}, then {done} ->
+      {sha256, head}
   hcq rdma serve    [--pci BUS | --mock]
       the remote end (reads requests on stdin, answers on stdout)
 
 --mock runs the mock Thor2; `connect --mock` starts `serve --mock` as a second local process, the two mock NICs
-exchanging frames over UDP on 127.0.0.1 (and never any other address). Each mock PHY binds port 0 and the handshake
-carries the port it got, so no port is picked before it is bound. Every wait is bounded by --timeout.
+exchanging frames over UDP on 127.0.0.1 (and never any other address). `wire` in the handshake is the device's own
+account of where its end of the wire is (BNXTDev.wire_endpoint: empty on real hardware; a mock port reports the
+UDP port it bound, so no port is picked before it is bound) and is handed to the other device as is. Every wait is
+bounded by --timeout; the largest write, and the largest buffer a peer may ask `serve` for, is 64 MiB.
+
+The mock options --pcap, --faults, --mock-port, --mock-peer and --mock-mac default to HCQ_BNXT_MOCK_PCAP, _FAULTS,
+_PORT, _PEER and _MAC (read by config.py); with `connect --mock` they apply to this end, and the `serve` it starts
+gets its own explicit values. Exit status: 0 verified, 1 failed, 2 a usage error (a bad flag, value or variable).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import math
 import os
 import select
 import shlex
@@ -25,8 +32,10 @@ import subprocess
 import sys
 import time
 
+MAX_SIZE = 64 << 20        # the largest write hcq rdma offers (and the largest buffer a peer may ask serve for)
+MAX_LINE = 64 << 10        # the longest JSON line either end accepts from the other
 MOCK_IPS = ("10.0.200.5", "10.0.200.6")      # addresses inside the mock wire only: they never reach a network
-LOCALHOST = "127.0.0.1"
+SERVE_MOCK_MAC = "020000000002"              # the MAC of the mock NIC `connect --mock` starts for its remote end
 
 
 def register(sub) -> None:
@@ -39,79 +48,140 @@ def register(sub) -> None:
     where = q.add_mutually_exclusive_group()
     where.add_argument("--pci", metavar="BUS", help="PCI address of the Thor2 function, e.g. 0000:41:00.0")
     where.add_argument("--mock", action="store_true", help="use the mock Thor2 (the default without --pci)")
-    q.add_argument("--ip", help="IPv4 address of this end (its GID); the mock uses 10.0.200.5/.6")
+    q.add_argument("--ip", type=_ipv4, help="IPv4 address of this end (its GID); the mock uses 10.0.200.5/.6")
     q.add_argument("--pmtu", type=int, default=1024, choices=(256, 512, 1024, 2048, 4096))
-    q.add_argument("--timeout", type=float, default=30.0, help="seconds any one step may take")
-    q.add_argument("--pcap", metavar="FILE", help="record this end's wire (mock only)")
-    q.add_argument("--faults", metavar="SPEC", help="wire faults on this end, e.g. drop=3,corrupt=1 (mock only)")
+    q.add_argument("--timeout", type=_seconds, default=30.0, help="seconds any one step may take")
+    mock = q.add_argument_group("mock wire (defaults: HCQ_BNXT_MOCK_PCAP, _FAULTS, _PORT, _PEER, _MAC)")
+    mock.add_argument("--pcap", metavar="FILE", type=_pcap_path, help="record this end's wire ('' = none)")
+    mock.add_argument("--faults", metavar="SPEC", type=_faults,
+                      help="wire faults on this end, e.g. drop=3,corrupt=1+4,reorder=2,p_drop=0.01,seed=7 ('' = none)")
+    mock.add_argument("--mock-port", metavar="PORT", type=_udp_port, help="UDP port the mock PHY binds (0 = any)")
+    mock.add_argument("--mock-peer", metavar="PORT", type=_udp_port, help="UDP port of the peer mock PHY (0 = none)")
+    mock.add_argument("--mock-mac", metavar="HEX12", type=_mac, help="the mock NIC's MAC, 12 hex digits")
     if name != "serve":
-      q.add_argument("--size", type=_size, default=4096, help="bytes to write (suffixes K, M)")
+      q.add_argument("--size", type=_size, default=4096, help="bytes to write (suffixes K, M; at most 64M)")
       q.add_argument("--seed", type=int, default=1, help="seed of the message bytes")
     if name == "connect":
       q.add_argument("--remote-cmd", metavar="CMD", help="command that runs `hcq rdma serve` on the remote host")
-      q.add_argument("--remote-ip", help="the remote end's IPv4 address (its GID)")
-    if name == "serve":
-      q.add_argument("--mock-port", type=int, default=0, help=argparse.SUPPRESS)
-      q.add_argument("--mock-peer", type=int, default=0, help=argparse.SUPPRESS)
-      q.add_argument("--mock-mac", default="", help=argparse.SUPPRESS)
+      q.add_argument("--remote-ip", type=_ipv4, help="the remote end's IPv4 address (its GID)")
     q.set_defaults(func=fn)
 
 
+# ---------------------------------------------------------------- flag values (argparse types: a bad one exits 2)
 def _size(text: str) -> int:
   mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:].upper(), 1)
   try: value = int(text[:-1] if mult > 1 else text, 0) * mult
   except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 25, 4K, 1M)") from None
-  if not 0 < value <= 64 << 20: raise argparse.ArgumentTypeError(f"size {text} is outside 1 B .. 64 MiB")
+  if not 0 < value <= MAX_SIZE: raise argparse.ArgumentTypeError(f"size {text} is outside 1 B .. 64 MiB")
   return value
 
 
+def _seconds(text: str) -> float:
+  try: value = float(text)
+  except ValueError: value = math.nan
+  if not (math.isfinite(value) and value > 0): raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+  return value
+
+
+def _ipv4(text: str) -> str:
+  import ipaddress
+  try: return str(ipaddress.IPv4Address(text))
+  except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
+
+
+def _checked(check, text, convert=str):
+  """Run one of config.py's checks on a flag's value (the same checks its environment variable gets)."""
+  try: value = convert(text)
+  except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+  try: check(value)
+  except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
+  return value
+
+
+def _faults(text: str) -> str:
+  from ..config import check_faults
+  return _checked(check_faults, text)
+
+
+def _udp_port(text: str) -> int:
+  from ..config import check_udp_port
+  return _checked(check_udp_port, text, lambda t: int(t, 0))
+
+
+def _mac(text: str) -> str:
+  from ..config import check_mac
+  return _checked(check_mac, text)
+
+
+def check_pcap_path(path: str) -> None:
+  """A pcap file can be created at path: tried by opening it for appending (what permission bits alone cannot
+  tell, e.g. for root or on /proc); a file this made is removed again."""
+  if not path: return
+  folder = os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(folder): raise ValueError(f"cannot write {path!r}: the folder {folder} does not exist")
+  if os.path.isdir(path): raise ValueError(f"cannot write {path!r}: it is a folder")
+  existed = os.path.exists(path)
+  try: open(path, "ab").close()
+  except OSError as e: raise ValueError(f"cannot write {path!r}: {e.strerror}") from None
+  if not existed: os.remove(path)
+
+
+def _pcap_path(text: str) -> str:
+  return _checked(check_pcap_path, text)
+
+
 def message(size: int, seed: int) -> bytes:
-  """Deterministic bytes that differ at every offset pattern (so misplaced packets show)."""
-  out, counter = bytearray(), 0
-  while len(out) < size:
-    out += hashlib.sha256(f"{seed}:{counter}".encode()).digest()
-    counter += 1
-  return bytes(out[:size])
+  """Deterministic pseudo-random bytes (SHAKE-128 of the seed: made in one call, linear in size), so a misplaced
+  packet shows as a mismatch."""
+  return hashlib.shake_128(f"hcq rdma message {seed}".encode()).digest(size)
 
 
 # ---------------------------------------------------------------- opening a device
-def open_nic(args, mock_port: int = 0, mock_peer: int = 0, mock_mac: str = ""):
+MOCK_FLAGS = {"bnxt_mock_pcap": "pcap", "bnxt_mock_faults": "faults", "bnxt_mock_port": "mock_port",
+              "bnxt_mock_peer": "mock_peer", "bnxt_mock_mac": "mock_mac"}   # Config field -> flag (args attribute)
+
+
+def open_nic(args):
+  """The Thor2 at --pci, or a mock one whose options are the flags, else HCQ_BNXT_MOCK_* (config.py)."""
   from .. import open as hcq_open
   from ..config import from_env
+  from ..errors import ConfigError
   cfg = from_env().replace(timeout_s=args.timeout)
+  given = {k: getattr(args, flag) for k, flag in MOCK_FLAGS.items() if getattr(args, flag) is not None}
   if args.pci:
-    if args.pcap or args.faults: raise SystemExit("hcq rdma: --pcap and --faults need the mock wire (--mock)")
+    used = [f"--{MOCK_FLAGS[k].replace('_', '-')}" for k, v in given.items() if v]
+    if used: raise ConfigError(f"{', '.join(used)}: only for the mock wire (--mock), not with --pci")
     from ..drivers.bnxt import open_pci
     from ..drivers.system import LinuxOS
     return open_pci(LinuxOS(cfg), cfg, args.pci)
-  cfg = cfg.replace(bnxt_mock_port=mock_port, bnxt_mock_peer=mock_peer, bnxt_mock_pcap=args.pcap or "",
-                    bnxt_mock_faults=args.faults or "", bnxt_mock_mac=mock_mac)
-  return hcq_open("MOCK+BNXT", config=cfg)
+  if "bnxt_mock_pcap" not in given and cfg.bnxt_mock_pcap:   # from the environment: checked as the flag would be
+    try: check_pcap_path(cfg.bnxt_mock_pcap)
+    except ValueError as e: raise ConfigError(f"environment variable HCQ_BNXT_MOCK_PCAP: {e}") from None
+  return hcq_open("MOCK+BNXT", config=cfg.replace(**given))
 
 
-def mock_errors(dev) -> list[str]:
-  """Driver bugs the mock NIC recorded (none on real hardware): read from the mock OS's device models."""
-  return [e for d in getattr(dev.os, "devices", []) for e in getattr(d, "errors", [])]
-
-
-def report_mock_errors(dev, what: str) -> bool:
-  errors = mock_errors(dev)
-  for e in errors: print(f"hcq rdma {what}: the mock NIC reports a driver bug: {e}", file=sys.stderr)
+def report_device_errors(dev, what: str) -> bool:
+  """Print what the device itself recorded about how it was driven (a mock NIC checks its driver; real hardware
+  keeps no such record); True when there is nothing."""
+  errors = dev.device_errors()
+  for e in errors: print(f"hcq rdma {what}: the device reports a driver bug: {e}", file=sys.stderr)
   return not errors
 
 
 def _ip(args, default: str) -> str:
+  from ..errors import ConfigError
   if args.ip: return args.ip
-  if args.pci: raise SystemExit("hcq rdma: --ip is required with --pci")
+  if args.pci: raise ConfigError("--ip is required with --pci")
   return default
 
 
 # ---------------------------------------------------------------- loopback
 def run_loopback(args) -> int:
   from ..drivers.bnxt import BNXTQP
+  ip = _ip(args, MOCK_IPS[0])
   dev = open_nic(args)
   try:
-    dev.set_ip(_ip(args, MOCK_IPS[0]))
+    dev.set_ip(ip)
     a, b = BNXTQP(dev, pmtu=args.pmtu), BNXTQP(dev, pmtu=args.pmtu)
     a.connect(b.qpn, dev.gid, dev.mac)
     b.connect(a.qpn, dev.gid, dev.mac)
@@ -131,52 +201,109 @@ def run_loopback(args) -> int:
     print(f"loopback: QP {a.qpn:#x} -> QP {b.qpn:#x}, {args.size} bytes at PMTU {args.pmtu} "
           f"({max(1, -(-args.size // args.pmtu))} packets) in {dt * 1e3:.2f} ms: {'verified' if ok else 'MISMATCH'}")
     if not ok: print(f"  first difference at byte {_first_diff(got, data)}", file=sys.stderr)
-    return 0 if report_mock_errors(dev, "loopback") and ok else 1
+    return 0 if report_device_errors(dev, "loopback") and ok else 1
   finally:
     dev.close()   # and the mock OS hcq.open made for it (its NIC threads and sockets)
 
 
-def _first_diff(a: bytes, b: bytes) -> int:
-  return next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+def _first_diff(a: bytes, b: bytes, chunk: int = 1 << 16) -> int:
+  """The first offset where a and b differ (compared a chunk at a time, then byte by byte inside the chunk)."""
+  n = min(len(a), len(b))
+  for start in range(0, n, chunk):
+    if a[start:start + chunk] != b[start:start + chunk]:
+      return next(i for i in range(start, min(start + chunk, n)) if a[i] != b[i])
+  return n
 
 
 # ---------------------------------------------------------------- the JSON-lines channel to the remote end
 class LineReader:
   """JSON objects, one a line, read from a file descriptor with a deadline per line (os.read + select: no buffered
-  file object that could hold a line select cannot see). recv returns None at end of file."""
+  file object that could hold a line select cannot see). recv returns None at end of file. A line longer than
+  max_line is refused (a peer must not make this end buffer without bound); each chunk read is searched once for
+  the newline and the line joined once, so reading is linear in what the peer sends."""
 
-  def __init__(self, fd: int, peer: str, timeout: float):
-    self.fd, self.peer, self.timeout = fd, peer, timeout
+  def __init__(self, fd: int, peer: str, timeout: float, max_line: int = MAX_LINE):
+    self.fd, self.peer, self.timeout, self.max_line = fd, peer, timeout, max_line
     self.pending = b""   # bytes read past the last complete line
 
   def recv(self, what: str) -> dict | None:
     from ..errors import DeviceError, Timeout
     deadline = time.monotonic() + self.timeout
-    line = self.pending
-    while b"\n" not in line:
+    parts, size, chunk = [], 0, self.pending
+    self.pending = b""
+    while True:
+      nl = chunk.find(b"\n")
+      parts.append(chunk if nl < 0 else chunk[:nl])
+      size += len(parts[-1])
+      if size > self.max_line:
+        raise DeviceError(f"{self.peer} sent a line of more than {self.max_line} bytes where its {what} was expected")
+      if nl >= 0:
+        self.pending = chunk[nl + 1:]
+        break
       left = deadline - time.monotonic()
-      if left <= 0: raise Timeout(f"{self.peer}'s {what}", last_seen=line.decode(errors="replace") or None,
-                                  timeout_s=self.timeout)
+      if left <= 0:
+        seen = b"".join(parts)[:200].decode(errors="replace")
+        raise Timeout(f"{self.peer}'s {what}", last_seen=seen or None, timeout_s=self.timeout)
       ready, _, _ = select.select([self.fd], [], [], left)
-      if not ready: continue
-      chunk = os.read(self.fd, 1 << 16)
+      chunk = os.read(self.fd, 1 << 16) if ready else None
+      if chunk is None:
+        chunk = b""
+        continue
       if not chunk:
-        if line.strip(): raise DeviceError(f"{self.peer} closed the channel in the middle of its {what}: {line[:200]!r}")
-        self.pending = b""
+        head = b"".join(parts)[:200]
+        if head.strip(): raise DeviceError(f"{self.peer} closed the channel in the middle of its {what}: {head!r}")
         return None
-      line += chunk
-    line, _, self.pending = line.partition(b"\n")
-    try: return json.loads(line)
-    except ValueError:
-      raise DeviceError(f"{self.peer} sent {line[:200]!r} where its {what} (a JSON line) was expected") from None
+    line = b"".join(parts)
+    try: obj = json.loads(line)
+    except ValueError: obj = None
+    if not isinstance(obj, dict):
+      raise DeviceError(f"{self.peer} sent {line[:200]!r} where its {what} (a JSON object on one line) was expected")
+    return obj
+
+
+def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_hex(v, n: int) -> bool:
+  return isinstance(v, str) and len(v) == n and all(c in "0123456789abcdefABCDEF" for c in v)
+
+
+# what each field the two ends send each other must be: (test, description)
+FIELDS = {
+  "qpn": (lambda v: _is_int(v) and 0 <= v <= 0xFFFFFF, "a QP number (0..0xffffff)"),
+  "mac": (lambda v: _is_hex(v, 12), "a MAC (12 hex digits)"),
+  "gid": (lambda v: _is_hex(v, 32), "a GID (32 hex digits)"),
+  "wire": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, (str, int)) for k, x in v.items()),
+           "a wire endpoint (an object of words)"),
+  "size": (lambda v: _is_int(v) and 0 < v <= MAX_SIZE, f"a size of 1 .. {MAX_SIZE} bytes (64 MiB)"),
+  "addr": (lambda v: _is_int(v) and 0 <= v < 1 << 64, "a 64-bit address"),
+  "rkey": (lambda v: _is_int(v) and 0 <= v < 1 << 32, "a 32-bit key"),
+  "sha256": (lambda v: _is_hex(v, 64), "a SHA-256 digest (64 hex digits)"),
+  "head": (lambda v: isinstance(v, str) and len(v) <= 128 and _is_hex(v, len(v)) and len(v) % 2 == 0, "hex bytes"),
+}
+
+
+def field(obj: dict, key: str, peer: str, default=None):
+  """obj[key] checked against FIELDS; a DeviceError naming the peer, the field and the value when it is missing or
+  wrong (a peer's message decides what this end allocates and where it writes: nothing is taken unchecked)."""
+  from ..errors import DeviceError
+  if key not in obj:
+    if default is not None: return default
+    raise DeviceError(f"{peer} sent no {key!r} in {json.dumps(obj)[:200]}")
+  test, text = FIELDS[key]
+  value = obj[key]
+  if not test(value): raise DeviceError(f"{peer} sent {key}={json.dumps(value)[:100]}, which is not {text}")
+  return value
 
 
 class Remote:
   """The remote `hcq rdma serve` as a child process: one JSON object a line each way, every read bounded."""
 
   def __init__(self, argv: list[str], timeout: float):
+    from ..errors import OSCallError
     self.timeout = timeout
-    self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+    try: self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+    except OSError as e: raise OSCallError("exec", f"the remote command {argv[0]!r}", e.errno) from None
     self.lines = LineReader(self.proc.stdout.fileno(), "the remote end", timeout)
 
   def send(self, obj) -> None:
@@ -191,79 +318,77 @@ class Remote:
     from ..errors import DeviceError
     obj = self.lines.recv(what)
     if obj is None: raise DeviceError(f"the remote end exited (status {self.proc.poll()}) before sending its {what}")
-    if "error" in obj: raise DeviceError(f"the remote end failed: {obj['error']}")
+    if "error" in obj: raise DeviceError(f"the remote end failed: {str(obj['error'])[:500]}")
     return obj
 
   def close(self) -> int:
     try:
       self.proc.stdin.close()
-      return self.proc.wait(timeout=self.timeout)
+    except BrokenPipeError:
+      pass
+    try: return self.proc.wait(timeout=self.timeout)
     except subprocess.TimeoutExpired:
       self.proc.kill()       # our own child, by its pid
       return self.proc.wait(timeout=5)
 
 
-def _mock_phy(dev):
-  """The mock NIC's PHY (its UDP socket on 127.0.0.1) behind dev; None on real hardware."""
-  phys = [d.phy for d in getattr(dev.os, "devices", []) if hasattr(d, "phy")]
-  return phys[-1] if phys else None
-
-
 def _endpoint(dev, qp) -> dict:
-  """What one end tells the other: QP number, MAC, GID and, on the mock wire, the UDP port its PHY is bound to (each
-  end binds port 0 itself and reports the port it got: no port is chosen and then bound by someone else)."""
-  ep = {"qpn": qp.qpn, "mac": dev.mac.hex(), "gid": dev.gid.hex()}
-  phy = _mock_phy(dev)
-  if phy is not None: ep["udp_port"] = phy.address[1]
-  return ep
+  """What one end tells the other: QP number, MAC, GID and the device's wire endpoint (empty on real hardware)."""
+  return {"qpn": qp.qpn, "mac": dev.mac.hex(), "gid": dev.gid.hex(), "wire": dev.wire_endpoint()}
 
 
-def _connect_mock_wire(dev, peer: dict) -> None:
-  """Point this end's mock PHY at the peer's UDP port (from the handshake)."""
-  phy = _mock_phy(dev)
-  if phy is None: return
-  if "udp_port" not in peer: raise ValueError(f"the remote end did not report its mock UDP port: {peer}")
-  phy.set_peer(int(peer["udp_port"]))
+def _connect_to(dev, qp, peer: dict, who: str) -> None:
+  """Attach the wire to the peer's endpoint and bring qp to RTS towards the peer's QP."""
+  dev.wire_connect({k: str(v) for k, v in field(peer, "wire", who, default={}).items()})
+  qp.connect(field(peer, "qpn", who), bytes.fromhex(field(peer, "gid", who)), bytes.fromhex(field(peer, "mac", who)))
 
 
 # ---------------------------------------------------------------- connect (this end writes)
 def run_connect(args) -> int:
   from ..drivers.bnxt import BNXTQP
-  if args.pci and not args.remote_cmd: raise SystemExit("hcq rdma connect --pci needs --remote-cmd")
+  from ..errors import ConfigError
+  if args.pci and not args.remote_cmd: raise ConfigError("connect --pci needs --remote-cmd")
   if args.pci:
-    argv = shlex.split(args.remote_cmd)
-  else:   # both mock PHYs bind port 0; the handshake carries the ports they got
+    try: argv = shlex.split(args.remote_cmd)
+    except ValueError as e: raise ConfigError(f"--remote-cmd {args.remote_cmd!r}: {e}") from None
+    if not argv: raise ConfigError("--remote-cmd is empty")
+  else:   # both mock PHYs bind a free port; the handshake carries the ports they got. The remote end's mock options
+    # are given explicitly, so none of this end's (flags or HCQ_BNXT_MOCK_*) is applied twice.
     argv = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))",
             "rdma", "serve", "--mock", "--pmtu", str(args.pmtu), "--timeout", str(args.timeout),
-            "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", "020000000002"]
-  dev = open_nic(args, mock_mac="020000000001")
-  remote = Remote(argv, args.timeout)
-  status = 1
+            "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", SERVE_MOCK_MAC, "--mock-port", "0",
+            "--mock-peer", "0", "--pcap", "", "--faults", ""]
+  ip = _ip(args, MOCK_IPS[0])
+  dev = open_nic(args)
+  status, rc = 1, 0
   try:
-    dev.set_ip(_ip(args, MOCK_IPS[0]))
-    qp = BNXTQP(dev, pmtu=args.pmtu)
-    remote.send(_endpoint(dev, qp))
-    peer = remote.recv("QP number, MAC and GID")
-    _connect_mock_wire(dev, peer)
-    qp.connect(int(peer["qpn"]), bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
-    remote.send({"size": args.size})
-    target = remote.recv("target address and rkey")
-    src = dev.alloc(args.size)
-    lkey = dev.register_mr(src)
-    data = message(args.size, args.seed)
-    src.write(0, data)
-    t0 = time.perf_counter()
-    qp.rdma_write(int(target["addr"]), int(target["rkey"]), src.va, lkey, args.size, timeout_s=args.timeout)
-    dt = time.perf_counter() - t0
-    remote.send({"done": True})
-    seen = remote.recv("digest of the received bytes")
-    ok = seen["sha256"] == hashlib.sha256(data).hexdigest() and bytes.fromhex(seen["head"]) == data[:64]
-    print(f"connect: QP {qp.qpn:#x} -> remote QP {int(peer['qpn']):#x}, {args.size} bytes at PMTU {args.pmtu} into "
-          f"{int(target['addr']):#x} (rkey {int(target['rkey']):#x}) in {dt * 1e3:.2f} ms: "
-          f"{'verified by the remote end' if ok else 'MISMATCH'}")
-    status = 0 if report_mock_errors(dev, "connect") and ok else 1
+    remote = Remote(argv, args.timeout)
+    try:
+      dev.set_ip(ip)
+      qp = BNXTQP(dev, pmtu=args.pmtu)
+      remote.send(_endpoint(dev, qp))
+      peer = remote.recv("QP number, MAC and GID")
+      _connect_to(dev, qp, peer, "the remote end")
+      remote.send({"size": args.size})
+      target = remote.recv("target address and rkey")
+      addr, rkey = field(target, "addr", "the remote end"), field(target, "rkey", "the remote end")
+      src = dev.alloc(args.size)
+      lkey = dev.register_mr(src)
+      data = message(args.size, args.seed)
+      src.write(0, data)
+      t0 = time.perf_counter()
+      qp.rdma_write(addr, rkey, src.va, lkey, args.size, timeout_s=args.timeout)
+      dt = time.perf_counter() - t0
+      remote.send({"done": True})
+      seen = remote.recv("digest of the received bytes")
+      ok = field(seen, "sha256", "the remote end") == hashlib.sha256(data).hexdigest() and \
+        bytes.fromhex(field(seen, "head", "the remote end")) == data[:64]
+      print(f"connect: QP {qp.qpn:#x} -> remote QP {peer['qpn']:#x}, {args.size} bytes at PMTU {args.pmtu} into "
+            f"{addr:#x} (rkey {rkey:#x}) in {dt * 1e3:.2f} ms: {'verified by the remote end' if ok else 'MISMATCH'}")
+      status = 0 if report_device_errors(dev, "connect") and ok else 1
+    finally:
+      rc = remote.close()
   finally:
-    rc = remote.close()
     dev.close()
   if rc != 0:
     print(f"hcq rdma connect: the remote end exited with status {rc}", file=sys.stderr)
@@ -275,38 +400,37 @@ def run_connect(args) -> int:
 def run_serve(args) -> int:
   from ..drivers.bnxt import BNXTQP
   out = sys.stdout
+  who = "the connecting end"
 
   def reply(obj) -> None:
     out.write(json.dumps(obj) + "\n")
     out.flush()
 
-  lines = LineReader(sys.stdin.fileno(), "the connecting end", args.timeout)
-
-  def request(what: str) -> dict | None:
-    return lines.recv(what)
-
+  lines = LineReader(sys.stdin.fileno(), who, args.timeout)
   dev = None
   try:
-    dev = open_nic(args, mock_port=args.mock_port, mock_peer=args.mock_peer, mock_mac=args.mock_mac)
-    dev.set_ip(_ip(args, MOCK_IPS[1]))
+    ip = _ip(args, MOCK_IPS[1])
+    dev = open_nic(args)
+    dev.set_ip(ip)
     qp = BNXTQP(dev, pmtu=args.pmtu)
-    peer = request("QP number, MAC and GID")
+    peer = lines.recv("QP number, MAC and GID")
     if peer is None: return 0
-    if not args.mock_peer: _connect_mock_wire(dev, peer)
-    qp.connect(int(peer["qpn"]), bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
+    _connect_to(dev, qp, peer, who)
     reply(_endpoint(dev, qp))
-    ask = request("buffer request")
+    ask = lines.recv("buffer request")
     if ask is None: return 0
-    target = dev.alloc(int(ask["size"]))
+    size = field(ask, "size", who)     # checked before anything is allocated: 1 B .. 64 MiB
+    target = dev.alloc(size)
     rkey = dev.register_mr(target)
-    reply({"addr": target.va, "rkey": rkey, "size": int(ask["size"])})
-    done = request("completion notice")
+    reply({"addr": target.va, "rkey": rkey, "size": size})
+    done = lines.recv("completion notice")
     if done is None: return 0
-    got = target.read(0, int(ask["size"]))
+    got = target.read(0, size)
     reply({"sha256": hashlib.sha256(got).hexdigest(), "head": got[:64].hex()})
     print(f"serve: received {len(got)} bytes in QP {qp.qpn:#x}", file=sys.stderr)
-    return 0 if report_mock_errors(dev, "serve") else 1
-  except Exception as e:   # the connecting end prints it
+    return 0 if report_device_errors(dev, "serve") else 1
+  except Exception as e:   # the connecting end prints it; this end says it too
+    print(f"hcq rdma serve: error: {e}", file=sys.stderr)
     reply({"error": f"{type(e).__name__}: {e}"})
     return 1
   finally:

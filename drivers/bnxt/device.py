@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ipaddress
+import re
 import struct
 
 from ...autogen import bnxt as hsi
@@ -26,6 +27,8 @@ PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4
 # backing store context types the function needs, with the extra entries the reference adds (reference §0 step 3)
 BS_TYPES = [("QP", 2), ("SRQ", 0), ("CQ", 2), ("VNIC", 0), ("STAT", 2), ("SP_TQM_RING", 0), ("FP_TQM_RING", 0),
             ("MRAV", 2), ("TIM", 0)]
+WIRE_ATTR, ERRORS_ATTR = "wire", "device_errors"
+WIRE_WORD = re.compile(r"[A-Za-z0-9_]+=[A-Za-z0-9_.:-]+")
 FID_SELF = 0xFFFF
 NQ_DEPTH = 16
 L2_RING_DEPTH = 16
@@ -181,7 +184,30 @@ class BNXTDev:
     if settle_s: self.os.sleep(settle_s)
 
   def alloc(self, size: int) -> DMABuffer:
-    return self._dma(size, "buffer")
+    """size bytes (rounded up to whole pages) the NIC can reach; a DeviceError for a size that is not positive."""
+    return self._dma(size, f"buffer of {size!r} bytes")
+
+  # ---- the port's wire and the device's own error reports (sysfs attributes an emulated function may have)
+  def wire_endpoint(self) -> dict[str, str]:
+    """What a peer needs to reach this port besides its MAC and GID. Empty on real hardware (the cable is the
+    wire); a function whose wire is emulated says where its end is in a sysfs attribute `wire` (key=value words)."""
+    if not self.pci.has_attr(WIRE_ATTR): return {}
+    return dict(word.split("=", 1) for word in self.pci.attr(WIRE_ATTR).split() if "=" in word)
+
+  def wire_connect(self, peer: dict) -> None:
+    """Attach this port's emulated wire to a peer's endpoint (the other end's wire_endpoint); nothing to do on real
+    hardware. Keys and values are single words; the function refuses (an OSCallError) values it cannot use."""
+    if not peer or not self.pci.has_attr(WIRE_ATTR): return
+    words = [f"{k}={v}" for k, v in peer.items()]
+    bad = [w for w in words if not WIRE_WORD.fullmatch(w)]
+    if bad: raise DeviceError(f"{self.name}: wire endpoint {bad[0]!r} is not a key=value word")
+    self.pci.write_attr(WIRE_ATTR, " ".join(words))
+
+  def device_errors(self) -> list[str]:
+    """Errors the function itself recorded about how it was driven (a sysfs attribute `device_errors`, one a line,
+    of a function that checks its driver); empty when the function keeps no such record."""
+    if not self.pci.has_attr(ERRORS_ATTR): return []
+    return [line for line in self.pci.attr(ERRORS_ATTR).splitlines() if line.strip()]
 
   def register_mr(self, buf: DMABuffer, access: int | None = None) -> int:
     """Register buf for local and remote write; returns the key (lkey == rkey)."""

@@ -22,6 +22,8 @@ class DMABuffer:
   4 KiB page)."""
 
   def __init__(self, os, size: int, what: str = "DMA buffer"):
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+      raise DeviceError(f"{what}: size {size!r} is not a positive number of bytes")
     self.os, self.what = os, what
     self.size = max(PAGE, (size + PAGE - 1) // PAGE * PAGE)
     self.va = os.alloc_anon(self.size)
@@ -32,11 +34,25 @@ class DMABuffer:
 
   def zero(self) -> None: self.view[:] = bytes(self.size)
 
-  def write(self, offset: int, data: bytes) -> None: self.view[offset:offset + len(data)] = data
+  def _span(self, op: str, offset: int, size: int) -> slice:
+    """The slice [offset, offset+size) of the buffer; a DeviceError naming the buffer when it is not inside it
+    (a slice of the view would silently shorten it, a negative offset count from the end)."""
+    if not self.va: raise DeviceError(f"{self.what}: {op} after the buffer was freed")
+    for name, v in (("offset", offset), ("size", size)):
+      if isinstance(v, bool) or not isinstance(v, int):
+        raise DeviceError(f"{self.what}: {op} {name} {v!r} is not an integer")
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"{self.what}: {op} of {size} bytes at offset {offset} is outside the buffer "
+                        f"[0, {self.size}) at {self.va:#x}")
+    return slice(offset, offset + size)
 
-  def read(self, offset: int, size: int) -> bytes: return bytes(self.view[offset:offset + size])
+  def write(self, offset: int, data: bytes) -> None: self.view[self._span("write", offset, len(data))] = data
 
-  def paddr(self, offset: int) -> int: return self.paddrs[offset // PAGE] + offset % PAGE
+  def read(self, offset: int, size: int) -> bytes: return bytes(self.view[self._span("read", offset, size)])
+
+  def paddr(self, offset: int) -> int:
+    self._span("paddr", offset, 1)
+    return self.paddrs[offset // PAGE] + offset % PAGE
 
   def free(self) -> None:
     if self.va:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import ctypes
 
 from ...autogen import bnxt as hsi
-from ...errors import DeviceError, Timeout
+from ...errors import DeviceError
 from .dma import DMABuffer
+from .poll import poll_until
 
 HWRM_WINDOW = 0x000          # BNXT_GRCPF_REG_CHIMP_COMM
 HWRM_TRIGGER = 0x100         # BNXT_GRCPF_REG_CHIMP_COMM_TRIGGER
@@ -69,22 +70,18 @@ class HWRMChannel:
 
   def _wait(self, command: str, op: int, resp_t, timeout_s: float):
     hdr = hsi.struct_hwrm_err_output
-    deadline = self.os.monotonic() + timeout_s
-    last, spins = "nothing", 0
-    while True:
+
+    def poll():
       h = hdr.from_buffer_copy(self.resp.read(0, ctypes.sizeof(hdr)))
-      if h.resp_len and h.seq_id == self.seq:
-        if h.resp_len > self.resp.size or h.resp_len < 8:
-          raise DeviceError(f"{self.name}: HWRM {command} response length {h.resp_len} is impossible")
-        if self.resp.view[h.resp_len - 1] == HWRM_RESP_VALID_KEY:
-          self.os.memory_barrier()
-          full = bytes(self.resp.read(0, max(h.resp_len, ctypes.sizeof(resp_t))))
-          return resp_t.from_buffer_copy(full[:ctypes.sizeof(resp_t)])
-        last = f"resp_len {h.resp_len}, seq_id {h.seq_id}, valid byte 0"
-      elif h.resp_len:
-        last = f"resp_len {h.resp_len} with seq_id {h.seq_id}"
-      if self.os.monotonic() > deadline:
-        raise Timeout(f"{self.name}: HWRM {command} (req_type {op:#x}, seq_id {self.seq}) response", "valid byte 1",
-                      last, timeout_s)
-      spins += 1
-      self.os.sleep(0 if spins < 100 else 1e-4)
+      if not h.resp_len: return False, "resp_len 0"
+      if h.seq_id != self.seq: return False, f"resp_len {h.resp_len} with seq_id {h.seq_id}"
+      if h.resp_len > self.resp.size or h.resp_len < 8:
+        raise DeviceError(f"{self.name}: HWRM {command} response length {h.resp_len} is impossible")
+      if self.resp.view[h.resp_len - 1] != HWRM_RESP_VALID_KEY:
+        return False, f"resp_len {h.resp_len}, seq_id {h.seq_id}, valid byte 0"
+      self.os.memory_barrier()
+      full = bytes(self.resp.read(0, max(h.resp_len, ctypes.sizeof(resp_t))))
+      return True, resp_t.from_buffer_copy(full[:ctypes.sizeof(resp_t)])
+
+    return poll_until(self.os, poll, timeout_s, f"{self.name}: HWRM {command} (req_type {op:#x}, seq_id {self.seq}) "
+                      "response", "valid byte 1")

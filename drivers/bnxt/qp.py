@@ -12,9 +12,10 @@ import ctypes
 import struct
 
 from ...autogen import bnxt as hsi
-from ...errors import DeviceError, Timeout
+from ...errors import DeviceError
 from . import doorbell
 from .dma import DMABuffer, PageTable
+from .poll import poll_until
 
 SLOT = 16
 CQE_SIZE = 32
@@ -137,21 +138,16 @@ class BNXTQP:
       raise CompletionError(self.name, cqe.status, f"RDMA WRITE of {size} bytes to {remote_va:#x} (rkey {rkey:#x})")
 
   def poll_cq(self, timeout_s: float, what: str):
-    os = self.dev.os
-    deadline = os.monotonic() + timeout_s
-    spins = 0
-    while True:
-      off = self.cq_cons.slot * CQE_SIZE
-      cqe = hsi.struct_cq_req.from_buffer_copy(self.cq.read(off, CQE_SIZE))
-      if (cqe.cqe_type_toggle & hsi.CQ_REQ_TOGGLE) == 1 - self.cq_cons.epoch:
-        os.memory_barrier()
-        self.cq_cons.advance()
-        self.dev.ring_db(self.cq_id, doorbell.CQ, self.cq_cons.slot, self.cq_cons.epoch)
-        if cqe.qp_handle != self.handle:
-          raise DeviceError(f"{self.name}: CQE for qp_handle {cqe.qp_handle:#x}, expected {self.handle:#x}")
-        return cqe
-      if os.monotonic() > deadline:
-        raise Timeout(f"{self.name}: completion of {what} on CQ {self.cq_id:#x} slot {self.cq_cons.slot}",
-                      f"toggle {1 - self.cq_cons.epoch}", f"toggle {cqe.cqe_type_toggle & 1}", timeout_s)
-      spins += 1
-      os.sleep(0 if spins < 50 else 2e-4)
+    def poll():
+      cqe = hsi.struct_cq_req.from_buffer_copy(self.cq.read(self.cq_cons.slot * CQE_SIZE, CQE_SIZE))
+      if (cqe.cqe_type_toggle & hsi.CQ_REQ_TOGGLE) != 1 - self.cq_cons.epoch:
+        return False, f"toggle {cqe.cqe_type_toggle & 1}"
+      self.dev.os.memory_barrier()
+      self.cq_cons.advance()
+      self.dev.ring_db(self.cq_id, doorbell.CQ, self.cq_cons.slot, self.cq_cons.epoch)
+      if cqe.qp_handle != self.handle:
+        raise DeviceError(f"{self.name}: CQE for qp_handle {cqe.qp_handle:#x}, expected {self.handle:#x}")
+      return True, cqe
+
+    return poll_until(self.dev.os, poll, timeout_s, f"{self.name}: completion of {what} on CQ {self.cq_id:#x} slot "
+                      f"{self.cq_cons.slot}", f"toggle {1 - self.cq_cons.epoch}")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import ctypes
 
 from ...autogen import bnxt as hsi
-from ...errors import DeviceError, Timeout
+from ...errors import DeviceError
 from . import doorbell
 from .dma import DMABuffer
+from .poll import poll_until
 
 RCFW_COMM_BASE = 0x600        # qplib_rcfw.h RCFW_COMM_BASE_OFFSET
 RCFW_PROD = RCFW_COMM_BASE + 0xC   # RCFW_PF_VF_COMM_PROD_OFFSET
@@ -80,23 +81,20 @@ class RCFWChannel:
     return resp
 
   def _wait(self, command: str, op: int, resp_t, timeout_s: float):
-    deadline = self.os.monotonic() + timeout_s
-    spins = 0
-    while True:
-      off = self.creq_cons.slot * CREQ_ENTRY
-      ev = hsi.struct_creq_qp_event.from_buffer_copy(self.creq.read(off, ctypes.sizeof(hsi.struct_creq_qp_event)))
-      if (ev.v & hsi.CREQ_QP_EVENT_V) == (1 - self.creq_cons.epoch):
+    def poll():
+      while True:   # asynchronous events on the CREQ are consumed and skipped: they are not our response
+        off = self.creq_cons.slot * CREQ_ENTRY
+        ev = hsi.struct_creq_qp_event.from_buffer_copy(self.creq.read(off, ctypes.sizeof(hsi.struct_creq_qp_event)))
+        if (ev.v & hsi.CREQ_QP_EVENT_V) != (1 - self.creq_cons.epoch): return False, f"v bit {ev.v & 1}"
         self.os.memory_barrier()
         entry = resp_t.from_buffer_copy(self.creq.read(off, ctypes.sizeof(resp_t)))
         self.creq_cons.advance()
         # return the credit: the consumer index and its epoch (reference §1.5)
         self.ring_db(self.creq_ring_id, doorbell.NQ_ARM, self.creq_cons.slot, self.creq_cons.epoch)
         kind = ev.type & hsi.CREQ_BASE_TYPE_MASK
-        if kind == hsi.CREQ_BASE_TYPE_QP_EVENT and ev.event == op: return entry
-        if kind != hsi.CREQ_BASE_TYPE_QP_EVENT: continue   # an asynchronous event: not our response
+        if kind != hsi.CREQ_BASE_TYPE_QP_EVENT: continue
+        if ev.event == op: return True, entry
         raise DeviceError(f"{self.name}: RCFW {command} (opcode {op:#x}): CREQ answered opcode {ev.event:#x}")
-      if self.os.monotonic() > deadline:
-        raise Timeout(f"{self.name}: RCFW {command} (opcode {op:#x}) response on CREQ slot {self.creq_cons.slot}",
-                      f"v bit {1 - self.creq_cons.epoch}", f"v bit {ev.v & 1}", timeout_s)
-      spins += 1
-      self.os.sleep(0 if spins < 100 else 1e-4)
+
+    return poll_until(self.os, poll, timeout_s, f"{self.name}: RCFW {command} (opcode {op:#x}) response on CREQ slot "
+                      f"{self.creq_cons.slot}", f"v bit {1 - self.creq_cons.epoch}")

@@ -118,6 +118,10 @@ class PCIDevice:
 
   def has_attr(self, name: str) -> bool: return self.os.sysfs_exists(self._path(name))
 
+  def write_attr(self, name: str, text: str) -> None:
+    """Write a sysfs attribute of the function (e.g. 'power/control')."""
+    self.os.sysfs_write(self._path(name), text)
+
   # ---- configuration space
   def config_read_bytes(self, offset: int, size: int) -> bytes:
     if offset < 0 or size < 0 or offset + size > 4096:

@@ -7,8 +7,15 @@ def open_bnxt_mock(config, index: int = 0):
   """(MockOS with index+1 mock NICs, the last of them); the last NIC takes config's bnxt_mock_* options (its UDP
   port, peer port, pcap, faults, MAC)."""
   from ..mockos import MockOS
-  from .nic import MockThor2
   os = MockOS(config)
+  try: return os, _add_nics(os, config, index)
+  except BaseException:
+    os.close()      # the NICs made so far (their sockets and threads) go with it
+    raise
+
+
+def _add_nics(os, config, index: int):
+  from .nic import MockThor2
   nic = None
   for i in range(index + 1):
     last = i == index
@@ -19,4 +26,4 @@ def open_bnxt_mock(config, index: int = 0):
                     pcap=(config.bnxt_mock_pcap or None) if last else None,
                     faults=(config.bnxt_mock_faults or None) if last else None)
     os.add_device(nic)
-  return os, nic
+  return nic

@@ -1,6 +1,13 @@
-"""The mock NIC's RoCE data path: the requester (SQ doorbell -> WQEs -> RDMA WRITE frames; ACK/NAK -> CQEs; an ACK
-timer with go-back-N retransmission) and the responder (PSN, QP state, rkey, access and bounds checks; DMA into the
-MR; ACK or NAK). Rules: reference bnxt_roce.md §2.5 and §3.6; formats: roce_hsi.h via the generated bindings.
+"""The mock NIC's RoCE data path: the requester (SQ doorbell -> WQEs; a transmit thread that sends their RDMA WRITE
+packets within a window; ACK/NAK -> CQEs; an ACK timer with go-back-N retransmission) and the responder (PSN, QP
+state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: reference bnxt_roce.md §2.5 and §3.6;
+formats: roce_hsi.h via the generated bindings.
+
+The SQ doorbell checks and takes WQEs and sends at most one batch of packets, so the driver's MMIO write returns at
+once whatever the message size; the engine's thread sends the rest. Packets are built from the SGEs when they are
+sent, at most `window` unacknowledged packets ahead (so the receiver's socket buffer is not overrun), with an ACK
+requested every window/4 packets. The retry counter restarts whenever the responder's acknowledged PSN advances (IBA
+retry semantics): a lossy wire costs retransmissions, not the connection, as long as each loss is followed by progress.
 """
 from __future__ import annotations
 
@@ -19,11 +26,19 @@ NAK_TO_STATUS = {fr.AETH_NAK_INVALID_REQ: hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUE
 MR_REMOTE_WRITE = hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE     # MR encoding (0x4)
 QP_REMOTE_WRITE = hsi.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE       # QP encoding (0x2): they differ (reference §1.12)
 TIMER_TICK_S = 0.005
+TX_BATCH = 32               # packets sent per hold of the NIC lock: the receive thread gets its turn in between
+FRAME_OVERHEAD = 1024       # what a datagram costs a socket buffer beyond its payload (headers, kernel bookkeeping)
+WINDOW_MIN, WINDOW_MAX = 8, 512
 
 
 def psn_le(a: int, b: int) -> bool:
   """a <= b in 24-bit serial arithmetic."""
   return ((b - a) & PSN_MASK) < 0x800000
+
+
+def ack_timeout_s(exponent: int) -> float:
+  """IBA local ACK timeout: 4.096 us * 2**exponent (0 = no timer)."""
+  return 4.096e-6 * (1 << exponent) if exponent else 0.0
 
 
 class LocalError(Exception):
@@ -38,6 +53,7 @@ class Engine:
     self.drops: dict[str, int] = {}
     self.ip_id = 0
     self._stop = threading.Event()
+    self._wake = threading.Event()      # set by a doorbell or an ACK that opens the window
     self._timer = threading.Thread(target=self._timer_loop, name=f"bnxt-{nic.addr}-timer", daemon=True)
     self._timer.start()
 
@@ -48,7 +64,12 @@ class Engine:
     self.drops[reason] = self.drops.get(reason, 0) + 1
     self.nic.log(f"RX drop ({reason}) {detail}")
 
-  # ================================================================ requester
+  def window(self, qp: QP) -> int:
+    """Unacknowledged packets allowed in flight: what the receiving socket buffer holds, halved for safety (the
+    peer's buffer is taken to be as large as this PHY's: both are mock NICs on this machine)."""
+    return max(WINDOW_MIN, min(WINDOW_MAX, self.nic.phy.rx_buffer_bytes // (2 * (qp.pmtu + FRAME_OVERHEAD))))
+
+  # ================================================================ requester: the doorbell takes WQEs
   def sq_doorbell(self, qpn: int, index: int, epoch: int) -> None:
     qp = self.fw.qps.get(qpn)
     if qp is None:
@@ -67,17 +88,22 @@ class Engine:
       return
     while qp.sq_cons < qp.sq_prod and qp.state == "RTS":
       start = qp.sq_cons
-      try: self._execute(qp)
+      try: self._take(qp)
       except LocalError as e:
         self.nic.log(f"QP {qpn:#x}: local error {e}")
         self.complete(qp, qp.sq_cons % qp.sq_depth, e.status)
         self._to_error(qp)
       if qp.sq_cons == start: break
+    # a first batch goes out now (bounded work, whatever the message size: a small write needs no thread switch);
+    # the engine's thread sends the rest
+    if qp.state == "RTS": self._send_some(qp, TX_BATCH)
+    if qp.tx_next < qp.posted: self._wake.set()
 
   def _wqe_bytes(self, qp: QP, slot_abs: int, nslots: int) -> bytes:
     return b"".join(qp.sq.read(((slot_abs + i) % qp.sq_depth) * 16, 16) for i in range(nslots))
 
-  def _execute(self, qp: QP) -> None:
+  def _take(self, qp: QP) -> None:
+    """Check the WQE at sq_cons and queue it for transmission (its packets are built when sent)."""
     start = qp.sq_cons
     head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, start, 2))
     size = head.wqe_size if qp.variable else 8
@@ -90,7 +116,7 @@ class Engine:
     if head.wqe_size < 3:
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"wqe_size {head.wqe_size} leaves no room for an SGE")
     raw = self._wqe_bytes(qp, start, head.wqe_size) if qp.variable else qp.sq.read((start % qp.sq_depth) * 128, 128)
-    payload, total = b"", 0
+    sges, total = [], 0
     for i in range(head.wqe_size - 2):
       sge = hsi.struct_sq_sge.from_buffer_copy(raw[32 + 16 * i:48 + 16 * i])
       mr = self.fw.mrs.get(sge.l_key)
@@ -99,33 +125,55 @@ class Engine:
       if not (mr.va <= sge.va_or_pa and sge.va_or_pa + sge.size <= mr.va + mr.size):
         raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR,
                          f"SGE {i}: [{sge.va_or_pa:#x}, +{sge.size:#x}) is outside MR {mr.key:#x}")
-      payload += mr.mem.read(sge.va_or_pa - mr.va, sge.size)
+      if sge.size: sges.append((mr, sge.va_or_pa - mr.va, sge.size))
       total += sge.size
     if total != head.length:
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_LENGTH_ERR, f"SGEs hold {total} bytes, the WQE says {head.length}")
-    segs = fr.segment(head.length, qp.pmtu)
+    npkts = max(1, -(-head.length // qp.pmtu))
     first = qp.sq_psn
     if qp.msn_entries:
       idx = qp.wqe_count % qp.msn_entries
       got = struct.unpack("<Q", qp.sq.read(qp.msn_off + idx * 8, 8))[0]
       want = ((start % qp.sq_depth) << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
-             (((first + len(segs)) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | first
+             (((first + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | first
       if got != want:
         self.nic.error(f"QP {qp.qpn:#x}: MSN table entry {idx} is {got:#018x}, expected {want:#018x} "
-                       f"(start slot {start % qp.sq_depth}, PSN {first}..{first + len(segs)})")
+                       f"(start slot {start % qp.sq_depth}, PSN {first}..{first + npkts})")
     qp.wqe_count += 1
-    out = []
-    for n, (op, off, sz) in enumerate(segs):
-      psn = (first + n) & PSN_MASK
-      reth = fr.Reth(head.remote_va, head.remote_key, head.length) if op in fr.WITH_RETH else None
-      out.append((psn, self._frame(qp, op, psn, ackreq=n == len(segs) - 1, reth=reth, payload=payload[off:off + sz])))
-    qp.sq_psn = (first + len(segs)) & PSN_MASK
     signalled = bool(head.flags & hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP)
-    o = Outstanding(first, (first + len(segs) - 1) & PSN_MASK, qp.sq_cons, signalled, out, start)
-    qp.outstanding.append(o)
-    if len(qp.outstanding) == 1: qp.retries = 0
-    for _, frame in out: self.nic.phy.transmit(frame)
-    qp.last_tx = time.monotonic()      # the ACK timer runs from the last packet sent
+    qp.outstanding.append(Outstanding(qp.posted, npkts, qp.sq_cons, signalled, head.remote_va, head.remote_key,
+                                      head.length, sges, start))
+    qp.posted += npkts
+    qp.sq_psn = (first + npkts) & PSN_MASK
+
+  # ================================================================ requester: the transmit thread
+  def _send_some(self, qp: QP, budget: int) -> int:
+    """Send up to budget packets from tx_next while the window allows; returns how many were sent."""
+    window, sent = self.window(qp), 0
+    if qp.tx_next == qp.una: qp.timer_start = time.monotonic()   # nothing was in flight: the timer starts now
+    for o in qp.outstanding:
+      if sent >= budget: break
+      if o.end <= qp.tx_next: continue
+      every = max(1, window // 4)
+      while qp.tx_next < o.end and sent < budget and qp.tx_next - qp.una < window:
+        n = qp.tx_next - o.first
+        # an ACK is requested on the message's last packet and every `every` packets, so the window keeps opening
+        self.nic.phy.transmit(self._packet(qp, o, n, ackreq=n == o.npkts - 1 or n % every == every - 1))
+        qp.tx_next += 1
+        sent += 1
+      if qp.tx_next < o.end: break
+    return sent
+
+  def _packet(self, qp: QP, o: Outstanding, n: int, ackreq: bool) -> bytes:
+    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY (reference §2.5), its payload read from the SGEs now."""
+    off = n * qp.pmtu
+    size = min(qp.pmtu, o.length - off)
+    if o.npkts == 1: op = fr.RC_RDMA_WRITE_ONLY
+    elif n == 0: op = fr.RC_RDMA_WRITE_FIRST
+    elif n == o.npkts - 1: op = fr.RC_RDMA_WRITE_LAST
+    else: op = fr.RC_RDMA_WRITE_MIDDLE
+    reth = fr.Reth(o.remote_va, o.rkey, o.length) if op in fr.WITH_RETH else None
+    return self._frame(qp, op, qp.psn_of(o.first + n), ackreq=ackreq, reth=reth, payload=_gather(o.sges, off, size))
 
   def _frame(self, qp: QP, opcode: int, psn: int, ackreq=False, reth=None, aeth=None, payload=b"") -> bytes:
     sgid = self.fw.gids[qp.sgid_index][0]
@@ -161,31 +209,39 @@ class Engine:
     qp.state = "ERR"
     for o in qp.outstanding: self._retire(qp, o, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
     qp.outstanding = []
+    qp.una = qp.tx_next = qp.posted
     while qp.sq_cons < qp.sq_prod: self._flush_one(qp)
+
+  def _acknowledged(self, qp: QP, upto: int) -> None:
+    """The responder has every packet before number `upto`: retire the messages that ended, and when that is
+    progress, restart the retry count and the ACK timer (IBA: retries count failures without progress)."""
+    if upto <= qp.una: return
+    qp.una = upto
+    qp.tx_next = max(qp.tx_next, upto)
+    qp.retries = 0
+    qp.timer_start = time.monotonic()
+    while qp.outstanding and qp.outstanding[0].end <= upto:
+      self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_OK)
+    self._wake.set()    # the window opened
 
   def _ack(self, qp: QP, f: fr.RoceFrame) -> None:
     if qp.state not in ("RTS", "SQD"):
       self.drop("ack_qp_state", f"QP {qp.qpn:#x} in {qp.state}")
       return
     syn = f.aeth.syndrome
+    packet = qp.packet_of(f.psn)
     if f.aeth.is_ack:
-      done = [o for o in qp.outstanding if psn_le(o.last_psn, f.psn)]
-      if done:
-        qp.retries = 0
-        qp.last_tx = time.monotonic()
-      for o in done:
-        qp.outstanding.remove(o)
-        self._retire(qp, o, hsi.CQ_REQ_STATUS_OK)
+      if packet is not None: self._acknowledged(qp, packet + 1)
       return
     if not f.aeth.is_nak:
       self.drop("rnr_nak", f"syndrome {syn:#x} is not modelled")
       return
-    # a NAK acknowledges everything before its PSN
-    for o in [o for o in qp.outstanding if psn_le(o.last_psn, (f.psn - 1) & PSN_MASK)]:
-      qp.outstanding.remove(o)
-      self._retire(qp, o, hsi.CQ_REQ_STATUS_OK)
+    if packet is None and f.psn != qp.psn_of(qp.posted):
+      self.drop("stale_nak", f"NAK {syn:#x} at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")
+      return
+    self._acknowledged(qp, qp.posted if packet is None else packet)   # a NAK acknowledges everything before it
     if syn == fr.AETH_NAK_PSN_SEQ:
-      self._retransmit(qp, from_psn=f.psn, why=f"NAK PSN sequence error at {f.psn}")
+      self._retransmit(qp, f"NAK PSN sequence error at {f.psn}")
       return
     status = NAK_TO_STATUS.get(syn, hsi.CQ_REQ_STATUS_REMOTE_OPERATION_ERR)
     self.nic.log(f"QP {qp.qpn:#x}: NAK {syn:#x} ({fr.NAK_NAMES.get(syn, '?')}) at PSN {f.psn}")
@@ -194,32 +250,53 @@ class Engine:
       self._retire(qp, o, status)
     self._to_error(qp)
 
-  def _retransmit(self, qp: QP, from_psn: int | None, why: str) -> None:
+  def _retransmit(self, qp: QP, why: str) -> None:
+    """Go back N: resend from the oldest unacknowledged packet, unless the retry count is spent."""
     qp.retries += 1
     if qp.retries > qp.retry_cnt:
       self.nic.log(f"QP {qp.qpn:#x}: retry count {qp.retry_cnt} exhausted ({why})")
       if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR)
       self._to_error(qp)
       return
-    self.nic.log(f"QP {qp.qpn:#x}: retransmission {qp.retries}/{qp.retry_cnt} ({why})")
-    for o in qp.outstanding:
-      for psn, frame in o.frames:
-        if from_psn is None or psn_le(from_psn, psn): self.nic.phy.transmit(frame)
-    qp.last_tx = time.monotonic()
+    self.nic.log(f"QP {qp.qpn:#x}: retransmission {qp.retries}/{qp.retry_cnt} from PSN {qp.psn_of(qp.una)} ({why})")
+    qp.tx_next = qp.una
+    qp.timer_start = time.monotonic()
+    self._wake.set()
 
   def _timer_loop(self) -> None:
-    while not self._stop.wait(TIMER_TICK_S):
+    """The engine's thread: sends what the window allows, and runs the ACK timers."""
+    while not self._stop.is_set():
+      self._wake.wait(TIMER_TICK_S)
+      self._wake.clear()
+      try: busy = self._transmit_tick()
+      except Exception as e:   # a failure (a DMA fault, a model bug) must not stop the thread silently: record it
+        self.nic.error(f"transmitter failed: {type(e).__name__}: {e}")
+        busy = False
       try: self._timer_tick()
-      except Exception as e:   # a failure (a DMA fault, a model bug) must not stop the timer silently: record it
+      except Exception as e:
         self.nic.error(f"ACK timer failed: {type(e).__name__}: {e}")
+      if busy: self._wake.set()     # more to send: go round again without waiting
+
+  def _transmit_tick(self) -> bool:
+    """One batch of packets per QP with something to send; True when a QP could send more right away."""
+    busy = False
+    with self.nic.lock:
+      for qp in list(self.fw.qps.values()):
+        if qp.state != "RTS" or qp.tx_next >= qp.posted: continue
+        self._send_some(qp, TX_BATCH)
+        busy |= qp.tx_next < qp.posted and qp.tx_next - qp.una < self.window(qp)
+    return busy
 
   def _timer_tick(self) -> None:
     with self.nic.lock:
       now = time.monotonic()
       for qp in list(self.fw.qps.values()):
-        if qp.state != "RTS" or not qp.outstanding or not qp.timeout: continue
-        if now - qp.last_tx > 4.096e-6 * (1 << qp.timeout):
-          self._retransmit(qp, None, "ACK timeout")
+        limit = ack_timeout_s(qp.timeout)
+        if qp.state != "RTS" or qp.una >= qp.tx_next or not limit: continue
+        if now - qp.timer_start > limit:
+          qp.timer_start = now        # restarted even if the retransmission below fails
+          self._retransmit(qp, "ACK timeout")
+
 
   # ================================================================ responder
   def receive(self, frame: bytes) -> None:
@@ -309,4 +386,20 @@ class Engine:
 
   def close(self) -> None:
     self._stop.set()
+    self._wake.set()
     if self._timer is not threading.current_thread(): self._timer.join(timeout=1)
+
+
+def _gather(sges: list, off: int, size: int) -> bytes:
+  """Bytes [off, off+size) of the message the SGEs describe, read from the MRs now."""
+  parts = []
+  for mr, mr_off, n in sges:
+    if off >= n:
+      off -= n
+      continue
+    take = min(n - off, size)
+    parts.append(mr.mem.read(mr_off + off, take))
+    size -= take
+    off = 0
+    if not size: break
+  return b"".join(parts)

@@ -6,13 +6,14 @@ expected entry. Register map: reference bnxt_roce.md §3.3-3.4.
 """
 from __future__ import annotations
 
+import errno
 import random
 import struct
 import threading
 
 from ...autogen import bnxt as hsi
 from ...drivers.system.interface import MMIOView
-from ...errors import GPUFault
+from ...errors import GPUFault, OSCallError
 from ..pci import PCIFunction
 from .engine import Engine
 from .firmware import Firmware
@@ -86,6 +87,23 @@ class MockThor2(PCIFunction):
     """A driver bug the device can see."""
     self.errors.append(msg)
     self.messages.append("ERROR " + msg)
+
+  # ---- sysfs: the wire's endpoint (read: where this port listens; write: the peer's endpoint) and the errors
+  def sysfs_files(self) -> dict:
+    files = super().sysfs_files()
+    files["wire"] = dict(read=lambda: f"udp_port={self.phy.address[1]}\n", write=self._wire_write)
+    files["device_errors"] = dict(read=lambda: "".join(e.replace("\n", " ") + "\n" for e in list(self.errors)))
+    return files
+
+  def _wire_write(self, data: bytes) -> None:
+    """'udp_port=N': send to the peer NIC bound to UDP port N on 127.0.0.1."""
+    text = data.decode(errors="replace").strip()
+    fields = dict(word.partition("=")[::2] for word in text.split())
+    port = fields.get("udp_port", "")
+    if set(fields) != {"udp_port"} or not port.isdigit() or not 0 < int(port) < 65536:
+      raise OSCallError("write", f"{self.sysfs_dir}/wire", errno.EINVAL,
+                        f"{text!r}: expected udp_port=N with N a UDP port (1..65535) of the peer NIC on 127.0.0.1")
+    self.phy.set_peer(int(port))
 
   # ---- the OS side: a PCI function of a MockOS; DMA through its host memory
   def attach(self, os) -> None: os.add_pci_function(self)

@@ -9,6 +9,8 @@ import struct
 import threading
 import time
 
+from ...errors import OSCallError
+
 PCAP_MAGIC_US = 0xA1B2C3D4
 LINKTYPE_ETHERNET = 1
 SNAPLEN = 65535
@@ -20,7 +22,9 @@ class PcapWriter:
   def __init__(self, path: str):
     self.path = path
     self._lock = threading.Lock()
-    self._file = open(path, "wb")
+    try: self._file = open(path, "wb")
+    except OSError as e:   # a missing folder, no permission, a directory: name the file, not a traceback
+      raise OSCallError("open", f"pcap file {path}", e.errno) from None
     self._file.write(struct.pack("<IHHiIII", PCAP_MAGIC_US, 2, 4, 0, 0, SNAPLEN, LINKTYPE_ETHERNET))
     self._file.flush()
     self.count = 0

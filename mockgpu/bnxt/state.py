@@ -48,18 +48,18 @@ class PagedMemory:
   def _pa(self, off: int) -> int: return self.pages[off // PAGE] + off % PAGE
 
   def read(self, off: int, n: int) -> bytes:
-    out = b""
+    parts = []   # joined once: appending to bytes would copy the whole prefix for every page
     while n > 0:
       chunk = min(n, PAGE - off % PAGE)
-      out += self.nic.dma_read(self._pa(off), chunk)
+      parts.append(self.nic.dma_read(self._pa(off), chunk))
       off, n = off + chunk, n - chunk
-    return out
+    return b"".join(parts)
 
   def write(self, off: int, data: bytes) -> None:
-    pos = 0
-    while pos < len(data):
-      chunk = min(len(data) - pos, PAGE - (off + pos) % PAGE)
-      self.nic.dma_write(self._pa(off + pos), data[pos:pos + chunk])
+    view, pos = memoryview(data), 0   # page-sized views of data, never a copy of its tail
+    while pos < len(view):
+      chunk = min(len(view) - pos, PAGE - (off + pos) % PAGE)
+      self.nic.dma_write(self._pa(off + pos), view[pos:pos + chunk])
       pos += chunk
 
 
@@ -96,12 +96,20 @@ class MR:
 
 @dataclasses.dataclass
 class Outstanding:
-  first_psn: int
-  last_psn: int
+  """An RDMA WRITE the requester took from the SQ. Its packets are the QP's packets first .. first+npkts-1, counted
+  from RTS (QP.psn_of gives their PSNs); each is built from the SGEs when it is sent, and again when it is resent."""
+  first: int              # number of its first packet
+  npkts: int
   end_slot: int           # absolute SQ slot just past the WQE
   signalled: bool
-  frames: list            # (psn, frame bytes) for retransmission
+  remote_va: int
+  rkey: int
+  length: int
+  sges: list              # (MR, offset in the MR, bytes) in order
   start_slot: int = 0     # absolute SQ slot of the WQE
+
+  @property
+  def end(self) -> int: return self.first + self.npkts
 
 
 @dataclasses.dataclass
@@ -125,15 +133,30 @@ class QP:
   dest_qpn: int = 0
   timeout: int = 0
   retry_cnt: int = 0
-  sq_psn: int = 0         # next PSN to send
+  sq_psn: int = 0         # PSN of the next packet a WQE takes
   epsn: int = 0           # responder: expected PSN
   resp_msn: int = 0       # responder: completed messages
   sq_prod: int = 0        # absolute, from the doorbell
   sq_cons: int = 0        # absolute slot of the next WQE to process
   wqe_count: int = 0      # requester MSN counter (MSN table index)
   outstanding: list = dataclasses.field(default_factory=list)
+  # requester packets, counted from RTS: `posted` taken from WQEs, `tx_next` the next to (re)send, `una` the oldest
+  # the responder has not acknowledged (una <= tx_next <= posted)
+  posted: int = 0
+  tx_next: int = 0
+  una: int = 0
   retries: int = 0
-  last_tx: float = 0.0
+  timer_start: float = 0.0   # when the ACK timer last (re)started: progress, or a (re)transmission from una
   nak_sent: bool = False
   # responder's message in progress: (mr, next va, bytes left)
   rx_msg: tuple | None = None
+
+  def psn_of(self, packet: int) -> int:
+    """The PSN of requester packet number `packet` (sq_psn belongs to packet `posted`)."""
+    return (self.sq_psn - (self.posted - packet)) & PSN_MASK
+
+  def packet_of(self, psn: int) -> int | None:
+    """The packet number a PSN from the responder names, looking forward from una; None when it is older than una
+    or beyond what was posted (a stale or bogus PSN)."""
+    ahead = (psn - self.psn_of(self.una)) & PSN_MASK
+    return self.una + ahead if self.una + ahead < self.posted else None

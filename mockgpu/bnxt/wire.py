@@ -15,14 +15,12 @@ import socket
 import threading
 from typing import Callable
 
+from ...config import parse_faults
+from ...errors import OSCallError
 from .pcap import PcapWriter
 
 LOCALHOST = "127.0.0.1"
 MAX_FRAME = 65507   # the largest UDP datagram on IPv4; 9 KiB jumbo frames fit
-
-
-def _frames(text: str) -> frozenset[int]:
-  return frozenset(int(x) for x in text.split("+") if x)
 
 
 @dataclasses.dataclass
@@ -38,16 +36,9 @@ class FaultPlan:
 
   @classmethod
   def parse(cls, spec: str | None) -> "FaultPlan":
-    plan = cls()
-    if not spec: return plan
-    for item in spec.split(","):
-      key, eq, value = item.strip().partition("=")
-      if not eq: raise ValueError(f"fault spec {spec!r}: {item!r} is not key=value")
-      if key in ("drop", "corrupt", "reorder"): plan = dataclasses.replace(plan, **{key: _frames(value)})
-      elif key in ("p_drop", "p_corrupt"): plan = dataclasses.replace(plan, **{key: float(value)})
-      elif key == "seed": plan = dataclasses.replace(plan, seed=int(value))
-      else: raise ValueError(f"fault spec {spec!r}: unknown fault {key!r} (drop, corrupt, reorder, p_drop, p_corrupt, seed)")
-    return plan
+    """The plan a spec describes (grammar: config.parse_faults, which the environment and the CLI check with too);
+    a ValueError naming the item that is wrong."""
+    return cls(**parse_faults(spec or ""))
 
   @property
   def empty(self) -> bool:
@@ -68,14 +59,20 @@ class Phy:
                faults: FaultPlan | None = None, log: Callable[[str], None] | None = None,
                error: Callable[[str], None] | None = None):
     self.name = name
+    self.pcap = PcapWriter(pcap) if pcap else None   # first: a pcap that cannot be written leaves no socket behind
     self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    self.sock.bind((LOCALHOST, port))
+    # what the kernel granted (capped by net.core.rmem_max): the NIC keeps its unacknowledged packets below it
+    self.rx_buffer_bytes = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    try: self.sock.bind((LOCALHOST, port))
+    except OSError as e:   # the port is taken (or not ours to take): say which, leave nothing open
+      self.sock.close()
+      if self.pcap: self.pcap.close()
+      raise OSCallError("bind", f"{name}: UDP {LOCALHOST}:{port}", e.errno) from None
     self.sock.settimeout(0.05)       # the receive loop checks its stop flag at least this often
     self.address = self.sock.getsockname()
     self.peer = (LOCALHOST, peer_port) if peer_port else None
     self.loopback = False
-    self.pcap = PcapWriter(pcap) if pcap else None
     self.faults = faults or FaultPlan()
     self._rng = random.Random(self.faults.seed)
     self._held: list[bytes] = []

@@ -44,20 +44,25 @@ def test_concurrent_connects_pick_their_own_ports():
 
 
 def test_endpoint_reports_the_bound_udp_port():
-  from hcq.cli.rdma import _connect_mock_wire, _endpoint, _mock_phy
+  """The handshake's wire endpoint is the device's own (BNXTDev.wire_endpoint: the sysfs `wire` attribute of the
+  mock function), and wire_connect points the PHY at a peer; bad values are refused by the device."""
+  from hcq.cli.rdma import _endpoint
   from hcq.drivers.bnxt import BNXTQP
+  from hcq.errors import DeviceError, OSCallError
   from hcq import open as hcq_open
   dev = hcq_open("MOCK+BNXT")
   try:
     dev.set_ip("10.0.200.5")
     qp = BNXTQP(dev)
     ep = _endpoint(dev, qp)
-    phy = _mock_phy(dev)
-    assert ep["udp_port"] == phy.sock.getsockname()[1] != 0 and ep["qpn"] == qp.qpn
-    _connect_mock_wire(dev, {"udp_port": 40000})
+    phy = dev.os.pci_functions[dev.pci.addr].phy     # the model, seen only by this test
+    assert ep["wire"] == {"udp_port": str(phy.sock.getsockname()[1])} and phy.address[1] != 0 and ep["qpn"] == qp.qpn
+    dev.wire_connect({"udp_port": "40000"})
     assert phy.peer == ("127.0.0.1", 40000)
-    with pytest.raises(ValueError, match="did not report its mock UDP port"): _connect_mock_wire(dev, {"qpn": 1})
-    with pytest.raises(ValueError, match="bad peer UDP port"): _connect_mock_wire(dev, {"udp_port": 70000})
+    with pytest.raises(OSCallError, match="udp_port=N"): dev.wire_connect({"udp_port": "70000"})
+    with pytest.raises(OSCallError, match="udp_port=N"): dev.wire_connect({"port": "4"})
+    with pytest.raises(DeviceError, match="not a key=value word"): dev.wire_connect({"udp_port": "1 2"})
+    assert phy.peer == ("127.0.0.1", 40000)
   finally:
     dev.close(); dev.os.close()
 
@@ -148,7 +153,8 @@ def test_serve_answers_two_requests_that_arrive_in_one_read():
   """Both ends read lines with os.read + select: a line already read past is answered, not waited for."""
   import json
   gid = (bytes(10) + b"\xff\xff" + bytes([10, 0, 200, 5])).hex()
-  reqs = json.dumps({"qpn": 0x123, "mac": "020000000001", "gid": gid, "udp_port": 9}) + "\n" + json.dumps({"size": 64})
+  reqs = json.dumps({"qpn": 0x123, "mac": "020000000001", "gid": gid, "wire": {"udp_port": 9}}) + "\n" + \
+    json.dumps({"size": 64})
   from hcq.cli.rdma import LineReader
   p = subprocess.Popen(HCQ + ["rdma", "serve", "--mock", "--timeout", "30"], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -162,4 +168,4 @@ def test_serve_answers_two_requests_that_arrive_in_one_read():
     err = p.stderr.read().decode(errors="replace")
     p.stdout.close(); p.stderr.close()
   assert p.returncode == 0, err
-  assert sorted(first) == ["gid", "mac", "qpn", "udp_port"] and sorted(second) == ["addr", "rkey", "size"]
+  assert sorted(first) == ["gid", "mac", "qpn", "wire"] and sorted(second) == ["addr", "rkey", "size"]
