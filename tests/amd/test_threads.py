@@ -1,0 +1,53 @@
+"""One device used from several threads (DESIGN.md §8: submissions serialized per device): each thread launches and
+copies on its own buffers, with wait=True and wait=False, and every result equals numpy's."""
+import threading
+
+import numpy as np
+import pytest
+
+import hcq
+from hcq.config import Config
+from hcq.drivers.amd.kernels import demo_code_object
+
+THREADS, ROUNDS, N = 4, 12, 1024
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_threads_share_a_device_and_each_gets_numpys_results(threaded):
+  with hcq.open("MOCK+AMD", Config(timeout_s=20.0, mock_threaded=threaded)) as dev:
+    vadd = dev.load(demo_code_object(), "vadd")
+    errors, start = [], threading.Barrier(THREADS)
+
+    def work(t: int):
+      rng = np.random.default_rng(t)
+      a, b, c = (dev.alloc(4 * N) for _ in range(3))
+      h = dev.alloc(4 * N, host=True)                     # host memory too: written by the CPU once the device is done
+      try:
+        start.wait()
+        for r in range(ROUNDS):
+          x, y = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+          dev.copyin(a, x)
+          dev.copyin(b, y)
+          wait = r % 2 == 0
+          vadd(a, b, c, N, global_size=(N // 256,), local_size=(256,), wait=wait)
+          vadd(c, b, h, N, global_size=(N // 256,), local_size=(256,), wait=not wait)
+          np.testing.assert_array_equal(np.frombuffer(dev.copyout(c), np.float32), x + y)
+          np.testing.assert_array_equal(np.frombuffer(dev.copyout(h), np.float32), (x + y) + y)
+      except BaseException as e:   # noqa: BLE001 - reported by the main thread
+        errors.append(f"thread {t}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=work, args=(t,), name=f"user-{t}") for t in range(THREADS)]
+    for th in threads: th.start()
+    for th in threads: th.join(timeout=120)
+    assert not any(th.is_alive() for th in threads), "a thread did not finish"
+    assert not errors, "\n".join(errors)
+
+
+def test_a_device_closed_by_another_thread_refuses_work_cleanly():
+  dev = hcq.open("MOCK+AMD", Config(timeout_s=5.0))
+  vadd = dev.load(demo_code_object(), "vadd")
+  a = dev.alloc(4 * N)
+  closer = threading.Thread(target=dev.close)
+  closer.start()
+  closer.join(timeout=30)
+  with pytest.raises(hcq.DeviceError, match="closed"): vadd(a, a, a, N, global_size=(N // 256,), local_size=(256,))
