@@ -1,0 +1,73 @@
+"""The driver registry: hcq.open, spec parsing, autodetection and the README's device list come from the drivers'
+own declarations (drivers/<vendor>/__init__.py DRIVER)."""
+import pathlib
+import re
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import pytest
+
+import hcq
+from hcq.config import Config
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_the_readme_lists_exactly_the_registered_devices():
+  text = (ROOT / "README.md").read_text()
+  listed = re.search(r"<!-- device-list -->\n(.*?)<!-- /device-list -->", text, re.S)
+  assert listed, "README.md has no device list"
+  assert listed.group(1).rstrip("\n") == hcq.device_list()
+
+
+def test_vendors_and_interfaces_without_a_working_driver_are_refused_by_name():
+  with pytest.raises(hcq.DeviceError, match="unknown vendor 'NV' \\(known: AMD, CPU, BNXT\\)"): hcq.parse_spec("NV")
+  with pytest.raises(hcq.DeviceError, match="vendor AMD has no interface 'PCI' \\(known: KFD, MOCK, MOCKKFD\\)"):
+    hcq.parse_spec("PCI+AMD")
+  assert hcq.parse_spec("amd") == ("KFD", "AMD", 0) and hcq.parse_spec("MOCK+AMD:3").is_mock
+
+
+def test_every_declared_mock_is_one_the_mock_serves():
+  from hcq.mockgpu import MOCKED
+  for d in hcq.registered_drivers().values():
+    for i in d.interfaces:
+      if i.mocks: assert (d.vendor, i.name) in MOCKED
+
+
+@pytest.mark.parametrize("index", ["9" * 20, "64", "1" * 7, "-1", "1.5", "0x3", "٣"])
+def test_a_spec_cannot_make_hcq_build_many_devices(index):
+  """An index is bounded before anything is built: a huge one is an error at once, with no memory to speak of."""
+  tracemalloc.start()
+  t0 = time.monotonic()
+  try:
+    with pytest.raises(hcq.DeviceError, match="index"): hcq.open(f"MOCK+AMD:{index}")
+    assert time.monotonic() - t0 < 1
+    assert tracemalloc.get_traced_memory()[1] < 16 << 20
+  finally: tracemalloc.stop()
+
+
+def test_the_mock_builds_a_bounded_number_of_gpus():
+  with pytest.raises(hcq.DeviceError, match="at most 16 GPUs"): hcq.open("MOCK+AMD:40", Config(timeout_s=2))
+
+
+def test_the_mock_says_it_is_the_mock():
+  with hcq.open("MOCK+AMD:1", Config(timeout_s=5)) as dev:
+    assert "MOCK+AMD:1" in dev.name and "KFD+AMD" not in dev.name
+
+
+def test_open_without_a_spec_on_a_machine_without_gpus_opens_the_mock_quickly_and_quietly(tmp_path):
+  """No HCQ_DEV and no /dev/kfd (an empty device root): hcq.open() opens MOCK+AMD in under 0.5 s and prints nothing."""
+  script = ("import time; t0 = time.perf_counter(); import hcq; dev = hcq.open(); t1 = time.perf_counter(); "
+            "import sys; sys.stderr.write(f'{dev.name}|{t1 - t0}'); dev.close()")
+  env = {"PATH": "/usr/bin:/bin", "HCQ_DEV_ROOT": str(tmp_path), "HCQ_CACHE_DIR": str(tmp_path / "cache")}
+  times = []
+  for _ in range(3):            # best of three: the first run may find cold caches on a busy machine
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    name, seconds = r.stderr.rsplit("|", 1)
+    assert name == "gfx1100 on MOCK+AMD:0 (gpu_id " + name.split("gpu_id ")[1]   # nothing else on stderr either
+    times.append(float(seconds))
+  assert min(times) < 0.5, times
