@@ -5,9 +5,12 @@ Every other module receives its options explicitly (a Config, or one of its fiel
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tempfile
 from typing import Mapping
+
+from .errors import HCQError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,18 +45,36 @@ class Config:
     return dataclasses.replace(self, **kw)
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-  raw = env.get(name)
-  if raw is None or raw == "": return default
-  try: return int(raw, 0)
-  except ValueError: raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+class ConfigError(HCQError, ValueError):
+  """An HCQ_* environment variable holds a value hcq cannot use; names the variable, the value and what would do."""
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _raw(env: Mapping[str, str], name: str) -> str | None:
   raw = env.get(name)
-  if raw is None or raw == "": return default
-  try: return float(raw)
-  except ValueError: raise ValueError(f"environment variable {name}={raw!r} is not a number") from None
+  return None if raw is None or raw.strip() == "" else raw
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+  """An integer in [lo, hi] (decimal, or 0x/0o/0b prefixed); out of range is an error, never clamped."""
+  raw = _raw(env, name)
+  if raw is None: return default
+  try: v = int(raw.strip(), 0)
+  except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
+  if v < lo or (hi is not None and v > hi):
+    want = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
+    raise ConfigError(f"environment variable {name}={raw!r} is out of range (must be {want})")
+  return v
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+  """A positive, finite number of seconds (0, negative, nan and inf are refused: a wait needs a real bound)."""
+  raw = _raw(env, name)
+  if raw is None: return default
+  try: v = float(raw)
+  except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not a number of seconds") from None
+  if not (math.isfinite(v) and v > 0):
+    raise ConfigError(f"environment variable {name}={raw!r} must be a positive, finite number of seconds")
+  return v
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Config:
@@ -66,12 +87,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     proc_root=env.get("HCQ_PROC_ROOT") or d.proc_root,
     dev_root=env.get("HCQ_DEV_ROOT") or d.dev_root,
     lock_dir=env.get("HCQ_LOCK_DIR") or d.lock_dir,
-    timeout_s=_float(env, "HCQ_TIMEOUT", d.timeout_s),
+    timeout_s=_seconds(env, "HCQ_TIMEOUT", d.timeout_s),
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or d.autogen_cache,
-    mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0)),
-    mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget),
-    bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0),
-    bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0),
+    mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
+    mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
+    bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0, hi=65535),
+    bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0, hi=65535),
     bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),
     bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
