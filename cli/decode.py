@@ -57,7 +57,7 @@ def _decode_and_print(decode, words) -> int:
   try: packets = decode(words)
   except DecodeError as e:
     print_packets(e.packets)
-    print(f"hcq decode: {e}", file=sys.stderr)
+    print(f"hcq decode: error: {e}", file=sys.stderr)
     return 1
   print_packets(packets)
   return 0
