@@ -109,18 +109,32 @@ ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT
              "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS"}
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _raw(env: Mapping[str, str], name: str) -> str | None:
   raw = env.get(name)
-  if raw is None or raw == "": return default
-  try: return int(raw, 0)
+  return None if raw is None or raw.strip() == "" else raw
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+  """An integer in [lo, hi] (decimal, or 0x/0o/0b prefixed); out of range is an error, never clamped."""
+  raw = _raw(env, name)
+  if raw is None: return default
+  try: v = int(raw.strip(), 0)
   except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
+  if v < lo or (hi is not None and v > hi):
+    want = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
+    raise ConfigError(f"environment variable {name}={raw!r} is out of range (must be {want})")
+  return v
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-  raw = env.get(name)
-  if raw is None or raw == "": return default
-  try: return float(raw)
-  except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not a number") from None
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+  """A positive, finite number of seconds (0, negative, nan and inf are refused: a wait needs a real bound)."""
+  raw = _raw(env, name)
+  if raw is None: return default
+  try: v = float(raw)
+  except ValueError: raise ConfigError(f"environment variable {name}={raw!r} is not a number of seconds") from None
+  if not (math.isfinite(v) and v > 0):
+    raise ConfigError(f"environment variable {name}={raw!r} must be a positive, finite number of seconds")
+  return v
 
 
 def _xdg_cache(env: Mapping[str, str]) -> str:
@@ -140,11 +154,11 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     proc_root=env.get("HCQ_PROC_ROOT") or d.proc_root,
     dev_root=env.get("HCQ_DEV_ROOT") or d.dev_root,
     lock_dir=env.get("HCQ_LOCK_DIR") or d.lock_dir,
-    timeout_s=_float(env, "HCQ_TIMEOUT", d.timeout_s),
+    timeout_s=_seconds(env, "HCQ_TIMEOUT", d.timeout_s),
     cache_dir=cache_dir,
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen"),
-    mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0)),
-    mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget),
+    mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
+    mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
     bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0),
     bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0),
     bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),

@@ -2,13 +2,27 @@
 
     register(subparsers) -> None      # adds its parser; sets func=callable(args) -> int exit code
 
-Modules are discovered, so adding a command never touches this file."""
+Modules are discovered, so adding a command never touches this file.
+
+Exit status, for every subcommand: 0 done, 1 a failure (an hcq error: a device, a file, a kernel), 2 a command line
+that cannot be acted on (argparse's errors, UsageError, a bad HCQ_* value: ConfigError), 130 interrupted. Errors are one line on stderr, never a
+traceback. Output piped into a reader that stops early (`hcq disasm BIG | head -1`) ends the command quietly."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import pkgutil
 import sys
+
+from ..errors import ConfigError, HCQError
+
+
+class UsageError(HCQError):
+  """A command line the command cannot act on (a bad option value, options that conflict): exit status 2."""
+
+
+class CommandError(HCQError):
+  """A command that failed on its input (a file it cannot read or write, ...): exit status 1."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,22 +38,65 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-  parser = build_parser()
-  args = parser.parse_args(argv)
-  if not getattr(args, "func", None):
-    parser.print_help()
-    return 2
-  from ..errors import ConfigError, HCQError
+  command = None
   try:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = args.command
+    if not getattr(args, "func", None):
+      parser.print_help(sys.stderr)
+      return 2
     return int(args.func(args) or 0)
-  except ConfigError as e:   # a value the command cannot use (a flag, an environment variable): a usage error
-    print(f"hcq {args.command}: error: {e}", file=sys.stderr)
+  except SystemExit as e:   # argparse: 2 after its error message, 0 after --help / --version
+    return _exit_status(e)
+  except (UsageError, ConfigError) as e:   # a command line or an HCQ_* value the command cannot act on
+    _error(command, e)
     return 2
   except HCQError as e:
-    print(f"hcq {args.command}: error: {e}", file=sys.stderr)
+    _error(command, e)
+    return 1
+  except MemoryError:
+    _error(command, "not enough host memory for this request")
+    return 1
+  except BrokenPipeError as e:
+    if _stdout_closed():   # the reader of our output went away (`| head`): it has what it wanted
+      _silence_stdout()
+      return 0
+    _error(command, e)
     return 1
   except KeyboardInterrupt:
+    _error(command, "interrupted")
     return 130
+
+
+def _error(command: str | None, e) -> None:
+  print(f"hcq {command}: error: {e}" if command else f"hcq: error: {e}", file=sys.stderr)
+
+
+def _exit_status(e: SystemExit) -> int:
+  if e.code is None: return 0
+  if isinstance(e.code, int): return e.code
+  print(e.code, file=sys.stderr)   # sys.exit("message"): Python's own convention, status 1
+  return 1
+
+
+def _stdout_closed() -> bool:
+  """Whether stdout is a pipe whose reader has closed it (poll reports POLLERR on such a write end)."""
+  import select
+  try:
+    fd = sys.stdout.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(ev & select.POLLERR for _, ev in poller.poll(0))
+  except (OSError, ValueError, AttributeError):   # no real file descriptor (a test's capture), or closed
+    return False
+
+
+def _silence_stdout() -> None:
+  """Point stdout at /dev/null: the interpreter flushes it at exit, which would raise BrokenPipeError once more."""
+  import os
+  try: os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+  except (OSError, ValueError): pass
 
 
 if __name__ == "__main__":

@@ -7,18 +7,23 @@ from __future__ import annotations
 import re
 import sys
 
+from . import CommandError, UsageError
+
 
 def _read_words(path: str) -> list[int]:
   if path == "-": data = sys.stdin.buffer.read()
   else:
     try:
       with open(path, "rb") as f: data = f.read()
-    except OSError as e: raise SystemExit(f"hcq decode: cannot read {path}: {e.strerror or e}") from None
+    except OSError as e: raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
   try: text = data.decode("ascii")
   except UnicodeDecodeError: text = None
   if text is not None and re.fullmatch(r"[\s0-9a-fA-FxX,\[\]]*", text) and text.strip():
-    return [int(t, 16) for t in re.findall(r"(?:0[xX])?[0-9a-fA-F]+", text)]
-  if len(data) % 4: raise SystemExit(f"hcq decode: {path}: {len(data)} bytes is not a whole number of dwords")
+    words = [int(t, 16) for t in re.findall(r"(?:0[xX])?[0-9a-fA-F]+", text)]
+    big = next((w for w in words if w >= 1 << 32), None)
+    if big is not None: raise CommandError(f"{path}: {big:#x} is not a dword (more than 32 bits)")
+    return words
+  if len(data) % 4: raise CommandError(f"{path}: {len(data)} bytes is not a whole number of dwords")
   import struct
   return list(struct.unpack(f"<{len(data) // 4}I", data))
 
@@ -52,7 +57,7 @@ def _decode_and_print(decode, words) -> int:
   try: packets = decode(words)
   except DecodeError as e:
     print_packets(e.packets)
-    print(f"hcq decode: {e}", file=sys.stderr)
+    print(f"hcq decode: error: {e}", file=sys.stderr)
     return 1
   print_packets(packets)
   return 0
@@ -62,14 +67,14 @@ def run(args) -> int:
   from ..drivers.amd import pm4, sdma
   decoders = {"pm4": pm4.decode, "sdma": sdma.decode}
   if args.device:
-    if args.file: raise SystemExit("hcq decode: give either a FILE or --device, not both")
+    if args.file: raise UsageError("give either a FILE or --device, not both")
     status = 0
     for kind, words in _device_rings(args.device).items():
       if args.engine and kind != args.engine: continue
       print(f"== {kind} ring ({len(words)} dwords)")
       status |= _decode_and_print(decoders[kind], words)
     return status
-  if not args.file: raise SystemExit("hcq decode: give a FILE (or - for stdin) or --device SPEC")
+  if not args.file: raise UsageError("give a FILE (or - for stdin) or --device SPEC")
   return _decode_and_print(decoders[args.engine or "pm4"], _read_words(args.file))
 
 

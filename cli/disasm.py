@@ -1,15 +1,15 @@
 """`hcq disasm FILE [--raw] [--mcpu gfx1100] [--kernel NAME ...]`: print the instructions of a code object's kernels
 (or of raw machine code with --raw) in llvm-objdump's syntax: "<mnemonic operands>  // <ADDRESS>: <DWORDS>".
+A dword that is no instruction is printed as llvm-objdump-19 prints it, `.long 0x...` (trailing bytes `.byte ...`),
+and the listing goes on at the next dword.
 
-A missing or unreadable file, a file that is not an AMDGPU ELF, an unknown --mcpu or a --kernel the code object does
-not have are reported in one line (exit status 1), never with a traceback."""
+A missing or unreadable file, a file that is not an AMDGPU ELF or a --kernel the code object does not have are
+reported in one line (exit status 1); an unknown --mcpu or --kernel with --raw are usage errors (exit status 2)."""
 from __future__ import annotations
 
 import sys
 
-
-class DisasmUsageError(Exception):
-  """A request `hcq disasm` cannot serve: the message says what and what would work."""
+from . import CommandError, UsageError
 
 
 def register(subparsers) -> None:
@@ -22,10 +22,37 @@ def register(subparsers) -> None:
   p.set_defaults(func=run)
 
 
+class _Data:
+  """Bytes that decode to no instruction, shown as data the way llvm-objdump-19 shows them: `.long 0x...` for a
+  dword, `.byte 0x.., ...` for the 1 to 3 bytes at the end of the code."""
+
+  def __init__(self, data: bytes, offset: int):
+    self.data, self.offset, self.size = data, offset, len(data)
+
+  def __str__(self) -> str:
+    if self.size == 4: return f".long {int.from_bytes(self.data, 'little'):#010x}"
+    return ".byte " + ", ".join(f"{b:#04x}" for b in self.data)
+
+
+def listing(code: bytes, arch: str) -> list:
+  """The instructions of code, in order; where one cannot be decoded, its first dword (or the trailing bytes) as
+  data, then on with the next dword (as llvm-objdump does)."""
+  from ..compiler.backend.amd.decode import decode
+  from ..compiler.backend.amd.errors import DecodeError
+  out, off = [], 0
+  while off < len(code):
+    try: inst = decode(code, off, arch)
+    except DecodeError: inst = _Data(code[off:off + 4], off)
+    out.append(inst)
+    off += inst.size
+  return out
+
+
 def format_listing(insts, base: int) -> list[str]:
   lines = []
   for inst in insts:
-    words = " ".join(f"{int.from_bytes(inst.data[i:i + 4], 'little'):08X}" for i in range(0, inst.size, 4))
+    if inst.size % 4: words = " ".join(f"{b:02X}" for b in inst.data)   # llvm-objdump: trailing bytes one by one
+    else: words = " ".join(f"{int.from_bytes(inst.data[i:i + 4], 'little'):08X}" for i in range(0, inst.size, 4))
     lines.append(f"\t{str(inst):<58} // {base + inst.offset:012X}: {words}")
   return lines
 
@@ -34,13 +61,17 @@ def _read(path: str) -> bytes:
   try:
     with open(path, "rb") as f: return f.read()
   except OSError as e:
-    raise DisasmUsageError(f"cannot read {path}: {e.strerror or e}") from None
+    raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
 
 
-def _check_arch(arch: str) -> str:
+def _check_arch(arch: str, source: str) -> str:
+  """arch: from --mcpu (source "--mcpu", a usage error when unknown) or from the code object's e_flags (a file the
+  tables cannot read: a failure)."""
   from ..compiler.backend.amd.tables import SUPPORTED_ARCHS
   if arch not in SUPPORTED_ARCHS:
-    raise DisasmUsageError(f"no instruction tables for --mcpu {arch} (have: {', '.join(SUPPORTED_ARCHS)})")
+    have = ", ".join(SUPPORTED_ARCHS)
+    if source == "--mcpu": raise UsageError(f"no instruction tables for --mcpu {arch} (have: {have})")
+    raise CommandError(f"{source} is for {arch}, which has no instruction tables (have: {have}; --mcpu picks one)")
   return arch
 
 
@@ -50,42 +81,29 @@ def _selected(co, names: list[str] | None, path: str) -> list:
   unknown = [n for n in names if n not in co.kernels]
   if unknown:
     have = ", ".join(k.name for k in kernels) or "none"
-    raise DisasmUsageError(f"{path} has no kernel {', '.join(map(repr, unknown))} (kernels: {have})")
+    raise CommandError(f"{path} has no kernel {', '.join(map(repr, unknown))} (kernels: {have})")
   return [k for k in kernels if k.name in names]
 
 
 def run(args) -> int:
-  try:
-    return _run(args)
-  except DisasmUsageError as e:
-    print(f"hcq disasm: error: {e}", file=sys.stderr)
-    return 1
-  except BrokenPipeError:   # `hcq disasm FILE | head`: the reader has what it wanted
-    import os
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
-
-
-def _run(args) -> int:
   from ..compiler.backend.amd.codeobject import CodeObject
-  from ..compiler.backend.amd.decode import decode_all
   from ..compiler.backend.amd.errors import CodeObjectError
   data = _read(args.file)
   out = sys.stdout
   if args.raw:
-    if args.kernel: raise DisasmUsageError("--kernel needs a code object, not --raw bytes")
-    for line in format_listing(decode_all(data, arch=_check_arch(args.mcpu or "gfx1100")), 0): print(line, file=out)
+    if args.kernel: raise UsageError("--kernel needs a code object, not --raw bytes")
+    for line in format_listing(listing(data, _check_arch(args.mcpu or "gfx1100", "--mcpu")), 0): print(line, file=out)
     return 0
   try:
     co = CodeObject.parse(data)
   except CodeObjectError as e:
     hint = " (for raw machine code use --raw)" if not data.startswith(b"\x7fELF") else ""
-    raise DisasmUsageError(f"{args.file}: {e}{hint}") from None
-  arch = _check_arch(args.mcpu or co.mach)
+    raise CommandError(f"{args.file}: {e}{hint}") from None
+  arch = _check_arch(args.mcpu, "--mcpu") if args.mcpu else _check_arch(co.mach, args.file)
   kernels = _selected(co, args.kernel, args.file)
   print(f"{args.file}:\tfile format elf64-amdgpu\t{co.target}\n", file=out)
   for k in kernels:
     print(f"{k.entry_address:016x} <{k.name}>:", file=out)
-    for line in format_listing(decode_all(k.code, arch=arch), k.entry_address): print(line, file=out)
+    for line in format_listing(listing(k.code, arch), k.entry_address): print(line, file=out)
     print(file=out)
   return 0

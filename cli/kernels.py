@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from . import UsageError
+
 
 def _run_one(dev, ex) -> tuple[bool, float]:
   import numpy as np
@@ -27,9 +29,7 @@ def run(args) -> int:
   makers = {f.__name__: f for f in examples.ALL}
   names = args.names or list(makers)
   unknown = [n for n in names if n not in makers]
-  if unknown:
-    print(f"unknown kernels: {', '.join(unknown)} (known: {', '.join(makers)})")
-    return 2
+  if unknown: raise UsageError(f"unknown kernels: {', '.join(unknown)} (known: {', '.join(makers)})")
   if args.show:
     from ..compiler import compile as compile_kernel
     from ..compiler.lower import lower

@@ -9,14 +9,21 @@ ARG is one of:
 from __future__ import annotations
 
 import os
-import sys
+
+from . import CommandError, UsageError
 
 
-def _dims(text: str) -> tuple[int, ...]:
+def _dims(option: str, text: str) -> tuple[int, ...]:
   try: dims = tuple(int(x) for x in text.split(","))
-  except ValueError: raise SystemExit(f"hcq run: bad dimensions {text!r} (use X[,Y[,Z]])") from None
-  if not 1 <= len(dims) <= 3: raise SystemExit(f"hcq run: bad dimensions {text!r} (use X[,Y[,Z]])")
+  except ValueError: dims = ()
+  if not 1 <= len(dims) <= 3 or any(d <= 0 for d in dims):
+    raise UsageError(f"{option} {text!r}: give 1 to 3 positive integers X[,Y[,Z]]")
   return dims
+
+
+# element types of N:DTYPE buffers: numbers and bools (not objects, strings or records, whose bytes mean nothing to
+# a kernel)
+_NUMERIC_KINDS = "biufc"
 
 
 def _parse_arg(text: str):
@@ -26,33 +33,53 @@ def _parse_arg(text: str):
     try: return ("scalar", int(lit, 0))
     except ValueError: pass
     try: return ("scalar", float(lit))
-    except ValueError: raise SystemExit(f"hcq run: {text!r} is not a number") from None
+    except ValueError: raise UsageError(f"argument {text!r}: {lit!r} is not a number") from None
   if text.endswith(".npy"):
     return ("array", _load(text))
   count, _, dtype = text.partition(":")
   try: n = int(count, 0)
-  except ValueError: raise SystemExit(f"hcq run: argument {text!r} is neither FILE.npy, N[:DTYPE] nor =VALUE") from None
+  except ValueError: raise UsageError(f"argument {text!r} is neither FILE.npy, N[:DTYPE] nor =VALUE") from None
   try: dt = np.dtype(dtype or "uint8")
-  except TypeError: raise SystemExit(f"hcq run: unknown dtype {dtype!r}") from None
-  if n <= 0: raise SystemExit(f"hcq run: buffer of {n} elements")
+  except (TypeError, ValueError): raise UsageError(f"argument {text!r}: unknown dtype {dtype!r}") from None
+  if dt.kind not in _NUMERIC_KINDS or dt.hasobject:
+    raise UsageError(f"argument {text!r}: dtype {dt} is not a number type (e.g. float32, int32, uint8)")
+  if n <= 0: raise UsageError(f"argument {text!r}: a buffer needs a positive number of elements, not {n}")
   return ("array", np.zeros(n, dt))
 
 
 def _load(path: str):
   import numpy as np
-  try: return np.load(path, allow_pickle=False)
-  except OSError as e: raise SystemExit(f"hcq run: cannot read {path}: {e.strerror or e}") from None
-  except ValueError as e: raise SystemExit(f"hcq run: {path} is not a plain numpy array file: {e}") from None
+  try: a = np.load(path, allow_pickle=False)
+  except OSError as e: raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+  except Exception as e:  # noqa: BLE001 - numpy raises ValueError, EOFError, ... on a corrupt file
+    raise CommandError(f"{path} is not a plain numpy array file ({type(e).__name__}: {e})") from None
+  if not isinstance(a, np.ndarray) or a.dtype.kind not in _NUMERIC_KINDS or a.dtype.hasobject:
+    raise CommandError(f"{path}: a buffer needs an array of numbers, not {type(a).__name__} {getattr(a, 'dtype', '')}")
+  return a
+
+
+def _out_folder(path: str) -> str:
+  """The output folder, made before anything runs: a file of that name, or one that cannot be made, stops here."""
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise UsageError(f"--out {path!r} is a file, not a folder")
+  try: os.makedirs(path, exist_ok=True)
+  except OSError as e: raise CommandError(f"cannot make the output folder {path}: {e.strerror or e}") from None
+  return path
+
+
+def _read_code_object(path: str) -> bytes:
+  try:
+    with open(path, "rb") as f: return f.read()
+  except OSError as e: raise CommandError(f"cannot read the code object {path}: {e.strerror or e}") from None
 
 
 def run(args) -> int:
   import numpy as np
   from .. import open as open_device
-  try:
-    with open(args.code_object, "rb") as f: code = f.read()
-  except OSError as e: raise SystemExit(f"hcq run: cannot read the code object {args.code_object}: {e.strerror or e}") from None
+  grid, block = _dims("--grid", args.grid), _dims("--block", args.block)
   parsed = [_parse_arg(a) for a in args.args]
-  grid, block = _dims(args.grid), _dims(args.block)
+  code = _read_code_object(args.code_object)
+  out_dir = _out_folder(args.out)
   with open_device(args.device) as dev:
     prog = dev.load(code, args.kernel)
     values, bufs = [], []
@@ -63,11 +90,11 @@ def run(args) -> int:
       bufs.append((i, buf, v))
       values.append(buf)
     t = prog(*values, global_size=grid, local_size=block, wait=True)
-    os.makedirs(args.out, exist_ok=True)
     for i, buf, like in bufs:
       out = np.frombuffer(dev.copyout(buf, like.nbytes), like.dtype).reshape(like.shape)
-      path = os.path.join(args.out, f"arg{i}.npy")
-      np.save(path, out)
+      path = os.path.join(out_dir, f"arg{i}.npy")
+      try: np.save(path, out)
+      except OSError as e: raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
       print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
   print(f"{prog.name} on {dev.name} ({type(dev.os).__name__}): grid {grid} x block {block}, {t * 1e6:.1f} us")
   return 0

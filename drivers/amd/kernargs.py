@@ -54,6 +54,18 @@ def scalar_code(arg: Arg) -> str | None:
   return code
 
 
+# the size of each hidden argument hcq fills in (LLVM AMDGPUUsage, "Code Object V5 Metadata"): a record of another
+# size is a corrupt code object, refused when the kernel is loaded rather than overflowing at its first launch
+HIDDEN_SIZES = {
+  **{f"hidden_block_count_{d}": 4 for d in "xyz"}, **{f"hidden_group_size_{d}": 2 for d in "xyz"},
+  **{f"hidden_remainder_{d}": 2 for d in "xyz"}, **{f"hidden_global_offset_{d}": 8 for d in "xyz"},
+  "hidden_grid_dims": 2, "hidden_queue_ptr": 8, "hidden_dynamic_lds_size": 4,
+}
+# the largest kernarg segment accepted, far more than any kernel's arguments need: the segment is built per launch
+# shape and copied at every launch, so a corrupt size must be refused before
+MAX_KERNARG_SEGMENT = 64 << 10
+
+
 class KernargLayout:
   """The kernarg segment of one kernel: packs explicit arguments (Buffers as addresses, scalars by type) and the
   hidden arguments that depend on the launch shape."""
@@ -64,6 +76,14 @@ class KernargLayout:
     self.static_lds = static_lds
     self.explicit = [a for a in args if not a.hidden]
     self.hidden = [a for a in args if a.hidden]
+    if segment_size > MAX_KERNARG_SEGMENT:
+      raise DeviceError(f"kernel {kernel}: kernarg segment of {segment_size} bytes is larger than the "
+                        f"{MAX_KERNARG_SEGMENT} bytes hcq takes")
+    for a in self.hidden:
+      want = HIDDEN_SIZES.get(a.kind)
+      if want is not None and a.size != want:
+        raise DeviceError(f"kernel {kernel}: hidden argument {a.kind} at offset {a.offset} is {a.size} bytes, "
+                          f"not {want}")
     for a in args:
       if a.offset + a.size > segment_size:
         raise DeviceError(f"kernel {kernel}: argument {a.describe()} at offset {a.offset} exceeds the kernarg segment "

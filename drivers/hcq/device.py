@@ -41,25 +41,33 @@ class Device:
 
   # ---- public API
   def alloc(self, nbytes: int, **opts) -> Buffer:
+    """opts: host=True (host memory the device reads over the bus), cpu_access=True (device memory the CPU can map)."""
     self._check_open()
-    if not isinstance(nbytes, int) or nbytes <= 0:
-      raise DeviceError(f"{self.name}: cannot allocate {nbytes!r} bytes (need a positive integer)")
+    nbytes = _integer(self, "alloc", "nbytes", nbytes)
+    if nbytes <= 0: raise DeviceError(f"{self.name}: cannot allocate {nbytes} bytes (need a positive integer)")
+    _check_alloc_options(self, opts)
     return self._alloc(nbytes, **opts)
 
   def free(self, buf: Buffer) -> None:
+    _check_buffer(self, buf, "free")
     if buf.freed: raise DeviceError(f"{self.name}: {buf} freed twice")
     self._free(buf)
     buf.freed = True
 
   def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
+    # every argument is checked before the driver starts a copy: a bad one never leaves a copy half submitted
     self._check_open()
-    src = _as_bytes_view(data)
+    _check_buffer(self, buf, "copyin")
+    offset = _integer(self, "copyin", "offset", offset)
+    src = _source_view(self, data)
     self._check_range(buf, offset, len(src), "copyin")
     if len(src): self._copyin(buf, src, offset)
 
   def copyout(self, buf: Buffer, size: int | None = None, offset: int = 0) -> bytes:
     self._check_open()
-    size = buf.size - offset if size is None else size
+    _check_buffer(self, buf, "copyout")
+    offset = _integer(self, "copyout", "offset", offset)
+    size = buf.size - offset if size is None else _integer(self, "copyout", "size", size)
     self._check_range(buf, offset, size, "copyout")
     return self._copyout(buf, size, offset) if size else b""
 
@@ -67,7 +75,9 @@ class Device:
     self._check_open()
     if isinstance(code_object, str):
       raise DeviceError(f"{self.name}: load() takes the code object's bytes; read the file first ({code_object!r})")
-    return self._load(bytes(code_object), name)
+    if name is not None and not isinstance(name, str):
+      raise DeviceError(f"{self.name}: load(): the kernel name must be a str or None, got {type(name).__name__}")
+    return self._load(_code_bytes(self, code_object), name)
 
   def compile(self, sink):
     self._check_open()
@@ -116,3 +126,46 @@ def _as_bytes_view(data) -> memoryview:
   mv = memoryview(data)
   if not mv.contiguous: mv = memoryview(mv.tobytes())
   return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+# ---- argument checks of the public API (each raises DeviceError naming the device, the call and the bad value)
+# the options alloc() takes (DESIGN.md §4); a driver ignores those that mean nothing to it (all CPU memory is host)
+ALLOC_OPTIONS = ("host", "cpu_access")
+
+
+def _integer(dev: Device, call: str, what: str, v) -> int:
+  """v as an int: any integral type (int, numpy integers: operator.index), never a bool, a float or a str."""
+  import operator
+  if not isinstance(v, bool):
+    try: return operator.index(v)
+    except TypeError: pass
+  raise DeviceError(f"{dev.name}: {call}: {what} must be an integer, got {v!r} ({type(v).__name__})")
+
+
+def _check_alloc_options(dev: Device, opts: dict) -> None:
+  unknown = sorted(set(opts) - set(ALLOC_OPTIONS))
+  if unknown:
+    raise DeviceError(f"{dev.name}: alloc: unknown option {', '.join(unknown)} (options: {', '.join(ALLOC_OPTIONS)})")
+  for k, v in opts.items():
+    if not isinstance(v, bool): raise DeviceError(f"{dev.name}: alloc: option {k} must be True or False, got {v!r}")
+
+
+def _check_buffer(dev: Device, buf, call: str) -> None:
+  if not isinstance(buf, Buffer): raise DeviceError(f"{dev.name}: {call} needs a Buffer, got {type(buf).__name__}")
+  if buf.device is not dev: raise DeviceError(f"{dev.name}: {call}: {buf} belongs to another device")
+
+
+def _source_view(dev: Device, data) -> memoryview:
+  """copyin's data as bytes: anything with the buffer protocol (bytes, bytearray, memoryview, numpy arrays)."""
+  if isinstance(data, str): raise DeviceError(f"{dev.name}: copyin takes bytes or an array, not a str ({data[:32]!r})")
+  if getattr(getattr(data, "dtype", None), "hasobject", False):   # its bytes would be the CPU's object pointers
+    raise DeviceError(f"{dev.name}: copyin takes an array of numbers, not of Python objects (dtype {data.dtype})")
+  try: return _as_bytes_view(data)
+  except (TypeError, ValueError) as e:
+    raise DeviceError(f"{dev.name}: copyin takes bytes or an array, got {type(data).__name__} ({e})") from None
+
+
+def _code_bytes(dev: Device, code_object) -> bytes:
+  try: return bytes(memoryview(code_object))
+  except TypeError:
+    raise DeviceError(f"{dev.name}: load() takes the code object's bytes, got {type(code_object).__name__}") from None

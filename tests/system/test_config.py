@@ -3,6 +3,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from hcq.config import from_env
+from hcq.errors import HCQError
+
 
 def test_lock_dir_does_not_follow_tmpdir(tmp_path):
   """Device locks exclude each other only if every process looks in the same folder: a user's TMPDIR (or sudo,
@@ -29,3 +34,32 @@ def test_the_cache_dir_is_the_users_own_not_the_shared_temp_dir():
   assert (c.cache_dir, c.autogen_cache) == ("/var/cache/me/hcq", "/var/cache/me/hcq/autogen")
   c = from_env({"XDG_CACHE_HOME": "/var/cache/me", "HCQ_CACHE_DIR": "/srv/hcq", "HCQ_AUTOGEN_CACHE": "/srv/debs"})
   assert (c.cache_dir, c.autogen_cache) == ("/srv/hcq", "/srv/debs")
+
+
+@pytest.mark.parametrize("name,value", [
+  ("HCQ_TIMEOUT", "abc"), ("HCQ_TIMEOUT", "-1"), ("HCQ_TIMEOUT", "nan"), ("HCQ_TIMEOUT", "inf"), ("HCQ_TIMEOUT", "0"),
+  ("HCQ_MOCK_BUDGET", "-5"), ("HCQ_MOCK_BUDGET", "0"), ("HCQ_MOCK_BUDGET", "1e6"),
+  ("HCQ_MOCK_THREADED", "2"), ("HCQ_MOCK_THREADED", "-1"), ("HCQ_MOCK_THREADED", "yes"),
+  ("HCQ_DEBUG", "x"), ("HCQ_DEBUG", "-1"), ("HCQ_BNXT_MOCK_PORT", "70000"), ("HCQ_BNXT_MOCK_PEER", "-2"),
+])
+def test_bad_values_are_refused_naming_the_variable(name, value):
+  """A value out of range is an error naming the variable and the value, never accepted or clamped silently."""
+  with pytest.raises(HCQError) as e: from_env({name: value})
+  assert name in str(e.value) and repr(value) in str(e.value)
+
+
+def test_good_values_are_read():
+  cfg = from_env({"HCQ_TIMEOUT": "2.5", "HCQ_MOCK_BUDGET": "0x100", "HCQ_MOCK_THREADED": "1", "HCQ_DEBUG": "3",
+                  "HCQ_BNXT_MOCK_PORT": "65535"})
+  assert (cfg.timeout_s, cfg.mock_instruction_budget, cfg.mock_threaded, cfg.debug, cfg.bnxt_mock_port) == \
+         (2.5, 256, True, 3, 65535)
+  assert from_env({"HCQ_TIMEOUT": "", "HCQ_DEBUG": " "}).timeout_s == 10.0
+
+
+def test_a_bad_variable_is_a_one_line_cli_error(monkeypatch, capsys):
+  """hcq commands read the configuration through hcq.open: a bad value is a usage error (exit 2), not a traceback."""
+  from hcq.cli import main
+  monkeypatch.setenv("HCQ_TIMEOUT", "nan")
+  assert main(["demo", "--device", "MOCK+AMD", "-n", "256", "-m", "16"]) == 2
+  err = capsys.readouterr().err
+  assert "HCQ_TIMEOUT='nan'" in err and "Traceback" not in err and err.count("\n") == 1

@@ -32,3 +32,38 @@ def test_every_environment_variable_is_documented():
   assert len(names) >= 10
   readme = (REPO / "README.md").read_text()
   assert not [n for n in sorted(names) if f"`{n}`" not in readme]
+
+
+def _commands_block() -> list[str]:
+  section = (REPO / "README.md").read_text().split("## Commands", 1)[1]
+  return re.search(r"```sh\n(.*?)```", section, re.S).group(1).splitlines()
+
+
+def test_the_hcq_run_example_runs_as_written(tmp_path, monkeypatch, capsys):
+  """Its code object is named by its path in the repository and its inputs are made by the line before it: run both
+  (from a copy of the repository root's relevant part, on the mock GPU) and check c = a + b."""
+  import shlex
+  import subprocess
+  import sys
+
+  import numpy as np
+  from hcq.cli import main
+  lines = _commands_block()
+  run = next(l for l in lines if l.startswith("hcq run "))
+  make = lines[lines.index(run) - 1]
+  assert make.startswith("python3 -c "), make
+  argv = shlex.split(run.split("  #")[0])[1:]
+  code_object = argv[1]
+  assert (REPO / code_object).is_file(), f"the README's hcq run example names {code_object}, which does not exist"
+  (tmp_path / code_object).parent.mkdir(parents=True)
+  (tmp_path / code_object).symlink_to(REPO / code_object)
+  subprocess.run([sys.executable, *shlex.split(make)[1:]], cwd=tmp_path, check=True, timeout=60)
+  monkeypatch.chdir(tmp_path)
+  assert main([*argv, "--device", "MOCK+AMD"]) == 0, capsys.readouterr().err
+  a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
+  assert np.array_equal(np.load(tmp_path / "out" / "arg2.npy"), a + b)
+
+
+def test_the_api_section_says_global_size_counts_work_groups():
+  api = (REPO / "README.md").read_text().split("From Python", 1)[1].split("Benchmarks", 1)[0]
+  assert re.search(r"`global_size` counts work-groups", api)

@@ -140,6 +140,11 @@ class CodeObject:
                {s.name: a for s, a in syms}, kernels, md, abs_relocs, undefined)
 
 
+# the largest load image accepted: kernels' code and data are kilobytes to a few megabytes; a corrupt sh_addr or
+# NOBITS sh_size must not make the reader allocate gigabytes
+MAX_IMAGE_SIZE = 256 << 20
+
+
 def _layout(elf: ElfFile) -> tuple[bytearray, dict[int, int]]:
   """Address of each SHF_ALLOC section in the load image: sh_addr for linked files, packed by alignment for ET_REL."""
   addrs: dict[int, int] = {}
@@ -154,7 +159,9 @@ def _layout(elf: ElfFile) -> tuple[bytearray, dict[int, int]]:
     else:
       addrs[sec.index] = sec.addr
   end = max((addrs[s.index] + s.size for s in elf.sections if s.index in addrs), default=0)
-  if end > 1 << 32: raise CodeObjectError(f"load image of {end:#x} bytes is implausibly large", None)
+  if end > MAX_IMAGE_SIZE:
+    raise CodeObjectError(f"load image of {end:#x} bytes (section addresses and sizes) is larger than the "
+                          f"{MAX_IMAGE_SIZE >> 20} MiB a code object may take", None)
   image = bytearray(end)
   for sec in elf.sections:
     if sec.index in addrs and sec.type != SHT_NOBITS and sec.size:
@@ -226,8 +233,47 @@ def _metadata(elf: ElfFile) -> dict:
         except Exception as e:  # msgpack raises several exception types on corrupt input
           raise CodeObjectError(f"corrupt NT_AMDGPU_METADATA msgpack ({type(e).__name__}: {e})", off) from None
         if not isinstance(md, dict): raise CodeObjectError("NT_AMDGPU_METADATA is not a map", off)
+        _check_metadata(md, off)
         return md
   return {}
+
+
+# The metadata fields hcq reads (AMDGPUUsage "Code Object V3+ Metadata") and the msgpack type each must have: one of
+# another type (a bit flip, a hand-made note) is a CodeObjectError here, not a TypeError where a driver uses it.
+# "u32": an integer in [0, 2^32) (sizes, offsets and counts are 32-bit in the kernel descriptor and the dispatch
+# packet); "dims": the 3 work-group dimensions, each in [1, 1024].
+_TOP_FIELDS = {"amdhsa.target": str, "amdhsa.kernels": list}
+_KERNEL_FIELDS = {".name": str, ".symbol": str, ".args": list, ".kernarg_segment_size": "u32",
+                  ".kernarg_segment_align": "u32", ".group_segment_fixed_size": "u32",
+                  ".private_segment_fixed_size": "u32", ".sgpr_count": "u32", ".vgpr_count": "u32",
+                  ".wavefront_size": "u32", ".max_flat_workgroup_size": "u32", ".reqd_workgroup_size": "dims"}
+_ARG_FIELDS = {".offset": "u32", ".size": "u32", ".value_kind": str, ".name": str, ".type_name": str,
+               ".address_space": str, ".access": str, ".pointee_align": "u32"}
+
+
+def _field_ok(v, kind) -> bool:
+  if kind == "u32": return type(v) is int and 0 <= v < 1 << 32
+  if kind == "dims": return isinstance(v, list) and len(v) == 3 and all(type(x) is int and 1 <= x <= 1024 for x in v)
+  return isinstance(v, kind)
+
+
+def _check_fields(record: dict, schema: dict, where: str, off: int) -> None:
+  for key, kind in schema.items():
+    if key in record and not _field_ok(record[key], kind):
+      want = {"u32": "an integer in [0, 2^32)", "dims": "3 integers in [1, 1024]"}.get(kind) or f"a {kind.__name__}"
+      raise CodeObjectError(f"NT_AMDGPU_METADATA: {where}{key} is {record[key]!r:.60}, not {want}", off)
+
+
+def _check_metadata(md: dict, off: int) -> None:
+  """Check the types of the fields hcq reads; off: the note's file offset (named in the error)."""
+  _check_fields(md, _TOP_FIELDS, "", off)
+  for i, km in enumerate(md.get("amdhsa.kernels", [])):
+    if not isinstance(km, dict): raise CodeObjectError(f"NT_AMDGPU_METADATA: amdhsa.kernels[{i}] is not a map", off)
+    if ".name" not in km: raise CodeObjectError(f"NT_AMDGPU_METADATA: amdhsa.kernels[{i}] has no .name", off)
+    _check_fields(km, _KERNEL_FIELDS, f"kernel {i} ", off)
+    for j, a in enumerate(km.get(".args", [])):
+      if not isinstance(a, dict): raise CodeObjectError(f"NT_AMDGPU_METADATA: kernel {i} .args[{j}] is not a map", off)
+      _check_fields(a, _ARG_FIELDS, f"kernel {i} .args[{j}] ", off)
 
 
 def _kernels(elf: ElfFile, image: bytes, syms, md: dict, addrs: dict[int, int]) -> dict[str, Kernel]:
@@ -238,9 +284,8 @@ def _kernels(elf: ElfFile, image: bytes, syms, md: dict, addrs: dict[int, int]) 
   if not entries:  # no metadata: every "<name>.kd" object symbol is a kernel
     entries = [{".name": s.name[:-3], ".symbol": s.name} for s, _ in syms if s.name.endswith(".kd")]
   kernels = {}
-  for km in entries:
-    if not isinstance(km, dict): raise CodeObjectError("amdhsa.kernels entry is not a map", None)
-    name = km.get(".name")
+  for km in entries:   # their types are checked by _check_metadata
+    name = km[".name"]
     kd_sym = km.get(".symbol", f"{name}.kd")
     if kd_sym not in by_name: raise CodeObjectError(f"kernel {name!r}: descriptor symbol {kd_sym!r} not found", None)
     kd_addr = by_name[kd_sym][1]

@@ -1,0 +1,165 @@
+"""Every hcq subcommand (not rdma, whose owner tests it; not hcq-smi) over a table of bad inputs: a one-line error on
+stderr and the exit status of the class of the problem (2: the command line; 1: a failure), never a traceback.
+And output piped into a reader that stops early ends each command quietly."""
+import os
+import pathlib
+import struct
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import hcq
+from hcq.cli import main
+from hcq.drivers.amd import pm4
+
+DEMO = str(pathlib.Path(hcq.__file__).parent / "drivers" / "amd" / "kernels" / "demo.hsaco")
+USAGE, FAIL = 2, 1
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("inputs")
+  np.save(d / "a.npy", np.arange(64, dtype=np.float32))
+  np.save(d / "objects.npy", np.array(["x", "y"]))
+  (d / "cut.npy").write_bytes((d / "a.npy").read_bytes()[:60])
+  (d / "afile").write_text("not a folder")
+  (d / "odd.bin").write_bytes(b"\xff\xfe\x01")
+  (d / "big.txt").write_text("0x123456789")
+  (d / "hex.txt").write_text("abc")
+  (d / "text.txt").write_text("hello, not code\n")
+  return d
+
+
+def vadd(d, *extra, out=None):
+  return ["run", DEMO, "--kernel", "vadd", "--device", "MOCK+AMD", "--out", str(out or d / "out"), *extra]
+
+
+ARGS = ["64:float32", "64:float32", "64:float32", "=64"]
+# (id, argv from the inputs folder, environment, exit status, words the error must hold)
+CASES = [
+  ("no command", lambda d: [], {}, USAGE, "usage"),
+  ("unknown command", lambda d: ["bogus"], {}, USAGE, "invalid choice"),
+  ("demo: bad -n", lambda d: ["demo", "-n", "x"], {}, USAGE, "-n"),
+  ("demo: zero -m", lambda d: ["demo", "-m", "0"], {}, USAGE, "-m"),
+  ("demo: unknown device", lambda d: ["demo", "--device", "BOGUS"], {}, FAIL, "BOGUS"),
+  ("demo: huge -n", lambda d: ["demo", "--device", "MOCK+AMD", "-n", str(1 << 45)], {}, FAIL, "memory"),
+  ("demo: bad HCQ_TIMEOUT", lambda d: ["demo", "--device", "MOCK+AMD"], {"HCQ_TIMEOUT": "abc"}, FAIL, "HCQ_TIMEOUT"),
+  ("demo: HCQ_TIMEOUT=0", lambda d: ["demo", "--device", "MOCK+AMD"], {"HCQ_TIMEOUT": "0"}, FAIL, "HCQ_TIMEOUT"),
+  ("demo: HCQ_MOCK_BUDGET<0", lambda d: ["demo", "--device", "MOCK+AMD"], {"HCQ_MOCK_BUDGET": "-5"}, FAIL, "HCQ_MOCK_BUDGET"),
+  ("demo: HCQ_MOCK_THREADED=2", lambda d: ["demo", "--device", "MOCK+AMD"], {"HCQ_MOCK_THREADED": "2"}, FAIL, "HCQ_MOCK_THREADED"),
+  ("run: no arguments", lambda d: ["run"], {}, USAGE, "CODE_OBJECT"),
+  ("run: unknown option", lambda d: vadd(d, "--bogus", *ARGS), {}, USAGE, "--bogus"),
+  ("run: letters in --grid", lambda d: vadd(d, "--grid", "a", *ARGS), {}, USAGE, "--grid"),
+  ("run: 4 dims in --grid", lambda d: vadd(d, "--grid", "1,1,1,1", *ARGS), {}, USAGE, "--grid"),
+  ("run: zero --grid", lambda d: vadd(d, "--grid", "0", *ARGS), {}, USAGE, "--grid"),
+  ("run: float --block", lambda d: vadd(d, "--block", "1.5", *ARGS), {}, USAGE, "--block"),
+  ("run: negative --block", lambda d: vadd(d, "--block", "-64", *ARGS), {}, USAGE, "--block"),
+  ("run: --block over 1024", lambda d: vadd(d, "--block", "2048", *ARGS), {}, FAIL, "local_size"),
+  ("run: unknown dtype", lambda d: vadd(d, "4096:floatx", *ARGS[1:]), {}, USAGE, "floatx"),
+  ("run: object dtype", lambda d: vadd(d, "4096:O", *ARGS[1:]), {}, USAGE, "object"),
+  ("run: string dtype", lambda d: vadd(d, "4096:U3", *ARGS[1:]), {}, USAGE, "U3"),
+  ("run: zero elements", lambda d: vadd(d, "0:float32", *ARGS[1:]), {}, USAGE, "0:float32"),
+  ("run: not an argument", lambda d: vadd(d, "x", *ARGS[1:]), {}, USAGE, "'x'"),
+  ("run: not a number", lambda d: vadd(d, *ARGS[:3], "=abc"), {}, USAGE, "abc"),
+  ("run: too few arguments", lambda d: vadd(d, *ARGS[:3]), {}, FAIL, "takes 4 arguments"),
+  ("run: scalar for a buffer", lambda d: vadd(d, "=1", *ARGS[1:]), {}, FAIL, "needs a Buffer"),
+  ("run: huge buffer", lambda d: vadd(d, f"{1 << 46}:float32", *ARGS[1:]), {}, FAIL, "memory"),
+  ("run: missing code object", lambda d: ["run", str(d / "nope.hsaco"), *ARGS], {}, FAIL, "nope.hsaco"),
+  ("run: folder as code object", lambda d: ["run", str(d), *ARGS], {}, FAIL, "Is a directory"),
+  ("run: text as code object", lambda d: ["run", str(d / "text.txt"), "--device", "MOCK+AMD", *ARGS], {}, FAIL,
+   "not an ELF"),
+  ("run: unknown kernel", lambda d: ["run", DEMO, "--kernel", "nope", "--device", "MOCK+AMD", "--out", str(d / "o"),
+                                     *ARGS], {}, FAIL, "nope"),
+  ("run: missing .npy", lambda d: vadd(d, str(d / "nope.npy"), *ARGS[1:]), {}, FAIL, "nope.npy"),
+  ("run: cut .npy", lambda d: vadd(d, str(d / "cut.npy"), *ARGS[1:]), {}, FAIL, "cut.npy"),
+  ("run: .npy of strings", lambda d: vadd(d, str(d / "objects.npy"), *ARGS[1:]), {}, FAIL, "objects.npy"),
+  ("run: --out is a file", lambda d: vadd(d, *ARGS, out=d / "afile"), {}, USAGE, "afile"),
+  ("run: --out under a file", lambda d: vadd(d, *ARGS, out=d / "afile" / "sub"), {}, FAIL, "afile"),
+  ("run: unknown device", lambda d: ["run", DEMO, "--kernel", "vadd", "--device", "BOGUS", *ARGS], {}, FAIL, "BOGUS"),
+  ("run: bad HCQ_DEBUG", lambda d: vadd(d, *ARGS), {"HCQ_DEBUG": "x"}, FAIL, "HCQ_DEBUG"),
+  ("disasm: no file", lambda d: ["disasm"], {}, USAGE, "file"),
+  ("disasm: missing file", lambda d: ["disasm", str(d / "nope")], {}, FAIL, "nope"),
+  ("disasm: a folder", lambda d: ["disasm", str(d)], {}, FAIL, "Is a directory"),
+  ("disasm: not an ELF", lambda d: ["disasm", str(d / "text.txt")], {}, FAIL, "--raw"),
+  ("disasm: unknown --mcpu", lambda d: ["disasm", "--raw", "--mcpu", "gfx9", str(d / "odd.bin")], {}, USAGE, "gfx9"),
+  ("disasm: --kernel with --raw", lambda d: ["disasm", "--raw", "--kernel", "k", str(d / "odd.bin")], {}, USAGE, "--raw"),
+  ("disasm: unknown --kernel", lambda d: ["disasm", DEMO, "--kernel", "nope"], {}, FAIL, "nope"),
+  ("decode: nothing to decode", lambda d: ["decode"], {}, USAGE, "FILE"),
+  ("decode: file and --device", lambda d: ["decode", "--device", "MOCK+AMD", str(d / "odd.bin")], {}, USAGE, "not both"),
+  ("decode: unknown --engine", lambda d: ["decode", "--engine", "x", str(d / "odd.bin")], {}, USAGE, "--engine"),
+  ("decode: missing file", lambda d: ["decode", str(d / "nope")], {}, FAIL, "nope"),
+  ("decode: partial dword", lambda d: ["decode", str(d / "odd.bin")], {}, FAIL, "dword"),
+  ("decode: broken packet", lambda d: ["decode", str(d / "hex.txt")], {}, FAIL, "not a PM4 type-3 header"),
+  ("decode: 36-bit word", lambda d: ["decode", str(d / "big.txt")], {}, FAIL, "0x123456789"),
+  ("decode: unknown device", lambda d: ["decode", "--device", "BOGUS"], {}, FAIL, "BOGUS"),
+  ("decode: bad HCQ_TIMEOUT", lambda d: ["decode", "--device", "MOCK+AMD"], {"HCQ_TIMEOUT": "nan"}, FAIL, "HCQ_TIMEOUT"),
+  ("kernels: unknown kernel", lambda d: ["kernels", "nope"], {}, USAGE, "nope"),
+  ("kernels: unknown --show", lambda d: ["kernels", "--show", "x"], {}, USAGE, "--show"),
+  ("kernels: unknown device", lambda d: ["kernels", "--device", "BOGUS", "elementwise_add"], {}, FAIL, "BOGUS"),
+  ("kernels: HCQ_TIMEOUT=inf", lambda d: ["kernels", "elementwise_add"], {"HCQ_TIMEOUT": "inf"}, FAIL, "HCQ_TIMEOUT"),
+  ("selfcheck: an argument", lambda d: ["selfcheck", "x"], {}, USAGE, "unrecognized"),
+  ("selfcheck: bad HCQ_DEBUG", lambda d: ["selfcheck"], {"HCQ_DEBUG": "-1"}, FAIL, "HCQ_DEBUG"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(case, files, monkeypatch, capsys):
+  _, argv, env, status, words = case
+  for k, v in env.items(): monkeypatch.setenv(k, v)
+  try: rc = main(argv(files))
+  except BaseException as e:   # noqa: BLE001 - what escapes main is the failure this test looks for
+    pytest.fail(f"main() raised {type(e).__name__}: {e}")
+  out, err = capsys.readouterr()
+  assert "Traceback" not in out + err
+  assert rc == status, (rc, err)
+  assert words in err, err
+  if status == FAIL: assert err.startswith(f"hcq {argv(files)[0]}: error: ") and err.count("\n") == 1, err
+
+
+def test_every_subcommand_is_in_the_table():
+  """A new subcommand needs rows here (rdma is tested by its owner)."""
+  from hcq.cli import build_parser
+  sub = next(a for a in build_parser()._actions if a.dest == "command")
+  covered = {c[1](pathlib.Path("/x"))[0] for c in CASES if c[1](pathlib.Path("/x"))}
+  assert set(sub.choices) - {"rdma"} <= covered, set(sub.choices) - covered
+
+
+def _first_line_then_close(argv, env=None):
+  """Run hcq with stdout into a pipe, read one line and close the pipe (as `| head -1` does); bounded in time."""
+  main_py = "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"
+  p = subprocess.Popen([sys.executable, "-c", main_py, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env={**os.environ, **(env or {})})
+  watchdog = threading.Timer(120, p.kill)
+  watchdog.start()
+  try:
+    first = p.stdout.readline()
+    p.stdout.close()
+    _, err = p.communicate(timeout=120)
+  finally:
+    watchdog.cancel()
+    if p.poll() is None:
+      p.kill()
+      p.wait()
+  return p.returncode, first, err
+
+
+def test_decode_into_a_closed_pipe_ends_quietly(tmp_path):
+  """The reader goes away after one line: no BrokenPipeError traceback (the handler is main's, for every command)."""
+  words = (pm4.wait_reg_mem(0x1000, 7) + pm4.dispatch_direct(8, 1, 1, 0x8005)) * 20_000   # ~3 MB of text
+  path = tmp_path / "stream.bin"
+  path.write_bytes(struct.pack(f"<{len(words)}I", *words))
+  rc, first, err = _first_line_then_close(["decode", str(path)])
+  assert rc == 0 and "WAIT_REG_MEM" in first, (rc, first, err)
+  assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_a_failure(monkeypatch, capsys):
+  """Only a closed stdout is the reader being done; a BrokenPipeError from elsewhere is an error (exit 1)."""
+  import hcq.cli.selfcheck as selfcheck
+  def boom(args): raise BrokenPipeError(32, "Broken pipe")
+  monkeypatch.setattr(selfcheck, "run", boom)
+  assert main(["selfcheck"]) == 1
+  assert "hcq selfcheck: error:" in capsys.readouterr().err
