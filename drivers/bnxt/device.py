@@ -14,6 +14,7 @@ import struct
 
 from ...autogen import bnxt as hsi
 from ...errors import DeviceError
+from ..hcq.device import DeviceBase
 from . import doorbell
 from .dma import DMABuffer, PageTable
 from .hwrm import HWRMChannel
@@ -50,22 +51,23 @@ def mac_to_add_gid_words(mac: bytes) -> list[int]:
   return list(struct.unpack(">3H", mac))
 
 
-class BNXTDev:
-  owned_os = None   # an OS interface made for this device alone (the mock hcq.open made): close() closes it too
+class BNXTDev(DeviceBase):
+  """A NIC function on the runtime's device base (name, timeout, close, context manager); its memory is DMA buffers
+  and its work queue pairs (qp.py), not the GPU API of Device."""
 
-  def __init__(self, pci, os, config=None, timeout_s: float | None = None, reset_timeout_s: float = 40.0):
-    self.pci, self.os = pci, os
+  def __init__(self, pci, os, config, timeout_s: float | None = None, reset_timeout_s: float = 40.0):
+    super().__init__(os, config, timeout_s)
+    self.pci = pci
     self.name = f"bnxt {pci.addr}"
-    self.timeout_s = timeout_s if timeout_s is not None else getattr(config, "timeout_s", 10.0)
     self._keep: list = []   # DMA buffers and page tables the NIC holds pointers to
     self.gid_index: int | None = None
     self.gid = b""
-    self.lock = os.lock_device("bnxt", pci.addr)   # <lock dir>/bnxt_<bus>.lock: one driver per function
+    self.device_lock = os.lock_device("bnxt", pci.addr)   # <lock dir>/bnxt_<bus>.lock: one driver per function
     try: self._bringup(pci, os, reset_timeout_s)
     except BaseException:
       # the function may still hold pointers into our memory: keep it allocated, give the device back
-      self.lock.release()
-      self.lock = None
+      self.device_lock.release()
+      self.device_lock = None
       raise
 
   def _bringup(self, pci, os, reset_timeout_s: float) -> None:
@@ -214,22 +216,16 @@ class BNXTDev:
     from .qp import register_mr
     return register_mr(self, buf, access)
 
-  def close(self) -> None:
+  def _close(self) -> None:
     """Reset the function (so that it stops using our memory), free the memory, release the device lock."""
-    if self.lock is None: return
-    try:
-      self.hwrm.call("func_reset", timeout_s=self.timeout_s)
-      for item in reversed(self._keep): item.free()
-      self._keep = []
-      for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
-        if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
-      self.lock.release()
-      self.lock = None
-    finally:
-      if self.owned_os is not None: self.owned_os.close()
-
-  def __enter__(self): return self
-  def __exit__(self, *exc): self.close()
+    if self.device_lock is None: return
+    self.hwrm.call("func_reset", timeout_s=self.timeout_s)
+    for item in reversed(self._keep): item.free()
+    self._keep = []
+    for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
+      if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
+    self.device_lock.release()
+    self.device_lock = None
 
 
 def _u8x6(b: bytes): return (ctypes.c_uint8 * 6)(*b)

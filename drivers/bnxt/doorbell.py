@@ -20,7 +20,7 @@ def encode(xid: int, kind: int, index: int, epoch: int) -> int:
   return (high << 32) | low
 
 
-class Ring:
+class RingIndex:
   """A ring's software index: the slot is index % depth, the epoch (wrap parity) is (index // depth) & 1."""
 
   def __init__(self, depth: int):

@@ -70,7 +70,7 @@ class BNXTQP:
     if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")
     self.dev, self.pmtu, self.ack_timeout, self.retry_cnt = dev, pmtu, timeout, retry_cnt
     self.cq = dev._dma(CQ_DEPTH * CQE_SIZE, "CQ")
-    self.cq_cons = doorbell.Ring(CQ_DEPTH)
+    self.cq_cons = doorbell.RingIndex(CQ_DEPTH)
     r = dev.rcfw.call("create_cq", cq_handle=self.cq.va, cq_size=CQ_DEPTH, pbl=self.cq.paddrs[0],
                       pg_size_lvl=hsi.CMDQ_CREATE_CQ_LVL_LVL_0 | hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
                       cq_fco_cnq_id=dev.nq_id & hsi.CMDQ_CREATE_CQ_CNQ_ID_MASK)
@@ -86,7 +86,7 @@ class BNXTQP:
                       sq_fwo_sq_sge=1, scq_cid=self.cq_id, rcq_cid=self.cq_id, pd_id=0, sq_pbl=sq_pt.base)
     self.qpn = r.xid
     self.name = f"{dev.name} QP {self.qpn:#x}"
-    self.sq_prod = doorbell.Ring(SQ_SLOTS)
+    self.sq_prod = doorbell.RingIndex(SQ_SLOTS)
     self.msn = 0
     self.psn = 0
     self.state = "RESET"

@@ -51,7 +51,7 @@ class RCFWChannel:
     self.creq, self.creq_ring_id = creq, creq_ring_id
     self.cmdq = DMABuffer(os, CMDQ_DEPTH * SLOT, f"{name} CMDQ")
     self.prod = 0
-    self.creq_cons = doorbell.Ring(CREQ_DEPTH)
+    self.creq_cons = doorbell.RingIndex(CREQ_DEPTH)
     self.first = True
 
   def start(self) -> None:

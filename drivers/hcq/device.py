@@ -30,14 +30,35 @@ class Timeline:
     return self.value
 
 
-class Device:
+class DeviceBase:
+  """What every device hcq.open returns shares: a name for errors, the OS interface and options it was given, the
+  timeout of its waits, close() (once; also closes the mock made for it) and the context manager."""
   name: str = "device"
   owned_os = None   # an OS interface made for this device alone (the mock hcq.open made): dev.close() closes it too
 
-  def __init__(self, os, config):
+  def __init__(self, os, config, timeout_s: float | None = None):
     self.os, self.config = os, config
-    self.timeout_s = config.timeout_s
+    self.timeout_s = timeout_s if timeout_s is not None else config.timeout_s
     self.closed = False
+
+  def close(self) -> None:
+    if self.closed: return
+    try: self._close()
+    finally:
+      self.closed = True
+      if self.owned_os is not None: self.owned_os.close()
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+
+  def _check_open(self) -> None:
+    if self.closed: raise DeviceError(f"{self.name}: the device is closed")
+
+  def _close(self) -> None: pass
+
+
+class Device(DeviceBase):
+  """The public API of DESIGN.md §4 (memory, copies, programs) over the vendor's _methods."""
 
   # ---- public API
   def alloc(self, nbytes: int, **opts) -> Buffer:
@@ -87,20 +108,7 @@ class Device:
     self._check_open()
     self._synchronize()
 
-  def close(self) -> None:
-    if self.closed: return
-    try: self._close()
-    finally:
-      self.closed = True
-      if self.owned_os is not None: self.owned_os.close()
-
-  def __enter__(self): return self
-  def __exit__(self, *exc): self.close()
-
   # ---- helpers
-  def _check_open(self) -> None:
-    if self.closed: raise DeviceError(f"{self.name}: the device is closed")
-
   def _check_range(self, buf: Buffer, offset: int, size: int, what: str) -> None:
     if not isinstance(buf, Buffer): raise DeviceError(f"{self.name}: {what} needs a Buffer, got {type(buf).__name__}")
     if buf.device is not self: raise DeviceError(f"{self.name}: {what}: {buf} belongs to another device")
@@ -116,7 +124,6 @@ class Device:
   def _load(self, image: bytes, name: str | None): raise NotImplementedError
   def _compile(self, sink): raise DeviceError(f"{self.name}: compiling UOp kernels is not supported on this device")
   def _synchronize(self) -> None: raise NotImplementedError
-  def _close(self) -> None: pass
 
 
 def _as_bytes_view(data) -> memoryview:
