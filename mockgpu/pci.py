@@ -6,10 +6,7 @@ MockOS.add_pci_function() publishes it as /sys/bus/pci/devices/<addr> -> /sys/de
 the files of Documentation/ABI/testing/sysfs-bus-pci: vendor device class revision subsystem_vendor subsystem_device
 config resource resourceN enable reset remove driver numa_node irq power_state driver_override.
 
-Configuration space offsets: include/uapi/linux/pci_regs.h (PCI_VENDOR_ID 0x00, PCI_COMMAND 0x04, PCI_STATUS 0x06,
-PCI_CLASS_REVISION 0x08, PCI_HEADER_TYPE 0x0e, PCI_BASE_ADDRESS_0 0x10, PCI_SUBSYSTEM_VENDOR_ID 0x2c,
-PCI_SUBSYSTEM_ID 0x2e, PCI_CAPABILITY_LIST 0x34, PCI_INTERRUPT_LINE 0x3c, PCI_STATUS_CAP_LIST 0x10,
-PCI_BASE_ADDRESS_MEM_TYPE_64 0x04, PCI_BASE_ADDRESS_MEM_PREFETCH 0x08, PCI_BASE_ADDRESS_SPACE_IO 0x01).
+Configuration space offsets and bits: include/uapi/linux/pci_regs.h, through the generated hcq.autogen.pci.
 """
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ import errno
 import struct
 import threading
 
+from ..autogen import pci as regs
 from ..drivers.system.interface import MMIOView
 from ..drivers.system.pciaddr import parse, validate
 from ..errors import DeviceError, OSCallError
@@ -24,9 +22,15 @@ from ..errors import DeviceError, OSCallError
 # include/linux/ioport.h resource flags, as the `resource` file prints them
 IORESOURCE_IO, IORESOURCE_MEM, IORESOURCE_PREFETCH, IORESOURCE_MEM_64 = 0x100, 0x200, 0x2000, 0x00100000
 RESOURCE_LINES = 13   # 6 BARs, the ROM, 6 SR-IOV BARs: what pci-sysfs.c prints for an endpoint with CONFIG_PCI_IOV
-CONFIG_SIZE = 4096
-PCI_COMMAND, PCI_STATUS, PCI_CAPABILITY_LIST, PCI_STATUS_CAP_LIST = 0x04, 0x06, 0x34, 0x10
-PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4
+CONFIG_SIZE = regs.PCI_CFG_SPACE_EXP_SIZE      # PCI Express: 4 KiB of configuration space
+
+
+# what a config write leaves as it is: the ids (vendor, device), class and revision, subsystem ids
+_READ_ONLY = ((regs.PCI_VENDOR_ID, regs.PCI_COMMAND), (regs.PCI_CLASS_REVISION, regs.PCI_CACHE_LINE_SIZE),
+              (regs.PCI_SUBSYSTEM_VENDOR_ID, regs.PCI_ROM_ADDRESS))
+
+
+def _bar_reg(index: int) -> int: return regs.PCI_BASE_ADDRESS_0 + 4 * index
 
 
 class WindowMMIO(MMIOView):
@@ -62,8 +66,9 @@ class MockBAR:
   @property
   def low_bits(self) -> int:
     """The read-only low bits of the BAR register: space, type and prefetch."""
-    if self.io: return 0x1
-    return (0x4 if self.is_64 else 0) | (0x8 if self.prefetchable else 0)
+    if self.io: return regs.PCI_BASE_ADDRESS_SPACE_IO
+    return (regs.PCI_BASE_ADDRESS_MEM_TYPE_64 if self.is_64 else 0) | \
+      (regs.PCI_BASE_ADDRESS_MEM_PREFETCH if self.prefetchable else 0)
 
   def window(self, size: int, offset: int, name: str) -> MMIOView:
     if offset < 0 or size <= 0 or offset + size > self.size:
@@ -88,12 +93,12 @@ class PCIFunction:
     self.lock = threading.RLock()
     self.config = bytearray(CONFIG_SIZE)
     self._cap_tail = 0            # offset of the last capability's next pointer
-    self._next_cap = 0x40
+    self._next_cap = regs.PCI_STD_HEADER_SIZEOF   # capabilities follow the standard header
     self.os = None
-    struct.pack_into("<HH", self.config, 0, vendor, device)
-    struct.pack_into("<I", self.config, 0x08, (class_code << 8) | revision)
-    struct.pack_into("<HH", self.config, 0x2C, subsystem_vendor, subsystem_device)
-    self.config[0x3D] = 1          # interrupt pin INTA
+    struct.pack_into("<HH", self.config, regs.PCI_VENDOR_ID, vendor, device)
+    struct.pack_into("<I", self.config, regs.PCI_CLASS_REVISION, (class_code << 8) | revision)
+    struct.pack_into("<HH", self.config, regs.PCI_SUBSYSTEM_VENDOR_ID, subsystem_vendor, subsystem_device)
+    self.config[regs.PCI_INTERRUPT_PIN] = 1          # interrupt pin INTA
 
   @property
   def domain_bus(self) -> str:
@@ -105,7 +110,7 @@ class PCIFunction:
 
   # ---- building
   def add_bar(self, index: int, view: MMIOView, is_64: bool = True, prefetchable: bool = False, io: bool = False) -> MockBAR:
-    if not 0 <= index < 6 or index in self.bars or (index - 1) in self.bars and self.bars[index - 1].is_64:
+    if not 0 <= index < regs.PCI_STD_NUM_BARS or index in self.bars or (index - 1) in self.bars and self.bars[index - 1].is_64:
       raise DeviceError(f"PCI {self.addr}: BAR{index} is taken or out of range")
     if is_64 and index == 5: raise DeviceError(f"PCI {self.addr}: a 64-bit BAR cannot start at BAR5")
     bar = self.bars[index] = MockBAR(index, view, is_64, prefetchable, io)
@@ -115,14 +120,15 @@ class PCIFunction:
   def add_capability(self, cap_id: int, body: bytes) -> int:
     """Append a standard capability (id, next pointer, body) to the list; returns its offset."""
     off = self._next_cap
-    if off + 2 + len(body) > 0x100: raise DeviceError(f"PCI {self.addr}: no room for capability {cap_id:#x}")
-    self.config[off], self.config[off + 1] = cap_id, 0
+    if off + 2 + len(body) > regs.PCI_CFG_SPACE_SIZE: raise DeviceError(f"PCI {self.addr}: no room for capability {cap_id:#x}")
+    self.config[off + regs.PCI_CAP_LIST_ID], self.config[off + regs.PCI_CAP_LIST_NEXT] = cap_id, 0
     self.config[off + 2:off + 2 + len(body)] = body
     if self._cap_tail: self.config[self._cap_tail] = off
     else:
-      self.config[PCI_CAPABILITY_LIST] = off
-      struct.pack_into("<H", self.config, PCI_STATUS, struct.unpack_from("<H", self.config, PCI_STATUS)[0] | PCI_STATUS_CAP_LIST)
-    self._cap_tail = off + 1
+      self.config[regs.PCI_CAPABILITY_LIST] = off
+      status = struct.unpack_from("<H", self.config, regs.PCI_STATUS)[0]
+      struct.pack_into("<H", self.config, regs.PCI_STATUS, status | regs.PCI_STATUS_CAP_LIST)
+    self._cap_tail = off + regs.PCI_CAP_LIST_NEXT
     self._next_cap = (off + 2 + len(body) + 3) & ~3
     return off
 
@@ -130,7 +136,7 @@ class PCIFunction:
   def _write_bar_register(self, index: int, value: int) -> None:
     bar = self.bars[index]
     mask = ~(bar.size - 1) & 0xFFFFFFFF
-    struct.pack_into("<I", self.config, 0x10 + 4 * index, (value & mask & ~0xF) | bar.low_bits)
+    struct.pack_into("<I", self.config, _bar_reg(index), (value & mask & regs.PCI_BASE_ADDRESS_MEM_MASK) | bar.low_bits)
 
   def config_read(self, offset: int, size: int) -> bytes:
     with self.lock: return bytes(self.config[offset:offset + size])
@@ -141,13 +147,13 @@ class PCIFunction:
     with self.lock:
       for i, b in enumerate(data):
         pos = offset + i
-        if pos < 0x04 or 0x08 <= pos < 0x0C or 0x2C <= pos < 0x30 or pos >= CONFIG_SIZE: continue
+        if pos >= CONFIG_SIZE or any(lo <= pos < hi for lo, hi in _READ_ONLY): continue
         self.config[pos] = b
       for index, bar in self.bars.items():
-        reg = 0x10 + 4 * index
+        reg = _bar_reg(index)
         if offset < reg + 4 and offset + len(data) > reg:
           value = struct.unpack_from("<I", self.config, reg)[0]
-          struct.pack_into("<I", self.config, reg, (value & ~(bar.size - 1) & ~0xF & 0xFFFFFFFF) | bar.low_bits)
+          struct.pack_into("<I", self.config, reg, (value & ~(bar.size - 1) & regs.PCI_BASE_ADDRESS_MEM_MASK & 0xFFFFFFFF) | bar.low_bits)
         if bar.is_64 and offset < reg + 8 and offset + len(data) > reg + 4:
           hi = struct.unpack_from("<I", self.config, reg + 4)[0]
           struct.pack_into("<I", self.config, reg + 4, hi & (~((bar.size - 1) >> 32) & 0xFFFFFFFF))
@@ -155,14 +161,14 @@ class PCIFunction:
     return len(data)
 
   @property
-  def command(self) -> int: return struct.unpack_from("<H", self.config, PCI_COMMAND)[0]
+  def command(self) -> int: return struct.unpack_from("<H", self.config, regs.PCI_COMMAND)[0]
 
   def assign_bus_addresses(self, allocate) -> None:
     """Give every BAR a bus address from allocate(size) and program the BAR registers with it."""
     for index, bar in sorted(self.bars.items()):
       bar.bus_address = allocate(bar.size, bar.is_64)
-      struct.pack_into("<I", self.config, 0x10 + 4 * index, (bar.bus_address & 0xFFFFFFFF) | bar.low_bits)
-      if bar.is_64: struct.pack_into("<I", self.config, 0x14 + 4 * index, bar.bus_address >> 32)
+      struct.pack_into("<I", self.config, _bar_reg(index), (bar.bus_address & 0xFFFFFFFF) | bar.low_bits)
+      if bar.is_64: struct.pack_into("<I", self.config, _bar_reg(index) + 4, bar.bus_address >> 32)
 
   # ---- hooks for device models
   def on_enable(self, enabled: bool) -> None: pass
@@ -175,7 +181,7 @@ class PCIFunction:
   def resource_text(self) -> str:
     lines = []
     for i in range(RESOURCE_LINES):
-      bar = self.bars.get(i) if i < 6 else None
+      bar = self.bars.get(i) if i < regs.PCI_STD_NUM_BARS else None
       if bar is None: lines.append("0x%016x 0x%016x 0x%016x" % (0, 0, 0))
       else: lines.append("0x%016x 0x%016x 0x%016x" % (bar.bus_address, bar.bus_address + bar.size - 1, bar.flags))
     return "\n".join(lines) + "\n"

@@ -48,6 +48,31 @@ class HWQueue:
   wptr_offset: int = WPTR_OFFSET
 
 
+def cwsr_sizes(p: dict) -> tuple[int, int, int]:
+  """(context save area size, control stack size, debug memory size) per XCC for a compute queue of a node with the
+  topology properties p. KFD checks them (drivers/gpu/drm/amd/amdkfd/kfd_queue.c, kfd_queue_acquire_buffers:
+  ctl_stack_size equal to the node's, the save area at least the node's cwsr_size); newer kernels (6.12) publish both
+  in the topology properties, older ones do not and they are computed the way kfd_queue_ctx_save_restore_size()
+  does; the debug memory size (the debugger's area after each save area) is published by none and always computed.
+  The mock holds the same formula to publish the numbers (mockgpu/amd/kfd.cwsr_sizes: neither may import the other);
+  tests/mockgpu/test_hardware_facts.py holds the two equal."""
+  gfxv = p["gfx_target_version"]
+  xccs = max(p.get("num_xcc", 1), 1)
+  cu_num = p.get("simd_count", 0) // max(p.get("simd_per_cu", 1), 1) // xccs
+  if gfxv < 100100:  # before GFX_VERSION_NAVI10
+    wave_num = min(cu_num * 40, p.get("array_count", 0) // max(p.get("simd_arrays_per_engine", 1), 1) * 512)
+  else: wave_num = cu_num * 32
+  debug = round_up(wave_num * 32, 64)                 # DEBUGGER_BYTES_PER_WAVE, DEBUGGER_BYTES_ALIGN
+  if "ctl_stack_size" in p and "cwsr_size" in p: return p["cwsr_size"], p["ctl_stack_size"], debug
+  if gfxv // 100 * 100 == 90400 or gfxv in (90010, 90008): vgpr_per_cu = 0x80000
+  elif gfxv in (110000, 110001, 110501, 120000, 120001): vgpr_per_cu = 0x60000
+  else: vgpr_per_cu = 0x40000
+  wg_data = round_up(cu_num * (vgpr_per_cu + 0x4000 + 0x10000 + 0x1000), PAGE)   # + SGPR, LDS, HWREG per CU
+  ctl_stack = round_up(40 + wave_num * (12 if gfxv >= 100100 else 8) + 8, PAGE)
+  if gfxv // 10000 * 10000 == 100000: ctl_stack = min(ctl_stack, 0x7000)
+  return ctl_stack + wg_data, ctl_stack, debug
+
+
 class KFDIface:
   name = "KFD"
 
@@ -167,26 +192,7 @@ class KFDIface:
 
   # ---- queues
   def _cwsr_sizes(self) -> tuple[int, int, int]:
-    """(context save area size, control stack size, debug memory size) per XCC for a compute queue. KFD checks them
-    (drivers/gpu/drm/amd/amdkfd/kfd_queue.c, kfd_queue_acquire_buffers: ctl_stack_size equal to the node's, the save
-    area at least the node's cwsr_size); newer kernels publish both in the topology properties, otherwise they are
-    computed the way kfd_queue_ctx_save_restore_size() does."""
-    p = self.props
-    gfxv = p["gfx_target_version"]
-    xccs = max(p.get("num_xcc", 1), 1)
-    cu_num = p.get("simd_count", 0) // max(p.get("simd_per_cu", 1), 1) // xccs
-    if gfxv < 100100:  # before GFX_VERSION_NAVI10
-      wave_num = min(cu_num * 40, p.get("array_count", 0) // max(p.get("simd_arrays_per_engine", 1), 1) * 512)
-    else: wave_num = cu_num * 32
-    debug = round_up(wave_num * 32, 64)                 # DEBUGGER_BYTES_PER_WAVE, DEBUGGER_BYTES_ALIGN
-    if "ctl_stack_size" in p and "cwsr_size" in p: return p["cwsr_size"], p["ctl_stack_size"], debug
-    if gfxv // 100 * 100 == 90400 or gfxv in (90010, 90008): vgpr_per_cu = 0x80000
-    elif gfxv in (110000, 110001, 110501, 120000, 120001): vgpr_per_cu = 0x60000
-    else: vgpr_per_cu = 0x40000
-    wg_data = round_up(cu_num * (vgpr_per_cu + 0x4000 + 0x10000 + 0x1000), PAGE)   # + SGPR, LDS, HWREG per CU
-    ctl_stack = round_up(40 + wave_num * (12 if gfxv >= 100100 else 8) + 8, PAGE)
-    if gfxv // 10000 * 10000 == 100000: ctl_stack = min(ctl_stack, 0x7000)
-    return ctl_stack + wg_data, ctl_stack, debug
+    return cwsr_sizes(self.props)
 
   def create_queue(self, kind: str, ring_size: int) -> HWQueue:
     """A PM4 compute ("compute") or SDMA ("sdma") queue with its ring (GTT), read/write pointers and doorbell."""

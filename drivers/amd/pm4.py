@@ -1,13 +1,14 @@
 """PM4 type-3 packets for the gfx10-gfx11 compute queue, as lists of dwords.
 
-Facts come from the generated bindings hcq.autogen.amd.pm4 (Linux drivers/gpu/drm/amd/amdgpu/nvd.h: opcodes, the
-PACKET3 header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM fields). The few COMPUTE_* registers and DISPATCH_INITIATOR
-bits are written out below from asic_reg/gc/gc_11_0_0_offset.h and _sh_mask.h, because importing the generated
-hcq.autogen.amd.gc_11_0_0 (every GC register) costs more than a whole launch path may take at start-up;
-tests/amd/test_packets.py checks each of them against that generated module. Two facts are in none of those headers
-and are cited where used: the GC segment-0 base and the VGT event types."""
+Facts come from the generated bindings: hcq.autogen.amd.pm4 (Linux drivers/gpu/drm/amd/amdgpu/nvd.h: opcodes, the
+PACKET3 header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM fields) and hcq.autogen.amd.gc_11_0_0_compute (the COMPUTE_*
+registers and fields of asic_reg/gc/gc_11_0_0_offset.h and _sh_mask.h, generated apart from the whole-GC module
+amd.gc_11_0_0 because that one costs ~20 ms to import, more than a launch path may spend at start-up). Three facts
+are in none of those headers and are cited where defined: the GC segment-0 base, the VGT event types and the GPU
+clock's frequency."""
 from __future__ import annotations
 
+from ...autogen.amd import gc_11_0_0_compute as gc
 from ...autogen.amd import pm4 as nvd
 from ..hcq.cmdbuf import hi, lo  # noqa: F401 - re-exported: packet users write pm4.lo(x)
 from .decoding import DecodeError
@@ -22,39 +23,48 @@ OPCODE_NAMES = {v: k[len("PACKET3_"):] for k, v in vars(nvd).items()
 OPCODE_NAMES.update({NOP: "NOP", INDIRECT_BUFFER: "INDIRECT_BUFFER"})  # nvd.h also names 0x10/0x3F otherwise
 
 SH_REG_START, UCONFIG_REG_START = nvd.PACKET3_SET_SH_REG_START, nvd.PACKET3_SET_UCONFIG_REG_START
-# GC register segment 0 base of navi3x (GC_BASE__INST0_SEG0 of the soc21 IP offsets, amd_kfd_pm4_sdma_am.md §2.1):
-# the absolute dword address of regX (BASE_IDX 0) is regX + 0x1260
+# GC register segment 0 base of gfx11 (navi3x): the absolute dword address of regX (BASE_IDX 0) is regX + 0x1260.
+# No header of linux 6.12 has it for gfx11 (soc21 parts take their IP bases from the IP discovery table, which amdgpu
+# shows as ip_discovery/die/0/11/0/base_addr; the navi2x header sienna_cichlid_ip_offset.h has the same
+# GC_BASE__INST0_SEG0); reference amd_kfd_pm4_sdma_am.md §2.1. The mock models the same fact as
+# mockgpu/amd/regs.GC_BASE_SEG0 and publishes it in its IP discovery sysfs; tests/mockgpu/test_hardware_facts.py
+# holds the two equal to each other and to what the mock's discovery reports.
 GC_SEG0_BASE = 0x1260
 
 
 def _sh(reg: int) -> int: return reg + GC_SEG0_BASE - SH_REG_START
 
 
-# gc_11_0_0_offset.h, BASE_IDX 0
-GC_REGS = {"COMPUTE_DISPATCH_INITIATOR": 0x1ba0, "COMPUTE_START_X": 0x1ba4, "COMPUTE_START_Y": 0x1ba5,
-           "COMPUTE_START_Z": 0x1ba6, "COMPUTE_NUM_THREAD_X": 0x1ba7, "COMPUTE_NUM_THREAD_Y": 0x1ba8,
-           "COMPUTE_NUM_THREAD_Z": 0x1ba9, "COMPUTE_PGM_LO": 0x1bac, "COMPUTE_PGM_HI": 0x1bad,
-           "COMPUTE_DISPATCH_PKT_ADDR_LO": 0x1bae, "COMPUTE_DISPATCH_PKT_ADDR_HI": 0x1baf,
-           "COMPUTE_DISPATCH_SCRATCH_BASE_LO": 0x1bb0, "COMPUTE_DISPATCH_SCRATCH_BASE_HI": 0x1bb1,
-           "COMPUTE_PGM_RSRC1": 0x1bb2, "COMPUTE_PGM_RSRC2": 0x1bb3, "COMPUTE_RESOURCE_LIMITS": 0x1bb5,
-           "COMPUTE_TMPRING_SIZE": 0x1bb8, "COMPUTE_RESTART_X": 0x1bbb, "COMPUTE_RESTART_Y": 0x1bbc,
-           "COMPUTE_RESTART_Z": 0x1bbd, "COMPUTE_PGM_RSRC3": 0x1bc8,
-           **{f"COMPUTE_USER_DATA_{i}": 0x1be0 + i for i in range(16)}}
-COMPUTE_DISPATCH_INITIATOR = _sh(GC_REGS["COMPUTE_DISPATCH_INITIATOR"])
-COMPUTE_START_X = _sh(GC_REGS["COMPUTE_START_X"])
-COMPUTE_NUM_THREAD_X = _sh(GC_REGS["COMPUTE_NUM_THREAD_X"])
-COMPUTE_PGM_LO = _sh(GC_REGS["COMPUTE_PGM_LO"])
-COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(GC_REGS["COMPUTE_DISPATCH_SCRATCH_BASE_LO"])
-COMPUTE_PGM_RSRC1 = _sh(GC_REGS["COMPUTE_PGM_RSRC1"])
-COMPUTE_RESOURCE_LIMITS = _sh(GC_REGS["COMPUTE_RESOURCE_LIMITS"])
-COMPUTE_TMPRING_SIZE = _sh(GC_REGS["COMPUTE_TMPRING_SIZE"])
-COMPUTE_RESTART_X = _sh(GC_REGS["COMPUTE_RESTART_X"])
-COMPUTE_PGM_RSRC3 = _sh(GC_REGS["COMPUTE_PGM_RSRC3"])
-COMPUTE_USER_DATA_0 = _sh(GC_REGS["COMPUTE_USER_DATA_0"])
-SH_REG_NAMES = {_sh(v): k for k, v in GC_REGS.items()}
+# every segment-0 COMPUTE_* register by name (gc_11_0_0_offset.h); SET_SH_REG offsets assume segment 0
+GC_REGS = {k[3:]: v for k, v in vars(gc).items()
+           if k.startswith("reg") and not k.endswith("_BASE_IDX") and getattr(gc, k + "_BASE_IDX") == 0}
+COMPUTE_DISPATCH_INITIATOR = _sh(gc.regCOMPUTE_DISPATCH_INITIATOR)
+COMPUTE_START_X = _sh(gc.regCOMPUTE_START_X)
+COMPUTE_NUM_THREAD_X = _sh(gc.regCOMPUTE_NUM_THREAD_X)
+COMPUTE_PGM_LO = _sh(gc.regCOMPUTE_PGM_LO)
+COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)
+COMPUTE_PGM_RSRC1 = _sh(gc.regCOMPUTE_PGM_RSRC1)
+COMPUTE_RESOURCE_LIMITS = _sh(gc.regCOMPUTE_RESOURCE_LIMITS)
+COMPUTE_TMPRING_SIZE = _sh(gc.regCOMPUTE_TMPRING_SIZE)
+COMPUTE_RESTART_X = _sh(gc.regCOMPUTE_RESTART_X)
+COMPUTE_PGM_RSRC3 = _sh(gc.regCOMPUTE_PGM_RSRC3)
+COMPUTE_USER_DATA_0 = _sh(gc.regCOMPUTE_USER_DATA_0)
+SH_REG_NAMES = {_sh(v): k for k, v in GC_REGS.items() if v + GC_SEG0_BASE >= SH_REG_START}
 
-# gc_11_0_0_sh_mask.h COMPUTE_DISPATCH_INITIATOR__{COMPUTE_SHADER_EN,FORCE_START_AT_000,CS_W32_EN}_MASK
-INITIATOR_COMPUTE_SHADER_EN, INITIATOR_FORCE_START_AT_000, INITIATOR_CS_W32_EN = 0x1, 0x4, 0x8000
+# gc_11_0_0_sh_mask.h fields
+INITIATOR_COMPUTE_SHADER_EN = gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
+INITIATOR_FORCE_START_AT_000 = gc.COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK
+INITIATOR_CS_W32_EN = gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
+RSRC1_PRIV = gc.COMPUTE_PGM_RSRC1__PRIV_MASK
+RSRC2_LDS_SIZE_SHIFT, RSRC2_LDS_SIZE_MASK = gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT, gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK
+LDS_GRANULE = 512   # bytes per LDS_SIZE unit on gfx11 (128 dwords; LLVM AMDGPU's LDS allocation granule)
+
+# The GPU clock counter that RELEASE_MEM DATA_SEL_GPU_CLOCK and SDMA TIMESTAMP write counts the SPLL reference clock:
+# 100 MHz on the gfx11 dGPUs (amdgpu reports it as AMDGPU_INFO_DEV_INFO gpu_counter_freq = soc21_get_xclk, 10000 in
+# 10 kHz units; gfx11 APUs give 99.81 MHz). The mock's clock is mockgpu/amd/regs.GPU_CLOCK_HZ;
+# tests/mockgpu/test_hardware_facts.py holds the two equal and checks a timed launch against the host's clock.
+GPU_CLOCK_HZ = 100_000_000
+TICKS_PER_US = GPU_CLOCK_HZ / 1e6
 
 # WAIT_REG_MEM_FUNCTION values (nvd.h comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >)
 WAIT_ALWAYS, WAIT_LT, WAIT_LE, WAIT_EQ, WAIT_NE, WAIT_GE, WAIT_GT = range(7)

@@ -103,13 +103,14 @@ class AMDProgram(Program):
                         f"{kd.user_sgpr_count} (at most 16 user-data registers)")
     self.dispatch_ptr = any(n == "dispatch_ptr" for n, _ in self.user_sgprs)
     # gfx11 runs user queues with COMPUTE_PGM_RSRC1.PRIV set (a context-save workaround of the reference runtime)
-    self.rsrc1 = kd.compute_pgm_rsrc1 | (1 << 20)
+    self.rsrc1 = kd.compute_pgm_rsrc1 | pm4.RSRC1_PRIV
     self.rsrc2 = self._rsrc2_with_lds(self.lds)
     self.rsrc3 = kd.compute_pgm_rsrc3
     self.scratch = device.scratch_for(self.private) if self.private else None
 
   def _rsrc2_with_lds(self, lds: int) -> int:
-    return self.kernel.descriptor.compute_pgm_rsrc2 | ((((lds + 511) // 512) & 0x1FF) << 15)
+    granules = (lds + pm4.LDS_GRANULE - 1) // pm4.LDS_GRANULE
+    return self.kernel.descriptor.compute_pgm_rsrc2 | ((granules << pm4.RSRC2_LDS_SIZE_SHIFT) & pm4.RSRC2_LDS_SIZE_MASK)
 
   def with_lds(self, lds: int | None) -> "AMDProgram":
     """This program for a launch that needs lds bytes of LDS (__local pointer arguments): a copy whose COMPUTE_PGM_RSRC2
@@ -139,7 +140,7 @@ class AMDProgram(Program):
       elif name == "private_segment_size": user += [self.private]
     # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT may reserve more (clang reserves 15 on gfx11); only the enabled ones carry
     # values, the rest are never read by the kernel and are left as they are
-    # COMPUTE_PGM_LO .. COMPUTE_PGM_RSRC2 are 8 consecutive registers (gc_11_0_0_offset.h 0x1bac-0x1bb3): one packet
+    # COMPUTE_PGM_LO .. COMPUTE_PGM_RSRC2 are 8 consecutive registers (gc_11_0_0_offset.h): one packet
     # sets the program address, the dispatch packet address, the scratch base and RSRC1/2
     # (the dispatch packet address only means something for kernels that read the dispatch packet)
     scratch = self.scratch.va >> 8 if self.scratch else 0

@@ -13,6 +13,7 @@ import re
 import struct
 
 from ...autogen import bnxt as hsi
+from ...autogen.pci import PCI_COMMAND, PCI_COMMAND_MASTER, PCI_COMMAND_MEMORY   # include/uapi/linux/pci_regs.h
 from ...errors import DeviceError
 from ..hcq.device import DeviceBase
 from . import doorbell
@@ -22,8 +23,6 @@ from .rcfw import CREQ_DEPTH, CREQ_ENTRY, RCFWChannel
 
 PCI_VENDOR_BROADCOM = 0x14E4
 THOR2_DEVICE_IDS = (0x1760,)          # BCM57608 (bnxt_en's PCI table)
-PCI_COMMAND = 0x04                    # include/uapi/linux/pci_regs.h
-PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4
 
 # backing store context types the function needs, with the extra entries the reference adds (reference §0 step 3)
 BS_TYPES = [("QP", 2), ("SRQ", 0), ("CQ", 2), ("VNIC", 0), ("STAT", 2), ("SP_TQM_RING", 0), ("FP_TQM_RING", 0),

@@ -19,6 +19,7 @@ import re
 import warnings
 from typing import Iterable
 
+from ...autogen.pci import PCI_STD_NUM_BARS
 from ...errors import DeviceError
 from .interface import MMIOView
 from .pciaddr import is_valid, validate
@@ -28,7 +29,7 @@ DRIVERS = "bus/pci/drivers"
 
 # include/linux/ioport.h: resource flags as the kernel prints them in the `resource` file
 IORESOURCE_IO, IORESOURCE_MEM, IORESOURCE_PREFETCH, IORESOURCE_MEM_64 = 0x100, 0x200, 0x2000, 0x00100000
-NUM_BARS = 6  # include/uapi/linux/pci_regs.h: PCI_BASE_ADDRESS_0..5
+NUM_BARS = PCI_STD_NUM_BARS  # include/uapi/linux/pci_regs.h: PCI_BASE_ADDRESS_0..5
 
 _DRIVER_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 

@@ -26,6 +26,7 @@ import time
 from ...errors import GPUFault, OSCallError
 from ..files import MockFile
 from ..mmio import DoorbellMMIO
+from . import regs as R
 from .queues import COMPUTE, COMPUTE_AQL, SDMA
 
 # kfd_priv.h
@@ -42,14 +43,24 @@ PAGE = 0x1000
 
 
 def cwsr_sizes(props) -> dict:
-  """kfd_queue_ctx_save_restore_size (kfd_queue.c, linux 6.12) for gfx10.1+: the sizes CREATE_QUEUE checks and the
-  topology reports (cwsr_size, ctl_stack_size)."""
+  """kfd_queue_ctx_save_restore_size (kfd_queue.c, linux 6.12): the sizes the topology reports (cwsr_size,
+  ctl_stack_size), CREATE_QUEUE checks, and the per-XCC debugger area after the save area (debug_memory_size).
+
+  The driver has the same formula (drivers/amd/kfd.cwsr_sizes) for kernels older than the one the mock models, whose
+  topology lacks cwsr_size/ctl_stack_size, and for debug_memory_size, which no kernel publishes; the mock may not
+  import the driver and the driver may not import the mock, so the formula is written in both, and
+  tests/mockgpu/test_hardware_facts.py holds the two equal over gfx9-gfx12 and a range of CU counts."""
   gfxv = props.gfx_target_version
   cu_num = props.simd_count // props.simd_per_cu // props.num_xcc
-  wave_num = cu_num * 32
-  vgpr = 0x60000 if gfxv in (110000, 110001, 110501, 120000, 120001) else 0x40000
+  if gfxv < 100100:           # before GFX_VERSION_NAVI10: waves limited by the shader arrays too, 8-byte entries
+    wave_num = min(cu_num * 40, props.array_count // props.simd_arrays_per_engine * 512)
+  else: wave_num = cu_num * 32
+  if gfxv // 100 * 100 == 90400 or gfxv in (90010, 90008): vgpr = 0x80000         # kfd_get_vgpr_size_per_cu
+  elif gfxv in (110000, 110001, 110501, 120000, 120001): vgpr = 0x60000
+  else: vgpr = 0x40000
   wg_data = (cu_num * (vgpr + 0x4000 + 0x10000 + 0x1000) + PAGE - 1) & ~(PAGE - 1)   # VGPR + SGPR + LDS + HWREG per CU
-  ctl_stack = (40 + wave_num * 12 + 8 + PAGE - 1) & ~(PAGE - 1)     # header + 12 bytes per wave + 8
+  ctl_stack = (40 + wave_num * (12 if gfxv >= 100100 else 8) + 8 + PAGE - 1) & ~(PAGE - 1)   # header + entries + 8
+  if gfxv // 10000 == 10: ctl_stack = min(ctl_stack, 0x7000)    # gfx10: the hardware's control stack limit
   return {"ctl_stack_size": ctl_stack, "cwsr_size": ctl_stack + wg_data,
           "debug_memory_size": (wave_num * 32 + 63) & ~63, "eop_buffer_size": 4096}
 
@@ -604,7 +615,7 @@ class KFDModel:
     info.device_id, info.chip_rev, info.external_rev, info.pci_rev = p.device_id, 0, 0x1, p.revision
     info.family = drm.AMDGPU_FAMILY_GC_11_0_0
     info.num_shader_engines, info.num_shader_arrays_per_engine = p.num_shader_engines, p.simd_arrays_per_engine
-    info.gpu_counter_freq = 100_000                      # kHz: the 100 MHz GPU clock counter
+    info.gpu_counter_freq = R.GPU_CLOCK_HZ // 1000       # kHz: the GPU clock counter's frequency
     info.max_engine_clock, info.max_memory_clock = p.max_engine_clk_fcompute * 1000, 1_250_000
     info.cu_active_number = p.cu_count
     info.cu_ao_mask = 0xFFFFFFFF

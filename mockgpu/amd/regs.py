@@ -1,18 +1,20 @@
 """Register numbers and packet constants of the mock gfx1100, from the generated bindings where the headers have
-them (hcq.autogen.amd.pm4 = nvd.h; hcq.autogen.amd.sdma = sdma_v6_0_0_pkt_open.h and hcq.autogen.amd.gc_11_0_0 =
-gc_11_0_0_offset.h/_sh_mask.h, written out below; all linux 6.12), cited where they do not.
+them (hcq.autogen.amd.pm4 = nvd.h; hcq.autogen.amd.gc_11_0_0_compute = the COMPUTE_* registers of
+gc_11_0_0_offset.h/_sh_mask.h; hcq.autogen.amd.sdma = sdma_v6_0_0_pkt_open.h, written out below; all linux 6.12),
+cited where they do not.
 
 PM4 header = type[31:30] | count[29:16] | opcode[15:8], count = body dwords - 1 (nvd.h CP_PACKET_GET_TYPE/COUNT,
 CP_PACKET3_GET_OPCODE). SET_SH_REG bodies count from PACKET3_SET_SH_REG_START, so the SH offset of a compute register
-is regX + GC_BASE segment 0 (0x1260, soc21_ip_offset.h) - 0x2c00. SDMA header: op[7:0], sub_op[15:8].
+is regX + GC_BASE segment 0 - 0x2c00. SDMA header: op[7:0], sub_op[15:8].
 
-The GC register offsets and fields and the SDMA opcodes below are written out rather than read from
-hcq.autogen.amd.gc_11_0_0 / .sdma at import: those modules hold every GC register and every SDMA packet field and
-cost ~15 ms and ~3 ms to import, a large share of what a fresh process may spend on the mock.
-tests/mockgpu/test_regs_autogen.py proves each value equal to the generated bindings.
+The SDMA opcodes below are written out rather than read from hcq.autogen.amd.sdma at import: that module holds every
+SDMA packet field and costs ~3 ms to import, a share of what a fresh process may spend on the mock;
+tests/mockgpu/test_regs_autogen.py proves each value equal to the generated bindings. (The COMPUTE_* registers come
+from amd.gc_11_0_0_compute, generated apart from the whole-GC module amd.gc_11_0_0 for the same reason.)
 """
 from __future__ import annotations
 
+from ...autogen.amd import gc_11_0_0_compute as _gc
 from ...autogen.amd import pm4 as _pm4
 
 # ---- PM4 type-3 opcodes
@@ -36,43 +38,33 @@ SET_UCONFIG_REG_START = _pm4.PACKET3_SET_UCONFIG_REG_START
 INDIRECT_BUFFER_VALID = _pm4.INDIRECT_BUFFER_VALID
 IB_SIZE_MASK = 0xFFFFF                                       # IB size in dwords: bits [19:0] (gfx_v11_0_ring_emit_ib)
 
-GC_BASE_SEG0 = 0x1260    # soc21_ip_offset.h GC_BASE.instance[0].segment[0] (compute registers have BASE_IDX 0)
+# GC register segment 0 base of a gfx11 (navi3x): no linux 6.12 header has it (soc21 parts take their IP bases from
+# the IP discovery table; reference amd_kfd_pm4_sdma_am.md §2.1 gives SEG0-2 below). The mock publishes them as
+# amdgpu's ip_discovery/die/0/11/0/base_addr (topology.py). The driver writes the same fact as
+# drivers/amd/pm4.GC_SEG0_BASE (the mock may not import the driver); tests/mockgpu/test_hardware_facts.py holds them
+# equal.
+GC_BASE_SEGMENTS = (0x1260, 0xA000, 0x1C000)
+GC_BASE_SEG0 = GC_BASE_SEGMENTS[0]     # compute registers have BASE_IDX 0
 
 
 def _sh(reg: int) -> int: return reg + GC_BASE_SEG0 - SET_SH_REG_START
 
 
-# gc_11_0_0_offset.h (regCOMPUTE_*, all BASE_IDX 0)
-GC_REGS = {
-  "COMPUTE_DISPATCH_INITIATOR": 0x1ba0, "COMPUTE_START_X": 0x1ba4, "COMPUTE_NUM_THREAD_X": 0x1ba7,
-  "COMPUTE_PGM_LO": 0x1bac, "COMPUTE_PGM_HI": 0x1bad, "COMPUTE_DISPATCH_SCRATCH_BASE_LO": 0x1bb0,
-  "COMPUTE_DISPATCH_SCRATCH_BASE_HI": 0x1bb1, "COMPUTE_PGM_RSRC1": 0x1bb2, "COMPUTE_PGM_RSRC2": 0x1bb3,
-  "COMPUTE_RESOURCE_LIMITS": 0x1bb5, "COMPUTE_TMPRING_SIZE": 0x1bb8, "COMPUTE_RESTART_X": 0x1bbb,
-  "COMPUTE_PGM_RSRC3": 0x1bc8, "COMPUTE_USER_DATA_0": 0x1be0, "COMPUTE_USER_DATA_15": 0x1bef,
-}
-# gc_11_0_0_sh_mask.h
-GC_FIELDS = {
-  "COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK": 0x1, "COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK": 0x8000,
-  "COMPUTE_NUM_THREAD_X__NUM_THREAD_FULL_MASK": 0xFFFF,
-  "COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT": 15, "COMPUTE_PGM_RSRC2__LDS_SIZE_MASK": 0xFF8000,
-  "COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT": 12, "COMPUTE_TMPRING_SIZE__WAVESIZE_MASK": 0x7FFF000,
-}
-
-COMPUTE_DISPATCH_INITIATOR = _sh(GC_REGS["COMPUTE_DISPATCH_INITIATOR"])   # 0x200
-COMPUTE_START_X = _sh(GC_REGS["COMPUTE_START_X"])                         # 0x204, then _Y, _Z
-COMPUTE_NUM_THREAD_X = _sh(GC_REGS["COMPUTE_NUM_THREAD_X"])               # 0x207, then _Y, _Z
-COMPUTE_PGM_LO = _sh(GC_REGS["COMPUTE_PGM_LO"])                           # 0x20c
-COMPUTE_PGM_HI = _sh(GC_REGS["COMPUTE_PGM_HI"])
-COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(GC_REGS["COMPUTE_DISPATCH_SCRATCH_BASE_LO"])
-COMPUTE_DISPATCH_SCRATCH_BASE_HI = _sh(GC_REGS["COMPUTE_DISPATCH_SCRATCH_BASE_HI"])
-COMPUTE_PGM_RSRC1 = _sh(GC_REGS["COMPUTE_PGM_RSRC1"])                     # 0x212
-COMPUTE_PGM_RSRC2 = _sh(GC_REGS["COMPUTE_PGM_RSRC2"])
-COMPUTE_RESOURCE_LIMITS = _sh(GC_REGS["COMPUTE_RESOURCE_LIMITS"])
-COMPUTE_TMPRING_SIZE = _sh(GC_REGS["COMPUTE_TMPRING_SIZE"])               # 0x218
-COMPUTE_RESTART_X = _sh(GC_REGS["COMPUTE_RESTART_X"])
-COMPUTE_PGM_RSRC3 = _sh(GC_REGS["COMPUTE_PGM_RSRC3"])                     # 0x228
-COMPUTE_USER_DATA_0 = _sh(GC_REGS["COMPUTE_USER_DATA_0"])                 # 0x240 .. 0x24f
-NUM_USER_DATA = GC_REGS["COMPUTE_USER_DATA_15"] - GC_REGS["COMPUTE_USER_DATA_0"] + 1
+COMPUTE_DISPATCH_INITIATOR = _sh(_gc.regCOMPUTE_DISPATCH_INITIATOR)   # 0x200
+COMPUTE_START_X = _sh(_gc.regCOMPUTE_START_X)                         # 0x204, then _Y, _Z
+COMPUTE_NUM_THREAD_X = _sh(_gc.regCOMPUTE_NUM_THREAD_X)               # 0x207, then _Y, _Z
+COMPUTE_PGM_LO = _sh(_gc.regCOMPUTE_PGM_LO)                           # 0x20c
+COMPUTE_PGM_HI = _sh(_gc.regCOMPUTE_PGM_HI)
+COMPUTE_DISPATCH_SCRATCH_BASE_LO = _sh(_gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)
+COMPUTE_DISPATCH_SCRATCH_BASE_HI = _sh(_gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI)
+COMPUTE_PGM_RSRC1 = _sh(_gc.regCOMPUTE_PGM_RSRC1)                     # 0x212
+COMPUTE_PGM_RSRC2 = _sh(_gc.regCOMPUTE_PGM_RSRC2)
+COMPUTE_RESOURCE_LIMITS = _sh(_gc.regCOMPUTE_RESOURCE_LIMITS)
+COMPUTE_TMPRING_SIZE = _sh(_gc.regCOMPUTE_TMPRING_SIZE)               # 0x218
+COMPUTE_RESTART_X = _sh(_gc.regCOMPUTE_RESTART_X)
+COMPUTE_PGM_RSRC3 = _sh(_gc.regCOMPUTE_PGM_RSRC3)                     # 0x228
+COMPUTE_USER_DATA_0 = _sh(_gc.regCOMPUTE_USER_DATA_0)                 # 0x240 .. 0x24f
+NUM_USER_DATA = _gc.regCOMPUTE_USER_DATA_15 - _gc.regCOMPUTE_USER_DATA_0 + 1
 
 # the SH registers a DISPATCH_DIRECT reads besides the user data (the key of MockAMDGPU._launch_states); a SET_SH_REG
 # of none of them leaves the converted launch state as it is
@@ -80,14 +72,14 @@ LAUNCH_STATE_REGS = (COMPUTE_START_X, COMPUTE_START_X + 1, COMPUTE_START_X + 2, 
                      COMPUTE_NUM_THREAD_X + 1, COMPUTE_NUM_THREAD_X + 2, COMPUTE_PGM_LO, COMPUTE_PGM_HI,
                      COMPUTE_PGM_RSRC1, COMPUTE_PGM_RSRC2, COMPUTE_PGM_RSRC3, COMPUTE_TMPRING_SIZE)
 
-DISPATCH_COMPUTE_SHADER_EN = GC_FIELDS["COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK"]
-DISPATCH_CS_W32_EN = GC_FIELDS["COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK"]
-NUM_THREAD_FULL_MASK = GC_FIELDS["COMPUTE_NUM_THREAD_X__NUM_THREAD_FULL_MASK"]
-RSRC2_LDS_SHIFT = GC_FIELDS["COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT"]
-RSRC2_LDS_MASK = GC_FIELDS["COMPUTE_PGM_RSRC2__LDS_SIZE_MASK"] >> RSRC2_LDS_SHIFT
+DISPATCH_COMPUTE_SHADER_EN = _gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
+DISPATCH_CS_W32_EN = _gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
+NUM_THREAD_FULL_MASK = _gc.COMPUTE_NUM_THREAD_X__NUM_THREAD_FULL_MASK
+RSRC2_LDS_SHIFT = _gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT
+RSRC2_LDS_MASK = _gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK >> RSRC2_LDS_SHIFT
 LDS_GRANULE = 512            # LDS_SIZE unit on gfx11: 128 dwords (the granule tinygrad and LLVM's ABI use)
-TMPRING_WAVESIZE_SHIFT = GC_FIELDS["COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT"]
-TMPRING_WAVESIZE_MASK = GC_FIELDS["COMPUTE_TMPRING_SIZE__WAVESIZE_MASK"] >> TMPRING_WAVESIZE_SHIFT
+TMPRING_WAVESIZE_SHIFT = _gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
+TMPRING_WAVESIZE_MASK = _gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK >> TMPRING_WAVESIZE_SHIFT
 TMPRING_GRANULE = 256        # WAVESIZE unit: 64 dwords per wave
 
 # WAIT_REG_MEM control (nvd.h WAIT_REG_MEM_FUNCTION/MEM_SPACE/OPERATION): FUNCTION [2:0], MEM_SPACE [5:4], OPERATION [7:6]
@@ -102,7 +94,7 @@ COPY_SEL_REG, COPY_SEL_MEM, COPY_SEL_TC_L2, COPY_SEL_IMM, COPY_SEL_GPU_CLOCK = 0
 COPY_DATA_COUNT_SEL = 1 << 16
 
 # ---- SDMA opcodes
-# sdma_v6_0_0_pkt_open.h SDMA_OP_* / SDMA_SUBOP_* (written out like GC_REGS: the generated module is 180 KB)
+# sdma_v6_0_0_pkt_open.h SDMA_OP_* / SDMA_SUBOP_* (written out: the generated module is 180 KB)
 SDMA_CONSTS = {
   "SDMA_OP_NOP": 0, "SDMA_OP_COPY": 1, "SDMA_OP_WRITE": 2, "SDMA_OP_INDIRECT": 4, "SDMA_OP_FENCE": 5, "SDMA_OP_TRAP": 6,
   "SDMA_OP_POLL_REGMEM": 8, "SDMA_OP_CONST_FILL": 11, "SDMA_OP_TIMESTAMP": 13, "SDMA_OP_GCR_REQ": 17,
@@ -135,5 +127,8 @@ KD_RSRC3, KD_RSRC1, KD_RSRC2, KD_CODE_PROPERTIES = 44, 48, 52, 56
 KCP_USER_SGPRS = ((0, 4), (1, 2), (2, 2), (3, 2), (4, 2), (5, 2), (6, 1))
 KCP_WAVE32 = 1 << 10
 
-# ---- the GPU clock counter the packets read (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
+# ---- the GPU clock counter the packets read (RELEASE_MEM data_sel 3, COPY_DATA GPU clock, SDMA TIMESTAMP): the 100 MHz
+# reference clock of a gfx11 dGPU (amdgpu's soc21_get_xclk, reported as AMDGPU_INFO_DEV_INFO gpu_counter_freq).
+# The driver writes the same fact as drivers/amd/pm4.GPU_CLOCK_HZ; tests/mockgpu/test_hardware_facts.py holds them
+# equal and times a launch against the host clock.
 GPU_CLOCK_HZ = 100_000_000

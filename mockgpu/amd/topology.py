@@ -4,17 +4,21 @@ KFD topology (drivers/gpu/drm/amd/amdkfd/kfd_topology.c, linux 6.12): /sys/devic
 {generation_id, system_properties, nodes/N/{gpu_id, name, properties, mem_banks/, caches/, io_links/}}; node 0 is
 the CPU (gpu_id 0), GPU nodes follow. `properties` is "key value" lines in the order node_show() prints them.
 IP discovery (amdgpu_discovery.c sysfs): /sys/class/drm/renderD<minor>/device/ip_discovery/die/0/<HWID>/0/
-{major,minor,revision,base_addr}; hardware ids from soc15_hw_ip.h (GC_HWID 11, SDMA0_HWID 42, NBIO_HWID 108).
+{major,minor,revision,harvest,num_base_addresses,base_addr} (base_addr for GC only: the one IP whose
+register bases the mock models); hardware ids from soc15_hw_ip.h (GC_HWID 11, SDMA0_HWID 42, NBIO_HWID 108).
 """
 from __future__ import annotations
 
 import struct
 
+from ...autogen import pci
 from ..mmio import DoorbellMMIO, RegisterMMIO
 from ..pci import PCIFunction
+from . import regs as R
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 HWIDS = {"GC": 11, "SDMA0": 42, "NBIO": 108}      # soc15_hw_ip.h
+IP_BASES = {"GC": R.GC_BASE_SEGMENTS}              # the register segment bases the mock knows (regs.py)
 RENDER_MINOR_BASE = 128
 
 
@@ -71,14 +75,15 @@ class GPUPCIFunction(PCIFunction):
     self.add_bar(0, RegisterMMIO(f"{gpu.name} BAR0", 256 << 20), is_64=True, prefetchable=True)
     self.add_bar(2, DoorbellMMIO(f"{gpu.name} BAR2", 2 << 20, lambda off, v: None), is_64=True, prefetchable=True)
     self.add_bar(5, RegisterMMIO(f"{gpu.name} BAR5", 1 << 20), is_64=False)
-    # PCI Express capability (pci_regs.h PCI_CAP_ID_EXP): body from PCI_EXP_FLAGS (+2): version 2, endpoint;
-    # PCI_EXP_LNKCAP (+0xc) and PCI_EXP_LNKSTA (+0x12): 16 GT/s (speed 4), x16 (width field [9:4])
-    pcie = bytearray(58)
-    struct.pack_into("<H", pcie, 0, 0x0002)
-    struct.pack_into("<I", pcie, 0x0C - 2, 0x104)
-    struct.pack_into("<H", pcie, 0x12 - 2, 0x104)
-    self.add_capability(0x10, bytes(pcie))
-    self.add_capability(0x05, bytes(12))     # MSI (PCI_CAP_ID_MSI)
+    # PCI Express capability (pci_regs.h, through hcq.autogen.pci): version 2, endpoint; link capable of and
+    # running at 16 GT/s x16. add_capability takes the body after the id and next bytes (offsets here are - 2).
+    link = pci.PCI_EXP_LNKSTA_CLS_16_0GB | 16 << pci.PCI_EXP_LNKSTA_NLW_SHIFT     # LNKCAP has the same layout here
+    pcie = bytearray(pci.PCI_CAP_EXP_ENDPOINT_SIZEOF_V2 - 2)
+    struct.pack_into("<H", pcie, pci.PCI_EXP_FLAGS - 2, 2 | pci.PCI_EXP_TYPE_ENDPOINT << 4)
+    struct.pack_into("<I", pcie, pci.PCI_EXP_LNKCAP - 2, link)
+    struct.pack_into("<H", pcie, pci.PCI_EXP_LNKSTA - 2, link)
+    self.add_capability(pci.PCI_CAP_ID_EXP, bytes(pcie))
+    self.add_capability(pci.PCI_CAP_ID_MSI, bytes(12))
 
 
 def publish(os, gpus: list) -> None:
@@ -111,6 +116,9 @@ def publish(os, gpus: list) -> None:
       vfs.add_file(f"{d}/minor", f"{minor_v}\n")
       vfs.add_file(f"{d}/revision", f"{rev}\n")
       vfs.add_file(f"{d}/harvest", "0x0\n")
+      if ip in IP_BASES:        # base_addr_show: one "0x%08X" line a segment
+        vfs.add_file(f"{d}/num_base_addresses", f"{len(IP_BASES[ip])}\n")
+        vfs.add_file(f"{d}/base_addr", "".join(f"0x{b:08X}\n" for b in IP_BASES[ip]))
     vfs.add_symlink(f"{fn.sysfs_dir}/ip_discovery/die/0/GC", str(HWIDS["GC"]))
     # amdgpu's device attributes (Documentation/gpu/amdgpu/driver-core.rst, thermal.rst) and its hwmon
     d = fn.sysfs_dir

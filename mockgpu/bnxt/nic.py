@@ -12,6 +12,7 @@ import struct
 import threading
 
 from ...autogen import bnxt as hsi
+from ...autogen.pci import PCI_COMMAND, PCI_COMMAND_MASTER, PCI_STD_HEADER_SIZEOF
 from ...drivers.system.interface import MMIOView
 from ...errors import GPUFault, OSCallError
 from ..pci import PCIFunction
@@ -27,7 +28,6 @@ DB_OFF = 0x10000                        # reported as func_qcfg.legacy_l2_db_siz
 HWRM_WINDOW, HWRM_WINDOW_LEN, HWRM_TRIGGER = 0x000, 128, 0x100
 RCFW_BASE, RCFW_PROD, RCFW_TRIG = 0x600, 0x60C, 0x700
 FIRST_FLAG = 1 << 31
-PCI_COMMAND, PCI_COMMAND_MASTER = 0x04, 0x4
 CREQ_ENTRY = 16
 
 
@@ -112,7 +112,7 @@ class MockThor2(PCIFunction):
   def bus_master(self) -> bool: return bool(self.command & PCI_COMMAND_MASTER)
 
   def on_config_write(self, offset: int, data: bytes) -> None:
-    if offset < 0x40 and not PCI_COMMAND <= offset < PCI_COMMAND + 2:
+    if offset < PCI_STD_HEADER_SIZEOF and not PCI_COMMAND <= offset < PCI_COMMAND + 2:
       self.error(f"config write at {offset:#x}: the driver only needs PCI_COMMAND")
 
   def dma_read(self, pa: int, n: int) -> bytes:
@@ -168,7 +168,7 @@ class MockThor2(PCIFunction):
 
   def _hwrm_trigger(self, window: bytes) -> None:
     if not self.bus_master:
-      self.error("HWRM trigger with bus mastering off (PCI_COMMAND bit 2): the response cannot be DMA'd")
+      self.error("HWRM trigger with bus mastering off (PCI_COMMAND_MASTER clear): the response cannot be DMA'd")
       return
     result = self.fw.hwrm(window)
     if result is None: return
