@@ -41,6 +41,7 @@ class Scratch:
 
 class AMDDevice(HCQDevice):
   buffer_type = Buffer
+  ticks_per_us = pm4.TICKS_PER_US     # RELEASE_MEM GPU_CLOCK and SDMA TIMESTAMP count the 100 MHz GPU clock (pm4.py)
 
   def __init__(self, iface, os, config):
     super().__init__(os, config)
@@ -219,7 +220,7 @@ class AMDDevice(HCQDevice):
     mem = self.iface.alloc(size, kind="vram")
     if self.scratch: self._old_scratch.append(self.scratch)
     self._mems.append(mem)
-    self.scratch = Scratch(mem.va, size, per_thread, (waves & 0xFFF) | ((wavesize & 0x7FFF) << 12))
+    self.scratch = Scratch(mem.va, size, per_thread, pm4.tmpring_size(waves, wavesize))
     return self.scratch
 
   def _compile(self, sink):

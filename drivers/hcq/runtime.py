@@ -133,7 +133,7 @@ class HCQDevice(Device):
     self._staging = [_Staging(*self._host_memory(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
     self._staging_next = 0
 
-  ticks_per_us = 100.0   # the device clock of timestamps (a vendor with another clock overrides it)
+  ticks_per_us: float    # the vendor's device clock of timestamps, in ticks per microsecond
 
   # ---- for vendors
   def _host_memory(self, size: int) -> tuple[int, memoryview]:

@@ -21,7 +21,7 @@ class Signal:
   __slots__ = ("va", "name", "_words", "_pool", "ticks_per_us")
 
   def __init__(self, va: int, words: memoryview, name: str = "signal", pool: "SignalPool | None" = None,
-               ticks_per_us: float = 100.0):
+               ticks_per_us: float = 1.0):
     if words.format != "Q" or len(words) != 2: raise ValueError(f"{name}: a signal is viewed as two u64 words")
     self.va, self.name, self._words, self._pool, self.ticks_per_us = va, name, words, pool, ticks_per_us
 
@@ -74,7 +74,7 @@ class Signal:
 class SignalPool:
   """Hands out 16-byte signal slots from one or more pages of host-visible memory."""
 
-  def __init__(self, new_page: Callable[[], tuple[int, memoryview]], name: str = "signals", ticks_per_us: float = 100.0):
+  def __init__(self, new_page: Callable[[], tuple[int, memoryview]], name: str = "signals", ticks_per_us: float = 1.0):
     """new_page() -> (va, byte view) of a fresh page of host-visible, device-writable memory."""
     self._new_page, self.name, self.ticks_per_us = new_page, name, ticks_per_us
     self._free: list[tuple[int, memoryview]] = []

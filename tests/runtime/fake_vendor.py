@@ -102,6 +102,7 @@ class FakeProgram(Program):
 class FakeDevice(HCQDevice):
   buffer_type = Buffer
   name = label = "FAKE:0"
+  ticks_per_us = 100.0                              # STAMP: monotonic_ns // 10
 
   def __init__(self, os, config):
     super().__init__(os, config)

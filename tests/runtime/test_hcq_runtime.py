@@ -26,7 +26,7 @@ def make_pool():
     buf = (ctypes.c_uint8 * 4096)()
     keep.append(buf)
     return ctypes.addressof(buf), memoryview(buf).cast("B")
-  return SignalPool(new_page), keep
+  return SignalPool(new_page, ticks_per_us=100.0), keep
 
 
 def test_signal_slots_are_distinct_16_byte_slots():
