@@ -154,7 +154,7 @@ class AMDDevice(HCQDevice):
     """Run raw PM4 dwords on the compute engine, then signal the timeline. Returns the timeline value."""
     with self.lock:
       self._registers = None      # raw packets may set any register (also when the submission fails halfway)
-      with Submission(self, self.compute) as sub: sub.add(array("I", list(words)))
+      with Submission(self, self.compute, "raw PM4 packets") as sub: sub.add(array("I", list(words)))
     return sub.value
 
   # ---- bound launches: the launches' kernargs and one command buffer in device memory, run by INDIRECT_BUFFER

@@ -24,13 +24,14 @@ class BoundLaunch:
       shape = prog.shape(gs, ls, False, prog.layout.lds_layout(args)[1] if prog.layout.dynamic_lds else None)
       planned.append((prog, shape, explicit))
     self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]   # alive while bound
+    self.kernels = [prog.name for prog, *_ in launches]
     with dev.lock: self.recording = dev._record(planned)
     self.runs = 0
 
   def __call__(self, wait: bool = False) -> int:
     """Run the bound launches; returns the timeline value of the run (waits for it when wait=True)."""
     dev = self.dev
-    with Submission(dev, dev.compute) as sub:
+    with Submission(dev, dev.compute, ("bound launches of {}", ", ".join(self.kernels))) as sub:
       sub.add(dev._replay_words(self.recording))
       dev._replayed(self.recording)
       self.runs += 1

@@ -45,10 +45,11 @@ class _Staging:
 class Submission:
   """One submission on one engine (a context manager): `value` is its timeline value; add() writes words; the
   engine's timeline store is appended at the end unless the words already set the timeline (`signalled`)."""
-  __slots__ = ("device", "engine", "value", "signalled", "_mark")
+  __slots__ = ("device", "engine", "value", "signalled", "_mark", "what")
 
-  def __init__(self, device: "HCQDevice", engine: Engine):
-    self.device, self.engine, self.signalled = device, engine, False
+  def __init__(self, device: "HCQDevice", engine: Engine, what=None):
+    """what: what the submission does, for a timeout's message (a str, or (format, *args) formatted only then)."""
+    self.device, self.engine, self.signalled, self.what = device, engine, False, what
 
   def __enter__(self) -> "Submission":
     dev = self.device
@@ -96,6 +97,7 @@ class Submission:
           self._abandon()
           raise
         dev._last_engine = engine
+        dev._recent.append((self.value, engine.name, self.what))
         engine.commit()
       else: self._abandon()
     finally: dev.lock.release()
@@ -114,6 +116,7 @@ class HCQDevice(Device):
     self._last_engine: Engine | None = None
     self._awaited: int | None = None   # the timeline value a wait is blocked on (for the completion hook)
     self._copies: dict[int, object] = {}
+    self._recent: deque = deque(maxlen=256)   # (timeline value, engine, what) of the latest submissions
 
   # ---- set-up (called by the vendor once its interface is up)
   def _start_runtime(self) -> None:
@@ -188,11 +191,25 @@ class HCQDevice(Device):
       except (GPUFault, QueueError) as e:
         self._remember_fault(e)
         raise
-      except BaseException:      # Timeout, KeyboardInterrupt: the work may still be running
+      except Timeout as e:        # the work may still be running
+        self._stuck = True
+        stuck = self._describe(e.last_seen)
+        if stuck: e.args = (f"{self.name}: {e.args[0]}; the device is at {stuck}",)
+        raise
+      except BaseException:      # KeyboardInterrupt: the work may still be running
         self._stuck = True
         raise
       finally: self._awaited = None
       self._stuck = False
+
+  def _describe(self, done) -> str:
+    """The first submission after timeline value `done` (the one the device has not finished), if still known."""
+    if done is None: return ""
+    for value, engine, what in self._recent:
+      if value > done:
+        if isinstance(what, tuple): what = what[0].format(*what[1:])
+        return f"timeline value {value}: {what or 'a submission'} on the {engine} engine"
+    return ""
 
   def _remember_fault(self, e: GPUFault | QueueError) -> None:
     """Keep the fault (the queues stopped) and make its message name this device when the layer below did not."""
@@ -209,7 +226,7 @@ class HCQDevice(Device):
   # ---- launches
   def launch(self, prog, shape, explicit: bytes, timed: bool):
     """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
-    with Submission(self, self.compute) as sub:
+    with Submission(self, self.compute, ("kernel {}", prog.name)) as sub:
       words = self._launch_words(prog, shape, explicit, sub.value)
       sub.signalled = True
       if timed:
@@ -254,7 +271,7 @@ class HCQDevice(Device):
   def copy_async(self, dst_va: int, src_va: int, nbytes: int) -> int:
     """A copy between device addresses on the copy engine; returns the timeline value that marks its completion."""
     cb = self._copy_cmdbuf(nbytes)
-    with Submission(self, self.copy) as sub:
+    with Submission(self, self.copy, ("a copy of {} bytes to {:#x}", nbytes, dst_va)) as sub:
       sub.add(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: sub.value}))
       sub.signalled = True
     return sub.value

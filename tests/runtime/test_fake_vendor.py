@@ -116,3 +116,12 @@ def test_a_submission_interrupted_before_commit_leaves_nothing_behind(dev, monke
   dev.copyin(b, np.ones(1024, np.float32))
   prog(a, b, c, global_size=1, local_size=1, wait=True)
   assert (np.frombuffer(dev.copyout(c), np.float32) == 2).all()
+
+
+def test_a_timeout_names_the_submission_the_device_is_stuck_at(dev):
+  hang_prog = dev.load(struct.pack("<II", 2, 0), "hang")
+  a = dev.alloc(64)
+  dev.copyin(a, b"x" * 64)
+  hang_prog(global_size=1, local_size=1)
+  with pytest.raises(Timeout, match=r"the device is at timeline value 2: kernel hang on the compute engine"):
+    dev.copyout(a)
