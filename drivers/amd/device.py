@@ -137,18 +137,21 @@ class AMDDevice(HCQDevice):
 
   def _launch_words(self, prog: AMDProgram, shape, explicit: bytes, value: int):
     if shape.alloc_size:        # a kernel without arguments or dispatch packet needs no kernarg space
-      ka, view = self.launch_data_slot(shape.alloc_size, value)
+      ring = self.launch_data
+      ka = ring.alloc(shape.alloc_size, value)
+      off = ka - ring.va
       args = explicit + shape.hidden if shape.hidden else explicit
-      view[:len(args)] = args
-      seg = prog.layout.segment_size
-      dp = ka + seg
-      if prog.dispatch_ptr: view[seg:seg + 64] = prog.dispatch_packet(shape, ka)
+      self._launch_view[off:off + len(args)] = args
+      dp = ka + prog.layout.segment_size
+      if prog.dispatch_ptr: self._launch_view[dp - ring.va:dp - ring.va + 64] = prog.dispatch_packet(shape, ka)
     else: ka = dp = 0
-    cmd = shape.cmd_repeat if self._registers is shape.registers else shape.cmd
+    registers = shape.registers
+    cmd = shape.cmd_repeat if self._registers is registers else shape.cmd
+    self._registers = registers    # the queue holds this launch's registers from now on (_abandoned: unless not sent)
     return cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: value})
 
-  def _launched(self, prog: AMDProgram, shape) -> None:
-    self._registers = shape.registers    # the queue holds this launch's registers from now on
+  def _abandoned(self, sub) -> None:
+    if sub.engine is self.compute: self._registers = None   # unknown: the next launch sends every register
 
   def submit_pm4(self, words) -> int:
     """Run raw PM4 dwords on the compute engine, then signal the timeline. Returns the timeline value."""

@@ -32,7 +32,7 @@ class BoundLaunch:
     """Run the bound launches; returns the timeline value of the run (waits for it when wait=True)."""
     dev = self.dev
     with Submission(dev, dev.compute, ("bound launches of {}", ", ".join(self.kernels))) as sub:
-      sub.add(dev._replay_words(self.recording))
+      sub.add_last(dev._replay_words(self.recording))
       dev._replayed(self.recording)
       self.runs += 1
     if wait: dev.wait_value(sub.value)

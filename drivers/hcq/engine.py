@@ -112,12 +112,10 @@ class RingEngine(Engine):
   def __init__(self, name: str, matcher: PatternMatcher, ring, ctx=None, links: dict | None = None):
     self.ring = ring
     super().__init__(name, matcher, ctx, links)
+    # the ring's own methods (bound once: every launch calls them)
+    self.write, self.commit, self.rollback = ring.write, ring.commit, ring.rollback
 
   def mark(self): return self.ring.put_dw
-  def rollback(self, mark) -> None: self.ring.rollback(mark)
-  def write(self, words) -> None: self.ring.write(words)
-
-  def commit(self) -> None: self.ring.commit()
 
   @property
   def idle_now(self) -> bool: return self.ring.idle_now

@@ -53,12 +53,14 @@ class Ring:
     """Copy a u32 sequence (array('I'), memoryview 'I' or list) into the ring at the write pointer; does not
     publish it."""
     n = len(words)
-    pos = self.put_dw & (self.size_dw - 1)
-    tail = self.size_dw - pos
+    put, size = self.put_dw, self.size_dw
+    pos = put & (size - 1)
+    tail = size - pos
     if n <= tail:
-      self._wait_space(n)
+      # the common case, checked inline: room up to the read pointer the engine reports (else wait for it)
+      if put + n - self.rptr[0] * self.ptr_unit // 4 > size: self._wait_space(n)
       self.ring[pos:pos + n] = words if not isinstance(words, list) else memoryview(_u32(words))
-      self.put_dw += n
+      self.put_dw = put + n
       return
     if self.cross == "pad":
       self._wait_space(tail + n)
@@ -81,8 +83,8 @@ class Ring:
 
   def commit(self) -> None:
     """Publish the write pointer and ring the doorbell."""
-    value = self._to_ptr(self.put_dw)
-    self.published_dw = self.put_dw
+    put = self.published_dw = self.put_dw
+    value = put * 4 // self.ptr_unit
     self.wptr[0] = value
     # one full fence: the ring contents and the write pointer are visible before the doorbell write makes the
     # engine read them (the engine reads the write pointer only when its doorbell rings)

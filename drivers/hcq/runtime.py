@@ -35,6 +35,7 @@ from .signal import SignalPool
 LAUNCH_DATA_SIZE = 16 << 20            # the per-launch data ring (kernel arguments)
 STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
 TIMELINE_LIMIT = 2**32 - 1             # engines compare 32-bit values (their wait packets)
+RECENT_MASK = 255                      # how many of the latest submissions a timeout can name
 
 
 class _Staging:
@@ -55,10 +56,7 @@ class Submission:
     dev = self.device
     dev.lock.acquire()
     try:
-      if dev.closed: dev._check_open()
-      if dev.fault is not None:
-        raise DeviceError(f"{dev.name}: the device faulted earlier and its queues stopped ({dev.fault}); nothing more "
-                          f"is submitted")
+      if dev.closed or dev.fault is not None: dev._refuse()
       timeline, engine = dev.timeline, self.engine
       prev = timeline.value
       if prev >= TIMELINE_LIMIT:
@@ -78,11 +76,17 @@ class Submission:
 
   def add(self, words) -> None: self.engine.write(words)
 
+  def add_last(self, words) -> None:
+    """words, then the engine's timeline store, in one write: the end of the submission."""
+    self.engine.write(words + self.engine.signal_cmd.fill({V_TIMELINE: self.value}))
+    self.signalled = True
+
   def _abandon(self) -> None:
     """Nothing of this submission reaches the engine: its words are rolled back, its timeline value and launch
     data given back, so that later waits do not wait for work that never ran."""
     dev, engine = self.device, self.engine
     engine.rollback(self._mark)
+    dev._abandoned(self)
     if dev.timeline.value == self.value:
       dev.timeline.value = self.value - 1
       dev.launch_data.cancel(self.value)
@@ -97,7 +101,7 @@ class Submission:
           self._abandon()
           raise
         dev._last_engine = engine
-        dev._recent.append((self.value, engine.name, self.what))
+        dev._recent[self.value & RECENT_MASK] = self    # for a timeout's message (_describe)
         engine.commit()
       else: self._abandon()
     finally: dev.lock.release()
@@ -116,7 +120,7 @@ class HCQDevice(Device):
     self._last_engine: Engine | None = None
     self._awaited: int | None = None   # the timeline value a wait is blocked on (for the completion hook)
     self._copies: dict[int, object] = {}
-    self._recent: deque = deque(maxlen=256)   # (timeline value, engine, what) of the latest submissions
+    self._recent: list[Submission | None] = [None] * (RECENT_MASK + 1)   # the latest submissions, by timeline value
 
   # ---- set-up (called by the vendor once its interface is up)
   def _start_runtime(self) -> None:
@@ -156,8 +160,9 @@ class HCQDevice(Device):
     """The words of one launch whose submission has timeline value `value`, ending with the timeline store."""
     raise NotImplementedError
 
-  def _launched(self, prog, shape) -> None:
-    """The words of _launch_words are on the engine (the submission is about to commit)."""
+  def _abandoned(self, sub: Submission) -> None:
+    """A submission was rolled back before its commit (see Submission._abandon): forget any engine state the vendor
+    assumed its words would leave."""
 
   def _record(self, planned: list):
     """Bound launches (bound.py): record [(program, shape, explicit kernargs)] once; returns what _replay_words
@@ -202,14 +207,21 @@ class HCQDevice(Device):
       finally: self._awaited = None
       self._stuck = False
 
+  def _refuse(self) -> None:
+    """Raise why nothing is submitted: the device is closed, or faulted earlier."""
+    self._check_open()
+    raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault}); nothing more "
+                      f"is submitted")
+
   def _describe(self, done) -> str:
     """The first submission after timeline value `done` (the one the device has not finished), if still known."""
     if done is None: return ""
-    for value, engine, what in self._recent:
-      if value > done:
-        if isinstance(what, tuple): what = what[0].format(*what[1:])
-        return f"timeline value {value}: {what or 'a submission'} on the {engine} engine"
-    return ""
+    sub = self._recent[(done + 1) & RECENT_MASK]
+    if sub is None or sub.value != done + 1: return ""
+    what = sub.what
+    if isinstance(what, tuple): what = what[0].format(*what[1:])
+    elif hasattr(what, "name"): what = f"kernel {what.name}"    # a launch: the program
+    return f"timeline value {sub.value}: {what or 'a submission'} on the {sub.engine.name} engine"
 
   def _remember_fault(self, e: GPUFault | QueueError) -> None:
     """Keep the fault (the queues stopped) and make its message name this device when the layer below did not."""
@@ -226,14 +238,13 @@ class HCQDevice(Device):
   # ---- launches
   def launch(self, prog, shape, explicit: bytes, timed: bool):
     """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
-    with Submission(self, self.compute, ("kernel {}", prog.name)) as sub:
+    with Submission(self, self.compute, prog) as sub:
       words = self._launch_words(prog, shape, explicit, sub.value)
       sub.signalled = True
       if timed:
         self.timer_start.timestamp = self.timer_end.timestamp = 0
         t0 = self.os.monotonic()
-      sub.add(words)
-      self._launched(prog, shape)
+      sub.engine.write(words)
       prog.launches += 1
     if not timed: return None
     self.wait_value(sub.value)

@@ -19,6 +19,28 @@ _libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.munlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
+# glibc malloc.h mallopt parameters
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+_tuned = False
+
+
+def keep_large_temporaries_in_the_heap(mmap_threshold: int = 32 << 20, trim_threshold: int = 128 << 20) -> None:
+  """Let glibc serve allocations below mmap_threshold from the heap and keep up to trim_threshold of freed heap.
+
+  By default glibc maps every block over 128 KiB afresh (and trims the heap when the top is free), raising both limits
+  only once a process happens to free a large mapped block: whether numpy's per-operation temporaries of a few
+  hundred KiB fault fresh pages in on every use then depends on what the process did before (measured: the RDNA3
+  emulator ran at half speed after an import order change, with twice the page faults). Fixed limits make it
+  deterministic. Process-wide and once; the limits are glibc's own maximum mmap threshold (32 MiB on 64-bit)."""
+  global _tuned
+  if _tuned: return
+  _tuned = True
+  try:
+    _libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+    _libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
+  except AttributeError: pass     # not glibc: its allocator has its own policy
+
+
 PAGE_SIZE = _mmap.PAGESIZE
 PROT_NONE, PROT_READ, PROT_WRITE, PROT_EXEC = 0, _mmap.PROT_READ, _mmap.PROT_WRITE, _mmap.PROT_EXEC
 MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = _mmap.MAP_SHARED, _mmap.MAP_PRIVATE, _mmap.MAP_ANONYMOUS

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from ....drivers.system import libc
 from ....errors import GPUFault
 
 # The numpy views start at this address (numpy treats a NULL data pointer as "allocate"), so element i of the u32 view
@@ -45,6 +46,9 @@ class GPUMemory:
   VIEW_BASE = _VIEW_BASE
 
   def __init__(self):
+    # the emulator's numpy temporaries (a few hundred KiB per operation on wide dispatches) stay in the heap instead
+    # of being mapped and faulted in afresh each time (see libc.keep_large_temporaries_in_the_heap)
+    libc.keep_large_temporaries_in_the_heap()
     # the mapping table is replaced as a whole (never edited in place), so that a dispatch running on another
     # thread (the mock's threaded mode) always sees a consistent snapshot; writers serialise on a lock
     self._lock = threading.Lock()
