@@ -15,15 +15,6 @@ from .harness import make_nic, open_dev
 from .oracles import tshark_rows
 
 
-@pytest.fixture
-def mock():
-  made = []
-  def factory(**kw):
-    os, nic = make_nic(**kw)
-    made.append((os, nic))
-    return os, nic
-  yield factory
-  for os, _ in made: os.close()
 
 
 def loopback_pair(dev, pmtu=1024, **kw):

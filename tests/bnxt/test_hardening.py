@@ -24,15 +24,6 @@ from .harness import make_nic, open_dev
 HCQ = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
-@pytest.fixture
-def mock():
-  made = []
-  def factory(**kw):
-    os, nic = make_nic(**kw)
-    made.append((os, nic))
-    return os, nic
-  yield factory
-  for os, _ in made: os.close()
 
 
 def loopback_write(os, nic, size, pmtu=1024, timeout_s=60, **qp_kw):

@@ -1,12 +1,8 @@
 """Every hcq subcommand (not rdma, whose owner tests it; not hcq-smi) over a table of bad inputs: a one-line error on
 stderr and the exit status of the class of the problem (2: the command line; 1: a failure), never a traceback.
 And output piped into a reader that stops early ends each command quietly."""
-import os
 import pathlib
 import struct
-import subprocess
-import sys
-import threading
 
 import numpy as np
 import pytest
@@ -14,6 +10,7 @@ import pytest
 import hcq
 from hcq.cli import main
 from hcq.drivers.amd import pm4
+from tests.pipes import first_line_then_close
 
 DEMO = str(pathlib.Path(hcq.__file__).parent / "drivers" / "amd" / "kernels" / "demo.hsaco")
 USAGE, FAIL = 2, 1
@@ -127,31 +124,12 @@ def test_every_subcommand_is_in_the_table():
   assert set(sub.choices) - {"rdma"} <= covered, set(sub.choices) - covered
 
 
-def _first_line_then_close(argv, env=None):
-  """Run hcq with stdout into a pipe, read one line and close the pipe (as `| head -1` does); bounded in time."""
-  main_py = "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"
-  p = subprocess.Popen([sys.executable, "-c", main_py, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, env={**os.environ, **(env or {})})
-  watchdog = threading.Timer(120, p.kill)
-  watchdog.start()
-  try:
-    first = p.stdout.readline()
-    p.stdout.close()
-    _, err = p.communicate(timeout=120)
-  finally:
-    watchdog.cancel()
-    if p.poll() is None:
-      p.kill()
-      p.wait()
-  return p.returncode, first, err
-
-
 def test_decode_into_a_closed_pipe_ends_quietly(tmp_path):
   """The reader goes away after one line: no BrokenPipeError traceback (the handler is main's, for every command)."""
   words = (pm4.wait_reg_mem(0x1000, 7) + pm4.dispatch_direct(8, 1, 1, 0x8005)) * 20_000   # ~3 MB of text
   path = tmp_path / "stream.bin"
   path.write_bytes(struct.pack(f"<{len(words)}I", *words))
-  rc, first, err = _first_line_then_close(["decode", str(path)])
+  rc, first, err = first_line_then_close(["decode", str(path)])
   assert rc == 0 and "WAIT_REG_MEM" in first, (rc, first, err)
   assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
 

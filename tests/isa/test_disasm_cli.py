@@ -79,27 +79,11 @@ def test_kernel_option_selects_one_kernel(tmp_path, capsys):
 
 def test_output_closed_early_is_not_an_error(tmp_path):
   """`hcq disasm --raw BIG | head -1`: the reader goes away early; no BrokenPipeError traceback, exit status 0."""
-  import sys
-  import threading
   path = tmp_path / "nops.bin"
   path.write_bytes(assemble("s_nop 0") * 20_000)   # ~1.8 MB of text: far more than a pipe buffers
-  main_py = "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"
-  p = subprocess.Popen([sys.executable, "-c", main_py, "disasm", "--raw", str(path)], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
-  # every step below is bounded: the watchdog kills a child that hangs before its first line (readline then sees
-  # end of file), communicate() waits at most 120 s for the exit and the stderr text
-  watchdog = threading.Timer(120, p.kill)
-  watchdog.start()
-  try:
-    first = p.stdout.readline()
-    p.stdout.close()
-    _, err = p.communicate(timeout=120)
-  finally:
-    watchdog.cancel()
-    if p.poll() is None:
-      p.kill()
-      p.wait()
-  assert p.returncode == 0 and first.split("//")[0].strip() == "s_nop 0", (p.returncode, first, err)
+  from tests.pipes import first_line_then_close
+  rc, first, err = first_line_then_close(["disasm", "--raw", str(path)])
+  assert rc == 0 and first.split("//")[0].strip() == "s_nop 0", (rc, first, err)
   assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
