@@ -11,7 +11,7 @@ from hcq.errors import DeviceError, Timeout
 from hcq.mockgpu.bnxt.pcap import read_pcap
 from hcq.mockgpu.bnxt import frames as fr
 
-from .harness import make_nic, open_dev
+from .harness import open_dev
 from .oracles import tshark_rows
 
 

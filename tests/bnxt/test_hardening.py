@@ -19,7 +19,7 @@ from hcq.errors import ConfigError, DeviceError, Timeout
 from hcq.mockgpu.bnxt import frames as fr
 from hcq.mockgpu.bnxt.pcap import read_pcap
 
-from .harness import make_nic, open_dev
+from .harness import open_dev
 
 HCQ = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"]
 
