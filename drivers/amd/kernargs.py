@@ -106,9 +106,9 @@ class KernargLayout:
       pos = a.offset + a.size
     self._explicit_struct = struct.Struct(fmt)
     self._explicit_end = pos
-    self.dynamic_lds = "lds" in self._codes
+    self.dynamic_shared = "lds" in self._codes
 
-  def lds_layout(self, args: tuple) -> tuple[list[int], int]:
+  def shared_layout(self, args: tuple) -> tuple[list[int], int]:
     """The LDS offsets of the blocks of the __local pointer arguments (args gives their sizes in bytes, in argument
     order, each aligned to its .pointee_align after the kernel's static LDS) and the end of the last one: the LDS size
     the launch needs. Checks the sizes (count checked by check_and_pack)."""
@@ -131,7 +131,7 @@ class KernargLayout:
       sig = ", ".join(a.describe() for a in self.explicit)
       raise DeviceError(f"kernel {self.kernel} takes {len(self.explicit)} arguments ({sig}), got {len(args)}")
     values = []
-    lds_offsets = iter(self.lds_layout(args)[0]) if self.dynamic_lds else None
+    lds_offsets = iter(self.shared_layout(args)[0]) if self.dynamic_shared else None
     for i, (code, v) in enumerate(zip(self._codes, args)):
       if code == "lds":
         values.append(next(lds_offsets))

@@ -15,13 +15,13 @@ from ...errors import DeviceError
 
 class ArgLayout(Protocol):
   segment_size: int        # bytes of argument data a launch needs (before any vendor extras)
-  dynamic_lds: bool        # whether launches give sizes of group-shared memory blocks among their arguments
+  dynamic_shared: bool        # whether launches give sizes of group-shared memory blocks among their arguments
 
   def check_and_pack(self, args: tuple, buffer_type: type, device) -> bytes:
     """The explicit arguments checked against the kernel's signature (raising hcq.DeviceError naming the argument)
     and packed; buffers become device addresses."""
 
-  def lds_layout(self, args: tuple) -> tuple[list[int], int]:
+  def shared_layout(self, args: tuple) -> tuple[list[int], int]:
     """(offsets of the group-shared memory blocks the arguments ask for, the total the launch needs)."""
 
   def hidden_values(self, grid: tuple[int, int, int], block: tuple[int, int, int], extra: dict[str, int]) -> bytes:

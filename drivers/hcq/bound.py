@@ -21,7 +21,7 @@ class BoundLaunch:
       gs = tuple(global_size) if not isinstance(global_size, int) else (global_size,)
       ls = tuple(local_size) if not isinstance(local_size, int) else (local_size,)
       explicit = prog.layout.check_and_pack(args, dev.buffer_type, dev)
-      shape = prog.shape(gs, ls, False, prog.layout.lds_layout(args)[1] if prog.layout.dynamic_lds else None)
+      shape = prog.shape(gs, ls, False, prog.layout.shared_layout(args)[1] if prog.layout.dynamic_shared else None)
       planned.append((prog, shape, explicit))
     self._keep = [a for _, args, _, _ in launches for a in args if isinstance(a, Buffer)]   # alive while bound
     self.kernels = [prog.name for prog, *_ in launches]

@@ -15,20 +15,20 @@ class Program:
     self.required_block: tuple[int, int, int] | None = None   # a work-group size the kernel was compiled for
     self.launches = 0
 
-  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool, lds: int | None = None):
-    """Per-launch-shape data (command buffer template, hidden kernargs): built once, reused. lds: the LDS bytes of a
-    launch with __local pointer arguments (their blocks after the kernel's static LDS), else None."""
+  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool, shared: int | None = None):
+    """Per-launch-shape data (command buffer template, hidden kernargs): built once, reused. shared: the group-shared
+    memory bytes of a launch whose arguments ask for shared blocks (after the kernel's static share), else None."""
     raise NotImplementedError
 
-  def shape(self, global_size, local_size, timed: bool, lds: int | None = None):
+  def shape(self, global_size, local_size, timed: bool, shared: int | None = None):
     """The launch shape for these sizes (ints or sequences of up to 3 ints), checked and built on first use."""
-    key = (global_size, local_size, timed) if lds is None else (global_size, local_size, timed, lds)
+    key = (global_size, local_size, timed) if shared is None else (global_size, local_size, timed, shared)
     try: return self._shapes[key]
     except (KeyError, TypeError): pass   # new, or given as lists (unhashable)
     grid, block = check_launch(self.name, global_size, local_size, self.max_group, self.required_block)
-    norm = (grid, block, bool(timed)) if lds is None else (grid, block, bool(timed), lds)
+    norm = (grid, block, bool(timed)) if shared is None else (grid, block, bool(timed), shared)
     s = self._shapes.get(norm)
-    if s is None: s = self._shapes[norm] = self.make_shape(grid, block, bool(timed), lds)
+    if s is None: s = self._shapes[norm] = self.make_shape(grid, block, bool(timed), shared)
     if isinstance(global_size, (int, tuple)) and isinstance(local_size, (int, tuple)): self._shapes[key] = s
     return s
 
@@ -39,7 +39,7 @@ class Program:
     dev, layout = self.device, self.layout
     if dev.closed: dev._check_open()
     explicit = layout.check_and_pack(args, dev.buffer_type, dev)
-    shape = self.shape(global_size, local_size, wait, layout.lds_layout(args)[1] if layout.dynamic_lds else None)
+    shape = self.shape(global_size, local_size, wait, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
     return dev.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"

@@ -83,9 +83,9 @@ class FakeEngine(Engine):
 
 class FakeLayout:
   """The fake ArgLayout: every argument a Buffer, passed as a u64 address."""
-  dynamic_lds = False
+  dynamic_shared = False
   def __init__(self, n): self.segment_size = 8 * n
-  def lds_layout(self, args): return [], 0
+  def shared_layout(self, args): return [], 0
   def hidden_values(self, grid, block, extra): return b""
   def check_and_pack(self, args, buffer_type, device):
     if len(args) != self.segment_size // 8 or not all(isinstance(a, buffer_type) for a in args):
