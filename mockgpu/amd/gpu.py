@@ -293,7 +293,9 @@ class MockAMDGPU:
                               instruction_budget=self.instruction_budget)
     finally: self._busy.append((start, _monotonic()))
     if not isinstance(stats, tuple): return stats      # suspended (DispatchStats is a NamedTuple)
-    self._count(stats)
+    recent = self._stats_state[1]    # one append per dispatch; the sums are taken every _STATS_FOLD dispatches
+    recent.append(stats)
+    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
     return None
 
   def resume(self, running) -> bool:
@@ -303,13 +305,10 @@ class MockAMDGPU:
     try: stats = running.resume()
     finally: self._busy.append((start, _monotonic()))
     if stats is None: return False
-    self._count(stats)
-    return True
-
-  def _count(self, stats) -> None:
-    recent = self._stats_state[1]    # one append per dispatch; the sums are taken every _STATS_FOLD dispatches
+    recent = self._stats_state[1]
     recent.append(stats)
     if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
+    return True
 
   @property
   def stats(self) -> dict:

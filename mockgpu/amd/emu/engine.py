@@ -95,7 +95,6 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   """Run a dispatch: to completion (-> DispatchStats), or, when `sliced`, for at most about SLICE_SECONDS: then
   a dispatch that has not ended comes back as a SuspendedDispatch, resumed later where it stopped."""
   t0 = time.perf_counter()
-  deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
   # a launch like one before (same shape, resources, LDS and scratch; any program, arguments and float mode): its
   # checked set-up, templates and pooled state are reused as they are (see _Shape)
   fast_key = (grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, lds_bytes, scratch)
@@ -108,6 +107,7 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
       entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
       if entry is not None and _code_unchanged(memory, entry[0]):
         return _stats(shape.W, _run_entry(shape, entry, user_sgprs, instruction_budget), t0)
+      deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
       work = _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, instruction_budget, deadline)
     finally:
       if work is None: _keep(launches, fast_key, shape)    # else the generator gives it back when it ends
@@ -120,6 +120,7 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   if threads > 1024: raise GPUFault(f"work-group of {threads} threads exceeds 1024", kind="invalid dispatch")
   waves_per_wg = (threads + 31) // 32
   groups = gx * gy * gz
+  deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
   work = _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, (gx, gy, gz), (lx, ly, lz), lds_bytes, scratch,
                   instruction_budget, fast_key, deadline)
   return _first_slice(work, groups * waves_per_wg, deadline, t0)
