@@ -178,26 +178,32 @@ class MockAMDGPU:
     os = self.os
     with self.lock:
       queue.doorbell_value = value
-      # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
-      # tick would poll only this queue, round after round while it progresses and has work left (blocked on
-      # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
-      alone = not self._to_poll and os.enter_alone(self)
-      if alone:
-        try:
-          for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
-            progress = queue.poll()
-            pending = queue.pending
-            if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
-              alone = False
-              break
-            if not progress or not pending: break
-          if pending:
-            self._to_poll[queue] = None
-            self.may_progress = True
-        finally: os.leave_alone()
-      else:                          # queue.doorbell(value) and kick(queue), inlined
-        self._to_poll[queue] = None
-        self.may_progress = True
+      try:
+        # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
+        # tick would poll only this queue, round after round while it progresses and has work left (blocked on
+        # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
+        alone = not self._to_poll and os.enter_alone(self)
+        if alone:
+          try:
+            for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
+              progress = queue.poll()
+              pending = queue.pending
+              if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
+                alone = False
+                break
+              if not progress or not pending: break
+            if pending:
+              self._to_poll[queue] = None
+              self.may_progress = True
+          finally: os.leave_alone()
+        else:                          # queue.doorbell(value) and kick(queue), inlined
+          self._to_poll[queue] = None
+          self.may_progress = True
+      except BaseException:            # Ctrl-C in the host's thread (outside the queue's poll): the next tick still
+        if queue.pending:              # looks at the queue
+          self._to_poll[queue] = None
+          self.may_progress = True
+        raise
     if not alone: os.tick_kicked(self)
 
   # ---- the engine interface of MockOS (synchronous mode)

@@ -116,6 +116,36 @@ def test_a_ctrl_c_while_a_slice_runs_stops_the_queue_and_leaves_the_mock_usable(
   finally: h.os.close()
 
 
+@pytest.mark.parametrize("at", [1, 2], ids=["before the polls", "between polls"])
+def test_a_ctrl_c_in_a_doorbell_write_outside_the_poll_leaves_the_queue_to_the_next_tick(at, monkeypatch):
+  """The interrupt arrives in the doorbell write outside the queue's poll (here: in a check of the other engines,
+  before the GPU polls the queue alone or after a poll): the queue, blocked on memory, is still where the host's
+  next ticks look for work."""
+  from test_mock_doorbell_path import fence, wait_ge
+  h = Harness(Config(mock_threaded=False, timeout_s=2))
+  try:
+    q = h.queue("compute")
+    sig = h.signals
+    sig.u64()[:] = 0
+    q.submit(fence(sig.va + 8, 1))          # past the creation kick: the next doorbell is polled by the GPU alone
+    real = type(h.os).others_idle
+    calls = []
+
+    def interrupted(self, engine):
+      calls.append(1)
+      if len(calls) < at: return real(self, engine)
+      monkeypatch.setattr(type(h.os), "others_idle", real)
+      raise KeyboardInterrupt
+    monkeypatch.setattr(type(h.os), "others_idle", interrupted)
+    with pytest.raises(KeyboardInterrupt): q.submit(wait_ge(sig.va + 128, 1) + fence(sig.va, 1))
+    (queue,) = h.gpu.queues.values()
+    assert queue.error is None and queue in h.gpu._to_poll and h.gpu.may_progress
+    sig.u32()[32] = 1
+    h.os.sleep(0)                            # the host's wait ticks the engines
+    assert sig.u64()[0] == 1
+  finally: h.os.close()
+
+
 @MODES
 @pytest.mark.parametrize("via", ["pm4", "aql"])
 def test_a_dispatch_resumed_after_every_block_gives_the_unsliced_results(threaded, via, monkeypatch):
