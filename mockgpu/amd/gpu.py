@@ -4,6 +4,12 @@ By default the GPU is synchronous: a doorbell write runs the queue (and every ot
 make progress) before it returns. With config.mock_threaded a worker thread runs the queues in the background
 (missing waits in a driver then show up as races). In both modes a queue error or GPU fault reaches the driver the
 way a real GPU reports it: through KFD events, at the driver's next wait (never from the doorbell write).
+
+Dispatches run in time slices (emu.start, engine.SLICE_SECONDS): a kernel that has not ended after its slice stays
+its queue's current work (the queue's read pointer at its packet) and is resumed by the next polls of the queue. So a
+doorbell write returns after about a slice however long the kernel runs, the host's later waits (their ticks) run it
+slice by slice, and the worker thread releases the GPU's lock between slices: destroying the queue (close()) drops
+a dispatch that would never end.
 """
 from __future__ import annotations
 
@@ -157,6 +163,7 @@ class MockAMDGPU:
     with self.lock:
       q = self.queues.pop(qid)
       q.active = False
+      q.drop_work()       # a dispatch suspended between time slices ends here
 
   def doorbell_of(self, queue):
     """fn(value) that rings `queue`'s doorbell (the KFD model routes the doorbell page's stores to it)."""
@@ -171,26 +178,32 @@ class MockAMDGPU:
     os = self.os
     with self.lock:
       queue.doorbell_value = value
-      # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
-      # tick would poll only this queue, round after round while it progresses and has work left (blocked on
-      # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
-      alone = not self._to_poll and os.enter_alone(self)
-      if alone:
-        try:
-          for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
-            progress = queue.poll()
-            pending = queue.pending
-            if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
-              alone = False
-              break
-            if not progress or not pending: break
-          if pending:
-            self._to_poll[queue] = None
-            self.may_progress = True
-        finally: os.leave_alone()
-      else:                          # queue.doorbell(value) and kick(queue), inlined
-        self._to_poll[queue] = None
-        self.may_progress = True
+      try:
+        # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
+        # tick would poll only this queue, round after round while it progresses and has work left (blocked on
+        # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
+        alone = not self._to_poll and os.enter_alone(self)
+        if alone:
+          try:
+            for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
+              progress = queue.poll()
+              pending = queue.pending
+              if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
+                alone = False
+                break
+              if not progress or not pending: break
+            if pending:
+              self._to_poll[queue] = None
+              self.may_progress = True
+          finally: os.leave_alone()
+        else:                          # queue.doorbell(value) and kick(queue), inlined
+          self._to_poll[queue] = None
+          self.may_progress = True
+      except BaseException:            # Ctrl-C in the host's thread (outside the queue's poll): the next tick still
+        if queue.pending:              # looks at the queue
+          self._to_poll[queue] = None
+          self.may_progress = True
+        raise
     if not alone: os.tick_kicked(self)
 
   # ---- the engine interface of MockOS (synchronous mode)
@@ -209,11 +222,14 @@ class MockAMDGPU:
         queues = [q for q in todo if q.active]
       else: queues = [q for q in self.queues.values() if q in todo]
       progress = False
-      for q in queues:
-        if q.poll(): progress = True
-        if q.pending:
-          self._to_poll[q] = None
-          self.may_progress = True
+      try:
+        for q in queues:
+          if q.poll(): progress = True
+      finally:      # also when an exception of the host's thread (Ctrl-C) stops the polls: no queue is forgotten
+        for q in queues:
+          if q.pending:
+            self._to_poll[q] = None
+            self.may_progress = True
     return progress
 
   def kick(self, queue) -> None:
@@ -228,6 +244,8 @@ class MockAMDGPU:
 
   def _run_worker(self) -> None:
     while not self._stop:
+      # a queue whose dispatch ran out of its time slice reports no progress: the worker then waits (briefly, the
+      # queue counts as blocked) without the lock, so that the host's calls (destroy_queue) get in between slices
       with self.lock: progress = any([q.poll() for q in list(self.queues.values())])
       if progress: continue
       with self._wake:
@@ -243,6 +261,8 @@ class MockAMDGPU:
       self._worker.join(timeout=5)
       self._worker = None
     else: self.os.unregister_engine(self)
+    with self.lock:
+      for q in self.queues.values(): q.drop_work()
 
   # ---- events to the KFD model
   def interrupt(self, queue, ctxid: int) -> None:
@@ -260,7 +280,7 @@ class MockAMDGPU:
   # ---- dispatch
   def _run_emulator(self, queue=None, extra=None, **kw):
     """extra: what observers see besides the emulator's arguments, or a callable that builds it (only when there
-    are observers)."""
+    are observers). Returns None, or the dispatch suspended after its first time slice (see resume)."""
     if self.dispatch_observers: self._observe(queue, kw, extra)
     return self._dispatch(**kw)
 
@@ -269,18 +289,32 @@ class MockAMDGPU:
     for observe in self.dispatch_observers: observe(queue, {**kw, **more})
 
   def _dispatch(self, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch):
-    """Run the emulator (observers were told already), keep the statistics."""
+    """Run the emulator's first time slice of a dispatch (observers were told already), keep the statistics.
+    Returns None when the dispatch ended, else the suspended dispatch (its queue keeps it and calls resume())."""
     start = _monotonic()
     # busy_percent() looks at the last second only: a bounded deque keeps the recent dispatches without a scan here
     try:
-      stats = self._emu.dispatch(self.ranges, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
-                                 user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
-                                 instruction_budget=self.instruction_budget)
+      stats = self._emu.start(self.ranges, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+                              user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
+                              instruction_budget=self.instruction_budget)
     finally: self._busy.append((start, _monotonic()))
+    if not isinstance(stats, tuple): return stats      # suspended (DispatchStats is a NamedTuple)
     recent = self._stats_state[1]    # one append per dispatch; the sums are taken every _STATS_FOLD dispatches
     recent.append(stats)
     if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
-    return stats
+    return None
+
+  def resume(self, running) -> bool:
+    """The next time slice of a dispatch a queue keeps suspended: True when it ended (a GPUFault of the dispatch
+    is raised as an unsliced dispatch raises it)."""
+    start = _monotonic()
+    try: stats = running.resume()
+    finally: self._busy.append((start, _monotonic()))
+    if stats is None: return False
+    recent = self._stats_state[1]
+    recent.append(stats)
+    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
+    return True
 
   @property
   def stats(self) -> dict:
@@ -294,7 +328,8 @@ class MockAMDGPU:
 
     static: the launch state this returned for an earlier dispatch of the queue when no SH register but the user
     data was written since (the PM4 engine keeps it), else None; user_data: the 16 COMPUTE_USER_DATA values when
-    the caller keeps them (else read from sh). Returns the launch state (program, resources, work-group size)."""
+    the caller keeps them (else read from sh). Returns (the launch state (program, resources, work-group size),
+    None or the dispatch suspended after its first time slice, for the caller to resume())."""
     if initiator & _INITIATOR_NEEDS != _INITIATOR_NEEDS:
       if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
         raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
@@ -306,7 +341,7 @@ class MockAMDGPU:
       key = tuple(map(get, _STATIC_REGS))
       static = self._launch_states.get(key)
       if static is None: static = self._launch_state(queue, get, key)
-    if 0 in grid: return static
+    if 0 in grid: return static, None
     if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
@@ -314,8 +349,7 @@ class MockAMDGPU:
     if self.dispatch_observers:
       self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
                             "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch}, {"sh": dict(sh)})
-    self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch)
-    return static
+    return static, self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch)
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
     """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""
@@ -341,8 +375,9 @@ class MockAMDGPU:
     if setup is None: setup = self._scratch_setups[bytes_per_lane] = self._emu.ScratchSetup(None, bytes_per_lane)
     return setup
 
-  def dispatch_aql(self, queue, pkt: int) -> None:
-    """An hsa_kernel_dispatch_packet_t at pkt (hsa.h): sizes, kernel descriptor, kernarg address."""
+  def dispatch_aql(self, queue, pkt: int):
+    """An hsa_kernel_dispatch_packet_t at pkt (hsa.h): sizes, kernel descriptor, kernarg address. Returns None, or
+    the dispatch suspended after its first time slice (see resume)."""
     ScratchSetup = self._emu.ScratchSetup
     mem, where = self.mem, f"{queue.name} dispatch packet"
     raw = mem.read_bytes(pkt, 64, where)
@@ -367,7 +402,7 @@ class MockAMDGPU:
               3: [kernarg & 0xFFFFFFFF, kernarg >> 32], 4: [queue.read_index & 0xFFFFFFFF, queue.read_index >> 32],
               5: [0, 0], 6: [private]}
     user = [v for bit, n in R.KCP_USER_SGPRS if props & (1 << bit) for v in values[bit]]
-    self._run_emulator(queue, {"packet": pkt}, pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
+    return self._run_emulator(queue, {"packet": pkt}, pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
                        user_sgprs=(user + [0] * R.NUM_USER_DATA)[:R.NUM_USER_DATA],
                        grid=tuple(g // w for g, w in zip(gs, wg)), block=wg, lds_bytes=max(group, group_fixed),
                        scratch=ScratchSetup(None, max(private, private_fixed)))

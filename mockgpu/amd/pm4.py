@@ -1,5 +1,6 @@
 """The PM4 command processor of the mock gfx1100 (a compute queue's ME): packets from a ring and from indirect
-buffers, resumable at a packet that waits (WAIT_REG_MEM) until the memory it polls changes.
+buffers, resumable at a packet that waits (WAIT_REG_MEM) until the memory it polls changes, and at a DISPATCH_DIRECT
+whose dispatch ran out of its time slice (the engine keeps it as `running`; the next run() resumes it first).
 
 Packet layouts: nvd.h (linux 6.12) and the digest in shared/reference/amd_kfd_pm4_sdma_am.md section 2.1.
 Anything the processor cannot execute (a type-0/1 packet, an unknown opcode, a register outside its window, a
@@ -81,7 +82,8 @@ def compare(function: int, value: int, ref: int) -> bool:
 
 class PM4Engine:
   """Executes PM4 packets for one queue. `gpu` provides mem (DeviceMemory), read_reg/write_reg, clock(),
-  interrupt(queue, ctxid) and dispatch_direct(queue, sh, grid, initiator, launch state, user data) -> launch state."""
+  interrupt(queue, ctxid), dispatch_direct(queue, sh, grid, initiator, launch state, user data) -> (launch state,
+  None or a suspended dispatch) and resume(suspended dispatch) -> ended."""
 
   def __init__(self, gpu, queue):
     self.gpu, self.queue = gpu, queue
@@ -93,6 +95,9 @@ class PM4Engine:
     self.uconfig: dict[int, int] = {}
     self.frames: list[Frame] = []
     self.blocked_on: str | None = None     # what the current packet waits for
+    # a DISPATCH_DIRECT whose dispatch has not ended after its time slice: (the suspended dispatch, its frame, the
+    # position after its packet); the frame stays at the packet until the dispatch ends
+    self.running: tuple | None = None
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
     self._release_what = f"{queue.name} RELEASE_MEM"     # formatted once: RELEASE_MEM runs on every launch
@@ -120,9 +125,11 @@ class PM4Engine:
 
   # ---- execution
   def run(self) -> bool:
-    """Execute packets until the frames are exhausted or a packet waits. True when a packet completed."""
+    """Execute packets until the frames are exhausted or a packet waits (or a dispatch runs out of its time slice).
+    True when a packet completed."""
     frames = self.frames
     if not frames: return False
+    if self.running is not None and not self._resume(): return False
     top = frames[-1]
     if top.end > top.pos: top.prefetch(self.gpu.mem, self.queue.name)
     budget = self.max_packets
@@ -211,6 +218,26 @@ class PM4Engine:
 
   _by_header: tuple = (None, {})     # (HANDLERS it was built from, header & _TYPE_OPCODE -> handler)
 
+  def _resume(self) -> bool:
+    """The next time slice of the suspended dispatch; True when it ended (its packet is then complete). A fault of
+    the dispatch ends it too (raised to the queue, as from the packet itself)."""
+    running, frame, nxt = self.running
+    try: ended = self.gpu.resume(running)
+    except BaseException:
+      self.running = None
+      raise
+    if not ended: return False
+    self.running = None
+    frame.pos = nxt
+    self.blocked_on = None
+    self.packets += 1
+    return True
+
+  def drop(self) -> None:
+    """Abandon a suspended dispatch (its queue is destroyed or stopped)."""
+    running, self.running = self.running, None
+    if running is not None: running[0].drop()
+
   @classmethod
   def _header_handlers(cls) -> tuple:
     cls._by_header = (cls.HANDLERS, {(3 << 30) | (op << 8): fn for op, fn in cls.HANDLERS.items()})
@@ -242,11 +269,16 @@ class PM4Engine:
   def _dispatch_direct(self, body, frame, pos, op):
     if len(body) < 4: raise self._error(frame, pos, f"DISPATCH_DIRECT needs 4 body dwords, has {len(body)}", op)
     try:
-      self.launch_state = self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3], self.launch_state,
-                                                   self.user_data)
+      self.launch_state, running = self.gpu.dispatch_direct(self.queue, self.sh, tuple(body[:3]), body[3],
+                                                            self.launch_state, self.user_data)
     except QueueError as e:
       raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
-    return True
+    if running is None: return True
+    # not ended within its time slice: the packet stays current (run() resumes the dispatch before anything else)
+    self.running = (running, frame, pos + 1 + len(body))
+    self.blocked_on = f"DISPATCH_DIRECT at ring offset {self._ring_offset(frame, pos):#x}: its dispatch is running " \
+                      f"(suspended between time slices)"
+    return False
 
   def _wait_reg_mem(self, body, frame, pos, op):
     if len(body) < 5: raise self._error(frame, pos, f"WAIT_REG_MEM needs 6 body dwords, has {len(body)}", op)

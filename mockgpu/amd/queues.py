@@ -3,7 +3,9 @@
 Each holds its ring (base, size), the addresses where it reports its read pointer, and the write pointer the
 driver last rang the doorbell with. poll() executes what it can: it stops at the write pointer or at a packet that
 waits on memory (blocked: polled again later), and stops for good at an error (`error`: a QueueError or GPUFault),
-which the GPU reports to the KFD model as an exception event.
+which the GPU reports to the KFD model as an exception event. A dispatch that runs out of its time slice (see gpu.py)
+stays the queue's current work: poll() then reports no progress (the caller moves on: the host's thread, or the
+worker releasing the GPU's lock) while the queue stays pending and blocked on it, so later polls resume it.
 
 Pointer units (shared/reference/amd_kfd_pm4_sdma_am.md section 1.4): PM4 rings count dwords, SDMA rings bytes, AQL
 queues 64-byte packets, and an AQL doorbell carries the index of the last packet written (put - 1).
@@ -60,6 +62,22 @@ class Queue:
       self.error = e
       self.gpu.queue_failed(self, e)
       return True
+    except BaseException:
+      self._interrupted()
+      raise
+
+  def _interrupted(self) -> None:
+    """An exception of the host's thread (KeyboardInterrupt) arrived while it ran this queue (synchronous mode),
+    maybe halfway through a block of a dispatch or a packet: that work cannot be resumed exactly, so it is dropped
+    and the queue stops with an error (reported as any queue error: at the driver's next wait). The queue is left
+    consistent: destroying it (close()) works at once."""
+    self.drop_work()
+    self.error = QueueError(self.name, "interrupted by an exception in the host's thread while it ran the queue: its "
+                                       "current work was dropped and the queue stopped")
+    self.gpu.queue_failed(self, self.error)
+
+  def drop_work(self) -> None:
+    """Abandon a dispatch suspended between time slices (the queue is destroyed or stopped)."""
 
   def _poll(self) -> bool: raise NotImplementedError
   def _blocked_on(self) -> str | None: raise NotImplementedError
@@ -76,17 +94,21 @@ class PM4Queue(Queue):
     self.engine.frames.append(self.ring)
     self._rptr_what = f"{self.name} read pointer"
 
-  def _has_work(self) -> bool: return self.doorbell_value != self.ring.pos or len(self.engine.frames) > 1
+  def _has_work(self) -> bool:
+    return self.doorbell_value != self.ring.pos or len(self.engine.frames) > 1 or self.engine.running is not None
+
+  def drop_work(self) -> None: self.engine.drop()
 
   def _poll(self) -> bool:
-    if self.doorbell_value == self.ring.pos and len(self.engine.frames) == 1: return False    # idle: nothing new
-    if self.doorbell_value < self.ring.pos and not self.engine.frames[1:]:
+    engine = self.engine
+    if self.doorbell_value == self.ring.pos and len(engine.frames) == 1 and engine.running is None: return False
+    if self.doorbell_value < self.ring.pos and not engine.frames[1:]:
       raise QueueError(self.name, f"write pointer {self.doorbell_value} is behind the read pointer {self.ring.pos}",
                        offset=(self.ring.pos % self.ring.size_dw) * 4)
     self.ring.end = self.doorbell_value
-    progress = self.engine.run()
+    progress = engine.run()
     if progress: self.gpu.mem.write64(self.rptr_addr, self.ring.pos, self._rptr_what)
-    return progress
+    return progress and engine.running is None     # a dispatch out of its slice: see the module docstring
 
   def _blocked_on(self): return self.engine.blocked_on
 
@@ -127,6 +149,7 @@ class AQLQueue(Queue):
     self.read_index = 0
     self.packets = self.ring_size // R.AQL_PACKET_SIZE
     self.current: int | None = None            # address of the vendor packet whose PM4 is running
+    self.running = None                        # a kernel dispatch suspended between time slices (the current packet)
     self._waiting: str | None = None
     self.doorbell_value = -1                   # an AQL doorbell carries the last packet index: none rung yet
 
@@ -135,15 +158,31 @@ class AQLQueue(Queue):
 
   def _offset(self, index: int) -> int: return (index % self.packets) * R.AQL_PACKET_SIZE
 
-  def _has_work(self) -> bool: return self.current is not None or self.read_index <= self.doorbell_value
+  def _has_work(self) -> bool:
+    return self.current is not None or self.running is not None or self.read_index <= self.doorbell_value
+
+  def drop_work(self) -> None:
+    running, self.running = self.running, None
+    if running is not None: running.drop()
+    self.engine.drop()
 
   def _poll(self) -> bool:
     progress = False
     mem = self.gpu.mem
+    if self.running is not None:      # the kernel dispatch packet at the read index, suspended: its next slice
+      running = self.running
+      try: ended = self.gpu.resume(running)
+      except BaseException:
+        self.running = None
+        raise
+      if not ended: return False
+      self.running = None
+      self._finish(self.ring_base + self._offset(self.read_index))
+      progress = True
     while True:
       if self.current is not None:
         progress |= self.engine.run()
-        if self.engine.frames: return progress          # the PM4 waits
+        if self.engine.frames: return progress and self.engine.running is None    # the PM4 waits
         self._finish(self.current)
         self.current = None
         progress = True
@@ -155,7 +194,10 @@ class AQLQueue(Queue):
         self._waiting = "an AQL packet header to become valid"
         break
       if ptype == R.AQL_TYPE_KERNEL_DISPATCH:
-        self.gpu.dispatch_aql(self, addr)
+        running = self.gpu.dispatch_aql(self, addr)
+        if running is not None:    # not ended within its time slice: the packet stays current
+          self.running = running
+          return False
         self._finish(addr)
       elif ptype in (R.AQL_TYPE_BARRIER_AND, R.AQL_TYPE_BARRIER_OR):
         deps = [mem.read64(addr + 8 + 8 * i, f"{self.name} barrier dependency") for i in range(5)]
@@ -197,6 +239,8 @@ class AQLQueue(Queue):
     mem.write64(self.rptr_addr, self.read_index, f"{self.name} read dispatch id")
 
   def _blocked_on(self):
+    if self.running is not None:
+      return f"kernel dispatch packet {self.read_index}: its dispatch is running (suspended between time slices)"
     if self.current is not None: return self.engine.blocked_on
     return self._waiting if self.read_index <= self.doorbell_value else None
 

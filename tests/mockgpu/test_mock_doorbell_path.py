@@ -217,13 +217,14 @@ def test_tick_kicked_does_nothing_in_threaded_mode_or_inside_a_tick():
 
 # ---- DISPATCH_DIRECT's launch state across launches
 class FakeEmu:
-  """Stands in for the wave emulator: records the arguments of each dispatch."""
+  """Stands in for the wave emulator: records the arguments of each dispatch (started by the GPU with emu.start,
+  ended within its first time slice)."""
 
   from hcq.mockgpu.amd.emu import ScratchSetup
 
   def __init__(self): self.calls = []
 
-  def dispatch(self, memory, **kw):
+  def start(self, memory, **kw):
     self.calls.append(kw)
     return (1, 1, 0.0)
 
@@ -313,8 +314,8 @@ def test_an_engine_rung_while_the_doorbells_queue_runs_alone_is_polled_in_that_d
 
   def dispatch(memory, **kw):
     other.work, other.may_progress = 2, True
-    return FakeEmu.dispatch(fake, memory, **kw)
-  fake.dispatch = dispatch
+    return FakeEmu.start(fake, memory, **kw)
+  fake.start = dispatch
   q = h.queue("compute")
   q.submit(fence(h.signals.va, 1))       # the queue's creation kicked the GPU: this doorbell goes the general way
   assert h.gpu._to_poll == {} and not h.gpu.may_progress
@@ -339,7 +340,7 @@ def test_a_queue_left_blocked_by_its_doorbell_runs_on_when_the_host_writes(h):
 
 def test_gpu_stats_count_every_dispatch_across_folds(h):
   fake = h.gpu._emu = FakeEmu()
-  fake.dispatch = lambda memory, **kw: (3, 7, 0.5)        # waves, wave instructions, seconds
+  fake.start = lambda memory, **kw: (3, 7, 0.5)        # waves, wave instructions, seconds
   q = h.queue("compute")
   q.submit(program_regs(0x7000_0000_1000))
   for _ in range(300): q.submit(dispatch_packet())       # more than one fold of the running sums

@@ -13,6 +13,10 @@ COMPUTE_* registers:
                      lds_bytes=..., scratch=ScratchSetup(base, bytes_per_lane), instruction_budget=...)
     stats.waves, stats.wave_instructions, stats.seconds
 
+Time slices: start() (same arguments) runs a dispatch for at most about engine.SLICE_SECONDS and returns either its
+DispatchStats or an engine.SuspendedDispatch, which resume() continues exactly where it stopped (the mock GPU's
+queues use it, so that a kernel that runs long, or forever, never holds the host or the GPU's lock for longer).
+
 Errors: hcq.errors.GPUFault (kind 'page fault', with .address) for an access outside every mapping;
 InstructionBudgetExceeded (a GPUFault, kind 'instruction budget') when the kernel runs past `instruction_budget`
 wave-instructions; GPUFault kind 'illegal instruction' for an encoding the emulator does not know.
@@ -39,7 +43,7 @@ from typing import NamedTuple
 from ....errors import GPUFault
 from .memory import GPUMemory, host_view
 
-__all__ = ["GPUMemory", "ScratchSetup", "DispatchStats", "InstructionBudgetExceeded", "dispatch", "host_view",
+__all__ = ["GPUMemory", "ScratchSetup", "DispatchStats", "InstructionBudgetExceeded", "dispatch", "start", "host_view",
            "DEFAULT_INSTRUCTION_BUDGET"]
 
 DEFAULT_INSTRUCTION_BUDGET = 200_000_000  # wave-instructions per dispatch
@@ -78,13 +82,27 @@ _run_dispatch = None
 _NO_SCRATCH = ScratchSetup()
 
 
+def _engine():
+  global _run_dispatch
+  if _run_dispatch is None:
+    from .engine import run_dispatch as _run_dispatch   # numpy-heavy: loaded with the first dispatch
+  return _run_dispatch
+
+
 def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
              grid: tuple[int, int, int], block: tuple[int, int, int], lds_bytes: int = 0,
              scratch: ScratchSetup | None = None,
              instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET) -> DispatchStats:
   """Run one compute dispatch to completion. See the module docstring for the arguments and errors."""
-  global _run_dispatch
-  if _run_dispatch is None:
-    from .engine import run_dispatch as _run_dispatch   # numpy-heavy: loaded with the first dispatch
-  return _run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block), lds_bytes,
-                       scratch or _NO_SCRATCH, instruction_budget)
+  return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
+                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget)
+
+
+def start(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
+          grid: tuple[int, int, int], block: tuple[int, int, int], lds_bytes: int = 0,
+          scratch: ScratchSetup | None = None, instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET):
+  """Start a dispatch and run it for one time slice (engine.SLICE_SECONDS): DispatchStats when it ended within
+  it, else an engine.SuspendedDispatch to resume() (slice by slice, with the same results and errors as dispatch())
+  or drop(). The arguments are dispatch()'s."""
+  return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
+                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True)

@@ -21,6 +21,12 @@ from .translate import translate
 
 DONE = -1
 FAIRNESS_STREAK = 256   # scheduling: see _run_batch
+# Time slices (see SuspendedDispatch): a sliced dispatch returns to its caller once it has run this long (wall time),
+# so that the mock GPU never holds the host's thread (synchronous mode) or its own lock (threaded mode) for longer.
+# The clock is read every SLICE_CHECK_BLOCKS blocks (and never on the one-block fast path, bounded by its block).
+SLICE_SECONDS = 0.02
+SLICE_CHECK_BLOCKS = 64
+_NO_DEADLINE = (float("inf"),)
 MAX_BATCH_WAVES = 8192   # waves held in registers at once (VGPR arrays: 128 KiB per register per 1024 waves)
 BATCH_VGPR_BYTES = 64 << 20   # ... and at most about this much VGPR state (fewer waves for kernels with many VGPRs)
 
@@ -85,7 +91,9 @@ def _block(memory, cache: dict, checked: set, pc: int, mode: int):
 
 
 def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch,
-                 instruction_budget):
+                 instruction_budget, sliced=False):
+  """Run a dispatch: to completion (-> DispatchStats), or, when `sliced`, for at most about SLICE_SECONDS: then
+  a dispatch that has not ended comes back as a SuspendedDispatch, resumed later where it stopped."""
   t0 = time.perf_counter()
   # a launch like one before (same shape, resources, LDS and scratch; any program, arguments and float mode): its
   # checked set-up, templates and pooled state are reused as they are (see _Shape)
@@ -93,18 +101,17 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   launches = memory.dispatch_launches
   shape = launches.pop(fast_key, None)
   if shape is not None:
+    work = None
     try:
       mode = (rsrc1 >> 16) & 0xF
       entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
       if entry is not None and _code_unchanged(memory, entry[0]):
-        executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
-      else:
-        st = shape.st
-        S, V = shape.registers(user_sgprs)
-        st.reset()
-        executed = _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, mode, instruction_budget, 0)
-    finally: _keep(launches, fast_key, shape)
-    return _stats(shape.W, executed, t0)
+        return _stats(shape.W, _run_entry(shape, entry, user_sgprs, instruction_budget), t0)
+      deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
+      work = _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, instruction_budget, deadline)
+    finally:
+      if work is None: _keep(launches, fast_key, shape)    # else the generator gives it back when it ends
+    return _first_slice(work, shape.W, deadline, t0)
   gx, gy, gz = (int(v) for v in grid)
   lx, ly, lz = (int(v) for v in block)
   if min(gx, gy, gz, lx, ly, lz) <= 0:
@@ -112,6 +119,76 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   threads = lx * ly * lz
   if threads > 1024: raise GPUFault(f"work-group of {threads} threads exceeds 1024", kind="invalid dispatch")
   waves_per_wg = (threads + 31) // 32
+  groups = gx * gy * gz
+  deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
+  work = _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, (gx, gy, gz), (lx, ly, lz), lds_bytes, scratch,
+                  instruction_budget, fast_key, deadline)
+  return _first_slice(work, groups * waves_per_wg, deadline, t0)
+
+
+class SuspendedDispatch:
+  """A sliced dispatch that had not ended when its time slice did (run_dispatch(sliced=True)). Its state (per-wave
+  PCs, barrier flags, registers, LDS, the batch it was in, the wave-instructions executed so far, which count against
+  its budget across slices) lives in a suspended generator, and so does its pooled set-up (_Shape): out of the
+  memory's caches until the dispatch ends or is dropped, so no other dispatch can use it meanwhile.
+
+  resume(): the next slice: DispatchStats once the dispatch has ended (seconds: the time of its slices), else None;
+  an error of the dispatch (GPUFault) is raised as unsliced execution raises it, and ends it. drop(): abandon it
+  (the pooled set-up goes back to the caches). One thread at a time (the mock GPU's lock)."""
+
+  __slots__ = ("_work", "_deadline", "waves", "seconds", "slices")
+
+  def __init__(self, work, waves: int, deadline: list, seconds: float):
+    self._work, self._deadline, self.waves, self.seconds, self.slices = work, deadline, waves, seconds, 1
+
+  @property
+  def done(self) -> bool: return self._work is None
+
+  def resume(self):
+    work = self._work
+    if work is None: raise RuntimeError("resume() of a dispatch that ended or was dropped")
+    t0 = time.perf_counter()
+    self._deadline[0] = t0 + SLICE_SECONDS
+    self.slices += 1
+    try: next(work)
+    except StopIteration as end:
+      self._work = None
+      return _DispatchStats(self.waves, end.value, self.seconds + time.perf_counter() - t0)
+    except BaseException:      # a fault (or an exception in the host's thread): the generator has ended
+      self._work = None
+      raise
+    self.seconds += time.perf_counter() - t0
+    return None
+
+  def drop(self) -> None:
+    work, self._work = self._work, None
+    if work is not None: work.close()     # runs the generators' finally clauses: the set-up goes back
+
+
+def _first_slice(work, waves: int, deadline: list, t0: float):
+  """Run a dispatch's generator until it ends (-> DispatchStats) or its slice ends (-> SuspendedDispatch)."""
+  try: next(work)
+  except StopIteration as end: return _stats(waves, end.value, t0)
+  return SuspendedDispatch(work, waves, deadline, time.perf_counter() - t0)
+
+
+def _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, instruction_budget, deadline):
+  """The fast path's multi-block dispatch (a generator, see SuspendedDispatch): gives the shape back at its end."""
+  try:
+    st = shape.st
+    S, V = shape.registers(user_sgprs)
+    st.reset()
+    return (yield from _loop(memory, memory.block_cache, set(), shape, st, S, V, pgm_addr, mode, instruction_budget,
+                             0, deadline))
+  finally: _keep(launches, fast_key, shape)
+
+
+def _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block, lds_bytes, scratch, instruction_budget,
+             fast_key, deadline):
+  """All work-groups of a dispatch, batch after batch (a generator, see SuspendedDispatch)."""
+  gx, gy, gz = grid
+  lx, ly, lz = block
+  waves_per_wg = (lx * ly * lz + 31) // 32
   groups = gx * gy * gz
   # work-groups run in batches (they are independent but for memory) so that a huge grid needs bounded memory
   vgprs = ((rsrc1 & 0x3F) + 1) * 8
@@ -122,11 +199,12 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   checked: set = set()
   for first in range(0, groups, per_batch):
     count = min(per_batch, groups - first)
-    executed += _run_batch(memory, cache, checked, first, count, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2,
-                           user_sgprs=user_sgprs, grid=(gx, gy, gz), block=(lx, ly, lz), lds_bytes=lds_bytes,
-                           scratch=scratch, budget=instruction_budget, already=executed,
-                           fast_key=fast_key if count == groups else None)
-  return _stats(groups * waves_per_wg, executed, t0)
+    executed += yield from _run_batch(memory, cache, checked, first, count, pgm_addr=pgm_addr, rsrc1=rsrc1,
+                                      rsrc2=rsrc2, user_sgprs=user_sgprs, grid=grid, block=block,
+                                      lds_bytes=lds_bytes, scratch=scratch, budget=instruction_budget,
+                                      already=executed, deadline=deadline,
+                                      fast_key=fast_key if count == groups else None)
+  return executed
 
 
 def _run_entry(shape, entry, user_sgprs, instruction_budget) -> int:
@@ -272,9 +350,9 @@ def _shape(memory, key, *args):
 
 
 def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
-               lds_bytes, scratch, budget, already, fast_key=None) -> int:
-  """Run work-groups [first_group, first_group + groups) to completion; returns the wave-instructions executed
-  (`already`: executed by earlier batches, counted against `budget`)."""
+               lds_bytes, scratch, budget, already, deadline, fast_key=None):
+  """Run work-groups [first_group, first_group + groups) to completion (a generator, see SuspendedDispatch); returns
+  the wave-instructions executed (`already`: executed by earlier batches, counted against `budget`)."""
   lx, ly, lz = block
   waves_per_wg = (lx * ly * lz + 31) // 32
   W = groups * waves_per_wg
@@ -284,9 +362,9 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
       _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2)
   S, V = shape.registers(user_sgprs)
   try:
-    return _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1, lds_bytes=lds_bytes,
-                     scratch=scratch, budget=budget, already=already, first_group=first_group,
-                     waves_per_wg=waves_per_wg)
+    return (yield from _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1,
+                                 lds_bytes=lds_bytes, scratch=scratch, budget=budget, already=already,
+                                 first_group=first_group, waves_per_wg=waves_per_wg, deadline=deadline))
   finally:
     if key is not None:
       # a whole launch in one pooled batch moves to the fast path of run_dispatch (a shape is in one cache at most:
@@ -297,7 +375,7 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
 
 
 def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, lds_bytes, scratch, budget, already,
-              first_group, waves_per_wg) -> int:
+              first_group, waves_per_wg, deadline):
   W = shape.W
   wg_local = shape.wg_local
   # ---- memory ----
@@ -322,11 +400,14 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
   shape.st = st if pooled and shape.states.get((lds_words, scratch_words)) is st else None
   # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
   # part of the translation key, since the translated code flushes denormals where the mode says so
-  return _loop(memory, cache, checked, shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF, budget, already)
+  return (yield from _loop(memory, cache, checked, shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF, budget, already,
+                           deadline))
 
 
-def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_budget, already) -> int:
-  """Run the waves from pgm_addr until they all end; returns the wave-instructions executed."""
+def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_budget, already, deadline):
+  """Run the waves from pgm_addr until they all end; returns the wave-instructions executed. A generator: every
+  SLICE_CHECK_BLOCKS blocks past deadline[0] it yields, between two blocks (every wave's PC, barrier flag and
+  register is then that of a finished block), and goes on from there when resumed."""
   W, wg_local, groups = shape.W, shape.wg_local, shape.groups
   pcs = waiting = None       # per-wave PCs and barrier flags: made when the waves first diverge or meet a barrier
   executed = already
@@ -335,8 +416,16 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
   errs = None
   shape.clean = False        # the registers may change: see _Shape.entries
   ran = 0
+  check_at = SLICE_CHECK_BLOCKS
   try:
     while True:
+      if ran >= check_at:
+        check_at = ran + SLICE_CHECK_BLOCKS    # counted from here: a resumed slice always runs some blocks
+        if time.perf_counter() > deadline[0]:
+          if errs is not None:    # numpy's error state is the thread's: the host gets it back between slices
+            errs.__exit__(None, None, None)
+            errs = None
+          yield
       if uniform_pc is not None:
         pc, idx, count = uniform_pc, None, W
       else:
