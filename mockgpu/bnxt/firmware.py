@@ -9,7 +9,7 @@ import ctypes
 import struct
 
 from ...autogen import bnxt as hsi
-from .state import CQ, MR, PAGE, QP, ModelError, PagedMemory, Ring, walk_pbl
+from .state import CQ, MR, PAGE, QP, ModelError, PagedMemory, AllocatedRing, walk_pbl
 
 E = hsi  # HWRM_ERR_CODE_*, CREQ_QP_EVENT_STATUS_*
 
@@ -61,7 +61,7 @@ class Firmware:
   def reset(self) -> None:
     self.version_seen = self.registered = self.bs_done = self.fw_initialized = False
     self.bs: dict[tuple[int, int], int] = {}
-    self.rings: dict[int, Ring] = {}
+    self.rings: dict[int, AllocatedRing] = {}
     self.stat_ctxs: dict[int, tuple[int, int]] = {}
     self.vnics: dict[int, dict] = {}
     self.l2_filters: dict[bytes, int] = {}
@@ -223,7 +223,7 @@ class Firmware:
     if req.rx_buf_size and not req.enables & hsi.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID:
       raise HWRMReject(E.HWRM_ERR_CODE_INVALID_ENABLES, "rx_buf_size given without RX_BUF_SIZE_VALID")
     rid = self._id()
-    self.rings[rid] = Ring(rid, req.ring_type, req.length, PagedMemory(self.nic, pages, nbytes), nq)
+    self.rings[rid] = AllocatedRing(rid, req.ring_type, req.length, PagedMemory(self.nic, pages, nbytes), nq)
     out.ring_id = rid
   _hwrm_50.types = _hwrm("ring_alloc")
 
