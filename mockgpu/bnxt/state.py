@@ -64,7 +64,8 @@ class PagedMemory:
 
 
 @dataclasses.dataclass
-class Ring:
+class AllocatedRing:
+  """A ring the driver allocated with HWRM ring_alloc (completion, NQ, RX or TX), as the model keeps it."""
   id: int
   type: int
   depth: int
