@@ -155,7 +155,7 @@ class AMDDevice(HCQDevice):
 
   def submit_pm4(self, words) -> int:
     """Run raw PM4 dwords on the compute engine, then signal the timeline. Returns the timeline value."""
-    with self.lock:
+    with self._open_lock():
       self._registers = None      # raw packets may set any register (also when the submission fails halfway)
       with Submission(self, self.compute, "raw PM4 packets") as sub: sub.add(array("I", list(words)))
     return sub.value
@@ -172,7 +172,7 @@ class AMDDevice(HCQDevice):
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
-    with self.lock:
+    with self._open_lock():
       mem = self.iface.alloc(nbytes, kind="gtt" if host else "vram", cpu_access=cpu_access)
     return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu, kind="host" if host else "device")
 
@@ -198,7 +198,7 @@ class AMDDevice(HCQDevice):
     if name not in co.kernels:
       raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
     key = bytes(image)
-    with self.lock:
+    with self._open_lock():
       loaded = self._images.get(key)        # one upload per code object (keyed by its bytes), shared by its kernels
       if loaded is None:
         size = round_up(len(co.image), 0x1000)

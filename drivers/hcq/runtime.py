@@ -107,6 +107,20 @@ class Submission:
     finally: dev.lock.release()
 
 
+class _OpenLock:
+  __slots__ = ("device",)
+  def __init__(self, device): self.device = device
+
+  def __enter__(self):
+    dev = self.device
+    dev.lock.acquire()
+    if dev.closed:
+      dev.lock.release()
+      dev._check_open()
+
+  def __exit__(self, *exc): self.device.lock.release()
+
+
 class HCQDevice(Device):
   """A device with engines fed by submissions and a timeline (see the module docstring)."""
   compute: Engine
@@ -207,6 +221,11 @@ class HCQDevice(Device):
       finally: self._awaited = None
       self._stuck = False
 
+  def _open_lock(self) -> "_OpenLock":
+    """`with self._open_lock():` holds the device lock, with the device checked open under it (a close from another
+    thread may have come first)."""
+    return _OpenLock(self)
+
   def _refuse(self) -> None:
     """Raise why nothing is submitted: the device is closed, or faulted earlier."""
     self._check_open()
@@ -232,7 +251,7 @@ class HCQDevice(Device):
   label = ""   # the interface's name for the device (errors from below name it instead of self.name)
 
   def _synchronize(self) -> None:
-    with self.lock:
+    with self._open_lock():
       if self.timeline.value: self.wait_value(self.timeline.value)
 
   # ---- launches
@@ -295,7 +314,7 @@ class HCQDevice(Device):
 
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
     n = len(src)
-    with self.lock:
+    with self._open_lock():
       # host memory: the CPU writes it once the device is done with it. (CPU-visible device memory is written by
       # the copy engine too: CPU writes through a BAR would need a flush before the device reads them.)
       if buf.kind == "host":
@@ -309,7 +328,7 @@ class HCQDevice(Device):
         st.busy_until = self.copy_async(buf.va + offset + pos, st.va, chunk)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
-    with self.lock:
+    with self._open_lock():
       if buf.kind == "host":
         self._synchronize()
         return bytes(buf.cpu_view[offset:offset + size])
@@ -328,18 +347,22 @@ class HCQDevice(Device):
       return parts[0] if len(parts) == 1 else b"".join(parts)
 
   def _free(self, buf: Buffer) -> None:
-    with self.lock:
+    with self._open_lock():
       self._synchronize()
+      buf.cpu_view = None      # the memory goes away: a view kept would read unmapped memory
       self._free_memory(buf)
 
   def _free_memory(self, buf: Buffer) -> None: raise NotImplementedError
 
   def _close(self) -> None:
     with self.lock:
+      if self.closed: return       # another thread closed it while this one waited for the lock
       # after a fault the queues are stopped; after a timeout or an interrupted wait the work may never end: waiting
       # again would only time out. Releasing the hardware destroys the queues (which stops them) before freeing memory
       try:
-        if self.fault is None and not self._stuck: self._synchronize()
+        if self.fault is None and not self._stuck and self.timeline.value: self.wait_value(self.timeline.value)
       finally:
+        self.closed = True         # under the lock: a thread waiting for it finds the device closed
         for engine in self.engines.values(): engine.close()
+        self.signals.close()       # signal views raise from now on instead of reading unmapped memory
         self._release_hardware()

@@ -78,6 +78,7 @@ class SignalPool:
     """new_page() -> (va, byte view) of a fresh page of host-visible, device-writable memory."""
     self._new_page, self.name, self.ticks_per_us = new_page, name, ticks_per_us
     self._free: list[tuple[int, memoryview]] = []
+    self._views: list[memoryview] = []      # every slot's view, released by close()
     self._count = 0
 
   def _grow(self) -> None:
@@ -85,7 +86,9 @@ class SignalPool:
     if len(view) < SIGNAL_SIZE: raise ValueError(f"{self.name}: a signal page of {len(view)} bytes is too small")
     words = view.cast("B").cast("Q")
     for off in range(len(view) // SIGNAL_SIZE - 1, -1, -1):
-      self._free.append((va + off * SIGNAL_SIZE, words[off * 2:off * 2 + 2]))
+      slot = words[off * 2:off * 2 + 2]
+      self._views.append(slot)
+      self._free.append((va + off * SIGNAL_SIZE, slot))
 
   def alloc(self, value: int = 0, name: str | None = None) -> Signal:
     if not self._free: self._grow()
@@ -95,6 +98,12 @@ class SignalPool:
     sig.timestamp = 0
     sig.value = value
     return sig
+
+  def close(self) -> None:
+    """The pages go away: every signal's view is released, so that reading one afterwards raises ValueError instead
+    of reading unmapped memory."""
+    for v in self._views: v.release()
+    self._views, self._free = [], []
 
   def release(self, sig: Signal) -> None:
     self._free.append((sig.va, sig._words))

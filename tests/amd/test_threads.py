@@ -51,3 +51,37 @@ def test_a_device_closed_by_another_thread_refuses_work_cleanly():
   closer.start()
   closer.join(timeout=30)
   with pytest.raises(hcq.DeviceError, match="closed"): vadd(a, a, a, N, global_size=(N // 256,), local_size=(256,))
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_work_racing_a_close_from_another_thread_is_refused_never_run_on_freed_memory(threaded):
+  """Threads keep launching and copying while another closes the device: each call either completes or raises
+  'closed'; nothing touches the device's memory after close (a view kept by the caller raises instead)."""
+  dev = hcq.open("MOCK+AMD", Config(timeout_s=10.0, mock_threaded=threaded))
+  vadd = dev.load(demo_code_object(), "vadd")
+  timeline_signal = dev.timeline.signal
+  errors, go = [], threading.Event()
+
+  def user(t):
+    a = dev.alloc(4 * N)
+    x = np.full(N, t, np.float32)
+    go.wait()
+    try:
+      while True:
+        dev.copyin(a, x)
+        vadd(a, a, a, N, global_size=(N // 256,), local_size=(256,))
+        np.testing.assert_array_equal(np.frombuffer(dev.copyout(a), np.float32), 2 * x)
+    except hcq.DeviceError as e:
+      if "closed" not in str(e): errors.append(f"thread {t}: {e}")
+    except BaseException as e:   # noqa: BLE001
+      errors.append(f"thread {t}: {type(e).__name__}: {e}")
+
+  threads = [threading.Thread(target=user, args=(t,)) for t in range(3)]
+  for th in threads: th.start()
+  go.set()
+  import time
+  time.sleep(0.2)
+  dev.close()
+  for th in threads: th.join(timeout=60)
+  assert not any(th.is_alive() for th in threads) and not errors, errors
+  with pytest.raises(ValueError): timeline_signal.value     # released with the device's memory
