@@ -236,10 +236,11 @@ class LinuxOS:
     return ProcessHandle(pid, fd)
 
   def find_program(self, name: str) -> str | None:
-    """The file running `name` would execute: name itself when it holds a '/', else the first executable regular
-    file `name` in a folder of config.exec_path (PATH). Folders that are relative (they would depend on the current
-    folder), missing, unreadable or no folders are skipped, as are files that cannot be executed; None if none."""
-    if "/" in name: return name if _executable(name) else None
+    """The file running `name` would execute: name itself when it is an absolute path, else the first executable
+    regular file `name` in a folder of config.exec_path (PATH). Nothing depends on the current folder: relative
+    paths and relative PATH folders are not used. Folders that are missing, unreadable or no folders are skipped,
+    as are files that cannot be executed; None if none is found."""
+    if "/" in name: return name if os.path.isabs(name) and _executable(name) else None
     if not name: return None
     for folder in self.config.exec_path.split(os.pathsep):
       if not os.path.isabs(folder): continue
