@@ -46,7 +46,7 @@ def wait_dead(p, timeout=10):
   except subprocess.TimeoutExpired: return None
 
 
-def smi_main(argv, env=None):
+def smi_main(argv, env=None, timeout_s=30):
   """hcq-smi's main(argv) in this process, HCQ_* variables exactly env: (exit code, stdout, stderr). stdout encodes
   strictly as a UTF-8 terminal's does, stderr as Python's own (backslashreplace). An exception other than
   argparse's SystemExit is returned as the text 'Traceback ...' instead of a code."""
@@ -57,10 +57,16 @@ def smi_main(argv, env=None):
   try:
     for k in [k for k in os.environ if k.startswith("HCQ_")]: del os.environ[k]
     os.environ.update({k: str(v) for k, v in (env or {}).items()})
+    def hung(*_): raise TimeoutError(f"hcq-smi {argv} still running after {timeout_s} s")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(timeout_s)  # e.g. `top` refreshing for ever where a usage error was due
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       try: code = main(argv)
       except SystemExit as e: code = e.code
       except BaseException: code = "Traceback (in-process):\n" + traceback.format_exc()
+      finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
   finally:
     os.environ.clear()
     os.environ.update(saved)
