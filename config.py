@@ -45,6 +45,8 @@ class Config:
   bnxt_mock_faults: str = ""
   bnxt_mock_mac: str = ""
   debug: int = 0
+  # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
+  exec_path: str = os.defpath
 
   def __post_init__(self):
     for field, check in CHECKS.items():
@@ -165,6 +167,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
     debug=_int(env, "HCQ_DEBUG", 0),
+    exec_path=env.get("PATH", d.exec_path),
   )
   for field, check in CHECKS.items():   # named by the variable the value came from
     try: check(fields[field])

@@ -11,14 +11,20 @@ EXIT_CODES = """\
 exit codes:
   0    success (rmmod --expect: the modules are not loaded)
   1    rmmod --expect: a module is loaded; kill_pids: a holder could not be signalled or still holds the lock
-       after 128 rounds; reset: a device could not be reset; any other error (named on stderr)
-  2    usage error
+       after 128 rounds; reset: a device could not be reset; list, top: a PCI function could not be read (it is
+       shown with its address and the error, the others as usual); any other error (named on stderr)
+  2    usage error: a bad command, option or PCI address prefix, or a bad HCQ_* variable
   124  a command hcq-smi runs did not finish in 600 s (it is killed)
-  127  a command hcq-smi runs (modprobe, sudo, nvidia-smi) was not found
+  126  a command hcq-smi runs was found but could not be run
+  127  a command hcq-smi runs (modprobe, sudo, nvidia-smi) was not found in PATH's absolute, readable folders
   N    rmmod/insmod: modprobe's (or nvidia-smi's) own exit code when it fails
 
 Lock files, sysfs and procfs come from HCQ_LOCK_DIR (default: /tmp), HCQ_SYSFS_ROOT (/sys) and
-HCQ_PROC_ROOT (/proc). Lock files whose bus part is not a PCI address are ignored with a warning."""
+HCQ_PROC_ROOT (/proc). Lock files whose bus part is not a PCI address are ignored with a warning. A process is
+signalled only when the running kernel's /proc shows it holding the lock, whatever HCQ_PROC_ROOT lists.
+As a user, commands that need root run as `sudo env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin CMD ARGS`: no HCQ_*
+variable and nothing else of the environment is passed; when HCQ_LOCK_DIR, HCQ_PROC_ROOT or HCQ_SYSFS_ROOT
+name another tree, sudo is not used for what depends on it. --sudoless: sudo is never used."""
 
 COMMANDS = {
   "rmmod": "unload the kernel driver's modules (amd: amdgpu; nv: nvidia_drm nvidia_modeset nvidia_uvm nvidia; "
@@ -33,8 +39,8 @@ COMMANDS = {
 
 
 def _prefix(text: str) -> str:
+  """A PCI address prefix; an empty or malformed one is a usage error (no option means every device)."""
   from ..drivers.system.pciaddr import validate_prefix
-  if text == "": return ""  # the default: every device
   try: return validate_prefix(text.lower())
   except HCQError as e: raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -60,14 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
       p.add_argument("--sudoless", action="store_true", help="never call sudo (as a non-root user, act only on what "
                                                              "this user may; failures give a non-zero exit)")
     if name in ("reset", "pids", "kill_pids"):
-      p.add_argument("--pci_bus", type=_prefix, default="", metavar="PREFIX",
-                     help="only devices whose PCI address starts with PREFIX (e.g. 0000:03)")
+      p.add_argument("--pci_bus", type=_prefix, default=None, metavar="PREFIX",
+                     help="only devices whose PCI address starts with PREFIX (e.g. 0000:03; default: every device)")
     if name == "rmmod":
       p.add_argument("--expect", action="store_true", help="change nothing: exit 1 if a module is loaded, else 0")
     if name == "list":
       p.add_argument("--all-vendors", action="store_true", help="list every PCI function, not only AMD/NVIDIA/Broadcom")
     if name == "top":
-      p.add_argument("--dev", type=_prefix, default="", metavar="BUS", help="only devices whose address starts with BUS")
+      p.add_argument("--dev", type=_prefix, default=None, metavar="BUS",
+                     help="only devices whose address starts with BUS (default: every device)")
       p.add_argument("--once", action="store_true", help="print the table once and exit")
       p.add_argument("--interval", type=_interval, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
   return parser
@@ -80,7 +87,11 @@ def main(argv=None) -> int:
   from . import commands, listing
   from .report import Report
   report = Report(args.json)
-  ctx = commands.Context(backend(args.backend), LinuxOS(from_env()), report, getattr(args, "sudoless", False))
+  try: config = from_env()
+  except ValueError as e:  # a malformed HCQ_* variable (config.py names it)
+    report.error(str(e))
+    return 2
+  ctx = commands.Context(backend(args.backend), LinuxOS(config), report, getattr(args, "sudoless", False))
   try:
     if args.command == "rmmod": return commands.rmmod(ctx, args.expect)
     if args.command == "insmod": return commands.insmod(ctx)

@@ -9,42 +9,19 @@ for every lock owned through that descriptor (Documentation/filesystems/proc.rst
 reported, so that a holder that cannot be signalled is still named.
 
 A process that merely has the file open (waiting for the lock, or reading it) is not a holder.
+
+All of this reads Config.proc_root, which tests point at fake trees: it decides what is LISTED. Whether a process is
+SIGNALLED is decided again by the running kernel's own /proc (ProcessHandle.signal_lock_holder), never by this.
 """
 from __future__ import annotations
 
 import dataclasses
 import errno
 import os  # os.major/os.minor only: arithmetic on st_dev
-import re
 
+from ..drivers.system.linux import parse_pid
+from ..drivers.system.locks import FileKey, LockEntry, parse_lock_lines  # noqa: F401  (LockEntry: re-exported)
 from ..errors import OSCallError
-
-# "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2149778 0 EOF" (fs/locks.c, lock_get_status); waiters have "-> " after the id
-_LOCK_LINE = re.compile(r"^\s*\d+:\s+(->\s+)?(\S+)\s+\S+\s+\S+\s+(-?\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)\s")
-
-
-@dataclasses.dataclass(frozen=True)
-class FileKey:
-  major: int
-  minor: int
-  inode: int
-
-
-@dataclasses.dataclass(frozen=True)
-class LockEntry:
-  kind: str      # FLOCK, POSIX, OFDLCK, ...
-  pid: int
-  key: FileKey
-  waiting: bool
-
-
-def parse_lock_lines(text: str) -> list[LockEntry]:
-  out = []
-  for line in text.splitlines():
-    line = line.split("lock:", 1)[1] if line.startswith("lock:") else line
-    m = _LOCK_LINE.match(line)
-    if m: out.append(LockEntry(m.group(2), int(m.group(3)), FileKey(int(m.group(4), 16), int(m.group(5), 16), int(m.group(6))), bool(m.group(1))))
-  return out
 
 
 def file_key(host, path: str) -> FileKey:
@@ -54,6 +31,11 @@ def file_key(host, path: str) -> FileKey:
 
 def _flock_owners(entries, key) -> set[int]:
   return {e.pid for e in entries if e.kind == "FLOCK" and not e.waiting and e.key == key and e.pid > 0}
+
+
+def _pids(names) -> list[int]:
+  """The process ids among procfs entry names (anything else - "self", "٣", "-1", a huge number - is skipped)."""
+  return [pid for pid in map(parse_pid, names) if pid is not None]
 
 
 def lock_target(host, path: str) -> tuple[FileKey, str] | None:
@@ -73,7 +55,7 @@ def holds(host, pid: int, key: FileKey, target: str) -> bool | None:
       if host.proc_readlink(f"{pid}/fd/{fd}") != target: continue
       info = host.proc_read(f"{pid}/fdinfo/{fd}")
     except OSCallError: continue  # the fd was closed meanwhile
-    if _flock_owners(parse_lock_lines("\n".join(l for l in info.splitlines() if l.startswith("lock:"))), key):
+    if _flock_owners(parse_lock_lines(info, fdinfo=True), key):
       return True
   return False
 
@@ -95,11 +77,10 @@ def classify_holders(host, path: str) -> Holders:
   try: owners = _flock_owners(parse_lock_lines(host.proc_read("locks")), key)
   except OSCallError: owners = set()  # no <proc>/locks: only the fd scan below can name holders
   verified, unverified = [], []
-  for pid in host.proc_list(""):
-    if not pid.isdigit(): continue
-    verdict = holds(host, int(pid), key, real)
-    if verdict: verified.append(int(pid))
-    elif verdict is None and int(pid) in owners: unverified.append(int(pid))
+  for pid in _pids(host.proc_list("")):
+    verdict = holds(host, pid, key, real)
+    if verdict: verified.append(pid)
+    elif verdict is None and pid in owners: unverified.append(pid)
   return Holders(sorted(verified), sorted(unverified))
 
 
@@ -109,5 +90,6 @@ def find_holders(host, path: str) -> list[int]:
 
 
 def process_name(host, pid: int) -> str:
+  """Its comm (any process may give itself any name: Report escapes what is not printable)."""
   try: return host.proc_read(f"{pid}/comm").strip()
   except OSCallError: return "?"

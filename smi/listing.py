@@ -1,14 +1,21 @@
-"""hcq-smi list and top: what PCI functions there are, who drives them, and (top) how busy they are."""
+"""hcq-smi list and top: what PCI functions there are, who drives them, and (top) how busy they are.
+
+Each function is read on its own: one that cannot be read (unreadable attributes, removed meanwhile) is shown
+with its address and the error ("error" in JSON, null for the others), every other one as usual, and the exit
+code is 1 (0 when every function could be read). Only a sysfs whose PCI device folder cannot be listed at all
+fails the whole command."""
 from __future__ import annotations
 
 from ..drivers.system.pci import PCIDevice
-from ..errors import DeviceError
+from ..drivers.system.pciaddr import validate_prefix
+from ..errors import DeviceError, HCQError
 from .backends import LIST_VENDORS
 from .holders import find_holders, process_name
 from .lockfiles import lock_for
 from . import pciids
+from .report import printable
 
-EXIT_OK = 0
+EXIT_OK, EXIT_FAIL = 0, 1
 
 
 def _holders(ctx, bus: str) -> list[dict]:
@@ -19,16 +26,32 @@ def _holders(ctx, bus: str) -> list[dict]:
   return out
 
 
+def _pci_ids(ctx, vendors):
+  try: return pciids.load(ctx.host, vendors)
+  except HCQError as e:  # names are a nicety: list without them
+    ctx.report.warn(f"PCI ID database unreadable, no names shown: {e}")
+    return pciids.PciIds({}, {}, None)
+
+
+def _function(ctx, d: PCIDevice, ids, all_vendors: bool) -> dict | None:
+  """One function's entry (None: not a vendor `list` shows); what cannot be read ends it with "error"."""
+  f = {"address": d.addr, "vendor": None, "device": None, "id": None, "class": None, "vendor_name": None,
+       "device_name": None, "driver": None, "holders": [], "error": None}
+  try:
+    if not all_vendors and d.vendor not in LIST_VENDORS: return None
+    f.update(vendor=f"{d.vendor:04x}", device=f"{d.device:04x}", id=f"{d.vendor:04x}:{d.device:04x}",
+             vendor_name=ids.vendor_name(d.vendor), device_name=ids.device_name(d.vendor, d.device))
+    f["class"] = f"{d.class_code:06x}"
+    f["driver"] = d.driver
+    f["holders"] = _holders(ctx, d.addr)
+  except HCQError as e: f["error"] = str(e)
+  return f
+
+
 def functions(ctx, all_vendors: bool = False) -> list[dict]:
-  devs = [d for d in PCIDevice.enumerate(ctx.host) if all_vendors or d.vendor in LIST_VENDORS]
-  ids = pciids.load(ctx.host, {d.vendor for d in devs})
-  out = []
-  for d in devs:
-    out.append({"address": d.addr, "vendor": f"{d.vendor:04x}", "device": f"{d.device:04x}",
-                "id": f"{d.vendor:04x}:{d.device:04x}", "class": f"{d.class_code:06x}",
-                "vendor_name": ids.vendor_name(d.vendor), "device_name": ids.device_name(d.vendor, d.device),
-                "driver": d.driver, "holders": _holders(ctx, d.addr)})
-  return out
+  ids = _pci_ids(ctx, None if all_vendors else LIST_VENDORS)
+  out = [_function(ctx, d, ids, all_vendors) for d in PCIDevice.enumerate(ctx.host)]
+  return [f for f in out if f is not None]
 
 
 def _name(f: dict) -> str:
@@ -40,10 +63,14 @@ def list_devices(ctx, all_vendors: bool = False) -> int:
   funcs = functions(ctx, all_vendors)
   if not funcs: ctx.report.say("No AMD, NVIDIA or Broadcom PCI functions found" if not all_vendors else "No PCI functions found")
   for f in funcs:
+    if f["error"]:
+      ctx.report.say(f"{f['address']}  error: {f['error']}")
+      continue
     holder = ", ".join(f"{h['pid']} ({h['name']})" for h in f["holders"]) or "-"
     ctx.report.say(f"{f['address']}  [{f['id']}]  {_name(f)}  driver: {f['driver'] or '-'}  holder: {holder}")
-  ctx.report.document({"command": "list", "devices": funcs, "exit": EXIT_OK})
-  return EXIT_OK
+  rc = EXIT_FAIL if any(f["error"] for f in funcs) else EXIT_OK
+  ctx.report.document({"command": "list", "devices": funcs, "exit": rc})
+  return rc
 
 
 # ---- top
@@ -67,13 +94,16 @@ def _hwmon(dev: PCIDevice, host) -> tuple[float | None, float | None]:
   return None, None
 
 
-def sample(ctx, prefix: str = "") -> list[dict]:
-  rows = []
-  for dev in PCIDevice.enumerate(ctx.host, vendor=ctx.backend.vendor):
-    if not dev.addr.startswith(prefix): continue
-    row = {"address": dev.addr, "id": f"{dev.vendor:04x}:{dev.device:04x}", "driver": dev.driver,
-           "holders": _holders(ctx, dev.addr), "source": None, "busy_percent": None, "vram_used": None,
-           "vram_total": None, "temperature_c": None, "power_w": None}
+def _row(addr: str) -> dict:
+  return {"address": addr, "id": None, "driver": None, "holders": [], "source": None, "busy_percent": None,
+          "vram_used": None, "vram_total": None, "temperature_c": None, "power_w": None, "error": None}
+
+
+def _sample_one(ctx, dev: PCIDevice) -> dict:
+  row = _row(dev.addr)
+  try:
+    row.update(id=f"{dev.vendor:04x}:{dev.device:04x}", driver=dev.driver)
+    row["holders"] = _holders(ctx, dev.addr)
     if ctx.backend.kfd_driver and dev.driver == ctx.backend.kfd_driver:
       # amdgpu's sysfs (Documentation/gpu/amdgpu/driver-misc.rst, thermal.rst): percent busy, VRAM bytes
       row["source"] = "sysfs"
@@ -83,8 +113,21 @@ def sample(ctx, prefix: str = "") -> list[dict]:
       row["temperature_c"], row["power_w"] = _hwmon(dev, ctx.host)
     elif row["holders"]:
       row["source"] = "hcq"  # held by hcq's own driver: SMU metrics once the AM driver exposes them; "n/a" until then
-    rows.append(row)
-  return rows
+  except HCQError as e: row["error"] = str(e)
+  return row
+
+
+def sample(ctx, prefix: str | None = None) -> list[dict]:
+  """A row for each function of the backend's vendor whose address starts with prefix (None: every one), and
+  one with "error" for each function whose vendor could not be read (it may be one)."""
+  if prefix is not None: validate_prefix(prefix)
+  wanted = lambda addr: prefix is None or addr.startswith(prefix)
+  rows = []
+  def unreadable(addr, e):
+    if wanted(addr): rows.append(dict(_row(addr), error=str(e)))
+  for dev in PCIDevice.enumerate(ctx.host, vendor=ctx.backend.vendor, on_error=unreadable):
+    if wanted(dev.addr): rows.append(_sample_one(ctx, dev))
+  return sorted(rows, key=lambda r: r["address"])
 
 
 def _fmt(v, unit="", scale=1.0, digits=0) -> str:
@@ -95,6 +138,9 @@ def table(rows: list[dict]) -> str:
   head = f"{'BUS':<13} {'ID':<10} {'DRIVER':<10} {'HOLDER':<16} {'BUSY':>5} {'VRAM USED/TOTAL':>19} {'TEMP':>7} {'POWER':>8}"
   lines = [head]
   for r in rows:
+    if r["error"]:
+      lines.append(f"{r['address']:<13} error: {r['error']}")
+      continue
     holder = ",".join(str(h["pid"]) for h in r["holders"]) or "-"
     vram = "n/a" if r["vram_total"] is None else f"{_fmt(r['vram_used'], '', 2**20)}/{_fmt(r['vram_total'], ' MiB', 2**20)}"
     lines.append(f"{r['address']:<13} {r['id']:<10} {(r['driver'] or '-'):<10} {holder:<16} {_fmt(r['busy_percent'], '%'):>5} "
@@ -103,19 +149,21 @@ def table(rows: list[dict]) -> str:
   return "\n".join(lines)
 
 
-def top(ctx, prefix: str = "", once: bool = False, interval: float = 1.0, rounds: int | None = None, sleep=None) -> int:
+def top(ctx, prefix: str | None = None, once: bool = False, interval: float = 1.0, rounds: int | None = None,
+        sleep=None) -> int:
   import time
   sleep = sleep or time.sleep
   if once or ctx.report.as_json:
     rows = sample(ctx, prefix)
     ctx.report.say(table(rows))
-    ctx.report.document({"command": "top", "backend": ctx.backend.name, "devices": rows, "exit": EXIT_OK})
-    return EXIT_OK
+    rc = EXIT_FAIL if any(r["error"] for r in rows) else EXIT_OK
+    ctx.report.document({"command": "top", "backend": ctx.backend.name, "devices": rows, "exit": rc})
+    return rc
   n = 0
   try:
     while rounds is None or n < rounds:
       # ANSI: cursor home, clear screen (ECMA-48 CUP and ED)
-      ctx.report.out.write("\x1b[H\x1b[2J" + table(sample(ctx, prefix)) + "\n")
+      ctx.report.out.write("\x1b[H\x1b[2J" + printable(table(sample(ctx, prefix))) + "\n")
       ctx.report.out.flush()
       n += 1
       sleep(interval)

@@ -4,10 +4,12 @@ does not validate is ignored with a warning that shows it escaped (repr), never 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import posixpath
 import stat
 
 from ..drivers.system.locks import LOCK_KINDS, lock_name, parse_lock_name
+from ..drivers.system.pciaddr import validate_prefix
 from ..errors import OSCallError
 
 
@@ -26,12 +28,15 @@ def _not_a_lock_file(st) -> str | None:
   return None
 
 
-def discover(host, kind: str, prefix: str = "", warn=print) -> list[LockFile]:
-  """Lock files of `kind` whose PCI address starts with prefix, sorted by address."""
+def discover(host, kind: str, prefix: str | None = None, warn=print) -> list[LockFile]:
+  """Lock files of `kind` whose PCI address starts with prefix (None: every one; an empty or malformed prefix is a
+  DeviceError, never "every device"), sorted by address. A lock dir that does not exist holds no locks; one that
+  cannot be listed is an OSCallError (who holds what cannot be known)."""
+  if prefix is not None: validate_prefix(prefix)
   lock_dir = host.config.lock_dir
   try: names = host.listdir(lock_dir)
   except OSCallError as e:
-    warn(f"cannot list the lock dir: {e}")
+    if e.errno != errno.ENOENT: raise
     return []
   found = []
   for name in names:
@@ -47,7 +52,7 @@ def discover(host, kind: str, prefix: str = "", warn=print) -> list[LockFile]:
     if why:
       warn(f"ignoring lock file {name!r} in {lock_dir}: {why}")
       continue
-    if parsed[1].startswith(prefix): found.append(LockFile(parsed[0], parsed[1], path))
+    if prefix is None or parsed[1].startswith(prefix): found.append(LockFile(parsed[0], parsed[1], path))
   return sorted(found, key=lambda lf: lf.bus)
 
 

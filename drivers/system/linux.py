@@ -7,13 +7,49 @@ import fcntl
 import os
 import select
 import signal as signal_mod
+import stat as stat_mod
 import struct
 import time
 
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import lock_path
+from .locks import held_flocks, lock_path
+
+# The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
+# is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
+KERNEL_PROC = "/proc"
+# include/linux/threads.h: PID_MAX_LIMIT on 64-bit kernels (4M); /proc/sys/kernel/pid_max is at most this
+PID_MAX_LIMIT = 1 << 22
+
+
+def parse_pid(text: str) -> int | None:
+  """The pid a procfs entry name or a field stands for: ASCII digits without a leading zero, 1..PID_MAX_LIMIT;
+  None for anything else ("self", "-1", "0", "007", other scripts' digits such as "\u0663", a number too large)."""
+  if not isinstance(text, str) or not text.isascii() or not text.isdigit() or text.startswith("0") or len(text) > 7: return None
+  pid = int(text)
+  return pid if pid <= PID_MAX_LIMIT else None
+
+
+def _kernel_holds_flock(pid: int, path: str) -> bool | None:
+  """Whether process pid holds an flock on the regular file path, as the running kernel shows it (KERNEL_PROC): one
+  of its fds is that file (same device and inode) and that fd's fdinfo has a granted FLOCK line (fdinfo lists only
+  the locks owned through that open file description). None when this user may not read its fds."""
+  try: want = os.stat(path, follow_symlinks=False)
+  except (OSError, ValueError): return False  # the lock file is gone
+  if not stat_mod.S_ISREG(want.st_mode): return False
+  base = f"{KERNEL_PROC}/{pid}"
+  try: fds = os.listdir(f"{base}/fd")
+  except PermissionError: return None
+  except OSError: return False  # exited
+  for fd in fds:
+    try:
+      st = os.stat(f"{base}/fd/{fd}")
+      if (st.st_dev, st.st_ino) != (want.st_dev, want.st_ino): continue
+      with open(f"{base}/fdinfo/{fd}", "rb") as f: info = f.read().decode(errors="replace")
+    except OSError: continue  # closed meanwhile
+    if held_flocks(info, fdinfo=True): return True
+  return False
 
 
 class _OwnedFD:
@@ -107,14 +143,32 @@ class FlockLock:
 
 class ProcessHandle(_OwnedFD):
   """A pidfd (pidfd_open(2), Linux 5.3): it names one process for as long as it is open, so a signal sent through
-  it can never reach another process that was given the same pid after this one exited."""
+  it can never reach another process that was given the same pid after this one exited.
+
+  The only way to signal it is signal_lock_holder: the running kernel must show that the process holds the lock."""
 
   def __init__(self, pid: int, fd: int):
     self.pid, self.fd = pid, fd
 
-  def signal(self, sig: int) -> None:
+  def _send(self, sig: int) -> None:
     try: signal_mod.pidfd_send_signal(self.fd, sig)
     except OSError as e: raise OSCallError("pidfd_send_signal", f"pid {self.pid}", e.errno, f"signal {sig}") from None
+
+  def signal_lock_holder(self, lock_file: str, sig: int) -> bool | None:
+    """Send sig if the running kernel (its /proc, never Config.proc_root) shows this process holding an flock on
+    lock_file: True when sent; False when it does not hold it (or exited); None when this user may not read its
+    fds (nothing sent). Raises OSCallError when the signal itself fails (EPERM: another user's process)."""
+    verdict = _kernel_holds_flock(self.pid, lock_file)
+    if verdict is not True: return verdict
+    # The check read /proc/<pid>, which describes the pinned process only if that pid was not freed and reused
+    # meanwhile; a pid is freed only once its process is reaped, so the pinned process still being there (signal 0
+    # through the pidfd) shows that it was. Left: the holder unlocking between here and the signal, itself.
+    try: self._send(0)
+    except OSCallError as e:
+      if e.errno == errno_mod.ESRCH: return False
+      raise
+    self._send(sig)
+    return True
 
 
 class EventFD(LinuxFile):
@@ -128,6 +182,12 @@ class EventFD(LinuxFile):
       ep.register(self.fd, select.EPOLLIN)
       if not ep.poll(timeout_s): raise Timeout(f"{self.path} (fd {self.fd}) to be signalled", timeout_s=timeout_s)
     return struct.unpack("<Q", self.read(8))[0]
+
+
+def _executable(path: str) -> bool:
+  try: st = os.stat(path)
+  except (OSError, ValueError): return False  # missing, in an unreadable folder, or a name with a NUL
+  return stat_mod.S_ISREG(st.st_mode) and os.access(path, os.X_OK)
 
 
 class LinuxOS:
@@ -168,10 +228,24 @@ class LinuxOS:
 
   def open_process(self, pid: int) -> ProcessHandle:
     """A handle on process pid through which it can be signalled (hcq-smi kill_pids)."""
-    if not isinstance(pid, int) or pid <= 0: raise DeviceError(f"{pid!r} is not a process id")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_MAX_LIMIT:
+      raise DeviceError(f"{pid!r} is not a process id (1-{PID_MAX_LIMIT})")
     try: fd = os.pidfd_open(pid)
     except OSError as e: raise OSCallError("pidfd_open", f"pid {pid}", e.errno) from None
     return ProcessHandle(pid, fd)
+
+  def find_program(self, name: str) -> str | None:
+    """The file running `name` would execute: name itself when it is an absolute path, else the first executable
+    regular file `name` in a folder of config.exec_path (PATH). Nothing depends on the current folder: relative
+    paths and relative PATH folders are not used. Folders that are missing, unreadable or no folders are skipped,
+    as are files that cannot be executed; None if none is found."""
+    if "/" in name: return name if os.path.isabs(name) and _executable(name) else None
+    if not name: return None
+    for folder in self.config.exec_path.split(os.pathsep):
+      if not os.path.isabs(folder): continue
+      path = os.path.join(folder, name)
+      if _executable(path): return path
+    return None
 
   # ---- sysfs / procfs
   def _sys(self, path: str) -> str: return os.path.join(self.config.sysfs_root, path.lstrip("/"))

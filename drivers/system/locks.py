@@ -2,7 +2,9 @@
 the device. hcq-smi finds holders through these names, so the naming lives here, in one place."""
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 
 from .pciaddr import is_valid
 
@@ -25,3 +27,43 @@ def parse_lock_name(name: str) -> tuple[str, str] | None:
   kind, sep, bus = name[:-len(".lock")].partition("_")
   if not sep or kind not in LOCK_KINDS or not is_valid(bus): return None
   return kind, bus
+
+
+# ---- lock lines of procfs: <proc>/locks and the "lock:" lines of <proc>/<pid>/fdinfo/<fd>
+# "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2149778 0 EOF" (fs/locks.c, lock_get_status); waiters have "-> " after the id.
+# ASCII digits only ([0-9], not \d, which also matches other scripts' digits): these fields come from a tree that a
+# test (or a hostile HCQ_PROC_ROOT) may have written.
+_LOCK_LINE = re.compile(r"^\s*[0-9]+:\s+(->\s+)?(\S+)\s+\S+\s+\S+\s+(-?[0-9]{1,10})\s+([0-9a-f]{1,8}):([0-9a-f]{1,8}):([0-9]{1,20})\s",
+                        re.ASCII)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileKey:
+  major: int
+  minor: int
+  inode: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LockEntry:
+  kind: str      # FLOCK, POSIX, OFDLCK, ...
+  pid: int
+  key: FileKey
+  waiting: bool
+
+
+def parse_lock_lines(text: str, fdinfo: bool = False) -> list[LockEntry]:
+  """The lock lines of <proc>/locks, or (fdinfo=True) only the "lock:\t" lines of an fdinfo file; others skipped."""
+  out = []
+  for line in text.splitlines():
+    if line.startswith("lock:"): line = line[len("lock:"):]
+    elif fdinfo: continue
+    m = _LOCK_LINE.match(line)
+    if m: out.append(LockEntry(m.group(2), int(m.group(3)), FileKey(int(m.group(4), 16), int(m.group(5), 16), int(m.group(6))),
+                               bool(m.group(1))))
+  return out
+
+
+def held_flocks(text: str, fdinfo: bool = False) -> list[LockEntry]:
+  """The granted (not waiting) flock entries among the lock lines of text."""
+  return [e for e in parse_lock_lines(text, fdinfo) if e.kind == "FLOCK" and not e.waiting]

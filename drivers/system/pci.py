@@ -74,9 +74,12 @@ class PCIDevice:
   # ---- discovery
   @staticmethod
   def enumerate(os, vendor: int | None = None, device: int | Iterable[int] | None = None,
-                cls: int | None = None) -> list["PCIDevice"]:
+                cls: int | None = None, on_error=None) -> list["PCIDevice"]:
     """Every PCI function under <sysfs>/bus/pci/devices, sorted by address, filtered by vendor id, device id (one
-    or several) and class (see _class_matches). Names that are not PCI addresses are skipped with a warning."""
+    or several) and class (see _class_matches). Names that are not PCI addresses are skipped with a warning.
+
+    A function whose ids the filters need cannot be read (unreadable, or removed meanwhile) raises DeviceError,
+    unless on_error is given: then on_error(address, error) is called and the scan goes on with the others."""
     devices = {device} if isinstance(device, int) else set(device) if device is not None else None
     out = []
     for name in sorted(os.sysfs_list(DEVICES)):
@@ -84,9 +87,14 @@ class PCIDevice:
         warnings.warn(f"{DEVICES}/{name!r}: not a PCI address, skipped")
         continue
       dev = PCIDevice(os, name)
-      if vendor is not None and dev.vendor != vendor: continue
-      if devices is not None and dev.device not in devices: continue
-      if cls is not None and not _class_matches(dev.class_code, cls): continue
+      try:
+        if vendor is not None and dev.vendor != vendor: continue
+        if devices is not None and dev.device not in devices: continue
+        if cls is not None and not _class_matches(dev.class_code, cls): continue
+      except DeviceError as e:
+        if on_error is None: raise
+        on_error(name, e)
+        continue
       out.append(dev)
     return out
 

@@ -10,7 +10,10 @@ from ...errors import DeviceError
 # domain: 4 hex digits, or up to 8 where the kernel numbers synthetic domains from 0x10000 (Intel VMD;
 # drivers/pci/controller/vmd.c), as sysfs and `lspci -D` print them
 _PCI_ADDR = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]$")
-_PCI_PREFIX = re.compile(r"^[0-9a-f]{1,8}(:[0-9a-f]{0,2}(:[0-9a-f]{0,2}(\.[0-7]?)?)?)?$")
+# a non-empty prefix of some canonical address: part of the domain; or the domain (4-8 digits) ":" and part of the
+# bus; or domain, the whole bus, ":" and part of "device.function" (device 00-1f, function 0-7). An empty prefix
+# (which would match every device) or a part that no address can continue (e.g. "0:03", "0000:03:2") is rejected.
+_PCI_PREFIX = re.compile(r"^[0-9a-f]{1,8}$|^[0-9a-f]{4,8}:[0-9a-f]{0,2}$|^[0-9a-f]{4,8}:[0-9a-f]{2}:([01]([0-9a-f](\.[0-7]?)?)?)?$")
 
 
 def is_valid(addr: str) -> bool:
@@ -25,7 +28,8 @@ def validate(addr: str) -> str:
 
 
 def validate_prefix(prefix: str) -> str:
-  """A prefix of a PCI address such as '0000:03' (for --pci_bus filters)."""
+  """A non-empty prefix of a PCI address such as '0000:03' (for --pci_bus filters), else DeviceError naming it.
+  "Every device" is no prefix at all (None at the callers), never the empty string."""
   if not isinstance(prefix, str) or not _PCI_PREFIX.fullmatch(prefix):
     raise DeviceError(f"{prefix!r} is not a PCI address prefix (e.g. 0000:03 or 0000:03:00.0)")
   return prefix

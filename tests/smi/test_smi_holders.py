@@ -253,6 +253,7 @@ class FakeProcOS(LinuxOS):
 
 
 def _fake_proc(tmp_path, lock, pid, holds=True):
+  tmp_path.mkdir(parents=True, exist_ok=True)
   st = lock.stat()
   key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
   proc = tmp_path / "proc"
@@ -306,52 +307,69 @@ def test_a_pid_reused_after_the_scan_is_not_signalled(locks, procs, tmp_path):
   rc, doc, err = _kill_in_process(host)
   assert rc == 0 and doc["killed"] == [] and doc["failed"] == [], err
   assert wait_dead(victim, timeout=0.5) is None  # alive
-  # the same tree without the reuse: the process is killed (the test above fails for the right reason)
-  (proc / str(victim.pid) / "fd" / "5").symlink_to(lock)
+  # the same tree naming a process that really holds the lock: it is killed (the test above fails for the right
+  # reason; test_smi_hardening shows that a tree naming a process that holds nothing cannot get it killed)
+  holder = spawn_holder(lock)
+  procs.append(holder)
+  proc = _fake_proc(tmp_path / "again", lock, holder.pid, holds=True)
   rc, doc, err = _kill_in_process(FakeProcOS(Config(lock_dir=str(locks), proc_root=str(proc))))
-  assert [k["pid"] for k in doc["killed"]] == [victim.pid], err  # (the fake tree goes on showing it: rc 1)
-  assert wait_dead(victim) == -signal.SIGKILL
+  assert [k["pid"] for k in doc["killed"]] == [holder.pid], err  # (the fake tree goes on showing it: rc 1)
+  assert wait_dead(holder) == -signal.SIGKILL and wait_dead(victim, timeout=0.1) is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder as another user")
-def test_kill_pids_as_a_user_asks_root_to_kill_holders_it_cannot_check(procs, public):
-  """As uid nobody (no --sudoless), a root process holding the lock cannot be checked: hcq-smi runs itself as
-  root for that device through sudo (argument list, the user's lock dir) and reports the holder while it lives."""
+def test_kill_pids_as_a_user_does_not_use_sudo_for_a_lock_dir_of_its_own(procs, public):
+  """As uid nobody (no --sudoless), a root process holding the lock cannot be checked. The lock dir is the
+  caller's own (HCQ_LOCK_DIR), not the system's: sudo is not used for it (root would act on the caller's tree), the
+  holder is reported with the reason and lives."""
   holder = spawn_holder(public.locks / f"am_{BUS}.lock")
   procs.append(holder)
   code, doc = _kill_pids_as_nobody(public)
   assert code == 1, doc
-  assert read_log(public.sudo_log) == [["sudo", "env", f"HCQ_LOCK_DIR={public.locks}", "HCQ_PROC_ROOT=/proc",
-                                        "HCQ_SYSFS_ROOT=/sys", sys.executable, "-m", "hcq.smi", "amd", "kill_pids",
-                                        "--sudoless", "--pci_bus", BUS]]
+  assert read_log(public.sudo_log) == []
   assert [f["pid"] for f in doc["failed"]] == [holder.pid] and doc["killed"] == []
-  assert holder.poll() is None  # the fake sudo ran nothing
+  assert f"not using sudo with HCQ_LOCK_DIR={public.locks}" in doc["failed"][0]["reason"]
+  assert holder.poll() is None
 
 
-def test_holders_it_cannot_check_are_killed_by_hcq_smi_run_as_root(locks, procs, tmp_path, monkeypatch):
+@pytest.fixture
+def system_locks():
+  """Lock files in the system's lock dir (Config().lock_dir), for the root helper that sees only that one: two
+  addresses in domain fffe, which no machine this runs on has; removed afterwards."""
+  d = pathlib.Path(Config().lock_dir)
+  made = [d / f"am_fffe:{i:02x}:1f.7.lock" for i in (1, 2)]
+  for p in made: assert not p.exists(), p
+  yield made
+  for p in made: p.unlink(missing_ok=True)
+
+
+def test_holders_it_cannot_check_are_killed_by_hcq_smi_run_as_root(system_locks, procs, tmp_path):
   """The whole way through the root helper: this process may not read the holder's fds (played by FakeProcOS),
-  `sudo` (here: a script that runs its arguments, as root already) runs `hcq-smi amd kill_pids --sudoless` for the
-  device, which checks the holder through the real /proc and kills it; it is reported as killed as root."""
-  holder = spawn_holder(locks / f"am_{BUS}.lock")
-  bystander = spawn_holder(locks / "am_0000:04:00.0.lock")  # another device: the helper is limited to one
+  `sudo` (here: a script that records its argv and runs it, as root already) runs `hcq-smi amd kill_pids --sudoless`
+  for the device with a clean command line and an empty environment; it checks the holder through the real /proc
+  and kills it; it is reported as killed as root."""
+  bus = system_locks[0].name[len("am_"):-len(".lock")]
+  holder = spawn_holder(system_locks[0])
+  bystander = spawn_holder(system_locks[1])  # another device: the helper is limited to one
   procs += [holder, bystander]
-  bin_dir = tmp_path / "bin"
+  bin_dir, log = tmp_path / "bin", tmp_path / "sudo.log"
   bin_dir.mkdir()
-  (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+  (bin_dir / "sudo").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec "$@"\n')
   (bin_dir / "sudo").chmod(0o755)
-  monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
   import io
   from hcq.smi import commands
   from hcq.smi.backends import backend
   from hcq.smi.report import Report
-  host = FakeProcOS(Config(lock_dir=str(locks)), unreadable=[holder.pid, bystander.pid])
+  host = FakeProcOS(Config(exec_path=f"{bin_dir}:/usr/bin:/bin"), unreadable=[holder.pid, bystander.pid])
   report = Report(True, out=io.StringIO(), err=io.StringIO())
   ctx = commands.Context(backend("amd"), host, report)
   ctx.use_sudo = True  # as a user with sudo
-  rc = commands.kill_pids(ctx, "0000:03", sleep=lambda s: None)
+  rc = commands.kill_pids(ctx, bus, sleep=lambda s: None)
   doc = json.loads(report.out.getvalue())
   assert rc == 0, (doc, report.err.getvalue())
-  assert [(k["pid"], k["bus"], k.get("as_root")) for k in doc["killed"]] == [(holder.pid, BUS, True)]
+  assert log.read_text().splitlines() == [f"env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin {sys.executable} -I -m hcq.smi "
+                                          f"amd kill_pids --sudoless --pci_bus {bus}"]
+  assert [(k["pid"], k["bus"], k.get("as_root")) for k in doc["killed"]] == [(holder.pid, bus, True)]
   assert wait_dead(holder) == -signal.SIGKILL and bystander.poll() is None
 
 
