@@ -17,7 +17,8 @@ class CPUProgram:
   """A loaded kernel: prog(*args, global_size=, local_size=, wait=True) -> seconds (None with wait=False).
 
   A launch runs on a worker thread (the kernel's own threads start from there), so that waiting for it has a
-  timeout: the device's timeout_s. wait=False returns at once; dev.synchronize() waits for every launch."""
+  timeout: the device's timeout_s. wait=False returns at once; dev.synchronize() waits for every launch. Launches run
+  in order, one after the other, as on a GPU queue; copies and frees wait for the launches before them."""
   def __init__(self, device: "CPUDevice", prog: CProgram):
     self.device, self.prog, self.name = device, prog, prog.name
 
@@ -31,21 +32,27 @@ class CPUProgram:
         raise DeviceError(f"{dev.name}: kernel {self.name}: {a} is {'freed' if a.freed else 'on another device'}")
     try: words = self.prog.pack_args(args)
     except CompileError as e: raise DeviceError(f"{dev.name}: {e}") from e
-    launch = _Launch(self, words, global_size, local_size)
-    dev._launches.append(launch)
-    launch.thread.start()
+    with dev.lock:
+      dev._check_open()
+      launch = _Launch(self, words, global_size, local_size, dev._launches[-1] if dev._launches else None)
+      dev._launches.append(launch)
+      launch.thread.start()
     if not wait: return None
     dev._wait(launch)
     return launch.seconds
 
 
 class _Launch:
-  def __init__(self, prog: CPUProgram, words, global_size, local_size):
-    self.prog, self.seconds, self.error = prog, None, None
+  def __init__(self, prog: CPUProgram, words, global_size, local_size, after: "_Launch | None"):
+    """after: the launch before this one, which this one waits for (launches run in order)."""
+    self.prog, self.seconds, self.error, self.after = prog, None, None, after
     self.thread = threading.Thread(target=self._run, args=(words, global_size, local_size), daemon=True,
                                    name=f"hcq-cpu-{prog.name}")
 
   def _run(self, words, global_size, local_size):
+    if self.after is not None:
+      self.after.thread.join()
+      self.after = None
     try: self.seconds = self.prog.prog.launch(words, global_size, local_size)
     except Exception as e: self.error = e   # noqa: BLE001 - any failure is re-raised by the waiting thread
 
@@ -59,14 +66,18 @@ class CPUDevice(Device):
     self.cache_dir = config.cache_dir   # where the C backend keeps built and loaded shared objects (private)
     self._arrays: dict[int, ctypes.Array] = {}
     self._launches: list[_Launch] = []
+    self.lock = threading.RLock()   # launches, copies and frees from several threads: one at a time
+    self._running_on = False        # a kernel outlived its wait: its buffers must stay allocated
 
   def _wait(self, launch: _Launch) -> None:
-    launch.thread.join(self.timeout_s)
-    if launch.thread.is_alive():
-      self.closed = True   # the kernel still runs in this process and may write to any of its buffers
-      raise Timeout(f"{self.name}: kernel {launch.prog.name} to finish (the device is closed)", timeout_s=self.timeout_s)
-    self._launches.remove(launch)
-    if launch.error is not None: raise DeviceError(f"{self.name}: {launch.error}") from launch.error
+    with self.lock:
+      launch.thread.join(self.timeout_s)
+      if launch.thread.is_alive():
+        # the kernel still runs in this process and may write to any of its buffers: nothing is freed from now on
+        self.closed = self._running_on = True
+        raise Timeout(f"{self.name}: kernel {launch.prog.name} to finish (the device is closed)", timeout_s=self.timeout_s)
+      if launch in self._launches: self._launches.remove(launch)
+      if launch.error is not None: raise DeviceError(f"{self.name}: {launch.error}") from launch.error
 
   def _alloc(self, nbytes: int, **opts) -> Buffer:
     raw = (ctypes.c_char * (nbytes + _ALIGN))()
@@ -77,14 +88,20 @@ class CPUDevice(Device):
     return buf
 
   def _free(self, buf: Buffer) -> None:
-    self._arrays.pop(buf.va, None)
-    buf.cpu_view = None
+    with self.lock:
+      self._synchronize()          # a kernel launched before may still use it
+      self._arrays.pop(buf.va, None)
+      buf.cpu_view = None
 
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None:
-    ctypes.memmove(buf.va + offset, (ctypes.c_char * len(src)).from_buffer_copy(src), len(src))
+    with self.lock:
+      self._synchronize()          # in order with the launches before it, as a copy on a GPU queue
+      ctypes.memmove(buf.va + offset, (ctypes.c_char * len(src)).from_buffer_copy(src), len(src))
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
-    return ctypes.string_at(buf.va + offset, size)
+    with self.lock:
+      self._synchronize()
+      return ctypes.string_at(buf.va + offset, size)
 
   def _load(self, image: bytes, name: str | None) -> CPUProgram:
     try: prog = CProgram(load_shared_object(image, self.cache_dir))
@@ -98,10 +115,14 @@ class CPUDevice(Device):
     return CPUProgram(self, CProgram.from_artifact(art, self.cache_dir, self.cc))
 
   def _synchronize(self) -> None:
-    for launch in list(self._launches): self._wait(launch)
+    with self.lock:
+      for launch in list(self._launches): self._wait(launch)
 
   def _close(self) -> None:
-    try: self._synchronize()
-    finally: self._arrays.clear()
+    with self.lock:
+      try:
+        if not self._running_on: self._synchronize()
+      finally:
+        if not self._running_on: self._arrays.clear()   # a kernel still running keeps its buffers (a leak, not a crash)
 
 

@@ -157,3 +157,20 @@ def test_a_raw_address_is_not_a_buffer(dev):
   ex = examples.elementwise_add()
   prog = dev.compile(ex.sink)
   with pytest.raises(hcq.DeviceError, match="slot 0 takes a Buffer, got int"): prog(0x1000, 0x2000, 0x3000)
+
+
+def test_cpu_launches_and_copies_run_in_order():
+  """wait=False launches run one after the other, and a copy waits for the launches before it (as on a GPU queue):
+  each step reads what the one before wrote."""
+  import numpy as np
+  from hcq.compiler import KernelInfo, UOp, dtypes
+  n = 1 << 22                     # 16 MiB: each launch takes long enough that an unordered one would overlap
+  buf = UOp.param(0, dtypes.float32, n)
+  i = UOp.special(n, "gidx0")
+  sink = buf.index(i).store(buf.index(i).load() * 2.0 + 1.0).sink(arg=KernelInfo("step"))
+  with hcq.open("CPU") as dev:
+    prog = dev.compile(sink)
+    a = dev.alloc(4 * n)
+    dev.copyin(a, np.zeros(n, np.float32))
+    for _ in range(6): prog(a, wait=False)
+    assert (np.frombuffer(dev.copyout(a), np.float32) == 63).all()     # ((((((0*2+1)*2+1)...) = 2^6 - 1
