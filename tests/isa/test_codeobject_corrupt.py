@@ -147,3 +147,31 @@ def test_a_section_address_far_away_is_refused_not_allocated():
   struct.pack_into("<Q", blob, off, text.addr | 1 << 29)
   with pytest.raises(CodeObjectError, match="load image of 0x2.* MiB a code object may take"): CodeObject.parse(bytes(blob))
   assert SHDR.size == 64
+
+
+def _moved(section: str, by: int) -> bytes:
+  """The code object with one section's sh_addr moved by `by` bytes (its symbols stay where they were)."""
+  blob = bytearray(_code_object())
+  sec = parse_elf(bytes(blob)).section(section)
+  struct.pack_into("<Q", blob, sec.header_offset + 16, sec.addr + by)    # Elf64_Shdr.sh_addr
+  return bytes(blob)
+
+
+def test_a_descriptor_outside_its_section_is_refused_not_read_as_zeros(tmp_path, capsys):
+  """The fuzz found .rodata moved 32 MiB up by one flipped bit: the descriptor symbol then pointed into a gap of the
+  load image, read as zeros, made the entry the descriptor's own address and the code run to the end of the image:
+  `hcq disasm` printed 720 MB. A descriptor must lie inside a loaded section, the entry in an executable one."""
+  blob = _moved(".rodata", 1 << 25)
+  with pytest.raises(CodeObjectError, match="descriptor 'k.kd' at 0x[0-9a-f]+ is not inside a loaded section"):
+    CodeObject.parse(blob)
+  path = tmp_path / "moved.hsaco"
+  path.write_bytes(blob)
+  assert main(["disasm", str(path)]) == 1
+  out, err = capsys.readouterr()
+  assert out == "" and "is not inside a loaded section" in err
+
+
+def test_an_entry_outside_every_executable_section_is_refused():
+  """.text moved away from where the descriptor's entry offset points: the entry lands in no executable section."""
+  with pytest.raises(CodeObjectError, match="entry 0x[0-9a-f]+ .* is not in an executable section"):
+    CodeObject.parse(_moved(".text", 1 << 24))

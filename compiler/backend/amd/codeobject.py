@@ -289,15 +289,22 @@ def _kernels(elf: ElfFile, image: bytes, syms, md: dict, addrs: dict[int, int]) 
     kd_sym = km.get(".symbol", f"{name}.kd")
     if kd_sym not in by_name: raise CodeObjectError(f"kernel {name!r}: descriptor symbol {kd_sym!r} not found", None)
     kd_addr = by_name[kd_sym][1]
-    if kd_addr + KD_SIZE > len(image):
-      raise CodeObjectError(f"kernel {name!r}: descriptor at {kd_addr:#x} outside the load image", kd_addr)
+    # the descriptor and the code must lie in the sections that hold them (a loader reads nothing else); a corrupt
+    # address that only falls somewhere in the load image (a gap between sections) is an error, never zeros read
+    kd_sec = _section_at(elf, addrs, kd_addr)
+    if kd_sec is None or kd_addr + KD_SIZE > kd_sec[1]:
+      raise CodeObjectError(f"kernel {name!r}: descriptor {kd_sym!r} at {kd_addr:#x} is not inside a loaded section",
+                            None)
     kd = KernelDescriptor.unpack(image[kd_addr:kd_addr + KD_SIZE])
     entry = kd_addr + kd.kernel_code_entry_byte_offset
-    if not 0 <= entry < len(image):
-      raise CodeObjectError(f"kernel {name!r}: entry {entry:#x} outside the load image", kd_addr + 16)
+    code_sec = _section_at(elf, addrs, entry, executable=True)
+    if code_sec is None:
+      raise CodeObjectError(f"kernel {name!r}: entry {entry:#x} (descriptor at {kd_addr:#x} + "
+                            f"{kd.kernel_code_entry_byte_offset:#x}) is not in an executable section", None)
     fn = by_name.get(name)
-    if fn and fn[1] == entry and fn[0].size: code = image[entry:entry + fn[0].size]
-    else: code = image[entry:_section_end(elf, image, entry, addrs)]
+    end = code_sec[1]                      # the code runs to the end of its section, or of its function symbol
+    if fn and fn[1] == entry and fn[0].size: end = min(end, entry + fn[0].size)
+    code = image[entry:end]
     args = []
     for a in km.get(".args", []):
       args.append(KernelArg(a.get(".offset", 0), a.get(".size", 0), a.get(".value_kind", ""), a.get(".name"),
@@ -306,8 +313,14 @@ def _kernels(elf: ElfFile, image: bytes, syms, md: dict, addrs: dict[int, int]) 
   return kernels
 
 
-def _section_end(elf: ElfFile, image: bytes, addr: int, addrs: dict[int, int]) -> int:
+SHF_EXECINSTR = 4   # ELF section flag (System V gABI, elf.h)
+
+
+def _section_at(elf: ElfFile, addrs: dict[int, int], addr: int, executable: bool = False) -> tuple[int, int] | None:
+  """(start, end) in the load image of the loaded section holding addr (an executable one if asked), else None."""
   for sec in elf.sections:
     base = addrs.get(sec.index)
-    if base is not None and base <= addr < base + sec.size: return base + sec.size
-  return len(image)
+    if base is None or not base <= addr < base + sec.size: continue
+    if executable and not sec.flags & SHF_EXECINSTR: continue
+    return base, base + sec.size
+  return None
