@@ -85,7 +85,7 @@ class LaunchRing:
   def alloc(self, size: int, done_value: int, align: int = 64) -> int:
     """Address of `size` bytes that stay untouched until the timeline reaches done_value."""
     if size > self.size: raise DeviceError(f"{self.name}: {size} bytes do not fit the {self.size}-byte ring")
-    start = round_up(self._off, align)
+    start = (self._off + align - 1) & -align      # align: a power of two
     wrapped = start + size > self.size
     if wrapped: start = 0
     end = start + max(size, 1)

@@ -45,12 +45,17 @@ def hi(x) -> int:
 
 class CommandBuffer:
   """dwords with patch positions. fill(values) -> a new u32 array ready to write into a ring."""
-  __slots__ = ("template", "patches", "engine")
+  __slots__ = ("template", "patches", "engine", "_flat")
 
   def __init__(self, words: list, engine: str):
     self.engine = engine
     self.template = array("I", [w if isinstance(w, int) else 0 for w in words])
     self.patches = [(i, w) for i, w in enumerate(words) if not isinstance(w, int)]
+    self._flatten()
+
+  def _flatten(self) -> None:
+    # (position, key, add, shift) tuples: fill() runs at every submit and reads no Patch attributes
+    self._flat = tuple((i, p.key, p.add, p.shift) for i, p in self.patches)
 
   def index_of(self, key, shift: int = 0) -> int:
     """Position of the first patch of key with this shift (for hot paths that patch by hand)."""
@@ -60,7 +65,7 @@ class CommandBuffer:
 
   def fill(self, values) -> array:
     out = array("I", self.template)
-    for i, p in self.patches: out[i] = ((values[p.key] + p.add) >> p.shift) & 0xFFFFFFFF
+    for i, key, add, shift in self._flat: out[i] = ((values[key] + add) >> shift) & 0xFFFFFFFF
     return out
 
   def __len__(self): return len(self.template)
@@ -74,4 +79,5 @@ def link(cb: CommandBuffer, values) -> CommandBuffer:
   for i, p in cb.patches:
     if p.key in values: out.template[i] = p.value(values)
     else: out.patches.append((i, p))
+  out._flatten()
   return out
