@@ -150,8 +150,8 @@ class AMDDevice(HCQDevice):
     self._registers = registers    # the queue holds this launch's registers from now on (_abandoned: unless not sent)
     return cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: value})
 
-  def _abandoned(self, sub) -> None:
-    if sub.engine is self.compute: self._registers = None   # unknown: the next launch sends every register
+  def _abandoned(self, engine) -> None:
+    if engine is self.compute: self._registers = None   # unknown: the next launch sends every register
 
   def submit_pm4(self, words) -> int:
     """Run raw PM4 dwords on the compute engine, then signal the timeline. Returns the timeline value."""

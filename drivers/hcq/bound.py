@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...errors import DeviceError
 from .device import Buffer
-from .runtime import Submission
+from .engine import V_TIMELINE
 
 
 class BoundLaunch:
@@ -31,9 +31,17 @@ class BoundLaunch:
   def __call__(self, wait: bool = False) -> int:
     """Run the bound launches; returns the timeline value of the run (waits for it when wait=True)."""
     dev = self.dev
-    with Submission(dev, dev.compute, ("bound launches of {}", ", ".join(self.kernels))) as sub:
-      sub.add_last(dev._replay_words(self.recording))
+    engine = dev.compute
+    value, mark = dev._begin(engine)       # the runtime's submission sequence (see Submission)
+    try:
+      engine.write(dev._replay_words(self.recording) + engine.signal_cmd.fill({V_TIMELINE: value}))
       dev._replayed(self.recording)
-      self.runs += 1
-    if wait: dev.wait_value(sub.value)
-    return sub.value
+    except BaseException:
+      dev._abandon(engine, value, mark)
+      raise
+    self.runs += 1
+    dev._commit(engine, value, mark, True, self)
+    if wait: dev.wait_value(value)
+    return value
+
+  def __str__(self): return f"bound launches of {', '.join(self.kernels)}"

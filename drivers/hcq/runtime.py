@@ -45,7 +45,9 @@ class _Staging:
 
 class Submission:
   """One submission on one engine (a context manager): `value` is its timeline value; add() writes words; the
-  engine's timeline store is appended at the end unless the words already set the timeline (`signalled`)."""
+  engine's timeline store is appended at the end unless the words already set the timeline (`signalled`). The
+  sequence itself (begin, commit, abandon) is HCQDevice's _begin/_commit/_abandon, which the launch path calls
+  directly (no object per launch)."""
   __slots__ = ("device", "engine", "value", "signalled", "_mark", "what")
 
   def __init__(self, device: "HCQDevice", engine: Engine, what=None):
@@ -53,25 +55,7 @@ class Submission:
     self.device, self.engine, self.signalled, self.what = device, engine, False, what
 
   def __enter__(self) -> "Submission":
-    dev = self.device
-    dev.lock.acquire()
-    try:
-      if dev.closed or dev.fault is not None: dev._refuse()
-      timeline, engine = dev.timeline, self.engine
-      prev = timeline.value
-      if prev >= TIMELINE_LIMIT:
-        raise DeviceError(f"{dev.name}: the timeline reached 2^32 submissions; reopen the device")
-      self._mark = engine.mark()
-      self.value = timeline.value = prev + 1
-      last = dev._last_engine
-      if last is not engine and last is not None and timeline.signal.value < prev:
-        try: engine.write(engine.wait_cmd.fill({V_PREV: prev}))
-        except BaseException:
-          self._abandon()
-          raise
-    except BaseException:
-      dev.lock.release()
-      raise
+    self.value, self._mark = self.device._begin(self.engine)
     return self
 
   def add(self, words) -> None: self.engine.write(words)
@@ -81,30 +65,10 @@ class Submission:
     self.engine.write(words + self.engine.signal_cmd.fill({V_TIMELINE: self.value}))
     self.signalled = True
 
-  def _abandon(self) -> None:
-    """Nothing of this submission reaches the engine: its words are rolled back, its timeline value and launch
-    data given back, so that later waits do not wait for work that never ran."""
-    dev, engine = self.device, self.engine
-    engine.rollback(self._mark)
-    dev._abandoned(self)
-    if dev.timeline.value == self.value:
-      dev.timeline.value = self.value - 1
-      dev.launch_data.cancel(self.value)
-
   def __exit__(self, exc_type, exc, tb) -> None:
-    dev, engine = self.device, self.engine
-    try:
-      if exc_type is None:
-        try:
-          if not self.signalled: engine.write(engine.signal_cmd.fill({V_TIMELINE: self.value}))
-        except BaseException:
-          self._abandon()
-          raise
-        dev._last_engine = engine
-        dev._recent[self.value & RECENT_MASK] = self    # for a timeout's message (_describe)
-        engine.commit()
-      else: self._abandon()
-    finally: dev.lock.release()
+    dev = self.device
+    if exc_type is not None: dev._abandon(self.engine, self.value, self._mark)
+    else: dev._commit(self.engine, self.value, self._mark, self.signalled, self.what)
 
 
 class _OpenLock:
@@ -134,7 +98,7 @@ class HCQDevice(Device):
     self._last_engine: Engine | None = None
     self._awaited: int | None = None   # the timeline value a wait is blocked on (for the completion hook)
     self._copies: dict[int, object] = {}
-    self._recent: list[Submission | None] = [None] * (RECENT_MASK + 1)   # the latest submissions, by timeline value
+    self._recent: list = [None] * (RECENT_MASK + 1)   # (value, engine, what) of the latest submissions
 
   # ---- set-up (called by the vendor once its interface is up)
   def _start_runtime(self) -> None:
@@ -174,8 +138,8 @@ class HCQDevice(Device):
     """The words of one launch whose submission has timeline value `value`, ending with the timeline store."""
     raise NotImplementedError
 
-  def _abandoned(self, sub: Submission) -> None:
-    """A submission was rolled back before its commit (see Submission._abandon): forget any engine state the vendor
+  def _abandoned(self, engine: Engine) -> None:
+    """A submission on `engine` was rolled back before its commit (_abandon): forget any engine state the vendor
     assumed its words would leave."""
 
   def _record(self, planned: list):
@@ -197,6 +161,56 @@ class HCQDevice(Device):
 
   def _release_hardware(self) -> None:
     """Destroy the queues and free the memory (close, after the last wait)."""
+
+  # ---- the submission sequence (Submission, and launch() directly)
+  def _begin(self, engine: Engine) -> tuple[int, object]:
+    """Take the device lock (held until _commit or _abandon), refuse a closed or faulted device, reserve the next
+    timeline value; after work on another engine that is not known done, the engine first waits for it. Returns
+    (timeline value, the engine's position to roll back to)."""
+    self.lock.acquire()
+    try:
+      if self.closed or self.fault is not None: self._refuse()
+      timeline = self.timeline
+      prev = timeline.value
+      if prev >= TIMELINE_LIMIT:
+        raise DeviceError(f"{self.name}: the timeline reached 2^32 submissions; reopen the device")
+      mark = engine.mark()
+      value = timeline.value = prev + 1
+      last = self._last_engine
+      if last is not engine and last is not None and timeline.signal.value < prev:
+        try: engine.write(engine.wait_cmd.fill({V_PREV: prev}))
+        except BaseException:
+          self._abandon(engine, value, mark, release=False)
+          raise
+    except BaseException:
+      self.lock.release()
+      raise
+    return value, mark
+
+  def _commit(self, engine: Engine, value: int, mark, signalled: bool, what) -> None:
+    """End a submission: the timeline store (unless the words set it), then the doorbell; releases the lock."""
+    try:
+      try:
+        if not signalled: engine.write(engine.signal_cmd.fill({V_TIMELINE: value}))
+      except BaseException:
+        self._abandon(engine, value, mark, release=False)
+        raise
+      self._last_engine = engine
+      self._recent[value & RECENT_MASK] = (value, engine, what)    # for a timeout's message (_describe)
+      engine.commit()
+    finally: self.lock.release()
+
+  def _abandon(self, engine: Engine, value: int, mark, release: bool = True) -> None:
+    """Nothing of a submission reaches the engine: its words are rolled back, its timeline value and launch data
+    given back (later waits do not wait for work that never ran); releases the lock."""
+    try:
+      engine.rollback(mark)
+      self._abandoned(engine)
+      if self.timeline.value == value:
+        self.timeline.value = value - 1
+        self.launch_data.cancel(value)
+    finally:
+      if release: self.lock.release()
 
   # ---- waiting
   def wait_value(self, value: int) -> None:
@@ -235,12 +249,13 @@ class HCQDevice(Device):
   def _describe(self, done) -> str:
     """The first submission after timeline value `done` (the one the device has not finished), if still known."""
     if done is None: return ""
-    sub = self._recent[(done + 1) & RECENT_MASK]
-    if sub is None or sub.value != done + 1: return ""
-    what = sub.what
+    entry = self._recent[(done + 1) & RECENT_MASK]
+    if entry is None or entry[0] != done + 1: return ""
+    value, engine, what = entry
     if isinstance(what, tuple): what = what[0].format(*what[1:])
     elif hasattr(what, "name"): what = f"kernel {what.name}"    # a launch: the program
-    return f"timeline value {sub.value}: {what or 'a submission'} on the {sub.engine.name} engine"
+    elif what is not None: what = str(what)
+    return f"timeline value {value}: {what or 'a submission'} on the {engine.name} engine"
 
   def _remember_fault(self, e: GPUFault | QueueError) -> None:
     """Keep the fault (the queues stopped) and make its message name this device when the layer below did not."""
@@ -257,16 +272,21 @@ class HCQDevice(Device):
   # ---- launches
   def launch(self, prog, shape, explicit: bytes, timed: bool):
     """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
-    with Submission(self, self.compute, prog) as sub:
-      words = self._launch_words(prog, shape, explicit, sub.value)
-      sub.signalled = True
+    engine = self.compute
+    value, mark = self._begin(engine)
+    try:
+      words = self._launch_words(prog, shape, explicit, value)
       if timed:
         self.timer_start.timestamp = self.timer_end.timestamp = 0
         t0 = self.os.monotonic()
-      sub.engine.write(words)
-      prog.launches += 1
+      engine.write(words)
+    except BaseException:
+      self._abandon(engine, value, mark)
+      raise
+    prog.launches += 1
+    self._commit(engine, value, mark, True, prog)
     if not timed: return None
-    self.wait_value(sub.value)
+    self.wait_value(value)
     t1 = self.os.monotonic()
     start, end = self.timer_start.timestamp, self.timer_end.timestamp
     if start and end >= start: return (end - start) / (self.ticks_per_us * 1e6)
