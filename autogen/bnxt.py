@@ -15329,4 +15329,7 @@ HCOMM_STATUS_TRUE_OFFSET_MASK 0xfffffffc unsigned_long
 HCOMM_STATUS_TRUE_OFFSET_SFT 2 int
 HCOMM_STATUS_STRUCT_LOC 0x31001f0 unsigned_long
 """)
-# object-like macros that are no integer constant (1): HWRM_VERSION_STR
+
+# ---- string constants (#define of string literals): the bytes of C's char array without its final
+# NUL, as str when they are UTF-8, else as bytes
+HWRM_VERSION_STR = '1.10.3.85'

@@ -1,5 +1,6 @@
 """Read C (or C++) headers with libclang into a plain description: records with their exact layout, enum
-constants, integer macros evaluated by clang, ioctl macros with their parts, and simple function-like macros.
+constants, integer and string macros evaluated by clang, ioctl macros with their parts, and simple function-like
+macros.
 
 Everything here is a build step (run by `python -m hcq.autogen`); generated modules never import it.
 """
@@ -101,6 +102,14 @@ class Constant:
 
 
 @dataclasses.dataclass
+class StringConstant:
+  name: str
+  value: bytes         # the bytes of the char array C makes of the literal, without its final NUL
+  file: str
+  line: int
+
+
+@dataclasses.dataclass
 class IoctlDef:
   name: str
   dir: int
@@ -130,6 +139,7 @@ class HeaderInfo:
   functions: dict[str, MacroFunction]
   typedefs: dict[str, str]
   skipped_macros: list[str]
+  strings: dict[str, StringConstant] = dataclasses.field(default_factory=dict)
 
 
 INT_KINDS = {
@@ -260,6 +270,7 @@ class Parser:
     functions: dict[str, MacroFunction] = {}
     skipped: list[str] = []
     probes = []      # (kind, name, expr)
+    strings: dict[str, StringConstant] = {}
     for name, c, params, body in own_macros:
       if macro_filter and not macro_filter(name): continue
       loc = (os.path.abspath(c.location.file.name), c.location.line)
@@ -278,7 +289,8 @@ class Parser:
         probes.append(("ioctl", name, (kind, args, loc)))
       probes.append(("macro", name, loc))
     if probes:
-      self._evaluate(base, probes, constants, ioctls, skipped)
+      pointers = self._evaluate(base, probes, constants, ioctls, skipped)
+      if pointers: self._strings(base, pointers, strings, skipped)
     # records a kept record or ioctl refers to, wherever they were declared
     keep = {n for n, r in self.records.items() if r.file in own}
     keep |= {i.struct for i in ioctls.values() if i.struct and i.struct in self.records}
@@ -288,7 +300,7 @@ class Parser:
         if d not in keep: keep.add(d); todo.append(d)
     records = {n: r for n, r in self.records.items() if n in keep and n not in self.exclude_records}
     typedefs = {k: v for k, v in self.typedefs.items() if v in records or not v.startswith(("struct_", "union_"))}
-    return HeaderInfo(records, constants, ioctls, functions, typedefs, skipped)
+    return HeaderInfo(records, constants, ioctls, functions, typedefs, skipped, strings)
 
   # ---------------------------------------------------------------- declarations
   def _walk(self, cursor, own, constants, parent: Record | None = None):
@@ -385,8 +397,9 @@ class Parser:
     raise HeaderError(f"unsupported type {t.spelling} ({k})")
 
   # ---------------------------------------------------------------- macro evaluation
-  def _evaluate(self, base: str, probes, constants, ioctls, skipped):
-    """Evaluate macros with clang: one probe declaration per value, appended to the main file."""
+  def _evaluate(self, base: str, probes, constants, ioctls, skipped) -> dict[str, tuple]:
+    """Evaluate macros with clang: one probe declaration per value, appended to the main file. Returns the
+    macros whose value is a pointer (name -> location): string literals are among them."""
     base_lines = base.count("\n") + 1
     lines, what = [], {}
     auto = "auto" if self.lang == "c++" else "__auto_type"
@@ -408,6 +421,7 @@ class Parser:
     tu = self.parse(text, detailed=False)
     bad_lines = {ln for ln, _ in self.check(tu, base_lines)}
     parts: dict[str, dict] = {}
+    pointers: dict[str, tuple] = {}
     for ln in sorted(bad_lines):
       i = ln - base_lines - 1
       if 0 <= i < len(probes) and probes[i][0] == "macro": skipped.append(probes[i][1])
@@ -417,6 +431,7 @@ class Parser:
       kind, name, info = what[c.spelling]
       if kind == "macro":
         t = c.type.get_canonical()
+        if t.kind == ci.TypeKind.POINTER: pointers[name] = info
         if t.kind not in INT_KINDS and t.kind != ci.TypeKind.ENUM: skipped.append(name); continue
         v = eval_int(c)
         if v is None: skipped.append(name); continue
@@ -446,6 +461,49 @@ class Parser:
         raise HeaderError(f"{loc[0]}:{loc[1]}: ioctl {name}: ioctl-opt gives {request:#x}, clang "
                           f"{'nothing' if whole is None else hex(whole.value)}")
       ioctls[name] = IoctlDef(name, dirs[ioc_kind], p["ioc_type"], p["ioc_nr"], struct, size, request, *loc)
+    return pointers
+
+  def _strings(self, base: str, candidates: dict[str, tuple], strings, skipped):
+    """The macros among candidates that expand to string literals only (one, or adjacent ones concatenated,
+    through other macros or not): `static const char s[] = "" MACRO;` compiles for exactly those, and clang
+    makes the array's bytes (escapes decoded, literals joined, the final NUL counted in its size)."""
+    base_lines = base.count("\n") + 1
+    names = list(candidates)
+    text = base + "\n" + "".join(f'static const char __hcq_s{i}[] = "" {n};\n' for i, n in enumerate(names))
+    tu = self.parse(text, detailed=False)
+    bad_lines = {ln for ln, _ in self.check(tu, base_lines)}
+    for c in tu.cursor.get_children():
+      if not c.spelling.startswith("__hcq_s") or c.location.line in bad_lines: continue
+      name = names[int(c.spelling[len("__hcq_s"):])]
+      lit = [x for x in c.walk_preorder() if x.kind == ci.CursorKind.STRING_LITERAL]
+      loc = candidates[name]
+      if len(lit) != 1: raise HeaderError(f"{loc[0]}:{loc[1]}: string macro {name}: no single literal in clang's tree")
+      value = unescape(lit[0].spelling)
+      if len(value) + 1 != c.type.get_size():
+        raise HeaderError(f"{loc[0]}:{loc[1]}: string macro {name}: {len(value)} bytes read from clang's "
+                          f"{lit[0].spelling}, its array holds {c.type.get_size()}")
+      strings[name] = StringConstant(name, value, *loc)
+      skipped.remove(name)
+
+
+_ESCAPES = {"n": 10, "t": 9, "r": 13, "a": 7, "b": 8, "f": 12, "v": 11, "e": 27, "\\": 92, '"': 34, "'": 39, "?": 63}
+_ESCAPE_RE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]+)|(.))", re.S)
+
+
+def unescape(spelled: str) -> bytes:
+  """The bytes of a narrow string literal as clang spells it back (StringLiteral::outputString: printable ASCII
+  as is, the usual escapes, every other byte as a 3-digit octal escape)."""
+  if spelled.startswith("u8"): spelled = spelled[2:]   # C11 UTF-8 literal: the same char array
+  if len(spelled) < 2 or spelled[0] != '"' or spelled[-1] != '"': raise HeaderError(f"not a narrow string literal: {spelled}")
+  out, pos, body = bytearray(), 0, spelled[1:-1]
+  for m in _ESCAPE_RE.finditer(body):
+    out += body[pos:m.start()].encode("latin-1")
+    if m.group(1): out.append(int(m.group(1), 8) & 0xff)
+    elif m.group(2): out.append(int(m.group(2), 16) & 0xff)
+    elif m.group(3) in _ESCAPES: out.append(_ESCAPES[m.group(3)])
+    else: raise HeaderError(f"unknown escape \\{m.group(3)} in {spelled}")
+    pos = m.end()
+  return bytes(out + body[pos:].encode("latin-1"))
 
 
 # ---------------------------------------------------------------- token helpers

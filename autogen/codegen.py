@@ -118,9 +118,13 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
       out.append('""")\n')
     else:
       out.extend(f"{c.name} = {_int_text(c.value)}  # {c.ctype}\n" for c in consts)
+  if info.strings:
+    out.append("\n# ---- string constants (#define of string literals): the bytes of C's char array without its final\n"
+               "# NUL, as str when they are UTF-8, else as bytes\n")
+    out.extend(f"{c.name} = {string_value(c.value)!r}\n" for c in sorted(info.strings.values(), key=lambda c: (c.file, c.line)))
   if info.skipped_macros:
     names = sorted(set(info.skipped_macros))
-    out.append(f"# object-like macros that are no integer constant ({len(names)}): {', '.join(names)}\n")
+    out.append(f"# object-like macros that are no integer or string constant ({len(names)}): {', '.join(names)}\n")
   functions = _usable_functions(info)
   if functions:
     out.append("\n# ---- function-like macros made only of integer operators (same result as C for values that fit)\n")
@@ -142,6 +146,13 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
   used = sorted({n for n in re.findall(r"\b(c_\w+)\b", "".join(out[ctypes_at:])) if hasattr(ctypes, n)})
   if used: out.insert(ctypes_at, f"from ctypes import {', '.join(used)}\n")
   return "".join(out)
+
+
+def string_value(b: bytes) -> str | bytes:
+  """A string macro's python value: str when its bytes are UTF-8 (the usual text), else the bytes themselves,
+  so that the value always gives back C's bytes exactly (str.encode() is UTF-8)."""
+  try: return b.decode("utf-8")
+  except UnicodeDecodeError: return b
 
 
 def _int_text(v: int) -> str:

@@ -905,7 +905,11 @@ DRM_COMMAND_END = 160  # int
 DRM_EVENT_VBLANK = 1  # int
 DRM_EVENT_FLIP_COMPLETE = 2  # int
 DRM_EVENT_CRTC_SEQUENCE = 3  # int
-# object-like macros that are no integer constant (3): DRM_CLOEXEC, DRM_NAME, DRM_RDWR
+
+# ---- string constants (#define of string literals): the bytes of C's char array without its final
+# NUL, as str when they are UTF-8, else as bytes
+DRM_NAME = 'drm'
+# object-like macros that are no integer or string constant (2): DRM_CLOEXEC, DRM_RDWR
 
 # ---- function-like macros made only of integer operators (same result as C for values that fit)
 def _DRM_LOCK_IS_HELD(lock): return ( ( (lock) ) & _DRM_LOCK_HELD )

@@ -582,7 +582,14 @@ VFIO_EEH_PE_RESET_HOT = 6  # int
 VFIO_EEH_PE_RESET_FUNDAMENTAL = 7  # int
 VFIO_EEH_PE_CONFIGURE = 8  # int
 VFIO_EEH_PE_INJECT_ERR = 9  # int
-# object-like macros that are no integer constant (5): VFIO_DEVICE_API_AMBA_STRING, VFIO_DEVICE_API_AP_STRING, VFIO_DEVICE_API_CCW_STRING, VFIO_DEVICE_API_PCI_STRING, VFIO_DEVICE_API_PLATFORM_STRING
+
+# ---- string constants (#define of string literals): the bytes of C's char array without its final
+# NUL, as str when they are UTF-8, else as bytes
+VFIO_DEVICE_API_PCI_STRING = 'vfio-pci'
+VFIO_DEVICE_API_PLATFORM_STRING = 'vfio-platform'
+VFIO_DEVICE_API_AMBA_STRING = 'vfio-amba'
+VFIO_DEVICE_API_CCW_STRING = 'vfio-ccw'
+VFIO_DEVICE_API_AP_STRING = 'vfio-ap'
 
 # ---- ioctls (request numbers from ioctl-opt, checked against the macro's value in clang)
 VFIO_GET_API_VERSION = Ioctl('VFIO_GET_API_VERSION', 0, 0x3b, 0x64, None)

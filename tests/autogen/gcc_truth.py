@@ -4,9 +4,11 @@ libclang only *lists* what a header declares (records and their field paths, enu
 macros are listed by a regular expression over the header text. gcc computes every number: a generated C
 program prints sizeof/alignof of every record, offsetof/sizeof of every field, the bit position and width of
 every bitfield (found by setting it to all ones in a zeroed record), and the value of every macro and enum
-constant with C11 _Generic choosing a signed or unsigned print by its C type. Macros that are no integer
-constant expression (strings, types, attributes, empty guards) fail to compile and are dropped by
-compile-and-retry; they are counted separately.
+constant with C11 _Generic choosing a signed or unsigned print by its C type. Every listed macro gets a verdict
+from gcc, by compile-and-retry through three forms: an integer constant (the _Generic print); else string
+literals only (`static const char s[] = "" MACRO;` compiles for exactly those: its bytes are printed); else no
+value (include guards and other empty macros, types, attributes, names C does not know), with its expansion as
+the preprocessor spells it (`#__VA_ARGS__`), where the module must hold no value either.
 """
 from __future__ import annotations
 
@@ -109,6 +111,13 @@ static void pr_u(const char *n, unsigned long long v) { printf("M %s %llu\n", n,
 #define PV(n, x) _Generic((x), _Bool: pr_u, char: pr_s, signed char: pr_s, unsigned char: pr_u, short: pr_s, \
   unsigned short: pr_u, int: pr_s, unsigned int: pr_u, long: pr_s, unsigned long: pr_u, long long: pr_s, \
   unsigned long long: pr_u)(n, x)
+static void pr_hex(const char *kind, const char *n, const char *p, size_t len) {
+  printf("%s %s ", kind, n);
+  for (size_t i = 0; i < len; i++) printf("%02x", (unsigned char)p[i]);
+  printf("\n");
+}
+#define HCQ_SPELL_(...) #__VA_ARGS__
+#define HCQ_SPELL(...) HCQ_SPELL_(__VA_ARGS__)
 static void bitpos(const char *rec, const char *path, const unsigned char *p, size_t n) {
   int first = -1, count = 0;
   for (size_t i = 0; i < n * 8; i++) if (p[i / 8] >> (i % 8) & 1) { if (first < 0) first = (int)i; count++; }
@@ -116,9 +125,19 @@ static void bitpos(const char *rec, const char *path, const unsigned char *p, si
 }
 '''
 
+# how the truth program asks gcc for a macro, by stage: an integer, string literals only, the spelled expansion
+MACRO_FORMS = [
+  lambda n: f'PV("{n}", ({n}));',
+  # (an empty macro would make `""`: the array of negative size rejects a macro that spells as nothing)
+  lambda n: f'{{ static const char s[] = "" {n}; (void)sizeof(char[sizeof(HCQ_SPELL({n})) > 1 ? 1 : -1]); '
+            f'pr_hex("T", "{n}", s, sizeof s - 1); }}',
+  lambda n: f'{{ static const char s[] = HCQ_SPELL({n}); pr_hex("X", "{n}", s, sizeof s - 1); }}',
+]
 
-def c_program(t: Target, records, enums, macros) -> tuple[str, dict[int, str]]:
-  """The C text and, for every line that prints a macro, the macro's name."""
+
+def c_program(t: Target, records, enums, macros: dict[str, int]) -> tuple[str, dict[int, str]]:
+  """The C text and, for every line that prints a macro, the macro's name. macros: name -> stage (MACRO_FORMS
+  index; past the last one the macro is left out)."""
   lines = [C_HEAD, t.prelude] + [f'#include "{h}"' for h in t.headers]
   lines.append("int main(void) {")
   macro_lines = {}
@@ -133,23 +152,26 @@ def c_program(t: Target, records, enums, macros) -> tuple[str, dict[int, str]]:
       else:
         lines.append(f'printf("F {py} {path} %zu %zu\\n", offsetof({cn}, {path}), sizeof((({cn} *)0)->{path}));')
   text_before = "\n".join(lines).count("\n") + 1
-  for i, name in enumerate(list(enums) + [m for m in macros if m not in enums]):
-    macro_lines[text_before + 1 + i] = name
-    lines.append(f'PV("{name}", ({name}));')
+  for name in list(enums) + [m for m in macros if m not in enums]:
+    stage = 0 if name in enums else macros[name]
+    if stage >= len(MACRO_FORMS): continue
+    macro_lines[text_before + 1 + len(macro_lines)] = name
+    lines.append(MACRO_FORMS[stage](name))
   lines.append("return 0; }")
   return "\n".join(lines) + "\n", macro_lines
 
 
 def gcc_truth(t: Target, resource_dir: str, workdir: str):
-  """Compile and run the truth program: ({(kind, rec, path): values}, dropped macro names)."""
+  """Compile and run the truth program: ({(kind, rec, path): values}, {macro: "int" | "string" | "none"}, records).
+  Kinds: S sizeof/alignof, F offset/size, B bit position/width, M integer value, T string bytes, X no value (the
+  expansion as gcc's preprocessor spells it, "" for an empty macro, None when even that does not compile)."""
   records, enums = list_declarations(t, resource_dir)
-  macros = list_macros(t.headers)
-  dropped: list[str] = []
+  stage = {m: 0 for m in list_macros(t.headers)}
   flags = ["-std=gnu11", "-w", "-fmax-errors=0"] + [f"-I{d}" for d in t.include_dirs] + \
           [f"-D{k}={v}" for k, v in t.defines.items()]
   src, exe = os.path.join(workdir, f"{t.name}_truth.c"), os.path.join(workdir, f"{t.name}_truth")
-  for _ in range(8):
-    text, macro_lines = c_program(t, records, enums, [m for m in macros if m not in dropped])
+  for _ in range(12):
+    text, macro_lines = c_program(t, records, enums, stage)
     with open(src, "w") as f: f.write(text)
     r = subprocess.run(["gcc", *flags, src, "-o", exe], capture_output=True, text=True)
     if r.returncode == 0: break
@@ -157,18 +179,21 @@ def gcc_truth(t: Target, resource_dir: str, workdir: str):
     names = {macro_lines[b] for b in bad if b in macro_lines}
     assert names, "the truth program failed outside macro lines:\n" + r.stderr[:3000]
     assert not names & set(enums), f"enum constants did not compile: {names & set(enums)}"
-    dropped += sorted(names)
+    for n in names: stage[n] += 1
   else:
-    raise AssertionError("truth program did not compile after 8 rounds")
+    raise AssertionError("truth program did not compile after 12 rounds")
   out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-  truth = {}
+  truth = {("X", m, ""): None for m, s in stage.items() if s >= len(MACRO_FORMS)}
   for line in out.splitlines():
     p = line.split()
     if p[0] == "S": truth[("S", p[1], "")] = (int(p[2]), int(p[3]))
     elif p[0] == "F": truth[("F", p[1], p[2])] = (int(p[3]), int(p[4]))
     elif p[0] == "B": truth[("B", p[1], p[2])] = (int(p[3]), int(p[4]))
     elif p[0] == "M": truth[("M", p[1], "")] = int(p[2])
-  return truth, dropped, records
+    elif p[0] == "T": truth[("T", p[1], "")] = bytes.fromhex(p[2] if len(p) > 2 else "")
+    elif p[0] == "X": truth[("X", p[1], "")] = bytes.fromhex(p[2] if len(p) > 2 else "").decode("latin-1")
+  verdicts = {m: ("int", "string", "none", "none")[s] for m, s in stage.items()}
+  return truth, verdicts, records
 
 
 # ---------------------------------------------------------------- the python side
@@ -209,6 +234,18 @@ def compare(module, truth) -> tuple[int, list[str], list[str]]:
       if hasattr(got, "request"): got = got.request
       if got != val: bad.append(f"{name}: python {got!r} gcc {val}")
       continue
+    if kind == "T":   # python holds the bytes as str when they are UTF-8, else as bytes
+      if not hasattr(module, rec): missing.append(f"string macro {rec}"); continue
+      got = getattr(module, rec)
+      as_bytes = got.encode() if isinstance(got, str) else got
+      if not isinstance(got, (str, bytes)) or as_bytes != val or isinstance(got, bytes) == _utf8(val):
+        bad.append(f"{rec}: python {got!r} gcc {val!r}")
+      continue
+    if kind == "X":   # gcc finds no value: python must not make one up
+      got = getattr(module, rec, None)
+      if isinstance(got, (int, str, bytes)) or hasattr(got, "request"):
+        bad.append(f"{rec}: python {got!r}, gcc has no value (expands to {val!r})")
+      continue
     cls = getattr(module, rec, None)
     if cls is None: missing.append(f"record {rec}"); continue
     if kind == "S":
@@ -220,6 +257,12 @@ def compare(module, truth) -> tuple[int, list[str], list[str]]:
     if kind == "F" and (off, size) != val: bad.append(f"{rec}.{path}: offset/size python {(off, size)} gcc {val}")
     if kind == "B" and (bitpos, bits) != val: bad.append(f"{rec}.{path}: bit pos/width python {(bitpos, bits)} gcc {val}")
   return checked, bad, missing
+
+
+def _utf8(b: bytes) -> bool:
+  try: b.decode("utf-8")
+  except UnicodeDecodeError: return False
+  return True
 
 
 def bitfield_bytes(t: Target, module, records, workdir: str) -> tuple[int, list[str]]:

@@ -25,6 +25,14 @@ HEADER = r"""
 #define T_SHIFTED (0x3ULL << 62)
 #define T_SIZEOF sizeof(struct t_plain)
 #define T_STRING "not an integer"
+#define T_CONCAT "a\tb" T_STRING "\x01\0z"
+#define T_UTF8 "\xc3\xa9t\xc3\xa9"
+#define T_NOT_UTF8 "\xff\x80"
+#define T_EMPTY_STR ""
+#define T_PAREN_STR ("in parentheses")
+#define T_PTR ((const char *)0)
+#define T_NOTHING
+#define T_TYPE unsigned long
 #define T_CAST ((unsigned char)0x1ff)
 #define T_ENUM_ALIAS T_E_TWO
 #define T_IOC_BASE 'T'
@@ -73,11 +81,16 @@ def test_tricky_header_agrees_with_gcc(tmp_path):
   mod = importlib.util.module_from_spec(loaded)
   loaded.loader.exec_module(mod)
   t = gcc_truth.Target("tricky", [str(h)], spec["include"], defines, "")
-  truth, dropped, records = gcc_truth.gcc_truth(t, resource_dir(), str(tmp_path))
+  truth, verdicts, records = gcc_truth.gcc_truth(t, resource_dir(), str(tmp_path))
   checked, bad, missing = gcc_truth.compare(mod, truth)
-  print(f"tricky: {checked} checked, {len(bad)} mismatched, {len(missing)} missing; dropped {dropped}")
+  print(f"tricky: {checked} checked, {len(bad)} mismatched, {len(missing)} missing; verdicts {verdicts}")
   assert not bad and not missing, bad + missing
-  assert dropped == ["T_STRING"]
+  assert checked == len(truth)
+  assert {n for n, v in verdicts.items() if v == "string"} == {"T_STRING", "T_CONCAT", "T_UTF8", "T_NOT_UTF8", "T_EMPTY_STR"}
+  assert {n for n, v in verdicts.items() if v == "none"} == {"T_PAREN_STR", "T_PTR", "T_NOTHING", "T_TYPE"}
+  assert truth[("X", "T_NOTHING", "")] == "" and truth[("X", "T_TYPE", "")] == "unsigned long"
+  assert mod.T_CONCAT == "a\tbnot an integer\x01\x00z" and mod.T_UTF8 == "\xe9t\xe9" and mod.T_NOT_UTF8 == b"\xff\x80"
+  assert mod.T_EMPTY_STR == "" and not hasattr(mod, "T_PAREN_STR") and not hasattr(mod, "T_PTR")
   assert {"struct_t_anon", "struct_t_bits", "struct_t_typedefd", "struct_t_aligned"} <= {r[0] for r in records}
   assert mod.T_CHAR == 75 and mod.T_INT_MIN == -(1 << 31) and mod.T_MASK == 0xfffffffffffffff0
   assert mod.T_IOC_ALIAS.request == mod.T_IOC_PLAIN.request and mod.T_IOC_NONE.struct is None
