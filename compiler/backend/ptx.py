@@ -206,9 +206,10 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     elif op is Ops.SPECIAL:
       kind, dim = u.arg[:4], int(u.arg[4])
       if kind not in _SREG or dim > 2: raise CompileError(f"the PTX backend has no special register for {u.arg!r}", u)
+      # the special registers are .u32 (at most 2^31 - 1 CTAs per dimension, 1024 threads): an int32 takes it as it is
       v32 = R.reg(dtypes.uint32)
       R.emit(f"mov.u32 {v32}, {_SREG[kind]}.{_DIM[dim]};")
-      R.names[u] = _convert_int(R, v32, dtypes.uint32, dt)
+      R.names[u] = v32 if dt.itemsize == 4 else _convert_int(R, v32, dtypes.uint32, dt)
     elif op is Ops.CONST:
       if dt.is_weak: continue     # only ever feeds a CAST that gives it a type
       R.names[u] = R.const(u.arg, dt)
@@ -539,7 +540,9 @@ def _not(R: _Renderer, u: UOp, r: list) -> str:
 
 def _via_f32(R: _Renderer, u: UOp, r: list, body) -> str:
   """Compute an f16/f64 operation in f32 (cvt to f32, body(a, b, out), cvt.rn back) where PTX has no form for the
-  type: f16 division and every transcendental except f64 sqrt/rcp."""
+  type: f16 division, sqrt and reciprocal, and every transcendental. For f16 /, sqrt and 1/x the result is still the
+  correctly rounded f16 one: f32's 24-bit significand is at least 2 * 11 + 2 bits, so rounding twice (to f32, then
+  to f16) equals rounding once for these operations. f64 transcendentals get f32 precision (and f32's range)."""
   dt = u.dtype
   args = []
   for s, x in zip(u.src, r):
