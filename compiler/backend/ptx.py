@@ -34,7 +34,8 @@ Semantics follow the C backend (the reference):
   NaN is tested explicitly and gives 0; a narrower type keeps the low bits of that 32-bit result.
 - transcendentals are the approximate instructions ("Floating Point Instructions: ex2, lg2, sin"):
   ex2.approx.f32 (max relative error about 2 ulp over the full range), lg2.approx.f32 (max absolute error 2^-22.6
-  for the mantissa), sin.approx.f32 (max absolute error 2^-20.9 in -pi..pi, larger outside). float16 and float64
+  for the mantissa), sin.approx.f32 (max absolute error 2^-20.9 in -pi..pi, larger outside); these bounds are
+  the ISA's as recalled here, for the PTX interpreter's tolerance to be checked against its text. float16 and float64
   operands are converted to float32 for them, so float64 EXP2/LOG2/SIN have float32 precision. RECIP is rcp.rn
   (IEEE), not rcp.approx.
 - the IR has no atomics yet: nothing to render for them.
