@@ -9,7 +9,7 @@ from .ir import (AddrSpace, AxisType, BufferArg, CompileError, DType, KernelInfo
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
-  "gfx1100": the bytes of an HSA code object)."""
+  "gfx1100": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
   from .lower import lower
   if target == "c":
     from .backend.c import render_c
@@ -17,7 +17,9 @@ def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DE
   if target == "gfx1100":
     from .backend.amd.render import compile_sink
     return compile_sink(sink, target)
-  raise CompileError(f"unknown compile target {target!r} (known: c, gfx1100)")
+  from .backend.ptx import ARCHS, compile_ptx
+  if target in ARCHS: return compile_ptx(sink, target)
+  raise CompileError(f"unknown compile target {target!r} (known: c, gfx1100, {', '.join(ARCHS)})")
 
 
 __all__ = ["AddrSpace", "AxisType", "BufferArg", "CompileError", "DType", "KernelInfo", "Ops", "PatternMatcher",
