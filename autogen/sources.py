@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -101,12 +102,10 @@ def debian_mirror(sources_dir: str = APT_SOURCES) -> tuple[str, str]:
   legacy = os.path.join(sources_dir, "sources.list")
   if os.path.exists(legacy):
     for line in open(legacy):
-      words = line.split()
-      if words[:1] == ["deb"]:
-        opts = words[1] if len(words) > 2 and words[1].startswith("[") else ""
-        uri = words[2] if opts else words[1]
-        signed = next((o.split("=", 1)[1] for o in opts.strip("[]").split() if o.startswith("signed-by=")), "")
-        return uri, signed
+      m = re.match(r"\s*deb\s+(?:\[([^\]]*)\]\s*)?(\S+)", line)   # deb [opt=v opt=v] URI suite components
+      if m:
+        signed = next((o.split("=", 1)[1] for o in (m.group(1) or "").split() if o.startswith("signed-by=")), "")
+        return m.group(2), signed
   raise SourceError(f"no Debian archive entry in {deb822} or {legacy}: cannot build a sources list")
 
 
