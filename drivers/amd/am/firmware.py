@@ -99,12 +99,14 @@ REGIONS = {
   U.struct_dmcub_firmware_header_v1_0: [(None, "inst_const_bytes", "ucode", 1)],
 }
 
-# the flexible arrays of psp_fw_bin_desc: struct -> (count field, the enum whose names the fw_type numbers take)
+
 def _enum_names(prefix: str) -> dict[int, str]:
+  """value -> name of a generated enum's constants (amdgpu_ucode.h's enum psp_fw_type, enum ta_fw_type)."""
   return {v: k for k, v in vars(U).items() if k.startswith(prefix) and not k.endswith("_MAX_INDEX")}
 
 
 PSP_FW_TYPES, TA_FW_TYPES = _enum_names("PSP_FW_TYPE_"), _enum_names("TA_FW_TYPE_")
+# the flexible arrays of psp_fw_bin_desc: struct -> (count field, the enum whose names the fw_type numbers take)
 DESC_LISTS = {
   U.struct_psp_firmware_header_v2_0: ("psp_fw_bin_count", PSP_FW_TYPES),
   U.struct_psp_firmware_header_v2_1: ("psp_fw_bin_count", PSP_FW_TYPES),
