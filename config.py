@@ -34,6 +34,9 @@ class Config:
   cache_dir: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq")
   # where the autogen generator caches downloaded Debian packages: HCQ_AUTOGEN_CACHE, else <cache_dir>/autogen
   autogen_cache: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq", "autogen")
+  # where AMD firmware files are read from (as the kernel's amdgpu loads them): HCQ_FIRMWARE_DIR, else
+  # /lib/firmware/amdgpu (Debian's firmware-amd-graphics package puts them there)
+  firmware_dir: str = "/lib/firmware/amdgpu"
   # mock device behaviour
   mock_threaded: bool = False
   mock_instruction_budget: int = 50_000_000
@@ -159,6 +162,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     timeout_s=_seconds(env, "HCQ_TIMEOUT", d.timeout_s),
     cache_dir=cache_dir,
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen"),
+    firmware_dir=env.get("HCQ_FIRMWARE_DIR") or d.firmware_dir,
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
     bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0, hi=65535),

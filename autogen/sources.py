@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +23,7 @@ import time
 from ..safefiles import atomic_writer, private_dir
 
 APT_ARCHIVES = "/var/cache/apt/archives"
+APT_SOURCES = "/etc/apt"
 # Every wait has a limit: the download (linux-source is ~150 MB), each unpack, and the wait for another generator
 # that holds the cache (it may be downloading).
 DOWNLOAD_TIMEOUT_S, UNPACK_TIMEOUT_S, CACHE_LOCK_TIMEOUT_S = 1800.0, 600.0, 2400.0
@@ -61,19 +63,69 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
     with open(local, "rb") as src, atomic_writer(path, perm=0o644) as dst: shutil.copyfileobj(src, dst, 1 << 20)
     return path
   log(f"autogen: apt-get download {pkg['name']}={pkg['version']}")
-  try:
-    r = subprocess.run(["apt-get", "download", f"{pkg['name']}={pkg['version']}"], cwd=debs,
-                       capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
-  except subprocess.TimeoutExpired:
-    raise SourceError(f"apt-get download {pkg['name']}={pkg['version']} did not finish in {DOWNLOAD_TIMEOUT_S:g} s") from None
-  if r.returncode != 0:
-    raise SourceError(f"apt-get download {pkg['name']}={pkg['version']} failed (rc {r.returncode}): {r.stderr.strip()}")
+  # a package of a suite or component the machine's own apt sources may lack (non-free-firmware) is fetched through a
+  # private sources list; the others through the machine's apt configuration, as before
+  def download(opts):
+    _apt(["apt-get", *opts, "download", f"{pkg['name']}={pkg['version']}"], debs, f"apt-get download {pkg['name']}={pkg['version']}")
+  if not pkg.get("suite"): download([])
+  else:
+    try: download(private_apt_options(pkg, cache))
+    except SourceError:   # package lists fetched long ago may be stale: fetch them again, once
+      download(private_apt_options(pkg, cache, refresh=True))
   if not os.path.exists(path): raise SourceError(f"apt-get download did not produce {path}")
   got = sha256_of(path)
   if got != pkg["sha256"]:
     os.unlink(path)
     raise SourceError(f"{fname}: sha256 {got} does not match the manifest's {pkg['sha256']}")
   return path
+
+
+def _apt(argv: list[str], cwd: str, what: str) -> None:
+  try: r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+  except FileNotFoundError: raise SourceError(f"{what}: {argv[0]} is not installed (a Debian tool)") from None
+  except subprocess.TimeoutExpired: raise SourceError(f"{what} did not finish in {DOWNLOAD_TIMEOUT_S:g} s") from None
+  if r.returncode != 0: raise SourceError(f"{what} failed (rc {r.returncode}): {r.stderr.strip()}")
+
+
+def debian_mirror(sources_dir: str = APT_SOURCES) -> tuple[str, str]:
+  """(URI, Signed-By) of the machine's own Debian archive entry: the first stanza of debian.sources (deb822), else
+  the first `deb` line of sources.list. The registry is never named in code: the machine's own entry is used."""
+  deb822 = os.path.join(sources_dir, "sources.list.d", "debian.sources")
+  if os.path.exists(deb822):
+    for stanza in open(deb822).read().split("\n\n"):
+      fields = {}
+      for line in stanza.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith((" ", "#")): fields[key.strip().lower()] = value.strip()
+      if "deb" in fields.get("types", "").split() and fields.get("uris"):
+        return fields["uris"].split()[0], fields.get("signed-by", "")
+  legacy = os.path.join(sources_dir, "sources.list")
+  if os.path.exists(legacy):
+    for line in open(legacy):
+      m = re.match(r"\s*deb\s+(?:\[([^\]]*)\]\s*)?(\S+)", line)   # deb [opt=v opt=v] URI suite components
+      if m:
+        signed = next((o.split("=", 1)[1] for o in (m.group(1) or "").split() if o.startswith("signed-by=")), "")
+        return m.group(2), signed
+  raise SourceError(f"no Debian archive entry in {deb822} or {legacy}: cannot build a sources list")
+
+
+def private_apt_options(pkg: dict, cache: str, refresh: bool = False, sources_dir: str = APT_SOURCES) -> list[str]:
+  """apt options that read only a private sources list (the machine's Debian mirror, the package's suite and
+  component) with its own package lists under <cache>/apt; the lists are fetched (apt-get update) on first use."""
+  uri, signed = debian_mirror(sources_dir)
+  base = os.path.join(private_cache(cache), "apt", f"{pkg['suite']}_{pkg['component']}")
+  lists = os.path.join(base, "lists")
+  os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
+  os.makedirs(os.path.join(base, "cache"), exist_ok=True)
+  line = f"deb {f'[signed-by={signed}] ' if signed else ''}{uri} {pkg['suite']} {pkg['component']}\n"
+  listfile = os.path.join(base, "sources.list")
+  if not os.path.exists(listfile) or open(listfile).read() != line:
+    with atomic_writer(listfile, text=True, perm=0o644) as f: f.write(line)
+  opts = ["-o", f"Dir::Etc::sourcelist={listfile}", "-o", "Dir::Etc::sourceparts=/dev/null",
+          "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={os.path.join(base, 'cache')}"]
+  if refresh or not any(n.endswith("_Packages") or "_Packages." in n for n in os.listdir(lists)):
+    _apt(["apt-get", *opts, "update"], base, f"apt-get update ({pkg['suite']} {pkg['component']})")
+  return opts
 
 
 def _run_pipe(first: list[str], second: list[str], what: str):

@@ -97,6 +97,12 @@ CASES = [
   ("kernels: unknown --show", lambda d: ["kernels", "--show", "x"], {}, USAGE, "--show"),
   ("kernels: unknown device", lambda d: ["kernels", "--device", "BOGUS", "elementwise_add"], {}, FAIL, "BOGUS"),
   ("kernels: HCQ_TIMEOUT=inf", lambda d: ["kernels", "elementwise_add"], {"HCQ_TIMEOUT": "inf"}, USAGE, "HCQ_TIMEOUT"),
+  ("fw: no file", lambda d: ["fw"], {}, USAGE, "FILE"),
+  ("fw: unknown option", lambda d: ["fw", "--bogus", str(d / "odd.bin")], {}, USAGE, "--bogus"),
+  ("fw: missing file", lambda d: ["fw", str(d / "nope.bin")], {}, FAIL, "nope.bin"),
+  ("fw: a folder", lambda d: ["fw", str(d)], {}, FAIL, "a folder"),
+  ("fw: 3 bytes", lambda d: ["fw", str(d / "odd.bin")], {}, FAIL, "common header"),
+  ("fw: text", lambda d: ["fw", "--json", str(d / "text.txt")], {}, FAIL, "not a firmware container"),
   ("selfcheck: an argument", lambda d: ["selfcheck", "x"], {}, USAGE, "unrecognized"),
   ("selfcheck: bad HCQ_DEBUG", lambda d: ["selfcheck"], {"HCQ_DEBUG": "-1"}, USAGE, "HCQ_DEBUG"),
 ]

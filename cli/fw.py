@@ -1,0 +1,91 @@
+"""`hcq fw`: read AMD firmware containers (amdgpu_ucode.h headers) and print their fields.
+
+A FILE that is a bare name not present in the current folder is looked up in the firmware folder (HCQ_FIRMWARE_DIR,
+default /lib/firmware/amdgpu). The kind of container (gfx, rlc, psp, smc, ...) comes from the file name, as it does
+in Linux: the header does not say which IP it is for. Exit status 1 when any FILE cannot be read or is not a firmware
+container (the others are still printed)."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+from . import CommandError
+
+MAX_BYTES = 256 << 20   # firmware files are a few MB at most; anything far larger is not one (never read it whole)
+
+
+def register(sub) -> None:
+  import argparse
+  p = sub.add_parser("fw", help="read AMD firmware containers (/lib/firmware/amdgpu/*.bin)",
+                     description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="examples: hcq fw gc_11_0_0_mec.bin psp_13_0_0_sos.bin | hcq fw --json ./smu_13_0_0.bin")
+  p.add_argument("files", nargs="+", metavar="FILE", help="firmware file (a bare name is looked up in the firmware folder)")
+  p.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
+  p.set_defaults(func=run)
+
+
+def resolve(arg: str, firmware_dir: str) -> str:
+  """The path FILE names: itself when it exists or has a folder part, else the name in the firmware folder."""
+  if os.path.exists(arg) or os.sep in arg: return arg
+  return os.path.join(firmware_dir, arg)
+
+
+def read_file(path: str, package: str) -> bytes:
+  try:
+    with open(path, "rb") as f:
+      st = os.fstat(f.fileno())
+      if not stat.S_ISREG(st.st_mode): raise CommandError(f"{path}: not a regular file, so not a firmware container")
+      if st.st_size > MAX_BYTES: raise CommandError(f"{path}: {st.st_size} bytes is far too large for a firmware container")
+      return f.read()
+  except FileNotFoundError:
+    raise CommandError(f"{path}: no such firmware file (AMD's firmware is in Debian's {package} package; "
+                       f"HCQ_FIRMWARE_DIR chooses another folder)") from None
+  except IsADirectoryError:
+    raise CommandError(f"{path}: a folder, not a firmware file") from None
+  except OSError as e:
+    raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _num(v) -> str:
+  return f"{v} ({v:#x})" if isinstance(v, int) and v >= 10 else str(v)
+
+
+def print_text(fw, out) -> None:
+  j = fw.as_json()
+  print(f"{fw.file}: {fw.kind or 'unknown'} container, struct {fw.struct}; kind from the {fw.kind_from}", file=out)
+  rows = [(k, _num(j[k])) for k in ("size_bytes", "header_size_bytes")]
+  rows += [(k, ".".join(map(str, j[k]))) for k in ("header_version", "ip_version")]
+  rows += [(k, _num(j[k])) for k in ("ucode_version", "ucode_size_bytes", "ucode_array_offset_bytes", "crc32")]
+  for k, v in fw.fields.items():
+    if isinstance(v, dict): rows.append((k, " ".join(f"{n}={_num(x)}" for n, x in v.items())))
+    elif not isinstance(v, list): rows.append((k, _num(v)))
+  width = max(len(k) for k, _ in rows)
+  for k, v in rows: print(f"  {k:<{width}}  {v}", file=out)
+  for i, t in enumerate(fw.fields.get("pptables", [])):
+    print(f"  pptable[{i}]  id={t['id']} ppt_offset_bytes={t['ppt_offset_bytes']} ppt_size_bytes={t['ppt_size_bytes']}", file=out)
+  if fw.components:
+    print(f"  {'type':>4}  {'name':<28}  {'version':>10}  {'offset':>9}  {'size':>9}", file=out)
+    for c in fw.components:
+      print(f"  {c['type']:>4}  {c['name'] or '(not in the enum)':<28}  {c['version']:#010x}  {c['offset']:>9}  {c['size']:>9}", file=out)
+  for note in fw.notes: print(f"  note: {note}", file=out)
+
+
+def run(args) -> int:
+  from ..config import from_env
+  from ..drivers.amd.am import firmware
+  fw_dir = from_env().firmware_dir
+  results, status = [], 0
+  for arg in args.files:
+    path = resolve(arg, fw_dir)
+    try: results.append(firmware.parse(path, read_file(path, firmware.PACKAGE)))
+    except (CommandError, firmware.FirmwareError) as e:
+      print(f"hcq fw: error: {e}", file=sys.stderr)
+      status = 1
+  if args.json: print(json.dumps([r.as_json() for r in results], indent=1))
+  else:
+    for i, r in enumerate(results):
+      if i: print()
+      print_text(r, sys.stdout)
+  return status
