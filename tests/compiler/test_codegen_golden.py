@@ -1,0 +1,164 @@
+"""The code every example kernel compiles to, pinned by hash: a change to the rewrite engine or to a pass that is
+meant to be a pure speed-up (issue #20) must not change one byte of it. The hashes were recorded before that work;
+a deliberate change of the generated code regenerates them with
+  .venv/bin/python tests/compiler/test_codegen_golden.py
+and says why in its commit."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from hcq.compiler import KernelInfo, UOp, dtypes
+from hcq.compiler import compile as compile_kernel
+from hcq.compiler.backend.ptx import ARCHS
+from hcq.compiler.examples import ALL
+from hcq.compiler.lower import lower
+
+TARGETS = ["linear", "c", "gfx1100", *ARCHS]
+
+
+def chain(n: int, step) -> UOp:
+  """out[0] = step(step(...step(x, 0)..., n-1)) on a loaded int32: the long ALU chains bench/compile.py times."""
+  v = UOp.param(1, dtypes.int32, 1, readonly=True).index(0).load()
+  for i in range(n): v = step(v, i)
+  return UOp.param(0, dtypes.int32, 1).index(0).store(v).sink(arg=KernelInfo(f"chain{n}"))
+
+
+def chain_mul_add(): return chain(300, lambda v, i: v * 3 + 1)
+def chain_xor_add(): return chain(300, lambda v, i: (v ^ i) + 1)
+
+
+KERNELS = {**{f.__name__: (lambda f=f: f().sink) for f in ALL}, "chain_mul_add": chain_mul_add,
+           "chain_xor_add": chain_xor_add}
+
+
+def artefact(name: str, target: str) -> bytes:
+  """What target makes of kernel name, as bytes (linear: the printed LINEAR form of the C lowering)."""
+  sink = KERNELS[name]()
+  if target == "linear": return repr(lower(sink, "c")).encode()
+  out = compile_kernel(sink, target)
+  if target == "c": return out.source.encode()
+  return out if isinstance(out, bytes) else out.encode()
+
+
+def digest(name: str, target: str) -> str: return hashlib.sha256(artefact(name, target)).hexdigest()[:16]
+
+
+GOLDEN = {
+  ('elementwise_add', 'linear'): '1920d71129d3bafb',
+  ('elementwise_add', 'c'): '0d061bad7ec6eaad',
+  ('elementwise_add', 'gfx1100'): '727bfcb11d13ab00',
+  ('elementwise_add', 'sm_80'): '1ae247d75f6ffb99',
+  ('elementwise_add', 'sm_86'): '8381faab564eeffd',
+  ('elementwise_add', 'sm_89'): '80cc5bc1f05c9d3f',
+  ('elementwise_add', 'sm_90'): 'fb01a291c587db2c',
+  ('elementwise_add', 'sm_100'): '5c19cbaff35b85e2',
+  ('elementwise_fma', 'linear'): 'aa793f71ea0eedfc',
+  ('elementwise_fma', 'c'): 'e2f5280856252226',
+  ('elementwise_fma', 'gfx1100'): '78506e9428f21318',
+  ('elementwise_fma', 'sm_80'): 'b15bbd21b8118608',
+  ('elementwise_fma', 'sm_86'): 'f16eec1ffcc2d71a',
+  ('elementwise_fma', 'sm_89'): 'efa47c1dd9c44ced',
+  ('elementwise_fma', 'sm_90'): 'f4479c48203ee9bc',
+  ('elementwise_fma', 'sm_100'): 'a83b087a6137f9b2',
+  ('int_bitops', 'linear'): '3babb16f28dba1ab',
+  ('int_bitops', 'c'): 'ba0a0ccd1918245a',
+  ('int_bitops', 'gfx1100'): '3dbe813a48c2c545',
+  ('int_bitops', 'sm_80'): '16dda511413561c0',
+  ('int_bitops', 'sm_86'): 'ac36eba91354f4b8',
+  ('int_bitops', 'sm_89'): 'a887a9d0b7b46a38',
+  ('int_bitops', 'sm_90'): '8f2fb94cc1902a47',
+  ('int_bitops', 'sm_100'): '40785a69cb1e42d1',
+  ('where_compare', 'linear'): '96571dfb4ebc8d8c',
+  ('where_compare', 'c'): 'f7ce00852351397a',
+  ('where_compare', 'gfx1100'): 'da239cc8b175d823',
+  ('where_compare', 'sm_80'): 'e3fe34f892dfb232',
+  ('where_compare', 'sm_86'): 'aadc93a6015a653a',
+  ('where_compare', 'sm_89'): '4955c4f404043be0',
+  ('where_compare', 'sm_90'): '7b98f71e8e42fbdb',
+  ('where_compare', 'sm_100'): '980f60a3f749ff9d',
+  ('grid_2d', 'linear'): '410db658d2a8b583',
+  ('grid_2d', 'c'): '7db31a2500ff54f6',
+  ('grid_2d', 'gfx1100'): '3ba272bd392e82c6',
+  ('grid_2d', 'sm_80'): '173624d59e397ee3',
+  ('grid_2d', 'sm_86'): 'e9f6cfad8781ece5',
+  ('grid_2d', 'sm_89'): '6d77355d6d3664ba',
+  ('grid_2d', 'sm_90'): 'f4ea1c337bfec57b',
+  ('grid_2d', 'sm_100'): '1a85d6bd89945564',
+  ('runtime_loop', 'linear'): 'd0e07f3371a549dd',
+  ('runtime_loop', 'c'): '4a3600c2ab37f66c',
+  ('runtime_loop', 'gfx1100'): '39002e923a58f436',
+  ('runtime_loop', 'sm_80'): '1b7690c942eade4a',
+  ('runtime_loop', 'sm_86'): '026638db6b4b19b3',
+  ('runtime_loop', 'sm_89'): 'f0565255d94d8a6b',
+  ('runtime_loop', 'sm_90'): '430d1ce619f972c4',
+  ('runtime_loop', 'sm_100'): '92dcce5b4b1422f8',
+  ('gated_stencil', 'linear'): '63a90f6ef73ced34',
+  ('gated_stencil', 'c'): '2923e0ed46fff8e3',
+  ('gated_stencil', 'gfx1100'): 'ccc490cf7e94ce18',
+  ('gated_stencil', 'sm_80'): '4a3bae57bd2f3635',
+  ('gated_stencil', 'sm_86'): '8c2f64eda445a5b7',
+  ('gated_stencil', 'sm_89'): '5b173bc70c7f4678',
+  ('gated_stencil', 'sm_90'): 'd754e39f59822873',
+  ('gated_stencil', 'sm_100'): '8f4f8eaa7f16b5c7',
+  ('local_reduction', 'linear'): '1f876c2470f4e42d',
+  ('local_reduction', 'c'): 'cbab524267c2b1d0',
+  ('local_reduction', 'gfx1100'): 'fca926ea09aa5168',
+  ('local_reduction', 'sm_80'): '254a151671839281',
+  ('local_reduction', 'sm_86'): '26b5624e256e92c7',
+  ('local_reduction', 'sm_89'): 'ce7a9adbb659f840',
+  ('local_reduction', 'sm_90'): '1993a244b2c4248b',
+  ('local_reduction', 'sm_100'): '377dcd19f1cd379d',
+  ('matmul_naive', 'linear'): 'f46d0a8c593daaeb',
+  ('matmul_naive', 'c'): '574b6a1ea5800c43',
+  ('matmul_naive', 'gfx1100'): '4e58eecf21fa99ca',
+  ('matmul_naive', 'sm_80'): '616d6608ccfaf638',
+  ('matmul_naive', 'sm_86'): 'b81671f7d0e117aa',
+  ('matmul_naive', 'sm_89'): 'a731a16901a241e5',
+  ('matmul_naive', 'sm_90'): '522ee7394415ae62',
+  ('matmul_naive', 'sm_100'): 'e76345703be41609',
+  ('matmul_tiled', 'linear'): 'd23183c01e59dc19',
+  ('matmul_tiled', 'c'): 'debae208fe23b1dd',
+  ('matmul_tiled', 'gfx1100'): '0c521e61508e41cb',
+  ('matmul_tiled', 'sm_80'): 'cb64e59da0248b45',
+  ('matmul_tiled', 'sm_86'): '977715be2ec8501e',
+  ('matmul_tiled', 'sm_89'): '037afe3844d0c7ee',
+  ('matmul_tiled', 'sm_90'): '6109a1255da50fbf',
+  ('matmul_tiled', 'sm_100'): '57673951a399fa42',
+  ('register_accumulator', 'linear'): '5e83876b8d930c93',
+  ('register_accumulator', 'c'): 'ac8cf171f18d82a6',
+  ('register_accumulator', 'gfx1100'): '29820c06fb0b7c92',
+  ('register_accumulator', 'sm_80'): '0d53ec1e94a4b4ba',
+  ('register_accumulator', 'sm_86'): '551de1d01f0ca60f',
+  ('register_accumulator', 'sm_89'): 'd572ea0fd923f397',
+  ('register_accumulator', 'sm_90'): '2c60ea94c6a0d403',
+  ('register_accumulator', 'sm_100'): '7fe9706743d090f1',
+  ('chain_mul_add', 'linear'): '41bd2a71930db7a9',
+  ('chain_mul_add', 'c'): '13f905d0edd46faf',
+  ('chain_mul_add', 'gfx1100'): 'cecc20b4b267b1d7',
+  ('chain_mul_add', 'sm_80'): 'a1662368e747d744',
+  ('chain_mul_add', 'sm_86'): '6e3aad062fd42f52',
+  ('chain_mul_add', 'sm_89'): '5405bec1552ab63f',
+  ('chain_mul_add', 'sm_90'): '785e8321237c893a',
+  ('chain_mul_add', 'sm_100'): '7242d6596d1050a8',
+  ('chain_xor_add', 'linear'): 'e6fee77518c3a5c8',
+  ('chain_xor_add', 'c'): 'db21ef27d3f92900',
+  ('chain_xor_add', 'gfx1100'): '10d9ff787774b52d',
+  ('chain_xor_add', 'sm_80'): '7027e41bb62d0578',
+  ('chain_xor_add', 'sm_86'): 'a7d34ed8393539a9',
+  ('chain_xor_add', 'sm_89'): 'ffc342f3174a7799',
+  ('chain_xor_add', 'sm_90'): '443bb93bfd9d34f8',
+  ('chain_xor_add', 'sm_100'): '078e57976d22ca73',
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", KERNELS)
+def test_generated_code_unchanged(name, target):
+  assert digest(name, target) == GOLDEN[(name, target)], f"{name} on {target}: the generated code changed"
+
+
+if __name__ == "__main__":
+  for name in KERNELS:
+    for t in TARGETS: print(f"  ({name!r}, {t!r}): {digest(name, t)!r},")
