@@ -22,28 +22,32 @@ class AddrSpace(enum.Enum):
   def __repr__(self): return f"AddrSpace.{self.name}"
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
   name: str
   itemsize: int     # bytes; 0 for void and the weak types (no storage)
   kind: str         # "int", "uint", "float", "bool", "void", "weakint", "weakfloat"
   cname: str        # the C spelling
 
+  # The flags, the bounds and the hash are asked for on every UOp a pass builds or matches: they are computed once
+  # here (as properties and as the dataclass's field-tuple hash they cost a Python call each time).
+  def __post_init__(self):
+    k = self.kind
+    for name, value in (("is_int", k in ("int", "uint", "weakint")), ("is_unsigned", k == "uint"),
+                        ("is_float", k in ("float", "weakfloat")), ("is_weak", k in ("weakint", "weakfloat")),
+                        ("is_bool", k == "bool"), ("bounds", self._bounds()),
+                        ("_hash", hash((self.name, self.itemsize, self.kind, self.cname)))):
+      object.__setattr__(self, name, value)
+
+  def __eq__(self, other):
+    if self is other: return True
+    if other.__class__ is not DType: return NotImplemented
+    return (self.name, self.itemsize, self.kind, self.cname) == (other.name, other.itemsize, other.kind, other.cname)
+  def __hash__(self): return self._hash
+
   def __repr__(self): return f"dtypes.{self.name}"
 
-  @property
-  def is_int(self) -> bool: return self.kind in ("int", "uint", "weakint")
-  @property
-  def is_unsigned(self) -> bool: return self.kind == "uint"
-  @property
-  def is_float(self) -> bool: return self.kind in ("float", "weakfloat")
-  @property
-  def is_weak(self) -> bool: return self.kind in ("weakint", "weakfloat")
-  @property
-  def is_bool(self) -> bool: return self.kind == "bool"
-
-  @property
-  def bounds(self) -> tuple:
+  def _bounds(self) -> tuple:
     """(min, max) representable; weak ints are unbounded (Python ints)."""
     if self.kind == "bool": return (False, True)
     if self.kind == "int": return (-(1 << (8 * self.itemsize - 1)), (1 << (8 * self.itemsize - 1)) - 1)

@@ -118,8 +118,11 @@ class PatternMatcher:
     self.pdict: dict[Ops, list] = {}
     for pat, fn in self.patterns:
       takes_ctx = "ctx" in inspect.signature(fn).parameters
+      # a pattern that only names the node (most rules: UPat(op, name="x")) needs no matching once the op is known:
+      # its one capture is the node itself (the pdict lookup did the op test)
+      bare = pat.name if pat._mode == "any" and pat.dtype is None and pat.arg is _ANY else None
       for op in (pat.op if pat.op is not None else tuple(Ops)):
-        self.pdict.setdefault(op, []).append((pat, fn, pat.early_reject, takes_ctx))
+        self.pdict.setdefault(op, []).append((pat, fn, pat.early_reject, takes_ctx, bare))
 
   def __add__(self, other: "PatternMatcher") -> "PatternMatcher":
     return PatternMatcher(self.patterns + other.patterns, name=f"{self.name}+{other.name}")
@@ -128,7 +131,11 @@ class PatternMatcher:
     rules = self.pdict.get(u.op)
     if not rules: return None
     src_ops = None
-    for pat, fn, early, takes_ctx in rules:
+    for pat, fn, early, takes_ctx, bare in rules:
+      if bare is not None:
+        ret = fn(ctx=ctx, **{bare: u}) if takes_ctx else fn(**{bare: u})
+        if ret is not None and ret is not u: return ret
+        continue
       if early:
         if src_ops is None: src_ops = {s.op for s in u.src}
         if not early <= src_ops: continue

@@ -13,6 +13,7 @@ def _fail(u, why: str):
 def derive_dtype(u):
   """The dtype of u (called once, when u is built)."""
   op, src, arg = u.op, u.src, u.arg
+  if op in _ARITY: return _alu_dtype(u)   # the most frequent case first (the branches below are disjoint from it)
   if op is Ops.CONST:
     if src: _fail(u, "CONST takes no sources")
     try: return literal_dtype(arg)
@@ -64,16 +65,19 @@ def derive_dtype(u):
     body = src[0].src[0]
     if not isinstance(arg, int) or not 0 <= arg < len(body.src): _fail(u, f"GETTUPLE index {arg!r} out of range")
     return body.src[arg].dtype
-  if op in GroupOp.ALU: return _alu_dtype(u)
   _fail(u, "no dtype rule for this op")
+
+
+_ARITY = {op: 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3 for op in GroupOp.ALU}
+_VOID = dtypes.void
 
 
 def _alu_dtype(u):
   op, src = u.op, u.src
-  want = 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3
+  want = _ARITY[op]
   if len(src) != want: _fail(u, f"{op.name} takes {want} sources, got {len(src)}")
   for s in src:
-    if isinstance(s.dtype, PtrDType) or s.dtype == dtypes.void: _fail(u, f"operand of type {s.dtype!r} is not a value")
+    if s.dtype.__class__ is PtrDType or s.dtype == _VOID: _fail(u, f"operand of type {s.dtype!r} is not a value")
   if op is Ops.WHERE:
     if not src[0].dtype.is_bool: _fail(u, f"WHERE condition of type {src[0].dtype!r} is not a bool")
     dt = join(src[1].dtype, src[2].dtype)

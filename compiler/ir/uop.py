@@ -15,16 +15,18 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from _weakref import _remove_dead_weakref
 
 from .args import AxisType, BufferArg, KernelInfo, VarArg  # noqa: F401 - re-exported
 from .bounds import ranges_of, vminmax
 from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
 from .typecheck import derive_dtype
-from .dtypes import AddrSpace, DType, PtrDType, dtypes
+from .dtypes import AddrSpace, DType, PtrDType, dtypes, truncate
 from .ops import Ops
 
 
 _CACHE_LOCK = threading.Lock()
+_UNSET = object()
 
 
 def _arg_key(arg):
@@ -35,27 +37,39 @@ def _arg_key(arg):
   return arg
 
 
+def _forget(ref: weakref.KeyedRef):
+  """A UOp of the cache died: drop its entry (unless the key was given to a newer UOp already; atomic in C, as
+  WeakValueDictionary does it)."""
+  _remove_dead_weakref(UOp._ucache, ref.key)
+
+
 class UOp:
-  __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "__weakref__")
-  _ucache: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+  __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "_cv", "__weakref__")
+  # key -> weak reference to the live UOp. A plain dict of KeyedRefs: WeakValueDictionary's get and set are Python
+  # code, and every UOp a pass builds goes through here.
+  _ucache: dict = {}
 
   def __new__(cls, op: Ops, src: tuple = (), arg=None, tag=None):
     src = tuple(src)
     key = (op, src, _arg_key(arg), tag)
     try:
-      found = cls._ucache.get(key)
+      ref = cls._ucache.get(key)
     except TypeError:
       raise CompileError(f"UOp({op!r}) arg {arg!r} is not hashable") from None
-    if found is not None: return found
+    if ref is not None:
+      found = ref()
+      if found is not None: return found
     for s in src:
       if not isinstance(s, UOp): raise CompileError(f"UOp({op!r}, arg={arg!r}): source {s!r} is not a UOp")
     self = object.__new__(cls)
-    self.op, self.src, self.arg, self.tag, self._cache = op, src, arg, tag, None
+    self.op, self.src, self.arg, self.tag, self._cache, self._cv = op, src, arg, tag, None, _UNSET
     self.dtype = derive_dtype(self)
     with _CACHE_LOCK:   # two threads building the same UOp must end with one object
-      found = cls._ucache.get(key)
-      if found is not None: return found
-      cls._ucache[key] = self
+      ref = cls._ucache.get(key)
+      if ref is not None:
+        found = ref()
+        if found is not None: return found
+      cls._ucache[key] = weakref.KeyedRef(self, _forget, key)
     return self
 
   def __reduce__(self): return (UOp, (self.op, self.src, self.arg, self.tag))
@@ -83,19 +97,21 @@ class UOp:
 
   def _cached(self, name, compute):
     c = self._cache
-    if c is None: c = self._cache = {}
-    if name not in c:
-      # fill the sources first (only those still missing it), iteratively, so that compute() never recurses deeply
-      stack = [(self, False)]
-      while stack:
-        u, ready = stack.pop()
-        uc = u._cache
-        if uc is None: uc = u._cache = {}
-        if name in uc: continue
-        if ready: uc[name] = compute(u); continue
-        stack.append((u, True))
-        for s in u.src:
-          if s._cache is None or name not in s._cache: stack.append((s, False))
+    if c is not None:
+      v = c.get(name)   # computed already (no fact is None)
+      if v is not None: return v
+    else: c = self._cache = {}
+    # fill the sources first (only those still missing it), iteratively, so that compute() never recurses deeply
+    stack = [(self, False)]
+    while stack:
+      u, ready = stack.pop()
+      uc = u._cache
+      if uc is None: uc = u._cache = {}
+      if name in uc: continue
+      if ready: uc[name] = compute(u); continue
+      stack.append((u, True))
+      for s in u.src:
+        if s._cache is None or name not in s._cache: stack.append((s, False))
     return c[name]
 
   @property
@@ -119,12 +135,14 @@ class UOp:
 
   @property
   def const_value(self):
-    """The value of a CONST or a typed constant CAST(CONST); None for anything else."""
-    if self.op is Ops.CONST: return self.arg
-    if self.op is Ops.CAST and self.src[0].op is Ops.CONST:
-      from .dtypes import truncate
-      return truncate(self.src[0].arg, self.arg)
-    return None
+    """The value of a CONST or a typed constant CAST(CONST); None for anything else (computed once: every rule asks)."""
+    cv = self._cv
+    if cv is _UNSET:
+      if self.op is Ops.CONST: cv = self.arg
+      elif self.op is Ops.CAST and self.src[0].op is Ops.CONST: cv = truncate(self.src[0].arg, self.arg)
+      else: cv = None
+      self._cv = cv
+    return cv
 
   def _u(self, x) -> "UOp": return x if isinstance(x, UOp) else UOp.const(x)
 
