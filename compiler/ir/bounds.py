@@ -7,6 +7,16 @@ import math
 from .dtypes import PtrDType, dtypes
 from .ops import GroupOp, Ops
 
+_INF_OK = GroupOp.Comparison | {Ops.WHERE}
+_INF = (float("inf"), float("-inf"))
+
+
+def _has_inf(mm) -> bool:
+  for lo, hi in mm:
+    if lo in _INF or hi in _INF: return True
+  return False
+
+
 def vminmax(u) -> tuple:
   """(vmin, vmax) of u's value; a storage type's bounds where nothing better is known."""
   dt = u.dtype
@@ -23,8 +33,7 @@ def vminmax(u) -> tuple:
   if op in (Ops.RANGE, Ops.SPECIAL): return (0, max(0, mm[0][1] - 1))
   if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax) if dt.is_int else (lo_t, hi_t)
   if not (dt.is_int or dt.is_bool): return (lo_t, hi_t)
-  if any(isinstance(v, float) and math.isinf(v) for m in mm for v in m) and op not in GroupOp.Comparison | {Ops.WHERE}:
-    return (lo_t, hi_t)
+  if op not in _INF_OK and _has_inf(mm): return (lo_t, hi_t)
   if op is Ops.ADD: return fit(mm[0][0] + mm[1][0], mm[0][1] + mm[1][1])
   if op is Ops.SUB: return fit(mm[0][0] - mm[1][1], mm[0][1] - mm[1][0])
   if op is Ops.NEG and not dt.is_bool: return fit(-mm[0][1], -mm[0][0])

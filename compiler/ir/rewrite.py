@@ -156,11 +156,12 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
   waiting: set[UOp] = set()   # nodes whose result is being computed (their rewrite is on the stack)
   steps = 0
   stack: list = [(root, 0, None)]
+  # the loop below runs once or more per node of every pass: its helpers are bound to locals
+  push, pop, pm_rewrite = stack.append, stack.pop, pm.rewrite
 
-  def rewrite_once(x: UOp):
+  def checked(x: UOp, y):
+    """y (a rule's result for x) once it is known to be a UOp and the step limit holds."""
     nonlocal steps
-    y = pm.rewrite(x, ctx)
-    if y is None: return None
     if not isinstance(y, UOp):
       raise RewriteError(f"{label}: a rule returned {type(y).__name__}, not a UOp, for {_short(x)}", x)
     steps += 1
@@ -170,36 +171,42 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
     return y
 
   while stack:
-    n, stage, new = stack.pop()
+    n, stage, new = pop()
     if stage == 0:
       if n in replace: continue
       if n in waiting:
         raise RewriteError(f"{label}: the rewrite never settles: {_short(n, 300)} rewrites into a graph that "
                            f"contains it again", n)
       if bottom_up:
-        y = rewrite_once(n)
+        y = pm_rewrite(n, ctx)
         if y is not None:
+          y = checked(n, y)
           waiting.add(n)
-          stack.append((n, 2, y)); stack.append((y, 0, None))
+          push((n, 2, y)); push((y, 0, None))
           continue
       waiting.add(n)
-      stack.append((n, 1, None))
+      push((n, 1, None))
       for s in reversed(n.src):
-        if s not in replace: stack.append((s, 0, None))
+        if s not in replace: push((s, 0, None))
     elif stage == 1:
-      new_src = tuple(replace[s] for s in n.src)
-      x = n if all(a is b for a, b in zip(new_src, n.src)) else UOp(n.op, new_src, n.arg, n.tag)
+      src = n.src
+      x = n
+      for s in src:
+        if replace[s] is not s:
+          x = UOp(n.op, tuple([replace[s] for s in src]), n.arg, n.tag)
+          break
       if x is not n and bottom_up:
         if x in replace: replace[n] = replace[x]; waiting.discard(n); continue
-        stack.append((n, 2, x)); stack.append((x, 0, None)); continue
-      y = rewrite_once(x) if not bottom_up else None
+        push((n, 2, x)); push((x, 0, None)); continue
+      y = None if bottom_up else pm_rewrite(x, ctx)
       if y is None:
         replace[n] = x; replace[x] = x
         waiting.discard(n)
         continue
+      y = checked(x, y)
       if y in replace:
         replace[n] = replace[y]; waiting.discard(n); continue
-      stack.append((n, 2, y)); stack.append((y, 0, None))
+      push((n, 2, y)); push((y, 0, None))
     else:  # stage 2: n became new, whose result is now known
       replace[n] = replace[new]
       waiting.discard(n)

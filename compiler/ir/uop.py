@@ -101,6 +101,12 @@ class UOp:
       v = c.get(name)   # computed already (no fact is None)
       if v is not None: return v
     else: c = self._cache = {}
+    for s in self.src:   # the usual case, a node built on analysed sources: no walk needed
+      sc = s._cache
+      if sc is None or name not in sc: break
+    else:
+      v = c[name] = compute(self)
+      return v
     # fill the sources first (only those still missing it), iteratively, so that compute() never recurses deeply
     stack = [(self, False)]
     while stack:
