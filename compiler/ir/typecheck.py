@@ -1,7 +1,7 @@
 """dtype derivation: the type of a UOp from its op, sources and arg; an ill-typed UOp raises UOpTypeError naming it."""
 from __future__ import annotations
 
-from .args import BufferArg, VarArg
+from .args import BufferArg, Invalid, VarArg
 from .dtypes import DType, PtrDType, dtypes, join, literal_dtype
 from .errors import UOpTypeError, short as _short
 from .ops import GroupOp, Ops
@@ -15,6 +15,7 @@ def derive_dtype(u):
   op, src, arg = u.op, u.src, u.arg
   if op is Ops.CONST:
     if src: _fail(u, "CONST takes no sources")
+    if arg is Invalid: return dtypes.weakint   # the INVALID index (see UOp.valid)
     try: return literal_dtype(arg)
     except TypeError as e: _fail(u, str(e))
   if op in GroupOp.Memory:
