@@ -224,7 +224,8 @@ class UOp:
       return UOp(Ops.INDEX, (self.src[0], self.src[1], cond))
     if isinstance(self.dtype, PtrDType) or not self.dtype.is_int:
       raise CompileError(f"valid() applies to an INDEX or an integer index value, not {_short(self)}", self)
-    if not cond.dtype.is_bool: raise CompileError(f"valid() condition of type {cond.dtype!r} is not a bool: {_short(cond)}", cond)
+    if not cond.dtype.is_bool:
+      raise CompileError(f"valid() condition of type {cond.dtype!r} is not a bool: {_short(cond)}", cond)
     i, g = _split_valid(self)
     if g is not None: cond = g & cond
     return cond.where(i, UOp.invalid())

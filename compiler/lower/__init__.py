@@ -33,7 +33,8 @@ The lowered, linearized form (what a backend such as an RDNA3 instruction select
     IF         src (gate,) ... ENDIF src (IF,): a gated store sits between them
     BARRIER    src () arg seq: every work-item of the group waits here (never inside an IF)
     INDEX      src (buffer, index[, gate]): the address of element `index` (a pointer typed PtrDType)
-    LOAD       src (INDEX,) [arg: a number, for a volatile buffer]: a gated INDEX loads 0 where the gate is false (and does not access memory there)
+    LOAD       src (INDEX,), arg None (a number for a volatile buffer): a gated INDEX loads 0 where the gate is false
+               (and does not access memory there)
     STORE      src (INDEX, value): INDEX is never gated here (see IF)
     ALU ops    ADD SUB MUL IDIV IMOD FDIV MAX AND OR XOR SHL SHR CMPLT CMPEQ CMPNE WHERE NEG NOT SQRT EXP2 LOG2 SIN
                RECIP TRUNC MULACC: operands have the element's dtype (comparisons: bool result); IDIV/IMOD truncate

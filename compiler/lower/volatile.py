@@ -3,7 +3,8 @@
 A load belongs to the loops its sources depend on, so linearize places a loop-invariant load before the loop (it
 hoists it). For a volatile buffer every iteration must read memory again: a LOAD whose value is only used inside
 LOOP or REDUCE ranges it does not itself depend on gets those ranges as ordering sources (LOAD(index, *deps, range)),
-which puts it, and what is computed from it, inside the loop. Distinct loads stay distinct because the DSL gives each volatile access its own arg.
+which puts it, and what is computed from it, inside the loop. Distinct loads stay distinct because the DSL gives each
+volatile access its own arg.
 """
 from __future__ import annotations
 

@@ -205,3 +205,14 @@ def test_conditional_end_refuses_a_barrier():
   l = UOp.special(8, "lidx0")
   with pytest.raises(CompileError, match="BARRIER inside a conditional END"):
     tile.index(l).store(1.0).barrier().end(l < 4)
+
+
+def test_the_new_forms_round_trip_through_repr_and_pickle():
+  import pickle
+  from hcq.compiler.ir import eval_repr
+  n = UOp.variable("n", 1, 64, slot=2)
+  p = UOp.param(0, F32, (n, 2), volatile=True)
+  i = UOp.special(8, "gidx0")
+  for u in (p, i.valid(i < 4), p.index(i.valid(i < 4), 1), p.index(0, 0).load(), UOp.loop(4)):
+    assert eval_repr(repr(u)) is u
+    assert pickle.loads(pickle.dumps(u)) is u
