@@ -130,7 +130,8 @@ def render_c(lin: UOp) -> CArtifact:
       if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)
       params[a.slot] = (a.slot, "buffer", a.dtype, a.size, a.readonly)
       names[u] = f"data{a.slot}"
-      const = "const " if a.readonly else ""
+      # a volatile buffer: the C compiler must neither merge nor drop its accesses either
+      const = ("const " if a.readonly else "") + ("volatile " if a.volatile else "")
       emit(f"{const}{a.dtype.cname}* data{a.slot} = ({const}{a.dtype.cname}*)(uintptr_t)args[{a.slot}];")
     elif op is Ops.DEFINE_VAR:
       a = u.arg

@@ -313,7 +313,7 @@ def _load(R: _Renderer, u: UOp, addr: str) -> str:
     R.emit(f"mov.{_b(dt) if dt.is_float else _op_t(dt) if not dt.is_bool else 'u16'} {tmp}, "
            f"{_literal(0, dt) if not dt.is_bool else 0};")
     guard = f"@{R.names[idx.src[2]]} "
-  R.emit(f"{guard}ld.{space}.{_mem_t(dt)} {tmp}, [{addr}];")
+  R.emit(f"{guard}ld{_volatile(idx)}.{space}.{_mem_t(dt)} {tmp}, [{addr}];")
   if dt.is_bool: R.emit(f"setp.ne.u16 {dst}, {tmp}, 0;")
   return dst
 
@@ -323,7 +323,14 @@ def _store(R: _Renderer, idx: UOp, addr: str, val: str, dt: DType):
     b = R.reg(dtypes.uint16)
     R.emit(f"selp.u16 {b}, 1, 0, {val};")
     val = b
-  R.emit(f"st.{_space(idx.dtype)}.{_mem_t(dt)} [{addr}], {val};")
+  R.emit(f"st{_volatile(idx)}.{_space(idx.dtype)}.{_mem_t(dt)} [{addr}], {val};")
+
+
+def _volatile(idx: UOp) -> str:
+  """".volatile" for an access of a volatile param: ptxas may neither merge nor drop it ("Data Movement and
+  Conversion Instructions: ld", the .volatile qualifier)."""
+  buf = idx.buffer
+  return ".volatile" if buf.op is Ops.PARAM and buf.arg.volatile else ""
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The args of the UOps that carry structured data: RANGE axis types, PARAM/BUFFER, DEFINE_VAR, SINK."""
+"""The args of the UOps that carry structured data: RANGE axis types, PARAM/BUFFER, DEFINE_VAR, SINK, and the
+Invalid index value."""
 from __future__ import annotations
 
 import enum
@@ -24,7 +25,25 @@ class BufferArg:
   size: int                        # flat number of elements
   addrspace: AddrSpace = AddrSpace.GLOBAL
   readonly: bool = False
-  shape: tuple | None = None       # for multi-index .index(i, j); storage is always flat
+  shape: tuple | None = None       # for multi-index .index(i, j); storage is always flat. A dim may be a UOp of
+                                   # DEFINE_VARs (a size known at launch); size is then the largest it can be
+  volatile: bool = False           # each LOAD/STORE of it is its own access: never merged, hoisted or dropped
+
+
+class InvalidType:
+  """The one value of the INVALID index constant (CONST arg Invalid): `i.valid(c)` is c.where(i, INVALID), an index
+  that is no address where c is false. It only ever feeds .index(), which makes it the gate of a gated INDEX."""
+  _the = None
+
+  def __new__(cls):
+    if cls._the is None: cls._the = object.__new__(cls)
+    return cls._the
+
+  def __repr__(self): return "Invalid"
+  def __reduce__(self): return (InvalidType, ())
+
+
+Invalid = InvalidType()
 
 
 @dataclass(frozen=True)

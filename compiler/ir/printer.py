@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .args import AxisType, BufferArg, KernelInfo, VarArg
+from .args import AxisType, BufferArg, Invalid, KernelInfo, VarArg
 from .dtypes import AddrSpace, DType, PtrDType, dtypes
 from .ops import Ops
 
@@ -36,7 +36,7 @@ def repr_namespace() -> dict:
   """The names an eval() of repr(uop) needs."""
   from .uop import UOp
   return {"UOp": UOp, "Ops": Ops, "dtypes": dtypes, "DType": DType, "PtrDType": PtrDType, "AddrSpace": AddrSpace,
-          "BufferArg": BufferArg, "VarArg": VarArg, "KernelInfo": KernelInfo, "AxisType": AxisType,
+          "BufferArg": BufferArg, "Invalid": Invalid, "VarArg": VarArg, "KernelInfo": KernelInfo, "AxisType": AxisType,
           "inf": math.inf, "nan": math.nan}
 
 

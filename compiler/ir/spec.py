@@ -9,6 +9,7 @@ verify(root, spec) raises CompileError naming the first invalid UOp. Rules raise
 """
 from __future__ import annotations
 
+from .args import Invalid
 from .dtypes import PtrDType
 from .ops import GroupOp, Ops
 from .rewrite import PatternMatcher, UPat
@@ -47,7 +48,13 @@ def _index_ok(i: UOp) -> bool:
   return True
 
 
+def _invalid_used(c: UOp):
+  raise CompileError("an INVALID index (from i.valid(c) on an index value) is used as a value; it belongs in "
+                     f".index(): {_short(c)}", c)
+
+
 _common = [
+  (UPat(Ops.CONST, arg=Invalid, name="c"), _invalid_used),
   (UPat((Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR)), lambda: True),
   (UPat(Ops.SPECIAL, name="s"), lambda s: s.arg[:4] in ("gidx", "lidx")),
   (UPat(Ops.INDEX, name="i"), _index_ok),

@@ -1,7 +1,7 @@
 """dtype derivation: the type of a UOp from its op, sources and arg; an ill-typed UOp raises UOpTypeError naming it."""
 from __future__ import annotations
 
-from .args import BufferArg, VarArg
+from .args import BufferArg, Invalid, VarArg
 from .dtypes import DType, PtrDType, dtypes, join, literal_dtype
 from .errors import UOpTypeError, short as _short
 from .ops import GroupOp, Ops
@@ -16,6 +16,7 @@ def derive_dtype(u):
   if op in _ARITY: return _alu_dtype(u)   # the most frequent case first (the branches below are disjoint from it)
   if op is Ops.CONST:
     if src: _fail(u, "CONST takes no sources")
+    if arg is Invalid: return dtypes.weakint   # the INVALID index (see UOp.valid)
     try: return literal_dtype(arg)
     except TypeError as e: _fail(u, str(e))
   if op in GroupOp.Memory:

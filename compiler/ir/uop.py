@@ -12,12 +12,13 @@ Every traversal here is iterative: deep graphs never raise RecursionError.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import weakref
 from _weakref import _remove_dead_weakref
 
-from .args import AxisType, BufferArg, KernelInfo, VarArg  # noqa: F401 - re-exported
+from .args import AxisType, BufferArg, Invalid, KernelInfo, VarArg  # noqa: F401 - re-exported
 from .bounds import ranges_of, vminmax
 from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
 from .typecheck import derive_dtype
@@ -27,6 +28,10 @@ from .ops import Ops
 
 _CACHE_LOCK = threading.Lock()
 _UNSET = object()
+# the arg of each LOAD/STORE of a volatile buffer, and the axis of each UOp.loop() without one: a fresh number makes
+# the UOp distinct from every other (hash-consing would otherwise make two equal accesses, or two loops, one)
+_FRESH = itertools.count()
+_LOOP_AXIS0 = 1 << 20   # UOp.loop's own axis ids start here, apart from the small ones kernels choose
 
 
 def _arg_key(arg):
@@ -141,10 +146,11 @@ class UOp:
 
   @property
   def const_value(self):
-    """The value of a CONST or a typed constant CAST(CONST); None for anything else (computed once: every rule asks)."""
+    """The value of a CONST or a typed constant CAST(CONST); None for anything else (an INVALID index included);
+    computed once: every rule asks."""
     cv = self._cv
     if cv is _UNSET:
-      if self.op is Ops.CONST: cv = self.arg
+      if self.op is Ops.CONST: cv = None if self.arg is Invalid else self.arg
       elif self.op is Ops.CAST and self.src[0].op is Ops.CONST: cv = truncate(self.src[0].arg, self.arg)
       else: cv = None
       self._cv = cv
@@ -154,9 +160,20 @@ class UOp:
 
   # ---------- kernel DSL ----------
   @staticmethod
-  def param(slot: int, dtype: DType, size: int, readonly: bool = False) -> "UOp":
-    if not isinstance(size, int) or size < 0: raise CompileError(f"param {slot}: size must be a flat int >= 0, got {size!r}")
-    return UOp(Ops.PARAM, (), BufferArg(slot, dtype, size, AddrSpace.GLOBAL, readonly))
+  def param(slot: int, dtype: DType, shape, readonly: bool = False, volatile: bool = False) -> "UOp":
+    """A buffer kernel argument in slot. shape: a flat size or a tuple of dims (storage is flat, `.index(i, j)` takes
+    one index per dim, the last dim fastest). A dim may be an integer UOp of DEFINE_VARs, a size known only at launch:
+    the buffer then holds up to the largest size the variables' ranges allow, which is what bounds checks use.
+    readonly: stores are refused. volatile: every .load()/.store() of it is an access of its own, never merged with
+    an equal one, hoisted out of the loops its users are in, or dropped (C: a `volatile` pointer)."""
+    dims = shape if isinstance(shape, tuple) else (shape,)
+    if not dims: raise CompileError(f"param {slot}: empty shape")
+    for d in dims: _check_dim(slot, d)
+    size = math.prod(d.vmax if isinstance(d, UOp) else d for d in dims)
+    # a plain flat size keeps shape None: the arg (and every existing kernel's repr) is what it always was
+    keep = len(dims) > 1 or any(isinstance(d, UOp) for d in dims)
+    return UOp(Ops.PARAM, (), BufferArg(slot, dtype, size, AddrSpace.GLOBAL, readonly, dims if keep else None,
+                                        bool(volatile)))
 
   @staticmethod
   def placeholder(shape, dtype: DType, slot: int, addrspace: AddrSpace = AddrSpace.LOCAL) -> "UOp":
@@ -179,19 +196,39 @@ class UOp:
     return UOp(Ops.RANGE, (UOp.const(n) if not isinstance(n, UOp) else n,), (axis_id, axis_type))
 
   @staticmethod
+  def loop(n, axis_id: int | None = None) -> "UOp":
+    """A serial loop 0 <= i < n in each work-item: UOp.range(n, axis_id, AxisType.LOOP). Without an axis_id it gets
+    a fresh one, so that every UOp.loop(n) is a loop of its own (two equal RANGEs would be one loop)."""
+    return UOp.range(n, _LOOP_AXIS0 + next(_FRESH) if axis_id is None else axis_id, AxisType.LOOP)
+
+  @staticmethod
+  def invalid() -> "UOp":
+    """The INVALID index: `i.valid(c)` is c.where(i, UOp.invalid())."""
+    return UOp(Ops.CONST, (), Invalid)
+
+  @staticmethod
   def group(*srcs) -> "UOp": return UOp(Ops.GROUP, srcs)
 
   def index(self, *idx) -> "UOp":
+    """The address of an element: one index, or one per dim of a buffer with a shape. An index made by
+    `i.valid(c)` gates the INDEX: buf.index(i.valid(c)) is buf.index(i).valid(c)."""
     if not isinstance(self.dtype, PtrDType): raise CompileError(f"index of a non-buffer {_short(self)}", self)
-    if len(idx) > 1:
+    gates, plain = [], []
+    for i in idx:
+      i, g = _split_valid(self._u(i))
+      plain.append(i)
+      if g is not None: gates.append(g)
+    if len(plain) > 1:
       base = self.buffer
       shape = base.arg.shape
-      if shape is None or len(shape) != len(idx):
-        raise CompileError(f"{len(idx)} indices into {_short(base)} of shape {shape}", self)
-      flat = self._u(idx[0])
-      for i, n in zip(idx[1:], shape[1:]): flat = flat * n + i
-      idx = (flat,)
-    return UOp(Ops.INDEX, (self, self._u(idx[0])))
+      if shape is None or len(shape) != len(plain):
+        raise CompileError(f"{len(plain)} indices into {_short(base)} of shape {shape}", self)
+      flat = plain[0]
+      for i, n in zip(plain[1:], shape[1:]): flat = flat * n + i
+      plain = [flat]
+    out = UOp(Ops.INDEX, (self, plain[0]))
+    for g in gates: out = out.valid(g)
+    return out
 
   @property
   def buffer(self) -> "UOp":
@@ -201,20 +238,56 @@ class UOp:
     return u
 
   def valid(self, cond) -> "UOp":
-    if self.op is not Ops.INDEX: raise CompileError(f"valid() applies to an INDEX, not {_short(self)}", self)
-    if len(self.src) == 3: cond = self.src[2] & cond
-    return UOp(Ops.INDEX, (self.src[0], self.src[1], self._u(cond)))
+    """A gate, spelled on the address or on the index value, with one meaning.
+    On an INDEX: the same address, gated: a load gives 0 and a store does nothing where cond is false (and memory is
+    not touched there); gates accumulate with AND.
+    On an integer index value: c.where(i, INVALID), an index that is no address where cond is false; .index() of it
+    is the gated INDEX above, and arithmetic on it stays gated ((i.valid(c) + 1) is (i + 1).valid(c))."""
+    cond = self._u(cond)
+    if self.op is Ops.INDEX:
+      if len(self.src) == 3: cond = self.src[2] & cond
+      return UOp(Ops.INDEX, (self.src[0], self.src[1], cond))
+    if isinstance(self.dtype, PtrDType) or not self.dtype.is_int:
+      raise CompileError(f"valid() applies to an INDEX or an integer index value, not {_short(self)}", self)
+    if not cond.dtype.is_bool:
+      raise CompileError(f"valid() condition of type {cond.dtype!r} is not a bool: {_short(cond)}", cond)
+    i, g = _split_valid(self)
+    if g is not None: cond = g & cond
+    return cond.where(i, UOp.invalid())
 
-  def load(self, *deps) -> "UOp": return UOp(Ops.LOAD, (self, *deps))
-  def store(self, value) -> "UOp": return UOp(Ops.STORE, (self, self._u(value)))
-  def end(self, *ranges) -> "UOp": return UOp(Ops.END, (self, *ranges))
+  def _access_arg(self):
+    """A LOAD/STORE's arg: None, or a fresh number for a volatile buffer (each access its own UOp)."""
+    buf = self.buffer
+    return next(_FRESH) if buf.op is Ops.PARAM and buf.arg.volatile else None
+
+  def load(self, *deps) -> "UOp": return UOp(Ops.LOAD, (self, *deps), self._access_arg())
+  def store(self, value) -> "UOp": return UOp(Ops.STORE, (self, self._u(value)), self._access_arg())
+
+  def end(self, *ends) -> "UOp":
+    """Close ranges: END(self, *ranges), the effects of self done for every index of each range. A bool among them is
+    a condition (a conditional END, an `if` block): self's effects happen only where every condition holds, inside
+    the ranges (`for r: if c: self`). It gates each INDEX self reaches (its stores do nothing, its loads touch no
+    memory where a condition is false), so a guard like `i < n` protects the block's loads too."""
+    conds = [e for e in ends if isinstance(e, UOp) and not isinstance(e.dtype, PtrDType) and e.dtype.is_bool]
+    ranges = tuple(e for e in ends if not any(e is c for c in conds))
+    x = self
+    if conds:
+      cond = conds[0]
+      for c in conds[1:]: cond = cond & c
+      x = _gate_block(self, cond)
+    return UOp(Ops.END, (x, *ranges)) if ranges else x
+
   def reduce(self, *ranges, arg=Ops.ADD) -> "UOp": return UOp(Ops.REDUCE, (self, *ranges), arg)
   def barrier(self) -> "UOp": return UOp(Ops.BARRIER, (self,))
   def after(self, *deps) -> "UOp": return UOp(Ops.AFTER, (self, *deps))
   def sink(self, *more, arg=None) -> "UOp": return UOp(Ops.SINK, (self, *more), arg)
 
   # ---------- ALU ----------
-  def alu(self, op: Ops, *srcs) -> "UOp": return UOp(op, (self, *(self._u(s) for s in srcs)))
+  def alu(self, op: Ops, *srcs) -> "UOp":
+    srcs = (self, *(self._u(s) for s in srcs))
+    if any(s.op is Ops.WHERE and s.src[2].op is Ops.CONST and s.src[2].arg is Invalid for s in srcs):
+      return _alu_on_valid(op, srcs)
+    return UOp(op, srcs)
   def cast(self, dtype: DType) -> "UOp": return self if self.dtype == dtype else UOp(Ops.CAST, (self,), dtype)
   def bitcast(self, dtype: DType) -> "UOp": return UOp(Ops.BITCAST, (self,), dtype)
   def where(self, a, b) -> "UOp": return UOp(Ops.WHERE, (self, self._u(a), self._u(b)))
@@ -265,6 +338,65 @@ class UOp:
     raise CompileError(f"a UOp has no truth value (did you mean .where(), or a Python value?): {_short(self)}", self)
 
   def __repr__(self) -> str: return render_repr(self)
+
+
+def _split_valid(i: UOp) -> tuple:
+  """(index, gate) of a gated index value c.where(i, INVALID); (i, None) for any other."""
+  if i.op is Ops.WHERE and i.src[2].op is Ops.CONST and i.src[2].arg is Invalid: return i.src[1], i.src[0]
+  return i, None
+
+
+def _alu_on_valid(op: Ops, srcs: tuple) -> UOp:
+  """Integer arithmetic on gated index values is gated by all their gates; anything else of an INVALID is refused."""
+  gates, plain = [], []
+  for s in srcs:
+    v, g = _split_valid(s)
+    plain.append(v)
+    if g is not None: gates.append(g)
+  out = UOp(op, tuple(plain))
+  if op is Ops.WHERE or not out.dtype.is_int or out.dtype.is_bool:
+    raise CompileError(f"{op.name} of a gated index value (i.valid(c)) is not an index: use it in .index(), or gate "
+                       f"the INDEX: {_short(out)}", out)
+  cond = gates[0]
+  for g in gates[1:]: cond = cond & g
+  return cond.where(out, UOp.invalid())
+
+
+def _check_dim(slot: int, d):
+  """A param dim: an int >= 0, or an integer UOp >= 0 built of DEFINE_VARs and constants (known at launch)."""
+  if isinstance(d, bool) or not isinstance(d, (int, UOp)):
+    raise CompileError(f"param {slot}: a size must be an int or an integer UOp, got {d!r}")
+  if isinstance(d, int):
+    if d < 0: raise CompileError(f"param {slot}: size {d} is negative")
+    return
+  if isinstance(d.dtype, PtrDType) or not d.dtype.is_int:
+    raise CompileError(f"param {slot}: size {_short(d)} is not an integer", d)
+  bad = next((u for u in d.toposort() if u.op not in _LAUNCH_OPS), None)
+  if bad is not None:
+    raise CompileError(f"param {slot}: size {_short(d)} must be known at launch (DEFINE_VARs and constants), not "
+                       f"depend on a {bad.op.name}", d)
+  if d.vmin < 0: raise CompileError(f"param {slot}: size {_short(d)} can be negative (as low as {d.vmin})", d)
+
+
+_LAUNCH_OPS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FLOORDIV, Ops.FLOORMOD,
+                         Ops.IDIV, Ops.IMOD, Ops.MAX, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE,
+                         Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.NOT, Ops.NEG})
+
+
+def _gate_block(x: UOp, cond: UOp) -> UOp:
+  """x with every INDEX it reaches gated by cond (see UOp.end). The condition's own graph is left as it is: its loads
+  decide the gate, they are not under it. A BARRIER in the block is refused: work-items would not all reach it."""
+  keep = set(cond.toposort())
+  new: dict = {}
+  for u in x.toposort():
+    if u in keep: new[u] = u; continue
+    if u.op is Ops.BARRIER:
+      raise CompileError(f"a BARRIER inside a conditional END: work-items where the condition is false would never "
+                         f"reach it: {_short(u)}", u)
+    src = tuple(new[s] for s in u.src)
+    v = u if src == u.src else u.replace(src=src)
+    new[u] = v.valid(cond) if v.op is Ops.INDEX else v
+  return new[x]
 
 
 def render_repr(root: "UOp") -> str:

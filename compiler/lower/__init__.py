@@ -6,6 +6,7 @@ The pipeline (PIPELINE, in order; each entry is a named pass, most of them a Pat
   verify_kernel   kernel_spec: stores into read-only params, unended ranges, ... (raises naming the UOp)
   gpudims         GLOBAL/LOCAL RANGEs -> SPECIAL gidxN / lidxN within the target's limits; their ENDs vanish
   symbolic        constant folding, identities, bounds, index canonicalization
+  pin_volatile    a LOAD of a volatile param gets the loops its users are in as sources: it is never hoisted
   reduce_to_acc   REDUCE -> a REG accumulator (init store, update store inside the ranges, load after the END)
   split_ends      END(x, r1, r2) -> END(END(x, r2), r1); several ENDs of one RANGE merge into END(GROUP(...), r)
   barriers        implicit BARRIERs for LOCAL memory: read-after-write (AFTER) and write-after-read (in loops)
@@ -20,7 +21,8 @@ The lowered, linearized form (what a backend such as an RDNA3 instruction select
   LINEAR(src=(e0, e1, ...), arg=KernelInfo(name, global_size, local_size)); every source of an element is an
   earlier element, and every element is a distinct UOp (equal ones, e.g. two loads of one address at different
   times, are told apart by a tag), so a map from element to register is well defined. Every element has a storage dtype (no weak types; literals are CONST or CAST(CONST) typed):
-    PARAM      arg BufferArg(slot, dtype, size, GLOBAL, readonly): a pointer kernel argument
+    PARAM      arg BufferArg(slot, dtype, size, GLOBAL, readonly, shape, volatile): a pointer kernel argument
+               (size: the most elements it can hold; a volatile one's LOADs/STOREs each carry their own arg)
     DEFINE_VAR arg VarArg(slot, name, vmin, vmax, dtype): a scalar kernel argument; args are ordered by slot
     BUFFER     arg BufferArg(slot, dtype, size, LOCAL | REG): LOCAL is shared by the work-group, REG is private
     SPECIAL    src (size,) arg "gidxN" (work-group index) or "lidxN" (work-item index in the group)
@@ -31,7 +33,8 @@ The lowered, linearized form (what a backend such as an RDNA3 instruction select
     IF         src (gate,) ... ENDIF src (IF,): a gated store sits between them
     BARRIER    src () arg seq: every work-item of the group waits here (never inside an IF)
     INDEX      src (buffer, index[, gate]): the address of element `index` (a pointer typed PtrDType)
-    LOAD       src (INDEX,): a gated INDEX loads 0 where the gate is false (and does not access memory there)
+    LOAD       src (INDEX,), arg None (a number for a volatile buffer): a gated INDEX loads 0 where the gate is false
+               (and does not access memory there)
     STORE      src (INDEX, value): INDEX is never gated here (see IF)
     ALU ops    ADD SUB MUL IDIV IMOD FDIV MAX AND OR XOR SHL SHR CMPLT CMPEQ CMPNE WHERE NEG NOT SQRT EXP2 LOG2 SIN
                RECIP TRUNC MULACC: operands have the element's dtype (comparisons: bool result); IDIV/IMOD truncate
@@ -54,6 +57,7 @@ from .commit import commit_dtypes
 from .gpudims import gpudims, launch_dims
 from .legalize import pm_legalize
 from .linearize import linearize
+from .volatile import pin_volatile_loads
 from .reduce import ReduceContext, first_free_slot, pm_reduce
 from .target import C_TARGET, TARGETS, Target
 
@@ -96,6 +100,7 @@ PIPELINE: list[tuple[str, Callable]] = [
   ("verify_kernel", _verify_kernel),
   ("gpudims", gpudims),
   ("symbolic", _symbolic),
+  ("pin_volatile", pin_volatile_loads),
   ("reduce_to_acc", _reduce),
   ("split_ends", split_ends),
   ("barriers", _barriers),

@@ -31,7 +31,7 @@ def war_barrier(ctx: set, st: UOp):
   # already ordered after a barrier inside this loop?
   if base.op is Ops.AFTER and any(d.op is Ops.BARRIER and inner in d.ranges for d in base.src[1:]): return None
   new_base = UOp(Ops.AFTER, (base, UOp(Ops.BARRIER, (inner,))))
-  return UOp(Ops.STORE, (UOp(Ops.INDEX, (new_base, *idx.src[1:])), *st.src[1:]))
+  return st.replace(src=(UOp(Ops.INDEX, (new_base, *idx.src[1:])), *st.src[1:]))
 
 
 def loaded_local_buffers(sink: UOp) -> set:

@@ -106,12 +106,12 @@ def linearize(sink: UOp) -> UOp:
     if u.op is Ops.END: new = UOp(Ops.END, (m[u.src[1]],))
     elif u.op is Ops.BARRIER:
       new = UOp(Ops.BARRIER, (), seq); seq += 1
-    elif u.op is Ops.LOAD: new = UOp(Ops.LOAD, (m[u.src[0]],))
+    elif u.op is Ops.LOAD: new = UOp(Ops.LOAD, (m[u.src[0]],), u.arg)
     elif u.op is Ops.STORE and len(u.src[0].src) == 3:
       idx = u.src[0]
       gate = place(UOp(Ops.IF, (m[idx.src[2]],), seq)); seq += 1
       plain = place(UOp(Ops.INDEX, (m[idx.src[0]], m[idx.src[1]])))
-      m[u] = place(UOp(Ops.STORE, (plain, m[u.src[1]])))
+      m[u] = place(UOp(Ops.STORE, (plain, m[u.src[1]]), u.arg))
       place(UOp(Ops.ENDIF, (gate,)))
       continue
     else: new = u.replace(src=tuple(m[s] for s in u.src)) if u.src else u

@@ -131,6 +131,18 @@ def test_ptxas_refusal_is_reported(ptxas, tmp_path):
   with pytest.raises(PTXASError, match="f77"): assemble(ptxas, ptx, "sm_90", str(tmp_path))
 
 
+def test_volatile_params_get_volatile_accesses(ptxas, tmp_path):
+  """A volatile param's loads and stores are ld.volatile / st.volatile (each one kept), and ptxas takes them."""
+  flag, out = UOp.param(0, dtypes.int32, 1, volatile=True), UOp.param(1, dtypes.int32, 8)
+  r = UOp.loop(8, 0)
+  sink = out.index(r).store(flag.index(0).load() + flag.index(0).load()).end(r)
+  sink = sink.sink(flag.index(0).store(0), arg=KernelInfo("vol"))
+  ptx = hcq_compile(sink, "sm_90")
+  assert ptx.count("ld.volatile.global.s32") == 2 and ptx.count("st.volatile.global.s32") == 1
+  assert ptx.count("st.global.s32") == 1   # the plain param's store
+  _accepted(ptxas, ptx, "sm_90", tmp_path)
+
+
 # ---------------------------------------------------------------------------------------------- structure
 def _entry(ptx: str) -> tuple[str, list[str]]:
   m = re.search(r"\.visible \.entry (\w+)\(\n(.*?)\n\)", ptx, re.S)
