@@ -16,7 +16,9 @@ generator = importlib.import_module("hcq.autogen.generator")
 
 # module -> headers checked (every record, field, macro and enum constant in them)
 TARGETS = ["kfd", "drm", "amdgpu_drm", "vfio", "bnxt", "pci", "amd.discovery", "amd.ucode", "amd.pm4", "amd.pm4_soc15",
-           "amd.sdma", "amd.smu_v13_0_0", "amd.psp_gfx_if"]
+           "amd.sdma", "amd.smu_v13_0_0", "amd.psp_gfx_if",
+           "nv.nvos", "nv.cl0000", "nv.cl0080", "nv.cl2080", "nv.cl90f1", "nv.alloc_channel", "nv.ctrl0080", "nv.ctrl2080",
+           "nv.ctrla06f"]
 
 
 @pytest.fixture(scope="module")

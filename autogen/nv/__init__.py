@@ -1,0 +1,1 @@
+"""Generated NVIDIA modules (python -m hcq.autogen)."""
