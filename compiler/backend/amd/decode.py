@@ -18,7 +18,7 @@
 
 Architectures: "gfx1100" (RDNA3, every format), "gfx1200" (RDNA4: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL,
 VBUFFER; image/export formats not tabulated yet) and "gfx942" (CDNA3: scalar/vector ALU incl. MFMA opcodes and
-SMEM, decode/print only; DS/FLAT/MUBUF not tabulated yet).
+SMEM, DS, FLAT/SCRATCH/GLOBAL, decode/print only; MUBUF not tabulated yet).
 Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floats 240-248, literal 255, VGPR
 256-511 in 9-bit source fields) are documented in operands.py. Errors raise DecodeError naming the byte offset.
 """
@@ -98,7 +98,7 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   enc = t.dispatch[w0 >> 23]
   if enc is None: raise DecodeError(f"no {t.arch} encoding has identifying bits {w0 >> 23:#05x} (dword {w0:#010x})", off)
   if enc == "FLAT":
-    enc = _FLAT_BY_SEG[(w0 >> 16) & 3]
+    enc = _FLAT_BY_SEG[(w0 >> t.flat_seg_shift) & 3]
     if enc is None: raise DecodeError(f"reserved FLAT segment 3 (dword {w0:#010x})", off)
   if enc == "VOPD": return _decode_vopd(t, data, off, w0)
   et = t.encodings[enc]
@@ -133,7 +133,7 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
     # has one such dword: at most 4 more address bytes, the last one starting a range for the rest (nsa_bytes)
     size += 4 * ((len(nsa_layout(mimg_address_count(et, opcode, fields))) + 3) // 4)
     if off + size > n: _dword(data, off + size - 4, "the MIMG NSA address dwords", off)
-  if enc in _RETURNING and (fields["th"] & 1 if enc in _RETURNING_TH else fields["glc"]):
+  if enc in _RETURNING and (fields["th"] & 1 if enc in _RETURNING_TH else fields.get("glc", fields.get("sc0"))):
     alt = et.extra[opcode]["operands_glc"]  # the returning form of an atomic (GLC on gfx11, th bit 0 on gfx12)
     if alt is not None: template = alt
   if enc in _DPP_ENCODINGS and literal is None and fields["src0"] in _DPP_SRC0:

@@ -6,6 +6,8 @@ op_sel:[...], clamp, mul:2, offset:N, glc/slc/dlc, ...) follows LLVM's AMDGPU as
 """
 from __future__ import annotations
 
+import re
+
 from .decode import Inst
 from .errors import DecodeError
 from .operands import Operand, reg_text, scalar_operand, source_operand
@@ -69,7 +71,8 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
     if kind == "reg":
       field, cls, count = t[1], t[2], t[3]
       value = fields[field]
-      if enc in ("GLOBAL", "VGLOBAL") and field in ("addr", "vaddr") and fields["saddr"] != 124: count = 1
+      saddr_off = arch_tables(inst.arch).saddr_off
+      if enc in ("GLOBAL", "VGLOBAL") and field in ("addr", "vaddr") and fields["saddr"] != saddr_off: count = 1
       if enc == "VSCRATCH" and field == "vaddr" and not fields["sve"]:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
@@ -90,7 +93,7 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       if enc == "SCRATCH" and field == "addr" and not fields["sve"]:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
-      if enc == "SCRATCH" and field == "saddr" and value == 124:
+      if enc == "SCRATCH" and field == "saddr" and value == saddr_off:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
       if enc in ("MUBUF", "MTBUF") and field == "vaddr":
@@ -113,7 +116,7 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       ops.append(_field_operand(inst, field, cls, count, value))
     elif kind == "text":
       text = t[1]
-      if enc in ("GLOBAL", "VGLOBAL") and text == "off" and fields["saddr"] != 124:
+      if enc in ("GLOBAL", "VGLOBAL") and text == "off" and fields["saddr"] != arch_tables(inst.arch).saddr_off:
         ops.append(_field_operand(inst, "saddr", "s", 2, fields["saddr"]))
         continue
       if enc == "SCRATCH" and text == "off":  # the address slot; handled through the template's saddr entry
@@ -295,6 +298,9 @@ def _hwreg_text(arch: str, v: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- modifiers
+# DS opcodes with two 8-bit offsets (offset0:/offset1:): gfx11 ds_load_2addr_b32..., gfx9 ds_read2_b32, ds_write2st64_b64,
+# ds_wrxchg2_rtn_b32...
+_DS_TWO_OFFSETS = re.compile(r"2addr|^ds_(read|write|wrxchg)2")
 _OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 
@@ -372,7 +378,7 @@ def format_inst(inst: Inst) -> str:
   else:
     texts = [o.text for o in ops]
     if enc == "DS":
-      if "2addr" in inst.name:
+      if _DS_TWO_OFFSETS.search(inst.name):
         if f["offset0"]: mods.append(f"offset0:{f['offset0']}")
         if f["offset1"]: mods.append(f"offset1:{f['offset1']}")
       else:
@@ -385,7 +391,7 @@ def format_inst(inst: Inst) -> str:
       if enc != "FLAT" and off & 0x1000: off -= 0x2000  # 13-bit signed for GLOBAL/SCRATCH (16.10)
       if enc == "FLAT": off &= 0xfff
       if off: mods.append(f"offset:{off}")
-      mods += [m for m in ("glc", "slc", "dlc") if f[m]]
+      mods += [m for m in ("glc", "slc", "dlc", "sc0", "sc1", "nt") if f.get(m)]   # gfx942: sc0/sc1/nt
     elif enc == "SMEM" and "th" in f:
       mods += _cache_policy_mods(inst)
     elif enc == "SMEM" and "imm" in f:
