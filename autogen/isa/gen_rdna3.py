@@ -9,7 +9,7 @@ values, lets `llvm-mc-19 -disassemble -show-encoding` decode thousands of probes
   `vcc_lo` or `off` is kept as text, simm16 operands get their printing style (hex, unsigned, waitcnt, ...);
 - VOP3 opcodes whose bits 14:8 are a scalar destination (VOP3SD) and which modifiers each VOP3/VOP3P opcode accepts.
 Output: autogen/isa/<arch>.py (data only). `--arch gfx1200` (RDNA4) walks the formats tabulated for it in
-layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER) and `--arch gfx942` (CDNA3: ALU and SMEM); a new
+layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER) and `--arch gfx942` (CDNA3: ALU, SMEM, DS, FLAT/SCRATCH/GLOBAL); a new
 format or architecture needs its layout there, the walk is the same with -mcpu=<arch>. Regenerating takes ~30-90 s (tens of llvm-mc calls).
 """
 from __future__ import annotations
@@ -179,7 +179,10 @@ def zero_sets(values: dict) -> list[dict]:
 
 
 # per-architecture probe values where a format differs
-PROBE_ARCH = {"gfx942": {"SMEM": dict(sdata=8, sbase=12, offset=0x1234, imm=1)}}
+# gfx942: SMEM's offset is used only with IMM; a 7-bit FLAT SADDR of 0x7f is "off"; SCRATCH's SVE says VADDR is used
+PROBE_ARCH = {"gfx942": {"SMEM": dict(sdata=8, sbase=12, offset=0x1234, imm=1),
+                         "FLAT": dict(PROBE["FLAT"], saddr=0x7f), "GLOBAL": dict(PROBE["GLOBAL"], saddr=0x7f),
+                         "SCRATCH": dict(PROBE["SCRATCH"], sve=1)}}
 
 
 def walk_opcodes(arch: str, enc: str, layout: dict, values: dict, mcpu: str) -> dict[int, dict]:
@@ -329,6 +332,7 @@ def symbolic_tables(arch: str, tables: dict) -> dict:
 
 
 SOURCE_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1")
+MFMA_PREFIXES = ("v_mfma", "v_smfmac")
 
 
 def refine_sources(arch: str, tables: dict) -> None:
@@ -341,6 +345,7 @@ def refine_sources(arch: str, tables: dict) -> None:
     for op, e in tables[enc].items():
       regs = [t for t in e["operands"] if t[0] == "reg" and t[1] in SOURCE_FIELDS]
       e["lit16"] = []
+      if e["name"].startswith(MFMA_PREFIXES): continue   # no literal sources; llvm-mc-19 crashes on such probes
       for i, t in enumerate(regs):
         vals = {x[1]: (256 + 20 + 10 * j if x[1].startswith("src") else 20 + 4 * j) for j, x in enumerate(regs)}
         for x in e["operands"]:
@@ -430,12 +435,14 @@ def refine_returning(arch: str, tables: dict) -> None:
     if enc not in tables: continue
     layout = layouts[enc]
     ops = sorted(tables[enc])
-    # gfx11: GLC=1; gfx12: th bit 0 (TH_ATOMIC_RETURN)
-    flag = dict(glc=1) if enc in ("FLAT", "GLOBAL", "SCRATCH", "MUBUF") else dict(th=1)
-    probes = [encode_fields(layout, dict(PROBE[enc], op=op, **flag)) for op in ops]
+    # gfx11: GLC=1; gfx12: th bit 0 (TH_ATOMIC_RETURN); gfx942: SC0=1
+    names = {f for f, _, _ in layout["fields"]}
+    flag = dict(glc=1) if "glc" in names else dict(sc0=1) if "sc0" in names else dict(th=1)
+    probe = PROBE_ARCH.get(arch, {}).get(enc, PROBE[enc])
+    probes = [encode_fields(layout, dict(probe, op=op, **flag)) for op in ops]
     for op, res in zip(ops, disassemble(probes, arch)):
       if not res: continue
-      mnem, template, _ = learn_template(enc, dict(PROBE[enc], op=op, **flag), res[0][0])
+      mnem, template, _ = learn_template(enc, dict(probe, op=op, **flag), res[0][0])
       if template != tables[enc][op]["operands"] and mnem == tables[enc][op]["name"]:
         tables[enc][op]["operands_glc"] = template
 

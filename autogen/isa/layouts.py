@@ -117,8 +117,9 @@ GFX12["VBUFFER"] = dict(size=12, ident=[(26, 6, 0b110001)], op="op",
 
 # CDNA3 (gfx942): "AMD Instinct MI300 Instruction Set Architecture Reference Guide", chapter "Microcode Formats".
 # Scalar ALU and VOP1/VOP2/VOPC keep the layouts above; VOP3 (VOP3A/VOP3B) is identified by 110100 and VOP3P
-# (incl. MFMA) by 110100111; SMEM has IMM/GLC/NV/SOFFSET_EN bits and a 21-bit offset. Memory formats (DS, FLAT,
-# MUBUF: sc0/sc1/nt cache bits, acc) are not tabulated yet.
+# (incl. MFMA) by 110100111; SMEM has IMM/GLC/NV/SOFFSET_EN bits and a 21-bit offset. DS has an 8-bit OP at 24:17
+# (ACC at 25: AGPR data); FLAT/SCRATCH/GLOBAL have SEG at 15:14, the cache bits SC0 (16), NT (17), SC1 (25), SVE at
+# 13 (SCRATCH: VADDR used) and a 7-bit SADDR whose 0x7f means "off" (ACC at 55). MUBUF is not tabulated yet.
 GFX942 = {k: GFX11[k] for k in ("SOP2", "SOPK", "SOP1", "SOPC", "SOPP", "VOP2", "VOP1", "VOPC")}
 GFX942["VOP3"] = dict(GFX11["VOP3"], ident=[(26, 6, 0b110100)])
 GFX942["VOP3SD"] = dict(GFX11["VOP3SD"], ident=[(26, 6, 0b110100)])
@@ -126,5 +127,13 @@ GFX942["VOP3P"] = dict(size=8, ident=[(23, 9, 0b110100111)], op="op", fields=GFX
 GFX942["SMEM"] = dict(size=8, ident=[(26, 6, 0b110000)], op="op",
                       fields=[("sbase", 0, 6), ("sdata", 6, 7), ("soffset_en", 14, 1), ("nv", 15, 1), ("glc", 16, 1),
                               ("imm", 17, 1), ("op", 18, 8), ("offset", 32, 21), ("soffset", 57, 7)])
+_FLAT942 = [("offset", 0, 13), ("sve", 13, 1), ("seg", 14, 2), ("sc0", 16, 1), ("nt", 17, 1), ("op", 18, 7),
+            ("sc1", 25, 1), ("addr", 32, 8), ("data", 40, 8), ("saddr", 48, 7), ("acc", 55, 1), ("vdst", 56, 8)]
+GFX942["DS"] = dict(size=8, ident=[(26, 6, 0b110110)], op="op",
+                    fields=[("offset0", 0, 8), ("offset1", 8, 8), ("gds", 16, 1), ("op", 17, 8), ("acc", 25, 1),
+                            ("addr", 32, 8), ("data0", 40, 8), ("data1", 48, 8), ("vdst", 56, 8)])
+GFX942["FLAT"] = dict(size=8, ident=[(26, 6, 0b110111), (14, 2, 0)], op="op", fields=_FLAT942)
+GFX942["SCRATCH"] = dict(size=8, ident=[(26, 6, 0b110111), (14, 2, 1)], op="op", fields=_FLAT942)
+GFX942["GLOBAL"] = dict(size=8, ident=[(26, 6, 0b110111), (14, 2, 2)], op="op", fields=_FLAT942)
 
 LAYOUTS = {"gfx1100": GFX11, "gfx1200": GFX12, "gfx942": GFX942}

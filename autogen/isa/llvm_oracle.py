@@ -23,7 +23,9 @@ _LINE_ERROR_RE = re.compile(r"^<stdin>:\d+:\d+: error: ", re.M)
 
 
 class LLVMMCError(RuntimeError):
-  """llvm-mc failed as a whole (crashed, timed out, or exited non-zero without per-line errors)."""
+  """llvm-mc failed as a whole (crashed, timed out, or exited non-zero without per-line errors); returncode is the
+  exit status (negative: killed by that signal), None on a timeout."""
+  returncode: int | None = None
 
 
 def _run(args: list[str], text: str, line_errors_expected: bool = False) -> tuple[str, str]:
@@ -35,7 +37,9 @@ def _run(args: list[str], text: str, line_errors_expected: bool = False) -> tupl
   except subprocess.TimeoutExpired as e:
     raise LLVMMCError(f"{' '.join(args)}: no answer within {TIMEOUT_S} s ({len(text.splitlines())} input lines)") from e
   if proc.returncode != 0 and not (line_errors_expected and proc.returncode == 1 and _LINE_ERROR_RE.search(proc.stderr)):
-    raise LLVMMCError(f"{' '.join(args)}: exit status {proc.returncode}; stderr ends: {proc.stderr[-2000:]!r}")
+    err = LLVMMCError(f"{' '.join(args)}: exit status {proc.returncode}; stderr ends: {proc.stderr[-2000:]!r}")
+    err.returncode = proc.returncode
+    raise err
   return proc.stdout, proc.stderr
 
 
@@ -48,7 +52,15 @@ def disassemble(probes: list[bytes], mcpu: str = "gfx1100") -> list[list[tuple[s
     # holds would swallow the marker, so pad each probe with two harmless dwords
     lines.append(",".join(f"0x{b:02x}" for b in p + PAD))
     lines.append(",".join(f"0x{b:02x}" for b in MARKER))
-  out, _ = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-disassemble", "-show-encoding"], "\n".join(lines) + "\n")
+  try:
+    out, _ = _run([LLVM_MC, "-arch=amdgcn", f"-mcpu={mcpu}", "-disassemble", "-show-encoding"], "\n".join(lines) + "\n")
+  except LLVMMCError as e:
+    # llvm-mc-19 crashes (SIGSEGV) on a few gfx942 words: split the batch until the culprit stands alone, which then
+    # counts as undecodable; any other failure (a non-zero exit, a timeout) is raised
+    if e.returncode is None or e.returncode >= 0: raise
+    if len(probes) == 1: return [[]]
+    half = len(probes) // 2
+    return disassemble(probes[:half], mcpu) + disassemble(probes[half:], mcpu)
   results: list[list[tuple[str, bytes]]] = [[]]
   for line in out.splitlines():
     m = _ENC_RE.match(line)

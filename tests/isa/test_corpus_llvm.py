@@ -12,8 +12,8 @@ from hcq.compiler.backend.amd.codeobject import CodeObject
 LINE = re.compile(r"^\s+(\S.*?)\s*// ([0-9A-F]{12}): ([0-9A-F ]+?)( <.*>)?$")
 
 
-def objdump_listing(path: str) -> dict[int, tuple[str, str]]:
-  out = subprocess.run(["llvm-objdump-19", "-d", "--mcpu=gfx1100", path], capture_output=True, text=True, check=True).stdout
+def objdump_listing(path: str, mcpu: str = "gfx1100") -> dict[int, tuple[str, str]]:
+  out = subprocess.run(["llvm-objdump-19", "-d", f"--mcpu={mcpu}", path], capture_output=True, text=True, check=True).stdout
   return {int(m.group(2), 16): (" ".join(m.group(1).split()), m.group(3)) for m in map(LINE.match, out.splitlines()) if m}
 
 

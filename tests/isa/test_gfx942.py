@@ -1,5 +1,6 @@
 """gfx942 (CDNA3) tables from the same generator: scalar/vector ALU (VOP3P incl. MFMA opcodes) and SMEM, decoded
-and printed like llvm-mc-19 -mcpu=gfx942. Memory formats (DS, FLAT, MUBUF) and MFMA modifiers are not modelled."""
+and printed like llvm-mc-19 -mcpu=gfx942. DS and FLAT/SCRATCH/GLOBAL are checked on the
+OpenCL corpus (test_corpus_multiarch); MUBUF and MFMA modifiers are not modelled."""
 import pytest
 
 from hcq.autogen.isa.llvm_oracle import disassemble

@@ -33,3 +33,16 @@ def test_a_hanging_tool_times_out(monkeypatch):
   monkeypatch.setattr(llvm_oracle, "TIMEOUT_S", 0.2)
   with pytest.raises(llvm_oracle.LLVMMCError, match=r"^sleep 30: no answer within 0.2 s"):
     llvm_oracle._run(["sleep", "30"], "")
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_a_probe_that_crashes_llvm_mc_is_undecodable(tmp_path, monkeypatch):
+  # a stand-in llvm-mc that dies of SIGSEGV whenever its input holds the byte 0xee and otherwise is llvm-mc-19:
+  # the batch is split until the crashing probe stands alone; the other probes still decode
+  fake = tmp_path / "llvm-mc"
+  fake.write_text('#!/bin/sh\nin=$(cat)\ncase "$in" in *0xee*) kill -SEGV $$;; esac\nprintf "%s\\n" "$in" | llvm-mc-19 "$@"\n')
+  fake.chmod(0o755)
+  monkeypatch.setattr(llvm_oracle, "LLVM_MC", str(fake))
+  nop = bytes([0x00, 0x00, 0x80, 0xbf])
+  got = llvm_oracle.disassemble([nop, bytes([0xee] * 4), nop])
+  assert got == [[("s_nop 0", nop)], [], [("s_nop 0", nop)]]

@@ -9,7 +9,8 @@
     inst.size       # bytes, including a 32-bit literal and a DPP dword
     inst.offset     # byte offset in `code`
     inst.fields     # raw fields named as in the RDNA3 ISA document (see hcq.autogen.isa.layouts)
-    inst.dpp        # None, or the DPP dword's fields: {"kind": "dpp16", src0, dpp_ctrl, fi, bc, src0_neg, src0_abs,
+    inst.dpp        # None, the gfx942 SDWA dword's fields ({"kind": "sdwa", src0, s0, src0_sel, ...: _SDWA_FIELDS),
+                    # or the DPP dword's fields: {"kind": "dpp16", src0, dpp_ctrl, fi, bc, src0_neg, src0_abs,
                     # src1_neg, src1_abs, bank_mask, row_mask} / {"kind": "dpp8", src0, lane_sel, fi}; the real
                     # src0 VGPR is inst.dpp["src0"] (fields["src0"] holds the DPP selector 250/233/234)
     inst.literal    # the 32-bit literal dword, or None
@@ -18,14 +19,14 @@
 
 Architectures: "gfx1100" (RDNA3, every format), "gfx1200" (RDNA4: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL,
 VBUFFER; image/export formats not tabulated yet) and "gfx942" (CDNA3: scalar/vector ALU incl. MFMA opcodes and
-SMEM, decode/print only; DS/FLAT/MUBUF not tabulated yet).
+SMEM, DS, FLAT/SCRATCH/GLOBAL, decode/print only; MUBUF not tabulated yet).
 Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floats 240-248, literal 255, VGPR
 256-511 in 9-bit source fields) are documented in operands.py. Errors raise DecodeError naming the byte offset.
 """
 from __future__ import annotations
 
 from .errors import DecodeError
-from .operands import DPP16, DPP8, DPP8_FI, Operand
+from .operands import DPP16, DPP8, DPP8_FI, SDWA, Operand
 from .tables import ArchTables, arch_tables
 
 _FLAT_BY_SEG = ("FLAT", "SCRATCH", "GLOBAL", None)
@@ -33,6 +34,11 @@ _RETURNING = frozenset(("FLAT", "GLOBAL", "SCRATCH", "MUBUF", "VFLAT", "VGLOBAL"
 _RETURNING_TH = frozenset(("VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER"))
 _DPP_SRC0 = frozenset((DPP16, DPP8, DPP8_FI))
 _DPP_ENCODINGS = frozenset(("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P"))
+# gfx9 SDWA dword (MI300 ISA "VOP_SDWA"): VOPC puts SDST/SD where VOP1/2 have DST_SEL/DST_U/CLMP/OMOD
+_SDWA_FIELDS = (("src0", 0, 0xff), ("dst_sel", 8, 7), ("dst_u", 11, 3), ("clmp", 13, 1), ("omod", 14, 3),
+                ("sdst", 8, 0x7f), ("sd", 15, 1), ("src0_sel", 16, 7), ("src0_sext", 19, 1), ("src0_neg", 20, 1),
+                ("src0_abs", 21, 1), ("s0", 23, 1), ("src1_sel", 24, 7), ("src1_sext", 27, 1), ("src1_neg", 28, 1),
+                ("src1_abs", 29, 1), ("s1", 31, 1))
 # DPP16 dword layout: RDNA3 ISA 16.3.3 "DPP16"; DPP8: 16.3.4 (3-bit lane selects, lane i at bits 3i+8)
 _DPP16_FIELDS = (("src0", 0, 0xff), ("dpp_ctrl", 8, 0x1ff), ("fi", 18, 1), ("bc", 19, 1), ("src0_neg", 20, 1),
                  ("src0_abs", 21, 1), ("src1_neg", 22, 1), ("src1_abs", 23, 1), ("bank_mask", 24, 0xf),
@@ -98,7 +104,7 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
   enc = t.dispatch[w0 >> 23]
   if enc is None: raise DecodeError(f"no {t.arch} encoding has identifying bits {w0 >> 23:#05x} (dword {w0:#010x})", off)
   if enc == "FLAT":
-    enc = _FLAT_BY_SEG[(w0 >> 16) & 3]
+    enc = _FLAT_BY_SEG[(w0 >> t.flat_seg_shift) & 3]
     if enc is None: raise DecodeError(f"reserved FLAT segment 3 (dword {w0:#010x})", off)
   if enc == "VOPD": return _decode_vopd(t, data, off, w0)
   et = t.encodings[enc]
@@ -133,10 +139,16 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
     # has one such dword: at most 4 more address bytes, the last one starting a range for the rest (nsa_bytes)
     size += 4 * ((len(nsa_layout(mimg_address_count(et, opcode, fields))) + 3) // 4)
     if off + size > n: _dword(data, off + size - 4, "the MIMG NSA address dwords", off)
-  if enc in _RETURNING and (fields["th"] & 1 if enc in _RETURNING_TH else fields["glc"]):
+  if enc in _RETURNING and (fields["th"] & 1 if enc in _RETURNING_TH else fields.get("glc", fields.get("sc0"))):
     alt = et.extra[opcode]["operands_glc"]  # the returning form of an atomic (GLC on gfx11, th bit 0 on gfx12)
     if alt is not None: template = alt
-  if enc in _DPP_ENCODINGS and literal is None and fields["src0"] in _DPP_SRC0:
+  if t.arch == "gfx942" and enc in ("VOP1", "VOP2", "VOPC") and fields["src0"] == SDWA:
+    ext = _dword(data, off + size, "the SDWA dword", off)
+    size += 4
+    dpp = {f: (ext >> lo) & m for f, lo, m in _SDWA_FIELDS}
+    dpp["kind"] = "sdwa"
+    name = (name[:-4] if name.endswith("_e32") else name) + "_sdwa"     # LLVM: v_add_u32_sdwa, v_cmp_ne_u16_sdwa
+  elif enc in _DPP_ENCODINGS and literal is None and fields["src0"] in _DPP_SRC0:
     ext = _dword(data, off + size, "the DPP dword", off)
     size += 4
     if fields["src0"] == DPP16:

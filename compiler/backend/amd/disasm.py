@@ -6,6 +6,8 @@ op_sel:[...], clamp, mul:2, offset:N, glc/slc/dlc, ...) follows LLVM's AMDGPU as
 """
 from __future__ import annotations
 
+import re
+
 from .decode import Inst
 from .errors import DecodeError
 from .operands import Operand, reg_text, scalar_operand, source_operand
@@ -25,6 +27,7 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
       return op
     v = value & 0xff
     return Operand("vgpr", v & 0x7f, 1, None, field, f"v{v & 0x7f}.{'h' if v & 0x80 else 'l'}")
+  if inst.dpp is not None and inst.dpp["kind"] == "sdwa": return _sdwa_operand(inst, field, cls, count, value)
   if field == "src0" and inst.dpp is not None:
     v = inst.dpp["src0"]
     return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
@@ -69,7 +72,8 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
     if kind == "reg":
       field, cls, count = t[1], t[2], t[3]
       value = fields[field]
-      if enc in ("GLOBAL", "VGLOBAL") and field in ("addr", "vaddr") and fields["saddr"] != 124: count = 1
+      saddr_off = arch_tables(inst.arch).saddr_off
+      if enc in ("GLOBAL", "VGLOBAL") and field in ("addr", "vaddr") and fields["saddr"] != saddr_off: count = 1
       if enc == "VSCRATCH" and field == "vaddr" and not fields["sve"]:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
@@ -90,7 +94,7 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       if enc == "SCRATCH" and field == "addr" and not fields["sve"]:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
-      if enc == "SCRATCH" and field == "saddr" and value == 124:
+      if enc == "SCRATCH" and field == "saddr" and value == saddr_off:
         ops.append(Operand("text", None, 0, None, field, "off"))
         continue
       if enc in ("MUBUF", "MTBUF") and field == "vaddr":
@@ -113,12 +117,15 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       ops.append(_field_operand(inst, field, cls, count, value))
     elif kind == "text":
       text = t[1]
-      if enc in ("GLOBAL", "VGLOBAL") and text == "off" and fields["saddr"] != 124:
+      if enc in ("GLOBAL", "VGLOBAL") and text == "off" and fields["saddr"] != arch_tables(inst.arch).saddr_off:
         ops.append(_field_operand(inst, "saddr", "s", 2, fields["saddr"]))
         continue
       if enc == "SCRATCH" and text == "off":  # the address slot; handled through the template's saddr entry
         ops.append(Operand("vgpr", fields["addr"], 1, None, "addr", f"v{fields['addr']}") if fields["sve"]
                    else Operand("text", None, 0, None, None, "off"))
+        continue
+      if enc == "VOPC" and text == "vcc" and inst.dpp is not None and inst.dpp["kind"] == "sdwa" and inst.dpp["sd"]:
+        ops.append(scalar_operand(inst.dpp["sdst"], 2, "sdst", inst.arch))   # SDWA SD: SDST replaces vcc
         continue
       ops.append(Operand("text", None, 0, None, None, text))
     elif kind == "simm16":
@@ -295,6 +302,9 @@ def _hwreg_text(arch: str, v: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- modifiers
+# DS opcodes with two 8-bit offsets (offset0:/offset1:): gfx11 ds_load_2addr_b32..., gfx9 ds_read2_b32, ds_write2st64_b64,
+# ds_wrxchg2_rtn_b32...
+_DS_TWO_OFFSETS = re.compile(r"2addr|^ds_(read|write|wrxchg)2")
 _OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 
@@ -372,7 +382,7 @@ def format_inst(inst: Inst) -> str:
   else:
     texts = [o.text for o in ops]
     if enc == "DS":
-      if "2addr" in inst.name:
+      if _DS_TWO_OFFSETS.search(inst.name):
         if f["offset0"]: mods.append(f"offset0:{f['offset0']}")
         if f["offset1"]: mods.append(f"offset1:{f['offset1']}")
       else:
@@ -385,7 +395,7 @@ def format_inst(inst: Inst) -> str:
       if enc != "FLAT" and off & 0x1000: off -= 0x2000  # 13-bit signed for GLOBAL/SCRATCH (16.10)
       if enc == "FLAT": off &= 0xfff
       if off: mods.append(f"offset:{off}")
-      mods += [m for m in ("glc", "slc", "dlc") if f[m]]
+      mods += [m for m in ("glc", "slc", "dlc", "sc0", "sc1", "nt") if f.get(m)]   # gfx942: sc0/sc1/nt
     elif enc == "SMEM" and "th" in f:
       mods += _cache_policy_mods(inst)
     elif enc == "SMEM" and "imm" in f:
@@ -455,8 +465,41 @@ def _buf_format_text(arch: str, fmt: int) -> str:
   return f"[{names[fmt]}]" if fmt in names else str(fmt)
 
 
+_SDWA_SEL = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
+_SDWA_UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
+
+
+def _sdwa_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
+  """An operand of a gfx942 SDWA instruction: src0/src1 are VGPRs unless S0/S1 make them SGPRs (or constants), with
+  sext/neg/abs from the SDWA dword (a VOPC destination is vcc unless SD names SDST: see _template_operands)."""
+  d = inst.dpp
+  if field in ("src0", "vsrc1"):
+    i = 0 if field == "src0" else 1
+    v = d["src0"] if i == 0 else value
+    op = source_operand(v if d[f"s{i}"] else 256 + v, count, field, None, inst.arch)
+    if op is None: raise DecodeError(f"{inst.name}: reserved SDWA source {v} in {field}", inst.offset)
+    text = op.text
+    if d[f"src{i}_abs"]: text = f"|{text}|"
+    if d[f"src{i}_neg"]: text = f"-{text}"
+    if d[f"src{i}_sext"]: text = f"sext({text})"
+    return op._replace(text=text)
+  return Operand("vgpr", value, count, None, field, reg_text("v", value, count))
+
+
+def _sdwa_mods(inst: Inst) -> list[str]:
+  d, mods = inst.dpp, []
+  if inst.encoding != "VOPC":
+    if d["clmp"]: mods.append("clamp")
+    if d["omod"]: mods.append(_OMOD[d["omod"]])
+    mods += [f"dst_sel:{_SDWA_SEL[d['dst_sel']]}", f"dst_unused:{_SDWA_UNUSED[d['dst_u']]}"]
+  mods.append(f"src0_sel:{_SDWA_SEL[d['src0_sel']]}")
+  if inst.encoding != "VOP1": mods.append(f"src1_sel:{_SDWA_SEL[d['src1_sel']]}")
+  return mods
+
+
 def _dpp_mods(inst: Inst) -> list[str]:
   d = inst.dpp
+  if d["kind"] == "sdwa": return _sdwa_mods(inst)
   if d["kind"] == "dpp8":
     sel = ",".join(str((d["lane_sel"] >> (3 * i)) & 7) for i in range(8))
     return [f"dpp8:[{sel}]"] + (["fi:1"] if d["fi"] else [])

@@ -39,6 +39,7 @@ NAMES_BY_ARCH = {"gfx942": (_GFX9_NAMES, _GFX9_NAMES_64, 102)}
 LITERAL = 255
 VGPR_BASE = 256
 DPP16, DPP8, DPP8_FI = 250, 233, 234
+SDWA = 249    # gfx9 (gfx942): src0 = 0xf9 selects the sub-dword addressing dword that follows a VOP1/VOP2/VOPC word
 
 
 class Operand(NamedTuple):

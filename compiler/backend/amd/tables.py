@@ -7,7 +7,8 @@ from functools import cached_property, lru_cache
 
 # 9-bit source fields that select a trailing 32-bit literal with the value 255 (RDNA3 ISA 16.3: "SRC0 ... 255 = literal")
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
-# gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER; gfx942: scalar/vector ALU (incl. MFMA opcodes) and SMEM
+# gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER; gfx942: scalar/vector ALU (incl. MFMA opcodes), SMEM, DS
+# and FLAT/SCRATCH/GLOBAL
 SUPPORTED_ARCHS = ("gfx1100", "gfx1200", "gfx942")
 
 
@@ -93,7 +94,12 @@ class ArchTables:
     vopd = mod.OPS.get("VOPD", {"X": {}, "Y": {}})
     self.vopd_x = {op: (e["name"], tuple(e["operands"])) for op, e in vopd["X"].items()}
     self.vopd_y = {op: (e["name"], tuple(e["operands"])) for op, e in vopd["Y"].items()}
-    # dispatch on the top 9 bits of the first dword; FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16) later
+    # FLAT/SCRATCH/GLOBAL are told apart by SEG (bits 17:16 on gfx11, 15:14 on gfx942) after the dispatch
+    self.flat_seg_shift = next((lo for f, lo, _ in mod.LAYOUTS["FLAT"]["fields"] if f == "seg"), 16) \
+      if "FLAT" in mod.LAYOUTS else 16
+    # the 7-bit FLAT SADDR value printed "off": 0x7c (null) on gfx11, 0x7f on gfx9
+    self.saddr_off = 0x7f if arch == "gfx942" else 0x7c
+    # dispatch on the top 9 bits of the first dword
     self.dispatch: list[str | None] = self._classify_all()
 
   @cached_property

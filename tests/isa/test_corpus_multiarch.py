@@ -1,0 +1,34 @@
+"""The clang-19 OpenCL corpus built for gfx1200 (RDNA4) and gfx942 (CDNA3, wave64) by tests/fixtures/opencl/build.py
+(hsaco/<mcpu>/*.hsaco): `hcq disasm` prints every instruction of every kernel as llvm-objdump-19 -d --mcpu=<mcpu>
+does, compared line by line (text with whitespace runs collapsed, and the instruction words) as the gfx1100 corpus is
+in test_corpus_llvm.py."""
+import glob
+import os
+
+import pytest
+
+from .conftest import CORPUS
+from .test_corpus_llvm import hcq_listing, objdump_listing
+
+# instructions compared per target when this test was written (every instruction hcq lists)
+MIN_INSTRUCTIONS = {"gfx1200": 2400, "gfx942": 2000}
+
+
+def corpus(mcpu: str) -> list[str]:
+  files = sorted(glob.glob(os.path.join(CORPUS, mcpu, "*.hsaco")))
+  if len(files) < 20: pytest.fail(f"{mcpu} corpus has {len(files)} code objects: run tests/fixtures/opencl/build.py")
+  return files
+
+
+@pytest.mark.tools("llvm-objdump-19")
+@pytest.mark.parametrize("mcpu", sorted(MIN_INSTRUCTIONS))
+def test_disasm_matches_llvm_objdump(mcpu, capsys):
+  total, bad = 0, []
+  for path in corpus(mcpu):
+    ref = objdump_listing(path, mcpu)
+    mine = hcq_listing(path, capsys)
+    for addr, (text, words) in mine.items():
+      total += 1
+      if ref.get(addr) != (text, words): bad.append(f"{os.path.basename(path)} @ {addr:#x}: {ref.get(addr)} vs {(text, words)}")
+  assert not bad, f"{len(bad)} of {total} {mcpu} instructions differ: " + "\n".join(bad[:20])
+  assert total >= MIN_INSTRUCTIONS[mcpu]
