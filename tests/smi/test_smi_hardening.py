@@ -25,22 +25,6 @@ BUS = "0000:03:00.0"
 SUDO_ENV = ["sudo", "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
 
 
-@pytest.fixture
-def locks(tmp_path):
-  d = tmp_path / "locks"
-  d.mkdir()
-  return d
-
-
-@pytest.fixture
-def procs():
-  started = []
-  yield started
-  for p in started:
-    if p.poll() is None: p.kill()
-    p.wait(10)
-
-
 def wait_dead(p, timeout=10):
   try: return p.wait(timeout)
   except subprocess.TimeoutExpired: return None

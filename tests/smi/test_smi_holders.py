@@ -20,23 +20,6 @@ from smi_helpers import as_nobody, read_log, run_smi, run_smi_json, smi_env, smi
 BUS = "0000:03:00.0"
 
 
-@pytest.fixture
-def locks(tmp_path):
-  d = tmp_path / "locks"
-  d.mkdir()
-  return d
-
-
-@pytest.fixture
-def procs():
-  started = []
-  yield started
-  for p in started:
-    if p.poll() is None:
-      p.kill()
-    p.wait(10)
-
-
 def wait_dead(p, timeout=10):
   try: return p.wait(timeout)
   except subprocess.TimeoutExpired: return None

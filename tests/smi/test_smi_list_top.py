@@ -69,15 +69,6 @@ def test_list_on_a_fake_tree_agrees_with_lspci_on_the_same_tree(fake, procs):
   assert "0000:00:00.0" not in text
 
 
-@pytest.fixture
-def procs():
-  started = []
-  yield started
-  for p in started:
-    p.kill()
-    p.wait(10)
-
-
 def test_top_once_reads_sysfs_of_kfd_devices(fake, procs):
   holder = spawn_holder(fake.locks / "am_0000:04:00.0.lock")
   procs.append(holder)
