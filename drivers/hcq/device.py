@@ -110,8 +110,7 @@ class Device(DeviceBase):
 
   # ---- helpers
   def _check_range(self, buf: Buffer, offset: int, size: int, what: str) -> None:
-    if not isinstance(buf, Buffer): raise DeviceError(f"{self.name}: {what} needs a Buffer, got {type(buf).__name__}")
-    if buf.device is not self: raise DeviceError(f"{self.name}: {what}: {buf} belongs to another device")
+    """buf (a Buffer of this device: _check_buffer) is live and [offset, offset + size) lies inside it."""
     if buf.freed: raise DeviceError(f"{self.name}: {what}: {buf} was freed")
     if offset < 0 or size < 0 or offset + size > buf.size:
       raise DeviceError(f"{self.name}: {what} of {size} bytes at offset {offset} is outside {buf}")
