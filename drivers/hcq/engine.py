@@ -98,9 +98,6 @@ class Engine:
 
   def commit(self) -> None: raise NotImplementedError
 
-  @property
-  def idle_now(self) -> bool: return True
-
   def close(self) -> None: pass
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"
@@ -116,6 +113,3 @@ class RingEngine(Engine):
     self.write, self.commit, self.rollback = ring.write, ring.commit, ring.rollback
 
   def mark(self): return self.ring.put_dw
-
-  @property
-  def idle_now(self) -> bool: return self.ring.idle_now
