@@ -34,7 +34,10 @@ def resolve(arg: str, firmware_dir: str) -> str:
 
 def read_file(path: str, package: str) -> bytes:
   try:
-    with open(path, "rb") as f:
+    # O_NONBLOCK: opening a FIFO (or a device) must not block until a writer comes; anything but a regular file is
+    # refused before a byte is read
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
       st = os.fstat(f.fileno())
       if not stat.S_ISREG(st.st_mode): raise CommandError(f"{path}: not a regular file, so not a firmware container")
       if st.st_size > MAX_BYTES: raise CommandError(f"{path}: {st.st_size} bytes is far too large for a firmware container")

@@ -334,3 +334,20 @@ def test_the_private_sources_list_comes_from_the_machines_debian_entry(tmp_path,
   os.unlink(etc / "sources.list")
   with pytest.raises(sources.SourceError, match="no Debian archive entry"):
     sources.debian_mirror(str(etc))
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path, capsys):
+  """`hcq fw FIFO` used to block in open() until a writer came; it is refused at once, and so is one found by load()."""
+  import os
+  import time
+  from hcq.cli import main
+  from hcq.config import Config
+  from hcq.drivers.amd.am import firmware
+  from hcq.drivers.system import LinuxOS
+  fifo = tmp_path / "gc_11_0_0_mec.bin"
+  os.mkfifo(fifo)
+  t0 = time.monotonic()
+  assert main(["fw", str(fifo)]) == 1
+  assert "not a regular file" in capsys.readouterr().err
+  with pytest.raises(firmware.FirmwareError): firmware.load(LinuxOS(Config()), str(tmp_path), fifo.name)
+  assert time.monotonic() - t0 < 5

@@ -274,7 +274,8 @@ def load(os_iface, firmware_dir: str, name: str) -> Firmware:
   if not os_iface.exists(path):
     raise FirmwareError(f"{path}: no such firmware file (AMD's firmware is in Debian's {PACKAGE} package; "
                         f"HCQ_FIRMWARE_DIR chooses another folder)")
-  f = os_iface.open(path, os.O_RDONLY)
+  # O_NONBLOCK: a FIFO in the folder must not block the open (it then reads as empty and is refused as too short)
+  f = os_iface.open(path, os.O_RDONLY | os.O_NONBLOCK)
   try: data = f.read()
   finally: f.close()
   return parse(name, data)
