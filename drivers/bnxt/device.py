@@ -218,13 +218,17 @@ class BNXTDev(DeviceBase):
   def _close(self) -> None:
     """Reset the function (so that it stops using our memory), free the memory, release the device lock."""
     if self.device_lock is None: return
-    self.hwrm.call("func_reset", timeout_s=self.timeout_s)
-    for item in reversed(self._keep): item.free()
-    self._keep = []
-    for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
-      if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
-    self.device_lock.release()
-    self.device_lock = None
+    try:
+      self.hwrm.call("func_reset", timeout_s=self.timeout_s)
+      # the function no longer uses our memory: it can go (after a failed reset it stays allocated, as after a failed
+      # bring-up: the function may still write to it)
+      for item in reversed(self._keep): item.free()
+      self._keep = []
+      for chan, buf in (("hwrm", "resp"), ("rcfw", "cmdq")):
+        if hasattr(self, chan): getattr(getattr(self, chan), buf).free()
+    finally:
+      self.device_lock.release()    # the device is given back either way: close() happens once
+      self.device_lock = None
 
 
 def _u8x6(b: bytes): return (ctypes.c_uint8 * 6)(*b)

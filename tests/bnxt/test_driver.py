@@ -355,3 +355,20 @@ def test_a_failing_ack_timer_is_reported(mock):
   with pytest.raises(Timeout, match="completion of RDMA WRITE"): a.rdma_write(dst.va, rk, src.va, lk, 64, timeout_s=0.5)
   assert any("ACK timer failed: RuntimeError: model bug" in e for e in nic.errors)
   assert nic.engine._timer.is_alive()   # and it keeps ticking
+
+
+def test_a_reset_that_fails_at_close_still_gives_the_device_back(mock, monkeypatch):
+  """close() runs once: when the function's reset fails, the error is raised, the lock is released all the same (the
+  next driver can open the function) and the DMA memory stays allocated (the function may still write to it)."""
+  os, nic = mock(seed=28)
+  dev = open_dev(os, nic)
+  kept = list(dev._keep)
+  real = dev.hwrm.call
+  def call(name, **kw):
+    if name == "func_reset": raise Timeout("func_reset completion", timeout_s=0.1)
+    return real(name, **kw)
+  monkeypatch.setattr(dev.hwrm, "call", call)
+  with pytest.raises(Timeout): dev.close()
+  assert os.held_locks() == [] and dev.closed and dev._keep == kept
+  monkeypatch.undo()
+  open_dev(os, nic).close()
