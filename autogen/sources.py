@@ -69,9 +69,12 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
     _apt(["apt-get", *opts, "download", f"{pkg['name']}={pkg['version']}"], debs, f"apt-get download {pkg['name']}={pkg['version']}")
   if not pkg.get("suite"): download([])
   else:
-    try: download(private_apt_options(pkg, cache))
-    except SourceError:   # package lists fetched long ago may be stale: fetch them again, once
-      download(private_apt_options(pkg, cache, refresh=True))
+    fetched = []
+    opts = private_apt_options(pkg, cache, fetched=fetched)
+    try: download(opts)
+    except SourceError:
+      if fetched: raise      # the lists are fresh from this call: fetching them again would not help
+      download(private_apt_options(pkg, cache, refresh=True))   # lists fetched long ago may be stale: once more
   if not os.path.exists(path): raise SourceError(f"apt-get download did not produce {path}")
   got = sha256_of(path)
   if got != pkg["sha256"]:
@@ -89,10 +92,12 @@ def _apt(argv: list[str], cwd: str, what: str) -> None:
 
 def debian_mirror(sources_dir: str = APT_SOURCES) -> tuple[str, str]:
   """(URI, Signed-By) of the machine's own Debian archive entry: the first stanza of debian.sources (deb822), else
-  the first `deb` line of sources.list. The registry is never named in code: the machine's own entry is used."""
+  the first `deb` line of sources.list. The registry is never named in code: the machine's own entry is used.
+  A Signed-By that holds the key itself (a multi-line block, not a path) gives "": apt then checks the archive with the
+  machine's own keyring, as it does for the machine's own sources."""
   deb822 = os.path.join(sources_dir, "sources.list.d", "debian.sources")
   if os.path.exists(deb822):
-    for stanza in open(deb822).read().split("\n\n"):
+    for stanza in _read_text(deb822).split("\n\n"):
       fields = {}
       for line in stanza.splitlines():
         key, sep, value = line.partition(":")
@@ -101,7 +106,7 @@ def debian_mirror(sources_dir: str = APT_SOURCES) -> tuple[str, str]:
         return fields["uris"].split()[0], fields.get("signed-by", "")
   legacy = os.path.join(sources_dir, "sources.list")
   if os.path.exists(legacy):
-    for line in open(legacy):
+    for line in _read_text(legacy).splitlines():
       m = re.match(r"\s*deb\s+(?:\[([^\]]*)\]\s*)?(\S+)", line)   # deb [opt=v opt=v] URI suite components
       if m:
         signed = next((o.split("=", 1)[1] for o in (m.group(1) or "").split() if o.startswith("signed-by=")), "")
@@ -109,9 +114,11 @@ def debian_mirror(sources_dir: str = APT_SOURCES) -> tuple[str, str]:
   raise SourceError(f"no Debian archive entry in {deb822} or {legacy}: cannot build a sources list")
 
 
-def private_apt_options(pkg: dict, cache: str, refresh: bool = False, sources_dir: str = APT_SOURCES) -> list[str]:
+def private_apt_options(pkg: dict, cache: str, refresh: bool = False, sources_dir: str = APT_SOURCES,
+                        fetched: list | None = None) -> list[str]:
   """apt options that read only a private sources list (the machine's Debian mirror, the package's suite and
-  component) with its own package lists under <cache>/apt; the lists are fetched (apt-get update) on first use."""
+  component) with its own package lists under <cache>/apt; the lists are fetched (apt-get update) on first use or
+  when refresh is asked (then True is appended to `fetched`, if given)."""
   uri, signed = debian_mirror(sources_dir)
   base = os.path.join(private_cache(cache), "apt", f"{pkg['suite']}_{pkg['component']}")
   lists = os.path.join(base, "lists")
@@ -119,13 +126,18 @@ def private_apt_options(pkg: dict, cache: str, refresh: bool = False, sources_di
   os.makedirs(os.path.join(base, "cache"), exist_ok=True)
   line = f"deb {f'[signed-by={signed}] ' if signed else ''}{uri} {pkg['suite']} {pkg['component']}\n"
   listfile = os.path.join(base, "sources.list")
-  if not os.path.exists(listfile) or open(listfile).read() != line:
+  if not os.path.exists(listfile) or _read_text(listfile) != line:
     with atomic_writer(listfile, text=True, perm=0o644) as f: f.write(line)
   opts = ["-o", f"Dir::Etc::sourcelist={listfile}", "-o", "Dir::Etc::sourceparts=/dev/null",
           "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={os.path.join(base, 'cache')}"]
   if refresh or not any(n.endswith("_Packages") or "_Packages." in n for n in os.listdir(lists)):
     _apt(["apt-get", *opts, "update"], base, f"apt-get update ({pkg['suite']} {pkg['component']})")
+    if fetched is not None: fetched.append(True)
   return opts
+
+
+def _read_text(path: str) -> str:
+  with open(path) as f: return f.read()
 
 
 def _run_pipe(first: list[str], second: list[str], what: str):
