@@ -274,7 +274,9 @@ class MockAMDGPU:
       # kfd_set_dbg_ev_from_interrupt, without a debugger: kfd_dqm_evict_pasid, then kfd_signal_vm_fault_event).
       # An evicted queue is not active (kfd_device_queue_manager.c evict_process_queues_cpsch): its doorbell does
       # nothing, and a wait on it ends only with the memory-exception event or its timeout.
-      for q in self.queues.values(): q.active = False
+      for q in self.queues.values():
+        q.active = False
+        q.drop_work()     # an evicted queue never resumes a dispatch it had suspended: its state goes now
     if self.listener is not None: self.listener.queue_failed(self, queue, error)
 
   # ---- dispatch

@@ -62,18 +62,21 @@ class Queue:
       self.error = e
       self.gpu.queue_failed(self, e)
       return True
-    except BaseException:
-      self._interrupted()
+    except Exception as e:      # a bug of the model: this queue stops (with the error named), the others run on
+      self._stopped_by(e, "the mock's queue model failed")
+      return True
+    except BaseException as e:  # KeyboardInterrupt in the host's thread (synchronous mode): stop, then let it through
+      self._stopped_by(e, "interrupted by an exception in the host's thread")
       raise
 
-  def _interrupted(self) -> None:
-    """An exception of the host's thread (KeyboardInterrupt) arrived while it ran this queue (synchronous mode),
-    maybe halfway through a block of a dispatch or a packet: that work cannot be resumed exactly, so it is dropped
-    and the queue stops with an error (reported as any queue error: at the driver's next wait). The queue is left
-    consistent: destroying it (close()) works at once."""
+  def _stopped_by(self, e: BaseException, why: str) -> None:
+    """An exception other than a queue error arrived while this queue ran, maybe halfway through a block of a
+    dispatch or a packet: that work cannot be resumed exactly, so it is dropped and the queue stops with an error
+    naming the exception (reported as any queue error: at the driver's next wait). The queue is left consistent:
+    destroying it (close()) works at once."""
     self.drop_work()
-    self.error = QueueError(self.name, "interrupted by an exception in the host's thread while it ran the queue: its "
-                                       "current work was dropped and the queue stopped")
+    self.error = QueueError(self.name, f"{why} ({type(e).__name__}: {e}) while it ran the queue: its current work "
+                                       f"was dropped and the queue stopped")
     self.gpu.queue_failed(self, self.error)
 
   def drop_work(self) -> None:

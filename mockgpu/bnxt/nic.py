@@ -100,7 +100,9 @@ class MockThor2(PCIFunction):
     text = data.decode(errors="replace").strip()
     fields = dict(word.partition("=")[::2] for word in text.split())
     port = fields.get("udp_port", "")
-    if set(fields) != {"udp_port"} or not port.isdigit() or not 0 < int(port) < 65536:
+    # ASCII digits, at most 5 (int() of "²" or of 5000 digits would raise instead)
+    if set(fields) != {"udp_port"} or not (port.isascii() and port.isdigit() and len(port) <= 5) \
+       or not 0 < int(port) < 65536:
       raise OSCallError("write", f"{self.sysfs_dir}/wire", errno.EINVAL,
                         f"{text!r}: expected udp_port=N with N a UDP port (1..65535) of the peer NIC on 127.0.0.1")
     self.phy.set_peer(int(port))

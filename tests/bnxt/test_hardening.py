@@ -301,3 +301,12 @@ def test_device_errors_reach_the_cli_through_the_device(mock, capsys):
   assert dev.device_errors() == ["SQ doorbell for unknown QP 0x7777"]
   assert not report_device_errors(dev, "test")
   assert "the device reports a driver bug: SQ doorbell for unknown QP 0x7777" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["\u00b2", "9" * 5000, "0", "65536"])
+def test_the_mock_wire_refuses_a_port_it_cannot_use_with_an_os_error(mock, port):
+  """sysfs `wire` of the mock NIC: a port that is no ASCII number of at most 5 digits is EINVAL (it used to end in a
+  ValueError from int())."""
+  from hcq.errors import OSCallError
+  os, nic = mock(seed=31)
+  with pytest.raises(OSCallError, match="expected udp_port=N"): nic._wire_write(f"udp_port={port}".encode())

@@ -211,3 +211,27 @@ def test_ctrl_c_during_an_endless_kernel_closes_the_device_promptly(threaded):
       proc.communicate()
   assert proc.returncode == 0 and out == "closed\n", err
   assert took < 3.0
+
+
+@MODES
+def test_a_bug_of_the_queue_model_stops_that_queue_with_the_error_named_and_the_gpu_runs_on(threaded, monkeypatch):
+  """An exception that is no queue error (a bug of the model) used to end the threaded worker (every queue of the
+  GPU stopped, waits ran into their timeouts) and was reported as an 'interrupt'. Now only that queue stops, with a
+  QueueError naming the exception (the model's record), reported to the driver as KFD reports a queue failure: a
+  hardware-exception event at its next wait, well within the timeout; the threaded worker lives on."""
+  from hcq.mockgpu.amd import queues
+  with hcq.open("MOCK+AMD", Config(timeout_s=5.0, mock_threaded=threaded)) as dev:
+    spin = dev.load(endless_code_object(), "spin")
+    real = queues.PM4Queue._poll
+    def broken(self):
+      raise RuntimeError("model bug")
+    monkeypatch.setattr(queues.PM4Queue, "_poll", broken)
+    t0 = time.monotonic()
+    with pytest.raises(hcq.GPUFault, match="hardware exception"):
+      spin(global_size=1, local_size=1, wait=True)
+    assert time.monotonic() - t0 < 4
+    monkeypatch.setattr(queues.PM4Queue, "_poll", real)
+    gpu = next(g for d in dev.os.devices for g in getattr(d, "gpus", []))
+    errors = [str(q.error) for q in gpu.queues.values() if q.error is not None]
+    assert len(errors) == 1 and "RuntimeError: model bug" in errors[0] and "interrupted" not in errors[0]
+    if threaded: assert gpu._worker is not None and gpu._worker.is_alive()

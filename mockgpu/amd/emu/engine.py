@@ -23,9 +23,11 @@ DONE = -1
 FAIRNESS_STREAK = 256   # scheduling: see _run_batch
 # Time slices (see SuspendedDispatch): a sliced dispatch returns to its caller once it has run this long (wall time),
 # so that the mock GPU never holds the host's thread (synchronous mode) or its own lock (threaded mode) for longer.
-# The clock is read every SLICE_CHECK_BLOCKS blocks (and never on the one-block fast path, bounded by its block).
+# The clock is read after every block (SLICE_CHECK_BLOCKS = 1: about 40 ns, against a block's microseconds; a wide
+# batch's block can take milliseconds, so reading it less often would let a slice run far past SLICE_SECONDS), and
+# never on the one-block fast path, bounded by its block.
 SLICE_SECONDS = 0.02
-SLICE_CHECK_BLOCKS = 64
+SLICE_CHECK_BLOCKS = 1
 _NO_DEADLINE = (float("inf"),)
 MAX_BATCH_WAVES = 8192   # waves held in registers at once (VGPR arrays: 128 KiB per register per 1024 waves)
 BATCH_VGPR_BYTES = 64 << 20   # ... and at most about this much VGPR state (fewer waves for kernels with many VGPRs)
