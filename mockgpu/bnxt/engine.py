@@ -17,6 +17,7 @@ import threading
 import time
 
 from ...autogen import bnxt as hsi
+from ...errors import GPUFault
 from . import frames as fr
 from .state import PSN_MASK, QP, Outstanding
 
@@ -96,7 +97,7 @@ class Engine:
       if qp.sq_cons == start: break
     # a first batch goes out now (bounded work, whatever the message size: a small write needs no thread switch);
     # the engine's thread sends the rest
-    if qp.state == "RTS": self._send_some(qp, TX_BATCH)
+    if qp.state == "RTS": self._send_or_fail(qp, TX_BATCH)
     if qp.tx_next < qp.posted: self._wake.set()
 
   def _wqe_bytes(self, qp: QP, slot_abs: int, nslots: int) -> bytes:
@@ -163,6 +164,17 @@ class Engine:
         sent += 1
       if qp.tx_next < o.end: break
     return sent
+
+  def _send_or_fail(self, qp: QP, budget: int) -> int:
+    """_send_some; a DMA fault reading a message's bytes (memory unmapped since the WQE was checked) fails that
+    message with a local protection error and moves the QP to the error state, once: it is not retried forever."""
+    try: return self._send_some(qp, budget)
+    except GPUFault as e:
+      self.nic.error(f"QP {qp.qpn:#x}: DMA fault reading a message to send: {e}")
+      if qp.outstanding: self.complete(qp, qp.outstanding.pop(0).end_slot % qp.sq_depth,
+                                       hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR)
+      self._to_error(qp)
+      return 0
 
   def _packet(self, qp: QP, o: Outstanding, n: int, ackreq: bool) -> bytes:
     """Packet n of message o: FIRST/MIDDLE/LAST or ONLY (reference §2.5), its payload read from the SGEs now."""
@@ -283,7 +295,7 @@ class Engine:
     with self.nic.lock:
       for qp in list(self.fw.qps.values()):
         if qp.state != "RTS" or qp.tx_next >= qp.posted: continue
-        self._send_some(qp, TX_BATCH)
+        self._send_or_fail(qp, TX_BATCH)
         busy |= qp.tx_next < qp.posted and qp.tx_next - qp.una < self.window(qp)
     return busy
 

@@ -366,6 +366,13 @@ class Firmware:
       qp.timeout = req.timeout if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_TIMEOUT else 0
       qp.retry_cnt = req.retry_cnt if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RETRY_CNT else 0
       qp.sq_psn = req.sq_psn & 0xFFFFFF
+    if new == "RESET":
+      # a reset QP forgets its send queue's work (IBA: RESET discards outstanding work requests); kept, messages of
+      # before would go out again once it is back in RTS, with PSNs counted from a new sq_psn
+      qp.outstanding = []
+      qp.una = qp.tx_next = qp.posted
+      qp.sq_cons = qp.sq_prod
+      qp.retries = 0
     qp.state = new
 
   def _register_mr(self, req):

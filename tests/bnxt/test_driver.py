@@ -372,3 +372,23 @@ def test_a_reset_that_fails_at_close_still_gives_the_device_back(mock, monkeypat
   assert os.held_locks() == [] and dev.closed and dev._keep == kept
   monkeypatch.undo()
   open_dev(os, nic).close()
+
+
+def test_a_dma_fault_reading_a_message_fails_it_once(mock, monkeypatch):
+  """The mock reads a message's bytes when it sends them: a DMA fault there completes that write with a local
+  protection error and puts the QP in the error state, once (it used to repeat every 5 ms without completing)."""
+  from hcq.errors import GPUFault
+  os, nic = mock(seed=29)
+  dev = open_dev(os, nic)
+  a, b = loopback_pair(dev, timeout=12, retry_cnt=3)
+  src, dst = dev.alloc(4096), dev.alloc(4096)
+  lk, rk = dev.register_mr(src), dev.register_mr(dst)
+  real = nic.dma_read
+  def faulty(pa, n):
+    if pa == src.paddrs[0]: raise GPUFault("unmapped", address=pa, kind="page fault")
+    return real(pa, n)
+  monkeypatch.setattr(nic, "dma_read", faulty)
+  with pytest.raises(CompletionError, match="LOCAL_PROTECTION"): a.rdma_write(dst.va, rk, src.va, lk, 64)
+  import time
+  time.sleep(0.05)                           # the transmit thread would have repeated it by now
+  assert len([e for e in nic.errors if "DMA fault reading a message" in e]) == 1
