@@ -301,10 +301,14 @@ class MockAMDGPU:
                               instruction_budget=self.instruction_budget)
     finally: self._busy.append((start, _monotonic()))
     if not isinstance(stats, tuple): return stats      # suspended (DispatchStats is a NamedTuple)
-    recent = self._stats_state[1]    # one append per dispatch; the sums are taken every _STATS_FOLD dispatches
+    self._record(stats)
+    return None
+
+  def _record(self, stats) -> None:
+    """Keep an ended dispatch's statistics: one append per dispatch; the sums are taken every _STATS_FOLD."""
+    recent = self._stats_state[1]
     recent.append(stats)
     if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
-    return None
 
   def resume(self, running) -> bool:
     """The next time slice of a dispatch a queue keeps suspended: True when it ended (a GPUFault of the dispatch
@@ -313,9 +317,7 @@ class MockAMDGPU:
     try: stats = running.resume()
     finally: self._busy.append((start, _monotonic()))
     if stats is None: return False
-    recent = self._stats_state[1]
-    recent.append(stats)
-    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
+    self._record(stats)
     return True
 
   @property
