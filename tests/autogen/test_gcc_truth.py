@@ -18,7 +18,8 @@ generator = importlib.import_module("hcq.autogen.generator")
 TARGETS = ["kfd", "drm", "amdgpu_drm", "vfio", "bnxt", "pci", "amd.discovery", "amd.ucode", "amd.pm4", "amd.pm4_soc15",
            "amd.sdma", "amd.smu_v13_0_0", "amd.psp_gfx_if",
            "nv.nvos", "nv.cl0000", "nv.cl0080", "nv.cl2080", "nv.cl90f1", "nv.alloc_channel", "nv.ctrl0080", "nv.ctrl2080",
-           "nv.ctrla06f"]
+           "nv.ctrla06f", "nv.uvm", "nv.ioctl", "nv.nvstatus", "nv.clc56f", "nv.clc86f", "nv.clc6b5", "nv.clc7b5",
+           "nv.clc8b5"]
 
 
 @pytest.fixture(scope="module")
