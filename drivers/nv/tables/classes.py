@@ -139,3 +139,34 @@ def field(method: str, name: str, value: int) -> int:
     from hcq.errors import HCQError
     raise HCQError(f"{method}.{name} is {hi - lo + 1} bits: {value:#x} does not fit")
   return value << lo
+
+
+# ---------------------------------------------------------------- host (GPFIFO) and copy classes
+# Ampere/Hopper ones are the generated bindings' (nvidia-open-kernel-source 550.163.01, checked against gcc); the
+# Blackwell ones are not in that release: their numbers are g_allclasses.h's (open-gpu-kernel-modules
+# src/nvidia/generated, found by text search: BLACKWELL_CHANNEL_GPFIFO_A 0xc96f, BLACKWELL_DMA_COPY_A 0xc9b5; the _B
+# classes 0xca6f / 0xcab5 as kernel-open/nvidia-uvm/clcab5.h names them).
+from hcq.autogen.nv import clc6b5 as _c6b5, clc7b5 as _c7b5, clc8b5 as _c8b5, clc56f as _c56f, clc86f as _c86f  # noqa: E402
+
+AMPERE_CHANNEL_GPFIFO_A = _c56f.AMPERE_CHANNEL_GPFIFO_A
+HOPPER_CHANNEL_GPFIFO_A = _c86f.HOPPER_CHANNEL_GPFIFO_A
+BLACKWELL_CHANNEL_GPFIFO_A = 0xC96F
+BLACKWELL_CHANNEL_GPFIFO_B = 0xCA6F
+AMPERE_DMA_COPY_A = _c6b5.AMPERE_DMA_COPY_A
+AMPERE_DMA_COPY_B = _c7b5.AMPERE_DMA_COPY_B
+HOPPER_DMA_COPY_A = _c8b5.HOPPER_DMA_COPY_A
+BLACKWELL_DMA_COPY_A = 0xC9B5
+BLACKWELL_DMA_COPY_B = 0xCAB5
+
+# newest first: a driver picks the first class of each list that the GPU's class list holds
+COMPUTE_PREFERENCE = (BLACKWELL_COMPUTE_B, BLACKWELL_COMPUTE_A, HOPPER_COMPUTE_A, ADA_COMPUTE_A, AMPERE_COMPUTE_B,
+                      AMPERE_COMPUTE_A)
+COPY_PREFERENCE = (BLACKWELL_DMA_COPY_B, BLACKWELL_DMA_COPY_A, HOPPER_DMA_COPY_A, AMPERE_DMA_COPY_B, AMPERE_DMA_COPY_A)
+GPFIFO_PREFERENCE = (BLACKWELL_CHANNEL_GPFIFO_B, BLACKWELL_CHANNEL_GPFIFO_A, HOPPER_CHANNEL_GPFIFO_A,
+                     AMPERE_CHANNEL_GPFIFO_A)
+
+
+def pick(preference: tuple, available) -> int | None:
+  """The first class of `preference` that `available` (a GPU's class list) holds, or None."""
+  have = set(available)
+  return next((c for c in preference if c in have), None)

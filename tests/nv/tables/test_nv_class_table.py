@@ -35,3 +35,16 @@ def test_field_places_and_checks_values():
   assert classes.field("INVALIDATE_SHADER_CACHES_NO_WFI", "CONSTANT", 1) == 0x1000
   with pytest.raises(Exception, match="PCAS_ACTION is 4 bits"):
     classes.field("SEND_SIGNALING_PCAS2_B", "PCAS_ACTION", 16)
+
+
+def test_class_choice_for_hopper_and_ada():
+  """GH100's class list (g_gpu_class_list.c, reference §1.8) has c56f/c86f, cbc0, c8b5 but no c9c0/c7c0/c7b5: the
+  picks are Hopper's; an AD102-like list picks Ada's."""
+  gh100 = [0xC56F, 0xC86F, 0xCBC0, 0xC8B5, 0xC661, 0xA06C, 0x9067, 0x90F1]
+  assert classes.pick(classes.COMPUTE_PREFERENCE, gh100) == classes.HOPPER_COMPUTE_A
+  assert classes.pick(classes.COPY_PREFERENCE, gh100) == classes.HOPPER_DMA_COPY_A == 0xC8B5
+  assert classes.pick(classes.GPFIFO_PREFERENCE, gh100) == classes.HOPPER_CHANNEL_GPFIFO_A
+  ad102 = [0xC56F, 0xC9C0, 0xC7B5, 0xC6B5, 0xC561]
+  assert (classes.pick(classes.COMPUTE_PREFERENCE, ad102), classes.pick(classes.COPY_PREFERENCE, ad102)) == (0xC9C0, 0xC7B5)
+  assert classes.pick(classes.COMPUTE_PREFERENCE, [0x41]) is None
+  assert classes.AMPERE_CHANNEL_GPFIFO_A == 0xC56F and classes.AMPERE_DMA_COPY_B == 0xC7B5
