@@ -206,6 +206,11 @@ NV2080_CTRL_GR_GET_INFO_PARAMS = _struct("NV2080_CTRL_GR_GET_INFO_PARAMS", [("gr
 NV2080_CTRL_GPU_GET_GID_INFO_PARAMS = _struct("NV2080_CTRL_GPU_GET_GID_INFO_PARAMS", [("index", U32), ("flags", U32),
                                                                                      ("length", U32),
                                                                                      ("data", ctypes.c_uint8 * 256)])
+# NV2080_CTRL_GR_INFO_INDEX_* are NV0080_CTRL_GR_INFO_INDEX_* (ctrl2080gr.h defines them so); the numbers are
+# ctrl0080gr.h's (open-gpu-kernel-modules src/common/sdk/nvidia/inc/ctrl/ctrl0080/ctrl0080gr.h, found by text search)
+GR_INFO_INDEX = {"SM_VERSION": 0x0C, "MAX_WARPS_PER_SM": 0x0D, "MAX_THREADS_PER_WARP": 0x0E, "MAX_SP_PER_SM": 0x13,
+                 "LITTER_NUM_GPCS": 0x14, "LITTER_NUM_FBPS": 0x15, "LITTER_NUM_TPC_PER_GPC": 0x17,
+                 "GPU_CORE_COUNT": 0x1D, "LITTER_NUM_SM_PER_TPC": 0x20}
 NV2080_CTRL_GPU_GID_FLAGS_FORMAT_BINARY = 2      # flags bit 1:1 FORMAT = BINARY (16 raw UUID bytes)
 
 

@@ -83,3 +83,6 @@ def test_controls():
   from hcq.autogen.nv import ctrla06f
   assert rm.NVA06F_CTRL_CMD_GPFIFO_SCHEDULE == ctrla06f.NVA06F_CTRL_CMD_GPFIFO_SCHEDULE
   assert rm.NVA06F_CTRL_CMD_BIND == ctrla06f.NVA06F_CTRL_CMD_BIND
+  assert (rm.GR_INFO_INDEX["SM_VERSION"], rm.GR_INFO_INDEX["LITTER_NUM_GPCS"], rm.GR_INFO_INDEX["LITTER_NUM_SM_PER_TPC"]) == \
+    (0x0C, 0x14, 0x20)
+  assert len(set(rm.GR_INFO_INDEX.values())) == len(rm.GR_INFO_INDEX)
