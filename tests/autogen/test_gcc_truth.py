@@ -43,16 +43,16 @@ def test_generated_module_agrees_with_gcc(name, roots, tmp_path):
   truth, verdicts, records = gcc_truth.gcc_truth(t, resource_dir(), str(tmp_path))
   # records the manifest leaves out on purpose (kernel-internal ones, stated there) are not expected
   excluded = set(manifest["modules"][name].get("exclude_records", []))
-  truth = {k: v for k, v in truth.items() if k[0] in "MTX" or k[1] not in excluded}
+  truth = {k: v for k, v in truth.items() if k[0] in "MTRX" or k[1] not in excluded}
   module = importlib.import_module(f"hcq.autogen.{name}")
   checked, bad, missing = gcc_truth.compare(module, truth)
-  kinds = {k: sum(1 for key in truth if key[0] == k) for k in "SFBMTX"}
+  kinds = {k: sum(1 for key in truth if key[0] == k) for k in "SFBMTRX"}
   print(f"{name}: {len(records)} records, {kinds['F']} fields, {kinds['B']} bitfields, {kinds['M']} integer macro/enum "
-        f"values, {kinds['T']} string macros, {kinds['X']} macros without a value in C")
+        f"values, {kinds['T']} string macros, {kinds['R']} hi:lo ranges, {kinds['X']} macros without a value in C")
   print(f"{name}: {checked} checked of gcc's {len(truth)} items, {len(bad)} mismatched, {len(missing)} missing")
   assert not bad and not missing, "\n".join((bad + missing)[:40])
   # every object-like macro of the headers has gcc's verdict and was compared: none is left unchecked
-  assert {k[1] for k in truth if k[0] in "MTX"} >= set(verdicts)
+  assert {k[1] for k in truth if k[0] in "MTRX"} >= set(verdicts)
   assert checked == len(truth) > 0
   # every macro defined with _IO/_IOR/_IOW/_IOWR (directly or through DRM_IO*) is an Ioctl object
   ioctl_like = [m.group(1) for h in t.headers for m in
