@@ -175,6 +175,10 @@ CLASSES = {
 }
 
 # ---------------------------------------------------------------- control commands: (interface << 8) | message id
+# Read in NVIDIA's headers (found by text search, the finn-generated form): NV0080_CTRL_CMD_GPU_GET_CLASSLIST(_V2)
+# (ctrl0080gpu.h), NV2080_CTRL_CMD_GR_GET_INFO and its params (ctrl2080gr.h), NVA06C_CTRL_CMD_GPFIFO_SCHEDULE
+# (ctrla06c.h: its params are NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS); NVA06F_* are also in the gcc-checked
+# hcq.autogen.nv.ctrla06f. The others' numbers are the reference digest's (§1.3), not re-read here.
 CONTROLS = {
   "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2": 0x13E,
   "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2": 0x205,
@@ -211,7 +215,15 @@ NV2080_CTRL_GPU_GET_GID_INFO_PARAMS = _struct("NV2080_CTRL_GPU_GET_GID_INFO_PARA
 GR_INFO_INDEX = {"SM_VERSION": 0x0C, "MAX_WARPS_PER_SM": 0x0D, "MAX_THREADS_PER_WARP": 0x0E, "MAX_SP_PER_SM": 0x13,
                  "LITTER_NUM_GPCS": 0x14, "LITTER_NUM_FBPS": 0x15, "LITTER_NUM_TPC_PER_GPC": 0x17,
                  "GPU_CORE_COUNT": 0x1D, "LITTER_NUM_SM_PER_TPC": 0x20}
-NV2080_CTRL_GPU_GID_FLAGS_FORMAT_BINARY = 2      # flags bit 1:1 FORMAT = BINARY (16 raw UUID bytes)
+NV2080_CTRL_GPU_GID_FLAGS_FORMAT_BINARY = 2
+
+
+def __getattr__(name):
+  # ctrla06c.h: typedef NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS (the gcc-checked binding)
+  if name == "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS":
+    from hcq.autogen.nv import ctrla06f
+    return ctrla06f.NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")      # flags bit 1:1 FORMAT = BINARY (16 raw UUID bytes)
 
 
 def control_name(cmd: int) -> str:

@@ -86,3 +86,4 @@ def test_controls():
   assert (rm.GR_INFO_INDEX["SM_VERSION"], rm.GR_INFO_INDEX["LITTER_NUM_GPCS"], rm.GR_INFO_INDEX["LITTER_NUM_SM_PER_TPC"]) == \
     (0x0C, 0x14, 0x20)
   assert len(set(rm.GR_INFO_INDEX.values())) == len(rm.GR_INFO_INDEX)
+  assert rm.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS is ctrla06f.NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS
