@@ -109,3 +109,4 @@ class PTXModule:
   address_size: int
   kernels: dict
   globals: dict              # name -> Variable (module-level .global/.const)
+  shared: dict               # name -> Variable (module-level .shared; size 0: .extern, the dynamic shared memory)

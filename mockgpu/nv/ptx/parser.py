@@ -225,7 +225,7 @@ def parse(text) -> PTXModule:
     except UnicodeDecodeError: raise PTXError("the code object is neither PTX text nor a cubin") from None
   if text[:4] == "\x7fELF": raise PTXError("the mock NV GPU runs PTX only; it cannot execute SASS cubins")
   text = _strip_comments(text)
-  mod = PTXModule("", "", 64, {}, {})
+  mod = PTXModule("", "", 64, {}, {}, {})
   stmts = list(_statements(text))
   i = 0
   while i < len(stmts):
@@ -237,6 +237,9 @@ def parse(text) -> PTXModule:
     elif ".entry" in s.split() or ".func" in s.split():
       i = _kernel(mod, stmts, i)
       continue
+    elif ".shared" in s.split():   # a module-level shared variable (extern: the dynamic shared memory)
+      v = _variable(s.replace(".visible", "").replace(".extern", "").replace(".weak", ""), line, "shared")
+      mod.shared[v.name] = v
     elif head in (".global", ".const") or (head in (".visible", ".extern", ".weak") and
                                            (".global" in s.split() or ".const" in s.split())):
       space = "const" if ".const" in s.split() else "global"
@@ -264,6 +267,14 @@ def _kernel(mod: PTXModule, stmts, i: int) -> int:
   depth = 0
   i += 1
   shared_off = local_off = 0
+  for v in mod.shared.values():   # module-level .shared variables: each kernel gets its own copy
+    v = Variable(v.name, v.space, v.size, v.align)
+    if v.size == 0:
+      k.dynamic_shared_name, v.offset = v.name, -1
+    else:
+      shared_off = (shared_off + v.align - 1) // v.align * v.align
+      v.offset, shared_off = shared_off, shared_off + v.size
+    k.variables[v.name] = v
   while i < len(stmts):
     line, s = stmts[i]
     i += 1
