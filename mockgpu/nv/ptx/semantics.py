@@ -165,25 +165,23 @@ def bfind(a, shiftamt: bool):
 
 
 def bfe(a, pos, ln):
+  """bfe ("Integer Arithmetic Instructions: bfe"): the bits [pos, pos+len) of a that exist (below the width) go to
+  the low bits; the rest is 0 (.u) or the sign bit a[min(pos+len-1, w-1)] (.s; 0 when len is 0)."""
   a = np.asarray(a)
   dt = a.dtype
   w = dt.itemsize * 8
   pos = np.asarray(pos).astype(i64) & 0xFF
   ln = np.asarray(ln).astype(i64) & 0xFF
-  ua = cast_bits(a, UNSIGNED[dt.itemsize]).astype(u64) if w == 32 else cast_bits(a, u64)
-  out = np.zeros(np.broadcast(a, pos, ln).shape, u64)
+  ua = cast_bits(a, UNSIGNED[dt.itemsize]).astype(u64)
   with np.errstate(all="ignore"):
-    sh = np.minimum(pos, w - 1).astype(u64)
-    field = np.where(pos >= w, u64(0), ua >> sh)
-    lnc = np.minimum(ln, w)
-    mask = np.where(lnc >= 64, ~u64(0), (u64(1) << np.minimum(lnc, 63).astype(u64)) - u64(1))
+    take = np.clip(np.minimum(ln, w - np.minimum(pos, w)), 0, 64)     # bits actually taken from a
+    field = np.where(pos >= w, u64(0), ua >> np.minimum(pos, w - 1).astype(u64))
+    mask = np.where(take >= 64, ~u64(0), (u64(1) << np.minimum(take, 63).astype(u64)) - u64(1))
     out = field & mask
-    if dt.kind == "i":   # sign bit: bit min(pos+len-1, w-1) of a; len 0 gives 0
-      sbitpos = np.minimum(pos + ln - 1, w - 1)
-      sbit = ((ua >> np.maximum(sbitpos, 0).astype(u64)) & u64(1)) != 0
-      sbit &= ln > 0
+    if dt.kind == "i":
+      msb = np.minimum(pos + ln - 1, w - 1)
+      sbit = (((ua >> np.maximum(msb, 0).astype(u64)) & u64(1)) != 0) & (ln > 0)
       out = np.where(sbit, out | ~mask, out)
-  out = np.where(ln == 0, u64(0), out)
   return out.astype(UNSIGNED[dt.itemsize]).view(dt) if w != 64 else out.view(dt)
 
 
