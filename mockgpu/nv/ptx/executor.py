@@ -24,15 +24,17 @@ from .model import DTYPES, PTXError, PTXKernel, Stopped
 from .operands import Ctx, dynamic_shared_offset, rd
 
 BATCH_THREADS = 1 << 17
+COMPACT_BELOW = 4    # a block run by fewer than 1/COMPACT_BELOW of the batch's threads runs on those threads only
 STOP_POLL_S = 0.02
 _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
 
 
 class Block:
-  __slots__ = ("fns", "count", "kind", "target", "next", "pred", "neg")
+  __slots__ = ("fns", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp")
 
   def __init__(self):
     self.fns, self.count, self.kind, self.target, self.next, self.pred, self.neg = [], 0, _FALL, 0, 0, None, False
+    self.regs, self.writes, self.warp = (), (), False   # registers used / written; has cross-lane instructions
 
 
 class Compiled:
@@ -69,6 +71,7 @@ def compile_kernel(k: PTXKernel) -> Compiled:
     e = starts[bi + 1] if bi + 1 < len(starts) else len(instrs)
     blk = Block()
     blk.next = e
+    ctx.reads, ctx.writes = set(), set()
     for i in range(s, e):
       ins = instrs[i]
       blk.count += 1
@@ -97,6 +100,8 @@ def compile_kernel(k: PTXKernel) -> Compiled:
         raise ctx.error(f"{ins.op} (function calls / indirect branches) is not supported by the mock")
       f = compile_instr(ctx, ins)
       if f is not None: blk.fns.append(f)
+      blk.warp |= ins.op in ("shfl", "vote", "activemask", "match", "redux")
+    blk.regs, blk.writes = tuple(sorted(ctx.reads | ctx.writes)), tuple(sorted(ctx.writes))
     blocks[s] = blk
   blocks[len(instrs)] = Block()
   blocks[len(instrs)].kind = _EXIT
@@ -179,45 +184,47 @@ class Batch:
 
 
 def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
+  """Run one batch to its end. While every thread is runnable and at one PC (upc) blocks run unmasked; after a
+  divergence, pc/done/runnable arrays hold each thread's state and the lowest PC's group runs. A group's threads all
+  sit at PC `cur`, so moving them is pc += m * (new - cur): arithmetic instead of (slow, branchy) masked stores."""
   blocks = comp.blocks
   n = S.n
   count = 0
-  upc = 0                       # all threads runnable and at this PC (None: see pc/done/waiting)
-  pc = done = waiting = None
+  upc = 0
+  pc = done = runnable = None
+  big = np.int64(1 << 40)
   while True:
     if upc is not None:
-      blk, m, cnt = blocks[upc], None, n
+      cur, blk, m, cnt = upc, blocks[upc], None, n
     else:
-      runnable = ~(done | waiting)
-      if not runnable.any():
-        if not waiting.any(): break
-        waiting[:] = False
+      cur = int(np.min(pc, where=runnable, initial=big))
+      if cur == big:                       # nothing can run: release the barrier, or the batch has ended
+        if done.all(): break
+        runnable = ~done
         continue
-      p = int(np.where(runnable, pc, 1 << 40).min())
-      m = runnable & (pc == p)
+      m = runnable & (pc == cur)
       cnt = int(np.count_nonzero(m))
       if cnt == n:
-        upc = p
+        upc = cur
         continue
-      blk = blocks.get(p)
-      if blk is None: raise PTXError(f"execution reached instruction {p}, which starts no basic block")
-    for f in blk.fns: f(S, m)
+      blk = blocks.get(cur)
+      if blk is None: raise PTXError(f"execution reached instruction {cur}, which starts no basic block")
+    if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
+      _run_compacted(S, blk, m)
+    else:
+      for f in blk.fns: f(S, m)
     count += cnt * blk.count
     now = time.monotonic()
     if now >= deadline[0]:
       deadline[0] = now + STOP_POLL_S
       if stop is not None and stop(): raise Stopped("the kernel was stopped before it ended")
     kind = blk.kind
-    if kind == _FALL or (kind == _BRA and blk.pred is None):
-      nxt = blk.next if kind == _FALL else blk.target
-      if upc is not None: upc = nxt
-      else: pc[m] = nxt
-      continue
-    if kind == _BAR:
-      if upc is not None: upc = blk.next
+    if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
+      nxt = blk.target if kind == _BRA else blk.next
+      if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
       else:
-        pc[m] = blk.next
-        waiting |= m
+        pc += m * np.int64(nxt - cur)
+        if kind == _BAR: runnable &= ~m
       continue
     # branch or exit, possibly predicated
     if blk.pred is not None:
@@ -238,13 +245,40 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if ntaken == n: break   # every thread exits
       pc = np.full(n, upc, np.int64)
       done = np.zeros(n, bool)
-      waiting = np.zeros(n, bool)
-      m = np.ones(n, bool)
+      runnable = np.ones(n, bool)
+      m = runnable.copy()
       upc = None
-    pc[m] = blk.next
-    if kind == _BRA: pc[taken] = blk.target
-    else: done |= taken
+    if kind == _BRA: pc += m * np.int64(blk.next - cur) + taken * np.int64(blk.target - blk.next)
+    else:
+      pc += m * np.int64(blk.next - cur)
+      done |= taken
+      runnable &= ~taken
   return count
+
+
+class _Compacted:
+  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): a block then computes on those
+  threads only, instead of on every thread with a mask."""
+
+  def __init__(self, S: Batch, idx: np.ndarray, regs):
+    self.n, self.idx, self.full = idx.shape[0], idx, S
+    self.R = [None] * len(S.R)
+    for i in regs: self.R[i] = S.R[i][idx]
+    self.sp = S.sp.subset(idx)
+    self.gaddr = S.gaddr
+
+  def sreg(self, name: str):
+    return self.full.sreg(name)[self.idx]
+
+
+def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
+  idx = np.flatnonzero(m)
+  sub = _Compacted(S, idx, blk.regs)
+  for f in blk.fns: f(sub, None)
+  for i in blk.writes:
+    full = S.R[i].copy()
+    full[idx] = sub.R[i]
+    S.R[i] = full
 
 
 def _as_dim3(v, what: str) -> tuple:
