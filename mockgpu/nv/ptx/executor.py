@@ -40,6 +40,7 @@ class Block:
 class Compiled:
   def __init__(self, blocks: dict, sregs: set, nregs: int, rtypes: list):
     self.blocks, self.sregs, self.nregs, self.rtypes = blocks, sregs, nregs, rtypes
+    self.layouts: dict = {}
 
 
 def _terminates(ins) -> bool:
@@ -109,56 +110,74 @@ def compile_kernel(k: PTXKernel) -> Compiled:
   return k._compiled
 
 
-class Batch:
-  """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
+class _Layout:
+  """Thread numbering of a batch of `nblocks` CTAs of `block` threads (the same for every batch of that shape, so it
+  is kept on the compiled kernel): thread-in-CTA, CTA-in-batch, lane, warp; the zero-filled registers."""
 
-  def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
-               dynamic_shared: int, gaddr: dict):
+  def __init__(self, block, nblocks: int, rtypes):
     bx, by, bz = block
     T = bx * by * bz
-    n = T * nblocks
-    self.n = n
-    self.gaddr = gaddr
-    zeros = {}
-    self.R = []
-    for dt in comp.rtypes:
-      z = zeros.get(dt)
-      if z is None:
-        z = zeros[dt] = np.zeros(n, dt)
-        z.flags.writeable = False
-      self.R.append(z)
-    t = np.tile(np.arange(T, dtype=np.int64), nblocks)
-    blk = np.repeat(np.arange(nblocks, dtype=np.int64), T)
-    self.block_of_lane = blk
+    n = self.n = T * nblocks
+    self.t = t = np.tile(np.arange(T, dtype=np.int64), nblocks)
+    self.blk = blk = np.repeat(np.arange(nblocks, dtype=np.int64), T)
     self.laneid = (t % 32).astype(np.uint32)
     warps_per_block = (T + 31) // 32
     self.widx = blk * warps_per_block + t // 32
     self.nwarps = nblocks * warps_per_block
     self.warp_base = np.arange(n, dtype=np.int64) - (t % 32)
     self.warp_len = np.minimum(32, T - (t // 32) * 32)
+    self.tid = tuple(v.astype(np.uint32) for v in (t % bx, (t // bx) % by, t // (bx * by)))
+    zeros = {}
+    self.R = []
+    for dt in rtypes:
+      z = zeros.get(dt)
+      if z is None:
+        z = zeros[dt] = np.zeros(n, dt)
+        z.flags.writeable = False   # shared by every register until written (writes replace, never modify)
+      self.R.append(z)
+
+
+class Batch:
+  """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
+
+  def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
+               dynamic_shared: int, gaddr: dict):
+    lay = comp.layouts.get((block, nblocks))
+    if lay is None:
+      if len(comp.layouts) > 8: comp.layouts.clear()
+      lay = comp.layouts[(block, nblocks)] = _Layout(block, nblocks, comp.rtypes)
+    self.n = n = lay.n
+    self.gaddr = gaddr
+    self.R = list(lay.R)
+    self.laneid, self.widx, self.nwarps = lay.laneid, lay.widx, lay.nwarps
+    self.warp_base, self.warp_len = lay.warp_base, lay.warp_len
     shared_bytes = dynamic_shared_offset(k) + dynamic_shared if (dynamic_shared or k.dynamic_shared_name) else \
       k.static_shared_bytes
     stride = (shared_bytes + 15) // 16 * 16
     lstride = (k.local_bytes_per_thread + 15) // 16 * 16
     self.sp = Spaces(mem, np.zeros(max(stride * nblocks, 16), np.uint8), shared_bytes,
-                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, blk, params)
+                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, lay.blk, params)
     self.sp.sh_stride, self.sp.lo_stride = stride, lstride
-    gx, gy, gz = grid
-    cta = first + blk
-    self._sreg_base = {"tid": (t % bx, (t // bx) % by, t // (bx * by)), "ntid": block,
-                       "ctaid": (cta % gx, (cta // gx) % gy, cta // (gx * gy)), "nctaid": grid}
+    self._lay, self._first, self._grid, self._block = lay, first, grid, block
     self.dynamic_shared, self.total_shared = dynamic_shared, shared_bytes
-    self._t = t
+    self._t = lay.t
     self._sregs: dict = {}
+
+  def _sreg_value(self, base: str, d: int):
+    if base == "tid": return self._lay.tid[d]
+    if base == "ntid": return self._block[d]
+    if base == "nctaid": return self._grid[d]
+    gx, gy, _ = self._grid
+    cta = self._first + self._lay.blk
+    return (cta % gx, (cta // gx) % gy, cta // (gx * gy))[d]
 
   def sreg(self, name: str):
     v = self._sregs.get(name)
     if v is not None: return v
     base, _, dim = name[1:].partition(".")
     n = self.n
-    if base in self._sreg_base:
-      val = self._sreg_base[base]["xyz".index(dim or "x")]
-      v = np.asarray(val).astype(np.uint32)
+    if base in ("tid", "ntid", "ctaid", "nctaid"):
+      v = np.asarray(self._sreg_value(base, "xyz".index(dim or "x"))).astype(np.uint32)
       if v.ndim == 0: v = np.full(n, v, np.uint32)
     elif base == "laneid": v = self.laneid
     elif base == "warpid": v = (self._t // 32).astype(np.uint32)

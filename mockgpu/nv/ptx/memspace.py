@@ -47,12 +47,13 @@ class Spaces:
     a = a.astype(_U64, copy=False)
     _aligned(a, k, "global")
     rng = self.mem.check(a, k, what)
-    if rng is not None and rng[0] % k == 0:
-      return self.mem.view(rng[0], dt), ((a - _U64(rng[0])) // _U64(k)).astype(np.intp)
+    sh = _U64(k.bit_length() - 1)
+    if rng is not None and rng[0] % k == 0:   # index the mapped range's own view (the common case)
+      return self.mem.view(rng[0], dt), ((a - _U64(rng[0])) >> sh).view(np.int64)
     v = self._whole.get(np.dtype(dt))
     if v is None:
       v = self._whole[np.dtype(dt)] = getattr(self.mem, f"u{8 * k}").view(dt)
-    return v, ((a - _U64(GPUMemory.VIEW_BASE)) // _U64(k)).astype(np.intp)
+    return v, ((a - _U64(GPUMemory.VIEW_BASE)) >> sh).view(np.int64)
 
   def _shared(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
     a = a.astype(np.int64, copy=False)
