@@ -100,10 +100,55 @@ def _float_fn(ctx, ins, t, f64fn, nsrc):
 
 
 # ---------------------------------------------------------------------------------------------- arithmetic
+CC = "%%cc"   # the carry flag CC.CF: a hidden per-thread register (so masks and compaction treat it as any other)
+
+
+def _add3(x, y, cin):
+  """x + y + cin (unsigned, wrapping) and its carry-out."""
+  s1 = x + y
+  c1 = s1 < x
+  s2 = s1 + cin
+  return s2, c1 | (s2 < s1)
+
+
+def _sub_borrow(x, y, bin_):
+  """x - y - bin (unsigned, wrapping) and its borrow-out (PTX's CC.CF in subtraction chains)."""
+  d = x - y - bin_
+  return d, (x < y) | ((x == y) & (bin_ != 0))
+
+
+@builder("addc", "subc", "madc")
+def _carry_chain(ctx, ins):
+  """add.cc/addc/sub.cc/subc/mad{.lo,.hi}.cc/madc ("Extended-Precision Integer Arithmetic Instructions"): CC.CF is a
+  carry for additions and a borrow for subtractions (subc: d = a - (b + CF))."""
+  t = _type(ctx, ins)
+  U = sem.UNSIGNED[TYPE_BYTES[t]]
+  op = ins.op.rstrip("c") if ins.op != "madc" else "mad"
+  cin = ins.op in ("addc", "subc", "madc")
+  cout = "cc" in ins.mods
+  ops = ins.operands
+  d = wr(ctx, ops[0], t)
+  srcs = [rd(ctx, o, t) for o in ops[1:]]
+  rcc = rd(ctx, Operand("reg", name=CC), "u32") if cin else None
+  wcc = wr(ctx, Operand("reg", name=CC), "u32") if cout else None
+  hi = "hi" in ins.mods
+
+  def f(S, m):
+    xs = [np.asarray(sem.cast_bits(np.asarray(r(S)), U)) for r in srcs]
+    c = np.asarray(rcc(S)).astype(U) if cin else U(0)
+    if op == "sub": r, flag = _sub_borrow(xs[0], xs[1], c)
+    else:
+      x = (sem.mulhi(xs[0], xs[1]) if hi else xs[0] * xs[1]) if op == "mad" else xs[0]
+      r, flag = _add3(x, xs[-1] if op == "mad" else xs[1], c)
+    d(S, sem.cast_bits(r, DTYPES[t]), m)
+    if wcc is not None: wcc(S, np.asarray(flag).astype(np.uint32), m)
+  return f
+
+
 @builder("add", "sub")
 def _addsub(ctx, ins):
   t = _type(ctx, ins)
-  if "cc" in ins.mods: raise ctx.error(f"{ins.op}.cc (carry chains) is not supported by the mock")
+  if "cc" in ins.mods: return _carry_chain(ctx, ins)
   neg = ins.op == "sub"
   if t in FLOAT_T: return _float_fn(ctx, ins, t, (lambda a, b: a - b) if neg else (lambda a, b: a + b), 2)
   if "sat" in ins.mods:
@@ -150,7 +195,7 @@ def _mad(ctx, ins):
     if t == "f16x2": return _nary(ctx, ins, _halves(lambda a, b, c: sem.fma(a, b, c, np.float16)), t, 3)
     if t == "bf16": return _nary(ctx, ins, _bf16(lambda a, b, c: sem.fma(a, b, c, np.float32)), t, 3)
     raise ctx.error(f"{ins.op}.{t} is not supported")
-  if "cc" in mods: raise ctx.error("mad.cc is not supported by the mock")
+  if "cc" in mods: return _carry_chain(ctx, ins)
   if "wide" in mods:
     wt = t[0] + str(int(t[1:]) * 2)
     d, a, b, c = _ops(ins, 4, ctx)

@@ -19,6 +19,8 @@ class Ctx:
     self.kernel = kernel
     self.index = {name: i for i, name in enumerate(kernel.registers)}
     self.rtype = [DTYPES[t] for t in kernel.registers.values()]
+    self.index["%%cc"] = len(self.rtype)   # CC.CF of the extended-precision instructions (instrs.CC)
+    self.rtype.append(DTYPES["u32"])
     self.ins = None
     self.reads: set = set()    # registers read / written by what was compiled since the last reset
     self.writes: set = set()

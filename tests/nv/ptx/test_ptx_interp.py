@@ -120,6 +120,17 @@ def test_bit_field_and_bit_count_instructions():
     [0x8877_6655, 0x0403_0201, 0x5555_5555, 0xFFFF_FFFF]
 
 
+def test_carry_chains():
+  """CC.CF: a carry out of add.cc / mad.lo.cc into addc, a borrow out of sub.cc into subc (d = a - (b + CF))."""
+  a = np.array([0xFFFF_FFFF, 5, 0, 0x8000_0000], np.uint32)
+  b = np.array([1, 7, 0, 0x8000_0000], np.uint32)
+  assert apply("add.cc.u32 %d, %a, %b;\naddc.u32 %d, 0, 0;", np.uint32, a, b).tolist() == [1, 0, 0, 1]
+  assert apply("sub.cc.u32 %d, %a, %b;\nsubc.u32 %d, 10, 3;", np.uint32, a, b).tolist() == [7, 6, 7, 7]
+  c = np.array([1, 0, 0, 0], np.uint32)
+  assert apply("mad.lo.cc.u32 %d, %a, %b, %c;\nmadc.hi.u32 %d, %a, %b, 0;", np.uint32, a, b, c).tolist() == \
+    [(0xFFFF_FFFF * 1 + 1) >> 32, 0, 0, (0x8000_0000**2) >> 32]
+
+
 # ---------------------------------------------------------------------------------------------- floats
 def _ref_round(x: float, mode: str) -> float:
   """x rounded to f32 with a directed mode, through exact rationals."""
