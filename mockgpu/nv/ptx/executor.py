@@ -24,6 +24,7 @@ from .model import DTYPES, PTXError, PTXKernel, Stopped
 from .operands import Ctx, dynamic_shared_offset, rd
 
 BATCH_THREADS = 1 << 17
+MAX_BLOCK = 64       # instructions per basic block at most (a block of 64 on 131,072 threads takes ~10 ms)
 COMPACT_BELOW = 4    # a block run by fewer than 1/COMPACT_BELOW of the batch's threads runs on those threads only
 STOP_POLL_S = 0.02
 _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
@@ -61,6 +62,9 @@ def compile_kernel(k: PTXKernel) -> Compiled:
   for i, ins in enumerate(instrs):
     if ins.op in ("bra", "ret", "exit", "call", "brx") or _is_barrier(ins) or (ins.op == "bar" and "warp" not in ins.mods):
       leaders.add(i + 1)
+  base = sorted(x for x in leaders if x <= len(instrs))
+  for a, b in zip(base, base[1:] + [len(instrs)]):   # long blocks in pieces: `stop` is polled between blocks
+    leaders.update(range(a + MAX_BLOCK, b, MAX_BLOCK))
   starts = sorted(x for x in leaders if x <= len(instrs))
   blocks = {}
   sregs = set()
