@@ -328,7 +328,6 @@ def _kernel(mod: PTXModule, stmts, i: int) -> int:
 
 
 def _regs(k: PTXKernel, s: str, line: int) -> None:
-  words = s.split(None, 2)
   rtype = None
   rest = s.split(None, 1)[1]
   m = re.match(r"((?:\.\w+\s+)+)(.*)$", rest, re.S)
@@ -343,4 +342,3 @@ def _regs(k: PTXKernel, s: str, line: int) -> None:
     if rm.group(2) is None: k.registers[rm.group(1)] = rtype
     else:
       for n in range(int(rm.group(2))): k.registers[f"{rm.group(1)}{n}"] = rtype
-  del words

@@ -511,3 +511,19 @@ def test_vector_add_speed():
   r = mod.vector_add_rate(runs=3)
   assert r["ok"]
   assert r["thread_instructions"] / r["best_s"] >= 30e6, r
+
+
+def test_64_bit_int_to_float_rounds_in_every_mode():
+  x = np.array([2**62 + 1, -(2**62 + 1), 2**53 + 1, 2**63 - 1, -(2**63), 3], np.int64)
+  for mode in ("rn", "rz", "rm", "rp"):
+    got = apply(f"cvt.{mode}.f32.s64 %d, %a;", np.float32, x)
+    for g, v in zip(got, x):   # the two f32 around the exact integer, by rationals
+      f = np.float32(int(v))
+      cands = sorted({float(f), float(np.nextafter(f, np.float32(np.inf))), float(np.nextafter(f, np.float32(-np.inf)))})
+      lo = max(c for c in cands if Fraction(c) <= int(v))
+      hi = min(c for c in cands if Fraction(c) >= int(v))
+      exp = {"rn": float(f), "rz": lo if v > 0 else hi, "rm": lo, "rp": hi}[mode]
+      assert float(g) == exp, (mode, int(v), float(g), exp)
+  u = np.array([2**64 - 1, 2**63 + 1], np.uint64)
+  assert apply("cvt.rz.f32.u64 %d, %a;", np.float32, u).tolist() == [float(np.nextafter(np.float32(2**64), np.float32(0))),
+                                                                      2.0**63]
