@@ -10,6 +10,9 @@ case) no mask is used. bar.sync parks a thread until no thread of the batch can 
 thread is released (a barrier of every CTA of the batch at once, which is what each CTA's bar.sync needs as long as
 CTAs do not wait for each other, which CUDA does not allow either). Warps are 32 consecutive threads of a CTA in
 linear thread-index order (x fastest), as the hardware forms them.
+A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a block run by under a quarter of the
+batch's threads (and without cross-lane instructions) runs on those threads only, gathered and scattered back.
+Blocks have at most MAX_BLOCK instructions, so that `stop` is polled often enough.
 """
 from __future__ import annotations
 

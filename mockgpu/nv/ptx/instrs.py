@@ -732,6 +732,61 @@ def _vote(ctx, ins):
   return f
 
 
+@builder("redux")
+def _redux(ctx, ins):
+  """redux.sync.{add,min,max}.{u32,s32} / .{and,or,xor}.b32 d, a, membermask: the warp's active threads' reduction."""
+  t = _type(ctx, ins)
+  op = next((m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor")), None)
+  if op is None or t not in ("u32", "s32", "b32"): raise ctx.error("unsupported redux.sync form")
+  ops = ins.operands
+  dw, ra = wr(ctx, ops[0], t), rd(ctx, ops[1], t)
+  dt = np.dtype(DTYPES[t])
+  ufunc = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+           "xor": np.bitwise_xor}[op]
+  ident = {"add": 0, "min": np.iinfo(dt).max, "max": np.iinfo(dt).min, "and": np.iinfo(dt).max if dt.kind == "u" else -1,
+           "or": 0, "xor": 0}[op]
+
+  def f(S, m):
+    a = np.broadcast_to(np.asarray(ra(S)), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    acc = np.full(S.nwarps, ident, dt)
+    with np.errstate(all="ignore"): ufunc.at(acc, S.widx[active], a[active])
+    dw(S, acc[S.widx], m)
+  return f
+
+
+@builder("match")
+def _match(ctx, ins):
+  """match.any.sync.b32/b64 d, a, membermask: the active lanes of the warp holding the same value;
+  match.all.sync d[|p], a, membermask: the active lanes' mask if they all hold it, else 0 (p: whether they do)."""
+  t = _type(ctx, ins)
+  mode = "all" if "all" in ins.mods else "any"
+  ops = ins.operands
+  dst = ops[0].items if ops[0].kind == "pair" else [ops[0]]
+  dw = wr(ctx, dst[0], "b32")
+  pw = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
+  ra = rd(ctx, ops[1], t)
+
+  def f(S, m):
+    a = np.broadcast_to(np.asarray(ra(S)), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    same = np.zeros(S.n, np.uint32)
+    act = np.zeros(S.n, np.uint32)
+    for j in range(32):
+      ok = j < S.warp_len
+      src = np.where(ok, S.warp_base + j, 0)
+      on = ok & active[src]
+      bit = np.uint32(1 << j)
+      same |= np.where(on & (a[src] == a), bit, np.uint32(0))
+      act |= np.where(on, bit, np.uint32(0))
+    if mode == "any": dw(S, same, m)
+    else:
+      eq = same == act
+      dw(S, np.where(eq, act, np.uint32(0)), m)
+      if pw: pw(S, eq, m)
+  return f
+
+
 @builder("activemask")
 def _activemask(ctx, ins):
   dw = wr(ctx, ins.operands[0], "b32")

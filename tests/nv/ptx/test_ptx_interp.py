@@ -338,6 +338,20 @@ def test_shuffles_and_votes_on_a_partial_warp():
   assert (out[:32, 2] == 0xFFFFFFFF).all() and (out[32:, 2] == 0b1111).all()
 
 
+def test_redux_match_and_packing_moves():
+  v = np.array([3, 5, 3, 9] * 10, np.uint32)     # 40 threads: a full warp and one of 8
+  s = apply("redux.sync.add.u32 %d, %a, -1;", np.uint32, v, block=64)
+  assert s.tolist() == [int(v[:32].sum())] * 32 + [int(v[32:].sum())] * 8
+  assert apply("redux.sync.max.u32 %d, %a, -1;", np.uint32, v, block=64).tolist() == [9] * 40
+  mt = apply("match.any.sync.b32 %d, %a, -1;", np.uint32, v, block=64)
+  threes = sum(1 << j for j in range(32) if v[j] == 3)
+  assert mt[0] == threes and mt[32] == sum(1 << j for j in range(8) if v[32 + j] == 3)
+  pk = apply("mov.b32 %d, {%a, %b};", np.uint32, np.array([0x1234], np.uint16), np.array([0xABCD], np.uint16))
+  assert pk.tolist() == [0xABCD_1234]
+  lo = apply("mov.b64 {%d, _}, %a;", np.uint32, np.array([0x1122_3344_5566_7788], np.uint64))
+  assert lo.tolist() == [0x5566_7788]
+
+
 # ---------------------------------------------------------------------------------------------- atomics
 def test_atomics_are_sequential_per_thread():
   """64 threads each try cas(p, tid, tid + 1): in thread order each one succeeds, so p ends at 64 and each thread saw
