@@ -71,6 +71,18 @@ class Bitset:
     return self.gen[0] <= gpu_id <= self.gen[1] and (val & self.mask & ~self.dontcare) == self.match
 
 
+class Decoded:
+  """An instruction (or operand) decoded: its bitset name, its raw bits and its fields' values."""
+  __slots__ = ("name", "word", "fields")
+
+  def __init__(self, name: str, word: int, fields: dict):
+    self.name, self.word, self.fields = name, word, fields
+
+  def __getitem__(self, key): return self.fields[key]
+  def get(self, key, default=None): return self.fields.get(key, default)
+  def __repr__(self): return f"Decoded({self.name!r}, {self.fields!r})"
+
+
 class _Scope:
   __slots__ = ("isa", "bitset", "val", "params", "parent", "cache", "out")
 
@@ -218,6 +230,32 @@ class ISA:
       self.display(_Scope(self, b, val, f["params"], scope), out)
     else:
       self.errors.append(f"bad field type {t!r} ({name})")
+
+  def decode(self, word: int, root: str = "#instruction", params=None, parent=None) -> "Decoded":
+    """The instruction (leaf bitset) a word is and the value of every field that applies to it (fields of the cases
+    whose expressions hold, and of the ancestors), derived fields included; a field typed by another bitset tree is
+    itself a Decoded. Raises DecodeError when no instruction matches."""
+    if parent is None: self.errors, self.stack = [], []
+    b = self.find_bitset(root, word)
+    scope = _Scope(self, b, word, params, parent)
+    names: dict[str, None] = {}
+    x = b
+    while x is not None:
+      for case in x.cases:
+        if case["expr"] is not None and not self.evaluate(scope, case["expr"]): continue
+        for n, f in case["fields"].items():
+          if "assert" not in f: names.setdefault(n, None)
+      x = x.parent
+    values = {}
+    for n in names:
+      f, v = self.resolve(scope, n)
+      if f is None: continue
+      t = f["type"]
+      if t in self.bitsets and f["expr"] is None:
+        values[n] = self.decode(v, t, f["params"], scope)
+      elif t in ("int", "branch", "offset"): values[n] = _sext(v, 1 + f["high"] - f["low"])
+      else: values[n] = v
+    return Decoded(b.name, word, values)
 
   def disasm_word(self, word: int, errors: bool = False) -> str:
     """One instruction word -> its text (Mesa's disassembler's line, without address or hex). With errors=True,
