@@ -69,6 +69,7 @@ def commit_dtypes(sink: UOp) -> UOp:
     elif op is Ops.INDEX:
       idx = fix(src[1], None)
       new_src = (memo[src[0]], idx, *(memo[s] for s in src[2:]))
+    elif op is Ops.CAST and src[0].op is Ops.CONST: new_src = src   # a typed literal already: CAST(CONST) stays
     elif op in (Ops.CAST, Ops.BITCAST): new_src = (fix(src[0], None),)
     else: new_src = tuple(memo[s] if not (s.op is Ops.CONST and s.dtype.is_weak) else _literal(s, None) for s in src)
     memo[u] = UOp(op, new_src, u.arg, u.tag) if any(a is not b for a, b in zip(new_src, src)) else u
