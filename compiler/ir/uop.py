@@ -45,10 +45,15 @@ def _arg_key(arg):
 # through _arg_key
 _PLAIN_ARGS = frozenset({type(None), int, str, DType})
 _CONST, _CAST = Ops.CONST, Ops.CAST
-KeyedRef = weakref.KeyedRef
 
 
-def _forget(ref: weakref.KeyedRef):
+class _Ref(weakref.ref):
+  """The cache's weak reference to a UOp, with the UOp's cache key (to drop the entry when the UOp dies). Built in C:
+  weakref.KeyedRef's __new__ and __init__ are Python code, which made it the dearest part of building a UOp."""
+  __slots__ = ("key",)
+
+
+def _forget(ref: _Ref):
   """A UOp of the cache died: drop its entry (unless the key was given to a newer UOp already; atomic in C, as
   WeakValueDictionary does it)."""
   _remove_dead_weakref(UOp._ucache, ref.key)
@@ -56,7 +61,7 @@ def _forget(ref: weakref.KeyedRef):
 
 class UOp:
   __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "_cv", "_mm", "__weakref__")
-  # key -> weak reference to the live UOp. A plain dict of KeyedRefs: WeakValueDictionary's get and set are Python
+  # key -> weak reference to the live UOp. A plain dict of _Refs: WeakValueDictionary's get and set are Python
   # code, and every UOp a pass builds goes through here.
   _ucache: dict = {}
 
@@ -81,12 +86,19 @@ class UOp:
     if op is _CONST: self._cv = None if arg is Invalid else arg
     elif op is _CAST and src[0].op is _CONST and src[0].arg is not Invalid: self._cv = truncate(src[0].arg, arg)
     else: self._cv = None
-    with _CACHE_LOCK:   # two threads building the same UOp must end with one object
+    new = _Ref(self, _forget)
+    new.key = key
+    # two threads building the same UOp must end with one object: setdefault inserts atomically, and the one that
+    # finds another's live UOp there returns it; a dead entry not dropped yet is replaced under the lock
+    ref = cls._ucache.setdefault(key, new)
+    if ref is new: return self
+    found = ref()
+    if found is not None: return found
+    with _CACHE_LOCK:
       ref = cls._ucache.get(key)
-      if ref is not None:
-        found = ref()
-        if found is not None: return found
-      cls._ucache[key] = KeyedRef(self, _forget, key)
+      found = ref() if ref is not None else None
+      if found is not None: return found
+      cls._ucache[key] = new
     return self
 
   def __reduce__(self): return (UOp, (self.op, self.src, self.arg, self.tag))
@@ -110,15 +122,19 @@ class UOp:
     return out
 
   def _toposort(self) -> list["UOp"]:
-    out, seen, stack = [], set(), [(self, False)]
+    """A depth-first walk in source order, each node after its sources (what the recursive walk gives), with an
+    iterator over each open node's sources: no entry per edge on the stack."""
+    out, seen = [], {self}
+    stack = [(self, iter(self.src))]
+    push, pop, see, emit = stack.append, stack.pop, seen.add, out.append
     while stack:
-      u, done = stack.pop()
-      if done: out.append(u); continue
-      if u in seen: continue
-      seen.add(u)
-      stack.append((u, True))
-      for s in reversed(u.src):
-        if s not in seen: stack.append((s, False))
+      u, it = stack[-1]
+      for s in it:
+        if s not in seen:
+          see(s); push((s, iter(s.src)))
+          break
+      else:
+        pop(); emit(u)
     return out
 
   def _cached(self, name, compute):

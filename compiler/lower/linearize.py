@@ -31,6 +31,10 @@ def _order(sink: UOp) -> list[UOp]:
         ends[r] = u
   for u in nodes:
     if u.op is Ops.RANGE and u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
+  if not ends:
+    # no loop: every node is of kind 0 and ranked by its toposort position, so the heap below would hand them out in
+    # exactly that order (the next node of the toposort is always ready, and always the lowest ranked)
+    return list(nodes)
   users: dict[UOp, list] = {u: [] for u in nodes}
   missing = {}
   for u in nodes:
