@@ -118,6 +118,9 @@ def linearize(sink: UOp) -> UOp:
       m[u] = place(UOp(Ops.STORE, (plain, m[u.src[1]]), u.arg))
       place(UOp(Ops.ENDIF, (gate,)))
       continue
-    else: new = u.replace(src=tuple(m[s] for s in u.src)) if u.src else u
+    elif u.src:
+      src = tuple([m[s] for s in u.src])
+      new = u if src == u.src else UOp(u.op, src, u.arg, u.tag)   # most nodes: their sources are their own
+    else: new = u
     m[u] = place(new)
   return UOp(Ops.LINEAR, tuple(out), sink.arg)
