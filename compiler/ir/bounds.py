@@ -120,6 +120,9 @@ def _bits(u, dt, mm):
   if mm[0][0] >= 0 and mm[1][0] >= 0:
     if op is Ops.AND: return (0, min(mm[0][1], mm[1][1]))
     return (0, (1 << max(int(mm[0][1]).bit_length(), int(mm[1][1]).bit_length())) - 1)
+  if op is Ops.AND:   # one operand non-negative: the result has only its bits (two's complement), whatever the other
+    for lo, hi in mm:
+      if lo >= 0: return (0, hi)
   return dt.bounds
 
 
@@ -135,7 +138,24 @@ def _shr(u, dt, mm):
   return dt.bounds
 
 
-_BY_OP = {Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.MAX: _max, Ops.AFTER: _after,
+def _reduce(u, dt, mm):
+  """A loop-carried value: the accumulator of a REDUCE over its ranges, T iterations in all (T: the product of the
+  ranges' trip counts, each within its end's bounds). A sum of T values in [lo, hi] is in [lo*T, hi*T]; a maximum is
+  in [lo, hi], or the accumulator's start (the type's least value) when T can be 0."""
+  tmin, tmax = 1, 1
+  for r in u.src[1:]:
+    e0, e1 = r.src[0]._mm
+    tmin, tmax = tmin * max(0, e0), tmax * max(0, e1)
+  (lo, hi) = mm[0]
+  if u.arg is Ops.ADD: out = (min(lo * tmin, lo * tmax), max(hi * tmin, hi * tmax))
+  elif u.arg is Ops.MAX: out = (lo, hi) if tmin >= 1 else None
+  else: out = None
+  # a weak-int accumulator is stored as int32 (reduce_to_acc): what it holds is exact only within int32
+  if out is None or (dt.is_weak and not (-(1 << 31) <= out[0] and out[1] < (1 << 31))): return dt.bounds
+  return out
+
+
+_BY_OP = {Ops.REDUCE: _reduce, Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.MAX: _max, Ops.AFTER: _after,
           Ops.CAST: _cast, Ops.FLOORDIV: _div, Ops.IDIV: _div, Ops.FLOORMOD: _floormod, Ops.IMOD: _imod,
           Ops.CMPLT: _cmp, Ops.CMPEQ: _cmp, Ops.CMPNE: _cmp, Ops.WHERE: _where, Ops.NOT: _not, Ops.AND: _bits,
           Ops.OR: _bits, Ops.XOR: _bits, Ops.SHL: _shl, Ops.SHR: _shr}

@@ -157,10 +157,33 @@ def simplify_neg(x: UOp):
   return None
 
 
+def _range_offset(a: UOp):
+  """(r, c) when a is r + c for a RANGE r and a constant c (c = 0: r itself), else None."""
+  if a.op is Ops.RANGE: return a, 0
+  if a.op is Ops.ADD and a.src[0].op is Ops.RANGE and a.src[1]._cv is not None: return a.src[0], a.src[1]._cv
+  return None
+
+
+def _below(a: UOp, b: UOp) -> bool:
+  """a < b for every value the kernel can give them, where the bounds alone can't tell: a is r + c with r the index
+  of a loop over range(n) (so r <= n - 1 on every iteration, the back edge included) and b - n >= c always, which the
+  simplified difference b - n shows (n and b symbolic: b = n, n + 1, a DEFINE_VAR of n's, ...). Index arithmetic
+  (weak ints) only: its values are exact, nothing wraps."""
+  if a.vmax < b.vmin: return True
+  rc = _range_offset(a)
+  if rc is None or not (_weak(a) and _weak(b)): return False
+  r, c = rc
+  n = r.src[0]
+  if not _weak(n): return False
+  return simplify(b - n).vmin >= c
+
+
 def simplify_floordiv(x: UOp):
   a, b = x.src
   c = b._cv
-  if c is None or c == 0: return None
+  if c is None:   # a // n with 0 <= a < n: 0 (n symbolic, a an induction variable of a loop bounded by n)
+    return _k(0, x.dtype) if a.vmin >= 0 and _below(a, b) else None
+  if c == 0: return None
   if c == 1: return a
   if not _weak(x):
     if c > 0 and a.vmin >= 0 and a.vmax < c: return _k(0, x.dtype)
@@ -184,9 +207,16 @@ def simplify_floordiv(x: UOp):
 def simplify_floormod(x: UOp):
   a, b = x.src
   c = b._cv
-  if c is None or c == 0: return None
+  if c is None: return a if a.vmin >= 0 and _below(a, b) else None   # a % n with 0 <= a < n
+  if c == 0: return None
   if c in (1, -1): return _k(0, x.dtype)
   if c > 0 and a.vmin >= 0 and a.vmax < c: return a
+  if c > 0 and c & (c - 1) == 0 and a.op is Ops.AND and a.src[1]._cv is not None:
+    # (y & m) % 2**k keeps the low k bits of y & m (floor modulo by a power of two, in two's complement, for any sign
+    # and width): y & (m & (2**k - 1)); the mask itself when m has no bit from k up, 0 when it has none below k
+    m = a.src[1]._cv
+    low = m & (c - 1)
+    return a if low == m else a.src[0] & _lit(low, x.dtype, a.src[0])
   if not _weak(x): return None
   if a.op is Ops.MUL and a.src[1]._cv is not None and a.src[1]._cv % c == 0: return _k(0, x.dtype)
   if a.op is Ops.ADD:
@@ -223,6 +253,13 @@ def simplify_bits(x: UOp):
       if x.op is Ops.XOR: return a.logical_not() if cb else a
   elif cb == 0:
     return _k(0, x.dtype) if x.op is Ops.AND else a
+  elif cb is not None and x.op is Ops.AND and cb == (x.dtype.bounds[1] if x.dtype.kind == "uint" else -1):
+    return a   # every bit set: y & -1 (or a uint's all-ones) is y
+  elif cb is not None and x.op is Ops.AND and a.vmin >= 0:
+    # y & m is y when every bit y can have is set in m: y in [0, 2**j) and m's low j bits all ones (two's complement:
+    # a negative m such as -1 counts its low bits as they are)
+    low = (1 << int(a.vmax).bit_length()) - 1
+    if cb & low == low: return a
   if a is b: return a if x.op in (Ops.AND, Ops.OR) else _k(0 if not x.dtype.is_bool else False, x.dtype)
   return None
 
@@ -245,6 +282,11 @@ def simplify_cmp(x: UOp):
   a, b = x.src
   if a is b and (_is_int(a) or a.dtype.is_bool): return _k(x.op is not Ops.CMPLT and x.op is Ops.CMPEQ, dtypes.bool)
   cb = b._cv
+  if x.op is Ops.CMPLT and _weak(a) and _weak(b) and cb is None:
+    # inside a loop over range(n): i + c < b holds when n - 1 + c < b always, and b < i + c never does when
+    # b <= c always (i >= 0 is in the bounds already)
+    if _below(a, b): return _k(True, dtypes.bool)
+    if _range_offset(b) is not None and _below(b, a + 1): return _k(False, dtypes.bool)
   if x.op is Ops.CMPLT and _weak(a) and cb is not None:
     if a.op is Ops.ADD and a.src[1]._cv is not None: return a.src[0] < (cb - a.src[1]._cv)
     if a.op is Ops.MUL and a.src[1]._cv is not None and a.src[1]._cv > 0:
@@ -299,9 +341,16 @@ def simplify_alu(x: UOp):
   return None
 
 
+def simplify_index(x: UOp):
+  """A gate that always holds (i < n inside a loop over range(n), say) is no gate: the plain INDEX."""
+  if len(x.src) == 3 and x.src[2]._cv is True: return UOp(Ops.INDEX, x.src[:2], x.arg, x.tag)
+  return None
+
+
 symbolic = PatternMatcher([
   (UPat(GroupOp.ALU, name="x"), simplify_alu),
   (UPat(Ops.CAST, name="x"), simplify_cast),
+  (UPat(Ops.INDEX, name="x"), simplify_index),
 ], name="symbolic")
 
 
