@@ -1,5 +1,5 @@
-"""Per-node facts computed once and cached on the UOp: value bounds (vmin, vmax; UOp._bounds) and the set of
-RANGEs a node is inside (UOp._cached). Each function sees its sources' results already computed."""
+"""Per-node facts computed once and kept in a slot of the UOp: value bounds (vmin, vmax: UOp._mm) and the set of
+RANGEs a node is inside (UOp.ranges: UOp._rg). Each function sees its sources' results already computed."""
 from __future__ import annotations
 
 import math
@@ -168,8 +168,13 @@ def tdiv(a: int, b: int) -> int:
 
 def ranges_of(u) -> frozenset:
   """The RANGEs u depends on that no END or REDUCE on the way closed."""
-  if u.op is Ops.RANGE: return frozenset({u}) | u.src[0]._cache["ranges"]
-  acc = frozenset()
-  for s in u.src: acc |= s._cache["ranges"]
+  if u.op is Ops.RANGE: return frozenset({u}) | u.src[0]._rg
+  acc = _NO_RANGES
+  for s in u.src:   # most nodes are in no range, or in their sources' ranges: those sets are shared, not rebuilt
+    r = s._rg
+    if r and r is not acc: acc = acc | r if acc else r
   if u.op in (Ops.END, Ops.REDUCE): acc -= frozenset(u.src[1:])
   return acc
+
+
+_NO_RANGES = frozenset()

@@ -60,7 +60,7 @@ def _forget(ref: _Ref):
 
 
 class UOp:
-  __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "_cv", "_mm", "__weakref__")
+  __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "_cv", "_mm", "_rg", "__weakref__")
   # key -> weak reference to the live UOp. A plain dict of _Refs: WeakValueDictionary's get and set are Python
   # code, and every UOp a pass builds goes through here.
   _ucache: dict = {}
@@ -80,7 +80,7 @@ class UOp:
         raise CompileError(f"UOp({op!r}, arg={arg!r}): source {s!r} is not a UOp")
     self = object.__new__(cls)
     self.op = op; self.src = src; self.arg = arg; self.tag = tag
-    self._cache = self._mm = None
+    self._cache = self._mm = self._rg = None
     self.dtype = derive_dtype(self)
     # the literal's value, kept at hand: every rule asks (None for anything else, an INVALID index included)
     if op is _CONST: self._cv = None if arg is Invalid else arg
@@ -137,30 +137,18 @@ class UOp:
         pop(); emit(u)
     return out
 
-  def _cached(self, name, compute):
-    c = self._cache
-    if c is not None:
-      v = c.get(name)   # computed already (no fact is None)
-      if v is not None: return v
-    else: c = self._cache = {}
-    for s in self.src:   # the usual case, a node built on analysed sources: no walk needed
-      sc = s._cache
-      if sc is None or name not in sc: break
-    else:
-      v = c[name] = compute(self)
-      return v
-    # fill the sources first (only those still missing it), iteratively, so that compute() never recurses deeply
+  def _fill(self, attr: str, compute):
+    """compute(u) into slot attr of self and of every node under it that lacks it, sources first, iteratively (a deep
+    graph never recurses); the value for self."""
     stack = [(self, False)]
     while stack:
       u, ready = stack.pop()
-      uc = u._cache
-      if uc is None: uc = u._cache = {}
-      if name in uc: continue
-      if ready: uc[name] = compute(u); continue
+      if getattr(u, attr) is not None: continue
+      if ready: setattr(u, attr, compute(u)); continue
       stack.append((u, True))
       for s in u.src:
-        if s._cache is None or name not in s._cache: stack.append((s, False))
-    return c[name]
+        if getattr(s, attr) is None: stack.append((s, False))
+    return getattr(self, attr)
 
   # the bounds are asked of nearly every node a pass builds: they live in a slot of their own (no dict lookups)
   @property
@@ -182,20 +170,18 @@ class UOp:
     else:
       mm = self._mm = vminmax(self)
       return mm
-    stack = [(self, False)]
-    while stack:
-      u, ready = stack.pop()
-      if u._mm is not None: continue
-      if ready: u._mm = vminmax(u); continue
-      stack.append((u, True))
-      for s in u.src:
-        if s._mm is None: stack.append((s, False))
-    return self._mm
+    return self._fill("_mm", vminmax)
 
   @property
   def ranges(self) -> frozenset:
-    """The RANGEs this UOp is inside: the ranges it depends on that no END or REDUCE on the way has closed."""
-    return self._cached("ranges", ranges_of)
+    """The RANGEs this UOp is inside: the ranges it depends on that no END or REDUCE on the way has closed. In a slot
+    of its own, as the bounds."""
+    rg = self._rg
+    if rg is not None: return rg
+    for s in self.src:
+      if s._rg is None: return self._fill("_rg", ranges_of)
+    rg = self._rg = ranges_of(self)
+    return rg
 
   # ---------- constants ----------
   @staticmethod
