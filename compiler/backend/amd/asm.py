@@ -612,11 +612,20 @@ class Assembler:
         lines.append((lineno, label.strip() + ":"))
         code = code.strip()
       if code and not code.startswith("."): lines.append((lineno, code))
+    return self.assemble_items(lines)
+
+  def assemble_items(self, items) -> bytes:
+    """The two passes over (line, item) pairs: an item is one instruction's text, a `name:` label, or an instruction
+    already encoded (bytes, copied as they are: branches around it count its size). `line` is what errors name (a
+    text line number, an INS position). What assemble() and a PROGRAM of INS UOps (program.py) both end in."""
     labels: dict[str, int] = {}
     for final in (False, True):
       self.labels = labels if final else None
       out = bytearray()
-      for lineno, code in lines:
+      for lineno, code in items:
+        if isinstance(code, (bytes, bytearray)):
+          out += code
+          continue
         if code.endswith(":") and " " not in code:
           if not final:
             if code[:-1] in labels: raise AssembleError(f"label {code[:-1]!r} defined twice", lineno, code)
@@ -724,3 +733,10 @@ class Asm:
 
   @property
   def text(self) -> str: return "\n".join(self.lines)
+
+  def program(self, name: str, **meta):
+    """These instructions as a PROGRAM(LINEAR(INS ...)), one INS per instruction or label (program.py): the form a
+    compiled kernel takes too; program.code_object(p) writes the code object, dev.compile(p) loads it. meta:
+    KernelMeta.make's keywords (args=[cowriter.Arg, ...], vgpr_count=, sgpr_count=, workgroup_ids=, ...)."""
+    from .program import program
+    return program(name, self.lines, arch=self._asm.arch, **meta)

@@ -28,7 +28,7 @@ from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
 from .asm import encode_fields, waitcnt_simm16
-from .cowriter import Arg, KernelSpec, write_code_object
+from .cowriter import Arg, KernelSpec
 from .errors import AssembleError
 from .tables import arch_tables
 
@@ -237,8 +237,10 @@ def kernel_spec(c: Compiled) -> KernelSpec:
 
 
 def code_object(c: Compiled) -> bytes:
-  """HSA code object (ELF, code object v5) of one compiled kernel, by the ISA package's writer."""
-  return write_code_object([kernel_spec(c)], "gfx1100")
+  """HSA code object (ELF, code object v5) of one compiled kernel: its PROGRAM(LINEAR(INS ...)), written the way
+  hand-written assembly is (program.py)."""
+  from .program import code_object as write_programs, compiled_program
+  return write_programs(compiled_program(c))
 
 
 def compile_gfx1100(lin: UOp) -> bytes:
