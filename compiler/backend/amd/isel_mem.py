@@ -7,7 +7,7 @@ from ...ir import AddrSpace, CompileError, Ops, UOp, dtypes
 from ...ir.dtypes import DType
 from ...ir.uop import _short
 from .isel_common import TARGET, _err, imm_of, value_of
-from .isel_mir import NULL, Imm, Spec, VReg
+from .isel_mir import NULL, Imm, Imm64, Spec, Sub, VReg
 
 
 def pow2_divisor(u: UOp, cap: int = 1 << 16) -> int:
@@ -78,14 +78,15 @@ class MemorySelector:
     buf, idx = index.src[0], index.src[1]
     size = buf.dtype.base.itemsize
     self.split_align = 1
-    if gated:
-      reg, c = self.get(idx), 0
-      if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
+    if gated or idx.dtype.itemsize == 8:
+      # (a 64-bit index: its low dword, the byte offset of an element of a buffer under 4 GiB fits 32 bits)
+      reg, c = self.low32(self.get(idx)), 0
+      if isinstance(reg, Imm): reg, c = None, value_of(self.get(idx), idx.dtype)
     else:
       reg, c = self.split_index(idx)
     cbytes = c * size
     if buf.dtype.addrspace is AddrSpace.GLOBAL and self.wide_addresses(buf):
-      if not -4096 <= cbytes <= 4095 and reg is not None: reg, cbytes = self.get(idx), 0
+      if not -4096 <= cbytes <= 4095 and reg is not None: reg, cbytes = self.low32(self.get(idx)), 0
       return (buf, *self.address64(buf, reg, cbytes))
     if buf.dtype.addrspace is AddrSpace.GLOBAL: limit_ok = -4096 <= cbytes <= 4095
     elif buf in self.scratch_off: limit_ok = -4096 <= cbytes + self.scratch_off[buf] <= 4095
@@ -95,13 +96,14 @@ class MemorySelector:
       if buf in self.scratch_off: return buf, None, cbytes      # no VGPR address (SVE = 0)
       return buf, self.to_v(Imm(0)), cbytes
     if not limit_ok:
-      reg, cbytes = self.get(idx), 0
+      reg, cbytes = self.low32(self.get(idx)), 0
       self.split_align = pow2_divisor(idx)
     voff = self.byte_offset(reg, size)
     if buf in self.lds_off and not gated: self.addr_align[voff] = self.split_align * size
     return buf, voff, cbytes
 
   def _mem_suffix(self, dt: DType, load: bool) -> str:
+    if dt.itemsize == 8: return "b64"
     if dt.itemsize == 4: return "b32"
     if dt.itemsize == 2: return ("i16" if dt.kind == "int" else "u16") if load else "b16"
     if dt.itemsize == 1: return ("i8" if dt.kind == "int" else "u8") if load else "b8"
@@ -112,20 +114,20 @@ class MemorySelector:
     buf = index.src[0]
     dt = u.dtype
     if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off: return self.reg_load(u, index)
-    if dt.itemsize == 8: raise _err(u, "64-bit loads are not supported")
+    if dt.itemsize == 8 and buf in self.scratch_off: raise _err(u, "64-bit private arrays in scratch are not supported")
     gate = self.get(index.src[2]) if len(index.src) == 3 else None
     if isinstance(gate, Imm):
       if not gate.bits: return imm_of(0, dt)
       gate = None
     if gate is not None:
       # select a safe index (0) where the gate is off, load, then 0 there
-      raw = self.get(index.src[1])
+      raw = self.low32(self.get(index.src[1]))
       safe = self.cndmask(gate, Imm(0), raw)
       _, voff, cbytes = self._address_of(buf, safe, index.src[1].dtype)
     else:
       _, voff, cbytes = self.address(index, False)
     mem_dt = dtypes.uint8 if dt.is_bool else dt
-    d = VReg("v")
+    d = VReg("v", 2 if dt.itemsize == 8 else 1)
     suffix = self._mem_suffix(mem_dt, True)
     if buf.dtype.addrspace is AddrSpace.LOCAL:
       self.emit(f"ds_load_{suffix}", {"vdst": d}, {"addr": voff}, offset=cbytes + self.lds_off[buf])
@@ -138,6 +140,7 @@ class MemorySelector:
     out = d
     if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
     if gate is not None:
+      if dt.itemsize == 8: return self.where64(gate, Imm64(0), out)
       out = self.sop2("s_and_b32", out, gate) if dt.is_bool else self.cndmask(gate, Imm(0), out)
     return out
 
@@ -158,6 +161,7 @@ class MemorySelector:
   def reg_load(self, u: UOp, index: UOp):
     if len(index.src) == 3: raise _err(u, "gated load from a private array")
     r = self.reg_elem(index)
+    if r.n == 2: return self.join(Sub(r, 0), Sub(r, 1))
     d = VReg("v")
     self.emit("v_mov_b32_e32", {"vdst": d}, {"src0": r}, copy=True)
     return d
@@ -169,12 +173,15 @@ class MemorySelector:
     dt = value.dtype
     if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off:
       r = self.reg_elem(index)
+      if r.n == 2:
+        for k, half in enumerate(self.halves(v)): self.emit("v_mov_b32_e32", {"vdst": Sub(r, k)}, {"src0": half})
+        return
       if isinstance(v, VReg) and v.cls == "s" and dt.is_bool: v = self.cndmask(v, Imm(0), Imm(-1))
       self.emit("v_mov_b32_e32", {"vdst": r}, {"src0": v}, copy=True)
       return
-    if dt.itemsize == 8: raise _err(u, "64-bit stores are not supported")
+    if dt.itemsize == 8 and buf in self.scratch_off: raise _err(u, "64-bit private arrays in scratch are not supported")
     if dt.is_bool: v, dt = self.cndmask(v, Imm(0), Imm(1)), dtypes.uint8
-    data = self.to_v(v)
+    data = self.to_v64(v) if dt.itemsize == 8 else self.to_v(v)
     _, voff, cbytes = self.address(index, False)
     suffix = self._mem_suffix(dt, False)
     if buf.dtype.addrspace is AddrSpace.LOCAL:

@@ -141,6 +141,7 @@ class Encoder:
       if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
     elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
+    if "neg" in m.mods: vals["neg"] = m.mods["neg"]      # VOP3 source negation, one bit per source
     if enc in ("SOPP", "SOPK"):
       vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
     try: out = encode_fields(et, vals, strict=True)
