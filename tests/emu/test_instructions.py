@@ -414,3 +414,73 @@ def test_global_atomic_csub_clamps_at_zero():
   """, ins=[lanes * 10, np.full(32, 95, np.uint32)])
   np.testing.assert_array_equal(v3, lanes * 10)                                   # the old values
   np.testing.assert_array_equal(v1, np.where(lanes * 10 > 95, lanes * 10 - 95, 0))
+
+
+def test_div_fixup_f64_special_cases_follow_the_isa():
+  """V_DIV_FIXUP_F64 (RDNA3 ISA pseudocode), s0 = the estimate 2.0, s1 = den, s2 = num, first match wins: NaN num, NaN
+  den (quieted: payload kept, bit 51 set), 0/0 and inf/inf -> 0xfff8000000000000, x/0 and inf/y -> +-inf, x/inf and
+  0/y -> +-0 (the 0/y case made the backend's -0.0 / 3.0 a NaN before), else +-|s0| with sign(num) ^ sign(den)."""
+  snan, snan_den = 0x7ff0000000000001, 0x7ff4000000000000
+  cases = [(0.0, 0.0, 0xfff8000000000000), (0.0, 3.0, 0), (-0.0, 3.0, 1 << 63), (1.0, 0.0, 0x7ff0000000000000),
+           (-1.0, 0.0, 0xfff0000000000000), (np.inf, -np.inf, 0xfff8000000000000), (np.inf, 2.0, 0x7ff0000000000000),
+           (1.0, np.inf, 0), (snan, 1.0, snan | 1 << 51), (1.0, snan_den, snan_den | 1 << 51),
+           (-6.0, 3.0, 0xc000000000000000)]
+  cases += [(6.0, 3.0, 0x4000000000000000)] * (32 - len(cases))
+  bits = lambda x: x if isinstance(x, int) else int(np.float64(x).view(np.uint64))
+  num = np.array([bits(c[0]) for c in cases], np.uint64)
+  den = np.array([bits(c[1]) for c in cases], np.uint64)
+  lo = lambda a: (a & 0xFFFFFFFF).astype(np.uint32)
+  hi = lambda a: (a >> 32).astype(np.uint32)
+  v1, v3 = run("""
+    v_div_fixup_f64 v[4:5], 2.0, v[12:13], v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[lo(num), hi(num), lo(den), hi(den)])
+  got = v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)
+  want = np.array([c[2] for c in cases], np.uint64)
+  np.testing.assert_array_equal(got, want, err_msg=str([hex(int(g)) for g in got[:11]]))
+
+
+def _f64_halves(vals):
+  bits = np.array([int(np.float64(v).view(np.uint64)) for v in vals], np.uint64)
+  return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32), (bits >> np.uint64(32)).astype(np.uint32)
+
+
+def test_div_scale_and_div_fmas_f64_scale_in_the_direction_the_quotient_needs():
+  """V_DIV_SCALE_F64 (S0 = the value scaled, S1 = den, S2 = num): a huge denominator with a denormal quotient (1/den
+  and num/den both denormal) sets VCC and scales the denominator by 2**-128 (2**+128 would make it inf: 2**1023 -> 2**895); a tiny
+  quotient from a small numerator sets VCC and leaves the denominator alone. V_DIV_FMAS_F64 then scales fma(S0, S1,
+  S2) by 2**128 where S2's exponent is above the bias and by 2**-128 below it, for lanes with VCC set."""
+  den = [2.0**1023, 2.0**100] + [3.0] * 30
+  num = [2.0**-60, 2.0**-1000] + [1.0] * 30
+  (nl, nh), (dl, dh) = _f64_halves(num), _f64_halves(den)
+  v1, v3 = run("""
+    v_div_scale_f64 v[4:5], vcc_lo, v[12:13], v[12:13], v[10:11]
+    v_cndmask_b32_e64 v3, 0, 1, vcc_lo
+    v_mov_b32 v1, v5
+  """, ins=[nl, nh, dl, dh])
+  assert v3[0] == 1 and v3[1] == 1 and not v3[2:].any()
+  got_hi = v1.astype(np.uint64) << np.uint64(32)
+  assert got_hi[0].view(np.float64) == 2.0**895 and got_hi[1].view(np.float64) == 2.0**100
+  assert (got_hi[2:].view(np.float64) == 3.0).all()
+  s2 = [2.0**200, 2.0**-200] * 16
+  (sl, sh), _ = _f64_halves(s2), None
+  v1, v3 = run("""
+    s_mov_b32 vcc_lo, 0x5
+    v_div_fmas_f64 v[4:5], 0, 1.0, v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[sl, sh])
+  got = (v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)).view(np.float64)
+  assert got[0] == 2.0**328 and got[2] == 2.0**328          # VCC lanes 0 and 2: 2**200 * 2**128
+  assert got[1] == 2.0**-200 and got[3] == 2.0**-200        # no VCC: fma unchanged
+  s2b = [2.0**-200] * 32
+  (sl, sh) = _f64_halves(s2b)
+  v1, v3 = run("""
+    s_mov_b32 vcc_lo, 1
+    v_div_fmas_f64 v[4:5], 0, 1.0, v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[sl, sh])
+  got = (v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)).view(np.float64)
+  assert got[0] == 2.0**-328 and got[1] == 2.0**-200

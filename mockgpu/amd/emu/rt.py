@@ -292,7 +292,7 @@ def div_scale(s0, s1, s2, ftype):
     d = s0
     d = np.where(c1 & (s0 == s1), up, d)
     d = np.where(c2, up, d)
-    d = np.where(c3 & (s0 == s1), up, d)
+    d = np.where(c3 & (s0 == s1), down, d)   # a huge denominator: scaled down (up it would overflow to inf)
     d = np.where(c4, down, d)
     d = np.where(c5 & (s0 == s2), up, d)
     d = np.where(c6, up, d)
@@ -302,26 +302,37 @@ def div_scale(s0, s1, s2, ftype):
 
 
 def div_fmas(a, b, c, vcc, ftype):
+  """V_DIV_FMAS_F32/F64: fma(S0, S1, S2), where VCC is set scaled by 2**64 (f64: 2**128) when S2's exponent is above
+  the bias (the scaled quotient estimate is too small: V_DIV_SCALE scaled the denominator up) and by 2**-64 (2**-128)
+  otherwise (the numerator was scaled up, or the denominator down)."""
   r = fma64(a, b, c) if ftype == f64 else fma32(a, b, c)
-  scale = 128 if ftype == f64 else 64
-  return np.where(vcc, np.ldexp(r, scale).astype(ftype), r).astype(ftype)
+  big, bias, mbits, ub = (128, 1023, 52, u64) if ftype == f64 else (64, 127, 23, u32)
+  exp = ((np.asarray(c, ftype).view(ub) >> ub(mbits)) & ub(2 * bias + 1)).astype(np.int64)
+  scale = np.where(exp > bias, big, -big)
+  with np.errstate(all="ignore"):
+    return np.where(vcc, np.ldexp(r, scale).astype(ftype), r).astype(ftype)
 
 
 def div_fixup(s0, s1, s2, ftype):
-  """V_DIV_FIXUP: s0 = quotient estimate, s1 = denominator, s2 = numerator; handles the special cases."""
+  """V_DIV_FIXUP_F16/F32/F64, s0 = quotient estimate, s1 = denominator, s2 = numerator. The RDNA3 ISA pseudocode's
+  cases, first match wins: a NaN numerator, then a NaN denominator, quieted; 0/0 and inf/inf the default NaN with the
+  sign bit set (0xfe00 / 0xffc00000 / 0xfff8000000000000); x/0 and inf/y +-inf; x/inf and 0/y +-0; else +-|s0|, the
+  sign being sign(s1) ^ sign(s2)."""
   q, den, num = (np.asarray(v, ftype) for v in (s0, s1, s2))
+  ub = {2: u16, 4: u32, 8: u64}[np.dtype(ftype).itemsize]
+  nbits = 8 * np.dtype(ftype).itemsize
+  mbits = {16: 10, 32: 23, 64: 52}[nbits]
+  quiet = ub(1 << (mbits - 1))
+  default_nan = np.asarray(ub(((1 << (nbits - mbits + 1)) - 1) << (mbits - 1)), ub).view(ftype)   # sign, exponent, quiet
   with np.errstate(all="ignore"):
     sign = np.signbit(den) ^ np.signbit(num)
-    inf = np.where(sign, ftype(-np.inf), ftype(np.inf))
-    zero = np.where(sign, ftype(-0.0), ftype(0.0))
     r = np.where(sign, -np.abs(q), np.abs(q))
-    r = np.where(np.isnan(q), np.nan, r)
-    r = np.where((den == 0) & (num == 0), np.nan, np.where((den == 0) & ~np.isnan(num), inf, r))
-    r = np.where(np.isinf(den) & np.isinf(num), np.nan, r)
-    r = np.where(np.isinf(den) & np.isfinite(num), zero, r)
-    r = np.where(np.isinf(num) & np.isfinite(den), inf, r)
-    r = np.where(np.isnan(den) | np.isnan(num), np.nan, r)
-  return r.astype(ftype)
+    r = np.where(np.isinf(den) | (num == 0), np.where(sign, ftype(-0.0), ftype(0.0)), r)
+    r = np.where((den == 0) | np.isinf(num), np.where(sign, ftype(-np.inf), ftype(np.inf)), r)
+    r = np.where(((den == 0) & (num == 0)) | (np.isinf(den) & np.isinf(num)), default_nan, r)
+    r = np.where(np.isnan(den), (den.view(ub) | quiet).view(ftype), r)
+    r = np.where(np.isnan(num), (num.view(ub) | quiet).view(ftype), r)
+  return np.asarray(r).astype(ftype)
 
 
 # ---- integer helpers ----
