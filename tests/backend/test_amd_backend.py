@@ -83,7 +83,9 @@ def test_code_uses_the_features():
   assert "exec_lo" in dis["stencil"] and "s_cbranch_execz" in dis["stencil"]
   assert "s_cmp_lt_i32" in dis["runtime"] and "s_cbranch_scc1" in dis["runtime"]
   assert "s_cbranch_execz" in dis["divergent"] and "s_branch" in dis["divergent"]
-  assert "s_waitcnt vmcnt(0)" in dis["runtime"] and "s_waitcnt lgkmcnt(0)" in dis["runtime"]
+  assert "s_waitcnt vmcnt(0)" in dis["divergent"] and "s_waitcnt lgkmcnt(0)" in dis["runtime"]
+  # the row loop reads a[gidx * cols + k]: one address per wave, a scalar load with a register offset
+  assert re.search(r"s_load_b32 s\d+, s\[\d+:\d+\], s\d+", dis["runtime"]) and "global_load" not in dis["runtime"]
 
 
 def test_code_object_metadata():

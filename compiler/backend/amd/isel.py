@@ -3,7 +3,8 @@ instructions over virtual registers (isel_mir.MInst).
 
 Register classes. A value is *uniform* when every lane of a wave holds the same one: kernel arguments (pointers as
 64-bit SGPR pairs loaded from the kernarg segment, integer scalars), work-group ids, constants, counters of loops
-whose trip count is uniform, and 32-bit integer ADD/SUB/MUL/AND/OR/XOR/SHL/SHR/MAX over uniform values. Uniform
+whose trip count is uniform, 32-bit integer ADD/SUB/MUL/AND/OR/XOR/SHL/SHR/MAX over uniform values, and loads of a
+read-only param at a uniform index (s_load_b32/b64 through the scalar cache: isel_mem.scalar_load_ok). Uniform
 values live in SGPRs and are computed by SALU instructions; everything else is per lane, in VGPRs, computed by VALU
 instructions in their VOP3 form (which accepts SGPRs, inline constants and a literal as sources). Booleans are lane
 masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by s_and/s_or/s_xor. 64-bit values
@@ -182,6 +183,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     elif op in (Ops.CAST, Ops.BITCAST):
       r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
                                        u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
+    elif op is Ops.LOAD: r = self.scalar_load_ok(u)
     elif op in _SCALAR_INT_OPS or op in (Ops.SHR, Ops.MAX):
       r = u.dtype in (dtypes.int32, dtypes.uint32) and all(self.uniform(s) for s in u.src)
     else: r = False

@@ -109,10 +109,41 @@ class MemorySelector:
     if dt.itemsize == 1: return ("i8" if dt.kind == "int" else "u8") if load else "b8"
     raise CompileError(f"{TARGET}: no {dt.itemsize * 8}-bit memory access for {dt}")
 
+  def scalar_load_ok(self, u: UOp) -> bool:
+    """A LOAD that every lane makes from one address, of a buffer the kernel never writes: one s_load for the wave
+    (the scalar cache is not coherent with vector stores, hence read-only params only; volatile ones keep their
+    vector loads). Dword-sized (and 64-bit) elements: gfx11 has no sub-dword scalar loads."""
+    index = u.src[0]
+    if index.op is not Ops.INDEX or len(index.src) != 2: return False
+    buf, dt = index.src[0], u.dtype
+    return buf.op is Ops.PARAM and buf.arg.readonly and not buf.arg.volatile and dt.itemsize in (4, 8) and \
+        not dt.is_bool and not self.wide_addresses(buf) and self.uniform(index.src[1])
+
+  def scalar_load(self, u: UOp):
+    """s_load_b32/b64 sdata, s[buffer pair], soffset offset:imm: the constant part of the index in the immediate
+    (a 20-bit byte offset), the uniform register part scaled in an SGPR."""
+    index = u.src[0]
+    buf, idx = index.src
+    size = u.dtype.itemsize
+    reg, c = (self.low32(self.get(idx)), 0) if idx.dtype.itemsize == 8 else self.split_index(idx)
+    if isinstance(reg, Imm): reg, c = None, value_of(reg, idx.dtype)
+    if not 0 <= c * size < 1 << 20:
+      reg, c = self.low32(self.get(idx)), 0
+      if isinstance(reg, Imm): reg, c = self.to_s(reg), 0
+    uses = {"sbase": self.get(buf)}
+    if reg is not None:
+      if not (isinstance(reg, VReg) and reg.cls == "s"):   # a uniform value some path left in a VGPR
+        reg = self.pure("v_readfirstlane_b32", [reg], "s", "vdst")
+      uses["soffset"] = self.sop2("s_lshl_b32", reg, Imm(size.bit_length() - 1))
+    d = VReg("s", size // 4)
+    self.emit(f"s_load_b{8 * size}", {"sdata": d}, uses, offset=c * size)
+    return d
+
   def load(self, u: UOp):
     index = u.src[0]
     buf = index.src[0]
     dt = u.dtype
+    if self.scalar_load_ok(u): return self.scalar_load(u)
     if buf.dtype.addrspace is AddrSpace.REG and buf not in self.scratch_off: return self.reg_load(u, index)
     if dt.itemsize == 8 and buf in self.scratch_off: raise _err(u, "64-bit private arrays in scratch are not supported")
     gate = self.get(index.src[2]) if len(index.src) == 3 else None
