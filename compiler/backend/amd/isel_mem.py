@@ -26,20 +26,22 @@ def pow2_divisor(u: UOp, cap: int = 1 << 16) -> int:
 class MemorySelector:
   def split_index(self, idx: UOp):
     """(register part, constant part) of an index: the constant terms of a tree of ADDs are summed into the
-    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once)."""
+    constant part (an instruction offset), the others added (CSE'd, so a loop-invariant sum is computed once).
+    Only when the register part cannot be negative: the VGPR offset of a global (saddr) access, an LDS address and
+    a scratch offset are unsigned 32-bit (31 - lidx split as -lidx + 31 would address 4 GiB past the buffer)."""
     v = self.get(idx)
     self.split_align = pow2_divisor(idx)
     if isinstance(v, Imm): return None, value_of(v, idx.dtype)
     if idx.op is not Ops.ADD: return v, 0
-    regs, const, stack, align = [], 0, [idx], 1 << 16
+    regs, const, stack, align, low = [], 0, [idx], 1 << 16, 0
     while stack:
       u = stack.pop()
       val = self.val.get(u)
       if isinstance(val, Imm): const += value_of(val, u.dtype)
       elif u.op is Ops.ADD and len(regs) + len(stack) < 4: stack += [u.src[1], u.src[0]]
       elif val is None: return v, 0
-      else: regs.append(val); align = min(align, pow2_divisor(u))
-    if const == 0 or not regs: return v, 0
+      else: regs.append(val); align = min(align, pow2_divisor(u)); low += u.vmin
+    if const == 0 or not regs or low < 0: return v, 0
     self.split_align = align
     out = regs[0]
     for r in regs[1:]:
