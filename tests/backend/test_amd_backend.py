@@ -131,15 +131,18 @@ def test_spills_and_private_arrays_use_scratch():
                                                                           "gfx1100")))
 
 
-def test_sgpr_pressure_is_a_clear_error():
-  """SGPRs are not spilled: more live uniform values than 106 SGPRs is an error naming the kernel and class."""
+def test_sgpr_pressure_spills_to_vgpr_lanes():
+  """More live uniform values than 106 SGPRs: the furthest-reaching ones go to lanes of a VGPR (v_writelane after
+  each definition, v_readlane before each use); the kernels that run so are in test_amd_scalar.py."""
   from hcq.compiler.backend.amd.isel_mir import MInst, VReg
-  from hcq.compiler.backend.amd.regalloc import RegisterPressureError, allocate_with_spills
+  from hcq.compiler.backend.amd.regalloc import LIMITS, allocate_with_spills
   regs = [VReg("s") for _ in range(120)]
   code = [MInst("s_mov_b32", {"sdst": r}, {"ssrc0": VReg("s", 1, fixed=0)}) for r in regs]
   code += [MInst("s_add_i32", {"sdst": regs[0]}, {"ssrc0": r, "ssrc1": regs[0]}) for r in regs]
-  with pytest.raises(RegisterPressureError, match="kernel many needs more than 106 SGPRs"):
-    allocate_with_spills(code, [], "many")
+  out, alloc, _ = allocate_with_spills(code, [], "many")
+  assert alloc.sgpr_spills > 0 and alloc.sgprs <= LIMITS["s"] and alloc.vgprs == 1
+  names = [m.name for m in out]
+  assert names.count("v_writelane_b32") >= alloc.sgpr_spills and "v_readlane_b32" in names
 
 
 def test_compile_time_under_200ms():

@@ -79,3 +79,53 @@ def test_uniform_loads_are_scalar_and_correct(mock_amd):
   for s, w in want.items():
     np.testing.assert_array_equal(got[s], w.astype(got[s].dtype), err_msg=f"slot {s} on MOCK+AMD")
     np.testing.assert_array_equal(ref[s], w.astype(ref[s].dtype), err_msg=f"slot {s} on the CPU")
+
+
+def many_scalar_args_kernel(k=120):
+  """120 int32 arguments, all loaded in the prologue and live to their stores, plus a scalar loop whose trip count is
+  one more argument: more than the 106 SGPRs of gfx1100."""
+  from hcq.compiler import AxisType
+  out, out2 = np.zeros(k * 32, np.int32), np.zeros(32, np.int32)
+  O, O2 = _p(0, out, False), _p(1, out2, False)
+  vs = [UOp.variable(f"v{j}", -1000, 1000, 2 + j, dtypes.int32) for j in range(k)]
+  n = UOp.variable("n", 0, 100, 2 + k, dtypes.int32)
+  li = UOp.special(32, "lidx0")
+  r = UOp.range(n, 0, AxisType.REDUCE)
+  total = ((vs[1] + r) * (li + 1)).reduce(r)
+  stores = [O.index(li + 32 * j).store(vs[j] * (li + 1) + vs[(j * 7) % k]) for j in range(k)]
+  sink = UOp.sink(O2.index(li).store(total), *stores, arg=KernelInfo("many_scalar_args"))
+  vals = [(j * 37) % 1999 - 999 for j in range(k)]
+  nv = 13
+  lane = np.arange(32)
+  want = np.concatenate([vals[j] * (lane + 1) + vals[(j * 7) % k] for j in range(k)]).astype(np.int32)
+  want2 = (sum(vals[1] + x for x in range(nv)) * (lane + 1)).astype(np.int32)
+  return sink, [out, out2, *vals, nv], {0: want, 1: want2}
+
+
+def many_buffers_kernel(k=60):
+  """60 buffer arguments (SGPR pairs), each read twice, reversed and in order: 120 SGPRs of pointers alone."""
+  ins = [(np.arange(32, dtype=np.int32) + 1) * (j + 1) for j in range(k)]
+  out = np.zeros(k * 32, np.int32)
+  O = _p(0, out, False)
+  P = [_p(1 + j, a) for j, a in enumerate(ins)]
+  li = UOp.special(32, "lidx0")
+  stores = [O.index(li + 32 * j).store(P[j].index(li).load() + P[(j * 5) % k].index(31 - li).load()) for j in range(k)]
+  sink = UOp.sink(*stores, arg=KernelInfo("many_buffers"))
+  want = np.concatenate([ins[j] + ins[(j * 5) % k][::-1] for j in range(k)])
+  return sink, [out, *ins], {0: want}
+
+
+@pytest.mark.parametrize("make", [many_scalar_args_kernel, many_buffers_kernel])
+def test_sgpr_spills_to_vgpr_lanes(mock_amd, make):
+  from hcq.compiler.backend.amd.regalloc import LIMITS
+  from hcq.compiler.backend.amd.render import GFX1100_TARGET, compile_linear
+  from hcq.compiler.lower import lower
+  sink, args, want = make()
+  c = compile_linear(lower(sink, GFX1100_TARGET))
+  assert c.regs.sgpr_spills > 0 and c.regs.sgprs <= LIMITS["s"]
+  dis = objdump(hcq_compile(sink, "gfx1100"))
+  assert "v_writelane_b32" in dis and "v_readlane_b32" in dis
+  got, ref = _run_both(mock_amd, sink, args, list(want), grid=(1, 1, 1))
+  for s, w in want.items():
+    np.testing.assert_array_equal(got[s], w, err_msg=f"slot {s} on MOCK+AMD")
+    np.testing.assert_array_equal(ref[s], w, err_msg=f"slot {s} on the CPU")
