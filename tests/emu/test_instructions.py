@@ -440,6 +440,14 @@ def test_div_fixup_f64_special_cases_follow_the_isa():
   got = v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)
   want = np.array([c[2] for c in cases], np.uint64)
   np.testing.assert_array_equal(got, want, err_msg=str([hex(int(g)) for g in got[:12]]))
+  # a NaN estimate with finite operands: the quotient overflowed in the division macro -> +-inf (sign(num) ^ sign(den))
+  v1, v3 = run("""
+    v_div_fixup_f64 v[4:5], s[4:5], v[12:13], v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[lo(num), hi(num), lo(den), hi(den)], scalars=(0, 0x7ff80000, 0, 0))
+  got = v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)
+  assert got[10] == 0xfff0000000000000 and got[11] == 1 << 63 and (got[12:] == 0x7ff0000000000000).all()   # 11: underflow first
 
 
 def _f64_halves(vals):

@@ -15,8 +15,7 @@ after), as the reference semantics want it: x / 0 is all ones and x % 0 is x (no
 float64: ADD/SUB/MUL/MAX/TRUNC/comparisons are single instructions (MULACC is MUL then ADD: the reference rounds twice). FDIV (and RECIP) is correctly rounded by the
 ISA's division sequence: v_div_scale (denominator and numerator scaled away from overflow/underflow), a v_rcp_f64
 estimate refined by two Newton-Raphson steps in fma, the quotient and its residual, v_div_fmas (which undoes the
-scaling, VCC from the numerator's v_div_scale) and v_div_fixup (infinities, zeros, NaNs), then +-inf where finite
-operands gave a NaN (a quotient past the range even in the scaled domain). SQRT: v_rsq_f64 refined
+scaling, VCC from the numerator's v_div_scale) and v_div_fixup (infinities, zeros, NaNs, overflow). SQRT: v_rsq_f64 refined
 by a Goldschmidt step and two Newton-Raphson corrections of the square root (residual x - g*g in fma), inputs below
 2^-767 scaled by 2^256 first; 0, -0 and +inf are returned as they are (v_cmp_class).
 
@@ -233,8 +232,8 @@ class WideSelector:
     if op is Ops.SQRT: return self.sqrt64(s[0])
     raise _err(u, "float64 supports + - * / fma max sqrt trunc and comparisons")
 
-  def fdiv64(self, num_value, den_value):
-    num, den = self.pair(num_value, "f64"), self.pair(den_value, "f64")
+  def fdiv64(self, num, den):
+    num, den = self.pair(num, "f64"), self.pair(den, "f64")
     one = Imm(F64_ONE_HI, "f64")
     ds = VReg("v", 2)
     self.emit("v_div_scale_f64", {"vdst": ds, "sdst": Spec(NULL)}, self._srcs("v_div_scale_f64", [den, den, num]))
@@ -250,15 +249,7 @@ class WideSelector:
     self.emit("v_div_fmas_f64", {"vdst": fm}, self._srcs("v_div_fmas_f64", [e, r, q]))
     out = VReg("v", 2)
     self.emit("v_div_fixup_f64", {"vdst": out}, self._srcs("v_div_fixup_f64", [fm, den, num]))
-    # a quotient beyond the f64 range even after v_div_scale's 2^128 (1e300 / 1e-200): the estimate is inf, its residual
-    # -inf, and v_div_fmas makes a NaN that v_div_fixup passes on. Finite nonzero operands never give a NaN: +-inf there
-    finite = 0b0110011000   # v_cmp_class bits 3, 4, 7, 8: -normal, -denormal, +denormal, +normal
-    ok = self.sop2("s_and_b32", self.vcmp("v_cmp_class_f64_e64", num, self.to_s(Imm(finite))),
-                   self.vcmp("v_cmp_class_f64_e64", den, self.to_s(Imm(finite))))
-    over = self.sop2("s_and_b32", ok, self.cmp64("v_cmp_u_f64_e64", out, out, "f64"))
-    sign = self.vop("v_and_b32_e64", self.vop("v_xor_b32_e64", self.halves(num_value)[1], self.halves(den_value)[1]),
-                    Imm(0x80000000))
-    return self.where64(over, out, (Imm(0), self.vop("v_or_b32_e64", sign, Imm(0x7ff00000))))
+    return out
 
   def sqrt64(self, x):
     x = self.pair(x, "f64")

@@ -358,7 +358,8 @@ def div_fixup(s0, s1, s2, ftype):
   cases, first match wins: a NaN numerator, then a NaN denominator, quieted; 0/0 and inf/inf the default NaN with the
   sign bit set (0xfe00 / 0xffc00000 / 0xfff8000000000000); x/0 and inf/y +-inf; x/inf and 0/y +-0; exponent(num) -
   exponent(den) below -(mantissa bits + bias) (-25, -150, -1075: the quotient rounds to 0) +-UNDERFLOW, taken as
-  +-0; a denominator exponent of all ones +-OVERFLOW, taken as +-inf; else +-|s0|, the sign being sign(s1) ^ sign(s2)."""
+  +-0; a denominator exponent of all ones +-OVERFLOW, taken as +-inf; else +-|s0|, the sign being sign(s1) ^ sign(s2),
+  and +-inf where s0 is a NaN (an overflowed estimate)."""
   q, den, num = (np.asarray(v, ftype) for v in (s0, s1, s2))
   ub = {2: u16, 4: u32, 8: u64}[np.dtype(ftype).itemsize]
   nbits = 8 * np.dtype(ftype).itemsize
@@ -370,7 +371,10 @@ def div_fixup(s0, s1, s2, ftype):
   with np.errstate(all="ignore"):
     sign = np.signbit(den) ^ np.signbit(num)
     zero, inf = np.where(sign, ftype(-0.0), ftype(0.0)), np.where(sign, ftype(-np.inf), ftype(np.inf))
-    r = np.where(sign, -np.abs(q), np.abs(q))
+    # the last case: +-|s0|, and +-OVERFLOW (inf) for a NaN estimate: the division macro's estimate of a quotient past
+    # the range is inf and its residual -inf, which V_DIV_FMAS makes a NaN (the pseudocode's text leaves this case
+    # out; the division it is the last step of needs it)
+    r = np.where(np.isnan(q), inf, np.where(sign, -np.abs(q), np.abs(q)))
     r = np.where(exponent(den) == emask, inf, r)
     r = np.where(exponent(num) - exponent(den) < -(mbits + emask // 2), zero, r)
     r = np.where(np.isinf(den) | (num == 0), zero, r)
