@@ -37,6 +37,9 @@ CASES = {
                       f"v_mov_b32 v1, 1\ns_mov_b32 exec_lo, s4\n{VA_VDST0}\nv_add_nc_u32 v2, v1, v1"),
   "exec_forwarding_saveexec": ("exec-forward", "v_mov_b32 v1, 1\ns_and_saveexec_b32 s2, s4\nv_add_nc_u32 v2, v1, v1",
                                f"v_mov_b32 v1, 1\ns_and_saveexec_b32 s2, s4\n{VA_VDST0}\nv_add_nc_u32 v2, v1, v1"),
+  "mad_overlap": ("mad-overlap", "v_mad_u64_u32 v[2:3], null, v2, v4, 0", "v_mad_u64_u32 v[6:7], null, v2, v4, 0"),
+  "mad_overlap_addend": ("mad-overlap", "v_mad_u64_u32 v[2:3], null, v5, v4, v[2:3]",
+                         "v_mad_u64_u32 v[6:7], null, v5, v4, v[2:3]"),
 }
 
 

@@ -16,8 +16,12 @@ remedies):
                   issue and nothing may read the SGPR
   exec-forward    (partial VALU forwarding) a VALU writes a VGPR, an SALU writes EXEC, and a VALU reads that VGPR,
                   with no s_waitcnt_depctr va_vdst(0) after the EXEC write
+  mad-overlap     (gfx1100-1103 MAD intra-instruction forwarding, LLVM's FeatureMADIntraFwdBug) the destination of
+                  v_mad_u64_u32 / v_mad_i64_i32 overlaps one of its sources; no wait fixes it, the registers must
+                  differ (the backend's allocator never reuses a register within one instruction)
 
 gfx11 hazards this backend never meets (it emits none of the instructions involved), hence not checked: v_cmpx
+followed by v_permlane (VcmpxPermlane),
 writing EXEC after VALU reads of it (VcmpxExecWAR), LDS-direct/parameter loads, WMMA, and the gfx9/gfx10-only ones
 (VALU SGPR writes read by VMEM/v_readlane lane selects or v_div_fmas's VCC, SMEM/VMEM writes over SGPRs a VMEM/SMEM
 reads, LDS-branch-VMEM): gfx11 interlocks those data dependences in hardware (LLVM: hasNoDataDepHazard).
@@ -111,6 +115,8 @@ def _step(i: _Inst, st: _State, report) -> _State:
     if dirty: report(i, "mask-write", f"VALU issued while s{sorted(dirty)[0][1]} (written by an SALU over a lane mask "
                                       f"read) is not waited for")
     trans = {r: n + 1 for r, n in trans.items() if n + 1 < TRANS_WINDOW}   # past the window: safe (a fixed point)
+  if i.name.startswith(("v_mad_u64_u32", "v_mad_i64_i32")) and i.vwrites & i.vreads:
+    report(i, "mad-overlap", f"the destination overlaps a source (v{sorted(i.vwrites & i.vreads)[0][1]})")
   for r in sorted(i.sreads & dirty):
     report(i, "mask-write", f"s{r[1]} read before an sa_sdst(0) wait after an SALU rewrote a lane mask")
   if i.valu:

@@ -10,6 +10,10 @@ s_waitcnt_depctr (SOPP; simm16 fields per the RDNA3 ISA "S_WAITCNT_DEPCTR": va_v
   exec forwarding   after an SALU/SOP1 write of EXEC, wait va_vdst(0) so that no VALU result produced under the old
                     mask is forwarded to a VALU running under the new one
 
+  MAD forwarding    (gfx1100-1103) v_mad_u64_u32 / v_mad_i64_i32 must not write a register they read: no wait, the
+                    allocator (regalloc.py) never gives a destination a register a source of the same instruction
+                    still holds
+
 The emulator does not model these (it runs one instruction at a time); they matter on a real gfx1100. Each wait
 costs one instruction; the tests count them separately from the benchmark's loops (which have none).
 hazard_check.py checks the result independently (decoded bytes, every control-flow path) and lists the gfx11 hazards
