@@ -230,3 +230,51 @@ def test_f64_division_and_sqrt_are_correctly_rounded_over_the_whole_range():
     _same_bits(views[2], a / b, "x / y")
     _same_bits(views[3], np.sqrt(a), "sqrt(x)")
     assert np.isinf(a / b).sum() > 10          # the overflowing quotients are really exercised
+
+
+def test_64bit_values_in_local_memory():
+  """int64 and float64 tiles in LDS (ds_store_b64 / ds_load_b64) summed by halving steps with gated loads (a gated
+  64-bit load gives 0 where its gate is off): per work-group sums, bit for bit as numpy's same tree of additions."""
+  from hcq.compiler import AddrSpace
+  from amd_emu_runner import run
+  groups, local = 4, 64
+  rng = np.random.default_rng(24)
+  a = rng.integers(-2**58, 2**58, groups * local, dtype=np.int64)
+  f = rng.standard_normal(groups * local) * 1e10
+  out, outf = np.zeros(groups, np.int64), np.zeros(groups)
+  A, F, O, OF = _p(0, a), _p(1, f), _p(2, out, False), _p(3, outf, False)
+  g, l = UOp.special(groups, "gidx0"), UOp.special(local, "lidx0")
+  sinks = []
+  for src, dst, slot, dt in ((A, O, 0, dtypes.int64), (F, OF, 1, dtypes.float64)):
+    tile = UOp.placeholder(local, dt, slot, AddrSpace.LOCAL)
+    st = tile.index(l).store(src.index(g * local + l).load())
+    step = local // 2
+    while step >= 1:
+      cur = tile.after(st)
+      st = cur.index(l).valid(l < step).store(cur.index(l).load() + cur.index(l + step).valid(l < step).load())
+      step //= 2
+    sinks.append(dst.index(g).valid(l.eq(0)).store(tile.after(st).index(0).load()))
+  sink = UOp.sink(*sinks, arg=KernelInfo("local_sum64"))
+  co = hcq_compile(sink, "gfx1100")
+  dis = objdump(co)
+  assert "ds_store_b64" in dis and "ds_load_b64" in dis
+  views, _ = run(co, [a, f, out, outf], (groups, 1, 1), (local, 1, 1))
+  ta, tf = a.reshape(groups, local).copy(), f.reshape(groups, local).copy()
+  step = local // 2
+  while step >= 1:
+    ta[:, :step] += ta[:, step:2 * step]
+    tf[:, :step] += tf[:, step:2 * step]
+    step //= 2
+  _same_bits(views[2], ta[:, 0], "int64 LDS sums")
+  _same_bits(views[3], tf[:, 0], "float64 LDS sums")
+
+
+def test_a_64bit_loop_counter_is_a_clear_error():
+  """A loop whose trip count may pass int32 (its counter int64): not selected, and the error says why."""
+  from hcq.compiler import AxisType, CompileError
+  out = UOp.param(0, dtypes.int64, 4)
+  n = UOp.variable("n", 0, 2**40, 1, dtypes.int64)
+  r = UOp.range(n, 0, AxisType.REDUCE)
+  sink = out.index(0).store(r.cast(dtypes.int64).reduce(r)).sink(arg=KernelInfo("loop64"))
+  with pytest.raises(CompileError, match="gfx1100: can't select RANGE .*64-bit counter"):
+    hcq_compile(sink, "gfx1100")

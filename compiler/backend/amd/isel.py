@@ -262,14 +262,15 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
   # ------------------------------------------------------------------ control flow
   def loop(self, r: UOp, body: list):
     end = self.get(r.src[0])
-    if isinstance(end, Imm):
+    if isinstance(end, (Imm, Imm64)):
       n = value_of(end, r.src[0].dtype)
       if n <= 0: return
       if n <= UNROLL_MAX and n * max(len(body), 1) <= UNROLL_BUDGET:
         for it in range(n):
-          self.val[r] = imm_of(it, r.dtype)
+          self.val[r] = const_of(it, r.dtype)
           self.block(body)
         return
+    if r.dtype.itemsize == 8: raise _err(r, "a loop with a 64-bit counter (its trip count bound is beyond int32)")
     head, exit_ = self.label("loop"), self.label("exit")
     signed = not r.dtype.is_unsigned
     if self.uniform(r):
