@@ -68,7 +68,10 @@ def int64_case():
             (x < y).cast(dtypes.int64) + (ux < uy).cast(dtypes.int64) * 2 + x.eq(y).cast(dtypes.int64) * 4 +
             x.ne(y).cast(dtypes.int64) * 8,
             x.cast(dtypes.int32).cast(dtypes.int64), x.cast(dtypes.uint32).cast(dtypes.int64),
-            (x + 12345678901).cast(dtypes.int16).cast(dtypes.int64)]
+            (x + 12345678901).cast(dtypes.int16).cast(dtypes.int64),
+            # constants as 64-bit operands: inline (sign-extended) and SGPR-pair ones
+            (x < -5).cast(dtypes.int64) + x.eq(0).cast(dtypes.int64) * 2 + (x < 2**40).cast(dtypes.int64) * 4,
+            x * -3 + 7, x * (2**40 + 3), x.maximum(-1)]
   ints = [(int(p), int(q), int(r)) for p, q, r in zip(a, b, s)]
   want = [
     [_wrap64(p + q) for p, q, _ in ints], [_wrap64(p - q) for p, q, _ in ints], [_wrap64(p * q) for p, q, _ in ints],
@@ -78,7 +81,9 @@ def int64_case():
     (ua // ub).view(np.int64), (ua % ub).view(np.int64), (ua >> s.astype(np.uint64)).view(np.int64),
     (a < b).astype(np.int64) + (ua < ub) * 2 + (a == b) * 4 + (a != b) * 8,
     a.astype(np.int32).astype(np.int64), a.astype(np.uint32).astype(np.int64),
-    [((_wrap64(p + 12345678901) & 0xFFFF) ^ 0x8000) - 0x8000 for p, _, _ in ints]]
+    [((_wrap64(p + 12345678901) & 0xFFFF) ^ 0x8000) - 0x8000 for p, _, _ in ints],
+    (a < -5).astype(np.int64) + (a == 0) * 2 + (a < 2**40) * 4,
+    [_wrap64(p * -3 + 7) for p, _, _ in ints], [_wrap64(p * (2**40 + 3)) for p, _, _ in ints], np.maximum(a, -1)]
   sink, args, nin = _kernel("int64_ops", [a, b, s], exprs, [np.int64] * len(want))
   return sink, args, {nin + k: np.asarray(w, np.int64) for k, w in enumerate(want)}
 
@@ -278,3 +283,43 @@ def test_a_64bit_loop_counter_is_a_clear_error():
   sink = out.index(0).store(r.cast(dtypes.int64).reduce(r)).sink(arg=KernelInfo("loop64"))
   with pytest.raises(CompileError, match="gfx1100: can't select RANGE .*64-bit counter"):
     hcq_compile(sink, "gfx1100")
+
+
+def test_uniform_f64_operands_and_literals_beyond_float32():
+  """float64 values that s_load reads into SGPR pairs (w[gidx], w[gidx + 2], w[5]) in instructions with more scalar
+  operands than the constant bus takes (a pair is copied to a VGPR pair), and f64 literals outside the float32 range
+  (1e300, 1e-300): bit for bit as numpy."""
+  from amd_emu_runner import run
+  n = 64
+  w, x = np.random.default_rng(7).standard_normal(8), np.random.default_rng(8).standard_normal(n)
+  W, X, O = _p(0, w), _p(1, x), _p(2, np.zeros(n), False)
+  g = UOp.special(n // 32, "gidx0")
+  i = g * 32 + UOp.special(32, "lidx0")
+  a, b, c = W.index(g).load(), W.index(g + 2).load(), W.index(5).load()
+  e = (a < b).where(a / b, c.abs().sqrt() if hasattr(c, "abs") else (c * c).sqrt()) + X.index(i).load() * (a + b) - \
+      (a * b + 1e-300) / (c * 1e300)
+  sink = O.index(i).store(e).sink(arg=KernelInfo("uniform_f64"))
+  co = hcq_compile(sink, "gfx1100")
+  assert "s_load_b64" in objdump(co)
+  views, _ = run(co, [w, x, np.zeros(n)], (n // 32, 1, 1), (32, 1, 1))
+  gi = np.arange(n) // 32
+  av, bv, cv = w[gi], w[gi + 2], w[5]
+  with np.errstate(all="ignore"):
+    want = np.where(av < bv, av / bv, np.sqrt(cv * cv)) + x * (av + bv) - (av * bv + 1e-300) / (cv * 1e300)
+  _same_bits(views[2], want, "uniform f64 expression")
+
+
+def test_a_third_sgpr_pair_goes_to_a_vgpr_pair():
+  """The constant bus takes two scalar operands: a third SGPR pair is copied to a VGPR pair, both halves (a 32-bit
+  copy would lose the high one)."""
+  from hcq.compiler.backend.amd.isel import ISel
+  from hcq.compiler.backend.amd.isel_mir import Sub, VReg
+  from hcq.compiler.backend.amd.render import GFX1100_TARGET
+  from hcq.compiler.lower import lower
+  o = UOp.param(0, dtypes.float64, 1)
+  isel = ISel(lower(o.index(0).store(UOp.const(1.0, dtypes.float64)).sink(arg=KernelInfo("k")), GFX1100_TARGET))
+  pairs = [VReg("s", 2) for _ in range(3)]
+  out = isel.legal_vop3(pairs, "f64")
+  assert out[:2] == pairs[:2] and out[2].cls == "v" and out[2].n == 2
+  copies = [m for m in isel.code if any(isinstance(d, Sub) and d.reg is out[2] for d in m.defs.values())]
+  assert [m.uses["src0"] for m in copies] == [Sub(pairs[2], 0), Sub(pairs[2], 1)]

@@ -141,12 +141,13 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     return self.pure("s_mov_b32", [x], "s", "sdst", ["ssrc0"])
 
   def legal_vop3(self, srcs, kind: str = "int"):
-    """At most two scalar values (distinct SGPRs, one literal) per VALU instruction (gfx10+ constant bus)."""
+    """At most two scalar values (distinct SGPRs or SGPR pairs, one literal) per VALU instruction (gfx10+ constant
+    bus); the others are copied to VGPRs (a pair to a VGPR pair)."""
     out, sg, lit = [], set(), set()
     for x in srcs:
       if (isinstance(x, VReg) and x.cls == "s") or (isinstance(x, Sub) and x.reg.cls == "s"):
         if x not in sg:
-          if len(sg) + len(lit) >= 2: x = self.to_v(x)
+          if len(sg) + len(lit) >= 2: x = self.to_v64(x) if isinstance(x, VReg) and x.n == 2 else self.to_v(x)
           else: sg.add(x)
       elif isinstance(x, Imm) and not is_inline(x, kind):
         if x not in lit:
@@ -338,6 +339,8 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     op = u.op
     if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
     if op is Ops.CONST:
+      # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
+      if u.dtype.is_weak: return
       self.val[u] = const_of(u.arg, u.dtype)
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
