@@ -129,3 +129,43 @@ def test_sgpr_spills_to_vgpr_lanes(mock_amd, make):
   for s, w in want.items():
     np.testing.assert_array_equal(got[s], w, err_msg=f"slot {s} on MOCK+AMD")
     np.testing.assert_array_equal(ref[s], w, err_msg=f"slot {s} on the CPU")
+
+
+def int64_args_and_constants_kernel(k=56):
+  """56 int64 arguments (112 SGPRs) compared with 56 int64 constants, each built half by half in an SGPR pair
+  (two s_mov_b32) and read again at the end: pairs spilled while half written."""
+  out, out2 = np.zeros(32 * k, np.int64), np.zeros(32, np.int64)
+  O, O2 = _p(0, out, False), _p(1, out2, False)
+  args = [UOp.variable(f"a{j}", -2**62, 2**62, 2 + j, dtypes.int64) for j in range(k)]
+  consts = [UOp.const(2**40 + j * 977, dtypes.int64) for j in range(k)]
+  li = UOp.special(32, "lidx0")
+  x = li.cast(dtypes.int64) * 2**35
+  stores = [O.index(li + 32 * j).store((x + args[j] < consts[j]).cast(dtypes.int64) + args[j]) for j in range(k)]
+  total = None
+  for j in range(k):
+    t = (x + args[j]).eq(consts[j]).cast(dtypes.int64) * (j + 1)
+    total = t if total is None else total + t
+  sink = UOp.sink(*stores, O2.index(li).store(total), arg=KernelInfo("int64_pairs"))
+  vals = [2**40 + j * 977 - (j % 3) * 2**35 for j in range(k)]
+  xs = np.arange(32, dtype=np.int64) * 2**35
+  want = np.concatenate([(xs + v < 2**40 + j * 977).astype(np.int64) + v for j, v in enumerate(vals)])
+  want2 = sum((xs + v == 2**40 + j * 977).astype(np.int64) * (j + 1) for j, v in enumerate(vals))
+  return sink, [out, out2, *vals], {0: want, 1: want2}
+
+
+def test_spilled_sgpr_pair_written_half_by_half(mock_amd):
+  """A spilled pair defined one half at a time (s_mov_b32 to s[n] then s[n+1]) writes only that half's lane: the
+  other lane keeps the half written before (rewriting both would store whatever the temporary's other half held)."""
+  from hcq.compiler.backend.amd.render import GFX1100_TARGET, compile_linear
+  from hcq.compiler.lower import lower
+  sink, args, want = int64_args_and_constants_kernel()
+  code = compile_linear(lower(sink, GFX1100_TARGET)).code
+  halves = [i for i, m in enumerate(code) if m.name == "s_mov_b32" and i + 1 < len(code) and
+            code[i + 1].name == "v_writelane_b32" and code[i + 1].mods.get("spill")]
+  assert halves, "the kernel no longer spills a pair defined half by half"
+  for i in halves:
+    assert code[i + 2].name != "v_writelane_b32", f"both lanes written after a half definition: {code[i:i + 3]}"
+  got, ref = _run_both(mock_amd, sink, args, list(want), grid=(1, 1, 1))
+  for s, w in want.items():
+    np.testing.assert_array_equal(got[s], w, err_msg=f"slot {s} on MOCK+AMD")
+    np.testing.assert_array_equal(ref[s], w, err_msg=f"slot {s} on the CPU")

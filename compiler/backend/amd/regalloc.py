@@ -146,13 +146,17 @@ def _spill_sgpr(code: list[MInst], r: VReg, lane_vgpr: VReg, lane: int, unspilla
         out.append(MInst("v_readlane_b32", {"vdst": Sub(t, k) if r.n > 1 else t},
                          {"src0": lane_vgpr, "src1": Imm(lane + k)}, spill=True))
       m.uses = {f: (t if v is r else Sub(t, v.k) if isinstance(v, Sub) and v.reg is r else v) for f, v in m.uses.items()}
-    if any((v.reg if isinstance(v, Sub) else v) is r for v in m.defs.values()):
-      t = t if used else VReg("s", r.n)   # a partial (Sub) definition keeps the other half: the temporary read
+    defined = [v for v in m.defs.values() if (v.reg if isinstance(v, Sub) else v) is r]
+    if defined:
+      t = t if used else VReg("s", r.n)
       unspillable.add(t)
       m.defs = {f: (t if v is r else Sub(t, v.k) if isinstance(v, Sub) and v.reg is r else v) for f, v in m.defs.items()}
       out.append(m)
-      # the lane VGPR is read (its other lanes kept) and written: it stays live from its first write on
-      for k in range(r.n):
+      # only the lanes of the registers written (a Sub definition writes one half of a pair; the other lane keeps
+      # its value); the lane VGPR is read (its other lanes kept) and written: it stays live from its first write on
+      halves = sorted({v.k for v in defined if isinstance(v, Sub)}) if all(isinstance(v, Sub) for v in defined) \
+          else range(r.n)
+      for k in halves:
         out.append(MInst("v_writelane_b32", {"vdst": lane_vgpr}, {"src0": Sub(t, k) if r.n > 1 else t,
                                                                   "src1": Imm(lane + k)}, spill=True))
       continue
