@@ -25,6 +25,8 @@ followed by v_permlane (VcmpxPermlane),
 writing EXEC after VALU reads of it (VcmpxExecWAR), LDS-direct/parameter loads, WMMA, and the gfx9/gfx10-only ones
 (VALU SGPR writes read by VMEM/v_readlane lane selects or v_div_fmas's VCC, SMEM/VMEM writes over SGPRs a VMEM/SMEM
 reads, LDS-branch-VMEM): gfx11 interlocks those data dependences in hardware (LLVM: hasNoDataDepHazard).
+s_delay_alu is not a hazard remedy on gfx11 but a scheduling hint (the hardware interlocks ALU dependences without
+it, later): the backend emits none and nothing here asks for one.
 """
 from __future__ import annotations
 
