@@ -16,6 +16,9 @@
     program.py     PROGRAM(LINEAR(INS ...)): instructions (text, labels or encodings) as UOps with a KernelMeta;
                    code_object(*programs) -> bytes, the path of hand-written (Asm().program) and compiled kernels
     elf.py         bounds-checked ELF64 reader; errors.py: DecodeError / AssembleError / CodeObjectError (byte offsets)
+The RDNA3 backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
+(linear scan; VGPRs spill to scratch, SGPRs to VGPR lanes), render.py (waitcnt, encoding), render_hazards.py (gfx11
+waits) and hazard_check.py (an independent checker of those hazards over the bytes).
 Tables: hcq.autogen.isa.gfx1100 / gfx1200, generated from llvm-mc-19 by autogen/isa/gen_rdna3.py.
 CLI: `hcq disasm FILE [--raw] [--kernel NAME]`. Benchmark: bench/isa.py."""
 
