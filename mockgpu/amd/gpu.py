@@ -28,7 +28,8 @@ from .queues import QUEUE_CLASSES
 
 @dataclass
 class GPUProperties:
-  """What topology, AMDGPU_INFO and ip_discovery report (a Radeon RX 7900 XTX-like Navi 31, gfx1100)."""
+  """What topology, AMDGPU_INFO and ip_discovery report; the defaults are a Radeon RX 7900 XTX (Navi 31, gfx1100).
+  for_target() gives the other targets the mock can pose as (config.mock_gpu, HCQ_MOCK_GPU)."""
   gfx_target_version: int = 110000
   device_id: int = 0x744C
   vendor_id: int = 0x1002
@@ -47,12 +48,50 @@ class GPUProperties:
   local_mem_size: int = 24 << 30
   max_engine_clk_fcompute: int = 2500
   ip_versions: dict = field(default_factory=lambda: {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0)})
+  # the GC register segment bases IP discovery reports (regs.py): gfx11 and gfx12 share them
+  gc_base_segments: tuple = R.GC_BASE_SEGMENTS
 
   @property
   def cu_count(self) -> int: return self.simd_count // self.simd_per_cu
 
   @property
   def num_shader_engines(self) -> int: return self.array_count // self.simd_arrays_per_engine
+
+  @property
+  def target(self) -> str:
+    """The ISA target name, as KFD names the node: gfx<major><minor:x><stepping:x>."""
+    v = self.gfx_target_version
+    return f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}"
+
+  @classmethod
+  def for_target(cls, target: str) -> "GPUProperties":
+    try: return cls(**TARGETS[target])
+    except KeyError: raise ValueError(f"mock GPU target {target!r}: the mock poses as {', '.join(TARGETS)}") from None
+
+
+# The targets the mock poses as, with the figures the KFD topology of such a part shows (kfd_topology.c node_show;
+# kfd_crat.c and amdgpu's gfx_v*_0 cu_info fill them). Shader-array geometry and CU counts are what rocminfo prints for
+# the part (Compute Unit, SIMDs per CU, Shader Engines, Shader Arrs. per Eng., Max Waves Per CU = simd_per_cu x
+# max_waves_per_simd, Chip ID = device_id); LDS is 64 KiB a work-group on all three (AMDGPUUsage "Memory Spaces",
+# LDS size per target); the IP versions are amdgpu's IP discovery of the part (amdgpu_discovery.c: GC, SDMA0, NBIO
+# per asic in the ip_versions tables of linux 6.12).
+TARGETS = {
+  # Radeon RX 7900 XTX (Navi 31): 96 CUs in 6 SEs x 2 SAs x 8; the GPUProperties defaults
+  "gfx1100": {},
+  # Radeon RX 9060 XT (Navi 44, gfx1200): 32 CUs in 2 SEs x 2 SAs x 8, 16 waves a SIMD (rocminfo: Chip ID 0x7590,
+  # Max Waves Per CU 32), 16 GiB GDDR6; GC 12.0.0, SDMA 7.0.0, NBIF 6.3.1 (the gc_12_0_0/nbif_6_3_1 headers' part)
+  "gfx1200": dict(gfx_target_version=120000, device_id=0x7590, revision=0xC0, simd_count=64, array_count=4,
+                  cu_per_simd_array=8, vram_size=16 << 30, local_mem_size=16 << 30, max_engine_clk_fcompute=3130,
+                  ip_versions={"GC": (12, 0, 0), "SDMA0": (7, 0, 0), "NBIO": (6, 3, 1)}),
+  # Instinct MI300X (gfx942, CDNA3): 8 XCCs, 304 CUs of 4 SIMDs (1216), 32 SEs of 1 SA with 10 CU slots (38 of 40
+  # enabled per XCC), 8 waves a SIMD (rocminfo: Max Waves Per CU 32), wave64, Chip ID 0x74A1, 192 GiB HBM3, 2100 MHz;
+  # GC 9.4.3, SDMA 4.4.2, NBIO 7.9.0 (aqua_vanjaram)
+  "gfx942": dict(gfx_target_version=90402, device_id=0x74A1, revision=0x00, simd_count=1216, simd_per_cu=4,
+                 array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10, max_waves_per_simd=8,
+                 wave_front_size=64, num_xcc=8, vram_size=192 << 30, local_mem_size=192 << 30,
+                 max_engine_clk_fcompute=2100, ip_versions={"GC": (9, 4, 3), "SDMA0": (4, 4, 2), "NBIO": (7, 9, 0)},
+                 gc_base_segments=R.GC9_BASE_SEGMENTS),
+}
 
 
 _USER_DATA = tuple(R.COMPUTE_USER_DATA_0 + i for i in range(R.NUM_USER_DATA))
@@ -82,8 +121,7 @@ class MockAMDGPU:
     self._emu = emu
     self.os, self.index, self.gpu_id = os, index, gpu_id
     self.props = props or GPUProperties()
-    self.name = f"mock gfx{self.props.gfx_target_version // 10000}{(self.props.gfx_target_version // 100) % 100:x}" \
-                f"{self.props.gfx_target_version % 100:x} #{index}"
+    self.name = f"mock {self.props.target} #{index}"
     self.ranges = emu.GPUMemory()
     self.mem = DeviceMemory(self.ranges)
     self.regs: dict[int, int] = {}

@@ -45,6 +45,9 @@ IB_SIZE_MASK = 0xFFFFF                                       # IB size in dwords
 # equal.
 GC_BASE_SEGMENTS = (0x1260, 0xA000, 0x1C000)
 GC_BASE_SEG0 = GC_BASE_SEGMENTS[0]     # compute registers have BASE_IDX 0
+# gfx9 parts (gfx942 here): vega10_ip_offset.h GC_BASE (linux 6.12), the segment-0 base the gc_9_4_3 offsets assume
+# (regCOMPUTE_PGM_LO 0xe0c + 0x2000 = SET_SH_REG_START 0x2c00 + 0x20c, as on gfx11)
+GC9_BASE_SEGMENTS = (0x2000, 0xA000)
 
 
 def _sh(reg: int) -> int: return reg + GC_BASE_SEG0 - SET_SH_REG_START
