@@ -96,6 +96,7 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_add_f64": ("f64", ["f64", "f64"], "{0} + {1}"),
   "v_mul_f64": ("f64", ["f64", "f64"], "{0} * {1}"),
   "v_fma_f64": ("f64", ["f64", "f64", "f64"], "R.fma64({0}, {1}, {2})"),
+  "v_fmac_f64": ("f64", ["f64", "f64", "f64"], "R.fma64({0}, {1}, {2})"),      # {2} = vdst (gfx90a+)
   "v_min_f64": ("f64", ["f64", "f64"], "np.fmin({0}, {1})"),
   "v_max_f64": ("f64", ["f64", "f64"], "np.fmax({0}, {1})"),
   "v_ldexp_f64": ("f64", ["f64", "i32"], "R.ldexp(np.asarray({0}, f64), {1})"),
@@ -150,6 +151,8 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_lshlrev_b64": ("u64", ["u32", "u64"], "{1} << (np.asarray({0}, u64) & u64(63))"),
   "v_lshrrev_b64": ("u64", ["u32", "u64"], "{1} >> (np.asarray({0}, u64) & u64(63))"),
   "v_ashrrev_i64": ("u64", ["u32", "u64"], "(np.asarray({1}).view(i64) >> (np.asarray({0}, i64) & i64(63))).view(u64)"),
+  # gfx940+ (MI300 ISA V_LSHL_ADD_U64): D = (S0.u64 << S1.u32[2:0]) + S2.u64
+  "v_lshl_add_u64": ("u64", ["u64", "u32", "u64"], "(np.asarray({0}, u64) << (np.asarray({1}, u64) & u64(7))) + {2}"),
   "v_min_i32": ("i32", ["i32", "i32"], "np.minimum({0}, {1})"),
   "v_max_i32": ("i32", ["i32", "i32"], "np.maximum({0}, {1})"),
   "v_min_u32": ("u32", ["u32", "u32"], "np.minimum({0}, {1})"),
@@ -263,6 +266,14 @@ PACKED = {
   "v_pk_lshlrev_b16": ("u16", 2, "{1} << ({0} & u16(15))"),
   "v_pk_lshrrev_b16": ("u16", 2, "{1} >> ({0} & u16(15))"),
   "v_pk_ashrrev_i16": ("i16", 2, "{1} >> ({0} & i16(15))"),
+}
+
+# CDNA3 packed f32 ops on register pairs (VOP3P): name -> (element type, arity, expression over elements)
+PACKED32 = {
+  "v_pk_fma_f32": ("f32", 3, "R.fma32({0}, {1}, {2})"),
+  "v_pk_mul_f32": ("f32", 2, "{0} * {1}"),
+  "v_pk_add_f32": ("f32", 2, "{0} + {1}"),
+  "v_pk_mov_b32": ("u32", 2, ""),
 }
 
 # VOPC comparisons: suffix -> expression over (a, b)
