@@ -66,3 +66,70 @@ def test_a_code_object_for_another_target_is_refused_naming_both():
   with hcq.open("MOCK+AMD", Config(mock_gpu="gfx942", timeout_s=2)) as d:
     with pytest.raises(DeviceError, match="the code object is for gfx1100, this device is gfx942"):
       d.load(KERNELS["vadd"].code_object())
+
+
+# ---- the mock's dispatch per target, driven with raw KFD ioctls and packets (mock_kfd_harness)
+@pytest.fixture(scope="module")
+def gfx942():
+  from mock_kfd_harness import Harness
+  h = Harness(Config(mock_gpu="gfx942"))
+  h.pm4q, h.aqlq = h.queue("compute"), h.queue("aql")
+  yield h
+  h.os.close()
+
+
+def _vadd_pm4(h, prog, a, b, c, n, rsrc3_reg, initiator):
+  from mock_kfd_harness import pm4
+  words = prog.pm4_dispatch([a.va, b.va, c.va], (n // 64, 1, 1), (64, 1, 1))
+  # the harness writes gfx11's offsets: RSRC3 at 0x228, DISPATCH_DIRECT with CS_W32_EN; move them to the target's
+  i = words.index(0x228)
+  words[i] = rsrc3_reg
+  words[-3] = initiator           # DISPATCH_DIRECT's initiator, before the 2-dword EVENT_WRITE
+  # gfx11's RSRC3 offset holds something else: gfx9 must not read it
+  return pm4(0x76, 0x228, 0xDEAD) + words + h.release_signal(h.signals.va, 1)
+
+
+def test_gfx942_pm4_dispatch_is_wave64_and_reads_its_rsrc3_register(gfx942):
+  import numpy as np
+  from tests.fixtures.opencl.kernels import KERNELS
+  h = gfx942
+  prog = h.load(KERNELS["vadd"].code_object("gfx942"))
+  n = 256
+  a, b, c = (h.alloc(4 * n, "gtt") for _ in range(3))
+  a.write(np.arange(n, dtype=np.float32).tobytes())
+  b.write(np.full(n, 2, np.float32).tobytes())
+  seen = []
+  h.gpu.dispatch_observers.append(lambda q, launch: seen.append(launch))
+  try:
+    h.signals.u64()[0] = 0
+    h.pm4q.submit(_vadd_pm4(h, prog, a, b, c, n, 0x22D, 0x1))   # gfx9: COMPUTE_SHADER_EN alone (no CS_W32_EN)
+    assert h.signals.u64()[0] == 1
+  finally: h.gpu.dispatch_observers.clear()
+  assert np.array_equal(np.frombuffer(c.read(4 * n), np.float32), np.arange(n, dtype=np.float32) + 2)
+  (launch,) = seen
+  assert launch["wave_size"] == 64 and launch["rsrc3"] == prog.rsrc3 != 0xDEAD
+
+
+def test_wave_sizes_a_target_cannot_run_are_queue_errors_naming_it(gfx942):
+  import struct
+  from tests.fixtures.opencl.kernels import KERNELS
+  from hcq.errors import QueueError
+  from mock_kfd_harness import Harness
+  # a wave32 kernel descriptor in an AQL dispatch packet on gfx942
+  h = gfx942
+  prog = h.load(KERNELS["empty"].code_object("gfx1200"))
+  pkt = struct.pack("<HHHHHHIIIIIQQQQ", 2 | (1 << 8), 3, 64, 1, 1, 0, 64, 1, 1, 0, 0, prog.kd_addr, 0, 0, 0)
+  ring = h.aqlq.ring
+  slot = (h.aqlq.put // 16) % (ring.size // 64)
+  ring.write(pkt, 64 * slot)
+  h.aqlq.put += 16
+  with pytest.raises(QueueError, match="a wave32 dispatch, which gfx942 cannot run"): h.aqlq.commit()
+  # a wave64 kernel on gfx1100 (the PM4 DISPATCH_DIRECT without CS_W32_EN)
+  g = Harness(Config(mock_gpu="gfx1100"))
+  try:
+    q = g.queue("compute")
+    prog = g.load(KERNELS["empty"].code_object("gfx942"))
+    words = prog.pm4_dispatch([], (1, 1, 1), (64, 1, 1))
+    words[-3] = 0x1
+    with pytest.raises(QueueError, match="wave64 dispatch is not modelled"): q.submit(words)
+  finally: g.os.close()
