@@ -32,3 +32,30 @@ def test_disasm_matches_llvm_objdump(mcpu, capsys):
       if ref.get(addr) != (text, words): bad.append(f"{os.path.basename(path)} @ {addr:#x}: {ref.get(addr)} vs {(text, words)}")
   assert not bad, f"{len(bad)} of {total} {mcpu} instructions differ: " + "\n".join(bad[:20])
   assert total >= MIN_INSTRUCTIONS[mcpu]
+
+
+@pytest.mark.tools("llvm-mc-19")
+@pytest.mark.parametrize("mcpu", sorted(MIN_INSTRUCTIONS))
+def test_assembler_matches_llvm_mc_on_the_corpus(mcpu):
+  """Every distinct instruction text of the target's corpus (as `hcq disasm` prints it, equal to llvm-objdump's):
+  hcq's assembler encodes it as `llvm-mc-19 -show-encoding --mcpu=<mcpu>` does, and as the code object holds it."""
+  from hcq.autogen.isa.llvm_oracle import assemble
+  from hcq.compiler.backend.amd.asm import Assembler
+  from hcq.compiler.backend.amd.codeobject import CodeObject
+  from hcq.compiler.backend.amd.decode import decode_all
+  seen = {}
+  for path in corpus(mcpu):
+    co = CodeObject.parse(open(path, "rb").read())
+    for k in co.kernels.values():
+      for inst in decode_all(k.code, mcpu): seen.setdefault(str(inst), inst.data)
+  texts = sorted(seen)
+  ref = assemble(texts, mcpu)
+  asm = Assembler(mcpu)
+  bad = []
+  for text, r in zip(texts, ref):
+    try: mine = asm.assemble_line(text)
+    except Exception as e: mine = f"{type(e).__name__}: {e}"   # reported with the others, not stopping the test
+    want = r[1] if not isinstance(r, str) else f"llvm-mc-19 rejects it: {r}"
+    if mine != want or mine != seen[text]: bad.append(f"{text}: llvm-mc {want!r}, code object {seen[text].hex()}, hcq {mine!r}")
+  assert not bad, f"{len(bad)} of {len(texts)} {mcpu} instructions differ: " + "\n".join(bad[:20])
+  assert len(texts) > 300

@@ -89,6 +89,11 @@ def _scalar_code(op: _Operand, what: str) -> int:
   raise AssembleError(f"{what}: {op.text!r} is not a scalar register")
 
 
+_SADDR_OFF_GFX9 = 0x7f      # tables.ArchTables.saddr_off of gfx9 (gfx942): the arch whose gfx9 forms apply
+SDWA_SRC0 = 0xf9            # src0 of a gfx9 VOP1/VOP2/VOPC that carries an SDWA dword
+_SDWA_UNUSED = {"UNUSED_PAD": 0, "UNUSED_SEXT": 1, "UNUSED_PRESERVE": 2}
+
+
 class _Literal:
   def __init__(self): self.value = None
 
@@ -96,6 +101,16 @@ class _Literal:
     v &= 0xffffffff
     if self.value is not None and self.value != v: raise AssembleError("two different literals in one instruction")
     self.value = v
+
+
+class _NoLiteralType:
+  """SDWA sources take no literal constant."""
+  value = None
+
+  def set(self, v: int): raise AssembleError("an SDWA source cannot be a literal constant")
+
+
+_NoLiteral = _NoLiteralType()
 
 
 def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: bool, wide: bool) -> int:
@@ -184,6 +199,14 @@ def waitcnt_simm16(vmcnt: int = 0x3f, lgkmcnt: int = 0x3f, expcnt: int = 7) -> i
   return vmcnt << 10 | lgkmcnt << 4 | expcnt
 
 
+def waitcnt_simm16_gfx9(vmcnt: int = 0x3f, lgkmcnt: int = 0xf, expcnt: int = 7) -> int:
+  """gfx9/CDNA S_WAITCNT simm16 (MI300 ISA, S_WAITCNT: vmcnt [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8]); a counter
+  left at its maximum is not waited for."""
+  if not (0 <= vmcnt <= 0x3f and 0 <= lgkmcnt <= 0xf and 0 <= expcnt <= 7):
+    raise AssembleError(f"s_waitcnt: counts vmcnt({vmcnt}) lgkmcnt({lgkmcnt}) expcnt({expcnt}) out of range")
+  return (vmcnt & 0xf) | expcnt << 4 | lgkmcnt << 8 | (vmcnt >> 4) << 14
+
+
 def depctr_simm16(**counts: int) -> int:
   """S_WAITCNT_DEPCTR simm16 from counter values by their LLVM names without the depctr_ prefix (va_vdst=0,
   sa_sdst=0, ...): every other field at its "no wait" all-ones value, unused bits 6:5 clear (disasm.DEPCTR_FIELDS)."""
@@ -246,9 +269,12 @@ class Assembler:
     if text.startswith(("lds_param_load", "lds_direct_load")): return self._ldsdir(text)
     if text.startswith("exp "): return self._exp(text)
     name, ops, mods = _split(text)
+    if name.endswith("_sdwa") and self.t.saddr_off == _SADDR_OFF_GFX9: return self._sdwa(name, ops, mods)
     name, (enc, opcode), dpp = self._lookup(name, ops, mods)
     et = self.t.encodings[enc]
     _, size, template, _ = et.ops[opcode]
+    if not template and ops:   # an instruction without operands: what follows its name are modifiers (global_wb scope:SCOPE_SE)
+      ops, mods = [], ops[:-1] + ops[-1].split() + list(mods)
     extra = et.extra.get(opcode, {})
     if extra.get("operands_glc") is not None:
       returning = any(m.startswith("th:TH_ATOMIC") and "RETURN" in m for m in mods) if enc.startswith("V") \
@@ -256,9 +282,10 @@ class Assembler:
       if returning: template = extra["operands_glc"]
     f: dict[str, int] = {et.layout["op"]: opcode}
     if enc in ("FLAT", "GLOBAL", "SCRATCH", "VFLAT", "VGLOBAL", "VSCRATCH"):
-      f["saddr"] = 124
+      f["saddr"] = self.t.saddr_off
     if enc == "VBUFFER": f["format"] = 1
-    if enc == "SMEM" and any(x[0] == "reg" and x[1] == "sbase" for x in template): f["soffset"] = 124
+    if enc == "SMEM" and any(x[0] == "reg" and x[1] == "sbase" for x in template) and "imm" not in et.field_names:
+      f["soffset"] = 124    # gfx11/12: SOFFSET null; gfx9 has SOFFSET_EN instead
     if enc == "MTBUF": f["format"] = 1
     if enc == "VOP3P" and not name.startswith("v_fma_mix"): f["opsel_hi"], f["opsel_hi2"] = 3, 1
     if enc == "VOP3" and name.startswith("v_cmpx_"): f["vdst"] = 126  # the implicit EXEC destination
@@ -340,8 +367,12 @@ class Assembler:
     elif field == "soffset":
       f[field] = _source_code(o, False, lit, what, False, False) if enc != "SMEM" else _scalar_code(o, what)
     elif field == "saddr":
-      if o.kind == "off": f[field] = 124
+      if o.kind == "off": f[field] = self.t.saddr_off
       else: f[field] = _scalar_code(o, what)
+    elif field == "addr" and enc == "SCRATCH":     # gfx9: the address VGPR or off (SVE says which)
+      if o.kind == "off": f["sve"] = 0
+      elif o.kind == "reg" and o.cls == "v" and o.count == 1: f[field], f["sve"] = o.idx, 1
+      else: raise AssembleError(f"{what}: expected a VGPR or off, got {o.text!r}")
     elif field == "vaddr" and enc == "VSCRATCH":
       if o.kind == "off": f["sve"] = 0
       else: f[field], f["sve"] = o.idx, 1
@@ -404,6 +435,17 @@ class Assembler:
   def _smem_offset(self, text: str, f, name: str):
     parts = text.split()
     o = _Operand(parts[0])
+    if "imm" in self.t.encodings["SMEM"].field_names:
+      # gfx9: IMM=1 takes OFFSET as bytes; an SGPR offset goes in OFFSET[6:0] with IMM=0, or in SOFFSET (SOFFSET_EN)
+      # when an immediate offset comes with it ("s2 offset:0x10")
+      if o.kind == "int": f["offset"], f["imm"] = self.smem_offset_field(name, o.value), 1
+      else:
+        code = _scalar_code(o, "offset")
+        extra = [p for p in parts[1:] if p.startswith("offset:")]
+        if extra: f["soffset"], f["soffset_en"], f["imm"] = code, 1, 1
+        else: f["offset"] = code
+        for p in extra: f["offset"] = self.smem_offset_field(name, int(p[7:], 0))
+      return
     if o.kind == "int": f["offset"] = self.smem_offset_field(name, o.value)
     else:
       f["soffset"] = _scalar_code(o, "soffset")
@@ -419,12 +461,13 @@ class Assembler:
 
   def _simm16(self, kind: str, text: str, name: str) -> int:
     if kind == "waitcnt":
-      vals = {"vmcnt": 0x3f, "expcnt": 7, "lgkmcnt": 0x3f}
+      gfx9 = self.t.saddr_off == _SADDR_OFF_GFX9
+      vals = {"vmcnt": 0x3f, "expcnt": 7, "lgkmcnt": 0xf if gfx9 else 0x3f}
       if re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text): return int(text, 0) & 0xffff
       for m in re.finditer(r"(\w+)\((\d+)\)", text):
         if m.group(1) not in vals: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
         vals[m.group(1)] = int(m.group(2))
-      return waitcnt_simm16(**vals)
+      return waitcnt_simm16_gfx9(**vals) if gfx9 else waitcnt_simm16(**vals)
     if kind == "delay_alu":
       if re.fullmatch(r"\d+|0x[0-9a-fA-F]+", text): return int(text, 0)
       v = 0
@@ -468,7 +511,7 @@ class Assembler:
     nsrc = sum(1 for k in ("src0", "src1", "src2") if k in f or k in ("src0",))
     for m in mods:
       key, _, val = m.partition(":")
-      if key in ("glc", "slc", "dlc", "gds", "tfe", "offen", "idxen") and not val: f[key] = 1
+      if key in ("glc", "slc", "dlc", "gds", "tfe", "offen", "idxen", "sc0", "sc1", "nt", "nv") and not val: f[key] = 1
       elif key == "clamp": f["clmp"] = 1
       elif key == "mul": f["omod"] = {"2": 1, "4": 2}[val]
       elif key == "div": f["omod"] = 3
@@ -486,7 +529,9 @@ class Assembler:
         elif enc == "FLAT":
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
-        elif enc == "SMEM": f["offset"] = self.smem_offset_field(name, v)
+        elif enc == "SMEM":
+          f["offset"] = self.smem_offset_field(name, v)
+          if "imm" in self.t.encodings["SMEM"].field_names: f["imm"] = 1
         else:
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
@@ -550,6 +595,55 @@ class Assembler:
         word |= (neg & 1) << 20 | (abs_ & 1) << 21 | (neg >> 1 & 1) << 22 | (abs_ >> 1 & 1) << 23
       return word
     return None
+
+  def _sdwa(self, name: str, ops: list[str], mods: list[str]) -> bytes:
+    """A gfx9 SDWA instruction (src0 = 0xf9, then the SDWA dword: decode._SDWA_FIELDS): the VOP1/VOP2/VOPC form of
+    the name without _sdwa; sources may be SGPRs or constants (S0/S1) with sext/neg/abs, a VOPC may name an SGPR
+    pair destination (SD) instead of vcc, and the selects and dst_unused come as modifiers."""
+    base = name[:-len("_sdwa")]
+    hit = self.t.by_name.get(base + "_e32") or self.t.by_name.get(base)
+    if hit is None or hit[0] not in ("VOP1", "VOP2", "VOPC"): raise AssembleError(f"unknown {self.arch} mnemonic {name!r}")
+    enc, opcode = hit
+    et = self.t.encodings[enc]
+    template = et.ops[opcode][2]
+    f = {et.layout["op"]: opcode, "src0": SDWA_SRC0}
+    # selects default to DWORD; VOPC has SDST/SD where VOP1/VOP2 have DST_SEL/DST_UNUSED/CLAMP/OMOD
+    d = {"src0_sel": 6, "src1_sel": 6} if enc == "VOPC" else {"dst_sel": 6, "dst_u": 0, "src0_sel": 6, "src1_sel": 6}
+    if len(ops) != len(template): raise AssembleError(f"{name}: expected {len(template)} operands, got {len(ops)}")
+    for t, text in zip(template, ops):
+      if t[0] == "text":          # VOPC's vcc, or the SGPR pair SD names
+        if text != t[1]: d["sdst"], d["sd"] = _scalar_code(_Operand(text), f"{name} sdst"), 1
+        continue
+      field = t[1]
+      if field in ("src0", "vsrc1"):
+        i = 0 if field == "src0" else 1
+        sext = text.startswith("sext(") and text.endswith(")")
+        o = _Operand(text[5:-1] if sext else text)
+        d[f"src{i}_sext"], d[f"src{i}_neg"], d[f"src{i}_abs"] = int(sext), int(o.neg), int(o.abs)
+        if o.kind == "reg" and o.cls == "v": value = o.idx
+        else: value, d[f"s{i}"] = _source_code(o, False, _NoLiteral, f"{name} {field}", False, False), 1
+        if i == 0: d["src0"] = value
+        else: f["vsrc1"] = value
+      else:
+        o = _Operand(text)
+        if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{name} {field}: expected a VGPR, got {text!r}")
+        f[field] = o.idx
+    sels = {n: i for i, n in enumerate(("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD"))}
+    for m in mods:
+      key, _, val = m.partition(":")
+      vop = enc != "VOPC"
+      if key in ("src0_sel", "src1_sel") and val in sels: d[key] = sels[val]
+      elif key == "dst_sel" and vop and val in sels: d[key] = sels[val]
+      elif key == "dst_unused" and vop and val in _SDWA_UNUSED: d["dst_u"] = _SDWA_UNUSED[val]
+      elif key == "clamp" and vop and not val: d["clmp"] = 1
+      elif key == "mul" and vop and val in ("2", "4"): d["omod"] = {"2": 1, "4": 2}[val]
+      elif key == "div" and vop and val == "2": d["omod"] = 3
+      else: raise AssembleError(f"{name}: unknown SDWA modifier {m!r}")
+    from .decode import _SDWA_FIELDS
+    word = 0
+    for fname, lo, mask in _SDWA_FIELDS:
+      if fname in d: word |= (d[fname] & mask) << lo
+    return encode_fields(et, f, what=name) + word.to_bytes(4, "little")
 
   def _vopd(self, text: str) -> bytes:
     xtext, _, ytext = text.partition(" :: ")
