@@ -202,6 +202,14 @@ class AMDDevice(HCQDevice):
     target = co.target.rsplit("-", 1)[-1].split(":")[0]   # "amdgcn-amd-amdhsa--gfx1100[:xnack-]" -> "gfx1100"
     if target != self.arch:
       raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
+    # the ELF header's EF_AMDGPU_MACH must say the same as the metadata (a loader that trusts one of them runs code
+    # built for another processor); the xnack/sramecc feature bits are not checked (a mock or KFD device reports no
+    # mode, and code built for "any" runs in both)
+    if co.mach != target:
+      raise DeviceError(f"{self.name}: the code object's metadata says {target} but its ELF e_flags say {co.mach}")
+    if co.code_object_version not in (4, 5):
+      raise DeviceError(f"{self.name}: code object version {co.code_object_version} (hcq loads v4 and v5: kernarg "
+                        f"layout and hidden arguments from their metadata)")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
     missing = co.undefined_symbols
     if missing:
