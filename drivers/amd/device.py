@@ -103,6 +103,7 @@ class AMDDevice(HCQDevice):
       ib = self.iface.alloc(aql.ib_area_size(ring), kind="gtt")    # the PM4 of each ring slot's vendor packet
       self._mems.append(ib)
       engines[COMPUTE] = aql.AQLEngine(COMPUTE, lower.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.lower_ctx, links)
+      aql.describe_queue(ring.hwq.gart.cpu, ring.hwq.ring.va, ring.hwq.ring.size, self.props)
     return {name: engines[name] for name in (COMPUTE, COPY)}
 
   def _make_ring(self, name: str, kind: str, cross: str, unit: int) -> Ring:
@@ -253,6 +254,8 @@ class AMDDevice(HCQDevice):
     if self.scratch: self._old_scratch.append(self.scratch)
     self._mems.append(mem)
     self.scratch = Scratch(mem.va, size, per_thread, self.regs.tmpring_size(waves, wavesize))
+    if self.aql:    # the CP takes an AQL dispatch's private segment from the queue's amd_queue_t
+      aql.describe_scratch(self.compute.ring.hwq.gart.cpu, self.regs, self.scratch, self.props.get("num_xcc", 1))
     return self.scratch
 
   def _compile(self, sink):

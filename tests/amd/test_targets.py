@@ -71,7 +71,7 @@ def test_gfx9_cache_packets_are_the_soc15_forms():
 def _run(d, name, seed=3):
   k = KERNELS[name]
   data = k.inputs(seed=seed)
-  prog = d.load(k.code_object(), k.name)
+  prog = d.load(k.code_object(d.arch), k.name)
   args, bufs = [], {}
   for a in k.args:
     if isinstance(a, Buffer):
@@ -119,3 +119,26 @@ def test_long_pm4_runs_take_several_vendor_packets_and_an_oversized_packet_is_re
   with pytest.raises(DeviceError, match="exceeds an AQL indirect-buffer slot"):
     aql_dev.submit_pm4(pm4.nop(aql.IB_SLOT_DWORDS))
   _run(aql_dev, "vadd")      # the refused submission left nothing behind
+
+
+def test_the_aql_queue_describes_itself_and_its_scratch_in_its_amd_queue_t():
+  import struct
+  d, os = _device(target="gfx942")
+  try:
+    q = d.compute.ring.hwq
+    view = q.gart.cpu
+    qtype, features, base = struct.unpack_from("<IIQ", view, aql.Q_TYPE)
+    (size,) = struct.unpack_from("<I", view, aql.Q_SIZE)
+    max_cu, max_wave = struct.unpack_from("<II", view, aql.Q_MAX_CU_ID)
+    assert (qtype, features, base, size) == (0, 1, q.ring.va, q.ring.size // 64)
+    assert (max_cu, max_wave) == (303, 31)                    # 304 CUs; 8 waves x 4 SIMDs
+    _run(d, "private_array")                                   # a kernel with a private segment: scratch
+    s = d.scratch
+    tmpring, w0, w1, w2, w3, sbase, sbytes, lane = struct.unpack_from("<I4IQQI", view, aql.Q_TMPRING)
+    assert (tmpring, sbase, sbytes, lane) == (s.tmpring, s.va, s.size // 8, s.per_thread)
+    assert (w0, w1 & 0xFFFF, w1 >> 31, w2) == (s.va & 0xFFFFFFFF, s.va >> 32 & 0xFFFF, 1, s.size // 8)
+    assert w3 >> 23 & 1 and (w3 >> 15) & 0xF == 4            # ADD_TID_ENABLE, DATA_FORMAT 32
+    assert d.regs.tmpring_size(0, 1 << 13) == 0              # WAVESIZE of gfx9 is 13 bits: tmpring's fields masked
+  finally:
+    d.close()
+    os.close()
