@@ -21,7 +21,7 @@ from ...errors import DeviceError
 from ..hcq import Buffer, Ring, round_up
 from ..hcq.engine import FIRST_VENDOR_SLOT, PREVIOUS_VALUE, T_END, T_START, TIMELINE, TIMELINE_VALUE, V_PREV, RingEngine
 from ..hcq.runtime import HCQDevice, Submission
-from . import aql, lower, pm4
+from . import aql, lower, pm4, sdma
 from .lower import COMPUTE, COPY
 from .program import AMDProgram, RepeatDispatch, image_at
 
@@ -52,6 +52,7 @@ class AMDDevice(HCQDevice):
     self.arch, self.props = iface.arch, iface.props
     self.regs = pm4.gc_registers(iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
     self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
+    self.sdma = sdma.sdma_version(iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
     # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
     # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
     self.aql = iface.props.get("num_xcc", 1) > 1
@@ -73,9 +74,11 @@ class AMDDevice(HCQDevice):
     qd_va, _ = self._host_memory(0x1000)   # a zeroed amd_queue_t for kernels that ask for the queue pointer
     self.queue_desc_va = qd_va
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
-    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15)
+    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
+                                    sdma=self.sdma)
     self._start_runtime()
-    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15)
+    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
+                             sdma=self.sdma)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
     self._arms = {name: e.build(Q.queue(name, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), irq_ctx)
                   for name, e in self.engines.items()}

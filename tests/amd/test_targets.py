@@ -9,7 +9,7 @@ import pytest
 
 from hcq.compiler import queue as Q
 from hcq.config import Config
-from hcq.drivers.amd import aql, open_device, pm4
+from hcq.drivers.amd import aql, open_device, pm4, sdma
 from hcq.drivers.hcq.engine import TIMELINE
 from hcq.errors import DeviceError
 from hcq.mockgpu import mock_amd_os
@@ -139,6 +139,24 @@ def test_the_aql_queue_describes_itself_and_its_scratch_in_its_amd_queue_t():
     assert (w0, w1 & 0xFFFF, w1 >> 31, w2) == (s.va & 0xFFFFFFFF, s.va >> 32 & 0xFFFF, 1, s.size // 8)
     assert w3 >> 23 & 1 and (w3 >> 15) & 0xF == 4            # ADD_TID_ENABLE, DATA_FORMAT 32
     assert d.regs.tmpring_size(0, 1 << 13) == 0              # WAVESIZE of gfx9 is 13 bits: tmpring's fields masked
+  finally:
+    d.close()
+    os.close()
+
+
+@pytest.mark.parametrize("target,major", [("gfx1100", 6), ("gfx1200", 6), ("gfx942", 4)])
+def test_the_copy_engine_takes_the_sdma_version_of_the_part(target, major):
+  d, os = _device(target=target)
+  try:
+    assert d.iface.sdma_ip[0] == {"gfx1100": 6, "gfx1200": 7, "gfx942": 4}[target] and d.sdma.major == major
+    n = (5 << 20) + 12              # more than one SDMA 4 copy packet (4 MiB)
+    words = list(d.copy.build(Q.queue("copy", Q.copy(Q.buffer(3, n), Q.buffer(4, n), n))).template)
+    assert sum(1 for _, name, _ in sdma.decode(words) if name == "COPY_LINEAR") == (2 if major == 4 else 1)
+    src = np.random.default_rng(1).integers(0, 255, n, np.uint8)
+    a, b = d.alloc(n), d.alloc(n)
+    d.copyin(a, src)
+    d.wait_value(d.copy_async(b.va, a.va, n))
+    assert np.array_equal(np.frombuffer(d.copyout(b), np.uint8), src)
   finally:
     d.close()
     os.close()
