@@ -98,6 +98,7 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)] = {val}")
     g.vregs.add(d)
     g.v_written.add(d)
+    g.wide.pop(d, None); g.wide.pop(d - 1, None)
     g.emit(f"v{d} = {t}")
     return
   if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
