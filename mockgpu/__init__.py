@@ -22,7 +22,7 @@ from .mockos import MockOS
 __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
-MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
+MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
 MAX_MOCK_GPUS = 16
 
 
