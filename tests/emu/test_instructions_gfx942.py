@@ -215,3 +215,35 @@ def test_partial_wave_exec_and_ds_read2_write():
   nxt = np.where(ids < 99, 1001 + ids, 0)
   np.testing.assert_array_equal(v1, (1000 + ids) ^ nxt)
   np.testing.assert_array_equal(v3, np.where(ids < 64, 64, 36))
+
+
+def test_16bit_results_clear_the_high_half_but_mac_keeps_it():
+  """gfx9 16-bit VALU results: V_ADD_U16 / V_SUBREV_U16 write the low half and clear the high half; the
+  accumulating V_MAC_F16 (D = S0 * S1 + D, product rounded first) keeps it (LLVM
+  GCNSubtarget::zeroesHigh16BitsOfDest); V_MOV_B64 copies a register pair (MI300 ISA V_MOV_B64)."""
+  rng = np.random.default_rng(7)
+  a = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+  b = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+  h = (rng.random(64) * 4 - 2).astype(np.float16).view(np.uint16).astype(np.uint32)
+  k = (rng.random(64) * 4 - 2).astype(np.float16).view(np.uint16).astype(np.uint32)
+  acc = (rng.random(64) * 4 - 2).astype(np.float16).view(np.uint16).astype(np.uint32) | np.uint32(0xBEEF0000)
+  v1, v3 = run("""
+    v_mov_b32 v1, -1
+    v_add_u16 v1, v10, v11
+    v_subrev_u16 v4, v10, v11
+    v_lshlrev_b32 v4, 16, v4
+    v_or_b32 v1, v1, v4
+    v_mov_b32 v3, v13
+    v_mac_f16 v3, v12, v12
+    v_mov_b64 v[6:7], v[10:11]
+    v_xor_b32 v6, v6, v10
+    v_xor_b32 v7, v7, v11
+    v_or_b32 v3, v3, v6
+    v_or_b32 v3, v3, v7
+  """, "gfx942", ins=[a, b, h, acc])
+  lo = (a + b) & 0xFFFF
+  rev = (b - a) & 0xFFFF
+  np.testing.assert_array_equal(v1, lo | (rev << 16))
+  f16 = np.float16
+  mac = (h.astype(np.uint16).view(f16) * h.astype(np.uint16).view(f16) + (acc & 0xFFFF).astype(np.uint16).view(f16))
+  np.testing.assert_array_equal(v3, mac.view(np.uint16).astype(np.uint32) | np.uint32(0xBEEF0000))

@@ -135,6 +135,7 @@ _GFX9 = {
   "ds_write2_b32": "ds_store_2addr_b32", "ds_write2_b64": "ds_store_2addr_b64",
   "ds_write2st64_b32": "ds_store_2addr_stride64_b32", "ds_write2st64_b64": "ds_store_2addr_stride64_b64",
   "ds_wrxchg_rtn_b32": "ds_storexchg_rtn_b32",
+  "v_add_u16": "v_add_nc_u16", "v_sub_u16": "v_sub_nc_u16", "v_add_i16": "v_add_nc_i16", "v_sub_i16": "v_sub_nc_i16",
 }
 _GFX9_SIZES = {"dword": "b32", "dwordx2": "b64", "dwordx3": "b96", "dwordx4": "b128", "ubyte": "u8", "sbyte": "i8",
                "ushort": "u16", "sshort": "i16", "byte": "b8", "short": "b16"}

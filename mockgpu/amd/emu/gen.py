@@ -215,8 +215,9 @@ class Gen:
     self.emit(f"{t} = {expr}")
     self.emit(f"v{r} = R.vfix({t}, nl) if ef else np.where(em, {t}, v{r})")
 
-  def write_v_typed(self, r: int, expr: str, ty: str, opsel_hi: bool = False) -> None:
-    """Write a typed VALU result to VGPR r (a pair for 64-bit types, a half for 16-bit types)."""
+  def write_v_typed(self, r: int, expr: str, ty: str, opsel_hi: bool = False, zero_hi: bool = False) -> None:
+    """Write a typed VALU result to VGPR r (a pair for 64-bit types, a half for 16-bit types; zero_hi: a 16-bit
+    result zero-extended to the whole register, as gfx9 writes most of them)."""
     t = self.tmp()
     if ty in WIDE:
       self.emit(f"{t} = R.bits64({expr})")
@@ -229,7 +230,8 @@ class Gen:
       self.wide[r] = (t, self.exec_version)
     elif ty in HALF:
       self.emit(f"{t} = np.asarray({expr}).astype({NP_TYPE[ty]})")
-      self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
+      if zero_hi: self.write_v(r, f"{t}.view(u16).astype(u32)")
+      else: self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
     elif ty == "f32":
       self.write_v(r, f"R.f32bits({expr})")
     else:
