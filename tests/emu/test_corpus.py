@@ -12,13 +12,10 @@ from .loader import HostBuffers, Kernel
 pytestmark = [pytest.mark.tools("clang-19", "ld.lld-19", "llvm-dis-19", "llvm-as-19")]
 
 
-# generic_ptrs on gfx942: clang-19 puts buffer_wbl2/buffer_inv (MUBUF cache control) around the generic atomic, and
-# hcq's gfx942 tables have no MUBUF yet
 @pytest.mark.parametrize("mcpu", ["gfx1100", "gfx1200", "gfx942"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kernel_matches_numpy(name, mcpu):
   if not clbuild.available(): pytest.skip("clang-19 / rocm-device-libs missing")
-  if (name, mcpu) == ("generic_ptrs", "gfx942"): pytest.xfail("gfx942 MUBUF (buffer_wbl2/buffer_inv) not tabulated")
   source, run = CASES[name]
   from . import cases
   flags = {"subgroups": cases.SUBGROUP_FLAGS, "generic_ptrs": cases.GENERIC_FLAGS}.get(name, ())

@@ -34,7 +34,8 @@ NOOPS = {"s_nop", "s_waitcnt", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_
          # gfx12: the work-group barrier is s_barrier_signal -1 then s_barrier_wait -1; the emulator holds a wave at
          # the wait until every live wave of its group has reached one (RDNA4 ISA "S_BARRIER_WAIT"), so the signal
          # itself changes nothing. Cache control of RDNA4's GLOBAL_INV/WB/WBINV: memory is coherent here.
-         "s_barrier_signal", "global_inv", "global_wb", "global_wbinv"}
+         "s_barrier_signal", "global_inv", "global_wb", "global_wbinv",
+         "buffer_wbl2", "buffer_inv", "buffer_wbinvl1", "buffer_wbinvl1_vol"}
 TERMINATORS = {"s_branch", "s_cbranch_scc0", "s_cbranch_scc1", "s_cbranch_vccz", "s_cbranch_vccnz",
                "s_cbranch_execz", "s_cbranch_execnz", "s_endpgm", "s_endpgm_saved", "s_barrier", "s_barrier_wait",
                "s_setpc_b64",
