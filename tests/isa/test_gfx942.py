@@ -27,3 +27,30 @@ def test_gfx942_decode_prints_llvm_text():
          if " ".join(str(decode(e + bytes(8), arch="gfx942")).split()) != " ".join(t.split())]
   # known gaps: 16-bit integer VOP3 sources given a literal (no VOP3 literals on gfx9), f32 packed 1/(2pi)
   assert len(forms) > 2500 and len(bad) <= len(forms) // 100, bad[:10]
+
+
+@pytest.mark.tools("llvm-mc-19")
+def test_gfx942_mubuf_decode_prints_llvm_text():
+  """MUBUF (MI300 ISA "Microcode Formats": SC0/SC1/NT/LDS cache bits): every tabulated opcode with a few address
+  modes, offsets and cache bits, printed as llvm-mc-19 -mcpu=gfx942 prints it (AccVGPR data, ACC=1, left out)."""
+  import random
+
+  from hcq.autogen.isa.gen_rdna3 import encode_fields
+  from hcq.autogen.isa.layouts import LAYOUTS
+  from hcq.compiler.backend.amd.tables import arch_tables
+  layout = LAYOUTS["gfx942"]["MUBUF"]
+  rng = random.Random(5)
+  words = []
+  for op in sorted(arch_tables("gfx942").encodings["MUBUF"].ops):
+    for _ in range(4):
+      words.append(encode_fields(layout, dict(op=op, vdata=rng.randrange(8, 40), vaddr=rng.randrange(0, 40),
+                                              srsrc=rng.randrange(0, 8), soffset=rng.choice([1, 40, 128, 129]),
+                                              offset=rng.choice([0, 4, 4095]), offen=rng.randrange(2),
+                                              idxen=rng.randrange(2), sc0=rng.randrange(2), sc1=rng.randrange(2),
+                                              nt=rng.randrange(2), lds=int(rng.random() < 0.1))))
+  ref = disassemble(words, "gfx942")
+  # (a word LLVM does not take as one 8-byte MUBUF instruction, e.g. LDS with two address VGPRs, is left out)
+  pairs = [(r[0][0], w) for r, w in zip(ref, words) if r and r[0][1] == w and "nvalid" not in r[0][0]]
+  bad = [(t, str(decode(w, arch="gfx942"))) for t, w in pairs
+         if " ".join(str(decode(w, arch="gfx942")).split()) != " ".join(t.split())]
+  assert len(pairs) > 200 and not bad, bad[:10]

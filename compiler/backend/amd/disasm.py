@@ -103,7 +103,8 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
           ops.append(Operand("text", None, 0, None, field, "off"))
           continue
       if enc == "SMEM" and field == "soffset": continue
-      if enc in ("MUBUF", "MTBUF") and field == "vdata" and fields["tfe"]: count += 1
+      if enc in ("MUBUF", "MTBUF") and field == "vdata" and fields.get("tfe"): count += 1
+      if enc == "MUBUF" and field == "vdata" and fields.get("lds"): continue   # gfx942: loaded into LDS, no VGPR
       if enc == "MIMG" and field == "vdata": count = _mimg_data_count(inst)
       if enc == "MIMG" and field == "vaddr":
         from .decode import mimg_address_count
@@ -395,7 +396,7 @@ def format_inst(inst: Inst) -> str:
       if enc != "FLAT" and off & 0x1000: off -= 0x2000  # 13-bit signed for GLOBAL/SCRATCH (16.10)
       if enc == "FLAT": off &= 0xfff
       if off: mods.append(f"offset:{off}")
-      mods += [m for m in ("glc", "slc", "dlc", "sc0", "sc1", "nt") if f.get(m)]   # gfx942: sc0/sc1/nt
+      mods += [m for m in ("glc", "slc", "dlc", "sc0", "nt", "sc1") if f.get(m)]   # gfx942: sc0/nt/sc1 (LLVM's order)
     elif enc == "SMEM" and "th" in f:
       mods += _cache_policy_mods(inst)
     elif enc == "SMEM" and "imm" in f:
@@ -425,7 +426,8 @@ def format_inst(inst: Inst) -> str:
       if f["idxen"]: mods.append("idxen")
       if f["offen"]: mods.append("offen")
       if f["offset"]: mods.append(f"offset:{f['offset']}")
-      mods += [m for m in ("glc", "slc", "dlc", "tfe") if f[m]]
+      mods += [m for m in ("glc", "slc", "dlc", "tfe") if f.get(m)]
+      mods += [m for m in ("sc0", "nt", "sc1", "lds") if f.get(m)]                 # gfx942
   if inst.dpp is not None: mods += _dpp_mods(inst)
   text = inst.name
   if texts: text += " " + ", ".join(texts)

@@ -97,7 +97,7 @@ def _normalise(inst, code, offset, arch="gfx1100") -> Inst:
   elif enc == "DS" and gfx9 and f.get("acc"):
     raise _illegal(code, offset, f"{name} with AccVGPR data is not supported by the emulator")
   if enc == "VOP3SD": f.setdefault("abs", 0); f.setdefault("opsel", 0)
-  if enc == "MUBUF" and name not in _MUBUF.values():
+  if enc == "MUBUF" and name not in CACHE_CONTROL:
     raise _illegal(code, offset, f"{name} (buffer instructions are not supported)")
   return Inst(name=name, encoding=enc, opcode=inst.opcode, size=inst.size, fields=f, literal=inst.literal)
 
@@ -119,7 +119,10 @@ def _smem_offsets(f: dict, arch: str) -> None:
   f["soffset"] = -1 if f["soffset"] == 124 else f["soffset"]
 
 
-_MUBUF = {43: "buffer_gl0_inv", 44: "buffer_gl1_inv"}
+# the buffer-format instructions that only control caches (no-ops: memory is coherent here): gfx11's GL0/GL1
+# invalidates, gfx942's BUFFER_WBL2 / BUFFER_INV (clang-19 puts them around device-scope atomics and fences)
+CACHE_CONTROL = frozenset(("buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbl2", "buffer_inv", "buffer_wbinvl1",
+                           "buffer_wbinvl1_vol"))
 
 # ---- mnemonics of gfx9 (CDNA3) and gfx12 (RDNA4) -> the gfx11 mnemonic of the same operation ----
 _GFX9 = {
@@ -135,6 +138,7 @@ _GFX9 = {
   "ds_write2_b32": "ds_store_2addr_b32", "ds_write2_b64": "ds_store_2addr_b64",
   "ds_write2st64_b32": "ds_store_2addr_stride64_b32", "ds_write2st64_b64": "ds_store_2addr_stride64_b64",
   "ds_wrxchg_rtn_b32": "ds_storexchg_rtn_b32",
+  "v_add_u16": "v_add_nc_u16", "v_sub_u16": "v_sub_nc_u16", "v_add_i16": "v_add_nc_i16", "v_sub_i16": "v_sub_nc_i16",
 }
 _GFX9_SIZES = {"dword": "b32", "dwordx2": "b64", "dwordx3": "b96", "dwordx4": "b128", "ubyte": "u8", "sbyte": "i8",
                "ushort": "u16", "sshort": "i16", "byte": "b8", "short": "b16"}

@@ -34,12 +34,16 @@ NOOPS = {"s_nop", "s_waitcnt", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_
          # gfx12: the work-group barrier is s_barrier_signal -1 then s_barrier_wait -1; the emulator holds a wave at
          # the wait until every live wave of its group has reached one (RDNA4 ISA "S_BARRIER_WAIT"), so the signal
          # itself changes nothing. Cache control of RDNA4's GLOBAL_INV/WB/WBINV: memory is coherent here.
-         "s_barrier_signal", "global_inv", "global_wb", "global_wbinv"}
+         "s_barrier_signal", "global_inv", "global_wb", "global_wbinv",
+         "buffer_wbl2", "buffer_inv", "buffer_wbinvl1", "buffer_wbinvl1_vol"}
 TERMINATORS = {"s_branch", "s_cbranch_scc0", "s_cbranch_scc1", "s_cbranch_vccz", "s_cbranch_vccnz",
                "s_cbranch_execz", "s_cbranch_execnz", "s_endpgm", "s_endpgm_saved", "s_barrier", "s_barrier_wait",
                "s_setpc_b64",
                "s_swappc_b64", "s_sethalt", "s_trap"}
 MAX_BLOCK = 2000
+
+
+_ASSIGNS_EXEC = re.compile(r"(^|;)\s*(em|ef)(\s*,\s*(em|ef))?\s*=[^=]")
 
 
 class Unsupported(GPUFault):
@@ -90,10 +94,31 @@ class Gen:
     self.ftz = {}                        # float type -> (flush input denormals, flush output denormals)
     self.lanes_of: dict[int, str] = {}   # SGPR (wave64: even SGPR of the pair) -> local (n, L) bool of its lanes
     self.pending: set[int] = set()       # SGPRs (pairs) whose packed value is not computed yet
+    # VGPR pairs written by a 64-bit result in this block: r -> (its u64 local, exec version): a later 64-bit read
+    # of v[r:r+1] reuses that local instead of interleaving the halves again (R.p64), when every lane was written
+    # (ef) under the same EXEC (no em/ef assignment since: exec_version)
+    self.wide: dict[int, tuple[str, int]] = {}
+    self.exec_version = 0
+    # ... and the VGPRs whose 32-bit half of such a result is not computed yet: r -> (u64 local, 0 = low / 1 = high
+    # half). A half is computed (flush_wide) only when it is read, before EXEC changes, and before the block's
+    # registers are stored; a write of the register under the same EXEC just drops it. A 64-bit address or operand
+    # consumed as such, or a value dead at the end of the program, never pays for its halves.
+    self.vpending: dict[int, tuple[str, int]] = {}
 
   # ---- helpers ----
   def emit(self, line: str) -> None:
+    if _ASSIGNS_EXEC.search(line):
+      if self.vpending: self.flush_wide()     # pending halves are written under the EXEC they were computed with
+      self.exec_version += 1
     self.lines.append(line)
+
+  def flush_wide(self, r: int | None = None) -> None:
+    """Compute the pending 32-bit half in VGPR r (None: every pending half)."""
+    for k in (list(self.vpending) if r is None else [r] if r in self.vpending else []):
+      t, hi = self.vpending.pop(k)
+      keep = {q: self.wide[q] for q in (k, k - 1) if q in self.wide}   # the pair still holds that 64-bit value
+      self._store_v(k, f"({t} >> u64(32)).astype(u32)" if hi else f"R.lo32({t})")
+      self.wide.update(keep)
 
   def tmp(self) -> str:
     self.ntmp += 1
@@ -143,6 +168,7 @@ class Gen:
 
   def v(self, r: int) -> str:
     if r > 255: raise ValueError(r)
+    if self.vpending: self.flush_wide(r)
     self.vregs.add(r)
     return f"v{r}"
 
@@ -175,7 +201,14 @@ class Gen:
     self.emit(self.exec_line())
 
   def write_v(self, r: int, expr: str) -> None:
-    """Write a u32 (n,32) value to VGPR r for the active lanes."""
+    """Write a u32 (n, L) value to VGPR r for the active lanes."""
+    # a pending half of r is overwritten in the same lanes (EXEC has not changed since: see emit)
+    self.vpending.pop(r, None)
+    self._store_v(r, expr)
+
+  def _store_v(self, r: int, expr: str) -> None:
+    self.wide.pop(r, None)
+    self.wide.pop(r - 1, None)
     self.vregs.add(r)
     self.v_written.add(r)
     t = self.tmp()
@@ -183,16 +216,23 @@ class Gen:
     self.emit(f"{t} = {expr}")
     self.emit(f"v{r} = R.vfix({t}, nl) if ef else np.where(em, {t}, v{r})")
 
-  def write_v_typed(self, r: int, expr: str, ty: str, opsel_hi: bool = False) -> None:
-    """Write a typed VALU result to VGPR r (a pair for 64-bit types, a half for 16-bit types)."""
+  def write_v_typed(self, r: int, expr: str, ty: str, opsel_hi: bool = False, zero_hi: bool = False) -> None:
+    """Write a typed VALU result to VGPR r (a pair for 64-bit types, a half for 16-bit types; zero_hi: a 16-bit
+    result zero-extended to the whole register, as gfx9 writes most of them)."""
     t = self.tmp()
     if ty in WIDE:
       self.emit(f"{t} = R.bits64({expr})")
-      self.write_v(r, f"R.lo32({t})")
-      self.write_v(r + 1, f"({t} >> u64(32)).astype(u32)")
+      # lazily (see vpending): a pending write of the same pair under the same EXEC is simply replaced (it wrote
+      # the same lanes); pairs overlapping this one get their halves first
+      for q in (r - 1, r, r + 1): self.wide.pop(q, None)
+      self.vregs.update((r, r + 1))
+      self.v_written.update((r, r + 1))
+      self.vpending[r], self.vpending[r + 1] = (t, 0), (t, 1)
+      self.wide[r] = (t, self.exec_version)
     elif ty in HALF:
       self.emit(f"{t} = np.asarray({expr}).astype({NP_TYPE[ty]})")
-      self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
+      if zero_hi: self.write_v(r, f"{t}.view(u16).astype(u32)")
+      else: self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
     elif ty == "f32":
       self.write_v(r, f"R.f32bits({expr})")
     else:
@@ -285,7 +325,14 @@ class Gen:
     """An operand in VALU context: broadcastable to (n, 32), numpy type `ty` (16-bit: low or high half)."""
     if code >= 256:
       r = code - 256
-      if ty in WIDE: return f"R.p64({self.v(r)}, {self.v(r + 1)}).view({NP_TYPE[ty]})"
+      if ty in WIDE:
+        known = self.wide.get(r)
+        lo, hi = self.vpending.get(r), self.vpending.get(r + 1)
+        if lo is not None and lo[1] == 0 and hi == (lo[0], 1):
+          return f"{lo[0]}.view({NP_TYPE[ty]})"        # both halves still the 64-bit result's (same EXEC)
+        pair = f"R.p64({self.v(r)}, {self.v(r + 1)})"
+        if known is not None and known[1] == self.exec_version: pair = f"({known[0]} if ef else {pair})"
+        return f"{pair}.view({NP_TYPE[ty]})"
       if ty in HALF: return f"R.half({self.v(r)}, {hi}).view({NP_TYPE[ty]})"
       if ty in ("u32", "b32"): return self.v(r)
       return f"{self.v(r)}.view({ty})"

@@ -82,6 +82,7 @@ def translate(memory, pc: int, mode: int = 0xF) -> Block:
     _translate_inst(g, addr, inst)
   last_addr, last = insts[-1]
   if g.next_pc is None: g.next_pc = str(last_addr + last.size)
+  if g.next_pc != "-1": g.flush_wide()    # registers are stored at the end of the block (not when the waves end)
   src = _assemble(g)
   ns = {"np": np, "R": rt, **{t: getattr(np, n) for t, n in (("u8", "uint8"), ("u16", "uint16"), ("u32", "uint32"),
                                                               ("u64", "uint64"), ("i8", "int8"), ("i16", "int16"),

@@ -132,7 +132,7 @@ def _vmem(g: Gen, pc: int, inst: Inst) -> None:
     base = f"R.p64({g.s(f['saddr'])}, {g.s(f['saddr'] + 1)})[:, None]"
     addr = f"({base} + {g.v(f['addr'])}.astype(u64) + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   else:
-    addr = f"R.p64({g.v(f['addr'])}, {g.v(f['addr'] + 1)})"
+    addr = g.vsrc(f["addr"] + 256, inst, "u64")   # the pair's u64 value (reused when this block computed it)
     if f["offset"]: addr = f"({addr} + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   t = g.tmp()
   flat = enc == "FLAT"

@@ -98,6 +98,7 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)] = {val}")
     g.vregs.add(d)
     g.v_written.add(d)
+    g.wide.pop(d, None); g.wide.pop(d - 1, None)
     g.emit(f"v{d} = {t}")
     return
   if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
@@ -133,9 +134,9 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   dty, stys, tmpl = op
   args = []
   nsrc = len(stys)
-  if name in ("v_fmac_f32", "v_fmac_f16", "v_fmac_f64"):  # D = S0 * S1 + D
+  if name in ("v_fmac_f32", "v_fmac_f16", "v_fmac_f64", "v_mac_f32", "v_mac_f16"):  # D = S0 * S1 + D
     srcs = srcs[:2] + [f["vdst"] + 256]
-  if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16"):
+  if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16", "v_madak_f32", "v_madmk_f32"):
     srcs = srcs[:2] + [LIT]
   dst, dst_hi = f["vdst"], bool(opsel >> 3 & 1)
   if not vop3 and dty in HALF and dst >= 128: dst, dst_hi = dst - 128, True
@@ -164,11 +165,21 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     # lanes whose DPP source is invalid (and bound_ctrl is 0) or whose row/bank is masked off are not written
     g.emit("em_s, ef_s = em, ef")
     g.emit("em = (np.ones(nl, bool) if ef else em) & dppw; ef = False")
-    g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+    g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi, zero_hi=_zeroes_hi(g, name, dty, dst_hi))
     g.emit("em, ef = em_s, ef_s")
     return
   if "sdwa" in f: return _sdwa_dst(g, inst, dst, expr, dty)
-  g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+  g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi, zero_hi=_zeroes_hi(g, name, dty, dst_hi))
+
+
+# gfx9 16-bit VALU results clear the register's high half, but for the accumulating VOP2 forms (v_fmac/fmaak/fmamk/
+# mac/madak/madmk_f16), which keep it, and a VOP3 result OP_SEL[3] puts in the high half; gfx10+ keep it always
+# (LLVM GCNSubtarget::zeroesHigh16BitsOfDest, "derived from experimentation")
+_GFX9_KEEPS_HI = frozenset(("v_fmac_f16", "v_fmaak_f16", "v_fmamk_f16", "v_mac_f16", "v_madak_f16", "v_madmk_f16"))
+
+
+def _zeroes_hi(g: Gen, name: str, ty: str, dst_hi: bool) -> bool:
+  return g.arch == "gfx942" and ty in HALF and not dst_hi and name not in _GFX9_KEEPS_HI
 
 
 # gfx9 SDWA (MI300 ISA "SDWA"): SRC*_SEL / DST_SEL 0-3 = BYTE_0..3, 4/5 = WORD_0/1, 6 = DWORD; DST_UNUSED
