@@ -114,7 +114,8 @@ class AQLEngine(RingEngine):
       ring.make_room(PACKET_DWORDS)      # the slot's IB is free once the ring has room for its packet
       slot = (ring.put_dw // PACKET_DWORDS) % self.slots
       base = slot * IB_SLOT_DWORDS
-      self.ib[base:base + stop - start] = words[start:stop] if not isinstance(words, list) else array("I", words[start:stop])
+      run = words[start:stop]
+      self.ib[base:base + stop - start] = run if not isinstance(run, list) else array("I", run)
       self._packet(pm4_ib_packet(self.ib_va + 4 * base, stop - start))
       start = stop
 
@@ -135,7 +136,8 @@ class AQLEngine(RingEngine):
 # a 64-lane wave. Byte offsets; write_dispatch_id (56) and read_dispatch_id (128) are the ring's pointers (kfd.py).
 Q_TYPE, Q_FEATURES, Q_BASE_ADDRESS, Q_SIZE = 0, 4, 8, 24
 Q_MAX_CU_ID, Q_MAX_WAVE_ID = 72, 76
-Q_TMPRING, Q_SCRATCH_RSRC, Q_SCRATCH_BASE, Q_SCRATCH_BYTES, Q_SCRATCH_WAVE64_LANE, Q_PROPERTIES = 140, 144, 160, 168, 176, 180
+Q_TMPRING, Q_SCRATCH_RSRC, Q_SCRATCH_BASE, Q_SCRATCH_BYTES = 140, 144, 160, 168
+Q_SCRATCH_WAVE64_LANE, Q_PROPERTIES = 176, 180
 HSA_QUEUE_TYPE_MULTIPLE, HSA_QUEUE_FEATURE_KERNEL_DISPATCH = 0, 1
 PROPERTIES_IS_PTR64, PROPERTIES_ENABLE_PROFILING = 1 << 1, 1 << 3    # amd_queue_properties32_t bits
 
@@ -163,9 +165,11 @@ def scratch_resource(regs, base: int, size: int) -> list[int] | None:
   unset: hcq runs them on PM4 queues)."""
   if regs.ip[0] != 9: return None
   from ...autogen.amd import gc_9_4_3 as gc
-  w1 = ((base >> 32) & 0xFFFF) << gc.SQ_BUF_RSRC_WORD1__BASE_ADDRESS_HI__SHIFT | 1 << gc.SQ_BUF_RSRC_WORD1__SWIZZLE_ENABLE__SHIFT
+  w1 = ((base >> 32) & 0xFFFF) << gc.SQ_BUF_RSRC_WORD1__BASE_ADDRESS_HI__SHIFT | \
+    1 << gc.SQ_BUF_RSRC_WORD1__SWIZZLE_ENABLE__SHIFT
+  # SQ_SEL_X..W, BUF_NUM_FORMAT_UINT, BUF_DATA_FORMAT_32, index stride 64, the lane id added, a buffer (TYPE 0)
   fields = {"DST_SEL_X": 4, "DST_SEL_Y": 5, "DST_SEL_Z": 6, "DST_SEL_W": 7, "NUM_FORMAT": 4, "DATA_FORMAT": 4,
-            "INDEX_STRIDE": 3, "ADD_TID_ENABLE": 1, "TYPE": 0}     # SQ_SEL_X..W, BUF_NUM_FORMAT_UINT, BUF_DATA_FORMAT_32
+            "INDEX_STRIDE": 3, "ADD_TID_ENABLE": 1, "TYPE": 0}
   w3 = 0
   for name, value in fields.items():
     w3 |= (value << getattr(gc, f"SQ_BUF_RSRC_WORD3__{name}__SHIFT")) & getattr(gc, f"SQ_BUF_RSRC_WORD3__{name}_MASK")

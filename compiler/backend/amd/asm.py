@@ -23,13 +23,23 @@ import struct
 
 from .decode import mimg_address_count, nsa_layout
 from .errors import AssembleError
-from .operands import INLINE_FLOAT_TEXT, SPECIAL_NAMES, SPECIAL_NAMES_64
+from .operands import INLINE_FLOAT_TEXT, NAMES_BY_ARCH, SPECIAL_NAMES, SPECIAL_NAMES_64
 from .tables import ArchTables, arch_tables
 
-_REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+_REG = re.compile(r"^(v|s|ttmp|a)(?:(\d+)|\[(\d+):(\d+)\])$")     # a: gfx9 AccVGPRs
 _REG16 = re.compile(r"^v(\d+)\.([lh])$")
 _SPECIAL = {name: code for code, name in SPECIAL_NAMES.items()}
 _SPECIAL.update({name: code for code, name in SPECIAL_NAMES_64.items()})
+
+
+def _specials(arch: str) -> tuple[dict, int]:
+  """(special register name -> scalar code, highest SGPR) of an arch: gfx9's differ (operands.NAMES_BY_ARCH: m0 124,
+  flat_scratch/xnack_mask at 102-105, s0..s101)."""
+  if arch not in NAMES_BY_ARCH: return _SPECIAL, 105
+  names, names64, nsgpr = NAMES_BY_ARCH[arch]
+  specials = {name: code for code, name in names.items()}
+  specials.update({name: code for code, name in names64.items()})
+  return specials, nsgpr - 1
 _FLOATS = {text: code for code, text in INLINE_FLOAT_TEXT.items()}
 _FLOATS["0.15915494309189532"] = 248
 _F16_INLINE = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246,
@@ -44,9 +54,10 @@ _INSTSKIP = {n: i for i, n in enumerate(("SAME", "NEXT", "SKIP_1", "SKIP_2", "SK
 
 class _Operand:
   """A parsed operand: kind reg/const/special/off/text; for registers cls+idx+count; neg/abs flags."""
-  __slots__ = ("kind", "cls", "idx", "count", "value", "neg", "abs", "text")
+  __slots__ = ("kind", "cls", "idx", "count", "value", "neg", "abs", "text", "max_sgpr")
 
-  def __init__(self, text: str):
+  def __init__(self, text: str, specials: dict = _SPECIAL, max_sgpr: int = 105):
+    self.max_sgpr = max_sgpr
     self.text, self.neg, self.abs = text, False, False
     t = text
     if t.startswith(("neg(", "sext(")) and t.endswith(")"): self.neg, t = True, t[t.index("(") + 1:-1]
@@ -64,7 +75,7 @@ class _Operand:
         self.idx, hi = int(m.group(3)), int(m.group(4))
         self.count = hi - self.idx + 1
         if self.count < 1: raise AssembleError(f"bad register range {t}")
-    elif t in _SPECIAL: self.kind, self.value = "special", _SPECIAL[t]
+    elif t in specials: self.kind, self.value = "special", specials[t]
     elif t == "off": self.kind = "off"
     elif t in _FLOATS: self.kind, self.value = "const", _FLOATS[t]
     else:
@@ -80,7 +91,8 @@ class _Operand:
 
 def _scalar_code(op: _Operand, what: str) -> int:
   if op.kind == "reg" and op.cls == "s":
-    if op.idx + op.count - 1 > 105: raise AssembleError(f"{what}: SGPR s{op.idx} out of range (s0..s105)")
+    if op.idx + op.count - 1 > op.max_sgpr:
+      raise AssembleError(f"{what}: SGPR s{op.idx} out of range (s0..s{op.max_sgpr})")
     return op.idx
   if op.kind == "reg" and op.cls == "ttmp":
     if op.idx > 15: raise AssembleError(f"{what}: ttmp{op.idx} out of range")
@@ -114,7 +126,7 @@ _NoLiteral = _NoLiteralType()
 
 
 def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: bool, wide: bool) -> int:
-  if op.kind == "reg" and op.cls == "v":
+  if op.kind == "reg" and op.cls in ("v", "a"):     # an AccVGPR source (v_accvgpr_*) takes the VGPR codes
     if not nine_bit: raise AssembleError(f"{what}: a VGPR is not allowed here")
     if op.idx + op.count - 1 > 255: raise AssembleError(f"{what}: VGPR v{op.idx} out of range (v0..v255)")
     return 256 + op.idx
@@ -225,11 +237,16 @@ class Assembler:
   def __init__(self, arch: str = "gfx1100"):
     self.t: ArchTables = arch_tables(arch)
     self.arch = arch
+    self._specials, self._max_sgpr = _specials(arch)
     # several encodings can print alike (ignored bits): the smallest value is the canonical one
     self._msg = {v: k for k, v in sorted(self.t.sendmsg.items(), reverse=True)}
     self._msg_rtn = {v: k for k, v in sorted(self.t.sendmsg_rtn.items(), reverse=True)}
     self._hwreg = {v: k for k, v in self.t.hwreg.items()}
     self._fmt = {v: k for k, v in self.t.buf_formats.items()}
+
+  def _op(self, text: str) -> _Operand:
+    """An operand parsed with this arch's special register names."""
+    return _Operand(text, self._specials, self._max_sgpr)
 
   # ------------------------------------------------------------------------------------------------ lookup
   def _lookup(self, name: str, nops: list[str], mods: list[str] = ()):
@@ -255,7 +272,7 @@ class Assembler:
     regs = [t for t in template if t[0] in ("reg", "text")]
     if len(regs) != len(ops): return False
     for t, text in zip(regs, ops):
-      o = _Operand(text)
+      o = self._op(text)
       if o.neg or o.abs: return False
       if t[0] == "text":
         if text != t[1]: return False
@@ -316,7 +333,7 @@ class Assembler:
       if i >= len(ops): raise AssembleError(f"{name}: missing operand {i + 1}")
       text = ops[i]
       i += 1
-      o = _Operand(text)
+      o = self._op(text)
       if kind == "text":
         if enc in ("GLOBAL", "VGLOBAL") and t[1] == "off":
           if o.kind != "off": f["saddr"] = _scalar_code(o, "saddr")
@@ -405,8 +422,11 @@ class Assembler:
     elif cls == "s" or field in ("sdst", "sdata"):
       f[field] = _scalar_code(o, what)
     else:
-      if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR, got {o.text!r}")
-      if o.idx > 255: raise AssembleError(f"{what}: VGPR v{o.idx} out of range (v0..v255)")
+      if o.kind != "reg" or o.cls not in ("v", "a"): raise AssembleError(f"{what}: expected a VGPR, got {o.text!r}")
+      if o.idx > 255: raise AssembleError(f"{what}: VGPR {o.text} out of range (0..255)")
+      if o.cls == "a":      # gfx9 AccVGPR data of a memory instruction: the ACC bit; v_accvgpr_* name them directly
+        if "acc" in self.t.encodings[enc].field_names and field in ("vdata", "vdst", "data"): f["acc"] = 1
+        elif not name.startswith("v_accvgpr"): raise AssembleError(f"{what}: an AccVGPR is not allowed here")
       f[field] = o.idx
 
   def _check_nsa(self, name: str, et, f: dict) -> None:
@@ -434,7 +454,7 @@ class Assembler:
 
   def _smem_offset(self, text: str, f, name: str):
     parts = text.split()
-    o = _Operand(parts[0])
+    o = self._op(parts[0])
     if "imm" in self.t.encodings["SMEM"].field_names:
       # gfx9: IMM=1 takes OFFSET as bytes; an SGPR offset goes in OFFSET[6:0] with IMM=0, or in SOFFSET (SOFFSET_EN)
       # when an immediate offset comes with it ("s2 offset:0x10")
@@ -443,7 +463,7 @@ class Assembler:
         code = _scalar_code(o, "offset")
         extra = [p for p in parts[1:] if p.startswith("offset:")]
         if extra: f["soffset"], f["soffset_en"], f["imm"] = code, 1, 1
-        else: f["offset"] = code
+        else: f["offset"], f["_smem_sgpr"] = code, code    # an offset: modifier may follow (_modifiers)
         for p in extra: f["offset"] = self.smem_offset_field(name, int(p[7:], 0))
       return
     if o.kind == "int": f["offset"] = self.smem_offset_field(name, o.value)
@@ -531,7 +551,9 @@ class Assembler:
           f["offset"] = v
         elif enc == "SMEM":
           f["offset"] = self.smem_offset_field(name, v)
-          if "imm" in self.t.encodings["SMEM"].field_names: f["imm"] = 1
+          if "imm" in self.t.encodings["SMEM"].field_names:    # gfx9 "sN offset:X": the SGPR goes to SOFFSET
+            f["imm"] = 1
+            if "_smem_sgpr" in f: f["soffset"], f["soffset_en"] = f.pop("_smem_sgpr"), 1
         else:
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
@@ -612,20 +634,20 @@ class Assembler:
     if len(ops) != len(template): raise AssembleError(f"{name}: expected {len(template)} operands, got {len(ops)}")
     for t, text in zip(template, ops):
       if t[0] == "text":          # VOPC's vcc, or the SGPR pair SD names
-        if text != t[1]: d["sdst"], d["sd"] = _scalar_code(_Operand(text), f"{name} sdst"), 1
+        if text != t[1]: d["sdst"], d["sd"] = _scalar_code(self._op(text), f"{name} sdst"), 1
         continue
       field = t[1]
       if field in ("src0", "vsrc1"):
         i = 0 if field == "src0" else 1
         sext = text.startswith("sext(") and text.endswith(")")
-        o = _Operand(text[5:-1] if sext else text)
+        o = self._op(text[5:-1] if sext else text)
         d[f"src{i}_sext"], d[f"src{i}_neg"], d[f"src{i}_abs"] = int(sext), int(o.neg), int(o.abs)
         if o.kind == "reg" and o.cls == "v": value = o.idx
         else: value, d[f"s{i}"] = _source_code(o, False, _NoLiteral, f"{name} {field}", False, False), 1
         if i == 0: d["src0"] = value
         else: f["vsrc1"] = value
       else:
-        o = _Operand(text)
+        o = self._op(text)
         if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{name} {field}: expected a VGPR, got {text!r}")
         f[field] = o.idx
     sels = {n: i for i, n in enumerate(("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD"))}
