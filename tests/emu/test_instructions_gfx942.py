@@ -247,3 +247,28 @@ def test_16bit_results_clear_the_high_half_but_mac_keeps_it():
   f16 = np.float16
   mac = (h.astype(np.uint16).view(f16) * h.astype(np.uint16).view(f16) + (acc & 0xFFFF).astype(np.uint16).view(f16))
   np.testing.assert_array_equal(v3, mac.view(np.uint16).astype(np.uint32) | np.uint32(0xBEEF0000))
+
+
+def test_accvgprs_moves_and_memory_data():
+  """MI300 ISA V_ACCVGPR_WRITE_B32 / V_ACCVGPR_READ_B32 / V_ACCVGPR_MOV_B32, and memory instructions whose data and
+  destination are AccVGPRs (ACC = 1): a value goes VGPR -> AGPR -> AGPR -> LDS -> AGPR -> global -> VGPR."""
+  vals = np.arange(64, dtype=np.uint32) * 11 + 3
+  v1, v3 = run("""
+    v_accvgpr_write_b32 a3, v10
+    v_accvgpr_write_b32 a4, 7
+    v_accvgpr_mov_b32 a5, a3
+    v_lshlrev_b32 v4, 2, v0
+    ds_write_b32 v4, a5
+    s_waitcnt lgkmcnt(0)
+    ds_read_b32 a6, v4
+    s_waitcnt lgkmcnt(0)
+    global_store_dword v4, a6, s[2:3] offset:1024
+    s_waitcnt vmcnt(0)
+    global_load_dword a7, v4, s[2:3] offset:1024
+    s_waitcnt vmcnt(0)
+    v_accvgpr_read_b32 v1, a7
+    v_accvgpr_read_b32 v3, a4
+    v_add_u32 v3, v3, v10
+  """, "gfx942", ins=[vals], memory=np.zeros(64, np.uint32))[:2]
+  np.testing.assert_array_equal(v1, vals)
+  np.testing.assert_array_equal(v3, vals + 7)

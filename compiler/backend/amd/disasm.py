@@ -19,6 +19,10 @@ _F16_BITS = {240: 0x3800, 241: 0xb800, 242: 0x3c00, 243: 0xbc00, 244: 0x4000, 24
 NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", "soffset")
 
 
+# gfx942 DS/FLAT/GLOBAL/SCRATCH/MUBUF fields that name AccVGPRs instead of VGPRs when the instruction's ACC bit is set
+_ACC_DATA = frozenset(("vdst", "data", "data0", "data1", "vdata"))
+
+
 def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
   if cls == "v16":  # true16: bit 7 of the VGPR number selects the high half (RDNA3 ISA 16.3, 16-bit VGPRs)
     if field in NINE_BIT_SOURCES and value < 256:
@@ -32,6 +36,8 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
     v = inst.dpp["src0"]
     return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
   arch = inst.arch
+  if cls == "v" and field in _ACC_DATA and inst.fields.get("acc"):   # gfx942 memory data in AGPRs (ACC = 1)
+    return Operand("agpr", value, count, None, field, reg_text("a", value, count))
   if cls == "a":  # CDNA accumulation registers (AGPRs): the field holds the AGPR number (9-bit sources: 256 + n)
     idx = value - 256 if value >= 256 else value
     return Operand("agpr", idx, count, None, field, reg_text("a", idx, count))

@@ -105,7 +105,7 @@ def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3:
   """Run one compute dispatch to completion. See the module docstring for the arguments and errors."""
   return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
                                       lds_bytes, scratch or _NO_SCRATCH, instruction_budget, False,
-                                      _target(arch, wave_size))
+                                      0 if arch == "gfx1100" and wave_size is None else _target(arch, wave_size))
 
 
 def start(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
@@ -117,7 +117,7 @@ def start(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: in
   or drop(). The arguments are dispatch()'s."""
   return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
                                       lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True,
-                                      _target(arch, wave_size))
+                                      0 if arch == "gfx1100" and wave_size is None else _target(arch, wave_size))
 
 
 _TARGETS: dict = {}

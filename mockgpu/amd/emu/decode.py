@@ -14,7 +14,8 @@ same ones `hcq disasm` uses) and normalises its result for the translator, so th
   forms included).
 - fields: VOP3 "clmp" -> "clamp", VOP3P opsel_hi as one 3-bit value, VOPD src0x/vsrc1x/vdstx/... with VDSTY
   expanded, DPP fields in fields["dpp"] with src0 set to the DPP's VGPR, gfx9 SDWA fields in fields["sdwa"] (src0 set
-  to the real operand, an SGPR when the S0 bit says so).
+  to the real operand, an SGPR when the S0 bit says so); gfx942 memory data in AccVGPRs (ACC) as registers
+  ACC_BASE + k.
 """
 from __future__ import annotations
 
@@ -88,18 +89,23 @@ def _normalise(inst, code, offset, arch="gfx1100") -> Inst:
   elif enc in ("GLOBAL", "SCRATCH", "FLAT"):
     if enc != "FLAT" or gfx9: f["offset"] = _sext(f["offset"], 13)   # gfx9 FLAT: 12 bits unsigned (bit 12 = 0)
     if gfx9:
-      if f.get("acc"): raise _illegal(code, offset, f"{name} with AccVGPR data is not supported by the emulator")
+      if f["acc"]: f["data"], f["vdst"] = f["data"] + ACC_BASE, f["vdst"] + ACC_BASE
       f["glc"] = f["sc0"]                      # MI300 ISA: SC0 on an atomic = return the pre-op value
       f["saddr"] = -1 if f["saddr"] == 0x7f else f["saddr"]
     else:
       f["saddr"] = -1 if f["saddr"] == 124 else f["saddr"]
   elif enc == "SMEM": _smem_offsets(f, arch)
-  elif enc == "DS" and gfx9 and f.get("acc"):
-    raise _illegal(code, offset, f"{name} with AccVGPR data is not supported by the emulator")
+  elif enc == "DS" and gfx9 and f["acc"]:
+    f["data0"], f["data1"], f["vdst"] = f["data0"] + ACC_BASE, f["data1"] + ACC_BASE, f["vdst"] + ACC_BASE
   if enc == "VOP3SD": f.setdefault("abs", 0); f.setdefault("opsel", 0)
   if enc == "MUBUF" and name not in CACHE_CONTROL:
     raise _illegal(code, offset, f"{name} (buffer instructions are not supported)")
   return Inst(name=name, encoding=enc, opcode=inst.opcode, size=inst.size, fields=f, literal=inst.literal)
+
+
+# gfx942 AccVGPR a<k> is the emulator's vector register ACC_BASE + k (VGPRs are 0-255): memory instructions with
+# ACC = 1 get their data/destination fields moved there; v_accvgpr_read/write/mov name them explicitly
+ACC_BASE = 256
 
 
 def _sext(v: int, bits: int) -> int:

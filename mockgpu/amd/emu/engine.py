@@ -100,7 +100,7 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   t0 = time.perf_counter()
   # a launch like one before (same shape, resources, LDS and scratch, target; any program, arguments and float
   # mode): its checked set-up, templates and pooled state are reused as they are (see _Shape)
-  fast_key = (grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, lds_bytes, scratch, target)
+  fast_key = (grid, block, rsrc1 & 0x3F | target << 8, rsrc2 & 0x1FBE, lds_bytes, scratch)
   launches = memory.dispatch_launches
   shape = launches.pop(fast_key, None)
   if shape is not None:

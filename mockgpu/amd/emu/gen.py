@@ -167,7 +167,7 @@ class Gen:
     return f"({self.s(r)} != 0)"
 
   def v(self, r: int) -> str:
-    if r > 255: raise ValueError(r)
+    if r > 511: raise ValueError(r)      # 256-511: gfx942's AccVGPRs (decode.ACC_BASE)
     if self.vpending: self.flush_wide(r)
     self.vregs.add(r)
     return f"v{r}"

@@ -3,7 +3,7 @@ VOPD and the DPP forms. Semantics: AMD "RDNA3 Instruction Set Architecture", "Ve
 per-mnemonic expressions live in valu_ops.py."""
 from __future__ import annotations
 
-from .decode import Inst
+from .decode import ACC_BASE, Inst
 from .gen import EXEC, FLOATS, HALF, LIT, NP_TYPE, VCC, WIDE, Gen, Unsupported, _out_mods, _src_mods
 from .valu_ops import CMP_F, CMP_I, DUAL, OPS, PACKED, PACKED32
 
@@ -117,6 +117,8 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     g.write_v(a, tb)
     return g.write_v(b, ta)
   if name == "v_nop": return
+  if name == "v_accvgpr_mov_b32":     # MI300 ISA: AccVGPR to AccVGPR (src0 = 256 + the source AccVGPR)
+    return g.write_v(ACC_BASE + f["vdst"], g.v(ACC_BASE + srcs[0] - 256))
   if name in ("v_permlane16_b32", "v_permlanex16_b32"):
     src = g.vsrc(srcs[0], inst, "u32")
     s1, s2 = g.raw_scalar(srcs[1], inst), g.raw_scalar(srcs[2], inst)
@@ -274,6 +276,10 @@ def _vop3p(g: Gen, pc: int, inst: Inst) -> None:
     c = g.vsrc(f["src2"], inst, "u32")
     return g.write_v(f["vdst"], f"R.dot_int({a}, {b}, {c}, {bits}, {sa}, {sb}, {iu})")
   if name in PACKED32: return _pk_f32(g, pc, inst)
+  if name == "v_accvgpr_write_b32":   # MI300 ISA V_ACCVGPR_WRITE_B32: AccVGPR vdst = src0
+    return g.write_v(ACC_BASE + f["vdst"], g.vsrc(f["src0"], inst, "u32"))
+  if name == "v_accvgpr_read_b32":    # VGPR vdst = AccVGPR (src0 = 256 + its number)
+    return g.write_v(f["vdst"], g.v(ACC_BASE + f["src0"] - 256))
   op = PACKED.get(name)
   if op is None: raise Unsupported(inst, pc)
   ety, arity, tmpl = op
