@@ -7,8 +7,8 @@ outside tests). MockOS (mockos.py) is generic and hosts any number of device mod
   memory.py  anonymous host memory at fixed addresses (GPU VA == host VA), fake physical addresses and DMA
   mmio.py    MMIO views: register windows and doorbell pages whose writes call the model, windows over memory
   pci.py     PCI functions: config space (BAR sizing, capabilities), BARs, the sysfs files Linux shows
-  amd/       the mock gfx1100: KFD model (kfd.py), topology (topology.py), GPU + queues (gpu.py, queues.py, pm4.py,
-             sdma.py) and the RDNA3 wave emulator (emu/)
+  amd/       the mock AMD GPU (gfx1100, gfx1200 or gfx942: config.mock_gpu): KFD model (kfd.py), topology
+             (topology.py), GPU + queues (gpu.py, queues.py, pm4.py, sdma.py) and the wave emulator (emu/)
   bnxt/      the mock Thor2 NIC
 
 In tests: `mock_amd_os(config, gpus=2)` gives a MockOS with two GPUs behind /dev/kfd; tests/mockgpu/mock_kfd_harness.py
@@ -22,12 +22,12 @@ from .mockos import MockOS
 __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
-MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
+MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
 MAX_MOCK_GPUS = 16
 
 
 def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
-  """A MockOS with `gpus` mock gfx1100 GPUs behind /dev/kfd."""
+  """A MockOS with `gpus` mock AMD GPUs (config.mock_gpu: gfx1100 by default) behind /dev/kfd."""
   from .amd.device import add_amd_gpus
   os = MockOS(config)
   add_amd_gpus(os, gpus, props)

@@ -4,16 +4,13 @@ the ISA's definitions (numpy / Python integers), independently of the emulator's
 Harness: s[0:1] = output buffer, s[2:3] = input buffer, s4..s7 = scalar inputs. The prologue loads the four
 per-lane inputs into v10..v13; the epilogue stores v1 and v3 per lane (v1 at out[0:32], v3 at out[32:64]).
 """
-import os
-import subprocess
-import tempfile
-
 import numpy as np
 import pytest
 
 from hcq.mockgpu.amd.emu import GPUMemory, dispatch
 
-from .loader import HostBuffers, _parse_elf
+from . import asmrun
+from .loader import HostBuffers
 
 pytestmark = [pytest.mark.tools("llvm-mc-19")]
 
@@ -38,16 +35,8 @@ s_endpgm
 
 
 def assemble(text: str) -> bytes:
-  """The .text bytes of the object llvm-mc-19 assembles (branches to labels resolved)."""
-  with tempfile.TemporaryDirectory() as tmp:
-    obj = os.path.join(tmp, "a.o")
-    out = subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-filetype=obj", "-o", obj],
-                         input=text, capture_output=True, text=True)
-    if out.returncode != 0 or "error" in out.stderr: raise AssertionError(out.stderr)
-    with open(obj, "rb") as f: blob = f.read()
-  _, named, _ = _parse_elf(blob)
-  sh = named[".text"]
-  return blob[sh[4]:sh[4] + sh[5]]
+  """The .text bytes of the object llvm-mc-19 assembles for gfx1100 (branches to labels resolved)."""
+  return asmrun.assemble(text, "gfx1100")
 
 
 def run(body: str, ins=None, scalars=(0, 0, 0, 0), lanes=32):

@@ -1,7 +1,8 @@
 """Run-time helpers called by translated blocks (as R.*): lane masks, 64-bit pairs, 16-bit halves, float and integer
 helpers with the ISA's semantics. Memory accesses are in memaccess.py (M.* in blocks), cross-lane moves in lanes.py.
 
-Register values are uint32 numpy arrays: SGPRs (n,), VGPRs (n, 32), n = waves executing the block.
+Register values are uint32 numpy arrays: SGPRs (n,), VGPRs (n, L), n = waves executing the block, L = lanes per wave
+(32, or 64 in wave64 where a lane mask is an SGPR pair: lanes2/pack2/all_ones2).
 """
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
 f16, f32, f64 = np.float16, np.float32, np.float64
 LANE = np.arange(32, dtype=np.uint32)
 LANE_BELOW = ((np.uint64(1) << LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)  # bits of lanes < L
+# wave64 (V_MBCNT_LO/HI_U32_B32): the bits of the lanes below lane L within EXEC_LO / within EXEC_HI
+_L64 = np.arange(64, dtype=np.int64)
+LANE_BELOW64_LO = np.where(_L64 >= 32, 0xFFFFFFFF, (1 << np.minimum(_L64, 31)) - 1).astype(np.uint32)
+LANE_BELOW64_HI = np.where(_L64 < 32, 0, (1 << np.clip(_L64 - 32, 0, 31)) - 1).astype(np.uint32)
 FULL = np.uint32(0xFFFFFFFF)
 
 
@@ -32,6 +37,32 @@ def pack(bits: np.ndarray) -> np.ndarray:
   return np.packbits(b, axis=1, bitorder="little").view("<u4").reshape(-1).astype(u32)
 
 
+def lanes2(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+  """Wave64 masks held in SGPR pairs: (n,) u32 low and high halves -> (n, 64) bool per lane."""
+  m = np.empty((np.shape(lo)[0] if np.ndim(lo) else np.shape(hi)[0], 2), u32)
+  m[:, 0] = lo
+  m[:, 1] = hi
+  return np.unpackbits(m.view(u8), axis=1, bitorder="little").view(np.bool_)
+
+
+def lanes64(mask: np.ndarray) -> np.ndarray:
+  """(n,) u64 wave64 masks -> (n, 64) bool per lane."""
+  m = np.ascontiguousarray(mask, dtype=u64)
+  return np.unpackbits(m.view(u8).reshape(-1, 8), axis=1, bitorder="little").view(np.bool_)
+
+
+def pack2(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(n, 64) bool -> the (n,) u32 low and high halves of the wave64 masks."""
+  b = np.ascontiguousarray(bits, dtype=np.bool_)
+  words = np.packbits(b, axis=1, bitorder="little").view("<u4")
+  return words[:, 0].astype(u32), words[:, 1].astype(u32)
+
+
+def all_ones2(lo: np.ndarray, hi: np.ndarray) -> bool:
+  """Whether every wave's 64-lane mask (an SGPR pair) has all lanes."""
+  return all_ones(lo) and all_ones(hi)
+
+
 def all_ones(mask: np.ndarray) -> bool:
   """Whether every wave's mask has all 32 lanes (True for no waves). Run at the start of most blocks: a few waves
   are compared as Python ints, more by one AND reduction (not `(mask == FULL).all()`: two numpy calls, ~1 us)."""
@@ -39,10 +70,10 @@ def all_ones(mask: np.ndarray) -> bool:
   return bool(np.bitwise_and.reduce(mask, axis=None) == FULL)
 
 
-def vfix(x, n: int) -> np.ndarray:
-  """A VALU result as a fresh, writable (n, 32) array."""
-  if isinstance(x, np.ndarray) and x.shape == (n, 32) and x.dtype == u32 and x.flags.writeable: return x
-  return np.array(np.broadcast_to(x, (n, 32)))
+def vfix(x, shape: tuple) -> np.ndarray:
+  """A VALU result as a fresh, writable (n, L) array (shape = (n, L))."""
+  if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == u32 and x.flags.writeable: return x
+  return np.array(np.broadcast_to(x, shape))
 
 
 def sfix(x, n: int, dtype=u32) -> np.ndarray:
@@ -78,6 +109,36 @@ def bits64(x) -> np.ndarray:
   if x.dtype == u64: return x
   if x.dtype.itemsize == 8: return x.view(u64)
   return x.astype(u64)
+
+
+# ---- gfx9 SDWA sub-dword selects (MI300 ISA "SDWA": SEL 0-3 BYTE_0..3, 4/5 WORD_0/1, 6 DWORD) ----
+_SEL_SHIFT = (0, 8, 16, 24, 0, 16, 0)
+_SEL_BITS = (8, 8, 8, 8, 16, 16, 32)
+
+
+def sdwa_sel(x, sel: int, sext: bool) -> np.ndarray:
+  """The selected byte/word of x (u32), zero- or sign-extended to u32."""
+  x = np.asarray(x, u32)
+  sh, bits = _SEL_SHIFT[sel], _SEL_BITS[sel]
+  if bits == 32: return x
+  v = (x >> u32(sh)) & u32((1 << bits) - 1)
+  if sext: v = ((v << u32(32 - bits)).view(i32) >> i32(32 - bits)).view(u32)
+  return v
+
+
+def sdwa_dst(old, r, sel: int, unused: int) -> np.ndarray:
+  """A result r (u32) written into the DST_SEL field of the destination: the other bits zero (UNUSED_PAD),
+  the field's sign bit repeated above it (UNUSED_SEXT) or those of old (UNUSED_PRESERVE)."""
+  sh, bits = _SEL_SHIFT[sel], _SEL_BITS[sel]
+  r = np.asarray(r, u32)
+  if bits == 32: return r
+  field = u32(((1 << bits) - 1) << sh)
+  v = (r << u32(sh)) & field
+  if unused == 2: return (np.asarray(old, u32) & ~field) | v
+  if unused == 1:
+    top = sh + bits
+    v = ((v << u32(32 - top)).view(i32) >> i32(32 - top)).view(u32) if top < 32 else v
+  return v
 
 
 # ---- 16-bit halves ----
