@@ -28,22 +28,23 @@ InstructionBudgetExceeded (a GPUFault, kind 'instruction budget') when the kerne
 wave-instructions; GPUFault kind 'illegal instruction' for an encoding the emulator does not know.
 
 Execution model (engine.py, translate.py): each basic block is translated once per code address (and denormal
-mode) into a Python function over numpy arrays (the translation is re-done when the code bytes change); all waves
-of a dispatch (in batches of up to 8192) run together as arrays of shape (waves,) for SGPRs and (waves, 32) for
-VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
+mode and target) into a Python function over numpy arrays (the translation is re-done when the code bytes change);
+all waves of a dispatch (in batches of up to 8192 wave32 or 4096 wave64 waves) run together as arrays of shape
+(waves,) for SGPRs and (waves, 32 or 64 lanes) for VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
 so that a spinning wave cannot starve another), with EXEC masks for divergence inside a wave and s_barrier
 releasing a work-group when its live waves have all reached it. Memory: GPUMemory (memory.py) checks every access
 against the mapped ranges before numpy touches host memory; LDS is per work-group, scratch per lane.
 
 Covered (gfx1100, wave32; the same operations on gfx1200 and gfx942 under their own mnemonics and encodings, plus
 gfx1200's s_barrier_signal/wait, s_wait_* counters, SMEM sub-dword loads, 64-bit SALU adds and SALU float, and
-gfx942's wave64 masks and whole-wave DPP controls, SDWA, packed f32 (v_pk_fma/mul/add/mov), v_fmac_f64 and
-v_lshl_add_u64): SOP1/SOP2/SOPC/SOPK/SOPP, SMEM loads, VOP1/VOP2/VOP3/VOP3SD/VOPC incl. modifiers and
-true16 halves, VOP3P (packed 16-bit, fma_mix, dot2), VOPD, DPP16/DPP8, permlane16/x16, DS (loads, stores, 2addr,
+gfx942's wave64 masks and whole-wave DPP controls, SDWA, packed f32 (v_pk_fma/mul/add/mov), v_fmac_f64,
+v_lshl_add_u64, v_mov_b64, unfused v_mac/mad, 16-bit results clearing the high half, AccVGPR moves and memory data,
+buffer_wbl2/buffer_inv cache control): SOP1/SOP2/SOPC/SOPK/SOPP, SMEM loads, VOP1/VOP2/VOP3/VOP3SD/VOPC incl.
+modifiers and true16 halves, VOP3P (packed 16-bit, fma_mix, dot2), VOPD, DPP16/DPP8, permlane16/x16, DS (loads, stores, 2addr,
 atomics, bpermute/permute/swizzle), GLOBAL/SCRATCH/FLAT (FLAT routed by the apertures reported as
 src_shared_base/src_private_base to LDS, scratch or global), function calls (s_swappc/s_setpc), f16/f32/f64 with
 correctly rounded fma and the descriptor's denormal modes. Not modelled: buffer/image instructions, GDS, traps
-(s_trap is a GPUFault), round modes other than nearest-even, gfx942's AccVGPRs and MFMA.
+(s_trap is a GPUFault), round modes other than nearest-even, gfx942's MFMA/SMFMAC and DPP in VOP3/VOPC forms.
 """
 from __future__ import annotations
 
