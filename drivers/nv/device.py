@@ -1,0 +1,198 @@
+"""NVDevice: the NV vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over RMIface (rm.py).
+
+Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (launches by QMD, semaphores), and
+"copy", a GPFIFO channel with the copy object on subchannel 4; both lower queue programs by the pattern matchers of
+lower.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
+Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
+buffer 0, code loading (cubins; PTX compiled to a cubin, or run as PTX by a GPU that executes PTX: the mock), and
+faults read from the channels' error notifiers when a wait blocks."""
+from __future__ import annotations
+
+from array import array
+
+from ...compiler import queue as Q
+from ...errors import DeviceError, GPUFault, QueueError
+from ..hcq import Buffer, round_up
+from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
+from ..hcq.runtime import HCQDevice, Submission
+from . import abi, gpfifo as G, lower, qmd
+from .program import (PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
+
+GPFIFO_ENTRIES = 0x400
+PUSHBUFFER_SIZE = 1 << 20
+QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
+SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
+ROBUST_CHANNEL_ERRORS = {13: "graphics engine exception", 31: "MMU fault", 8: "GPU timeout", 43: "reset channel verif error"}
+
+
+class NVShape:
+  __slots__ = ("cmd", "qmd", "cb_size", "grid", "block")
+
+  def __init__(self, cmd, qmd_bytes: bytearray, cb_size: int, grid, block):
+    self.cmd, self.qmd, self.cb_size, self.grid, self.block = cmd, qmd_bytes, cb_size, grid, block
+
+
+class NVDevice(HCQDevice):
+  buffer_type = Buffer
+  ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
+
+  def __init__(self, iface, os, config, executes_ptx: bool = False):
+    super().__init__(os, config)
+    self.iface, self.label = iface, iface.label
+    self.arch, self.executes_ptx = iface.arch, executes_ptx
+    self.compute_class, self.copy_class = iface.compute_class, iface.copy_class
+    self.name = f"{self.arch} on {iface.label}"
+    self.param_base = PARAM_BASE.get(iface.sm_version >> 8, 0x160)
+    self._images: dict[bytes, tuple] = {}
+    try: self._setup()
+    except BaseException:
+      try: iface.close()
+      finally: raise
+
+  def _setup(self) -> None:
+    major = QMD_MAJOR[self.compute_class]
+    if major not in qmd.LAYOUTS:
+      raise DeviceError(f"{self.name}: {abi.class_name(self.compute_class)} takes QMD v{major}, whose layout hcq does "
+                        f"not have yet")
+    self.qmd_major = major
+    self.qmd_layout, self.qmd_size = qmd.LAYOUTS[major]
+    self.channels = {lower.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
+                     lower.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
+    self.iface.schedule()
+    self._start_runtime()
+    # bind the engine objects to their subchannels; the compute channel's shared and local memory windows
+    w = G.method(G.SUBC_COMPUTE, G.SET_OBJECT, self.compute_class)
+    w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_SHARED_MEMORY_WINDOW_A, SHARED_WINDOW >> 32, SHARED_WINDOW & 0xFFFFFFFF)
+    w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_WINDOW_A, LOCAL_WINDOW >> 32, LOCAL_WINDOW & 0xFFFFFFFF)
+    with Submission(self, self.compute, "the compute channel's set-up") as sub: sub.add(array("I", w))
+    with Submission(self, self.copy, "the copy channel's set-up") as sub:
+      sub.add(array("I", G.method(G.SUBC_COPY, G.SET_OBJECT, self.copy_class)))
+    self.synchronize()
+
+  # ---- runtime hooks
+  def _host_memory(self, size: int):
+    mem = self.iface.alloc(size, kind="host")
+    return mem.va, mem.cpu
+
+  def _make_engines(self, links: dict):
+    engines = {}
+    for name, ch in self.channels.items():
+      va, cpu = self._host_memory(PUSHBUFFER_SIZE)
+      engines[name] = G.GPFifoEngine(name, lower.MATCHERS[name], None, links, ch, va, cpu, self.os, self.timeout_s,
+                                     idle=self._block)
+    return engines
+
+  def _block(self, seconds: float) -> None:
+    """A wait that is not done after its busy polls: a channel whose error notifier holds an error stopped (raise
+    it), else sleep (the mock GPU runs in the sleep)."""
+    for name, ch in self.channels.items():
+      err = self.iface.channel_error(ch)
+      if err is None: continue
+      code, address = err
+      what = ROBUST_CHANNEL_ERRORS.get(code, f"robust-channel error {code}")
+      if code == 31:
+        raise GPUFault(f"{self.label}: the {name} channel stopped: {what}", address=address or None, kind="page fault")
+      raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what})")
+    self.os.sleep(seconds)
+
+  def _release_hardware(self) -> None: self.iface.close()
+
+  # ---- launches
+  def make_shape(self, prog: NVProgram, grid, block, timed: bool) -> NVShape:
+    k, layout = prog.kernel, self.qmd_layout
+    cb_size = round_up(prog.param_base + k.param_bytes, 16)
+    f = dict(QMD_MAJOR_VERSION=self.qmd_major, CTA_THREAD_DIMENSION0=block[0], CTA_THREAD_DIMENSION1=block[1],
+             CTA_THREAD_DIMENSION2=block[2], PROGRAM_ADDRESS_LOWER=prog.code_va & 0xFFFFFFFF,
+             PROGRAM_ADDRESS_UPPER=prog.code_va >> 32, SHARED_MEMORY_SIZE=round_up(k.shared, 256) if k.shared else 0,
+             BARRIER_COUNT=1, CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4)
+    if self.qmd_major == 3:
+      f.update(QMD_VERSION=0, QMD_GROUP_ID=0x3F, CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1],
+               CTA_RASTER_DEPTH=grid[2], REGISTER_COUNT_V=k.registers, SHADER_LOCAL_MEMORY_HIGH_SIZE=k.local)
+    else:
+      f.update(QMD_VERSION=0, QMD_TYPE=2, QMD_GROUP_ID=0x3F, GRID_WIDTH=grid[0], GRID_HEIGHT=grid[1],
+               GRID_DEPTH=grid[2], REGISTER_COUNT=k.registers, SHADER_LOCAL_MEMORY_LOW_SIZE=k.local)
+    template = qmd.encode(layout, self.qmd_size, **f)
+    els = [Q.barrier()]
+    if timed: els.append(Q.timestamp(T_START))
+    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
+    if timed: els.append(Q.timestamp(T_END))
+    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
+    return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block)
+
+  def _launch_words(self, prog: NVProgram, shape: NVShape, explicit: bytes, value: int):
+    cb = round_up(shape.cb_size, 256)
+    va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
+    off = va - self.launch_data.va
+    view = self._launch_view
+    base = off + prog.param_base
+    if explicit: view[base:base + len(explicit)] = explicit
+    q = bytearray(shape.qmd)
+    if self.qmd_major == 3:
+      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_LOWER_0", va & 0xFFFFFFFF)
+      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_UPPER_0", va >> 32)
+    else:
+      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_LOWER_0", (va >> 6) & 0xFFFFFFFF)
+      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_UPPER_0", va >> 38)
+    view[off + cb:off + cb + self.qmd_size] = q
+    return shape.cmd.fill({lower.V_QMD: va + cb, V_TIMELINE: value})
+
+  # ---- memory
+  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
+    with self._open_lock():
+      mem = self.iface.alloc(nbytes, kind="host" if host else "vram", cpu_access=cpu_access)
+    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu, kind="host" if host else "device")
+
+  def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
+
+  # ---- programs
+  def _load(self, image: bytes, name: str | None):
+    where = f"{self.name}: load"
+    if image[:4] == b"\x7fELF":
+      if self.executes_ptx:
+        raise DeviceError(f"{self.name}: this GPU (the mock NV GPU) executes PTX only and cannot run SASS: load the "
+                          f"kernel's PTX instead of a cubin")
+      kernels = cubin_kernels(image, where)
+      infos = {n: k for n, (k, _) in kernels.items()}
+    elif is_ptx(image):
+      infos = ptx_kernels(image.decode(errors="replace"), where)
+      if not infos: raise DeviceError(f"{where}: the PTX module has no .entry kernels")
+      if not self.executes_ptx:
+        return self._load(self._compile_ptx(image), name)
+      kernels = None
+    else: raise DeviceError(f"{where}: neither a cubin (ELF) nor PTX text")
+    if name is None:
+      if len(infos) > 1: raise DeviceError(f"{where}: the module has {len(infos)} kernels ({', '.join(infos)}); name one")
+      name = next(iter(infos))
+    if name not in infos: raise DeviceError(f"{where}: no kernel {name!r} in the module (it has {', '.join(infos)})")
+    with self._open_lock():
+      key = bytes(image)
+      loaded = self._images.get(key)
+      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels)
+      return NVProgram(self, infos[name], loaded[name])
+
+  def _upload(self, image: bytes, infos: dict, kernels) -> dict[str, int]:
+    """Put a module's code in VRAM; {kernel: program address}."""
+    if kernels is None:         # PTX for a GPU that runs it: the text and a PTX_ENTRY record per kernel
+      size = round_up(len(image) + 512 * len(infos) + 4096, 0x1000)
+      mem = self.iface.alloc(size, kind="vram")
+      data, offsets = ptx_image(image, list(infos), mem.va)
+    else:                       # SASS: each kernel's .text, 256-byte aligned, with 4 KB of slack for prefetches
+      data, offsets = bytearray(), {}
+      for n, (_, code) in kernels.items():
+        data += bytes(-len(data) % 256)
+        offsets[n] = len(data)
+        data += code
+      data += bytes(4096)
+      mem = self.iface.alloc(round_up(len(data), 0x1000), kind="vram")
+    self._copyin(Buffer(self, mem.va, mem.size, handle=mem, kind="code"), memoryview(bytes(data)), 0)
+    return {n: mem.va + o for n, o in offsets.items()}
+
+  def _compile_ptx(self, image: bytes) -> bytes:
+    from ...compiler.backend.cubin import PTXCompiler
+    return compile_ptx(image, self.arch, PTXCompiler(self.config))
+
+  def _compile(self, sink):
+    from ...compiler import compile as compile_sink     # hcq's PTX backend
+    return self.load(compile_sink(sink, self.arch).encode())
+
+  def __repr__(self): return f"NVDevice({self.name})"
