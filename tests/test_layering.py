@@ -25,7 +25,7 @@ PACKAGES = ["autogen", "cli", "compiler", "drivers", "mockgpu", "smi"]
 BASE = {"errors", "config", "safefiles"}  # importable from anywhere
 # benchmarks of the mock itself: their subject is mockgpu's internals (its queue engines, per-stage timers wrapped
 # around its functions), which hcq.open does not expose. Every other bench script reaches devices through hcq.open.
-MOCK_BENCHES = {"mock_launch_profile.py", "mock_queues.py"}
+MOCK_BENCHES = {"mock_launch_profile.py", "mock_queues.py", "ptx_interp.py"}
 
 
 def modules():
