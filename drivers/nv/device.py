@@ -22,7 +22,9 @@ GPFIFO_ENTRIES = 0x400
 PUSHBUFFER_SIZE = 1 << 20
 QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
 SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
-ROBUST_CHANNEL_ERRORS = {13: "graphics engine exception", 31: "MMU fault", 8: "GPU timeout", 43: "reset channel verif error"}
+# nverror.h robust-channel errors (Xids) an error notifier may report
+ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time limit", 13: "graphics engine exception",
+                         31: "MMU fault", 43: "the channel was reset"}
 
 
 class NVShape:
@@ -43,6 +45,9 @@ class NVDevice(HCQDevice):
     self.compute_class, self.copy_class = iface.compute_class, iface.copy_class
     self.name = f"{self.arch} on {iface.label}"
     self.param_base = PARAM_BASE.get(iface.sm_version >> 8, 0x160)
+    # shared memory a CTA may use (CUDA programming guide, compute capabilities table): 227 KiB on sm_90, 99 KiB on
+    # sm_86/89, 163 KiB on sm_80
+    self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
     self._images: dict[bytes, tuple] = {}
     try: self._setup()
     except BaseException:
@@ -98,12 +103,16 @@ class NVDevice(HCQDevice):
   def _release_hardware(self) -> None: self.iface.close()
 
   # ---- launches
-  def make_shape(self, prog: NVProgram, grid, block, timed: bool) -> NVShape:
+  def make_shape(self, prog: NVProgram, grid, block, timed: bool, dynamic_shared: int = 0) -> NVShape:
     k, layout = prog.kernel, self.qmd_layout
     cb_size = round_up(prog.param_base + k.param_bytes, 16)
+    shared = k.shared + dynamic_shared
+    if shared > self.max_shared:
+      raise DeviceError(f"kernel {k.name}: {k.shared} bytes of static and {dynamic_shared} of dynamic shared memory "
+                        f"exceed the {self.max_shared} bytes a CTA may have on {self.arch}")
     f = dict(QMD_MAJOR_VERSION=self.qmd_major, CTA_THREAD_DIMENSION0=block[0], CTA_THREAD_DIMENSION1=block[1],
              CTA_THREAD_DIMENSION2=block[2], PROGRAM_ADDRESS_LOWER=prog.code_va & 0xFFFFFFFF,
-             PROGRAM_ADDRESS_UPPER=prog.code_va >> 32, SHARED_MEMORY_SIZE=round_up(k.shared, 256) if k.shared else 0,
+             PROGRAM_ADDRESS_UPPER=prog.code_va >> 32, SHARED_MEMORY_SIZE=shared,
              BARRIER_COUNT=1, CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4)
     if self.qmd_major == 3:
       f.update(QMD_VERSION=0, QMD_GROUP_ID=0x3F, CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1],

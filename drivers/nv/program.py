@@ -46,11 +46,13 @@ class KernelInfo:
     self.name, self.params, self.param_base, self.registers = name, params, param_base, registers
     self.shared, self.local, self.required_block, self.max_threads = shared, local, required_block, max_threads
     self.param_bytes = max((p.offset + p.size for p in params), default=0)
+    self.dynamic_shared = False      # the kernel uses dynamic shared memory: its launches give the size
 
 
 # ---- PTX
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*\(([^)]*)\)", re.S)
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*(?:\[\s*(\d+)\s*\])?")
+_SHARED = re.compile(r"(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*((?:\[\s*\d*\s*\])*)")
 _REQNTID = re.compile(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 
@@ -60,11 +62,46 @@ def is_ptx(image: bytes) -> bool:
   return not image.startswith(b"\x7fELF") and (b".version" in head or b".target" in head or b".entry" in image)
 
 
+def _body_end(text: str, start: int) -> int:
+  """The position after the } that closes the body opened at or after start."""
+  i = text.find("{", start)
+  depth = 0
+  while i != -1 and i < len(text):
+    if text[i] == "{": depth += 1
+    elif text[i] == "}":
+      depth -= 1
+      if depth == 0: return i + 1
+    i += 1
+  return len(text)
+
+
+def _shared(decls) -> tuple[int, bool]:
+  """(static .shared bytes laid out in order at their alignments, whether an extern/unsized one (dynamic) is there)."""
+  off, dynamic = 0, False
+  for m in decls:
+    extern, align_s, ptype, _, dims = m.groups()
+    counts = [int(x) for x in re.findall(r"\[\s*(\d*)\s*\]", dims) if x] if dims else []
+    if extern or (dims and not counts) or ptype not in PTX_TYPES:
+      dynamic = dynamic or bool(extern or dims)
+      continue
+    size = PTX_TYPES[ptype]
+    for c in counts: size *= c
+    align = int(align_s) if align_s else PTX_TYPES[ptype]
+    off = (off + align - 1) // align * align + size
+  return off, dynamic
+
+
 def ptx_kernels(text: str, where: str) -> dict[str, KernelInfo]:
-  """Kernels of a PTX module and their parameters (the CUDA ABI layout), from the .entry signatures."""
+  """Kernels of a PTX module: parameters (the CUDA ABI layout) from the .entry signatures, static .shared bytes
+  (module-level declarations before the entry, then the body's) and whether it uses dynamic shared memory (an
+  .extern or unsized .shared array)."""
   text = re.sub(r"//[^\n]*", "", text)
-  kernels = {}
-  for m in _ENTRY.finditer(text):
+  kernels, bodies = {}, []
+  entries = list(_ENTRY.finditer(text))
+  for m in entries: bodies.append((m.start(), _body_end(text, m.end())))
+  for m, (start, end) in zip(entries, bodies):
+    module_level = [d for d in _SHARED.finditer(text, 0, start) if not any(a <= d.start() < b for a, b in bodies)]
+    shared, dynamic = _shared(module_level + list(_SHARED.finditer(text, m.end(), end)))
     name, params, offset = m.group(1), [], 0
     for p in m.group(2).split(","):
       if not p.strip(): continue
@@ -80,7 +117,8 @@ def ptx_kernels(text: str, where: str) -> dict[str, KernelInfo]:
     tail = text[m.end():m.end() + 300].split("{", 1)[0]
     req = _REQNTID.search(tail)
     mx = _MAXNTID.search(tail)
-    k = KernelInfo(name, params)
+    k = KernelInfo(name, params, shared=shared)
+    k.dynamic_shared = dynamic
     if req: k.required_block = tuple(int(x or 1) for x in req.groups())
     if mx: k.max_threads = min(1024, int(mx.group(1)) * int(mx.group(2) or 1) * int(mx.group(3) or 1))
     kernels[name] = k
@@ -192,11 +230,12 @@ def cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes
 # ---- arguments
 class CUDAParams:
   """The runtime's ArgLayout for the CUDA parameter bank: Buffers and integers for 8-byte parameters (addresses),
-  integers or floats for the others, packed at the kernel's offsets."""
-  dynamic_shared = False
+  integers or floats for the others, packed at the kernel's offsets. A kernel with dynamic shared memory (an
+  extern .shared array: CUDA's third launch parameter) takes its size in bytes as one more, last, argument."""
 
   def __init__(self, kernel: KernelInfo):
     self.kernel = kernel
+    self.dynamic_shared = kernel.dynamic_shared
     self.params = kernel.params
     self.segment_size = kernel.param_bytes
     self._fast = None
@@ -204,11 +243,19 @@ class CUDAParams:
        [p.offset for p in self.params] == [8 * i for i in range(len(self.params))]:
       self._fast = struct.Struct(f"<{len(self.params)}Q")
 
-  def shared_layout(self, args): return [], 0
+  def shared_layout(self, args):
+    if not self.dynamic_shared: return [], 0
+    return [], int(args[-1]) if args and is_integer(args[-1]) else 0
+
   def hidden_values(self, grid, block, extra): return b""
 
   def check_and_pack(self, args: tuple, buffer_type: type, device) -> bytes:
     k = self.kernel
+    if self.dynamic_shared:
+      if len(args) != len(self.params) + 1 or not is_integer(args[-1]) or int(args[-1]) < 0:
+        raise DeviceError(f"kernel {k.name}: uses dynamic shared memory: give its size in bytes as a last argument "
+                          f"after the {len(self.params)} parameters ({', '.join(p.name for p in self.params)})")
+      args = args[:-1]
     if len(args) != len(self.params):
       raise DeviceError(f"kernel {k.name}: takes {len(self.params)} arguments "
                         f"({', '.join(p.name for p in self.params)}), got {len(args)}")
@@ -257,4 +304,4 @@ class NVProgram(Program):
     self.param_base = kernel.param_base if kernel.param_base is not None else device.param_base
 
   def make_shape(self, grid, block, timed, shared=None):
-    return self.device.make_shape(self, grid, block, timed)
+    return self.device.make_shape(self, grid, block, timed, shared or 0)

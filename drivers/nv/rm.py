@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os as _os
+import threading
 
 from ...errors import DeviceError, OSCallError
 from ..hcq.alloc import VARanges, round_up
@@ -36,6 +37,14 @@ CHANNEL_VA_SIZE = 64 << 20          # the VA range UVM REGISTER_CHANNEL is given
 # and SEND_PCAS_A a 40-bit QMD address (>> 8 in 32 bits)
 LOW_VA_BASE, LOW_VA_SIZE = 0x10_0000_0000, 0xF0_0000_0000
 VA_TRIES = 64                       # addresses another mapping of the process holds already are skipped
+_LOW_VA: list = []                  # the process's one allocator of that range (every device maps into one process)
+_LOW_VA_LOCK = threading.Lock()
+
+
+def low_va() -> VARanges:
+  with _LOW_VA_LOCK:
+    if not _LOW_VA: _LOW_VA.append(VARanges(LOW_VA_BASE, LOW_VA_SIZE, "hcq NV GPU address space"))
+    return _LOW_VA[0]
 
 
 class RMError(DeviceError):
@@ -82,7 +91,7 @@ class RMIface:
     self._channels: list[Channel] = []
     self._handles = 0xCF100000           # handles this client chooses (OS descriptors)
     self.root = 0
-    self.va = VARanges(LOW_VA_BASE, LOW_VA_SIZE, f"{self.label} GPU address space")
+    self.va = low_va()
     try: self._open(index)
     except BaseException as e:
       try: self.close()
@@ -225,7 +234,7 @@ class RMIface:
       try: self._escape(self.dev, abi.NV_ESC_RM_ALLOC_MEMORY, a, f"of {size:#x} bytes of host memory at {va:#x}")
       except BaseException:
         osi.free_anon(va, size)
-        self.va.free(va)
+        self._unreserve(va)
         raise
     else:
       if kind not in ("vram", "sysmem"): raise ValueError(f"unknown memory kind {kind!r}")
@@ -239,7 +248,7 @@ class RMIface:
       try: handle = self.rm_alloc(self.device, abi.NV1_MEMORY_USER if vram else abi.NV01_MEMORY_SYSTEM, p)
       except BaseException:
         osi.free_anon(va, size)
-        self.va.free(va)
+        self._unreserve(va)
         raise
     mem = Mem(va, size, handle, kind, None)
     try:
@@ -259,10 +268,13 @@ class RMIface:
   def _reserve(self, size: int, **kw) -> int:
     """CPU memory (or a reservation) at an address of hcq's GPU address space."""
     for _ in range(VA_TRIES):
-      va = self.va.alloc(size, PAGE)
+      with _LOW_VA_LOCK: va = self.va.alloc(size, PAGE)
       try: return self.os.alloc_anon(size, addr=va, **kw)
-      except OSCallError: continue          # taken by another mapping (another device's): skip it for good
+      except OSCallError: continue          # taken by a mapping hcq did not make: skip it for good
     raise DeviceError(f"{self.label}: no free address for {size:#x} bytes below {LOW_VA_BASE + LOW_VA_SIZE:#x}")
+
+  def _unreserve(self, va: int) -> None:
+    with _LOW_VA_LOCK: self.va.free(va)
 
   def _map_to_gpu(self, mem: Mem) -> None:
     self.uvm_call(abi.UVM_CREATE_EXTERNAL_RANGE, abi.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=mem.va, length=mem.size))
@@ -288,7 +300,7 @@ class RMIface:
     for step in (lambda: self.uvm_call(abi.UVM_FREE, abi.UVM_FREE_PARAMS(base=mem.va, length=mem.size)),
                  lambda: self.rm_free(mem.handle, self.device),
                  lambda: self.os.free_anon(mem.va, mem.size),
-                 lambda: self.va.free(mem.va),
+                 lambda: self._unreserve(mem.va),
                  lambda: mem.fd.close() if mem.fd is not None else None):
       try: step()
       except (DeviceError, OSError) as e: errors.append(e)

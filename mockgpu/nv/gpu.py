@@ -36,7 +36,8 @@ from . import abi, qmd
 NO_TOKEN = 0xFFFFFFFF
 DOORBELL_OFFSET = 0x90                  # NOTIFY_CHANNEL_PENDING of the usermode class
 USERD_GP_GET, USERD_GP_PUT = 0x88, 0x8C
-ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_MMU_FAULT = 13, 31   # nverror.h
+# nverror.h (the Xid numbers): a channel stopped by a time limit, an engine exception, an MMU fault
+ROBUST_CHANNEL_TIMEOUT, ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_MMU_FAULT = 8, 13, 31
 PTX_ENTRY_MAGIC = b"PTXENTRY"           # the mock GPU's "machine code": see PTX_ENTRY below
 # At a program address the mock GPU finds: magic (8 bytes), u64 address of the PTX module's text, u32 its length,
 # u32 the kernel name's length, then the name. The driver writes it when it loads PTX for a GPU that runs PTX.
@@ -186,8 +187,8 @@ class MockNVGPU:
     with self.lock: self.channels.append(ch)
 
   def remove_channel(self, ch: Channel) -> None:
+    ch.active = False        # first, without the lock: a kernel the worker runs under it sees it and stops
     with self.lock:
-      ch.active = False
       ch.current = None
       if ch in self.channels: self.channels.remove(ch)
 
@@ -218,7 +219,7 @@ class MockNVGPU:
       if not self.poll(): time.sleep(0.0002)
 
   def close(self) -> None:
-    self._stop = True
+    self._stop = True        # a running kernel's stop callback sees it
     if self._worker is not None:
       self._worker.join(timeout=5)
       self._worker = None
@@ -239,7 +240,8 @@ class MockNVGPU:
     address = getattr(e, "address", None)
     try:
       self.write64(ch.notifier_va, self.clock_ns(), "error notifier")
-      self.write32(ch.notifier_va + 8, ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION)
+      code = getattr(e, "xid", ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION)
+      self.write32(ch.notifier_va + 8, code)
       self.write32(ch.notifier_va + 12, 0xFFFF << 16)       # info16 0, status 0xFFFF: an error
       self.write64(ch.notifier_va + 16, address or 0, "error notifier")
     except GPUFault: pass
@@ -419,8 +421,10 @@ class MockNVGPU:
     try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop)
     except ptx.Stopped:
       if not ch.active or self._stop: raise QueueError(ch.name, f"kernel {kernel.name} was stopped: its channel went away") from None
-      raise QueueError(ch.name, f"kernel {kernel.name} ran for more than {limit:g} s (the mock's time limit) and was "
-                                f"stopped") from None
+      e = QueueError(ch.name, f"kernel {kernel.name} ran for more than {limit:g} s (the mock's time limit) and was "
+                              f"stopped")
+      e.xid = ROBUST_CHANNEL_TIMEOUT
+      raise e from None
     except GPUFault as e:
       e.add_note(f"{ch.name}: in kernel {kernel.name}")
       raise
