@@ -47,7 +47,8 @@ class Config:
   bnxt_mock_pcap: str = ""
   bnxt_mock_faults: str = ""
   bnxt_mock_mac: str = ""
-  # mock NV GPU: which GPU MOCK+NV models ("H200": GH100 with driver 580, the default; "AD102": an Ada RTX 4090)
+  # mock NV GPU: which GPU MOCK+NV models ("H200": GH100 with driver 580, the default; "AD102": an Ada RTX 4090;
+  # "B200": a Blackwell GB100)
   nv_mock_gpu: str = "H200"
   debug: int = 0
   # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
@@ -105,7 +106,7 @@ def check_mac(value) -> None:
 
 
 def check_nv_mock_gpu(value) -> None:
-  if value not in ("H200", "AD102"): raise ValueError(f"{value!r} is not a mock NV GPU (H200 or AD102)")
+  if value not in ("H200", "AD102", "B200"): raise ValueError(f"{value!r} is not a mock NV GPU (H200, AD102 or B200)")
 
 
 def check_faults(value) -> None:

@@ -55,12 +55,12 @@ class NVDevice(HCQDevice):
       finally: raise
 
   def _setup(self) -> None:
-    major = QMD_MAJOR[self.compute_class]
-    if major not in qmd.LAYOUTS:
-      raise DeviceError(f"{self.name}: {abi.class_name(self.compute_class)} takes QMD v{major}, whose layout hcq does "
-                        f"not have yet")
-    self.qmd_major = major
-    self.qmd_layout, self.qmd_size = qmd.LAYOUTS[major]
+    self.qmd_major = QMD_MAJOR[self.compute_class]
+    self.qmd_layout = qmd.for_major(self.qmd_major)
+    self.qmd_size = self.qmd_layout.size_bytes
+    # the constant buffer 0 address fields: V03 holds the address, V04/V05 the address >> 6
+    self._cb_fields = (("CONSTANT_BUFFER_ADDR_LOWER_0", "CONSTANT_BUFFER_ADDR_UPPER_0", 0) if self.qmd_major == 3 else
+                       ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0", 6))
     self.channels = {lower.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
                      lower.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
     self.iface.schedule()
@@ -110,17 +110,26 @@ class NVDevice(HCQDevice):
     if shared > self.max_shared:
       raise DeviceError(f"kernel {k.name}: {k.shared} bytes of static and {dynamic_shared} of dynamic shared memory "
                         f"exceed the {self.max_shared} bytes a CTA may have on {self.arch}")
-    f = dict(QMD_MAJOR_VERSION=self.qmd_major, CTA_THREAD_DIMENSION0=block[0], CTA_THREAD_DIMENSION1=block[1],
-             CTA_THREAD_DIMENSION2=block[2], PROGRAM_ADDRESS_LOWER=prog.code_va & 0xFFFFFFFF,
-             PROGRAM_ADDRESS_UPPER=prog.code_va >> 32, SHARED_MEMORY_SIZE=shared,
-             BARRIER_COUNT=1, CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4)
-    if self.qmd_major == 3:
-      f.update(QMD_VERSION=0, QMD_GROUP_ID=0x3F, CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1],
-               CTA_RASTER_DEPTH=grid[2], REGISTER_COUNT_V=k.registers, SHADER_LOCAL_MEMORY_HIGH_SIZE=k.local)
-    else:
-      f.update(QMD_VERSION=0, QMD_TYPE=2, QMD_GROUP_ID=0x3F, GRID_WIDTH=grid[0], GRID_HEIGHT=grid[1],
-               GRID_DEPTH=grid[2], REGISTER_COUNT=k.registers, SHADER_LOCAL_MEMORY_LOW_SIZE=k.local)
-    template = qmd.encode(layout, self.qmd_size, **f)
+    f = dict(QMD_MAJOR_VERSION=self.qmd_major, QMD_GROUP_ID=0x3F, CTA_THREAD_DIMENSION0=block[0],
+             CTA_THREAD_DIMENSION1=block[1], CTA_THREAD_DIMENSION2=block[2], BARRIER_COUNT=1,
+             CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4)
+    pc = prog.code_va
+    if self.qmd_major == 3:      # V03_00 (Ampere, Ada)
+      f.update(CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1], CTA_RASTER_DEPTH=grid[2], SHARED_MEMORY_SIZE=shared,
+               REGISTER_COUNT_V=k.registers, SHADER_LOCAL_MEMORY_HIGH_SIZE=k.local,
+               PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER=pc >> 32)
+    else:                        # V04_00 (Hopper), V05_00 (Blackwell): QMD_TYPE GRID_CTA, GRID_* sizes
+      f.update(QMD_TYPE=qmd.VALUES["QMD_TYPE"]["GRID_CTA"], GRID_WIDTH=grid[0],
+               GRID_HEIGHT=grid[1], GRID_DEPTH=grid[2], REGISTER_COUNT=k.registers)
+      if self.qmd_major == 4:
+        f.update(SHARED_MEMORY_SIZE=shared, SHADER_LOCAL_MEMORY_LOW_SIZE=k.local, PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF,
+                 PROGRAM_ADDRESS_UPPER=pc >> 32)
+      else:                      # V05_00 keeps sizes and the program address shifted
+        if pc & 0xF: raise DeviceError(f"kernel {k.name}: program address {pc:#x} is not 16-byte aligned (QMD V05_00)")
+        f.update(SHARED_MEMORY_SIZE_SHIFTED7=round_up(shared, 128) >> 7,
+                 SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4=round_up(k.local, 16) >> 4,
+                 PROGRAM_ADDRESS_LOWER_SHIFTED4=(pc >> 4) & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER_SHIFTED4=pc >> 36)
+    template = bytearray(qmd.encode(layout, **f))
     els = [Q.barrier()]
     if timed: els.append(Q.timestamp(T_START))
     els.append(Q.call(Q.program(prog.name, prog, grid, block)))
@@ -136,12 +145,9 @@ class NVDevice(HCQDevice):
     base = off + prog.param_base
     if explicit: view[base:base + len(explicit)] = explicit
     q = bytearray(shape.qmd)
-    if self.qmd_major == 3:
-      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_LOWER_0", va & 0xFFFFFFFF)
-      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_UPPER_0", va >> 32)
-    else:
-      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_LOWER_0", (va >> 6) & 0xFFFFFFFF)
-      qmd.set_field(q, self.qmd_layout, "CONSTANT_BUFFER_ADDR_UPPER_0", va >> 38)
+    lower_f, upper_f, shift = self._cb_fields
+    qmd.set_field(q, self.qmd_layout, lower_f, (va >> shift) & 0xFFFFFFFF)
+    qmd.set_field(q, self.qmd_layout, upper_f, va >> (32 + shift))
     view[off + cb:off + cb + self.qmd_size] = q
     return shape.cmd.fill({lower.V_QMD: va + cb, V_TIMELINE: value})
 

@@ -1,66 +1,16 @@
-"""QMD (queue meta data: the descriptor of a compute launch) layouts per major version, and building one as data.
-
-TEMPORARY: a minimal table until the nvbind helper's drivers/nv/tables/qmd lands (then this module re-exports it).
-Bit ranges (hi, lo), bit 0 = bit 0 of dword 0, from shared/reference/nv_qcom_usb_pci_smi.md section 1.6 (V03:
-Ampere/Ada, 256 bytes) and 1.8 (V04: Hopper, 384 bytes), which restate NVIDIA's open-gpu-doc clc6c0qmd.h /
-clcbc0qmd.h field macros. V05 (Blackwell) waits for the cited table."""
+"""QMD (queue meta data: the descriptor of a compute launch) layouts as data, from the nvbind helper's cited table
+(drivers/nv/tables/qmd.py: open-gpu-doc clc9c0qmd.h V03_00, clcbc0qmd.h V04_00, clcdc0qmd.h V05_00), and the per-launch
+field update of a QMD template."""
 from __future__ import annotations
 
-
-def _cbufs(lower, upper, size, valid, n=8, shifted6=False):
-  out = {}
-  for i in range(n):
-    out[f"CONSTANT_BUFFER_ADDR_LOWER_{i}"] = (lower + 64 * i + 31, lower + 64 * i)
-    out[f"CONSTANT_BUFFER_ADDR_UPPER_{i}"] = (upper + 64 * i + (18 if shifted6 else 16), upper + 64 * i)
-    out[f"CONSTANT_BUFFER_SIZE_SHIFTED4_{i}"] = (size + 64 * i + 12, size + 64 * i)
-    out[f"CONSTANT_BUFFER_VALID_{i}"] = (valid(i), valid(i))
-  return out
+from .tables.qmd import LAYOUTS, VALUES, Layout, QMDError, decode, encode, for_major, get, update  # noqa: F401
 
 
-V3 = {"QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580), "QMD_GROUP_ID": (133, 128),
-      "CTA_RASTER_WIDTH": (415, 384), "CTA_RASTER_HEIGHT": (431, 416), "CTA_RASTER_DEPTH": (463, 448),
-      "CTA_THREAD_DIMENSION0": (607, 592), "CTA_THREAD_DIMENSION1": (623, 608), "CTA_THREAD_DIMENSION2": (639, 624),
-      "SHARED_MEMORY_SIZE": (561, 544), "REGISTER_COUNT_V": (656, 648), "BARRIER_COUNT": (767, 763),
-      "PROGRAM_ADDRESS_LOWER": (1567, 1536), "PROGRAM_ADDRESS_UPPER": (1584, 1568),
-      "SHADER_LOCAL_MEMORY_HIGH_SIZE": (1623, 1600), "SASS_VERSION": (1663, 1656),
-      **_cbufs(1024, 1056, 1075, lambda i: 640 + i)}
-V3_SIZE = 256
-V4 = {"QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580), "QMD_TYPE": (25, 23), "QMD_GROUP_ID": (21, 16),
-      "GRID_WIDTH": (1055, 1024), "GRID_HEIGHT": (1071, 1056), "GRID_DEPTH": (1103, 1088),
-      "CTA_THREAD_DIMENSION0": (1167, 1152), "CTA_THREAD_DIMENSION1": (1183, 1168), "CTA_THREAD_DIMENSION2": (1199, 1184),
-      "SHARED_MEMORY_SIZE": (601, 584), "REGISTER_COUNT": (1208, 1200), "BARRIER_COUNT": (1215, 1211),
-      "PROGRAM_ADDRESS_LOWER": (1247, 1216), "PROGRAM_ADDRESS_UPPER": (1272, 1248), "SASS_VERSION": (543, 536),
-      "SHADER_LOCAL_MEMORY_LOW_SIZE": (535, 512),
-      **_cbufs(1536, 1568, 1587, lambda i: 416 + 4 * i, shifted6=True)}
-V4_SIZE = 384
-LAYOUTS = {3: (V3, V3_SIZE), 4: (V4, V4_SIZE)}
-MAJOR_VERSION = (583, 580)       # where every layout keeps its major version
-
-
-def field(data: bytes, hi: int, lo: int) -> int:
-  return (int.from_bytes(data, "little") >> lo) & ((1 << (hi - lo + 1)) - 1)
-
-
-def decode(layout: dict, data: bytes) -> dict:
-  value = int.from_bytes(data, "little")
-  return {name: (value >> lo) & ((1 << (hi - lo + 1)) - 1) for name, (hi, lo) in layout.items()}
-
-
-def encode(layout: dict, size: int, **fields) -> bytearray:
-  """A QMD of `size` bytes with the named fields set (the others 0); a value that does not fit its field raises."""
-  value = 0
-  for name, v in fields.items():
-    hi, lo = layout[name]
-    if v < 0 or v >> (hi - lo + 1): raise ValueError(f"QMD field {name} ({hi}:{lo}) cannot hold {v:#x}")
-    value |= v << lo
-  return bytearray(value.to_bytes(size, "little"))
-
-
-def set_field(qmd: bytearray, layout: dict, name: str, v: int) -> None:
-  """Set one field in place (the launch path: a copy of the template gets its per-launch fields)."""
+def set_field(data: bytearray, layout: dict, name: str, value: int) -> None:
+  """Set one field of `data` in place, touching only the bytes it spans (the launch path: a template copy gets its
+  constant buffer address)."""
   hi, lo = layout[name]
   first, last = lo // 8, hi // 8 + 1
-  chunk = int.from_bytes(qmd[first:last], "little")
+  chunk = int.from_bytes(data[first:last], "little")
   shift, mask = lo - 8 * first, (1 << (hi - lo + 1)) - 1
-  chunk = (chunk & ~(mask << shift)) | ((v & mask) << shift)
-  qmd[first:last] = chunk.to_bytes(last - first, "little")
+  data[first:last] = ((chunk & ~(mask << shift)) | ((value & mask) << shift)).to_bytes(last - first, "little")

@@ -4,7 +4,7 @@ The sequence (shared/reference/nv_qcom_usb_pci_smi.md 1.1-1.5): /dev/nvidiactl; 
 the driver version (NV0000 GET_BUILD_VERSION_V2) picks the version-specific layouts (NVOS46 grew in 580); UVM_INITIALIZE
 on /dev/nvidia-uvm; NV_ESC_CARD_INFO lists the GPUs; /dev/nvidiaN registered to the ctl fd; the GPU's device
 instance (NV0000 GET_ID_INFO_V2); device (NV01_DEVICE_0), subdevice (NV20_SUBDEVICE_0), virtual memory
-(NV01_MEMORY_VIRTUAL: the hDma of GPU mappings); the class list (NV0080 GET_CLASSLIST_V2) picks usermode, GPFIFO,
+(NV01_MEMORY_VIRTUAL: the hDma of GPU mappings); the class list (NV0080 GET_CLASSLIST: count, then the list) picks usermode, GPFIFO,
 compute and copy classes, newest family first (Hopper: HOPPER_COMPUTE_A cbc0 + HOPPER_DMA_COPY_A c8b5; Ada:
 ADA_COMPUTE_A c9c0 + AMPERE_DMA_COPY_B c7b5); the usermode object mapped to the CPU (its page holds the doorbell);
 GR info (SM version, GPC/TPC/SM counts); a VA space (FERMI_VASPACE_A) registered with UVM (REGISTER_GPU,
@@ -140,6 +140,8 @@ class RMIface:
                           abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
     self.driver_version = ver.driverVersionBuffer.decode(errors="replace")
     major = int(self.driver_version.split(".")[0]) if self.driver_version.split(".")[0].isdigit() else 0
+    from .tables import rm as rm_tables
+    self.layouts = rm_tables.for_version(self.driver_version)   # the structs that changed between releases
     self.nvos46 = abi.NVOS46_580 if major >= 580 else abi.NVOS46_570
     self.uvm = osi.open("/dev/nvidia-uvm", _os.O_RDWR | _os.O_CLOEXEC)
     self.uvm_call(abi.UVM_INITIALIZE, abi.UVM_INITIALIZE_PARAMS())
@@ -160,8 +162,11 @@ class RMIface:
     self.subdevice = self.rm_alloc(self.device, abi.NV20_SUBDEVICE_0, abi.NV2080_ALLOC_PARAMETERS())
     self.virtmem = self.rm_alloc(self.device, abi.NV01_MEMORY_VIRTUAL,
                                  abi.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
-    cl = self.rm_control(self.device, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2, abi.NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS())
-    self.classes = set(cl.classList[:cl.numClasses])
+    n = self.rm_control(self.device, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, abi.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS()).numClasses
+    buf = (ctypes.c_uint32 * max(n, 1))()
+    self.rm_control(self.device, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST,
+                    abi.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS(numClasses=n, classList=ctypes.addressof(buf)))
+    self.classes = set(buf[:n])
     self.usermode_class = self._pick("usermode", abi.USERMODE_CLASSES)
     self.gpfifo_class = self._pick("GPFIFO channel", abi.GPFIFO_CLASSES)
     self.compute_class = self._pick("compute", abi.COMPUTE_CLASSES)
@@ -175,7 +180,7 @@ class RMIface:
     self.gr = self._gr_info()
     self.sm_version = self.gr["sm_version"]
     self.arch = f"sm_{self.sm_version >> 8}{self.sm_version & 0xFF}"     # 0x900 -> sm_90, 0x809 -> sm_89
-    self.vaspace = self.rm_alloc(self.device, abi.FERMI_VASPACE_A, abi.NV_VASPACE_ALLOCATION_PARAMETERS(
+    self.vaspace = self.rm_alloc(self.device, abi.FERMI_VASPACE_A, self.layouts.NV_VASPACE_ALLOCATION_PARAMETERS(
       vaBase=0x1000, vaSize=0x1FFFFFB000000,
       flags=abi.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING | abi.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED))
     gid = self.rm_control(self.subdevice, abi.NV2080_CTRL_CMD_GPU_GET_GID_INFO, abi.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
@@ -310,7 +315,7 @@ class RMIface:
   def create_channel(self, engine_class: int, entries: int) -> Channel:
     area = self.alloc(entries * 8 + PAGE, kind="vram", cpu_access=True)
     notifier = self.alloc(PAGE, kind="sysmem", cpu_access=True)
-    p = abi.NV_CHANNEL_ALLOC_PARAMS(hObjectError=notifier.handle, hObjectBuffer=area.handle, gpFifoOffset=area.va,
+    p = self.layouts.NV_CHANNEL_ALLOC_PARAMS(hObjectError=notifier.handle, hObjectBuffer=area.handle, gpFifoOffset=area.va,
                                     gpFifoEntries=entries, hContextShare=self.ctxshare)
     p.hUserdMemory[0], p.userdOffset[0] = area.handle, entries * 8
     handle = self.rm_alloc(self.channel_group, self.gpfifo_class, p)

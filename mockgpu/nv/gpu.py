@@ -87,6 +87,10 @@ GPUS = {
   "H200": NVGPUProperties("NVIDIA H200", "GH100", 0x2335, 0x900, 8, 9, 2, 64, 141 << 30, "580.95.05",
                           _COMMON + (abi.HOPPER_USERMODE_A, abi.HOPPER_CHANNEL_GPFIFO_A, abi.HOPPER_COMPUTE_A,
                                      abi.HOPPER_DMA_COPY_A)),
+  # a Blackwell (GB100) for QMD V05_00: BLACKWELL_COMPUTE_A / DMA_COPY_A / CHANNEL_GPFIFO_A / USERMODE_A
+  "B200": NVGPUProperties("NVIDIA B200", "GB100", 0x2901, 0xA00, 8, 9, 2, 64, 180 << 30, "580.95.05",
+                          _COMMON + (abi.HOPPER_USERMODE_A, abi.BLACKWELL_USERMODE_A, abi.BLACKWELL_CHANNEL_GPFIFO_A,
+                                     abi.BLACKWELL_COMPUTE_A, abi.BLACKWELL_DMA_COPY_A)),
   "AD102": NVGPUProperties("NVIDIA GeForce RTX 4090", "AD102", 0x2684, 0x809, 11, 6, 2, 48, 24 << 30, "580.95.05",
                            _COMMON + (abi.ADA_COMPUTE_A, abi.AMPERE_DMA_COPY_B)),
 }
@@ -359,22 +363,15 @@ class MockNVGPU:
   # ---- compute launches
   def _launch(self, ch: Channel, cls: int, qmd_va: int) -> None:
     major = QMD_MAJOR[cls]
-    if major not in qmd.LAYOUTS:
-      raise QueueError(ch.name, f"QMD v{major} ({abi.class_name(cls)}) is not decoded by the mock yet")
     layout, size = qmd.LAYOUTS[major]
     raw = self.read_bytes(qmd_va, size, "QMD")
     q = qmd.decode(layout, raw)
     if q["QMD_MAJOR_VERSION"] != major:
       raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
                                 f"{abi.class_name(cls)} takes QMD v{major}")
-    if major == 3: grid = (q["CTA_RASTER_WIDTH"], q["CTA_RASTER_HEIGHT"], q["CTA_RASTER_DEPTH"])
-    else: grid = (q["GRID_WIDTH"], q["GRID_HEIGHT"], q["GRID_DEPTH"])
-    block = (q["CTA_THREAD_DIMENSION0"], q["CTA_THREAD_DIMENSION1"], q["CTA_THREAD_DIMENSION2"])
-    if not q["CONSTANT_BUFFER_VALID_0"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
-    cb0 = q["CONSTANT_BUFFER_ADDR_LOWER_0"] | q["CONSTANT_BUFFER_ADDR_UPPER_0"] << 32
-    if major >= 4: cb0 <<= 6
-    cb0_size = q["CONSTANT_BUFFER_SIZE_SHIFTED4_0"] << 4
-    pc = q["PROGRAM_ADDRESS_LOWER"] | q["PROGRAM_ADDRESS_UPPER"] << 32
+    launch = qmd.launch(major, q)
+    grid, block, pc, cb0, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0"], launch["cb0_size"]
+    if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
     if 0 in grid or 0 in block: return
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
     kernel = self._kernel(ch, pc)
@@ -384,7 +381,7 @@ class MockNVGPU:
       raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 of {cb0_size} bytes is too small for "
                                 f"{nparam} bytes of parameters at {base:#x}")
     params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
-    dynamic = max(q["SHARED_MEMORY_SIZE"] - kernel.static_shared_bytes, 0)
+    dynamic = max(launch["shared"] - kernel.static_shared_bytes, 0)
     self._run_kernel(ch, kernel, grid, block, params, dynamic)
 
   def _kernel(self, ch: Channel, pc: int):

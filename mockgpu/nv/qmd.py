@@ -1,46 +1,64 @@
-"""QMD (queue meta data: a compute launch's descriptor) as the mock NV GPU decodes it, per major version.
-
-TEMPORARY, like the driver's table (drivers/nv/qmd.py): bit ranges (hi, lo), bit 0 = bit 0 of dword 0, from
-shared/reference/nv_qcom_usb_pci_smi.md section 1.6 (V03: Ampere/Ada, 256 bytes) and 1.8 (V04: Hopper, 384 bytes),
-which restate NVIDIA's open-gpu-doc clc6c0qmd.h / clcbc0qmd.h field macros. V05 (Blackwell) has no cited layout here
-yet: the nvbind helper's drivers/nv/tables brings it. The mock decodes only the fields a launch needs."""
+"""QMD (queue meta data: a compute launch's descriptor) as the mock NV GPU decodes it, per major version: only the
+fields a launch needs, with the bit ranges (hi, lo; bit 0 = bit 0 of dword 0) of NVIDIA's open-gpu-doc QMD headers
+(V03_00: clc9c0qmd.h, Ampere/Ada, 256 bytes; V04_00: clcbc0qmd.h, Hopper, 384 bytes; V05_00: clcdc0qmd.h, Blackwell,
+384 bytes), as drivers/nv/tables/qmd.py tables them with their citations. The mock may not import the driver:
+tests/nv/test_mock_facts.py holds every range here equal to that table."""
 from __future__ import annotations
 
-
-def _cbufs(lower, upper, size, valid, n=8, shifted6=False):
-  out = {}
-  for i in range(n):
-    out[f"CONSTANT_BUFFER_ADDR_LOWER_{i}"] = (lower + 64 * i + 31, lower + 64 * i)
-    out[f"CONSTANT_BUFFER_ADDR_UPPER_{i}"] = (upper + 64 * i + (18 if shifted6 else 16), upper + 64 * i)
-    out[f"CONSTANT_BUFFER_SIZE_SHIFTED4_{i}"] = (size + 64 * i + 12, size + 64 * i)
-    out[f"CONSTANT_BUFFER_VALID_{i}"] = (valid(i), valid(i))
-  return out
-
-
-V3 = {"QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580), "QMD_GROUP_ID": (133, 128),
-      "CTA_RASTER_WIDTH": (415, 384), "CTA_RASTER_HEIGHT": (431, 416), "CTA_RASTER_DEPTH": (463, 448),
-      "CTA_THREAD_DIMENSION0": (607, 592), "CTA_THREAD_DIMENSION1": (623, 608), "CTA_THREAD_DIMENSION2": (639, 624),
-      "SHARED_MEMORY_SIZE": (561, 544), "REGISTER_COUNT_V": (656, 648), "BARRIER_COUNT": (767, 763),
-      "PROGRAM_ADDRESS_LOWER": (1567, 1536), "PROGRAM_ADDRESS_UPPER": (1584, 1568),
-      "SHADER_LOCAL_MEMORY_HIGH_SIZE": (1623, 1600), "SASS_VERSION": (1663, 1656),
-      **_cbufs(1024, 1056, 1075, lambda i: 640 + i)}
+V3 = {
+  "QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580), "QMD_GROUP_ID": (133, 128),
+  "CTA_RASTER_WIDTH": (415, 384), "CTA_RASTER_HEIGHT": (431, 416), "CTA_RASTER_DEPTH": (463, 448),
+  "CTA_THREAD_DIMENSION0": (607, 592), "CTA_THREAD_DIMENSION1": (623, 608), "CTA_THREAD_DIMENSION2": (639, 624),
+  "SHARED_MEMORY_SIZE": (561, 544), "REGISTER_COUNT_V": (656, 648), "BARRIER_COUNT": (767, 763),
+  "PROGRAM_ADDRESS_LOWER": (1567, 1536), "PROGRAM_ADDRESS_UPPER": (1584, 1568),
+  "SHADER_LOCAL_MEMORY_HIGH_SIZE": (1623, 1600), "CONSTANT_BUFFER_ADDR_LOWER_0": (1055, 1024),
+  "CONSTANT_BUFFER_ADDR_UPPER_0": (1072, 1056), "CONSTANT_BUFFER_SIZE_SHIFTED4_0": (1087, 1075),
+  "CONSTANT_BUFFER_VALID_0": (640, 640),
+}
 V3_SIZE = 256
-V4 = {"QMD_VERSION": (579, 576), "QMD_MAJOR_VERSION": (583, 580), "QMD_TYPE": (25, 23), "QMD_GROUP_ID": (21, 16),
-      "GRID_WIDTH": (1055, 1024), "GRID_HEIGHT": (1071, 1056), "GRID_DEPTH": (1103, 1088),
-      "CTA_THREAD_DIMENSION0": (1167, 1152), "CTA_THREAD_DIMENSION1": (1183, 1168), "CTA_THREAD_DIMENSION2": (1199, 1184),
-      "SHARED_MEMORY_SIZE": (601, 584), "REGISTER_COUNT": (1208, 1200), "BARRIER_COUNT": (1215, 1211),
-      "PROGRAM_ADDRESS_LOWER": (1247, 1216), "PROGRAM_ADDRESS_UPPER": (1272, 1248), "SASS_VERSION": (543, 536),
-      "SHADER_LOCAL_MEMORY_LOW_SIZE": (535, 512),
-      **_cbufs(1536, 1568, 1587, lambda i: 416 + 4 * i, shifted6=True)}
+V4 = {
+  "QMD_MAJOR_VERSION": (583, 580), "QMD_TYPE": (25, 23), "QMD_GROUP_ID": (21, 16), "GRID_WIDTH": (1055, 1024),
+  "GRID_HEIGHT": (1071, 1056), "GRID_DEPTH": (1103, 1088), "CTA_THREAD_DIMENSION0": (1167, 1152),
+  "CTA_THREAD_DIMENSION1": (1183, 1168), "CTA_THREAD_DIMENSION2": (1199, 1184), "SHARED_MEMORY_SIZE": (601, 584),
+  "REGISTER_COUNT": (1208, 1200), "BARRIER_COUNT": (1215, 1211), "PROGRAM_ADDRESS_LOWER": (1247, 1216),
+  "PROGRAM_ADDRESS_UPPER": (1272, 1248), "SHADER_LOCAL_MEMORY_LOW_SIZE": (535, 512),
+  "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0": (1567, 1536), "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0": (1586, 1568),
+  "CONSTANT_BUFFER_SIZE_SHIFTED4_0": (1599, 1587), "CONSTANT_BUFFER_VALID_0": (416, 416),
+}
 V4_SIZE = 384
-LAYOUTS = {3: (V3, V3_SIZE), 4: (V4, V4_SIZE)}
-MAJOR_VERSION = (583, 580)       # where every layout keeps its major version
-
-
-def field(data: bytes, hi: int, lo: int) -> int:
-  return (int.from_bytes(data, "little") >> lo) & ((1 << (hi - lo + 1)) - 1)
+V5 = {
+  "QMD_MAJOR_VERSION": (471, 468), "QMD_TYPE": (153, 151), "QMD_GROUP_ID": (149, 144), "GRID_WIDTH": (1279, 1248),
+  "GRID_HEIGHT": (1295, 1280), "GRID_DEPTH": (1327, 1312), "CTA_THREAD_DIMENSION0": (1103, 1088),
+  "CTA_THREAD_DIMENSION1": (1119, 1104), "CTA_THREAD_DIMENSION2": (1127, 1120),
+  "SHARED_MEMORY_SIZE_SHIFTED7": (1162, 1152), "REGISTER_COUNT": (1136, 1128), "BARRIER_COUNT": (1141, 1137),
+  "PROGRAM_ADDRESS_LOWER_SHIFTED4": (1055, 1024), "PROGRAM_ADDRESS_UPPER_SHIFTED4": (1076, 1056),
+  "SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4": (1199, 1184), "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0": (1375, 1344),
+  "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0": (1394, 1376), "CONSTANT_BUFFER_SIZE_SHIFTED4_0": (1407, 1395),
+  "CONSTANT_BUFFER_VALID_0": (1856, 1856),
+}
+V5_SIZE = 384
+LAYOUTS = {3: (V3, V3_SIZE), 4: (V4, V4_SIZE), 5: (V5, V5_SIZE)}
 
 
 def decode(layout: dict, data: bytes) -> dict:
   value = int.from_bytes(data, "little")
   return {name: (value >> lo) & ((1 << (hi - lo + 1)) - 1) for name, (hi, lo) in layout.items()}
+
+
+def launch(major: int, q: dict) -> dict:
+  """What a launch needs, in plain units, from a decoded QMD of `major`: grid, block, program address, constant
+  buffer 0 (address, size, valid), shared memory bytes."""
+  if major == 3:
+    grid = (q["CTA_RASTER_WIDTH"], q["CTA_RASTER_HEIGHT"], q["CTA_RASTER_DEPTH"])
+    cb0, pc, shared = q["CONSTANT_BUFFER_ADDR_LOWER_0"] | q["CONSTANT_BUFFER_ADDR_UPPER_0"] << 32, \
+      q["PROGRAM_ADDRESS_LOWER"] | q["PROGRAM_ADDRESS_UPPER"] << 32, q["SHARED_MEMORY_SIZE"]
+  else:
+    grid = (q["GRID_WIDTH"], q["GRID_HEIGHT"], q["GRID_DEPTH"])
+    cb0 = (q["CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0"] | q["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"] << 32) << 6
+    if major == 4: pc, shared = q["PROGRAM_ADDRESS_LOWER"] | q["PROGRAM_ADDRESS_UPPER"] << 32, q["SHARED_MEMORY_SIZE"]
+    else:
+      pc = (q["PROGRAM_ADDRESS_LOWER_SHIFTED4"] | q["PROGRAM_ADDRESS_UPPER_SHIFTED4"] << 32) << 4
+      shared = q["SHARED_MEMORY_SIZE_SHIFTED7"] << 7
+  return {"grid": grid, "block": (q["CTA_THREAD_DIMENSION0"], q["CTA_THREAD_DIMENSION1"], q["CTA_THREAD_DIMENSION2"]),
+          "pc": pc, "cb0": cb0, "cb0_size": q["CONSTANT_BUFFER_SIZE_SHIFTED4_0"] << 4,
+          "cb0_valid": q["CONSTANT_BUFFER_VALID_0"], "shared": shared}

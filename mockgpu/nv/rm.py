@@ -5,7 +5,7 @@ whose argument carries an NV status the caller checks; the ioctl itself fails (E
 request, as the unix layer of nvidia.ko does. Objects live in clients: (client, handle) -> RMObject with its class
 and parent. An allocation names its client (hRoot), parent and class:
   - an unknown client is NV_ERR_INVALID_CLIENT, an unknown parent NV_ERR_INVALID_OBJECT_PARENT, a class the GPU does
-    not list (NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2) NV_ERR_INVALID_CLASS, a parent of the wrong class
+    not list (NV0080_CTRL_CMD_GPU_GET_CLASSLIST) NV_ERR_INVALID_CLASS, a parent of the wrong class
     NV_ERR_INVALID_OBJECT_PARENT, a handle in use NV_ERR_INSERT_DUPLICATE_NAME;
   - a control on an unknown object is NV_ERR_INVALID_OBJECT_HANDLE, an unknown command (or one for another class)
     NV_ERR_NOT_SUPPORTED, a wrong paramsSize NV_ERR_INVALID_PARAM_STRUCT; a free of an unknown object
@@ -33,7 +33,7 @@ from .gpu import Channel
 PAGE = 0x1000
 NV_ERR = {name: code for code, name in abi.NV_STATUS_NAMES.items()}
 # the classes an object's parent may have
-GPFIFO = (abi.AMPERE_CHANNEL_GPFIFO_A, abi.HOPPER_CHANNEL_GPFIFO_A)
+GPFIFO = abi.GPFIFO_CLASSES
 PARENTS = {abi.NV01_DEVICE_0: (abi.NV01_ROOT_CLIENT,), abi.NV20_SUBDEVICE_0: (abi.NV01_DEVICE_0,),
            abi.NV01_MEMORY_VIRTUAL: (abi.NV01_DEVICE_0,), abi.FERMI_VASPACE_A: (abi.NV01_DEVICE_0,),
            abi.KEPLER_CHANNEL_GROUP_A: (abi.NV01_DEVICE_0,), abi.FERMI_CONTEXT_SHARE_A: (abi.KEPLER_CHANNEL_GROUP_A,),
@@ -303,10 +303,14 @@ class RMModel:
         return
     raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"gpuId {p.gpuId:#x}")
 
-  def _ctrl_800292(self, o, p: "NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS"):
+  def _ctrl_800201(self, o, p: "NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS"):
+    """classList 0: the count; else the list (numClasses entries at the pointer)."""
     classes = o.gpu.props.classes
+    if p.classList:
+      if p.numClasses < len(classes): raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"numClasses {p.numClasses}")
+      if not _readable(p.classList, 4 * len(classes)): raise RMStatus("NV_ERR_INVALID_POINTER", "classList")
+      (ctypes.c_uint32 * len(classes)).from_address(p.classList)[:] = list(classes)
     p.numClasses = len(classes)
-    for i, c in enumerate(classes): p.classList[i] = c
 
   def _ctrl_2080014a(self, o, p: "NV2080_CTRL_GPU_GET_GID_INFO_PARAMS"):
     p.length = 16

@@ -15,7 +15,7 @@ from hcq.drivers.nv import open_device
 from hcq.mockgpu import mock_nv_os
 from tests.fixtures.cuda.kernels import KERNELS
 
-GPUS = ["H200", "AD102"]
+GPUS = ["H200", "AD102", "B200"]
 
 
 def _open(gpu="H200", **kw):

@@ -25,7 +25,8 @@ def _open(gpu="H200", **kw):
 
 @pytest.mark.parametrize("gpu,compute,copy,qmd,arch", [
   ("H200", abi.HOPPER_COMPUTE_A, abi.HOPPER_DMA_COPY_A, 4, "sm_90"),
-  ("AD102", abi.ADA_COMPUTE_A, abi.AMPERE_DMA_COPY_B, 3, "sm_89")])
+  ("AD102", abi.ADA_COMPUTE_A, abi.AMPERE_DMA_COPY_B, 3, "sm_89"),
+  ("B200", abi.BLACKWELL_COMPUTE_A, abi.BLACKWELL_DMA_COPY_A, 5, "sm_100")])
 def test_the_driver_picks_the_classes_and_qmd_of_the_gpu(gpu, compute, copy, qmd, arch):
   with _open(gpu) as dev:
     assert (dev.compute_class, dev.copy_class, dev.qmd_major, dev.arch) == (compute, copy, qmd, arch)
@@ -35,7 +36,8 @@ def test_the_driver_picks_the_classes_and_qmd_of_the_gpu(gpu, compute, copy, qmd
     for cls in (abi.NV01_ROOT_CLIENT, abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0, abi.FERMI_VASPACE_A,
                 abi.KEPLER_CHANNEL_GROUP_A, abi.FERMI_CONTEXT_SHARE_A, abi.NV01_MEMORY_VIRTUAL, compute, copy):
       assert cls in tree, abi.class_name(cls)
-    gpfifo = abi.HOPPER_CHANNEL_GPFIFO_A if gpu == "H200" else abi.AMPERE_CHANNEL_GPFIFO_A
+    gpfifo = {"H200": abi.HOPPER_CHANNEL_GPFIFO_A, "AD102": abi.AMPERE_CHANNEL_GPFIFO_A,
+              "B200": abi.BLACKWELL_CHANNEL_GPFIFO_A}[gpu]
     assert sum(o.cls == gpfifo for o in rm.objects.values()) == 2
 
 
@@ -79,8 +81,8 @@ def test_rm_errors_name_the_call_the_class_and_the_status():
     assert e.value.status_name == "NV_ERR_INVALID_CLASS"
     with pytest.raises(RMError, match=r"under 0xdead.*NV_ERR_INVALID_OBJECT_PARENT"):
       rm.rm_alloc(0xDEAD, abi.NV20_SUBDEVICE_0, abi.NV2080_ALLOC_PARAMETERS())
-    with pytest.raises(RMError, match=r"of 0x800292 on 0xbad.*NV_ERR_INVALID_OBJECT_HANDLE \(0x33\)"):
-      rm.rm_control(0xBAD, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2, abi.NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS())
+    with pytest.raises(RMError, match=r"of 0x800201 on 0xbad.*NV_ERR_INVALID_OBJECT_HANDLE \(0x33\)"):
+      rm.rm_control(0xBAD, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, abi.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS())
     with pytest.raises(RMError, match=r"NV_ESC_RM_FREE of 0x1234.*NV_ERR_OBJECT_NOT_FOUND \(0x57\)"):
       rm.rm_free(0x1234, rm.device)
     with pytest.raises(RMError, match=r"NV_ERR_INVALID_OBJECT_PARENT"):   # a subdevice belongs under a device
