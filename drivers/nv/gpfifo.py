@@ -65,25 +65,48 @@ def gpfifo_entry(va: int, dwords: int) -> int:
   return (va & 0xFFFFFFFFFC) | (1 << 41) | (dwords << 42)
 
 
-def decode_pushbuffer(words, classes: dict[int, str] | None = None) -> list[str]:
-  """Lines naming each method of a pushbuffer: "subc 1 compute SEND_PCAS_A = 0x1234". classes: subchannel -> class
-  family ("compute", "copy"); SET_OBJECT methods in the stream update it."""
-  families = {SUBC_COMPUTE: "compute", SUBC_COPY: "copy"} if classes is None else dict(classes)
+class DecodeError(DeviceError):
+  """A pushbuffer dword that is not a method header (or data that runs past the end); .packets holds the methods
+  decoded before it."""
+
+  def __init__(self, message: str, packets: list):
+    super().__init__(message)
+    self.packets = packets
+
+
+def _method_names(family: str) -> dict[int, str]:
+  if family == "compute":
+    from .tables.classes import compute_method_names
+    return {**compute_method_names(), **METHOD_NAMES["compute"]}
+  return METHOD_NAMES.get(family, {})
+
+
+def decode_pushbuffer(words) -> list[tuple[int, str, list[str]]]:
+  """[(dword offset, "CLASS.METHOD" or "subcN.METHOD", ["= value"])] for every method a pushbuffer writes. Methods
+  below 0x100 are the host class's; a SET_OBJECT names the class of its subchannel from then on (before it,
+  subchannel 1 is taken as the compute class and 4 as the copy class)."""
+  from .abi import CLASS_NAMES, COMPUTE_CLASSES, COPY_CLASSES
+  bound = {SUBC_COMPUTE: ("compute", "compute"), SUBC_COPY: ("copy", "copy")}
   out, pos, n = [], 0, len(words)
+  names = {f: _method_names(f) for f in ("host", "compute", "copy")}
   while pos < n:
     h = words[pos]
     op, count, subc, meth = h >> 29, (h >> 16) & 0x1FFF, (h >> 13) & 7, (h & 0xFFF) << 2
     if op == OP_IMMD: data, step = [count], 1
-    elif op in (OP_INC, OP_NON_INC, 5): data, step = list(words[pos + 1:pos + 1 + count]), 1 + count
-    else:
-      out.append(f"{pos:5d}: {h:#010x} (opcode {op}: not a method header)")
-      pos += 1
-      continue
+    elif op in (OP_INC, OP_NON_INC, 5) and count:
+      if pos + 1 + count > n:
+        raise DecodeError(f"dword {pos}: header {h:#010x} has {count} data dwords, {n - pos - 1} follow", out)
+      data, step = list(words[pos + 1:pos + 1 + count]), 1 + count
+    else: raise DecodeError(f"dword {pos}: {h:#010x} is not a method header (opcode {op}, count {count})", out)
     for i, v in enumerate(data):
       m = meth + 4 * i if op == OP_INC else meth if op in (OP_NON_INC, OP_IMMD) else meth + (4 if i else 0)
-      family = "host" if m < 0x100 else families.get(subc, "?")
-      name = METHOD_NAMES.get(family, {}).get(m, f"method {m:#x}")
-      out.append(f"{pos:5d}: subc {subc} {family} {name} = {v:#x}")
+      if m < 0x100:
+        who, family = "host", "host"
+        if m == SET_OBJECT:
+          fam = "compute" if v in COMPUTE_CLASSES else "copy" if v in COPY_CLASSES else "?"
+          bound[subc] = (CLASS_NAMES.get(v, f"class {v:#x}"), fam)
+      else: who, family = bound.get(subc, (f"subc{subc}", "?"))
+      out.append((pos, f"{who}.{names.get(family, {}).get(m, f'method {m:#x}')}", [f"subc {subc}", f"= {v:#x}"]))
     pos += step
   return out
 

@@ -1,9 +1,10 @@
 """Assembling mock NV GPUs into a MockOS: the GPUs (gpu.py), the nvidia.ko model (rm.py: /dev/nvidiactl,
 /dev/nvidiaN, /dev/nvidia-uvm), and what Linux shows of them: a PCI function each (vendor 0x10de, class 0x0302,
 bound to the nvidia driver; BAR0 registers, BAR1 the VRAM aperture), /proc/driver/nvidia/{version,gpus/<bus>/
-information} and the loaded modules in /proc/modules (what hcq-smi nv reads).
+information} and the loaded modules in /sys/module/<name> (what hcq-smi nv reads).
 
-Which GPU: config.nv_mock_gpu, "H200" (GH100, driver 580; the default) or "AD102" (an RTX 4090)."""
+Which GPU: config.nv_mock_gpu (HCQ_NV_MOCK_GPU), "H200" (GH100, driver 580; the default), "AD102" (an RTX 4090)
+or "B200" (GB100, QMD V05)."""
 from __future__ import annotations
 
 from ..mmio import RegisterMMIO
@@ -35,9 +36,8 @@ class MockNVSystem:
     props = self.gpus[0].props
     vfs.add_file("/proc/driver/nvidia/version",
                  f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {props.driver_version}  (mock)\n")
-    if not vfs.exists("/proc/modules"):
-      vfs.add_file("/proc/modules", "".join(f"{m} 1 0 - Live 0x0000000000000000\n"
-                                            for m in ("nvidia_uvm", "nvidia_modeset", "nvidia")))
+    for m in ("nvidia", "nvidia_uvm", "nvidia_modeset"):
+      if not vfs.exists(f"/sys/module/{m}"): vfs.add_file(f"/sys/module/{m}/version", f"{props.driver_version}\n")
     for g in self.gpus:
       fn = os.add_pci_function(NVPCIFunction(g))
       vfs.add_file(f"/proc/driver/nvidia/gpus/{fn.addr}/information",
