@@ -137,6 +137,8 @@ class MockNVGPU:
     self.timeout_s = float(os.config.timeout_s)
     self._stop = False
     self._modules: dict = {}          # (text address, length, crc) -> parsed PTX module
+    self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
+    self._seen_generation, self._seen = -1, []
     self.stats = {"launches": 0, "copies": 0, "thread_instructions": 0}
     self._clock_base = time.monotonic_ns()
     self.doorbell_cell = None         # ctypes u32 of the usermode page's doorbell word, once mapped
@@ -149,8 +151,17 @@ class MockNVGPU:
 
   # ---- memory (checked: an access outside the mapped ranges is a GPU fault with its address)
   def check(self, addr: int, size: int, what: str) -> None:
-    rng = self.ranges.range_of(addr)
+    # the ranges that satisfied recent checks, for as long as the GPU's mappings are the same (the hot path: the
+    # same ring, USERD, pushbuffer and signal pages every launch)
+    ranges = self.ranges
+    if self._seen_generation != ranges.generation:
+      self._seen_generation, self._seen = ranges.generation, []
+    for start, end in self._seen:
+      if start <= addr and addr + size <= end: return
+    rng = ranges.range_of(addr)
     if rng is None or addr + size > rng[1]: raise GPUFault(f"{self.name}: {what} at {addr:#x}", address=addr, kind="page fault")
+    if len(self._seen) >= 8: self._seen.pop(0)
+    self._seen.append(rng)
 
   def read32(self, addr: int, what: str = "read") -> int:
     self.check(addr, 4, what)
@@ -273,7 +284,8 @@ class MockNVGPU:
     cur = ch.current
     base, length = cur[0], cur[1]
     if length == 0: return True
-    words = memoryview(self.read_bytes(base, 4 * length, "pushbuffer")).cast("I")
+    self.check(base, 4 * length, "pushbuffer")
+    words = (ctypes.c_uint32 * length).from_address(base)
     pos = cur[2]
     while pos < length:
       header = words[pos]
@@ -364,8 +376,8 @@ class MockNVGPU:
   def _launch(self, ch: Channel, cls: int, qmd_va: int) -> None:
     major = QMD_MAJOR[cls]
     layout, size = qmd.LAYOUTS[major]
-    raw = self.read_bytes(qmd_va, size, "QMD")
-    q = qmd.decode(layout, raw)
+    self.check(qmd_va, size, "QMD")
+    q = qmd.decode(layout, (ctypes.c_uint32 * (size // 4)).from_address(qmd_va))
     if q["QMD_MAJOR_VERSION"] != major:
       raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
                                 f"{abi.class_name(cls)} takes QMD v{major}")
@@ -385,6 +397,18 @@ class MockNVGPU:
     self._run_kernel(ch, kernel, grid, block, params, dynamic)
 
   def _kernel(self, ch: Channel, pc: int):
+    """The kernel at a program address. Cached per address while the GPU's mappings stay the same: code is loaded
+    into fresh memory, and freeing or mapping memory changes the generation (code rewritten in place by a copy to
+    the same address is not seen: the mock's instruction cache)."""
+    gen = self.ranges.generation
+    hit = self._programs.get(pc)
+    if hit is not None and hit[0] == gen: return hit[1]
+    k = self._load_kernel(ch, pc)
+    if len(self._programs) > 256: self._programs.clear()
+    self._programs[pc] = (gen, k)
+    return k
+
+  def _load_kernel(self, ch: Channel, pc: int):
     head = self.read_bytes(pc, 8, "program")
     if head != PTX_ENTRY_MAGIC:
       raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
@@ -408,6 +432,9 @@ class MockNVGPU:
     return k
 
   def _run_kernel(self, ch: Channel, kernel, grid, block, params: bytes, dynamic: int) -> None:
+    if _does_nothing(kernel):      # only ret/exit: no thread has an effect (the interpreter's set-up is skipped)
+      self.stats["launches"] += 1
+      return
     ptx = _ptx()
     start = time.monotonic()
     limit = self.timeout_s
@@ -427,6 +454,14 @@ class MockNVGPU:
       raise
     self.stats["launches"] += 1
     self.stats["thread_instructions"] += int((stats or {}).get("thread_instructions", 0))
+
+
+def _does_nothing(kernel) -> bool:
+  flag = getattr(kernel, "_hcq_does_nothing", None)
+  if flag is None:
+    flag = all(i.op in ("ret", "exit") and i.guard is None for i in kernel.instrs)
+    kernel._hcq_does_nothing = flag
+  return flag
 
 
 def _ptx():

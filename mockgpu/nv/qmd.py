@@ -40,9 +40,28 @@ V5_SIZE = 384
 LAYOUTS = {3: (V3, V3_SIZE), 4: (V4, V4_SIZE), 5: (V5, V5_SIZE)}
 
 
-def decode(layout: dict, data: bytes) -> dict:
-  value = int.from_bytes(data, "little")
-  return {name: (value >> lo) & ((1 << (hi - lo + 1)) - 1) for name, (hi, lo) in layout.items()}
+def _extractors(layout: dict) -> tuple:
+  """(name, first dword, shift, mask, two dwords) per field: a field spans at most two dwords."""
+  out = []
+  for name, (hi, lo) in layout.items():
+    first = lo // 32
+    out.append((name, first, lo - 32 * first, (1 << (hi - lo + 1)) - 1, hi // 32 > first))
+  return tuple(out)
+
+
+_EXTRACTORS: dict = {}
+
+
+def decode(layout: dict, data) -> dict:
+  """The layout's fields from a QMD given as bytes or a u32 sequence."""
+  ex = _EXTRACTORS.get(id(layout))
+  if ex is None: ex = _EXTRACTORS[id(layout)] = _extractors(layout)
+  w = memoryview(data).cast("I") if isinstance(data, (bytes, bytearray)) else data
+  out = {}
+  for name, first, shift, mask, two in ex:
+    v = w[first] | (w[first + 1] << 32) if two else w[first]
+    out[name] = (v >> shift) & mask
+  return out
 
 
 def launch(major: int, q: dict) -> dict:
