@@ -5,7 +5,10 @@ Code objects:
     the parameter layout (EIATTR_KPARAM_INFO: ordinal, offset, size), where the parameters start in constant bank 0
     (EIATTR_PARAM_CBANK), the register count (EIATTR_REGCOUNT in .nv.info), the stack (EIATTR_MIN_STACK_SIZE);
     .nv.shared.<name> its static shared memory. Format: nvidia's cuobjdump/nvdisasm ELF notes, as restated in
-    shared/reference/nv_qcom_usb_pci_smi.md 1.6.
+    shared/reference/nv_qcom_usb_pci_smi.md 1.6; checked on ptxas 12.9 output (KPARAM_INFO: u32 index, u16 ordinal,
+    u16 offset, u32 flags with the size in bits 31:18; PARAM_CBANK: u32 symbol, u16 offset, u16 size; REGCOUNT and
+    MIN_STACK_SIZE in .nv.info: u32 symbol, u32 value). Not handled yet: relocations, constant banks other than 0
+    (.nv.constant3 module constants), .nv.global variables: a cubin needing them is refused.
   - PTX: compiled to a cubin for sm_XY by nvJitLink (pip nvidia-nvjitlink-cu12) or ptxas (pip nvidia-cuda-nvcc-cu12)
     when one is found; a GPU that executes PTX itself (the mock NV GPU) gets the text with one PTX_ENTRY record per
     kernel (program address = the record: magic, text address, text length, name length, name).
@@ -192,22 +195,43 @@ def _attributes(blob: bytes):
       pos += 4
 
 
+def _symbols(secs) -> dict[str, int]:
+  """{name: symbol index} from .symtab (Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value,
+  st_size) and .strtab."""
+  if ".symtab" not in secs or ".strtab" not in secs: return {}
+  tab, strtab = secs[".symtab"][1], secs[".strtab"][1]
+  out = {}
+  for i in range(len(tab) // 24):
+    (st_name,) = struct.unpack_from("<I", tab, 24 * i)
+    end = strtab.find(b"\0", st_name)
+    if st_name and end > st_name: out[strtab[st_name:end].decode(errors="replace")] = i
+  return out
+
+
 def cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes]]:
   """{name: (KernelInfo, SASS bytes)} from a cubin's sections and .nv.info attributes."""
   secs = _elf_sections(image, where)
   e_machine, = struct.unpack_from("<H", image, 0x12)
   if e_machine != EM_CUDA: raise DeviceError(f"{where}: ELF machine {e_machine} is not CUDA ({EM_CUDA})")
-  regs_by_sym = {}
+  # .nv.info holds per-function attributes keyed by the function's symbol index (.symtab)
+  per_sym: dict[int, dict] = {}
   if ".nv.info" in secs:
     for attr, val in _attributes(secs[".nv.info"][1]):
-      if attr == EIATTR_REGCOUNT and len(val) >= 8:
+      if attr in (EIATTR_REGCOUNT, EIATTR_MIN_STACK_SIZE) and len(val) >= 8:
         sym, n = struct.unpack_from("<II", val)
-        regs_by_sym[sym] = n
+        per_sym.setdefault(sym, {})[attr] = n
+  symbols = _symbols(secs)
+  unsupported = [n for n in secs if n.startswith((".rel.text.", ".rela.text.", ".nv.global")) or
+                 (n.startswith(".nv.constant") and not n.startswith(".nv.constant0"))]
+  if unsupported:
+    raise DeviceError(f"{where}: the cubin needs {', '.join(sorted(unsupported))} (relocations, module constants or "
+                      f"global variables), which hcq's loader does not handle yet")
   out = {}
   for sname, (_, code, _) in secs.items():
     if not sname.startswith(".text."): continue
     name = sname[len(".text."):]
-    params, base, stack, req = [], None, 0, None
+    attrs = per_sym.get(symbols.get(name, -1), {})
+    params, base, stack, req = [], None, attrs.get(EIATTR_MIN_STACK_SIZE, 0), None
     for attr, val in _attributes(secs.get(f".nv.info.{name}", (0, b"", 0))[1]):
       if attr == EIATTR_KPARAM_INFO and len(val) >= 12:
         _, ordinal, offset, flags = struct.unpack_from("<IHHI", val)
@@ -221,7 +245,7 @@ def cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes
     plist = [Param(f"param{o}", {1: "b8", 2: "b16", 4: "b32", 8: "b64"}.get(s, f"b8[{s}]"), s, min(s, 8) or 1, off)
              for o, off, s in sorted(params)]
     shared = len(secs.get(f".nv.shared.{name}", (0, b"", 0))[1])
-    k = KernelInfo(name, plist, base, regs_by_sym.get(0, 32), shared, stack, req)
+    k = KernelInfo(name, plist, base, attrs.get(EIATTR_REGCOUNT, 32), shared, stack, req)
     out[name] = (k, code)
   if not out: raise DeviceError(f"{where}: the cubin has no .text.<kernel> sections")
   return out
