@@ -8,6 +8,7 @@ buffer 0, code loading (cubins; PTX compiled to a cubin, or run as PTX by a GPU 
 faults read from the channels' error notifiers when a wait blocks."""
 from __future__ import annotations
 
+import struct
 from array import array
 
 from ...compiler import queue as Q
@@ -22,6 +23,7 @@ GPFIFO_ENTRIES = 0x400
 PUSHBUFFER_SIZE = 1 << 20
 QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
 SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
+SHARED_CONFIGS_KB = (32, 64, 100, 132, 164, 196, 228)   # the SM shared memory carve-outs a QMD may ask for
 # nverror.h robust-channel errors (Xids) an error notifier may report
 ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time limit", 13: "graphics engine exception",
                          31: "MMU fault", 43: "the channel was reset"}
@@ -49,6 +51,13 @@ class NVDevice(HCQDevice):
     # sm_86/89, 163 KiB on sm_80
     self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
     self._images: dict[bytes, tuple] = {}
+    self._local, self._old_local, self._local_per_thread = None, [], 0
+    # constant buffer 0's driver words (reference 1.6): the shared and local memory windows and 0xfffdc0, at dwords
+    # 6..10 before Blackwell, 188..191 and 223 on Blackwell (generic addressing of shared/local memory reads them)
+    if iface.sm_version >> 8 >= 10:
+      self._cb0_driver = struct.pack("<QQ", SHARED_WINDOW, LOCAL_WINDOW) + bytes(4 * (223 - 192)) + struct.pack("<I", 0xFFFDC0)
+    else: self._cb0_driver = struct.pack("<QQI", SHARED_WINDOW, LOCAL_WINDOW, 0xFFFDC0)
+    self._cb0_driver_offset = 4 * 188 if iface.sm_version >> 8 >= 10 else 4 * 6
     try: self._setup()
     except BaseException:
       try: iface.close()
@@ -129,6 +138,18 @@ class NVDevice(HCQDevice):
         f.update(SHARED_MEMORY_SIZE_SHIFTED7=round_up(shared, 128) >> 7,
                  SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4=round_up(k.local, 16) >> 4,
                  PROGRAM_ADDRESS_LOWER_SHIFTED4=(pc >> 4) & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER_SHIFTED4=pc >> 36)
+    # what every launch sets on hardware (reference 1.6): caches invalidated, the call limit and sampler index
+    # modes, a system-scope membar at the end of the grid, the SM's shared memory configuration
+    f.update({n: 1 for n in ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE",
+                             "INVALIDATE_TEXTURE_DATA_CACHE", "INVALIDATE_SHADER_DATA_CACHE",
+                             "INVALIDATE_INSTRUCTION_CACHE", "INVALIDATE_SHADER_CONSTANT_CACHE",
+                             "API_VISIBLE_CALL_LIMIT", "SAMPLER_INDEX", "CWD_MEMBAR_TYPE")})
+    if "SM_GLOBAL_CACHING_ENABLE" in layout: f["SM_GLOBAL_CACHING_ENABLE"] = 1
+    config = next((kb for kb in SHARED_CONFIGS_KB if kb << 10 >= shared and kb << 10 <= self.max_shared),
+                  self.max_shared >> 10) // 4 + 1
+    f.update(MIN_SM_CONFIG_SHARED_MEM_SIZE=config, TARGET_SM_CONFIG_SHARED_MEM_SIZE=config,
+             MAX_SM_CONFIG_SHARED_MEM_SIZE=(self.max_shared >> 10) // 4 + 1)
+    if k.local: self._ensure_local(k.local)
     template = bytearray(qmd.encode(layout, **f))
     els = [Q.barrier()]
     if timed: els.append(Q.timestamp(T_START))
@@ -137,11 +158,28 @@ class NVDevice(HCQDevice):
     els.append(Q.store(TIMELINE, TIMELINE_VALUE))
     return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block)
 
+  def _ensure_local(self, per_thread: int) -> None:
+    """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
+    demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC."""
+    slm = round_up(per_thread, 32)
+    if slm <= self._local_per_thread: return
+    g = self.iface.gr
+    per_tpc = round_up(round_up(slm * 32, 0x200) * g["max_warps_per_sm"] * g["sm_per_tpc"], 0x8000)
+    total = round_up(per_tpc * g["tpc_per_gpc"] * g["gpcs"], 0x20000)
+    mem = self.iface.alloc(total, kind="vram")
+    w = G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_A, mem.va >> 32, mem.va & 0xFFFFFFFF)
+    w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
+    with Submission(self, self.compute, ("local memory of {} bytes per thread", slm)) as sub: sub.add(array("I", w))
+    if self._local is not None: self._old_local.append(self._local)   # launches before may still use it
+    self._local, self._local_per_thread = mem, slm
+
   def _launch_words(self, prog: NVProgram, shape: NVShape, explicit: bytes, value: int):
     cb = round_up(shape.cb_size, 256)
     va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
     off = va - self.launch_data.va
     view = self._launch_view
+    d = off + self._cb0_driver_offset
+    view[d:d + len(self._cb0_driver)] = self._cb0_driver
     base = off + prog.param_base
     if explicit: view[base:base + len(explicit)] = explicit
     q = bytearray(shape.qmd)

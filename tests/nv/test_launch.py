@@ -194,3 +194,45 @@ def test_launch_parameters_land_in_constant_buffer_0_per_the_cuda_abi(dev):
   out = dev.alloc(8)
   prog(200, out, 2.5, global_size=1, local_size=1)
   assert struct.unpack("<If", dev.copyout(out)) == (200, 2.5)
+
+
+@pytest.mark.parametrize("name", ["vadd", "reduce_shared", "atomics"])
+def test_the_threaded_mock_gives_the_same_results(name):
+  with _open(mock_threaded=True) as dev:
+    spec = KERNELS[name]
+    outs, data = run_spec(dev, spec)
+    spec.check(outs, data)
+
+
+@pytest.mark.parametrize("gpu,major", [("H200", 4), ("AD102", 3), ("B200", 5)])
+def test_the_qmd_of_a_shape_holds_the_launch_in_the_gpus_layout(gpu, major):
+  from hcq.drivers.nv.tables import qmd
+  with _open(gpu) as dev:
+    prog = dev.load(VADD.ptx().encode())
+    shape = prog.shape((3, 2, 1), (64, 2, 1), False)
+    q = qmd.decode(qmd.for_major(major), bytes(shape.qmd))
+    assert q["QMD_MAJOR_VERSION"] == major
+    grid = ("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT") if major == 3 else ("GRID_WIDTH", "GRID_HEIGHT")
+    assert (q[grid[0]], q[grid[1]]) == (3, 2)
+    assert (q["CTA_THREAD_DIMENSION0"], q["CTA_THREAD_DIMENSION1"]) == (64, 2) and q["CONSTANT_BUFFER_VALID_0"] == 1
+    pc = (q["PROGRAM_ADDRESS_LOWER_SHIFTED4"] | q["PROGRAM_ADDRESS_UPPER_SHIFTED4"] << 32) << 4 if major == 5 else \
+      q["PROGRAM_ADDRESS_LOWER"] | q["PROGRAM_ADDRESS_UPPER"] << 32
+    assert pc == prog.code_va
+
+
+def test_local_memory_is_set_up_on_the_compute_channel_before_a_kernel_that_needs_it():
+  from hcq.drivers.nv import gpfifo as G
+  with _open() as dev:
+    start = dev.compute.ring.put_dw
+    dev._ensure_local(100)
+    words = list(dev.compute.ring.ring[start:dev.compute.ring.put_dw])
+    names = [p[1] for p in G.decode_pushbuffer(words)]
+    assert "compute.SET_SHADER_LOCAL_MEMORY_A" in names and "compute.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A" in names
+    assert dev._local_per_thread == 128
+    dev._ensure_local(64)              # smaller: nothing new
+    assert dev.compute.ring.put_dw == start + len(words)
+
+
+def test_nv_without_nvidia_ko_is_a_clear_error(tmp_path):
+  with pytest.raises(hcq.DeviceError, match="cannot open /dev/nvidiactl"):
+    hcq.open("NV", Config(dev_root=str(tmp_path)))
