@@ -15,7 +15,7 @@ from ...errors import DeviceError
 from ..hcq.registry import Driver, Interface
 
 DRIVER = Driver(
-  vendor="NV", module=__name__, summary="NVIDIA GPUs (Ampere, Ada, Hopper)", default="RM",
+  vendor="NV", module=__name__, summary="NVIDIA GPUs (Ampere, Ada, Hopper, Blackwell)", default="RM",
   interfaces=(Interface("RM", "through nvidia.ko's resource manager (/dev/nvidiactl) and UVM", mocks=("MOCK",),
                         probe="/dev/nvidiactl"),))
 

@@ -1,11 +1,13 @@
 """The nvidia.ko user ABI hcq's NV driver uses: escape numbers, RM parameter structs, UVM requests, class numbers,
 NV status names.
 
-TEMPORARY: a minimal hand-written table until the nvbind helper's generated bindings (autogen/nv from
-nvidia-open-kernel-source) and cited tables (drivers/nv/tables) land; then this module re-exports those. Layouts
-follow the RM SDK headers (nvos.h NVOS00/02/21/33/46/54, nv-ioctl.h, uvm_ioctl.h) as described in
-shared/reference/nv_qcom_usb_pci_smi.md sections 1.1-1.4 and 1.7 (byte offsets there), the structs that autogen/nv
-already generates from the nouveau RM SDK (535) are taken from it."""
+Partly hand-written (the layouts of shared/reference/nv_qcom_usb_pci_smi.md sections 1.1-1.4 and 1.7: NVOS00/02/21/
+33/46/54 with the unix fd wrappers, card info, the UVM params, the channel group / context share / memory alloc
+params), partly taken from the bindings: the nouveau RM SDK structs of autogen/nv (NV0080/NV2080 alloc params), the
+NV status names (autogen/nv/nvstatus), and, where NVIDIA's headers were read by the nvbind helper, drivers/nv/
+tables (GR info indexes, the class-list control; the release-specific NVOS46 / VA space / channel params, which
+rm.py takes from tables.rm.for_version). The mock keeps a copy (mockgpu/nv/abi.py) that tests/nv/test_mock_facts.py
+holds equal. Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
 from __future__ import annotations
 
 import ctypes

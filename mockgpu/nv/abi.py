@@ -1,9 +1,8 @@
 """The nvidia.ko user ABI as the mock NV GPU models it: escape numbers, RM parameter structs, UVM requests, classes,
 NV status codes.
 
-TEMPORARY, like drivers/nv/abi.py (the mock may not import the driver, and the driver never knows the mock): a
-minimal hand-written table until the nvbind helper's generated bindings land; tests/nv/test_abi_facts.py holds the two
-tables equal."""
+The mock's copy of drivers/nv/abi.py (the mock may not import the driver, and the driver never knows the mock);
+tests/nv/test_mock_facts.py holds the two equal."""
 
 import ctypes
 from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64

@@ -25,7 +25,7 @@ import errno
 import itertools
 import threading
 
-from ...errors import OSCallError
+from ...errors import GPUFault, OSCallError
 from ..files import MockFile
 from . import abi
 from .gpu import Channel
@@ -144,8 +144,6 @@ class RMModel:
     if size != ctypes.sizeof(struct):
       raise OSCallError("ioctl", file.path, errno.EINVAL, f"{name}: argument of {size} bytes, the driver takes "
                         f"{ctypes.sizeof(struct)}")
-    if file.gpu is None and nr == abi.NV_ESC_RM_ALLOC_MEMORY:
-      pass   # allowed on the ctl fd too
     view = memoryview(arg).cast("B")
     if view.nbytes < size: raise OSCallError("ioctl", file.path, errno.EFAULT, f"{name}: argument of {view.nbytes} bytes")
     a = struct.from_buffer(arg)
@@ -154,7 +152,6 @@ class RMModel:
       except RMStatus as e:
         if hasattr(a, "status"): a.status = e.status
         else: raise OSCallError("ioctl", file.path, errno.EINVAL, f"{name}: {e.detail}") from None
-        self.last_error = e.detail
     return 0
 
   def uvm_ioctl(self, file, request: int, arg) -> int:
@@ -247,12 +244,12 @@ class RMModel:
     if p.hContextShare:
       ctx = self._obj(o.client, p.hContextShare)
       if ctx.cls != abi.FERMI_CONTEXT_SHARE_A: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", "hContextShare")
-    ring = self._memory_va(o.client, p.hObjectBuffer, 0, 0, "hObjectBuffer") if p.hObjectBuffer else None
+    if p.hObjectBuffer: self._memory_va(o.client, p.hObjectBuffer, 0, 0, "hObjectBuffer")   # must be mapped memory
     userd = self._memory_va(o.client, p.hUserdMemory[0], p.userdOffset[0], 0x200, "hUserdMemory[0]")
     notifier = self._memory_va(o.client, p.hObjectError, 0, 32, "hObjectError")
     gpu = o.gpu
-    gpu.check(p.gpFifoOffset, 8 * p.gpFifoEntries, "GPFIFO ring")
-    del ring
+    try: gpu.check(p.gpFifoOffset, 8 * p.gpFifoEntries, "GPFIFO ring")
+    except GPUFault: raise RMStatus("NV_ERR_INVALID_ADDRESS", f"gpFifoOffset {p.gpFifoOffset:#x} is not mapped") from None
     token = len([x for x in self.objects.values() if x.cls in GPFIFO and x.gpu is gpu])
     o.channel = Channel(gpu, o.handle, token, p.gpFifoOffset, p.gpFifoEntries, userd, notifier, {})
     gpu.add_channel(o.channel)
