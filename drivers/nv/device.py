@@ -67,9 +67,15 @@ class NVDevice(HCQDevice):
     self.qmd_major = QMD_MAJOR[self.compute_class]
     self.qmd_layout = qmd.for_major(self.qmd_major)
     self.qmd_size = self.qmd_layout.size_bytes
-    # the constant buffer 0 address fields: V03 holds the address, V04/V05 the address >> 6
-    self._cb_fields = (("CONSTANT_BUFFER_ADDR_LOWER_0", "CONSTANT_BUFFER_ADDR_UPPER_0", 0) if self.qmd_major == 3 else
-                       ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0", 6))
+    # constant buffer 0's address fields, patched per launch: V03 holds the address, V04/V05 the address >> 6; in
+    # each the lower field is a whole dword and the upper one the low bits of the next dword
+    lower_f, upper_f, self._cb_shift = (("CONSTANT_BUFFER_ADDR_LOWER_0", "CONSTANT_BUFFER_ADDR_UPPER_0", 0)
+                                        if self.qmd_major == 3 else ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0",
+                                                                     "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0", 6))
+    (lhi, llo), (uhi, ulo) = self.qmd_layout[lower_f], self.qmd_layout[upper_f]
+    if llo % 32 or lhi != llo + 31 or ulo != llo + 32:
+      raise DeviceError(f"{self.name}: QMD v{self.qmd_major}'s constant buffer address is not a dword and the next")
+    self._cb_byte, self._cb_upper_mask = llo // 8, (1 << (uhi - ulo + 1)) - 1
     self.channels = {lower.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
                      lower.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
     self.iface.schedule()
@@ -182,11 +188,12 @@ class NVDevice(HCQDevice):
     view[d:d + len(self._cb0_driver)] = self._cb0_driver
     base = off + prog.param_base
     if explicit: view[base:base + len(explicit)] = explicit
-    q = bytearray(shape.qmd)
-    lower_f, upper_f, shift = self._cb_fields
-    qmd.set_field(q, self.qmd_layout, lower_f, (va >> shift) & 0xFFFFFFFF)
-    qmd.set_field(q, self.qmd_layout, upper_f, va >> (32 + shift))
-    view[off + cb:off + cb + self.qmd_size] = q
+    q = off + cb
+    view[q:q + self.qmd_size] = shape.qmd
+    a, at = va >> self._cb_shift, q + self._cb_byte
+    # the template's upper dword holds other fields' bits above the address's: keep them
+    upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
+    struct.pack_into("<II", view, at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
     return shape.cmd.fill({lower.V_QMD: va + cb, V_TIMELINE: value})
 
   # ---- memory

@@ -138,7 +138,9 @@ class MockNVGPU:
     self._stop = False
     self._modules: dict = {}          # (text address, length, crc) -> parsed PTX module
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
+    self._launches: dict = {}         # decoded QMDs (see _launch)
     self._seen_generation, self._seen = -1, []
+    self._blocked: set = set()        # channels waiting on a semaphore acquire
     self.stats = {"launches": 0, "copies": 0, "thread_instructions": 0}
     self._clock_base = time.monotonic_ns()
     self.doorbell_cell = None         # ctypes u32 of the usermode page's doorbell word, once mapped
@@ -205,18 +207,23 @@ class MockNVGPU:
     ch.active = False        # first, without the lock: a kernel the worker runs under it sees it and stops
     with self.lock:
       ch.current = None
+      self._set_blocked(ch, None)
       if ch in self.channels: self.channels.remove(ch)
 
   # ---- the engine interface of MockOS (synchronous mode)
   @property
   def may_progress(self) -> bool:
     cell = self.doorbell_cell
-    if cell is not None and cell.value != NO_TOKEN: return True
-    return any(ch.blocked_on is not None for ch in self.channels if ch.active and ch.error is None)
+    return (cell is not None and cell.value != NO_TOKEN) or bool(self._blocked)
 
   @property
-  def blocked(self) -> bool:
-    return any(ch.blocked_on is not None for ch in self.channels if ch.active and ch.error is None)
+  def blocked(self) -> bool: return bool(self._blocked)
+
+  def _set_blocked(self, ch: Channel, what: str | None) -> None:
+    """A channel waits on memory (what: on which), or no longer; the set is what may_progress looks at."""
+    ch.blocked_on = what
+    if what is None: self._blocked.discard(ch)
+    else: self._blocked.add(ch)
 
   def poll(self) -> bool:
     cell = self.doorbell_cell
@@ -251,7 +258,8 @@ class MockNVGPU:
     return True
 
   def _fail(self, ch: Channel, e: HCQError) -> None:
-    ch.error, ch.current, ch.blocked_on = e, None, None
+    ch.error, ch.current = e, None
+    self._set_blocked(ch, None)
     address = getattr(e, "address", None)
     try:
       self.write64(ch.notifier_va, self.clock_ns(), "error notifier")
@@ -336,7 +344,7 @@ class MockNVGPU:
       if wide: self.write64(addr, payload, "semaphore release")
       else: self.write32(addr, payload, "semaphore release")
       if value & SEM_RELEASE_TIMESTAMP: self.write64(addr + 8, self.clock_ns(), "semaphore timestamp")
-      ch.blocked_on = None
+      if ch.blocked_on is not None: self._set_blocked(ch, None)
       return True
     cur = self.read64(addr, "semaphore acquire") if wide else self.read32(addr, "semaphore acquire")
     if not wide: payload &= 0xFFFFFFFF
@@ -347,7 +355,8 @@ class MockNVGPU:
     elif op == SEM_OP_ACQ_AND: done = (cur & payload) != 0
     elif op == SEM_OP_ACQ_NOR: done = (~(cur | payload) & mask) != 0
     else: raise QueueError(ch.name, f"SEM_EXECUTE {value:#x}: operation {op} is not modelled")
-    ch.blocked_on = None if done else f"semaphore acquire at {addr:#x} for {payload:#x} (holds {cur:#x})"
+    if not done: self._set_blocked(ch, f"semaphore acquire at {addr:#x} for {payload:#x} (holds {cur:#x})")
+    elif ch.blocked_on is not None: self._set_blocked(ch, None)
     return done
 
   # ---- copy engine
@@ -377,12 +386,23 @@ class MockNVGPU:
     major = QMD_MAJOR[cls]
     layout, size = qmd.LAYOUTS[major]
     self.check(qmd_va, size, "QMD")
-    q = qmd.decode(layout, (ctypes.c_uint32 * (size // 4)).from_address(qmd_va))
-    if q["QMD_MAJOR_VERSION"] != major:
-      raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
-                                f"{abi.class_name(cls)} takes QMD v{major}")
-    launch = qmd.launch(major, q)
-    grid, block, pc, cb0, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0"], launch["cb0_size"]
+    # decoded launches cached by the QMD's bytes but constant buffer 0's address (the one thing a driver changes
+    # from one launch of a kernel to the next), which is read on its own
+    raw = ctypes.string_at(qmd_va, size)
+    lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
+    key = (major, raw[:4 * lo_dw], raw[4 * lo_dw + 8:])
+    launch = self._launches.get(key)
+    if launch is None:
+      q = qmd.decode(layout, raw)
+      if q["QMD_MAJOR_VERSION"] != major:
+        raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
+                                  f"{abi.class_name(cls)} takes QMD v{major}")
+      launch = qmd.launch(major, q)
+      if len(self._launches) > 256: self._launches.clear()
+      self._launches[key] = launch
+    lo, hi = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little"), int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
+    cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
+    grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
     if 0 in grid or 0 in block: return
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
@@ -456,11 +476,15 @@ class MockNVGPU:
     self.stats["thread_instructions"] += int((stats or {}).get("thread_instructions", 0))
 
 
+_NOTHING: dict = {}      # id(kernel) -> (kernel, whether it has only ret/exit)
+
+
 def _does_nothing(kernel) -> bool:
-  flag = getattr(kernel, "_hcq_does_nothing", None)
-  if flag is None:
-    flag = all(i.op in ("ret", "exit") and i.guard is None for i in kernel.instrs)
-    kernel._hcq_does_nothing = flag
+  hit = _NOTHING.get(id(kernel))
+  if hit is not None and hit[0] is kernel: return hit[1]
+  flag = all(i.op in ("ret", "exit") and i.guard is None for i in kernel.instrs)
+  if len(_NOTHING) > 1024: _NOTHING.clear()
+  _NOTHING[id(kernel)] = (kernel, flag)
   return flag
 
 

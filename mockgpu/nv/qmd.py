@@ -81,3 +81,18 @@ def launch(major: int, q: dict) -> dict:
   return {"grid": grid, "block": (q["CTA_THREAD_DIMENSION0"], q["CTA_THREAD_DIMENSION1"], q["CTA_THREAD_DIMENSION2"]),
           "pc": pc, "cb0": cb0, "cb0_size": q["CONSTANT_BUFFER_SIZE_SHIFTED4_0"] << 4,
           "cb0_valid": q["CONSTANT_BUFFER_VALID_0"], "shared": shared}
+
+
+def _cb0_address_dword(layout: dict, lower: str, upper: str) -> int:
+  (lhi, llo), (uhi, ulo) = layout[lower], layout[upper]
+  assert llo % 32 == 0 and lhi == llo + 31 and ulo == llo + 32, (lower, upper)   # a dword, then the next one's low bits
+  return llo // 32
+
+
+# constant buffer 0's address: (its low dword's index, the shift of the address), and the upper field's mask
+CB0_ADDR_DWORD = {3: (_cb0_address_dword(V3, "CONSTANT_BUFFER_ADDR_LOWER_0", "CONSTANT_BUFFER_ADDR_UPPER_0"), 0),
+                  4: (_cb0_address_dword(V4, "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"), 6),
+                  5: (_cb0_address_dword(V5, "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"), 6)}
+CB0_UPPER_MASK = {3: (1 << (V3["CONSTANT_BUFFER_ADDR_UPPER_0"][0] - V3["CONSTANT_BUFFER_ADDR_UPPER_0"][1] + 1)) - 1,
+                  4: (1 << (V4["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][0] - V4["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][1] + 1)) - 1,
+                  5: (1 << (V5["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][0] - V5["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][1] + 1)) - 1}
