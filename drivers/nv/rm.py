@@ -186,10 +186,9 @@ class RMIface:
     gid = self.rm_control(self.subdevice, abi.NV2080_CTRL_CMD_GPU_GET_GID_INFO, abi.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
       flags=abi.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY, length=16))
     self.uuid = bytes(gid.data[:16])
-    uuid = abi.UUID.from_buffer_copy(self.uuid)
-    self.uvm_call(abi.UVM_REGISTER_GPU, abi.UVM_REGISTER_GPU_PARAMS(gpu_uuid=uuid, rmCtrlFd=-1))
-    self.uvm_call(abi.UVM_REGISTER_GPU_VASPACE, abi.UVM_REGISTER_GPU_VASPACE_PARAMS(
-      gpuUuid=uuid, rmCtrlFd=self.ctl.fd, hClient=self.root, hVaSpace=self.vaspace))
+    self.uvm_call(abi.UVM_REGISTER_GPU, abi.with_uuid(abi.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=-1), "gpu_uuid", self.uuid))
+    self.uvm_call(abi.UVM_REGISTER_GPU_VASPACE, abi.with_uuid(abi.UVM_REGISTER_GPU_VASPACE_PARAMS(
+      rmCtrlFd=self.ctl.fd, hClient=self.root, hVaSpace=self.vaspace), "gpuUuid", self.uuid))
     self.channel_group = self.rm_alloc(self.device, abi.KEPLER_CHANNEL_GROUP_A,
                                        abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(engineType=1))   # GRAPHICS
     self.ctxshare = self.rm_alloc(self.channel_group, abi.FERMI_CONTEXT_SHARE_A, abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
@@ -291,7 +290,7 @@ class RMIface:
       raise DeviceError(f"{self.label}: RM mapped memory {mem.handle:#x} at {a.dmaOffset:#x}, not at {mem.va:#x}")
     p = abi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=mem.va, length=mem.size, rmCtrlFd=self.ctl.fd, hClient=self.root,
                                                hMemory=mem.handle, gpuAttributesCount=1)
-    p.perGpuAttributes[0].gpuUuid = abi.UUID.from_buffer_copy(self.uuid)
+    abi.with_uuid(p.perGpuAttributes[0], "gpuUuid", self.uuid)
     p.perGpuAttributes[0].gpuMappingType = abi.UvmGpuMappingTypeReadWriteAtomic
     self.uvm_call(abi.UVM_MAP_EXTERNAL_ALLOCATION, p)
 
@@ -322,9 +321,9 @@ class RMIface:
     engine = self.rm_alloc(handle, engine_class)
     token = self.rm_control(handle, abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
                             abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()).workSubmitToken
-    self.uvm_call(abi.UVM_REGISTER_CHANNEL, abi.UVM_REGISTER_CHANNEL_PARAMS(
-      gpuUuid=abi.UUID.from_buffer_copy(self.uuid), rmCtrlFd=self.ctl.fd, hClient=self.root, hChannel=handle,
-      base=self._channel_va, length=CHANNEL_VA_SIZE))
+    self.uvm_call(abi.UVM_REGISTER_CHANNEL, abi.with_uuid(abi.UVM_REGISTER_CHANNEL_PARAMS(
+      rmCtrlFd=self.ctl.fd, hClient=self.root, hChannel=handle, base=self._channel_va, length=CHANNEL_VA_SIZE),
+      "gpuUuid", self.uuid))
     ch = Channel(handle, engine_class, engine, token, entries, area, notifier, area.cpu[:entries * 8],
                  area.cpu[entries * 8:entries * 8 + PAGE], self.doorbell)
     self._channels.append(ch)

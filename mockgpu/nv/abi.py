@@ -7,7 +7,7 @@ tests/nv/test_mock_facts.py holds the two equal."""
 import ctypes
 from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64
 
-from ...autogen.nv import alloc_channel, cl0080, cl2080, nvstatus
+from ...autogen.nv import alloc_channel, cl0080, cl2080, nvstatus, uvm
 
 # ---- escapes (nv_escape.h, nv-ioctl-numbers.h): _IOC(READ|WRITE, 'F', nr, sizeof(arg))
 NV_IOCTL_MAGIC = ord("F")
@@ -173,27 +173,13 @@ UVM_NAMES = {UVM_INITIALIZE: "UVM_INITIALIZE", UVM_DEINITIALIZE: "UVM_DEINITIALI
              UVM_REGISTER_GPU: "UVM_REGISTER_GPU", UVM_CREATE_EXTERNAL_RANGE: "UVM_CREATE_EXTERNAL_RANGE",
              UVM_MM_INITIALIZE: "UVM_MM_INITIALIZE"}
 UUID = c_uint8 * 16
-UVM_INITIALIZE_PARAMS = _struct("UVM_INITIALIZE_PARAMS", [("flags", c_uint64), ("rmStatus", c_uint32)])
-UVM_REGISTER_GPU_PARAMS = _struct("UVM_REGISTER_GPU_PARAMS", [
-  ("gpu_uuid", UUID), ("numaEnabled", c_uint8), ("numaNodeId", c_int32), ("rmCtrlFd", c_int32), ("hClient", c_uint32),
-  ("hSmcPartRef", c_uint32), ("rmStatus", c_uint32)])
-UVM_REGISTER_GPU_VASPACE_PARAMS = _struct("UVM_REGISTER_GPU_VASPACE_PARAMS", [
-  ("gpuUuid", UUID), ("rmCtrlFd", c_int32), ("hClient", c_uint32), ("hVaSpace", c_uint32), ("rmStatus", c_uint32)])
-UVM_REGISTER_CHANNEL_PARAMS = _struct("UVM_REGISTER_CHANNEL_PARAMS", [
-  ("gpuUuid", UUID), ("rmCtrlFd", c_int32), ("hClient", c_uint32), ("hChannel", c_uint32), ("base", c_uint64),
-  ("length", c_uint64), ("rmStatus", c_uint32)])
-UVM_CREATE_EXTERNAL_RANGE_PARAMS = _struct("UVM_CREATE_EXTERNAL_RANGE_PARAMS", [
-  ("base", c_uint64), ("length", c_uint64), ("rmStatus", c_uint32)])
-UVM_FREE_PARAMS = _struct("UVM_FREE_PARAMS", [("base", c_uint64), ("length", c_uint64), ("rmStatus", c_uint32)])
-UVM_GPU_MAPPING_ATTRIBUTES = _struct("UvmGpuMappingAttributes", [
-  ("gpuUuid", UUID), ("gpuMappingType", c_uint32), ("gpuCachingType", c_uint32), ("gpuFormatType", c_uint32),
-  ("gpuElementBits", c_uint32), ("gpuCompressionType", c_uint32)])
-UVM_MAX_GPUS = 256
-UVM_MAP_EXTERNAL_ALLOCATION_PARAMS = _struct("UVM_MAP_EXTERNAL_ALLOCATION_PARAMS", [
-  ("base", c_uint64), ("length", c_uint64), ("offset", c_uint64),
-  ("perGpuAttributes", UVM_GPU_MAPPING_ATTRIBUTES * UVM_MAX_GPUS), ("gpuAttributesCount", c_uint64),
-  ("rmCtrlFd", c_int32), ("hClient", c_uint32), ("hMemory", c_uint32), ("rmStatus", c_uint32)])
-UVM_MM_INITIALIZE_PARAMS = _struct("UVM_MM_INITIALIZE_PARAMS", [("uvmFd", c_int32), ("rmStatus", c_uint32)])
+# the UVM params: generated from uvm_ioctl.h (nvidia-open-kernel-source 550, hcq.autogen.nv.uvm)
+UVM_INITIALIZE_PARAMS, UVM_REGISTER_GPU_PARAMS = uvm.UVM_INITIALIZE_PARAMS, uvm.UVM_REGISTER_GPU_PARAMS
+UVM_REGISTER_GPU_VASPACE_PARAMS, UVM_REGISTER_CHANNEL_PARAMS = uvm.UVM_REGISTER_GPU_VASPACE_PARAMS, uvm.UVM_REGISTER_CHANNEL_PARAMS
+UVM_CREATE_EXTERNAL_RANGE_PARAMS, UVM_FREE_PARAMS = uvm.UVM_CREATE_EXTERNAL_RANGE_PARAMS, uvm.UVM_FREE_PARAMS
+UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, UVM_MM_INITIALIZE_PARAMS = uvm.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, uvm.UVM_MM_INITIALIZE_PARAMS
+UVM_GPU_MAPPING_ATTRIBUTES = uvm.UvmGpuMappingAttributes
+UVM_MAX_GPUS = len(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS().perGpuAttributes)
 UvmGpuMappingTypeReadWriteAtomic = 1
 
 # ---- status codes (nvstatus.h, generated: hcq.autogen.nv.nvstatus)
@@ -201,6 +187,12 @@ NV_OK = 0
 NV_STATUS_NAMES = {v: k for k, v in vars(nvstatus).items() if k.startswith("NV_ERR_") and isinstance(v, int)}
 NV_STATUS_NAMES[NV_OK] = "NV_OK"
 NV_ERR_NO_MEMORY = nvstatus.NV_ERR_NO_MEMORY
+
+
+def with_uuid(params, field: str, uuid: bytes):
+  """params with its NvProcessorUuid field set to the 16 bytes of uuid; returns params."""
+  ctypes.memmove(ctypes.addressof(params) + getattr(type(params), field).offset, uuid, 16)
+  return params
 
 
 def status_name(status: int) -> str:
