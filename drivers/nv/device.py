@@ -17,7 +17,7 @@ from ..hcq import Buffer, round_up
 from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
 from . import abi, gpfifo as G, lower, qmd
-from .program import (PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
+from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
 
 GPFIFO_ENTRIES = 0x400
 PUSHBUFFER_SIZE = 1 << 20
@@ -208,6 +208,9 @@ class NVDevice(HCQDevice):
   def _load(self, image: bytes, name: str | None):
     where = f"{self.name}: load"
     if image[:4] == b"\x7fELF":
+      machine = int.from_bytes(image[0x12:0x14], "little") if len(image) >= 0x14 else None
+      if machine != EM_CUDA:
+        raise DeviceError(f"{where}: an ELF for machine {machine} is not a CUDA cubin (machine {EM_CUDA})")
       if self.executes_ptx:
         raise DeviceError(f"{self.name}: this GPU (the mock NV GPU) executes PTX only and cannot run SASS: load the "
                           f"kernel's PTX instead of a cubin")

@@ -110,9 +110,20 @@ def test_an_access_outside_mapped_memory_is_a_gpu_fault_with_its_address():
 
 
 def test_a_cubin_on_the_mock_is_a_clear_error():
+  cubin_header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(11) + struct.pack("<H", 190) + bytes(42)   # EM_CUDA
+  amd_header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(11) + struct.pack("<H", 224) + bytes(42)     # EM_AMDGPU
   with _open() as dev:
     with pytest.raises(hcq.DeviceError, match="executes PTX only and cannot run SASS"):
-      dev.load(b"\x7fELF" + bytes(60))
+      dev.load(cubin_header)
+    with pytest.raises(hcq.DeviceError, match="an ELF for machine 224 is not a CUDA cubin"):
+      dev.load(amd_header)
+
+
+def test_hcq_demo_runs_on_the_mock_nv_gpu(capsys):
+  from hcq.cli import main
+  assert main(["demo", "--device", "MOCK+NV", "-n", "1000", "-m", "20"]) == 0
+  out = capsys.readouterr().out
+  assert "vector add" in out and "matmul" in out and "FAIL" not in out
 
 
 def test_a_wait_the_host_never_satisfies_times_out_naming_it():
