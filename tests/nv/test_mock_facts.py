@@ -39,3 +39,11 @@ def test_the_parameter_base_and_the_ptx_entry_record_are_the_same():
   assert (gpu.PTX_ENTRY_MAGIC, gpu.PTX_ENTRY_HEADER) == (program.PTX_ENTRY_MAGIC, program.PTX_ENTRY_HEADER)
   from hcq.drivers.nv.device import QMD_MAJOR
   assert gpu.QMD_MAJOR == QMD_MAJOR
+
+
+def test_the_os_descriptor_flags_are_the_generated_nvos_fields():
+  from hcq.autogen.nv import nvos
+  shift = lambda field: nvos.RANGES[field][1]
+  assert driver_abi.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS == \
+    nvos.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS << shift("NVOS02_FLAGS_PHYSICALITY")
+  assert driver_abi.NVOS02_FLAGS_COHERENCY_CACHED == nvos.NVOS02_FLAGS_COHERENCY_CACHED << shift("NVOS02_FLAGS_COHERENCY")
