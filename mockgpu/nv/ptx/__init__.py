@@ -15,8 +15,8 @@ numpy closure; semantics.py holds the arithmetic), memspace.py (state spaces), e
 per-thread-PC scheduler, barriers, batches of CTAs).
 
 Not supported (PTXError when a kernel uses them): function calls (call, .func bodies), indirect branches (brx.idx),
-add.cc/addc carry chains, texture/surface instructions, wmma/mma/wgmma tensor instructions, cp.async and the TMA,
-cluster-level operations, bar.arrive/bar.red, match.sync, redux.sync, directed rounding of float arithmetic
+texture/surface instructions, wmma/mma/wgmma tensor instructions, cp.async and the TMA,
+cluster-level operations, bar.arrive/bar.red, directed rounding of float arithmetic
 (add.rz ...: conversions support every rounding mode).
 """
 from .executor import BATCH_THREADS, compile_kernel, run

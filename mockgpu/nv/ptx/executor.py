@@ -10,6 +10,9 @@ case) no mask is used. bar.sync parks a thread until no thread of the batch can 
 thread is released (a barrier of every CTA of the batch at once, which is what each CTA's bar.sync needs as long as
 CTAs do not wait for each other, which CUDA does not allow either). Warps are 32 consecutive threads of a CTA in
 linear thread-index order (x fastest), as the hardware forms them.
+A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a block run by under a quarter of the
+batch's threads (and without cross-lane instructions) runs on those threads only, gathered and scattered back.
+Blocks have at most MAX_BLOCK instructions, so that `stop` is polled often enough.
 """
 from __future__ import annotations
 
@@ -24,20 +27,24 @@ from .model import DTYPES, PTXError, PTXKernel, Stopped
 from .operands import Ctx, dynamic_shared_offset, rd
 
 BATCH_THREADS = 1 << 17
+MAX_BLOCK = 64       # instructions per basic block at most (a block of 64 on 131,072 threads takes ~10 ms)
+COMPACT_BELOW = 4    # a block run by fewer than 1/COMPACT_BELOW of the batch's threads runs on those threads only
 STOP_POLL_S = 0.02
 _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
 
 
 class Block:
-  __slots__ = ("fns", "count", "kind", "target", "next", "pred", "neg")
+  __slots__ = ("fns", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp")
 
   def __init__(self):
     self.fns, self.count, self.kind, self.target, self.next, self.pred, self.neg = [], 0, _FALL, 0, 0, None, False
+    self.regs, self.writes, self.warp = (), (), False   # registers used / written; has cross-lane instructions
 
 
 class Compiled:
   def __init__(self, blocks: dict, sregs: set, nregs: int, rtypes: list):
     self.blocks, self.sregs, self.nregs, self.rtypes = blocks, sregs, nregs, rtypes
+    self.layouts: dict = {}
 
 
 def _terminates(ins) -> bool:
@@ -58,6 +65,9 @@ def compile_kernel(k: PTXKernel) -> Compiled:
   for i, ins in enumerate(instrs):
     if ins.op in ("bra", "ret", "exit", "call", "brx") or _is_barrier(ins) or (ins.op == "bar" and "warp" not in ins.mods):
       leaders.add(i + 1)
+  base = sorted(x for x in leaders if x <= len(instrs))
+  for a, b in zip(base, base[1:] + [len(instrs)]):   # long blocks in pieces: `stop` is polled between blocks
+    leaders.update(range(a + MAX_BLOCK, b, MAX_BLOCK))
   starts = sorted(x for x in leaders if x <= len(instrs))
   blocks = {}
   sregs = set()
@@ -69,6 +79,7 @@ def compile_kernel(k: PTXKernel) -> Compiled:
     e = starts[bi + 1] if bi + 1 < len(starts) else len(instrs)
     blk = Block()
     blk.next = e
+    ctx.reads, ctx.writes = set(), set()
     for i in range(s, e):
       ins = instrs[i]
       blk.count += 1
@@ -97,6 +108,8 @@ def compile_kernel(k: PTXKernel) -> Compiled:
         raise ctx.error(f"{ins.op} (function calls / indirect branches) is not supported by the mock")
       f = compile_instr(ctx, ins)
       if f is not None: blk.fns.append(f)
+      blk.warp |= ins.op in ("shfl", "vote", "activemask", "match", "redux")
+    blk.regs, blk.writes = tuple(sorted(ctx.reads | ctx.writes)), tuple(sorted(ctx.writes))
     blocks[s] = blk
   blocks[len(instrs)] = Block()
   blocks[len(instrs)].kind = _EXIT
@@ -104,56 +117,74 @@ def compile_kernel(k: PTXKernel) -> Compiled:
   return k._compiled
 
 
-class Batch:
-  """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
+class _Layout:
+  """Thread numbering of a batch of `nblocks` CTAs of `block` threads (the same for every batch of that shape, so it
+  is kept on the compiled kernel): thread-in-CTA, CTA-in-batch, lane, warp; the zero-filled registers."""
 
-  def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
-               dynamic_shared: int, gaddr: dict):
+  def __init__(self, block, nblocks: int, rtypes):
     bx, by, bz = block
     T = bx * by * bz
-    n = T * nblocks
-    self.n = n
-    self.gaddr = gaddr
-    zeros = {}
-    self.R = []
-    for dt in comp.rtypes:
-      z = zeros.get(dt)
-      if z is None:
-        z = zeros[dt] = np.zeros(n, dt)
-        z.flags.writeable = False
-      self.R.append(z)
-    t = np.tile(np.arange(T, dtype=np.int64), nblocks)
-    blk = np.repeat(np.arange(nblocks, dtype=np.int64), T)
-    self.block_of_lane = blk
+    n = self.n = T * nblocks
+    self.t = t = np.tile(np.arange(T, dtype=np.int64), nblocks)
+    self.blk = blk = np.repeat(np.arange(nblocks, dtype=np.int64), T)
     self.laneid = (t % 32).astype(np.uint32)
     warps_per_block = (T + 31) // 32
     self.widx = blk * warps_per_block + t // 32
     self.nwarps = nblocks * warps_per_block
     self.warp_base = np.arange(n, dtype=np.int64) - (t % 32)
     self.warp_len = np.minimum(32, T - (t // 32) * 32)
+    self.tid = tuple(v.astype(np.uint32) for v in (t % bx, (t // bx) % by, t // (bx * by)))
+    zeros = {}
+    self.R = []
+    for dt in rtypes:
+      z = zeros.get(dt)
+      if z is None:
+        z = zeros[dt] = np.zeros(n, dt)
+        z.flags.writeable = False   # shared by every register until written (writes replace, never modify)
+      self.R.append(z)
+
+
+class Batch:
+  """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
+
+  def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
+               dynamic_shared: int, gaddr: dict):
+    lay = comp.layouts.get((block, nblocks))
+    if lay is None:
+      if len(comp.layouts) > 8: comp.layouts.clear()
+      lay = comp.layouts[(block, nblocks)] = _Layout(block, nblocks, comp.rtypes)
+    self.n = n = lay.n
+    self.gaddr = gaddr
+    self.R = list(lay.R)
+    self.laneid, self.widx, self.nwarps = lay.laneid, lay.widx, lay.nwarps
+    self.warp_base, self.warp_len = lay.warp_base, lay.warp_len
     shared_bytes = dynamic_shared_offset(k) + dynamic_shared if (dynamic_shared or k.dynamic_shared_name) else \
       k.static_shared_bytes
     stride = (shared_bytes + 15) // 16 * 16
     lstride = (k.local_bytes_per_thread + 15) // 16 * 16
     self.sp = Spaces(mem, np.zeros(max(stride * nblocks, 16), np.uint8), shared_bytes,
-                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, blk, params)
+                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, lay.blk, params)
     self.sp.sh_stride, self.sp.lo_stride = stride, lstride
-    gx, gy, gz = grid
-    cta = first + blk
-    self._sreg_base = {"tid": (t % bx, (t // bx) % by, t // (bx * by)), "ntid": block,
-                       "ctaid": (cta % gx, (cta // gx) % gy, cta // (gx * gy)), "nctaid": grid}
+    self._lay, self._first, self._grid, self._block = lay, first, grid, block
     self.dynamic_shared, self.total_shared = dynamic_shared, shared_bytes
-    self._t = t
+    self._t = lay.t
     self._sregs: dict = {}
+
+  def _sreg_value(self, base: str, d: int):
+    if base == "tid": return self._lay.tid[d]
+    if base == "ntid": return self._block[d]
+    if base == "nctaid": return self._grid[d]
+    gx, gy, _ = self._grid
+    cta = self._first + self._lay.blk
+    return (cta % gx, (cta // gx) % gy, cta // (gx * gy))[d]
 
   def sreg(self, name: str):
     v = self._sregs.get(name)
     if v is not None: return v
     base, _, dim = name[1:].partition(".")
     n = self.n
-    if base in self._sreg_base:
-      val = self._sreg_base[base]["xyz".index(dim or "x")]
-      v = np.asarray(val).astype(np.uint32)
+    if base in ("tid", "ntid", "ctaid", "nctaid"):
+      v = np.asarray(self._sreg_value(base, "xyz".index(dim or "x"))).astype(np.uint32)
       if v.ndim == 0: v = np.full(n, v, np.uint32)
     elif base == "laneid": v = self.laneid
     elif base == "warpid": v = (self._t // 32).astype(np.uint32)
@@ -179,45 +210,47 @@ class Batch:
 
 
 def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
+  """Run one batch to its end. While every thread is runnable and at one PC (upc) blocks run unmasked; after a
+  divergence, pc/done/runnable arrays hold each thread's state and the lowest PC's group runs. A group's threads all
+  sit at PC `cur`, so moving them is pc += m * (new - cur): arithmetic instead of (slow, branchy) masked stores."""
   blocks = comp.blocks
   n = S.n
   count = 0
-  upc = 0                       # all threads runnable and at this PC (None: see pc/done/waiting)
-  pc = done = waiting = None
+  upc = 0
+  pc = done = runnable = None
+  big = np.int64(1 << 40)
   while True:
     if upc is not None:
-      blk, m, cnt = blocks[upc], None, n
+      cur, blk, m, cnt = upc, blocks[upc], None, n
     else:
-      runnable = ~(done | waiting)
-      if not runnable.any():
-        if not waiting.any(): break
-        waiting[:] = False
+      cur = int(np.min(pc, where=runnable, initial=big))
+      if cur == big:                       # nothing can run: release the barrier, or the batch has ended
+        if done.all(): break
+        runnable = ~done
         continue
-      p = int(np.where(runnable, pc, 1 << 40).min())
-      m = runnable & (pc == p)
+      m = runnable & (pc == cur)
       cnt = int(np.count_nonzero(m))
       if cnt == n:
-        upc = p
+        upc = cur
         continue
-      blk = blocks.get(p)
-      if blk is None: raise PTXError(f"execution reached instruction {p}, which starts no basic block")
-    for f in blk.fns: f(S, m)
+      blk = blocks.get(cur)
+      if blk is None: raise PTXError(f"execution reached instruction {cur}, which starts no basic block")
+    if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
+      _run_compacted(S, blk, m)
+    else:
+      for f in blk.fns: f(S, m)
     count += cnt * blk.count
     now = time.monotonic()
     if now >= deadline[0]:
       deadline[0] = now + STOP_POLL_S
       if stop is not None and stop(): raise Stopped("the kernel was stopped before it ended")
     kind = blk.kind
-    if kind == _FALL or (kind == _BRA and blk.pred is None):
-      nxt = blk.next if kind == _FALL else blk.target
-      if upc is not None: upc = nxt
-      else: pc[m] = nxt
-      continue
-    if kind == _BAR:
-      if upc is not None: upc = blk.next
+    if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
+      nxt = blk.target if kind == _BRA else blk.next
+      if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
       else:
-        pc[m] = blk.next
-        waiting |= m
+        pc += m * np.int64(nxt - cur)
+        if kind == _BAR: runnable &= ~m
       continue
     # branch or exit, possibly predicated
     if blk.pred is not None:
@@ -238,13 +271,40 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if ntaken == n: break   # every thread exits
       pc = np.full(n, upc, np.int64)
       done = np.zeros(n, bool)
-      waiting = np.zeros(n, bool)
-      m = np.ones(n, bool)
+      runnable = np.ones(n, bool)
+      m = runnable.copy()
       upc = None
-    pc[m] = blk.next
-    if kind == _BRA: pc[taken] = blk.target
-    else: done |= taken
+    if kind == _BRA: pc += m * np.int64(blk.next - cur) + taken * np.int64(blk.target - blk.next)
+    else:
+      pc += m * np.int64(blk.next - cur)
+      done |= taken
+      runnable &= ~taken
   return count
+
+
+class _Compacted:
+  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): a block then computes on those
+  threads only, instead of on every thread with a mask."""
+
+  def __init__(self, S: Batch, idx: np.ndarray, regs):
+    self.n, self.idx, self.full = idx.shape[0], idx, S
+    self.R = [None] * len(S.R)
+    for i in regs: self.R[i] = S.R[i][idx]
+    self.sp = S.sp.subset(idx)
+    self.gaddr = S.gaddr
+
+  def sreg(self, name: str):
+    return self.full.sreg(name)[self.idx]
+
+
+def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
+  idx = np.flatnonzero(m)
+  sub = _Compacted(S, idx, blk.regs)
+  for f in blk.fns: f(sub, None)
+  for i in blk.writes:
+    full = S.R[i].copy()
+    full[idx] = sub.R[i]
+    S.R[i] = full
 
 
 def _as_dim3(v, what: str) -> tuple:

@@ -100,10 +100,55 @@ def _float_fn(ctx, ins, t, f64fn, nsrc):
 
 
 # ---------------------------------------------------------------------------------------------- arithmetic
+CC = "%%cc"   # the carry flag CC.CF: a hidden per-thread register (so masks and compaction treat it as any other)
+
+
+def _add3(x, y, cin):
+  """x + y + cin (unsigned, wrapping) and its carry-out."""
+  s1 = x + y
+  c1 = s1 < x
+  s2 = s1 + cin
+  return s2, c1 | (s2 < s1)
+
+
+def _sub_borrow(x, y, bin_):
+  """x - y - bin (unsigned, wrapping) and its borrow-out (PTX's CC.CF in subtraction chains)."""
+  d = x - y - bin_
+  return d, (x < y) | ((x == y) & (bin_ != 0))
+
+
+@builder("addc", "subc", "madc")
+def _carry_chain(ctx, ins):
+  """add.cc/addc/sub.cc/subc/mad{.lo,.hi}.cc/madc ("Extended-Precision Integer Arithmetic Instructions"): CC.CF is a
+  carry for additions and a borrow for subtractions (subc: d = a - (b + CF))."""
+  t = _type(ctx, ins)
+  U = sem.UNSIGNED[TYPE_BYTES[t]]
+  op = ins.op.rstrip("c") if ins.op != "madc" else "mad"
+  cin = ins.op in ("addc", "subc", "madc")
+  cout = "cc" in ins.mods
+  ops = ins.operands
+  d = wr(ctx, ops[0], t)
+  srcs = [rd(ctx, o, t) for o in ops[1:]]
+  rcc = rd(ctx, Operand("reg", name=CC), "u32") if cin else None
+  wcc = wr(ctx, Operand("reg", name=CC), "u32") if cout else None
+  hi = "hi" in ins.mods
+
+  def f(S, m):
+    xs = [np.asarray(sem.cast_bits(np.asarray(r(S)), U)) for r in srcs]
+    c = np.asarray(rcc(S)).astype(U) if cin else U(0)
+    if op == "sub": r, flag = _sub_borrow(xs[0], xs[1], c)
+    else:
+      x = (sem.mulhi(xs[0], xs[1]) if hi else xs[0] * xs[1]) if op == "mad" else xs[0]
+      r, flag = _add3(x, xs[-1] if op == "mad" else xs[1], c)
+    d(S, sem.cast_bits(r, DTYPES[t]), m)
+    if wcc is not None: wcc(S, np.asarray(flag).astype(np.uint32), m)
+  return f
+
+
 @builder("add", "sub")
 def _addsub(ctx, ins):
   t = _type(ctx, ins)
-  if "cc" in ins.mods: raise ctx.error(f"{ins.op}.cc (carry chains) is not supported by the mock")
+  if "cc" in ins.mods: return _carry_chain(ctx, ins)
   neg = ins.op == "sub"
   if t in FLOAT_T: return _float_fn(ctx, ins, t, (lambda a, b: a - b) if neg else (lambda a, b: a + b), 2)
   if "sat" in ins.mods:
@@ -150,7 +195,7 @@ def _mad(ctx, ins):
     if t == "f16x2": return _nary(ctx, ins, _halves(lambda a, b, c: sem.fma(a, b, c, np.float16)), t, 3)
     if t == "bf16": return _nary(ctx, ins, _bf16(lambda a, b, c: sem.fma(a, b, c, np.float32)), t, 3)
     raise ctx.error(f"{ins.op}.{t} is not supported")
-  if "cc" in mods: raise ctx.error("mad.cc is not supported by the mock")
+  if "cc" in mods: return _carry_chain(ctx, ins)
   if "wide" in mods:
     wt = t[0] + str(int(t[1:]) * 2)
     d, a, b, c = _ops(ins, 4, ctx)
@@ -684,6 +729,61 @@ def _vote(ctx, ins):
     elif mode == "all": r = nyes == nact
     else: r = (nyes == 0) | (nyes == nact)
     dw(S, r[w], m)
+  return f
+
+
+@builder("redux")
+def _redux(ctx, ins):
+  """redux.sync.{add,min,max}.{u32,s32} / .{and,or,xor}.b32 d, a, membermask: the warp's active threads' reduction."""
+  t = _type(ctx, ins)
+  op = next((m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor")), None)
+  if op is None or t not in ("u32", "s32", "b32"): raise ctx.error("unsupported redux.sync form")
+  ops = ins.operands
+  dw, ra = wr(ctx, ops[0], t), rd(ctx, ops[1], t)
+  dt = np.dtype(DTYPES[t])
+  ufunc = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+           "xor": np.bitwise_xor}[op]
+  ident = {"add": 0, "min": np.iinfo(dt).max, "max": np.iinfo(dt).min, "and": np.iinfo(dt).max if dt.kind == "u" else -1,
+           "or": 0, "xor": 0}[op]
+
+  def f(S, m):
+    a = np.broadcast_to(np.asarray(ra(S)), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    acc = np.full(S.nwarps, ident, dt)
+    with np.errstate(all="ignore"): ufunc.at(acc, S.widx[active], a[active])
+    dw(S, acc[S.widx], m)
+  return f
+
+
+@builder("match")
+def _match(ctx, ins):
+  """match.any.sync.b32/b64 d, a, membermask: the active lanes of the warp holding the same value;
+  match.all.sync d[|p], a, membermask: the active lanes' mask if they all hold it, else 0 (p: whether they do)."""
+  t = _type(ctx, ins)
+  mode = "all" if "all" in ins.mods else "any"
+  ops = ins.operands
+  dst = ops[0].items if ops[0].kind == "pair" else [ops[0]]
+  dw = wr(ctx, dst[0], "b32")
+  pw = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
+  ra = rd(ctx, ops[1], t)
+
+  def f(S, m):
+    a = np.broadcast_to(np.asarray(ra(S)), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    same = np.zeros(S.n, np.uint32)
+    act = np.zeros(S.n, np.uint32)
+    for j in range(32):
+      ok = j < S.warp_len
+      src = np.where(ok, S.warp_base + j, 0)
+      on = ok & active[src]
+      bit = np.uint32(1 << j)
+      same |= np.where(on & (a[src] == a), bit, np.uint32(0))
+      act |= np.where(on, bit, np.uint32(0))
+    if mode == "any": dw(S, same, m)
+    else:
+      eq = same == act
+      dw(S, np.where(eq, act, np.uint32(0)), m)
+      if pw: pw(S, eq, m)
   return f
 
 

@@ -35,6 +35,7 @@ class Spaces:
     self.local, self.local_bytes = local, local_bytes
     self.block_of_lane, self.params = block_of_lane, params
     self.n = block_of_lane.shape[0]
+    self.lane_ids = np.arange(self.n)   # each lane's thread number in the batch (local memory slot)
     self._whole: dict = {}
     # strides of shared/local per block/lane, rounded to 16 so that every naturally aligned access is aligned in
     # the byte array too (typed views index it directly)
@@ -46,12 +47,13 @@ class Spaces:
     a = a.astype(_U64, copy=False)
     _aligned(a, k, "global")
     rng = self.mem.check(a, k, what)
-    if rng is not None and rng[0] % k == 0:
-      return self.mem.view(rng[0], dt), ((a - _U64(rng[0])) // _U64(k)).astype(np.intp)
+    sh = _U64(k.bit_length() - 1)
+    if rng is not None and rng[0] % k == 0:   # index the mapped range's own view (the common case)
+      return self.mem.view(rng[0], dt), ((a - _U64(rng[0])) >> sh).view(np.int64)
     v = self._whole.get(np.dtype(dt))
     if v is None:
       v = self._whole[np.dtype(dt)] = getattr(self.mem, f"u{8 * k}").view(dt)
-    return v, ((a - _U64(GPUMemory.VIEW_BASE)) // _U64(k)).astype(np.intp)
+    return v, ((a - _U64(GPUMemory.VIEW_BASE)) >> sh).view(np.int64)
 
   def _shared(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
     a = a.astype(np.int64, copy=False)
@@ -70,7 +72,7 @@ class Spaces:
       bad = int(a[np.flatnonzero((a + k > self.local_bytes) | (a < 0))[0]])
       raise GPUFault(f"local memory access of {k} bytes beyond the thread's {self.local_bytes} bytes",
                      address=bad + base, kind="page fault")
-    lane = np.arange(self.n) if sel is None else sel
+    lane = self.lane_ids if sel is None else self.lane_ids[sel]
     return self.local.view(dt), (lane * self.lo_stride + a) // k
 
   def _param(self, a: np.ndarray, dt, k: int):
@@ -80,6 +82,13 @@ class Spaces:
       raise GPUFault(f"parameter access of {k} bytes beyond the {self.params.shape[0]}-byte parameter block",
                      address=int(a.max()), kind="page fault")
     return self.params.view(dt), a // k
+
+  def subset(self, idx: np.ndarray) -> "Spaces":
+    """The same memories seen by the threads idx only (a compacted batch: lane j is thread idx[j])."""
+    sub = object.__new__(Spaces)
+    sub.__dict__.update(self.__dict__)
+    sub.block_of_lane, sub.lane_ids, sub.n = self.block_of_lane[idx], self.lane_ids[idx], idx.shape[0]
+    return sub
 
   def resolve(self, space: str, a, sel, dt, k: int, what: str):
     """[(array, index, positions)]: where each of the lanes' addresses lives; positions: which of the lanes (None:

@@ -19,15 +19,20 @@ class Ctx:
     self.kernel = kernel
     self.index = {name: i for i, name in enumerate(kernel.registers)}
     self.rtype = [DTYPES[t] for t in kernel.registers.values()]
+    self.index["%%cc"] = len(self.rtype)   # CC.CF of the extended-precision instructions (instrs.CC)
+    self.rtype.append(DTYPES["u32"])
     self.ins = None
+    self.reads: set = set()    # registers read / written by what was compiled since the last reset
+    self.writes: set = set()
 
   def error(self, msg: str) -> PTXError:
     ins = self.ins
     return PTXError(f"{self.kernel.name}: {msg}", ins.line if ins else None, ins.text if ins else "")
 
-  def reg(self, name: str) -> int:
+  def reg(self, name: str, write: bool = False) -> int:
     i = self.index.get(name)
     if i is None: raise self.error(f"register {name} is not declared")
+    (self.writes if write else self.reads).add(i)
     return i
 
 
@@ -95,7 +100,7 @@ def wr(ctx: Ctx, o: Operand, t: str):
   """A writer (S, value of PTX type t, mask or None) -> None."""
   if o.kind == "sink": return lambda S, v, m: None
   if o.kind != "reg": raise ctx.error("the destination is not a register")
-  i = ctx.reg(o.name)
+  i = ctx.reg(o.name, write=True)
   rdt = np.dtype(ctx.rtype[i])
   dt = np.dtype(DTYPES[t])
   if (rdt == np.bool_) != (dt == np.bool_): raise ctx.error(f"{o.name} (.{ctx.kernel.registers[o.name]}) cannot hold .{t}")
@@ -107,8 +112,27 @@ def wr(ctx: Ctx, o: Operand, t: str):
     elif v.dtype != rdt: v = v.astype(rdt)
     if v.ndim == 0 or v.shape[0] != S.n: v = np.full(S.n, v, rdt)
     if m is None: S.R[i] = v
-    else: S.R[i] = np.where(m, v, S.R[i])
+    else: S.R[i] = blend(S, S.R[i], v, m)
   return w
+
+
+def blend(S, old: np.ndarray, new: np.ndarray, m: np.ndarray) -> np.ndarray:
+  """where(m, new, old) as bit operations: old ^ ((old ^ new) & M) with M all ones where m (np.where with an irregular
+  mask is 10x slower). M is kept per mask and size while the same mask array comes again (the block's group)."""
+  if old.dtype == np.bool_: return (old & ~m) | (new & m)
+  k = old.dtype.itemsize
+  cache = S.__dict__.setdefault("_blend", {})
+  key = cache.get("key")
+  if key is not m:
+    cache.clear()
+    cache["key"] = m
+  M = cache.get(k)
+  if M is None: M = cache[k] = np.negative(m.astype(UNSIGNED[k]))
+  u = UNSIGNED[k]
+  t = np.bitwise_xor(old.view(u), new.view(u))
+  np.bitwise_and(t, M, out=t)
+  np.bitwise_xor(t, old.view(u), out=t)
+  return t.view(old.dtype)
 
 
 def address(ctx: Ctx, o: Operand):

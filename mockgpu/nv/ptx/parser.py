@@ -30,6 +30,13 @@ def _strip_comments(text: str) -> str:
   return re.sub(r"//[^\n]*", "", text)
 
 
+def _opens_scope(before: str) -> bool:
+  """Whether a '{' opens a scope (a kernel body, a nested block) rather than an initializer or a vector operand:
+  it does at the start of a statement, after a label, and after a kernel header."""
+  return before == "" or before.endswith(":") or ".entry" in before.split() or ".func" in before.split() or \
+    before.startswith((".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".pragma"))
+
+
 def _statements(text: str):
   """Yield (line, statement) with '{' and '}' as statements of their own."""
   buf, line, start = [], 1, 1
@@ -45,7 +52,7 @@ def _statements(text: str):
         i += 1
         start = line
         continue
-    if c == ";" or c == "}" or (c == "{" and "=" not in "".join(buf)):
+    if c == ";" or c == "}" or (c == "{" and _opens_scope("".join(buf).strip())):
       s = "".join(buf).strip()
       if s: yield start, s
       if c != ";": yield line, c
@@ -53,7 +60,7 @@ def _statements(text: str):
       i += 1
       start = line
       continue
-    if c == "{":   # an initializer: copy through its matching brace
+    if c == "{":   # an initializer or a vector operand: copy through its matching brace
       depth = 0
       while i < n:
         ch = text[i]
@@ -321,7 +328,6 @@ def _kernel(mod: PTXModule, stmts, i: int) -> int:
 
 
 def _regs(k: PTXKernel, s: str, line: int) -> None:
-  words = s.split(None, 2)
   rtype = None
   rest = s.split(None, 1)[1]
   m = re.match(r"((?:\.\w+\s+)+)(.*)$", rest, re.S)
@@ -336,4 +342,3 @@ def _regs(k: PTXKernel, s: str, line: int) -> None:
     if rm.group(2) is None: k.registers[rm.group(1)] = rtype
     else:
       for n in range(int(rm.group(2))): k.registers[f"{rm.group(1)}{n}"] = rtype
-  del words

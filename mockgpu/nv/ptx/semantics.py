@@ -165,25 +165,23 @@ def bfind(a, shiftamt: bool):
 
 
 def bfe(a, pos, ln):
+  """bfe ("Integer Arithmetic Instructions: bfe"): the bits [pos, pos+len) of a that exist (below the width) go to
+  the low bits; the rest is 0 (.u) or the sign bit a[min(pos+len-1, w-1)] (.s; 0 when len is 0)."""
   a = np.asarray(a)
   dt = a.dtype
   w = dt.itemsize * 8
   pos = np.asarray(pos).astype(i64) & 0xFF
   ln = np.asarray(ln).astype(i64) & 0xFF
-  ua = cast_bits(a, UNSIGNED[dt.itemsize]).astype(u64) if w == 32 else cast_bits(a, u64)
-  out = np.zeros(np.broadcast(a, pos, ln).shape, u64)
+  ua = cast_bits(a, UNSIGNED[dt.itemsize]).astype(u64)
   with np.errstate(all="ignore"):
-    sh = np.minimum(pos, w - 1).astype(u64)
-    field = np.where(pos >= w, u64(0), ua >> sh)
-    lnc = np.minimum(ln, w)
-    mask = np.where(lnc >= 64, ~u64(0), (u64(1) << np.minimum(lnc, 63).astype(u64)) - u64(1))
+    take = np.clip(np.minimum(ln, w - np.minimum(pos, w)), 0, 64)     # bits actually taken from a
+    field = np.where(pos >= w, u64(0), ua >> np.minimum(pos, w - 1).astype(u64))
+    mask = np.where(take >= 64, ~u64(0), (u64(1) << np.minimum(take, 63).astype(u64)) - u64(1))
     out = field & mask
-    if dt.kind == "i":   # sign bit: bit min(pos+len-1, w-1) of a; len 0 gives 0
-      sbitpos = np.minimum(pos + ln - 1, w - 1)
-      sbit = ((ua >> np.maximum(sbitpos, 0).astype(u64)) & u64(1)) != 0
-      sbit &= ln > 0
+    if dt.kind == "i":
+      msb = np.minimum(pos + ln - 1, w - 1)
+      sbit = (((ua >> np.maximum(msb, 0).astype(u64)) & u64(1)) != 0) & (ln > 0)
       out = np.where(sbit, out | ~mask, out)
-  out = np.where(ln == 0, u64(0), out)
   return out.astype(UNSIGNED[dt.itemsize]).view(dt) if w != 64 else out.view(dt)
 
 
@@ -263,20 +261,20 @@ def f32_to_bf16(x, mode="rn"):
 
 
 def round_float(x, dt, mode: str):
-  """x (a wider float) rounded to float type dt with PTX rounding mode rn/rz/rm/rp."""
+  """x (a wider float) rounded to float type dt with PTX rounding mode rn/rz/rm/rp: the nearest-even result, moved
+  one step toward zero / -inf / +inf where it went the other way."""
   x = np.asarray(x)
   with np.errstate(all="ignore"):
     r = x.astype(dt)
     if mode in ("rn", ""): return r
     back = r.astype(x.dtype)
-    too_big = back > x     # rounded up
-    too_small = back < x
-    if mode == "rz": adj = np.where(x > 0, too_big, too_small) & np.isfinite(x)
-    elif mode == "rm": adj = too_big
-    else: adj = too_small
-    toward = np.where(mode == "rz", np.zeros((), dt), np.array(-np.inf if mode == "rm" else np.inf, dt))
-    if mode == "rz": toward = np.zeros((), dt)
-    return np.where(adj, np.nextafter(r, toward).astype(dt), r).astype(dt)
+    up, down = back > x, back < x       # rounded up / down (an overflow to inf counts as up)
+    if mode == "rz":
+      adj = np.where(x > 0, up, down)
+      toward = np.zeros((), dt)
+    elif mode == "rm": adj, toward = up, np.array(-np.inf, dt)
+    else: adj, toward = down, np.array(np.inf, dt)
+    return np.where(adj, np.nextafter(r, toward), r).astype(dt)
 
 
 _RINT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
@@ -300,27 +298,27 @@ def float_to_int(x, dt, mode: str):
 
 
 def int_to_float(x, dt, mode: str):
+  """cvt.{rn,rz,rm,rp}.float.int. 32-bit ints are exact in f64, so one directed rounding of that is right; a 64-bit
+  int's f64 may itself be rounded, so the sign of its residue (x - f64(x), exact as an int) breaks the tie."""
   x = np.asarray(x)
   if mode in ("rn", ""):
-    if dt == f16: return x.astype(f64).astype(f16) if x.dtype.itemsize < 8 else x.astype(f32).astype(f16)
-    return x.astype(dt)
-  # directed: the exact value as a float64 pair when needed; 64-bit ints through an f64 with its residue
+    return x.astype(f64).astype(f16) if dt == f16 and x.dtype.itemsize < 8 else x.astype(dt)
   hi = x.astype(f64)
-  if x.dtype.itemsize == 8:
-    with np.errstate(all="ignore"):
-      back = np.where(hi >= 2.0 ** 63, np.zeros((), x.dtype), hi.astype(x.dtype))
-    res = (x - back).astype(np.int64).astype(f64)   # small: the rounding residue of the f64
-    hi = np.where(hi >= 2.0 ** 63, hi, hi + 0)      # keep: compare with the residue below
-    r = round_float(hi, dt, "rn")
-    rb = r.astype(f64)
-    exact_gt = (rb > hi) | ((rb == hi) & (res < 0))
-    exact_lt = (rb < hi) | ((rb == hi) & (res > 0))
-    if mode == "rz": adj_up, adj_dn = exact_lt & (hi < 0), exact_gt & (hi > 0)
-    elif mode == "rm": adj_up, adj_dn = np.zeros_like(exact_lt), exact_gt
-    else: adj_up, adj_dn = exact_lt, np.zeros_like(exact_gt)
-    r = np.where(adj_dn, np.nextafter(r, dt(-np.inf)), r)
-    return np.where(adj_up, np.nextafter(r, dt(np.inf)), r).astype(dt)
-  return round_float(hi, dt, mode)
+  if x.dtype.itemsize < 8: return round_float(hi, dt, mode)
+  with np.errstate(all="ignore"):   # the residue is below 2^11 in size: modulo 2^64 arithmetic gives it exactly
+    big = hi >= 2.0 ** 63
+    hb = np.where(big, np.where(big & (hi < 2.0 ** 64), hi, 0).astype(u64),   # 2^64 (from u64 near the top): 0
+                  np.where(big, 0, hi).astype(i64).view(u64))
+    res = (x.view(u64) - hb).view(i64)
+  r = x.astype(dt) if dt != f16 else x.astype(f32).astype(f16)
+  rb = r.astype(f64)
+  above = (rb > hi) | ((rb == hi) & (res < 0))                 # r > the exact x
+  below = (rb < hi) | ((rb == hi) & (res > 0))
+  if mode == "rz": dn, up = above & (hi > 0), below & (hi < 0)
+  elif mode == "rm": dn, up = above, np.zeros_like(above)
+  else: dn, up = np.zeros_like(below), below
+  r = np.where(dn, np.nextafter(r, dt(-np.inf)), r)
+  return np.where(up, np.nextafter(r, dt(np.inf)), r).astype(dt)
 
 
 def approx(fn, x, dt):

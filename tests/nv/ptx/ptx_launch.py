@@ -32,7 +32,8 @@ def pack_params(kernel, values: list) -> bytes:
     raise ValueError(f"{kernel.name} takes {len(kernel.params)} parameters, got {len(values)}")
   blob = bytearray(kernel.param_bytes)
   for p, v in zip(kernel.params, values):
-    raw = (np.uint64(v).tobytes() if isinstance(v, int) else np.asarray(v).tobytes())[:p.size]
+    if isinstance(v, (bytes, bytearray)): raw = bytes(v)[:p.size]   # a struct by value
+    else: raw = (np.uint64(v).tobytes() if isinstance(v, int) else np.asarray(v).tobytes())[:p.size]
     blob[p.offset:p.offset + len(raw)] = raw
   return bytes(blob)
 

@@ -72,3 +72,24 @@ def test_ptxas_accepts_every_corpus_file(ptxas, arch, tmp_path):
     with open(os.path.join(PTX_DIR, f"{name}.ptx")) as f: ptx = f.read()
     out = assemble(ptxas, ptx.replace(".target sm_80", f".target {arch}"), arch, str(tmp_path))
     assert "error" not in out.lower(), f"{name} for {arch}:\n{out}"
+
+
+@pytest.mark.parametrize("name", ["divergent", "local_array", "atomics_shared", "intdiv"])
+def test_compacted_and_masked_execution_agree(name, monkeypatch):
+  """A block run by few threads runs on those threads only (executor._run_compacted); the same kernel with every
+  block run masked over the whole batch gives the same results, and the compacted path is really taken."""
+  from hcq.mockgpu.nv.ptx import executor
+  spec = KERNELS[name]
+  calls = []
+  real = executor._run_compacted
+  monkeypatch.setattr(executor, "_run_compacted", lambda *a: calls.append(1) or real(*a))
+  compacted, data, _ = run_corpus_kernel(spec, seed=3)
+  monkeypatch.setattr(executor, "COMPACT_BELOW", 10**9)
+  n_compacted = len(calls)
+  masked, _, _ = run_corpus_kernel(spec, seed=3)
+  assert len(calls) == n_compacted
+  if name != "intdiv": assert n_compacted > 0, "no block ran compacted"
+  for out in spec.outputs:
+    if name == "atomics_shared" and out.name == "cas_max": continue
+    np.testing.assert_array_equal(compacted[out.name], masked[out.name], err_msg=f"{name}.{out.name}")
+  spec.check(compacted, data)
