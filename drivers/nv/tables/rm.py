@@ -226,6 +226,18 @@ def __getattr__(name):
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")      # flags bit 1:1 FORMAT = BINARY (16 raw UUID bytes)
 
 
+@functools.lru_cache(maxsize=1)
+def _status_names() -> dict:
+  from hcq.autogen.nv import nvstatus
+  return {v: k for k, v in vars(nvstatus).items() if k.startswith(("NV_OK", "NV_ERR_", "NV_WARN_")) and type(v) is int}
+
+
+def status_name(status: int) -> str:
+  """The NV_STATUS name of an RM status (nvstatuscodes.h, generated: hcq.autogen.nv.nvstatus), e.g.
+  0x33 -> 'NV_ERR_INVALID_OBJECT_HANDLE'; an unknown code as 'NV status 0x...'."""
+  return _status_names().get(status, f"NV status {status:#x}")
+
+
 def control_name(cmd: int) -> str:
   """The name of a control command number, or its hex value (for error messages)."""
   for name, value in CONTROLS.items():

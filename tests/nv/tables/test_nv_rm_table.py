@@ -87,3 +87,9 @@ def test_controls():
     (0x0C, 0x14, 0x20)
   assert len(set(rm.GR_INFO_INDEX.values())) == len(rm.GR_INFO_INDEX)
   assert rm.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS is ctrla06f.NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS
+
+
+def test_status_names_come_from_nvstatuscodes():
+  assert rm.status_name(0) == "NV_OK" and rm.status_name(0x33) == "NV_ERR_INVALID_OBJECT_HANDLE"
+  assert rm.status_name(0x51) == "NV_ERR_NO_MEMORY" and rm.status_name(0xFFFF) == "NV_ERR_GENERIC"
+  assert rm.status_name(0x7FFF0001) == "NV status 0x7fff0001"
