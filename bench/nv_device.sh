@@ -42,7 +42,7 @@ for name, spec in sorted(KERNELS.items()):
         b = bufs[a.name] = dev.alloc(max(a.nbytes, 4))
         dev.copyin(b, data[a.name])
         args.append(b)
-      else: args.append(data[a.name].item())
+      else: args.append(data[a.name].item() if hasattr(data[a.name], "item") else data[a.name])
     if spec.dynamic_shared: args.append(spec.dynamic_shared)
     t = prog(*args, global_size=spec.grid, local_size=spec.block, wait=True)
     outs = {a.name: np.frombuffer(dev.copyout(bufs[a.name]), a.dtype) for a in spec.outputs}

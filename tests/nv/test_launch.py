@@ -42,7 +42,9 @@ def run_spec(dev, spec, seed=0):
       b = bufs[a.name] = dev.alloc(max(a.nbytes, 4))
       dev.copyin(b, data[a.name])
       args.append(b)
-    else: args.append(data[a.name].item())
+    else:
+      v = data[a.name]
+      args.append(v.item() if hasattr(v, "item") else v)   # a scalar, or the bytes of a struct passed by value
   if spec.dynamic_shared: args.append(spec.dynamic_shared)
   prog(*args, global_size=spec.grid, local_size=spec.block)
   outs = {a.name: np.frombuffer(dev.copyout(bufs[a.name]), a.dtype) for a in spec.outputs}
