@@ -19,8 +19,11 @@ An acquire that is not satisfied leaves the channel at its header (blocked); lat
 address in a method, a kernel's access outside mapped memory) stops the channel and is written to its error notifier
 (an NvNotification: status 0xFFFF, info32 the robust-channel error; the faulting address, which hardware reports
 through the debugger object's MMU fault info, in the second record's timestamp), where the driver looks for it.
-Kernels run in time slices: the interpreter's stop callback ends a kernel when the channel goes away, the GPU
-closes, or (synchronous mode) the kernel ran past the configured timeout (a queue error naming it).
+A kernel runs to its end in one go (inside the doorbell's tick in synchronous mode, on the worker thread in threaded
+mode): the PTX interpreter has no resumable slices (AMD's emulator has). It polls a stop callback about every 20 ms,
+which ends the kernel when its channel goes away or the GPU closes (close() never waits for an endless kernel), and,
+in synchronous mode, once the kernel ran past the configured timeout (the host thread is the one running it: the
+channel stops with Xid 8, which the driver reports at its wait).
 """
 from __future__ import annotations
 
