@@ -49,6 +49,9 @@ class Config:
   bnxt_mock_pcap: str = ""
   bnxt_mock_faults: str = ""
   bnxt_mock_mac: str = ""
+  # mock NV GPU: which GPU MOCK+NV models ("H200": GH100 with driver 580, the default; "AD102": an Ada RTX 4090;
+  # "B200": a Blackwell GB100)
+  nv_mock_gpu: str = "H200"
   debug: int = 0
   # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
   exec_path: str = os.defpath
@@ -112,6 +115,10 @@ def check_mock_gpu(value) -> None:
   if value not in MOCK_GPUS: raise ValueError(f"{value!r} is not a mock GPU target (one of {', '.join(MOCK_GPUS)})")
 
 
+def check_nv_mock_gpu(value) -> None:
+  if value not in ("H200", "AD102", "B200"): raise ValueError(f"{value!r} is not a mock NV GPU (H200, AD102 or B200)")
+
+
 def check_faults(value) -> None:
   if not isinstance(value, str): raise ValueError(f"{value!r} is not a fault spec")
   parse_faults(value)
@@ -119,9 +126,10 @@ def check_faults(value) -> None:
 
 # Config fields whose values are checked whenever a Config is made, and the variable each comes from
 CHECKS = {"bnxt_mock_port": check_udp_port, "bnxt_mock_peer": check_udp_port, "bnxt_mock_mac": check_mac,
-          "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu}
+          "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu, "nv_mock_gpu": check_nv_mock_gpu}
 ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT_MOCK_PEER",
-             "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS", "mock_gpu": "HCQ_MOCK_GPU"}
+             "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS", "mock_gpu": "HCQ_MOCK_GPU",
+             "nv_mock_gpu": "HCQ_NV_MOCK_GPU"}
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:
@@ -181,6 +189,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),
     bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
+    nv_mock_gpu=(env.get("HCQ_NV_MOCK_GPU") or d.nv_mock_gpu).upper(),
     debug=_int(env, "HCQ_DEBUG", 0),
     exec_path=env.get("PATH", d.exec_path),
   )

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from .mockos import MockOS
 
-__all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
+__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_nv_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
-MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
+MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)",
+          ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
+          ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl"}
 MAX_MOCK_GPUS = 16
 
 
@@ -31,6 +33,14 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   from .amd.device import add_amd_gpus
   os = MockOS(config)
   add_amd_gpus(os, gpus, props)
+  return os
+
+
+def mock_nv_os(config=None, gpus: int = 1, gpu: str | None = None) -> MockOS:
+  """A MockOS with `gpus` mock NV GPUs behind nvidia.ko (gpu: "H200" or "AD102"; default config.nv_mock_gpu)."""
+  from .nv.device import add_nv_gpus
+  os = MockOS(config)
+  add_nv_gpus(os, gpus, gpu or os.config.nv_mock_gpu)
   return os
 
 
@@ -46,4 +56,5 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
     return os
   if not 0 <= index < MAX_MOCK_GPUS:
     raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
+  if vendor == "NV": return mock_nv_os(config, gpus=index + 1)
   return mock_amd_os(config, gpus=index + 1)
