@@ -15,6 +15,7 @@ device sees a single write), a bulk copy of N bytes through a BAR 2 per 4 MiB (s
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import struct
 
@@ -154,6 +155,68 @@ def poll(read, expected: int, what: str, timeout_s: float, poll_us: int, monoton
     if value >= expected: return value
     if monotonic() >= deadline: raise Timeout(what, expected=expected, last_seen=value, timeout_s=timeout_s)
     if poll_us: sleep(poll_us / 1e6)
+
+
+def _reworded(e: Exception, message: str) -> Exception:
+  """The same error (class and attributes: a USBGone stays one) with a message that says how far a copy got."""
+  err = copy.copy(e)
+  err.args = (message,)
+  return err
+
+
+class SRAMStaging:
+  """Copies between the host and memory only the GPU reaches (VRAM), bounced through the bridge's SRAM: the SRAM is
+  split into `halves` buffers used in turn; the GPU copies each chunk with an engine of the vendor's
+  (gpu_copy(src_bus, dst_bus, size, fence_bus, value): copy, then store `value` (u32) at fence_bus) and the host
+  polls the fence over USB. Copy-in pipelines: chunk i+1 goes into the other buffer while the GPU copies chunk i; a
+  buffer is refilled only after the fence says the copy out of it is done. Copy-out: the GPU fills one buffer while
+  the host reads the other. Sizes and offsets are any; the fence is a u32 in the a000 window."""
+
+  def __init__(self, dev: "USBPCIDevice", gpu_copy, chunk: int = 256 << 10, halves: int = 2, fence_offset: int = 0):
+    if chunk % asm24.SLOT or chunk * halves > WINDOWS["sram"].size:
+      raise DeviceError(f"{dev.name}: staging of {halves} x {chunk:#x} bytes does not fit the SRAM in 16 KiB slots")
+    self.dev, self.gpu_copy, self.chunk, self.halves, self.fence_offset = dev, gpu_copy, chunk, halves, fence_offset
+    self.seq = int.from_bytes(dev.read_window("a000", fence_offset, 4), "little")
+    self.fence_bus = WINDOWS["a000"].bus + fence_offset
+
+  def _next(self) -> int:
+    self.seq = (self.seq + 1) & 0xFFFFFFFF
+    return self.seq
+
+  def _wait(self, value: int, what: str) -> None:
+    self.dev.wait_signal("a000", self.fence_offset, value, what=f"{self.dev.name}: {what}: copy fence "
+                         f"(GPU address {self.fence_bus:#x})")
+
+  def copyin(self, dst_bus: int, data) -> None:
+    data = memoryview(bytes(data))
+    issued: list[int] = []          # fence value of the copy out of each buffer still in flight
+    for i, off in enumerate(range(0, len(data), self.chunk)):
+      n = min(self.chunk, len(data) - off)
+      half = i % self.halves
+      if len(issued) >= self.halves: self._wait(issued[-self.halves], f"copy-in to {dst_bus:#x}, chunk {i}")
+      try: self.dev.sram.write(half * self.chunk, data[off:off + n])
+      except DeviceError as e:
+        raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {off} bytes: {e}") from None
+      value = self._next()
+      self.gpu_copy(WINDOWS["sram"].bus + half * self.chunk, dst_bus + off, n, self.fence_bus, value)
+      issued.append(value)
+    if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
+
+  def copyout(self, src_bus: int, size: int) -> bytes:
+    out = bytearray()
+    chunks = [(i, off, min(self.chunk, size - off)) for i, off in enumerate(range(0, size, self.chunk))]
+    fences: dict[int, int] = {}
+    def issue(i, off, n):
+      fences[i] = self._next()
+      self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + (i % self.halves) * self.chunk, n, self.fence_bus, fences[i])
+    for c in chunks[:self.halves]: issue(*c)
+    for i, off, n in chunks:
+      self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
+      try: out += self.dev.sram.read((i % self.halves) * self.chunk, n)
+      except DeviceError as e:
+        raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {off} bytes: {e}") from None
+      if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
+    return bytes(out)
 
 
 class USBPCIDevice:
