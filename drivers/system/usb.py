@@ -118,6 +118,9 @@ class PyUSBTransport:
     if self.device is None: return
     usb = _pyusb()
     try: usb.util.release_interface(self.device, self.interface)
+    except usb.core.USBError as e:
+      if getattr(e, "errno", None) != _errno.ENODEV: self._fail(f"release of interface {self.interface}", e, 1000)
+      # an unplugged device has no interface left to release: closing it only frees our side
     finally:
       usb.util.dispose_resources(self.device)
       self.device = None

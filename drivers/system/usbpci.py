@@ -189,18 +189,22 @@ class SRAMStaging:
 
   def copyin(self, dst_bus: int, data) -> None:
     data = memoryview(bytes(data))
-    issued: list[int] = []          # fence value of the copy out of each buffer still in flight
-    for i, off in enumerate(range(0, len(data), self.chunk)):
-      n = min(self.chunk, len(data) - off)
-      half = i % self.halves
-      if len(issued) >= self.halves: self._wait(issued[-self.halves], f"copy-in to {dst_bus:#x}, chunk {i}")
-      try: self.dev.sram.write(half * self.chunk, data[off:off + n])
-      except DeviceError as e:
-        raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {off} bytes: {e}") from None
-      value = self._next()
-      self.gpu_copy(WINDOWS["sram"].bus + half * self.chunk, dst_bus + off, n, self.fence_bus, value)
-      issued.append(value)
-    if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
+    issued: list[int] = []          # fence value of each chunk's copy, in order
+    done = 0                        # bytes the GPU is known to have copied
+    try:
+      for i, off in enumerate(range(0, len(data), self.chunk)):
+        n = min(self.chunk, len(data) - off)
+        if len(issued) >= self.halves:     # this buffer's previous chunk must be out of it
+          self._wait(issued[-self.halves], f"copy-in to {dst_bus:#x}, chunk {i}")
+          done = (i - self.halves + 1) * self.chunk
+        half = i % self.halves
+        self.dev.sram.write(half * self.chunk, data[off:off + n])
+        value = self._next()
+        self.gpu_copy(WINDOWS["sram"].bus + half * self.chunk, dst_bus + off, n, self.fence_bus, value)
+        issued.append(value)
+      if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
+    except (DeviceError, Timeout) as e:
+      raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {done} bytes: {e}") from None
 
   def copyout(self, src_bus: int, size: int) -> bytes:
     out = bytearray()
@@ -209,13 +213,14 @@ class SRAMStaging:
     def issue(i, off, n):
       fences[i] = self._next()
       self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + (i % self.halves) * self.chunk, n, self.fence_bus, fences[i])
-    for c in chunks[:self.halves]: issue(*c)
-    for i, off, n in chunks:
-      self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
-      try: out += self.dev.sram.read((i % self.halves) * self.chunk, n)
-      except DeviceError as e:
-        raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {off} bytes: {e}") from None
-      if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
+    try:
+      for c in chunks[:self.halves]: issue(*c)
+      for i, off, n in chunks:
+        self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
+        out += self.dev.sram.read((i % self.halves) * self.chunk, n)
+        if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
+    except (DeviceError, Timeout) as e:
+      raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 
 

@@ -8,7 +8,7 @@ from hcq.mockgpu.usb import mock_usb_bridge
 from hcq.mockgpu.usb import endpoint as ep
 
 
-def open_mock(faults: str = "", **config):
+def open_mock(faults: str | None = "", **config):
   os = MockOS(Config(**config))
   plug = mock_usb_bridge(os, faults=faults)
   return os, plug, USBPCIDevice.open(os)
