@@ -132,12 +132,12 @@ class ASM24Bridge:
 
   # ---- XDATA (the controller's 64 KiB address space: registers and the small DMA windows)
   def xdata_read(self, address: int, size: int) -> bytes:
+    if address < 0 or size < 0 or address + size > 0x10000:
+      raise DeviceError(f"{self.name}: XDATA read at {address:#x}+{size} is outside 64 KiB")
     out = bytearray()
     while size > len(out):
       n = min(XDATA_READ_MAX, size - len(out))
-      a = address + len(out)
-      if not 0 <= a and a + n <= 0x10000: raise DeviceError(f"{self.name}: XDATA read at {a:#x}+{n} is outside 64 KiB")
-      out += self.control_in(REQ_XDATA_READ, a, 0, n)
+      out += self.control_in(REQ_XDATA_READ, address + len(out), 0, n)
     return bytes(out)
 
   def xdata_write(self, address: int, data: bytes) -> None:

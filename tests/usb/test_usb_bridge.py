@@ -149,3 +149,13 @@ def test_xdata_windows_and_link_state(mock):
   dev.write_window("b800", 5, b"abc")
   assert plug.fw.windows["b800"][2][5:8] == b"abc" and dev.read_window("b800", 4, 5) == b"\0abc\0"
   with pytest.raises(DeviceError, match="a000 window read of 8 at 0xffc is outside 0x1000"): dev.read_window("a000", 0xFFC, 8)
+
+
+def test_xdata_reads_are_split_in_255_byte_requests_and_bounded(mock):
+  os, plug, dev = mock
+  plug.fw.xdata[0x1000:0x1200] = bytes(range(256)) * 2
+  n = dev.bridge.counts["control_in"]
+  assert dev.bridge.xdata_read(0x1000, 0x200) == bytes(range(256)) * 2
+  assert dev.bridge.counts["control_in"] - n == 3      # 255 + 255 + 2
+  with pytest.raises(DeviceError, match=r"XDATA read at 0xfff0\+32 is outside 64 KiB"): dev.bridge.xdata_read(0xFFF0, 32)
+  with pytest.raises(DeviceError, match=r"XDATA write at 0xffff\+2 is outside 64 KiB"): dev.bridge.xdata_write(0xFFFF, b"ab")
