@@ -30,6 +30,7 @@ GPU_BUS = 4
 MEM_BASE, MEM_LIMIT = 0x1000_0000, 0xFFFF_FFFF     # 32-bit non-prefetchable window of every bridge
 PREF_BASE = 32 << 30                               # 64-bit prefetchable pool
 STREAM_MIN = 16                                    # bytes from which a BAR copy streams instead of single TLPs
+SYSMEM_SIZE = 256 << 10                            # SRAM below this: alloc_sysmem; above: SRAMStaging's buffers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +145,29 @@ class SRAM:
     self.bridge.sram_write(slot, data)
 
 
+@dataclasses.dataclass
+class SRAMBuffer:
+  """System memory for the GPU in the bridge's SRAM: `bus` is its GPU address; the host reaches it with read/write
+  (over USB: there is no CPU mapping of it)."""
+  sram: "SRAM"
+  offset: int
+  size: int
+  bus: int
+
+  def read(self, offset: int = 0, size: int | None = None) -> bytes:
+    size = self.size - offset if size is None else size
+    self._range(offset, size)
+    return self.sram.read(self.offset + offset, size)
+
+  def write(self, offset: int, data: bytes) -> None:
+    self._range(offset, len(data))
+    self.sram.write(self.offset + offset, data)
+
+  def _range(self, offset: int, size: int) -> None:
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"SRAM buffer at GPU address {self.bus:#x}: {size} bytes at {offset:#x} is outside its {self.size:#x}")
+
+
 def poll(read, expected: int, what: str, timeout_s: float, poll_us: int, monotonic, sleep, counter=None) -> int:
   """Read a signal (read() -> int) until it reaches `expected` (>=); poll_us microseconds between reads (0: back to
   back). Returns the value. Raises hcq.Timeout with `what`, the expected and the last value after timeout_s.
@@ -172,10 +196,12 @@ class SRAMStaging:
   buffer is refilled only after the fence says the copy out of it is done. Copy-out: the GPU fills one buffer while
   the host reads the other. Sizes and offsets are any; the fence is a u32 in the a000 window."""
 
-  def __init__(self, dev: "USBPCIDevice", gpu_copy, chunk: int = 256 << 10, halves: int = 2, fence_offset: int = 0):
-    if chunk % asm24.SLOT or chunk * halves > WINDOWS["sram"].size:
-      raise DeviceError(f"{dev.name}: staging of {halves} x {chunk:#x} bytes does not fit the SRAM in 16 KiB slots")
+  def __init__(self, dev: "USBPCIDevice", gpu_copy, chunk: int = 128 << 10, halves: int = 2, fence_offset: int = 0,
+               base: int = SYSMEM_SIZE):
+    if chunk % asm24.SLOT or base % asm24.SLOT or base + chunk * halves > WINDOWS["sram"].size:
+      raise DeviceError(f"{dev.name}: staging of {halves} x {chunk:#x} bytes at {base:#x} does not fit the SRAM in 16 KiB slots")
     self.dev, self.gpu_copy, self.chunk, self.halves, self.fence_offset = dev, gpu_copy, chunk, halves, fence_offset
+    self.base = base
     self.seq = int.from_bytes(dev.read_window("a000", fence_offset, 4), "little")
     self.fence_bus = WINDOWS["a000"].bus + fence_offset
 
@@ -197,10 +223,10 @@ class SRAMStaging:
         if len(issued) >= self.halves:     # this buffer's previous chunk must be out of it
           self._wait(issued[-self.halves], f"copy-in to {dst_bus:#x}, chunk {i}")
           done = (i - self.halves + 1) * self.chunk
-        half = i % self.halves
-        self.dev.sram.write(half * self.chunk, data[off:off + n])
+        buf = self.base + i % self.halves * self.chunk
+        self.dev.sram.write(buf, data[off:off + n])
         value = self._next()
-        self.gpu_copy(WINDOWS["sram"].bus + half * self.chunk, dst_bus + off, n, self.fence_bus, value)
+        self.gpu_copy(WINDOWS["sram"].bus + buf, dst_bus + off, n, self.fence_bus, value)
         issued.append(value)
       if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
     except (DeviceError, Timeout) as e:
@@ -212,12 +238,12 @@ class SRAMStaging:
     fences: dict[int, int] = {}
     def issue(i, off, n):
       fences[i] = self._next()
-      self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + (i % self.halves) * self.chunk, n, self.fence_bus, fences[i])
+      self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + self.base + i % self.halves * self.chunk, n, self.fence_bus, fences[i])
     try:
       for c in chunks[:self.halves]: issue(*c)
       for i, off, n in chunks:
         self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
-        out += self.dev.sram.read((i % self.halves) * self.chunk, n)
+        out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
         if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
     except (DeviceError, Timeout) as e:
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
@@ -237,6 +263,7 @@ class USBPCIDevice:
     self._bars: list[BAR] = [BAR(i, 0, 0, 0) for i in range(NUM_BARS)]
     self.views: list[MMIOView] = []
     self.sram = SRAM(bridge)
+    self._sysmem_next = 0
     self.stats: dict = {}
 
   @classmethod
@@ -412,6 +439,15 @@ class USBPCIDevice:
     return view
 
   # ---- system memory for the GPU: the bridge's windows
+  def alloc_sysmem(self, size: int, align: int = 0x1000) -> SRAMBuffer:
+    """A buffer in the SRAM below SYSMEM_SIZE (a bump allocator: it lives as long as the device)."""
+    start = -(-self._sysmem_next // align) * align
+    if size <= 0 or start + size > SYSMEM_SIZE:
+      raise DeviceError(f"{self.name}: no room for {size:#x} bytes of system memory in the bridge SRAM "
+                        f"({SYSMEM_SIZE - start:#x} of {SYSMEM_SIZE:#x} left)")
+    self._sysmem_next = start + size
+    return SRAMBuffer(self.sram, start, size, WINDOWS["sram"].bus + start)
+
   def window(self, name: str) -> Window: return WINDOWS[name]
 
   def read_window(self, name: str, offset: int, size: int) -> bytes:

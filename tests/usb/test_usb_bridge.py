@@ -159,3 +159,15 @@ def test_xdata_reads_are_split_in_255_byte_requests_and_bounded(mock):
   assert dev.bridge.counts["control_in"] - n == 3      # 255 + 255 + 2
   with pytest.raises(DeviceError, match=r"XDATA read at 0xfff0\+32 is outside 64 KiB"): dev.bridge.xdata_read(0xFFF0, 32)
   with pytest.raises(DeviceError, match=r"XDATA write at 0xffff\+2 is outside 64 KiB"): dev.bridge.xdata_write(0xFFFF, b"ab")
+
+
+def test_system_memory_in_the_sram_is_what_the_gpu_reads_at_its_bus_address(mock):
+  os, plug, dev = mock
+  a, b = dev.alloc_sysmem(100), dev.alloc_sysmem(0x2000, align=0x2000)
+  assert (a.bus, b.bus) == (WINDOWS["sram"].bus, WINDOWS["sram"].bus + 0x2000)
+  b.write(7, b"ring")
+  assert plug.fw.dma_read(b.bus + 7, 4) == b"ring"              # the GPU's view of it
+  plug.fw.dma_write(a.bus + 1, b"wb")
+  assert a.read(0, 4) == b"\0wb\0"
+  with pytest.raises(DeviceError, match="no room for 0x40000 bytes of system memory"): dev.alloc_sysmem(256 << 10)
+  with pytest.raises(DeviceError, match=r"GPU address 0x200000: 2 bytes at 0x63 is outside its 0x64"): a.read(99, 2)
