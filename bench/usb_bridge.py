@@ -77,7 +77,7 @@ def main(argv=None) -> int:
   }
   print(f"TLPs/s          posted MWr {n / t_wr:10.0f}   MRd (request + completion) {n / t_rd:10.0f}")
   print(f"BAR streaming   in {size / t_bar_in / 2**20:8.1f} MiB/s   out {size / t_bar_out / 2**20:8.1f} MiB/s   ({args.copy_mib} MiB)")
-  print(f"SRAM staging    in {size / t_st_in / 2**20:8.1f} MiB/s   out {size / t_st_out / 2**20:8.1f} MiB/s   (2 x 256 KiB, fenced)")
+  print(f"SRAM staging    in {size / t_st_in / 2**20:8.1f} MiB/s   out {size / t_st_out / 2**20:8.1f} MiB/s   (2 x 128 KiB, fenced)")
   print("USB transfers per operation (hardware: ~100 us each):")
   for what, count in costs.items(): print(f"  {count:4d}  {what}")
   dev.close()
