@@ -64,6 +64,7 @@ class MockOS:
     self._engines: list = []
     self._held_locks: dict[str, MockLock] = {}
     self._usb: dict[tuple[int, int], list] = {}
+    self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._ticking = threading.local()
     self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
@@ -178,7 +179,15 @@ class MockOS:
     """opener() -> USBTransport for a mock USB device (a bridge model)."""
     self._usb.setdefault((vendor_id, product_id), []).append(opener)
 
-  def usb_open(self, vendor_id: int, product_id: int, index: int = 0):
+  def set_usb_backend(self, backend) -> None:
+    """Mock USB devices behind pyusb: usb_open() then goes through pyusb (drivers/system/usb.py) exactly as on
+    LinuxOS, with this backend (usb.backend.IBackend, e.g. mockgpu.usb.ASM24Backend) instead of libusb's."""
+    self.usb_backend = backend
+
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0, product_prefixes: tuple[str, ...] = ()):
+    if self.usb_backend is not None and (vendor_id, product_id) not in self._usb:
+      from ..drivers.system.usb import PyUSBTransport
+      return PyUSBTransport.open(vendor_id, product_id, index, backend=self.usb_backend, product_prefixes=product_prefixes)
     found = self._usb.get((vendor_id, product_id), [])
     if index >= len(found):
       raise DeviceError(f"mock USB: no device {vendor_id:04x}:{product_id:04x} #{index} ({len(found)} present)")

@@ -375,9 +375,9 @@ class LinuxOS:
     return EventFD("eventfd", fd)
 
   # ---- USB
-  def usb_open(self, vendor_id: int, product_id: int, index: int = 0):
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0, product_prefixes: tuple[str, ...] = ()):
     from .usb import PyUSBTransport
-    return PyUSBTransport.open(vendor_id, product_id, index)
+    return PyUSBTransport.open(vendor_id, product_id, index, product_prefixes=product_prefixes)
 
   # ---- time
   def monotonic(self) -> float: return time.monotonic()
