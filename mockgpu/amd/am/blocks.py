@@ -77,7 +77,8 @@ class Hub:
       table = entry & ADDR_MASK
 
   def _fault(self, va: int, why: str):
-    self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x1B, src=146, ctx=[va >> 12, va >> 44, 0, 0])
+    # soc15_ih_clientid.h: VMC (MMHUB) 0x12, UTCL2 (GC hub) 0x1b; source 0 is the VM fault of both
+    self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x1B, src=0, ctx=[va >> 12, (va >> 44) & 0xF, 0, 0])
     raise GPUFault(f"{self.vm} page walk: {why}", address=va, kind="VM fault")
 
 
@@ -97,7 +98,9 @@ class IH:
     size = 4 << ((cntl >> 1) & 0x1F)       # RB_SIZE: log2 of the ring's dwords
     base = ((rf.read(self.a["IH_RB_BASE_HI"]) << 32) | rf.read(self.a["IH_RB_BASE"])) << 8
     wptr = rf.read(self.a["IH_RB_WPTR"])
-    entry = struct.pack("<8I", client | (src << 8), vmid << 24, 0, 0, *[c & 0xFFFFFFFF for c in ctx])
+    # an IV entry (Linux amdgpu_ih.c, decode_iv): client, source, ring, vmid in dword 0; timestamp in 1-2;
+    # pasid in 3; the source's four data dwords in 4-7
+    entry = struct.pack("<8I", client | (src << 8) | (vmid << 24), 0, 0, 0, *[c & 0xFFFFFFFF for c in ctx])
     self.gpu.write_mc(base + (wptr % size), entry)
     wptr = (wptr + 32) % size
     rf.poke(self.a["IH_RB_WPTR"], wptr)

@@ -53,8 +53,23 @@ class MockNavi31:
     self.vram[off:off + 4] = value.to_bytes(4, "little")
 
   # ---- building
+  def _publish_firmware(self, os) -> None:
+    """The machine's firmware folder (config.firmware_dir) as the mock OS shows it: each file read from the host
+    when the driver reads it. A test may replace a file in os.vfs (a damaged blob) without touching the host's."""
+    import os as host
+    folder = os.config.firmware_dir
+    if not host.path.isdir(folder): return
+    os.vfs.mkdir(folder)
+    for name in sorted(host.listdir(folder)):
+      path = host.path.join(folder, name)
+      if not host.path.isfile(path) or os.vfs.exists(path): continue
+      def read(path=path):
+        with open(path, "rb") as f: return f.read()
+      os.vfs.add_file(path, read=read)
+
   def attach(self, os) -> None:
     self.os = os
+    self._publish_firmware(os)
     self.vram_addr = os.memory.alloc(self.vram_size, what=f"mock Navi 31 {self.addr} VRAM")
     self.vram = os.memview(self.vram_addr, self.vram_size)
     top = self.vram_size - disc.DISCOVERY_OFFSET

@@ -91,7 +91,8 @@ class PSPModel:
     if why: return self._refuse(f"bootloader {name}: {why}")
     self.bl_loaded.append(cmd)
     if cmd == BL_SOSDRV and not self.refused:
-      rf.poke(self.r[81], SOS_VERSION)    # the sOS runs
+      rf.poke(self.r[81], SOS_VERSION)    # the sOS runs, ready for ring commands
+      rf.poke(self.r[64], 0x80000000)
 
   # ---- ring
   def _ring_ctrl(self, value: int) -> None:
