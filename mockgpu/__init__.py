@@ -23,6 +23,7 @@ __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
 MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
+MOCKED[("AMD", "PCI")] = "mock Navi 31 PCI functions (amd/am: registers, PSP, SMU, discovery in VRAM)"
 MAX_MOCK_GPUS = 16
 
 
@@ -31,6 +32,14 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   from .amd.device import add_amd_gpus
   os = MockOS(config)
   add_amd_gpus(os, gpus, props)
+  return os
+
+
+def mock_navi31_os(config=None, gpus: int = 1) -> MockOS:
+  """A MockOS with `gpus` mock Navi 31 PCI functions at 0000:03:00.0, 0000:04:00.0, ... (for the AM driver)."""
+  from .amd.am.gpu import add_navi31
+  os = MockOS(config)
+  for i in range(gpus): add_navi31(os, f"0000:{3 + i:02x}:00.0")
   return os
 
 
@@ -44,6 +53,7 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
     from .bnxt import open_bnxt_mock
     os, _nic = open_bnxt_mock(config, index)
     return os
+  if iface == "PCI" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_os(config, gpus=index + 1)
   if not 0 <= index < MAX_MOCK_GPUS:
     raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
   return mock_amd_os(config, gpus=index + 1)

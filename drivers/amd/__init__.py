@@ -20,6 +20,8 @@ DRIVER = Driver(
   vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100)", default="KFD",
   interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
                         probe="/dev/kfd"),))
+# the PCI interface (AM, drivers/amd/am) is declared once it returns a device: today it boots a Navi 31 up to the
+# firmware (`hcq am boot --trace`), and open_device("PCI", ...) fails after the boot naming the stage reached
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):
@@ -28,7 +30,10 @@ def open_device(iface: str, index: int, os, config, label: str | None = None):
   if iface == "KFD":
     from .kfd import KFDIface
     return AMDDevice(KFDIface(os, index, config, label=label), os, config)
-  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD)")
+  if iface == "PCI":
+    from .am.device import open_am
+    return open_am(os, index, config, label)
+  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD, PCI)")
 
 
 def __getattr__(name):

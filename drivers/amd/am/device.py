@@ -34,8 +34,13 @@ IP_REGS = {"gc_regs": "GC", "sdma_regs": "SDMA0", "mmhub_regs": "MMHUB", "osssys
 
 
 class AMDev:
-  def __init__(self, os, addr: str, config, trace=None, label: str | None = None):
-    self.os, self.config, self.trace = os, config, trace
+  BLOCKS = ("nbio", "gmc", "ih", "psp", "smu", "gfx")
+
+  def __init__(self, os, addr: str, config, trace=None, label: str | None = None, until: str | None = None):
+    """Boot the GPU at PCI address addr; until: stop after that block's hw_init (a block name of BLOCKS)."""
+    if until is not None and until not in self.BLOCKS:
+      raise DeviceError(f"AM: no block {until!r} to boot until (blocks: {', '.join(self.BLOCKS)})")
+    self.os, self.config, self.trace, self.until = os, config, trace, until
     self.label = label or f"PCI+AMD {addr}"
     self.steps: list[tuple[str, str, float]] = []
     self.stage = "none"
@@ -55,7 +60,9 @@ class AMDev:
     if self.trace is not None: self.trace(block, what, t)
 
   def firmware(self, name: str) -> fwmod.Firmware:
-    if name not in self._fw: self._fw[name] = fwmod.load(self.os, self.config.firmware_dir, name)
+    if name not in self._fw:
+      try: self._fw[name] = fwmod.load(self.os, self.config.firmware_dir, name)
+      except fwmod.FirmwareError as e: raise DeviceError(f"{self.label}: {e}") from None
     return self._fw[name]
 
   # ---- bring-up
@@ -68,6 +75,7 @@ class AMDev:
     self._discover()
     self.nbio, self.gmc, self.ih, self.psp, self.smu, self.gfx = blocks = \
       [cls(self) for cls in (NBIO, GMC, IH, PSP, SMU, GFX)]
+    if self.until is not None: blocks = blocks[:self.BLOCKS.index(self.until) + 1]
     for b in blocks:
       self.step(b.name, "sw_init")
       b.sw_init()
@@ -75,7 +83,9 @@ class AMDev:
       self.step(b.name, "hw_init")
       b.hw_init()
       self.stage = b.name
-    self.step("am", f"boot reached {self.stage}: firmware running; compute and SDMA queues are not set up yet")
+    if self.stage == "gfx":
+      self.step("am", "boot reached gfx: firmware running; compute and SDMA queues are not set up yet")
+    else: self.step("am", f"boot stopped after {self.stage} as asked")
 
   def _discover(self) -> None:
     size = self.access.read(RCC_CONFIG_MEMSIZE_EARLY) << 20
@@ -106,3 +116,23 @@ class AMDev:
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.close()
+
+
+def find_functions(os) -> list[str]:
+  """The PCI addresses of the AMD functions AM boots, in address order."""
+  from ...system.pci import PCIDevice
+  from .pci import SUPPORTED, VENDOR_AMD
+  return [d.addr for d in PCIDevice.enumerate(os, vendor=VENDOR_AMD, device=list(SUPPORTED))]
+
+
+def open_am(os, index: int, config, label: str | None = None):
+  """hcq.open("PCI+AMD:N"): boot function N. The runtime device on top (queues) is not written yet, so after the
+  boot this raises DeviceError naming the stage reached (and gives the GPU back)."""
+  found = find_functions(os)
+  label = label or f"PCI+AMD:{index}"
+  if index >= len(found):
+    raise DeviceError(f"{label}: {len(found)} AMD GPU(s) AM can boot ({', '.join(found) or 'none'}); no device {index}")
+  with AMDev(os, found[index], config, label=label) as dev:
+    stage = dev.stage
+  raise DeviceError(f"{label}: AM booted {found[index]} up to '{stage}' (firmware loaded by the PSP, SMU and RLC "
+                    f"running); compute and SDMA queues are not implemented yet, so there is no device to return")

@@ -47,8 +47,9 @@ NAVI31_GC_INFO = dict(gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_wgp1_per_sa=4, g
 def checksum(data: bytes) -> int: return sum(data) & 0xFFFF
 
 
-def build(ips=NAVI31_IPS, harvest=(), gc_info=None) -> bytes:
-  """The discovery binary (DISCOVERY_SIZE bytes) for these IPs, harvested (hw_id, instance) pairs and GC info."""
+def build(ips=NAVI31_IPS, harvest=(), gc_info=None, wide: bool = False) -> bytes:
+  """The discovery binary (DISCOVERY_SIZE bytes) for these IPs, harvested (hw_id, instance) pairs and GC info;
+  wide: 64-bit segment bases (ip_discovery_header.base_addr_64_bit)."""
   gc_info = NAVI31_GC_INFO if gc_info is None else gc_info
   out = bytearray(DISCOVERY_SIZE)
   pos = (ctypes.sizeof(D.struct_binary_header) + 15) & ~15
@@ -62,8 +63,9 @@ def build(ips=NAVI31_IPS, harvest=(), gc_info=None) -> bytes:
   for hw_id, inst, (major, minor, rev), bases in ips:
     e = D.struct_ip_v4(hw_id=hw_id, instance_number=inst, num_base_address=len(bases), major=major, minor=minor,
                        revision=rev)
-    entries += bytes(e) + b"".join(b.to_bytes(4, "little") for b in bases)
+    entries += bytes(e) + b"".join(b.to_bytes(8 if wide else 4, "little") for b in bases)
   ihdr = D.struct_ip_discovery_header(signature=D.DISCOVERY_TABLE_SIGNATURE, version=4, num_dies=1)
+  ihdr.base_addr_64_bit = int(wide)
   ihdr.die_info[0].die_id, ihdr.die_info[0].die_offset = 0, die_off
   ihdr.size = ihdr_size + len(entries)
   out[ip_off:ip_off + ihdr_size] = bytes(ihdr)

@@ -23,3 +23,12 @@ def fw_dir():
   try: return fwpackage.firmware_dir(from_env().autogen_cache, log=lambda *a: None)
   except sources.SourceError as e:
     pytest.skip(f"cannot fetch {fwpackage.PACKAGE['name']}={fwpackage.PACKAGE['version']}: {e}")
+
+
+@pytest.fixture
+def navi_fw(fw_dir, tmp_path):
+  """(os, gpu) with the pinned firmware package as the machine's firmware folder."""
+  os = MockOS(Config(timeout_s=0.3, lock_dir=str(tmp_path), firmware_dir=fw_dir))
+  gpu = add_navi31(os, ADDR)
+  yield os, gpu
+  os.close()
