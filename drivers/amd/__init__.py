@@ -19,9 +19,9 @@ from ..hcq.registry import Driver, Interface
 DRIVER = Driver(
   vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100)", default="KFD",
   interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
-                        probe="/dev/kfd"),))
-# the PCI interface (AM, drivers/amd/am) is declared once it returns a device: today it boots a Navi 31 up to the
-# firmware (`hcq am boot --trace`), and open_device("PCI", ...) fails after the boot naming the stage reached
+                        probe="/dev/kfd"),
+              Interface("PCI", "from userspace over PCI (AM: hcq boots the GPU itself; Navi 31, amdgpu unbound)",
+                        mocks=("MOCKPCI",))))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):

@@ -126,13 +126,7 @@ def find_functions(os) -> list[str]:
 
 
 def open_am(os, index: int, config, label: str | None = None):
-  """hcq.open("PCI+AMD:N"): boot function N. The runtime device on top (queues) is not written yet, so after the
-  boot this raises DeviceError naming the stage reached (and gives the GPU back)."""
-  found = find_functions(os)
-  label = label or f"PCI+AMD:{index}"
-  if index >= len(found):
-    raise DeviceError(f"{label}: {len(found)} AMD GPU(s) AM can boot ({', '.join(found) or 'none'}); no device {index}")
-  with AMDev(os, found[index], config, label=label) as dev:
-    stage = dev.stage
-  raise DeviceError(f"{label}: AM booted {found[index]} up to '{stage}' (firmware loaded by the PSP, SMU and RLC "
-                    f"running); compute and SDMA queues are not implemented yet, so there is no device to return")
+  """hcq.open("PCI+AMD:N"): boot function N and stand AMDDevice on it (AMIface)."""
+  from ..device import AMDDevice
+  from .iface import AMIface
+  return AMDDevice(AMIface(os, index, config, label), os, config)

@@ -113,3 +113,16 @@ class GMC(IPBlock):
     if flush:
       d.nbio.hdp_flush()
       self.flush_tlb()
+
+  def unmap(self, va: int, pages: int) -> None:
+    """Clear the PTEs of `pages` 4 KiB pages at va (tables stay), then flush the TLBs."""
+    for i in range(pages):
+      rel = va + i * 0x1000 - VM_BASE
+      table = self.root.offset
+      for level in (3, 2, 1):
+        e = self._entry(table, (rel >> (12 + 9 * level)) & 0x1FF)
+        if not e & PTE_VALID: break
+        table = (e & ADDR_MASK) - self.fb_base
+      else: self._set(table, (rel >> 12) & 0x1FF, 0)
+    self.dev.nbio.hdp_flush()
+    self.flush_tlb()

@@ -36,6 +36,7 @@ class Hub:
   def __init__(self, gpu, hw_id: int, module: str, vm: str, mc: str):
     self.gpu, self.hw_id, self.module, self.vm, self.mc = gpu, hw_id, module, vm, mc
     self.invalidations: list[int] = []
+    self.on_invalidate = None     # called after each invalidation (the command processors re-read the mappings)
     rf = gpu.regs
     for eng in range(18):
       req = rf.addr(hw_id, module, f"{vm}_INVALIDATE_ENG{eng}_REQ")
@@ -48,6 +49,7 @@ class Hub:
   def _invalidate(self, value: int, ack: int) -> None:
     vmids = value & 0xFFFF      # PER_VMID_INVALIDATE_REQ
     self.invalidations.append(vmids)
+    if self.on_invalidate is not None: self.on_invalidate()
     self.gpu.regs.poke(ack, vmids)
 
   def reg(self, name: str) -> int: return self.gpu.regs.read(self.gpu.regs.addr(self.hw_id, self.module, name))

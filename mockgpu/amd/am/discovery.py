@@ -39,7 +39,8 @@ NAVI31_IPS = [
   (MP0_HWID, 0, (13, 0, 0), [0x16000, 0x243FC000, 0xDC0000, 0xE0000, 0xE1400]),
   (MP1_HWID, 0, (13, 0, 0), [0x16000, 0x243FC000, 0xDC0000, 0xE0000, 0xE1400]),
 ]
-NAVI31_GC_INFO = dict(gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_wgp1_per_sa=4, gc_num_rb_per_se=4, gc_num_gl2c=24,
+# 96 CUs: 6 SEs x 2 SAs x 2 * (wgp0 + wgp1) CUs per SA (how Linux amdgpu_discovery.c counts max_cu_per_sh)
+NAVI31_GC_INFO = dict(gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_wgp1_per_sa=0, gc_num_rb_per_se=4, gc_num_gl2c=24,
                       gc_num_gprs=1536, gc_wave_size=32, gc_max_waves_per_simd=16, gc_max_scratch_slots_per_cu=32,
                       gc_lds_size=64, gc_num_sc_per_se=2, gc_num_sa_per_se=2, gc_num_packer_per_sc=4, gc_num_gl2a=4)
 

@@ -14,6 +14,7 @@ from ...mmio import DoorbellMMIO, MemoryMMIO
 from ...pci import PCIFunction
 from . import discovery as disc
 from .blocks import IH, NBIO, RLC, Hub, SMUModel
+from .cp import CommandProcessors
 from .discovery import GC_HWID, MMHUB_HWID
 from .psp import PSPModel
 from .regfile import RegFile
@@ -84,18 +85,21 @@ class MockNavi31:
     self.rlc = RLC(self)
     self.smu = SMUModel(self)
     self.psp = PSPModel(self)
+    self.cp = CommandProcessors(self)
+    self.gchub.on_invalidate = self.cp.remap
     fn = self.function = PCIFunction(self.addr, VENDOR, DEVICE, CLASS, revision=0xC8, subsystem_vendor=VENDOR,
                                      subsystem_device=0x0E3B)
     fn.add_bar(0, MemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size), is_64=True, prefetchable=True)
-    fn.add_bar(2, DoorbellMMIO(f"{self.addr} BAR2 (doorbells)", DOORBELL_SIZE, self._doorbell), is_64=True,
-               prefetchable=True)
+    self.doorbell_view = DoorbellMMIO(f"{self.addr} BAR2 (doorbells)", DOORBELL_SIZE, self._doorbell)
+    fn.add_bar(2, self.doorbell_view, is_64=True, prefetchable=True)
     fn.add_bar(5, self.regs.mmio, is_64=False)
     os.add_pci_function(fn)
 
   def _doorbell(self, offset: int, value: int) -> None:
-    self.doorbells.append((offset, value))   # no queue is routed yet (compute and SDMA queues are not modelled)
+    self.doorbells.append((offset, value))   # a doorbell no queue listens to (queues route theirs: cp.py)
 
   def close(self) -> None:
+    if getattr(self, "cp", None) is not None: self.cp.close()
     if self.vram_addr is not None:
       self.vram.release()
       self.os.memory.free(self.vram_addr, self.vram_size)

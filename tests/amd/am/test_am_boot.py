@@ -159,10 +159,55 @@ def test_hcq_am_boot_errors(capsys, monkeypatch, tmp_path):
   assert "boot reached ih" in capsys.readouterr().out
 
 
-def test_open_device_pci_boots_then_names_the_stage(navi_fw):
+def demo():
+  path = _os.path.join(_os.path.dirname(__file__), "..", "..", "..", "drivers", "amd", "kernels", "demo.hsaco")
+  with open(path, "rb") as f: return f.read()
+
+
+def test_mockpci_runs_kernels_and_copies(fw_dir):
+  import numpy as np
+  import hcq
+  from hcq.config import Config
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
+    assert dev.arch == "gfx1100" and dev.props["simd_count"] == 192 and "0000:03:00.0" in dev.name
+    gpu = dev.owned_os.devices[0]
+    assert set(gpu.cp.queues) == {("compute", 1, 0, 0), ("sdma", 0, 0, 0)}
+    vadd, matmul = dev.load(demo(), "vadd"), dev.load(demo(), "matmul")
+    a, b = np.arange(1000, dtype=np.float32), np.full(1000, 0.5, np.float32)
+    da, db, dc = dev.alloc(4000), dev.alloc(4000), dev.alloc(4000)
+    dev.copyin(da, a)
+    dev.copyin(db, b)
+    assert vadd(da, db, dc, 1000, global_size=(4,), local_size=(256,), wait=True) > 0
+    assert np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b)
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    dx, dz = dev.alloc(x.nbytes), dev.alloc(x.nbytes)
+    dev.copyin(dx, x)
+    matmul(dx, dx, dz, 32, 32, 32, global_size=(2, 2), local_size=(16, 16), wait=True)
+    assert np.allclose(np.frombuffer(dev.copyout(dz), np.float32).reshape(32, 32), x @ x, rtol=1e-4, atol=1e-4)
+    assert gpu.psp.refused == [] and gpu.ih.post     # the end-of-pipe interrupts came through the IH ring
+
+
+def test_mockpci_fault_arrives_through_the_ih_ring(fw_dir):
+  import hcq
+  from hcq.config import Config
+  from hcq.drivers.hcq import Buffer
+  from hcq.errors import GPUFault
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
+    vadd = dev.load(demo(), "vadd")
+    good = dev.alloc(4096)
+    bad = Buffer(dev, 0x2100_0000_0000, 4096)      # in AM's VA range, mapped by no page table
+    with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:
+      vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
+    assert 0x2100_0000_0000 <= e.value.address < 0x2100_0000_1000
+
+
+def test_a_second_open_names_the_holder(fw_dir, navi_fw):
   from hcq.drivers.amd import open_device
   os, _ = navi_fw
-  with pytest.raises(DeviceError, match=r"PCI\+AMD:0: AM booted 0000:03:00.0 up to 'gfx'.*queues are not implemented"):
-    open_device("PCI", 0, os, os.config)
+  dev = open_device("PCI", 0, os, os.config)
+  try:
+    with pytest.raises(DeviceError, match=rf"in use: held by pid {_os.getpid()}"): open_device("PCI", 0, os, os.config)
+    with pytest.raises(DeviceError, match="no device 1"): open_device("PCI", 1, os, os.config)
+  finally: dev.close()
   assert os.held_locks() == []
-  with pytest.raises(DeviceError, match="no device 1"): open_device("PCI", 1, os, os.config)
+  open_device("PCI", 0, os, os.config).close()
