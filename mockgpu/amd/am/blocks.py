@@ -8,8 +8,8 @@ a VM fault entry in the IH ring), an SMU message gets a response code in C2PMSG_
 """
 from __future__ import annotations
 
-import ctypes
 import struct
+import threading
 
 from ....autogen.amd import smu_v13_0_0 as SMU
 from ....errors import GPUFault
@@ -90,24 +90,31 @@ class IH:
   def __init__(self, gpu):
     self.gpu = gpu
     rf, m = gpu.regs, "osssys_6_0_0"
+    self.lock = threading.Lock()
+    self.posted = 0
     self.a = {n: rf.addr(OSSSYS_HWID, m, n) for n in ("IH_RB_CNTL", "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_WPTR",
                                                       "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI")}
 
   def post(self, client: int, src: int, ctx: list[int], vmid: int = 0) -> bool:
-    rf = self.gpu.regs
-    cntl = rf.read(self.a["IH_RB_CNTL"])
-    if not cntl & 1: return False          # RB_ENABLE clear: the interrupt is dropped
-    size = 4 << ((cntl >> 1) & 0x1F)       # RB_SIZE: log2 of the ring's dwords
-    base = ((rf.read(self.a["IH_RB_BASE_HI"]) << 32) | rf.read(self.a["IH_RB_BASE"])) << 8
-    wptr = rf.read(self.a["IH_RB_WPTR"])
-    # an IV entry (Linux amdgpu_ih.c, decode_iv): client, source, ring, vmid in dword 0; timestamp in 1-2;
-    # pasid in 3; the source's four data dwords in 4-7
-    entry = struct.pack("<8I", client | (src << 8) | (vmid << 24), 0, 0, 0, *[c & 0xFFFFFFFF for c in ctx])
-    self.gpu.write_mc(base + (wptr % size), entry)
-    wptr = (wptr + 32) % size
-    rf.poke(self.a["IH_RB_WPTR"], wptr)
-    wb = rf.read(self.a["IH_RB_WPTR_ADDR_LO"]) | (rf.read(self.a["IH_RB_WPTR_ADDR_HI"]) << 32)
-    if wb: self.gpu.write_mc(wb, struct.pack("<I", wptr))
+    """Write one IV entry. Called by the engines' worker thread while it holds the GPU's lock: the register values are
+    read and set without the register file's lock (which a driver's register write holds while a hook takes the GPU's
+    lock: taking it here would deadlock); entries are serialised by the IH's own lock."""
+    values = self.gpu.regs.values
+    with self.lock:
+      cntl = values.get(self.a["IH_RB_CNTL"], 0)
+      if not cntl & 1: return False          # RB_ENABLE clear: the interrupt is dropped
+      size = 4 << ((cntl >> 1) & 0x1F)       # RB_SIZE: log2 of the ring's dwords
+      base = ((values.get(self.a["IH_RB_BASE_HI"], 0) << 32) | values.get(self.a["IH_RB_BASE"], 0)) << 8
+      wptr = values.get(self.a["IH_RB_WPTR"], 0)
+      # an IV entry (Linux amdgpu_ih.c, decode_iv): client, source, ring, vmid in dword 0; timestamp in 1-2;
+      # pasid in 3; the source's four data dwords in 4-7
+      entry = struct.pack("<8I", client | (src << 8) | (vmid << 24), 0, 0, 0, *[c & 0xFFFFFFFF for c in ctx])
+      self.gpu.write_mc(base + (wptr % size), entry)
+      wptr = (wptr + 32) % size
+      values[self.a["IH_RB_WPTR"]] = wptr
+      wb = values.get(self.a["IH_RB_WPTR_ADDR_LO"], 0) | (values.get(self.a["IH_RB_WPTR_ADDR_HI"], 0) << 32)
+      if wb: self.gpu.write_mc(wb, struct.pack("<I", wptr))
+      self.posted += 1
     return True
 
 

@@ -86,3 +86,29 @@ def test_tlb_invalidation_waits_are_bounded_and_named(dev):
   gpu.regs.poke(gpu.regs.addr(34, "mmhub_3_0_0", "MMVM_INVALIDATE_ENG17_ACK"), 0)
   with pytest.raises(Timeout, match=r"MMHUB MMVM_INVALIDATE_ENG17_ACK & 0x1 to reach 0x1 \(last seen 0x0\) after 0\.5 s"):
     d.gmc.flush_tlb()
+
+
+def test_an_interrupt_posted_under_the_gpu_lock_does_not_deadlock_with_a_tlb_flush(dev):
+  """The engines' worker posts IH entries holding the GPU's lock; a driver's TLB flush holds the register file's lock
+  while the hub makes the engines re-read the page tables (taking the GPU's lock). The post must not wait for the
+  register file's lock: that order inversion hung the threaded corpus."""
+  import threading
+  d, gpu = dev
+  held, done = threading.Event(), []
+
+  def worker():
+    with gpu.cp.gpu.lock:
+      held.set()
+      flusher.start()
+      import time
+      time.sleep(0.2)              # the flush now holds the register file's lock and waits for the GPU's
+      gpu.ih.post(0x14, 181, [7, 0, 0, 0])
+      done.append("posted")
+
+  flusher = threading.Thread(target=lambda: (d.gmc.flush_tlb(), done.append("flushed")), daemon=True)
+  w = threading.Thread(target=worker, daemon=True)
+  w.start()
+  w.join(5)
+  flusher.join(5)
+  assert not w.is_alive() and not flusher.is_alive() and sorted(done) == ["flushed", "posted"]
+  assert [e["data"][0] for e in d.ih.poll()] == [7]

@@ -184,7 +184,7 @@ def test_mockpci_runs_kernels_and_copies(fw_dir):
     dev.copyin(dx, x)
     matmul(dx, dx, dz, 32, 32, 32, global_size=(2, 2), local_size=(16, 16), wait=True)
     assert np.allclose(np.frombuffer(dev.copyout(dz), np.float32).reshape(32, 32), x @ x, rtol=1e-4, atol=1e-4)
-    assert gpu.psp.refused == [] and gpu.ih.post     # the end-of-pipe interrupts came through the IH ring
+    assert gpu.psp.refused == [] and gpu.ih.posted     # the end-of-pipe interrupts came through the IH ring
 
 
 def test_mockpci_fault_arrives_through_the_ih_ring(fw_dir):
