@@ -93,26 +93,34 @@ class GMC(IPBlock):
     """Map 4 KiB pages at va: addrs are each page's address (VRAM offsets, or bus addresses of system memory)."""
     from ....errors import DeviceError
     d = self.dev
+    n = len(addrs)
+    if not VM_BASE <= va <= va + n * 0x1000 <= VM_BASE + VM_SIZE or va & 0xFFF:
+      raise DeviceError(f"{d.label}: GPU VA {va:#x}+{n * 0x1000:#x} is outside the VM range {VM_BASE:#x}+{VM_SIZE:#x} "
+                        f"or unaligned")
+    flags |= PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0
+    base = 0 if system else self.fb_base
+    ptb, ptb_key = None, None
     for i, addr in enumerate(addrs):
-      page_va = va + i * 0x1000
-      if not VM_BASE <= page_va < VM_BASE + VM_SIZE or page_va & 0xFFF:
-        raise DeviceError(f"{d.label}: GPU VA {page_va:#x} is outside the VM range {VM_BASE:#x}+{VM_SIZE:#x} or unaligned")
-      rel = page_va - VM_BASE
-      table = self.root.offset
-      for level in (3, 2, 1):
-        idx = (rel >> (12 + 9 * level)) & 0x1FF
-        e = self._entry(table, idx)
-        if not e & PTE_VALID:
-          t = d.vram.alloc(0x1000, f"page table level {4 - level}")
-          e = t.mc | PTE_VALID
-          self._set(table, idx, e)
-        table = (e & ADDR_MASK) - self.fb_base
-      pte = (addr if system else d.vram.mc(addr)) & ADDR_MASK
-      pte |= flags | (PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0)
-      self._set(table, (rel >> 12) & 0x1FF, pte)
+      rel = va + i * 0x1000 - VM_BASE
+      if rel >> 21 != ptb_key:          # the page table of this 2 MiB: found (or made) once for its 512 pages
+        ptb, ptb_key = self._table_of(rel), rel >> 21
+      self._set(ptb, (rel >> 12) & 0x1FF, ((base + addr) & ADDR_MASK) | flags)
     if flush:
       d.nbio.hdp_flush()
       self.flush_tlb()
+
+  def _table_of(self, rel: int) -> int:
+    """VRAM offset of the page table (PTB) covering rel (VA - VM_BASE), making the directories on the way."""
+    table = self.root.offset
+    for level in (3, 2, 1):
+      idx = (rel >> (12 + 9 * level)) & 0x1FF
+      e = self._entry(table, idx)
+      if not e & PTE_VALID:
+        t = self.dev.vram.alloc(0x1000, f"page table level {4 - level}")
+        e = t.mc | PTE_VALID
+        self._set(table, idx, e)
+      table = (e & ADDR_MASK) - self.fb_base
+    return table
 
   def unmap(self, va: int, pages: int) -> None:
     """Clear the PTEs of `pages` 4 KiB pages at va (tables stay), then flush the TLBs."""

@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+from array import array
+
 from ..gpu import GPUProperties, MockAMDGPU
 from ..queues import COMPUTE, SDMA
 from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
@@ -122,10 +124,9 @@ class CommandProcessors:
       for va, size in self.mapped: self.gpu.map_range(va, size)
 
   def _walk(self, table: int, level: int, va: int, out: list) -> None:
-    raw = self.navi.read_mc(table, 4096)
+    entries = array("Q", self.navi.read_mc(table, 4096))
     span = 1 << (12 + 9 * level)
-    for i in range(512):
-      e = int.from_bytes(raw[i * 8:i * 8 + 8], "little")
+    for i, e in enumerate(entries):
       if not e & PTE_VALID: continue
       if level == 0 or e & PDE_PTE:
         if e & PTE_SYSTEM: out.append((va + i * span, e & ADDR_MASK))

@@ -40,12 +40,7 @@ class RegFile:
     return self.ips[hw_id][getattr(mod, f"reg{reg}_BASE_IDX")] + getattr(mod, f"reg{reg}")
 
   def fields(self, module: str, reg: str, value: int) -> dict:
-    mod, out = self.module(module), {}
-    for k in dir(mod):
-      if k.startswith(reg + "__") and k.endswith("_MASK"):
-        f = k[len(reg) + 2:-len("_MASK")]
-        out[f] = (value & getattr(mod, k)) >> getattr(mod, f"{reg}__{f}__SHIFT")
-    return out
+    return self.module(module).REGS[reg].decode(value)
 
   def hook(self, addr: int, read=None, write=None) -> None:
     if read is not None: self.read_hooks[addr] = read
