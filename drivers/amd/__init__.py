@@ -1,9 +1,10 @@
-"""The AMD driver: AMDDevice on the HCQ runtime, over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI and USB
-later, each in its own module).
+"""The AMD driver: AMDDevice on the HCQ runtime, over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI: AM,
+the GPU booted by hcq itself, am/; USB later).
 
   device.py     AMDDevice: engines "compute" (PM4) and "copy" (SDMA), launches with register-state reuse, scratch,
                 code-object loading, bound launches as INDIRECT_BUFFERs, the interrupt a blocked wait asks for
-  iface.py      the contract between AMDDevice and an iface; kfd.py: KFDIface (kfd_events.py: the event page)
+  iface.py      the contract between AMDDevice and an iface; kfd.py: KFDIface (kfd_events.py: the event page);
+                am/iface.py: AMIface
   program.py    AMDProgram: code object kernel -> COMPUTE_* registers, user SGPRs, per-shape command buffers
   kernargs.py   the runtime's argument layout for code object v5 (explicit and hidden kernel arguments)
   lower.py      queue programs (hcq.compiler.queue) -> PM4 / SDMA packets by pattern matchers

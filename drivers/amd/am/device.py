@@ -9,7 +9,11 @@ Order (full boot; Linux amdgpu and the reference lineage agree on it):
              ring, TOC, TMR, every IP firmware, RLC autoload) -> smu (mailbox, driver table, features) -> gfx (RLC
              autoload complete)
 Each step is recorded in `steps` as (block, step, seconds since open) and passed to `trace` as it happens.
-`stage` names the last block whose hw_init completed. Compute/SDMA queues are the next blocks (not written yet).
+`stage` names the last block whose hw_init completed. The queues come after, from the runtime device on top
+(AMIface.create_queue: a compute HQD and the SDMA0 ring).
+
+Not yet: reusing a GPU another AM process left booted beyond the sOS check (PSP skips its bootloader when the sOS
+runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, the SR-IOV VF, clock gating.
 """
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ class AMDev:
       b.hw_init()
       self.stage = b.name
     if self.stage == "gfx":
-      self.step("am", "boot reached gfx: firmware running; compute and SDMA queues are not set up yet")
+      self.step("am", "boot reached gfx: every firmware running (queues come with the runtime device)")
     else: self.step("am", f"boot stopped after {self.stage} as asked")
 
   def _discover(self) -> None:
@@ -126,7 +130,7 @@ def find_functions(os) -> list[str]:
 
 
 def open_am(os, index: int, config, label: str | None = None):
-  """hcq.open("PCI+AMD:N"): boot function N and stand AMDDevice on it (AMIface)."""
+  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMIface)."""
   from ..device import AMDDevice
   from .iface import AMIface
   return AMDDevice(AMIface(os, index, config, label), os, config)
