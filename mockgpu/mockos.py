@@ -23,7 +23,7 @@ import threading
 import time
 
 from ..drivers.system import libc
-from ..drivers.system.locks import lock_path
+from ..drivers.system.locks import in_use_error, lock_path
 from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
 from .memory import HostMemory
@@ -39,6 +39,7 @@ class MockLock:
 
   def __init__(self, os, path: str):
     self.os, self.path = os, path
+    self.pid = _os.getpid()   # the holder, as <proc>/locks would name it
 
   def release(self) -> None:
     with self.os._lock:
@@ -165,7 +166,7 @@ class MockOS:
     except ValueError as e: raise DeviceError(str(e)) from None
     with self._lock:
       if path in self._held_locks:
-        raise DeviceError(f"device {pcibus} is in use: another process holds {path} (see `hcq-smi pids`)")
+        raise DeviceError(in_use_error(kind, pcibus, path, [self._held_locks[path].pid]))
       lock = self._held_locks[path] = MockLock(self, path)
       return lock
 
