@@ -22,7 +22,8 @@ DRIVER = Driver(
   vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100, gfx1200, gfx942)", default="KFD",
   interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
                         probe="/dev/kfd"),
-              Interface("PCI", "from userspace over PCI (AM: hcq boots the GPU itself; Navi 31, amdgpu unbound)",
+              Interface("PCI", "from userspace over PCI (AM: hcq boots the GPU itself; gfx1100 / Navi 31 only so far, "
+                        "amdgpu unbound)",
                         mocks=("MOCKPCI",))))
 
 

@@ -73,6 +73,9 @@ class AMIface:
     sa = gc.get("gc_num_sa_per_se", 1) * gc.get("gc_num_se", 1)
     major, minor, rev = self.am.discovery.version_of("GC")
     self.arch = f"gfx{major}{minor:x}{rev:x}"
+    # the IP versions the discovery table reports select the driver's register and packet tables (AMDIface)
+    self.gc_ip = (major, minor, rev)
+    self.sdma_ip = tuple(self.am.discovery.version_of("SDMA0"))
     self.props = {"gfx_target_version": major * 10000 + minor * 100 + rev, "simd_count": sa * cu_per_sh * 2,
                   "simd_per_cu": 2, "array_count": sa, "simd_arrays_per_engine": gc.get("gc_num_sa_per_se", 1),
                   "cu_per_simd_array": cu_per_sh, "max_waves_per_simd": gc.get("gc_max_waves_per_simd", 16),
