@@ -160,3 +160,12 @@ def test_the_copy_engine_takes_the_sdma_version_of_the_part(target, major):
   finally:
     d.close()
     os.close()
+
+
+def test_without_ip_discovery_the_versions_follow_the_gfx_target(fake_dev):
+  """A kernel without amdgpu's ip_discovery sysfs (before 5.19; the fake KFD has none): GC from the gfx target
+  (gfx94x is GC 9.4.3), SDMA's major from GC's."""
+  from hcq.drivers.amd.kfd import KFDIface
+  dev, _ = fake_dev
+  assert (dev.iface.gc_ip, dev.iface.sdma_ip, dev.regs.ip, dev.sdma.major) == ((11, 0, 0), (6, 0, 0), (11, 0, 0), 6)
+  assert KFDIface._gc_from_gfx(90402) == (9, 4, 3) and KFDIface._gc_from_gfx(120001) == (12, 0, 0)
