@@ -169,3 +169,21 @@ def test_without_ip_discovery_the_versions_follow_the_gfx_target(fake_dev):
   dev, _ = fake_dev
   assert (dev.iface.gc_ip, dev.iface.sdma_ip, dev.regs.ip, dev.sdma.major) == ((11, 0, 0), (6, 0, 0), (11, 0, 0), 6)
   assert KFDIface._gc_from_gfx(90402) == (9, 4, 3) and KFDIface._gc_from_gfx(120001) == (12, 0, 0)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_a_single_xcc_gfx942_runs_pm4_with_its_gfx9_registers(threaded):
+  """gfx942 on one XCC takes a PM4 queue: gc 9.4.3's registers (COMPUTE_PGM_RSRC3 at 0x22d), no CS_W32_EN, soc15
+  cache packets, wave64 in the mock."""
+  import dataclasses
+  d, os = _device(dataclasses.replace(GPUProperties.for_target("gfx942"), num_xcc=1), threaded, target="gfx942")
+  try:
+    seen = []
+    os.devices[0].gpus[0].dispatch_observers.append(lambda q, launch: seen.append(launch))
+    assert not d.aql and d.compute.ring.hwq.kind == "compute"
+    for name in ("vadd", "private_array", "matmul_tiled"): _run(d, name)
+    assert all(l["wave_size"] == 64 and 0x22D in l["sh"] and not l["sh"].get(0x228) for l in seen)
+    assert any(l["rsrc3"] for l in seen)                  # gfx942 kernels carry ACCUM_OFFSET in RSRC3
+  finally:
+    d.close()
+    os.close()
