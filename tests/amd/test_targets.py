@@ -187,3 +187,17 @@ def test_a_single_xcc_gfx942_runs_pm4_with_its_gfx9_registers(threaded):
   finally:
     d.close()
     os.close()
+
+
+def test_kernels_get_the_aql_queues_own_amd_queue_t_as_queue_pointer(aql_dev):
+  """queue_ptr / hidden_queue_ptr point at the AQL queue's amd_queue_t (the one describe_queue fills); a PM4 device
+  keeps a zeroed one of its own."""
+  import struct
+  hwq = aql_dev.compute.ring.hwq
+  assert aql_dev.queue_desc_va == hwq.gart.va
+  assert struct.unpack_from("<Q", hwq.gart.cpu, aql.Q_BASE_ADDRESS)[0] == hwq.ring.va
+  d, os = _device()
+  try: assert d.queue_desc_va not in (0, d.compute.ring.hwq.gart.va)
+  finally:
+    d.close()
+    os.close()
