@@ -221,7 +221,7 @@ class Gen:
     result zero-extended to the whole register, as gfx9 writes most of them)."""
     t = self.tmp()
     if ty in WIDE:
-      self.emit(f"{t} = R.bits64({expr})")
+      self.emit(f"{t} = R.bcast(R.bits64({expr}), nl)")   # (n, L) even from scalar operands: it stands for the pair
       # lazily (see vpending): a pending write of the same pair under the same EXEC is simply replaced (it wrote
       # the same lanes); pairs overlapping this one get their halves first
       for q in (r - 1, r, r + 1): self.wide.pop(q, None)
