@@ -221,7 +221,9 @@ class Gen:
     result zero-extended to the whole register, as gfx9 writes most of them)."""
     t = self.tmp()
     if ty in WIDE:
-      self.emit(f"{t} = R.bcast(R.bits64({expr}), nl)")   # (n, L) even from scalar operands: it stands for the pair
+      # every lane's value (a 64-bit result of uniform operands is one column until broadcast): a later 64-bit read
+      # of the pair (an address) must see the lanes' shape, as a 32-bit write gets it from R.vfix
+      self.emit(f"{t} = R.lanes_shaped(R.bits64({expr}), nl)")
       # lazily (see vpending): a pending write of the same pair under the same EXEC is simply replaced (it wrote
       # the same lanes); pairs overlapping this one get their halves first
       for q in (r - 1, r, r + 1): self.wide.pop(q, None)
@@ -235,10 +237,8 @@ class Gen:
       else: self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
     elif ty == "f32":
       self.write_v(r, f"R.f32bits({expr})")
-    elif re.fullmatch(r"[sv]\d+", expr.strip()):
-      self.write_v(r, expr)                     # a register moved as it is: write_v copies it
     else:
-      self.write_v(r, f"R.ibits_new({expr})")   # an operation's result: a new array, converted only if not u32
+      self.write_v(r, f"R.ibits({expr})")
 
   def write_lanes(self, r: int, expr: str) -> None:
     """Write a per-lane bool (n, L) result as a wave mask to SGPR r (wave64: the pair r, r+1) (VOPC, carry out):

@@ -70,6 +70,12 @@ def all_ones(mask: np.ndarray) -> bool:
   return bool(np.bitwise_and.reduce(mask, axis=None) == FULL)
 
 
+def lanes_shaped(x, shape: tuple) -> np.ndarray:
+  """x with the lanes' shape (n, L): itself when it has it, else a read-only broadcast view (no copy)."""
+  x = np.asarray(x)
+  return x if x.shape == shape else np.broadcast_to(x, shape)
+
+
 def vfix(x, shape: tuple) -> np.ndarray:
   """A VALU result as a fresh, writable (n, L) array (shape = (n, L))."""
   if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == u32 and x.flags.writeable: return x
