@@ -177,6 +177,13 @@ def ibits(x) -> np.ndarray:
   return np.asarray(x).astype(u32)
 
 
+def ibits_new(x) -> np.ndarray:
+  """An integer-typed result that is a new array (never a register) as u32: converted only when it is not u32
+  already (ibits copies always)."""
+  x = np.asarray(x)
+  return x if x.dtype == u32 else x.astype(u32)
+
+
 def ibits64(x) -> np.ndarray:
   return np.asarray(x).astype(i64, copy=False).view(u64) if np.asarray(x).dtype.kind == "i" else np.asarray(x).astype(u64)
 
