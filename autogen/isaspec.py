@@ -26,10 +26,17 @@ class IsaSpecError(Exception):
 GEN_MAX = (1 << 32) - 1
 
 
+def _int(text: str | None, where: str) -> int:
+  try: return int(text, 0)
+  except (TypeError, ValueError): raise IsaSpecError(f"{where}: {text!r} is not a number") from None
+
+
 def _bits(e: ET.Element, where: str) -> tuple[int, int]:
-  if e.get("pos") is not None: return int(e.get("pos")), int(e.get("pos"))
+  if e.get("pos") is not None: return _int(e.get("pos"), where), _int(e.get("pos"), where)
   if e.get("low") is None or e.get("high") is None: raise IsaSpecError(f"{where}: no pos or low/high")
-  return int(e.get("low")), int(e.get("high"))
+  low, high = _int(e.get("low"), where), _int(e.get("high"), where)
+  if not 0 <= low <= high < 64: raise IsaSpecError(f"{where}: bits {low}..{high} are not within a 64-bit word")
+  return low, high
 
 
 def _pattern(e: ET.Element, where: str) -> tuple[int, int, int]:
@@ -55,14 +62,21 @@ class _Reader:
     self.enums: dict[str, dict] = {}
     self.exprs: dict[str, str] = {}
     self.anon = 0
+    self.seen: set[str] = set()
 
   def file(self, path: str) -> None:
+    path = os.path.normpath(path)
+    if path in self.seen: return        # imported twice (or a cycle): read once
+    self.seen.add(path)
     try: root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as e: raise IsaSpecError(f"{path}: {e}") from None
-    for imp in root.findall("import"): self.file(os.path.join(self.base, imp.get("file")))
+    for imp in root.findall("import"):
+      if not imp.get("file"): raise IsaSpecError(f"{path}: an <import> without a file")
+      self.file(os.path.join(self.base, imp.get("file")))
     for e in root.findall("expr"): self.expr(e)
     for e in root.findall("enum"):
-      self.enums[e.get("name")] = {int(v.get("val"), 0): v.get("display") for v in e.findall("value")}
+      self.enums[e.get("name")] = {_int(v.get("val"), f"{path}: enum {e.get('name')}"): v.get("display")
+                                   for v in e.findall("value")}
     for b in root.findall("bitset"): self.bitset(b)
 
   def expr(self, e: ET.Element) -> str:
@@ -81,7 +95,7 @@ class _Reader:
   def case(self, e: ET.Element, where: str, expr: str | None) -> dict:
     fields = {}
     for d in e.findall("derived"):
-      high = int(d.get("width")) - 1 if d.get("width") else 0   # the width sign-extends an int (low is 0)
+      high = _int(d.get("width"), where) - 1 if d.get("width") else 0   # the width sign-extends an int (low is 0)
       fields[d.get("name")] = {"low": 0, "high": high, "type": d.get("type"), "display": _display_attr(d),
                                "params": [], "expr": d.get("expr") or self.one_expr(d, f"{where}.{d.get('name')}")}
     for n, a in enumerate(e.findall("assert")):
@@ -101,10 +115,11 @@ class _Reader:
 
   def bitset(self, b: ET.Element) -> None:
     name = b.get("name")
+    if not name: raise IsaSpecError("a <bitset> without a name")
     gen_min, gen_max = 0, GEN_MAX
     for g in b.findall("gen"):
-      if g.get("min"): gen_min = int(g.get("min"))
-      if g.get("max"): gen_max = int(g.get("max"))
+      if g.get("min"): gen_min = _int(g.get("min"), name)
+      if g.get("max"): gen_max = _int(g.get("max"), name)
     cases = [self.case(o, name, o.get("expr") or self.one_expr(o, name)) for o in b.findall("override")]
     cases.append(self.case(b, name, None))
     match = dontcare = mask = 0
@@ -118,7 +133,7 @@ class _Reader:
         text = (m.text or "").strip()
         if re.fullmatch(r"0x[0-9a-fA-F]+|\d+", text): encode[m.get("name")] = (int(text, 0), m.get("force") == "true")
     self.bitsets.setdefault(name, []).append(
-      {"name": name, "extends": b.get("extends"), "size": int(b.get("size")) if b.get("size") else None,
+      {"name": name, "extends": b.get("extends"), "size": _int(b.get("size"), name) if b.get("size") else None,
        "gen": (gen_min, gen_max), "match": match, "dontcare": dontcare, "mask": mask, "cases": cases,
        "encode": encode})
 

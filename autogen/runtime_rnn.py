@@ -8,6 +8,7 @@ shifted right by shr, then into place: what the hardware field holds) and, for a
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 
@@ -29,12 +30,23 @@ class Field:
   high: int
   shr: int
   flag: bool
+  kind: str = "uint"      # how encode() takes a value: uint, int (masked), float (f32 / f16 bits), fixed/ufixed (radix)
+  radix: int = 0
 
   @property
   def mask(self) -> int: return ((1 << (self.high - self.low + 1)) - 1) << self.low
 
-  def encode(self, value: int) -> int:
-    """value into place; it must fit the field (after dropping the shr low bits, which must be 0)."""
+  def encode(self, value) -> int:
+    """value into place, as the C header's X(val) computes it: a float field takes the value's f32 bits (f16 for a
+    16-bit field), a fixed/ufixed one value * 2^radix truncated toward zero, an int one its two's complement masked
+    to the field; a number must then fit the field (after dropping the shr low bits, which must be 0)."""
+    width = self.high - self.low + 1
+    if self.kind == "float":
+      bits = struct.unpack("<H", struct.pack("<e", value))[0] if width == 16 else struct.unpack("<I", struct.pack("<f", value))[0]
+      return (bits << self.low) & self.mask
+    if self.kind in ("fixed", "ufixed"): value = int(value * (1 << self.radix))
+    if self.kind in ("int", "fixed"): value &= (1 << width) - 1
+    if not isinstance(value, int): raise TypeError(f"{self.name}: takes an integer, not {type(value).__name__}")
     if self.shr and value & ((1 << self.shr) - 1):
       raise ValueError(f"{self.name}: {value:#x} has bits below {1 << self.shr:#x} set (the field drops {self.shr} bits)")
     v = value >> self.shr
@@ -57,7 +69,7 @@ def install(ns: dict, data: str):
       r = registers[a[0]] = Register(a[0], int(a[1], 0), int(a[2], 0))
       ns[a[0]] = r
     elif kind == "F":
-      f = fields[a[0]] = Field(a[0], int(a[1]), int(a[2]), int(a[3]), a[4] == "1")
+      f = fields[a[0]] = Field(a[0], int(a[1]), int(a[2]), int(a[3]), a[4] == "1", *(a[5:6] + [int(x) for x in a[6:7]]))
       if f.flag: ns[a[0]] = f.mask
       else:
         ns[a[0] + "__MASK"], ns[a[0] + "__SHIFT"], ns[a[0]] = f.mask, f.low, f.encode

@@ -3,7 +3,8 @@
 
 `hcq disasm --isa ir3 --gpu-id 630 --raw FILE`: Adreno shader code (64-bit little-endian instruction words), one line
 per word, exactly the text Mesa's ir3 disassembler prints for it (no address, no hex); a word that decodes to no
-instruction prints "no match: <hex>" as Mesa's does (and the exit status is 1 at the end).
+instruction prints "no match: <hex>" as Mesa's does, and one whose operand matches nothing (or sets bits the
+description says are don't-care) gets Mesa's "\t; <errors>" after its text: either makes the exit status 1.
 A dword that is no instruction is printed as llvm-objdump-19 prints it, `.long 0x...` (trailing bytes `.byte ...`),
 and the listing goes on at the next dword.
 
@@ -104,11 +105,13 @@ def run_ir3(args, data: bytes) -> int:
   isa, failed = ISA(args.gpu_id), 0
   for i in range(0, len(data), 8):
     word = int.from_bytes(data[i:i + 8], "little")
-    try: print(isa.disasm_word(word))
+    try: print(isa.disasm_word(word, errors=True))
     except DecodeError:
       print(f"no match: {word:016x}")
       failed += 1
-  if failed: raise CommandError(f"{args.file}: {failed} of {len(data) // 8} words decode to no ir3 instruction for gpu {args.gpu_id}")
+      continue
+    if isa.errors: failed += 1
+  if failed: raise CommandError(f"{args.file}: {failed} of {len(data) // 8} words are no valid ir3 instruction for gpu {args.gpu_id}")
   return 0
 
 

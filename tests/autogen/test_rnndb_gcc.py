@@ -27,8 +27,11 @@ PRELUDE = """#include <stdint.h>
 #include <assert.h>
 #include <stdio.h>
 static inline uint32_t fui(float f) { union { float f; uint32_t u; } x = { f }; return x.u; }
-static inline uint16_t _mesa_float_to_half(float f) { return (uint16_t)fui(f); }
+static inline uint16_t _mesa_float_to_half(float f) { _Float16 h = (_Float16)f; uint16_t u; __builtin_memcpy(&u, &h, 2); return u; }
 """
+
+# a value to hand each kind of field's X(val): a fraction for float/fixed ones, a negative for int ones
+SAMPLE = {"float": 1.5, "fixed": -2.75, "ufixed": 2.5, "int": -3}
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +105,35 @@ def test_every_item_equals_gccs_reading_of_mesas_header(modname, registers_dir, 
   bad = [(k, ours[k], gcc[k]) for k in ours if (ours[k] - gcc[k]) % (1 << 32) != 0]
   assert not bad, f"{modname}: {len(bad)} values differ from gcc's, e.g. {bad[:5]}"
   print(f"{modname}: {len(ours)} values equal gcc's reading of Mesa's header")
+
+
+@pytest.mark.tools("gcc")
+@pytest.mark.parametrize("modname", MODULES)
+def test_every_field_encoder_equals_the_headers_function(modname, registers_dir, tmp_path):
+  """X(val) of every (non-flag) field equals the C header's inline X(val) on a sample of the field's kind: the f32 or
+  f16 bits of a float, a fixed/ufixed value times 2^radix, a negative int masked, a number shifted by shr."""
+  mod = importlib.import_module(f"hcq.autogen.{modname}")
+  xml_text = open(os.path.join(registers_dir, MODULES[modname])).read()
+  headers = [header_of(registers_dir, f, tmp_path) for f in re.findall(r'<import file="([^"]+)"', xml_text)]
+  headers.append(header_of(registers_dir, MODULES[modname], tmp_path))
+  samples = {}
+  for name, f in mod.FIELDS.items():
+    if f.flag: continue
+    v = SAMPLE.get(f.kind, 1 << f.shr)
+    if f.kind == "ufixed" and f.high - f.low + 1 <= f.radix + 1: v = 0.5
+    samples[name] = v
+  if not samples: pytest.skip(f"{modname} has only one-bit flags (no encoder to compare)")
+  body = "\n".join(f'  printf("%s %llu\\n", "{n}", (unsigned long long)({n}({v!r})));' for n, v in samples.items())
+  src = tmp_path / "enc.c"
+  src.write_text(PRELUDE + "".join(f'#include "{h}"\n' for h in headers) + f"int main(void) {{\n{body}\n  return 0;\n}}\n")
+  exe = tmp_path / "enc"
+  r = subprocess.run(["gcc", "-w", "-o", str(exe), str(src)], capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60).stdout
+  gcc = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) & 0xFFFFFFFF for line in out.splitlines()}
+  bad = [(n, v, hex(mod.FIELDS[n].encode(v)), hex(gcc[n])) for n, v in samples.items()
+         if mod.FIELDS[n].encode(v) != gcc[n]]
+  assert not bad, f"{modname}: {len(bad)} of {len(samples)} encoders differ from the header's, e.g. {bad[:5]}"
 
 
 def test_the_cp_opcodes_the_driver_needs_are_there():

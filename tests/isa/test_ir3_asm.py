@@ -86,3 +86,15 @@ def test_bad_lines_are_errors_naming_them():
   with pytest.raises(AsmError, match="line 2"): asm.assemble("nop\nadd.f r0.x, r0.y\n")
   with pytest.raises(AsmError, match="no label 'nowhere'"): asm.assemble("br p0.x, #nowhere\n")
   with pytest.raises(AsmError, match="defined twice"): asm.assemble("a: nop\na: nop\n")
+
+
+def test_hostile_lines_are_errors_and_quick():
+  """Junk, very long lines, many operands and numbers of thousands of digits are AsmErrors (never a traceback), each
+  in well under a second (the search over unshown fields is bounded)."""
+  asm = Assembler(630)
+  lines = ["x" * 100_000, "add.f " + ", ".join(["r0.x"] * 200), "(sy)" * 500 + "nop",
+           "mov.f32f32 r0.x, " + "9" * 5000, "add.f r0.x, r0.y, 0x" + "f" * 4000, "mov.u32u32 r0.x, c<a0.x + -999999999999>"]
+  for line in lines:
+    t0 = time.perf_counter()
+    with pytest.raises(AsmError): asm.assemble_line(line)
+    assert time.perf_counter() - t0 < 2.0, line[:40]

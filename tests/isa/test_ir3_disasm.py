@@ -78,3 +78,13 @@ def test_cli_prints_one_line_per_word(tmp_path, capsys):
   assert cap.out == "no match: c0c0000000000000\n" and "1 of 1 words" in cap.err
   assert main(["disasm", "--isa", "ir3", "--gpu-id", "9", "--raw", str(f)]) == 2
   assert "--gpu-id 9" in capsys.readouterr().err
+
+
+def test_a_word_whose_operand_matches_nothing_is_reported(tmp_path, capsys):
+  """The instruction matches but an operand does not: the line carries Mesa's "\\t; <errors>" and the exit status
+  is 1 (the text alone would be a shortened instruction)."""
+  f = tmp_path / "bad.bin"
+  f.write_bytes(struct.pack("<Q", 0x78e510617311d8a3))
+  assert main(["disasm", "--isa", "ir3", "--raw", str(f)]) == 1
+  cap = capsys.readouterr()
+  assert "\t; " in cap.out and "1 of 1 words" in cap.err

@@ -212,6 +212,11 @@ class Assembler:
       yield w
 
   def assemble_line(self, line: str) -> int:
+    try: return self._assemble_line(line)
+    except (ValueError, OverflowError) as e:     # e.g. a number of thousands of digits (int() refuses it)
+      raise AsmError(f"cannot assemble {line[:200]!r}: {e}") from None
+
+  def _assemble_line(self, line: str) -> int:
     text = canonical(line)
     tried = 0
     for leaf in self.isa.leaves["#instruction"]:
