@@ -17,7 +17,7 @@ __all__ = ["open", "parse_spec", "DeviceSpec", "registered_drivers", "device_lis
 
 # the driver packages, each declaring DRIVER (drivers/hcq/registry.py); hcq.open, spec parsing, autodetection and the
 # README's device list come from these declarations. A vendor is listed when its driver works.
-_DRIVER_PACKAGES = ("amd", "cpu", "bnxt")
+_DRIVER_PACKAGES = ("amd", "cpu", "bnxt", "nv")
 # hcq.open() with no spec and no HCQ_DEV opens the first present device of an autodetected interface, else this
 _FALLBACK = "MOCK+AMD"
 
@@ -112,6 +112,13 @@ def _autodetect(cfg) -> list[DeviceSpec]:
   osi = LinuxOS(cfg)
   return [DeviceSpec(i.name, d.vendor, 0) for d in registered_drivers().values() for i in d.interfaces
           if i.probe is not None and osi.exists(i.probe)]
+
+
+def _mock_os(vendor: str, iface: str, index: int, cfg):
+  """The MockOS that serves device `index` of vendor behind iface, for tools that drive a bring-up themselves
+  (`hcq am boot --mock`) rather than opening a device."""
+  from .mockgpu import open_mock_os  # the mock plugs in here too (as in _open_one)
+  return open_mock_os(vendor, iface, index, cfg)
 
 
 def _open_one(spec: DeviceSpec, cfg):

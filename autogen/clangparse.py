@@ -140,6 +140,9 @@ class HeaderInfo:
   typedefs: dict[str, str]
   skipped_macros: list[str]
   strings: dict[str, StringConstant] = dataclasses.field(default_factory=dict)
+  # object-like macros spelling a `hi:lo` bit range (NVIDIA's DRF fields: NVC56F_SEM_EXECUTE_OPERATION is 2:0):
+  # name -> (hi, lo), as C gives them in `(1 ? NAME)` and `(0 ? NAME)`
+  ranges: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 INT_KINDS = {
@@ -291,6 +294,8 @@ class Parser:
     if probes:
       pointers = self._evaluate(base, probes, constants, ioctls, skipped)
       if pointers: self._strings(base, pointers, strings, skipped)
+    ranges: dict[str, tuple[int, int]] = {}
+    if skipped: self._ranges(base, skipped, ranges)
     # records a kept record or ioctl refers to, wherever they were declared
     keep = {n for n, r in self.records.items() if r.file in own}
     keep |= {i.struct for i in ioctls.values() if i.struct and i.struct in self.records}
@@ -300,7 +305,7 @@ class Parser:
         if d not in keep: keep.add(d); todo.append(d)
     records = {n: r for n, r in self.records.items() if n in keep and n not in self.exclude_records}
     typedefs = {k: v for k, v in self.typedefs.items() if v in records or not v.startswith(("struct_", "union_"))}
-    return HeaderInfo(records, constants, ioctls, functions, typedefs, skipped, strings)
+    return HeaderInfo(records, constants, ioctls, functions, typedefs, skipped, strings, ranges)
 
   # ---------------------------------------------------------------- declarations
   def _walk(self, cursor, own, constants, parent: Record | None = None):
@@ -484,6 +489,27 @@ class Parser:
                           f"{lit[0].spelling}, its array holds {c.type.get_size()}")
       strings[name] = StringConstant(name, value, *loc)
       skipped.remove(name)
+
+
+  def _ranges(self, base: str, skipped: list[str], ranges: dict):
+    """The macros among the skipped (no integer or string) that spell a `hi:lo` range: C evaluates `(1 ? NAME)` to
+    hi and `(0 ? NAME)` to lo for exactly those (NVIDIA's DRF_EXTENT / DRF_BASE read fields so). They stay listed
+    as macros without a value."""
+    base_lines = base.count("\n") + 1
+    names = sorted(set(skipped))
+    auto = "auto" if self.lang == "c++" else "__auto_type"
+    text = base + "\n" + "".join(f"{auto} __hcq_rh{i} = (1 ? {n}); {auto} __hcq_rl{i} = (0 ? {n});\n"
+                                 for i, n in enumerate(names))
+    tu = self.parse(text, detailed=False)
+    bad_lines = {ln for ln, _ in self.check(tu, base_lines)}
+    got: dict[str, dict] = {}
+    for c in tu.cursor.get_children():
+      if not c.spelling.startswith("__hcq_r") or c.location.line in bad_lines: continue
+      if c.type.get_canonical().kind not in INT_KINDS: continue
+      v = eval_int(c)
+      if v is not None: got.setdefault(names[int(c.spelling[len("__hcq_rh"):])], {})[c.spelling[7]] = v
+    for n in names:
+      if len(got.get(n, {})) == 2: ranges[n] = (got[n]["h"], got[n]["l"])
 
 
 _ESCAPES = {"n": 10, "t": 9, "r": 13, "a": 7, "b": 8, "f": 12, "v": 11, "e": 27, "\\": 92, '"': 34, "'": 39, "?": 63}

@@ -125,6 +125,11 @@ def c_module(name: str, info: HeaderInfo, sources: str, roots: dict) -> str:
   if info.skipped_macros:
     names = sorted(set(info.skipped_macros))
     out.append(f"# object-like macros that are no integer or string constant ({len(names)}): {', '.join(names)}\n")
+  if info.ranges:
+    out.append("\n# ---- of those, the `hi:lo` bit ranges: name -> (hi, lo), C's (1 ? NAME) and (0 ? NAME)\n")
+    out.append("RANGES = {\n")
+    out.extend(f"  {n!r}: ({hi}, {lo}),\n" for n, (hi, lo) in info.ranges.items())
+    out.append("}\n")
   functions = _usable_functions(info)
   if functions:
     out.append("\n# ---- function-like macros made only of integer operators (same result as C for values that fit)\n")

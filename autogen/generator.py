@@ -61,7 +61,8 @@ class Roots:
 
 
 def describe(spec: dict, manifest: dict) -> str:
-  refs = spec.get("headers") or [spec["offset"], spec["sh_mask"]]
+  refs = spec.get("headers") or ([spec["root"] + "/" + spec["xml"] if spec.get("root") else spec["xml"]] if spec.get("xml")
+                                 else [spec["offset"], spec["sh_mask"]])
   out = []
   for r in refs:
     if os.path.isabs(r): out.append(os.path.basename(r)); continue
@@ -76,6 +77,14 @@ def generate_one(name: str, manifest: dict, roots: Roots) -> str:
   from .clangparse import HeaderError, Parser
   spec = manifest["modules"][name]
   try:
+    if spec["kind"] == "isaspec":
+      from . import isaspec
+      try: return isaspec.module_text(name, roots.path(spec["xml"]), describe(spec, manifest))
+      except isaspec.IsaSpecError as e: raise GenerateError(f"module {name}: {e}") from None
+    if spec["kind"] == "rnndb":
+      from . import rnndb
+      try: return rnndb.generate(name, roots.path(spec["root"]), spec["xml"], describe(spec, manifest))
+      except rnndb.RnnError as e: raise GenerateError(f"module {name}: {e}") from None
     if spec["kind"] == "regs":
       return codegen.regs_module(name, roots.path(spec["offset"]), roots.path(spec["sh_mask"]), spec["filter"],
                                  describe(spec, manifest))

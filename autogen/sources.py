@@ -1,5 +1,9 @@
 """Fetch the pinned Debian packages that hold the headers, check them, and unpack only the members we need.
 
+A *source* package (manifest "source": true: Mesa, for the Adreno material) is fetched with `apt-get source
+--download-only NAME=VERSION` through a private deb-src list built from the machine's own Debian entry; its upstream
+tarball ("orig") is what the sha256 pins, and the members are taken out of that tarball (below its "strip" folder).
+
 A package is named in manifest.json by name, version, architecture and sha256. It is fetched with
 `apt-get download NAME=VERSION` into <cache>/debs (a copy already in apt's own archive cache is taken when its
 sha256 matches), then the listed members are unpacked with `dpkg-deb --fsys-tarfile` + `tar` into
@@ -83,6 +87,30 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
   return path
 
 
+def fetch_source(pkg: dict, cache: str, log=print) -> str:
+  """The path of a source package's upstream tarball in the cache, downloaded with `apt-get source --download-only`
+  through a private deb-src list when missing; sha256 checked (a mismatch is removed and is an error)."""
+  folder = os.path.join(private_cache(cache), "debs", f"{pkg['name']}_{pkg['version'].replace(':', '_')}_source")
+  os.makedirs(folder, exist_ok=True)
+  path = os.path.join(folder, pkg["orig"])
+  if os.path.exists(path) and sha256_of(path) == pkg["sha256"]: return path
+  what = f"apt-get source --download-only {pkg['name']}={pkg['version']}"
+  log(f"autogen: {what}")
+  fetched = []
+  try: _apt(["apt-get", *private_apt_options(pkg, cache, fetched=fetched), "source", "--download-only",
+             f"{pkg['name']}={pkg['version']}"], folder, what)
+  except SourceError:
+    if fetched: raise
+    _apt(["apt-get", *private_apt_options(pkg, cache, refresh=True), "source", "--download-only",
+          f"{pkg['name']}={pkg['version']}"], folder, what)
+  if not os.path.exists(path): raise SourceError(f"{what} did not produce {pkg['orig']} in {folder}")
+  got = sha256_of(path)
+  if got != pkg["sha256"]:
+    os.unlink(path)
+    raise SourceError(f"{pkg['orig']}: sha256 {got} does not match the manifest's {pkg['sha256']}")
+  return path
+
+
 def _apt(argv: list[str], cwd: str, what: str) -> None:
   try: r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
   except FileNotFoundError: raise SourceError(f"{what}: {argv[0]} is not installed (a Debian tool)") from None
@@ -120,17 +148,19 @@ def private_apt_options(pkg: dict, cache: str, refresh: bool = False, sources_di
   component) with its own package lists under <cache>/apt; the lists are fetched (apt-get update) on first use or
   when refresh is asked (then True is appended to `fetched`, if given)."""
   uri, signed = debian_mirror(sources_dir)
-  base = os.path.join(private_cache(cache), "apt", f"{pkg['suite']}_{pkg['component']}")
+  kind = "deb-src" if pkg.get("source") else "deb"
+  base = os.path.join(private_cache(cache), "apt", f"{pkg['suite']}_{pkg['component']}{'_src' if pkg.get('source') else ''}")
   lists = os.path.join(base, "lists")
   os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
   os.makedirs(os.path.join(base, "cache"), exist_ok=True)
-  line = f"deb {f'[signed-by={signed}] ' if signed else ''}{uri} {pkg['suite']} {pkg['component']}\n"
+  line = f"{kind} {f'[signed-by={signed}] ' if signed else ''}{uri} {pkg['suite']} {pkg['component']}\n"
   listfile = os.path.join(base, "sources.list")
   if not os.path.exists(listfile) or _read_text(listfile) != line:
     with atomic_writer(listfile, text=True, perm=0o644) as f: f.write(line)
   opts = ["-o", f"Dir::Etc::sourcelist={listfile}", "-o", "Dir::Etc::sourceparts=/dev/null",
           "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={os.path.join(base, 'cache')}"]
-  if refresh or not any(n.endswith("_Packages") or "_Packages." in n for n in os.listdir(lists)):
+  index = "_Sources" if pkg.get("source") else "_Packages"
+  if refresh or not any(n.endswith(index) or f"{index}." in n for n in os.listdir(lists)):
     _apt(["apt-get", *opts, "update"], base, f"apt-get update ({pkg['suite']} {pkg['component']})")
     if fetched is not None: fetched.append(True)
   return opts
@@ -187,17 +217,26 @@ def unpack(pkg: dict, cache: str, log=print) -> str:
 
 def _unpack(pkg: dict, cache: str, log=print) -> str:
   dest = os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}")
-  stamp_text = json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members")}, sort_keys=True)
+  stamp_text = json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members", "orig")}, sort_keys=True)
   stamp = os.path.join(dest, ".hcq-unpacked")
   if os.path.exists(stamp) and open(stamp).read() == stamp_text: return dest
-  deb = fetch_deb(pkg, cache, log)
+  deb = fetch_source(pkg, cache, log) if pkg.get("source") else fetch_deb(pkg, cache, log)
   log(f"autogen: unpacking {len(pkg['members'])} member patterns of {os.path.basename(deb)}")
   if os.path.exists(dest): shutil.rmtree(dest)
   os.makedirs(os.path.dirname(dest), exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=".unpack-", dir=os.path.dirname(dest))
   try:
     members = list(pkg["members"])
-    if pkg.get("tarball"):
+    if pkg.get("source"):
+      # the upstream tarball itself: only the members, below its top folder
+      out = os.path.join(tmp, "out")
+      os.makedirs(out)
+      argv = ["tar", "-x", "-f", deb, "-C", out, "--wildcards", "--no-wildcards-match-slash"] + [pkg["strip"] + m for m in members]
+      try: r = subprocess.run(argv, capture_output=True, text=True, timeout=UNPACK_TIMEOUT_S)
+      except subprocess.TimeoutExpired: raise SourceError(f"tar -x {deb} did not finish in {UNPACK_TIMEOUT_S:g} s") from None
+      if r.returncode: raise SourceError(f"tar -x {deb} failed: {r.stderr.strip()}")
+      root = os.path.join(out, pkg["strip"].rstrip("/"))
+    elif pkg.get("tarball"):
       # the .deb holds a tarball (linux-source): take it out, then take only the members out of it
       _run_pipe(["dpkg-deb", "--fsys-tarfile", deb], ["tar", "-x", "-C", tmp, "./" + pkg["tarball"]], "dpkg-deb")
       inner = os.path.join(tmp, pkg["tarball"])

@@ -5,7 +5,8 @@ hcq.open), comparing the wave-instructions each executes.
 
     .venv/bin/python bench/codegen.py [--n 256] [--tile 16] [--runs 5]
 
-Prints both counts and their ratio (target: hcq <= 2x clang), and the compile time DSL -> code object (median of
+Prints both counts and their ratio (target: hcq <= 2x clang), the same kernel's PTX next to clang-19's CUDA-style
+source after NVIDIA's ptxas (bench/ptx_sass.py: registers and SASS size, target hcq <= 1.5x clang), and the compile time DSL -> code object (median of
 --runs compiles after one warm-up that loads the ISA tables; target < 200 ms), as the process's CPU time (what an
 idle machine would take) and as wall-clock time. Results are checked against numpy. The machine is shared by several
 jobs: wall-clock times are noisy.
@@ -28,6 +29,7 @@ import numpy as np
 
 import hcq
 from hcq.compiler import compile as hcq_compile, examples
+from ptx_sass import report as ptx_report
 from wavecount import kernel_waves, wave_instructions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,6 +102,7 @@ def main() -> None:
   print(f"compile DSL -> code object: CPU time median {med_cpu * 1e3:.1f} ms (target < 200 ms): "
         f"{'MET' if med_cpu < 0.2 else 'NOT MET'}; wall clock median {med * 1e3:.1f} ms, best {min(times) * 1e3:.1f} ms "
         f"over {args.runs} (os.getloadavg() = {os.getloadavg()[0]:.1f}: the wall clock includes waiting for a CPU)")
+  ptx_report(n, tile, "sm_90", args.runs)
 
 
 if __name__ == "__main__":

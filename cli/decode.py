@@ -1,7 +1,9 @@
-"""`hcq decode`: print PM4 or SDMA dword streams with packet and field names.
+"""`hcq decode`: print PM4 or SDMA dword streams with packet and field names, or NV GPFIFO pushbuffers with the
+method names of each class.
 
 From a file (raw little-endian dwords, or text with one hex dword per token) or from the rings of a device after
-running the demo vector add on it (--device SPEC)."""
+running the demo vector add on it (--device SPEC: an AMD device's PM4 and SDMA rings, an NV device's compute and
+copy pushbuffers)."""
 from __future__ import annotations
 
 import re
@@ -36,7 +38,8 @@ def print_packets(packets, out=None) -> None:
 
 def _device_rings(spec: str):
   import numpy as np
-  from .. import open as open_device
+  from .. import open as open_device, parse_spec
+  if parse_spec(spec).vendor == "NV": return _nv_pushbuffers(spec)
   from ..drivers.amd.kernels import demo_code_object
   dev = open_device(spec)
   with dev:
@@ -51,11 +54,26 @@ def _device_rings(spec: str):
   return rings
 
 
+def _nv_pushbuffers(spec: str):
+  import numpy as np
+  from .. import open as open_device
+  from ..drivers.nv.demo import VADD_PTX
+  with open_device(spec) as dev:
+    prog = dev.load(VADD_PTX, "vadd")
+    a = dev.alloc(256 * 4)
+    dev.copyin(a, np.arange(256, dtype=np.float32))
+    prog(a, a, a, 256, global_size=(1,), local_size=(256,))
+    dev.synchronize()
+    return {"gpfifo": list(dev.compute.ring.ring[:dev.compute.ring.put_dw]),
+            "gpfifo-copy": list(dev.copy.ring.ring[:dev.copy.ring.put_dw])}
+
+
 def _decode_and_print(decode, words) -> int:
   """Print the packets; at a packet that cannot be read, print those before it, then the error (exit status 1)."""
-  from ..drivers.amd.decoding import DecodeError
+  from ..drivers.amd.decoding import DecodeError as AMDDecodeError
+  from ..drivers.nv.gpfifo import DecodeError as NVDecodeError
   try: packets = decode(words)
-  except DecodeError as e:
+  except (AMDDecodeError, NVDecodeError) as e:
     print_packets(e.packets)
     print(f"hcq decode: error: {e}", file=sys.stderr)
     return 1
@@ -65,13 +83,15 @@ def _decode_and_print(decode, words) -> int:
 
 def run(args) -> int:
   from ..drivers.amd import pm4, sdma
-  decoders = {"pm4": pm4.decode, "sdma": sdma.decode}
+  from ..drivers.nv.gpfifo import decode_pushbuffer
+  decoders = {"pm4": pm4.decode, "sdma": sdma.decode, "gpfifo": decode_pushbuffer, "gpfifo-copy": decode_pushbuffer}
   if args.device:
     if args.file: raise UsageError("give either a FILE or --device, not both")
     status = 0
     for kind, words in _device_rings(args.device).items():
-      if args.engine and kind != args.engine: continue
-      print(f"== {kind} ring ({len(words)} dwords)")
+      if args.engine and kind.split("-")[0] != args.engine: continue
+      what = {"gpfifo": "compute channel pushbuffer", "gpfifo-copy": "copy channel pushbuffer"}.get(kind, f"{kind} ring")
+      print(f"== {what} ({len(words)} dwords)")
       status |= _decode_and_print(decoders[kind], words)
     return status
   if not args.file: raise UsageError("give a FILE (or - for stdin) or --device SPEC")
@@ -80,11 +100,12 @@ def run(args) -> int:
 
 def register(sub) -> None:
   import argparse
-  p = sub.add_parser("decode", help="print PM4/SDMA command streams with packet and field names",
+  p = sub.add_parser("decode", help="print PM4/SDMA command streams or NV GPFIFO pushbuffers with their names",
                      description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="examples: hcq decode ring.bin | hcq decode --engine sdma words.txt | "
-                            "hcq decode --device MOCK+AMD")
+                            "hcq decode --device MOCK+AMD | hcq decode --engine gpfifo pb.bin | hcq decode --device MOCK+NV")
   p.add_argument("file", nargs="?", help="dword stream: raw little-endian binary or hex text ('-' = stdin)")
-  p.add_argument("--engine", choices=("pm4", "sdma"), default=None, help="packet format (default pm4 for files)")
+  p.add_argument("--engine", choices=("pm4", "sdma", "gpfifo"), default=None,
+                 help="packet format: pm4, sdma, or gpfifo (NV pushbuffer methods); default pm4 for files")
   p.add_argument("--device", default=None, help="run the demo vector add on this device and decode its rings")
   p.set_defaults(func=run)

@@ -1,5 +1,9 @@
 """`hcq disasm FILE [--raw] [--mcpu gfx1100] [--kernel NAME ...]`: print the instructions of a code object's kernels
 (or of raw machine code with --raw) in llvm-objdump's syntax: "<mnemonic operands>  // <ADDRESS>: <DWORDS>".
+
+`hcq disasm --isa ir3 --gpu-id 630 --raw FILE`: Adreno shader code (64-bit little-endian instruction words), one line
+per word, exactly the text Mesa's ir3 disassembler prints for it (no address, no hex); a word that decodes to no
+instruction prints "no match: <hex>" as Mesa's does (and the exit status is 1 at the end).
 A dword that is no instruction is printed as llvm-objdump-19 prints it, `.long 0x...` (trailing bytes `.byte ...`),
 and the listing goes on at the next dword.
 
@@ -17,6 +21,9 @@ def register(subparsers) -> None:
   p.add_argument("file", help="HSA code object (ELF), or raw machine code with --raw")
   p.add_argument("--raw", action="store_true", help="FILE is raw instruction bytes, not an ELF")
   p.add_argument("--mcpu", default=None, help="target (default: from the code object, gfx1100 for --raw)")
+  p.add_argument("--isa", choices=("amdgpu", "ir3"), default="amdgpu",
+                 help="instruction set: amdgpu (default) or ir3 (Adreno shaders; needs --raw)")
+  p.add_argument("--gpu-id", type=int, default=630, help="ir3: the Adreno GPU id whose encodings apply (default 630)")
   p.add_argument("--kernel", action="append", default=None, metavar="NAME",
                  help="only this kernel (repeatable; default: every kernel of the code object)")
   p.set_defaults(func=run)
@@ -85,10 +92,32 @@ def _selected(co, names: list[str] | None, path: str) -> list:
   return [k for k in kernels if k.name in names]
 
 
+IR3_GPU_IDS = range(300, 800)   # a3xx .. a7xx: the generations Mesa's ir3 description covers
+
+
+def run_ir3(args, data: bytes) -> int:
+  from ..compiler.backend.ir3.isa import ISA, DecodeError
+  if not args.raw: raise UsageError("--isa ir3 reads raw instruction words: add --raw")
+  if args.mcpu or args.kernel: raise UsageError("--mcpu and --kernel are for --isa amdgpu")
+  if args.gpu_id not in IR3_GPU_IDS: raise UsageError(f"--gpu-id {args.gpu_id}: expected an Adreno id in 300..799")
+  if len(data) % 8: raise CommandError(f"{args.file}: {len(data)} bytes is not a whole number of 64-bit instructions")
+  isa, failed = ISA(args.gpu_id), 0
+  for i in range(0, len(data), 8):
+    word = int.from_bytes(data[i:i + 8], "little")
+    try: print(isa.disasm_word(word))
+    except DecodeError:
+      print(f"no match: {word:016x}")
+      failed += 1
+  if failed: raise CommandError(f"{args.file}: {failed} of {len(data) // 8} words decode to no ir3 instruction for gpu {args.gpu_id}")
+  return 0
+
+
 def run(args) -> int:
   from ..compiler.backend.amd.codeobject import CodeObject
   from ..compiler.backend.amd.errors import CodeObjectError
   data = _read(args.file)
+  if args.isa == "ir3": return run_ir3(args, data)
+  if args.gpu_id != 630: raise UsageError("--gpu-id is for --isa ir3")
   out = sys.stdout
   if args.raw:
     if args.kernel: raise UsageError("--kernel needs a code object, not --raw bytes")

@@ -12,7 +12,11 @@ Registers: every LINEAR element that has a value gets its own typed virtual regi
   addresses)   .f32 %f   .f64 %fd.  8-bit integers live in 16-bit registers: PTX has no 8-bit arithmetic, so an
   int8/uint8 result is re-wrapped to 8 bits after each operation that can leave the range (as C's (signed char) cast).
 Control flow is structured: RANGE/END is a counted loop with the test at the top (a runtime trip count may be 0),
-IF/ENDIF a forward predicated branch over the gated stores ("Control Flow Instructions: bra").
+IF/ENDIF a forward predicated branch over the gated stores ("Control Flow Instructions: bra"). An innermost RANGE
+with a constant trip count of at most UNROLL_MAX is unrolled, as the RDNA3 backend does: its counter is then a known
+constant in each copy, integer operations of known values are folded, and the known part of an index becomes the
+immediate offset of the load or store ([reg+imm], "Addresses as Operands") when the bounds show the split cannot
+change the address (rest + c does not wrap in the index type). bench/ptx_sass.py measures the effect after ptxas.
 Memory: GLOBAL buffers are kernel parameters (.param .u64, converted with cvta.to.global), LOCAL buffers .shared
 arrays of the entry, REG buffers .local arrays of the entry (ptxas keeps a small constant-indexed one in registers);
 every access uses a 64-bit address. A BARRIER is bar.sync 0 ("Parallel Synchronization and Communication
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 
 from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
 from ..ir.dtypes import DType
+from ..ir.evaluate import EvalError, exec_alu
 from ..ir.uop import _short
 from ..lower.target import Target
 
@@ -127,6 +132,12 @@ class _Renderer:
     self.decls: list[str] = []
     self.names: dict[UOp, str] = {}
     self.labels = 0
+    # integer values known at compile time in the code being rendered: the counter of an unrolled loop (one value per
+    # copy of the body) and integer ALU results of known values
+    self.known: dict[UOp, int] = {}
+    # 64-bit element addresses (base + x * size) already computed in the current straight-line region; emptied at
+    # every label or branch, so that a reused register always holds its value on every path to the use
+    self.addresses: dict[tuple, str] = {}
 
   def reg(self, dt: DType) -> str:
     key = _rclass(dt)
@@ -134,8 +145,13 @@ class _Renderer:
     self.counts[key] = n
     return f"{key[0]}{n}"
 
-  def emit(self, line: str): self.lines.append("\t" + line)
-  def label(self, name: str): self.lines.append(f"{name}:")
+  def emit(self, line: str):
+    self.lines.append("\t" + line)
+    if "bra " in line: self.addresses.clear()
+
+  def label(self, name: str):
+    self.lines.append(f"{name}:")
+    self.addresses.clear()
 
   def new_label(self, what: str) -> str:
     self.labels += 1
@@ -177,7 +193,8 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       else: params[a.slot] = (a.slot, "float" if a.dtype.is_float else "int", a.dtype, 0, True)
   for n, slot in enumerate(sorted(params)): pnames[slot] = f"{name}_param_{n}"
 
-  for u in lin.src:
+  def one(u: UOp) -> None:
+    nonlocal local_bytes, has_barrier
     op, src = u.op, u.src
     dt = u.dtype
     r = [R.names.get(s) for s in src]
@@ -212,10 +229,12 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.emit(f"mov.u32 {v32}, {_SREG[kind]}.{_DIM[dim]};")
       R.names[u] = v32 if dt.itemsize == 4 else _convert_int(R, v32, dtypes.uint32, dt)
     elif op is Ops.CONST:
-      if dt.is_weak: continue     # only ever feeds a CAST that gives it a type
+      if dt.is_weak: return       # only ever feeds a CAST that gives it a type
       R.names[u] = R.const(u.arg, dt)
+      if dt.is_int: R.known[u] = u.arg
     elif op is Ops.CAST and src[0].op is Ops.CONST:
       R.names[u] = R.const(u.const_value, dt)
+      if dt.is_int: R.known[u] = u.const_value
     elif op is Ops.RANGE:
       i = R.reg(dt)
       top, end = R.new_label("loop"), R.new_label("endloop")
@@ -250,10 +269,35 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.names[u] = _cast(R, r[0], src[0].dtype, dt)
     elif op is Ops.BITCAST:
       R.names[u] = _bitcast(R, r[0], src[0].dtype, dt)
+    elif op in _ALU and dt.is_int and src and all(x in R.known for x in src) and _fold(R, u):
+      R.names[u] = R.const(R.known[u], dt)
     elif op in _ALU:
       R.names[u] = _ALU[op](R, u, r)
     else:
       raise CompileError(f"the PTX backend can't render {op.name}: {_short(u)}", u)
+
+  elements = list(lin.src)
+  i = 0
+  while i < len(elements):
+    u = elements[i]
+    n = _unroll_count(u)
+    if n is None:
+      one(u)
+      i += 1
+      continue
+    j = _matching_end(elements, i)
+    body = elements[i + 1:j]
+    # innermost loops only (as clang's unroller starts with them): unrolling an outer loop multiplies the code
+    if n * max(len(body), 1) > UNROLL_BUDGET or any(b.op is Ops.RANGE for b in body):
+      one(u)
+      i += 1
+      continue
+    for k in range(n):   # the counter is a constant in each copy: addresses get immediate offsets
+      R.names[u] = R.const(k, u.dtype)
+      R.known[u] = k
+      for b in body: R.known.pop(b, None)
+      for b in body: one(b)
+    i = j + 1
   if loops or ifs: raise CompileError(f"kernel {name}: unclosed RANGE/IF in the linear program")
 
   ordered = [params[k] for k in sorted(params)]
@@ -269,6 +313,30 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
   return PTXProgram(name, text, arch, ordered, tuple(gs), tuple(ls), has_barrier, local_bytes, lin)
 
 
+UNROLL_MAX = 16          # unroll a RANGE with a constant trip count up to this many iterations ...
+UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this (as the RDNA3 backend does)
+
+
+def _unroll_count(u: UOp) -> int | None:
+  """The trip count of a RANGE to unroll (a constant of at most UNROLL_MAX), else None."""
+  if u.op is not Ops.RANGE: return None
+  b = u.src[0]
+  if b.op is Ops.CAST and b.src[0].op is Ops.CONST: b = b.src[0]
+  if b.op is not Ops.CONST or not isinstance(b.arg, int) or not 0 <= b.arg <= UNROLL_MAX: return None
+  return b.arg
+
+
+def _matching_end(elements: list, i: int) -> int:
+  """The index of the END that closes the RANGE at elements[i] (RANGE/END nest)."""
+  depth = 0
+  for j in range(i, len(elements)):
+    if elements[j].op is Ops.RANGE: depth += 1
+    elif elements[j].op is Ops.END:
+      depth -= 1
+      if depth == 0: return j
+  raise CompileError(f"unclosed RANGE in the linear program: {_short(elements[i])}", elements[i])
+
+
 def _param_t(dt: DType) -> str:
   """A scalar parameter's .param type, as CUDA declares it (a char is .u8/.s8, a bool .u8)."""
   return "u8" if dt.is_bool else _t(dt) if not (dt.is_float and dt.itemsize == 2) else "b16"
@@ -281,9 +349,42 @@ def _space(ptr: PtrDType) -> str:
   return {AddrSpace.GLOBAL: "global", AddrSpace.LOCAL: "shared", AddrSpace.REG: "local"}[ptr.addrspace]
 
 
+def _fold(R: _Renderer, u: UOp) -> bool:
+  """Record the value of an integer ALU op whose operands are all known; False when it cannot be evaluated here."""
+  try: R.known[u] = exec_alu(u.op, u.dtype, [R.known[x] for x in u.src])
+  except (EvalError, ArithmeticError, TypeError): return False
+  return True
+
+
+def _split_index(R: _Renderer, idx: UOp) -> tuple[UOp | None, int]:
+  """idx as rest + c with c known (rest None when all of idx is known), or (idx, 0) when that split could change the
+  address: rest + c must not wrap in idx's type, which the bounds of rest and of idx rule out."""
+  if idx in R.known: return None, R.known[idx]
+  if idx.op is not Ops.ADD or not idx.dtype.is_int: return idx, 0
+  a, b = idx.src
+  if a in R.known: a, b = b, a
+  if b not in R.known: return idx, 0
+  rest, c = _split_index(R, a)
+  lo, hi = idx.dtype.bounds
+  if rest is not None and not (lo <= rest.vmin and rest.vmax <= hi and lo <= idx.vmin and idx.vmax <= hi):
+    return idx, 0
+  return rest, c + R.known[b]
+
+
 def _address(R: _Renderer, base: str, idx: UOp, u: UOp) -> str:
-  """base + idx * itemsize as a 64-bit address (the index sign- or zero-extended by its type: mul.wide)."""
+  """base + idx * itemsize as a 64-bit address operand: "reg" or "reg+imm" (the index sign- or zero-extended by its
+  type: mul.wide). A known constant part of the index becomes the immediate offset of ld/st ("Addresses as
+  Operands": [reg+imm]), and base + rest * size is computed once per straight-line region."""
   size = u.dtype.base.itemsize
+  rest, c = _split_index(R, idx)
+  if rest is idx or not -(1 << 31) <= c * size < (1 << 31): return _element_address(R, base, idx, size)
+  a = base if rest is None else _element_address(R, base, rest, size)
+  return a if c == 0 else f"{a}+{c * size}"    # a negative offset is written [reg+-n], as LLVM's NVPTX backend does
+
+
+def _element_address(R: _Renderer, base: str, idx: UOp, size: int) -> str:
+  key = (base, R.names[idx], size)
+  if key in R.addresses: return R.addresses[key]
   ireg, it = R.names[idx], idx.dtype
   off = R.reg(dtypes.uint64)
   if it.itemsize == 8: R.emit(f"mul.lo.s64 {off}, {ireg}, {size};")
@@ -292,6 +393,7 @@ def _address(R: _Renderer, base: str, idx: UOp, u: UOp) -> str:
     R.emit(f"mul.wide.{'u' if it.kind == 'uint' else 's'}32 {off}, {ireg}, {size};")
   a = R.reg(dtypes.uint64)
   R.emit(f"add.s64 {a}, {base}, {off};")
+  R.addresses[key] = a
   return a
 
 

@@ -114,7 +114,8 @@ class AQLEngine(RingEngine):
       ring.make_room(PACKET_DWORDS)      # the slot's IB is free once the ring has room for its packet
       slot = (ring.put_dw // PACKET_DWORDS) % self.slots
       base = slot * IB_SLOT_DWORDS
-      self.ib[base:base + stop - start] = words[start:stop] if not isinstance(words, list) else array("I", words[start:stop])
+      run = words[start:stop]
+      self.ib[base:base + stop - start] = run if not isinstance(run, list) else array("I", run)
       self._packet(pm4_ib_packet(self.ib_va + 4 * base, stop - start))
       start = stop
 
@@ -127,3 +128,62 @@ class AQLEngine(RingEngine):
     pos = ring.put_dw % ring.size_dw
     ring.write(body)
     ring.ring[pos] = header
+
+
+# ---- the queue's amd_queue_t (ROCR amd_hsa_queue.h), which the CP reads for an AQL queue: hsa_queue_t (type,
+# features, base_address, size in packets), max_cu_id / max_wave_id, the properties, and the private segment (scratch)
+# of dispatches: compute_tmpring_size, the scratch buffer resource, its base and size per XCC and the bytes per lane of
+# a 64-lane wave. Byte offsets; write_dispatch_id (56) and read_dispatch_id (128) are the ring's pointers (kfd.py).
+Q_TYPE, Q_FEATURES, Q_BASE_ADDRESS, Q_SIZE = 0, 4, 8, 24
+Q_MAX_CU_ID, Q_MAX_WAVE_ID = 72, 76
+Q_TMPRING, Q_SCRATCH_RSRC, Q_SCRATCH_BASE, Q_SCRATCH_BYTES = 140, 144, 160, 168
+Q_SCRATCH_WAVE64_LANE, Q_PROPERTIES = 176, 180
+HSA_QUEUE_TYPE_MULTIPLE, HSA_QUEUE_FEATURE_KERNEL_DISPATCH = 0, 1
+PROPERTIES_IS_PTR64, PROPERTIES_ENABLE_PROFILING = 1 << 1, 1 << 3    # amd_queue_properties32_t bits
+
+
+def _put(view: memoryview, offset: int, fmt: str, *values) -> None:
+  import struct
+  struct.pack_into(fmt, view, offset, *values)
+
+
+def describe_queue(amd_queue: memoryview, ring_va: int, ring_bytes: int, props: dict) -> None:
+  """Fill the amd_queue_t fields an AQL queue's CP reads that do not change (the ring, the CU and wave ids)."""
+  cus = props.get("simd_count", 2) // max(props.get("simd_per_cu", 2), 1)
+  waves = props.get("max_waves_per_simd", 16) * props.get("simd_per_cu", 2)
+  _put(amd_queue, Q_TYPE, "<II", HSA_QUEUE_TYPE_MULTIPLE, HSA_QUEUE_FEATURE_KERNEL_DISPATCH)
+  _put(amd_queue, Q_BASE_ADDRESS, "<Q", ring_va)
+  _put(amd_queue, Q_SIZE, "<I", ring_bytes // PACKET_BYTES)
+  _put(amd_queue, Q_MAX_CU_ID, "<II", max(cus - 1, 0), max(waves - 1, 0))
+  _put(amd_queue, Q_PROPERTIES, "<I", PROPERTIES_IS_PTR64 | PROPERTIES_ENABLE_PROFILING)
+
+
+def scratch_resource(regs, base: int, size: int) -> list[int] | None:
+  """The scratch buffer resource (4 dwords) of a gfx9 AQL queue, from gc 9.4.3's SQ_BUF_RSRC_WORD1/3 fields: base,
+  swizzled; 32-bit unsigned dwords, element size 4 bytes, index stride 64, the lane id added to the index (ADD_TID), as
+  ROCR fills it. None for other GC versions, whose headers have no SQ_BUF_RSRC fields (their AQL scratch is left
+  unset: hcq runs them on PM4 queues)."""
+  if regs.ip[0] != 9: return None
+  from ...autogen.amd import gc_9_4_3 as gc
+  w1 = ((base >> 32) & 0xFFFF) << gc.SQ_BUF_RSRC_WORD1__BASE_ADDRESS_HI__SHIFT | \
+    1 << gc.SQ_BUF_RSRC_WORD1__SWIZZLE_ENABLE__SHIFT
+  # SQ_SEL_X..W, BUF_NUM_FORMAT_UINT, BUF_DATA_FORMAT_32, index stride 64, the lane id added, a buffer (TYPE 0)
+  fields = {"DST_SEL_X": 4, "DST_SEL_Y": 5, "DST_SEL_Z": 6, "DST_SEL_W": 7, "NUM_FORMAT": 4, "DATA_FORMAT": 4,
+            "INDEX_STRIDE": 3, "ADD_TID_ENABLE": 1, "TYPE": 0}
+  w3 = 0
+  for name, value in fields.items():
+    w3 |= (value << getattr(gc, f"SQ_BUF_RSRC_WORD3__{name}__SHIFT")) & getattr(gc, f"SQ_BUF_RSRC_WORD3__{name}_MASK")
+  # ROCR's gfx9 word 3 also sets ELEMENT_SIZE = 1 (4 bytes) in bits [20:19], the bits gc 9.4.3's header names
+  # USER_VM_ENABLE (19) and USER_VM_MODE (20)
+  w3 |= 1 << gc.SQ_BUF_RSRC_WORD3__USER_VM_ENABLE__SHIFT
+  return [base & 0xFFFFFFFF, w1, size & 0xFFFFFFFF, w3]
+
+
+def describe_scratch(amd_queue: memoryview, regs, scratch, xccs: int) -> None:
+  """Point the queue's private segment at scratch (device.Scratch: va, size, bytes per lane, COMPUTE_TMPRING_SIZE)."""
+  per_xcc = scratch.size // max(xccs, 1)
+  _put(amd_queue, Q_TMPRING, "<I", scratch.tmpring)
+  rsrc = scratch_resource(regs, scratch.va, per_xcc)
+  if rsrc is not None: _put(amd_queue, Q_SCRATCH_RSRC, "<4I", *rsrc)
+  _put(amd_queue, Q_SCRATCH_BASE, "<QQ", scratch.va, per_xcc)
+  _put(amd_queue, Q_SCRATCH_WAVE64_LANE, "<I", scratch.per_thread)

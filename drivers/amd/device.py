@@ -21,7 +21,7 @@ from ...errors import DeviceError
 from ..hcq import Buffer, Ring, round_up
 from ..hcq.engine import FIRST_VENDOR_SLOT, PREVIOUS_VALUE, T_END, T_START, TIMELINE, TIMELINE_VALUE, V_PREV, RingEngine
 from ..hcq.runtime import HCQDevice, Submission
-from . import aql, lower, pm4
+from . import aql, lower, pm4, sdma
 from .lower import COMPUTE, COPY
 from .program import AMDProgram, RepeatDispatch, image_at
 
@@ -52,6 +52,7 @@ class AMDDevice(HCQDevice):
     self.arch, self.props = iface.arch, iface.props
     self.regs = pm4.gc_registers(iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
     self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
+    self.sdma = sdma.sdma_version(iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
     # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
     # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
     self.aql = iface.props.get("num_xcc", 1) > 1
@@ -70,12 +71,15 @@ class AMDDevice(HCQDevice):
     return mem.va, mem.cpu
 
   def _setup(self) -> None:
-    qd_va, _ = self._host_memory(0x1000)   # a zeroed amd_queue_t for kernels that ask for the queue pointer
-    self.queue_desc_va = qd_va
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
-    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15)
+    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
+                                    sdma=self.sdma)
     self._start_runtime()
-    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15)
+    # the amd_queue_t kernels get as their queue pointer (queue_ptr, hidden_queue_ptr): an AQL queue's own, else a
+    # zeroed one
+    self.queue_desc_va = self.compute.ring.hwq.gart.va if self.aql else self._host_memory(0x1000)[0]
+    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
+                             sdma=self.sdma)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
     self._arms = {name: e.build(Q.queue(name, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), irq_ctx)
                   for name, e in self.engines.items()}
@@ -103,6 +107,7 @@ class AMDDevice(HCQDevice):
       ib = self.iface.alloc(aql.ib_area_size(ring), kind="gtt")    # the PM4 of each ring slot's vendor packet
       self._mems.append(ib)
       engines[COMPUTE] = aql.AQLEngine(COMPUTE, lower.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.lower_ctx, links)
+      aql.describe_queue(ring.hwq.gart.cpu, ring.hwq.ring.va, ring.hwq.ring.size, self.props)
     return {name: engines[name] for name in (COMPUTE, COPY)}
 
   def _make_ring(self, name: str, kind: str, cross: str, unit: int) -> Ring:
@@ -202,6 +207,14 @@ class AMDDevice(HCQDevice):
     target = co.target.rsplit("-", 1)[-1].split(":")[0]   # "amdgcn-amd-amdhsa--gfx1100[:xnack-]" -> "gfx1100"
     if target != self.arch:
       raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
+    # the ELF header's EF_AMDGPU_MACH must say the same as the metadata (a loader that trusts one of them runs code
+    # built for another processor); the xnack/sramecc feature bits are not checked (a mock or KFD device reports no
+    # mode, and code built for "any" runs in both)
+    if co.mach != target:
+      raise DeviceError(f"{self.name}: the code object's metadata says {target} but its ELF e_flags say {co.mach}")
+    if co.code_object_version not in (4, 5):
+      raise DeviceError(f"{self.name}: code object version {co.code_object_version} (hcq loads v4 and v5: kernarg "
+                        f"layout and hidden arguments from their metadata)")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
     missing = co.undefined_symbols
     if missing:
@@ -245,6 +258,8 @@ class AMDDevice(HCQDevice):
     if self.scratch: self._old_scratch.append(self.scratch)
     self._mems.append(mem)
     self.scratch = Scratch(mem.va, size, per_thread, self.regs.tmpring_size(waves, wavesize))
+    if self.aql:    # the CP takes an AQL dispatch's private segment from the queue's amd_queue_t
+      aql.describe_scratch(self.compute.ring.hwq.gart.cpu, self.regs, self.scratch, self.props.get("num_xcc", 1))
     return self.scratch
 
   def _compile(self, sink):

@@ -28,6 +28,7 @@ class AMDIface(Protocol):
   arch: str                    # "gfx1100"
   props: dict[str, int]        # KFD-topology-style properties: simd_count, simd_per_cu, array_count, lds_size_in_kb, ...
   gc_ip: tuple[int, int, int]  # the GC IP version (its registers: pm4.gc_registers)
+  sdma_ip: tuple[int, int, int]  # the SDMA IP version (its packet differences: sdma.sdma_version)
   event_id: int                # the interrupt context the queues' end-of-work packets carry
   mailbox_va: int              # where they write event_id before interrupting
 

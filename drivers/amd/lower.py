@@ -34,6 +34,7 @@ class LowerCtx:
   mailbox_va: int
   interrupts: bool = True
   soc15: bool = False        # gfx9: soc15d.h RELEASE_MEM / ACQUIRE_MEM cache-control forms (pm4.py)
+  sdma: sdma.SDMAVersion = sdma.SDMA_VERSIONS[6]    # the SDMA engine's packet differences (sdma.py)
 
 
 # ---- PM4 (compute queue)
@@ -53,8 +54,9 @@ def _pm4_store(ctx: LowerCtx, dst, value):
 
 
 def _sdma_store(ctx: LowerCtx, dst, value):
-  words = sdma.fence(value_of(dst), value_of(value))
-  if ctx.interrupts: words += sdma.fence(ctx.mailbox_va, ctx.event_id) + sdma.trap(ctx.event_id)
+  mtype = ctx.sdma.fence_mtype
+  words = sdma.fence(value_of(dst), value_of(value), mtype)
+  if ctx.interrupts: words += sdma.fence(ctx.mailbox_va, ctx.event_id, mtype) + sdma.trap(ctx.event_id)
   return packets(COPY, words)
 
 
@@ -84,7 +86,7 @@ pm_pm4 = PatternMatcher([
 def _sdma_copy(ctx, dst, src, nbytes):
   n = value_of(nbytes)
   if not isinstance(n, int): raise DeviceError("queue lowering: an SDMA copy needs a constant size")
-  return packets(COPY, sdma.copy(value_of(dst), value_of(src), n))
+  return packets(COPY, sdma.copy(value_of(dst), value_of(src), n, ctx.sdma.max_copy))
 
 
 pm_sdma = PatternMatcher([

@@ -9,7 +9,7 @@ import pytest
 
 from hcq.compiler import queue as Q
 from hcq.config import Config
-from hcq.drivers.amd import aql, open_device, pm4
+from hcq.drivers.amd import aql, open_device, pm4, sdma
 from hcq.drivers.hcq.engine import TIMELINE
 from hcq.errors import DeviceError
 from hcq.mockgpu import mock_amd_os
@@ -71,7 +71,7 @@ def test_gfx9_cache_packets_are_the_soc15_forms():
 def _run(d, name, seed=3):
   k = KERNELS[name]
   data = k.inputs(seed=seed)
-  prog = d.load(k.code_object(), k.name)
+  prog = d.load(k.code_object(d.arch), k.name)
   args, bufs = [], {}
   for a in k.args:
     if isinstance(a, Buffer):
@@ -119,3 +119,85 @@ def test_long_pm4_runs_take_several_vendor_packets_and_an_oversized_packet_is_re
   with pytest.raises(DeviceError, match="exceeds an AQL indirect-buffer slot"):
     aql_dev.submit_pm4(pm4.nop(aql.IB_SLOT_DWORDS))
   _run(aql_dev, "vadd")      # the refused submission left nothing behind
+
+
+def test_the_aql_queue_describes_itself_and_its_scratch_in_its_amd_queue_t():
+  import struct
+  d, os = _device(target="gfx942")
+  try:
+    q = d.compute.ring.hwq
+    view = q.gart.cpu
+    qtype, features, base = struct.unpack_from("<IIQ", view, aql.Q_TYPE)
+    (size,) = struct.unpack_from("<I", view, aql.Q_SIZE)
+    max_cu, max_wave = struct.unpack_from("<II", view, aql.Q_MAX_CU_ID)
+    assert (qtype, features, base, size) == (0, 1, q.ring.va, q.ring.size // 64)
+    assert (max_cu, max_wave) == (303, 31)                    # 304 CUs; 8 waves x 4 SIMDs
+    _run(d, "private_array")                                   # a kernel with a private segment: scratch
+    s = d.scratch
+    tmpring, w0, w1, w2, w3, sbase, sbytes, lane = struct.unpack_from("<I4IQQI", view, aql.Q_TMPRING)
+    assert (tmpring, sbase, sbytes, lane) == (s.tmpring, s.va, s.size // 8, s.per_thread)
+    assert (w0, w1 & 0xFFFF, w1 >> 31, w2) == (s.va & 0xFFFFFFFF, s.va >> 32 & 0xFFFF, 1, s.size // 8)
+    assert w3 >> 23 & 1 and (w3 >> 15) & 0xF == 4            # ADD_TID_ENABLE, DATA_FORMAT 32
+    assert d.regs.tmpring_size(0, 1 << 13) == 0              # WAVESIZE of gfx9 is 13 bits: tmpring's fields masked
+  finally:
+    d.close()
+    os.close()
+
+
+@pytest.mark.parametrize("target,major", [("gfx1100", 6), ("gfx1200", 6), ("gfx942", 4)])
+def test_the_copy_engine_takes_the_sdma_version_of_the_part(target, major):
+  d, os = _device(target=target)
+  try:
+    assert d.iface.sdma_ip[0] == {"gfx1100": 6, "gfx1200": 7, "gfx942": 4}[target] and d.sdma.major == major
+    n = (5 << 20) + 12              # more than one SDMA 4 copy packet (4 MiB)
+    words = list(d.copy.build(Q.queue("copy", Q.copy(Q.buffer(3, n), Q.buffer(4, n), n))).template)
+    assert sum(1 for _, name, _ in sdma.decode(words) if name == "COPY_LINEAR") == (2 if major == 4 else 1)
+    src = np.random.default_rng(1).integers(0, 255, n, np.uint8)
+    a, b = d.alloc(n), d.alloc(n)
+    d.copyin(a, src)
+    d.wait_value(d.copy_async(b.va, a.va, n))
+    assert np.array_equal(np.frombuffer(d.copyout(b), np.uint8), src)
+  finally:
+    d.close()
+    os.close()
+
+
+def test_without_ip_discovery_the_versions_follow_the_gfx_target(fake_dev):
+  """A kernel without amdgpu's ip_discovery sysfs (before 5.19; the fake KFD has none): GC from the gfx target
+  (gfx94x is GC 9.4.3), SDMA's major from GC's."""
+  from hcq.drivers.amd.kfd import KFDIface
+  dev, _ = fake_dev
+  assert (dev.iface.gc_ip, dev.iface.sdma_ip, dev.regs.ip, dev.sdma.major) == ((11, 0, 0), (6, 0, 0), (11, 0, 0), 6)
+  assert KFDIface._gc_from_gfx(90402) == (9, 4, 3) and KFDIface._gc_from_gfx(120001) == (12, 0, 0)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_a_single_xcc_gfx942_runs_pm4_with_its_gfx9_registers(threaded):
+  """gfx942 on one XCC takes a PM4 queue: gc 9.4.3's registers (COMPUTE_PGM_RSRC3 at 0x22d), no CS_W32_EN, soc15
+  cache packets, wave64 in the mock."""
+  import dataclasses
+  d, os = _device(dataclasses.replace(GPUProperties.for_target("gfx942"), num_xcc=1), threaded, target="gfx942")
+  try:
+    seen = []
+    os.devices[0].gpus[0].dispatch_observers.append(lambda q, launch: seen.append(launch))
+    assert not d.aql and d.compute.ring.hwq.kind == "compute"
+    for name in ("vadd", "private_array", "matmul_tiled"): _run(d, name)
+    assert all(l["wave_size"] == 64 and 0x22D in l["sh"] and not l["sh"].get(0x228) for l in seen)
+    assert any(l["rsrc3"] for l in seen)                  # gfx942 kernels carry ACCUM_OFFSET in RSRC3
+  finally:
+    d.close()
+    os.close()
+
+
+def test_kernels_get_the_aql_queues_own_amd_queue_t_as_queue_pointer(aql_dev):
+  """queue_ptr / hidden_queue_ptr point at the AQL queue's amd_queue_t (the one describe_queue fills); a PM4 device
+  keeps a zeroed one of its own."""
+  import struct
+  hwq = aql_dev.compute.ring.hwq
+  assert aql_dev.queue_desc_va == hwq.gart.va
+  assert struct.unpack_from("<Q", hwq.gart.cpu, aql.Q_BASE_ADDRESS)[0] == hwq.ring.va
+  d, os = _device()
+  try: assert d.queue_desc_va not in (0, d.compute.ring.hwq.gart.va)
+  finally:
+    d.close()
+    os.close()

@@ -131,6 +131,8 @@ MACRO_FORMS = [
   # (an empty macro would make `""`: the array of negative size rejects a macro that spells as nothing)
   lambda n: f'{{ static const char s[] = "" {n}; (void)sizeof(char[sizeof(HCQ_SPELL({n})) > 1 ? 1 : -1]); '
             f'pr_hex("T", "{n}", s, sizeof s - 1); }}',
+  # a `hi:lo` bit range (NVIDIA's DRF fields): C reads hi as (1 ? NAME) and lo as (0 ? NAME)
+  lambda n: f'printf("R %s %lld %lld\\n", "{n}", (long long)(1 ? {n}), (long long)(0 ? {n}));',
   lambda n: f'{{ static const char s[] = HCQ_SPELL({n}); pr_hex("X", "{n}", s, sizeof s - 1); }}',
 ]
 
@@ -163,7 +165,8 @@ def c_program(t: Target, records, enums, macros: dict[str, int]) -> tuple[str, d
 
 def gcc_truth(t: Target, resource_dir: str, workdir: str):
   """Compile and run the truth program: ({(kind, rec, path): values}, {macro: "int" | "string" | "none"}, records).
-  Kinds: S sizeof/alignof, F offset/size, B bit position/width, M integer value, T string bytes, X no value (the
+  Kinds: S sizeof/alignof, F offset/size, B bit position/width, M integer value, T string bytes, R a hi:lo bit
+  range (hi, lo), X no value (the
   expansion as gcc's preprocessor spells it, "" for an empty macro, None when even that does not compile)."""
   records, enums = list_declarations(t, resource_dir)
   stage = {m: 0 for m in list_macros(t.headers)}
@@ -191,8 +194,9 @@ def gcc_truth(t: Target, resource_dir: str, workdir: str):
     elif p[0] == "B": truth[("B", p[1], p[2])] = (int(p[3]), int(p[4]))
     elif p[0] == "M": truth[("M", p[1], "")] = int(p[2])
     elif p[0] == "T": truth[("T", p[1], "")] = bytes.fromhex(p[2] if len(p) > 2 else "")
+    elif p[0] == "R": truth[("R", p[1], "")] = (int(p[2]), int(p[3]))
     elif p[0] == "X": truth[("X", p[1], "")] = bytes.fromhex(p[2] if len(p) > 2 else "").decode("latin-1")
-  verdicts = {m: ("int", "string", "none", "none")[s] for m, s in stage.items()}
+  verdicts = {m: ("int", "string", "range", "none", "none")[s] for m, s in stage.items()}
   return truth, verdicts, records
 
 
@@ -240,6 +244,12 @@ def compare(module, truth) -> tuple[int, list[str], list[str]]:
       as_bytes = got.encode() if isinstance(got, str) else got
       if not isinstance(got, (str, bytes)) or as_bytes != val or isinstance(got, bytes) == _utf8(val):
         bad.append(f"{rec}: python {got!r} gcc {val!r}")
+      continue
+    if kind == "R":   # a hi:lo range: no value of its own, (hi, lo) in the module's RANGES
+      got = getattr(module, "RANGES", {}).get(rec)
+      if got is None: missing.append(f"range macro {rec}"); continue
+      if got != val or isinstance(getattr(module, rec, None), (int, str, bytes)):
+        bad.append(f"{rec}: python range {got} (attribute {getattr(module, rec, None)!r}), gcc {val}")
       continue
     if kind == "X":   # gcc finds no value: python must not make one up
       got = getattr(module, rec, None)

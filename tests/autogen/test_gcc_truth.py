@@ -18,7 +18,8 @@ generator = importlib.import_module("hcq.autogen.generator")
 TARGETS = ["kfd", "drm", "amdgpu_drm", "vfio", "bnxt", "pci", "amd.discovery", "amd.ucode", "amd.pm4", "amd.pm4_soc15",
            "amd.sdma", "amd.smu_v13_0_0", "amd.psp_gfx_if",
            "nv.nvos", "nv.cl0000", "nv.cl0080", "nv.cl2080", "nv.cl90f1", "nv.alloc_channel", "nv.ctrl0080", "nv.ctrl2080",
-           "nv.ctrla06f"]
+           "nv.ctrla06f", "nv.uvm", "nv.ioctl", "nv.nvstatus", "nv.clc56f", "nv.clc86f", "nv.clc6b5", "nv.clc7b5",
+           "nv.clc8b5", "qcom.msm_kgsl"]
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +43,16 @@ def test_generated_module_agrees_with_gcc(name, roots, tmp_path):
   truth, verdicts, records = gcc_truth.gcc_truth(t, resource_dir(), str(tmp_path))
   # records the manifest leaves out on purpose (kernel-internal ones, stated there) are not expected
   excluded = set(manifest["modules"][name].get("exclude_records", []))
-  truth = {k: v for k, v in truth.items() if k[0] in "MTX" or k[1] not in excluded}
+  truth = {k: v for k, v in truth.items() if k[0] in "MTRX" or k[1] not in excluded}
   module = importlib.import_module(f"hcq.autogen.{name}")
   checked, bad, missing = gcc_truth.compare(module, truth)
-  kinds = {k: sum(1 for key in truth if key[0] == k) for k in "SFBMTX"}
+  kinds = {k: sum(1 for key in truth if key[0] == k) for k in "SFBMTRX"}
   print(f"{name}: {len(records)} records, {kinds['F']} fields, {kinds['B']} bitfields, {kinds['M']} integer macro/enum "
-        f"values, {kinds['T']} string macros, {kinds['X']} macros without a value in C")
+        f"values, {kinds['T']} string macros, {kinds['R']} hi:lo ranges, {kinds['X']} macros without a value in C")
   print(f"{name}: {checked} checked of gcc's {len(truth)} items, {len(bad)} mismatched, {len(missing)} missing")
   assert not bad and not missing, "\n".join((bad + missing)[:40])
   # every object-like macro of the headers has gcc's verdict and was compared: none is left unchecked
-  assert {k[1] for k in truth if k[0] in "MTX"} >= set(verdicts)
+  assert {k[1] for k in truth if k[0] in "MTRX"} >= set(verdicts)
   assert checked == len(truth) > 0
   # every macro defined with _IO/_IOR/_IOW/_IOWR (directly or through DRM_IO*) is an Ioctl object
   ioctl_like = [m.group(1) for h in t.headers for m in

@@ -40,6 +40,10 @@ HEADER = r"""
 #define T_IOC_PLAIN T_IOWR(0x01, struct t_plain)
 #define T_IOC_NONE _IO(T_IOC_BASE, 0x02)
 #define T_IOC_ALIAS T_IOC_PLAIN
+#define T_RANGE 7:4
+#define T_RANGE_BIT 31:31
+#define T_RANGE_EXPR (2+3):(T_E_ONE)
+#define T_RANGE_ALIAS T_RANGE
 enum t_e { T_E_ONE = 1, T_E_TWO, T_E_NEG = -7, T_E_BIG = 0x7fffffff };
 struct t_plain { char c; unsigned long long q; short s; };
 struct t_ctrl { enum { T_FUNC_A, T_FUNC_B = 9 } func; int irq; };
@@ -88,6 +92,9 @@ def test_tricky_header_agrees_with_gcc(tmp_path):
   assert checked == len(truth)
   assert {n for n, v in verdicts.items() if v == "string"} == {"T_STRING", "T_CONCAT", "T_UTF8", "T_NOT_UTF8", "T_EMPTY_STR"}
   assert {n for n, v in verdicts.items() if v == "none"} == {"T_PAREN_STR", "T_PTR", "T_NOTHING", "T_TYPE"}
+  # hi:lo ranges (NVIDIA's DRF fields) are no value of their own, but (hi, lo) in RANGES
+  assert mod.RANGES == {"T_RANGE": (7, 4), "T_RANGE_ALIAS": (7, 4), "T_RANGE_BIT": (31, 31), "T_RANGE_EXPR": (5, 1)}
+  assert not hasattr(mod, "T_RANGE")
   assert truth[("X", "T_NOTHING", "")] == "" and truth[("X", "T_TYPE", "")] == "unsigned long"
   assert mod.T_CONCAT == "a\tbnot an integer\x01\x00z" and mod.T_UTF8 == "\xe9t\xe9" and mod.T_NOT_UTF8 == b"\xff\x80"
   assert mod.T_EMPTY_STR == "" and not hasattr(mod, "T_PAREN_STR") and not hasattr(mod, "T_PTR")

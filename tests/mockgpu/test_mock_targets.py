@@ -133,3 +133,18 @@ def test_wave_sizes_a_target_cannot_run_are_queue_errors_naming_it(gfx942):
     words[-3] = 0x1
     with pytest.raises(QueueError, match="wave64 dispatch is not modelled"): q.submit(words)
   finally: g.os.close()
+
+
+def test_the_loader_checks_the_elf_mach_against_the_metadata():
+  import struct
+  from tests.fixtures.opencl.kernels import KERNELS
+  code = bytearray(KERNELS["vadd"].code_object("gfx942"))
+  flags = struct.unpack_from("<I", code, 0x30)[0]
+  assert flags & 0xFF == 0x4C                                 # EF_AMDGPU_MACH_AMDGCN_GFX942 (with feature bits)
+  with hcq.open("MOCK+AMD", Config(mock_gpu="gfx942", timeout_s=2)) as d:
+    d.load(bytes(code))
+    struct.pack_into("<I", code, 0x30, (flags & ~0xFF) | 0x41)  # now gfx1100 in the header, gfx942 in the metadata
+    with pytest.raises(DeviceError, match="metadata says gfx942 but its ELF e_flags say gfx1100"): d.load(bytes(code))
+    code[8] = 1                                                 # EI_ABIVERSION 1: code object v3
+    struct.pack_into("<I", code, 0x30, flags)
+    with pytest.raises(DeviceError, match="code object version 3"): d.load(bytes(code))

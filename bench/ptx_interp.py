@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Speed of the mock NV GPU's PTX interpreter: thread-instructions per second on clang-19's vector add over 65,536
+floats (256 threads per CTA, 256 CTAs), run directly (no driver: the subject is the interpreter itself).
+
+    .venv/bin/python bench/ptx_interp.py [--runs 7] [--n 65536]
+
+A thread-instruction is one PTX instruction executed by one thread (the interpreter's count: every instruction of a
+basic block times the threads that ran it). Prints the count, the run time (median and best of the runs, after one
+warm-up run that also compiles the kernel) and the rate. The target (issue 16): >= 30M thread-instructions/s. bench/nv.py
+imports vector_add_rate() for its report.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import struct
+
+import numpy as np
+
+from hcq.mockgpu.amd.emu.memory import GPUMemory
+from hcq.mockgpu.nv.ptx import parse, run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VADD_PTX = os.path.join(ROOT, "tests", "fixtures", "cuda", "ptx", "vadd.ptx")
+TARGET = 30e6
+
+
+def _buffer(mem: GPUMemory, arr: np.ndarray, keep: list) -> tuple[int, np.ndarray]:
+  raw = np.zeros(arr.nbytes + 256, np.uint8)
+  pad = (-raw.ctypes.data) % 256
+  view = raw[pad:pad + arr.nbytes].view(arr.dtype)
+  view[:] = arr
+  mem.add_range(raw.ctypes.data + pad, arr.nbytes)
+  keep.append(raw)
+  return raw.ctypes.data + pad, view
+
+
+def vector_add_rate(n: int = 65536, runs: int = 7, block: int = 256) -> dict:
+  """{"thread_instructions", "median_s", "best_s", "rate" (thread-instructions/s at the median), "ok"}."""
+  with open(VADD_PTX) as f: k = parse(f.read()).kernels["vadd"]
+  mem, keep = GPUMemory(), []
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+  pa, _ = _buffer(mem, a, keep)
+  pb, _ = _buffer(mem, b, keep)
+  pc, c = _buffer(mem, np.zeros(n, np.float32), keep)
+  params = struct.pack("<QQQi", pa, pb, pc, n)
+  grid = ((n + block - 1) // block, 1, 1)
+  run(k, grid, (block, 1, 1), params, mem)   # warm-up: compiles the kernel
+  times, count = [], 0
+  for _ in range(runs):
+    c[:] = 0
+    st = run(k, grid, (block, 1, 1), params, mem)
+    times.append(st["seconds"])
+    count = st["thread_instructions"]
+  med = statistics.median(times)
+  return {"thread_instructions": count, "median_s": med, "best_s": min(times), "rate": count / med,
+          "ok": bool(np.array_equal(c, a + b))}
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--runs", type=int, default=7)
+  ap.add_argument("--n", type=int, default=65536)
+  args = ap.parse_args()
+  r = vector_add_rate(args.n, args.runs)
+  print(f"PTX interpreter, vector add of {args.n} floats (clang-19 PTX, 256 threads per CTA)")
+  print(f"  thread-instructions per run: {r['thread_instructions']}")
+  print(f"  run time: median {r['median_s'] * 1e3:.2f} ms, best {r['best_s'] * 1e3:.2f} ms ({args.runs} runs)")
+  print(f"  rate: {r['rate'] / 1e6:.1f}M thread-instructions/s (target >= {TARGET / 1e6:.0f}M): "
+        f"{'met' if r['rate'] >= TARGET else 'NOT met'}; result {'correct' if r['ok'] else 'WRONG'}")
+
+
+if __name__ == "__main__":
+  main()

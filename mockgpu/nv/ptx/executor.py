@@ -1,0 +1,369 @@
+"""Runs a PTXKernel: every thread of a batch of CTAs at once, one numpy element per thread.
+
+Compilation (once per kernel): the instructions are cut into basic blocks (a block starts at a label or after a
+branch, ret/exit or barrier) and each instruction becomes a closure over numpy arrays (instrs.py).
+Execution: a batch holds whole CTAs (up to BATCH_THREADS threads; a kernel's CTAs are independent, so several run
+together). Each thread has a PC; the scheduler runs the basic block of the lowest PC among the runnable threads, with
+the mask of the threads at that PC (threads that branched forward wait there until the others catch up, so diverged
+threads reconverge at the first common block, for any branch structure). While all threads are at one PC (the common
+case) no mask is used. bar.sync parks a thread until no thread of the batch can run any more; then every parked
+thread is released (a barrier of every CTA of the batch at once, which is what each CTA's bar.sync needs as long as
+CTAs do not wait for each other, which CUDA does not allow either). Warps are 32 consecutive threads of a CTA in
+linear thread-index order (x fastest), as the hardware forms them.
+A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a block run by under a quarter of the
+batch's threads (and without cross-lane instructions) runs on those threads only, gathered and scattered back.
+Blocks have at most MAX_BLOCK instructions, so that `stop` is polled often enough.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ....errors import GPUFault
+from .instrs import compile_instr
+from .memspace import Spaces
+from .model import DTYPES, PTXError, PTXKernel, Stopped
+from .operands import Ctx, dynamic_shared_offset, rd
+
+BATCH_THREADS = 1 << 17
+MAX_BLOCK = 64       # instructions per basic block at most (a block of 64 on 131,072 threads takes ~10 ms)
+COMPACT_BELOW = 4    # a block run by fewer than 1/COMPACT_BELOW of the batch's threads runs on those threads only
+STOP_POLL_S = 0.02
+_FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
+
+
+class Block:
+  __slots__ = ("fns", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp")
+
+  def __init__(self):
+    self.fns, self.count, self.kind, self.target, self.next, self.pred, self.neg = [], 0, _FALL, 0, 0, None, False
+    self.regs, self.writes, self.warp = (), (), False   # registers used / written; has cross-lane instructions
+
+
+class Compiled:
+  def __init__(self, blocks: dict, sregs: set, nregs: int, rtypes: list):
+    self.blocks, self.sregs, self.nregs, self.rtypes = blocks, sregs, nregs, rtypes
+    self.layouts: dict = {}
+
+
+def _terminates(ins) -> bool:
+  return ins.op in ("bra", "brx", "ret", "exit", "bar", "barrier", "call") or (ins.op == "bar" and "sync" in ins.mods)
+
+
+def _is_barrier(ins) -> bool:
+  if ins.op == "barrier": return "sync" in ins.mods or not ins.mods or ins.mods == ["aligned"]
+  if ins.op == "bar": return "warp" not in ins.mods and ("sync" in ins.mods or not ins.mods)
+  return False
+
+
+def compile_kernel(k: PTXKernel) -> Compiled:
+  if k._compiled is not None: return k._compiled
+  ctx = Ctx(k)
+  instrs = k.instrs
+  leaders = {0} | set(k.labels.values())
+  for i, ins in enumerate(instrs):
+    if ins.op in ("bra", "ret", "exit", "call", "brx") or _is_barrier(ins) or (ins.op == "bar" and "warp" not in ins.mods):
+      leaders.add(i + 1)
+  base = sorted(x for x in leaders if x <= len(instrs))
+  for a, b in zip(base, base[1:] + [len(instrs)]):   # long blocks in pieces: `stop` is polled between blocks
+    leaders.update(range(a + MAX_BLOCK, b, MAX_BLOCK))
+  starts = sorted(x for x in leaders if x <= len(instrs))
+  blocks = {}
+  sregs = set()
+  for ins in instrs:
+    for o in ins.operands:
+      for x in ([o] + list(o.items) + ([o.base] if o.base is not None else [])):
+        if x is not None and x.kind == "sreg": sregs.add(x.name)
+  for bi, s in enumerate(starts):
+    e = starts[bi + 1] if bi + 1 < len(starts) else len(instrs)
+    blk = Block()
+    blk.next = e
+    ctx.reads, ctx.writes = set(), set()
+    for i in range(s, e):
+      ins = instrs[i]
+      blk.count += 1
+      if ins.op == "bra" or ins.op == "ret" or ins.op == "exit":
+        ctx.ins = ins
+        if ins.op == "bra":
+          lab = ins.operands[0].name if ins.operands else None
+          if lab not in k.labels: raise ctx.error(f"branch to unknown label {lab}")
+          blk.kind, blk.target = _BRA, k.labels[lab]
+        else: blk.kind = _EXIT
+        if ins.guard is not None:
+          from .model import Operand
+          blk.pred = rd(ctx, Operand("reg", name=ins.guard[0]), "pred")
+          blk.neg = ins.guard[1]
+        continue
+      if ins.op in ("bar", "barrier") and "warp" in ins.mods: continue   # bar.warp.sync: lanes run in lock-step
+      if _is_barrier(ins) or ins.op == "bar":
+        ctx.ins = ins
+        if ins.op == "bar" and not _is_barrier(ins):
+          raise ctx.error(f"bar.{'.'.join(ins.mods)} is not supported by the mock (only bar.sync/barrier.sync)")
+        if ins.guard is not None: raise ctx.error("a predicated barrier is not supported by the mock")
+        blk.kind = _BAR
+        continue
+      if ins.op in ("call", "brx"):
+        ctx.ins = ins
+        raise ctx.error(f"{ins.op} (function calls / indirect branches) is not supported by the mock")
+      f = compile_instr(ctx, ins)
+      if f is not None: blk.fns.append(f)
+      blk.warp |= ins.op in ("shfl", "vote", "activemask", "match", "redux")
+    blk.regs, blk.writes = tuple(sorted(ctx.reads | ctx.writes)), tuple(sorted(ctx.writes))
+    blocks[s] = blk
+  blocks[len(instrs)] = Block()
+  blocks[len(instrs)].kind = _EXIT
+  k._compiled = Compiled(blocks, sregs, len(ctx.rtype), ctx.rtype)
+  return k._compiled
+
+
+class _Layout:
+  """Thread numbering of a batch of `nblocks` CTAs of `block` threads (the same for every batch of that shape, so it
+  is kept on the compiled kernel): thread-in-CTA, CTA-in-batch, lane, warp; the zero-filled registers."""
+
+  def __init__(self, block, nblocks: int, rtypes):
+    bx, by, bz = block
+    T = bx * by * bz
+    n = self.n = T * nblocks
+    self.t = t = np.tile(np.arange(T, dtype=np.int64), nblocks)
+    self.blk = blk = np.repeat(np.arange(nblocks, dtype=np.int64), T)
+    self.laneid = (t % 32).astype(np.uint32)
+    warps_per_block = (T + 31) // 32
+    self.widx = blk * warps_per_block + t // 32
+    self.nwarps = nblocks * warps_per_block
+    self.warp_base = np.arange(n, dtype=np.int64) - (t % 32)
+    self.warp_len = np.minimum(32, T - (t // 32) * 32)
+    self.tid = tuple(v.astype(np.uint32) for v in (t % bx, (t // bx) % by, t // (bx * by)))
+    zeros = {}
+    self.R = []
+    for dt in rtypes:
+      z = zeros.get(dt)
+      if z is None:
+        z = zeros[dt] = np.zeros(n, dt)
+        z.flags.writeable = False   # shared by every register until written (writes replace, never modify)
+      self.R.append(z)
+
+
+class Batch:
+  """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
+
+  def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
+               dynamic_shared: int, gaddr: dict):
+    lay = comp.layouts.get((block, nblocks))
+    if lay is None:
+      if len(comp.layouts) > 8: comp.layouts.clear()
+      lay = comp.layouts[(block, nblocks)] = _Layout(block, nblocks, comp.rtypes)
+    self.n = n = lay.n
+    self.gaddr = gaddr
+    self.R = list(lay.R)
+    self.laneid, self.widx, self.nwarps = lay.laneid, lay.widx, lay.nwarps
+    self.warp_base, self.warp_len = lay.warp_base, lay.warp_len
+    shared_bytes = dynamic_shared_offset(k) + dynamic_shared if (dynamic_shared or k.dynamic_shared_name) else \
+      k.static_shared_bytes
+    stride = (shared_bytes + 15) // 16 * 16
+    lstride = (k.local_bytes_per_thread + 15) // 16 * 16
+    self.sp = Spaces(mem, np.zeros(max(stride * nblocks, 16), np.uint8), shared_bytes,
+                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, lay.blk, params)
+    self.sp.sh_stride, self.sp.lo_stride = stride, lstride
+    self._lay, self._first, self._grid, self._block = lay, first, grid, block
+    self.dynamic_shared, self.total_shared = dynamic_shared, shared_bytes
+    self._t = lay.t
+    self._sregs: dict = {}
+
+  def _sreg_value(self, base: str, d: int):
+    if base == "tid": return self._lay.tid[d]
+    if base == "ntid": return self._block[d]
+    if base == "nctaid": return self._grid[d]
+    gx, gy, _ = self._grid
+    cta = self._first + self._lay.blk
+    return (cta % gx, (cta // gx) % gy, cta // (gx * gy))[d]
+
+  def sreg(self, name: str):
+    v = self._sregs.get(name)
+    if v is not None: return v
+    base, _, dim = name[1:].partition(".")
+    n = self.n
+    if base in ("tid", "ntid", "ctaid", "nctaid"):
+      v = np.asarray(self._sreg_value(base, "xyz".index(dim or "x"))).astype(np.uint32)
+      if v.ndim == 0: v = np.full(n, v, np.uint32)
+    elif base == "laneid": v = self.laneid
+    elif base == "warpid": v = (self._t // 32).astype(np.uint32)
+    elif base == "nwarpid": v = np.full(n, 64, np.uint32)
+    elif base in ("smid", "gridid", "cluster_ctarank", "is_explicit_cluster") or base.startswith("envreg"):
+      v = np.zeros(n, np.uint32)
+    elif base in ("nsmid", "cluster_nctarank"): v = np.full(n, 132 if base == "nsmid" else 1, np.uint32)
+    elif base.startswith("lanemask_"):
+      lane = self.laneid.astype(np.uint64)
+      one = np.uint64(1)
+      eq = one << lane
+      v = {"eq": eq, "lt": eq - one, "le": (eq << one) - one, "gt": ~((eq << one) - one), "ge": ~(eq - one)}[base[9:]]
+      v = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    elif base in ("dynamic_smem_size",): v = np.full(n, self.dynamic_shared, np.uint32)
+    elif base in ("total_smem_size", "aggr_smem_size"): v = np.full(n, self.total_shared, np.uint32)
+    elif base in ("clock", "clock64", "clock_hi", "globaltimer", "globaltimer_lo", "globaltimer_hi"):
+      ns = time.perf_counter_ns() if base.startswith("clock") else time.time_ns()
+      if base in ("clock64", "globaltimer"): return np.full(n, ns, np.uint64)
+      return np.full(n, (ns >> 32) if base.endswith("_hi") else ns & 0xFFFFFFFF, np.uint32)   # not cached: it moves
+    else: raise PTXError(f"special register {name} is not supported by the mock")
+    self._sregs[name] = v
+    return v
+
+
+def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
+  """Run one batch to its end. While every thread is runnable and at one PC (upc) blocks run unmasked; after a
+  divergence, pc/done/runnable arrays hold each thread's state and the lowest PC's group runs. A group's threads all
+  sit at PC `cur`, so moving them is pc += m * (new - cur): arithmetic instead of (slow, branchy) masked stores."""
+  blocks = comp.blocks
+  n = S.n
+  count = 0
+  upc = 0
+  pc = done = runnable = None
+  big = np.int64(1 << 40)
+  while True:
+    if upc is not None:
+      cur, blk, m, cnt = upc, blocks[upc], None, n
+    else:
+      cur = int(np.min(pc, where=runnable, initial=big))
+      if cur == big:                       # nothing can run: release the barrier, or the batch has ended
+        if done.all(): break
+        runnable = ~done
+        continue
+      m = runnable & (pc == cur)
+      cnt = int(np.count_nonzero(m))
+      if cnt == n:
+        upc = cur
+        continue
+      blk = blocks.get(cur)
+      if blk is None: raise PTXError(f"execution reached instruction {cur}, which starts no basic block")
+    if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
+      _run_compacted(S, blk, m)
+    else:
+      for f in blk.fns: f(S, m)
+    count += cnt * blk.count
+    now = time.monotonic()
+    if now >= deadline[0]:
+      deadline[0] = now + STOP_POLL_S
+      if stop is not None and stop(): raise Stopped("the kernel was stopped before it ended")
+    kind = blk.kind
+    if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
+      nxt = blk.target if kind == _BRA else blk.next
+      if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
+      else:
+        pc += m * np.int64(nxt - cur)
+        if kind == _BAR: runnable &= ~m
+      continue
+    # branch or exit, possibly predicated
+    if blk.pred is not None:
+      p = np.asarray(blk.pred(S))
+      if blk.neg: p = ~p
+      p = np.broadcast_to(p, (n,))
+      taken = p if m is None else (p & m)
+    else:
+      taken = np.ones(n, bool) if m is None else m
+    if upc is not None:
+      ntaken = int(np.count_nonzero(taken))
+      if ntaken == 0:
+        upc = blk.next
+        continue
+      if ntaken == n and kind == _BRA:
+        upc = blk.target
+        continue
+      if ntaken == n: break   # every thread exits
+      pc = np.full(n, upc, np.int64)
+      done = np.zeros(n, bool)
+      runnable = np.ones(n, bool)
+      m = runnable.copy()
+      upc = None
+    if kind == _BRA: pc += m * np.int64(blk.next - cur) + taken * np.int64(blk.target - blk.next)
+    else:
+      pc += m * np.int64(blk.next - cur)
+      done |= taken
+      runnable &= ~taken
+  return count
+
+
+class _Compacted:
+  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): a block then computes on those
+  threads only, instead of on every thread with a mask."""
+
+  def __init__(self, S: Batch, idx: np.ndarray, regs):
+    self.n, self.idx, self.full = idx.shape[0], idx, S
+    self.R = [None] * len(S.R)
+    for i in regs: self.R[i] = S.R[i][idx]
+    self.sp = S.sp.subset(idx)
+    self.gaddr = S.gaddr
+
+  def sreg(self, name: str):
+    return self.full.sreg(name)[self.idx]
+
+
+def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
+  idx = np.flatnonzero(m)
+  sub = _Compacted(S, idx, blk.regs)
+  for f in blk.fns: f(sub, None)
+  for i in blk.writes:
+    full = S.R[i].copy()
+    full[idx] = sub.R[i]
+    S.R[i] = full
+
+
+def _as_dim3(v, what: str) -> tuple:
+  t = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+  t = t + (1,) * (3 - len(t))
+  if len(t) != 3 or any(x < 1 for x in t): raise PTXError(f"{what} {v!r} must be 1 to 3 positive dimensions")
+  return t
+
+
+def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None) -> dict:
+  """Run kernel k over grid (CTAs) x block (threads per CTA) with the parameter block `params` (the CUDA ABI
+  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}."""
+  grid, block = _as_dim3(grid, "grid"), _as_dim3(block, "block")
+  T = block[0] * block[1] * block[2]
+  if T > 1024: raise PTXError(f"{k.name}: {T} threads per CTA exceed the limit of 1024")
+  if k.reqntid and tuple(k.reqntid) + (1,) * (3 - len(k.reqntid)) != block:
+    raise PTXError(f"{k.name}: launched with block {block}, but .reqntid requires {k.reqntid}")
+  params = bytes(params)
+  if len(params) < k.param_bytes:
+    raise PTXError(f"{k.name}: the parameter block has {len(params)} bytes, the kernel needs {k.param_bytes}")
+  pbuf = np.zeros((max(len(params), 1) + 15) // 16 * 16, np.uint8)
+  pbuf[:len(params)] = np.frombuffer(params, np.uint8)
+  comp = compile_kernel(k)
+  gaddr, added = _module_globals(k, memory)
+  t0 = time.perf_counter()
+  total = 0
+  nblocks = grid[0] * grid[1] * grid[2]
+  per = max(1, BATCH_THREADS // T)
+  deadline = [time.monotonic() + STOP_POLL_S]
+  try:
+    with np.errstate(all="ignore"):
+      for first in range(0, nblocks, per):
+        nb = min(per, nblocks - first)
+        S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr)
+        total += _batch_run(S, comp, stop, deadline)
+  finally:
+    for a in added: memory.remove_range(a)
+  return {"thread_instructions": total, "blocks": nblocks, "threads": nblocks * T, "seconds": time.perf_counter() - t0}
+
+
+def _module_globals(k: PTXKernel, memory) -> tuple[dict, list]:
+  """Host storage of the module's .global/.const variables (kept on the module: CUDA __device__ variables keep their
+  values between launches), mapped into `memory` for the launch."""
+  mod = k.module
+  store = getattr(mod, "_gstore", None)
+  if store is None:
+    store = {}
+    for name, v in mod.globals.items():
+      raw = np.zeros(max(v.size, 1) + 64, np.uint8)
+      pad = (-raw.ctypes.data) % 64
+      view = raw[pad:pad + max(v.size, 1)]
+      if v.init: view[:len(v.init)] = np.frombuffer(v.init, np.uint8)
+      store[name] = (raw, raw.ctypes.data + pad, max(v.size, 1))
+    mod._gstore = store
+  added = []
+  gaddr = {}
+  for name, (raw, addr, size) in store.items():
+    gaddr[name] = addr
+    if memory is not None and memory.range_of(addr) is None:
+      memory.add_range(addr, size)
+      added.append(addr)
+  return gaddr, added

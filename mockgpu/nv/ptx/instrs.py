@@ -1,0 +1,826 @@
+"""Instruction -> closure f(S, m) (m: the executing threads' mask, None for all of the batch), one builder per opcode.
+
+Control flow (bra, ret, exit, bar.sync) is not here: the executor handles it between basic blocks."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import semantics as sem
+from .memspace import LOCAL_WINDOW, SHARED_WINDOW
+from .model import DTYPES, TYPE_BYTES, Operand
+from .operands import Ctx, address, rd, wr
+
+FLOAT_T = {"f16", "f32", "f64", "bf16", "f16x2", "bf16x2"}
+ROUND = {"rn", "rz", "rm", "rp"}
+IROUND = {"rni", "rzi", "rmi", "rpi"}
+SPACES = ("global", "shared", "local", "param", "const")
+_IGNORED_MODS = {"volatile", "relaxed", "acquire", "release", "acq_rel", "weak", "sys", "gpu", "cta", "cluster",
+                 "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "sync", "aligned", "noftz", "mmio"}
+BUILDERS: dict = {}
+
+
+def builder(*names):
+  def deco(fn):
+    for n in names: BUILDERS[n] = fn
+    return fn
+  return deco
+
+
+def _type(ctx: Ctx, ins, k: int = -1) -> str:
+  ts = ins.types
+  if not ts: raise ctx.error(f"{ins.op} without a type")
+  return ts[k]
+
+
+def _ops(ins, n: int, ctx: Ctx):
+  if len(ins.operands) != n: raise ctx.error(f"{ins.op} takes {n} operands, got {len(ins.operands)}")
+  return ins.operands
+
+
+def _float_wrap(ctx, ins, t, fn):
+  """Applies .ftz (f32: subnormal inputs and results flushed to zero) and .sat (results clamped to [0, 1], NaN -> 0);
+  only round-to-nearest is supported for arithmetic."""
+  mods = set(ins.mods)
+  bad = mods & {"rz", "rm", "rp"}
+  if bad and t != "f16": raise ctx.error(f"rounding .{bad.pop()} of {ins.op} is not supported by the mock")
+  ftz = "ftz" in mods and t == "f32"
+  sat = "sat" in mods
+  if not ftz and not sat: return fn
+
+  def g(*xs):
+    if ftz: xs = [sem.ftz32(x) for x in xs]
+    r = fn(*xs)
+    if ftz: r = sem.ftz32(r)
+    if sat: r = sem.sat01(r)
+    return r
+  return g
+
+
+def _halves(fn, lanes_t="f16"):
+  """A packed f16x2 / bf16x2 operation: fn on each 16-bit half."""
+  def g(*xs):
+    outs = []
+    for sh in (0, 16):
+      parts = [(np.asarray(x).astype(np.uint32) >> np.uint32(sh)).astype(np.uint16) for x in xs]
+      if lanes_t == "f16": r = fn(*[p.view(np.float16) for p in parts]).astype(np.float16).view(np.uint16)
+      else: r = sem.f32_to_bf16(fn(*[sem.bf16_to_f32(p) for p in parts]))
+      outs.append(np.asarray(r).astype(np.uint32) << np.uint32(sh))
+    return outs[0] | outs[1]
+  return g
+
+
+def _bf16(fn):
+  def g(*xs): return sem.f32_to_bf16(fn(*[sem.bf16_to_f32(x) for x in xs]))
+  return g
+
+
+def _nary(ctx, ins, fn, t, nsrc):
+  ops = _ops(ins, nsrc + 1, ctx)
+  d = wr(ctx, ops[0], t)
+  srcs = [rd(ctx, o, t) for o in ops[1:]]
+  if nsrc == 1:
+    a = srcs[0]
+    return lambda S, m: d(S, fn(a(S)), m)
+  if nsrc == 2:
+    a, b = srcs
+    return lambda S, m: d(S, fn(a(S), b(S)), m)
+  a, b, c = srcs
+  return lambda S, m: d(S, fn(a(S), b(S), c(S)), m)
+
+
+def _float_fn(ctx, ins, t, f64fn, nsrc):
+  """A float operation given as a function of float64 values (exact there for add/sub/mul of f16 and bf16)."""
+  if t in ("f32", "f64"): fn = f64fn
+  elif t == "f16": fn = lambda *xs: sem.via64(f64fn, np.float16, *xs)
+  elif t == "bf16": fn = _bf16(lambda *xs: sem.via64(f64fn, np.float32, *xs))
+  elif t == "f16x2": fn = _halves(lambda *xs: sem.via64(f64fn, np.float16, *xs))
+  elif t == "bf16x2": fn = _halves(lambda *xs: sem.via64(f64fn, np.float32, *xs), "bf16")
+  else: raise ctx.error(f"{ins.op}.{t} is not supported")
+  return _nary(ctx, ins, _float_wrap(ctx, ins, t, fn), t, nsrc)
+
+
+# ---------------------------------------------------------------------------------------------- arithmetic
+CC = "%%cc"   # the carry flag CC.CF: a hidden per-thread register (so masks and compaction treat it as any other)
+
+
+def _add3(x, y, cin):
+  """x + y + cin (unsigned, wrapping) and its carry-out."""
+  s1 = x + y
+  c1 = s1 < x
+  s2 = s1 + cin
+  return s2, c1 | (s2 < s1)
+
+
+def _sub_borrow(x, y, bin_):
+  """x - y - bin (unsigned, wrapping) and its borrow-out (PTX's CC.CF in subtraction chains)."""
+  d = x - y - bin_
+  return d, (x < y) | ((x == y) & (bin_ != 0))
+
+
+@builder("addc", "subc", "madc")
+def _carry_chain(ctx, ins):
+  """add.cc/addc/sub.cc/subc/mad{.lo,.hi}.cc/madc ("Extended-Precision Integer Arithmetic Instructions"): CC.CF is a
+  carry for additions and a borrow for subtractions (subc: d = a - (b + CF))."""
+  t = _type(ctx, ins)
+  U = sem.UNSIGNED[TYPE_BYTES[t]]
+  op = ins.op.rstrip("c") if ins.op != "madc" else "mad"
+  cin = ins.op in ("addc", "subc", "madc")
+  cout = "cc" in ins.mods
+  ops = ins.operands
+  d = wr(ctx, ops[0], t)
+  srcs = [rd(ctx, o, t) for o in ops[1:]]
+  rcc = rd(ctx, Operand("reg", name=CC), "u32") if cin else None
+  wcc = wr(ctx, Operand("reg", name=CC), "u32") if cout else None
+  hi = "hi" in ins.mods
+
+  def f(S, m):
+    xs = [np.asarray(sem.cast_bits(np.asarray(r(S)), U)) for r in srcs]
+    c = np.asarray(rcc(S)).astype(U) if cin else U(0)
+    if op == "sub": r, flag = _sub_borrow(xs[0], xs[1], c)
+    else:
+      x = (sem.mulhi(xs[0], xs[1]) if hi else xs[0] * xs[1]) if op == "mad" else xs[0]
+      r, flag = _add3(x, xs[-1] if op == "mad" else xs[1], c)
+    d(S, sem.cast_bits(r, DTYPES[t]), m)
+    if wcc is not None: wcc(S, np.asarray(flag).astype(np.uint32), m)
+  return f
+
+
+@builder("add", "sub")
+def _addsub(ctx, ins):
+  t = _type(ctx, ins)
+  if "cc" in ins.mods: return _carry_chain(ctx, ins)
+  neg = ins.op == "sub"
+  if t in FLOAT_T: return _float_fn(ctx, ins, t, (lambda a, b: a - b) if neg else (lambda a, b: a + b), 2)
+  if "sat" in ins.mods:
+    return _nary(ctx, ins, lambda a, b: sem.sat_s32(a.astype(np.int64) - b if neg else a.astype(np.int64) + b), t, 2)
+  return _nary(ctx, ins, (lambda a, b: a - b) if neg else (lambda a, b: a + b), t, 2)
+
+
+@builder("mul")
+def _mul(ctx, ins):
+  t = _type(ctx, ins)
+  if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a * b, 2)
+  mods = set(ins.mods)
+  if "wide" in mods:
+    wt = t[0] + str(int(t[1:]) * 2)
+    d, a, b = _ops(ins, 3, ctx)
+    dw, ra, rb = wr(ctx, d, wt), rd(ctx, a, t), rd(ctx, b, t)
+    return lambda S, m: dw(S, sem.mulwide(ra(S), rb(S)), m)
+  if "hi" in mods: return _nary(ctx, ins, sem.mulhi, t, 2)
+  return _nary(ctx, ins, lambda a, b: a * b, t, 2)
+
+
+@builder("mul24", "mad24")
+def _mul24(ctx, ins):
+  t = _type(ctx, ins)
+  hi = "hi" in ins.mods
+  def f24(a, b):
+    a64, b64 = (np.asarray(x).astype(np.int64) for x in (a, b))
+    if t[0] == "s": a64, b64 = ((x << 40) >> 40 for x in (a64, b64))
+    else: a64, b64 = a64 & 0xFFFFFF, b64 & 0xFFFFFF
+    p = a64 * b64
+    return ((p >> 16) if hi else p).astype(np.uint64).astype(np.uint32).view(DTYPES[t])
+  if ins.op == "mul24": return _nary(ctx, ins, f24, t, 2)
+  return _nary(ctx, ins, lambda a, b, c: f24(a, b) + c, t, 3)
+
+
+@builder("mad", "fma")
+def _mad(ctx, ins):
+  t = _type(ctx, ins)
+  mods = set(ins.mods)
+  if t in FLOAT_T:
+    if t in ("f32", "f64", "f16"):
+      dt = DTYPES[t]
+      return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b, c: sem.fma(a, b, c, dt)), t, 3)
+    if t == "f16x2": return _nary(ctx, ins, _halves(lambda a, b, c: sem.fma(a, b, c, np.float16)), t, 3)
+    if t == "bf16": return _nary(ctx, ins, _bf16(lambda a, b, c: sem.fma(a, b, c, np.float32)), t, 3)
+    raise ctx.error(f"{ins.op}.{t} is not supported")
+  if "cc" in mods: return _carry_chain(ctx, ins)
+  if "wide" in mods:
+    wt = t[0] + str(int(t[1:]) * 2)
+    d, a, b, c = _ops(ins, 4, ctx)
+    dw, ra, rb, rc = wr(ctx, d, wt), rd(ctx, a, t), rd(ctx, b, t), rd(ctx, c, wt)
+    return lambda S, m: dw(S, sem.mulwide(ra(S), rb(S)) + rc(S), m)
+  if "hi" in mods:
+    if "sat" in mods: return _nary(ctx, ins, lambda a, b, c: sem.sat_s32(sem.mulhi(a, b).astype(np.int64) + c), t, 3)
+    return _nary(ctx, ins, lambda a, b, c: sem.mulhi(a, b) + c, t, 3)
+  return _nary(ctx, ins, lambda a, b, c: a * b + c, t, 3)
+
+
+@builder("div")
+def _div(ctx, ins):
+  t = _type(ctx, ins)
+  if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn exact; .approx/.full: within bounds
+  return _nary(ctx, ins, sem.idiv, t, 2)
+
+
+@builder("rem")
+def _rem(ctx, ins): return _nary(ctx, ins, sem.irem, _type(ctx, ins), 2)
+
+
+@builder("abs", "neg")
+def _absneg(ctx, ins):
+  t = _type(ctx, ins)
+  if t in ("f16", "bf16", "f16x2", "bf16x2"):   # sign-bit operations on the bits
+    k = TYPE_BYTES[t]
+    sign = np.array(0x80008000 if k == 4 else 0x8000, DTYPES["b32" if k == 4 else "b16"])[()]
+    raw = "b32" if k == 4 else "b16"
+    ops = _ops(ins, 2, ctx)
+    d, a = wr(ctx, ops[0], raw), rd(ctx, ops[1], raw)
+    if ins.op == "neg": return lambda S, m: d(S, a(S) ^ sign, m)
+    return lambda S, m: d(S, a(S) & ~sign, m)
+  fn = np.abs if ins.op == "abs" else np.negative
+  if t in FLOAT_T: return _nary(ctx, ins, _float_wrap(ctx, ins, t, fn), t, 1)
+  return _nary(ctx, ins, fn, t, 1)
+
+
+@builder("min", "max")
+def _minmax(ctx, ins):
+  t = _type(ctx, ins)
+  nan = "NaN" in ins.mods
+  if t in FLOAT_T:
+    f = (lambda a, b: sem.fmin(a, b, nan)) if ins.op == "min" else (lambda a, b: sem.fmax(a, b, nan))
+    if t == "f16x2": return _nary(ctx, ins, _halves(f), t, 2)
+    if t == "bf16": return _nary(ctx, ins, _bf16(f), t, 2)
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, f), t, 2)
+  return _nary(ctx, ins, np.minimum if ins.op == "min" else np.maximum, t, 2)
+
+
+@builder("and", "or", "xor")
+def _logic(ctx, ins):
+  t = _type(ctx, ins)
+  fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[ins.op]
+  return _nary(ctx, ins, fn, t, 2)
+
+
+@builder("not")
+def _not(ctx, ins): return _nary(ctx, ins, np.invert, _type(ctx, ins), 1)
+
+
+@builder("cnot")
+def _cnot(ctx, ins):
+  t = _type(ctx, ins)
+  return _nary(ctx, ins, lambda a: (a == 0).astype(DTYPES[t]), t, 1)
+
+
+@builder("shl", "shr")
+def _shift(ctx, ins):
+  t = _type(ctx, ins)
+  d, a, b = _ops(ins, 3, ctx)
+  dw, ra, rb = wr(ctx, d, t), rd(ctx, a, t), rd(ctx, b, "u32")
+  fn = sem.shl if ins.op == "shl" else sem.shr
+  return lambda S, m: dw(S, fn(ra(S), rb(S)), m)
+
+
+@builder("shf")
+def _shf(ctx, ins):
+  """shf.{l,r}.{wrap,clamp}.b32 d, a, b, c: funnel shift of the 64-bit {b:a}."""
+  d, a, b, c = _ops(ins, 4, ctx)
+  dw, ra, rb, rc = wr(ctx, d, "b32"), rd(ctx, a, "b32"), rd(ctx, b, "b32"), rd(ctx, c, "u32")
+  left, wrap = "l" in ins.mods, "wrap" in ins.mods
+
+  def f(S, m):
+    x = (np.asarray(rb(S)).astype(np.uint64) << np.uint64(32)) | np.asarray(ra(S)).astype(np.uint64)
+    n = np.asarray(rc(S)).astype(np.uint64)
+    n = n & np.uint64(31) if wrap else np.minimum(n, np.uint64(32))
+    r = (x << n) >> np.uint64(32) if left else x >> n
+    dw(S, (r & np.uint64(0xFFFFFFFF)).astype(np.uint32), m)
+  return f
+
+
+@builder("popc", "clz", "brev", "bfind")
+def _bits(ctx, ins):
+  t = _type(ctx, ins)
+  d, a = _ops(ins, 2, ctx)
+  ra = rd(ctx, a, t)
+  if ins.op == "brev":
+    dw = wr(ctx, d, t)
+    return lambda S, m: dw(S, sem.brev(ra(S)), m)
+  dw = wr(ctx, d, "u32")
+  fn = {"popc": sem.popc, "clz": sem.clz}.get(ins.op) or (lambda x: sem.bfind(x, "shiftamt" in ins.mods))
+  return lambda S, m: dw(S, fn(ra(S)), m)
+
+
+@builder("bfe")
+def _bfe(ctx, ins):
+  t = _type(ctx, ins)
+  d, a, b, c = _ops(ins, 4, ctx)
+  dw, ra, rb, rc = wr(ctx, d, t), rd(ctx, a, t), rd(ctx, b, "u32"), rd(ctx, c, "u32")
+  return lambda S, m: dw(S, sem.bfe(ra(S), rb(S), rc(S)), m)
+
+
+@builder("bfi")
+def _bfi(ctx, ins):
+  t = _type(ctx, ins)
+  d, a, b, c, e = _ops(ins, 5, ctx)
+  dw, ra, rb, rc, re = wr(ctx, d, t), rd(ctx, a, t), rd(ctx, b, t), rd(ctx, c, "u32"), rd(ctx, e, "u32")
+  return lambda S, m: dw(S, sem.bfi(ra(S), rb(S), rc(S), re(S)), m)
+
+
+@builder("prmt")
+def _prmt(ctx, ins):
+  if any(x in ins.mods for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")): raise ctx.error("prmt modes are not supported")
+  return _nary(ctx, ins, sem.prmt, "b32", 3)
+
+
+@builder("copysign")
+def _copysign(ctx, ins):
+  t = _type(ctx, ins)
+  return _nary(ctx, ins, lambda a, b: np.copysign(b, a), t, 2)   # copysign d, a, b: |b| with a's sign
+
+
+# ---------------------------------------------------------------------------------------------- float math
+_APPROX = {
+  "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "rcp": lambda x: 1.0 / x, "ex2": np.exp2, "lg2": np.log2,
+  "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+}
+
+
+@builder("sqrt", "rsqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh")
+def _math(ctx, ins):
+  t = _type(ctx, ins)
+  fn = _APPROX[ins.op]
+  if ins.op in ("sqrt", "rcp") and t in ("f32", "f64") and "approx" not in ins.mods:
+    f = fn   # IEEE .rn: numpy's f32/f64 sqrt and division are correctly rounded
+  else:
+    dt = DTYPES[t] if t != "f16x2" else np.float16
+    f = lambda x: sem.approx(fn, x, dt)
+  if t == "f16x2": return _nary(ctx, ins, _halves(f), t, 1)
+  if t == "bf16": return _nary(ctx, ins, _bf16(lambda x: sem.approx(fn, x, np.float32)), t, 1)
+  return _nary(ctx, ins, _float_wrap(ctx, ins, t, f), t, 1)
+
+
+@builder("testp")
+def _testp(ctx, ins):
+  t = _type(ctx, ins)
+  d, a = _ops(ins, 2, ctx)
+  dw, ra = wr(ctx, d, "pred"), rd(ctx, a, t)
+  kind = next(m for m in ins.mods if m in ("finite", "infinite", "number", "notanumber", "normal", "subnormal"))
+  def test(x):
+    x = np.asarray(x)
+    if kind == "finite": return np.isfinite(x)
+    if kind == "infinite": return np.isinf(x)
+    if kind == "number": return ~np.isnan(x)
+    if kind == "notanumber": return np.isnan(x)
+    tiny = np.finfo(x.dtype).tiny
+    if kind == "normal": return np.isfinite(x) & (np.abs(x) >= tiny)
+    return (np.abs(x) < tiny) & (x != 0)
+  return lambda S, m: dw(S, test(ra(S)), m)
+
+
+# ---------------------------------------------------------------------------------------------- compare/select
+def compare(cmp: str, a, b, is_float: bool):
+  if is_float:
+    with np.errstate(invalid="ignore"):
+      nan = np.isnan(a) | np.isnan(b)
+      base = {"eq": lambda: a == b, "ne": lambda: (a != b) & ~nan, "lt": lambda: a < b, "le": lambda: a <= b,
+              "gt": lambda: a > b, "ge": lambda: a >= b, "equ": lambda: (a == b) | nan, "neu": lambda: a != b,
+              "ltu": lambda: ~(a >= b), "leu": lambda: ~(a > b), "gtu": lambda: ~(a <= b), "geu": lambda: ~(a < b),
+              "num": lambda: ~nan, "nan": lambda: nan}
+      return base[cmp]()
+  return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+          "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}[cmp](a, b)
+
+
+_CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu",
+         "num", "nan"}
+_BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def _cmp_reader(ctx, ins, t, a, b):
+  cmp = next((m for m in ins.mods if m in _CMPS), None)
+  if cmp is None: raise ctx.error(f"{ins.op} without a comparison")
+  ra, rb = rd(ctx, a, t), rd(ctx, b, t)
+  if t in ("bf16",):
+    return lambda S: compare(cmp, sem.bf16_to_f32(ra(S)), sem.bf16_to_f32(rb(S)), True)
+  isf = t in FLOAT_T
+  return lambda S: compare(cmp, ra(S), rb(S), isf)
+
+
+@builder("setp")
+def _setp(ctx, ins):
+  t = _type(ctx, ins)
+  ops = ins.operands
+  cr = _cmp_reader(ctx, ins, t, ops[1], ops[2])
+  bop = next((m for m in ins.mods if m in _BOOL), None)
+  c = rd(ctx, ops[3], "pred") if bop else None
+  dst = ops[0].items if ops[0].kind == "pair" else [ops[0]]
+  p = wr(ctx, dst[0], "pred")
+  q = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
+  bfn = _BOOL.get(bop)
+
+  def f(S, m):
+    r = cr(S)
+    if bfn is not None:
+      cv = c(S)
+      p(S, bfn(r, cv), m)
+      if q: q(S, bfn(~r, cv), m)
+    else:
+      p(S, r, m)
+      if q: q(S, ~r, m)
+  return f
+
+
+@builder("set")
+def _set(ctx, ins):
+  dt_, st = ins.types[0], ins.types[1]
+  ops = ins.operands
+  cr = _cmp_reader(ctx, ins, st, ops[1], ops[2])
+  bop = next((m for m in ins.mods if m in _BOOL), None)
+  c = rd(ctx, ops[3], "pred") if bop else None
+  d = wr(ctx, ops[0], dt_)
+  one = np.float32(1.0) if dt_ == "f32" else np.array(-1).astype(DTYPES[dt_])[()]
+  zero = DTYPES[dt_](0)
+  bfn = _BOOL.get(bop)
+
+  def f(S, m):
+    r = cr(S)
+    if bfn is not None: r = bfn(r, c(S))
+    d(S, np.where(r, one, zero), m)
+  return f
+
+
+@builder("selp")
+def _selp(ctx, ins):
+  t = _type(ctx, ins)
+  dd, a, b, c = _ops(ins, 4, ctx)
+  d, ra, rb, rc = wr(ctx, dd, t), rd(ctx, a, t), rd(ctx, b, t), rd(ctx, c, "pred")
+  return lambda S, m: d(S, np.where(rc(S), ra(S), rb(S)), m)
+
+
+@builder("slct")
+def _slct(ctx, ins):
+  t, ct = ins.types[0], ins.types[1]
+  dd, a, b, c = _ops(ins, 4, ctx)
+  d, ra, rb, rc = wr(ctx, dd, t), rd(ctx, a, t), rd(ctx, b, t), rd(ctx, c, ct)
+  ftz = "ftz" in ins.mods
+  return lambda S, m: d(S, np.where((sem.ftz32(rc(S)) if ftz and ct == "f32" else rc(S)) >= 0, ra(S), rb(S)), m)
+
+
+# ---------------------------------------------------------------------------------------------- moves/conversions
+@builder("mov")
+def _mov(ctx, ins):
+  t = _type(ctx, ins)
+  d, a = _ops(ins, 2, ctx)
+  k = TYPE_BYTES[t]
+  if d.kind == "vec":   # unpack: mov.b64 {lo, hi}, x
+    n = len(d.items)
+    pt = f"b{8 * k // n}"
+    ra = rd(ctx, a, t)
+    ws = [wr(ctx, o, pt) for o in d.items]
+    bits = np.uint64(8 * k // n)
+    def unpack(S, m):
+      x = np.asarray(ra(S)).astype(np.uint64)
+      for j, w in enumerate(ws):
+        w(S, sem.cast_bits((x >> (bits * np.uint64(j))), DTYPES[pt]), m)
+    return unpack
+  if a.kind == "vec":   # pack: mov.b64 x, {lo, hi}
+    n = len(a.items)
+    pt = f"b{8 * k // n}"
+    rs = [rd(ctx, o, pt) for o in a.items]
+    dw = wr(ctx, d, t)
+    bits = np.uint64(8 * k // n)
+    def pack(S, m):
+      x = np.uint64(0)
+      for j, r in enumerate(rs): x = x | (np.asarray(r(S)).astype(np.uint64) << (bits * np.uint64(j)))
+      dw(S, sem.cast_bits(x, DTYPES[t]), m)
+    return pack
+  dw, ra = wr(ctx, d, t), rd(ctx, a, t)
+  return lambda S, m: dw(S, ra(S), m)
+
+
+@builder("cvta")
+def _cvta(ctx, ins):
+  t = _type(ctx, ins)
+  d, a = _ops(ins, 2, ctx)
+  to = "to" in ins.mods
+  space = next((m for m in ins.mods if m in SPACES), "global")
+  base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+  dw, ra = wr(ctx, d, t), rd(ctx, a, t)
+  if base == 0: return lambda S, m: dw(S, ra(S), m)
+  b = np.array(base, DTYPES[t])[()] if t.endswith("64") else None
+  if to:
+    if b is None: return lambda S, m: dw(S, ra(S), m)   # .u32: the low bits are the window offset
+    return lambda S, m: dw(S, ra(S) - b, m)
+  if b is None: raise ctx.error("cvta to a 32-bit generic address")
+  return lambda S, m: dw(S, ra(S) + b, m)
+
+
+@builder("cvt")
+def _cvt(ctx, ins):
+  ts = ins.types
+  if len(ts) != 2: raise ctx.error("cvt needs a destination and a source type")
+  dt_, st = ts
+  d, a = _ops(ins, 2, ctx)
+  dw, ra = wr(ctx, d, dt_), rd(ctx, a, st)
+  fn = conversion(ctx, ins, dt_, st)
+  return lambda S, m: dw(S, fn(ra(S)), m)
+
+
+def conversion(ctx, ins, dt_: str, st: str):
+  mods = set(ins.mods)
+  rnd = next((m for m in ins.mods if m in ROUND | IROUND), "")
+  sat, ftz = "sat" in mods, "ftz" in mods
+  D, Sd = DTYPES[dt_], DTYPES[st]
+  dfl, sfl = dt_ in FLOAT_T, st in FLOAT_T
+  pre = (lambda x: sem.bf16_to_f32(x)) if st == "bf16" else (sem.ftz32 if ftz and st == "f32" else (lambda x: x))
+  if dfl and dt_ not in ("f16", "f32", "f64", "bf16"): raise ctx.error(f"cvt to .{dt_} is not supported")
+  if dt_ == "bf16":
+    mode = "rz" if rnd == "rz" else "rn"
+    if sfl: return lambda x: sem.f32_to_bf16(sem.round_float(np.asarray(pre(x)).astype(np.float64), np.float32, "rn"), mode)
+    return lambda x: sem.f32_to_bf16(np.asarray(x).astype(np.float32), mode)
+  if dfl and sfl:
+    def ff(x):
+      x = np.asarray(pre(x))
+      if rnd in IROUND: r = sem._RINT[rnd](x).astype(D)
+      elif np.dtype(D).itemsize < x.dtype.itemsize: r = sem.round_float(x, D, rnd or "rn")
+      else: r = x.astype(D)
+      if ftz and dt_ == "f32": r = sem.ftz32(r)
+      return sem.sat01(r) if sat else r
+    return ff
+  if dfl:   # int -> float
+    def fi(x):
+      r = sem.int_to_float(x, D, rnd or "rn")
+      return sem.sat01(r) if sat else r
+    return fi
+  if sfl:   # float -> int: saturating (PTX), NaN -> 0
+    mode = rnd if rnd in IROUND else "rni"
+    return lambda x: sem.float_to_int(pre(x), D, mode)
+  # int -> int
+  if sat:   # clamp to the destination's range (the bounds expressed in the source type)
+    lo = Sd(max(np.iinfo(D).min, np.iinfo(Sd).min))
+    hi = Sd(min(np.iinfo(D).max, np.iinfo(Sd).max))
+    return lambda x: np.clip(np.asarray(x), lo, hi).astype(D)
+  return lambda x: sem.cast_bits(np.asarray(x), D)
+
+
+# ---------------------------------------------------------------------------------------------- memory
+def _space(ins, default="generic"):
+  return next((m for m in ins.mods if m in SPACES), default)
+
+
+def _vec(ins) -> int:
+  v = next((m for m in ins.mods if m in ("v2", "v4", "v8")), None)
+  return int(v[1:]) if v else 1
+
+
+def _sel(S, m):
+  return None if m is None else np.flatnonzero(m)
+
+
+def _take(v, sel):
+  v = np.asarray(v)
+  if v.ndim == 0 or sel is None: return v
+  return v[sel]
+
+
+def _spread(S, vals, sel, dt):
+  if sel is None: return vals
+  out = np.zeros(S.n, dt)
+  out[sel] = vals
+  return out
+
+
+@builder("ld", "ldu")
+def _ld(ctx, ins):
+  t = _type(ctx, ins)
+  space = _space(ins)
+  nvec = _vec(ins)
+  d, a = _ops(ins, 2, ctx)
+  k = TYPE_BYTES[t]
+  mt = "b64" if t == "b128" else t
+  dt = DTYPES[mt]
+  ad = address(ctx, a)
+  dests = d.items if d.kind == "vec" else [d]
+  if len(dests) != nvec: raise ctx.error(f"ld.v{nvec} needs {nvec} destinations")
+  if t == "b128": raise ctx.error("128-bit loads are not supported by the mock")
+  ws = [wr(ctx, o, mt) for o in dests]
+  step = np.uint64(k)
+
+  def f(S, m):
+    sel = _sel(S, m)
+    if sel is not None and sel.size == 0: return
+    base = _take(ad(S), sel)
+    for j, w in enumerate(ws):
+      vals = S.sp.load(space, base + step * np.uint64(j) if j else base, sel, dt, k)
+      w(S, _spread(S, vals, sel, dt), m)
+  f.memory = True
+  return f
+
+
+@builder("st")
+def _st(ctx, ins):
+  t = _type(ctx, ins)
+  space = _space(ins)
+  nvec = _vec(ins)
+  a, s = _ops(ins, 2, ctx)
+  k = TYPE_BYTES[t]
+  dt = DTYPES[t]
+  ad = address(ctx, a)
+  srcs = s.items if s.kind == "vec" else [s]
+  if len(srcs) != nvec: raise ctx.error(f"st.v{nvec} needs {nvec} sources")
+  rs = [rd(ctx, o, t) for o in srcs]
+  step = np.uint64(k)
+
+  def f(S, m):
+    sel = _sel(S, m)
+    if sel is not None and sel.size == 0: return
+    base = _take(ad(S), sel)
+    for j, r in enumerate(rs):
+      S.sp.store(space, base + step * np.uint64(j) if j else base, sel, dt, k, _take(r(S), sel))
+  return f
+
+
+_ATOM = {
+  "add": lambda o, b, c: o + b, "min": lambda o, b, c: np.minimum(o, b), "max": lambda o, b, c: np.maximum(o, b),
+  "and": lambda o, b, c: o & b, "or": lambda o, b, c: o | b, "xor": lambda o, b, c: o ^ b,
+  "exch": lambda o, b, c: b, "cas": lambda o, b, c: np.where(o == b, c, o),
+  "inc": lambda o, b, c: np.where(o >= b, np.zeros((), o.dtype), o + np.ones((), o.dtype)),
+  "dec": lambda o, b, c: np.where((o == 0) | (o > b), b, o - np.ones((), o.dtype)),
+}
+
+
+@builder("atom", "red")
+def _atom(ctx, ins):
+  t = _type(ctx, ins)
+  space = _space(ins)
+  op = next((m for m in ins.mods if m in _ATOM), None)
+  if op is None: raise ctx.error(f"{ins.op} operation not supported")
+  if _vec(ins) != 1: raise ctx.error("vector atomics are not supported by the mock")
+  ops = ins.operands
+  if ins.op == "atom": d, a, srcs = ops[0], ops[1], ops[2:]
+  else: d, a, srcs = None, ops[0], ops[1:]
+  k = TYPE_BYTES[t]
+  at = t
+  if t in ("f16x2", "bf16x2", "bf16"): raise ctx.error(f"atomics on .{t} are not supported by the mock")
+  dt = DTYPES[at]
+  fn = _ATOM[op]
+  if t in ("f32", "f64", "f16") and op == "add": fn = lambda o, b, c: (o.astype(np.float64) + b).astype(o.dtype) \
+    if o.dtype == np.float16 else o + b
+  ad = address(ctx, a)
+  rb = rd(ctx, srcs[0], at)
+  rc = rd(ctx, srcs[1], at) if op == "cas" else None
+  dw = wr(ctx, d, at) if d is not None else None
+  assoc = op == "add" and t not in FLOAT_T
+
+  def f(S, m):
+    sel = _sel(S, m)
+    if sel is not None and sel.size == 0: return
+    old = S.sp.atomic(space, _take(ad(S), sel), sel, dt, k, fn, _take(rb(S), sel),
+                      None if rc is None else _take(rc(S), sel), assoc)
+    if dw is not None: dw(S, _spread(S, old, sel, dt), m)
+  return f
+
+
+@builder("membar", "fence", "nanosleep", "prefetch", "prefetchu", "griddepcontrol", "pmevent", "discard",
+         "applypriority", "createpolicy")
+def _nop(ctx, ins): return None
+
+
+# ---------------------------------------------------------------------------------------------- warp
+@builder("shfl")
+def _shfl(ctx, ins):
+  mode = next((m for m in ins.mods if m in ("idx", "up", "down", "bfly")), None)
+  if mode is None: raise ctx.error("shfl without a mode")
+  ops = ins.operands
+  dst = ops[0].items if ops[0].kind == "pair" else [ops[0]]
+  dw = wr(ctx, dst[0], "b32")
+  pw = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
+  ra, rb, rc = rd(ctx, ops[1], "b32"), rd(ctx, ops[2], "u32"), rd(ctx, ops[3], "u32")
+
+  def f(S, m):
+    lane = S.laneid.astype(np.int64)
+    b = np.asarray(rb(S)).astype(np.int64) & 31
+    c = np.asarray(rc(S)).astype(np.int64)
+    cval, seg = c & 31, (c >> 8) & 31
+    max_lane = (lane & seg) | (cval & ~seg)
+    min_lane = lane & seg
+    if mode == "up": j = lane - b; ok = j >= max_lane
+    elif mode == "down": j = lane + b; ok = j <= max_lane
+    elif mode == "bfly": j = lane ^ b; ok = j <= max_lane
+    else: j = min_lane | (b & ~seg); ok = j <= max_lane
+    ok = ok & (j < S.warp_len) & (j >= 0)
+    src = np.where(ok, S.warp_base + j, np.arange(S.n))
+    a = np.asarray(ra(S))
+    if a.ndim == 0: a = np.full(S.n, a, np.uint32)
+    dw(S, a[src], m)
+    if pw: pw(S, ok, m)
+  return f
+
+
+@builder("vote")
+def _vote(ctx, ins):
+  mode = next((m for m in ins.mods if m in ("all", "any", "uni", "ballot")), None)
+  ops = ins.operands
+  rp = rd(ctx, ops[1], "pred")
+  dw = wr(ctx, ops[0], "b32" if mode == "ballot" else "pred")
+
+  def f(S, m):
+    active = np.ones(S.n, bool) if m is None else m
+    p = np.broadcast_to(np.asarray(rp(S)), (S.n,)) & active
+    w = S.widx
+    if mode == "ballot":
+      bits = np.bincount(w, weights=np.where(p, np.exp2(S.laneid.astype(np.float64)), 0.0), minlength=S.nwarps)
+      dw(S, bits.astype(np.uint64).astype(np.uint32)[w], m)
+      return
+    nyes = np.bincount(w, weights=p.astype(np.float64), minlength=S.nwarps)
+    nact = np.bincount(w, weights=active.astype(np.float64), minlength=S.nwarps)
+    if mode == "any": r = nyes > 0
+    elif mode == "all": r = nyes == nact
+    else: r = (nyes == 0) | (nyes == nact)
+    dw(S, r[w], m)
+  return f
+
+
+@builder("redux")
+def _redux(ctx, ins):
+  """redux.sync.{add,min,max}.{u32,s32} / .{and,or,xor}.b32 d, a, membermask: the warp's active threads' reduction."""
+  t = _type(ctx, ins)
+  op = next((m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor")), None)
+  if op is None or t not in ("u32", "s32", "b32"): raise ctx.error("unsupported redux.sync form")
+  ops = ins.operands
+  dw, ra = wr(ctx, ops[0], t), rd(ctx, ops[1], t)
+  dt = np.dtype(DTYPES[t])
+  ufunc = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+           "xor": np.bitwise_xor}[op]
+  ident = {"add": 0, "min": np.iinfo(dt).max, "max": np.iinfo(dt).min, "and": np.iinfo(dt).max if dt.kind == "u" else -1,
+           "or": 0, "xor": 0}[op]
+
+  def f(S, m):
+    a = np.broadcast_to(np.asarray(ra(S)), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    acc = np.full(S.nwarps, ident, dt)
+    with np.errstate(all="ignore"): ufunc.at(acc, S.widx[active], a[active])
+    dw(S, acc[S.widx], m)
+  return f
+
+
+@builder("match")
+def _match(ctx, ins):
+  """match.any.sync.b32/b64 d, a, membermask: the active lanes of the warp holding the same value;
+  match.all.sync d[|p], a, membermask: the active lanes' mask if they all hold it, else 0 (p: whether they do)."""
+  t = _type(ctx, ins)
+  mode = "all" if "all" in ins.mods else "any"
+  ops = ins.operands
+  dst = ops[0].items if ops[0].kind == "pair" else [ops[0]]
+  dw = wr(ctx, dst[0], "b32")
+  pw = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
+  ra = rd(ctx, ops[1], t)
+
+  def f(S, m):
+    a = np.broadcast_to(np.asarray(ra(S)), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    same = np.zeros(S.n, np.uint32)
+    act = np.zeros(S.n, np.uint32)
+    for j in range(32):
+      ok = j < S.warp_len
+      src = np.where(ok, S.warp_base + j, 0)
+      on = ok & active[src]
+      bit = np.uint32(1 << j)
+      same |= np.where(on & (a[src] == a), bit, np.uint32(0))
+      act |= np.where(on, bit, np.uint32(0))
+    if mode == "any": dw(S, same, m)
+    else:
+      eq = same == act
+      dw(S, np.where(eq, act, np.uint32(0)), m)
+      if pw: pw(S, eq, m)
+  return f
+
+
+@builder("activemask")
+def _activemask(ctx, ins):
+  dw = wr(ctx, ins.operands[0], "b32")
+
+  def f(S, m):
+    active = np.ones(S.n, bool) if m is None else m
+    bits = np.bincount(S.widx, weights=np.where(active, np.exp2(S.laneid.astype(np.float64)), 0.0), minlength=S.nwarps)
+    dw(S, bits.astype(np.uint64).astype(np.uint32)[S.widx], m)
+  return f
+
+
+@builder("trap")
+def _trap(ctx, ins):
+  from ....errors import GPUFault
+  line = ins.line
+  def f(S, m): raise GPUFault(f"trap instruction at PTX line {line}", kind="trap")
+  return f
+
+
+def compile_instr(ctx: Ctx, ins):
+  ctx.ins = ins
+  b = BUILDERS.get(ins.op)
+  if b is None: raise ctx.error(f"instruction {ins.op} is not supported by the mock NV GPU")
+  f = b(ctx, ins)
+  if f is None: return None
+  if ins.guard is not None:
+    g = rd(ctx, Operand("reg", name=ins.guard[0]), "pred")
+    neg = ins.guard[1]
+    inner = f
+
+    def guarded(S, m):
+      p = g(S)
+      p = ~p if neg else p
+      inner(S, p if m is None else (p & m))
+    return guarded
+  return f
+

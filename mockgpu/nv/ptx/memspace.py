@@ -1,0 +1,182 @@
+"""Loads, stores and atomics of the PTX state spaces for one batch of threads.
+
+Addresses: .global/.const are host addresses (GPU VA == host VA) checked against the GPUMemory's ranges; .shared and
+.local addresses are offsets in the CTA's shared memory / the thread's local memory (each batch keeps them as numpy
+byte arrays); .param ones offsets in the kernel's parameter block. A generic address (ld/st without a space) of the
+shared window [SHARED_WINDOW, +4 GiB) or the local window [LOCAL_WINDOW, +4 GiB) (what cvta.shared / cvta.local
+produce) goes to that space, any other to global memory. Both windows lie above the 47-bit user address space, so no
+host address falls into them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import GPUFault
+from ...amd.emu.memory import GPUMemory
+
+SHARED_WINDOW = 1 << 48
+LOCAL_WINDOW = 1 << 49
+WINDOW_SIZE = 1 << 32
+_U64 = np.uint64
+
+
+def _aligned(addrs: np.ndarray, k: int, space: str, base: int = 0) -> None:
+  if k > 1 and addrs.size and (np.bitwise_or.reduce(addrs.astype(_U64) & _U64(k - 1)) != 0):
+    bad = int(addrs[np.flatnonzero(addrs.astype(_U64) & _U64(k - 1))[0]])
+    raise GPUFault(f"misaligned {k}-byte {space} access", address=bad + base, kind="misaligned address")
+
+
+class Spaces:
+  """The memories one batch sees. sel: the lanes (indices) an access is made for; their addresses come as `a`."""
+
+  def __init__(self, mem: GPUMemory, shared: np.ndarray, shared_bytes: int, local: np.ndarray, local_bytes: int,
+               block_of_lane: np.ndarray, params: np.ndarray):
+    self.mem, self.shared, self.shared_bytes = mem, shared, shared_bytes
+    self.local, self.local_bytes = local, local_bytes
+    self.block_of_lane, self.params = block_of_lane, params
+    self.n = block_of_lane.shape[0]
+    self.lane_ids = np.arange(self.n)   # each lane's thread number in the batch (local memory slot)
+    self._whole: dict = {}
+    # strides of shared/local per block/lane, rounded to 16 so that every naturally aligned access is aligned in
+    # the byte array too (typed views index it directly)
+    self.sh_stride = shared.shape[0] // max(1, int(block_of_lane[-1]) + 1) if block_of_lane.size else 0
+    self.lo_stride = local.shape[0] // self.n if self.n else 0
+
+  # ---- resolve: (typed array, index array) for the lanes' addresses ----
+  def _global(self, a: np.ndarray, dt, k: int, what: str):
+    a = a.astype(_U64, copy=False)
+    _aligned(a, k, "global")
+    rng = self.mem.check(a, k, what)
+    sh = _U64(k.bit_length() - 1)
+    if rng is not None and rng[0] % k == 0:   # index the mapped range's own view (the common case)
+      return self.mem.view(rng[0], dt), ((a - _U64(rng[0])) >> sh).view(np.int64)
+    v = self._whole.get(np.dtype(dt))
+    if v is None:
+      v = self._whole[np.dtype(dt)] = getattr(self.mem, f"u{8 * k}").view(dt)
+    return v, ((a - _U64(GPUMemory.VIEW_BASE)) >> sh).view(np.int64)
+
+  def _shared(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
+    a = a.astype(np.int64, copy=False)
+    _aligned(a, k, "shared", base)
+    if a.size and (int(a.max()) + k > self.shared_bytes or int(a.min()) < 0):
+      bad = int(a[np.flatnonzero((a + k > self.shared_bytes) | (a < 0))[0]])
+      raise GPUFault(f"shared memory access of {k} bytes beyond the CTA's {self.shared_bytes} bytes",
+                     address=bad + base, kind="page fault")
+    blk = self.block_of_lane if sel is None else self.block_of_lane[sel]
+    return self.shared.view(dt), (blk * self.sh_stride + a) // k
+
+  def _local(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
+    a = a.astype(np.int64, copy=False)
+    _aligned(a, k, "local", base)
+    if a.size and (int(a.max()) + k > self.local_bytes or int(a.min()) < 0):
+      bad = int(a[np.flatnonzero((a + k > self.local_bytes) | (a < 0))[0]])
+      raise GPUFault(f"local memory access of {k} bytes beyond the thread's {self.local_bytes} bytes",
+                     address=bad + base, kind="page fault")
+    lane = self.lane_ids if sel is None else self.lane_ids[sel]
+    return self.local.view(dt), (lane * self.lo_stride + a) // k
+
+  def _param(self, a: np.ndarray, dt, k: int):
+    a = a.astype(np.int64, copy=False)
+    _aligned(a, k, "param")
+    if a.size and (int(a.max()) + k > self.params.shape[0] or int(a.min()) < 0):
+      raise GPUFault(f"parameter access of {k} bytes beyond the {self.params.shape[0]}-byte parameter block",
+                     address=int(a.max()), kind="page fault")
+    return self.params.view(dt), a // k
+
+  def subset(self, idx: np.ndarray) -> "Spaces":
+    """The same memories seen by the threads idx only (a compacted batch: lane j is thread idx[j])."""
+    sub = object.__new__(Spaces)
+    sub.__dict__.update(self.__dict__)
+    sub.block_of_lane, sub.lane_ids, sub.n = self.block_of_lane[idx], self.lane_ids[idx], idx.shape[0]
+    return sub
+
+  def resolve(self, space: str, a, sel, dt, k: int, what: str):
+    """[(array, index, positions)]: where each of the lanes' addresses lives; positions: which of the lanes (None:
+    all) each entry covers (a generic access can touch several spaces)."""
+    a = np.asarray(a)
+    if a.ndim == 0: a = np.full(self.n if sel is None else len(sel), a, a.dtype)
+    if space in ("global", "const"): return [(*self._global(a, dt, k, what), None)]
+    if space == "shared": return [(*self._shared(a, sel, dt, k), None)]
+    if space == "local": return [(*self._local(a, sel, dt, k), None)]
+    if space == "param": return [(*self._param(a, dt, k), None)]
+    # generic
+    a = a.astype(_U64, copy=False)
+    if a.size == 0 or int(a.max()) < SHARED_WINDOW: return [(*self._global(a, dt, k, what), None)]
+    out = []
+    sh = (a >= _U64(SHARED_WINDOW)) & (a < _U64(SHARED_WINDOW + WINDOW_SIZE))
+    lo = (a >= _U64(LOCAL_WINDOW)) & (a < _U64(LOCAL_WINDOW + WINDOW_SIZE))
+    gl = ~(sh | lo)
+    lanes = np.arange(a.shape[0]) if sel is None else np.asarray(sel)
+    if gl.any():
+      p = np.flatnonzero(gl)
+      out.append((*self._global(a[p], dt, k, what), p))
+    if sh.any():
+      p = np.flatnonzero(sh)
+      out.append((*self._shared(a[p] - _U64(SHARED_WINDOW), lanes[p], dt, k, SHARED_WINDOW), p))
+    if lo.any():
+      p = np.flatnonzero(lo)
+      out.append((*self._local(a[p] - _U64(LOCAL_WINDOW), lanes[p], dt, k, LOCAL_WINDOW), p))
+    return out
+
+  def load(self, space, a, sel, dt, k):
+    parts = self.resolve(space, a, sel, dt, k, "load")
+    if len(parts) == 1 and parts[0][2] is None: return parts[0][0][parts[0][1]]
+    cnt = self.n if sel is None else len(sel)
+    out = np.zeros(cnt, dt)
+    for arr, idx, pos in parts: out[pos] = arr[idx]
+    return out
+
+  def store(self, space, a, sel, dt, k, vals):
+    parts = self.resolve(space, a, sel, dt, k, "store")
+    vals = np.asarray(vals)
+    if vals.ndim == 0: vals = np.full(self.n if sel is None else len(sel), vals, dt)
+    for arr, idx, pos in parts:
+      arr[idx] = vals if pos is None else vals[pos]
+
+  def atomic(self, space, a, sel, dt, k, fn, b, c, assoc_add: bool):
+    """Apply new = fn(old, b, c) per lane in lane order (exact sequential semantics); return every lane's old."""
+    parts = self.resolve(space, a, sel, dt, k, "atomic")
+    cnt = self.n if sel is None else len(sel)
+    b = np.broadcast_to(np.asarray(b), (cnt,))
+    c = np.broadcast_to(np.asarray(c), (cnt,)) if c is not None else None
+    old = np.zeros(cnt, dt)
+    for arr, idx, pos in parts:
+      p = np.arange(cnt) if pos is None else pos
+      _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt)
+    return old
+
+
+def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt):
+  if idx.size == 0: return
+  order = np.argsort(idx, kind="stable")
+  sidx = idx[order]
+  first = np.ones(sidx.shape[0], bool)
+  first[1:] = sidx[1:] != sidx[:-1]
+  if first.all():   # every address once: one vectorised step
+    o = arr[idx]
+    arr[idx] = fn(o, b[p], None if c is None else c[p])
+    old[p] = o
+    return
+  starts = np.flatnonzero(first)
+  if assoc_add:   # integer add: old values are the group's start value plus an exclusive prefix sum (wrapping)
+    v = b[p][order].astype(np.uint64) if np.dtype(dt).kind == "u" else b[p][order].astype(np.int64).view(np.uint64)
+    cs = np.cumsum(v, dtype=np.uint64)
+    group = np.cumsum(first) - 1
+    base_cs = (cs - v)[starts]
+    init = arr[sidx[starts]].astype(np.int64).view(np.uint64) if np.dtype(dt).kind == "i" else arr[sidx[starts]].astype(np.uint64)
+    o = (init[group] + (cs - v) - base_cs[group])
+    res = np.empty_like(o)
+    res[order] = o
+    old[p] = res.astype(dt) if np.dtype(dt).kind == "u" else res.view(np.int64).astype(dt)
+    last = np.append(starts[1:], sidx.shape[0]) - 1
+    arr[sidx[starts]] = (init + cs[last] - base_cs).astype(dt) if np.dtype(dt).kind == "u" else \
+      (init + cs[last] - base_cs).view(np.int64).astype(dt)
+    return
+  rank = np.arange(sidx.shape[0]) - np.repeat(starts, np.diff(np.append(starts, sidx.shape[0])))
+  rank_of = np.empty_like(rank)
+  rank_of[order] = rank
+  for r in range(int(rank.max()) + 1):
+    q = np.flatnonzero(rank_of == r)
+    o = arr[idx[q]]
+    arr[idx[q]] = fn(o, b[p][q], None if c is None else c[p][q])
+    old[p[q]] = o

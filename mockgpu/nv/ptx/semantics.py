@@ -1,0 +1,326 @@
+"""Per-instruction value semantics on numpy arrays (one element per thread), as the PTX ISA defines them.
+
+Integer arithmetic wraps; division and remainder truncate toward zero ("Integer Arithmetic Instructions: div, rem";
+a zero divisor gives all ones for div and the dividend for rem, what NVIDIA GPUs return); shifts clamp the amount
+("shl, shr": an amount >= the width gives 0, or the sign for shr.s). Floats are IEEE with round-to-nearest-even;
+fma is correctly rounded (the RDNA3 emulator's helpers). The .approx instructions are computed in float64 and rounded
+once, so they are at least as precise as the ISA's bounds (ex2: 2 ulp, lg2: 2^-22 abs, sin/cos: 2^-20.5 abs in
+-pi..pi, rcp/sqrt/rsqrt.approx: 1 ulp): a test that holds on the mock may need those tolerances on hardware.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...amd.emu import rt as _rt
+
+u8, u16, u32, u64 = np.uint8, np.uint16, np.uint32, np.uint64
+i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
+f16, f32, f64 = np.float16, np.float32, np.float64
+
+UNSIGNED = {1: u8, 2: u16, 4: u32, 8: u64}
+SIGNED = {1: i8, 2: i16, 4: i32, 8: i64}
+
+
+def arr(v, n: int, dt) -> np.ndarray:
+  """v as a length-n array of dt (a broadcast scalar becomes a real array)."""
+  v = np.asarray(v)
+  if v.dtype != dt: v = cast_bits(v, dt)
+  if v.ndim == 0 or v.shape[0] != n: return np.full(n, v, dt)
+  return v
+
+
+def cast_bits(v, to):
+  """Reinterpret/extend/truncate v's bits as dtype `to` (PTX register-size rules): the same size is a bit cast, a
+  narrower target keeps the low bits, a wider one sign-extends a signed source and zero-extends the rest."""
+  v = np.asarray(v)
+  src = v.dtype
+  to = np.dtype(to)
+  if src == to: return v
+  if to == np.bool_: return v != 0
+  if src == np.bool_: return v.astype(to)
+  if src.itemsize == to.itemsize: return v.view(to)
+  if src.kind == "f": v = v.view(UNSIGNED[src.itemsize]); src = v.dtype
+  if to.itemsize < src.itemsize: return v.astype(UNSIGNED[to.itemsize]).view(to) if to.kind != "u" else v.astype(to)
+  wide = (SIGNED if src.kind == "i" else UNSIGNED)[to.itemsize]
+  r = v.astype(wide)
+  return r if r.dtype == to else r.view(to)
+
+
+# ---- integers ----
+def idiv(a, b):
+  a, b = np.asarray(a), np.asarray(b)
+  with np.errstate(all="ignore"):
+    if a.dtype.kind == "u":
+      return np.where(b == 0, ~np.zeros((), a.dtype), a // np.where(b == 0, 1, b).astype(a.dtype)).astype(a.dtype)
+    bb = np.where(b == 0, 1, b).astype(a.dtype)
+    r = np.fmod(a, bb)
+    q = ((a - r) // bb).astype(a.dtype)   # exact (a - r is a multiple); INT_MIN // -1 wraps to INT_MIN
+    q = np.where(bb == -1, (-a).astype(a.dtype), q)
+    return np.where(b == 0, np.array(-1, a.dtype), q).astype(a.dtype)
+
+
+def irem(a, b):
+  a, b = np.asarray(a), np.asarray(b)
+  with np.errstate(all="ignore"):
+    bb = np.where(b == 0, 1, b).astype(a.dtype)
+    if a.dtype.kind == "i": bb = np.where(bb == -1, 1, bb).astype(a.dtype)
+    r = np.fmod(a, bb) if a.dtype.kind == "i" else a % bb
+    return np.where(b == 0, a, r).astype(a.dtype)
+
+
+def shl(a, b):
+  a = np.asarray(a)
+  w = a.dtype.itemsize * 8
+  b = np.asarray(b).astype(u32)
+  s = np.minimum(b, w - 1).astype(a.dtype)
+  return np.where(b >= w, np.zeros((), a.dtype), a << s).astype(a.dtype)
+
+
+def shr(a, b):
+  a = np.asarray(a)
+  w = a.dtype.itemsize * 8
+  b = np.asarray(b).astype(u32)
+  s = np.minimum(b, w - 1).astype(a.dtype)
+  if a.dtype.kind == "i": return (a >> s).astype(a.dtype)   # clamped: an arithmetic shift by w-1 fills the sign
+  return np.where(b >= w, np.zeros((), a.dtype), a >> s).astype(a.dtype)
+
+
+def _umulhi64(a, b):
+  a, b = np.asarray(a).astype(u64), np.asarray(b).astype(u64)
+  m32 = u64(0xFFFFFFFF)
+  al, ah, bl, bh = a & m32, a >> u64(32), b & m32, b >> u64(32)
+  ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+  mid = (ll >> u64(32)) + (lh & m32) + (hl & m32)
+  return hh + (lh >> u64(32)) + (hl >> u64(32)) + (mid >> u64(32))
+
+
+def mulhi(a, b):
+  a, b = np.asarray(a), np.asarray(b)
+  dt = a.dtype
+  if dt.itemsize <= 4:
+    wide = i64 if dt.kind == "i" else u64
+    return ((a.astype(wide) * b.astype(wide)) >> (8 * dt.itemsize)).astype(dt)
+  with np.errstate(all="ignore"):
+    h = _umulhi64(a.view(u64) if dt.kind == "i" else a, b.view(u64) if dt.kind == "i" else b)
+    if dt.kind == "i":
+      h = h - np.where(a < 0, b.view(u64), u64(0)) - np.where(b < 0, a.view(u64), u64(0))
+      return h.view(i64)
+    return h
+
+
+def mulwide(a, b):
+  a, b = np.asarray(a), np.asarray(b)
+  dt = a.dtype
+  wide = (SIGNED if dt.kind == "i" else UNSIGNED)[dt.itemsize * 2]
+  return a.astype(wide) * b.astype(wide)
+
+
+def sat_s32(v):
+  return np.clip(np.asarray(v, i64), -2**31, 2**31 - 1).astype(i32)
+
+
+def popc(a):
+  return np.bitwise_count(np.asarray(a)).astype(u32)
+
+
+def _clz32(a):
+  a = np.asarray(a).astype(u32)
+  n = np.zeros(a.shape, u32)
+  x = a.copy()
+  for s in (16, 8, 4, 2, 1):
+    top = x >> u32(32 - s) == 0
+    n = np.where(top, n + u32(s), n)
+    x = np.where(top, x << u32(s), x)
+  return np.where(a == 0, u32(32), n).astype(u32)
+
+
+def clz(a):
+  a = np.asarray(a)
+  if a.dtype.itemsize == 8:
+    a = a.view(u64) if a.dtype.kind == "i" else a
+    hi, lo = (a >> u64(32)).astype(u32), (a & u64(0xFFFFFFFF)).astype(u32)
+    return np.where(hi != 0, _clz32(hi), u32(32) + _clz32(lo)).astype(u32)
+  return _clz32(cast_bits(a, u32))
+
+
+_REV8 = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], u8)
+
+
+def brev(a):
+  a = np.ascontiguousarray(np.asarray(a))
+  k = a.dtype.itemsize
+  b = _REV8[a.view(u8).reshape(a.shape + (k,))][..., ::-1]
+  return np.ascontiguousarray(b).view(a.dtype).reshape(a.shape)
+
+
+def bfind(a, shiftamt: bool):
+  a = np.asarray(a)
+  w = a.dtype.itemsize * 8
+  x = np.where(a < 0, ~a, a) if a.dtype.kind == "i" else a
+  x = cast_bits(x, UNSIGNED[a.dtype.itemsize])
+  pos = (w - 1) - clz(x).astype(i64)
+  none = pos < 0
+  if shiftamt: pos = (w - 1) - pos
+  return np.where(none, u32(0xFFFFFFFF), pos.astype(u32)).astype(u32)
+
+
+def bfe(a, pos, ln):
+  """bfe ("Integer Arithmetic Instructions: bfe"): the bits [pos, pos+len) of a that exist (below the width) go to
+  the low bits; the rest is 0 (.u) or the sign bit a[min(pos+len-1, w-1)] (.s; 0 when len is 0)."""
+  a = np.asarray(a)
+  dt = a.dtype
+  w = dt.itemsize * 8
+  pos = np.asarray(pos).astype(i64) & 0xFF
+  ln = np.asarray(ln).astype(i64) & 0xFF
+  ua = cast_bits(a, UNSIGNED[dt.itemsize]).astype(u64)
+  with np.errstate(all="ignore"):
+    take = np.clip(np.minimum(ln, w - np.minimum(pos, w)), 0, 64)     # bits actually taken from a
+    field = np.where(pos >= w, u64(0), ua >> np.minimum(pos, w - 1).astype(u64))
+    mask = np.where(take >= 64, ~u64(0), (u64(1) << np.minimum(take, 63).astype(u64)) - u64(1))
+    out = field & mask
+    if dt.kind == "i":
+      msb = np.minimum(pos + ln - 1, w - 1)
+      sbit = (((ua >> np.maximum(msb, 0).astype(u64)) & u64(1)) != 0) & (ln > 0)
+      out = np.where(sbit, out | ~mask, out)
+  return out.astype(UNSIGNED[dt.itemsize]).view(dt) if w != 64 else out.view(dt)
+
+
+def bfi(a, b, pos, ln):
+  b = np.asarray(b)
+  dt = b.dtype
+  w = dt.itemsize * 8
+  pos = np.asarray(pos).astype(i64) & 0xFF
+  ln = np.asarray(ln).astype(i64) & 0xFF
+  ua, ub = cast_bits(np.asarray(a), u64) if w == 64 else cast_bits(np.asarray(a), u32).astype(u64), \
+           cast_bits(b, u64) if w == 64 else cast_bits(b, u32).astype(u64)
+  with np.errstate(all="ignore"):
+    lnc = np.minimum(ln, w)
+    mask = np.where(lnc >= 64, ~u64(0), (u64(1) << np.minimum(lnc, 63).astype(u64)) - u64(1))
+    sh = np.minimum(pos, 63).astype(u64)
+    m = np.where(pos >= w, u64(0), mask << sh)
+    r = (ub & ~m) | ((ua << sh) & m)
+  r = r if w == 64 else (r & u64(0xFFFFFFFF)).astype(u32)
+  return r.view(dt) if r.dtype != dt else r
+
+
+def prmt(a, b, c):
+  """prmt.b32 default mode: bytes {b, a} (a = bytes 0-3), each selector nibble picks one (bit 3: replicate its sign)."""
+  a, b, c = (np.asarray(x).astype(u64) for x in (a, b, c))
+  src = (b << u64(32)) | a
+  r = np.zeros(np.broadcast(a, b, c).shape, u64)
+  for i in range(4):
+    sel = (c >> u64(4 * i)) & u64(0xF)
+    byte = (src >> ((sel & u64(7)) * u64(8))) & u64(0xFF)
+    byte = np.where((sel & u64(8)) != 0, np.where((byte & u64(0x80)) != 0, u64(0xFF), u64(0)), byte)
+    r |= byte << u64(8 * i)
+  return r.astype(u32)
+
+
+# ---- floats ----
+def ftz32(x):
+  x = np.asarray(x)
+  return np.where(np.abs(x) < np.float32(1.17549435e-38), np.copysign(np.float32(0), x), x).astype(f32)
+
+
+def sat01(x):
+  x = np.asarray(x)
+  return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
+
+
+def fma(a, b, c, dt):
+  if dt == f32: return _rt.fma32(a, b, c)
+  if dt == f64: return _rt.fma64(a, b, c)
+  if dt == f16: return _rt.fma16(a, b, c)
+  raise TypeError(dt)
+
+
+def via64(fn, dt, *xs):
+  """fn computed in float64 and rounded once to dt (exact for f16 add/sub/mul: their results fit in 53 bits)."""
+  with np.errstate(all="ignore"):
+    return np.asarray(fn(*[np.asarray(x).astype(f64) for x in xs])).astype(dt)
+
+
+def fmin(a, b, nan: bool):
+  return np.minimum(a, b) if nan else np.fmin(a, b)
+
+
+def fmax(a, b, nan: bool):
+  return np.maximum(a, b) if nan else np.fmax(a, b)
+
+
+def bf16_to_f32(bits):
+  return (np.asarray(bits).astype(u32) << u32(16)).view(f32)
+
+
+def f32_to_bf16(x, mode="rn"):
+  u = np.asarray(x, f32).view(u32).astype(u64)
+  nan = np.isnan(np.asarray(x, f32))
+  if mode == "rz": r = u >> u64(16)
+  else: r = (u + u64(0x7FFF) + ((u >> u64(16)) & u64(1))) >> u64(16)
+  return np.where(nan, (u >> u64(16)) | u64(0x40), r).astype(u16)
+
+
+def round_float(x, dt, mode: str):
+  """x (a wider float) rounded to float type dt with PTX rounding mode rn/rz/rm/rp: the nearest-even result, moved
+  one step toward zero / -inf / +inf where it went the other way."""
+  x = np.asarray(x)
+  with np.errstate(all="ignore"):
+    r = x.astype(dt)
+    if mode in ("rn", ""): return r
+    back = r.astype(x.dtype)
+    up, down = back > x, back < x       # rounded up / down (an overflow to inf counts as up)
+    if mode == "rz":
+      adj = np.where(x > 0, up, down)
+      toward = np.zeros((), dt)
+    elif mode == "rm": adj, toward = up, np.array(-np.inf, dt)
+    else: adj, toward = down, np.array(np.inf, dt)
+    return np.where(adj, np.nextafter(r, toward), r).astype(dt)
+
+
+_RINT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+
+
+def float_to_int(x, dt, mode: str):
+  """cvt.{rni,rzi,rmi,rpi}.int.float: rounded, clamped to dt's range (PTX saturates float->int), NaN -> 0."""
+  x = np.asarray(x).astype(f64)
+  with np.errstate(all="ignore"):
+    r = _RINT.get(mode, np.rint)(x)
+  info = np.iinfo(dt)
+  lo, hi = float(info.min), float(info.max)
+  if np.dtype(dt).itemsize < 8:
+    return np.where(np.isnan(r), 0, np.clip(r, lo, hi)).astype(dt)
+  big = r >= 2.0 ** (64 if info.min == 0 else 63)
+  small = r <= lo
+  safe = np.where(np.isnan(r) | big | small, 0, r)
+  out = safe.astype(dt)
+  out = np.where(big, dt(info.max), out)
+  return np.where(small & ~np.isnan(r), dt(info.min), out).astype(dt)
+
+
+def int_to_float(x, dt, mode: str):
+  """cvt.{rn,rz,rm,rp}.float.int. 32-bit ints are exact in f64, so one directed rounding of that is right; a 64-bit
+  int's f64 may itself be rounded, so the sign of its residue (x - f64(x), exact as an int) breaks the tie."""
+  x = np.asarray(x)
+  if mode in ("rn", ""):
+    return x.astype(f64).astype(f16) if dt == f16 and x.dtype.itemsize < 8 else x.astype(dt)
+  hi = x.astype(f64)
+  if x.dtype.itemsize < 8: return round_float(hi, dt, mode)
+  with np.errstate(all="ignore"):   # the residue is below 2^11 in size: modulo 2^64 arithmetic gives it exactly
+    big = hi >= 2.0 ** 63
+    hb = np.where(big, np.where(big & (hi < 2.0 ** 64), hi, 0).astype(u64),   # 2^64 (from u64 near the top): 0
+                  np.where(big, 0, hi).astype(i64).view(u64))
+    res = (x.view(u64) - hb).view(i64)
+  r = x.astype(dt) if dt != f16 else x.astype(f32).astype(f16)
+  rb = r.astype(f64)
+  above = (rb > hi) | ((rb == hi) & (res < 0))                 # r > the exact x
+  below = (rb < hi) | ((rb == hi) & (res > 0))
+  if mode == "rz": dn, up = above & (hi > 0), below & (hi < 0)
+  elif mode == "rm": dn, up = above, np.zeros_like(above)
+  else: dn, up = np.zeros_like(below), below
+  r = np.where(dn, np.nextafter(r, dt(-np.inf)), r)
+  return np.where(up, np.nextafter(r, dt(np.inf)), r).astype(dt)
+
+
+def approx(fn, x, dt):
+  with np.errstate(all="ignore"):
+    return fn(np.asarray(x).astype(f64)).astype(dt)
