@@ -237,8 +237,10 @@ class Gen:
       else: self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
     elif ty == "f32":
       self.write_v(r, f"R.f32bits({expr})")
+    elif re.fullmatch(r"[sv]\d+", expr.strip()):
+      self.write_v(r, expr)                     # a register moved as it is: write_v copies it
     else:
-      self.write_v(r, f"R.ibits({expr})")
+      self.write_v(r, f"R.ibits_new({expr})")   # an operation's result: a new array, converted only if not u32
 
   def write_lanes(self, r: int, expr: str) -> None:
     """Write a per-lane bool (n, L) result as a wave mask to SGPR r (wave64: the pair r, r+1) (VOPC, carry out):
