@@ -22,7 +22,8 @@ from .mockos import MockOS
 __all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
-MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire"}
+MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
+          ("QCOM", "KGSL"): "a mock Adreno 630 behind /dev/kgsl-3d0"}
 MAX_MOCK_GPUS = 16
 
 
@@ -43,6 +44,11 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
   if vendor == "BNXT":
     from .bnxt import open_bnxt_mock
     os, _nic = open_bnxt_mock(config, index)
+    return os
+  if vendor == "QCOM":
+    from .qcom import add_qcom_gpu
+    os = MockOS(config)
+    add_qcom_gpu(os)
     return os
   if not 0 <= index < MAX_MOCK_GPUS:
     raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
