@@ -5,7 +5,8 @@ disassembler and assembler (compiler/backend/ir3) interpret.
 The module holds, as plain data:
 - BITSETS: name -> {"extends", "size" (roots only), "gen": (min, max), "match", "dontcare", "mask" (this bitset's own
   <pattern>s), "cases": [case, ...]} where the cases are the <override>s in document order, then the default case;
-  a case is {"expr": name or None, "display": template or None, "fields": {name: field}}, a field {"low", "high",
+  "encode" holds the constant values the description's <encode> maps give fields (what Mesa's encoder writes into
+  bits no display shows); a case is {"expr": name or None, "display": template or None, "fields": {name: field}}, a field {"low", "high",
   "type", "display", "params": [(name, as)], "expr" (derived fields), "assert" (asserted value, for <assert>)}.
   A name given by several bitsets for different generations (per-gen leaves) is a list of such dicts.
 - ENUMS: name -> {value: display};  EXPRS: name -> C expression text (comments removed; {FIELD} references kept).
@@ -110,9 +111,16 @@ class _Reader:
     for p in b.findall("pattern"):
       m, d, k = _pattern(p, name)
       match, dontcare, mask = match | m, dontcare | d, mask | k
+    # <encode><map name=F>N</map>: the value the encoder gives field F when it is a constant (force: always)
+    encode = {}
+    for e in b.findall("encode"):
+      for m in e.findall("map"):
+        text = (m.text or "").strip()
+        if re.fullmatch(r"0x[0-9a-fA-F]+|\d+", text): encode[m.get("name")] = (int(text, 0), m.get("force") == "true")
     self.bitsets.setdefault(name, []).append(
       {"name": name, "extends": b.get("extends"), "size": int(b.get("size")) if b.get("size") else None,
-       "gen": (gen_min, gen_max), "match": match, "dontcare": dontcare, "mask": mask, "cases": cases})
+       "gen": (gen_min, gen_max), "match": match, "dontcare": dontcare, "mask": mask, "cases": cases,
+       "encode": encode})
 
 
 def _display_attr(e: ET.Element):
