@@ -96,7 +96,8 @@ def parse(text: str, name: str = "program") -> tuple[Kernel, str]:
       size_text = code[len("@buf"):].split("(", 1)[0].strip()
       if not size_text.isdigit() or int(size_text) <= 0:
         raise DeviceError(f"{where}: @buf needs a size in dwords, got {size_text!r}")
-      k.bufs.append((int(size_text), _regid(arg, "c", where) if arg is not None else None))
+      creg = re.search(r"\(([^)]*)\)", code)
+      k.bufs.append((int(size_text), _regid(creg.group(1), "c", where) if creg else None))
     elif head == "const":
       base = _regid(arg or "", "c", where)
       vals = [v for v in rest.split(",") if v.strip()]
