@@ -252,6 +252,12 @@ class Instr:
     self.pc, self.name, self.text, self.run, self.rpt, self.kind = pc, name, text, run, rpt, kind
 
 
+def _bad(pc, text, why):
+  def run(F, D, i=0):
+    raise GPUFault(f"ir3: instruction {pc} ({text}) is not modelled: {why}", kind="illegal instruction")
+  return run
+
+
 # ---- instruction builders: each returns (run(F, D), kind); kind "alu" runs (rpt+1) times and steps the pc
 def _build(d, pc):
   n, f = d.name, d.fields
@@ -590,13 +596,16 @@ def _ldst_ibo(d):
   t, nb, half = _typeinfo(f)
   comps = f.get("TYPE_SIZE", 1)
   store = name.startswith("stib")
-  val_reg, coord = (_gpr(f["SRC1"]) if store else _dst(d)), _gpr(f["SRC2"])
+  val_reg, coord = _gpr(f["SRC1"]), _gpr(f["SRC2"])     # ldib's destination is its SRC1 field too
+  # the coordinate counts elements: a typed access's element is a texel of `comps` components, an untyped one's a
+  # single component (the components of a vector access are consecutive elements)
+  typed = bool(f["TYPED"].fields.get("TYPED", 0)) if "TYPED" in f else False
   def run(F, D, i):
     ix = F.idx()
     base, count = _ibo(F, D, f, ix)
     elem = F.R[coord][ix].astype(np.int64)
     for c in range(comps):
-      addr = base + ((elem * comps + c) * nb).astype(np.uint64)
+      addr = base + (((elem * comps if typed else elem) + c) * nb).astype(np.uint64)
       if store: D.mem.store(addr, F.read(val_reg + c, half)[ix], nb, f"{name} at pc {d.pc}")
       else:
         out = np.zeros(F.n, np.uint32)
