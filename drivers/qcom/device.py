@@ -17,7 +17,7 @@ from array import array
 from collections import deque
 
 from ...compiler import queue as Q
-from ...errors import DeviceError, Timeout
+from ...errors import DeviceError, GPUFault, Timeout
 from ..hcq import Buffer
 from ..hcq.alloc import LaunchRing
 from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, Engine
@@ -56,7 +56,14 @@ class KGSLEngine(Engine):
     va = dev.ib_ring.alloc(len(words) * 4, value)
     off = va - dev.ib_ring.va
     dev.ib_view[off:off + len(words) * 4] = words.tobytes()
-    ts = dev.iface.submit(va, len(words) * 4)
+    try: ts = dev.iface.submit(va, len(words) * 4)
+    except BaseException as e:
+      # nothing reached the GPU: the timeline value and the space are given back (no later wait waits for them);
+      # a context KGSL reports faulted is the device's fault from now on
+      dev.ib_ring.cancel(value)
+      dev._abandon(self, value, 0, release=False)
+      if isinstance(e, GPUFault): dev._remember_fault(e)
+      raise
     self.submitted.append((value, ts))
 
   def timestamp_for(self, value: int) -> int | None:

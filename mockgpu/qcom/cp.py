@@ -195,7 +195,8 @@ class CommandProcessor:
     code = self.words(code_va, instrlen * 32, "the shader (SP_CS_OBJ_START)")
     d = Dispatch(self.model, self.chip_id, code, code_va, groups, local, consts=self.consts, ibos=self.ibos,
                  wgid_reg=cntl0 & 0xFF, localid_reg=cntl0 >> 24,
-                 wave=128 if ctrl & a.A6XX_SP_CS_CTRL_REG0_THREADSIZE__MASK else 64, cache=self.programs)
+                 wave=128 if ctrl & a.A6XX_SP_CS_CTRL_REG0_THREADSIZE__MASK else 64, cache=self.programs,
+                 deadline=time.monotonic() + self.model.hang_timeout_s)
     d.run()
     self.dispatches += 1
     self.instructions += d.executed

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 
 import numpy as np
 
@@ -749,9 +750,11 @@ class Dispatch:
   """One CP_EXEC_CS: the work-groups run in batches of whole groups."""
 
   def __init__(self, model, chip_id, code, code_va, groups, local, consts, ibos, wgid_reg, localid_reg, wave=64,
-               cache=None):
-    """cache: {code bytes: compiled program} kept by the caller for one constant file (the closures read it)."""
+               cache=None, deadline: float | None = None):
+    """cache: {code bytes: compiled program} kept by the caller for one constant file (the closures read it);
+    deadline: time.monotonic() after which the dispatch counts as a GPU hang (GPUFault kind "hang")."""
     self.cache = {} if cache is None else cache
+    self.deadline = deadline
     self.model, self.groups, self.local_size = model, groups, local
     self.consts, self.ibos, self.wave = consts, ibos, wave
     self.wgid_reg, self.localid_reg = wgid_reg, localid_reg
@@ -815,7 +818,6 @@ class Dispatch:
 
   def _run_batch(self, F) -> None:
     prog, n_prog = self.prog, len(self.prog)
-    limit = 1 << 26
     steps = 0
     while True:
       alive = F.alive
@@ -838,4 +840,6 @@ class Dispatch:
         if F.sel is None: F.pc += 1
         else: F.pc[F.sel] += 1
       steps += 1
-      if steps > limit: raise GPUFault(f"ir3: more than {limit} instructions in one batch (an endless loop?)", kind="hang")
+      if not steps & 1023 and self.deadline is not None and time.monotonic() > self.deadline:
+        raise GPUFault(f"ir3: the dispatch still runs at pc {int(F.pc[F.alive].min())} after the hang timeout "
+                       f"({self.executed} fiber-instructions)", kind="hang")

@@ -32,6 +32,7 @@ PATH = "/dev/kgsl-3d0"
 CHIP_A630 = 0x06030001
 GMEM_A630 = 1 << 20
 MAX_OBJECT = 1 << 32
+HANG_TIMEOUT_S = 2.0             # KGSL's dispatcher declares a submission hung after 2 s (adreno_drawobj_timeout)
 
 
 @dataclasses.dataclass
@@ -83,6 +84,7 @@ class KGSLModel:
     self._next_obj, self._next_ctx = 1, 1
     self.queue: list = []                              # (context, timestamp, [(ib va, bytes)]) in submission order
     self.blocked = False                               # the CP waits on memory (CP_WAIT_REG_MEM)
+    self.hang_timeout_s = HANG_TIMEOUT_S               # a dispatch running longer is a GPU hang (the context faults)
     from .cp import CommandProcessor
     self.cp = CommandProcessor(self, chip_id)
 

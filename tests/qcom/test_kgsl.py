@@ -120,6 +120,18 @@ def test_a_fault_names_the_context_and_timestamp_and_latches():
     with pytest.raises(DeviceError, match="faulted earlier"): prog(global_size=(1,), local_size=(1,), wait=True)
 
 
+def test_a_submission_after_an_unseen_fault_is_refused_by_kgsl_and_latched():
+  with fresh() as dev:
+    words = cp.wait_for_idle()
+    words[0] ^= 1 << 23                               # an illegal packet: the context faults (nobody waits yet)
+    first = dev.submit_cp(words)
+    with pytest.raises(GPUFault, match=r"context 1 faulted at timestamp 1.*IOCTL_KGSL_GPU_COMMAND failed.*EDEADLK|"
+                                       r"context 1 faulted at timestamp 1.*IOCTL_KGSL_GPU_COMMAND failed"):
+      dev.submit_cp(cp.wait_for_idle())
+    assert dev.timeline.value == first               # the refused submission gave its value back
+    with pytest.raises(DeviceError, match="faulted earlier"): dev.submit_cp(cp.wait_for_idle())
+
+
 def test_an_illegal_packet_faults_the_context():
   with fresh() as dev:
     words = cp.wait_for_idle()
