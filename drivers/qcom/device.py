@@ -31,8 +31,8 @@ V_TIMELINE = ("var", "timeline")
 
 
 class LaunchShape:
-  __slots__ = ("cmd", "grid")
-  def __init__(self, cmd, grid): self.cmd, self.grid = cmd, grid
+  __slots__ = ("cmd", "grid", "block")
+  def __init__(self, cmd, grid, block): self.cmd, self.grid, self.block = cmd, grid, block
 
 
 class KGSLEngine(Engine):
@@ -133,13 +133,30 @@ class QCOMDevice(HCQDevice):
     els.append(Q.call(Q.program(prog.name, prog, grid, block)))
     if timed: els.append(Q.timestamp(T_END))
     els.append(Q.store(TIMELINE, TIMELINE_VALUE))
-    return LaunchShape(self.compute.build(Q.queue(COMPUTE, *els)), grid)
+    return LaunchShape(self.compute.build(Q.queue(COMPUTE, *els)), grid, block)
 
   def _launch_words(self, prog: QCOMProgram, shape, explicit: bytes, value: int):
     data = prog.launch_data(explicit, shape.grid)
     va, view = self.launch_data_slot(len(data), value)
     view[:] = data
     return shape.cmd.fill({V_CONSTS: va, V_IBOS: va + prog.constlen * 16, V_TIMELINE: value})
+
+  # ---- bound launches: the launches' constants and IBO descriptors kept in their own memory, the words built once
+  def _record(self, planned):
+    datas = [prog.launch_data(explicit, shape.grid) for prog, shape, explicit in planned]
+    offsets, size = [], 0
+    for d in datas:
+      offsets.append(size)
+      size = (size + len(d) + 63) & ~63
+    mem = self._kgsl(size)
+    words = []
+    for (prog, shape, _), data, off in zip(planned, datas, offsets):
+      mem.cpu[off:off + len(data)] = data
+      cmd = self.compute.build(Q.queue(COMPUTE, Q.barrier(), Q.call(Q.program(prog.name, prog, shape.grid, shape.block))))
+      words += cmd.fill({V_CONSTS: mem.va + off, V_IBOS: mem.va + off + prog.constlen * 16})
+    return array("I", words)
+
+  def _replay_words(self, recording): return recording
 
   def submit_cp(self, words) -> int:
     """Run raw CP packets, then signal the timeline. Returns the timeline value."""

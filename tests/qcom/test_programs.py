@@ -170,3 +170,17 @@ def test_half_precision(dev):
   np.testing.assert_array_equal(out[:, 1], (x + y).astype(np.float32))
   np.testing.assert_array_equal(out[:, 2], (x * y + x).astype(np.float32))
   np.testing.assert_array_equal(out[:, 3], np.maximum(x, y).astype(np.float32))
+
+
+def test_bound_launches_replay(dev):
+  prog = dev.load(program("vadd"), "vadd")
+  a, b, c = (dev.alloc(256 * 4) for _ in range(3))
+  x = np.arange(256, dtype=np.float32)
+  dev.copyin(a, x)
+  dev.copyin(b, x * 3)
+  bound = dev.bind(prog, a, b, c, global_size=(4,), local_size=(64, 1, 1))
+  bound(wait=True)
+  np.testing.assert_array_equal(np.frombuffer(dev.copyout(c), np.float32), x * 4)
+  dev.copyin(b, x)                                  # the same launch again, on new data
+  bound(wait=True)
+  np.testing.assert_array_equal(np.frombuffer(dev.copyout(c), np.float32), x * 2)
