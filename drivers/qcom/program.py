@@ -116,25 +116,22 @@ def parse(text: str, name: str = "program") -> tuple[Kernel, str]:
   return k, "\n".join(body) + "\n"
 
 
-def footprint(isa, words) -> tuple[int, int, int]:
-  """(full registers, half registers, vec4 constants) the instructions name: the highest index + 1 of each."""
-  top = {"full": -1, "half": -1, "const": -1}
+def footprint(isa, words) -> tuple[int, int]:
+  """(full registers, vec4 constants) the instructions name: the highest index + 1 of each. Every register is
+  counted as a full one (a half register hrN lives in r(N/2) with merged registers, so this never counts short);
+  r48 and up (the work-group id registers, a0, p0) are not part of the footprint."""
+  top = {"gpr": -1, "const": -1}
 
-  def walk(d, half):
-    for key, v in d.fields.items():
-      if hasattr(v, "fields"):
-        h = half or bool(v.fields.get("HALF", 0))
-        if v.name == "#reg-gpr":
-          gpr = v.fields.get("GPR", 0)
-          if gpr < 48: top["half" if h else "full"] = max(top["half" if h else "full"], gpr)
-        elif v.name == "#reg-const":
-          top["const"] = max(top["const"], v.fields.get("CONST", 0))
-        walk(v, h)
+  def walk(d):
+    for v in d.fields.values():
+      if not hasattr(v, "fields"): continue
+      if v.name == "#reg-gpr" and v.fields.get("GPR", 0) < 48: top["gpr"] = max(top["gpr"], v.fields["GPR"])
+      elif v.name == "#reg-const": top["const"] = max(top["const"], v.fields.get("CONST", 0))
+      walk(v)
   for w in words:
-    try: d = isa.decode(w)
-    except Exception: continue                   # nothing the footprint depends on
-    walk(d, bool(d.fields.get("DST_HALF", 0)) and not d.fields.get("FULL", 1))
-  return top["full"] + 1, top["half"] + 1, top["const"] + 1
+    try: walk(isa.decode(w))
+    except Exception: continue                   # a word of no instruction names no register
+  return top["gpr"] + 1, top["const"] + 1
 
 
 class IR3Layout:
@@ -169,11 +166,13 @@ class QCOMProgram(Program):
     super().__init__(device, name, IR3Layout(kernel, name), 1024)
     self.kernel, self.code_va, self.code_size = kernel, code_va, code_size
     self.required_block = kernel.local_size
-    full, half, consts = footprint(device.isa, words)
-    self.full_regs, self.half_regs = max(full, 1), half
+    full, consts = footprint(device.isa, words)
+    self.full_regs = max(full, 1)
     top_const = max([consts * 4 - 1, *kernel.consts, kernel.numwg + 2 if kernel.numwg is not None else -1,
                      *(c + 1 for _, c in kernel.bufs if c is not None)])
     self.constlen = max(4, (top_const // 4 + 4) & ~3)   # vec4s, a multiple of 4 (HLSQ_CS_CNTL_CONSTLEN drops 2 bits)
+    if self.constlen > 1020 or self.full_regs > 48:
+      raise DeviceError(f"{name}: needs {self.constlen} vec4 constants and {self.full_regs} registers (at most 1020, 48)")
 
   def make_shape(self, grid, block, timed, shared=None):
     return self.device.launch_cmdbuf(self, grid, block, timed)
@@ -198,13 +197,14 @@ class QCOMProgram(Program):
       a.A6XX_HLSQ_CS_CNTL_0_WGOFFSETCONSTID(REGID_NONE) | a.A6XX_HLSQ_CS_CNTL_0_LOCALIDREGID(k.invocation_id)
     ndrange = a.A6XX_HLSQ_CS_NDRANGE_0_KERNELDIM(3) | a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEX(block[0] - 1) | \
       a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEY(block[1] - 1) | a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEZ(block[2] - 1)
+    # merged registers (half registers are halves of the full ones: a6xx's mode, and what the mock models)
     ctrl = a.A6XX_SP_CS_CTRL_REG0_THREADSIZE(0) | a.A6XX_SP_CS_CTRL_REG0_FULLREGFOOTPRINT(self.full_regs) | \
-      a.A6XX_SP_CS_CTRL_REG0_HALFREGFOOTPRINT(self.half_regs) | a.A6XX_SP_CS_CTRL_REG0_BRANCHSTACK(k.branchstack)
+      a.A6XX_SP_CS_CTRL_REG0_BRANCHSTACK(k.branchstack) | a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS
     nibo = len(k.bufs)
     units = (self.code_size + INSTR_GROUP - 1) // INSTR_GROUP
     words = cp.set_marker(p.RM6_COMPUTE)
     words += cp.pkt4(a.REG_A6XX_SP_CS_CTRL_REG0, ctrl)
-    words += cp.pkt4(a.REG_A6XX_HLSQ_CS_CNTL, a.A6XX_HLSQ_CS_CNTL_CONSTLEN(self.constlen * 4) | a.A6XX_HLSQ_CS_CNTL_ENABLED)
+    words += cp.pkt4(a.REG_A6XX_HLSQ_CS_CNTL, a.A6XX_HLSQ_CS_CNTL_CONSTLEN(self.constlen) | a.A6XX_HLSQ_CS_CNTL_ENABLED)
     words += cp.pkt4(a.REG_A6XX_SP_CS_CNTL_0, cntl0) + cp.pkt4(a.REG_A6XX_HLSQ_CS_CNTL_0, cntl0)
     words += cp.pkt4(a.REG_A6XX_HLSQ_CS_NDRANGE_0, ndrange, grid[0] * block[0], 0, grid[1] * block[1], 0,
                      grid[2] * block[2], 0)

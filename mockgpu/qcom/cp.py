@@ -192,6 +192,9 @@ class CommandProcessor:
     code_va = r.get(a.REG_A6XX_SP_CS_OBJ_START, 0) | r.get(a.REG_A6XX_SP_CS_OBJ_START + 1, 0) << 32
     instrlen = r.get(a.REG_A6XX_SP_CS_INSTRLEN, 0)
     if not code_va or not instrlen: raise GPUFault("CP_EXEC_CS without a shader (SP_CS_OBJ_START/INSTRLEN)", address=where, kind="CP illegal instruction")
+    if not ctrl & a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS:
+      raise GPUFault("CP_EXEC_CS: separate half registers (SP_CS_CTRL_REG0 without MERGEDREGS) are not modelled",
+                     address=where, kind="CP illegal instruction")
     code = self.words(code_va, instrlen * 32, "the shader (SP_CS_OBJ_START)")
     d = Dispatch(self.model, self.chip_id, code, code_va, groups, local, consts=self.consts, ibos=self.ibos,
                  wgid_reg=cntl0 & 0xFF, localid_reg=cntl0 >> 24,

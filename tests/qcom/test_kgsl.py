@@ -189,3 +189,22 @@ def test_an_instruction_the_model_does_not_know_faults_naming_it():
     except DeviceError: pytest.skip("the assembler does not take this spelling")
     with pytest.raises(GPUFault, match=r"instruction 0 \(isam.*is not modelled"):
       prog(global_size=(1,), local_size=(1,), wait=True)
+
+
+def test_dispatch_registers_follow_the_program():
+  with fresh() as dev:
+    prog = dev.load(b"@localsize 8, 2, 1\n@buf 4\n@const(c9.x) 1.0\n@wgid(r48.x)\n@invocationid(r0.x)\n"
+                    b"mov.u32u32 r13.y, c2.x\nend\nnop\n", "p")
+    words = list(prog.dispatch_words((3, 1, 1), (8, 2, 1)))
+    regs = {}
+    for _, name, fields in cp.decode([w if isinstance(w, int) else 0 for w in words]):
+      if name == "PKT4": regs.update(f.split("=") for f in fields)
+    ctrl = int(regs["SP_CS_CTRL_REG0"], 16)
+    assert (ctrl & a6xx.A6XX_SP_CS_CTRL_REG0_FULLREGFOOTPRINT__MASK) >> 7 == 14          # r13 is the highest
+    assert ctrl & a6xx.A6XX_SP_CS_CTRL_REG0_MERGEDREGS
+    assert int(regs["HLSQ_CS_CNTL"], 16) & 0xFF == 12 // 4 and prog.constlen == 12      # c9 -> 3 x 4 vec4s
+    cntl0 = int(regs["HLSQ_CS_CNTL_0"], 16)
+    assert cntl0 & 0xFF == 48 * 4 and cntl0 >> 24 == 0                                    # wgid r48.x, local id r0.x
+    nd = int(regs["HLSQ_CS_NDRANGE_0"], 16)
+    assert (nd >> 2 & 0x3FF, nd >> 12 & 0x3FF, nd >> 22) == (7, 1, 0)                   # local size - 1
+    assert int(regs["HLSQ_CS_NDRANGE_1"], 16) == 24 and int(regs["SP_CS_CONFIG"], 16) >> 22 == 1   # 1 IBO
