@@ -20,7 +20,9 @@ The machine modelled (a6xx):
   - memory: ldg/stg (64-bit addresses; .a forms address src1 + (src2 << shift) + (off << 2)), ldib/stib and
     atomic.b.* through IBO descriptors (CP_LOAD_STATE6 ST6_IBO: the base address in dwords 4-5), atomic.g.* on global
     addresses, ldl/stl/ldlw/stlw and atomic.* on the work-group's 32 KiB of local memory, ldp/stp private memory,
-    stc to the constant file, resinfo.b, getfiberid/getwid/getspid, bar/fence (a barrier holds by the lowest-pc rule).
+    stc to the constant file (c[N] counted in scalar components, the first live fiber's values), resinfo.b,
+    getfiberid/getwid/getspid, bar/fence (a barrier holds by the lowest-pc rule). Offsets of ldg/stg, ldl/stl and
+    ldp/stp immediates are bytes; an atomic.b's result replaces its data register (the encoding has no destination).
 A global access outside every KGSL memory object raises hcq.GPUFault with the address (the context faults); an
 instruction the model does not know raises GPUFault naming it and its pc."""
 from __future__ import annotations
