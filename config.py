@@ -40,6 +40,8 @@ class Config:
   # mock device behaviour
   mock_threaded: bool = False
   mock_instruction_budget: int = 50_000_000
+  # the GPU the mock AMD device poses as (HCQ_MOCK_GPU, one of MOCK_GPUS): its KFD topology, IP versions and ISA
+  mock_gpu: str = "gfx1100"
   # mock BNXT NIC: its UDP "PHY" port on 127.0.0.1 (0 = any), the peer NIC's port (0 = none), a pcap of its wire,
   # wire faults ("drop=3,corrupt=1,reorder=2,p_drop=0.1"), its MAC (12 hex digits; "" = 02:00:00:00:00:<index+1>)
   bnxt_mock_port: int = 0
@@ -47,6 +49,9 @@ class Config:
   bnxt_mock_pcap: str = ""
   bnxt_mock_faults: str = ""
   bnxt_mock_mac: str = ""
+  # mock NV GPU: which GPU MOCK+NV models ("H200": GH100 with driver 580, the default; "AD102": an Ada RTX 4090;
+  # "B200": a Blackwell GB100)
+  nv_mock_gpu: str = "H200"
   debug: int = 0
   # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
   exec_path: str = os.defpath
@@ -102,6 +107,18 @@ def check_mac(value) -> None:
     raise ValueError(f"{value!r} is not a MAC address (12 hex digits, e.g. 020000000001)")
 
 
+# the targets the mock AMD GPU can pose as: RDNA3 (Navi 31), RDNA4 (Navi 44), CDNA3 (MI300X, wave64)
+MOCK_GPUS = ("gfx1100", "gfx1200", "gfx942")
+
+
+def check_mock_gpu(value) -> None:
+  if value not in MOCK_GPUS: raise ValueError(f"{value!r} is not a mock GPU target (one of {', '.join(MOCK_GPUS)})")
+
+
+def check_nv_mock_gpu(value) -> None:
+  if value not in ("H200", "AD102", "B200"): raise ValueError(f"{value!r} is not a mock NV GPU (H200, AD102 or B200)")
+
+
 def check_faults(value) -> None:
   if not isinstance(value, str): raise ValueError(f"{value!r} is not a fault spec")
   parse_faults(value)
@@ -109,9 +126,10 @@ def check_faults(value) -> None:
 
 # Config fields whose values are checked whenever a Config is made, and the variable each comes from
 CHECKS = {"bnxt_mock_port": check_udp_port, "bnxt_mock_peer": check_udp_port, "bnxt_mock_mac": check_mac,
-          "bnxt_mock_faults": check_faults}
+          "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu, "nv_mock_gpu": check_nv_mock_gpu}
 ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT_MOCK_PEER",
-             "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS"}
+             "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS", "mock_gpu": "HCQ_MOCK_GPU",
+             "nv_mock_gpu": "HCQ_NV_MOCK_GPU"}
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:
@@ -165,11 +183,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     firmware_dir=env.get("HCQ_FIRMWARE_DIR") or d.firmware_dir,
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
+    mock_gpu=(_raw(env, "HCQ_MOCK_GPU") or d.mock_gpu).strip(),
     bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0, hi=65535),
     bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0, hi=65535),
     bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),
     bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
+    nv_mock_gpu=(env.get("HCQ_NV_MOCK_GPU") or d.nv_mock_gpu).upper(),
     debug=_int(env, "HCQ_DEBUG", 0),
     exec_path=env.get("PATH", d.exec_path),
   )

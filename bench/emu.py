@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/emu.py [--runs 15]
     .venv/bin/python bench/emu.py --small     # fixed per-dispatch cost: device time of tiny dispatches (issue 6)
+    .venv/bin/python bench/emu.py --waves     # wave64 (gfx942) next to wave32 (gfx1100, gfx1200), same kernel
 
 The emulator is measured from outside, as any user sees it: hcq.open("MOCK+AMD"), dev.load, dev.alloc/copyin and
 prog(..., wait=True), whose return value is the kernel's device time (the mock GPU's timestamps written before and
@@ -14,10 +15,19 @@ Prints the wave-instruction count, the dispatch time (median and best of the run
 also translates the code), the process CPU time per dispatch and wave-instructions per second. The target (issue 5):
 >= 3.5M wave-instructions/s, i.e. the whole dispatch in <= 18 ms on the project's 2-core machine. The machine is
 shared: expect noise.
+
+--waves (issue 19): the same OpenCL vadd, compiled by clang-19 for gfx1100 and gfx1200 (wave32) and gfx942 (wave64;
+the committed fixtures), each launched on MOCK+AMD posing as that target (Config.mock_gpu) over the same 65,536
+floats in work-groups of 64. Per target: waves, wave-instructions per dispatch (counted from the code as above), the
+device time (median and best of the runs after a warm-up), the process CPU time of a launch (median), and
+wave-instructions/s and lane-operations/s (= wave-instructions x wave size / device time: every lane of every wave of
+vadd is active). Target: wave64 at least as many lane-operations/s as wave32. The machine is shared: a device time
+includes any time the process was not running (the best of the runs is the least disturbed), the CPU time does not.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -50,7 +60,9 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=15)
   ap.add_argument("--small", action="store_true", help="per-dispatch device time of tiny dispatches instead")
+  ap.add_argument("--waves", action="store_true", help="wave64 (gfx942) next to wave32 (gfx1100, gfx1200) instead")
   args = ap.parse_args()
+  if args.waves: return wave_sizes(args.runs)
   with hcq.open("MOCK+AMD") as dev:
     if args.small: return small_dispatches(dev)
     vadd(dev, args.runs)
@@ -93,6 +105,52 @@ def vadd(dev, runs: int) -> None:
         f"{statistics.median(cpu) * 1e3:.2f} ms (wall and CPU differ when other processes load the machine: check `uptime`)")
   print(f"throughput: median {count / med / 1e6:.2f}M, best {count / best / 1e6:.2f}M wave-instructions/s "
         f"(target >= 3.5M/s, dispatch <= 18 ms): {'MET' if med <= 0.018 else 'NOT MET'} at the median")
+
+
+def wave_sizes(runs: int) -> None:
+  from hcq.config import from_env
+  n, local = 65536, 64
+  rng = np.random.default_rng(0)
+  a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+  rows = []
+  for mcpu in ("gfx1100", "gfx1200", "gfx942"):
+    path = FIXTURE if mcpu == "gfx1100" else os.path.join(HSACO, mcpu, "vadd.hsaco")
+    with open(path, "rb") as f: blob = f.read()
+    with hcq.open("MOCK+AMD", dataclasses.replace(from_env(), mock_gpu=mcpu)) as dev:
+      prog = dev.load(blob, "vadd")
+      da, db, dc = dev.alloc(4 * n), dev.alloc(4 * n), dev.alloc(4 * n)
+      dev.copyin(da, a)
+      dev.copyin(db, b)
+      zeros = np.zeros(n, np.float32)
+
+      def run():
+        dev.copyin(dc, zeros)
+        c0 = time.process_time()
+        seconds = prog(da, db, dc, global_size=(n // local,), local_size=(local,), wait=True)
+        cpu = time.process_time() - c0
+        if not np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b):
+          raise SystemExit(f"{mcpu} vadd result differs from numpy")
+        return seconds, cpu
+      run()
+      results = [run() for _ in range(runs)]
+    device = [t for t, _ in results]
+    cpu = statistics.median(c for _, c in results)
+    lanes = 64 if mcpu == "gfx942" else 32
+    waves = n // lanes
+    count = wave_instructions(blob, "vadd") * waves
+    rows.append((mcpu, lanes, waves, count, statistics.median(device), min(device), cpu))
+  print(f"vadd over {n} floats, work-groups of {local}, MOCK+AMD posing as each target, {runs} runs after a warm-up")
+  print(f"{'target':<8} {'wave':>4} {'waves':>6} {'wave-insts':>10} {'device median':>13} {'best':>7} "
+        f"{'CPU/launch':>10}  {'wave-insts/s':>12} {'lane-ops/s':>10} (per median; per best)")
+  for mcpu, lanes, waves, count, med, best, cpu in rows:
+    print(f"{mcpu:<8} {lanes:>4} {waves:>6} {count:>10} {med * 1e3:10.2f} ms {best * 1e3:4.2f} ms {cpu * 1e3:7.2f} ms"
+          f"  {count / med / 1e6:11.2f}M {count * lanes / med / 1e6:9.0f}M ({count / best / 1e6:.2f}M; "
+          f"{count * lanes / best / 1e6:.0f}M)")
+  for label, col in (("median", 4), ("best", 5)):
+    w32 = max(r[3] * r[1] / r[col] for r in rows if r[1] == 32)
+    w64 = rows[-1][3] * 64 / rows[-1][col]
+    print(f"wave64 (gfx942) / best wave32 lane-operations per second ({label} device time): {w64 / w32:.2f} "
+          f"({'MET' if w64 >= w32 else 'NOT MET'}: target >= 1)")
 
 
 def small_dispatches(dev, repeat: int = 7, count: int = 300) -> None:

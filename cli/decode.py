@@ -1,8 +1,10 @@
-"""`hcq decode`: print PM4 or SDMA dword streams with packet and field names.
+"""`hcq decode`: print PM4 or SDMA dword streams with packet and field names, or NV GPFIFO pushbuffers with the
+method names of each class.
 
 From a file (raw little-endian dwords, or text with one hex dword per token) or from the rings of a device after
-running the demo vector add on it (--device SPEC). --qcom reads an Adreno CP stream instead (type-4 register writes
-named by the a6xx register table, type-7 packets by the adreno_pm4 opcodes; parity checked)."""
+running the demo vector add on it (--device SPEC: an AMD device's PM4 and SDMA rings, an NV device's compute and
+copy pushbuffers). --qcom reads an Adreno CP stream instead (type-4 register writes named by the a6xx register table,
+type-7 packets by the adreno_pm4 opcodes; parity checked)."""
 from __future__ import annotations
 
 import re
@@ -37,7 +39,8 @@ def print_packets(packets, out=None) -> None:
 
 def _device_rings(spec: str):
   import numpy as np
-  from .. import open as open_device
+  from .. import open as open_device, parse_spec
+  if parse_spec(spec).vendor == "NV": return _nv_pushbuffers(spec)
   from ..drivers.amd.kernels import demo_code_object
   dev = open_device(spec)
   with dev:
@@ -52,12 +55,27 @@ def _device_rings(spec: str):
   return rings
 
 
+def _nv_pushbuffers(spec: str):
+  import numpy as np
+  from .. import open as open_device
+  from ..drivers.nv.demo import VADD_PTX
+  with open_device(spec) as dev:
+    prog = dev.load(VADD_PTX, "vadd")
+    a = dev.alloc(256 * 4)
+    dev.copyin(a, np.arange(256, dtype=np.float32))
+    prog(a, a, a, 256, global_size=(1,), local_size=(256,))
+    dev.synchronize()
+    return {"gpfifo": list(dev.compute.ring.ring[:dev.compute.ring.put_dw]),
+            "gpfifo-copy": list(dev.copy.ring.ring[:dev.copy.ring.put_dw])}
+
+
 def _decode_and_print(decode, words) -> int:
   """Print the packets; at a packet that cannot be read, print those before it, then the error (exit status 1)."""
-  from ..drivers.amd.decoding import DecodeError
+  from ..drivers.amd.decoding import DecodeError as AMDDecodeError
+  from ..drivers.nv.gpfifo import DecodeError as NVDecodeError
   from ..drivers.qcom.cp import DecodeError as CPDecodeError
   try: packets = decode(words)
-  except (DecodeError, CPDecodeError) as e:
+  except (AMDDecodeError, NVDecodeError, CPDecodeError) as e:
     print_packets(e.packets)
     print(f"hcq decode: error: {e}", file=sys.stderr)
     return 1
@@ -67,7 +85,8 @@ def _decode_and_print(decode, words) -> int:
 
 def run(args) -> int:
   from ..drivers.amd import pm4, sdma
-  decoders = {"pm4": pm4.decode, "sdma": sdma.decode}
+  from ..drivers.nv.gpfifo import decode_pushbuffer
+  decoders = {"pm4": pm4.decode, "sdma": sdma.decode, "gpfifo": decode_pushbuffer, "gpfifo-copy": decode_pushbuffer}
   if args.qcom:
     if args.device or args.engine: raise UsageError("--qcom decodes a FILE; it takes neither --device nor --engine")
     if not args.file: raise UsageError("give a FILE (or - for stdin) with --qcom")
@@ -77,8 +96,9 @@ def run(args) -> int:
     if args.file: raise UsageError("give either a FILE or --device, not both")
     status = 0
     for kind, words in _device_rings(args.device).items():
-      if args.engine and kind != args.engine: continue
-      print(f"== {kind} ring ({len(words)} dwords)")
+      if args.engine and kind.split("-")[0] != args.engine: continue
+      what = {"gpfifo": "compute channel pushbuffer", "gpfifo-copy": "copy channel pushbuffer"}.get(kind, f"{kind} ring")
+      print(f"== {what} ({len(words)} dwords)")
       status |= _decode_and_print(decoders[kind], words)
     return status
   if not args.file: raise UsageError("give a FILE (or - for stdin) or --device SPEC")
@@ -87,12 +107,14 @@ def run(args) -> int:
 
 def register(sub) -> None:
   import argparse
-  p = sub.add_parser("decode", help="print PM4/SDMA command streams with packet and field names",
+  p = sub.add_parser("decode", help="print PM4/SDMA command streams or NV GPFIFO pushbuffers with their names",
                      description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="examples: hcq decode ring.bin | hcq decode --engine sdma words.txt | "
-                            "hcq decode --device MOCK+AMD | hcq decode --qcom ib.bin")
+                            "hcq decode --device MOCK+AMD | hcq decode --engine gpfifo pb.bin | hcq decode --device MOCK+NV | "
+                            "hcq decode --qcom ib.bin")
   p.add_argument("file", nargs="?", help="dword stream: raw little-endian binary or hex text ('-' = stdin)")
-  p.add_argument("--engine", choices=("pm4", "sdma"), default=None, help="packet format (default pm4 for files)")
+  p.add_argument("--engine", choices=("pm4", "sdma", "gpfifo"), default=None,
+                 help="packet format: pm4, sdma, or gpfifo (NV pushbuffer methods); default pm4 for files")
   p.add_argument("--device", default=None, help="run the demo vector add on this device and decode its rings")
   p.add_argument("--qcom", action="store_true", help="the FILE is an Adreno CP stream (type-4/type-7 packets)")
   p.set_defaults(func=run)

@@ -10,14 +10,12 @@ def run(args) -> int:
   t_start = time.perf_counter()
   import numpy as np
   from .. import open as open_device
-  from ..drivers.amd.kernels import demo_code_object
   dev = open_device(args.device)
   t_open = time.perf_counter()
   ok = True
   with dev:
     print(f"device: {dev.name} ({type(dev.os).__name__})")
-    code = demo_code_object()
-    vadd, matmul = dev.load(code, "vadd"), dev.load(code, "matmul")
+    vadd, matmul = _demo_programs(dev)
     rng = np.random.default_rng(0)
 
     n = args.n
@@ -52,6 +50,16 @@ def run(args) -> int:
   print(f"total {(t_end - t_start) * 1e3:.0f} ms (import and open {(t_open - t_start) * 1e3:.0f} ms)")
   if not ok: print("hcq demo: results differ from numpy", file=sys.stderr)
   return 0 if ok else 1
+
+
+def _demo_programs(dev):
+  """(vadd, matmul) for the device's vendor: AMD's demo code object, or NV's PTX (drivers/nv/demo.py)."""
+  if type(dev).__module__.startswith("hcq.drivers.nv."):
+    from ..drivers.nv.demo import MATMUL_PTX, VADD_PTX
+    return dev.load(VADD_PTX, "vadd"), dev.load(MATMUL_PTX, "matmul")
+  from ..drivers.amd.kernels import demo_code_object
+  code = demo_code_object()
+  return dev.load(code, "vadd"), dev.load(code, "matmul")
 
 
 def _positive(text: str) -> int:

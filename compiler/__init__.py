@@ -11,12 +11,15 @@ def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DE
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
   "gfx1100": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
   from .lower import lower
+  if isinstance(sink, UOp) and sink.op is Ops.PROGRAM and target != "gfx1100":
+    raise CompileError(f"a PROGRAM of hand-written instructions is machine code for its own target "
+                       f"({getattr(sink.arg, 'arch', '?')}), it does not compile for {target!r}", sink)
   if target == "c":
     from .backend.c import render_c
     return render_c(lower(sink, "c"))
-  if target == "gfx1100":
-    from .backend.amd.render import compile_sink
-    return compile_sink(sink, target)
+  if target == "gfx1100":   # a kernel sink, or a PROGRAM of hand-written instructions (backend/amd/program.py)
+    from .backend.amd import compile_kernel
+    return compile_kernel(sink, target)
   from .backend.ptx import ARCHS, compile_ptx
   if target in ARCHS: return compile_ptx(sink, target)
   raise CompileError(f"unknown compile target {target!r} (known: c, gfx1100, {', '.join(ARCHS)})")

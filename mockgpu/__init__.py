@@ -7,8 +7,8 @@ outside tests). MockOS (mockos.py) is generic and hosts any number of device mod
   memory.py  anonymous host memory at fixed addresses (GPU VA == host VA), fake physical addresses and DMA
   mmio.py    MMIO views: register windows and doorbell pages whose writes call the model, windows over memory
   pci.py     PCI functions: config space (BAR sizing, capabilities), BARs, the sysfs files Linux shows
-  amd/       the mock gfx1100: KFD model (kfd.py), topology (topology.py), GPU + queues (gpu.py, queues.py, pm4.py,
-             sdma.py) and the RDNA3 wave emulator (emu/)
+  amd/       the mock AMD GPU (gfx1100, gfx1200 or gfx942: config.mock_gpu): KFD model (kfd.py), topology
+             (topology.py), GPU + queues (gpu.py, queues.py, pm4.py, sdma.py) and the wave emulator (emu/)
   bnxt/      the mock Thor2 NIC
 
 In tests: `mock_amd_os(config, gpus=2)` gives a MockOS with two GPUs behind /dev/kfd; tests/mockgpu/mock_kfd_harness.py
@@ -19,19 +19,29 @@ from __future__ import annotations
 
 from .mockos import MockOS
 
-__all__ = ["MockOS", "open_mock_os", "mock_amd_os"]
+__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_nv_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
-MOCKED = {("AMD", "KFD"): "mock gfx1100 GPUs behind /dev/kfd", ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
+MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)",
+          ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
+          ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl",
           ("QCOM", "KGSL"): "a mock Adreno 630 behind /dev/kgsl-3d0"}
 MAX_MOCK_GPUS = 16
 
 
 def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
-  """A MockOS with `gpus` mock gfx1100 GPUs behind /dev/kfd."""
+  """A MockOS with `gpus` mock AMD GPUs (config.mock_gpu: gfx1100 by default) behind /dev/kfd."""
   from .amd.device import add_amd_gpus
   os = MockOS(config)
   add_amd_gpus(os, gpus, props)
+  return os
+
+
+def mock_nv_os(config=None, gpus: int = 1, gpu: str | None = None) -> MockOS:
+  """A MockOS with `gpus` mock NV GPUs behind nvidia.ko (gpu: "H200" or "AD102"; default config.nv_mock_gpu)."""
+  from .nv.device import add_nv_gpus
+  os = MockOS(config)
+  add_nv_gpus(os, gpus, gpu or os.config.nv_mock_gpu)
   return os
 
 
@@ -52,4 +62,5 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
     return os
   if not 0 <= index < MAX_MOCK_GPUS:
     raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
+  if vendor == "NV": return mock_nv_os(config, gpus=index + 1)
   return mock_amd_os(config, gpus=index + 1)

@@ -9,7 +9,7 @@ values, lets `llvm-mc-19 -disassemble -show-encoding` decode thousands of probes
   `vcc_lo` or `off` is kept as text, simm16 operands get their printing style (hex, unsigned, waitcnt, ...);
 - VOP3 opcodes whose bits 14:8 are a scalar destination (VOP3SD) and which modifiers each VOP3/VOP3P opcode accepts.
 Output: autogen/isa/<arch>.py (data only). `--arch gfx1200` (RDNA4) walks the formats tabulated for it in
-layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER) and `--arch gfx942` (CDNA3: ALU, SMEM, DS, FLAT/SCRATCH/GLOBAL); a new
+layouts.py (ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER) and `--arch gfx942` (CDNA3: ALU, SMEM, DS, FLAT/SCRATCH/GLOBAL, MUBUF); a new
 format or architecture needs its layout there, the walk is the same with -mcpu=<arch>. Regenerating takes ~30-90 s (tens of llvm-mc calls).
 """
 from __future__ import annotations

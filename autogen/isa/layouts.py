@@ -119,7 +119,9 @@ GFX12["VBUFFER"] = dict(size=12, ident=[(26, 6, 0b110001)], op="op",
 # Scalar ALU and VOP1/VOP2/VOPC keep the layouts above; VOP3 (VOP3A/VOP3B) is identified by 110100 and VOP3P
 # (incl. MFMA) by 110100111; SMEM has IMM/GLC/NV/SOFFSET_EN bits and a 21-bit offset. DS has an 8-bit OP at 24:17
 # (ACC at 25: AGPR data); FLAT/SCRATCH/GLOBAL have SEG at 15:14, the cache bits SC0 (16), NT (17), SC1 (25), SVE at
-# 13 (SCRATCH: VADDR used) and a 7-bit SADDR whose 0x7f means "off" (ACC at 55). MUBUF is not tabulated yet.
+# 13 (SCRATCH: VADDR used) and a 7-bit SADDR whose 0x7f means "off" (ACC at 55). MUBUF has the cache bits SC0 (14),
+# SC1 (15), NT (17) and LDS (16) where gfx11 has GLC/SLC/DLC, a 7-bit OP at 24:18 and ACC at 55 (MTBUF is not
+# tabulated).
 GFX942 = {k: GFX11[k] for k in ("SOP2", "SOPK", "SOP1", "SOPC", "SOPP", "VOP2", "VOP1", "VOPC")}
 GFX942["VOP3"] = dict(GFX11["VOP3"], ident=[(26, 6, 0b110100)])
 GFX942["VOP3SD"] = dict(GFX11["VOP3SD"], ident=[(26, 6, 0b110100)])
@@ -135,5 +137,9 @@ GFX942["DS"] = dict(size=8, ident=[(26, 6, 0b110110)], op="op",
 GFX942["FLAT"] = dict(size=8, ident=[(26, 6, 0b110111), (14, 2, 0)], op="op", fields=_FLAT942)
 GFX942["SCRATCH"] = dict(size=8, ident=[(26, 6, 0b110111), (14, 2, 1)], op="op", fields=_FLAT942)
 GFX942["GLOBAL"] = dict(size=8, ident=[(26, 6, 0b110111), (14, 2, 2)], op="op", fields=_FLAT942)
+GFX942["MUBUF"] = dict(size=8, ident=[(26, 6, 0b111000)], op="op",
+                       fields=[("offset", 0, 12), ("offen", 12, 1), ("idxen", 13, 1), ("sc0", 14, 1), ("sc1", 15, 1),
+                               ("lds", 16, 1), ("nt", 17, 1), ("op", 18, 7), ("vaddr", 32, 8), ("vdata", 40, 8),
+                               ("srsrc", 48, 5), ("acc", 55, 1), ("soffset", 56, 8)])
 
 LAYOUTS = {"gfx1100": GFX11, "gfx1200": GFX12, "gfx942": GFX942}

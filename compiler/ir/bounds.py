@@ -1,5 +1,5 @@
-"""Per-node facts computed once and cached on the UOp (see UOp._cached): value bounds (vmin, vmax) and the set of
-RANGEs a node is inside. Each function sees its sources' results already computed."""
+"""Per-node facts computed once and kept in a slot of the UOp: value bounds (vmin, vmax: UOp._mm) and the set of
+RANGEs a node is inside (UOp.ranges: UOp._rg). Each function sees its sources' results already computed."""
 from __future__ import annotations
 
 import math
@@ -13,86 +13,152 @@ _INF = (float("inf"), float("-inf"))
 
 def _has_inf(mm) -> bool:
   for lo, hi in mm:
-    if lo in _INF or hi in _INF: return True
+    # an int bound (nearly all of them) is never infinite: told apart by its class, without the tuple search
+    if (lo.__class__ is not int and lo in _INF) or (hi.__class__ is not int and hi in _INF): return True
   return False
 
 
 def vminmax(u) -> tuple:
-  """(vmin, vmax) of u's value; a storage type's bounds where nothing better is known."""
+  """(vmin, vmax) of u's value; a storage type's bounds where nothing better is known. The sources' bounds are known
+  (their _mm slot is set): UOp._bounds sees to it."""
   dt = u.dtype
-  if isinstance(dt, PtrDType) or dt == dtypes.void: return (0, 0)
-  lo_t, hi_t = dt.bounds
-  op, src = u.op, u.src
+  if dt.__class__ is PtrDType or dt == _VOID: return (0, 0)
   cv = u.const_value
   if cv is not None: return (cv, cv)
+  op = u.op
+  if op in (Ops.RANGE, Ops.SPECIAL): return (0, max(0, u.src[0]._mm[1] - 1))
+  if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax) if dt.is_int else dt.bounds
+  if not (dt.is_int or dt.is_bool): return dt.bounds
+  mm = [s._mm for s in u.src]
+  if op not in _INF_OK and _has_inf(mm): return dt.bounds
+  f = _BY_OP.get(op)
+  if f is None: return dt.bounds
+  lo, hi = r = f(u, dt, mm)
+  if dt.kind in _FIXED and (lo < dt.bounds[0] or hi > dt.bounds[1]): return dt.bounds
+  return r
 
-  def fit(lo, hi):
-    if dt.kind in ("int", "uint") and (lo < lo_t or hi > hi_t): return (lo_t, hi_t)
-    return (lo, hi)
-  mm = [s._cache["vminmax"] for s in src]
-  if op in (Ops.RANGE, Ops.SPECIAL): return (0, max(0, mm[0][1] - 1))
-  if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax) if dt.is_int else (lo_t, hi_t)
-  if not (dt.is_int or dt.is_bool): return (lo_t, hi_t)
-  if op not in _INF_OK and _has_inf(mm): return (lo_t, hi_t)
-  if op is Ops.ADD: return fit(mm[0][0] + mm[1][0], mm[0][1] + mm[1][1])
-  if op is Ops.SUB: return fit(mm[0][0] - mm[1][1], mm[0][1] - mm[1][0])
-  if op is Ops.NEG and not dt.is_bool: return fit(-mm[0][1], -mm[0][0])
-  if op is Ops.MUL:
-    corners = [a * b for a in mm[0] for b in mm[1]]
-    return fit(min(corners), max(corners))
-  if op is Ops.MAX: return (max(mm[0][0], mm[1][0]), max(mm[0][1], mm[1][1]))
-  if op is Ops.AFTER: return mm[0]
-  if op is Ops.CAST:
-    if src[0].dtype.is_int or src[0].dtype.is_bool: return fit(int(mm[0][0]), int(mm[0][1]))
-    return (lo_t, hi_t)
-  if op in (Ops.FLOORDIV, Ops.IDIV):
-    (a0, a1), (b0, b1) = mm
-    if b0 > 0 or b1 < 0:
-      if op is Ops.FLOORDIV: corners = [a // b for a in (a0, a1) for b in (b0, b1)]
-      else: corners = [tdiv(a, b) for a in (a0, a1) for b in (b0, b1)]
-      return fit(min(corners), max(corners))
-    return (lo_t, hi_t)
-  if op is Ops.FLOORMOD:
-    (a0, a1), (b0, b1) = mm
-    if b0 > 0:
-      if a0 >= 0 and a1 < b0: return (a0, a1)
-      return (0, b1 - 1)
-    if b1 < 0: return (b0 + 1, 0)
-    return (lo_t, hi_t)
-  if op is Ops.IMOD:
-    (a0, a1), (b0, b1) = mm
-    if b0 > 0 or b1 < 0:
-      m = max(abs(b0), abs(b1)) - 1
-      if a0 >= 0: return (0, min(m, a1))
-      if a1 <= 0: return (max(-m, a0), 0)
-      return (-m, m)
-    return (lo_t, hi_t)
-  if op in GroupOp.Comparison:
-    (a0, a1), (b0, b1) = mm
-    if op is Ops.CMPLT:
-      if a1 < b0: return (True, True)
-      if a0 >= b1: return (False, False)
-    else:
-      if a0 == a1 == b0 == b1: return (op is Ops.CMPEQ, op is Ops.CMPEQ)
-      if a1 < b0 or b1 < a0: return (op is Ops.CMPNE, op is Ops.CMPNE)
-    return (False, True)
-  if op is Ops.WHERE:
-    (c0, c1) = mm[0]
-    if c0 == c1: return mm[1] if c0 else mm[2]
-    return (min(mm[1][0], mm[2][0]), max(mm[1][1], mm[2][1]))
+
+_VOID = dtypes.void
+_FIXED = ("int", "uint")   # the kinds whose values wrap: a result outside the type's range says nothing
+
+
+def _add(u, dt, mm): return (mm[0][0] + mm[1][0], mm[0][1] + mm[1][1])
+def _sub(u, dt, mm): return (mm[0][0] - mm[1][1], mm[0][1] - mm[1][0])
+def _neg(u, dt, mm): return dt.bounds if dt.is_bool else (-mm[0][1], -mm[0][0])
+
+
+def _mul(u, dt, mm):
+  (a0, a1), (b0, b1) = mm
+  c = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
+  return (min(c), max(c))
+
+
+def _max(u, dt, mm): return (max(mm[0][0], mm[1][0]), max(mm[0][1], mm[1][1]))
+def _after(u, dt, mm): return mm[0]
+
+
+def _cast(u, dt, mm):
+  if u.src[0].dtype.is_int or u.src[0].dtype.is_bool: return (int(mm[0][0]), int(mm[0][1]))
+  return dt.bounds
+
+
+def _div(u, dt, mm):
+  (a0, a1), (b0, b1) = mm
+  if b0 > 0 or b1 < 0:
+    if u.op is Ops.FLOORDIV: corners = [a // b for a in (a0, a1) for b in (b0, b1)]
+    else: corners = [tdiv(a, b) for a in (a0, a1) for b in (b0, b1)]
+    return (min(corners), max(corners))
+  return dt.bounds
+
+
+def _floormod(u, dt, mm):
+  (a0, a1), (b0, b1) = mm
+  if b0 > 0:
+    if a0 >= 0 and a1 < b0: return (a0, a1)
+    return (0, b1 - 1)
+  if b1 < 0: return (b0 + 1, 0)
+  return dt.bounds
+
+
+def _imod(u, dt, mm):
+  (a0, a1), (b0, b1) = mm
+  if b0 > 0 or b1 < 0:
+    m = max(abs(b0), abs(b1)) - 1
+    if a0 >= 0: return (0, min(m, a1))
+    if a1 <= 0: return (max(-m, a0), 0)
+    return (-m, m)
+  return dt.bounds
+
+
+def _cmp(u, dt, mm):
+  (a0, a1), (b0, b1) = mm
+  if u.op is Ops.CMPLT:
+    if a1 < b0: return (True, True)
+    if a0 >= b1: return (False, False)
+  else:
+    eq = u.op is Ops.CMPEQ
+    if a0 == a1 == b0 == b1: return (eq, eq)
+    if a1 < b0 or b1 < a0: return (not eq, not eq)
+  return (False, True)
+
+
+def _where(u, dt, mm):
+  (c0, c1) = mm[0]
+  if c0 == c1: return mm[1] if c0 else mm[2]
+  return (min(mm[1][0], mm[2][0]), max(mm[1][1], mm[2][1]))
+
+
+def _not(u, dt, mm): return (not mm[0][1], not mm[0][0]) if dt.is_bool else dt.bounds
+
+
+def _bits(u, dt, mm):
+  op = u.op
   if dt.is_bool:
-    if op is Ops.NOT: return (not mm[0][1], not mm[0][0])
     if op is Ops.AND: return (mm[0][0] and mm[1][0], mm[0][1] and mm[1][1])
     if op is Ops.OR: return (mm[0][0] or mm[1][0], mm[0][1] or mm[1][1])
     return (False, True)
-  if op in (Ops.AND, Ops.OR, Ops.XOR) and mm[0][0] >= 0 and mm[1][0] >= 0:
+  if mm[0][0] >= 0 and mm[1][0] >= 0:
     if op is Ops.AND: return (0, min(mm[0][1], mm[1][1]))
     return (0, (1 << max(int(mm[0][1]).bit_length(), int(mm[1][1]).bit_length())) - 1)
-  if op is Ops.SHL and mm[1][0] == mm[1][1] and 0 <= mm[1][0] < 64:
-    return fit(mm[0][0] << mm[1][0], mm[0][1] << mm[1][0])
-  if op is Ops.SHR and mm[1][0] >= 0 and mm[0][0] >= 0 and mm[1][1] < 64:
-    return (mm[0][0] >> mm[1][1], mm[0][1] >> mm[1][0])
-  return (lo_t, hi_t)
+  if op is Ops.AND:   # one operand non-negative: the result has only its bits (two's complement), whatever the other
+    for lo, hi in mm:
+      if lo >= 0: return (0, hi)
+  return dt.bounds
+
+
+def _shl(u, dt, mm):
+  if dt.is_bool: return dt.bounds
+  if mm[1][0] == mm[1][1] and 0 <= mm[1][0] < 64: return (mm[0][0] << mm[1][0], mm[0][1] << mm[1][0])
+  return dt.bounds
+
+
+def _shr(u, dt, mm):
+  if dt.is_bool: return dt.bounds
+  if mm[1][0] >= 0 and mm[0][0] >= 0 and mm[1][1] < 64: return (mm[0][0] >> mm[1][1], mm[0][1] >> mm[1][0])
+  return dt.bounds
+
+
+def _reduce(u, dt, mm):
+  """A loop-carried value: the accumulator of a REDUCE over its ranges, T iterations in all (T: the product of the
+  ranges' trip counts, each within its end's bounds). A sum of T values in [lo, hi] is in [lo*T, hi*T]; a maximum is
+  in [lo, hi], or the accumulator's start (the type's least value) when T can be 0."""
+  tmin, tmax = 1, 1
+  for r in u.src[1:]:
+    e0, e1 = r.src[0]._mm
+    tmin, tmax = tmin * max(0, e0), tmax * max(0, e1)
+  (lo, hi) = mm[0]
+  if u.arg is Ops.ADD: out = (min(lo * tmin, lo * tmax), max(hi * tmin, hi * tmax))
+  elif u.arg is Ops.MAX: out = (lo, hi) if tmin >= 1 else None
+  else: out = None
+  # a weak-int accumulator is stored as int32 (reduce_to_acc): what it holds is exact only within int32
+  if out is None or (dt.is_weak and not (-(1 << 31) <= out[0] and out[1] < (1 << 31))): return dt.bounds
+  return out
+
+
+_BY_OP = {Ops.REDUCE: _reduce, Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.MAX: _max, Ops.AFTER: _after,
+          Ops.CAST: _cast, Ops.FLOORDIV: _div, Ops.IDIV: _div, Ops.FLOORMOD: _floormod, Ops.IMOD: _imod,
+          Ops.CMPLT: _cmp, Ops.CMPEQ: _cmp, Ops.CMPNE: _cmp, Ops.WHERE: _where, Ops.NOT: _not, Ops.AND: _bits,
+          Ops.OR: _bits, Ops.XOR: _bits, Ops.SHL: _shl, Ops.SHR: _shr}
 
 
 def tdiv(a: int, b: int) -> int:
@@ -102,8 +168,13 @@ def tdiv(a: int, b: int) -> int:
 
 def ranges_of(u) -> frozenset:
   """The RANGEs u depends on that no END or REDUCE on the way closed."""
-  if u.op is Ops.RANGE: return frozenset({u}) | u.src[0]._cache["ranges"]
-  acc = frozenset()
-  for s in u.src: acc |= s._cache["ranges"]
+  if u.op is Ops.RANGE: return frozenset({u}) | u.src[0]._rg
+  acc = _NO_RANGES
+  for s in u.src:   # most nodes are in no range, or in their sources' ranges: those sets are shared, not rebuilt
+    r = s._rg
+    if r and r is not acc: acc = acc | r if acc else r
   if u.op in (Ops.END, Ops.REDUCE): acc -= frozenset(u.src[1:])
   return acc
+
+
+_NO_RANGES = frozenset()

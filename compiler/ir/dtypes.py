@@ -22,28 +22,35 @@ class AddrSpace(enum.Enum):
   def __repr__(self): return f"AddrSpace.{self.name}"
 
 
+_INTERNED: dict = {}
+
+
 @dataclass(frozen=True, eq=False)
 class DType:
+  """Interned: building a DType equal to an existing one (and unpickling or copying one) gives that very object, so
+  equality and hashing are the identity's, done in C (DTypes are compared on every UOp a pass builds)."""
   name: str
   itemsize: int     # bytes; 0 for void and the weak types (no storage)
   kind: str         # "int", "uint", "float", "bool", "void", "weakint", "weakfloat"
   cname: str        # the C spelling
 
-  # The flags, the bounds and the hash are asked for on every UOp a pass builds or matches: they are computed once
-  # here (as properties and as the dataclass's field-tuple hash they cost a Python call each time).
+  def __new__(cls, name: str, itemsize: int, kind: str, cname: str):
+    d = _INTERNED.get((name, itemsize, kind, cname))
+    if d is None: d = _INTERNED[(name, itemsize, kind, cname)] = object.__new__(cls)
+    return d
+
+  # The flags and the bounds are asked for on every UOp a pass builds or matches: they are computed once here (as
+  # properties they would cost a Python call each time).
   def __post_init__(self):
     k = self.kind
     for name, value in (("is_int", k in ("int", "uint", "weakint")), ("is_unsigned", k == "uint"),
                         ("is_float", k in ("float", "weakfloat")), ("is_weak", k in ("weakint", "weakfloat")),
-                        ("is_bool", k == "bool"), ("bounds", self._bounds()),
-                        ("_hash", hash((self.name, self.itemsize, self.kind, self.cname)))):
+                        ("is_bool", k == "bool"), ("bounds", self._bounds())):
       object.__setattr__(self, name, value)
 
-  def __eq__(self, other):
-    if self is other: return True
-    if other.__class__ is not DType: return NotImplemented
-    return (self.name, self.itemsize, self.kind, self.cname) == (other.name, other.itemsize, other.kind, other.cname)
-  def __hash__(self): return self._hash
+  def __reduce__(self): return (DType, (self.name, self.itemsize, self.kind, self.cname))
+  def __copy__(self): return self
+  def __deepcopy__(self, memo): return self
 
   def __repr__(self): return f"dtypes.{self.name}"
 

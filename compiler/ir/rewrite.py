@@ -111,16 +111,27 @@ class UPat:
     return out
 
 
+_BY_NODE, _BY_CTX_NODE, _NO_ARGS = 1, 2, 3   # calling conventions of rules that need no matching (see __init__)
+
+
 class PatternMatcher:
   def __init__(self, patterns: list, name: str | None = None):
     self.patterns = list(patterns)
     self.name = name
     self.pdict: dict[Ops, list] = {}
     for pat, fn in self.patterns:
-      takes_ctx = "ctx" in inspect.signature(fn).parameters
+      params = inspect.signature(fn).parameters
+      takes_ctx = "ctx" in params
       # a pattern that only names the node (most rules: UPat(op, name="x")) needs no matching once the op is known:
-      # its one capture is the node itself (the pdict lookup did the op test)
-      bare = pat.name if pat._mode == "any" and pat.dtype is None and pat.arg is _ANY else None
+      # its one capture is the node itself (the pdict lookup did the op test); called positionally where the
+      # function's parameters allow it (no keyword dict per call)
+      plain = pat._mode == "any" and pat.dtype is None and pat.arg is _ANY
+      bare = pat.name if plain else None
+      names = [p.name for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+      if len(names) != len(params): pass
+      elif bare is not None and names == [bare]: bare = _BY_NODE
+      elif bare is not None and names == ["ctx", bare]: bare = _BY_CTX_NODE
+      elif plain and pat.name is None and not names: bare = _NO_ARGS   # UPat(op) and a rule of no arguments
       for op in (pat.op if pat.op is not None else tuple(Ops)):
         self.pdict.setdefault(op, []).append((pat, fn, pat.early_reject, takes_ctx, bare))
 
@@ -133,7 +144,10 @@ class PatternMatcher:
     src_ops = None
     for pat, fn, early, takes_ctx, bare in rules:
       if bare is not None:
-        ret = fn(ctx=ctx, **{bare: u}) if takes_ctx else fn(**{bare: u})
+        if bare is _BY_NODE: ret = fn(u)
+        elif bare is _BY_CTX_NODE: ret = fn(ctx, u)
+        elif bare is _NO_ARGS: ret = fn()
+        else: ret = fn(ctx=ctx, **{bare: u}) if takes_ctx else fn(**{bare: u})
         if ret is not None and ret is not u: return ret
         continue
       if early:
@@ -158,17 +172,14 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
   stack: list = [(root, 0, None)]
   # the loop below runs once or more per node of every pass: its helpers are bound to locals
   push, pop, pm_rewrite = stack.append, stack.pop, pm.rewrite
+  rule_ops = pm.pdict.keys()
 
-  def checked(x: UOp, y):
-    """y (a rule's result for x) once it is known to be a UOp and the step limit holds."""
-    nonlocal steps
+  def bad(x: UOp, y):
+    """The error for a rule's result y for x that is no UOp, or for one rewrite too many."""
     if not isinstance(y, UOp):
-      raise RewriteError(f"{label}: a rule returned {type(y).__name__}, not a UOp, for {_short(x)}", x)
-    steps += 1
-    if steps > step_limit:
-      raise RewriteError(f"{label}: no fixed point after {step_limit} rewrites; the last one rewrote {_short(x, 300)} "
-                         f"into {_short(y, 300)}", x)
-    return y
+      return RewriteError(f"{label}: a rule returned {type(y).__name__}, not a UOp, for {_short(x)}", x)
+    return RewriteError(f"{label}: no fixed point after {step_limit} rewrites; the last one rewrote {_short(x, 300)} "
+                        f"into {_short(y, 300)}", x)
 
   while stack:
     n, stage, new = pop()
@@ -180,15 +191,21 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
       if bottom_up:
         y = pm_rewrite(n, ctx)
         if y is not None:
-          y = checked(n, y)
+          steps += 1
+          if steps > step_limit or not isinstance(y, UOp): raise bad(n, y)
           waiting.add(n)
           push((n, 2, y)); push((y, 0, None))
           continue
       waiting.add(n)
+      depth = len(stack)
       push((n, 1, None))
       for s in reversed(n.src):
-        if s not in replace: push((s, 0, None))
-    elif stage == 1:
+        if s not in replace:
+          if s.src or s.op in rule_ops: push((s, 0, None))
+          else: replace[s] = s   # a leaf no rule applies to (a literal, most often) is its own result
+      if len(stack) > depth + 1: continue
+      pop()   # every source is done already: on to stage 1 at once (what the next pop would have given)
+    if stage <= 1:
       src = n.src
       x = n
       for s in src:
@@ -203,7 +220,8 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
         replace[n] = x; replace[x] = x
         waiting.discard(n)
         continue
-      y = checked(x, y)
+      steps += 1
+      if steps > step_limit or not isinstance(y, UOp): raise bad(x, y)
       if y in replace:
         replace[n] = replace[y]; waiting.discard(n); continue
       push((n, 2, y)); push((y, 0, None))

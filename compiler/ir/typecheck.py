@@ -73,7 +73,20 @@ _ARITY = {op: 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3 for
 _VOID = dtypes.void
 
 
+_ALU_MEMO: dict = {}   # (op, operand dtypes...) -> result dtype, for the combinations seen well-typed already
+
+
 def _alu_dtype(u):
+  """The result type of an ALU node: looked up by (op, operand types) once that combination was checked (DTypes and
+  Ops hash and compare in C), else checked and remembered."""
+  src = u.src
+  key = (u.op, src[0].dtype, src[1].dtype) if len(src) == 2 else (u.op, *(s.dtype for s in src))
+  dt = _ALU_MEMO.get(key)
+  if dt is None: dt = _ALU_MEMO[key] = _check_alu(u)
+  return dt
+
+
+def _check_alu(u):
   op, src = u.op, u.src
   want = _ARITY[op]
   if len(src) != want: _fail(u, f"{op.name} takes {want} sources, got {len(src)}")

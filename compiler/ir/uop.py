@@ -27,7 +27,6 @@ from .ops import Ops
 
 
 _CACHE_LOCK = threading.Lock()
-_UNSET = object()
 # the arg of each LOAD/STORE of a volatile buffer, and the axis of each UOp.loop() without one: a fresh number makes
 # the UOp distinct from every other (hash-consing would otherwise make two equal accesses, or two loops, one)
 _FRESH = itertools.count()
@@ -35,28 +34,40 @@ _LOOP_AXIS0 = 1 << 20   # UOp.loop's own axis ids start here, apart from the sma
 
 
 def _arg_key(arg):
-  """A cache key that tells 1, 1.0 and True apart, and 0.0 from -0.0."""
+  """A cache key that tells 1, 1.0 and True apart, and 0.0 from -0.0: a plain int is its own key (_PLAIN_ARGS), any
+  other arg is tagged with its class (so no arg that merely equals an int, True or np.int64(1), shares its key)."""
   if isinstance(arg, float): return (float, arg.hex() if not math.isnan(arg) else "nan")
-  if isinstance(arg, tuple): return (tuple, tuple(_arg_key(a) for a in arg))
-  if isinstance(arg, (bool, int)): return (type(arg), arg)
-  return arg
+  if isinstance(arg, tuple): return (tuple, tuple(_arg_key(a) if a.__class__ is not int else a for a in arg))
+  return (arg.__class__, arg)
 
 
-def _forget(ref: weakref.KeyedRef):
+# args that are their own cache key (None, the most frequent: ALU nodes have none; int: literals); the others go
+# through _arg_key
+_PLAIN_ARGS = frozenset({type(None), int, str, DType})
+_CONST, _CAST = Ops.CONST, Ops.CAST
+
+
+class _Ref(weakref.ref):
+  """The cache's weak reference to a UOp, with the UOp's cache key (to drop the entry when the UOp dies). Built in C:
+  weakref.KeyedRef's __new__ and __init__ are Python code, which made it the dearest part of building a UOp."""
+  __slots__ = ("key",)
+
+
+def _forget(ref: _Ref):
   """A UOp of the cache died: drop its entry (unless the key was given to a newer UOp already; atomic in C, as
   WeakValueDictionary does it)."""
   _remove_dead_weakref(UOp._ucache, ref.key)
 
 
 class UOp:
-  __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "_cv", "__weakref__")
-  # key -> weak reference to the live UOp. A plain dict of KeyedRefs: WeakValueDictionary's get and set are Python
+  __slots__ = ("op", "src", "arg", "tag", "dtype", "_cache", "_cv", "_mm", "_rg", "__weakref__")
+  # key -> weak reference to the live UOp. A plain dict of _Refs: WeakValueDictionary's get and set are Python
   # code, and every UOp a pass builds goes through here.
   _ucache: dict = {}
 
   def __new__(cls, op: Ops, src: tuple = (), arg=None, tag=None):
-    src = tuple(src)
-    key = (op, src, _arg_key(arg), tag)
+    if src.__class__ is not tuple: src = tuple(src)
+    key = (op, src, arg if arg.__class__ in _PLAIN_ARGS else _arg_key(arg), tag)
     try:
       ref = cls._ucache.get(key)
     except TypeError:
@@ -65,16 +76,29 @@ class UOp:
       found = ref()
       if found is not None: return found
     for s in src:
-      if not isinstance(s, UOp): raise CompileError(f"UOp({op!r}, arg={arg!r}): source {s!r} is not a UOp")
+      if s.__class__ is not UOp and not isinstance(s, UOp):
+        raise CompileError(f"UOp({op!r}, arg={arg!r}): source {s!r} is not a UOp")
     self = object.__new__(cls)
-    self.op, self.src, self.arg, self.tag, self._cache, self._cv = op, src, arg, tag, None, _UNSET
+    self.op = op; self.src = src; self.arg = arg; self.tag = tag
+    self._cache = self._mm = self._rg = None
     self.dtype = derive_dtype(self)
-    with _CACHE_LOCK:   # two threads building the same UOp must end with one object
+    # the literal's value, kept at hand: every rule asks (None for anything else, an INVALID index included)
+    if op is _CONST: self._cv = None if arg is Invalid else arg
+    elif op is _CAST and src[0].op is _CONST and src[0].arg is not Invalid: self._cv = truncate(src[0].arg, arg)
+    else: self._cv = None
+    new = _Ref(self, _forget)
+    new.key = key
+    # two threads building the same UOp must end with one object: setdefault inserts atomically, and the one that
+    # finds another's live UOp there returns it; a dead entry not dropped yet is replaced under the lock
+    ref = cls._ucache.setdefault(key, new)
+    if ref is new: return self
+    found = ref()
+    if found is not None: return found
+    with _CACHE_LOCK:
       ref = cls._ucache.get(key)
-      if ref is not None:
-        found = ref()
-        if found is not None: return found
-      cls._ucache[key] = weakref.KeyedRef(self, _forget, key)
+      found = ref() if ref is not None else None
+      if found is not None: return found
+      cls._ucache[key] = new
     return self
 
   def __reduce__(self): return (UOp, (self.op, self.src, self.arg, self.tag))
@@ -88,52 +112,76 @@ class UOp:
 
   # ---------- graph walks (iterative) ----------
   def toposort(self) -> list["UOp"]:
-    """Every UOp of the graph, sources before users, in a stable depth-first order."""
-    out, seen, stack = [], set(), [(self, False)]
-    while stack:
-      u, done = stack.pop()
-      if done: out.append(u); continue
-      if u in seen: continue
-      seen.add(u)
-      stack.append((u, True))
-      for s in reversed(u.src):
-        if s not in seen: stack.append((s, False))
+    """Every UOp of the graph, sources before users, in a stable depth-first order. Remembered (the graph under a
+    UOp never changes): the passes that each look at the whole kernel walk it once, not once each."""
+    c = self._cache
+    if c is not None and "toposort" in c: return list(c["toposort"])
+    out = self._toposort()
+    if c is None: c = self._cache = {}
+    c["toposort"] = tuple(out)
     return out
 
-  def _cached(self, name, compute):
-    c = self._cache
-    if c is not None:
-      v = c.get(name)   # computed already (no fact is None)
-      if v is not None: return v
-    else: c = self._cache = {}
-    for s in self.src:   # the usual case, a node built on analysed sources: no walk needed
-      sc = s._cache
-      if sc is None or name not in sc: break
-    else:
-      v = c[name] = compute(self)
-      return v
-    # fill the sources first (only those still missing it), iteratively, so that compute() never recurses deeply
+  def _toposort(self) -> list["UOp"]:
+    """A depth-first walk in source order, each node after its sources (what the recursive walk gives), with an
+    iterator over each open node's sources: no entry per edge on the stack."""
+    out, seen = [], {self}
+    stack = [(self, iter(self.src))]
+    push, pop, see, emit = stack.append, stack.pop, seen.add, out.append
+    while stack:
+      u, it = stack[-1]
+      for s in it:
+        if s not in seen:
+          see(s); push((s, iter(s.src)))
+          break
+      else:
+        pop(); emit(u)
+    return out
+
+  def _fill(self, attr: str, compute):
+    """compute(u) into slot attr of self and of every node under it that lacks it, sources first, iteratively (a deep
+    graph never recurses); the value for self."""
     stack = [(self, False)]
     while stack:
       u, ready = stack.pop()
-      uc = u._cache
-      if uc is None: uc = u._cache = {}
-      if name in uc: continue
-      if ready: uc[name] = compute(u); continue
+      if getattr(u, attr) is not None: continue
+      if ready: setattr(u, attr, compute(u)); continue
       stack.append((u, True))
       for s in u.src:
-        if s._cache is None or name not in s._cache: stack.append((s, False))
-    return c[name]
+        if getattr(s, attr) is None: stack.append((s, False))
+    return getattr(self, attr)
 
+  # the bounds are asked of nearly every node a pass builds: they live in a slot of their own (no dict lookups)
   @property
-  def vmin(self): return self._cached("vminmax", vminmax)[0]
+  def vmin(self):
+    mm = self._mm
+    return (mm if mm is not None else self._bounds())[0]
   @property
-  def vmax(self): return self._cached("vminmax", vminmax)[1]
+  def vmax(self):
+    mm = self._mm
+    return (mm if mm is not None else self._bounds())[1]
+
+  def _bounds(self) -> tuple:
+    """(vmin, vmax), computed once; the sources first (iteratively) where they are not analysed yet."""
+    for s in self.src:
+      if s._mm is None:
+        if s.src: break
+        cv = s._cv   # a leaf (a literal a rule just built, most often): no walk needed
+        s._mm = (cv, cv) if cv is not None else vminmax(s)
+    else:
+      mm = self._mm = vminmax(self)
+      return mm
+    return self._fill("_mm", vminmax)
 
   @property
   def ranges(self) -> frozenset:
-    """The RANGEs this UOp is inside: the ranges it depends on that no END or REDUCE on the way has closed."""
-    return self._cached("ranges", ranges_of)
+    """The RANGEs this UOp is inside: the ranges it depends on that no END or REDUCE on the way has closed. In a slot
+    of its own, as the bounds."""
+    rg = self._rg
+    if rg is not None: return rg
+    for s in self.src:
+      if s._rg is None: return self._fill("_rg", ranges_of)
+    rg = self._rg = ranges_of(self)
+    return rg
 
   # ---------- constants ----------
   @staticmethod
@@ -146,15 +194,8 @@ class UOp:
 
   @property
   def const_value(self):
-    """The value of a CONST or a typed constant CAST(CONST); None for anything else (an INVALID index included);
-    computed once: every rule asks."""
-    cv = self._cv
-    if cv is _UNSET:
-      if self.op is Ops.CONST: cv = None if self.arg is Invalid else self.arg
-      elif self.op is Ops.CAST and self.src[0].op is Ops.CONST: cv = truncate(self.src[0].arg, self.arg)
-      else: cv = None
-      self._cv = cv
-    return cv
+    """The value of a CONST or a typed constant CAST(CONST); None for anything else (an INVALID index included)."""
+    return self._cv
 
   def _u(self, x) -> "UOp": return x if isinstance(x, UOp) else UOp.const(x)
 

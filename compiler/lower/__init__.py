@@ -48,7 +48,7 @@ import dataclasses
 import gc
 from typing import Callable
 
-from ..ir import KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from ..ir import AddrSpace, KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from ..ir.spec import kernel_spec, lowered_spec, verify, verify_linear
 from ..ir.symbolic import symbolic
 from .calls import inline_calls
@@ -72,6 +72,7 @@ def _split_multi_end(e: UOp):
 
 
 def split_ends(sink: UOp, target: Target) -> UOp:
+  if Ops.END not in _ops(sink): return sink
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.END, name="e"), _split_multi_end)], name="split_ends"))
   by_range: dict[UOp, list] = {}
   for u in sink.toposort():
@@ -86,12 +87,33 @@ def split_ends(sink: UOp, target: Target) -> UOp:
                        ctx=merge, bottom_up=True)
 
 
+def _ops(sink: UOp) -> set:
+  """The ops of the kernel: a pass whose rules match none of them is not run. A walk of the whole graph per pass
+  (a graph_rewrite) costs as much as the rest of lowering on a large kernel; the toposort is remembered per sink, so
+  the passes that leave the sink as it is share one."""
+  return {u.op for u in sink.toposort()}
+
+
 def _verify_kernel(sink, target): verify(sink, kernel_spec); return sink
 def _verify_lowered(sink, target): verify(sink, lowered_spec); return sink
 def _symbolic(sink, target): return graph_rewrite(sink, symbolic, name="symbolic")
-def _reduce(sink, target): return graph_rewrite(sink, pm_reduce, ctx=ReduceContext(first_free_slot(sink)))
-def _barriers(sink, target): return graph_rewrite(sink, pm_barriers, ctx=loaded_local_buffers(sink))
-def _legalize(sink, target): return graph_rewrite(sink, pm_legalize, ctx=target)
+
+
+def _reduce(sink, target):
+  if Ops.REDUCE not in _ops(sink): return sink
+  return graph_rewrite(sink, pm_reduce, ctx=ReduceContext(first_free_slot(sink)))
+
+
+def _barriers(sink, target):
+  if not any(u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.LOCAL for u in sink.toposort()): return sink
+  return graph_rewrite(sink, pm_barriers, ctx=loaded_local_buffers(sink))
+
+
+def _legalize(sink, target):
+  if _ops(sink).isdisjoint(pm_legalize.pdict.keys() - target.native_ops): return sink   # every rule leaves native ops
+  return graph_rewrite(sink, pm_legalize, ctx=target)
+
+
 def _commit(sink, target): return commit_dtypes(sink)
 
 

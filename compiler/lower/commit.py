@@ -31,10 +31,15 @@ def commit_dtypes(sink: UOp) -> UOp:
   memo: dict[UOp, UOp] = {}
   chosen: dict[UOp, object] = {}   # original weak node -> committed dtype
 
+  literals: dict = {}   # (weak literal, slot type) -> its typed form: a kernel repeats its few literals everywhere
+
   def fix(s: UOp, want) -> UOp:
     """The committed source s, in a slot of type want."""
     m = memo[s]
-    if s.op is Ops.CONST and s.dtype.is_weak: return _literal(s, want)
+    if s.op is Ops.CONST and s.dtype.is_weak:
+      lit = literals.get((s, want))
+      if lit is None: lit = literals[(s, want)] = _literal(s, want)
+      return lit
     if want is not None and not want.is_weak and not isinstance(m.dtype, PtrDType) and m.dtype != want and \
        s.dtype.is_weak:
       return m.cast(want)
@@ -64,12 +69,13 @@ def commit_dtypes(sink: UOp) -> UOp:
       want = max(other, key=lambda d: d.itemsize) if other else None
       if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
       new_src = tuple(fix(s, want) for s in src)
-    elif op in GroupOp.ALU: new_src = tuple(fix(s, new_dt) for s in src)
+    elif op in GroupOp.ALU: new_src = tuple([fix(s, new_dt) for s in src])
     elif op is Ops.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
     elif op is Ops.INDEX:
       idx = fix(src[1], None)
       new_src = (memo[src[0]], idx, *(memo[s] for s in src[2:]))
+    elif op is Ops.CAST and src[0].op is Ops.CONST: new_src = src   # a typed literal already: CAST(CONST) stays
     elif op in (Ops.CAST, Ops.BITCAST): new_src = (fix(src[0], None),)
     else: new_src = tuple(memo[s] if not (s.op is Ops.CONST and s.dtype.is_weak) else _literal(s, None) for s in src)
-    memo[u] = UOp(op, new_src, u.arg, u.tag) if any(a is not b for a, b in zip(new_src, src)) else u
+    memo[u] = u if new_src == src else UOp(op, new_src, u.arg, u.tag)   # UOps compare by identity: == is `is`
   return memo[sink]

@@ -31,6 +31,10 @@ def _order(sink: UOp) -> list[UOp]:
         ends[r] = u
   for u in nodes:
     if u.op is Ops.RANGE and u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
+  if not ends:
+    # no loop: every node is of kind 0 and ranked by its toposort position, so the heap below would hand them out in
+    # exactly that order (the next node of the toposort is always ready, and always the lowest ranked)
+    return list(nodes)
   users: dict[UOp, list] = {u: [] for u in nodes}
   missing = {}
   for u in nodes:
@@ -114,6 +118,9 @@ def linearize(sink: UOp) -> UOp:
       m[u] = place(UOp(Ops.STORE, (plain, m[u.src[1]]), u.arg))
       place(UOp(Ops.ENDIF, (gate,)))
       continue
-    else: new = u.replace(src=tuple(m[s] for s in u.src)) if u.src else u
+    elif u.src:
+      src = tuple([m[s] for s in u.src])
+      new = u if src == u.src else UOp(u.op, src, u.arg, u.tag)   # most nodes: their sources are their own
+    else: new = u
     m[u] = place(new)
   return UOp(Ops.LINEAR, tuple(out), sink.arg)

@@ -7,7 +7,8 @@ later, each in its own module).
   program.py    AMDProgram: code object kernel -> COMPUTE_* registers, user SGPRs, per-shape command buffers
   kernargs.py   the runtime's argument layout for code object v5 (explicit and hidden kernel arguments)
   lower.py      queue programs (hcq.compiler.queue) -> PM4 / SDMA packets by pattern matchers
-  pm4.py, sdma.py  packet builders and decoders
+  pm4.py, sdma.py  packet builders and decoders; the compute registers and packet differences per GC / SDMA version
+  aql.py        the AQL compute queue of multi-XCC parts (gfx942): dispatch packets, PM4 in indirect buffers
   kernels/      demo.hsaco (empty, vadd, matmul) for `hcq demo` and bench/launch.py
 
 DRIVER declares the interfaces to hcq.open (drivers/hcq/registry.py); open_device builds a device for one."""
@@ -17,7 +18,7 @@ from ...errors import DeviceError
 from ..hcq.registry import Driver, Interface
 
 DRIVER = Driver(
-  vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100)", default="KFD",
+  vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100, gfx1200, gfx942)", default="KFD",
   interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
                         probe="/dev/kfd"),))
 

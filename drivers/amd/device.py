@@ -1,7 +1,10 @@
 """AMDDevice: the AMD vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over an iface (iface.py: KFD now;
 PCI/USB later) that gives it memory, queues with doorbells and fault events.
 
-Engines: "compute", a PM4 compute queue (kernels, signals, timestamps, barriers), and "copy", an SDMA queue. What is
+Engines: "compute", a PM4 compute queue (kernels, signals, timestamps, barriers), or on a multi-XCC part (gfx942,
+MI300-class) an AQL queue carrying the same PM4 in indirect buffers and kernels as dispatch packets (aql.py), as the
+reference runs them; and "copy", an SDMA queue. The compute registers and the cache-control packet forms are the GC
+IP version's (pm4.gc_registers, from the generated gc_<version>_compute modules). What is
 AMD's here: the PM4/SDMA lowering tables (lower.py), the compute queue's register state (a launch whose static
 registers are still on the queue sends only those that change), scratch, code-object loading, the interrupt that a
 blocked wait asks for (KFD events), and bound launches as INDIRECT_BUFFERs."""
@@ -18,7 +21,7 @@ from ...errors import DeviceError
 from ..hcq import Buffer, Ring, round_up
 from ..hcq.engine import FIRST_VENDOR_SLOT, PREVIOUS_VALUE, T_END, T_START, TIMELINE, TIMELINE_VALUE, V_PREV, RingEngine
 from ..hcq.runtime import HCQDevice, Submission
-from . import lower, pm4
+from . import aql, lower, pm4, sdma
 from .lower import COMPUTE, COPY
 from .program import AMDProgram, RepeatDispatch, image_at
 
@@ -28,7 +31,7 @@ V_TIMELINE, V_KERNARG, V_DISPATCH = ("var", "timeline"), ("var", "kernarg"), ("v
 
 RING_SIZE = 1 << 20
 # the engines' rings: kind of hardware queue, how the ring's end is crossed, bytes per write-pointer step
-RINGS = {COMPUTE: ("compute", "split", 4), COPY: ("sdma", "pad", 1)}
+RINGS = {COMPUTE: ("compute", "split", 4), COPY: ("sdma", "pad", 1), aql.ENGINE: ("aql", "split", aql.PACKET_BYTES)}
 
 
 @dataclasses.dataclass
@@ -47,6 +50,12 @@ class AMDDevice(HCQDevice):
     super().__init__(os, config)
     self.iface = iface
     self.arch, self.props = iface.arch, iface.props
+    self.regs = pm4.gc_registers(iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
+    self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
+    self.sdma = sdma.sdma_version(iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
+    # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
+    # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
+    self.aql = iface.props.get("num_xcc", 1) > 1
     self.label = iface.label
     self.name = f"{self.arch} on {iface.label}"
     self._mems = []
@@ -65,9 +74,11 @@ class AMDDevice(HCQDevice):
     qd_va, _ = self._host_memory(0x1000)   # a zeroed amd_queue_t for kernels that ask for the queue pointer
     self.queue_desc_va = qd_va
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
-    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False)
+    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
+                                    sdma=self.sdma)
     self._start_runtime()
-    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True)
+    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
+                             sdma=self.sdma)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
     self._arms = {name: e.build(Q.queue(name, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), irq_ctx)
                   for name, e in self.engines.items()}
@@ -88,15 +99,24 @@ class AMDDevice(HCQDevice):
     return {("param", IRQ_SLOT): self.irq_signal.va}
 
   def _make_engines(self, links: dict):
-    return {name: RingEngine(name, lower.MATCHERS[name], self._make_ring(name, *RINGS[name]), self.lower_ctx, links)
-            for name in (COMPUTE, COPY)}
+    engines = {name: RingEngine(name, lower.MATCHERS[name], self._make_ring(name, *RINGS[name]), self.lower_ctx, links)
+               for name in ((COPY,) if self.aql else (COMPUTE, COPY))}
+    if self.aql:
+      ring = self._make_ring(COMPUTE, *RINGS[aql.ENGINE])
+      ib = self.iface.alloc(aql.ib_area_size(ring), kind="gtt")    # the PM4 of each ring slot's vendor packet
+      self._mems.append(ib)
+      engines[COMPUTE] = aql.AQLEngine(COMPUTE, lower.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.lower_ctx, links)
+      aql.describe_queue(ring.hwq.gart.cpu, ring.hwq.ring.va, ring.hwq.ring.size, self.props)
+    return {name: engines[name] for name in (COMPUTE, COPY)}
 
   def _make_ring(self, name: str, kind: str, cross: str, unit: int) -> Ring:
     """A hardware queue from the iface and the Ring that writes it; unit: bytes per write-pointer step."""
     hwq = self.iface.create_queue(kind, RING_SIZE)
     u64 = hwq.gart.cpu.cast("B").cast("Q")
     wptr, rptr = u64[hwq.wptr_offset // 8:hwq.wptr_offset // 8 + 1], u64[hwq.rptr_offset // 8:hwq.rptr_offset // 8 + 1]
-    ring = Ring(f"{self.name} {name} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, self.iface.doorbell(hwq),
+    doorbell = self.iface.doorbell(hwq)
+    if kind == "aql": doorbell = aql.doorbell(doorbell)
+    ring = Ring(f"{self.name} {name} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, doorbell,
                 unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._block)
     ring.hwq = hwq
     return ring
@@ -186,6 +206,14 @@ class AMDDevice(HCQDevice):
     target = co.target.rsplit("-", 1)[-1].split(":")[0]   # "amdgcn-amd-amdhsa--gfx1100[:xnack-]" -> "gfx1100"
     if target != self.arch:
       raise DeviceError(f"{self.name}: the code object is for {target}, this device is {self.arch}")
+    # the ELF header's EF_AMDGPU_MACH must say the same as the metadata (a loader that trusts one of them runs code
+    # built for another processor); the xnack/sramecc feature bits are not checked (a mock or KFD device reports no
+    # mode, and code built for "any" runs in both)
+    if co.mach != target:
+      raise DeviceError(f"{self.name}: the code object's metadata says {target} but its ELF e_flags say {co.mach}")
+    if co.code_object_version not in (4, 5):
+      raise DeviceError(f"{self.name}: code object version {co.code_object_version} (hcq loads v4 and v5: kernarg "
+                        f"layout and hidden arguments from their metadata)")
     if not co.kernels: raise DeviceError(f"{self.name}: the code object has no kernels")
     missing = co.undefined_symbols
     if missing:
@@ -210,20 +238,27 @@ class AMDDevice(HCQDevice):
 
   def scratch_for(self, private_bytes: int) -> Scratch:
     """Scratch (architected flat scratch) big enough for private_bytes per lane on every wave slot; grown on demand.
-    WAVESIZE counts 256-byte units per wave (64 lanes assumed), WAVES the waves per shader engine."""
+    WAVESIZE counts the GC version's units per wave (256 bytes from gfx11 on, 1 KiB on gfx9) for 64 lanes (the widest
+    wave of every target), WAVES the waves per shader engine."""
     per_thread = round_up(private_bytes, 4)
     if self.scratch and self.scratch.per_thread >= per_thread: return self.scratch
     p = self.props
     se = max(p.get("array_count", 1) // max(p.get("simd_arrays_per_engine", 1), 1), 1)
     cu = max(p.get("simd_count", 2) // max(p.get("simd_per_cu", 2), 1), 1)
     slots = p.get("max_slots_scratch_cu", 32)
-    wavesize = (64 * per_thread + 255) // 256
+    granule = self.regs.tmpring_granule
+    wavesize = (64 * per_thread + granule - 1) // granule
+    if wavesize > self.regs.max_wavesize:
+      raise DeviceError(f"{self.name}: {private_bytes} bytes of scratch per lane exceed COMPUTE_TMPRING_SIZE.WAVESIZE "
+                        f"({self.regs.max_wavesize} units of {granule} bytes per wave)")
     waves = min(cu * slots // se, 0xFFF)
-    size = wavesize * 256 * waves * se
+    size = wavesize * granule * waves * se
     mem = self.iface.alloc(size, kind="vram")
     if self.scratch: self._old_scratch.append(self.scratch)
     self._mems.append(mem)
-    self.scratch = Scratch(mem.va, size, per_thread, pm4.tmpring_size(waves, wavesize))
+    self.scratch = Scratch(mem.va, size, per_thread, self.regs.tmpring_size(waves, wavesize))
+    if self.aql:    # the CP takes an AQL dispatch's private segment from the queue's amd_queue_t
+      aql.describe_scratch(self.compute.ring.hwq.gart.cpu, self.regs, self.scratch, self.props.get("num_xcc", 1))
     return self.scratch
 
   def _compile(self, sink):
@@ -261,6 +296,11 @@ class _BoundIB:
     # buffers: one for a queue in any state, and, when it is shorter, one for a queue that already holds the first
     # launch's registers (a bound launch run again, or run after a launch of the same shape).
     full = self._words(dev, layout, values, first_repeats=False)
+    self.first_registers = layout[0][1].registers
+    self.registers = layout[-1][1].registers
+    if dev.aql:     # dispatch packets go on the AQL ring itself: a run writes the recorded words again (aql.py)
+      self.ib_words = self.ib_repeat_words = full
+      return
     repeat = self._words(dev, layout, values, first_repeats=True)
     if len(repeat) == len(full): repeat = full
     ib = self.ib = dev.iface.alloc((len(full) + (len(repeat) if repeat is not full else 0)) * 4, kind="gtt")
@@ -271,8 +311,6 @@ class _BoundIB:
     if repeat is not full:
       ib.cpu.cast("I")[len(full):len(full) + len(repeat)] = repeat
       self.ib_repeat_words = array("I", pm4.indirect_buffer(ib.va + 4 * len(full), len(repeat)))
-    self.first_registers = layout[0][1].registers
-    self.registers = layout[-1][1].registers
 
   @staticmethod
   def _words(dev: AMDDevice, layout, values, first_repeats: bool):

@@ -15,7 +15,7 @@ class Mem(Protocol):
 
 
 class HWQueue(Protocol):
-  kind: str                    # "compute" (PM4) or "sdma"
+  kind: str                    # "compute" (PM4), "aql" (AQL compute) or "sdma"
   queue_id: int
   ring: Mem                    # the ring buffer (CPU-visible)
   gart: Mem                    # CPU-visible page holding the engine's read pointer and the write pointer
@@ -27,6 +27,8 @@ class AMDIface(Protocol):
   label: str                   # names the device in errors, e.g. "KFD+AMD:0 (gpu_id 4242)"
   arch: str                    # "gfx1100"
   props: dict[str, int]        # KFD-topology-style properties: simd_count, simd_per_cu, array_count, lds_size_in_kb, ...
+  gc_ip: tuple[int, int, int]  # the GC IP version (its registers: pm4.gc_registers)
+  sdma_ip: tuple[int, int, int]  # the SDMA IP version (its packet differences: sdma.sdma_version)
   event_id: int                # the interrupt context the queues' end-of-work packets carry
   mailbox_va: int              # where they write event_id before interrupting
 

@@ -25,6 +25,7 @@ DOORBELL_PAGE = 0x2000
 # amd_queue_t (ROCR amd_hsa_queue.h): read_dispatch_id at +128, write_dispatch_id at +56; hcq keeps its ring read
 # and write pointers at the same places of a small "gart" page, as ROCR does for PM4 queues.
 RPTR_OFFSET, WPTR_OFFSET = 128, 56
+GC_HWID, SDMA0_HWID = 11, 42   # soc15_hw_ip.h: hardware ids, the folders of amdgpu's ip_discovery sysfs
 
 
 @dataclasses.dataclass
@@ -101,6 +102,9 @@ class KFDIface:
     ver = self.props["gfx_target_version"]
     self.arch = f"gfx{ver // 10000}{(ver // 100) % 100:x}{ver % 100:x}"
     self.drm = osi.open(f"/dev/dri/renderD{self.props['drm_render_minor']}", _os.O_RDWR)
+    self.gc_ip = self._ip_version(GC_HWID, self._gc_from_gfx(ver))
+    # SDMA's major follows GC's on the parts hcq knows (soc15 gfx9: SDMA 4, gfx10: 5, gfx11: 6, gfx12: 7)
+    self.sdma_ip = self._ip_version(SDMA0_HWID, ({9: 4, 10: 5, 11: 6, 12: 7}.get(self.gc_ip[0], 6), 0, 0))
     v = kfd.AMDKFD_IOC_GET_VERSION(self.kfd)
     self.kfd_version = (v.major_version, v.minor_version)
     kfd.AMDKFD_IOC_ACQUIRE_VM(self.kfd, drm_fd=self.drm.fd, gpu_id=self.gpu_id)
@@ -140,6 +144,20 @@ class KFDIface:
     for need in ("gfx_target_version", "drm_render_minor"):
       if need not in props: raise DeviceError(f"{self.spec}: topology node {node} has no {need} property")
     return node, gpu_id, props
+
+  def _ip_version(self, hwid: int, fallback: tuple[int, int, int]) -> tuple[int, int, int]:
+    """An IP block's version (major, minor, revision) as amdgpu's IP discovery shows it for the render node
+    (ip_discovery/die/0/<hardware id>/0/{major,minor,revision}); fallback for a kernel without that sysfs (before
+    5.19)."""
+    d = f"class/drm/renderD{self.props['drm_render_minor']}/device/ip_discovery/die/0/{hwid}/0"
+    try: return tuple(int(self.os.sysfs_read(f"{d}/{f}").strip()) for f in ("major", "minor", "revision"))
+    except (OSCallError, ValueError): return fallback
+
+  @staticmethod
+  def _gc_from_gfx(gfx_target_version: int) -> tuple[int, int, int]:
+    """The GC version a gfx target implies: its major is the GC major (gfx942 is GC 9.4.3, taken for every gfx94x)."""
+    major, minor = gfx_target_version // 10000, (gfx_target_version // 100) % 100
+    return (9, 4, 3) if (major, minor) == (9, 4) else (major, minor, 0)
 
   # ---- memory
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
@@ -195,17 +213,20 @@ class KFDIface:
     return cwsr_sizes(self.props)
 
   def create_queue(self, kind: str, ring_size: int) -> HWQueue:
-    """A PM4 compute ("compute") or SDMA ("sdma") queue with its ring (GTT), read/write pointers and doorbell."""
+    """A PM4 compute ("compute"), AQL compute ("aql") or SDMA ("sdma") queue with its ring (GTT), read/write pointers
+    and doorbell. An AQL queue's gart page is its amd_queue_t (ROCR amd_hsa_queue.h): the pointers are its
+    write_dispatch_id and read_dispatch_id."""
     ring = self.alloc(ring_size, kind="gtt")
     gart = self.alloc(PAGE, kind="gtt")
     extra = []
     kw = {}
-    if kind == "compute":
+    if kind in ("compute", "aql"):
       eop = self.alloc(PAGE, kind="vram")
       save, ctl, debug = self._cwsr_sizes()
       cwsr = self.alloc(round_up((save + debug) * max(self.props.get("num_xcc", 1), 1), PAGE), kind="vram")
       extra += [eop, cwsr]
-      kw = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, eop_buffer_address=eop.va, eop_buffer_size=eop.size,
+      qtype = kfd.KFD_IOC_QUEUE_TYPE_COMPUTE if kind == "compute" else kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
+      kw = dict(queue_type=qtype, eop_buffer_address=eop.va, eop_buffer_size=eop.size,
                 ctx_save_restore_address=cwsr.va, ctx_save_restore_size=save, ctl_stack_size=ctl)
     elif kind == "sdma": kw = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA)
     else: raise ValueError(f"unknown queue kind {kind!r}")

@@ -1,7 +1,9 @@
 """Queue programs (hcq.compiler.queue) lowered to AMD packets by pattern matchers, then encoded into command
 buffers that are built once and patched at submit.
 
-  compute engine (PM4):  wait -> WAIT_REG_MEM(>=, memory)       store -> RELEASE_MEM(64-bit value) (+ RELEASE_MEM to
+  compute engine (PM4; on an AQL queue the same PM4 runs from indirect buffers, and a call is a dispatch packet: aql.py;
+  gfx9 takes soc15d.h's RELEASE_MEM / ACQUIRE_MEM cache-control forms):
+                        wait -> WAIT_REG_MEM(>=, memory)       store -> RELEASE_MEM(64-bit value) (+ RELEASE_MEM to
                         the KFD event mailbox with an interrupt)  timestamp -> RELEASE_MEM(GPU clock) to signal+8
                         barrier -> ACQUIRE_MEM(all caches)     call(PROGRAM) -> the kernel's registers, DISPATCH_DIRECT,
                                                                  CS_PARTIAL_FLUSH
@@ -31,20 +33,30 @@ class LowerCtx:
   event_id: int
   mailbox_va: int
   interrupts: bool = True
+  soc15: bool = False        # gfx9: soc15d.h RELEASE_MEM / ACQUIRE_MEM cache-control forms (pm4.py)
+  sdma: sdma.SDMAVersion = sdma.SDMA_VERSIONS[6]    # the SDMA engine's packet differences (sdma.py)
 
 
 # ---- PM4 (compute queue)
+def _release(ctx: LowerCtx, addr, data, data_sel: int, int_sel: int = pm4.INT_SEL_NONE, ctxid: int = 0,
+             flush: bool = True) -> list:
+  """RELEASE_MEM in the GC version's form; flush: write back and invalidate the caches first."""
+  if ctx.soc15: return pm4.release_mem_soc15(addr, data, data_sel, int_sel, ctxid, flush)
+  return pm4.release_mem(addr, data, data_sel, int_sel, ctxid, pm4.REL_FLUSH_ALL if flush else 0)
+
+
 def _pm4_store(ctx: LowerCtx, dst, value):
-  words = pm4.release_mem(value_of(dst), value_of(value), pm4.DATA_SEL_64)
+  words = _release(ctx, value_of(dst), value_of(value), pm4.DATA_SEL_64)
   if ctx.interrupts:
-    words += pm4.release_mem(ctx.mailbox_va, ctx.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
-                             ctxid=ctx.event_id, gcr=0)
+    words += _release(ctx, ctx.mailbox_va, ctx.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
+                      ctxid=ctx.event_id, flush=False)
   return packets(COMPUTE, words)
 
 
 def _sdma_store(ctx: LowerCtx, dst, value):
-  words = sdma.fence(value_of(dst), value_of(value))
-  if ctx.interrupts: words += sdma.fence(ctx.mailbox_va, ctx.event_id) + sdma.trap(ctx.event_id)
+  mtype = ctx.sdma.fence_mtype
+  words = sdma.fence(value_of(dst), value_of(value), mtype)
+  if ctx.interrupts: words += sdma.fence(ctx.mailbox_va, ctx.event_id, mtype) + sdma.trap(ctx.event_id)
   return packets(COPY, words)
 
 
@@ -62,8 +74,9 @@ def _pm4_call(ctx: LowerCtx, prog: UOp, call: UOp):
 pm_pm4 = PatternMatcher([
   (QPat.wait("sig", "value"), lambda ctx, sig, value: packets(COMPUTE, pm4.wait_reg_mem(value_of(sig), value_of(value)))),
   (QPat.store("dst", "value"), _pm4_store),
-  (QPat.timestamp("dst"), lambda ctx, dst: packets(COMPUTE, pm4.release_mem(value_of(dst) + 8, 0, pm4.DATA_SEL_GPU_CLOCK, gcr=0))),
-  (QPat.barrier("ins"), lambda ctx, ins: packets(COMPUTE, pm4.acquire_mem(pm4.GCR_ALL))),
+  (QPat.timestamp("dst"), lambda ctx, dst: packets(COMPUTE, _release(ctx, value_of(dst) + 8, 0, pm4.DATA_SEL_GPU_CLOCK,
+                                                                     flush=False))),
+  (QPat.barrier("ins"), lambda ctx, ins: packets(COMPUTE, pm4.acquire_mem_soc15() if ctx.soc15 else pm4.acquire_mem(pm4.GCR_ALL))),
   (QPat.call("prog", "call"), _pm4_call),
   (QPat.copy("dst", "src", "nbytes"), lambda ctx, dst, src, nbytes: unsupported("a copy", COMPUTE)),
 ])
@@ -73,7 +86,7 @@ pm_pm4 = PatternMatcher([
 def _sdma_copy(ctx, dst, src, nbytes):
   n = value_of(nbytes)
   if not isinstance(n, int): raise DeviceError("queue lowering: an SDMA copy needs a constant size")
-  return packets(COPY, sdma.copy(value_of(dst), value_of(src), n))
+  return packets(COPY, sdma.copy(value_of(dst), value_of(src), n, ctx.sdma.max_copy))
 
 
 pm_sdma = PatternMatcher([

@@ -5,11 +5,21 @@ PACKET3 header, WAIT_REG_MEM / RELEASE_MEM / ACQUIRE_MEM fields) and hcq.autogen
 registers and fields of asic_reg/gc/gc_11_0_0_offset.h and _sh_mask.h, generated apart from the whole-GC module
 amd.gc_11_0_0 because that one costs ~20 ms to import, more than a launch path may spend at start-up). Three facts
 are in none of those headers and are cited where defined: the GC segment-0 base, the VGT event types and the GPU
-clock's frequency."""
+clock's frequency.
+
+Per GC IP version (ComputeRegs, gc_registers): the compute registers come from that version's generated module
+(gc_9_4_3_compute for gfx942, gc_11_0_0_compute, gc_12_0_0_compute): their SET_SH_REG offsets differ (gfx9's
+COMPUTE_PGM_RSRC3 is 0x22d, gfx11's 0x228), gfx9 has no CS_W32_EN (wave64 only) and a narrower TMPRING WAVESIZE, and
+gfx9's cache-control packets are soc15d.h's (RELEASE_MEM EOP_TC_*_ACTION_EN bits, a 6-dword ACQUIRE_MEM with
+CP_COHER_CNTL: release_mem_soc15, acquire_mem_soc15) where gfx10+ has nvd.h's GCR fields."""
 from __future__ import annotations
+
+import importlib
 
 from ...autogen.amd import gc_11_0_0_compute as gc
 from ...autogen.amd import pm4 as nvd
+from ...autogen.amd import pm4_soc15 as soc15
+from ...errors import DeviceError
 from ..hcq.cmdbuf import hi, lo  # noqa: F401 - re-exported: packet users write pm4.lo(x)
 from .decoding import DecodeError
 
@@ -65,6 +75,65 @@ def tmpring_size(waves: int, wavesize: int) -> int:
     ((wavesize << gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT) & gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK)
 RSRC2_LDS_SIZE_SHIFT, RSRC2_LDS_SIZE_MASK = gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT, gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK
 LDS_GRANULE = 512   # bytes per LDS_SIZE unit on gfx11 (128 dwords; LLVM AMDGPU's LDS allocation granule)
+
+
+class ComputeRegs:
+  """The COMPUTE_* registers a dispatch programs, for one GC IP version: SET_SH_REG offsets (regX + the GC segment-0
+  base - PACKET3_SET_SH_REG_START; every one has BASE_IDX 0) and the fields the driver sets, all from that version's
+  generated gc_<ver>_compute module. tmpring_granule: bytes per COMPUTE_TMPRING_SIZE.WAVESIZE unit (1 KiB on gfx9,
+  256 bytes from gfx11 on, as ROCR's amd_aql_queue.cpp sizes scratch per wave)."""
+
+  def __init__(self, ip: tuple, module, seg0: int, tmpring_granule: int):
+    self.ip, self.module, self.seg0, self.tmpring_granule = ip, module, seg0, tmpring_granule
+    def sh(name): return getattr(module, "regCOMPUTE_" + name) + seg0 - SH_REG_START
+    self.DISPATCH_INITIATOR, self.START_X, self.NUM_THREAD_X = sh("DISPATCH_INITIATOR"), sh("START_X"), sh("NUM_THREAD_X")
+    self.PGM_LO, self.PGM_RSRC1, self.PGM_RSRC3 = sh("PGM_LO"), sh("PGM_RSRC1"), sh("PGM_RSRC3")
+    self.RESOURCE_LIMITS, self.TMPRING_SIZE, self.RESTART_X = sh("RESOURCE_LIMITS"), sh("TMPRING_SIZE"), sh("RESTART_X")
+    self.USER_DATA_0, self.DISPATCH_SCRATCH_BASE_LO = sh("USER_DATA_0"), sh("DISPATCH_SCRATCH_BASE_LO")
+    # the driver sets COMPUTE_PGM_LO/HI, DISPATCH_PKT_ADDR_LO/HI, DISPATCH_SCRATCH_BASE_LO/HI, PGM_RSRC1/2 as one run
+    if [sh(n) - self.PGM_LO for n in ("PGM_HI", "DISPATCH_PKT_ADDR_LO", "DISPATCH_SCRATCH_BASE_LO", "PGM_RSRC2")] != [1, 2, 4, 7]:
+      raise DeviceError(f"GC {'.'.join(map(str, ip))}: COMPUTE_PGM_LO .. COMPUTE_PGM_RSRC2 are not one run of registers")
+    f = vars(module)
+    self.INITIATOR_COMPUTE_SHADER_EN = f["COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK"]
+    self.INITIATOR_FORCE_START_AT_000 = f["COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK"]
+    self.INITIATOR_CS_W32_EN = f.get("COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK", 0)    # none on gfx9: wave64 only
+    self.RSRC1_PRIV = f["COMPUTE_PGM_RSRC1__PRIV_MASK"]
+    self.RSRC2_LDS_SIZE_SHIFT, self.RSRC2_LDS_SIZE_MASK = f["COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT"], f["COMPUTE_PGM_RSRC2__LDS_SIZE_MASK"]
+    self._tmpring = (f["COMPUTE_TMPRING_SIZE__WAVES__SHIFT"], f["COMPUTE_TMPRING_SIZE__WAVES_MASK"],
+                     f["COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT"], f["COMPUTE_TMPRING_SIZE__WAVESIZE_MASK"])
+
+  def tmpring_size(self, waves: int, wavesize: int) -> int:
+    """COMPUTE_TMPRING_SIZE: WAVES (scratch waves per shader engine) and WAVESIZE (tmpring_granule units per wave),
+    each masked to its field."""
+    ws, wm, ss, sm = self._tmpring
+    return ((waves << ws) & wm) | ((wavesize << ss) & sm)
+
+  @property
+  def max_wavesize(self) -> int: return self._tmpring[3] >> self._tmpring[2]
+
+  def __repr__(self): return f"ComputeRegs(gc {'.'.join(map(str, self.ip))})"
+
+
+# the GC versions whose compute registers are generated: (module, GC segment-0 base, TMPRING WAVESIZE granule).
+# gfx9's segment-0 base is vega10_ip_offset.h GC_BASE SEG0 (0x2000), gfx11's and gfx12's GC_SEG0_BASE above
+GC_VERSIONS = {(9, 4, 3): ("gc_9_4_3_compute", 0x2000, 1024), (11, 0, 0): ("gc_11_0_0_compute", GC_SEG0_BASE, 256),
+               (12, 0, 0): ("gc_12_0_0_compute", GC_SEG0_BASE, 256)}
+_REGS: dict[tuple, ComputeRegs] = {}
+
+
+def gc_registers(ip: tuple) -> ComputeRegs:
+  """The compute registers of GC IP version ip: those of the greatest generated version with the same major that is
+  not above it (the reference's register selection: gc 11.0.3 takes 11.0.0's). DeviceError when none fits."""
+  fits = [v for v in GC_VERSIONS if v[0] == ip[0] and v <= tuple(ip)]
+  if not fits:
+    raise DeviceError(f"GC {'.'.join(map(str, ip))}: no generated compute registers for it (hcq has GC "
+                      f"{', '.join('.'.join(map(str, v)) for v in sorted(GC_VERSIONS))})")
+  v = max(fits)
+  regs = _REGS.get(v)
+  if regs is None:
+    name, seg0, granule = GC_VERSIONS[v]
+    regs = _REGS[v] = ComputeRegs(v, importlib.import_module(f"...autogen.amd.{name}", __package__), seg0, granule)
+  return regs
 
 # The GPU clock counter that RELEASE_MEM DATA_SEL_GPU_CLOCK and SDMA TIMESTAMP write counts the SPLL reference clock:
 # 100 MHz on the gfx11 dGPUs (amdgpu reports it as AMDGPU_INFO_DEV_INFO gpu_counter_freq = soc21_get_xclk, 10000 in
@@ -130,6 +199,32 @@ def release_mem(addr: int, data: int, data_sel: int, int_sel: int = INT_SEL_NONE
   sel = nvd.PACKET3_RELEASE_MEM_DATA_SEL(data_sel) | nvd.PACKET3_RELEASE_MEM_INT_SEL(int_sel) | \
     nvd.PACKET3_RELEASE_MEM_DST_SEL(0)  # memory
   return [header(RELEASE_MEM, 7), ev, sel, lo(addr), hi(addr), lo(data), hi(data), ctxid]
+
+
+# gfx9 (soc15d.h): RELEASE_MEM's cache actions are EOP_* bits of its event dword (write back and invalidate L2 and
+# the vector L1 at end of pipe, as gfx_v9_0_ring_emit_fence does); ACQUIRE_MEM has 6 body dwords with CP_COHER_CNTL
+EOP_FLUSH_ALL_SOC15 = soc15.EOP_TC_WB_ACTION_EN | soc15.EOP_TCL1_ACTION_EN | soc15.EOP_TC_ACTION_EN
+COHER_ALL_SOC15 = (soc15.PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_SH_ICACHE_ACTION_ENA(1) |
+                   soc15.PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_SH_KCACHE_ACTION_ENA(1) |
+                   soc15.PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TC_ACTION_ENA(1) |
+                   soc15.PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TCL1_ACTION_ENA(1) |
+                   soc15.PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TC_WB_ACTION_ENA(1))
+
+
+def release_mem_soc15(addr: int, data: int, data_sel: int, int_sel: int = INT_SEL_NONE, ctxid: int = 0,
+                      flush: bool = True) -> list[int]:
+  """gfx9's end-of-pipe release (soc15d.h): the seven body dwords of release_mem, its cache actions as EOP_* bits of
+  the event dword."""
+  ev = soc15.EVENT_TYPE(CACHE_FLUSH_AND_INV_TS_EVENT) | soc15.EVENT_INDEX(EVENT_INDEX_EOP) | \
+    (EOP_FLUSH_ALL_SOC15 if flush else 0)
+  sel = soc15.DATA_SEL(data_sel) | soc15.INT_SEL(int_sel) | soc15.DST_SEL(0)
+  return [header(RELEASE_MEM, 7), ev, sel, lo(addr), hi(addr), lo(data), hi(data), ctxid]
+
+
+def acquire_mem_soc15(coher_cntl: int = COHER_ALL_SOC15) -> list[int]:
+  """gfx9's ACQUIRE_MEM (soc15d.h; gfx_v9_0_emit_mem_sync): CP_COHER_CNTL, COHER_SIZE (all ones), COHER_SIZE_HI,
+  COHER_BASE, COHER_BASE_HI, POLL_INTERVAL."""
+  return [header(ACQUIRE_MEM, 6), coher_cntl, 0xFFFFFFFF, 0xFFFFFF, 0, 0, 0x0A]
 
 
 def event_write(event_type: int, event_index: int) -> list[int]:

@@ -2,8 +2,10 @@
 per launch shape a command buffer lowered once from a queue program (barrier, call, timeline store) and patched
 (kernarg address, dispatch packet address, timeline value) at each launch.
 
-Register fields: gc_11_0_0_sh_mask.h (COMPUTE_PGM_RSRC1.PRIV bit 20, COMPUTE_PGM_RSRC2.LDS_SIZE [23:15] in 512-byte
-granules on gfx11, COMPUTE_TMPRING_SIZE WAVES [11:0] / WAVESIZE [26:12] in 256-byte units). The dispatch packet is
+Registers and fields: the device's GC version's (device.regs, pm4.ComputeRegs from the generated gc_<ver>_compute
+module: COMPUTE_PGM_RSRC1.PRIV bit 20, COMPUTE_PGM_RSRC2.LDS_SIZE [23:15] in 512-byte granules on gfx9-gfx12,
+DISPATCH_INITIATOR.CS_W32_EN from gfx10 on). On an AQL queue (device.aql) a launch is a KERNEL_DISPATCH packet
+(aql.py) with the same kernarg layout (code object v5 hidden arguments) instead of registers and DISPATCH_DIRECT. The dispatch packet is
 ROCR's hsa_kernel_dispatch_packet_t (hsa.h): workgroup_size_x/y/z u16 at 4/6/8, grid_size_x/y/z u32 at 12/16/20,
 private/group segment size u32 at 24/28, kernel_object u64 at 32, kernarg_address u64 at 40."""
 from __future__ import annotations
@@ -14,7 +16,7 @@ import struct
 from ...errors import DeviceError
 from .kernargs import Arg, KernargLayout
 from ..hcq.program import Program
-from . import pm4
+from . import aql, pm4
 from ..hcq.cmdbuf import Sym
 
 DISPATCH_PACKET_SIZE = 64
@@ -48,12 +50,9 @@ def image_at(co, base: int) -> bytes:
 # COMPUTE_RESTART_X/Y/Z hold where an interrupted dispatch resumes (the CP keeps them with the queue's state when it
 # preempts a dispatch midway, v11_compute_mqd compute_restart_x/y/z): set at every launch rather than trusted to still
 # hold the zeros the last launch wrote
-_EVERY_LAUNCH = frozenset({pm4.COMPUTE_RESTART_X})
-
-
-def _sent_every_launch(packet: list) -> bool:
-  """A SET_SH_REG packet that goes into every launch: one with a per-launch address, or one in _EVERY_LAUNCH."""
-  return packet[1] in _EVERY_LAUNCH or not all(isinstance(w, int) for w in packet)
+def _sent_every_launch(packet: list, regs) -> bool:
+  """A SET_SH_REG packet that goes into every launch: one with a per-launch address, or COMPUTE_RESTART_X's."""
+  return packet[1] == regs.RESTART_X or not all(isinstance(w, int) for w in packet)
 
 
 class LaunchShape:
@@ -91,6 +90,9 @@ class AMDProgram(Program):
     self.entry = image_va + kernel.entry_address
     if self.entry & 0xFF: raise DeviceError(f"kernel {self.name}: entry point {self.entry:#x} is not 256-byte aligned")
     self.wave32 = kernel.wavefront_size == 32
+    self.regs = regs = device.regs
+    if self.wave32 and not regs.INITIATOR_CS_W32_EN:
+      raise DeviceError(f"kernel {self.name}: wave32, which GC {'.'.join(map(str, regs.ip))} cannot run (no CS_W32_EN)")
     self.lds = kernel.group_segment_fixed_size
     self.private = kernel.private_segment_fixed_size
     self.lds_max = device.props.get("lds_size_in_kb", 64) * 1024
@@ -103,14 +105,15 @@ class AMDProgram(Program):
                         f"{kd.user_sgpr_count} (at most 16 user-data registers)")
     self.dispatch_ptr = any(n == "dispatch_ptr" for n, _ in self.user_sgprs)
     # gfx11 runs user queues with COMPUTE_PGM_RSRC1.PRIV set (a context-save workaround of the reference runtime)
-    self.rsrc1 = kd.compute_pgm_rsrc1 | pm4.RSRC1_PRIV
+    self.rsrc1 = kd.compute_pgm_rsrc1 | regs.RSRC1_PRIV
     self.rsrc2 = self._rsrc2_with_lds(self.lds)
     self.rsrc3 = kd.compute_pgm_rsrc3
     self.scratch = device.scratch_for(self.private) if self.private else None
 
   def _rsrc2_with_lds(self, lds: int) -> int:
     granules = (lds + pm4.LDS_GRANULE - 1) // pm4.LDS_GRANULE
-    return self.kernel.descriptor.compute_pgm_rsrc2 | ((granules << pm4.RSRC2_LDS_SIZE_SHIFT) & pm4.RSRC2_LDS_SIZE_MASK)
+    r = self.regs
+    return self.kernel.descriptor.compute_pgm_rsrc2 | ((granules << r.RSRC2_LDS_SIZE_SHIFT) & r.RSRC2_LDS_SIZE_MASK)
 
   def with_lds(self, lds: int | None) -> "AMDProgram":
     """This program for a launch that needs lds bytes of LDS (__local pointer arguments): a copy whose COMPUTE_PGM_RSRC2
@@ -145,33 +148,42 @@ class AMDProgram(Program):
     # (the dispatch packet address only means something for kernels that read the dispatch packet)
     scratch = self.scratch.va >> 8 if self.scratch else 0
     packet = dispatch if self.dispatch_ptr else 0
-    out = [pm4.set_sh_reg(pm4.COMPUTE_PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
+    r = self.regs
+    out = [pm4.set_sh_reg(r.PGM_LO, pm4.lo(self.entry >> 8), pm4.hi(self.entry >> 8),
                           pm4.lo(packet), pm4.hi(packet), pm4.lo(scratch), pm4.hi(scratch), self.rsrc1, self.rsrc2),
-           pm4.set_sh_reg(pm4.COMPUTE_PGM_RSRC3, self.rsrc3),
-           pm4.set_sh_reg(pm4.COMPUTE_TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0),
-           pm4.set_sh_reg(pm4.COMPUTE_RESTART_X, 0, 0, 0)]
-    if user: out.append(pm4.set_sh_reg(pm4.COMPUTE_USER_DATA_0, *user))
-    out += [pm4.set_sh_reg(pm4.COMPUTE_RESOURCE_LIMITS, 0), pm4.set_sh_reg(pm4.COMPUTE_START_X, 0, 0, 0, *block)]
+           pm4.set_sh_reg(r.PGM_RSRC3, self.rsrc3),
+           pm4.set_sh_reg(r.TMPRING_SIZE, self.scratch.tmpring if self.scratch else 0),
+           pm4.set_sh_reg(r.RESTART_X, 0, 0, 0)]
+    if user: out.append(pm4.set_sh_reg(r.USER_DATA_0, *user))
+    out += [pm4.set_sh_reg(r.RESOURCE_LIMITS, 0), pm4.set_sh_reg(r.START_X, 0, 0, 0, *block)]
     return out
 
   def register_state(self, grid, block) -> tuple:
     """The register values a launch of this shape leaves on the queue that are the same at every launch (the packets
     without a per-launch address in them, except those sent every time), as a hashable key: two shapes with equal
     keys need the same registers."""
-    return tuple(tuple(p) for p in self.register_packets(grid, block) if not _sent_every_launch(p))
+    return tuple(tuple(p) for p in self.register_packets(grid, block) if not _sent_every_launch(p, self.regs))
 
   def dispatch_words(self, grid, block, kernarg=KERNARG_PTR, dispatch=DISPATCH_PTR, static: bool = True) -> list:
     """What a CALL of this program lowers to on the compute queue: its registers (register_packets), DISPATCH_DIRECT,
     CS_PARTIAL_FLUSH. static=False leaves out the register packets that are the same at every launch (register_state):
     for a queue whose registers already hold them (see AMDDevice.launch)."""
+    if self.device.aql: return self.aql_words(grid, block, kernarg)
     w = []
     for packet in self.register_packets(grid, block, kernarg, dispatch):
-      if static or _sent_every_launch(packet): w += packet
-    initiator = pm4.INITIATOR_COMPUTE_SHADER_EN | pm4.INITIATOR_FORCE_START_AT_000 | \
-      (pm4.INITIATOR_CS_W32_EN if self.wave32 else 0)
+      if static or _sent_every_launch(packet, self.regs): w += packet
+    r = self.regs
+    initiator = r.INITIATOR_COMPUTE_SHADER_EN | r.INITIATOR_FORCE_START_AT_000 | (r.INITIATOR_CS_W32_EN if self.wave32 else 0)
     w += pm4.dispatch_direct(*grid, initiator)
     w += pm4.event_write(pm4.CS_PARTIAL_FLUSH, pm4.EVENT_INDEX_PARTIAL_FLUSH)
     return w
+
+  def aql_words(self, grid, block, kernarg=KERNARG_PTR) -> list:
+    """The launch on an AQL queue: a KERNEL_DISPATCH packet (grid in threads; the private and group segment sizes
+    this launch needs; the kernel descriptor as kernel_object), marked for the AQL engine (aql.dispatch_marker)."""
+    threads = [g * b for g, b in zip(grid, block)]
+    if max(threads) >= 1 << 32: raise DeviceError(f"kernel {self.name}: a grid of {threads} threads exceeds 2^32 a dimension")
+    return aql.dispatch_marker(aql.kernel_dispatch(block, threads, self.private, self.lds, self.kd_va, kernarg))
 
   def make_shape(self, grid, block, timed: bool, lds: int | None = None) -> LaunchShape:
     s = LaunchShape()

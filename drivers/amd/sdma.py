@@ -1,10 +1,13 @@
-"""SDMA packets (sdma 6.0, gfx11) as lists of dwords.
+"""SDMA packets (sdma 6.0, gfx11; SDMA 7.0 of gfx12 emits the same; SDMA 4.x of gfx942 with the differences in
+SDMAVersion) as lists of dwords.
 
 Source: Linux drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (SDMA_OP_*, SDMA_SUBOP_*, and the
 SDMA_PKT_<packet>_<dword>_<field>_shift/_mask values used below). They are written out here because importing the
 generated hcq.autogen.amd.sdma costs more start-up time than the whole launch path may take; tests/amd/test_packets.py
 checks every one of them against that generated module."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..hcq.cmdbuf import hi, lo
 from .decoding import DecodeError
@@ -28,21 +31,43 @@ POLL_FUNC_GE = 5       # SDMA_PKT_POLL_REGMEM_HEADER_func: 5 = greater or equal
 
 
 
-def copy_linear(dst: int, src: int, nbytes: int) -> list[int]:
-  """One COPY_LINEAR of 1..2^30 bytes."""
-  if not 0 < nbytes <= MAX_COPY: raise ValueError(f"SDMA copy of {nbytes} bytes (1..{MAX_COPY} per packet)")
+@dataclass(frozen=True)
+class SDMAVersion:
+  """What differs between the SDMA packet headers of linux 6.12 for the packets hcq sends: vega10_sdma_pkt_open.h
+  (SDMA 4.x: sdma_v4_0.c and sdma_v4_4_2.c, gfx942's, include it) has a 22-bit COPY_LINEAR count and no FENCE mtype
+  field; sdma_v6_0_0_pkt_open.h (sdma_v6_0.c and sdma_v7_0.c include it) a 30-bit count and mtype. Written out like
+  the opcodes above; tests/amd/test_packets.py checks them against amd.sdma_4 and amd.sdma."""
+  major: int
+  max_copy: int         # bytes per COPY_LINEAR: SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1
+  fence_mtype: bool     # SDMA_PKT_FENCE_HEADER_mtype exists
+
+
+SDMA_VERSIONS = {4: SDMAVersion(4, 0x003FFFFF + 1, False), 6: SDMAVersion(6, COPY_COUNT_MASK + 1, True)}
+
+
+def sdma_version(ip: tuple) -> SDMAVersion:
+  """The packet facts of SDMA IP version ip: the greatest known major not above it (7.x takes 6's, as sdma_v7_0.c
+  does; 5.x, whose navi10 header hcq does not generate, takes 4's narrower count, which is safe for it)."""
+  fits = [m for m in SDMA_VERSIONS if m <= ip[0]]
+  if not fits: raise ValueError(f"SDMA {'.'.join(map(str, ip))}: no known packet layout (hcq knows SDMA 4 and 6)")
+  return SDMA_VERSIONS[max(fits)]
+
+
+def copy_linear(dst: int, src: int, nbytes: int, max_copy: int = MAX_COPY) -> list[int]:
+  """One COPY_LINEAR of 1..max_copy bytes (the version's count width)."""
+  if not 0 < nbytes <= max_copy: raise ValueError(f"SDMA copy of {nbytes} bytes (1..{max_copy} per packet)")
   return [OP_COPY | (SUBOP_COPY_LINEAR << SUB_OP_SHIFT), (nbytes - 1) & COPY_COUNT_MASK, 0, lo(src), hi(src), lo(dst), hi(dst)]
 
 
-def copy(dst: int, src: int, nbytes: int) -> list[int]:
+def copy(dst: int, src: int, nbytes: int, max_copy: int = MAX_COPY) -> list[int]:
   out = []
-  for off in range(0, nbytes, MAX_COPY): out += copy_linear(dst + off, src + off, min(MAX_COPY, nbytes - off))
+  for off in range(0, nbytes, max_copy): out += copy_linear(dst + off, src + off, min(max_copy, nbytes - off), max_copy)
   return out
 
 
-def fence(addr: int, value: int) -> list[int]:
-  """Write 32 bits after prior packets complete."""
-  return [OP_FENCE | (FENCE_MTYPE_UC << FENCE_MTYPE_SHIFT), lo(addr), hi(addr), lo(value)]
+def fence(addr: int, value: int, mtype: bool = True) -> list[int]:
+  """Write 32 bits after prior packets complete (uncached where the header has an mtype field)."""
+  return [OP_FENCE | ((FENCE_MTYPE_UC << FENCE_MTYPE_SHIFT) if mtype else 0), lo(addr), hi(addr), lo(value)]
 
 
 def trap(int_context: int) -> list[int]:

@@ -49,6 +49,11 @@ class Ring:
       (self.idle or self.sleep)(pause)
       pause = min(pause * 2, 2e-3)
 
+  def make_room(self, need_dw: int) -> None:
+    """Wait (with the timeout) until need_dw dwords can be written at the write pointer: the commands there have been
+    read. For engines that reuse memory tied to a ring position (the indirect buffers of an AQL queue's slots)."""
+    self._wait_space(need_dw)
+
   def write(self, words) -> None:
     """Copy a u32 sequence (array('I'), memoryview 'I' or list) into the ring at the write pointer; does not
     publish it."""

@@ -1,1 +1,42 @@
-"""drivers/nv"""
+"""The NV driver: NVDevice on the HCQ runtime, over nvidia.ko's resource manager and UVM (rm.py).
+
+  rm.py       RMIface: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm; the RM object tree, memory, channels
+  device.py   NVDevice: engines "compute" and "copy" (GPFIFO channels), launches by QMD, code loading, faults
+  gpfifo.py   pushbuffer methods, GPFIFO entries, the channel engine (ring + doorbell), pushbuffer decoding
+  lower.py    queue programs (hcq.compiler.queue) -> methods by pattern matchers
+  program.py  PTX and cubins, the CUDA parameter ABI (NVProgram, CUDAParams)
+  qmd.py      QMD v3/v4 layouts as data (temporary until drivers/nv/tables)
+  abi.py      escape numbers, RM/UVM structs, classes, NV status names (temporary until the nvbind bindings)
+
+DRIVER declares the interfaces to hcq.open (drivers/hcq/registry.py); open_device builds a device for one."""
+from __future__ import annotations
+
+from ...errors import DeviceError
+from ..hcq.registry import Driver, Interface
+
+DRIVER = Driver(
+  vendor="NV", module=__name__, summary="NVIDIA GPUs (Ampere, Ada, Hopper, Blackwell)", default="RM",
+  interfaces=(Interface("RM", "through nvidia.ko's resource manager (/dev/nvidiactl) and UVM", mocks=("MOCK",),
+                        probe="/dev/nvidiactl"),))
+
+
+def open_device(iface: str, index: int, os, config, label: str | None = None):
+  """The NVIDIA GPU number `index` through interface `iface`; label names it in errors (default "RM+NV:index")."""
+  from .device import NVDevice
+  from .rm import RMIface
+  if iface != "RM": raise DeviceError(f"NV: interface {iface!r} is not supported (supported: RM)")
+  label = label or f"RM+NV:{index}"
+  # the one thing the driver is told about the embedded mock: its GPU executes PTX, not SASS (the machine code a
+  # program address points at); everything else it finds out through the same ioctls as on hardware
+  executes_ptx = label.split("+", 1)[0] in DRIVER.interfaces[0].mocks
+  return NVDevice(RMIface(os, index, config, label=label), os, config, executes_ptx=executes_ptx)
+
+
+def __getattr__(name):
+  if name == "NVDevice":
+    from .device import NVDevice
+    return NVDevice
+  raise AttributeError(name)
+
+
+__all__ = ["NVDevice", "DRIVER", "open_device"]

@@ -14,6 +14,7 @@ class MockAMDSystem:
   def __init__(self, os, count: int = 1, props: GPUProperties | None = None):
     if count < 1: raise ValueError("at least one mock GPU")
     self.os = os
+    props = props or GPUProperties.for_target(os.config.mock_gpu)
     self.gpus = [MockAMDGPU(os, i, GPU_ID_BASE + 0x111 * i, props) for i in range(count)]
     self.kfd = KFDModel(os, self.gpus)
 

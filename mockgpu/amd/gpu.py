@@ -1,4 +1,5 @@
-"""One mock gfx1100 GPU: its properties, the memory mapped to it, its queues, and dispatch to the wave emulator.
+"""One mock AMD GPU (gfx1100, gfx1200 or gfx942: GPUProperties.for_target): its properties, the memory mapped to it,
+its queues, and dispatch to the wave emulator (with the target and the wave size).
 
 By default the GPU is synchronous: a doorbell write runs the queue (and every other queue of the MockOS that can
 make progress) before it returns. With config.mock_threaded a worker thread runs the queues in the background
@@ -28,7 +29,8 @@ from .queues import QUEUE_CLASSES
 
 @dataclass
 class GPUProperties:
-  """What topology, AMDGPU_INFO and ip_discovery report (a Radeon RX 7900 XTX-like Navi 31, gfx1100)."""
+  """What topology, AMDGPU_INFO and ip_discovery report; the defaults are a Radeon RX 7900 XTX (Navi 31, gfx1100).
+  for_target() gives the other targets the mock can pose as (config.mock_gpu, HCQ_MOCK_GPU)."""
   gfx_target_version: int = 110000
   device_id: int = 0x744C
   vendor_id: int = 0x1002
@@ -47,6 +49,8 @@ class GPUProperties:
   local_mem_size: int = 24 << 30
   max_engine_clk_fcompute: int = 2500
   ip_versions: dict = field(default_factory=lambda: {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0)})
+  # the GC register segment bases IP discovery reports (regs.py): gfx11 and gfx12 share them
+  gc_base_segments: tuple = R.GC_BASE_SEGMENTS
 
   @property
   def cu_count(self) -> int: return self.simd_count // self.simd_per_cu
@@ -54,12 +58,46 @@ class GPUProperties:
   @property
   def num_shader_engines(self) -> int: return self.array_count // self.simd_arrays_per_engine
 
+  @property
+  def target(self) -> str:
+    """The ISA target name, as KFD names the node: gfx<major><minor:x><stepping:x>."""
+    v = self.gfx_target_version
+    return f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}"
+
+  @classmethod
+  def for_target(cls, target: str) -> "GPUProperties":
+    try: return cls(**TARGETS[target])
+    except KeyError: raise ValueError(f"mock GPU target {target!r}: the mock poses as {', '.join(TARGETS)}") from None
+
+
+# The targets the mock poses as, with the figures the KFD topology of such a part shows (kfd_topology.c node_show;
+# kfd_crat.c and amdgpu's gfx_v*_0 cu_info fill them). Shader-array geometry and CU counts are what rocminfo prints for
+# the part (Compute Unit, SIMDs per CU, Shader Engines, Shader Arrs. per Eng., Max Waves Per CU = simd_per_cu x
+# max_waves_per_simd, Chip ID = device_id); LDS is 64 KiB a work-group on all three (AMDGPUUsage "Memory Spaces",
+# LDS size per target); the IP versions are amdgpu's IP discovery of the part (amdgpu_discovery.c: GC, SDMA0, NBIO
+# per asic in the ip_versions tables of linux 6.12).
+TARGETS = {
+  # Radeon RX 7900 XTX (Navi 31): 96 CUs in 6 SEs x 2 SAs x 8; the GPUProperties defaults
+  "gfx1100": {},
+  # Radeon RX 9060 XT (Navi 44, gfx1200): 32 CUs in 2 SEs x 2 SAs x 8, 16 waves a SIMD (rocminfo: Chip ID 0x7590,
+  # Max Waves Per CU 32), 16 GiB GDDR6; GC 12.0.0, SDMA 7.0.0, NBIF 6.3.1 (the gc_12_0_0/nbif_6_3_1 headers' part)
+  "gfx1200": dict(gfx_target_version=120000, device_id=0x7590, revision=0xC0, simd_count=64, array_count=4,
+                  cu_per_simd_array=8, vram_size=16 << 30, local_mem_size=16 << 30, max_engine_clk_fcompute=3130,
+                  ip_versions={"GC": (12, 0, 0), "SDMA0": (7, 0, 0), "NBIO": (6, 3, 1)}),
+  # Instinct MI300X (gfx942, CDNA3): 8 XCCs, 304 CUs of 4 SIMDs (1216), 32 SEs of 1 SA with 10 CU slots (38 of 40
+  # enabled per XCC), 8 waves a SIMD (rocminfo: Max Waves Per CU 32), wave64, Chip ID 0x74A1, 192 GiB HBM3, 2100 MHz;
+  # GC 9.4.3, SDMA 4.4.2, NBIO 7.9.0 (aqua_vanjaram)
+  "gfx942": dict(gfx_target_version=90402, device_id=0x74A1, revision=0x00, simd_count=1216, simd_per_cu=4,
+                 array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10, max_waves_per_simd=8,
+                 wave_front_size=64, num_xcc=8, vram_size=192 << 30, local_mem_size=192 << 30,
+                 max_engine_clk_fcompute=2100, ip_versions={"GC": (9, 4, 3), "SDMA0": (4, 4, 2), "NBIO": (7, 9, 0)},
+                 gc_base_segments=R.GC9_BASE_SEGMENTS),
+}
+
 
 _USER_DATA = tuple(R.COMPUTE_USER_DATA_0 + i for i in range(R.NUM_USER_DATA))
 _ZEROS = (0,) * R.NUM_USER_DATA
-_STATIC_REGS = R.LAUNCH_STATE_REGS
 _monotonic = time.monotonic
-_INITIATOR_NEEDS = R.DISPATCH_COMPUTE_SHADER_EN | R.DISPATCH_CS_W32_EN
 _STATS_FOLD = 256
 
 
@@ -82,8 +120,12 @@ class MockAMDGPU:
     self._emu = emu
     self.os, self.index, self.gpu_id = os, index, gpu_id
     self.props = props or GPUProperties()
-    self.name = f"mock gfx{self.props.gfx_target_version // 10000}{(self.props.gfx_target_version // 100) % 100:x}" \
-                f"{self.props.gfx_target_version % 100:x} #{index}"
+    self.name = f"mock {self.props.target} #{index}"
+    # what differs per target in a dispatch: gfx9 (gfx942) runs wave64 only, has no DISPATCH_INITIATOR.CS_W32_EN,
+    # keeps COMPUTE_PGM_RSRC3 at another SH offset and counts TMPRING WAVESIZE in 1 KiB units (regs.py)
+    self.gfx9 = self.props.gfx_target_version // 10000 == 9
+    self._static_regs = R.LAUNCH_STATE_REGS_GFX9 if self.gfx9 else R.LAUNCH_STATE_REGS
+    self._initiator_needs = R.DISPATCH_COMPUTE_SHADER_EN | (0 if self.gfx9 else R.DISPATCH_CS_W32_EN)
     self.ranges = emu.GPUMemory()
     self.mem = DeviceMemory(self.ranges)
     self.regs: dict[int, int] = {}
@@ -286,11 +328,20 @@ class MockAMDGPU:
     if self.dispatch_observers: self._observe(queue, kw, extra)
     return self._dispatch(**kw)
 
+  def _wave_size(self, queue, wave32: bool, fail) -> int:
+    """The wave size of a dispatch: a wave64 target (gfx942) runs wave64 only, an RDNA one here wave32 only (the
+    emulator runs RDNA code in wave32). fail(message) makes the queue error."""
+    if self.props.wave_front_size == 64:
+      if wave32: raise fail(f"a wave32 dispatch, which {self.props.target} cannot run")
+      return 64
+    if not wave32: raise fail(f"a wave64 dispatch on {self.props.target} is not modelled")
+    return 32
+
   def _observe(self, queue, kw: dict, extra) -> None:
     more = (extra() if callable(extra) else extra) or {}
     for observe in self.dispatch_observers: observe(queue, {**kw, **more})
 
-  def _dispatch(self, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch):
+  def _dispatch(self, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch, wave_size):
     """Run the emulator's first time slice of a dispatch (observers were told already), keep the statistics.
     Returns None when the dispatch ended, else the suspended dispatch (its queue keeps it and calls resume())."""
     start = _monotonic()
@@ -298,7 +349,8 @@ class MockAMDGPU:
     try:
       stats = self._emu.start(self.ranges, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
                               user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
-                              instruction_budget=self.instruction_budget)
+                              instruction_budget=self.instruction_budget, arch=self.props.target,
+                              wave_size=wave_size)
     finally: self._busy.append((start, _monotonic()))
     if not isinstance(stats, tuple): return stats      # suspended (DispatchStats is a NamedTuple)
     self._record(stats)
@@ -334,15 +386,17 @@ class MockAMDGPU:
     data was written since (the PM4 engine keeps it), else None; user_data: the 16 COMPUTE_USER_DATA values when
     the caller keeps them (else read from sh). Returns (the launch state (program, resources, work-group size),
     None or the dispatch suspended after its first time slice, for the caller to resume())."""
-    if initiator & _INITIATOR_NEEDS != _INITIATOR_NEEDS:
+    needs = self._initiator_needs
+    if initiator & needs != needs:
       if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
         raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
+    wave_size = 64 if self.gfx9 else 32
     if static is None:
       # the launch state that does not change from one launch of a kernel to the next (program, resources,
       # work-group size), checked and converted once per distinct register values
       get = sh.get
-      key = tuple(map(get, _STATIC_REGS))
+      key = tuple(map(get, self._static_regs))
       static = self._launch_states.get(key)
       if static is None: static = self._launch_state(queue, get, key)
     if 0 in grid: return static, None
@@ -352,8 +406,9 @@ class MockAMDGPU:
     user = list(user_data) if user_data is not None else list(map(sh.get, _USER_DATA, _ZEROS))
     if self.dispatch_observers:
       self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
-                            "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch}, {"sh": dict(sh)})
-    return static, self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch)
+                            "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch,
+                            "wave_size": wave_size}, {"sh": dict(sh)})
+    return static, self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch, wave_size)
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
     """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""
@@ -367,9 +422,12 @@ class MockAMDGPU:
     pgm = ((get(R.COMPUTE_PGM_LO, 0) | (get(R.COMPUTE_PGM_HI, 0) << 32)) << 8) & ((1 << 64) - 1)
     rsrc2 = get(R.COMPUTE_PGM_RSRC2, 0)
     wavesize = (get(R.COMPUTE_TMPRING_SIZE, 0) >> R.TMPRING_WAVESIZE_SHIFT) & R.TMPRING_WAVESIZE_MASK
-    state = (pgm, get(R.COMPUTE_PGM_RSRC1, 0), rsrc2, get(R.COMPUTE_PGM_RSRC3, 0), block,
-             ((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE,
-             self._scratch_setup(wavesize * R.TMPRING_GRANULE // 32))
+    # bytes per lane: WAVESIZE units per wave over the lanes of a wave (gfx11 counts 256 bytes for wave32 here, as
+    # before: the driver sizes for 64 lanes, so a wave32 lane gets twice what it asked for)
+    per_lane = wavesize * R.TMPRING_GRANULE_GFX9 // 64 if self.gfx9 else wavesize * R.TMPRING_GRANULE // 32
+    rsrc3 = get(R.COMPUTE_PGM_RSRC3_GFX9 if self.gfx9 else R.COMPUTE_PGM_RSRC3, 0)
+    state = (pgm, get(R.COMPUTE_PGM_RSRC1, 0), rsrc2, rsrc3, block,
+             ((rsrc2 >> R.RSRC2_LDS_SHIFT) & R.RSRC2_LDS_MASK) * R.LDS_GRANULE, self._scratch_setup(per_lane))
     if len(self._launch_states) >= 256: self._launch_states.clear()
     self._launch_states[key] = state
     return state
@@ -400,7 +458,7 @@ class MockAMDGPU:
     (entry,) = struct.unpack_from("<q", kd, R.KD_ENTRY_OFFSET)
     rsrc3, rsrc1, rsrc2 = struct.unpack_from("<III", kd, R.KD_RSRC3)
     (props,) = struct.unpack_from("<H", kd, R.KD_CODE_PROPERTIES)
-    if not props & R.KCP_WAVE32: raise fail("kernel descriptor is wave64: not modelled")
+    wave_size = self._wave_size(queue, bool(props & R.KCP_WAVE32), fail)
     values = {0: [0, 0, 0, 0], 1: [pkt & 0xFFFFFFFF, pkt >> 32],
               2: [queue.amd_queue_address & 0xFFFFFFFF, queue.amd_queue_address >> 32],
               3: [kernarg & 0xFFFFFFFF, kernarg >> 32], 4: [queue.read_index & 0xFFFFFFFF, queue.read_index >> 32],
@@ -409,4 +467,4 @@ class MockAMDGPU:
     return self._run_emulator(queue, {"packet": pkt}, pgm_addr=(kobj + entry) & ((1 << 64) - 1), rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
                        user_sgprs=(user + [0] * R.NUM_USER_DATA)[:R.NUM_USER_DATA],
                        grid=tuple(g // w for g, w in zip(gs, wg)), block=wg, lds_bytes=max(group, group_fixed),
-                       scratch=ScratchSetup(None, max(private, private_fixed)))
+                       scratch=ScratchSetup(None, max(private, private_fixed)), wave_size=wave_size)

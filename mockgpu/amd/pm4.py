@@ -23,7 +23,7 @@ _SH_WINDOW = R.SET_SH_REG_END - R.SET_SH_REG_START
 _TYPE_OPCODE = 0xC000FF00    # a PM4 header's packet type (bits 31:30) and opcode (bits 15:8)
 # 1 at the SH offsets DISPATCH_DIRECT converts into its launch state (a write elsewhere keeps PM4Engine.launch_state)
 _LAUNCH_REGS = bytearray(_SH_WINDOW)
-for _reg in R.LAUNCH_STATE_REGS: _LAUNCH_REGS[_reg] = 1
+for _reg in R.LAUNCH_STATE_REGS + R.LAUNCH_STATE_REGS_GFX9: _LAUNCH_REGS[_reg] = 1
 _USER_LO, _USER_HI = R.COMPUTE_USER_DATA_0, R.COMPUTE_USER_DATA_0 + R.NUM_USER_DATA   # SH offsets of the user data
 
 

@@ -14,6 +14,7 @@ from amd.gc_11_0_0_compute, generated apart from the whole-GC module amd.gc_11_0
 """
 from __future__ import annotations
 
+from ...autogen.amd import gc_9_4_3_compute as _gc9
 from ...autogen.amd import gc_11_0_0_compute as _gc
 from ...autogen.amd import pm4 as _pm4
 
@@ -45,6 +46,9 @@ IB_SIZE_MASK = 0xFFFFF                                       # IB size in dwords
 # equal.
 GC_BASE_SEGMENTS = (0x1260, 0xA000, 0x1C000)
 GC_BASE_SEG0 = GC_BASE_SEGMENTS[0]     # compute registers have BASE_IDX 0
+# gfx9 parts (gfx942 here): vega10_ip_offset.h GC_BASE (linux 6.12), the segment-0 base the gc_9_4_3 offsets assume
+# (regCOMPUTE_PGM_LO 0xe0c + 0x2000 = SET_SH_REG_START 0x2c00 + 0x20c, as on gfx11)
+GC9_BASE_SEGMENTS = (0x2000, 0xA000)
 
 
 def _sh(reg: int) -> int: return reg + GC_BASE_SEG0 - SET_SH_REG_START
@@ -71,6 +75,11 @@ NUM_USER_DATA = _gc.regCOMPUTE_USER_DATA_15 - _gc.regCOMPUTE_USER_DATA_0 + 1
 LAUNCH_STATE_REGS = (COMPUTE_START_X, COMPUTE_START_X + 1, COMPUTE_START_X + 2, COMPUTE_NUM_THREAD_X,
                      COMPUTE_NUM_THREAD_X + 1, COMPUTE_NUM_THREAD_X + 2, COMPUTE_PGM_LO, COMPUTE_PGM_HI,
                      COMPUTE_PGM_RSRC1, COMPUTE_PGM_RSRC2, COMPUTE_PGM_RSRC3, COMPUTE_TMPRING_SIZE)
+
+# gfx9 (gc 9.4.3: gfx942): the same SH offsets but for COMPUTE_PGM_RSRC3 (0x22d; it holds ACCUM_OFFSET there)
+COMPUTE_PGM_RSRC3_GFX9 = _gc9.regCOMPUTE_PGM_RSRC3 + GC9_BASE_SEGMENTS[0] - SET_SH_REG_START
+LAUNCH_STATE_REGS_GFX9 = tuple(COMPUTE_PGM_RSRC3_GFX9 if r == COMPUTE_PGM_RSRC3 else r for r in LAUNCH_STATE_REGS)
+TMPRING_GRANULE_GFX9 = 1024  # WAVESIZE unit on gfx9: 256 dwords per wave (ROCR amd_aql_queue.cpp)
 
 DISPATCH_COMPUTE_SHADER_EN = _gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
 DISPATCH_CS_W32_EN = _gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
@@ -105,6 +114,8 @@ _S = SDMA_CONSTS
 SDMA_NOP, SDMA_COPY, SDMA_WRITE, SDMA_INDIRECT = _S["SDMA_OP_NOP"], _S["SDMA_OP_COPY"], _S["SDMA_OP_WRITE"], _S["SDMA_OP_INDIRECT"]
 SDMA_FENCE, SDMA_TRAP, SDMA_POLL_REGMEM = _S["SDMA_OP_FENCE"], _S["SDMA_OP_TRAP"], _S["SDMA_OP_POLL_REGMEM"]
 SDMA_CONST_FILL, SDMA_TIMESTAMP, SDMA_GCR = _S["SDMA_OP_CONST_FILL"], _S["SDMA_OP_TIMESTAMP"], _S["SDMA_OP_GCR_REQ"]
+# COPY_LINEAR count (bytes - 1) per SDMA major: SDMA 4.x (vega10_sdma_pkt_open.h, gfx942) 22 bits, SDMA 6/7 30 bits
+SDMA_COPY_COUNT_MASKS = {4: 0x003FFFFF, 6: 0x3FFFFFFF, 7: 0x3FFFFFFF}
 SDMA_NAMES = {v: k[5:] for k, v in dict(globals()).items() if k.startswith("SDMA_") and isinstance(v, int)}
 SDMA_SUBOP_COPY_LINEAR, SDMA_SUBOP_WRITE_LINEAR = _S["SDMA_SUBOP_COPY_LINEAR"], _S["SDMA_SUBOP_WRITE_LINEAR"]
 SDMA_SUBOP_TIMESTAMP_SET = _S["SDMA_SUBOP_TIMESTAMP_SET"]

@@ -1,4 +1,5 @@
-"""The SDMA engine of the mock (SDMA 6.0 packet layouts, sdma_v6_0_0_pkt_open.h in linux 6.12).
+"""The SDMA engine of the mock (SDMA 6.0 packet layouts, sdma_v6_0_0_pkt_open.h in linux 6.12; a gfx942's SDMA 4.4.2
+differs in the COPY_LINEAR count width, regs.SDMA_COPY_COUNT_MASKS).
 
 The ring's read and write pointers count bytes. Packets: NOP (with a count of payload dwords), COPY_LINEAR,
 WRITE_UNTILED, INDIRECT, FENCE, TRAP, POLL_REGMEM (blocks the queue until memory matches), CONST_FILL, TIMESTAMP
@@ -29,6 +30,7 @@ class SDMAEngine:
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
     self.timestamp_offset = 0
+    self.copy_count_mask = R.SDMA_COPY_COUNT_MASKS[gpu.props.ip_versions["SDMA0"][0]]   # the part's SDMA version
 
   def _ring_offset(self, frame: Frame, pos: int) -> int:
     return (pos % frame.size_dw) * 4 if frame.ring else frame.ring_offset
@@ -89,7 +91,7 @@ class SDMAEngine:
     mem, what = self.gpu.mem, f"{self.queue.name} {R.SDMA_NAMES.get(op, hex(op))}"
     if op == R.SDMA_NOP or op == R.SDMA_GCR: return True
     if op == R.SDMA_COPY:
-      size = (p[1] & 0x3FFFFFFF) + 1
+      size = (p[1] & self.copy_count_mask) + 1
       mem.copy(p[5] | (p[6] << 32), p[3] | (p[4] << 32), size, what)
     elif op == R.SDMA_WRITE:
       dst = (p[1] & ~3) | (p[2] << 32)

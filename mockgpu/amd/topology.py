@@ -14,11 +14,10 @@ import struct
 from ...autogen import pci
 from ..mmio import DoorbellMMIO, RegisterMMIO
 from ..pci import PCIFunction
-from . import regs as R
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 HWIDS = {"GC": 11, "SDMA0": 42, "NBIO": 108}      # soc15_hw_ip.h
-IP_BASES = {"GC": R.GC_BASE_SEGMENTS}              # the register segment bases the mock knows (regs.py)
+IP_BASES = {"GC": "gc_base_segments"}              # the register segment bases the mock knows (GPUProperties)
 RENDER_MINOR_BASE = 128
 
 
@@ -98,8 +97,7 @@ def publish(os, gpus: list) -> None:
     node = gpu.index + 1
     base = f"{TOPOLOGY}/nodes/{node}"
     vfs.add_file(f"{base}/gpu_id", f"{gpu.gpu_id}\n")
-    vfs.add_file(f"{base}/name", f"gfx{gpu.props.gfx_target_version // 10000}{(gpu.props.gfx_target_version // 100) % 100:x}"
-                                 f"{gpu.props.gfx_target_version % 100:x}\n")
+    vfs.add_file(f"{base}/name", f"{gpu.props.target}\n")
     vfs.add_file(f"{base}/properties", read=lambda gpu=gpu, node=node: render(node_properties(gpu, node)))
     vfs.add_file(f"{base}/mem_banks/0/properties",
                  f"heap_type 1\nsize_in_bytes {gpu.props.local_mem_size}\nflags 0\nwidth 384\nmem_clk_max 1250\n")
@@ -117,8 +115,9 @@ def publish(os, gpus: list) -> None:
       vfs.add_file(f"{d}/revision", f"{rev}\n")
       vfs.add_file(f"{d}/harvest", "0x0\n")
       if ip in IP_BASES:        # base_addr_show: one "0x%08X" line a segment
-        vfs.add_file(f"{d}/num_base_addresses", f"{len(IP_BASES[ip])}\n")
-        vfs.add_file(f"{d}/base_addr", "".join(f"0x{b:08X}\n" for b in IP_BASES[ip]))
+        bases = getattr(gpu.props, IP_BASES[ip])
+        vfs.add_file(f"{d}/num_base_addresses", f"{len(bases)}\n")
+        vfs.add_file(f"{d}/base_addr", "".join(f"0x{b:08X}\n" for b in bases))
     vfs.add_symlink(f"{fn.sysfs_dir}/ip_discovery/die/0/GC", str(HWIDS["GC"]))
     # amdgpu's device attributes (Documentation/gpu/amdgpu/driver-core.rst, thermal.rst) and its hwmon
     d = fn.sysfs_dir

@@ -47,21 +47,43 @@ def _needs_emulator(d):
   d.load(demo_code_object(), "empty")(global_size=(1,), local_size=(1,), wait=True)
 
 
-@pytest.mark.parametrize("name", sorted(CORPUS))
-def test_corpus_kernel_through_the_public_api(dev, name):
-  _needs_emulator(dev)
+def _run_corpus_kernel(d, name, mcpu="gfx1100"):
   k = CORPUS[name]
   data = k.inputs(seed=3)
-  prog = dev.load(k.code_object(), k.name)
+  prog = d.load(k.code_object(mcpu), k.name)
   args, bufs = [], {}
   for a in k.args:
     if isinstance(a, KBuf):
-      b = bufs[a.name] = dev.alloc(a.nbytes)
-      dev.copyin(b, data[a.name])
+      b = bufs[a.name] = d.alloc(a.nbytes)
+      d.copyin(b, data[a.name])
       args.append(b)
     else: args.append(data[a.name].item())
   prog(*args, global_size=k.groups, local_size=k.local_size, wait=True)
-  k.check({b.name: np.frombuffer(dev.copyout(bufs[b.name]), b.dtype) for b in k.outputs}, data)
+  k.check({b.name: np.frombuffer(d.copyout(bufs[b.name]), b.dtype) for b in k.outputs}, data)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_corpus_kernel_through_the_public_api(dev, name):
+  _needs_emulator(dev)
+  _run_corpus_kernel(dev, name)
+
+
+@pytest.fixture(scope="module", params=[(t, m) for t in ("gfx1200", "gfx942") for m in (False, True)],
+                ids=lambda p: f"{p[0]}-{'threaded' if p[1] else 'synchronous'}")
+def target_dev(request):
+  """The mock posing as another target (HCQ_MOCK_GPU), in both modes; one device per target and mode (the kernels
+  of a target share it, as a program's launches do)."""
+  target, threaded = request.param
+  d = hcq.open("MOCK+AMD", Config(timeout_s=10.0, mock_threaded=threaded, mock_gpu=target))
+  yield d
+  d.close()
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_corpus_kernel_on_each_target(target_dev, name):
+  """Every fixture kernel, built for the device's target, gives numpy's results: gfx1200 through PM4, gfx942 (wave64)
+  through its AQL queue."""
+  _run_corpus_kernel(target_dev, name, target_dev.arch)
 
 
 @pytest.mark.parametrize("size,offset", [(1, 0), (1, 3), ((1 << 20) + 1, 7), ((64 << 20) - 5, 3)])

@@ -79,3 +79,19 @@ def test_written_out_sdma_facts_equal_the_generated_sdma_v6_bindings():
   assert sdma.poll_regmem(0x10, 1, interval=7, retry=0x123)[0::5] == [
     h.SDMA_PKT_POLL_REGMEM_HEADER_OP(8) | h.SDMA_PKT_POLL_REGMEM_HEADER_FUNC(5) | h.SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(1),
     h.SDMA_PKT_POLL_REGMEM_DW5_INTERVAL(7) | h.SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT(0x123)]
+
+
+def test_sdma_version_differences_equal_the_generated_bindings():
+  """SDMA 4.x (gfx942) has a 22-bit COPY_LINEAR count and no FENCE mtype; SDMA 6 (and 7, which emits 6's packets) a
+  30-bit count and mtype."""
+  from hcq.autogen.amd import sdma as h6
+  from hcq.autogen.amd import sdma_4 as h4
+  v4, v6 = sdma.SDMA_VERSIONS[4], sdma.SDMA_VERSIONS[6]
+  assert v4.max_copy == h4.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1 and not hasattr(h4, "SDMA_PKT_FENCE_HEADER_mtype_shift")
+  assert v6.max_copy == h6.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1 and v6.fence_mtype and not v4.fence_mtype
+  for name in ("COPY", "FENCE", "TRAP", "POLL_REGMEM", "TIMESTAMP", "NOP"):    # the rest hcq sends is the same
+    assert getattr(h4, "SDMA_OP_" + name) == getattr(h6, "SDMA_OP_" + name), name
+  assert sdma.sdma_version((7, 0, 0)) is v6 and sdma.sdma_version((4, 4, 2)) is v4
+  chunks = sdma.copy(0, 1 << 40, (1 << 23) + 3, v4.max_copy)
+  assert [w for i, w in enumerate(chunks) if i % 7 == 1] == [(1 << 22) - 1, (1 << 22) - 1, 2]
+  assert sdma.fence(0x40, 9, v4.fence_mtype)[0] == 5

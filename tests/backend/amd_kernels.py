@@ -295,6 +295,18 @@ def private_array_dynamic(n=128) -> Case:
   return Case("private_array_dynamic", sink, [a, sel, out], [2], (n // 32, 1, 1), (32, 1, 1))
 
 
+def reversed_index(n=128) -> Case:
+  """out[i] = a[31 - lidx + 32 gidx] + a[lidx]: an index whose register part (-lidx) is negative must not be split
+  from its constant (the saddr form's VGPR offset is unsigned: it would address 4 GiB past the buffer)."""
+  a = _rng(12).integers(-1000, 1000, n).astype(np.int32)
+  out = np.zeros(n, np.int32)
+  A, O = _p(0, a), _p(1, out, False)
+  g, l = UOp.special(n // 32, "gidx0"), UOp.special(32, "lidx0")
+  sink = O.index(g * 32 + l).store(A.index(g * 32 + 31 - l).load() + A.index(g * 32 + l).load()).sink(
+    arg=KernelInfo("reversed_index"))
+  return Case("reversed_index", sink, [a, out], [1], (n // 32, 1, 1), (32, 1, 1))
+
+
 def register_spills(n=300) -> Case:
   """300 loaded values kept live at once (a product chain reads the first-loaded ones last): more than the 256
   VGPRs, so the allocator spills to scratch and reloads."""
@@ -310,6 +322,6 @@ def register_spills(n=300) -> Case:
   return Case("register_spills", sink, [a, out], [1], (1, 1, 1), (64, 1, 1))
 
 
-ALL = [f16_arith, conversions, transcendental, int_div_runtime, uint_div, int_div_const, divergent_loop,
+ALL = [reversed_index, f16_arith, conversions, transcendental, int_div_runtime, uint_div, int_div_const, divergent_loop,
        nested_runtime_loops, lds_transpose, select_minmax, narrow_memory, uniform_scalar_math, grid_3d, big_offsets,
        transcendental_sin, lds_mirror_two_waves, private_array_dynamic, register_spills]

@@ -83,7 +83,9 @@ def test_code_uses_the_features():
   assert "exec_lo" in dis["stencil"] and "s_cbranch_execz" in dis["stencil"]
   assert "s_cmp_lt_i32" in dis["runtime"] and "s_cbranch_scc1" in dis["runtime"]
   assert "s_cbranch_execz" in dis["divergent"] and "s_branch" in dis["divergent"]
-  assert "s_waitcnt vmcnt(0)" in dis["runtime"] and "s_waitcnt lgkmcnt(0)" in dis["runtime"]
+  assert "s_waitcnt vmcnt(0)" in dis["divergent"] and "s_waitcnt lgkmcnt(0)" in dis["runtime"]
+  # the row loop reads a[gidx * cols + k]: one address per wave, a scalar load with a register offset
+  assert re.search(r"s_load_b32 s\d+, s\[\d+:\d+\], s\d+", dis["runtime"]) and "global_load" not in dis["runtime"]
 
 
 def test_code_object_metadata():
@@ -109,11 +111,11 @@ def test_code_object_metadata():
 def test_unselectable_op_names_the_uop_and_target():
   a = UOp.param(0, dtypes.float64, 16)
   i = UOp.special(16, "lidx0")
-  sink = a.index(i).store(a.index(i).load() * 2.0).sink(arg=KernelInfo("f64"))
+  sink = a.index(i).store(a.index(i).load().exp2()).sink(arg=KernelInfo("f64"))   # f64 exp2: not selected
   with pytest.raises(CompileError) as e:
     hcq_compile(sink, "gfx1100")
   msg = str(e.value)
-  assert "gfx1100" in msg and ("MUL" in msg or "LOAD" in msg) and "float64" in msg
+  assert "gfx1100" in msg and "EXP2" in msg and "float64" in msg
 
 
 def test_spills_and_private_arrays_use_scratch():
@@ -129,15 +131,18 @@ def test_spills_and_private_arrays_use_scratch():
                                                                           "gfx1100")))
 
 
-def test_sgpr_pressure_is_a_clear_error():
-  """SGPRs are not spilled: more live uniform values than 106 SGPRs is an error naming the kernel and class."""
+def test_sgpr_pressure_spills_to_vgpr_lanes():
+  """More live uniform values than 106 SGPRs: the furthest-reaching ones go to lanes of a VGPR (v_writelane after
+  each definition, v_readlane before each use); the kernels that run so are in test_amd_scalar.py."""
   from hcq.compiler.backend.amd.isel_mir import MInst, VReg
-  from hcq.compiler.backend.amd.regalloc import RegisterPressureError, allocate_with_spills
+  from hcq.compiler.backend.amd.regalloc import LIMITS, allocate_with_spills
   regs = [VReg("s") for _ in range(120)]
   code = [MInst("s_mov_b32", {"sdst": r}, {"ssrc0": VReg("s", 1, fixed=0)}) for r in regs]
   code += [MInst("s_add_i32", {"sdst": regs[0]}, {"ssrc0": r, "ssrc1": regs[0]}) for r in regs]
-  with pytest.raises(RegisterPressureError, match="kernel many needs more than 106 SGPRs"):
-    allocate_with_spills(code, [], "many")
+  out, alloc, _ = allocate_with_spills(code, [], "many")
+  assert alloc.sgpr_spills > 0 and alloc.sgprs <= LIMITS["s"] and alloc.vgprs == 1
+  names = [m.name for m in out]
+  assert names.count("v_writelane_b32") >= alloc.sgpr_spills and "v_readlane_b32" in names
 
 
 def test_compile_time_under_200ms():

@@ -97,6 +97,17 @@ def test_weak_ints_commit_to_int32_or_int64_from_bounds():
   assert lit.dtype == dtypes.float32
 
 
+def test_a_typed_literal_stays_one_cast_of_a_const():
+  # commit_dtypes used to type the CONST inside an already typed CAST(CONST) again: CAST(CAST(CONST)), which the C
+  # backend printed as a variable instead of an inline literal
+  buf = UOp.param(0, dtypes.int32, 4)
+  lin = lower(buf.index(0).store(buf.index(1).load() * UOp.const(7, dtypes.int32)).sink(arg=KernelInfo("k")), "c")
+  casts = [u for u in lin.src if u.op is Ops.CAST]
+  assert casts and all(u.src[0].op is Ops.CONST for u in casts)
+  mul = next(u for u in lin.src if u.op is Ops.MUL)
+  assert mul.src[1].op is Ops.CAST and mul.src[1].const_value == 7
+
+
 def test_floor_division_legalized_to_truncating_division_is_exact():
   x = UOp.variable("x", -50, 50)
   for d in (-7, -2, 3, 8):

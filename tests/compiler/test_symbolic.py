@@ -14,7 +14,16 @@ from hcq.compiler.ir.symbolic import simplify
 VARS = [UOp.variable("a", -4, 7), UOp.variable("b", 0, 9), UOp.variable("c", 1, 5)]
 
 BINOPS = ["add", "sub", "mul", "floordiv", "floormod", "lt", "max", "and", "idiv", "imod", "xor", "shift", "neg", "eq",
-          "not_lt", "divmod"]
+          "not_lt", "divmod", "mask"]
+MASKS = [-1, 0, 1, 3, 6, 7, 15, 0xF0, -16]
+
+
+def masked(draw, a: UOp) -> UOp:
+  """(a & m) by itself, or divided, reduced or shifted by a power of two (the masked folds)."""
+  m, k = draw(st.sampled_from(MASKS)), draw(st.integers(0, 5))
+  how = draw(st.sampled_from(["and", "div", "mod", "shr"]))
+  x = a & m
+  return x if how == "and" else x // (1 << k) if how == "div" else x % (1 << k) if how == "mod" else x >> k
 
 
 @st.composite
@@ -40,6 +49,7 @@ def expressions(draw, depth=4):
   if op == "divmod":
     k = draw(st.sampled_from([-3, 2, 4, 5]))
     return (a // k * k + b) + a % k if draw(st.booleans()) else a % k + a // k * k
+  if op == "mask": return masked(draw, a)
   if op == "shift": return (a << UOp.const(draw(st.integers(0, 4)))) if draw(st.booleans()) else (a >> UOp.const(draw(st.integers(0, 3))))
   if op == "neg": return -a
   if op == "eq": return (a.eq(b) | a.ne(b * 2)).where(a, b - 1)
@@ -118,8 +128,17 @@ def int32_expressions(draw, depth=3):
   if depth == 0 or draw(st.integers(0, 3)) == 0:
     if draw(st.booleans()): return draw(st.sampled_from(I32))
     return UOp.const(draw(st.sampled_from([0, 1, -1, 3, 7, 2**30, -2**31, 2**31 - 1])), dtypes.int32)
-  op = draw(st.sampled_from(["add", "sub", "mul", "xor", "lt", "shl", "idiv", "floordiv", "floormod", "neg"]))
+  op = draw(st.sampled_from(["add", "sub", "mul", "xor", "lt", "shl", "idiv", "floordiv", "floormod", "neg", "mask"]))
   a, b = draw(int32_expressions(depth=depth - 1)), draw(int32_expressions(depth=depth - 1))
+  if op == "mask":
+    m = UOp.const(draw(st.sampled_from(MASKS + [2**31 - 1, -2**31])), dtypes.int32)
+    k = draw(st.integers(0, 31))
+    how = draw(st.sampled_from(["and", "div", "mod", "shr"]))
+    x = a & m
+    if how == "and": return x
+    if how == "shr": return x >> UOp.const(k, dtypes.int32)
+    p2 = UOp.const(1 << min(k, 30), dtypes.int32)
+    return x // p2 if how == "div" else x % p2
   if op == "add": return a + b
   if op == "sub": return a - b
   if op == "mul": return a * b

@@ -375,7 +375,7 @@ def atomics_lds(k, bufs, rng):
 @case(FIXTURE)
 def empty(k, bufs, rng):
   st = k(grid=(4, 1, 1), block=(64, 1, 1))
-  assert st.waves == 8
+  assert st.waves == 4 * 64 // k.wave_size
 
 
 @case("""kernel void ids3d(global uint *out) {
@@ -625,13 +625,14 @@ def subgroups(k, bufs, rng):
   k(px, po, p2, grid=(groups, 1, 1), block=(lsz, 1, 1))
   out, o2 = out.reshape(-1, 3), o2.reshape(-1, 2)
   i = np.arange(groups * lsz)
+  W = k.wave_size              # a sub-group is a wave
   wg = x.reshape(groups, lsz)
-  sg = x.reshape(-1, 32)
+  sg = x.reshape(-1, W)
   np.testing.assert_array_equal(out[:, 0], np.repeat(wg.sum(1), lsz))
   np.testing.assert_array_equal(out[:, 1], np.cumsum(sg, 1).reshape(-1))
-  np.testing.assert_array_equal(out[:, 2], np.repeat(sg.sum(1), 32))
-  np.testing.assert_array_equal(o2[:, 0], (i // 32) * 32 + 3 + i % 32)
-  np.testing.assert_array_equal(o2[:, 1], np.repeat((sg * 1000).astype(np.uint32).max(1), 32) + (i // lsz) * lsz)
+  np.testing.assert_array_equal(out[:, 2], np.repeat(sg.sum(1), W))
+  np.testing.assert_array_equal(o2[:, 0], (i // W) * W + 3 + i % W)
+  np.testing.assert_array_equal(o2[:, 1], np.repeat((sg * 1000).astype(np.uint32).max(1), W) + (i // lsz) * lsz)
 
 
 @case("""kernel void f64_math(global const double *a, global double *o) {
@@ -703,9 +704,17 @@ def lane_moves(k, bufs, rng):
   px, _ = bufs.array(x)
   po, out = bufs.array(np.zeros(3 * n, np.uint32))
   k(px, po, grid=(n // 64, 1, 1), block=(64, 1, 1))
-  w = x.reshape(-1, 32)
-  lane = np.arange(32)
-  out = out.reshape(-1, 32, 3)
+  W = k.wave_size
+  w = x.reshape(-1, W)
+  lanes = np.arange(W)
+  lane = np.minimum(lanes, 32)          # mbcnt_lo(~0, 0): the lanes below within EXEC_LO (all 32 from lane 32 on)
+  out = out.reshape(-1, W, 3)
   np.testing.assert_array_equal(out[..., 0], w[:, (lane * 7) & 31])
-  np.testing.assert_array_equal(out[..., 1], w[:, lane ^ 1])
-  np.testing.assert_array_equal(out[..., 2], w[:, (lane - 3) & 31])
+  np.testing.assert_array_equal(out[..., 1], w[:, (lanes & ~31) | ((lanes & 31) ^ 1)])   # swizzle: per 32 lanes
+  # ds_permute: lane l's value goes to lane (lane(l) + 3) & 31; lanes nothing is sent to read 0 (where several
+  # lanes send to one lane (wave64), which one wins is not checked)
+  dst = (lane + 3) & 31
+  senders = [np.nonzero(dst == d)[0] for d in range(W)]
+  for d, src in enumerate(senders):
+    if len(src) == 1: np.testing.assert_array_equal(out[:, d, 2], w[:, src[0]])
+    elif not len(src): assert (out[:, d, 2] == 0).all()

@@ -1,6 +1,6 @@
 """A tiny code-object loader that drives mockgpu.amd.emu.dispatch() directly (no KFD, no PM4).
 
-It loads the PT_LOAD segments of a clang-19 gfx1100 HSA code object into host memory, reads the kernel descriptor
+It loads the PT_LOAD segments of a clang-19 HSA code object (gfx1100, gfx1200 or gfx942) into host memory, reads the kernel descriptor
 (LLVM AMDGPUUsage "Kernel Descriptor") and the NT_AMDGPU_METADATA note (msgpack) for the arguments, lays out the
 kernargs including the COV5 hidden arguments, and builds the user SGPRs from kernel_code_properties.
 """
@@ -103,6 +103,11 @@ class Kernel:
     entry = struct.unpack_from("<q", kd, 16)[0]
     self.rsrc3, self.rsrc1, self.rsrc2 = struct.unpack_from("<III", kd, 44)
     self.props = struct.unpack_from("<H", kd, 56)[0]
+    # the target from the ELF header's e_flags (EF_AMDGPU_MACH); the wave size from the kernel descriptor
+    # (kernel_code_properties ENABLE_WAVEFRONT_SIZE32, bit 10, on gfx10+; gfx9 runs wave64 only)
+    from hcq.compiler.backend.amd.codeobject import MACH_NAMES
+    self.arch = MACH_NAMES[struct.unpack_from("<I", blob, 0x30)[0] & 0xFF]
+    self.wave_size = 64 if self.arch.startswith("gfx9") or not self.props & 0x400 else 32
     self.pgm = self.base + kd_off + entry
     self.bufs = bufs
 
@@ -150,7 +155,8 @@ class Kernel:
     lds = self.group_fixed + dynamic_lds
     return dispatch(self.bufs.memory, pgm_addr=self.pgm, rsrc1=self.rsrc1, rsrc2=self.rsrc2, rsrc3=self.rsrc3,
                     user_sgprs=user, grid=tuple(g), block=tuple(b), lds_bytes=lds,
-                    scratch=ScratchSetup(scratch_base, self.private_fixed), instruction_budget=budget)
+                    scratch=ScratchSetup(scratch_base, self.private_fixed), instruction_budget=budget,
+                    arch=self.arch, wave_size=self.wave_size)
 
 
 def run_corpus_kernel(bufs: HostBuffers, prog: Kernel, k, kernels, seed: int = 0) -> None:

@@ -4,16 +4,13 @@ the ISA's definitions (numpy / Python integers), independently of the emulator's
 Harness: s[0:1] = output buffer, s[2:3] = input buffer, s4..s7 = scalar inputs. The prologue loads the four
 per-lane inputs into v10..v13; the epilogue stores v1 and v3 per lane (v1 at out[0:32], v3 at out[32:64]).
 """
-import os
-import subprocess
-import tempfile
-
 import numpy as np
 import pytest
 
 from hcq.mockgpu.amd.emu import GPUMemory, dispatch
 
-from .loader import HostBuffers, _parse_elf
+from . import asmrun
+from .loader import HostBuffers
 
 pytestmark = [pytest.mark.tools("llvm-mc-19")]
 
@@ -38,16 +35,8 @@ s_endpgm
 
 
 def assemble(text: str) -> bytes:
-  """The .text bytes of the object llvm-mc-19 assembles (branches to labels resolved)."""
-  with tempfile.TemporaryDirectory() as tmp:
-    obj = os.path.join(tmp, "a.o")
-    out = subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-filetype=obj", "-o", obj],
-                         input=text, capture_output=True, text=True)
-    if out.returncode != 0 or "error" in out.stderr: raise AssertionError(out.stderr)
-    with open(obj, "rb") as f: blob = f.read()
-  _, named, _ = _parse_elf(blob)
-  sh = named[".text"]
-  return blob[sh[4]:sh[4] + sh[5]]
+  """The .text bytes of the object llvm-mc-19 assembles for gfx1100 (branches to labels resolved)."""
+  return asmrun.assemble(text, "gfx1100")
 
 
 def run(body: str, ins=None, scalars=(0, 0, 0, 0), lanes=32):
@@ -414,3 +403,144 @@ def test_global_atomic_csub_clamps_at_zero():
   """, ins=[lanes * 10, np.full(32, 95, np.uint32)])
   np.testing.assert_array_equal(v3, lanes * 10)                                   # the old values
   np.testing.assert_array_equal(v1, np.where(lanes * 10 > 95, lanes * 10 - 95, 0))
+
+
+def test_div_fixup_f64_special_cases_follow_the_isa():
+  """V_DIV_FIXUP_F64 (RDNA3 ISA pseudocode), s0 = the estimate 2.0, s1 = den, s2 = num, first match wins: NaN num, NaN
+  den (quieted: payload kept, bit 51 set), 0/0 and inf/inf -> 0xfff8000000000000, x/0 and inf/y -> +-inf, x/inf and
+  0/y -> +-0 (the 0/y case made the backend's -0.0 / 3.0 a NaN before), exponent(num) - exponent(den) < -1075 ->
+  +-UNDERFLOW (0: the quotient rounds to 0), else +-|s0| with sign(num) ^ sign(den)."""
+  snan, snan_den = 0x7ff0000000000001, 0x7ff4000000000000
+  cases = [(0.0, 0.0, 0xfff8000000000000), (0.0, 3.0, 0), (-0.0, 3.0, 1 << 63), (1.0, 0.0, 0x7ff0000000000000),
+           (-1.0, 0.0, 0xfff0000000000000), (np.inf, -np.inf, 0xfff8000000000000), (np.inf, 2.0, 0x7ff0000000000000),
+           (1.0, np.inf, 0), (snan, 1.0, snan | 1 << 51), (1.0, snan_den, snan_den | 1 << 51),
+           (-6.0, 3.0, 0xc000000000000000), (2.0**-1000, -2.0**100, 1 << 63)]   # exponents 1100 apart: -UNDERFLOW
+  cases += [(6.0, 3.0, 0x4000000000000000)] * (32 - len(cases))
+  bits = lambda x: x if isinstance(x, int) else int(np.float64(x).view(np.uint64))
+  num = np.array([bits(c[0]) for c in cases], np.uint64)
+  den = np.array([bits(c[1]) for c in cases], np.uint64)
+  lo = lambda a: (a & 0xFFFFFFFF).astype(np.uint32)
+  hi = lambda a: (a >> 32).astype(np.uint32)
+  v1, v3 = run("""
+    v_div_fixup_f64 v[4:5], 2.0, v[12:13], v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[lo(num), hi(num), lo(den), hi(den)])
+  got = v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)
+  want = np.array([c[2] for c in cases], np.uint64)
+  np.testing.assert_array_equal(got, want, err_msg=str([hex(int(g)) for g in got[:12]]))
+  # a NaN estimate with finite operands: the quotient overflowed in the division macro -> +-inf (sign(num) ^ sign(den))
+  v1, v3 = run("""
+    v_div_fixup_f64 v[4:5], s[4:5], v[12:13], v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[lo(num), hi(num), lo(den), hi(den)], scalars=(0, 0x7ff80000, 0, 0))
+  got = v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)
+  assert got[10] == 0xfff0000000000000 and got[11] == 1 << 63 and (got[12:] == 0x7ff0000000000000).all()   # 11: underflow first
+
+
+def _f64_halves(vals):
+  bits = np.array([int(np.float64(v).view(np.uint64)) for v in vals], np.uint64)
+  return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32), (bits >> np.uint64(32)).astype(np.uint32)
+
+
+def test_div_scale_and_div_fmas_f64_scale_in_the_direction_the_quotient_needs():
+  """V_DIV_SCALE_F64 (S0 = the value scaled, S1 = den, S2 = num): a huge denominator with a denormal quotient (1/den
+  and num/den both denormal) sets VCC and scales the denominator by 2**-128 (2**1023 -> 2**895; the ISA text's
+  2**+128 would make it inf); a tiny quotient from a small numerator sets VCC and leaves the denominator alone.
+  V_DIV_FMAS_F64 then scales fma(S0, S1, S2) by 2**128 where S2's exponent is above the bias and by 2**-128 below it,
+  for lanes with VCC set (the ISA text's fixed 2**64 undoes neither scaling). Both deviate from the pseudocode's
+  numbers on purpose: these are the only ones with which the ISA's division macro divides (rt.div_scale/div_fmas)."""
+  den = [2.0**1023, 2.0**100] + [3.0] * 30
+  num = [2.0**-60, 2.0**-1000] + [1.0] * 30
+  (nl, nh), (dl, dh) = _f64_halves(num), _f64_halves(den)
+  v1, v3 = run("""
+    v_div_scale_f64 v[4:5], vcc_lo, v[12:13], v[12:13], v[10:11]
+    v_cndmask_b32_e64 v3, 0, 1, vcc_lo
+    v_mov_b32 v1, v5
+  """, ins=[nl, nh, dl, dh])
+  assert v3[0] == 1 and v3[1] == 1 and not v3[2:].any()
+  got_hi = v1.astype(np.uint64) << np.uint64(32)
+  assert got_hi[0].view(np.float64) == 2.0**895 and got_hi[1].view(np.float64) == 2.0**100
+  assert (got_hi[2:].view(np.float64) == 3.0).all()
+  s2 = [2.0**200, 2.0**-200] * 16
+  (sl, sh), _ = _f64_halves(s2), None
+  v1, v3 = run("""
+    s_mov_b32 vcc_lo, 0x5
+    v_div_fmas_f64 v[4:5], 0, 1.0, v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[sl, sh])
+  got = (v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)).view(np.float64)
+  assert got[0] == 2.0**328 and got[2] == 2.0**328          # VCC lanes 0 and 2: 2**200 * 2**128
+  assert got[1] == 2.0**-200 and got[3] == 2.0**-200        # no VCC: fma unchanged
+  s2b = [2.0**-200] * 32
+  (sl, sh) = _f64_halves(s2b)
+  v1, v3 = run("""
+    s_mov_b32 vcc_lo, 1
+    v_div_fmas_f64 v[4:5], 0, 1.0, v[10:11]
+    v_mov_b32 v1, v4
+    v_mov_b32 v3, v5
+  """, ins=[sl, sh])
+  got = (v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)).view(np.float64)
+  assert got[0] == 2.0**-328 and got[1] == 2.0**-200
+
+
+def _f64_of(v1, v3):
+  return (v1.astype(np.uint64) | v3.astype(np.uint64) << np.uint64(32)).view(np.float64)
+
+
+def _exact(x, y, z):
+  from fractions import Fraction
+  v = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+  try: return float(v)             # int / int in Python rounds once, subnormals included
+  except OverflowError: return np.inf if v > 0 else -np.inf
+
+
+def test_fma_f64_is_correctly_rounded_at_the_ends_of_the_range():
+  """V_FMA_F64 rounds a*b + c once: fma(a, b, -(a*b)) is the product's rounding error, exact where the product is
+  normal and rounded once near the denormals (products from 2^-1070 to 2^1000); and a product past the f64 range
+  with a sum inside it (2^994 * 2^30 - 1.5 * 2^1023 = 2^1022, not inf). Expected values from Python rationals."""
+  rng = np.random.default_rng(3)
+  a = (1 + rng.integers(0, 2**52, 32) / 2**52) * np.exp2(rng.integers(-535, 500, 32)) * rng.choice([-1.0, 1.0], 32)
+  b = (1 + rng.integers(0, 2**52, 32) / 2**52) * np.exp2(rng.integers(-535, 500, 32))
+  a[:4] *= 2.0**-500                                 # products near and below 2^-1000
+  (al, ah), (bl, bh) = _f64_halves(a), _f64_halves(b)
+  v1, v3 = run("""
+    v_mul_f64 v[4:5], v[10:11], v[12:13]
+    v_fma_f64 v[6:7], v[10:11], v[12:13], -v[4:5]
+    v_mov_b32 v1, v6
+    v_mov_b32 v3, v7
+  """, ins=[al, ah, bl, bh])
+  with np.errstate(all="ignore"):
+    want = np.array([_exact(x, y, -(x * y)) for x, y in zip(a, b)])
+  np.testing.assert_array_equal(_f64_of(v1, v3), want)
+  assert (want != 0).sum() > 16
+  (cl, ch) = _f64_halves([-1.5 * 2.0**1023] * 32)
+  v1, v3 = run("""
+    v_fma_f64 v[6:7], s[4:5], s[6:7], v[10:11]
+    v_mov_b32 v1, v6
+    v_mov_b32 v3, v7
+  """, ins=[cl, ch], scalars=(0, int(np.float64(2.0**994).view(np.uint64)) >> 32, 0,
+                              int(np.float64(2.0**30).view(np.uint64)) >> 32))
+  assert (_f64_of(v1, v3) == 2.0**1022).all()
+
+
+def test_div_fmas_f64_rounds_a_denormal_quotient_once():
+  """With VCC set and a small S2 (a quotient estimate scaled up by 2^128), fma(S0, S1, S2) * 2^-128 is rounded once.
+  S2 = 2^-932 (1 + 2^-14) scales to (2^14 + 1) quanta of the denormals (2^-1074); S0 * S1 = 2^-947 (1 - 2^-62) is
+  just under half a quantum (2^-947 before scaling): rounded once the result stays 2^14 + 1 quanta, while rounding
+  the fma to 53 bits first lands on the tie, which rounds to the even 2^14 + 2."""
+  from fractions import Fraction
+  s0, s1, s2 = 2.0**-473 * (1 + 2.0**-31), 2.0**-474 * (1 - 2.0**-31), 2.0**-932 * (1 + 2.0**-14)
+  (l0, h0), (l1, h1) = _f64_halves([s0] * 32), _f64_halves([s1] * 32)
+  bits2 = int(np.float64(s2).view(np.uint64))
+  v1, v3 = run("""
+    s_mov_b32 vcc_lo, -1
+    v_div_fmas_f64 v[6:7], v[10:11], v[12:13], s[4:5]
+    v_mov_b32 v1, v6
+    v_mov_b32 v3, v7
+  """, ins=[l0, h0, l1, h1], scalars=(bits2 & 0xFFFFFFFF, bits2 >> 32, 0, 0))
+  exact = (Fraction(s0) * Fraction(s1) + Fraction(s2)) * Fraction(2) ** -128
+  assert float(exact) == (2**14 + 1) * 2.0**-1074
+  assert (_f64_of(v1, v3) == float(exact)).all()

@@ -17,6 +17,7 @@ import numpy as np
 
 from hcq.autogen import kfd
 from hcq.mockgpu import mock_amd_os
+from hcq.mockgpu.amd import kfd as mock_kfd
 
 TOPOLOGY = "devices/virtual/kfd/kfd/topology/nodes"
 PAGE = 0x1000
@@ -154,8 +155,9 @@ class Harness:
     if kind != "sdma":       # the EOP buffer and the context-save area with the sizes the topology reports
       eop = self.alloc(PAGE, "vram")
       ctl, save = self.props["ctl_stack_size"], self.props["cwsr_size"]
-      wave_num = self.props["simd_count"] // self.props["simd_per_cu"] * 32
-      cwsr = self.alloc(save + ((wave_num * 32 + 63) & ~63), "vram")
+      # one save area and debugger area per XCC (kfd_queue.c); the debugger area as the mock sizes it
+      debug = mock_kfd.cwsr_sizes(self.gpu.props)["debug_memory_size"]
+      cwsr = self.alloc((save + debug) * max(self.props.get("num_xcc", 1), 1), "vram")
       extra = dict(eop_buffer_address=eop.va, eop_buffer_size=eop.size, ctx_save_restore_address=cwsr.va,
                    ctx_save_restore_size=save, ctl_stack_size=ctl)
     q = kfd.AMDKFD_IOC_CREATE_QUEUE(self.kfd, ring_base_address=ring.va, ring_size=ring.size, gpu_id=self.gpu_id,

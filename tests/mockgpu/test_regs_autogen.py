@@ -33,3 +33,9 @@ def test_the_mock_does_not_import_the_big_generated_modules():
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
   assert r.returncode == 0, r.stderr
   assert r.stdout.strip() == "[]"
+
+
+def test_written_out_sdma_copy_count_masks_equal_the_generated_bindings():
+  from hcq.autogen.amd import sdma_4
+  assert R.SDMA_COPY_COUNT_MASKS[4] == sdma_4.SDMA_PKT_COPY_LINEAR_COUNT_count_mask
+  assert R.SDMA_COPY_COUNT_MASKS[6] == R.SDMA_COPY_COUNT_MASKS[7] == sdma.SDMA_PKT_COPY_LINEAR_COUNT_count_mask

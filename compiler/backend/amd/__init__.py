@@ -13,13 +13,27 @@
     descriptor.py  the 64-byte kernel descriptor and its rsrc1/2/3 / kernel_code_properties fields
     cowriter.py    write_code_object([KernelSpec, ...]) -> executable HSA ELF (text, descriptors, symbols, dynamic
                    symbols, metadata; gfx11 user-SGPR padding): the only writer (the backend's render.code_object too)
+    program.py     PROGRAM(LINEAR(INS ...)): instructions (text, labels or encodings) as UOps with a KernelMeta;
+                   code_object(*programs) -> bytes, the path of hand-written (Asm().program) and compiled kernels
     elf.py         bounds-checked ELF64 reader; errors.py: DecodeError / AssembleError / CodeObjectError (byte offsets)
+The RDNA3 backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
+(linear scan; VGPRs spill to scratch, SGPRs to VGPR lanes), render.py (waitcnt, encoding), render_hazards.py (gfx11
+waits) and hazard_check.py (an independent checker of those hazards over the bytes).
 Tables: hcq.autogen.isa.gfx1100 / gfx1200, generated from llvm-mc-19 by autogen/isa/gen_rdna3.py.
 CLI: `hcq disasm FILE [--raw] [--kernel NAME]`. Benchmark: bench/isa.py."""
 
 
 def compile_kernel(sink, arch: str = "gfx1100") -> bytes:
-  """A kernel sink from the DSL -> HSA code object bytes (the RDNA3 backend: isel*.py, regalloc.py, render*.py).
+  """A kernel sink from the DSL -> HSA code object bytes (the RDNA3 backend: isel*.py, regalloc.py, render*.py); a
+  PROGRAM(LINEAR(INS ...)) of hand-written instructions (program.py) is written as it is, for its own target.
   This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100") call."""
+  from ...ir import Ops
+  if sink.op is Ops.PROGRAM:
+    from ...ir import CompileError
+    from .program import code_object
+    if getattr(sink.arg, "arch", None) != arch:
+      raise CompileError(f"PROGRAM {getattr(sink.arg, 'name', '?')} targets {getattr(sink.arg, 'arch', None)!r}, "
+                         f"not {arch!r}", sink)
+    return code_object(sink)
   from .render import compile_sink
   return compile_sink(sink, arch)

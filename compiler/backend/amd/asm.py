@@ -23,13 +23,23 @@ import struct
 
 from .decode import mimg_address_count, nsa_layout
 from .errors import AssembleError
-from .operands import INLINE_FLOAT_TEXT, SPECIAL_NAMES, SPECIAL_NAMES_64
+from .operands import INLINE_FLOAT_TEXT, NAMES_BY_ARCH, SPECIAL_NAMES, SPECIAL_NAMES_64
 from .tables import ArchTables, arch_tables
 
-_REG = re.compile(r"^(v|s|ttmp)(?:(\d+)|\[(\d+):(\d+)\])$")
+_REG = re.compile(r"^(v|s|ttmp|a)(?:(\d+)|\[(\d+):(\d+)\])$")     # a: gfx9 AccVGPRs
 _REG16 = re.compile(r"^v(\d+)\.([lh])$")
 _SPECIAL = {name: code for code, name in SPECIAL_NAMES.items()}
 _SPECIAL.update({name: code for code, name in SPECIAL_NAMES_64.items()})
+
+
+def _specials(arch: str) -> tuple[dict, int]:
+  """(special register name -> scalar code, highest SGPR) of an arch: gfx9's differ (operands.NAMES_BY_ARCH: m0 124,
+  flat_scratch/xnack_mask at 102-105, s0..s101)."""
+  if arch not in NAMES_BY_ARCH: return _SPECIAL, 105
+  names, names64, nsgpr = NAMES_BY_ARCH[arch]
+  specials = {name: code for code, name in names.items()}
+  specials.update({name: code for code, name in names64.items()})
+  return specials, nsgpr - 1
 _FLOATS = {text: code for code, text in INLINE_FLOAT_TEXT.items()}
 _FLOATS["0.15915494309189532"] = 248
 _F16_INLINE = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246,
@@ -44,9 +54,10 @@ _INSTSKIP = {n: i for i, n in enumerate(("SAME", "NEXT", "SKIP_1", "SKIP_2", "SK
 
 class _Operand:
   """A parsed operand: kind reg/const/special/off/text; for registers cls+idx+count; neg/abs flags."""
-  __slots__ = ("kind", "cls", "idx", "count", "value", "neg", "abs", "text")
+  __slots__ = ("kind", "cls", "idx", "count", "value", "neg", "abs", "text", "max_sgpr")
 
-  def __init__(self, text: str):
+  def __init__(self, text: str, specials: dict = _SPECIAL, max_sgpr: int = 105):
+    self.max_sgpr = max_sgpr
     self.text, self.neg, self.abs = text, False, False
     t = text
     if t.startswith(("neg(", "sext(")) and t.endswith(")"): self.neg, t = True, t[t.index("(") + 1:-1]
@@ -64,7 +75,7 @@ class _Operand:
         self.idx, hi = int(m.group(3)), int(m.group(4))
         self.count = hi - self.idx + 1
         if self.count < 1: raise AssembleError(f"bad register range {t}")
-    elif t in _SPECIAL: self.kind, self.value = "special", _SPECIAL[t]
+    elif t in specials: self.kind, self.value = "special", specials[t]
     elif t == "off": self.kind = "off"
     elif t in _FLOATS: self.kind, self.value = "const", _FLOATS[t]
     else:
@@ -80,13 +91,19 @@ class _Operand:
 
 def _scalar_code(op: _Operand, what: str) -> int:
   if op.kind == "reg" and op.cls == "s":
-    if op.idx + op.count - 1 > 105: raise AssembleError(f"{what}: SGPR s{op.idx} out of range (s0..s105)")
+    if op.idx + op.count - 1 > op.max_sgpr:
+      raise AssembleError(f"{what}: SGPR s{op.idx} out of range (s0..s{op.max_sgpr})")
     return op.idx
   if op.kind == "reg" and op.cls == "ttmp":
     if op.idx > 15: raise AssembleError(f"{what}: ttmp{op.idx} out of range")
     return 108 + op.idx
   if op.kind == "special": return op.value
   raise AssembleError(f"{what}: {op.text!r} is not a scalar register")
+
+
+_SADDR_OFF_GFX9 = 0x7f      # tables.ArchTables.saddr_off of gfx9 (gfx942): the arch whose gfx9 forms apply
+SDWA_SRC0 = 0xf9            # src0 of a gfx9 VOP1/VOP2/VOPC that carries an SDWA dword
+_SDWA_UNUSED = {"UNUSED_PAD": 0, "UNUSED_SEXT": 1, "UNUSED_PRESERVE": 2}
 
 
 class _Literal:
@@ -98,8 +115,18 @@ class _Literal:
     self.value = v
 
 
+class _NoLiteralType:
+  """SDWA sources take no literal constant."""
+  value = None
+
+  def set(self, v: int): raise AssembleError("an SDWA source cannot be a literal constant")
+
+
+_NoLiteral = _NoLiteralType()
+
+
 def _source_code(op: _Operand, nine_bit: bool, lit: _Literal, what: str, lit16: bool, wide: bool) -> int:
-  if op.kind == "reg" and op.cls == "v":
+  if op.kind == "reg" and op.cls in ("v", "a"):     # an AccVGPR source (v_accvgpr_*) takes the VGPR codes
     if not nine_bit: raise AssembleError(f"{what}: a VGPR is not allowed here")
     if op.idx + op.count - 1 > 255: raise AssembleError(f"{what}: VGPR v{op.idx} out of range (v0..v255)")
     return 256 + op.idx
@@ -184,6 +211,14 @@ def waitcnt_simm16(vmcnt: int = 0x3f, lgkmcnt: int = 0x3f, expcnt: int = 7) -> i
   return vmcnt << 10 | lgkmcnt << 4 | expcnt
 
 
+def waitcnt_simm16_gfx9(vmcnt: int = 0x3f, lgkmcnt: int = 0xf, expcnt: int = 7) -> int:
+  """gfx9/CDNA S_WAITCNT simm16 (MI300 ISA, S_WAITCNT: vmcnt [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8]); a counter
+  left at its maximum is not waited for."""
+  if not (0 <= vmcnt <= 0x3f and 0 <= lgkmcnt <= 0xf and 0 <= expcnt <= 7):
+    raise AssembleError(f"s_waitcnt: counts vmcnt({vmcnt}) lgkmcnt({lgkmcnt}) expcnt({expcnt}) out of range")
+  return (vmcnt & 0xf) | expcnt << 4 | lgkmcnt << 8 | (vmcnt >> 4) << 14
+
+
 def depctr_simm16(**counts: int) -> int:
   """S_WAITCNT_DEPCTR simm16 from counter values by their LLVM names without the depctr_ prefix (va_vdst=0,
   sa_sdst=0, ...): every other field at its "no wait" all-ones value, unused bits 6:5 clear (disasm.DEPCTR_FIELDS)."""
@@ -202,11 +237,16 @@ class Assembler:
   def __init__(self, arch: str = "gfx1100"):
     self.t: ArchTables = arch_tables(arch)
     self.arch = arch
+    self._specials, self._max_sgpr = _specials(arch)
     # several encodings can print alike (ignored bits): the smallest value is the canonical one
     self._msg = {v: k for k, v in sorted(self.t.sendmsg.items(), reverse=True)}
     self._msg_rtn = {v: k for k, v in sorted(self.t.sendmsg_rtn.items(), reverse=True)}
     self._hwreg = {v: k for k, v in self.t.hwreg.items()}
     self._fmt = {v: k for k, v in self.t.buf_formats.items()}
+
+  def _op(self, text: str) -> _Operand:
+    """An operand parsed with this arch's special register names."""
+    return _Operand(text, self._specials, self._max_sgpr)
 
   # ------------------------------------------------------------------------------------------------ lookup
   def _lookup(self, name: str, nops: list[str], mods: list[str] = ()):
@@ -232,7 +272,7 @@ class Assembler:
     regs = [t for t in template if t[0] in ("reg", "text")]
     if len(regs) != len(ops): return False
     for t, text in zip(regs, ops):
-      o = _Operand(text)
+      o = self._op(text)
       if o.neg or o.abs: return False
       if t[0] == "text":
         if text != t[1]: return False
@@ -246,9 +286,12 @@ class Assembler:
     if text.startswith(("lds_param_load", "lds_direct_load")): return self._ldsdir(text)
     if text.startswith("exp "): return self._exp(text)
     name, ops, mods = _split(text)
+    if name.endswith("_sdwa") and self.t.saddr_off == _SADDR_OFF_GFX9: return self._sdwa(name, ops, mods)
     name, (enc, opcode), dpp = self._lookup(name, ops, mods)
     et = self.t.encodings[enc]
     _, size, template, _ = et.ops[opcode]
+    if not template and ops:   # an instruction without operands: what follows its name are modifiers (global_wb scope:SCOPE_SE)
+      ops, mods = [], ops[:-1] + ops[-1].split() + list(mods)
     extra = et.extra.get(opcode, {})
     if extra.get("operands_glc") is not None:
       returning = any(m.startswith("th:TH_ATOMIC") and "RETURN" in m for m in mods) if enc.startswith("V") \
@@ -256,9 +299,10 @@ class Assembler:
       if returning: template = extra["operands_glc"]
     f: dict[str, int] = {et.layout["op"]: opcode}
     if enc in ("FLAT", "GLOBAL", "SCRATCH", "VFLAT", "VGLOBAL", "VSCRATCH"):
-      f["saddr"] = 124
+      f["saddr"] = self.t.saddr_off
     if enc == "VBUFFER": f["format"] = 1
-    if enc == "SMEM" and any(x[0] == "reg" and x[1] == "sbase" for x in template): f["soffset"] = 124
+    if enc == "SMEM" and any(x[0] == "reg" and x[1] == "sbase" for x in template) and "imm" not in et.field_names:
+      f["soffset"] = 124    # gfx11/12: SOFFSET null; gfx9 has SOFFSET_EN instead
     if enc == "MTBUF": f["format"] = 1
     if enc == "VOP3P" and not name.startswith("v_fma_mix"): f["opsel_hi"], f["opsel_hi2"] = 3, 1
     if enc == "VOP3" and name.startswith("v_cmpx_"): f["vdst"] = 126  # the implicit EXEC destination
@@ -289,7 +333,7 @@ class Assembler:
       if i >= len(ops): raise AssembleError(f"{name}: missing operand {i + 1}")
       text = ops[i]
       i += 1
-      o = _Operand(text)
+      o = self._op(text)
       if kind == "text":
         if enc in ("GLOBAL", "VGLOBAL") and t[1] == "off":
           if o.kind != "off": f["saddr"] = _scalar_code(o, "saddr")
@@ -340,8 +384,12 @@ class Assembler:
     elif field == "soffset":
       f[field] = _source_code(o, False, lit, what, False, False) if enc != "SMEM" else _scalar_code(o, what)
     elif field == "saddr":
-      if o.kind == "off": f[field] = 124
+      if o.kind == "off": f[field] = self.t.saddr_off
       else: f[field] = _scalar_code(o, what)
+    elif field == "addr" and enc == "SCRATCH":     # gfx9: the address VGPR or off (SVE says which)
+      if o.kind == "off": f["sve"] = 0
+      elif o.kind == "reg" and o.cls == "v" and o.count == 1: f[field], f["sve"] = o.idx, 1
+      else: raise AssembleError(f"{what}: expected a VGPR or off, got {o.text!r}")
     elif field == "vaddr" and enc == "VSCRATCH":
       if o.kind == "off": f["sve"] = 0
       else: f[field], f["sve"] = o.idx, 1
@@ -374,8 +422,11 @@ class Assembler:
     elif cls == "s" or field in ("sdst", "sdata"):
       f[field] = _scalar_code(o, what)
     else:
-      if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR, got {o.text!r}")
-      if o.idx > 255: raise AssembleError(f"{what}: VGPR v{o.idx} out of range (v0..v255)")
+      if o.kind != "reg" or o.cls not in ("v", "a"): raise AssembleError(f"{what}: expected a VGPR, got {o.text!r}")
+      if o.idx > 255: raise AssembleError(f"{what}: VGPR {o.text} out of range (0..255)")
+      if o.cls == "a":      # gfx9 AccVGPR data of a memory instruction: the ACC bit; v_accvgpr_* name them directly
+        if "acc" in self.t.encodings[enc].field_names and field in ("vdata", "vdst", "data"): f["acc"] = 1
+        elif not name.startswith("v_accvgpr"): raise AssembleError(f"{what}: an AccVGPR is not allowed here")
       f[field] = o.idx
 
   def _check_nsa(self, name: str, et, f: dict) -> None:
@@ -403,7 +454,18 @@ class Assembler:
 
   def _smem_offset(self, text: str, f, name: str):
     parts = text.split()
-    o = _Operand(parts[0])
+    o = self._op(parts[0])
+    if "imm" in self.t.encodings["SMEM"].field_names:
+      # gfx9: IMM=1 takes OFFSET as bytes; an SGPR offset goes in OFFSET[6:0] with IMM=0, or in SOFFSET (SOFFSET_EN)
+      # when an immediate offset comes with it ("s2 offset:0x10")
+      if o.kind == "int": f["offset"], f["imm"] = self.smem_offset_field(name, o.value), 1
+      else:
+        code = _scalar_code(o, "offset")
+        extra = [p for p in parts[1:] if p.startswith("offset:")]
+        if extra: f["soffset"], f["soffset_en"], f["imm"] = code, 1, 1
+        else: f["offset"], f["_smem_sgpr"] = code, code    # an offset: modifier may follow (_modifiers)
+        for p in extra: f["offset"] = self.smem_offset_field(name, int(p[7:], 0))
+      return
     if o.kind == "int": f["offset"] = self.smem_offset_field(name, o.value)
     else:
       f["soffset"] = _scalar_code(o, "soffset")
@@ -419,12 +481,13 @@ class Assembler:
 
   def _simm16(self, kind: str, text: str, name: str) -> int:
     if kind == "waitcnt":
-      vals = {"vmcnt": 0x3f, "expcnt": 7, "lgkmcnt": 0x3f}
+      gfx9 = self.t.saddr_off == _SADDR_OFF_GFX9
+      vals = {"vmcnt": 0x3f, "expcnt": 7, "lgkmcnt": 0xf if gfx9 else 0x3f}
       if re.fullmatch(r"-?\d+|0x[0-9a-fA-F]+", text): return int(text, 0) & 0xffff
       for m in re.finditer(r"(\w+)\((\d+)\)", text):
         if m.group(1) not in vals: raise AssembleError(f"{name}: unknown counter {m.group(1)}")
         vals[m.group(1)] = int(m.group(2))
-      return waitcnt_simm16(**vals)
+      return waitcnt_simm16_gfx9(**vals) if gfx9 else waitcnt_simm16(**vals)
     if kind == "delay_alu":
       if re.fullmatch(r"\d+|0x[0-9a-fA-F]+", text): return int(text, 0)
       v = 0
@@ -468,7 +531,7 @@ class Assembler:
     nsrc = sum(1 for k in ("src0", "src1", "src2") if k in f or k in ("src0",))
     for m in mods:
       key, _, val = m.partition(":")
-      if key in ("glc", "slc", "dlc", "gds", "tfe", "offen", "idxen") and not val: f[key] = 1
+      if key in ("glc", "slc", "dlc", "gds", "tfe", "offen", "idxen", "sc0", "sc1", "nt", "nv") and not val: f[key] = 1
       elif key == "clamp": f["clmp"] = 1
       elif key == "mul": f["omod"] = {"2": 1, "4": 2}[val]
       elif key == "div": f["omod"] = 3
@@ -486,7 +549,11 @@ class Assembler:
         elif enc == "FLAT":
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
-        elif enc == "SMEM": f["offset"] = self.smem_offset_field(name, v)
+        elif enc == "SMEM":
+          f["offset"] = self.smem_offset_field(name, v)
+          if "imm" in self.t.encodings["SMEM"].field_names:    # gfx9 "sN offset:X": the SGPR goes to SOFFSET
+            f["imm"] = 1
+            if "_smem_sgpr" in f: f["soffset"], f["soffset_en"] = f.pop("_smem_sgpr"), 1
         else:
           if not 0 <= v <= 4095: raise AssembleError(f"{name}: offset {v} out of range (0..4095)")
           f["offset"] = v
@@ -551,6 +618,55 @@ class Assembler:
       return word
     return None
 
+  def _sdwa(self, name: str, ops: list[str], mods: list[str]) -> bytes:
+    """A gfx9 SDWA instruction (src0 = 0xf9, then the SDWA dword: decode._SDWA_FIELDS): the VOP1/VOP2/VOPC form of
+    the name without _sdwa; sources may be SGPRs or constants (S0/S1) with sext/neg/abs, a VOPC may name an SGPR
+    pair destination (SD) instead of vcc, and the selects and dst_unused come as modifiers."""
+    base = name[:-len("_sdwa")]
+    hit = self.t.by_name.get(base + "_e32") or self.t.by_name.get(base)
+    if hit is None or hit[0] not in ("VOP1", "VOP2", "VOPC"): raise AssembleError(f"unknown {self.arch} mnemonic {name!r}")
+    enc, opcode = hit
+    et = self.t.encodings[enc]
+    template = et.ops[opcode][2]
+    f = {et.layout["op"]: opcode, "src0": SDWA_SRC0}
+    # selects default to DWORD; VOPC has SDST/SD where VOP1/VOP2 have DST_SEL/DST_UNUSED/CLAMP/OMOD
+    d = {"src0_sel": 6, "src1_sel": 6} if enc == "VOPC" else {"dst_sel": 6, "dst_u": 0, "src0_sel": 6, "src1_sel": 6}
+    if len(ops) != len(template): raise AssembleError(f"{name}: expected {len(template)} operands, got {len(ops)}")
+    for t, text in zip(template, ops):
+      if t[0] == "text":          # VOPC's vcc, or the SGPR pair SD names
+        if text != t[1]: d["sdst"], d["sd"] = _scalar_code(self._op(text), f"{name} sdst"), 1
+        continue
+      field = t[1]
+      if field in ("src0", "vsrc1"):
+        i = 0 if field == "src0" else 1
+        sext = text.startswith("sext(") and text.endswith(")")
+        o = self._op(text[5:-1] if sext else text)
+        d[f"src{i}_sext"], d[f"src{i}_neg"], d[f"src{i}_abs"] = int(sext), int(o.neg), int(o.abs)
+        if o.kind == "reg" and o.cls == "v": value = o.idx
+        else: value, d[f"s{i}"] = _source_code(o, False, _NoLiteral, f"{name} {field}", False, False), 1
+        if i == 0: d["src0"] = value
+        else: f["vsrc1"] = value
+      else:
+        o = self._op(text)
+        if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{name} {field}: expected a VGPR, got {text!r}")
+        f[field] = o.idx
+    sels = {n: i for i, n in enumerate(("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD"))}
+    for m in mods:
+      key, _, val = m.partition(":")
+      vop = enc != "VOPC"
+      if key in ("src0_sel", "src1_sel") and val in sels: d[key] = sels[val]
+      elif key == "dst_sel" and vop and val in sels: d[key] = sels[val]
+      elif key == "dst_unused" and vop and val in _SDWA_UNUSED: d["dst_u"] = _SDWA_UNUSED[val]
+      elif key == "clamp" and vop and not val: d["clmp"] = 1
+      elif key == "mul" and vop and val in ("2", "4"): d["omod"] = {"2": 1, "4": 2}[val]
+      elif key == "div" and vop and val == "2": d["omod"] = 3
+      else: raise AssembleError(f"{name}: unknown SDWA modifier {m!r}")
+    from .decode import _SDWA_FIELDS
+    word = 0
+    for fname, lo, mask in _SDWA_FIELDS:
+      if fname in d: word |= (d[fname] & mask) << lo
+    return encode_fields(et, f, what=name) + word.to_bytes(4, "little")
+
   def _vopd(self, text: str) -> bytes:
     xtext, _, ytext = text.partition(" :: ")
     et = self.t.encodings["VOPD"]
@@ -612,11 +728,20 @@ class Assembler:
         lines.append((lineno, label.strip() + ":"))
         code = code.strip()
       if code and not code.startswith("."): lines.append((lineno, code))
+    return self.assemble_items(lines)
+
+  def assemble_items(self, items) -> bytes:
+    """The two passes over (line, item) pairs: an item is one instruction's text, a `name:` label, or an instruction
+    already encoded (bytes, copied as they are: branches around it count its size). `line` is what errors name (a
+    text line number, an INS position). What assemble() and a PROGRAM of INS UOps (program.py) both end in."""
     labels: dict[str, int] = {}
     for final in (False, True):
       self.labels = labels if final else None
       out = bytearray()
-      for lineno, code in lines:
+      for lineno, code in items:
+        if isinstance(code, (bytes, bytearray)):
+          out += code
+          continue
         if code.endswith(":") and " " not in code:
           if not final:
             if code[:-1] in labels: raise AssembleError(f"label {code[:-1]!r} defined twice", lineno, code)
@@ -724,3 +849,10 @@ class Asm:
 
   @property
   def text(self) -> str: return "\n".join(self.lines)
+
+  def program(self, name: str, **meta):
+    """These instructions as a PROGRAM(LINEAR(INS ...)), one INS per instruction or label (program.py): the form a
+    compiled kernel takes too; program.code_object(p) writes the code object, dev.compile(p) loads it. meta:
+    KernelMeta.make's keywords (args=[cowriter.Arg, ...], vgpr_count=, sgpr_count=, workgroup_ids=, ...)."""
+    from .program import program
+    return program(name, self.lines, arch=self._asm.arch, **meta)

@@ -19,7 +19,7 @@
 
 Architectures: "gfx1100" (RDNA3, every format), "gfx1200" (RDNA4: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL,
 VBUFFER; image/export formats not tabulated yet) and "gfx942" (CDNA3: scalar/vector ALU incl. MFMA opcodes and
-SMEM, DS, FLAT/SCRATCH/GLOBAL, decode/print only; MUBUF not tabulated yet).
+SMEM, DS, FLAT/SCRATCH/GLOBAL, MUBUF; memory data in AccVGPRs with ACC).
 Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floats 240-248, literal 255, VGPR
 256-511 in 9-bit source fields) are documented in operands.py. Errors raise DecodeError naming the byte offset.
 """

@@ -19,6 +19,10 @@ _F16_BITS = {240: 0x3800, 241: 0xb800, 242: 0x3c00, 243: 0xbc00, 244: 0x4000, 24
 NINE_BIT_SOURCES = ("src0", "src1", "src2", "srcx0", "srcy0", "ssrc0", "ssrc1", "soffset")
 
 
+# gfx942 DS/FLAT/GLOBAL/SCRATCH/MUBUF fields that name AccVGPRs instead of VGPRs when the instruction's ACC bit is set
+_ACC_DATA = frozenset(("vdst", "data", "data0", "data1", "vdata"))
+
+
 def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> Operand:
   if cls == "v16":  # true16: bit 7 of the VGPR number selects the high half (RDNA3 ISA 16.3, 16-bit VGPRs)
     if field in NINE_BIT_SOURCES and value < 256:
@@ -32,6 +36,8 @@ def _field_operand(inst: Inst, field: str, cls: str, count: int, value: int) -> 
     v = inst.dpp["src0"]
     return Operand("vgpr", v, count, None, field, reg_text("v", v, count))
   arch = inst.arch
+  if cls == "v" and field in _ACC_DATA and inst.fields.get("acc"):   # gfx942 memory data in AGPRs (ACC = 1)
+    return Operand("agpr", value, count, None, field, reg_text("a", value, count))
   if cls == "a":  # CDNA accumulation registers (AGPRs): the field holds the AGPR number (9-bit sources: 256 + n)
     idx = value - 256 if value >= 256 else value
     return Operand("agpr", idx, count, None, field, reg_text("a", idx, count))
@@ -103,7 +109,8 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
           ops.append(Operand("text", None, 0, None, field, "off"))
           continue
       if enc == "SMEM" and field == "soffset": continue
-      if enc in ("MUBUF", "MTBUF") and field == "vdata" and fields["tfe"]: count += 1
+      if enc in ("MUBUF", "MTBUF") and field == "vdata" and fields.get("tfe"): count += 1
+      if enc == "MUBUF" and field == "vdata" and fields.get("lds"): continue   # gfx942: loaded into LDS, no VGPR
       if enc == "MIMG" and field == "vdata": count = _mimg_data_count(inst)
       if enc == "MIMG" and field == "vaddr":
         from .decode import mimg_address_count
@@ -395,7 +402,7 @@ def format_inst(inst: Inst) -> str:
       if enc != "FLAT" and off & 0x1000: off -= 0x2000  # 13-bit signed for GLOBAL/SCRATCH (16.10)
       if enc == "FLAT": off &= 0xfff
       if off: mods.append(f"offset:{off}")
-      mods += [m for m in ("glc", "slc", "dlc", "sc0", "sc1", "nt") if f.get(m)]   # gfx942: sc0/sc1/nt
+      mods += [m for m in ("glc", "slc", "dlc", "sc0", "nt", "sc1") if f.get(m)]   # gfx942: sc0/nt/sc1 (LLVM's order)
     elif enc == "SMEM" and "th" in f:
       mods += _cache_policy_mods(inst)
     elif enc == "SMEM" and "imm" in f:
@@ -425,7 +432,8 @@ def format_inst(inst: Inst) -> str:
       if f["idxen"]: mods.append("idxen")
       if f["offen"]: mods.append("offen")
       if f["offset"]: mods.append(f"offset:{f['offset']}")
-      mods += [m for m in ("glc", "slc", "dlc", "tfe") if f[m]]
+      mods += [m for m in ("glc", "slc", "dlc", "tfe") if f.get(m)]
+      mods += [m for m in ("sc0", "nt", "sc1", "lds") if f.get(m)]                 # gfx942
   if inst.dpp is not None: mods += _dpp_mods(inst)
   text = inst.name
   if texts: text += " " + ", ".join(texts)

@@ -3,10 +3,12 @@ instructions over virtual registers (isel_mir.MInst).
 
 Register classes. A value is *uniform* when every lane of a wave holds the same one: kernel arguments (pointers as
 64-bit SGPR pairs loaded from the kernarg segment, integer scalars), work-group ids, constants, counters of loops
-whose trip count is uniform, and 32-bit integer ADD/SUB/MUL/AND/OR/XOR/SHL/SHR/MAX over uniform values. Uniform
+whose trip count is uniform, 32-bit integer ADD/SUB/MUL/AND/OR/XOR/SHL/SHR/MAX over uniform values, and loads of a
+read-only param at a uniform index (s_load_b32/b64 through the scalar cache: isel_mem.scalar_load_ok). Uniform
 values live in SGPRs and are computed by SALU instructions; everything else is per lane, in VGPRs, computed by VALU
 instructions in their VOP3 form (which accepts SGPRs, inline constants and a literal as sources). Booleans are lane
-masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by s_and/s_or/s_xor.
+masks in an SGPR (wave32: one bit per lane), made by v_cmp_*_e64 and combined by s_and/s_or/s_xor. 64-bit values
+(int64, uint64, float64) are register pairs and their arithmetic is VALU: isel_wide.py.
 
 Memory. GLOBAL: global_load/store with an SGPR-pair base (saddr), a VGPR byte offset and the instruction's 13-bit
 signed offset for the constant part of the index; a buffer of 4 GiB or more (where a 32-bit byte offset could
@@ -33,17 +35,16 @@ from ...ir.dtypes import DType, float_to_int
 from ...ir.evaluate import EvalError, evaluate, exec_alu
 from ...ir.uop import _short
 from .cowriter import user_sgpr_count
-from .isel_common import TARGET, _err, _kind, concrete, imm_of, is_inline, operand_kind, value_of
+from .isel_common import TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector
-from .isel_mir import EXEC_LO, Imm, MInst, Spec, VReg
+from .isel_mir import EXEC_LO, Imm, Imm64, MInst, Spec, Sub, VReg
+from .isel_wide import WideSelector
 UNROLL_MAX = 16          # unroll constant-trip loops up to this many iterations ...
 UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this
 USE_SAVEEXEC = True      # s_and_saveexec_b32 for IF (one instruction instead of s_mov + s_and)
 FUSE_MUL_ADD = False     # a*b + c -> v_fma_f32: off, the reference semantics round the product (C: -ffp-contract=off);
                          # only an explicit MULACC becomes an FMA
-
-WIDE = object()   # the value of a 64-bit constant: only usable by a CAST of a constant chain (folded in Python)
 
 _SCALAR_INT_OPS = {Ops.ADD: "s_add_i32", Ops.SUB: "s_sub_i32", Ops.MUL: "s_mul_i32", Ops.AND: "s_and_b32",
                    Ops.OR: "s_or_b32", Ops.XOR: "s_xor_b32", Ops.SHL: "s_lshl_b32"}
@@ -83,7 +84,7 @@ class Selection:
   private_size: int = 0         # bytes of private (scratch) memory per lane that the selected code uses
 
 
-class ISel(DivModSelector, MemorySelector):
+class ISel(DivModSelector, MemorySelector, WideSelector):
   def __init__(self, lin: UOp, addr64_bytes: int = 2**32):
     self.addr64_bytes = addr64_bytes   # GLOBAL buffers of this many bytes or more get 64-bit VGPR addresses
     if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
@@ -116,21 +117,22 @@ class ISel(DivModSelector, MemorySelector):
       if key in scope: return scope[key]
     return None
 
-  def pure(self, name, srcs, dst_cls="v", dst_field="vdst", fields=None, **mods):
-    """A side-effect-free instruction with one destination; CSE'd within the current scope."""
+  def pure(self, name, srcs, dst_cls="v", dst_field="vdst", fields=None, dst_n=1, **mods):
+    """A side-effect-free instruction with one destination (dst_n registers); CSE'd within the current scope."""
     fields = fields or [f"src{i}" for i in range(len(srcs))]
-    cacheable = not any(isinstance(s, VReg) and s in self.mutable for s in srcs)
+    cacheable = not any((s.reg if isinstance(s, Sub) else s) in self.mutable for s in srcs if isinstance(s, (VReg, Sub)))
     key = (name, tuple(srcs), tuple(sorted(mods.items())))
     if cacheable:
       hit = self.cached(key)
       if hit is not None: return hit
-    d = VReg(dst_cls)
+    d = VReg(dst_cls, dst_n)
     self.emit(name, {dst_field: d}, dict(zip(fields, srcs)), **mods)
     if cacheable: self.cse[-1][key] = d
     return d
 
   def to_v(self, x):
-    if isinstance(x, VReg) and x.cls == "v": return x
+    if isinstance(x, VReg) and x.cls == "v" and x.n == 1: return x
+    if isinstance(x, Sub) and x.reg.cls == "v": return x
     return self.pure("v_mov_b32_e32", [x])
 
   def to_s(self, x):
@@ -139,12 +141,13 @@ class ISel(DivModSelector, MemorySelector):
     return self.pure("s_mov_b32", [x], "s", "sdst", ["ssrc0"])
 
   def legal_vop3(self, srcs, kind: str = "int"):
-    """At most two scalar values (distinct SGPRs, one literal) per VALU instruction (gfx10+ constant bus)."""
+    """At most two scalar values (distinct SGPRs or SGPR pairs, one literal) per VALU instruction (gfx10+ constant
+    bus); the others are copied to VGPRs (a pair to a VGPR pair)."""
     out, sg, lit = [], set(), set()
     for x in srcs:
-      if isinstance(x, VReg) and x.cls == "s":
+      if (isinstance(x, VReg) and x.cls == "s") or (isinstance(x, Sub) and x.reg.cls == "s"):
         if x not in sg:
-          if len(sg) + len(lit) >= 2: x = self.to_v(x)
+          if len(sg) + len(lit) >= 2: x = self.to_v64(x) if isinstance(x, VReg) and x.n == 2 else self.to_v(x)
           else: sg.add(x)
       elif isinstance(x, Imm) and not is_inline(x, kind):
         if x not in lit:
@@ -181,6 +184,7 @@ class ISel(DivModSelector, MemorySelector):
     elif op in (Ops.CAST, Ops.BITCAST):
       r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
                                        u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
+    elif op is Ops.LOAD: r = self.scalar_load_ok(u)
     elif op in _SCALAR_INT_OPS or op in (Ops.SHR, Ops.MAX):
       r = u.dtype in (dtypes.int32, dtypes.uint32) and all(self.uniform(s) for s in u.src)
     else: r = False
@@ -218,12 +222,13 @@ class ISel(DivModSelector, MemorySelector):
         off += 8
       else:
         dt = u.arg.dtype if not u.arg.dtype.is_weak else dtypes.int32
-        if dt.itemsize != 4: raise _err(u, "only 32-bit scalar arguments")
-        off = (off + 3) // 4 * 4
-        self.args.append(KernArg(slot, "int", off, 4, dt, u.arg.name))
-        d = VReg("s", 1)
-        self.emit("s_load_b32", {"sdata": d}, {"sbase": self.kernarg}, offset=off)
-        off += 4
+        size = dt.itemsize
+        if size not in (4, 8): raise _err(u, "only 32- and 64-bit scalar arguments")
+        off = (off + size - 1) // size * size
+        self.args.append(KernArg(slot, "int", off, size, dt, u.arg.name))
+        d = VReg("s", size // 4)
+        self.emit(f"s_load_b{8 * size}", {"sdata": d}, {"sbase": self.kernarg}, offset=off)
+        off += size
       self.val[u] = d
     self.kernarg_size = off
     self.block(elems)
@@ -258,14 +263,15 @@ class ISel(DivModSelector, MemorySelector):
   # ------------------------------------------------------------------ control flow
   def loop(self, r: UOp, body: list):
     end = self.get(r.src[0])
-    if isinstance(end, Imm):
+    if isinstance(end, (Imm, Imm64)):
       n = value_of(end, r.src[0].dtype)
       if n <= 0: return
       if n <= UNROLL_MAX and n * max(len(body), 1) <= UNROLL_BUDGET:
         for it in range(n):
-          self.val[r] = imm_of(it, r.dtype)
+          self.val[r] = const_of(it, r.dtype)
           self.block(body)
         return
+    if r.dtype.itemsize == 8: raise _err(r, "a loop with a 64-bit counter (its trip count bound is beyond int32)")
     head, exit_ = self.label("loop"), self.label("exit")
     signed = not r.dtype.is_unsigned
     if self.uniform(r):
@@ -327,18 +333,18 @@ class ISel(DivModSelector, MemorySelector):
   def get(self, u: UOp):
     try: v = self.val[u]
     except KeyError: raise CompileError(f"{TARGET}: {_short(u)} is used before it is computed", u) from None
-    if v is WIDE: raise _err(u, "64-bit values are not supported")
     return v
 
   def element(self, u: UOp):
     op = u.op
     if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
     if op is Ops.CONST:
-      self.val[u] = imm_of(u.arg, u.dtype) if concrete(u.dtype).itemsize <= 4 else WIDE
+      # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
+      if u.dtype.is_weak: return
+      self.val[u] = const_of(u.arg, u.dtype)
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
-      v = evaluate(u)
-      self.val[u] = imm_of(v, u.dtype) if u.dtype.itemsize <= 4 else WIDE
+      self.val[u] = const_of(evaluate(u), u.dtype)
     elif op is Ops.BUFFER:
       a = u.arg
       if u in self.reg_bufs or u in self.lds_off or u in self.scratch_off: return
@@ -353,7 +359,7 @@ class ISel(DivModSelector, MemorySelector):
         self.scratch_off[u] = self.private_size
         self.private_size += a.dtype.itemsize * a.size
       else:
-        regs = [VReg("v") for _ in range(a.size)]
+        regs = [VReg("v", 2 if a.dtype.itemsize == 8 else 1) for _ in range(a.size)]
         self.mutable.update(regs)
         self.reg_bufs[u] = regs
     elif op is Ops.SPECIAL: self.val[u] = self.special(u)
@@ -374,11 +380,11 @@ class ISel(DivModSelector, MemorySelector):
 
   # ------------------------------------------------------------------ ALU
   def fold(self, u: UOp, srcs):
-    if not all(isinstance(s, Imm) for s in srcs): return None
+    if not all(isinstance(s, (Imm, Imm64)) for s in srcs): return None
     dt = u.dtype
     try:
       vals = [value_of(s, x.dtype) for s, x in zip(srcs, u.src)]
-      return imm_of(exec_alu(u.op, dt, vals), dt)
+      return const_of(exec_alu(u.op, dt, vals), dt)
     except (EvalError, CompileError, OverflowError, ValueError):
       return None
 
@@ -388,7 +394,9 @@ class ISel(DivModSelector, MemorySelector):
     if folded is not None: return folded
     dt, op = u.dtype, u.op
     sdt = u.src[0].dtype
-    if dt.itemsize == 8 or sdt.itemsize == 8: raise _err(u, "64-bit arithmetic is not supported")
+    if dt.itemsize == 8 or sdt.itemsize == 8:
+      if op is Ops.WHERE: return self.where64(srcs[0], srcs[2], srcs[1])
+      return self.f64_alu(u, srcs) if sdt.is_float else self.i64_alu(u, srcs)
     same = self.identity(u, srcs)
     if same is not None: return same
     if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
@@ -499,13 +507,13 @@ class ISel(DivModSelector, MemorySelector):
   def cast(self, u: UOp):
     x, src = self.get(u.src[0]), u.src[0].dtype
     dt = u.dtype
-    if isinstance(x, Imm):
+    if isinstance(x, (Imm, Imm64)):
       v = value_of(x, src)
       # folded like the code below runs (v_cvt_i32/u32_f32: NaN 0, saturating at the 32-bit range, then narrowed):
       # the reference conversion of the evaluator and the C backend
       if dt.is_int and isinstance(v, float): v = float_to_int(v, dt)
-      return imm_of(v, dt)
-    if dt.itemsize == 8 or src.itemsize == 8: raise _err(u, "64-bit types are not supported")
+      return const_of(v, dt)
+    if dt.itemsize == 8 or src.itemsize == 8: return self.wide_cast(u, x)
     if src.is_bool:
       if dt.is_float: return self.cndmask(x, Imm(0), imm_of(1.0, dt))
       return self.cndmask(x, Imm(0), Imm(1))
@@ -530,7 +538,9 @@ class ISel(DivModSelector, MemorySelector):
 
   def bitcast(self, u: UOp):
     x, src, dt = self.get(u.src[0]), u.src[0].dtype, u.dtype
-    if src.itemsize != dt.itemsize or dt.itemsize == 8: raise _err(u, "bitcast between different or 64-bit sizes")
+    if src.itemsize != dt.itemsize: raise _err(u, "bitcast between different sizes")
+    if isinstance(x, Imm64): return Imm64(x.bits, "f64" if dt.is_float else "int")
+    if dt.itemsize == 8: return x
     if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
     return self.narrow(x, dt) if dt.is_int else x
 

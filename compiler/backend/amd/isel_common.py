@@ -7,7 +7,7 @@ import struct
 from ...ir import CompileError, UOp, dtypes
 from ...ir.dtypes import DType, truncate
 from ...ir.uop import _short
-from .isel_mir import Imm
+from .isel_mir import Imm, Imm64
 
 TARGET = "gfx1100"
 
@@ -15,6 +15,10 @@ TARGET = "gfx1100"
 # operands 240..248 are 0.5, -0.5, 1, -1, 2, -2, 4, -4, 1/(2 pi) in the operand's own format
 INLINE_F32 = {0x3f000000: 240, 0xbf000000: 241, 0x3f800000: 242, 0xbf800000: 243, 0x40000000: 244, 0xc0000000: 245,
               0x40800000: 246, 0xc0800000: 247, 0x3e22f983: 248}
+# an f64 operand's inline constants, by the high dword of the f64 (whose low dword is 0); a literal for an f64 operand is
+# that high dword too (RDNA3 ISA 7.x "64-bit operands": a 32-bit literal fills the high half, the low half is 0)
+INLINE_F64 = {0x3fe00000: 240, 0xbfe00000: 241, 0x3ff00000: 242, 0xbff00000: 243, 0x40000000: 244, 0xc0000000: 245,
+              0x40100000: 246, 0xc0100000: 247}
 INLINE_F16 = {0x3800: 240, 0xb800: 241, 0x3c00: 242, 0xbc00: 243, 0x4000: 244, 0xc000: 245, 0x4400: 246, 0xc400: 247,
               0x3118: 248}
 
@@ -23,9 +27,10 @@ def operand_kind(name: str) -> str:
   """How an instruction reads its constant sources: "f32", "f16" or "int" (raw bits: b32/u32/i32, v_cndmask,
   v_mov, SALU). Conversions read the type after the result's: v_cvt_f32_f16 reads f16."""
   parts = name.split("_")
+  if name.startswith("v_ldexp_"): return "int"     # the constant of an ldexp is its integer exponent
   if name.startswith("v_cvt_") and len(parts) > 3: t = parts[3]
-  else: t = next((p for p in parts[1:] if p in ("f32", "f16")), "int")
-  return t if t in ("f32", "f16") else "int"
+  else: t = next((p for p in parts[1:] if p in ("f32", "f16", "f64")), "int")
+  return t if t in ("f32", "f16", "f64") else "int"
 
 
 def inline_code(x: Imm, kind: str = "int") -> int | None:
@@ -38,7 +43,7 @@ def inline_code(x: Imm, kind: str = "int") -> int | None:
     if 0 < v <= 64: return 128 + v
     if -16 <= v < 0: return 192 - v
     return INLINE_F32.get(x.bits)
-  return (INLINE_F32 if kind == "f32" else INLINE_F16).get(x.bits)
+  return {"f32": INLINE_F32, "f16": INLINE_F16, "f64": INLINE_F64}[kind].get(x.bits)
 
 
 def is_inline(x: Imm, kind: str = "int") -> bool: return inline_code(x, kind) is not None
@@ -70,8 +75,22 @@ def imm_of(value, dt: DType) -> Imm:
   raise CompileError(f"{TARGET}: no 32-bit constant of type {dt}")
 
 
-def value_of(x: Imm, dt: DType):
+def imm64_of(value, dt: DType) -> Imm64:
+  """A 64-bit constant: int64/uint64 wrapped, float64 by its bits."""
+  if dt.is_float: return Imm64(struct.unpack("<Q", struct.pack("<d", float(value)))[0], "f64")
+  return Imm64(int(truncate(int(value), dt)))
+
+
+def const_of(value, dt: DType):
+  """The constant operand of a value of type dt: Imm (up to 32 bits) or Imm64."""
+  return imm64_of(value, concrete(dt)) if concrete(dt).itemsize == 8 else imm_of(value, dt)
+
+
+def value_of(x, dt: DType):
   dt = concrete(dt)
+  if isinstance(x, Imm64):
+    if dt.is_float: return struct.unpack("<d", struct.pack("<Q", x.bits))[0]
+    return truncate(x.bits, dt)
   if dt.is_bool: return x.bits != 0
   if dt.is_float:
     if dt.itemsize == 4: return struct.unpack("<f", struct.pack("<I", x.bits))[0]

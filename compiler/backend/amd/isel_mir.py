@@ -3,8 +3,11 @@
     Sub(vreg, k)        register k of a multi-register VReg (used as a 32-bit source)
     VReg(cls, n)        a virtual register: cls "v" (per-lane VGPR) or "s" (uniform SGPR), n consecutive registers
                         (2 for a 64-bit SGPR pair); `fixed` pins it to a physical register (kernel entry state)
-    Imm(bits, kind)     a constant operand: the 32-bit pattern and how an instruction reads it ("int", "f32", "f16"),
-                        which decides between an inline constant and a trailing literal
+    Imm(bits, kind)     a constant operand: the 32-bit pattern and how an instruction reads it ("int", "f32", "f16",
+                        "f64": the high dword of an f64 whose low dword is 0), which decides between an inline constant
+                        and a trailing literal
+    Imm64(bits, kind)   the value of a 64-bit constant (int64/uint64 "int", float64 "f64") in instruction selection: used
+                        by halves (.lo/.hi Imm) or made a 64-bit operand by isel_wide.WideSelector.pair
     Spec(code)          a special scalar operand by its encoding value (exec_lo 126, null 124, m0 125; operands.py)
     MInst(name, defs, uses, mods)
                         one instruction by its LLVM mnemonic (the ISA tables' name: "v_add_f32_e64", "s_load_b64",
@@ -59,6 +62,24 @@ class Imm:
   def __repr__(self): return f"{self.signed}" if self.kind == "int" else f"0x{self.bits:x}:{self.kind}"
 
 
+class Imm64:
+  __slots__ = ("bits", "kind")
+
+  def __init__(self, bits: int, kind: str = "int"):
+    self.bits, self.kind = bits & 0xFFFFFFFFFFFFFFFF, kind
+
+  @property
+  def lo(self) -> Imm: return Imm(self.bits & 0xFFFFFFFF)
+  @property
+  def hi(self) -> Imm: return Imm(self.bits >> 32)
+  @property
+  def signed(self) -> int: return self.bits - (1 << 64) if self.bits >> 63 else self.bits
+
+  def __eq__(self, o): return isinstance(o, Imm64) and (o.bits, o.kind) == (self.bits, self.kind)
+  def __hash__(self): return hash(("imm64", self.bits, self.kind))
+  def __repr__(self): return f"0x{self.bits:x}:{self.kind}64"
+
+
 class Spec:
   __slots__ = ("code",)
 
@@ -80,7 +101,7 @@ class MInst:
   def target(self): return self.mods.get("target")
 
   def regs_used(self): return [v.reg if isinstance(v, Sub) else v for v in self.uses.values() if isinstance(v, (VReg, Sub))]
-  def regs_defined(self): return [v for v in self.defs.values() if isinstance(v, VReg)]
+  def regs_defined(self): return [v.reg if isinstance(v, Sub) else v for v in self.defs.values() if isinstance(v, (VReg, Sub))]
 
   def __repr__(self):
     if self.name == "LABEL": return f"{self.label}:"
@@ -89,7 +110,7 @@ class MInst:
     return f"  {self.name} " + ", ".join(ops)
 
 
-_RESULT_TYPES = (("f32", dtypes.float32), ("f16", dtypes.float16), ("i32", dtypes.int32), ("u32", dtypes.uint32),
+_RESULT_TYPES = (("f64", dtypes.float64), ("i64", dtypes.int64), ("u64", dtypes.uint64), ("f32", dtypes.float32), ("f16", dtypes.float16), ("i32", dtypes.int32), ("u32", dtypes.uint32),
                  ("b32", dtypes.uint32), ("u16", dtypes.uint16), ("i16", dtypes.int16), ("u8", dtypes.uint8),
                  ("i8", dtypes.int8), ("b64", dtypes.uint64))
 

@@ -34,8 +34,7 @@ def dce(code: list[MInst]) -> list[MInst]:
   while True:
     used = set()
     for m in code: used.update(m.regs_used())
-    keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None
-                                                         for d in m.defs.values() if isinstance(d, VReg))]
+    keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None for d in m.regs_defined())]
     if len(keep) == len(code): return keep
     code = keep
 

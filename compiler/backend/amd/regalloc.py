@@ -10,16 +10,22 @@ a register becomes free only after the position where its interval ends (no reus
 Spilling (allocate_with_spills): when no VGPR is free, the values live at that point with the furthest-reaching
 intervals go to scratch (the wave's private segment, one dword per lane each): every definition writes a fresh
 temporary that is stored right after (scratch_store_b32 off, t, off offset:slot), every use reloads a fresh
-temporary right before (scratch_load_b32); allocation then starts over. Temporaries are never spilled. SGPRs are
-not spilled: a kernel that needs more than 106 SGPRs (or more than 256 VGPRs even then) is a RegisterPressureError
-naming the kernel, the class and the number of values live at that point.
+temporary right before (scratch_load_b32); allocation then starts over. Temporaries are never spilled.
+
+SGPRs spill to lanes of VGPRs (one VGPR holds 32 spilled SGPRs of the wave, one per lane): every definition of a
+spilled SGPR writes a fresh temporary SGPR that v_writelane_b32 copies into its lane right after, every use reads a
+fresh temporary from the lane by v_readlane_b32 right before. Both ignore EXEC, so a value spilled under one mask is
+read back under any other; neither touches SCC, so they may sit between an s_cmp and its branch. The lane VGPRs are
+allocated like any other VGPR (live from the first write of a lane to the last read, loops included). A kernel whose
+SGPR pairs alone or whose VGPRs even after spilling do not fit is a RegisterPressureError naming the kernel, the
+class and the number of values live at that point.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...ir import CompileError
-from .isel_mir import MInst, VReg
+from .isel_mir import Imm, MInst, Sub, VReg
 
 LIMITS = {"v": 256, "s": 106}   # gfx11 wave32: VGPRs per lane (AMDGPUUsage), addressable SGPRs s0..s105
 
@@ -33,6 +39,7 @@ class Allocation:
   vgprs: int     # registers used (highest + 1)
   sgprs: int
   spills: int = 0   # VGPR values spilled to scratch (one dword per lane each)
+  sgpr_spills: int = 0   # SGPR values spilled to VGPR lanes
 
 
 def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg, list[int]]:
@@ -72,8 +79,7 @@ def allocate(code: list[MInst], loops: list, name: str = "kernel") -> Allocation
 def _pressure_error(code, e: _NoRegister, name: str) -> RegisterPressureError:
   return RegisterPressureError(
     f"gfx1100: kernel {name} needs more than {LIMITS[e.cls]} {'VGPRs' if e.cls == 'v' else 'SGPRs'} "
-    f"({len(e.live)} values live at instruction {e.pos}: {code[e.pos]!r})" +
-    ("; the backend does not spill SGPRs" if e.cls == "s" else ""))
+    f"({len(e.live)} values live at instruction {e.pos}: {code[e.pos]!r})")
 
 
 def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", scratch_base: int = 0,
@@ -81,21 +87,30 @@ def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", s
   """(code with spill code, allocation, number of dword spill slots per lane, placed from scratch_base)."""
   slots = 0
   unspillable: set = set()
+  lanes: list[VReg] = []     # VGPRs holding spilled SGPRs, 32 lanes each
+  nlanes = 0
   for _ in range(max_rounds):
     try:
       alloc = _allocate(code, loops)
-      alloc.spills = slots
+      alloc.spills, alloc.sgpr_spills = slots, nlanes
       return code, alloc, slots
     except _NoRegister as e:
-      if e.cls != "v": raise _pressure_error(code, e, name) from None
       iv, ends = e.live, e.ends
-      cands = sorted((r for r, _ in iv if r.fixed is None and r.n == 1 and r not in unspillable),
-                     key=lambda r: -ends[r])
+      cands = sorted((r for r, _ in iv if r.fixed is None and r not in unspillable and
+                      (r.n == 1 or (e.cls == "s" and r.n == 2))), key=lambda r: -ends[r])
       if not cands: raise _pressure_error(code, e, name) from None
-      batch = cands[:max(1, len(iv) - LIMITS["v"] + 8)]
+      batch = cands[:max(1, len(iv) - LIMITS[e.cls] + (8 if e.cls == "v" else 4))]
       for r in batch:
-        code = _spill(code, r, scratch_base + 4 * slots, unspillable)
-        slots += 1
+        if e.cls == "s":
+          if nlanes % 32 + r.n > 32: nlanes += 32 - nlanes % 32     # a pair's two lanes in one VGPR
+          if nlanes == 32 * len(lanes):
+            lanes.append(VReg("v"))
+            unspillable.add(lanes[-1])    # a lane VGPR is written a lane at a time: never spilled whole
+          code = _spill_sgpr(code, r, lanes[nlanes // 32], nlanes % 32, unspillable)
+          nlanes += r.n
+        else:
+          code = _spill(code, r, scratch_base + 4 * slots, unspillable)
+          slots += 1
   raise RegisterPressureError(f"gfx1100: kernel {name}: register allocation did not converge after {max_rounds} "
                               f"rounds of spilling")
 
@@ -114,6 +129,36 @@ def _spill(code: list[MInst], r: VReg, offset: int, unspillable: set) -> list[MI
       m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
       out.append(m)
       out.append(MInst("scratch_store_b32", {}, {"data": t}, offset=offset, spill=True))
+      continue
+    out.append(m)
+  return out
+
+
+def _spill_sgpr(code: list[MInst], r: VReg, lane_vgpr: VReg, lane: int, unspillable: set) -> list[MInst]:
+  """r (an SGPR or an SGPR pair: r.n consecutive lanes from `lane`) kept in lanes of lane_vgpr."""
+  out = []
+  for m in code:
+    used = any((v.reg if isinstance(v, Sub) else v) is r for v in m.uses.values())
+    if used:
+      t = VReg("s", r.n)
+      unspillable.add(t)
+      for k in range(r.n):
+        out.append(MInst("v_readlane_b32", {"vdst": Sub(t, k) if r.n > 1 else t},
+                         {"src0": lane_vgpr, "src1": Imm(lane + k)}, spill=True))
+      m.uses = {f: (t if v is r else Sub(t, v.k) if isinstance(v, Sub) and v.reg is r else v) for f, v in m.uses.items()}
+    defined = [v for v in m.defs.values() if (v.reg if isinstance(v, Sub) else v) is r]
+    if defined:
+      t = t if used else VReg("s", r.n)
+      unspillable.add(t)
+      m.defs = {f: (t if v is r else Sub(t, v.k) if isinstance(v, Sub) and v.reg is r else v) for f, v in m.defs.items()}
+      out.append(m)
+      # only the lanes of the registers written (a Sub definition writes one half of a pair; the other lane keeps
+      # its value); the lane VGPR is read (its other lanes kept) and written: it stays live from its first write on
+      halves = sorted({v.k for v in defined if isinstance(v, Sub)}) if all(isinstance(v, Sub) for v in defined) \
+          else range(r.n)
+      for k in halves:
+        out.append(MInst("v_writelane_b32", {"vdst": lane_vgpr}, {"src0": Sub(t, k) if r.n > 1 else t,
+                                                                  "src1": Imm(lane + k)}, spill=True))
       continue
     out.append(m)
   return out

@@ -28,7 +28,7 @@ from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from .render_hazards import fix_hazards
 from .asm import encode_fields, waitcnt_simm16
-from .cowriter import Arg, KernelSpec, write_code_object
+from .cowriter import Arg, KernelSpec
 from .errors import AssembleError
 from .tables import arch_tables
 
@@ -141,6 +141,7 @@ class Encoder:
       if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
     elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
+    if "neg" in m.mods: vals["neg"] = m.mods["neg"]      # VOP3 source negation, one bit per source
     if enc in ("SOPP", "SOPK"):
       vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
     try: out = encode_fields(et, vals, strict=True)
@@ -220,8 +221,11 @@ def kernel_spec(c: Compiled) -> KernelSpec:
   """What the code-object writer needs to describe a compiled kernel: arguments, register counts, the entry state the
   code expects (user SGPRs with the work-group ids after them, work-item id VGPR dimensions), segment sizes."""
   sel, regs = c.sel, c.regs
+  # a 64-bit scalar is OpenCL's long/ulong (the metadata's type names are OpenCL C's: a launcher reads "long long"
+  # as an unknown type, to be passed as raw bytes)
+  cl_name = lambda dt: {8: "ulong" if dt.is_unsigned else "long"}.get(dt.itemsize, dt.cname)
   args = [Arg(a.offset, 8, "global_buffer", a.name, "global", f"{a.dtype.cname}*") if a.kind == "buffer" else
-          Arg(a.offset, a.size, "by_value", a.name, None, a.dtype.cname) for a in sel.args]
+          Arg(a.offset, a.size, "by_value", a.name, None, cl_name(a.dtype)) for a in sel.args]
   required = None
   if sel.uses_local_ids:
     # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1, sizes are
@@ -237,8 +241,10 @@ def kernel_spec(c: Compiled) -> KernelSpec:
 
 
 def code_object(c: Compiled) -> bytes:
-  """HSA code object (ELF, code object v5) of one compiled kernel, by the ISA package's writer."""
-  return write_code_object([kernel_spec(c)], "gfx1100")
+  """HSA code object (ELF, code object v5) of one compiled kernel: its PROGRAM(LINEAR(INS ...)), written the way
+  hand-written assembly is (program.py)."""
+  from .program import code_object as write_programs, compiled_program
+  return write_programs(compiled_program(c))
 
 
 def compile_gfx1100(lin: UOp) -> bytes:

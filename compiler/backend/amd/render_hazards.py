@@ -4,23 +4,31 @@ s_waitcnt_depctr (SOPP; simm16 fields per the RDNA3 ISA "S_WAITCNT_DEPCTR": va_v
   trans use         a transcendental VALU (v_exp/v_log/v_rcp/v_rsq/v_sqrt/v_sin/v_cos) writes a VGPR that a later
                     VALU reads before 5 other VALU instructions have issued: wait va_vdst(0) before the reader
                     (RDNA3 ISA 4.5 "Manually Inserted Wait States", transcendental result forwarding)
-  mask write        an SALU writes an SGPR that a VALU read earlier as a lane mask (v_cndmask's src2): wait
-                    sa_sdst(0) right after the SALU write
+  mask write        an SALU writes an SGPR that a VALU read earlier as a lane mask (v_cndmask's src2, the carry-in
+                    src2 of v_add_co_ci / v_sub_co_ci, VCC of v_div_fmas): wait sa_sdst(0) right after the SALU write
+                    (LLVM GCNHazardRecognizer's gfx11 VALUMaskWriteHazard)
   exec forwarding   after an SALU/SOP1 write of EXEC, wait va_vdst(0) so that no VALU result produced under the old
                     mask is forwarded to a VALU running under the new one
 
+  MAD forwarding    (gfx1100-1103) v_mad_u64_u32 / v_mad_i64_i32 must not write a register they read: no wait, the
+                    allocator (regalloc.py) never gives a destination a register a source of the same instruction
+                    still holds
+
 The emulator does not model these (it runs one instruction at a time); they matter on a real gfx1100. Each wait
 costs one instruction; the tests count them separately from the benchmark's loops (which have none).
+hazard_check.py checks the result independently (decoded bytes, every control-flow path) and lists the gfx11 hazards
+this backend cannot meet; tests/backend/test_amd_hazards.py runs it over every kernel the tests compile.
 """
 from __future__ import annotations
 
 from .asm import depctr_simm16
-from .isel_mir import EXEC_LO, MInst, Spec, VReg
+from .isel_mir import EXEC_LO, VCC_LO, MInst, Spec, VReg
 
 VA_VDST0 = depctr_simm16(va_vdst=0)   # 0x0f9f: llvm-mc-19 encodes s_waitcnt_depctr depctr_va_vdst(0) [0x9f,0x0f,0x88,0xbf]
 SA_SDST0 = depctr_simm16(sa_sdst=0)   # 0xff9e: llvm-mc-19 encodes s_waitcnt_depctr depctr_sa_sdst(0) [0x9e,0xff,0x88,0xbf]
 _TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
 TRANS_WINDOW = 5
+_MASK_READERS = ("v_cndmask", "v_add_co_ci", "v_sub_co_ci", "v_subrev_co_ci")   # src2 is a lane mask (or carry)
 
 
 def _depctr(value: int) -> MInst: return MInst("s_waitcnt_depctr", simm16=value)
@@ -48,8 +56,9 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
         out.append(_depctr(VA_VDST0))
         trans.clear()
       for k in trans: trans[k] += 1
-      mask = m.uses.get("src2") if m.name.startswith("v_cndmask") else None
+      mask = m.uses.get("src2") if m.name.startswith(_MASK_READERS) else None
       if isinstance(mask, VReg) and mask.cls == "s": masks |= _phys(mask)
+      if m.name.startswith("v_div_fmas"): masks.add(("s", VCC_LO))
     out.append(m)
     if _is_valu(m) and m.name.startswith(_TRANS):
       for r in m.regs_defined(): trans.update({k: 0 for k in _phys(r)})

@@ -8,7 +8,7 @@ from functools import cached_property, lru_cache
 # 9-bit source fields that select a trailing 32-bit literal with the value 255 (RDNA3 ISA 16.3: "SRC0 ... 255 = literal")
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
 # gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER; gfx942: scalar/vector ALU (incl. MFMA opcodes), SMEM, DS
-# and FLAT/SCRATCH/GLOBAL
+# and FLAT/SCRATCH/GLOBAL, MUBUF
 SUPPORTED_ARCHS = ("gfx1100", "gfx1200", "gfx942")
 
 

@@ -1,4 +1,4 @@
-"""RDNA3 (gfx1100, wave32) wave emulator of the mock AMD GPU.
+"""Wave emulator of the mock AMD GPU: RDNA3 (gfx1100) and RDNA4 (gfx1200) in wave32, CDNA3 (gfx942) in wave64.
 
 The PM4 DISPATCH_DIRECT handler (and the AQL kernel-dispatch handler) call `dispatch()` with the values of the
 COMPUTE_* registers:
@@ -10,8 +10,14 @@ COMPUTE_* registers:
                      user_sgprs=[COMPUTE_USER_DATA_0, ...],     # the first USER_SGPR_COUNT (rsrc2[5:1]) are used
                      grid=(gx, gy, gz),                          # work-groups per dimension (DISPATCH_DIRECT dims)
                      block=(lx, ly, lz),                         # COMPUTE_NUM_THREAD_X/Y/Z
-                     lds_bytes=..., scratch=ScratchSetup(base, bytes_per_lane), instruction_budget=...)
+                     lds_bytes=..., scratch=ScratchSetup(base, bytes_per_lane), instruction_budget=...,
+                     arch="gfx1100", wave_size=None)     # the code's target; wave_size None: 64 on gfx942, else 32
     stats.waves, stats.wave_instructions, stats.seconds
+
+Target: `arch` picks the decode tables (the ones `hcq disasm` uses) and the architecture's semantics: "gfx1100",
+"gfx1200" or "gfx942". `wave_size` is the code object's (kernel descriptor: ENABLE_WAVEFRONT_SIZE32 of
+kernel_code_properties on gfx10+; always 64 on gfx9): waves of 64 lanes have 64-bit EXEC/VCC and lane masks in SGPR
+pairs. An unknown arch or a wave size the arch cannot run raises GPUFault(kind='invalid dispatch').
 
 Time slices: start() (same arguments) runs a dispatch for at most about engine.SLICE_SECONDS and returns either its
 DispatchStats or an engine.SuspendedDispatch, which resume() continues exactly where it stopped (the mock GPU's
@@ -22,19 +28,23 @@ InstructionBudgetExceeded (a GPUFault, kind 'instruction budget') when the kerne
 wave-instructions; GPUFault kind 'illegal instruction' for an encoding the emulator does not know.
 
 Execution model (engine.py, translate.py): each basic block is translated once per code address (and denormal
-mode) into a Python function over numpy arrays (the translation is re-done when the code bytes change); all waves
-of a dispatch (in batches of up to 8192) run together as arrays of shape (waves,) for SGPRs and (waves, 32) for
-VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
+mode and target) into a Python function over numpy arrays (the translation is re-done when the code bytes change);
+all waves of a dispatch (in batches of up to 8192 wave32 or 4096 wave64 waves) run together as arrays of shape
+(waves,) for SGPRs and (waves, 32 or 64 lanes) for VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
 so that a spinning wave cannot starve another), with EXEC masks for divergence inside a wave and s_barrier
 releasing a work-group when its live waves have all reached it. Memory: GPUMemory (memory.py) checks every access
 against the mapped ranges before numpy touches host memory; LDS is per work-group, scratch per lane.
 
-Covered (gfx1100, wave32): SOP1/SOP2/SOPC/SOPK/SOPP, SMEM loads, VOP1/VOP2/VOP3/VOP3SD/VOPC incl. modifiers and
-true16 halves, VOP3P (packed 16-bit, fma_mix, dot2), VOPD, DPP16/DPP8, permlane16/x16, DS (loads, stores, 2addr,
+Covered (gfx1100, wave32; the same operations on gfx1200 and gfx942 under their own mnemonics and encodings, plus
+gfx1200's s_barrier_signal/wait, s_wait_* counters, SMEM sub-dword loads, 64-bit SALU adds and SALU float, and
+gfx942's wave64 masks and whole-wave DPP controls, SDWA, packed f32 (v_pk_fma/mul/add/mov), v_fmac_f64,
+v_lshl_add_u64, v_mov_b64, unfused v_mac/mad, 16-bit results clearing the high half, AccVGPR moves and memory data,
+buffer_wbl2/buffer_inv cache control): SOP1/SOP2/SOPC/SOPK/SOPP, SMEM loads, VOP1/VOP2/VOP3/VOP3SD/VOPC incl.
+modifiers and true16 halves, VOP3P (packed 16-bit, fma_mix, dot2), VOPD, DPP16/DPP8, permlane16/x16, DS (loads, stores, 2addr,
 atomics, bpermute/permute/swizzle), GLOBAL/SCRATCH/FLAT (FLAT routed by the apertures reported as
 src_shared_base/src_private_base to LDS, scratch or global), function calls (s_swappc/s_setpc), f16/f32/f64 with
 correctly rounded fma and the descriptor's denormal modes. Not modelled: buffer/image instructions, GDS, traps
-(s_trap is a GPUFault), wave64, round modes other than nearest-even.
+(s_trap is a GPUFault), round modes other than nearest-even, gfx942's MFMA/SMFMAC and DPP in VOP3/VOPC forms.
 """
 from __future__ import annotations
 
@@ -62,7 +72,7 @@ class ScratchSetup(NamedTuple):
   """Private (scratch) memory of a dispatch, per the architected flat scratch of gfx11.
 
   Lane L of wave W (numbered in dispatch order) owns the `bytes_per_lane` bytes at
-  base + (W * 32 + L) * bytes_per_lane: scratch_* instructions address that lane-private window (offset 0 = its
+  base + (W * lanes + L) * bytes_per_lane (lanes: the wave size, 32 or 64): scratch_* instructions address that lane-private window (offset 0 = its
   start). base=None lets the emulator hold the scratch itself (host memory private to the dispatch). The PM4 model
   derives bytes_per_lane from COMPUTE_TMPRING_SIZE.WAVESIZE (units of 256 bytes per wave on gfx11 -> /32 per lane)
   or the kernel descriptor's private_segment_fixed_size. (A NamedTuple: immutable, and hashed in C, since it is part
@@ -91,18 +101,35 @@ def _engine():
 
 def dispatch(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
              grid: tuple[int, int, int], block: tuple[int, int, int], lds_bytes: int = 0,
-             scratch: ScratchSetup | None = None,
-             instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET) -> DispatchStats:
+             scratch: ScratchSetup | None = None, instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET,
+             arch: str = "gfx1100", wave_size: int | None = None) -> DispatchStats:
   """Run one compute dispatch to completion. See the module docstring for the arguments and errors."""
   return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
-                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget)
+                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget, False,
+                                      0 if arch == "gfx1100" and wave_size is None else _target(arch, wave_size))
 
 
 def start(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: int = 0, user_sgprs: list[int],
           grid: tuple[int, int, int], block: tuple[int, int, int], lds_bytes: int = 0,
-          scratch: ScratchSetup | None = None, instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET):
+          scratch: ScratchSetup | None = None, instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET,
+          arch: str = "gfx1100", wave_size: int | None = None):
   """Start a dispatch and run it for one time slice (engine.SLICE_SECONDS): DispatchStats when it ended within
   it, else an engine.SuspendedDispatch to resume() (slice by slice, with the same results and errors as dispatch())
   or drop(). The arguments are dispatch()'s."""
   return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
-                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True)
+                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True,
+                                      0 if arch == "gfx1100" and wave_size is None else _target(arch, wave_size))
+
+
+_TARGETS: dict = {}
+
+
+def _target(arch: str, wave_size: int | None) -> int:
+  """The translation-key bits of (arch, wave_size) (translate.target_bits), checked once per pair."""
+  bits = _TARGETS.get((arch, wave_size))
+  if bits is None:
+    from .translate import target_bits
+    try: bits = target_bits(arch, wave_size)
+    except ValueError as e: raise GPUFault(str(e), kind="invalid dispatch") from None
+    _TARGETS[(arch, wave_size)] = bits
+  return bits

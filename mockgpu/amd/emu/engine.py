@@ -4,9 +4,10 @@ together, grouped by program counter.
 Wave start-up state (AMD "RDNA3 ISA", "Initial wave state"; LLVM AMDGPUUsage "Initial kernel execution state";
 reference notes amd_kfd_pm4_sdma_am.md §3.3): the first USER_SGPR_COUNT (COMPUTE_PGM_RSRC2[5:1]) SGPRs hold
 COMPUTE_USER_DATA_0..; then the work-group id X, Y, Z, each only when its TGID_*_EN bit (rsrc2 bits 7, 8, 9) is set;
-then the work-group info SGPR when TG_SIZE_EN (bit 10) is set. v0 holds the packed work-item id
-x | y << 10 | z << 20 (gfx11), with y and z present per ENABLE_VGPR_WORKITEM_ID (rsrc2[12:11]). EXEC holds the
-lanes of the wave that exist (a partial last wave of a work-group has fewer).
+then the work-group info SGPR when TG_SIZE_EN (bit 10) is set; gfx12 also has the work-group ids in TTMP9 (X) and
+TTMP7 (Y | Z << 16). v0 holds the packed work-item id x | y << 10 | z << 20 (gfx11+, and gfx90a+ such as gfx942),
+with y and z present per ENABLE_VGPR_WORKITEM_ID (rsrc2[12:11]). EXEC (wave64: EXEC_LO and EXEC_HI) holds the lanes
+of the wave that exist (a partial last wave of a work-group has fewer).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from ....errors import GPUFault
 from . import rt
-from .translate import translate
+from .translate import arch_of, lanes_of, translate
 
 DONE = -1
 FAIRNESS_STREAK = 256   # scheduling: see _run_batch
@@ -93,19 +94,20 @@ def _block(memory, cache: dict, checked: set, pc: int, mode: int):
 
 
 def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch,
-                 instruction_budget, sliced=False):
+                 instruction_budget, sliced=False, target=0):
   """Run a dispatch: to completion (-> DispatchStats), or, when `sliced`, for at most about SLICE_SECONDS: then
-  a dispatch that has not ended comes back as a SuspendedDispatch, resumed later where it stopped."""
+  a dispatch that has not ended comes back as a SuspendedDispatch, resumed later where it stopped. target: the
+  architecture and wave size as translate.target_bits() gives them (0: gfx1100, wave32)."""
   t0 = time.perf_counter()
-  # a launch like one before (same shape, resources, LDS and scratch; any program, arguments and float mode): its
-  # checked set-up, templates and pooled state are reused as they are (see _Shape)
-  fast_key = (grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, lds_bytes, scratch)
+  # a launch like one before (same shape, resources, LDS and scratch, target; any program, arguments and float
+  # mode): its checked set-up, templates and pooled state are reused as they are (see _Shape)
+  fast_key = (grid, block, rsrc1 & 0x3F | target << 8, rsrc2 & 0x1FBE, lds_bytes, scratch)
   launches = memory.dispatch_launches
   shape = launches.pop(fast_key, None)
   if shape is not None:
     work = None
     try:
-      mode = (rsrc1 >> 16) & 0xF
+      mode = (rsrc1 >> 16) & 0xF | target
       entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
       if entry is not None and _code_unchanged(memory, entry[0]):
         return _stats(shape.W, _run_entry(shape, entry, user_sgprs, instruction_budget), t0)
@@ -120,11 +122,11 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
     return _stats(0, 0, t0)
   threads = lx * ly * lz
   if threads > 1024: raise GPUFault(f"work-group of {threads} threads exceeds 1024", kind="invalid dispatch")
-  waves_per_wg = (threads + 31) // 32
+  waves_per_wg = -(-threads // lanes_of(target))
   groups = gx * gy * gz
   deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
   work = _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, (gx, gy, gz), (lx, ly, lz), lds_bytes, scratch,
-                  instruction_budget, fast_key, deadline)
+                  instruction_budget, fast_key, deadline, target)
   return _first_slice(work, groups * waves_per_wg, deadline, t0)
 
 
@@ -186,15 +188,16 @@ def _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, ins
 
 
 def _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block, lds_bytes, scratch, instruction_budget,
-             fast_key, deadline):
+             fast_key, deadline, target):
   """All work-groups of a dispatch, batch after batch (a generator, see SuspendedDispatch)."""
   gx, gy, gz = grid
   lx, ly, lz = block
-  waves_per_wg = (lx * ly * lz + 31) // 32
+  lanes = lanes_of(target)
+  waves_per_wg = -(-(lx * ly * lz) // lanes)
   groups = gx * gy * gz
   # work-groups run in batches (they are independent but for memory) so that a huge grid needs bounded memory
   vgprs = ((rsrc1 & 0x3F) + 1) * 8
-  batch_waves = max(256, min(MAX_BATCH_WAVES, BATCH_VGPR_BYTES // (vgprs * 32 * 4)))
+  batch_waves = max(256 * 32 // lanes, min(MAX_BATCH_WAVES * 32 // lanes, BATCH_VGPR_BYTES // (vgprs * lanes * 4)))
   per_batch = max(1, batch_waves // waves_per_wg)
   executed = 0
   cache = _cache(memory)
@@ -205,7 +208,7 @@ def _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block, lds_bytes,
                                       rsrc2=rsrc2, user_sgprs=user_sgprs, grid=grid, block=block,
                                       lds_bytes=lds_bytes, scratch=scratch, budget=instruction_budget,
                                       already=executed, deadline=deadline,
-                                      fast_key=fast_key if count == groups else None)
+                                      fast_key=fast_key if count == groups else None, target=target)
   return executed
 
 
@@ -256,11 +259,12 @@ POOLED_VGPR_BYTES = 256 << 10     # ... and its VGPR file (pooled with a templat
 class _Shape:
   """The start-up state of one batch shape: templates (never handed to blocks) and pooled register files."""
 
-  def __init__(self, W, groups, first_group, grid, block, rsrc1, rsrc2):
+  def __init__(self, W, groups, first_group, grid, block, rsrc1, rsrc2, target=0):
     gx, gy, gz = grid
     lx, ly, lz = block
     threads = lx * ly * lz
-    waves_per_wg = (threads + 31) // 32
+    self.lanes = lanes = lanes_of(target)
+    waves_per_wg = -(-threads // lanes)
     self.W, self.user_count = W, (rsrc2 >> 1) & 0x1F
     vgprs = max(((rsrc1 & 0x3F) + 1) * 8, 8)
     S = np.zeros((128, W), np.uint32)
@@ -275,15 +279,22 @@ class _Shape:
     if rsrc2 >> 10 & 1 and nxt < 106:
       # work-group info: the number of waves in the group in [5:0] (plus the first-wave flag, not modelled)
       S[nxt] = waves_per_wg
+    if arch_of(target) == "gfx1200":
+      # RDNA4's architected work-group ids (LLVM AMDGPUUsage, "Initial Kernel Execution State", GFX12): TTMP9 = X,
+      # TTMP7 = Y | Z << 16 (clang reads them instead of the SGPRs after the user SGPRs)
+      S[117] = wg_linear % gx
+      S[115] = ((wg_linear // gx) % gy) | ((wg_linear // (gx * gy)) << 16)
     # one work-group's lanes, then tiled over the groups
-    tid = np.arange(waves_per_wg * 32, dtype=np.int64).reshape(waves_per_wg, 32)
+    tid = np.arange(waves_per_wg * lanes, dtype=np.int64).reshape(waves_per_wg, lanes)
     id_mode = (rsrc2 >> 11) & 3
     v0 = tid % lx
     if id_mode >= 1: v0 |= ((tid // lx) % ly) << 10
     if id_mode >= 2: v0 |= (tid // (lx * ly)) << 20
     exists = tid < threads
     v0 = np.where(exists, v0, 0).astype(np.uint32)
-    S[126] = np.tile(rt.pack(exists), groups)
+    exec_mask = np.packbits(exists, axis=1, bitorder="little").view("<u4")   # (waves, 1 or 2 dwords): EXEC_LO/HI
+    S[126] = np.tile(exec_mask[:, 0], groups)
+    if lanes == 64: S[127] = np.tile(exec_mask[:, 1], groups)
     self.S0, self.v00 = S, np.tile(v0, (groups, 1))
     self.vgprs = vgprs
     self.S = self.V = None      # the pooled register files (cached shapes only): reset before each use
@@ -307,12 +318,12 @@ class _Shape:
     uc = self.user_count
     if len(user) < uc: user = list(user) + [0] * (uc - len(user))
     if not self.pooled:
-      S, V = self.S0, np.zeros((self.vgprs, self.W, 32), np.uint32)
+      S, V = self.S0, np.zeros((self.vgprs, self.W, self.lanes), np.uint32)
       if uc: S[:uc] = np.array([v & 0xFFFFFFFF for v in user[:uc]], np.uint32)[:, None]
       V[0] = self.v00
       return list(S), list(V)
     if self.S is None:
-      self.S, self.V = np.empty_like(self.S0), np.empty((self.vgprs, self.W, 32), np.uint32)
+      self.S, self.V = np.empty_like(self.S0), np.empty((self.vgprs, self.W, self.lanes), np.uint32)
       self.S_rows, self.V_rows = list(self.S), list(self.V)
       self.V0 = np.zeros_like(self.V)
       self.V0[0] = self.v00
@@ -352,21 +363,23 @@ def _shape(memory, key, *args):
 
 
 def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
-               lds_bytes, scratch, budget, already, deadline, fast_key=None):
+               lds_bytes, scratch, budget, already, deadline, fast_key=None, target=0):
   """Run work-groups [first_group, first_group + groups) to completion (a generator, see SuspendedDispatch); returns
   the wave-instructions executed (`already`: executed by earlier batches, counted against `budget`)."""
   lx, ly, lz = block
-  waves_per_wg = (lx * ly * lz + 31) // 32
+  lanes = lanes_of(target)
+  waves_per_wg = -(-(lx * ly * lz) // lanes)
   W = groups * waves_per_wg
-  small = W <= SMALL_BATCH_WAVES and ((rsrc1 & 0x3F) + 1) * 8 * W * 128 <= POOLED_VGPR_BYTES
-  key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE) if small else None
-  shape = _shape(memory, key, W, groups, first_group, grid, block, rsrc1, rsrc2) if key is not None else \
-      _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2)
+  small = W <= SMALL_BATCH_WAVES and ((rsrc1 & 0x3F) + 1) * 8 * W * lanes * 4 <= POOLED_VGPR_BYTES
+  key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, target) if small else None
+  shape = _shape(memory, key, W, groups, first_group, grid, block, rsrc1, rsrc2, target) if key is not None else \
+      _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2, target)
   S, V = shape.registers(user_sgprs)
   try:
     return (yield from _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1,
                                  lds_bytes=lds_bytes, scratch=scratch, budget=budget, already=already,
-                                 first_group=first_group, waves_per_wg=waves_per_wg, deadline=deadline))
+                                 first_group=first_group, waves_per_wg=waves_per_wg, deadline=deadline,
+                                 target=target))
   finally:
     if key is not None:
       # a whole launch in one pooled batch moves to the fast path of run_dispatch (a shape is in one cache at most:
@@ -377,8 +390,8 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
 
 
 def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, lds_bytes, scratch, budget, already,
-              first_group, waves_per_wg, deadline):
-  W = shape.W
+              first_group, waves_per_wg, deadline, target=0):
+  W, lanes = shape.W, shape.lanes
   wg_local = shape.wg_local
   # ---- memory ----
   lds_words = max(1, (int(lds_bytes) + 3) // 4)
@@ -390,20 +403,20 @@ def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, l
   else:
     lds = np.zeros(groups * lds_words, np.uint32)
     if scratch.base is not None and scratch_words:
-      base = scratch.base + first_group * waves_per_wg * 32 * scratch_words * 4
-      memory.check_scalar(base, W * 32 * scratch_words * 4, "scratch setup")
-      scr = _host_u32(base, W * 32 * scratch_words)
+      base = scratch.base + first_group * waves_per_wg * lanes * scratch_words * 4
+      memory.check_scalar(base, W * lanes * scratch_words * 4, "scratch setup")
+      scr = _host_u32(base, W * lanes * scratch_words)
     else:
-      scr = np.zeros(max(1, W * 32 * scratch_words), np.uint32)
-    st = WaveState(W, rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local), shape.wid)
-    if pooled and (groups * lds_words + W * 32 * scratch_words) * 4 <= POOLED_MEMORY_BYTES:
+      scr = np.zeros(max(1, W * lanes * scratch_words), np.uint32)
+    st = WaveState(W, rt.MemAccess(memory, lds, lds_words, scr, scratch_words, None, wg_local, lanes), shape.wid)
+    if pooled and (groups * lds_words + W * lanes * scratch_words) * 4 <= POOLED_MEMORY_BYTES:
       if len(shape.states) >= 2: shape.states.clear()
       shape.states[(lds_words, scratch_words)] = st
   shape.st = st if pooled and shape.states.get((lds_words, scratch_words)) is st else None
   # float modes of the kernel descriptor (rsrc1 FLOAT_DENORM_MODE_32 [17:16], FLOAT_DENORM_MODE_16_64 [19:18]):
   # part of the translation key, since the translated code flushes denormals where the mode says so
-  return (yield from _loop(memory, cache, checked, shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF, budget, already,
-                           deadline))
+  return (yield from _loop(memory, cache, checked, shape, st, S, V, pgm_addr, (rsrc1 >> 16) & 0xF | target, budget,
+                           already, deadline))
 
 
 def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_budget, already, deadline):
@@ -446,7 +459,8 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
         idx = None if count == W else np.nonzero(sel)[0]
       blk = _block(memory, cache, checked, pc, mode)
       ran += 1
-      if blk.max_vgpr >= len(V): V.extend(np.zeros((W, 32), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
+      if blk.max_vgpr >= len(V):
+        V.extend(np.zeros((W, shape.lanes), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
       executed += blk.insts * count
       if executed > instruction_budget:
         from . import InstructionBudgetExceeded

@@ -30,11 +30,20 @@ NOOPS = {"s_nop", "s_waitcnt", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_
          "s_waitcnt_depctr", "s_delay_alu", "s_clause", "s_sendmsg", "s_sendmsghalt", "s_set_inst_prefetch_distance",
          "s_dcache_inv", "s_gl1_inv", "s_icache_inv", "buffer_gl0_inv", "buffer_gl1_inv", "s_setprio", "s_sleep",
          "s_ttracedata", "s_ttracedata_imm", "s_incperflevel", "s_decperflevel", "s_wait_idle", "s_wait_event",
-         "s_round_mode", "s_denorm_mode", "s_version", "s_code_end_nop"}
+         "s_round_mode", "s_denorm_mode", "s_version", "s_code_end_nop",
+         # gfx12: the work-group barrier is s_barrier_signal -1 then s_barrier_wait -1; the emulator holds a wave at
+         # the wait until every live wave of its group has reached one (RDNA4 ISA "S_BARRIER_WAIT"), so the signal
+         # itself changes nothing. Cache control of RDNA4's GLOBAL_INV/WB/WBINV: memory is coherent here.
+         "s_barrier_signal", "global_inv", "global_wb", "global_wbinv",
+         "buffer_wbl2", "buffer_inv", "buffer_wbinvl1", "buffer_wbinvl1_vol"}
 TERMINATORS = {"s_branch", "s_cbranch_scc0", "s_cbranch_scc1", "s_cbranch_vccz", "s_cbranch_vccnz",
-               "s_cbranch_execz", "s_cbranch_execnz", "s_endpgm", "s_endpgm_saved", "s_barrier", "s_setpc_b64",
+               "s_cbranch_execz", "s_cbranch_execnz", "s_endpgm", "s_endpgm_saved", "s_barrier", "s_barrier_wait",
+               "s_setpc_b64",
                "s_swappc_b64", "s_sethalt", "s_trap"}
 MAX_BLOCK = 2000
+
+
+_ASSIGNS_EXEC = re.compile(r"(^|;)\s*(em|ef)(\s*,\s*(em|ef))?\s*=[^=]")
 
 
 class Unsupported(GPUFault):
@@ -59,10 +68,17 @@ class Block:
 
 
 class Gen:
-  """Source generator for one block."""
+  """Source generator for one block of `arch` code running in waves of `lanes` (32 or 64) lanes.
 
-  def __init__(self, start: int):
+  Wave64 (gfx942; RDNA in wave64 mode): lane masks (EXEC, VCC, a VOPC/carry destination, a v_cndmask selector) are
+  SGPR pairs s[r:r+1] with r even, bit i of the pair = lane i (MI300 ISA "EXECute mask", "VCC"); VGPR values are
+  (n, 64) arrays. Generated code sees `L` (lanes) and `nl` = (n, L)."""
+
+  def __init__(self, start: int, arch: str = "gfx1100", lanes: int = 32):
     self.start = start
+    self.arch, self.lanes, self.wave64 = arch, lanes, lanes == 64
+    # gfx10+: operand 124 is NULL (reads 0, writes dropped); gfx9 has no NULL: 124 is M0, an ordinary register here
+    self.null = None if arch == "gfx942" else NULL
     self.lines: list[str] = []
     self.sregs: set[int] = set()
     self.vregs: set[int] = set()
@@ -76,12 +92,33 @@ class Gen:
     self.next_pc = None          # expression of the next pc
     self.barrier = False
     self.ftz = {}                        # float type -> (flush input denormals, flush output denormals)
-    self.lanes_of: dict[int, str] = {}   # SGPR -> local (n,32) bool holding its lanes (VCC, carries)
-    self.pending: set[int] = set()       # SGPRs whose packed value is not computed yet
+    self.lanes_of: dict[int, str] = {}   # SGPR (wave64: even SGPR of the pair) -> local (n, L) bool of its lanes
+    self.pending: set[int] = set()       # SGPRs (pairs) whose packed value is not computed yet
+    # VGPR pairs written by a 64-bit result in this block: r -> (its u64 local, exec version): a later 64-bit read
+    # of v[r:r+1] reuses that local instead of interleaving the halves again (R.p64), when every lane was written
+    # (ef) under the same EXEC (no em/ef assignment since: exec_version)
+    self.wide: dict[int, tuple[str, int]] = {}
+    self.exec_version = 0
+    # ... and the VGPRs whose 32-bit half of such a result is not computed yet: r -> (u64 local, 0 = low / 1 = high
+    # half). A half is computed (flush_wide) only when it is read, before EXEC changes, and before the block's
+    # registers are stored; a write of the register under the same EXEC just drops it. A 64-bit address or operand
+    # consumed as such, or a value dead at the end of the program, never pays for its halves.
+    self.vpending: dict[int, tuple[str, int]] = {}
 
   # ---- helpers ----
   def emit(self, line: str) -> None:
+    if _ASSIGNS_EXEC.search(line):
+      if self.vpending: self.flush_wide()     # pending halves are written under the EXEC they were computed with
+      self.exec_version += 1
     self.lines.append(line)
+
+  def flush_wide(self, r: int | None = None) -> None:
+    """Compute the pending 32-bit half in VGPR r (None: every pending half)."""
+    for k in (list(self.vpending) if r is None else [r] if r in self.vpending else []):
+      t, hi = self.vpending.pop(k)
+      keep = {q: self.wide[q] for q in (k, k - 1) if q in self.wide}   # the pair still holds that 64-bit value
+      self._store_v(k, f"({t} >> u64(32)).astype(u32)" if hi else f"R.lo32({t})")
+      self.wide.update(keep)
 
   def tmp(self) -> str:
     self.ntmp += 1
@@ -95,19 +132,43 @@ class Gen:
     return name
 
   def s(self, r: int) -> str:
-    if r == NULL: return self.const(0, "u32")
+    if r == self.null: return self.const(0, "u32")
     if r > 127: raise ValueError(r)
     self.sregs.add(r)
     self.materialize(r)
     return f"s{r}"
 
+  def exec_regs(self) -> set:
+    return {EXEC, EXEC + 1} if self.wave64 else {EXEC}
+
+  def mask_key(self, r: int) -> int:
+    """The register that names r's lane mask: r (wave32) or the even SGPR of r's pair (wave64)."""
+    return r & ~1 if self.wave64 else r
+
   def materialize(self, r: int) -> None:
-    if r in self.pending:
-      self.pending.discard(r)
-      self.emit(f"s{r} = R.pack({self.lanes_of[r]})")
+    k = self.mask_key(r)
+    if k in self.pending:
+      self.pending.discard(k)
+      self.emit(self.pack_line(k))
+
+  def pack_line(self, k: int) -> str:
+    """The statement that packs the pending lane mask of k into its SGPR(s)."""
+    if self.wave64: return f"s{k}, s{k + 1} = R.pack2({self.lanes_of[k]})"
+    return f"s{k} = R.pack({self.lanes_of[k]})"
+
+  def exec_line(self) -> str:
+    """The statement that (re)computes ef (every lane active) and em (the (n, L) active lanes) from EXEC."""
+    if self.wave64: return "ef = R.all_ones2(s126, s127); em = None if ef else R.lanes2(s126, s127)"
+    return "ef = R.all_ones(s126); em = None if ef else R.lanes(s126)"
+
+  def mask_nonzero(self, r: int) -> str:
+    """An (n,) bool expression: the wave mask in r (wave64: the pair r, r+1) has a lane set."""
+    if self.wave64: return f"(({self.s(r)} | {self.s(r + 1)}) != 0)"
+    return f"({self.s(r)} != 0)"
 
   def v(self, r: int) -> str:
-    if r > 255: raise ValueError(r)
+    if r > 511: raise ValueError(r)      # 256-511: gfx942's AccVGPRs (decode.ACC_BASE)
+    if self.vpending: self.flush_wide(r)
     self.vregs.add(r)
     return f"v{r}"
 
@@ -116,72 +177,102 @@ class Gen:
     return "scc"
 
   # ---- writes ----
-  def write_s(self, r: int, expr: str) -> None:
-    if r == NULL: return
+  def write_s(self, r: int, expr: str, exec_update: bool = True) -> None:
+    """Write an (n,) u32 value to SGPR r (exec_update=False: the caller writes EXEC's other half next and
+    recomputes the lanes after that)."""
+    if r == self.null: return
     if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
+    k = self.mask_key(r)
+    if self.wave64 and k in self.pending: self.materialize(k)   # the pair's other half keeps its packed value
     self.sregs.add(r)
     self.s_written.add(r)
-    self.pending.discard(r)
-    self.lanes_of.pop(r, None)
+    self.pending.discard(k)
+    self.lanes_of.pop(k, None)
     if re.fullmatch(r"[sv]\d+|scc", expr.strip()): expr = f"{expr}.copy()"   # never alias two registers
     self.emit(f"s{r} = R.sfix({expr}, n)")
-    if r == EXEC: self.emit_exec_update()
+    if r in (EXEC, EXEC + 1) and exec_update and (r == EXEC or self.wave64): self.emit_exec_update()
 
   def write_scc(self, expr: str) -> None:
     self.scc_used = self.scc_written = True
     self.emit(f"scc = np.asarray({expr}).astype(u32)")
 
   def emit_exec_update(self) -> None:
-    self.emit("ef = R.all_ones(s126); em = None if ef else R.lanes(s126)")
+    if self.wave64: self.sregs.update((EXEC, EXEC + 1))
+    self.emit(self.exec_line())
 
   def write_v(self, r: int, expr: str) -> None:
-    """Write a u32 (n,32) value to VGPR r for the active lanes."""
+    """Write a u32 (n, L) value to VGPR r for the active lanes."""
+    # a pending half of r is overwritten in the same lanes (EXEC has not changed since: see emit)
+    self.vpending.pop(r, None)
+    self._store_v(r, expr)
+
+  def _store_v(self, r: int, expr: str) -> None:
+    self.wide.pop(r, None)
+    self.wide.pop(r - 1, None)
     self.vregs.add(r)
     self.v_written.add(r)
     t = self.tmp()
     if re.fullmatch(r"[sv]\d+", expr.strip()): expr = f"{expr}.copy()"   # never alias two registers
     self.emit(f"{t} = {expr}")
-    self.emit(f"v{r} = R.vfix({t}, n) if ef else np.where(em, {t}, v{r})")
+    self.emit(f"v{r} = R.vfix({t}, nl) if ef else np.where(em, {t}, v{r})")
 
-  def write_v_typed(self, r: int, expr: str, ty: str, opsel_hi: bool = False) -> None:
-    """Write a typed VALU result to VGPR r (a pair for 64-bit types, a half for 16-bit types)."""
+  def write_v_typed(self, r: int, expr: str, ty: str, opsel_hi: bool = False, zero_hi: bool = False) -> None:
+    """Write a typed VALU result to VGPR r (a pair for 64-bit types, a half for 16-bit types; zero_hi: a 16-bit
+    result zero-extended to the whole register, as gfx9 writes most of them)."""
     t = self.tmp()
     if ty in WIDE:
       self.emit(f"{t} = R.bits64({expr})")
-      self.write_v(r, f"R.lo32({t})")
-      self.write_v(r + 1, f"({t} >> u64(32)).astype(u32)")
+      # lazily (see vpending): a pending write of the same pair under the same EXEC is simply replaced (it wrote
+      # the same lanes); pairs overlapping this one get their halves first
+      for q in (r - 1, r, r + 1): self.wide.pop(q, None)
+      self.vregs.update((r, r + 1))
+      self.v_written.update((r, r + 1))
+      self.vpending[r], self.vpending[r + 1] = (t, 0), (t, 1)
+      self.wide[r] = (t, self.exec_version)
     elif ty in HALF:
       self.emit(f"{t} = np.asarray({expr}).astype({NP_TYPE[ty]})")
-      self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
+      if zero_hi: self.write_v(r, f"{t}.view(u16).astype(u32)")
+      else: self.write_v(r, f"R.put_half({self.v(r)}, {t}, {opsel_hi})")
     elif ty == "f32":
       self.write_v(r, f"R.f32bits({expr})")
     else:
       self.write_v(r, f"R.ibits({expr})")
 
   def write_lanes(self, r: int, expr: str) -> None:
-    """Write a per-lane bool (n,32) result as a wave mask to SGPR r (VOPC, carry out): inactive lanes read 0."""
-    if r == NULL: return
-    if r > 127: raise GPUFault(f"scalar destination {r} is not a register", kind="illegal instruction")
+    """Write a per-lane bool (n, L) result as a wave mask to SGPR r (wave64: the pair r, r+1) (VOPC, carry out):
+    inactive lanes read 0."""
+    if r == self.null: return
+    if r > 127 or (self.wave64 and r & 1):
+      raise GPUFault(f"scalar destination {r} is not a {'register' if r > 127 else 'register pair'}",
+                     kind="illegal instruction")
     t = self.tmp()
-    self.emit(f"{t} = R.bcast({expr}, (n, 32))")
-    if r == EXEC:
-      return self.write_s(r, f"R.pack({t} if ef else ({t} & em))")
+    self.emit(f"{t} = R.bcast({expr}, nl)")
+    if r == EXEC: return self.write_exec(f"{t} if ef else ({t} & em)")
     self.emit(f"{t} = {t} if ef else ({t} & em)")
-    self.sregs.add(r)
-    self.s_written.add(r)
+    for q in ((r, r + 1) if self.wave64 else (r,)):
+      self.sregs.add(q)
+      self.s_written.add(q)
     self.lanes_of[r] = t
     self.pending.add(r)
+
+  def write_exec(self, bits: str) -> None:
+    """EXEC = the lanes of the (n, L) bool expression `bits`."""
+    if not self.wave64: return self.write_s(EXEC, f"R.pack({bits})")
+    t = self.tmp()
+    self.emit(f"{t}lo, {t}hi = R.pack2({bits})")
+    self.write_s(EXEC, f"{t}lo", exec_update=False)
+    self.write_s(EXEC + 1, f"{t}hi")
 
   # ---- operand reads ----
   def raw_scalar(self, code: int, inst: Inst, ty: str = "u32") -> str:
     """An operand as an (n,) or scalar expression of numpy type `ty` (scalar context)."""
-    if code < 128 and code != NULL:
+    if code < 128 and code != self.null:
       if ty in WIDE: return f"R.p64({self.s(code)}, {self.s(code + 1)}).view({NP_TYPE[ty]})"
       return self._typed32(self.s(code), ty)
     return self.constant(code, inst, ty)
 
   def constant(self, code: int, inst: Inst, ty: str) -> str:
-    if code == NULL: return self.const(0, NP_TYPE[ty])
+    if code == self.null: return self.const(0, NP_TYPE[ty])
     if 128 <= code <= 192: return self._int_const(code - 128, ty)
     if 193 <= code <= 208: return self._int_const(-(code - 192), ty)
     if code in FLOAT_CONSTS:
@@ -205,8 +296,8 @@ class Gen:
           else self.const(lit & 0xFFFF, "u16")
       return self._typed32(self.const(lit, "u32"), ty)
     if code == SCC_SRC: return self._typed32(self.scc(), ty)
-    if code == 251: return self._typed32(f"({self.s(VCC)} == 0).astype(u32)", ty)
-    if code == 252: return self._typed32(f"({self.s(EXEC)} == 0).astype(u32)", ty)
+    if code == 251: return self._typed32(f"(~{self.mask_nonzero(VCC)}).astype(u32)", ty)     # VCCZ
+    if code == 252: return self._typed32(f"(~{self.mask_nonzero(EXEC)}).astype(u32)", ty)    # EXECZ
     if code in (235, 236, 237, 238):
       # SRC_SHARED_BASE/LIMIT, SRC_PRIVATE_BASE/LIMIT: 64-bit aperture bounds (rt.SHARED_HI / rt.PRIVATE_HI)
       hi = 0x10000 if code in (235, 236) else 0x20000
@@ -234,11 +325,18 @@ class Gen:
     """An operand in VALU context: broadcastable to (n, 32), numpy type `ty` (16-bit: low or high half)."""
     if code >= 256:
       r = code - 256
-      if ty in WIDE: return f"R.p64({self.v(r)}, {self.v(r + 1)}).view({NP_TYPE[ty]})"
+      if ty in WIDE:
+        known = self.wide.get(r)
+        lo, hi = self.vpending.get(r), self.vpending.get(r + 1)
+        if lo is not None and lo[1] == 0 and hi == (lo[0], 1):
+          return f"{lo[0]}.view({NP_TYPE[ty]})"        # both halves still the 64-bit result's (same EXEC)
+        pair = f"R.p64({self.v(r)}, {self.v(r + 1)})"
+        if known is not None and known[1] == self.exec_version: pair = f"({known[0]} if ef else {pair})"
+        return f"{pair}.view({NP_TYPE[ty]})"
       if ty in HALF: return f"R.half({self.v(r)}, {hi}).view({NP_TYPE[ty]})"
       if ty in ("u32", "b32"): return self.v(r)
       return f"{self.v(r)}.view({ty})"
-    if code < 128 and code != NULL:
+    if code < 128 and code != self.null:
       if ty in WIDE: return f"R.p64({self.s(code)}, {self.s(code + 1)}).view({NP_TYPE[ty]})[:, None]"
       if ty in HALF: return f"R.half({self.s(code)}[:, None], {hi}).view({NP_TYPE[ty]})"
       return self._typed32(f"{self.s(code)}[:, None]", ty)
@@ -249,9 +347,14 @@ class Gen:
     return self.constant(code, inst, ty)
 
   def lane_mask_src(self, code: int, inst: Inst) -> str:
-    """An SGPR wave mask (VCC, carry in, cndmask selector) as (n, 32) bool."""
+    """An SGPR wave mask (VCC, carry in, cndmask selector; wave64: an SGPR pair) as (n, L) bool."""
     if code in self.lanes_of: return self.lanes_of[code]
-    if code < 128 and code != NULL: return f"R.lanes({self.s(code)})"
+    if code < 128 and code != self.null:
+      if self.wave64: return f"R.lanes2({self.s(code)}, {self.s(code + 1)})"
+      return f"R.lanes({self.s(code)})"
+    if self.wave64:
+      c = self.constant(code, inst, "u64")
+      return f"R.lanes64(np.broadcast_to({c}, (n,)).astype(u64))"
     c = self.constant(code, inst, "u32")
     return f"R.lanes(np.broadcast_to({c}, (n,)).astype(u32))"
 

@@ -26,7 +26,7 @@ class MemAccess:
   """Memory access of one dispatch: global (host address space via GPUMemory), LDS, scratch."""
 
   def __init__(self, memory, lds: np.ndarray, lds_words: int, scratch: np.ndarray | None, scratch_words: int,
-               scratch_base: int | None, wave_wg: np.ndarray):
+               scratch_base: int | None, wave_wg: np.ndarray, lanes: int = 32):
     self.mem = memory
     self.lds = lds
     self.lds8 = lds.view(u8)
@@ -35,6 +35,7 @@ class MemAccess:
     self.scratch_words = scratch_words
     self.scratch_base = scratch_base
     self.wave_wg = wave_wg
+    self.lanes = lanes          # lanes per wave: lane L of wave W owns private window W * lanes + L
     self.vb = u64(memory.VIEW_BASE)
 
   # -- global --
@@ -181,15 +182,16 @@ class MemAccess:
   # -- scratch (lane-private) --
   def _scratch_index(self, offs, wid, em, ef, nbytes, what):
     o = np.asarray(offs).astype(np.int64)
-    if o.ndim == 1: o = np.broadcast_to(o[:, None], (len(wid), 32))
-    o = np.broadcast_to(o, (len(wid), 32))
+    shape = (len(wid), self.lanes)
+    if o.ndim == 1: o = np.broadcast_to(o[:, None], shape)
+    o = np.broadcast_to(o, shape)
     act = o if ef else o[em]
     limit = self.scratch_words * 4
     if act.size and (act.min() < 0 or act.max() + nbytes > limit):
       bad = act[(act < 0) | (act + nbytes > limit)][0]
       raise GPUFault(f"scratch {what} of {nbytes} bytes outside the lane's {limit} bytes of private memory",
                      address=int(bad), kind="scratch out of range")
-    lane_global = np.asarray(wid, np.int64)[:, None] * 32 + np.arange(32, dtype=np.int64)
+    lane_global = np.asarray(wid, np.int64)[:, None] * self.lanes + np.arange(self.lanes, dtype=np.int64)
     b = lane_global * limit + o
     if not ef: b = np.where(em, b, 0)
     return b
@@ -279,6 +281,20 @@ class MemAccess:
     m, base = self._target(rng, u32, 2)
     w = ((a - base) >> u64(2)).astype(np.intp)
     return [m[w + k] for k in range(ndw)]
+
+  def sload_sub(self, addr, nbytes: int, signed: bool):
+    """RDNA4 S_LOAD_U8/I8/U16/I16: nbytes (1, 2) at byte address addr (n,) u64 (a short: the low bit ignored),
+    zero- or sign-extended to (n,) u32."""
+    a = np.asarray(addr, u64) & ~u64(nbytes - 1)
+    rng = self.mem.check(a, nbytes, "scalar load")
+    m, base = self._target(rng, u8, 0)
+    b = (a - base).astype(np.intp)
+    v = m[b].astype(u32)
+    if nbytes == 2: v |= m[b + 1].astype(u32) << u32(8)
+    if signed:
+      sh = u32(32 - 8 * nbytes)
+      v = ((v << sh).view(i32) >> i32(32 - 8 * nbytes)).view(u32)
+    return v
 
 
 def atomic(arr: np.ndarray, idx: np.ndarray, op: str, d: np.ndarray, c) -> np.ndarray:

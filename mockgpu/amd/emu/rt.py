@@ -1,7 +1,8 @@
 """Run-time helpers called by translated blocks (as R.*): lane masks, 64-bit pairs, 16-bit halves, float and integer
 helpers with the ISA's semantics. Memory accesses are in memaccess.py (M.* in blocks), cross-lane moves in lanes.py.
 
-Register values are uint32 numpy arrays: SGPRs (n,), VGPRs (n, 32), n = waves executing the block.
+Register values are uint32 numpy arrays: SGPRs (n,), VGPRs (n, L), n = waves executing the block, L = lanes per wave
+(32, or 64 in wave64 where a lane mask is an SGPR pair: lanes2/pack2/all_ones2).
 """
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
 f16, f32, f64 = np.float16, np.float32, np.float64
 LANE = np.arange(32, dtype=np.uint32)
 LANE_BELOW = ((np.uint64(1) << LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)  # bits of lanes < L
+# wave64 (V_MBCNT_LO/HI_U32_B32): the bits of the lanes below lane L within EXEC_LO / within EXEC_HI
+_L64 = np.arange(64, dtype=np.int64)
+LANE_BELOW64_LO = np.where(_L64 >= 32, 0xFFFFFFFF, (1 << np.minimum(_L64, 31)) - 1).astype(np.uint32)
+LANE_BELOW64_HI = np.where(_L64 < 32, 0, (1 << np.clip(_L64 - 32, 0, 31)) - 1).astype(np.uint32)
 FULL = np.uint32(0xFFFFFFFF)
 
 
@@ -32,6 +37,32 @@ def pack(bits: np.ndarray) -> np.ndarray:
   return np.packbits(b, axis=1, bitorder="little").view("<u4").reshape(-1).astype(u32)
 
 
+def lanes2(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+  """Wave64 masks held in SGPR pairs: (n,) u32 low and high halves -> (n, 64) bool per lane."""
+  m = np.empty((np.shape(lo)[0] if np.ndim(lo) else np.shape(hi)[0], 2), u32)
+  m[:, 0] = lo
+  m[:, 1] = hi
+  return np.unpackbits(m.view(u8), axis=1, bitorder="little").view(np.bool_)
+
+
+def lanes64(mask: np.ndarray) -> np.ndarray:
+  """(n,) u64 wave64 masks -> (n, 64) bool per lane."""
+  m = np.ascontiguousarray(mask, dtype=u64)
+  return np.unpackbits(m.view(u8).reshape(-1, 8), axis=1, bitorder="little").view(np.bool_)
+
+
+def pack2(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(n, 64) bool -> the (n,) u32 low and high halves of the wave64 masks."""
+  b = np.ascontiguousarray(bits, dtype=np.bool_)
+  words = np.packbits(b, axis=1, bitorder="little").view("<u4")
+  return words[:, 0].astype(u32), words[:, 1].astype(u32)
+
+
+def all_ones2(lo: np.ndarray, hi: np.ndarray) -> bool:
+  """Whether every wave's 64-lane mask (an SGPR pair) has all lanes."""
+  return all_ones(lo) and all_ones(hi)
+
+
 def all_ones(mask: np.ndarray) -> bool:
   """Whether every wave's mask has all 32 lanes (True for no waves). Run at the start of most blocks: a few waves
   are compared as Python ints, more by one AND reduction (not `(mask == FULL).all()`: two numpy calls, ~1 us)."""
@@ -39,10 +70,10 @@ def all_ones(mask: np.ndarray) -> bool:
   return bool(np.bitwise_and.reduce(mask, axis=None) == FULL)
 
 
-def vfix(x, n: int) -> np.ndarray:
-  """A VALU result as a fresh, writable (n, 32) array."""
-  if isinstance(x, np.ndarray) and x.shape == (n, 32) and x.dtype == u32 and x.flags.writeable: return x
-  return np.array(np.broadcast_to(x, (n, 32)))
+def vfix(x, shape: tuple) -> np.ndarray:
+  """A VALU result as a fresh, writable (n, L) array (shape = (n, L))."""
+  if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == u32 and x.flags.writeable: return x
+  return np.array(np.broadcast_to(x, shape))
 
 
 def sfix(x, n: int, dtype=u32) -> np.ndarray:
@@ -78,6 +109,36 @@ def bits64(x) -> np.ndarray:
   if x.dtype == u64: return x
   if x.dtype.itemsize == 8: return x.view(u64)
   return x.astype(u64)
+
+
+# ---- gfx9 SDWA sub-dword selects (MI300 ISA "SDWA": SEL 0-3 BYTE_0..3, 4/5 WORD_0/1, 6 DWORD) ----
+_SEL_SHIFT = (0, 8, 16, 24, 0, 16, 0)
+_SEL_BITS = (8, 8, 8, 8, 16, 16, 32)
+
+
+def sdwa_sel(x, sel: int, sext: bool) -> np.ndarray:
+  """The selected byte/word of x (u32), zero- or sign-extended to u32."""
+  x = np.asarray(x, u32)
+  sh, bits = _SEL_SHIFT[sel], _SEL_BITS[sel]
+  if bits == 32: return x
+  v = (x >> u32(sh)) & u32((1 << bits) - 1)
+  if sext: v = ((v << u32(32 - bits)).view(i32) >> i32(32 - bits)).view(u32)
+  return v
+
+
+def sdwa_dst(old, r, sel: int, unused: int) -> np.ndarray:
+  """A result r (u32) written into the DST_SEL field of the destination: the other bits zero (UNUSED_PAD),
+  the field's sign bit repeated above it (UNUSED_SEXT) or those of old (UNUSED_PRESERVE)."""
+  sh, bits = _SEL_SHIFT[sel], _SEL_BITS[sel]
+  r = np.asarray(r, u32)
+  if bits == 32: return r
+  field = u32(((1 << bits) - 1) << sh)
+  v = (r << u32(sh)) & field
+  if unused == 2: return (np.asarray(old, u32) & ~field) | v
+  if unused == 1:
+    top = sh + bits
+    v = ((v << u32(32 - top)).view(i32) >> i32(32 - top)).view(u32) if top < 32 else v
+  return v
 
 
 # ---- 16-bit halves ----
@@ -199,15 +260,37 @@ def fma64(a, b, c):
     # only a final sum that sat exactly on a tie can be rounded the wrong way by the dropped eu
     half = np.spacing(np.abs(r)) * 0.5
     risky = ok & (eu != 0) & ((np.abs(er) == half) | (np.abs(er) == half * 0.5))
+    # the splitting overflows for operands near the top of the range (a*2^27 = inf: not ok) and the product's error
+    # term loses bits below the denormals for |a*b| < 2^-969: those lanes, with finite operands, are exact too
+    finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    risky |= finite & (~ok | ((np.abs(p) < f64(2.0**-968)) & (a != 0) & (b != 0)))
   idx = np.flatnonzero(risky)
   if idx.size:
     from fractions import Fraction
     shape = r.shape
     r = np.array(r, f64).reshape(-1)
     fa, fb, fc = (np.broadcast_to(v, shape).reshape(-1) for v in (a, b, c))
-    for i in idx: r[i] = float(Fraction(float(fa[i])) * Fraction(float(fb[i])) + Fraction(float(fc[i])))
+    for i in idx: r[i] = exact_round(Fraction(float(fa[i])) * Fraction(float(fb[i])) + Fraction(float(fc[i])), f64)
     r = r.reshape(shape)
   return r
+
+
+def exact_round(x, ftype, zero_sign: bool = False):
+  """A rational rounded once to ftype: nearest, ties to even, subnormals and overflow (to inf) included."""
+  import math
+  from fractions import Fraction
+  if x == 0: return ftype(-0.0 if zero_sign else 0.0)
+  mbits, emin, emax = {np.dtype(f64): (52, -1022, 1023), np.dtype(f32): (23, -126, 127),
+                       np.dtype(f16): (10, -14, 15)}[np.dtype(ftype)]
+  neg, x = x < 0, abs(x)
+  e = x.numerator.bit_length() - x.denominator.bit_length()
+  if Fraction(2) ** e > x: e -= 1                 # 2^e <= x < 2^(e+1)
+  e = max(e, emin)                                # below the normals the quantum stays 2^(emin - mbits)
+  m = round(x / Fraction(2) ** (e - mbits))       # Fraction.__round__: half to even
+  if m >= 1 << (mbits + 1): m, e = m >> 1, e + 1  # rounded up to the next power of two (m even: exact)
+  if e > emax: return ftype(-np.inf if neg else np.inf)
+  v = math.ldexp(float(m), e - mbits)
+  return ftype(-v if neg else v)
 
 
 def frexp_mant(x):
@@ -263,7 +346,12 @@ def cmp_class(x, mask):
 def div_scale(s0, s1, s2, ftype):
   """V_DIV_SCALE_F32/F64 (RDNA3 ISA pseudocode): S0 is the value to scale (numerator or denominator), S1 the
   denominator, S2 the numerator. Returns (D, VCC lanes); scaling by 2**64 (f64: 2**128) where the quotient would
-  leave the normal range, else D = S0 and VCC = 0."""
+  leave the normal range, else D = S0 and VCC = 0.
+  One deliberate difference from the pseudocode's text: where 1/den and num/den are both denormal, the document
+  scales the (huge) denominator by 2**+128, which makes it inf and the division macro's result 0; the denominator is
+  scaled by 2**-128 here (the quotient estimate is then 2**128 too big and V_DIV_FMAS scales it back), the only
+  direction in which the macro the document describes (V_DIV_SCALE, V_RCP, Newton-Raphson, V_DIV_FMAS, V_DIV_FIXUP)
+  gives the quotient. tests/emu/test_instructions.py pins both."""
   s0, s1, s2 = (np.asarray(v, ftype) for v in (s0, s1, s2))
   f64t = ftype == f64
   big = 128 if f64t else 64
@@ -292,7 +380,7 @@ def div_scale(s0, s1, s2, ftype):
     d = s0
     d = np.where(c1 & (s0 == s1), up, d)
     d = np.where(c2, up, d)
-    d = np.where(c3 & (s0 == s1), up, d)
+    d = np.where(c3 & (s0 == s1), down, d)   # a huge denominator: scaled down (up it would overflow to inf)
     d = np.where(c4, down, d)
     d = np.where(c5 & (s0 == s2), up, d)
     d = np.where(c6, up, d)
@@ -302,26 +390,60 @@ def div_scale(s0, s1, s2, ftype):
 
 
 def div_fmas(a, b, c, vcc, ftype):
-  r = fma64(a, b, c) if ftype == f64 else fma32(a, b, c)
-  scale = 128 if ftype == f64 else 64
-  return np.where(vcc, np.ldexp(r, scale).astype(ftype), r).astype(ftype)
+  """V_DIV_FMAS_F32/F64: fma(S0, S1, S2), where VCC is set scaled by 2**64 (f64: 2**128) when S2's exponent is above
+  the bias (the scaled quotient estimate is too small: V_DIV_SCALE scaled the denominator up) and by 2**-64 (2**-128)
+  otherwise (the numerator was scaled up, or the denominator down). The ISA pseudocode's text has a fixed 2**32
+  (f64: 2**64), which undoes neither of V_DIV_SCALE's scalings (2**+-64, f64 2**+-128, in both directions): the
+  division macro needs the factor that undoes the one V_DIV_SCALE applied."""
+  r = np.array(fma64(a, b, c) if ftype == f64 else fma32(a, b, c), ftype)
+  big, bias, mbits, ub = (128, 1023, 52, u64) if ftype == f64 else (64, 127, 23, u32)
+  exp = ((np.asarray(c, ftype).view(ub) >> ub(mbits)) & ub(2 * bias + 1)).astype(np.int64)
+  scale = np.broadcast_to(np.where(exp > bias, big, -big), r.shape)
+  vcc = np.broadcast_to(np.asarray(vcc, bool), r.shape)
+  # the scaling is part of the one rounding (a denormal quotient rounded twice would be off by an ulp): exactly, for
+  # the lanes with VCC and finite operands (the division macro's rare extreme cases)
+  aa, bb, cc = (np.broadcast_to(np.asarray(v, ftype), r.shape) for v in (a, b, c))
+  with np.errstate(all="ignore"):
+    out = np.where(vcc, np.ldexp(r, scale).astype(ftype), r).astype(ftype)
+    exact = vcc & np.isfinite(aa) & np.isfinite(bb) & np.isfinite(cc)
+  if exact.any():
+    from fractions import Fraction
+    for i in zip(*np.nonzero(exact)):
+      v = (Fraction(float(aa[i])) * Fraction(float(bb[i])) + Fraction(float(cc[i]))) * Fraction(2) ** int(scale[i])
+      out[i] = exact_round(v, ftype, zero_sign=bool(np.signbit(r[i])))
+  return out
 
 
 def div_fixup(s0, s1, s2, ftype):
-  """V_DIV_FIXUP: s0 = quotient estimate, s1 = denominator, s2 = numerator; handles the special cases."""
+  """V_DIV_FIXUP_F16/F32/F64, s0 = quotient estimate, s1 = denominator, s2 = numerator. The RDNA3 ISA pseudocode's
+  cases, first match wins: a NaN numerator, then a NaN denominator, quieted; 0/0 and inf/inf the default NaN with the
+  sign bit set (0xfe00 / 0xffc00000 / 0xfff8000000000000); x/0 and inf/y +-inf; x/inf and 0/y +-0; exponent(num) -
+  exponent(den) below -(mantissa bits + bias) (-25, -150, -1075: the quotient rounds to 0) +-UNDERFLOW, taken as
+  +-0; a denominator exponent of all ones +-OVERFLOW, taken as +-inf; else +-|s0|, the sign being sign(s1) ^ sign(s2),
+  and +-inf where s0 is a NaN (an overflowed estimate)."""
   q, den, num = (np.asarray(v, ftype) for v in (s0, s1, s2))
+  ub = {2: u16, 4: u32, 8: u64}[np.dtype(ftype).itemsize]
+  nbits = 8 * np.dtype(ftype).itemsize
+  mbits = {16: 10, 32: 23, 64: 52}[nbits]
+  emask = (1 << (nbits - mbits - 1)) - 1
+  quiet = ub(1 << (mbits - 1))
+  default_nan = np.asarray(ub(((1 << (nbits - mbits + 1)) - 1) << (mbits - 1)), ub).view(ftype)   # sign, exponent, quiet
+  exponent = lambda x: ((x.view(ub) >> ub(mbits)) & ub(emask)).astype(np.int64)
   with np.errstate(all="ignore"):
     sign = np.signbit(den) ^ np.signbit(num)
-    inf = np.where(sign, ftype(-np.inf), ftype(np.inf))
-    zero = np.where(sign, ftype(-0.0), ftype(0.0))
-    r = np.where(sign, -np.abs(q), np.abs(q))
-    r = np.where(np.isnan(q), np.nan, r)
-    r = np.where((den == 0) & (num == 0), np.nan, np.where((den == 0) & ~np.isnan(num), inf, r))
-    r = np.where(np.isinf(den) & np.isinf(num), np.nan, r)
-    r = np.where(np.isinf(den) & np.isfinite(num), zero, r)
-    r = np.where(np.isinf(num) & np.isfinite(den), inf, r)
-    r = np.where(np.isnan(den) | np.isnan(num), np.nan, r)
-  return r.astype(ftype)
+    zero, inf = np.where(sign, ftype(-0.0), ftype(0.0)), np.where(sign, ftype(-np.inf), ftype(np.inf))
+    # the last case: +-|s0|, and +-OVERFLOW (inf) for a NaN estimate: the division macro's estimate of a quotient past
+    # the range is inf and its residual -inf, which V_DIV_FMAS makes a NaN (the pseudocode's text leaves this case
+    # out; the division it is the last step of needs it)
+    r = np.where(np.isnan(q), inf, np.where(sign, -np.abs(q), np.abs(q)))
+    r = np.where(exponent(den) == emask, inf, r)
+    r = np.where(exponent(num) - exponent(den) < -(mbits + emask // 2), zero, r)
+    r = np.where(np.isinf(den) | (num == 0), zero, r)
+    r = np.where((den == 0) | np.isinf(num), inf, r)
+    r = np.where(((den == 0) & (num == 0)) | (np.isinf(den) & np.isinf(num)), default_nan, r)
+    r = np.where(np.isnan(den), (den.view(ub) | quiet).view(ftype), r)
+    r = np.where(np.isnan(num), (num.view(ub) | quiet).view(ftype), r)
+  return np.asarray(r).astype(ftype)
 
 
 # ---- integer helpers ----

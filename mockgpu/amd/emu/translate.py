@@ -1,7 +1,7 @@
-"""Translate one basic block of gfx11 code into a Python function over numpy arrays.
+"""Translate one basic block of gfx1100/gfx1200/gfx942 code into a Python function over numpy arrays.
 
-A block runs for n waves at once: SGPRs are (n,) uint32 arrays, VGPRs (n, 32) uint32 arrays, SCC an (n,) uint32
-0/1 array. The generated function loads the registers it touches into locals (all waves: the arrays themselves;
+A block runs for n waves at once: SGPRs are (n,) uint32 arrays, VGPRs (n, L) uint32 arrays (L = 32 or 64 lanes per
+wave), SCC an (n,) uint32 0/1 array. The generated function loads the registers it touches into locals (all waves: the arrays themselves;
 a subset `idx` of the waves: gathered copies), computes, and stores what it wrote back. It returns the next
 program counter: an int when the same for every wave, else an (n,) int64 array; -1 ends the wave.
 
@@ -26,8 +26,28 @@ from .xlate_vector import _valu, _vop3p, _vopd
 
 _USES_EXEC = re.compile(r"\b(em|ef)\b")
 
+# The target of a dispatch as bits above the 4 denormal-mode bits of the translation key (`mode`): which decode
+# tables and semantics (ARCHS), and the wave size. 0 = gfx1100 in wave32, so gfx1100 keys are the denormal mode.
+ARCHS = ("gfx1100", "gfx1200", "gfx942")
+_WAVE64 = 1 << 6
 
-def fetch_block(memory, pc: int) -> tuple[list[tuple[int, Inst]], bytes]:
+
+def target_bits(arch: str, wave_size: int | None = None) -> int:
+  """The target bits of `arch` running waves of wave_size lanes (None: 64 on gfx9, 32 on gfx10+)."""
+  if arch not in ARCHS: raise ValueError(f"the emulator has no {arch!r} (have: {', '.join(ARCHS)})")
+  if wave_size is None: wave_size = 64 if arch == "gfx942" else 32
+  if wave_size not in (32, 64) or (arch == "gfx942" and wave_size != 64):
+    raise ValueError(f"{arch} cannot run waves of {wave_size} lanes")
+  return ARCHS.index(arch) << 4 | (_WAVE64 if wave_size == 64 else 0)
+
+
+def arch_of(mode: int) -> str: return ARCHS[(mode >> 4) & 3]
+
+
+def lanes_of(mode: int) -> int: return 64 if mode & _WAVE64 else 32
+
+
+def fetch_block(memory, pc: int, arch: str = "gfx1100") -> tuple[list[tuple[int, Inst]], bytes]:
   """Decode instructions from pc up to and including the first terminator."""
   rng = memory.range_of(pc)
   if rng is None: raise GPUFault("instruction fetch outside every mapped range", address=pc, kind="page fault")
@@ -40,7 +60,7 @@ def fetch_block(memory, pc: int) -> tuple[list[tuple[int, Inst]], bytes]:
     if off >= len(code): raise GPUFault("program runs off the end of its mapped range", address=pc + off,
                                         kind="page fault")
     try:
-      inst = decode(code, off)
+      inst = decode(code, off, arch)
     except GPUFault as e:
       raise GPUFault(str(e).split(": ", 1)[-1], address=pc + off, kind="illegal instruction") from None
     out.append((pc + off, inst))
@@ -51,9 +71,10 @@ def fetch_block(memory, pc: int) -> tuple[list[tuple[int, Inst]], bytes]:
 
 def translate(memory, pc: int, mode: int = 0xF) -> Block:
   """mode: the kernel descriptor's denormal modes, rsrc1[19:16] (per 2-bit field: bit 0 = keep output
-  denormals, bit 1 = keep input denormals; RDNA3 ISA "MODE register", FP_DENORM)."""
-  insts, code = fetch_block(memory, pc)
-  g = Gen(pc)
+  denormals, bit 1 = keep input denormals; RDNA3 ISA "MODE register", FP_DENORM), or'd with target_bits()."""
+  arch, lanes = arch_of(mode), lanes_of(mode)
+  insts, code = fetch_block(memory, pc, arch)
+  g = Gen(pc, arch, lanes)
   g.ftz = {"f32": (not mode >> 1 & 1, not mode & 1), "f64": (not mode >> 3 & 1, not mode >> 2 & 1),
            "f16": (not mode >> 3 & 1, not mode >> 2 & 1)}
   for addr, inst in insts:
@@ -61,27 +82,28 @@ def translate(memory, pc: int, mode: int = 0xF) -> Block:
     _translate_inst(g, addr, inst)
   last_addr, last = insts[-1]
   if g.next_pc is None: g.next_pc = str(last_addr + last.size)
+  if g.next_pc != "-1": g.flush_wide()    # registers are stored at the end of the block (not when the waves end)
   src = _assemble(g)
   ns = {"np": np, "R": rt, **{t: getattr(np, n) for t, n in (("u8", "uint8"), ("u16", "uint16"), ("u32", "uint32"),
                                                               ("u64", "uint64"), ("i8", "int8"), ("i16", "int16"),
                                                               ("i32", "int32"), ("i64", "int64"), ("f16", "float16"),
                                                               ("f32", "float32"), ("f64", "float64"))},
-        **g.consts}
+        "L": lanes, **g.consts}
   try:
-    exec(compile(src, f"<gfx11 block {pc:#x}>", "exec"), ns)
+    exec(compile(src, f"<{arch} block {pc:#x}>", "exec"), ns)
   except SyntaxError as e:
     raise GPUFault(f"internal error translating the block at {pc:#x}: {e}", address=pc, kind="emulator") from None
   max_vgpr = max(g.vregs) if g.vregs else -1
   blk = Block(pc, last_addr + last.size, len(insts), ns["block"], code, g.barrier, src, max_vgpr)
   blk.trivial = all(line.lstrip().startswith("#") for line in g.lines)
   blk.ends = g.next_pc == "-1" and not g.barrier
-  blk.sregs = tuple(sorted(g.sregs | {EXEC}))
+  blk.sregs = tuple(sorted(g.sregs | g.exec_regs()))
   blk.private = any(inst.encoding in ("DS", "SCRATCH", "FLAT") for _, inst in insts)
   return blk
 
 
 def _assemble(g: Gen) -> str:
-  sregs = sorted(g.sregs | {EXEC})
+  sregs = sorted(g.sregs | g.exec_regs())
   vregs = sorted(g.vregs)
   out = ["def block(S, V, st, idx):",
          "  if idx is None:",
@@ -93,13 +115,13 @@ def _assemble(g: Gen) -> str:
   out += [f"    s{r} = S[{r}][idx]" for r in sregs]
   out += [f"    v{r} = V[{r}][idx]" for r in vregs]
   out += ["    scc = st.scc[idx]"]
-  out += ["  M = st.mem"]
+  out += ["  M = st.mem; nl = (n, L)"]
   if _USES_EXEC.search("\n".join(g.lines)):    # a block that never looks at EXEC (s_endpgm alone) skips the unpacking
-    out += ["  ef = R.all_ones(s126); em = None if ef else R.lanes(s126)"]
+    out += ["  " + g.exec_line()]
   out += ["  " + ln for ln in g.lines]
   if g.next_pc == "-1":
     return "\n".join(out + ["  return -1"]) + "\n"       # the waves end: nothing to write back
-  for r in sorted(g.pending): out.append(f"  s{r} = R.pack({g.lanes_of[r]})")
+  for r in sorted(g.pending): out.append("  " + g.pack_line(r))
   out += ["  if idx is None:"]
   out += [f"    S[{r}] = s{r}" for r in sorted(g.s_written)]
   out += [f"    V[{r}] = v{r}" for r in sorted(g.v_written)]
@@ -115,7 +137,7 @@ def _assemble(g: Gen) -> str:
 # --------------------------------------------------------------------------------------------------------------
 def _translate_inst(g: Gen, pc: int, inst: Inst) -> None:
   name, enc = inst.name, inst.encoding
-  if name in NOOPS or name.startswith("s_waitcnt"): return
+  if name in NOOPS or name.startswith(("s_waitcnt", "s_wait_")): return
   try:
     if enc == "SOPP": return _sopp(g, pc, inst)
     if enc in ("SOP1", "SOP2", "SOPC", "SOPK"): return _salu(g, pc, inst)

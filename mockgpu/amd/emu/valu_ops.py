@@ -20,6 +20,11 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_fmac_f32": ("f32", ["f32", "f32", "f32"], "R.fma32({0}, {1}, {2})"),      # {2} = vdst
   "v_fmaak_f32": ("f32", ["f32", "f32", "f32"], "R.fma32({0}, {1}, {2})"),     # {2} = literal
   "v_fmamk_f32": ("f32", ["f32", "f32", "f32"], "R.fma32({0}, {2}, {1})"),     # {2} = literal
+  # gfx9's unfused multiply-adds (MI300 ISA V_MAC_F32, V_MAD_F32, V_MADAK/MADMK_F32: the product rounded first)
+  "v_mac_f32": ("f32", ["f32", "f32", "f32"], "np.asarray({0}, f32) * {1} + {2}"),       # {2} = vdst
+  "v_mad_f32": ("f32", ["f32", "f32", "f32"], "np.asarray({0}, f32) * {1} + {2}"),
+  "v_madak_f32": ("f32", ["f32", "f32", "f32"], "np.asarray({0}, f32) * {1} + {2}"),     # {2} = literal
+  "v_madmk_f32": ("f32", ["f32", "f32", "f32"], "np.asarray({0}, f32) * {2} + {1}"),     # {2} = literal
   "v_min_f32": ("f32", ["f32", "f32"], "np.fmin({0}, {1})"),
   "v_max_f32": ("f32", ["f32", "f32"], "np.fmax({0}, {1})"),
   "v_min3_f32": ("f32", ["f32", "f32", "f32"], "np.fmin(np.fmin({0}, {1}), {2})"),
@@ -68,6 +73,8 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_fmac_f16": ("f16", ["f16", "f16", "f16"], "R.fma16({0}, {1}, {2})"),
   "v_fmaak_f16": ("f16", ["f16", "f16", "f16"], "R.fma16({0}, {1}, {2})"),
   "v_fmamk_f16": ("f16", ["f16", "f16", "f16"], "R.fma16({0}, {2}, {1})"),
+  "v_mac_f16": ("f16", ["f16", "f16", "f16"], "np.asarray({0}, f16) * {1} + {2}"),       # gfx9; {2} = vdst
+  "v_mad_f16": ("f16", ["f16", "f16", "f16"], "np.asarray({0}, f16) * {1} + {2}"),
   "v_min_f16": ("f16", ["f16", "f16"], "np.fmin({0}, {1})"),
   "v_max_f16": ("f16", ["f16", "f16"], "np.fmax({0}, {1})"),
   "v_ldexp_f16": ("f16", ["f16", "i16"], "R.ldexp(np.asarray({0}, f16), {1})"),
@@ -96,6 +103,7 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_add_f64": ("f64", ["f64", "f64"], "{0} + {1}"),
   "v_mul_f64": ("f64", ["f64", "f64"], "{0} * {1}"),
   "v_fma_f64": ("f64", ["f64", "f64", "f64"], "R.fma64({0}, {1}, {2})"),
+  "v_fmac_f64": ("f64", ["f64", "f64", "f64"], "R.fma64({0}, {1}, {2})"),      # {2} = vdst (gfx90a+)
   "v_min_f64": ("f64", ["f64", "f64"], "np.fmin({0}, {1})"),
   "v_max_f64": ("f64", ["f64", "f64"], "np.fmax({0}, {1})"),
   "v_ldexp_f64": ("f64", ["f64", "i32"], "R.ldexp(np.asarray({0}, f64), {1})"),
@@ -117,6 +125,7 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_trig_preop_f64": ("f64", ["f64", "i32"], "R.trig_preop({0}, {1})"),
   # ---- integer ----
   "v_mov_b32": ("u32", ["u32"], "{0}"),
+  "v_mov_b64": ("u64", ["u64"], "{0}"),                                        # gfx940+
   "v_not_b32": ("u32", ["u32"], "~np.asarray({0}, u32)"),
   "v_bfrev_b32": ("u32", ["u32"], "R.brev32({0})"),
   "v_clz_i32_u32": ("u32", ["u32"], "R.clz32({0})"),
@@ -150,6 +159,8 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_lshlrev_b64": ("u64", ["u32", "u64"], "{1} << (np.asarray({0}, u64) & u64(63))"),
   "v_lshrrev_b64": ("u64", ["u32", "u64"], "{1} >> (np.asarray({0}, u64) & u64(63))"),
   "v_ashrrev_i64": ("u64", ["u32", "u64"], "(np.asarray({1}).view(i64) >> (np.asarray({0}, i64) & i64(63))).view(u64)"),
+  # gfx940+ (MI300 ISA V_LSHL_ADD_U64): D = (S0.u64 << S1.u32[2:0]) + S2.u64
+  "v_lshl_add_u64": ("u64", ["u64", "u32", "u64"], "(np.asarray({0}, u64) << (np.asarray({1}, u64) & u64(7))) + {2}"),
   "v_min_i32": ("i32", ["i32", "i32"], "np.minimum({0}, {1})"),
   "v_max_i32": ("i32", ["i32", "i32"], "np.maximum({0}, {1})"),
   "v_min_u32": ("u32", ["u32", "u32"], "np.minimum({0}, {1})"),
@@ -185,6 +196,7 @@ OPS: dict[str, tuple[str, list[str], str]] = {
   "v_add_nc_u16": ("u16", ["u16", "u16"], "{0} + {1}"),
   "v_sub_nc_u16": ("u16", ["u16", "u16"], "{0} - {1}"),
   "v_mul_lo_u16": ("u16", ["u16", "u16"], "{0} * {1}"),
+  "v_subrev_u16": ("u16", ["u16", "u16"], "{1} - {0}"),                        # gfx9
   "v_lshlrev_b16": ("u16", ["u16", "u16"], "{1} << ({0} & u16(15))"),
   "v_lshrrev_b16": ("u16", ["u16", "u16"], "{1} >> ({0} & u16(15))"),
   "v_ashrrev_i16": ("u16", ["u16", "u16"], "(np.asarray({1}).view(i16) >> ({0} & u16(15)).astype(i16)).view(u16)"),
@@ -263,6 +275,14 @@ PACKED = {
   "v_pk_lshlrev_b16": ("u16", 2, "{1} << ({0} & u16(15))"),
   "v_pk_lshrrev_b16": ("u16", 2, "{1} >> ({0} & u16(15))"),
   "v_pk_ashrrev_i16": ("i16", 2, "{1} >> ({0} & i16(15))"),
+}
+
+# CDNA3 packed f32 ops on register pairs (VOP3P): name -> (element type, arity, expression over elements)
+PACKED32 = {
+  "v_pk_fma_f32": ("f32", 3, "R.fma32({0}, {1}, {2})"),
+  "v_pk_mul_f32": ("f32", 2, "{0} * {1}"),
+  "v_pk_add_f32": ("f32", 2, "{0} + {1}"),
+  "v_pk_mov_b32": ("u32", 2, ""),
 }
 
 # VOPC comparisons: suffix -> expression over (a, b)

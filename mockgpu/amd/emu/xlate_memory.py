@@ -4,7 +4,7 @@ Architecture", chapters "Data share operations" and "Flat, scratch and global me
 from __future__ import annotations
 
 from .decode import Inst
-from .gen import NULL, Gen, Unsupported
+from .gen import Gen, Unsupported
 
 # ---- DS (LDS) ----
 DS_ATOMIC = {"add": "add", "sub": "sub", "rsub": "rsub", "mskor": "mskor", "min_i32": "smin", "max_i32": "smax", "min_u32": "umin", "max_u32": "umax",
@@ -68,7 +68,7 @@ def _ds(g: Gen, pc: int, inst: Inst) -> None:
     if name == "ds_swizzle_b32": g.emit(f"{t}, dppw = R.swizzle({addr}, {off}, em, ef)")   # source in ADDR
     else: g.emit(f"{t}, dppw = R.permute({data}, {a}, {name == 'ds_bpermute_b32'}, em, ef)")
     g.emit("em_s, ef_s = em, ef")
-    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.emit("em = (np.ones(nl, bool) if ef else em) & dppw; ef = False")
     g.write_v(f["vdst"], t)
     g.emit("em, ef = em_s, ef_s")
     return
@@ -104,7 +104,7 @@ def _vmem(g: Gen, pc: int, inst: Inst) -> None:
   if enc == "SCRATCH":
     g.uses_wid = True
     parts = []
-    if f["saddr"] != NULL: parts.append(f"{g.s(f['saddr'])}[:, None].astype(i64)")
+    if f["saddr"] >= 0: parts.append(f"{g.s(f['saddr'])}[:, None].astype(i64)")
     if f["sve"]: parts.append(f"{g.v(f['addr'])}.astype(i64)")
     parts.append(f"i64({f['offset']})")
     offs = " + ".join(parts)
@@ -128,11 +128,11 @@ def _vmem(g: Gen, pc: int, inst: Inst) -> None:
       return
     raise Unsupported(inst, pc)
   # GLOBAL and FLAT (FLAT goes through M.f*: generic addresses routed to LDS / scratch / global by aperture)
-  if enc == "GLOBAL" and f["saddr"] != NULL:
+  if enc == "GLOBAL" and f["saddr"] >= 0:     # saddr -1: none (decode._normalise)
     base = f"R.p64({g.s(f['saddr'])}, {g.s(f['saddr'] + 1)})[:, None]"
     addr = f"({base} + {g.v(f['addr'])}.astype(u64) + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   else:
-    addr = f"R.p64({g.v(f['addr'])}, {g.v(f['addr'] + 1)})"
+    addr = g.vsrc(f["addr"] + 256, inst, "u64")   # the pair's u64 value (reused when this block computed it)
     if f["offset"]: addr = f"({addr} + u64({f['offset'] & 0xFFFFFFFFFFFFFFFF}))"
   t = g.tmp()
   flat = enc == "FLAT"

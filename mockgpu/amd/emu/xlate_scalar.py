@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ....errors import GPUFault
 from .decode import Inst
-from .gen import EXEC, NULL, VCC, Gen, Unsupported
+from .gen import EXEC, VCC, Gen, Unsupported
 
 # ---- SOPP ----
 def _sopp(g: Gen, pc: int, inst: Inst) -> None:
@@ -14,15 +14,15 @@ def _sopp(g: Gen, pc: int, inst: Inst) -> None:
   fall = pc + 4
   if name in ("s_endpgm", "s_endpgm_saved", "s_sethalt"):
     g.next_pc = "-1"
-  elif name == "s_barrier":
+  elif name in ("s_barrier", "s_barrier_wait"):
     g.barrier = True
     g.next_pc = str(fall)
   elif name == "s_branch":
     g.next_pc = str(target)
   elif name.startswith("s_cbranch_"):
     cond = {"s_cbranch_scc0": f"{g.scc()} == 0", "s_cbranch_scc1": f"{g.scc()} != 0",
-            "s_cbranch_vccz": f"{g.s(VCC)} == 0", "s_cbranch_vccnz": f"{g.s(VCC)} != 0",
-            "s_cbranch_execz": f"{g.s(EXEC)} == 0", "s_cbranch_execnz": f"{g.s(EXEC)} != 0"}.get(name)
+            "s_cbranch_vccz": f"~{g.mask_nonzero(VCC)}", "s_cbranch_vccnz": g.mask_nonzero(VCC),
+            "s_cbranch_execz": f"~{g.mask_nonzero(EXEC)}", "s_cbranch_execnz": g.mask_nonzero(EXEC)}.get(name)
     if cond is None: raise Unsupported(inst, pc)
     g.emit(f"c = {cond}")
     g.next_pc = f"({target} if c.all() else {fall} if not c.any() else np.where(c, {target}, {fall}))"
@@ -38,7 +38,7 @@ def _sopp(g: Gen, pc: int, inst: Inst) -> None:
 def _sdst64(g: Gen, r: int, expr: str) -> None:
   t = g.tmp()
   g.emit(f"{t} = np.asarray({expr}).astype(u64)")
-  g.write_s(r, f"R.lo32({t})")
+  g.write_s(r, f"R.lo32({t})", exec_update=r != EXEC)   # EXEC's lanes are recomputed once, after both halves
   g.write_s(r + 1, f"({t} >> u64(32)).astype(u32)")
 
 
@@ -84,6 +84,14 @@ SOP2_64 = {
   "s_nor_b64": "~({0} | {1})", "s_xnor_b64": "~({0} ^ {1})", "s_and_not1_b64": "{0} & ~{1}",
   "s_or_not1_b64": "{0} | ~{1}",
 }
+# RDNA4 scalar float ops (RDNA4 ISA "SALU floating point"): name -> expression over (S0, S1, D for fmac)
+SALU_F32 = {"s_add_f32": "np.asarray({0}, f32) + {1}", "s_sub_f32": "np.asarray({0}, f32) - {1}",
+            "s_mul_f32": "np.asarray({0}, f32) * {1}", "s_fmac_f32": "R.fma32({0}, {1}, {2})",
+            "s_max_num_f32": "np.fmax({0}, {1})", "s_min_num_f32": "np.fmin({0}, {1})"}
+SALU_CVT = {"s_cvt_f32_i32": ("i32", "np.asarray({0}).astype(f32)"), "s_cvt_f32_u32": ("u32", "np.asarray({0}).astype(f32)"),
+            "s_cvt_i32_f32": ("f32", "R.cvt_f_to_i({0}, i32)"), "s_cvt_u32_f32": ("f32", "R.cvt_f_to_i({0}, u32)"),
+            "s_ceil_f32": ("f32", "np.ceil({0})"), "s_floor_f32": ("f32", "np.floor({0})"),
+            "s_trunc_f32": ("f32", "np.trunc({0})"), "s_rndne_f32": ("f32", "np.rint({0})")}
 SOPC = {"eq": "==", "lg": "!=", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 
 
@@ -123,6 +131,15 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
       if ty == "u64": _sdst64(g, f["sdst"], expr)
       else: g.write_s(f["sdst"], expr)
       return
+    if name in ("s_add_nc_u64", "s_sub_nc_u64", "s_mul_u64"):
+      # RDNA4: 64-bit integer add/sub/multiply of SGPR pairs, no SCC (RDNA4 ISA S_ADD_NC_U64 etc.)
+      a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u64")
+      op = {"s_add_nc_u64": "+", "s_sub_nc_u64": "-", "s_mul_u64": "*"}[name]
+      return _sdst64(g, f["sdst"], f"np.asarray({a}, u64) {op} np.asarray({b}, u64)")
+    if name in SALU_F32:
+      a, b = g.raw_scalar(f["ssrc0"], inst, "f32"), g.raw_scalar(f["ssrc1"], inst, "f32")
+      c = g.raw_scalar(f["sdst"], inst, "f32") if name == "s_fmac_f32" else None
+      return g.write_s(f["sdst"], f"R.f32bits({SALU_F32[name].format(a, b, c)})")
     if name in SOP2_64:
       a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u64")
       r = g.tmp()
@@ -201,6 +218,12 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
   d = f["sdst"]
   src = f["ssrc0"]
   if name == "s_mov_b32": return g.write_s(d, g.raw_scalar(src, inst))
+  if name in SALU_CVT:
+    ty, expr = SALU_CVT[name]
+    r = g.tmp()
+    g.emit(f"{r} = np.asarray({expr.format(g.raw_scalar(src, inst, ty))})")
+    to_float = name.startswith("s_cvt_f32") or not name.startswith("s_cvt")
+    return g.write_s(d, f"R.f32bits({r})" if to_float else f"R.ibits({r})")
   if name == "s_mov_b64": return _sdst64(g, d, g.raw_scalar(src, inst, "u64"))
   if name == "s_cmov_b32": return g.write_s(d, f"np.where({g.scc()} != 0, {g.raw_scalar(src, inst)}, {g.s(d)})")
   if name == "s_cmov_b64":
@@ -247,6 +270,18 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
     bit = f"(u32(1) << ({g.raw_scalar(src, inst)} & u32(31)))"
     expr = f"{g.s(d)} & ~{bit}" if name == "s_bitset0_b32" else f"{g.s(d)} | {bit}"
     return g.write_s(d, expr)
+  if name.endswith(("saveexec_b64", "wrexec_b64")):
+    # wave64 (MI300 ISA S_AND_SAVEEXEC_B64 etc.): D = EXEC; EXEC = op(S0, EXEC); SCC = EXEC != 0 (wrexec: D = EXEC)
+    a = f"np.asarray({g.raw_scalar(src, inst, 'u64')}, u64)"
+    e = f"R.p64({g.s(EXEC)}, {g.s(EXEC + 1)})"
+    expr = _EXEC_OPS.get(name[2:-4])
+    if expr is None: raise Unsupported(inst, pc)
+    old, r = g.tmp(), g.tmp()
+    g.emit(f"{old} = {e}")
+    g.emit(f"{r} = np.asarray({expr.format(a=a, e=old)}, u64)")
+    _sdst64(g, EXEC, r)
+    g.write_scc(f"{r} != 0")
+    return _sdst64(g, d, r if "wrexec" in name else old)
   if name.endswith("saveexec_b32") or name.endswith("wrexec_b32"):
     a = g.raw_scalar(src, inst)
     e = g.s(EXEC)
@@ -279,6 +314,12 @@ def _salu(g: Gen, pc: int, inst: Inst) -> None:
   raise Unsupported(inst, pc)
 
 
+_EXEC_OPS = {"and_saveexec": "{a} & {e}", "or_saveexec": "{a} | {e}", "xor_saveexec": "{a} ^ {e}",
+             "nand_saveexec": "~({a} & {e})", "nor_saveexec": "~({a} | {e})", "xnor_saveexec": "~({a} ^ {e})",
+             "and_not0_saveexec": "~{a} & {e}", "or_not0_saveexec": "~{a} | {e}", "and_not1_saveexec": "{a} & ~{e}",
+             "or_not1_saveexec": "{a} | ~{e}", "and_not0_wrexec": "~{a} & {e}", "and_not1_wrexec": "{a} & ~{e}"}
+
+
 def _getreg(g: Gen, simm: int) -> str:
   """S_GETREG_B32 hwreg(id, offset, size): the wave-id registers are not modelled beyond HW_ID fields of 0;
   MODE reads its reset value."""
@@ -292,12 +333,16 @@ def _getreg(g: Gen, simm: int) -> str:
 def _smem(g: Gen, pc: int, inst: Inst) -> None:
   name, f = inst.name, inst.fields
   if not name.startswith("s_load_"): raise Unsupported(inst, pc)
-  ndw = {"b32": 1, "b64": 2, "b128": 4, "b256": 8, "b512": 16}[name.split("_")[-1]]
+  kind = name.split("_")[-1]
   base = f["sbase"] * 2
-  off = f["offset"]
-  if off & 0x100000: off -= 0x200000
+  off = f["offset"]        # a signed byte offset, plus the SGPR soffset (-1: none): see decode._smem_offsets
   addr = f"(R.p64({g.s(base)}, {g.s(base + 1)}).astype(i64) + {off})"
-  if f["soffset"] != NULL: addr = f"({addr} + {g.s(f['soffset'])}.astype(i64))"
+  if f["soffset"] >= 0: addr = f"({addr} + {g.s(f['soffset'])}.astype(i64))"
   t = g.tmp()
+  if kind in ("u8", "i8", "u16", "i16"):
+    # RDNA4 S_LOAD_U8/I8/U16/I16: one byte or short at the byte address, zero- or sign-extended
+    g.emit(f"{t} = M.sload_sub({addr}.astype(u64), {int(kind[1:]) // 8}, {kind[0] == 'i'})")
+    return g.write_s(f["sdata"], t)
+  ndw = {"b32": 1, "b64": 2, "b96": 3, "b128": 4, "b256": 8, "b512": 16}[kind]
   g.emit(f"{t} = M.sload({addr}.astype(u64), {ndw})")
   for k in range(ndw): g.write_s(f["sdata"] + k, f"{t}[{k}]")

@@ -3,15 +3,15 @@ VOPD and the DPP forms. Semantics: AMD "RDNA3 Instruction Set Architecture", "Ve
 per-mnemonic expressions live in valu_ops.py."""
 from __future__ import annotations
 
-from .decode import Inst
+from .decode import ACC_BASE, Inst
 from .gen import EXEC, FLOATS, HALF, LIT, NP_TYPE, VCC, WIDE, Gen, Unsupported, _out_mods, _src_mods
-from .valu_ops import CMP_F, CMP_I, DUAL, OPS, PACKED
+from .valu_ops import CMP_F, CMP_I, DUAL, OPS, PACKED, PACKED32
 
 # ---- VALU ----
 def _valu(g: Gen, pc: int, inst: Inst) -> None:
   name, enc, f = inst.name, inst.encoding, inst.fields
   vop3 = enc in ("VOP3", "VOP3SD")
-  srcs = [f["src0"], f.get("vsrc1", 0) + 256] if not vop3 else [f["src0"], f["src1"], f["src2"]]
+  srcs = [f["src0"], f.get("vsrc1_sgpr", f.get("vsrc1", 0) + 256)] if not vop3 else [f["src0"], f["src1"], f["src2"]]
   absm = f["abs"] if enc == "VOP3" else 0
   negm = f["neg"] if vop3 else 0
   opsel = f["opsel"] if enc == "VOP3" else 0
@@ -19,6 +19,8 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   omod = f["omod"] if vop3 else 0
 
   if "dpp" in f and name not in OPS: raise Unsupported(inst, pc, "in a DPP form is not supported by the emulator")
+  if "sdwa" in f and name not in OPS and not name.startswith("v_cmp"):
+    raise Unsupported(inst, pc, "in an SDWA form is not supported by the emulator")
   if name.startswith("v_cmp_") or name.startswith("v_cmpx_"):
     return _vopc(g, pc, inst, srcs, absm, negm, opsel)
   if name == "v_cndmask_b32":
@@ -61,7 +63,7 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     if signed:
       g.emit(f"{r} = ({a} * {b}) + {c}")
       g.write_v_typed(f["vdst"], r, "i64")
-      return g.write_lanes(f["sdst"], "np.zeros((n, 32), bool)")
+      return g.write_lanes(f["sdst"], "np.zeros(nl, bool)")
     p = g.tmp()
     g.emit(f"{p} = {a} * {b}")
     g.emit(f"{r} = {p} + {c}")
@@ -77,29 +79,35 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
     ty = name[-3:]
     a, b, c = (_src_mods(g, g.vsrc(srcs[i], inst, ty), ty, i, absm, negm) for i in range(3))
-    return g.write_v_typed(f["vdst"], _out_mods(f"R.div_fmas({a}, {b}, {c}, R.lanes({g.s(VCC)}), {ty})", ty, clamp,
+    return g.write_v_typed(f["vdst"], _out_mods(f"R.div_fmas({a}, {b}, {c}, {g.lane_mask_src(VCC, inst)}, {ty})", ty, clamp,
                                                 omod), ty)
   if name == "v_readlane_b32":
     lane = g.raw_scalar(srcs[1], inst) if vop3 else None
-    return g.write_s(f["vdst"], f"np.broadcast_to({g.vsrc(srcs[0], inst, 'u32')}, (n, 32))"
-                                f"[np.arange(n), np.asarray({lane}, u32) & u32(31)]")
+    return g.write_s(f["vdst"], f"np.broadcast_to({g.vsrc(srcs[0], inst, 'u32')}, nl)"
+                                f"[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)]")
   if name == "v_readfirstlane_b32":
     v = g.vsrc(srcs[0], inst, "u32")
-    first = f"np.where({g.s(EXEC)} == 0, u32(0), R.ctz32({g.s(EXEC)}))"
-    return g.write_s(f["vdst"], f"np.broadcast_to({v}, (n, 32))[np.arange(n), {first}]")
+    ctz = f"R.ctz64(R.p64({g.s(EXEC)}, {g.s(EXEC + 1)}))" if g.wave64 else f"R.ctz32({g.s(EXEC)})"
+    first = f"np.where(~{g.mask_nonzero(EXEC)}, u32(0), {ctz})"
+    return g.write_s(f["vdst"], f"np.broadcast_to({v}, nl)[np.arange(n), {first}]")
   if name == "v_writelane_b32":
     val = g.raw_scalar(srcs[0], inst)
     lane = g.raw_scalar(srcs[1], inst)
     d = f["vdst"]
     t = g.tmp()
-    g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(31)] = {val}")
+    g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)] = {val}")
     g.vregs.add(d)
     g.v_written.add(d)
+    g.wide.pop(d, None); g.wide.pop(d - 1, None)
     g.emit(f"v{d} = {t}")
     return
   if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
     a = g.vsrc(srcs[0], inst, "u32")
     b = g.vsrc(srcs[1], inst, "u32")
+    # D = S1 + the number of bits of S0 for the lanes below this one, within EXEC_LO (lo) or EXEC_HI (hi)
+    if g.wave64:
+      below = "R.LANE_BELOW64_HI" if name == "v_mbcnt_hi_u32_b32" else "R.LANE_BELOW64_LO"
+      return g.write_v(f["vdst"], f"R.popcount(np.asarray({a}, u32) & {below}) + {b}")
     if name == "v_mbcnt_hi_u32_b32": return g.write_v(f["vdst"], f"np.asarray({b}, u32) + u32(0)")   # wave32: hi = 0
     return g.write_v(f["vdst"], f"R.popcount(np.asarray({a}, u32) & R.LANE_BELOW) + {b}")
   if name == "v_swap_b32":
@@ -109,6 +117,8 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     g.write_v(a, tb)
     return g.write_v(b, ta)
   if name == "v_nop": return
+  if name == "v_accvgpr_mov_b32":     # MI300 ISA: AccVGPR to AccVGPR (src0 = 256 + the source AccVGPR)
+    return g.write_v(ACC_BASE + f["vdst"], g.v(ACC_BASE + srcs[0] - 256))
   if name in ("v_permlane16_b32", "v_permlanex16_b32"):
     src = g.vsrc(srcs[0], inst, "u32")
     s1, s2 = g.raw_scalar(srcs[1], inst), g.raw_scalar(srcs[2], inst)
@@ -116,7 +126,7 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
     g.emit(f"{t}, dppw = R.permlane16({src}, {s1}, {s2}, {name == 'v_permlanex16_b32'}, {opsel & 1}, "
            f"{opsel >> 1 & 1}, em, ef, n)")
     g.emit("em_s, ef_s = em, ef")
-    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
+    g.emit("em = (np.ones(nl, bool) if ef else em) & dppw; ef = False")
     g.write_v(f["vdst"], t)
     g.emit("em, ef = em_s, ef_s")
     return
@@ -126,9 +136,9 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   dty, stys, tmpl = op
   args = []
   nsrc = len(stys)
-  if name in ("v_fmac_f32", "v_fmac_f16"):  # D = S0 * S1 + D
+  if name in ("v_fmac_f32", "v_fmac_f16", "v_fmac_f64", "v_mac_f32", "v_mac_f16"):  # D = S0 * S1 + D
     srcs = srcs[:2] + [f["vdst"] + 256]
-  if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16"):
+  if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16", "v_madak_f32", "v_madmk_f32"):
     srcs = srcs[:2] + [LIT]
   dst, dst_hi = f["vdst"], bool(opsel >> 3 & 1)
   if not vop3 and dty in HALF and dst >= 128: dst, dst_hi = dst - 128, True
@@ -142,6 +152,8 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
       e = _dpp_src0(g, inst, code, ty, hi)
       if f["dpp"].get("src0_abs"): e = f"np.abs({e})"
       if f["dpp"].get("src0_neg"): e = f"(-{e})"
+    elif "sdwa" in f and i < 2:
+      e = _sdwa_src(g, inst, i, code, ty)
     else:
       e = g.vsrc(code, inst, ty, hi)
       if i == 1 and "dpp" in f:
@@ -154,11 +166,52 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
   if "dpp" in f:
     # lanes whose DPP source is invalid (and bound_ctrl is 0) or whose row/bank is masked off are not written
     g.emit("em_s, ef_s = em, ef")
-    g.emit("em = (np.ones((n, 32), bool) if ef else em) & dppw; ef = False")
-    g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+    g.emit("em = (np.ones(nl, bool) if ef else em) & dppw; ef = False")
+    g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi, zero_hi=_zeroes_hi(g, name, dty, dst_hi))
     g.emit("em, ef = em_s, ef_s")
     return
-  g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi)
+  if "sdwa" in f: return _sdwa_dst(g, inst, dst, expr, dty)
+  g.write_v_typed(dst, expr, dty, opsel_hi=dst_hi, zero_hi=_zeroes_hi(g, name, dty, dst_hi))
+
+
+# gfx9 16-bit VALU results clear the register's high half, but for the accumulating VOP2 forms (v_fmac/fmaak/fmamk/
+# mac/madak/madmk_f16), which keep it, and a VOP3 result OP_SEL[3] puts in the high half; gfx10+ keep it always
+# (LLVM GCNSubtarget::zeroesHigh16BitsOfDest, "derived from experimentation")
+_GFX9_KEEPS_HI = frozenset(("v_fmac_f16", "v_fmaak_f16", "v_fmamk_f16", "v_mac_f16", "v_madak_f16", "v_madmk_f16"))
+
+
+def _zeroes_hi(g: Gen, name: str, ty: str, dst_hi: bool) -> bool:
+  return g.arch == "gfx942" and ty in HALF and not dst_hi and name not in _GFX9_KEEPS_HI
+
+
+# gfx9 SDWA (MI300 ISA "SDWA"): SRC*_SEL / DST_SEL 0-3 = BYTE_0..3, 4/5 = WORD_0/1, 6 = DWORD; DST_UNUSED
+# 0 = pad with zeros, 1 = sign-extend the result upwards, 2 = preserve the destination's other bits
+def _sdwa_src(g: Gen, inst: Inst, i: int, code: int, ty: str) -> str:
+  """Operand i (0: src0, 1: src1) of a gfx9 SDWA instruction: the selected byte/word of its dword, zero- or
+  sign-extended (SRC*_SEXT), with the NEG/ABS modifiers of floats applied, as numpy type ty."""
+  sd = inst.fields["sdwa"]
+  sel, sext = sd[f"src{i}_sel"], sd[f"src{i}_sext"]
+  raw = g.vsrc(code, inst, "u32")
+  t = g.tmp()
+  g.emit(f"{t} = R.sdwa_sel({raw}, {sel}, {bool(sext)})" if sel != 6 else f"{t} = np.asarray({raw}, u32)")
+  e = t if ty in ("u32", "b32") else f"R.half({t}, False).view({NP_TYPE[ty]})" if ty in HALF else \
+      f"{t}.view({NP_TYPE[ty]})" if ty not in WIDE else None
+  if e is None: raise Unsupported(inst, 0, "64-bit SDWA operands")
+  if ty in FLOATS:
+    if sd.get(f"src{i}_abs"): e = f"np.abs({e})"
+    if sd.get(f"src{i}_neg"): e = f"(-{e})"
+  return e
+
+
+def _sdwa_dst(g: Gen, inst: Inst, dst: int, expr: str, ty: str) -> None:
+  sd = inst.fields["sdwa"]
+  t = g.tmp()
+  if ty in HALF: g.emit(f"{t} = np.asarray({expr}).astype({NP_TYPE[ty]}).view(u16).astype(u32)")
+  elif ty == "f32": g.emit(f"{t} = R.f32bits({expr})")
+  elif ty in WIDE: raise Unsupported(inst, 0, "64-bit SDWA results")
+  else: g.emit(f"{t} = R.ibits({expr})")
+  if sd["dst_sel"] == 6: return g.write_v(dst, t)
+  g.write_v(dst, f"R.sdwa_dst({g.v(dst)}, {t}, {sd['dst_sel']}, {sd['dst_u']})")
 
 
 def _dpp_src0(g: Gen, inst: Inst, code: int, ty: str, hi: bool) -> str:
@@ -171,8 +224,8 @@ def _dpp_src0(g: Gen, inst: Inst, code: int, ty: str, hi: bool) -> str:
   if d["kind"] == "dpp8":
     g.emit(f"{t}, dppw = R.dpp8({g.v(r)}, {d['lane_sel']}, {d['fi']}, em, ef)")
   else:
-    g.emit(f"{t}, dppw = R.dpp16({g.v(r)}, {d['dpp_ctrl']}, {d['bc']}, {d['fi']}, {d['row_mask']}, "
-           f"{d['bank_mask']}, em, ef)")
+    g.emit(f"{t}, dppw = R.dpp16({g.v(r)}, {d['dpp_ctrl']}, {d['bc']}, {d.get('fi', 0)}, {d['row_mask']}, "
+           f"{d['bank_mask']}, em, ef, {g.arch == 'gfx942'})")
   if ty in WIDE: raise Unsupported(inst, 0, "64-bit DPP")
   if ty in HALF: return f"R.half({t}, {hi}).view({NP_TYPE[ty]})"
   if ty in ("u32", "b32"): return t
@@ -184,22 +237,27 @@ def _vopc(g: Gen, pc: int, inst: Inst, srcs, absm, negm, opsel) -> None:
   parts = name.split("_")  # v_cmp[x]_op_type
   cmpx = parts[1] == "cmpx"
   op, ty = parts[2], parts[3]
+  sdwa = f.get("sdwa")
+  def operand(i, t):
+    if sdwa is not None: return _sdwa_src(g, inst, i, srcs[i], t)
+    return g.vsrc(srcs[i], inst, t, bool(opsel >> i & 1))
   if op == "class":
-    a = _src_mods(g, g.vsrc(srcs[0], inst, ty, bool(opsel & 1)), ty, 0, absm, negm)
-    b = g.vsrc(srcs[1], inst, "u32")
+    a = _src_mods(g, operand(0, ty), ty, 0, absm, negm)
+    b = operand(1, "u32")
     expr = f"R.cmp_class({a}, {b})"
   else:
     table = CMP_F if ty in FLOATS else CMP_I
     if op not in table: raise Unsupported(inst, pc)
-    a = _src_mods(g, g.vsrc(srcs[0], inst, ty, bool(opsel & 1)), ty, 0, absm, negm)
-    b = _src_mods(g, g.vsrc(srcs[1], inst, ty, bool(opsel & 2)), ty, 1, absm, negm)
+    a = _src_mods(g, operand(0, ty), ty, 0, absm, negm)
+    b = _src_mods(g, operand(1, ty), ty, 1, absm, negm)
     expr = table[op].format(a, b)
   t = g.tmp()
-  g.emit(f"{t} = R.bcast({expr}, (n, 32))")
+  g.emit(f"{t} = R.bcast({expr}, nl)")
   if cmpx:
-    g.write_s(EXEC, f"R.pack({t} if ef else ({t} & em))")
+    g.write_exec(f"{t} if ef else ({t} & em)")
     return
   sdst = f["vdst"] if enc == "VOP3" else VCC
+  if sdwa is not None and sdwa["sd"]: sdst = sdwa["sdst"]   # gfx9 VOPC SDWA: SD = 1 writes SDST instead of VCC
   g.write_lanes(sdst, t)
 
 
@@ -217,6 +275,11 @@ def _vop3p(g: Gen, pc: int, inst: Inst) -> None:
     a, b = g.vsrc(f["src0"], inst, "u32"), g.vsrc(f["src1"], inst, "u32")
     c = g.vsrc(f["src2"], inst, "u32")
     return g.write_v(f["vdst"], f"R.dot_int({a}, {b}, {c}, {bits}, {sa}, {sb}, {iu})")
+  if name in PACKED32: return _pk_f32(g, pc, inst)
+  if name == "v_accvgpr_write_b32":   # MI300 ISA V_ACCVGPR_WRITE_B32: AccVGPR vdst = src0
+    return g.write_v(ACC_BASE + f["vdst"], g.vsrc(f["src0"], inst, "u32"))
+  if name == "v_accvgpr_read_b32":    # VGPR vdst = AccVGPR (src0 = 256 + its number)
+    return g.write_v(f["vdst"], g.v(ACC_BASE + f["src0"] - 256))
   op = PACKED.get(name)
   if op is None: raise Unsupported(inst, pc)
   ety, arity, tmpl = op
@@ -236,6 +299,37 @@ def _vop3p(g: Gen, pc: int, inst: Inst) -> None:
     if f["clamp"] and ety == "f16": g.emit(f"{r} = R.clamp01({r})")
     halves.append(r)
   g.write_v(f["vdst"], f"R.pack16({halves[0]}, {halves[1]})")
+
+
+def _pk_f32(g: Gen, pc: int, inst: Inst) -> None:
+  """CDNA3 packed 32-bit math on register pairs (MI300 ISA V_PK_FMA_F32, V_PK_MUL_F32, V_PK_ADD_F32, V_PK_MOV_B32):
+  the low dword of D from the dwords of the sources that OP_SEL picks (0: low, 1: high dword of the pair), the high
+  dword of D from those OP_SEL_HI picks; NEG / NEG_HI negate a source for the low / high result."""
+  f = inst.fields
+  ety, arity, tmpl = PACKED32[inst.name]
+  srcs = [f["src0"], f["src1"], f["src2"]]
+  halves = []
+  for hi_part in (False, True):
+    args = []
+    for i in range(arity):
+      sel = (f["opsel_hi"] if hi_part else f["opsel"]) >> i & 1
+      code = srcs[i]
+      if inst.name == "v_pk_mov_b32": sel = f["opsel"] >> i & 1   # D.lo = S0[opsel[0]], D.hi = S1[opsel[1]]
+      e = g.vsrc(code + sel if (code >= 256 or code < 128) else code, inst, ety)
+      if ety == "f32":
+        if g.ftz["f32"][0]: e = f"R.ftz({e})"
+        if (f["neg_hi"] if hi_part else f["neg"]) >> i & 1: e = f"(-{e})"
+      args.append(e)
+    r = g.tmp()
+    if inst.name == "v_pk_mov_b32": g.emit(f"{r} = np.asarray({args[1 if hi_part else 0]}, u32)")
+    else:
+      g.emit(f"{r} = np.asarray({tmpl.format(*args)}).astype(f32)")
+      if f["clamp"]: g.emit(f"{r} = R.clamp01({r})")
+      if g.ftz["f32"][1]: g.emit(f"{r} = R.ftz({r})")
+      g.emit(f"{r} = R.f32bits({r})")
+    halves.append(r)
+  g.write_v(f["vdst"], halves[0])
+  g.write_v(f["vdst"] + 1, halves[1])
 
 
 def _fma_mix(g: Gen, pc: int, inst: Inst) -> None:

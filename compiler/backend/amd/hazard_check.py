@@ -1,0 +1,167 @@
+"""An independent checker of the gfx11 hazards that render_hazards.fix_hazards resolves, over machine code bytes.
+
+    from hcq.compiler.backend.amd.hazard_check import check_hazards
+    check_hazards(text_bytes)   # -> [Violation(offset, rule, text)]; [] when the code is safe
+
+It reads the code as the hardware would: decode.py's instructions (not the backend's machine IR), with the control
+flow of the branches (a fixed point over every path, loops included), so it checks the fixer rather than repeating
+it. The rules (AMD "RDNA3 Instruction Set Architecture", 4.5 "Manually Inserted Wait States (NOPs)", and the gfx11
+hazards of LLVM's AMDGPU backend, GCNHazardRecognizer, that the ISA document describes by their s_waitcnt_depctr
+remedies):
+
+  trans-use       a VALU reads a VGPR that a transcendental VALU (v_exp/log/rcp/rsq/sqrt/sin/cos, any type) wrote,
+                  with fewer than TRANS_WINDOW VALU instructions between them and no s_waitcnt_depctr va_vdst(0)
+  mask-write      a VALU reads an SGPR as a lane mask (v_cndmask's mask, the carry-in of v_add/v_sub_co_ci, VCC of
+                  v_div_fmas); an SALU then writes that SGPR: until an s_waitcnt_depctr sa_sdst(0), no VALU may
+                  issue and nothing may read the SGPR
+  exec-forward    (partial VALU forwarding) a VALU writes a VGPR, an SALU writes EXEC, and a VALU reads that VGPR,
+                  with no s_waitcnt_depctr va_vdst(0) after the EXEC write
+  mad-overlap     (gfx1100-1103 MAD intra-instruction forwarding, LLVM's FeatureMADIntraFwdBug) the destination of
+                  v_mad_u64_u32 / v_mad_i64_i32 overlaps one of its sources; no wait fixes it, the registers must
+                  differ (the backend's allocator never reuses a register within one instruction)
+
+gfx11 hazards this backend never meets (it emits none of the instructions involved), hence not checked: v_cmpx
+followed by v_permlane (VcmpxPermlane),
+writing EXEC after VALU reads of it (VcmpxExecWAR), LDS-direct/parameter loads, WMMA, and the gfx9/gfx10-only ones
+(VALU SGPR writes read by VMEM/v_readlane lane selects or v_div_fmas's VCC, SMEM/VMEM writes over SGPRs a VMEM/SMEM
+reads, LDS-branch-VMEM): gfx11 interlocks those data dependences in hardware (LLVM: hasNoDataDepHazard).
+s_delay_alu is not a hazard remedy on gfx11 but a scheduling hint (the hardware interlocks ALU dependences without
+it, later): the backend emits none and nothing here asks for one.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .decode import decode_all
+
+TRANS_PREFIXES = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
+TRANS_WINDOW = 5
+VCC, EXEC_LO = 106, 126
+WRITE_FIELDS = ("vdst", "sdst", "sdata")
+_BRANCHES = ("s_branch", "s_cbranch_")
+
+
+class Violation(NamedTuple):
+  offset: int
+  rule: str
+  text: str
+
+  def __str__(self): return f"0x{self.offset:x}: {self.rule}: {self.text}"
+
+
+def _regs(ops, kind):
+  return {(kind, o.index + k) for o in ops if o.kind == kind for k in range(o.count)}
+
+
+class _Inst:
+  """What the rules need of one decoded instruction."""
+  def __init__(self, inst):
+    self.inst, self.name, self.offset = inst, inst.name, inst.offset
+    enc = inst.encoding
+    self.valu = inst.name.startswith("v_")
+    self.salu = enc in ("SOP1", "SOP2", "SOPK", "SOPC")
+    writes = [o for o in inst.operands if o.field in WRITE_FIELDS and not (enc == "SOPK" and o.field == "simm16")]
+    reads = [o for o in inst.operands if o not in writes]
+    if inst.name.startswith(("global_store", "scratch_store", "ds_store", "flat_store")):
+      reads, writes = list(inst.operands), []
+    self.vreads, self.vwrites = _regs(reads, "vgpr"), _regs(writes, "vgpr")
+    self.sreads = _regs(reads, "sgpr") | {("sgpr", o.index) for o in reads if o.kind == "special" and o.index == VCC}
+    self.swrites = _regs(writes, "sgpr") | {("sgpr", o.index) for o in writes if o.kind == "special" and o.index == VCC}
+    self.mask_reads = set()
+    n = inst.name
+    if n.startswith(("v_cndmask_b32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32")):
+      if n.endswith("_e64"): self.mask_reads = {("sgpr", o.index) for o in inst.operands if o.field == "src2"}
+      else: self.mask_reads = {("sgpr", VCC)}
+    elif n.startswith("v_div_fmas"): self.mask_reads = {("sgpr", VCC)}
+    self.sreads |= self.mask_reads
+    if enc == "VOPC" or n.startswith(("v_add_co_ci_u32_e32", "v_sub_co_ci_u32_e32")): self.swrites.add(("sgpr", VCC))
+    self.writes_exec = self.salu and (any(o.field == "sdst" and o.kind == "special" and o.index == EXEC_LO
+                                          for o in inst.operands) or "saveexec" in n or "wrexec" in n)
+    self.trans = self.valu and n.startswith(TRANS_PREFIXES)
+    self.depctr = inst.fields.get("simm16") if n == "s_waitcnt_depctr" else None
+
+  @property
+  def waits_va_vdst(self): return self.depctr is not None and (self.depctr >> 12) & 0xF == 0
+
+  @property
+  def waits_sa_sdst(self): return self.depctr is not None and self.depctr & 1 == 0
+
+
+class _State(NamedTuple):
+  trans: tuple        # ((vgpr, VALUs since a trans wrote it), ...): the fewest on any path
+  mask_read: frozenset    # SGPRs read as lane masks by VALUs since the last sa_sdst(0)
+  mask_dirty: frozenset   # of those, written by an SALU since
+  written: frozenset      # VGPRs written by VALUs since the last va_vdst(0)
+  pre_exec: frozenset     # VGPRs written before an SALU EXEC write not followed by va_vdst(0)
+
+  def merge(self, o: "_State") -> "_State":
+    t = dict(self.trans)
+    for r, n in o.trans: t[r] = min(n, t.get(r, n))
+    return _State(tuple(sorted(t.items())), self.mask_read | o.mask_read, self.mask_dirty | o.mask_dirty,
+                  self.written | o.written, self.pre_exec | o.pre_exec)
+
+
+EMPTY = _State((), frozenset(), frozenset(), frozenset(), frozenset())
+
+
+def _step(i: _Inst, st: _State, report) -> _State:
+  trans, mask_read, dirty, written, pre_exec = dict(st.trans), set(st.mask_read), set(st.mask_dirty), set(st.written), \
+      set(st.pre_exec)
+  if i.waits_va_vdst: trans, written, pre_exec = {}, set(), set()
+  if i.waits_sa_sdst: mask_read, dirty = set(), set()
+  if i.valu:
+    for r in sorted(i.vreads):
+      if r in trans and trans[r] < TRANS_WINDOW:
+        report(i, "trans-use", f"v{r[1]} read {trans[r]} VALU instructions after a transcendental wrote it")
+      if r in pre_exec: report(i, "exec-forward", f"v{r[1]} written by a VALU before an SALU EXEC write")
+    if dirty: report(i, "mask-write", f"VALU issued while s{sorted(dirty)[0][1]} (written by an SALU over a lane mask "
+                                      f"read) is not waited for")
+    trans = {r: n + 1 for r, n in trans.items() if n + 1 < TRANS_WINDOW}   # past the window: safe (a fixed point)
+  if i.name.startswith(("v_mad_u64_u32", "v_mad_i64_i32")) and i.vwrites & i.vreads:
+    report(i, "mad-overlap", f"the destination overlaps a source (v{sorted(i.vwrites & i.vreads)[0][1]})")
+  for r in sorted(i.sreads & dirty):
+    report(i, "mask-write", f"s{r[1]} read before an sa_sdst(0) wait after an SALU rewrote a lane mask")
+  if i.valu:
+    mask_read |= i.mask_reads
+    written |= i.vwrites
+    for r in i.vwrites:
+      if i.trans: trans[r] = 0
+      else: trans.pop(r, None)
+  if i.salu:
+    dirty |= i.swrites & mask_read
+    if i.writes_exec: pre_exec |= written
+  return _State(tuple(sorted(trans.items())), frozenset(mask_read), frozenset(dirty), frozenset(written),
+                frozenset(pre_exec))
+
+
+def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
+  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence)."""
+  insts = [_Inst(x) for x in decode_all(code, arch=arch)]
+  at = {x.offset: k for k, x in enumerate(insts)}
+
+  def succs(k):
+    x = insts[k]
+    out = []
+    if x.name.startswith(_BRANCHES):
+      tgt = x.offset + 4 + 4 * x.inst.fields["simm16"] if x.inst.fields["simm16"] < 0x8000 else \
+          x.offset + 4 + 4 * (x.inst.fields["simm16"] - 0x10000)
+      if tgt in at: out.append(at[tgt])
+      if x.name == "s_branch": return out
+    if x.name.startswith(("s_endpgm", "s_code_end", "s_setpc", "s_trap")): return out
+    return out + ([k + 1] if k + 1 < len(insts) else [])
+
+  state_in: dict[int, _State] = {0: EMPTY} if insts else {}
+  work = [0] if insts else []
+  while work:
+    k = work.pop()
+    out = _step(insts[k], state_in[k], lambda *a: None)
+    for s in succs(k):
+      new = out if s not in state_in else state_in[s].merge(out)
+      if s not in state_in or new != state_in[s]:
+        state_in[s] = new
+        work.append(s)
+  found: dict = {}
+  for k in sorted(state_in):
+    _step(insts[k], state_in[k], lambda i, rule, text: found.setdefault((i.offset, rule), Violation(i.offset, rule,
+                                                                                                    f"{i.inst}: {text}")))
+  return sorted(found.values())

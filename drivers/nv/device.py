@@ -1,0 +1,261 @@
+"""NVDevice: the NV vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over RMIface (rm.py).
+
+Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (launches by QMD, semaphores), and
+"copy", a GPFIFO channel with the copy object on subchannel 4; both lower queue programs by the pattern matchers of
+lower.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
+Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
+buffer 0, code loading (cubins; PTX compiled to a cubin, or run as PTX by a GPU that executes PTX: the mock), and
+faults read from the channels' error notifiers when a wait blocks."""
+from __future__ import annotations
+
+import struct
+from array import array
+
+from ...compiler import queue as Q
+from ...errors import DeviceError, GPUFault, QueueError
+from ..hcq import Buffer, round_up
+from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
+from ..hcq.runtime import HCQDevice, Submission
+from . import abi, gpfifo as G, lower, qmd
+from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
+
+GPFIFO_ENTRIES = 0x400
+PUSHBUFFER_SIZE = 1 << 20
+QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
+SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
+SHARED_CONFIGS_KB = (32, 64, 100, 132, 164, 196, 228)   # the SM shared memory carve-outs a QMD may ask for
+# nverror.h robust-channel errors (Xids) an error notifier may report
+ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time limit", 13: "graphics engine exception",
+                         31: "MMU fault", 43: "the channel was reset"}
+
+
+class NVShape:
+  __slots__ = ("cmd", "qmd", "cb_size", "grid", "block")
+
+  def __init__(self, cmd, qmd_bytes: bytearray, cb_size: int, grid, block):
+    self.cmd, self.qmd, self.cb_size, self.grid, self.block = cmd, qmd_bytes, cb_size, grid, block
+
+
+class NVDevice(HCQDevice):
+  buffer_type = Buffer
+  ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
+
+  def __init__(self, iface, os, config, executes_ptx: bool = False):
+    super().__init__(os, config)
+    self.iface, self.label = iface, iface.label
+    self.arch, self.executes_ptx = iface.arch, executes_ptx
+    self.compute_class, self.copy_class = iface.compute_class, iface.copy_class
+    self.name = f"{self.arch} on {iface.label}"
+    self.param_base = PARAM_BASE.get(iface.sm_version >> 8, 0x160)
+    # shared memory a CTA may use (CUDA programming guide, compute capabilities table): 227 KiB on sm_90, 99 KiB on
+    # sm_86/89, 163 KiB on sm_80
+    self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
+    self._images: dict[bytes, tuple] = {}
+    self._local, self._old_local, self._local_per_thread = None, [], 0
+    # constant buffer 0's driver words (reference 1.6): the shared and local memory windows and 0xfffdc0, at dwords
+    # 6..10 before Blackwell, 188..191 and 223 on Blackwell (generic addressing of shared/local memory reads them)
+    if iface.sm_version >> 8 >= 10:
+      self._cb0_driver = struct.pack("<QQ", SHARED_WINDOW, LOCAL_WINDOW) + bytes(4 * (223 - 192)) + struct.pack("<I", 0xFFFDC0)
+    else: self._cb0_driver = struct.pack("<QQI", SHARED_WINDOW, LOCAL_WINDOW, 0xFFFDC0)
+    self._cb0_driver_offset = 4 * 188 if iface.sm_version >> 8 >= 10 else 4 * 6
+    try: self._setup()
+    except BaseException:
+      try: iface.close()
+      finally: raise
+
+  def _setup(self) -> None:
+    self.qmd_major = QMD_MAJOR[self.compute_class]
+    self.qmd_layout = qmd.for_major(self.qmd_major)
+    self.qmd_size = self.qmd_layout.size_bytes
+    # constant buffer 0's address fields, patched per launch: V03 holds the address, V04/V05 the address >> 6; in
+    # each the lower field is a whole dword and the upper one the low bits of the next dword
+    lower_f, upper_f, self._cb_shift = (("CONSTANT_BUFFER_ADDR_LOWER_0", "CONSTANT_BUFFER_ADDR_UPPER_0", 0)
+                                        if self.qmd_major == 3 else ("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0",
+                                                                     "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0", 6))
+    (lhi, llo), (uhi, ulo) = self.qmd_layout[lower_f], self.qmd_layout[upper_f]
+    if llo % 32 or lhi != llo + 31 or ulo != llo + 32:
+      raise DeviceError(f"{self.name}: QMD v{self.qmd_major}'s constant buffer address is not a dword and the next")
+    self._cb_byte, self._cb_upper_mask = llo // 8, (1 << (uhi - ulo + 1)) - 1
+    self.channels = {lower.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
+                     lower.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
+    self.iface.schedule()
+    self._start_runtime()
+    # bind the engine objects to their subchannels; the compute channel's shared and local memory windows
+    w = G.method(G.SUBC_COMPUTE, G.SET_OBJECT, self.compute_class)
+    w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_SHARED_MEMORY_WINDOW_A, SHARED_WINDOW >> 32, SHARED_WINDOW & 0xFFFFFFFF)
+    w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_WINDOW_A, LOCAL_WINDOW >> 32, LOCAL_WINDOW & 0xFFFFFFFF)
+    with Submission(self, self.compute, "the compute channel's set-up") as sub: sub.add(array("I", w))
+    with Submission(self, self.copy, "the copy channel's set-up") as sub:
+      sub.add(array("I", G.method(G.SUBC_COPY, G.SET_OBJECT, self.copy_class)))
+    self.synchronize()
+
+  # ---- runtime hooks
+  def _host_memory(self, size: int):
+    mem = self.iface.alloc(size, kind="host")
+    return mem.va, mem.cpu
+
+  def _make_engines(self, links: dict):
+    engines = {}
+    for name, ch in self.channels.items():
+      va, cpu = self._host_memory(PUSHBUFFER_SIZE)
+      engines[name] = G.GPFifoEngine(name, lower.MATCHERS[name], None, links, ch, va, cpu, self.os, self.timeout_s,
+                                     idle=self._block)
+    return engines
+
+  def _block(self, seconds: float) -> None:
+    """A wait that is not done after its busy polls: a channel whose error notifier holds an error stopped (raise
+    it), else sleep (the mock GPU runs in the sleep)."""
+    for name, ch in self.channels.items():
+      err = self.iface.channel_error(ch)
+      if err is None: continue
+      code, address = err
+      what = ROBUST_CHANNEL_ERRORS.get(code, f"robust-channel error {code}")
+      if code == 31:
+        raise GPUFault(f"{self.label}: the {name} channel stopped: {what}", address=address or None, kind="page fault")
+      raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what})")
+    self.os.sleep(seconds)
+
+  def _release_hardware(self) -> None: self.iface.close()
+
+  # ---- launches
+  def make_shape(self, prog: NVProgram, grid, block, timed: bool, dynamic_shared: int = 0) -> NVShape:
+    k, layout = prog.kernel, self.qmd_layout
+    cb_size = round_up(prog.param_base + k.param_bytes, 16)
+    shared = k.shared + dynamic_shared
+    if shared > self.max_shared:
+      raise DeviceError(f"kernel {k.name}: {k.shared} bytes of static and {dynamic_shared} of dynamic shared memory "
+                        f"exceed the {self.max_shared} bytes a CTA may have on {self.arch}")
+    f = dict(QMD_MAJOR_VERSION=self.qmd_major, QMD_GROUP_ID=0x3F, CTA_THREAD_DIMENSION0=block[0],
+             CTA_THREAD_DIMENSION1=block[1], CTA_THREAD_DIMENSION2=block[2], BARRIER_COUNT=1,
+             CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4)
+    pc = prog.code_va
+    if self.qmd_major == 3:      # V03_00 (Ampere, Ada)
+      f.update(CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1], CTA_RASTER_DEPTH=grid[2], SHARED_MEMORY_SIZE=shared,
+               REGISTER_COUNT_V=k.registers, SHADER_LOCAL_MEMORY_HIGH_SIZE=k.local,
+               PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER=pc >> 32)
+    else:                        # V04_00 (Hopper), V05_00 (Blackwell): QMD_TYPE GRID_CTA, GRID_* sizes
+      f.update(QMD_TYPE=qmd.VALUES["QMD_TYPE"]["GRID_CTA"], GRID_WIDTH=grid[0],
+               GRID_HEIGHT=grid[1], GRID_DEPTH=grid[2], REGISTER_COUNT=k.registers)
+      if self.qmd_major == 4:
+        f.update(SHARED_MEMORY_SIZE=shared, SHADER_LOCAL_MEMORY_LOW_SIZE=k.local, PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF,
+                 PROGRAM_ADDRESS_UPPER=pc >> 32)
+      else:                      # V05_00 keeps sizes and the program address shifted
+        if pc & 0xF: raise DeviceError(f"kernel {k.name}: program address {pc:#x} is not 16-byte aligned (QMD V05_00)")
+        f.update(SHARED_MEMORY_SIZE_SHIFTED7=round_up(shared, 128) >> 7,
+                 SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4=round_up(k.local, 16) >> 4,
+                 PROGRAM_ADDRESS_LOWER_SHIFTED4=(pc >> 4) & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER_SHIFTED4=pc >> 36)
+    # what every launch sets on hardware (reference 1.6): caches invalidated, the call limit and sampler index
+    # modes, a system-scope membar at the end of the grid, the SM's shared memory configuration
+    f.update({n: 1 for n in ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE",
+                             "INVALIDATE_TEXTURE_DATA_CACHE", "INVALIDATE_SHADER_DATA_CACHE",
+                             "INVALIDATE_INSTRUCTION_CACHE", "INVALIDATE_SHADER_CONSTANT_CACHE",
+                             "API_VISIBLE_CALL_LIMIT", "SAMPLER_INDEX", "CWD_MEMBAR_TYPE")})
+    if "SM_GLOBAL_CACHING_ENABLE" in layout: f["SM_GLOBAL_CACHING_ENABLE"] = 1
+    config = next((kb for kb in SHARED_CONFIGS_KB if kb << 10 >= shared and kb << 10 <= self.max_shared),
+                  self.max_shared >> 10) // 4 + 1
+    f.update(MIN_SM_CONFIG_SHARED_MEM_SIZE=config, TARGET_SM_CONFIG_SHARED_MEM_SIZE=config,
+             MAX_SM_CONFIG_SHARED_MEM_SIZE=(self.max_shared >> 10) // 4 + 1)
+    if k.local: self._ensure_local(k.local)
+    template = bytearray(qmd.encode(layout, **f))
+    els = [Q.barrier()]
+    if timed: els.append(Q.timestamp(T_START))
+    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
+    if timed: els.append(Q.timestamp(T_END))
+    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
+    return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block)
+
+  def _ensure_local(self, per_thread: int) -> None:
+    """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
+    demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC."""
+    slm = round_up(per_thread, 32)
+    if slm <= self._local_per_thread: return
+    g = self.iface.gr
+    per_tpc = round_up(round_up(slm * 32, 0x200) * g["max_warps_per_sm"] * g["sm_per_tpc"], 0x8000)
+    total = round_up(per_tpc * g["tpc_per_gpc"] * g["gpcs"], 0x20000)
+    mem = self.iface.alloc(total, kind="vram")
+    w = G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_A, mem.va >> 32, mem.va & 0xFFFFFFFF)
+    w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
+    with Submission(self, self.compute, ("local memory of {} bytes per thread", slm)) as sub: sub.add(array("I", w))
+    if self._local is not None: self._old_local.append(self._local)   # launches before may still use it
+    self._local, self._local_per_thread = mem, slm
+
+  def _launch_words(self, prog: NVProgram, shape: NVShape, explicit: bytes, value: int):
+    cb = round_up(shape.cb_size, 256)
+    va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
+    off = va - self.launch_data.va
+    view = self._launch_view
+    d = off + self._cb0_driver_offset
+    view[d:d + len(self._cb0_driver)] = self._cb0_driver
+    base = off + prog.param_base
+    if explicit: view[base:base + len(explicit)] = explicit
+    q = off + cb
+    view[q:q + self.qmd_size] = shape.qmd
+    a, at = va >> self._cb_shift, q + self._cb_byte
+    # the template's upper dword holds other fields' bits above the address's: keep them
+    upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
+    struct.pack_into("<II", view, at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
+    return shape.cmd.fill({lower.V_QMD: va + cb, V_TIMELINE: value})
+
+  # ---- memory
+  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
+    with self._open_lock():
+      mem = self.iface.alloc(nbytes, kind="host" if host else "vram", cpu_access=cpu_access)
+    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu, kind="host" if host else "device")
+
+  def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
+
+  # ---- programs
+  def _load(self, image: bytes, name: str | None):
+    where = f"{self.name}: load"
+    if image[:4] == b"\x7fELF":
+      machine = int.from_bytes(image[0x12:0x14], "little") if len(image) >= 0x14 else None
+      if machine != EM_CUDA:
+        raise DeviceError(f"{where}: an ELF for machine {machine} is not a CUDA cubin (machine {EM_CUDA})")
+      if self.executes_ptx:
+        raise DeviceError(f"{self.name}: this GPU (the mock NV GPU) executes PTX only and cannot run SASS: load the "
+                          f"kernel's PTX instead of a cubin")
+      kernels = cubin_kernels(image, where)
+      infos = {n: k for n, (k, _) in kernels.items()}
+    elif is_ptx(image):
+      infos = ptx_kernels(image.decode(errors="replace"), where)
+      if not infos: raise DeviceError(f"{where}: the PTX module has no .entry kernels")
+      if not self.executes_ptx:
+        return self._load(self._compile_ptx(image), name)
+      kernels = None
+    else: raise DeviceError(f"{where}: neither a cubin (ELF) nor PTX text")
+    if name is None:
+      if len(infos) > 1: raise DeviceError(f"{where}: the module has {len(infos)} kernels ({', '.join(infos)}); name one")
+      name = next(iter(infos))
+    if name not in infos: raise DeviceError(f"{where}: no kernel {name!r} in the module (it has {', '.join(infos)})")
+    with self._open_lock():
+      key = bytes(image)
+      loaded = self._images.get(key)
+      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels)
+      return NVProgram(self, infos[name], loaded[name])
+
+  def _upload(self, image: bytes, infos: dict, kernels) -> dict[str, int]:
+    """Put a module's code in VRAM; {kernel: program address}."""
+    if kernels is None:         # PTX for a GPU that runs it: the text and a PTX_ENTRY record per kernel
+      size = round_up(len(image) + 512 * len(infos) + 4096, 0x1000)
+      mem = self.iface.alloc(size, kind="vram")
+      data, offsets = ptx_image(image, list(infos), mem.va)
+    else:                       # SASS: each kernel's .text, 256-byte aligned, with 4 KB of slack for prefetches
+      data, offsets = bytearray(), {}
+      for n, (_, code) in kernels.items():
+        data += bytes(-len(data) % 256)
+        offsets[n] = len(data)
+        data += code
+      data += bytes(4096)
+      mem = self.iface.alloc(round_up(len(data), 0x1000), kind="vram")
+    self._copyin(Buffer(self, mem.va, mem.size, handle=mem, kind="code"), memoryview(bytes(data)), 0)
+    return {n: mem.va + o for n, o in offsets.items()}
+
+  def _compile_ptx(self, image: bytes) -> bytes:
+    from ...compiler.backend.cubin import PTXCompiler
+    return compile_ptx(image, self.arch, PTXCompiler(self.config))
+
+  def _compile(self, sink):
+    from ...compiler import compile as compile_sink     # hcq's PTX backend
+    return self.load(compile_sink(sink, self.arch).encode())
+
+  def __repr__(self): return f"NVDevice({self.name})"

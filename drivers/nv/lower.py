@@ -1,0 +1,92 @@
+"""Queue programs (hcq.compiler.queue) lowered to NV pushbuffer methods by pattern matchers.
+
+  both channels (host class, subchannel 0):
+    wait -> SEM_ADDR/PAYLOAD + SEM_EXECUTE(ACQ_CIRC_GEQ, 64-bit)
+    store -> SEM_EXECUTE(RELEASE, WFI, 64-bit): the value is written once the channel's earlier work is done
+    timestamp -> SEM_EXECUTE(RELEASE, WFI, 64-bit, RELEASE_TIMESTAMP) of payload 0 to the signal: the GPU writes its
+                 nanosecond clock at signal + 8
+  compute channel (subchannel 1):
+    barrier -> INVALIDATE_SHADER_CACHES_NO_WFI (instruction, global data, constant caches)
+    call(PROGRAM) -> SEND_PCAS_A = QMD address >> 8, SEND_SIGNALING_PCAS2_B = INVALIDATE_COPY_SCHEDULE; the QMD is
+                     written per launch into launch data (its address is the submit-time variable "qmd")
+  copy channel (subchannel 4):
+    copy -> OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA(NON_PIPELINED, pitch source and destination), per 1 GiB
+    barrier -> nothing (the copy engine runs its methods in order)"""
+from __future__ import annotations
+
+from ...compiler.ir import PatternMatcher
+from ...compiler.queue import QPat
+from ...errors import DeviceError
+from ..hcq.cmdbuf import Patch, hi, lo
+from ..hcq.engine import packets, unsupported, value_of
+from . import gpfifo as G
+
+COMPUTE, COPY = "compute", "copy"
+V_QMD = ("var", "qmd")
+
+
+def _sem(engine: str, addr, payload, flags: int):
+  """SEM_ADDR_LO, SEM_ADDR_HI, SEM_PAYLOAD_LO, SEM_PAYLOAD_HI, SEM_EXECUTE in one INC_METHOD."""
+  return packets(engine, G.method(G.SUBC_HOST, G.SEM_ADDR_LO, lo(addr), hi(addr), lo(payload), hi(payload), flags))
+
+
+def _wait(engine):
+  return lambda ctx, sig, value: _sem(engine, value_of(sig), value_of(value), G.SEM_OP_ACQ_CIRC_GEQ | G.SEM_PAYLOAD_64)
+
+
+def _store(engine):
+  return lambda ctx, dst, value: _sem(engine, value_of(dst), value_of(value),
+                                      G.SEM_OP_RELEASE | G.SEM_RELEASE_WFI | G.SEM_PAYLOAD_64)
+
+
+def _timestamp(engine):
+  return lambda ctx, dst: _sem(engine, value_of(dst), 0, G.SEM_OP_RELEASE | G.SEM_RELEASE_WFI | G.SEM_PAYLOAD_64 |
+                               G.SEM_RELEASE_TIMESTAMP)
+
+
+def _call(ctx, prog, call):
+  if prog.arg.handle is None: raise DeviceError(f"queue lowering: program {prog.arg.name} has no loaded code")
+  return packets(COMPUTE, G.method(G.SUBC_COMPUTE, G.SEND_PCAS_A, Patch(V_QMD, 8)) +
+                 G.method(G.SUBC_COMPUTE, G.SEND_SIGNALING_PCAS2_B, G.PCAS2_ACTION_INVALIDATE_COPY_SCHEDULE))
+
+
+def copy_words(dst, src, n: int) -> list:
+  words = []
+  for off in range(0, n, G.COPY_CHUNK):
+    chunk = min(G.COPY_CHUNK, n - off)
+    d, s = dst + off if off else dst, src + off if off else src
+    words += G.method(G.SUBC_COPY, G.COPY_OFFSET_IN_UPPER, hi(s), lo(s), hi(d), lo(d))
+    words += G.method(G.SUBC_COPY, G.COPY_LINE_LENGTH_IN, chunk)
+    words += G.method(G.SUBC_COPY, G.COPY_LAUNCH_DMA, G.LAUNCH_DMA_NON_PIPELINED | G.LAUNCH_DMA_SRC_PITCH |
+                      G.LAUNCH_DMA_DST_PITCH)
+  return words
+
+
+def _copy(ctx, dst, src, nbytes):
+  n = value_of(nbytes)
+  if not isinstance(n, int): raise DeviceError("queue lowering: a copy needs a constant size")
+  return packets(COPY, copy_words(value_of(dst), value_of(src), n))
+
+
+INVALIDATE = G.INVALIDATE_INSTRUCTION | G.INVALIDATE_GLOBAL_DATA | G.INVALIDATE_CONSTANT
+
+pm_compute = PatternMatcher([
+  (QPat.wait("sig", "value"), _wait(COMPUTE)),
+  (QPat.store("dst", "value"), _store(COMPUTE)),
+  (QPat.timestamp("dst"), _timestamp(COMPUTE)),
+  (QPat.barrier("ins"), lambda ctx, ins: packets(COMPUTE, G.method(G.SUBC_COMPUTE, G.INVALIDATE_SHADER_CACHES_NO_WFI,
+                                                                   INVALIDATE))),
+  (QPat.call("prog", "call"), _call),
+  (QPat.copy("dst", "src", "nbytes"), lambda ctx, dst, src, nbytes: unsupported("a copy", COMPUTE)),
+])
+
+pm_copy = PatternMatcher([
+  (QPat.wait("sig", "value"), _wait(COPY)),
+  (QPat.store("dst", "value"), _store(COPY)),
+  (QPat.timestamp("dst"), _timestamp(COPY)),
+  (QPat.barrier("ins"), lambda ctx, ins: packets(COPY, [])),
+  (QPat.copy("dst", "src", "nbytes"), _copy),
+  (QPat.call("prog", "call"), lambda ctx, prog, call: unsupported("a kernel launch", COPY)),
+])
+
+MATCHERS = {COMPUTE: pm_compute, COPY: pm_copy}

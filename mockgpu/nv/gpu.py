@@ -1,0 +1,505 @@
+"""One mock NV GPU: its properties and class list, the memory mapped to it, its GPFIFO channels and the pushbuffer
+method interpreter, compute launches decoded from QMDs and run by the PTX interpreter (mockgpu/nv/ptx).
+
+Channels (shared/reference/nv_qcom_usb_pci_smi.md 1.5): a GPFIFO ring of 8-byte entries (pushbuffer address in
+bits 39:2, length in dwords in bits 62:42) and USERD right after it (GPGet at +0x88, GPPut at +0x8C). The driver
+writes entries and GPPut, then its work-submit token to the usermode page at +0x90 (the doorbell). The usermode
+page of the mock is host memory (the mock has no way to see an mmap'd store): the GPU looks at the doorbell word
+whenever the MockOS gives it a chance (a memory barrier, which a driver issues after its doorbell store to push it
+out of the write-combining buffer; sleep(); a blocked wait), and the worker thread polls it in threaded mode. A
+token seen is consumed (the word is set back to NO_TOKEN).
+
+Pushbuffer methods: header bits 11:0 = method / 4, 15:13 subchannel, 28:16 count, 31:29 opcode (1 INC, 3 NON_INC,
+4 IMMD, 5 ONE_INC). Methods below 0x100 are the host class's (every subchannel): SET_OBJECT (0x0) binds an engine
+object of the channel to the subchannel, SEM_ADDR/PAYLOAD/EXECUTE (0x5c-0x6c) release (with a timestamp) and
+acquire semaphores, NON_STALL_INTERRUPT and WFI. Engine methods: compute SEND_PCAS_A (0x2b4) + SEND_SIGNALING_PCAS2_B
+(0x2c0) launch the QMD at PCAS_A << 8; copy OFFSET_IN/OUT (0x400-0x40c), LINE_LENGTH_IN (0x418), LAUNCH_DMA (0x300).
+
+An acquire that is not satisfied leaves the channel at its header (blocked); later polls retry it. A fault (a bad
+address in a method, a kernel's access outside mapped memory) stops the channel and is written to its error notifier
+(an NvNotification: status 0xFFFF, info32 the robust-channel error; the faulting address, which hardware reports
+through the debugger object's MMU fault info, in the second record's timestamp), where the driver looks for it.
+A kernel runs to its end in one go (inside the doorbell's tick in synchronous mode, on the worker thread in threaded
+mode): the PTX interpreter has no resumable slices (AMD's emulator has). It polls a stop callback about every 20 ms,
+which ends the kernel when its channel goes away or the GPU closes (close() never waits for an endless kernel), and,
+in synchronous mode, once the kernel ran past the configured timeout (the host thread is the one running it: the
+channel stops with Xid 8, which the driver reports at its wait).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from ...errors import GPUFault, HCQError, QueueError
+from . import abi, qmd
+
+NO_TOKEN = 0xFFFFFFFF
+DOORBELL_OFFSET = 0x90                  # NOTIFY_CHANNEL_PENDING of the usermode class
+USERD_GP_GET, USERD_GP_PUT = 0x88, 0x8C
+# nverror.h (the Xid numbers): a channel stopped by a time limit, an engine exception, an MMU fault
+ROBUST_CHANNEL_TIMEOUT, ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_MMU_FAULT = 8, 13, 31
+PTX_ENTRY_MAGIC = b"PTXENTRY"           # the mock GPU's "machine code": see PTX_ENTRY below
+# At a program address the mock GPU finds: magic (8 bytes), u64 address of the PTX module's text, u32 its length,
+# u32 the kernel name's length, then the name. The driver writes it when it loads PTX for a GPU that runs PTX.
+PTX_ENTRY_HEADER = 24
+# the CUDA parameter bank: where the explicit kernel parameters start in constant buffer 0 (per SM major version)
+PARAM_BASE = {7: 0x160, 8: 0x160, 9: 0x210, 10: 0x380, 12: 0x380}
+
+HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI, HOST_SEM_EXECUTE = 0x5C, 0x60, 0x64, 0x68, 0x6C
+SEM_OP_ACQUIRE, SEM_OP_RELEASE, SEM_OP_ACQ_STRICT_GEQ, SEM_OP_ACQ_CIRC_GEQ, SEM_OP_ACQ_AND, SEM_OP_ACQ_NOR = range(6)
+SEM_PAYLOAD_64, SEM_RELEASE_TIMESTAMP = 1 << 24, 1 << 25
+COMPUTE_SEND_PCAS_A, COMPUTE_SEND_SIGNALING_PCAS2_B = 0x2B4, 0x2C0
+COPY_LAUNCH_DMA, COPY_OFFSET_IN_UPPER, COPY_LINE_LENGTH_IN = 0x300, 0x400, 0x418
+COPY_SET_SEMAPHORE_A = 0x240
+
+HOST_METHOD_NAMES = {0x0: "SET_OBJECT", 0x20: "NON_STALL_INTERRUPT", 0x5C: "SEM_ADDR_LO", 0x60: "SEM_ADDR_HI",
+                     0x64: "SEM_PAYLOAD_LO", 0x68: "SEM_PAYLOAD_HI", 0x6C: "SEM_EXECUTE", 0x78: "WFI"}
+
+
+@dataclass
+class NVGPUProperties:
+  """What the RM reports about a GPU: name, chip, PCI id, SM version, GR layout, memory, driver, class list."""
+  name: str
+  chip: str
+  device_id: int
+  sm_version: int                  # 0x900 = sm_90
+  gpcs: int
+  tpc_per_gpc: int
+  sm_per_tpc: int
+  max_warps_per_sm: int
+  vram_size: int
+  driver_version: str
+  classes: tuple = field(default_factory=tuple)
+
+  @property
+  def compute_class(self) -> int:
+    return next(c for c in self.classes if c in (abi.BLACKWELL_COMPUTE_A, abi.HOPPER_COMPUTE_A, abi.ADA_COMPUTE_A,
+                                                 abi.AMPERE_COMPUTE_B))
+
+
+_COMMON = (abi.NV01_ROOT_CLIENT, abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0, abi.NV01_MEMORY_SYSTEM, abi.NV1_MEMORY_USER,
+           abi.NV01_MEMORY_VIRTUAL, abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, abi.FERMI_VASPACE_A,
+           abi.KEPLER_CHANNEL_GROUP_A, abi.FERMI_CONTEXT_SHARE_A, abi.TURING_USERMODE_A, abi.AMPERE_USERMODE_A,
+           abi.AMPERE_CHANNEL_GPFIFO_A)
+# g_gpu_class_list.c: GH100 lists Hopper's compute/copy/usermode/GPFIFO classes and none of Ampere's or Ada's compute
+# and copy classes (section 1.8); AD102 lists Ada's compute class and Ampere's copy class
+GPUS = {
+  "H200": NVGPUProperties("NVIDIA H200", "GH100", 0x2335, 0x900, 8, 9, 2, 64, 141 << 30, "580.95.05",
+                          _COMMON + (abi.HOPPER_USERMODE_A, abi.HOPPER_CHANNEL_GPFIFO_A, abi.HOPPER_COMPUTE_A,
+                                     abi.HOPPER_DMA_COPY_A)),
+  # a Blackwell (GB100) for QMD V05_00: BLACKWELL_COMPUTE_A / DMA_COPY_A / CHANNEL_GPFIFO_A / USERMODE_A
+  "B200": NVGPUProperties("NVIDIA B200", "GB100", 0x2901, 0xA00, 8, 9, 2, 64, 180 << 30, "580.95.05",
+                          _COMMON + (abi.HOPPER_USERMODE_A, abi.BLACKWELL_USERMODE_A, abi.BLACKWELL_CHANNEL_GPFIFO_A,
+                                     abi.BLACKWELL_COMPUTE_A, abi.BLACKWELL_DMA_COPY_A)),
+  "AD102": NVGPUProperties("NVIDIA GeForce RTX 4090", "AD102", 0x2684, 0x809, 11, 6, 2, 48, 24 << 30, "580.95.05",
+                           _COMMON + (abi.ADA_COMPUTE_A, abi.AMPERE_DMA_COPY_B)),
+}
+QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
+
+
+class Channel:
+  """A GPFIFO channel: ring, USERD, error notifier, the engine objects bound to its subchannels, the position in
+  the pushbuffer it is at."""
+
+  def __init__(self, gpu, handle: int, token: int, gpfifo_va: int, entries: int, userd_va: int, notifier_va: int,
+               objects: dict):
+    self.gpu, self.handle, self.token = gpu, handle, token
+    self.gpfifo_va, self.entries, self.userd_va, self.notifier_va = gpfifo_va, entries, userd_va, notifier_va
+    self.objects = objects           # engine object class -> handle (filled as they are allocated under the channel)
+    self.subchannels: dict[int, int] = {}
+    self.state: dict[tuple[int, int], int] = {}   # (subchannel, method) -> last value
+    self.gp_get = 0
+    self.current: list | None = None             # [pushbuffer address, dwords, position] of the entry being run
+    self.error: HCQError | None = None
+    self.active = True
+    self.blocked_on: str | None = None
+    self.name = f"{gpu.name} channel {token}"
+
+  @property
+  def has_work(self) -> bool:
+    if not self.active or self.error is not None: return False
+    return self.current is not None or self.gpu.read32(self.userd_va + USERD_GP_PUT) % self.entries != self.gp_get
+
+
+class MockNVGPU:
+  """The GPU of one /dev/nvidiaN: memory ranges (GPU VA == host VA), channels, the usermode doorbell page, and the
+  MockOS engine interface (poll, blocked, may_progress) or a worker thread (config.mock_threaded)."""
+
+  def __init__(self, os, index: int, props: NVGPUProperties):
+    from ..amd.emu import GPUMemory      # the checked GPU address space the PTX interpreter reads through
+    self.os, self.index, self.props = os, index, props
+    self.name = f"mock {props.chip} #{index}"
+    self.uuid = bytes([0x4E, 0x56, index]) + bytes(13)
+    self.ranges = GPUMemory()
+    self.lock = threading.RLock()
+    self.channels: list[Channel] = []
+    self.threaded = bool(os.config.mock_threaded)
+    self.timeout_s = float(os.config.timeout_s)
+    self._stop = False
+    self._modules: dict = {}          # (text address, length, crc) -> parsed PTX module
+    self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
+    self._launches: dict = {}         # decoded QMDs (see _launch)
+    self._seen_generation, self._seen = -1, []
+    self._blocked: set = set()        # channels waiting on a semaphore acquire
+    self.stats = {"launches": 0, "copies": 0, "thread_instructions": 0}
+    self._clock_base = time.monotonic_ns()
+    self.doorbell_cell = None         # ctypes u32 of the usermode page's doorbell word, once mapped
+    self.usermode_va = None
+    self._worker = None
+    if self.threaded:
+      self._worker = threading.Thread(target=self._run_worker, name=f"{self.name} worker", daemon=True)
+      self._worker.start()
+    else: os.register_engine(self)
+
+  # ---- memory (checked: an access outside the mapped ranges is a GPU fault with its address)
+  def check(self, addr: int, size: int, what: str) -> None:
+    # the ranges that satisfied recent checks, for as long as the GPU's mappings are the same (the hot path: the
+    # same ring, USERD, pushbuffer and signal pages every launch)
+    ranges = self.ranges
+    if self._seen_generation != ranges.generation:
+      self._seen_generation, self._seen = ranges.generation, []
+    for start, end in self._seen:
+      if start <= addr and addr + size <= end: return
+    rng = ranges.range_of(addr)
+    if rng is None or addr + size > rng[1]: raise GPUFault(f"{self.name}: {what} at {addr:#x}", address=addr, kind="page fault")
+    if len(self._seen) >= 8: self._seen.pop(0)
+    self._seen.append(rng)
+
+  def read32(self, addr: int, what: str = "read") -> int:
+    self.check(addr, 4, what)
+    return ctypes.c_uint32.from_address(addr).value
+
+  def read64(self, addr: int, what: str = "read") -> int:
+    self.check(addr, 8, what)
+    return ctypes.c_uint64.from_address(addr).value
+
+  def write32(self, addr: int, value: int, what: str = "write") -> None:
+    self.check(addr, 4, what)
+    ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
+
+  def write64(self, addr: int, value: int, what: str = "write") -> None:
+    self.check(addr, 8, what)
+    ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
+
+  def read_bytes(self, addr: int, size: int, what: str = "read") -> bytes:
+    self.check(addr, size, what)
+    return ctypes.string_at(addr, size)
+
+  def map_range(self, va: int, size: int) -> None:
+    with self.lock: self.ranges.add_range(va, size)
+
+  def unmap_range(self, va: int) -> None:
+    with self.lock: self.ranges.remove_range(va)
+
+  def clock_ns(self) -> int: return time.monotonic_ns() - self._clock_base
+
+  # ---- the usermode page and channels
+  def set_usermode(self, va: int) -> None:
+    """The usermode object was mapped to the CPU at va (host memory): the doorbell word starts empty."""
+    self.usermode_va = va
+    self.doorbell_cell = ctypes.c_uint32.from_address(va + DOORBELL_OFFSET)
+    self.doorbell_cell.value = NO_TOKEN
+
+  def add_channel(self, ch: Channel) -> None:
+    with self.lock: self.channels.append(ch)
+
+  def remove_channel(self, ch: Channel) -> None:
+    ch.active = False        # first, without the lock: a kernel the worker runs under it sees it and stops
+    with self.lock:
+      ch.current = None
+      self._set_blocked(ch, None)
+      if ch in self.channels: self.channels.remove(ch)
+
+  # ---- the engine interface of MockOS (synchronous mode)
+  @property
+  def may_progress(self) -> bool:
+    cell = self.doorbell_cell
+    return (cell is not None and cell.value != NO_TOKEN) or bool(self._blocked)
+
+  @property
+  def blocked(self) -> bool: return bool(self._blocked)
+
+  def _set_blocked(self, ch: Channel, what: str | None) -> None:
+    """A channel waits on memory (what: on which), or no longer; the set is what may_progress looks at."""
+    ch.blocked_on = what
+    if what is None: self._blocked.discard(ch)
+    else: self._blocked.add(ch)
+
+  def poll(self) -> bool:
+    cell = self.doorbell_cell
+    rung = cell is not None and cell.value != NO_TOKEN
+    if rung: cell.value = NO_TOKEN       # consumed; every channel with work is looked at (tokens may have merged)
+    elif not self.blocked: return False
+    progress = False
+    with self.lock:
+      for ch in list(self.channels):
+        if ch.has_work and self._run_channel(ch): progress = True
+    return progress or rung
+
+  def _run_worker(self) -> None:
+    # the doorbell is a word of host memory (see the module docstring): the worker looks at it, more and more
+    # rarely while nothing happens (50 us, doubling to 1 ms), at once again after any progress
+    pause = 50e-6
+    while not self._stop:
+      if self.poll(): pause = 50e-6
+      else:
+        time.sleep(pause)
+        pause = min(pause * 2, 1e-3)
+
+  def close(self) -> None:
+    self._stop = True        # a running kernel's stop callback sees it
+    if self._worker is not None:
+      self._worker.join(timeout=5)
+      self._worker = None
+    else: self.os.unregister_engine(self)
+    with self.lock:
+      for ch in self.channels: ch.active = False
+
+  # ---- the GPFIFO interpreter
+  def _run_channel(self, ch: Channel) -> bool:
+    try: return self._run(ch)
+    except (GPUFault, QueueError) as e: self._fail(ch, e)
+    except Exception as e:         # a bug of the model stops this channel only, named
+      self._fail(ch, QueueError(ch.name, f"the mock's channel model failed ({type(e).__name__}: {e})"))
+    return True
+
+  def _fail(self, ch: Channel, e: HCQError) -> None:
+    ch.error, ch.current = e, None
+    self._set_blocked(ch, None)
+    address = getattr(e, "address", None)
+    try:
+      self.write64(ch.notifier_va, self.clock_ns(), "error notifier")
+      code = getattr(e, "xid", ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION)
+      self.write32(ch.notifier_va + 8, code)
+      self.write32(ch.notifier_va + 12, 0xFFFF << 16)       # info16 0, status 0xFFFF: an error
+      self.write64(ch.notifier_va + 16, address or 0, "error notifier")
+    except GPUFault: pass
+    ch.last_error = e
+
+  def _run(self, ch: Channel) -> bool:
+    progress = False
+    while ch.active and ch.error is None:
+      if ch.current is None:
+        put = self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
+        if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
+        if put == ch.gp_get: return progress
+        entry = self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
+        ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
+      if not self._run_pushbuffer(ch): return progress
+      ch.current = None
+      ch.gp_get = (ch.gp_get + 1) % ch.entries
+      self.write32(ch.userd_va + USERD_GP_GET, ch.gp_get, "USERD GPGet")
+      progress = True
+    return progress
+
+  def _run_pushbuffer(self, ch: Channel) -> bool:
+    """Run the current entry's methods from its position; False when an acquire blocks (the position stays at its
+    header)."""
+    cur = ch.current
+    base, length = cur[0], cur[1]
+    if length == 0: return True
+    self.check(base, 4 * length, "pushbuffer")
+    words = (ctypes.c_uint32 * length).from_address(base)
+    pos = cur[2]
+    while pos < length:
+      header = words[pos]
+      op, count, subc, method = header >> 29, (header >> 16) & 0x1FFF, (header >> 13) & 7, (header & 0xFFF) << 2
+      if op == 4:                      # IMMD: the count field is the data
+        if not self._method(ch, subc, method, count):
+          cur[2] = pos
+          return False
+        pos += 1
+        continue
+      if op not in (1, 3, 5) or (op == 0 and count):
+        raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: opcode {op} is not modelled")
+      if pos + 1 + count > length:
+        raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: {count} data dwords run "
+                                  f"past the entry's {length} dwords")
+      for i in range(count):
+        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
+        if not self._method(ch, subc, m, words[pos + 1 + i]):
+          cur[2] = pos
+          return False
+      pos += 1 + count
+    cur[2] = pos
+    return True
+
+  def _method(self, ch: Channel, subc: int, method: int, value: int) -> bool:
+    ch.state[(subc, method)] = value
+    if method < 0x100: return self._host_method(ch, subc, method, value)
+    cls = ch.subchannels.get(subc)
+    if cls is None: raise QueueError(ch.name, f"method {method:#x} on subchannel {subc}, which has no object (SET_OBJECT)")
+    if cls in QMD_MAJOR:
+      if method == COMPUTE_SEND_SIGNALING_PCAS2_B: self._launch(ch, cls, ch.state.get((subc, COMPUTE_SEND_PCAS_A), 0) << 8)
+    elif method == COPY_LAUNCH_DMA: self._copy(ch, subc, value)
+    return True
+
+  def _host_method(self, ch: Channel, subc: int, method: int, value: int) -> bool:
+    if method == 0x0:                  # SET_OBJECT: an engine object allocated under this channel
+      if value not in ch.objects:
+        raise QueueError(ch.name, f"SET_OBJECT {value:#x} on subchannel {subc}: no object of that class on the channel")
+      ch.subchannels[subc] = value
+      return True
+    if method != HOST_SEM_EXECUTE: return True
+    get = ch.state.get
+    addr = get((subc, HOST_SEM_ADDR_LO), 0) | get((subc, HOST_SEM_ADDR_HI), 0) << 32
+    payload = get((subc, HOST_SEM_PAYLOAD_LO), 0) | get((subc, HOST_SEM_PAYLOAD_HI), 0) << 32
+    wide = value & SEM_PAYLOAD_64
+    op = value & 7
+    if op == SEM_OP_RELEASE:
+      if wide: self.write64(addr, payload, "semaphore release")
+      else: self.write32(addr, payload, "semaphore release")
+      if value & SEM_RELEASE_TIMESTAMP: self.write64(addr + 8, self.clock_ns(), "semaphore timestamp")
+      if ch.blocked_on is not None: self._set_blocked(ch, None)
+      return True
+    cur = self.read64(addr, "semaphore acquire") if wide else self.read32(addr, "semaphore acquire")
+    if not wide: payload &= 0xFFFFFFFF
+    mask = (1 << (64 if wide else 32)) - 1
+    if op == SEM_OP_ACQUIRE: done = cur == payload
+    elif op == SEM_OP_ACQ_STRICT_GEQ: done = cur >= payload
+    elif op == SEM_OP_ACQ_CIRC_GEQ: done = ((cur - payload) & mask) < (1 << (63 if wide else 31))
+    elif op == SEM_OP_ACQ_AND: done = (cur & payload) != 0
+    elif op == SEM_OP_ACQ_NOR: done = (~(cur | payload) & mask) != 0
+    else: raise QueueError(ch.name, f"SEM_EXECUTE {value:#x}: operation {op} is not modelled")
+    if not done: self._set_blocked(ch, f"semaphore acquire at {addr:#x} for {payload:#x} (holds {cur:#x})")
+    elif ch.blocked_on is not None: self._set_blocked(ch, None)
+    return done
+
+  # ---- copy engine
+  def _copy(self, ch: Channel, subc: int, flags: int) -> None:
+    get = ch.state.get
+    if flags & 3:                      # a data transfer (NON_PIPELINED or PIPELINED), pitch linear
+      src = get((subc, COPY_OFFSET_IN_UPPER), 0) << 32 | get((subc, COPY_OFFSET_IN_UPPER + 4), 0)
+      dst = get((subc, COPY_OFFSET_IN_UPPER + 8), 0) << 32 | get((subc, COPY_OFFSET_IN_UPPER + 12), 0)
+      n = get((subc, COPY_LINE_LENGTH_IN), 0)
+      if flags & (3 << 7) != (3 << 7):
+        raise QueueError(ch.name, f"LAUNCH_DMA {flags:#x}: only pitch-linear source and destination are modelled")
+      self.check(src, n, "copy source")
+      self.check(dst, n, "copy destination")
+      ctypes.memmove(dst, src, n)
+      self.stats["copies"] += 1
+    sem = (flags >> 3) & 3
+    if sem:                            # RELEASE_ONE_WORD (1) / RELEASE_FOUR_WORD (2) semaphore
+      addr = get((subc, COPY_SET_SEMAPHORE_A), 0) << 32 | get((subc, COPY_SET_SEMAPHORE_A + 4), 0)
+      payload = get((subc, COPY_SET_SEMAPHORE_A + 8), 0)
+      if sem == 2:
+        self.write64(addr, payload, "copy semaphore")
+        self.write64(addr + 8, self.clock_ns(), "copy semaphore timestamp")
+      else: self.write32(addr, payload, "copy semaphore")
+
+  # ---- compute launches
+  def _launch(self, ch: Channel, cls: int, qmd_va: int) -> None:
+    major = QMD_MAJOR[cls]
+    layout, size = qmd.LAYOUTS[major]
+    self.check(qmd_va, size, "QMD")
+    # decoded launches cached by the QMD's bytes but constant buffer 0's address (the one thing a driver changes
+    # from one launch of a kernel to the next), which is read on its own
+    raw = ctypes.string_at(qmd_va, size)
+    lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
+    key = (major, raw[:4 * lo_dw], raw[4 * lo_dw + 8:])
+    launch = self._launches.get(key)
+    if launch is None:
+      q = qmd.decode(layout, raw)
+      if q["QMD_MAJOR_VERSION"] != major:
+        raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
+                                  f"{abi.class_name(cls)} takes QMD v{major}")
+      launch = qmd.launch(major, q)
+      if len(self._launches) > 256: self._launches.clear()
+      self._launches[key] = launch
+    lo, hi = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little"), int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
+    cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
+    grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
+    if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
+    if 0 in grid or 0 in block: return
+    if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
+    kernel = self._kernel(ch, pc)
+    base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
+    nparam = kernel.param_bytes
+    if base + nparam > cb0_size:
+      raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 of {cb0_size} bytes is too small for "
+                                f"{nparam} bytes of parameters at {base:#x}")
+    params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
+    dynamic = max(launch["shared"] - kernel.static_shared_bytes, 0)
+    self._run_kernel(ch, kernel, grid, block, params, dynamic)
+
+  def _kernel(self, ch: Channel, pc: int):
+    """The kernel at a program address. Cached per address while the GPU's mappings stay the same: code is loaded
+    into fresh memory, and freeing or mapping memory changes the generation (code rewritten in place by a copy to
+    the same address is not seen: the mock's instruction cache)."""
+    gen = self.ranges.generation
+    hit = self._programs.get(pc)
+    if hit is not None and hit[0] == gen: return hit[1]
+    k = self._load_kernel(ch, pc)
+    if len(self._programs) > 256: self._programs.clear()
+    self._programs[pc] = (gen, k)
+    return k
+
+  def _load_kernel(self, ch: Channel, pc: int):
+    head = self.read_bytes(pc, 8, "program")
+    if head != PTX_ENTRY_MAGIC:
+      raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
+                                f"SASS (load PTX, not a cubin)")
+    text_va, text_len, name_len = (int.from_bytes(self.read_bytes(pc + 8, 8), "little"),
+                                   int.from_bytes(self.read_bytes(pc + 16, 4), "little"),
+                                   int.from_bytes(self.read_bytes(pc + 20, 4), "little"))
+    name = self.read_bytes(pc + PTX_ENTRY_HEADER, name_len, "program").decode(errors="replace")
+    text = self.read_bytes(text_va, text_len, "PTX module text")
+    key = (text_va, text_len, zlib.crc32(text))
+    mod = self._modules.get(key)
+    if mod is None:
+      ptx = _ptx()
+      if ptx is None: raise QueueError(ch.name, "the PTX interpreter (mockgpu.nv.ptx) is not available")
+      try: mod = ptx.parse(text.decode(errors="replace"))
+      except HCQError as e: raise QueueError(ch.name, f"PTX module at {text_va:#x}: {e}") from None
+      if len(self._modules) > 64: self._modules.clear()
+      self._modules[key] = mod
+    k = mod.kernels.get(name)
+    if k is None: raise QueueError(ch.name, f"program at {pc:#x}: the PTX module has no kernel {name!r}")
+    return k
+
+  def _run_kernel(self, ch: Channel, kernel, grid, block, params: bytes, dynamic: int) -> None:
+    if _does_nothing(kernel):      # only ret/exit: no thread has an effect (the interpreter's set-up is skipped)
+      self.stats["launches"] += 1
+      return
+    ptx = _ptx()
+    start = time.monotonic()
+    limit = self.timeout_s
+
+    def stop() -> bool:
+      if self._stop or not ch.active: return True
+      return not self.threaded and time.monotonic() - start > limit
+    try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop)
+    except ptx.Stopped:
+      if not ch.active or self._stop: raise QueueError(ch.name, f"kernel {kernel.name} was stopped: its channel went away") from None
+      e = QueueError(ch.name, f"kernel {kernel.name} ran for more than {limit:g} s (the mock's time limit) and was "
+                              f"stopped")
+      e.xid = ROBUST_CHANNEL_TIMEOUT
+      raise e from None
+    except GPUFault as e:
+      e.add_note(f"{ch.name}: in kernel {kernel.name}")
+      raise
+    self.stats["launches"] += 1
+    self.stats["thread_instructions"] += int((stats or {}).get("thread_instructions", 0))
+
+
+_NOTHING: dict = {}      # id(kernel) -> (kernel, whether it has only ret/exit)
+
+
+def _does_nothing(kernel) -> bool:
+  hit = _NOTHING.get(id(kernel))
+  if hit is not None and hit[0] is kernel: return hit[1]
+  flag = all(i.op in ("ret", "exit") and i.guard is None for i in kernel.instrs)
+  if len(_NOTHING) > 1024: _NOTHING.clear()
+  _NOTHING[id(kernel)] = (kernel, flag)
+  return flag
+
+
+def _ptx():
+  """The nvptx helper's interpreter (mockgpu.nv.ptx: parse, run, Stopped), None while it is not there."""
+  try:
+    from . import ptx
+    return ptx
+  except ImportError: return None

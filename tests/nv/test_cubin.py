@@ -1,0 +1,96 @@
+"""The hardware path of code loading: cubins parsed for their .nv.info attributes (a synthetic ELF, and ptxas's own
+output when ptxas is there), PTX compiled by nvJitLink/ptxas for a GPU that runs SASS, and the errors when neither
+compiler is there or a cubin needs what the loader does not handle."""
+import glob
+import os
+import struct
+
+import pytest
+
+import hcq
+from hcq.compiler.backend.cubin import PTXCompiler
+from hcq.config import Config
+from hcq.drivers.nv import open_device
+from hcq.drivers.nv.demo import VADD_PTX
+from hcq.drivers.nv.program import EIATTR_KPARAM_INFO, EIATTR_PARAM_CBANK, EIATTR_REGCOUNT, cubin_kernels
+from hcq.mockgpu import mock_nv_os
+
+
+def elf(sections: list[tuple[str, int, bytes]]) -> bytes:
+  """A 64-bit little-endian ELF (e_machine EM_CUDA) with the given (name, type, data) sections."""
+  names = b"\0" + b"".join(n.encode() + b"\0" for n, _, _ in sections) + b".shstrtab\0"
+  secs = [("", 0, b"")] + sections + [(".shstrtab", 3, names)]
+  body, offsets, name_off = bytearray(), [], {}
+  pos = 1
+  for n, _, _ in sections + [(".shstrtab", 3, b"")]:
+    name_off[n] = pos
+    pos += len(n) + 1
+  for _, t, data in secs:
+    offsets.append(64 + len(body))
+    if t != 8: body += data
+  shoff = 64 + len(body)
+  hdr = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 0, 64, 0, 0, 64,
+                                                                      len(secs), len(secs) - 1)
+  table = b"".join(struct.pack("<IIQQQQIIQQ", name_off.get(n, 0) if n else 0, t, 0, 0, off, len(d), 0, 0, 1, 0)
+                   for (n, t, d), off in zip(secs, offsets))
+  return hdr + bytes(body) + table
+
+
+def sval(attr, data): return bytes([4, attr]) + struct.pack("<H", len(data)) + data
+
+
+def synthetic_cubin() -> bytes:
+  strtab = b"\0k\0"
+  symtab = bytes(24) + struct.pack("<IBBHQQ", 1, 0x12, 0, 1, 0, 64)      # symbol 1: "k"
+  info = sval(EIATTR_REGCOUNT, struct.pack("<II", 1, 40))
+  kinfo = (sval(EIATTR_KPARAM_INFO, struct.pack("<IHHI", 0, 1, 8, (4 << 18) | 0xF000)) +
+           sval(EIATTR_KPARAM_INFO, struct.pack("<IHHI", 0, 0, 0, (8 << 18) | 0xF000)) +
+           sval(EIATTR_PARAM_CBANK, struct.pack("<IHH", 2, 0x210, 12)))
+  return elf([(".strtab", 3, strtab), (".symtab", 2, symtab), (".nv.info", 0x70000000, info),
+              (".nv.info.k", 0x70000000, kinfo), (".text.k", 1, b"\x00" * 64), (".nv.shared.k", 8, bytes(1024))])
+
+
+def test_a_cubins_attributes_give_the_parameter_layout_registers_and_shared_memory():
+  (k, code), = cubin_kernels(synthetic_cubin(), "test").values()
+  assert k.name == "k" and len(code) == 64
+  assert [(p.offset, p.size) for p in k.params] == [(0, 8), (8, 4)]
+  assert (k.param_base, k.registers, k.shared) == (0x210, 40, 1024)
+
+
+def test_a_cubin_with_relocations_is_refused_by_name():
+  bad = elf([(".text.k", 1, bytes(16)), (".rela.text.k", 4, bytes(24))])
+  with pytest.raises(hcq.DeviceError, match=r"needs \.rela\.text\.k .*does not handle yet"):
+    cubin_kernels(bad, "test")
+
+
+def _ptxas_dir():
+  found = glob.glob(os.path.join(Config().cache_dir, "ptxas", "*", "ptxas"))
+  return os.path.dirname(found[0]) if found else None
+
+
+def _sass_device(**cfg):
+  """The driver told its GPU runs SASS (as on hardware), over the mock: loads compile PTX to cubins."""
+  os_ = mock_nv_os(Config(**cfg))
+  dev = open_device("RM", 0, os_, os_.config, label="RM+NV:0")
+  dev.owned_os = os_
+  return dev
+
+
+def test_ptx_for_a_sass_gpu_without_a_compiler_names_both_tools(monkeypatch):
+  monkeypatch.setattr(PTXCompiler, "nvjitlink", lambda self: None)
+  with _sass_device(exec_path="/nonexistent") as dev:
+    with pytest.raises(hcq.DeviceError, match="needs nvJitLink .* or ptxas"):
+      dev.load(VADD_PTX)
+
+
+@pytest.mark.skipif(_ptxas_dir() is None, reason="no ptxas in hcq's cache")
+def test_ptx_is_compiled_by_ptxas_and_the_real_cubin_is_loaded():
+  with _sass_device(exec_path=_ptxas_dir()) as dev:
+    prog = dev.load(VADD_PTX, "vadd")
+    k = prog.kernel
+    assert [(p.offset, p.size) for p in k.params] == [(0, 8), (8, 8), (16, 8), (24, 4)]
+    assert prog.param_base == 0x210 and 0 < k.registers <= 255
+    # the mock runs PTX only: the SASS launch stops the channel, reported at the wait
+    buf = dev.alloc(1024)
+    with pytest.raises(hcq.QueueError, match="graphics engine exception"):
+      prog(buf, buf, buf, 256, global_size=1, local_size=256, wait=True)
