@@ -95,6 +95,11 @@ def exec_cs(x: int, y: int, z: int) -> list:
   return pkt7(op("CP_EXEC_CS"), 0, x, y, z)
 
 
+def indirect_buffer(addr, dwords: int) -> list:
+  """CP_INDIRECT_BUFFER: run `dwords` dwords of packets at addr, then continue here."""
+  return pkt7(op("CP_INDIRECT_BUFFER"), lo(addr), hi(addr), dwords)
+
+
 def wait_for_idle() -> list: return pkt7(op("CP_WAIT_FOR_IDLE"))
 
 

@@ -208,3 +208,23 @@ def test_dispatch_registers_follow_the_program():
     nd = int(regs["HLSQ_CS_NDRANGE_0"], 16)
     assert (nd >> 2 & 0x3FF, nd >> 12 & 0x3FF, nd >> 22) == (7, 1, 0)                   # local size - 1
     assert int(regs["HLSQ_CS_NDRANGE_1"], 16) == 24 and int(regs["SP_CS_CONFIG"], 16) >> 22 == 1   # 1 IBO
+
+
+def test_the_cp_runs_indirect_buffers_register_reads_and_direct_state():
+  with fresh() as dev:
+    out = dev.alloc(64)
+    ib = dev.alloc(64)
+    inner = cp.mem_write(out.va + 8, 0x5555, 0x6666)
+    ib.cpu_view[:len(inner) * 4] = struct.pack(f"<{len(inner)}I", *inner)
+    reg = a6xx.REG_A6XX_SP_CS_INSTRLEN
+    words = cp.indirect_buffer(ib.va, len(inner)) + cp.pkt4(reg, 0x1234) + cp.reg_to_mem(reg, out.va, 1, is64=False)
+    dev.wait_value(dev.submit_cp(words))
+    assert struct.unpack("<4I", dev.copyout(out, 16)) == (0x1234, 0, 0x5555, 0x6666)
+    kgsl = dev.owned_os.devices[0]
+    dev.wait_value(dev.submit_cp(cp.load_state6(adreno_pm4.ST6_CONSTANTS, adreno_pm4.SB6_CS_SHADER, 1,
+                                                payload=(1, 2, 3, 4), dst_off=5)))
+    assert kgsl.cp.consts[20:24].tolist() == [1, 2, 3, 4]            # vec4 5 = dwords 20..23
+    before = time.monotonic()
+    dev.wait_value(dev.submit_cp(cp.reg_to_mem(lower.ALWAYS_ON_COUNTER, out.va)))
+    ticks = struct.unpack("<Q", dev.copyout(out, 8))[0]
+    assert abs(ticks / 19.2e6 - before) < 5                         # the always-on counter: 19.2 MHz
