@@ -24,7 +24,7 @@ from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, Engine
 from ..hcq.runtime import HCQDevice, Submission
 from . import lower
 from .lower import COMPUTE
-from .program import IBO_DWORDS, V_CONSTS, V_IBOS, QCOMProgram, parse
+from .program import V_CONSTS, V_IBOS, QCOMProgram, parse
 
 IB_RING_SIZE = 4 << 20
 V_TIMELINE = ("var", "timeline")
@@ -203,4 +203,4 @@ class QCOMDevice(HCQDevice):
   def __repr__(self): return f"QCOMDevice({self.name})"
 
 
-__all__ = ["QCOMDevice", "KGSLEngine", "IBO_DWORDS"]
+__all__ = ["QCOMDevice", "KGSLEngine"]

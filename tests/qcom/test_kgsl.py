@@ -3,11 +3,9 @@ answers to bad requests, and submissions that fault or never signal (a clear err
 from __future__ import annotations
 
 import errno
-import os
 import struct
 import time
 
-import numpy as np
 import pytest
 
 import hcq
