@@ -114,6 +114,13 @@ def _autodetect(cfg) -> list[DeviceSpec]:
           if i.probe is not None and osi.exists(i.probe)]
 
 
+def _mock_os(vendor: str, iface: str, index: int, cfg):
+  """The MockOS that serves device `index` of vendor behind iface, for tools that drive a bring-up themselves
+  (`hcq am boot --mock`) rather than opening a device."""
+  from .mockgpu import open_mock_os  # the mock plugs in here too (as in _open_one)
+  return open_mock_os(vendor, iface, index, cfg)
+
+
 def _open_one(spec: DeviceSpec, cfg):
   driver = spec.driver
   try: module = importlib.import_module(driver.module)

@@ -52,6 +52,13 @@ class Config:
   # mock NV GPU: which GPU MOCK+NV models ("H200": GH100 with driver 580, the default; "AD102": an Ada RTX 4090;
   # "B200": a Blackwell GB100)
   nv_mock_gpu: str = "H200"
+  # microseconds between two polls of a signal over USB (USB+AMD: each poll is a USB round trip of ~100 us that
+  # holds the bus; waiting between polls leaves it to copies and launches at a latency cost of at most this much).
+  # 0 = spin (poll back to back, as the reference lineage did before AMD_USB_POLL_US). Default 100: about one round trip
+  amd_usb_poll_us: int = 100
+  # mock USB bridge faults (mockgpu/usb): "stall=3+5,timeout=7,unplug=40,transport=2-30,ur=4,crs=1,ca=9"; see
+  # parse_usb_faults for what each counts
+  usb_mock_faults: str = ""
   debug: int = 0
   # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
   exec_path: str = os.defpath
@@ -97,6 +104,43 @@ def parse_faults(spec: str) -> dict:
   return out
 
 
+USB_TRANSFER_FAULTS = ("stall", "timeout", "unplug")     # USB transfers, counted from 1
+USB_TLP_FAULTS = ("transport", "ur", "crs", "ca")         # TLP completions (0xF0 IN), counted from 1
+
+
+def parse_usb_faults(spec: str) -> dict:
+  """A mock USB bridge fault spec -> {kind: frozenset of numbers}. Numbers are single (3), joined by '+' (3+5) or
+  ranges (2-30). stall / timeout: that USB transfer (control or bulk, counted from 1 from the open) is answered with
+  STALL / never completes (the host's timeout); unplug: the bridge is gone from that transfer on. transport / ur /
+  crs / ca: that TLP's completion reports a transport error (byte 7: the firmware failed to send it, retry) /
+  unsupported request / config request retry status / completer abort. Raises ValueError naming the bad item."""
+  out: dict = {}
+  for item in spec.split(",") if spec.strip() else []:
+    key, eq, value = (part.strip() for part in item.partition("="))
+    if not eq: raise ValueError(f"USB fault spec {spec!r}: {item.strip()!r} is not key=value")
+    if key not in USB_TRANSFER_FAULTS + USB_TLP_FAULTS:
+      raise ValueError(f"USB fault spec {spec!r}: unknown fault {key!r} ({', '.join(USB_TRANSFER_FAULTS + USB_TLP_FAULTS)})")
+    if key in out: raise ValueError(f"USB fault spec {spec!r}: {key} is given twice")
+    numbers: set[int] = set()
+    for part in value.split("+"):
+      lo, dash, hi = part.partition("-")
+      if not (lo.isdigit() and int(lo) > 0 and (not dash or (hi.isdigit() and int(hi) >= int(lo)))):
+        raise ValueError(f"USB fault spec {spec!r}: {key}={value!r} is not numbers from 1 (3, 3+5, 2-30)")
+      numbers.update(range(int(lo), int(hi if dash else lo) + 1))
+    out[key] = frozenset(numbers)
+  return out
+
+
+def check_usb_faults(value) -> None:
+  if not isinstance(value, str): raise ValueError(f"{value!r} is not a USB fault spec")
+  parse_usb_faults(value)
+
+
+def check_poll_us(value) -> None:
+  if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+    raise ValueError(f"{value!r} is not a poll interval in microseconds (0..1000000, 0 = spin)")
+
+
 def check_udp_port(value) -> None:
   if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
     raise ValueError(f"{value!r} is not a UDP port (0..65535, 0 = any)")
@@ -126,10 +170,11 @@ def check_faults(value) -> None:
 
 # Config fields whose values are checked whenever a Config is made, and the variable each comes from
 CHECKS = {"bnxt_mock_port": check_udp_port, "bnxt_mock_peer": check_udp_port, "bnxt_mock_mac": check_mac,
-          "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu, "nv_mock_gpu": check_nv_mock_gpu}
+          "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu, "nv_mock_gpu": check_nv_mock_gpu,
+          "usb_mock_faults": check_usb_faults, "amd_usb_poll_us": check_poll_us}
 ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT_MOCK_PEER",
              "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS", "mock_gpu": "HCQ_MOCK_GPU",
-             "nv_mock_gpu": "HCQ_NV_MOCK_GPU"}
+             "nv_mock_gpu": "HCQ_NV_MOCK_GPU", "usb_mock_faults": "HCQ_USB_MOCK_FAULTS", "amd_usb_poll_us": "AMD_USB_POLL_US"}
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:
@@ -190,6 +235,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
     nv_mock_gpu=(env.get("HCQ_NV_MOCK_GPU") or d.nv_mock_gpu).upper(),
+    amd_usb_poll_us=_int(env, "AMD_USB_POLL_US", d.amd_usb_poll_us, hi=1_000_000),
+    usb_mock_faults=env.get("HCQ_USB_MOCK_FAULTS", ""),
     debug=_int(env, "HCQ_DEBUG", 0),
     exec_path=env.get("PATH", d.exec_path),
   )

@@ -26,6 +26,7 @@ MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ
           ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
           ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl",
           ("QCOM", "KGSL"): "a mock Adreno 630 behind /dev/kgsl-3d0"}
+MOCKED[("AMD", "PCI")] = "mock Navi 31 PCI functions (amd/am: registers, PSP, SMU, discovery in VRAM)"
 MAX_MOCK_GPUS = 16
 
 
@@ -45,6 +46,14 @@ def mock_nv_os(config=None, gpus: int = 1, gpu: str | None = None) -> MockOS:
   return os
 
 
+def mock_navi31_os(config=None, gpus: int = 1) -> MockOS:
+  """A MockOS with `gpus` mock Navi 31 PCI functions at 0000:03:00.0, 0000:04:00.0, ... (for the AM driver)."""
+  from .amd.am.gpu import add_navi31
+  os = MockOS(config)
+  for i in range(gpus): add_navi31(os, f"0000:{3 + i:02x}:00.0")
+  return os
+
+
 def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
   """A MockOS presenting device `index` of `vendor` behind `iface` (the driver then opens it as on hardware)."""
   from ..errors import DeviceError
@@ -60,6 +69,7 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
     os = MockOS(config)
     add_qcom_gpu(os)
     return os
+  if iface == "PCI" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_os(config, gpus=index + 1)
   if not 0 <= index < MAX_MOCK_GPUS:
     raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
   if vendor == "NV": return mock_nv_os(config, gpus=index + 1)

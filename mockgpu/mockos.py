@@ -23,7 +23,7 @@ import threading
 import time
 
 from ..drivers.system import libc
-from ..drivers.system.locks import lock_path
+from ..drivers.system.locks import in_use_error, lock_path
 from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
 from .memory import HostMemory
@@ -39,6 +39,7 @@ class MockLock:
 
   def __init__(self, os, path: str):
     self.os, self.path = os, path
+    self.pid = _os.getpid()   # the holder, as <proc>/locks would name it
 
   def release(self) -> None:
     with self.os._lock:
@@ -64,6 +65,7 @@ class MockOS:
     self._engines: list = []
     self._held_locks: dict[str, MockLock] = {}
     self._usb: dict[tuple[int, int], list] = {}
+    self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._ticking = threading.local()
     self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
@@ -164,7 +166,7 @@ class MockOS:
     except ValueError as e: raise DeviceError(str(e)) from None
     with self._lock:
       if path in self._held_locks:
-        raise DeviceError(f"device {pcibus} is in use: another process holds {path} (see `hcq-smi pids`)")
+        raise DeviceError(in_use_error(kind, pcibus, path, [self._held_locks[path].pid]))
       lock = self._held_locks[path] = MockLock(self, path)
       return lock
 
@@ -178,7 +180,15 @@ class MockOS:
     """opener() -> USBTransport for a mock USB device (a bridge model)."""
     self._usb.setdefault((vendor_id, product_id), []).append(opener)
 
-  def usb_open(self, vendor_id: int, product_id: int, index: int = 0):
+  def set_usb_backend(self, backend) -> None:
+    """Mock USB devices behind pyusb: usb_open() then goes through pyusb (drivers/system/usb.py) exactly as on
+    LinuxOS, with this backend (usb.backend.IBackend, e.g. mockgpu.usb.ASM24Backend) instead of libusb's."""
+    self.usb_backend = backend
+
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0, product_prefixes: tuple[str, ...] = ()):
+    if self.usb_backend is not None and (vendor_id, product_id) not in self._usb:
+      from ..drivers.system.usb import PyUSBTransport
+      return PyUSBTransport.open(vendor_id, product_id, index, backend=self.usb_backend, product_prefixes=product_prefixes)
     found = self._usb.get((vendor_id, product_id), [])
     if index >= len(found):
       raise DeviceError(f"mock USB: no device {vendor_id:04x}:{product_id:04x} #{index} ({len(found)} present)")

@@ -149,6 +149,10 @@ class PCIFunction:
         pos = offset + i
         if pos >= CONFIG_SIZE or any(lo <= pos < hi for lo, hi in _READ_ONLY): continue
         self.config[pos] = b
+      for index in range(regs.PCI_STD_NUM_BARS):   # a BAR register with no BAR behind it is hardwired to 0
+        upper = index - 1 in self.bars and self.bars[index - 1].is_64
+        if index not in self.bars and not upper and offset < _bar_reg(index) + 4 and offset + len(data) > _bar_reg(index):
+          struct.pack_into("<I", self.config, _bar_reg(index), 0)
       for index, bar in self.bars.items():
         reg = _bar_reg(index)
         if offset < reg + 4 and offset + len(data) > reg:

@@ -1,9 +1,10 @@
-"""The AMD driver: AMDDevice on the HCQ runtime, over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI and USB
-later, each in its own module).
+"""The AMD driver: AMDDevice on the HCQ runtime, over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI: AM,
+the GPU booted by hcq itself, am/; USB later).
 
   device.py     AMDDevice: engines "compute" (PM4) and "copy" (SDMA), launches with register-state reuse, scratch,
                 code-object loading, bound launches as INDIRECT_BUFFERs, the interrupt a blocked wait asks for
-  iface.py      the contract between AMDDevice and an iface; kfd.py: KFDIface (kfd_events.py: the event page)
+  iface.py      the contract between AMDDevice and an iface; kfd.py: KFDIface (kfd_events.py: the event page);
+                am/iface.py: AMIface
   program.py    AMDProgram: code object kernel -> COMPUTE_* registers, user SGPRs, per-shape command buffers
   kernargs.py   the runtime's argument layout for code object v5 (explicit and hidden kernel arguments)
   lower.py      queue programs (hcq.compiler.queue) -> PM4 / SDMA packets by pattern matchers
@@ -20,7 +21,10 @@ from ..hcq.registry import Driver, Interface
 DRIVER = Driver(
   vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100, gfx1200, gfx942)", default="KFD",
   interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
-                        probe="/dev/kfd"),))
+                        probe="/dev/kfd"),
+              Interface("PCI", "from userspace over PCI (AM: hcq boots the GPU itself; gfx1100 / Navi 31 only so far, "
+                        "amdgpu unbound)",
+                        mocks=("MOCKPCI",))))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):
@@ -29,7 +33,10 @@ def open_device(iface: str, index: int, os, config, label: str | None = None):
   if iface == "KFD":
     from .kfd import KFDIface
     return AMDDevice(KFDIface(os, index, config, label=label), os, config)
-  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD)")
+  if iface == "PCI":
+    from .am.device import open_am
+    return open_am(os, index, config, label)
+  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD, PCI)")
 
 
 def __getattr__(name):

@@ -71,12 +71,13 @@ class AMDDevice(HCQDevice):
     return mem.va, mem.cpu
 
   def _setup(self) -> None:
-    qd_va, _ = self._host_memory(0x1000)   # a zeroed amd_queue_t for kernels that ask for the queue pointer
-    self.queue_desc_va = qd_va
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
     self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
                                     sdma=self.sdma)
     self._start_runtime()
+    # the amd_queue_t kernels get as their queue pointer (queue_ptr, hidden_queue_ptr): an AQL queue's own, else a
+    # zeroed one
+    self.queue_desc_va = self.compute.ring.hwq.gart.va if self.aql else self._host_memory(0x1000)[0]
     irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
                              sdma=self.sdma)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt

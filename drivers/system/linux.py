@@ -14,7 +14,7 @@ import time
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import held_flocks, lock_path
+from .locks import FileKey, held_flocks, in_use_error, lock_path
 
 # The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
 # is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
@@ -363,11 +363,21 @@ class LinuxOS:
         raise OSCallError("fchmod", path, e.errno) from None
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
-      os.close(fd)
       if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN):
-        raise DeviceError(f"device {pcibus} is in use: another process holds {path} (see `hcq-smi pids`)") from None
+        pids = self._flock_holders(fd)
+        os.close(fd)
+        raise DeviceError(in_use_error(kind, pcibus, path, pids)) from None
+      os.close(fd)
       raise OSCallError("flock", path, e.errno) from None
     return FlockLock(path, fd)
+
+  def _flock_holders(self, fd: int) -> list[int]:
+    """The pids holding an flock on the file open at fd, from <proc>/locks (empty when procfs cannot tell)."""
+    st = os.fstat(fd)
+    key = FileKey(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    try: text = self.proc_read("locks")
+    except OSCallError: return []
+    return [e.pid for e in held_flocks(text) if e.key == key and e.pid > 0]
 
   def eventfd(self, initval: int = 0) -> EventFD:
     try: fd = os.eventfd(initval, os.EFD_CLOEXEC)
@@ -375,9 +385,9 @@ class LinuxOS:
     return EventFD("eventfd", fd)
 
   # ---- USB
-  def usb_open(self, vendor_id: int, product_id: int, index: int = 0):
+  def usb_open(self, vendor_id: int, product_id: int, index: int = 0, product_prefixes: tuple[str, ...] = ()):
     from .usb import PyUSBTransport
-    return PyUSBTransport.open(vendor_id, product_id, index)
+    return PyUSBTransport.open(vendor_id, product_id, index, product_prefixes=product_prefixes)
 
   # ---- time
   def monotonic(self) -> float: return time.monotonic()

@@ -9,6 +9,7 @@ import re
 from .pciaddr import is_valid
 
 LOCK_KINDS = ("am", "nv", "bnxt")
+SMI_BACKEND = {"am": "amd"}     # the hcq-smi backend of a lock kind, where the names differ (smi/backends.py)
 
 
 def lock_name(kind: str, pcibus: str) -> str:
@@ -67,3 +68,13 @@ def parse_lock_lines(text: str, fdinfo: bool = False) -> list[LockEntry]:
 def held_flocks(text: str, fdinfo: bool = False) -> list[LockEntry]:
   """The granted (not waiting) flock entries among the lock lines of text."""
   return [e for e in parse_lock_lines(text, fdinfo) if e.kind == "FLOCK" and not e.waiting]
+
+
+def in_use_error(kind: str, pcibus: str, path: str, pids) -> str:
+  """The message a second process gets for a device another one holds: the holder's pid when the lock lines show
+  it, and how to free the device (hcq-smi finds holders the same way: smi/holders.py)."""
+  pids = sorted(set(pids))
+  smi = SMI_BACKEND.get(kind, kind)
+  who = f"held by pid {', '.join(map(str, pids))}" if pids else "held by another process"
+  return (f"device {pcibus} is in use: {who} ({path}; `hcq-smi {smi} pids` lists holders, "
+          f"`hcq-smi {smi} kill_pids` frees it)")

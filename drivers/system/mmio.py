@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 
+from ...errors import DeviceError
 from .interface import MMIOView
 
 
@@ -27,3 +28,15 @@ class MappedMMIO(MMIOView):
   def write64(self, offset: int, value: int) -> None:
     self._check(offset, 8)
     ctypes.c_uint64.from_address(self.addr + offset).value = value & 0xFFFFFFFFFFFFFFFF
+
+  def read(self, offset: int, size: int) -> bytes:
+    """Bytes at any offset and size (a memory BAR such as VRAM): the same call as TLPMMIO.read over a USB bridge."""
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"{self.name}: access of {size} bytes at {offset:#x} is outside the {self.size:#x}-byte window")
+    return ctypes.string_at(self.addr + offset, size)
+
+  def write(self, offset: int, data: bytes) -> None:
+    data = bytes(data)
+    if offset < 0 or offset + len(data) > self.size:
+      raise DeviceError(f"{self.name}: access of {len(data)} bytes at {offset:#x} is outside the {self.size:#x}-byte window")
+    ctypes.memmove(self.addr + offset, data, len(data))

@@ -6,7 +6,18 @@ documentation recommends for tests: usb.backend.IBackend is the one interface ev
 """
 from __future__ import annotations
 
+import errno as _errno
+
 from ...errors import DeviceError, Timeout
+
+
+class USBStall(DeviceError):
+  """The device answered a transfer with STALL (libusb's LIBUSB_ERROR_PIPE, errno EPIPE): it refused the request;
+  nothing was done, so a caller may clear the halt and try again."""
+
+
+class USBGone(DeviceError):
+  """The device is no longer there (unplugged: LIBUSB_ERROR_NO_DEVICE, errno ENODEV); every later call fails too."""
 
 
 def _pyusb():
@@ -21,12 +32,16 @@ def _pyusb():
 class PyUSBTransport:
   """One opened USB device: interface `interface` claimed, configuration set. Errors name the device."""
 
-  def __init__(self, device, name: str, interface: int = 0):
-    self.device, self.name, self.interface = device, name, interface
+  def __init__(self, device, name: str, interface: int = 0, product: str | None = None):
+    self.device, self.name, self.interface, self.product = device, name, interface, product
 
   @classmethod
-  def open(cls, vendor_id: int, product_id: int, index: int = 0, backend=None, interface: int = 0) -> "PyUSBTransport":
-    """Open the index-th device with this vendor:product id (in the backend's enumeration order)."""
+  def open(cls, vendor_id: int, product_id: int, index: int = 0, backend=None, interface: int = 0,
+           product_prefixes: tuple[str, ...] = ()) -> "PyUSBTransport":
+    """Open the index-th device with this vendor:product id (in the backend's enumeration order). With
+    product_prefixes, its product string (iProduct) must start with one of them (a bridge running other firmware
+    shares the ids): refused with the string it has otherwise. A kernel driver bound to the interface (uas,
+    usb-storage) is detached first."""
     usb = _pyusb()
     ident = f"USB device {vendor_id:04x}:{product_id:04x}"
     try: found = list(usb.core.find(find_all=True, idVendor=vendor_id, idProduct=product_id, backend=backend))
@@ -38,6 +53,7 @@ class PyUSBTransport:
       raise DeviceError(f"{ident} index {index}: not found ({len(found)} such device{'s' if len(found) != 1 else ''} present)")
     dev = found[index]
     name = f"{ident} at usb:{getattr(dev, 'bus', '?')}-{getattr(dev, 'address', '?')}"
+    product = cls._product(dev, name, product_prefixes) if product_prefixes else None
     try:
       try:
         if dev.is_kernel_driver_active(interface): dev.detach_kernel_driver(interface)
@@ -47,12 +63,28 @@ class PyUSBTransport:
     except usb.core.USBError as e:
       usb.util.dispose_resources(dev)
       raise DeviceError(f"{name}: cannot claim interface {interface}: {e}") from None
-    return cls(dev, name, interface)
+    return cls(dev, name, interface, product)
+
+  @staticmethod
+  def _product(dev, name: str, prefixes: tuple[str, ...]) -> str:
+    usb = _pyusb()
+    try: product = usb.util.get_string(dev, dev.iProduct) or ""
+    except (usb.core.USBError, ValueError) as e:
+      usb.util.dispose_resources(dev)
+      raise DeviceError(f"{name}: cannot read the product string: {e}") from None
+    if not product.startswith(tuple(prefixes)):
+      usb.util.dispose_resources(dev)
+      raise DeviceError(f"{name}: product {product!r} does not start with {' or '.join(map(repr, prefixes))} "
+                        f"(not the expected firmware)")
+    return product
 
   def _fail(self, what: str, e, timeout_ms: int):
     usb = _pyusb()
     if isinstance(e, getattr(usb.core, "USBTimeoutError", ())) or getattr(e, "errno", None) == 110:
       raise Timeout(f"{self.name}: {what}", timeout_s=timeout_ms / 1000) from None
+    if getattr(e, "errno", None) == _errno.EPIPE: raise USBStall(f"{self.name}: {what} failed: the device stalled it ({e})") from None
+    if getattr(e, "errno", None) == _errno.ENODEV:
+      raise USBGone(f"{self.name}: {what} failed: the device is gone (unplugged?): {e}") from None
     raise DeviceError(f"{self.name}: {what} failed: {e}") from None
 
   def control(self, bm_request_type: int, b_request: int, w_value: int, w_index: int, data_or_length, timeout_ms: int = 1000):
@@ -76,10 +108,19 @@ class PyUSBTransport:
     try: return bytes(self.device.read(endpoint, size, timeout_ms))
     except usb.core.USBError as e: self._fail(f"bulk read of {size} bytes from endpoint {endpoint:#04x}", e, timeout_ms)
 
+  def clear_halt(self, endpoint: int) -> None:
+    """Clear a stalled bulk endpoint (CLEAR_FEATURE(ENDPOINT_HALT)) so the next transfer can go through."""
+    usb = _pyusb()
+    try: self.device.clear_halt(endpoint)
+    except usb.core.USBError as e: self._fail(f"clear halt of endpoint {endpoint:#04x}", e, 1000)
+
   def close(self) -> None:
     if self.device is None: return
     usb = _pyusb()
     try: usb.util.release_interface(self.device, self.interface)
+    except usb.core.USBError as e:
+      if getattr(e, "errno", None) != _errno.ENODEV: self._fail(f"release of interface {self.interface}", e, 1000)
+      # an unplugged device has no interface left to release: closing it only frees our side
     finally:
       usb.util.dispose_resources(self.device)
       self.device = None

@@ -160,3 +160,44 @@ def test_the_copy_engine_takes_the_sdma_version_of_the_part(target, major):
   finally:
     d.close()
     os.close()
+
+
+def test_without_ip_discovery_the_versions_follow_the_gfx_target(fake_dev):
+  """A kernel without amdgpu's ip_discovery sysfs (before 5.19; the fake KFD has none): GC from the gfx target
+  (gfx94x is GC 9.4.3), SDMA's major from GC's."""
+  from hcq.drivers.amd.kfd import KFDIface
+  dev, _ = fake_dev
+  assert (dev.iface.gc_ip, dev.iface.sdma_ip, dev.regs.ip, dev.sdma.major) == ((11, 0, 0), (6, 0, 0), (11, 0, 0), 6)
+  assert KFDIface._gc_from_gfx(90402) == (9, 4, 3) and KFDIface._gc_from_gfx(120001) == (12, 0, 0)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])
+def test_a_single_xcc_gfx942_runs_pm4_with_its_gfx9_registers(threaded):
+  """gfx942 on one XCC takes a PM4 queue: gc 9.4.3's registers (COMPUTE_PGM_RSRC3 at 0x22d), no CS_W32_EN, soc15
+  cache packets, wave64 in the mock."""
+  import dataclasses
+  d, os = _device(dataclasses.replace(GPUProperties.for_target("gfx942"), num_xcc=1), threaded, target="gfx942")
+  try:
+    seen = []
+    os.devices[0].gpus[0].dispatch_observers.append(lambda q, launch: seen.append(launch))
+    assert not d.aql and d.compute.ring.hwq.kind == "compute"
+    for name in ("vadd", "private_array", "matmul_tiled"): _run(d, name)
+    assert all(l["wave_size"] == 64 and 0x22D in l["sh"] and not l["sh"].get(0x228) for l in seen)
+    assert any(l["rsrc3"] for l in seen)                  # gfx942 kernels carry ACCUM_OFFSET in RSRC3
+  finally:
+    d.close()
+    os.close()
+
+
+def test_kernels_get_the_aql_queues_own_amd_queue_t_as_queue_pointer(aql_dev):
+  """queue_ptr / hidden_queue_ptr point at the AQL queue's amd_queue_t (the one describe_queue fills); a PM4 device
+  keeps a zeroed one of its own."""
+  import struct
+  hwq = aql_dev.compute.ring.hwq
+  assert aql_dev.queue_desc_va == hwq.gart.va
+  assert struct.unpack_from("<Q", hwq.gart.cpu, aql.Q_BASE_ADDRESS)[0] == hwq.ring.va
+  d, os = _device()
+  try: assert d.queue_desc_va not in (0, d.compute.ring.hwq.gart.va)
+  finally:
+    d.close()
+    os.close()

@@ -544,3 +544,22 @@ def test_div_fmas_f64_rounds_a_denormal_quotient_once():
   exact = (Fraction(s0) * Fraction(s1) + Fraction(s2)) * Fraction(2) ** -128
   assert float(exact) == (2**14 + 1) * 2.0**-1074
   assert (_f64_of(v1, v3) == float(exact)).all()
+
+
+def test_64bit_result_of_scalar_operands_as_an_address_under_partial_exec():
+  """A 64-bit VALU result computed from scalar operands only (one value for the whole wave) is a per-lane register
+  pair like any other (RDNA3 ISA V_LSHLREV_B64): used as a GLOBAL address by the lanes EXEC enables, the others
+  keep their registers."""
+  vals = np.arange(32, dtype=np.uint32) + 100
+  v1, v3 = run("""
+    v_mov_b32 v4, 7
+    s_mov_b32 exec_lo, 0xffff
+    v_lshlrev_b64 v[4:5], 0, s[2:3]
+    global_load_b32 v1, v[4:5], off offset:4
+    s_waitcnt vmcnt(0)
+    s_mov_b32 exec_lo, -1
+    v_mov_b32 v3, v4
+  """, ins=[vals])
+  lane = np.arange(32)
+  np.testing.assert_array_equal(v1, np.where(lane < 16, vals[1], 0))
+  assert (v3[16:] == 7).all() and len(set(v3[:16])) == 1 and v3[0] != 7

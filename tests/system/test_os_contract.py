@@ -297,6 +297,7 @@ class TestKernel:
     res = q.get(timeout=30)
     p.join(30)
     assert res.startswith("DeviceError") and "am_0000:03:00.0.lock" in res and "0000:03:00.0 is in use" in res
+    if kernel_os.os.config.proc_root == "/proc": assert f"held by pid {os.getpid()}" in res
     lock.release()
     p = ctx.Process(target=_try_lock_in_child, args=(kernel_os.impl.make, kernel_os.os.config, q))
     p.start()

@@ -221,7 +221,9 @@ class Gen:
     result zero-extended to the whole register, as gfx9 writes most of them)."""
     t = self.tmp()
     if ty in WIDE:
-      self.emit(f"{t} = R.bits64({expr})")
+      # every lane's value (a 64-bit result of uniform operands is one column until broadcast): a later 64-bit read
+      # of the pair (an address) must see the lanes' shape, as a 32-bit write gets it from R.vfix
+      self.emit(f"{t} = R.lanes_shaped(R.bits64({expr}), nl)")
       # lazily (see vpending): a pending write of the same pair under the same EXEC is simply replaced (it wrote
       # the same lanes); pairs overlapping this one get their halves first
       for q in (r - 1, r, r + 1): self.wide.pop(q, None)

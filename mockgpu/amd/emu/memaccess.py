@@ -41,7 +41,10 @@ class MemAccess:
   # -- global --
   def _active(self, addr, em, ef):
     addr = np.asarray(addr, u64)
-    return addr if ef else addr[em]
+    if ef: return addr
+    # an address every lane shares (a uniform 64-bit value kept as one column, (n, 1)) is each active lane's
+    if addr.shape != em.shape: addr = np.broadcast_to(addr, em.shape)
+    return addr[em]
 
   def _target(self, rng, dtype, shift: int):
     """(array, base address) to index global memory with: the mapped range's own view when the access stays in one

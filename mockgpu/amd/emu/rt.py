@@ -70,6 +70,12 @@ def all_ones(mask: np.ndarray) -> bool:
   return bool(np.bitwise_and.reduce(mask, axis=None) == FULL)
 
 
+def lanes_shaped(x, shape: tuple) -> np.ndarray:
+  """x with the lanes' shape (n, L): itself when it has it, else a read-only broadcast view (no copy)."""
+  x = np.asarray(x)
+  return x if x.shape == shape else np.broadcast_to(x, shape)
+
+
 def vfix(x, shape: tuple) -> np.ndarray:
   """A VALU result as a fresh, writable (n, L) array (shape = (n, L))."""
   if isinstance(x, np.ndarray) and x.shape == shape and x.dtype == u32 and x.flags.writeable: return x
@@ -169,6 +175,13 @@ def f64bits(x) -> np.ndarray:
 def ibits(x) -> np.ndarray:
   """An integer-typed result as u32 (wraps)."""
   return np.asarray(x).astype(u32)
+
+
+def ibits_new(x) -> np.ndarray:
+  """An integer-typed result that is a new array (never a register) as u32: converted only when it is not u32
+  already (ibits copies always)."""
+  x = np.asarray(x)
+  return x if x.dtype == u32 else x.astype(u32)
 
 
 def ibits64(x) -> np.ndarray:

@@ -1,0 +1,57 @@
+"""AM boot time: hcq.open("MOCKPCI+AMD") (discovery, GMC, IH, PSP loading AMD's real firmware, SMU, RLC autoload,
+queues) and the first kernel (the demo's empty one) to its end, in a fresh process each round (a cold start: imports
+included), and the same inside one process (the boot alone, warm imports).
+
+    HCQ_FIRMWARE_DIR=<firmware-amd-graphics 20230210-5 lib/firmware/amdgpu> .venv/bin/python bench/am_boot.py [--rounds 3]
+
+The firmware folder: `python -c "from hcq.autogen import fwpackage; from hcq.config import from_env;
+print(fwpackage.firmware_dir(from_env().autogen_cache))"` fetches and prints it. Any other spec (PCI+AMD on hardware)
+may be given with --device."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+CHILD = """
+import time
+t0 = time.perf_counter()
+import hcq
+from hcq.drivers.amd.kernels import demo_code_object
+with hcq.open({device!r}) as dev:
+  t1 = time.perf_counter()
+  dev.load(demo_code_object(), "empty")(global_size=(1,), local_size=(1,), wait=True)
+  t2 = time.perf_counter()
+print(f"{{t1 - t0:.4f}} {{t2 - t0:.4f}}")
+"""
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--device", default="MOCKPCI+AMD")
+  ap.add_argument("--rounds", type=int, default=3)
+  args = ap.parse_args(argv)
+  cold = []
+  for _ in range(args.rounds):
+    out = subprocess.run([sys.executable, "-c", CHILD.format(device=args.device)], capture_output=True, text=True, check=False)
+    if out.returncode: raise SystemExit(f"am_boot: the child failed:\n{out.stderr.strip()}")
+    cold.append(tuple(map(float, out.stdout.split())))
+  import hcq
+  from hcq.drivers.amd.kernels import demo_code_object
+  warm = []
+  for _ in range(args.rounds):
+    t0 = time.perf_counter()
+    with hcq.open(args.device) as dev:
+      t1 = time.perf_counter()
+      dev.load(demo_code_object(), "empty")(global_size=(1,), local_size=(1,), wait=True)
+      warm.append((t1 - t0, time.perf_counter() - t0))
+  best = lambda xs, i: min(x[i] for x in xs)
+  print(f"{args.device}: cold process: open {best(cold, 0):.3f} s, first kernel done {best(cold, 1):.3f} s "
+        f"(best of {args.rounds})")
+  print(f"{args.device}: in-process: open {best(warm, 0):.3f} s, first kernel done {best(warm, 1):.3f} s")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

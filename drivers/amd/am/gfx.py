@@ -1,0 +1,20 @@
+"""GFX (GC 11.0.0): after PSP's AUTOLOAD_RLC the RLC boots the GFX firmware (IMU, RLC, CP/MEC, MES) itself; the driver
+waits for RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE (bounded, named).
+
+Not yet done here: compute queues (MQD/HQD through GRBM_GFX_CNTL, or MES), SH_MEM apertures, the CP doorbell range.
+The mock does not model the CP behind them either, so `hcq am boot` stops after this block.
+"""
+from __future__ import annotations
+
+from .block import IPBlock
+
+
+class GFX(IPBlock):
+  name = "gfx"
+
+  def hw_init(self) -> None:
+    r = self.dev.gc_regs
+    self.step("wait for RLC autoload (RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE)")
+    done = r.mask("RLC_RLCS_BOOTLOAD_STATUS", "BOOTLOAD_COMPLETE")
+    r.wait("RLC_RLCS_BOOTLOAD_STATUS", done, done)
+    self.step("RLC autoload complete: GFX firmware running")

@@ -1,0 +1,136 @@
+"""GMC: the memory controller's two VM hubs (MMHUB for SDMA/PSP/IH clients, the GC hub for shaders and the CP),
+their 4-level GPU page tables for VMID 0, and TLB invalidation.
+
+Page tables (gfx10/11 layout): PDB2 -> PDB1 -> PDB0 -> PTB, indexed by VA bits 47:39, 38:30, 29:21, 20:12 of the
+address relative to the context's PAGE_TABLE_START; 512 eight-byte entries a level, 4 KiB pages. A PDE holds the
+next table's MC address | VALID. A PTE holds the page's address (MC for VRAM, bus/physical for system memory) with
+the flags below, whose values are those of Linux's amdgpu_vm.h (AMDGPU_PTE_*: hardware facts; amdgpu_vm.h is not in
+hcq's autogen yet). CONTEXT0_CNTL.PAGE_TABLE_DEPTH = 3 says four levels.
+
+TLB invalidation uses engine 17 of each hub: take its semaphore (MMHUB: a read returns 1 when taken), write REQ with
+the VMID bit and the levels to drop, wait for that VMID's bit in ACK, release the semaphore. Each wait is bounded and
+names its register.
+"""
+from __future__ import annotations
+
+from .block import IPBlock
+
+PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
+PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = 1 << 4, 1 << 5, 1 << 6
+PDE_PTE = 1 << 54
+def PTE_FRAG(x: int) -> int: return (x & 0x1F) << 7
+def PTE_MTYPE_NV10(x: int) -> int: return (x & 7) << 48
+MTYPE_UC = 3
+PTE_RWX = PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
+ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
+VM_BASE, VM_SIZE = 0x2000_0000_0000, 1 << 44     # the GPU VA range AM hands out (mirrored in the process)
+INV_ENGINE = 17
+
+
+class Hub:
+  def __init__(self, regs, vm: str, mc: str, semaphore: bool):
+    self.regs, self.vm, self.mc, self.semaphore = regs, vm, mc, semaphore
+
+  def program(self, fb_base: int, fb_end: int, root_mc: int, dummy_mc: int) -> None:
+    r, vm, mc = self.regs, self.vm, self.mc
+    r.write(f"{mc}_VM_AGP_BOT", 0xFFFFFF)     # AGP aperture off (BOT > TOP)
+    r.write(f"{mc}_VM_AGP_TOP", 0)
+    r.write(f"{mc}_VM_SYSTEM_APERTURE_LOW_ADDR", fb_base >> 18)
+    r.write(f"{mc}_VM_SYSTEM_APERTURE_HIGH_ADDR", fb_end >> 18)
+    r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", (dummy_mc >> 12) & 0xFFFFFFFF)
+    r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", dummy_mc >> 44)
+    start, end = VM_BASE >> 12, (VM_BASE + VM_SIZE - 1) >> 12
+    r.write(f"{vm}_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", start & 0xFFFFFFFF)
+    r.write(f"{vm}_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", start >> 32)
+    r.write(f"{vm}_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", end & 0xFFFFFFFF)
+    r.write(f"{vm}_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", end >> 32)
+    r.write(f"{vm}_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", (root_mc | PTE_VALID) & 0xFFFFFFFF)
+    r.write(f"{vm}_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32", root_mc >> 32)
+    for eng in range(18):     # every invalidation engine covers the whole address range
+      r.write(f"{vm}_INVALIDATE_ENG{eng}_ADDR_RANGE_LO32", 0xFFFFFFFF)
+      r.write(f"{vm}_INVALIDATE_ENG{eng}_ADDR_RANGE_HI32", 0x1F)
+    r.write(f"{vm}_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3)
+
+  def flush_tlb(self, vmid: int = 0) -> None:
+    r, eng = self.regs, f"{self.vm}_INVALIDATE_ENG{INV_ENGINE}"
+    if self.semaphore: r.wait(f"{eng}_SEM", 1, 1)
+    r.write(f"{eng}_REQ", PER_VMID_INVALIDATE_REQ=1 << vmid, FLUSH_TYPE=0, INVALIDATE_L2_PTES=1, INVALIDATE_L2_PDE0=1,
+            INVALIDATE_L2_PDE1=1, INVALIDATE_L2_PDE2=1, INVALIDATE_L1_PTES=1)
+    r.wait(f"{eng}_ACK", 1 << vmid, 1 << vmid)
+    if self.semaphore: r.write(f"{eng}_SEM", 0)
+
+
+class GMC(IPBlock):
+  name = "gmc"
+
+  def sw_init(self) -> None:
+    d = self.dev
+    self.fb_base = (d.mmhub_regs.read("MMMC_VM_FB_LOCATION_BASE") & 0xFFFFFF) << 24
+    self.fb_end = ((d.mmhub_regs.read("MMMC_VM_FB_LOCATION_TOP") & 0xFFFFFF) << 24) | 0xFFFFFF
+    d.vram.fb_base = self.fb_base
+    self.step(f"framebuffer at MC {self.fb_base:#x}..{self.fb_end:#x}")
+    self.root = d.vram.alloc(0x1000, "page directory (PDB2)")
+    self.dummy = d.vram.alloc(0x1000, "fault page")
+    self.hubs = {"MMHUB": Hub(d.mmhub_regs, "MMVM", "MMMC", True), "GC": Hub(d.gc_regs, "GCVM", "GCMC", False)}
+
+  def hw_init(self) -> None:
+    for name, hub in self.hubs.items():
+      self.step(f"{name} VM context 0 (4-level page tables at MC {self.root.mc:#x})")
+      hub.program(self.fb_base, self.fb_end, self.root.mc, self.dummy.mc)
+    self.flush_tlb()
+
+  def flush_tlb(self) -> None:
+    for hub in self.hubs.values(): hub.flush_tlb(0)
+
+  # ---- page tables
+  def _entry(self, table_off: int, index: int) -> int:
+    return int.from_bytes(self.dev.vram.read(table_off + index * 8, 8), "little")
+
+  def _set(self, table_off: int, index: int, value: int) -> None:
+    self.dev.vram.write(table_off + index * 8, value.to_bytes(8, "little"))
+
+  def map(self, va: int, addrs, system: bool, flags: int = PTE_RWX, flush: bool = True) -> None:
+    """Map 4 KiB pages at va: addrs are each page's address (VRAM offsets, or bus addresses of system memory)."""
+    from ....errors import DeviceError
+    d = self.dev
+    n = len(addrs)
+    if not VM_BASE <= va <= va + n * 0x1000 <= VM_BASE + VM_SIZE or va & 0xFFF:
+      raise DeviceError(f"{d.label}: GPU VA {va:#x}+{n * 0x1000:#x} is outside the VM range {VM_BASE:#x}+{VM_SIZE:#x} "
+                        f"or unaligned")
+    flags |= PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0
+    base = 0 if system else self.fb_base
+    ptb, ptb_key = None, None
+    for i, addr in enumerate(addrs):
+      rel = va + i * 0x1000 - VM_BASE
+      if rel >> 21 != ptb_key:          # the page table of this 2 MiB: found (or made) once for its 512 pages
+        ptb, ptb_key = self._table_of(rel), rel >> 21
+      self._set(ptb, (rel >> 12) & 0x1FF, ((base + addr) & ADDR_MASK) | flags)
+    if flush:
+      d.nbio.hdp_flush()
+      self.flush_tlb()
+
+  def _table_of(self, rel: int) -> int:
+    """VRAM offset of the page table (PTB) covering rel (VA - VM_BASE), making the directories on the way."""
+    table = self.root.offset
+    for level in (3, 2, 1):
+      idx = (rel >> (12 + 9 * level)) & 0x1FF
+      e = self._entry(table, idx)
+      if not e & PTE_VALID:
+        t = self.dev.vram.alloc(0x1000, f"page table level {4 - level}")
+        e = t.mc | PTE_VALID
+        self._set(table, idx, e)
+      table = (e & ADDR_MASK) - self.fb_base
+    return table
+
+  def unmap(self, va: int, pages: int) -> None:
+    """Clear the PTEs of `pages` 4 KiB pages at va (tables stay), then flush the TLBs."""
+    for i in range(pages):
+      rel = va + i * 0x1000 - VM_BASE
+      table = self.root.offset
+      for level in (3, 2, 1):
+        e = self._entry(table, (rel >> (12 + 9 * level)) & 0x1FF)
+        if not e & PTE_VALID: break
+        table = (e & ADDR_MASK) - self.fb_base
+      else: self._set(table, (rel >> 12) & 0x1FF, 0)
+    self.dev.nbio.hdp_flush()
+    self.flush_tlb()

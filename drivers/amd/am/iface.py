@@ -1,0 +1,179 @@
+"""AMIface: AMDDevice's iface (drivers/amd/iface.py) on a GPU that AM booted: memory mapped by AM's own page tables,
+compute and SDMA queues programmed straight into the hardware queue registers, doorbells in BAR2, interrupts read
+from the IH ring.
+
+- Memory: GPU VA == CPU VA. Every allocation is host memory (shared anonymous pages at a fixed address in AM's VA
+  range, their physical addresses from pagemap) mapped into VMID 0 as system pages, whatever its kind: a first
+  version that needs no VRAM manager and that the CPU always sees. (VRAM for buffers is the next step.)
+- Compute queue: HQD me 1 pipe 0 queue 0 selected through GRBM_GFX_CNTL; CP_HQD_PQ_BASE (ring >> 8), QUEUE_SIZE =
+  log2(ring dwords) - 1, the read-pointer report and write-pointer poll addresses, the doorbell (offset in dwords,
+  enabled), the EOP buffer, VMID 0, then CP_HQD_ACTIVE (Linux gfx_v11_0.c programs the same registers from its MQD).
+- SDMA queue: SDMA0_QUEUE0_RB_* (ring >> 8, RB_SIZE = log2(ring dwords), read-pointer write-back) and its doorbell.
+- Interrupts: the queues' end-of-pipe / trap interrupts carry event_id; wait_events polls the IH ring (raising
+  hcq.GPUFault for a VM fault, with its address) until one carries it or the time is up.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ....errors import DeviceError
+from ..kfd import RPTR_OFFSET, WPTR_OFFSET
+from .device import AMDev, find_functions
+from .gmc import VM_BASE, VM_SIZE
+
+PAGE = 0x1000
+EVENT_ID = 1
+DOORBELL_COMPUTE, DOORBELL_SDMA = 3, 0x100     # 64-bit doorbell indices (AMDGPU_NAVI10_DOORBELL_MEC_RING0, sDMA_ENGINE0)
+CP_EOP, SDMA_TRAP = (0x14, 181), (0x08, 224)  # (IH client, source) of the interrupts the queues raise (soc21 ids)
+
+
+@dataclasses.dataclass
+class Mem:
+  va: int
+  size: int
+  cpu: memoryview | None
+
+
+@dataclasses.dataclass
+class HWQueue:
+  kind: str
+  queue_id: int
+  ring: Mem
+  gart: Mem
+  doorbell_offset: int
+  rptr_offset: int = RPTR_OFFSET
+  wptr_offset: int = WPTR_OFFSET
+
+
+def _log2(n: int) -> int: return n.bit_length() - 1
+
+
+class AMIface:
+  name = "PCI"
+
+  def __init__(self, os, index: int, config, label: str | None = None, trace=None):
+    self.os, self.config = os, config
+    found = find_functions(os)
+    self.label = label or f"PCI+AMD:{index}"
+    if index >= len(found):
+      raise DeviceError(f"{self.label}: {len(found)} AMD GPU(s) AM can boot ({', '.join(found) or 'none'}); no device {index}")
+    self.am = AMDev(os, found[index], config, label=f"{self.label} ({found[index]})", trace=trace)
+    self.label = self.am.label
+    self._mems: dict[int, Mem] = {}
+    self._queues: list[HWQueue] = []
+    self._next_va = VM_BASE + (1 << 32)
+    try: self._setup()
+    except BaseException:
+      self.close()
+      raise
+
+  def _setup(self) -> None:
+    gc = self.am.discovery.gc_info
+    cu_per_sh = 2 * (gc.get("gc_num_wgp0_per_sa", 0) + gc.get("gc_num_wgp1_per_sa", 0))
+    sa = gc.get("gc_num_sa_per_se", 1) * gc.get("gc_num_se", 1)
+    major, minor, rev = self.am.discovery.version_of("GC")
+    self.arch = f"gfx{major}{minor:x}{rev:x}"
+    # the IP versions the discovery table reports select the driver's register and packet tables (AMDIface)
+    self.gc_ip = (major, minor, rev)
+    self.sdma_ip = tuple(self.am.discovery.version_of("SDMA0"))
+    self.props = {"gfx_target_version": major * 10000 + minor * 100 + rev, "simd_count": sa * cu_per_sh * 2,
+                  "simd_per_cu": 2, "array_count": sa, "simd_arrays_per_engine": gc.get("gc_num_sa_per_se", 1),
+                  "cu_per_simd_array": cu_per_sh, "max_waves_per_simd": gc.get("gc_max_waves_per_simd", 16),
+                  "lds_size_in_kb": gc.get("gc_lds_size", 64), "max_slots_scratch_cu": gc.get("gc_max_scratch_slots_per_cu", 32),
+                  "wave_front_size": gc.get("gc_wave_size", 32), "num_xcc": 1}
+    self.event_id = EVENT_ID
+    self.mailbox = self.alloc(PAGE, kind="gtt")
+    self.mailbox_va = self.mailbox.va
+    self.doorbells = self.am.pci.doorbell
+
+  # ---- memory
+  def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
+    if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
+    size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
+    va = self._next_va
+    if va + size > VM_BASE + VM_SIZE: raise DeviceError(f"{self.label}: GPU VA range exhausted ({size:#x} bytes asked)")
+    self._next_va = va + size + PAGE        # a guard page between allocations
+    addr = self.os.alloc_anon(size, addr=va, shared=True)
+    try:
+      self.am.gmc.map(va, self.os.phys_addrs(va, size), system=True)
+    except BaseException:
+      self.os.free_anon(addr, size)
+      raise
+    mem = self._mems[va] = Mem(va, size, self.os.memview(va, size))
+    return mem
+
+  def free(self, mem: Mem) -> None:
+    if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
+    mem.cpu = None
+    self.am.gmc.unmap(mem.va, mem.size // PAGE)
+    self.os.free_anon(mem.va, mem.size)
+
+  # ---- queues
+  def create_queue(self, kind: str, ring_size: int) -> HWQueue:
+    ring, gart = self.alloc(ring_size, kind="gtt"), self.alloc(PAGE, kind="gtt")
+    if kind == "compute":
+      eop = self.alloc(PAGE, kind="gtt")
+      r = self.am.gc_regs
+      r.write("CP_MEC_DOORBELL_RANGE_LOWER", 0)
+      r.write("CP_MEC_DOORBELL_RANGE_UPPER", DOORBELL_SDMA * 2 - 1)
+      r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
+      r.write("CP_HQD_VMID", 0)
+      r.write("CP_HQD_PQ_BASE", (ring.va >> 8) & 0xFFFFFFFF)
+      r.write("CP_HQD_PQ_BASE_HI", ring.va >> 40)
+      r.write("CP_HQD_PQ_RPTR_REPORT_ADDR", (gart.va + RPTR_OFFSET) & 0xFFFFFFFC)
+      r.write("CP_HQD_PQ_RPTR_REPORT_ADDR_HI", (gart.va + RPTR_OFFSET) >> 32)
+      r.write("CP_HQD_PQ_WPTR_POLL_ADDR", (gart.va + WPTR_OFFSET) & 0xFFFFFFF8)
+      r.write("CP_HQD_PQ_WPTR_POLL_ADDR_HI", (gart.va + WPTR_OFFSET) >> 32)
+      r.write("CP_HQD_EOP_BASE_ADDR", (eop.va >> 8) & 0xFFFFFFFF)
+      r.write("CP_HQD_EOP_BASE_ADDR_HI", eop.va >> 40)
+      r.write("CP_HQD_PQ_CONTROL", QUEUE_SIZE=_log2(ring.size // 4) - 1, RPTR_BLOCK_SIZE=5)
+      r.write("CP_HQD_PQ_DOORBELL_CONTROL", DOORBELL_OFFSET=DOORBELL_COMPUTE * 2, DOORBELL_EN=1)
+      r.write("CP_HQD_ACTIVE", ACTIVE=1)
+      r.write("GRBM_GFX_CNTL", 0)
+      doorbell = DOORBELL_COMPUTE * 8
+    elif kind == "sdma":
+      r = self.am.sdma_regs
+      r.write("SDMA0_QUEUE0_RB_CNTL", 0)
+      r.write("SDMA0_QUEUE0_RB_BASE", (ring.va >> 8) & 0xFFFFFFFF)
+      r.write("SDMA0_QUEUE0_RB_BASE_HI", ring.va >> 40)
+      r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_LO", (gart.va + RPTR_OFFSET) & 0xFFFFFFFC)
+      r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_HI", (gart.va + RPTR_OFFSET) >> 32)
+      r.write("SDMA0_QUEUE0_DOORBELL_OFFSET", OFFSET=DOORBELL_SDMA * 2)
+      r.write("SDMA0_QUEUE0_DOORBELL", ENABLE=1)
+      r.write("SDMA0_QUEUE0_RB_CNTL", RB_ENABLE=1, RB_SIZE=_log2(ring.size // 4), RPTR_WRITEBACK_ENABLE=1)
+      doorbell = DOORBELL_SDMA * 8
+    else: raise ValueError(f"unknown queue kind {kind!r}")
+    q = HWQueue(kind, len(self._queues), ring, gart, doorbell)
+    self._queues.append(q)
+    self.am.step(kind, f"queue {q.queue_id}: ring of {ring.size >> 10} KiB at {ring.va:#x}, doorbell {doorbell:#x}")
+    return q
+
+  def doorbell(self, q: HWQueue):
+    view, off = self.doorbells, q.doorbell_offset
+    return lambda value: view.write64(off, value)
+
+  # ---- interrupts and faults
+  def wait_events(self, timeout_ms: int) -> bool:
+    deadline = self.os.monotonic() + timeout_ms / 1000
+    while True:
+      for e in self.am.ih.poll():      # raises GPUFault for a VM fault
+        if (e["client"], e["src"]) in (CP_EOP, SDMA_TRAP) and e["data"][0] == self.event_id: return True
+      if self.os.monotonic() >= deadline: return False
+      self.os.sleep(0.0002)
+
+  def close(self) -> None:
+    am = getattr(self, "am", None)
+    if am is None: return
+    try:
+      if am.pci is not None:
+        for q in self._queues:
+          if q.kind == "compute":
+            am.gc_regs.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
+            am.gc_regs.write("CP_HQD_ACTIVE", 0)
+            am.gc_regs.write("GRBM_GFX_CNTL", 0)
+          else: am.sdma_regs.write("SDMA0_QUEUE0_RB_CNTL", 0)
+        self._queues.clear()
+        for mem in list(self._mems.values()): self.free(mem)
+    finally:
+      am.close()
+      self.am = None

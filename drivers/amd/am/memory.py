@@ -1,0 +1,52 @@
+"""VRAM of an AM device: a bump allocator over the boot region (page tables, rings, PSP buffers, the TMR: memory that
+lives as long as the driver instance) and CPU access through the VRAM BAR. An allocation knows its VRAM offset and
+its MC address (fb_base + offset), the address the GPU's engines and firmware use for it."""
+from __future__ import annotations
+
+import dataclasses
+
+from ....errors import DeviceError
+
+
+@dataclasses.dataclass(frozen=True)
+class VRAMBuf:
+  offset: int
+  size: int
+  mc: int
+  what: str
+
+
+class VRAM:
+  def __init__(self, dev, size: int, reserved_top: int):
+    self.dev, self.size = dev, size
+    self.fb_base = 0
+    self.end = size - reserved_top       # the top holds the discovery binary (and firmware reservations)
+    self.next = 0
+    self.allocs: list[VRAMBuf] = []
+    bar = dev.pci.vram
+    if bar.size < size:
+      raise DeviceError(f"{dev.label}: the VRAM BAR shows {bar.size >> 20} MiB of {size >> 20} MiB VRAM: AM needs the "
+                        f"whole VRAM visible (enable resizable BAR / Above 4G decoding in the firmware setup)")
+    self.view = dev.os.memview(bar.addr, size)
+
+  def alloc(self, size: int, what: str, align: int = 0x1000) -> VRAMBuf:
+    off = (self.next + align - 1) & ~(align - 1)
+    size = (size + 0xFFF) & ~0xFFF
+    if off + size > self.end:
+      raise DeviceError(f"{self.dev.label}: VRAM exhausted allocating {size:#x} bytes for {what} (at {off:#x}, "
+                        f"usable up to {self.end:#x})")
+    self.next = off + size
+    buf = VRAMBuf(off, size, self.fb_base + off, what)
+    self.allocs.append(buf)
+    self.view[off:off + size] = bytes(size)
+    return buf
+
+  def mc(self, offset: int) -> int: return self.fb_base + offset
+
+  def write(self, offset: int, data: bytes) -> None: self.view[offset:offset + len(data)] = data
+  def read(self, offset: int, size: int) -> bytes: return bytes(self.view[offset:offset + size])
+  def fill(self, offset: int, size: int, byte: int = 0) -> None: self.view[offset:offset + size] = bytes([byte]) * size
+
+  def close(self) -> None:
+    try: self.view.release()
+    except (BufferError, ValueError): pass

@@ -1,0 +1,140 @@
+"""The AM driver's hold on one AMD PCI function: the device lock, the ids, bus mastering, the three BARs AM uses and
+system memory the GPU can reach, all through the OS interface (drivers/system/interface.py).
+
+A Navi 31 function shows three memory BARs (lspci -v of a 7900 XTX; the order is the hardware's):
+  VRAM      the largest 64-bit prefetchable BAR (BAR0): a CPU window on the framebuffer (all of it with resizable BAR)
+  doorbell  the other 64-bit prefetchable BAR (BAR2): the doorbell page array, 64-bit stores
+  MMIO      the 32-bit non-prefetchable BAR (BAR5): the register aperture, 32-bit loads and stores
+They are told apart by these properties (the `resource` file's flags), not by their numbers alone, so that a function
+whose BARs are laid out otherwise is refused with the list of what it has.
+
+The lock <lock dir>/am_<bus>.lock (drivers/system/locks.py) is held from open to close: `hcq-smi amd pids` and
+`kill_pids` find the holder through it, and a second process gets an error naming the holder's pid.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ....autogen import pci as pci_regs
+from ....errors import DeviceError
+from ...system.pci import PCIDevice
+from ...system.pciaddr import validate
+
+VENDOR_AMD = 0x1002
+# the device ids this driver boots, with the GC version their discovery table must report
+SUPPORTED = {0x744C: ("Navi 31 (Radeon RX 7900 XT/XTX)", (11, 0, 0))}
+PAGE = 0x1000
+
+
+@dataclasses.dataclass
+class SysMem:
+  """Host memory the GPU reaches by DMA: `addr` in this process, `paddrs` the bus address of each 4 KiB page
+  (not contiguous: the GPU page tables map page by page)."""
+  addr: int
+  size: int
+  paddrs: list[int]
+  view: memoryview
+
+
+class AMPCI:
+  """One AMD PCI function, locked, enabled for memory decoding and bus mastering, its BARs identified and mapped."""
+
+  def __init__(self, os, addr: str, label: str | None = None):
+    self.os, self.addr = os, validate(addr)
+    self.label = label or f"PCI+AMD {addr}"
+    self.pci = PCIDevice(os, self.addr)
+    self._check_ids()
+    self.lock = os.lock_device("am", self.addr)
+    self.views: dict[str, object] = {}
+    self._sysmem: list[SysMem] = []
+    try:
+      self.bar_index = self._identify_bars()
+      self.enable_bus_master()
+      for role in ("mmio", "doorbell", "vram"):
+        self.views[role] = self.pci.map_bar(self.bar_index[role])
+    except BaseException:
+      self.close()
+      raise
+
+  # ---- identity
+  def _check_ids(self) -> None:
+    vendor, device = self.pci.vendor, self.pci.device
+    if vendor != VENDOR_AMD:
+      raise DeviceError(f"{self.label}: vendor {vendor:#06x} is not AMD ({VENDOR_AMD:#06x})")
+    if device not in SUPPORTED:
+      known = ", ".join(f"{d:#06x} {n}" for d, (n, _) in SUPPORTED.items())
+      raise DeviceError(f"{self.label}: device {device:#06x} is not one AM boots (supported: {known})")
+    self.device_id = device
+    self.product, self.gc_version = SUPPORTED[device]
+
+  def _identify_bars(self) -> dict[str, int]:
+    bars = [b for b in self.pci.bars() if b.is_memory and b.size]
+    big = sorted((b for b in bars if b.is_64bit and b.prefetchable), key=lambda b: -b.size)
+    regs = [b for b in bars if not b.prefetchable]
+    if len(big) < 2 or not regs:
+      raise DeviceError(f"{self.label}: expected two 64-bit prefetchable BARs (VRAM, doorbells) and a "
+                        f"non-prefetchable one (MMIO), found {bars!r}")
+    return {"vram": big[0].index, "doorbell": big[1].index, "mmio": regs[0].index}
+
+  def bar_size(self, role: str) -> int: return self.pci.bar(self.bar_index[role]).size
+
+  @property
+  def vram(self): return self.views["vram"]
+  @property
+  def doorbell(self): return self.views["doorbell"]
+  @property
+  def mmio(self): return self.views["mmio"]
+
+  def vram_bus_address(self) -> int:
+    """Where the VRAM BAR sits on the bus (peer access and the GPU's view of its own BAR)."""
+    return self.pci.bar(self.bar_index["vram"]).start
+
+  # ---- PCI command register
+  def enable_bus_master(self) -> None:
+    """`enable` (the kernel turns on memory decoding) then PCI_COMMAND memory + bus master: the GPU may DMA."""
+    if not self.pci.enabled: self.pci.enable()
+    cmd = self.pci.config_read(pci_regs.PCI_COMMAND, 2)
+    self.pci.config_write(pci_regs.PCI_COMMAND, cmd | pci_regs.PCI_COMMAND_MEMORY | pci_regs.PCI_COMMAND_MASTER, 2)
+
+  def disable_bus_master(self) -> None:
+    cmd = self.pci.config_read(pci_regs.PCI_COMMAND, 2)
+    self.pci.config_write(pci_regs.PCI_COMMAND, cmd & ~pci_regs.PCI_COMMAND_MASTER & 0xFFFF, 2)
+
+  @property
+  def bus_master(self) -> bool:
+    return bool(self.pci.config_read(pci_regs.PCI_COMMAND, 2) & pci_regs.PCI_COMMAND_MASTER)
+
+  # ---- system memory
+  def alloc_sysmem(self, size: int) -> SysMem:
+    """Shared anonymous memory, page-rounded, with each page's physical address (pagemap through the OS)."""
+    size = (size + PAGE - 1) & ~(PAGE - 1)
+    if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
+    addr = self.os.alloc_anon(size, shared=True)
+    try: paddrs = self.os.phys_addrs(addr, size)
+    except BaseException:
+      self.os.free_anon(addr, size)
+      raise
+    mem = SysMem(addr, size, paddrs, self.os.memview(addr, size))
+    self._sysmem.append(mem)
+    return mem
+
+  def free_sysmem(self, mem: SysMem) -> None:
+    if mem in self._sysmem:
+      self._sysmem.remove(mem)
+      try: mem.view.release()
+      except BufferError: pass      # a caller still holds a slice of it: the memory goes anyway
+      self.os.free_anon(mem.addr, mem.size)
+
+  # ---- end
+  def close(self) -> None:
+    """Unmap the BARs, free system memory, give the lock back (idempotent)."""
+    for mem in list(self._sysmem): self.free_sysmem(mem)
+    for view in self.views.values(): view.close()
+    self.views = {}
+    self.pci.close()
+    if self.lock is not None:
+      self.lock.release()
+      self.lock = None
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()

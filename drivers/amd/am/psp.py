@@ -1,0 +1,200 @@
+"""PSP (MP0 13.0): the security processor that loads every other firmware. Linux's psp_v13_0.c and amdgpu_psp.c are
+the documentation of the protocol; the structs and command ids are psp_gfx_if.h's (hcq.autogen.amd.psp_gfx_if).
+
+1. Bootloader (when the sOS is not running, C2PMSG_81 == 0): each component of psp_<MP0>_sos.bin, in the order
+   KDB, SPL, SYS_DRV, SOC_DRV, INTF_DRV, DBG_DRV, RAS_DRV, SOS (those the container has), goes through a 1 MiB
+   staging buffer: wait C2PMSG_35 bit 31; clear the buffer and copy the component; HDP flush; C2PMSG_36 = its
+   MC address >> 20; C2PMSG_35 = the load command. After the SOS, wait for the sOS (C2PMSG_81 != 0).
+2. The KM ring: C2PMSG_69/70 its MC address, C2PMSG_71 its size, C2PMSG_64 = 2 << 16; wait C2PMSG_64 ==
+   0x80000000 (masked with 0x8000FFFF).
+3. Commands, one psp_gfx_cmd_resp and a psp_gfx_rb_frame each (C2PMSG_67 = the new write pointer in dwords; the PSP
+   writes the frame's fence value when done, and resp.status): LOAD_TOC (the TOC component; answers the TMR size),
+   SETUP_TMR, LOAD_IP_FW for each firmware image (the SMU's first), AUTOLOAD_RLC.
+Every wait is bounded; a refused image is an error naming the file it came from.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+
+from ....autogen.amd import psp_gfx_if as G
+from ....errors import DeviceError, Timeout
+from . import firmware
+from .block import IPBlock
+
+# Linux amdgpu_psp.h, enum psp_bootloader_cmd; the SOS container's component types (amdgpu_ucode.h psp_fw_type)
+BOOTLOADER = [("PSP_FW_TYPE_PSP_KDB", 0x80000, "KDB"), ("PSP_FW_TYPE_PSP_SPL", 0x10000000, "SPL"),
+              ("PSP_FW_TYPE_PSP_SYS_DRV", 0x10000, "SYS_DRV"), ("PSP_FW_TYPE_PSP_SOC_DRV", 0xB0000, "SOC_DRV"),
+              ("PSP_FW_TYPE_PSP_INTF_DRV", 0xD0000, "INTF_DRV"), ("PSP_FW_TYPE_PSP_DBG_DRV", 0xC0000, "DBG_DRV"),
+              ("PSP_FW_TYPE_PSP_RAS_DRV", 0xE0000, "RAS_DRV"), ("PSP_FW_TYPE_PSP_SOS", 0x20000, "SOS")]
+RING_TYPE_KM = 2
+MSG1_SIZE = 1 << 20
+RING_SIZE = 0x10000
+
+# LOAD_IP_FW images of a gfx11 board, in load order (the SMU's first): (file kind, region, GFX_FW_TYPE).
+# region: "ucode" (the container's ucode array), or (offset field, size field, base) of firmware.REGIONS' kind.
+def ip_firmware(gc: str, sdma: str, smu: str) -> list[tuple[str, object, int]]:
+  stack = lambda e, n: [(f"gc_{gc}_{e}.bin", ("data_offset_bytes", "data_size_bytes", "file"),
+                         getattr(G, f"GFX_FW_TYPE_RS64_{e.upper()}_P{p}_STACK")) for p in range(n)]
+  return [
+    (f"smu_{smu}.bin", "ucode", G.GFX_FW_TYPE_SMU),
+    (f"gc_{gc}_imu.bin", ("imu_iram_ucode_offset_bytes", "imu_iram_ucode_size_bytes", "ucode"), G.GFX_FW_TYPE_IMU_I),
+    (f"gc_{gc}_imu.bin", ("imu_dram_ucode_offset_bytes", "imu_dram_ucode_size_bytes", "ucode"), G.GFX_FW_TYPE_IMU_D),
+    (f"gc_{gc}_rlc.bin", "ucode", G.GFX_FW_TYPE_RLC_G),
+    (f"gc_{gc}_rlc.bin", ("rlc_iram_ucode_offset_bytes", "rlc_iram_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RLC_IRAM),
+    (f"gc_{gc}_rlc.bin", ("rlc_dram_ucode_offset_bytes", "rlc_dram_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RLC_DRAM_BOOT),
+    (f"gc_{gc}_rlc.bin", ("rlcp_ucode_offset_bytes", "rlcp_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RLC_P),
+    (f"gc_{gc}_rlc.bin", ("rlcv_ucode_offset_bytes", "rlcv_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RLC_V),
+    (f"gc_{gc}_pfp.bin", ("ucode_offset_bytes", "ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_PFP), *stack("pfp", 2),
+    (f"gc_{gc}_me.bin", ("ucode_offset_bytes", "ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_ME), *stack("me", 2),
+    (f"gc_{gc}_mec.bin", ("ucode_offset_bytes", "ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_MEC), *stack("mec", 4),
+    (f"gc_{gc}_mes.bin", ("mes_ucode_offset_bytes", "mes_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_MES),
+    (f"gc_{gc}_mes.bin", ("mes_ucode_data_offset_bytes", "mes_ucode_data_size_bytes", "file"), G.GFX_FW_TYPE_RS64_MES_STACK),
+    (f"gc_{gc}_mes1.bin", ("mes_ucode_offset_bytes", "mes_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_KIQ),
+    (f"gc_{gc}_mes1.bin", ("mes_ucode_data_offset_bytes", "mes_ucode_data_size_bytes", "file"), G.GFX_FW_TYPE_RS64_KIQ_STACK),
+    (f"sdma_{sdma}.bin", (None, "ctx_ucode_size_bytes", "ucode"), G.GFX_FW_TYPE_SDMA_UCODE_TH0),
+    (f"sdma_{sdma}.bin", ("ctl_ucode_offset", "ctl_ucode_size_bytes", "file"), G.GFX_FW_TYPE_SDMA_UCODE_TH1),
+  ]
+
+
+class PSPError(DeviceError):
+  """The PSP refused something; names the command and the firmware file."""
+
+
+def image(fw: firmware.Firmware, region) -> bytes:
+  if region == "ucode": return fw.ucode()
+  off_field, size_field, base = region
+  off = fw.fields[off_field] if off_field else 0
+  if base == "ucode": off += fw.common["ucode_array_offset_bytes"]
+  return fw.data[off:off + fw.fields[size_field]]
+
+
+def _ver(v) -> str: return "_".join(map(str, v))
+
+
+class PSP(IPBlock):
+  name = "psp"
+
+  def sw_init(self) -> None:
+    d = self.dev
+    mp0, gc, sdma, mp1 = (_ver(d.discovery.version_of(n)) for n in ("MP0", "GC", "SDMA0", "MP1"))
+    self.sos_name = f"psp_{mp0}_sos.bin"
+    self.sos = d.firmware(self.sos_name)
+    self.components = {c["name"]: c for c in self.sos.components}
+    self.loads = []
+    for name, region, fw_type in ip_firmware(gc, sdma, mp1):
+      self.loads.append((name, image(d.firmware(name), region), fw_type))
+    self.msg1 = d.vram.alloc(MSG1_SIZE, "PSP staging buffer", align=MSG1_SIZE)
+    self.cmd = d.vram.alloc(0x1000, "PSP command buffer")
+    self.fence = d.vram.alloc(0x1000, "PSP fence")
+    self.ring = d.vram.alloc(RING_SIZE, "PSP KM ring")
+    self.wptr, self.fence_value = 0, 0
+    self.tmr = None
+
+  def _component(self, name: str) -> bytes:
+    c = self.components[name]
+    ucode = self.sos.ucode()
+    return ucode[c["offset"]:c["offset"] + c["size"]]
+
+  @property
+  def sos_alive(self) -> bool: return self.dev.mp0_regs.read("MP0_SMN_C2PMSG_81") != 0
+
+  def hw_init(self) -> None:
+    if self.sos_alive: self.step("sOS already running: bootloader skipped")
+    else: self._bootload()
+    self._ring_create()
+    self._load_firmware()
+
+  # ---- 1. bootloader
+  def _stage(self, data: bytes) -> None:
+    """Clear the staging buffer, copy data in, flush HDP (Linux clears the 1 MiB first too: no stale bytes)."""
+    vram = self.dev.vram
+    if len(data) > MSG1_SIZE: raise PSPError(f"{self.dev.label}: firmware image of {len(data)} bytes exceeds the 1 MiB staging buffer")
+    vram.fill(self.msg1.offset, MSG1_SIZE)
+    vram.write(self.msg1.offset, data)
+    self.dev.nbio.hdp_flush()
+
+  def _bootload(self) -> None:
+    r = self.dev.mp0_regs
+    loaded = []
+    for comp, cmd, short in BOOTLOADER:
+      if comp not in self.components: continue
+      self.step(f"bootloader {short} ({self.components[comp]['size']} bytes of {self.sos_name})")
+      r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)
+      self._stage(self._component(comp))
+      r.write("MP0_SMN_C2PMSG_36", self.msg1.mc >> 20)
+      r.write("MP0_SMN_C2PMSG_35", cmd)
+      loaded.append(short)
+    r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)
+    try: r.access.poll(lambda: 1 if self.sos_alive else 0, 1, 1, "MP0 MP0_SMN_C2PMSG_81 (sOS alive)")
+    except Timeout as e:
+      raise PSPError(f"{self.dev.label}: the PSP did not start the sOS after loading {', '.join(loaded)} from "
+                     f"{self.sos_name} ({e}): a component was refused (damaged or truncated file?)") from None
+    self.step(f"sOS running (version {r.read('MP0_SMN_C2PMSG_81'):#x})")
+
+  # ---- 2. ring
+  def _ring_create(self) -> None:
+    r = self.dev.mp0_regs
+    self.step(f"KM ring at MC {self.ring.mc:#x}")
+    r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
+    r.write("MP0_SMN_C2PMSG_69", self.ring.mc & 0xFFFFFFFF)
+    r.write("MP0_SMN_C2PMSG_70", self.ring.mc >> 32)
+    r.write("MP0_SMN_C2PMSG_71", RING_SIZE)
+    r.write("MP0_SMN_C2PMSG_64", RING_TYPE_KM << 16)
+    r.wait("MP0_SMN_C2PMSG_64", 0x8000FFFF, 0x80000000)
+
+  # ---- 3. commands
+  def submit(self, cmd, what: str):
+    """Send one command; returns its response (psp_gfx_resp). Raises PSPError naming `what` on a non-zero status."""
+    d, r = self.dev, self.dev.mp0_regs
+    cmd.buf_size, cmd.buf_version = ctypes.sizeof(cmd), 1   # PSP_GFX_CMD_BUF_VERSION
+    d.vram.write(self.cmd.offset, bytes(cmd))
+    self.fence_value += 1
+    frame = G.struct_psp_gfx_rb_frame(cmd_buf_addr_lo=self.cmd.mc & 0xFFFFFFFF, cmd_buf_addr_hi=self.cmd.mc >> 32,
+                                      cmd_buf_size=ctypes.sizeof(cmd), fence_addr_lo=self.fence.mc & 0xFFFFFFFF,
+                                      fence_addr_hi=self.fence.mc >> 32, fence_value=self.fence_value)
+    frame_dw = ctypes.sizeof(frame) // 4
+    d.vram.write(self.ring.offset + (self.wptr * 4) % RING_SIZE, bytes(frame))
+    d.nbio.hdp_flush()
+    self.wptr = (self.wptr + frame_dw) % (RING_SIZE // 4)
+    r.write("MP0_SMN_C2PMSG_67", self.wptr)
+    fence_off = self.fence.offset
+    r.access.poll(lambda: struct.unpack("<I", d.vram.read(fence_off, 4))[0], 0xFFFFFFFF, self.fence_value,
+                  f"PSP fence of {what} at MC {self.fence.mc:#x}")
+    resp = G.struct_psp_gfx_cmd_resp.from_buffer_copy(d.vram.read(self.cmd.offset, ctypes.sizeof(cmd))).resp
+    if resp.status:
+      raise PSPError(f"{d.label}: PSP refused {what}: status {resp.status:#010x}")
+    return resp
+
+  def load_toc(self) -> int:
+    toc = self._component("PSP_FW_TYPE_PSP_TOC")
+    self._stage(toc)
+    cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_LOAD_TOC)
+    c = cmd.cmd.cmd_load_toc
+    c.toc_phy_addr_lo, c.toc_phy_addr_hi, c.toc_size = self.msg1.mc & 0xFFFFFFFF, self.msg1.mc >> 32, len(toc)
+    return self.submit(cmd, f"LOAD_TOC ({self.sos_name} TOC)").tmr_size
+
+  def _load_firmware(self) -> None:
+    d = self.dev
+    tmr_size = self.load_toc()
+    self.step(f"TOC loaded: TMR of {tmr_size:#x} bytes")
+    self.tmr = d.vram.alloc(tmr_size, "PSP TMR", align=1 << 20)
+    cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_SETUP_TMR)
+    c = cmd.cmd.cmd_setup_tmr
+    c.buf_phy_addr_lo, c.buf_phy_addr_hi, c.buf_size = self.tmr.mc & 0xFFFFFFFF, self.tmr.mc >> 32, tmr_size
+    self.submit(cmd, "SETUP_TMR")
+    for name, blob, fw_type in self.loads:
+      self.step(f"LOAD_IP_FW {fw_type_name(fw_type)} ({len(blob)} bytes of {name})")
+      self._stage(blob)
+      cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_LOAD_IP_FW)
+      c = cmd.cmd.cmd_load_ip_fw
+      c.fw_phy_addr_lo, c.fw_phy_addr_hi, c.fw_size, c.fw_type = self.msg1.mc & 0xFFFFFFFF, self.msg1.mc >> 32, len(blob), fw_type
+      self.submit(cmd, f"LOAD_IP_FW {fw_type_name(fw_type)} from {name}")
+    self.step("AUTOLOAD_RLC")
+    self.submit(G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_AUTOLOAD_RLC), "AUTOLOAD_RLC")
+
+
+def fw_type_name(t: int) -> str:
+  for k, v in vars(G).items():
+    if k.startswith("GFX_FW_TYPE_") and v == t: return k[len("GFX_FW_TYPE_"):]
+  return str(t)

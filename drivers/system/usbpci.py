@@ -1,0 +1,480 @@
+"""PCI Express through an ASM24xx bridge (asm24.py): the GPU behind it as a PCI function with the members of
+drivers/system/pci.py's PCIDevice that a driver uses (ids, config_read/config_write, enabled/enable, bars()/bar(),
+map_bar() -> MMIOView, close()), plus the bridge's SRAM as the GPU's system memory and a bounded poll over USB.
+
+Topology (shared/reference/nv_qcom_usb_pci_smi.md §5.2): the bridge's own PCIe switch puts bridges on buses 0..3
+(one each, device 0 function 0) and the GPU at bus 4. Nobody else enumerates this tree, so `setup()` does what a
+PCI core would: bus numbers and memory windows on every bridge, the GPU's largest Resizable BAR (PCIe Base Spec 4.0
+§7.8.6) made as large as it goes, every memory BAR sized (all-ones probe, PCI Local Bus 3.0 §6.2.5.1) and given an
+address (prefetchable 64-bit BARs from PREF_BASE, the others from MEM_BASE, each aligned to its size), then memory
+decoding and bus mastering turned on.
+
+Access costs, in USB transfers (the figure that matters on hardware, ~100 us each): a 32-bit MMIO write 1 (posted
+MWr, no completion), a read 2 (request + completion), a 64-bit write 2 (one 2-DW MWr: request + bulk data, so the
+device sees a single write), a bulk copy of N bytes through a BAR 2 per 4 MiB (streaming), plus partial edge dwords.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import struct
+
+from ...autogen import pci as regs
+from ...errors import DeviceError, Timeout
+from . import asm24, pcie
+from .interface import MMIOView
+from .pci import BAR, IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH, NUM_BARS
+
+BRIDGE_BUSES = (0, 1, 2, 3)
+GPU_BUS = 4
+MEM_BASE, MEM_LIMIT = 0x1000_0000, 0xFFFF_FFFF     # 32-bit non-prefetchable window of every bridge
+PREF_BASE = 32 << 30                               # 64-bit prefetchable pool
+STREAM_MIN = 16                                    # bytes from which a BAR copy streams instead of single TLPs
+SYSMEM_SIZE = 256 << 10                            # SRAM below this: alloc_sysmem; above: SRAMStaging's buffers
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+  """A bridge memory the GPU reaches as system memory: `xdata` its controller address, `bus` the address the GPU
+  uses for it, `size` bytes. 0xF000 (SRAM) is reached from the host through the DMA engine, the others by XDATA."""
+  name: str
+  xdata: int
+  bus: int
+  size: int
+
+
+WINDOWS = {w.name: w for w in (Window("sram", 0xF000, 0x200000, 512 << 10), Window("a000", 0xA000, 0x820000, 4 << 10),
+                               Window("b000", 0xB000, 0x800000, 512), Window("b800", 0xB800, 0x822000, 4 << 10))}
+
+
+class TLPMMIO(MMIOView):
+  """An MMIO view of a BAR built on TLPs: 32-bit accesses are one TLP each, bulk ones stream, sub-dword ones use
+  byte enables. `read(offset, size)` / `write(offset, data)` take any offset and size, byte-exact."""
+
+  def __init__(self, bridge: asm24.ASM24Bridge, base: int, size: int, name: str):
+    self.bridge, self.base, self.size, self.name = bridge, base, size, name
+
+  def _range(self, offset: int, size: int) -> None:
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"{self.name}: access of {size} bytes at {offset:#x} is outside the {self.size:#x}-byte BAR")
+
+  def read32(self, offset: int) -> int:
+    self._check(offset, 4)
+    return self.bridge.tlp(pcie.MRD64, self.base + offset)
+
+  def write32(self, offset: int, value: int) -> None:
+    self._check(offset, 4)
+    self.bridge.tlp(pcie.MWR64, self.base + offset, value)
+
+  def write64(self, offset: int, value: int) -> None:
+    """One 2-DW MWr (a doorbell must see one 64-bit write, not two halves)."""
+    self._check(offset, 8)
+    self.bridge.stream_write(self.base + offset, struct.pack("<Q", value & (1 << 64) - 1))
+
+  def _sub_read(self, offset: int, n: int) -> bytes:
+    be = pcie.byte_enables(offset, n)
+    value = self.bridge.tlp(pcie.MRD64, self.base + (offset & ~3), byte_enables=be)
+    return value.to_bytes(4, "little")[offset & 3:(offset & 3) + n]
+
+  def _sub_write(self, offset: int, data: bytes) -> None:
+    be = pcie.byte_enables(offset, len(data))
+    value = int.from_bytes(data, "little") << 8 * (offset & 3)
+    self.bridge.tlp(pcie.MWR64, self.base + (offset & ~3), value, byte_enables=be)
+
+  def _pieces(self, offset: int, size: int):
+    """(offset, size, whole) pieces: a partial head dword, whole dwords, a partial tail dword."""
+    end = offset + size
+    head = min(end, (offset + 3) & ~3)
+    if head > offset: yield offset, head - offset, False
+    body = end & ~3
+    if body > head: yield head, body - head, True
+    if end > max(body, head): yield max(body, head), end - max(body, head), False
+
+  def read(self, offset: int, size: int) -> bytes:
+    self._range(offset, size)
+    out = bytearray()
+    for off, n, whole in self._pieces(offset, size):
+      if not whole: out += self._sub_read(off, n)
+      elif n >= STREAM_MIN: out += self.bridge.stream_read(self.base + off, n)
+      else: out += b"".join(self.read32(off + i).to_bytes(4, "little") for i in range(0, n, 4))
+    return bytes(out)
+
+  def write(self, offset: int, data: bytes) -> None:
+    data = bytes(data)
+    self._range(offset, len(data))
+    for off, n, whole in self._pieces(offset, len(data)):
+      piece = data[off - offset:off - offset + n]
+      if not whole: self._sub_write(off, piece)
+      elif n >= STREAM_MIN: self.bridge.stream_write(self.base + off, piece)
+      else:
+        for i in range(0, n, 4): self.write32(off + i, int.from_bytes(piece[i:i + 4], "little"))
+
+  def read_bytes(self, offset: int, size: int) -> bytes: return self.read(offset, size)
+  def write_bytes(self, offset: int, data: bytes) -> None: self.write(offset, data)
+
+
+class SRAM:
+  """The bridge's 512 KiB SRAM (GPU bus address WINDOWS['sram'].bus) from the host: byte-exact reads and writes at
+  any offset through the DMA engine, which moves whole 512-byte sectors from a 16 KiB slot boundary (a write that
+  does not cover whole sectors reads the sectors it touches first, so that the bytes around it are kept)."""
+
+  def __init__(self, bridge: asm24.ASM24Bridge):
+    self.bridge, self.window = bridge, WINDOWS["sram"]
+
+  def _range(self, offset: int, size: int) -> None:
+    if offset < 0 or size < 0 or offset + size > self.window.size:
+      raise DeviceError(f"{self.bridge.name}: SRAM access of {size} bytes at {offset:#x} is outside its {self.window.size:#x} bytes")
+
+  def read(self, offset: int, size: int) -> bytes:
+    self._range(offset, size)
+    if size == 0: return b""
+    slot = offset // asm24.SLOT
+    start = slot * asm24.SLOT
+    return self.bridge.sram_read(slot, offset + size - start)[offset - start:]
+
+  def write(self, offset: int, data: bytes) -> None:
+    data = bytes(data)
+    self._range(offset, len(data))
+    if not data: return
+    slot = offset // asm24.SLOT
+    start, end = slot * asm24.SLOT, offset + len(data)
+    if offset != start or (end % asm24.SECTOR and end < self.window.size):
+      # partial sectors at either end: keep the bytes around the write
+      old = self.bridge.sram_read(slot, -(-(end - start) // asm24.SECTOR) * asm24.SECTOR)
+      data = old[:offset - start] + data + old[end - start:]
+    self.bridge.sram_write(slot, data)
+
+
+@dataclasses.dataclass
+class SRAMBuffer:
+  """System memory for the GPU in the bridge's SRAM: `bus` is its GPU address; the host reaches it with read/write
+  (over USB: there is no CPU mapping of it)."""
+  sram: "SRAM"
+  offset: int
+  size: int
+  bus: int
+
+  def read(self, offset: int = 0, size: int | None = None) -> bytes:
+    size = self.size - offset if size is None else size
+    self._range(offset, size)
+    return self.sram.read(self.offset + offset, size)
+
+  def write(self, offset: int, data: bytes) -> None:
+    self._range(offset, len(data))
+    self.sram.write(self.offset + offset, data)
+
+  def _range(self, offset: int, size: int) -> None:
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"SRAM buffer at GPU address {self.bus:#x}: {size} bytes at {offset:#x} is outside its {self.size:#x}")
+
+
+def poll(read, expected: int, what: str, timeout_s: float, poll_us: int, monotonic, sleep, counter=None) -> int:
+  """Read a signal (read() -> int) until it reaches `expected` (>=); poll_us microseconds between reads (0: back to
+  back). Returns the value. Raises hcq.Timeout with `what`, the expected and the last value after timeout_s.
+  counter (a dict) gets counter['polls'] += 1 per read."""
+  deadline = monotonic() + timeout_s
+  while True:
+    value = read()
+    if counter is not None: counter["polls"] = counter.get("polls", 0) + 1
+    if value >= expected: return value
+    if monotonic() >= deadline: raise Timeout(what, expected=expected, last_seen=value, timeout_s=timeout_s)
+    if poll_us: sleep(poll_us / 1e6)
+
+
+def _reworded(e: Exception, message: str) -> Exception:
+  """The same error (class and attributes: a USBGone stays one) with a message that says how far a copy got."""
+  err = copy.copy(e)
+  err.args = (message,)
+  return err
+
+
+class SRAMStaging:
+  """Copies between the host and memory only the GPU reaches (VRAM), bounced through the bridge's SRAM: the SRAM is
+  split into `halves` buffers used in turn; the GPU copies each chunk with an engine of the vendor's
+  (gpu_copy(src_bus, dst_bus, size, fence_bus, value): copy, then store `value` (u32) at fence_bus) and the host
+  polls the fence over USB. Copy-in pipelines: chunk i+1 goes into the other buffer while the GPU copies chunk i; a
+  buffer is refilled only after the fence says the copy out of it is done. Copy-out: the GPU fills one buffer while
+  the host reads the other. Sizes and offsets are any; the fence is a u32 in the a000 window."""
+
+  def __init__(self, dev: "USBPCIDevice", gpu_copy, chunk: int = 128 << 10, halves: int = 2, fence_offset: int = 0,
+               base: int = SYSMEM_SIZE):
+    if chunk % asm24.SLOT or base % asm24.SLOT or base + chunk * halves > WINDOWS["sram"].size:
+      raise DeviceError(f"{dev.name}: staging of {halves} x {chunk:#x} bytes at {base:#x} does not fit the SRAM in 16 KiB slots")
+    self.dev, self.gpu_copy, self.chunk, self.halves, self.fence_offset = dev, gpu_copy, chunk, halves, fence_offset
+    self.base = base
+    self.seq = int.from_bytes(dev.read_window("a000", fence_offset, 4), "little")
+    self.fence_bus = WINDOWS["a000"].bus + fence_offset
+
+  def _next(self) -> int:
+    self.seq = (self.seq + 1) & 0xFFFFFFFF
+    return self.seq
+
+  def _wait(self, value: int, what: str) -> None:
+    self.dev.wait_signal("a000", self.fence_offset, value, what=f"{self.dev.name}: {what}: copy fence "
+                         f"(GPU address {self.fence_bus:#x})")
+
+  def copyin(self, dst_bus: int, data) -> None:
+    data = memoryview(bytes(data))
+    issued: list[int] = []          # fence value of each chunk's copy, in order
+    done = 0                        # bytes the GPU is known to have copied
+    try:
+      for i, off in enumerate(range(0, len(data), self.chunk)):
+        n = min(self.chunk, len(data) - off)
+        if len(issued) >= self.halves:     # this buffer's previous chunk must be out of it
+          self._wait(issued[-self.halves], f"copy-in to {dst_bus:#x}, chunk {i}")
+          done = (i - self.halves + 1) * self.chunk
+        buf = self.base + i % self.halves * self.chunk
+        self.dev.sram.write(buf, data[off:off + n])
+        value = self._next()
+        self.gpu_copy(WINDOWS["sram"].bus + buf, dst_bus + off, n, self.fence_bus, value)
+        issued.append(value)
+      if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
+    except (DeviceError, Timeout) as e:
+      raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {done} bytes: {e}") from None
+
+  def copyout(self, src_bus: int, size: int) -> bytes:
+    out = bytearray()
+    chunks = [(i, off, min(self.chunk, size - off)) for i, off in enumerate(range(0, size, self.chunk))]
+    fences: dict[int, int] = {}
+    def issue(i, off, n):
+      fences[i] = self._next()
+      self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + self.base + i % self.halves * self.chunk, n, self.fence_bus, fences[i])
+    try:
+      for c in chunks[:self.halves]: issue(*c)
+      for i, off, n in chunks:
+        self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
+        out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
+        if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
+    except (DeviceError, Timeout) as e:
+      raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
+    return bytes(out)
+
+
+class USBPCIDevice:
+  """The PCI function at bus 4 behind an opened bridge. setup() (run by open()) programs the tree; afterwards config
+  accesses and BAR views are TLPs. `addr` is the function's address in the bridge's own PCI tree."""
+
+  def __init__(self, os, bridge: asm24.ASM24Bridge, bus: int = GPU_BUS, timeout_s: float | None = None):
+    self.os, self.bridge, self.bus = os, bridge, bus
+    self.addr = f"0000:{bus:02x}:00.0"
+    self.name = f"{bridge.name} {self.addr}"
+    self.timeout_s = timeout_s if timeout_s is not None else os.config.timeout_s
+    self.poll_us = os.config.amd_usb_poll_us
+    self._bars: list[BAR] = [BAR(i, 0, 0, 0) for i in range(NUM_BARS)]
+    self.views: list[MMIOView] = []
+    self.sram = SRAM(bridge)
+    self._sysmem_next = 0
+    self.stats: dict = {}
+
+  @classmethod
+  def open(cls, os, index: int = 0) -> "USBPCIDevice":
+    bridge = asm24.ASM24Bridge.open(os, index)
+    dev = cls(os, bridge)
+    try: dev.setup()
+    except BaseException:
+      bridge.close()
+      raise
+    return dev
+
+  # ---- configuration space through CfgRd/CfgWr (type 0 on bus 0, type 1 beyond: §5.2)
+  def config_read_at(self, bus: int, offset: int, size: int = 4) -> int:
+    self._cfg_check(bus, offset, size)
+    fmt_type = pcie.CFGRD1 if bus else pcie.CFGRD0
+    value = self._cfg_tlp(fmt_type, bus, offset, 0, pcie.byte_enables(offset, size))
+    return value >> 8 * (offset & 3) & (1 << 8 * size) - 1
+
+  def config_write_at(self, bus: int, offset: int, value: int, size: int = 4) -> None:
+    self._cfg_check(bus, offset, size)
+    if not 0 <= value < 1 << 8 * size:
+      raise DeviceError(f"{self.bridge.name}: value {value:#x} does not fit a {size}-byte config register at {offset:#x}")
+    fmt_type = pcie.CFGWR1 if bus else pcie.CFGWR0
+    self._cfg_tlp(fmt_type, bus, offset, value << 8 * (offset & 3), pcie.byte_enables(offset, size))
+
+  def _cfg_check(self, bus: int, offset: int, size: int) -> None:
+    if size not in (1, 2, 4) or offset < 0 or offset + size > 4096 or offset % size:
+      raise DeviceError(f"{self.bridge.name}: config access of {size} bytes at {offset:#x} on bus {bus} is outside "
+                        f"the 4 KiB config space or misaligned")
+
+  def _cfg_tlp(self, fmt_type: int, bus: int, offset: int, value: int, be: int) -> int:
+    """A config TLP; a CRS completion (the function is not ready yet, PCIe §2.3.1) is retried until the timeout."""
+    address = pcie.config_address(bus, 0, 0, offset & ~3)
+    deadline = self.os.monotonic() + self.timeout_s
+    while True:
+      try: return self.bridge.tlp(fmt_type, address, value, be) or 0
+      except asm24.CompletionError as e:
+        if e.status != pcie.CPL_CRS or self.os.monotonic() >= deadline: raise
+        self.bridge.retries["crs"] += 1
+        self.os.sleep(0.001)
+
+  def config_read(self, offset: int, size: int = 4) -> int: return self.config_read_at(self.bus, offset, size)
+  def config_write(self, offset: int, value: int, size: int = 4) -> None: self.config_write_at(self.bus, offset, value, size)
+
+  def config_read_bytes(self, offset: int, size: int) -> bytes:
+    return b"".join(self.config_read(o, 4).to_bytes(4, "little") for o in range(offset & ~3, offset + size, 4))[offset & 3:][:size]
+
+  # ---- identity
+  @property
+  def vendor(self) -> int: return self.config_read(regs.PCI_VENDOR_ID, 2)
+  @property
+  def device(self) -> int: return self.config_read(regs.PCI_DEVICE_ID, 2)
+  @property
+  def class_code(self) -> int: return self.config_read(regs.PCI_CLASS_REVISION) >> 8
+  @property
+  def revision(self) -> int: return self.config_read(regs.PCI_CLASS_REVISION, 1)
+
+  @property
+  def enabled(self) -> bool: return bool(self.config_read(regs.PCI_COMMAND, 2) & regs.PCI_COMMAND_MEMORY)
+
+  def enable(self) -> None:
+    cmd = self.config_read(regs.PCI_COMMAND, 2)
+    self.config_write(regs.PCI_COMMAND, cmd | regs.PCI_COMMAND_MEMORY, 2)
+
+  def reset(self) -> None:
+    raise DeviceError(f"{self.name}: no function reset through the bridge (power-cycle the link: bridge.power)")
+
+  # ---- bring-up
+  def setup(self) -> None:
+    """Power the link, number the buses, open the windows, resize and assign the GPU's BARs, enable it."""
+    if not self.bridge.link_up:
+      self.bridge.power(True)
+      poll(self.bridge.ltssm, asm24.LTSSM_L0, f"{self.bridge.name}: PCIe link (LTSSM {asm24.LTSSM_STATE:#x})",
+           self.timeout_s, 1000, self.os.monotonic, self.os.sleep)
+    for bus in BRIDGE_BUSES: self._setup_bridge(bus)
+    self.resize_largest_bar()
+    self._assign_bars()
+    cmd = self.config_read(regs.PCI_COMMAND, 2)
+    self.config_write(regs.PCI_COMMAND, cmd | regs.PCI_COMMAND_MEMORY | regs.PCI_COMMAND_MASTER, 2)
+
+  def _setup_bridge(self, bus: int) -> None:
+    # primary, secondary, subordinate bus numbers in one write (latency timer 0)
+    self.config_write_at(bus, regs.PCI_PRIMARY_BUS, bus | (bus + 1) << 8 | GPU_BUS << 16)
+    self.config_write_at(bus, regs.PCI_MEMORY_BASE, (MEM_BASE >> 16) & 0xFFF0, 2)
+    self.config_write_at(bus, regs.PCI_MEMORY_LIMIT, (MEM_LIMIT >> 16) & 0xFFF0, 2)
+    self.config_write_at(bus, regs.PCI_PREF_MEMORY_BASE, (PREF_BASE >> 16) & 0xFFF0 | regs.PCI_PREF_RANGE_TYPE_64, 2)
+    self.config_write_at(bus, regs.PCI_PREF_MEMORY_LIMIT, 0xFFF0 | regs.PCI_PREF_RANGE_TYPE_64, 2)
+    self.config_write_at(bus, regs.PCI_PREF_BASE_UPPER32, PREF_BASE >> 32)
+    self.config_write_at(bus, regs.PCI_PREF_LIMIT_UPPER32, 0xFFFFFFFF)
+    cmd = self.config_read_at(bus, regs.PCI_COMMAND, 2)
+    self.config_write_at(bus, regs.PCI_COMMAND, cmd | regs.PCI_COMMAND_IO | regs.PCI_COMMAND_MEMORY | regs.PCI_COMMAND_MASTER, 2)
+
+  def ext_capabilities(self):
+    """(id, offset) of every extended capability (PCIe §7.6.3: id 15:0, version 19:16, next 31:20, from 0x100)."""
+    off, seen = regs.PCI_CFG_SPACE_SIZE, set()
+    while off and off not in seen:
+      seen.add(off)
+      header = self.config_read(off)
+      if header in (0, 0xFFFFFFFF): return
+      yield header & 0xFFFF, off
+      off = header >> 20 & 0xFFC
+
+  def resize_largest_bar(self) -> int | None:
+    """Set the first Resizable BAR entry to the largest size it supports; returns that size (None: no capability)."""
+    rebar = next((off for cap, off in self.ext_capabilities() if cap == regs.PCI_EXT_CAP_ID_REBAR), None)
+    if rebar is None: return None
+    cmd = self.config_read(regs.PCI_COMMAND, 2)
+    self.config_write(regs.PCI_COMMAND, cmd & ~regs.PCI_COMMAND_MEMORY & 0xFFFF, 2)   # no decoding while it changes
+    sizes = self.config_read(rebar + regs.PCI_REBAR_CAP) & regs.PCI_REBAR_CAP_SIZES
+    if not sizes: raise DeviceError(f"{self.name}: Resizable BAR capability at {rebar:#x} lists no size")
+    enc = sizes.bit_length() - 1 - 4            # bit 4 = 1 MiB
+    ctrl = self.config_read(rebar + regs.PCI_REBAR_CTRL)
+    self.config_write(rebar + regs.PCI_REBAR_CTRL, ctrl & ~regs.PCI_REBAR_CTRL_BAR_SIZE | enc << regs.PCI_REBAR_CTRL_BAR_SHIFT)
+    return 1 << (20 + enc)
+
+  def _size_bar(self, index: int) -> tuple[int, int, bool, bool]:
+    """(size, flags register, 64-bit, prefetchable) by the all-ones probe (PCI 3.0 §6.2.5.1); 0 = unimplemented."""
+    reg = regs.PCI_BASE_ADDRESS_0 + 4 * index
+    old = self.config_read(reg)
+    if old & regs.PCI_BASE_ADDRESS_SPACE_IO: return 0, old, False, False
+    is64 = bool(old & regs.PCI_BASE_ADDRESS_MEM_TYPE_64)
+    self.config_write(reg, 0xFFFFFFFF)
+    lo = self.config_read(reg) & 0xFFFFFFF0
+    self.config_write(reg, old)
+    hi = 0xFFFFFFFF
+    if is64:
+      old_hi = self.config_read(reg + 4)
+      self.config_write(reg + 4, 0xFFFFFFFF)
+      hi = self.config_read(reg + 4)
+      self.config_write(reg + 4, old_hi)
+    mask = hi << 32 | lo
+    if not lo and (not is64 or not hi): return 0, old, is64, False
+    return (~mask & 0xFFFFFFFFFFFFFFFF) + 1, old, is64, bool(old & regs.PCI_BASE_ADDRESS_MEM_PREFETCH)
+
+  def _assign_bars(self) -> None:
+    cmd = self.config_read(regs.PCI_COMMAND, 2)
+    self.config_write(regs.PCI_COMMAND, cmd & ~regs.PCI_COMMAND_MEMORY & 0xFFFF, 2)   # no decoding while sizing
+    pref, mem = PREF_BASE, MEM_BASE
+    index = 0
+    while index < NUM_BARS:
+      size, _, is64, prefetch = self._size_bar(index)
+      if size:
+        if prefetch and is64:
+          start = pref = -(-pref // size) * size
+          pref += size
+        else:
+          start = mem = -(-mem // size) * size
+          mem += size
+          if mem - 1 > MEM_LIMIT: raise DeviceError(f"{self.name}: BAR{index} of {size:#x} bytes does not fit the 32-bit window")
+        reg = regs.PCI_BASE_ADDRESS_0 + 4 * index
+        self.config_write(reg, start & 0xFFFFFFFF)
+        if is64: self.config_write(reg + 4, start >> 32)
+        flags = IORESOURCE_MEM | (IORESOURCE_MEM_64 if is64 else 0) | (IORESOURCE_PREFETCH if prefetch else 0)
+        self._bars[index] = BAR(index, start, start + size - 1, flags)
+      index += 2 if is64 else 1
+
+  # ---- BARs
+  def bars(self) -> list[BAR]: return list(self._bars)
+
+  def bar(self, index: int) -> BAR:
+    if not 0 <= index < NUM_BARS: raise DeviceError(f"{self.name}: there is no BAR {index} (0-{NUM_BARS - 1})")
+    return self._bars[index]
+
+  def map_bar(self, index: int, size: int | None = None, offset: int = 0) -> TLPMMIO:
+    bar = self.bar(index)
+    if not bar.is_memory or not bar.size: raise DeviceError(f"{self.name}: BAR {index} is not a memory BAR ({bar!r})")
+    size = bar.size - offset if size is None else size
+    if offset < 0 or size <= 0 or offset + size > bar.size:
+      raise DeviceError(f"{self.name}: window {offset:#x}+{size:#x} is outside BAR {index} of {bar.size:#x} bytes")
+    view = TLPMMIO(self.bridge, bar.start + offset, size, f"{self.name} BAR{index}")
+    self.views.append(view)
+    return view
+
+  # ---- system memory for the GPU: the bridge's windows
+  def alloc_sysmem(self, size: int, align: int = 0x1000) -> SRAMBuffer:
+    """A buffer in the SRAM below SYSMEM_SIZE (a bump allocator: it lives as long as the device)."""
+    start = -(-self._sysmem_next // align) * align
+    if size <= 0 or start + size > SYSMEM_SIZE:
+      raise DeviceError(f"{self.name}: no room for {size:#x} bytes of system memory in the bridge SRAM "
+                        f"({SYSMEM_SIZE - start:#x} of {SYSMEM_SIZE:#x} left)")
+    self._sysmem_next = start + size
+    return SRAMBuffer(self.sram, start, size, WINDOWS["sram"].bus + start)
+
+  def window(self, name: str) -> Window: return WINDOWS[name]
+
+  def read_window(self, name: str, offset: int, size: int) -> bytes:
+    """Bytes of an XDATA window (a000, b000, b800: signals, small queues) as the host sees them."""
+    w = WINDOWS[name]
+    if offset < 0 or offset + size > w.size: raise DeviceError(f"{self.name}: {name} window read of {size} at {offset:#x} is outside {w.size:#x}")
+    return self.bridge.xdata_read(w.xdata + offset, size)
+
+  def write_window(self, name: str, offset: int, data: bytes) -> None:
+    w = WINDOWS[name]
+    if offset < 0 or offset + len(data) > w.size: raise DeviceError(f"{self.name}: {name} window write of {len(data)} at {offset:#x} is outside {w.size:#x}")
+    self.bridge.xdata_write(w.xdata + offset, data)
+
+  def wait_signal(self, window: str, offset: int, expected: int, timeout_s: float | None = None, what: str | None = None) -> int:
+    """Poll a 32-bit signal in a window over USB until it reaches `expected`, AMD_USB_POLL_US (Config.amd_usb_poll_us)
+    between polls; hcq.Timeout names the signal, the expected and the last value."""
+    what = what or f"{self.name}: signal at {window} window +{offset:#x} (GPU address {WINDOWS[window].bus + offset:#x})"
+    read = lambda: int.from_bytes(self.read_window(window, offset, 4), "little")
+    return poll(read, expected, what, self.timeout_s if timeout_s is None else timeout_s, self.poll_us,
+                self.os.monotonic, self.os.sleep, self.stats)
+
+  def close(self) -> None:
+    self.views = []
+    if self.bridge is not None:
+      self.bridge.close()
+      self.bridge = None
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+  def __repr__(self): return f"USBPCIDevice({self.name})"

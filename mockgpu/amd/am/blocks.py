@@ -1,0 +1,189 @@
+"""Register models of the mock Navi 31's simpler blocks: NBIO (memory size, doorbell aperture, HDP flush), the two VM
+hubs (MMHUB, GC hub: the TLB invalidation engines, the page-table walker), IH (the interrupt ring) and the GC's RLC
+(autoload status), and the SMU (MP1 mailbox, features, metrics table).
+
+Each model answers what the driver programs with what the hardware would show: an invalidation request is
+acknowledged per VMID, a GPU address is translated through the driver's 4-level page tables (an unmapped one becomes
+a VM fault entry in the IH ring), an SMU message gets a response code in C2PMSG_90.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+
+from ....autogen.amd import smu_v13_0_0 as SMU
+from ....errors import GPUFault
+from .discovery import GC_HWID, MMHUB_HWID, MP1_HWID, NBIF_HWID, OSSSYS_HWID
+
+PTE_VALID, PTE_SYSTEM = 1 << 0, 1 << 1
+PDE_PTE = 1 << 54          # gfx10/11: a PDE that is itself a PTE (huge page)
+ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
+
+
+class NBIO:
+  def __init__(self, gpu):
+    rf = gpu.regs
+    self.hdp_flushes = 0
+    rf.hook(rf.addr(NBIF_HWID, "nbio_4_3_0", "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"), read=lambda: gpu.vram_size >> 20)
+    rf.hook(rf.addr(NBIF_HWID, "nbio_4_3_0", "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL"), write=self._flush)
+
+  def _flush(self, _value): self.hdp_flushes += 1
+
+
+class Hub:
+  """One VM hub (prefix MMVM_/MMMC_ in mmhub 3.0.0, GCVM_/GCMC_ in gc 11.0.0)."""
+
+  def __init__(self, gpu, hw_id: int, module: str, vm: str, mc: str):
+    self.gpu, self.hw_id, self.module, self.vm, self.mc = gpu, hw_id, module, vm, mc
+    self.invalidations: list[int] = []
+    self.on_invalidate = None     # called after each invalidation (the command processors re-read the mappings)
+    rf = gpu.regs
+    for eng in range(18):
+      req = rf.addr(hw_id, module, f"{vm}_INVALIDATE_ENG{eng}_REQ")
+      ack = rf.addr(hw_id, module, f"{vm}_INVALIDATE_ENG{eng}_ACK")
+      rf.hook(req, write=lambda v, ack=ack: self._invalidate(v, ack))
+      rf.hook(rf.addr(hw_id, module, f"{vm}_INVALIDATE_ENG{eng}_SEM"), read=lambda: 1)   # the semaphore is free
+    rf.poke(rf.addr(hw_id, module, f"{mc}_VM_FB_LOCATION_BASE"), gpu.fb_base >> 24)
+    rf.poke(rf.addr(hw_id, module, f"{mc}_VM_FB_LOCATION_TOP"), (gpu.fb_base + gpu.vram_size - 1) >> 24)
+
+  def _invalidate(self, value: int, ack: int) -> None:
+    vmids = value & 0xFFFF      # PER_VMID_INVALIDATE_REQ
+    self.invalidations.append(vmids)
+    if self.on_invalidate is not None: self.on_invalidate()
+    self.gpu.regs.poke(ack, vmids)
+
+  def reg(self, name: str) -> int: return self.gpu.regs.read(self.gpu.regs.addr(self.hw_id, self.module, name))
+
+  def translate(self, va: int, vmid: int = 0) -> tuple[str, int]:
+    """("vram", offset) or ("system", physical address) of GPU virtual address va in context vmid (0 only), walking
+    the page tables the driver built; an unmapped address raises GPUFault and posts a VM fault to the IH ring."""
+    cntl = self.reg(f"{self.vm}_CONTEXT{vmid}_CNTL")
+    if not cntl & 1: return self._fault(va, "context disabled")
+    depth = (cntl >> 1) & 3
+    base = self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_BASE_ADDR_LO32") | \
+      (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_BASE_ADDR_HI32") << 32)
+    start = (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_START_ADDR_LO32") |
+             (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
+    if not base & PTE_VALID: return self._fault(va, "no root page table")
+    table, rel = base & ADDR_MASK, va - start
+    if rel < 0: return self._fault(va, "below the context's range")
+    for level in range(depth, -1, -1):
+      shift = 12 + 9 * level
+      entry = self.gpu.read_mc64(table + ((rel >> shift) & 0x1FF) * 8)
+      if not entry & PTE_VALID: return self._fault(va, f"invalid entry at level {depth - level}")
+      if level == 0 or entry & PDE_PTE:
+        page = entry & ADDR_MASK & ~((1 << shift) - 1)
+        addr = page + (rel & ((1 << shift) - 1))
+        if entry & PTE_SYSTEM: return "system", addr
+        return "vram", addr - self.gpu.fb_base
+      table = entry & ADDR_MASK
+
+  def _fault(self, va: int, why: str):
+    # soc15_ih_clientid.h: VMC (MMHUB) 0x12, UTCL2 (GC hub) 0x1b; source 0 is the VM fault of both
+    self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x1B, src=0, ctx=[va >> 12, (va >> 44) & 0xF, 0, 0])
+    raise GPUFault(f"{self.vm} page walk: {why}", address=va, kind="VM fault")
+
+
+class IH:
+  """Interrupt ring 0: entries of 8 dwords written at the write pointer, which is also written back to memory."""
+
+  def __init__(self, gpu):
+    self.gpu = gpu
+    rf, m = gpu.regs, "osssys_6_0_0"
+    self.lock = threading.Lock()
+    self.posted = 0
+    self.a = {n: rf.addr(OSSSYS_HWID, m, n) for n in ("IH_RB_CNTL", "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_WPTR",
+                                                      "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI")}
+
+  def post(self, client: int, src: int, ctx: list[int], vmid: int = 0) -> bool:
+    """Write one IV entry. Called by the engines' worker thread while it holds the GPU's lock: the register values are
+    read and set without the register file's lock (which a driver's register write holds while a hook takes the GPU's
+    lock: taking it here would deadlock); entries are serialised by the IH's own lock."""
+    values = self.gpu.regs.values
+    with self.lock:
+      cntl = values.get(self.a["IH_RB_CNTL"], 0)
+      if not cntl & 1: return False          # RB_ENABLE clear: the interrupt is dropped
+      size = 4 << ((cntl >> 1) & 0x1F)       # RB_SIZE: log2 of the ring's dwords
+      base = ((values.get(self.a["IH_RB_BASE_HI"], 0) << 32) | values.get(self.a["IH_RB_BASE"], 0)) << 8
+      wptr = values.get(self.a["IH_RB_WPTR"], 0)
+      # an IV entry (Linux amdgpu_ih.c, decode_iv): client, source, ring, vmid in dword 0; timestamp in 1-2;
+      # pasid in 3; the source's four data dwords in 4-7
+      entry = struct.pack("<8I", client | (src << 8) | (vmid << 24), 0, 0, 0, *[c & 0xFFFFFFFF for c in ctx])
+      self.gpu.write_mc(base + (wptr % size), entry)
+      wptr = (wptr + 32) % size
+      values[self.a["IH_RB_WPTR"]] = wptr
+      wb = values.get(self.a["IH_RB_WPTR_ADDR_LO"], 0) | (values.get(self.a["IH_RB_WPTR_ADDR_HI"], 0) << 32)
+      if wb: self.gpu.write_mc(wb, struct.pack("<I", wptr))
+      self.posted += 1
+    return True
+
+
+class RLC:
+  def __init__(self, gpu):
+    rf = gpu.regs
+    self.status = rf.addr(GC_HWID, "gc_11_0_0", "RLC_RLCS_BOOTLOAD_STATUS")
+    rf.poke(rf.addr(GC_HWID, "gc_11_0_0", "CP_STAT"), 0)
+
+  def autoload(self, gpu) -> None:
+    gpu.regs.poke(self.status, 0x80000000 | 0x1)   # BOOTLOAD_COMPLETE | GFX_INIT_DONE
+
+
+class SMUModel:
+  """MP1 firmware after PSP loaded it: messages in C2PMSG_66 with an argument in C2PMSG_82; the response code in
+  C2PMSG_90 (PPSMC_Result_*), the result in C2PMSG_82. Before its firmware is loaded it answers nothing."""
+
+  def __init__(self, gpu):
+    self.gpu, rf = gpu, gpu.regs
+    self.msg, self.arg, self.resp = (rf.addr(MP1_HWID, "mp_13_0_0", f"MP1_SMN_C2PMSG_{n}") for n in (66, 82, 90))
+    rf.hook(self.msg, write=self._message)
+    self.running, self.version = False, 0
+    self.features, self.dram_addr = 0, 0
+    self.soft_min, self.soft_max = {}, {}
+    self.metrics_count = 0
+    self.messages: list[tuple[int, int]] = []
+
+  def start(self, version: int) -> None:
+    self.running, self.version = True, version
+    self.gpu.regs.poke(self.resp, SMU.PPSMC_Result_OK)
+
+  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249]}
+
+  def _message(self, msg: int) -> None:
+    if not self.running: return
+    rf = self.gpu.regs
+    arg = rf.read(self.arg)
+    self.messages.append((msg, arg))
+    result, out = SMU.PPSMC_Result_OK, arg
+    if msg == SMU.PPSMC_MSG_TestMessage: out = arg + 1
+    elif msg == SMU.PPSMC_MSG_GetSmuVersion: out = self.version
+    elif msg == SMU.PPSMC_MSG_GetDriverIfVersion: out = SMU.SMU13_0_0_DRIVER_IF_VERSION
+    elif msg == SMU.PPSMC_MSG_SetDriverDramAddrHigh: self.dram_addr = (self.dram_addr & 0xFFFFFFFF) | (arg << 32)
+    elif msg == SMU.PPSMC_MSG_SetDriverDramAddrLow: self.dram_addr = (self.dram_addr & ~0xFFFFFFFF) | arg
+    elif msg == SMU.PPSMC_MSG_EnableAllSmuFeatures: self.features = (1 << 64) - 1
+    elif msg == SMU.PPSMC_MSG_GetRunningSmuFeaturesLow: out = self.features & 0xFFFFFFFF
+    elif msg == SMU.PPSMC_MSG_GetRunningSmuFeaturesHigh: out = self.features >> 32
+    elif msg in (SMU.PPSMC_MSG_GetDpmFreqByIndex, SMU.PPSMC_MSG_GetMaxDpmFreq):
+      levels = self.DPM_MHZ.get(arg >> 16)
+      if levels is None: result = SMU.PPSMC_Result_Failed
+      elif msg == SMU.PPSMC_MSG_GetMaxDpmFreq: out = levels[-1]
+      else: out = len(levels) if arg & 0xFFFF == 0xFF else levels[min(arg & 0xFFFF, len(levels) - 1)]
+    elif msg in (SMU.PPSMC_MSG_SetSoftMinByFreq, SMU.PPSMC_MSG_SetSoftMaxByFreq):
+      (self.soft_min if msg == SMU.PPSMC_MSG_SetSoftMinByFreq else self.soft_max)[arg >> 16] = arg & 0xFFFF
+    elif msg == SMU.PPSMC_MSG_TransferTableSmu2Dram:
+      if arg != SMU.TABLE_SMU_METRICS or not self.dram_addr: result = SMU.PPSMC_Result_CmdRejectedPrereq
+      else: self._write_metrics()
+    else: result = SMU.PPSMC_Result_UnknownCmd
+    rf.poke(self.arg, out & 0xFFFFFFFF)
+    rf.poke(self.resp, result)
+
+  def _write_metrics(self) -> None:
+    self.metrics_count += 1
+    m = SMU.struct_SmuMetricsExternal_t()
+    s = m.SmuMetrics
+    gfx = self.soft_max.get(SMU.PPCLK_GFXCLK, self.DPM_MHZ[SMU.PPCLK_GFXCLK][0])
+    s.CurrClock[SMU.PPCLK_GFXCLK], s.CurrClock[SMU.PPCLK_UCLK] = gfx, self.soft_max.get(SMU.PPCLK_UCLK, 96)
+    s.AverageGfxclkFrequencyPostDs = gfx
+    s.AverageGfxActivity, s.AverageSocketPower = 0, 35
+    s.AvgTemperature[SMU.TEMP_EDGE] = 40
+    s.MetricsCounter = self.metrics_count
+    self.gpu.write_mc(self.dram_addr, bytes(m))

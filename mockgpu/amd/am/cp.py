@@ -1,0 +1,145 @@
+"""The command processors of the mock Navi 31 behind its registers: compute HQDs (CP_HQD_*) and the SDMA0 ring
+(SDMA0_QUEUE0_*), run by the mock gfx1100's PM4/SDMA engines and RDNA3 emulator (mockgpu/amd: queues.py, gpu.py).
+
+- A compute queue starts when the driver sets CP_HQD_ACTIVE.ACTIVE: the HQD registers of the queue GRBM_GFX_CNTL
+  selects are read then (ring base, size from CP_HQD_PQ_CONTROL.QUEUE_SIZE = log2(ring dwords) - 1, the read pointer
+  report address, the doorbell offset in dwords). It stops when ACTIVE is cleared (or a dequeue is requested).
+- The SDMA queue starts when SDMA0_QUEUE0_RB_CNTL.RB_ENABLE is set (RB_SIZE = log2(ring dwords)).
+- Doorbells: a 64-bit store at the queue's doorbell offset of the doorbell BAR is its write pointer.
+- Memory: the engines access GPU virtual addresses as host addresses (the mock's rule: GPU VA == host VA); the VAs
+  they may touch are those the GC hub's page tables map to system pages at that same host address, recomputed at
+  every GC hub TLB invalidation by walking the tables. Anything else is a GPU fault: the queue stops and a VM fault
+  goes to the IH ring (client UTCL2) with the address.
+- Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
+  (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
+"""
+from __future__ import annotations
+
+from array import array
+
+from ..gpu import GPUProperties, MockAMDGPU
+from ..queues import COMPUTE, SDMA
+from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
+from .discovery import GC_HWID, SDMA0_HWID
+
+CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x08, 224, 0x1B
+
+
+class CommandProcessors:
+  def __init__(self, navi):
+    self.navi, rf = navi, navi.regs
+    self.gpu = MockAMDGPU(navi.os, 0, 0x744C, GPUProperties())
+    self.gpu.listener = self
+    g = lambda n: rf.addr(GC_HWID, "gc_11_0_0", n)
+    self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
+                                  "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_WPTR_POLL_ADDR", "CP_HQD_PQ_WPTR_POLL_ADDR_HI",
+                                  "CP_HQD_PQ_DOORBELL_CONTROL", "CP_HQD_PQ_CONTROL", "CP_HQD_ACTIVE")}
+    rf.hook(self.hqd["CP_HQD_ACTIVE"], write=self._hqd_active)
+    rf.hook(g("CP_HQD_DEQUEUE_REQUEST"), write=lambda v: v and self._hqd_stop())
+    s = lambda n: rf.addr(SDMA0_HWID, "sdma_6_0_0", n)
+    self.sdma = {n: s(n) for n in ("SDMA0_QUEUE0_RB_CNTL", "SDMA0_QUEUE0_RB_BASE", "SDMA0_QUEUE0_RB_BASE_HI",
+                                   "SDMA0_QUEUE0_RB_RPTR_ADDR_LO", "SDMA0_QUEUE0_RB_RPTR_ADDR_HI",
+                                   "SDMA0_QUEUE0_DOORBELL_OFFSET", "SDMA0_QUEUE0_DOORBELL")}
+    rf.hook(self.sdma["SDMA0_QUEUE0_RB_CNTL"], write=self._sdma_cntl)
+    self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
+    self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
+    self._next_qid = 1
+    self.mapped: list[tuple[int, int]] = []
+
+  def _r(self, name: str) -> int: return self.navi.regs.values.get(self.hqd.get(name) or self.sdma[name], 0)
+
+  def _f(self, name: str, field: str) -> int:
+    """A field of a register by the names of the generated module (gc 11.0.0 or sdma 6.0.0)."""
+    module = "sdma_6_0_0" if name.startswith("SDMA") else "gc_11_0_0"
+    return self.navi.regs.fields(module, name, self._r(name))[field]
+
+  # ---- compute HQDs
+  def _selected(self) -> tuple:
+    return ("compute", self._f("GRBM_GFX_CNTL", "MEID"), self._f("GRBM_GFX_CNTL", "PIPEID"), self._f("GRBM_GFX_CNTL", "QUEUEID"))
+
+  def _hqd_active(self, value: int) -> None:
+    key = self._selected()
+    if not self._f("CP_HQD_ACTIVE", "ACTIVE"): return self._stop(key)
+    ring = ((self._r("CP_HQD_PQ_BASE_HI") << 32) | self._r("CP_HQD_PQ_BASE")) << 8
+    size = 4 << (self._f("CP_HQD_PQ_CONTROL", "QUEUE_SIZE") + 1)
+    rptr = (self._r("CP_HQD_PQ_RPTR_REPORT_ADDR_HI") << 32) | self._r("CP_HQD_PQ_RPTR_REPORT_ADDR")
+    wptr = (self._r("CP_HQD_PQ_WPTR_POLL_ADDR_HI") << 32) | self._r("CP_HQD_PQ_WPTR_POLL_ADDR")
+    on = self._f("CP_HQD_PQ_DOORBELL_CONTROL", "DOORBELL_EN")
+    self._start(key, COMPUTE, ring, size, rptr, wptr, self._f("CP_HQD_PQ_DOORBELL_CONTROL", "DOORBELL_OFFSET") * 4 if on else None)
+
+  def _hqd_stop(self) -> None:
+    self._stop(self._selected())
+    self.navi.regs.poke(self.hqd["CP_HQD_ACTIVE"], 0)
+
+  # ---- SDMA0 queue 0
+  def _sdma_cntl(self, value: int) -> None:
+    key = ("sdma", 0, 0, 0)
+    if not self._f("SDMA0_QUEUE0_RB_CNTL", "RB_ENABLE"): return self._stop(key)
+    ring = ((self._r("SDMA0_QUEUE0_RB_BASE_HI") << 32) | self._r("SDMA0_QUEUE0_RB_BASE")) << 8
+    size = 4 << self._f("SDMA0_QUEUE0_RB_CNTL", "RB_SIZE")
+    rptr = (self._r("SDMA0_QUEUE0_RB_RPTR_ADDR_HI") << 32) | self._r("SDMA0_QUEUE0_RB_RPTR_ADDR_LO")
+    on = self._f("SDMA0_QUEUE0_DOORBELL", "ENABLE")
+    self._start(key, SDMA, ring, size, rptr, 0, self._f("SDMA0_QUEUE0_DOORBELL_OFFSET", "OFFSET") * 4 if on else None)
+
+  # ---- queues on the engines
+  def _start(self, key, kind, ring, size, rptr, wptr, doorbell) -> None:
+    self._stop(key)
+    q = self.gpu.create_queue(kind, self._next_qid, ring, size, rptr, wptr, doorbell or 0)
+    self._next_qid += 1
+    self.queues[key] = q
+    if doorbell is not None:
+      self.doorbells[doorbell] = q
+      self.navi.doorbell_view.route(doorbell, self.gpu.doorbell_of(q))
+
+  def _stop(self, key) -> None:
+    q = self.queues.pop(key, None)
+    if q is None: return
+    for off, other in list(self.doorbells.items()):
+      if other is q:
+        del self.doorbells[off]
+        self.navi.doorbell_view.route(off, None)
+    self.gpu.destroy_queue(q.qid)
+
+  # ---- the GC hub's mappings as the engines see them
+  def remap(self) -> None:
+    """Walk the GC hub's VMID 0 page tables: the system pages mapped at their own host address become the ranges
+    the engines may touch (coalesced)."""
+    hub, navi = self.navi.gchub, self.navi
+    cntl = hub.reg("GCVM_CONTEXT0_CNTL")
+    pages = []
+    if cntl & 1:
+      base = hub.reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32") | (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32)
+      start = (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32") |
+               (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
+      if base & PTE_VALID: self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pages)
+    host_of = navi.os.memory._phys_page
+    ranges = []
+    for va, phys in pages:
+      if host_of.get(phys) != va: continue        # not host memory at the same address: the engines cannot use it
+      if ranges and ranges[-1][0] + ranges[-1][1] == va: ranges[-1][1] += 0x1000
+      else: ranges.append([va, 0x1000])
+    with self.gpu.lock:
+      for va, _size in self.mapped: self.gpu.unmap_range(va)
+      self.mapped = [tuple(r) for r in ranges]
+      for va, size in self.mapped: self.gpu.map_range(va, size)
+
+  def _walk(self, table: int, level: int, va: int, out: list) -> None:
+    entries = array("Q", self.navi.read_mc(table, 4096))
+    span = 1 << (12 + 9 * level)
+    for i, e in enumerate(entries):
+      if not e & PTE_VALID: continue
+      if level == 0 or e & PDE_PTE:
+        if e & PTE_SYSTEM: out.append((va + i * span, e & ADDR_MASK))
+      else: self._walk(e & ADDR_MASK, level - 1, va + i * span, out)
+
+  # ---- the engines' events (the listener interface of MockAMDGPU)
+  def interrupt(self, gpu, queue, ctxid: int) -> None:
+    if queue.kind == SDMA: self.navi.ih.post(CLIENT_SDMA0, SRC_SDMA_TRAP, [ctxid, 0, 0, 0])
+    else: self.navi.ih.post(CLIENT_CP, SRC_CP_EOP, [ctxid, 0, 0, 0])
+
+  def queue_failed(self, gpu, queue, error) -> None:
+    addr = getattr(error, "address", None)
+    if addr is not None: self.navi.ih.post(CLIENT_UTCL2, 0, [addr >> 12, (addr >> 44) & 0xF, 0, 0])
+    else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
+
+  def close(self) -> None: self.gpu.close()

@@ -1,0 +1,111 @@
+"""The mock Navi 31 PCI function (7900 XTX: vendor 0x1002, device 0x744c, class 0x030000) for the AM driver.
+
+BARs, as the hardware lays them out: BAR0 (64-bit prefetchable) VRAM, plain host memory; BAR2 (64-bit prefetchable)
+the doorbells; BAR5 (32-bit) the register aperture, whose accesses reach the block models (regfile.py, blocks.py,
+psp.py). The IP discovery binary (discovery.py) sits DISCOVERY_OFFSET below the end of VRAM as the board firmware
+leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_FB_LOCATION_BASE).
+
+    os = MockOS(config); gpu = add_navi31(os)      # then the AM driver opens PCI function gpu.addr
+"""
+from __future__ import annotations
+
+from ...memory import HostMemory  # noqa: F401  (the VRAM is registered with the OS's HostMemory)
+from ...mmio import DoorbellMMIO, MemoryMMIO
+from ...pci import PCIFunction
+from . import discovery as disc
+from .blocks import IH, NBIO, RLC, Hub, SMUModel
+from .cp import CommandProcessors
+from .discovery import GC_HWID, MMHUB_HWID
+from .psp import PSPModel
+from .regfile import RegFile
+
+VENDOR, DEVICE, CLASS = 0x1002, 0x744C, 0x030000
+DOORBELL_SIZE = 2 << 20
+FB_BASE = 0x80_0000_0000
+
+
+class MockNavi31:
+  def __init__(self, addr: str = "0000:03:00.0", vram_size: int = 512 << 20, discovery: bytes | None = None):
+    self.addr, self.vram_size, self.fb_base = addr, vram_size, FB_BASE
+    self.discovery = disc.build() if discovery is None else discovery
+    self.os = self.vram_addr = None
+    self.doorbells: list[tuple[int, int]] = []
+
+  # ---- VRAM as the GPU sees it (MC addresses)
+  def _vram_offset(self, mc: int, size: int) -> int:
+    off = mc - self.fb_base
+    if off < 0 or off + size > self.vram_size:
+      from ....errors import GPUFault
+      raise GPUFault(f"MC address {mc:#x}+{size:#x} is outside VRAM", address=mc)
+    return off
+
+  def read_mc(self, mc: int, size: int) -> bytes:
+    off = self._vram_offset(mc, min(size, self.vram_size - max(0, mc - self.fb_base)))
+    return bytes(self.vram[off:off + size])
+
+  def write_mc(self, mc: int, data: bytes) -> None:
+    off = self._vram_offset(mc, len(data))
+    self.vram[off:off + len(data)] = data
+
+  def read_mc64(self, mc: int) -> int: return int.from_bytes(self.read_mc(mc, 8), "little")
+
+  def _vram_dword(self, off: int, value=None):
+    if value is None: return int.from_bytes(self.vram[off:off + 4], "little")
+    self.vram[off:off + 4] = value.to_bytes(4, "little")
+
+  # ---- building
+  def _publish_firmware(self, os) -> None:
+    """The machine's firmware folder (config.firmware_dir) as the mock OS shows it: each file read from the host
+    when the driver reads it. A test may replace a file in os.vfs (a damaged blob) without touching the host's."""
+    import os as host
+    folder = os.config.firmware_dir
+    if not host.path.isdir(folder): return
+    os.vfs.mkdir(folder)
+    for name in sorted(host.listdir(folder)):
+      path = host.path.join(folder, name)
+      if not host.path.isfile(path) or os.vfs.exists(path): continue
+      def read(path=path):
+        with open(path, "rb") as f: return f.read()
+      os.vfs.add_file(path, read=read)
+
+  def attach(self, os) -> None:
+    self.os = os
+    self._publish_firmware(os)
+    self.vram_addr = os.memory.alloc(self.vram_size, what=f"mock Navi 31 {self.addr} VRAM")
+    self.vram = os.memview(self.vram_addr, self.vram_size)
+    top = self.vram_size - disc.DISCOVERY_OFFSET
+    self.vram[top:top + len(self.discovery)] = self.discovery
+    ips = {hw: bases for hw, inst, _v, bases in disc.NAVI31_IPS if inst == 0}
+    self.regs = RegFile(f"{self.addr} BAR5 (registers)", ips, lambda off: self._vram_dword(off),
+                        lambda off, v: self._vram_dword(off, v))
+    self.nbio = NBIO(self)
+    self.mmhub = Hub(self, MMHUB_HWID, "mmhub_3_0_0", "MMVM", "MMMC")
+    self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
+    self.ih = IH(self)
+    self.rlc = RLC(self)
+    self.smu = SMUModel(self)
+    self.psp = PSPModel(self)
+    self.cp = CommandProcessors(self)
+    self.gchub.on_invalidate = self.cp.remap
+    fn = self.function = PCIFunction(self.addr, VENDOR, DEVICE, CLASS, revision=0xC8, subsystem_vendor=VENDOR,
+                                     subsystem_device=0x0E3B)
+    fn.add_bar(0, MemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size), is_64=True, prefetchable=True)
+    self.doorbell_view = DoorbellMMIO(f"{self.addr} BAR2 (doorbells)", DOORBELL_SIZE, self._doorbell)
+    fn.add_bar(2, self.doorbell_view, is_64=True, prefetchable=True)
+    fn.add_bar(5, self.regs.mmio, is_64=False)
+    os.add_pci_function(fn)
+
+  def _doorbell(self, offset: int, value: int) -> None:
+    self.doorbells.append((offset, value))   # a doorbell no queue listens to (queues route theirs: cp.py)
+
+  def close(self) -> None:
+    if getattr(self, "cp", None) is not None: self.cp.close()
+    if self.vram_addr is not None:
+      self.vram.release()
+      self.os.memory.free(self.vram_addr, self.vram_size)
+      self.vram_addr = None
+
+
+def add_navi31(os, addr: str = "0000:03:00.0", **kw) -> MockNavi31:
+  """A mock Navi 31 PCI function on MockOS `os` (os.add_device: closed with the OS)."""
+  return os.add_device(MockNavi31(addr, **kw))

@@ -1,0 +1,162 @@
+"""The mock PSP (MP0 13.0.0): its bootloader, the sOS's KM ring, and the checks it makes on every image it is given.
+
+Bootloader (before the sOS runs, C2PMSG_81 == 0): the driver copies one SOS component to a 1 MiB-aligned VRAM buffer,
+writes its MC address >> 20 to C2PMSG_36 and the command to C2PMSG_35, then waits for C2PMSG_35 bit 31. The commands
+(Linux amdgpu_psp.h, enum psp_bootloader_cmd) and the order this model demands: the key database first, then SPL,
+the system driver, and the SOS last (the other drivers, when given, between them). After the SOS the sOS is alive
+(C2PMSG_81 holds its version) - unless an image was refused: then it never starts.
+
+The ring (psp_gfx_if.h): C2PMSG_69/70 = ring MC address, C2PMSG_71 = size, C2PMSG_64 = ring type << 16; the reply is
+C2PMSG_64 = 0x80000000. Frames (struct psp_gfx_rb_frame, 64 bytes) are taken up to the write pointer given in
+C2PMSG_67 (dwords); each command (struct psp_gfx_cmd_resp) gets resp.status and then the frame's fence value.
+Command order demanded: LOAD_TOC, SETUP_TMR (at least the size LOAD_TOC answered), LOAD_IP_FW with the SMU first,
+AUTOLOAD_RLC last, after the RLC, IMU and MEC images it needs.
+
+Every image (a SOS component or a LOAD_IP_FW blob) must be a signed AMD image: a 256-byte header with "$PS1" at 0x10
+(the key database: no magic) and the body size at 0x14, the body, then a 256-byte signature. A truncated image, one
+whose header is damaged, or one with a blank signature is refused; the refusal is kept in `refused`.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+
+from ....autogen.amd import psp_gfx_if as G
+from .discovery import MP0_HWID
+
+# Linux drivers/gpu/drm/amd/amdgpu/amdgpu_psp.h, enum psp_bootloader_cmd
+BL_KEY_DATABASE, BL_TOS_SPL_TABLE, BL_SYSDRV, BL_SOCDRV, BL_INTFDRV, BL_DBGDRV, BL_RASDRV, BL_SOSDRV = \
+  0x80000, 0x10000000, 0x10000, 0xB0000, 0xD0000, 0xC0000, 0xE0000, 0x20000
+BL_NAMES = {BL_KEY_DATABASE: "KDB", BL_TOS_SPL_TABLE: "SPL", BL_SYSDRV: "SYS_DRV", BL_SOCDRV: "SOC_DRV",
+            BL_INTFDRV: "INTF_DRV", BL_DBGDRV: "DBG_DRV", BL_RASDRV: "RAS_DRV", BL_SOSDRV: "SOS"}
+BL_ORDER = [BL_KEY_DATABASE, BL_TOS_SPL_TABLE, BL_SYSDRV, BL_SOCDRV, BL_INTFDRV, BL_DBGDRV, BL_RASDRV, BL_SOSDRV]
+SIGNATURE_SIZE, HEADER_SIZE = 256, 256
+# the versions the running firmware reports: those of the pinned package's psp_13_0_0_sos.bin and smu_13_0_0.bin
+SOS_VERSION, SMU_VERSION = 0x00310025, 0x004E4A00
+TMR_SIZE = 0x1300000          # what LOAD_TOC answers: the trusted memory region the listed firmware needs
+# response status codes of this model (resp.status; 0 is success)
+STATUS_BAD_IMAGE, STATUS_BAD_ORDER, STATUS_BAD_ADDRESS, STATUS_UNKNOWN = 0xFFFF0005, 0xFFFF0006, 0xFFFF0007, 0xFFFF0008
+AUTOLOAD_NEEDS = {G.GFX_FW_TYPE_RLC_G, G.GFX_FW_TYPE_IMU_I, G.GFX_FW_TYPE_IMU_D, G.GFX_FW_TYPE_RS64_MEC}
+
+
+def check_image(blob: bytes, size: int | None, kdb: bool = False) -> str | None:
+  """Why a signed image is refused, None when it is acceptable. size: the bytes the driver said it gave (None: the
+  bootloader reads the header's size)."""
+  if len(blob) < HEADER_SIZE + SIGNATURE_SIZE: return f"{len(blob)} bytes is shorter than a header and a signature"
+  if not kdb and blob[0x10:0x14] != b"$PS1": return f"no $PS1 header magic (found {blob[0x10:0x14].hex()})"
+  body = struct.unpack_from("<I", blob, 0x14)[0]
+  need = HEADER_SIZE + body + SIGNATURE_SIZE
+  if size is not None and size < need: return f"image of {size} bytes is shorter than its header says ({need})"
+  if need > len(blob): return f"header says {need} bytes, the buffer holds {len(blob)}"
+  if not any(blob[need - SIGNATURE_SIZE:need]): return "the signature is blank"
+  return None
+
+
+class PSPModel:
+  def __init__(self, gpu):
+    self.gpu, rf = gpu, gpu.regs
+    self.r = {n: rf.addr(MP0_HWID, "mp_13_0_0", f"MP0_SMN_C2PMSG_{n}") for n in (35, 36, 64, 67, 69, 70, 71, 81)}
+    rf.poke(self.r[35], 0x80000000)      # the bootloader is ready
+    rf.hook(self.r[35], write=self._bootloader)
+    rf.hook(self.r[64], write=self._ring_ctrl)
+    rf.hook(self.r[67], write=self._ring_wptr)
+    self.bl_loaded: list[int] = []
+    self.refused: list[str] = []
+    self.ring = None            # (mc address, size in bytes)
+    self.rptr = 0
+    self.toc_loaded, self.tmr = False, None
+    self.loaded_fw: list[int] = []
+    self.autoloaded = False
+
+  @property
+  def sos_alive(self) -> bool: return self.gpu.regs.read(self.r[81]) != 0
+
+  def _refuse(self, what: str) -> None:
+    self.refused.append(what)
+
+  # ---- bootloader
+  def _bootloader(self, cmd: int) -> None:
+    rf = self.gpu.regs
+    rf.poke(self.r[35], 0x80000000)
+    name = BL_NAMES.get(cmd)
+    if name is None: return self._refuse(f"bootloader command {cmd:#x} unknown")
+    if self.sos_alive: return self._refuse(f"bootloader {name}: the sOS already runs")
+    done = [BL_ORDER.index(c) for c in self.bl_loaded]
+    if done and BL_ORDER.index(cmd) <= max(done): return self._refuse(f"bootloader {name}: out of order after "
+                                                                        f"{[BL_NAMES[c] for c in self.bl_loaded]}")
+    if cmd in (BL_SOSDRV,) and BL_SYSDRV not in self.bl_loaded: return self._refuse("bootloader SOS: no SYS_DRV before it")
+    mc = rf.read(self.r[36]) << 20
+    blob = self.gpu.read_mc(mc, 1 << 20)
+    why = check_image(blob, None, kdb=cmd == BL_KEY_DATABASE)
+    if why: return self._refuse(f"bootloader {name}: {why}")
+    self.bl_loaded.append(cmd)
+    if cmd == BL_SOSDRV and not self.refused:
+      rf.poke(self.r[81], SOS_VERSION)    # the sOS runs, ready for ring commands
+      rf.poke(self.r[64], 0x80000000)
+
+  # ---- ring
+  def _ring_ctrl(self, value: int) -> None:
+    rf = self.gpu.regs
+    if not self.sos_alive: return       # no sOS: nobody answers
+    kind = value >> 16
+    if value == G.GFX_CTRL_CMD_ID_DESTROY_RINGS: self.ring, self.rptr = None, 0
+    elif kind == 2 or value == G.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:   # KM ring (PSP_RING_TYPE__KM = 2)
+      self.ring = ((rf.read(self.r[70]) << 32) | rf.read(self.r[69]), rf.read(self.r[71]))
+      self.rptr = 0
+    rf.poke(self.r[64], 0x80000000)
+
+  def _ring_wptr(self, wptr: int) -> None:
+    if self.ring is None: return self._refuse("ring write pointer with no ring")
+    base, size = self.ring
+    frame_dw = ctypes.sizeof(G.struct_psp_gfx_rb_frame) // 4
+    while self.rptr != wptr:
+      raw = self.gpu.read_mc(base + (self.rptr * 4) % size, ctypes.sizeof(G.struct_psp_gfx_rb_frame))
+      frame = G.struct_psp_gfx_rb_frame.from_buffer_copy(raw)
+      self._command(frame)
+      self.rptr = (self.rptr + frame_dw) % (size // 4) if size else wptr
+
+  def _command(self, frame) -> None:
+    cmd_mc = frame.cmd_buf_addr_lo | (frame.cmd_buf_addr_hi << 32)
+    cmd = G.struct_psp_gfx_cmd_resp.from_buffer_copy(self.gpu.read_mc(cmd_mc, ctypes.sizeof(G.struct_psp_gfx_cmd_resp)))
+    status, tmr_size = self._execute(cmd), 0
+    if cmd.cmd_id == G.GFX_CMD_ID_LOAD_TOC and status == 0: tmr_size = TMR_SIZE
+    cmd.resp.status, cmd.resp.tmr_size = status, tmr_size
+    self.gpu.write_mc(cmd_mc, bytes(cmd))
+    self.gpu.write_mc(frame.fence_addr_lo | (frame.fence_addr_hi << 32), struct.pack("<I", frame.fence_value))
+
+  def _execute(self, cmd) -> int:
+    cid = cmd.cmd_id
+    if cid == G.GFX_CMD_ID_LOAD_TOC:
+      c = cmd.cmd.cmd_load_toc
+      why = check_image(self.gpu.read_mc(c.toc_phy_addr_lo | (c.toc_phy_addr_hi << 32), c.toc_size), c.toc_size)
+      if why: return self._status(STATUS_BAD_IMAGE, f"LOAD_TOC: {why}")
+      self.toc_loaded = True
+      return 0
+    if cid == G.GFX_CMD_ID_SETUP_TMR:
+      c = cmd.cmd.cmd_setup_tmr
+      if not self.toc_loaded: return self._status(STATUS_BAD_ORDER, "SETUP_TMR before LOAD_TOC")
+      if c.buf_size < TMR_SIZE: return self._status(STATUS_BAD_ADDRESS, f"SETUP_TMR of {c.buf_size:#x} bytes < {TMR_SIZE:#x}")
+      self.tmr = (c.buf_phy_addr_lo | (c.buf_phy_addr_hi << 32), c.buf_size)
+      return 0
+    if cid == G.GFX_CMD_ID_LOAD_IP_FW:
+      c = cmd.cmd.cmd_load_ip_fw
+      if self.tmr is None: return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before SETUP_TMR")
+      if not self.loaded_fw and c.fw_type != G.GFX_FW_TYPE_SMU:
+        return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before the SMU firmware")
+      blob = self.gpu.read_mc(c.fw_phy_addr_lo | (c.fw_phy_addr_hi << 32), c.fw_size)
+      why = check_image(blob, c.fw_size)
+      if why: return self._status(STATUS_BAD_IMAGE, f"LOAD_IP_FW type {c.fw_type}: {why}")
+      self.loaded_fw.append(c.fw_type)
+      if c.fw_type == G.GFX_FW_TYPE_SMU: self.gpu.smu.start(SMU_VERSION)
+      return 0
+    if cid == G.GFX_CMD_ID_AUTOLOAD_RLC:
+      missing = AUTOLOAD_NEEDS - set(self.loaded_fw)
+      if missing: return self._status(STATUS_BAD_ORDER, f"AUTOLOAD_RLC without firmware types {sorted(missing)}")
+      self.autoloaded = True
+      self.gpu.rlc.autoload(self.gpu)
+      return 0
+    return self._status(STATUS_UNKNOWN, f"command {cid:#x} unknown")
+
+  def _status(self, status: int, why: str) -> int:
+    self._refuse(why)
+    return status
