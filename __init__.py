@@ -17,7 +17,7 @@ __all__ = ["open", "parse_spec", "DeviceSpec", "registered_drivers", "device_lis
 
 # the driver packages, each declaring DRIVER (drivers/hcq/registry.py); hcq.open, spec parsing, autodetection and the
 # README's device list come from these declarations. A vendor is listed when its driver works.
-_DRIVER_PACKAGES = ("amd", "cpu", "bnxt", "nv")
+_DRIVER_PACKAGES = ("amd", "cpu", "bnxt", "nv", "qcom")
 # hcq.open() with no spec and no HCQ_DEV opens the first present device of an autodetected interface, else this
 _FALLBACK = "MOCK+AMD"
 

@@ -3,7 +3,8 @@ method names of each class.
 
 From a file (raw little-endian dwords, or text with one hex dword per token) or from the rings of a device after
 running the demo vector add on it (--device SPEC: an AMD device's PM4 and SDMA rings, an NV device's compute and
-copy pushbuffers)."""
+copy pushbuffers). --qcom reads an Adreno CP stream instead (type-4 register writes named by the a6xx register table,
+type-7 packets by the adreno_pm4 opcodes; parity checked)."""
 from __future__ import annotations
 
 import re
@@ -72,8 +73,9 @@ def _decode_and_print(decode, words) -> int:
   """Print the packets; at a packet that cannot be read, print those before it, then the error (exit status 1)."""
   from ..drivers.amd.decoding import DecodeError as AMDDecodeError
   from ..drivers.nv.gpfifo import DecodeError as NVDecodeError
+  from ..drivers.qcom.cp import DecodeError as CPDecodeError
   try: packets = decode(words)
-  except (AMDDecodeError, NVDecodeError) as e:
+  except (AMDDecodeError, NVDecodeError, CPDecodeError) as e:
     print_packets(e.packets)
     print(f"hcq decode: error: {e}", file=sys.stderr)
     return 1
@@ -85,6 +87,11 @@ def run(args) -> int:
   from ..drivers.amd import pm4, sdma
   from ..drivers.nv.gpfifo import decode_pushbuffer
   decoders = {"pm4": pm4.decode, "sdma": sdma.decode, "gpfifo": decode_pushbuffer, "gpfifo-copy": decode_pushbuffer}
+  if args.qcom:
+    if args.device or args.engine: raise UsageError("--qcom decodes a FILE; it takes neither --device nor --engine")
+    if not args.file: raise UsageError("give a FILE (or - for stdin) with --qcom")
+    from ..drivers.qcom import cp
+    return _decode_and_print(cp.decode, _read_words(args.file))
   if args.device:
     if args.file: raise UsageError("give either a FILE or --device, not both")
     status = 0
@@ -103,9 +110,11 @@ def register(sub) -> None:
   p = sub.add_parser("decode", help="print PM4/SDMA command streams or NV GPFIFO pushbuffers with their names",
                      description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="examples: hcq decode ring.bin | hcq decode --engine sdma words.txt | "
-                            "hcq decode --device MOCK+AMD | hcq decode --engine gpfifo pb.bin | hcq decode --device MOCK+NV")
+                            "hcq decode --device MOCK+AMD | hcq decode --engine gpfifo pb.bin | hcq decode --device MOCK+NV | "
+                            "hcq decode --qcom ib.bin")
   p.add_argument("file", nargs="?", help="dword stream: raw little-endian binary or hex text ('-' = stdin)")
   p.add_argument("--engine", choices=("pm4", "sdma", "gpfifo"), default=None,
                  help="packet format: pm4, sdma, or gpfifo (NV pushbuffer methods); default pm4 for files")
   p.add_argument("--device", default=None, help="run the demo vector add on this device and decode its rings")
+  p.add_argument("--qcom", action="store_true", help="the FILE is an Adreno CP stream (type-4/type-7 packets)")
   p.set_defaults(func=run)

@@ -131,7 +131,8 @@ def register(sub) -> None:
                            "[--out DIR] ARG...",
                      epilog="example: hcq run demo.hsaco --kernel vadd --grid 4 --block 256 a.npy b.npy 1024:float32 =1024")
   _options(p)
-  p.add_argument("code_object", metavar="CODE_OBJECT", help="an AMD HSA code object (ELF), e.g. built by clang-19")
+  p.add_argument("code_object", metavar="CODE_OBJECT", help="an AMD HSA code object (ELF), e.g. built by clang-19; "
+                                                           "for QCOM an ir3 program in Mesa computerator's format")
   p.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARG", help="buffers and scalars in the kernel's argument "
                                                                       "order (see above); options may follow")
   p.set_defaults(func=lambda a: run(_reparse(a)))

@@ -24,7 +24,8 @@ __all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_nv_os"]
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
 MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)",
           ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
-          ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl"}
+          ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl",
+          ("QCOM", "KGSL"): "a mock Adreno 630 behind /dev/kgsl-3d0"}
 MOCKED[("AMD", "PCI")] = "mock Navi 31 PCI functions (amd/am: registers, PSP, SMU, discovery in VRAM)"
 MAX_MOCK_GPUS = 16
 
@@ -62,6 +63,11 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
   if vendor == "BNXT":
     from .bnxt import open_bnxt_mock
     os, _nic = open_bnxt_mock(config, index)
+    return os
+  if vendor == "QCOM":
+    from .qcom import add_qcom_gpu
+    os = MockOS(config)
+    add_qcom_gpu(os)
     return os
   if iface == "PCI" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_os(config, gpus=index + 1)
   if not 0 <= index < MAX_MOCK_GPUS:

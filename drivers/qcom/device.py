@@ -1,0 +1,206 @@
+"""QCOMDevice: Adreno 6xx on the HCQ runtime over KGSL (kgsl.py).
+
+KGSL is the first engine that takes its words by ioctl, not through a ring and a doorbell: KGSLEngine gathers a
+submission's CP packets, copies them into an indirect buffer (a wrapping ring in GPU memory that keeps each
+submission's words until the timeline passes it) and submits that buffer with IOCTL_KGSL_GPU_COMMAND, which returns
+the context's timestamp for it. The timeline signal is still written by the stream itself (CP_EVENT_WRITE with a
+timestamp, lower.py); a wait that is not done after its busy polls blocks in IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID
+for the submission's timestamp, which also reports a faulted context (GPUFault naming the context and timestamp).
+
+Memory: every buffer is a KGSL memory object mapped for the CPU (Adreno shares the system's memory), so copies are
+CPU copies after the device is idle, as the runtime does for host buffers; there is no copy engine (the runtime's
+"copy" name refers to the compute engine, whose lowering refuses copies)."""
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections import deque
+
+from ...compiler import queue as Q
+from ...errors import DeviceError, GPUFault, Timeout
+from ..hcq import Buffer
+from ..hcq.alloc import LaunchRing
+from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, Engine
+from ..hcq.runtime import HCQDevice, Submission
+from . import lower
+from .lower import COMPUTE
+from .program import V_CONSTS, V_IBOS, QCOMProgram, parse
+
+IB_RING_SIZE = 4 << 20
+V_TIMELINE = ("var", "timeline")
+
+
+class LaunchShape:
+  __slots__ = ("cmd", "grid", "block")
+  def __init__(self, cmd, grid, block): self.cmd, self.grid, self.block = cmd, grid, block
+
+
+class KGSLEngine(Engine):
+  """An engine whose submit is an ioctl: write() gathers words, commit() puts them in the indirect-buffer ring and
+  calls IOCTL_KGSL_GPU_COMMAND; the (timeline value, KGSL timestamp) pairs let a wait block on the right timestamp."""
+
+  def __init__(self, dev: "QCOMDevice", links: dict):
+    self.dev, self.pending = dev, []
+    self.submitted: deque[tuple[int, int]] = deque(maxlen=4096)   # (timeline value, KGSL timestamp)
+    super().__init__(COMPUTE, lower.pm_cp, None, links)
+
+  def mark(self): return len(self.pending)
+  def rollback(self, mark) -> None: del self.pending[mark:]
+  def write(self, words) -> None: self.pending.extend(words)
+
+  def commit(self) -> None:
+    if not self.pending: return
+    dev, words = self.dev, array("I", self.pending)
+    self.pending = []
+    value = dev.timeline.value              # the submission being committed (the device lock is held)
+    va = dev.ib_ring.alloc(len(words) * 4, value)
+    off = va - dev.ib_ring.va
+    dev.ib_view[off:off + len(words) * 4] = words.tobytes()
+    try: ts = dev.iface.submit(va, len(words) * 4)
+    except BaseException as e:
+      # nothing reached the GPU: the timeline value and the space are given back (no later wait waits for them);
+      # a context KGSL reports faulted is the device's fault from now on
+      dev.ib_ring.cancel(value)
+      dev._abandon(self, value, 0, release=False)
+      if isinstance(e, GPUFault): dev._remember_fault(e)
+      raise
+    self.submitted.append((value, ts))
+
+  def timestamp_for(self, value: int) -> int | None:
+    """The KGSL timestamp of the first submission at or after timeline value `value`."""
+    subs = self.submitted
+    i = bisect.bisect_left(subs, (value, -1))
+    return subs[i][1] if i < len(subs) else None
+
+
+class QCOMDevice(HCQDevice):
+  buffer_type = Buffer
+  ticks_per_us = lower.TICKS_PER_US
+
+  def __init__(self, iface, os, config):
+    super().__init__(os, config)
+    self.iface, self.arch, self.label = iface, iface.arch, iface.label
+    self.name = f"{self.arch} on {iface.label}"
+    self._mems = []
+    self._images: dict[bytes, tuple] = {}
+    try:
+      from ...compiler.backend.ir3.isa import ISA
+      self.isa = ISA(iface.gpu_id)
+      ib = self._kgsl(IB_RING_SIZE)
+      self.ib_view = ib.cpu
+      self._start_runtime()
+      self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
+    except BaseException:
+      try: iface.close()
+      finally: raise
+
+  def _kgsl(self, size: int):
+    mem = self.iface.alloc(size)
+    self._mems.append(mem)
+    return mem
+
+  # ---- the runtime's hooks
+  def _host_memory(self, size: int):
+    mem = self._kgsl(size)
+    return mem.va, mem.cpu
+
+  def _make_engines(self, links: dict):
+    engine = KGSLEngine(self, links)
+    return {COMPUTE: engine, "copy": engine}
+
+  def _block(self, seconds: float) -> None:
+    """Block in KGSL until the awaited submission's timestamp retires (or `seconds` pass); a faulted context
+    raises GPUFault there."""
+    ts = self.compute.timestamp_for(self._awaited) if self._awaited is not None else None
+    if ts is None:
+      self.os.sleep(seconds)
+      return
+    self.iface.wait(ts, max(int(seconds * 1000), 1))
+
+  def wait_value(self, value: int) -> None:
+    try: super().wait_value(value)
+    except Timeout as e:
+      ts = self.compute.timestamp_for(value)
+      if ts is not None:
+        e.args = (f"{e.args[0]}; KGSL context {self.iface.ctx} has not retired timestamp {ts} "
+                  f"(IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID)",)
+      raise
+
+  # ---- launches
+  def launch_cmdbuf(self, prog: QCOMProgram, grid, block, timed: bool):
+    els = [Q.barrier()]
+    if timed: els.append(Q.timestamp(T_START))
+    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
+    if timed: els.append(Q.timestamp(T_END))
+    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
+    return LaunchShape(self.compute.build(Q.queue(COMPUTE, *els)), grid, block)
+
+  def _launch_words(self, prog: QCOMProgram, shape, explicit: bytes, value: int):
+    data = prog.launch_data(explicit, shape.grid)
+    va, view = self.launch_data_slot(len(data), value)
+    view[:] = data
+    return shape.cmd.fill({V_CONSTS: va, V_IBOS: va + prog.constlen * 16, V_TIMELINE: value})
+
+  # ---- bound launches: the launches' constants and IBO descriptors kept in their own memory, the words built once
+  def _record(self, planned):
+    datas = [prog.launch_data(explicit, shape.grid) for prog, shape, explicit in planned]
+    offsets, size = [], 0
+    for d in datas:
+      offsets.append(size)
+      size = (size + len(d) + 63) & ~63
+    mem = self._kgsl(size)
+    words = []
+    for (prog, shape, _), data, off in zip(planned, datas, offsets):
+      mem.cpu[off:off + len(data)] = data
+      cmd = self.compute.build(Q.queue(COMPUTE, Q.barrier(), Q.call(Q.program(prog.name, prog, shape.grid, shape.block))))
+      words += cmd.fill({V_CONSTS: mem.va + off, V_IBOS: mem.va + off + prog.constlen * 16})
+    return array("I", words)
+
+  def _replay_words(self, recording): return recording
+
+  def submit_cp(self, words) -> int:
+    """Run raw CP packets, then signal the timeline. Returns the timeline value."""
+    with self._open_lock():
+      with Submission(self, self.compute, "raw CP packets") as sub: sub.add(array("I", list(words)))
+    return sub.value
+
+  # ---- memory
+  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
+    with self._open_lock(): mem = self.iface.alloc(nbytes)
+    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu[:nbytes], kind="host")
+
+  def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
+
+  # ---- programs
+  def _load(self, image: bytes, name: str | None):
+    """A computerator program (headers + ir3 assembly, as text)."""
+    try: text = image.decode()
+    except UnicodeDecodeError: raise DeviceError(f"{self.name}: load() takes an ir3 program as text (computerator's format)") from None
+    name = name or "main"
+    kernel, asm = parse(text, name)
+    try: from ...compiler.backend.ir3.asm import Assembler
+    except ImportError as e: raise DeviceError(f"{self.name}: the ir3 assembler is not available ({e})") from None
+    try: code = bytes(Assembler(self.iface.gpu_id).assemble(asm))
+    except DeviceError: raise
+    except Exception as e: raise DeviceError(f"{self.name}: {name}: {e}") from None
+    return self.load_code(kernel, code, name)
+
+  def load_code(self, kernel, code: bytes, name: str) -> QCOMProgram:
+    """A program from its headers (program.Kernel) and its instruction words (64-bit each, little-endian)."""
+    if not code or len(code) % 8: raise DeviceError(f"{self.name}: {name}: {len(code)} bytes of code is not a whole number of instructions")
+    with self._open_lock():
+      loaded = self._images.get(code)
+      if loaded is None:
+        mem = self._kgsl(len(code) + 128)        # the shader is fetched in 128-byte groups
+        mem.cpu[:len(code)] = code
+        loaded = self._images[code] = (mem.va, len(code))
+    words = list(array("Q", code))
+    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words)
+
+  def _release_hardware(self) -> None:
+    self.iface.close()
+
+  def __repr__(self): return f"QCOMDevice({self.name})"
+
+
+__all__ = ["QCOMDevice", "KGSLEngine"]

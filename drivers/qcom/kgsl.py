@@ -1,0 +1,155 @@
+"""KGSLIface: an Adreno GPU through Qualcomm's kernel driver, /dev/kgsl-3d0, reached only through the OS interface.
+
+What it offers QCOMDevice: the device's properties (chip id -> "a630"), GPU memory objects (GPUMEM_ALLOC_ID, mapped
+into the process by mmap of the kgsl file at id << 12, with GPU address == CPU address: KGSL_MEMFLAGS_USE_CPU_MAP),
+a draw context, submission of an indirect buffer by ioctl (GPU_COMMAND, which returns the context's next timestamp),
+waits for a timestamp bounded by a timeout (DEVICE_WAITTIMESTAMP_CTXTID), and the context's fault status
+(GETPROPERTY GPU_RESET_STAT / CONTEXT_PROPERTY faults) turned into hcq.GPUFault.
+
+Bindings: hcq.autogen.qcom.msm_kgsl (Mesa 22.3.6's msm_kgsl.h, checked against gcc)."""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import os as _os
+
+from ...autogen.qcom import msm_kgsl as K
+from ...errors import DeviceError, GPUFault, OSCallError
+from ..hcq.alloc import round_up
+
+PATH = "/dev/kgsl-3d0"
+PAGE = 0x1000
+# compute context: no GMEM, a preamble-capable context that does not try to recover a faulting submission (a fault
+# invalidates the context and later waits and submissions on it say so), medium priority, fine-grain preemption
+CONTEXT_FLAGS = (K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
+                 K.KGSL_CONTEXT_INVALIDATE_ON_FAULT | 8 << K.KGSL_CONTEXT_PRIORITY_SHIFT |
+                 K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN << K.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT |
+                 K.KGSL_CONTEXT_TYPE_CL << K.KGSL_CONTEXT_TYPE_SHIFT)
+RESET_STATUS = {K.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT: "the GPU was reset: this context's work faulted",
+                K.KGSL_CTX_STAT_INNOCENT_CONTEXT_RESET_EXT: "the GPU was reset for another context's fault",
+                K.KGSL_CTX_STAT_UNKNOWN_CONTEXT_RESET_EXT: "the GPU was reset (cause unknown)"}
+
+
+@dataclasses.dataclass
+class Mem:
+  id: int
+  va: int
+  size: int
+  cpu: memoryview
+
+
+def chip_name(chip_id: int) -> str:
+  """0x06030001 (core 6, major 3, minor 0, patch 1) -> "a630"."""
+  core, major, minor = chip_id >> 24 & 0xFF, chip_id >> 16 & 0xFF, chip_id >> 8 & 0xFF
+  return f"a{core}{major}{minor}"
+
+
+class KGSLIface:
+  name = "KGSL"
+
+  def __init__(self, osi, index: int, config, label: str | None = None):
+    self.os, self.config = osi, config
+    self.label = label or f"KGSL+QCOM:{index}"
+    if index != 0: raise DeviceError(f"{self.label}: KGSL has one GPU, {PATH} (index 0)")
+    try: self.fd = osi.open(PATH, _os.O_RDWR)
+    except OSCallError as e: raise DeviceError(f"{self.label}: cannot open {PATH} ({e})") from None
+    self._mems: dict[int, Mem] = {}
+    self.ctx = None
+    try: self._open()
+    except BaseException as e:
+      try: self.close()
+      except (DeviceError, OSError) as cleanup: e.add_note(f"{self.label}: cleaning up after the failed open failed too: {cleanup}")
+      raise
+
+  def _open(self) -> None:
+    info = self.getproperty(K.KGSL_PROP_DEVICE_INFO, K.struct_kgsl_devinfo())
+    self.chip_id, self.gmem_size = info.chip_id, info.gmem_sizebytes
+    self.arch = chip_name(info.chip_id)
+    self.gpu_id = int(self.arch[1:])
+    if not 600 <= self.gpu_id < 700:
+      raise DeviceError(f"{self.label}: chip {info.chip_id:#010x} ({self.arch}) is not an Adreno 6xx, which hcq drives")
+    self.label = f"{self.label} ({self.arch}, chip {info.chip_id:#010x})"
+    self.ctx = self._ioctl(K.IOCTL_KGSL_DRAWCTXT_CREATE, flags=CONTEXT_FLAGS).drawctxt_id
+
+  def _ioctl(self, ioctl, **fields):
+    try: return ioctl(self.fd, **fields)
+    except OSCallError as e: raise DeviceError(f"{self.label}: {e}") from None
+
+  def getproperty(self, prop: int, value):
+    K.IOCTL_KGSL_DEVICE_GETPROPERTY(self.fd, type=prop, value=ctypes.addressof(value), sizebytes=ctypes.sizeof(value))
+    return value
+
+  # ---- memory
+  def alloc(self, size: int, uncached: bool = False) -> Mem:
+    """A GPU memory object of at least size bytes, mapped at the same address for the CPU and the GPU."""
+    size = round_up(max(size, 1), PAGE)
+    flags = K.KGSL_MEMFLAGS_USE_CPU_MAP | 12 << K.KGSL_MEMALIGN_SHIFT
+    if uncached: flags |= K.KGSL_CACHEMODE_UNCACHED << K.KGSL_CACHEMODE_SHIFT
+    try: obj = K.IOCTL_KGSL_GPUMEM_ALLOC_ID(self.fd, size=size, flags=flags)
+    except OSCallError as e: raise DeviceError(f"{self.label}: allocating {size:#x} bytes failed: {e}") from None
+    # with USE_CPU_MAP the object gets its GPU address when it is mapped: the CPU address
+    try: va = self.fd.mmap(obj.mmapsize, obj.id << 12)
+    except (OSCallError, OSError) as e:
+      self._ioctl(K.IOCTL_KGSL_GPUMEM_FREE_ID, id=obj.id)
+      raise DeviceError(f"{self.label}: mapping memory object {obj.id} ({size:#x} bytes) failed: {e}") from None
+    mem = Mem(obj.id, va, size, self.os.memview(va, size))
+    self._mems[va] = mem
+    return mem
+
+  def free(self, mem: Mem) -> None:
+    if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
+    mem.cpu = None
+    self.os.free_anon(mem.va, mem.size)
+    self._ioctl(K.IOCTL_KGSL_GPUMEM_FREE_ID, id=mem.id)
+
+  # ---- submission and completion
+  def submit(self, ib_va: int, ib_bytes: int) -> int:
+    """Run the indirect buffer on the context; returns the KGSL timestamp the submission retires with."""
+    cmd = K.struct_kgsl_command_object(gpuaddr=ib_va, size=ib_bytes, flags=K.KGSL_CMDLIST_IB)
+    try:
+      args = K.IOCTL_KGSL_GPU_COMMAND(self.fd, context_id=self.ctx, cmdlist=ctypes.addressof(cmd),
+                                      cmdsize=ctypes.sizeof(cmd), numcmds=1)
+    except OSCallError as e:
+      self.check_context(f"IOCTL_KGSL_GPU_COMMAND failed ({e})")
+      raise DeviceError(f"{self.label}: submitting {ib_bytes} bytes at {ib_va:#x} on context {self.ctx} failed: {e}") from None
+    return args.timestamp
+
+  def wait(self, timestamp: int, timeout_ms: int) -> bool:
+    """Block until the context retires timestamp or timeout_ms pass (True: retired). A fault of the context raises
+    GPUFault naming the ioctl, the context and the timestamp."""
+    try:
+      K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID(self.fd, context_id=self.ctx, timestamp=timestamp, timeout=timeout_ms)
+      return True
+    except OSCallError as e:
+      if e.errno == errno.ETIMEDOUT: return False
+      self.check_context(f"IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID for timestamp {timestamp} failed ({e})")
+      raise DeviceError(f"{self.label}: waiting for timestamp {timestamp} on context {self.ctx} failed: {e}") from None
+
+  def check_context(self, what: str = "") -> None:
+    """Raise GPUFault when KGSL reports the context reset or faulted."""
+    stat = ctypes.c_uint32(self.ctx)         # in: the context id; out: its reset status (read and cleared)
+    try: self.getproperty(K.KGSL_PROP_GPU_RESET_STAT, stat)
+    except OSCallError: return
+    fault = K.struct_kgsl_context_property_fault()
+    prop = K.struct_kgsl_context_property(data=ctypes.addressof(fault), size=ctypes.sizeof(fault),
+                                          type=K.KGSL_CONTEXT_PROP_FAULTS, contextid=self.ctx)
+    try: self.getproperty(K.KGSL_PROP_CONTEXT_PROPERTY, prop)
+    except OSCallError: fault.faults = 0
+    if stat.value == K.KGSL_CTX_STAT_NO_ERROR and not fault.faults: return
+    cause = RESET_STATUS.get(stat.value, f"reset status {stat.value}")
+    at = f" at timestamp {fault.timestamp}" if fault.faults else ""
+    raise GPUFault(f"{self.label}: context {self.ctx} faulted{at} ({fault.faults} fault(s); {cause})"
+                   + (f"; {what}" if what else ""), kind="context fault")
+
+  def close(self) -> None:
+    errors = []
+    for mem in list(self._mems.values()):
+      try: self.free(mem)
+      except (OSCallError, DeviceError, OSError) as e: errors.append(e)
+    if self.ctx is not None:
+      try: K.IOCTL_KGSL_DRAWCTXT_DESTROY(self.fd, drawctxt_id=self.ctx)
+      except (OSCallError, OSError) as e: errors.append(e)
+      self.ctx = None
+    self.fd.close()
+    if errors: raise DeviceError(f"{self.label}: closing failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))

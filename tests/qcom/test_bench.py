@@ -1,0 +1,23 @@
+"""bench/qcom.py's numbers mean what they say: its fiber-instruction count equals the emulator's own count."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import hcq
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "qcom.py"
+
+
+def test_the_bench_counts_the_instructions_the_emulator_runs():
+  spec = importlib.util.spec_from_file_location("bench_qcom", BENCH)
+  bench = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(bench)
+  with hcq.open("MOCK+QCOM") as dev:
+    cp = dev.owned_os.devices[0].cp            # the mock's command processor counts fiber-instructions it ran
+    lo = bench.launch_overhead(dev, 5)
+    assert lo["queued_us"] > 0 and lo["waited_us"] > 0
+    before = cp.instructions
+    r = bench.emulator_rate(dev, iterations=7, groups=2, runs=1)
+    # emulator_rate's warm-up launch runs one group; the measured one runs `groups`
+    assert cp.instructions - before == r["fiber_instructions"] * 3 // 2
