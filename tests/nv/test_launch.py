@@ -249,3 +249,19 @@ def test_local_memory_is_set_up_on_the_compute_channel_before_a_kernel_that_need
 def test_nv_without_nvidia_ko_is_a_clear_error(tmp_path):
   with pytest.raises(hcq.DeviceError, match="cannot open /dev/nvidiactl"):
     hcq.open("NV", Config(dev_root=str(tmp_path)))
+
+
+def test_a_full_gpfifo_on_a_faulted_channel_raises_the_fault_at_once():
+  from hcq.drivers.nv import gpfifo as G
+  with _open(timeout_s=3) as dev:
+    eng = dev.compute
+    gpu = dev.owned_os.devices[0].gpus[0]
+    ch = next(c for c in gpu.channels if c.handle == eng.channel.handle)
+    gpu._fail(ch, hcq.GPUFault("test fault", address=0x1234000, kind="page fault"))
+    saved = eng.gp_put
+    eng.gp_put = (eng.userd_u32[G.USERD_GP_GET // 4] - 1) % eng.entries    # every entry in use: GPGet never moves
+    t0 = dev.os.monotonic()
+    try:
+      with pytest.raises(hcq.GPUFault, match="compute channel stopped") as e: eng._wait_entry()
+    finally: eng.gp_put = saved
+    assert e.value.address == 0x1234000 and dev.os.monotonic() - t0 < 1
