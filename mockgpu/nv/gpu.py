@@ -396,10 +396,12 @@ class MockNVGPU:
     layout, size = qmd.LAYOUTS[major]
     self.check(qmd_va, size, "QMD")
     # decoded launches cached by the QMD's bytes but constant buffer 0's address (the one thing a driver changes
-    # from one launch of a kernel to the next), which is read on its own
+    # from one launch of a kernel to the next), which is read on its own; the address's upper dword holds other
+    # fields above its bits (CONSTANT_BUFFER_SIZE_SHIFTED4_0): those are part of the key
     raw = ctypes.string_at(qmd_va, size)
     lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
-    key = (major, raw[:4 * lo_dw], raw[4 * lo_dw + 8:])
+    hi = int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
+    key = (major, raw[:4 * lo_dw], hi & ~qmd.CB0_UPPER_MASK[major], raw[4 * lo_dw + 8:])
     launch = self._launches.get(key)
     if launch is None:
       q = qmd.decode(layout, raw)
@@ -409,7 +411,7 @@ class MockNVGPU:
       launch = qmd.launch(major, q)
       if len(self._launches) > 256: self._launches.clear()
       self._launches[key] = launch
-    lo, hi = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little"), int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
+    lo = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little")
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")

@@ -265,3 +265,19 @@ def test_a_full_gpfifo_on_a_faulted_channel_raises_the_fault_at_once():
       with pytest.raises(hcq.GPUFault, match="compute channel stopped") as e: eng._wait_entry()
     finally: eng.gp_put = saved
     assert e.value.address == 0x1234000 and dev.os.monotonic() - t0 < 1
+
+
+@pytest.mark.parametrize("gpu", ["H200", "AD102"])
+def test_the_mocks_launch_cache_sees_a_change_of_constant_buffer_0s_size(gpu):
+  # CONSTANT_BUFFER_SIZE_SHIFTED4_0 shares a dword with constant buffer 0's upper address bits (V03 dword 33, V04 49)
+  from hcq.drivers.nv.qmd import set_field
+  with _open(gpu) as dev:
+    prog = dev.load(VADD.ptx().encode())
+    buf = dev.alloc(4096)
+    prog(buf, buf, buf, 16, global_size=1, local_size=16, wait=True)
+    shape = prog.shape(1, 16, True)
+    set_field(shape.qmd, dev.qmd_layout, "CONSTANT_BUFFER_SIZE_SHIFTED4_0", 1)   # 16 bytes: no room for the parameters
+    with pytest.raises(hcq.QueueError, match="graphics engine exception"):
+      prog(buf, buf, buf, 16, global_size=1, local_size=16, wait=True)
+    gpu_ = dev.owned_os.devices[0].gpus[0]
+    assert any("constant buffer 0 of 16 bytes is too small" in str(c.last_error) for c in gpu_.channels)
