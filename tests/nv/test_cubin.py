@@ -94,3 +94,18 @@ def test_ptx_is_compiled_by_ptxas_and_the_real_cubin_is_loaded():
     buf = dev.alloc(1024)
     with pytest.raises(hcq.QueueError, match="graphics engine exception"):
       prog(buf, buf, buf, 256, global_size=1, local_size=256, wait=True)
+
+
+def test_ptx_is_compiled_once_per_text_for_a_sass_gpu(monkeypatch):
+  calls = []
+  def fake_compile(self, ptx, arch):
+    calls.append((bytes(ptx), arch))
+    return synthetic_cubin()
+  monkeypatch.setattr(PTXCompiler, "compile", fake_compile)
+  ptx = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a, .param .u32 n) { ret; }\n"
+  with _sass_device() as dev:
+    first = dev.load(ptx, "k")
+    second = dev.load(ptx, "k")
+    assert len(calls) == 1 and first.code_va == second.code_va
+    dev.load(ptx + b"\n// another text\n", "k")
+    assert len(calls) == 2
