@@ -167,8 +167,12 @@ class NVDevice(HCQDevice):
 
   def _ensure_local(self, per_thread: int) -> None:
     """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
-    demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC."""
-    slm = round_up(per_thread, 32)
+    demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC.
+    Under the device lock: shapes are made without it (drivers/hcq/program.py), and two threads growing it at once
+    could otherwise both allocate, and the smaller set-up reach the channel last."""
+    with self._open_lock(): self._grow_local(round_up(per_thread, 32))
+
+  def _grow_local(self, slm: int) -> None:
     if slm <= self._local_per_thread: return
     g = self.iface.gr
     per_tpc = round_up(round_up(slm * 32, 0x200) * g["max_warps_per_sm"] * g["sm_per_tpc"], 0x8000)

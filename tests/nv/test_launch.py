@@ -281,3 +281,31 @@ def test_the_mocks_launch_cache_sees_a_change_of_constant_buffer_0s_size(gpu):
       prog(buf, buf, buf, 16, global_size=1, local_size=16, wait=True)
     gpu_ = dev.owned_os.devices[0].gpus[0]
     assert any("constant buffer 0 of 16 bytes is too small" in str(c.last_error) for c in gpu_.channels)
+
+
+def test_local_memory_set_up_by_racing_threads_ends_with_the_largest():
+  import threading
+  import time
+  from hcq.drivers.nv import gpfifo as G
+  with _open() as dev:
+    orig = dev.iface.alloc
+    def slow_alloc(size, kind="vram", cpu_access=False):
+      # the smaller local memory's allocation takes longer: unlocked, it would be set up last
+      time.sleep(0.05 if size > small_total else 0.25)
+      return orig(size, kind=kind, cpu_access=cpu_access)
+    dev._ensure_local(32)
+    small_total = dev._local.size                        # the size of the smaller set-up below (32 bytes per thread)
+    dev._local_per_thread = 0                            # as if nothing was set up yet
+    dev.iface.alloc = slow_alloc
+    small = threading.Thread(target=dev._ensure_local, args=(32,))
+    large = threading.Thread(target=dev._ensure_local, args=(4096,))
+    small.start()
+    time.sleep(0.02)
+    large.start()
+    small.join()
+    large.join()
+    assert dev._local_per_thread == 4096 and dev._local.size > small_total
+    # and the GPU was told the larger one last
+    sets = [f for _, n, f in G.decode_pushbuffer(list(dev.compute.ring.ring[:dev.compute.ring.put_dw]))
+            if n.endswith("SET_SHADER_LOCAL_MEMORY_B")]
+    assert sets[-1][-1] == f"= {dev._local.va & 0xFFFFFFFF:#x}"
