@@ -87,6 +87,7 @@ class RMIface:
     self.os, self.config = osi, config
     self.label = label or f"NV:{index}"
     self.ctl = self.uvm = self.dev = None
+    self.usermode_va = self._channel_va = self.doorbell = None    # what close() unmaps (a failed open closes too)
     self._mems: dict[int, Mem] = {}
     self._channels: list[Channel] = []
     self._handles = 0xCF100000           # handles this client chooses (OS descriptors)
@@ -350,6 +351,14 @@ class RMIface:
     for mem in list(self._mems.values()):
       try: self.free(mem)
       except (DeviceError, OSError) as e: errors.append(e)
+    # the usermode page's CPU mapping (the doorbell) and the VA range reserved for UVM's channel registrations
+    self.doorbell = None
+    for name, size in (("usermode_va", USERMODE_SIZE), ("_channel_va", CHANNEL_VA_SIZE)):
+      va = getattr(self, name)
+      if va is None: continue
+      try: self.os.free_anon(va, size)
+      except (DeviceError, OSError) as e: errors.append(e)
+      setattr(self, name, None)
     if self.root and self.ctl is not None:
       try: self.rm_free(self.root)
       except (DeviceError, OSError) as e: errors.append(e)
