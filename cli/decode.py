@@ -49,10 +49,13 @@ def _device_rings(spec: str):
     dev.copyin(a, np.arange(256, dtype=np.float32))
     prog(a, a, a, 256, global_size=(1,), local_size=(256,))
     dev.synchronize()
-    rings = {}
-    for kind, ring in (("pm4", dev.compute.ring), ("sdma", dev.copy.ring)):
-      rings[kind] = list(ring.ring[:ring.put_dw])
-  return rings
+    return {"pm4": _ring_words(dev.compute.ring), "sdma": _ring_words(dev.copy.ring)}
+
+
+def _ring_words(ring) -> tuple[list[int], int]:
+  """(the dwords the ring holds, the dwords written since it was made). put_dw counts every dword ever written;
+  past the ring's size the ring wrapped and holds only its size's worth (the oldest overwritten)."""
+  return list(ring.ring[:min(ring.put_dw, ring.size_dw)]), ring.put_dw
 
 
 def _nv_pushbuffers(spec: str):
@@ -65,8 +68,7 @@ def _nv_pushbuffers(spec: str):
     dev.copyin(a, np.arange(256, dtype=np.float32))
     prog(a, a, a, 256, global_size=(1,), local_size=(256,))
     dev.synchronize()
-    return {"gpfifo": list(dev.compute.ring.ring[:dev.compute.ring.put_dw]),
-            "gpfifo-copy": list(dev.copy.ring.ring[:dev.copy.ring.put_dw])}
+    return {"gpfifo": _ring_words(dev.compute.ring), "gpfifo-copy": _ring_words(dev.copy.ring)}
 
 
 def _decode_and_print(decode, words) -> int:
@@ -95,10 +97,12 @@ def run(args) -> int:
   if args.device:
     if args.file: raise UsageError("give either a FILE or --device, not both")
     status = 0
-    for kind, words in _device_rings(args.device).items():
+    for kind, (words, written) in _device_rings(args.device).items():
       if args.engine and kind.split("-")[0] != args.engine: continue
       what = {"gpfifo": "compute channel pushbuffer", "gpfifo-copy": "copy channel pushbuffer"}.get(kind, f"{kind} ring")
-      print(f"== {what} ({len(words)} dwords)")
+      wrapped = (f"; the ring wrapped: {written} dwords were written, the oldest are overwritten and the first "
+                 f"packets may be cut") if written > len(words) else ""
+      print(f"== {what} ({len(words)} dwords{wrapped})")
       status |= _decode_and_print(decoders[kind], words)
     return status
   if not args.file: raise UsageError("give a FILE (or - for stdin) or --device SPEC")

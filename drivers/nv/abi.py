@@ -1,36 +1,32 @@
 """The nvidia.ko user ABI hcq's NV driver uses: escape numbers, RM parameter structs, UVM requests, class numbers,
 NV status names.
 
-Partly hand-written (the layouts of shared/reference/nv_qcom_usb_pci_smi.md sections 1.1-1.4 and 1.7: NVOS00/02/21/
-33/46/54 with the unix fd wrappers, card info, the UVM params, the channel group / context share / memory alloc
-params), partly taken from the bindings: the nouveau RM SDK structs of autogen/nv (NV0080/NV2080 alloc params), the
-NV status names (autogen/nv/nvstatus), and, where NVIDIA's headers were read by the nvbind helper, drivers/nv/
-tables (GR info indexes, the class-list control; the release-specific NVOS46 / VA space / channel params, which
-rm.py takes from tables.rm.for_version). The mock keeps a copy (mockgpu/nv/abi.py) that tests/nv/test_mock_facts.py
-holds equal. Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
+Partly hand-written (the layouts of shared/reference/nv_qcom_usb_pci_smi.md sections 1.1-1.4: card info, the
+channel group / context share / memory alloc params), partly taken from the bindings: the nouveau RM SDK structs of
+autogen/nv (NV0080/NV2080 alloc params), the NV status names (autogen/nv/nvstatus), the UVM params, and, where
+NVIDIA's headers were read by the nvbind helper, drivers/nv/tables: the escape numbers and the NVOS call structs,
+including the release-specific NVOS46 / VA space / channel params, are tables/rm.py's only (rm.py uses
+tables.rm.for_version's Layouts for every call struct). The mock keeps a copy (mockgpu/nv/abi.py) that
+tests/nv/test_mock_facts.py holds equal. Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
 from __future__ import annotations
 
 import ctypes
 from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64
 
-from ...autogen.nv import alloc_channel, cl0080, cl2080, nvstatus, uvm
+from ...autogen.nv import cl0080, cl2080, ioctl, nvstatus, uvm
 
-# ---- escapes (nv_escape.h, nv-ioctl-numbers.h): _IOC(READ|WRITE, 'F', nr, sizeof(arg))
-NV_IOCTL_MAGIC = ord("F")
-NV_ESC_RM_ALLOC_MEMORY, NV_ESC_RM_FREE, NV_ESC_RM_CONTROL, NV_ESC_RM_ALLOC = 0x27, 0x29, 0x2A, 0x2B
-NV_ESC_RM_MAP_MEMORY, NV_ESC_RM_UNMAP_MEMORY, NV_ESC_RM_MAP_MEMORY_DMA, NV_ESC_RM_UNMAP_MEMORY_DMA = 0x4E, 0x4F, 0x57, 0x58
-NV_ESC_CARD_INFO, NV_ESC_REGISTER_FD = 200, 201
-ESCAPE_NAMES = {NV_ESC_RM_ALLOC_MEMORY: "NV_ESC_RM_ALLOC_MEMORY", NV_ESC_RM_FREE: "NV_ESC_RM_FREE",
-                NV_ESC_RM_CONTROL: "NV_ESC_RM_CONTROL", NV_ESC_RM_ALLOC: "NV_ESC_RM_ALLOC",
-                NV_ESC_RM_MAP_MEMORY: "NV_ESC_RM_MAP_MEMORY", NV_ESC_RM_UNMAP_MEMORY: "NV_ESC_RM_UNMAP_MEMORY",
-                NV_ESC_RM_MAP_MEMORY_DMA: "NV_ESC_RM_MAP_MEMORY_DMA",
-                NV_ESC_RM_UNMAP_MEMORY_DMA: "NV_ESC_RM_UNMAP_MEMORY_DMA", NV_ESC_CARD_INFO: "NV_ESC_CARD_INFO",
-                NV_ESC_REGISTER_FD: "NV_ESC_REGISTER_FD"}
+# ---- escapes: the RM escape numbers, their request numbers and the NVOS call structs are drivers/nv/tables/rm.py's
+# (the structs per driver release: RMIface.layouts = tables.rm.for_version(...)); the escapes of base 200 are
+# nv-ioctl-numbers.h's (hcq.autogen.nv.ioctl)
+from .tables.rm import (ESCAPES as _RM_ESCAPES, NV_ESC_RM_ALLOC, NV_ESC_RM_ALLOC_MEMORY,  # noqa: F401
+                        NV_ESC_RM_CONTROL, NV_ESC_RM_FREE, NV_ESC_RM_MAP_MEMORY, NV_ESC_RM_MAP_MEMORY_DMA, NV_ESC_RM_UNMAP_MEMORY,
+                        NV_ESC_RM_UNMAP_MEMORY_DMA, NV_IOCTL_MAGIC, request as escape_request)
+NV_ESC_CARD_INFO, NV_ESC_REGISTER_FD = ioctl.NV_ESC_CARD_INFO, ioctl.NV_ESC_REGISTER_FD
+_ESCAPE_NAMES = {**{nr: name for name, nr in _RM_ESCAPES.items()}, NV_ESC_CARD_INFO: "NV_ESC_CARD_INFO",
+                 NV_ESC_REGISTER_FD: "NV_ESC_REGISTER_FD"}
 
 
-def escape_request(nr: int, size: int) -> int:
-  """The ioctl request of escape nr with an argument of size bytes (_IOWR('F', nr, size); size in 14 bits)."""
-  return (3 << 30) | ((size & 0x3FFF) << 16) | (NV_IOCTL_MAGIC << 8) | nr
+def escape_name(nr: int) -> str: return _ESCAPE_NAMES.get(nr, f"escape {nr:#x}")
 
 
 class _S(ctypes.Structure):
@@ -41,31 +37,6 @@ def _struct(name: str, fields: list) -> type:
   return type(name, (_S,), {"_fields_": fields})
 
 
-NVOS00 = _struct("NVOS00_PARAMETERS", [("hRoot", c_uint32), ("hObjectParent", c_uint32), ("hObjectOld", c_uint32),
-                                       ("status", c_uint32)])
-NVOS21 = _struct("NVOS21_PARAMETERS", [("hRoot", c_uint32), ("hObjectParent", c_uint32), ("hObjectNew", c_uint32),
-                                       ("hClass", c_uint32), ("pAllocParms", c_uint64), ("paramsSize", c_uint32),
-                                       ("status", c_uint32)])
-NVOS54 = _struct("NVOS54_PARAMETERS", [("hClient", c_uint32), ("hObject", c_uint32), ("cmd", c_uint32),
-                                       ("flags", c_uint32), ("params", c_uint64), ("paramsSize", c_uint32),
-                                       ("status", c_uint32)])
-# NVOS02 with the unix layer's fd wrapper (nv_ioctl_nvos02_parameters_with_fd)
-NVOS02_FD = _struct("NVOS02_PARAMETERS_WITH_FD", [("hRoot", c_uint32), ("hObjectParent", c_uint32),
-                                                  ("hObjectNew", c_uint32), ("hClass", c_uint32), ("flags", c_uint32),
-                                                  ("pMemory", c_uint64), ("limit", c_uint64), ("status", c_uint32),
-                                                  ("_pad", c_uint32), ("fd", c_int32)])
-NVOS33_FD = _struct("NVOS33_PARAMETERS_WITH_FD", [("hClient", c_uint32), ("hDevice", c_uint32), ("hMemory", c_uint32),
-                                                  ("offset", c_uint64), ("length", c_uint64),
-                                                  ("pLinearAddress", c_uint64), ("status", c_uint32),
-                                                  ("flags", c_uint32), ("fd", c_int32)])
-# NVOS46 grew flags2/kindOverride in 580 (section 1.7): dmaOffset 40 -> 48, status 48 -> 56
-NVOS46_570 = _struct("NVOS46_PARAMETERS_570", [("hClient", c_uint32), ("hDevice", c_uint32), ("hDma", c_uint32),
-                                               ("hMemory", c_uint32), ("offset", c_uint64), ("length", c_uint64),
-                                               ("flags", c_uint32), ("dmaOffset", c_uint64), ("status", c_uint32)])
-NVOS46_580 = _struct("NVOS46_PARAMETERS_580", [("hClient", c_uint32), ("hDevice", c_uint32), ("hDma", c_uint32),
-                                               ("hMemory", c_uint32), ("offset", c_uint64), ("length", c_uint64),
-                                               ("flags", c_uint32), ("flags2", c_uint32), ("kindOverride", c_uint32),
-                                               ("dmaOffset", c_uint64), ("status", c_uint32)])
 PCI_INFO = _struct("nv_pci_info", [("domain", c_uint32), ("bus", c_uint8), ("slot", c_uint8), ("function", c_uint8),
                                    ("vendor_id", c_uint16), ("device_id", c_uint16)])
 CARD_INFO = _struct("nv_ioctl_card_info", [("valid", c_uint8), ("pci_info", PCI_INFO), ("gpu_id", c_uint32),
@@ -108,11 +79,7 @@ def class_name(cls: int) -> str: return f"{CLASS_NAMES.get(cls, 'class')} ({cls:
 # ---- alloc parameters
 NV0080_ALLOC_PARAMETERS = cl0080.NV0080_ALLOC_PARAMETERS
 NV2080_ALLOC_PARAMETERS = cl2080.NV2080_ALLOC_PARAMETERS
-NV_CHANNEL_ALLOC_PARAMS = alloc_channel.NV_CHANNEL_ALLOC_PARAMS     # 570/580 layout (610 inserts hHandleVASpace)
-# NV_VASPACE_ALLOCATION_PARAMETERS: 580 added pasid at 48 (section 1.7)
-NV_VASPACE_ALLOCATION_PARAMETERS = _struct("NV_VASPACE_ALLOCATION_PARAMETERS", [
-  ("index", c_uint32), ("flags", c_uint32), ("vaSize", c_uint64), ("vaStartInternal", c_uint64),
-  ("vaLimitInternal", c_uint64), ("bigPageSize", c_uint32), ("vaBase", c_uint64), ("pasid", c_uint32)])
+# NV_CHANNEL_ALLOC_PARAMS, NV_VASPACE_ALLOCATION_PARAMETERS: per driver release (tables.rm.for_version)
 NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING, NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED = 1 << 6, 1 << 3
 NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS = _struct("NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS", [
   ("hObjectError", c_uint32), ("hObjectEccError", c_uint32), ("hVASpace", c_uint32), ("engineType", c_uint32),

@@ -51,6 +51,7 @@ class NVDevice(HCQDevice):
     # sm_86/89, 163 KiB on sm_80
     self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
     self._images: dict[bytes, tuple] = {}
+    self._cubins: dict[bytes, bytes] = {}    # PTX text -> the cubin compiled from it (a GPU that runs SASS)
     self._local, self._old_local, self._local_per_thread = None, [], 0
     # constant buffer 0's driver words (reference 1.6): the shared and local memory windows and 0xfffdc0, at dwords
     # 6..10 before Blackwell, 188..191 and 223 on Blackwell (generic addressing of shared/local memory reads them)
@@ -166,8 +167,12 @@ class NVDevice(HCQDevice):
 
   def _ensure_local(self, per_thread: int) -> None:
     """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
-    demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC."""
-    slm = round_up(per_thread, 32)
+    demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC.
+    Under the device lock: shapes are made without it (drivers/hcq/program.py), and two threads growing it at once
+    could otherwise both allocate, and the smaller set-up reach the channel last."""
+    with self._open_lock(): self._grow_local(round_up(per_thread, 32))
+
+  def _grow_local(self, slm: int) -> None:
     if slm <= self._local_per_thread: return
     g = self.iface.gr
     per_tpc = round_up(round_up(slm * 32, 0x200) * g["max_warps_per_sm"] * g["sm_per_tpc"], 0x8000)
@@ -220,7 +225,7 @@ class NVDevice(HCQDevice):
       infos = ptx_kernels(image.decode(errors="replace"), where)
       if not infos: raise DeviceError(f"{where}: the PTX module has no .entry kernels")
       if not self.executes_ptx:
-        return self._load(self._compile_ptx(image), name)
+        return self._load(self._cubin_of(bytes(image)), name)
       kernels = None
     else: raise DeviceError(f"{where}: neither a cubin (ELF) nor PTX text")
     if name is None:
@@ -249,6 +254,13 @@ class NVDevice(HCQDevice):
       mem = self.iface.alloc(round_up(len(data), 0x1000), kind="vram")
     self._copyin(Buffer(self, mem.va, mem.size, handle=mem, kind="code"), memoryview(bytes(data)), 0)
     return {n: mem.va + o for n, o in offsets.items()}
+
+  def _cubin_of(self, ptx: bytes) -> bytes:
+    """The cubin of a PTX text, compiled once per text (ptxas takes far longer than a load of a loaded module).
+    Two threads loading the same new text may both compile it; the first result stays."""
+    cubin = self._cubins.get(ptx)
+    if cubin is None: cubin = self._cubins.setdefault(ptx, self._compile_ptx(ptx))
+    return cubin
 
   def _compile_ptx(self, image: bytes) -> bytes:
     from ...compiler.backend.cubin import PTXCompiler

@@ -130,6 +130,7 @@ class GPFifoEngine(Engine):
   def __init__(self, name: str, matcher, ctx, links: dict, channel, pushbuffer_va: int, pushbuffer: memoryview, os,
                timeout_s: float, idle=None):
     self.channel, self.os, self.timeout_s = channel, os, timeout_s
+    self._idle = idle or os.sleep     # the device's hook: raises a stopped channel's error, else sleeps
     self.pb_va, self.entries = pushbuffer_va, channel.entries
     self.gpfifo = channel.ring_cpu.cast("Q")
     self.userd_u32 = channel.userd_cpu.cast("I")
@@ -169,14 +170,15 @@ class GPFifoEngine(Engine):
     self.os.memory_barrier()              # push the doorbell store out of the write-combining buffer
 
   def _wait_entry(self) -> None:
-    """Room for one more GPFIFO entry (the ring holds entries - 1), bounded by the timeout."""
+    """Room for one more GPFIFO entry (the ring holds entries - 1), bounded by the timeout. The pause is the idle
+    hook: a channel that stopped never frees an entry, and the hook raises its error at once."""
     if (self.gp_put + 1) % self.entries != self.userd_u32[USERD_GP_GET // 4]: return
     start = self.os.monotonic()
     while (self.gp_put + 1) % self.entries == self.userd_u32[USERD_GP_GET // 4]:
       if self.os.monotonic() - start > self.timeout_s:
         raise Timeout(f"{self.ring.name}: a free GPFIFO entry (GPPut {self.gp_put})",
                       last_seen=self.userd_u32[USERD_GP_GET // 4], timeout_s=self.timeout_s)
-      self.os.sleep(20e-6)
+      self._idle(20e-6)
 
   def close(self) -> None: pass
 

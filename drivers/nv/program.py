@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import struct
+from typing import NamedTuple
 
 from ...errors import DeviceError
 from ..hcq import Buffer, Program
@@ -155,33 +156,54 @@ EIATTR_MAX_THREADS, EIATTR_REQNTID, EIATTR_REGCOUNT = 0x05, 0x10, 0x2F
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
 
 
-def _elf_sections(image: bytes, where: str) -> dict[str, tuple[int, bytes, int]]:
-  """{name: (type, data, info)} of an ELF64 little-endian image."""
+class Section(NamedTuple):
+  type: int
+  data: bytes        # empty for SHT_NOBITS (no bytes in the file: .nv.shared.*)
+  info: int
+  size: int          # sh_size: len(data), or a NOBITS section's size
+
+
+SHT_NOBITS = 8
+ELF64_SHDR = struct.Struct("<IIQQQQIIQQ")
+
+
+def _elf_sections(image: bytes, where: str) -> dict[str, Section]:
+  """{name: Section} of an ELF64 little-endian image."""
   if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
     raise DeviceError(f"{where}: not a 64-bit little-endian ELF")
   shoff, = struct.unpack_from("<Q", image, 0x28)
   shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+  if shentsize < ELF64_SHDR.size:
+    raise DeviceError(f"{where}: ELF section header size {shentsize} is below Elf64_Shdr's {ELF64_SHDR.size} bytes")
   if shoff + shnum * shentsize > len(image) or shstrndx >= shnum:
     raise DeviceError(f"{where}: the ELF section table lies outside the image")
-  hdrs = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
-  def data(h):
-    if h[1] == 8: return bytes(h[5])       # SHT_NOBITS: size only
+  hdrs = [ELF64_SHDR.unpack_from(image, shoff + i * shentsize) for i in range(shnum)]
+  def section(h) -> Section:
+    if h[1] == SHT_NOBITS: return Section(h[1], b"", h[7], h[5])      # size only: nothing to read or allocate
     if h[4] + h[5] > len(image): raise DeviceError(f"{where}: an ELF section lies outside the image")
-    return image[h[4]:h[4] + h[5]]
-  names = data(hdrs[shstrndx])
+    return Section(h[1], image[h[4]:h[4] + h[5]], h[7], h[5])
+  names = section(hdrs[shstrndx]).data
   out = {}
   for h in hdrs:
     end = names.find(b"\0", h[0])
-    out[names[h[0]:end].decode(errors="replace")] = (h[1], data(h), h[7])
+    out[names[h[0]:end].decode(errors="replace")] = section(h)
   return out
 
 
-def _attributes(blob: bytes):
+def _attributes(blob: bytes, where: str, section: str):
+  """(attribute, value) of an .nv.info section: EIFMT_SVAL a u16 size and that many bytes, the others 2 bytes in a
+  4-byte record; one that does not fit the section is an error naming it."""
   pos = 0
-  while pos + 2 <= len(blob):
+  while pos < len(blob):
+    if pos + 4 > len(blob):
+      raise DeviceError(f"{where}: section {section}: the attribute at byte {pos} is cut at the section's end "
+                        f"({len(blob)} bytes)")
     fmt, attr = blob[pos], blob[pos + 1]
     if fmt == EIFMT_SVAL:
       size, = struct.unpack_from("<H", blob, pos + 2)
+      if pos + 4 + size > len(blob):
+        raise DeviceError(f"{where}: section {section}: attribute {attr:#x} at byte {pos} ({size} bytes) is cut at "
+                          f"the section's end ({len(blob)} bytes)")
       yield attr, blob[pos + 4:pos + 4 + size]
       pos += 4 + size
     elif fmt == EIFMT_HVAL:
@@ -199,7 +221,7 @@ def _symbols(secs) -> dict[str, int]:
   """{name: symbol index} from .symtab (Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value,
   st_size) and .strtab."""
   if ".symtab" not in secs or ".strtab" not in secs: return {}
-  tab, strtab = secs[".symtab"][1], secs[".strtab"][1]
+  tab, strtab = secs[".symtab"].data, secs[".strtab"].data
   out = {}
   for i in range(len(tab) // 24):
     (st_name,) = struct.unpack_from("<I", tab, 24 * i)
@@ -209,14 +231,20 @@ def _symbols(secs) -> dict[str, int]:
 
 
 def cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes]]:
-  """{name: (KernelInfo, SASS bytes)} from a cubin's sections and .nv.info attributes."""
+  """{name: (KernelInfo, SASS bytes)} from a cubin's sections and .nv.info attributes. A corrupt cubin is a
+  DeviceError naming `where` (every read is bounds-checked; a struct read past a section's end is one too)."""
+  try: return _cubin_kernels(image, where)
+  except struct.error as e: raise DeviceError(f"{where}: the cubin is corrupt: {e}") from None
+
+
+def _cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes]]:
   secs = _elf_sections(image, where)
   e_machine, = struct.unpack_from("<H", image, 0x12)
   if e_machine != EM_CUDA: raise DeviceError(f"{where}: ELF machine {e_machine} is not CUDA ({EM_CUDA})")
   # .nv.info holds per-function attributes keyed by the function's symbol index (.symtab)
   per_sym: dict[int, dict] = {}
   if ".nv.info" in secs:
-    for attr, val in _attributes(secs[".nv.info"][1]):
+    for attr, val in _attributes(secs[".nv.info"].data, where, ".nv.info"):
       if attr in (EIATTR_REGCOUNT, EIATTR_MIN_STACK_SIZE) and len(val) >= 8:
         sym, n = struct.unpack_from("<II", val)
         per_sym.setdefault(sym, {})[attr] = n
@@ -227,12 +255,14 @@ def cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes
     raise DeviceError(f"{where}: the cubin needs {', '.join(sorted(unsupported))} (relocations, module constants or "
                       f"global variables), which hcq's loader does not handle yet")
   out = {}
-  for sname, (_, code, _) in secs.items():
+  for sname, sec in secs.items():
     if not sname.startswith(".text."): continue
+    code = sec.data
     name = sname[len(".text."):]
     attrs = per_sym.get(symbols.get(name, -1), {})
     params, base, stack, req = [], None, attrs.get(EIATTR_MIN_STACK_SIZE, 0), None
-    for attr, val in _attributes(secs.get(f".nv.info.{name}", (0, b"", 0))[1]):
+    info = secs.get(f".nv.info.{name}")
+    for attr, val in _attributes(info.data if info else b"", where, f".nv.info.{name}"):
       if attr == EIATTR_KPARAM_INFO and len(val) >= 12:
         _, ordinal, offset, flags = struct.unpack_from("<IHHI", val)
         size = (flags >> 18) & 0x3FFF
@@ -244,7 +274,8 @@ def cubin_kernels(image: bytes, where: str) -> dict[str, tuple[KernelInfo, bytes
       elif attr == EIATTR_REQNTID and len(val) >= 12: req = struct.unpack_from("<III", val)
     plist = [Param(f"param{o}", {1: "b8", 2: "b16", 4: "b32", 8: "b64"}.get(s, f"b8[{s}]"), s, min(s, 8) or 1, off)
              for o, off, s in sorted(params)]
-    shared = len(secs.get(f".nv.shared.{name}", (0, b"", 0))[1])
+    shared_sec = secs.get(f".nv.shared.{name}")
+    shared = shared_sec.size if shared_sec else 0
     k = KernelInfo(name, plist, base, attrs.get(EIATTR_REGCOUNT, 32), shared, stack, req)
     out[name] = (k, code)
   if not out: raise DeviceError(f"{where}: the cubin has no .text.<kernel> sections")

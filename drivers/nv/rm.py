@@ -26,9 +26,10 @@ import dataclasses
 import os as _os
 import threading
 
-from ...errors import DeviceError, OSCallError
+from ...errors import DeviceError, HCQError, OSCallError
 from ..hcq.alloc import VARanges, round_up
 from . import abi
+from .tables import rm as rm_tables
 
 PAGE = 0x1000
 USERMODE_SIZE = 0x10000
@@ -87,6 +88,7 @@ class RMIface:
     self.os, self.config = osi, config
     self.label = label or f"NV:{index}"
     self.ctl = self.uvm = self.dev = None
+    self.usermode_va = self._channel_va = self.doorbell = None    # what close() unmaps (a failed open closes too)
     self._mems: dict[int, Mem] = {}
     self._channels: list[Channel] = []
     self._handles = 0xCF100000           # handles this client chooses (OS descriptors)
@@ -100,27 +102,30 @@ class RMIface:
 
   # ---- calls
   def _escape(self, fd, nr: int, arg, what: str) -> None:
-    req = abi.escape_request(nr, ctypes.sizeof(arg))
-    try: fd.ioctl(req, arg)
-    except OSCallError as e: raise DeviceError(f"{self.label}: {abi.ESCAPE_NAMES.get(nr, hex(nr))} {what}: {e}") from None
-    status = getattr(arg, "status", 0)
-    if status: raise RMError(self.label, abi.ESCAPE_NAMES.get(nr, hex(nr)), what, status)
+    try:
+      req = abi.escape_request(nr, ctypes.sizeof(arg))
+      fd.ioctl(req, arg)
+    except (HCQError, OSCallError) as e: raise DeviceError(f"{self.label}: {abi.escape_name(nr)} {what}: {e}") from None
+    # the unix layer's *_WITH_FD wrappers hold the NVOS struct (and its status) as their first member, `params`
+    inner = arg.params if isinstance(getattr(arg, "params", None), ctypes.Structure) else arg
+    status = getattr(inner, "status", 0)
+    if status: raise RMError(self.label, abi.escape_name(nr), what, status)
 
   def rm_alloc(self, parent: int, cls: int, params=None, handle: int = 0) -> int:
-    a = abi.NVOS21(hRoot=self.root, hObjectParent=parent, hObjectNew=handle, hClass=cls,
+    a = self.layouts.NVOS21_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectNew=handle, hClass=cls,
                    pAllocParms=ctypes.addressof(params) if params is not None else 0,
                    paramsSize=ctypes.sizeof(params) if params is not None else 0)
     self._escape(self.ctl, abi.NV_ESC_RM_ALLOC, a, f"of {abi.class_name(cls)} under {parent:#x}")
     return a.hObjectNew
 
   def rm_control(self, obj: int, cmd: int, params) -> object:
-    a = abi.NVOS54(hClient=self.root, hObject=obj, cmd=cmd, params=ctypes.addressof(params),
+    a = self.layouts.NVOS54_PARAMETERS(hClient=self.root, hObject=obj, cmd=cmd, params=ctypes.addressof(params),
                    paramsSize=ctypes.sizeof(params))
     self._escape(self.ctl, abi.NV_ESC_RM_CONTROL, a, f"of {cmd:#x} on {obj:#x}")
     return params
 
   def rm_free(self, obj: int, parent: int = 0) -> None:
-    a = abi.NVOS00(hRoot=self.root, hObjectParent=parent, hObjectOld=obj)
+    a = self.layouts.NVOS00_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectOld=obj)
     self._escape(self.ctl, abi.NV_ESC_RM_FREE, a, f"of {obj:#x}")
 
   def uvm_call(self, request: int, params, fd=None) -> object:
@@ -135,14 +140,14 @@ class RMIface:
     osi = self.os
     try: self.ctl = osi.open("/dev/nvidiactl", _os.O_RDWR | _os.O_CLOEXEC)
     except OSCallError as e: raise DeviceError(f"{self.label}: cannot open /dev/nvidiactl ({e})") from None
+    # the calls before the driver version is known use the structs every release has (tables.rm: NVOS00/21/54)
+    self.layouts = rm_tables.for_version(f"{rm_tables.SUPPORTED_MAJORS[0]}.0")
     self.root = self.rm_alloc(0, abi.NV01_ROOT_CLIENT)
     ver = self.rm_control(self.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
                           abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
     self.driver_version = ver.driverVersionBuffer.decode(errors="replace")
-    major = int(self.driver_version.split(".")[0]) if self.driver_version.split(".")[0].isdigit() else 0
-    from .tables import rm as rm_tables
-    self.layouts = rm_tables.for_version(self.driver_version)   # the structs that changed between releases
-    self.nvos46 = abi.NVOS46_580 if major >= 580 else abi.NVOS46_570
+    try: self.layouts = rm_tables.for_version(self.driver_version)   # the structs that changed between releases
+    except HCQError as e: raise DeviceError(f"{self.label}: {e}") from None
     self.uvm = osi.open("/dev/nvidia-uvm", _os.O_RDWR | _os.O_CLOEXEC)
     self.uvm_call(abi.UVM_INITIALIZE, abi.UVM_INITIALIZE_PARAMS())
     cards = abi.CARD_INFO_ARRAY()
@@ -220,7 +225,9 @@ class RMIface:
     return {k: e.data for k, e in zip(keys, entries)}
 
   def _map_to_cpu(self, handle: int, size: int, fd) -> None:
-    a = abi.NVOS33_FD(hClient=self.root, hDevice=self.device, hMemory=handle, length=size, fd=fd.fd)
+    L = self.layouts
+    a = L.nv_ioctl_nvos33_parameters_with_fd(
+      params=L.NVOS33_PARAMETERS(hClient=self.root, hDevice=self.device, hMemory=handle, length=size), fd=fd.fd)
     self._escape(self.ctl, abi.NV_ESC_RM_MAP_MEMORY, a, f"of {handle:#x}")
 
   # ---- memory
@@ -232,9 +239,11 @@ class RMIface:
     if kind == "host":
       va = self._reserve(size, shared=True)
       handle = self._handles = self._handles + 1
-      a = abi.NVOS02_FD(hRoot=self.root, hObjectParent=self.device, hObjectNew=handle,
-                        hClass=abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, pMemory=va, limit=size - 1, fd=-1,
-                        flags=abi.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS | abi.NVOS02_FLAGS_COHERENCY_CACHED)
+      L = self.layouts
+      a = L.nv_ioctl_nvos02_parameters_with_fd(params=L.NVOS02_PARAMETERS(
+        hRoot=self.root, hObjectParent=self.device, hObjectNew=handle, hClass=abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+        pMemory=va, limit=size - 1,
+        flags=abi.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS | abi.NVOS02_FLAGS_COHERENCY_CACHED), fd=-1)
       try: self._escape(self.dev, abi.NV_ESC_RM_ALLOC_MEMORY, a, f"of {size:#x} bytes of host memory at {va:#x}")
       except BaseException:
         osi.free_anon(va, size)
@@ -282,9 +291,9 @@ class RMIface:
 
   def _map_to_gpu(self, mem: Mem) -> None:
     self.uvm_call(abi.UVM_CREATE_EXTERNAL_RANGE, abi.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=mem.va, length=mem.size))
-    a = self.nvos46(hClient=self.root, hDevice=self.device, hDma=self.virtmem, hMemory=mem.handle, length=mem.size,
-                    flags=abi.NVOS46_FLAGS_PAGE_SIZE_4KB | abi.NVOS46_FLAGS_CACHE_SNOOP_ENABLE |
-                    abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=mem.va)
+    a = self.layouts.NVOS46_PARAMETERS(hClient=self.root, hDevice=self.device, hDma=self.virtmem, hMemory=mem.handle, length=mem.size,
+                                       flags=abi.NVOS46_FLAGS_PAGE_SIZE_4KB | abi.NVOS46_FLAGS_CACHE_SNOOP_ENABLE |
+                                       abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=mem.va)
     self._escape(self.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, a, f"of {mem.handle:#x} at {mem.va:#x}")
     if a.dmaOffset != mem.va:
       raise DeviceError(f"{self.label}: RM mapped memory {mem.handle:#x} at {a.dmaOffset:#x}, not at {mem.va:#x}")
@@ -350,6 +359,14 @@ class RMIface:
     for mem in list(self._mems.values()):
       try: self.free(mem)
       except (DeviceError, OSError) as e: errors.append(e)
+    # the usermode page's CPU mapping (the doorbell) and the VA range reserved for UVM's channel registrations
+    self.doorbell = None
+    for name, size in (("usermode_va", USERMODE_SIZE), ("_channel_va", CHANNEL_VA_SIZE)):
+      va = getattr(self, name)
+      if va is None: continue
+      try: self.os.free_anon(va, size)
+      except (DeviceError, OSError) as e: errors.append(e)
+      setattr(self, name, None)
     if self.root and self.ctl is not None:
       try: self.rm_free(self.root)
       except (DeviceError, OSError) as e: errors.append(e)

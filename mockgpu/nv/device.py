@@ -46,6 +46,10 @@ class MockNVSystem:
                    f"Device Minor: \t {g.index}\nGPU Excluded:\t No\n")
       vfs.add_file(f"{fn.sysfs_dir}/gpu_id", f"{gpu_id(g)}\n")
 
+  def host_memory_freed(self, addr: int, size: int) -> bool:
+    for g in self.gpus: g.host_memory_freed(addr, size)
+    return False                 # nothing of the GPUs' is kept alive: the munmap goes ahead
+
   def close(self) -> None:
     for g in self.gpus: g.close()
 

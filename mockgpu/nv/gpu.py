@@ -146,7 +146,8 @@ class MockNVGPU:
     self._blocked: set = set()        # channels waiting on a semaphore acquire
     self.stats = {"launches": 0, "copies": 0, "thread_instructions": 0}
     self._clock_base = time.monotonic_ns()
-    self.doorbell_cell = None         # ctypes u32 of the usermode page's doorbell word, once mapped
+    self.doorbell_cell = None         # ctypes u32 of the usermode page's doorbell word, while mapped
+    self._doorbell_lock = threading.Lock()   # the page may be unmapped while the worker looks at the cell
     self.usermode_va = None
     self._worker = None
     if self.threaded:
@@ -199,9 +200,25 @@ class MockNVGPU:
   # ---- the usermode page and channels
   def set_usermode(self, va: int) -> None:
     """The usermode object was mapped to the CPU at va (host memory): the doorbell word starts empty."""
-    self.usermode_va = va
-    self.doorbell_cell = ctypes.c_uint32.from_address(va + DOORBELL_OFFSET)
-    self.doorbell_cell.value = NO_TOKEN
+    with self._doorbell_lock:
+      self.usermode_va = va
+      self.doorbell_cell = ctypes.c_uint32.from_address(va + DOORBELL_OFFSET)
+      self.doorbell_cell.value = NO_TOKEN
+
+  def host_memory_freed(self, addr: int, size: int) -> None:
+    """Host memory [addr, addr+size) is being unmapped: if the usermode page is in it, the doorbell is gone (the
+    worker must not read the cell after the munmap)."""
+    with self._doorbell_lock:
+      if self.usermode_va is not None and addr <= self.usermode_va < addr + size:
+        self.usermode_va = self.doorbell_cell = None
+
+  def _rung(self, consume: bool) -> bool:
+    """Whether the doorbell holds a token (taken when consume)."""
+    with self._doorbell_lock:
+      cell = self.doorbell_cell
+      rung = cell is not None and cell.value != NO_TOKEN
+      if rung and consume: cell.value = NO_TOKEN
+      return rung
 
   def add_channel(self, ch: Channel) -> None:
     with self.lock: self.channels.append(ch)
@@ -216,8 +233,7 @@ class MockNVGPU:
   # ---- the engine interface of MockOS (synchronous mode)
   @property
   def may_progress(self) -> bool:
-    cell = self.doorbell_cell
-    return (cell is not None and cell.value != NO_TOKEN) or bool(self._blocked)
+    return bool(self._blocked) or self._rung(consume=False)
 
   @property
   def blocked(self) -> bool: return bool(self._blocked)
@@ -229,10 +245,8 @@ class MockNVGPU:
     else: self._blocked.add(ch)
 
   def poll(self) -> bool:
-    cell = self.doorbell_cell
-    rung = cell is not None and cell.value != NO_TOKEN
-    if rung: cell.value = NO_TOKEN       # consumed; every channel with work is looked at (tokens may have merged)
-    elif not self.blocked: return False
+    rung = self._rung(consume=True)      # consumed; every channel with work is looked at (tokens may have merged)
+    if not rung and not self.blocked: return False
     progress = False
     with self.lock:
       for ch in list(self.channels):
@@ -396,10 +410,12 @@ class MockNVGPU:
     layout, size = qmd.LAYOUTS[major]
     self.check(qmd_va, size, "QMD")
     # decoded launches cached by the QMD's bytes but constant buffer 0's address (the one thing a driver changes
-    # from one launch of a kernel to the next), which is read on its own
+    # from one launch of a kernel to the next), which is read on its own; the address's upper dword holds other
+    # fields above its bits (CONSTANT_BUFFER_SIZE_SHIFTED4_0): those are part of the key
     raw = ctypes.string_at(qmd_va, size)
     lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
-    key = (major, raw[:4 * lo_dw], raw[4 * lo_dw + 8:])
+    hi = int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
+    key = (major, raw[:4 * lo_dw], hi & ~qmd.CB0_UPPER_MASK[major], raw[4 * lo_dw + 8:])
     launch = self._launches.get(key)
     if launch is None:
       q = qmd.decode(layout, raw)
@@ -409,7 +425,7 @@ class MockNVGPU:
       launch = qmd.launch(major, q)
       if len(self._launches) > 256: self._launches.clear()
       self._launches[key] = launch
-    lo, hi = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little"), int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
+    lo = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little")
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")

@@ -94,3 +94,76 @@ def test_ptx_is_compiled_by_ptxas_and_the_real_cubin_is_loaded():
     buf = dev.alloc(1024)
     with pytest.raises(hcq.QueueError, match="graphics engine exception"):
       prog(buf, buf, buf, 256, global_size=1, local_size=256, wait=True)
+
+
+def test_ptx_is_compiled_once_per_text_for_a_sass_gpu(monkeypatch):
+  calls = []
+  def fake_compile(self, ptx, arch):
+    calls.append((bytes(ptx), arch))
+    return synthetic_cubin()
+  monkeypatch.setattr(PTXCompiler, "compile", fake_compile)
+  ptx = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a, .param .u32 n) { ret; }\n"
+  with _sass_device() as dev:
+    first = dev.load(ptx, "k")
+    second = dev.load(ptx, "k")
+    assert len(calls) == 1 and first.code_va == second.code_va
+    dev.load(ptx + b"\n// another text\n", "k")
+    assert len(calls) == 2
+
+
+def _section_header_offset(image: bytes, index: int) -> int:
+  shoff, = struct.unpack_from("<Q", image, 0x28)
+  return shoff + 64 * index
+
+
+def test_a_nobits_shared_section_gives_its_size_without_allocating_it():
+  image = bytearray(synthetic_cubin())
+  # .nv.shared.k is section 6 (after the null section and five others): its sh_size (offset 32 in the header)
+  struct.pack_into("<Q", image, _section_header_offset(image, 6) + 32, 1 << 62)
+  (k, _), = cubin_kernels(bytes(image), "test").values()
+  assert k.shared == 1 << 62
+
+
+def test_an_attribute_cut_at_the_end_of_nv_info_is_a_device_error_naming_the_section():
+  strtab = b"\0k\0"
+  symtab = bytes(24) + struct.pack("<IBBHQQ", 1, 0x12, 0, 1, 0, 64)
+  info = sval(EIATTR_REGCOUNT, struct.pack("<II", 1, 40)) + bytes([4, EIATTR_REGCOUNT, 8])   # size's 2nd byte cut
+  image = elf([(".strtab", 3, strtab), (".symtab", 2, symtab), (".nv.info", 0x70000000, info),
+               (".text.k", 1, bytes(64))])
+  with pytest.raises(hcq.DeviceError, match=r"test: .*\.nv\.info.* cut"):
+    cubin_kernels(image, "test")
+  image = elf([(".nv.info.k", 0x70000000, sval(EIATTR_KPARAM_INFO, bytes(12))[:-3]), (".text.k", 1, bytes(64))])
+  with pytest.raises(hcq.DeviceError, match=r"test: .*\.nv\.info\.k.* cut"):
+    cubin_kernels(image, "test")
+
+
+def test_a_section_header_size_below_64_is_a_device_error():
+  image = bytearray(synthetic_cubin())
+  struct.pack_into("<H", image, 0x3A, 40)
+  with pytest.raises(hcq.DeviceError, match="test: .*section header size 40"):
+    cubin_kernels(bytes(image), "test")
+
+
+def _fuzz(image: bytes, seed: int, n: int = 200) -> None:
+  import random
+  rng = random.Random(seed)
+  for i in range(n):
+    data = bytearray(image)
+    if i % 4 == 3: data = data[:rng.randrange(len(data))]          # a truncation
+    else:
+      for _ in range(rng.randint(1, 8)):                            # byte flips
+        pos = rng.randrange(len(data))
+        data[pos] ^= 1 << rng.randrange(8) if rng.random() < 0.5 else rng.randrange(1, 256)
+    try: cubin_kernels(bytes(data), f"fuzz {seed}/{i}")
+    except hcq.HCQError: pass
+
+
+def test_corrupt_synthetic_cubins_give_hcq_errors_only():
+  _fuzz(synthetic_cubin(), 1)
+
+
+@pytest.mark.skipif(_ptxas_dir() is None, reason="no ptxas in hcq's cache")
+def test_corrupt_ptxas_cubins_give_hcq_errors_only():
+  cubin = PTXCompiler(Config(exec_path=_ptxas_dir())).compile(VADD_PTX, "sm_90")
+  assert cubin_kernels(cubin, "ptxas")
+  _fuzz(cubin, 2)

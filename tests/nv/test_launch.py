@@ -249,3 +249,63 @@ def test_local_memory_is_set_up_on_the_compute_channel_before_a_kernel_that_need
 def test_nv_without_nvidia_ko_is_a_clear_error(tmp_path):
   with pytest.raises(hcq.DeviceError, match="cannot open /dev/nvidiactl"):
     hcq.open("NV", Config(dev_root=str(tmp_path)))
+
+
+def test_a_full_gpfifo_on_a_faulted_channel_raises_the_fault_at_once():
+  from hcq.drivers.nv import gpfifo as G
+  with _open(timeout_s=3) as dev:
+    eng = dev.compute
+    gpu = dev.owned_os.devices[0].gpus[0]
+    ch = next(c for c in gpu.channels if c.handle == eng.channel.handle)
+    gpu._fail(ch, hcq.GPUFault("test fault", address=0x1234000, kind="page fault"))
+    saved = eng.gp_put
+    eng.gp_put = (eng.userd_u32[G.USERD_GP_GET // 4] - 1) % eng.entries    # every entry in use: GPGet never moves
+    t0 = dev.os.monotonic()
+    try:
+      with pytest.raises(hcq.GPUFault, match="compute channel stopped") as e: eng._wait_entry()
+    finally: eng.gp_put = saved
+    assert e.value.address == 0x1234000 and dev.os.monotonic() - t0 < 1
+
+
+@pytest.mark.parametrize("gpu", ["H200", "AD102"])
+def test_the_mocks_launch_cache_sees_a_change_of_constant_buffer_0s_size(gpu):
+  # CONSTANT_BUFFER_SIZE_SHIFTED4_0 shares a dword with constant buffer 0's upper address bits (V03 dword 33, V04 49)
+  from hcq.drivers.nv.qmd import set_field
+  with _open(gpu) as dev:
+    prog = dev.load(VADD.ptx().encode())
+    buf = dev.alloc(4096)
+    prog(buf, buf, buf, 16, global_size=1, local_size=16, wait=True)
+    shape = prog.shape(1, 16, True)
+    set_field(shape.qmd, dev.qmd_layout, "CONSTANT_BUFFER_SIZE_SHIFTED4_0", 1)   # 16 bytes: no room for the parameters
+    with pytest.raises(hcq.QueueError, match="graphics engine exception"):
+      prog(buf, buf, buf, 16, global_size=1, local_size=16, wait=True)
+    gpu_ = dev.owned_os.devices[0].gpus[0]
+    assert any("constant buffer 0 of 16 bytes is too small" in str(c.last_error) for c in gpu_.channels)
+
+
+def test_local_memory_set_up_by_racing_threads_ends_with_the_largest():
+  import threading
+  import time
+  from hcq.drivers.nv import gpfifo as G
+  with _open() as dev:
+    orig = dev.iface.alloc
+    def slow_alloc(size, kind="vram", cpu_access=False):
+      # the smaller local memory's allocation takes longer: unlocked, it would be set up last
+      time.sleep(0.05 if size > small_total else 0.25)
+      return orig(size, kind=kind, cpu_access=cpu_access)
+    dev._ensure_local(32)
+    small_total = dev._local.size                        # the size of the smaller set-up below (32 bytes per thread)
+    dev._local_per_thread = 0                            # as if nothing was set up yet
+    dev.iface.alloc = slow_alloc
+    small = threading.Thread(target=dev._ensure_local, args=(32,))
+    large = threading.Thread(target=dev._ensure_local, args=(4096,))
+    small.start()
+    time.sleep(0.02)
+    large.start()
+    small.join()
+    large.join()
+    assert dev._local_per_thread == 4096 and dev._local.size > small_total
+    # and the GPU was told the larger one last
+    sets = [f for _, n, f in G.decode_pushbuffer(list(dev.compute.ring.ring[:dev.compute.ring.put_dw]))
+            if n.endswith("SET_SHADER_LOCAL_MEMORY_B")]
+    assert sets[-1][-1] == f"= {dev._local.va & 0xFFFFFFFF:#x}"

@@ -81,3 +81,19 @@ def test_smi_nv_rmmod_expect_sees_the_loaded_modules(nv_host, tmp_path):
   ctx, out = _ctx(nv_host, tmp_path)
   assert commands.rmmod(ctx, expect=True) == 1
   assert json.loads(out.getvalue())["loaded"] == ["nvidia_modeset", "nvidia_uvm", "nvidia"]   # dependants first
+
+
+def test_decode_device_reads_a_wrapped_pushbuffer_as_the_ring_holds_it(monkeypatch, capsys):
+  from hcq.drivers.nv import device as nv_device
+  small_dw = 32               # the demo writes 38 dwords on the copy channel: that ring wraps, the compute one not
+  orig = nv_device.NVDevice._host_memory
+  def small_pushbuffers(self, size):
+    va, cpu = orig(self, size)
+    return va, cpu[:4 * small_dw] if size == nv_device.PUSHBUFFER_SIZE else cpu
+  monkeypatch.setattr(nv_device.NVDevice, "_host_memory", small_pushbuffers)
+  main(["decode", "--device", "MOCK+NV"])
+  out = capsys.readouterr().out
+  copy_head = next(line for line in out.splitlines() if line.startswith("== copy channel pushbuffer"))
+  assert copy_head.startswith(f"== copy channel pushbuffer ({small_dw} dwords; the ring wrapped: ")
+  compute_head = next(line for line in out.splitlines() if line.startswith("== compute channel pushbuffer"))
+  assert "wrapped" not in compute_head

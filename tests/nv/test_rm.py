@@ -9,6 +9,7 @@ import hcq
 from hcq.config import Config
 from hcq.drivers.nv import abi, open_device
 from hcq.drivers.nv.rm import RMError, RMIface
+from hcq.drivers.nv.tables import rm as rm_tables
 from hcq.mockgpu import mock_nv_os
 
 
@@ -98,10 +99,56 @@ def test_a_570_layout_map_call_against_a_580_driver_fails_with_einval():
   os, rm = _iface()
   try:
     mem = rm.alloc(0x1000, kind="host")
-    a = abi.NVOS46_570(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem.handle, length=0x1000)
+    a = rm_tables.NVOS46_PARAMETERS_V550(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem.handle,
+                                         length=0x1000)
     with pytest.raises(hcq.DeviceError, match="NV_ESC_RM_MAP_MEMORY_DMA.*Errno 22.*56 bytes, the driver takes 64"):
       rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, a, "test")
-    assert ctypes.sizeof(rm.nvos46) == 64      # the driver chose the 580 layout from the build version
+    assert ctypes.sizeof(rm.layouts.NVOS46_PARAMETERS) == 64      # the 580 layout, from the build version
   finally:
     rm.close()
     os.close()
+
+
+def _mappings(os, what: str) -> list[int]:
+  """Starts of the mock OS's mappings whose description holds `what`."""
+  return [s for s, (_, w) in os.memory._ranges.items() if what in w]
+
+
+def test_close_unmaps_the_usermode_page_and_the_channel_va_reservation():
+  os, rm = _iface()
+  try:
+    usermode, channel_va = rm.usermode_va, rm._channel_va
+    assert os.memory.find(usermode) is not None and os.memory.find(channel_va) is not None
+    rm.close()
+    assert os.memory.find(usermode) is None and os.memory.find(channel_va) is None
+    assert os.devices[0].gpus[0].doorbell_cell is None      # the mock no longer polls the unmapped page
+  finally: os.close()
+
+
+def test_a_failed_open_unmaps_what_it_mapped(monkeypatch):
+  os = mock_nv_os(Config())
+  try:
+    before = {s for s in os.memory._ranges}
+    monkeypatch.setattr(RMIface, "_gr_info", lambda self: (_ for _ in ()).throw(hcq.DeviceError("GR info failed")))
+    with pytest.raises(hcq.DeviceError, match="GR info failed"):
+      RMIface(os, 0, os.config, label="MOCK+NV:0")
+    assert not _mappings(os, "usermode") and set(os.memory._ranges) == before
+    monkeypatch.undo()
+    # a failure before the usermode page is mapped: the clean-up finds nothing to unmap (and no missing attribute)
+    monkeypatch.setattr(RMIface, "_pick", lambda self, what, prefs: prefs[-1] if what != "copy" else
+                        (_ for _ in ()).throw(hcq.DeviceError("no copy class")))
+    with pytest.raises(hcq.DeviceError, match="no copy class"):
+      RMIface(os, 0, os.config, label="MOCK+NV:0")
+    assert set(os.memory._ranges) == before
+  finally: os.close()
+
+
+def test_a_driver_newer_than_hcqs_tables_is_refused_naming_its_version(monkeypatch):
+  import dataclasses
+  from hcq.mockgpu.nv import gpu as mock_gpu
+  monkeypatch.setitem(mock_gpu.GPUS, "H200", dataclasses.replace(mock_gpu.GPUS["H200"], driver_version="620.13.01"))
+  os = mock_nv_os(Config())
+  try:
+    with pytest.raises(hcq.DeviceError, match=r"MOCK\+NV:0: NVIDIA driver 620\.13\.01: releases after 610"):
+      RMIface(os, 0, os.config, label="MOCK+NV:0")
+  finally: os.close()

@@ -140,6 +140,9 @@ class Layouts:
     return request(ESCAPES[escape], ctypes.sizeof(arg))
 
 
+# the releases these layouts were read for or derived for (see the module docstring); a major between two of them
+# has the layouts of the one below (a struct changes only at one of them), one outside them is refused: a newer driver
+# may have changed any of the structs, and a wrong layout is an EINVAL at best, a misread reply at worst
 SUPPORTED_MAJORS = (535, 550, 560, 570, 575, 580, 590, 610)
 
 
@@ -153,10 +156,15 @@ def parse_version(version: str) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def for_version(version: str) -> Layouts:
-  """The struct layouts of the driver release `version`. Releases before 535 are refused (not described here)."""
+  """The struct layouts of the driver release `version`. Releases before 535 and after the newest of
+  SUPPORTED_MAJORS are refused (their layouts are not described here)."""
   v = parse_version(version)
   major = v[0]
-  if major < 535: raise HCQError(f"NVIDIA driver {version}: releases before 535 are not supported (layouts unknown)")
+  if major < SUPPORTED_MAJORS[0]:
+    raise HCQError(f"NVIDIA driver {version}: releases before {SUPPORTED_MAJORS[0]} are not supported (layouts unknown)")
+  if major > SUPPORTED_MAJORS[-1]:
+    raise HCQError(f"NVIDIA driver {version}: releases after {SUPPORTED_MAJORS[-1]} are not supported yet (their RM "
+                   f"struct layouts are unknown to hcq: drivers/nv/tables/rm.py)")
   return Layouts(version=v,
                  NVOS46_PARAMETERS=NVOS46_PARAMETERS_V580 if major >= 580 else NVOS46_PARAMETERS_V550,
                  NV_VASPACE_ALLOCATION_PARAMETERS=(NV_VASPACE_ALLOCATION_PARAMETERS_V580 if major >= 580

@@ -93,3 +93,18 @@ def test_status_names_come_from_nvstatuscodes():
   assert rm.status_name(0) == "NV_OK" and rm.status_name(0x33) == "NV_ERR_INVALID_OBJECT_HANDLE"
   assert rm.status_name(0x51) == "NV_ERR_NO_MEMORY" and rm.status_name(0xFFFF) == "NV_ERR_GENERIC"
   assert rm.status_name(0x7FFF0001) == "NV status 0x7fff0001"
+
+
+def test_a_driver_newer_than_the_tables_is_refused_by_version():
+  assert rm.for_version(f"{rm.SUPPORTED_MAJORS[-1]}.1.2").version[0] == rm.SUPPORTED_MAJORS[-1]
+  with pytest.raises(HCQError, match=r"NVIDIA driver 620\.13\.01: releases after 610 are not supported"):
+    rm.for_version("620.13.01")
+
+
+def test_the_driver_abi_holds_no_second_copy_of_the_rm_tables():
+  from hcq.drivers.nv import abi
+  assert abi.escape_request is rm.request
+  assert all(getattr(abi, name) == nr for name, nr in rm.ESCAPES.items() if hasattr(abi, name))
+  for dup in ("NVOS46_570", "NVOS46_580", "NVOS00", "NVOS21", "NVOS54", "NVOS02_FD", "NVOS33_FD",
+              "NV_VASPACE_ALLOCATION_PARAMETERS", "NV_CHANNEL_ALLOC_PARAMS", "ESCAPE_NAMES"):
+    assert not hasattr(abi, dup), dup
