@@ -5,10 +5,11 @@
   gpfifo.py   pushbuffer methods, GPFIFO entries, the channel engine (ring + doorbell), pushbuffer decoding
   lower.py    queue programs (hcq.compiler.queue) -> methods by pattern matchers
   program.py  PTX and cubins, the CUDA parameter ABI (NVProgram, CUDAParams)
-  qmd.py      QMD v3/v4/v5 layouts (drivers/nv/tables/qmd.py) and the per-launch field update of a template
+  qmd.py      QMD v3/v4/v5 layouts (autogen/nv/tables/qmd.py) and the per-launch field update of a template
   abi.py      classes, control numbers and params, UVM params, NV status names; the escape numbers re-exported
               from tables/rm.py
-  tables/     the nvbind helper's cited tables: RM escapes and per-release call structs (rm.py), QMDs, classes
+  (autogen/nv/tables: the cited tables the driver and the mock share: RM escapes and per-release call structs
+              (rm.py), QMDs, classes; autogen/nv/rm_abi.py: the RM/UVM ABI both use)
 
 DRIVER declares the interfaces to hcq.open (drivers/hcq/registry.py); open_device builds a device for one."""
 from __future__ import annotations

@@ -16,7 +16,8 @@ from ...errors import DeviceError, GPUFault, QueueError
 from ..hcq import Buffer, round_up
 from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
-from . import abi, gpfifo as G, lower, qmd
+from ...autogen.nv import rm_abi as abi
+from . import gpfifo as G, lower, qmd
 from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
 
 GPFIFO_ENTRIES = 0x400

@@ -77,7 +77,7 @@ class DecodeError(DeviceError):
 
 def _method_names(family: str) -> dict[int, str]:
   if family == "compute":
-    from .tables.classes import compute_method_names
+    from ...autogen.nv.tables.classes import compute_method_names
     return {**compute_method_names(), **METHOD_NAMES["compute"]}
   return METHOD_NAMES.get(family, {})
 
@@ -86,7 +86,7 @@ def decode_pushbuffer(words) -> list[tuple[int, str, list[str]]]:
   """[(dword offset, "CLASS.METHOD" or "subcN.METHOD", ["= value"])] for every method a pushbuffer writes. Methods
   below 0x100 are the host class's; a SET_OBJECT names the class of its subchannel from then on (before it,
   subchannel 1 is taken as the compute class and 4 as the copy class)."""
-  from .abi import CLASS_NAMES, COMPUTE_CLASSES, COPY_CLASSES
+  from ...autogen.nv.rm_abi import CLASS_NAMES, COMPUTE_CLASSES, COPY_CLASSES
   bound = {SUBC_COMPUTE: ("compute", "compute"), SUBC_COPY: ("copy", "copy")}
   out, pos, n = [], 0, len(words)
   names = {f: _method_names(f) for f in ("host", "compute", "copy")}

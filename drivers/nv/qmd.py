@@ -1,9 +1,9 @@
 """QMD (queue meta data: the descriptor of a compute launch) layouts as data, from the nvbind helper's cited table
-(drivers/nv/tables/qmd.py: open-gpu-doc clc9c0qmd.h V03_00, clcbc0qmd.h V04_00, clcdc0qmd.h V05_00), and the per-launch
+(autogen/nv/tables/qmd.py: open-gpu-doc clc9c0qmd.h V03_00, clcbc0qmd.h V04_00, clcdc0qmd.h V05_00), and the per-launch
 field update of a QMD template."""
 from __future__ import annotations
 
-from .tables.qmd import LAYOUTS, VALUES, Layout, QMDError, decode, encode, for_major, get, update  # noqa: F401
+from ...autogen.nv.tables.qmd import LAYOUTS, VALUES, Layout, QMDError, decode, encode, for_major, get, update  # noqa: F401
 
 
 def set_field(data: bytearray, layout: dict, name: str, value: int) -> None:

@@ -28,8 +28,8 @@ import threading
 
 from ...errors import DeviceError, HCQError, OSCallError
 from ..hcq.alloc import VARanges, round_up
-from . import abi
-from .tables import rm as rm_tables
+from ...autogen.nv import rm_abi as abi
+from ...autogen.nv.tables import rm as rm_tables
 
 PAGE = 0x1000
 USERMODE_SIZE = 0x10000

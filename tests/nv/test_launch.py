@@ -219,7 +219,7 @@ def test_the_threaded_mock_gives_the_same_results(name):
 
 @pytest.mark.parametrize("gpu,major", [("H200", 4), ("AD102", 3), ("B200", 5)])
 def test_the_qmd_of_a_shape_holds_the_launch_in_the_gpus_layout(gpu, major):
-  from hcq.drivers.nv.tables import qmd
+  from hcq.autogen.nv.tables import qmd
   with _open(gpu) as dev:
     prog = dev.load(VADD.ptx().encode())
     shape = prog.shape((3, 2, 1), (64, 2, 1), False)

@@ -1,29 +1,50 @@
-"""The mock NV GPU and the NV driver each hold their own copy of the hardware facts they share (the mock may not import
-the driver): the RM/UVM ABI, the QMD bit ranges, the CUDA parameter base, the PTX entry record. These tests hold the
-copies equal, so that a fact fixed in one place cannot silently differ in the other."""
+"""The mock NV GPU and the NV driver share the RM/UVM ABI and the QMD bit ranges through autogen/nv (rm_abi.py, tables/:
+the mock may not import the driver); the few facts each still writes itself (the RM call structs the mock decodes, the
+CUDA parameter base, the PTX entry record) are held equal here, so that a fact fixed in one place cannot silently
+differ in the other."""
 import ctypes
 
 import pytest
 
-from hcq.drivers.nv import abi as driver_abi, program
-from hcq.drivers.nv.tables import qmd as qmd_table
+from hcq.autogen.nv import rm_abi as driver_abi
+from hcq.autogen.nv.tables import qmd as qmd_table, rm as rm_table
+from hcq.drivers.nv import program
 from hcq.mockgpu.nv import abi as mock_abi, gpu, qmd as mock_qmd
 
 
-def _layout(struct):
-  return [(f[0], getattr(struct, f[0]).offset, getattr(struct, f[0]).size) for f in struct._fields_], ctypes.sizeof(struct)
-
-
-def test_the_abi_tables_are_equal():
+def test_the_mock_uses_the_shared_abi_not_a_copy():
+  """Every name of the shared ABI the mock uses is the very object of autogen/nv/rm_abi.py (a copy could drift)."""
   names = [n for n in dir(driver_abi) if not n.startswith("_") and (n.isupper() or n.startswith("UVM") or n.startswith("NV"))]
-  assert names
+  names = [n for n in names if hasattr(mock_abi, n) and n not in ("NV_VASPACE_ALLOCATION_PARAMETERS", "NV_CHANNEL_ALLOC_PARAMS")]
+  assert len(names) > 40
   for n in names:
-    d, m = getattr(driver_abi, n), getattr(mock_abi, n, None)
-    assert m is not None, f"mock abi lacks {n}"
-    if isinstance(d, type) and issubclass(d, (ctypes.Structure, ctypes.Array)):
-      if issubclass(d, ctypes.Structure): assert _layout(d) == _layout(m), n
-      else: assert ctypes.sizeof(d) == ctypes.sizeof(m), n
-    elif not callable(d): assert d == m, n
+    d = getattr(driver_abi, n)
+    if isinstance(d, int): assert getattr(mock_abi, n) == d, n       # a number: equal (a copy of an int cannot drift)
+    else: assert getattr(mock_abi, n) is d, n                        # a struct, table or function: the same object
+
+
+def test_the_mocks_rm_call_structs_are_the_tables_layouts():
+  """The RM call structs the mock decodes (its own flattened fd wrappers, the 570/580 NVOS46) have the byte layout of
+  the cited tables the driver uses (autogen/nv/tables/rm.py)."""
+  def flat(struct, base=0):
+    out = []
+    for f in struct._fields_:
+      off, t = getattr(struct, f[0]).offset + base, f[1]
+      if isinstance(t, type) and issubclass(t, ctypes.Structure): out += flat(t, off)
+      elif not f[0].startswith("_"): out.append((off, ctypes.sizeof(t)))
+    return out
+  pairs = [(mock_abi.NVOS00, rm_table.NVOS00_PARAMETERS), (mock_abi.NVOS21, rm_table.NVOS21_PARAMETERS),
+           (mock_abi.NVOS54, rm_table.NVOS54_PARAMETERS), (mock_abi.NVOS46_570, rm_table.NVOS46_PARAMETERS_V550),
+           (mock_abi.NVOS46_580, rm_table.NVOS46_PARAMETERS_V580),
+           (mock_abi.NVOS02_FD, rm_table.NV_IOCTL_NVOS02_PARAMETERS_WITH_FD),
+           (mock_abi.NVOS33_FD, rm_table.NV_IOCTL_NVOS33_PARAMETERS_WITH_FD),
+           (mock_abi.NV_VASPACE_ALLOCATION_PARAMETERS, rm_table.NV_VASPACE_ALLOCATION_PARAMETERS_V580)]
+  for mine, table in pairs:
+    assert ctypes.sizeof(mine) == ctypes.sizeof(table), mine.__name__
+    assert flat(mine) == flat(table), mine.__name__
+  modelled = [name for name in rm_table.ESCAPES if hasattr(mock_abi, name)]
+  assert len(modelled) >= 8
+  for name in modelled: assert getattr(mock_abi, name) == rm_table.ESCAPES[name], name
 
 
 @pytest.mark.parametrize("major", [3, 4, 5])

@@ -7,9 +7,10 @@ import pytest
 
 import hcq
 from hcq.config import Config
-from hcq.drivers.nv import abi, open_device
+from hcq.autogen.nv import rm_abi as abi
+from hcq.drivers.nv import open_device
 from hcq.drivers.nv.rm import RMError, RMIface
-from hcq.drivers.nv.tables import rm as rm_tables
+from hcq.autogen.nv.tables import rm as rm_tables
 from hcq.mockgpu import mock_nv_os
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hcq.drivers.nv.tables import classes
+from hcq.autogen.nv.tables import classes
 
 M = classes.ComputeMethods
 

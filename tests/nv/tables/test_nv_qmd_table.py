@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from hcq.drivers.nv.tables import classes, qmd
+from hcq.autogen.nv.tables import classes, qmd
 
 LAYOUTS = [qmd.V3, qmd.V4, qmd.V5]
 

@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from hcq.drivers.nv.tables import rm
+from hcq.autogen.nv.tables import rm
 from hcq.errors import HCQError
 
 
@@ -102,7 +102,7 @@ def test_a_driver_newer_than_the_tables_is_refused_by_version():
 
 
 def test_the_driver_abi_holds_no_second_copy_of_the_rm_tables():
-  from hcq.drivers.nv import abi
+  from hcq.autogen.nv import rm_abi as abi
   assert abi.escape_request is rm.request
   assert all(getattr(abi, name) == nr for name, nr in rm.ESCAPES.items() if hasattr(abi, name))
   for dup in ("NVOS46_570", "NVOS46_580", "NVOS00", "NVOS21", "NVOS54", "NVOS02_FD", "NVOS33_FD",

@@ -164,7 +164,7 @@ def for_version(version: str) -> Layouts:
     raise HCQError(f"NVIDIA driver {version}: releases before {SUPPORTED_MAJORS[0]} are not supported (layouts unknown)")
   if major > SUPPORTED_MAJORS[-1]:
     raise HCQError(f"NVIDIA driver {version}: releases after {SUPPORTED_MAJORS[-1]} are not supported yet (their RM "
-                   f"struct layouts are unknown to hcq: drivers/nv/tables/rm.py)")
+                   f"struct layouts are unknown to hcq: autogen/nv/tables/rm.py)")
   return Layouts(version=v,
                  NVOS46_PARAMETERS=NVOS46_PARAMETERS_V580 if major >= 580 else NVOS46_PARAMETERS_V550,
                  NV_VASPACE_ALLOCATION_PARAMETERS=(NV_VASPACE_ALLOCATION_PARAMETERS_V580 if major >= 580

@@ -1,21 +1,21 @@
-"""The nvidia.ko user ABI hcq's NV driver uses: escape numbers, RM parameter structs, UVM requests, class numbers,
+"""The nvidia.ko user ABI hcq's NV driver uses and the mock NV GPU models (hand-written, cited; shared by both, which
+may each import autogen but not each other): escape numbers, RM parameter structs, UVM requests, class numbers,
 NV status names.
 
 Partly hand-written (the layouts of shared/reference/nv_qcom_usb_pci_smi.md sections 1.1-1.4: card info, the
 channel group / context share / memory alloc params), partly taken from the bindings: the nouveau RM SDK structs of
 autogen/nv (NV0080/NV2080 alloc params), the NV status names (autogen/nv/nvstatus), the UVM params, and, where
-NVIDIA's headers were read by the nvbind helper, drivers/nv/tables: the escape numbers and the NVOS call structs,
+NVIDIA's headers were read by the nvbind helper, autogen/nv/tables: the escape numbers and the NVOS call structs,
 including the release-specific NVOS46 / VA space / channel params, are tables/rm.py's only (rm.py uses
-tables.rm.for_version's Layouts for every call struct). The mock keeps a copy (mockgpu/nv/abi.py) that
-tests/nv/test_mock_facts.py holds equal. Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
+tables.rm.for_version's Layouts for every call struct). The mock imports this module (mockgpu/nv/abi.py adds what only the model needs). Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
 from __future__ import annotations
 
 import ctypes
 from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64
 
-from ...autogen.nv import cl0080, cl2080, ioctl, nvstatus, uvm
+from . import cl0080, cl2080, ioctl, nvstatus, uvm
 
-# ---- escapes: the RM escape numbers, their request numbers and the NVOS call structs are drivers/nv/tables/rm.py's
+# ---- escapes: the RM escape numbers, their request numbers and the NVOS call structs are autogen/nv/tables/rm.py's
 # (the structs per driver release: RMIface.layouts = tables.rm.for_version(...)); the escapes of base 200 are
 # nv-ioctl-numbers.h's (hcq.autogen.nv.ioctl)
 from .tables.rm import (ESCAPES as _RM_ESCAPES, NV_ESC_RM_ALLOC, NV_ESC_RM_ALLOC_MEMORY,  # noqa: F401
@@ -127,7 +127,7 @@ NV2080_CTRL_GR_INFO = _struct("NV2080_CTRL_GR_INFO", [("index", c_uint32), ("dat
 NV2080_CTRL_GR_ROUTE_INFO = _struct("NV2080_CTRL_GR_ROUTE_INFO", [("flags", c_uint32), ("route", c_uint64)])
 NV2080_CTRL_GR_GET_INFO_PARAMS = _struct("NV2080_CTRL_GR_GET_INFO_PARAMS", [
   ("grInfoListSize", c_uint32), ("grInfoList", c_uint64), ("grRouteInfo", NV2080_CTRL_GR_ROUTE_INFO)])
-# ctrl0080gr.h NV0080_CTRL_GR_INFO_INDEX_* (the numbers drivers/nv/tables/rm.py GR_INFO_INDEX read there)
+# ctrl0080gr.h NV0080_CTRL_GR_INFO_INDEX_* (the numbers autogen/nv/tables/rm.py GR_INFO_INDEX read there)
 NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS, NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC = 0x14, 0x17
 NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC, NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM = 0x20, 0x0D
 NV2080_CTRL_GR_INFO_INDEX_SM_VERSION = 0x0C
