@@ -74,7 +74,7 @@ class ASM24Firmware:
     self.bridges = [BridgeConfig(b) for b in range(4)]
     self.powered = False
     self.completion = bytes(8)
-    self.pending: tuple | None = None        # what the next bulk transfer carries
+    self.queued: collections.deque = collections.deque()   # the bulk transfers requests announced, in order
     self.counts: collections.Counter = collections.Counter()
     self.xdata_reads: collections.Counter = collections.Counter()
     self.tlp_faults: dict = {}
@@ -192,8 +192,7 @@ class ASM24Firmware:
     self.counts["tlps"] += 1
     self.tick()
     address = addr_hi << 32 | addr_lo
-    if mode == 1: self.pending = ("stream_write", address, dwords * 4)
-    else: self.pending = ("stream_read", address, dwords * 4)
+    self.queued.append(("stream_write" if mode == 1 else "stream_read", address, dwords * 4))
 
   def stream_write(self, address: int, data: bytes) -> None:
     try: view, off = self._bar_at(address, len(data))
@@ -220,7 +219,7 @@ class ASM24Firmware:
     self.counts["dma_arms"] += 1
     read = bool(sectors_value & 0x8000)
     size, slot = (sectors_value & 0x7FFF) * SECTOR, (slot_index & 0xFF) * SLOT
-    self.pending = ("sram_read" if read else "sram_write", slot, size)
+    self.queued.append(("sram_read" if read else "sram_write", slot, size))
 
   def sram(self) -> bytearray: return self.windows["sram"][2]
 

@@ -131,3 +131,25 @@ def test_faults_from_the_config_apply_from_the_open():
 def test_fault_specs_are_checked(spec, message):
   with pytest.raises(ValueError, match=message): parse_usb_faults(spec)
   with pytest.raises(ConfigError, match=rf"Config.usb_mock_faults: .*{message}"): Config(usb_mock_faults=spec)
+
+
+@pytest.mark.parametrize("fault", ["late=1", "timeout=1"])      # the request arrived / did not, the host timed out
+@pytest.mark.parametrize("direction", ["read", "write"])
+def test_a_streaming_request_that_arrived_but_timed_out_never_moves_wrong_data(mock, direction, fault):
+  """The request reaches the firmware (its burst is queued) but the host sees a timeout: asking again would queue a
+  second burst whose data (or expectation) answers the next bulk transfer, that of another request."""
+  os, plug, dev = mock
+  bar = dev.map_bar(0)
+  a, b = _os.urandom(64), _os.urandom(64)
+  bar.write(0, a)
+  bar.write(4096, b)
+  plug.arm_faults(fault)               # transfer 1: the streaming request at offset 0
+  try: got = bar.read(0, 64) if direction == "read" else bar.write(0, a[::-1])
+  except Timeout: got = None
+  if direction == "read": assert got in (a, None)
+  assert bar.read(4096, 64) == b        # not the leftover of a second read burst
+  c = _os.urandom(64)
+  bar.write(8192, c)                     # not into the leftover of a second write burst
+  assert bar.read(8192, 64) == c and bar.read(4096, 64) == b
+  assert bar.read(0, 64) == (a if direction == "read" else a[::-1]) or direction == "write" and got is None
+  assert not plug.fw.queued
