@@ -198,15 +198,23 @@ class ASM24Bridge:
   def _stream(self, mode: int, fmt_type: int, address: int, dwords: int) -> None:
     self.control_out(REQ_TLP, fmt_type | 0xF << 8, mode, struct.pack("<III", address & 0xFFFFFFFF, address >> 32, dwords))
 
+  def _whole_dwords(self, what: str, address: int, size: int) -> None:
+    """A burst moves whole dwords (the request counts dwords): anything else would drop or invent bytes."""
+    if address % 4 or size % 4:
+      raise DeviceError(f"{self.name}: streaming {what} of {size} bytes at {address:#x}: not whole dwords "
+                        f"(address and length must be multiples of 4)")
+
   def stream_write(self, address: int, data: bytes) -> None:
     """MWr64 of whole dwords from `address` (dword aligned), up to 4 MiB per request."""
+    self._whole_dwords("write", address, len(data))
     for off in range(0, len(data), STREAM_MAX_DWORDS * 4):
       chunk = data[off:off + STREAM_MAX_DWORDS * 4]
       self._announced(lambda: self._stream(MODE_STREAM_WRITE, pcie.MWR64, address + off, len(chunk) // 4),
                       lambda: self.bulk_out(chunk))
 
   def stream_read(self, address: int, size: int) -> bytes:
-    """MRd64 of whole dwords from `address`; checks the burst's completion status."""
+    """MRd64 of whole dwords from `address` (dword aligned); checks the burst's completion status."""
+    self._whole_dwords("read", address, size)
     out = bytearray()
     for off in range(0, size, STREAM_MAX_DWORDS * 4):
       n = min(size - off, STREAM_MAX_DWORDS * 4)
