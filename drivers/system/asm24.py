@@ -95,13 +95,16 @@ class ASM24Bridge:
   # ---- transfers: counted, retried, failures named
   def _call(self, kind: str, fn, *args, idempotent: bool):
     if self.gone: raise USBGone(f"{self.name}: the bridge is gone ({self.gone}); reopen it")
+    try: return self._attempts(kind, fn, args, idempotent)
+    except USBGone as e:      # from the transfer or from the recovery between tries (the clear halt after a STALL)
+      self.gone = str(e)
+      raise
+
+  def _attempts(self, kind: str, fn, args, idempotent: bool):
     stalls = timeouts = 0
     while True:
       self.counts[kind] += 1
       try: return fn(*args)
-      except USBGone as e:
-        self.gone = str(e)
-        raise
       except USBStall:
         if stalls >= STALL_RETRIES: raise
         stalls += 1

@@ -133,7 +133,7 @@ class ASM24Backend(usb.backend.IBackend):
     h.kernel_driver = False
 
   def clear_halt(self, h, ep):
-    if h.unplugged: raise usb.core.USBError("No such device", errno=errno.ENODEV)
+    h._transfer(f"clear halt of endpoint {ep:#04x}")     # a control transfer (CLEAR_FEATURE): counted, faultable
 
   # ---- transfers
   def ctrl_transfer(self, h, bm, req, value, index, data, timeout):

@@ -43,6 +43,15 @@ def test_a_stalled_bulk_transfer_clears_the_halt_and_goes_on(mock):
   assert plug.fw.endpoint.vram.read_block(16, len(data)) == data and dev.bridge.retries["stall"] == 1
 
 
+
+def test_an_unplug_while_clearing_a_stall_leaves_the_bridge_gone(mock):
+  os, plug, dev = mock
+  plug.arm_faults("stall=2,unplug=3")  # transfer 1 arms the stream, 2 is its bulk OUT, 3 the clear halt after it
+  with pytest.raises(USBGone, match="clear halt of endpoint 0x02"): dev.map_bar(0).write(16, bytes(64))
+  assert dev.bridge.gone and plug.transfer_number == 3
+  with pytest.raises(USBGone, match="the bridge is gone .*reopen it"): dev.vendor
+  assert plug.transfer_number == 3       # nothing more was tried on the bus
+
 def test_a_timed_out_read_is_retried(mock):
   os, plug, dev = mock
   dev.map_bar(5).write32(0x10, 0x5555)
