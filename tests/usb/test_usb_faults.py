@@ -162,3 +162,20 @@ def test_a_streaming_request_that_arrived_but_timed_out_never_moves_wrong_data(m
   assert bar.read(8192, 64) == c and bar.read(4096, 64) == b
   assert bar.read(0, 64) == (a if direction == "read" else a[::-1]) or direction == "write" and got is None
   assert not plug.fw.queued
+
+
+@pytest.mark.parametrize("direction", ["read", "write"])
+def test_an_sram_arm_that_arrived_but_timed_out_never_moves_wrong_data(mock, direction):
+  os, plug, dev = mock
+  br = dev.bridge
+  a, b = _os.urandom(512), _os.urandom(512)
+  br.sram_write(0, a)
+  br.sram_write(1, b)
+  plug.arm_faults("late=1")            # transfer 1: the 0xF2 arm of slot 0
+  try: got = br.sram_read(0, 512) if direction == "read" else br.sram_write(0, a[::-1])
+  except Timeout: got = None
+  if direction == "read": assert got in (a, None)
+  assert br.sram_read(1, 512) == b       # not the leftover of a second armed read
+  c = _os.urandom(512)
+  br.sram_write(2, c)                    # not into a second armed write of slot 0
+  assert br.sram_read(2, 512) == c and br.sram_read(0, 512) in (a, a[::-1]) and not plug.fw.queued
