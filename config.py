@@ -104,14 +104,15 @@ def parse_faults(spec: str) -> dict:
   return out
 
 
-USB_TRANSFER_FAULTS = ("stall", "timeout", "unplug")     # USB transfers, counted from 1
+USB_TRANSFER_FAULTS = ("stall", "timeout", "unplug", "late")   # USB transfers, counted from 1
 USB_TLP_FAULTS = ("transport", "ur", "crs", "ca")         # TLP completions (0xF0 IN), counted from 1
 
 
 def parse_usb_faults(spec: str) -> dict:
   """A mock USB bridge fault spec -> {kind: frozenset of numbers}. Numbers are single (3), joined by '+' (3+5) or
   ranges (2-30). stall / timeout: that USB transfer (control or bulk, counted from 1 from the open) is answered with
-  STALL / never completes (the host's timeout); unplug: the bridge is gone from that transfer on. transport / ur /
+  STALL / never completes (the host's timeout); late: that transfer is carried out but its status is lost (the host
+  times out all the same); unplug: the bridge is gone from that transfer on. transport / ur /
   crs / ca: that TLP's completion reports a transport error (byte 7: the firmware failed to send it, retry) /
   unsupported request / config request retry status / completer abort. Raises ValueError naming the bad item."""
   out: dict = {}

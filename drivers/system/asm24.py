@@ -20,7 +20,11 @@ completion read gives the status of the burst (the first failing TLP's status; d
 Errors name the bridge, the request and the PCIe address. Retries are bounded: a transport status nonzero is retried
 after 1 ms up to TRANSPORT_RETRIES times (the reference's 10); a STALLed control request (refused, nothing done) up
 to STALL_RETRIES times; a timed-out request that only reads is retried up to TIMEOUT_RETRIES times, one that writes
-is not (it may have happened) and raises hcq.Timeout. An unplugged bridge raises USBGone at once and stays failed.
+is not (it may have happened) and raises hcq.Timeout. A request that announces a bulk transfer (0xF0 modes 1 and 2,
+0xF2) is never simply asked again: if the first one arrived, the firmware has queued its burst, and a second burst
+would answer the next bulk transfer, another request's (wrong data); after its timeout the bulk transfer is tried
+once, and only if nothing was queued (the transfer times out) is the request asked again (_announced). An unplugged
+bridge raises USBGone at once and stays failed.
 """
 from __future__ import annotations
 
@@ -91,13 +95,16 @@ class ASM24Bridge:
   # ---- transfers: counted, retried, failures named
   def _call(self, kind: str, fn, *args, idempotent: bool):
     if self.gone: raise USBGone(f"{self.name}: the bridge is gone ({self.gone}); reopen it")
+    try: return self._attempts(kind, fn, args, idempotent)
+    except USBGone as e:      # from the transfer or from the recovery between tries (the clear halt after a STALL)
+      self.gone = str(e)
+      raise
+
+  def _attempts(self, kind: str, fn, args, idempotent: bool):
     stalls = timeouts = 0
     while True:
       self.counts[kind] += 1
       try: return fn(*args)
-      except USBGone as e:
-        self.gone = str(e)
-        raise
       except USBStall:
         if stalls >= STALL_RETRIES: raise
         stalls += 1
@@ -178,25 +185,45 @@ class ASM24Bridge:
     raise DeviceError(f"{self.name}: {describe(fmt_type, address)}: transport error {transport:#x} "
                       f"{TRANSPORT_RETRIES + 1} times in a row (the bridge could not send the TLP)")
 
+  def _announced(self, request, transfer):
+    """request() announces one bulk transfer, which transfer() moves; returns transfer()'s result. A timed-out
+    request may have reached the firmware or not: the transfer is tried once (through if the burst was queued, a
+    timeout if nothing was), and only then is the request asked again (up to TIMEOUT_RETRIES times)."""
+    for attempt in range(TIMEOUT_RETRIES + 1):
+      try: request()
+      except Timeout:
+        if attempt == TIMEOUT_RETRIES: raise
+        self.retries["timeout"] += 1
+        try: return transfer()
+        except Timeout: continue     # nothing was queued (or the burst is lost): ask again
+      return transfer()
+
   def _stream(self, mode: int, fmt_type: int, address: int, dwords: int) -> None:
-    self.control_out(REQ_TLP, fmt_type | 0xF << 8, mode, struct.pack("<III", address & 0xFFFFFFFF, address >> 32, dwords),
-                     idempotent=mode == MODE_STREAM_READ)
+    self.control_out(REQ_TLP, fmt_type | 0xF << 8, mode, struct.pack("<III", address & 0xFFFFFFFF, address >> 32, dwords))
+
+  def _whole_dwords(self, what: str, address: int, size: int) -> None:
+    """A burst moves whole dwords (the request counts dwords): anything else would drop or invent bytes."""
+    if address % 4 or size % 4:
+      raise DeviceError(f"{self.name}: streaming {what} of {size} bytes at {address:#x}: not whole dwords "
+                        f"(address and length must be multiples of 4)")
 
   def stream_write(self, address: int, data: bytes) -> None:
     """MWr64 of whole dwords from `address` (dword aligned), up to 4 MiB per request."""
+    self._whole_dwords("write", address, len(data))
     for off in range(0, len(data), STREAM_MAX_DWORDS * 4):
       chunk = data[off:off + STREAM_MAX_DWORDS * 4]
-      self._stream(MODE_STREAM_WRITE, pcie.MWR64, address + off, len(chunk) // 4)
-      self.bulk_out(chunk)
+      self._announced(lambda: self._stream(MODE_STREAM_WRITE, pcie.MWR64, address + off, len(chunk) // 4),
+                      lambda: self.bulk_out(chunk))
 
   def stream_read(self, address: int, size: int) -> bytes:
-    """MRd64 of whole dwords from `address`; checks the burst's completion status."""
+    """MRd64 of whole dwords from `address` (dword aligned); checks the burst's completion status."""
+    self._whole_dwords("read", address, size)
     out = bytearray()
     for off in range(0, size, STREAM_MAX_DWORDS * 4):
       n = min(size - off, STREAM_MAX_DWORDS * 4)
       for attempt in range(TRANSPORT_RETRIES + 1):
-        self._stream(MODE_STREAM_READ, pcie.MRD64, address + off, n // 4)
-        chunk = self.bulk_in(n)
+        chunk = self._announced(lambda: self._stream(MODE_STREAM_READ, pcie.MRD64, address + off, n // 4),
+                                lambda: self.bulk_in(n))
         done, status, transport = self._completion(pcie.MRD64, address + off)
         if not transport: break
         self.retries["transport"] += 1
@@ -209,22 +236,22 @@ class ASM24Bridge:
     return bytes(out)
 
   # ---- the SRAM DMA engine (16 KiB slots, 512-byte sectors)
-  def _arm(self, slot: int, size: int, read: bool) -> int:
+  def _arm(self, slot: int, size: int, read: bool):
+    """(the request that arms the engine for `size` bytes from `slot`, the sector-padded size it moves)."""
     sectors = (size + SECTOR - 1) // SECTOR
     slots = (size + SLOT - 1) // SLOT
     if slot < 0 or slot + slots > SRAM_SLOTS or not 0 < sectors < 0x8000:
       raise DeviceError(f"{self.name}: SRAM DMA of {size} bytes at slot {slot} is outside the {SRAM_SLOTS} slots")
-    self.control_out(REQ_SRAM_DMA, sectors | (0x8000 if read else 0), slot | slots << 8, idempotent=read)
-    return sectors * SECTOR
+    return lambda: self.control_out(REQ_SRAM_DMA, sectors | (0x8000 if read else 0), slot | slots << 8), sectors * SECTOR
 
   def sram_write(self, slot: int, data: bytes) -> None:
     """Host -> SRAM from slot `slot`: the data, padded to whole sectors with zeros."""
-    padded = self._arm(slot, len(data), read=False)
-    self.bulk_out(bytes(data) + bytes(padded - len(data)))
+    arm, padded = self._arm(slot, len(data), read=False)
+    self._announced(arm, lambda: self.bulk_out(bytes(data) + bytes(padded - len(data))))
 
   def sram_read(self, slot: int, size: int) -> bytes:
-    padded = self._arm(slot, size, read=True)
-    return self.bulk_in(padded)[:size]
+    arm, padded = self._arm(slot, size, read=True)
+    return self._announced(arm, lambda: self.bulk_in(padded))[:size]
 
   def close(self) -> None:
     if self.usb is not None:

@@ -1,6 +1,8 @@
-"""PCI Express transaction-layer packets (TLPs): the header fields a bridge puts on the link for a config or memory
-request and reads back from a completion. Pure data (no OS access): the USB bridge driver (drivers/system/usbpci.py)
-and the mock bridge (mockgpu/usb) share it.
+"""PCI Express transaction-layer packets (TLPs): the fmt/type codes, completion statuses, config addresses and byte
+enables of the requests a bridge puts on the link. Pure data (no OS access): the USB bridge driver
+(drivers/system/usbpci.py, asm24.py) and the mock bridge (mockgpu/usb) share it. Neither builds or parses a whole
+header (the bridge's firmware does, from the request's fields): the header layout below is pinned by
+tests/usb/test_tlp.py, which holds the header codec.
 
 Field layout, PCI Express Base Specification Revision 4.0 (section numbers are the same in 3.0 and 5.0):
   §2.2.1  common header, DW0: byte 0 = Fmt[2:0] (bits 7:5) | Type[4:0]; byte 1 = T9 TC[2:0] T8 Attr2 LN TH;
@@ -19,8 +21,6 @@ The header is sent big-endian byte by byte (§2.2.1: byte 0 first), as the table
 """
 from __future__ import annotations
 
-import dataclasses
-import struct
 
 # Fmt (bits 7:5 of byte 0)
 FMT_3DW, FMT_4DW, FMT_3DW_DATA, FMT_4DW_DATA = 0b000, 0b001, 0b010, 0b011
@@ -86,70 +86,3 @@ def merge_enabled(old: int, new: int, be: int) -> int:
   """The dword a completer keeps after a write of `new` with byte enables `be` over `old`."""
   mask = sum(0xFF << (8 * i) for i in range(4) if be >> i & 1)
   return (old & ~mask | new & mask) & 0xFFFFFFFF
-
-
-# ---- headers
-@dataclasses.dataclass(frozen=True)
-class Request:
-  """A memory or configuration request header (data payload not included)."""
-  fmt_type: int
-  address: int             # memory: byte address (dword aligned); config: config_address(...)
-  length: int = 1          # payload / read length in dwords, 1..1024
-  first_be: int = 0xF
-  last_be: int = 0
-  requester: int = 0       # requester id (bus<<8 | dev<<3 | fn): the bridge's root port is 00:00.0
-  tag: int = 0
-
-  def encode(self) -> bytes:
-    if not 1 <= self.length <= 1024: raise ValueError(f"TLP length {self.length} dwords is not 1..1024")
-    if self.length == 1 and self.last_be: raise ValueError("a 1-DW request must have Last DW BE 0000 (§2.2.5)")
-    if self.address & 3: raise ValueError(f"TLP address {self.address:#x} is not dword aligned")
-    dw0 = self.fmt_type << 24 | (self.length & 0x3FF)
-    dw1 = self.requester << 16 | (self.tag & 0xFF) << 8 | self.last_be << 4 | self.first_be
-    if is_4dw(self.fmt_type): return struct.pack(">IIII", dw0, dw1, self.address >> 32, self.address & 0xFFFFFFFC)
-    if self.address >> 32: raise ValueError(f"{fmt_type_name(self.fmt_type)} cannot carry the 64-bit address {self.address:#x}")
-    return struct.pack(">III", dw0, dw1, self.address & 0xFFFFFFFC)
-
-  @classmethod
-  def decode(cls, header: bytes) -> "Request":
-    if len(header) < 12: raise ValueError(f"TLP header of {len(header)} bytes (a request header has 3 or 4 DW)")
-    dw0, dw1 = struct.unpack_from(">II", header)
-    fmt_type = dw0 >> 24
-    if is_4dw(fmt_type):
-      if len(header) < 16: raise ValueError(f"{fmt_type_name(fmt_type)} needs a 4-DW header, got {len(header)} bytes")
-      hi, lo = struct.unpack_from(">II", header, 8)
-      address = hi << 32 | lo & 0xFFFFFFFC
-    else: address = struct.unpack_from(">I", header, 8)[0] & 0xFFFFFFFC
-    length = dw0 & 0x3FF or 1024
-    return cls(fmt_type, address, length, dw1 & 0xF, dw1 >> 4 & 0xF, dw1 >> 16, dw1 >> 8 & 0xFF)
-
-  @property
-  def name(self) -> str: return fmt_type_name(self.fmt_type)
-
-
-@dataclasses.dataclass(frozen=True)
-class Completion:
-  status: int = CPL_SC
-  byte_count: int = 4
-  completer: int = 0
-  requester: int = 0
-  tag: int = 0
-  lower_address: int = 0
-  with_data: bool = True
-
-  def encode(self) -> bytes:
-    length = (self.byte_count + 3) // 4 if self.with_data else 0
-    dw0 = (CPLD if self.with_data else CPL) << 24 | length & 0x3FF
-    dw1 = self.completer << 16 | (self.status & 7) << 13 | self.byte_count & 0xFFF
-    dw2 = self.requester << 16 | (self.tag & 0xFF) << 8 | self.lower_address & 0x7F
-    return struct.pack(">III", dw0, dw1, dw2)
-
-  @classmethod
-  def decode(cls, header: bytes) -> "Completion":
-    if len(header) < 12: raise ValueError(f"completion header of {len(header)} bytes (needs 3 DW)")
-    dw0, dw1, dw2 = struct.unpack_from(">III", header)
-    if dw0 >> 24 & 0x1F != TYPE_CPL: raise ValueError(f"{fmt_type_name(dw0 >> 24)} is not a completion")
-    return cls(dw1 >> 13 & 7, dw1 & 0xFFF, dw1 >> 16, dw2 >> 16, dw2 >> 8 & 0xFF, dw2 & 0x7F, has_data(dw0 >> 24))
-
-  @property
-  def status_name(self) -> str: return CPL_STATUS_NAMES.get(self.status, f"reserved completion status {self.status:#05b}")

@@ -4,12 +4,17 @@ read/write); only the backend underneath differs.
 
 Each device shows the descriptors of USB 3.2 §9.6 as the custom firmware does (one configuration, interface 0 of
 vendor class 0xFF with bulk OUT 0x02 and bulk IN 0x81, product string "custom mock ASM2464PD"), answers the standard
-GET_DESCRIPTOR for strings, and passes vendor requests to its ASM24Firmware.
+GET_DESCRIPTOR for strings, and passes vendor requests to its ASM24Firmware. The firmware queues the bulk transfers
+its requests announce (ASM24Firmware.queued, in order); a bulk transfer with nothing queued is NAKed until the host's
+timeout, one of another direction or size is STALLed.
 
 Fault injection (Config.usb_mock_faults, HCQ_USB_MOCK_FAULTS; grammar in config.parse_usb_faults), counted from the
 moment faults are armed (at open, or ASM24Backend.arm_faults):
   stall=N     transfer N is answered with STALL (errno EPIPE), nothing is done
-  timeout=N   transfer N never completes: USBTimeoutError after its timeout, nothing is done
+  timeout=N   transfer N never completes: USBTimeoutError after its timeout, nothing is done (a bulk transfer's
+              queued burst is abandoned by the firmware too)
+  late=N      transfer N is carried out, but its status never reaches the host: USBTimeoutError all the same (a
+              request that queues a bulk transfer has queued it)
   unplug=N    the device disappears at transfer N (errno ENODEV for it and every later one; a pending bulk is lost)
   transport=N / ur=N / crs=N / ca=N   the N-th non-posted TLP (a completion read follows it) is not executed and its
               completion carries a transport error / that PCIe completion status
@@ -60,10 +65,19 @@ class MockBridgeDevice:
     n = self.transfer_number
     if self.unplugged or n in self.faults.get("unplug", ()):
       self.unplugged = True
-      self.fw.pending = None
+      self.fw.queued.clear()
       raise usb.core.USBError(f"No such device (it may have been disconnected) during {what}", errno=errno.ENODEV)
     if n in self.faults.get("stall", ()): raise usb.core.USBError(f"Pipe error during {what}", errno=errno.EPIPE)
-    if n in self.faults.get("timeout", ()): raise usb.core.USBTimeoutError(f"Operation timed out during {what}", errno=errno.ETIMEDOUT)
+    if n in self.faults.get("timeout", ()):
+      if what.startswith("bulk") and self.fw.queued: self.fw.queued.popleft()
+      raise _timeout(what)
+
+  def _done(self, what: str) -> None:
+    """After a transfer was carried out: a `late` one still times out on the host."""
+    if self.transfer_number in self.faults.get("late", ()): raise _timeout(what)
+
+
+def _timeout(what: str): return usb.core.USBTimeoutError(f"Operation timed out during {what}", errno=errno.ETIMEDOUT)
 
 
 class ASM24Backend(usb.backend.IBackend):
@@ -119,13 +133,18 @@ class ASM24Backend(usb.backend.IBackend):
     h.kernel_driver = False
 
   def clear_halt(self, h, ep):
-    if h.unplugged: raise usb.core.USBError("No such device", errno=errno.ENODEV)
+    h._transfer(f"clear halt of endpoint {ep:#04x}")     # a control transfer (CLEAR_FEATURE): counted, faultable
 
   # ---- transfers
   def ctrl_transfer(self, h, bm, req, value, index, data, timeout):
     if bm == 0x80 and req == GET_DESCRIPTOR and value >> 8 == DESC_STRING: return self._string(h, value & 0xFF, data)
     if bm & 0x60 != 0x40: raise usb.core.USBError(f"Pipe error (request {req:#x} type {bm:#x})", errno=errno.EPIPE)
     h._transfer(f"control request {req:#04x}")
+    n = self._vendor(h, bm, req, value, index, data)
+    h._done(f"control request {req:#04x}")
+    return n
+
+  def _vendor(self, h, bm, req, value, index, data):
     fw = h.fw
     if bm & 0x80:
       if req == 0xE4: out = fw.xdata_read(value, len(data))
@@ -155,24 +174,30 @@ class ASM24Backend(usb.backend.IBackend):
     data[:n] = array.array("B", raw[:n])
     return n
 
+  @staticmethod
+  def _next_queued(h, what: str, ep: int, want_ep: int, kinds: tuple, size: int):
+    fw = h.fw
+    if not fw.queued: raise _timeout(f"{what} (nothing queued: NAKed)")
+    head = fw.queued[0]
+    if ep != want_ep or head[0] not in kinds or head[2] != size:
+      raise usb.core.USBError(f"Pipe error ({what}, firmware expects {head})", errno=errno.EPIPE)
+    return fw.queued.popleft()
+
   def bulk_write(self, h, ep, intf, data, timeout):
-    h._transfer(f"bulk OUT of {len(data)} bytes")
-    fw, pending = h.fw, h.fw.pending
-    if ep != EP_OUT or pending is None or pending[0] not in ("stream_write", "sram_write") or pending[2] != len(data):
-      raise usb.core.USBError(f"Pipe error (bulk OUT of {len(data)} bytes, firmware expects {pending})", errno=errno.EPIPE)
-    fw.pending = None
-    kind, where, size = pending
-    if kind == "stream_write": fw.stream_write(where, bytes(data))
-    else: fw.sram()[where:where + size] = bytes(data)
+    what = f"bulk OUT of {len(data)} bytes"
+    h._transfer(what)
+    kind, where, size = self._next_queued(h, what, ep, EP_OUT, ("stream_write", "sram_write"), len(data))
+    if kind == "stream_write": h.fw.stream_write(where, bytes(data))
+    else: h.fw.sram()[where:where + size] = bytes(data)
+    h._done(what)
     return len(data)
 
   def bulk_read(self, h, ep, intf, buff, timeout):
-    h._transfer(f"bulk IN of {len(buff)} bytes")
-    fw, pending = h.fw, h.fw.pending
-    if ep != EP_IN or pending is None or pending[0] not in ("stream_read", "sram_read") or pending[2] != len(buff):
-      raise usb.core.USBError(f"Pipe error (bulk IN of {len(buff)} bytes, firmware expects {pending})", errno=errno.EPIPE)
-    fw.pending = None
-    kind, where, size = pending
+    what = f"bulk IN of {len(buff)} bytes"
+    h._transfer(what)
+    fw = h.fw
+    kind, where, size = self._next_queued(h, what, ep, EP_IN, ("stream_read", "sram_read"), len(buff))
     out = fw.stream_read(where, size) if kind == "stream_read" else bytes(fw.sram()[where:where + size])
     buff[:size] = array.array("B", out)
+    h._done(what)
     return size

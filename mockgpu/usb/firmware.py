@@ -74,7 +74,7 @@ class ASM24Firmware:
     self.bridges = [BridgeConfig(b) for b in range(4)]
     self.powered = False
     self.completion = bytes(8)
-    self.pending: tuple | None = None        # what the next bulk transfer carries
+    self.queued: collections.deque = collections.deque()   # the bulk transfers requests announced, in order
     self.counts: collections.Counter = collections.Counter()
     self.xdata_reads: collections.Counter = collections.Counter()
     self.tlp_faults: dict = {}
@@ -137,10 +137,10 @@ class ASM24Firmware:
   def _complete(self, data: int, status: int = pcie.CPL_SC, transport: int = 0) -> None:
     self.completion = struct.pack("<I", data & 0xFFFFFFFF) + bytes([status << 5, 0, 0, transport])
 
-  def _route_config(self, req: pcie.Request):
-    bus, dev, fn, reg = pcie.split_config_address(req.address)
+  def _route_config(self, fmt_type: int, address: int):
+    bus, dev, fn, reg = pcie.split_config_address(address)
     if not self.powered: raise TLPFault(pcie.CPL_UR)
-    if (bus == 0) != (req.fmt_type & 0x1F == pcie.TYPE_CFG0) or dev or fn: raise TLPFault(pcie.CPL_UR)
+    if (bus == 0) != (fmt_type & 0x1F == pcie.TYPE_CFG0) or dev or fn: raise TLPFault(pcie.CPL_UR)
     if any(not self.bridges[b].routes_bus(bus) for b in range(min(bus, 4))): raise TLPFault(pcie.CPL_UR)
     if bus < 4: return self.bridges[bus], reg
     if bus == 4: return self.endpoint, reg
@@ -159,27 +159,25 @@ class ASM24Firmware:
     raise TLPFault(pcie.CPL_UR)
 
   def tlp(self, fmt_type: int, be: int, addr_lo: int, addr_hi: int, value: int) -> None:
-    """Mode 0: one TLP, header built and parsed as on the link."""
+    """Mode 0: one TLP, from the request's fields (the header's wire format is tests/usb/test_tlp.py's)."""
     self.counts["tlps"] += 1
     self.tick()
-    address = addr_hi << 32 | addr_lo
+    address = (addr_hi << 32 | addr_lo) & ~3      # Address[1:0] is not on the link: the byte enables say which bytes
     posted = pcie.is_posted(fmt_type)
     fault = self._next_tlp_fault(posted)
     if fault == -1: return self._complete(0, transport=1)
     if fault is not None: return self._complete(0xFFFFFFFF, fault)
-    header = pcie.Request(fmt_type, address & ~3, 1, be).encode()
-    req = pcie.Request.decode(header)
     try:
-      if pcie.is_config(req.fmt_type):
-        target, reg = self._route_config(req)
-        if pcie.has_data(req.fmt_type):
-          lo, n = pcie.be_span(req.first_be)
+      if pcie.is_config(fmt_type):
+        target, reg = self._route_config(fmt_type, address)
+        if pcie.has_data(fmt_type):
+          lo, n = pcie.be_span(be)
           target.config_write(reg + lo, (value >> 8 * lo).to_bytes(4, "little")[:n])
           return self._complete(0)
         return self._complete(int.from_bytes(target.config_read(reg, 4), "little"))
-      if pcie.is_memory(req.fmt_type):
-        view, off = self._bar_at(req.address, 4)
-        if pcie.has_data(req.fmt_type):
+      if pcie.is_memory(fmt_type):
+        view, off = self._bar_at(address, 4)
+        if pcie.has_data(fmt_type):
           view.write32(off, value if be == 0xF else pcie.merge_enabled(view.read32(off), value, be))
           return
         return self._complete(view.read32(off))
@@ -192,8 +190,7 @@ class ASM24Firmware:
     self.counts["tlps"] += 1
     self.tick()
     address = addr_hi << 32 | addr_lo
-    if mode == 1: self.pending = ("stream_write", address, dwords * 4)
-    else: self.pending = ("stream_read", address, dwords * 4)
+    self.queued.append(("stream_write" if mode == 1 else "stream_read", address, dwords * 4))
 
   def stream_write(self, address: int, data: bytes) -> None:
     try: view, off = self._bar_at(address, len(data))
@@ -220,7 +217,7 @@ class ASM24Firmware:
     self.counts["dma_arms"] += 1
     read = bool(sectors_value & 0x8000)
     size, slot = (sectors_value & 0x7FFF) * SECTOR, (slot_index & 0xFF) * SLOT
-    self.pending = ("sram_read" if read else "sram_write", slot, size)
+    self.queued.append(("sram_read" if read else "sram_write", slot, size))
 
   def sram(self) -> bytearray: return self.windows["sram"][2]
 

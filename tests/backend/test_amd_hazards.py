@@ -14,6 +14,8 @@ from hcq.compiler.backend.amd import render
 from hcq.compiler.backend.amd.asm import assemble
 from hcq.compiler.backend.amd.codeobject import CodeObject
 from hcq.compiler.backend.amd.hazard_check import check_hazards
+from hcq.compiler.backend.amd.isel_mir import MInst, VReg
+from hcq.compiler.backend.amd.render_hazards import VA_VDST0 as VA_VDST0_SIMM, fix_hazards
 
 VA_VDST0 = "s_waitcnt_depctr depctr_va_vdst(0)"
 SA_SDST0 = "s_waitcnt_depctr depctr_sa_sdst(0)"
@@ -23,7 +25,10 @@ CASES = {
   "trans_use": ("trans-use", "v_exp_f32 v1, v2\nv_add_f32 v3, v1, v1",
                 f"v_exp_f32 v1, v2\n{VA_VDST0}\nv_add_f32 v3, v1, v1"),
   "trans_use_after_4_valus": ("trans-use", "v_rcp_f32 v1, v2\n" + "v_mov_b32 v9, 0\n" * 4 + "v_add_f32 v3, v1, v1",
-                              "v_rcp_f32 v1, v2\n" + "v_mov_b32 v9, 0\n" * 5 + "v_add_f32 v3, v1, v1"),
+                              "v_rcp_f32 v1, v2\n" + "v_mov_b32 v9, 0\n" * 6 + "v_add_f32 v3, v1, v1"),
+  # LLVM's fixVALUTransUseHazard: still a hazard with 5 VALUs in between, gone after 6
+  "trans_use_after_5_valus": ("trans-use", "v_rcp_f32 v1, v2\n" + "v_mov_b32 v9, 0\n" * 5 + "v_add_f32 v3, v1, v1",
+                              f"v_rcp_f32 v1, v2\n" + "v_mov_b32 v9, 0\n" * 5 + f"{VA_VDST0}\nv_add_f32 v3, v1, v1"),
   # the read at the loop's top sees the transcendental of the previous iteration (through the back edge)
   "trans_use_around_a_loop": ("trans-use", "s_mov_b32 s0, 0\n.L:\nv_add_f32 v3, v1, v1\nv_sqrt_f32 v1, v2\n"
                                            "s_add_i32 s0, s0, 1\ns_cmp_lt_i32 s0, 4\ns_cbranch_scc1 .L\ns_endpgm",
@@ -49,6 +54,17 @@ def test_checker_flags_each_rule_and_accepts_the_wait(case):
   found = check_hazards(assemble(bad))
   assert found and {v.rule for v in found} == {rule}, [str(v) for v in found]
   assert check_hazards(assemble(good)) == []
+
+
+def test_fixer_waits_for_a_transcendental_result_read_5_valus_later_but_not_6():
+  v = lambda k: VReg("v", fixed=k)
+  for between, waits in ((5, 1), (6, 0)):
+    code = [MInst("v_rcp_f32_e32", {"vdst": v(1)}, {"src0": v(2)})]
+    code += [MInst("v_mov_b32_e32", {"vdst": v(9)}, {"src0": v(3)}) for _ in range(between)]
+    code += [MInst("v_add_f32_e32", {"vdst": v(4)}, {"src0": v(1), "src1": v(1)})]
+    fixed = fix_hazards(code)
+    assert [m.name for m in fixed].count("s_waitcnt_depctr") == waits, (between, fixed)
+    if waits: assert fixed[-2].name == "s_waitcnt_depctr" and fixed[-2].mods["simm16"] == VA_VDST0_SIMM
 
 
 def _kernels():

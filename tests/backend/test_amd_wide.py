@@ -88,6 +88,36 @@ def int64_case():
   return sink, args, {nin + k: np.asarray(w, np.int64) for k, w in enumerate(want)}
 
 
+U64_DIVISORS = [7, 3, 1, 5, 64, 65, 2**40 + 3, 2**64 - 3, 2**63 + 11]
+I64_DIVISORS = [7, -3, 1, -1, -16, 64, 65, 2**40 + 3, -(2**40 + 3)]   # (// and % by a constant beyond int32 fail
+# to lower: a separate bug, reported)
+
+
+def int64_constant_divisor_case():
+  """Division and remainder by constant divisors: small ones are inline 64-bit constants (-16..64), the others live
+  in an SGPR pair; each has to reach the division loop as its value."""
+  rng = np.random.default_rng(22)
+  a = rng.integers(I64_MIN, I64_MAX, N, dtype=np.int64)
+  a[N // 2:] >>= rng.integers(0, 62, N // 2)
+  a[:8] = [I64_MIN, I64_MAX, -1, 0, 1, 6, 7, -7]
+  ua = a.view(np.uint64)
+
+  def exprs(x):
+    ux = x.cast(dtypes.uint64)
+    out = []
+    for c in U64_DIVISORS: out += [ux.idiv(c).cast(dtypes.int64), ux.imod(c).cast(dtypes.int64)]
+    for c in I64_DIVISORS: out += [x.idiv(c), x.imod(c)] + ([x // c, x % c] if abs(c) < 2**31 else [])
+    return out
+  ints = [int(p) for p in a]
+  want = []
+  for c in U64_DIVISORS: want += [(ua // np.uint64(c)).view(np.int64), (ua % np.uint64(c)).view(np.int64)]
+  for c in I64_DIVISORS:
+    want += [[_wrap64(_tdiv(p, c)) for p in ints], [_wrap64(p - c * _tdiv(p, c)) for p in ints]]
+    if abs(c) < 2**31: want += [[_wrap64(p // c) for p in ints], [_wrap64(p % c) for p in ints]]
+  sink, args, nin = _kernel("int64_const_div", [a], exprs, [np.int64] * len(want))
+  return sink, args, {nin + k: np.asarray(w, np.int64) for k, w in enumerate(want)}
+
+
 def _f64_to_i64(t: np.ndarray, unsigned: bool) -> np.ndarray:
   """compiler/ir/dtypes.float_to_int for 64-bit targets: truncate, NaN 0, saturate."""
   lo, hi = (0, 2**64 - 1) if unsigned else (I64_MIN, I64_MAX)
@@ -166,7 +196,7 @@ def _run_device(dev, sink, args, outputs):
   return {s: np.frombuffer(dev.copyout(bufs[s])[:args[s].nbytes], args[s].dtype) for s in outputs}
 
 
-CASES = {"int64": int64_case, "float64": float64_case}
+CASES = {"int64": int64_case, "int64_constant_divisor": int64_constant_divisor_case, "float64": float64_case}
 
 
 @pytest.mark.parametrize("case", list(CASES))

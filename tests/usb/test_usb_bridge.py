@@ -109,6 +109,17 @@ def test_a_request_outside_every_bar_is_an_unsupported_request_naming_the_addres
   assert e.value.address == 0x1010_0000
 
 
+@pytest.mark.parametrize("delta,size", [(0, 5), (0, 67), (2, 64)])
+def test_a_streaming_access_of_partial_dwords_is_refused_not_truncated(mock, delta, size):
+  os, plug, dev = mock
+  addr = dev.bar(0).start + 64 + delta
+  before = plug.transfer_number
+  with pytest.raises(DeviceError, match=rf"streaming write of {size} bytes at {addr:#x}: not whole dwords"):
+    dev.bridge.stream_write(addr, bytes(range(size)))
+  with pytest.raises(DeviceError, match=rf"streaming read of {size} bytes at {addr:#x}: not whole dwords"):
+    dev.bridge.stream_read(addr, size)
+  assert plug.transfer_number == before      # refused before anything went on the bus
+
 @pytest.mark.parametrize("offset,size", [(0, 1), (511, 2), (16 << 10, 16 << 10), (3, (512 << 10) - 3), (100_001, 77)])
 def test_sram_reads_and_writes_are_byte_exact(mock, offset, size):
   os, plug, dev = mock

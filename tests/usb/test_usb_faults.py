@@ -43,6 +43,15 @@ def test_a_stalled_bulk_transfer_clears_the_halt_and_goes_on(mock):
   assert plug.fw.endpoint.vram.read_block(16, len(data)) == data and dev.bridge.retries["stall"] == 1
 
 
+
+def test_an_unplug_while_clearing_a_stall_leaves_the_bridge_gone(mock):
+  os, plug, dev = mock
+  plug.arm_faults("stall=2,unplug=3")  # transfer 1 arms the stream, 2 is its bulk OUT, 3 the clear halt after it
+  with pytest.raises(USBGone, match="clear halt of endpoint 0x02"): dev.map_bar(0).write(16, bytes(64))
+  assert dev.bridge.gone and plug.transfer_number == 3
+  with pytest.raises(USBGone, match="the bridge is gone .*reopen it"): dev.vendor
+  assert plug.transfer_number == 3       # nothing more was tried on the bus
+
 def test_a_timed_out_read_is_retried(mock):
   os, plug, dev = mock
   dev.map_bar(5).write32(0x10, 0x5555)
@@ -131,3 +140,42 @@ def test_faults_from_the_config_apply_from_the_open():
 def test_fault_specs_are_checked(spec, message):
   with pytest.raises(ValueError, match=message): parse_usb_faults(spec)
   with pytest.raises(ConfigError, match=rf"Config.usb_mock_faults: .*{message}"): Config(usb_mock_faults=spec)
+
+
+@pytest.mark.parametrize("fault", ["late=1", "timeout=1"])      # the request arrived / did not, the host timed out
+@pytest.mark.parametrize("direction", ["read", "write"])
+def test_a_streaming_request_that_arrived_but_timed_out_never_moves_wrong_data(mock, direction, fault):
+  """The request reaches the firmware (its burst is queued) but the host sees a timeout: asking again would queue a
+  second burst whose data (or expectation) answers the next bulk transfer, that of another request."""
+  os, plug, dev = mock
+  bar = dev.map_bar(0)
+  a, b = _os.urandom(64), _os.urandom(64)
+  bar.write(0, a)
+  bar.write(4096, b)
+  plug.arm_faults(fault)               # transfer 1: the streaming request at offset 0
+  try: got = bar.read(0, 64) if direction == "read" else bar.write(0, a[::-1])
+  except Timeout: got = None
+  if direction == "read": assert got in (a, None)
+  assert bar.read(4096, 64) == b        # not the leftover of a second read burst
+  c = _os.urandom(64)
+  bar.write(8192, c)                     # not into the leftover of a second write burst
+  assert bar.read(8192, 64) == c and bar.read(4096, 64) == b
+  assert bar.read(0, 64) == (a if direction == "read" else a[::-1]) or direction == "write" and got is None
+  assert not plug.fw.queued
+
+
+@pytest.mark.parametrize("direction", ["read", "write"])
+def test_an_sram_arm_that_arrived_but_timed_out_never_moves_wrong_data(mock, direction):
+  os, plug, dev = mock
+  br = dev.bridge
+  a, b = _os.urandom(512), _os.urandom(512)
+  br.sram_write(0, a)
+  br.sram_write(1, b)
+  plug.arm_faults("late=1")            # transfer 1: the 0xF2 arm of slot 0
+  try: got = br.sram_read(0, 512) if direction == "read" else br.sram_write(0, a[::-1])
+  except Timeout: got = None
+  if direction == "read": assert got in (a, None)
+  assert br.sram_read(1, 512) == b       # not the leftover of a second armed read
+  c = _os.urandom(512)
+  br.sram_write(2, c)                    # not into a second armed write of slot 0
+  assert br.sram_read(2, 512) == c and br.sram_read(0, 512) in (a, a[::-1]) and not plug.fw.queued

@@ -10,7 +10,9 @@ hazards of LLVM's AMDGPU backend, GCNHazardRecognizer, that the ISA document des
 remedies):
 
   trans-use       a VALU reads a VGPR that a transcendental VALU (v_exp/log/rcp/rsq/sqrt/sin/cos, any type) wrote,
-                  with fewer than TRANS_WINDOW VALU instructions between them and no s_waitcnt_depctr va_vdst(0)
+                  with at most TRANS_USE_MAX_VALUS (5) VALU instructions between them and no s_waitcnt_depctr
+                  va_vdst(0) (LLVM's fixVALUTransUseHazard; its expiry after a second TRANS in between is not
+                  modelled: conservative)
   mask-write      a VALU reads an SGPR as a lane mask (v_cndmask's mask, the carry-in of v_add/v_sub_co_ci, VCC of
                   v_div_fmas); an SALU then writes that SGPR: until an s_waitcnt_depctr sa_sdst(0), no VALU may
                   issue and nothing may read the SGPR
@@ -35,7 +37,9 @@ from typing import NamedTuple
 from .decode import decode_all
 
 TRANS_PREFIXES = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
-TRANS_WINDOW = 5
+# the trans-use hazard is live while at most this many VALUs sit between the transcendental write and the read
+# (LLVM GCNHazardRecognizer::fixVALUTransUseHazard); render_hazards.fix_hazards uses the same constant
+TRANS_USE_MAX_VALUS = 5
 VCC, EXEC_LO = 106, 126
 WRITE_FIELDS = ("vdst", "sdst", "sdata")
 _BRANCHES = ("s_branch", "s_cbranch_")
@@ -111,12 +115,12 @@ def _step(i: _Inst, st: _State, report) -> _State:
   if i.waits_sa_sdst: mask_read, dirty = set(), set()
   if i.valu:
     for r in sorted(i.vreads):
-      if r in trans and trans[r] < TRANS_WINDOW:
+      if r in trans and trans[r] <= TRANS_USE_MAX_VALUS:
         report(i, "trans-use", f"v{r[1]} read {trans[r]} VALU instructions after a transcendental wrote it")
       if r in pre_exec: report(i, "exec-forward", f"v{r[1]} written by a VALU before an SALU EXEC write")
     if dirty: report(i, "mask-write", f"VALU issued while s{sorted(dirty)[0][1]} (written by an SALU over a lane mask "
                                       f"read) is not waited for")
-    trans = {r: n + 1 for r, n in trans.items() if n + 1 < TRANS_WINDOW}   # past the window: safe (a fixed point)
+    trans = {r: n + 1 for r, n in trans.items() if n + 1 <= TRANS_USE_MAX_VALUS}   # past it: safe (a fixed point)
   if i.name.startswith(("v_mad_u64_u32", "v_mad_i64_i32")) and i.vwrites & i.vreads:
     report(i, "mad-overlap", f"the destination overlaps a source (v{sorted(i.vwrites & i.vreads)[0][1]})")
   for r in sorted(i.sreads & dirty):

@@ -10,7 +10,9 @@ int64: ADD/SUB by v_add_co_u32 + v_add_co_ci_u32 (the carry in an SGPR lane mask
 plus the two cross products in the high half, shifts by v_lshlrev_b64 / v_lshrrev_b64 / v_ashrrev_i64, AND/OR/XOR
 per half, comparisons by v_cmp_*_{i,u}64, IDIV/IMOD (C's truncating forms: FLOORDIV/FLOORMOD were legalized into
 them) by a restoring shift-subtract loop over the absolute values (64 iterations of a scalar loop, the signs applied
-after), as the reference semantics want it: x / 0 is all ones and x % 0 is x (no fault), INT64_MIN / -1 wraps.
+after); INT64_MIN / -1 wraps and INT64_MIN % -1 is 0, as the reference semantics want it. The IR leaves x / 0
+undefined (compiler/ir/evaluate.py; the C backend raises KernelFault); here it does not fault: unsigned x / 0 is all
+ones, signed x / 0 is -1 for x >= 0 and +1 for x < 0 (|x| / 0 is all ones, then the sign of x applied), x % 0 is x.
 
 float64: ADD/SUB/MUL/MAX/TRUNC/comparisons are single instructions (MULACC is MUL then ADD: the reference rounds twice). FDIV (and RECIP) is correctly rounded by the
 ISA's division sequence: v_div_scale (denominator and numerator scaled away from overflow/underflow), a v_rcp_f64
@@ -178,8 +180,9 @@ class WideSelector:
     """Unsigned 64-bit n / d and n % d: restoring division, one quotient bit per iteration of a scalar loop of 64
     (every lane runs it, whatever EXEC is). The quotient bits are shifted into N as its dividend bits leave it."""
     N, R = self.to_v64_copy(n), self.join(Imm(0), Imm(0))
-    D = self.pair(d) if not isinstance(d, tuple) else self.join(*d)
-    if isinstance(D, Imm): D = self.join(Imm(0), Imm(0))
+    # the loop reads the divisor's halves: a register pair as it is, anything else (an Imm64 or a (lo, hi) tuple)
+    # moved into a VGPR pair by its halves (pair() would give an inline constant, which has no halves)
+    D = d if isinstance(d, VReg) and d.n == 2 else self.join(*self.halves(d))
     d0, d1 = self.halves(D)
     cnt = VReg("s")
     self.mutable.update({N, R, cnt})

@@ -2,8 +2,9 @@
 s_waitcnt_depctr (SOPP; simm16 fields per the RDNA3 ISA "S_WAITCNT_DEPCTR": va_vdst [15:12], sa_sdst [0]).
 
   trans use         a transcendental VALU (v_exp/v_log/v_rcp/v_rsq/v_sqrt/v_sin/v_cos) writes a VGPR that a later
-                    VALU reads before 5 other VALU instructions have issued: wait va_vdst(0) before the reader
-                    (RDNA3 ISA 4.5 "Manually Inserted Wait States", transcendental result forwarding)
+                    VALU reads with at most 5 other VALU instructions issued in between (TRANS_USE_MAX_VALUS):
+                    wait va_vdst(0) before the reader (RDNA3 ISA 4.5 "Manually Inserted Wait States", transcendental
+                    result forwarding; LLVM GCNHazardRecognizer's fixVALUTransUseHazard)
   mask write        an SALU writes an SGPR that a VALU read earlier as a lane mask (v_cndmask's src2, the carry-in
                     src2 of v_add_co_ci / v_sub_co_ci, VCC of v_div_fmas): wait sa_sdst(0) right after the SALU write
                     (LLVM GCNHazardRecognizer's gfx11 VALUMaskWriteHazard)
@@ -22,12 +23,12 @@ this backend cannot meet; tests/backend/test_amd_hazards.py runs it over every k
 from __future__ import annotations
 
 from .asm import depctr_simm16
+from .hazard_check import TRANS_USE_MAX_VALUS
 from .isel_mir import EXEC_LO, VCC_LO, MInst, Spec, VReg
 
 VA_VDST0 = depctr_simm16(va_vdst=0)   # 0x0f9f: llvm-mc-19 encodes s_waitcnt_depctr depctr_va_vdst(0) [0x9f,0x0f,0x88,0xbf]
 SA_SDST0 = depctr_simm16(sa_sdst=0)   # 0xff9e: llvm-mc-19 encodes s_waitcnt_depctr depctr_sa_sdst(0) [0x9e,0xff,0x88,0xbf]
 _TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
-TRANS_WINDOW = 5
 _MASK_READERS = ("v_cndmask", "v_add_co_ci", "v_sub_co_ci", "v_subrev_co_ci")   # src2 is a lane mask (or carry)
 
 
@@ -52,7 +53,7 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
       continue
     if _is_valu(m):
       reads = set().union(*[_phys(r) for r in m.regs_used()]) if m.regs_used() else set()
-      if any(r in trans and trans[r] < TRANS_WINDOW for r in reads):
+      if any(r in trans and trans[r] <= TRANS_USE_MAX_VALUS for r in reads):
         out.append(_depctr(VA_VDST0))
         trans.clear()
       for k in trans: trans[k] += 1
