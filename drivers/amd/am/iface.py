@@ -19,7 +19,7 @@ import dataclasses
 from ....errors import DeviceError
 from ..kfd import RPTR_OFFSET, WPTR_OFFSET
 from .device import AMDev, find_functions
-from .gmc import VM_BASE, VM_SIZE
+from .va import PROCESS_VA
 
 PAGE = 0x1000
 EVENT_ID = 1
@@ -61,7 +61,6 @@ class AMIface:
     self.label = self.am.label
     self._mems: dict[int, Mem] = {}
     self._queues: list[HWQueue] = []
-    self._next_va = VM_BASE + (1 << 32)
     try: self._setup()
     except BaseException:
       self.close()
@@ -90,14 +89,15 @@ class AMIface:
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
     size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
-    va = self._next_va
-    if va + size > VM_BASE + VM_SIZE: raise DeviceError(f"{self.label}: GPU VA range exhausted ({size:#x} bytes asked)")
-    self._next_va = va + size + PAGE        # a guard page between allocations
-    addr = self.os.alloc_anon(size, addr=va, shared=True)
+    va = PROCESS_VA.alloc(size, self.label)        # shared by every AM device of the process
     try:
-      self.am.gmc.map(va, self.os.phys_addrs(va, size), system=True)
+      addr = self.os.alloc_anon(size, addr=va, shared=True)
+      try: self.am.gmc.map(va, self.os.phys_addrs(va, size), system=True)
+      except BaseException:
+        self.os.free_anon(addr, size)
+        raise
     except BaseException:
-      self.os.free_anon(addr, size)
+      PROCESS_VA.free(va, size)
       raise
     mem = self._mems[va] = Mem(va, size, self.os.memview(va, size))
     return mem
@@ -107,6 +107,7 @@ class AMIface:
     mem.cpu = None
     self.am.gmc.unmap(mem.va, mem.size // PAGE)
     self.os.free_anon(mem.va, mem.size)
+    PROCESS_VA.free(mem.va, mem.size)
 
   # ---- queues
   def create_queue(self, kind: str, ring_size: int) -> HWQueue:

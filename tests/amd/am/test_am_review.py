@@ -1,0 +1,56 @@
+"""Review follow-ups of the AM driver (issue 15): two AM devices in one process, the IH ring's overflow, wrong
+firmware files, thread safety, the order of close."""
+import os as _os
+
+import numpy as np
+import pytest
+
+from hcq.config import Config
+
+
+def demo():
+  path = _os.path.join(_os.path.dirname(__file__), "..", "..", "..", "drivers", "amd", "kernels", "demo.hsaco")
+  with open(path, "rb") as f: return f.read()
+
+
+def _vadd(dev, n=256):
+  vadd = dev.load(demo(), "vadd")
+  a, b = np.arange(n, dtype=np.float32), np.full(n, 2.0, np.float32)
+  da, db, dc = dev.alloc(a.nbytes), dev.alloc(b.nbytes), dev.alloc(a.nbytes)
+  dev.copyin(da, a)
+  dev.copyin(db, b)
+  vadd(da, db, dc, n, global_size=(1,), local_size=(n,), wait=True)
+  assert np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b)
+
+
+def test_two_am_devices_in_one_process_run_kernels(fw_dir):
+  """Each AMIface used to start its VA allocator at the same address: the second device's first fixed mapping
+  failed with "File exists". GPU VAs now come from one process-wide allocator."""
+  from hcq.drivers.amd import open_device
+  from hcq.mockgpu import mock_navi31_os
+  with mock_navi31_os(Config(timeout_s=5, firmware_dir=fw_dir), gpus=2) as osi:
+    d0 = open_device("PCI", 0, osi, osi.config)
+    try:
+      d1 = open_device("PCI", 1, osi, osi.config)
+      try:
+        assert d0.iface.mailbox_va != d1.iface.mailbox_va
+        _vadd(d0)
+        _vadd(d1)
+      finally: d1.close()
+      _vadd(d0)
+    finally: d0.close()
+
+
+def test_va_space_reuses_freed_ranges_and_merges_neighbours():
+  from hcq.drivers.amd.am.va import VASpace
+  from hcq.errors import DeviceError
+  vs = VASpace(0x10000, 0x10000 + 8 * 0x1000)
+  a, b, c = vs.alloc(0x1000, "t"), vs.alloc(0x1000, "t"), vs.alloc(0x1000, "t")
+  assert (a, b, c) == (0x10000, 0x12000, 0x14000)          # a guard page after each
+  with pytest.raises(DeviceError, match="t: GPU VA range .* exhausted"): vs.alloc(0x2000, "t")
+  vs.free(b, 0x1000)
+  vs.free(a, 0x1000)
+  assert vs.alloc(0x3000, "t") == a                          # a and b merged
+  vs.free(c, 0x1000)
+  vs.free(a, 0x3000)
+  assert vs._free == [(0x10000, 8 * 0x1000)]
