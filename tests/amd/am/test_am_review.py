@@ -54,3 +54,28 @@ def test_va_space_reuses_freed_ranges_and_merges_neighbours():
   vs.free(c, 0x1000)
   vs.free(a, 0x3000)
   assert vs._free == [(0x10000, 8 * 0x1000)]
+
+
+def test_ih_poll_ends_after_the_ring_overflowed(navi):
+  """With WPTR_OVERFLOW_ENABLE bit 0 of the written-back write pointer says the ring overflowed: poll used to take
+  it for part of the offset and never caught up with it. Now it resumes at the oldest intact entry, clears the flag,
+  and later entries are read normally."""
+  import threading
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.drivers.amd.am.ih import ENTRY, RING_SIZE
+  os, gpu = navi
+  with AMDev(os, "0000:03:00.0", os.config, until="ih") as d:
+    n = RING_SIZE // ENTRY + 10
+    for i in range(n): assert gpu.ih.post(client=0x14, src=181, ctx=[i, 0, 0, 0])
+    assert gpu.ih.overflow
+    got = []
+    t = threading.Thread(target=lambda: got.append(d.ih.poll()), daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "IH poll did not end after an overflow"
+    entries = got[0]
+    assert len(entries) == RING_SIZE // ENTRY - 1 and entries[-1]["data"][0] == n - 1     # the newest ones, in order
+    assert [e["data"][0] for e in entries] == list(range(n - len(entries), n))
+    assert d.ih.overflows == 1 and not gpu.ih.overflow
+    gpu.ih.post(client=0x14, src=181, ctx=[12345, 0, 0, 0])
+    assert [e["data"][0] for e in d.ih.poll()] == [12345] and d.ih.overflows == 1
