@@ -1,6 +1,8 @@
 """Review follow-ups of the AM driver (issue 15): two AM devices in one process, the IH ring's overflow, wrong
 firmware files, thread safety, the order of close."""
+import ctypes
 import os as _os
+import struct
 
 import numpy as np
 import pytest
@@ -79,3 +81,54 @@ def test_ih_poll_ends_after_the_ring_overflowed(navi):
     assert d.ih.overflows == 1 and not gpu.ih.overflow
     gpu.ih.post(client=0x14, src=181, ctx=[12345, 0, 0, 0])
     assert [e["data"][0] for e in d.ih.poll()] == [12345] and d.ih.overflows == 1
+
+
+def _swap(navi_fw, fw_dir, name, data):
+  navi_fw[0].vfs.add_file(_os.path.join(navi_fw[0].config.firmware_dir, name), bytes(data), replace=True)
+
+
+def _read(fw_dir, name):
+  with open(_os.path.join(fw_dir, name), "rb") as f: return bytearray(f.read())
+
+
+@pytest.mark.parametrize("target, source, field", [
+  ("gc_11_0_0_rlc.bin", "navi10_rlc.bin", "rlc_iram_ucode_offset_bytes"),
+  ("sdma_6_0_0.bin", "navi10_sdma.bin", "ctx_ucode_size_bytes"),
+])
+def test_a_firmware_file_of_another_gpu_names_the_file_and_the_missing_field(navi_fw, fw_dir, target, source, field):
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.errors import DeviceError
+  _swap(navi_fw, fw_dir, target, _read(fw_dir, source))
+  os, _ = navi_fw
+  with pytest.raises(DeviceError, match=rf"{target}: .*header v\d+\.\d+ has no {field}"):
+    AMDev(os, "0000:03:00.0", os.config)
+  assert os.held_locks() == []
+
+
+def test_an_sos_container_without_its_toc_is_refused_before_the_bootloader(navi_fw, fw_dir):
+  from hcq.drivers.amd.am import firmware
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.errors import DeviceError
+  data = _read(fw_dir, "psp_13_0_0_sos.bin")
+  fw = firmware.parse("psp_13_0_0_sos.bin", bytes(data))
+  table = ctypes.sizeof(firmware.U.struct_psp_firmware_header_v2_0)
+  desc = ctypes.sizeof(firmware.U.struct_psp_fw_bin_desc)
+  i = [c["name"] for c in fw.components].index("PSP_FW_TYPE_PSP_TOC")
+  struct.pack_into("<I", data, table + i * desc + firmware.U.struct_psp_fw_bin_desc.fw_type.offset, 0x7E)
+  _swap(navi_fw, fw_dir, "psp_13_0_0_sos.bin", data)
+  os, gpu = navi_fw
+  with pytest.raises(DeviceError, match=r"psp_13_0_0_sos.bin has no PSP_FW_TYPE_PSP_TOC component"):
+    AMDev(os, "0000:03:00.0", os.config)
+  assert gpu.psp.bl_loaded == []          # refused before the bootloader started
+
+
+def test_a_ta_file_as_the_sos_is_refused_at_once(navi_fw, fw_dir):
+  import time
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.errors import DeviceError
+  _swap(navi_fw, fw_dir, "psp_13_0_0_sos.bin", _read(fw_dir, "psp_13_0_0_ta.bin"))
+  os, gpu = navi_fw
+  t0 = time.monotonic()
+  with pytest.raises(DeviceError, match=r"psp_13_0_0_sos.bin has no PSP_FW_TYPE_PSP_SYS_DRV component .*not a PSP sOS container"):
+    AMDev(os, "0000:03:00.0", os.config)
+  assert time.monotonic() - t0 < 5 and gpu.psp.bl_loaded == []
