@@ -17,6 +17,8 @@ runs, everything else is programmed again), mode-1 reset of a GPU left in a bad 
 """
 from __future__ import annotations
 
+import threading
+
 from ....errors import DeviceError
 from . import discovery as disc
 from . import firmware as fwmod
@@ -51,6 +53,9 @@ class AMDev:
     self._fw: dict[str, fwmod.Firmware] = {}
     self.vram = None
     self.t0 = os.monotonic()
+    # one lock per GPU around what threads share: memory and page tables (TLB flushes), queue registers, the IH read
+    # pointer, the MM_INDEX/MM_DATA pair (reentrant: alloc maps pages, which flushes through registers)
+    self.lock = threading.RLock()
     self.pci = AMPCI(os, addr, self.label)
     try: self._boot()
     except BaseException:
@@ -75,7 +80,7 @@ class AMDev:
     self.step("pci", f"{p.product} at {p.addr}: VRAM BAR{p.bar_index['vram']} ({p.bar_size('vram') >> 20} MiB), "
                      f"doorbells BAR{p.bar_index['doorbell']}, registers BAR{p.bar_index['mmio']}; bus master on")
     self.stage = "pci"
-    self.access = RegAccess(p.mmio, self.os, self.config.timeout_s, self.label)
+    self.access = RegAccess(p.mmio, self.os, self.config.timeout_s, self.label, self.lock)
     self._discover()
     self.nbio, self.gmc, self.ih, self.psp, self.smu, self.gfx = blocks = \
       [cls(self) for cls in (NBIO, GMC, IH, PSP, SMU, GFX)]

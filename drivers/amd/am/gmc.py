@@ -80,7 +80,8 @@ class GMC(IPBlock):
     self.flush_tlb()
 
   def flush_tlb(self) -> None:
-    for hub in self.hubs.values(): hub.flush_tlb(0)
+    with self.dev.lock:          # engine 17's REQ/ACK is one request at a time (the GC hub has no semaphore)
+      for hub in self.hubs.values(): hub.flush_tlb(0)
 
   # ---- page tables
   def _entry(self, table_off: int, index: int) -> int:
@@ -91,6 +92,9 @@ class GMC(IPBlock):
 
   def map(self, va: int, addrs, system: bool, flags: int = PTE_RWX, flush: bool = True) -> None:
     """Map 4 KiB pages at va: addrs are each page's address (VRAM offsets, or bus addresses of system memory)."""
+    with self.dev.lock: self._map(va, addrs, system, flags, flush)     # tables made on first use are shared
+
+  def _map(self, va: int, addrs, system: bool, flags: int, flush: bool) -> None:
     from ....errors import DeviceError
     d = self.dev
     n = len(addrs)
@@ -124,6 +128,9 @@ class GMC(IPBlock):
 
   def unmap(self, va: int, pages: int) -> None:
     """Clear the PTEs of `pages` 4 KiB pages at va (tables stay), then flush the TLBs."""
+    with self.dev.lock: self._unmap(va, pages)
+
+  def _unmap(self, va: int, pages: int) -> None:
     for i in range(pages):
       rel = va + i * 0x1000 - VM_BASE
       table = self.root.offset

@@ -88,6 +88,9 @@ class AMIface:
   # ---- memory
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
+    with self.am.lock: return self._alloc(size)
+
+  def _alloc(self, size: int) -> Mem:
     size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
     va = PROCESS_VA.alloc(size, self.label)        # shared by every AM device of the process
     try:
@@ -103,6 +106,9 @@ class AMIface:
     return mem
 
   def free(self, mem: Mem) -> None:
+    with self.am.lock: self._free(mem)
+
+  def _free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
     mem.cpu = None
     self.am.gmc.unmap(mem.va, mem.size // PAGE)
@@ -111,6 +117,9 @@ class AMIface:
 
   # ---- queues
   def create_queue(self, kind: str, ring_size: int) -> HWQueue:
+    with self.am.lock: return self._create_queue(kind, ring_size)
+
+  def _create_queue(self, kind: str, ring_size: int) -> HWQueue:
     ring, gart = self.alloc(ring_size, kind="gtt"), self.alloc(PAGE, kind="gtt")
     if kind == "compute":
       eop = self.alloc(PAGE, kind="gtt")
@@ -165,6 +174,9 @@ class AMIface:
   def close(self) -> None:
     am = getattr(self, "am", None)
     if am is None: return
+    with am.lock: self._close(am)
+
+  def _close(self, am) -> None:
     try:
       if am.pci is not None:
         for q in self._queues:

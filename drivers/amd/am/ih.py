@@ -46,6 +46,9 @@ class IH(IPBlock):
     With WPTR_OVERFLOW_ENABLE the written-back pointer is an IH_RB_WPTR value: the byte offset in OFFSET and
     RB_OVERFLOW in bit 0, set once the IH wrote over entries not read yet. Then the oldest entry still intact is the
     one after the write pointer: reading resumes there and WPTR_OVERFLOW_CLEAR (pulsed) rearms the flag."""
+    with self.dev.lock: return self._poll()        # one reader of the ring at a time: rptr is shared
+
+  def _poll(self) -> list[dict]:
     vram, r = self.dev.vram, self.dev.osssys_regs
     wptr_reg = r.reg("IH_RB_WPTR")
     raw = struct.unpack("<I", vram.read(self.wptr_wb.offset, 4))[0]

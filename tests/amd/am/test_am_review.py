@@ -132,3 +132,72 @@ def test_a_ta_file_as_the_sos_is_refused_at_once(navi_fw, fw_dir):
   with pytest.raises(DeviceError, match=r"psp_13_0_0_sos.bin has no PSP_FW_TYPE_PSP_SYS_DRV component .*not a PSP sOS container"):
     AMDev(os, "0000:03:00.0", os.config)
   assert time.monotonic() - t0 < 5 and gpu.psp.bl_loaded == []
+
+
+def _hammer(n_threads, fn):
+  """Run fn(t) in n threads at once with a tiny switch interval (races show up); the errors they raised."""
+  import sys
+  import threading
+  errors, start = [], threading.Barrier(n_threads)
+  def run(t):
+    try:
+      start.wait()
+      fn(t)
+    except BaseException as e:   # noqa: BLE001 - reported by the test
+      errors.append(f"thread {t}: {type(e).__name__}: {e}")
+  old = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)
+  try:
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n_threads)]
+    for th in threads: th.start()
+    for th in threads: th.join(60)
+  finally: sys.setswitchinterval(old)
+  return errors
+
+
+def test_indirect_register_access_from_threads_keeps_index_and_data_together(navi):
+  """MM_INDEX then MM_DATA is a pair: another thread's index between them made a read return another register."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi
+  with AMDev(os, "0000:03:00.0", os.config, until="ih") as d:
+    far = [d.access.limit + 0x100 * (t + 1) for t in range(4)]
+    for t, a in enumerate(far): gpu.regs.poke(a, 0x1000 + t)
+    def work(t):
+      for _ in range(3000):
+        v = d.access.read(far[t])
+        assert v == 0x1000 + t, f"read {far[t]:#x} gave {v:#x}"
+    assert _hammer(4, work) == []
+
+
+def test_am_iface_alloc_free_and_interrupts_from_threads(fw_dir):
+  """AMIface's alloc, free (page tables made on first use, TLB flushes) and the IH read pointer used by several
+  threads at once, outside AMDDevice's lock: every page stays mapped to its memory, the IH delivers each entry once."""
+  import hcq
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
+    gpu, iface = dev.owned_os.devices[0], dev.iface
+    mems = [[] for _ in range(4)]
+    def alloc(t):
+      for r in range(12):
+        mems[t].append(iface.alloc(2 << 20))      # each in a new page table, made while others are made too
+        if r % 3 == 2: iface.free(mems[t].pop(0))
+    assert _hammer(4, alloc) == []
+    for m in sum(mems, []):
+      for off in range(0, m.size, 0x80000):
+        assert gpu.gchub.translate(m.va + off) == ("system", iface.os.phys_addrs(m.va + off, 0x1000)[0]), hex(m.va)
+    for m in sum(mems, []): iface.free(m)
+    n, seen = 2000, []
+    for i in range(n): gpu.ih.post(client=0x14, src=181, ctx=[i, 0, 0, 0])
+    def poll(t):
+      for _ in range(200): seen.extend(e["data"][0] for e in iface.am.ih.poll())
+    assert _hammer(4, poll) == []
+    assert sorted(seen) == list(range(n))
+    _vadd(dev)
+
+
+def test_am_device_launches_and_frees_from_threads(fw_dir):
+  import hcq
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=20, firmware_dir=fw_dir, mock_threaded=True)) as dev:
+    def work(t):
+      for _ in range(3):
+        _vadd(dev, 64 * (t + 1))
+    assert _hammer(3, work) == []
