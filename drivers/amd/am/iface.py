@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ....errors import DeviceError
+from ....errors import DeviceError, Timeout
 from ..kfd import RPTR_OFFSET, WPTR_OFFSET
 from .device import AMDev, find_functions
 from .va import PROCESS_VA
@@ -171,6 +171,23 @@ class AMIface:
       if self.os.monotonic() >= deadline: return False
       self.os.sleep(0.0002)
 
+  def _stop_queue(self, q: HWQueue) -> None:
+    """A compute HQD is dequeued (the CP finishes the dispatch in flight and saves the queue; clearing CP_HQD_ACTIVE
+    by hand would pull it from under the CP) and waited for; the SDMA ring stops fetching and the engine is waited
+    idle. Both waits are bounded and name their register."""
+    am = self.am
+    if q.kind == "compute":
+      r = am.gc_regs
+      r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
+      try:
+        r.write("CP_HQD_DEQUEUE_REQUEST", DEQUEUE_REQ=1)
+        r.wait("CP_HQD_ACTIVE", r.mask("CP_HQD_ACTIVE", "ACTIVE"), 0)
+      finally: r.write("GRBM_GFX_CNTL", 0)
+    else:
+      r = am.sdma_regs
+      r.write("SDMA0_QUEUE0_RB_CNTL", 0)
+      r.wait("SDMA0_STATUS_REG", r.mask("SDMA0_STATUS_REG", "IDLE"), r.mask("SDMA0_STATUS_REG", "IDLE"))
+
   def close(self) -> None:
     am = getattr(self, "am", None)
     if am is None: return
@@ -179,13 +196,15 @@ class AMIface:
   def _close(self, am) -> None:
     try:
       if am.pci is not None:
+        drained = True
         for q in self._queues:
-          if q.kind == "compute":
-            am.gc_regs.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
-            am.gc_regs.write("CP_HQD_ACTIVE", 0)
-            am.gc_regs.write("GRBM_GFX_CNTL", 0)
-          else: am.sdma_regs.write("SDMA0_QUEUE0_RB_CNTL", 0)
+          try: self._stop_queue(q)
+          except Timeout as e:
+            am.step(q.kind, f"queue {q.queue_id} did not stop: {e}")
+            drained = False
         self._queues.clear()
+        # an engine that did not stop may still reach the memory: no DMA before it goes
+        if not drained: am.pci.disable_bus_master()
         for mem in list(self._mems.values()): self.free(mem)
     finally:
       am.close()

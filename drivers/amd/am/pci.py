@@ -127,14 +127,18 @@ class AMPCI:
 
   # ---- end
   def close(self) -> None:
-    """Unmap the BARs, free system memory, give the lock back (idempotent)."""
-    for mem in list(self._sysmem): self.free_sysmem(mem)
-    for view in self.views.values(): view.close()
-    self.views = {}
-    self.pci.close()
-    if self.lock is not None:
-      self.lock.release()
-      self.lock = None
+    """Bus mastering off (no DMA from a GPU left running into memory about to go), unmap the BARs, free system memory,
+    give the lock back (idempotent)."""
+    try:
+      if self.lock is not None: self.disable_bus_master()
+    finally:
+      for mem in list(self._sysmem): self.free_sysmem(mem)
+      for view in self.views.values(): view.close()
+      self.views = {}
+      self.pci.close()
+      if self.lock is not None:
+        self.lock.release()
+        self.lock = None
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.close()

@@ -41,6 +41,7 @@ class CommandProcessors:
                                    "SDMA0_QUEUE0_RB_RPTR_ADDR_LO", "SDMA0_QUEUE0_RB_RPTR_ADDR_HI",
                                    "SDMA0_QUEUE0_DOORBELL_OFFSET", "SDMA0_QUEUE0_DOORBELL")}
     rf.hook(self.sdma["SDMA0_QUEUE0_RB_CNTL"], write=self._sdma_cntl)
+    rf.hook(s("SDMA0_STATUS_REG"), read=self._sdma_status)
     self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
@@ -80,6 +81,11 @@ class CommandProcessors:
     rptr = (self._r("SDMA0_QUEUE0_RB_RPTR_ADDR_HI") << 32) | self._r("SDMA0_QUEUE0_RB_RPTR_ADDR_LO")
     on = self._f("SDMA0_QUEUE0_DOORBELL", "ENABLE")
     self._start(key, SDMA, ring, size, rptr, 0, self._f("SDMA0_QUEUE0_DOORBELL_OFFSET", "OFFSET") * 4 if on else None)
+
+  def _sdma_status(self) -> int:
+    """SDMA0_STATUS_REG: IDLE (bit 0) while its queue has nothing left to run."""
+    q = self.queues.get(("sdma", 0, 0, 0))
+    return 0 if q is not None and q.pending() else 1
 
   # ---- queues on the engines
   def _start(self, key, kind, ring, size, rptr, wptr, doorbell) -> None:

@@ -201,3 +201,29 @@ def test_am_device_launches_and_frees_from_threads(fw_dir):
       for _ in range(3):
         _vadd(dev, 64 * (t + 1))
     assert _hammer(3, work) == []
+
+
+def test_close_dequeues_the_compute_queue_waits_for_sdma_and_turns_bus_mastering_off(fw_dir):
+  """close used to clear CP_HQD_ACTIVE (not a dequeue: the CP may still run the queue). Now: DEQUEUE_REQUEST, a
+  bounded wait for ACTIVE == 0, the SDMA ring off and idle, then the memory goes and bus mastering is turned off."""
+  import hcq
+  from hcq.autogen import pci as pci_regs
+  from hcq.mockgpu.amd.am.discovery import GC_HWID, SDMA0_HWID
+  dev = hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir))
+  gpu = dev.owned_os.devices[0]
+  _vadd(dev)
+  rf = gpu.regs
+  names = {rf.addr(GC_HWID, "gc_11_0_0", n): n for n in ("GRBM_GFX_CNTL", "CP_HQD_DEQUEUE_REQUEST", "CP_HQD_ACTIVE")}
+  names.update({rf.addr(SDMA0_HWID, "sdma_6_0_0", n): n for n in ("SDMA0_QUEUE0_RB_CNTL", "SDMA0_STATUS_REG")})
+  log, write, read = [], rf.write, rf.read
+  rf.write = lambda a, v: (log.append(("w", names[a], v)) if a in names else None, write(a, v))[1]
+  rf.read = lambda a: (log.append(("r", names[a])) if a in names else None, read(a))[1]
+  dev.close()
+  ops = [op[:2] for op in log]
+  assert ("w", "CP_HQD_ACTIVE") not in ops
+  i = ops.index(("w", "CP_HQD_DEQUEUE_REQUEST"))
+  assert log[i - 1] == ("w", "GRBM_GFX_CNTL", 0x4) and ops[i + 1] == ("r", "CP_HQD_ACTIVE")   # me 1 selected
+  j = ops.index(("w", "SDMA0_QUEUE0_RB_CNTL"))
+  assert j > i and ("r", "SDMA0_STATUS_REG") in ops[j:]
+  assert not gpu.function.command & pci_regs.PCI_COMMAND_MASTER
+  assert not gpu.cp.queues
