@@ -155,6 +155,7 @@ class SMUModel:
     self.gpu.regs.poke(self.resp, SMU.PPSMC_Result_OK)
 
   DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249]}
+  DPM_BIT31 = {SMU.PPCLK_UCLK}      # clocks whose GetDpmFreqByIndex answers carry bit 31 (the DPM kind flag)
 
   def _message(self, msg: int) -> None:
     if not self.running: return
@@ -174,7 +175,10 @@ class SMUModel:
       levels = self.DPM_MHZ.get(arg >> 16)
       if levels is None: result = SMU.PPSMC_Result_Failed
       elif msg == SMU.PPSMC_MSG_GetMaxDpmFreq: out = levels[-1]
-      else: out = len(levels) if arg & 0xFFFF == 0xFF else levels[min(arg & 0xFFFF, len(levels) - 1)]
+      elif arg & 0xFFFF == 0xFF: out = len(levels)
+      elif arg & 0xFFFF < len(levels): out = levels[arg & 0xFFFF]
+      else: result = SMU.PPSMC_Result_Failed
+      if msg == SMU.PPSMC_MSG_GetDpmFreqByIndex and arg >> 16 in self.DPM_BIT31: out |= 1 << 31
     elif msg in (SMU.PPSMC_MSG_SetSoftMinByFreq, SMU.PPSMC_MSG_SetSoftMaxByFreq):
       (self.soft_min if msg == SMU.PPSMC_MSG_SetSoftMinByFreq else self.soft_max)[arg >> 16] = arg & 0xFFFF
     elif msg == SMU.PPSMC_MSG_TransferTableSmu2Dram:

@@ -227,3 +227,14 @@ def test_close_dequeues_the_compute_queue_waits_for_sdma_and_turns_bus_mastering
   assert j > i and ("r", "SDMA0_STATUS_REG") in ops[j:]
   assert not gpu.function.command & pci_regs.PCI_COMMAND_MASTER
   assert not gpu.cp.queues
+
+
+def test_dpm_levels_leave_out_bit_31(navi_fw):
+  """The SMU sets bit 31 of GetDpmFreqByIndex answers (fine-grained / discrete DPM): the count 0x80000003 used to be
+  taken as two billion levels (the SMU fails the fourth), and every frequency had 2^31 added."""
+  from hcq.autogen.amd import smu_v13_0_0 as S
+  from hcq.drivers.amd.am.device import AMDev
+  os, _ = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config) as d:
+    assert d.smu.dpm_levels(S.PPCLK_UCLK) == [96, 456, 1249]
+    assert d.smu.dpm_levels(S.PPCLK_GFXCLK) == [500, 1500, 2500]
