@@ -54,6 +54,7 @@ class IH(IPBlock):
     raw = struct.unpack("<I", vram.read(self.wptr_wb.offset, 4))[0]
     wptr = (raw & wptr_reg.fields["OFFSET"].mask) & (RING_SIZE - 1) & ~(ENTRY - 1)
     overflow = raw & wptr_reg.fields["RB_OVERFLOW"].mask
+    start = self.rptr
     if overflow:
       self.overflows += 1
       self.rptr = (wptr + ENTRY) % RING_SIZE
@@ -64,7 +65,7 @@ class IH(IPBlock):
       entries.append({"client": dw[0] & 0xFF, "src": (dw[0] >> 8) & 0xFF, "ring": (dw[0] >> 16) & 0xFF,
                       "vmid": (dw[0] >> 24) & 0xF, "data": list(dw[4:8])})
       self.rptr = (self.rptr + ENTRY) % RING_SIZE
-    r.write("IH_RB_RPTR", self.rptr)
+    if self.rptr != start: r.write("IH_RB_RPTR", self.rptr)     # a register write per idle poll costs a PCIe write
     if overflow:
       r.update("IH_RB_CNTL", WPTR_OVERFLOW_CLEAR=1)
       r.update("IH_RB_CNTL", WPTR_OVERFLOW_CLEAR=0)

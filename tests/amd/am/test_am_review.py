@@ -238,3 +238,16 @@ def test_dpm_levels_leave_out_bit_31(navi_fw):
   with AMDev(os, "0000:03:00.0", os.config) as d:
     assert d.smu.dpm_levels(S.PPCLK_UCLK) == [96, 456, 1249]
     assert d.smu.dpm_levels(S.PPCLK_GFXCLK) == [500, 1500, 2500]
+
+
+def test_ih_poll_writes_the_read_pointer_only_when_it_moved(navi):
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi
+  with AMDev(os, "0000:03:00.0", os.config, until="ih") as d:
+    rptr, writes = gpu.ih.a["IH_RB_RPTR"], []
+    gpu.regs.hook(rptr, write=writes.append)
+    for _ in range(5): assert d.ih.poll() == []
+    assert writes == []
+    gpu.ih.post(client=0x14, src=181, ctx=[1, 0, 0, 0])
+    assert len(d.ih.poll()) == 1 and d.ih.poll() == []
+    assert writes == [32]
