@@ -251,3 +251,38 @@ def test_ih_poll_writes_the_read_pointer_only_when_it_moved(navi):
     gpu.ih.post(client=0x14, src=181, ctx=[1, 0, 0, 0])
     assert len(d.ih.poll()) == 1 and d.ih.poll() == []
     assert writes == [32]
+
+
+def test_unmap_walks_the_directories_once_per_2mib(navi):
+  from hcq.drivers.amd.am import gmc as G
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi
+  with AMDev(os, "0000:03:00.0", os.config, until="ih") as d:
+    va, pages = G.VM_BASE + (3 << 20), 1024                     # 4 MiB from the middle of a 2 MiB: three tables
+    buf = d.vram.alloc(pages * 0x1000, "test")
+    d.gmc.map(va, [buf.offset + i * 0x1000 for i in range(pages)], system=False)
+    reads, entry = [], d.gmc._entry
+    d.gmc._entry = lambda t, i: (reads.append(i), entry(t, i))[1]
+    d.gmc.unmap(va, pages)
+    assert len(reads) <= 3 * 3
+    for off in (0, 0x1000, (pages - 1) * 0x1000):
+      with pytest.raises(Exception): gpu.gchub.translate(va + off)
+
+
+def test_mock_remap_rederives_only_changed_page_tables(fw_dir):
+  """The mock walked every page table at each TLB flush (13 ms an alloc/free pair at boot size); now a table whose
+  bytes did not change keeps its ranges, and the result equals a full walk."""
+  import hcq
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
+    cp, iface = dev.owned_os.devices[0].cp, dev.iface
+    calls, ranges_of = [], cp._ranges_of
+    cp._ranges_of = lambda *a: (calls.append(a[1]), ranges_of(*a))[1]
+    m = iface.alloc(0x4000)
+    assert 1 <= len(calls) <= 2 * 2                     # map and its flush: the one or two tables it touched
+    incremental = list(cp.mapped)
+    cp._tables.clear()
+    cp.remap()
+    assert cp.mapped == incremental and any(va <= m.va < va + size for va, size in cp.mapped)
+    iface.free(m)
+    assert not any(va <= m.va < va + size for va, size in cp.mapped)
+    _vadd(dev)
