@@ -99,6 +99,7 @@ class PSP(IPBlock):
     for name, region, fw_type in ip_firmware(gc, sdma, mp1):
       self.loads.append((name, image(d.firmware(name), region, d.label), fw_type))
     self.msg1 = d.vram.alloc(MSG1_SIZE, "PSP staging buffer", align=MSG1_SIZE)
+    self._staged = 0            # bytes of the last image staged (VRAM.alloc zeroed the buffer)
     self.cmd = d.vram.alloc(0x1000, "PSP command buffer")
     self.fence = d.vram.alloc(0x1000, "PSP fence")
     self.ring = d.vram.alloc(RING_SIZE, "PSP KM ring")
@@ -121,11 +122,13 @@ class PSP(IPBlock):
 
   # ---- 1. bootloader
   def _stage(self, data: bytes) -> None:
-    """Clear the staging buffer, copy data in, flush HDP (Linux clears the 1 MiB first too: no stale bytes)."""
+    """Copy data into the staging buffer, zero what is left of the previous (longer) image, flush HDP: the buffer
+    holds the image and zeros after it (no stale bytes) without clearing 1 MiB per firmware."""
     vram = self.dev.vram
     if len(data) > MSG1_SIZE: raise PSPError(f"{self.dev.label}: firmware image of {len(data)} bytes exceeds the 1 MiB staging buffer")
-    vram.fill(self.msg1.offset, MSG1_SIZE)
     vram.write(self.msg1.offset, data)
+    if self._staged > len(data): vram.fill(self.msg1.offset + len(data), self._staged - len(data))
+    self._staged = len(data)
     self.dev.nbio.hdp_flush()
 
   def _bootload(self) -> None:

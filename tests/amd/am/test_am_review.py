@@ -286,3 +286,18 @@ def test_mock_remap_rederives_only_changed_page_tables(fw_dir):
     iface.free(m)
     assert not any(va <= m.va < va + size for va, size in cp.mapped)
     _vadd(dev)
+
+
+def test_psp_staging_clears_only_the_previous_images_tail(navi_fw):
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.drivers.amd.am.psp import MSG1_SIZE
+  os, _ = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config) as d:
+    psp, vram = d.psp, d.vram
+    fills, fill, prev = [], vram.fill, psp._staged          # the boot's last image
+    vram.fill = lambda off, size, byte=0: (fills.append(size), fill(off, size, byte))[1]
+    psp._stage(b"\xAA" * 5000)
+    psp._stage(b"\x55" * 100)
+    assert fills == [prev - 5000, 5000 - 100]             # not the whole 1 MiB each time
+    assert vram.read(psp.msg1.offset, 5000) == b"\x55" * 100 + bytes(4900)
+    assert 5000 < prev < MSG1_SIZE
