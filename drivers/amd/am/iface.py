@@ -32,6 +32,7 @@ class Mem:
   va: int
   size: int
   cpu: memoryview | None
+  sysmem: object = None        # the AMPCI.SysMem behind it
 
 
 @dataclasses.dataclass
@@ -94,15 +95,15 @@ class AMIface:
     size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
     va = PROCESS_VA.alloc(size, self.label)        # shared by every AM device of the process
     try:
-      addr = self.os.alloc_anon(size, addr=va, shared=True)
-      try: self.am.gmc.map(va, self.os.phys_addrs(va, size), system=True)
+      sm = self.am.pci.alloc_sysmem(size, addr=va)
+      try: self.am.gmc.map(va, sm.paddrs, system=True)
       except BaseException:
-        self.os.free_anon(addr, size)
+        self.am.pci.free_sysmem(sm)
         raise
     except BaseException:
       PROCESS_VA.free(va, size)
       raise
-    mem = self._mems[va] = Mem(va, size, self.os.memview(va, size))
+    mem = self._mems[va] = Mem(va, size, sm.view, sm)
     return mem
 
   def free(self, mem: Mem) -> None:
@@ -112,7 +113,7 @@ class AMIface:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
     mem.cpu = None
     self.am.gmc.unmap(mem.va, mem.size // PAGE)
-    self.os.free_anon(mem.va, mem.size)
+    self.am.pci.free_sysmem(mem.sysmem)
     PROCESS_VA.free(mem.va, mem.size)
 
   # ---- queues

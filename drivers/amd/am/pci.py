@@ -105,11 +105,12 @@ class AMPCI:
     return bool(self.pci.config_read(pci_regs.PCI_COMMAND, 2) & pci_regs.PCI_COMMAND_MASTER)
 
   # ---- system memory
-  def alloc_sysmem(self, size: int) -> SysMem:
-    """Shared anonymous memory, page-rounded, with each page's physical address (pagemap through the OS)."""
+  def alloc_sysmem(self, size: int, addr: int | None = None) -> SysMem:
+    """Shared anonymous memory, page-rounded, with each page's physical address (pagemap through the OS); at addr
+    when given (AMIface: GPU VA == CPU VA)."""
     size = (size + PAGE - 1) & ~(PAGE - 1)
     if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
-    addr = self.os.alloc_anon(size, shared=True)
+    addr = self.os.alloc_anon(size, addr=addr, shared=True)
     try: paddrs = self.os.phys_addrs(addr, size)
     except BaseException:
       self.os.free_anon(addr, size)

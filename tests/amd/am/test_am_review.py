@@ -301,3 +301,25 @@ def test_psp_staging_clears_only_the_previous_images_tail(navi_fw):
     assert fills == [prev - 5000, 5000 - 100]             # not the whole 1 MiB each time
     assert vram.read(psp.msg1.offset, 5000) == b"\x55" * 100 + bytes(4900)
     assert 5000 < prev < MSG1_SIZE
+
+
+def test_one_copy_each_of_sysmem_allocation_memsize_address_and_block_list(fw_dir):
+  """AMIface's memory is AMPCI.alloc_sysmem's (one place pins pages and finds their physical addresses), the early
+  RCC_CONFIG_MEMSIZE address is the generated register's, and `hcq am boot --until` offers AMDev.BLOCKS."""
+  import argparse
+  import hcq
+  from hcq.cli import am as cli_am
+  from hcq.drivers.amd.am import block, device, nbio
+  assert not hasattr(cli_am, "BLOCKS") and not hasattr(nbio.NBIO, "vram_size")
+  p = argparse.ArgumentParser()
+  cli_am.register(p.add_subparsers())
+  until = next(a for a in p._subparsers._group_actions[0].choices["am"]._subparsers._group_actions[0]
+               .choices["boot"]._actions if a.dest == "until")
+  assert tuple(until.choices) == device.AMDev.BLOCKS == block.BLOCKS
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
+    am = dev.iface.am
+    assert device.NBIO_SEGMENT2_EARLY + 0xC3 == am.nbio_regs.addr("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE")
+    m = dev.iface.alloc(0x3000)
+    assert m.sysmem in am.pci._sysmem and m.sysmem.addr == m.va and m.sysmem.size == m.size
+    dev.iface.free(m)
+    assert m.sysmem not in am.pci._sysmem
