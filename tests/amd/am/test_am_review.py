@@ -323,3 +323,20 @@ def test_one_copy_each_of_sysmem_allocation_memsize_address_and_block_list(fw_di
     assert m.sysmem in am.pci._sysmem and m.sysmem.addr == m.va and m.sysmem.size == m.size
     dev.iface.free(m)
     assert m.sysmem not in am.pci._sysmem
+
+
+def test_hcq_am_boot_of_an_absent_pci_function_says_so(capsys, monkeypatch, tmp_path):
+  from hcq.cli import main as hcq_main
+  (tmp_path / "bus" / "pci" / "devices").mkdir(parents=True)
+  monkeypatch.setenv("HCQ_SYSFS_ROOT", str(tmp_path))
+  assert hcq_main(["am", "boot", "--pci", "0000:99:00.0"]) == 1
+  err = capsys.readouterr().err
+  assert "no PCI function 0000:99:00.0" in err and "Errno" not in err and "Traceback" not in err
+
+
+def test_an_absent_pci_function_is_named_by_the_pci_layer(navi):
+  from hcq.drivers.system.pci import PCIDevice
+  from hcq.errors import DeviceError
+  os, _ = navi
+  with pytest.raises(DeviceError, match=r"^no PCI function 0000:99:00.0 \(nothing at .*0000:99:00.0\)$"):
+    PCIDevice(os, "0000:99:00.0").vendor
