@@ -99,7 +99,12 @@ class AMDev:
 
   def _discover(self) -> None:
     reg = module_for("NBIF", (4, 3, 0)).REGS["RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"]
-    size = self.access.read(NBIO_SEGMENT2_EARLY + reg.offset) << 20
+    raw = self.access.read(NBIO_SEGMENT2_EARLY + reg.offset)
+    if raw == 0xFFFFFFFF:      # the first register read: all ones is a function that does not answer at all
+      raise DeviceError(f"{self.label}: the GPU is not answering: RCC_CONFIG_MEMSIZE reads 0xffffffff through the "
+                        f"register BAR (all ones: powered down, fallen off the bus, or left hung; reset it or "
+                        f"reboot)")
+    size = raw << 20
     if size == 0 or size > self.pci.bar_size("vram") and self.pci.bar_size("vram") < (64 << 20):
       raise DeviceError(f"{self.label}: RCC_CONFIG_MEMSIZE reads {size >> 20} MiB: the board firmware did not set "
                         f"up VRAM (or the GPU is not answering on its register BAR)")

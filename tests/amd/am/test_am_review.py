@@ -340,3 +340,15 @@ def test_an_absent_pci_function_is_named_by_the_pci_layer(navi):
   os, _ = navi
   with pytest.raises(DeviceError, match=r"^no PCI function 0000:99:00.0 \(nothing at .*0000:99:00.0\)$"):
     PCIDevice(os, "0000:99:00.0").vendor
+
+
+def test_all_ones_register_reads_say_the_gpu_is_not_answering(navi):
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.errors import DeviceError
+  from hcq.mockgpu.amd.am.discovery import NBIF_HWID
+  os, gpu = navi
+  rf = gpu.regs
+  rf.hook(rf.addr(NBIF_HWID, "nbio_4_3_0", "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"), read=lambda: 0xFFFFFFFF)
+  with pytest.raises(DeviceError) as e: AMDev(os, "0000:03:00.0", os.config, until="ih")
+  assert "0xffffffff" in str(e.value) and "not answering" in str(e.value) and "resizable BAR" not in str(e.value)
+  assert os.held_locks() == []
