@@ -12,11 +12,10 @@ import sys
 
 from . import UsageError
 
-BLOCKS = ("nbio", "gmc", "ih", "psp", "smu", "gfx")
-
 
 def register(sub) -> None:
   import argparse
+  from ..drivers.amd.am.block import BLOCKS
   p = sub.add_parser("am", help="boot an AMD GPU from userspace over PCI (the AM driver), step by step",
                      description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
   asub = p.add_subparsers(dest="am_command", metavar="ACTION", required=True)

@@ -12,6 +12,7 @@ The sysfs files used (Documentation/ABI/testing/sysfs-bus-pci in the Linux sourc
 """
 from __future__ import annotations
 
+import errno
 import mmap as _mmap
 import os as _os
 import posixpath
@@ -20,7 +21,7 @@ import warnings
 from typing import Iterable
 
 from ...autogen.pci import PCI_STD_NUM_BARS
-from ...errors import DeviceError
+from ...errors import DeviceError, OSCallError
 from .interface import MMIOView
 from .pciaddr import is_valid, validate
 
@@ -103,7 +104,12 @@ class PCIDevice:
 
   def _hex_attr(self, name: str) -> int:
     if name not in self._ids:
-      text = self.os.sysfs_read(self._path(name)).strip()
+      try: text = self.os.sysfs_read(self._path(name)).strip()
+      except OSCallError as e:
+        # the first read of a function's ids is where an address that names no function shows
+        if e.errno == errno.ENOENT and not self.os.sysfs_exists(self._path()):
+          raise DeviceError(f"no PCI function {self.addr} (nothing at {self._path()})") from None
+        raise
       try: self._ids[name] = int(text, 16)
       except ValueError: raise DeviceError(f"PCI {self.addr}: {name} reads {text!r}, not a hex number") from None
     return self._ids[name]

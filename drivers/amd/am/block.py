@@ -3,6 +3,9 @@ hw_init programs the hardware, fini gives it back. Each step is traced (AMDev.st
 shows where a bring-up stops."""
 from __future__ import annotations
 
+# the blocks AMDev boots, in order (`hcq am boot --until` offers these)
+BLOCKS = ("nbio", "gmc", "ih", "psp", "smu", "gfx")
+
 
 class IPBlock:
   name = "?"

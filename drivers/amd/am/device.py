@@ -17,9 +17,12 @@ runs, everything else is programmed again), mode-1 reset of a GPU left in a bad 
 """
 from __future__ import annotations
 
+import threading
+
 from ....errors import DeviceError
 from . import discovery as disc
 from . import firmware as fwmod
+from .block import BLOCKS
 from .gfx import GFX
 from .gmc import GMC
 from .ih import IH
@@ -30,15 +33,15 @@ from .psp import PSP
 from .regs import IPRegs, RegAccess, module_for
 from .smu import SMU
 
-# RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE read before discovery (its bases are not known yet): NBIO 4.3 segment 2 sits at
-# 0xD20 on Navi 3x, + the register's offset 0xC3
-RCC_CONFIG_MEMSIZE_EARLY = 0xDE3
+# RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE is read before discovery gives the bases: the generated register (NBIO 4.3, offset
+# 0xC3 in segment 2) at the segment base every Navi 3x has (0xD20). Its one reader is _discover.
+NBIO_SEGMENT2_EARLY = 0xD20
 IP_REGS = {"gc_regs": "GC", "sdma_regs": "SDMA0", "mmhub_regs": "MMHUB", "osssys_regs": "OSSSYS", "hdp_regs": "HDP",
            "nbio_regs": "NBIF", "mp0_regs": "MP0", "mp1_regs": "MP1"}
 
 
 class AMDev:
-  BLOCKS = ("nbio", "gmc", "ih", "psp", "smu", "gfx")
+  BLOCKS = BLOCKS
 
   def __init__(self, os, addr: str, config, trace=None, label: str | None = None, until: str | None = None):
     """Boot the GPU at PCI address addr; until: stop after that block's hw_init (a block name of BLOCKS)."""
@@ -51,6 +54,9 @@ class AMDev:
     self._fw: dict[str, fwmod.Firmware] = {}
     self.vram = None
     self.t0 = os.monotonic()
+    # one lock per GPU around what threads share: memory and page tables (TLB flushes), queue registers, the IH read
+    # pointer, the MM_INDEX/MM_DATA pair (reentrant: alloc maps pages, which flushes through registers)
+    self.lock = threading.RLock()
     self.pci = AMPCI(os, addr, self.label)
     try: self._boot()
     except BaseException:
@@ -75,7 +81,7 @@ class AMDev:
     self.step("pci", f"{p.product} at {p.addr}: VRAM BAR{p.bar_index['vram']} ({p.bar_size('vram') >> 20} MiB), "
                      f"doorbells BAR{p.bar_index['doorbell']}, registers BAR{p.bar_index['mmio']}; bus master on")
     self.stage = "pci"
-    self.access = RegAccess(p.mmio, self.os, self.config.timeout_s, self.label)
+    self.access = RegAccess(p.mmio, self.os, self.config.timeout_s, self.label, self.lock)
     self._discover()
     self.nbio, self.gmc, self.ih, self.psp, self.smu, self.gfx = blocks = \
       [cls(self) for cls in (NBIO, GMC, IH, PSP, SMU, GFX)]
@@ -92,7 +98,13 @@ class AMDev:
     else: self.step("am", f"boot stopped after {self.stage} as asked")
 
   def _discover(self) -> None:
-    size = self.access.read(RCC_CONFIG_MEMSIZE_EARLY) << 20
+    reg = module_for("NBIF", (4, 3, 0)).REGS["RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"]
+    raw = self.access.read(NBIO_SEGMENT2_EARLY + reg.offset)
+    if raw == 0xFFFFFFFF:      # the first register read: all ones is a function that does not answer at all
+      raise DeviceError(f"{self.label}: the GPU is not answering: RCC_CONFIG_MEMSIZE reads 0xffffffff through the "
+                        f"register BAR (all ones: powered down, fallen off the bus, or left hung; reset it or "
+                        f"reboot)")
+    size = raw << 20
     if size == 0 or size > self.pci.bar_size("vram") and self.pci.bar_size("vram") < (64 << 20):
       raise DeviceError(f"{self.label}: RCC_CONFIG_MEMSIZE reads {size >> 20} MiB: the board firmware did not set "
                         f"up VRAM (or the GPU is not answering on its register BAR)")

@@ -80,7 +80,8 @@ class GMC(IPBlock):
     self.flush_tlb()
 
   def flush_tlb(self) -> None:
-    for hub in self.hubs.values(): hub.flush_tlb(0)
+    with self.dev.lock:          # engine 17's REQ/ACK is one request at a time (the GC hub has no semaphore)
+      for hub in self.hubs.values(): hub.flush_tlb(0)
 
   # ---- page tables
   def _entry(self, table_off: int, index: int) -> int:
@@ -91,6 +92,9 @@ class GMC(IPBlock):
 
   def map(self, va: int, addrs, system: bool, flags: int = PTE_RWX, flush: bool = True) -> None:
     """Map 4 KiB pages at va: addrs are each page's address (VRAM offsets, or bus addresses of system memory)."""
+    with self.dev.lock: self._map(va, addrs, system, flags, flush)     # tables made on first use are shared
+
+  def _map(self, va: int, addrs, system: bool, flags: int, flush: bool) -> None:
     from ....errors import DeviceError
     d = self.dev
     n = len(addrs)
@@ -109,13 +113,15 @@ class GMC(IPBlock):
       d.nbio.hdp_flush()
       self.flush_tlb()
 
-  def _table_of(self, rel: int) -> int:
-    """VRAM offset of the page table (PTB) covering rel (VA - VM_BASE), making the directories on the way."""
+  def _table_of(self, rel: int, make: bool = True) -> int | None:
+    """VRAM offset of the page table (PTB) covering rel (VA - VM_BASE), making the directories on the way (make=False:
+    None where there is none)."""
     table = self.root.offset
     for level in (3, 2, 1):
       idx = (rel >> (12 + 9 * level)) & 0x1FF
       e = self._entry(table, idx)
       if not e & PTE_VALID:
+        if not make: return None
         t = self.dev.vram.alloc(0x1000, f"page table level {4 - level}")
         e = t.mc | PTE_VALID
         self._set(table, idx, e)
@@ -124,13 +130,16 @@ class GMC(IPBlock):
 
   def unmap(self, va: int, pages: int) -> None:
     """Clear the PTEs of `pages` 4 KiB pages at va (tables stay), then flush the TLBs."""
-    for i in range(pages):
-      rel = va + i * 0x1000 - VM_BASE
-      table = self.root.offset
-      for level in (3, 2, 1):
-        e = self._entry(table, (rel >> (12 + 9 * level)) & 0x1FF)
-        if not e & PTE_VALID: break
-        table = (e & ADDR_MASK) - self.fb_base
-      else: self._set(table, (rel >> 12) & 0x1FF, 0)
+    with self.dev.lock: self._unmap(va, pages)
+
+  def _unmap(self, va: int, pages: int) -> None:
+    rel0 = va - VM_BASE
+    for key in range(rel0 >> 21, ((rel0 + pages * 0x1000 - 1) >> 21) + 1):   # each 2 MiB: its page table found once
+      ptb = self._table_of(key << 21, make=False)
+      if ptb is None: continue
+      first = max(rel0, key << 21)
+      last = min(rel0 + pages * 0x1000, (key + 1) << 21)
+      lo, n = (first >> 12) & 0x1FF, (last - first) >> 12
+      self.dev.vram.fill(ptb + lo * 8, n * 8)
     self.dev.nbio.hdp_flush()
     self.flush_tlb()

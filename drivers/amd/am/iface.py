@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ....errors import DeviceError
+from ....errors import DeviceError, Timeout
 from ..kfd import RPTR_OFFSET, WPTR_OFFSET
 from .device import AMDev, find_functions
-from .gmc import VM_BASE, VM_SIZE
+from .va import PROCESS_VA
 
 PAGE = 0x1000
 EVENT_ID = 1
@@ -32,6 +32,7 @@ class Mem:
   va: int
   size: int
   cpu: memoryview | None
+  sysmem: object = None        # the AMPCI.SysMem behind it
 
 
 @dataclasses.dataclass
@@ -61,7 +62,6 @@ class AMIface:
     self.label = self.am.label
     self._mems: dict[int, Mem] = {}
     self._queues: list[HWQueue] = []
-    self._next_va = VM_BASE + (1 << 32)
     try: self._setup()
     except BaseException:
       self.close()
@@ -89,27 +89,38 @@ class AMIface:
   # ---- memory
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
+    with self.am.lock: return self._alloc(size)
+
+  def _alloc(self, size: int) -> Mem:
     size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
-    va = self._next_va
-    if va + size > VM_BASE + VM_SIZE: raise DeviceError(f"{self.label}: GPU VA range exhausted ({size:#x} bytes asked)")
-    self._next_va = va + size + PAGE        # a guard page between allocations
-    addr = self.os.alloc_anon(size, addr=va, shared=True)
+    va = PROCESS_VA.alloc(size, self.label)        # shared by every AM device of the process
     try:
-      self.am.gmc.map(va, self.os.phys_addrs(va, size), system=True)
+      sm = self.am.pci.alloc_sysmem(size, addr=va)
+      try: self.am.gmc.map(va, sm.paddrs, system=True)
+      except BaseException:
+        self.am.pci.free_sysmem(sm)
+        raise
     except BaseException:
-      self.os.free_anon(addr, size)
+      PROCESS_VA.free(va, size)
       raise
-    mem = self._mems[va] = Mem(va, size, self.os.memview(va, size))
+    mem = self._mems[va] = Mem(va, size, sm.view, sm)
     return mem
 
   def free(self, mem: Mem) -> None:
+    with self.am.lock: self._free(mem)
+
+  def _free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
     mem.cpu = None
     self.am.gmc.unmap(mem.va, mem.size // PAGE)
-    self.os.free_anon(mem.va, mem.size)
+    self.am.pci.free_sysmem(mem.sysmem)
+    PROCESS_VA.free(mem.va, mem.size)
 
   # ---- queues
   def create_queue(self, kind: str, ring_size: int) -> HWQueue:
+    with self.am.lock: return self._create_queue(kind, ring_size)
+
+  def _create_queue(self, kind: str, ring_size: int) -> HWQueue:
     ring, gart = self.alloc(ring_size, kind="gtt"), self.alloc(PAGE, kind="gtt")
     if kind == "compute":
       eop = self.alloc(PAGE, kind="gtt")
@@ -161,18 +172,40 @@ class AMIface:
       if self.os.monotonic() >= deadline: return False
       self.os.sleep(0.0002)
 
+  def _stop_queue(self, q: HWQueue) -> None:
+    """A compute HQD is dequeued (the CP finishes the dispatch in flight and saves the queue; clearing CP_HQD_ACTIVE
+    by hand would pull it from under the CP) and waited for; the SDMA ring stops fetching and the engine is waited
+    idle. Both waits are bounded and name their register."""
+    am = self.am
+    if q.kind == "compute":
+      r = am.gc_regs
+      r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
+      try:
+        r.write("CP_HQD_DEQUEUE_REQUEST", DEQUEUE_REQ=1)
+        r.wait("CP_HQD_ACTIVE", r.mask("CP_HQD_ACTIVE", "ACTIVE"), 0)
+      finally: r.write("GRBM_GFX_CNTL", 0)
+    else:
+      r = am.sdma_regs
+      r.write("SDMA0_QUEUE0_RB_CNTL", 0)
+      r.wait("SDMA0_STATUS_REG", r.mask("SDMA0_STATUS_REG", "IDLE"), r.mask("SDMA0_STATUS_REG", "IDLE"))
+
   def close(self) -> None:
     am = getattr(self, "am", None)
     if am is None: return
+    with am.lock: self._close(am)
+
+  def _close(self, am) -> None:
     try:
       if am.pci is not None:
+        drained = True
         for q in self._queues:
-          if q.kind == "compute":
-            am.gc_regs.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
-            am.gc_regs.write("CP_HQD_ACTIVE", 0)
-            am.gc_regs.write("GRBM_GFX_CNTL", 0)
-          else: am.sdma_regs.write("SDMA0_QUEUE0_RB_CNTL", 0)
+          try: self._stop_queue(q)
+          except Timeout as e:
+            am.step(q.kind, f"queue {q.queue_id} did not stop: {e}")
+            drained = False
         self._queues.clear()
+        # an engine that did not stop may still reach the memory: no DMA before it goes
+        if not drained: am.pci.disable_bus_master()
         for mem in list(self._mems.values()): self.free(mem)
     finally:
       am.close()

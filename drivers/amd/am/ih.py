@@ -13,6 +13,7 @@ from ....errors import GPUFault
 from .block import IPBlock
 
 RING_SIZE = 256 << 10
+ENTRY = 32                       # bytes of one IV entry
 CLIENT_VMC, CLIENT_UTCL2 = 0x12, 0x1B
 CLIENTS = {CLIENT_VMC: "VMC (MMHUB)", CLIENT_UTCL2: "UTCL2 (GC hub)"}
 
@@ -24,6 +25,7 @@ class IH(IPBlock):
     self.ring = self.dev.vram.alloc(RING_SIZE, "IH ring 0")
     self.wptr_wb = self.dev.vram.alloc(0x1000, "IH write pointer writeback")
     self.rptr = 0
+    self.overflows = 0           # times the ring overflowed (entries were lost)
 
   def hw_init(self) -> None:
     r = self.dev.osssys_regs
@@ -39,16 +41,34 @@ class IH(IPBlock):
             WPTR_OVERFLOW_ENABLE=1, ENABLE_INTR=1, MC_SPACE=4, MC_SNOOP=1, RPTR_REARM=1)
 
   def poll(self) -> list[dict]:
-    """Consume the entries up to the written-back write pointer; raise GPUFault for a VM fault among them."""
-    vram = self.dev.vram
-    wptr = struct.unpack("<I", vram.read(self.wptr_wb.offset, 4))[0] & (RING_SIZE - 1)
+    """Consume the entries up to the written-back write pointer; raise GPUFault for a VM fault among them.
+
+    With WPTR_OVERFLOW_ENABLE the written-back pointer is an IH_RB_WPTR value: the byte offset in OFFSET and
+    RB_OVERFLOW in bit 0, set once the IH wrote over entries not read yet. Then the oldest entry still intact is the
+    one after the write pointer: reading resumes there and WPTR_OVERFLOW_CLEAR (pulsed) rearms the flag."""
+    with self.dev.lock: return self._poll()        # one reader of the ring at a time: rptr is shared
+
+  def _poll(self) -> list[dict]:
+    vram, r = self.dev.vram, self.dev.osssys_regs
+    wptr_reg = r.reg("IH_RB_WPTR")
+    raw = struct.unpack("<I", vram.read(self.wptr_wb.offset, 4))[0]
+    wptr = (raw & wptr_reg.fields["OFFSET"].mask) & (RING_SIZE - 1) & ~(ENTRY - 1)
+    overflow = raw & wptr_reg.fields["RB_OVERFLOW"].mask
+    start = self.rptr
+    if overflow:
+      self.overflows += 1
+      self.rptr = (wptr + ENTRY) % RING_SIZE
     entries = []
-    while self.rptr != wptr:
-      dw = struct.unpack("<8I", vram.read(self.ring.offset + self.rptr, 32))
+    for _ in range(RING_SIZE // ENTRY):          # at most one ring's worth per poll
+      if self.rptr == wptr: break
+      dw = struct.unpack("<8I", vram.read(self.ring.offset + self.rptr, ENTRY))
       entries.append({"client": dw[0] & 0xFF, "src": (dw[0] >> 8) & 0xFF, "ring": (dw[0] >> 16) & 0xFF,
                       "vmid": (dw[0] >> 24) & 0xF, "data": list(dw[4:8])})
-      self.rptr = (self.rptr + 32) % RING_SIZE
-    self.dev.osssys_regs.write("IH_RB_RPTR", self.rptr)
+      self.rptr = (self.rptr + ENTRY) % RING_SIZE
+    if self.rptr != start: r.write("IH_RB_RPTR", self.rptr)     # a register write per idle poll costs a PCIe write
+    if overflow:
+      r.update("IH_RB_CNTL", WPTR_OVERFLOW_CLEAR=1)
+      r.update("IH_RB_CNTL", WPTR_OVERFLOW_CLEAR=0)
     for e in entries:
       if e["client"] in CLIENTS and e["src"] == 0:
         addr = (e["data"][0] << 12) | ((e["data"][1] & 0xF) << 44)

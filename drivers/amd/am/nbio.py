@@ -1,4 +1,5 @@
-"""NBIO 4.3 (the SOC side of the PCI function): VRAM size, the doorbell aperture, the HDP flush."""
+"""NBIO 4.3 (the SOC side of the PCI function): the doorbell aperture, the HDP flush (the VRAM size is read before
+discovery: AMDev._discover)."""
 from __future__ import annotations
 
 from .block import IPBlock
@@ -6,10 +7,6 @@ from .block import IPBlock
 
 class NBIO(IPBlock):
   name = "nbio"
-
-  def vram_size(self) -> int:
-    """RCC_CONFIG_MEMSIZE: VRAM in MiB, as the board firmware set it."""
-    return self.dev.nbio_regs.read("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE") << 20
 
   def hw_init(self) -> None:
     self.step("doorbell aperture")

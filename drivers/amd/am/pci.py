@@ -105,11 +105,12 @@ class AMPCI:
     return bool(self.pci.config_read(pci_regs.PCI_COMMAND, 2) & pci_regs.PCI_COMMAND_MASTER)
 
   # ---- system memory
-  def alloc_sysmem(self, size: int) -> SysMem:
-    """Shared anonymous memory, page-rounded, with each page's physical address (pagemap through the OS)."""
+  def alloc_sysmem(self, size: int, addr: int | None = None) -> SysMem:
+    """Shared anonymous memory, page-rounded, with each page's physical address (pagemap through the OS); at addr
+    when given (AMIface: GPU VA == CPU VA)."""
     size = (size + PAGE - 1) & ~(PAGE - 1)
     if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
-    addr = self.os.alloc_anon(size, shared=True)
+    addr = self.os.alloc_anon(size, addr=addr, shared=True)
     try: paddrs = self.os.phys_addrs(addr, size)
     except BaseException:
       self.os.free_anon(addr, size)
@@ -127,14 +128,18 @@ class AMPCI:
 
   # ---- end
   def close(self) -> None:
-    """Unmap the BARs, free system memory, give the lock back (idempotent)."""
-    for mem in list(self._sysmem): self.free_sysmem(mem)
-    for view in self.views.values(): view.close()
-    self.views = {}
-    self.pci.close()
-    if self.lock is not None:
-      self.lock.release()
-      self.lock = None
+    """Bus mastering off (no DMA from a GPU left running into memory about to go), unmap the BARs, free system memory,
+    give the lock back (idempotent)."""
+    try:
+      if self.lock is not None: self.disable_bus_master()
+    finally:
+      for mem in list(self._sysmem): self.free_sysmem(mem)
+      for view in self.views.values(): view.close()
+      self.views = {}
+      self.pci.close()
+      if self.lock is not None:
+        self.lock.release()
+        self.lock = None
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.close()

@@ -27,6 +27,7 @@ BOOTLOADER = [("PSP_FW_TYPE_PSP_KDB", 0x80000, "KDB"), ("PSP_FW_TYPE_PSP_SPL", 0
               ("PSP_FW_TYPE_PSP_SYS_DRV", 0x10000, "SYS_DRV"), ("PSP_FW_TYPE_PSP_SOC_DRV", 0xB0000, "SOC_DRV"),
               ("PSP_FW_TYPE_PSP_INTF_DRV", 0xD0000, "INTF_DRV"), ("PSP_FW_TYPE_PSP_DBG_DRV", 0xC0000, "DBG_DRV"),
               ("PSP_FW_TYPE_PSP_RAS_DRV", 0xE0000, "RAS_DRV"), ("PSP_FW_TYPE_PSP_SOS", 0x20000, "SOS")]
+REQUIRED = ("PSP_FW_TYPE_PSP_SYS_DRV", "PSP_FW_TYPE_PSP_SOS", "PSP_FW_TYPE_PSP_TOC")   # of the sOS container
 RING_TYPE_KM = 2
 MSG1_SIZE = 1 << 20
 RING_SIZE = 0x10000
@@ -61,9 +62,16 @@ class PSPError(DeviceError):
   """The PSP refused something; names the command and the firmware file."""
 
 
-def image(fw: firmware.Firmware, region) -> bytes:
+def image(fw: firmware.Firmware, region, label: str = "AM") -> bytes:
+  """The bytes of one LOAD_IP_FW image of fw. A header without the fields the image needs (an older container: the
+  file of another GPU under this name) is a DeviceError naming the file, its header and the field."""
   if region == "ucode": return fw.ucode()
   off_field, size_field, base = region
+  for f in (off_field, size_field):
+    if f and f not in fw.fields:
+      c = fw.common
+      raise DeviceError(f"{label}: {fw.file}: {fw.struct} header v{c['header_version_major']}."
+                        f"{c['header_version_minor']} has no {f} (the firmware of another GPU under this name?)")
   off = fw.fields[off_field] if off_field else 0
   if base == "ucode": off += fw.common["ucode_array_offset_bytes"]
   return fw.data[off:off + fw.fields[size_field]]
@@ -81,10 +89,17 @@ class PSP(IPBlock):
     self.sos_name = f"psp_{mp0}_sos.bin"
     self.sos = d.firmware(self.sos_name)
     self.components = {c["name"]: c for c in self.sos.components}
+    # checked before the bootloader starts: without them the PSP cannot start the sOS or take firmware (a TA file
+    # in the sOS's place has components of the same type numbers, but no SYS_DRV)
+    for comp in REQUIRED:
+      if comp not in self.components:
+        raise DeviceError(f"{d.label}: {self.sos_name} has no {comp} component (it has "
+                          f"{', '.join(map(str, self.components)) or 'none'}): not a PSP sOS container")
     self.loads = []
     for name, region, fw_type in ip_firmware(gc, sdma, mp1):
-      self.loads.append((name, image(d.firmware(name), region), fw_type))
+      self.loads.append((name, image(d.firmware(name), region, d.label), fw_type))
     self.msg1 = d.vram.alloc(MSG1_SIZE, "PSP staging buffer", align=MSG1_SIZE)
+    self._staged = 0            # bytes of the last image staged (VRAM.alloc zeroed the buffer)
     self.cmd = d.vram.alloc(0x1000, "PSP command buffer")
     self.fence = d.vram.alloc(0x1000, "PSP fence")
     self.ring = d.vram.alloc(RING_SIZE, "PSP KM ring")
@@ -107,11 +122,13 @@ class PSP(IPBlock):
 
   # ---- 1. bootloader
   def _stage(self, data: bytes) -> None:
-    """Clear the staging buffer, copy data in, flush HDP (Linux clears the 1 MiB first too: no stale bytes)."""
+    """Copy data into the staging buffer, zero what is left of the previous (longer) image, flush HDP: the buffer
+    holds the image and zeros after it (no stale bytes) without clearing 1 MiB per firmware."""
     vram = self.dev.vram
     if len(data) > MSG1_SIZE: raise PSPError(f"{self.dev.label}: firmware image of {len(data)} bytes exceeds the 1 MiB staging buffer")
-    vram.fill(self.msg1.offset, MSG1_SIZE)
     vram.write(self.msg1.offset, data)
+    if self._staged > len(data): vram.fill(self.msg1.offset + len(data), self._staged - len(data))
+    self._staged = len(data)
     self.dev.nbio.hdp_flush()
 
   def _bootload(self) -> None:

@@ -11,6 +11,7 @@ GPU's (hardware keeps a major's register layout); none is an error naming the IP
 from __future__ import annotations
 
 import importlib
+import threading
 
 from ....errors import DeviceError, Timeout
 
@@ -35,25 +36,30 @@ def module_for(ip: str, version: tuple[int, int, int]):
 class RegAccess:
   """Dword register space: addresses inside the MMIO BAR directly, the rest through the MM_INDEX window."""
 
-  def __init__(self, mmio, os, timeout_s: float, label: str):
+  def __init__(self, mmio, os, timeout_s: float, label: str, lock=None):
     self.mmio, self.os, self.timeout_s, self.label = mmio, os, timeout_s, label
     self.limit = mmio.size // 4
+    # MM_INDEX then MM_DATA is one access: another thread's index between the two would redirect it
+    self.lock = lock if lock is not None else threading.RLock()
 
   def read(self, addr: int) -> int:
     if addr < self.limit: return self.mmio.read32(addr * 4)
-    self.mmio.write32(MM_INDEX * 4, (addr * 4) & 0x7FFFFFFF)
-    return self.mmio.read32(MM_DATA * 4)
+    with self.lock:
+      self.mmio.write32(MM_INDEX * 4, (addr * 4) & 0x7FFFFFFF)
+      return self.mmio.read32(MM_DATA * 4)
 
   def write(self, addr: int, value: int) -> None:
     if addr < self.limit: return self.mmio.write32(addr * 4, value & 0xFFFFFFFF)
-    self.mmio.write32(MM_INDEX * 4, (addr * 4) & 0x7FFFFFFF)
-    self.mmio.write32(MM_DATA * 4, value & 0xFFFFFFFF)
+    with self.lock:
+      self.mmio.write32(MM_INDEX * 4, (addr * 4) & 0x7FFFFFFF)
+      self.mmio.write32(MM_DATA * 4, value & 0xFFFFFFFF)
 
   def read_vram(self, offset: int) -> int:
     """A VRAM dword through the MM_INDEX window (bit 31 selects VRAM): for VRAM the BAR does not show."""
-    self.mmio.write32(MM_INDEX_HI * 4, offset >> 31)
-    self.mmio.write32(MM_INDEX * 4, 0x80000000 | (offset & 0x7FFFFFFF))
-    return self.mmio.read32(MM_DATA * 4)
+    with self.lock:
+      self.mmio.write32(MM_INDEX_HI * 4, offset >> 31)
+      self.mmio.write32(MM_INDEX * 4, 0x80000000 | (offset & 0x7FFFFFFF))
+      return self.mmio.read32(MM_DATA * 4)
 
   def poll(self, read, mask: int, value: int, what: str, timeout_s: float | None = None) -> int:
     """Poll read() until (v & mask) == value, bounded by the device timeout; Timeout names what and the values."""

@@ -17,6 +17,7 @@ from .block import IPBlock
 RESULTS = {v: k for k, v in vars(S).items() if k.startswith("PPSMC_Result_")}
 MESSAGES = {v: k for k, v in vars(S).items() if k.startswith("PPSMC_MSG_") and isinstance(v, int)}
 TABLE_SIZE = 0x4000
+DPM_VALUE_MASK = 0x7FFFFFFF       # GetDpmFreqByIndex: bit 31 is the DPM kind flag, not part of the value
 
 
 class SMUError(DeviceError):
@@ -56,9 +57,10 @@ class SMU(IPBlock):
     self.features = self.send(S.PPSMC_MSG_GetRunningSmuFeaturesLow) | (self.send(S.PPSMC_MSG_GetRunningSmuFeaturesHigh) << 32)
 
   def dpm_levels(self, clock: int) -> list[int]:
-    """The DPM frequencies (MHz) of a PPCLK_* clock."""
-    count = self.send(S.PPSMC_MSG_GetDpmFreqByIndex, (clock << 16) | 0xFF)
-    return [self.send(S.PPSMC_MSG_GetDpmFreqByIndex, (clock << 16) | i) for i in range(count)]
+    """The DPM frequencies (MHz) of a PPCLK_* clock. Bit 31 of every GetDpmFreqByIndex answer (the level count
+    included) tells fine-grained from discrete DPM: it is no part of the number (Linux smu_v13_0 masks it too)."""
+    count = self.send(S.PPSMC_MSG_GetDpmFreqByIndex, (clock << 16) | 0xFF) & DPM_VALUE_MASK
+    return [self.send(S.PPSMC_MSG_GetDpmFreqByIndex, (clock << 16) | i) & DPM_VALUE_MASK for i in range(count)]
 
   def set_clock_range(self, clock: int, lo: int, hi: int) -> None:
     self.send(S.PPSMC_MSG_SetSoftMinByFreq, (clock << 16) | lo)

@@ -92,8 +92,13 @@ class IH:
     rf, m = gpu.regs, "osssys_6_0_0"
     self.lock = threading.Lock()
     self.posted = 0
+    self.overflow = False        # RB_OVERFLOW of the write pointer: set when an entry overwrote an unread one
     self.a = {n: rf.addr(OSSSYS_HWID, m, n) for n in ("IH_RB_CNTL", "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_WPTR",
-                                                      "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI")}
+                                                      "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI", "IH_RB_RPTR")}
+    rf.hook(self.a["IH_RB_CNTL"], write=self._cntl)
+
+  def _cntl(self, value: int) -> None:
+    if value & 0x80000000: self.overflow = False       # WPTR_OVERFLOW_CLEAR
 
   def post(self, client: int, src: int, ctx: list[int], vmid: int = 0) -> bool:
     """Write one IV entry. Called by the engines' worker thread while it holds the GPU's lock: the register values are
@@ -106,6 +111,9 @@ class IH:
       size = 4 << ((cntl >> 1) & 0x1F)       # RB_SIZE: log2 of the ring's dwords
       base = ((values.get(self.a["IH_RB_BASE_HI"], 0) << 32) | values.get(self.a["IH_RB_BASE"], 0)) << 8
       wptr = values.get(self.a["IH_RB_WPTR"], 0)
+      if (wptr + 32) % size == values.get(self.a["IH_RB_RPTR"], 0) % size:     # full: the entry overwrites unread ones
+        if not cntl & (1 << 16): return False                 # WPTR_OVERFLOW_ENABLE clear: it is dropped instead
+        self.overflow = True
       # an IV entry (Linux amdgpu_ih.c, decode_iv): client, source, ring, vmid in dword 0; timestamp in 1-2;
       # pasid in 3; the source's four data dwords in 4-7
       entry = struct.pack("<8I", client | (src << 8) | (vmid << 24), 0, 0, 0, *[c & 0xFFFFFFFF for c in ctx])
@@ -113,7 +121,7 @@ class IH:
       wptr = (wptr + 32) % size
       values[self.a["IH_RB_WPTR"]] = wptr
       wb = values.get(self.a["IH_RB_WPTR_ADDR_LO"], 0) | (values.get(self.a["IH_RB_WPTR_ADDR_HI"], 0) << 32)
-      if wb: self.gpu.write_mc(wb, struct.pack("<I", wptr))
+      if wb: self.gpu.write_mc(wb, struct.pack("<I", wptr | self.overflow))
       self.posted += 1
     return True
 
@@ -147,6 +155,7 @@ class SMUModel:
     self.gpu.regs.poke(self.resp, SMU.PPSMC_Result_OK)
 
   DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249]}
+  DPM_BIT31 = {SMU.PPCLK_UCLK}      # clocks whose GetDpmFreqByIndex answers carry bit 31 (the DPM kind flag)
 
   def _message(self, msg: int) -> None:
     if not self.running: return
@@ -166,7 +175,10 @@ class SMUModel:
       levels = self.DPM_MHZ.get(arg >> 16)
       if levels is None: result = SMU.PPSMC_Result_Failed
       elif msg == SMU.PPSMC_MSG_GetMaxDpmFreq: out = levels[-1]
-      else: out = len(levels) if arg & 0xFFFF == 0xFF else levels[min(arg & 0xFFFF, len(levels) - 1)]
+      elif arg & 0xFFFF == 0xFF: out = len(levels)
+      elif arg & 0xFFFF < len(levels): out = levels[arg & 0xFFFF]
+      else: result = SMU.PPSMC_Result_Failed
+      if msg == SMU.PPSMC_MSG_GetDpmFreqByIndex and arg >> 16 in self.DPM_BIT31: out |= 1 << 31
     elif msg in (SMU.PPSMC_MSG_SetSoftMinByFreq, SMU.PPSMC_MSG_SetSoftMaxByFreq):
       (self.soft_min if msg == SMU.PPSMC_MSG_SetSoftMinByFreq else self.soft_max)[arg >> 16] = arg & 0xFFFF
     elif msg == SMU.PPSMC_MSG_TransferTableSmu2Dram:

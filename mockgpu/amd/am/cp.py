@@ -41,10 +41,12 @@ class CommandProcessors:
                                    "SDMA0_QUEUE0_RB_RPTR_ADDR_LO", "SDMA0_QUEUE0_RB_RPTR_ADDR_HI",
                                    "SDMA0_QUEUE0_DOORBELL_OFFSET", "SDMA0_QUEUE0_DOORBELL")}
     rf.hook(self.sdma["SDMA0_QUEUE0_RB_CNTL"], write=self._sdma_cntl)
+    rf.hook(s("SDMA0_STATUS_REG"), read=self._sdma_status)
     self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
     self.mapped: list[tuple[int, int]] = []
+    self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
 
   def _r(self, name: str) -> int: return self.navi.regs.values.get(self.hqd.get(name) or self.sdma[name], 0)
 
@@ -81,6 +83,11 @@ class CommandProcessors:
     on = self._f("SDMA0_QUEUE0_DOORBELL", "ENABLE")
     self._start(key, SDMA, ring, size, rptr, 0, self._f("SDMA0_QUEUE0_DOORBELL_OFFSET", "OFFSET") * 4 if on else None)
 
+  def _sdma_status(self) -> int:
+    """SDMA0_STATUS_REG: IDLE (bit 0) while its queue has nothing left to run."""
+    q = self.queues.get(("sdma", 0, 0, 0))
+    return 0 if q is not None and q.pending() else 1
+
   # ---- queues on the engines
   def _start(self, key, kind, ring, size, rptr, wptr, doorbell) -> None:
     self._stop(key)
@@ -103,34 +110,55 @@ class CommandProcessors:
   # ---- the GC hub's mappings as the engines see them
   def remap(self) -> None:
     """Walk the GC hub's VMID 0 page tables: the system pages mapped at their own host address become the ranges
-    the engines may touch (coalesced)."""
-    hub, navi = self.navi.gchub, self.navi
+    the engines may touch (coalesced). A page table whose bytes did not change since the last walk gives its cached
+    ranges (an allocation changes one or two of them), and only the ranges that changed are unmapped / mapped."""
+    hub = self.navi.gchub
     cntl = hub.reg("GCVM_CONTEXT0_CNTL")
-    pages = []
+    pieces, seen = [], set()
     if cntl & 1:
       base = hub.reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32") | (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32)
       start = (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32") |
                (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
-      if base & PTE_VALID: self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pages)
-    host_of = navi.os.memory._phys_page
+      if base & PTE_VALID: self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
+    self._tables = {k: v for k, v in self._tables.items() if k in seen}
     ranges = []
-    for va, phys in pages:
-      if host_of.get(phys) != va: continue        # not host memory at the same address: the engines cannot use it
-      if ranges and ranges[-1][0] + ranges[-1][1] == va: ranges[-1][1] += 0x1000
-      else: ranges.append([va, 0x1000])
+    for va, size in sorted(pieces):
+      if ranges and ranges[-1][0] + ranges[-1][1] == va: ranges[-1][1] += size
+      else: ranges.append([va, size])
+    new = [tuple(r) for r in ranges]
     with self.gpu.lock:
-      for va, _size in self.mapped: self.gpu.unmap_range(va)
-      self.mapped = [tuple(r) for r in ranges]
-      for va, size in self.mapped: self.gpu.map_range(va, size)
+      gone, added = set(self.mapped) - set(new), set(new) - set(self.mapped)
+      for va, _size in gone: self.gpu.unmap_range(va)
+      for va, size in added: self.gpu.map_range(va, size)
+      self.mapped = new
 
-  def _walk(self, table: int, level: int, va: int, out: list) -> None:
-    entries = array("Q", self.navi.read_mc(table, 4096))
+  def _walk(self, table: int, level: int, va: int, out: list, seen: set) -> None:
+    raw = self.navi.read_mc(table, 4096)
     span = 1 << (12 + 9 * level)
-    for i, e in enumerate(entries):
+    if level == 0:                                   # a page table: its ranges, cached by its bytes
+      key = (table, va)
+      seen.add(key)
+      cached = self._tables.get(key)
+      if cached is None or cached[0] != raw:
+        cached = self._tables[key] = (raw, self._ranges_of(array("Q", raw), va, span))
+      out.extend(cached[1])
+      return
+    for i, e in enumerate(array("Q", raw)):
       if not e & PTE_VALID: continue
-      if level == 0 or e & PDE_PTE:
-        if e & PTE_SYSTEM: out.append((va + i * span, e & ADDR_MASK))
-      else: self._walk(e & ADDR_MASK, level - 1, va + i * span, out)
+      if e & PDE_PTE:
+        if e & PTE_SYSTEM: out.extend(self._ranges_of([e], va + i * span, span))
+      else: self._walk(e & ADDR_MASK, level - 1, va + i * span, out, seen)
+
+  def _ranges_of(self, entries, va: int, span: int) -> list[tuple[int, int]]:
+    """The system pages of these entries mapped at their own host address, coalesced."""
+    host_of, ranges = self.navi.os.memory._phys_page, []
+    for i, e in enumerate(entries):
+      if not e & PTE_VALID or not e & PTE_SYSTEM: continue
+      at = va + i * span
+      if host_of.get(e & ADDR_MASK) != at: continue   # not host memory at the same address: the engines cannot use it
+      if ranges and ranges[-1][0] + ranges[-1][1] == at: ranges[-1][1] += span
+      else: ranges.append([at, span])
+    return [tuple(r) for r in ranges]
 
   # ---- the engines' events (the listener interface of MockAMDGPU)
   def interrupt(self, gpu, queue, ctxid: int) -> None:
