@@ -1,15 +1,15 @@
 """The hardware path of code loading: cubins parsed for their .nv.info attributes (a synthetic ELF, and ptxas's own
 output when ptxas is there), PTX compiled by nvJitLink/ptxas for a GPU that runs SASS, and the errors when neither
 compiler is there or a cubin needs what the loader does not handle."""
-import glob
 import os
 import struct
+import sys
 
 import pytest
 
 import hcq
 from hcq.compiler.backend.cubin import PTXCompiler
-from hcq.config import Config
+from hcq.config import Config, from_env
 from hcq.drivers.nv import open_device
 from hcq.drivers.nv.demo import VADD_PTX
 from hcq.drivers.nv.program import EIATTR_KPARAM_INFO, EIATTR_PARAM_CBANK, EIATTR_REGCOUNT, cubin_kernels
@@ -63,9 +63,14 @@ def test_a_cubin_with_relocations_is_refused_by_name():
     cubin_kernels(bad, "test")
 
 
-def _ptxas_dir():
-  found = glob.glob(os.path.join(Config().cache_dir, "ptxas", "*", "ptxas"))
-  return os.path.dirname(found[0]) if found else None
+@pytest.fixture(scope="module")
+def ptxas_dir():
+  """The folder of NVIDIA's ptxas, fetched from its pinned pip wheel like the other reference tools (skips, saying why,
+  where it cannot be had)."""
+  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "backend"))
+  from ptxas_tool import ToolUnavailable, ptxas_path
+  try: return os.path.dirname(ptxas_path(from_env().cache_dir))
+  except ToolUnavailable as e: pytest.skip(f"no ptxas: {e}")
 
 
 def _sass_device(**cfg):
@@ -83,9 +88,8 @@ def test_ptx_for_a_sass_gpu_without_a_compiler_names_both_tools(monkeypatch):
       dev.load(VADD_PTX)
 
 
-@pytest.mark.skipif(_ptxas_dir() is None, reason="no ptxas in hcq's cache")
-def test_ptx_is_compiled_by_ptxas_and_the_real_cubin_is_loaded():
-  with _sass_device(exec_path=_ptxas_dir()) as dev:
+def test_ptx_is_compiled_by_ptxas_and_the_real_cubin_is_loaded(ptxas_dir):
+  with _sass_device(exec_path=ptxas_dir) as dev:
     prog = dev.load(VADD_PTX, "vadd")
     k = prog.kernel
     assert [(p.offset, p.size) for p in k.params] == [(0, 8), (8, 8), (16, 8), (24, 4)]
@@ -162,8 +166,7 @@ def test_corrupt_synthetic_cubins_give_hcq_errors_only():
   _fuzz(synthetic_cubin(), 1)
 
 
-@pytest.mark.skipif(_ptxas_dir() is None, reason="no ptxas in hcq's cache")
-def test_corrupt_ptxas_cubins_give_hcq_errors_only():
-  cubin = PTXCompiler(Config(exec_path=_ptxas_dir())).compile(VADD_PTX, "sm_90")
+def test_corrupt_ptxas_cubins_give_hcq_errors_only(ptxas_dir):
+  cubin = PTXCompiler(Config(exec_path=ptxas_dir)).compile(VADD_PTX, "sm_90")
   assert cubin_kernels(cubin, "ptxas")
   _fuzz(cubin, 2)
