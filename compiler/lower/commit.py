@@ -66,7 +66,10 @@ def commit_dtypes(sink: UOp) -> UOp:
     elif op is Ops.WHERE: new_src = (memo[src[0]], fix(src[1], new_dt), fix(src[2], new_dt))
     elif op in GroupOp.Comparison:
       other = [memo[s].dtype for s in src if not (s.op is Ops.CONST and s.dtype.is_weak)]
-      want = max(other, key=lambda d: d.itemsize) if other else None
+      # literals only (a comparison a late pass made of constants): one type that holds them all, else each side
+      # would take the width of its own value (int64 against int32)
+      want = max(other, key=lambda d: d.itemsize) if other else max((_literal(s, None).dtype for s in src),
+                                                                      key=lambda d: (d.is_float, d.itemsize))
       if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
       new_src = tuple(fix(s, want) for s in src)
     elif op in GroupOp.ALU: new_src = tuple([fix(s, new_dt) for s in src])
