@@ -8,6 +8,11 @@ A Navi 31 function shows three memory BARs (lspci -v of a 7900 XTX; the order is
 They are told apart by these properties (the `resource` file's flags), not by their numbers alone, so that a function
 whose BARs are laid out otherwise is refused with the list of what it has.
 
+The PCI device is the sysfs one (drivers/system/pci.py's PCIDevice) unless the caller injects another with the same
+members (drivers/system/usbpci.py's USBPCIDevice: the GPU behind a USB bridge, its BARs TLP views). An injected device
+may name its own lock through `lock_key` (kind, address): a function behind a bridge has a bus address only in the
+bridge's private tree, which would collide with the host's.
+
 The lock <lock dir>/am_<bus>.lock (drivers/system/locks.py) is held from open to close: `hcq-smi amd pids` and
 `kill_pids` find the holder through it, and a second process gets an error naming the holder's pid.
 """
@@ -39,12 +44,19 @@ class SysMem:
 class AMPCI:
   """One AMD PCI function, locked, enabled for memory decoding and bus mastering, its BARs identified and mapped."""
 
-  def __init__(self, os, addr: str, label: str | None = None):
-    self.os, self.addr = os, validate(addr)
-    self.label = label or f"PCI+AMD {addr}"
-    self.pci = PCIDevice(os, self.addr)
-    self._check_ids()
-    self.lock = os.lock_device("am", self.addr)
+  def __init__(self, os, addr: str | None = None, label: str | None = None, device=None):
+    """addr: the function's sysfs address; device: an already opened PCI device to use instead (its .addr)."""
+    if (addr is None) == (device is None): raise DeviceError("AMPCI: give a PCI address or an opened device, one of them")
+    self.os, self.addr = os, validate(addr if device is None else device.addr)
+    self.label = label or f"PCI+AMD {self.addr}"
+    self.lock = None
+    self.pci = PCIDevice(os, self.addr) if device is None else device
+    try:
+      self._check_ids()
+      self.lock = os.lock_device(*getattr(self.pci, "lock_key", ("am", self.addr)))
+    except BaseException:
+      if device is None: self.pci.close()     # an injected device stays its caller's on a refusal
+      raise
     self.views: dict[str, object] = {}
     self._sysmem: list[SysMem] = []
     try:
