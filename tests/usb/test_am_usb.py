@@ -50,3 +50,45 @@ def test_ampci_refuses_an_injected_device_it_does_not_boot_and_leaves_it_open(us
 def test_ampci_wants_an_address_or_a_device(usb):
   os, _ = usb
   with pytest.raises(DeviceError, match="one of them"): AMPCI(os)
+
+
+@pytest.fixture(scope="module")
+def fw_dir():
+  from hcq.autogen import fwpackage, sources
+  from hcq.config import from_env
+  try: return fwpackage.firmware_dir(from_env().autogen_cache, log=lambda *a: None)
+  except sources.SourceError as e: pytest.skip(f"cannot fetch {fwpackage.PACKAGE['name']}: {e}")
+
+
+@pytest.fixture
+def navi_usb(fw_dir, tmp_path):
+  """(os, gpu): the mock Navi 31 is the mock bridge's endpoint, not a sysfs function."""
+  from hcq.mockgpu.amd.am.gpu import add_navi31_usb
+  os = MockOS(Config(timeout_s=0.5, lock_dir=str(tmp_path), firmware_dir=fw_dir))
+  gpu = add_navi31_usb(os)
+  yield os, gpu
+  os.close()
+
+
+def test_the_mock_navi31_sits_behind_the_bridge_not_in_sysfs(navi_usb):
+  from hcq.drivers.amd.am.device import find_functions
+  os, gpu = navi_usb
+  assert find_functions(os) == []
+  with USBPCIDevice.open(os) as dev:
+    assert (dev.vendor, dev.device) == (0x1002, 0x744C)
+    assert [b.index for b in dev.bars() if b.size] == [0, 2, 5] and dev.bar(0).size == gpu.vram_size
+  assert gpu.bridge.fw.endpoint is gpu.function
+
+
+def test_am_boots_the_navi31_behind_the_bridge_with_the_real_firmware(navi_usb):
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_usb
+  with AMDev(os, None, os.config, device=USBPCIDevice.open(os)) as am:
+    assert am.stage == "gfx" and am.label.startswith("USB+AMD ASM24 bridge")
+    assert [s for b, s, _ in am.steps if b == "gfx"][-1] == "RLC autoload complete: GFX firmware running"
+    # every register and VRAM access was a TLP through the bridge
+    assert gpu.bridge.fw.counts["tlps"] > 100
+    buf = am.vram.alloc(0x1000, "test")
+    am.vram.write(buf.offset + 3, b"usb")
+    assert bytes(gpu.vram[buf.offset + 3:buf.offset + 6]) == b"usb" and am.vram.read(buf.offset + 2, 5) == b"\0usb\0"
+  assert os.held_locks() == []
