@@ -92,3 +92,22 @@ def test_am_boots_the_navi31_behind_the_bridge_with_the_real_firmware(navi_usb):
     am.vram.write(buf.offset + 3, b"usb")
     assert bytes(gpu.vram[buf.offset + 3:buf.offset + 6]) == b"usb" and am.vram.read(buf.offset + 2, 5) == b"\0usb\0"
   assert os.held_locks() == []
+
+
+def test_system_memory_behind_the_bridge_is_its_sram_mapped_by_the_gpu_page_tables(navi_usb):
+  from hcq.drivers.amd.am import gmc as G
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_usb
+  with AMDev(os, None, os.config, device=USBPCIDevice.open(os)) as am:
+    mem = am.pci.alloc_sysmem(0x2001)
+    assert mem.addr is None and mem.view is None and mem.size == 0x3000
+    assert mem.paddrs == [0x200000, 0x201000, 0x202000]          # the SRAM window's GPU bus addresses
+    mem.write(0x1FFE, b"sram")
+    assert bytes(gpu.bridge.fw.sram()[0x1FFE:0x2002]) == b"sram" and mem.read(0x1FFD, 6) == b"\0sram\0"
+    va = G.VM_BASE + 0x4000_0000
+    am.gmc.map(va, mem.paddrs, system=True)
+    assert gpu.gchub.translate(va + 0x2001) == ("system", 0x202001)
+    with pytest.raises(DeviceError, match=r"has no CPU address; it cannot be placed at 0x1000000"):
+      am.pci.alloc_sysmem(0x1000, addr=0x100_0000)
+    with pytest.raises(DeviceError, match=r"bus address 0x200000: 2 bytes at 0x2fff are outside"): mem.read(0x2FFF, 2)
+    am.pci.free_sysmem(mem)

@@ -34,11 +34,27 @@ PAGE = 0x1000
 @dataclasses.dataclass
 class SysMem:
   """Host memory the GPU reaches by DMA: `addr` in this process, `paddrs` the bus address of each 4 KiB page
-  (not contiguous: the GPU page tables map page by page)."""
-  addr: int
+  (not contiguous: the GPU page tables map page by page). Behind a USB bridge it is the bridge's SRAM: `remote` the
+  device's buffer, no CPU address or view (addr and view None); read/write reach either kind."""
+  addr: int | None
   size: int
   paddrs: list[int]
-  view: memoryview
+  view: memoryview | None
+  remote: object = None
+
+  def read(self, offset: int, size: int) -> bytes:
+    self._range(offset, size)
+    return self.remote.read(offset, size) if self.view is None else bytes(self.view[offset:offset + size])
+
+  def write(self, offset: int, data: bytes) -> None:
+    self._range(offset, len(data))
+    if self.view is None: self.remote.write(offset, data)
+    else: self.view[offset:offset + len(data)] = data
+
+  def _range(self, offset: int, size: int) -> None:
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"system memory at bus address {self.paddrs[0]:#x}: {size} bytes at {offset:#x} are outside "
+                        f"its {self.size:#x} bytes")
 
 
 class AMPCI:
@@ -122,6 +138,7 @@ class AMPCI:
     when given (AMIface: GPU VA == CPU VA)."""
     size = (size + PAGE - 1) & ~(PAGE - 1)
     if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
+    if hasattr(self.pci, "alloc_sysmem"): return self._device_sysmem(size, addr)
     addr = self.os.alloc_anon(size, addr=addr, shared=True)
     try: paddrs = self.os.phys_addrs(addr, size)
     except BaseException:
@@ -131,9 +148,21 @@ class AMPCI:
     self._sysmem.append(mem)
     return mem
 
+  def _device_sysmem(self, size: int, addr: int | None) -> SysMem:
+    """The PCI device's own system memory (USBPCIDevice.alloc_sysmem: the bridge's SRAM, page-aligned): the GPU
+    reaches it at its bus address, the CPU only through read/write, so it cannot be placed at a CPU address."""
+    if addr is not None:
+      raise DeviceError(f"{self.label}: system memory behind {self.pci.name} has no CPU address; it cannot be placed at "
+                        f"{addr:#x} (GPU VA == CPU VA needs memory the CPU maps)")
+    buf = self.pci.alloc_sysmem(size, align=PAGE)
+    mem = SysMem(None, size, [buf.bus + off for off in range(0, size, PAGE)], None, remote=buf)
+    self._sysmem.append(mem)
+    return mem
+
   def free_sysmem(self, mem: SysMem) -> None:
-    if mem in self._sysmem:
-      self._sysmem.remove(mem)
+    if mem not in self._sysmem: return
+    self._sysmem.remove(mem)
+    if mem.remote is None:        # the device's own (bridge SRAM) stays with its bump allocator until it closes
       try: mem.view.release()
       except BufferError: pass      # a caller still holds a slice of it: the memory goes anyway
       self.os.free_anon(mem.addr, mem.size)
