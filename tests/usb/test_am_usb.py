@@ -111,3 +111,17 @@ def test_system_memory_behind_the_bridge_is_its_sram_mapped_by_the_gpu_page_tabl
       am.pci.alloc_sysmem(0x1000, addr=0x100_0000)
     with pytest.raises(DeviceError, match=r"bus address 0x200000: 2 bytes at 0x2fff are outside"): mem.read(0x2FFF, 2)
     am.pci.free_sysmem(mem)
+
+
+def test_the_bench_counts_the_usb_transfers_of_the_am_boot(fw_dir, capsys):
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "usb_bridge.py"
+  spec = importlib.util.spec_from_file_location("bench_usb_bridge", path)
+  bench = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(bench)
+  r = bench.am_boot_transfers(fw_dir)
+  # every TLP is at least one transfer, and the boot (hundreds of register accesses, MiBs of firmware) takes hundreds
+  assert r["stage"] == "gfx" and r["transfers"] == sum(r["by_kind"].values()) >= r["tlps"] > 100 and r["setup"] > 0
+  assert bench.main(["--am-boot", "--firmware-dir", fw_dir]) == 0
+  assert f"AM boot through the bridge to gfx: {r['transfers']} USB transfers" in capsys.readouterr().out
