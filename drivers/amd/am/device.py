@@ -14,6 +14,10 @@ Each step is recorded in `steps` as (block, step, seconds since open) and passed
 
 Not yet: reusing a GPU another AM process left booted beyond the sOS check (PSP skips its bootloader when the sOS
 runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, the SR-IOV VF, clock gating.
+Over a USB bridge (device=USBPCIDevice) the boot runs to gfx, but no runtime device stands on it yet: AMIface's
+memory is host memory the CPU maps at GPU VA == CPU VA (rings, signals, launch data, staging: ~26 MiB with CPU
+views), while behind a bridge system memory is 256 KiB of bridge SRAM reached only by read/write, and the mock
+engines (mockgpu/amd/am/cp.py) reach only such same-address host pages, not VRAM or the bridge's windows.
 """
 from __future__ import annotations
 
