@@ -4,6 +4,8 @@ each operation costs, which is the figure that matters on hardware (each is ~100
 measures the driver's own overhead).
 
     .venv/bin/python bench/usb_bridge.py [--tlps 20000] [--copy-mib 16] [--repeat 3]
+    .venv/bin/python bench/usb_bridge.py --am-boot [--firmware-dir DIR]   # the AM boot of the mock Navi 31 behind
+                                                                         # the bridge: its USB transfers, by kind
 
 Until MOCKUSB+AMD is a registered interface (it needs the AM driver), this script builds the mock bridge itself.
 (Not bench/usb.py: run as a script, that name would shadow pyusb's `usb` package.)"""
@@ -34,7 +36,10 @@ def main(argv=None) -> int:
   ap.add_argument("--tlps", type=int, default=20000)
   ap.add_argument("--copy-mib", type=int, default=16)
   ap.add_argument("--repeat", type=int, default=3)
+  ap.add_argument("--am-boot", action="store_true", help="only the AM boot through the bridge (needs AMD's firmware)")
+  ap.add_argument("--firmware-dir", help="AMD's firmware folder (default: the config's, HCQ_FIRMWARE_DIR)")
   args = ap.parse_args(argv)
+  if args.am_boot: return am_boot(args.firmware_dir)
   from hcq.config import Config
   from hcq.drivers.system.usbpci import SRAMStaging, USBPCIDevice
   from hcq.mockgpu import MockOS
@@ -84,6 +89,38 @@ def main(argv=None) -> int:
   os.close()
   return 0
 
+
+def am_boot(firmware_dir: str | None) -> int:
+  r = am_boot_transfers(firmware_dir)
+  print(f"AM boot through the bridge to {r['stage']}: {r['transfers']} USB transfers after the bridge set-up "
+        f"({r['setup']}), {r['tlps']} TLP requests, {r['seconds']:.2f} s on the mock (~{r['transfers'] * 1e-4:.2f} s "
+        f"of transfers on hardware at ~100 us each)")
+  for kind, n in sorted(r["by_kind"].items()): print(f"  {n:6d}  {kind}")
+  return 0
+
+
+def am_boot_transfers(firmware_dir: str | None) -> dict:
+  """AMDev's full boot (discovery .. RLC autoload, AMD's real firmware) of the mock Navi 31 behind the mock bridge:
+  the USB transfers it takes after the bridge's set-up (USBPCIDevice.open), in all and by kind."""
+  import collections
+  from hcq.config import Config, from_env
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.drivers.system.usbpci import USBPCIDevice
+  from hcq.mockgpu import MockOS
+  from hcq.mockgpu.amd.am.gpu import add_navi31_usb
+
+  os = MockOS(Config(firmware_dir=firmware_dir or from_env().firmware_dir))
+  try:
+    gpu = add_navi31_usb(os)
+    dev = USBPCIDevice.open(os)
+    before, tlps = collections.Counter(dev.bridge.counts), gpu.bridge.fw.counts["tlps"]
+    t = time.perf_counter()
+    with AMDev(os, None, os.config, device=dev) as am:
+      took, stage, by_kind = time.perf_counter() - t, am.stage, collections.Counter(dev.bridge.counts) - before
+      tlps = gpu.bridge.fw.counts["tlps"] - tlps
+    return {"stage": stage, "setup": sum(before.values()), "transfers": sum(by_kind.values()), "by_kind": dict(by_kind),
+            "tlps": tlps, "seconds": took}
+  finally: os.close()
 
 if __name__ == "__main__":
   raise SystemExit(main())

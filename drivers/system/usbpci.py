@@ -30,6 +30,7 @@ GPU_BUS = 4
 MEM_BASE, MEM_LIMIT = 0x1000_0000, 0xFFFF_FFFF     # 32-bit non-prefetchable window of every bridge
 PREF_BASE = 32 << 30                               # 64-bit prefetchable pool
 STREAM_MIN = 16                                    # bytes from which a BAR copy streams instead of single TLPs
+USB_LOCK_DOMAIN = 0xFB00                           # PCI domain of the device locks of GPUs behind bridges (lock_key)
 SYSMEM_SIZE = 256 << 10                            # SRAM below this: alloc_sysmem; above: SRAMStaging's buffers
 
 
@@ -265,11 +266,20 @@ class USBPCIDevice:
     self.sram = SRAM(bridge)
     self._sysmem_next = 0
     self.stats: dict = {}
+    self.index = 0
+
+  @property
+  def lock_key(self) -> tuple[str, str]:
+    """The device lock of the GPU behind bridge #index (drivers/system/locks.py): its address in the bridge's tree
+    with the PCI domain USB_LOCK_DOMAIN + index, a domain no host bridge of ours has, so that it never collides with
+    the host function at the same bus number (hcq-smi shows the holder of that name)."""
+    return "am", f"{USB_LOCK_DOMAIN + self.index:04x}{self.addr[4:]}"
 
   @classmethod
   def open(cls, os, index: int = 0) -> "USBPCIDevice":
     bridge = asm24.ASM24Bridge.open(os, index)
     dev = cls(os, bridge)
+    dev.index = index
     try: dev.setup()
     except BaseException:
       bridge.close()

@@ -14,6 +14,10 @@ Each step is recorded in `steps` as (block, step, seconds since open) and passed
 
 Not yet: reusing a GPU another AM process left booted beyond the sOS check (PSP skips its bootloader when the sOS
 runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, the SR-IOV VF, clock gating.
+Over a USB bridge (device=USBPCIDevice) the boot runs to gfx, but no runtime device stands on it yet: AMIface's
+memory is host memory the CPU maps at GPU VA == CPU VA (rings, signals, launch data, staging: ~26 MiB with CPU
+views), while behind a bridge system memory is 256 KiB of bridge SRAM reached only by read/write, and the mock
+engines (mockgpu/amd/am/cp.py) reach only such same-address host pages, not VRAM or the bridge's windows.
 """
 from __future__ import annotations
 
@@ -43,12 +47,14 @@ IP_REGS = {"gc_regs": "GC", "sdma_regs": "SDMA0", "mmhub_regs": "MMHUB", "osssys
 class AMDev:
   BLOCKS = BLOCKS
 
-  def __init__(self, os, addr: str, config, trace=None, label: str | None = None, until: str | None = None):
-    """Boot the GPU at PCI address addr; until: stop after that block's hw_init (a block name of BLOCKS)."""
+  def __init__(self, os, addr: str | None, config, trace=None, label: str | None = None, until: str | None = None,
+               device=None):
+    """Boot the GPU at PCI address addr, or the opened PCI device `device` (AMPCI: a USBPCIDevice behind a USB
+    bridge; addr None); until: stop after that block's hw_init (a block name of BLOCKS)."""
     if until is not None and until not in self.BLOCKS:
       raise DeviceError(f"AM: no block {until!r} to boot until (blocks: {', '.join(self.BLOCKS)})")
     self.os, self.config, self.trace, self.until = os, config, trace, until
-    self.label = label or f"PCI+AMD {addr}"
+    self.label = label or (f"PCI+AMD {addr}" if device is None else f"USB+AMD {device.name}")
     self.steps: list[tuple[str, str, float]] = []
     self.stage = "none"
     self._fw: dict[str, fwmod.Firmware] = {}
@@ -57,7 +63,7 @@ class AMDev:
     # one lock per GPU around what threads share: memory and page tables (TLB flushes), queue registers, the IH read
     # pointer, the MM_INDEX/MM_DATA pair (reentrant: alloc maps pages, which flushes through registers)
     self.lock = threading.RLock()
-    self.pci = AMPCI(os, addr, self.label)
+    self.pci = AMPCI(os, addr, self.label, device=device)
     try: self._boot()
     except BaseException:
       self.close()

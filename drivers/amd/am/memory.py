@@ -1,6 +1,9 @@
 """VRAM of an AM device: a bump allocator over the boot region (page tables, rings, PSP buffers, the TMR: memory that
 lives as long as the driver instance) and CPU access through the VRAM BAR. An allocation knows its VRAM offset and
-its MC address (fb_base + offset), the address the GPU's engines and firmware use for it."""
+its MC address (fb_base + offset), the address the GPU's engines and firmware use for it.
+
+Every CPU access goes through the VRAM BAR view's read/write (MappedMMIO on a mapped BAR, TLPMMIO over a USB bridge
+where there is no CPU mapping), never a memoryview of the BAR's address."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +30,7 @@ class VRAM:
     if bar.size < size:
       raise DeviceError(f"{dev.label}: the VRAM BAR shows {bar.size >> 20} MiB of {size >> 20} MiB VRAM: AM needs the "
                         f"whole VRAM visible (enable resizable BAR / Above 4G decoding in the firmware setup)")
-    self.view = dev.os.memview(bar.addr, size)
+    self.bar = bar
 
   def alloc(self, size: int, what: str, align: int = 0x1000) -> VRAMBuf:
     off = (self.next + align - 1) & ~(align - 1)
@@ -38,15 +41,13 @@ class VRAM:
     self.next = off + size
     buf = VRAMBuf(off, size, self.fb_base + off, what)
     self.allocs.append(buf)
-    self.view[off:off + size] = bytes(size)
+    self.bar.write(off, bytes(size))
     return buf
 
   def mc(self, offset: int) -> int: return self.fb_base + offset
 
-  def write(self, offset: int, data: bytes) -> None: self.view[offset:offset + len(data)] = data
-  def read(self, offset: int, size: int) -> bytes: return bytes(self.view[offset:offset + size])
-  def fill(self, offset: int, size: int, byte: int = 0) -> None: self.view[offset:offset + size] = bytes([byte]) * size
+  def write(self, offset: int, data: bytes) -> None: self.bar.write(offset, data)
+  def read(self, offset: int, size: int) -> bytes: return self.bar.read(offset, size)
+  def fill(self, offset: int, size: int, byte: int = 0) -> None: self.bar.write(offset, bytes([byte]) * size)
 
-  def close(self) -> None:
-    try: self.view.release()
-    except (BufferError, ValueError): pass
+  def close(self) -> None: self.bar = None

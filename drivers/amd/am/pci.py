@@ -8,6 +8,11 @@ A Navi 31 function shows three memory BARs (lspci -v of a 7900 XTX; the order is
 They are told apart by these properties (the `resource` file's flags), not by their numbers alone, so that a function
 whose BARs are laid out otherwise is refused with the list of what it has.
 
+The PCI device is the sysfs one (drivers/system/pci.py's PCIDevice) unless the caller injects another with the same
+members (drivers/system/usbpci.py's USBPCIDevice: the GPU behind a USB bridge, its BARs TLP views). An injected device
+may name its own lock through `lock_key` (kind, address): a function behind a bridge has a bus address only in the
+bridge's private tree, which would collide with the host's.
+
 The lock <lock dir>/am_<bus>.lock (drivers/system/locks.py) is held from open to close: `hcq-smi amd pids` and
 `kill_pids` find the holder through it, and a second process gets an error naming the holder's pid.
 """
@@ -29,22 +34,45 @@ PAGE = 0x1000
 @dataclasses.dataclass
 class SysMem:
   """Host memory the GPU reaches by DMA: `addr` in this process, `paddrs` the bus address of each 4 KiB page
-  (not contiguous: the GPU page tables map page by page)."""
-  addr: int
+  (not contiguous: the GPU page tables map page by page). Behind a USB bridge it is the bridge's SRAM: `remote` the
+  device's buffer, no CPU address or view (addr and view None); read/write reach either kind."""
+  addr: int | None
   size: int
   paddrs: list[int]
-  view: memoryview
+  view: memoryview | None
+  remote: object = None
+
+  def read(self, offset: int, size: int) -> bytes:
+    self._range(offset, size)
+    return self.remote.read(offset, size) if self.view is None else bytes(self.view[offset:offset + size])
+
+  def write(self, offset: int, data: bytes) -> None:
+    self._range(offset, len(data))
+    if self.view is None: self.remote.write(offset, data)
+    else: self.view[offset:offset + len(data)] = data
+
+  def _range(self, offset: int, size: int) -> None:
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"system memory at bus address {self.paddrs[0]:#x}: {size} bytes at {offset:#x} are outside "
+                        f"its {self.size:#x} bytes")
 
 
 class AMPCI:
   """One AMD PCI function, locked, enabled for memory decoding and bus mastering, its BARs identified and mapped."""
 
-  def __init__(self, os, addr: str, label: str | None = None):
-    self.os, self.addr = os, validate(addr)
-    self.label = label or f"PCI+AMD {addr}"
-    self.pci = PCIDevice(os, self.addr)
-    self._check_ids()
-    self.lock = os.lock_device("am", self.addr)
+  def __init__(self, os, addr: str | None = None, label: str | None = None, device=None):
+    """addr: the function's sysfs address; device: an already opened PCI device to use instead (its .addr)."""
+    if (addr is None) == (device is None): raise DeviceError("AMPCI: give a PCI address or an opened device, one of them")
+    self.os, self.addr = os, validate(addr if device is None else device.addr)
+    self.label = label or f"PCI+AMD {self.addr}"
+    self.lock = None
+    self.pci = PCIDevice(os, self.addr) if device is None else device
+    try:
+      self._check_ids()
+      self.lock = os.lock_device(*getattr(self.pci, "lock_key", ("am", self.addr)))
+    except BaseException:
+      if device is None: self.pci.close()     # an injected device stays its caller's on a refusal
+      raise
     self.views: dict[str, object] = {}
     self._sysmem: list[SysMem] = []
     try:
@@ -110,6 +138,7 @@ class AMPCI:
     when given (AMIface: GPU VA == CPU VA)."""
     size = (size + PAGE - 1) & ~(PAGE - 1)
     if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
+    if hasattr(self.pci, "alloc_sysmem"): return self._device_sysmem(size, addr)
     addr = self.os.alloc_anon(size, addr=addr, shared=True)
     try: paddrs = self.os.phys_addrs(addr, size)
     except BaseException:
@@ -119,9 +148,21 @@ class AMPCI:
     self._sysmem.append(mem)
     return mem
 
+  def _device_sysmem(self, size: int, addr: int | None) -> SysMem:
+    """The PCI device's own system memory (USBPCIDevice.alloc_sysmem: the bridge's SRAM, page-aligned): the GPU
+    reaches it at its bus address, the CPU only through read/write, so it cannot be placed at a CPU address."""
+    if addr is not None:
+      raise DeviceError(f"{self.label}: system memory behind {self.pci.name} has no CPU address; it cannot be placed at "
+                        f"{addr:#x} (GPU VA == CPU VA needs memory the CPU maps)")
+    buf = self.pci.alloc_sysmem(size, align=PAGE)
+    mem = SysMem(None, size, [buf.bus + off for off in range(0, size, PAGE)], None, remote=buf)
+    self._sysmem.append(mem)
+    return mem
+
   def free_sysmem(self, mem: SysMem) -> None:
-    if mem in self._sysmem:
-      self._sysmem.remove(mem)
+    if mem not in self._sysmem: return
+    self._sysmem.remove(mem)
+    if mem.remote is None:        # the device's own (bridge SRAM) stays with its bump allocator until it closes
       try: mem.view.release()
       except BufferError: pass      # a caller still holds a slice of it: the memory goes anyway
       self.os.free_anon(mem.addr, mem.size)

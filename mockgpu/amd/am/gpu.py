@@ -6,6 +6,8 @@ psp.py). The IP discovery binary (discovery.py) sits DISCOVERY_OFFSET below the 
 leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_FB_LOCATION_BASE).
 
     os = MockOS(config); gpu = add_navi31(os)      # then the AM driver opens PCI function gpu.addr
+    gpu = add_navi31_usb(os)                       # the same GPU behind a mock USB bridge (mockgpu/usb) instead of
+                                                   # in sysfs: the driver reaches it with USBPCIDevice.open(os)
 """
 from __future__ import annotations
 
@@ -25,8 +27,11 @@ FB_BASE = 0x80_0000_0000
 
 
 class MockNavi31:
-  def __init__(self, addr: str = "0000:03:00.0", vram_size: int = 512 << 20, discovery: bytes | None = None):
+  def __init__(self, addr: str = "0000:03:00.0", vram_size: int = 512 << 20, discovery: bytes | None = None,
+               plug=None):
+    """plug(os, function): where the PCI function goes (default os.add_pci_function: sysfs)."""
     self.addr, self.vram_size, self.fb_base = addr, vram_size, FB_BASE
+    self.plug = plug
     self.discovery = disc.build() if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
@@ -93,7 +98,8 @@ class MockNavi31:
     self.doorbell_view = DoorbellMMIO(f"{self.addr} BAR2 (doorbells)", DOORBELL_SIZE, self._doorbell)
     fn.add_bar(2, self.doorbell_view, is_64=True, prefetchable=True)
     fn.add_bar(5, self.regs.mmio, is_64=False)
-    os.add_pci_function(fn)
+    if self.plug is None: os.add_pci_function(fn)
+    else: self.plug(os, fn)
 
   def _doorbell(self, offset: int, value: int) -> None:
     self.doorbells.append((offset, value))   # a doorbell no queue listens to (queues route theirs: cp.py)
@@ -109,3 +115,13 @@ class MockNavi31:
 def add_navi31(os, addr: str = "0000:03:00.0", **kw) -> MockNavi31:
   """A mock Navi 31 PCI function on MockOS `os` (os.add_device: closed with the OS)."""
   return os.add_device(MockNavi31(addr, **kw))
+
+
+def add_navi31_usb(os, faults: str | None = None, **kw) -> MockNavi31:
+  """A mock Navi 31 as the endpoint (bus 4) of a mock ASM24xx bridge plugged into MockOS `os` (mockgpu/usb): config
+  requests, BAR reads and writes reach it as TLPs. `gpu.bridge` is the bridge device (its .fw counts requests)."""
+  from ...usb import mock_usb_bridge
+  def plug(os, fn):
+    gpu.bridge = mock_usb_bridge(os, endpoint=fn, faults=faults)
+  gpu = MockNavi31("0000:04:00.0", plug=plug, **kw)
+  return os.add_device(gpu)
