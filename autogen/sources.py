@@ -7,7 +7,7 @@ tarball ("orig") is what the sha256 pins, and the members are taken out of that 
 A package is named in manifest.json by name, version, architecture and sha256. It is fetched with
 `apt-get download NAME=VERSION` into <cache>/debs (a copy already in apt's own archive cache is taken when its
 sha256 matches), then the listed members are unpacked with `dpkg-deb --fsys-tarfile` + `tar` into
-<cache>/src/<name>_<version>/. linux-source ships one big tarball inside the .deb: only the members asked for
+<cache>/src/<name>_<version>-<hash of the member list>/. linux-source ships one big tarball inside the .deb: only the members asked for
 are taken out of it. A stamp file records what was unpacked so that a second run does nothing.
 """
 from __future__ import annotations
@@ -215,9 +215,21 @@ def unpack(pkg: dict, cache: str, log=print) -> str:
   with _cache_lock(cache): return _unpack(pkg, cache, log)
 
 
+def _stamp_text(pkg: dict) -> str:
+  return json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members", "orig")}, sort_keys=True)
+
+
+def unpack_dir(pkg: dict, cache: str) -> str:
+  """Where pkg's members are unpacked: one folder per package version *and* member list (a short hash of the stamp),
+  so that checkouts whose manifests ask for other members (branches, worktrees sharing a cache) each keep their own
+  tree instead of unpacking the shared one again under each other's feet."""
+  digest = hashlib.sha256(_stamp_text(pkg).encode()).hexdigest()[:12]
+  return os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}-{digest}")
+
+
 def _unpack(pkg: dict, cache: str, log=print) -> str:
-  dest = os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}")
-  stamp_text = json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members", "orig")}, sort_keys=True)
+  dest = unpack_dir(pkg, cache)
+  stamp_text = _stamp_text(pkg)
   stamp = os.path.join(dest, ".hcq-unpacked")
   if os.path.exists(stamp) and open(stamp).read() == stamp_text: return dest
   deb = fetch_source(pkg, cache, log) if pkg.get("source") else fetch_deb(pkg, cache, log)

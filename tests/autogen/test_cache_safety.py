@@ -52,3 +52,14 @@ def test_a_cache_others_may_write_to_is_refused(tmp_path):
   cache.chmod(0o777)
   with pytest.raises(HCQError, match=f"{cache}: others may write to it"):
     sources.unpack(pkg, str(cache), log=lambda *a: None)
+
+
+def test_each_member_list_unpacks_into_its_own_folder(tmp_path):
+  """Two manifests asking other members of one package (two branches sharing a cache) get two trees: neither unpacks
+  the other's again (they used to share one folder and re-extract it in turn, while the other's tests read it)."""
+  cache = str(tmp_path / "cache")
+  a = {**PKG, "members": ["include/uapi"]}
+  b = {**PKG, "members": ["include/uapi", "drivers/gpu/drm/amd/include/discovery.h"]}
+  assert sources.unpack_dir(a, cache) != sources.unpack_dir(b, cache)
+  assert sources.unpack_dir(a, cache) == sources.unpack_dir(dict(a), cache)
+  assert os.path.dirname(sources.unpack_dir(a, cache)) == os.path.join(cache, "src")
