@@ -145,9 +145,12 @@ class _Renderer:
     self.counts[key] = n
     return f"{key[0]}{n}"
 
-  def emit(self, line: str):
-    self.lines.append("\t" + line)
-    if "bra " in line: self.addresses.clear()
+  def emit(self, line: str): self.lines.append("\t" + line)
+
+  def branch(self, line: str):
+    """A branch: the addresses computed before it are not known to hold on every path after it."""
+    self.emit(line)
+    self.addresses.clear()
 
   def label(self, name: str):
     self.lines.append(f"{name}:")
@@ -242,17 +245,17 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.label(top)
       p = R.reg(dtypes.bool)
       R.emit(f"setp.ge.{_op_t(dt)} {p}, {i}, {r[0]};")
-      R.emit(f"@{p} bra {end};")
+      R.branch(f"@{p} bra {end};")
       R.names[u] = i
       loops.append((top, end, i, dt))
     elif op is Ops.END:
       top, end, i, idt = loops.pop()
       R.emit(f"add.{_op_t(idt)} {i}, {i}, 1;")
-      R.emit(f"bra {top};")
+      R.branch(f"bra {top};")
       R.label(end)
     elif op is Ops.IF:
       end = R.new_label("endif")
-      R.emit(f"@!{r[0]} bra {end};")
+      R.branch(f"@!{r[0]} bra {end};")
       ifs.append(end)
     elif op is Ops.ENDIF:
       R.label(ifs.pop())
@@ -358,17 +361,19 @@ def _fold(R: _Renderer, u: UOp) -> bool:
 
 def _split_index(R: _Renderer, idx: UOp) -> tuple[UOp | None, int]:
   """idx as rest + c with c known (rest None when all of idx is known), or (idx, 0) when that split could change the
-  address: rest + c must not wrap in idx's type, which the bounds of rest and of idx rule out."""
+  address: the unwrapped sum rest + c must stay in idx's type for every value rest can take (a uint16 i - 1 is
+  i + 65535 after symbolic: it wraps, and base + (i + 65535) * size would be another element)."""
   if idx in R.known: return None, R.known[idx]
   if idx.op is not Ops.ADD or not idx.dtype.is_int: return idx, 0
   a, b = idx.src
   if a in R.known: a, b = b, a
   if b not in R.known: return idx, 0
   rest, c = _split_index(R, a)
+  c += R.known[b]
   lo, hi = idx.dtype.bounds
-  if rest is not None and not (lo <= rest.vmin and rest.vmax <= hi and lo <= idx.vmin and idx.vmax <= hi):
-    return idx, 0
-  return rest, c + R.known[b]
+  smallest, largest = (c, c) if rest is None else (rest.vmin + c, rest.vmax + c)
+  if not (lo <= smallest and largest <= hi): return idx, 0
+  return rest, c
 
 
 def _address(R: _Renderer, base: str, idx: UOp, u: UOp) -> str:

@@ -247,3 +247,24 @@ def test_a_known_index_part_becomes_an_immediate_offset():
   offsets = {int(o) for o in re.findall(r"ld\.shared\.f32 %f\d+, \[%rd\d+\+(\d+)\]", ptx)}
   assert {4 * k for k in range(1, 16)} <= offsets and {64 * k for k in range(1, 16)} <= offsets
   assert "$L_loop" in ptx   # the outer (tile) loop stays a loop: only innermost loops are unrolled
+
+
+def test_a_wrapping_index_is_not_split_into_an_immediate_offset():
+  """A uint16 n - 1 is n + 65535 after symbolic (it wraps in 16 bits): folding 65535 into the load's immediate offset
+  would address element n + 65535, not n - 1. The split needs the unwrapped sum to stay in the index type."""
+  import pathlib
+  import sys
+  import numpy as np
+  out, src = UOp.param(0, dtypes.int32, 16), UOp.param(1, dtypes.int32, 16, readonly=True)
+  n = UOp.variable("n", 1, 10, slot=2, dtype=dtypes.uint16)
+  sink = out.index(0).store(src.index(n - 1).load()).sink(arg=KernelInfo("wrap16"))
+  ptx = hcq_compile(sink, "sm_90")
+  assert not re.search(r"\[%rd\d+\+\d{5,}\]", ptx), ptx      # was [%rdN+262140]: 65535 elements on
+  from hcq.mockgpu.nv.ptx import parse, run
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "nv" / "ptx"))
+  from ptx_launch import HostMemory, pack_params
+  (k,) = parse(ptx).kernels.values()
+  hm = HostMemory()
+  (a_out, v_out), (a_src, _) = hm.array(np.zeros(16, np.int32)), hm.array(np.arange(100, 116, dtype=np.int32))
+  run(k, (1, 1, 1), (1, 1, 1), pack_params(k, [a_out, a_src, np.uint16(5)]), hm.mem)
+  assert v_out[0] == 104
