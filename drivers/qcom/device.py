@@ -69,6 +69,9 @@ class KGSLEngine(Engine):
   def timestamp_for(self, value: int) -> int | None:
     """The KGSL timestamp of the first submission at or after timeline value `value`."""
     subs = self.submitted
+    # a value older than the oldest kept pair (4096 submissions ago) has no known timestamp: None lets the wait poll
+    # rather than block on a newer submission than the one it needs
+    if not subs or value < subs[0][0]: return None
     i = bisect.bisect_left(subs, (value, -1))
     return subs[i][1] if i < len(subs) else None
 

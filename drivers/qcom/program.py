@@ -27,6 +27,7 @@ from . import cp
 
 V_CONSTS, V_IBOS = ("var", "consts"), ("var", "ibos")
 REGID_NONE = 0xFC                    # regid(63, 0): "no register"
+BRANCHSTACK_MAX = 63                 # SP_CS_CTRL_REG0.BRANCHSTACK is 6 bits (a6xx.xml; held to the module by a test)
 IBO_DWORDS = 16                      # an IBO descriptor (A6XX_TEX_CONST_0..15)
 INSTR_GROUP = 128                    # bytes: the shader is loaded in groups of 16 instructions
 WAVE = 64                            # THREAD64
@@ -63,7 +64,12 @@ def _regid(text: str, kind: str, where: str) -> int:
   m = _REG.match(text)
   if not m or m.group(1) != kind:
     raise DeviceError(f"{where}: {text.strip()!r} is not a {'register rN.c' if kind == 'r' else 'constant cN.c'}")
-  return int(m.group(2)) * 4 + "xyzw".index(m.group(3))
+  regid = int(m.group(2)) * 4 + "xyzw".index(m.group(3))
+  # a register id goes into 8-bit fields (HLSQ_CS_CNTL_0 LOCALIDREGID/WGIDCONSTID) where regid(63, 0) = 0xFC means
+  # "none": r0.x .. r62.w are the registers a program can name there
+  if kind == "r" and regid >= REGID_NONE:
+    raise DeviceError(f"{where}: {text.strip()!r} is past r62.w (the register id fields hold r0.x .. r62.w)")
+  return regid
 
 
 def _const_value(text: str, where: str) -> int:
@@ -110,6 +116,8 @@ def parse(text: str, name: str = "program") -> tuple[Kernel, str]:
     elif head == "numwg": k.numwg = _regid(arg or "", "c", where)
     elif head in ("branchstack", "pvtmem"):
       if not rest.isdigit(): raise DeviceError(f"{where}: @{head} needs a number, got {rest!r}")
+      if head == "branchstack" and int(rest) > BRANCHSTACK_MAX:   # SP_CS_CTRL_REG0.BRANCHSTACK, bits 19:14
+        raise DeviceError(f"{where}: @branchstack {rest} does not fit SP_CS_CTRL_REG0.BRANCHSTACK (at most {BRANCHSTACK_MAX})")
       setattr(k, head, int(rest))
     elif head == "earlypreamble": k.early_preamble = True
     else: raise DeviceError(f"{where}: unknown header @{head}")

@@ -41,6 +41,12 @@ class CommandProcessor:
       "CP_NOP", "CP_SET_MARKER", "CP_WAIT_FOR_IDLE", "CP_WAIT_MEM_WRITES", "CP_MEM_WRITE", "CP_EVENT_WRITE",
       "CP_WAIT_REG_MEM", "CP_REG_TO_MEM", "CP_LOAD_STATE6_FRAG", "CP_LOAD_STATE6", "CP_LOAD_STATE6_GEOM",
       "CP_EXEC_CS", "CP_INDIRECT_BUFFER")}
+    # the fewest body dwords each modelled packet reads (adreno_pm4.xml's CP_* domains): a shorter packet is an
+    # illegal one, as the CP would fetch past it
+    self.min_body = {self.ops[n]: k for n, k in (
+      ("CP_MEM_WRITE", 2), ("CP_EVENT_WRITE", 1), ("CP_WAIT_REG_MEM", 5), ("CP_REG_TO_MEM", 3),
+      ("CP_LOAD_STATE6_FRAG", 3), ("CP_LOAD_STATE6", 3), ("CP_LOAD_STATE6_GEOM", 3), ("CP_EXEC_CS", 4),
+      ("CP_INDIRECT_BUFFER", 3))}
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
     self.dispatches = 0
     self.instructions = 0
@@ -101,6 +107,9 @@ class CommandProcessor:
       body = self._body(stream, pos, n, where)
       handler = self.handlers.get(opc)
       if handler is None: raise GPUFault(f"CP: opcode {opc:#x} is not modelled", address=where, kind="CP opcode error")
+      if n < self.min_body.get(opc, 0):
+        raise GPUFault(f"CP: {handler.__name__[1:]} with a body of {n} dwords (it has at least {self.min_body[opc]})",
+                       address=where, kind="CP illegal instruction")
       return None if handler(body, where) is False else 1 + n
     raise GPUFault(f"CP: {h:#010x} is not a type-4 or type-7 header", address=where, kind="CP illegal instruction")
 
@@ -120,6 +129,8 @@ class CommandProcessor:
 
   def _CP_EVENT_WRITE(self, b, where):
     if b[0] & self.pm4.CP_EVENT_WRITE_0_TIMESTAMP:
+      if len(b) < 4: raise GPUFault(f"CP_EVENT_WRITE with TIMESTAMP and a body of {len(b)} dwords (it has 4)",
+                                    address=where, kind="CP illegal instruction")
       self._u32(b[1] | b[2] << 32, "CP_EVENT_WRITE").value = b[3]
 
   def _CP_WAIT_REG_MEM(self, b, where):

@@ -18,7 +18,8 @@ The machine modelled (a6xx):
     (a bit-op's (neg) is a not), float immediates from the lookup table, (sat), half precision when the encoding says
     so, compares into registers or p0; cat3 mad/sel; cat4 rcp/rsq/log2/exp2/sin/cos/sqrt;
   - memory: ldg/stg (64-bit addresses; .a forms address src1 + (src2 << shift) + (off << 2)), ldib/stib and
-    atomic.b.* through IBO descriptors (CP_LOAD_STATE6 ST6_IBO: the base address in dwords 4-5), atomic.g.* on global
+    atomic.b.* through IBO descriptors (CP_LOAD_STATE6 ST6_IBO: the base address in dwords 4-5; an element past the
+    descriptor's count is a GPU fault, not a write into the next memory object), atomic.g.* on global
     addresses, ldl/stl/ldlw/stlw and atomic.* on the work-group's 32 KiB of local memory, ldp/stp private memory,
     stc to the constant file (c[N] counted in scalar components, the first live fiber's values), resinfo.b,
     getfiberid/getwid/getspid, bar/fence (a barrier holds by the lowest-pc rule). Offsets of ldg/stg, ldl/stl and
@@ -594,6 +595,16 @@ def _ibo(F, D, f, ix):
   return base, count
 
 
+def _ibo_bounds(name: str, pc: int, index: np.ndarray, count: np.ndarray) -> None:
+  """An IBO access must stay within the descriptor's element count: past it is a GPU fault naming the element (the
+  mock's choice, written here: a store past a buffer would otherwise land silently in the memory object after it)."""
+  bad = (index < 0) | (index >= count)
+  if bad.any():
+    k = int(np.argmax(bad))
+    raise GPUFault(f"ir3: {name} at pc {pc}: element {int(index[k])} is outside its IBO of {int(count[k])} elements",
+                   kind="illegal address")
+
+
 def _ldst_ibo(d):
   f, name = d.fields, d.name
   t, nb, half = _typeinfo(f)
@@ -608,6 +619,7 @@ def _ldst_ibo(d):
     base, count = _ibo(F, D, f, ix)
     elem = F.R[coord][ix].astype(np.int64)
     for c in range(comps):
+      _ibo_bounds(name, d.pc, (elem * comps if typed else elem) + c, count)
       addr = base + (((elem * comps if typed else elem) + c) * nb).astype(np.uint64)
       if store: D.mem.store(addr, F.read(val_reg + c, half)[ix], nb, f"{name} at pc {d.pc}")
       else:
@@ -673,7 +685,8 @@ def _atomic(d):
   def run(F, D, i):
     ix = F.idx()
     if kind == "b":
-      base, _ = _ibo(F, D, f, ix)
+      base, count = _ibo(F, D, f, ix)
+      _ibo_bounds(d.name, d.pc, F.R[_gpr(f["SRC2"])][ix].astype(np.int64), count)
       data_reg = _gpr(f["SRC1"])
       addrs = base + (F.R[_gpr(f["SRC2"])][ix].astype(np.uint64) << np.uint64(2))
       data, cmpv, dst = F.R[data_reg][ix], F.R[data_reg + 1][ix], data_reg
@@ -798,6 +811,8 @@ class Dispatch:
     lid = np.arange(per)
     lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
     for first in range(0, total, step):
+      # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
+      self._check_hang(first * per)
       g = np.arange(first, min(first + step, total))
       n = len(g) * per
       F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per))
@@ -842,6 +857,10 @@ class Dispatch:
         if F.sel is None: F.pc += 1
         else: F.pc[F.sel] += 1
       steps += 1
-      if not steps & 1023 and self.deadline is not None and time.monotonic() > self.deadline:
-        raise GPUFault(f"ir3: the dispatch still runs at pc {int(F.pc[F.alive].min())} after the hang timeout "
-                       f"({self.executed} fiber-instructions)", kind="hang")
+      if not steps & 1023: self._check_hang(None, int(F.pc[F.alive].min()))
+
+  def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
+    if self.deadline is None or time.monotonic() <= self.deadline: return
+    where = f"at pc {pc}" if pc is not None else f"at fiber {fiber} of the grid"
+    raise GPUFault(f"ir3: the dispatch still runs {where} after the hang timeout ({self.executed} fiber-instructions)",
+                   kind="hang")
