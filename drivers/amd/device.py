@@ -50,17 +50,20 @@ class AMDDevice(HCQDevice):
     super().__init__(os, config)
     self.iface = iface
     self.arch, self.props = iface.arch, iface.props
-    self.regs = pm4.gc_registers(iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
-    self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
-    self.sdma = sdma.sdma_version(iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
-    # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
-    # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
-    self.aql = iface.props.get("num_xcc", 1) > 1
     self.label = iface.label
     self.name = f"{self.arch} on {iface.label}"
     self._mems = []
-    try: self._setup()
-    except BaseException:
+    try:
+      try:
+        self.regs = pm4.gc_registers(iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
+        self.sdma = sdma.sdma_version(iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
+      except (DeviceError, ValueError) as e: raise DeviceError(f"{self.name}: {e}") from None
+      self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
+      # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
+      # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
+      self.aql = iface.props.get("num_xcc", 1) > 1
+      self._setup()
+    except BaseException:     # an unsupported part or a failed set-up: the iface (/dev/kfd, the VM, the PCI lock) is closed
       try: iface.close()
       finally: raise
 
@@ -254,11 +257,17 @@ class AMDDevice(HCQDevice):
                         f"({self.regs.max_wavesize} units of {granule} bytes per wave)")
     waves = min(cu * slots // se, 0xFFF)
     size = wavesize * granule * waves * se
+    if self.aql and size // self.props.get("num_xcc", 1) > 0xFFFFFFFF:   # the AQL scratch resource's NUM_RECORDS is 32 bits
+      raise DeviceError(f"{self.name}: {private_bytes} bytes of scratch per lane need {size // self.props.get('num_xcc', 1)} "
+                        f"bytes per XCC, past the 4 GiB an AQL queue's scratch descriptor holds")
     mem = self.iface.alloc(size, kind="vram")
     if self.scratch: self._old_scratch.append(self.scratch)
     self._mems.append(mem)
     self.scratch = Scratch(mem.va, size, per_thread, self.regs.tmpring_size(waves, wavesize))
     if self.aql:    # the CP takes an AQL dispatch's private segment from the queue's amd_queue_t
+      # ... for every dispatch it reads: work already queued must finish before those fields change under it (the
+      # reference runtime changes them with the queue stopped); this happens only when scratch grows
+      if self.timeline.value: self.wait_value(self.timeline.value)
       aql.describe_scratch(self.compute.ring.hwq.gart.cpu, self.regs, self.scratch, self.props.get("num_xcc", 1))
     return self.scratch
 

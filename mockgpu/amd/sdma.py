@@ -22,6 +22,14 @@ _SIZES = {(R.SDMA_COPY, R.SDMA_SUBOP_COPY_LINEAR): 7, (R.SDMA_INDIRECT, 0): 6, (
           (R.SDMA_GCR, 0): 5}
 
 
+
+def copy_count_mask(ip: tuple) -> int:
+  """COPY_LINEAR's count mask of SDMA version ip: the greatest listed major not above it (as the driver picks its
+  packet facts: 5.x takes 4's, 7.x its own); a version below every listed one is an error naming it."""
+  fits = [m for m in R.SDMA_COPY_COUNT_MASKS if m <= ip[0]]
+  if not fits: raise ValueError(f"mock SDMA {'.'.join(map(str, ip))}: no COPY_LINEAR count width known (SDMA 4, 6, 7)")
+  return R.SDMA_COPY_COUNT_MASKS[max(fits)]
+
 class SDMAEngine:
   def __init__(self, gpu, queue):
     self.gpu, self.queue = gpu, queue
@@ -30,7 +38,7 @@ class SDMAEngine:
     self.packets = 0
     self.max_packets = MAX_PACKETS_PER_RUN
     self.timestamp_offset = 0
-    self.copy_count_mask = R.SDMA_COPY_COUNT_MASKS[gpu.props.ip_versions["SDMA0"][0]]   # the part's SDMA version
+    self.copy_count_mask = copy_count_mask(gpu.props.ip_versions["SDMA0"])   # the part's SDMA version
 
   def _ring_offset(self, frame: Frame, pos: int) -> int:
     return (pos % frame.size_dw) * 4 if frame.ring else frame.ring_offset
