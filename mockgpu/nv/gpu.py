@@ -469,9 +469,10 @@ class MockNVGPU:
       ptx = _ptx()
       if ptx is None: raise QueueError(ch.name, "the PTX interpreter (mockgpu.nv.ptx) is not available")
       try: mod = ptx.parse(text.decode(errors="replace"))
-      except HCQError as e: raise QueueError(ch.name, f"PTX module at {text_va:#x}: {e}") from None
+      except HCQError as e: mod = QueueError(ch.name, f"PTX module at {text_va:#x}: {e}")   # kept: not parsed again
       if len(self._modules) > 64: self._modules.clear()
       self._modules[key] = mod
+    if isinstance(mod, QueueError): raise mod
     k = mod.kernels.get(name)
     if k is None: raise QueueError(ch.name, f"program at {pc:#x}: the PTX module has no kernel {name!r}")
     return k
@@ -482,11 +483,15 @@ class MockNVGPU:
       return
     ptx = _ptx()
     start = time.monotonic()
-    limit = self.timeout_s
+    # synchronous: the host waits inside the launch, so the kernel ends at the device timeout; threaded: the host's
+    # own wait times out first (and names the kernel), then the mock ends it (a GPU watchdog's Xid 8)
+    limit = self.timeout_s if not self.threaded else 2 * self.timeout_s + 1.0
 
     def stop() -> bool:
+      # past the time limit the kernel ends (Xid 8) in threaded mode too: the worker holds the GPU's lock while it
+      # runs, and host calls that need it (alloc, free, close) must not wait for an endless kernel for ever
       if self._stop or not ch.active: return True
-      return not self.threaded and time.monotonic() - start > limit
+      return time.monotonic() - start > limit
     try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop)
     except ptx.Stopped:
       if not ch.active or self._stop: raise QueueError(ch.name, f"kernel {kernel.name} was stopped: its channel went away") from None

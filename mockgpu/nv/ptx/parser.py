@@ -7,12 +7,20 @@ The text is cut into statements at ';', '{' and '}' (an initializer's braces sta
 """
 from __future__ import annotations
 
+
 import re
 import struct
 
 import numpy as np
 
 from .model import DTYPES, TYPE_BYTES, Instr, Operand, Param, PTXError, PTXKernel, PTXModule, Variable
+
+# what the mock reads at most (a text, registers per kernel: PTX's virtual registers, far past the 255 per thread a
+# GPU has) and the largest variable per state space: 228 KiB of shared memory per SM (Hopper), 512 KiB of local memory
+# per thread (CUDA's limit), 64 MiB for a module's .global/.const data
+MAX_TEXT = 64 << 20
+MAX_REGS = 1 << 20
+MAX_VARIABLE_BYTES = {"shared": 228 << 10, "local": 512 << 10, "global": 64 << 20, "const": 64 << 20, "param": 64 << 10}
 
 _LABEL = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*:(?!:)")
 _IDENT = re.compile(r"^[A-Za-z_$%][\w$.]*$")
@@ -188,6 +196,9 @@ def _variable(stmt: str, line: int, space: str) -> Variable:
   if vtype is None: raise PTXError(f"{space} variable {name} has no type", line, stmt)
   esize = TYPE_BYTES[vtype]
   size = 0 if count is None else count * esize
+  limit = MAX_VARIABLE_BYTES.get(space, 64 << 20)
+  if size > limit:      # the hardware's limits, checked before any memory is set aside for it
+    raise PTXError(f"a .{space} variable of {size} bytes (at most {limit})", line, stmt)
   data = None
   if init is not None:
     vals = [_number(x) for x in re.findall(r"[^{},\s]+", init)]
@@ -231,9 +242,17 @@ def parse(text) -> PTXModule:
     try: text = blob.decode()
     except UnicodeDecodeError: raise PTXError("the code object is neither PTX text nor a cubin") from None
   if text[:4] == "\x7fELF": raise PTXError("the mock NV GPU runs PTX only; it cannot execute SASS cubins")
+  if len(text) > MAX_TEXT: raise PTXError(f"a PTX text of {len(text)} characters (the mock reads at most {MAX_TEXT})")
   text = _strip_comments(text)
   mod = PTXModule("", "", 64, {}, {}, {})
   stmts = list(_statements(text))
+  try: return _module(mod, stmts)
+  except PTXError: raise
+  except (ValueError, IndexError, KeyError, OverflowError, RecursionError) as e:   # a malformed statement, named
+    raise PTXError(f"malformed PTX ({type(e).__name__}: {e})") from None
+
+
+def _module(mod: PTXModule, stmts: list) -> PTXModule:
   i = 0
   while i < len(stmts):
     line, s = stmts[i]
@@ -341,4 +360,6 @@ def _regs(k: PTXKernel, s: str, line: int) -> None:
     if not rm: raise PTXError(f"cannot read register {item!r}", line, s)
     if rm.group(2) is None: k.registers[rm.group(1)] = rtype
     else:
+      if int(rm.group(2)) > MAX_REGS or len(k.registers) + int(rm.group(2)) > MAX_REGS:
+        raise PTXError(f"more than {MAX_REGS} registers in a kernel", line, s)
       for n in range(int(rm.group(2))): k.registers[f"{rm.group(1)}{n}"] = rtype
