@@ -35,9 +35,10 @@ class DType:
   cname: str        # the C spelling
 
   def __new__(cls, name: str, itemsize: int, kind: str, cname: str):
-    d = _INTERNED.get((name, itemsize, kind, cname))
-    if d is None: d = _INTERNED[(name, itemsize, kind, cname)] = object.__new__(cls)
-    return d
+    key = (name, itemsize, kind, cname)
+    d = _INTERNED.get(key)
+    # setdefault is one step: two threads making the same new DType get one object (equality is identity)
+    return d if d is not None else _INTERNED.setdefault(key, object.__new__(cls))
 
   # The flags and the bounds are asked for on every UOp a pass builds or matches: they are computed once here (as
   # properties they would cost a Python call each time).

@@ -108,3 +108,9 @@ def test_bad_programs_are_refused_naming_the_instruction():
   with pytest.raises(CompileError, match="targets 'gfx1200'"):
     hcq_compile(program("k", ["s_endpgm"], arch="gfx1200"), "gfx1100")
   with pytest.raises(CompileError, match="does not compile for 'c'"): hcq_compile(program("k", ["s_endpgm"]), "c")
+
+
+def test_a_malformed_argument_tuple_is_a_code_object_error():
+  from hcq.compiler.backend.amd.errors import CodeObjectError
+  from hcq.compiler.backend.amd.program import KernelMeta
+  with pytest.raises(CodeObjectError, match=r"kernel k: argument \('a',\): .*missing"): KernelMeta.make("k", [("a",)])

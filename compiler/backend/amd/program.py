@@ -53,7 +53,8 @@ class KernelMeta:
     for a in args:
       if isinstance(a, Arg): a = dataclasses.astuple(a)
       if not isinstance(a, tuple): raise CodeObjectError(f"kernel {name}: argument {a!r} is not a cowriter.Arg")
-      Arg(*a)   # the fields an Arg takes, or a TypeError naming them
+      try: Arg(*a)   # the fields an Arg takes
+      except TypeError as e: raise CodeObjectError(f"kernel {name}: argument {a!r}: {e}") from None
       arg_tuples.append(a)
     return KernelMeta(name, tuple(arg_tuples), tuple((k, _hashable(options[k])) for k in SPEC_OPTIONS if k in options),
                       arch)
