@@ -42,6 +42,10 @@ class Config:
   mock_instruction_budget: int = 50_000_000
   # the GPU the mock AMD device poses as (HCQ_MOCK_GPU, one of MOCK_GPUS): its KFD topology, IP versions and ISA
   mock_gpu: str = "gfx1100"
+  # MOCKPCI+AMD presents each mock Navi 31 as an SR-IOV virtual function of a GPU the host already booted
+  # (HCQ_MOCK_AM_VF=1; mockgpu/amd/am/virt.py): the AM driver boots it the VF way (drivers/amd/am/virt.py). Off: a
+  # bare-metal function the driver boots with its own firmware
+  mock_am_vf: bool = False
   # mock BNXT NIC: its UDP "PHY" port on 127.0.0.1 (0 = any), the peer NIC's port (0 = none), a pcap of its wire,
   # wire faults ("drop=3,corrupt=1,reorder=2,p_drop=0.1"), its MAC (12 hex digits; "" = 02:00:00:00:00:<index+1>)
   bnxt_mock_port: int = 0
@@ -230,6 +234,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
     mock_gpu=(_raw(env, "HCQ_MOCK_GPU") or d.mock_gpu).strip(),
+    mock_am_vf=bool(_int(env, "HCQ_MOCK_AM_VF", 0, hi=1)),
     bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0, hi=65535),
     bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0, hi=65535),
     bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),

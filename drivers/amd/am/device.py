@@ -12,8 +12,13 @@ Each step is recorded in `steps` as (block, step, seconds since open) and passed
 `stage` names the last block whose hw_init completed. The queues come after, from the runtime device on top
 (AMIface.create_queue: a compute HQD and the SDMA0 ring).
 
+SR-IOV virtual function (virt.py): when RCC_IOV_FUNC_IDENTIFIER says "VF", the host already booted the GPU: the
+boot asks the PF for init data and exclusive init access through the mailbox before discovery, runs nbio, gmc, ih and
+gfx (no PSP, no SMU: the host owns them and loaded every firmware; gfx checks the host's RLC autoload completed), and
+keeps the access until the runtime device's queues exist (end_init, from open_am); close asks for fini access first.
+
 Not yet: reusing a GPU another AM process left booted beyond the sOS check (PSP skips its bootloader when the sOS
-runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, the SR-IOV VF, clock gating.
+runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, clock gating.
 Over a USB bridge (device=USBPCIDevice) the boot runs to gfx, but no runtime device stands on it yet: AMIface's
 memory is host memory the CPU maps at GPU VA == CPU VA (rings, signals, launch data, staging: ~26 MiB with CPU
 views), while behind a bridge system memory is 256 KiB of bridge SRAM reached only by read/write, and the mock
@@ -36,6 +41,7 @@ from .pci import AMPCI
 from .psp import PSP
 from .regs import IPRegs, RegAccess, module_for
 from .smu import SMU
+from . import virt
 
 # RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE is read before discovery gives the bases: the generated register (NBIO 4.3, offset
 # 0xC3 in segment 2) at the segment base every Navi 3x has (0xD20). Its one reader is _discover.
@@ -59,6 +65,7 @@ class AMDev:
     self.stage = "none"
     self._fw: dict[str, fwmod.Firmware] = {}
     self.vram = None
+    self.vf, self.mailbox = False, None     # an SR-IOV VF, and its mailbox to the PF (virt.py)
     self.t0 = os.monotonic()
     # one lock per GPU around what threads share: memory and page tables (TLB flushes), queue registers, the IH read
     # pointer, the MM_INDEX/MM_DATA pair (reentrant: alloc maps pages, which flushes through registers)
@@ -88,10 +95,14 @@ class AMDev:
                      f"doorbells BAR{p.bar_index['doorbell']}, registers BAR{p.bar_index['mmio']}; bus master on")
     self.stage = "pci"
     self.access = RegAccess(p.mmio, self.os, self.config.timeout_s, self.label, self.lock)
+    self._detect_vf()
     self._discover()
     self.nbio, self.gmc, self.ih, self.psp, self.smu, self.gfx = blocks = \
       [cls(self) for cls in (NBIO, GMC, IH, PSP, SMU, GFX)]
     if self.until is not None: blocks = blocks[:self.BLOCKS.index(self.until) + 1]
+    if self.vf:       # ---- SR-IOV VF: the host runs PSP and SMU (virt.py)
+      self.psp = self.smu = None
+      blocks = [b for b in blocks if b.name not in ("psp", "smu")]
     for b in blocks:
       self.step(b.name, "sw_init")
       b.sw_init()
@@ -100,8 +111,34 @@ class AMDev:
       b.hw_init()
       self.stage = b.name
     if self.stage == "gfx":
-      self.step("am", "boot reached gfx: every firmware running (queues come with the runtime device)")
+      self.step("am", "boot reached gfx: every firmware running (queues come with the runtime device)"
+                + (" under the VF's exclusive init access" if self.vf else ""))
     else: self.step("am", f"boot stopped after {self.stage} as asked")
+
+  # ---- SR-IOV VF (virt.py)
+  def _detect_vf(self) -> None:
+    """RCC_IOV_FUNC_IDENTIFIER says VF: ask the PF for init data and exclusive init access before touching the GPU."""
+    self.vf, iov = virt.read_iov(self.access, NBIO_SEGMENT2_EARLY)
+    if not self.vf: return
+    self.step("virt", f"SR-IOV VF (RCC_IOV_FUNC_IDENTIFIER: FUNC_IDENTIFIER 1, IOV_ENABLE {int(iov)}): the host booted "
+                      f"the GPU; no PSP, no SMU, no firmware load")
+    self.mailbox = virt.Mailbox(self.access, NBIO_SEGMENT2_EARLY, self.label, self.config.timeout_s,
+                                lambda what: self.step("virt", what))
+    ver = self.mailbox.request_init_data()
+    if ver: self.step("virt", f"host init data version {ver}")
+    self.mailbox.request_access(init=True)
+
+  def end_init(self) -> None:
+    """The runtime device is up (queues created): a VF gives its exclusive init access back (IDH_REL_GPU_INIT_ACCESS,
+    as Linux does at the end of amdgpu_device_init). Nothing on a PF."""
+    if self.mailbox is not None and self.mailbox.held == "init": self.mailbox.release_access()
+
+  def begin_fini(self) -> None:
+    """Before the queues are torn down, a VF asks for exclusive fini access (IDH_REQ_GPU_FINI_ACCESS); close gives it
+    back. A PF that does not answer is noted and the teardown goes on (the VF's own memory must still go)."""
+    if self.mailbox is None or self.mailbox.held: return
+    try: self.mailbox.request_access(init=False)
+    except virt.VirtError as e: self.step("virt", f"no fini access: {e}")
 
   def _discover(self) -> None:
     reg = module_for("NBIF", (4, 3, 0)).REGS["RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"]
@@ -129,6 +166,9 @@ class AMDev:
 
   # ---- end
   def close(self) -> None:
+    if self.mailbox is not None and self.mailbox.held and self.pci is not None:
+      try: self.mailbox.release_access()      # never leave the other VFs locked out
+      except virt.VirtError as e: self.step("virt", f"release not acknowledged: {e}")
     if self.vram is not None:
       self.vram.close()
       self.vram = None
@@ -151,4 +191,10 @@ def open_am(os, index: int, config, label: str | None = None):
   """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMIface)."""
   from ..device import AMDDevice
   from .iface import AMIface
-  return AMDDevice(AMIface(os, index, config, label), os, config)
+  iface = AMIface(os, index, config, label)
+  dev = AMDDevice(iface, os, config)      # makes the queues (on failure it closes the iface: access released there)
+  try: iface.am.end_init()
+  except BaseException:
+    dev.close()
+    raise
+  return dev

@@ -14,7 +14,8 @@ class GFX(IPBlock):
 
   def hw_init(self) -> None:
     r = self.dev.gc_regs
-    self.step("wait for RLC autoload (RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE)")
+    who = "the host's " if self.dev.vf else ""    # an SR-IOV VF loads nothing: the host's PSP did (virt.py)
+    self.step(f"wait for {who}RLC autoload (RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE)")
     done = r.mask("RLC_RLCS_BOOTLOAD_STATUS", "BOOTLOAD_COMPLETE")
     r.wait("RLC_RLCS_BOOTLOAD_STATUS", done, done)
-    self.step("RLC autoload complete: GFX firmware running")
+    self.step(f"{who}RLC autoload complete: GFX firmware running")

@@ -31,14 +31,15 @@ class Hub:
   def __init__(self, regs, vm: str, mc: str, semaphore: bool):
     self.regs, self.vm, self.mc, self.semaphore = regs, vm, mc, semaphore
 
-  def program(self, fb_base: int, fb_end: int, root_mc: int, dummy_mc: int) -> None:
+  def program(self, fb_base: int, fb_end: int, root_mc: int, dummy_mc: int, vf: bool = False) -> None:
     r, vm, mc = self.regs, self.vm, self.mc
-    r.write(f"{mc}_VM_AGP_BOT", 0xFFFFFF)     # AGP aperture off (BOT > TOP)
-    r.write(f"{mc}_VM_AGP_TOP", 0)
-    r.write(f"{mc}_VM_SYSTEM_APERTURE_LOW_ADDR", fb_base >> 18)
-    r.write(f"{mc}_VM_SYSTEM_APERTURE_HIGH_ADDR", fb_end >> 18)
-    r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", (dummy_mc >> 12) & 0xFFFFFFFF)
-    r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", dummy_mc >> 44)
+    if not vf:   # an SR-IOV VF may not write these: the host programs them (Linux mmhub_v3_0.c init_system_aperture_regs)
+      r.write(f"{mc}_VM_AGP_BOT", 0xFFFFFF)     # AGP aperture off (BOT > TOP)
+      r.write(f"{mc}_VM_AGP_TOP", 0)
+      r.write(f"{mc}_VM_SYSTEM_APERTURE_LOW_ADDR", fb_base >> 18)
+      r.write(f"{mc}_VM_SYSTEM_APERTURE_HIGH_ADDR", fb_end >> 18)
+      r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", (dummy_mc >> 12) & 0xFFFFFFFF)
+      r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", dummy_mc >> 44)
     start, end = VM_BASE >> 12, (VM_BASE + VM_SIZE - 1) >> 12
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", start & 0xFFFFFFFF)
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", start >> 32)
@@ -76,7 +77,7 @@ class GMC(IPBlock):
   def hw_init(self) -> None:
     for name, hub in self.hubs.items():
       self.step(f"{name} VM context 0 (4-level page tables at MC {self.root.mc:#x})")
-      hub.program(self.fb_base, self.fb_end, self.root.mc, self.dummy.mc)
+      hub.program(self.fb_base, self.fb_end, self.root.mc, self.dummy.mc, vf=self.dev.vf)
     self.flush_tlb()
 
   def flush_tlb(self) -> None:

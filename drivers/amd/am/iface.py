@@ -197,6 +197,7 @@ class AMIface:
   def _close(self, am) -> None:
     try:
       if am.pci is not None:
+        am.begin_fini()          # an SR-IOV VF: exclusive fini access for the teardown (released in am.close)
         drained = True
         for q in self._queues:
           try: self._stop_queue(q)

@@ -8,6 +8,8 @@ leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_
     os = MockOS(config); gpu = add_navi31(os)      # then the AM driver opens PCI function gpu.addr
     gpu = add_navi31_usb(os)                       # the same GPU behind a mock USB bridge (mockgpu/usb) instead of
                                                    # in sysfs: the driver reaches it with USBPCIDevice.open(os)
+    gpu = add_navi31(os, vf=True)                  # an SR-IOV VF of a GPU the host booted (virt.py; gpu.virt is
+                                                   # the host's side of its mailbox); vf_host: how the host answers
 """
 from __future__ import annotations
 
@@ -28,10 +30,12 @@ FB_BASE = 0x80_0000_0000
 
 class MockNavi31:
   def __init__(self, addr: str = "0000:03:00.0", vram_size: int = 512 << 20, discovery: bytes | None = None,
-               plug=None):
-    """plug(os, function): where the PCI function goes (default os.add_pci_function: sysfs)."""
+               plug=None, vf: bool = False, vf_host: str = "ready"):
+    """plug(os, function): where the PCI function goes (default os.add_pci_function: sysfs). vf: the function is an
+    SR-IOV VF (virt.py; vram_size is then its share of the frame buffer); vf_host: virt.PF_MODES."""
     self.addr, self.vram_size, self.fb_base = addr, vram_size, FB_BASE
     self.plug = plug
+    self.vf, self.vf_host, self.virt = vf, vf_host, None
     self.discovery = disc.build() if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
@@ -92,6 +96,9 @@ class MockNavi31:
     self.psp = PSPModel(self)
     self.cp = CommandProcessors(self)
     self.gchub.on_invalidate = self.cp.remap
+    if self.vf:
+      from .virt import VFModel
+      self.virt = VFModel(self, self.vf_host)
     fn = self.function = PCIFunction(self.addr, VENDOR, DEVICE, CLASS, revision=0xC8, subsystem_vendor=VENDOR,
                                      subsystem_device=0x0E3B)
     fn.add_bar(0, MemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size), is_64=True, prefetchable=True)

@@ -25,6 +25,10 @@ class RegFile:
     self.values: dict[int, int] = {}
     self.read_hooks: dict[int, object] = {}
     self.write_hooks: dict[int, object] = {}
+    # checks before an access takes effect (the SR-IOV VF's protections, virt.py): a write guard returns False to
+    # drop the write, either may raise to refuse the access outright
+    self.read_guards: dict[int, object] = {}
+    self.write_guards: dict[int, object] = {}
     self.vram_read, self.vram_write = vram_read, vram_write
     self.lock = threading.RLock()
     self.mmio = RegisterMMIO(name, MMIO_SIZE, read_hook=self._bar_read, write_hook=self._bar_write)
@@ -46,14 +50,20 @@ class RegFile:
     if read is not None: self.read_hooks[addr] = read
     if write is not None: self.write_hooks[addr] = write
 
+  def guard(self, addr: int, read=None, write=None) -> None:
+    if read is not None: self.read_guards[addr] = read
+    if write is not None: self.write_guards[addr] = write
+
   # ---- dword register space
   def read(self, addr: int) -> int:
     with self.lock:
+      if addr in self.read_guards: self.read_guards[addr]()
       fn = self.read_hooks.get(addr)
       return (fn() if fn is not None else self.values.get(addr, 0)) & 0xFFFFFFFF
 
   def write(self, addr: int, value: int) -> None:
     with self.lock:
+      if addr in self.write_guards and not self.write_guards[addr](value & 0xFFFFFFFF): return
       self.values[addr] = value & 0xFFFFFFFF
       fn = self.write_hooks.get(addr)
       if fn is not None: fn(value & 0xFFFFFFFF)
