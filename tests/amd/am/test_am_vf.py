@@ -1,0 +1,151 @@
+"""AM on an SR-IOV virtual function (issue 15, "am: vf"): the mock Navi 31 presented as a VF of a GPU the host already
+booted (mockgpu/amd/am/virt.py); the driver detects it by RCC_IOV_FUNC_IDENTIFIER and boots it without PSP, SMU or
+firmware, under exclusive init access asked for through the PF<->VF mailbox (drivers/amd/am/virt.py, after Linux
+mxgpu_nv.c), then runs the OpenCL corpus through it."""
+import pathlib
+
+import pytest
+
+import hcq
+from hcq.config import Config, from_env
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.virt import VirtError
+from hcq.errors import ConfigError, DeviceError
+from hcq.mockgpu import MockOS
+from hcq.mockgpu.amd.am.gpu import add_navi31
+from tests.fixtures.opencl.kernels import KERNELS
+
+from tests.amd.am.test_am_corpus import NAMES, run
+
+ADDR = "0000:03:00.0"
+BOOT = ["IDH_REQ_GPU_INIT_DATA", "IDH_REQ_GPU_INIT_DATA_READY", "IDH_REQ_GPU_INIT_ACCESS", "IDH_READY_TO_ACCESS_GPU"]
+
+
+def vf_os(tmp_path, host="ready", timeout_s=0.5):
+  """A MockOS with one mock Navi 31 VF; the firmware folder is empty: a VF must not need any file of it."""
+  empty = tmp_path / "no-firmware"
+  empty.mkdir(exist_ok=True)
+  os = MockOS(Config(timeout_s=timeout_s, lock_dir=str(tmp_path), firmware_dir=str(empty)))
+  return os, add_navi31(os, ADDR, vf=True, vf_host=host)
+
+
+@pytest.fixture
+def vf(tmp_path):
+  os, gpu = vf_os(tmp_path)
+  yield os, gpu
+  os.close()
+
+
+def test_vf_boots_without_loading_any_firmware(vf):
+  os, gpu = vf
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.vf and d.stage == "gfx" and d.psp is None and d.smu is None
+    assert [b for b, *_ in d.steps if b in ("psp", "smu")] == []
+    # the mock PSP saw nothing from the VF: no bootloader component, no ring, no firmware, no refusal
+    assert gpu.psp.bl_loaded == [] and gpu.psp.loaded_fw == [] and gpu.psp.ring is None and gpu.psp.refused == []
+    assert gpu.smu.messages == []
+    assert gpu.virt.refused == []            # no host-owned register written, nothing enabled without access
+    assert any("the host's RLC autoload complete" in w for b, w, _ in d.steps if b == "gfx")
+
+
+def test_handshake_order_as_mxgpu_nv(vf):
+  """Init data, then init access before discovery; released at end_init (after the queues), fini access around the
+  teardown: the order the host's side of the mailbox saw."""
+  os, gpu = vf
+  d = AMDev(os, ADDR, os.config)
+  try:
+    assert [m for _, m in gpu.virt.log] == BOOT and gpu.virt.exclusive == "init"
+    assert [s for _, s, _ in d.steps].index("mailbox: IDH_READY_TO_ACCESS_GPU") < \
+      [b for b, _, _ in d.steps].index("discovery")
+    assert [who for who, _ in gpu.virt.log] == ["vf", "pf", "vf", "pf"]
+    d.end_init()
+    assert gpu.virt.log[-1] == ("vf", "IDH_REL_GPU_INIT_ACCESS") and gpu.virt.exclusive is None
+    d.begin_fini()
+    assert gpu.virt.exclusive == "fini"
+  finally: d.close()
+  assert [m for _, m in gpu.virt.log][len(BOOT) + 1:] == ["IDH_REQ_GPU_FINI_ACCESS", "IDH_READY_TO_ACCESS_GPU",
+                                                         "IDH_REL_GPU_FINI_ACCESS"]
+  assert gpu.virt.exclusive is None
+
+
+def test_a_pf_that_never_answers_is_a_bounded_error_naming_the_register(tmp_path):
+  os, gpu = vf_os(tmp_path, host="silent", timeout_s=0.3)
+  try:
+    t0 = os.monotonic()
+    with pytest.raises(VirtError) as e: AMDev(os, ADDR, os.config)
+    assert os.monotonic() - t0 < 5
+    msg = str(e.value)
+    assert "BIF_BX_VF0_MAILBOX_CONTROL" in msg and "TRN_MSG_ACK" in msg and "IDH_REQ_GPU_INIT_DATA" in msg
+    assert isinstance(e.value, DeviceError)
+  finally: os.close()
+
+
+def test_a_pf_that_acknowledges_but_never_grants_access_names_the_answer_awaited(tmp_path):
+  os, gpu = vf_os(tmp_path, host="mute", timeout_s=0.3)
+  try:
+    with pytest.raises(VirtError) as e: AMDev(os, ADDR, os.config)
+    msg = str(e.value)
+    assert "did not answer IDH_REQ_GPU_INIT_ACCESS" in msg and "MSGBUF_RCV_DW0" in msg
+    assert "IDH_READY_TO_ACCESS_GPU" in msg and "last seen" in msg
+    # a host without the init-data handshake is not an error (Linux takes version 0); the access request is
+    assert [m for _, m in gpu.virt.log] == ["IDH_REQ_GPU_INIT_DATA", "IDH_REQ_GPU_INIT_ACCESS"]
+  finally: os.close()
+
+
+def test_a_refused_access_request_is_named(tmp_path):
+  os, gpu = vf_os(tmp_path, host="fail")
+  try:
+    with pytest.raises(VirtError, match="PF refused IDH_REQ_GPU_INIT_ACCESS.*IDH_FAIL"): AMDev(os, ADDR, os.config)
+  finally: os.close()
+
+
+def test_the_mock_vf_refuses_psp_access_and_bring_up_without_access(vf):
+  """The mock's protections the driver relies on not tripping: PSP/SMU registers are the host's (a DeviceError that
+  says so), and enabling a queue while not holding exclusive access is dropped."""
+  os, gpu = vf
+  rf = gpu.regs
+  with pytest.raises(DeviceError, match="MP0_SMN_C2PMSG_35 written by the VF.*belong to the host"):
+    rf.write(gpu.psp.r[35], 0x20000)
+  with pytest.raises(DeviceError, match="MP1_SMN_C2PMSG_90 read by the VF"): rf.read(gpu.smu.resp)
+  active = gpu.cp.hqd["CP_HQD_ACTIVE"]
+  rf.write(active, 1)
+  assert rf.read(active) == 0 and "CP_HQD_ACTIVE enabled without exclusive access" in gpu.virt.refused[-1]
+
+
+def test_a_bare_metal_function_is_not_taken_for_a_vf(tmp_path):
+  os = MockOS(Config(timeout_s=0.5, lock_dir=str(tmp_path)))
+  gpu = add_navi31(os, ADDR)
+  try:
+    assert gpu.virt is None
+    from hcq.drivers.amd.am.regs import RegAccess
+    from hcq.drivers.amd.am.pci import AMPCI
+    from hcq.drivers.amd.am.virt import read_iov
+    with AMPCI(os, ADDR) as p: assert read_iov(RegAccess(p.mmio, os, 0.5, "t"), 0xD20) == (False, False)
+  finally: os.close()
+
+
+def test_the_config_option_is_read_and_documented():
+  assert Config().mock_am_vf is False and from_env({}).mock_am_vf is False
+  assert from_env({"HCQ_MOCK_AM_VF": "1"}).mock_am_vf is True
+  with pytest.raises(ConfigError, match="HCQ_MOCK_AM_VF"): from_env({"HCQ_MOCK_AM_VF": "2"})
+  readme = (pathlib.Path(__file__).resolve().parents[3] / "README.md").read_text()
+  assert "`HCQ_MOCK_AM_VF`" in readme
+
+
+@pytest.fixture(scope="module")
+def vf_dev(tmp_path_factory):
+  """hcq.open("MOCKPCI+AMD") with Config.mock_am_vf: no firmware folder at all."""
+  tmp = tmp_path_factory.mktemp("vf")
+  d = hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, timeout_s=30, firmware_dir=str(tmp / "none"), lock_dir=str(tmp)))
+  yield d
+  d.close()
+
+
+# the default suite runs test_am_corpus's default kernels; -m slow runs every kernel of the corpus
+@pytest.mark.parametrize("name", [n if n in NAMES else pytest.param(n, marks=pytest.mark.slow) for n in sorted(KERNELS)])
+def test_corpus_through_the_vf(vf_dev, name):
+  am = vf_dev.iface.am
+  assert am.vf and am.mailbox.held is None and am.mailbox.log[-1] == "IDH_REL_GPU_INIT_ACCESS"
+  k = KERNELS[name]
+  data = k.inputs(seed=11)
+  k.check(run(vf_dev, k, data), data)
