@@ -65,7 +65,7 @@ class AMDev:
     self.stage = "none"
     self._fw: dict[str, fwmod.Firmware] = {}
     self.vram = None
-    self.vf, self.mailbox = False, None     # an SR-IOV VF, and its mailbox to the PF (virt.py)
+    self.vf, self.mailbox, self.pf2vf = False, None, None    # an SR-IOV VF, its mailbox to the PF, the host's pf2vf
     self.t0 = os.monotonic()
     # one lock per GPU around what threads share: memory and page tables (TLB flushes), queue registers, the IH read
     # pointer, the MM_INDEX/MM_DATA pair (reentrant: alloc maps pages, which flushes through registers)
@@ -127,6 +127,11 @@ class AMDev:
     ver = self.mailbox.request_init_data()
     if ver: self.step("virt", f"host init data version {ver}")
     self.mailbox.request_access(init=True)
+    block = self.pci.vram.read(virt.PF2VF_OFFSET, virt.PF2VF_SIZE)
+    try: self.pf2vf = virt.parse_pf2vf(block, self.mailbox.checksum_key)
+    except ValueError as e: self.step("virt", f"pf2vf region at VRAM {virt.PF2VF_OFFSET:#x} unusable: {e}")
+    else: self.step("virt", f"pf2vf v{self.pf2vf['version']} at VRAM {virt.PF2VF_OFFSET:#x}: feature flags "
+                            f"{self.pf2vf['feature_flags']:#x}, function {self.pf2vf.get('fcn_idx', '?')}")
 
   def end_init(self) -> None:
     """The runtime device is up (queues created): a VF gives its exclusive init access back (IDH_REL_GPU_INIT_ACCESS,
@@ -152,6 +157,7 @@ class AMDev:
       raise DeviceError(f"{self.label}: RCC_CONFIG_MEMSIZE reads {size >> 20} MiB: the board firmware did not set "
                         f"up VRAM (or the GPU is not answering on its register BAR)")
     self.vram = VRAM(self, size, reserved_top=disc.DISCOVERY_OFFSET)
+    if self.vf: self.vram.next = virt.VF_RESERVED     # the host's messages to the VF live below (virt.py)
     at = size - disc.DISCOVERY_OFFSET
     self.discovery = disc.parse(self.vram.read(at, disc.DISCOVERY_SIZE))
     self.step("discovery", f"{size >> 20} MiB VRAM; table at VRAM {at:#x}: {self.discovery.summary()}")

@@ -40,12 +40,24 @@ hcq waits its device timeout (Config.timeout_s) for an answer, and at most 500 m
 does not acknowledge is not there, and one that does not answer a request for access is an error naming the register,
 the message and the last value seen. Linux retries a request up to 5 times; hcq asks once.
 
-Not done: the pf2vf/vf2pf exchange region (amdgv_sriovmsg.h: 1 KiB amd_sriov_msg_pf2vf_info at 64 KiB into the
-firmware-reserved VRAM the VBIOS names, checksummed with the key above): hcq reads no VBIOS tables yet; world
-switches and FLR notifications (IDH_FLR_NOTIFICATION) at runtime; register access through the RLC (RLCG) that hosts
-may demand once init access is released.
+The pf2vf region (amdgv_sriovmsg.h): the host's message to the VF in the VF's own VRAM. Early in init a VF reads
+its VBIOS copy from the start of its VRAM BAR (amdgpu_bios.c amdgpu_read_bios_from_vram) and the pf2vf block at
+64 KiB into it (amdgpu_virt.c amdgpu_virt_init_data_exchange: bios + AMD_SRIOV_MSG_PF2VF_OFFSET_KB): VRAM offset
+0x10000, 1 KiB (AMD_SRIOV_MSG_SIZE_KB); the vf2pf block follows, then bad pages; the layout ends where the TMR
+begins (AMD_SRIOV_MSG_TMR_OFFSET_KB = 2048), so AM allocates nothing of its own below 2 MiB of a VF's VRAM.
+struct amd_sriov_msg_pf2vf_info (packed): header {size, version, reserved[2]}, checksum at 16, feature_flags at 20,
+vf2pf_update_interval_ms at 88, uuid (u64) at 92, fcn_idx at 100, reg_access_flags at 104. Checksum
+(amd_sriov_msg_checksum): key + the sum of the `size` bytes, less the bytes of the checksum field itself; version 1
+uses the key of IDH_READY_TO_ACCESS_GPU's RCV_DW2, version 2 the key 0. A size over 1 KiB, another version or a
+wrong checksum make the region unusable: Linux logs it and goes on, so does hcq (a traced step; `pf2vf` None).
+
+Not done: the vf2pf report (the VF's firmware versions and memory use, amdgpu_virt_write_vf2pf_data), world switches
+and FLR notifications (IDH_FLR_NOTIFICATION) at runtime, register access through the RLC (RLCG) that hosts may
+demand once init access is released.
 """
 from __future__ import annotations
+
+import struct
 
 from ....errors import DeviceError, Timeout
 from .regs import module_for
@@ -70,6 +82,8 @@ MSGBUF_TRN_DW0, MSGBUF_RCV_DW0, MAILBOX_CONTROL = 0x136, 0x13A, 0x13E
 TRN_MSG_VALID, TRN_MSG_ACK, RCV_MSG_VALID, RCV_MSG_ACK = 1 << 0, 1 << 1, 1 << 8, 1 << 9
 ACK_TIMEOUT_S = 0.5               # NV_MAILBOX_POLL_ACK_TIMEDOUT (ms)
 IOV_REG = "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER"
+# amdgv_sriovmsg.h: AMD_SRIOV_MSG_PF2VF_OFFSET_KB (64), AMD_SRIOV_MSG_SIZE_KB (1), AMD_SRIOV_MSG_TMR_OFFSET_KB (2048)
+PF2VF_OFFSET, PF2VF_SIZE, VF_RESERVED = 64 << 10, 1 << 10, 2048 << 10
 
 
 class VirtError(DeviceError):
@@ -178,3 +192,22 @@ class Mailbox:
     if self.held is None: return
     held, self.held = self.held, None          # given back even if the PF does not acknowledge the release
     self.request(IDH_REL_GPU_INIT_ACCESS if held == "init" else IDH_REL_GPU_FINI_ACCESS)
+
+
+def checksum(block: bytes, key: int) -> int:
+  """amd_sriov_msg_checksum's value for a block whose checksum field (offset 16) is part of it."""
+  return (key + sum(block) - sum(block[16:20])) & 0xFFFFFFFF
+
+
+def parse_pf2vf(block: bytes, key: int) -> dict:
+  """The fields AM uses of struct amd_sriov_msg_pf2vf_info; ValueError saying why the block is unusable."""
+  size, version = struct.unpack_from("<II", block, 0)
+  if size > PF2VF_SIZE or size < 20: raise ValueError(f"size {size} bytes (at most {PF2VF_SIZE})")
+  if version not in (1, 2): raise ValueError(f"version {version} (hcq reads 1 and 2)")
+  stored, want = struct.unpack_from("<I", block, 16)[0], checksum(block[:size], key if version == 1 else 0)
+  if stored != want: raise ValueError(f"checksum {stored:#x}, computed {want:#x}")
+  out = {"size": size, "version": version, "feature_flags": struct.unpack_from("<I", block, 20)[0]}
+  if version == 2 and size >= 108:
+    out["vf2pf_update_interval_ms"], out["uuid"], out["fcn_idx"], out["reg_access_flags"] = \
+      struct.unpack_from("<IQII", block, 88)
+  return out

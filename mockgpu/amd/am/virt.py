@@ -8,6 +8,10 @@ What the VF shows (the facts are Linux 6.12's, named where used):
 - The GPU as the host left it: the sOS runs (C2PMSG_81), the SMU answers, the RLC autoload completed
   (RLC_RLCS_BOOTLOAD_STATUS) - the host's PSP loaded every firmware; the VF's VRAM BAR is its share of the frame
   buffer, with the discovery table at its top as the host put it there.
+- The pf2vf block the host writes for the VF (amdgv_sriovmsg.h struct amd_sriov_msg_pf2vf_info, version 2, 1 KiB
+  at VRAM offset 64 KiB: after the VBIOS copy, amdgpu_virt.c amdgpu_virt_init_data_exchange), checksummed as
+  amd_sriov_msg_checksum does (key 0 for version 2): feature flags, vf2pf interval, uuid, function index.
+  `pf2vf_intact()` says whether the VF left it as written (a VF must not allocate over its messages).
 - PSP and SMU belong to the host: any access of the VF to an MP0/MP1 C2PMSG register is refused with a DeviceError
   that says so (a VF that loads firmware or talks to the SMU is a driver bug; MP0 13.0.0 lets a VF load only VCN
   firmware, amdgpu_virt.c amdgpu_virt_fw_load_skip_check).
@@ -30,6 +34,8 @@ every message in order, ("vf", request name) and ("pf", event name).
 """
 from __future__ import annotations
 
+import struct
+
 from ....autogen.amd import mp_13_0_0
 from ....errors import DeviceError
 from .discovery import GC_HWID, MMHUB_HWID, MP0_HWID, MP1_HWID, NBIF_HWID, OSSSYS_HWID, SDMA0_HWID
@@ -47,6 +53,8 @@ IOV_VF = 0x80000001                 # RCC_IOV_FUNC_IDENTIFIER: IOV_ENABLE (bit 3
 INIT_DATA_VERSION, CHECKSUM_KEY = 2, 0x5A5AC3C3
 ANSWER_AFTER_READS = 3              # reads of RCV_DW0 before the host's answer shows
 PF_MODES = ("ready", "silent", "mute", "fail")
+PF2VF_OFFSET, PF2VF_SIZE = 64 << 10, 1 << 10
+PF2VF_FEATURES, PF2VF_UUID, PF2VF_FCN = 0x3, 0x1234_5678_9ABC_DEF0, 1
 
 
 class VFModel:
@@ -67,6 +75,18 @@ class VFModel:
     rf.hook(self.rcv, read=self._rcv_dw0)
     self._host_booted()
     self._protect()
+    self._write_pf2vf()
+
+  def _write_pf2vf(self) -> None:
+    block = bytearray(PF2VF_SIZE)
+    struct.pack_into("<II", block, 0, PF2VF_SIZE, 2)           # header: size, version
+    struct.pack_into("<I", block, 20, PF2VF_FEATURES)         # feature_flags
+    struct.pack_into("<IQII", block, 88, 2000, PF2VF_UUID, PF2VF_FCN, 0)   # interval, uuid, fcn_idx, reg access
+    struct.pack_into("<I", block, 16, sum(block) & 0xFFFFFFFF)   # checksum: key 0 + the bytes (its own field 0)
+    self.pf2vf = bytes(block)
+    self.gpu.vram[PF2VF_OFFSET:PF2VF_OFFSET + PF2VF_SIZE] = self.pf2vf
+
+  def pf2vf_intact(self) -> bool: return bytes(self.gpu.vram[PF2VF_OFFSET:PF2VF_OFFSET + PF2VF_SIZE]) == self.pf2vf
 
   # ---- the GPU as the host left it
   def _host_booted(self) -> None:

@@ -48,6 +48,27 @@ def test_vf_boots_without_loading_any_firmware(vf):
     assert any("the host's RLC autoload complete" in w for b, w, _ in d.steps if b == "gfx")
 
 
+def test_pf2vf_is_read_and_left_alone(vf):
+  """The host's pf2vf block (64 KiB into the VF's VRAM, checksummed) is read after init access; nothing the VF
+  allocates lands on it."""
+  from hcq.mockgpu.amd.am.virt import PF2VF_FCN, PF2VF_FEATURES, PF2VF_UUID
+  os, gpu = vf
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.pf2vf == {"size": 1024, "version": 2, "feature_flags": PF2VF_FEATURES, "vf2pf_update_interval_ms": 2000,
+                       "uuid": PF2VF_UUID, "fcn_idx": PF2VF_FCN, "reg_access_flags": 0}
+    assert min(a.offset for a in d.vram.allocs) >= 2 << 20
+    assert gpu.virt.pf2vf_intact()
+
+
+def test_a_damaged_pf2vf_is_noted_and_the_boot_goes_on(vf):
+  """As Linux does (amdgpu_virt_read_pf2vf_data logs and returns): the step names the checksum."""
+  os, gpu = vf
+  gpu.vram[0x10000 + 40] ^= 0xFF
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.stage == "gfx" and d.pf2vf is None
+    assert any("pf2vf region at VRAM 0x10000 unusable: checksum" in w for _, w, _ in d.steps)
+
+
 def test_handshake_order_as_mxgpu_nv(vf):
   """Init data, then init access before discovery; released at end_init (after the queues), fini access around the
   teardown: the order the host's side of the mailbox saw."""
