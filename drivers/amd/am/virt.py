@@ -76,11 +76,12 @@ EVENTS = {0: "IDH_CLR_MSG_BUF", IDH_READY_TO_ACCESS_GPU: "IDH_READY_TO_ACCESS_GP
 ANSWERS = {IDH_REQ_GPU_INIT_ACCESS: IDH_READY_TO_ACCESS_GPU, IDH_REQ_GPU_FINI_ACCESS: IDH_READY_TO_ACCESS_GPU,
            IDH_REQ_GPU_INIT_DATA: IDH_REQ_GPU_INIT_DATA_READY}
 
-# NBIO 4.3 segment 2 offsets (nbio_4_3_0_offset.h regBIF_BX_DEV0_EPF0_VF0_MAILBOX_*, BASE_IDX 2)
-MAILBOX_SEGMENT = 2
+# NBIO 4.3 segment 2 offsets (nbio_4_3_0_offset.h regBIF_BX_DEV0_EPF0_VF0_MAILBOX_*, BASE_IDX 2): the mailbox is
+# used before discovery, so at segment 2's early base (AMDev: NBIO_SEGMENT2_EARLY, as for RCC_CONFIG_MEMSIZE)
 MSGBUF_TRN_DW0, MSGBUF_RCV_DW0, MAILBOX_CONTROL = 0x136, 0x13A, 0x13E
 TRN_MSG_VALID, TRN_MSG_ACK, RCV_MSG_VALID, RCV_MSG_ACK = 1 << 0, 1 << 1, 1 << 8, 1 << 9
-ACK_TIMEOUT_S = 0.5               # NV_MAILBOX_POLL_ACK_TIMEDOUT (ms)
+CONTROL_NAME, RCV_NAME = "BIF_BX_DEV0_EPF0_VF0_MAILBOX_CONTROL", "BIF_BX_DEV0_EPF0_VF0_MAILBOX_MSGBUF_RCV_DW0"
+ACK_TIMEOUT_S = 0.5               # NV_MAILBOX_POLL_ACK_TIMEDOUT: 500 ms
 IOV_REG = "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER"
 # amdgv_sriovmsg.h: AMD_SRIOV_MSG_PF2VF_OFFSET_KB (64), AMD_SRIOV_MSG_SIZE_KB (1), AMD_SRIOV_MSG_TMR_OFFSET_KB (2048)
 PF2VF_OFFSET, PF2VF_SIZE, VF_RESERVED = 64 << 10, 1 << 10, 2048 << 10
@@ -120,12 +121,11 @@ class Mailbox:
 
   # ---- one message
   def _wait_control(self, mask: int, value: int, what: str, timeout_s: float) -> None:
-    try: self.access.poll(lambda: self.access.read(self.control), mask, value, f"BIF_BX_VF0_MAILBOX_CONTROL ({what})",
-                          timeout_s)
+    reg = f"{CONTROL_NAME} (register {self.control:#x})"
+    try: self.access.poll(lambda: self.access.read(self.control), mask, value, f"{reg}: {what}", timeout_s)
     except Timeout as e:
-      raise VirtError(f"{self.label}: the PF did not {what}: BIF_BX_VF0_MAILBOX_CONTROL (register {self.control:#x}) "
-                      f"& {mask:#x} stayed {e.last_seen}, expected {value:#x} within {timeout_s:g} s (no host driver "
-                      f"behind this VF's mailbox?)") from None
+      raise VirtError(f"{self.label}: the PF did not {what}: {reg} read {e.last_seen} last, expected & {mask:#x} "
+                      f"== {value:#x} within {timeout_s:g} s (no host driver behind this VF's mailbox?)") from None
 
   def _transmit(self, req: int, data: tuple[int, int, int]) -> None:
     name = REQUESTS.get(req, str(req))
@@ -133,7 +133,8 @@ class Mailbox:
     self._wait_control(TRN_MSG_ACK, 0, f"drop TRN_MSG_ACK before {name}", ACK_TIMEOUT_S)
     for i, v in enumerate((req, *data)): self.access.write(self.trn + i, v)
     self.access.write(self.control, TRN_MSG_VALID)
-    self._wait_control(TRN_MSG_ACK, TRN_MSG_ACK, f"acknowledge {name} (TRN_MSG_ACK)", min(ACK_TIMEOUT_S, self.timeout_s))
+    self._wait_control(TRN_MSG_ACK, TRN_MSG_ACK, f"acknowledge {name} (TRN_MSG_ACK)",
+                       min(ACK_TIMEOUT_S, self.timeout_s))
     self.access.write(self.control, 0)
     self.log.append(name)
 
@@ -148,12 +149,11 @@ class Mailbox:
       if v == IDH_FAIL:
         self.access.write(self.control, RCV_MSG_ACK)
         self.log.append(EVENTS[IDH_FAIL])
-        raise VirtError(f"{self.label}: the PF refused {rname}: BIF_BX_VF0_MAILBOX_MSGBUF_RCV_DW0 (register "
-                        f"{self.rcv:#x}) holds IDH_FAIL ({IDH_FAIL}) instead of {ename} ({event})")
+        raise VirtError(f"{self.label}: the PF refused {rname}: {RCV_NAME} (register {self.rcv:#x}) holds IDH_FAIL "
+                        f"({IDH_FAIL}) instead of {ename} ({event})")
       if os.monotonic() > deadline:
-        raise NoAnswer(f"{self.label}: the PF did not answer {rname}: BIF_BX_VF0_MAILBOX_MSGBUF_RCV_DW0 (register "
-                        f"{self.rcv:#x}) expected {ename} ({event}), last seen {EVENTS.get(v, hex(v))} ({v:#x}) after "
-                        f"{self.timeout_s:g} s")
+        raise NoAnswer(f"{self.label}: the PF did not answer {rname}: {RCV_NAME} (register {self.rcv:#x}) expected "
+                       f"{ename} ({event}), last seen {EVENTS.get(v, hex(v))} ({v:#x}) after {self.timeout_s:g} s")
       os.sleep(0.0005)
     data = tuple(self.access.read(self.rcv + i) for i in (1, 2, 3))
     self.access.write(self.control, RCV_MSG_ACK)            # the PF may post its next message

@@ -96,7 +96,7 @@ def test_a_pf_that_never_answers_is_a_bounded_error_naming_the_register(tmp_path
     with pytest.raises(VirtError) as e: AMDev(os, ADDR, os.config)
     assert os.monotonic() - t0 < 5
     msg = str(e.value)
-    assert "BIF_BX_VF0_MAILBOX_CONTROL" in msg and "TRN_MSG_ACK" in msg and "IDH_REQ_GPU_INIT_DATA" in msg
+    assert "BIF_BX_DEV0_EPF0_VF0_MAILBOX_CONTROL" in msg and "TRN_MSG_ACK" in msg and "IDH_REQ_GPU_INIT_DATA" in msg
     assert isinstance(e.value, DeviceError)
   finally: os.close()
 
@@ -153,11 +153,12 @@ def test_the_config_option_is_read_and_documented():
   assert "`HCQ_MOCK_AM_VF`" in readme
 
 
-@pytest.fixture(scope="module")
-def vf_dev(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "threaded"])
+def vf_dev(request, tmp_path_factory):
   """hcq.open("MOCKPCI+AMD") with Config.mock_am_vf: no firmware folder at all."""
   tmp = tmp_path_factory.mktemp("vf")
-  d = hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, timeout_s=30, firmware_dir=str(tmp / "none"), lock_dir=str(tmp)))
+  d = hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, mock_threaded=request.param, timeout_s=30,
+                                     firmware_dir=str(tmp / "none"), lock_dir=str(tmp)))
   yield d
   d.close()
 
