@@ -168,6 +168,9 @@ def vf_dev(request, tmp_path_factory):
 def test_corpus_through_the_vf(vf_dev, name):
   am = vf_dev.iface.am
   assert am.vf and am.mailbox.held is None and am.mailbox.log[-1] == "IDH_REL_GPU_INIT_ACCESS"
+  gpu, = vf_dev.os.devices
+  # the queues were enabled while the VF held init access (the mock drops a bring-up without it), no firmware loaded
+  assert gpu.virt.refused == [] and gpu.virt.exclusive is None and gpu.psp.loaded_fw == []
   k = KERNELS[name]
   data = k.inputs(seed=11)
   k.check(run(vf_dev, k, data), data)
