@@ -38,7 +38,7 @@ class HostMemory:
     self._phys_page: dict[int, int] = {}
     self._next_phys = PHYS_BASE
     self._files: dict[int, int] = {}    # start of a memory file's own mapping -> its fd
-    self._views: dict[int, list] = {}   # page address -> [fd, file offset, set of holder ids]
+    self._views: dict[int, list] = {}   # page address -> [fd, file offset, set of (kind, holder id)]
 
   # ---- ranges
   def _add(self, start: int, size: int, what: str) -> None:
@@ -133,11 +133,12 @@ class HostMemory:
       for start, n in _runs(pages): libc.munmap(start, n)
       _os.close(fd)
 
-  def map_view(self, fd: int, offset: int, addr: int, size: int, holder: object, what: str) -> None:
+  def map_view(self, fd: int, offset: int, addr: int, size: int, holder: object, what: str, kind: str = "") -> None:
     """Hold [addr, addr+size) as a shared view of memory file fd from offset. Pages already viewed the same way get
-    one more holder; a page viewed otherwise, or an address some other mapping of this MockOS uses, is a DeviceError
-    naming it (nothing is mapped then). New pages are mapped with MAP_FIXED_NOREPLACE: memory this object does not know
-    about is never replaced."""
+    one more holder, unless a holder of the same kind holds one (kind "cpu": two CPU mappings at one address, which
+    mmap(MAP_FIXED_NOREPLACE) refuses too); a page viewed otherwise, or an address some other mapping of this MockOS
+    uses, is a DeviceError naming it (nothing is mapped then). New pages are mapped with MAP_FIXED_NOREPLACE: memory
+    this object does not know about is never replaced."""
     if (addr | offset | size) % PAGE or size <= 0:
       raise DeviceError(f"mock memory: view of {what} at {addr:#x}+{size:#x} (file offset {offset:#x}) is not page-aligned")
     with self._lock:
@@ -150,8 +151,8 @@ class HostMemory:
         elif v[0] != fd or v[1] != offset + i:
           raise DeviceError(f"mock memory: view of {what} at {addr + i:#x} (file offset {offset + i:#x}) meets another "
                             f"view there (file offset {v[1]:#x})")
-        elif id(holder) in v[2]:
-          raise DeviceError(f"mock memory: view of {what} at {addr + i:#x} is already held by the same holder")
+        elif (kind, id(holder)) in v[2] or kind and any(k == kind for k, _ in v[2]):
+          raise DeviceError(f"mock memory: view of {what} at {addr + i:#x} is already held by a {kind or 'same'} holder")
       done = []
       try:
         for start, n in _runs(fresh):
@@ -162,16 +163,16 @@ class HostMemory:
         for start, n in done: libc.munmap(addr + start, n)
         raise
       for i in fresh: self._views[addr + i] = [fd, offset + i, set()]
-      for i in range(0, size, PAGE): self._views[addr + i][2].add(id(holder))
+      for i in range(0, size, PAGE): self._views[addr + i][2].add((kind, id(holder)))
 
-  def unmap_view(self, addr: int, size: int, holder: object) -> None:
+  def unmap_view(self, addr: int, size: int, holder: object, kind: str = "") -> None:
     """Let go of the holder's hold on [addr, addr+size); pages nobody holds any more are unmapped."""
     with self._lock:
       gone = []
       for i in range(0, size, PAGE):
         v = self._views.get(addr + i)
-        if v is None or id(holder) not in v[2]: continue
-        v[2].discard(id(holder))
+        if v is None or (kind, id(holder)) not in v[2]: continue
+        v[2].discard((kind, id(holder)))
         if not v[2]:
           del self._views[addr + i]
           gone.append(i)

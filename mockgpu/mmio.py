@@ -114,7 +114,7 @@ class FileMemoryMMIO(MemoryMMIO):
     super().__init__(name, addr, size)
     self.fd = fd
 
-  def map_view(self, memory, addr: int, offset: int, size: int, holder, what: str) -> None:
+  def map_view(self, memory, addr: int, offset: int, size: int, holder, what: str, kind: str = "") -> None:
     if offset < 0 or size <= 0 or offset + size > self.size:
       raise OSCallError("mmap", what, errno.EINVAL, f"{offset:#x}+{size:#x} is outside {self.name} ({self.size:#x} bytes)")
-    memory.map_view(self.fd, offset, addr, size, holder, what)
+    memory.map_view(self.fd, offset, addr, size, holder, what, kind)

@@ -47,7 +47,7 @@ class FixedViewMMIO(MappedMMIO):
   def close(self) -> None:
     if self.memory is None: return
     self._u32 = None
-    self.memory.unmap_view(self.addr, self.size, self)
+    self.memory.unmap_view(self.addr, self.size, self, kind="cpu")
     self.memory, self.size = None, 0      # every later access fails the bounds check instead of faulting
 
 
@@ -190,7 +190,7 @@ class MockOS:
     if not hasattr(window, "map_view"):
       raise OSCallError("mmap", path, errno.ENODEV, f"{window.name} is not memory that can be mapped at an address")
     view = FixedViewMMIO(self.memory, addr, size, f"{what}+{offset:#x}@{addr:#x}")
-    window.map_view(self.memory, addr, 0, size, view, what)
+    window.map_view(self.memory, addr, 0, size, view, what, kind="cpu")
     return view
 
   # ---- locks and events
