@@ -7,7 +7,7 @@ Two kinds of allocation come from the same free list:
   alloc_user(size, what, align)  memory of the runtime (user buffers, code, scratch), highest address first so that
                                  the driver's own tables stay low and free space stays in one piece; not cleared (its
                                  contents are what the last user left, as with KFD's VRAM); given back with free(buf)
-Freed ranges merge with their free neighbours. Sizes are rounded up to 4 KiB pages, alignments are powers of two of
+Freed ranges merge with their free neighbours. The free list is kept under the device lock (dev.lock). Sizes are rounded up to 4 KiB pages, alignments are powers of two of
 at least a page. An exhausted VRAM is a DeviceError naming the device, the size asked for and what is left.
 
 An allocation (VRAMBuf) knows its VRAM offset and its MC address (fb_base + offset), the address the GPU's engines
@@ -54,24 +54,27 @@ class VRAM:
   # ---- allocation
   def alloc(self, size: int, what: str, align: int = PAGE) -> VRAMBuf:
     """Boot-lifetime VRAM for the driver, zero-filled, at the lowest offset that fits."""
-    buf = self._take(size, what, align, top=False)
-    self.allocs.append(buf)
+    with self.dev.lock:
+      buf = self._take(size, what, align, top=False)
+      self.allocs.append(buf)
     self.fill(buf.offset, buf.size)
     return buf
 
   def alloc_user(self, size: int, what: str, align: int = PAGE) -> VRAMBuf:
     """VRAM for the runtime (a buffer), not cleared, at the highest offset that fits; free(buf) gives it back."""
-    buf = self._take(size, what, align, top=True)
-    self.user[buf.offset] = buf
+    with self.dev.lock:
+      buf = self._take(size, what, align, top=True)
+      self.user[buf.offset] = buf
     return buf
 
   def free(self, buf: VRAMBuf) -> None:
     """Give back a buffer alloc_user made (merged with its free neighbours). Anything else is a DeviceError."""
-    if self.user.get(buf.offset) != buf:
-      raise DeviceError(f"{self.dev.label}: free of VRAM {buf.offset:#x}+{buf.size:#x} ({buf.what}), which is not a "
-                        f"live runtime allocation")
-    del self.user[buf.offset]
-    self._give(buf.offset, buf.size)
+    with self.dev.lock:
+      if self.user.get(buf.offset) != buf:
+        raise DeviceError(f"{self.dev.label}: free of VRAM {buf.offset:#x}+{buf.size:#x} ({buf.what}), which is not a "
+                          f"live runtime allocation")
+      del self.user[buf.offset]
+      self._give(buf.offset, buf.size)
 
   @property
   def free_bytes(self) -> int: return sum(size for _, size in self._free)
