@@ -160,8 +160,8 @@ class AMDev:
     if size == 0 or size > self.pci.bar_size("vram") and self.pci.bar_size("vram") < (64 << 20):
       raise DeviceError(f"{self.label}: RCC_CONFIG_MEMSIZE reads {size >> 20} MiB: the board firmware did not set "
                         f"up VRAM (or the GPU is not answering on its register BAR)")
-    self.vram = VRAM(self, size, reserved_top=disc.DISCOVERY_OFFSET)
-    if self.vf: self.vram.next = virt.VF_RESERVED     # the host's messages to the VF live below (virt.py)
+    # a VF allocates nothing where the host's messages to it live (virt.py)
+    self.vram = VRAM(self, size, reserved_top=disc.DISCOVERY_OFFSET, reserved_bottom=virt.VF_RESERVED if self.vf else 0)
     at = size - disc.DISCOVERY_OFFSET
     self.discovery = disc.parse(self.vram.read(at, disc.DISCOVERY_SIZE))
     self.step("discovery", f"{size >> 20} MiB VRAM; table at VRAM {at:#x}: {self.discovery.summary()}")

@@ -38,11 +38,15 @@ def _mib(n: int) -> str: return f"{n:#x} bytes ({n / (1 << 20):.1f} MiB)"
 
 
 class VRAM:
-  def __init__(self, dev, size: int, reserved_top: int):
+  def __init__(self, dev, size: int, reserved_top: int, reserved_bottom: int = 0):
+    """reserved_bottom: bytes at the start of VRAM that nothing is allocated in (an SR-IOV VF's message area)."""
     self.dev, self.size = dev, size
     self.fb_base = 0
     self.end = size - reserved_top       # the top holds the discovery binary (and firmware reservations)
-    self._free: list[tuple[int, int]] = [(0, self.end)]     # (offset, size), sorted by offset, never adjacent
+    if not 0 <= reserved_bottom < self.end:
+      raise DeviceError(f"{dev.label}: {reserved_bottom:#x} bytes reserved at the bottom of {self.end:#x} usable VRAM")
+    # (offset, size), sorted by offset, never adjacent
+    self._free: list[tuple[int, int]] = [(reserved_bottom, self.end - reserved_bottom)]
     self.allocs: list[VRAMBuf] = []      # the boot-lifetime ones, in allocation order
     self.user: dict[int, VRAMBuf] = {}   # offset -> a runtime allocation not yet freed
     bar = dev.pci.vram
