@@ -129,6 +129,8 @@ class AMDev:
 
   # ---- end
   def close(self) -> None:
+    smu = getattr(self, "smu", None)
+    if smu is not None: smu.close()     # the state file goes before the lock it stands next to
     if self.vram is not None:
       self.vram.close()
       self.vram = None
