@@ -27,12 +27,7 @@ def compute_queue(dev):
   return q
 
 
-def mqd_of(q) -> MQD: return MQD.from_buffer_copy(bytes(q.mqd.cpu[:ctypes_size()]))
-
-
-def ctypes_size():
-  import ctypes
-  return ctypes.sizeof(MQD)
+def mqd_of(q) -> MQD: return MQD.from_buffer_copy(bytes(q.mqd.cpu[:mqdmod.MQD_SIZE]))
 
 
 def test_the_mqd_decodes_to_the_queue(dev):
@@ -83,7 +78,7 @@ def test_a_corrupted_mqd_field_is_named_by_the_cp(dev):
   dev.iface._stop_queue(q)
   m = mqd_of(q)
   m.cp_hqd_pq_base_lo ^= 0x10            # the ring moved in the MQD, not in the HQD
-  q.mqd.cpu[:ctypes_size()] = bytes(m)
+  q.mqd.cpu[:mqdmod.MQD_SIZE] = bytes(m)
   with pytest.raises(DeviceError, match=r"HQD me 1 pipe 0 queue 0: MQD at 0x[0-9a-f]+ has cp_hqd_pq_base_lo = "):
     reactivate(dev, q)
   dev.iface.am.gc_regs.write("CP_MQD_BASE_ADDR", 0)

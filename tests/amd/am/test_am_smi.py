@@ -1,6 +1,8 @@
 """hcq-smi against a GPU the AM driver holds, in one process: MOCKPCI+AMD opened through hcq.open, then hcq-smi's entry
 point run over the same MockOS (its lock files, /proc/locks and fds show the holder as Linux shows them)."""
 import json
+import re
+import time
 
 import pytest
 
@@ -70,7 +72,8 @@ def test_top_json_shows_the_smus_metrics(held, capsys):
   assert f"clocks GFX {m.CurrClock[S.PPCLK_GFXCLK]} " in out and f"power {m.AverageSocketPower} W" in out
   # while the engines run, the clock goes up to the DPM level the driver allows and the activity rises
   dev.iface.am.smu.set_clock_range(S.PPCLK_GFXCLK, 500, 1500)
-  gpu.cp.gpu._busy.append((__import__("time").monotonic() - 0.5, __import__("time").monotonic()))
+  now = time.monotonic()
+  gpu.cp.gpu._busy.append((now - 0.5, now))      # the engines' record of a dispatch that ran for the last half second
   rc, row, _ = top_json(os, capsys)
   assert row["smu"]["gfx_clock_mhz"] == 1500 and row["smu"]["gfx_activity_percent"] >= 40
   assert row["smu"]["temperature_edge_c"] > smu["temperature_edge_c"] and row["smu"]["power_w"] > smu["power_w"]
@@ -104,9 +107,8 @@ def test_a_hostile_state_file_is_refused(held, capsys, change, message):
   rc, out, err = run(os, capsys, "top", "--json")
   (row,) = [r for r in json.loads(out)["devices"] if r["address"] == ADDR]
   assert rc == 1 and row["smu"] is None and "Traceback" not in err
-  import re
   assert re.search(message, row["error"]) and ADDR in row["error"]
-  # the message offset check happens before anything is sent; only the pid/bus/type checks come earlier still
+  # a table the hardware shows misplaced is refused before anything is sent to the SMU
   if "framebuffer" in message or "inside" in message: assert gpu.smu.metrics_count == before
   rc, out, err = run(os, capsys, "top", "--once")
   assert rc == 1 and f"{ADDR}" in out and "error:" in out and "Traceback" not in err
@@ -139,10 +141,7 @@ def test_smu_messages_wait_for_the_mailbox_lock(held):
   with pytest.raises(SMUError, match=r"SMU mailbox stayed taken for 0\.05 s.*am-smu_0000:03:00\.0\.lock"):
     dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
   other.release()
-  assert dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion) == smu_version(dev)
-
-
-def smu_version(dev): return dev.iface.am.smu.version
+  assert dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion) == dev.iface.am.smu.version
 
 
 def test_a_holder_without_a_state_file_is_shown_without_metrics(held, capsys):
