@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import errno
 import os as _os
+import stat as stat_mod
 import threading
 import time
 
 from ..drivers.system import libc
-from ..drivers.system.locks import in_use_error, lock_path
+from ..drivers.system.locks import STATE_MAX_BYTES, in_use_error, lock_path, state_path
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
 from .memory import HostMemory
 from .pci import PCIFunction
-from .vfs import DataFile, DeviceNode, Dir, VFS
+from .vfs import DataFile, DeviceNode, Dir, Symlink, VFS
 
 PAGE = libc.PAGE_SIZE
 PCI_MEM_WINDOW = 0x80_0000_0000   # fake bus addresses given to 64-bit BARs
@@ -51,16 +52,26 @@ class FixedViewMMIO(MappedMMIO):
     self.memory, self.size = None, 0      # every later access fails the bounds check instead of faulting
 
 
-class MockLock:
-  """A device lock held in memory (flock semantics: one holder per lock file until release)."""
+MOCK_LOCK_DEV = (0, 0x2A)   # the (major, minor) of the file system the mock's lock files are on, as procfs prints it
 
-  def __init__(self, os, path: str):
-    self.os, self.path = os, path
+
+class MockLock:
+  """A device lock held in memory (flock semantics: one holder per lock file until release). It shows as Linux shows
+  an flock, so that hcq-smi finds the holder through the mock as through the kernel: the lock file in the lock dir,
+  a line of /proc/locks, an fd of the holder in /proc/<pid>/fd whose fdinfo has the "lock:" line."""
+
+  def __init__(self, os, path: str, ino: int, fd: int):
+    self.os, self.path, self.ino, self.fd = os, path, ino, fd
     self.pid = _os.getpid()   # the holder, as <proc>/locks would name it
+
+  def line(self, n: int) -> str:
+    return f"{n}: FLOCK  ADVISORY  WRITE {self.pid} {MOCK_LOCK_DEV[0]:02x}:{MOCK_LOCK_DEV[1]:02x}:{self.ino} 0 EOF"
 
   def release(self) -> None:
     with self.os._lock:
-      if self.os._held_locks.get(self.path) is self: del self.os._held_locks[self.path]
+      if self.os._held_locks.get(self.path) is self:
+        del self.os._held_locks[self.path]
+        for d in ("fd", "fdinfo"): self.os.vfs.remove(f"/proc/{self.pid}/{d}/{self.fd}")
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.release()
@@ -81,6 +92,8 @@ class MockOS:
     self.pci_functions: dict[str, PCIFunction] = {}
     self._engines: list = []
     self._held_locks: dict[str, MockLock] = {}
+    self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
+    self._next_fd = 100
     self._usb: dict[tuple[int, int], list] = {}
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
@@ -91,6 +104,7 @@ class MockOS:
       self.vfs.mkdir(d)
     self.vfs.add_file("/proc/sys/vm/compact_unevictable_allowed", "1\n", write=lambda data: None)
     self.vfs.add_file("/proc/self/status", read=lambda: f"Name:\tpython\nPid:\t{_os.getpid()}\n")
+    self.vfs.add_file("/proc/locks", read=self._proc_locks)
 
   # ---- errors: the VFS names the lookup; re-raise naming the call the driver made
   def _node(self, call: str, path: str, follow: bool = True):
@@ -194,14 +208,68 @@ class MockOS:
     return view
 
   # ---- locks and events
-  def lock_device(self, kind: str, pcibus: str) -> MockLock:
+  def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> MockLock:
     try: path = lock_path(self.config.lock_dir, kind, pcibus)
     except ValueError as e: raise DeviceError(str(e)) from None
-    with self._lock:
-      if path in self._held_locks:
-        raise DeviceError(in_use_error(kind, pcibus, path, [self._held_locks[path].pid]))
-      lock = self._held_locks[path] = MockLock(self, path)
-      return lock
+    deadline = time.monotonic() + wait_s
+    while True:
+      with self._lock:
+        held = self._held_locks.get(path)
+        if held is None: return self._take_lock(path)
+        if time.monotonic() >= deadline: raise DeviceError(in_use_error(kind, pcibus, path, [held.pid]))
+      time.sleep(0.0005)      # another thread holds it (the threaded mock, or a tool in this process)
+
+  def _take_lock(self, path: str) -> MockLock:
+    if not self.vfs.exists(path): self.vfs.add_file(path, b"", mode=0o666)    # lock files stay, as on Linux
+    ino = self._inodes.setdefault(path, len(self._inodes) + 1000)
+    self._next_fd += 1
+    lock = self._held_locks[path] = MockLock(self, path, ino, self._next_fd)
+    self.vfs.add_symlink(f"/proc/{lock.pid}/fd/{lock.fd}", path, replace=True)
+    self.vfs.add_file(f"/proc/{lock.pid}/fdinfo/{lock.fd}", f"pos:\t0\nflags:\t02100002\nino:\t{ino}\nlock:\t{lock.line(1)}\n",
+                      replace=True)
+    if not self.vfs.exists(f"/proc/{lock.pid}/comm"): self.vfs.add_file(f"/proc/{lock.pid}/comm", "python\n")
+    return lock
+
+  def _proc_locks(self) -> str:
+    with self._lock: return "".join(lock.line(n) + "\n" for n, lock in enumerate(self._held_locks.values(), 1))
+
+  # ---- device state files (in the VFS, at the path LinuxOS uses)
+  def _state_path(self, kind: str, pcibus: str) -> str:
+    try: return state_path(self.config.lock_dir, kind, pcibus)
+    except ValueError as e: raise DeviceError(f"device state file: {e}") from None
+
+  def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None:
+    path = self._state_path(kind, pcibus)
+    if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
+    self.vfs.add_file(path, bytes(data), replace=True)
+
+  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
+    path = self._state_path(kind, pcibus)
+    try: node = self.vfs.lookup(path, follow=False)
+    except OSCallError: return None
+    if not isinstance(node, DataFile): raise DeviceError(f"{path}: not a regular file")
+    data = node.content()
+    if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: more than {STATE_MAX_BYTES} bytes: not a state file")
+    return data
+
+  def remove_device_state(self, kind: str, pcibus: str) -> None:
+    path = self._state_path(kind, pcibus)
+    if self.vfs.exists(path, follow=False): self.vfs.remove(path)
+
+  # ---- what tools (hcq-smi) ask beyond the driver interface, as LinuxOS answers it: the lock dir's files
+  def listdir(self, path: str) -> list[str]: return self._list(path)
+
+  def stat(self, path: str, follow_symlinks: bool = True) -> _os.stat_result:
+    node = self._node("stat", path, follow_symlinks)
+    if isinstance(node, Dir): mode = stat_mod.S_IFDIR | 0o755
+    elif isinstance(node, Symlink): mode = stat_mod.S_IFLNK | 0o777
+    else: mode = stat_mod.S_IFREG | getattr(node, "mode", 0o644)
+    ino = self._inodes.get(self.vfs.realpath(path) if follow_symlinks else path, id(node) & 0xFFFFFFFF)
+    return _os.stat_result((mode, ino, _os.makedev(*MOCK_LOCK_DEV), 1, _os.getuid(), _os.getgid(), 0, 0, 0, 0))
+
+  def realpath(self, path: str) -> str:
+    try: return self.vfs.realpath(path)
+    except OSCallError: return path
 
   def held_locks(self) -> list[str]:
     with self._lock: return sorted(self._held_locks)

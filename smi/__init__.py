@@ -2,6 +2,6 @@
 from __future__ import annotations
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, host=None) -> int:
   from .cli import main as cli_main
-  return cli_main(argv)
+  return cli_main(argv, host=host)

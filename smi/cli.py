@@ -34,7 +34,8 @@ COMMANDS = {
   "pids": "print the processes holding each device's lock",
   "kill_pids": "SIGKILL the processes holding each device's lock until none is left",
   "list": "list AMD, NVIDIA and Broadcom PCI functions: address, ids, name, driver, lock holder",
-  "top": "a refreshing table of each device (utilisation, VRAM, temperature, power)",
+  "top": "a refreshing table of each device (utilisation, VRAM, temperature, power; amd: the SMU's clocks, "
+         "temperatures, power and activity of GPUs the AM driver holds)",
 }
 
 
@@ -80,18 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
-def main(argv=None) -> int:
+def main(argv=None, host=None) -> int:
+  """host: the OS interface to act through (default LinuxOS over the HCQ_* configuration; tests give a MockOS that
+  also serves the GPU an AM driver in the same process holds)."""
   args = build_parser().parse_args(argv)
   from ..config import from_env
   from ..drivers.system import LinuxOS
   from . import commands, listing
   from .report import Report
   report = Report(args.json)
-  try: config = from_env()
-  except ValueError as e:  # a malformed HCQ_* variable (config.py names it)
-    report.error(str(e))
-    return 2
-  ctx = commands.Context(backend(args.backend), LinuxOS(config), report, getattr(args, "sudoless", False))
+  if host is None:
+    try: config = from_env()
+    except ValueError as e:  # a malformed HCQ_* variable (config.py names it)
+      report.error(str(e))
+      return 2
+    host = LinuxOS(config)
+  ctx = commands.Context(backend(args.backend), host, report, getattr(args, "sudoless", False))
   try:
     if args.command == "rmmod": return commands.rmmod(ctx, args.expect)
     if args.command == "insmod": return commands.insmod(ctx)

@@ -22,7 +22,7 @@ def _holders(ctx, bus: str) -> list[dict]:
   out = []
   for lf in lock_for(ctx.host, bus):
     for pid in find_holders(ctx.host, lf.path):
-      out.append({"pid": pid, "name": process_name(ctx.host, pid), "lock": lf.path})
+      out.append({"pid": pid, "name": process_name(ctx.host, pid), "lock": lf.path, "kind": lf.kind})
   return out
 
 
@@ -96,7 +96,21 @@ def _hwmon(dev: PCIDevice, host) -> tuple[float | None, float | None]:
 
 def _row(addr: str) -> dict:
   return {"address": addr, "id": None, "driver": None, "holders": [], "source": None, "busy_percent": None,
-          "vram_used": None, "vram_total": None, "temperature_c": None, "power_w": None, "error": None}
+          "vram_used": None, "vram_total": None, "temperature_c": None, "power_w": None, "smu": None, "error": None}
+
+
+def _smu(ctx, row: dict, addr: str, pids: list[int]) -> None:
+  """The SMU's metrics of a GPU the AM driver (pids) holds: read through the registers and VRAM BARs and the SMU
+  mailbox, where the holder's state file says its driver table is (drivers/amd/am/monitor.py)."""
+  from ..drivers.amd.am.monitor import read_metrics
+  row["source"] = "smu"
+  st, m = read_metrics(ctx.host, addr, pids)
+  if st is None:
+    row["source"] = "hcq"
+    ctx.report.warn(f"{addr}: held by AM (pid {', '.join(map(str, pids))}), which published no SMU state: no metrics")
+    return
+  row["smu"] = dict(m, holder_pid=st.pid, firmware=f"{st.firmware >> 16}.{(st.firmware >> 8) & 0xFF}.{st.firmware & 0xFF}")
+  row["busy_percent"], row["temperature_c"], row["power_w"] = m["gfx_activity_percent"], m["temperature_edge_c"], m["power_w"]
 
 
 def _sample_one(ctx, dev: PCIDevice) -> dict:
@@ -111,8 +125,10 @@ def _sample_one(ctx, dev: PCIDevice) -> dict:
       row["vram_used"] = _read_int(dev, "mem_info_vram_used")
       row["vram_total"] = _read_int(dev, "mem_info_vram_total")
       row["temperature_c"], row["power_w"] = _hwmon(dev, ctx.host)
+    elif ctx.backend.name == "amd" and any(h["kind"] == "am" for h in row["holders"]):
+      _smu(ctx, row, dev.addr, [h["pid"] for h in row["holders"] if h["kind"] == "am"])
     elif row["holders"]:
-      row["source"] = "hcq"  # held by hcq's own driver: SMU metrics once the AM driver exposes them; "n/a" until then
+      row["source"] = "hcq"  # held by another hcq driver, which publishes no metrics
   except HCQError as e: row["error"] = str(e)
   return row
 
@@ -141,12 +157,20 @@ def table(rows: list[dict]) -> str:
     if r["error"]:
       lines.append(f"{r['address']:<13} error: {r['error']}")
       continue
-    holder = ",".join(str(h["pid"]) for h in r["holders"]) or "-"
+    holder = ",".join(f"{h['pid']}({h['name']})" for h in r["holders"]) or "not held"
     vram = "n/a" if r["vram_total"] is None else f"{_fmt(r['vram_used'], '', 2**20)}/{_fmt(r['vram_total'], ' MiB', 2**20)}"
     lines.append(f"{r['address']:<13} {r['id']:<10} {(r['driver'] or '-'):<10} {holder:<16} {_fmt(r['busy_percent'], '%'):>5} "
                  f"{vram:>19} {_fmt(r['temperature_c'], ' C', digits=1):>7} {_fmt(r['power_w'], ' W', digits=1):>8}")
+    if r["smu"]: lines.append(_smu_line(r["smu"]))
   if not rows: lines.append("(no devices)")
   return "\n".join(lines)
+
+
+def _smu_line(m: dict) -> str:
+  return (f"{'':<13} AM holder {m['holder_pid']}, SMU {m['firmware']}: clocks GFX {m['gfx_clock_mhz']} (avg "
+          f"{m['gfx_clock_avg_mhz']}) SOC {m['soc_clock_mhz']} MEM {m['mem_clock_mhz']} MHz; temperatures edge "
+          f"{m['temperature_edge_c']} hotspot {m['temperature_hotspot_c']} mem {m['temperature_mem_c']} C; power "
+          f"{m['power_w']} W; activity GFX {m['gfx_activity_percent']}% MEM {m['mem_activity_percent']}%")
 
 
 def top(ctx, prefix: str | None = None, once: bool = False, interval: float = 1.0, rounds: int | None = None,

@@ -73,6 +73,7 @@ class MMIOView(abc.ABC):
 class DeviceLock(Protocol):
   """An exclusive flock on <lock dir>/<kind>_<pcibus>.lock, held for as long as the driver owns the device."""
   path: str
+  pid: int       # the holding process, as procfs names it
   def release(self) -> None: ...
 
 
@@ -123,7 +124,15 @@ class OSInterface(Protocol):
     size) gives its bytes."""
 
   # synchronisation with other processes and the kernel
-  def lock_device(self, kind: str, pcibus: str) -> DeviceLock: ...
+  def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> DeviceLock:
+    """<lock dir>/<kind>_<pcibus>.lock held exclusively (drivers/system/locks.py). Held by another: DeviceError naming
+    the holder at once, or (wait_s > 0: a lock held only for moments, such as am-smu) after waiting that long."""
+  # what a device's holder publishes for tools (hcq-smi) next to its lock: <lock dir>/<kind>-state_<bus>.json, at
+  # most locks.STATE_MAX_BYTES. Readers must validate it: any process may have written it.
+  def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None: ...
+  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
+    """The state file's bytes; None when there is none. Not a regular file, or too big: DeviceError naming it."""
+  def remove_device_state(self, kind: str, pcibus: str) -> None: ...
   def eventfd(self, initval: int = 0) -> FileHandle: ...
 
   # USB

@@ -14,7 +14,7 @@ import time
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import FileKey, held_flocks, in_use_error, lock_path
+from .locks import STATE_MAX_BYTES, FileKey, held_flocks, in_use_error, lock_path, state_path
 
 # The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
 # is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
@@ -130,6 +130,7 @@ class MemoryMMIO(MappedMMIO):
 class FlockLock:
   def __init__(self, path: str, fd: int):
     self.path, self.fd = path, fd
+    self.pid = os.getpid()     # the holder, as <proc>/locks names it
 
   def release(self) -> None:
     if self.fd >= 0:
@@ -362,9 +363,17 @@ class LinuxOS:
     return MemoryMMIO(addr, size, f"{what}+{offset:#x}@{addr:#x}", mapped_size=size)
 
   # ---- locks and events
-  def lock_device(self, kind: str, pcibus: str) -> FlockLock:
+  def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> FlockLock:
     try: path = lock_path(self.config.lock_dir, kind, pcibus)
     except ValueError as e: raise DeviceError(f"cannot lock device: {e}") from None
+    deadline = time.monotonic() + wait_s
+    while True:
+      try: return self._lock_file(kind, pcibus, path)
+      except DeviceError:
+        if time.monotonic() >= deadline: raise
+      time.sleep(0.0005)
+
+  def _lock_file(self, kind: str, pcibus: str, path: str) -> FlockLock:
     try:
       # O_NOFOLLOW: the lock dir is world-writable; a planted symlink must not redirect the open
       fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
@@ -385,6 +394,53 @@ class LinuxOS:
       os.close(fd)
       raise OSCallError("flock", path, e.errno) from None
     return FlockLock(path, fd)
+
+  # ---- device state files (written whole: a temporary file renamed over the name, so a reader sees all or nothing)
+  def _state_path(self, kind: str, pcibus: str) -> str:
+    try: return state_path(self.config.lock_dir, kind, pcibus)
+    except ValueError as e: raise DeviceError(f"device state file: {e}") from None
+
+  def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None:
+    path = self._state_path(kind, pcibus)
+    if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+      # O_EXCL | O_NOFOLLOW: the lock dir is world-writable; nothing planted there is opened or followed
+      fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e: raise OSCallError("open", tmp, e.errno) from None
+    try:
+      try:
+        os.fchmod(fd, 0o644)
+        written = os.write(fd, data)
+      finally: os.close(fd)
+      if written != len(data): raise OSCallError("write", tmp, None, f"short write: {written} of {len(data)} bytes")
+      try: os.rename(tmp, path)      # replaces a link itself, never what it points to
+      except OSError as e: raise OSCallError("rename", path, e.errno) from None
+    except BaseException:
+      try: os.unlink(tmp)
+      except OSError: pass
+      raise
+
+  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
+    path = self._state_path(kind, pcibus)
+    try: fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+      if e.errno == errno_mod.ENOENT: return None
+      if e.errno == errno_mod.ELOOP: raise DeviceError(f"{path}: a symbolic link, not a state file") from None
+      raise OSCallError("open", path, e.errno) from None
+    try:
+      if not stat_mod.S_ISREG(os.fstat(fd).st_mode): raise DeviceError(f"{path}: not a regular file")
+      data = os.read(fd, STATE_MAX_BYTES + 1)
+    except OSError as e: raise OSCallError("read", path, e.errno) from None
+    finally: os.close(fd)
+    if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: more than {STATE_MAX_BYTES} bytes: not a state file")
+    return data
+
+  def remove_device_state(self, kind: str, pcibus: str) -> None:
+    path = self._state_path(kind, pcibus)
+    try: os.unlink(path)
+    except FileNotFoundError: pass
+    except OSError as e: raise OSCallError("unlink", path, e.errno) from None
 
   def _flock_holders(self, fd: int) -> list[int]:
     """The pids holding an flock on the file open at fd, from <proc>/locks (empty when procfs cannot tell)."""

@@ -9,17 +9,35 @@ import re
 from .pciaddr import is_valid
 
 LOCK_KINDS = ("am", "nv", "bnxt")
+# locks a device's holder shares with tools for a moment (never listed as holders): am-smu_<bus>.lock serialises the
+# SMU mailbox between the AM driver and hcq-smi (one message exchange at a time, whoever sends it)
+SHARED_LOCK_KINDS = ("am-smu",)
+# what a holder publishes for tools next to its lock: <kind>-state_<bus>.json (drivers/amd/am/state.py)
+STATE_KINDS = ("am",)
+STATE_MAX_BYTES = 4096
 SMI_BACKEND = {"am": "amd"}     # the hcq-smi backend of a lock kind, where the names differ (smi/backends.py)
 
 
 def lock_name(kind: str, pcibus: str) -> str:
-  if kind not in LOCK_KINDS: raise ValueError(f"unknown lock kind {kind!r} (known: {', '.join(LOCK_KINDS)})")
+  known = LOCK_KINDS + SHARED_LOCK_KINDS
+  if kind not in known: raise ValueError(f"unknown lock kind {kind!r} (known: {', '.join(known)})")
   if not is_valid(pcibus): raise ValueError(f"lock for {pcibus!r}: not a PCI address of the form 0000:03:00.0")
   return f"{kind}_{pcibus}.lock"
 
 
 def lock_path(lock_dir: str, kind: str, pcibus: str) -> str:
   return os.path.join(lock_dir, lock_name(kind, pcibus))
+
+
+def state_name(kind: str, pcibus: str) -> str:
+  """<kind>-state_<bus>.json: no lock file name (the '-state' keeps it out of hcq-smi's <kind>_*.lock scan)."""
+  if kind not in STATE_KINDS: raise ValueError(f"unknown state kind {kind!r} (known: {', '.join(STATE_KINDS)})")
+  if not is_valid(pcibus): raise ValueError(f"state file for {pcibus!r}: not a PCI address of the form 0000:03:00.0")
+  return f"{kind}-state_{pcibus}.json"
+
+
+def state_path(lock_dir: str, kind: str, pcibus: str) -> str:
+  return os.path.join(lock_dir, state_name(kind, pcibus))
 
 
 def parse_lock_name(name: str) -> tuple[str, str] | None:

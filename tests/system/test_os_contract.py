@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import stat
 import struct
+import time
 from typing import Callable
 
 import pytest
@@ -195,6 +196,28 @@ class TestContract:
     assert os.listdir(os_impl.tmp / "locks") == []
 
   # ---- eventfd
+  def test_lock_waits_for_a_shared_lock_then_names_it(self, os_impl):
+    o = os_impl.os
+    lock = o.lock_device("am-smu", "0000:03:00.0")
+    assert lock.path.endswith("am-smu_0000:03:00.0.lock")
+    t0 = time.monotonic()
+    with pytest.raises(DeviceError, match=r"am-smu_0000:03:00\.0\.lock"): o.lock_device("am-smu", "0000:03:00.0", wait_s=0.05)
+    assert time.monotonic() - t0 >= 0.05
+    lock.release()
+    o.lock_device("am-smu", "0000:03:00.0", wait_s=0.05).release()
+
+  def test_device_state_files(self, os_impl):
+    o = os_impl.os
+    assert o.read_device_state("am", "0000:03:00.0") is None
+    o.write_device_state("am", "0000:03:00.0", b'{"a": 1}')
+    o.write_device_state("am", "0000:03:00.0", b'{"a": 2}')      # replaced whole
+    assert o.read_device_state("am", "0000:03:00.0") == b'{"a": 2}'
+    with pytest.raises(DeviceError, match="at most 4096"): o.write_device_state("am", "0000:03:00.0", b"x" * 5000)
+    with pytest.raises(DeviceError, match="PCI address"): o.write_device_state("am", "../x", b"")
+    o.remove_device_state("am", "0000:03:00.0")
+    o.remove_device_state("am", "0000:03:00.0")                   # idempotent
+    assert o.read_device_state("am", "0000:03:00.0") is None
+
   def test_eventfd_counts(self, os_impl):
     ev = os_impl.os.eventfd(2)
     ev.write(struct.pack("<Q", 3))
@@ -287,6 +310,12 @@ class TestKernel:
     os.symlink(target, kernel_os.tmp / "locks" / "am_0000:05:00.0.lock")
     with pytest.raises(OSCallError, match="am_0000:05:00.0.lock"): kernel_os.os.lock_device("am", "0000:05:00.0")
     assert target.read_text() == "keep"
+
+  def test_a_planted_state_file_link_is_refused(self, kernel_os):
+    os.symlink("/etc/passwd", kernel_os.tmp / "locks" / "am-state_0000:03:00.0.json")
+    with pytest.raises(DeviceError, match="symbolic link"): kernel_os.os.read_device_state("am", "0000:03:00.0")
+    kernel_os.os.write_device_state("am", "0000:03:00.0", b"{}")    # renamed over the link, not written through it
+    assert kernel_os.os.read_device_state("am", "0000:03:00.0") == b"{}"
 
   def test_lock_excludes_another_process(self, kernel_os):
     lock = kernel_os.os.lock_device("am", "0000:03:00.0")

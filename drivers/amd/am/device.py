@@ -179,6 +179,8 @@ class AMDev:
     if self.mailbox is not None and self.mailbox.held and self.pci is not None:
       try: self.mailbox.release_access()      # never leave the other VFs locked out
       except virt.VirtError as e: self.step("virt", f"release not acknowledged: {e}")
+    smu = getattr(self, "smu", None)
+    if smu is not None: smu.close()     # the state file goes before the lock it stands next to
     if self.vram is not None:
       self.vram.close()
       self.vram = None

@@ -1,8 +1,9 @@
 """GFX (GC 11.0.0): after PSP's AUTOLOAD_RLC the RLC boots the GFX firmware (IMU, RLC, CP/MEC, MES) itself; the driver
 waits for RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE (bounded, named).
 
-Not yet done here: compute queues (MQD/HQD through GRBM_GFX_CNTL, or MES), SH_MEM apertures, the CP doorbell range.
-The mock does not model the CP behind them either, so `hcq am boot` stops after this block.
+Compute queues come after the boot, from the runtime device (AMIface.create_queue: an MQD in memory, drivers/amd/am/
+mqd.py, and the HQD loaded from it through GRBM_GFX_CNTL). Not yet done: mapping queues through the KIQ or MES,
+SH_MEM apertures.
 """
 from __future__ import annotations
 

@@ -10,9 +10,11 @@ from the IH ring.
   staging) is host memory: shared anonymous pages at that same fixed address, their physical addresses from pagemap,
   mapped as system pages, which the CPU always sees. free unmaps the GPU's view first (TLB flushed), then lets the
   memory go; close frees what is left.
-- Compute queue: HQD me 1 pipe 0 queue 0 selected through GRBM_GFX_CNTL; CP_HQD_PQ_BASE (ring >> 8), QUEUE_SIZE =
-  log2(ring dwords) - 1, the read-pointer report and write-pointer poll addresses, the doorbell (offset in dwords,
-  enabled), the EOP buffer, VMID 0, then CP_HQD_ACTIVE (Linux gfx_v11_0.c programs the same registers from its MQD).
+- Compute queue: its MQD (struct v11_compute_mqd, drivers/amd/am/mqd.py) filled in memory: ring base (>> 8),
+  QUEUE_SIZE = log2(ring dwords) - 1, the read-pointer report and write-pointer poll addresses, the doorbell (offset
+  in dwords, enabled), the EOP buffer, VMID 0, its own address; then HQD me 1 pipe 0 queue 0, selected through
+  GRBM_GFX_CNTL, loaded from the MQD register by register, CP_HQD_ACTIVE last. The CP saves the queue's state into
+  the MQD when it is dequeued.
 - SDMA queue: SDMA0_QUEUE0_RB_* (ring >> 8, RB_SIZE = log2(ring dwords), read-pointer write-back) and its doorbell.
 - Interrupts: the queues' end-of-pipe / trap interrupts carry event_id; wait_events polls the IH ring (raising
   hcq.GPUFault for a VM fault, with its address) until one carries it or the time is up.
@@ -23,6 +25,7 @@ import dataclasses
 
 from ....errors import DeviceError, Timeout
 from ..kfd import RPTR_OFFSET, WPTR_OFFSET
+from . import mqd as mqdmod
 from .device import AMDev, find_functions
 from .va import PROCESS_VA
 
@@ -51,6 +54,7 @@ class HWQueue:
   doorbell_offset: int
   rptr_offset: int = RPTR_OFFSET
   wptr_offset: int = WPTR_OFFSET
+  mqd: Mem | None = None       # a compute queue's MQD (the CP saves the queue's state there when it is dequeued)
 
 
 def _log2(n: int) -> int: return n.bit_length() - 1
@@ -150,25 +154,16 @@ class AMIface:
 
   def _create_queue(self, kind: str, ring_size: int) -> HWQueue:
     ring, gart = self.alloc(ring_size, kind="gtt"), self.alloc(PAGE, kind="gtt")
+    mqd = None
     if kind == "compute":
       eop = self.alloc(PAGE, kind="gtt")
+      mqd = self._compute_mqd(ring, gart, eop)
       r = self.am.gc_regs
       r.write("CP_MEC_DOORBELL_RANGE_LOWER", 0)
       r.write("CP_MEC_DOORBELL_RANGE_UPPER", DOORBELL_SDMA * 2 - 1)
       r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
-      r.write("CP_HQD_VMID", 0)
-      r.write("CP_HQD_PQ_BASE", (ring.va >> 8) & 0xFFFFFFFF)
-      r.write("CP_HQD_PQ_BASE_HI", ring.va >> 40)
-      r.write("CP_HQD_PQ_RPTR_REPORT_ADDR", (gart.va + RPTR_OFFSET) & 0xFFFFFFFC)
-      r.write("CP_HQD_PQ_RPTR_REPORT_ADDR_HI", (gart.va + RPTR_OFFSET) >> 32)
-      r.write("CP_HQD_PQ_WPTR_POLL_ADDR", (gart.va + WPTR_OFFSET) & 0xFFFFFFF8)
-      r.write("CP_HQD_PQ_WPTR_POLL_ADDR_HI", (gart.va + WPTR_OFFSET) >> 32)
-      r.write("CP_HQD_EOP_BASE_ADDR", (eop.va >> 8) & 0xFFFFFFFF)
-      r.write("CP_HQD_EOP_BASE_ADDR_HI", eop.va >> 40)
-      r.write("CP_HQD_PQ_CONTROL", QUEUE_SIZE=_log2(ring.size // 4) - 1, RPTR_BLOCK_SIZE=5)
-      r.write("CP_HQD_PQ_DOORBELL_CONTROL", DOORBELL_OFFSET=DOORBELL_COMPUTE * 2, DOORBELL_EN=1)
-      r.write("CP_HQD_ACTIVE", ACTIVE=1)
-      r.write("GRBM_GFX_CNTL", 0)
+      try: mqdmod.load_hqd(r, mqdmod.MQD.from_buffer_copy(mqd.cpu[:mqdmod.MQD_SIZE]))
+      finally: r.write("GRBM_GFX_CNTL", 0)
       doorbell = DOORBELL_COMPUTE * 8
     elif kind == "sdma":
       r = self.am.sdma_regs
@@ -182,10 +177,18 @@ class AMIface:
       r.write("SDMA0_QUEUE0_RB_CNTL", RB_ENABLE=1, RB_SIZE=_log2(ring.size // 4), RPTR_WRITEBACK_ENABLE=1)
       doorbell = DOORBELL_SDMA * 8
     else: raise ValueError(f"unknown queue kind {kind!r}")
-    q = HWQueue(kind, len(self._queues), ring, gart, doorbell)
+    q = HWQueue(kind, len(self._queues), ring, gart, doorbell, mqd=mqd)
     self._queues.append(q)
     self.am.step(kind, f"queue {q.queue_id}: ring of {ring.size >> 10} KiB at {ring.va:#x}, doorbell {doorbell:#x}")
     return q
+
+  def _compute_mqd(self, ring: Mem, gart: Mem, eop: Mem) -> Mem:
+    """The queue's MQD (drivers/amd/am/mqd.py) in memory the CP reaches, filled; the HQD is loaded from it."""
+    mem = self.alloc(mqdmod.MQD_SIZE, kind="gtt")
+    m = mqdmod.compute_mqd(mem.va, ring.va, ring.size, gart.va + RPTR_OFFSET, gart.va + WPTR_OFFSET, eop.va, eop.size,
+                           DOORBELL_COMPUTE * 2)
+    mem.cpu[:mqdmod.MQD_SIZE] = bytes(m)
+    return mem
 
   def doorbell(self, q: HWQueue):
     view, off = self.doorbells, q.doorbell_offset

@@ -57,6 +57,28 @@ class SysMem:
                         f"its {self.size:#x} bytes")
 
 
+def identify_bars(pci, label: str) -> dict[str, int]:
+  """{"vram", "doorbell", "mmio"} -> the BAR index of each role, told apart by their flags (the module's doc)."""
+  bars = [b for b in pci.bars() if b.is_memory and b.size]
+  big = sorted((b for b in bars if b.is_64bit and b.prefetchable), key=lambda b: -b.size)
+  regs = [b for b in bars if not b.prefetchable]
+  if len(big) < 2 or not regs:
+    raise DeviceError(f"{label}: expected two 64-bit prefetchable BARs (VRAM, doorbells) and a "
+                      f"non-prefetchable one (MMIO), found {bars!r}")
+  return {"vram": big[0].index, "doorbell": big[1].index, "mmio": regs[0].index}
+
+
+def check_ids(pci, label: str) -> tuple[str, tuple[int, int, int]]:
+  """(product name, GC version) of a function AM boots; another vendor or device is a DeviceError naming it."""
+  vendor, device = pci.vendor, pci.device
+  if vendor != VENDOR_AMD:
+    raise DeviceError(f"{label}: vendor {vendor:#06x} is not AMD ({VENDOR_AMD:#06x})")
+  if device not in SUPPORTED:
+    known = ", ".join(f"{d:#06x} {n}" for d, (n, _) in SUPPORTED.items())
+    raise DeviceError(f"{label}: device {device:#06x} is not one AM boots (supported: {known})")
+  return SUPPORTED[device]
+
+
 class AMPCI:
   """One AMD PCI function, locked, enabled for memory decoding and bus mastering, its BARs identified and mapped."""
 
@@ -69,7 +91,8 @@ class AMPCI:
     self.pci = PCIDevice(os, self.addr) if device is None else device
     try:
       self._check_ids()
-      self.lock = os.lock_device(*getattr(self.pci, "lock_key", ("am", self.addr)))
+      self.lock_key = getattr(self.pci, "lock_key", ("am", self.addr))
+      self.lock = os.lock_device(*self.lock_key)
     except BaseException:
       if device is None: self.pci.close()     # an injected device stays its caller's on a refusal
       raise
@@ -87,23 +110,10 @@ class AMPCI:
 
   # ---- identity
   def _check_ids(self) -> None:
-    vendor, device = self.pci.vendor, self.pci.device
-    if vendor != VENDOR_AMD:
-      raise DeviceError(f"{self.label}: vendor {vendor:#06x} is not AMD ({VENDOR_AMD:#06x})")
-    if device not in SUPPORTED:
-      known = ", ".join(f"{d:#06x} {n}" for d, (n, _) in SUPPORTED.items())
-      raise DeviceError(f"{self.label}: device {device:#06x} is not one AM boots (supported: {known})")
-    self.device_id = device
-    self.product, self.gc_version = SUPPORTED[device]
+    self.product, self.gc_version = check_ids(self.pci, self.label)
+    self.device_id = self.pci.device
 
-  def _identify_bars(self) -> dict[str, int]:
-    bars = [b for b in self.pci.bars() if b.is_memory and b.size]
-    big = sorted((b for b in bars if b.is_64bit and b.prefetchable), key=lambda b: -b.size)
-    regs = [b for b in bars if not b.prefetchable]
-    if len(big) < 2 or not regs:
-      raise DeviceError(f"{self.label}: expected two 64-bit prefetchable BARs (VRAM, doorbells) and a "
-                        f"non-prefetchable one (MMIO), found {bars!r}")
-    return {"vram": big[0].index, "doorbell": big[1].index, "mmio": regs[0].index}
+  def _identify_bars(self) -> dict[str, int]: return identify_bars(self.pci, self.label)
 
   def bar_size(self, role: str) -> int: return self.pci.bar(self.bar_index[role]).size
 

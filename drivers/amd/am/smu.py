@@ -3,46 +3,88 @@ C2PMSG_90 = 0, the argument C2PMSG_82, the message C2PMSG_66; wait for C2PMSG_90
 result from C2PMSG_82. Messages and tables are smu_v13_0_0_ppsmc.h / smu13_driver_if_v13_0_0.h's
 (hcq.autogen.amd.smu_v13_0_0). PSP loads its firmware; until then it answers nothing.
 
+One mailbox, several senders: the AM driver and hcq-smi (another process, reading the metrics of a GPU the driver
+holds: drivers/amd/am/monitor.py) both send messages. An exchange is three register writes and a poll; a second
+sender between them would take the first one's answer. So every exchange happens under the cross-process lock
+<lock dir>/am-smu_<bus>.lock (os.lock_device, waited for up to the device timeout), and a transfer of a table
+together with the read of it (Mailbox.exclusive).
+
 init: check the driver-interface version, give the SMU a driver table in VRAM (SetDriverDramAddrHigh/Low), enable
-every feature. metrics(): TransferTableSmu2Dram(TABLE_SMU_METRICS), then read SmuMetricsExternal_t from that table.
+every feature, then publish where the table is for hcq-smi (drivers/amd/am/state.py). metrics():
+TransferTableSmu2Dram(TABLE_SMU_METRICS), then read SmuMetricsExternal_t from that table.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import threading
 
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError
+from . import state as statemod
 from .block import IPBlock
 
 RESULTS = {v: k for k, v in vars(S).items() if k.startswith("PPSMC_Result_")}
 MESSAGES = {v: k for k, v in vars(S).items() if k.startswith("PPSMC_MSG_") and isinstance(v, int)}
 TABLE_SIZE = 0x4000
 DPM_VALUE_MASK = 0x7FFFFFFF       # GetDpmFreqByIndex: bit 31 is the DPM kind flag, not part of the value
+MAILBOX_LOCK = "am-smu"           # drivers/system/locks.py SHARED_LOCK_KINDS
 
 
 class SMUError(DeviceError):
   """The SMU answered a message with a failure; names the message and the response."""
 
 
+class Mailbox:
+  """The MP1 mailbox of one GPU (mp1: its IPRegs), shared with other processes through the am-smu lock of bus."""
+
+  def __init__(self, mp1, os, bus: str, label: str, timeout_s: float):
+    self.r, self.os, self.bus, self.label, self.timeout_s = mp1, os, bus, label, timeout_s
+    self._local = threading.RLock()      # the threads of this process; the file lock is not reentrant
+    self._held, self._depth = None, 0
+
+  @contextlib.contextmanager
+  def exclusive(self):
+    """The mailbox to this thread alone (other processes and threads wait) until the block ends; nests."""
+    with self._local:
+      if self._depth == 0:
+        try: self._held = self.os.lock_device(MAILBOX_LOCK, self.bus, wait_s=self.timeout_s)
+        except DeviceError as e:
+          raise SMUError(f"{self.label}: the SMU mailbox stayed taken for {self.timeout_s:g} s: {e}") from None
+      self._depth += 1
+      try: yield self
+      finally:
+        self._depth -= 1
+        if self._depth == 0:
+          self._held.release()
+          self._held = None
+
+  def send(self, msg: int, arg: int = 0) -> int:
+    r = self.r
+    name = MESSAGES.get(msg, f"message {msg:#x}")
+    with self.exclusive():
+      r.write("MP1_SMN_C2PMSG_90", 0)
+      r.write("MP1_SMN_C2PMSG_82", arg & 0xFFFFFFFF)
+      r.write("MP1_SMN_C2PMSG_66", msg)
+      resp_addr = r.addr("MP1_SMN_C2PMSG_90")
+      r.access.poll(lambda: 1 if r.access.read(resp_addr) else 0, 1, 1, f"MP1 MP1_SMN_C2PMSG_90 (response to {name})")
+      resp = r.read("MP1_SMN_C2PMSG_90")
+      if resp != S.PPSMC_Result_OK:
+        raise SMUError(f"{self.label}: SMU answered {name} (argument {arg:#x}) with {RESULTS.get(resp, hex(resp))}")
+      return r.read("MP1_SMN_C2PMSG_82")
+
+
 class SMU(IPBlock):
   name = "smu"
 
   def sw_init(self) -> None:
-    self.table = self.dev.vram.alloc(TABLE_SIZE, "SMU driver table")
+    d = self.dev
+    self.table = d.vram.alloc(TABLE_SIZE, "SMU driver table")
+    self.bus = d.pci.lock_key[1]
+    self.mailbox = Mailbox(d.mp1_regs, d.os, self.bus, d.label, d.config.timeout_s)
+    self.published = False
 
-  def send(self, msg: int, arg: int = 0) -> int:
-    r = self.dev.mp1_regs
-    name = MESSAGES.get(msg, f"message {msg:#x}")
-    r.write("MP1_SMN_C2PMSG_90", 0)
-    r.write("MP1_SMN_C2PMSG_82", arg & 0xFFFFFFFF)
-    r.write("MP1_SMN_C2PMSG_66", msg)
-    resp_addr = r.addr("MP1_SMN_C2PMSG_90")
-    resp = r.access.poll(lambda: 1 if r.access.read(resp_addr) else 0, 1, 1, f"MP1 MP1_SMN_C2PMSG_90 (response to {name})")
-    resp = r.read("MP1_SMN_C2PMSG_90")
-    if resp != S.PPSMC_Result_OK:
-      raise SMUError(f"{self.dev.label}: SMU answered {name} (argument {arg:#x}) with "
-                     f"{RESULTS.get(resp, hex(resp))}")
-    return r.read("MP1_SMN_C2PMSG_82")
+  def send(self, msg: int, arg: int = 0) -> int: return self.mailbox.send(msg, arg)
 
   def hw_init(self) -> None:
     self.version = self.send(S.PPSMC_MSG_GetSmuVersion)
@@ -55,6 +97,21 @@ class SMU(IPBlock):
     self.step("features: EnableAllSmuFeatures")
     self.send(S.PPSMC_MSG_EnableAllSmuFeatures)
     self.features = self.send(S.PPSMC_MSG_GetRunningSmuFeaturesLow) | (self.send(S.PPSMC_MSG_GetRunningSmuFeaturesHigh) << 32)
+    self._publish(if_version)
+
+  def _publish(self, if_version: int) -> None:
+    """Where hcq-smi finds the metrics (drivers/amd/am/state.py); a lock dir that refuses the file costs only that."""
+    d = self.dev
+    st = statemod.AMState(d.pci.lock.pid, self.bus, self.table.offset, self.table.mc, self.table.size, self.version,
+                          if_version, tuple(d.discovery.version_of("MP1")))
+    why = statemod.publish(d.os, st)
+    self.published = why is None
+    self.step(f"state for hcq-smi: {'published' if why is None else 'not published: ' + why}")
+
+  def close(self) -> None:
+    if getattr(self, "published", False):
+      statemod.withdraw(self.dev.os, self.bus)
+      self.published = False
 
   def dpm_levels(self, clock: int) -> list[int]:
     """The DPM frequencies (MHz) of a PPCLK_* clock. Bit 31 of every GetDpmFreqByIndex answer (the level count
@@ -68,6 +125,7 @@ class SMU(IPBlock):
 
   def metrics(self):
     """The SMU's metrics table (SmuMetrics_t of SmuMetricsExternal_t), freshly transferred."""
-    self.send(S.PPSMC_MSG_TransferTableSmu2Dram, S.TABLE_SMU_METRICS)
-    raw = self.dev.vram.read(self.table.offset, ctypes.sizeof(S.struct_SmuMetricsExternal_t))
+    with self.mailbox.exclusive():       # nobody transfers another table over it before it is read
+      self.send(S.PPSMC_MSG_TransferTableSmu2Dram, S.TABLE_SMU_METRICS)
+      raw = self.dev.vram.read(self.table.offset, ctypes.sizeof(S.struct_SmuMetricsExternal_t))
     return S.struct_SmuMetricsExternal_t.from_buffer_copy(raw).SmuMetrics

@@ -148,6 +148,8 @@ class SMUModel:
     self.features, self.dram_addr = 0, 0
     self.soft_min, self.soft_max = {}, {}
     self.metrics_count = 0
+    self.temperature = float(self.AMBIENT_C)
+    self.last_metrics = None       # the SmuMetricsExternal_t of the last TransferTableSmu2Dram
     self.messages: list[tuple[int, int]] = []
 
   def start(self, version: int) -> None:
@@ -188,14 +190,31 @@ class SMUModel:
     rf.poke(self.arg, out & 0xFFFFFFFF)
     rf.poke(self.resp, result)
 
+  SOC_MHZ, FCLK_MHZ, AMBIENT_C = 1200, 1900, 35
+
   def _write_metrics(self) -> None:
+    """SmuMetrics_t (smu13_driver_if_v13_0_0.h) as the firmware fills it, from the mock's state: the GFX clock at
+    the DPM level the driver allowed (its soft maximum, else the top level) while the engines run and at the lowest
+    level when idle; GFX activity the share of the last second the engines ran dispatches; temperatures moving
+    halfway to what that activity heats them to at each update; power from clock and activity."""
     self.metrics_count += 1
+    cp = getattr(self.gpu, "cp", None)
+    activity = cp.gpu.busy_percent() if cp is not None else 0
+    levels = self.DPM_MHZ[SMU.PPCLK_GFXCLK]
+    gfx = self.soft_max.get(SMU.PPCLK_GFXCLK, levels[-1]) if activity else self.soft_min.get(SMU.PPCLK_GFXCLK, levels[0])
+    uclk = self.soft_max.get(SMU.PPCLK_UCLK, self.DPM_MHZ[SMU.PPCLK_UCLK][-1])
+    self.temperature += (self.AMBIENT_C + 0.4 * activity - self.temperature) / 2
+    edge = round(self.temperature)
     m = SMU.struct_SmuMetricsExternal_t()
     s = m.SmuMetrics
-    gfx = self.soft_max.get(SMU.PPCLK_GFXCLK, self.DPM_MHZ[SMU.PPCLK_GFXCLK][0])
-    s.CurrClock[SMU.PPCLK_GFXCLK], s.CurrClock[SMU.PPCLK_UCLK] = gfx, self.soft_max.get(SMU.PPCLK_UCLK, 96)
-    s.AverageGfxclkFrequencyPostDs = gfx
-    s.AverageGfxActivity, s.AverageSocketPower = 0, 35
-    s.AvgTemperature[SMU.TEMP_EDGE] = 40
+    s.CurrClock[SMU.PPCLK_GFXCLK], s.CurrClock[SMU.PPCLK_SOCCLK] = gfx, self.SOC_MHZ
+    s.CurrClock[SMU.PPCLK_UCLK], s.CurrClock[SMU.PPCLK_FCLK] = uclk, self.FCLK_MHZ
+    s.AverageGfxclkFrequencyPostDs = s.AverageGfxclkFrequencyPreDs = gfx
+    s.AverageMemclkFrequencyPostDs = uclk
+    s.AverageGfxActivity, s.AverageUclkActivity = activity, activity // 3
+    s.AverageSocketPower = s.AverageTotalBoardPower = 25 + round(gfx * activity / 1000)
+    s.AvgTemperature[SMU.TEMP_EDGE], s.AvgTemperature[SMU.TEMP_HOTSPOT], s.AvgTemperature[SMU.TEMP_MEM] = edge, edge + 8, edge + 4
+    s.AvgFanRpm = 800 + 20 * activity
     s.MetricsCounter = self.metrics_count
+    self.last_metrics = m
     self.gpu.write_mc(self.dram_addr, bytes(m))

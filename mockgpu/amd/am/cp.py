@@ -3,7 +3,10 @@
 
 - A compute queue starts when the driver sets CP_HQD_ACTIVE.ACTIVE: the HQD registers of the queue GRBM_GFX_CNTL
   selects are read then (ring base, size from CP_HQD_PQ_CONTROL.QUEUE_SIZE = log2(ring dwords) - 1, the read pointer
-  report address, the doorbell offset in dwords). It stops when ACTIVE is cleared (or a dequeue is requested).
+  report address, the doorbell offset in dwords), and its MQD at CP_MQD_BASE_ADDR (struct v11_compute_mqd): every
+  field of the MQD's HQD part must agree with its register (a mismatch, or no MQD, is a DeviceError naming the
+  field). It stops when ACTIVE is cleared, or on a dequeue request, after which the read and write pointers are
+  saved into the MQD (and the HQD registers) as the CP does.
 - The SDMA queue starts when SDMA0_QUEUE0_RB_CNTL.RB_ENABLE is set (RB_SIZE = log2(ring dwords)).
 - Doorbells: a 64-bit store at the queue's doorbell offset of the doorbell BAR is its write pointer.
 - Memory: the engines access GPU virtual addresses as host addresses (the mock's rule: GPU VA == host VA); the VAs
@@ -18,14 +21,17 @@
 """
 from __future__ import annotations
 
+import ctypes
 from array import array
 
-from ....errors import DeviceError, OSCallError
+from ....autogen.amd.v11_structs import struct_v11_compute_mqd as MQD
+from ....errors import DeviceError, GPUFault, OSCallError
 from ..gpu import GPUProperties, MockAMDGPU
 from ..queues import COMPUTE, SDMA
 from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
 from .discovery import GC_HWID, SDMA0_HWID
 
+MQD_SIZE = ctypes.sizeof(MQD)
 CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x08, 224, 0x1B
 
 
@@ -37,7 +43,8 @@ class CommandProcessors:
     g = lambda n: rf.addr(GC_HWID, "gc_11_0_0", n)
     self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
                                   "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_WPTR_POLL_ADDR", "CP_HQD_PQ_WPTR_POLL_ADDR_HI",
-                                  "CP_HQD_PQ_DOORBELL_CONTROL", "CP_HQD_PQ_CONTROL", "CP_HQD_ACTIVE")}
+                                  "CP_HQD_PQ_DOORBELL_CONTROL", "CP_HQD_PQ_CONTROL", "CP_HQD_ACTIVE",
+                                  "CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI")}
     rf.hook(self.hqd["CP_HQD_ACTIVE"], write=self._hqd_active)
     rf.hook(g("CP_HQD_DEQUEUE_REQUEST"), write=lambda v: v and self._hqd_stop())
     s = lambda n: rf.addr(SDMA0_HWID, "sdma_6_0_0", n)
@@ -47,6 +54,7 @@ class CommandProcessors:
     rf.hook(self.sdma["SDMA0_QUEUE0_RB_CNTL"], write=self._sdma_cntl)
     rf.hook(s("SDMA0_STATUS_REG"), read=self._sdma_status)
     self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
+    self.mqds: dict[tuple, int] = {}           # (kind, me, pipe, queue) -> the MQD address of an active HQD
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
     self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
@@ -67,6 +75,7 @@ class CommandProcessors:
   def _hqd_active(self, value: int) -> None:
     key = self._selected()
     if not self._f("CP_HQD_ACTIVE", "ACTIVE"): return self._stop(key)
+    self.mqds[key] = self._check_mqd(key)
     ring = ((self._r("CP_HQD_PQ_BASE_HI") << 32) | self._r("CP_HQD_PQ_BASE")) << 8
     size = 4 << (self._f("CP_HQD_PQ_CONTROL", "QUEUE_SIZE") + 1)
     rptr = (self._r("CP_HQD_PQ_RPTR_REPORT_ADDR_HI") << 32) | self._r("CP_HQD_PQ_RPTR_REPORT_ADDR")
@@ -75,8 +84,56 @@ class CommandProcessors:
     self._start(key, COMPUTE, ring, size, rptr, wptr, self._f("CP_HQD_PQ_DOORBELL_CONTROL", "DOORBELL_OFFSET") * 4 if on else None)
 
   def _hqd_stop(self) -> None:
-    self._stop(self._selected())
+    key = self._selected()
+    q = self.queues.get(key)
+    self._stop(key)
     self.navi.regs.poke(self.hqd["CP_HQD_ACTIVE"], 0)
+    if q is not None and key in self.mqds: self._save_mqd(key, q)
+
+  # ---- the MQD behind an HQD (struct v11_compute_mqd, Linux drivers/gpu/drm/amd/include/v11_structs.h)
+  def _mqd_fields(self) -> list[tuple[str, int]]:
+    """(MQD field, register address) of the MQD's HQD part: its fields from cp_mqd_base_addr_lo to cp_hqd_pq_wptr_hi
+    are the HQD registers from CP_MQD_BASE_ADDR on, in register order (reserved slots have no register)."""
+    names = [f[0] for f in MQD._fields_]
+    base = self.navi.regs.addr(GC_HWID, "gc_11_0_0", "CP_MQD_BASE_ADDR")
+    part = names[names.index("cp_mqd_base_addr_lo"):names.index("cp_hqd_pq_wptr_hi") + 1]
+    return [(f, base + k) for k, f in enumerate(part) if not f.startswith("reserved_")]
+
+  def _mqd_address(self, key) -> int:
+    return (self._r("CP_MQD_BASE_ADDR_HI") << 32) | (self._r("CP_MQD_BASE_ADDR") & 0xFFFFFFFC)
+
+  def _check_mqd(self, key) -> int:
+    """Read the selected HQD's MQD (the CP does when a queue is mapped) and check that it describes the queue the
+    HQD registers hold: a field that disagrees is the driver's error, named. Returns the MQD's address."""
+    where = f"mock Navi 31 CP: HQD me {key[1]} pipe {key[2]} queue {key[3]}"
+    addr = self._mqd_address(key)
+    if not addr: raise DeviceError(f"{where} activated without an MQD (CP_MQD_BASE_ADDR is 0)")
+    with self.gpu.lock:
+      try: raw = bytes(self.gpu.mem.u32_view(addr, MQD_SIZE // 4, "MQD"))
+      except GPUFault as e: raise DeviceError(f"{where}: its MQD at {addr:#x} is not mapped ({e})") from None
+    m = MQD.from_buffer_copy(raw)
+    values = self.navi.regs.values
+    for field, reg in self._mqd_fields():
+      if field in ("cp_hqd_active", "cp_hqd_dequeue_request"): continue     # the triggers, not queue state
+      want, have = getattr(m, field), values.get(reg, 0)
+      if field == "cp_mqd_base_addr_lo": want, have = want & 0xFFFFFFFC, have & 0xFFFFFFFC
+      if want != have:
+        raise DeviceError(f"{where}: MQD at {addr:#x} has {field} = {want:#x}, the HQD register holds {have:#x}")
+    return addr
+
+  def _save_mqd(self, key, q) -> None:
+    """On a dequeue the CP writes the queue's state back into its MQD: the read pointer (ring offset in dwords), the
+    write pointer, and the queue inactive; the HQD registers show the same."""
+    addr = self.mqds.pop(key)
+    rptr, wptr = q.ring.pos % q.ring.size_dw, q.doorbell_value
+    state = {"cp_hqd_pq_rptr": rptr, "cp_hqd_pq_wptr_lo": wptr & 0xFFFFFFFF, "cp_hqd_pq_wptr_hi": wptr >> 32,
+             "cp_hqd_active": 0}
+    regs = dict(self._mqd_fields())
+    with self.gpu.lock:
+      view = self.gpu.mem.u32_view(addr, MQD_SIZE // 4, "MQD")
+      for field, value in state.items():
+        view[getattr(MQD, field).offset // 4] = value
+        self.navi.regs.poke(regs[field], value)
 
   # ---- SDMA0 queue 0
   def _sdma_cntl(self, value: int) -> None:

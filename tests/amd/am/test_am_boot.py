@@ -64,7 +64,9 @@ def test_smu_messages_and_metrics(navi_fw):
     assert d.smu.dpm_levels(S.PPCLK_GFXCLK) == [500, 1500, 2500]
     d.smu.set_clock_range(S.PPCLK_GFXCLK, 1500, 2500)
     m = d.smu.metrics()
-    assert m.CurrClock[S.PPCLK_GFXCLK] == 2500 and m.MetricsCounter == 1 and m.AvgTemperature[S.TEMP_EDGE] == 40
+    # idle engines: the GFX clock at the soft minimum the driver set, the GPU at the mock's ambient temperature
+    assert m.CurrClock[S.PPCLK_GFXCLK] == 1500 and m.MetricsCounter == 1 and m.AvgTemperature[S.TEMP_EDGE] == 35
+    assert m.AverageGfxActivity == 0 and m.AverageSocketPower == 25
     assert d.smu.metrics().MetricsCounter == 2
     with pytest.raises(SMUError, match=r"SMU answered message 0x7f \(argument 0x0\) with PPSMC_Result_UnknownCmd"):
       d.smu.send(0x7F)
