@@ -32,7 +32,8 @@ class VRAM:
                         f"whole VRAM visible (enable resizable BAR / Above 4G decoding in the firmware setup)")
     self.bar = bar
 
-  def alloc(self, size: int, what: str, align: int = 0x1000) -> VRAMBuf:
+  def alloc(self, size: int, what: str, align: int = 0x1000, zero: bool = True) -> VRAMBuf:
+    """The next `size` bytes at `align`, zeroed (zero=False: as they are, e.g. what a previous boot left there)."""
     off = (self.next + align - 1) & ~(align - 1)
     size = (size + 0xFFF) & ~0xFFF
     if off + size > self.end:
@@ -41,7 +42,18 @@ class VRAM:
     self.next = off + size
     buf = VRAMBuf(off, size, self.fb_base + off, what)
     self.allocs.append(buf)
-    self.bar.write(off, bytes(size))
+    if zero: self.bar.write(off, bytes(size))
+    return buf
+
+  def reserve(self, offset: int, size: int, what: str) -> VRAMBuf:
+    """Take [offset, offset + size) as it is, where a previous boot put something still in use (the PSP's TMR of a
+    reused GPU); nothing allocated so far may reach into it."""
+    if offset < self.next or offset + size > self.end:
+      raise DeviceError(f"{self.dev.label}: cannot keep {what} at VRAM {offset:#x}+{size:#x}: allocations reach "
+                        f"{self.next:#x}, usable up to {self.end:#x}")
+    self.next = offset + size
+    buf = VRAMBuf(offset, size, self.fb_base + offset, what)
+    self.allocs.append(buf)
     return buf
 
   def mc(self, offset: int) -> int: return self.fb_base + offset
