@@ -61,12 +61,12 @@ def main(argv=None) -> int:
 
 def reuse_rounds(rounds: int) -> list[tuple[float, float]]:
   """(open, first kernel done) seconds of each process after the previous one was killed after its first kernel."""
+  from hcq import _mock_os         # the MockOS hcq.open("MOCKPCI+AMD") would build (as `hcq am boot --mock` does)
   from hcq.config import from_env
   from hcq.drivers.amd.am.device import open_am
   from hcq.drivers.amd.kernels import demo_code_object
-  from hcq.mockgpu import mock_navi31_os
   cfg = from_env()
-  os = mock_navi31_os(cfg)
+  os = _mock_os("AMD", "PCI", 0, cfg)
   out = []
   try:
     for i in range(rounds + 1):
