@@ -63,13 +63,15 @@ def claim_record(dev):
 
 def firmware_digest(dev) -> str:
   """SHA-256 over the names and contents of every firmware file the PSP loads (read once: sw_init reads them)."""
+  if getattr(dev, "firmware_sha256", None): return dev.firmware_sha256
   psp = dev.psp
   h = hashlib.sha256()
   for name in sorted({psp.sos_name, *(name for name, _blob, _t in psp.loads)}):
     data = dev.firmware(name).data
     h.update(struct.pack("<I", len(name)) + name.encode() + struct.pack("<Q", len(data)))
     h.update(data)
-  return h.hexdigest()
+  dev.firmware_sha256 = h.hexdigest()
+  return dev.firmware_sha256
 
 
 def _encode(record: dict) -> bytes:

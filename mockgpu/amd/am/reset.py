@@ -8,8 +8,9 @@ as a reset of the function does: the driver saves and restores it). VRAM keeps i
 request the function does not answer at all (configuration and register reads all ones, writes dropped); after that
 its registers answer once memory decoding is on again (the driver restored the command register).
 
-`fail` makes a reset that does not complete, for tests: "gone" (the function never answers again), "bootloader" (it
-answers, but the PSP's bootloader never reports ready: C2PMSG_35 bit 31 stays clear).
+`fail` makes a reset that does not complete, for tests: "ignored" (the request does nothing), "gone" (the function
+never answers again), "bootloader" (it answers, but the PSP's bootloader never reports ready: C2PMSG_35 bit 31 stays
+clear).
 """
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ class Mode1Reset:
 
   def start(self, by: str) -> None:
     g = self.gpu
-    self.count += 1
     self.requests.append(by)
+    if self.fail == "ignored": return
+    self.count += 1
     g.cp.stop_all()
     g.regs.reset()
     g._build_blocks()
