@@ -22,11 +22,18 @@ released and its anonymous memory unmapped, and no driver close() runs. Device m
 firmware state, queues that may still run) stay as they are; a model learns first (process_exiting(pid, ranges))
 which host memory goes, so that its engines fault on it instead of touching unmapped memory. The driver objects of
 an ended process must not be used again (nothing stops it: the test that ended it drops them).
+
+hcq-smi's host queries work on a MockOS too (listdir/stat/realpath of the lock dir, the holders' procfs entries:
+<pid>/fd, <pid>/fdinfo with the flock line, <pid>/comm, locks; open_process), so that `hcq-smi amd pids` and
+`kill_pids` (smi/commands.py, with this OS as the Context's host) find a mock process holding a device's lock and
+end it (its SIGKILL: exit_process).
 """
 from __future__ import annotations
 
 import errno
 import os as _os
+import posixpath
+import stat as _stat
 import threading
 import time
 
@@ -58,6 +65,22 @@ class MockLock:
   def __exit__(self, *exc): self.release()
 
 
+class MockProcess:
+  """A handle on a mock process (LinuxOS.open_process's ProcessHandle): signalling it ends it (any signal is taken
+  as SIGKILL, the one kill_pids sends)."""
+
+  def __init__(self, os, pid: int):
+    self.os, self.pid = os, pid
+
+  def signal_lock_holder(self, lock_file: str, sig: int) -> bool:
+    """Like ProcessHandle's: signalled only when it holds the lock on lock_file (then it ends)."""
+    if posixpath.normpath(lock_file) not in map(posixpath.normpath, self.os._proc_fds(self.pid)): return False
+    self.os.kill(self.pid)
+    return True
+
+  def close(self) -> None: pass
+
+
 class MockOS:
   """The OS interface in memory. `config` is an hcq Config (its sysfs/proc/dev roots are replaced by the mock's
   canonical /sys, /proc and /dev; its mock_* fields drive the models)."""
@@ -82,6 +105,7 @@ class MockOS:
     self.pid = _os.getpid()     # the current process (see the module docstring)
     self._next_pid = FAKE_PID_BASE
     self._process_memory: dict[int, dict[int, int]] = {}    # pid -> {address: size} of its anonymous memory
+    self._lock_files: dict[str, int] = {}      # lock file path -> its inode (the files stay after a release)
     for d in ("/dev", "/sys/bus/pci/devices", "/sys/bus/pci/drivers", "/sys/devices", "/sys/class", "/proc/self"):
       self.vfs.mkdir(d)
     self.vfs.add_file("/proc/sys/vm/compact_unevictable_allowed", "1\n", write=lambda data: None)
@@ -138,9 +162,6 @@ class MockOS:
 
   def sysfs_exists(self, path: str) -> bool: return self.vfs.exists(self._sys(path), follow=False)
   def sysfs_readlink(self, path: str) -> str: return self._readlink(self._sys(path))
-  def proc_list(self, path: str = "") -> list[str]: return self._list(self._proc(path))
-  def proc_read(self, path: str) -> str: return self._read(self._proc(path)).decode(errors="replace")
-  def proc_readlink(self, path: str) -> str: return self._readlink(self._proc(path))
 
   # ---- memory
   def alloc_anon(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
@@ -188,6 +209,69 @@ class MockOS:
       raise DeviceError(f"mock kill: no process {pid}")
     self.exit_process(pid)
 
+  # ---- what hcq-smi reads of the host (see the module docstring)
+  def listdir(self, path: str) -> list[str]:
+    path = posixpath.normpath(path)
+    files = sorted(posixpath.basename(p) for p in self._lock_files if posixpath.dirname(p) == path)
+    if files or path == posixpath.normpath(self.config.lock_dir): return files
+    return self._list(path)
+
+  def stat(self, path: str, follow_symlinks: bool = True) -> _os.stat_result:
+    ino = self._lock_files.get(posixpath.normpath(path))
+    if ino is None: raise OSCallError("stat", path, errno.ENOENT)
+    return _os.stat_result((_stat.S_IFREG | 0o644, ino, 0, 1, 0, 0, 0, 0, 0, 0))
+
+  def realpath(self, path: str) -> str: return posixpath.normpath(path)
+
+  def _proc_fds(self, pid: int) -> list[str]:
+    """The lock files process pid holds, as its fds 3, 4, ..."""
+    with self._lock: return sorted(path for path, lock in self._held_locks.items() if lock.pid == pid)
+
+  def _pids(self) -> list[int]:
+    with self._lock: return sorted({self.pid, *(lk.pid for lk in self._held_locks.values()), *self._process_memory})
+
+  def _flock_line(self, n: int, pid: int, path: str) -> str:
+    return f"{n}: FLOCK  ADVISORY  WRITE {pid} 00:00:{self._lock_files[path]} 0 EOF"
+
+  def _proc_entry(self, path: str):
+    """(pid, what, fd index) of <pid>/..., or None for another procfs path."""
+    parts = path.strip("/").split("/")
+    if not parts[0].isdigit() or int(parts[0]) not in self._pids(): return None
+    fd = int(parts[2]) - 3 if len(parts) == 3 and parts[2].isdigit() else None
+    return int(parts[0]), "/".join(parts[1:2]), fd
+
+  def proc_list(self, path: str = "") -> list[str]:
+    if not path.strip("/"): return sorted(self._list("/proc") + [str(p) for p in self._pids()])
+    e = self._proc_entry(path)
+    if e is None: return self._list(self._proc(path))
+    if e[1] in ("fd", "fdinfo"): return [str(3 + i) for i in range(len(self._proc_fds(e[0])))]
+    return ["comm", "fd", "fdinfo", "status"]
+
+  def proc_read(self, path: str) -> str:
+    if path.strip("/") == "locks":
+      with self._lock: held = sorted((lk.path, lk.pid) for lk in self._held_locks.values())
+      return "".join(self._flock_line(i + 1, pid, p) + "\n" for i, (p, pid) in enumerate(held))
+    e = self._proc_entry(path)
+    if e is None: return self._read(self._proc(path)).decode(errors="replace")
+    pid, what, fd = e
+    if what == "comm": return "python\n"
+    if what == "status": return f"Name:\tpython\nPid:\t{pid}\n"
+    fds = self._proc_fds(pid)
+    if what == "fdinfo" and fd is not None and 0 <= fd < len(fds):
+      return f"pos:\t0\nflags:\t02000002\nmnt_id:\t1\nlock:\t{self._flock_line(1, pid, fds[fd])}\n"
+    raise OSCallError("read", self._proc(path), errno.ENOENT)
+
+  def proc_readlink(self, path: str) -> str:
+    e = self._proc_entry(path)
+    if e is None: return self._readlink(self._proc(path))
+    fds = self._proc_fds(e[0])
+    if e[1] == "fd" and e[2] is not None and 0 <= e[2] < len(fds): return fds[e[2]]
+    raise OSCallError("readlink", self._proc(path), errno.ENOENT)
+
+  def open_process(self, pid: int) -> "MockProcess":
+    if pid not in self._pids(): raise OSCallError("pidfd_open", f"pid {pid}", errno.ESRCH)
+    return MockProcess(self, pid)
+
   def lock_holders(self) -> dict[str, int]:
     """lock path -> the pid holding it (what `hcq-smi ... pids` reports)."""
     with self._lock: return {path: lock.pid for path, lock in self._held_locks.items()}
@@ -218,6 +302,7 @@ class MockOS:
       if path in self._held_locks:
         raise DeviceError(in_use_error(kind, pcibus, path, [self._held_locks[path].pid]))
       lock = self._held_locks[path] = MockLock(self, path)
+      self._lock_files.setdefault(path, len(self._lock_files) + 1000)
       return lock
 
   def held_locks(self) -> list[str]:
@@ -394,4 +479,4 @@ class MockOS:
   def __repr__(self): return f"MockOS({len(self.devices)} devices, {len(self.pci_functions)} PCI functions)"
 
 
-__all__ = ["MockOS", "MockLock"]
+__all__ = ["MockOS", "MockLock", "MockProcess"]

@@ -52,6 +52,13 @@ def vadd_once(dev):
   assert np.array_equal(np.frombuffer(dev.copyout(bufs[2]), np.float32)[:256], 2 * a)
 
 
+def settle(gpu):
+  """Until the engines ran everything rung (threaded models finish the packets after a fence on their own time): a
+  process killed now is killed between kernels."""
+  deadline = time.monotonic() + 2
+  while any(q.pending for q in gpu.cp.queues.values()) and time.monotonic() < deadline: time.sleep(0.001)
+
+
 def scratch7(gpu):
   return gpu.regs.addr(GC_HWID, "gc_11_0_0", "SCRATCH_REG7")
 
@@ -64,13 +71,14 @@ def test_a_killed_process_leaves_a_gpu_the_next_one_reuses(navi_modes):
   assert any(s.startswith("full boot: a cold GPU") for s in steps_of(dev))
   loads, bl, psp = len(gpu.psp.loaded_fw), list(gpu.psp.bl_loaded), gpu.psp
   assert loads == 25 and gpu.regs.read(scratch7(gpu)) != 0
+  settle(gpu)
   os.exit_process()                        # SIGKILL: no close(); the lock goes, the memory is unmapped
   assert os.pid != first and os.held_locks() == [] and first not in os._process_memory
   assert gpu.cp.mapped == []               # the engines reach none of the dead process's memory
   dev2 = open_am(os, 0, os.config)
   try:
     reused = [s for s in steps_of(dev2) if s.startswith("reused: ")]
-    assert reused and "the firmware load is skipped" in reused[0]
+    assert reused and "the firmware load is skipped" in reused[0], steps_of(dev2)
     assert any("stopped the idle compute and sdma queue(s)" in s for s in steps_of(dev2))
     assert gpu.psp is psp and len(gpu.psp.loaded_fw) == loads and gpu.psp.bl_loaded == bl   # no firmware loaded
     assert gpu.reset.count == 0 and not any(b == "psp" and "LOAD_IP_FW" in s for b, s, _t in dev2.iface.am.steps)
@@ -162,6 +170,35 @@ def test_kill_of_the_lock_holder_frees_the_gpu_for_the_next_process(navi_fw):
     vadd_once(dev2)
   finally: dev2.close()
   with pytest.raises(DeviceError, match="no process 12345"): os.kill(12345)
+
+
+def test_hcq_smi_kill_pids_frees_the_gpu_and_the_next_open_reuses_it(navi_fw):
+  """`hcq-smi amd pids` / `kill_pids --sudoless` (smi/commands.py) with the MockOS as the host: they find the mock
+  process holding am_0000:03:00.0.lock through its procfs entries and SIGKILL it (exit_process)."""
+  import io
+  import json
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  os, gpu = navi_fw
+  holder = os.new_process()                # a program of its own (kill_pids never signals the pid it runs as)
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  os.new_process()
+  out = io.StringIO()
+  ctx = commands.Context(backend("amd"), os, Report(False, out=out, err=io.StringIO()), sudoless=True)
+  assert commands.pids(ctx) == 0 and out.getvalue() == f"0000:03:00.0: {holder} (python)\n"
+  out = io.StringIO()
+  ctx = commands.Context(backend("amd"), os, Report(True, out=out, err=io.StringIO()), sudoless=True)
+  assert commands.kill_pids(ctx, prefix="0000:03", sleep=lambda s: None) == 0
+  doc = json.loads(out.getvalue())
+  assert [k["pid"] for k in doc["killed"]] == [holder] and doc["remaining"] == {}
+  assert os.held_locks() == [] and holder not in os._process_memory
+  dev2 = open_am(os, 0, os.config)
+  try:
+    assert any(s.startswith("reused: ") for s in steps_of(dev2))
+    vadd_once(dev2)
+  finally: dev2.close()
 
 
 def test_mode1_reset_returns_the_gpu_to_its_bootloader(navi_fw):
