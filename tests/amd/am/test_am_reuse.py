@@ -113,6 +113,30 @@ def test_a_process_killed_mid_work_leaves_a_gpu_that_is_reset_and_booted(navi_mo
   finally: dev3.close()
 
 
+def test_a_process_killed_mid_kernel_leaves_a_gpu_that_is_reset_and_booted(navi_modes):
+  """An endless kernel in flight when its process dies: its waves' memory goes, the dispatch ends with a fault (no
+  crash), the queue keeps its work, and the next open resets the GPU."""
+  from hcq.compiler.backend.amd.asm import assemble
+  from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+  os, gpu = navi_modes
+  dev = open_am(os, 0, os.config)
+  spin = dev.load(write_code_object([KernelSpec("spin", assemble("loop:\n  s_branch loop\n  s_endpgm"))]), "spin")
+  spin(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False)
+  q = gpu.cp.queues[("compute", 1, 0, 0)]
+  deadline = time.monotonic() + 2
+  while q.engine.running is None and time.monotonic() < deadline: time.sleep(0.001)
+  assert q.engine.running is not None            # the dispatch is in flight, slice after slice
+  os.exit_process()
+  assert q.engine.running is None and "its process ended" in str(q.error)
+  dev2 = open_am(os, 0, os.config)
+  try:
+    why = [s for s in steps_of(dev2) if s.startswith("full boot after a mode-1 reset: ")]
+    assert why and "compute HQD 1.0.0 is active with work left" in why[0], steps_of(dev2)
+    assert gpu.reset.count == 1
+    run_corpus(dev2, ["vadd"])
+  finally: dev2.close()
+
+
 def test_a_clean_close_then_open_reuses(navi_fw):
   os, gpu = navi_fw
   dev = open_am(os, 0, os.config)
