@@ -57,7 +57,7 @@ class AMDev:
     bridge; addr None); until: stop after that block's hw_init (a block name of BLOCKS), or after "discovery" (no
     block touched: e.g. to reset the GPU)."""
     if until is not None and until not in ("discovery", *self.BLOCKS):
-      raise DeviceError(f"AM: no block {until!r} to boot until (blocks: {', '.join(self.BLOCKS)})")
+      raise DeviceError(f"AM: no block {until!r} to boot until (discovery, or a block: {', '.join(self.BLOCKS)})")
     self.os, self.config, self.trace, self.until = os, config, trace, until
     self.label = label or (f"PCI+AMD {addr}" if device is None else f"USB+AMD {device.name}")
     self.steps: list[tuple[str, str, float]] = []
