@@ -2,7 +2,8 @@
 
 `hcq am boot` takes the GPU (amdgpu must not be bound to it: `hcq-smi amd rmmod`), reads IP discovery, programs the
 VM hubs and the interrupt ring, loads every firmware through the PSP, starts the SMU and waits for the RLC autoload,
-then gives the GPU back. --trace prints each step as it happens (block, step, milliseconds since the start), so a
+then gives the GPU back; a GPU an earlier AM process left booted is reused when its state checks out, else reset and
+booted in full (the trace says which and why). `hcq am reset` mode-1 resets the GPU. --trace prints each step as it happens (block, step, milliseconds since the start), so a
 board bring-up shows where it stops. --mock boots the embedded mock Navi 31 instead (with the machine's firmware
 folder: HCQ_FIRMWARE_DIR). Exit status 1 when the boot fails (the error names the block, register or file)."""
 from __future__ import annotations
@@ -27,12 +28,19 @@ def register(sub) -> None:
   b.add_argument("--until", choices=BLOCKS, help="stop after this block's hw_init")
   b.add_argument("--json", action="store_true", help="print the steps as JSON at the end")
   b.set_defaults(func=boot)
+  r = asub.add_parser("reset", help="mode-1 reset the GPU (its firmware stops; the next open boots in full)")
+  where = r.add_mutually_exclusive_group()
+  where.add_argument("--pci", metavar="ADDR", help="the PCI function (default: the first AMD GPU AM supports)")
+  where.add_argument("--mock", action="store_true", help="the embedded mock Navi 31")
+  r.add_argument("--trace", action="store_true", help="print every step (block, step, time) as it happens")
+  r.set_defaults(func=reset)
 
 
-def boot(args) -> int:
+def _open(args):
+  """(config, OS, PCI address) of the GPU the arguments name."""
   from .. import _mock_os
   from ..config import from_env
-  from ..drivers.amd.am.device import AMDev, find_functions
+  from ..drivers.amd.am.device import find_functions
   from ..drivers.system import LinuxOS
   from ..drivers.system.pciaddr import is_valid
   from ..errors import DeviceError
@@ -46,9 +54,33 @@ def boot(args) -> int:
       found = find_functions(os)
       if not found: raise DeviceError("no AMD GPU that AM boots was found (supported: Navi 31, device 0x744c)")
       addr = found[0]
-    def trace(block, step, t):
-      print(f"{t * 1000:10.2f} ms  {block:<10} {step}", flush=True)
-    with AMDev(os, addr, cfg, trace=trace if args.trace and not args.json else None, until=args.until) as dev:
+  except BaseException:
+    if args.mock: os.close()
+    raise
+  return cfg, os, addr
+
+
+def _trace(block, step, t): print(f"{t * 1000:10.2f} ms  {block:<10} {step}", flush=True)
+
+
+def reset(args) -> int:
+  from ..drivers.amd.am.device import AMDev
+  cfg, os, addr = _open(args)
+  try:
+    with AMDev(os, addr, cfg, trace=_trace if args.trace else None, until="discovery") as dev:
+      dev.mode1_reset()
+      took = dev.steps[-1][2]
+  finally:
+    if args.mock: os.close()
+  if not args.trace: print(f"{addr}: mode-1 reset done in {took * 1000:.1f} ms (PSP bootloader ready, no firmware running)")
+  return 0
+
+
+def boot(args) -> int:
+  from ..drivers.amd.am.device import AMDev
+  cfg, os, addr = _open(args)
+  try:
+    with AMDev(os, addr, cfg, trace=_trace if args.trace and not args.json else None, until=args.until) as dev:
       steps, stage = list(dev.steps), dev.stage
   finally:
     if args.mock: os.close()

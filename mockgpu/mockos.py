@@ -14,11 +14,25 @@ have a `may_progress` attribute: while it is False for every engine, a tick retu
 
 Differences from Linux a driver can rely on: /dev/kfd doorbell pages (and every register BAR) must be mapped with
 map_mmio(), not file.mmap(): plain memory cannot call the model.
+
+Processes: everything a driver does runs as the current process `pid` (at first this Python process's own pid).
+new_process() starts another one (the current pid changes; the previous process lives on, holding its locks), and
+exit_process(pid) or kill(pid) ends one as the kernel ends a process killed with SIGKILL: its device locks are
+released and its anonymous memory unmapped, and no driver close() runs. Device models (their VRAM, registers,
+firmware state, queues that may still run) stay as they are; a model learns first (process_exiting(pid, ranges))
+which host memory goes, so that its engines fault on it instead of touching unmapped memory. The driver objects of
+an ended process must not be used again (nothing stops it: the test that ended it drops them).
+
+hcq-smi's host queries work on a MockOS too (listdir/stat/realpath of the lock dir, the holders' procfs entries:
+<pid>/fd, <pid>/fdinfo with the flock line, <pid>/comm, locks; open_process), so that `hcq-smi amd pids` and
+`kill_pids` (smi/commands.py, with this OS as the Context's host) find a mock process holding a device's lock and
+end it (its SIGKILL: exit_process).
 """
 from __future__ import annotations
 
 import errno
 import os as _os
+import posixpath
 import stat as stat_mod
 import threading
 import time
@@ -35,6 +49,7 @@ from .vfs import DataFile, DeviceNode, Dir, Symlink, VFS
 PAGE = libc.PAGE_SIZE
 PCI_MEM_WINDOW = 0x80_0000_0000   # fake bus addresses given to 64-bit BARs
 PCI_MEM32_WINDOW = 0xC000_0000    # and to 32-bit ones (below 4 GiB)
+FAKE_PID_BASE = 1 << 21           # the pids new_process() hands out (below Linux's PID_MAX_LIMIT, 1 << 22)
 
 
 class FixedViewMMIO(MappedMMIO):
@@ -62,7 +77,7 @@ class MockLock:
 
   def __init__(self, os, path: str, ino: int, fd: int):
     self.os, self.path, self.ino, self.fd = os, path, ino, fd
-    self.pid = _os.getpid()   # the holder, as <proc>/locks would name it
+    self.pid = os.pid         # the holder (the mock's current process), as <proc>/locks would name it
 
   def line(self, n: int) -> str:
     return f"{n}: FLOCK  ADVISORY  WRITE {self.pid} {MOCK_LOCK_DEV[0]:02x}:{MOCK_LOCK_DEV[1]:02x}:{self.ino} 0 EOF"
@@ -75,6 +90,22 @@ class MockLock:
 
   def __enter__(self): return self
   def __exit__(self, *exc): self.release()
+
+
+class MockProcess:
+  """A handle on a mock process (LinuxOS.open_process's ProcessHandle): signalling it ends it (any signal is taken
+  as SIGKILL, the one kill_pids sends)."""
+
+  def __init__(self, os, pid: int):
+    self.os, self.pid = os, pid
+
+  def signal_lock_holder(self, lock_file: str, sig: int) -> bool:
+    """Like ProcessHandle's: signalled only when it holds the lock on lock_file (then it ends)."""
+    if posixpath.normpath(lock_file) not in map(posixpath.normpath, self.os._proc_fds(self.pid)): return False
+    self.os.kill(self.pid)
+    return True
+
+  def close(self) -> None: pass
 
 
 class MockOS:
@@ -100,10 +131,13 @@ class MockOS:
     self._ticking = threading.local()
     self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
     self.closed = False
+    self.pid = _os.getpid()     # the current process (see the module docstring)
+    self._next_pid = FAKE_PID_BASE
+    self._process_memory: dict[int, dict[int, int]] = {}    # pid -> {address: size} of its anonymous memory
     for d in ("/dev", "/sys/bus/pci/devices", "/sys/bus/pci/drivers", "/sys/devices", "/sys/class", "/proc/self"):
       self.vfs.mkdir(d)
     self.vfs.add_file("/proc/sys/vm/compact_unevictable_allowed", "1\n", write=lambda data: None)
-    self.vfs.add_file("/proc/self/status", read=lambda: f"Name:\tpython\nPid:\t{_os.getpid()}\n")
+    self.vfs.add_file("/proc/self/status", read=lambda: f"Name:\tpython\nPid:\t{self.pid}\n")
     self.vfs.add_file("/proc/locks", read=self._proc_locks)
 
   # ---- errors: the VFS names the lookup; re-raise naming the call the driver made
@@ -157,21 +191,70 @@ class MockOS:
 
   def sysfs_exists(self, path: str) -> bool: return self.vfs.exists(self._sys(path), follow=False)
   def sysfs_readlink(self, path: str) -> str: return self._readlink(self._sys(path))
-  def proc_list(self, path: str = "") -> list[str]: return self._list(self._proc(path))
-  def proc_read(self, path: str) -> str: return self._read(self._proc(path)).decode(errors="replace")
-  def proc_readlink(self, path: str) -> str: return self._readlink(self._proc(path))
 
   # ---- memory
   def alloc_anon(self, size: int, addr: int | None = None, prot: int | None = None, shared: bool = False,
                  reserve_only: bool = False) -> int:
-    return self.memory.alloc(size, addr, prot, shared, reserve_only)
+    va = self.memory.alloc(size, addr, prot, shared, reserve_only)
+    with self._lock: self._process_memory.setdefault(self.pid, {})[va] = size
+    return va
 
   def free_anon(self, addr: int, size: int) -> None:
     """munmap. A device model whose memory lives in that range may keep it alive (host_memory_freed() -> True: it
     frees it itself later, e.g. VRAM whose CPU mapping goes before the KFD allocation), so that its engines never
     touch unmapped host memory."""
+    with self._lock:
+      for mine in self._process_memory.values():
+        if mine.get(addr) == size: del mine[addr]     # (a part of a mapping: still found, and skipped, at exit)
     keep = [dev.host_memory_freed(addr, size) for dev in self.devices if hasattr(dev, "host_memory_freed")]
     if not any(keep): self.memory.free(addr, size)
+
+  # ---- processes
+  def new_process(self) -> int:
+    """Start another process and make it the current one (the previous one lives on); returns its pid."""
+    with self._lock:
+      self.pid, self._next_pid = self._next_pid, self._next_pid + 1
+      return self.pid
+
+  def exit_process(self, pid: int | None = None) -> None:
+    """End process pid (default the current one) as the kernel ends a process killed with SIGKILL: its device locks
+    are released and its anonymous memory unmapped; no driver close() runs, device models keep their state. Ending
+    the current process starts a new current one (new_process()), as the next program run would be."""
+    pid = self.pid if pid is None else pid
+    with self._lock:
+      for lock in [lk for lk in self._held_locks.values() if lk.pid == pid]: lock.release()
+      mine = self._process_memory.pop(pid, {})
+    ranges = [(a, n) for a, n in sorted(mine.items()) if self.memory.find(a) is not None]
+    for dev in self.devices:       # first: engines stop using the memory (they fault on it from now on)
+      if hasattr(dev, "process_exiting"): dev.process_exiting(pid, ranges)
+    for addr, size in ranges: self.free_anon(addr, size)
+    if pid == self.pid: self.new_process()
+
+  def kill(self, pid: int) -> None:
+    """SIGKILL (what `hcq-smi ... kill_pids` does to a lock holder): the process ends (exit_process)."""
+    if pid != self.pid and not any(lock.pid == pid for lock in self._held_locks.values()) and \
+       pid not in self._process_memory:
+      raise DeviceError(f"mock kill: no process {pid}")
+    self.exit_process(pid)
+
+  def _proc_fds(self, pid: int) -> list[str]:
+    """The lock files process pid holds."""
+    with self._lock: return sorted(path for path, lock in self._held_locks.items() if lock.pid == pid)
+
+  def _pids(self) -> list[int]:
+    with self._lock: return sorted({self.pid, *(lk.pid for lk in self._held_locks.values()), *self._process_memory})
+
+  def proc_list(self, path: str = "") -> list[str]: return self._list(self._proc(path))
+  def proc_read(self, path: str) -> str: return self._read(self._proc(path)).decode(errors="replace")
+  def proc_readlink(self, path: str) -> str: return self._readlink(self._proc(path))
+
+  def open_process(self, pid: int) -> "MockProcess":
+    if pid not in self._pids(): raise OSCallError("pidfd_open", f"pid {pid}", errno.ESRCH)
+    return MockProcess(self, pid)
+
+  def lock_holders(self) -> dict[str, int]:
+    """lock path -> the pid holding it (what `hcq-smi ... pids` reports)."""
+    with self._lock: return {path: lock.pid for path, lock in self._held_locks.items()}
 
   def phys_addrs(self, addr: int, size: int) -> list[int]: return self.memory.phys_addrs(addr, size)
 
@@ -445,4 +528,4 @@ class MockOS:
   def __repr__(self): return f"MockOS({len(self.devices)} devices, {len(self.pci_functions)} PCI functions)"
 
 
-__all__ = ["MockOS", "MockLock"]
+__all__ = ["MockOS", "MockLock", "MockProcess"]

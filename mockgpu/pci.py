@@ -102,6 +102,7 @@ class PCIFunction:
     self._cap_tail = 0            # offset of the last capability's next pointer
     self._next_cap = regs.PCI_STD_HEADER_SIZEOF   # capabilities follow the standard header
     self.os = None
+    self.gone = None              # () -> True while the function does not answer (a reset): config reads all ones
     struct.pack_into("<HH", self.config, regs.PCI_VENDOR_ID, vendor, device)
     struct.pack_into("<I", self.config, regs.PCI_CLASS_REVISION, (class_code << 8) | revision)
     struct.pack_into("<HH", self.config, regs.PCI_SUBSYSTEM_VENDOR_ID, subsystem_vendor, subsystem_device)
@@ -145,12 +146,19 @@ class PCIFunction:
     mask = ~(bar.size - 1) & 0xFFFFFFFF
     struct.pack_into("<I", self.config, _bar_reg(index), (value & mask & regs.PCI_BASE_ADDRESS_MEM_MASK) | bar.low_bits)
 
+  def clear_bar_address(self, index: int) -> None:
+    """The BAR register back to its reset value (no address; a 64-bit BAR's upper half too)."""
+    self._write_bar_register(index, 0)
+    if self.bars[index].is_64: struct.pack_into("<I", self.config, _bar_reg(index) + 4, 0)
+
   def config_read(self, offset: int, size: int) -> bytes:
+    if self.gone is not None and self.gone(): return b"\xff" * max(0, min(size, CONFIG_SIZE - offset))
     with self.lock: return bytes(self.config[offset:offset + size])
 
   def config_write(self, offset: int, data: bytes) -> int:
     """Write bytes into config space; BAR registers keep their size alignment and flag bits (so the all-ones
     sizing protocol works); the ids and class are read-only."""
+    if self.gone is not None and self.gone(): return len(data)       # dropped: nobody answers
     with self.lock:
       for i, b in enumerate(data):
         pos = offset + i

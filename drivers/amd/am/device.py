@@ -8,6 +8,10 @@ Order (full boot; Linux amdgpu and the reference lineage agree on it):
   hw_init    nbio (doorbell aperture) -> gmc (VM hubs, page tables, TLB) -> ih (ring 0) -> psp (bootloader, sOS,
              ring, TOC, TMR, every IP firmware, RLC autoload) -> smu (mailbox, driver table, features) -> gfx (RLC
              autoload complete)
+Partial boot (reuse.py): after sw_init, before hw_init, the GPU's state is assessed: one that an AM process left
+booted (the boot signature in GC SCRATCH_REG7 and the boot record at VRAM 0), its firmware running and its queues
+idle, is reused: every hw_init runs but the PSP's (no bootloader, no firmware load: the TMR is kept). Anything else
+is a full boot, after a mode-1 reset (reset.py) when firmware runs. A full boot ends by signing.
 Each step is recorded in `steps` as (block, step, seconds since open) and passed to `trace` as it happens.
 `stage` names the last block whose hw_init completed. The queues come after, from the runtime device on top
 (AMIface.create_queue: a compute HQD and the SDMA0 ring).
@@ -17,8 +21,10 @@ boot asks the PF for init data and exclusive init access through the mailbox bef
 gfx (no PSP, no SMU: the host owns them and loaded every firmware; gfx checks the host's RLC autoload completed), and
 keeps the access until the runtime device's queues exist (end_init, from open_am); close asks for fini access first.
 
-Not yet: reusing a GPU another AM process left booted beyond the sOS check (PSP skips its bootloader when the sOS
-runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, clock gating.
+Partial boot (reuse.py, reset.py): a GPU a previous AM process left booted is reused when its boot record and state
+check out, else mode-1 reset and booted in full (not on a VF: the host owns the firmware).
+
+Not yet: clock gating.
 Memory: `vram` (memory.VRAM) allocates VRAM for the driver's own lifetime (alloc: page tables, rings, PSP buffers)
 and for the runtime (alloc_user/free: AMIface's device buffers, which live in VRAM); the GMC maps either kind of
 memory at GPU VAs (map_vram for VRAM, map for system pages).
@@ -35,6 +41,7 @@ import threading
 from ....errors import DeviceError
 from . import discovery as disc
 from . import firmware as fwmod
+from . import reset, reuse
 from .block import BLOCKS
 from .gfx import GFX
 from .gmc import GMC
@@ -60,9 +67,10 @@ class AMDev:
   def __init__(self, os, addr: str | None, config, trace=None, label: str | None = None, until: str | None = None,
                device=None):
     """Boot the GPU at PCI address addr, or the opened PCI device `device` (AMPCI: a USBPCIDevice behind a USB
-    bridge; addr None); until: stop after that block's hw_init (a block name of BLOCKS)."""
-    if until is not None and until not in self.BLOCKS:
-      raise DeviceError(f"AM: no block {until!r} to boot until (blocks: {', '.join(self.BLOCKS)})")
+    bridge; addr None); until: stop after that block's hw_init (a block name of BLOCKS), or after "discovery" (no
+    block touched: e.g. to reset the GPU)."""
+    if until is not None and until not in ("discovery", *self.BLOCKS):
+      raise DeviceError(f"AM: no block {until!r} to boot until (discovery, or a block: {', '.join(self.BLOCKS)})")
     self.os, self.config, self.trace, self.until = os, config, trace, until
     self.label = label or (f"PCI+AMD {addr}" if device is None else f"USB+AMD {device.name}")
     self.steps: list[tuple[str, str, float]] = []
@@ -101,23 +109,38 @@ class AMDev:
     self.access = RegAccess(p.mmio, self.os, self.config.timeout_s, self.label, self.lock)
     self._detect_vf()
     self._discover()
+    if self.until == "discovery": return self.step("am", "boot stopped after discovery as asked")
     self.nbio, self.gmc, self.ih, self.psp, self.smu, self.gfx = blocks = \
       [cls(self) for cls in (NBIO, GMC, IH, PSP, SMU, GFX)]
     if self.until is not None: blocks = blocks[:self.BLOCKS.index(self.until) + 1]
     if self.vf:       # ---- SR-IOV VF: the host runs PSP and SMU (virt.py)
       self.psp = self.smu = None
       blocks = [b for b in blocks if b.name not in ("psp", "smu")]
+    else: reuse.claim_record(self)        # VRAM's first page, as the last boot left it (reuse.py)
     for b in blocks:
       self.step(b.name, "sw_init")
       b.sw_init()
+    # ---- partial boot (reuse.py, reset.py): reuse the GPU as a previous process left it, or reset it
+    plan = reuse.Plan("boot", "an SR-IOV VF (the host booted the GPU)") if self.vf else reuse.assess(self)
+    if plan.reset: reset.mode1_reset(self, plan.why)
     for b in blocks:
       self.step(b.name, "hw_init")
-      b.hw_init()
+      if plan.reuse and b is self.psp: reuse.resume_psp(self, plan)
+      else: b.hw_init()
       self.stage = b.name
+    # ----
     if self.stage == "gfx":
+      if not plan.reuse and not self.vf: reuse.sign(self)
       self.step("am", "boot reached gfx: every firmware running (queues come with the runtime device)"
                 + (" under the VF's exclusive init access" if self.vf else ""))
     else: self.step("am", f"boot stopped after {self.stage} as asked")
+
+  def mode1_reset(self) -> None:
+    """Mode-1 reset the GPU (reset.py): afterwards its PSP waits in the bootloader and no firmware runs, so this
+    instance's blocks are stale: close it (the next open boots in full)."""
+    if self.vf: raise DeviceError(f"{self.label}: a VF cannot mode-1 reset the GPU (the host owns it)")
+    reset.mode1_reset(self, "asked")
+    self.stage = "discovery"
 
   # ---- SR-IOV VF (virt.py)
   def _detect_vf(self) -> None:

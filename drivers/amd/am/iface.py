@@ -184,7 +184,9 @@ class AMIface:
 
   def _compute_mqd(self, ring: Mem, gart: Mem, eop: Mem) -> Mem:
     """The queue's MQD (drivers/amd/am/mqd.py) in memory the CP reaches, filled; the HQD is loaded from it."""
-    mem = self.alloc(mqdmod.MQD_SIZE, kind="gtt")
+    # VRAM: the queue state outlives this process (a next process that reuses the GPU dequeues a queue left active,
+    # and the CP saves it into the MQD: into freed host memory, had it been system pages)
+    mem = self.alloc(mqdmod.MQD_SIZE, kind="vram", cpu_access=True)
     m = mqdmod.compute_mqd(mem.va, ring.va, ring.size, gart.va + RPTR_OFFSET, gart.va + WPTR_OFFSET, eop.va, eop.size,
                            DOORBELL_COMPUTE * 2)
     mem.cpu[:mqdmod.MQD_SIZE] = bytes(m)

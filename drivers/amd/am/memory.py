@@ -56,13 +56,34 @@ class VRAM:
     self.bar = bar
 
   # ---- allocation
-  def alloc(self, size: int, what: str, align: int = PAGE) -> VRAMBuf:
-    """Boot-lifetime VRAM for the driver, zero-filled, at the lowest offset that fits."""
+  def alloc(self, size: int, what: str, align: int = PAGE, zero: bool = True) -> VRAMBuf:
+    """Boot-lifetime VRAM for the driver at the lowest offset that fits, zero-filled (zero=False: as it is, e.g. what
+    a previous boot left there)."""
     with self.dev.lock:
       buf = self._take(size, what, align, top=False)
       self.allocs.append(buf)
-    self.fill(buf.offset, buf.size)
+    if zero: self.fill(buf.offset, buf.size)
     return buf
+
+  def reserve(self, offset: int, size: int, what: str) -> VRAMBuf:
+    """Take [offset, offset + size) as it is, where a previous boot put something still in use (the PSP's TMR of a
+    reused GPU); the range must be free."""
+    size = (size + PAGE - 1) & ~(PAGE - 1)
+    with self.dev.lock:
+      for i, (start, free) in enumerate(self._free):
+        if start <= offset and offset + size <= start + free:
+          pieces = [(p, s) for p, s in ((start, offset - start), (offset + size, start + free - offset - size)) if s]
+          self._free[i:i + 1] = pieces
+          buf = VRAMBuf(offset, size, self.fb_base + offset, what)
+          self.allocs.append(buf)
+          return buf
+    raise DeviceError(f"{self.dev.label}: cannot keep {what} at VRAM {offset:#x}+{size:#x}: not free (boot allocations "
+                      f"reach {self.next:#x}, usable up to {self.end:#x})")
+
+  @property
+  def next(self) -> int:
+    """Where the boot-lifetime allocations end (the highest end of any of them; 0 before the first)."""
+    return max((b.offset + b.size for b in self.allocs), default=0)
 
   def alloc_user(self, size: int, what: str, align: int = PAGE) -> VRAMBuf:
     """VRAM for the runtime (a buffer), not cleared, at the highest offset that fits; free(buf) gives it back."""

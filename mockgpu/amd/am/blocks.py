@@ -164,6 +164,7 @@ class SMUModel:
     rf = self.gpu.regs
     arg = rf.read(self.arg)
     self.messages.append((msg, arg))
+    if msg == SMU.PPSMC_MSG_Mode1Reset: return self.gpu.mode1_reset("SMU PPSMC_MSG_Mode1Reset")   # no answer: it resets
     result, out = SMU.PPSMC_Result_OK, arg
     if msg == SMU.PPSMC_MSG_TestMessage: out = arg + 1
     elif msg == SMU.PPSMC_MSG_GetSmuVersion: out = self.version

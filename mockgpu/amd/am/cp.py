@@ -37,9 +37,19 @@ CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x
 
 class CommandProcessors:
   def __init__(self, navi):
-    self.navi, rf = navi, navi.regs
+    self.navi = navi
     self.gpu = MockAMDGPU(navi.os, 0, 0x744C, GPUProperties())
     self.gpu.listener = self
+    self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
+    self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
+    self._next_qid = 1
+    self.mapped: list[tuple[int, int]] = []
+    self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
+    self.hook()
+
+  def hook(self) -> None:
+    """Take over the queue registers (at creation, and again after a reset rebuilt the register file)."""
+    rf = self.navi.regs
     g = lambda n: rf.addr(GC_HWID, "gc_11_0_0", n)
     self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
                                   "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_WPTR_POLL_ADDR", "CP_HQD_PQ_WPTR_POLL_ADDR_HI",
@@ -60,6 +70,12 @@ class CommandProcessors:
     self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
     self.vram_views: set[tuple[int, int, int]] = set()   # (va, size, VRAM offset) viewed at va for the engines
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
+    # where each queue stands: the read pointer (CP: dwords modulo the ring; SDMA: bytes) and the write pointer its
+    # doorbell last gave, as the hardware's status registers show them
+    rf.hook(g("CP_HQD_PQ_RPTR"), read=lambda: self._pointer(self._selected(), "rptr"))
+    rf.hook(g("CP_HQD_PQ_WPTR_LO"), read=lambda: self._pointer(self._selected(), "wptr"))
+    rf.hook(s("SDMA0_QUEUE0_RB_RPTR"), read=lambda: self._pointer(("sdma", 0, 0, 0), "rptr"))
+    rf.hook(s("SDMA0_QUEUE0_RB_WPTR"), read=lambda: self._pointer(("sdma", 0, 0, 0), "wptr"))
 
   def _r(self, name: str) -> int: return self.navi.regs.values.get(self.hqd.get(name) or self.sdma[name], 0)
 
@@ -130,10 +146,13 @@ class CommandProcessors:
              "cp_hqd_active": 0}
     regs = dict(self._mqd_fields())
     with self.gpu.lock:
-      view = self.gpu.mem.u32_view(addr, MQD_SIZE // 4, "MQD")
-      for field, value in state.items():
-        view[getattr(MQD, field).offset // 4] = value
-        self.navi.regs.poke(regs[field], value)
+      for field, value in state.items(): self.navi.regs.poke(regs[field], value)
+      try: view = self.gpu.mem.u32_view(addr, MQD_SIZE // 4, "MQD")
+      except GPUFault as e:     # the MQD's memory is gone (its process ended): the CP's write faults, as any access
+        fault = e.address if e.address is not None else addr
+        self.navi.ih.post(CLIENT_UTCL2, 0, [fault >> 12, (fault >> 44) & 0xF, 0, 0])
+        return
+      for field, value in state.items(): view[getattr(MQD, field).offset // 4] = value
 
   # ---- SDMA0 queue 0
   def _sdma_cntl(self, value: int) -> None:
@@ -149,6 +168,12 @@ class CommandProcessors:
     """SDMA0_STATUS_REG: IDLE (bit 0) while its queue has nothing left to run."""
     q = self.queues.get(("sdma", 0, 0, 0))
     return 0 if q is not None and q.pending() else 1
+
+  def _pointer(self, key, which: str) -> int:
+    q = self.queues.get(key)
+    if q is None: return 0
+    if which == "wptr": return q.doorbell_value & 0xFFFFFFFF
+    return (q.ring.pos % q.ring.size_dw) if key[0] == "compute" else (4 * q.ring.pos) & 0xFFFFFFFF
 
   # ---- queues on the engines
   def _start(self, key, kind, ring, size, rptr, wptr, doorbell) -> None:
@@ -251,6 +276,28 @@ class CommandProcessors:
     addr = getattr(error, "address", None)
     if addr is not None: self.navi.ih.post(CLIENT_UTCL2, 0, [addr >> 12, (addr >> 44) & 0xF, 0, 0])
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
+
+  def stop_all(self) -> None:
+    """Every queue stops, its work dropped (a reset)."""
+    for key in list(self.queues): self._stop(key)
+
+  def process_exiting(self, ranges) -> None:
+    """The host memory in ranges [(address, size)] is about to be unmapped (its process ended): the engines stop
+    reaching it now (an access becomes a GPU fault, as through an IOMMU that lost the pages), and a dispatch in
+    flight, whose waves read their code and data from it, ends with a fault. The queues stay as the registers
+    programmed them (a driver finds them still active)."""
+    ends = [(a, a + n) for a, n in ranges]
+    gone = lambda va, size: any(a < va + size and va < e for a, e in ends)
+    with self.gpu.lock:
+      for va, size in [r for r in self.mapped if gone(*r)]: self.gpu.unmap_range(va)
+      self.mapped = [r for r in self.mapped if not gone(*r)]
+      self._tables.clear()
+      for q in self.gpu.queues.values():
+        if getattr(getattr(q, "engine", None), "running", None) is not None and q.error is None:
+          q.drop_work()
+          q.error = GPUFault(f"{q.name}: the waves' memory was unmapped (its process ended)", address=ends[0][0] if ends else 0,
+                             kind="page fault")
+          self.queue_failed(self.gpu, q, q.error)
 
   def close(self) -> None:
     for va, size, _off in self.vram_views: self.navi.os.memory.unmap_view(va, size, self)

@@ -4,7 +4,7 @@ BARs, as the hardware lays them out: BAR0 (64-bit prefetchable) VRAM, a memory f
 window of it mapped at another address (MockOS.map_pci_resource, the MMU's views for the engines) shows the same
 bytes; BAR2 (64-bit prefetchable)
 the doorbells; BAR5 (32-bit) the register aperture, whose accesses reach the block models (regfile.py, blocks.py,
-psp.py). The IP discovery binary (discovery.py) sits DISCOVERY_OFFSET below the end of VRAM as the board firmware
+psp.py), and a mode-1 reset (reset.py). The IP discovery binary (discovery.py) sits DISCOVERY_OFFSET below the end of VRAM as the board firmware
 leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_FB_LOCATION_BASE).
 
     os = MockOS(config); gpu = add_navi31(os)      # then the AM driver opens PCI function gpu.addr
@@ -24,6 +24,7 @@ from .cp import CommandProcessors
 from .discovery import GC_HWID, MMHUB_HWID
 from .psp import PSPModel
 from .regfile import RegFile
+from .reset import Mode1Reset
 
 VENDOR, DEVICE, CLASS = 0x1002, 0x744C, 0x030000
 DOORBELL_SIZE = 2 << 20
@@ -91,18 +92,13 @@ class MockNavi31:
     ips = {hw: bases for hw, inst, _v, bases in disc.NAVI31_IPS if inst == 0}
     self.regs = RegFile(f"{self.addr} BAR5 (registers)", ips, lambda off: self._vram_dword(off),
                         lambda off, v: self._vram_dword(off, v))
-    self.nbio = NBIO(self)
-    self.mmhub = Hub(self, MMHUB_HWID, "mmhub_3_0_0", "MMVM", "MMMC")
-    self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
-    self.ih = IH(self)
-    self.rlc = RLC(self)
-    self.smu = SMUModel(self)
-    self.psp = PSPModel(self)
+    self._build_blocks()
     self.cp = CommandProcessors(self)
     self.gchub.on_invalidate = self.cp.remap
     if self.vf:
       from .virt import VFModel
       self.virt = VFModel(self, self.vf_host)
+    self.reset = Mode1Reset(self)
     fn = self.function = PCIFunction(self.addr, VENDOR, DEVICE, CLASS, revision=0xC8, subsystem_vendor=VENDOR,
                                      subsystem_device=0x0E3B)
     fn.add_bar(0, FileMemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size, self.vram_fd), is_64=True,
@@ -112,6 +108,24 @@ class MockNavi31:
     fn.add_bar(5, self.regs.mmio, is_64=False)
     if self.plug is None: os.add_pci_function(fn)
     else: self.plug(os, fn)
+
+  def _build_blocks(self) -> None:
+    """The block models in their power-on state (at attach, and again after a mode-1 reset)."""
+    self.nbio = NBIO(self)
+    self.mmhub = Hub(self, MMHUB_HWID, "mmhub_3_0_0", "MMVM", "MMMC")
+    self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
+    self.ih = IH(self)
+    self.rlc = RLC(self)
+    self.smu = SMUModel(self)
+    self.psp = PSPModel(self)
+
+  def mode1_reset(self, by: str) -> None:
+    """A mode-1 reset asked through `by` (the SMU's message or the PSP's command): see reset.py."""
+    self.reset.start(by)
+
+  def process_exiting(self, pid: int, ranges) -> None:
+    """MockOS: a process ends and its host memory goes; the engines stop reaching it (cp.process_exiting)."""
+    self.cp.process_exiting(ranges)
 
   def _doorbell(self, offset: int, value: int) -> None:
     self.doorbells.append((offset, value))   # a doorbell no queue listens to (queues route theirs: cp.py)

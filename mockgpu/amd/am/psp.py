@@ -98,6 +98,7 @@ class PSPModel:
   def _ring_ctrl(self, value: int) -> None:
     rf = self.gpu.regs
     if not self.sos_alive: return       # no sOS: nobody answers
+    if value == G.GFX_CTRL_CMD_ID_MODE1_RST: return self.gpu.mode1_reset("PSP GFX_CTRL_CMD_ID_MODE1_RST")
     kind = value >> 16
     if value == G.GFX_CTRL_CMD_ID_DESTROY_RINGS: self.ring, self.rptr = None, 0
     elif kind == 2 or value == G.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:   # KM ring (PSP_RING_TYPE__KM = 2)

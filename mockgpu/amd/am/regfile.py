@@ -33,6 +33,14 @@ class RegFile:
     self.lock = threading.RLock()
     self.mmio = RegisterMMIO(name, MMIO_SIZE, read_hook=self._bar_read, write_hook=self._bar_write)
     self._modules: dict[str, object] = {}
+    self.gone = None             # () -> True while the function does not answer (a reset): reads all ones, no writes
+
+  def reset(self) -> None:
+    """Every register back to zero and every block model's hook gone (a reset: the models are built again)."""
+    with self.lock:
+      self.values.clear()
+      self.read_hooks.clear()
+      self.write_hooks.clear()
 
   # ---- names -> addresses
   def module(self, name: str):
@@ -74,12 +82,14 @@ class RegFile:
 
   # ---- the BAR
   def _bar_read(self, offset: int):
+    if self.gone is not None and self.gone(): return 0xFFFFFFFF
     addr = offset >> 2
     if addr == MM_DATA: return self._indirect(None)
     if addr in (MM_INDEX, MM_INDEX_HI): return None
     return self.read(addr)
 
   def _bar_write(self, offset: int, value: int) -> None:
+    if self.gone is not None and self.gone(): return
     addr = offset >> 2
     if addr == MM_DATA: return self._indirect(value)
     if addr in (MM_INDEX, MM_INDEX_HI): return

@@ -131,12 +131,13 @@ def test_a_missing_firmware_file_names_it_and_the_package(navi_fw):
     boot(navi_fw)
 
 
-def test_a_booted_sos_is_not_bootloaded_again(navi_fw):
+def test_a_booted_gpu_is_reused_not_bootloaded_again(navi_fw):
   _, gpu = navi_fw
   boot(navi_fw).close()
   with boot(navi_fw) as d:
-    assert any("sOS already running" in s for _b, s, _t in d.steps)
+    assert any(b == "am" and s.startswith("reused: booted by hcq") for b, s, _t in d.steps), d.steps
     assert gpu.psp.bl_loaded == [0x80000, 0x10000000, 0x10000, 0x20000] and gpu.regs.read(gpu.psp.r[81]) == SOS_VERSION
+    assert len(gpu.psp.loaded_fw) == 25 and d.stage == "gfx"
 
 
 def test_hcq_am_boot_trace(fw_dir, capsys, monkeypatch):

@@ -1,0 +1,87 @@
+"""Mode-1 reset of an AM GPU (SMU 13.0.0 / PSP 13.0): the whole GPU but the PCIe link goes back to its power-on
+state (the PSP in its bootloader, no firmware running, every engine stopped); VRAM keeps its contents.
+
+The sequence is Linux amdgpu's (amdgpu_device_mode1_reset with smu_v13_0_0_mode1_reset): the function's
+configuration space saved (the standard header: its 16 dwords), bus mastering off, the SMU asked through its mailbox
+(PPSMC_MSG_Mode1Reset, which it never answers: it resets with the rest) - or, when the SMU does not answer, the PSP's
+sOS (GFX_CTRL_CMD_ID_MODE1_RST in C2PMSG_64) - then the configuration space restored and the function waited for
+until RCC_CONFIG_MEMSIZE reads something else than all ones. hcq waits for the reset to begin first (the register
+BAR reads all ones: Linux sleeps 500 ms instead) and, after the function is back, for the PSP bootloader to be ready
+(C2PMSG_35 bit 31) with no sOS (C2PMSG_81 = 0), as the next boot needs it. Every wait is bounded by config.timeout_s
+and its Timeout names the register (or config dword), the value waited for and the last one read.
+
+Only the standard header of the configuration space is saved (not the PCIe capability's control registers, which
+the kernel restores too): what the mock and a board's BAR and command settings need.
+"""
+from __future__ import annotations
+
+from ....autogen.amd import psp_gfx_if as G
+from ....autogen.amd import smu_v13_0_0 as S
+from ....errors import DeviceError, Timeout
+from .reuse import smu_answers
+
+CONFIG_DWORDS = 16
+ALL_ONES = 0xFFFFFFFF
+
+
+def _wait(dev, what: str, read, done, expected: str) -> int:
+  """Poll read() until done(value); bounded by config.timeout_s; the Timeout names what, expected and the last value."""
+  os, timeout = dev.os, dev.config.timeout_s
+  deadline = os.monotonic() + timeout
+  while True:
+    v = read()
+    if done(v): return v
+    if os.monotonic() > deadline: raise Timeout(f"{dev.label}: {what}", expected=expected, last_seen=f"{v:#x}", timeout_s=timeout)
+    os.sleep(0.0005)
+
+
+def save_config(pci) -> list[int]:
+  return [pci.config_read(4 * i, 4) for i in range(CONFIG_DWORDS)]
+
+
+def restore_config(pci, saved: list[int]) -> None:
+  """As the kernel restores it: from the last dword down (the command register, dword 1, last: memory decoding and
+  bus mastering come back once the BARs hold their addresses), each dword only where it differs; the ids (dword 0)
+  are read-only."""
+  for i in range(CONFIG_DWORDS - 1, 0, -1):
+    if pci.config_read(4 * i, 4) != saved[i]: pci.config_write(4 * i, saved[i], 4)
+
+
+def _request(dev) -> str:
+  """Ask for the reset; returns through whom."""
+  why_not = smu_answers(dev)
+  if why_not is None:
+    r = dev.mp1_regs
+    r.write("MP1_SMN_C2PMSG_90", 0)
+    r.write("MP1_SMN_C2PMSG_82", 0)
+    r.write("MP1_SMN_C2PMSG_66", S.PPSMC_MSG_Mode1Reset)
+    return "the SMU (PPSMC_MSG_Mode1Reset)"
+  r = dev.mp0_regs
+  if r.read("MP0_SMN_C2PMSG_81"):
+    r.write("MP0_SMN_C2PMSG_64", G.GFX_CTRL_CMD_ID_MODE1_RST)
+    return f"the PSP (GFX_CTRL_CMD_ID_MODE1_RST; {why_not})"
+  raise DeviceError(f"{dev.label}: cannot reset the GPU: {why_not}, and the PSP's sOS does not run (MP0_SMN_C2PMSG_81 = 0)")
+
+
+def mode1_reset(dev, why: str) -> None:
+  """Reset the GPU dev drives (its registers known: after discovery) and wait until its PSP bootloader is ready."""
+  pci, acc = dev.pci, dev.access
+  t0 = dev.os.monotonic()
+  dev.step("reset", f"mode-1 reset: {why}")
+  saved = save_config(pci.pci)
+  pci.disable_bus_master()
+  dev.step("reset", f"asked {_request(dev)}")
+  memsize = dev.nbio_regs.addr("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE")
+  _wait(dev, "NBIO RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE (the function leaving the bus for the reset)", lambda: acc.read(memsize),
+        lambda v: v == ALL_ONES, f"{ALL_ONES:#x}")
+  _wait(dev, "PCI config dword 0 (vendor and device id: the function back from the reset)",
+        lambda: pci.pci.config_read(0, 4), lambda v: v != ALL_ONES, f"not {ALL_ONES:#x}")
+  restore_config(pci.pci, saved)
+  _wait(dev, "NBIO RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE (the registers answering again)", lambda: acc.read(memsize),
+        lambda v: v != ALL_ONES, f"not {ALL_ONES:#x}")
+  mp0 = dev.mp0_regs
+  mp0.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)       # the bootloader is ready for a component
+  mp0.wait("MP0_SMN_C2PMSG_81", ALL_ONES, 0)                  # and no sOS runs
+  pci.enable_bus_master()
+  dev.step("reset", f"GPU back in {(dev.os.monotonic() - t0) * 1000:.1f} ms: configuration space restored, PSP "
+                    f"bootloader ready, no sOS")

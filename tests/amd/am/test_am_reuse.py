@@ -1,0 +1,271 @@
+"""Partial boot of the AM driver (drivers/amd/am/reuse.py) and its mode-1 reset (reset.py), on the mock Navi 31
+with AMD's real firmware, across "processes" of one MockOS: exit_process() ends one as SIGKILL does (its locks
+released, its memory unmapped, no close()), while the mock GPU keeps its state for the next one."""
+import os as _os
+import time
+
+import numpy as np
+import pytest
+
+from hcq.cli import main as hcq_main
+from hcq.drivers.amd import pm4
+from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.errors import DeviceError, Timeout
+from hcq.mockgpu.amd.am.discovery import GC_HWID
+from tests.amd.am.test_am_corpus import run
+from tests.fixtures.opencl.kernels import KERNELS
+
+ADDR = "0000:03:00.0"
+CORPUS = ["vadd", "saxpy", "lds_reduce", "private_array"]
+
+
+@pytest.fixture(params=[False, True], ids=["sync", "threaded"])
+def navi_modes(request, fw_dir, tmp_path):
+  """(os, gpu) as navi_fw, the device models synchronous or in their own threads."""
+  from hcq.config import Config
+  from hcq.mockgpu import MockOS
+  from hcq.mockgpu.amd.am.gpu import add_navi31
+  os = MockOS(Config(timeout_s=2, lock_dir=str(tmp_path), firmware_dir=fw_dir, mock_threaded=request.param))
+  gpu = add_navi31(os, ADDR)
+  yield os, gpu
+  os.close()
+
+
+def steps_of(dev, block="am"):
+  return [s for b, s, _t in dev.iface.am.steps if b == block]
+
+
+def run_corpus(dev, names=CORPUS):
+  for name in names:
+    k = KERNELS[name]
+    data = k.inputs(seed=5)
+    k.check(run(dev, k, data), data)
+
+
+def vadd_once(dev):
+  a = np.arange(256, dtype=np.float32)
+  bufs = [dev.alloc(1024) for _ in range(3)]
+  dev.copyin(bufs[0], a)
+  dev.copyin(bufs[1], a)
+  prog = dev.load(KERNELS["vadd"].code_object())
+  prog(*bufs, global_size=(4,), local_size=(64,), wait=True)
+  assert np.array_equal(np.frombuffer(dev.copyout(bufs[2]), np.float32)[:256], 2 * a)
+
+
+def settle(gpu):
+  """Until the engines ran everything rung (threaded models finish the packets after a fence on their own time): a
+  process killed now is killed between kernels."""
+  deadline = time.monotonic() + 2
+  while any(q.pending for q in gpu.cp.queues.values()) and time.monotonic() < deadline: time.sleep(0.001)
+
+
+def scratch7(gpu):
+  return gpu.regs.addr(GC_HWID, "gc_11_0_0", "SCRATCH_REG7")
+
+
+def test_a_killed_process_leaves_a_gpu_the_next_one_reuses(navi_modes):
+  os, gpu = navi_modes
+  first = os.pid
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  assert any(s.startswith("full boot: a cold GPU") for s in steps_of(dev))
+  loads, bl, psp = len(gpu.psp.loaded_fw), list(gpu.psp.bl_loaded), gpu.psp
+  assert loads == 25 and gpu.regs.read(scratch7(gpu)) != 0
+  settle(gpu)
+  dead = list(os._process_memory[first].items())
+  os.exit_process()                        # SIGKILL: no close(); the lock goes, the memory is unmapped
+  assert os.pid != first and os.held_locks() == [] and first not in os._process_memory
+  # the engines reach none of the dead process's memory (VRAM its page tables map stays: it is the GPU's)
+  assert not [(va, n) for va, n in gpu.cp.mapped for a, size in dead if a < va + n and va < a + size]
+  dev2 = open_am(os, 0, os.config)
+  try:
+    reused = [s for s in steps_of(dev2) if s.startswith("reused: ")]
+    assert reused and "the firmware load is skipped" in reused[0], steps_of(dev2)
+    assert any("stopped the idle compute and sdma queue(s)" in s for s in steps_of(dev2))
+    assert gpu.psp is psp and len(gpu.psp.loaded_fw) == loads and gpu.psp.bl_loaded == bl   # no firmware loaded
+    assert gpu.reset.count == 0 and not any(b == "psp" and "LOAD_IP_FW" in s for b, s, _t in dev2.iface.am.steps)
+    run_corpus(dev2)
+  finally: dev2.close()
+
+
+def test_a_process_killed_mid_work_leaves_a_gpu_that_is_reset_and_booted(navi_modes):
+  os, gpu = navi_modes
+  dev = open_am(os, 0, os.config)
+  flag = dev.alloc(4096)                   # never written: the packet below waits for ever
+  dev.submit_pm4(pm4.wait_reg_mem(flag.va, 1, func=pm4.WAIT_EQ))
+  q = gpu.cp.queues[("compute", 1, 0, 0)]
+  deadline = time.monotonic() + 2
+  while not q.blocked and time.monotonic() < deadline: time.sleep(0.001)
+  assert q.blocked
+  os.exit_process()
+  os.tick()                                # the engine polls the memory that is gone: a fault, not a crash
+  while q.error is None and time.monotonic() < deadline: time.sleep(0.001)
+  assert q.error is not None and "page fault" in str(q.error.kind)
+  dev2 = open_am(os, 0, os.config)
+  try:
+    why = [s for s in steps_of(dev2) if s.startswith("full boot after a mode-1 reset: ")]
+    assert why and "compute HQD 1.0.0 is active with work left" in why[0], steps_of(dev2)
+    assert gpu.reset.count == 1 and gpu.reset.requests == ["SMU PPSMC_MSG_Mode1Reset"]
+    assert any("asked the SMU (PPSMC_MSG_Mode1Reset)" in s for s in steps_of(dev2, "reset"))
+    assert len(gpu.psp.loaded_fw) == 25 and gpu.psp.bl_loaded == [0x80000, 0x10000000, 0x10000, 0x20000]
+    run_corpus(dev2)
+  finally: dev2.close()
+  dev3 = open_am(os, 0, os.config)         # and that boot signed: the next one reuses
+  try: assert any(s.startswith("reused: ") for s in steps_of(dev3)) and gpu.reset.count == 1
+  finally: dev3.close()
+
+
+def test_a_process_killed_mid_kernel_leaves_a_gpu_that_is_reset_and_booted(navi_modes):
+  """An endless kernel in flight when its process dies: its waves' memory goes, the dispatch ends with a fault (no
+  crash), the queue keeps its work, and the next open resets the GPU."""
+  from hcq.compiler.backend.amd.asm import assemble
+  from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+  os, gpu = navi_modes
+  dev = open_am(os, 0, os.config)
+  spin = dev.load(write_code_object([KernelSpec("spin", assemble("loop:\n  s_branch loop\n  s_endpgm"))]), "spin")
+  spin(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False)
+  q = gpu.cp.queues[("compute", 1, 0, 0)]
+  deadline = time.monotonic() + 2
+  while q.engine.running is None and time.monotonic() < deadline: time.sleep(0.001)
+  assert q.engine.running is not None            # the dispatch is in flight, slice after slice
+  os.exit_process()
+  assert q.engine.running is None and "its process ended" in str(q.error)
+  dev2 = open_am(os, 0, os.config)
+  try:
+    why = [s for s in steps_of(dev2) if s.startswith("full boot after a mode-1 reset: ")]
+    assert why and "compute HQD 1.0.0 is active with work left" in why[0], steps_of(dev2)
+    assert gpu.reset.count == 1
+    run_corpus(dev2, ["vadd"])
+  finally: dev2.close()
+
+
+def test_a_clean_close_then_open_reuses(navi_fw):
+  os, gpu = navi_fw
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  dev.close()
+  dev = open_am(os, 0, os.config)
+  try:
+    assert any(s.startswith("reused: ") for s in steps_of(dev)) and not any("stopped the idle" in s for s in steps_of(dev))
+    assert len(gpu.psp.loaded_fw) == 25 and gpu.reset.count == 0
+    vadd_once(dev)
+  finally: dev.close()
+
+
+def _corrupt_signature(os, gpu): gpu.regs.poke(scratch7(gpu), 0x1234)
+def _sos_gone(os, gpu): gpu.regs.poke(gpu.psp.r[81], 0)
+def _firmware_changed(os, gpu):
+  path = _os.path.join(os.config.firmware_dir, "gc_11_0_0_mec.bin")
+  with open(path, "rb") as f: data = bytearray(f.read())
+  data[-1] ^= 0xFF                           # past the image the PSP checks: the PSP still takes it
+  os.vfs.add_file(path, bytes(data), replace=True)
+
+
+@pytest.mark.parametrize("corrupt, why", [
+  (_corrupt_signature, r"GC SCRATCH_REG7 holds 0x00001234, the boot record's CRC32 is 0x[0-9a-f]{8}"),
+  (_sos_gone, r"the PSP is in its bootloader \(MP0_SMN_C2PMSG_81 = 0\)"),
+  (_firmware_changed, r"the firmware files changed since the GPU was booted \(SHA-256 [0-9a-f]{12}, now [0-9a-f]{12}")])
+def test_a_gpu_whose_state_does_not_check_out_is_reset_and_booted_in_full(navi_fw, corrupt, why):
+  import re
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  corrupt(os, gpu)
+  with AMDev(os, ADDR, os.config) as d:
+    plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
+    assert plan.startswith("full boot after a mode-1 reset: ") and re.search(why, plan), plan
+    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 25 and gpu.psp.refused == []
+  with AMDev(os, ADDR, os.config) as d:      # the full boot signed again
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
+
+
+def test_kill_of_the_lock_holder_frees_the_gpu_for_the_next_process(navi_fw):
+  """What `hcq-smi amd kill_pids --sudoless` does to a holder, on MockOS: kill(pid) ends that process."""
+  os, gpu = navi_fw
+  holder = os.pid
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  os.new_process()                         # a second program, while the first still holds the GPU
+  with pytest.raises(DeviceError, match=rf"0000:03:00.0 is in use: held by pid {holder} "):
+    open_am(os, 0, os.config)
+  assert os.lock_holders() and set(os.lock_holders().values()) == {holder}
+  os.kill(holder)
+  assert os.held_locks() == []
+  dev2 = open_am(os, 0, os.config)
+  try:
+    assert any(s.startswith("reused: ") for s in steps_of(dev2))
+    vadd_once(dev2)
+  finally: dev2.close()
+  with pytest.raises(DeviceError, match="no process 12345"): os.kill(12345)
+
+
+def test_hcq_smi_kill_pids_frees_the_gpu_and_the_next_open_reuses_it(navi_fw):
+  """`hcq-smi amd pids` / `kill_pids --sudoless` (smi/commands.py) with the MockOS as the host: they find the mock
+  process holding am_0000:03:00.0.lock through its procfs entries and SIGKILL it (exit_process)."""
+  import io
+  import json
+  from hcq.smi import commands
+  from hcq.smi.backends import backend
+  from hcq.smi.report import Report
+  os, gpu = navi_fw
+  holder = os.new_process()                # a program of its own (kill_pids never signals the pid it runs as)
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  os.new_process()
+  out = io.StringIO()
+  ctx = commands.Context(backend("amd"), os, Report(False, out=out, err=io.StringIO()), sudoless=True)
+  assert commands.pids(ctx) == 0 and out.getvalue() == f"0000:03:00.0: {holder} (python)\n"
+  out = io.StringIO()
+  ctx = commands.Context(backend("amd"), os, Report(True, out=out, err=io.StringIO()), sudoless=True)
+  assert commands.kill_pids(ctx, prefix="0000:03", sleep=lambda s: None) == 0
+  doc = json.loads(out.getvalue())
+  assert [k["pid"] for k in doc["killed"]] == [holder] and doc["remaining"] == {}
+  assert os.held_locks() == [] and holder not in os._process_memory
+  dev2 = open_am(os, 0, os.config)
+  try:
+    assert any(s.startswith("reused: ") for s in steps_of(dev2))
+    vadd_once(dev2)
+  finally: dev2.close()
+
+
+def test_mode1_reset_returns_the_gpu_to_its_bootloader(navi_fw):
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  config = gpu.function.config_read(0, 64)
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
+    d.mode1_reset()
+    resets = [s for b, s, _t in d.steps if b == "reset"]
+  assert resets[0] == "mode-1 reset: asked" and resets[-1].startswith("GPU back in ")
+  assert gpu.reset.count == 1 and not gpu.psp.sos_alive and not gpu.smu.running and gpu.regs.read(scratch7(gpu)) == 0
+  assert gpu.function.config_read(0x10, 0x18) == config[0x10:0x28]     # the BARs restored
+  with AMDev(os, ADDR, os.config) as d:
+    assert any(b == "am" and s.startswith("full boot: a cold GPU") for b, s, _t in d.steps)
+    assert d.stage == "gfx" and len(gpu.psp.loaded_fw) == 25
+
+
+@pytest.mark.parametrize("fail, match", [
+  ("ignored", r"NBIO RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE \(the function leaving the bus for the reset\) to reach "
+              r"0xffffffff \(last seen 0x200\)"),
+  ("gone", r"PCI config dword 0 \(vendor and device id: the function back from the reset\) to reach not 0xffffffff "
+           r"\(last seen 0xffffffff\)"),
+  ("bootloader", r"MP0 MP0_SMN_C2PMSG_35 & 0x80000000 to reach 0x80000000 \(last seen 0x0\)")])
+def test_mode1_reset_timeouts_name_the_register(navi_fw, fail, match):
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  gpu.reset.fail = fail
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
+    with pytest.raises(Timeout, match=match): d.mode1_reset()
+
+
+def test_a_gpu_that_cannot_be_reset_says_why(navi_fw):
+  with AMDev(navi_fw[0], ADDR, navi_fw[0].config, until="discovery") as d:
+    with pytest.raises(DeviceError, match=r"cannot reset the GPU: the SMU does not answer PPSMC_MSG_TestMessage .*"
+                                          r"MP0_SMN_C2PMSG_81 = 0"):
+      d.mode1_reset()
+
+
+def test_hcq_am_reset_cli(fw_dir, capsys, monkeypatch):
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", fw_dir)
+  monkeypatch.setenv("HCQ_TIMEOUT", "0.3")
+  assert hcq_main(["am", "reset", "--mock"]) == 1      # the embedded mock is cold: nothing runs to reset it
+  assert "cannot reset the GPU" in capsys.readouterr().err
+  assert hcq_main(["am", "reset", "--pci", "3:0.0"]) == 2
