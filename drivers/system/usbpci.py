@@ -67,6 +67,11 @@ class TLPMMIO(MMIOView):
     self._check(offset, 4)
     self.bridge.tlp(pcie.MWR64, self.base + offset, value)
 
+  def read64(self, offset: int) -> int:
+    """One 2-DW MRd (a signal's u64 in one read: request + completion, not two 32-bit reads)."""
+    self._check(offset, 8)
+    return int.from_bytes(self.bridge.stream_read(self.base + offset, 8), "little")
+
   def write64(self, offset: int, value: int) -> None:
     """One 2-DW MWr (a doorbell must see one 64-bit write, not two halves)."""
     self._check(offset, 8)

@@ -13,6 +13,8 @@ names its register.
 """
 from __future__ import annotations
 
+from array import array
+
 from .block import IPBlock
 
 PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
@@ -103,12 +105,15 @@ class GMC(IPBlock):
                         f"or unaligned")
     flags |= PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0
     base = 0 if system else self.fb_base
-    ptb, ptb_key = None, None
+    # the entries of one page table go in one write (one streaming TLP behind a USB bridge, not one per page)
+    ptb, ptb_key, first, run = None, None, 0, array("Q")
     for i, addr in enumerate(addrs):
       rel = va + i * 0x1000 - VM_BASE
       if rel >> 21 != ptb_key:          # the page table of this 2 MiB: found (or made) once for its 512 pages
-        ptb, ptb_key = self._table_of(rel), rel >> 21
-      self._set(ptb, (rel >> 12) & 0x1FF, ((base + addr) & ADDR_MASK) | flags)
+        if run: d.vram.write(ptb + first * 8, run.tobytes())
+        ptb, ptb_key, first, run = self._table_of(rel), rel >> 21, (rel >> 12) & 0x1FF, array("Q")
+      run.append(((base + addr) & ADDR_MASK) | flags)
+    if run: d.vram.write(ptb + first * 8, run.tobytes())
     if flush:
       d.nbio.hdp_flush()
       self.flush_tlb()

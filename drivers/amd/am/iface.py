@@ -194,6 +194,9 @@ class AMIface:
     if am is None: return
     with am.lock: self._close(am)
 
+  def _free_all(self) -> None:
+    for mem in list(self._mems.values()): self.free(mem)
+
   def _close(self, am) -> None:
     try:
       if am.pci is not None:
@@ -206,7 +209,7 @@ class AMIface:
         self._queues.clear()
         # an engine that did not stop may still reach the memory: no DMA before it goes
         if not drained: am.pci.disable_bus_master()
-        for mem in list(self._mems.values()): self.free(mem)
+        self._free_all()
     finally:
       am.close()
       self.am = None

@@ -7,15 +7,20 @@
 - The SDMA queue starts when SDMA0_QUEUE0_RB_CNTL.RB_ENABLE is set (RB_SIZE = log2(ring dwords)).
 - Doorbells: a 64-bit store at the queue's doorbell offset of the doorbell BAR is its write pointer.
 - Memory: the engines access GPU virtual addresses as host addresses (the mock's rule: GPU VA == host VA); the VAs
-  they may touch are those the GC hub's page tables map to system pages at that same host address, recomputed at
-  every GC hub TLB invalidation by walking the tables. Anything else is a GPU fault: the queue stops and a VM fault
-  goes to the IH ring (client UTCL2) with the address.
+  they may touch are those the GC hub's page tables map to system pages at that same host address, and those they
+  map to VRAM: the VRAM memfd is mapped a second time at such a VA (where nothing else of the process lives: a
+  driver behind a USB bridge has no CPU mapping there), so the engines' stores land in VRAM. Recomputed at every GC
+  hub TLB invalidation by walking the tables. Anything else is a GPU fault: the queue stops and a VM fault goes to
+  the IH ring (client UTCL2) with the address.
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
   (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
 """
 from __future__ import annotations
 
 from array import array
+
+from ....drivers.system import libc
+from ....errors import OSCallError
 
 from ..gpu import GPUProperties, MockAMDGPU
 from ..queues import COMPUTE, SDMA
@@ -46,6 +51,7 @@ class CommandProcessors:
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
     self.mapped: list[tuple[int, int]] = []
+    self.aliases: set[tuple[int, int, int]] = set()    # (VA, size, VRAM offset) of VRAM mapped again at its VA
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
 
   def _r(self, name: str) -> int: return self.navi.regs.values.get(self.hqd.get(name) or self.sdma[name], 0)
@@ -121,6 +127,7 @@ class CommandProcessors:
                (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
       if base & PTE_VALID: self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
     self._tables = {k: v for k, v in self._tables.items() if k in seen}
+    pieces = self._alias_vram(pieces)
     ranges = []
     for va, size in sorted(pieces):
       if ranges and ranges[-1][0] + ranges[-1][1] == va: ranges[-1][1] += size
@@ -145,20 +152,42 @@ class CommandProcessors:
       return
     for i, e in enumerate(array("Q", raw)):
       if not e & PTE_VALID: continue
-      if e & PDE_PTE:
-        if e & PTE_SYSTEM: out.extend(self._ranges_of([e], va + i * span, span))
+      if e & PDE_PTE: out.extend(self._ranges_of([e], va + i * span, span))
       else: self._walk(e & ADDR_MASK, level - 1, va + i * span, out, seen)
 
-  def _ranges_of(self, entries, va: int, span: int) -> list[tuple[int, int]]:
-    """The system pages of these entries mapped at their own host address, coalesced."""
-    host_of, ranges = self.navi.os.memory._phys_page, []
+  def _ranges_of(self, entries, va: int, span: int) -> list[tuple]:
+    """The system pages of these entries mapped at their own host address, (va, size), and their VRAM pages,
+    (va, size, VRAM offset), each coalesced."""
+    host_of, ranges, fb, top = self.navi.os.memory._phys_page, [], self.navi.fb_base, self.navi.vram_size
     for i, e in enumerate(entries):
-      if not e & PTE_VALID or not e & PTE_SYSTEM: continue
+      if not e & PTE_VALID: continue
       at = va + i * span
-      if host_of.get(e & ADDR_MASK) != at: continue   # not host memory at the same address: the engines cannot use it
-      if ranges and ranges[-1][0] + ranges[-1][1] == at: ranges[-1][1] += span
-      else: ranges.append([at, span])
+      if e & PTE_SYSTEM:
+        if host_of.get(e & ADDR_MASK) != at: continue   # not host memory at the same address: the engines cannot use it
+        if ranges and len(ranges[-1]) == 2 and ranges[-1][0] + ranges[-1][1] == at: ranges[-1][1] += span
+        else: ranges.append([at, span])
+        continue
+      off = (e & ADDR_MASK & ~(span - 1)) - fb
+      if not 0 <= off <= top - span: continue
+      last = ranges[-1] if ranges else None
+      if last is not None and len(last) == 3 and last[0] + last[1] == at and last[2] + last[1] == off: last[1] += span
+      else: ranges.append([at, span, off])
     return [tuple(r) for r in ranges]
+
+  def _alias_vram(self, pieces: list[tuple]) -> list[tuple[int, int]]:
+    """Map the VRAM pieces at their VAs (kept while the tables keep them; a VA where the process has other memory
+    stays unreachable: a fault, as on a GPU whose driver gave it a bad address); returns the engines' (va, size)."""
+    want = {p for p in pieces if len(p) == 3}
+    for va, size, _off in self.aliases - want: libc.munmap(va, size)
+    ok = self.aliases & want
+    for va, size, off in want - self.aliases:
+      try:
+        libc.mmap(va, size, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED | libc.MAP_FIXED_NOREPLACE,
+                  self.navi.vram_fd, off, what=f"{self.navi.addr} VRAM at GPU VA {va:#x}")
+      except (OSCallError, OSError): continue
+      ok.add((va, size, off))
+    self.aliases = ok
+    return [p for p in pieces if len(p) == 2] + [(va, size) for va, size, _ in ok]
 
   # ---- the engines' events (the listener interface of MockAMDGPU)
   def interrupt(self, gpu, queue, ctxid: int) -> None:
@@ -170,4 +199,7 @@ class CommandProcessors:
     if addr is not None: self.navi.ih.post(CLIENT_UTCL2, 0, [addr >> 12, (addr >> 44) & 0xF, 0, 0])
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
 
-  def close(self) -> None: self.gpu.close()
+  def close(self) -> None:
+    self.gpu.close()
+    for va, size, _off in self.aliases: libc.munmap(va, size)
+    self.aliases = set()

@@ -12,6 +12,7 @@ leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_
 from __future__ import annotations
 
 from ...memory import HostMemory  # noqa: F401  (the VRAM is registered with the OS's HostMemory)
+from ....drivers.system import libc
 from ...mmio import DoorbellMMIO, MemoryMMIO
 from ...pci import PCIFunction
 from . import discovery as disc
@@ -59,6 +60,23 @@ class MockNavi31:
     self.vram[off:off + 4] = value.to_bytes(4, "little")
 
   # ---- building
+  def _map_vram(self, os) -> None:
+    """VRAM is a memfd mapped shared: the command processors reach a VA that the GC hub's page tables map to VRAM
+    through a second mapping of the same pages at that VA (cp.py: the mock's GPU VA == host VA rule), which is how
+    the engines reach memory a driver behind a USB bridge cannot map."""
+    import os as host
+    what = f"mock Navi 31 {self.addr} VRAM"
+    self.vram_fd = host.memfd_create(f"mock-navi31-{self.addr}-vram", host.MFD_CLOEXEC)
+    try:
+      host.ftruncate(self.vram_fd, self.vram_size)
+      self.vram_addr = libc.mmap(None, self.vram_size, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED, self.vram_fd,
+                                 what=what)
+    except BaseException:
+      host.close(self.vram_fd)
+      raise
+    os.memory.register(self.vram_addr, self.vram_size, what)
+    self.vram = os.memview(self.vram_addr, self.vram_size)
+
   def _publish_firmware(self, os) -> None:
     """The machine's firmware folder (config.firmware_dir) as the mock OS shows it: each file read from the host
     when the driver reads it. A test may replace a file in os.vfs (a damaged blob) without touching the host's."""
@@ -76,8 +94,7 @@ class MockNavi31:
   def attach(self, os) -> None:
     self.os = os
     self._publish_firmware(os)
-    self.vram_addr = os.memory.alloc(self.vram_size, what=f"mock Navi 31 {self.addr} VRAM")
-    self.vram = os.memview(self.vram_addr, self.vram_size)
+    self._map_vram(os)
     top = self.vram_size - disc.DISCOVERY_OFFSET
     self.vram[top:top + len(self.discovery)] = self.discovery
     ips = {hw: bases for hw, inst, _v, bases in disc.NAVI31_IPS if inst == 0}
@@ -107,8 +124,11 @@ class MockNavi31:
   def close(self) -> None:
     if getattr(self, "cp", None) is not None: self.cp.close()
     if self.vram_addr is not None:
+      import os as host
       self.vram.release()
-      self.os.memory.free(self.vram_addr, self.vram_size)
+      self.os.memory.unregister(self.vram_addr)
+      libc.munmap(self.vram_addr, self.vram_size)
+      host.close(self.vram_fd)
       self.vram_addr = None
 
 

@@ -1,0 +1,206 @@
+"""AMD over USB (issue 18): the AM driver on a Navi 31 behind an ASM24xx USB4-to-PCIe bridge, and the runtime device on
+it. hcq.open("USB+AMD") / hcq.open("MOCKUSB+AMD").
+
+Behind the bridge the CPU maps nothing of the GPU: every access is a USB transfer carrying a PCIe TLP
+(drivers/system/usbpci.py), ~100 us each on hardware, so what matters is how many a launch costs.
+
+Where each kind of memory lives:
+  - all runtime memory (rings, the read/write-pointer page, EOP, signals, launch data, IBs, code, buffers) is VRAM:
+    one heap carved from AM's VRAM at open, mapped once by the GPU page tables at a fixed GPU VA range (the page
+    tables written one streaming TLP per page table) and sub-allocated (VARanges). The GPU reaches it at full speed;
+    the host through the VRAM BAR's TLPs.
+  - memory the runtime writes or reads (iface kinds "gtt"/"userptr": rings, signals, launch data, IBs) gets a CPU
+    shadow (a bytearray view as Mem.cpu, so the runtime's code is the same as on PCI) made coherent by the
+    coherence layer below, at the points where the runtime hands work over, never per store:
+      * a ring's written span is pushed (one streaming MWr) by the doorbell function, right before the doorbell
+        (one 64-bit MWr: the write pointer; the wptr page is not pushed: the engines take it from the doorbell);
+      * a launch's kernel arguments are pushed when the launch's words are made (one streaming MWr);
+      * bound launches' kernargs and IB are pushed once, when recorded;
+      * signals are DeviceSignals (drivers/hcq/signal.py): a store goes through at once, a read is one 8-byte MRd,
+        and a wait polls with AMD_USB_POLL_US (Config.amd_usb_poll_us) between polls, bounded by the timeout;
+      * a ring's read pointer is read from the device only while the ring waits for space (Ring.refresh).
+    VRAM memory (kind "vram": buffers, code, scratch) has no CPU view; copies go through the VRAM BAR
+    (streaming MWr/MRd, 4 MiB per request) after the device's earlier work finished.
+  - the bridge's SRAM windows (256 KiB as system memory, the rest SRAMStaging's copy buffers) are not used by the
+    runtime yet: signals in SRAM would be read by an XDATA read (1 transfer instead of 2) but the mock's engines do not
+    reach the bridge's windows yet, and copies through SRAMStaging need the same.
+
+Costs per launch (counted through the mock bridge by bench/usb.py): kernel arguments 2 transfers (control + bulk),
+ring span 2, doorbell 2, then 2 per poll of the timeline signal.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ....errors import DeviceError
+from ...hcq.alloc import VARanges
+from ...hcq.signal import DeviceSignal
+from ..device import AMDDevice
+from .device import AMDev
+from .iface import PAGE, AMIface
+from .va import PROCESS_VA
+
+HEAP_SIZE = 160 << 20                   # VRAM for the runtime and buffers (64 MiB copies and the corpus fit)
+PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
+
+
+@dataclasses.dataclass
+class USBMem:
+  va: int
+  size: int
+  cpu: memoryview | None       # the CPU shadow (runtime memory) or None (VRAM the CPU reaches only by copies)
+  vram: int                    # VRAM offset
+
+
+class AMUSBIface(AMIface):
+  """AMIface on a GPU behind a USB bridge (see the module docstring)."""
+  name = "USB"
+
+  def __init__(self, os, index: int, config, label: str | None = None, trace=None):
+    from ...system.usbpci import USBPCIDevice
+    self.os, self.config = os, config
+    self.label = label or f"USB+AMD:{index}"
+    self._mems, self._queues = {}, []
+    self.heap = None
+    dev = USBPCIDevice.open(os, index)
+    try: self.am = AMDev(os, None, config, trace=trace, label=f"{self.label} ({dev.name})", device=dev)
+    except BaseException:
+      dev.close()
+      raise
+    self.label, self.usb, self.poll_s = self.am.label, dev, dev.poll_us / 1e6
+    try:
+      self._map_heap()
+      self._setup()
+    except BaseException:
+      self.close()
+      raise
+
+  def _map_heap(self) -> None:
+    am = self.am
+    self.bar = am.pci.vram
+    self.heap = am.vram.alloc(HEAP_SIZE, "runtime memory (USB)", align=2 << 20)
+    self.heap_va = PROCESS_VA.alloc(HEAP_SIZE, self.label)
+    try: am.gmc.map(self.heap_va, range(self.heap.offset, self.heap.offset + HEAP_SIZE, PAGE), system=False)
+    except BaseException:
+      PROCESS_VA.free(self.heap_va, HEAP_SIZE)
+      self.heap = None
+      raise
+    self.ranges = VARanges(self.heap_va, HEAP_SIZE, name=f"{self.label} VRAM heap")
+
+  # ---- memory
+  def _alloc(self, size: int, kind: str = "gtt") -> USBMem:
+    size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
+    va = self.ranges.alloc(size)
+    off = self.heap.offset + va - self.heap_va
+    cpu = None
+    if kind != "vram":          # runtime memory: a zeroed shadow over zeroed VRAM
+      cpu = memoryview(bytearray(size))
+      self.bar.write(off, bytes(size))
+    mem = self._mems[va] = USBMem(va, size, cpu, off)
+    return mem
+
+  def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> USBMem:
+    if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
+    with self.am.lock: return self._alloc(size, kind)
+
+  def _free(self, mem: USBMem) -> None:
+    if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
+    mem.cpu = None
+    self.ranges.free(mem.va)
+
+  def _offset(self, va: int, size: int) -> int:
+    off = va - self.heap_va
+    if off < 0 or off + size > HEAP_SIZE:
+      raise DeviceError(f"{self.label}: GPU address {va:#x}+{size:#x} is outside its VRAM heap "
+                        f"{self.heap_va:#x}+{HEAP_SIZE:#x}")
+    return self.heap.offset + off
+
+  def read(self, va: int, size: int) -> bytes:
+    """Device memory at GPU address va through the VRAM BAR (an aligned u64: one 2-DW MRd)."""
+    off = self._offset(va, size)
+    if size == 8 and not off & 7: return self.bar.read64(off).to_bytes(8, "little")
+    return self.bar.read(off, size)
+
+  def write(self, va: int, data) -> None:
+    self.bar.write(self._offset(va, len(data)), data)
+
+  # ---- queues
+  def doorbell(self, q):
+    """Push the ring's span written since the last doorbell (one streaming MWr, two at the ring's end), then the
+    doorbell: one 64-bit MWr of the write pointer."""
+    bar, db, db_off = self.bar, self.doorbells, q.doorbell_offset
+    shadow, base, size, unit = q.ring.cpu, q.ring.vram, q.ring.size, PTR_UNIT[q.kind]
+    pushed = [0]         # bytes of the ring pushed since the queue began
+    def ring(value: int) -> None:
+      start, end = pushed[0], value * unit
+      s, e = start % size, end % size
+      if end - start >= size: bar.write(base, shadow)
+      elif s < e: bar.write(base + s, shadow[s:e])
+      elif end != start:
+        bar.write(base + s, shadow[s:])
+        if e: bar.write(base, shadow[:e])
+      pushed[0] = end
+      db.write64(db_off, value)
+    return ring
+
+  def _free_all(self) -> None:
+    """After the queues stopped: the heap's VA goes back to the process, so the GPU must not keep it mapped (on the
+    mock: the VRAM mapped again at that VA)."""
+    super()._free_all()
+    if self.heap is None: return
+    self.am.gmc.unmap(self.heap_va, HEAP_SIZE // PAGE)
+    PROCESS_VA.free(self.heap_va, HEAP_SIZE)
+    self.heap = None
+
+
+class USBAMDDevice(AMDDevice):
+  """AMDDevice over AMUSBIface: the coherence layer of the module docstring. Every hook is chosen here, by class: the
+  PCI and KFD devices run the same code as before with no check per launch."""
+  launch_data_size = 1 << 20          # kernel arguments pushed per launch: a smaller ring costs only VRAM
+  staging_count = 0                   # copies go through the VRAM BAR, not the runtime's staging buffers
+
+  def signal_type(self, va, words, name, pool, ticks_per_us):
+    return DeviceSignal(va, words, name, pool, ticks_per_us, read=self.iface.read, write=self.iface.write,
+                        poll_s=self.iface.poll_s, sleep=self.os.sleep)
+
+  def _rptr_refresh(self, hwq, rptr):
+    at, read = hwq.gart.va + hwq.rptr_offset, self.iface.read
+    def refresh() -> None: rptr[0] = int.from_bytes(read(at, 8), "little")
+    return refresh
+
+  def _block(self, seconds: float) -> None:
+    """No interrupts over USB: a ring waiting for space sleeps AMD_USB_POLL_US between reads of its read pointer."""
+    self.os.sleep(min(seconds, max(self.iface.poll_s, 20e-6)))
+
+  def _launch_words(self, prog, shape, explicit: bytes, value: int):
+    words = super()._launch_words(prog, shape, explicit, value)
+    if shape.alloc_size:
+      off, n = self.launch_data.newest()
+      self.iface.write(self.launch_data.va + off, self._launch_view[off:off + n])
+    return words
+
+  def _record(self, planned):
+    rec = super()._record(planned)
+    for mem in (rec.kernargs, getattr(rec, "ib", None)):
+      if mem is not None: self.iface.write(mem.va, mem.cpu)
+    return rec
+
+  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False):
+    from ...hcq import Buffer
+    with self._open_lock(): mem = self.iface.alloc(nbytes, kind="vram")
+    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=None, kind="device")   # no memory the CPU maps here
+
+  def _copyin(self, buf, src: memoryview, offset: int) -> None:
+    with self._open_lock():
+      self._synchronize()          # earlier work may still read or write the buffer
+      self.iface.write(buf.va + offset, src)
+
+  def _copyout(self, buf, size: int, offset: int) -> bytes:
+    with self._open_lock():
+      self._synchronize()
+      return self.iface.read(buf.va + offset, size)
+
+
+def open_am_usb(os, index: int, config, label: str | None = None) -> USBAMDDevice:
+  """hcq.open("USB+AMD:N"): boot the GPU behind USB bridge N and stand the runtime device on it."""
+  return USBAMDDevice(AMUSBIface(os, index, config, label), os, config)
