@@ -117,7 +117,11 @@ class DeviceSignal(Signal):
     moves."""
     read, pause = self._read, self.poll_s
     rest = self._sleep or sleep
-    seen = last = int.from_bytes(read(self.va, 8), "little")
+    # a wait for a value below 2^32 on a signal last seen below 2^32 (the timeline: engines compare 32 bits; fences
+    # that count up by one) polls the low word: one 32-bit read (request + completion) instead of a 2-DW one (request,
+    # data, completion)
+    width = 4 if value < 1 << 32 and self._words[0] < 1 << 32 else 8
+    seen = last = int.from_bytes(read(self.va, width), "little")
     self.polls += 1
     start = clock()
     while seen < value:
@@ -127,7 +131,7 @@ class DeviceSignal(Signal):
         self._words[0] = seen
         raise Timeout(f"{self.name} at {self.va:#x}", expected=value, last_seen=seen, timeout_s=timeout_s)
       if pause: rest(pause)
-      seen = int.from_bytes(read(self.va, 8), "little")
+      seen = int.from_bytes(read(self.va, width), "little")
       self.polls += 1
     self._words[0] = seen
     return seen

@@ -1,0 +1,143 @@
+"""hcq.open("MOCKUSB+AMD") (issue 18): the runtime device on the AM driver behind the mock ASM24xx bridge, the real
+firmware booted through TLPs, kernels run by the mock Navi 31's engines on memory they reach through the GPU page
+tables (VRAM), every host access a USB transfer counted by the mock bridge."""
+import time
+
+import numpy as np
+import pytest
+
+import hcq
+from hcq.config import Config
+from hcq.errors import HCQError, Timeout
+from tests.amd.am.test_am_corpus import NAMES, run
+from tests.fixtures.opencl.kernels import KERNELS
+from test_am_usb import fw_dir  # noqa: F401  (the pinned firmware package, a module fixture)
+
+
+def _bridge(dev):
+  return dev.os.devices[0].bridge
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "threaded"])
+def dev(request, fw_dir):  # noqa: F811
+  d = hcq.open("MOCKUSB+AMD", Config(mock_threaded=request.param, timeout_s=30, firmware_dir=fw_dir))
+  yield d
+  d.close()
+
+
+@pytest.fixture
+def usbdev(fw_dir, request):  # noqa: F811
+  """A fresh MOCKUSB+AMD device; request.param: config overrides."""
+  opts = dict(timeout_s=5, firmware_dir=fw_dir)
+  opts.update(getattr(request, "param", {}))
+  d = hcq.open("MOCKUSB+AMD", Config(**opts))
+  yield d
+  d.close()
+
+
+@pytest.mark.parametrize("name", [n if n in NAMES else pytest.param(n, marks=pytest.mark.slow) for n in sorted(KERNELS)])
+def test_corpus_on_mockusb(dev, name):
+  k = KERNELS[name]
+  data = k.inputs(seed=11)
+  k.check(run(dev, k, data), data)
+
+
+def test_mockusb_is_registered_and_every_host_access_goes_over_the_bridge(usbdev):
+  assert usbdev.label.startswith("MOCKUSB+AMD:0 (ASM24 bridge") and usbdev.arch == "gfx1100"
+  fw = _bridge(usbdev).fw
+  before = fw.counts["tlps"]
+  buf = usbdev.alloc(64)
+  usbdev.copyin(buf, bytes(range(64)))
+  assert usbdev.copyout(buf) == bytes(range(64))
+  assert fw.counts["tlps"] > before       # no CPU mapping: the copies were TLPs
+
+
+@pytest.mark.parametrize("size,offset", [(1, 0), (1, 3), ((1 << 20) + 1, 5), ((16 << 20) - 5, 3),
+                                         pytest.param((64 << 20) - 5, 7, marks=pytest.mark.slow)])
+def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset):
+  rng = np.random.default_rng(size)
+  data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+  buf = usbdev.alloc(size + offset + 3)
+  usbdev.copyin(buf, b"\xAA" * (size + offset + 3))
+  usbdev.copyin(buf, data, offset=offset)
+  assert usbdev.copyout(buf, size=size, offset=offset) == data
+  # the bytes around it are untouched
+  whole = usbdev.copyout(buf)
+  assert whole[:offset] == b"\xAA" * offset and whole[offset + size:] == b"\xAA" * 3 and whole[offset:offset + size] == data
+
+
+def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):
+  sig = usbdev.signals.alloc(0, name="test signal")
+  gpu = usbdev.os.devices[0]
+  off = usbdev.iface._offset(sig.va, 8)
+  gpu.vram[off:off + 8] = (3).to_bytes(8, "little")     # the GPU's store, behind the host's back
+  assert sig.value == 3                                   # read over the bridge, not from the CPU shadow
+  with pytest.raises(Timeout, match=r"test signal at 0x[0-9a-f]+ to reach 9 \(last seen 3\) after 0.05 s") as e:
+    sig.wait(9, 0.05, usbdev.os.monotonic, usbdev.os.sleep)
+  assert (e.value.expected, e.value.last_seen) == (9, 3)
+  sig.value = 11                                          # a store goes through at once
+  assert bytes(gpu.vram[off:off + 8]) == (11).to_bytes(8, "little")
+  sig.free()
+
+
+def _polls_of_a_timed_out_wait(dev) -> tuple[int, int]:
+  sig = dev.signals.alloc(0, name="never")
+  fw = _bridge(dev).fw
+  before = fw.counts["tlps"]
+  with pytest.raises(Timeout): sig.wait(1, 0.05, dev.os.monotonic, dev.os.sleep)
+  return sig.polls, fw.counts["tlps"] - before
+
+
+@pytest.mark.parametrize("poll_us", [0, 5000])
+def test_AMD_USB_POLL_US_sets_the_polls_per_wait_not_the_results(fw_dir, poll_us):  # noqa: F811
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=5, firmware_dir=fw_dir, amd_usb_poll_us=poll_us)) as d:
+    polls, tlps = _polls_of_a_timed_out_wait(d)
+    assert polls == tlps                       # one MRd per poll, as the bridge saw them 
+    if poll_us: assert 5 <= polls <= 20        # 50 ms / 5 ms, plus the first and the last
+    else: assert polls > 50
+    k = KERNELS["vadd"]
+    data = k.inputs(seed=3)
+    k.check(run(d, k, data), data)
+
+
+def test_a_launch_costs_few_usb_transfers(usbdev):
+  k = KERNELS["vadd"]
+  data = k.inputs(seed=1)
+  run(usbdev, k, data)                          # loaded, shapes built
+  prog = usbdev.load(k.code_object())
+  bufs = [usbdev.alloc(b.nbytes) for b in k.buffers]
+  args = [bufs[0], bufs[1], bufs[2]] + [data[a.name].item() for a in k.args[3:]]
+  bridge = _bridge(usbdev)
+  prog(*args, global_size=k.groups, local_size=k.local_size, wait=True)
+  bridge.arm_faults("")                          # the mock bridge counts transfers from here
+  prog(*args, global_size=k.groups, local_size=k.local_size)
+  # kernel arguments (control + bulk), the ring's span (control + bulk), the doorbell (control + bulk)
+  assert bridge.transfer_number == 6
+  usbdev.synchronize()
+  # the sync mock ran it at the doorbell: one poll of the timeline signal, a 32-bit MRd (request, completion)
+  assert bridge.transfer_number == 8
+
+
+FAULTS = ["stall", "timeout", "late", "unplug", "transport", "ur", "ca"]
+
+
+@pytest.mark.parametrize("kind", FAULTS)
+@pytest.mark.parametrize("at", [1, 2, 3, 5, 8])
+def test_transport_faults_during_a_launch_and_copies_give_errors_or_right_data(fw_dir, kind, at):  # noqa: F811
+  d = hcq.open("MOCKUSB+AMD", Config(timeout_s=2, firmware_dir=fw_dir))
+  try:
+    k = KERNELS["vadd"]
+    data = k.inputs(seed=5)
+    run(d, k, data)                              # warm: the next run's transfers are the launch's and copies'
+    _bridge(d).arm_faults(f"{kind}={at}")
+    t0 = time.monotonic()
+    try: out = run(d, k, data)
+    except HCQError as e:
+      assert str(e)                              # an hcq error with a message, not a traceback of pyusb
+    else: k.check(out, data)                    # retried: the data is right
+    assert time.monotonic() - t0 < 10
+  finally:
+    t0 = time.monotonic()
+    try: d.close()
+    except HCQError: pass
+    assert time.monotonic() - t0 < 10
