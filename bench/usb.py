@@ -1,18 +1,33 @@
 """The USB bridge path through the mock bridge (pyusb with the mock backend; the driver code is the hardware's):
-TLPs per second, copy bandwidth (streaming through a BAR, bounced through the SRAM both ways) and the USB transfers
-each operation costs, which is the figure that matters on hardware (each is ~100 us there; the mock's speed only
-measures the driver's own overhead).
+TLPs per second, copy bandwidth (streaming through a BAR, bounced through the SRAM both ways), the USB transfers
+each operation costs, and the USB transactions (and TLPs) of one kernel launch on MOCKUSB+AMD, which is the figure
+that matters on hardware (each transfer is ~100 us there; the mock's speed only measures the driver's own overhead).
 
-    .venv/bin/python bench/usb_bridge.py [--tlps 20000] [--copy-mib 16] [--repeat 3]
-    .venv/bin/python bench/usb_bridge.py --am-boot [--firmware-dir DIR]   # the AM boot of the mock Navi 31 behind
-                                                                         # the bridge: its USB transfers, by kind
+    .venv/bin/python bench/usb.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
+    .venv/bin/python bench/usb.py --launch [--launches 100] [--firmware-dir DIR]  # per launch on MOCKUSB+AMD
+    .venv/bin/python bench/usb.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind the
+                                                                  # bridge: its USB transfers, by kind
 
-Until MOCKUSB+AMD is a registered interface (it needs the AM driver), this script builds the mock bridge itself.
-(Not bench/usb.py: run as a script, that name would shadow pyusb's `usb` package.)"""
-from __future__ import annotations
+Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
+control request + its bulk OUT = 2), the ring's written span (2), one 64-bit doorbell (2): 6; then 2 per poll of the
+timeline signal (a 32-bit MRd: request + completion), AMD_USB_POLL_US apart.
+
+The reference lineage's count for the same launch, derived from its documented protocol (shared/reference/
+nv_qcom_usb_pci_smi.md §5.2): its BARs are served by a 4-byte-aligned streaming MMIO interface, each access one 0xF0
+request plus its bulk data (2 transfers); a launch writes the kernel arguments (2), the PM4 words into the ring (2),
+the write pointer into the queue's pointer page (an 8-byte write: 2) and rings the 64-bit doorbell (2): 8; its
+signal wait spins on 0xF0 reads (request + completion: 2 each) with no pause between polls (USBIface.sleep is a no-op),
+so a kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8 + 2 * polls, polls unpaced.
+hcq: 6 + 2 * polls, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
+doorbell).
+
+Run as a script from bench/, this file would shadow pyusb's `usb` package: bench/ is taken off sys.path first."""
+import os as _os
+import sys
+
+if sys.path and _os.path.abspath(sys.path[0] or ".") == _os.path.dirname(_os.path.abspath(__file__)): del sys.path[0]
 
 import argparse
-import os as _os
 import time
 
 
@@ -37,9 +52,12 @@ def main(argv=None) -> int:
   ap.add_argument("--copy-mib", type=int, default=16)
   ap.add_argument("--repeat", type=int, default=3)
   ap.add_argument("--am-boot", action="store_true", help="only the AM boot through the bridge (needs AMD's firmware)")
+  ap.add_argument("--launch", action="store_true", help="only the USB transactions per launch on MOCKUSB+AMD")
+  ap.add_argument("--launches", type=int, default=100)
   ap.add_argument("--firmware-dir", help="AMD's firmware folder (default: the config's, HCQ_FIRMWARE_DIR)")
   args = ap.parse_args(argv)
   if args.am_boot: return am_boot(args.firmware_dir)
+  if args.launch: return launch(args.firmware_dir, args.launches)
   from hcq.config import Config
   from hcq.drivers.system.usbpci import SRAMStaging, USBPCIDevice
   from hcq.mockgpu import MockOS
@@ -88,6 +106,51 @@ def main(argv=None) -> int:
   dev.close()
   os.close()
   return 0
+
+
+def launch(firmware_dir: str | None, launches: int) -> int:
+  r = launch_transfers(firmware_dir, launches)
+  print(f"one launch on MOCKUSB+AMD (vadd, {launches} launches): {r['launch']:.1f} USB transactions "
+        f"({r['launch_tlps']:.1f} TLPs) to submit, {r['wait']:.1f} ({r['wait_tlps']:.1f} TLPs) to wait for it "
+        f"({r['polls']:.1f} polls of the timeline signal); {r['us_per_launch']:.0f} us per launch + wait on the mock")
+  print(f"  by kind per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["by_kind"].items())))
+  print(f"  the reference lineage's launch (derived in this script's docstring): 8 + 2 per poll, polls unpaced; "
+        f"hcq: {r['launch']:.0f} + 2 per poll, paced by AMD_USB_POLL_US")
+  return 0
+
+
+def launch_transfers(firmware_dir: str | None, launches: int = 100) -> dict:
+  """USB transactions (transfers the mock bridge saw) and TLPs of `launches` launches of the demo vadd on
+  MOCKUSB+AMD, each waited for: submit (the launch call) and wait (synchronize) apart, per launch."""
+  import collections
+  import hcq
+  from hcq.config import Config, from_env
+  from hcq.drivers.amd.kernels import demo_code_object
+
+  n = 1024
+  with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
+    bridge = dev.os.devices[0].bridge     # the mock bridge: what crossed the (mock) USB
+    driver = dev.iface.usb.bridge         # the driver's own tally by kind
+    prog = dev.load(demo_code_object(), "vadd")
+    a, b, c = (dev.alloc(4 * n) for _ in range(3))
+    prog(a, b, c, n, global_size=(n // 256,), local_size=(256,), wait=True)     # shapes built, registers on the queue
+    totals = collections.Counter()
+    kinds = collections.Counter(driver.counts)
+    fw = bridge.fw
+    t = time.perf_counter()
+    for _ in range(launches):
+      bridge.arm_faults("")                 # the mock bridge counts transfers from here
+      tlps, polls = fw.counts["tlps"], dev.timeline.signal.polls
+      prog(a, b, c, n, global_size=(n // 256,), local_size=(256,))
+      submit, submit_tlps = bridge.transfer_number, fw.counts["tlps"] - tlps
+      dev.synchronize()
+      totals.update(launch=submit, launch_tlps=submit_tlps, wait=bridge.transfer_number - submit,
+                    wait_tlps=fw.counts["tlps"] - tlps - submit_tlps, polls=dev.timeline.signal.polls - polls)
+    took = time.perf_counter() - t
+    by_kind = collections.Counter(driver.counts) - kinds
+  return {"launch": totals["launch"] / launches, "wait": totals["wait"] / launches, "polls": totals["polls"] / launches,
+          "launch_tlps": totals["launch_tlps"] / launches, "wait_tlps": totals["wait_tlps"] / launches,
+          "by_kind": {k: v / launches for k, v in by_kind.items()}, "us_per_launch": took / launches * 1e6}
 
 
 def am_boot(firmware_dir: str | None) -> int:
