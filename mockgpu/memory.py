@@ -1,4 +1,12 @@
-"""Host memory of a MockOS: anonymous mappings (real host memory, so GPU VA == host VA) and fake physical addresses.
+"""Host memory of a MockOS: anonymous mappings (real host memory, so GPU VA == host VA), memory files (a device
+model's VRAM: a memfd mapped shared, so that other mappings of it are views of the same bytes), views of such a file
+at fixed addresses, and fake physical addresses.
+
+A view (map_view) is a shared mapping of part of a memory file at a fixed address, held by one or more holders (the
+driver's CPU mapping of a BAR window through MockOS.map_pci_resource, a mock GPU's MMU making a VA reach VRAM for its
+engines): a page is mapped when its first holder asks and unmapped when its last one lets go, so that the two can come
+and go in any order without pulling the memory from under the other. A view has no physical address (Linux's pagemap
+shows none for a BAR mapping either).
 
 phys_addrs() hands out physical page addresses that a device model translates back to host addresses for DMA.
 They are deliberately not contiguous (every page is followed by a hole) so that a driver which assumes contiguity
@@ -8,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import os as _os
 import threading
 
 from ..drivers.system import libc
@@ -28,6 +37,8 @@ class HostMemory:
     self._page_phys: dict[int, int] = {}
     self._phys_page: dict[int, int] = {}
     self._next_phys = PHYS_BASE
+    self._files: dict[int, int] = {}    # start of a memory file's own mapping -> its fd
+    self._views: dict[int, list] = {}   # page address -> [fd, file offset, set of (kind, holder id)]
 
   # ---- ranges
   def _add(self, start: int, size: int, what: str) -> None:
@@ -92,6 +103,87 @@ class HostMemory:
     self._owned.add(va)
     return va
 
+  # ---- memory files and views of them
+  def alloc_file(self, size: int, what: str) -> tuple[int, int]:
+    """A memory file (memfd) of size bytes mapped shared somewhere in this process: (address, fd). free_file() or
+    close() unmaps it and closes the fd."""
+    size = (size + PAGE - 1) & ~(PAGE - 1)
+    fd = _os.memfd_create(what[:200], _os.MFD_CLOEXEC)
+    try:
+      _os.ftruncate(fd, size)
+      va = libc.mmap(None, size, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED, fd, 0, what=what)
+    except BaseException:
+      _os.close(fd)
+      raise
+    with self._lock:
+      self._add(va, size, what)
+      self._owned.add(va)
+      self._files[va] = fd
+    return va, fd
+
+  def free_file(self, addr: int) -> None:
+    with self._lock:
+      fd = self._files.pop(addr)
+      size, _ = self._ranges[addr]
+      self._remove(addr)
+      self._drop_phys(addr, size)
+      libc.munmap(addr, size)
+      pages = sorted(p for p, v in self._views.items() if v[0] == fd)     # the file's views go with it
+      for page in pages: del self._views[page]
+      for start, n in _runs(pages): libc.munmap(start, n)
+      _os.close(fd)
+
+  def map_view(self, fd: int, offset: int, addr: int, size: int, holder: object, what: str, kind: str = "") -> None:
+    """Hold [addr, addr+size) as a shared view of memory file fd from offset. Pages already viewed the same way get
+    one more holder, unless a holder of the same kind holds one (kind "cpu": two CPU mappings at one address, which
+    mmap(MAP_FIXED_NOREPLACE) refuses too); a page viewed otherwise, or an address some other mapping of this MockOS
+    uses, is a DeviceError naming it (nothing is mapped then). New pages are mapped with MAP_FIXED_NOREPLACE: memory
+    this object does not know about is never replaced."""
+    if (addr | offset | size) % PAGE or size <= 0:
+      raise DeviceError(f"mock memory: view of {what} at {addr:#x}+{size:#x} (file offset {offset:#x}) is not page-aligned")
+    with self._lock:
+      if self._overlapping(addr, size):
+        raise DeviceError(f"mock memory: view of {what} at {addr:#x}+{size:#x} overlaps {self.find(self._overlapping(addr, size)[0])[2]}")
+      fresh = []
+      for i in range(0, size, PAGE):
+        v = self._views.get(addr + i)
+        if v is None: fresh.append(i)
+        elif v[0] != fd or v[1] != offset + i:
+          raise DeviceError(f"mock memory: view of {what} at {addr + i:#x} (file offset {offset + i:#x}) meets another "
+                            f"view there (file offset {v[1]:#x})")
+        elif (kind, id(holder)) in v[2] or kind and any(k == kind for k, _ in v[2]):
+          raise DeviceError(f"mock memory: view of {what} at {addr + i:#x} is already held by a {kind or 'same'} holder")
+      done = []
+      try:
+        for start, n in _runs(fresh):
+          libc.mmap(addr + start, n, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED | libc.MAP_FIXED_NOREPLACE,
+                    fd, offset + start, what=what)
+          done.append((start, n))
+      except BaseException:
+        for start, n in done: libc.munmap(addr + start, n)
+        raise
+      for i in fresh: self._views[addr + i] = [fd, offset + i, set()]
+      for i in range(0, size, PAGE): self._views[addr + i][2].add((kind, id(holder)))
+
+  def unmap_view(self, addr: int, size: int, holder: object, kind: str = "") -> None:
+    """Let go of the holder's hold on [addr, addr+size); pages nobody holds any more are unmapped."""
+    with self._lock:
+      gone = []
+      for i in range(0, size, PAGE):
+        v = self._views.get(addr + i)
+        if v is None or (kind, id(holder)) not in v[2]: continue
+        v[2].discard((kind, id(holder)))
+        if not v[2]:
+          del self._views[addr + i]
+          gone.append(i)
+      for start, n in _runs(gone): libc.munmap(addr + start, n)
+
+  def view_of(self, addr: int) -> tuple[int, int, int] | None:
+    """(fd, file offset, number of holders) of the view holding the page of addr, None where there is none."""
+    with self._lock:
+      v = self._views.get(addr & ~(PAGE - 1))
+      return None if v is None else (v[0], v[1] + (addr & (PAGE - 1)), len(v[2]))
+
   def replace(self, addr: int, size: int, what: str, prot: int | None = None) -> int:
     """Map fresh read/write memory over [addr, addr+size) (MAP_FIXED), e.g. over a PROT_NONE reservation; the range
     must lie inside one known mapping."""
@@ -133,6 +225,9 @@ class HostMemory:
 
   def close(self) -> None:
     with self._lock:
+      for start, n in _runs(sorted(self._views)): libc.munmap(start, n)
+      self._views.clear()
+      for start in list(self._files): self.free_file(start)
       for start in list(self._owned):
         size = self._ranges[start][0]
         self._remove(start)
@@ -180,3 +275,12 @@ class HostMemory:
       n = min(len(data) - pos, PAGE - (phys & (PAGE - 1)))
       ctypes.memmove(self.phys_to_host(phys, n), data[pos:pos + n], n)
       phys, pos = phys + n, pos + n
+
+
+def _runs(pages) -> list[tuple[int, int]]:
+  """Sorted page offsets (or addresses) as (start, bytes) runs of consecutive pages."""
+  out: list[list[int]] = []
+  for p in pages:
+    if out and out[-1][0] + out[-1][1] == p: out[-1][1] += PAGE
+    else: out.append([p, PAGE])
+  return [tuple(r) for r in out]

@@ -103,3 +103,18 @@ class MemoryMMIO(MappedMMIO):
     if addr is not None and addr != self.addr:
       raise OSCallError("mmap", self.name, errno.EINVAL, f"mock memory window lives at {self.addr:#x}, not {addr:#x}")
     return self.addr
+
+
+class FileMemoryMMIO(MemoryMMIO):
+  """A window over a memory file (HostMemory.alloc_file: a VRAM BAR backed by a memfd mapped at `addr`): accesses are
+  loads and stores as MemoryMMIO's, and map_view() maps part of it at another address as a view of the same bytes
+  (MockOS.map_pci_resource: a BAR window mapped at a fixed address)."""
+
+  def __init__(self, name: str, addr: int, size: int, fd: int):
+    super().__init__(name, addr, size)
+    self.fd = fd
+
+  def map_view(self, memory, addr: int, offset: int, size: int, holder, what: str, kind: str = "") -> None:
+    if offset < 0 or size <= 0 or offset + size > self.size:
+      raise OSCallError("mmap", what, errno.EINVAL, f"{offset:#x}+{size:#x} is outside {self.name} ({self.size:#x} bytes)")
+    memory.map_view(self.fd, offset, addr, size, holder, what, kind)

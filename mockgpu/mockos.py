@@ -24,14 +24,31 @@ import time
 
 from ..drivers.system import libc
 from ..drivers.system.locks import in_use_error, lock_path
+from ..drivers.system.mmio import MappedMMIO
 from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
 from .memory import HostMemory
 from .pci import PCIFunction
 from .vfs import DataFile, DeviceNode, Dir, VFS
 
+PAGE = libc.PAGE_SIZE
 PCI_MEM_WINDOW = 0x80_0000_0000   # fake bus addresses given to 64-bit BARs
 PCI_MEM32_WINDOW = 0xC000_0000    # and to 32-bit ones (below 4 GiB)
+
+
+class FixedViewMMIO(MappedMMIO):
+  """A BAR window MockOS.map_pci_resource mapped at a fixed address: close() lets go of the view (HostMemory keeps
+  the pages while a mock GPU's MMU still holds them for its engines)."""
+
+  def __init__(self, memory, addr: int, size: int, name: str):
+    super().__init__(addr, size, name)
+    self.memory = memory
+
+  def close(self) -> None:
+    if self.memory is None: return
+    self._u32 = None
+    self.memory.unmap_view(self.addr, self.size, self, kind="cpu")
+    self.memory, self.size = None, 0      # every later access fails the bounds check instead of faulting
 
 
 class MockLock:
@@ -159,6 +176,22 @@ class MockOS:
     mmio = getattr(node, "mmio", None)
     if mmio is None: raise OSCallError("mmap", path, errno.ENODEV, "no register window behind this file")
     return mmio(size, offset, name or path)
+
+  def map_pci_resource(self, path: str, addr: int, size: int, offset: int = 0, name: str = ""):
+    """A BAR window mapped at addr as a view of the model's memory (a memfd-backed VRAM BAR, FileMemoryMMIO): loads
+    and stores there reach the same bytes the model and its engines see. Register windows cannot be mapped."""
+    what = name or path
+    if addr % PAGE or offset % PAGE or size <= 0 or size % PAGE or offset < 0:
+      raise DeviceError(f"{what}: mapping {size:#x} bytes at BAR offset {offset:#x} to address {addr:#x}: address, "
+                        f"offset and size must be positive multiples of the page size ({PAGE:#x})")
+    node = self._node("mmap", path)
+    if getattr(node, "mmio", None) is None: raise OSCallError("mmap", path, errno.ENODEV, "not a BAR resource file")
+    window = node.mmio(size, offset, what)
+    if not hasattr(window, "map_view"):
+      raise OSCallError("mmap", path, errno.ENODEV, f"{window.name} is not memory that can be mapped at an address")
+    view = FixedViewMMIO(self.memory, addr, size, f"{what}+{offset:#x}@{addr:#x}")
+    window.map_view(self.memory, addr, 0, size, view, what, kind="cpu")
+    return view
 
   # ---- locks and events
   def lock_device(self, kind: str, pcibus: str) -> MockLock:

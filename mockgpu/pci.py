@@ -47,6 +47,13 @@ class WindowMMIO(MMIOView):
   def mmap_address(self, addr=None) -> int:
     return self.inner.mmap_address(None if addr is None else addr - self.base) + self.base
 
+  def map_view(self, memory, addr: int, offset: int, size: int, holder, what: str, kind: str = "") -> None:
+    if offset < 0 or offset + size > self.size:
+      raise OSCallError("mmap", what, errno.EINVAL, f"{offset:#x}+{size:#x} is outside {self.name} ({self.size:#x} bytes)")
+    view = getattr(self.inner, "map_view", None)
+    if view is None: raise OSCallError("mmap", what, errno.ENODEV, f"{self.name} is not memory that can be mapped")
+    view(memory, addr, self.base + offset, size, holder, what, kind)
+
 
 class MockBAR:
   """One BAR: `view` is the whole BAR as an MMIOView (RegisterMMIO/DoorbellMMIO call the model; MemoryMMIO is plain

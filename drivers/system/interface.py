@@ -115,6 +115,12 @@ class OSInterface(Protocol):
 
   # PCI register windows
   def map_mmio(self, path: str, size: int, offset: int = 0, name: str = "") -> MMIOView: ...
+  def map_pci_resource(self, path: str, addr: int, size: int, offset: int = 0, name: str = "") -> MMIOView:
+    """Map size bytes of a memory BAR (its sysfs resourceN file, absolute path) from byte offset `offset` at the fixed
+    process address addr, shared (MAP_SHARED|MAP_FIXED_NOREPLACE: an address already in use is an error, never
+    replaced). AM maps CPU-visible VRAM this way at the buffer's GPU VA (GPU VA == CPU VA). addr, offset and size
+    must be page-aligned and the range inside the BAR; errors name them. The view's close() unmaps it; memview(addr,
+    size) gives its bytes."""
 
   # synchronisation with other processes and the kernel
   def lock_device(self, kind: str, pcibus: str) -> DeviceLock: ...

@@ -346,6 +346,21 @@ class LinuxOS:
     finally: f.close()
     return MemoryMMIO(addr, size, name or path, mapped_size=size)
 
+  def map_pci_resource(self, path: str, addr: int, size: int, offset: int = 0, name: str = "") -> MemoryMMIO:
+    what = name or path
+    if addr % libc.PAGE_SIZE or offset % libc.PAGE_SIZE or size <= 0 or size % libc.PAGE_SIZE or offset < 0:
+      raise DeviceError(f"{what}: mapping {size:#x} bytes at BAR offset {offset:#x} to address {addr:#x}: address, "
+                        f"offset and size must be positive multiples of the page size ({libc.PAGE_SIZE:#x})")
+    f = self.open(path, os.O_RDWR | os.O_SYNC)
+    try:
+      bar_size = os.fstat(f.fd).st_size        # a sysfs resource file's size is its BAR's
+      if bar_size and offset + size > bar_size:
+        raise DeviceError(f"{what}: {offset:#x}+{size:#x} is outside the BAR's {bar_size:#x} bytes")
+      libc.mmap(addr, size, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED | libc.MAP_FIXED_NOREPLACE, f.fd, offset,
+                what=path)
+    finally: f.close()
+    return MemoryMMIO(addr, size, f"{what}+{offset:#x}@{addr:#x}", mapped_size=size)
+
   # ---- locks and events
   def lock_device(self, kind: str, pcibus: str) -> FlockLock:
     try: path = lock_path(self.config.lock_dir, kind, pcibus)

@@ -212,6 +212,21 @@ class PCIDevice:
       raise DeviceError(f"PCI {self.addr}: no resource{index} file in sysfs to map BAR {index}")
     return self.os.map_mmio(self._abs(f"resource{index}"), size, offset, name=f"{self.addr} BAR{index}")
 
+  def map_bar_at(self, index: int, addr: int, size: int, offset: int = 0) -> MMIOView:
+    """Memory BAR `index` from `offset` mapped at the fixed process address addr (os.map_pci_resource): CPU-visible
+    VRAM at its GPU VA. addr, offset and size page-aligned, the range inside the BAR; errors name them."""
+    bar = self.bar(index)
+    if not bar.is_memory or bar.size == 0:
+      raise DeviceError(f"PCI {self.addr}: BAR {index} is not a memory BAR ({bar!r})")
+    if offset < 0 or size <= 0 or offset + size > bar.size:
+      raise DeviceError(f"PCI {self.addr}: window {offset:#x}+{size:#x} is outside BAR {index} of {bar.size:#x} bytes")
+    if (addr | offset | size) % _mmap.PAGESIZE:
+      raise DeviceError(f"PCI {self.addr}: BAR {index} window {offset:#x}+{size:#x} at address {addr:#x} is not "
+                        f"page-aligned ({_mmap.PAGESIZE:#x}): mmap cannot place it")
+    if not self.os.sysfs_exists(self._path(f"resource{index}")):
+      raise DeviceError(f"PCI {self.addr}: no resource{index} file in sysfs to map BAR {index}")
+    return self.os.map_pci_resource(self._abs(f"resource{index}"), addr, size, offset, name=f"{self.addr} BAR{index}")
+
   # ---- drivers
   @property
   def driver(self) -> str | None:

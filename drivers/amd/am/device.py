@@ -14,10 +14,14 @@ Each step is recorded in `steps` as (block, step, seconds since open) and passed
 
 Not yet: reusing a GPU another AM process left booted beyond the sOS check (PSP skips its bootloader when the sOS
 runs, everything else is programmed again), mode-1 reset of a GPU left in a bad state, the SR-IOV VF, clock gating.
+Memory: `vram` (memory.VRAM) allocates VRAM for the driver's own lifetime (alloc: page tables, rings, PSP buffers)
+and for the runtime (alloc_user/free: AMIface's device buffers, which live in VRAM); the GMC maps either kind of
+memory at GPU VAs (map_vram for VRAM, map for system pages).
 Over a USB bridge (device=USBPCIDevice) the boot runs to gfx, but no runtime device stands on it yet: AMIface's
-memory is host memory the CPU maps at GPU VA == CPU VA (rings, signals, launch data, staging: ~26 MiB with CPU
-views), while behind a bridge system memory is 256 KiB of bridge SRAM reached only by read/write, and the mock
-engines (mockgpu/amd/am/cp.py) reach only such same-address host pages, not VRAM or the bridge's windows.
+gtt memory (rings, signals, launch data, staging: ~26 MiB with CPU views) is host memory the CPU maps at GPU VA ==
+CPU VA, while behind a bridge system memory is 256 KiB of bridge SRAM reached only by read/write. Its device buffers
+could already be VRAM (alloc_user + map_vram need no CPU mapping; the mock's MMU makes VRAM-mapped VAs reach VRAM for
+its engines), but the rest would have to move to VRAM too, reached by read/write through the BAR view.
 """
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ names its register.
 """
 from __future__ import annotations
 
-from array import array
-
 from .block import IPBlock
 
 PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
@@ -27,6 +25,25 @@ PTE_RWX = PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 VM_BASE, VM_SIZE = 0x2000_0000_0000, 1 << 44     # the GPU VA range AM hands out (mirrored in the process)
 INV_ENGINE = 17
+MAX_FRAG = 9          # fragments up to 2 MiB (Linux amdgpu's default vm_fragment_size)
+
+
+def _fragments(va: int, addrs: list) -> list[int]:
+  """Each page's fragment field: 2^f pages that are contiguous both in VA and in VRAM and aligned to 2^f pages in both
+  may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one entry; 0 elsewhere."""
+  n, out, i = len(addrs), [0] * len(addrs), 0
+  while i < n:
+    run = 1                                  # the contiguous pages from i
+    while i + run < n and addrs[i + run] == addrs[i] + run * 0x1000: run += 1
+    j = i
+    while j < i + run:
+      vp, pp, left = (va >> 12) + j, addrs[j] >> 12, i + run - j
+      f = min(MAX_FRAG, (vp & -vp).bit_length() - 1 if vp else MAX_FRAG, (pp & -pp).bit_length() - 1 if pp else MAX_FRAG,
+              left.bit_length() - 1)
+      out[j:j + (1 << f)] = [f] * (1 << f)
+      j += 1 << f
+    i += run
+  return out
 
 
 class Hub:
@@ -94,9 +111,13 @@ class GMC(IPBlock):
 
   def map(self, va: int, addrs, system: bool, flags: int = PTE_RWX, flush: bool = True) -> None:
     """Map 4 KiB pages at va: addrs are each page's address (VRAM offsets, or bus addresses of system memory)."""
-    with self.dev.lock: self._map(va, addrs, system, flags, flush)     # tables made on first use are shared
+    with self.dev.lock: self._map(va, list(addrs), system, flags, flush)     # tables made on first use are shared
 
-  def _map(self, va: int, addrs, system: bool, flags: int, flush: bool) -> None:
+  def map_vram(self, va: int, offset: int, size: int, flags: int = PTE_RWX, flush: bool = True) -> None:
+    """Map the contiguous VRAM [offset, offset+size) at va (VRAM PTEs: MC addresses, no SYSTEM bit)."""
+    self.map(va, range(offset, offset + size, 0x1000), system=False, flags=flags, flush=flush)
+
+  def _map(self, va: int, addrs: list, system: bool, flags: int, flush: bool) -> None:
     from ....errors import DeviceError
     d = self.dev
     n = len(addrs)
@@ -105,18 +126,26 @@ class GMC(IPBlock):
                         f"or unaligned")
     flags |= PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0
     base = 0 if system else self.fb_base
-    # the entries of one page table go in one write (one streaming TLP behind a USB bridge, not one per page)
-    ptb, ptb_key, first, run = None, None, 0, array("Q")
-    for i, addr in enumerate(addrs):
+    frags = [0] * n if system else _fragments(va, addrs)
+    i = 0
+    while i < n:                         # one page table (2 MiB of VA) at a time, its entries written at once
       rel = va + i * 0x1000 - VM_BASE
-      if rel >> 21 != ptb_key:          # the page table of this 2 MiB: found (or made) once for its 512 pages
-        if run: d.vram.write(ptb + first * 8, run.tobytes())
-        ptb, ptb_key, first, run = self._table_of(rel), rel >> 21, (rel >> 12) & 0x1FF, array("Q")
-      run.append(((base + addr) & ADDR_MASK) | flags)
-    if run: d.vram.write(ptb + first * 8, run.tobytes())
+      lo = (rel >> 12) & 0x1FF
+      count = min(n - i, 512 - lo)
+      ptes = b"".join((((base + addrs[i + k]) & ADDR_MASK) | flags | PTE_FRAG(frags[i + k])).to_bytes(8, "little")
+                      for k in range(count))
+      d.vram.write(self._table_of(rel) + lo * 8, ptes)
+      i += count
     if flush:
       d.nbio.hdp_flush()
       self.flush_tlb()
+
+  def lookup(self, va: int) -> int | None:
+    """The PTE that maps va in VMID 0's tables as they are in VRAM (None: no page table there)."""
+    with self.dev.lock:
+      rel = va - VM_BASE
+      ptb = self._table_of(rel, make=False)
+      return None if ptb is None else self._entry(ptb, (rel >> 12) & 0x1FF)
 
   def _table_of(self, rel: int, make: bool = True) -> int | None:
     """VRAM offset of the page table (PTB) covering rel (VA - VM_BASE), making the directories on the way (make=False:

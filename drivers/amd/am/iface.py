@@ -2,9 +2,14 @@
 compute and SDMA queues programmed straight into the hardware queue registers, doorbells in BAR2, interrupts read
 from the IH ring.
 
-- Memory: GPU VA == CPU VA. Every allocation is host memory (shared anonymous pages at a fixed address in AM's VA
-  range, their physical addresses from pagemap) mapped into VMID 0 as system pages, whatever its kind: a first
-  version that needs no VRAM manager and that the CPU always sees. (VRAM for buffers is the next step.)
+- Memory: every allocation takes a VA of AM's process-wide range (va.PROCESS_VA) and is mapped into VMID 0 there.
+  kind="vram" (device buffers, code, scratch) is VRAM (memory.VRAM.alloc_user, mapped by VRAM PTEs); with cpu_access
+  the VRAM BAR window of the buffer is also mapped at its VA (GPU VA == CPU VA, Mem.cpu its bytes), without it the
+  CPU has no mapping there (the runtime copies device buffers through staging on the SDMA engine either way, and BAR
+  writes would need an HDP flush before the GPU reads them). kind="gtt"/"userptr" (rings, signals, kernel arguments,
+  staging) is host memory: shared anonymous pages at that same fixed address, their physical addresses from pagemap,
+  mapped as system pages, which the CPU always sees. free unmaps the GPU's view first (TLB flushed), then lets the
+  memory go; close frees what is left.
 - Compute queue: HQD me 1 pipe 0 queue 0 selected through GRBM_GFX_CNTL; CP_HQD_PQ_BASE (ring >> 8), QUEUE_SIZE =
   log2(ring dwords) - 1, the read-pointer report and write-pointer poll addresses, the doorbell (offset in dwords,
   enabled), the EOP buffer, VMID 0, then CP_HQD_ACTIVE (Linux gfx_v11_0.c programs the same registers from its MQD).
@@ -32,7 +37,9 @@ class Mem:
   va: int
   size: int
   cpu: memoryview | None
-  sysmem: object = None        # the AMPCI.SysMem behind it
+  sysmem: object = None        # the AMPCI.SysMem behind it (gtt, userptr)
+  vram: object = None          # the memory.VRAMBuf behind it (vram)
+  view: object = None          # the VRAM BAR window mapped at va (vram with cpu_access)
 
 
 @dataclasses.dataclass
@@ -89,7 +96,7 @@ class AMIface:
   # ---- memory
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
-    with self.am.lock: return self._alloc(size)
+    with self.am.lock: return self._alloc_vram(size, cpu_access) if kind == "vram" else self._alloc(size)
 
   def _alloc(self, size: int) -> Mem:
     size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
@@ -106,14 +113,35 @@ class AMIface:
     mem = self._mems[va] = Mem(va, size, sm.view, sm)
     return mem
 
+  def _alloc_vram(self, size: int, cpu_access: bool) -> Mem:
+    """VRAM at a VA of the process range; with cpu_access the VRAM BAR window mapped at that VA first (the GPU's
+    mapping comes last: the GPU never sees the VA before the CPU view is in place)."""
+    size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
+    va = PROCESS_VA.alloc(size, self.label)
+    buf = view = None
+    try:
+      buf = self.am.vram.alloc_user(size, f"buffer at {va:#x}")
+      if cpu_access: view = self.am.pci.map_vram(buf.offset, size, va)
+      self.am.gmc.map_vram(va, buf.offset, size)
+    except BaseException:
+      if view is not None: self.am.pci.unmap_vram(view)
+      if buf is not None: self.am.vram.free(buf)
+      PROCESS_VA.free(va, size)
+      raise
+    mem = self._mems[va] = Mem(va, size, None if view is None else self.os.memview(va, size), vram=buf, view=view)
+    return mem
+
   def free(self, mem: Mem) -> None:
     with self.am.lock: self._free(mem)
 
   def _free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
     mem.cpu = None
-    self.am.gmc.unmap(mem.va, mem.size // PAGE)
-    self.am.pci.free_sysmem(mem.sysmem)
+    self.am.gmc.unmap(mem.va, mem.size // PAGE)       # the GPU lets go first, then the memory goes
+    if mem.vram is not None:
+      if mem.view is not None: self.am.pci.unmap_vram(mem.view)
+      self.am.vram.free(mem.vram)
+    else: self.am.pci.free_sysmem(mem.sysmem)
     PROCESS_VA.free(mem.va, mem.size)
 
   # ---- queues
@@ -194,9 +222,6 @@ class AMIface:
     if am is None: return
     with am.lock: self._close(am)
 
-  def _free_all(self) -> None:
-    for mem in list(self._mems.values()): self.free(mem)
-
   def _close(self, am) -> None:
     try:
       if am.pci is not None:
@@ -209,7 +234,7 @@ class AMIface:
         self._queues.clear()
         # an engine that did not stop may still reach the memory: no DMA before it goes
         if not drained: am.pci.disable_bus_master()
-        self._free_all()
+        for mem in list(self._mems.values()): self.free(mem)
     finally:
       am.close()
       self.am = None

@@ -75,6 +75,7 @@ class AMPCI:
       raise
     self.views: dict[str, object] = {}
     self._sysmem: list[SysMem] = []
+    self._fixed: list = []        # VRAM BAR windows mapped at fixed addresses (map_vram)
     try:
       self.bar_index = self._identify_bars()
       self.enable_bus_master()
@@ -116,6 +117,22 @@ class AMPCI:
   def vram_bus_address(self) -> int:
     """Where the VRAM BAR sits on the bus (peer access and the GPU's view of its own BAR)."""
     return self.pci.bar(self.bar_index["vram"]).start
+
+  def map_vram(self, offset: int, size: int, addr: int):
+    """The CPU view of VRAM [offset, offset+size) mapped at the fixed address addr (AMIface: a buffer's GPU VA, so
+    that GPU VA == CPU VA holds for CPU-visible VRAM); an MMIOView whose close() unmaps it, freed with the rest at
+    close. A device behind a USB bridge has no BAR the CPU can map: DeviceError."""
+    if not hasattr(self.pci, "map_bar_at"):
+      raise DeviceError(f"{self.label}: VRAM behind {getattr(self.pci, 'name', 'this device')} has no CPU mapping; "
+                        f"VRAM {offset:#x}+{size:#x} cannot be mapped at {addr:#x}")
+    view = self.pci.map_bar_at(self.bar_index["vram"], addr, size, offset)
+    self._fixed.append(view)
+    return view
+
+  def unmap_vram(self, view) -> None:
+    if view in self._fixed:
+      self._fixed.remove(view)
+      view.close()
 
   # ---- PCI command register
   def enable_bus_master(self) -> None:
@@ -175,6 +192,7 @@ class AMPCI:
       if self.lock is not None: self.disable_bus_master()
     finally:
       for mem in list(self._sysmem): self.free_sysmem(mem)
+      for view in list(getattr(self, "_fixed", ())): self.unmap_vram(view)
       for view in self.views.values(): view.close()
       self.views = {}
       self.pci.close()

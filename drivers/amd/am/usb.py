@@ -6,9 +6,9 @@ Behind the bridge the CPU maps nothing of the GPU: every access is a USB transfe
 
 Where each kind of memory lives:
   - all runtime memory (rings, the read/write-pointer page, EOP, signals, launch data, IBs, code, buffers) is VRAM:
-    one heap carved from AM's VRAM at open, mapped once by the GPU page tables at a fixed GPU VA range (the page
-    tables written one streaming TLP per page table) and sub-allocated (VARanges). The GPU reaches it at full speed;
-    the host through the VRAM BAR's TLPs.
+    AM's VRAM allocator (memory.VRAM.alloc_user) mapped by the GPU page tables at a VA of the process range (one
+    streaming TLP per page table), no CPU mapping. The GPU reaches it at full speed; the host through the VRAM BAR's
+    TLPs.
   - memory the runtime writes or reads (iface kinds "gtt"/"userptr": rings, signals, launch data, IBs) gets a CPU
     shadow (a bytearray view as Mem.cpu, so the runtime's code is the same as on PCI) made coherent by the
     coherence layer below, at the points where the runtime hands work over, never per store:
@@ -30,30 +30,21 @@ ring span 2, doorbell 2, then 2 per poll of the timeline signal.
 """
 from __future__ import annotations
 
-import dataclasses
+import bisect
 
 from ....errors import DeviceError
-from ...hcq.alloc import VARanges
 from ...hcq.signal import DeviceSignal
 from ..device import AMDDevice
 from .device import AMDev
-from .iface import PAGE, AMIface
-from .va import PROCESS_VA
+from .iface import AMIface, Mem
 
-HEAP_SIZE = 160 << 20                   # VRAM for the runtime and buffers (64 MiB copies and the corpus fit)
 PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
 
 
-@dataclasses.dataclass
-class USBMem:
-  va: int
-  size: int
-  cpu: memoryview | None       # the CPU shadow (runtime memory) or None (VRAM the CPU reaches only by copies)
-  vram: int                    # VRAM offset
-
-
 class AMUSBIface(AMIface):
-  """AMIface on a GPU behind a USB bridge (see the module docstring)."""
+  """AMIface on a GPU behind a USB bridge (see the module docstring): every kind of memory is VRAM (AMIface's
+  _alloc_vram: memory.VRAM.alloc_user, mapped by VRAM PTEs at a VA of the process range, no CPU mapping); the kinds
+  the runtime writes and reads get a CPU shadow as Mem.cpu."""
   name = "USB"
 
   def __init__(self, os, index: int, config, label: str | None = None, trace=None):
@@ -61,59 +52,41 @@ class AMUSBIface(AMIface):
     self.os, self.config = os, config
     self.label = label or f"USB+AMD:{index}"
     self._mems, self._queues = {}, []
-    self.heap = None
+    self._starts: list[int] = []         # the VAs of _mems, sorted (read/write find their memory)
     dev = USBPCIDevice.open(os, index)
     try: self.am = AMDev(os, None, config, trace=trace, label=f"{self.label} ({dev.name})", device=dev)
     except BaseException:
       dev.close()
       raise
     self.label, self.usb, self.poll_s = self.am.label, dev, dev.poll_us / 1e6
-    try:
-      self._map_heap()
-      self._setup()
+    self.bar = self.am.pci.vram
+    try: self._setup()
     except BaseException:
       self.close()
       raise
 
-  def _map_heap(self) -> None:
-    am = self.am
-    self.bar = am.pci.vram
-    self.heap = am.vram.alloc(HEAP_SIZE, "runtime memory (USB)", align=2 << 20)
-    self.heap_va = PROCESS_VA.alloc(HEAP_SIZE, self.label)
-    try: am.gmc.map(self.heap_va, range(self.heap.offset, self.heap.offset + HEAP_SIZE, PAGE), system=False)
-    except BaseException:
-      PROCESS_VA.free(self.heap_va, HEAP_SIZE)
-      self.heap = None
-      raise
-    self.ranges = VARanges(self.heap_va, HEAP_SIZE, name=f"{self.label} VRAM heap")
-
   # ---- memory
-  def _alloc(self, size: int, kind: str = "gtt") -> USBMem:
-    size = (max(size, 1) + PAGE - 1) & ~(PAGE - 1)
-    va = self.ranges.alloc(size)
-    off = self.heap.offset + va - self.heap_va
-    cpu = None
-    if kind != "vram":          # runtime memory: a zeroed shadow over zeroed VRAM
-      cpu = memoryview(bytearray(size))
-      self.bar.write(off, bytes(size))
-    mem = self._mems[va] = USBMem(va, size, cpu, off)
-    return mem
-
-  def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> USBMem:
+  def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     if kind not in ("vram", "gtt", "userptr"): raise ValueError(f"unknown memory kind {kind!r}")
-    with self.am.lock: return self._alloc(size, kind)
+    with self.am.lock:
+      mem = self._alloc_vram(size, cpu_access=False)
+      if kind != "vram":          # runtime memory: a zeroed shadow over VRAM zeroed once here
+        mem.cpu = memoryview(bytearray(mem.size))
+        self.am.vram.fill(mem.vram.offset, mem.size)
+      bisect.insort(self._starts, mem.va)
+      return mem
 
-  def _free(self, mem: USBMem) -> None:
-    if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
-    mem.cpu = None
-    self.ranges.free(mem.va)
+  def _free(self, mem: Mem) -> None:
+    super()._free(mem)
+    del self._starts[bisect.bisect_left(self._starts, mem.va)]
 
   def _offset(self, va: int, size: int) -> int:
-    off = va - self.heap_va
-    if off < 0 or off + size > HEAP_SIZE:
-      raise DeviceError(f"{self.label}: GPU address {va:#x}+{size:#x} is outside its VRAM heap "
-                        f"{self.heap_va:#x}+{HEAP_SIZE:#x}")
-    return self.heap.offset + off
+    """The VRAM offset of GPU address va, for size bytes inside one allocation."""
+    i = bisect.bisect_right(self._starts, va) - 1
+    mem = self._mems.get(self._starts[i]) if i >= 0 else None
+    if mem is None or va + size > mem.va + mem.size:
+      raise DeviceError(f"{self.label}: GPU address {va:#x}+{size:#x} is not inside one allocation of this device")
+    return mem.vram.offset + va - mem.va
 
   def read(self, va: int, size: int) -> bytes:
     """Device memory at GPU address va through the VRAM BAR (an aligned u64: one 2-DW MRd)."""
@@ -129,7 +102,7 @@ class AMUSBIface(AMIface):
     """Push the ring's span written since the last doorbell (one streaming MWr, two at the ring's end), then the
     doorbell: one 64-bit MWr of the write pointer."""
     bar, db, db_off = self.bar, self.doorbells, q.doorbell_offset
-    shadow, base, size, unit = q.ring.cpu, q.ring.vram, q.ring.size, PTR_UNIT[q.kind]
+    shadow, base, size, unit = q.ring.cpu, q.ring.vram.offset, q.ring.size, PTR_UNIT[q.kind]
     pushed = [0]         # bytes of the ring pushed since the queue began
     def ring(value: int) -> None:
       start, end = pushed[0], value * unit
@@ -142,15 +115,6 @@ class AMUSBIface(AMIface):
       pushed[0] = end
       db.write64(db_off, value)
     return ring
-
-  def _free_all(self) -> None:
-    """After the queues stopped: the heap's VA goes back to the process, so the GPU must not keep it mapped (on the
-    mock: the VRAM mapped again at that VA)."""
-    super()._free_all()
-    if self.heap is None: return
-    self.am.gmc.unmap(self.heap_va, HEAP_SIZE // PAGE)
-    PROCESS_VA.free(self.heap_va, HEAP_SIZE)
-    self.heap = None
 
 
 class USBAMDDevice(AMDDevice):

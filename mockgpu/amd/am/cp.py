@@ -8,10 +8,11 @@
 - Doorbells: a 64-bit store at the queue's doorbell offset of the doorbell BAR is its write pointer.
 - Memory: the engines access GPU virtual addresses as host addresses (the mock's rule: GPU VA == host VA); the VAs
   they may touch are those the GC hub's page tables map to system pages at that same host address, and those they
-  map to VRAM: the VRAM memfd is mapped a second time at such a VA (where nothing else of the process lives: a
-  driver behind a USB bridge has no CPU mapping there), so the engines' stores land in VRAM. Recomputed at every GC
-  hub TLB invalidation by walking the tables. Anything else is a GPU fault: the queue stops and a VM fault goes to
-  the IH ring (client UTCL2) with the address.
+  map to VRAM pages, which the MMU makes reach VRAM by mapping the VRAM memory file there (a view shared with a CPU
+  mapping of the BAR the driver may have made at the same VA); recomputed at every GC hub TLB invalidation by walking
+  the tables, the views of VRAM no longer mapped let go. Anything else is a GPU fault: the queue stops and a VM fault
+  goes to the IH ring (client UTCL2) with the address. (A VRAM mapping at a VA where the process has other memory
+  cannot be viewed there: it faults too.)
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
   (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
 """
@@ -19,9 +20,7 @@ from __future__ import annotations
 
 from array import array
 
-from ....drivers.system import libc
-from ....errors import OSCallError
-
+from ....errors import DeviceError, OSCallError
 from ..gpu import GPUProperties, MockAMDGPU
 from ..queues import COMPUTE, SDMA
 from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
@@ -50,8 +49,8 @@ class CommandProcessors:
     self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
-    self.mapped: list[tuple[int, int]] = []
-    self.aliases: set[tuple[int, int, int]] = set()    # (VA, size, VRAM offset) of VRAM mapped again at its VA
+    self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
+    self.vram_views: set[tuple[int, int, int]] = set()   # (va, size, VRAM offset) viewed at va for the engines
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
 
   def _r(self, name: str) -> int: return self.navi.regs.values.get(self.hqd.get(name) or self.sdma[name], 0)
@@ -115,8 +114,10 @@ class CommandProcessors:
 
   # ---- the GC hub's mappings as the engines see them
   def remap(self) -> None:
-    """Walk the GC hub's VMID 0 page tables: the system pages mapped at their own host address become the ranges
-    the engines may touch (coalesced). A page table whose bytes did not change since the last walk gives its cached
+    """Walk the GC hub's VMID 0 page tables: the system pages mapped at their own host address and the VRAM pages
+    become the ranges the engines may touch (coalesced). A VA mapped to VRAM reaches it through a view of the VRAM file
+    at that VA (HostMemory.map_view, held by this MMU), whether or not the driver mapped the VRAM BAR there itself
+    (over a USB bridge it cannot). A page table whose bytes did not change since the last walk gives its cached
     ranges (an allocation changes one or two of them), and only the ranges that changed are unmapped / mapped."""
     hub = self.navi.gchub
     cntl = hub.reg("GCVM_CONTEXT0_CNTL")
@@ -127,17 +128,26 @@ class CommandProcessors:
                (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
       if base & PTE_VALID: self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
     self._tables = {k: v for k, v in self._tables.items() if k in seen}
-    pieces = self._alias_vram(pieces)
-    ranges = []
-    for va, size in sorted(pieces):
-      if ranges and ranges[-1][0] + ranges[-1][1] == va: ranges[-1][1] += size
-      else: ranges.append([va, size])
-    new = [tuple(r) for r in ranges]
+    system, vram = [], []
+    for va, size, off in sorted(pieces):
+      out = system if off is None else vram
+      if out and out[-1][0] + out[-1][1] == va and (off is None or out[-1][2] + out[-1][1] == off): out[-1][1] += size
+      else: out.append([va, size] if off is None else [va, size, off])
+    memory = self.navi.os.memory
     with self.gpu.lock:
-      gone, added = set(self.mapped) - set(new), set(new) - set(self.mapped)
-      for va, _size in gone: self.gpu.unmap_range(va)
-      for va, size in added: self.gpu.map_range(va, size)
-      self.mapped = new
+      want_vram = {tuple(r) for r in vram}
+      gone_vram, added_vram = self.vram_views - want_vram, want_vram - self.vram_views
+      reached = {tuple(r) for r in system} | {(va, size) for va, size, _ in want_vram - added_vram}
+      for va, size in set(self.mapped) - reached: self.gpu.unmap_range(va)
+      for va, size, _off in gone_vram: memory.unmap_view(va, size, self)
+      for va, size, off in added_vram:
+        try: memory.map_view(self.navi.vram_fd, off, va, size, self, f"mock Navi 31 {self.navi.addr} VRAM {off:#x} at VA")
+        except (DeviceError, OSCallError):   # another mapping of this process lives there: the VA stays unreachable
+          want_vram.discard((va, size, off))
+          continue
+        reached.add((va, size))
+      for va, size in reached - set(self.mapped): self.gpu.map_range(va, size)
+      self.mapped, self.vram_views = sorted(reached), want_vram
 
   def _walk(self, table: int, level: int, va: int, out: list, seen: set) -> None:
     raw = self.navi.read_mc(table, 4096)
@@ -155,39 +165,25 @@ class CommandProcessors:
       if e & PDE_PTE: out.extend(self._ranges_of([e], va + i * span, span))
       else: self._walk(e & ADDR_MASK, level - 1, va + i * span, out, seen)
 
-  def _ranges_of(self, entries, va: int, span: int) -> list[tuple]:
-    """The system pages of these entries mapped at their own host address, (va, size), and their VRAM pages,
-    (va, size, VRAM offset), each coalesced."""
-    host_of, ranges, fb, top = self.navi.os.memory._phys_page, [], self.navi.fb_base, self.navi.vram_size
+  def _ranges_of(self, entries, va: int, span: int) -> list[tuple[int, int, int | None]]:
+    """(va, size, VRAM offset) of the VRAM pages of these entries, (va, size, None) of their system pages mapped at
+    their own host address, coalesced. A system page elsewhere (the engines use VAs as host addresses) or an MC
+    address outside VRAM is left out: the engines fault there."""
+    host_of, fb, vram_size, ranges = self.navi.os.memory._phys_page, self.navi.fb_base, self.navi.vram_size, []
     for i, e in enumerate(entries):
       if not e & PTE_VALID: continue
-      at = va + i * span
+      at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)
       if e & PTE_SYSTEM:
-        if host_of.get(e & ADDR_MASK) != at: continue   # not host memory at the same address: the engines cannot use it
-        if ranges and len(ranges[-1]) == 2 and ranges[-1][0] + ranges[-1][1] == at: ranges[-1][1] += span
-        else: ranges.append([at, span])
-        continue
-      off = (e & ADDR_MASK & ~(span - 1)) - fb
-      if not 0 <= off <= top - span: continue
+        if host_of.get(addr) != at: continue   # not host memory at the same address: the engines cannot use it
+        off = None
+      else:
+        off = addr - fb
+        if off < 0 or off + span > vram_size: continue
       last = ranges[-1] if ranges else None
-      if last is not None and len(last) == 3 and last[0] + last[1] == at and last[2] + last[1] == off: last[1] += span
+      if last and last[0] + last[1] == at and (off is None) == (last[2] is None) and \
+         (off is None or last[2] + last[1] == off): last[1] += span
       else: ranges.append([at, span, off])
     return [tuple(r) for r in ranges]
-
-  def _alias_vram(self, pieces: list[tuple]) -> list[tuple[int, int]]:
-    """Map the VRAM pieces at their VAs (kept while the tables keep them; a VA where the process has other memory
-    stays unreachable: a fault, as on a GPU whose driver gave it a bad address); returns the engines' (va, size)."""
-    want = {p for p in pieces if len(p) == 3}
-    for va, size, _off in self.aliases - want: libc.munmap(va, size)
-    ok = self.aliases & want
-    for va, size, off in want - self.aliases:
-      try:
-        libc.mmap(va, size, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED | libc.MAP_FIXED_NOREPLACE,
-                  self.navi.vram_fd, off, what=f"{self.navi.addr} VRAM at GPU VA {va:#x}")
-      except (OSCallError, OSError): continue
-      ok.add((va, size, off))
-    self.aliases = ok
-    return [p for p in pieces if len(p) == 2] + [(va, size) for va, size, _ in ok]
 
   # ---- the engines' events (the listener interface of MockAMDGPU)
   def interrupt(self, gpu, queue, ctxid: int) -> None:
@@ -200,6 +196,6 @@ class CommandProcessors:
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
 
   def close(self) -> None:
+    for va, size, _off in self.vram_views: self.navi.os.memory.unmap_view(va, size, self)
+    self.vram_views = set()
     self.gpu.close()
-    for va, size, _off in self.aliases: libc.munmap(va, size)
-    self.aliases = set()

@@ -1,6 +1,8 @@
 """The mock Navi 31 PCI function (7900 XTX: vendor 0x1002, device 0x744c, class 0x030000) for the AM driver.
 
-BARs, as the hardware lays them out: BAR0 (64-bit prefetchable) VRAM, plain host memory; BAR2 (64-bit prefetchable)
+BARs, as the hardware lays them out: BAR0 (64-bit prefetchable) VRAM, a memory file (memfd) mapped shared, so that a
+window of it mapped at another address (MockOS.map_pci_resource, the MMU's views for the engines) shows the same
+bytes; BAR2 (64-bit prefetchable)
 the doorbells; BAR5 (32-bit) the register aperture, whose accesses reach the block models (regfile.py, blocks.py,
 psp.py). The IP discovery binary (discovery.py) sits DISCOVERY_OFFSET below the end of VRAM as the board firmware
 leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_FB_LOCATION_BASE).
@@ -12,8 +14,7 @@ leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_
 from __future__ import annotations
 
 from ...memory import HostMemory  # noqa: F401  (the VRAM is registered with the OS's HostMemory)
-from ....drivers.system import libc
-from ...mmio import DoorbellMMIO, MemoryMMIO
+from ...mmio import DoorbellMMIO, FileMemoryMMIO
 from ...pci import PCIFunction
 from . import discovery as disc
 from .blocks import IH, NBIO, RLC, Hub, SMUModel
@@ -60,23 +61,6 @@ class MockNavi31:
     self.vram[off:off + 4] = value.to_bytes(4, "little")
 
   # ---- building
-  def _map_vram(self, os) -> None:
-    """VRAM is a memfd mapped shared: the command processors reach a VA that the GC hub's page tables map to VRAM
-    through a second mapping of the same pages at that VA (cp.py: the mock's GPU VA == host VA rule), which is how
-    the engines reach memory a driver behind a USB bridge cannot map."""
-    import os as host
-    what = f"mock Navi 31 {self.addr} VRAM"
-    self.vram_fd = host.memfd_create(f"mock-navi31-{self.addr}-vram", host.MFD_CLOEXEC)
-    try:
-      host.ftruncate(self.vram_fd, self.vram_size)
-      self.vram_addr = libc.mmap(None, self.vram_size, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED, self.vram_fd,
-                                 what=what)
-    except BaseException:
-      host.close(self.vram_fd)
-      raise
-    os.memory.register(self.vram_addr, self.vram_size, what)
-    self.vram = os.memview(self.vram_addr, self.vram_size)
-
   def _publish_firmware(self, os) -> None:
     """The machine's firmware folder (config.firmware_dir) as the mock OS shows it: each file read from the host
     when the driver reads it. A test may replace a file in os.vfs (a damaged blob) without touching the host's."""
@@ -94,7 +78,10 @@ class MockNavi31:
   def attach(self, os) -> None:
     self.os = os
     self._publish_firmware(os)
-    self._map_vram(os)
+    # VRAM is a memory file: the BAR view, the driver's fixed mappings of BAR windows (MockOS.map_pci_resource) and
+    # the MMU's views for the engines (cp.py) are all mappings of the same bytes
+    self.vram_addr, self.vram_fd = os.memory.alloc_file(self.vram_size, what=f"mock Navi 31 {self.addr} VRAM")
+    self.vram = os.memview(self.vram_addr, self.vram_size)
     top = self.vram_size - disc.DISCOVERY_OFFSET
     self.vram[top:top + len(self.discovery)] = self.discovery
     ips = {hw: bases for hw, inst, _v, bases in disc.NAVI31_IPS if inst == 0}
@@ -111,7 +98,8 @@ class MockNavi31:
     self.gchub.on_invalidate = self.cp.remap
     fn = self.function = PCIFunction(self.addr, VENDOR, DEVICE, CLASS, revision=0xC8, subsystem_vendor=VENDOR,
                                      subsystem_device=0x0E3B)
-    fn.add_bar(0, MemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size), is_64=True, prefetchable=True)
+    fn.add_bar(0, FileMemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size, self.vram_fd), is_64=True,
+               prefetchable=True)
     self.doorbell_view = DoorbellMMIO(f"{self.addr} BAR2 (doorbells)", DOORBELL_SIZE, self._doorbell)
     fn.add_bar(2, self.doorbell_view, is_64=True, prefetchable=True)
     fn.add_bar(5, self.regs.mmio, is_64=False)
@@ -124,11 +112,8 @@ class MockNavi31:
   def close(self) -> None:
     if getattr(self, "cp", None) is not None: self.cp.close()
     if self.vram_addr is not None:
-      import os as host
       self.vram.release()
-      self.os.memory.unregister(self.vram_addr)
-      libc.munmap(self.vram_addr, self.vram_size)
-      host.close(self.vram_fd)
+      self.os.memory.free_file(self.vram_addr)
       self.vram_addr = None
 
 

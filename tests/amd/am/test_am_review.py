@@ -178,12 +178,14 @@ def test_am_iface_alloc_free_and_interrupts_from_threads(fw_dir):
     mems = [[] for _ in range(4)]
     def alloc(t):
       for r in range(12):
-        mems[t].append(iface.alloc(2 << 20))      # each in a new page table, made while others are made too
+        # each in a new page table, made while others are made too; VRAM and host memory in turn
+        mems[t].append(iface.alloc(2 << 20, kind="vram" if (t + r) % 2 else "gtt"))
         if r % 3 == 2: iface.free(mems[t].pop(0))
     assert _hammer(4, alloc) == []
     for m in sum(mems, []):
       for off in range(0, m.size, 0x80000):
-        assert gpu.gchub.translate(m.va + off) == ("system", iface.os.phys_addrs(m.va + off, 0x1000)[0]), hex(m.va)
+        want = ("vram", m.vram.offset + off) if m.vram else ("system", iface.os.phys_addrs(m.va + off, 0x1000)[0])
+        assert gpu.gchub.translate(m.va + off) == want, hex(m.va)
     for m in sum(mems, []): iface.free(m)
     n, seen = 2000, []
     for i in range(n): gpu.ih.post(client=0x14, src=181, ctx=[i, 0, 0, 0])
@@ -319,7 +321,7 @@ def test_one_copy_each_of_sysmem_allocation_memsize_address_and_block_list(fw_di
   with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
     am = dev.iface.am
     assert device.NBIO_SEGMENT2_EARLY + 0xC3 == am.nbio_regs.addr("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE")
-    m = dev.iface.alloc(0x3000)
+    m = dev.iface.alloc(0x3000, kind="gtt")
     assert m.sysmem in am.pci._sysmem and m.sysmem.addr == m.va and m.sysmem.size == m.size
     dev.iface.free(m)
     assert m.sysmem not in am.pci._sysmem

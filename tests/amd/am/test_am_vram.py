@@ -1,0 +1,234 @@
+"""Device buffers of an AM device live in VRAM (issue 15): the VRAM allocator, VRAM page tables, the CPU view of a
+buffer through the VRAM BAR at its GPU VA, and the mock's MMU making VAs mapped to VRAM reach it for its engines."""
+import ctypes
+import os as _os
+
+import numpy as np
+import pytest
+
+from hcq.config import Config
+from hcq.drivers.amd.am import gmc as G
+from hcq.errors import DeviceError, GPUFault, OSCallError
+
+PAGE = 0x1000
+
+
+def demo():
+  path = _os.path.join(_os.path.dirname(__file__), "..", "..", "..", "drivers", "amd", "kernels", "demo.hsaco")
+  with open(path, "rb") as f: return f.read()
+
+
+@pytest.fixture
+def dev(fw_dir):
+  import hcq
+  with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as d:
+    yield d, d.owned_os.devices[0], d.iface
+
+
+def _vadd(d, a, b):
+  vadd = d.load(demo(), "vadd")
+  da, db, dc = d.alloc(a.nbytes), d.alloc(b.nbytes), d.alloc(a.nbytes)
+  d.copyin(da, a)
+  d.copyin(db, b)
+  vadd(da, db, dc, len(a), global_size=(1,), local_size=(len(a),), wait=True)
+  return dc
+
+
+def test_a_device_buffer_va_translates_to_vram_pages_in_the_drivers_own_tables(dev):
+  d, gpu, iface = dev
+  buf = d.alloc(3 * PAGE + 5)
+  mem = buf.handle
+  assert mem.vram is not None and mem.sysmem is None and mem.cpu is None
+  am = iface.am
+  for off in range(0, 4 * PAGE, PAGE):
+    pte = am.gmc.lookup(buf.va + off)                   # read back from VRAM through the BAR
+    assert pte & G.PTE_VALID and not pte & G.PTE_SYSTEM, hex(pte)
+    assert pte & G.ADDR_MASK == am.vram.fb_base + mem.vram.offset + off
+    assert gpu.gchub.translate(buf.va + off + 7) == ("vram", mem.vram.offset + off + 7)
+  assert am.gmc.lookup(buf.va + 4 * PAGE) & G.PTE_VALID == 0        # the guard page after it
+
+
+def test_fragments_mark_aligned_contiguous_vram(dev):
+  d, gpu, iface = dev
+  am = iface.am
+  buf = am.vram.alloc_user(4 << 20, "fragment test", align=2 << 20)
+  va = G.VM_BASE + (0x3 << 32)            # 2 MiB aligned, below the range AMIface hands out
+  am.gmc.map_vram(va, buf.offset, buf.size)
+  frag = lambda at: (am.gmc.lookup(at) >> 7) & 0x1F
+  try:
+    assert frag(va) == frag(va + (4 << 20) - PAGE) == G.MAX_FRAG       # 2 MiB blocks, aligned in VA and VRAM
+    other = va + (8 << 20)
+    am.gmc.map_vram(other, buf.offset + PAGE, 4 * PAGE)                 # VRAM one page off the VA's alignment
+    assert [frag(other + i * PAGE) for i in range(4)] == [0, 0, 0, 0]
+    am.gmc.map_vram(other + (2 << 20), buf.offset, 3 * PAGE)            # aligned: a pair, then a single page
+    assert [frag(other + (2 << 20) + i * PAGE) for i in range(3)] == [1, 1, 0]
+    am.gmc.unmap(other, 4)
+    am.gmc.unmap(other + (2 << 20), 3)
+  finally:
+    am.gmc.unmap(va, buf.size // PAGE)
+    am.vram.free(buf)
+
+
+def test_copy_in_and_out_of_a_vram_buffer_is_byte_exact_at_odd_offsets(dev):
+  d, gpu, iface = dev
+  size = 3 * PAGE + 777
+  buf = d.alloc(size)
+  data = np.random.default_rng(1).integers(0, 256, size, np.uint8).tobytes()
+  d.copyin(buf, data)
+  d.copyin(buf, b"\xAB" * 13, offset=4093)
+  want = data[:4093] + b"\xAB" * 13 + data[4106:]
+  off = buf.handle.vram.offset
+  assert bytes(gpu.vram[off:off + size]) == want                      # the bytes are in the mock's VRAM
+  assert d.copyout(buf) == want
+  for start, n in ((1, 1), (4095, 3), (5, 3 * PAGE), (size - 9, 9)):
+    assert d.copyout(buf, n, offset=start) == want[start:start + n], (start, n)
+
+
+def test_a_kernel_writes_a_vram_buffer(dev):
+  d, gpu, iface = dev
+  a, b = np.arange(256, dtype=np.float32), np.full(256, 3.5, np.float32)
+  dc = _vadd(d, a, b)
+  off = dc.handle.vram.offset
+  assert np.array_equal(np.frombuffer(bytes(gpu.vram[off:off + a.nbytes]), np.float32), a + b)
+  assert np.array_equal(np.frombuffer(d.copyout(dc), np.float32), a + b)
+
+
+def test_alloc_free_churn_reuses_vram_and_free_space_coalesces(dev):
+  d, gpu, iface = dev
+  vram = iface.am.vram
+  bufs = [iface.alloc(size) for size in (PAGE, 5 * PAGE, 64 << 10, 1 << 20, 3 * PAGE, 2 << 20)]
+  base = vram.free_bytes
+  for _ in range(3):                        # the same sizes again and again: the same VRAM, no growth
+    for m in bufs[1::2] + bufs[::2]: iface.free(m)
+    bufs = [iface.alloc(size) for size in (PAGE, 5 * PAGE, 64 << 10, 1 << 20, 3 * PAGE, 2 << 20)]
+    assert vram.free_bytes == base
+  for m in bufs[::2] + bufs[1::2]: iface.free(m)
+  assert vram.free_bytes == base + sum(m.size for m in bufs)
+  # the allocator alone: freed in any order, the free list is what it was (neighbours merged), and every free
+  # byte can be had (each free block whole, the largest first)
+  blocks = list(vram._free)
+  sizes = (PAGE, 7 * PAGE, 1 << 20, 3 * PAGE, 4 << 20, PAGE, 96 << 10)
+  for order in ((0, 2, 4, 6, 1, 3, 5), (6, 5, 4, 3, 2, 1, 0), (3, 0, 6, 1, 5, 2, 4)):
+    got = [vram.alloc_user(n, f"churn {i}") for i, n in enumerate(sizes)]
+    for i in order: vram.free(got[i])
+    assert vram._free == blocks
+  whole = [vram.alloc_user(size, "all of it") for _, size in sorted(blocks, key=lambda b: -b[1])]
+  assert vram.free_bytes == 0
+  with pytest.raises(DeviceError, match="VRAM exhausted"): vram.alloc_user(PAGE, "one more page")
+  for w in whole: vram.free(w)
+  assert vram._free == blocks
+  with pytest.raises(DeviceError, match="not a live runtime allocation"): vram.free(whole[0])
+
+
+def test_vram_exhaustion_is_a_device_error_naming_the_sizes(dev):
+  d, gpu, iface = dev
+  vram, before = iface.am.vram, iface.am.vram.free_bytes
+  mems = len(iface._mems)
+  with pytest.raises(DeviceError) as e: iface.alloc(1 << 30)
+  msg = str(e.value)
+  assert iface.label in msg and "VRAM exhausted" in msg and "0x40000000 bytes" in msg, msg
+  assert f"{before:#x} bytes" in msg and "largest free block" in msg, msg
+  assert vram.free_bytes == before and len(iface._mems) == mems        # nothing kept of the failed allocation
+  assert d.alloc(PAGE).handle.vram is not None
+
+
+def test_a_freed_vram_buffer_faults_when_a_kernel_touches_it(dev):
+  d, gpu, iface = dev
+  os = d.owned_os
+  vadd = d.load(demo(), "vadd")
+  good, gone = d.alloc(PAGE), d.alloc(PAGE)
+  va = gone.va
+  assert gone.handle.vram is not None and os.memory.view_of(va) is not None     # the MMU views VRAM there
+  d.free(gone)
+  assert os.memory.view_of(va) is None and iface.am.gmc.lookup(va) & G.PTE_VALID == 0
+  from hcq.drivers.hcq import Buffer
+  with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:
+    vadd(good, Buffer(d, va, PAGE), good, 64, global_size=(1,), local_size=(64,), wait=True)
+  assert va <= e.value.address < va + PAGE
+
+
+def test_the_mock_engines_reach_vram_where_the_cpu_maps_nothing(navi_fw):
+  """The USB case: the driver maps VRAM at a VA in the GPU's tables only, no CPU mapping anywhere; the mock's MMU
+  makes that VA reach VRAM for its engines, and lets go when the tables drop it."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    buf = am.vram.alloc_user(3 * PAGE, "engine test")
+    va = G.VM_BASE + (0x5 << 32)
+    assert os.memory.find(va) is None and os.memory.view_of(va) is None
+    am.vram.write(buf.offset + 5, b"from VRAM")
+    am.gmc.map_vram(va, buf.offset, buf.size)
+    assert (va, 3 * PAGE) in gpu.cp.gpu.ranges.ranges()                   # the engines may touch it
+    assert os.memory.view_of(va) == (gpu.vram_fd, buf.offset, 1)          # held by the MMU alone
+    assert ctypes.string_at(va + 5, 9) == b"from VRAM"                    # what an engine reads at the VA
+    ctypes.memmove(va + 2 * PAGE, b"engine", 6)                           # and writes
+    assert am.vram.read(buf.offset + 2 * PAGE, 6) == b"engine"
+    am.gmc.unmap(va, 3)
+    assert (va, 3 * PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
+
+
+def test_cpu_access_maps_the_vram_bar_at_the_buffer_va(dev):
+  d, gpu, iface = dev
+  os = d.owned_os
+  mem = iface.alloc(2 * PAGE + 1, cpu_access=True)
+  assert mem.cpu is not None and mem.view is not None
+  mem.cpu[PAGE - 2:PAGE + 2] = b"edge"
+  assert bytes(gpu.vram[mem.vram.offset + PAGE - 2:mem.vram.offset + PAGE + 2]) == b"edge"
+  assert os.memory.view_of(mem.va)[2] == 2                               # the CPU view and the MMU's, one mapping
+  iface.free(mem)
+  assert os.memory.view_of(mem.va) is None
+
+
+def test_map_pci_resource_checks_alignment_and_the_bar(navi):
+  os, gpu = navi
+  path = "/sys/bus/pci/devices/0000:03:00.0/resource0"
+  va = G.VM_BASE + (0x6 << 32)
+  with pytest.raises(DeviceError, match=r"address 0x200600000001.*page size"): os.map_pci_resource(path, va + 1, PAGE, 0)
+  with pytest.raises(DeviceError, match=r"offset 0x800"): os.map_pci_resource(path, va, PAGE, 0x800)
+  with pytest.raises(OSCallError, match="outside BAR0"): os.map_pci_resource(path, va, 2 * PAGE, gpu.vram_size - PAGE)
+  with pytest.raises(OSCallError, match="not memory"):
+    os.map_pci_resource("/sys/bus/pci/devices/0000:03:00.0/resource5", va, PAGE, 0)
+  from hcq.drivers.system.pci import PCIDevice
+  pci = PCIDevice(os, "0000:03:00.0")
+  with pytest.raises(DeviceError, match=r"0x1ffff000\+0x2000 is outside BAR 0"):
+    pci.map_bar_at(0, va, 2 * PAGE, gpu.vram_size - PAGE)
+  view = pci.map_bar_at(0, va, PAGE, 2 * PAGE)
+  view.write32(8, 0x12345678)
+  assert bytes(gpu.vram[2 * PAGE + 8:2 * PAGE + 12]) == (0x12345678).to_bytes(4, "little")
+  with pytest.raises(DeviceError, match="already held"): pci.map_bar_at(0, va, PAGE, 2 * PAGE)
+  with pytest.raises(DeviceError, match="another view"): pci.map_bar_at(0, va, PAGE, 3 * PAGE)
+  view.close()
+  assert os.memory.view_of(va) is None
+
+
+def test_linux_map_pci_resource_maps_the_file_at_the_address(tmp_path):
+  from hcq.drivers.system import LinuxOS, libc
+  path = tmp_path / "resource0"
+  path.write_bytes(bytes(4 * PAGE))
+  lo = LinuxOS(Config())
+  addr = lo.alloc_anon(2 * PAGE)
+  lo.free_anon(addr, 2 * PAGE)                 # a free address
+  with pytest.raises(DeviceError, match="page size"): lo.map_pci_resource(str(path), addr, PAGE, 0x10)
+  with pytest.raises(DeviceError, match=r"0x3000\+0x2000 is outside the BAR's 0x4000"):
+    lo.map_pci_resource(str(path), addr, 2 * PAGE, 3 * PAGE)
+  view = lo.map_pci_resource(str(path), addr, 2 * PAGE, PAGE, name="fake BAR0")
+  assert view.addr == addr
+  ctypes.memmove(addr + 3, b"bar", 3)
+  assert path.read_bytes()[PAGE + 3:PAGE + 6] == b"bar"
+  with pytest.raises(OSCallError): lo.map_pci_resource(str(path), addr, PAGE, 0)   # never over a live mapping
+  view.close()
+  assert libc.PAGE_SIZE == PAGE
+
+
+def test_host_memory_views_stay_while_any_holder_holds_them(navi):
+  """The driver's CPU view and the MMU's view of the same pages: whichever lets go first, the other keeps them."""
+  os, gpu = navi
+  va, a, b = G.VM_BASE + (0x7 << 32), object(), object()
+  os.memory.map_view(gpu.vram_fd, 4 * PAGE, va, 2 * PAGE, a, "test view")
+  os.memory.map_view(gpu.vram_fd, 5 * PAGE, va + PAGE, PAGE, b, "test view")
+  gpu.vram[5 * PAGE:5 * PAGE + 2] = b"ok"
+  os.memory.unmap_view(va, 2 * PAGE, a)
+  assert os.memory.view_of(va) is None and ctypes.string_at(va + PAGE, 2) == b"ok"
+  with pytest.raises(DeviceError, match="no physical address"): os.phys_addrs(va + PAGE, PAGE)
+  os.memory.unmap_view(va + PAGE, PAGE, b)
+  assert os.memory.view_of(va + PAGE) is None
