@@ -52,9 +52,15 @@ def test_mockusb_is_registered_and_every_host_access_goes_over_the_bridge(usbdev
   assert fw.counts["tlps"] > before       # no CPU mapping: the copies were TLPs
 
 
+@pytest.mark.parametrize("path", ["sram", "bar"])
 @pytest.mark.parametrize("size,offset", [(1, 0), (1, 3), ((1 << 20) + 1, 5), ((16 << 20) - 5, 3),
                                          ((64 << 20) - 5, 7)])
-def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset):
+def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset, path):
+  """Through the bridge's SRAM (SRAMStaging: double-buffered 128 KiB chunks, SDMA copies, a fence in the a000
+  window), the default, and streamed through the VRAM BAR."""
+  usbdev.copy_path = path
+  fw = _bridge(usbdev).fw
+  arms = fw.counts["dma_arms"]
   rng = np.random.default_rng(size)
   data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
   buf = usbdev.alloc(size + offset + 3)
@@ -64,6 +70,7 @@ def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset):
   # the bytes around it are untouched
   whole = usbdev.copyout(buf)
   assert whole[:offset] == b"\xAA" * offset and whole[offset + size:] == b"\xAA" * 3 and whole[offset:offset + size] == data
+  assert (fw.counts["dma_arms"] > arms) == (path == "sram")       # the path taken: the SRAM's DMA engine or not
 
 
 def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):

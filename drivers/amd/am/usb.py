@@ -33,12 +33,23 @@ from __future__ import annotations
 import bisect
 
 from ....errors import DeviceError
+from ....compiler import queue as Q
+from ...hcq.engine import COPY_DST, COPY_SRC, FIRST_VENDOR_SLOT, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_TIMELINE
+from ...hcq.runtime import Submission
 from ...hcq.signal import DeviceSignal
+from ....compiler.ir import UOp
 from ..device import AMDDevice
+from ..lower import COPY
 from .device import AMDev
-from .iface import AMIface, Mem
+from ...system.usbpci import SYSMEM_SIZE, WINDOWS, SRAMStaging
+from .iface import PAGE, AMIface, Mem
+from .va import PROCESS_VA
 
 PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
+STAGING_CHUNK = 256 << 10              # SRAMStaging's halves: the 512 KiB SRAM in two
+FENCE_SLOT = FIRST_VENDOR_SLOT + 1     # SRAMStaging's fence: a placeholder given at submit, as the copy's buffers are
+FENCE, P_FENCE = Q.signal(FENCE_SLOT, "copy fence"), ("param", FENCE_SLOT)
+FENCE_VALUE, V_FENCE = UOp.variable("fence", 0, 2**32 - 1), ("var", "fence")
 
 
 class AMUSBIface(AMIface):
@@ -49,7 +60,7 @@ class AMUSBIface(AMIface):
 
   def __init__(self, os, index: int, config, label: str | None = None, trace=None):
     from ...system.usbpci import USBPCIDevice
-    self.os, self.config = os, config
+    self.os, self.config, self.windows = os, config, {}
     self.label = label or f"USB+AMD:{index}"
     self._mems, self._queues = {}, []
     self._starts: list[int] = []         # the VAs of _mems, sorted (read/write find their memory)
@@ -64,6 +75,38 @@ class AMUSBIface(AMIface):
     except BaseException:
       self.close()
       raise
+
+  def _setup(self) -> None:
+    super()._setup()
+    # the bridge's windows the GPU reaches as system memory, at VAs of the process range: the SRAM (SRAMStaging's
+    # buffers) and the a000 window (the copy fence)
+    self.windows: dict[str, tuple[int, int, int]] = {}    # name -> (VA, bus address, size)
+    self._map_window("sram", 0, WINDOWS["sram"].size)
+    self._map_window("a000", 0, WINDOWS["a000"].size)
+
+  def _map_window(self, name: str, offset: int, size: int) -> None:
+    bus = WINDOWS[name].bus + offset
+    va = PROCESS_VA.alloc(size, self.label)
+    try: self.am.gmc.map(va, [bus + off for off in range(0, size, PAGE)], system=True)
+    except BaseException:
+      PROCESS_VA.free(va, size)
+      raise
+    self.windows[name] = (va, bus, size)
+
+  def bus_to_va(self, addr: int) -> int:
+    """The GPU VA of a bus address in a mapped window; any other address is already a GPU VA (a buffer's)."""
+    for va, bus, size in self.windows.values():
+      if bus <= addr < bus + size: return va + addr - bus
+    return addr
+
+  def _close(self, am) -> None:
+    try:
+      if am.pci is not None:
+        for va, _bus, size in getattr(self, "windows", {}).values():
+          am.gmc.unmap(va, size // PAGE)
+          PROCESS_VA.free(va, size)
+      self.windows = {}
+    finally: super()._close(am)
 
   # ---- memory
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
@@ -121,7 +164,8 @@ class USBAMDDevice(AMDDevice):
   """AMDDevice over AMUSBIface: the coherence layer of the module docstring. Every hook is chosen here, by class: the
   PCI and KFD devices run the same code as before with no check per launch."""
   launch_data_size = 1 << 20          # kernel arguments pushed per launch: a smaller ring costs only VRAM
-  staging_count = 0                   # copies go through the VRAM BAR, not the runtime's staging buffers
+  staging_count = 0                   # copies go through the bridge (SRAM or BAR), not the runtime's staging buffers
+  copy_path = "sram"                  # "sram": SRAMStaging through the bridge's SRAM; "bar": streamed through BAR0
 
   def signal_type(self, va, words, name, pool, ticks_per_us):
     return DeviceSignal(va, words, name, pool, ticks_per_us, read=self.iface.read, write=self.iface.write,
@@ -149,20 +193,46 @@ class USBAMDDevice(AMDDevice):
       if mem is not None: self.iface.write(mem.va, mem.cpu)
     return rec
 
-  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False):
-    from ...hcq import Buffer
-    with self._open_lock(): mem = self.iface.alloc(nbytes, kind="vram")
-    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=None, kind="device")   # no memory the CPU maps here
+  # ---- copies: through the bridge's SRAM (SRAMStaging: double-buffered, fenced) or streamed through the VRAM BAR
+  def _setup(self) -> None:
+    super()._setup()
+    # the whole SRAM as two 256 KiB halves (the runtime puts nothing else there: its memory is VRAM); claimed from
+    # the bridge's system-memory allocator so that nothing else is placed in it
+    usb = self.iface.usb
+    usb.alloc_sysmem(SYSMEM_SIZE)
+    self.staging = SRAMStaging(usb, self._gpu_copy, chunk=STAGING_CHUNK, base=0)
+    self._fenced: dict[int, object] = {}
+
+  def _gpu_copy(self, src: int, dst: int, size: int, fence: int, value: int) -> None:
+    """SRAMStaging's engine: an SDMA copy, then the fence store (bus addresses of the bridge's windows become their
+    VAs), on the copy engine after the work before it (the runtime's cross-engine wait)."""
+    cb = self._fenced.get(size)
+    if cb is None:
+      prog = Q.queue(COPY, Q.copy(Q.buffer(COPY_DST, size), Q.buffer(COPY_SRC, size), size), Q.store(FENCE, FENCE_VALUE),
+                     Q.store(TIMELINE, TIMELINE_VALUE))
+      cb = self._fenced[size] = self.copy.build(prog)
+    bus_to_va = self.iface.bus_to_va
+    with Submission(self, self.copy, ("a copy of {} bytes through the bridge SRAM to {:#x}", size, dst)) as sub:
+      sub.add(cb.fill({P_DST: bus_to_va(dst), P_SRC: bus_to_va(src), P_FENCE: bus_to_va(fence), V_FENCE: value,
+                       V_TIMELINE: sub.value}))
+      sub.signalled = True
 
   def _copyin(self, buf, src: memoryview, offset: int) -> None:
     with self._open_lock():
+      if self.copy_path == "sram": return self.staging.copyin(buf.va + offset, src)
       self._synchronize()          # earlier work may still read or write the buffer
       self.iface.write(buf.va + offset, src)
 
   def _copyout(self, buf, size: int, offset: int) -> bytes:
     with self._open_lock():
+      if self.copy_path == "sram": return self.staging.copyout(buf.va + offset, size)
       self._synchronize()
       return self.iface.read(buf.va + offset, size)
+
+  def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False):
+    from ...hcq import Buffer
+    with self._open_lock(): mem = self.iface.alloc(nbytes, kind="vram")
+    return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=None, kind="device")   # no memory the CPU maps here
 
 
 def open_am_usb(os, index: int, config, label: str | None = None) -> USBAMDDevice:
