@@ -9,8 +9,9 @@ that matters on hardware (each transfer is ~100 us there; the mock's speed only 
                                                                   # bridge: its USB transfers, by kind
 
 Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
-control request + its bulk OUT = 2), the ring's written span (2), one 64-bit doorbell (2): 6; then 2 per poll of the
-timeline signal (a 32-bit MRd: request + completion), AMD_USB_POLL_US apart.
+control request + its bulk OUT = 2), the ring's written span (2), one 64-bit doorbell (2): 6; then 1 per poll of the
+timeline signal, AMD_USB_POLL_US apart (it lives in the bridge's a000 window: one XDATA read), + 1 read that confirms
+the value that ends the wait (the controller reads its XDATA byte by byte, so a read may be torn).
 
 The reference lineage's count for the same launch, derived from its documented protocol (shared/reference/
 nv_qcom_usb_pci_smi.md §5.2): its BARs are served by a 4-byte-aligned streaming MMIO interface, each access one 0xF0
@@ -18,7 +19,7 @@ request plus its bulk data (2 transfers); a launch writes the kernel arguments (
 the write pointer into the queue's pointer page (an 8-byte write: 2) and rings the 64-bit doorbell (2): 8; its
 signal wait spins on 0xF0 reads (request + completion: 2 each) with no pause between polls (USBIface.sleep is a no-op),
 so a kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8 + 2 * polls, polls unpaced.
-hcq: 6 + 2 * polls, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
+hcq: 6 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
 doorbell).
 
 Run as a script from bench/, this file would shadow pyusb's `usb` package: bench/ is taken off sys.path first."""
@@ -115,7 +116,7 @@ def launch(firmware_dir: str | None, launches: int) -> int:
         f"({r['polls']:.1f} polls of the timeline signal); {r['us_per_launch']:.0f} us per launch + wait on the mock")
   print(f"  by kind per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["by_kind"].items())))
   print(f"  the reference lineage's launch (derived in this script's docstring): 8 + 2 per poll, polls unpaced; "
-        f"hcq: {r['launch']:.0f} + 2 per poll, paced by AMD_USB_POLL_US")
+        f"hcq: {r['launch']:.0f} + 1 per poll + 1, paced by AMD_USB_POLL_US")
   return 0
 
 

@@ -105,10 +105,7 @@ class HCQDevice(Device):
 
   # ---- set-up (called by the vendor once its interface is up)
   def _start_runtime(self) -> None:
-    def new_signal_page():
-      va, cpu = self._host_memory(0x1000)
-      return va, cpu
-    self.signals = SignalPool(new_signal_page, name=f"{self.name} signals", ticks_per_us=self.ticks_per_us,
+    self.signals = SignalPool(self._signal_page, name=f"{self.name} signals", ticks_per_us=self.ticks_per_us,
                               make=self.signal_type)
     self.timeline = Timeline(self.signals.alloc(0, name=f"{self.name} timeline signal"))
     self.timer_start = self.signals.alloc(0, name=f"{self.name} launch start timestamp")
@@ -128,6 +125,10 @@ class HCQDevice(Device):
   def _host_memory(self, size: int) -> tuple[int, memoryview]:
     """(device address, CPU view) of host memory the device reads and writes uncached; freed at close."""
     raise NotImplementedError
+
+  def _signal_page(self) -> tuple[int, memoryview]:
+    """(device address, CPU view) of memory for more signals (the first page holds the timeline signal)."""
+    return self._host_memory(0x1000)
 
   def _vendor_links(self) -> dict:
     """{("param", slot): address} of the vendor's own placeholders (slots from engine.FIRST_VENDOR_SLOT on), resolved

@@ -81,15 +81,28 @@ class Signal:
 class DeviceSignal(Signal):
   """A signal in memory the CPU reaches only through the device (see the module docstring): `read(va, size) -> bytes`
   and `write(va, data)` are the device's accesses, `poll_s` the pause between polls of a wait, `sleep` the OS's."""
-  __slots__ = ("_read", "_write", "poll_s", "_sleep", "polls")
+  __slots__ = ("_read", "_write", "poll_s", "_sleep", "polls", "torn")
 
   def __init__(self, va: int, words: memoryview, name: str = "signal", pool: "SignalPool | None" = None,
-               ticks_per_us: float = 1.0, read=None, write=None, poll_s: float = 0.0, sleep=None):
+               ticks_per_us: float = 1.0, read=None, write=None, poll_s: float = 0.0, sleep=None, torn: bool = False):
+    """torn: a read may see a value the device is halfway through writing (memory read byte by byte, as the bridge
+    controller reads its XDATA windows): a value is taken once two reads in a row agree."""
     super().__init__(va, words, name, pool, ticks_per_us)
-    self._read, self._write, self.poll_s, self._sleep, self.polls = read, write, poll_s, sleep, 0
+    self._read, self._write, self.poll_s, self._sleep, self.polls, self.torn = read, write, poll_s, sleep, 0, torn
+
+  def _load(self, offset: int, width: int) -> int:
+    v = int.from_bytes(self._read(self.va + offset, width), "little")
+    return self._settle(v, offset, width) if self.torn else v
+
+  def _settle(self, v: int, offset: int, width: int) -> int:
+    """Read again until two reads in a row agree (v: the first one)."""
+    while True:
+      again = int.from_bytes(self._read(self.va + offset, width), "little")
+      if again == v: return v
+      v = again
 
   def _word(self, index: int) -> int:
-    v = int.from_bytes(self._read(self.va + 8 * index, 8), "little")
+    v = self._load(8 * index, 8)
     self._words[index] = v
     return v
 
@@ -123,6 +136,7 @@ class DeviceSignal(Signal):
     width = 4 if value < 1 << 32 and self._words[0] < 1 << 32 else 8
     seen = last = int.from_bytes(read(self.va, width), "little")
     self.polls += 1
+    if seen >= value and self.torn: seen = self._settle(seen, 0, width)     # done: unless the read was torn
     start = clock()
     while seen < value:
       now = clock()
@@ -133,6 +147,7 @@ class DeviceSignal(Signal):
       if pause: rest(pause)
       seen = int.from_bytes(read(self.va, width), "little")
       self.polls += 1
+      if seen >= value and self.torn: seen = self._settle(seen, 0, width)
     self._words[0] = seen
     return seen
 

@@ -107,6 +107,20 @@ def test_AMD_USB_POLL_US_sets_the_polls_per_wait_not_the_results(fw_dir, poll_us
     k.check(run(d, k, data), data)
 
 
+@pytest.mark.parametrize("poll_us", [0, 5000])
+def test_the_timeline_is_polled_in_the_bridge_window_one_xdata_read_per_poll(fw_dir, poll_us):  # noqa: F811
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.1, firmware_dir=fw_dir, amd_usb_poll_us=poll_us)) as d:
+    sig, fw = d.timeline.signal, _bridge(d).fw
+    assert sig.va == d.iface.windows["a000"][0] + 0x100        # the GPU's RELEASE_MEM lands in the bridge's XDATA
+    at = 0xA000 + 0x100
+    before, polls = fw.xdata_reads[at], sig.polls
+    with pytest.raises(Timeout, match=r"timeline signal at 0x[0-9a-f]+ to reach 1 \(last seen 0\) after 0.1 s"):
+      d.wait_value(1)                                           # nothing was submitted: it never comes
+    assert fw.xdata_reads[at] - before == sig.polls - polls
+    if poll_us: assert 10 <= sig.polls - polls <= 30
+    else: assert sig.polls - polls > 100
+
+
 def test_a_launch_costs_few_usb_transfers(usbdev):
   k = KERNELS["vadd"]
   data = k.inputs(seed=1)
@@ -121,7 +135,8 @@ def test_a_launch_costs_few_usb_transfers(usbdev):
   # kernel arguments (control + bulk), the ring's span (control + bulk), the doorbell (control + bulk)
   assert bridge.transfer_number == 6
   usbdev.synchronize()
-  # the sync mock ran it at the doorbell: one poll of the timeline signal, a 32-bit MRd (request, completion)
+  # the sync mock ran it at the doorbell: one poll of the timeline signal in the bridge's a000 window (an XDATA read)
+  # and the read that confirms it (the controller reads its XDATA byte by byte: a read may be torn)
   assert bridge.transfer_number == 8
 
 

@@ -47,6 +47,7 @@ from .va import PROCESS_VA
 
 PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
 STAGING_CHUNK = 256 << 10              # SRAMStaging's halves: the 512 KiB SRAM in two
+TIMELINE_AT = 0x100                    # the timeline signal's offset in the a000 window (SRAMStaging's fence is at 0)
 FENCE_SLOT = FIRST_VENDOR_SLOT + 1     # SRAMStaging's fence: a placeholder given at submit, as the copy's buffers are
 FENCE, P_FENCE = Q.signal(FENCE_SLOT, "copy fence"), ("param", FENCE_SLOT)
 FENCE_VALUE, V_FENCE = UOp.variable("fence", 0, 2**32 - 1), ("var", "fence")
@@ -167,7 +168,26 @@ class USBAMDDevice(AMDDevice):
   staging_count = 0                   # copies go through the bridge (SRAM or BAR), not the runtime's staging buffers
   copy_path = "sram"                  # "sram": SRAMStaging through the bridge's SRAM; "bar": streamed through BAR0
 
+  def _signal_page(self):
+    """The first signal (the timeline, polled by every wait) lives in the bridge's a000 window: one XDATA read per
+    poll (a 32-bit MRd of VRAM is two transfers); the others in VRAM (their stores, e.g. the timestamps a timed
+    launch clears, are 2 transfers there, 8 one-byte XDATA writes in the window)."""
+    if not self._window_signal_taken:
+      self._window_signal_taken = True
+      va = self.iface.windows["a000"][0] + TIMELINE_AT
+      return va, memoryview(bytearray(16))
+    return super()._signal_page()
+
+  _window_signal_taken = False
+
   def signal_type(self, va, words, name, pool, ticks_per_us):
+    window_va = self.iface.windows["a000"][0]
+    if window_va <= va < window_va + WINDOWS["a000"].size:
+      usb = self.iface.usb
+      read = lambda at, n: usb.read_window("a000", at - window_va, n)
+      write = lambda at, data: usb.write_window("a000", at - window_va, bytes(data))
+      return DeviceSignal(va, words, name, pool, ticks_per_us, read=read, write=write, poll_s=self.iface.poll_s,
+                          sleep=self.os.sleep, torn=True)
     return DeviceSignal(va, words, name, pool, ticks_per_us, read=self.iface.read, write=self.iface.write,
                         poll_s=self.iface.poll_s, sleep=self.os.sleep)
 
