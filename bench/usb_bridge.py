@@ -3,10 +3,11 @@ TLPs per second, copy bandwidth (streaming through a BAR, bounced through the SR
 each operation costs, and the USB transactions (and TLPs) of one kernel launch on MOCKUSB+AMD, which is the figure
 that matters on hardware (each transfer is ~100 us there; the mock's speed only measures the driver's own overhead).
 
-    .venv/bin/python bench/usb.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
-    .venv/bin/python bench/usb.py --launch [--launches 100] [--firmware-dir DIR]  # per launch on MOCKUSB+AMD
-    .venv/bin/python bench/usb.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind the
-                                                                  # bridge: its USB transfers, by kind
+    .venv/bin/python bench/usb_bridge.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
+    .venv/bin/python bench/usb_bridge.py --launch [--launches 100] [--firmware-dir DIR]  # MOCKUSB+AMD: per launch,
+                                                                                        # and its copies
+    .venv/bin/python bench/usb_bridge.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind
+                                                                         # the bridge: its USB transfers, by kind
 
 Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
 control request + its bulk OUT = 2), the ring's written span (2), one 64-bit doorbell (2): 6; then 1 per poll of the
@@ -22,13 +23,13 @@ so a kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us ea
 hcq: 6 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
 doorbell).
 
-Run as a script from bench/, this file would shadow pyusb's `usb` package: bench/ is taken off sys.path first."""
-import os as _os
-import sys
-
-if sys.path and _os.path.abspath(sys.path[0] or ".") == _os.path.dirname(_os.path.abspath(__file__)): del sys.path[0]
+This is the issue's bench/usb.py, named usb_bridge.py: a bench/usb.py would shadow pyusb's `usb` package for every
+script run from bench/ (python puts the script's folder first on sys.path), so that e.g. `bench/launch.py --device
+MOCKUSB+AMD` could not import pyusb."""
+from __future__ import annotations
 
 import argparse
+import os as _os
 import time
 
 
@@ -117,7 +118,35 @@ def launch(firmware_dir: str | None, launches: int) -> int:
   print(f"  by kind per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["by_kind"].items())))
   print(f"  the reference lineage's launch (derived in this script's docstring): 8 + 2 per poll, polls unpaced; "
         f"hcq: {r['launch']:.0f} + 1 per poll + 1, paced by AMD_USB_POLL_US")
+  for path, c in device_copies(firmware_dir).items():
+    print(f"  copies of {c['mib']} MiB on MOCKUSB+AMD through {c['what']}: in {c['in_mibs']:7.1f} MiB/s "
+          f"({c['in_transfers']} transfers), out {c['out_mibs']:7.1f} MiB/s ({c['out_transfers']} transfers)")
   return 0
+
+
+def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
+  """Copy-in and copy-out of `mib` MiB on MOCKUSB+AMD by each copy path: MiB/s on the mock and USB transfers."""
+  import hcq
+  from hcq.config import Config, from_env
+  size, out = mib << 20, {}
+  data = _os.urandom(size)
+  with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
+    bridge, buf = dev.os.devices[0].bridge, dev.alloc(size)
+    for path, what in (("sram", "the bridge SRAM (SRAMStaging, 2 x 256 KiB, SDMA + fence)"),
+                       ("bar", "the VRAM BAR (streaming MWr/MRd)")):
+      dev.copy_path = path
+      bridge.arm_faults("")
+      t = time.perf_counter()
+      dev.copyin(buf, data)
+      t_in, n_in = time.perf_counter() - t, bridge.transfer_number
+      bridge.arm_faults("")
+      t = time.perf_counter()
+      back = dev.copyout(buf)
+      t_out, n_out = time.perf_counter() - t, bridge.transfer_number
+      assert back == data, f"{path}: the copy-out differs from what was copied in"
+      out[path] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
+                   "out_transfers": n_out}
+  return out
 
 
 def launch_transfers(firmware_dir: str | None, launches: int = 100) -> dict:
