@@ -10,17 +10,19 @@ that matters on hardware (each transfer is ~100 us there; the mock's speed only 
                                                                          # the bridge: its USB transfers, by kind
 
 Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
-control request + its bulk OUT = 2), the ring's written span (2), one 64-bit doorbell (2): 6; then 1 per poll of the
+control request + its bulk OUT = 2), the ring's written span (2), the HDP flush that makes those BAR writes reach
+VRAM before the engine reads them (one posted 32-bit MWr: 1), one 64-bit doorbell (2): 7; then 1 per poll of the
 timeline signal, AMD_USB_POLL_US apart (it lives in the bridge's a000 window: one XDATA read), + 1 read that confirms
 the value that ends the wait (the controller reads its XDATA byte by byte, so a read may be torn).
 
 The reference lineage's count for the same launch, derived from its documented protocol (shared/reference/
 nv_qcom_usb_pci_smi.md §5.2): its BARs are served by a 4-byte-aligned streaming MMIO interface, each access one 0xF0
 request plus its bulk data (2 transfers); a launch writes the kernel arguments (2), the PM4 words into the ring (2),
-the write pointer into the queue's pointer page (an 8-byte write: 2) and rings the 64-bit doorbell (2): 8; its
+the write pointer into the queue's pointer page (an 8-byte write: 2) and rings the 64-bit doorbell (2): 8 (9 with
+the HDP flush a ring in VRAM needs, which the digest does not mention); its
 signal wait spins on 0xF0 reads (request + completion: 2 each) with no pause between polls (USBIface.sleep is a no-op),
 so a kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8 + 2 * polls, polls unpaced.
-hcq: 6 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
+hcq: 7 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
 doorbell).
 
 This is the issue's bench/usb.py, named usb_bridge.py: a bench/usb.py would shadow pyusb's `usb` package for every

@@ -18,6 +18,11 @@ What it owns, the same for every vendor:
   - thread safety: one re-entrant lock per device serializes submissions, waits and memory management: a device may
     be used from several threads; each call is atomic, and calls from different threads run in some order.
 
+Memory the CPU cannot map (a GPU behind a USB bridge, README "Memory the CPU cannot map"): a vendor chooses, once,
+signals that read through the device (signal_type, _signal_page), smaller rings where they only cost device memory
+and transfers (launch_data_size, staging_size/count), and pushes what it wrote at the hand-over points (its doorbell
+function, its launch words); nothing here checks per launch.
+
 What a vendor provides (see drivers/hcq/README.md): _host_memory, _make_engines, _launch_words, _record/_replay_words,
 _load and _alloc/_free of device memory, optionally _block and _release_hardware."""
 from __future__ import annotations

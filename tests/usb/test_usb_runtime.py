@@ -131,13 +131,15 @@ def test_a_launch_costs_few_usb_transfers(usbdev):
   bridge = _bridge(usbdev)
   prog(*args, global_size=k.groups, local_size=k.local_size, wait=True)
   bridge.arm_faults("")                          # the mock bridge counts transfers from here
+  flushes = usbdev.os.devices[0].nbio.hdp_flushes
   prog(*args, global_size=k.groups, local_size=k.local_size)
-  # kernel arguments (control + bulk), the ring's span (control + bulk), the doorbell (control + bulk)
-  assert bridge.transfer_number == 6
+  # kernel arguments (control + bulk), the ring's span (control + bulk), the HDP flush (one posted MWr: the BAR
+  # writes reach VRAM before the engine reads them), the doorbell (control + bulk)
+  assert bridge.transfer_number == 7 and usbdev.os.devices[0].nbio.hdp_flushes == flushes + 1
   usbdev.synchronize()
   # the sync mock ran it at the doorbell: one poll of the timeline signal in the bridge's a000 window (an XDATA read)
   # and the read that confirms it (the controller reads its XDATA byte by byte: a read may be torn)
-  assert bridge.transfer_number == 8
+  assert bridge.transfer_number == 9
 
 
 FAULTS = ["stall", "timeout", "late", "unplug", "transport", "ur", "ca"]
@@ -173,7 +175,7 @@ def test_bench_usb_counts_the_transactions_of_a_launch(fw_dir, capsys):  # noqa:
   bench = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(bench)
   r = bench.launch_transfers(fw_dir, launches=3)
-  assert (r["launch"], r["launch_tlps"], r["wait"], r["polls"]) == (6, 3, 2, 1)
+  assert (r["launch"], r["launch_tlps"], r["wait"], r["polls"]) == (7, 4, 2, 1)
   assert r["launch"] < 8                       # the reference lineage's 8 (derived in the script's docstring)
   assert bench.main(["--launch", "--launches", "2", "--firmware-dir", fw_dir]) == 0
-  assert "6.0 USB transactions (3.0 TLPs) to submit" in capsys.readouterr().out
+  assert "7.0 USB transactions (4.0 TLPs) to submit" in capsys.readouterr().out

@@ -12,32 +12,41 @@ Where each kind of memory lives:
   - memory the runtime writes or reads (iface kinds "gtt"/"userptr": rings, signals, launch data, IBs) gets a CPU
     shadow (a bytearray view as Mem.cpu, so the runtime's code is the same as on PCI) made coherent by the
     coherence layer below, at the points where the runtime hands work over, never per store:
-      * a ring's written span is pushed (one streaming MWr) by the doorbell function, right before the doorbell
-        (one 64-bit MWr: the write pointer; the wptr page is not pushed: the engines take it from the doorbell);
+      * a ring's written span is pushed (one streaming MWr) by the doorbell function, then the HDP is flushed (one
+        posted register write: the BAR writes reach VRAM before the engine reads them), then the doorbell (one
+        64-bit MWr: the write pointer; the wptr page is not pushed: the engines take it from the doorbell);
       * a launch's kernel arguments are pushed when the launch's words are made (one streaming MWr);
       * bound launches' kernargs and IB are pushed once, when recorded;
-      * signals are DeviceSignals (drivers/hcq/signal.py): a store goes through at once, a read is one 8-byte MRd,
-        and a wait polls with AMD_USB_POLL_US (Config.amd_usb_poll_us) between polls, bounded by the timeout;
+      * signals are DeviceSignals (drivers/hcq/signal.py): a store goes through at once, a read goes through the
+        device (VRAM: one 8-byte MRd; a wait for a 32-bit value polls the low word), and a wait polls with
+        AMD_USB_POLL_US (Config.amd_usb_poll_us) between polls, bounded by the timeout;
       * a ring's read pointer is read from the device only while the ring waits for space (Ring.refresh).
-    VRAM memory (kind "vram": buffers, code, scratch) has no CPU view; copies go through the VRAM BAR
-    (streaming MWr/MRd, 4 MiB per request) after the device's earlier work finished.
-  - the bridge's SRAM windows (256 KiB as system memory, the rest SRAMStaging's copy buffers) are not used by the
-    runtime yet: signals in SRAM would be read by an XDATA read (1 transfer instead of 2) but the mock's engines do not
-    reach the bridge's windows yet, and copies through SRAMStaging need the same.
+    VRAM memory (kind "vram": buffers, code, scratch) has no CPU view: copies (below).
+  - the bridge's windows, mapped by the GPU page tables as system pages at VAs of the process range: the SRAM
+    (512 KiB: SRAMStaging's two 256 KiB halves; the runtime places nothing else there) and the a000 window (4 KiB
+    of XDATA: SRAMStaging's fence at +0, the timeline signal at +0x100, each poll of it one XDATA read, one
+    transfer, where a 32-bit MRd of VRAM is two; its stores are one-byte XDATA writes, 8 per u64, so the signals
+    that are written per timed launch stay in VRAM).
+  - copies of buffers (copy_path "sram", the default, the issue's scheme): SRAMStaging, the host's bulk writes into
+    one SRAM half while the SDMA engine copies the other into VRAM and stores a fence the host polls in a000
+    (AMD_USB_POLL_US apart); copy-out the other way. copy_path "bar" streams through the VRAM BAR instead (4 MiB per
+    request): ~30x fewer transfers (16 MiB: 10 against ~450), the bandwidth on hardware depends on the bridge's TLP
+    engine, which the mock cannot tell.
 
-Costs per launch (counted through the mock bridge by bench/usb.py): kernel arguments 2 transfers (control + bulk),
-ring span 2, doorbell 2, then 2 per poll of the timeline signal.
+Costs per launch (counted through the mock bridge by bench/usb_bridge.py --launch): kernel arguments 2 transfers
+(control + bulk), ring span 2, HDP flush 1, doorbell 2; then 1 per poll of the timeline signal (an XDATA read of the
+a000 window) and 1 more read that confirms the value ending the wait.
 """
 from __future__ import annotations
 
 import bisect
 
-from ....errors import DeviceError
 from ....compiler import queue as Q
+from ....compiler.ir import UOp
+from ....errors import DeviceError
 from ...hcq.engine import COPY_DST, COPY_SRC, FIRST_VENDOR_SLOT, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_TIMELINE
 from ...hcq.runtime import Submission
 from ...hcq.signal import DeviceSignal
-from ....compiler.ir import UOp
 from ..device import AMDDevice
 from ..lower import COPY
 from .device import AMDev
@@ -143,9 +152,11 @@ class AMUSBIface(AMIface):
 
   # ---- queues
   def doorbell(self, q):
-    """Push the ring's span written since the last doorbell (one streaming MWr, two at the ring's end), then the
-    doorbell: one 64-bit MWr of the write pointer."""
-    bar, db, db_off = self.bar, self.doorbells, q.doorbell_offset
+    """Push the ring's span written since the last doorbell (one streaming MWr, two at the ring's end), flush the HDP
+    (one posted register write: the BAR writes since the last doorbell, the ring's and the kernel arguments', reach
+    VRAM before the engine reads them; the GPU reads nothing the host wrote through the BAR before a doorbell), then
+    the doorbell: one 64-bit MWr of the write pointer."""
+    bar, db, db_off, hdp_flush = self.bar, self.doorbells, q.doorbell_offset, self.am.nbio.hdp_flush
     shadow, base, size, unit = q.ring.cpu, q.ring.vram.offset, q.ring.size, PTR_UNIT[q.kind]
     pushed = [0]         # bytes of the ring pushed since the queue began
     def ring(value: int) -> None:
@@ -157,6 +168,7 @@ class AMUSBIface(AMIface):
         bar.write(base + s, shadow[s:])
         if e: bar.write(base, shadow[:e])
       pushed[0] = end
+      hdp_flush()
       db.write64(db_off, value)
     return ring
 
