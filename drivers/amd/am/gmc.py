@@ -30,7 +30,8 @@ MAX_FRAG = 9          # fragments up to 2 MiB (Linux amdgpu's default vm_fragmen
 
 def _fragments(va: int, addrs: list) -> list[int]:
   """Each page's fragment field: 2^f pages that are contiguous both in VA and in VRAM and aligned to 2^f pages in both
-  may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one entry; 0 elsewhere."""
+  may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one entry; 0 elsewhere. A fragment never
+  spans two map calls, so unmapping what one map call mapped (AMIface frees whole buffers) leaves no stale one."""
   n, out, i = len(addrs), [0] * len(addrs), 0
   while i < n:
     run = 1                                  # the contiguous pages from i

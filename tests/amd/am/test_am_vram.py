@@ -232,3 +232,17 @@ def test_host_memory_views_stay_while_any_holder_holds_them(navi):
   with pytest.raises(DeviceError, match="no physical address"): os.phys_addrs(va + PAGE, PAGE)
   os.memory.unmap_view(va + PAGE, PAGE, b)
   assert os.memory.view_of(va + PAGE) is None
+
+
+def test_close_frees_every_vram_buffer_and_every_view(fw_dir):
+  from hcq.drivers.amd import open_device
+  from hcq.mockgpu import mock_navi31_os
+  with mock_navi31_os(Config(timeout_s=5, firmware_dir=fw_dir)) as osi:
+    d = open_device("PCI", 0, osi, osi.config)
+    vram = d.iface.am.vram
+    bufs = [d.alloc(n) for n in (PAGE, 3 * PAGE, 1 << 20)]
+    d.iface.alloc(PAGE, cpu_access=True)
+    assert len(vram.user) >= 4 and osi.memory._views
+    d.close()
+    assert vram.user == {} and osi.memory._views == {}        # the CPU views and the MMU's, all gone
+    assert all(b.handle.vram is not None for b in bufs)
