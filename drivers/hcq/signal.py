@@ -21,6 +21,7 @@ VALUE_OFFSET, TIMESTAMP_OFFSET = 0, 8
 # busy polls before the first sleep, then sleeps growing from MIN to MAX (seconds)
 SPIN_POLLS = 200
 MIN_SLEEP_S, MAX_SLEEP_S = 20e-6, 2e-3
+FAULT_CHECK_S = 0.01     # how often a DeviceSignal's wait asks the vendor for device faults
 
 
 class Signal:
@@ -125,9 +126,10 @@ class DeviceSignal(Signal):
 
   def wait(self, value: int, timeout_s: float, clock: Callable[[], float], sleep: Callable[[float], None],
            idle: Callable[[float], None] | None = None) -> int:
-    """Poll through the device until value >= `value`, poll_s between polls (no busy phase, no completion hook: each
-    poll is a bus transaction, so the pause is what bounds the load on the bus); the timeout restarts while the value
-    moves."""
+    """Poll through the device until value >= `value`, poll_s between polls (no busy phase: each poll is a bus
+    transaction, so the pause is what bounds the load on the bus); the timeout restarts while the value moves.
+    `idle(0)` (the completion hook given no time to block: the vendor checks for device faults there, raising
+    hcq.GPUFault) runs every FAULT_CHECK_S while the wait lasts."""
     read, pause = self._read, self.poll_s
     rest = self._sleep or sleep
     # a wait for a value below 2^32 on a signal last seen below 2^32 (the timeline: engines compare 32 bits; fences
@@ -137,9 +139,12 @@ class DeviceSignal(Signal):
     seen = last = int.from_bytes(read(self.va, width), "little")
     self.polls += 1
     if seen >= value and self.torn: seen = self._settle(seen, 0, width)     # done: unless the read was torn
-    start = clock()
+    start = checked = clock()
     while seen < value:
       now = clock()
+      if idle is not None and now - checked >= FAULT_CHECK_S:
+        idle(0)
+        checked = now
       if seen != last: start, last = now, seen
       elif now - start > timeout_s:
         self._words[0] = seen

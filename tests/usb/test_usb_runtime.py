@@ -142,6 +142,20 @@ def test_a_launch_costs_few_usb_transfers(usbdev):
   assert bridge.transfer_number == 9
 
 
+def test_a_gpu_fault_over_usb_arrives_through_the_ih_ring_not_as_a_timeout(fw_dir):  # noqa: F811
+  from hcq.drivers.amd.kernels import demo_code_object
+  from hcq.drivers.hcq import Buffer
+  from hcq.errors import GPUFault
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=5, firmware_dir=fw_dir)) as d:
+    vadd = d.load(demo_code_object(), "vadd")
+    good = d.alloc(4096)
+    bad = Buffer(d, 0x2100_0000_0000, 4096)      # in AM's VA range, mapped by no page table
+    t0 = time.monotonic()
+    with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:
+      vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
+    assert 0x2100_0000_0000 <= e.value.address < 0x2100_0000_1000 and time.monotonic() - t0 < 1
+
+
 FAULTS = ["stall", "timeout", "late", "unplug", "transport", "ur", "ca"]
 
 

@@ -209,8 +209,11 @@ class USBAMDDevice(AMDDevice):
     return refresh
 
   def _block(self, seconds: float) -> None:
-    """No interrupts over USB: a ring waiting for space sleeps AMD_USB_POLL_US between reads of its read pointer."""
-    self.os.sleep(min(seconds, max(self.iface.poll_s, 20e-6)))
+    """No interrupts over USB: the IH ring is read through the bridge for faults (hcq.GPUFault: a VM fault, with its
+    address), then a wait sleeps AMD_USB_POLL_US (a ring waiting for space between reads of its read pointer; a
+    DeviceSignal's wait asks with no time, every FAULT_CHECK_S)."""
+    self.iface.wait_events(0)
+    if seconds: self.os.sleep(min(seconds, max(self.iface.poll_s, 20e-6)))
 
   def _launch_words(self, prog, shape, explicit: bytes, value: int):
     words = super()._launch_words(prog, shape, explicit, value)
