@@ -73,6 +73,43 @@ def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset, pa
   assert (fw.counts["dma_arms"] > arms) == (path == "sram")       # the path taken: the SRAM's DMA engine or not
 
 
+def test_copy_in_queues_the_gpu_work_once_and_waits_for_each_chunk_s_sentinel(usbdev):
+  """The sentinel scheme: one submission for the whole copy-in (a doorbell), then per 256 KiB chunk one DMA-engine
+  write (arm + bulk: data, then the chunk's sentinel in its half's last dword) and the fence reads it waits for."""
+  fw = _bridge(usbdev).fw
+  buf = usbdev.alloc(4 << 20)
+  usbdev.copyin(buf, b"x")
+  flushes, arms = usbdev.os.devices[0].nbio.hdp_flushes, fw.counts["dma_arms"]
+  _bridge(usbdev).arm_faults("")
+  data = bytes(range(256)) * (16 << 10)
+  usbdev.copyin(buf, data)
+  chunks = -(-len(data) // ((256 << 10) - 512))
+  assert usbdev.os.devices[0].nbio.hdp_flushes == flushes + 1 and fw.counts["dma_arms"] == arms + chunks
+  assert _bridge(usbdev).transfer_number <= 5 + 3 * chunks + 3       # submit 5; per chunk 2 + the fence reads
+  assert usbdev.copyout(buf, size=len(data)) == data
+
+
+def test_what_the_sram_held_never_releases_a_copy_in_chunk_early(fw_dir):  # noqa: F811
+  """Sentinels compare >=: bytes in the SRAM from before (a copy-out's data, power-on contents) must never be taken
+  for a chunk's sentinel: copy-out chunks leave the halves' last sector alone and the sentinels are cleared at open."""
+  from hcq.drivers.amd import open_device
+  from hcq.mockgpu import mock_navi31_usb_os
+  os = mock_navi31_usb_os(Config(timeout_s=5, firmware_dir=fw_dir))
+  os.devices[0].bridge.fw.sram()[:] = b"\xff" * (512 << 10)          # what the SRAM held before
+  d = open_device("USB", 0, os, os.config, "MOCKUSB+AMD:0")
+  try:
+    buf = d.alloc(2 << 20)
+    d.copyin(buf, b"\xff" * (2 << 20))
+    assert d.copyout(buf) == b"\xff" * (2 << 20)                     # the GPU filled the halves with 0xff
+    data = bytes(range(251)) * 8000
+    d.copyin(buf, data)
+    d.copy_path = "bar"                                                # read back another way
+    assert d.copyout(buf, size=len(data)) == data
+  finally:
+    d.close()
+    os.close()
+
+
 def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):
   sig = usbdev.signals.alloc(0, name="test signal")
   gpu = usbdev.os.devices[0]

@@ -27,11 +27,14 @@ Where each kind of memory lives:
     of XDATA: SRAMStaging's fence at +0, the timeline signal at +0x100, each poll of it one XDATA read, one
     transfer, where a 32-bit MRd of VRAM is two; its stores are one-byte XDATA writes, 8 per u64, so the signals
     that are written per timed launch stay in VRAM).
-  - copies of buffers (copy_path "sram", the default, the issue's scheme): SRAMStaging, the host's bulk writes into
-    one SRAM half while the SDMA engine copies the other into VRAM and stores a fence the host polls in a000
-    (AMD_USB_POLL_US apart); copy-out the other way. copy_path "bar" streams through the VRAM BAR instead (4 MiB per
-    request): ~30x fewer transfers (16 MiB: 10 against ~450), the bandwidth on hardware depends on the bridge's TLP
-    engine, which the mock cannot tell.
+  - copies of buffers (copy_path "sram", the default, the issue's scheme): SRAMStaging with the sentinel/fence
+    scheme for copy-in (copyin_queued): the SDMA work of up to 128 chunks queued in one submission (one doorbell),
+    each chunk's part waiting (POLL_REGMEM >=) for the chunk's sentinel, which the host writes in the same bulk
+    transfer as the chunk's data (the last dword of its 256 KiB half), then copying into VRAM and storing the fence
+    the host polls in a000 (AMD_USB_POLL_US apart) before it refills that half: ~2 transfers per 256 KiB. Copy-out:
+    per chunk an SDMA copy into a half + fence (a submission), the host reads the half (SRAMStaging.copyout).
+    copy_path "bar" streams through the VRAM BAR instead (4 MiB per request): fewer transfers still (16 MiB in: ~10
+    against ~140), but the bandwidth on hardware depends on the bridge's TLP engine, which the mock cannot tell.
 
 Costs per launch (counted through the mock bridge by bench/usb_bridge.py --launch): kernel arguments 2 transfers
 (control + bulk), ring span 2, HDP flush 1, doorbell 2; then 1 per poll of the timeline signal (an XDATA read of the
@@ -60,6 +63,9 @@ TIMELINE_AT = 0x100                    # the timeline signal's offset in the a00
 FENCE_SLOT = FIRST_VENDOR_SLOT + 1     # SRAMStaging's fence: a placeholder given at submit, as the copy's buffers are
 FENCE, P_FENCE = Q.signal(FENCE_SLOT, "copy fence"), ("param", FENCE_SLOT)
 FENCE_VALUE, V_FENCE = UOp.variable("fence", 0, 2**32 - 1), ("var", "fence")
+SENTINEL_SLOT = FIRST_VENDOR_SLOT + 2   # a copy-in chunk's sentinel, its sequence number given at submit
+SENTINEL, P_SENTINEL = Q.signal(SENTINEL_SLOT, "copy-in sentinel"), ("param", SENTINEL_SLOT)
+SEQ, V_SEQ = UOp.variable("seq", 0, 2**32 - 1), ("var", "seq")
 
 
 class AMUSBIface(AMIface):
@@ -235,8 +241,9 @@ class USBAMDDevice(AMDDevice):
     # the bridge's system-memory allocator so that nothing else is placed in it
     usb = self.iface.usb
     usb.alloc_sysmem(SYSMEM_SIZE)
-    self.staging = SRAMStaging(usb, self._gpu_copy, chunk=STAGING_CHUNK, base=0)
+    self.staging = SRAMStaging(usb, self._gpu_copy, chunk=STAGING_CHUNK, base=0, sentinels=True)
     self._fenced: dict[int, object] = {}
+    self._sentinel_copies: dict[int, object] = {}
 
   def _gpu_copy(self, src: int, dst: int, size: int, fence: int, value: int) -> None:
     """SRAMStaging's engine: an SDMA copy, then the fence store (bus addresses of the bridge's windows become their
@@ -252,9 +259,24 @@ class USBAMDDevice(AMDDevice):
                        V_TIMELINE: sub.value}))
       sub.signalled = True
 
+  def _gpu_queue(self, steps, fence: int) -> None:
+    """SRAMStaging.copyin_queued's GPU part, one submission: per chunk wait for its sentinel (SDMA POLL_REGMEM >=),
+    copy, store the fence."""
+    bus_to_va, words = self.iface.bus_to_va, []
+    for sentinel, seq, src, dst, size in steps:
+      cb = self._sentinel_copies.get(size)
+      if cb is None:
+        prog = Q.queue(COPY, Q.wait(SENTINEL, SEQ), Q.copy(Q.buffer(COPY_DST, size), Q.buffer(COPY_SRC, size), size),
+                       Q.store(FENCE, FENCE_VALUE))
+        cb = self._sentinel_copies[size] = self.copy.build(prog)
+      words.append(cb.fill({P_SENTINEL: bus_to_va(sentinel), V_SEQ: seq, P_DST: bus_to_va(dst), P_SRC: bus_to_va(src),
+                            P_FENCE: bus_to_va(fence), V_FENCE: seq}))
+    with Submission(self, self.copy, ("a copy of {} chunks through the bridge SRAM to {:#x}", len(steps), steps[0][3])) as sub:
+      for w in words: sub.add(w)
+
   def _copyin(self, buf, src: memoryview, offset: int) -> None:
     with self._open_lock():
-      if self.copy_path == "sram": return self.staging.copyin(buf.va + offset, src)
+      if self.copy_path == "sram": return self.staging.copyin_queued(buf.va + offset, src, self._gpu_queue)
       self._synchronize()          # earlier work may still read or write the buffer
       self.iface.write(buf.va + offset, src)
 
