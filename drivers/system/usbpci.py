@@ -298,6 +298,46 @@ class SRAMStaging:
       try: self._write_sentinel(sentinel - WINDOWS["sram"].bus - (asm24.SECTOR - 4), seq)
       except (DeviceError, Timeout): return
 
+  def copyout_queued(self, src_bus: int, size: int, gpu_queue, group: int = 128, release_offset: int = 0x10) -> bytes:
+    """Copy-out with the GPU's work queued up front (gpu_queue([(release_bus, release, src_bus, dst_bus, size, seq),
+    ...], fence_bus); release_bus None for the first `halves` chunks): chunk i's part waits until the u32 release
+    counter (a000 window + release_offset) reaches `release` (the host has read the chunk that used the half
+    before), copies into half i % halves, stores seq at the fence. The host waits for the fence, reads the half (arm
+    + bulk) and counts the release up, writing only the counter's bytes that change, lowest first (one XDATA write,
+    as a rule: a GPU read between two byte writes sees a smaller value, never a larger one)."""
+    room, sram = self.room, WINDOWS["sram"].bus
+    release_bus = WINDOWS["a000"].bus + release_offset
+    released = int.from_bytes(self.dev.read_window("a000", release_offset, 4), "little")
+    start = released
+    chunks = [(off, min(room, size - off)) for off in range(0, size, room)]
+    steps = []
+    for i, (off, n) in enumerate(chunks):
+      rel = None if i < self.halves else (start + i - self.halves + 1) & 0xFFFFFFFF
+      steps.append((None if rel is None else release_bus, rel, src_bus + off, sram + self.base + i % self.halves * self.chunk,
+                    n, self._next()))
+    out, queued = bytearray(), 0
+    try:
+      for i, (off, n) in enumerate(chunks):
+        if i == queued:
+          gpu_queue(steps[queued:queued + group], self.fence_bus)
+          queued = min(queued + group, len(steps))
+        self._wait(steps[i][5], f"copy-out from {src_bus:#x}, chunk {i}")
+        out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
+        released = self._count_up(release_offset, released)
+    except (DeviceError, Timeout) as e:
+      try:   # let the GPU's queued chunks run on (they copy into halves nobody reads any more)
+        if queued: self.dev.write_window("a000", release_offset, ((start + queued) & 0xFFFFFFFF).to_bytes(4, "little"))
+      except (DeviceError, Timeout): pass
+      raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
+    return bytes(out)
+
+  def _count_up(self, offset: int, value: int) -> int:
+    new = (value + 1) & 0xFFFFFFFF
+    old_b, new_b = value.to_bytes(4, "little"), new.to_bytes(4, "little")
+    for k in range(4):
+      if old_b[k] != new_b[k]: self.dev.write_window("a000", offset + k, new_b[k:k + 1])
+    return new
+
   def copyout(self, src_bus: int, size: int) -> bytes:
     out = bytearray()
     chunks = [(i, off, min(self.room, size - off)) for i, off in enumerate(range(0, size, self.room))]

@@ -73,9 +73,10 @@ def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset, pa
   assert (fw.counts["dma_arms"] > arms) == (path == "sram")       # the path taken: the SRAM's DMA engine or not
 
 
-def test_copy_in_queues_the_gpu_work_once_and_waits_for_each_chunk_s_sentinel(usbdev):
+def test_copies_queue_the_gpu_work_once_and_wait_for_sentinels_and_releases(usbdev):
   """The sentinel scheme: one submission for the whole copy-in (a doorbell), then per 256 KiB chunk one DMA-engine
-  write (arm + bulk: data, then the chunk's sentinel in its half's last dword) and the fence reads it waits for."""
+  write (arm + bulk: data, then the chunk's sentinel in its half's last dword) and the fence reads it waits for;
+  copy-out the same way round, the GPU waiting for the host's release of each half."""
   fw = _bridge(usbdev).fw
   buf = usbdev.alloc(4 << 20)
   usbdev.copyin(buf, b"x")
@@ -86,7 +87,10 @@ def test_copy_in_queues_the_gpu_work_once_and_waits_for_each_chunk_s_sentinel(us
   chunks = -(-len(data) // ((256 << 10) - 512))
   assert usbdev.os.devices[0].nbio.hdp_flushes == flushes + 1 and fw.counts["dma_arms"] == arms + chunks
   assert _bridge(usbdev).transfer_number <= 5 + 3 * chunks + 3       # submit 5; per chunk 2 + the fence reads
+  # copy-out: one submission too; per chunk a fence read, the half's read (arm + bulk), the release counted up
+  _bridge(usbdev).arm_faults("")
   assert usbdev.copyout(buf, size=len(data)) == data
+  assert usbdev.os.devices[0].nbio.hdp_flushes == flushes + 2 and _bridge(usbdev).transfer_number <= 5 + 5 * chunks + 2
 
 
 def test_what_the_sram_held_never_releases_a_copy_in_chunk_early(fw_dir):  # noqa: F811

@@ -274,6 +274,23 @@ class USBAMDDevice(AMDDevice):
     with Submission(self, self.copy, ("a copy of {} chunks through the bridge SRAM to {:#x}", len(steps), steps[0][3])) as sub:
       for w in words: sub.add(w)
 
+  def _gpu_queue_out(self, steps, fence: int) -> None:
+    """SRAMStaging.copyout_queued's GPU part, one submission: per chunk wait for the host's release of its half
+    (SDMA POLL_REGMEM >= on the release counter; none for the first chunks), copy, store the fence."""
+    bus_to_va, words = self.iface.bus_to_va, []
+    for release_bus, release, src, dst, size, seq in steps:
+      key = (size, release_bus is not None)
+      cb = self._sentinel_copies.get(key)
+      if cb is None:
+        els = [Q.wait(SENTINEL, SEQ)] if key[1] else []
+        els += [Q.copy(Q.buffer(COPY_DST, size), Q.buffer(COPY_SRC, size), size), Q.store(FENCE, FENCE_VALUE)]
+        cb = self._sentinel_copies[key] = self.copy.build(Q.queue(COPY, *els))
+      values = {P_DST: bus_to_va(dst), P_SRC: bus_to_va(src), P_FENCE: bus_to_va(fence), V_FENCE: seq}
+      if key[1]: values.update({P_SENTINEL: bus_to_va(release_bus), V_SEQ: release})
+      words.append(cb.fill(values))
+    with Submission(self, self.copy, ("a copy of {} chunks from {:#x} through the bridge SRAM", len(steps), steps[0][2])) as sub:
+      for w in words: sub.add(w)
+
   def _copyin(self, buf, src: memoryview, offset: int) -> None:
     with self._open_lock():
       if self.copy_path == "sram": return self.staging.copyin_queued(buf.va + offset, src, self._gpu_queue)
@@ -282,7 +299,7 @@ class USBAMDDevice(AMDDevice):
 
   def _copyout(self, buf, size: int, offset: int) -> bytes:
     with self._open_lock():
-      if self.copy_path == "sram": return self.staging.copyout(buf.va + offset, size)
+      if self.copy_path == "sram": return self.staging.copyout_queued(buf.va + offset, size, self._gpu_queue_out)
       self._synchronize()
       return self.iface.read(buf.va + offset, size)
 
