@@ -134,7 +134,7 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
   data = _os.urandom(size)
   with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
     bridge, buf = dev.os.devices[0].bridge, dev.alloc(size)
-    for path, what in (("sram", "the bridge SRAM (SRAMStaging, 2 x 256 KiB, SDMA + fence)"),
+    for path, what in (("sram", "the bridge SRAM (2 x 256 KiB, GPU work queued, sentinels/releases + fence)"),
                        ("bar", "the VRAM BAR (streaming MWr/MRd)")):
       dev.copy_path = path
       bridge.arm_faults("")
