@@ -16,12 +16,12 @@ timeline signal, AMD_USB_POLL_US apart (it lives in the bridge's a000 window: on
 the value that ends the wait (the controller reads its XDATA byte by byte, so a read may be torn).
 
 The reference lineage's count for the same launch, derived from its documented protocol (shared/reference/
-nv_qcom_usb_pci_smi.md §5.2): its BARs are served by a 4-byte-aligned streaming MMIO interface, each access one 0xF0
-request plus its bulk data (2 transfers); a launch writes the kernel arguments (2), the PM4 words into the ring (2),
-the write pointer into the queue's pointer page (an 8-byte write: 2) and rings the 64-bit doorbell (2): 8 (9 with
-the HDP flush a ring in VRAM needs, which the digest does not mention); its
-signal wait spins on 0xF0 reads (request + completion: 2 each) with no pause between polls (USBIface.sleep is a no-op),
-so a kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8 + 2 * polls, polls unpaced.
+nv_qcom_usb_pci_smi.md §5.2, amd_kfd_pm4_sdma_am.md §1.4-1.5): its BARs are served by a 4-byte-aligned streaming
+MMIO interface, each access one 0xF0 request plus its bulk data (2 transfers); a launch writes the kernel arguments
+(2), copies the PM4 dwords into the ring (2), writes the 64-bit write pointer into the queue's gart page (2) and
+rings the 64-bit doorbell (2): 8 (no HDP flush: the reference flushes it on AM over PCI, not over USB); its signal
+wait spins on 0xF0 reads (request + completion: 2 each) with no pause between polls (USBIface.sleep is a no-op), so a
+kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8 + 2 * polls, polls unpaced.
 hcq: 7 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
 doorbell).
 
