@@ -1,14 +1,33 @@
 """The USB bridge path through the mock bridge (pyusb with the mock backend; the driver code is the hardware's):
-TLPs per second, copy bandwidth (streaming through a BAR, bounced through the SRAM both ways) and the USB transfers
-each operation costs, which is the figure that matters on hardware (each is ~100 us there; the mock's speed only
-measures the driver's own overhead).
+TLPs per second, copy bandwidth (streaming through a BAR, bounced through the SRAM both ways), the USB transfers
+each operation costs, and the USB transactions (and TLPs) of one kernel launch on MOCKUSB+AMD, which is the figure
+that matters on hardware (each transfer is ~100 us there; the mock's speed only measures the driver's own overhead).
 
-    .venv/bin/python bench/usb_bridge.py [--tlps 20000] [--copy-mib 16] [--repeat 3]
-    .venv/bin/python bench/usb_bridge.py --am-boot [--firmware-dir DIR]   # the AM boot of the mock Navi 31 behind
+    .venv/bin/python bench/usb_bridge.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
+    .venv/bin/python bench/usb_bridge.py --launch [--launches 100] [--firmware-dir DIR]  # MOCKUSB+AMD: per launch,
+                                                                                        # and its copies
+    .venv/bin/python bench/usb_bridge.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind
                                                                          # the bridge: its USB transfers, by kind
 
-Until MOCKUSB+AMD is a registered interface (it needs the AM driver), this script builds the mock bridge itself.
-(Not bench/usb.py: run as a script, that name would shadow pyusb's `usb` package.)"""
+Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
+control request + its bulk OUT = 2), the ring's written span (2), the HDP flush that makes those BAR writes reach
+VRAM before the engine reads them (one posted 32-bit MWr: 1), one 64-bit doorbell (2): 7; then 1 per poll of the
+timeline signal, AMD_USB_POLL_US apart (it lives in the bridge's a000 window: one XDATA read), + 1 read that confirms
+the value that ends the wait (the controller reads its XDATA byte by byte, so a read may be torn).
+
+The reference lineage's count for the same launch, derived from its documented protocol (shared/reference/
+nv_qcom_usb_pci_smi.md §5.2, amd_kfd_pm4_sdma_am.md §1.4-1.5): its BARs are served by a 4-byte-aligned streaming
+MMIO interface, each access one 0xF0 request plus its bulk data (2 transfers); a launch writes the kernel arguments
+(2), copies the PM4 dwords into the ring (2), writes the 64-bit write pointer into the queue's gart page (2) and
+rings the 64-bit doorbell (2): 8 (no HDP flush: the reference flushes it on AM over PCI, not over USB); its signal
+wait spins on 0xF0 reads (request + completion: 2 each) with no pause between polls (USBIface.sleep is a no-op), so a
+kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8 + 2 * polls, polls unpaced.
+hcq: 7 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
+doorbell).
+
+This is the issue's bench/usb.py, named usb_bridge.py: a bench/usb.py would shadow pyusb's `usb` package for every
+script run from bench/ (python puts the script's folder first on sys.path), so that e.g. `bench/launch.py --device
+MOCKUSB+AMD` could not import pyusb."""
 from __future__ import annotations
 
 import argparse
@@ -37,9 +56,12 @@ def main(argv=None) -> int:
   ap.add_argument("--copy-mib", type=int, default=16)
   ap.add_argument("--repeat", type=int, default=3)
   ap.add_argument("--am-boot", action="store_true", help="only the AM boot through the bridge (needs AMD's firmware)")
+  ap.add_argument("--launch", action="store_true", help="only the USB transactions per launch on MOCKUSB+AMD")
+  ap.add_argument("--launches", type=int, default=100)
   ap.add_argument("--firmware-dir", help="AMD's firmware folder (default: the config's, HCQ_FIRMWARE_DIR)")
   args = ap.parse_args(argv)
   if args.am_boot: return am_boot(args.firmware_dir)
+  if args.launch: return launch(args.firmware_dir, args.launches)
   from hcq.config import Config
   from hcq.drivers.system.usbpci import SRAMStaging, USBPCIDevice
   from hcq.mockgpu import MockOS
@@ -88,6 +110,79 @@ def main(argv=None) -> int:
   dev.close()
   os.close()
   return 0
+
+
+def launch(firmware_dir: str | None, launches: int) -> int:
+  r = launch_transfers(firmware_dir, launches)
+  print(f"one launch on MOCKUSB+AMD (vadd, {launches} launches): {r['launch']:.1f} USB transactions "
+        f"({r['launch_tlps']:.1f} TLPs) to submit, {r['wait']:.1f} ({r['wait_tlps']:.1f} TLPs) to wait for it "
+        f"({r['polls']:.1f} polls of the timeline signal); {r['us_per_launch']:.0f} us per launch + wait on the mock")
+  print(f"  by kind per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["by_kind"].items())))
+  print(f"  the reference lineage's launch (derived in this script's docstring): 8 + 2 per poll, polls unpaced; "
+        f"hcq: {r['launch']:.0f} + 1 per poll + 1, paced by AMD_USB_POLL_US")
+  for path, c in device_copies(firmware_dir).items():
+    print(f"  copies of {c['mib']} MiB on MOCKUSB+AMD through {c['what']}: in {c['in_mibs']:7.1f} MiB/s "
+          f"({c['in_transfers']} transfers), out {c['out_mibs']:7.1f} MiB/s ({c['out_transfers']} transfers)")
+  return 0
+
+
+def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
+  """Copy-in and copy-out of `mib` MiB on MOCKUSB+AMD by each copy path: MiB/s on the mock and USB transfers."""
+  import hcq
+  from hcq.config import Config, from_env
+  size, out = mib << 20, {}
+  data = _os.urandom(size)
+  with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
+    bridge, buf = dev.os.devices[0].bridge, dev.alloc(size)
+    for path, what in (("sram", "the bridge SRAM (2 x 256 KiB, GPU work queued, sentinels/releases + fence)"),
+                       ("bar", "the VRAM BAR (streaming MWr/MRd)")):
+      dev.copy_path = path
+      bridge.arm_faults("")
+      t = time.perf_counter()
+      dev.copyin(buf, data)
+      t_in, n_in = time.perf_counter() - t, bridge.transfer_number
+      bridge.arm_faults("")
+      t = time.perf_counter()
+      back = dev.copyout(buf)
+      t_out, n_out = time.perf_counter() - t, bridge.transfer_number
+      assert back == data, f"{path}: the copy-out differs from what was copied in"
+      out[path] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
+                   "out_transfers": n_out}
+  return out
+
+
+def launch_transfers(firmware_dir: str | None, launches: int = 100) -> dict:
+  """USB transactions (transfers the mock bridge saw) and TLPs of `launches` launches of the demo vadd on
+  MOCKUSB+AMD, each waited for: submit (the launch call) and wait (synchronize) apart, per launch."""
+  import collections
+  import hcq
+  from hcq.config import Config, from_env
+  from hcq.drivers.amd.kernels import demo_code_object
+
+  n = 1024
+  with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
+    bridge = dev.os.devices[0].bridge     # the mock bridge: what crossed the (mock) USB
+    driver = dev.iface.usb.bridge         # the driver's own tally by kind
+    prog = dev.load(demo_code_object(), "vadd")
+    a, b, c = (dev.alloc(4 * n) for _ in range(3))
+    prog(a, b, c, n, global_size=(n // 256,), local_size=(256,), wait=True)     # shapes built, registers on the queue
+    totals = collections.Counter()
+    kinds = collections.Counter(driver.counts)
+    fw = bridge.fw
+    t = time.perf_counter()
+    for _ in range(launches):
+      bridge.arm_faults("")                 # the mock bridge counts transfers from here
+      tlps, polls = fw.counts["tlps"], dev.timeline.signal.polls
+      prog(a, b, c, n, global_size=(n // 256,), local_size=(256,))
+      submit, submit_tlps = bridge.transfer_number, fw.counts["tlps"] - tlps
+      dev.synchronize()
+      totals.update(launch=submit, launch_tlps=submit_tlps, wait=bridge.transfer_number - submit,
+                    wait_tlps=fw.counts["tlps"] - tlps - submit_tlps, polls=dev.timeline.signal.polls - polls)
+    took = time.perf_counter() - t
+    by_kind = collections.Counter(driver.counts) - kinds
+  return {"launch": totals["launch"] / launches, "wait": totals["wait"] / launches, "polls": totals["polls"] / launches,
+          "launch_tlps": totals["launch_tlps"] / launches, "wait_tlps": totals["wait_tlps"] / launches,
+          "by_kind": {k: v / launches for k, v in by_kind.items()}, "us_per_launch": took / launches * 1e6}
 
 
 def am_boot(firmware_dir: str | None) -> int:

@@ -27,6 +27,7 @@ MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ
           ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl",
           ("QCOM", "KGSL"): "a mock Adreno 630 behind /dev/kgsl-3d0"}
 MOCKED[("AMD", "PCI")] = "mock Navi 31 PCI functions (amd/am: registers, PSP, SMU, discovery in VRAM)"
+MOCKED[("AMD", "USB")] = "mock Navi 31s behind mock ASM24xx USB bridges (usb/: a pyusb backend; HCQ_USB_MOCK_FAULTS)"
 MAX_MOCK_GPUS = 16
 
 
@@ -54,6 +55,14 @@ def mock_navi31_os(config=None, gpus: int = 1) -> MockOS:
   return os
 
 
+def mock_navi31_usb_os(config=None, gpus: int = 1) -> MockOS:
+  """A MockOS with `gpus` mock USB bridges, each with a mock Navi 31 behind it (config.usb_mock_faults injected)."""
+  from .amd.am.gpu import add_navi31_usb
+  os = MockOS(config)
+  for _ in range(gpus): add_navi31_usb(os)
+  return os
+
+
 def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
   """A MockOS presenting device `index` of `vendor` behind `iface` (the driver then opens it as on hardware)."""
   from ..errors import DeviceError
@@ -70,6 +79,7 @@ def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
     add_qcom_gpu(os)
     return os
   if iface == "PCI" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_os(config, gpus=index + 1)
+  if iface == "USB" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_usb_os(config, gpus=index + 1)
   if not 0 <= index < MAX_MOCK_GPUS:
     raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
   if vendor == "NV": return mock_nv_os(config, gpus=index + 1)

@@ -27,8 +27,10 @@ def test_vendors_and_interfaces_without_a_working_driver_are_refused_by_name():
     hcq.parse_spec("FOO")
   assert hcq.parse_spec("NV") == ("RM", "NV", 0) and hcq.parse_spec("MOCK+NV").is_mock
   assert hcq.parse_spec("QCOM") == ("KGSL", "QCOM", 0) and hcq.parse_spec("MOCK+QCOM").is_mock
-  with pytest.raises(hcq.DeviceError, match="vendor AMD has no interface 'USB' \\(known: KFD, MOCK, MOCKKFD, PCI, MOCKPCI\\)"):
-    hcq.parse_spec("USB+AMD")
+  with pytest.raises(hcq.DeviceError, match="vendor AMD has no interface 'SPI' \\(known: KFD, MOCK, MOCKKFD, PCI, MOCKPCI, USB, "
+                                            "MOCKUSB\\)"):
+    hcq.parse_spec("SPI+AMD")
+  assert hcq.parse_spec("USB+AMD") == ("USB", "AMD", 0) and hcq.parse_spec("MOCKUSB+AMD").is_mock
   assert hcq.parse_spec("amd") == ("KFD", "AMD", 0) and hcq.parse_spec("MOCK+AMD:3").is_mock
 
 

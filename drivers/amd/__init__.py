@@ -1,5 +1,5 @@
 """The AMD driver: AMDDevice on the HCQ runtime, over an iface (KFD: the amdgpu kernel driver's /dev/kfd; PCI: AM,
-the GPU booted by hcq itself, am/; USB later).
+the GPU booted by hcq itself, am/; USB: AM behind a USB bridge, am/usb.py).
 
   device.py     AMDDevice: engines "compute" (PM4) and "copy" (SDMA), launches with register-state reuse, scratch,
                 code-object loading, bound launches as INDIRECT_BUFFERs, the interrupt a blocked wait asks for
@@ -24,7 +24,9 @@ DRIVER = Driver(
                         probe="/dev/kfd"),
               Interface("PCI", "from userspace over PCI (AM: hcq boots the GPU itself; gfx1100 / Navi 31 only so far, "
                         "amdgpu unbound)",
-                        mocks=("MOCKPCI",))))
+                        mocks=("MOCKPCI",)),
+              Interface("USB", "from userspace through an ASM24xx USB4-to-PCIe bridge (AM over PCIe TLPs; Navi 31)",
+                        mocks=("MOCKUSB",))))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):
@@ -36,7 +38,10 @@ def open_device(iface: str, index: int, os, config, label: str | None = None):
   if iface == "PCI":
     from .am.device import open_am
     return open_am(os, index, config, label)
-  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD, PCI)")
+  if iface == "USB":
+    from .am.usb import open_am_usb
+    return open_am_usb(os, index, config, label)
+  raise DeviceError(f"AMD: interface {iface!r} is not supported (supported: KFD, PCI, USB)")
 
 
 def __getattr__(name):

@@ -121,9 +121,15 @@ class AMDDevice(HCQDevice):
     doorbell = self.iface.doorbell(hwq)
     if kind == "aql": doorbell = aql.doorbell(doorbell)
     ring = Ring(f"{self.name} {name} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, doorbell,
-                unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._block)
+                unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._block,
+                refresh=self._rptr_refresh(hwq, rptr))
     ring.hwq = hwq
     return ring
+
+  def _rptr_refresh(self, hwq, rptr: memoryview):
+    """What reads the engine's read pointer into `rptr` while a ring waits for space: None where rptr is the memory
+    the engine writes (a device with memory the CPU cannot map reads it through the device: am/usb.py)."""
+    return None
 
   # ---- the completion hook: an interrupt asked for at the awaited value, then a blocking wait in the kernel
   def _block(self, seconds: float) -> None:

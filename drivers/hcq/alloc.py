@@ -104,6 +104,11 @@ class LaunchRing:
     self._off = end
     return self.va + start
 
+  def newest(self) -> tuple[int, int]:
+    """(offset, size) of the newest allocation (a device whose ring memory is a CPU shadow pushes it)."""
+    start, end, _ = self._inflight[-1]
+    return start, end - start
+
   def cancel(self, done_value: int) -> None:
     """Forget the newest allocation if it was made for done_value (its submission never happened)."""
     if self._inflight and self._inflight[-1][2] == done_value:

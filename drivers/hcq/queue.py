@@ -1,7 +1,9 @@
 """A hardware command ring: dwords written at the write pointer, the write pointer published, the doorbell rung.
 
 The ring never overwrites commands the device has not read: before writing it waits (with a timeout) until the
-read pointer the device reports leaves room. Two ways to cross the ring's end:
+read pointer the device reports leaves room. Where the read pointer lives in memory the CPU cannot map (VRAM behind
+a USB bridge), `rptr` is a CPU shadow and `refresh()` reads the device's value into it: called only while waiting
+for space (the shadow lags, so the inline check errs towards waiting), never per write. Two ways to cross the ring's end:
   - "split": the stream continues at offset 0 (the engine reads the ring modulo its size; PM4 compute rings);
   - "pad":   packets must not straddle the end, so the tail is filled with zero dwords (NOPs on SDMA) first.
 """
@@ -15,7 +17,8 @@ from ...errors import DeviceError, Timeout
 class Ring:
   def __init__(self, name: str, ring: memoryview, wptr: memoryview, rptr: memoryview, doorbell: Callable[[int], None],
                ptr_unit: int, cross: str, barrier: Callable[[], None], clock: Callable[[], float],
-               sleep: Callable[[float], None], timeout_s: float, idle: Callable[[float], None] | None = None):
+               sleep: Callable[[float], None], timeout_s: float, idle: Callable[[float], None] | None = None,
+               refresh: Callable[[], None] | None = None):
     """ring: u32 view of the ring buffer; wptr/rptr: u64 views (one element) of the pointers the engine shares;
     ptr_unit: bytes per pointer unit (4 for PM4 rings counted in dwords, 1 for SDMA rings counted in bytes);
     doorbell(value) rings the doorbell with the new write pointer."""
@@ -27,6 +30,7 @@ class Ring:
     self.doorbell, self.ptr_unit, self.cross = doorbell, ptr_unit, cross
     self._dw_per_unit = 4 // ptr_unit if ptr_unit <= 4 else None
     self.barrier, self.clock, self.sleep, self.timeout_s, self.idle = barrier, clock, sleep, timeout_s, idle
+    self.refresh = refresh or _nothing
     self.put_dw = 0        # dwords written since creation (the ring position is put_dw % size_dw)
     self.published_dw = 0  # dwords published to the engine (the write pointer it was last given)
     self.submits = 0
@@ -41,6 +45,7 @@ class Ring:
     if self.put_dw + need_dw - self._rptr_dw() <= self.size_dw: return
     start, pause = self.clock(), 20e-6
     while True:
+      self.refresh()
       rp = self._rptr_dw()
       if self.put_dw + need_dw - rp <= self.size_dw: return
       if self.clock() - start > self.timeout_s:
@@ -103,6 +108,9 @@ class Ring:
 
   @property
   def idle_now(self) -> bool: return self._rptr_dw() >= self.put_dw
+
+
+def _nothing() -> None: pass
 
 
 def _u32(seq):

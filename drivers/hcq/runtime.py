@@ -18,6 +18,11 @@ What it owns, the same for every vendor:
   - thread safety: one re-entrant lock per device serializes submissions, waits and memory management: a device may
     be used from several threads; each call is atomic, and calls from different threads run in some order.
 
+Memory the CPU cannot map (a GPU behind a USB bridge, README "Memory the CPU cannot map"): a vendor chooses, once,
+signals that read through the device (signal_type, _signal_page), smaller rings where they only cost device memory
+and transfers (launch_data_size, staging_size/count), and pushes what it wrote at the hand-over points (its doorbell
+function, its launch words); nothing here checks per launch.
+
 What a vendor provides (see drivers/hcq/README.md): _host_memory, _make_engines, _launch_words, _record/_replay_words,
 _load and _alloc/_free of device memory, optionally _block and _release_hardware."""
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ...errors import DeviceError, GPUFault, QueueError, Timeout
 from .alloc import LaunchRing
 from .device import Buffer, Device, Timeline
 from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE, Engine)
-from .signal import SignalPool
+from .signal import Signal, SignalPool
 
 LAUNCH_DATA_SIZE = 16 << 20            # the per-launch data ring (kernel arguments)
 STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
@@ -89,6 +94,9 @@ class HCQDevice(Device):
   """A device with engines fed by submissions and a timeline (see the module docstring)."""
   compute: Engine
   copy: Engine
+  # sizes a vendor may lower where they only cost device memory and transfers (a GPU behind a USB bridge)
+  launch_data_size, staging_size, staging_count = LAUNCH_DATA_SIZE, STAGING_SIZE, STAGING_COUNT
+  signal_type = Signal       # or a factory of DeviceSignals for signals in memory the CPU cannot map (signal.py)
 
   def __init__(self, os, config):
     super().__init__(os, config)
@@ -102,20 +110,18 @@ class HCQDevice(Device):
 
   # ---- set-up (called by the vendor once its interface is up)
   def _start_runtime(self) -> None:
-    def new_signal_page():
-      va, cpu = self._host_memory(0x1000)
-      return va, cpu
-    self.signals = SignalPool(new_signal_page, name=f"{self.name} signals", ticks_per_us=self.ticks_per_us)
+    self.signals = SignalPool(self._signal_page, name=f"{self.name} signals", ticks_per_us=self.ticks_per_us,
+                              make=self.signal_type)
     self.timeline = Timeline(self.signals.alloc(0, name=f"{self.name} timeline signal"))
     self.timer_start = self.signals.alloc(0, name=f"{self.name} launch start timestamp")
     self.timer_end = self.signals.alloc(0, name=f"{self.name} launch end timestamp")
-    va, self._launch_view = self._host_memory(LAUNCH_DATA_SIZE)
-    self.launch_data = LaunchRing(va, LAUNCH_DATA_SIZE, self.wait_value, name=f"{self.name} launch data ring")
+    va, self._launch_view = self._host_memory(self.launch_data_size)
+    self.launch_data = LaunchRing(va, self.launch_data_size, self.wait_value, name=f"{self.name} launch data ring")
     links = {("param", 0): self.timeline.signal.va, ("param", 1): self.timer_start.va, ("param", 2): self.timer_end.va}
     links.update(self._vendor_links())
     self.engines: dict[str, Engine] = self._make_engines(links)
     self.compute, self.copy = self.engines["compute"], self.engines["copy"]
-    self._staging = [_Staging(*self._host_memory(STAGING_SIZE)) for _ in range(STAGING_COUNT)]
+    self._staging = [_Staging(*self._host_memory(self.staging_size)) for _ in range(self.staging_count)]
     self._staging_next = 0
 
   ticks_per_us: float    # the vendor's device clock of timestamps, in ticks per microsecond
@@ -124,6 +130,10 @@ class HCQDevice(Device):
   def _host_memory(self, size: int) -> tuple[int, memoryview]:
     """(device address, CPU view) of host memory the device reads and writes uncached; freed at close."""
     raise NotImplementedError
+
+  def _signal_page(self) -> tuple[int, memoryview]:
+    """(device address, CPU view) of memory for more signals (the first page holds the timeline signal)."""
+    return self._host_memory(0x1000)
 
   def _vendor_links(self) -> dict:
     """{("param", slot): address} of the vendor's own placeholders (slots from engine.FIRST_VENDOR_SLOT on), resolved
@@ -341,8 +351,8 @@ class HCQDevice(Device):
         self._synchronize()
         buf.cpu_view[offset:offset + n] = src
         return
-      for pos in range(0, n, STAGING_SIZE):
-        chunk = min(STAGING_SIZE, n - pos)
+      for pos in range(0, n, self.staging_size):
+        chunk = min(self.staging_size, n - pos)
         st = self._staging_slot()
         st.cpu[:chunk] = src[pos:pos + chunk]
         st.busy_until = self.copy_async(buf.va + offset + pos, st.va, chunk)
@@ -356,7 +366,7 @@ class HCQDevice(Device):
       parts, in_flight, pos = [], deque(), 0
       while pos < size or in_flight:
         while pos < size and len(in_flight) < len(self._staging):
-          chunk = min(STAGING_SIZE, size - pos)
+          chunk = min(self.staging_size, size - pos)
           st = self._staging_slot()
           st.busy_until = tv = self.copy_async(st.va, buf.va + offset + pos, chunk)
           in_flight.append((st, tv, chunk))

@@ -11,7 +11,8 @@ decoding and bus mastering turned on.
 
 Access costs, in USB transfers (the figure that matters on hardware, ~100 us each): a 32-bit MMIO write 1 (posted
 MWr, no completion), a read 2 (request + completion), a 64-bit write 2 (one 2-DW MWr: request + bulk data, so the
-device sees a single write), a bulk copy of N bytes through a BAR 2 per 4 MiB (streaming), plus partial edge dwords.
+device sees a single write), a 64-bit read 3 (request, bulk data, completion), a bulk copy of N bytes through a BAR
+2 per 4 MiB written (streaming), 3 per 4 MiB read, plus partial edge dwords.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ BRIDGE_BUSES = (0, 1, 2, 3)
 GPU_BUS = 4
 MEM_BASE, MEM_LIMIT = 0x1000_0000, 0xFFFF_FFFF     # 32-bit non-prefetchable window of every bridge
 PREF_BASE = 32 << 30                               # 64-bit prefetchable pool
-STREAM_MIN = 16                                    # bytes from which a BAR copy streams instead of single TLPs
+STREAM_MIN = 16                                    # bytes from which a BAR write streams instead of single TLPs
+STREAM_READ_MIN = 8                                # and a read: 3 transfers (request, data, completion), 2 per dword
 USB_LOCK_DOMAIN = 0xFB00                           # PCI domain of the device locks of GPUs behind bridges (lock_key)
 SYSMEM_SIZE = 256 << 10                            # SRAM below this: alloc_sysmem; above: SRAMStaging's buffers
 
@@ -67,6 +69,11 @@ class TLPMMIO(MMIOView):
     self._check(offset, 4)
     self.bridge.tlp(pcie.MWR64, self.base + offset, value)
 
+  def read64(self, offset: int) -> int:
+    """One 2-DW MRd (a signal's u64 in one read: request + completion, not two 32-bit reads)."""
+    self._check(offset, 8)
+    return int.from_bytes(self.bridge.stream_read(self.base + offset, 8), "little")
+
   def write64(self, offset: int, value: int) -> None:
     """One 2-DW MWr (a doorbell must see one 64-bit write, not two halves)."""
     self._check(offset, 8)
@@ -96,7 +103,7 @@ class TLPMMIO(MMIOView):
     out = bytearray()
     for off, n, whole in self._pieces(offset, size):
       if not whole: out += self._sub_read(off, n)
-      elif n >= STREAM_MIN: out += self.bridge.stream_read(self.base + off, n)
+      elif n >= STREAM_READ_MIN: out += self.bridge.stream_read(self.base + off, n)
       else: out += b"".join(self.read32(off + i).to_bytes(4, "little") for i in range(0, n, 4))
     return bytes(out)
 
@@ -195,16 +202,28 @@ class SRAMStaging:
   (gpu_copy(src_bus, dst_bus, size, fence_bus, value): copy, then store `value` (u32) at fence_bus) and the host
   polls the fence over USB. Copy-in pipelines: chunk i+1 goes into the other buffer while the GPU copies chunk i; a
   buffer is refilled only after the fence says the copy out of it is done. Copy-out: the GPU fills one buffer while
-  the host reads the other. Sizes and offsets are any; the fence is a u32 in the a000 window."""
+  the host reads the other. Sizes and offsets are any; the fence is a u32 in the a000 window.
+
+  sentinels=True (copyin_queued): the last sector of each half belongs to the copy-in sentinels, which nothing else
+  writes (copy-out chunks are a sector shorter too); they are cleared here, so that what the SRAM held before (at
+  power-on, or numbers of an earlier run) cannot release a chunk early."""
 
   def __init__(self, dev: "USBPCIDevice", gpu_copy, chunk: int = 128 << 10, halves: int = 2, fence_offset: int = 0,
-               base: int = SYSMEM_SIZE):
+               base: int = SYSMEM_SIZE, sentinels: bool = False):
     if chunk % asm24.SLOT or base % asm24.SLOT or base + chunk * halves > WINDOWS["sram"].size:
       raise DeviceError(f"{dev.name}: staging of {halves} x {chunk:#x} bytes at {base:#x} does not fit the SRAM in 16 KiB slots")
     self.dev, self.gpu_copy, self.chunk, self.halves, self.fence_offset = dev, gpu_copy, chunk, halves, fence_offset
     self.base = base
+    self.room = chunk - asm24.SECTOR if sentinels else chunk     # copy-out's bytes per chunk
     self.seq = int.from_bytes(dev.read_window("a000", fence_offset, 4), "little")
     self.fence_bus = WINDOWS["a000"].bus + fence_offset
+    if sentinels:
+      for h in range(halves): self._write_sentinel(base + (h + 1) * chunk - asm24.SECTOR, 0)
+
+  def _write_sentinel(self, sector: int, seq: int) -> None:
+    """The sentinel sector at SRAM offset `sector` (its last dword = seq; the DMA engine writes from a slot's start)."""
+    lead = sector % asm24.SLOT
+    self.dev.bridge.sram_write(sector // asm24.SLOT, bytes(lead + asm24.SECTOR - 4) + seq.to_bytes(4, "little"))
 
   def _next(self) -> int:
     self.seq = (self.seq + 1) & 0xFFFFFFFF
@@ -233,9 +252,95 @@ class SRAMStaging:
     except (DeviceError, Timeout) as e:
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {done} bytes: {e}") from None
 
+  def copyin_queued(self, dst_bus: int, data, gpu_queue, group: int = 128) -> None:
+    """Copy-in with the sentinel scheme: the GPU's work for up to `group` chunks is queued up front (one submission,
+    one doorbell: gpu_queue([(sentinel_bus, seq, src_bus, dst_bus, size), ...], fence_bus)), each chunk's part
+    being: wait until the sentinel (the last dword of the chunk's half, written in the same bulk transfer as the
+    chunk, after its data) reaches seq, copy, store seq at the fence. The host writes chunk i into half i % halves
+    once the fence says the copy out of that half is done: per chunk one DMA-engine write (arm + bulk) and the fence
+    reads it waits for. Halves hold chunk - 512 bytes of data (the sentinel's sector). Sequence numbers only grow
+    (the fence's), so a stale sentinel or stale data never releases a chunk early. After a failure the chunks the
+    GPU still waits for are released (their halves' sentinels written alone), so that its queue does not stay
+    blocked; the copy's destination is then undefined, and the error says how far it got."""
+    data = memoryview(bytes(data))
+    room = self.chunk - asm24.SECTOR
+    if self.room == self.chunk:
+      raise DeviceError(f"{self.dev.name}: copyin_queued needs a staging made with sentinels=True (the halves' last sectors)")
+    sram = WINDOWS["sram"].bus
+    chunks = [(off, min(room, len(data) - off)) for off in range(0, len(data), room)]
+    steps = []
+    for i, (off, n) in enumerate(chunks):
+      half = self.base + i % self.halves * self.chunk
+      steps.append((sram + half + self.chunk - 4, self._next(), sram + half, dst_bus + off, n))
+    queued = written = 0
+    try:
+      for i, (off, n) in enumerate(chunks):
+        if i == queued:
+          gpu_queue(steps[queued:queued + group], self.fence_bus)
+          queued = min(queued + group, len(steps))
+        if i >= self.halves: self._wait(steps[i - self.halves][1], f"copy-in to {dst_bus:#x}, chunk {i}")
+        buf = bytearray(self.chunk)
+        buf[:n] = data[off:off + n]
+        buf[-4:] = steps[i][1].to_bytes(4, "little")
+        self.dev.bridge.sram_write((self.base + i % self.halves * self.chunk) // asm24.SLOT, buf)
+        written = i + 1
+      if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
+    except (DeviceError, Timeout) as e:
+      self._release(steps[written:queued])
+      done = max(written - self.halves, 0) * room
+      raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {min(done, len(data))} bytes: {e}") from None
+
+  def _release(self, waiting) -> None:
+    """Write the sentinels the GPU still waits for (the last one of each half: they compare >=); best effort."""
+    last = {}
+    for sentinel, seq, *_ in waiting: last[sentinel] = seq
+    for sentinel, seq in last.items():
+      try: self._write_sentinel(sentinel - WINDOWS["sram"].bus - (asm24.SECTOR - 4), seq)
+      except (DeviceError, Timeout): return
+
+  def copyout_queued(self, src_bus: int, size: int, gpu_queue, group: int = 128, release_offset: int = 0x10) -> bytes:
+    """Copy-out with the GPU's work queued up front (gpu_queue([(release_bus, release, src_bus, dst_bus, size, seq),
+    ...], fence_bus); release_bus None for the first `halves` chunks): chunk i's part waits until the u32 release
+    counter (a000 window + release_offset) reaches `release` (the host has read the chunk that used the half
+    before), copies into half i % halves, stores seq at the fence. The host waits for the fence, reads the half (arm
+    + bulk) and counts the release up, writing only the counter's bytes that change, lowest first (one XDATA write,
+    as a rule: a GPU read between two byte writes sees a smaller value, never a larger one)."""
+    room, sram = self.room, WINDOWS["sram"].bus
+    release_bus = WINDOWS["a000"].bus + release_offset
+    released = int.from_bytes(self.dev.read_window("a000", release_offset, 4), "little")
+    start = released
+    chunks = [(off, min(room, size - off)) for off in range(0, size, room)]
+    steps = []
+    for i, (off, n) in enumerate(chunks):
+      rel = None if i < self.halves else (start + i - self.halves + 1) & 0xFFFFFFFF
+      steps.append((None if rel is None else release_bus, rel, src_bus + off, sram + self.base + i % self.halves * self.chunk,
+                    n, self._next()))
+    out, queued = bytearray(), 0
+    try:
+      for i, (off, n) in enumerate(chunks):
+        if i == queued:
+          gpu_queue(steps[queued:queued + group], self.fence_bus)
+          queued = min(queued + group, len(steps))
+        self._wait(steps[i][5], f"copy-out from {src_bus:#x}, chunk {i}")
+        out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
+        released = self._count_up(release_offset, released)
+    except (DeviceError, Timeout) as e:
+      try:   # let the GPU's queued chunks run on (they copy into halves nobody reads any more)
+        if queued: self.dev.write_window("a000", release_offset, ((start + queued) & 0xFFFFFFFF).to_bytes(4, "little"))
+      except (DeviceError, Timeout): pass
+      raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
+    return bytes(out)
+
+  def _count_up(self, offset: int, value: int) -> int:
+    new = (value + 1) & 0xFFFFFFFF
+    old_b, new_b = value.to_bytes(4, "little"), new.to_bytes(4, "little")
+    for k in range(4):
+      if old_b[k] != new_b[k]: self.dev.write_window("a000", offset + k, new_b[k:k + 1])
+    return new
+
   def copyout(self, src_bus: int, size: int) -> bytes:
     out = bytearray()
-    chunks = [(i, off, min(self.chunk, size - off)) for i, off in enumerate(range(0, size, self.chunk))]
+    chunks = [(i, off, min(self.room, size - off)) for i, off in enumerate(range(0, size, self.room))]
     fences: dict[int, int] = {}
     def issue(i, off, n):
       fences[i] = self._next()

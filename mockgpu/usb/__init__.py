@@ -18,7 +18,7 @@ def mock_usb_bridge(os, endpoint=None, faults: str | None = None, product: str =
   goes through pyusb with an ASM24Backend. faults: a fault spec (config.parse_usb_faults), default the config's
   usb_mock_faults (HCQ_USB_MOCK_FAULTS). Returns the device (its .fw is the firmware model)."""
   endpoint = endpoint if endpoint is not None else MockUSBEndpoint(monotonic=os.monotonic)
-  fw = ASM24Firmware(endpoint)
+  fw = ASM24Firmware(endpoint, memory=os.memory)
   dev = MockBridgeDevice(fw, product=product, faults=os.config.usb_mock_faults if faults is None else faults)
   backend = os.usb_backend if isinstance(os.usb_backend, ASM24Backend) else ASM24Backend([])
   backend.devices.append(dev)

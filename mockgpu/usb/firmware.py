@@ -67,10 +67,13 @@ class ASM24Firmware:
   """The bridge's state and its vendor requests. `counts` tallies what the host asked (tlps, xdata reads per address,
   dma arms); `faults` (config.parse_usb_faults) makes chosen TLPs fail (see backend.py for transfer faults)."""
 
-  def __init__(self, endpoint, monotonic=None):
+  def __init__(self, endpoint, monotonic=None, memory=None):
+    """memory: the MockOS's HostMemory; the windows of whole pages are then memory files (window_file), which a mock
+    GPU's MMU can view at the VAs its page tables map to their bus addresses (its DMA into the bridge)."""
     self.endpoint = endpoint
     self.xdata = bytearray(0x10000)
-    self.windows = {name: (xd, bus, bytearray(size)) for name, xd, bus, size in WINDOWS}
+    self.files: dict[str, tuple[int, int, int]] = {}      # name -> (memory file, bus address, size)
+    self.windows = {name: (xd, bus, self._window_memory(memory, name, bus, size)) for name, xd, bus, size in WINDOWS}
     self.bridges = [BridgeConfig(b) for b in range(4)]
     self.powered = False
     self.completion = bytes(8)
@@ -80,6 +83,18 @@ class ASM24Firmware:
     self.tlp_faults: dict = {}
     self.tlp_number = 0
     if hasattr(endpoint, "attach_bridge"): endpoint.attach_bridge(self)
+
+  def _window_memory(self, memory, name: str, bus: int, size: int):
+    if memory is None or size % 4096: return bytearray(size)
+    addr, fd = memory.alloc_file(size, what=f"mock ASM24 bridge {name} window")
+    self.files[name] = (fd, bus, size)
+    return memoryview((ctypes.c_ubyte * size).from_address(addr)).cast("B")
+
+  def window_file(self, bus_addr: int, size: int) -> tuple[int, int] | None:
+    """(memory file, offset) of the window holding bus addresses [bus_addr, bus_addr+size), None if none does."""
+    for fd, bus, wsize in self.files.values():
+      if bus <= bus_addr and bus_addr + size <= bus + wsize: return fd, bus_addr - bus
+    return None
 
   # ---- XDATA: registers plus the small windows (and the first 4 KiB of SRAM at 0xF000)
   def _xdata_window(self, addr: int):

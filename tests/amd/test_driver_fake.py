@@ -257,8 +257,8 @@ def test_open_errors_name_the_device_and_close_what_was_opened():
   osi = FakeKFDOS(Config())
   with pytest.raises(DeviceError, match="KFD\\+AMD:1: the KFD topology lists 1 GPU"):
     open_device("KFD", 1, osi, osi.config)
-  with pytest.raises(DeviceError, match="interface 'USB' is not supported"):
-    open_device("USB", 0, osi, osi.config)
+  with pytest.raises(DeviceError, match="interface 'SPI' is not supported"):
+    open_device("SPI", 0, osi, osi.config)
   with pytest.raises(DeviceError, match=r"PCI\+AMD:0: 0 AMD GPU\(s\) AM can boot \(none\); no device 0"):
     open_device("PCI", 0, osi, osi.config)
 

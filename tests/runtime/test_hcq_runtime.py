@@ -169,3 +169,70 @@ def test_launch_ring_cancel_gives_back_the_newest_allocation():
   assert ring.alloc(100, done_value=2) == b   # the same place again
   ring.cancel(7)                              # not the newest: nothing happens
   assert ring.alloc(100, done_value=3) == b + 128 and waited == [] and a == 0x1000
+
+
+class FakeDeviceMemory:
+  """Memory the CPU reaches only through read/write (a GPU behind a USB bridge); `script` gives the values the
+  device shows at successive reads of address 0 (a GPU writing it meanwhile)."""
+  def __init__(self, script=()):
+    self.mem, self.script, self.reads = bytearray(32), list(script), []
+  def read(self, va, n):
+    self.reads.append((va, n))
+    if va == 0x1000 and self.script: struct.pack_into("<Q", self.mem, 0, self.script.pop(0))
+    return bytes(self.mem[va - 0x1000:va - 0x1000 + n])
+  def write(self, va, data): self.mem[va - 0x1000:va - 0x1000 + len(data)] = bytes(data)
+
+
+def device_signal(dev, **kw):
+  from hcq.drivers.hcq.signal import DeviceSignal
+  return DeviceSignal(0x1000, memoryview(array("Q", [0, 0])), "dev signal", read=dev.read, write=dev.write, **kw)
+
+
+def test_a_device_signal_reads_and_writes_through_the_device_not_its_shadow():
+  dev = FakeDeviceMemory()
+  sig = device_signal(dev)
+  sig.value, sig.timestamp = 5, 7                    # stores go through at once
+  assert struct.unpack_from("<QQ", dev.mem) == (5, 7)
+  struct.pack_into("<Q", dev.mem, 0, 9)              # the device writes: the next read sees it
+  assert sig.value == 9 and dev.reads[-1] == (0x1000, 8)
+
+
+def test_a_device_signal_wait_polls_the_low_word_sleeping_poll_s_between_polls():
+  dev = FakeDeviceMemory(script=[1, 2, 3, 4])
+  clk = FakeClock()
+  sig = device_signal(dev, poll_s=0.001, sleep=clk.sleep)
+  assert sig.wait(4, 1.0, clk, clk.sleep) == 4
+  assert sig.polls == 4 and set(dev.reads) == {(0x1000, 4)} and clk.t == pytest.approx(0.003)
+  with pytest.raises(Timeout, match=r"dev signal at 0x1000 to reach 9 \(last seen 4\)"):
+    sig.wait(9, 0.05, clk, clk.sleep)
+
+
+def test_a_torn_read_of_a_device_signal_is_not_taken_for_done():
+  # the device goes 0xff -> 0x100; a byte-by-byte read catches the new high byte with the old low one: 0x1ff
+  dev = FakeDeviceMemory(script=[0xFF, 0x1FF, 0x100, 0x100, 0x100, 0x200, 0x200])
+  clk = FakeClock()
+  sig = device_signal(dev, poll_s=0.001, sleep=clk.sleep, torn=True)
+  assert sig.wait(0x180, 1.0, clk, clk.sleep) == 0x200    # 0x1ff was read again (0x100): not done, so it waited on
+  plain = device_signal(FakeDeviceMemory(script=[0xFF, 0x1FF, 0x100]))
+  assert plain.wait(0x180, 1.0, clk, clk.sleep) == 0x1FF   # without torn=True the torn value would end the wait
+
+
+def test_a_ring_whose_read_pointer_is_a_shadow_refreshes_it_only_while_waiting_for_space():
+  eng = FakeEngine(16, 4)
+  clk = FakeClock()
+  shadow = array("Q", [0])
+  refreshed = []
+  def refresh():
+    refreshed.append(eng.ptrs[1])
+    shadow[0] = eng.ptrs[1]
+  def sleep(dt):
+    clk.sleep(dt)
+    eng.consume()
+  mv = memoryview(eng.ptrs)
+  r = Ring("shadow ring", memoryview(eng.mem), mv[0:1], memoryview(shadow), eng.doorbell, 4, "split", lambda: None,
+           clk, sleep, 1.0, refresh=refresh)
+  r.submit(array("I", [1] * 12))
+  eng.consume()
+  assert refreshed == []                              # room by the shadow: no read of the device's pointer
+  r.submit(array("I", [2] * 8))                       # the shadow says full: the device's pointer is read
+  assert refreshed and refreshed[0] == 12 and eng.ptrs[0] == 20

@@ -8,5 +8,7 @@
   memory.py     VRAM: the boot allocator, CPU access through the BAR
   device.py     AMDev: the traced bring-up (`hcq am boot --trace`)
   iface.py      AMIface: AMDDevice's iface on a booted GPU (memory, compute/SDMA queues, doorbells, IH interrupts)
+  usb.py        USB+AMD: AMUSBIface (everything in VRAM, CPU shadows, the bridge's windows) and USBAMDDevice (the
+                coherence layer: pushes at the doorbell, DeviceSignals, copies through the bridge's SRAM)
   firmware.py   AMD's firmware containers (amdgpu_ucode.h), also `hcq fw`
 """

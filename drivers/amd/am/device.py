@@ -28,11 +28,9 @@ Not yet: clock gating.
 Memory: `vram` (memory.VRAM) allocates VRAM for the driver's own lifetime (alloc: page tables, rings, PSP buffers)
 and for the runtime (alloc_user/free: AMIface's device buffers, which live in VRAM); the GMC maps either kind of
 memory at GPU VAs (map_vram for VRAM, map for system pages).
-Over a USB bridge (device=USBPCIDevice) the boot runs to gfx, but no runtime device stands on it yet: AMIface's
-gtt memory (rings, signals, launch data, staging: ~26 MiB with CPU views) is host memory the CPU maps at GPU VA ==
-CPU VA, while behind a bridge system memory is 256 KiB of bridge SRAM reached only by read/write. Its device buffers
-could already be VRAM (alloc_user + map_vram need no CPU mapping; the mock's MMU makes VRAM-mapped VAs reach VRAM for
-its engines), but the rest would have to move to VRAM too, reached by read/write through the BAR view.
+Over a USB bridge (device=USBPCIDevice) the same boot runs through TLPs, and usb.py stands the runtime device on it
+(hcq.open("USB+AMD")): all its memory in VRAM (alloc_user + map_vram), CPU shadows made coherent at the doorbell,
+signals read through the bridge, copies through the bridge's SRAM.
 """
 from __future__ import annotations
 

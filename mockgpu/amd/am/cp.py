@@ -15,7 +15,9 @@
   mapping of the BAR the driver may have made at the same VA); recomputed at every GC hub TLB invalidation by walking
   the tables, the views of VRAM no longer mapped let go. Anything else is a GPU fault: the queue stops and a VM fault
   goes to the IH ring (client UTCL2) with the address. (A VRAM mapping at a VA where the process has other memory
-  cannot be viewed there: it faults too.)
+  cannot be viewed there: it faults too.) Behind a USB bridge, system pages at the bus addresses of the bridge's
+  windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way. Behind a USB bridge, system pages at the bus addresses of the bridge's
+  windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way.
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
   (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
 """
@@ -68,7 +70,8 @@ class CommandProcessors:
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
     self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
-    self.vram_views: set[tuple[int, int, int]] = set()   # (va, size, VRAM offset) viewed at va for the engines
+    # (va, size, (memory file, offset)) viewed at va for the engines: VRAM, or a USB bridge's window
+    self.vram_views: set[tuple[int, int, tuple[int, int]]] = set()
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
     # where each queue stands: the read pointer (CP: dwords modulo the ring; SDMA: bytes) and the write pointer its
     # doorbell last gave, as the hardware's status registers show them
@@ -213,7 +216,7 @@ class CommandProcessors:
     system, vram = [], []
     for va, size, off in sorted(pieces):
       out = system if off is None else vram
-      if out and out[-1][0] + out[-1][1] == va and (off is None or out[-1][2] + out[-1][1] == off): out[-1][1] += size
+      if out and out[-1][0] + out[-1][1] == va and (off is None or _follows(out[-1][2], out[-1][1], off)): out[-1][1] += size
       else: out.append([va, size] if off is None else [va, size, off])
     memory = self.navi.os.memory
     with self.gpu.lock:
@@ -223,7 +226,7 @@ class CommandProcessors:
       for va, size in set(self.mapped) - reached: self.gpu.unmap_range(va)
       for va, size, _off in gone_vram: memory.unmap_view(va, size, self)
       for va, size, off in added_vram:
-        try: memory.map_view(self.navi.vram_fd, off, va, size, self, f"mock Navi 31 {self.navi.addr} VRAM {off:#x} at VA")
+        try: memory.map_view(off[0], off[1], va, size, self, f"mock Navi 31 {self.navi.addr} memory {off[1]:#x} at VA")
         except (DeviceError, OSCallError):   # another mapping of this process lives there: the VA stays unreachable
           want_vram.discard((va, size, off))
           continue
@@ -247,25 +250,34 @@ class CommandProcessors:
       if e & PDE_PTE: out.extend(self._ranges_of([e], va + i * span, span))
       else: self._walk(e & ADDR_MASK, level - 1, va + i * span, out, seen)
 
-  def _ranges_of(self, entries, va: int, span: int) -> list[tuple[int, int, int | None]]:
-    """(va, size, VRAM offset) of the VRAM pages of these entries, (va, size, None) of their system pages mapped at
-    their own host address, coalesced. A system page elsewhere (the engines use VAs as host addresses) or an MC
-    address outside VRAM is left out: the engines fault there."""
+  def _ranges_of(self, entries, va: int, span: int) -> list[tuple]:
+    """(va, size, (VRAM memory file, offset)) of the VRAM pages of these entries, (va, size, None) of their system
+    pages mapped at their own host address, (va, size, (window file, offset)) of system pages in a USB bridge's
+    windows, coalesced. A system page elsewhere (the engines use VAs as host addresses) or an MC address outside
+    VRAM is left out: the engines fault there."""
     host_of, fb, vram_size, ranges = self.navi.os.memory._phys_page, self.navi.fb_base, self.navi.vram_size, []
     for i, e in enumerate(entries):
       if not e & PTE_VALID: continue
       at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)
       if e & PTE_SYSTEM:
-        if host_of.get(addr) != at: continue   # not host memory at the same address: the engines cannot use it
-        off = None
+        if host_of.get(addr) != at:   # not host memory at the same address: a bridge window, or nothing they can use
+          off = self._window_file(addr, span)
+          if off is None: continue
+        else: off = None
       else:
-        off = addr - fb
-        if off < 0 or off + span > vram_size: continue
+        if addr - fb < 0 or addr - fb + span > vram_size: continue
+        off = (self.navi.vram_fd, addr - fb)
       last = ranges[-1] if ranges else None
       if last and last[0] + last[1] == at and (off is None) == (last[2] is None) and \
-         (off is None or last[2] + last[1] == off): last[1] += span
+         (off is None or _follows(last[2], last[1], off)): last[1] += span
       else: ranges.append([at, span, off])
     return [tuple(r) for r in ranges]
+
+  def _window_file(self, bus: int, size: int) -> tuple[int, int] | None:
+    """(memory file, offset) of the USB bridge window holding the bus addresses [bus, bus+size), if the GPU is
+    behind one (gpu.bridge) and the window is a memory file."""
+    bridge = getattr(self.navi, "bridge", None)
+    return None if bridge is None else bridge.fw.window_file(bus, size)
 
   # ---- the engines' events (the listener interface of MockAMDGPU)
   def interrupt(self, gpu, queue, ctxid: int) -> None:
@@ -303,3 +315,8 @@ class CommandProcessors:
     for va, size, _off in self.vram_views: self.navi.os.memory.unmap_view(va, size, self)
     self.vram_views = set()
     self.gpu.close()
+
+
+def _follows(src: tuple[int, int], size: int, nxt: tuple[int, int]) -> bool:
+  """Whether file range nxt starts where src's size bytes end (same memory file)."""
+  return src[0] == nxt[0] and src[1] + size == nxt[1]

@@ -1,0 +1,236 @@
+"""hcq.open("MOCKUSB+AMD") (issue 18): the runtime device on the AM driver behind the mock ASM24xx bridge, the real
+firmware booted through TLPs, kernels run by the mock Navi 31's engines on memory they reach through the GPU page
+tables (VRAM), every host access a USB transfer counted by the mock bridge."""
+import time
+
+import numpy as np
+import pytest
+
+import hcq
+from hcq.config import Config
+from hcq.errors import HCQError, Timeout
+from tests.amd.am.test_am_corpus import NAMES, run
+from tests.fixtures.opencl.kernels import KERNELS
+from test_am_usb import fw_dir  # noqa: F401  (the pinned firmware package, a module fixture)
+
+
+def _bridge(dev):
+  return dev.os.devices[0].bridge
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "threaded"])
+def dev(request, fw_dir):  # noqa: F811
+  d = hcq.open("MOCKUSB+AMD", Config(mock_threaded=request.param, timeout_s=30, firmware_dir=fw_dir))
+  yield d
+  d.close()
+
+
+@pytest.fixture
+def usbdev(fw_dir, request):  # noqa: F811
+  """A fresh MOCKUSB+AMD device; request.param: config overrides."""
+  opts = dict(timeout_s=5, firmware_dir=fw_dir)
+  opts.update(getattr(request, "param", {}))
+  d = hcq.open("MOCKUSB+AMD", Config(**opts))
+  yield d
+  d.close()
+
+
+@pytest.mark.parametrize("name", [n if n in NAMES else pytest.param(n, marks=pytest.mark.slow) for n in sorted(KERNELS)])
+def test_corpus_on_mockusb(dev, name):
+  k = KERNELS[name]
+  data = k.inputs(seed=11)
+  k.check(run(dev, k, data), data)
+
+
+def test_mockusb_is_registered_and_every_host_access_goes_over_the_bridge(usbdev):
+  assert usbdev.label.startswith("MOCKUSB+AMD:0 (ASM24 bridge") and usbdev.arch == "gfx1100"
+  fw = _bridge(usbdev).fw
+  before = fw.counts["tlps"]
+  buf = usbdev.alloc(64)
+  usbdev.copyin(buf, bytes(range(64)))
+  assert usbdev.copyout(buf) == bytes(range(64))
+  assert fw.counts["tlps"] > before       # no CPU mapping: the copies were TLPs
+
+
+@pytest.mark.parametrize("path", ["sram", "bar"])
+@pytest.mark.parametrize("size,offset", [(1, 0), (1, 3), ((1 << 20) + 1, 5), ((16 << 20) - 5, 3),
+                                         ((64 << 20) - 5, 7)])
+def test_copies_are_byte_exact_both_ways_at_odd_offsets(usbdev, size, offset, path):
+  """Through the bridge's SRAM (SRAMStaging: double-buffered 128 KiB chunks, SDMA copies, a fence in the a000
+  window), the default, and streamed through the VRAM BAR."""
+  usbdev.copy_path = path
+  fw = _bridge(usbdev).fw
+  arms = fw.counts["dma_arms"]
+  rng = np.random.default_rng(size)
+  data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+  buf = usbdev.alloc(size + offset + 3)
+  usbdev.copyin(buf, b"\xAA" * (size + offset + 3))
+  usbdev.copyin(buf, data, offset=offset)
+  assert usbdev.copyout(buf, size=size, offset=offset) == data
+  # the bytes around it are untouched
+  whole = usbdev.copyout(buf)
+  assert whole[:offset] == b"\xAA" * offset and whole[offset + size:] == b"\xAA" * 3 and whole[offset:offset + size] == data
+  assert (fw.counts["dma_arms"] > arms) == (path == "sram")       # the path taken: the SRAM's DMA engine or not
+
+
+def test_copies_queue_the_gpu_work_once_and_wait_for_sentinels_and_releases(usbdev):
+  """The sentinel scheme: one submission for the whole copy-in (a doorbell), then per 256 KiB chunk one DMA-engine
+  write (arm + bulk: data, then the chunk's sentinel in its half's last dword) and the fence reads it waits for;
+  copy-out the same way round, the GPU waiting for the host's release of each half."""
+  fw = _bridge(usbdev).fw
+  buf = usbdev.alloc(4 << 20)
+  usbdev.copyin(buf, b"x")
+  flushes, arms = usbdev.os.devices[0].nbio.hdp_flushes, fw.counts["dma_arms"]
+  _bridge(usbdev).arm_faults("")
+  data = bytes(range(256)) * (16 << 10)
+  usbdev.copyin(buf, data)
+  chunks = -(-len(data) // ((256 << 10) - 512))
+  assert usbdev.os.devices[0].nbio.hdp_flushes == flushes + 1 and fw.counts["dma_arms"] == arms + chunks
+  assert _bridge(usbdev).transfer_number <= 5 + 3 * chunks + 3       # submit 5; per chunk 2 + the fence reads
+  # copy-out: one submission too; per chunk a fence read, the half's read (arm + bulk), the release counted up
+  _bridge(usbdev).arm_faults("")
+  assert usbdev.copyout(buf, size=len(data)) == data
+  assert usbdev.os.devices[0].nbio.hdp_flushes == flushes + 2 and _bridge(usbdev).transfer_number <= 5 + 5 * chunks + 2
+
+
+def test_what_the_sram_held_never_releases_a_copy_in_chunk_early(fw_dir):  # noqa: F811
+  """Sentinels compare >=: bytes in the SRAM from before (a copy-out's data, power-on contents) must never be taken
+  for a chunk's sentinel: copy-out chunks leave the halves' last sector alone and the sentinels are cleared at open."""
+  from hcq.drivers.amd import open_device
+  from hcq.mockgpu import mock_navi31_usb_os
+  os = mock_navi31_usb_os(Config(timeout_s=5, firmware_dir=fw_dir))
+  os.devices[0].bridge.fw.sram()[:] = b"\xff" * (512 << 10)          # what the SRAM held before
+  d = open_device("USB", 0, os, os.config, "MOCKUSB+AMD:0")
+  try:
+    buf = d.alloc(2 << 20)
+    d.copyin(buf, b"\xff" * (2 << 20))
+    assert d.copyout(buf) == b"\xff" * (2 << 20)                     # the GPU filled the halves with 0xff
+    data = bytes(range(251)) * 8000
+    d.copyin(buf, data)
+    d.copy_path = "bar"                                                # read back another way
+    assert d.copyout(buf, size=len(data)) == data
+  finally:
+    d.close()
+    os.close()
+
+
+def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):
+  sig = usbdev.signals.alloc(0, name="test signal")
+  gpu = usbdev.os.devices[0]
+  off = usbdev.iface._offset(sig.va, 8)
+  gpu.vram[off:off + 8] = (3).to_bytes(8, "little")     # the GPU's store, behind the host's back
+  assert sig.value == 3                                   # read over the bridge, not from the CPU shadow
+  with pytest.raises(Timeout, match=r"test signal at 0x[0-9a-f]+ to reach 9 \(last seen 3\) after 0.05 s") as e:
+    sig.wait(9, 0.05, usbdev.os.monotonic, usbdev.os.sleep)
+  assert (e.value.expected, e.value.last_seen) == (9, 3)
+  sig.value = 11                                          # a store goes through at once
+  assert bytes(gpu.vram[off:off + 8]) == (11).to_bytes(8, "little")
+  sig.free()
+
+
+def _polls_of_a_timed_out_wait(dev) -> tuple[int, int]:
+  sig = dev.signals.alloc(0, name="never")
+  fw = _bridge(dev).fw
+  before = fw.counts["tlps"]
+  with pytest.raises(Timeout): sig.wait(1, 0.05, dev.os.monotonic, dev.os.sleep)
+  return sig.polls, fw.counts["tlps"] - before
+
+
+@pytest.mark.parametrize("poll_us", [0, 5000])
+def test_AMD_USB_POLL_US_sets_the_polls_per_wait_not_the_results(fw_dir, poll_us):  # noqa: F811
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=5, firmware_dir=fw_dir, amd_usb_poll_us=poll_us)) as d:
+    polls, tlps = _polls_of_a_timed_out_wait(d)
+    assert polls == tlps                       # one MRd per poll, as the bridge saw them 
+    if poll_us: assert 5 <= polls <= 20        # 50 ms / 5 ms, plus the first and the last
+    else: assert polls > 50
+    k = KERNELS["vadd"]
+    data = k.inputs(seed=3)
+    k.check(run(d, k, data), data)
+
+
+@pytest.mark.parametrize("poll_us", [0, 5000])
+def test_the_timeline_is_polled_in_the_bridge_window_one_xdata_read_per_poll(fw_dir, poll_us):  # noqa: F811
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.1, firmware_dir=fw_dir, amd_usb_poll_us=poll_us)) as d:
+    sig, fw = d.timeline.signal, _bridge(d).fw
+    assert sig.va == d.iface.windows["a000"][0] + 0x100        # the GPU's RELEASE_MEM lands in the bridge's XDATA
+    at = 0xA000 + 0x100
+    before, polls = fw.xdata_reads[at], sig.polls
+    with pytest.raises(Timeout, match=r"timeline signal at 0x[0-9a-f]+ to reach 1 \(last seen 0\) after 0.1 s"):
+      d.wait_value(1)                                           # nothing was submitted: it never comes
+    assert fw.xdata_reads[at] - before == sig.polls - polls
+    if poll_us: assert 10 <= sig.polls - polls <= 30
+    else: assert sig.polls - polls > 100
+
+
+def test_a_launch_costs_few_usb_transfers(usbdev):
+  k = KERNELS["vadd"]
+  data = k.inputs(seed=1)
+  run(usbdev, k, data)                          # loaded, shapes built
+  prog = usbdev.load(k.code_object())
+  bufs = [usbdev.alloc(b.nbytes) for b in k.buffers]
+  args = [bufs[0], bufs[1], bufs[2]] + [data[a.name].item() for a in k.args[3:]]
+  bridge = _bridge(usbdev)
+  prog(*args, global_size=k.groups, local_size=k.local_size, wait=True)
+  bridge.arm_faults("")                          # the mock bridge counts transfers from here
+  flushes = usbdev.os.devices[0].nbio.hdp_flushes
+  prog(*args, global_size=k.groups, local_size=k.local_size)
+  # kernel arguments (control + bulk), the ring's span (control + bulk), the HDP flush (one posted MWr: the BAR
+  # writes reach VRAM before the engine reads them), the doorbell (control + bulk)
+  assert bridge.transfer_number == 7 and usbdev.os.devices[0].nbio.hdp_flushes == flushes + 1
+  usbdev.synchronize()
+  # the sync mock ran it at the doorbell: one poll of the timeline signal in the bridge's a000 window (an XDATA read)
+  # and the read that confirms it (the controller reads its XDATA byte by byte: a read may be torn)
+  assert bridge.transfer_number == 9
+
+
+def test_a_gpu_fault_over_usb_arrives_through_the_ih_ring_not_as_a_timeout(fw_dir):  # noqa: F811
+  from hcq.drivers.amd.kernels import demo_code_object
+  from hcq.drivers.hcq import Buffer
+  from hcq.errors import GPUFault
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=5, firmware_dir=fw_dir)) as d:
+    vadd = d.load(demo_code_object(), "vadd")
+    good = d.alloc(4096)
+    bad = Buffer(d, 0x2100_0000_0000, 4096)      # in AM's VA range, mapped by no page table
+    t0 = time.monotonic()
+    with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:
+      vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
+    assert 0x2100_0000_0000 <= e.value.address < 0x2100_0000_1000 and time.monotonic() - t0 < 1
+
+
+FAULTS = ["stall", "timeout", "late", "unplug", "transport", "ur", "ca"]
+
+
+@pytest.mark.parametrize("kind", FAULTS)
+@pytest.mark.parametrize("at", [8] + [pytest.param(n, marks=pytest.mark.slow) for n in (1, 3, 5, 12, 16, 20, 30)])
+def test_transport_faults_during_a_launch_and_copies_give_errors_or_right_data(fw_dir, kind, at, tmp_path):  # noqa: F811
+  d = hcq.open("MOCKUSB+AMD", Config(timeout_s=2, firmware_dir=fw_dir, lock_dir=str(tmp_path)))
+  try:
+    k = KERNELS["vadd"]
+    data = k.inputs(seed=5)
+    run(d, k, data)                              # warm: the next run's transfers are the launch's and copies'
+    _bridge(d).arm_faults(f"{kind}={at}")
+    t0 = time.monotonic()
+    try: out = run(d, k, data)
+    except HCQError as e:
+      assert str(e)                              # an hcq error with a message, not a traceback of pyusb
+    else: k.check(out, data)                    # retried: the data is right
+    assert time.monotonic() - t0 < 10           # bounded: retries and timeouts, no hang
+  finally:
+    t0 = time.monotonic()
+    try: d.close()
+    except HCQError: pass             # the bridge may be gone: close says so, and still lets go of everything
+    assert time.monotonic() - t0 < 10 and d.closed and d.os.held_locks() == []
+
+
+def test_bench_usb_counts_the_transactions_of_a_launch(fw_dir, capsys):  # noqa: F811
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "usb_bridge.py"
+  spec = importlib.util.spec_from_file_location("bench_usb_bridge", path)
+  bench = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(bench)
+  r = bench.launch_transfers(fw_dir, launches=3)
+  assert (r["launch"], r["launch_tlps"], r["wait"], r["polls"]) == (7, 4, 2, 1)
+  assert r["launch"] < 8                       # the reference lineage's 8 (derived in the script's docstring)
+  assert bench.main(["--launch", "--launches", "2", "--firmware-dir", fw_dir]) == 0
+  assert "7.0 USB transactions (4.0 TLPs) to submit" in capsys.readouterr().out
