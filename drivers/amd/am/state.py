@@ -54,8 +54,10 @@ def _int(doc: dict, key: str, where: str, lo: int = 0, hi: int = U64) -> int:
 
 def parse(data: bytes, bus: str, where: str) -> AMState:
   """The state of the GPU at bus from the file's bytes; anything malformed is a DeviceError naming `where`."""
+  # RecursionError: arrays nested deeper than the interpreter's recursion limit (a 4 KiB file holds 2048 levels)
   try: doc = json.loads(data.decode("utf-8"))
-  except (UnicodeDecodeError, ValueError) as e: raise DeviceError(f"{where}: not a JSON document ({e})") from None
+  except (UnicodeDecodeError, ValueError, RecursionError) as e:
+    raise DeviceError(f"{where}: not a JSON document ({e})") from None
   if not isinstance(doc, dict) or doc.get("format") != FORMAT:
     raise DeviceError(f"{where}: not an AM state file (format {doc.get('format') if isinstance(doc, dict) else None!r}, "
                       f"expected {FORMAT!r})")

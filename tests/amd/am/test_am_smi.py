@@ -149,3 +149,19 @@ def test_a_holder_without_a_state_file_is_shown_without_metrics(held, capsys):
   os.remove_device_state("am", ADDR)
   rc, row, err = top_json(os, capsys)
   assert rc == 0 and row["source"] == "hcq" and row["smu"] is None and "published no SMU state" in err
+
+
+@pytest.mark.parametrize("raw, message", [
+  (b"[" * 2000 + b"]" * 2000, "not a JSON document"),                  # deeper than Python's recursion limit
+  (b'{"pid": ' + b"9" * 4000 + b"}", "not an AM state file"),          # a huge number
+  (b"\xff\xfe", "not a JSON document"),
+  (b'{"format": "hcq-am-state/1", "pid": 1e999}', "not an AM state file|names device"),
+])
+def test_a_state_file_that_is_not_json_is_an_error_naming_it(held, capsys, raw, message):
+  """The state file's bytes come from any process: whatever they are, hcq-smi reports the file, never a traceback."""
+  _dev, os, _gpu = held
+  os.write_device_state("am", ADDR, raw)
+  rc, out, err = run(os, capsys, "top", "--json")
+  (row,) = [r for r in json.loads(out)["devices"] if r["address"] == ADDR]
+  assert rc == 1 and row["smu"] is None and "Traceback" not in err
+  assert re.search(message, row["error"]) and f"am-state_{ADDR}.json" in row["error"]
