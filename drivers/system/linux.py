@@ -366,14 +366,17 @@ class LinuxOS:
   def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> FlockLock:
     try: path = lock_path(self.config.lock_dir, kind, pcibus)
     except ValueError as e: raise DeviceError(f"cannot lock device: {e}") from None
+    # only contention is waited out (a lock file that cannot be opened or flocked fails at once), and the holders
+    # are looked up in <proc>/locks once, for the error, not on every try
     deadline = time.monotonic() + wait_s
     while True:
-      try: return self._lock_file(kind, pcibus, path)
-      except DeviceError:
-        if time.monotonic() >= deadline: raise
+      last = time.monotonic() >= deadline
+      lock = self._lock_file(kind, pcibus, path, name_holders=last)
+      if lock is not None: return lock
       time.sleep(0.0005)
 
-  def _lock_file(self, kind: str, pcibus: str, path: str) -> FlockLock:
+  def _lock_file(self, kind: str, pcibus: str, path: str, name_holders: bool = True) -> FlockLock | None:
+    """The lock, or (held by another) None when not name_holders, else the DeviceError naming the holders."""
     try:
       # O_NOFOLLOW: the lock dir is world-writable; a planted symlink must not redirect the open
       fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
@@ -388,8 +391,9 @@ class LinuxOS:
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
       if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN):
-        pids = self._flock_holders(fd)
+        pids = self._flock_holders(fd) if name_holders else None
         os.close(fd)
+        if pids is None: return None
         raise DeviceError(in_use_error(kind, pcibus, path, pids)) from None
       os.close(fd)
       raise OSCallError("flock", path, e.errno) from None
