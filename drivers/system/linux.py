@@ -14,7 +14,7 @@ import time
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import STATE_MAX_BYTES, FileKey, held_flocks, in_use_error, lock_path, state_path
+from .locks import STATE_MAX_BYTES, FileKey, held_flocks, in_use_error, lock_path, owner_error, state_path
 
 # The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
 # is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
@@ -425,7 +425,7 @@ class LinuxOS:
       except OSError: pass
       raise
 
-  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
+  def read_device_state(self, kind: str, pcibus: str, owners=None) -> bytes | None:
     path = self._state_path(kind, pcibus)
     try: fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -433,7 +433,9 @@ class LinuxOS:
       if e.errno == errno_mod.ELOOP: raise DeviceError(f"{path}: a symbolic link, not a state file") from None
       raise OSCallError("open", path, e.errno) from None
     try:
-      if not stat_mod.S_ISREG(os.fstat(fd).st_mode): raise DeviceError(f"{path}: not a regular file")
+      st = os.fstat(fd)
+      if not stat_mod.S_ISREG(st.st_mode): raise DeviceError(f"{path}: not a regular file")
+      if owners is not None and st.st_uid not in owners: raise DeviceError(owner_error(path, st.st_uid, owners))
       data = os.read(fd, STATE_MAX_BYTES + 1)
     except OSError as e: raise OSCallError("read", path, e.errno) from None
     finally: os.close(fd)

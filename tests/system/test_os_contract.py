@@ -326,6 +326,14 @@ class TestKernel:
     assert len(calls) == 1
     lock.release()
 
+  def test_a_state_file_of_another_owner_is_refused(self, kernel_os):
+    o = kernel_os.os
+    o.write_device_state("am", "0000:03:00.0", b"{}")
+    assert o.read_device_state("am", "0000:03:00.0", owners={0, os.geteuid()}) == b"{}"
+    with pytest.raises(DeviceError, match=rf"am-state_0000:03:00.0.json: owned by uid {os.geteuid()}, not by the device "
+                                          rf"holder's user or root \(uid 99998, 99999\)"):
+      o.read_device_state("am", "0000:03:00.0", owners={99998, 99999})
+
   def test_a_planted_state_file_link_is_refused(self, kernel_os):
     os.symlink("/etc/passwd", kernel_os.tmp / "locks" / "am-state_0000:03:00.0.json")
     with pytest.raises(DeviceError, match="symbolic link"): kernel_os.os.read_device_state("am", "0000:03:00.0")

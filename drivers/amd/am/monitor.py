@@ -152,14 +152,15 @@ def summary(m) -> dict:
           "fan_rpm": m.AvgFanRpm, "metrics_counter": m.MetricsCounter}
 
 
-def read_metrics(os, addr: str, holders: list[int]) -> tuple[AMState | None, dict | None]:
+def read_metrics(os, addr: str, holders: list[int], owners: set[int]) -> tuple[AMState | None, dict | None]:
   """(the holder's published state, the SMU's metrics) of the GPU at addr, whose am_<bus>.lock the processes
   `holders` hold (procfs's word, smi/holders.py); (None, None) when no state is published (a holder from before
-  hcq-smi could read AM's SMU, or one whose lock dir refused the file). The state must come from a holder."""
+  hcq-smi could read AM's SMU, or one whose lock dir refused the file). The state must come from a holder: a file
+  of a user among `owners` (the holders' users and root) naming a holder's pid."""
   from ...system.locks import state_name
   from . import state
   where = f"{os.config.lock_dir}/{state_name(state.KIND, addr)}"
-  st = state.read(os, addr)
+  st = state.read(os, addr, owners)
   if st is None: return None, None
   if st.pid not in holders:
     raise DeviceError(f"{where}: written by pid {st.pid}, but the lock is held by pid {', '.join(map(str, holders))}: "

@@ -87,8 +87,9 @@ def withdraw(os, bus: str) -> None:
   except HCQError: pass       # gone already, or never written: the next holder's publish replaces it
 
 
-def read(os, bus: str) -> AMState | None:
-  """The published state of the GPU at bus (None: none published), validated as far as the file alone allows."""
+def read(os, bus: str, owners=None) -> AMState | None:
+  """The published state of the GPU at bus (None: none published), validated as far as the file alone allows;
+  owners: the users whose file is taken (the holder's and root: the lock dir is world-writable)."""
   where = f"{os.config.lock_dir}/{state_name(KIND, bus)}"
-  data = os.read_device_state(KIND, bus)
+  data = os.read_device_state(KIND, bus, owners)
   return None if data is None else parse(data, bus, where)

@@ -165,3 +165,19 @@ def test_a_state_file_that_is_not_json_is_an_error_naming_it(held, capsys, raw, 
   (row,) = [r for r in json.loads(out)["devices"] if r["address"] == ADDR]
   assert rc == 1 and row["smu"] is None and "Traceback" not in err
   assert re.search(message, row["error"]) and f"am-state_{ADDR}.json" in row["error"]
+
+
+def test_a_state_file_of_another_user_is_refused(held, capsys):
+  """The lock dir is world-writable: a state file owned by neither the holder's user nor root (planted before the
+  holder published, where the sticky bit then kept the holder from replacing it) is an error naming the file, even
+  with every field right; the holder's own file is read."""
+  _dev, os, gpu = held
+  rc, row, _ = top_json(os, capsys)
+  assert rc == 0 and row["smu"] is not None
+  node = os.vfs.lookup(f"{os.config.lock_dir}/am-state_{ADDR}.json", follow=False)
+  node.uid = 4242
+  before = gpu.smu.metrics_count
+  rc, row, err = top_json(os, capsys)
+  assert rc == 1 and row["smu"] is None and "Traceback" not in err
+  assert re.search(rf"am-state_{ADDR}\.json: owned by uid 4242, not by the device holder's user or root", row["error"])
+  assert gpu.smu.metrics_count == before                  # nothing asked of the SMU for it
