@@ -20,7 +20,7 @@ import ctypes
 import threading
 
 from ....autogen.amd import smu_v13_0_0 as S
-from ....errors import DeviceError
+from ....errors import DeviceError, OSCallError
 from . import state as statemod
 from .block import IPBlock
 
@@ -49,6 +49,8 @@ class Mailbox:
     with self._local:
       if self._depth == 0:
         try: self._held = self.os.lock_device(MAILBOX_LOCK, self.bus, wait_s=self.timeout_s)
+        except OSCallError as e:        # not contention: the lock file itself (a planted link, its permissions)
+          raise SMUError(f"{self.label}: cannot take the SMU mailbox lock: {e}") from None
         except DeviceError as e:
           raise SMUError(f"{self.label}: the SMU mailbox stayed taken for {self.timeout_s:g} s: {e}") from None
       self._depth += 1

@@ -181,3 +181,19 @@ def test_a_state_file_of_another_user_is_refused(held, capsys):
   assert rc == 1 and row["smu"] is None and "Traceback" not in err
   assert re.search(rf"am-state_{ADDR}\.json: owned by uid 4242, not by the device holder's user or root", row["error"])
   assert gpu.smu.metrics_count == before                  # nothing asked of the SMU for it
+
+
+def test_a_mailbox_lock_file_that_cannot_be_opened_is_named_as_such(held):
+  """Only contention is 'the mailbox stayed taken'; a lock file that cannot be opened (a planted link, another
+  user's mode) is an SMU error saying so, at once."""
+  import errno
+  from hcq.drivers.amd.am.smu import SMUError
+  from hcq.errors import OSCallError
+  dev, os, _gpu = held
+  def refuse(kind, bus, wait_s=0.0): raise OSCallError("open", f"/tmp/{kind}_{bus}.lock", errno.ELOOP)
+  os.lock_device = refuse
+  try:
+    with pytest.raises(SMUError, match=r"cannot take the SMU mailbox lock: .*am-smu_0000:03:00\.0\.lock") as e:
+      dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
+  finally: del os.lock_device
+  assert "stayed taken" not in str(e.value)
