@@ -407,7 +407,8 @@ class LinuxOS:
   def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None:
     path = self._state_path(kind, pcibus)
     if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # an unguessable name: one planted (or left by a crashed process of the same pid) cannot block the publish
+    tmp = f"{path}.{os.getpid()}.{os.urandom(8).hex()}.tmp"
     try:
       # O_EXCL | O_NOFOLLOW: the lock dir is world-writable; nothing planted there is opened or followed
       fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)

@@ -334,6 +334,13 @@ class TestKernel:
                                           rf"holder's user or root \(uid 99998, 99999\)"):
       o.read_device_state("am", "0000:03:00.0", owners={99998, 99999})
 
+  def test_a_planted_temporary_file_does_not_block_the_state_write(self, kernel_os):
+    planted = kernel_os.tmp / "locks" / f"am-state_0000:03:00.0.json.{os.getpid()}.tmp"
+    planted.write_text("planted")
+    kernel_os.os.write_device_state("am", "0000:03:00.0", b'{"a": 1}')
+    assert kernel_os.os.read_device_state("am", "0000:03:00.0") == b'{"a": 1}' and planted.read_text() == "planted"
+    assert sorted(p.name for p in (kernel_os.tmp / "locks").iterdir()) == [planted.name, "am-state_0000:03:00.0.json"]
+
   def test_a_planted_state_file_link_is_refused(self, kernel_os):
     os.symlink("/etc/passwd", kernel_os.tmp / "locks" / "am-state_0000:03:00.0.json")
     with pytest.raises(DeviceError, match="symbolic link"): kernel_os.os.read_device_state("am", "0000:03:00.0")
