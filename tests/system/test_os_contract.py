@@ -339,7 +339,7 @@ class TestKernel:
     planted.write_text("planted")
     kernel_os.os.write_device_state("am", "0000:03:00.0", b'{"a": 1}')
     assert kernel_os.os.read_device_state("am", "0000:03:00.0") == b'{"a": 1}' and planted.read_text() == "planted"
-    assert sorted(p.name for p in (kernel_os.tmp / "locks").iterdir()) == [planted.name, "am-state_0000:03:00.0.json"]
+    assert sorted(p.name for p in (kernel_os.tmp / "locks").iterdir()) == sorted([planted.name, "am-state_0000:03:00.0.json"])
 
   def test_a_planted_state_file_link_is_refused(self, kernel_os):
     os.symlink("/etc/passwd", kernel_os.tmp / "locks" / "am-state_0000:03:00.0.json")
