@@ -6,7 +6,8 @@ hcq-smi is another process: it cannot ask the holder where the SMU's driver tabl
 answers it), so the holder says it here. The file is input from another process in a world-writable folder: `parse`
 checks every field's type and range and that it names the device it was found for; the reader (drivers/amd/am/
 monitor.py) checks the rest against the hardware (the table inside VRAM, its MC address against the framebuffer base
-the MMHUB reports) and that the pid is the one the kernel shows holding the lock (smi/listing.py).
+the MMHUB reports) and that the pid is the one the kernel shows holding the lock and the file's owner that process's
+user or root (smi/listing.py; the lock dir is world-writable: any user may have left a file there).
 
     {"format": "hcq-am-state/1", "pid": 1234, "bus": "0000:03:00.0",
      "smu": {"table_offset": 8192, "table_mc": 549755822080, "table_size": 16384, "firmware": 5130752,
