@@ -38,7 +38,7 @@ import threading
 import time
 
 from ..drivers.system import libc
-from ..drivers.system.locks import STATE_MAX_BYTES, in_use_error, lock_path, state_path
+from ..drivers.system.locks import STATE_MAX_BYTES, in_use_error, lock_path, owner_error, state_path
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
@@ -326,11 +326,13 @@ class MockOS:
     if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
     self.vfs.add_file(path, bytes(data), replace=True)
 
-  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
+  def read_device_state(self, kind: str, pcibus: str, owners=None) -> bytes | None:
     path = self._state_path(kind, pcibus)
     try: node = self.vfs.lookup(path, follow=False)
     except OSCallError: return None
     if not isinstance(node, DataFile): raise DeviceError(f"{path}: not a regular file")
+    uid = getattr(node, "uid", _os.getuid())     # a test may give a file another owner (node.uid)
+    if owners is not None and uid not in owners: raise DeviceError(owner_error(path, uid, owners))
     data = node.content()
     if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: more than {STATE_MAX_BYTES} bytes: not a state file")
     return data
@@ -348,7 +350,8 @@ class MockOS:
     elif isinstance(node, Symlink): mode = stat_mod.S_IFLNK | 0o777
     else: mode = stat_mod.S_IFREG | getattr(node, "mode", 0o644)
     ino = self._inodes.get(self.vfs.realpath(path) if follow_symlinks else path, id(node) & 0xFFFFFFFF)
-    return _os.stat_result((mode, ino, _os.makedev(*MOCK_LOCK_DEV), 1, _os.getuid(), _os.getgid(), 0, 0, 0, 0))
+    uid = getattr(node, "uid", _os.getuid())
+    return _os.stat_result((mode, ino, _os.makedev(*MOCK_LOCK_DEV), 1, uid, _os.getgid(), 0, 0, 0, 0))
 
   def realpath(self, path: str) -> str:
     try: return self.vfs.realpath(path)

@@ -89,6 +89,13 @@ def find_holders(host, path: str) -> list[int]:
   return classify_holders(host, path).all
 
 
+def process_uid(host, pid: int) -> int | None:
+  """The user process pid runs as: the owner of <proc>/<pid> (its effective uid; root for a non-dumpable one);
+  None when it is gone."""
+  try: return host.stat(f"{host.config.proc_root}/{pid}").st_uid
+  except OSCallError: return None
+
+
 def process_name(host, pid: int) -> str:
   """Its comm (any process may give itself any name: Report escapes what is not printable)."""
   try: return host.proc_read(f"{pid}/comm").strip()

@@ -10,7 +10,7 @@ from ..drivers.system.pci import PCIDevice
 from ..drivers.system.pciaddr import validate_prefix
 from ..errors import DeviceError, HCQError
 from .backends import LIST_VENDORS
-from .holders import find_holders, process_name
+from .holders import find_holders, process_name, process_uid
 from .lockfiles import lock_for
 from . import pciids
 from .report import printable
@@ -104,7 +104,8 @@ def _smu(ctx, row: dict, addr: str, pids: list[int]) -> None:
   mailbox, where the holder's state file says its driver table is (drivers/amd/am/monitor.py)."""
   from ..drivers.amd.am.monitor import read_metrics
   row["source"] = "smu"
-  st, m = read_metrics(ctx.host, addr, pids)
+  owners = {0} | {uid for uid in (process_uid(ctx.host, pid) for pid in pids) if uid is not None}
+  st, m = read_metrics(ctx.host, addr, pids, owners)
   if st is None:
     row["source"] = "hcq"
     ctx.report.warn(f"{addr}: held by AM (pid {', '.join(map(str, pids))}), which published no SMU state: no metrics")

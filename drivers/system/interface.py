@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import struct
-from typing import Protocol, runtime_checkable
+from typing import Collection, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -130,8 +130,9 @@ class OSInterface(Protocol):
   # what a device's holder publishes for tools (hcq-smi) next to its lock: <lock dir>/<kind>-state_<bus>.json, at
   # most locks.STATE_MAX_BYTES. Readers must validate it: any process may have written it.
   def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None: ...
-  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
-    """The state file's bytes; None when there is none. Not a regular file, or too big: DeviceError naming it."""
+  def read_device_state(self, kind: str, pcibus: str, owners: Collection[int] | None = None) -> bytes | None:
+    """The state file's bytes; None when there is none. Not a regular file, too big, or (owners given) owned by a
+    user not among owners: DeviceError naming it."""
   def remove_device_state(self, kind: str, pcibus: str) -> None: ...
   def eventfd(self, initval: int = 0) -> FileHandle: ...
 

@@ -14,7 +14,7 @@ import time
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import STATE_MAX_BYTES, FileKey, held_flocks, in_use_error, lock_path, state_path
+from .locks import STATE_MAX_BYTES, FileKey, held_flocks, in_use_error, lock_path, owner_error, state_path
 
 # The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
 # is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
@@ -366,14 +366,17 @@ class LinuxOS:
   def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> FlockLock:
     try: path = lock_path(self.config.lock_dir, kind, pcibus)
     except ValueError as e: raise DeviceError(f"cannot lock device: {e}") from None
+    # only contention is waited out (a lock file that cannot be opened or flocked fails at once), and the holders
+    # are looked up in <proc>/locks once, for the error, not on every try
     deadline = time.monotonic() + wait_s
     while True:
-      try: return self._lock_file(kind, pcibus, path)
-      except DeviceError:
-        if time.monotonic() >= deadline: raise
+      last = time.monotonic() >= deadline
+      lock = self._lock_file(kind, pcibus, path, name_holders=last)
+      if lock is not None: return lock
       time.sleep(0.0005)
 
-  def _lock_file(self, kind: str, pcibus: str, path: str) -> FlockLock:
+  def _lock_file(self, kind: str, pcibus: str, path: str, name_holders: bool = True) -> FlockLock | None:
+    """The lock, or (held by another) None when not name_holders, else the DeviceError naming the holders."""
     try:
       # O_NOFOLLOW: the lock dir is world-writable; a planted symlink must not redirect the open
       fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
@@ -388,8 +391,9 @@ class LinuxOS:
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
       if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN):
-        pids = self._flock_holders(fd)
+        pids = self._flock_holders(fd) if name_holders else None
         os.close(fd)
+        if pids is None: return None
         raise DeviceError(in_use_error(kind, pcibus, path, pids)) from None
       os.close(fd)
       raise OSCallError("flock", path, e.errno) from None
@@ -403,7 +407,8 @@ class LinuxOS:
   def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None:
     path = self._state_path(kind, pcibus)
     if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # an unguessable name: one planted (or left by a crashed process of the same pid) cannot block the publish
+    tmp = f"{path}.{os.getpid()}.{os.urandom(8).hex()}.tmp"
     try:
       # O_EXCL | O_NOFOLLOW: the lock dir is world-writable; nothing planted there is opened or followed
       fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -421,7 +426,7 @@ class LinuxOS:
       except OSError: pass
       raise
 
-  def read_device_state(self, kind: str, pcibus: str) -> bytes | None:
+  def read_device_state(self, kind: str, pcibus: str, owners=None) -> bytes | None:
     path = self._state_path(kind, pcibus)
     try: fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -429,7 +434,9 @@ class LinuxOS:
       if e.errno == errno_mod.ELOOP: raise DeviceError(f"{path}: a symbolic link, not a state file") from None
       raise OSCallError("open", path, e.errno) from None
     try:
-      if not stat_mod.S_ISREG(os.fstat(fd).st_mode): raise DeviceError(f"{path}: not a regular file")
+      st = os.fstat(fd)
+      if not stat_mod.S_ISREG(st.st_mode): raise DeviceError(f"{path}: not a regular file")
+      if owners is not None and st.st_uid not in owners: raise DeviceError(owner_error(path, st.st_uid, owners))
       data = os.read(fd, STATE_MAX_BYTES + 1)
     except OSError as e: raise OSCallError("read", path, e.errno) from None
     finally: os.close(fd)

@@ -40,6 +40,13 @@ def state_path(lock_dir: str, kind: str, pcibus: str) -> str:
   return os.path.join(lock_dir, state_name(kind, pcibus))
 
 
+def owner_error(path: str, uid: int, owners) -> str:
+  """Why a state file is not used: the lock dir is world-writable, and only the holder's user (or root) speaks for
+  the holder; a file any other user left or planted there is not its state."""
+  return (f"{path}: owned by uid {uid}, not by the device holder's user or root (uid {', '.join(map(str, sorted(owners)))}):"
+          f" not used")
+
+
 def parse_lock_name(name: str) -> tuple[str, str] | None:
   """(kind, pcibus) for a well-formed lock file name; None for anything else (never trusted further)."""
   if not name.endswith(".lock"): return None

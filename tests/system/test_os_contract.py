@@ -311,6 +311,36 @@ class TestKernel:
     with pytest.raises(OSCallError, match="am_0000:05:00.0.lock"): kernel_os.os.lock_device("am", "0000:05:00.0")
     assert target.read_text() == "keep"
 
+  def test_a_lock_wait_waits_out_only_contention(self, kernel_os, monkeypatch):
+    """lock_device(wait_s): a lock file that cannot be opened fails at once, not after wait_s of retries; a held one
+    is retried, and its holders are read from <proc>/locks once, for the error, not on every try."""
+    o = kernel_os.os
+    os.symlink(kernel_os.tmp / "victim", kernel_os.tmp / "locks" / "am-smu_0000:05:00.0.lock")
+    t0 = time.monotonic()
+    with pytest.raises(OSCallError, match="am-smu_0000:05:00.0.lock"): o.lock_device("am-smu", "0000:05:00.0", wait_s=3)
+    assert time.monotonic() - t0 < 1
+    lock = o.lock_device("am-smu", "0000:03:00.0")
+    calls, orig = [], o._flock_holders
+    monkeypatch.setattr(o, "_flock_holders", lambda fd: calls.append(fd) or orig(fd))
+    with pytest.raises(DeviceError, match="in use"): o.lock_device("am-smu", "0000:03:00.0", wait_s=0.05)
+    assert len(calls) == 1
+    lock.release()
+
+  def test_a_state_file_of_another_owner_is_refused(self, kernel_os):
+    o = kernel_os.os
+    o.write_device_state("am", "0000:03:00.0", b"{}")
+    assert o.read_device_state("am", "0000:03:00.0", owners={0, os.geteuid()}) == b"{}"
+    with pytest.raises(DeviceError, match=rf"am-state_0000:03:00.0.json: owned by uid {os.geteuid()}, not by the device "
+                                          rf"holder's user or root \(uid 99998, 99999\)"):
+      o.read_device_state("am", "0000:03:00.0", owners={99998, 99999})
+
+  def test_a_planted_temporary_file_does_not_block_the_state_write(self, kernel_os):
+    planted = kernel_os.tmp / "locks" / f"am-state_0000:03:00.0.json.{os.getpid()}.tmp"
+    planted.write_text("planted")
+    kernel_os.os.write_device_state("am", "0000:03:00.0", b'{"a": 1}')
+    assert kernel_os.os.read_device_state("am", "0000:03:00.0") == b'{"a": 1}' and planted.read_text() == "planted"
+    assert sorted(p.name for p in (kernel_os.tmp / "locks").iterdir()) == sorted([planted.name, "am-state_0000:03:00.0.json"])
+
   def test_a_planted_state_file_link_is_refused(self, kernel_os):
     os.symlink("/etc/passwd", kernel_os.tmp / "locks" / "am-state_0000:03:00.0.json")
     with pytest.raises(DeviceError, match="symbolic link"): kernel_os.os.read_device_state("am", "0000:03:00.0")

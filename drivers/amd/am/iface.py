@@ -190,6 +190,7 @@ class AMIface:
     m = mqdmod.compute_mqd(mem.va, ring.va, ring.size, gart.va + RPTR_OFFSET, gart.va + WPTR_OFFSET, eop.va, eop.size,
                            DOORBELL_COMPUTE * 2)
     mem.cpu[:mqdmod.MQD_SIZE] = bytes(m)
+    self.am.nbio.hdp_flush()       # written through the VRAM BAR: out of HDP before the CP may read it
     return mem
 
   def doorbell(self, q: HWQueue):

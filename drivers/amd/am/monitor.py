@@ -5,6 +5,7 @@ The holder publishes where the SMU's driver table is (drivers/amd/am/state.py). 
     files, as the holder maps them): the register BAR, and of the VRAM BAR the discovery table and the driver table.
     Registers outside the register BAR would need the MM_INDEX/MM_DATA pair, which the holder uses unlocked between
     its own threads: they are refused here, never reached;
+  - refuses an SR-IOV VF (RCC_IOV_FUNC_IDENTIFIER): its SMU is the host's, never messaged from a VF (virt.py);
   - reads VRAM's size (RCC_CONFIG_MEMSIZE) and the IP discovery table from the hardware, not from the state file, for
     the MP1 and MMHUB register bases;
   - checks the published table against the hardware: inside VRAM, below the discovery reservation, page-aligned,
@@ -23,6 +24,7 @@ from ....errors import DeviceError
 from ...system.pci import PCIDevice
 from ...system.pciaddr import validate
 from . import discovery as disc
+from . import virt
 from .device import NBIO_SEGMENT2_EARLY
 from .pci import check_ids, identify_bars
 from .regs import IPRegs, RegAccess, module_for
@@ -74,6 +76,10 @@ class SMUMonitor:
     self.vram_index = bars["vram"]
     mmio = self._map(bars["mmio"], 0, self.pci.bar(bars["mmio"]).size)
     self.access = DirectAccess(mmio, self.os, self.os.config.timeout_s, self.label)
+    if virt.read_iov(self.access, NBIO_SEGMENT2_EARLY)[0]:
+      # a VF's MP1 mailbox is the host's SMU (virt.py): no AM holder of a VF publishes a table, nor is one asked here
+      raise DeviceError(f"{self.label}: an SR-IOV VF (RCC_IOV_FUNC_IDENTIFIER): its SMU belongs to the host, hcq-smi "
+                        f"sends it nothing")
     reg = module_for("NBIF", (4, 3, 0)).REGS["RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"]
     raw = self.access.read(NBIO_SEGMENT2_EARLY + reg.offset)
     if raw in (0, 0xFFFFFFFF):
@@ -146,14 +152,15 @@ def summary(m) -> dict:
           "fan_rpm": m.AvgFanRpm, "metrics_counter": m.MetricsCounter}
 
 
-def read_metrics(os, addr: str, holders: list[int]) -> tuple[AMState | None, dict | None]:
+def read_metrics(os, addr: str, holders: list[int], owners: set[int]) -> tuple[AMState | None, dict | None]:
   """(the holder's published state, the SMU's metrics) of the GPU at addr, whose am_<bus>.lock the processes
   `holders` hold (procfs's word, smi/holders.py); (None, None) when no state is published (a holder from before
-  hcq-smi could read AM's SMU, or one whose lock dir refused the file). The state must come from a holder."""
+  hcq-smi could read AM's SMU, or one whose lock dir refused the file). The state must come from a holder: a file
+  of a user among `owners` (the holders' users and root) naming a holder's pid."""
   from ...system.locks import state_name
   from . import state
   where = f"{os.config.lock_dir}/{state_name(state.KIND, addr)}"
-  st = state.read(os, addr)
+  st = state.read(os, addr, owners)
   if st is None: return None, None
   if st.pid not in holders:
     raise DeviceError(f"{where}: written by pid {st.pid}, but the lock is held by pid {', '.join(map(str, holders))}: "

@@ -19,6 +19,7 @@ from ....autogen.amd import psp_gfx_if as G
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError, Timeout
 from .reuse import smu_answers
+from .smu import mailbox_of
 
 CONFIG_DWORDS = 16
 ALL_ONES = 0xFFFFFFFF
@@ -51,10 +52,7 @@ def _request(dev) -> str:
   """Ask for the reset; returns through whom."""
   why_not = smu_answers(dev)
   if why_not is None:
-    r = dev.mp1_regs
-    r.write("MP1_SMN_C2PMSG_90", 0)
-    r.write("MP1_SMN_C2PMSG_82", 0)
-    r.write("MP1_SMN_C2PMSG_66", S.PPSMC_MSG_Mode1Reset)
+    mailbox_of(dev).post(S.PPSMC_MSG_Mode1Reset)      # under the mailbox lock, as every SMU message (smu.py)
     return "the SMU (PPSMC_MSG_Mode1Reset)"
   r = dev.mp0_regs
   if r.read("MP0_SMN_C2PMSG_81"):

@@ -20,7 +20,7 @@ import ctypes
 import threading
 
 from ....autogen.amd import smu_v13_0_0 as S
-from ....errors import DeviceError
+from ....errors import DeviceError, OSCallError
 from . import state as statemod
 from .block import IPBlock
 
@@ -49,6 +49,8 @@ class Mailbox:
     with self._local:
       if self._depth == 0:
         try: self._held = self.os.lock_device(MAILBOX_LOCK, self.bus, wait_s=self.timeout_s)
+        except OSCallError as e:        # not contention: the lock file itself (a planted link, its permissions)
+          raise SMUError(f"{self.label}: cannot take the SMU mailbox lock: {e}") from None
         except DeviceError as e:
           raise SMUError(f"{self.label}: the SMU mailbox stayed taken for {self.timeout_s:g} s: {e}") from None
       self._depth += 1
@@ -59,19 +61,38 @@ class Mailbox:
           self._held.release()
           self._held = None
 
-  def send(self, msg: int, arg: int = 0) -> int:
+  def post(self, msg: int, arg: int = 0) -> None:
+    """Hand the SMU a message and wait for nothing (PPSMC_MSG_Mode1Reset: the SMU resets with the GPU)."""
     r = self.r
-    name = MESSAGES.get(msg, f"message {msg:#x}")
     with self.exclusive():
       r.write("MP1_SMN_C2PMSG_90", 0)
       r.write("MP1_SMN_C2PMSG_82", arg & 0xFFFFFFFF)
       r.write("MP1_SMN_C2PMSG_66", msg)
+
+  def exchange(self, msg: int, arg: int = 0, timeout_s: float | None = None) -> tuple[int, int]:
+    """(response code, C2PMSG_82) of one message; no answer within timeout_s (default the device's): Timeout."""
+    r = self.r
+    name = MESSAGES.get(msg, f"message {msg:#x}")
+    with self.exclusive():
+      self.post(msg, arg)
       resp_addr = r.addr("MP1_SMN_C2PMSG_90")
-      r.access.poll(lambda: 1 if r.access.read(resp_addr) else 0, 1, 1, f"MP1 MP1_SMN_C2PMSG_90 (response to {name})")
-      resp = r.read("MP1_SMN_C2PMSG_90")
-      if resp != S.PPSMC_Result_OK:
-        raise SMUError(f"{self.label}: SMU answered {name} (argument {arg:#x}) with {RESULTS.get(resp, hex(resp))}")
-      return r.read("MP1_SMN_C2PMSG_82")
+      r.access.poll(lambda: 1 if r.access.read(resp_addr) else 0, 1, 1, f"MP1 MP1_SMN_C2PMSG_90 (response to {name})",
+                    timeout_s=timeout_s)
+      return r.read("MP1_SMN_C2PMSG_90"), r.read("MP1_SMN_C2PMSG_82")
+
+  def send(self, msg: int, arg: int = 0) -> int:
+    resp, out = self.exchange(msg, arg)
+    if resp != S.PPSMC_Result_OK:
+      raise SMUError(f"{self.label}: SMU answered {MESSAGES.get(msg, f'message {msg:#x}')} (argument {arg:#x}) with "
+                     f"{RESULTS.get(resp, hex(resp))}")
+    return out
+
+
+def mailbox_of(dev) -> Mailbox:
+  """dev's SMU mailbox: the SMU block's, or one over the same lock before the block has one (a reset or probe after
+  discovery, before the SMU's sw_init). Whoever writes MP1's message registers goes through a Mailbox."""
+  mb = getattr(getattr(dev, "smu", None), "mailbox", None)
+  return mb if mb is not None else Mailbox(dev.mp1_regs, dev.os, dev.pci.lock_key[1], dev.label, dev.config.timeout_s)
 
 
 class SMU(IPBlock):

@@ -6,7 +6,8 @@ hcq-smi is another process: it cannot ask the holder where the SMU's driver tabl
 answers it), so the holder says it here. The file is input from another process in a world-writable folder: `parse`
 checks every field's type and range and that it names the device it was found for; the reader (drivers/amd/am/
 monitor.py) checks the rest against the hardware (the table inside VRAM, its MC address against the framebuffer base
-the MMHUB reports) and that the pid is the one the kernel shows holding the lock (smi/listing.py).
+the MMHUB reports) and that the pid is the one the kernel shows holding the lock and the file's owner that process's
+user or root (smi/listing.py; the lock dir is world-writable: any user may have left a file there).
 
     {"format": "hcq-am-state/1", "pid": 1234, "bus": "0000:03:00.0",
      "smu": {"table_offset": 8192, "table_mc": 549755822080, "table_size": 16384, "firmware": 5130752,
@@ -54,8 +55,10 @@ def _int(doc: dict, key: str, where: str, lo: int = 0, hi: int = U64) -> int:
 
 def parse(data: bytes, bus: str, where: str) -> AMState:
   """The state of the GPU at bus from the file's bytes; anything malformed is a DeviceError naming `where`."""
+  # RecursionError: arrays nested deeper than the interpreter's recursion limit (a 4 KiB file holds 2048 levels)
   try: doc = json.loads(data.decode("utf-8"))
-  except (UnicodeDecodeError, ValueError) as e: raise DeviceError(f"{where}: not a JSON document ({e})") from None
+  except (UnicodeDecodeError, ValueError, RecursionError) as e:
+    raise DeviceError(f"{where}: not a JSON document ({e})") from None
   if not isinstance(doc, dict) or doc.get("format") != FORMAT:
     raise DeviceError(f"{where}: not an AM state file (format {doc.get('format') if isinstance(doc, dict) else None!r}, "
                       f"expected {FORMAT!r})")
@@ -85,8 +88,9 @@ def withdraw(os, bus: str) -> None:
   except HCQError: pass       # gone already, or never written: the next holder's publish replaces it
 
 
-def read(os, bus: str) -> AMState | None:
-  """The published state of the GPU at bus (None: none published), validated as far as the file alone allows."""
+def read(os, bus: str, owners=None) -> AMState | None:
+  """The published state of the GPU at bus (None: none published), validated as far as the file alone allows;
+  owners: the users whose file is taken (the holder's and root: the lock dir is world-writable)."""
   where = f"{os.config.lock_dir}/{state_name(KIND, bus)}"
-  data = os.read_device_state(KIND, bus)
+  data = os.read_device_state(KIND, bus, owners)
   return None if data is None else parse(data, bus, where)

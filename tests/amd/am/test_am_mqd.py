@@ -95,3 +95,19 @@ def test_the_hqd_part_of_the_mqd_is_the_register_block():
   assert pairs["cp_mqd_control"] == "CP_MQD_CONTROL" and pairs["cp_hqd_pq_wptr_hi"] == "CP_HQD_PQ_WPTR_HI"
   for field, reg in mqdmod.HQD_REGISTERS:
     assert (getattr(MQD, field).offset - MQD.cp_mqd_base_addr_lo.offset) // 4 == mqdmod.GC.REGS[reg].offset - base
+
+
+def test_the_mqd_written_through_the_bar_is_flushed_before_the_hqd_is_loaded(fw_dir, monkeypatch):
+  """The MQD lives in VRAM and the CPU writes it through the VRAM BAR: those writes sit in HDP until it is flushed,
+  so the flush comes after the MQD is filled and before the HQD that makes the CP use it is loaded."""
+  from hcq.drivers.amd.am.nbio import NBIO
+  events = []
+  build, load, flush = mqdmod.compute_mqd, mqdmod.load_hqd, NBIO.hdp_flush
+  monkeypatch.setattr(mqdmod, "compute_mqd", lambda *a, **k: events.append("mqd") or build(*a, **k))
+  monkeypatch.setattr(mqdmod, "load_hqd", lambda *a, **k: events.append("load") or load(*a, **k))
+  monkeypatch.setattr(NBIO, "hdp_flush", lambda self: events.append("flush") or flush(self))
+  d = hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir))
+  try:
+    i = events.index("mqd")
+    assert "flush" in events[i:events.index("load", i)], events[i:]
+  finally: d.close()

@@ -269,3 +269,22 @@ def test_hcq_am_reset_cli(fw_dir, capsys, monkeypatch):
   assert hcq_main(["am", "reset", "--mock"]) == 1      # the embedded mock is cold: nothing runs to reset it
   assert "cannot reset the GPU" in capsys.readouterr().err
   assert hcq_main(["am", "reset", "--pci", "3:0.0"]) == 2
+
+
+def test_every_smu_message_is_sent_under_the_mailbox_lock(navi_fw):
+  """hcq-smi shares the SMU mailbox through am-smu_<bus>.lock (smu.py): the boot's messages, the reuse probe's
+  PPSMC_MSG_TestMessage and the reset's PPSMC_MSG_Mode1Reset are all written to C2PMSG_66 while that lock is held."""
+  from hcq.autogen.amd import smu_v13_0_0 as S
+  from hcq.mockgpu.amd.am.discovery import MP1_HWID
+  os, gpu = navi_fw
+  seen = []
+  def guard(msg):
+    seen.append((msg, any(p.endswith(f"am-smu_{ADDR}.lock") for p in os.held_locks())))
+    return True
+  gpu.regs.guard(gpu.regs.addr(MP1_HWID, "mp_13_0_0", "MP1_SMN_C2PMSG_66"), write=guard)
+  AMDev(os, ADDR, os.config).close()                        # a full boot
+  AMDev(os, ADDR, os.config).close()                        # reused: probed with PPSMC_MSG_TestMessage
+  with AMDev(os, ADDR, os.config, until="discovery") as d: d.mode1_reset()
+  msgs = [m for m, _locked in seen]
+  assert S.PPSMC_MSG_TestMessage in msgs and msgs[-1] == S.PPSMC_MSG_Mode1Reset
+  assert [m for m, locked in seen if not locked] == []

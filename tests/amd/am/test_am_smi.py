@@ -149,3 +149,51 @@ def test_a_holder_without_a_state_file_is_shown_without_metrics(held, capsys):
   os.remove_device_state("am", ADDR)
   rc, row, err = top_json(os, capsys)
   assert rc == 0 and row["source"] == "hcq" and row["smu"] is None and "published no SMU state" in err
+
+
+@pytest.mark.parametrize("raw, message", [
+  (b"[" * 2000 + b"]" * 2000, "not a JSON document"),                  # deeper than Python's recursion limit
+  (b'{"pid": ' + b"9" * 4000 + b"}", "not an AM state file"),          # a huge number
+  (b"\xff\xfe", "not a JSON document"),
+  (b'{"format": "hcq-am-state/1", "pid": 1e999}', "not an AM state file|names device"),
+])
+def test_a_state_file_that_is_not_json_is_an_error_naming_it(held, capsys, raw, message):
+  """The state file's bytes come from any process: whatever they are, hcq-smi reports the file, never a traceback."""
+  _dev, os, _gpu = held
+  os.write_device_state("am", ADDR, raw)
+  rc, out, err = run(os, capsys, "top", "--json")
+  (row,) = [r for r in json.loads(out)["devices"] if r["address"] == ADDR]
+  assert rc == 1 and row["smu"] is None and "Traceback" not in err
+  assert re.search(message, row["error"]) and f"am-state_{ADDR}.json" in row["error"]
+
+
+def test_a_state_file_of_another_user_is_refused(held, capsys):
+  """The lock dir is world-writable: a state file owned by neither the holder's user nor root (planted before the
+  holder published, where the sticky bit then kept the holder from replacing it) is an error naming the file, even
+  with every field right; the holder's own file is read."""
+  _dev, os, gpu = held
+  rc, row, _ = top_json(os, capsys)
+  assert rc == 0 and row["smu"] is not None
+  node = os.vfs.lookup(f"{os.config.lock_dir}/am-state_{ADDR}.json", follow=False)
+  node.uid = 4242
+  before = gpu.smu.metrics_count
+  rc, row, err = top_json(os, capsys)
+  assert rc == 1 and row["smu"] is None and "Traceback" not in err
+  assert re.search(rf"am-state_{ADDR}\.json: owned by uid 4242, not by the device holder's user or root", row["error"])
+  assert gpu.smu.metrics_count == before                  # nothing asked of the SMU for it
+
+
+def test_a_mailbox_lock_file_that_cannot_be_opened_is_named_as_such(held):
+  """Only contention is 'the mailbox stayed taken'; a lock file that cannot be opened (a planted link, another
+  user's mode) is an SMU error saying so, at once."""
+  import errno
+  from hcq.drivers.amd.am.smu import SMUError
+  from hcq.errors import OSCallError
+  dev, os, _gpu = held
+  def refuse(kind, bus, wait_s=0.0): raise OSCallError("open", f"/tmp/{kind}_{bus}.lock", errno.ELOOP)
+  os.lock_device = refuse
+  try:
+    with pytest.raises(SMUError, match=r"cannot take the SMU mailbox lock: .*am-smu_0000:03:00\.0\.lock") as e:
+      dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
+  finally: del os.lock_device
+  assert "stayed taken" not in str(e.value)

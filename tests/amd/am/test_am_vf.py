@@ -145,6 +145,33 @@ def test_a_bare_metal_function_is_not_taken_for_a_vf(tmp_path):
   finally: os.close()
 
 
+def test_hcq_smi_sends_a_vfs_smu_nothing_even_with_a_state_file_naming_a_table(tmp_path, capsys):
+  """No AM holder of a VF publishes SMU state (the SMU is the host's); a state file that names a table that checks
+  out against the hardware anyway (planted by any process in the lock dir) must not make hcq-smi top write the VF's
+  MP1 mailbox: the monitor refuses a VF before touching anything but the identifier register."""
+  import json
+  from hcq.autogen.amd import smu_v13_0_0 as S
+  from hcq.smi import main as smi
+  dev = hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, timeout_s=0.5, firmware_dir=str(tmp_path / "none"),
+                                       lock_dir=str(tmp_path)))
+  try:
+    os, am = dev.owned_os, dev.iface.am
+    (gpu,) = [g for g in os.devices if getattr(g, "addr", None) == ADDR]
+    assert os.read_device_state("am", ADDR) is None          # nothing published for a VF
+    off = 4 << 20
+    doc = {"format": "hcq-am-state/1", "pid": am.pci.lock.pid, "bus": ADDR,
+           "smu": {"table_offset": off, "table_mc": gpu.fb_base + off, "table_size": 0x4000, "firmware": 1,
+                   "driver_if": S.SMU13_0_0_DRIVER_IF_VERSION, "mp1": list(am.discovery.version_of("MP1"))}}
+    os.write_device_state("am", ADDR, json.dumps(doc).encode())
+    rc = smi(["amd", "top", "--json"], host=os)
+    out = capsys.readouterr()
+    (row,) = [r for r in json.loads(out.out)["devices"] if r["address"] == ADDR]
+    assert rc == 1 and row["smu"] is None and "Traceback" not in out.err
+    assert "SR-IOV VF" in row["error"] and "SMU belongs to the host" in row["error"], row["error"]
+    assert gpu.virt.refused == []
+  finally: dev.close()
+
+
 def test_the_config_option_is_read_and_documented():
   assert Config().mock_am_vf is False and from_env({}).mock_am_vf is False
   assert from_env({"HCQ_MOCK_AM_VF": "1"}).mock_am_vf is True
