@@ -157,12 +157,12 @@ class AMIface:
     mqd = None
     if kind == "compute":
       eop = self.alloc(PAGE, kind="gtt")
-      mqd = self._compute_mqd(ring, gart, eop)
+      mqd, fields = self._compute_mqd(ring, gart, eop)
       r = self.am.gc_regs
       r.write("CP_MEC_DOORBELL_RANGE_LOWER", 0)
       r.write("CP_MEC_DOORBELL_RANGE_UPPER", DOORBELL_SDMA * 2 - 1)
       r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
-      try: mqdmod.load_hqd(r, mqdmod.MQD.from_buffer_copy(mqd.cpu[:mqdmod.MQD_SIZE]))
+      try: mqdmod.load_hqd(r, fields)
       finally: r.write("GRBM_GFX_CNTL", 0)
       doorbell = DOORBELL_COMPUTE * 8
     elif kind == "sdma":
@@ -182,16 +182,18 @@ class AMIface:
     self.am.step(kind, f"queue {q.queue_id}: ring of {ring.size >> 10} KiB at {ring.va:#x}, doorbell {doorbell:#x}")
     return q
 
-  def _compute_mqd(self, ring: Mem, gart: Mem, eop: Mem) -> Mem:
-    """The queue's MQD (drivers/amd/am/mqd.py) in memory the CP reaches, filled; the HQD is loaded from it."""
+  def _compute_mqd(self, ring: Mem, gart: Mem, eop: Mem):
+    """The queue's MQD (drivers/amd/am/mqd.py) in memory the CP reaches, filled: (its Mem, the struct written); the
+    HQD is loaded from it."""
     # VRAM: the queue state outlives this process (a next process that reuses the GPU dequeues a queue left active,
     # and the CP saves it into the MQD: into freed host memory, had it been system pages)
-    mem = self.alloc(mqdmod.MQD_SIZE, kind="vram", cpu_access=True)
+    # Written through the VRAM BAR view (a CPU mapping on PCI, TLPs behind a USB bridge: no CPU mapping needed)
+    mem = self.alloc(mqdmod.MQD_SIZE, kind="vram")
     m = mqdmod.compute_mqd(mem.va, ring.va, ring.size, gart.va + RPTR_OFFSET, gart.va + WPTR_OFFSET, eop.va, eop.size,
                            DOORBELL_COMPUTE * 2)
-    mem.cpu[:mqdmod.MQD_SIZE] = bytes(m)
+    self.am.vram.write(mem.vram.offset, bytes(m))
     self.am.nbio.hdp_flush()       # written through the VRAM BAR: out of HDP before the CP may read it
-    return mem
+    return mem, m
 
   def doorbell(self, q: HWQueue):
     view, off = self.doorbells, q.doorbell_offset

@@ -27,12 +27,14 @@ def compute_queue(dev):
   return q
 
 
-def mqd_of(q) -> MQD: return MQD.from_buffer_copy(bytes(q.mqd.cpu[:mqdmod.MQD_SIZE]))
+def mqd_of(q, dev) -> MQD:
+  """The MQD as it is in VRAM (read through the VRAM BAR view, as the driver wrote it)."""
+  return MQD.from_buffer_copy(dev.iface.am.vram.read(q.mqd.vram.offset, mqdmod.MQD_SIZE))
 
 
 def test_the_mqd_decodes_to_the_queue(dev):
   q = compute_queue(dev)
-  m = mqd_of(q)
+  m = mqd_of(q, dev)
   assert m.header == 0xC0310800 and m.cp_hqd_active == 1 and m.cp_hqd_vmid == 0
   assert (m.cp_mqd_base_addr_hi << 32) | m.cp_mqd_base_addr_lo == q.mqd.va
   assert (m.cp_hqd_pq_base_hi << 40) | (m.cp_hqd_pq_base_lo << 8) == q.ring.va
@@ -57,7 +59,7 @@ def test_a_dequeue_saves_the_pointers_into_the_mqd(dev):
   wptr = dev.owned_os.memview(q.gart.va + WPTR_OFFSET, 8).cast("Q")[0]
   assert wptr > 0
   dev.iface._stop_queue(q)
-  m = mqd_of(q)
+  m = mqd_of(q, dev)
   assert m.cp_hqd_active == 0
   assert (m.cp_hqd_pq_wptr_hi << 32) | m.cp_hqd_pq_wptr_lo == wptr
   assert m.cp_hqd_pq_rptr == wptr % (q.ring.size // 4)                  # everything ran: the read pointer caught up
@@ -76,9 +78,9 @@ def test_a_corrupted_mqd_field_is_named_by_the_cp(dev):
   dev.iface._stop_queue(q)
   reactivate(dev, q)                     # the MQD as the dequeue left it maps the queue again
   dev.iface._stop_queue(q)
-  m = mqd_of(q)
+  m = mqd_of(q, dev)
   m.cp_hqd_pq_base_lo ^= 0x10            # the ring moved in the MQD, not in the HQD
-  q.mqd.cpu[:mqdmod.MQD_SIZE] = bytes(m)
+  dev.iface.am.vram.write(q.mqd.vram.offset, bytes(m))
   with pytest.raises(DeviceError, match=r"HQD me 1 pipe 0 queue 0: MQD at 0x[0-9a-f]+ has cp_hqd_pq_base_lo = "):
     reactivate(dev, q)
   dev.iface.am.gc_regs.write("CP_MQD_BASE_ADDR", 0)
