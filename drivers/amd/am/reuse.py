@@ -11,10 +11,12 @@ The boot signature, left at the end of every full boot:
   - GC SCRATCH_REG7 = the CRC32 of the record (never 0). The register says "booted by hcq since the last reset" (a
     reset clears it, while VRAM keeps its contents); the record says with what.
 
+The record is input from a previous process: a record that is not a JSON object with the fields sign() writes (of
+the right types) is a full boot like any other mismatch, never an exception.
 It checks out when, in this order: the signature is present and matches the record; the record's PROTOCOL is this
-driver's; the firmware files are those it was booted with; the PSP's sOS runs (C2PMSG_81) with the recorded version;
-the SMU answers PPSMC_MSG_TestMessage (argument + 1) within SMU_PROBE_S; the RLC autoload is complete; this boot's
-allocations end before the recorded TMR; the compute HQD AM uses (ME 1 pipe 0 queue 0) and SDMA0 queue 0 are not
+driver's and its fields are well-formed; the firmware files are those it was booted with; the PSP's sOS runs (C2PMSG_81) with the recorded version;
+the SMU answers PPSMC_MSG_TestMessage (argument + 1) within SMU_PROBE_S; the RLC autoload is complete; the recorded
+TMR is a 1 MiB-aligned range of whole pages in VRAM this boot has not allocated; the compute HQD AM uses (ME 1 pipe 0 queue 0) and SDMA0 queue 0 are not
 running anything: an active queue whose read pointer has reached its write pointer is idle (a process killed between
 kernels leaves it so) and is stopped here (dequeued / disabled, bounded); one with work left (a kernel still running,
 a packet waiting on memory that is gone, a queue stopped by a fault) is not. Any other answer is a full boot: after
@@ -31,6 +33,7 @@ import zlib
 from ....autogen.amd import psp_gfx_if as G
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError, Timeout
+from .psp import TMR_ALIGN
 
 MAGIC = b"HCQAMBR1"
 PROTOCOL = 1                 # what a full boot leaves on the GPU and a reusing one relies on: bump when that changes
@@ -103,8 +106,39 @@ def _read_record(dev, token: int) -> tuple[dict | None, str | None]:
   if _token(raw) != token:
     return None, f"GC {SIGNATURE_REG} holds {token:#010x}, the boot record's CRC32 is {_token(raw):#010x}"
   try: record = json.loads(raw[len(head):])
-  except ValueError as e: return None, f"the boot record is not readable ({e})"
+  except (ValueError, RecursionError) as e: return None, f"the boot record is not readable ({type(e).__name__}: {e})"
+  if not isinstance(record, dict): return None, f"the boot record is a JSON {type(record).__name__}, not an object"
   return record, None
+
+
+# what a record of this PROTOCOL holds: a previous process wrote it, so every field is checked before it is used
+FIELDS = {"firmware": str, "sos": int, "smu": int}
+
+
+def _malformed(record: dict) -> str | None:
+  """Why a record of this PROTOCOL does not have the fields sign() writes, or None."""
+  is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+  for key, kind in FIELDS.items():
+    v = record.get(key)
+    if not isinstance(v, kind) or kind is int and not is_int(v):
+      return f"the boot record's {key!r} is {v!r:.40}: not {'an' if kind is int else 'a'} {kind.__name__}"
+  tmr = record.get("tmr")
+  if not (isinstance(tmr, list) and len(tmr) == 2 and all(map(is_int, tmr))):
+    return f"the boot record's 'tmr' is {tmr!r:.40}: not [offset, size]"
+  return None
+
+
+def _tmr_problem(dev, offset: int, size: int) -> str | None:
+  """Why the recorded TMR cannot be kept where the record says (the firmware runs from it: a reusing boot reserves
+  it, and nothing else may be allocated there), or None: it must be a range the PSP could have been given (aligned
+  as psp.py allocates it, whole pages) lying in VRAM this boot has not allocated (which also keeps it inside the
+  usable VRAM, below the discovery reservation)."""
+  if size <= 0 or offset % TMR_ALIGN or size % RECORD_SIZE:
+    return f"the boot record's TMR {offset:#x}+{size:#x} is not a 1 MiB-aligned range of whole pages"
+  if not dev.vram.is_free(offset, size):
+    return (f"the boot record's TMR at VRAM {offset:#x}+{size:#x} is not free VRAM (this boot's allocations reach "
+            f"{dev.vram.next:#x}, usable VRAM ends at {dev.vram.end:#x})")
+  return None
 
 
 # ---- probes
@@ -197,6 +231,8 @@ def _assess(dev) -> Plan:
   if why: return redo(why)
   if record.get("protocol") != PROTOCOL:
     return redo(f"booted by hcq boot protocol {record.get('protocol')}, this driver's is {PROTOCOL}")
+  why = _malformed(record)
+  if why: return redo(why)
   digest = firmware_digest(dev)
   if record.get("firmware") != digest:
     return redo(f"the firmware files changed since the GPU was booted (SHA-256 {str(record.get('firmware'))[:12]}, "
@@ -207,9 +243,8 @@ def _assess(dev) -> Plan:
   done = dev.gc_regs.mask("RLC_RLCS_BOOTLOAD_STATUS", "BOOTLOAD_COMPLETE")
   if not dev.gc_regs.read("RLC_RLCS_BOOTLOAD_STATUS") & done:
     return redo("the RLC autoload is not complete (RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE clear)")
-  tmr = record.get("tmr") or [0, 0]
-  if dev.vram.next > tmr[0]:
-    return redo(f"this boot's allocations reach VRAM {dev.vram.next:#x}, past the kept TMR at {tmr[0]:#x}")
+  why = _tmr_problem(dev, *record["tmr"])
+  if why: return redo(why)
   busy, idle = _busy_queues(dev)
   if busy: return redo(busy)
   why = _stop_idle(dev, idle)

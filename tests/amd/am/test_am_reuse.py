@@ -269,3 +269,57 @@ def test_hcq_am_reset_cli(fw_dir, capsys, monkeypatch):
   assert hcq_main(["am", "reset", "--mock"]) == 1      # the embedded mock is cold: nothing runs to reset it
   assert "cannot reset the GPU" in capsys.readouterr().err
   assert hcq_main(["am", "reset", "--pci", "3:0.0"]) == 2
+
+
+# ---- a boot record that a previous process left is input: whatever it holds gives a full boot (after a reset), with
+# the trace saying what was wrong, never an exception or a TMR kept where the record says without checking it
+def _forge(gpu, body: bytes) -> None:
+  """Write body as the boot record's JSON at VRAM 0 and sign it (a matching CRC32 in SCRATCH_REG7), as a corrupt or
+  hostile previous process could."""
+  import struct
+  import zlib
+  from hcq.drivers.amd.am import reuse
+  raw = reuse.MAGIC + struct.pack("<I", len(body)) + body
+  gpu.vram[0:len(raw)] = raw
+  gpu.regs.poke(scratch7(gpu), zlib.crc32(raw) or 1)
+
+
+def _record(gpu) -> dict:
+  import json
+  import struct
+  n = struct.unpack_from("<I", gpu.vram, 8)[0]
+  return json.loads(bytes(gpu.vram[12:12 + n]))
+
+
+def _with(gpu, **fields) -> bytes:
+  import json
+  return json.dumps({**_record(gpu), **fields}).encode()
+
+
+VRAM_END = (512 << 20) - (256 << 10)     # the mock's 512 MiB less the discovery reservation (an upper bound)
+
+
+@pytest.mark.parametrize("body, why", [
+  (lambda g: b"[1, 2]", r"the boot record is a JSON list, not an object"),
+  (lambda g: b"[" * 2000 + b"]" * 2000, r"the boot record is not readable"),
+  (lambda g: _with(g, sos="x"), r"the boot record's 'sos' is 'x': not an int"),
+  (lambda g: _with(g, firmware=None), r"the boot record's 'firmware' is None: not a str"),
+  (lambda g: _with(g, tmr=5), r"the boot record's 'tmr' is 5: not \[offset, size\]"),
+  (lambda g: _with(g, tmr=[1.5, 2]), r"the boot record's 'tmr' is \[1.5, 2\]: not \[offset, size\]"),
+  (lambda g: _with(g, tmr=[_record(g)["tmr"][0], 0]), r"the boot record's TMR .* is not a 1 MiB-aligned range of whole pages"),
+  (lambda g: _with(g, tmr=[_record(g)["tmr"][0] + 0x1000, _record(g)["tmr"][1]]), r"not a 1 MiB-aligned"),
+  (lambda g: _with(g, tmr=[VRAM_END & ~0xFFFFF, 4 << 20]), r"the boot record's TMR at VRAM 0x[0-9a-f]+\+0x400000 is not "
+                                                          r"free VRAM \(this boot's allocations reach 0x[0-9a-f]+, usable VRAM ends at"),
+  (lambda g: _with(g, tmr=[1 << 70, 1 << 20]), r"is not free VRAM")])
+def test_a_forged_boot_record_gives_a_reset_and_a_full_boot(navi_fw, body, why):
+  import re
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  _forge(gpu, body(gpu))
+  with AMDev(os, ADDR, os.config) as d:
+    plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
+    assert plan.startswith("full boot after a mode-1 reset: ") and re.search(why, plan), plan
+    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 25
+    assert not [b for b in d.vram.allocs if b.what == "PSP TMR (kept)"]
+  with AMDev(os, ADDR, os.config) as d:      # the full boot signed a good record again
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
