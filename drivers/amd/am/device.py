@@ -51,7 +51,7 @@ from .nbio import NBIO
 from .pci import AMPCI
 from .psp import PSP
 from .regs import IPRegs, RegAccess, module_for
-from .smu import SMU
+from .smu import SMU, Mailbox
 from . import virt
 
 # RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE is read before discovery gives the bases: the generated register (NBIO 4.3, offset
@@ -195,6 +195,9 @@ class AMDev:
     for attr, ip in IP_REGS.items():
       inst = self.discovery.ip(ip)
       setattr(self, attr, IPRegs(self.access, ip, module_for(ip, inst.version), inst.bases))
+    # the SMU mailbox, shared with hcq-smi through its lock (smu.py): every message goes through it, the reuse probe
+    # and the reset request included
+    self.smu_mailbox = Mailbox(self.mp1_regs, self.os, self.pci.lock_key[1], self.label, self.config.timeout_s)
     self.stage = "discovery"
 
   # ---- end

@@ -51,10 +51,7 @@ def _request(dev) -> str:
   """Ask for the reset; returns through whom."""
   why_not = smu_answers(dev)
   if why_not is None:
-    r = dev.mp1_regs
-    r.write("MP1_SMN_C2PMSG_90", 0)
-    r.write("MP1_SMN_C2PMSG_82", 0)
-    r.write("MP1_SMN_C2PMSG_66", S.PPSMC_MSG_Mode1Reset)
+    dev.smu_mailbox.post(S.PPSMC_MSG_Mode1Reset)
     return "the SMU (PPSMC_MSG_Mode1Reset)"
   r = dev.mp0_regs
   if r.read("MP0_SMN_C2PMSG_81"):

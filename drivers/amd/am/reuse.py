@@ -144,15 +144,8 @@ def _tmr_problem(dev, offset: int, size: int) -> str | None:
 # ---- probes
 def smu_answers(dev) -> str | None:
   """None when the SMU answers a test message correctly within SMU_PROBE_S, else why not."""
-  r = dev.mp1_regs
-  r.write("MP1_SMN_C2PMSG_90", 0)
-  r.write("MP1_SMN_C2PMSG_82", PROBE_ARG)
-  r.write("MP1_SMN_C2PMSG_66", S.PPSMC_MSG_TestMessage)
-  resp = r.addr("MP1_SMN_C2PMSG_90")
-  try: r.access.poll(lambda: 1 if r.access.read(resp) else 0, 1, 1, "MP1 MP1_SMN_C2PMSG_90 (response to "
-                     "PPSMC_MSG_TestMessage)", timeout_s=SMU_PROBE_S)
+  try: code, out = dev.smu_mailbox.exchange(S.PPSMC_MSG_TestMessage, PROBE_ARG, timeout_s=SMU_PROBE_S)
   except Timeout as e: return f"the SMU does not answer PPSMC_MSG_TestMessage ({e})"
-  code, out = r.read("MP1_SMN_C2PMSG_90"), r.read("MP1_SMN_C2PMSG_82")
   if code != S.PPSMC_Result_OK or out != PROBE_ARG + 1:
     return f"the SMU answered PPSMC_MSG_TestMessage({PROBE_ARG:#x}) with code {code:#x}, value {out:#x}"
   return None

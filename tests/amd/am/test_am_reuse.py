@@ -323,3 +323,25 @@ def test_a_forged_boot_record_gives_a_reset_and_a_full_boot(navi_fw, body, why):
     assert not [b for b in d.vram.allocs if b.what == "PSP TMR (kept)"]
   with AMDev(os, ADDR, os.config) as d:      # the full boot signed a good record again
     assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
+
+
+def test_every_smu_message_is_sent_under_the_mailbox_lock(navi_fw, monkeypatch):
+  """The SMU mailbox is shared with hcq-smi (another process) through am-smu_<bus>.lock: the reuse probe
+  (PPSMC_MSG_TestMessage) and the reset request (PPSMC_MSG_Mode1Reset) take it as every other message does."""
+  from hcq.autogen.amd import smu_v13_0_0 as S
+  from hcq.mockgpu.amd.am.blocks import SMUModel
+  os, gpu = navi_fw
+  sent, original = [], SMUModel._message
+  def spy(self, msg):
+    sent.append((msg, any(p.endswith(f"am-smu_{ADDR}.lock") for p in os.held_locks())))
+    return original(self, msg)
+  monkeypatch.setattr(SMUModel, "_message", spy)          # the models a reset builds again
+  gpu.regs.hook(gpu.smu.msg, write=lambda v: spy(gpu.smu, v))
+  AMDev(os, ADDR, os.config).close()
+  AMDev(os, ADDR, os.config).close()                       # reused: probed
+  _corrupt_signature(os, gpu)
+  AMDev(os, ADDR, os.config).close()                       # probed, reset through the SMU, booted
+  with AMDev(os, ADDR, os.config, until="discovery") as d: d.mode1_reset()
+  msgs = [m for m, _locked in sent]
+  assert msgs.count(S.PPSMC_MSG_TestMessage) >= 3 and msgs.count(S.PPSMC_MSG_Mode1Reset) == 2
+  assert [m for m, locked in sent if not locked] == []
