@@ -136,9 +136,13 @@ class AMDev:
     else: self.step("am", f"boot stopped after {self.stage} as asked")
 
   def mode1_reset(self) -> None:
-    """Mode-1 reset the GPU (reset.py): afterwards its PSP waits in the bootloader and no firmware runs, so this
-    instance's blocks are stale: close it (the next open boots in full)."""
+    """Mode-1 reset the GPU (reset.py) of an instance opened until="discovery" (no block of it runs on the GPU: a
+    booted one's IH ring, page tables and queues, which the runtime's threads use, would lose their firmware under
+    them). Afterwards its PSP waits in the bootloader and no firmware runs: close it (the next open boots in full)."""
     if self.vf: raise DeviceError(f"{self.label}: a VF cannot mode-1 reset the GPU (the host owns it)")
+    if self.stage != "discovery":
+      raise DeviceError(f"{self.label}: no mode-1 reset under this instance's blocks (booted up to {self.stage}): "
+                        f"open the GPU with until='discovery' to reset it")
     reset.mode1_reset(self, "asked")
     self.stage = "discovery"
 

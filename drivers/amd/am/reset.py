@@ -62,6 +62,10 @@ def _request(dev) -> str:
 
 def mode1_reset(dev, why: str) -> None:
   """Reset the GPU dev drives (its registers known: after discovery) and wait until its PSP bootloader is ready."""
+  with dev.lock: _mode1_reset(dev, why)       # no other thread of this process reaches the GPU meanwhile
+
+
+def _mode1_reset(dev, why: str) -> None:
   pci, acc = dev.pci, dev.access
   t0 = dev.os.monotonic()
   dev.step("reset", f"mode-1 reset: {why}")

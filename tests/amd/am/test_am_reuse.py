@@ -345,3 +345,26 @@ def test_every_smu_message_is_sent_under_the_mailbox_lock(navi_fw, monkeypatch):
   msgs = [m for m, _locked in sent]
   assert msgs.count(S.PPSMC_MSG_TestMessage) >= 3 and msgs.count(S.PPSMC_MSG_Mode1Reset) == 2
   assert [m for m, locked in sent if not locked] == []
+
+
+def test_a_booted_instance_refuses_a_mode1_reset_under_its_blocks(navi_fw):
+  """Its IH ring, page tables and (with a runtime device) queues and their threads run on the GPU: a reset would pull
+  the firmware from under them. Only an instance opened until="discovery" (`hcq am reset`) resets."""
+  os, gpu = navi_fw
+  with AMDev(os, ADDR, os.config) as d:
+    with pytest.raises(DeviceError, match=r"0000:03:00.0: no mode-1 reset under this instance's blocks \(booted up "
+                                          r"to gfx\): open the GPU with until='discovery' to reset it"):
+      d.mode1_reset()
+    assert gpu.reset.count == 0 and d.stage == "gfx"
+
+
+def test_hcq_am_reset_of_a_gpu_another_process_holds_is_refused_naming_it(navi_fw):
+  os, gpu = navi_fw
+  holder = os.pid
+  dev = open_am(os, 0, os.config)
+  os.new_process()
+  with pytest.raises(DeviceError, match=rf"0000:03:00.0 is in use: held by pid {holder} "):
+    AMDev(os, ADDR, os.config, until="discovery")
+  assert gpu.reset.count == 0
+  os.exit_process(holder)
+  del dev
