@@ -368,3 +368,20 @@ def test_hcq_am_reset_of_a_gpu_another_process_holds_is_refused_naming_it(navi_f
   assert gpu.reset.count == 0
   os.exit_process(holder)
   del dev
+
+
+def test_a_reset_lets_go_of_every_mapping_of_the_engines(navi_fw):
+  """A killed process's VRAM buffers stay reachable for the engines (the GPU's page tables map them) until the reset
+  turns the hubs off: then the MMU lets go of its views of VRAM and of every range, as the next walk would."""
+  os, gpu = navi_fw
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  settle(gpu)
+  os.exit_process()
+  mine = lambda: [page for page, v in os.memory._views.items() if ("", id(gpu.cp)) in v[2]]
+  vas = list(gpu.cp.mapped)
+  assert mine() and vas
+  with AMDev(os, ADDR, os.config, until="discovery") as d: d.mode1_reset()
+  assert mine() == [] and gpu.cp.mapped == [] and gpu.cp.vram_views == set()
+  assert not [va for va, n in vas if gpu.cp.gpu.mem.mapped(va, 4)]
+  del dev
