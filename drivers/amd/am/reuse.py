@@ -13,14 +13,17 @@ The boot signature, left at the end of every full boot:
 
 The record is input from a previous process: a record that is not a JSON object with the fields sign() writes (of
 the right types) is a full boot like any other mismatch, never an exception.
+
 It checks out when, in this order: the signature is present and matches the record; the record's PROTOCOL is this
-driver's and its fields are well-formed; the firmware files are those it was booted with; the PSP's sOS runs (C2PMSG_81) with the recorded version;
-the SMU answers PPSMC_MSG_TestMessage (argument + 1) within SMU_PROBE_S; the RLC autoload is complete; the recorded
-TMR is a 1 MiB-aligned range of whole pages in VRAM this boot has not allocated; the compute HQD AM uses (ME 1 pipe 0 queue 0) and SDMA0 queue 0 are not
-running anything: an active queue whose read pointer has reached its write pointer is idle (a process killed between
-kernels leaves it so) and is stopped here (dequeued / disabled, bounded); one with work left (a kernel still running,
-a packet waiting on memory that is gone, a queue stopped by a fault) is not. Any other answer is a full boot: after
-a mode-1 reset when firmware runs, straight away on a cold GPU (no signature, no sOS). The trace says which and why.
+driver's and its fields are well-formed; the firmware files are those it was booted with; the PSP's sOS runs
+(C2PMSG_81) with the recorded version and takes ring commands (C2PMSG_64 bit 31 within PSP_PROBE_S); the SMU
+answers PPSMC_MSG_TestMessage (argument + 1) within SMU_PROBE_S; the RLC autoload is complete; the recorded TMR is a
+1 MiB-aligned range of whole pages in VRAM this boot has not allocated; the compute HQD AM uses (ME 1 pipe 0 queue 0)
+and SDMA0 queue 0 are not running anything: an active queue whose read pointer has reached its write pointer is idle
+(a process killed between kernels leaves it so) and is stopped here (dequeued / disabled, bounded); one with work left
+(a kernel still running, a packet waiting on memory that is gone, a queue stopped by a fault) is not. Any other answer
+is a full boot: after a mode-1 reset when firmware runs, straight away on a cold GPU (no signature, no sOS). The trace
+says which and why.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ PROTOCOL = 1                 # what a full boot leaves on the GPU and a reusing 
 SIGNATURE_REG = "SCRATCH_REG7"
 RECORD_SIZE = 0x1000
 SMU_PROBE_S = 0.2            # a running SMU answers a test message in microseconds
+PSP_PROBE_S = 0.2            # and a running sOS finishes a ring command in milliseconds
 PROBE_ARG = 0x68637100       # "hcq\0"
 
 
@@ -151,6 +155,17 @@ def smu_answers(dev) -> str | None:
   return None
 
 
+def _psp_ready(dev) -> str | None:
+  """None when the sOS takes ring commands (C2PMSG_64 bit 31) within PSP_PROBE_S, else why not: a command the
+  previous process left unanswered (a reusing boot's first act is a ring command: it would time out)."""
+  r = dev.mp0_regs
+  try: r.access.poll(lambda: r.read("MP0_SMN_C2PMSG_64"), 0x80000000, 0x80000000, "MP0 MP0_SMN_C2PMSG_64",
+                     timeout_s=PSP_PROBE_S)
+  except Timeout:
+    return f"the PSP's sOS is not ready for ring commands (MP0_SMN_C2PMSG_64 = {r.read('MP0_SMN_C2PMSG_64'):#x}, bit 31 clear)"
+  return None
+
+
 def _busy_queues(dev) -> tuple[str | None, list[str]]:
   """(why a queue still has work, or None; the idle active queues to stop)."""
   idle = []
@@ -232,6 +247,8 @@ def _assess(dev) -> Plan:
                 f"now {digest[:12]} in {dev.config.firmware_dir})")
   if not alive: return redo("the PSP is in its bootloader (MP0_SMN_C2PMSG_81 = 0): its sOS is gone")
   if alive != record.get("sos"): return redo(f"the sOS runs version {alive:#x}, the GPU was booted with {record.get('sos'):#x}")
+  why = _psp_ready(dev)
+  if why: return redo(why)
   if smu is not None: return redo(smu)
   done = dev.gc_regs.mask("RLC_RLCS_BOOTLOAD_STATUS", "BOOTLOAD_COMPLETE")
   if not dev.gc_regs.read("RLC_RLCS_BOOTLOAD_STATUS") & done:

@@ -154,6 +154,7 @@ def test_a_clean_close_then_open_reuses(navi_fw):
 
 def _corrupt_signature(os, gpu): gpu.regs.poke(scratch7(gpu), 0x1234)
 def _sos_gone(os, gpu): gpu.regs.poke(gpu.psp.r[81], 0)
+def _sos_busy(os, gpu): gpu.regs.poke(gpu.psp.r[64], 0)      # a ring command of the killed process never answered
 def _firmware_changed(os, gpu):
   path = _os.path.join(os.config.firmware_dir, "gc_11_0_0_mec.bin")
   with open(path, "rb") as f: data = bytearray(f.read())
@@ -164,6 +165,7 @@ def _firmware_changed(os, gpu):
 @pytest.mark.parametrize("corrupt, why", [
   (_corrupt_signature, r"GC SCRATCH_REG7 holds 0x00001234, the boot record's CRC32 is 0x[0-9a-f]{8}"),
   (_sos_gone, r"the PSP is in its bootloader \(MP0_SMN_C2PMSG_81 = 0\)"),
+  (_sos_busy, r"the PSP's sOS is not ready for ring commands \(MP0_SMN_C2PMSG_64 = 0x0, bit 31 clear\)"),
   (_firmware_changed, r"the firmware files changed since the GPU was booted \(SHA-256 [0-9a-f]{12}, now [0-9a-f]{12}")])
 def test_a_gpu_whose_state_does_not_check_out_is_reset_and_booted_in_full(navi_fw, corrupt, why):
   import re
