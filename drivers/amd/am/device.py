@@ -11,7 +11,7 @@ Order (full boot; Linux amdgpu and the reference lineage agree on it):
 Partial boot (reuse.py): after sw_init, before hw_init, the GPU's state is assessed: one that an AM process left
 booted (the boot signature in GC SCRATCH_REG7 and the boot record at VRAM 0), its firmware running and its queues
 idle, is reused: every hw_init runs but the PSP's (no bootloader, no firmware load: the TMR is kept). Anything else
-is a full boot, after a mode-1 reset (reset.py) when firmware runs. A full boot ends by signing.
+is a full boot, after a mode-1 reset (reset.py) when firmware runs. Every boot to gfx ends by signing.
 Each step is recorded in `steps` as (block, step, seconds since open) and passed to `trace` as it happens.
 `stage` names the last block whose hw_init completed. The queues come after, from the runtime device on top
 (AMIface.create_queue: a compute HQD and the SDMA0 ring).
@@ -130,7 +130,7 @@ class AMDev:
       self.stage = b.name
     # ----
     if self.stage == "gfx":
-      if not plan.reuse and not self.vf: reuse.sign(self)
+      if not self.vf: reuse.sign(self)
       self.step("am", "boot reached gfx: every firmware running (queues come with the runtime device)"
                 + (" under the VF's exclusive init access" if self.vf else ""))
     else: self.step("am", f"boot stopped after {self.stage} as asked")

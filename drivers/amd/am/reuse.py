@@ -10,6 +10,7 @@ The boot signature, left at the end of every full boot:
     reusing boot keeps it where it is);
   - GC SCRATCH_REG7 = the CRC32 of the record (never 0). The register says "booted by hcq since the last reset" (a
     reset clears it, while VRAM keeps its contents); the record says with what.
+A reusing boot clears the signature too and signs again when it completes: one that fails half-way leaves none.
 
 The record is input from a previous process: a record that is not a JSON object with the fields sign() writes (of
 the right types) is a full boot like any other mismatch, never an exception.
@@ -90,7 +91,7 @@ def _token(raw: bytes) -> int: return zlib.crc32(raw) or 1
 
 
 def sign(dev) -> None:
-  """At the end of a full boot: the record, then the register (a boot killed between the two leaves no signature)."""
+  """At the end of every boot to gfx (a reusing one writes the same record): the record, then the register (a boot killed between the two leaves no signature)."""
   psp = dev.psp
   record = {"protocol": PROTOCOL, "firmware": firmware_digest(dev), "sos": dev.mp0_regs.read("MP0_SMN_C2PMSG_81"),
             "smu": dev.smu.version,
@@ -212,10 +213,11 @@ def _stop_idle(dev, which: list[str]) -> str | None:
 
 # ---- the decision
 def assess(dev) -> Plan:
-  """What to do with the GPU (after every block's sw_init, before any hw_init); traced. The signature is cleared
-  unless the GPU is reused: a full boot signs again only when it completes."""
+  """What to do with the GPU (after every block's sw_init, before any hw_init); traced. The signature is cleared in
+  every case, a reusing boot's too: a boot signs again only when it completes, so that one failing or killed
+  half-way leaves a GPU the next open resets."""
   plan = _assess(dev)
-  if not plan.reuse and dev.gc_regs.read(SIGNATURE_REG): dev.gc_regs.write(SIGNATURE_REG, 0)
+  if dev.gc_regs.read(SIGNATURE_REG): dev.gc_regs.write(SIGNATURE_REG, 0)
   what = {"reuse": "reused", "reset": "full boot after a mode-1 reset", "boot": "full boot"}[plan.action]
   dev.step("am", f"{what}: {plan.why}")
   return plan

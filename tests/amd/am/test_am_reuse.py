@@ -387,3 +387,23 @@ def test_a_reset_lets_go_of_every_mapping_of_the_engines(navi_fw):
   assert mine() == [] and gpu.cp.mapped == [] and gpu.cp.vram_views == set()
   assert not [va for va, n in vas if gpu.cp.gpu.mem.mapped(va, 4)]
   del dev
+
+
+def test_a_reusing_boot_that_fails_leaves_no_signature(navi_fw, monkeypatch):
+  """The signature says the GPU is as a completed boot left it: a reusing boot clears it too and signs again when it
+  completes, so that one failing (or killed) half-way makes the next open reset and boot in full, not reuse again."""
+  from hcq.drivers.amd.am.gfx import GFX
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  def fail(self): raise DeviceError("injected gfx failure")
+  monkeypatch.setattr(GFX, "hw_init", fail)
+  with pytest.raises(DeviceError, match="injected gfx failure"): AMDev(os, ADDR, os.config)
+  assert gpu.regs.read(scratch7(gpu)) == 0
+  monkeypatch.undo()
+  with AMDev(os, ADDR, os.config) as d:
+    plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
+    assert plan.startswith("full boot after a mode-1 reset: firmware runs but GC SCRATCH_REG7 holds no hcq boot"), plan
+  with AMDev(os, ADDR, os.config) as d:      # a reusing boot signs again when it completes
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps) and gpu.regs.read(scratch7(gpu)) != 0
+  with AMDev(os, ADDR, os.config) as d:
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
