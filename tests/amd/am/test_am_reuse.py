@@ -407,3 +407,21 @@ def test_a_reusing_boot_that_fails_leaves_no_signature(navi_fw, monkeypatch):
     assert any(s.startswith("reused: ") for _b, s, _t in d.steps) and gpu.regs.read(scratch7(gpu)) != 0
   with AMDev(os, ADDR, os.config) as d:
     assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
+
+
+def test_mode1_reset_restores_the_pcie_device_control_and_the_resizable_bar_size(navi_fw):
+  """A reset returns them to power-on (128-byte payloads, a 256 MiB BAR0): restored as Linux restores them, or the
+  VRAM BAR would no longer decode the whole VRAM AM needs."""
+  from hcq.autogen import pci as pr
+  os, gpu = navi_fw
+  fn, ctrl = gpu.function, gpu.REBAR_OFFSET + pr.PCI_REBAR_CTRL
+  devctl = lambda: int.from_bytes(fn.config_read(gpu.pcie + pr.PCI_EXP_DEVCTL, 2), "little")
+  rebar = lambda: int.from_bytes(fn.config_read(ctrl, 4), "little") & pr.PCI_REBAR_CTRL_BAR_SIZE
+  before = devctl(), rebar()
+  assert before == (gpu.DEVCTL_FIRMWARE, 9 << pr.PCI_REBAR_CTRL_BAR_SHIFT)       # 512 MiB: the whole VRAM
+  AMDev(os, ADDR, os.config).close()
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
+    d.mode1_reset()
+    restored = [s for b, s, _t in d.steps if b == "reset" and s.startswith("GPU back")]
+  assert gpu.reset.count == 1 and (devctl(), rebar()) == before
+  assert "PCI Express control, Resizable BAR sizes" in restored[0], restored
