@@ -20,6 +20,7 @@ import re
 import warnings
 from typing import Iterable
 
+from ...autogen import pci as regs
 from ...autogen.pci import PCI_STD_NUM_BARS
 from ...errors import DeviceError, OSCallError
 from .interface import MMIOView
@@ -55,6 +56,28 @@ class BAR:
   def __repr__(self):
     kind = "mem" if self.is_memory else "io" if self.is_io else "none"
     return f"BAR{self.index}({kind} {self.start:#x} size={self.size:#x})"
+
+
+def capabilities(dev):
+  """(id, offset) of every standard capability of a function (dev: anything with config_read(offset, size)), in list
+  order; a list that loops or points into the header ends the walk (PCI 3.0 §6.7)."""
+  if not dev.config_read(regs.PCI_STATUS, 2) & regs.PCI_STATUS_CAP_LIST: return
+  off, seen = dev.config_read(regs.PCI_CAPABILITY_LIST, 1) & 0xFC, set()
+  while off >= regs.PCI_STD_HEADER_SIZEOF and off not in seen:
+    seen.add(off)
+    yield dev.config_read(off + regs.PCI_CAP_LIST_ID, 1), off
+    off = dev.config_read(off + regs.PCI_CAP_LIST_NEXT, 1) & 0xFC
+
+
+def ext_capabilities(dev):
+  """(id, offset) of every extended capability (PCIe §7.6.3: id 15:0, version 19:16, next 31:20, from 0x100)."""
+  off, seen = regs.PCI_CFG_SPACE_SIZE, set()
+  while off >= regs.PCI_CFG_SPACE_SIZE and off not in seen:
+    seen.add(off)
+    header = dev.config_read(off, 4)
+    if header in (0, 0xFFFFFFFF): return
+    yield header & 0xFFFF, off
+    off = header >> 20 & 0xFFC
 
 
 def _class_matches(code: int, cls: int) -> bool:

@@ -24,7 +24,7 @@ from ...autogen import pci as regs
 from ...errors import DeviceError, Timeout
 from . import asm24, pcie
 from .interface import MMIOView
-from .pci import BAR, IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH, NUM_BARS
+from .pci import BAR, IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH, NUM_BARS, ext_capabilities
 
 BRIDGE_BUSES = (0, 1, 2, 3)
 GPU_BUS = 4
@@ -473,14 +473,8 @@ class USBPCIDevice:
     self.config_write_at(bus, regs.PCI_COMMAND, cmd | regs.PCI_COMMAND_IO | regs.PCI_COMMAND_MEMORY | regs.PCI_COMMAND_MASTER, 2)
 
   def ext_capabilities(self):
-    """(id, offset) of every extended capability (PCIe §7.6.3: id 15:0, version 19:16, next 31:20, from 0x100)."""
-    off, seen = regs.PCI_CFG_SPACE_SIZE, set()
-    while off and off not in seen:
-      seen.add(off)
-      header = self.config_read(off)
-      if header in (0, 0xFFFFFFFF): return
-      yield header & 0xFFFF, off
-      off = header >> 20 & 0xFFC
+    """(id, offset) of every extended capability (drivers/system/pci.py ext_capabilities)."""
+    return ext_capabilities(self)
 
   def resize_largest_bar(self) -> int | None:
     """Set the first Resizable BAR entry to the largest size it supports; returns that size (None: no capability)."""

@@ -11,7 +11,7 @@ Order (full boot; Linux amdgpu and the reference lineage agree on it):
 Partial boot (reuse.py): after sw_init, before hw_init, the GPU's state is assessed: one that an AM process left
 booted (the boot signature in GC SCRATCH_REG7 and the boot record at VRAM 0), its firmware running and its queues
 idle, is reused: every hw_init runs but the PSP's (no bootloader, no firmware load: the TMR is kept). Anything else
-is a full boot, after a mode-1 reset (reset.py) when firmware runs. A full boot ends by signing.
+is a full boot, after a mode-1 reset (reset.py) when firmware runs. Every boot to gfx ends by signing.
 Each step is recorded in `steps` as (block, step, seconds since open) and passed to `trace` as it happens.
 `stage` names the last block whose hw_init completed. The queues come after, from the runtime device on top
 (AMIface.create_queue: a compute HQD and the SDMA0 ring).
@@ -49,7 +49,7 @@ from .nbio import NBIO
 from .pci import AMPCI
 from .psp import PSP
 from .regs import IPRegs, RegAccess, module_for
-from .smu import SMU
+from .smu import SMU, Mailbox
 from . import virt
 
 # RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE is read before discovery gives the bases: the generated register (NBIO 4.3, offset
@@ -128,15 +128,19 @@ class AMDev:
       self.stage = b.name
     # ----
     if self.stage == "gfx":
-      if not plan.reuse and not self.vf: reuse.sign(self)
+      if not self.vf: reuse.sign(self)
       self.step("am", "boot reached gfx: every firmware running (queues come with the runtime device)"
                 + (" under the VF's exclusive init access" if self.vf else ""))
     else: self.step("am", f"boot stopped after {self.stage} as asked")
 
   def mode1_reset(self) -> None:
-    """Mode-1 reset the GPU (reset.py): afterwards its PSP waits in the bootloader and no firmware runs, so this
-    instance's blocks are stale: close it (the next open boots in full)."""
+    """Mode-1 reset the GPU (reset.py) of an instance opened until="discovery" (no block of it runs on the GPU: a
+    booted one's IH ring, page tables and queues, which the runtime's threads use, would lose their firmware under
+    them). Afterwards its PSP waits in the bootloader and no firmware runs: close it (the next open boots in full)."""
     if self.vf: raise DeviceError(f"{self.label}: a VF cannot mode-1 reset the GPU (the host owns it)")
+    if self.stage != "discovery":
+      raise DeviceError(f"{self.label}: no mode-1 reset under this instance's blocks (booted up to {self.stage}): "
+                        f"open the GPU with until='discovery' to reset it")
     reset.mode1_reset(self, "asked")
     self.stage = "discovery"
 
@@ -193,6 +197,9 @@ class AMDev:
     for attr, ip in IP_REGS.items():
       inst = self.discovery.ip(ip)
       setattr(self, attr, IPRegs(self.access, ip, module_for(ip, inst.version), inst.bases))
+    # the SMU mailbox, shared with hcq-smi through its lock (smu.py): every message goes through it, the reuse probe
+    # and the reset request included
+    self.smu_mailbox = Mailbox(self.mp1_regs, self.os, self.pci.lock_key[1], self.label, self.config.timeout_s)
     self.stage = "discovery"
 
   # ---- end

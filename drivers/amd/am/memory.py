@@ -70,15 +70,27 @@ class VRAM:
     reused GPU); the range must be free."""
     size = (size + PAGE - 1) & ~(PAGE - 1)
     with self.dev.lock:
-      for i, (start, free) in enumerate(self._free):
-        if start <= offset and offset + size <= start + free:
-          pieces = [(p, s) for p, s in ((start, offset - start), (offset + size, start + free - offset - size)) if s]
-          self._free[i:i + 1] = pieces
-          buf = VRAMBuf(offset, size, self.fb_base + offset, what)
-          self.allocs.append(buf)
-          return buf
+      i = self._free_index(offset, size)
+      if i is not None:
+        start, free = self._free[i]
+        pieces = [(p, s) for p, s in ((start, offset - start), (offset + size, start + free - offset - size)) if s]
+        self._free[i:i + 1] = pieces
+        buf = VRAMBuf(offset, size, self.fb_base + offset, what)
+        self.allocs.append(buf)
+        return buf
     raise DeviceError(f"{self.dev.label}: cannot keep {what} at VRAM {offset:#x}+{size:#x}: not free (boot allocations "
                       f"reach {self.next:#x}, usable up to {self.end:#x})")
+
+  def is_free(self, offset: int, size: int) -> bool:
+    """Whether [offset, offset + size) (size > 0) lies in free VRAM: inside the usable VRAM, clear of every
+    allocation (what reserve() takes)."""
+    with self.dev.lock: return size > 0 and self._free_index(offset, size) is not None
+
+  def _free_index(self, offset: int, size: int) -> int | None:
+    """The index of the free range holding [offset, offset + size), or None."""
+    for i, (start, free) in enumerate(self._free):
+      if start <= offset and offset + size <= start + free: return i
+    return None
 
   @property
   def next(self) -> int:

@@ -30,6 +30,7 @@ BOOTLOADER = [("PSP_FW_TYPE_PSP_KDB", 0x80000, "KDB"), ("PSP_FW_TYPE_PSP_SPL", 0
 REQUIRED = ("PSP_FW_TYPE_PSP_SYS_DRV", "PSP_FW_TYPE_PSP_SOS", "PSP_FW_TYPE_PSP_TOC")   # of the sOS container
 RING_TYPE_KM = 2
 MSG1_SIZE = 1 << 20
+TMR_ALIGN = 1 << 20          # where the TMR may start (reuse.py checks a kept one against it too)
 RING_SIZE = 0x10000
 
 # LOAD_IP_FW images of a gfx11 board, in load order (the SMU's first): (file kind, region, GFX_FW_TYPE).
@@ -195,7 +196,7 @@ class PSP(IPBlock):
     d = self.dev
     tmr_size = self.load_toc()
     self.step(f"TOC loaded: TMR of {tmr_size:#x} bytes")
-    self.tmr = d.vram.alloc(tmr_size, "PSP TMR", align=1 << 20)
+    self.tmr = d.vram.alloc(tmr_size, "PSP TMR", align=TMR_ALIGN)
     cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_SETUP_TMR)
     c = cmd.cmd.cmd_setup_tmr
     c.buf_phy_addr_lo, c.buf_phy_addr_hi, c.buf_size = self.tmr.mc & 0xFFFFFFFF, self.tmr.mc >> 32, tmr_size

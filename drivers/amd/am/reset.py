@@ -2,7 +2,7 @@
 state (the PSP in its bootloader, no firmware running, every engine stopped); VRAM keeps its contents.
 
 The sequence is Linux amdgpu's (amdgpu_device_mode1_reset with smu_v13_0_0_mode1_reset): the function's
-configuration space saved (the standard header: its 16 dwords), bus mastering off, the SMU asked through its mailbox
+configuration space saved (below), bus mastering off, the SMU asked through its mailbox
 (PPSMC_MSG_Mode1Reset, which it never answers: it resets with the rest) - or, when the SMU does not answer, the PSP's
 sOS (GFX_CTRL_CMD_ID_MODE1_RST in C2PMSG_64) - then the configuration space restored and the function waited for
 until RCC_CONFIG_MEMSIZE reads something else than all ones. hcq waits for the reset to begin first (the register
@@ -10,16 +10,20 @@ BAR reads all ones: Linux sleeps 500 ms instead) and, after the function is back
 (C2PMSG_35 bit 31) with no sOS (C2PMSG_81 = 0), as the next boot needs it. Every wait is bounded by config.timeout_s
 and its Timeout names the register (or config dword), the value waited for and the last one read.
 
-Only the standard header of the configuration space is saved (not the PCIe capability's control registers, which
-the kernel restores too): what the mock and a board's BAR and command settings need.
+Saved and restored: the standard header (BARs, command), the PCI Express capability's device and link controls and
+the Resizable BAR sizes (save_config), which a reset returns to power-on and the kernel's pci_restore_state puts
+back too.
 """
 from __future__ import annotations
 
+import dataclasses
+
+from ....autogen import pci as pr
 from ....autogen.amd import psp_gfx_if as G
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError, Timeout
+from ...system.pci import capabilities, ext_capabilities
 from .reuse import smu_answers
-from .smu import mailbox_of
 
 CONFIG_DWORDS = 16
 ALL_ONES = 0xFFFFFFFF
@@ -36,23 +40,46 @@ def _wait(dev, what: str, read, done, expected: str) -> int:
     os.sleep(0.0005)
 
 
-def save_config(pci) -> list[int]:
-  return [pci.config_read(4 * i, 4) for i in range(CONFIG_DWORDS)]
+@dataclasses.dataclass
+class SavedConfig:
+  header: list[int]                          # the standard header's 16 dwords
+  controls: list[tuple[int, int, int]]       # (offset, width, value) of the capabilities' control registers
+
+  def describe(self) -> str:
+    return "standard header" + (", PCI Express control, Resizable BAR sizes" if self.controls else "")
 
 
-def restore_config(pci, saved: list[int]) -> None:
-  """As the kernel restores it: from the last dword down (the command register, dword 1, last: memory decoding and
-  bus mastering come back once the BARs hold their addresses), each dword only where it differs; the ids (dword 0)
-  are read-only."""
+def save_config(pci) -> SavedConfig:
+  """The standard header, and what a reset returns to power-on beyond it that the kernel's pci_restore_state puts
+  back for an endpoint: the PCI Express capability's device and link controls (payload and read request sizes,
+  ASPM), and each Resizable BAR's size (a BAR back at its power-on size no longer decodes the whole VRAM)."""
+  header = [pci.config_read(4 * i, 4) for i in range(CONFIG_DWORDS)]
+  regs = []
+  for cap, off in capabilities(pci):
+    if cap == pr.PCI_CAP_ID_EXP:
+      regs += [(off + r, 2) for r in (pr.PCI_EXP_DEVCTL, pr.PCI_EXP_LNKCTL, pr.PCI_EXP_DEVCTL2, pr.PCI_EXP_LNKCTL2)]
+  for cap, off in ext_capabilities(pci):
+    if cap == pr.PCI_EXT_CAP_ID_REBAR:
+      n = (pci.config_read(off + pr.PCI_REBAR_CTRL, 4) & pr.PCI_REBAR_CTRL_NBAR_MASK) >> pr.PCI_REBAR_CTRL_NBAR_SHIFT
+      regs += [(off + pr.PCI_REBAR_CTRL + 8 * i, 4) for i in range(min(n, 6))]
+  return SavedConfig(header, [(off, width, pci.config_read(off, width)) for off, width in regs])
+
+
+def restore_config(pci, saved: SavedConfig) -> None:
+  """As the kernel restores it: the capabilities' controls first (a BAR's size before its address), then the header
+  from the last dword down (the command register, dword 1, last: memory decoding and bus mastering come back once
+  the BARs hold their addresses), each register only where it differs; the ids (dword 0) are read-only."""
+  for off, width, value in saved.controls:
+    if pci.config_read(off, width) != value: pci.config_write(off, value, width)
   for i in range(CONFIG_DWORDS - 1, 0, -1):
-    if pci.config_read(4 * i, 4) != saved[i]: pci.config_write(4 * i, saved[i], 4)
+    if pci.config_read(4 * i, 4) != saved.header[i]: pci.config_write(4 * i, saved.header[i], 4)
 
 
 def _request(dev) -> str:
   """Ask for the reset; returns through whom."""
   why_not = smu_answers(dev)
   if why_not is None:
-    mailbox_of(dev).post(S.PPSMC_MSG_Mode1Reset)      # under the mailbox lock, as every SMU message (smu.py)
+    dev.smu_mailbox.post(S.PPSMC_MSG_Mode1Reset)
     return "the SMU (PPSMC_MSG_Mode1Reset)"
   r = dev.mp0_regs
   if r.read("MP0_SMN_C2PMSG_81"):
@@ -63,6 +90,10 @@ def _request(dev) -> str:
 
 def mode1_reset(dev, why: str) -> None:
   """Reset the GPU dev drives (its registers known: after discovery) and wait until its PSP bootloader is ready."""
+  with dev.lock: _mode1_reset(dev, why)       # no other thread of this process reaches the GPU meanwhile
+
+
+def _mode1_reset(dev, why: str) -> None:
   pci, acc = dev.pci, dev.access
   t0 = dev.os.monotonic()
   dev.step("reset", f"mode-1 reset: {why}")
@@ -81,5 +112,5 @@ def mode1_reset(dev, why: str) -> None:
   mp0.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)       # the bootloader is ready for a component
   mp0.wait("MP0_SMN_C2PMSG_81", ALL_ONES, 0)                  # and no sOS runs
   pci.enable_bus_master()
-  dev.step("reset", f"GPU back in {(dev.os.monotonic() - t0) * 1000:.1f} ms: configuration space restored, PSP "
-                    f"bootloader ready, no sOS")
+  dev.step("reset", f"GPU back in {(dev.os.monotonic() - t0) * 1000:.1f} ms: configuration space restored "
+                    f"({saved.describe()}), PSP bootloader ready, no sOS")

@@ -10,15 +10,21 @@ The boot signature, left at the end of every full boot:
     reusing boot keeps it where it is);
   - GC SCRATCH_REG7 = the CRC32 of the record (never 0). The register says "booted by hcq since the last reset" (a
     reset clears it, while VRAM keeps its contents); the record says with what.
+A reusing boot clears the signature too and signs again when it completes: one that fails half-way leaves none.
+
+The record is input from a previous process: a record that is not a JSON object with the fields sign() writes (of
+the right types) is a full boot like any other mismatch, never an exception.
 
 It checks out when, in this order: the signature is present and matches the record; the record's PROTOCOL is this
-driver's; the firmware files are those it was booted with; the PSP's sOS runs (C2PMSG_81) with the recorded version;
-the SMU answers PPSMC_MSG_TestMessage (argument + 1) within SMU_PROBE_S; the RLC autoload is complete; this boot's
-allocations end before the recorded TMR; the compute HQD AM uses (ME 1 pipe 0 queue 0) and SDMA0 queue 0 are not
-running anything: an active queue whose read pointer has reached its write pointer is idle (a process killed between
-kernels leaves it so) and is stopped here (dequeued / disabled, bounded); one with work left (a kernel still running,
-a packet waiting on memory that is gone, a queue stopped by a fault) is not. Any other answer is a full boot: after
-a mode-1 reset when firmware runs, straight away on a cold GPU (no signature, no sOS). The trace says which and why.
+driver's and its fields are well-formed; the firmware files are those it was booted with; the PSP's sOS runs
+(C2PMSG_81) with the recorded version and takes ring commands (C2PMSG_64 bit 31 within PSP_PROBE_S); the SMU
+answers PPSMC_MSG_TestMessage (argument + 1) within SMU_PROBE_S; the RLC autoload is complete; the recorded TMR is a
+1 MiB-aligned range of whole pages in VRAM this boot has not allocated; the compute HQD AM uses (ME 1 pipe 0 queue 0)
+and SDMA0 queue 0 are not running anything: an active queue whose read pointer has reached its write pointer is idle
+(a process killed between kernels leaves it so) and is stopped here (dequeued / disabled, bounded); one with work left
+(a kernel still running, a packet waiting on memory that is gone, a queue stopped by a fault) is not. Any other answer
+is a full boot: after a mode-1 reset when firmware runs, straight away on a cold GPU (no signature, no sOS). The trace
+says which and why.
 """
 from __future__ import annotations
 
@@ -31,13 +37,15 @@ import zlib
 from ....autogen.amd import psp_gfx_if as G
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError, Timeout
-from .smu import SMUError, mailbox_of
+from .psp import TMR_ALIGN
+from .smu import SMUError
 
 MAGIC = b"HCQAMBR1"
 PROTOCOL = 1                 # what a full boot leaves on the GPU and a reusing one relies on: bump when that changes
 SIGNATURE_REG = "SCRATCH_REG7"
 RECORD_SIZE = 0x1000
 SMU_PROBE_S = 0.2            # a running SMU answers a test message in microseconds
+PSP_PROBE_S = 0.2            # and a running sOS finishes a ring command in milliseconds
 PROBE_ARG = 0x68637100       # "hcq\0"
 
 
@@ -84,7 +92,7 @@ def _token(raw: bytes) -> int: return zlib.crc32(raw) or 1
 
 
 def sign(dev) -> None:
-  """At the end of a full boot: the record, then the register (a boot killed between the two leaves no signature)."""
+  """At the end of every boot to gfx (a reusing one writes the same record): the record, then the register (a boot killed between the two leaves no signature)."""
   psp = dev.psp
   record = {"protocol": PROTOCOL, "firmware": firmware_digest(dev), "sos": dev.mp0_regs.read("MP0_SMN_C2PMSG_81"),
             "smu": dev.smu.version,
@@ -104,19 +112,60 @@ def _read_record(dev, token: int) -> tuple[dict | None, str | None]:
   if _token(raw) != token:
     return None, f"GC {SIGNATURE_REG} holds {token:#010x}, the boot record's CRC32 is {_token(raw):#010x}"
   try: record = json.loads(raw[len(head):])
-  except ValueError as e: return None, f"the boot record is not readable ({e})"
+  except (ValueError, RecursionError) as e: return None, f"the boot record is not readable ({type(e).__name__}: {e})"
+  if not isinstance(record, dict): return None, f"the boot record is a JSON {type(record).__name__}, not an object"
   return record, None
+
+
+# what a record of this PROTOCOL holds: a previous process wrote it, so every field is checked before it is used
+FIELDS = {"firmware": str, "sos": int, "smu": int}
+
+
+def _malformed(record: dict) -> str | None:
+  """Why a record of this PROTOCOL does not have the fields sign() writes, or None."""
+  is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+  for key, kind in FIELDS.items():
+    v = record.get(key)
+    if not isinstance(v, kind) or kind is int and not is_int(v):
+      return f"the boot record's {key!r} is {v!r:.40}: not {'an' if kind is int else 'a'} {kind.__name__}"
+  tmr = record.get("tmr")
+  if not (isinstance(tmr, list) and len(tmr) == 2 and all(map(is_int, tmr))):
+    return f"the boot record's 'tmr' is {tmr!r:.40}: not [offset, size]"
+  return None
+
+
+def _tmr_problem(dev, offset: int, size: int) -> str | None:
+  """Why the recorded TMR cannot be kept where the record says (the firmware runs from it: a reusing boot reserves
+  it, and nothing else may be allocated there), or None: it must be a range the PSP could have been given (aligned
+  as psp.py allocates it, whole pages) lying in VRAM this boot has not allocated (which also keeps it inside the
+  usable VRAM, below the discovery reservation)."""
+  if size <= 0 or offset % TMR_ALIGN or size % RECORD_SIZE:
+    return f"the boot record's TMR {offset:#x}+{size:#x} is not a 1 MiB-aligned range of whole pages"
+  if not dev.vram.is_free(offset, size):
+    return (f"the boot record's TMR at VRAM {offset:#x}+{size:#x} is not free VRAM (this boot's allocations reach "
+            f"{dev.vram.next:#x}, usable VRAM ends at {dev.vram.end:#x})")
+  return None
 
 
 # ---- probes
 def smu_answers(dev) -> str | None:
   """None when the SMU answers a test message correctly within SMU_PROBE_S, else why not."""
-  # through the mailbox and its lock, as every SMU message (smu.py): hcq-smi may be reading the metrics meanwhile
-  try: code, out = mailbox_of(dev).exchange(S.PPSMC_MSG_TestMessage, PROBE_ARG, timeout_s=SMU_PROBE_S)
+  try: code, out = dev.smu_mailbox.exchange(S.PPSMC_MSG_TestMessage, PROBE_ARG, timeout_s=SMU_PROBE_S)
   except Timeout as e: return f"the SMU does not answer PPSMC_MSG_TestMessage ({e})"
   except SMUError as e: return str(e)
   if code != S.PPSMC_Result_OK or out != PROBE_ARG + 1:
     return f"the SMU answered PPSMC_MSG_TestMessage({PROBE_ARG:#x}) with code {code:#x}, value {out:#x}"
+  return None
+
+
+def _psp_ready(dev) -> str | None:
+  """None when the sOS takes ring commands (C2PMSG_64 bit 31) within PSP_PROBE_S, else why not: a command the
+  previous process left unanswered (a reusing boot's first act is a ring command: it would time out)."""
+  r = dev.mp0_regs
+  try: r.access.poll(lambda: r.read("MP0_SMN_C2PMSG_64"), 0x80000000, 0x80000000, "MP0 MP0_SMN_C2PMSG_64",
+                     timeout_s=PSP_PROBE_S)
+  except Timeout:
+    return f"the PSP's sOS is not ready for ring commands (MP0_SMN_C2PMSG_64 = {r.read('MP0_SMN_C2PMSG_64'):#x}, bit 31 clear)"
   return None
 
 
@@ -166,10 +215,11 @@ def _stop_idle(dev, which: list[str]) -> str | None:
 
 # ---- the decision
 def assess(dev) -> Plan:
-  """What to do with the GPU (after every block's sw_init, before any hw_init); traced. The signature is cleared
-  unless the GPU is reused: a full boot signs again only when it completes."""
+  """What to do with the GPU (after every block's sw_init, before any hw_init); traced. The signature is cleared in
+  every case, a reusing boot's too: a boot signs again only when it completes, so that one failing or killed
+  half-way leaves a GPU the next open resets."""
   plan = _assess(dev)
-  if not plan.reuse and dev.gc_regs.read(SIGNATURE_REG): dev.gc_regs.write(SIGNATURE_REG, 0)
+  if dev.gc_regs.read(SIGNATURE_REG): dev.gc_regs.write(SIGNATURE_REG, 0)
   what = {"reuse": "reused", "reset": "full boot after a mode-1 reset", "boot": "full boot"}[plan.action]
   dev.step("am", f"{what}: {plan.why}")
   return plan
@@ -193,19 +243,22 @@ def _assess(dev) -> Plan:
   if why: return redo(why)
   if record.get("protocol") != PROTOCOL:
     return redo(f"booted by hcq boot protocol {record.get('protocol')}, this driver's is {PROTOCOL}")
+  why = _malformed(record)
+  if why: return redo(why)
   digest = firmware_digest(dev)
   if record.get("firmware") != digest:
     return redo(f"the firmware files changed since the GPU was booted (SHA-256 {str(record.get('firmware'))[:12]}, "
                 f"now {digest[:12]} in {dev.config.firmware_dir})")
   if not alive: return redo("the PSP is in its bootloader (MP0_SMN_C2PMSG_81 = 0): its sOS is gone")
   if alive != record.get("sos"): return redo(f"the sOS runs version {alive:#x}, the GPU was booted with {record.get('sos'):#x}")
+  why = _psp_ready(dev)
+  if why: return redo(why)
   if smu is not None: return redo(smu)
   done = dev.gc_regs.mask("RLC_RLCS_BOOTLOAD_STATUS", "BOOTLOAD_COMPLETE")
   if not dev.gc_regs.read("RLC_RLCS_BOOTLOAD_STATUS") & done:
     return redo("the RLC autoload is not complete (RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE clear)")
-  tmr = record.get("tmr") or [0, 0]
-  if dev.vram.next > tmr[0]:
-    return redo(f"this boot's allocations reach VRAM {dev.vram.next:#x}, past the kept TMR at {tmr[0]:#x}")
+  why = _tmr_problem(dev, *record["tmr"])
+  if why: return redo(why)
   busy, idle = _busy_queues(dev)
   if busy: return redo(busy)
   why = _stop_idle(dev, idle)

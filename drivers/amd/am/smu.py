@@ -61,38 +61,34 @@ class Mailbox:
           self._held.release()
           self._held = None
 
-  def post(self, msg: int, arg: int = 0) -> None:
-    """Hand the SMU a message and wait for nothing (PPSMC_MSG_Mode1Reset: the SMU resets with the GPU)."""
-    r = self.r
-    with self.exclusive():
-      r.write("MP1_SMN_C2PMSG_90", 0)
-      r.write("MP1_SMN_C2PMSG_82", arg & 0xFFFFFFFF)
-      r.write("MP1_SMN_C2PMSG_66", msg)
-
-  def exchange(self, msg: int, arg: int = 0, timeout_s: float | None = None) -> tuple[int, int]:
-    """(response code, C2PMSG_82) of one message; no answer within timeout_s (default the device's): Timeout."""
-    r = self.r
-    name = MESSAGES.get(msg, f"message {msg:#x}")
-    with self.exclusive():
-      self.post(msg, arg)
-      resp_addr = r.addr("MP1_SMN_C2PMSG_90")
-      r.access.poll(lambda: 1 if r.access.read(resp_addr) else 0, 1, 1, f"MP1 MP1_SMN_C2PMSG_90 (response to {name})",
-                    timeout_s=timeout_s)
-      return r.read("MP1_SMN_C2PMSG_90"), r.read("MP1_SMN_C2PMSG_82")
-
   def send(self, msg: int, arg: int = 0) -> int:
+    """The SMU's answer to msg(arg); a failure code is an SMUError naming both."""
     resp, out = self.exchange(msg, arg)
     if resp != S.PPSMC_Result_OK:
       raise SMUError(f"{self.label}: SMU answered {MESSAGES.get(msg, f'message {msg:#x}')} (argument {arg:#x}) with "
                      f"{RESULTS.get(resp, hex(resp))}")
     return out
 
+  def exchange(self, msg: int, arg: int = 0, timeout_s: float | None = None) -> tuple[int, int]:
+    """(response code, C2PMSG_82) of one message, under the lock; no answer within timeout_s (default the device
+    timeout) is a Timeout naming the message."""
+    r = self.r
+    with self.exclusive():
+      self._post(msg, arg)
+      resp_addr = r.addr("MP1_SMN_C2PMSG_90")
+      r.access.poll(lambda: 1 if r.access.read(resp_addr) else 0, 1, 1,
+                    f"MP1 MP1_SMN_C2PMSG_90 (response to {MESSAGES.get(msg, f'message {msg:#x}')})", timeout_s=timeout_s)
+      return r.read("MP1_SMN_C2PMSG_90"), r.read("MP1_SMN_C2PMSG_82")
 
-def mailbox_of(dev) -> Mailbox:
-  """dev's SMU mailbox: the SMU block's, or one over the same lock before the block has one (a reset or probe after
-  discovery, before the SMU's sw_init). Whoever writes MP1's message registers goes through a Mailbox."""
-  mb = getattr(getattr(dev, "smu", None), "mailbox", None)
-  return mb if mb is not None else Mailbox(dev.mp1_regs, dev.os, dev.pci.lock_key[1], dev.label, dev.config.timeout_s)
+  def post(self, msg: int, arg: int = 0) -> None:
+    """Send a message that is never answered (PPSMC_MSG_Mode1Reset: the SMU resets with the rest), under the lock."""
+    with self.exclusive(): self._post(msg, arg)
+
+  def _post(self, msg: int, arg: int) -> None:
+    r = self.r
+    r.write("MP1_SMN_C2PMSG_90", 0)
+    r.write("MP1_SMN_C2PMSG_82", arg & 0xFFFFFFFF)
+    r.write("MP1_SMN_C2PMSG_66", msg)
 
 
 class SMU(IPBlock):
@@ -102,7 +98,7 @@ class SMU(IPBlock):
     d = self.dev
     self.table = d.vram.alloc(TABLE_SIZE, "SMU driver table")
     self.bus = d.pci.lock_key[1]
-    self.mailbox = Mailbox(d.mp1_regs, d.os, self.bus, d.label, d.config.timeout_s)
+    self.mailbox = d.smu_mailbox           # the GPU's one mailbox (AMDev makes it at discovery: reuse and reset use it)
     self.published = False
 
   def send(self, msg: int, arg: int = 0) -> int: return self.mailbox.send(msg, arg)

@@ -42,10 +42,10 @@ class CommandProcessors:
     self.navi = navi
     self.gpu = MockAMDGPU(navi.os, 0, 0x744C, GPUProperties())
     self.gpu.listener = self
-    self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
-    self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
-    self._next_qid = 1
-    self.mapped: list[tuple[int, int]] = []
+    # the MMU's state lives across a reset's hook(): the reset's remap() (its hubs off) lets go of what it holds
+    self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
+    # (va, size, (memory file, offset)) viewed at va for the engines: VRAM, or a USB bridge's window
+    self.vram_views: set[tuple[int, int, tuple[int, int]]] = set()
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
     self.hook()
 
@@ -69,10 +69,6 @@ class CommandProcessors:
     self.mqds: dict[tuple, int] = {}           # (kind, me, pipe, queue) -> the MQD address of an active HQD
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
-    self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
-    # (va, size, (memory file, offset)) viewed at va for the engines: VRAM, or a USB bridge's window
-    self.vram_views: set[tuple[int, int, tuple[int, int]]] = set()
-    self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
     # where each queue stands: the read pointer (CP: dwords modulo the ring; SDMA: bytes) and the write pointer its
     # doorbell last gave, as the hardware's status registers show them
     rf.hook(g("CP_HQD_PQ_RPTR"), read=lambda: self._pointer(self._selected(), "rptr"))

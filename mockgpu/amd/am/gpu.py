@@ -15,6 +15,9 @@ leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_
 """
 from __future__ import annotations
 
+import struct
+
+from ....autogen import pci as pr
 from ...memory import HostMemory  # noqa: F401  (the VRAM is registered with the OS's HostMemory)
 from ...mmio import DoorbellMMIO, FileMemoryMMIO
 from ...pci import PCIFunction
@@ -106,8 +109,36 @@ class MockNavi31:
     self.doorbell_view = DoorbellMMIO(f"{self.addr} BAR2 (doorbells)", DOORBELL_SIZE, self._doorbell)
     fn.add_bar(2, self.doorbell_view, is_64=True, prefetchable=True)
     fn.add_bar(5, self.regs.mmio, is_64=False)
-    if self.plug is None: os.add_pci_function(fn)
+    if self.plug is None:
+      self._add_capabilities(fn)
+      os.add_pci_function(fn)
     else: self.plug(os, fn)
+
+  # the PCI Express device control as the board firmware left it (256-byte payloads, 512-byte reads, relaxed ordering
+  # and no-snoop), and at power-on (a mode-1 reset: 128-byte payloads); likewise BAR0's Resizable BAR size: the whole
+  # VRAM as the firmware sized it (resizable BAR on), 256 MiB at power-on
+  DEVCTL_FIRMWARE, DEVCTL_RESET = 0x2830, 0x2810
+  REBAR_OFFSET, REBAR_RESET_SIZE = 0x100, 256 << 20
+
+  def _add_capabilities(self, fn) -> None:
+    """PCI Express (endpoint, v2) and Resizable BAR (BAR0, 256 MiB up to the VRAM size): the configuration a mode-1
+    reset returns to power-on and the driver restores (reset.py)."""
+    body = bytearray(pr.PCI_CAP_EXP_ENDPOINT_SIZEOF_V2 - 2)      # add_capability takes what follows id and next
+    struct.pack_into("<H", body, pr.PCI_EXP_FLAGS - 2, 2 | pr.PCI_EXP_TYPE_ENDPOINT << 4)
+    self.pcie = fn.add_capability(pr.PCI_CAP_ID_EXP, bytes(body))
+    sizes = sum(1 << (n - 16) for n in range(28, self.vram_size.bit_length()))    # bit 4 = 1 MiB: 256 MiB..VRAM
+    struct.pack_into("<III", fn.config, self.REBAR_OFFSET, pr.PCI_EXT_CAP_ID_REBAR | 1 << 16, sizes,
+                     1 << pr.PCI_REBAR_CTRL_NBAR_SHIFT)
+    self.power_on_config(fn, firmware=True)
+
+  def power_on_config(self, fn, firmware: bool = False) -> None:
+    """The capabilities' control registers at power-on (a reset), or as the board firmware set them."""
+    if getattr(self, "pcie", None) is None: return
+    struct.pack_into("<H", fn.config, self.pcie + pr.PCI_EXP_DEVCTL, self.DEVCTL_FIRMWARE if firmware else self.DEVCTL_RESET)
+    size = self.vram_size if firmware else self.REBAR_RESET_SIZE
+    ctrl = self.REBAR_OFFSET + pr.PCI_REBAR_CTRL
+    value = struct.unpack_from("<I", fn.config, ctrl)[0] & ~pr.PCI_REBAR_CTRL_BAR_SIZE
+    struct.pack_into("<I", fn.config, ctrl, value | (size.bit_length() - 21) << pr.PCI_REBAR_CTRL_BAR_SHIFT)
 
   def _build_blocks(self) -> None:
     """The block models in their power-on state (at attach, and again after a mode-1 reset)."""

@@ -4,7 +4,8 @@ power-on state, as the SMU does on PPSMC_MSG_Mode1Reset (or the PSP on GFX_CTRL_
 At the request: every queue stops (its work dropped), every register returns to its power-on value (the block models
 are built again: the PSP in its bootloader, the SMU without firmware, the RLC not loaded, the IH and VM hubs off), the
 engines lose every mapping, and the function's configuration space is cleared (command register and BAR addresses,
-as a reset of the function does: the driver saves and restores it). VRAM keeps its contents. For RESET_S after the
+the PCI Express device control and the Resizable BAR size back to power-on, as a reset of the function does: the
+driver saves and restores them). VRAM keeps its contents. For RESET_S after the
 request the function does not answer at all (configuration and register reads all ones, writes dropped); after that
 its registers answer once memory decoding is on again (the driver restored the command register).
 
@@ -46,6 +47,7 @@ class Mode1Reset:
     with fn.lock:
       fn.config[pci_regs.PCI_COMMAND:pci_regs.PCI_COMMAND + 2] = bytes(2)
       for index in fn.bars: fn.clear_bar_address(index)
+      g.power_on_config(fn)            # PCI Express device control and the Resizable BAR size too
     self.until, self.decoding = time.monotonic() + RESET_S, False
     g.regs.gone = self.gone
     fn.gone = lambda: self.fail == "gone" or time.monotonic() < self.until

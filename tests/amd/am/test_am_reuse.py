@@ -154,6 +154,7 @@ def test_a_clean_close_then_open_reuses(navi_fw):
 
 def _corrupt_signature(os, gpu): gpu.regs.poke(scratch7(gpu), 0x1234)
 def _sos_gone(os, gpu): gpu.regs.poke(gpu.psp.r[81], 0)
+def _sos_busy(os, gpu): gpu.regs.poke(gpu.psp.r[64], 0)      # a ring command of the killed process never answered
 def _firmware_changed(os, gpu):
   path = _os.path.join(os.config.firmware_dir, "gc_11_0_0_mec.bin")
   with open(path, "rb") as f: data = bytearray(f.read())
@@ -164,6 +165,7 @@ def _firmware_changed(os, gpu):
 @pytest.mark.parametrize("corrupt, why", [
   (_corrupt_signature, r"GC SCRATCH_REG7 holds 0x00001234, the boot record's CRC32 is 0x[0-9a-f]{8}"),
   (_sos_gone, r"the PSP is in its bootloader \(MP0_SMN_C2PMSG_81 = 0\)"),
+  (_sos_busy, r"the PSP's sOS is not ready for ring commands \(MP0_SMN_C2PMSG_64 = 0x0, bit 31 clear\)"),
   (_firmware_changed, r"the firmware files changed since the GPU was booted \(SHA-256 [0-9a-f]{12}, now [0-9a-f]{12}")])
 def test_a_gpu_whose_state_does_not_check_out_is_reset_and_booted_in_full(navi_fw, corrupt, why):
   import re
@@ -271,7 +273,7 @@ def test_hcq_am_reset_cli(fw_dir, capsys, monkeypatch):
   assert hcq_main(["am", "reset", "--pci", "3:0.0"]) == 2
 
 
-def test_every_smu_message_is_sent_under_the_mailbox_lock(navi_fw):
+def test_the_boot_probe_and_reset_messages_hold_the_mailbox_lock(navi_fw):
   """hcq-smi shares the SMU mailbox through am-smu_<bus>.lock (smu.py): the boot's messages, the reuse probe's
   PPSMC_MSG_TestMessage and the reset's PPSMC_MSG_Mode1Reset are all written to C2PMSG_66 while that lock is held."""
   from hcq.autogen.amd import smu_v13_0_0 as S
@@ -288,3 +290,157 @@ def test_every_smu_message_is_sent_under_the_mailbox_lock(navi_fw):
   msgs = [m for m, _locked in seen]
   assert S.PPSMC_MSG_TestMessage in msgs and msgs[-1] == S.PPSMC_MSG_Mode1Reset
   assert [m for m, locked in seen if not locked] == []
+
+
+# ---- a boot record that a previous process left is input: whatever it holds gives a full boot (after a reset), with
+# the trace saying what was wrong, never an exception or a TMR kept where the record says without checking it
+def _forge(gpu, body: bytes) -> None:
+  """Write body as the boot record's JSON at VRAM 0 and sign it (a matching CRC32 in SCRATCH_REG7), as a corrupt or
+  hostile previous process could."""
+  import struct
+  import zlib
+  from hcq.drivers.amd.am import reuse
+  raw = reuse.MAGIC + struct.pack("<I", len(body)) + body
+  gpu.vram[0:len(raw)] = raw
+  gpu.regs.poke(scratch7(gpu), zlib.crc32(raw) or 1)
+
+
+def _record(gpu) -> dict:
+  import json
+  import struct
+  n = struct.unpack_from("<I", gpu.vram, 8)[0]
+  return json.loads(bytes(gpu.vram[12:12 + n]))
+
+
+def _with(gpu, **fields) -> bytes:
+  import json
+  return json.dumps({**_record(gpu), **fields}).encode()
+
+
+VRAM_END = (512 << 20) - (256 << 10)     # the mock's 512 MiB less the discovery reservation (an upper bound)
+
+
+@pytest.mark.parametrize("body, why", [
+  (lambda g: b"[1, 2]", r"the boot record is a JSON list, not an object"),
+  (lambda g: b"[" * 2000 + b"]" * 2000, r"the boot record is not readable"),
+  (lambda g: _with(g, sos="x"), r"the boot record's 'sos' is 'x': not an int"),
+  (lambda g: _with(g, firmware=None), r"the boot record's 'firmware' is None: not a str"),
+  (lambda g: _with(g, tmr=5), r"the boot record's 'tmr' is 5: not \[offset, size\]"),
+  (lambda g: _with(g, tmr=[1.5, 2]), r"the boot record's 'tmr' is \[1.5, 2\]: not \[offset, size\]"),
+  (lambda g: _with(g, tmr=[_record(g)["tmr"][0], 0]), r"the boot record's TMR .* is not a 1 MiB-aligned range of whole pages"),
+  (lambda g: _with(g, tmr=[_record(g)["tmr"][0] + 0x1000, _record(g)["tmr"][1]]), r"not a 1 MiB-aligned"),
+  (lambda g: _with(g, tmr=[VRAM_END & ~0xFFFFF, 4 << 20]), r"the boot record's TMR at VRAM 0x[0-9a-f]+\+0x400000 is not "
+                                                          r"free VRAM \(this boot's allocations reach 0x[0-9a-f]+, usable VRAM ends at"),
+  (lambda g: _with(g, tmr=[1 << 70, 1 << 20]), r"is not free VRAM")])
+def test_a_forged_boot_record_gives_a_reset_and_a_full_boot(navi_fw, body, why):
+  import re
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  _forge(gpu, body(gpu))
+  with AMDev(os, ADDR, os.config) as d:
+    plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
+    assert plan.startswith("full boot after a mode-1 reset: ") and re.search(why, plan), plan
+    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 25
+    assert not [b for b in d.vram.allocs if b.what == "PSP TMR (kept)"]
+  with AMDev(os, ADDR, os.config) as d:      # the full boot signed a good record again
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
+
+
+def test_every_smu_message_is_sent_under_the_mailbox_lock(navi_fw, monkeypatch):
+  """The SMU mailbox is shared with hcq-smi (another process) through am-smu_<bus>.lock: the reuse probe
+  (PPSMC_MSG_TestMessage) and the reset request (PPSMC_MSG_Mode1Reset) take it as every other message does."""
+  from hcq.autogen.amd import smu_v13_0_0 as S
+  from hcq.mockgpu.amd.am.blocks import SMUModel
+  os, gpu = navi_fw
+  sent, original = [], SMUModel._message
+  def spy(self, msg):
+    sent.append((msg, any(p.endswith(f"am-smu_{ADDR}.lock") for p in os.held_locks())))
+    return original(self, msg)
+  monkeypatch.setattr(SMUModel, "_message", spy)          # the models a reset builds again
+  gpu.regs.hook(gpu.smu.msg, write=lambda v: spy(gpu.smu, v))
+  AMDev(os, ADDR, os.config).close()
+  AMDev(os, ADDR, os.config).close()                       # reused: probed
+  _corrupt_signature(os, gpu)
+  AMDev(os, ADDR, os.config).close()                       # probed, reset through the SMU, booted
+  with AMDev(os, ADDR, os.config, until="discovery") as d: d.mode1_reset()
+  msgs = [m for m, _locked in sent]
+  assert msgs.count(S.PPSMC_MSG_TestMessage) >= 3 and msgs.count(S.PPSMC_MSG_Mode1Reset) == 2
+  assert [m for m, locked in sent if not locked] == []
+
+
+def test_a_booted_instance_refuses_a_mode1_reset_under_its_blocks(navi_fw):
+  """Its IH ring, page tables and (with a runtime device) queues and their threads run on the GPU: a reset would pull
+  the firmware from under them. Only an instance opened until="discovery" (`hcq am reset`) resets."""
+  os, gpu = navi_fw
+  with AMDev(os, ADDR, os.config) as d:
+    with pytest.raises(DeviceError, match=r"0000:03:00.0: no mode-1 reset under this instance's blocks \(booted up "
+                                          r"to gfx\): open the GPU with until='discovery' to reset it"):
+      d.mode1_reset()
+    assert gpu.reset.count == 0 and d.stage == "gfx"
+
+
+def test_hcq_am_reset_of_a_gpu_another_process_holds_is_refused_naming_it(navi_fw):
+  os, gpu = navi_fw
+  holder = os.pid
+  dev = open_am(os, 0, os.config)
+  os.new_process()
+  with pytest.raises(DeviceError, match=rf"0000:03:00.0 is in use: held by pid {holder} "):
+    AMDev(os, ADDR, os.config, until="discovery")
+  assert gpu.reset.count == 0
+  os.exit_process(holder)
+  del dev
+
+
+def test_a_reset_lets_go_of_every_mapping_of_the_engines(navi_fw):
+  """A killed process's VRAM buffers stay reachable for the engines (the GPU's page tables map them) until the reset
+  turns the hubs off: then the MMU lets go of its views of VRAM and of every range, as the next walk would."""
+  os, gpu = navi_fw
+  dev = open_am(os, 0, os.config)
+  vadd_once(dev)
+  settle(gpu)
+  os.exit_process()
+  mine = lambda: [page for page, v in os.memory._views.items() if ("", id(gpu.cp)) in v[2]]
+  vas = list(gpu.cp.mapped)
+  assert mine() and vas
+  with AMDev(os, ADDR, os.config, until="discovery") as d: d.mode1_reset()
+  assert mine() == [] and gpu.cp.mapped == [] and gpu.cp.vram_views == set()
+  assert not [va for va, n in vas if gpu.cp.gpu.mem.mapped(va, 4)]
+  del dev
+
+
+def test_a_reusing_boot_that_fails_leaves_no_signature(navi_fw, monkeypatch):
+  """The signature says the GPU is as a completed boot left it: a reusing boot clears it too and signs again when it
+  completes, so that one failing (or killed) half-way makes the next open reset and boot in full, not reuse again."""
+  from hcq.drivers.amd.am.gfx import GFX
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  def fail(self): raise DeviceError("injected gfx failure")
+  monkeypatch.setattr(GFX, "hw_init", fail)
+  with pytest.raises(DeviceError, match="injected gfx failure"): AMDev(os, ADDR, os.config)
+  assert gpu.regs.read(scratch7(gpu)) == 0
+  monkeypatch.undo()
+  with AMDev(os, ADDR, os.config) as d:
+    plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
+    assert plan.startswith("full boot after a mode-1 reset: firmware runs but GC SCRATCH_REG7 holds no hcq boot"), plan
+  with AMDev(os, ADDR, os.config) as d:      # a reusing boot signs again when it completes
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps) and gpu.regs.read(scratch7(gpu)) != 0
+  with AMDev(os, ADDR, os.config) as d:
+    assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
+
+
+def test_mode1_reset_restores_the_pcie_device_control_and_the_resizable_bar_size(navi_fw):
+  """A reset returns them to power-on (128-byte payloads, a 256 MiB BAR0): restored as Linux restores them, or the
+  VRAM BAR would no longer decode the whole VRAM AM needs."""
+  from hcq.autogen import pci as pr
+  os, gpu = navi_fw
+  fn, ctrl = gpu.function, gpu.REBAR_OFFSET + pr.PCI_REBAR_CTRL
+  devctl = lambda: int.from_bytes(fn.config_read(gpu.pcie + pr.PCI_EXP_DEVCTL, 2), "little")
+  rebar = lambda: int.from_bytes(fn.config_read(ctrl, 4), "little") & pr.PCI_REBAR_CTRL_BAR_SIZE
+  before = devctl(), rebar()
+  assert before == (gpu.DEVCTL_FIRMWARE, 9 << pr.PCI_REBAR_CTRL_BAR_SHIFT)       # 512 MiB: the whole VRAM
+  AMDev(os, ADDR, os.config).close()
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
+    d.mode1_reset()
+    restored = [s for b, s, _t in d.steps if b == "reset" and s.startswith("GPU back")]
+  assert gpu.reset.count == 1 and (devctl(), rebar()) == before
+  assert "PCI Express control, Resizable BAR sizes" in restored[0], restored
