@@ -130,17 +130,23 @@ class GMC(IPBlock):
     base = 0 if system else self.fb_base
     frags = [0] * n if system else _fragments(va, addrs)
     i = 0
-    while i < n:                         # one page table (2 MiB of VA) at a time, its entries written at once
-      rel = va + i * 0x1000 - VM_BASE
-      lo = (rel >> 12) & 0x1FF
-      count = min(n - i, 512 - lo)
-      ptes = b"".join((((base + addrs[i + k]) & ADDR_MASK) | flags | PTE_FRAG(frags[i + k])).to_bytes(8, "little")
-                      for k in range(count))
-      d.vram.write(self._table_of(rel) + lo * 8, ptes)
-      i += count
-    if flush:
-      d.nbio.hdp_flush()
-      self.flush_tlb()
+    try:
+      while i < n:                       # one page table (2 MiB of VA) at a time, its entries written at once
+        rel = va + i * 0x1000 - VM_BASE
+        lo = (rel >> 12) & 0x1FF
+        count = min(n - i, 512 - lo)
+        ptes = b"".join((((base + addrs[i + k]) & ADDR_MASK) | flags | PTE_FRAG(frags[i + k])).to_bytes(8, "little")
+                        for k in range(count))
+        ptb = self._table_of(rel)        # may fail (no VRAM left for a new table): the pages so far are undone
+        d.vram.write(ptb + lo * 8, ptes)
+        i += count
+      if flush:
+        d.nbio.hdp_flush()
+        self.flush_tlb()
+    except BaseException:
+      # a failed map leaves no PTE behind: the caller frees the memory next, which the GPU must not reach then
+      self._clear(va, i)
+      raise
 
   def lookup(self, va: int) -> int | None:
     """The PTE that maps va in VMID 0's tables as they are in VRAM (None: no page table there)."""
@@ -169,6 +175,12 @@ class GMC(IPBlock):
     with self.dev.lock: self._unmap(va, pages)
 
   def _unmap(self, va: int, pages: int) -> None:
+    self._clear(va, pages)
+    self.dev.nbio.hdp_flush()
+    self.flush_tlb()
+
+  def _clear(self, va: int, pages: int) -> None:
+    """Clear the PTEs of `pages` pages at va where there is a page table (no flush)."""
     rel0 = va - VM_BASE
     for key in range(rel0 >> 21, ((rel0 + pages * 0x1000 - 1) >> 21) + 1):   # each 2 MiB: its page table found once
       ptb = self._table_of(key << 21, make=False)
@@ -177,5 +189,3 @@ class GMC(IPBlock):
       last = min(rel0 + pages * 0x1000, (key + 1) << 21)
       lo, n = (first >> 12) & 0x1FF, (last - first) >> 12
       self.dev.vram.fill(ptb + lo * 8, n * 8)
-    self.dev.nbio.hdp_flush()
-    self.flush_tlb()

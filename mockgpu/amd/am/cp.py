@@ -218,17 +218,16 @@ class CommandProcessors:
     memory = self.navi.os.memory
     with self.gpu.lock:
       want_vram = {tuple(r) for r in vram}
-      gone_vram, added_vram = self.vram_views - want_vram, want_vram - self.vram_views
-      reached = {tuple(r) for r in system} | {(va, size) for va, size, _ in want_vram - added_vram}
-      for va, size in set(self.mapped) - reached: self.gpu.unmap_range(va)
-      for va, size, _off in gone_vram: memory.unmap_view(va, size, self)
-      for va, size, off in added_vram:
+      for va, size, _off in self.vram_views - want_vram: memory.unmap_view(va, size, self)
+      for va, size, off in want_vram - self.vram_views:
         try: memory.map_view(self.navi.vram_fd, off, va, size, self, f"mock Navi 31 {self.navi.addr} VRAM {off:#x} at VA")
         except (DeviceError, OSCallError):   # another mapping of this process lives there: the VA stays unreachable
           want_vram.discard((va, size, off))
-          continue
-        reached.add((va, size))
-      for va, size in reached - set(self.mapped): self.gpu.map_range(va, size)
+      # what the engines reach, compared as a whole with what they reached: a range that stays (the same VA and size,
+      # even where it now reaches other memory) is left as it is, the others go, then the new ones come
+      reached, before = {tuple(r) for r in system} | {(va, size) for va, size, _ in want_vram}, set(self.mapped)
+      for va, size in before - reached: self.gpu.unmap_range(va)
+      for va, size in reached - before: self.gpu.map_range(va, size)
       self.mapped, self.vram_views = sorted(reached), want_vram
 
   def _walk(self, table: int, level: int, va: int, out: list, seen: set) -> None:

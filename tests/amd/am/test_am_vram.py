@@ -1,6 +1,7 @@
 """Device buffers of an AM device live in VRAM (issue 15): the VRAM allocator, VRAM page tables, the CPU view of a
 buffer through the VRAM BAR at its GPU VA, and the mock's MMU making VAs mapped to VRAM reach it for its engines."""
 import ctypes
+import errno
 import os as _os
 
 import numpy as np
@@ -68,6 +69,42 @@ def test_fragments_mark_aligned_contiguous_vram(dev):
     am.gmc.unmap(va, buf.size // PAGE)
     am.vram.free(buf)
 
+
+def test_a_failed_map_leaves_no_pte_behind(navi_fw):
+  """A map that fails part-way (no VRAM left for the next page table) takes back the PTEs it wrote: the caller frees
+  the memory next, and the GPU must not reach it through them."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    edge = G.VM_BASE + (0x5 << 32) + (2 << 20)          # the first page table ends here, the next one is not made yet
+    buf = am.vram.alloc_user(2 * PAGE, "map failure test")
+    am.gmc.map_vram(edge - 2 * PAGE, buf.offset, PAGE)
+    rest = [am.vram.alloc_user(size, "all the rest") for _, size in sorted(am.vram._free, key=lambda b: -b[1])]
+    with pytest.raises(DeviceError, match="VRAM exhausted.*page table"):
+      am.gmc.map_vram(edge - PAGE, buf.offset, 2 * PAGE)
+    assert am.gmc.lookup(edge - PAGE) & G.PTE_VALID == 0        # written before the failure, taken back
+    assert am.gmc.lookup(edge - 2 * PAGE) & G.PTE_VALID          # what an earlier map call mapped stays
+    for b in rest: am.vram.free(b)
+    am.gmc.map_vram(edge - PAGE, buf.offset, 2 * PAGE)            # with VRAM for the table it maps
+    assert am.gmc.lookup(edge) & G.ADDR_MASK == am.vram.fb_base + buf.offset + PAGE
+
+
+def test_the_mock_engines_reach_a_va_whose_vram_changed_in_one_flush(navi_fw):
+  """The same VA and size mapped to other VRAM between two TLB flushes: the MMU views the new VRAM there and the
+  engines still reach the VA."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    a, b = am.vram.alloc_user(PAGE, "first"), am.vram.alloc_user(PAGE, "second")
+    am.vram.write(b.offset, b"second")
+    va = G.VM_BASE + (0x5 << 32)
+    am.gmc.map_vram(va, a.offset, PAGE)
+    am.gmc.map_vram(va, b.offset, PAGE)                                  # no unmap between: one flush sees both
+    assert (va, PAGE) in gpu.cp.gpu.ranges.ranges()
+    assert os.memory.view_of(va) == (gpu.vram_fd, b.offset, 1)
+    assert ctypes.string_at(va, 6) == b"second"
+    am.gmc.unmap(va, 1)
+    assert (va, PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
 
 def test_copy_in_and_out_of_a_vram_buffer_is_byte_exact_at_odd_offsets(dev):
   d, gpu, iface = dev
@@ -185,6 +222,7 @@ def test_map_pci_resource_checks_alignment_and_the_bar(navi):
   va = G.VM_BASE + (0x6 << 32)
   with pytest.raises(DeviceError, match=r"address 0x200600000001.*page size"): os.map_pci_resource(path, va + 1, PAGE, 0)
   with pytest.raises(DeviceError, match=r"offset 0x800"): os.map_pci_resource(path, va, PAGE, 0x800)
+  with pytest.raises(DeviceError, match=r"address 0x0:.*positive"): os.map_pci_resource(path, 0, PAGE, 0)
   with pytest.raises(OSCallError, match="outside BAR0"): os.map_pci_resource(path, va, 2 * PAGE, gpu.vram_size - PAGE)
   with pytest.raises(OSCallError, match="not memory"):
     os.map_pci_resource("/sys/bus/pci/devices/0000:03:00.0/resource5", va, PAGE, 0)
@@ -209,6 +247,8 @@ def test_linux_map_pci_resource_maps_the_file_at_the_address(tmp_path):
   addr = lo.alloc_anon(2 * PAGE)
   lo.free_anon(addr, 2 * PAGE)                 # a free address
   with pytest.raises(DeviceError, match="page size"): lo.map_pci_resource(str(path), addr, PAGE, 0x10)
+  for bad in (0, -PAGE):            # never at NULL (which root may map) nor a negative address
+    with pytest.raises(DeviceError, match=rf"address {bad:#x}:.*positive"): lo.map_pci_resource(str(path), bad, PAGE, 0)
   with pytest.raises(DeviceError, match=r"0x3000\+0x2000 is outside the BAR's 0x4000"):
     lo.map_pci_resource(str(path), addr, 2 * PAGE, 3 * PAGE)
   view = lo.map_pci_resource(str(path), addr, 2 * PAGE, PAGE, name="fake BAR0")
@@ -219,6 +259,15 @@ def test_linux_map_pci_resource_maps_the_file_at_the_address(tmp_path):
   view.close()
   assert libc.PAGE_SIZE == PAGE
 
+
+def test_a_fixed_mapping_at_address_0_is_refused_before_mmap():
+  """mmap(NULL, MAP_FIXED_NOREPLACE) maps page 0 for a privileged process; hcq never asks for it."""
+  from hcq.drivers.system import libc
+  for flag in (libc.MAP_FIXED, libc.MAP_FIXED_NOREPLACE):
+    with pytest.raises(OSCallError) as e:
+      libc.mmap(0, PAGE, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | flag)
+    assert e.value.errno == errno.EINVAL and "needs an address" in str(e.value)
+  with open("/proc/self/maps") as f: assert not any(line.startswith("00000000-") for line in f)
 
 def test_host_memory_views_stay_while_any_holder_holds_them(navi):
   """The driver's CPU view and the MMU's view of the same pages: whichever lets go first, the other keeps them."""
