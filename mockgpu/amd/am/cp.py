@@ -41,9 +41,12 @@ class CommandProcessors:
     self.gpu = MockAMDGPU(navi.os, 0, 0x744C, GPUProperties())
     self.gpu.listener = self
     self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
+    self.mqds: dict[tuple, int] = {}           # (kind, me, pipe, queue) -> the MQD address of an active HQD
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
     self._next_qid = 1
-    self.mapped: list[tuple[int, int]] = []
+    # what the engines reach, kept across a reset so that the remap after it lets all of it go
+    self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
+    self.vram_views: set[tuple[int, int, int]] = set()   # (va, size, VRAM offset) viewed at va for the engines
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
     self.hook()
 
@@ -63,13 +66,6 @@ class CommandProcessors:
                                    "SDMA0_QUEUE0_DOORBELL_OFFSET", "SDMA0_QUEUE0_DOORBELL")}
     rf.hook(self.sdma["SDMA0_QUEUE0_RB_CNTL"], write=self._sdma_cntl)
     rf.hook(s("SDMA0_STATUS_REG"), read=self._sdma_status)
-    self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
-    self.mqds: dict[tuple, int] = {}           # (kind, me, pipe, queue) -> the MQD address of an active HQD
-    self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
-    self._next_qid = 1
-    self.mapped: list[tuple[int, int]] = []        # the ranges the engines reach (system pages and VRAM views)
-    self.vram_views: set[tuple[int, int, int]] = set()   # (va, size, VRAM offset) viewed at va for the engines
-    self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
     # where each queue stands: the read pointer (CP: dwords modulo the ring; SDMA: bytes) and the write pointer its
     # doorbell last gave, as the hardware's status registers show them
     rf.hook(g("CP_HQD_PQ_RPTR"), read=lambda: self._pointer(self._selected(), "rptr"))
@@ -277,8 +273,9 @@ class CommandProcessors:
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
 
   def stop_all(self) -> None:
-    """Every queue stops, its work dropped (a reset)."""
+    """Every queue stops, its work dropped (a reset: nothing is saved into the MQDs)."""
     for key in list(self.queues): self._stop(key)
+    self.mqds.clear()
 
   def process_exiting(self, ranges) -> None:
     """The host memory in ranges [(address, size)] is about to be unmapped (its process ended): the engines stop

@@ -204,6 +204,20 @@ def test_the_mock_engines_reach_vram_where_the_cpu_maps_nothing(navi_fw):
     assert (va, 3 * PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
 
 
+def test_a_mode1_reset_takes_every_mapping_from_the_mock_engines(navi_fw):
+  """After a reset the hubs are off: the engines reach nothing, and the MMU's views of VRAM are let go (a VA mapped
+  again later to other VRAM is viewed afresh)."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    buf = am.vram.alloc_user(2 * PAGE, "reset test")
+    va = G.VM_BASE + (0x5 << 32)
+    am.gmc.map_vram(va, buf.offset, 2 * PAGE)
+    assert (va, 2 * PAGE) in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is not None
+    gpu.mode1_reset("test")
+    assert gpu.cp.gpu.ranges.ranges() == [] and os.memory.view_of(va) is None
+    assert not os.memory._views
+
 def test_cpu_access_maps_the_vram_bar_at_the_buffer_va(dev):
   d, gpu, iface = dev
   os = d.owned_os
