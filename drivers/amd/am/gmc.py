@@ -31,7 +31,8 @@ MAX_FRAG = 9          # fragments up to 2 MiB (Linux amdgpu's default vm_fragmen
 def _fragments(va: int, addrs: list) -> list[int]:
   """Each page's fragment field: 2^f pages that are contiguous both in VA and in VRAM and aligned to 2^f pages in both
   may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one entry; 0 elsewhere. A fragment never
-  spans two map calls, so unmapping what one map call mapped (AMIface frees whole buffers) leaves no stale one."""
+  spans two map calls, so unmapping what one map call mapped (AMIface frees whole buffers) leaves no stale one; an
+  unmap of part of one, or a map over part of one, narrows the fragments around it (GMC._narrow_fragments)."""
   n, out, i = len(addrs), [0] * len(addrs), 0
   while i < n:
     run = 1                                  # the contiguous pages from i
@@ -130,6 +131,7 @@ class GMC(IPBlock):
     base = 0 if system else self.fb_base
     frags = [0] * n if system else _fragments(va, addrs)
     i = 0
+    self._narrow_fragments(va, n)        # the pages around lose any fragment that covers these
     try:
       while i < n:                       # one page table (2 MiB of VA) at a time, its entries written at once
         rel = va + i * 0x1000 - VM_BASE
@@ -189,3 +191,29 @@ class GMC(IPBlock):
       last = min(rel0 + pages * 0x1000, (key + 1) << 21)
       lo, n = (first >> 12) & 0x1FF, (last - first) >> 12
       self.dev.vram.fill(ptb + lo * 8, n * 8)
+    self._narrow_fragments(va, pages)
+
+  def _narrow_fragments(self, va: int, pages: int) -> None:
+    """A page next to [va, va + pages) whose fragment covers part of that range claims a contiguity that no longer
+    holds (part of a map call's range unmapped or mapped again): every page of that fragment outside the range gets
+    the largest aligned fragment inside its old one that stays clear of the range. A fragment is at most one page
+    table (MAX_FRAG), so at each end one PTE is read, and at most one page table's entries rewritten."""
+    if pages <= 0: return
+    first, end = (va - VM_BASE) >> 12, ((va - VM_BASE) >> 12) + pages        # page numbers relative to VM_BASE
+    for edge in (first - 1, end):
+      if not 0 <= edge < VM_SIZE >> 12: continue
+      ptb = self._table_of(edge << 12, make=False)
+      if ptb is None: continue
+      e = self._entry(ptb, edge & 0x1FF)
+      f = min((e >> 7) & 0x1F, MAX_FRAG)      # (larger ones are not this driver's: a table's worth at most)
+      block = edge & ~((1 << f) - 1)
+      if not e & PTE_VALID or block + (1 << f) <= first or block >= end: continue
+      raw = self.dev.vram.read(ptb + (block & 0x1FF) * 8, 8 << f)
+      entries = [int.from_bytes(raw[k * 8:k * 8 + 8], "little") for k in range(1 << f)]
+      for k, pte in enumerate(entries):
+        p = block + k
+        if first <= p < end or not pte & PTE_VALID: continue
+        g = min((pte >> 7) & 0x1F, f)
+        while g and (p & ~((1 << g) - 1)) < end and first < (p & ~((1 << g) - 1)) + (1 << g): g -= 1
+        entries[k] = (pte & ~PTE_FRAG(0x1F)) | PTE_FRAG(g)
+      self.dev.vram.write(ptb + (block & 0x1FF) * 8, b"".join(x.to_bytes(8, "little") for x in entries))

@@ -106,6 +106,46 @@ def test_the_mock_engines_reach_a_va_whose_vram_changed_in_one_flush(navi_fw):
     am.gmc.unmap(va, 1)
     assert (va, PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
 
+
+def _fragments_hold(am, va, pages):
+  """Every valid PTE's fragment (the aligned 2^f pages around it) is valid and contiguous in VRAM throughout."""
+  seen = set()
+  for i in range(pages):
+    pte = am.gmc.lookup(va + i * PAGE)
+    if not pte & G.PTE_VALID: continue
+    f = (pte >> 7) & 0x1F
+    start = ((va >> 12) + i) & ~((1 << f) - 1)
+    if (start, f) in seen: continue
+    seen.add((start, f))
+    base = am.gmc.lookup(start << 12)
+    for k in range(1 << f):
+      q = am.gmc.lookup((start + k) << 12)
+      assert q & G.PTE_VALID and q & G.ADDR_MASK == (base & G.ADDR_MASK) + k * PAGE, (hex(va + i * PAGE), f, k)
+
+
+def test_fragments_narrow_around_a_partial_unmap_and_a_map_over_part(dev):
+  """gmc.unmap of part of a map call's pages (or a map over part of them) leaves no fragment around them that
+  still claims the pages: the TLB would otherwise translate them through the fragment's first entry."""
+  d, gpu, iface = dev
+  am = iface.am
+  buf = am.vram.alloc_user(4 << 20, "fragment test", align=2 << 20)
+  other = am.vram.alloc_user(PAGE, "another page")
+  va = G.VM_BASE + (0x3 << 32)
+  frag = lambda at: (am.gmc.lookup(at) >> 7) & 0x1F
+  am.gmc.map_vram(va, buf.offset, buf.size)
+  try:
+    am.gmc.unmap(va + 100 * PAGE, 1)
+    assert am.gmc.lookup(va + 100 * PAGE) & G.PTE_VALID == 0
+    assert [frag(va + p * PAGE) for p in (0, 64, 96, 99, 101, 102, 104, 112, 128, 256)] == [6, 5, 2, 2, 0, 1, 3, 4, 7, 8]
+    assert frag(va + (2 << 20)) == frag(va + (4 << 20) - PAGE) == G.MAX_FRAG     # the other 2 MiB untouched
+    am.gmc.map_vram(va + (3 << 20), other.offset, PAGE)                         # one page of the second 2 MiB
+    assert frag(va + (3 << 20) + PAGE) == 0 and frag(va + (2 << 20)) == 8
+    _fragments_hold(am, va, buf.size // PAGE)
+  finally:
+    am.gmc.unmap(va, buf.size // PAGE)
+    am.vram.free(buf)
+    am.vram.free(other)
+
 def test_copy_in_and_out_of_a_vram_buffer_is_byte_exact_at_odd_offsets(dev):
   d, gpu, iface = dev
   size = 3 * PAGE + 777
