@@ -130,8 +130,7 @@ class GMC(IPBlock):
     flags |= PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0
     base = 0 if system else self.fb_base
     frags = [0] * n if system else _fragments(va, addrs)
-    i = 0
-    self._narrow_fragments(va, n)        # the pages around lose any fragment that covers these
+    i, tables = 0, {}
     try:
       while i < n:                       # one page table (2 MiB of VA) at a time, its entries written at once
         rel = va + i * 0x1000 - VM_BASE
@@ -139,9 +138,10 @@ class GMC(IPBlock):
         count = min(n - i, 512 - lo)
         ptes = b"".join((((base + addrs[i + k]) & ADDR_MASK) | flags | PTE_FRAG(frags[i + k])).to_bytes(8, "little")
                         for k in range(count))
-        ptb = self._table_of(rel)        # may fail (no VRAM left for a new table): the pages so far are undone
+        ptb = tables[rel >> 21] = self._table_of(rel)   # may fail (no VRAM for a new table): the pages so far are undone
         d.vram.write(ptb + lo * 8, ptes)
         i += count
+      self._narrow_fragments(va, n, tables)      # the pages around lose any fragment that covered these
       if flush:
         d.nbio.hdp_flush()
         self.flush_tlb()
@@ -183,26 +183,27 @@ class GMC(IPBlock):
 
   def _clear(self, va: int, pages: int) -> None:
     """Clear the PTEs of `pages` pages at va where there is a page table (no flush)."""
-    rel0 = va - VM_BASE
+    rel0, tables = va - VM_BASE, {}
     for key in range(rel0 >> 21, ((rel0 + pages * 0x1000 - 1) >> 21) + 1):   # each 2 MiB: its page table found once
-      ptb = self._table_of(key << 21, make=False)
+      ptb = tables[key] = self._table_of(key << 21, make=False)
       if ptb is None: continue
       first = max(rel0, key << 21)
       last = min(rel0 + pages * 0x1000, (key + 1) << 21)
       lo, n = (first >> 12) & 0x1FF, (last - first) >> 12
       self.dev.vram.fill(ptb + lo * 8, n * 8)
-    self._narrow_fragments(va, pages)
+    self._narrow_fragments(va, pages, tables)
 
-  def _narrow_fragments(self, va: int, pages: int) -> None:
+  def _narrow_fragments(self, va: int, pages: int, tables: dict) -> None:
     """A page next to [va, va + pages) whose fragment covers part of that range claims a contiguity that no longer
     holds (part of a map call's range unmapped or mapped again): every page of that fragment outside the range gets
-    the largest aligned fragment inside its old one that stays clear of the range. A fragment is at most one page
-    table (MAX_FRAG), so at each end one PTE is read, and at most one page table's entries rewritten."""
+    the largest aligned fragment inside its old one that stays clear of the range. A fragment lies inside one page
+    table (MAX_FRAG, aligned), so only a neighbour in the range's first or last page table (tables: 2 MiB index ->
+    its page table, as the caller found them) can have one: one PTE read at each end, at most one table rewritten."""
     if pages <= 0: return
     first, end = (va - VM_BASE) >> 12, ((va - VM_BASE) >> 12) + pages        # page numbers relative to VM_BASE
-    for edge in (first - 1, end):
-      if not 0 <= edge < VM_SIZE >> 12: continue
-      ptb = self._table_of(edge << 12, make=False)
+    for edge, inner in ((first - 1, first), (end, end - 1)):
+      if edge >> 9 != inner >> 9: continue          # in another page table: no fragment of it reaches the range
+      ptb = tables.get(edge >> 9)
       if ptb is None: continue
       e = self._entry(ptb, edge & 0x1FF)
       f = min((e >> 7) & 0x1F, MAX_FRAG)      # (larger ones are not this driver's: a table's worth at most)
