@@ -321,6 +321,12 @@ def test_a_fixed_mapping_at_address_0_is_refused_before_mmap():
     with pytest.raises(OSCallError) as e:
       libc.mmap(0, PAGE, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | flag)
     assert e.value.errno == errno.EINVAL and "needs an address" in str(e.value)
+  # what ctypes would truncate: an address of 2^70 (NULL), a size past 2^64 (a page), an offset past a C long
+  for addr, size, offset in ((1 << 70, PAGE, 0), (None, (1 << 64) + PAGE, 0), ((1 << 64) - PAGE, 2 * PAGE, 0),
+                             (None, PAGE, 1 << 64)):
+    with pytest.raises(OSCallError, match="do not fit the call"):
+      libc.mmap(addr, size, libc.PROT_READ, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | (libc.MAP_FIXED_NOREPLACE if addr else 0),
+                offset=offset)
   with open("/proc/self/maps") as f: assert not any(line.startswith("00000000-") for line in f)
 
 def test_host_memory_views_stay_while_any_holder_holds_them(navi):
