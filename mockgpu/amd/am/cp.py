@@ -32,6 +32,7 @@ from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
 from .discovery import GC_HWID, SDMA0_HWID
 
 MQD_SIZE = ctypes.sizeof(MQD)
+PAGE = 0x1000
 CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x08, 224, 0x1B
 
 
@@ -251,7 +252,9 @@ class CommandProcessors:
       if not e & PTE_VALID: continue
       at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)
       if e & PTE_SYSTEM:
-        if host_of.get(addr) != at: continue   # not host memory at the same address: the engines cannot use it
+        # every page of it host memory at the same address (a huge entry too: the engines must not reach the host
+        # memory after its first page), else the engines cannot use it
+        if any(host_of.get(addr + k) != at + k for k in range(0, span, PAGE)): continue
         off = None
       else:
         off = addr - fb

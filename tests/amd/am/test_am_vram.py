@@ -258,6 +258,25 @@ def test_a_mode1_reset_takes_every_mapping_from_the_mock_engines(navi_fw):
     assert gpu.cp.gpu.ranges.ranges() == [] and os.memory.view_of(va) is None
     assert not os.memory._views
 
+def test_a_huge_system_entry_reaches_only_host_memory_the_mock_knows(navi_fw):
+  """A directory entry that is itself a PTE (PDE_PTE) of system memory spans 2 MiB: the engines may reach it only
+  where every page is host memory at its own address (else an access past the first page would touch unmapped host
+  memory and end the Python process)."""
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.mockgpu.amd.am.blocks import PDE_PTE
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    va = G.VM_BASE + (0x5 << 32)
+    os.alloc_anon(PAGE, addr=va)                       # one page of host memory at the VA, the 2 MiB around it unknown
+    rel = va - G.VM_BASE
+    am.gmc._table_of(rel)
+    table = am.gmc.root.offset
+    for level in (3, 2):                               # down to the directory whose entries span 2 MiB
+      table = (am.gmc._entry(table, (rel >> (12 + 9 * level)) & 0x1FF) & G.ADDR_MASK) - am.gmc.fb_base
+    am.gmc._set(table, (rel >> 21) & 0x1FF, os.phys_addrs(va, PAGE)[0] | G.PTE_VALID | G.PTE_SYSTEM | PDE_PTE)
+    am.gmc.flush_tlb()
+    assert not any(a <= va < a + size for a, size in gpu.cp.gpu.ranges.ranges())
+
 def test_cpu_access_maps_the_vram_bar_at_the_buffer_va(dev):
   d, gpu, iface = dev
   os = d.owned_os
