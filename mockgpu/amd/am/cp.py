@@ -286,17 +286,26 @@ class CommandProcessors:
     flight, whose waves read their code and data from it, ends with a fault. The queues stay as the registers
     programmed them (a driver finds them still active)."""
     ends = [(a, a + n) for a, n in ranges]
-    gone = lambda va, size: any(a < va + size and va < e for a, e in ends)
     with self.gpu.lock:
-      for va, size in [r for r in self.mapped if gone(*r)]: self.gpu.unmap_range(va)
-      self.mapped = [r for r in self.mapped if not gone(*r)]
-      self._tables.clear()
+      self.forget(ranges)
       for q in self.gpu.queues.values():
         if getattr(getattr(q, "engine", None), "running", None) is not None and q.error is None:
           q.drop_work()
           q.error = GPUFault(f"{q.name}: the waves' memory was unmapped (its process ended)", address=ends[0][0] if ends else 0,
                              kind="page fault")
           self.queue_failed(self.gpu, q, q.error)
+
+  def forget(self, ranges) -> None:
+    """The engines stop reaching the host memory in ranges [(address, size)], which is about to be unmapped: the
+    ranges that meet it go now, and so do the cached ranges of the page tables that map it (their bytes may not have
+    changed: a driver that frees memory before unmapping it), so that no remap gives it back to the engines. An access
+    there is a GPU fault from now on, never a touch of unmapped host memory."""
+    ends = [(a, a + n) for a, n in ranges]
+    gone = lambda va, size: any(a < va + size and va < e for a, e in ends)
+    with self.gpu.lock:
+      for va, size in [r for r in self.mapped if gone(*r)]: self.gpu.unmap_range(va)
+      self.mapped = [r for r in self.mapped if not gone(*r)]
+      self._tables = {k: v for k, v in self._tables.items() if not any(off is None and gone(va, n) for va, n, off in v[1])}
 
   def close(self) -> None:
     for va, size, _off in self.vram_views: self.navi.os.memory.unmap_view(va, size, self)

@@ -277,6 +277,24 @@ def test_a_huge_system_entry_reaches_only_host_memory_the_mock_knows(navi_fw):
     am.gmc.flush_tlb()
     assert not any(a <= va < a + size for a, size in gpu.cp.gpu.ranges.ranges())
 
+def test_host_memory_freed_before_its_unmap_is_out_of_the_engines_reach(navi_fw):
+  """A driver that frees system memory its page tables still map: the engines stop reaching it at the free (a GPU
+  fault from then on, never a touch of unmapped host memory), and a TLB flush with the tables unchanged does not
+  give it back."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    va = G.VM_BASE + (0x5 << 32)
+    sm = am.pci.alloc_sysmem(2 * PAGE, addr=va)
+    am.gmc.map(va, sm.paddrs, system=True)
+    reached = lambda: [(a, n) for a, n in gpu.cp.gpu.ranges.ranges() if a < va + 2 * PAGE and va < a + n]
+    assert reached() == [(va, 2 * PAGE)]
+    am.pci.free_sysmem(sm)                          # the PTEs still say system pages at va
+    assert reached() == []
+    am.gmc.flush_tlb()
+    assert reached() == []
+    am.gmc.unmap(va, 2)
+
 def test_cpu_access_maps_the_vram_bar_at_the_buffer_va(dev):
   d, gpu, iface = dev
   os = d.owned_os
