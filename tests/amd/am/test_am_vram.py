@@ -123,6 +123,18 @@ def _fragments_hold(am, va, pages):
       assert q & G.PTE_VALID and q & G.ADDR_MASK == (base & G.ADDR_MASK) + k * PAGE, (hex(va + i * PAGE), f, k)
 
 
+def test_contiguous_vram_ptes_are_built_as_blocks_and_equal_the_page_by_page_ones():
+  """map_vram's range takes the block path (one range of PTEs per fragment); any list of pages, the page-by-page one:
+  both give the same PTEs."""
+  import random
+  rng = random.Random(5)
+  for _ in range(50):
+    va, n, start = G.VM_BASE + rng.randrange(1 << 20) * PAGE, rng.randrange(1, 1500), rng.randrange(1 << 18) * PAGE
+    pages = range(start, start + n * PAGE, PAGE)
+    blocks = G._fragments(va, pages)
+    assert len(blocks) <= 2 * G.MAX_FRAG + n // 512 + 2                   # no page-by-page walk
+    assert G._ptes(va, pages, 1 << 39, G.PTE_RWX, False) == G._ptes(va, list(pages), 1 << 39, G.PTE_RWX, False)
+
 def test_fragments_narrow_around_a_partial_unmap_and_a_map_over_part(dev):
   """gmc.unmap of part of a map call's pages (or a map over part of them) leaves no fragment around them that
   still claims the pages: the TLB would otherwise translate them through the fragment's first entry."""
