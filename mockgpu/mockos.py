@@ -278,7 +278,7 @@ class MockOS:
     """A BAR window mapped at addr as a view of the model's memory (a memfd-backed VRAM BAR, FileMemoryMMIO): loads
     and stores there reach the same bytes the model and its engines see. Register windows cannot be mapped."""
     what = name or path
-    if addr % PAGE or offset % PAGE or size <= 0 or size % PAGE or offset < 0:
+    if addr <= 0 or addr % PAGE or offset % PAGE or size <= 0 or size % PAGE or offset < 0:
       raise DeviceError(f"{what}: mapping {size:#x} bytes at BAR offset {offset:#x} to address {addr:#x}: address, "
                         f"offset and size must be positive multiples of the page size ({PAGE:#x})")
     node = self._node("mmap", path)

@@ -4,6 +4,7 @@ host memory as device memory (GPU VA == host VA)."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap as _mmap
 import os
 import platform
@@ -50,7 +51,15 @@ MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def mmap(addr: int | None, size: int, prot: int, flags: int, fd: int = -1, offset: int = 0, what: str = "anonymous memory") -> int:
-  """mmap(2); returns the address. With MAP_FIXED_NOREPLACE a mapping placed elsewhere (old kernels) is an error."""
+  """mmap(2); returns the address. With MAP_FIXED_NOREPLACE a mapping placed elsewhere (old kernels) is an error.
+  A fixed mapping needs an address: at 0 (NULL, which a privileged process may map) it is refused before the call."""
+  if flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) and not addr:
+    raise OSCallError("mmap", what, errno.EINVAL, f"a fixed mapping of {size:#x} bytes needs an address, not {addr!r}")
+  # ctypes truncates what does not fit the C types without a word (an address of 1 << 70 becomes NULL, a size of
+  # 1 << 64 + 4096 one page): such values are refused here, never passed on
+  if not 0 < size < 1 << 64 or not 0 <= (addr or 0) <= (1 << 64) - size or not 0 <= offset < 1 << 63:
+    raise OSCallError("mmap", what, errno.EINVAL, f"addr={addr if addr is None else hex(addr)} size={size:#x} "
+                      f"offset={offset:#x} do not fit the call")
   res = _libc.mmap(addr or None, size, prot, flags, fd, offset)
   if res in (None, MAP_FAILED):
     err = ctypes.get_errno()

@@ -349,7 +349,7 @@ class LinuxOS:
 
   def map_pci_resource(self, path: str, addr: int, size: int, offset: int = 0, name: str = "") -> MemoryMMIO:
     what = name or path
-    if addr % libc.PAGE_SIZE or offset % libc.PAGE_SIZE or size <= 0 or size % libc.PAGE_SIZE or offset < 0:
+    if addr <= 0 or addr % libc.PAGE_SIZE or offset % libc.PAGE_SIZE or size <= 0 or size % libc.PAGE_SIZE or offset < 0:
       raise DeviceError(f"{what}: mapping {size:#x} bytes at BAR offset {offset:#x} to address {addr:#x}: address, "
                         f"offset and size must be positive multiples of the page size ({libc.PAGE_SIZE:#x})")
     f = self.open(path, os.O_RDWR | os.O_SYNC)

@@ -13,6 +13,9 @@ names its register.
 """
 from __future__ import annotations
 
+import sys
+from array import array
+
 from .block import IPBlock
 
 PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
@@ -28,22 +31,36 @@ INV_ENGINE = 17
 MAX_FRAG = 9          # fragments up to 2 MiB (Linux amdgpu's default vm_fragment_size)
 
 
-def _fragments(va: int, addrs: list) -> list[int]:
-  """Each page's fragment field: 2^f pages that are contiguous both in VA and in VRAM and aligned to 2^f pages in both
-  may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one entry; 0 elsewhere. A fragment never
-  spans two map calls, so unmapping what one map call mapped (AMIface frees whole buffers) leaves no stale one."""
-  n, out, i = len(addrs), [0] * len(addrs), 0
+def _fragments(va: int, addrs) -> list[tuple[int, int, int]]:
+  """The pages as blocks (first index, pages, fragment field): 2^f pages that are contiguous both in VA and in VRAM
+  and aligned to 2^f pages in both may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one
+  entry; 0 elsewhere. A fragment never spans two map calls, so unmapping what one map call mapped (AMIface frees
+  whole buffers) leaves no stale one; an unmap of part of one, or a map over part of one, narrows the fragments
+  around it (GMC._narrow_fragments). addrs a range of 4 KiB steps is contiguous as a whole (no page-by-page look)."""
+  n, out, i = len(addrs), [], 0
+  whole = isinstance(addrs, range) and addrs.step == 0x1000
   while i < n:
-    run = 1                                  # the contiguous pages from i
+    run = n - i if whole else 1              # the contiguous pages from i
     while i + run < n and addrs[i + run] == addrs[i] + run * 0x1000: run += 1
     j = i
     while j < i + run:
       vp, pp, left = (va >> 12) + j, addrs[j] >> 12, i + run - j
       f = min(MAX_FRAG, (vp & -vp).bit_length() - 1 if vp else MAX_FRAG, (pp & -pp).bit_length() - 1 if pp else MAX_FRAG,
               left.bit_length() - 1)
-      out[j:j + (1 << f)] = [f] * (1 << f)
+      out.append((j, 1 << f, f))
       j += 1 << f
     i += run
+  return out
+
+
+def _ptes(va: int, addrs, base: int, flags: int, system: bool) -> array:
+  """The PTEs of the pages at va, in order: a block of contiguous pages as one range of 4 KiB steps (the flags sit
+  outside the address bits, so each PTE is the previous one plus a page)."""
+  if system: return array("Q", [(a & ADDR_MASK) | flags for a in addrs])
+  out = array("Q")
+  for j, count, f in _fragments(va, addrs):
+    first = ((base + addrs[j]) & ADDR_MASK) | flags | PTE_FRAG(f)
+    out.extend(range(first, first + count * 0x1000, 0x1000))
   return out
 
 
@@ -113,7 +130,8 @@ class GMC(IPBlock):
 
   def map(self, va: int, addrs, system: bool, flags: int = PTE_RWX, flush: bool = True) -> None:
     """Map 4 KiB pages at va: addrs are each page's address (VRAM offsets, or bus addresses of system memory)."""
-    with self.dev.lock: self._map(va, list(addrs), system, flags, flush)     # tables made on first use are shared
+    addrs = addrs if isinstance(addrs, range) else list(addrs)
+    with self.dev.lock: self._map(va, addrs, system, flags, flush)     # tables made on first use are shared
 
   def map_vram(self, va: int, offset: int, size: int, flags: int = PTE_RWX, flush: bool = True) -> None:
     """Map the contiguous VRAM [offset, offset+size) at va (VRAM PTEs: MC addresses, no SYSTEM bit)."""
@@ -127,20 +145,25 @@ class GMC(IPBlock):
       raise DeviceError(f"{d.label}: GPU VA {va:#x}+{n * 0x1000:#x} is outside the VM range {VM_BASE:#x}+{VM_SIZE:#x} "
                         f"or unaligned")
     flags |= PTE_SYSTEM | PTE_SNOOPED | PTE_MTYPE_NV10(MTYPE_UC) if system else 0
-    base = 0 if system else self.fb_base
-    frags = [0] * n if system else _fragments(va, addrs)
-    i = 0
-    while i < n:                         # one page table (2 MiB of VA) at a time, its entries written at once
-      rel = va + i * 0x1000 - VM_BASE
-      lo = (rel >> 12) & 0x1FF
-      count = min(n - i, 512 - lo)
-      ptes = b"".join((((base + addrs[i + k]) & ADDR_MASK) | flags | PTE_FRAG(frags[i + k])).to_bytes(8, "little")
-                      for k in range(count))
-      d.vram.write(self._table_of(rel) + lo * 8, ptes)
-      i += count
-    if flush:
-      d.nbio.hdp_flush()
-      self.flush_tlb()
+    ptes = _ptes(va, addrs, 0 if system else self.fb_base, flags, system)
+    if sys.byteorder != "little": ptes.byteswap()       # PTEs are little-endian in VRAM
+    i, tables = 0, {}
+    try:
+      while i < n:                       # one page table (2 MiB of VA) at a time, its entries written at once
+        rel = va + i * 0x1000 - VM_BASE
+        lo = (rel >> 12) & 0x1FF
+        count = min(n - i, 512 - lo)
+        ptb = tables[rel >> 21] = self._table_of(rel)   # may fail (no VRAM for a new table): the pages so far are undone
+        d.vram.write(ptb + lo * 8, ptes[i:i + count].tobytes())
+        i += count
+      self._narrow_fragments(va, n, tables)      # the pages around lose any fragment that covered these
+      if flush:
+        d.nbio.hdp_flush()
+        self.flush_tlb()
+    except BaseException:
+      # a failed map leaves no PTE behind: the caller frees the memory next, which the GPU must not reach then
+      self._clear(va, i)
+      raise
 
   def lookup(self, va: int) -> int | None:
     """The PTE that maps va in VMID 0's tables as they are in VRAM (None: no page table there)."""
@@ -169,13 +192,44 @@ class GMC(IPBlock):
     with self.dev.lock: self._unmap(va, pages)
 
   def _unmap(self, va: int, pages: int) -> None:
-    rel0 = va - VM_BASE
+    self._clear(va, pages)
+    self.dev.nbio.hdp_flush()
+    self.flush_tlb()
+
+  def _clear(self, va: int, pages: int) -> None:
+    """Clear the PTEs of `pages` pages at va where there is a page table (no flush)."""
+    rel0, tables = va - VM_BASE, {}
     for key in range(rel0 >> 21, ((rel0 + pages * 0x1000 - 1) >> 21) + 1):   # each 2 MiB: its page table found once
-      ptb = self._table_of(key << 21, make=False)
+      ptb = tables[key] = self._table_of(key << 21, make=False)
       if ptb is None: continue
       first = max(rel0, key << 21)
       last = min(rel0 + pages * 0x1000, (key + 1) << 21)
       lo, n = (first >> 12) & 0x1FF, (last - first) >> 12
       self.dev.vram.fill(ptb + lo * 8, n * 8)
-    self.dev.nbio.hdp_flush()
-    self.flush_tlb()
+    self._narrow_fragments(va, pages, tables)
+
+  def _narrow_fragments(self, va: int, pages: int, tables: dict) -> None:
+    """A page next to [va, va + pages) whose fragment covers part of that range claims a contiguity that no longer
+    holds (part of a map call's range unmapped or mapped again): every page of that fragment outside the range gets
+    the largest aligned fragment inside its old one that stays clear of the range. A fragment lies inside one page
+    table (MAX_FRAG, aligned), so only a neighbour in the range's first or last page table (tables: 2 MiB index ->
+    its page table, as the caller found them) can have one: one PTE read at each end, at most one table rewritten."""
+    if pages <= 0: return
+    first, end = (va - VM_BASE) >> 12, ((va - VM_BASE) >> 12) + pages        # page numbers relative to VM_BASE
+    for edge, inner in ((first - 1, first), (end, end - 1)):
+      if edge >> 9 != inner >> 9: continue          # in another page table: no fragment of it reaches the range
+      ptb = tables.get(edge >> 9)
+      if ptb is None: continue
+      e = self._entry(ptb, edge & 0x1FF)
+      f = min((e >> 7) & 0x1F, MAX_FRAG)      # (larger ones are not this driver's: a table's worth at most)
+      block = edge & ~((1 << f) - 1)
+      if not e & PTE_VALID or block + (1 << f) <= first or block >= end: continue
+      raw = self.dev.vram.read(ptb + (block & 0x1FF) * 8, 8 << f)
+      entries = [int.from_bytes(raw[k * 8:k * 8 + 8], "little") for k in range(1 << f)]
+      for k, pte in enumerate(entries):
+        p = block + k
+        if first <= p < end or not pte & PTE_VALID: continue
+        g = min((pte >> 7) & 0x1F, f)
+        while g and (p & ~((1 << g) - 1)) < end and first < (p & ~((1 << g) - 1)) + (1 << g): g -= 1
+        entries[k] = (pte & ~PTE_FRAG(0x1F)) | PTE_FRAG(g)
+      self.dev.vram.write(ptb + (block & 0x1FF) * 8, b"".join(x.to_bytes(8, "little") for x in entries))

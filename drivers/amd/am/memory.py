@@ -5,8 +5,13 @@ Two kinds of allocation come from the same free list:
   alloc(size, what, align)       boot-lifetime memory of the driver (page tables, rings, PSP buffers, the TMR),
                                  zero-filled, lowest address first, never freed (gone when the driver instance goes)
   alloc_user(size, what, align)  memory of the runtime (user buffers, code, scratch), highest address first so that
-                                 the driver's own tables stay low and free space stays in one piece; not cleared (its
-                                 contents are what the last user left, as with KFD's VRAM); given back with free(buf)
+                                 the driver's own tables stay low and free space stays in one piece; given back with
+                                 free(buf). Not cleared: its contents are what the last user left, this process's or
+                                 (on a reused GPU) a previous one's. Unlike KFD, which wipes VRAM on release and clears
+                                 it on allocation, clearing here would protect nothing: a process that opens the GPU
+                                 maps the whole VRAM BAR and can read any of it. (A BAR fill costs about as much as the
+                                 allocation itself on the mock, far more over a USB bridge; an SDMA constant fill is
+                                 the way, should the runtime want zeroed buffers.)
 Freed ranges merge with their free neighbours. The free list is kept under the device lock (dev.lock). Sizes are rounded up to 4 KiB pages, alignments are powers of two of
 at least a page. An exhausted VRAM is a DeviceError naming the device, the size asked for and what is left.
 

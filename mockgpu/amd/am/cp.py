@@ -34,6 +34,7 @@ from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
 from .discovery import GC_HWID, SDMA0_HWID
 
 MQD_SIZE = ctypes.sizeof(MQD)
+PAGE = 0x1000
 CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x08, 224, 0x1B
 
 
@@ -217,17 +218,16 @@ class CommandProcessors:
     memory = self.navi.os.memory
     with self.gpu.lock:
       want_vram = {tuple(r) for r in vram}
-      gone_vram, added_vram = self.vram_views - want_vram, want_vram - self.vram_views
-      reached = {tuple(r) for r in system} | {(va, size) for va, size, _ in want_vram - added_vram}
-      for va, size in set(self.mapped) - reached: self.gpu.unmap_range(va)
-      for va, size, _off in gone_vram: memory.unmap_view(va, size, self)
-      for va, size, off in added_vram:
+      for va, size, _off in self.vram_views - want_vram: memory.unmap_view(va, size, self)
+      for va, size, off in want_vram - self.vram_views:
         try: memory.map_view(off[0], off[1], va, size, self, f"mock Navi 31 {self.navi.addr} memory {off[1]:#x} at VA")
         except (DeviceError, OSCallError):   # another mapping of this process lives there: the VA stays unreachable
           want_vram.discard((va, size, off))
-          continue
-        reached.add((va, size))
-      for va, size in reached - set(self.mapped): self.gpu.map_range(va, size)
+      # what the engines reach, compared as a whole with what they reached: a range that stays (the same VA and size,
+      # even where it now reaches other memory) is left as it is, the others go, then the new ones come
+      reached, before = {tuple(r) for r in system} | {(va, size) for va, size, _ in want_vram}, set(self.mapped)
+      for va, size in before - reached: self.gpu.unmap_range(va)
+      for va, size in reached - before: self.gpu.map_range(va, size)
       self.mapped, self.vram_views = sorted(reached), want_vram
 
   def _walk(self, table: int, level: int, va: int, out: list, seen: set) -> None:
@@ -256,10 +256,12 @@ class CommandProcessors:
       if not e & PTE_VALID: continue
       at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)
       if e & PTE_SYSTEM:
-        if host_of.get(addr) != at:   # not host memory at the same address: a bridge window, or nothing they can use
+        # every page of it host memory at the same address (a huge entry too: the engines must not reach the host
+        # memory after its first page); else a bridge window, or nothing they can use
+        if all(host_of.get(addr + k) == at + k for k in range(0, span, PAGE)): off = None
+        else:
           off = self._window_file(addr, span)
           if off is None: continue
-        else: off = None
       else:
         if addr - fb < 0 or addr - fb + span > vram_size: continue
         off = (self.navi.vram_fd, addr - fb)
@@ -286,8 +288,9 @@ class CommandProcessors:
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
 
   def stop_all(self) -> None:
-    """Every queue stops, its work dropped (a reset)."""
+    """Every queue stops, its work dropped (a reset: nothing is saved into the MQDs)."""
     for key in list(self.queues): self._stop(key)
+    self.mqds.clear()
 
   def process_exiting(self, ranges) -> None:
     """The host memory in ranges [(address, size)] is about to be unmapped (its process ended): the engines stop
@@ -295,17 +298,26 @@ class CommandProcessors:
     flight, whose waves read their code and data from it, ends with a fault. The queues stay as the registers
     programmed them (a driver finds them still active)."""
     ends = [(a, a + n) for a, n in ranges]
-    gone = lambda va, size: any(a < va + size and va < e for a, e in ends)
     with self.gpu.lock:
-      for va, size in [r for r in self.mapped if gone(*r)]: self.gpu.unmap_range(va)
-      self.mapped = [r for r in self.mapped if not gone(*r)]
-      self._tables.clear()
+      self.forget(ranges)
       for q in self.gpu.queues.values():
         if getattr(getattr(q, "engine", None), "running", None) is not None and q.error is None:
           q.drop_work()
           q.error = GPUFault(f"{q.name}: the waves' memory was unmapped (its process ended)", address=ends[0][0] if ends else 0,
                              kind="page fault")
           self.queue_failed(self.gpu, q, q.error)
+
+  def forget(self, ranges) -> None:
+    """The engines stop reaching the host memory in ranges [(address, size)], which is about to be unmapped: the
+    ranges that meet it go now, and so do the cached ranges of the page tables that map it (their bytes may not have
+    changed: a driver that frees memory before unmapping it), so that no remap gives it back to the engines. An access
+    there is a GPU fault from now on, never a touch of unmapped host memory."""
+    ends = [(a, a + n) for a, n in ranges]
+    gone = lambda va, size: any(a < va + size and va < e for a, e in ends)
+    with self.gpu.lock:
+      for va, size in [r for r in self.mapped if gone(*r)]: self.gpu.unmap_range(va)
+      self.mapped = [r for r in self.mapped if not gone(*r)]
+      self._tables = {k: v for k, v in self._tables.items() if not any(off is None and gone(va, n) for va, n, off in v[1])}
 
   def close(self) -> None:
     for va, size, _off in self.vram_views: self.navi.os.memory.unmap_view(va, size, self)

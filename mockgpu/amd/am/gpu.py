@@ -154,6 +154,12 @@ class MockNavi31:
     """A mode-1 reset asked through `by` (the SMU's message or the PSP's command): see reset.py."""
     self.reset.start(by)
 
+  def host_memory_freed(self, addr: int, size: int) -> bool:
+    """MockOS.free_anon: host memory goes; the engines stop reaching it first (cp.forget), so that a driver that
+    frees memory its page tables still map gets GPU faults, never a crash of the process. Nothing is kept alive."""
+    if getattr(self, "cp", None) is not None: self.cp.forget([(addr, size)])
+    return False
+
   def process_exiting(self, pid: int, ranges) -> None:
     """MockOS: a process ends and its host memory goes; the engines stop reaching it (cp.process_exiting)."""
     self.cp.process_exiting(ranges)

@@ -1,6 +1,7 @@
 """Device buffers of an AM device live in VRAM (issue 15): the VRAM allocator, VRAM page tables, the CPU view of a
 buffer through the VRAM BAR at its GPU VA, and the mock's MMU making VAs mapped to VRAM reach it for its engines."""
 import ctypes
+import errno
 import os as _os
 
 import numpy as np
@@ -68,6 +69,95 @@ def test_fragments_mark_aligned_contiguous_vram(dev):
     am.gmc.unmap(va, buf.size // PAGE)
     am.vram.free(buf)
 
+
+def test_a_failed_map_leaves_no_pte_behind(navi_fw):
+  """A map that fails part-way (no VRAM left for the next page table) takes back the PTEs it wrote: the caller frees
+  the memory next, and the GPU must not reach it through them."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    edge = G.VM_BASE + (0x5 << 32) + (2 << 20)          # the first page table ends here, the next one is not made yet
+    buf = am.vram.alloc_user(2 * PAGE, "map failure test")
+    am.gmc.map_vram(edge - 2 * PAGE, buf.offset, PAGE)
+    rest = [am.vram.alloc_user(size, "all the rest") for _, size in sorted(am.vram._free, key=lambda b: -b[1])]
+    with pytest.raises(DeviceError, match="VRAM exhausted.*page table"):
+      am.gmc.map_vram(edge - PAGE, buf.offset, 2 * PAGE)
+    assert am.gmc.lookup(edge - PAGE) & G.PTE_VALID == 0        # written before the failure, taken back
+    assert am.gmc.lookup(edge - 2 * PAGE) & G.PTE_VALID          # what an earlier map call mapped stays
+    for b in rest: am.vram.free(b)
+    am.gmc.map_vram(edge - PAGE, buf.offset, 2 * PAGE)            # with VRAM for the table it maps
+    assert am.gmc.lookup(edge) & G.ADDR_MASK == am.vram.fb_base + buf.offset + PAGE
+
+
+def test_the_mock_engines_reach_a_va_whose_vram_changed_in_one_flush(navi_fw):
+  """The same VA and size mapped to other VRAM between two TLB flushes: the MMU views the new VRAM there and the
+  engines still reach the VA."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    a, b = am.vram.alloc_user(PAGE, "first"), am.vram.alloc_user(PAGE, "second")
+    am.vram.write(b.offset, b"second")
+    va = G.VM_BASE + (0x5 << 32)
+    am.gmc.map_vram(va, a.offset, PAGE)
+    am.gmc.map_vram(va, b.offset, PAGE)                                  # no unmap between: one flush sees both
+    assert (va, PAGE) in gpu.cp.gpu.ranges.ranges()
+    assert os.memory.view_of(va) == (gpu.vram_fd, b.offset, 1)
+    assert ctypes.string_at(va, 6) == b"second"
+    am.gmc.unmap(va, 1)
+    assert (va, PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
+
+
+def _fragments_hold(am, va, pages):
+  """Every valid PTE's fragment (the aligned 2^f pages around it) is valid and contiguous in VRAM throughout."""
+  seen = set()
+  for i in range(pages):
+    pte = am.gmc.lookup(va + i * PAGE)
+    if not pte & G.PTE_VALID: continue
+    f = (pte >> 7) & 0x1F
+    start = ((va >> 12) + i) & ~((1 << f) - 1)
+    if (start, f) in seen: continue
+    seen.add((start, f))
+    base = am.gmc.lookup(start << 12)
+    for k in range(1 << f):
+      q = am.gmc.lookup((start + k) << 12)
+      assert q & G.PTE_VALID and q & G.ADDR_MASK == (base & G.ADDR_MASK) + k * PAGE, (hex(va + i * PAGE), f, k)
+
+
+def test_contiguous_vram_ptes_are_built_as_blocks_and_equal_the_page_by_page_ones():
+  """map_vram's range takes the block path (one range of PTEs per fragment); any list of pages, the page-by-page one:
+  both give the same PTEs."""
+  import random
+  rng = random.Random(5)
+  for _ in range(50):
+    va, n = G.VM_BASE + rng.randrange(1 << 20) * PAGE, rng.randrange(1, 1500)
+    start = rng.randrange(1 << 18) * PAGE if rng.random() < 0.5 else rng.randrange(1 << 8) * (2 << 20) + (va & ((2 << 20) - 1))
+    pages = range(start, start + n * PAGE, PAGE)
+    if not (va - start) % (2 << 20):                                      # aligned alike: 2 MiB blocks in the middle
+      assert len(G._fragments(va, pages)) <= 2 * G.MAX_FRAG + n // 512 + 2
+    assert G._ptes(va, pages, 1 << 39, G.PTE_RWX, False) == G._ptes(va, list(pages), 1 << 39, G.PTE_RWX, False)
+
+def test_fragments_narrow_around_a_partial_unmap_and_a_map_over_part(dev):
+  """gmc.unmap of part of a map call's pages (or a map over part of them) leaves no fragment around them that
+  still claims the pages: the TLB would otherwise translate them through the fragment's first entry."""
+  d, gpu, iface = dev
+  am = iface.am
+  buf = am.vram.alloc_user(4 << 20, "fragment test", align=2 << 20)
+  other = am.vram.alloc_user(PAGE, "another page")
+  va = G.VM_BASE + (0x3 << 32)
+  frag = lambda at: (am.gmc.lookup(at) >> 7) & 0x1F
+  am.gmc.map_vram(va, buf.offset, buf.size)
+  try:
+    am.gmc.unmap(va + 100 * PAGE, 1)
+    assert am.gmc.lookup(va + 100 * PAGE) & G.PTE_VALID == 0
+    assert [frag(va + p * PAGE) for p in (0, 64, 96, 99, 101, 102, 104, 112, 128, 256)] == [6, 5, 2, 2, 0, 1, 3, 4, 7, 8]
+    assert frag(va + (2 << 20)) == frag(va + (4 << 20) - PAGE) == G.MAX_FRAG     # the other 2 MiB untouched
+    am.gmc.map_vram(va + (3 << 20), other.offset, PAGE)                         # one page of the second 2 MiB
+    assert frag(va + (3 << 20) + PAGE) == 0 and frag(va + (2 << 20)) == 8
+    _fragments_hold(am, va, buf.size // PAGE)
+  finally:
+    am.gmc.unmap(va, buf.size // PAGE)
+    am.vram.free(buf)
+    am.vram.free(other)
 
 def test_copy_in_and_out_of_a_vram_buffer_is_byte_exact_at_odd_offsets(dev):
   d, gpu, iface = dev
@@ -167,6 +257,57 @@ def test_the_mock_engines_reach_vram_where_the_cpu_maps_nothing(navi_fw):
     assert (va, 3 * PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
 
 
+def test_a_mode1_reset_takes_every_mapping_from_the_mock_engines(navi_fw):
+  """After a reset the hubs are off: the engines reach nothing, and the MMU's views of VRAM are let go (a VA mapped
+  again later to other VRAM is viewed afresh)."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    buf = am.vram.alloc_user(2 * PAGE, "reset test")
+    va = G.VM_BASE + (0x5 << 32)
+    am.gmc.map_vram(va, buf.offset, 2 * PAGE)
+    assert (va, 2 * PAGE) in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is not None
+    gpu.mode1_reset("test")
+    assert gpu.cp.gpu.ranges.ranges() == [] and os.memory.view_of(va) is None
+    assert not os.memory._views
+
+def test_a_huge_system_entry_reaches_only_host_memory_the_mock_knows(navi_fw):
+  """A directory entry that is itself a PTE (PDE_PTE) of system memory spans 2 MiB: the engines may reach it only
+  where every page is host memory at its own address (else an access past the first page would touch unmapped host
+  memory and end the Python process)."""
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.mockgpu.amd.am.blocks import PDE_PTE
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    va = G.VM_BASE + (0x5 << 32)
+    os.alloc_anon(PAGE, addr=va)                       # one page of host memory at the VA, the 2 MiB around it unknown
+    rel = va - G.VM_BASE
+    am.gmc._table_of(rel)
+    table = am.gmc.root.offset
+    for level in (3, 2):                               # down to the directory whose entries span 2 MiB
+      table = (am.gmc._entry(table, (rel >> (12 + 9 * level)) & 0x1FF) & G.ADDR_MASK) - am.gmc.fb_base
+    am.gmc._set(table, (rel >> 21) & 0x1FF, os.phys_addrs(va, PAGE)[0] | G.PTE_VALID | G.PTE_SYSTEM | PDE_PTE)
+    am.gmc.flush_tlb()
+    assert not any(a <= va < a + size for a, size in gpu.cp.gpu.ranges.ranges())
+
+def test_host_memory_freed_before_its_unmap_is_out_of_the_engines_reach(navi_fw):
+  """A driver that frees system memory its page tables still map: the engines stop reaching it at the free (a GPU
+  fault from then on, never a touch of unmapped host memory), and a TLB flush with the tables unchanged does not
+  give it back."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    va = G.VM_BASE + (0x5 << 32)
+    sm = am.pci.alloc_sysmem(2 * PAGE, addr=va)
+    am.gmc.map(va, sm.paddrs, system=True)
+    reached = lambda: [(a, n) for a, n in gpu.cp.gpu.ranges.ranges() if a < va + 2 * PAGE and va < a + n]
+    assert reached() == [(va, 2 * PAGE)]
+    am.pci.free_sysmem(sm)                          # the PTEs still say system pages at va
+    assert reached() == []
+    am.gmc.flush_tlb()
+    assert reached() == []
+    am.gmc.unmap(va, 2)
+
 def test_cpu_access_maps_the_vram_bar_at_the_buffer_va(dev):
   d, gpu, iface = dev
   os = d.owned_os
@@ -185,6 +326,7 @@ def test_map_pci_resource_checks_alignment_and_the_bar(navi):
   va = G.VM_BASE + (0x6 << 32)
   with pytest.raises(DeviceError, match=r"address 0x200600000001.*page size"): os.map_pci_resource(path, va + 1, PAGE, 0)
   with pytest.raises(DeviceError, match=r"offset 0x800"): os.map_pci_resource(path, va, PAGE, 0x800)
+  with pytest.raises(DeviceError, match=r"address 0x0:.*positive"): os.map_pci_resource(path, 0, PAGE, 0)
   with pytest.raises(OSCallError, match="outside BAR0"): os.map_pci_resource(path, va, 2 * PAGE, gpu.vram_size - PAGE)
   with pytest.raises(OSCallError, match="not memory"):
     os.map_pci_resource("/sys/bus/pci/devices/0000:03:00.0/resource5", va, PAGE, 0)
@@ -209,6 +351,8 @@ def test_linux_map_pci_resource_maps_the_file_at_the_address(tmp_path):
   addr = lo.alloc_anon(2 * PAGE)
   lo.free_anon(addr, 2 * PAGE)                 # a free address
   with pytest.raises(DeviceError, match="page size"): lo.map_pci_resource(str(path), addr, PAGE, 0x10)
+  for bad in (0, -PAGE):            # never at NULL (which root may map) nor a negative address
+    with pytest.raises(DeviceError, match=rf"address {bad:#x}:.*positive"): lo.map_pci_resource(str(path), bad, PAGE, 0)
   with pytest.raises(DeviceError, match=r"0x3000\+0x2000 is outside the BAR's 0x4000"):
     lo.map_pci_resource(str(path), addr, 2 * PAGE, 3 * PAGE)
   view = lo.map_pci_resource(str(path), addr, 2 * PAGE, PAGE, name="fake BAR0")
@@ -219,6 +363,21 @@ def test_linux_map_pci_resource_maps_the_file_at_the_address(tmp_path):
   view.close()
   assert libc.PAGE_SIZE == PAGE
 
+
+def test_a_fixed_mapping_at_address_0_is_refused_before_mmap():
+  """mmap(NULL, MAP_FIXED_NOREPLACE) maps page 0 for a privileged process; hcq never asks for it."""
+  from hcq.drivers.system import libc
+  for flag in (libc.MAP_FIXED, libc.MAP_FIXED_NOREPLACE):
+    with pytest.raises(OSCallError) as e:
+      libc.mmap(0, PAGE, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | flag)
+    assert e.value.errno == errno.EINVAL and "needs an address" in str(e.value)
+  # what ctypes would truncate: an address of 2^70 (NULL), a size past 2^64 (a page), an offset past a C long
+  for addr, size, offset in ((1 << 70, PAGE, 0), (None, (1 << 64) + PAGE, 0), ((1 << 64) - PAGE, 2 * PAGE, 0),
+                             (None, PAGE, 1 << 64)):
+    with pytest.raises(OSCallError, match="do not fit the call"):
+      libc.mmap(addr, size, libc.PROT_READ, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | (libc.MAP_FIXED_NOREPLACE if addr else 0),
+                offset=offset)
+  with open("/proc/self/maps") as f: assert not any(line.startswith("00000000-") for line in f)
 
 def test_host_memory_views_stay_while_any_holder_holds_them(navi):
   """The driver's CPU view and the MMU's view of the same pages: whichever lets go first, the other keeps them."""
