@@ -38,7 +38,7 @@ import threading
 import time
 
 from ..drivers.system import libc
-from ..drivers.system.locks import STATE_MAX_BYTES, in_use_error, lock_path, owner_error, state_path
+from ..drivers.system.locks import STATE_MAX_BYTES, checked_state_path, in_use_error, lock_path, owner_error
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import DeviceError, OSCallError
 from .files import DataFileHandle, EventFD
@@ -317,13 +317,11 @@ class MockOS:
     with self._lock: return "".join(lock.line(n) + "\n" for n, lock in enumerate(self._held_locks.values(), 1))
 
   # ---- device state files (in the VFS, at the path LinuxOS uses)
-  def _state_path(self, kind: str, pcibus: str) -> str:
-    try: return state_path(self.config.lock_dir, kind, pcibus)
-    except ValueError as e: raise DeviceError(f"device state file: {e}") from None
+  def _state_path(self, kind: str, pcibus: str, data: bytes | None = None) -> str:
+    return checked_state_path(self.config.lock_dir, kind, pcibus, data)
 
   def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None:
-    path = self._state_path(kind, pcibus)
-    if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
+    path = self._state_path(kind, pcibus, data)
     self.vfs.add_file(path, bytes(data), replace=True)
 
   def read_device_state(self, kind: str, pcibus: str, owners=None) -> bytes | None:

@@ -14,7 +14,7 @@ import time
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import STATE_MAX_BYTES, FileKey, held_flocks, in_use_error, lock_path, owner_error, state_path
+from .locks import STATE_MAX_BYTES, FileKey, checked_state_path, held_flocks, in_use_error, lock_path, owner_error
 
 # The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
 # is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
@@ -400,13 +400,11 @@ class LinuxOS:
     return FlockLock(path, fd)
 
   # ---- device state files (written whole: a temporary file renamed over the name, so a reader sees all or nothing)
-  def _state_path(self, kind: str, pcibus: str) -> str:
-    try: return state_path(self.config.lock_dir, kind, pcibus)
-    except ValueError as e: raise DeviceError(f"device state file: {e}") from None
+  def _state_path(self, kind: str, pcibus: str, data: bytes | None = None) -> str:
+    return checked_state_path(self.config.lock_dir, kind, pcibus, data)
 
   def write_device_state(self, kind: str, pcibus: str, data: bytes) -> None:
-    path = self._state_path(kind, pcibus)
-    if len(data) > STATE_MAX_BYTES: raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
+    path = self._state_path(kind, pcibus, data)
     # an unguessable name: one planted (or left by a crashed process of the same pid) cannot block the publish
     tmp = f"{path}.{os.getpid()}.{os.urandom(8).hex()}.tmp"
     try:

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import re
 
+from ...errors import DeviceError
 from .pciaddr import is_valid
 
 LOCK_KINDS = ("am", "nv", "bnxt")
@@ -38,6 +39,16 @@ def state_name(kind: str, pcibus: str) -> str:
 
 def state_path(lock_dir: str, kind: str, pcibus: str) -> str:
   return os.path.join(lock_dir, state_name(kind, pcibus))
+
+
+def checked_state_path(lock_dir: str, kind: str, pcibus: str, data: bytes | None = None) -> str:
+  """state_path for an OS's write/read/remove_device_state: a bad address, or (data given) more than STATE_MAX_BYTES
+  of state, is a DeviceError naming them."""
+  try: path = state_path(lock_dir, kind, pcibus)
+  except ValueError as e: raise DeviceError(f"device state file: {e}") from None
+  if data is not None and len(data) > STATE_MAX_BYTES:
+    raise DeviceError(f"{path}: {len(data)} bytes of state, at most {STATE_MAX_BYTES}")
+  return path
 
 
 def owner_error(path: str, uid: int, owners) -> str:

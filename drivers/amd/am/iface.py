@@ -27,6 +27,7 @@ from ....errors import DeviceError, Timeout
 from ..kfd import RPTR_OFFSET, WPTR_OFFSET
 from . import mqd as mqdmod
 from .device import AMDev, find_functions
+from .queues import stop_compute_hqd, stop_sdma_ring
 from .va import PROCESS_VA
 
 PAGE = 0x1000
@@ -209,21 +210,9 @@ class AMIface:
       self.os.sleep(0.0002)
 
   def _stop_queue(self, q: HWQueue) -> None:
-    """A compute HQD is dequeued (the CP finishes the dispatch in flight and saves the queue; clearing CP_HQD_ACTIVE
-    by hand would pull it from under the CP) and waited for; the SDMA ring stops fetching and the engine is waited
-    idle. Both waits are bounded and name their register."""
-    am = self.am
-    if q.kind == "compute":
-      r = am.gc_regs
-      r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
-      try:
-        r.write("CP_HQD_DEQUEUE_REQUEST", DEQUEUE_REQ=1)
-        r.wait("CP_HQD_ACTIVE", r.mask("CP_HQD_ACTIVE", "ACTIVE"), 0)
-      finally: r.write("GRBM_GFX_CNTL", 0)
-    else:
-      r = am.sdma_regs
-      r.write("SDMA0_QUEUE0_RB_CNTL", 0)
-      r.wait("SDMA0_STATUS_REG", r.mask("SDMA0_STATUS_REG", "IDLE"), r.mask("SDMA0_STATUS_REG", "IDLE"))
+    """A compute HQD is dequeued and waited for; the SDMA ring stops and the engine is waited idle (queues.py)."""
+    if q.kind == "compute": stop_compute_hqd(self.am.gc_regs)
+    else: stop_sdma_ring(self.am.sdma_regs)
 
   def close(self) -> None:
     am = getattr(self, "am", None)

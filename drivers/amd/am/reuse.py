@@ -38,6 +38,7 @@ from ....autogen.amd import psp_gfx_if as G
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError, Timeout
 from .psp import TMR_ALIGN
+from .queues import stop_compute_hqd, stop_sdma_ring
 from .smu import SMUError
 
 MAGIC = b"HCQAMBR1"
@@ -197,17 +198,8 @@ def _busy_queues(dev) -> tuple[str | None, list[str]]:
 def _stop_idle(dev, which: list[str]) -> str | None:
   """Stop the idle queues a previous process left active; None, or why one did not stop."""
   try:
-    if "compute" in which:
-      r = dev.gc_regs
-      r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
-      try:
-        r.write("CP_HQD_DEQUEUE_REQUEST", DEQUEUE_REQ=1)
-        r.wait("CP_HQD_ACTIVE", r.mask("CP_HQD_ACTIVE", "ACTIVE"), 0)
-      finally: r.write("GRBM_GFX_CNTL", 0)
-    if "sdma" in which:
-      s = dev.sdma_regs
-      s.write("SDMA0_QUEUE0_RB_CNTL", 0)
-      s.wait("SDMA0_STATUS_REG", s.mask("SDMA0_STATUS_REG", "IDLE"), s.mask("SDMA0_STATUS_REG", "IDLE"))
+    if "compute" in which: stop_compute_hqd(dev.gc_regs)
+    if "sdma" in which: stop_sdma_ring(dev.sdma_regs)
   except Timeout as e: return f"an idle queue of the previous process did not stop ({e})"
   if which: dev.step("am", f"stopped the idle {' and '.join(which)} queue(s) the previous process left active")
   return None
