@@ -283,7 +283,7 @@ class MockOS:
                         f"offset and size must be positive multiples of the page size ({PAGE:#x})")
     node = self._node("mmap", path)
     if getattr(node, "mmio", None) is None: raise OSCallError("mmap", path, errno.ENODEV, "not a BAR resource file")
-    return self._fixed_view(node.mmio(size, offset, what), path, addr, size, what)
+    return self._fixed_view(node.mmio(size, offset, what), path, addr, size, offset, what)
 
   def map_file_mmio(self, file, size: int, offset: int = 0, name: str = "", addr: int | None = None):
     """A window of an open device file whose regions are device models (mockgpu/vfio.py's device file): the
@@ -295,9 +295,9 @@ class MockOS:
     mmio = getattr(file, "mmio", None)
     if mmio is None: raise OSCallError("mmap", file.path, errno.ENODEV, "no register window behind this file")
     window = mmio(size, offset, what)
-    return window if addr is None else self._fixed_view(window, file.path, addr, size, what)
+    return window if addr is None else self._fixed_view(window, file.path, addr, size, offset, what)
 
-  def _fixed_view(self, window, path: str, addr: int, size: int, what: str):
+  def _fixed_view(self, window, path: str, addr: int, size: int, offset: int, what: str):
     if not hasattr(window, "map_view"):
       raise OSCallError("mmap", path, errno.ENODEV, f"{window.name} is not memory that can be mapped at an address")
     view = FixedViewMMIO(self.memory, addr, size, f"{what}+{offset:#x}@{addr:#x}")

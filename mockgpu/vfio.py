@@ -55,6 +55,13 @@ class MockGroup:
     self.container: ContainerFile | None = None
     self.on_unmap: list = []       # callbacks(ranges [(host address, size)]): DMA the IOMMU no longer lets through
 
+  def join(self, fn) -> None:
+    """Another PCI function (published in sysfs) in this group (e.g. the GPU's HDMI audio function)."""
+    os = self.vfio.os
+    self.functions.append(fn)
+    os.vfs.add_symlink(f"/sys/kernel/iommu_groups/{self.number}/devices/{fn.addr}", f"../../../../devices/pci{fn.domain_bus}/{fn.addr}")
+    os.vfs.add_symlink(f"{fn.sysfs_dir}/iommu_group", f"../../../kernel/iommu_groups/{self.number}")
+
   @property
   def viable(self) -> bool: return all(fn.driver == "vfio-pci" for fn in self.functions)
 
@@ -71,12 +78,10 @@ def add_iommu_group(os, fn, kind: str) -> MockGroup:
   vfio = vfio_of(os)
   number = len(vfio.groups) + 1
   group = vfio.groups[number] = MockGroup(vfio, number, kind)
-  group.functions.append(fn)
   base = f"/sys/kernel/iommu_groups/{number}"
   os.vfs.mkdir(f"{base}/devices")
   os.vfs.add_file(f"{base}/type", f"{KINDS[kind]}\n")
-  os.vfs.add_symlink(f"{base}/devices/{fn.addr}", f"../../../../devices/pci{fn.domain_bus}/{fn.addr}")
-  os.vfs.add_symlink(f"{fn.sysfs_dir}/iommu_group", f"../../../kernel/iommu_groups/{number}")
+  group.join(fn)
   os.vfs.add(f"/dev/vfio/{number}", DeviceNode(lambda path, flags: GroupFile(group, path, flags)))
   return group
 

@@ -23,7 +23,7 @@ region's offset, config space is read and written there (pread/pwrite), so bus m
 written through it; vfio-pci enabled the function when the device file was opened.
 
 DMA: VFIO_IOMMU_MAP_DMA (READ|WRITE) of host memory at an IOVA, VFIO_IOMMU_UNMAP_DMA when it is freed. IOVAs come
-from a bump allocator from IOVA_BASE (4 GiB: above the 32-bit window where x86 IOMMUs reserve the MSI range
+from a bump allocator from IOVA_BASE (64 GiB: far above the 32-bit window where x86 IOMMUs reserve the MSI range
 0xfee00000) up to IOVA_LIMIT (2^39: the narrowest address width IOMMUs in use give a second-level table); never
 reused within one open, which leaves ample room. IOVA == host VA was not chosen: host addresses reach 2^47, beyond
 narrow IOMMUs, and fixed GPU VAs may fall into reserved windows.
@@ -39,7 +39,7 @@ from ...errors import DeviceError, OSCallError
 from .pci import DEVICES, NUM_BARS, PCIDevice
 
 PAGE = 0x1000
-IOVA_BASE, IOVA_LIMIT = 1 << 32, 1 << 39
+IOVA_BASE, IOVA_LIMIT = 1 << 36, 1 << 39
 GROUPS = "kernel/iommu_groups"
 VFIO_DRIVER = "vfio-pci"
 TRANSLATED = ("DMA", "DMA-FQ", "blocked", "unmanaged")
