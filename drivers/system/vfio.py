@@ -165,8 +165,9 @@ class VFIOPCIDevice(PCIDevice):
     if self.group is None: raise DeviceError(f"PCI {self.addr}: no IOMMU group, nothing for VFIO to open")
     self.what = f"PCI {self.addr} (VFIO group {self.group})"
     try: self._open()
-    except BaseException:
+    except BaseException as e:
       self.close()
+      if isinstance(e, OSCallError): raise DeviceError(f"{self.what}: {e}") from None     # named with device and group
       raise
 
   def _open(self) -> None:

@@ -138,6 +138,24 @@ def test_hostile_ioctl_results(tmp_path, monkeypatch, which, name, answer, match
   os.close()
 
 
+def test_failed_vfio_calls_name_device_group_and_ioctl(tmp_path, monkeypatch):
+  """A group another process holds (EBUSY on VFIO_GROUP_SET_CONTAINER), a group node missing: the error names the
+  device, the group, the ioctl or file."""
+  real = mvfio.GroupFile.ioctl
+  def busy(self, request, arg):
+    if request == v.VFIO_GROUP_SET_CONTAINER.request: raise OSCallError("ioctl", self.path, errno.EBUSY)
+    return real(self, request, arg)
+  monkeypatch.setattr(mvfio.GroupFile, "ioctl", busy)
+  os, gpu = make(tmp_path, "dma")
+  with pytest.raises(DeviceError, match=rf"PCI {ADDR} \(VFIO group 1\): .*VFIO_GROUP_SET_CONTAINER.*/dev/vfio/1.*Errno 16"):
+    AMPCI(os, ADDR)
+  monkeypatch.setattr(mvfio.GroupFile, "ioctl", real)
+  os.vfs.remove("/dev/vfio/1")
+  with pytest.raises(DeviceError, match=rf"PCI {ADDR} \(VFIO group 1\): open on /dev/vfio/1 failed"): AMPCI(os, ADDR)
+  assert not os.held_locks()
+  os.close()
+
+
 def test_failed_dma_map_names_ioctl_group_device_and_address(tmp_path, monkeypatch):
   os, gpu = make(tmp_path, "dma")
   pci = AMPCI(os, ADDR)
@@ -166,9 +184,9 @@ from tests.amd.am.test_am_corpus import NAMES, run  # noqa: E402
 from tests.fixtures.opencl.kernels import KERNELS  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def vfio_dev(fw_dir):
-  d = hcq.open("MOCKPCI+AMD", Config(timeout_s=30, firmware_dir=fw_dir, mock_am_iommu="dma"))
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "threaded"])
+def vfio_dev(request, fw_dir):
+  d = hcq.open("MOCKPCI+AMD", Config(mock_threaded=request.param, timeout_s=30, firmware_dir=fw_dir, mock_am_iommu="dma"))
   yield d
   d.close()
 
