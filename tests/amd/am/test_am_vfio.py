@@ -1,10 +1,8 @@
 """AM's system memory through VFIO where the IOMMU translates DMA (drivers/system/vfio.py), on the mock's VFIO and
 IOMMU model (mockgpu/vfio.py): detection from the IOMMU group, the VFIO set-up and its refusals, IOVA mappings,
 a boot that runs corpus kernels through VFIO, and the same mock failing when the driver uses physical addresses."""
-import ctypes
 import errno
 
-import numpy as np
 import pytest
 
 import hcq
