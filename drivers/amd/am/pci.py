@@ -13,6 +13,11 @@ members (drivers/system/usbpci.py's USBPCIDevice: the GPU behind a USB bridge, i
 may name its own lock through `lock_key` (kind, address): a function behind a bridge has a bus address only in the
 bridge's private tree, which would collide with the host's.
 
+System memory for the GPU is shared anonymous memory; the GPU reaches it at its pagemap physical addresses where no
+IOMMU translates the function's DMA (no IOMMU group, or an identity one), else at IOVAs mapped through VFIO: the
+function is then opened through its IOMMU group (drivers/system/vfio.py's VFIOPCIDevice: BARs and config space through
+the VFIO device file, the function bound to vfio-pci). Config.am_dma (auto | pagemap | vfio) may force either.
+
 The lock <lock dir>/am_<bus>.lock (drivers/system/locks.py) is held from open to close: `hcq-smi amd pids` and
 `kill_pids` find the holder through it, and a second process gets an error naming the holder's pid.
 """
