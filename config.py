@@ -46,6 +46,13 @@ class Config:
   # (HCQ_MOCK_AM_VF=1; mockgpu/amd/am/virt.py): the AM driver boots it the VF way (drivers/amd/am/virt.py). Off: a
   # bare-metal function the driver boots with its own firmware
   mock_am_vf: bool = False
+  # how the AM driver gives the GPU system memory (HCQ_AM_DMA; drivers/system/vfio.py): "auto" (the default) decides
+  # from the function's IOMMU group (none or identity: pagemap physical addresses; DMA/DMA-FQ: VFIO IOVAs), "pagemap"
+  # or "vfio" force a path
+  am_dma: str = "auto"
+  # the IOMMU of MOCKPCI+AMD's mock Navi 31s (HCQ_MOCK_AM_IOMMU): "" none, "identity" (passthrough) or "dma"
+  # (translated: only VFIO's IOVA mappings reach host memory; the function is bound to vfio-pci)
+  mock_am_iommu: str = ""
   # mock BNXT NIC: its UDP "PHY" port on 127.0.0.1 (0 = any), the peer NIC's port (0 = none), a pcap of its wire,
   # wire faults ("drop=3,corrupt=1,reorder=2,p_drop=0.1"), its MAC (12 hex digits; "" = 02:00:00:00:00:<index+1>)
   bnxt_mock_port: int = 0
@@ -168,6 +175,14 @@ def check_nv_mock_gpu(value) -> None:
   if value not in ("H200", "AD102", "B200"): raise ValueError(f"{value!r} is not a mock NV GPU (H200, AD102 or B200)")
 
 
+def check_am_dma(value) -> None:
+  if value not in ("auto", "pagemap", "vfio"): raise ValueError(f"{value!r} is not a DMA mode (auto, pagemap or vfio)")
+
+
+def check_mock_am_iommu(value) -> None:
+  if value not in ("", "identity", "dma"): raise ValueError(f"{value!r} is not a mock IOMMU mode ('', identity or dma)")
+
+
 def check_faults(value) -> None:
   if not isinstance(value, str): raise ValueError(f"{value!r} is not a fault spec")
   parse_faults(value)
@@ -177,9 +192,11 @@ def check_faults(value) -> None:
 CHECKS = {"bnxt_mock_port": check_udp_port, "bnxt_mock_peer": check_udp_port, "bnxt_mock_mac": check_mac,
           "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu, "nv_mock_gpu": check_nv_mock_gpu,
           "usb_mock_faults": check_usb_faults, "amd_usb_poll_us": check_poll_us}
+CHECKS.update(am_dma=check_am_dma, mock_am_iommu=check_mock_am_iommu)
 ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT_MOCK_PEER",
              "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS", "mock_gpu": "HCQ_MOCK_GPU",
              "nv_mock_gpu": "HCQ_NV_MOCK_GPU", "usb_mock_faults": "HCQ_USB_MOCK_FAULTS", "amd_usb_poll_us": "AMD_USB_POLL_US"}
+ENV_NAMES.update(am_dma="HCQ_AM_DMA", mock_am_iommu="HCQ_MOCK_AM_IOMMU")
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:
@@ -235,6 +252,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
     mock_gpu=(_raw(env, "HCQ_MOCK_GPU") or d.mock_gpu).strip(),
     mock_am_vf=bool(_int(env, "HCQ_MOCK_AM_VF", 0, hi=1)),
+    am_dma=(_raw(env, "HCQ_AM_DMA") or d.am_dma).strip(),
+    mock_am_iommu=(env.get("HCQ_MOCK_AM_IOMMU") or "").strip(),
     bnxt_mock_port=_int(env, "HCQ_BNXT_MOCK_PORT", 0, hi=65535),
     bnxt_mock_peer=_int(env, "HCQ_BNXT_MOCK_PEER", 0, hi=65535),
     bnxt_mock_pcap=env.get("HCQ_BNXT_MOCK_PCAP", ""),

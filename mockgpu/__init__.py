@@ -51,7 +51,7 @@ def mock_navi31_os(config=None, gpus: int = 1) -> MockOS:
   """A MockOS with `gpus` mock Navi 31 PCI functions at 0000:03:00.0, 0000:04:00.0, ... (for the AM driver)."""
   from .amd.am.gpu import add_navi31
   os = MockOS(config)
-  for i in range(gpus): add_navi31(os, f"0000:{3 + i:02x}:00.0", vf=os.config.mock_am_vf)
+  for i in range(gpus): add_navi31(os, f"0000:{3 + i:02x}:00.0", vf=os.config.mock_am_vf, iommu=os.config.mock_am_iommu or None)
   return os
 
 

@@ -283,7 +283,21 @@ class MockOS:
                         f"offset and size must be positive multiples of the page size ({PAGE:#x})")
     node = self._node("mmap", path)
     if getattr(node, "mmio", None) is None: raise OSCallError("mmap", path, errno.ENODEV, "not a BAR resource file")
-    window = node.mmio(size, offset, what)
+    return self._fixed_view(node.mmio(size, offset, what), path, addr, size, offset, what)
+
+  def map_file_mmio(self, file, size: int, offset: int = 0, name: str = "", addr: int | None = None):
+    """A window of an open device file whose regions are device models (mockgpu/vfio.py's device file): the
+    model's MMIO view, or, at a fixed addr, a view of its memory as map_pci_resource makes one."""
+    what = name or file.path
+    if size <= 0 or size % PAGE or offset < 0 or offset % PAGE or addr is not None and (addr <= 0 or addr % PAGE):
+      raise DeviceError(f"{what}: mapping {size:#x} bytes at file offset {offset:#x}" + ("" if addr is None else f" to address {addr:#x}")
+                        + f": address, offset and size must be positive multiples of the page size ({PAGE:#x})")
+    mmio = getattr(file, "mmio", None)
+    if mmio is None: raise OSCallError("mmap", file.path, errno.ENODEV, "no register window behind this file")
+    window = mmio(size, offset, what)
+    return window if addr is None else self._fixed_view(window, file.path, addr, size, offset, what)
+
+  def _fixed_view(self, window, path: str, addr: int, size: int, offset: int, what: str):
     if not hasattr(window, "map_view"):
       raise OSCallError("mmap", path, errno.ENODEV, f"{window.name} is not memory that can be mapped at an address")
     view = FixedViewMMIO(self.memory, addr, size, f"{what}+{offset:#x}@{addr:#x}")

@@ -31,6 +31,9 @@ class FileHandle(Protocol):
   def read(self, size: int = -1, offset: int | None = None) -> bytes: ...
   def write(self, data: bytes, offset: int | None = None) -> int: ...
   def close(self) -> None: ...
+  # Files whose ioctls hand out descriptors (a VFIO group: VFIO_GROUP_GET_DEVICE_FD) also have
+  #   ioctl_fd(request, arg, path) -> FileHandle: the ioctl's result is a new descriptor, owned by the returned
+  #   handle (named path in errors).
 
 
 class MMIOView(abc.ABC):
@@ -122,6 +125,12 @@ class OSInterface(Protocol):
     replaced). AM maps CPU-visible VRAM this way at the buffer's GPU VA (GPU VA == CPU VA). addr, offset and size
     must be page-aligned and the range inside the BAR; errors name them. The view's close() unmaps it; memview(addr,
     size) gives its bytes."""
+
+  def map_file_mmio(self, file: FileHandle, size: int, offset: int = 0, name: str = "",
+                    addr: int | None = None) -> MMIOView:
+    """A register or memory window mapped from an open device file (a VFIO device's BAR region: offset is the
+    region's offset plus the window's), shared; at the fixed process address addr when given
+    (MAP_FIXED_NOREPLACE: an address in use is an error). The view's close() unmaps it."""
 
   # synchronisation with other processes and the kernel
   def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> DeviceLock:

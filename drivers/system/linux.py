@@ -86,6 +86,12 @@ class LinuxFile(_OwnedFD):
     if addr is not None: flags |= libc.MAP_FIXED
     return libc.mmap(addr, size, prot, flags, self.fd, offset, what=self.path)
 
+  def ioctl_fd(self, request: int, arg, path: str) -> "LinuxFile":
+    """An ioctl whose result is a new file descriptor (VFIO_GROUP_GET_DEVICE_FD), owned by the returned file."""
+    fd = self.ioctl(request, arg)
+    if not isinstance(fd, int) or fd < 0: raise OSCallError("ioctl", self.path, None, f"request {request:#x}: no descriptor ({fd!r})")
+    return LinuxFile(path, fd)
+
   def read(self, size=-1, offset=None) -> bytes:
     try:
       if size < 0: size = os.fstat(self.fd).st_size or (1 << 20)
@@ -361,6 +367,16 @@ class LinuxOS:
                 what=path)
     finally: f.close()
     return MemoryMMIO(addr, size, f"{what}+{offset:#x}@{addr:#x}", mapped_size=size)
+
+  def map_file_mmio(self, file, size: int, offset: int = 0, name: str = "", addr: int | None = None) -> MemoryMMIO:
+    what = name or file.path
+    if size <= 0 or size % libc.PAGE_SIZE or offset < 0 or offset % libc.PAGE_SIZE or \
+       addr is not None and (addr <= 0 or addr % libc.PAGE_SIZE):
+      raise DeviceError(f"{what}: mapping {size:#x} bytes at file offset {offset:#x}" + ("" if addr is None else f" to address {addr:#x}")
+                        + f": address, offset and size must be positive multiples of the page size ({libc.PAGE_SIZE:#x})")
+    flags = libc.MAP_SHARED | (0 if addr is None else libc.MAP_FIXED_NOREPLACE)
+    at = libc.mmap(addr, size, libc.PROT_READ | libc.PROT_WRITE, flags, file.fd, offset, what=f"{file.path} ({what})")
+    return MemoryMMIO(at, size, what if addr is None else f"{what}+{offset:#x}@{addr:#x}", mapped_size=size)
 
   # ---- locks and events
   def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> FlockLock:

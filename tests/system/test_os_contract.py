@@ -297,6 +297,49 @@ class TestKernel:
     mmio.close()
     with pytest.raises(DeviceError, match="fake BAR0"): mmio.read32(0x20)  # unmapped: refused, not a segfault
 
+  def test_map_file_mmio_of_an_open_file(self, kernel_os):
+    """map_file_mmio (a VFIO device's BAR region): a window at a file offset, and one at a fixed address that must
+    be free (MAP_FIXED_NOREPLACE: never replaced)."""
+    o, path = kernel_os.os, kernel_os.tmp / "region.bin"
+    path.write_bytes(bytes(3 * PAGE))
+    f = o.open(str(path))
+    mmio = o.map_file_mmio(f, PAGE, offset=2 * PAGE, name="fake region")
+    mmio.write32(8, 0x12345678)
+    assert path.read_bytes()[2 * PAGE + 8:2 * PAGE + 12] == struct.pack("<I", 0x12345678)
+    mmio.close()
+    at = o.alloc_anon(PAGE, reserve_only=True)
+    with pytest.raises(OSCallError, match="region.bin.*fixed"): o.map_file_mmio(f, PAGE, name="fixed", addr=at)   # in use
+    o.free_anon(at, PAGE)
+    fixed = o.map_file_mmio(f, PAGE, offset=PAGE, name="fixed", addr=at)
+    assert fixed.addr == at
+    fixed.write32(0, 0xAB)
+    assert path.read_bytes()[PAGE] == 0xAB
+    fixed.close()
+    with pytest.raises(DeviceError, match="fake region.*page size"): o.map_file_mmio(f, 100, name="fake region")
+    f.close()
+
+  def test_vfio_calls_reach_the_kernel_named(self, kernel_os):
+    """The VFIO set-up's ioctls leave LinuxOS as requests the kernel answers: on a regular file standing for
+    /dev/vfio/vfio (dev_root) the first one fails naming the ioctl and the file; ioctl_fd's failure names both too."""
+    import ctypes as ct
+    from hcq.autogen import vfio as v
+    from hcq.drivers.system.vfio import VFIOContainer
+    (kernel_os.tmp / "dev" / "vfio").mkdir(parents=True)
+    (kernel_os.tmp / "dev" / "vfio" / "vfio").write_bytes(b"")
+    (kernel_os.tmp / "dev" / "vfio" / "7").write_bytes(b"")
+    o = LinuxOS(Config(dev_root=str(kernel_os.tmp / "dev")))
+    with pytest.raises(OSCallError, match=r"VFIO_GET_API_VERSION.*dev/vfio/vfio.*Errno 25"): VFIOContainer(o, "PCI x")
+    g = o.open("/dev/vfio/7")
+    with pytest.raises(OSCallError, match=rf"dev/vfio/7.*Errno 25.*request {v.VFIO_GROUP_GET_DEVICE_FD.request:#x}"):
+      g.ioctl_fd(v.VFIO_GROUP_GET_DEVICE_FD.request, ct.create_string_buffer(b"0000:03:00.0"), "dev")
+    g.close()
+
+  def test_vfio_container_of_this_kernel(self, kernel_os):
+    """On a machine with VFIO (and access to /dev/vfio/vfio): API version 0 and the type 1 v2 IOMMU."""
+    from hcq.drivers.system.vfio import VFIOContainer
+    if not os.access("/dev/vfio/vfio", os.R_OK | os.W_OK): pytest.skip("no accessible /dev/vfio/vfio here")
+    VFIOContainer(LinuxOS(Config()), "this machine").close()
+
   def test_lock_file_mode_0666_whatever_the_umask(self, kernel_os):
     old = os.umask(0o077)
     try: lock = kernel_os.os.lock_device("bnxt", "0000:c1:00.0")

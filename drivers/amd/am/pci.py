@@ -13,6 +13,11 @@ members (drivers/system/usbpci.py's USBPCIDevice: the GPU behind a USB bridge, i
 may name its own lock through `lock_key` (kind, address): a function behind a bridge has a bus address only in the
 bridge's private tree, which would collide with the host's.
 
+System memory for the GPU is shared anonymous memory; the GPU reaches it at its pagemap physical addresses where no
+IOMMU translates the function's DMA (no IOMMU group, or an identity one), else at IOVAs mapped through VFIO: the
+function is then opened through its IOMMU group (drivers/system/vfio.py's VFIOPCIDevice: BARs and config space through
+the VFIO device file, the function bound to vfio-pci). Config.am_dma (auto | pagemap | vfio) may force either.
+
 The lock <lock dir>/am_<bus>.lock (drivers/system/locks.py) is held from open to close: `hcq-smi amd pids` and
 `kill_pids` find the holder through it, and a second process gets an error naming the holder's pid.
 """
@@ -24,6 +29,7 @@ from ....autogen import pci as pci_regs
 from ....errors import DeviceError
 from ...system.pci import PCIDevice
 from ...system.pciaddr import validate
+from ...system.vfio import VFIOPCIDevice, dma_mode
 
 VENDOR_AMD = 0x1002
 # the device ids this driver boots, with the GC version their discovery table must report
@@ -41,6 +47,7 @@ class SysMem:
   paddrs: list[int]
   view: memoryview | None
   remote: object = None
+  iova: int | None = None     # mapped through VFIO: its IOVA (paddrs are IOVAs), unmapped when freed
 
   def read(self, offset: int, size: int) -> bytes:
     self._range(offset, size)
@@ -93,8 +100,10 @@ class AMPCI:
       self._check_ids()
       self.lock_key = getattr(self.pci, "lock_key", ("am", self.addr))
       self.lock = os.lock_device(*self.lock_key)
+      self.dma = "device" if device is not None else self._choose_dma()
     except BaseException:
       if device is None: self.pci.close()     # an injected device stays its caller's on a refusal
+      if self.lock is not None: self.lock.release()
       raise
     self.views: dict[str, object] = {}
     self._sysmem: list[SysMem] = []
@@ -107,6 +116,21 @@ class AMPCI:
     except BaseException:
       self.close()
       raise
+
+  # ---- VFIO (drivers/system/vfio.py): where the IOMMU translates DMA, the function is opened through its group and
+  # system memory is mapped at IOVAs; elsewhere sysfs and pagemap physical addresses (config.am_dma forces either)
+  def _choose_dma(self) -> str:
+    mode, group, self.dma_why = dma_mode(self.os, self.addr, getattr(self.os.config, "am_dma", "auto"))
+    if mode == "vfio":
+      self.pci.close()
+      self.pci = VFIOPCIDevice(self.os, self.addr, group)
+    return mode
+
+  def _bus_addrs(self, addr: int, size: int) -> tuple[list[int], int | None]:
+    """(bus address of each page, the IOVA when mapped through VFIO) of host memory [addr, addr+size)."""
+    if not hasattr(self.pci, "dma_map"): return self.os.phys_addrs(addr, size), None
+    iova = self.pci.dma_map(addr, size)
+    return [iova + off for off in range(0, size, PAGE)], iova
 
   # ---- identity
   def _check_ids(self) -> None:
@@ -167,11 +191,11 @@ class AMPCI:
     if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
     if hasattr(self.pci, "alloc_sysmem"): return self._device_sysmem(size, addr)
     addr = self.os.alloc_anon(size, addr=addr, shared=True)
-    try: paddrs = self.os.phys_addrs(addr, size)
+    try: paddrs, iova = self._bus_addrs(addr, size)
     except BaseException:
       self.os.free_anon(addr, size)
       raise
-    mem = SysMem(addr, size, paddrs, self.os.memview(addr, size))
+    mem = SysMem(addr, size, paddrs, self.os.memview(addr, size), iova=iova)
     self._sysmem.append(mem)
     return mem
 
@@ -190,6 +214,7 @@ class AMPCI:
     if mem not in self._sysmem: return
     self._sysmem.remove(mem)
     if mem.remote is None:        # the device's own (bridge SRAM) stays with its bump allocator until it closes
+      if mem.iova is not None: self.pci.dma_unmap(mem.iova)     # the IOMMU lets go before the pages go
       try: mem.view.release()
       except BufferError: pass      # a caller still holds a slice of it: the memory goes anyway
       self.os.free_anon(mem.addr, mem.size)

@@ -251,7 +251,7 @@ class CommandProcessors:
     pages mapped at their own host address, (va, size, (window file, offset)) of system pages in a USB bridge's
     windows, coalesced. A system page elsewhere (the engines use VAs as host addresses) or an MC address outside
     VRAM is left out: the engines fault there."""
-    host_of, fb, vram_size, ranges = self.navi.os.memory._phys_page, self.navi.fb_base, self.navi.vram_size, []
+    host_of, fb, vram_size, ranges = self.navi.bus_pages(), self.navi.fb_base, self.navi.vram_size, []     # IOMMU: gpu.py
     for i, e in enumerate(entries):
       if not e & PTE_VALID: continue
       at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)

@@ -36,12 +36,14 @@ FB_BASE = 0x80_0000_0000
 
 class MockNavi31:
   def __init__(self, addr: str = "0000:03:00.0", vram_size: int = 512 << 20, discovery: bytes | None = None,
-               plug=None, vf: bool = False, vf_host: str = "ready"):
+               plug=None, vf: bool = False, vf_host: str = "ready", iommu: str | None = None):
     """plug(os, function): where the PCI function goes (default os.add_pci_function: sysfs). vf: the function is an
-    SR-IOV VF (virt.py; vram_size is then its share of the frame buffer); vf_host: virt.PF_MODES."""
+    SR-IOV VF (virt.py; vram_size is then its share of the frame buffer); vf_host: virt.PF_MODES. iommu: None (no
+    IOMMU), "identity" or "dma" (mockgpu/vfio.py: an IOMMU group; "dma" translates, the function bound to vfio-pci)."""
     self.addr, self.vram_size, self.fb_base = addr, vram_size, FB_BASE
     self.plug = plug
     self.vf, self.vf_host, self.virt = vf, vf_host, None
+    self.iommu, self.iommu_group = iommu, None
     self.discovery = disc.build() if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
@@ -111,8 +113,19 @@ class MockNavi31:
     fn.add_bar(5, self.regs.mmio, is_64=False)
     if self.plug is None:
       self._add_capabilities(fn)
+      if self.iommu == "dma": fn.driver = "vfio-pci"      # as a user of VFIO set it up
       os.add_pci_function(fn)
+      if self.iommu is not None:
+        from ...vfio import add_iommu_group
+        self.iommu_group = add_iommu_group(os, fn, self.iommu)
+        self.iommu_group.on_unmap.append(lambda ranges: self.cp.forget(ranges))
     else: self.plug(os, fn)
+
+  def bus_pages(self):
+    """{bus page: host page} the GPU's DMA reaches: through its IOMMU group (mockgpu/vfio.py), else host memory at
+    the physical addresses pagemap handed out."""
+    if self.iommu_group is not None: return self.iommu_group.bus_pages()
+    return self.os.memory._phys_page
 
   # the PCI Express device control as the board firmware left it (256-byte payloads, 512-byte reads, relaxed ordering
   # and no-snoop), and at power-on (a mode-1 reset: 128-byte payloads); likewise BAR0's Resizable BAR size: the whole
