@@ -110,6 +110,11 @@ class GMC(IPBlock):
     self.root = d.vram.alloc(0x1000, "page directory (PDB2)")
     self.dummy = d.vram.alloc(0x1000, "fault page")
     self.hubs = {"MMHUB": Hub(d.mmhub_regs, "MMVM", "MMMC", True), "GC": Hub(d.gc_regs, "GCVM", "GCMC", False)}
+    # the directory entries (PDB2/PDB1/PDB0) as this instance wrote them: (table offset, index) -> entry. Only this
+    # instance writes its directories (the root and every table come zeroed from its own VRAM allocations), so an
+    # entry known here is the one in VRAM, and finding a page table costs no VRAM read (a read is 2 USB transfers
+    # behind a bridge)
+    self._pde: dict[tuple[int, int], int] = {}
 
   def hw_init(self) -> None:
     for name, hub in self.hubs.items():
@@ -175,15 +180,17 @@ class GMC(IPBlock):
   def _table_of(self, rel: int, make: bool = True) -> int | None:
     """VRAM offset of the page table (PTB) covering rel (VA - VM_BASE), making the directories on the way (make=False:
     None where there is none)."""
-    table = self.root.offset
+    table, known = self.root.offset, self._pde
     for level in (3, 2, 1):
       idx = (rel >> (12 + 9 * level)) & 0x1FF
-      e = self._entry(table, idx)
+      e = known.get((table, idx))
+      if e is None: e = known[table, idx] = self._entry(table, idx)
       if not e & PTE_VALID:
         if not make: return None
         t = self.dev.vram.alloc(0x1000, f"page table level {4 - level}")
         e = t.mc | PTE_VALID
         self._set(table, idx, e)
+        known[table, idx] = e
       table = (e & ADDR_MASK) - self.fb_base
     return table
 

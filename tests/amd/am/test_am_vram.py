@@ -405,3 +405,22 @@ def test_close_frees_every_vram_buffer_and_every_view(fw_dir):
     d.close()
     assert vram.user == {} and osi.memory._views == {}        # the CPU views and the MMU's, all gone
     assert all(b.handle.vram is not None for b in bufs)
+
+
+def test_mapping_where_the_directories_exist_reads_no_directory_back(dev):
+  """The GMC knows the directory entries it wrote: finding a page table reads none of them back from VRAM (each read
+  is 2 USB transfers behind a bridge); a map reads at most the two PTEs next to its range (fragment narrowing)."""
+  d, gpu, iface = dev
+  am = iface.am
+  first = iface.alloc(PAGE, kind="vram")          # its directories exist from now on
+  reads = []
+  real = am.vram.read
+  am.vram.read = lambda off, size: (reads.append((off, size)), real(off, size))[1]
+  try:
+    second = iface.alloc(PAGE, kind="vram")       # the VA next to it: the same directories and page table
+  finally: am.vram.read = real
+  assert second.va >> 21 == first.va >> 21 or second.va >> 21 == (first.va >> 21) - 1
+  assert len(reads) <= 2 and all(size == 8 for _off, size in reads), reads
+  assert am.gmc.lookup(second.va) & G.PTE_VALID
+  iface.free(second)
+  iface.free(first)
