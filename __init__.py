@@ -78,7 +78,8 @@ def parse_spec(spec: str) -> DeviceSpec:
     raise DeviceError(f"device spec {spec!r}: unknown vendor {vendor!r} (known: {', '.join(known)})")
   driver = known[vendor]
   if idx and not (idx.isascii() and idx.isdigit()):
-    raise DeviceError(f"device spec {spec!r}: index {idx!r} is not a non-negative integer")
+    given = spec.strip().partition(":")[2]
+    raise DeviceError(f"device spec {spec!r}: index {given!r} is not a non-negative integer")
   # the index is bounded before it is converted: a spec must not make hcq (or its mock) build that many devices
   if idx and (len(idx) > 6 or int(idx) > driver.max_index):
     raise DeviceError(f"device spec {spec!r}: index {idx} is out of range (0..{driver.max_index} for {vendor})")

@@ -53,7 +53,10 @@ print(f"{t1 - t0:.4f} {t2 - t0:.4f}")
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--device", default="MOCKPCI+AMD")
-  ap.add_argument("--rounds", type=int, default=3)
+  def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1: raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
+  ap.add_argument("--rounds", type=positive, default=3)
   args = ap.parse_args(argv)
   cold = [_child(CHILD.format(device=args.device)) for _ in range(args.rounds)]
   import hcq

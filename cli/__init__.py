@@ -25,6 +25,16 @@ class CommandError(HCQError):
   """A command that failed on its input (a file it cannot read or write, ...): exit status 1."""
 
 
+def device_spec(text: str) -> str:
+  """argparse type of a --device option: a spec hcq cannot parse is a usage error (exit 2) naming it, before anything
+  is opened. Returns the text as given (hcq.open parses it again)."""
+  from .. import parse_spec
+  from ..errors import DeviceError
+  try: parse_spec(text)
+  except DeviceError as e: raise argparse.ArgumentTypeError(str(e)) from None
+  return text
+
+
 def build_parser() -> argparse.ArgumentParser:
   from .. import __version__
   parser = argparse.ArgumentParser(prog="hcq", description="Drive GPU and RDMA NIC command queues from userspace.")

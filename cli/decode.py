@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 
-from . import CommandError, UsageError
+from . import CommandError, UsageError, device_spec
 
 
 def _read_words(path: str) -> list[int]:
@@ -119,6 +119,6 @@ def register(sub) -> None:
   p.add_argument("file", nargs="?", help="dword stream: raw little-endian binary or hex text ('-' = stdin)")
   p.add_argument("--engine", choices=("pm4", "sdma", "gpfifo"), default=None,
                  help="packet format: pm4, sdma, or gpfifo (NV pushbuffer methods); default pm4 for files")
-  p.add_argument("--device", default=None, help="run the demo vector add on this device and decode its rings")
+  p.add_argument("--device", type=device_spec, default=None, help="run the demo vector add on this device and decode its rings")
   p.add_argument("--qcom", action="store_true", help="the FILE is an Adreno CP stream (type-4/type-7 packets)")
   p.set_defaults(func=run)

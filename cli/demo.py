@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+from . import device_spec
+
 
 def run(args) -> int:
   t_start = time.perf_counter()
@@ -72,7 +74,7 @@ def _positive(text: str) -> int:
 
 def register(sub) -> None:
   p = sub.add_parser("demo", help="run a vector add and a matmul on a GPU (or the embedded mock) and check them")
-  p.add_argument("--device", default=None, help="device spec, e.g. MOCK+AMD or KFD+AMD:1 (default: HCQ_DEV, else "
+  p.add_argument("--device", type=device_spec, default=None, help="device spec, e.g. MOCK+AMD or KFD+AMD:1 (default: HCQ_DEV, else "
                                                 "the first real GPU, else MOCK+AMD)")
   p.add_argument("-n", type=_positive, default=65536, help="vector length (default 65536)")
   p.add_argument("-m", type=_positive, default=64, help="matrix size (default 64)")

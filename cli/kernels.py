@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from . import UsageError
+from . import UsageError, device_spec
 
 
 def _run_one(dev, ex) -> tuple[bool, float]:
@@ -61,6 +61,6 @@ def run(args) -> int:
 def register(sub) -> None:
   p = sub.add_parser("kernels", help="run the compiler's acceptance kernels on a device and check them against numpy")
   p.add_argument("names", nargs="*", help="kernels to run (default: all)")
-  p.add_argument("--device", default="CPU", help="device spec (default CPU)")
+  p.add_argument("--device", type=device_spec, default="CPU", help="device spec (default CPU)")
   p.add_argument("--show", choices=("linear", "c"), help="print the lowered LINEAR form or the C source instead")
   p.set_defaults(func=run)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from . import CommandError, UsageError
+from . import CommandError, UsageError, device_spec
 
 
 def _dims(option: str, text: str) -> tuple[int, ...]:
@@ -105,7 +105,7 @@ def _options(parser, defaults=None) -> None:
   parser.add_argument("--kernel", default=d.get("kernel"), help="kernel name (default: the only kernel)")
   parser.add_argument("--grid", default=d.get("grid", "1"), help="work-groups X[,Y,Z] (default 1)")
   parser.add_argument("--block", default=d.get("block", "1"), help="threads per work-group X[,Y,Z] (default 1)")
-  parser.add_argument("--device", default=d.get("device"), help="device spec (default: HCQ_DEV, else the first real "
+  parser.add_argument("--device", type=device_spec, default=d.get("device"), help="device spec (default: HCQ_DEV, else the first real "
                                                                 "GPU, else MOCK+AMD)")
   parser.add_argument("--out", default=d.get("out", "."), help="folder for the output .npy files (default .)")
 
