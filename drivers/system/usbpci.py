@@ -229,6 +229,7 @@ class SRAMStaging:
     # window held (power-on contents, an earlier run's count near 2^32) would wrap and release chunks early
     for at in (fence_offset, release_offset): self._clear(at)
     self.seq = self.released = 0
+    self.owed = 0      # the fence value that ends the GPU work of a failed copy (still queued: it uses the halves)
     if sentinels:
       for h in range(halves): self._write_sentinel(base + (h + 1) * chunk - asm24.SECTOR, 0)
 
@@ -252,11 +253,23 @@ class SRAMStaging:
     self.dev.wait_signal("a000", self.fence_offset, value, what=f"{self.dev.name}: {what}: copy fence "
                          f"(GPU address {self.fence_bus:#x})")
 
+  def _settle(self) -> None:
+    """Before a copy touches the halves: the GPU work a failed copy left queued is done (a copy-out's would write
+    the halves over the next copy-in's chunks, which its sentinels then release: wrong data)."""
+    if self.owed:
+      self._wait(self.owed, "the GPU work of an earlier failed copy, which still uses the SRAM")
+      self.owed = 0
+
+  def _failed(self, last: int | None) -> None:
+    """A copy failed after handing the GPU work that ends with fence value `last` (None: nothing)."""
+    if last: self.owed = max(self.owed, last)
+
   def copyin(self, dst_bus: int, data) -> None:
     data = memoryview(bytes(data))
     issued: list[int] = []          # fence value of each chunk's copy, in order
     done = 0                        # bytes the GPU is known to have copied
     try:
+      self._settle()
       for i, off in enumerate(range(0, len(data), self.chunk)):
         n = min(self.chunk, len(data) - off)
         if len(issued) >= self.halves:     # this buffer's previous chunk must be out of it
@@ -269,6 +282,7 @@ class SRAMStaging:
         issued.append(value)
       if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
     except (DeviceError, Timeout) as e:
+      self._failed(issued[-1] if issued else None)
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {done} bytes: {e}") from None
 
   def copyin_queued(self, dst_bus: int, data, gpu_queue, group: int = 128) -> None:
@@ -293,6 +307,7 @@ class SRAMStaging:
       steps.append((sram + half + self.chunk - 4, self._next(), sram + half, dst_bus + off, n))
     queued = written = 0
     try:
+      self._settle()
       for i, (off, n) in enumerate(chunks):
         if i == queued:
           gpu_queue(steps[queued:queued + group], self.fence_bus)
@@ -306,6 +321,7 @@ class SRAMStaging:
       if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
     except (DeviceError, Timeout) as e:
       self._release(steps[written:queued])
+      self._failed(steps[queued - 1][1] if queued else None)
       done = max(written - self.halves, 0) * room
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {min(done, len(data))} bytes: {e}") from None
 
@@ -335,6 +351,7 @@ class SRAMStaging:
                     n, self._next()))
     out, queued = bytearray(), 0
     try:
+      self._settle()
       for i, (off, n) in enumerate(chunks):
         if i == queued:
           gpu_queue(steps[queued:queued + group], self.fence_bus)
@@ -348,6 +365,7 @@ class SRAMStaging:
           self.dev.write_window("a000", release_offset, ((start + queued) & 0xFFFFFFFF).to_bytes(4, "little"))
           self.released = (start + queued) & 0xFFFFFFFF
       except (DeviceError, Timeout): pass
+      self._failed(steps[queued - 1][5] if queued else None)
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 
@@ -366,12 +384,14 @@ class SRAMStaging:
       fences[i] = self._next()
       self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + self.base + i % self.halves * self.chunk, n, self.fence_bus, fences[i])
     try:
+      self._settle()
       for c in chunks[:self.halves]: issue(*c)
       for i, off, n in chunks:
         self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
         out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
         if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
     except (DeviceError, Timeout) as e:
+      self._failed(max(fences.values(), default=None))
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 

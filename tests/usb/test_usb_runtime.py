@@ -138,6 +138,33 @@ def test_copy_counters_left_in_the_window_near_2_32_do_not_wrap(fw_dir, threaded
     os.close()
 
 
+def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw_dir):  # noqa: F811
+  """A copy-out that fails (here its fence wait times out: the copy engine waits behind a compute queue blocked on
+  a gate) leaves its GPU work queued and released. The next copy-in must not write the halves before that work is
+  done: it would copy the old buffer's bytes over the new chunks, whose sentinels then release them (wrong data)."""
+  import threading
+  from hcq.compiler import queue as Q
+  from hcq.drivers.amd.am.usb import P_SENTINEL, SENTINEL, SEQ, V_SEQ
+  from hcq.drivers.amd.lower import COMPUTE
+  from hcq.drivers.hcq.runtime import Submission
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.5, firmware_dir=fw_dir)) as d:
+    old, new = b"\x11" * (300 << 10), b"\x22" * (300 << 10)         # two chunks: no release waits either way
+    buf = d.alloc(len(old))
+    d.copyin(buf, old)
+    gate = d.signals.alloc(0, name="gate")
+    cb = d.compute.build(Q.queue(COMPUTE, Q.wait(SENTINEL, SEQ)))
+    with Submission(d, d.compute, "the gate") as sub: sub.add(cb.fill({P_SENTINEL: gate.va, V_SEQ: 1}))
+    with pytest.raises(Timeout, match=r"copy-out of 307200 bytes .* failed after 0 bytes"):
+      d.copyout(buf)
+    vram, off = d.os.devices[0].vram, d.iface._offset(gate.va, 8)
+    opener = threading.Timer(0.2, lambda: vram.__setitem__(slice(off, off + 8), (1).to_bytes(8, "little")))
+    opener.start()                                # the gate opens while the next copy-in runs
+    try: d.copyin(buf, new)
+    finally: opener.join()
+    d.copy_path = "bar"                           # read back another way
+    assert d.copyout(buf) == new
+
+
 def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):
   sig = usbdev.signals.alloc(0, name="test signal")
   gpu = usbdev.os.devices[0]
