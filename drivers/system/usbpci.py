@@ -281,8 +281,9 @@ class SRAMStaging:
         self.gpu_copy(WINDOWS["sram"].bus + buf, dst_bus + off, n, self.fence_bus, value)
         issued.append(value)
       if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:
       self._failed(issued[-1] if issued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {done} bytes: {e}") from None
 
   def copyin_queued(self, dst_bus: int, data, gpu_queue, group: int = 128) -> None:
@@ -319,9 +320,10 @@ class SRAMStaging:
         self.dev.bridge.sram_write((self.base + i % self.halves * self.chunk) // asm24.SLOT, buf)
         written = i + 1
       if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:       # an error, or Ctrl-C: the GPU's queued chunks must not stay blocked
       self._release(steps[written:queued])
       self._failed(steps[queued - 1][1] if queued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
       done = max(written - self.halves, 0) * room
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {min(done, len(data))} bytes: {e}") from None
 
@@ -359,13 +361,14 @@ class SRAMStaging:
         self._wait(steps[i][5], f"copy-out from {src_bus:#x}, chunk {i}")
         out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
         released = self.released = self._count_up(release_offset, released)
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:       # an error, or Ctrl-C
       try:   # let the GPU's queued chunks run on (they copy into halves nobody reads any more)
         if queued:
           self.dev.write_window("a000", release_offset, ((start + queued) & 0xFFFFFFFF).to_bytes(4, "little"))
           self.released = (start + queued) & 0xFFFFFFFF
       except (DeviceError, Timeout): pass
       self._failed(steps[queued - 1][5] if queued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 
@@ -390,8 +393,9 @@ class SRAMStaging:
         self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
         out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
         if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:
       self._failed(max(fences.values(), default=None))
+      if not isinstance(e, (DeviceError, Timeout)): raise
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 

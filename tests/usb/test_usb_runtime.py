@@ -165,6 +165,38 @@ def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw
     assert d.copyout(buf) == new
 
 
+@pytest.mark.parametrize("direction", ["in", "out"])
+def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, direction):  # noqa: F811
+  """Ctrl-C in the middle of a copy (here at its second SRAM transfer): the GPU's chunks still waiting for their
+  sentinels (copy-in) or the host's release (copy-out) are released as after an error, so that the copy engine, and
+  the launch after it (which waits for it), do not stay blocked until a timeout."""
+  from hcq.drivers.amd.kernels import demo_code_object
+  with hcq.open("MOCKUSB+AMD", Config(timeout_s=1, firmware_dir=fw_dir)) as d:
+    vadd = d.load(demo_code_object(), "vadd")
+    a, b, c = (d.alloc(256) for _ in range(3))
+    d.copyin(a, np.arange(64, dtype=np.int32).tobytes())
+    d.copyin(b, np.full(64, 5, dtype=np.int32).tobytes())
+    buf = d.alloc(1 << 20)
+    bridge = d.iface.usb.bridge
+    name = "sram_write" if direction == "in" else "sram_read"
+    inner, calls = getattr(bridge, name), []
+    def interrupted(*args):
+      calls.append(args)
+      if len(calls) == 2: raise KeyboardInterrupt
+      return inner(*args)
+    setattr(bridge, name, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+      if direction == "in": d.copyin(buf, bytes(1 << 20))
+      else: d.copyout(buf)
+    delattr(bridge, name)
+    t0 = time.monotonic()
+    vadd(a, b, c, 64, global_size=(1,), local_size=(64,), wait=True)   # after the copy on the copy engine
+    assert time.monotonic() - t0 < 1
+    assert np.array_equal(np.frombuffer(d.copyout(c), np.int32), np.arange(64) + 5)
+    d.copyin(buf, bytes(range(256)) * 4096)
+    assert d.copyout(buf) == bytes(range(256)) * 4096
+
+
 def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):
   sig = usbdev.signals.alloc(0, name="test signal")
   gpu = usbdev.os.devices[0]
