@@ -200,13 +200,29 @@ class ASM24Bridge:
     bridge's lock (a caller that reads a completion after the burst holds it around both)."""
     with self._sequence:
       for attempt in range(TIMEOUT_RETRIES + 1):
-        try: request()
+        requested = False
+        try:
+          request()
+          requested = True
+          return transfer()
         except Timeout:
-          if attempt == TIMEOUT_RETRIES: raise
+          if requested or attempt == TIMEOUT_RETRIES: raise
           self.retries["timeout"] += 1
           try: return transfer()
           except Timeout: continue     # nothing was queued (or the burst is lost): ask again
-        return transfer()
+        except BaseException as e:
+          # Ctrl-C once the request may have reached the firmware: its queued burst would answer the next request's
+          # bulk transfer (that write's data landing at this one's address), so it is moved now, then the interrupt
+          # goes on. (An error of hcq's from the request: refused or gone, nothing was queued.)
+          if not requested and not isinstance(e, (DeviceError, Timeout)): self._drain(transfer)
+          raise
+
+  @staticmethod
+  def _drain(transfer) -> None:
+    """Move the burst an interrupted request may have queued (a write lands where it was meant to, a read's data is
+    dropped); nothing queued: the transfer times out, which is what was hoped for."""
+    try: transfer()
+    except (DeviceError, Timeout): pass
 
   def _stream(self, mode: int, fmt_type: int, address: int, dwords: int) -> None:
     self.control_out(REQ_TLP, fmt_type | 0xF << 8, mode, struct.pack("<III", address & 0xFFFFFFFF, address >> 32, dwords))

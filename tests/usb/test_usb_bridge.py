@@ -210,3 +210,23 @@ def test_threads_sharing_the_bridge_get_their_own_completions_and_bursts(mock):
   for th in threads: th.start()
   for th in threads: th.join()
   assert wrong == []
+
+
+def test_ctrl_c_between_a_request_and_its_burst_does_not_shift_the_next_burst(mock):
+  """Ctrl-C right after a streaming write's request reached the firmware, before its bulk transfer: the firmware's
+  queued burst must not answer the next request's bulk transfer (the next write's data landed at the interrupted
+  write's address, its own address never written, its burst left for the transfer after)."""
+  os, plug, dev = mock
+  bar = dev.map_bar(0)
+  bar.write(0x1000, bytes(16))
+  bar.write(0x2000, bytes(16))
+  bridge = dev.bridge
+  def interrupted(*a, **k):
+    type(bridge)._stream(bridge, *a, **k)
+    raise KeyboardInterrupt
+  bridge._stream = interrupted
+  with pytest.raises(KeyboardInterrupt): bar.write(0x1000, b"A" * 16)
+  del bridge._stream
+  assert not plug.fw.queued                       # nothing left for the next request's transfer
+  bar.write(0x2000, b"B" * 16)
+  assert bar.read(0x2000, 16) == b"B" * 16 and bar.read(0x1000, 16) == b"A" * 16
