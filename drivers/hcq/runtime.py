@@ -282,20 +282,33 @@ class HCQDevice(Device):
   # ---- launches
   def launch(self, prog, shape, explicit: bytes, timed: bool):
     """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
+    if timed:
+      with self.lock: return self._timed_launch(prog, shape, explicit)
+    engine = self.compute
+    value, mark = self._begin(engine)
+    try: engine.write(self._launch_words(prog, shape, explicit, value))
+    except BaseException:
+      self._abandon(engine, value, mark)
+      raise
+    prog.launches += 1
+    self._commit(engine, value, mark, True, prog)
+    return None
+
+  def _timed_launch(self, prog, shape, explicit: bytes) -> float:
+    """A launch that clears the timer signals, waits, and reads them: under the device lock from the clear to the read
+    (the timer signals are every timed launch's: another thread's would clear or overwrite them in between)."""
     engine = self.compute
     value, mark = self._begin(engine)
     try:
       words = self._launch_words(prog, shape, explicit, value)
-      if timed:
-        self.timer_start.timestamp = self.timer_end.timestamp = 0
-        t0 = self.os.monotonic()
+      self.timer_start.timestamp = self.timer_end.timestamp = 0
+      t0 = self.os.monotonic()
       engine.write(words)
     except BaseException:
       self._abandon(engine, value, mark)
       raise
     prog.launches += 1
     self._commit(engine, value, mark, True, prog)
-    if not timed: return None
     self.wait_value(value)
     t1 = self.os.monotonic()
     start, end = self.timer_start.timestamp, self.timer_end.timestamp

@@ -25,11 +25,17 @@ is not (it may have happened) and raises hcq.Timeout. A request that announces a
 would answer the next bulk transfer, another request's (wrong data); after its timeout the bulk transfer is tried
 once, and only if nothing was queued (the transfer times out) is the request asked again (_announced). An unplugged
 bridge raises USBGone at once and stays failed.
+
+A request and the transfers that answer it (a TLP's completion read, an announced burst) are one sequence under the
+bridge's lock: a device may be used from several threads (a timed launch reads its timestamps outside the runtime's
+lock), and another thread's request between the two would take the completion or the burst (another register's
+value, a burst of the wrong size).
 """
 from __future__ import annotations
 
 import collections
 import struct
+import threading
 
 from ...errors import DeviceError, Timeout
 from . import pcie
@@ -79,6 +85,7 @@ class ASM24Bridge:
     self.counts: collections.Counter = collections.Counter()
     self.retries: collections.Counter = collections.Counter()
     self.gone: str | None = None
+    self._sequence = threading.RLock()     # a request and the transfers that answer it (module docstring)
 
   @classmethod
   def open(cls, os, index: int = 0, timeout_ms: int = 1000) -> "ASM24Bridge":
@@ -174,9 +181,10 @@ class ASM24Bridge:
     """One TLP; returns the completion's data for a non-posted request (None for a memory write)."""
     payload = struct.pack("<III", address & 0xFFFFFFFF, address >> 32, value & 0xFFFFFFFF)
     for attempt in range(TRANSPORT_RETRIES + 1):
-      self.control_out(REQ_TLP, fmt_type | byte_enables << 8, MODE_SINGLE, payload, idempotent=not pcie.has_data(fmt_type))
-      if pcie.is_posted(fmt_type): return None
-      data, status, transport = self._completion(fmt_type, address)
+      with self._sequence:
+        self.control_out(REQ_TLP, fmt_type | byte_enables << 8, MODE_SINGLE, payload, idempotent=not pcie.has_data(fmt_type))
+        if pcie.is_posted(fmt_type): return None
+        data, status, transport = self._completion(fmt_type, address)
       if not transport:
         self._check(fmt_type, address, status)
         return data
@@ -188,15 +196,33 @@ class ASM24Bridge:
   def _announced(self, request, transfer):
     """request() announces one bulk transfer, which transfer() moves; returns transfer()'s result. A timed-out
     request may have reached the firmware or not: the transfer is tried once (through if the burst was queued, a
-    timeout if nothing was), and only then is the request asked again (up to TIMEOUT_RETRIES times)."""
-    for attempt in range(TIMEOUT_RETRIES + 1):
-      try: request()
-      except Timeout:
-        if attempt == TIMEOUT_RETRIES: raise
-        self.retries["timeout"] += 1
-        try: return transfer()
-        except Timeout: continue     # nothing was queued (or the burst is lost): ask again
-      return transfer()
+    timeout if nothing was), and only then is the request asked again (up to TIMEOUT_RETRIES times). Under the
+    bridge's lock (a caller that reads a completion after the burst holds it around both)."""
+    with self._sequence:
+      for attempt in range(TIMEOUT_RETRIES + 1):
+        requested = False
+        try:
+          request()
+          requested = True
+          return transfer()
+        except Timeout:
+          if requested or attempt == TIMEOUT_RETRIES: raise
+          self.retries["timeout"] += 1
+          try: return transfer()
+          except Timeout: continue     # nothing was queued (or the burst is lost): ask again
+        except BaseException as e:
+          # Ctrl-C once the request may have reached the firmware: its queued burst would answer the next request's
+          # bulk transfer (that write's data landing at this one's address), so it is moved now, then the interrupt
+          # goes on. (An error of hcq's from the request: refused or gone, nothing was queued.)
+          if not requested and not isinstance(e, (DeviceError, Timeout)): self._drain(transfer)
+          raise
+
+  @staticmethod
+  def _drain(transfer) -> None:
+    """Move the burst an interrupted request may have queued (a write lands where it was meant to, a read's data is
+    dropped); nothing queued: the transfer times out, which is what was hoped for."""
+    try: transfer()
+    except (DeviceError, Timeout): pass
 
   def _stream(self, mode: int, fmt_type: int, address: int, dwords: int) -> None:
     self.control_out(REQ_TLP, fmt_type | 0xF << 8, mode, struct.pack("<III", address & 0xFFFFFFFF, address >> 32, dwords))
@@ -222,9 +248,10 @@ class ASM24Bridge:
     for off in range(0, size, STREAM_MAX_DWORDS * 4):
       n = min(size - off, STREAM_MAX_DWORDS * 4)
       for attempt in range(TRANSPORT_RETRIES + 1):
-        chunk = self._announced(lambda: self._stream(MODE_STREAM_READ, pcie.MRD64, address + off, n // 4),
-                                lambda: self.bulk_in(n))
-        done, status, transport = self._completion(pcie.MRD64, address + off)
+        with self._sequence:
+          chunk = self._announced(lambda: self._stream(MODE_STREAM_READ, pcie.MRD64, address + off, n // 4),
+                                  lambda: self.bulk_in(n))
+          done, status, transport = self._completion(pcie.MRD64, address + off)
         if not transport: break
         self.retries["transport"] += 1
         self._sleep(TRANSPORT_RETRY_S)

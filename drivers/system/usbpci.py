@@ -176,14 +176,23 @@ class SRAMBuffer:
       raise DeviceError(f"SRAM buffer at GPU address {self.bus:#x}: {size} bytes at {offset:#x} is outside its {self.size:#x}")
 
 
-def poll(read, expected: int, what: str, timeout_s: float, poll_us: int, monotonic, sleep, counter=None) -> int:
+def poll(read, expected: int, what: str, timeout_s: float, poll_us: int, monotonic, sleep, counter=None,
+         torn: bool = False) -> int:
   """Read a signal (read() -> int) until it reaches `expected` (>=); poll_us microseconds between reads (0: back to
   back). Returns the value. Raises hcq.Timeout with `what`, the expected and the last value after timeout_s.
-  counter (a dict) gets counter['polls'] += 1 per read."""
+  counter (a dict) gets counter['polls'] += 1 per read. torn: memory read byte by byte (XDATA), which a read may see
+  halfway through the device's write (0x1ff -> 0x200 read as 0x2ff): a value that ends the wait is taken once two
+  reads in a row agree."""
+  def counted():
+    if counter is not None: counter["polls"] = counter.get("polls", 0) + 1
+    return read()
   deadline = monotonic() + timeout_s
   while True:
-    value = read()
-    if counter is not None: counter["polls"] = counter.get("polls", 0) + 1
+    value = counted()
+    while torn and value >= expected:
+      again = counted()
+      if again == value: break
+      value = again
     if value >= expected: return value
     if monotonic() >= deadline: raise Timeout(what, expected=expected, last_seen=value, timeout_s=timeout_s)
     if poll_us: sleep(poll_us / 1e6)
@@ -209,14 +218,18 @@ class SRAMStaging:
   power-on, or numbers of an earlier run) cannot release a chunk early."""
 
   def __init__(self, dev: "USBPCIDevice", gpu_copy, chunk: int = 128 << 10, halves: int = 2, fence_offset: int = 0,
-               base: int = SYSMEM_SIZE, sentinels: bool = False):
+               base: int = SYSMEM_SIZE, sentinels: bool = False, release_offset: int = 0x10):
     if chunk % asm24.SLOT or base % asm24.SLOT or base + chunk * halves > WINDOWS["sram"].size:
       raise DeviceError(f"{dev.name}: staging of {halves} x {chunk:#x} bytes at {base:#x} does not fit the SRAM in 16 KiB slots")
     self.dev, self.gpu_copy, self.chunk, self.halves, self.fence_offset = dev, gpu_copy, chunk, halves, fence_offset
     self.base = base
     self.room = chunk - asm24.SECTOR if sentinels else chunk     # copy-out's bytes per chunk
-    self.seq = int.from_bytes(dev.read_window("a000", fence_offset, 4), "little")
-    self.fence_bus = WINDOWS["a000"].bus + fence_offset
+    self.fence_bus, self.release_offset = WINDOWS["a000"].bus + fence_offset, release_offset
+    # the fence and copyout_queued's release counter start at 0: the GPU compares them unsigned (>=), so whatever the
+    # window held (power-on contents, an earlier run's count near 2^32) would wrap and release chunks early
+    for at in (fence_offset, release_offset): self._clear(at)
+    self.seq = self.released = 0
+    self.owed = 0      # the fence value that ends the GPU work of a failed copy (still queued: it uses the halves)
     if sentinels:
       for h in range(halves): self._write_sentinel(base + (h + 1) * chunk - asm24.SECTOR, 0)
 
@@ -225,19 +238,38 @@ class SRAMStaging:
     lead = sector % asm24.SLOT
     self.dev.bridge.sram_write(sector // asm24.SLOT, bytes(lead + asm24.SECTOR - 4) + seq.to_bytes(4, "little"))
 
+  def _clear(self, offset: int) -> None:
+    """Zero the u32 at a000 + offset (one read, a write per nonzero byte: none as a rule)."""
+    for k, b in enumerate(self.dev.read_window("a000", offset, 4)):
+      if b: self.dev.write_window("a000", offset + k, b"\0")
+
   def _next(self) -> int:
-    self.seq = (self.seq + 1) & 0xFFFFFFFF
+    if self.seq >= 0xFFFFFFFF:     # unsigned compares on the GPU: a wrapped fence would release chunks early
+      raise DeviceError(f"{self.dev.name}: the bridge copy fence reached 2^32 chunks; reopen the device")
+    self.seq += 1
     return self.seq
 
   def _wait(self, value: int, what: str) -> None:
     self.dev.wait_signal("a000", self.fence_offset, value, what=f"{self.dev.name}: {what}: copy fence "
                          f"(GPU address {self.fence_bus:#x})")
 
+  def _settle(self) -> None:
+    """Before a copy touches the halves: the GPU work a failed copy left queued is done (a copy-out's would write
+    the halves over the next copy-in's chunks, which its sentinels then release: wrong data)."""
+    if self.owed:
+      self._wait(self.owed, "the GPU work of an earlier failed copy, which still uses the SRAM")
+      self.owed = 0
+
+  def _failed(self, last: int | None) -> None:
+    """A copy failed after handing the GPU work that ends with fence value `last` (None: nothing)."""
+    if last: self.owed = max(self.owed, last)
+
   def copyin(self, dst_bus: int, data) -> None:
     data = memoryview(bytes(data))
     issued: list[int] = []          # fence value of each chunk's copy, in order
     done = 0                        # bytes the GPU is known to have copied
     try:
+      self._settle()
       for i, off in enumerate(range(0, len(data), self.chunk)):
         n = min(self.chunk, len(data) - off)
         if len(issued) >= self.halves:     # this buffer's previous chunk must be out of it
@@ -249,7 +281,9 @@ class SRAMStaging:
         self.gpu_copy(WINDOWS["sram"].bus + buf, dst_bus + off, n, self.fence_bus, value)
         issued.append(value)
       if issued: self._wait(issued[-1], f"copy-in to {dst_bus:#x}, last chunk")
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:
+      self._failed(issued[-1] if issued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {done} bytes: {e}") from None
 
   def copyin_queued(self, dst_bus: int, data, gpu_queue, group: int = 128) -> None:
@@ -274,6 +308,7 @@ class SRAMStaging:
       steps.append((sram + half + self.chunk - 4, self._next(), sram + half, dst_bus + off, n))
     queued = written = 0
     try:
+      self._settle()
       for i, (off, n) in enumerate(chunks):
         if i == queued:
           gpu_queue(steps[queued:queued + group], self.fence_bus)
@@ -285,8 +320,10 @@ class SRAMStaging:
         self.dev.bridge.sram_write((self.base + i % self.halves * self.chunk) // asm24.SLOT, buf)
         written = i + 1
       if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:       # an error, or Ctrl-C: the GPU's queued chunks must not stay blocked
       self._release(steps[written:queued])
+      self._failed(steps[queued - 1][1] if queued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
       done = max(written - self.halves, 0) * room
       raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {min(done, len(data))} bytes: {e}") from None
 
@@ -298,17 +335,16 @@ class SRAMStaging:
       try: self._write_sentinel(sentinel - WINDOWS["sram"].bus - (asm24.SECTOR - 4), seq)
       except (DeviceError, Timeout): return
 
-  def copyout_queued(self, src_bus: int, size: int, gpu_queue, group: int = 128, release_offset: int = 0x10) -> bytes:
+  def copyout_queued(self, src_bus: int, size: int, gpu_queue, group: int = 128) -> bytes:
     """Copy-out with the GPU's work queued up front (gpu_queue([(release_bus, release, src_bus, dst_bus, size, seq),
     ...], fence_bus); release_bus None for the first `halves` chunks): chunk i's part waits until the u32 release
     counter (a000 window + release_offset) reaches `release` (the host has read the chunk that used the half
     before), copies into half i % halves, stores seq at the fence. The host waits for the fence, reads the half (arm
     + bulk) and counts the release up, writing only the counter's bytes that change, lowest first (one XDATA write,
     as a rule: a GPU read between two byte writes sees a smaller value, never a larger one)."""
-    room, sram = self.room, WINDOWS["sram"].bus
+    room, sram, release_offset = self.room, WINDOWS["sram"].bus, self.release_offset
     release_bus = WINDOWS["a000"].bus + release_offset
-    released = int.from_bytes(self.dev.read_window("a000", release_offset, 4), "little")
-    start = released
+    released = start = self.released
     chunks = [(off, min(room, size - off)) for off in range(0, size, room)]
     steps = []
     for i, (off, n) in enumerate(chunks):
@@ -317,17 +353,22 @@ class SRAMStaging:
                     n, self._next()))
     out, queued = bytearray(), 0
     try:
+      self._settle()
       for i, (off, n) in enumerate(chunks):
         if i == queued:
           gpu_queue(steps[queued:queued + group], self.fence_bus)
           queued = min(queued + group, len(steps))
         self._wait(steps[i][5], f"copy-out from {src_bus:#x}, chunk {i}")
         out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
-        released = self._count_up(release_offset, released)
-    except (DeviceError, Timeout) as e:
+        released = self.released = self._count_up(release_offset, released)
+    except BaseException as e:       # an error, or Ctrl-C
       try:   # let the GPU's queued chunks run on (they copy into halves nobody reads any more)
-        if queued: self.dev.write_window("a000", release_offset, ((start + queued) & 0xFFFFFFFF).to_bytes(4, "little"))
+        if queued:
+          self.dev.write_window("a000", release_offset, ((start + queued) & 0xFFFFFFFF).to_bytes(4, "little"))
+          self.released = (start + queued) & 0xFFFFFFFF
       except (DeviceError, Timeout): pass
+      self._failed(steps[queued - 1][5] if queued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 
@@ -346,12 +387,15 @@ class SRAMStaging:
       fences[i] = self._next()
       self.gpu_copy(src_bus + off, WINDOWS["sram"].bus + self.base + i % self.halves * self.chunk, n, self.fence_bus, fences[i])
     try:
+      self._settle()
       for c in chunks[:self.halves]: issue(*c)
       for i, off, n in chunks:
         self._wait(fences[i], f"copy-out from {src_bus:#x}, chunk {i}")
         out += self.dev.sram.read(self.base + i % self.halves * self.chunk, n)
         if i + self.halves < len(chunks): issue(*chunks[i + self.halves])
-    except (DeviceError, Timeout) as e:
+    except BaseException as e:
+      self._failed(max(fences.values(), default=None))
+      if not isinstance(e, (DeviceError, Timeout)): raise
       raise _reworded(e, f"copy-out of {size} bytes from {src_bus:#x} failed after {len(out)} bytes: {e}") from None
     return bytes(out)
 
@@ -572,11 +616,12 @@ class USBPCIDevice:
 
   def wait_signal(self, window: str, offset: int, expected: int, timeout_s: float | None = None, what: str | None = None) -> int:
     """Poll a 32-bit signal in a window over USB until it reaches `expected`, AMD_USB_POLL_US (Config.amd_usb_poll_us)
-    between polls; hcq.Timeout names the signal, the expected and the last value."""
+    between polls, the value that ends the wait read twice (the controller reads XDATA byte by byte: poll's torn);
+    hcq.Timeout names the signal, the expected and the last value."""
     what = what or f"{self.name}: signal at {window} window +{offset:#x} (GPU address {WINDOWS[window].bus + offset:#x})"
     read = lambda: int.from_bytes(self.read_window(window, offset, 4), "little")
     return poll(read, expected, what, self.timeout_s if timeout_s is None else timeout_s, self.poll_us,
-                self.os.monotonic, self.os.sleep, self.stats)
+                self.os.monotonic, self.os.sleep, self.stats, torn=True)
 
   def close(self) -> None:
     self.views = []

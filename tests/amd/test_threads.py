@@ -85,3 +85,37 @@ def test_work_racing_a_close_from_another_thread_is_refused_never_run_on_freed_m
   for th in threads: th.join(timeout=60)
   assert not any(th.is_alive() for th in threads) and not errors, errors
   with pytest.raises(ValueError): timeline_signal.value     # released with the device's memory
+
+
+def test_a_timed_launch_reads_its_own_timestamps_not_those_of_another_threads_launch():
+  """The timer signals are shared by every timed launch: another thread's timed launch, which clears them, must wait
+  until this one has read them (here it comes right after this launch's wait, its kernel held behind a gate: a
+  read after its clear saw zeros and gave the host's time instead of the kernel's)."""
+  from hcq.compiler import queue as Q
+  from hcq.drivers.amd.lower import COMPUTE
+  from hcq.drivers.hcq.engine import FIRST_VENDOR_SLOT
+  from hcq.drivers.hcq.runtime import Submission
+  from hcq.compiler.ir import UOp
+  gate_slot = FIRST_VENDOR_SLOT + 5
+  with hcq.open("MOCK+AMD", Config(timeout_s=5.0)) as dev:
+    empty = dev.load(demo_code_object(), "empty")
+    gate = dev.signals.alloc(0, name="gate")
+    closed = dev.compute.build(Q.queue(COMPUTE, Q.wait(Q.signal(gate_slot, "gate"), UOp.variable("open", 0, 2**32 - 1))))
+    real_wait, own, others = dev.wait_value, [], []
+
+    def wait_then_another_thread_launches(value):
+      real_wait(value)
+      dev.wait_value = real_wait
+      own.append((dev.timer_start.timestamp, dev.timer_end.timestamp))
+      with Submission(dev, dev.compute, "the gate") as sub: sub.add(closed.fill({("param", gate_slot): gate.va, ("var", "open"): 1}))
+      th = threading.Thread(target=lambda: empty(global_size=(1,), local_size=(1,), wait=True))
+      th.start()
+      th.join(0.3)
+      others.append(th)
+
+    dev.wait_value = wait_then_another_thread_launches
+    seconds = empty(global_size=(1,), local_size=(1,), wait=True)
+    gate.value = 1
+    others[0].join(10)
+    start, end = own[0]
+    assert start and end >= start and seconds == (end - start) / (dev.ticks_per_us * 1e6)

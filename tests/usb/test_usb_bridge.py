@@ -182,3 +182,51 @@ def test_system_memory_in_the_sram_is_what_the_gpu_reads_at_its_bus_address(mock
   assert a.read(0, 4) == b"\0wb\0"
   with pytest.raises(DeviceError, match="no room for 0x40000 bytes of system memory"): dev.alloc_sysmem(256 << 10)
   with pytest.raises(DeviceError, match=r"GPU address 0x200000: 2 bytes at 0x63 is outside its 0x64"): a.read(99, 2)
+
+
+def test_threads_sharing_the_bridge_get_their_own_completions_and_bursts(mock):
+  """A request and the transfers that answer it (a TLP's completion read, a burst's bulk transfer) are one sequence:
+  another thread's request between them took its completion or its burst (a register read returned another
+  register's value). libusb releases the GIL for each transfer; the mock's transfers do so here too."""
+  import threading
+  import time
+  os, plug, dev = mock
+  bar = dev.map_bar(0)
+  bar.write(0, bytes(range(256)) * 16)
+  t = dev.bridge.usb
+  for name in ("control", "bulk_write", "bulk_read"):
+    inner = getattr(t, name)
+    def released(*a, _inner=inner, **k):
+      time.sleep(0)
+      return _inner(*a, **k)
+    setattr(t, name, released)
+  wrong = []
+  def reader(offset, size):
+    want = (bytes(range(256)) * 16)[offset:offset + size]
+    for _ in range(200):
+      got = bar.read(offset, size)
+      if got != want: wrong.append((offset, got))
+  threads = [threading.Thread(target=reader, args=a) for a in ((0, 4), (64, 4), (128, 64), (1024, 8))]
+  for th in threads: th.start()
+  for th in threads: th.join()
+  assert wrong == []
+
+
+def test_ctrl_c_between_a_request_and_its_burst_does_not_shift_the_next_burst(mock):
+  """Ctrl-C right after a streaming write's request reached the firmware, before its bulk transfer: the firmware's
+  queued burst must not answer the next request's bulk transfer (the next write's data landed at the interrupted
+  write's address, its own address never written, its burst left for the transfer after)."""
+  os, plug, dev = mock
+  bar = dev.map_bar(0)
+  bar.write(0x1000, bytes(16))
+  bar.write(0x2000, bytes(16))
+  bridge = dev.bridge
+  def interrupted(*a, **k):
+    type(bridge)._stream(bridge, *a, **k)
+    raise KeyboardInterrupt
+  bridge._stream = interrupted
+  with pytest.raises(KeyboardInterrupt): bar.write(0x1000, b"A" * 16)
+  del bridge._stream
+  assert not plug.fw.queued                       # nothing left for the next request's transfer
+  bar.write(0x2000, b"B" * 16)
+  assert bar.read(0x2000, 16) == b"B" * 16 and bar.read(0x1000, 16) == b"A" * 16

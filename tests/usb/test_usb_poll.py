@@ -1,5 +1,7 @@
 """Signal waits over USB: AMD_USB_POLL_US microseconds between polls (counted by the mock bridge), bounded by the
 timeout, which names the signal, the expected and the last value."""
+import itertools
+
 import pytest
 
 from hcq.config import from_env
@@ -47,3 +49,20 @@ def test_the_poll_interval_comes_from_AMD_USB_POLL_US():
   assert from_env({"AMD_USB_POLL_US": "0"}).amd_usb_poll_us == 0
   with pytest.raises(ConfigError, match=r"AMD_USB_POLL_US='-1' is out of range"): from_env({"AMD_USB_POLL_US": "-1"})
   with pytest.raises(ConfigError, match=r"AMD_USB_POLL_US='fast' is not an integer"): from_env({"AMD_USB_POLL_US": "fast"})
+
+
+def test_a_torn_read_of_a_window_signal_does_not_end_the_wait():
+  """The controller reads XDATA byte by byte: a read during the GPU's store of 0x200 over 0x1ff can see 0x2ff (the old
+  low byte, the new high one). That value must not release a wait for 0x201: it is read again first."""
+  os, plug, dev = open_mock(amd_usb_poll_us=0)
+  try:
+    reads = itertools.chain([0x1FF, 0x2FF], itertools.repeat(0x200))
+    real = dev.read_window
+    dev.read_window = lambda w, off, n: next(reads).to_bytes(4, "little") if off == SIGNAL else real(w, off, n)
+    with pytest.raises(Timeout, match=r"to reach 513 \(last seen 512\)"):
+      dev.wait_signal("a000", SIGNAL, 0x201, timeout_s=0.02)
+    reads = iter([0x2FF, 0x200, 0x201, 0x201])
+    assert dev.wait_signal("a000", SIGNAL, 0x201) == 0x201
+  finally:
+    dev.close()
+    os.close()

@@ -31,10 +31,13 @@ Where each kind of memory lives:
     scheme for copy-in (copyin_queued): the SDMA work of up to 128 chunks queued in one submission (one doorbell),
     each chunk's part waiting (POLL_REGMEM >=) for the chunk's sentinel, which the host writes in the same bulk
     transfer as the chunk's data (the last dword of its 256 KiB half), then copying into VRAM and storing the fence
-    the host polls in a000 (AMD_USB_POLL_US apart) before it refills that half: ~2 transfers per 256 KiB. Copy-out:
-    per chunk an SDMA copy into a half + fence (a submission), the host reads the half (SRAMStaging.copyout).
-    copy_path "bar" streams through the VRAM BAR instead (4 MiB per request): fewer transfers still (16 MiB in: ~10
-    against ~140), but the bandwidth on hardware depends on the bridge's TLP engine, which the mock cannot tell.
+    the host polls in a000 (AMD_USB_POLL_US apart; the value that ends the wait read twice: XDATA reads can be
+    torn) before it refills that half: ~4 transfers per 256 KiB. Copy-out (copyout_queued) the same way round: the
+    GPU's chunks queued at once, each waiting for the host's release of its half, the host waiting for the fence,
+    reading the half and counting the release up: ~5 per chunk (16 MiB on the mock: in 263, out 330). A failed or
+    interrupted copy releases what it queued, and the next copy waits for that work first.
+    copy_path "bar" streams through the VRAM BAR instead (4 MiB per request): fewer transfers still (16 MiB in: 10,
+    out: 14), but the bandwidth on hardware depends on the bridge's TLP engine, which the mock cannot tell.
 
 Costs per launch (counted through the mock bridge by bench/usb_bridge.py --launch): kernel arguments 2 transfers
 (control + bulk), ring span 2, HDP flush 1, doorbell 2; then 1 per poll of the timeline signal (an XDATA read of the

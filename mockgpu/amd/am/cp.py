@@ -16,7 +16,6 @@
   the tables, the views of VRAM no longer mapped let go. Anything else is a GPU fault: the queue stops and a VM fault
   goes to the IH ring (client UTCL2) with the address. (A VRAM mapping at a VA where the process has other memory
   cannot be viewed there: it faults too.) Behind a USB bridge, system pages at the bus addresses of the bridge's
-  windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way. Behind a USB bridge, system pages at the bus addresses of the bridge's
   windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way.
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
   (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
