@@ -146,10 +146,11 @@ class DeviceSignal(Signal):
         idle(0)
         checked = now
       if seen != last: start, last = now, seen
-      elif now - start > timeout_s:
+      elif now - start >= timeout_s:
         self._words[0] = seen
         raise Timeout(f"{self.name} at {self.va:#x}", expected=value, last_seen=seen, timeout_s=timeout_s)
-      if pause: rest(pause)
+      # the pause never reaches past the timeout: a long AMD_USB_POLL_US must not stretch the wait by a whole pause
+      if pause: rest(min(pause, max(start + timeout_s - now, 0.0)))
       seen = int.from_bytes(read(self.va, width), "little")
       self.polls += 1
       if seen >= value and self.torn: seen = self._settle(seen, 0, width)

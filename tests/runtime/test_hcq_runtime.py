@@ -207,6 +207,15 @@ def test_a_device_signal_wait_polls_the_low_word_sleeping_poll_s_between_polls()
     sig.wait(9, 0.05, clk, clk.sleep)
 
 
+def test_a_device_signal_wait_with_a_long_poll_pause_times_out_on_time():
+  # AMD_USB_POLL_US far above the timeout: the last pause is cut to what is left of it, not taken whole
+  clk = FakeClock()
+  sig = device_signal(FakeDeviceMemory(), poll_s=1.0, sleep=clk.sleep)
+  with pytest.raises(Timeout, match=r"dev signal at 0x1000 to reach 1 \(last seen 0\)"):
+    sig.wait(1, 0.2, clk, clk.sleep)
+  assert clk.t == pytest.approx(0.2)
+
+
 def test_a_torn_read_of_a_device_signal_is_not_taken_for_done():
   # the device goes 0xff -> 0x100; a byte-by-byte read catches the new high byte with the old low one: 0x1ff
   dev = FakeDeviceMemory(script=[0xFF, 0x1FF, 0x100, 0x100, 0x100, 0x200, 0x200])
