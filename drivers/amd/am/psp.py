@@ -59,6 +59,21 @@ def ip_firmware(gc: str, sdma: str, smu: str) -> list[tuple[str, object, int]]:
   ]
 
 
+# What each file the PSP loads must be (firmware.check_identity): its block word -> (the discovery block whose version
+# it is for, the header structs it may have). The structs are those of firmware-amd-graphics 20230210-5's psp13/smu13/
+# gc11/sdma6 files that carry what the images above are cut from (RS64 CP: gfx v2.0; RLC P/V: rlc v2.3 or later).
+IDENTITY = {
+  "sos": ("MP0", {"psp_firmware_header_v2_0", "psp_firmware_header_v2_1"}),
+  "smu": ("MP1", {"smc_firmware_header_v2_1"}),
+  "imu": ("GC", {"imu_firmware_header_v1_0"}),
+  "rlc": ("GC", {"rlc_firmware_header_v2_3", "rlc_firmware_header_v2_4"}),
+  "pfp": ("GC", {"gfx_firmware_header_v2_0"}), "me": ("GC", {"gfx_firmware_header_v2_0"}),
+  "mec": ("GC", {"gfx_firmware_header_v2_0"}),
+  "mes": ("GC", {"mes_firmware_header_v1_0"}), "mes1": ("GC", {"mes_firmware_header_v1_0"}),
+  "sdma": ("SDMA0", {"sdma_firmware_header_v2_0"}),
+}
+
+
 class PSPError(DeviceError):
   """The PSP refused something; names the command and the firmware file."""
 
@@ -88,7 +103,7 @@ class PSP(IPBlock):
     d = self.dev
     mp0, gc, sdma, mp1 = (_ver(d.discovery.version_of(n)) for n in ("MP0", "GC", "SDMA0", "MP1"))
     self.sos_name = f"psp_{mp0}_sos.bin"
-    self.sos = d.firmware(self.sos_name)
+    self.sos = self._firmware(self.sos_name)
     self.components = {c["name"]: c for c in self.sos.components}
     # checked before the bootloader starts: without them the PSP cannot start the sOS or take firmware (a TA file
     # in the sOS's place has components of the same type numbers, but no SYS_DRV)
@@ -98,7 +113,7 @@ class PSP(IPBlock):
                           f"{', '.join(map(str, self.components)) or 'none'}): not a PSP sOS container")
     self.loads = []
     for name, region, fw_type in ip_firmware(gc, sdma, mp1):
-      self.loads.append((name, image(d.firmware(name), region, d.label), fw_type))
+      self.loads.append((name, image(self._firmware(name), region, d.label), fw_type))
     self.msg1 = d.vram.alloc(MSG1_SIZE, "PSP staging buffer", align=MSG1_SIZE)
     self._staged = 0            # bytes of the last image staged (VRAM.alloc zeroed the buffer)
     self.cmd = d.vram.alloc(0x1000, "PSP command buffer")
@@ -106,6 +121,15 @@ class PSP(IPBlock):
     self.ring = d.vram.alloc(RING_SIZE, "PSP KM ring")
     self.wptr, self.fence_value = 0, 0
     self.tmr = None
+
+  def _firmware(self, name: str) -> firmware.Firmware:
+    """The container `name`, checked to be what its name says for this GPU's IP versions (IDENTITY)."""
+    d = self.dev
+    fw = d.firmware(name)
+    ip_name, structs = IDENTITY[firmware.block_word(name)]
+    try: firmware.check_identity(fw, ip_name, d.discovery.version_of(ip_name), structs)
+    except firmware.FirmwareError as e: raise DeviceError(f"{d.label}: {e}") from None
+    return fw
 
   def _component(self, name: str) -> bytes:
     c = self.components[name]
