@@ -166,8 +166,13 @@ class PSP(IPBlock):
       self._stage(self._component(comp))
       r.write("MP0_SMN_C2PMSG_36", self.msg1.mc >> 20)
       r.write("MP0_SMN_C2PMSG_35", cmd)
+      # done: bit 31 set again; the low 16 bits are the bootloader's status (Linux waits for them to be 0)
+      status = r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000) & 0xFFFF
+      if status:
+        raise PSPError(f"{self.dev.label}: the PSP bootloader refused the {short} component of {self.sos_name} "
+                       f"({self.components[comp]['size']} bytes): status {status:#06x} (damaged, truncated, or not "
+                       f"signed by AMD?)")
       loaded.append(short)
-    r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)
     try: r.access.poll(lambda: 1 if self.sos_alive else 0, 1, 1, "MP0 MP0_SMN_C2PMSG_81 (sOS alive)")
     except Timeout as e:
       raise PSPError(f"{self.dev.label}: the PSP did not start the sOS after loading {', '.join(loaded)} from "

@@ -4,7 +4,8 @@ Bootloader (before the sOS runs, C2PMSG_81 == 0): the driver copies one SOS comp
 writes its MC address >> 20 to C2PMSG_36 and the command to C2PMSG_35, then waits for C2PMSG_35 bit 31. The commands
 (Linux amdgpu_psp.h, enum psp_bootloader_cmd) and the order this model demands: the key database first, then SPL,
 the system driver, and the SOS last (the other drivers, when given, between them). After the SOS the sOS is alive
-(C2PMSG_81 holds its version) - unless an image was refused: then it never starts.
+(C2PMSG_81 holds its version) - unless an image was refused: then the command ends with a status in C2PMSG_35's low
+16 bits, and the sOS never starts.
 
 The ring (psp_gfx_if.h): C2PMSG_69/70 = ring MC address, C2PMSG_71 = size, C2PMSG_64 = ring type << 16; the reply is
 C2PMSG_64 = 0x80000000. Frames (struct psp_gfx_rb_frame, 64 bytes) are taken up to the write pointer given in
@@ -44,6 +45,8 @@ SOS_VERSION, SMU_VERSION = 0x00310025, 0x004E4A00
 TMR_SIZE = 0x1300000          # what LOAD_TOC answers: the trusted memory region the listed firmware needs
 # response status codes of this model (resp.status; 0 is success)
 STATUS_BAD_IMAGE, STATUS_BAD_ORDER, STATUS_BAD_ADDRESS, STATUS_UNKNOWN = 0xFFFF0005, 0xFFFF0006, 0xFFFF0007, 0xFFFF0008
+# the bootloader's: the low 16 bits of C2PMSG_35 when it is done with a command (0: accepted)
+BL_STATUS_BAD_IMAGE, BL_STATUS_BAD_ORDER, BL_STATUS_UNKNOWN = 0x0005, 0x0006, 0x0008
 AUTOLOAD_NEEDS = {G.GFX_FW_TYPE_RLC_G, G.GFX_FW_TYPE_IMU_I, G.GFX_FW_TYPE_IMU_D, G.GFX_FW_TYPE_RS64_MEC}
 
 
@@ -107,20 +110,27 @@ class PSPModel:
     self.refused.append(what)
 
   # ---- bootloader
+  def _bl_refuse(self, status: int, why: str) -> None:
+    """A refused bootloader command: done (bit 31) with the status in the low 16 bits; the sOS will not start."""
+    self._refuse(why)
+    self.gpu.regs.poke(self.r[35], 0x80000000 | status)
+
   def _bootloader(self, cmd: int) -> None:
     rf = self.gpu.regs
     rf.poke(self.r[35], 0x80000000)
     name = BL_NAMES.get(cmd)
-    if name is None: return self._refuse(f"bootloader command {cmd:#x} unknown")
-    if self.sos_alive: return self._refuse(f"bootloader {name}: the sOS already runs")
+    if name is None: return self._bl_refuse(BL_STATUS_UNKNOWN, f"bootloader command {cmd:#x} unknown")
+    if self.sos_alive: return self._bl_refuse(BL_STATUS_BAD_ORDER, f"bootloader {name}: the sOS already runs")
     done = [BL_ORDER.index(c) for c in self.bl_loaded]
-    if done and BL_ORDER.index(cmd) <= max(done): return self._refuse(f"bootloader {name}: out of order after "
-                                                                        f"{[BL_NAMES[c] for c in self.bl_loaded]}")
-    if cmd in (BL_SOSDRV,) and BL_SYSDRV not in self.bl_loaded: return self._refuse("bootloader SOS: no SYS_DRV before it")
+    if done and BL_ORDER.index(cmd) <= max(done):
+      return self._bl_refuse(BL_STATUS_BAD_ORDER, f"bootloader {name}: out of order after "
+                                                  f"{[BL_NAMES[c] for c in self.bl_loaded]}")
+    if cmd in (BL_SOSDRV,) and BL_SYSDRV not in self.bl_loaded:
+      return self._bl_refuse(BL_STATUS_BAD_ORDER, "bootloader SOS: no SYS_DRV before it")
     mc = rf.read(self.r[36]) << 20
     blob = self.gpu.read_mc(mc, 1 << 20)
     why = check_signature(blob, None, name, kdb=cmd == BL_KEY_DATABASE)
-    if why: return self._refuse(f"bootloader {name}: {why}")
+    if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
     self.bl_loaded.append(cmd)
     if cmd == BL_SOSDRV and not self.refused:
       rf.poke(self.r[81], SOS_VERSION)    # the sOS runs, ready for ring commands

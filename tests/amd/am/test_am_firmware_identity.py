@@ -88,8 +88,9 @@ def test_the_mec_file_holding_the_me_is_refused_by_the_psp_naming_the_file(navi_
   assert len(refused) == 1 and "signature check failed" in refused[0] and "RS64_MEC image AMD signed" in refused[0]
 
 
-@pytest.mark.parametrize("where", ["file offset 300 (the SYS_DRV header)", "SOS body", "KDB body", "SOS signature"])
-def test_a_flipped_byte_in_an_sos_component_stops_the_bootloader(navi_fw, fw_dir, where):
+@pytest.mark.parametrize("where, component", [("file offset 300 (the SYS_DRV header)", "SYS_DRV"), ("SOS body", "SOS"),
+                                              ("KDB body", "KDB"), ("SOS signature", "SOS")])
+def test_a_flipped_byte_in_an_sos_component_stops_the_bootloader(navi_fw, fw_dir, where, component):
   data = read_fw(fw_dir, "psp_13_0_0_sos.bin")
   fw = firmware.parse("psp_13_0_0_sos.bin", bytes(data))
   comp = {c["name"]: c for c in fw.components}
@@ -100,9 +101,10 @@ def test_a_flipped_byte_in_an_sos_component_stops_the_bootloader(navi_fw, fw_dir
         "SOS signature": sos + 256 + sos_body + 100}[where]
   data[at] ^= 0x01
   replace_file(navi_fw, "psp_13_0_0_sos.bin", data)
-  with pytest.raises(PSPError, match=r"did not start the sOS after loading .* from psp_13_0_0_sos.bin"):
+  with pytest.raises(PSPError, match=rf"the PSP bootloader refused the {component} component of psp_13_0_0_sos.bin .*: status 0x0005"):
     boot(navi_fw)
-  assert any("signature check failed" in r for r in navi_fw[1].psp.refused), navi_fw[1].psp.refused
+  refused = navi_fw[1].psp.refused
+  assert len(refused) == 1 and refused[0].startswith(f"bootloader {component}: signature check failed"), refused
 
 
 def test_a_flipped_byte_in_the_toc_is_refused_by_load_toc(navi_fw, fw_dir):
