@@ -4,13 +4,16 @@ the documentation of the protocol; the structs and command ids are psp_gfx_if.h'
 1. Bootloader (when the sOS is not running, C2PMSG_81 == 0): each component of psp_<MP0>_sos.bin, in the order
    KDB, SPL, SYS_DRV, SOC_DRV, INTF_DRV, DBG_DRV, RAS_DRV, SOS (those the container has), goes through a 1 MiB
    staging buffer: wait C2PMSG_35 bit 31; clear the buffer and copy the component; HDP flush; C2PMSG_36 = its
-   MC address >> 20; C2PMSG_35 = the load command. After the SOS, wait for the sOS (C2PMSG_81 != 0).
+   MC address >> 20; C2PMSG_35 = the load command; wait bit 31 again, the low 16 bits the bootloader's status (0:
+   accepted). After the SOS, wait for the sOS (C2PMSG_81 != 0).
 2. The KM ring: C2PMSG_69/70 its MC address, C2PMSG_71 its size, C2PMSG_64 = 2 << 16; wait C2PMSG_64 ==
    0x80000000 (masked with 0x8000FFFF).
 3. Commands, one psp_gfx_cmd_resp and a psp_gfx_rb_frame each (C2PMSG_67 = the new write pointer in dwords; the PSP
    writes the frame's fence value when done, and resp.status): LOAD_TOC (the TOC component; answers the TMR size),
    SETUP_TMR, LOAD_IP_FW for each firmware image (the SMU's first), AUTOLOAD_RLC.
-Every wait is bounded; a refused image is an error naming the file it came from.
+Before any of it, each file is checked to be what its name says for this GPU's IP versions (IDENTITY,
+firmware.check_identity): a wrong file is refused before the PSP sees it. Every wait is bounded; a refused image is an
+error naming the file it came from.
 """
 from __future__ import annotations
 
