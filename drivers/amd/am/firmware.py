@@ -9,6 +9,10 @@ Layouts are hcq.autogen.amd.ucode's generated structs (amdgpu_ucode.h of linux-s
 none are written by hand here. Every size and offset the headers give is checked against the file length, so a
 truncated or corrupt file is a FirmwareError naming the file and the field, never an exception from deep inside.
 Linux itself checks only that size_bytes equals the file length (and no CRC: the crc32 field is not zlib's CRC-32).
+
+read()/load() ask the OS interface what is at the path before opening it: a firmware folder that is not a folder, a
+name that is a folder, a device or a FIFO is named as such and never read (`hcq fw` uses the same read()).
+check_identity() says whether a container is the one its name says for the IP versions the discovery table reports.
 """
 from __future__ import annotations
 
