@@ -348,7 +348,8 @@ def read(os_iface, path: str) -> bytes:
   # O_NONBLOCK: should the file have been replaced by a FIFO since the stat, the open still does not block
   try: f = os_iface.open(path, os.O_RDONLY | os.O_NONBLOCK)
   except OSCallError as e: raise FirmwareError(f"cannot read {path}: {os.strerror(e.errno) if e.errno else e}") from None
-  try: data = f.read(MAX_BYTES + 1)
+  # bounded: the size stat gave, and a byte more to see a file that grew since (an OS that reports no size: the cap)
+  try: data = f.read((st.st_size or MAX_BYTES) + 1)
   finally: f.close()
   if len(data) > MAX_BYTES: raise FirmwareError(f"{path}: more than {MAX_BYTES} bytes, far too large for a firmware container")
   return data
