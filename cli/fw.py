@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 
 from . import CommandError
-
-MAX_BYTES = 256 << 20   # firmware files are a few MB at most; anything far larger is not one (never read it whole)
 
 
 def register(sub) -> None:
@@ -32,23 +29,12 @@ def resolve(arg: str, firmware_dir: str) -> str:
   return os.path.join(firmware_dir, arg)
 
 
-def read_file(path: str, package: str) -> bytes:
-  try:
-    # O_NONBLOCK: opening a FIFO (or a device) must not block until a writer comes; anything but a regular file is
-    # refused before a byte is read
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with open(fd, "rb") as f:
-      st = os.fstat(f.fileno())
-      if not stat.S_ISREG(st.st_mode): raise CommandError(f"{path}: not a regular file, so not a firmware container")
-      if st.st_size > MAX_BYTES: raise CommandError(f"{path}: {st.st_size} bytes is far too large for a firmware container")
-      return f.read()
-  except FileNotFoundError:
-    raise CommandError(f"{path}: no such firmware file (AMD's firmware is in Debian's {package} package; "
-                       f"HCQ_FIRMWARE_DIR chooses another folder)") from None
-  except IsADirectoryError:
-    raise CommandError(f"{path}: a folder, not a firmware file") from None
-  except OSError as e:
-    raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+def read_file(path: str, config) -> bytes:
+  """The file's bytes, with the driver's checks (firmware.read: a folder, a device, a FIFO or a huge file is named
+  as such and never read)."""
+  from ..drivers.amd.am import firmware
+  from ..drivers.system.linux import LinuxOS
+  return firmware.read(LinuxOS(config), path)
 
 
 def _num(v) -> str:
@@ -78,11 +64,12 @@ def print_text(fw, out) -> None:
 def run(args) -> int:
   from ..config import from_env
   from ..drivers.amd.am import firmware
-  fw_dir = from_env().firmware_dir
+  config = from_env()
+  fw_dir = config.firmware_dir
   results, status = [], 0
   for arg in args.files:
     path = resolve(arg, fw_dir)
-    try: results.append(firmware.parse(path, read_file(path, firmware.PACKAGE)))
+    try: results.append(firmware.parse(path, read_file(path, config)))
     except (CommandError, firmware.FirmwareError) as e:
       print(f"hcq fw: error: {e}", file=sys.stderr)
       status = 1

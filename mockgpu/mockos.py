@@ -360,6 +360,7 @@ class MockOS:
     node = self._node("stat", path, follow_symlinks)
     if isinstance(node, Dir): mode = stat_mod.S_IFDIR | 0o755
     elif isinstance(node, Symlink): mode = stat_mod.S_IFLNK | 0o777
+    elif isinstance(node, DeviceNode): mode = getattr(node, "file_type", stat_mod.S_IFCHR) | 0o666
     else: mode = stat_mod.S_IFREG | getattr(node, "mode", 0o644)
     ino = self._inodes.get(self.vfs.realpath(path) if follow_symlinks else path, id(node) & 0xFFFFFFFF)
     uid = getattr(node, "uid", _os.getuid())

@@ -97,6 +97,9 @@ class OSInterface(Protocol):
   # files and device nodes (absolute paths; a path under /dev/ is looked up under config.dev_root instead)
   def open(self, path: str, flags: int = ..., mode: int = 0o666) -> FileHandle: ...
   def exists(self, path: str) -> bool: ...
+  def stat(self, path: str, follow_symlinks: bool = True):
+    """os.stat_result of path (what kind of file it is, before a driver reads it: firmware.read); OSCallError with
+    the errno when it cannot be had."""
 
   # sysfs and procfs, relative to the configured roots
   def sysfs_list(self, path: str) -> list[str]: ...

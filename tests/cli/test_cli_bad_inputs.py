@@ -112,7 +112,7 @@ CASES = [
   ("am: bad --pci", lambda d: ["am", "boot", "--pci", "3:0.0"], {}, USAGE, "not a PCI address"),
   ("am: --pci and --mock", lambda d: ["am", "boot", "--mock", "--pci", "0000:03:00.0"], {}, USAGE, "not allowed"),
   ("am: unknown --until", lambda d: ["am", "boot", "--mock", "--until", "dcn"], {}, USAGE, "--until"),
-  ("am: no firmware", lambda d: ["am", "boot", "--mock"], {"HCQ_FIRMWARE_DIR": "/nonexistent/amdgpu"}, FAIL, "psp_13_0_0_sos.bin: no such firmware file"),
+  ("am: no firmware", lambda d: ["am", "boot", "--mock"], {"HCQ_FIRMWARE_DIR": "/nonexistent/amdgpu"}, FAIL, "/nonexistent/amdgpu: the firmware folder does not exist"),
   ("am: bad HCQ_TIMEOUT", lambda d: ["am", "boot", "--mock"], {"HCQ_TIMEOUT": "nan"}, USAGE, "HCQ_TIMEOUT"),
   ("selfcheck: an argument", lambda d: ["selfcheck", "x"], {}, USAGE, "unrecognized"),
   ("selfcheck: bad HCQ_DEBUG", lambda d: ["selfcheck"], {"HCQ_DEBUG": "-1"}, USAGE, "HCQ_DEBUG"),

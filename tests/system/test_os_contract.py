@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import multiprocessing
 import os
 import stat
@@ -80,6 +81,15 @@ def kernel_os(os_impl) -> Ctx:
 class TestContract:
   def test_satisfies_the_protocol(self, os_impl):
     assert isinstance(os_impl.os, OSInterface)
+
+  def test_stat_says_what_kind_of_file_a_path_is(self, os_impl):
+    """What firmware.read asks before it opens a file: a folder, a character device, nothing (ENOENT)."""
+    o = os_impl.os
+    assert stat.S_ISDIR(o.stat("/proc").st_mode)
+    dev = "/dev/kfd" if o.exists("/dev/kfd") else "/dev/null"
+    assert stat.S_ISCHR(o.stat(dev).st_mode), dev
+    with pytest.raises(OSCallError) as e: o.stat("/nonexistent-hcq-path")
+    assert e.value.errno == errno.ENOENT
 
   # ---- sysfs (against the fake root)
   def test_sysfs_reads(self, os_impl):

@@ -9,14 +9,20 @@ Layouts are hcq.autogen.amd.ucode's generated structs (amdgpu_ucode.h of linux-s
 none are written by hand here. Every size and offset the headers give is checked against the file length, so a
 truncated or corrupt file is a FirmwareError naming the file and the field, never an exception from deep inside.
 Linux itself checks only that size_bytes equals the file length (and no CRC: the crc32 field is not zlib's CRC-32).
+
+read()/load() ask the OS interface what is at the path before opening it: a firmware folder that is not a folder, a
+name that is a folder, a device or a FIFO is named as such and never read (`hcq fw` uses the same read()).
+check_identity() says whether a container is the one its name says for the IP versions the discovery table reports.
 """
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import os
+import stat
 
-from ....errors import HCQError
+from ....errors import HCQError, OSCallError
 from ....autogen.amd import ucode as U
 
 PACKAGE = "firmware-amd-graphics"   # Debian's package of /lib/firmware/amdgpu (component non-free-firmware)
@@ -144,13 +150,20 @@ class Firmware:
             "fields": self.fields, "components": self.components, "notes": self.notes}
 
 
-def kind_of(name: str) -> tuple[str | None, str]:
-  """(kind, how it was decided) from a file name: the last '_'-separated token of the base name that is a block word
-  ("navi14_ce_wks.bin": ce; "sdma_6_0_0.bin": sdma; "psp_13_0_0_sos.bin": sos)."""
+def block_word(name: str) -> str | None:
+  """The last '_'-separated token of the base name that is a block word ("navi14_ce_wks.bin": ce; "sdma_6_0_0.bin":
+  sdma; "psp_13_0_0_sos.bin": sos), None when there is none."""
   stem = os.path.basename(name)
   stem = stem[:-4] if stem.endswith(".bin") else stem
   for token in reversed(stem.split("_")):
-    if token in BLOCKS: return BLOCKS[token], f"file name ({token!r}; the header does not say which IP it is for)"
+    if token in BLOCKS: return token
+  return None
+
+
+def kind_of(name: str) -> tuple[str | None, str]:
+  """(kind, how it was decided) from a file name: its block word (block_word)."""
+  token = block_word(name)
+  if token: return BLOCKS[token], f"file name ({token!r}; the header does not say which IP it is for)"
   return None, "file name not recognized: only the common header is read"
 
 
@@ -221,6 +234,29 @@ def parse(name: str, data: bytes) -> Firmware:
   return Firmware(os.path.basename(name), kind, kind_from, struct, common, fields, components, notes, rd.data)
 
 
+def check_identity(fw: Firmware, ip_name: str, ip_version, structs) -> None:
+  """That fw is the container its name says, for the IP it is loaded for: FirmwareError naming the file, the field,
+  what it holds and what was expected. ip_version: the IP's (major, minor, revision) from the discovery table;
+  structs: the header structs (names) a file of this name has for that IP.
+
+  What AMD's files hold (firmware-amd-graphics 20230210-5, every gc_11_*, psp_13_*, smu_13_*, sdma_6_* file):
+  ip_version_major.minor is the IP's major.minor and never its revision (gc_11_0_0/1/2_* all say 11.0, psp_13_0_0/
+  4/5/7/8_* 13.0, smu_13_0_0/7 13.0, sdma_6_0_0/1/2 6.0), so the header's (major, minor) must equal the discovery
+  table's, and only the file name tells the revision. The header (kind and version) is the same for every file of a
+  name within that set, but for gc_11_0_1's CP files (gfx v1.0, not RS64): the caller lists what it can use."""
+  c = fw.common
+  have, want = (c["ip_version_major"], c["ip_version_minor"]), tuple(ip_version[:2])
+  if have != want:
+    raise FirmwareError(f"{fw.file}: ip_version {have[0]}.{have[1]}, but the file is loaded for {ip_name} "
+                        f"{'.'.join(map(str, ip_version))} (expected ip_version {want[0]}.{want[1]}): the firmware of "
+                        f"another IP or GPU under this name")
+  if fw.struct not in structs:
+    raise FirmwareError(f"{fw.file}: header version {c['header_version_major']}.{c['header_version_minor']} makes it "
+                        f"a {fw.struct}, but a {os.path.splitext(fw.file)[0]} file for {ip_name} "
+                        f"{'.'.join(map(str, ip_version))} has a {' or '.join(sorted(structs))}: the firmware of another "
+                        f"IP or GPU under this name")
+
+
 def _check_regions(rd: _Reader, cls, fields: dict, hdr) -> None:
   ucode_size = hdr.ucode_size_bytes
   for off_field, size_field, base, unit in REGIONS.get(cls, ()):
@@ -267,15 +303,67 @@ def _pptables(rd: _Reader, fields: dict) -> list[dict]:
   return out
 
 
-def load(os_iface, firmware_dir: str, name: str) -> Firmware:
-  """The container `name` in firmware_dir (Config.firmware_dir), read through the OS interface. A missing file is
-  an error naming it and the Debian package that provides AMD's firmware."""
-  path = os.path.join(firmware_dir, name)
-  if not os_iface.exists(path):
-    raise FirmwareError(f"{path}: no such firmware file (AMD's firmware is in Debian's {PACKAGE} package; "
-                        f"HCQ_FIRMWARE_DIR chooses another folder)")
-  # O_NONBLOCK: a FIFO in the folder must not block the open (it then reads as empty and is refused as too short)
-  f = os_iface.open(path, os.O_RDONLY | os.O_NONBLOCK)
-  try: data = f.read()
+MAX_BYTES = 256 << 20   # firmware files are a few MB at most; anything far larger is not one (never read it whole)
+
+
+def missing(path: str) -> str:
+  return (f"{path}: no such firmware file (AMD's firmware is in Debian's {PACKAGE} package; HCQ_FIRMWARE_DIR "
+          f"chooses another folder)")
+
+
+def _kind_of_mode(mode: int) -> str:
+  for test, what in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                     (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+    if test(mode): return what
+  return "an unknown kind of file"
+
+
+def not_a_file(path: str, st) -> str | None:
+  """Why what st (stat, links followed) describes is not a firmware file to read, None when it may be read: a
+  folder, a device, a FIFO are never opened for reading (/dev/zero would never end, a FIFO would block). Shared by
+  load() and `hcq fw`."""
+  if stat.S_ISDIR(st.st_mode): return f"{path}: a folder, not a firmware file"
+  if not stat.S_ISREG(st.st_mode):
+    return f"{path}: {_kind_of_mode(st.st_mode)}, not a regular file, so not a firmware container"
+  if st.st_size > MAX_BYTES: return f"{path}: {st.st_size} bytes is far too large for a firmware container"
+  return None
+
+
+def _stat(os_iface, path: str, what: str):
+  """os_iface.stat(path) (links followed), None when nothing is there; other failures are a FirmwareError."""
+  try: return os_iface.stat(path)
+  except OSCallError as e:
+    if e.errno == errno.ENOENT: return None
+    if e.errno == errno.ENOTDIR: raise FirmwareError(f"{path}: a part of the path is not a folder") from None
+    raise FirmwareError(f"cannot read {what} {path}: {os.strerror(e.errno) if e.errno else e}") from None
+
+
+def read(os_iface, path: str) -> bytes:
+  """The bytes of the firmware file at path, through the OS interface: it is checked to be a regular file of a
+  sensible size (stat) before it is opened, and the read is bounded."""
+  st = _stat(os_iface, path, "the firmware file")
+  if st is None: raise FirmwareError(missing(path))
+  why = not_a_file(path, st)
+  if why: raise FirmwareError(why)
+  # O_NONBLOCK: should the file have been replaced by a FIFO since the stat, the open still does not block
+  try: f = os_iface.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  except OSCallError as e: raise FirmwareError(f"cannot read {path}: {os.strerror(e.errno) if e.errno else e}") from None
+  # bounded: the size stat gave, and a byte more to see a file that grew since (an OS that reports no size: the cap)
+  try: data = f.read((st.st_size or MAX_BYTES) + 1)
   finally: f.close()
-  return parse(name, data)
+  if len(data) > MAX_BYTES: raise FirmwareError(f"{path}: more than {MAX_BYTES} bytes, far too large for a firmware container")
+  return data
+
+
+def load(os_iface, firmware_dir: str, name: str) -> Firmware:
+  """The container `name` in firmware_dir (Config.firmware_dir), read through the OS interface. The folder is checked
+  first, so that a firmware folder that is a file, or missing, is named as such and not as a missing firmware file;
+  a missing file is an error naming it and the Debian package that provides AMD's firmware."""
+  st = _stat(os_iface, firmware_dir, "the firmware folder")
+  if st is None:
+    raise FirmwareError(f"{firmware_dir}: the firmware folder does not exist (AMD's firmware is in Debian's {PACKAGE} "
+                        f"package; HCQ_FIRMWARE_DIR chooses another folder)")
+  if not stat.S_ISDIR(st.st_mode):
+    raise FirmwareError(f"{firmware_dir}: {_kind_of_mode(st.st_mode)}, not a folder (the firmware folder, "
+                        f"HCQ_FIRMWARE_DIR, must be a folder of firmware files)")
+  return parse(name, read(os_iface, os.path.join(firmware_dir, name)))

@@ -4,13 +4,16 @@ the documentation of the protocol; the structs and command ids are psp_gfx_if.h'
 1. Bootloader (when the sOS is not running, C2PMSG_81 == 0): each component of psp_<MP0>_sos.bin, in the order
    KDB, SPL, SYS_DRV, SOC_DRV, INTF_DRV, DBG_DRV, RAS_DRV, SOS (those the container has), goes through a 1 MiB
    staging buffer: wait C2PMSG_35 bit 31; clear the buffer and copy the component; HDP flush; C2PMSG_36 = its
-   MC address >> 20; C2PMSG_35 = the load command. After the SOS, wait for the sOS (C2PMSG_81 != 0).
+   MC address >> 20; C2PMSG_35 = the load command; wait bit 31 again, the low 16 bits the bootloader's status (0:
+   accepted). After the SOS, wait for the sOS (C2PMSG_81 != 0).
 2. The KM ring: C2PMSG_69/70 its MC address, C2PMSG_71 its size, C2PMSG_64 = 2 << 16; wait C2PMSG_64 ==
    0x80000000 (masked with 0x8000FFFF).
 3. Commands, one psp_gfx_cmd_resp and a psp_gfx_rb_frame each (C2PMSG_67 = the new write pointer in dwords; the PSP
    writes the frame's fence value when done, and resp.status): LOAD_TOC (the TOC component; answers the TMR size),
    SETUP_TMR, LOAD_IP_FW for each firmware image (the SMU's first), AUTOLOAD_RLC.
-Every wait is bounded; a refused image is an error naming the file it came from.
+Before any of it, each file is checked to be what its name says for this GPU's IP versions (IDENTITY,
+firmware.check_identity): a wrong file is refused before the PSP sees it. Every wait is bounded; a refused image is an
+error naming the file it came from.
 """
 from __future__ import annotations
 
@@ -59,6 +62,21 @@ def ip_firmware(gc: str, sdma: str, smu: str) -> list[tuple[str, object, int]]:
   ]
 
 
+# What each file the PSP loads must be (firmware.check_identity): its block word -> (the discovery block whose version
+# it is for, the header structs it may have). The structs are those of firmware-amd-graphics 20230210-5's psp13/smu13/
+# gc11/sdma6 files that carry what the images above are cut from (RS64 CP: gfx v2.0; RLC P/V: rlc v2.3 or later).
+IDENTITY = {
+  "sos": ("MP0", {"psp_firmware_header_v2_0", "psp_firmware_header_v2_1"}),
+  "smu": ("MP1", {"smc_firmware_header_v2_1"}),
+  "imu": ("GC", {"imu_firmware_header_v1_0"}),
+  "rlc": ("GC", {"rlc_firmware_header_v2_3", "rlc_firmware_header_v2_4"}),
+  "pfp": ("GC", {"gfx_firmware_header_v2_0"}), "me": ("GC", {"gfx_firmware_header_v2_0"}),
+  "mec": ("GC", {"gfx_firmware_header_v2_0"}),
+  "mes": ("GC", {"mes_firmware_header_v1_0"}), "mes1": ("GC", {"mes_firmware_header_v1_0"}),
+  "sdma": ("SDMA0", {"sdma_firmware_header_v2_0"}),
+}
+
+
 class PSPError(DeviceError):
   """The PSP refused something; names the command and the firmware file."""
 
@@ -88,7 +106,7 @@ class PSP(IPBlock):
     d = self.dev
     mp0, gc, sdma, mp1 = (_ver(d.discovery.version_of(n)) for n in ("MP0", "GC", "SDMA0", "MP1"))
     self.sos_name = f"psp_{mp0}_sos.bin"
-    self.sos = d.firmware(self.sos_name)
+    self.sos = self._firmware(self.sos_name)
     self.components = {c["name"]: c for c in self.sos.components}
     # checked before the bootloader starts: without them the PSP cannot start the sOS or take firmware (a TA file
     # in the sOS's place has components of the same type numbers, but no SYS_DRV)
@@ -98,7 +116,7 @@ class PSP(IPBlock):
                           f"{', '.join(map(str, self.components)) or 'none'}): not a PSP sOS container")
     self.loads = []
     for name, region, fw_type in ip_firmware(gc, sdma, mp1):
-      self.loads.append((name, image(d.firmware(name), region, d.label), fw_type))
+      self.loads.append((name, image(self._firmware(name), region, d.label), fw_type))
     self.msg1 = d.vram.alloc(MSG1_SIZE, "PSP staging buffer", align=MSG1_SIZE)
     self._staged = 0            # bytes of the last image staged (VRAM.alloc zeroed the buffer)
     self.cmd = d.vram.alloc(0x1000, "PSP command buffer")
@@ -106,6 +124,15 @@ class PSP(IPBlock):
     self.ring = d.vram.alloc(RING_SIZE, "PSP KM ring")
     self.wptr, self.fence_value = 0, 0
     self.tmr = None
+
+  def _firmware(self, name: str) -> firmware.Firmware:
+    """The container `name`, checked to be what its name says for this GPU's IP versions (IDENTITY)."""
+    d = self.dev
+    fw = d.firmware(name)
+    ip_name, structs = IDENTITY[firmware.block_word(name)]
+    try: firmware.check_identity(fw, ip_name, d.discovery.version_of(ip_name), structs)
+    except firmware.FirmwareError as e: raise DeviceError(f"{d.label}: {e}") from None
+    return fw
 
   def _component(self, name: str) -> bytes:
     c = self.components[name]
@@ -142,8 +169,13 @@ class PSP(IPBlock):
       self._stage(self._component(comp))
       r.write("MP0_SMN_C2PMSG_36", self.msg1.mc >> 20)
       r.write("MP0_SMN_C2PMSG_35", cmd)
+      # done: bit 31 set again; the low 16 bits are the bootloader's status (Linux waits for them to be 0)
+      status = r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000) & 0xFFFF
+      if status:
+        raise PSPError(f"{self.dev.label}: the PSP bootloader refused the {short} component of {self.sos_name} "
+                       f"({self.components[comp]['size']} bytes): status {status:#06x} (damaged, truncated, or not "
+                       f"signed by AMD?)")
       loaded.append(short)
-    r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)
     try: r.access.poll(lambda: 1 if self.sos_alive else 0, 1, 1, "MP0 MP0_SMN_C2PMSG_81 (sOS alive)")
     except Timeout as e:
       raise PSPError(f"{self.dev.label}: the PSP did not start the sOS after loading {', '.join(loaded)} from "

@@ -15,12 +15,16 @@ leaves it. VRAM is reached by the GPU at MC addresses fb_base + offset (MMMC_VM_
 """
 from __future__ import annotations
 
+import errno
+import stat as st
 import struct
 
 from ....autogen import pci as pr
 from ...memory import HostMemory  # noqa: F401  (the VRAM is registered with the OS's HostMemory)
 from ...mmio import DoorbellMMIO, FileMemoryMMIO
 from ...pci import PCIFunction
+from ...vfs import DataFile, DeviceNode
+from ....errors import OSCallError
 from . import discovery as disc
 from .blocks import IH, NBIO, RLC, Hub, SMUModel
 from .cp import CommandProcessors
@@ -73,17 +77,39 @@ class MockNavi31:
   # ---- building
   def _publish_firmware(self, os) -> None:
     """The machine's firmware folder (config.firmware_dir) as the mock OS shows it: each file read from the host
-    when the driver reads it. A test may replace a file in os.vfs (a damaged blob) without touching the host's."""
+    when the driver reads it. A test may replace a file in os.vfs (a damaged blob) without touching the host's.
+    What is not a folder of regular files is shown as what it is (links followed), so that the driver's checks
+    meet it: a firmware folder that is a file, an entry that is a folder, a device or a FIFO (a node that the mock
+    never opens on the host)."""
     import os as host
+
+    def published(path):
+      def read():
+        with open(path, "rb") as f: return f.read()
+      return read
+
+    def special(path, mode):
+      def opener(_p, _flags): raise OSCallError("open", path, errno.EACCES, "mock: a host special file is not opened")
+      node = DeviceNode(opener)
+      node.file_type = st.S_IFMT(mode)
+      return node
+
     folder = os.config.firmware_dir
-    if not host.path.isdir(folder): return
+    try: mode = host.stat(folder).st_mode
+    except OSError: return
+    if not st.S_ISDIR(mode):
+      if not os.vfs.exists(folder):
+        os.vfs.add(folder, DataFile(read=published(folder)) if st.S_ISREG(mode) else special(folder, mode))
+      return
     os.vfs.mkdir(folder)
     for name in sorted(host.listdir(folder)):
       path = host.path.join(folder, name)
-      if not host.path.isfile(path) or os.vfs.exists(path): continue
-      def read(path=path):
-        with open(path, "rb") as f: return f.read()
-      os.vfs.add_file(path, read=read)
+      if os.vfs.exists(path): continue
+      try: mode = host.stat(path).st_mode
+      except OSError: continue           # a dangling link: nothing there
+      if st.S_ISREG(mode): os.vfs.add_file(path, read=published(path))
+      elif st.S_ISDIR(mode): os.vfs.mkdir(path)
+      else: os.vfs.add(path, special(path, mode))
 
   def attach(self, os) -> None:
     self.os = os

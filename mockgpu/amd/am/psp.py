@@ -4,7 +4,8 @@ Bootloader (before the sOS runs, C2PMSG_81 == 0): the driver copies one SOS comp
 writes its MC address >> 20 to C2PMSG_36 and the command to C2PMSG_35, then waits for C2PMSG_35 bit 31. The commands
 (Linux amdgpu_psp.h, enum psp_bootloader_cmd) and the order this model demands: the key database first, then SPL,
 the system driver, and the SOS last (the other drivers, when given, between them). After the SOS the sOS is alive
-(C2PMSG_81 holds its version) - unless an image was refused: then it never starts.
+(C2PMSG_81 holds its version) - unless an image was refused: then the command ends with a status in C2PMSG_35's low
+16 bits, and the sOS never starts.
 
 The ring (psp_gfx_if.h): C2PMSG_69/70 = ring MC address, C2PMSG_71 = size, C2PMSG_64 = ring type << 16; the reply is
 C2PMSG_64 = 0x80000000. Frames (struct psp_gfx_rb_frame, 64 bytes) are taken up to the write pointer given in
@@ -15,13 +16,21 @@ AUTOLOAD_RLC last, after the RLC, IMU and MEC images it needs.
 Every image (a SOS component or a LOAD_IP_FW blob) must be a signed AMD image: a 256-byte header with "$PS1" at 0x10
 (the key database: no magic) and the body size at 0x14, the body, then a 256-byte signature. A truncated image, one
 whose header is damaged, or one with a blank signature is refused; the refusal is kept in `refused`.
+
+The real PSP also verifies the signature (RSA, AMD's key) and refuses any image AMD did not sign, or signed as
+another firmware type. The mock cannot verify RSA; it knows instead the SHA-256 of every signed image (header, body
+and signature) of each type that AMD released in the pinned firmware package (fwdigests.py): an image whose digest
+is not one of its type's - a byte flipped anywhere in it, another firmware type's image, another vendor's - is
+refused as the real PSP refuses a bad signature. Bytes after the signature (a region's padding) are not signed.
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import struct
 
 from ....autogen.amd import psp_gfx_if as G
+from . import fwdigests
 from .discovery import MP0_HWID
 
 # Linux drivers/gpu/drm/amd/amdgpu/amdgpu_psp.h, enum psp_bootloader_cmd
@@ -36,20 +45,46 @@ SOS_VERSION, SMU_VERSION = 0x00310025, 0x004E4A00
 TMR_SIZE = 0x1300000          # what LOAD_TOC answers: the trusted memory region the listed firmware needs
 # response status codes of this model (resp.status; 0 is success)
 STATUS_BAD_IMAGE, STATUS_BAD_ORDER, STATUS_BAD_ADDRESS, STATUS_UNKNOWN = 0xFFFF0005, 0xFFFF0006, 0xFFFF0007, 0xFFFF0008
+# the bootloader's: the low 16 bits of C2PMSG_35 when it is done with a command (0: accepted)
+BL_STATUS_BAD_IMAGE, BL_STATUS_BAD_ORDER, BL_STATUS_UNKNOWN = 0x0005, 0x0006, 0x0008
 AUTOLOAD_NEEDS = {G.GFX_FW_TYPE_RLC_G, G.GFX_FW_TYPE_IMU_I, G.GFX_FW_TYPE_IMU_D, G.GFX_FW_TYPE_RS64_MEC}
 
 
-def check_image(blob: bytes, size: int | None, kdb: bool = False) -> str | None:
-  """Why a signed image is refused, None when it is acceptable. size: the bytes the driver said it gave (None: the
-  bootloader reads the header's size)."""
-  if len(blob) < HEADER_SIZE + SIGNATURE_SIZE: return f"{len(blob)} bytes is shorter than a header and a signature"
-  if not kdb and blob[0x10:0x14] != b"$PS1": return f"no $PS1 header magic (found {blob[0x10:0x14].hex()})"
+def signed_part(blob: bytes, size: int | None, kdb: bool = False) -> tuple[bytes | None, str | None]:
+  """(the signed image: header, body and signature; None) or (None, why it is not a well-formed signed image). size:
+  the bytes the driver said it gave (None: the bootloader reads the header's size)."""
+  if len(blob) < HEADER_SIZE + SIGNATURE_SIZE: return None, f"{len(blob)} bytes is shorter than a header and a signature"
+  if not kdb and blob[0x10:0x14] != b"$PS1": return None, f"no $PS1 header magic (found {blob[0x10:0x14].hex()})"
   body = struct.unpack_from("<I", blob, 0x14)[0]
   need = HEADER_SIZE + body + SIGNATURE_SIZE
-  if size is not None and size < need: return f"image of {size} bytes is shorter than its header says ({need})"
-  if need > len(blob): return f"header says {need} bytes, the buffer holds {len(blob)}"
-  if not any(blob[need - SIGNATURE_SIZE:need]): return "the signature is blank"
+  if size is not None and size < need: return None, f"image of {size} bytes is shorter than its header says ({need})"
+  if need > len(blob): return None, f"header says {need} bytes, the buffer holds {len(blob)}"
+  if not any(blob[need - SIGNATURE_SIZE:need]): return None, "the signature is blank"
+  return bytes(blob[:need]), None
+
+
+def check_image(blob: bytes, size: int | None, kdb: bool = False) -> str | None:
+  """Why an image is refused as not well formed, None when it is (its signature is check_signature's)."""
+  return signed_part(blob, size, kdb)[1]
+
+
+def check_signature(blob: bytes, size: int | None, fw_type: str, kdb: bool = False) -> str | None:
+  """Why the PSP refuses the image as firmware type fw_type (a bootloader name, "TOC", or a GFX_FW_TYPE name): not a
+  well-formed signed image, or not one AMD signed as that type (fwdigests); None when it is accepted."""
+  image, why = signed_part(blob, size, kdb)
+  if why: return why
+  digest = hashlib.sha256(image).hexdigest()
+  if digest not in fwdigests.DIGESTS.get(fw_type, {}):
+    return (f"signature check failed: SHA-256 {digest[:16]}... of the {len(image)}-byte image is not that of any "
+            f"{fw_type} image AMD signed in {fwdigests.PACKAGE}")
   return None
+
+
+def fw_type_name(t: int) -> str:
+  """GFX_FW_TYPE_<name> -> name (psp_gfx_if.h), the key of fwdigests.DIGESTS; the number when it has none."""
+  for k, v in vars(G).items():
+    if k.startswith("GFX_FW_TYPE_") and v == t: return k[len("GFX_FW_TYPE_"):]
+  return str(t)
 
 
 class PSPModel:
@@ -75,20 +110,27 @@ class PSPModel:
     self.refused.append(what)
 
   # ---- bootloader
+  def _bl_refuse(self, status: int, why: str) -> None:
+    """A refused bootloader command: done (bit 31) with the status in the low 16 bits; the sOS will not start."""
+    self._refuse(why)
+    self.gpu.regs.poke(self.r[35], 0x80000000 | status)
+
   def _bootloader(self, cmd: int) -> None:
     rf = self.gpu.regs
     rf.poke(self.r[35], 0x80000000)
     name = BL_NAMES.get(cmd)
-    if name is None: return self._refuse(f"bootloader command {cmd:#x} unknown")
-    if self.sos_alive: return self._refuse(f"bootloader {name}: the sOS already runs")
+    if name is None: return self._bl_refuse(BL_STATUS_UNKNOWN, f"bootloader command {cmd:#x} unknown")
+    if self.sos_alive: return self._bl_refuse(BL_STATUS_BAD_ORDER, f"bootloader {name}: the sOS already runs")
     done = [BL_ORDER.index(c) for c in self.bl_loaded]
-    if done and BL_ORDER.index(cmd) <= max(done): return self._refuse(f"bootloader {name}: out of order after "
-                                                                        f"{[BL_NAMES[c] for c in self.bl_loaded]}")
-    if cmd in (BL_SOSDRV,) and BL_SYSDRV not in self.bl_loaded: return self._refuse("bootloader SOS: no SYS_DRV before it")
+    if done and BL_ORDER.index(cmd) <= max(done):
+      return self._bl_refuse(BL_STATUS_BAD_ORDER, f"bootloader {name}: out of order after "
+                                                  f"{[BL_NAMES[c] for c in self.bl_loaded]}")
+    if cmd in (BL_SOSDRV,) and BL_SYSDRV not in self.bl_loaded:
+      return self._bl_refuse(BL_STATUS_BAD_ORDER, "bootloader SOS: no SYS_DRV before it")
     mc = rf.read(self.r[36]) << 20
     blob = self.gpu.read_mc(mc, 1 << 20)
-    why = check_image(blob, None, kdb=cmd == BL_KEY_DATABASE)
-    if why: return self._refuse(f"bootloader {name}: {why}")
+    why = check_signature(blob, None, name, kdb=cmd == BL_KEY_DATABASE)
+    if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
     self.bl_loaded.append(cmd)
     if cmd == BL_SOSDRV and not self.refused:
       rf.poke(self.r[81], SOS_VERSION)    # the sOS runs, ready for ring commands
@@ -129,7 +171,7 @@ class PSPModel:
     cid = cmd.cmd_id
     if cid == G.GFX_CMD_ID_LOAD_TOC:
       c = cmd.cmd.cmd_load_toc
-      why = check_image(self.gpu.read_mc(c.toc_phy_addr_lo | (c.toc_phy_addr_hi << 32), c.toc_size), c.toc_size)
+      why = check_signature(self.gpu.read_mc(c.toc_phy_addr_lo | (c.toc_phy_addr_hi << 32), c.toc_size), c.toc_size, "TOC")
       if why: return self._status(STATUS_BAD_IMAGE, f"LOAD_TOC: {why}")
       self.toc_loaded = True
       return 0
@@ -145,7 +187,7 @@ class PSPModel:
       if not self.loaded_fw and c.fw_type != G.GFX_FW_TYPE_SMU:
         return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before the SMU firmware")
       blob = self.gpu.read_mc(c.fw_phy_addr_lo | (c.fw_phy_addr_hi << 32), c.fw_size)
-      why = check_image(blob, c.fw_size)
+      why = check_signature(blob, c.fw_size, fw_type_name(c.fw_type))
       if why: return self._status(STATUS_BAD_IMAGE, f"LOAD_IP_FW type {c.fw_type}: {why}")
       self.loaded_fw.append(c.fw_type)
       if c.fw_type == G.GFX_FW_TYPE_SMU: self.gpu.smu.start(SMU_VERSION)

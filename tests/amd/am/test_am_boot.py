@@ -101,7 +101,7 @@ def test_a_truncated_sos_component_is_refused_by_the_psp(navi_fw, fw_dir):
   struct.pack_into("<I", data, size_at, fw.components[i]["size"] - 256)
   replace_file(navi_fw, "psp_13_0_0_sos.bin", bytes(data))
   _, gpu = navi_fw
-  with pytest.raises(PSPError, match=r"did not start the sOS after loading KDB, SPL, SYS_DRV, SOS from psp_13_0_0_sos.bin"):
+  with pytest.raises(PSPError, match=r"the PSP bootloader refused the SOS component of psp_13_0_0_sos.bin \(98944 bytes\): status 0x0005"):
     boot(navi_fw)
   assert gpu.psp.refused == ["bootloader SOS: the signature is blank"]
 

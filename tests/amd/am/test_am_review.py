@@ -91,16 +91,17 @@ def _read(fw_dir, name):
   with open(_os.path.join(fw_dir, name), "rb") as f: return bytearray(f.read())
 
 
-@pytest.mark.parametrize("target, source, field", [
-  ("gc_11_0_0_rlc.bin", "navi10_rlc.bin", "rlc_iram_ucode_offset_bytes"),
-  ("sdma_6_0_0.bin", "navi10_sdma.bin", "ctx_ucode_size_bytes"),
+@pytest.mark.parametrize("target, source, ip", [
+  ("gc_11_0_0_rlc.bin", "navi10_rlc.bin", r"ip_version 10\.1, but the file is loaded for GC 11\.0\.0"),
+  ("sdma_6_0_0.bin", "navi10_sdma.bin", r"ip_version 5\.0, but the file is loaded for SDMA0 6\.0\.0"),
 ])
-def test_a_firmware_file_of_another_gpu_names_the_file_and_the_missing_field(navi_fw, fw_dir, target, source, field):
+def test_a_firmware_file_of_another_gpu_names_the_file_and_its_ip_version(navi_fw, fw_dir, target, source, ip):
+  """The header's ip_version is checked against the discovery table before any image is cut from the file."""
   from hcq.drivers.amd.am.device import AMDev
   from hcq.errors import DeviceError
   _swap(navi_fw, fw_dir, target, _read(fw_dir, source))
   os, _ = navi_fw
-  with pytest.raises(DeviceError, match=rf"{target}: .*header v\d+\.\d+ has no {field}"):
+  with pytest.raises(DeviceError, match=rf"{target}: {ip} \(expected ip_version \d+\.0\)"):
     AMDev(os, "0000:03:00.0", os.config)
   assert os.held_locks() == []
 
