@@ -26,7 +26,7 @@ BASE = {"errors", "config", "safefiles"}  # importable from anywhere
 # benchmarks of the mock itself: their subject is mockgpu's internals (its queue engines, per-stage timers wrapped
 # around its functions), which hcq.open does not expose. Every other bench script reaches devices through hcq.open.
 MOCK_BENCHES = {"mock_launch_profile.py", "mock_queues.py", "ptx_interp.py",
-                "usb_bridge.py"}   # the bridge alone (TLPs/s, copies) is the mock USB bridge with its simple endpoint, not a device
+                "usb.py"}   # the bridge alone (TLPs/s, copies) is the mock USB bridge with its simple endpoint, not a device
 
 
 def modules():

@@ -116,8 +116,8 @@ def test_system_memory_behind_the_bridge_is_its_sram_mapped_by_the_gpu_page_tabl
 def test_the_bench_counts_the_usb_transfers_of_the_am_boot(fw_dir, capsys):
   import importlib.util
   import pathlib
-  path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "usb_bridge.py"
-  spec = importlib.util.spec_from_file_location("bench_usb_bridge", path)
+  path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "usb.py"
+  spec = importlib.util.spec_from_file_location("bench_usb", path)
   bench = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(bench)
   r = bench.am_boot_transfers(fw_dir)

@@ -308,8 +308,8 @@ def test_transport_faults_during_a_launch_and_copies_give_errors_or_right_data(f
 def test_bench_usb_counts_the_transactions_of_a_launch(fw_dir, capsys):  # noqa: F811
   import importlib.util
   import pathlib
-  path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "usb_bridge.py"
-  spec = importlib.util.spec_from_file_location("bench_usb_bridge", path)
+  path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "usb.py"
+  spec = importlib.util.spec_from_file_location("bench_usb", path)
   bench = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(bench)
   r = bench.launch_transfers(fw_dir, launches=3)

@@ -39,7 +39,7 @@ Where each kind of memory lives:
     copy_path "bar" streams through the VRAM BAR instead (4 MiB per request): fewer transfers still (16 MiB in: 10,
     out: 14), but the bandwidth on hardware depends on the bridge's TLP engine, which the mock cannot tell.
 
-Costs per launch (counted through the mock bridge by bench/usb_bridge.py --launch): kernel arguments 2 transfers
+Costs per launch (counted through the mock bridge by bench/usb.py --launch): kernel arguments 2 transfers
 (control + bulk), ring span 2, HDP flush 1, doorbell 2; then 1 per poll of the timeline signal (an XDATA read of the
 a000 window) and 1 more read that confirms the value ending the wait.
 """

@@ -3,10 +3,10 @@ TLPs per second, copy bandwidth (streaming through a BAR, bounced through the SR
 each operation costs, and the USB transactions (and TLPs) of one kernel launch on MOCKUSB+AMD, which is the figure
 that matters on hardware (each transfer is ~100 us there; the mock's speed only measures the driver's own overhead).
 
-    .venv/bin/python bench/usb_bridge.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
-    .venv/bin/python bench/usb_bridge.py --launch [--launches 100] [--firmware-dir DIR]  # MOCKUSB+AMD: per launch,
+    .venv/bin/python bench/usb.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
+    .venv/bin/python bench/usb.py --launch [--launches 100] [--firmware-dir DIR]  # MOCKUSB+AMD: per launch,
                                                                                         # and its copies
-    .venv/bin/python bench/usb_bridge.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind
+    .venv/bin/python bench/usb.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind
                                                                          # the bridge: its USB transfers, by kind
 
 Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
@@ -25,10 +25,22 @@ kernel of T microseconds costs another ~2 * T / 200 transfers at ~100 us each: 8
 hcq: 7 + polls + 1, polls paced by AMD_USB_POLL_US (the write pointer is not written: the engines take it from the
 doorbell).
 
-This is the issue's bench/usb.py, named usb_bridge.py: a bench/usb.py would shadow pyusb's `usb` package for every
-script run from bench/ (python puts the script's folder first on sys.path), so that e.g. `bench/launch.py --device
-MOCKUSB+AMD` could not import pyusb."""
+This file's name is pyusb's package name, and python puts a script's folder first on sys.path: a script of bench/
+whose imports reach pyusb (`bench/launch.py --device MOCKUSB+AMD`, and this script itself) would import this file as
+`usb`. Imported under that name, it hands the name over to pyusb (bench/ left out of the search for that one import)."""
 from __future__ import annotations
+
+import sys
+
+if __name__ == "usb":       # imported as pyusb's package from a script in bench/: pyusb is meant
+  import importlib
+  import os
+  _here, _saved = os.path.dirname(os.path.abspath(__file__)), sys.path[:]
+  sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+  try:
+    del sys.modules["usb"]
+    sys.modules["usb"] = importlib.import_module("usb")   # what `import usb` returns: the import system reads it back
+  finally: sys.path[:] = _saved
 
 import argparse
 import os as _os
@@ -51,17 +63,25 @@ def transfers(dev, fn) -> int:
 
 
 def main(argv=None) -> int:
+  def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1: raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--tlps", type=int, default=20000)
-  ap.add_argument("--copy-mib", type=int, default=16)
-  ap.add_argument("--repeat", type=int, default=3)
+  ap.add_argument("--tlps", type=positive, default=20000)
+  ap.add_argument("--copy-mib", type=positive, default=16)
+  ap.add_argument("--repeat", type=positive, default=3)
   ap.add_argument("--am-boot", action="store_true", help="only the AM boot through the bridge (needs AMD's firmware)")
   ap.add_argument("--launch", action="store_true", help="only the USB transactions per launch on MOCKUSB+AMD")
-  ap.add_argument("--launches", type=int, default=100)
+  ap.add_argument("--launches", type=positive, default=100)
   ap.add_argument("--firmware-dir", help="AMD's firmware folder (default: the config's, HCQ_FIRMWARE_DIR)")
   args = ap.parse_args(argv)
-  if args.am_boot: return am_boot(args.firmware_dir)
-  if args.launch: return launch(args.firmware_dir, args.launches)
+  from hcq.errors import HCQError
+  try:
+    if args.am_boot: return am_boot(args.firmware_dir)
+    if args.launch: return launch(args.firmware_dir, args.launches)
+  except HCQError as e:     # no firmware, a device error: one line, not a traceback
+    print(f"bench/usb.py: error: {e}", file=sys.stderr)
+    return 1
   from hcq.config import Config
   from hcq.drivers.system.usbpci import SRAMStaging, USBPCIDevice
   from hcq.mockgpu import MockOS
