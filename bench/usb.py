@@ -93,14 +93,7 @@ def main(argv=None) -> int:
   dev = USBPCIDevice.open(os)
   mmio, db, vram = dev.map_bar(5), dev.map_bar(2), dev.map_bar(0)
 
-  def gpu_copy(src, dst, size, fence, value):     # the mock endpoint's copy engine: nine posted register writes
-    for off, v in ((ep.COPY_SRC, src), (ep.COPY_DST, dst), (ep.FENCE_ADDR, fence)):
-      mmio.write32(off, v & 0xFFFFFFFF)
-      mmio.write32(off + 4, v >> 32)
-    mmio.write32(ep.COPY_LEN, size)
-    mmio.write32(ep.FENCE_VALUE, value)
-    mmio.write32(ep.COPY_GO, 1)
-  staging = SRAMStaging(dev, gpu_copy)
+  staging = SRAMStaging(dev, ep.copy_engine(mmio))    # the mock endpoint's copy engine: nine posted register writes
   n, size = args.tlps, args.copy_mib << 20
   data = _os.urandom(size)
 

@@ -30,6 +30,19 @@ COPY_SRC, COPY_DST, COPY_LEN, FENCE_ADDR, FENCE_VALUE, COPY_GO = 0x00, 0x08, 0x1
 TIMER_ADDR, TIMER_VALUE, TIMER_DELAY_US, TIMER_GO = 0x40, 0x48, 0x4C, 0x50
 
 
+def copy_engine(regs):
+  """The endpoint's copy engine driven through its register BAR view `regs` (BAR5 as the host maps it), as the
+  `gpu_copy(src, dst, size, fence, value)` of SRAMStaging: nine posted register writes."""
+  def gpu_copy(src: int, dst: int, size: int, fence: int, value: int) -> None:
+    for off, v in ((COPY_SRC, src), (COPY_DST, dst), (FENCE_ADDR, fence)):
+      regs.write32(off, v & 0xFFFFFFFF)
+      regs.write32(off + 4, v >> 32)
+    regs.write32(COPY_LEN, size)
+    regs.write32(FENCE_VALUE, value)
+    regs.write32(COPY_GO, 1)
+  return gpu_copy
+
+
 class SparseMemory(MMIOView):
   """A large memory BAR whose pages exist once written (reads of untouched memory give zeros)."""
 

@@ -16,15 +16,7 @@ def open_mock(faults: str | None = "", **config):
 
 def endpoint_gpu_copy(dev):
   """The mock endpoint's copy engine as the `gpu_copy` of SRAMStaging: its BAR5 registers, one posted write each."""
-  regs = dev.map_bar(5)
-  def gpu_copy(src, dst, size, fence, value):
-    for off, v in ((ep.COPY_SRC, src), (ep.COPY_DST, dst), (ep.FENCE_ADDR, fence)):
-      regs.write32(off, v & 0xFFFFFFFF)
-      regs.write32(off + 4, v >> 32)
-    regs.write32(ep.COPY_LEN, size)
-    regs.write32(ep.FENCE_VALUE, value)
-    regs.write32(ep.COPY_GO, 1)
-  return gpu_copy
+  return ep.copy_engine(dev.map_bar(5))
 
 
 def start_timer(dev, offset: int, value: int, delay_us: int) -> None:
