@@ -232,9 +232,9 @@ class MockOS:
 
   def kill(self, pid: int) -> None:
     """SIGKILL (what `hcq-smi ... kill_pids` does to a lock holder): the process ends (exit_process)."""
-    if pid != self.pid and not any(lock.pid == pid for lock in self._held_locks.values()) and \
-       pid not in self._process_memory:
-      raise DeviceError(f"mock kill: no process {pid}")
+    with self._lock:      # the locks and memory tables change under engine threads and tools in this process
+      known = pid == self.pid or pid in self._process_memory or any(lk.pid == pid for lk in self._held_locks.values())
+    if not known: raise DeviceError(f"mock kill: no process {pid}")
     self.exit_process(pid)
 
   def _proc_fds(self, pid: int) -> list[str]:
