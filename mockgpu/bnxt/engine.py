@@ -30,6 +30,9 @@ TIMER_TICK_S = 0.005
 TX_BATCH = 32               # packets sent per hold of the NIC lock: the receive thread gets its turn in between
 FRAME_OVERHEAD = 1024       # what a datagram costs a socket buffer beyond its payload (headers, kernel bookkeeping)
 WINDOW_MIN, WINDOW_MAX = 8, 512
+STATIC_WQE_BYTES = 128      # roce_hsi.h struct sq_send: one static-mode WQE (qplib_fp.h bnxt_qplib_set_sq_max_slot)
+WQE_NAMES = {getattr(hsi, n): n[len("SQ_BASE_WQE_TYPE_"):] for n in dir(hsi)
+             if n.startswith("SQ_BASE_WQE_TYPE_") and n != "SQ_BASE_WQE_TYPE_LAST"}
 
 
 def psn_le(a: int, b: int) -> bool:
@@ -87,36 +90,69 @@ class Engine:
       self.nic.error(f"SQ doorbell on QP {qpn:#x} in state {qp.state}: posting needs RTS; WQEs not executed")
       qp.sq_cons = qp.sq_prod
       return
-    while qp.sq_cons < qp.sq_prod and qp.state == "RTS":
+    while qp.sq_cons < qp.sq_prod and qp.state == "RTS" and not self._failing(qp):
       start = qp.sq_cons
       try: self._take(qp)
       except LocalError as e:
         self.nic.log(f"QP {qpn:#x}: local error {e}")
-        self.complete(qp, qp.sq_cons % qp.sq_depth, e.status)
-        self._to_error(qp)
+        self._fail_in_turn(qp, start, e.status)
       if qp.sq_cons == start: break
     # a first batch goes out now (bounded work, whatever the message size: a small write needs no thread switch);
     # the engine's thread sends the rest
     if qp.state == "RTS": self._send_or_fail(qp, TX_BATCH)
     if qp.tx_next < qp.posted: self._wake.set()
 
+  @staticmethod
+  def _failing(qp: QP) -> bool:
+    """A WQE failed when taken and waits for the WQEs before it: nothing after it is taken (it will be flushed)."""
+    return bool(qp.outstanding) and qp.outstanding[-1].status != hsi.CQ_REQ_STATUS_OK
+
+  def _fail_in_turn(self, qp: QP, start: int, status: int) -> None:
+    """A WQE failed when taken: it completes with its error after every WQE before it has completed (completions
+    are in SQ order, IBA 10.8.5), then the QP moves to the error state and flushes what follows."""
+    qp.outstanding.append(Outstanding(qp.posted, 0, qp.sq_cons, True, 0, 0, 0, [], start, status=status))
+    if len(qp.outstanding) == 1: self._retire_through(qp, qp.una)
+
   def _wqe_bytes(self, qp: QP, slot_abs: int, nslots: int) -> bytes:
     return b"".join(qp.sq.read(((slot_abs + i) % qp.sq_depth) * 16, 16) for i in range(nslots))
 
   def _take(self, qp: QP) -> None:
-    """Check the WQE at sq_cons and queue it for transmission (its packets are built when sent)."""
+    """Check the WQE at sq_cons and queue it for transmission (its packets are built when sent).
+
+    Geometry (Linux qplib_fp.c bnxt_qplib_post_send, bnxt_qplib_required_slots; qplib_res.h bnxt_qplib_ring_prod_db,
+    which rings hwq->prod / max_slot): in variable mode a WQE takes wqe_size 16-byte slots and the doorbell index
+    counts slots (max_slot 1); in static mode every WQE takes 128 bytes (8 slots) whatever its wqe_size and the
+    doorbell index counts WQEs (max_slot = sizeof(sq_send) / sizeof(sq_sge) = 8)."""
     start = qp.sq_cons
-    head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, start, 2))
-    size = head.wqe_size if qp.variable else 8
-    if qp.variable and qp.sq_prod - start < head.wqe_size:
-      qp.sq_cons = qp.sq_prod
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"WQE of {head.wqe_size} slots beyond the producer")
-    qp.sq_cons = start + (size if qp.variable else 1)
+    if qp.variable:
+      head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, start, 2))
+      where, limit = f"WQE at slot {start % qp.sq_depth}", None
+      if qp.sq_prod - start < max(1, head.wqe_size):
+        qp.sq_cons = qp.sq_prod
+        raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                         f"{where} ({_wqe_name(head.wqe_type)}) of {head.wqe_size} slots runs past the producer")
+      qp.sq_cons = start + max(1, head.wqe_size)
+    else:
+      raw = qp.sq.read((start % qp.sq_depth) * STATIC_WQE_BYTES, STATIC_WQE_BYTES)
+      head = hsi.struct_sq_rdma_hdr.from_buffer_copy(raw[:32])
+      where = f"WQE {start % qp.sq_depth} (SQ byte {(start % qp.sq_depth) * STATIC_WQE_BYTES})"
+      limit = STATIC_WQE_BYTES // 16
+      qp.sq_cons = start + 1
+    kind = _wqe_name(head.wqe_type)
+    if head.wqe_size < 2:
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where} ({kind}): wqe_size {head.wqe_size} slots, the 32-byte header alone takes 2")
+    if limit and head.wqe_size > limit:
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where} ({kind}): wqe_size {head.wqe_size} exceeds a static WQE's {limit} slots")
     if head.wqe_type != hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE:
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"WQE type {head.wqe_type:#x} is not RDMA WRITE")
+      # a deliberate refusal (mockgpu/bnxt/README.md): only RDMA WRITE is executed; the type is named
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where}: WQE type {head.wqe_type:#x} ({kind}) is not modelled; the mock executes RDMA WRITE "
+                       f"(type {hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE:#x}) only")
     if head.wqe_size < 3:
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"wqe_size {head.wqe_size} leaves no room for an SGE")
-    raw = self._wqe_bytes(qp, start, head.wqe_size) if qp.variable else qp.sq.read((start % qp.sq_depth) * 128, 128)
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"{where}: wqe_size {head.wqe_size} leaves no room for an SGE")
+    if qp.variable: raw = self._wqe_bytes(qp, start, head.wqe_size)
     sges, total = [], 0
     for i in range(head.wqe_size - 2):
       sge = hsi.struct_sq_sge.from_buffer_copy(raw[32 + 16 * i:48 + 16 * i])
@@ -132,20 +168,38 @@ class Engine:
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_LENGTH_ERR, f"SGEs hold {total} bytes, the WQE says {head.length}")
     npkts = max(1, -(-head.length // qp.pmtu))
     first = qp.sq_psn
-    if qp.msn_entries:
-      idx = qp.wqe_count % qp.msn_entries
-      got = struct.unpack("<Q", qp.sq.read(qp.msn_off + idx * 8, 8))[0]
-      want = ((start % qp.sq_depth) << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
-             (((first + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | first
-      if got != want:
-        self.nic.error(f"QP {qp.qpn:#x}: MSN table entry {idx} is {got:#018x}, expected {want:#018x} "
-                       f"(start slot {start % qp.sq_depth}, PSN {first}..{first + npkts})")
+    msn = qp.wqe_count
+    # a deliberate strictness (mockgpu/bnxt/README.md): the entry is checked when the WQE is taken, although the
+    # hardware reads it only to retransmit; a table outside the SQ page list is left alone until then
+    if qp.msn_entries and not qp.msn_fault: self._msn_entry(qp, msn, start, first, npkts, "taken")
     qp.wqe_count += 1
     signalled = bool(head.flags & hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP)
     qp.outstanding.append(Outstanding(qp.posted, npkts, qp.sq_cons, signalled, head.remote_va, head.remote_key,
-                                      head.length, sges, start))
+                                      head.length, sges, start, msn=msn))
     qp.posted += npkts
     qp.sq_psn = (first + npkts) & PSN_MASK
+
+  def _msn_entry(self, qp: QP, msn: int, start: int, first: int, npkts: int, why: str) -> bool:
+    """Read and check the MSN table entry of the WQE with requester MSN msn (qplib_fp.c bnxt_qplib_fill_msn_search:
+    start_idx is the WQE's SQ slot, hwq->prod, which counts 16-byte slots in both modes: 8 per static WQE; then
+    next PSN, start PSN). False, after recording a fault naming the address, when the table is outside the SQ page
+    list or unmapped."""
+    idx = msn % qp.msn_entries
+    slot = (start % qp.sq_depth) * (1 if qp.variable else STATIC_WQE_BYTES // 16)
+    if qp.msn_fault:
+      self.nic.error(f"QP {qp.qpn:#x}: fault reading MSN table entry {idx} at {qp.msn_address(idx):#x} (WQE "
+                     f"{why}, start slot {slot}): {qp.msn_fault}")
+      return False
+    try: got = struct.unpack("<Q", qp.sq.read(qp.msn_off + idx * 8, 8))[0]
+    except GPUFault as e:
+      self.nic.error(f"QP {qp.qpn:#x}: fault reading MSN table entry {idx} ({why}): {e}")
+      return False
+    want = (slot << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
+           (((first + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | first
+    if got != want:
+      self.nic.error(f"QP {qp.qpn:#x}: MSN table entry {idx} is {got:#018x}, expected {want:#018x} "
+                     f"(start slot {slot}, PSN {first}..{first + npkts}; WQE {why})")
+    return True
 
   # ================================================================ requester: the transmit thread
   def _send_some(self, qp: QP, budget: int) -> int:
@@ -212,9 +266,22 @@ class Engine:
   def _retire(self, qp: QP, o: Outstanding, status: int) -> None:
     if o.signalled or status != hsi.CQ_REQ_STATUS_OK: self.complete(qp, o.end_slot % qp.sq_depth, status)
 
+  def _retire_through(self, qp: QP, upto: int) -> None:
+    """Complete, in SQ order, the messages that ended before packet `upto`; a WQE that failed when taken completes
+    with its error in its turn and moves the QP to the error state, which flushes everything after it."""
+    while qp.outstanding and qp.outstanding[0].end <= upto:
+      o = qp.outstanding.pop(0)
+      if o.status != hsi.CQ_REQ_STATUS_OK:
+        self.complete(qp, o.end_slot % qp.sq_depth, o.status)
+        self._to_error(qp)
+        return
+      self._retire(qp, o, hsi.CQ_REQ_STATUS_OK)
+
   def _flush_one(self, qp: QP) -> None:
-    head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, qp.sq_cons, 2))
-    qp.sq_cons += max(1, head.wqe_size) if qp.variable else 1
+    if qp.variable:
+      head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, qp.sq_cons, 2))
+      qp.sq_cons = min(qp.sq_prod, qp.sq_cons + max(1, head.wqe_size))
+    else: qp.sq_cons += 1
     self.complete(qp, qp.sq_cons % qp.sq_depth, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
 
   def _to_error(self, qp: QP) -> None:
@@ -232,8 +299,7 @@ class Engine:
     qp.tx_next = max(qp.tx_next, upto)
     qp.retries = 0
     qp.timer_start = time.monotonic()
-    while qp.outstanding and qp.outstanding[0].end <= upto:
-      self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_OK)
+    self._retire_through(qp, upto)
     self._wake.set()    # the window opened
 
   def _ack(self, qp: QP, f: fr.RoceFrame) -> None:
@@ -268,6 +334,15 @@ class Engine:
     if qp.retries > qp.retry_cnt:
       self.nic.log(f"QP {qp.qpn:#x}: retry count {qp.retry_cnt} exhausted ({why})")
       if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR)
+      self._to_error(qp)
+      return
+    # the requester finds the WQE to resend from through the MSN table (the only time it reads the table)
+    o = next((o for o in qp.outstanding if o.end > qp.una), None)
+    if o is not None and qp.msn_entries and \
+       not self._msn_entry(qp, o.msn, o.start_slot, qp.psn_of(o.first), o.npkts, "to retransmit"):
+      self.nic.log(f"QP {qp.qpn:#x}: retransmission from PSN {qp.psn_of(qp.una)} failed: MSN table unreadable")
+      qp.outstanding.remove(o)
+      self.complete(qp, o.end_slot % qp.sq_depth, hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR)
       self._to_error(qp)
       return
     self.nic.log(f"QP {qp.qpn:#x}: retransmission {qp.retries}/{qp.retry_cnt} from PSN {qp.psn_of(qp.una)} ({why})")
@@ -400,6 +475,11 @@ class Engine:
     self._stop.set()
     self._wake.set()
     if self._timer is not threading.current_thread(): self._timer.join(timeout=1)
+
+
+def _wqe_name(wqe_type: int) -> str:
+  """roce_hsi.h SQ_BASE_WQE_TYPE_* name of a WQE type."""
+  return WQE_NAMES.get(wqe_type, "reserved type")
 
 
 def _gather(sges: list, off: int, size: int) -> bytes:

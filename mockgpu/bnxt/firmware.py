@@ -37,6 +37,9 @@ BS_CAPS = {
   hsi.FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_TIM: (16, 0, 4096, 1, (), 0),
 }
 CTX_INIT_VALUE = 0xFF
+SLOT, STATIC_WQE_BYTES = 16, 128   # roce_hsi.h struct sq_sge (a slot), struct sq_send (a static-mode WQE)
+BS_NAMES = {getattr(hsi, n): n[len("FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_"):] for n in dir(hsi)
+            if n.startswith("FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_") and not n.endswith(("_LAST", "_INVALID"))}
 PMTU = {hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_256: 256, hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_512: 512,
         hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_1024: 1024, hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_2048: 2048,
         hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_4096: 4096}
@@ -188,17 +191,33 @@ class Firmware:
     if pg != 0: raise ModelError(f"type {req.type}: page size code {pg}, only 4 KiB (0) is modelled")
     pages = walk_pbl(self.nic.dma_read, req.page_dir, level, (nbytes + PAGE - 1) // PAGE, f"backing store type {req.type}")
     if init_off and req.num_entries:
-      mem = PagedMemory(self.nic, pages, nbytes)
-      for e in range(req.num_entries):
-        if mem.read(e * size + 4 * init_off, 1)[0] != CTX_INIT_VALUE:
-          raise ModelError(f"type {req.type}: entry {e} lacks the context init value {CTX_INIT_VALUE:#x} at byte "
-                           f"{4 * init_off} (ctx_init_offset counts 4-byte units)")
+      self._check_ctx_init(req.type, req.instance, PagedMemory(self.nic, pages, nbytes), size, init_off,
+                           req.num_entries)
     self.bs[(req.type, req.instance)] = req.num_entries
     if req.flags & hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE:
       missing = [t for t in BS_CAPS if (t, 0) not in self.bs]
       if missing: raise ModelError(f"ALL_DONE with backing-store types {missing} not configured")
       self.bs_done = True
   _hwrm_1a3.types = _hwrm("func_backing_store_cfg_v2")
+
+  def _check_ctx_init(self, kind: int, instance: int, mem: PagedMemory, size: int, init_off: int, n: int) -> None:
+    """Linux writes the context-init byte at 4 * ctx_init_offset into every entry (bnxt_en bnxt.c
+    bnxt_init_ctx_initializer: init_offset = ctx_init_offset * 4; bnxt_init_ctx_mem). Firmware accepts a backing store
+    without it (a driver that wrote the byte at ctx_init_offset bytes runs on real Thor2), so the model never refuses
+    here: it warns once per context type in its log, naming the first entry without the byte (mockgpu/bnxt/README.md,
+    leniencies)."""
+    if kind in self.nic.ctx_init_warned: return
+    at = 4 * init_off
+    for e in range(n):
+      if mem.read(e * size + at, 1)[0] != CTX_INIT_VALUE:
+        other = mem.read(e * size + init_off, 1)[0] == CTX_INIT_VALUE
+        self.nic.ctx_init_warned.add(kind)
+        self.nic.log(f"WARNING func_backing_store_cfg_v2 type {kind} ({BS_NAMES.get(kind, '?')}) instance {instance}: "
+                     f"entry {e} lacks the context init value {CTX_INIT_VALUE:#x} at byte {at} (4 x ctx_init_offset "
+                     f"{init_off}, as Linux writes it)" +
+                     (f"; it is at byte {init_off} (ctx_init_offset read as bytes)" if other else "") +
+                     "; accepted, as firmware does (warned once per type)")
+        return
 
   def _hwrm_50(self, req, out):  # ring_alloc
     self._need_registered("ring_alloc")
@@ -319,22 +338,38 @@ class Firmware:
     if scq is None or rcq is None: raise ModelError(f"scq {req.scq_cid} / rcq {req.rcq_cid} do not exist")
     if req.sq_size == 0: raise ModelError("sq_size 0")
     variable = bool(req.qp_flags & hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED)
-    sq_bytes = req.sq_size * (16 if variable else 128)
+    # Linux qplib_fp.h bnxt_qplib_set_sq_size / bnxt_qplib_get_depth: in variable mode sq_size counts 16-byte slots;
+    # in static mode it counts WQEs, each sizeof(struct sq_send) = 128 bytes (bnxt_qplib_required_slots: 8 slots)
+    sq_bytes = req.sq_size * (SLOT if variable else STATIC_WQE_BYTES)
     msn_entries = 0
     msn_off = (sq_bytes + PAGE - 1) // PAGE * PAGE
     total = sq_bytes
     if self.fw_flags & hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED:
+      # qplib_fp.c bnxt_qplib_create_qp: msn_tbl_sz = roundup_pow_of_two(sq_size), halved in variable mode; the table
+      # follows the SQ pages in the same page list (bnxt_qplib_alloc_init_hwq aux pages, bnxt_qplib_init_psn_ptr)
       n = 1 << max(0, (req.sq_size - 1).bit_length())
       msn_entries = n // 2 if variable else n
       total = msn_off + msn_entries * 8
     level = req.sq_pg_size_sq_lvl & hsi.CMDQ_CREATE_QP_SQ_LVL_MASK
-    pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, (total + PAGE - 1) // PAGE,
-                     "SQ (with its MSN table)" if msn_entries else "SQ", queue=True)
+    msn_fault = ""
+    try:
+      pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, (total + PAGE - 1) // PAGE,
+                       "SQ (with its MSN table)" if msn_entries else "SQ", queue=True)
+    except ModelError as e:
+      if not msn_entries: raise
+      # the list does not reach the MSN table. The requester reads the table only when it retransmits (it finds the
+      # WQE of a PSN there), so CREATE_QP succeeds and a retransmission faults (engine.Engine._msn_entry)
+      sq_pages = (sq_bytes + PAGE - 1) // PAGE
+      pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, sq_pages, "SQ")
+      msn_fault = f"the SQ page list (level {level} at {req.sq_pbl:#x}) describes the SQ's {sq_pages} page(s) only ({e})"
+      self.nic.log(f"create_qp: {msn_fault}; the MSN table at byte {msn_off} is outside it, read only on retransmission")
+      total = sq_bytes
     qpn = self.next_qpn
     self.next_qpn += 1
     self.qps[qpn] = QP(qpn, req.qp_handle, scq, rcq, PagedMemory(self.nic, pages, total), req.sq_size, variable,
-                       msn_off, msn_entries)
-    if not variable: self.nic.log(f"QP {qpn:#x}: static WQE mode (8 slots per WQE)")
+                       msn_off, msn_entries, sq_pbl=req.sq_pbl, sq_level=level, msn_fault=msn_fault)
+    if not variable: self.nic.log(f"QP {qpn:#x}: static WQE mode ({req.sq_size} WQEs of 128 bytes; the SQ doorbell "
+                                  f"index counts WQEs)")
     return qpn
 
   def _modify_qp(self, req):

@@ -66,6 +66,7 @@ class MockThor2(PCIFunction):
     self.verbose = verbose
     self.errors: list[str] = []
     self.messages: list[str] = []
+    self.ctx_init_warned: set[int] = set()   # backing-store types warned about (firmware.Firmware._check_ctx_init)
     self.hwrm_window = bytearray(HWRM_WINDOW_LEN)
     self.cmdq_init = bytearray(16)
     self.cmdq_init_written = False

@@ -107,7 +107,9 @@ class Outstanding:
   rkey: int
   length: int
   sges: list              # (MR, offset in the MR, bytes) in order
-  start_slot: int = 0     # absolute SQ slot of the WQE
+  start_slot: int = 0     # absolute SQ index of the WQE (a slot in variable mode, a WQE in static mode)
+  msn: int = 0            # its requester MSN (index into the MSN table modulo its size)
+  status: int = 0         # nonzero: a WQE that failed when taken, completed with this status in its turn
 
   @property
   def end(self) -> int: return self.first + self.npkts
@@ -151,6 +153,16 @@ class QP:
   nak_sent: bool = False
   # responder's message in progress: (mr, next va, bytes left)
   rx_msg: tuple | None = None
+  sq_pbl: int = 0         # the SQ page list as CREATE_QP gave it
+  sq_level: int = 0
+  msn_fault: str = ""     # why the MSN table is outside the SQ page list ("" when the list reaches it)
+
+  def msn_address(self, idx: int) -> int:
+    """Where the requester looks for MSN table entry idx: past a level-0 page the address runs on linearly from the
+    base; through a page table it is the PTE of the table's page (the entry's page must be listed there)."""
+    off = self.msn_off + 8 * idx
+    if self.sq_level == 0: return self.sq_pbl + off
+    return self.sq_pbl + 8 * (off // PAGE)
 
   def psn_of(self, packet: int) -> int:
     """The PSN of requester packet number `packet` (sq_psn belongs to packet `posted`)."""
