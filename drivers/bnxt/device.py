@@ -122,10 +122,7 @@ class BNXTDev(DeviceBase):
       for j, inst in enumerate(instances):
         buf = self._dma(max(1, n * q.entry_size), f"backing store {name}.{inst}")
         if q.flags & hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT and q.ctx_init_value:
-          # the init offset counts 4-byte units (kernel bnxt_init_ctx_mem); 0 offset means fill everything
-          if q.ctx_init_offset == 0: buf.view[:] = bytes([q.ctx_init_value]) * buf.size
-          else:
-            for e in range(n): buf.view[e * q.entry_size + 4 * q.ctx_init_offset] = q.ctx_init_value
+          self._ctx_init(buf, n, q.entry_size, q.ctx_init_value, q.ctx_init_offset)
         pt = self._pbl(buf, what=f"backing store {name}")
         last = i == len(BS_TYPES) - 1 and j == len(instances) - 1
         self.hwrm.call("func_backing_store_cfg_v2", type=kind, instance=inst, page_dir=pt.base, num_entries=n,
@@ -133,6 +130,15 @@ class BNXTDev(DeviceBase):
                        split_entry_0=q.split_entry_0, split_entry_1=q.split_entry_1, split_entry_2=q.split_entry_2,
                        split_entry_3=q.split_entry_3,
                        flags=hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE if last else 0)
+
+  @staticmethod
+  def _ctx_init(buf: DMABuffer, n: int, entry_size: int, value: int, offset: int) -> None:
+    """The context-init byte of every entry: ctx_init_offset counts 4-byte units (bnxt_en bnxt.c
+    bnxt_init_ctx_initializer stores init_offset * 4; bnxt_init_ctx_mem writes each entry's byte there); 0 offset
+    means fill everything."""
+    if offset == 0: buf.view[:] = bytes([value]) * buf.size
+    else:
+      for e in range(n): buf.view[e * entry_size + 4 * offset] = value
 
   def _ring_alloc(self, ring_type: int, depth: int, entry: int, what: str, **fields) -> tuple[int, DMABuffer]:
     buf = self._dma(depth * entry, what)

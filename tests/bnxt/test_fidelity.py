@@ -1,0 +1,241 @@
+"""Issue 35: the mock Thor2 accepts what real Thor2 accepts and refuses what it refuses, for layouts other than our
+driver's default: the context-init byte, static WQE mode, an MSN table outside the SQ page list, completion order,
+unmodelled WQE types. Driven by our own driver variants (variants.py)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hcq.autogen import bnxt as hsi
+from hcq.drivers.bnxt.qp import BNXTQP, CompletionError
+from hcq.mockgpu.bnxt import frames as fr
+from hcq.mockgpu.bnxt.pcap import read_pcap
+
+from .harness import open_dev
+from .oracles import tshark_rows
+from .variants import PAGE, RefLayoutDev, RefLayoutQP, StaticQP, open_variant, ring, write_wqe
+
+OK, FLUSHED = hsi.CQ_REQ_STATUS_OK, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR
+
+
+def pattern(n, seed=0):
+  return bytes(((i * 37 + seed * 11 + (i >> 7)) & 0xFF) for i in range(n))
+
+
+def buffers(dev, size=8192):
+  src, dst = dev.alloc(size), dev.alloc(size)
+  return src, dst, dev.register_mr(src), dev.register_mr(dst)
+
+
+def statuses(qp, n):
+  return [qp.poll_cq(2.0, f"CQE {i}").status for i in range(n)]
+
+
+def warnings(nic):
+  return [m for m in nic.messages if m.startswith("WARNING func_backing_store_cfg_v2")]
+
+
+# ---------------------------------------------------------------- 1. the context-init byte
+def test_ctx_init_at_offset_bytes_is_accepted_and_warned_once_per_type(mock):
+  os, nic = mock(seed=1)
+  dev = open_variant(os, nic, RefLayoutDev)
+  assert nic.errors == [] and nic.fw.bs_done
+  w = warnings(nic)
+  # the mock's QP (offset 2) and CQ (offset 1) types ask for an init byte; each is named once, with the entry
+  assert len(w) == 2, w
+  assert "type 0 (QP) instance 0: entry 0 lacks the context init value 0xff at byte 8" in w[0]
+  assert "it is at byte 2 (ctx_init_offset read as bytes)" in w[0]
+  assert "type 2 (CQ)" in w[1] and "at byte 4" in w[1]
+  dev.close()
+  open_variant(os, nic, RefLayoutDev)      # a second bring-up configures the backing store again: no new warning
+  assert len(warnings(nic)) == 2 and nic.errors == []
+
+
+def test_ctx_init_as_linux_writes_it_draws_no_warning(mock):
+  os, nic = mock(seed=1)
+  open_dev(os, nic)
+  assert warnings(nic) == [] and nic.errors == []
+
+
+# ---------------------------------------------------------------- 2. static WQE mode, as Linux's qplib lays it out
+def test_static_mode_as_linux_lays_it_out_wraps_without_errors(mock):
+  """128-byte WQEs, doorbell index in WQEs, MSN start_idx in slots (8 per WQE); 40 writes wrap a 32-WQE SQ."""
+  os, nic = mock(seed=2)
+  dev = open_dev(os, nic)
+  a, b = StaticQP(dev, sq_wqes=32), BNXTQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  for i in range(40):
+    data = pattern(100 + i, i)
+    src.write(0, data)
+    a.rdma_write(dst.va + 128 * i, rk, src.va, lk, len(data))
+    assert dst.read(128 * i, len(data)) == data
+  assert a.sq_prod.index == 40 and a.sq_prod.epoch == 1
+  assert nic.fw.qps[a.qpn].sq_cons == 40 and not nic.fw.qps[a.qpn].variable
+  assert nic.errors == []
+
+
+def test_static_mode_takes_the_doorbell_index_in_wqes(mock):
+  """The reference layout's doorbell index 3 (slots) names three 128-byte WQEs: WQE 0 is the WRITE, WQEs 1 and 2
+  are zeros. The WRITE completes first; then WQE 1 fails (wqe_size 0, type 0 SEND) and WQE 2 is flushed."""
+  os, nic = mock(seed=3)
+  dev = open_dev(os, nic)        # our driver's bring-up: only the QP layout differs
+  a, b = RefLayoutQP(dev), BNXTQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  src.write(0, pattern(300))
+  a.rdma_write(dst.va, rk, src.va, lk, 300)             # raises unless its own CQE comes first and is OK
+  assert dst.read(0, 300) == pattern(300)
+  assert statuses(a, 2) == [hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, FLUSHED]
+  assert any("WQE 1 (SQ byte 128) (SEND): wqe_size 0 slots" in m for m in nic.messages)
+  qp = nic.fw.qps[a.qpn]
+  assert (qp.state, qp.sq_prod, qp.sq_cons) == ("ERR", 3, 3)
+  assert nic.errors == []
+
+
+# ---------------------------------------------------------------- completion order
+def test_completions_are_in_order_then_error_and_flush(mock):
+  """WRITE, WRITE with an unregistered lkey, WRITE under one doorbell: OK, the local error, then a flush; the first
+  WRITE's data arrives, the third's does not."""
+  os, nic = mock(seed=4)
+  dev = open_dev(os, nic)
+  a, b = BNXTQP(dev), BNXTQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  src.write(0, pattern(5000))
+  write_wqe(a, hsi.SQ_BASE_WQE_TYPE_WRITE_WQE, dst.va, rk, src.va, lk, 5000)
+  write_wqe(a, hsi.SQ_BASE_WQE_TYPE_WRITE_WQE, dst.va, rk, src.va, lk ^ 0x5500, 64)
+  write_wqe(a, hsi.SQ_BASE_WQE_TYPE_WRITE_WQE, dst.va + 6000, rk, src.va, lk, 64)
+  ring(a)
+  assert statuses(a, 3) == [OK, hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR, FLUSHED]
+  assert dst.read(0, 5000) == pattern(5000) and dst.read(6000, 64) == bytes(64)
+  assert nic.fw.qps[a.qpn].state == "ERR"
+  # a later post to the QP in error is flushed
+  write_wqe(a, hsi.SQ_BASE_WQE_TYPE_WRITE_WQE, dst.va, rk, src.va, lk, 8)
+  ring(a)
+  assert statuses(a, 1) == [FLUSHED]
+  assert nic.errors == []
+
+
+def test_send_wqe_is_refused_naming_its_type(mock):
+  os, nic = mock(seed=5)
+  dev = open_dev(os, nic)
+  a, b = BNXTQP(dev), BNXTQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  write_wqe(a, hsi.SQ_BASE_WQE_TYPE_SEND, 0, 0, src.va, lk, 16)
+  ring(a)
+  assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR]
+  assert any("WQE type 0x0 (SEND) is not modelled" in m for m in nic.messages)
+  assert nic.phy.stats["tx"] == 0
+
+
+# ---------------------------------------------------------------- 3. the MSN table outside the SQ page list
+def test_msn_table_outside_the_page_list_faults_only_on_retransmission(mock):
+  os, nic = mock(seed=6, faults="drop=1")
+  dev = open_dev(os, nic)        # our driver's bring-up: only the QP layout differs
+  a, b = RefLayoutQP(dev, timeout=10, retry_cnt=3), BNXTQP(dev)     # 4 ms ACK timer
+  assert nic.errors == [] and a.qpn in nic.fw.qps                       # CREATE_QP accepted
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  with pytest.raises(CompletionError, match="LOCAL_PROTECTION"): a.rdma_write(dst.va, rk, src.va, lk, 64)
+  want = a.sq.paddrs[0] + PAGE      # level 0: the table's address runs on from the one described page
+  assert len(nic.errors) == 1 and f"fault reading MSN table entry 0 at {want:#x}" in nic.errors[0], nic.errors
+  assert "level 0" in nic.errors[0]
+  assert dst.read(0, 64) == bytes(64)
+
+
+def test_msn_table_outside_the_page_list_is_never_read_without_loss(mock):
+  os, nic = mock(seed=7)
+  dev = open_dev(os, nic)        # our driver's bring-up: only the QP layout differs
+  a, b = RefLayoutQP(dev), BNXTQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  a.sq.write(PAGE, b"\xee" * 64)      # whatever lies there: the requester does not read it
+  src.write(0, pattern(64))
+  a.rdma_write(dst.va, rk, src.va, lk, 64)
+  assert dst.read(0, 64) == pattern(64) and nic.errors == []
+
+
+# ---------------------------------------------------------------- the reference layout on the wire
+@pytest.mark.tools("tshark")
+def test_reference_layout_phy_loopback_pcap(mock, tmp_path):
+  pcap = str(tmp_path / "ref.pcap")
+  os, nic = mock(seed=8, pcap=pcap)
+  dev = open_variant(os, nic, RefLayoutDev)
+  a, b = RefLayoutQP(dev), RefLayoutQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  data = pattern(2500, 9)
+  src.write(0, data)
+  a.rdma_write(dst.va + 16, rk, src.va, lk, len(data))
+  assert dst.read(16, len(data)) == data
+  nic.phy.pcap.close()
+  rows = tshark_rows(pcap)
+  assert [r["bth.opcode"] for r in rows] == [fr.RC_RDMA_WRITE_FIRST, fr.RC_RDMA_WRITE_MIDDLE, fr.RC_RDMA_WRITE_LAST,
+                                            fr.RC_ACKNOWLEDGE]
+  assert (rows[0]["reth.va"], rows[0]["reth.r_key"], rows[0]["reth.dmalen"]) == (dst.va + 16, rk, len(data))
+  assert [r["bth.destqp"] for r in rows] == [b.qpn] * 3 + [a.qpn]
+  assert all(fr.check_icrc(f) for f in read_pcap(pcap))
+  assert nic.errors == []
+
+
+@pytest.mark.tools("tshark")
+def test_reference_layout_two_processes_on_the_udp_wire(mock, tmp_path):
+  pcap = str(tmp_path / "a.pcap")
+  os, nic = mock(seed=10, pcap=pcap, mac=bytes.fromhex("020000000001"))
+  dev = open_variant(os, nic, RefLayoutDev, ip="10.0.200.5")
+  qp = RefLayoutQP(dev)
+  src, _, lk, _ = buffers(dev)
+  child = subprocess.Popen([sys.executable, "-m", "hcq.tests.bnxt.refpeer"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    def ask(obj=None):
+      if obj is not None:
+        child.stdin.write(json.dumps(obj) + "\n")
+        child.stdin.flush()
+      line = child.stdout.readline()
+      assert line, f"the peer process exited: {child.stderr.read()}"
+      return json.loads(line)
+
+    peer = ask()
+    dev.wire_connect(peer["wire"])
+    qp.connect(peer["qpn"], bytes.fromhex(peer["gid"]), bytes.fromhex(peer["mac"]))
+    assert ask({"qpn": qp.qpn, "gid": dev.gid.hex(), "mac": dev.mac.hex(), "wire": dev.wire_endpoint()})["ready"]
+    data = pattern(3000, 4)
+    src.write(0, data)
+    qp.rdma_write(peer["va"], peer["rkey"], src.va, lk, len(data))
+    got = ask({"read": len(data)})
+    assert bytes.fromhex(got["data"]) == data
+    assert got["errors"] == []
+    ask_quit = json.dumps({"quit": True}) + "\n"
+    child.stdin.write(ask_quit)
+    child.stdin.flush()
+    assert child.wait(timeout=30) == 0
+  finally:
+    if child.poll() is None: child.kill()
+    child.wait()
+  nic.phy.pcap.close()
+  rows = tshark_rows(pcap)
+  assert [r["bth.opcode"] for r in rows] == [fr.RC_RDMA_WRITE_FIRST, fr.RC_RDMA_WRITE_MIDDLE, fr.RC_RDMA_WRITE_LAST,
+                                            fr.RC_ACKNOWLEDGE]
+  assert (rows[0]["ip.src"], rows[0]["ip.dst"]) == ("10.0.200.5", "10.0.200.6")
+  assert (rows[0]["reth.va"], rows[0]["reth.r_key"], rows[0]["reth.dmalen"]) == (peer["va"], peer["rkey"], len(data))
+  assert rows[3]["bth.destqp"] == qp.qpn and rows[3]["aeth.syndrome"] == 0x1f
+  assert all(fr.check_icrc(f) for f in read_pcap(pcap))
+  assert nic.errors == []
