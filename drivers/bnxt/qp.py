@@ -77,9 +77,10 @@ class BNXTQP:
     self.cq_id = r.xid
     sq_size, sq_level, sq_pbl, qp_flags = self._sq_layout()
     self.handle = self.sq.va
-    r = dev.rcfw.call("create_qp", qp_handle=self.handle, type=hsi.CMDQ_CREATE_QP_TYPE_RC, qp_flags=qp_flags,
-                      sq_pg_size_sq_lvl=sq_level | hsi.CMDQ_CREATE_QP_SQ_PG_SIZE_PG_4K, sq_size=sq_size,
-                      sq_fwo_sq_sge=1, scq_cid=self.cq_id, rcq_cid=self.cq_id, pd_id=0, sq_pbl=sq_pbl)
+    fields = dict(qp_handle=self.handle, type=hsi.CMDQ_CREATE_QP_TYPE_RC, qp_flags=qp_flags,
+                  sq_pg_size_sq_lvl=sq_level | hsi.CMDQ_CREATE_QP_SQ_PG_SIZE_PG_4K, sq_size=sq_size,
+                  sq_fwo_sq_sge=1, scq_cid=self.cq_id, rcq_cid=self.cq_id, pd_id=0, sq_pbl=sq_pbl)
+    r = dev.rcfw.call("create_qp", **{**fields, **self._rq_fields()})
     self.qpn = r.xid
     self.name = f"{dev.name} QP {self.qpn:#x}"
     self.msn = 0
@@ -96,6 +97,11 @@ class BNXTQP:
     self.sq_prod = doorbell.RingIndex(SQ_SLOTS)     # the doorbell's producer index, in slots
     pt = self.dev._pbl(self.sq, queue=True, what="SQ")
     return SQ_SLOTS, pt.level, pt.base, hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED
+
+  def _rq_fields(self) -> dict:
+    """CREATE_QP's receive-queue fields (they replace the defaults); none: this QP only sends RDMA WRITEs (a SEND to
+    it is refused)."""
+    return {}
 
   def _modify(self, state: str, mask: int, **fields) -> None:
     code = getattr(hsi, f"CMDQ_MODIFY_QP_NEW_STATE_{state}")

@@ -19,6 +19,7 @@ import time
 from ...autogen import bnxt as hsi
 from ...errors import GPUFault
 from . import frames as fr
+from . import recv
 from .state import PSN_MASK, QP, Outstanding
 
 NAK_TO_STATUS = {fr.AETH_NAK_INVALID_REQ: hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR,
@@ -31,6 +32,8 @@ TX_BATCH = 32               # packets sent per hold of the NIC lock: the receive
 FRAME_OVERHEAD = 1024       # what a datagram costs a socket buffer beyond its payload (headers, kernel bookkeeping)
 WINDOW_MIN, WINDOW_MAX = 8, 512
 STATIC_WQE_BYTES = 128      # roce_hsi.h struct sq_send: one static-mode WQE (qplib_fp.h bnxt_qplib_set_sq_max_slot)
+RNR_PAUSE_S = 0.002
+MODELLED_WQES = {hsi.SQ_BASE_WQE_TYPE_WRITE_WQE: "WRITE", hsi.SQ_BASE_WQE_TYPE_SEND: "SEND"}
 WQE_NAMES = {getattr(hsi, n): n[len("SQ_BASE_WQE_TYPE_"):] for n in dir(hsi)
              if n.startswith("SQ_BASE_WQE_TYPE_") and n != "SQ_BASE_WQE_TYPE_LAST"}
 
@@ -145,12 +148,13 @@ class Engine:
     if limit and head.wqe_size > limit:
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
                        f"{where} ({kind}): wqe_size {head.wqe_size} exceeds a static WQE's {limit} slots")
-    if head.wqe_type != hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE:
-      # a deliberate refusal (mockgpu/bnxt/README.md): only RDMA WRITE is executed; the type is named
+    if head.wqe_type not in MODELLED_WQES:
+      # a deliberate refusal (mockgpu/bnxt/README.md): the type is named
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
-                       f"{where}: WQE type {head.wqe_type:#x} ({kind}) is not modelled; the mock executes RDMA WRITE "
-                       f"(type {hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE:#x}) only")
-    if head.wqe_size < 3:
+                       f"{where}: WQE type {head.wqe_type:#x} ({kind}) is not modelled; the mock executes "
+                       f"{' and '.join(f'{_wqe_name(t)} ({t:#x})' for t in MODELLED_WQES)} only")
+    op = MODELLED_WQES[head.wqe_type]
+    if op == "WRITE" and head.wqe_size < 3:
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"{where}: wqe_size {head.wqe_size} leaves no room for an SGE")
     if qp.variable: raw = self._wqe_bytes(qp, start, head.wqe_size)
     sges, total = [], 0
@@ -174,8 +178,9 @@ class Engine:
     if qp.msn_entries and not qp.msn_fault: self._msn_entry(qp, msn, start, first, npkts, "taken")
     qp.wqe_count += 1
     signalled = bool(head.flags & hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP)
-    qp.outstanding.append(Outstanding(qp.posted, npkts, qp.sq_cons, signalled, head.remote_va, head.remote_key,
-                                      head.length, sges, start, msn=msn))
+    remote = (head.remote_va, head.remote_key) if op == "WRITE" else (0, 0)   # sq_send_hdr has no remote address
+    qp.outstanding.append(Outstanding(qp.posted, npkts, qp.sq_cons, signalled, *remote, head.length, sges, start,
+                                      msn=msn, kind=op))
     qp.posted += npkts
     qp.sq_psn = (first + npkts) & PSN_MASK
 
@@ -205,6 +210,9 @@ class Engine:
   def _send_some(self, qp: QP, budget: int) -> int:
     """Send up to budget packets from tx_next while the window allows; returns how many were sent."""
     window, sent = self.window(qp), 0
+    if qp.rnr_until:                    # waiting out an RNR NAK
+      if time.monotonic() < qp.rnr_until: return 0
+      qp.rnr_until = 0.0
     if qp.tx_next == qp.una: qp.timer_start = time.monotonic()   # nothing was in flight: the timer starts now
     for o in qp.outstanding:
       if sent >= budget: break
@@ -231,13 +239,15 @@ class Engine:
       return 0
 
   def _packet(self, qp: QP, o: Outstanding, n: int, ackreq: bool) -> bytes:
-    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY (reference §2.5), its payload read from the SGEs now."""
+    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY of RDMA WRITE or SEND (IBA 9.4.1, 9.4.3), its payload read
+    from the SGEs now."""
     off = n * qp.pmtu
     size = min(qp.pmtu, o.length - off)
-    if o.npkts == 1: op = fr.RC_RDMA_WRITE_ONLY
-    elif n == 0: op = fr.RC_RDMA_WRITE_FIRST
-    elif n == o.npkts - 1: op = fr.RC_RDMA_WRITE_LAST
-    else: op = fr.RC_RDMA_WRITE_MIDDLE
+    only, first, middle, last = fr.SEGMENT_OPCODES[o.kind]
+    if o.npkts == 1: op = only
+    elif n == 0: op = first
+    elif n == o.npkts - 1: op = last
+    else: op = middle
     reth = fr.Reth(o.remote_va, o.rkey, o.length) if op in fr.WITH_RETH else None
     return self._frame(qp, op, qp.psn_of(o.first + n), ackreq=ackreq, reth=reth, payload=_gather(o.sges, off, size))
 
@@ -297,7 +307,7 @@ class Engine:
     if upto <= qp.una: return
     qp.una = upto
     qp.tx_next = max(qp.tx_next, upto)
-    qp.retries = 0
+    qp.retries = qp.rnr_retries = 0
     qp.timer_start = time.monotonic()
     self._retire_through(qp, upto)
     self._wake.set()    # the window opened
@@ -311,8 +321,11 @@ class Engine:
     if f.aeth.is_ack:
       if packet is not None: self._acknowledged(qp, packet + 1)
       return
+    if f.aeth.is_rnr_nak:
+      self._rnr_nak(qp, f, packet)
+      return
     if not f.aeth.is_nak:
-      self.drop("rnr_nak", f"syndrome {syn:#x} is not modelled")
+      self.drop("reserved_aeth", f"syndrome {syn:#x} is neither ACK, RNR NAK nor NAK")
       return
     if packet is None and f.psn != qp.psn_of(qp.posted):
       self.drop("stale_nak", f"NAK {syn:#x} at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")
@@ -327,6 +340,28 @@ class Engine:
       o = qp.outstanding.pop(0)
       self._retire(qp, o, status)
     self._to_error(qp)
+
+  def _rnr_nak(self, qp: QP, f: fr.RoceFrame, packet: int | None) -> None:
+    """The responder had no RECV WQE for the SEND at f.psn: everything before it is acknowledged; the requester
+    resends from there after a pause, at most rnr_retry times without progress (7: without limit; IBA 9.7.5.2.8).
+    The pause is RNR_PAUSE_S, not the responder's RNR timer code (a deliberate leniency, mockgpu/bnxt/README.md)."""
+    if packet is None:
+      self.drop("stale_nak", f"RNR NAK at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")
+      return
+    self._acknowledged(qp, packet)
+    if qp.state != "RTS": return
+    qp.rnr_retries += 1
+    if qp.rnr_retry != 7 and qp.rnr_retries > qp.rnr_retry:
+      self.nic.log(f"QP {qp.qpn:#x}: RNR retry count {qp.rnr_retry} exhausted at PSN {f.psn}")
+      if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR)
+      self._to_error(qp)
+      return
+    self.nic.log(f"QP {qp.qpn:#x}: RNR NAK at PSN {f.psn}, resending in {RNR_PAUSE_S * 1000:.0f} ms "
+                 f"({qp.rnr_retries}/{'unlimited' if qp.rnr_retry == 7 else qp.rnr_retry})")
+    qp.tx_next = qp.una
+    qp.rnr_until = time.monotonic() + RNR_PAUSE_S
+    qp.timer_start = qp.rnr_until
+    self._wake.set()
 
   def _retransmit(self, qp: QP, why: str) -> None:
     """Go back N: resend from the oldest unacknowledged packet, unless the retry count is spent."""
@@ -371,7 +406,7 @@ class Engine:
       for qp in list(self.fw.qps.values()):
         if qp.state != "RTS" or qp.tx_next >= qp.posted: continue
         self._send_or_fail(qp, TX_BATCH)
-        busy |= qp.tx_next < qp.posted and qp.tx_next - qp.una < self.window(qp)
+        busy |= qp.tx_next < qp.posted and qp.tx_next - qp.una < self.window(qp) and not qp.rnr_until
     return busy
 
   def _timer_tick(self) -> None:
@@ -416,13 +451,13 @@ class Engine:
     self._reply(qp, psn, syndrome)
     if syndrome != fr.AETH_NAK_PSN_SEQ:
       qp.state = "ERR"
-      qp.rx_msg = None
+      qp.rx_msg = qp.rx_send = None
 
   def _request(self, qp: QP, f: fr.RoceFrame) -> None:
     if qp.state not in ("RTR", "RTS"):
       self.drop("qp_state", f"QP {qp.qpn:#x} in {qp.state}")
       return
-    if f.opcode not in (fr.RC_RDMA_WRITE_FIRST, fr.RC_RDMA_WRITE_MIDDLE, fr.RC_RDMA_WRITE_LAST, fr.RC_RDMA_WRITE_ONLY):
+    if f.opcode not in fr.WRITE_OPCODES + fr.SEND_OPCODES:
       self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"opcode {f.opcode:#x} is not modelled")
       return
     d = (f.psn - qp.epsn) & PSN_MASK
@@ -434,9 +469,10 @@ class Engine:
         self._nak(qp, qp.epsn, fr.AETH_NAK_PSN_SEQ, f"PSN {f.psn}, expected {qp.epsn}")
       return
     qp.nak_sent = False
+    if f.opcode in fr.SEND_OPCODES: return self._send_request(qp, f)
     n = len(f.payload)
     if f.opcode in fr.WITH_RETH:
-      if qp.rx_msg is not None:
+      if qp.rx_msg is not None or qp.rx_send is not None:
         return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, "a new message before the last one ended")
       r = f.reth
       mr = self.fw.mrs.get(r.rkey)
@@ -469,6 +505,61 @@ class Engine:
       qp.resp_msn = (qp.resp_msn + 1) & PSN_MASK
     else:
       qp.rx_msg = (mr, va + n, left - n)
+    if f.ackreq: self._reply(qp, f.psn, fr.AETH_ACK)
+
+  # ================================================================ responder: SEND into the receive queue
+  def rq_doorbell(self, qpn: int, index: int, epoch: int) -> None:
+    """RECV WQEs posted: the index counts WQEs (recv.py)."""
+    qp = self.fw.qps.get(qpn)
+    if qp is None:
+      self.nic.error(f"RQ doorbell for unknown QP {qpn:#x}")
+      return
+    if qp.rq is None:
+      self.nic.error(f"RQ doorbell for QP {qpn:#x}, which was created without a receive queue (rq_size 0)")
+      return
+    if qp.state == "RESET":
+      self.nic.error(f"RQ doorbell on QP {qpn:#x} in RESET: RECVs are posted from INIT on (qplib_fp.c "
+                     f"bnxt_qplib_post_recv)")
+      return
+    new = self.nic.advance(f"RQ of QP {qpn:#x}", qp.rq_prod, qp.rq_depth, index, epoch, qp.rq_cons + qp.rq_depth)
+    if new is not None: qp.rq_prod = new
+
+  def _send_request(self, qp: QP, f: fr.RoceFrame) -> None:
+    """A SEND packet at the expected PSN: FIRST/ONLY take the next RECV WQE (none posted: RNR NAK, the PSN stays
+    expected), each packet is scattered into its SGEs, LAST/ONLY complete it on the receive CQ."""
+    n = len(f.payload)
+    if f.opcode in (fr.RC_SEND_FIRST, fr.RC_SEND_ONLY):
+      if qp.rx_msg is not None or qp.rx_send is not None:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, "a new message before the last one ended")
+      if qp.rq is None:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND to QP {qp.qpn:#x}, which has no receive queue")
+      if (f.opcode == fr.RC_SEND_ONLY and n > qp.pmtu) or (f.opcode == fr.RC_SEND_FIRST and n != qp.pmtu):
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"{f.name} with {n} bytes at PMTU {qp.pmtu}")
+      try: rx = recv.take(self.fw, qp)
+      except recv.RecvError as e:
+        recv.complete(self.nic, qp, e.wr_id, 0, e.status)
+        return self._nak(qp, f.psn, fr.AETH_NAK_REMOTE_OP, str(e))
+      if rx is None:
+        self.nic.log(f"QP {qp.qpn:#x}: SEND at PSN {f.psn} finds no RECV WQE posted: RNR NAK")
+        self._reply(qp, f.psn, fr.AETH_RNR_NAK | (qp.min_rnr_timer & 0x1F))
+        return
+      qp.rx_send = rx
+    else:
+      rx = qp.rx_send
+      if rx is None: return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"{f.name} without a SEND_FIRST")
+      if f.opcode == fr.RC_SEND_MIDDLE and n != qp.pmtu:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND_MIDDLE with {n} bytes at PMTU {qp.pmtu}")
+      if f.opcode == fr.RC_SEND_LAST and not 0 < n <= qp.pmtu:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND_LAST with {n} bytes at PMTU {qp.pmtu}")
+    if not recv.scatter(rx, f.payload):
+      recv.complete(self.nic, qp, rx.wr_id, rx.filled, hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR)
+      return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ,
+                       f"SEND longer than the {rx.capacity} bytes of RQ WQE {rx.index % qp.rq_depth}")
+    qp.epsn = (qp.epsn + 1) & PSN_MASK
+    if f.opcode in (fr.RC_SEND_LAST, fr.RC_SEND_ONLY):
+      recv.complete(self.nic, qp, rx.wr_id, rx.filled, hsi.CQ_RES_RC_STATUS_OK)
+      qp.rx_send = None
+      qp.resp_msn = (qp.resp_msn + 1) & PSN_MASK
     if f.ackreq: self._reply(qp, f.psn, fr.AETH_ACK)
 
   def close(self) -> None:

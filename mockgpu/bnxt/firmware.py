@@ -9,6 +9,7 @@ import ctypes
 import struct
 
 from ...autogen import bnxt as hsi
+from .recv import rq_stride
 from .state import CQ, MR, PAGE, QP, ModelError, PagedMemory, AllocatedRing, walk_pbl
 
 E = hsi  # HWRM_ERR_CODE_*, CREQ_QP_EVENT_STATUS_*
@@ -364,13 +365,27 @@ class Firmware:
       msn_fault = f"the SQ page list (level {level} at {req.sq_pbl:#x}) describes the SQ's {sq_pages} page(s) only ({e})"
       self.nic.log(f"create_qp: {msn_fault}; the MSN table at byte {msn_off} is outside it, read only on retransmission")
       total = sq_bytes
+    rq = self._create_rq(req)
     qpn = self.next_qpn
     self.next_qpn += 1
     self.qps[qpn] = QP(qpn, req.qp_handle, scq, rcq, PagedMemory(self.nic, pages, total), req.sq_size, variable,
-                       msn_off, msn_entries, sq_pbl=req.sq_pbl, sq_level=level, msn_fault=msn_fault)
+                       msn_off, msn_entries, sq_pbl=req.sq_pbl, sq_level=level, msn_fault=msn_fault, **rq)
     if not variable: self.nic.log(f"QP {qpn:#x}: static WQE mode ({req.sq_size} WQEs of 128 bytes; the SQ doorbell "
                                   f"index counts WQEs)")
     return qpn
+
+  def _create_rq(self, req) -> dict:
+    """The receive queue's fields of the QP (recv.py has the layout and its sources); none when rq_size is 0."""
+    if req.qp_flags & hsi.CMDQ_CREATE_QP_QP_FLAGS_SRQ_USED: raise ModelError("SRQ_USED: shared receive queues are not modelled")
+    if not req.rq_size: return {}
+    nsge = (req.rq_fwo_rq_sge >> hsi.CMDQ_CREATE_QP_RQ_SGE_SFT) & hsi.CMDQ_CREATE_QP_RQ_SGE_MASK
+    if not 1 <= nsge <= 6: raise ModelError(f"rq_sge {nsge}: a RECV WQE holds 1 to 6 SGEs")
+    if req.rq_pg_size_rq_lvl & hsi.CMDQ_CREATE_QP_RQ_PG_SIZE_MASK: raise ModelError("only 4 KiB RQ pages are modelled")
+    stride = rq_stride(nsge)
+    nbytes = req.rq_size * stride
+    pages = walk_pbl(self.nic.dma_read, req.rq_pbl, req.rq_pg_size_rq_lvl & hsi.CMDQ_CREATE_QP_RQ_LVL_MASK,
+                     (nbytes + PAGE - 1) // PAGE, "RQ", queue=True)
+    return dict(rq=PagedMemory(self.nic, pages, nbytes), rq_depth=req.rq_size, rq_stride=stride, rq_sge=nsge)
 
   def _modify_qp(self, req):
     qp = self.qps.get(req.qp_cid)
@@ -397,9 +412,11 @@ class Firmware:
       if pm is None: raise ModelError("unknown path MTU code")
       qp.dgid, qp.sgid_index, qp.dest_mac, qp.pmtu, qp.dest_qpn = dgid, req.sgid_index, mac, pm, req.dest_qp_id
       qp.epsn = req.rq_psn & 0xFFFFFF
+      if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_MIN_RNR_TIMER: qp.min_rnr_timer = req.min_rnr_timer & 0x1F
     if new == "RTS" and qp.state == "RTR":
       qp.timeout = req.timeout if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_TIMEOUT else 0
       qp.retry_cnt = req.retry_cnt if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RETRY_CNT else 0
+      qp.rnr_retry = req.rnr_retry if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RNR_RETRY else 0
       qp.sq_psn = req.sq_psn & 0xFFFFFF
     if new == "RESET":
       # a reset QP forgets its send queue's work (IBA: RESET discards outstanding work requests); kept, messages of
@@ -407,7 +424,8 @@ class Firmware:
       qp.outstanding = []
       qp.una = qp.tx_next = qp.posted
       qp.sq_cons = qp.sq_prod
-      qp.retries = 0
+      qp.retries = qp.rnr_retries = 0
+      qp.rq_cons, qp.rx_send, qp.rx_msg = qp.rq_prod, None, None
     qp.state = new
 
   def _register_mr(self, req):

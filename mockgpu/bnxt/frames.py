@@ -24,9 +24,17 @@ RC_RDMA_WRITE_MIDDLE = 0x07
 RC_RDMA_WRITE_LAST = 0x08
 RC_RDMA_WRITE_ONLY = 0x0a
 RC_ACKNOWLEDGE = 0x11
+RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_ONLY = 0x00, 0x01, 0x02, 0x04
 OPCODE_NAMES = {RC_RDMA_WRITE_FIRST: "RDMA_WRITE_FIRST", RC_RDMA_WRITE_MIDDLE: "RDMA_WRITE_MIDDLE",
-                RC_RDMA_WRITE_LAST: "RDMA_WRITE_LAST", RC_RDMA_WRITE_ONLY: "RDMA_WRITE_ONLY", RC_ACKNOWLEDGE: "ACKNOWLEDGE"}
+                RC_RDMA_WRITE_LAST: "RDMA_WRITE_LAST", RC_RDMA_WRITE_ONLY: "RDMA_WRITE_ONLY", RC_ACKNOWLEDGE: "ACKNOWLEDGE",
+                RC_SEND_FIRST: "SEND_FIRST", RC_SEND_MIDDLE: "SEND_MIDDLE", RC_SEND_LAST: "SEND_LAST",
+                RC_SEND_ONLY: "SEND_ONLY"}
 WITH_RETH = (RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_ONLY)
+WRITE_OPCODES = (RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_MIDDLE, RC_RDMA_WRITE_LAST, RC_RDMA_WRITE_ONLY)
+SEND_OPCODES = (RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_ONLY)
+# (ONLY, FIRST, MIDDLE, LAST) of each modelled message kind
+SEGMENT_OPCODES = {"WRITE": (RC_RDMA_WRITE_ONLY, RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_MIDDLE, RC_RDMA_WRITE_LAST),
+                   "SEND": (RC_SEND_ONLY, RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST)}
 
 # AETH syndromes (reference §2.4)
 AETH_ACK = 0x1f              # ACK, credit count "invalid" (no RQ flow control)
@@ -34,6 +42,7 @@ AETH_NAK_PSN_SEQ = 0x60
 AETH_NAK_INVALID_REQ = 0x61
 AETH_NAK_REMOTE_ACCESS = 0x62
 AETH_NAK_REMOTE_OP = 0x63
+AETH_RNR_NAK = 0x20          # IBA 9.7.5.2.8: 001 in bits 7..5, the RNR timer code in bits 4..0
 NAK_NAMES = {AETH_NAK_PSN_SEQ: "PSN sequence error", AETH_NAK_INVALID_REQ: "invalid request",
              AETH_NAK_REMOTE_ACCESS: "remote access error", AETH_NAK_REMOTE_OP: "remote operational error"}
 
@@ -65,6 +74,9 @@ class Aeth:
 
   @property
   def is_nak(self) -> bool: return self.syndrome >> 5 == 3
+
+  @property
+  def is_rnr_nak(self) -> bool: return self.syndrome >> 5 == 1
 
 
 @dataclasses.dataclass

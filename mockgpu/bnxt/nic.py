@@ -252,6 +252,7 @@ class MockThor2(PCIFunction):
       self.error(f"doorbell {value:#018x}: path {path >> 24} is not ROCE")
       return
     if kind == hsi.DBC_DBC_TYPE_SQ: self.engine.sq_doorbell(xid, index, epoch)
+    elif kind == hsi.DBC_DBC_TYPE_RQ: self.engine.rq_doorbell(xid, index, epoch)
     elif kind == hsi.DBC_DBC_TYPE_CQ: self._cq_doorbell(xid, index, epoch)
     elif kind == hsi.DBC_DBC_TYPE_NQ_ARM: self._nq_arm(xid, index, epoch)
     else: self.error(f"doorbell type {kind >> 28:#x} is not modelled")

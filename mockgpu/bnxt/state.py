@@ -109,6 +109,7 @@ class Outstanding:
   sges: list              # (MR, offset in the MR, bytes) in order
   start_slot: int = 0     # absolute SQ index of the WQE (a slot in variable mode, a WQE in static mode)
   msn: int = 0            # its requester MSN (index into the MSN table modulo its size)
+  kind: str = "WRITE"     # WRITE or SEND (frames.SEGMENT_OPCODES)
   status: int = 0         # nonzero: a WQE that failed when taken, completed with this status in its turn
 
   @property
@@ -153,6 +154,18 @@ class QP:
   nak_sent: bool = False
   # responder's message in progress: (mr, next va, bytes left)
   rx_msg: tuple | None = None
+  # receive queue (recv.py): rq_size WQEs of rq_stride bytes; doorbell-given producer, consumer; the SEND in progress
+  rq: object = None
+  rq_depth: int = 0
+  rq_stride: int = 0
+  rq_sge: int = 0
+  rq_prod: int = 0
+  rq_cons: int = 0
+  rx_send: object = None
+  min_rnr_timer: int = 0  # the RNR timer code this responder sends in its RNR NAKs (IBA table 45)
+  rnr_retry: int = 0      # RNR NAKs tolerated without progress (7: without limit, IBA 9.7.5.2.8)
+  rnr_retries: int = 0
+  rnr_until: float = 0.0  # after an RNR NAK the requester waits until then before resending
   sq_pbl: int = 0         # the SQ page list as CREATE_QP gave it
   sq_level: int = 0
   msn_fault: str = ""     # why the MSN table is outside the SQ page list ("" when the list reaches it)

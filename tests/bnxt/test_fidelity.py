@@ -14,7 +14,7 @@ from hcq.mockgpu.bnxt.pcap import read_pcap
 
 from .harness import open_dev
 from .oracles import tshark_rows
-from .variants import PAGE, RefLayoutDev, RefLayoutQP, StaticQP, open_variant, ring, write_wqe
+from .variants import PAGE, RefLayoutDev, RefLayoutQP, SendRecvQP, StaticQP, open_variant, ring, write_wqe
 
 OK, FLUSHED = hsi.CQ_REQ_STATUS_OK, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR
 
@@ -124,19 +124,105 @@ def test_completions_are_in_order_then_error_and_flush(mock):
   assert nic.errors == []
 
 
-def test_send_wqe_is_refused_naming_its_type(mock):
-  os, nic = mock(seed=5)
-  dev = open_dev(os, nic)
-  a, b = BNXTQP(dev), BNXTQP(dev)
+def pair(dev, cls=BNXTQP, **kw):
+  a, b = cls(dev, **kw), cls(dev, **kw)
   a.connect(b.qpn, dev.gid, dev.mac)
   b.connect(a.qpn, dev.gid, dev.mac)
   dev.set_loopback(True)
+  return a, b
+
+
+def test_unmodelled_wqe_type_is_refused_naming_its_type(mock):
+  os, nic = mock(seed=5)
+  dev = open_dev(os, nic)
+  a, b = pair(dev)
+  src, dst, lk, rk = buffers(dev)
+  write_wqe(a, hsi.SQ_BASE_WQE_TYPE_READ_WQE, dst.va, rk, src.va, lk, 16)
+  ring(a)
+  assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR]
+  assert any("WQE type 0x6 (READ_WQE) is not modelled; the mock executes WRITE_WQE (0x4) and SEND (0x0) only" in m
+             for m in nic.messages)
+  assert nic.phy.stats["tx"] == 0
+
+
+# ---------------------------------------------------------------- SEND and RECV, as bnxt_re posts them
+@pytest.mark.tools("tshark")
+def test_send_scatters_into_the_recv_sges_and_completes_on_both_sides(mock, tmp_path):
+  pcap = str(tmp_path / "send.pcap")
+  os, nic = mock(seed=20, pcap=pcap)
+  dev = open_dev(os, nic)
+  a, b = pair(dev, SendRecvQP)
+  src, dst, lk, dk = buffers(dev)
+  dst2 = dev.alloc(4096)
+  dk2 = dev.register_mr(dst2)
+  data = pattern(5000, 3)
+  src.write(0, data)
+  b.post_recv([(dst.va + 100, dk, 4000), (dst2.va, dk2, 4096)], wr_id=0x1234)
+  a.post_send(src.va, lk, len(data))
+  assert statuses(a, 1) == [OK]
+  cqe = b.poll_recv(2.0)
+  assert (cqe.status, cqe.length, cqe.srq_or_rq_wr_id, cqe.qp_handle) == (0, 5000, 0x1234, b.handle)
+  assert cqe.cqe_type_toggle & hsi.CQ_RES_RC_CQE_TYPE_MASK == hsi.CQ_RES_RC_CQE_TYPE_RES_RC
+  assert dst.read(100, 4000) == data[:4000] and dst2.read(0, 1000) == data[4000:]
+  assert dst.read(0, 100) == bytes(100) and dst2.read(1000, 100) == bytes(100)
+  nic.phy.pcap.close()
+  rows = tshark_rows(pcap)
+  assert [r["bth.opcode"] for r in rows] == [fr.RC_SEND_FIRST] + [fr.RC_SEND_MIDDLE] * 3 + [fr.RC_SEND_LAST,
+                                                                                          fr.RC_ACKNOWLEDGE]
+  assert all(r["reth.va"] is None for r in rows) and all(fr.check_icrc(f) for f in read_pcap(pcap))
+  assert nic.errors == []
+
+
+def test_send_before_its_recv_is_rnr_nakked_then_delivered(mock):
+  os, nic = mock(seed=21)
+  dev = open_dev(os, nic)
+  a, b = pair(dev, SendRecvQP)
+  src, dst, lk, dk = buffers(dev)
+  src.write(0, pattern(64))
+  a.post_send(src.va, lk, 64)
+  deadline = 200
+  while not any("RNR NAK" in m for m in nic.messages) and deadline:
+    os.sleep(0.005)
+    deadline -= 1
+  assert any("finds no RECV WQE posted: RNR NAK" in m for m in nic.messages)
+  b.post_recv([(dst.va, dk, 64)], wr_id=5)
+  assert statuses(a, 1) == [OK]
+  assert b.poll_recv(2.0).srq_or_rq_wr_id == 5 and dst.read(0, 64) == pattern(64)
+  assert nic.errors == []
+
+
+def test_send_without_recv_exhausts_the_rnr_retry_count(mock):
+  os, nic = mock(seed=22)
+  dev = open_dev(os, nic)
+  a, b = pair(dev, SendRecvQP, rnr_retry=2)
+  src, dst, lk, dk = buffers(dev)
+  a.post_send(src.va, lk, 64)
+  assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR]
+  assert sum("RNR NAK at PSN" in m for m in nic.messages) == 2 and nic.fw.qps[a.qpn].state == "ERR"
+
+
+def test_send_longer_than_its_recv_fails_both_sides(mock):
+  os, nic = mock(seed=23)
+  dev = open_dev(os, nic)
+  a, b = pair(dev, SendRecvQP)
+  src, dst, lk, dk = buffers(dev)
+  b.post_recv([(dst.va, dk, 100)], wr_id=9)
+  a.post_send(src.va, lk, 200)
+  assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR]
+  cqe = b.poll_recv(2.0)
+  assert (cqe.status, cqe.srq_or_rq_wr_id) == (hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR, 9)
+  assert dst.read(0, 100) == bytes(100)
+
+
+def test_send_to_a_qp_without_a_receive_queue_is_an_invalid_request(mock):
+  os, nic = mock(seed=24)
+  dev = open_dev(os, nic)
+  a, b = pair(dev)
   src, dst, lk, rk = buffers(dev)
   write_wqe(a, hsi.SQ_BASE_WQE_TYPE_SEND, 0, 0, src.va, lk, 16)
   ring(a)
-  assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR]
-  assert any("WQE type 0x0 (SEND) is not modelled" in m for m in nic.messages)
-  assert nic.phy.stats["tx"] == 0
+  assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR]
+  assert any("which has no receive queue" in m for m in nic.messages)
 
 
 # ---------------------------------------------------------------- 3. the MSN table outside the SQ page list

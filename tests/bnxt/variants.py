@@ -90,3 +90,70 @@ def open_variant(os, nic, cls=RefLayoutDev, ip="10.0.200.5"):
   dev = cls(PCIDevice(os, nic.addr), os, os.config)
   if ip: dev.set_ip(ip)
   return dev
+
+
+class SendRecvQP(BNXTQP):
+  """A QP with a receive queue and its own receive CQ, posting SEND and RECV as Linux's bnxt_re does (qplib_fp.c
+  bnxt_qplib_post_send: sq_send_hdr + SGEs; bnxt_qplib_post_recv: rq_wqe_hdr RCV with wr_id[0], then the SGEs;
+  RQ WQE stride sizeof(rq_wqe_hdr) + 16 * rq_sge; the RQ doorbell index counts WQEs)."""
+  RQ_WQES, RQ_SGE = 16, 2
+
+  def _rq_fields(self) -> dict:
+    self.rcq = self.dev._dma(16 * 32, "receive CQ")
+    self.rcq_cons = doorbell.RingIndex(16)
+    r = self.dev.rcfw.call("create_cq", cq_handle=self.rcq.va, cq_size=16, pbl=self.rcq.paddrs[0],
+                           pg_size_lvl=hsi.CMDQ_CREATE_CQ_LVL_LVL_0 | hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
+                           cq_fco_cnq_id=self.dev.nq_id & hsi.CMDQ_CREATE_CQ_CNQ_ID_MASK)
+    self.rcq_id = r.xid
+    self.rq_stride = 32 + 16 * self.RQ_SGE
+    self.rq = self.dev._dma(self.RQ_WQES * self.rq_stride, "RQ")
+    pt = self.dev._pbl(self.rq, queue=True, what="RQ")
+    self.rq_prod = doorbell.RingIndex(self.RQ_WQES)
+    return dict(rq_size=self.RQ_WQES, rq_pbl=pt.base, rq_pg_size_rq_lvl=pt.level | hsi.CMDQ_CREATE_QP_RQ_PG_SIZE_PG_4K,
+                rq_fwo_rq_sge=self.RQ_SGE << hsi.CMDQ_CREATE_QP_RQ_SGE_SFT, rcq_cid=self.rcq_id)
+
+  def post_recv(self, sges: list[tuple[int, int, int]], wr_id: int, ring: bool = True) -> None:
+    """One RECV WQE of (va, lkey, size) SGEs."""
+    k = self.rq_prod.slot
+    body = b"".join(bytes(hsi.struct_sq_sge(va_or_pa=va, l_key=key, size=n)) for va, key, n in sges) or bytes(16)
+    hdr = hsi.struct_rq_wqe_hdr(wqe_type=hsi.RQ_WQE_HDR_WQE_TYPE_RCV, wqe_size=2 + max(1, len(sges)))
+    hdr.wr_id[0] = wr_id
+    self.rq.write(k * self.rq_stride, (bytes(hdr) + body).ljust(self.rq_stride, b"\0"))
+    self.rq_prod.advance(1)
+    if ring: self.dev.ring_db(self.qpn, hsi.DBC_DBC_TYPE_RQ, self.rq_prod.slot, self.rq_prod.epoch)
+
+  def post_send(self, local_va: int, lkey: int, size: int) -> None:
+    """One signalled SEND (one SGE) and its MSN entry; rings the SQ doorbell."""
+    import struct
+    hdr = hsi.struct_sq_send_hdr(wqe_type=hsi.SQ_BASE_WQE_TYPE_SEND, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP,
+                                 wqe_size=3, length=size)
+    start = self._place(bytes(hdr) + bytes(hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size)))
+    npkts = max(1, -(-size // self.pmtu))
+    entry = (start << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
+            (((self.psn + npkts) & 0xFFFFFF) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | self.psn
+    self.sq.write(self.msn_off + (self.msn % self.msn_entries) * 8, struct.pack("<Q", entry))
+    self.msn += 1
+    self.psn = (self.psn + npkts) & 0xFFFFFF
+    ring(self)
+
+  def poll_recv(self, timeout_s: float):
+    """The next cq_res_rc on the receive CQ."""
+    from hcq.drivers.bnxt.poll import poll_until
+
+    def poll():
+      cqe = hsi.struct_cq_res_rc.from_buffer_copy(self.rcq.read(self.rcq_cons.slot * 32, 32))
+      if (cqe.cqe_type_toggle & hsi.CQ_RES_RC_TOGGLE) != 1 - self.rcq_cons.epoch: return False, "no CQE"
+      self.rcq_cons.advance()
+      self.dev.ring_db(self.rcq_id, doorbell.CQ, self.rcq_cons.slot, self.rcq_cons.epoch)
+      return True, cqe
+
+    return poll_until(self.dev.os, poll, timeout_s, f"{self.name}: receive completion on CQ {self.rcq_id:#x}", "a CQE")
+
+  def __init__(self, dev, rnr_retry: int = 7, **kw):
+    self.rnr_retry_cnt = rnr_retry
+    super().__init__(dev, **kw)
+
+  def _modify(self, state: str, mask: int, **fields) -> None:
+    if state == "RTR": fields["min_rnr_timer"] = 1      # IBA table 45 code 1: 0.01 ms
+    if state == "RTS": fields["rnr_retry"] = self.rnr_retry_cnt
+    super()._modify(state, mask, **fields)
