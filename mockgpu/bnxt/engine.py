@@ -235,7 +235,7 @@ class Engine:
       self.nic.error(f"QP {qp.qpn:#x}: DMA fault reading a message to send: {e}")
       if qp.outstanding: self.complete(qp, qp.outstanding.pop(0).end_slot % qp.sq_depth,
                                        hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR)
-      self._to_error(qp)
+      self.to_error(qp)
       return 0
 
   def _packet(self, qp: QP, o: Outstanding, n: int, ackreq: bool) -> bytes:
@@ -283,7 +283,7 @@ class Engine:
       o = qp.outstanding.pop(0)
       if o.status != hsi.CQ_REQ_STATUS_OK:
         self.complete(qp, o.end_slot % qp.sq_depth, o.status)
-        self._to_error(qp)
+        self.to_error(qp)
         return
       self._retire(qp, o, hsi.CQ_REQ_STATUS_OK)
 
@@ -294,12 +294,25 @@ class Engine:
     else: qp.sq_cons += 1
     self.complete(qp, qp.sq_cons % qp.sq_depth, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
 
-  def _to_error(self, qp: QP) -> None:
+  def to_error(self, qp: QP) -> None:
+    """The QP enters the error state: every WQE not yet completed on either queue completes as flushed, in order
+    (IBA 10.3.1 Error state), and so does every WQE posted later (the doorbells flush them)."""
     qp.state = "ERR"
     for o in qp.outstanding: self._retire(qp, o, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
     qp.outstanding = []
     qp.una = qp.tx_next = qp.posted
     while qp.sq_cons < qp.sq_prod: self._flush_one(qp)
+    self._flush_rq(qp)
+
+  def _flush_rq(self, qp: QP) -> None:
+    if qp.rx_send is not None:
+      recv.complete(self.nic, qp, qp.rx_send.wr_id, qp.rx_send.filled, hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR)
+      qp.rx_send = None
+    while qp.rq is not None and qp.rq_cons < qp.rq_prod:
+      raw = qp.rq.read((qp.rq_cons % qp.rq_depth) * qp.rq_stride, recv.RQE_HDR)
+      qp.rq_cons += 1
+      wr_id = hsi.struct_rq_wqe_hdr.from_buffer_copy(raw).wr_id[0]
+      recv.complete(self.nic, qp, wr_id, 0, hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR)
 
   def _acknowledged(self, qp: QP, upto: int) -> None:
     """The responder has every packet before number `upto`: retire the messages that ended, and when that is
@@ -339,7 +352,7 @@ class Engine:
     if qp.outstanding:
       o = qp.outstanding.pop(0)
       self._retire(qp, o, status)
-    self._to_error(qp)
+    self.to_error(qp)
 
   def _rnr_nak(self, qp: QP, f: fr.RoceFrame, packet: int | None) -> None:
     """The responder had no RECV WQE for the SEND at f.psn: everything before it is acknowledged; the requester
@@ -354,7 +367,7 @@ class Engine:
     if qp.rnr_retry != 7 and qp.rnr_retries > qp.rnr_retry:
       self.nic.log(f"QP {qp.qpn:#x}: RNR retry count {qp.rnr_retry} exhausted at PSN {f.psn}")
       if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR)
-      self._to_error(qp)
+      self.to_error(qp)
       return
     self.nic.log(f"QP {qp.qpn:#x}: RNR NAK at PSN {f.psn}, resending in {RNR_PAUSE_S * 1000:.0f} ms "
                  f"({qp.rnr_retries}/{'unlimited' if qp.rnr_retry == 7 else qp.rnr_retry})")
@@ -369,7 +382,7 @@ class Engine:
     if qp.retries > qp.retry_cnt:
       self.nic.log(f"QP {qp.qpn:#x}: retry count {qp.retry_cnt} exhausted ({why})")
       if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR)
-      self._to_error(qp)
+      self.to_error(qp)
       return
     # the requester finds the WQE to resend from through the MSN table (the only time it reads the table)
     o = next((o for o in qp.outstanding if o.end > qp.una), None)
@@ -378,7 +391,7 @@ class Engine:
       self.nic.log(f"QP {qp.qpn:#x}: retransmission from PSN {qp.psn_of(qp.una)} failed: MSN table unreadable")
       qp.outstanding.remove(o)
       self.complete(qp, o.end_slot % qp.sq_depth, hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR)
-      self._to_error(qp)
+      self.to_error(qp)
       return
     self.nic.log(f"QP {qp.qpn:#x}: retransmission {qp.retries}/{qp.retry_cnt} from PSN {qp.psn_of(qp.una)} ({why})")
     qp.tx_next = qp.una
@@ -450,8 +463,8 @@ class Engine:
     self.nic.log(f"QP {qp.qpn:#x}: NAK {syndrome:#x} at PSN {psn}: {why}")
     self._reply(qp, psn, syndrome)
     if syndrome != fr.AETH_NAK_PSN_SEQ:
-      qp.state = "ERR"
-      qp.rx_msg = qp.rx_send = None
+      qp.rx_msg = None
+      self.to_error(qp)
 
   def _request(self, qp: QP, f: fr.RoceFrame) -> None:
     if qp.state not in ("RTR", "RTS"):
@@ -522,7 +535,9 @@ class Engine:
                      f"bnxt_qplib_post_recv)")
       return
     new = self.nic.advance(f"RQ of QP {qpn:#x}", qp.rq_prod, qp.rq_depth, index, epoch, qp.rq_cons + qp.rq_depth)
-    if new is not None: qp.rq_prod = new
+    if new is None: return
+    qp.rq_prod = new
+    if qp.state == "ERR": self._flush_rq(qp)
 
   def _send_request(self, qp: QP, f: fr.RoceFrame) -> None:
     """A SEND packet at the expected PSN: FIRST/ONLY take the next RECV WQE (none posted: RNR NAK, the PSN stays
@@ -552,6 +567,7 @@ class Engine:
       if f.opcode == fr.RC_SEND_LAST and not 0 < n <= qp.pmtu:
         return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND_LAST with {n} bytes at PMTU {qp.pmtu}")
     if not recv.scatter(rx, f.payload):
+      qp.rx_send = None
       recv.complete(self.nic, qp, rx.wr_id, rx.filled, hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR)
       return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ,
                        f"SEND longer than the {rx.capacity} bytes of RQ WQE {rx.index % qp.rq_depth}")

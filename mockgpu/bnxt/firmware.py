@@ -418,6 +418,7 @@ class Firmware:
       qp.retry_cnt = req.retry_cnt if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RETRY_CNT else 0
       qp.rnr_retry = req.rnr_retry if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RNR_RETRY else 0
       qp.sq_psn = req.sq_psn & 0xFFFFFF
+    if new == "ERR" and qp.state != "ERR": self.nic.engine.to_error(qp)   # the driver moves it: both queues flush
     if new == "RESET":
       # a reset QP forgets its send queue's work (IBA: RESET discards outstanding work requests); kept, messages of
       # before would go out again once it is back in RTS, with PSNs counted from a new sq_psn

@@ -207,11 +207,17 @@ def test_send_longer_than_its_recv_fails_both_sides(mock):
   a, b = pair(dev, SendRecvQP)
   src, dst, lk, dk = buffers(dev)
   b.post_recv([(dst.va, dk, 100)], wr_id=9)
+  b.post_recv([(dst.va + 200, dk, 100)], wr_id=10)
   a.post_send(src.va, lk, 200)
   assert statuses(a, 1) == [hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR]
-  cqe = b.poll_recv(2.0)
-  assert (cqe.status, cqe.srq_or_rq_wr_id) == (hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR, 9)
-  assert dst.read(0, 100) == bytes(100)
+  # the responder's RECV fails, the QP enters the error state and flushes the RECV after it, then a later one
+  cqes = [b.poll_recv(2.0) for _ in range(2)]
+  assert [(c.status, c.srq_or_rq_wr_id) for c in cqes] == [(hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR, 9),
+                                                           (hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR, 10)]
+  b.post_recv([(dst.va, dk, 100)], wr_id=11)
+  c = b.poll_recv(2.0)
+  assert (c.status, c.srq_or_rq_wr_id) == (hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR, 11)
+  assert dst.read(0, 300) == bytes(300) and nic.fw.qps[b.qpn].state == "ERR"
 
 
 def test_send_to_a_qp_without_a_receive_queue_is_an_invalid_request(mock):
