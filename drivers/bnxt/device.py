@@ -1,6 +1,6 @@
 """BNXTDev: a Broadcom NetXtreme-E (P7 "Thor2", BCM57608) function driven from userspace for RoCEv2.
 
-Bring-up order (reference bnxt_roce.md §0): HWRM ver_get, func_reset, func_qcaps (MAC, port), func_drv_rgtr, func_qcfg
+Bring-up order (Linux bnxt_en's probe and bnxt_re's bnxt_re_dev_init): HWRM ver_get, func_reset, func_qcaps (MAC, port), func_drv_rgtr, func_qcfg
 (doorbell offset); backing store (qcaps_v2/cfg_v2 per context type); CREQ ring + RCFW CMDQ, stat context,
 initialize_fw, a completion NQ; the L2 ingress path (completion ring, RX ring, vnic, MAC filter) that RoCE receive
 needs; then add_gid for the function's IPv4 address.
@@ -24,7 +24,7 @@ from .rcfw import CREQ_DEPTH, CREQ_ENTRY, RCFWChannel
 PCI_VENDOR_BROADCOM = 0x14E4
 THOR2_DEVICE_IDS = (0x1760,)          # BCM57608 (bnxt_en's PCI table)
 
-# backing store context types the function needs, with the extra entries the reference adds (reference §0 step 3)
+# backing store context types the function needs, with a few spare entries beyond the firmware's split totals
 BS_TYPES = [("QP", 2), ("SRQ", 0), ("CQ", 2), ("VNIC", 0), ("STAT", 2), ("SP_TQM_RING", 0), ("FP_TQM_RING", 0),
             ("MRAV", 2), ("TIM", 0)]
 WIRE_ATTR, ERRORS_ATTR = "wire", "device_errors"
@@ -35,18 +35,19 @@ L2_RING_DEPTH = 16
 
 
 def ipv4_to_gid(ip: str) -> bytes:
-  """::ffff:a.b.c.d, the IPv4-mapped GID (reference §1.14)."""
+  """::ffff:a.b.c.d, the IPv4-mapped GID (RFC 4291 2.5.5.2; a RoCEv2 GID, IBTA annex A17)."""
   return bytes(10) + b"\xff\xff" + ipaddress.IPv4Address(ip).packed
 
 
 def gid_to_add_gid_words(gid: bytes) -> list[int]:
-  """cmdq_add_gid.gid is __be32[4] holding the GID fully byte-reversed (reference §1.12: the kernel stores gid[i] as
+  """cmdq_add_gid.gid is __be32[4] holding the GID fully byte-reversed (Linux bnxt_re qplib_sp.c
+  bnxt_qplib_add_sgid stores gid[i] as
   cpu_to_be32 of the raw GID's u32 number 3-i)."""
   return list(struct.unpack("<4I", gid[::-1]))
 
 
 def mac_to_add_gid_words(mac: bytes) -> list[int]:
-  """cmdq_add_gid.src_mac is __be16[3]: byte-swapped pairs m1 m0 m3 m2 m5 m4 in memory (reference §1.12)."""
+  """cmdq_add_gid.src_mac is __be16[3]: byte-swapped pairs m1 m0 m3 m2 m5 m4 in memory (qplib_sp.c bnxt_qplib_add_sgid)."""
   return list(struct.unpack(">3H", mac))
 
 
@@ -86,7 +87,7 @@ class BNXTDev(DeviceBase):
     self.mac, self.port_id = bytes(caps.mac_address), caps.port_id
     self.hwrm.call("func_drv_rgtr")
     qcfg = self.hwrm.call("func_qcfg", fid=FID_SELF)
-    self.db_off = qcfg.legacy_l2_db_size_kb * 1024    # P7: kernel bnxt_hwrm_func_qcfg (reference §1.7)
+    self.db_off = qcfg.legacy_l2_db_size_kb * 1024    # P7: kernel bnxt_hwrm_func_qcfg
     self.qp_count = 0
     self._backing_store()
     self._rcfw_bringup()

@@ -1,6 +1,6 @@
 """RC queue pairs, completion queues and memory regions over the RCFW channel; RDMA WRITE on the send queue.
 
-Formats (reference bnxt_roce.md §1.9-1.13, roce_hsi.h): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus one `sq_sge`
+Formats (roce_hsi.h; Linux bnxt_re qplib_fp.c bnxt_qplib_post_send): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus one `sq_sge`
 (16 B) = 3 slots of 16 B; the SQ is created in variable-WQE mode (sizes and the doorbell index count slots, as the
 kernel does on P7); for hardware retransmission each WQE also gets an 8-byte `sq_msn_search` entry (start slot, start
 PSN, next PSN) in the MSN table that follows the SQ pages. A `cq_req` CQE (32 B) is new when its toggle bit equals
@@ -21,7 +21,7 @@ SLOT = 16
 CQE_SIZE = 32
 CQ_DEPTH = 16
 SQ_SLOTS = 256               # the kernel aligns variable-mode SQs to 256 slots
-MSN_ENTRIES = SQ_SLOTS // 2  # kernel: roundup_pow2(sq slots) / 2 in variable mode (reference §1.10)
+MSN_ENTRIES = SQ_SLOTS // 2  # kernel: roundup_pow2(sq slots) / 2 in variable mode (qplib_fp.c bnxt_qplib_create_qp)
 WRITE_WQE_SLOTS = 3
 STATES = {getattr(hsi, f"CMDQ_MODIFY_QP_NEW_STATE_{s}"): s for s in ("RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")}
 CQ_STATUS = {getattr(hsi, n): n[len("CQ_REQ_STATUS_"):] for n in dir(hsi) if n.startswith("CQ_REQ_STATUS_")}
@@ -64,7 +64,7 @@ def register_mr(dev, buf: DMABuffer, access: int | None = None) -> int:
 
 class BNXTQP:
   """One RC QP with its own CQ (send completions only). timeout is the IB local ACK timeout exponent (4.096 us *
-  2**timeout; 16 = 268 ms; 0 = no ACK timer, as in the reference driver), retry_cnt the retransmissions allowed."""
+  2**timeout; 16 = 268 ms; 0 = no ACK timer), retry_cnt the retransmissions allowed."""
 
   def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7):
     if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")

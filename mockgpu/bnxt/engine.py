@@ -1,6 +1,6 @@
 """The mock NIC's RoCE data path: the requester (SQ doorbell -> WQEs; a transmit thread that sends their RDMA WRITE
 packets within a window; ACK/NAK -> CQEs; an ACK timer with go-back-N retransmission) and the responder (PSN, QP
-state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: reference bnxt_roce.md §2.5 and §3.6;
+state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: IBTA vol. 1 ch. 9.7 (reliable service) and mockgpu/bnxt/README.md;
 formats: roce_hsi.h via the generated bindings.
 
 The SQ doorbell checks and takes WQEs and sends at most one batch of packets, so the driver's MMIO write returns at
@@ -26,7 +26,7 @@ NAK_TO_STATUS = {fr.AETH_NAK_INVALID_REQ: hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUE
                  fr.AETH_NAK_REMOTE_ACCESS: hsi.CQ_REQ_STATUS_REMOTE_ACCESS_ERR,
                  fr.AETH_NAK_REMOTE_OP: hsi.CQ_REQ_STATUS_REMOTE_OPERATION_ERR}
 MR_REMOTE_WRITE = hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE     # MR encoding (0x4)
-QP_REMOTE_WRITE = hsi.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE       # QP encoding (0x2): they differ (reference §1.12)
+QP_REMOTE_WRITE = hsi.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE       # QP encoding (0x2): they differ (roce_hsi.h)
 TIMER_TICK_S = 0.005
 TX_BATCH = 32               # packets sent per hold of the NIC lock: the receive thread gets its turn in between
 FRAME_OVERHEAD = 1024       # what a datagram costs a socket buffer beyond its payload (headers, kernel bookkeeping)
@@ -112,7 +112,7 @@ class Engine:
 
   def _fail_in_turn(self, qp: QP, start: int, status: int) -> None:
     """A WQE failed when taken: it completes with its error after every WQE before it has completed (completions
-    are in SQ order, IBA 10.8.5), then the QP moves to the error state and flushes what follows."""
+    are in SQ order: IBTA vol. 1 ch. 10 work completions), then the QP moves to the error state and flushes what follows."""
     qp.outstanding.append(Outstanding(qp.posted, 0, qp.sq_cons, True, 0, 0, 0, [], start, status=status))
     if len(qp.outstanding) == 1: self._retire_through(qp, qp.una)
 
@@ -239,7 +239,7 @@ class Engine:
       return 0
 
   def _packet(self, qp: QP, o: Outstanding, n: int, ackreq: bool) -> bytes:
-    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY of RDMA WRITE or SEND (IBA 9.4.1, 9.4.3), its payload read
+    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY of RDMA WRITE or SEND (IBTA vol. 1 ch. 9.4), its payload read
     from the SGEs now."""
     off = n * qp.pmtu
     size = min(qp.pmtu, o.length - off)
@@ -296,7 +296,7 @@ class Engine:
 
   def to_error(self, qp: QP) -> None:
     """The QP enters the error state: every WQE not yet completed on either queue completes as flushed, in order
-    (IBA 10.3.1 Error state), and so does every WQE posted later (the doorbells flush them)."""
+    (IBTA vol. 1 ch. 10, the Error state; libibverbs ibv_poll_cq(3) IBV_WC_WR_FLUSH_ERR), and so does every WQE posted later (the doorbells flush them)."""
     qp.state = "ERR"
     for o in qp.outstanding: self._retire(qp, o, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
     qp.outstanding = []
@@ -356,7 +356,7 @@ class Engine:
 
   def _rnr_nak(self, qp: QP, f: fr.RoceFrame, packet: int | None) -> None:
     """The responder had no RECV WQE for the SEND at f.psn: everything before it is acknowledged; the requester
-    resends from there after a pause, at most rnr_retry times without progress (7: without limit; IBA 9.7.5.2.8).
+    resends from there after a pause, at most rnr_retry times without progress (7: without limit, libibverbs ibv_modify_qp(3)).
     The pause is RNR_PAUSE_S, not the responder's RNR timer code (a deliberate leniency, mockgpu/bnxt/README.md)."""
     if packet is None:
       self.drop("stale_nak", f"RNR NAK at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")

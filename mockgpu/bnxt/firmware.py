@@ -1,7 +1,7 @@
 """The mock Thor2 firmware: HWRM (CHIMP) and RCFW command handlers over the object tables in state.py.
 
-Layouts are the generated bnxt bindings (bnxt_hsi.h, roce_hsi.h); behaviour follows shared/reference/bnxt_roce.md
-§1.2-1.6 and §3.5/3.9 (what a faithful mock validates).
+Layouts are the generated bnxt bindings (bnxt_hsi.h, roce_hsi.h); behaviour, with its Linux sources and its deliberate
+leniencies and strictness: mockgpu/bnxt/README.md.
 """
 from __future__ import annotations
 
@@ -402,7 +402,7 @@ class Firmware:
     if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_PKEY: qp.pkey = req.pkey
     if new == "RTR" and qp.state == "INIT":
       ntype = req.network_type_en_sqd_async_notify_new_state & hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_MASK
-      dgid = struct.pack("<4I", *req.dgid)         # plain network byte order (reference §1.12)
+      dgid = struct.pack("<4I", *req.dgid)         # network byte order (qplib_fp.c bnxt_qplib_modify_qp)
       if ntype == hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 and dgid[:12] != bytes(10) + b"\xff\xff":
         raise ModelError(f"dgid {dgid.hex()} is not IPv4-mapped but the network type is RoCEv2/IPv4")
       if req.sgid_index not in self.gids: raise ModelError(f"sgid_index {req.sgid_index} is not in the GID table")
@@ -444,7 +444,7 @@ class Firmware:
     return key
 
   def _add_gid(self, req):
-    gid = struct.pack("<4I", *req.gid)[::-1]   # stored fully byte-reversed (reference §1.12)
+    gid = struct.pack("<4I", *req.gid)[::-1]   # fully byte-reversed (qplib_sp.c bnxt_qplib_add_sgid)
     mac = struct.pack(">3H", *req.src_mac)     # byte-swapped pairs
     if mac != self.nic.mac: self.nic.error(f"add_gid: src_mac {mac.hex(':')} is not the port MAC {self.nic.mac.hex(':')}")
     idx = len(self.gids)

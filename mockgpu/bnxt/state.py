@@ -5,7 +5,7 @@ import dataclasses
 import struct
 
 PAGE = 4096
-PTE_VALID, PTE_LAST, PTE_NEXT_TO_LAST = 0x1, 0x2, 0x4   # reference bnxt_roce.md §1.8 (kernel PTU_PTE_*)
+PTE_VALID, PTE_LAST, PTE_NEXT_TO_LAST = 0x1, 0x2, 0x4   # roce_hsi.h PTU_PTE_*
 PSN_MASK = 0xFFFFFF
 
 
@@ -162,8 +162,8 @@ class QP:
   rq_prod: int = 0
   rq_cons: int = 0
   rx_send: object = None
-  min_rnr_timer: int = 0  # the RNR timer code this responder sends in its RNR NAKs (IBA table 45)
-  rnr_retry: int = 0      # RNR NAKs tolerated without progress (7: without limit, IBA 9.7.5.2.8)
+  min_rnr_timer: int = 0  # the RNR timer code this responder sends in its RNR NAKs (IBTA vol. 1 Table 45)
+  rnr_retry: int = 0      # RNR NAKs tolerated without progress (7: without limit, libibverbs ibv_modify_qp(3))
   rnr_retries: int = 0
   rnr_until: float = 0.0  # after an RNR NAK the requester waits until then before resending
   sq_pbl: int = 0         # the SQ page list as CREATE_QP gave it

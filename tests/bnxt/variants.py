@@ -154,6 +154,6 @@ class SendRecvQP(BNXTQP):
     super().__init__(dev, **kw)
 
   def _modify(self, state: str, mask: int, **fields) -> None:
-    if state == "RTR": fields["min_rnr_timer"] = 1      # IBA table 45 code 1: 0.01 ms
+    if state == "RTR": fields["min_rnr_timer"] = 1      # IBTA vol. 1 Table 45 code 1: 0.01 ms
     if state == "RTS": fields["rnr_retry"] = self.rnr_retry_cnt
     super()._modify(state, mask, **fields)
