@@ -1,6 +1,7 @@
 """BNXTDev: a Broadcom NetXtreme-E (P7 "Thor2", BCM57608) function driven from userspace for RoCEv2.
 
-Bring-up order (Linux bnxt_en's probe and bnxt_re's bnxt_re_dev_init): HWRM ver_get, func_reset, func_qcaps (MAC, port), func_drv_rgtr, func_qcfg
+Bring-up order (Linux bnxt_en's probe and bnxt_re's bnxt_re_dev_init): HWRM ver_get, func_reset, func_qcaps (MAC,
+port), func_drv_rgtr, func_qcfg
 (doorbell offset); backing store (qcaps_v2/cfg_v2 per context type); CREQ ring + RCFW CMDQ, stat context,
 initialize_fw, a completion NQ; the L2 ingress path (completion ring, RX ring, vnic, MAC filter) that RoCE receive
 needs; then add_gid for the function's IPv4 address.

@@ -1,6 +1,7 @@
 """RC queue pairs, completion queues and memory regions over the RCFW channel; RDMA WRITE on the send queue.
 
-Formats (roce_hsi.h; Linux bnxt_re qplib_fp.c bnxt_qplib_post_send): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus one `sq_sge`
+Formats (roce_hsi.h; Linux bnxt_re qplib_fp.c bnxt_qplib_post_send): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus
+one `sq_sge`
 (16 B) = 3 slots of 16 B; the SQ is created in variable-WQE mode (sizes and the doorbell index count slots, as the
 kernel does on P7); for hardware retransmission each WQE also gets an 8-byte `sq_msn_search` entry (start slot, start
 PSN, next PSN) in the MSN table that follows the SQ pages. A `cq_req` CQE (32 B) is new when its toggle bit equals
@@ -89,8 +90,8 @@ class BNXTQP:
     self._modify("INIT", MASK_INIT, access=QP_ACCESS, pkey=0xFFFF)
 
   def _sq_layout(self) -> tuple[int, int, int, int]:
-    """Allocate the SQ (self.sq, self.msn_off, self.msn_entries, self.sq_prod); returns CREATE_QP's (sq_size, page-table level,
-    page-table base, qp_flags). Variable-WQE mode: SQ_SLOTS 16-byte slots, then the MSN table on the following page,
+    """Allocate the SQ (self.sq, self.msn_off, self.msn_entries, self.sq_prod); returns CREATE_QP's (sq_size,
+    page-table level, page-table base, qp_flags). Variable-WQE mode: SQ_SLOTS 16-byte slots, then the MSN table on the following page,
     all in one queue page list (qplib_fp.c bnxt_qplib_create_qp: the table is the queue's aux area)."""
     self.sq = self.dev._dma(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
     self.msn_off, self.msn_entries = SQ_SLOTS * SLOT, MSN_ENTRIES

@@ -1,6 +1,7 @@
 """The mock NIC's RoCE data path: the requester (SQ doorbell -> WQEs; a transmit thread that sends their RDMA WRITE
 packets within a window; ACK/NAK -> CQEs; an ACK timer with go-back-N retransmission) and the responder (PSN, QP
-state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: IBTA vol. 1 ch. 9.7 (reliable service) and mockgpu/bnxt/README.md;
+state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: IBTA vol. 1 ch. 9.7 (reliable service)
+and mockgpu/bnxt/README.md;
 formats: roce_hsi.h via the generated bindings.
 
 The SQ doorbell checks and takes WQEs and sends at most one batch of packets, so the driver's MMIO write returns at
@@ -112,7 +113,8 @@ class Engine:
 
   def _fail_in_turn(self, qp: QP, start: int, status: int) -> None:
     """A WQE failed when taken: it completes with its error after every WQE before it has completed (completions
-    are in SQ order: IBTA vol. 1 ch. 10 work completions), then the QP moves to the error state and flushes what follows."""
+    are in SQ order: IBTA vol. 1 ch. 10 work completions), then the QP moves to the error state and flushes what
+    follows."""
     qp.outstanding.append(Outstanding(qp.posted, 0, qp.sq_cons, True, 0, 0, 0, [], start, status=status))
     if len(qp.outstanding) == 1: self._retire_through(qp, qp.una)
 
@@ -155,7 +157,8 @@ class Engine:
                        f"{' and '.join(f'{_wqe_name(t)} ({t:#x})' for t in MODELLED_WQES)} only")
     op = MODELLED_WQES[head.wqe_type]
     if op == "WRITE" and head.wqe_size < 3:
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"{where}: wqe_size {head.wqe_size} leaves no room for an SGE")
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where}: wqe_size {head.wqe_size} leaves no room for an SGE")
     if qp.variable: raw = self._wqe_bytes(qp, start, head.wqe_size)
     sges, total = [], 0
     for i in range(head.wqe_size - 2):
@@ -296,7 +299,8 @@ class Engine:
 
   def to_error(self, qp: QP) -> None:
     """The QP enters the error state: every WQE not yet completed on either queue completes as flushed, in order
-    (IBTA vol. 1 ch. 10, the Error state; libibverbs ibv_poll_cq(3) IBV_WC_WR_FLUSH_ERR), and so does every WQE posted later (the doorbells flush them)."""
+    (IBTA vol. 1 ch. 10, the Error state; libibverbs ibv_poll_cq(3) IBV_WC_WR_FLUSH_ERR), and so does every WQE
+    posted later (the doorbells flush them)."""
     qp.state = "ERR"
     for o in qp.outstanding: self._retire(qp, o, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
     qp.outstanding = []
@@ -356,7 +360,8 @@ class Engine:
 
   def _rnr_nak(self, qp: QP, f: fr.RoceFrame, packet: int | None) -> None:
     """The responder had no RECV WQE for the SEND at f.psn: everything before it is acknowledged; the requester
-    resends from there after a pause, at most rnr_retry times without progress (7: without limit, libibverbs ibv_modify_qp(3)).
+    resends from there after a pause, at most rnr_retry times without progress (7: without limit, libibverbs
+    ibv_modify_qp(3)).
     The pause is RNR_PAUSE_S, not the responder's RNR timer code (a deliberate leniency, mockgpu/bnxt/README.md)."""
     if packet is None:
       self.drop("stale_nak", f"RNR NAK at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")

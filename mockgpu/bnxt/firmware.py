@@ -362,8 +362,10 @@ class Firmware:
       # WQE of a PSN there), so CREATE_QP succeeds and a retransmission faults (engine.Engine._msn_entry)
       sq_pages = (sq_bytes + PAGE - 1) // PAGE
       pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, sq_pages, "SQ")
-      msn_fault = f"the SQ page list (level {level} at {req.sq_pbl:#x}) describes the SQ's {sq_pages} page(s) only ({e})"
-      self.nic.log(f"create_qp: {msn_fault}; the MSN table at byte {msn_off} is outside it, read only on retransmission")
+      msn_fault = (f"the SQ page list (level {level} at {req.sq_pbl:#x}) describes the SQ's {sq_pages} page(s) "
+                   f"only ({e})")
+      self.nic.log(f"create_qp: {msn_fault}; the MSN table at byte {msn_off} is outside it, read only on "
+                   f"retransmission")
       total = sq_bytes
     rq = self._create_rq(req)
     qpn = self.next_qpn
@@ -376,7 +378,8 @@ class Firmware:
 
   def _create_rq(self, req) -> dict:
     """The receive queue's fields of the QP (recv.py has the layout and its sources); none when rq_size is 0."""
-    if req.qp_flags & hsi.CMDQ_CREATE_QP_QP_FLAGS_SRQ_USED: raise ModelError("SRQ_USED: shared receive queues are not modelled")
+    if req.qp_flags & hsi.CMDQ_CREATE_QP_QP_FLAGS_SRQ_USED:
+      raise ModelError("qp_flags SRQ_USED: shared receive queues are not modelled")
     if not req.rq_size: return {}
     nsge = (req.rq_fwo_rq_sge >> hsi.CMDQ_CREATE_QP_RQ_SGE_SFT) & hsi.CMDQ_CREATE_QP_RQ_SGE_MASK
     if not 1 <= nsge <= 6: raise ModelError(f"rq_sge {nsge}: a RECV WQE holds 1 to 6 SGEs")

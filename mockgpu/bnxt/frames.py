@@ -1,11 +1,12 @@
 """RoCEv2 frames: Ethernet II / IPv4 / UDP 4791 / BTH [/ RETH] [/ AETH] / payload / pad / ICRC.
 
-Layouts follow the InfiniBand Architecture Specification vol. 1 (Annex A17 "RoCEv2"; BTH 9.2, RETH 9.3.3, AETH 9.3.5)
+Layouts follow the InfiniBand Architecture Specification vol. 1 (Annex A17 "RoCEv2"; BTH 9.2, RETH 9.3.3, AETH 9.3.5).
 Every header is big-endian, the ICRC alone is stored little-endian.
 
-ICRC (IBTA vol. 1 invariant CRC, as annex A17 applies it to RoCEv2): CRC-32 (IEEE 802.3, zlib.crc32) over 8 bytes of 0xff standing in for the IB LRH, then the IPv4
-header with TOS, TTL and header checksum masked to all-ones, the UDP header with its checksum masked to all-ones, the
-BTH with byte 4 (FECN/BECN/reserved) masked to 0xff, then the rest of the packet up to the ICRC.
+ICRC (IBTA vol. 1 invariant CRC, as annex A17 applies it to RoCEv2): CRC-32 (IEEE 802.3, zlib.crc32) over 8 bytes of
+0xff standing in for the IB LRH, then the IPv4 header with TOS, TTL and header checksum masked to all-ones, the UDP
+header with its checksum masked to all-ones, the BTH with byte 4 (FECN/BECN/reserved) masked to 0xff, then the rest of
+the packet up to the ICRC.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ RC_RDMA_WRITE_ONLY = 0x0a
 RC_ACKNOWLEDGE = 0x11
 RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_ONLY = 0x00, 0x01, 0x02, 0x04
 OPCODE_NAMES = {RC_RDMA_WRITE_FIRST: "RDMA_WRITE_FIRST", RC_RDMA_WRITE_MIDDLE: "RDMA_WRITE_MIDDLE",
-                RC_RDMA_WRITE_LAST: "RDMA_WRITE_LAST", RC_RDMA_WRITE_ONLY: "RDMA_WRITE_ONLY", RC_ACKNOWLEDGE: "ACKNOWLEDGE",
+                RC_RDMA_WRITE_LAST: "RDMA_WRITE_LAST", RC_RDMA_WRITE_ONLY: "RDMA_WRITE_ONLY",
+                RC_ACKNOWLEDGE: "ACKNOWLEDGE",
                 RC_SEND_FIRST: "SEND_FIRST", RC_SEND_MIDDLE: "SEND_MIDDLE", RC_SEND_LAST: "SEND_LAST",
                 RC_SEND_ONLY: "SEND_ONLY"}
 WITH_RETH = (RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_ONLY)
