@@ -331,3 +331,34 @@ def test_reference_layout_two_processes_on_the_udp_wire(mock, tmp_path):
   assert rows[3]["bth.destqp"] == qp.qpn and rows[3]["aeth.syndrome"] == 0x1f
   assert all(fr.check_icrc(f) for f in read_pcap(pcap))
   assert nic.errors == []
+
+
+def test_static_mode_retransmission_reads_the_msn_table_in_slots(mock):
+  """A dropped packet: the requester finds the WQE through the MSN entry (start_idx 8 per static WQE) and resends."""
+  os, nic = mock(seed=30, faults="drop=3")
+  dev = open_dev(os, nic)
+  a, b = StaticQP(dev, sq_wqes=32, timeout=10), BNXTQP(dev)
+  a.connect(b.qpn, dev.gid, dev.mac)
+  b.connect(a.qpn, dev.gid, dev.mac)
+  dev.set_loopback(True)
+  src, dst, lk, rk = buffers(dev)
+  for i in range(3):
+    src.write(0, pattern(64, i))
+    a.rdma_write(dst.va + 64 * i, rk, src.va, lk, 64)
+    assert dst.read(64 * i, 64) == pattern(64, i)
+  assert nic.phy.stats["fault_dropped"] == 1 and any("retransmission 1/" in m for m in nic.messages)
+  assert nic.errors == []
+
+
+def test_modify_qp_to_error_flushes_the_posted_recvs(mock):
+  os, nic = mock(seed=31)
+  dev = open_dev(os, nic)
+  a, b = pair(dev, SendRecvQP)
+  src, dst, lk, dk = buffers(dev)
+  b.post_recv([(dst.va, dk, 64)], wr_id=1)
+  b.post_recv([(dst.va + 64, dk, 64)], wr_id=2)
+  b._modify("ERR", hsi.CMDQ_MODIFY_QP_MODIFY_MASK_STATE)
+  got = [b.poll_recv(2.0) for _ in range(2)]
+  assert [(c.status, c.srq_or_rq_wr_id) for c in got] == [(hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR, 1),
+                                                          (hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR, 2)]
+  assert nic.errors == []
