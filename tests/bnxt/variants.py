@@ -13,10 +13,13 @@ hwq->prod / max_slot, max_slot 8, so it counts WQEs; bnxt_qplib_fill_msn_search:
 """
 from __future__ import annotations
 
+import struct
+
 from hcq.autogen import bnxt as hsi
 from hcq.drivers.bnxt import doorbell
 from hcq.drivers.bnxt.device import BNXTDev
 from hcq.drivers.bnxt.dma import PAGE
+from hcq.drivers.bnxt.poll import poll_until
 from hcq.drivers.bnxt.qp import SLOT, BNXTQP
 
 STATIC_WQE = 128                   # roce_hsi.h struct sq_send
@@ -69,7 +72,6 @@ class StaticQP(BNXTQP):
 def write_wqe(qp: BNXTQP, wqe_type: int, remote_va: int, rkey: int, local_va: int, lkey: int, size: int,
               signalled: bool = True) -> None:
   """Place one WQE of any type with one SGE (an sq_rdma_hdr-shaped header) and its MSN entry, without ringing."""
-  import struct
   hdr = hsi.struct_sq_rdma_hdr(wqe_type=wqe_type, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP if signalled else 0,
                                wqe_size=3, length=size, remote_va=remote_va, remote_key=rkey)
   start = qp._place(bytes(hdr) + bytes(hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size)))
@@ -124,7 +126,6 @@ class SendRecvQP(BNXTQP):
 
   def post_send(self, local_va: int, lkey: int, size: int) -> None:
     """One signalled SEND (one SGE) and its MSN entry; rings the SQ doorbell."""
-    import struct
     hdr = hsi.struct_sq_send_hdr(wqe_type=hsi.SQ_BASE_WQE_TYPE_SEND, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP,
                                  wqe_size=3, length=size)
     start = self._place(bytes(hdr) + bytes(hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size)))
@@ -138,8 +139,6 @@ class SendRecvQP(BNXTQP):
 
   def poll_recv(self, timeout_s: float):
     """The next cq_res_rc on the receive CQ."""
-    from hcq.drivers.bnxt.poll import poll_until
-
     def poll():
       cqe = hsi.struct_cq_res_rc.from_buffer_copy(self.rcq.read(self.rcq_cons.slot * 32, 32))
       if (cqe.cqe_type_toggle & hsi.CQ_RES_RC_TOGGLE) != 1 - self.rcq_cons.epoch: return False, "no CQE"
