@@ -1,6 +1,7 @@
 """BNXTDev: a Broadcom NetXtreme-E (P7 "Thor2", BCM57608) function driven from userspace for RoCEv2.
 
-Bring-up order (reference bnxt_roce.md §0): HWRM ver_get, func_reset, func_qcaps (MAC, port), func_drv_rgtr, func_qcfg
+Bring-up order (Linux bnxt_en's probe and bnxt_re's bnxt_re_dev_init): HWRM ver_get, func_reset, func_qcaps (MAC,
+port), func_drv_rgtr, func_qcfg
 (doorbell offset); backing store (qcaps_v2/cfg_v2 per context type); CREQ ring + RCFW CMDQ, stat context,
 initialize_fw, a completion NQ; the L2 ingress path (completion ring, RX ring, vnic, MAC filter) that RoCE receive
 needs; then add_gid for the function's IPv4 address.
@@ -24,7 +25,7 @@ from .rcfw import CREQ_DEPTH, CREQ_ENTRY, RCFWChannel
 PCI_VENDOR_BROADCOM = 0x14E4
 THOR2_DEVICE_IDS = (0x1760,)          # BCM57608 (bnxt_en's PCI table)
 
-# backing store context types the function needs, with the extra entries the reference adds (reference §0 step 3)
+# backing store context types the function needs, with a few spare entries beyond the firmware's split totals
 BS_TYPES = [("QP", 2), ("SRQ", 0), ("CQ", 2), ("VNIC", 0), ("STAT", 2), ("SP_TQM_RING", 0), ("FP_TQM_RING", 0),
             ("MRAV", 2), ("TIM", 0)]
 WIRE_ATTR, ERRORS_ATTR = "wire", "device_errors"
@@ -35,18 +36,19 @@ L2_RING_DEPTH = 16
 
 
 def ipv4_to_gid(ip: str) -> bytes:
-  """::ffff:a.b.c.d, the IPv4-mapped GID (reference §1.14)."""
+  """::ffff:a.b.c.d, the IPv4-mapped GID (RFC 4291 2.5.5.2; a RoCEv2 GID, IBTA annex A17)."""
   return bytes(10) + b"\xff\xff" + ipaddress.IPv4Address(ip).packed
 
 
 def gid_to_add_gid_words(gid: bytes) -> list[int]:
-  """cmdq_add_gid.gid is __be32[4] holding the GID fully byte-reversed (reference §1.12: the kernel stores gid[i] as
+  """cmdq_add_gid.gid is __be32[4] holding the GID fully byte-reversed (Linux bnxt_re qplib_sp.c
+  bnxt_qplib_add_sgid stores gid[i] as
   cpu_to_be32 of the raw GID's u32 number 3-i)."""
   return list(struct.unpack("<4I", gid[::-1]))
 
 
 def mac_to_add_gid_words(mac: bytes) -> list[int]:
-  """cmdq_add_gid.src_mac is __be16[3]: byte-swapped pairs m1 m0 m3 m2 m5 m4 in memory (reference §1.12)."""
+  """cmdq_add_gid.src_mac is __be16[3]: byte-swapped pairs m1 m0 m3 m2 m5 m4 in memory (qplib_sp.c bnxt_qplib_add_sgid)."""
   return list(struct.unpack(">3H", mac))
 
 
@@ -86,7 +88,7 @@ class BNXTDev(DeviceBase):
     self.mac, self.port_id = bytes(caps.mac_address), caps.port_id
     self.hwrm.call("func_drv_rgtr")
     qcfg = self.hwrm.call("func_qcfg", fid=FID_SELF)
-    self.db_off = qcfg.legacy_l2_db_size_kb * 1024    # P7: kernel bnxt_hwrm_func_qcfg (reference §1.7)
+    self.db_off = qcfg.legacy_l2_db_size_kb * 1024    # P7: kernel bnxt_hwrm_func_qcfg
     self.qp_count = 0
     self._backing_store()
     self._rcfw_bringup()
@@ -122,10 +124,7 @@ class BNXTDev(DeviceBase):
       for j, inst in enumerate(instances):
         buf = self._dma(max(1, n * q.entry_size), f"backing store {name}.{inst}")
         if q.flags & hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT and q.ctx_init_value:
-          # the init offset counts 4-byte units (kernel bnxt_init_ctx_mem); 0 offset means fill everything
-          if q.ctx_init_offset == 0: buf.view[:] = bytes([q.ctx_init_value]) * buf.size
-          else:
-            for e in range(n): buf.view[e * q.entry_size + 4 * q.ctx_init_offset] = q.ctx_init_value
+          self._ctx_init(buf, n, q.entry_size, q.ctx_init_value, q.ctx_init_offset)
         pt = self._pbl(buf, what=f"backing store {name}")
         last = i == len(BS_TYPES) - 1 and j == len(instances) - 1
         self.hwrm.call("func_backing_store_cfg_v2", type=kind, instance=inst, page_dir=pt.base, num_entries=n,
@@ -133,6 +132,15 @@ class BNXTDev(DeviceBase):
                        split_entry_0=q.split_entry_0, split_entry_1=q.split_entry_1, split_entry_2=q.split_entry_2,
                        split_entry_3=q.split_entry_3,
                        flags=hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE if last else 0)
+
+  @staticmethod
+  def _ctx_init(buf: DMABuffer, n: int, entry_size: int, value: int, offset: int) -> None:
+    """The context-init byte of every entry: ctx_init_offset counts 4-byte units (bnxt_en bnxt.c
+    bnxt_init_ctx_initializer stores init_offset * 4; bnxt_init_ctx_mem writes each entry's byte there); 0 offset
+    means fill everything."""
+    if offset == 0: buf.view[:] = bytes([value]) * buf.size
+    else:
+      for e in range(n): buf.view[e * entry_size + 4 * offset] = value
 
   def _ring_alloc(self, ring_type: int, depth: int, entry: int, what: str, **fields) -> tuple[int, DMABuffer]:
     buf = self._dma(depth * entry, what)

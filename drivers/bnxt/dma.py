@@ -1,7 +1,7 @@
 """DMA memory for the NIC and the page tables (PBLs) that describe it.
 
 Memory comes from the OS interface (anonymous pages, their physical addresses from phys_addrs); the driver never assumes
-that two pages are physically contiguous. Page-table bits: reference bnxt_roce.md §1.8 (the kernel's PTU_PTE_VALID 0x1,
+that two pages are physically contiguous. Page-table bits: roce_hsi.h (PTU_PTE_VALID 0x1,
 PTU_PTE_LAST 0x2, PTU_PTE_NEXT_TO_LAST 0x4, PTU_PDE_VALID 0x1); levels: 0 = the base is the page itself, 1 = a table of
 up to 512 PTEs, 2 = a table of PDEs pointing at PTE tables.
 """
@@ -63,7 +63,8 @@ class DMABuffer:
 
 class PageTable:
   """Describes a list of pages to the NIC: .level and .base for the command that takes it. queue=True marks the last
-  PTE LAST and the one before NEXT_TO_LAST, as the kernel does for queue memory (reference §1.8)."""
+  PTE LAST and the one before NEXT_TO_LAST, as the kernel does for queue memory (qplib_res.c
+  bnxt_qplib_alloc_init_hwq)."""
 
   def __init__(self, os, pages: list[int], queue: bool = False, what: str = "page table"):
     self.tables: list[DMABuffer] = []

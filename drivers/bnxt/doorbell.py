@@ -1,4 +1,5 @@
-"""RoCE doorbells: one 64-bit little-endian store to BAR2 + db_off (reference bnxt_roce.md §1.7; bnxt_hsi.h `dbc_dbc`):
+"""RoCE doorbells: one 64-bit little-endian store to BAR2 + db_off (bnxt_hsi.h `dbc_dbc`; Linux bnxt_re
+qplib_res.h bnxt_qplib_ring_prod_db):
 
   bits  0-23  index (producer for SQ, consumer for CQ/NQ/CREQ)     DBC_DBC_INDEX_MASK
   bit  24     epoch: the wrap parity of that index                 DBC_DBC_EPOCH (kernel BNXT_QPLIB_DBR_EPOCH_SHIFT 24)

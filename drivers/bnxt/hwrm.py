@@ -1,4 +1,4 @@
-"""The HWRM (CHIMP) command channel in BAR0 (reference bnxt_roce.md §1.2, kernel bnxt_hwrm.c):
+"""The HWRM (CHIMP) command channel in BAR0 (Linux bnxt_en bnxt_hwrm.c __hwrm_send):
 
   request  : written as 32-bit words into the window at BAR0+0x000, zero-filled to the window length (128 bytes)
   trigger  : 1 written to BAR0+0x100

@@ -1,6 +1,7 @@
 """RC queue pairs, completion queues and memory regions over the RCFW channel; RDMA WRITE on the send queue.
 
-Formats (reference bnxt_roce.md §1.9-1.13, roce_hsi.h): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus one `sq_sge`
+Formats (roce_hsi.h; Linux bnxt_re qplib_fp.c bnxt_qplib_post_send): an RDMA WRITE WQE is `sq_rdma_hdr` (32 B) plus
+one `sq_sge`
 (16 B) = 3 slots of 16 B; the SQ is created in variable-WQE mode (sizes and the doorbell index count slots, as the
 kernel does on P7); for hardware retransmission each WQE also gets an 8-byte `sq_msn_search` entry (start slot, start
 PSN, next PSN) in the MSN table that follows the SQ pages. A `cq_req` CQE (32 B) is new when its toggle bit equals
@@ -21,7 +22,7 @@ SLOT = 16
 CQE_SIZE = 32
 CQ_DEPTH = 16
 SQ_SLOTS = 256               # the kernel aligns variable-mode SQs to 256 slots
-MSN_ENTRIES = SQ_SLOTS // 2  # kernel: roundup_pow2(sq slots) / 2 in variable mode (reference §1.10)
+MSN_ENTRIES = SQ_SLOTS // 2  # kernel: roundup_pow2(sq slots) / 2 in variable mode (qplib_fp.c bnxt_qplib_create_qp)
 WRITE_WQE_SLOTS = 3
 STATES = {getattr(hsi, f"CMDQ_MODIFY_QP_NEW_STATE_{s}"): s for s in ("RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")}
 CQ_STATUS = {getattr(hsi, n): n[len("CQ_REQ_STATUS_"):] for n in dir(hsi) if n.startswith("CQ_REQ_STATUS_")}
@@ -64,7 +65,7 @@ def register_mr(dev, buf: DMABuffer, access: int | None = None) -> int:
 
 class BNXTQP:
   """One RC QP with its own CQ (send completions only). timeout is the IB local ACK timeout exponent (4.096 us *
-  2**timeout; 16 = 268 ms; 0 = no ACK timer, as in the reference driver), retry_cnt the retransmissions allowed."""
+  2**timeout; 16 = 268 ms; 0 = no ACK timer), retry_cnt the retransmissions allowed."""
 
   def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7):
     if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")
@@ -75,22 +76,33 @@ class BNXTQP:
                       pg_size_lvl=hsi.CMDQ_CREATE_CQ_LVL_LVL_0 | hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
                       cq_fco_cnq_id=dev.nq_id & hsi.CMDQ_CREATE_CQ_CNQ_ID_MASK)
     self.cq_id = r.xid
-    # SQ: SQ_SLOTS 16-byte slots, then the MSN table on the following page (the queue's aux area)
-    self.sq = dev._dma(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
-    self.msn_off = SQ_SLOTS * SLOT
-    sq_pt = dev._pbl(self.sq, queue=True, what="SQ")
+    sq_size, sq_level, sq_pbl, qp_flags = self._sq_layout()
     self.handle = self.sq.va
-    r = dev.rcfw.call("create_qp", qp_handle=self.handle, type=hsi.CMDQ_CREATE_QP_TYPE_RC,
-                      qp_flags=hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED,
-                      sq_pg_size_sq_lvl=sq_pt.level | hsi.CMDQ_CREATE_QP_SQ_PG_SIZE_PG_4K, sq_size=SQ_SLOTS,
-                      sq_fwo_sq_sge=1, scq_cid=self.cq_id, rcq_cid=self.cq_id, pd_id=0, sq_pbl=sq_pt.base)
+    fields = dict(qp_handle=self.handle, type=hsi.CMDQ_CREATE_QP_TYPE_RC, qp_flags=qp_flags,
+                  sq_pg_size_sq_lvl=sq_level | hsi.CMDQ_CREATE_QP_SQ_PG_SIZE_PG_4K, sq_size=sq_size,
+                  sq_fwo_sq_sge=1, scq_cid=self.cq_id, rcq_cid=self.cq_id, pd_id=0, sq_pbl=sq_pbl)
+    r = dev.rcfw.call("create_qp", **{**fields, **self._rq_fields()})
     self.qpn = r.xid
     self.name = f"{dev.name} QP {self.qpn:#x}"
-    self.sq_prod = doorbell.RingIndex(SQ_SLOTS)
     self.msn = 0
     self.psn = 0
     self.state = "RESET"
     self._modify("INIT", MASK_INIT, access=QP_ACCESS, pkey=0xFFFF)
+
+  def _sq_layout(self) -> tuple[int, int, int, int]:
+    """Allocate the SQ (self.sq, self.msn_off, self.msn_entries, self.sq_prod); returns CREATE_QP's (sq_size,
+    page-table level, page-table base, qp_flags). Variable-WQE mode: SQ_SLOTS 16-byte slots, then the MSN table on the following page,
+    all in one queue page list (qplib_fp.c bnxt_qplib_create_qp: the table is the queue's aux area)."""
+    self.sq = self.dev._dma(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
+    self.msn_off, self.msn_entries = SQ_SLOTS * SLOT, MSN_ENTRIES
+    self.sq_prod = doorbell.RingIndex(SQ_SLOTS)     # the doorbell's producer index, in slots
+    pt = self.dev._pbl(self.sq, queue=True, what="SQ")
+    return SQ_SLOTS, pt.level, pt.base, hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED
+
+  def _rq_fields(self) -> dict:
+    """CREATE_QP's receive-queue fields (they replace the defaults); none: this QP only sends RDMA WRITEs (a SEND to
+    it is refused)."""
+    return {}
 
   def _modify(self, state: str, mask: int, **fields) -> None:
     code = getattr(hsi, f"CMDQ_MODIFY_QP_NEW_STATE_{state}")
@@ -117,25 +129,29 @@ class BNXTQP:
                  timeout_s: float | None = None) -> None:
     """Post one signalled RDMA WRITE and wait for its completion; raises CompletionError on an error status."""
     if self.state != "RTS": raise DeviceError(f"{self.name}: RDMA WRITE refused, the QP is in {self.state}, not RTS")
-    start_slot = self.sq_prod.slot
     hdr = hsi.struct_sq_rdma_hdr(wqe_type=hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP,
                                  wqe_size=WRITE_WQE_SLOTS, length=size, remote_va=remote_va, remote_key=rkey)
     sge = hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size)
-    wqe = bytes(hdr) + bytes(sge)
-    for i in range(WRITE_WQE_SLOTS):
-      self.sq.write(((start_slot + i) % SQ_SLOTS) * SLOT, wqe[i * SLOT:(i + 1) * SLOT])
+    start_slot = self._place(bytes(hdr) + bytes(sge))
     npkts = max(1, -(-size // self.pmtu))
     entry = (start_slot << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
             (((self.psn + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | self.psn
-    self.sq.write(self.msn_off + (self.msn % MSN_ENTRIES) * 8, struct.pack("<Q", entry))
+    self.sq.write(self.msn_off + (self.msn % self.msn_entries) * 8, struct.pack("<Q", entry))
     self.msn += 1
     self.psn = (self.psn + npkts) & PSN_MASK
-    self.sq_prod.advance(WRITE_WQE_SLOTS)
     self.dev.ring_db(self.qpn, doorbell.SQ, self.sq_prod.slot, self.sq_prod.epoch)
     cqe = self.poll_cq(self.dev.timeout_s if timeout_s is None else timeout_s, f"RDMA WRITE of {size} bytes")
     if cqe.status != hsi.CQ_REQ_STATUS_OK:
       self.state = "ERR"
       raise CompletionError(self.name, cqe.status, f"RDMA WRITE of {size} bytes to {remote_va:#x} (rkey {rkey:#x})")
+
+  def _place(self, wqe: bytes) -> int:
+    """Write a WQE at the producer and advance it; returns the WQE's start slot (for its MSN table entry). Variable
+    mode: the WQE takes len/16 slots and the doorbell index counts slots (qplib_fp.c bnxt_qplib_post_send)."""
+    start, n = self.sq_prod.slot, len(wqe) // SLOT
+    for i in range(n): self.sq.write(((start + i) % SQ_SLOTS) * SLOT, wqe[i * SLOT:(i + 1) * SLOT])
+    self.sq_prod.advance(n)
+    return start
 
   def poll_cq(self, timeout_s: float, what: str):
     def poll():

@@ -1,5 +1,5 @@
 """The RCFW (RoCE firmware) command channel: CMDQ slots in host memory, responses on the CREQ ring
-(reference bnxt_roce.md §1.5-1.6; kernel qplib_rcfw.[ch]).
+(Linux bnxt_re qplib_rcfw.[ch]).
 
   BAR0 + 0x600  cmdq_init (16 bytes: cmdq_pbl, size<<2|level, creq_ring_id, prod_idx), written once
   BAR0 + 0x60c  CMDQ producer; bit 31 (FIRMWARE_FIRST_FLAG) on the first write after cmdq_init
@@ -23,7 +23,7 @@ RCFW_TRIG = RCFW_COMM_BASE + 0x100  # RCFW_COMM_TRIG_OFFSET
 RCFW_CMDQ_TRIG_VAL = 1
 FIRMWARE_FIRST_FLAG = 1 << 31
 SLOT = 16
-CMDQ_DEPTH = 16               # slots (the reference's single-page CMDQ)
+CMDQ_DEPTH = 16               # slots of a single-page CMDQ
 CREQ_DEPTH = 16
 CREQ_ENTRY = 16
 
@@ -89,7 +89,7 @@ class RCFWChannel:
         self.os.memory_barrier()
         entry = resp_t.from_buffer_copy(self.creq.read(off, ctypes.sizeof(resp_t)))
         self.creq_cons.advance()
-        # return the credit: the consumer index and its epoch (reference §1.5)
+        # return the credit: the consumer index and its epoch (qplib_rcfw.c bnxt_qplib_service_creq)
         self.ring_db(self.creq_ring_id, doorbell.NQ_ARM, self.creq_cons.slot, self.creq_cons.epoch)
         kind = ev.type & hsi.CREQ_BASE_TYPE_MASK
         if kind != hsi.CREQ_BASE_TYPE_QP_EVENT: continue

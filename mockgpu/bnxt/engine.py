@@ -1,6 +1,7 @@
 """The mock NIC's RoCE data path: the requester (SQ doorbell -> WQEs; a transmit thread that sends their RDMA WRITE
 packets within a window; ACK/NAK -> CQEs; an ACK timer with go-back-N retransmission) and the responder (PSN, QP
-state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: reference bnxt_roce.md §2.5 and §3.6;
+state, rkey, access and bounds checks; DMA into the MR; ACK or NAK). Rules: IBTA vol. 1 ch. 9.7 (reliable service)
+and mockgpu/bnxt/README.md;
 formats: roce_hsi.h via the generated bindings.
 
 The SQ doorbell checks and takes WQEs and sends at most one batch of packets, so the driver's MMIO write returns at
@@ -19,17 +20,23 @@ import time
 from ...autogen import bnxt as hsi
 from ...errors import GPUFault
 from . import frames as fr
+from . import recv
 from .state import PSN_MASK, QP, Outstanding
 
 NAK_TO_STATUS = {fr.AETH_NAK_INVALID_REQ: hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR,
                  fr.AETH_NAK_REMOTE_ACCESS: hsi.CQ_REQ_STATUS_REMOTE_ACCESS_ERR,
                  fr.AETH_NAK_REMOTE_OP: hsi.CQ_REQ_STATUS_REMOTE_OPERATION_ERR}
 MR_REMOTE_WRITE = hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE     # MR encoding (0x4)
-QP_REMOTE_WRITE = hsi.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE       # QP encoding (0x2): they differ (reference §1.12)
+QP_REMOTE_WRITE = hsi.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE       # QP encoding (0x2): they differ (roce_hsi.h)
 TIMER_TICK_S = 0.005
 TX_BATCH = 32               # packets sent per hold of the NIC lock: the receive thread gets its turn in between
 FRAME_OVERHEAD = 1024       # what a datagram costs a socket buffer beyond its payload (headers, kernel bookkeeping)
 WINDOW_MIN, WINDOW_MAX = 8, 512
+STATIC_WQE_BYTES = 128      # roce_hsi.h struct sq_send: one static-mode WQE (qplib_fp.h bnxt_qplib_set_sq_max_slot)
+RNR_PAUSE_S = 0.002
+MODELLED_WQES = {hsi.SQ_BASE_WQE_TYPE_WRITE_WQE: "WRITE", hsi.SQ_BASE_WQE_TYPE_SEND: "SEND"}
+WQE_NAMES = {getattr(hsi, n): n[len("SQ_BASE_WQE_TYPE_"):] for n in dir(hsi)
+             if n.startswith("SQ_BASE_WQE_TYPE_") and n != "SQ_BASE_WQE_TYPE_LAST"}
 
 
 def psn_le(a: int, b: int) -> bool:
@@ -87,36 +94,72 @@ class Engine:
       self.nic.error(f"SQ doorbell on QP {qpn:#x} in state {qp.state}: posting needs RTS; WQEs not executed")
       qp.sq_cons = qp.sq_prod
       return
-    while qp.sq_cons < qp.sq_prod and qp.state == "RTS":
+    while qp.sq_cons < qp.sq_prod and qp.state == "RTS" and not self._failing(qp):
       start = qp.sq_cons
       try: self._take(qp)
       except LocalError as e:
         self.nic.log(f"QP {qpn:#x}: local error {e}")
-        self.complete(qp, qp.sq_cons % qp.sq_depth, e.status)
-        self._to_error(qp)
+        self._fail_in_turn(qp, start, e.status)
       if qp.sq_cons == start: break
     # a first batch goes out now (bounded work, whatever the message size: a small write needs no thread switch);
     # the engine's thread sends the rest
     if qp.state == "RTS": self._send_or_fail(qp, TX_BATCH)
     if qp.tx_next < qp.posted: self._wake.set()
 
+  @staticmethod
+  def _failing(qp: QP) -> bool:
+    """A WQE failed when taken and waits for the WQEs before it: nothing after it is taken (it will be flushed)."""
+    return bool(qp.outstanding) and qp.outstanding[-1].status != hsi.CQ_REQ_STATUS_OK
+
+  def _fail_in_turn(self, qp: QP, start: int, status: int) -> None:
+    """A WQE failed when taken: it completes with its error after every WQE before it has completed (completions
+    are in SQ order: IBTA vol. 1 ch. 10 work completions), then the QP moves to the error state and flushes what
+    follows."""
+    qp.outstanding.append(Outstanding(qp.posted, 0, qp.sq_cons, True, 0, 0, 0, [], start, status=status))
+    if len(qp.outstanding) == 1: self._retire_through(qp, qp.una)
+
   def _wqe_bytes(self, qp: QP, slot_abs: int, nslots: int) -> bytes:
     return b"".join(qp.sq.read(((slot_abs + i) % qp.sq_depth) * 16, 16) for i in range(nslots))
 
   def _take(self, qp: QP) -> None:
-    """Check the WQE at sq_cons and queue it for transmission (its packets are built when sent)."""
+    """Check the WQE at sq_cons and queue it for transmission (its packets are built when sent).
+
+    Geometry (Linux qplib_fp.c bnxt_qplib_post_send, bnxt_qplib_required_slots; qplib_res.h bnxt_qplib_ring_prod_db,
+    which rings hwq->prod / max_slot): in variable mode a WQE takes wqe_size 16-byte slots and the doorbell index
+    counts slots (max_slot 1); in static mode every WQE takes 128 bytes (8 slots) whatever its wqe_size and the
+    doorbell index counts WQEs (max_slot = sizeof(sq_send) / sizeof(sq_sge) = 8)."""
     start = qp.sq_cons
-    head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, start, 2))
-    size = head.wqe_size if qp.variable else 8
-    if qp.variable and qp.sq_prod - start < head.wqe_size:
-      qp.sq_cons = qp.sq_prod
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"WQE of {head.wqe_size} slots beyond the producer")
-    qp.sq_cons = start + (size if qp.variable else 1)
-    if head.wqe_type != hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE:
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"WQE type {head.wqe_type:#x} is not RDMA WRITE")
-    if head.wqe_size < 3:
-      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, f"wqe_size {head.wqe_size} leaves no room for an SGE")
-    raw = self._wqe_bytes(qp, start, head.wqe_size) if qp.variable else qp.sq.read((start % qp.sq_depth) * 128, 128)
+    if qp.variable:
+      head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, start, 2))
+      where, limit = f"WQE at slot {start % qp.sq_depth}", None
+      if qp.sq_prod - start < max(1, head.wqe_size):
+        qp.sq_cons = qp.sq_prod
+        raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                         f"{where} ({_wqe_name(head.wqe_type)}) of {head.wqe_size} slots runs past the producer")
+      qp.sq_cons = start + max(1, head.wqe_size)
+    else:
+      raw = qp.sq.read((start % qp.sq_depth) * STATIC_WQE_BYTES, STATIC_WQE_BYTES)
+      head = hsi.struct_sq_rdma_hdr.from_buffer_copy(raw[:32])
+      where = f"WQE {start % qp.sq_depth} (SQ byte {(start % qp.sq_depth) * STATIC_WQE_BYTES})"
+      limit = STATIC_WQE_BYTES // 16
+      qp.sq_cons = start + 1
+    kind = _wqe_name(head.wqe_type)
+    if head.wqe_size < 2:
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where} ({kind}): wqe_size {head.wqe_size} slots, the 32-byte header alone takes 2")
+    if limit and head.wqe_size > limit:
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where} ({kind}): wqe_size {head.wqe_size} exceeds a static WQE's {limit} slots")
+    if head.wqe_type not in MODELLED_WQES:
+      # a deliberate refusal (mockgpu/bnxt/README.md): the type is named
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where}: WQE type {head.wqe_type:#x} ({kind}) is not modelled; the mock executes "
+                       f"{' and '.join(f'{_wqe_name(t)} ({t:#x})' for t in MODELLED_WQES)} only")
+    op = MODELLED_WQES[head.wqe_type]
+    if op == "WRITE" and head.wqe_size < 3:
+      raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+                       f"{where}: wqe_size {head.wqe_size} leaves no room for an SGE")
+    if qp.variable: raw = self._wqe_bytes(qp, start, head.wqe_size)
     sges, total = [], 0
     for i in range(head.wqe_size - 2):
       sge = hsi.struct_sq_sge.from_buffer_copy(raw[32 + 16 * i:48 + 16 * i])
@@ -132,25 +175,47 @@ class Engine:
       raise LocalError(hsi.CQ_REQ_STATUS_LOCAL_LENGTH_ERR, f"SGEs hold {total} bytes, the WQE says {head.length}")
     npkts = max(1, -(-head.length // qp.pmtu))
     first = qp.sq_psn
-    if qp.msn_entries:
-      idx = qp.wqe_count % qp.msn_entries
-      got = struct.unpack("<Q", qp.sq.read(qp.msn_off + idx * 8, 8))[0]
-      want = ((start % qp.sq_depth) << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
-             (((first + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | first
-      if got != want:
-        self.nic.error(f"QP {qp.qpn:#x}: MSN table entry {idx} is {got:#018x}, expected {want:#018x} "
-                       f"(start slot {start % qp.sq_depth}, PSN {first}..{first + npkts})")
+    msn = qp.wqe_count
+    # a deliberate strictness (mockgpu/bnxt/README.md): the entry is checked when the WQE is taken, although the
+    # hardware reads it only to retransmit; a table outside the SQ page list is left alone until then
+    if qp.msn_entries and not qp.msn_fault: self._msn_entry(qp, msn, start, first, npkts, "taken")
     qp.wqe_count += 1
     signalled = bool(head.flags & hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP)
-    qp.outstanding.append(Outstanding(qp.posted, npkts, qp.sq_cons, signalled, head.remote_va, head.remote_key,
-                                      head.length, sges, start))
+    remote = (head.remote_va, head.remote_key) if op == "WRITE" else (0, 0)   # sq_send_hdr has no remote address
+    qp.outstanding.append(Outstanding(qp.posted, npkts, qp.sq_cons, signalled, *remote, head.length, sges, start,
+                                      msn=msn, kind=op))
     qp.posted += npkts
     qp.sq_psn = (first + npkts) & PSN_MASK
+
+  def _msn_entry(self, qp: QP, msn: int, start: int, first: int, npkts: int, why: str) -> bool:
+    """Read and check the MSN table entry of the WQE with requester MSN msn (qplib_fp.c bnxt_qplib_fill_msn_search:
+    start_idx is the WQE's SQ slot, hwq->prod, which counts 16-byte slots in both modes: 8 per static WQE; then
+    next PSN, start PSN). False, after recording a fault naming the address, when the table is outside the SQ page
+    list or unmapped."""
+    idx = msn % qp.msn_entries
+    slot = (start % qp.sq_depth) * (1 if qp.variable else STATIC_WQE_BYTES // 16)
+    if qp.msn_fault:
+      self.nic.error(f"QP {qp.qpn:#x}: fault reading MSN table entry {idx} at {qp.msn_address(idx):#x} (WQE "
+                     f"{why}, start slot {slot}): {qp.msn_fault}")
+      return False
+    try: got = struct.unpack("<Q", qp.sq.read(qp.msn_off + idx * 8, 8))[0]
+    except GPUFault as e:
+      self.nic.error(f"QP {qp.qpn:#x}: fault reading MSN table entry {idx} ({why}): {e}")
+      return False
+    want = (slot << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
+           (((first + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | first
+    if got != want:
+      self.nic.error(f"QP {qp.qpn:#x}: MSN table entry {idx} is {got:#018x}, expected {want:#018x} "
+                     f"(start slot {slot}, PSN {first}..{first + npkts}; WQE {why})")
+    return True
 
   # ================================================================ requester: the transmit thread
   def _send_some(self, qp: QP, budget: int) -> int:
     """Send up to budget packets from tx_next while the window allows; returns how many were sent."""
     window, sent = self.window(qp), 0
+    if qp.rnr_until:                    # waiting out an RNR NAK
+      if time.monotonic() < qp.rnr_until: return 0
+      qp.rnr_until = 0.0
     if qp.tx_next == qp.una: qp.timer_start = time.monotonic()   # nothing was in flight: the timer starts now
     for o in qp.outstanding:
       if sent >= budget: break
@@ -173,17 +238,19 @@ class Engine:
       self.nic.error(f"QP {qp.qpn:#x}: DMA fault reading a message to send: {e}")
       if qp.outstanding: self.complete(qp, qp.outstanding.pop(0).end_slot % qp.sq_depth,
                                        hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR)
-      self._to_error(qp)
+      self.to_error(qp)
       return 0
 
   def _packet(self, qp: QP, o: Outstanding, n: int, ackreq: bool) -> bytes:
-    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY (reference §2.5), its payload read from the SGEs now."""
+    """Packet n of message o: FIRST/MIDDLE/LAST or ONLY of RDMA WRITE or SEND (IBTA vol. 1 ch. 9.4), its payload read
+    from the SGEs now."""
     off = n * qp.pmtu
     size = min(qp.pmtu, o.length - off)
-    if o.npkts == 1: op = fr.RC_RDMA_WRITE_ONLY
-    elif n == 0: op = fr.RC_RDMA_WRITE_FIRST
-    elif n == o.npkts - 1: op = fr.RC_RDMA_WRITE_LAST
-    else: op = fr.RC_RDMA_WRITE_MIDDLE
+    only, first, middle, last = fr.SEGMENT_OPCODES[o.kind]
+    if o.npkts == 1: op = only
+    elif n == 0: op = first
+    elif n == o.npkts - 1: op = last
+    else: op = middle
     reth = fr.Reth(o.remote_va, o.rkey, o.length) if op in fr.WITH_RETH else None
     return self._frame(qp, op, qp.psn_of(o.first + n), ackreq=ackreq, reth=reth, payload=_gather(o.sges, off, size))
 
@@ -212,17 +279,44 @@ class Engine:
   def _retire(self, qp: QP, o: Outstanding, status: int) -> None:
     if o.signalled or status != hsi.CQ_REQ_STATUS_OK: self.complete(qp, o.end_slot % qp.sq_depth, status)
 
+  def _retire_through(self, qp: QP, upto: int) -> None:
+    """Complete, in SQ order, the messages that ended before packet `upto`; a WQE that failed when taken completes
+    with its error in its turn and moves the QP to the error state, which flushes everything after it."""
+    while qp.outstanding and qp.outstanding[0].end <= upto:
+      o = qp.outstanding.pop(0)
+      if o.status != hsi.CQ_REQ_STATUS_OK:
+        self.complete(qp, o.end_slot % qp.sq_depth, o.status)
+        self.to_error(qp)
+        return
+      self._retire(qp, o, hsi.CQ_REQ_STATUS_OK)
+
   def _flush_one(self, qp: QP) -> None:
-    head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, qp.sq_cons, 2))
-    qp.sq_cons += max(1, head.wqe_size) if qp.variable else 1
+    if qp.variable:
+      head = hsi.struct_sq_rdma_hdr.from_buffer_copy(self._wqe_bytes(qp, qp.sq_cons, 2))
+      qp.sq_cons = min(qp.sq_prod, qp.sq_cons + max(1, head.wqe_size))
+    else: qp.sq_cons += 1
     self.complete(qp, qp.sq_cons % qp.sq_depth, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
 
-  def _to_error(self, qp: QP) -> None:
+  def to_error(self, qp: QP) -> None:
+    """The QP enters the error state: every WQE not yet completed on either queue completes as flushed, in order
+    (IBTA vol. 1 ch. 10, the Error state; libibverbs ibv_poll_cq(3) IBV_WC_WR_FLUSH_ERR), and so does every WQE
+    posted later (the doorbells flush them)."""
     qp.state = "ERR"
     for o in qp.outstanding: self._retire(qp, o, hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR)
     qp.outstanding = []
     qp.una = qp.tx_next = qp.posted
     while qp.sq_cons < qp.sq_prod: self._flush_one(qp)
+    self._flush_rq(qp)
+
+  def _flush_rq(self, qp: QP) -> None:
+    if qp.rx_send is not None:
+      recv.complete(self.nic, qp, qp.rx_send.wr_id, qp.rx_send.filled, hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR)
+      qp.rx_send = None
+    while qp.rq is not None and qp.rq_cons < qp.rq_prod:
+      raw = qp.rq.read((qp.rq_cons % qp.rq_depth) * qp.rq_stride, recv.RQE_HDR)
+      qp.rq_cons += 1
+      wr_id = hsi.struct_rq_wqe_hdr.from_buffer_copy(raw).wr_id[0]
+      recv.complete(self.nic, qp, wr_id, 0, hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR)
 
   def _acknowledged(self, qp: QP, upto: int) -> None:
     """The responder has every packet before number `upto`: retire the messages that ended, and when that is
@@ -230,10 +324,9 @@ class Engine:
     if upto <= qp.una: return
     qp.una = upto
     qp.tx_next = max(qp.tx_next, upto)
-    qp.retries = 0
+    qp.retries = qp.rnr_retries = 0
     qp.timer_start = time.monotonic()
-    while qp.outstanding and qp.outstanding[0].end <= upto:
-      self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_OK)
+    self._retire_through(qp, upto)
     self._wake.set()    # the window opened
 
   def _ack(self, qp: QP, f: fr.RoceFrame) -> None:
@@ -245,8 +338,11 @@ class Engine:
     if f.aeth.is_ack:
       if packet is not None: self._acknowledged(qp, packet + 1)
       return
+    if f.aeth.is_rnr_nak:
+      self._rnr_nak(qp, f, packet)
+      return
     if not f.aeth.is_nak:
-      self.drop("rnr_nak", f"syndrome {syn:#x} is not modelled")
+      self.drop("reserved_aeth", f"syndrome {syn:#x} is neither ACK, RNR NAK nor NAK")
       return
     if packet is None and f.psn != qp.psn_of(qp.posted):
       self.drop("stale_nak", f"NAK {syn:#x} at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")
@@ -260,7 +356,30 @@ class Engine:
     if qp.outstanding:
       o = qp.outstanding.pop(0)
       self._retire(qp, o, status)
-    self._to_error(qp)
+    self.to_error(qp)
+
+  def _rnr_nak(self, qp: QP, f: fr.RoceFrame, packet: int | None) -> None:
+    """The responder had no RECV WQE for the SEND at f.psn: everything before it is acknowledged; the requester
+    resends from there after a pause, at most rnr_retry times without progress (7: without limit, libibverbs
+    ibv_modify_qp(3)).
+    The pause is RNR_PAUSE_S, not the responder's RNR timer code (a deliberate leniency, mockgpu/bnxt/README.md)."""
+    if packet is None:
+      self.drop("stale_nak", f"RNR NAK at PSN {f.psn}, outside {qp.psn_of(qp.una)}..{qp.psn_of(qp.posted)}")
+      return
+    self._acknowledged(qp, packet)
+    if qp.state != "RTS": return
+    qp.rnr_retries += 1
+    if qp.rnr_retry != 7 and qp.rnr_retries > qp.rnr_retry:
+      self.nic.log(f"QP {qp.qpn:#x}: RNR retry count {qp.rnr_retry} exhausted at PSN {f.psn}")
+      if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR)
+      self.to_error(qp)
+      return
+    self.nic.log(f"QP {qp.qpn:#x}: RNR NAK at PSN {f.psn}, resending in {RNR_PAUSE_S * 1000:.0f} ms "
+                 f"({qp.rnr_retries}/{'unlimited' if qp.rnr_retry == 7 else qp.rnr_retry})")
+    qp.tx_next = qp.una
+    qp.rnr_until = time.monotonic() + RNR_PAUSE_S
+    qp.timer_start = qp.rnr_until
+    self._wake.set()
 
   def _retransmit(self, qp: QP, why: str) -> None:
     """Go back N: resend from the oldest unacknowledged packet, unless the retry count is spent."""
@@ -268,7 +387,16 @@ class Engine:
     if qp.retries > qp.retry_cnt:
       self.nic.log(f"QP {qp.qpn:#x}: retry count {qp.retry_cnt} exhausted ({why})")
       if qp.outstanding: self._retire(qp, qp.outstanding.pop(0), hsi.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR)
-      self._to_error(qp)
+      self.to_error(qp)
+      return
+    # the requester finds the WQE to resend from through the MSN table (the only time it reads the table)
+    o = next((o for o in qp.outstanding if o.end > qp.una), None)
+    if o is not None and qp.msn_entries and \
+       not self._msn_entry(qp, o.msn, o.start_slot, qp.psn_of(o.first), o.npkts, "to retransmit"):
+      self.nic.log(f"QP {qp.qpn:#x}: retransmission from PSN {qp.psn_of(qp.una)} failed: MSN table unreadable")
+      qp.outstanding.remove(o)
+      self.complete(qp, o.end_slot % qp.sq_depth, hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR)
+      self.to_error(qp)
       return
     self.nic.log(f"QP {qp.qpn:#x}: retransmission {qp.retries}/{qp.retry_cnt} from PSN {qp.psn_of(qp.una)} ({why})")
     qp.tx_next = qp.una
@@ -296,7 +424,7 @@ class Engine:
       for qp in list(self.fw.qps.values()):
         if qp.state != "RTS" or qp.tx_next >= qp.posted: continue
         self._send_or_fail(qp, TX_BATCH)
-        busy |= qp.tx_next < qp.posted and qp.tx_next - qp.una < self.window(qp)
+        busy |= qp.tx_next < qp.posted and qp.tx_next - qp.una < self.window(qp) and not qp.rnr_until
     return busy
 
   def _timer_tick(self) -> None:
@@ -340,14 +468,14 @@ class Engine:
     self.nic.log(f"QP {qp.qpn:#x}: NAK {syndrome:#x} at PSN {psn}: {why}")
     self._reply(qp, psn, syndrome)
     if syndrome != fr.AETH_NAK_PSN_SEQ:
-      qp.state = "ERR"
       qp.rx_msg = None
+      self.to_error(qp)
 
   def _request(self, qp: QP, f: fr.RoceFrame) -> None:
     if qp.state not in ("RTR", "RTS"):
       self.drop("qp_state", f"QP {qp.qpn:#x} in {qp.state}")
       return
-    if f.opcode not in (fr.RC_RDMA_WRITE_FIRST, fr.RC_RDMA_WRITE_MIDDLE, fr.RC_RDMA_WRITE_LAST, fr.RC_RDMA_WRITE_ONLY):
+    if f.opcode not in fr.WRITE_OPCODES + fr.SEND_OPCODES:
       self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"opcode {f.opcode:#x} is not modelled")
       return
     d = (f.psn - qp.epsn) & PSN_MASK
@@ -359,9 +487,10 @@ class Engine:
         self._nak(qp, qp.epsn, fr.AETH_NAK_PSN_SEQ, f"PSN {f.psn}, expected {qp.epsn}")
       return
     qp.nak_sent = False
+    if f.opcode in fr.SEND_OPCODES: return self._send_request(qp, f)
     n = len(f.payload)
     if f.opcode in fr.WITH_RETH:
-      if qp.rx_msg is not None:
+      if qp.rx_msg is not None or qp.rx_send is not None:
         return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, "a new message before the last one ended")
       r = f.reth
       mr = self.fw.mrs.get(r.rkey)
@@ -396,10 +525,73 @@ class Engine:
       qp.rx_msg = (mr, va + n, left - n)
     if f.ackreq: self._reply(qp, f.psn, fr.AETH_ACK)
 
+  # ================================================================ responder: SEND into the receive queue
+  def rq_doorbell(self, qpn: int, index: int, epoch: int) -> None:
+    """RECV WQEs posted: the index counts WQEs (recv.py)."""
+    qp = self.fw.qps.get(qpn)
+    if qp is None:
+      self.nic.error(f"RQ doorbell for unknown QP {qpn:#x}")
+      return
+    if qp.rq is None:
+      self.nic.error(f"RQ doorbell for QP {qpn:#x}, which was created without a receive queue (rq_size 0)")
+      return
+    if qp.state == "RESET":
+      self.nic.error(f"RQ doorbell on QP {qpn:#x} in RESET: RECVs are posted from INIT on (qplib_fp.c "
+                     f"bnxt_qplib_post_recv)")
+      return
+    new = self.nic.advance(f"RQ of QP {qpn:#x}", qp.rq_prod, qp.rq_depth, index, epoch, qp.rq_cons + qp.rq_depth)
+    if new is None: return
+    qp.rq_prod = new
+    if qp.state == "ERR": self._flush_rq(qp)
+
+  def _send_request(self, qp: QP, f: fr.RoceFrame) -> None:
+    """A SEND packet at the expected PSN: FIRST/ONLY take the next RECV WQE (none posted: RNR NAK, the PSN stays
+    expected), each packet is scattered into its SGEs, LAST/ONLY complete it on the receive CQ."""
+    n = len(f.payload)
+    if f.opcode in (fr.RC_SEND_FIRST, fr.RC_SEND_ONLY):
+      if qp.rx_msg is not None or qp.rx_send is not None:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, "a new message before the last one ended")
+      if qp.rq is None:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND to QP {qp.qpn:#x}, which has no receive queue")
+      if (f.opcode == fr.RC_SEND_ONLY and n > qp.pmtu) or (f.opcode == fr.RC_SEND_FIRST and n != qp.pmtu):
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"{f.name} with {n} bytes at PMTU {qp.pmtu}")
+      try: rx = recv.take(self.fw, qp)
+      except recv.RecvError as e:
+        recv.complete(self.nic, qp, e.wr_id, 0, e.status)
+        return self._nak(qp, f.psn, fr.AETH_NAK_REMOTE_OP, str(e))
+      if rx is None:
+        self.nic.log(f"QP {qp.qpn:#x}: SEND at PSN {f.psn} finds no RECV WQE posted: RNR NAK")
+        self._reply(qp, f.psn, fr.AETH_RNR_NAK | (qp.min_rnr_timer & 0x1F))
+        return
+      qp.rx_send = rx
+    else:
+      rx = qp.rx_send
+      if rx is None: return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"{f.name} without a SEND_FIRST")
+      if f.opcode == fr.RC_SEND_MIDDLE and n != qp.pmtu:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND_MIDDLE with {n} bytes at PMTU {qp.pmtu}")
+      if f.opcode == fr.RC_SEND_LAST and not 0 < n <= qp.pmtu:
+        return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ, f"SEND_LAST with {n} bytes at PMTU {qp.pmtu}")
+    if not recv.scatter(rx, f.payload):
+      qp.rx_send = None
+      recv.complete(self.nic, qp, rx.wr_id, rx.filled, hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR)
+      return self._nak(qp, f.psn, fr.AETH_NAK_INVALID_REQ,
+                       f"SEND longer than the {rx.capacity} bytes of RQ WQE {rx.index % qp.rq_depth}")
+    qp.epsn = (qp.epsn + 1) & PSN_MASK
+    if f.opcode in (fr.RC_SEND_LAST, fr.RC_SEND_ONLY):
+      recv.complete(self.nic, qp, rx.wr_id, rx.filled, hsi.CQ_RES_RC_STATUS_OK)
+      qp.rx_send = None
+      qp.resp_msn = (qp.resp_msn + 1) & PSN_MASK
+    if f.ackreq: self._reply(qp, f.psn, fr.AETH_ACK)
+
   def close(self) -> None:
     self._stop.set()
     self._wake.set()
     if self._timer is not threading.current_thread(): self._timer.join(timeout=1)
+
+
+def _wqe_name(wqe_type: int) -> str:
+  """roce_hsi.h SQ_BASE_WQE_TYPE_* name of a WQE type."""
+  return WQE_NAMES.get(wqe_type, "reserved type")
 
 
 def _gather(sges: list, off: int, size: int) -> bytes:

@@ -1,7 +1,7 @@
 """The mock Thor2 firmware: HWRM (CHIMP) and RCFW command handlers over the object tables in state.py.
 
-Layouts are the generated bnxt bindings (bnxt_hsi.h, roce_hsi.h); behaviour follows shared/reference/bnxt_roce.md
-§1.2-1.6 and §3.5/3.9 (what a faithful mock validates).
+Layouts are the generated bnxt bindings (bnxt_hsi.h, roce_hsi.h); behaviour, with its Linux sources and its deliberate
+leniencies and strictness: mockgpu/bnxt/README.md.
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import ctypes
 import struct
 
 from ...autogen import bnxt as hsi
+from .recv import rq_stride
 from .state import CQ, MR, PAGE, QP, ModelError, PagedMemory, AllocatedRing, walk_pbl
 
 E = hsi  # HWRM_ERR_CODE_*, CREQ_QP_EVENT_STATUS_*
@@ -37,6 +38,9 @@ BS_CAPS = {
   hsi.FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_TIM: (16, 0, 4096, 1, (), 0),
 }
 CTX_INIT_VALUE = 0xFF
+SLOT, STATIC_WQE_BYTES = 16, 128   # roce_hsi.h struct sq_sge (a slot), struct sq_send (a static-mode WQE)
+BS_NAMES = {getattr(hsi, n): n[len("FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_"):] for n in dir(hsi)
+            if n.startswith("FUNC_BACKING_STORE_CFG_V2_REQ_TYPE_") and not n.endswith(("_LAST", "_INVALID"))}
 PMTU = {hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_256: 256, hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_512: 512,
         hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_1024: 1024, hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_2048: 2048,
         hsi.CMDQ_MODIFY_QP_PATH_MTU_MTU_4096: 4096}
@@ -188,17 +192,33 @@ class Firmware:
     if pg != 0: raise ModelError(f"type {req.type}: page size code {pg}, only 4 KiB (0) is modelled")
     pages = walk_pbl(self.nic.dma_read, req.page_dir, level, (nbytes + PAGE - 1) // PAGE, f"backing store type {req.type}")
     if init_off and req.num_entries:
-      mem = PagedMemory(self.nic, pages, nbytes)
-      for e in range(req.num_entries):
-        if mem.read(e * size + 4 * init_off, 1)[0] != CTX_INIT_VALUE:
-          raise ModelError(f"type {req.type}: entry {e} lacks the context init value {CTX_INIT_VALUE:#x} at byte "
-                           f"{4 * init_off} (ctx_init_offset counts 4-byte units)")
+      self._check_ctx_init(req.type, req.instance, PagedMemory(self.nic, pages, nbytes), size, init_off,
+                           req.num_entries)
     self.bs[(req.type, req.instance)] = req.num_entries
     if req.flags & hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE:
       missing = [t for t in BS_CAPS if (t, 0) not in self.bs]
       if missing: raise ModelError(f"ALL_DONE with backing-store types {missing} not configured")
       self.bs_done = True
   _hwrm_1a3.types = _hwrm("func_backing_store_cfg_v2")
+
+  def _check_ctx_init(self, kind: int, instance: int, mem: PagedMemory, size: int, init_off: int, n: int) -> None:
+    """Linux writes the context-init byte at 4 * ctx_init_offset into every entry (bnxt_en bnxt.c
+    bnxt_init_ctx_initializer: init_offset = ctx_init_offset * 4; bnxt_init_ctx_mem). Firmware accepts a backing store
+    without it (a driver that wrote the byte at ctx_init_offset bytes runs on real Thor2), so the model never refuses
+    here: it warns once per context type in its log, naming the first entry without the byte (mockgpu/bnxt/README.md,
+    leniencies)."""
+    if kind in self.nic.ctx_init_warned: return
+    at = 4 * init_off
+    for e in range(n):
+      if mem.read(e * size + at, 1)[0] != CTX_INIT_VALUE:
+        other = mem.read(e * size + init_off, 1)[0] == CTX_INIT_VALUE
+        self.nic.ctx_init_warned.add(kind)
+        self.nic.log(f"WARNING func_backing_store_cfg_v2 type {kind} ({BS_NAMES.get(kind, '?')}) instance {instance}: "
+                     f"entry {e} lacks the context init value {CTX_INIT_VALUE:#x} at byte {at} (4 x ctx_init_offset "
+                     f"{init_off}, as Linux writes it)" +
+                     (f"; it is at byte {init_off} (ctx_init_offset read as bytes)" if other else "") +
+                     "; accepted, as firmware does (warned once per type)")
+        return
 
   def _hwrm_50(self, req, out):  # ring_alloc
     self._need_registered("ring_alloc")
@@ -319,23 +339,56 @@ class Firmware:
     if scq is None or rcq is None: raise ModelError(f"scq {req.scq_cid} / rcq {req.rcq_cid} do not exist")
     if req.sq_size == 0: raise ModelError("sq_size 0")
     variable = bool(req.qp_flags & hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED)
-    sq_bytes = req.sq_size * (16 if variable else 128)
+    # Linux qplib_fp.h bnxt_qplib_set_sq_size / bnxt_qplib_get_depth: in variable mode sq_size counts 16-byte slots;
+    # in static mode it counts WQEs, each sizeof(struct sq_send) = 128 bytes (bnxt_qplib_required_slots: 8 slots)
+    sq_bytes = req.sq_size * (SLOT if variable else STATIC_WQE_BYTES)
     msn_entries = 0
     msn_off = (sq_bytes + PAGE - 1) // PAGE * PAGE
     total = sq_bytes
     if self.fw_flags & hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED:
+      # qplib_fp.c bnxt_qplib_create_qp: msn_tbl_sz = roundup_pow_of_two(sq_size), halved in variable mode; the table
+      # follows the SQ pages in the same page list (bnxt_qplib_alloc_init_hwq aux pages, bnxt_qplib_init_psn_ptr)
       n = 1 << max(0, (req.sq_size - 1).bit_length())
       msn_entries = n // 2 if variable else n
       total = msn_off + msn_entries * 8
     level = req.sq_pg_size_sq_lvl & hsi.CMDQ_CREATE_QP_SQ_LVL_MASK
-    pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, (total + PAGE - 1) // PAGE,
-                     "SQ (with its MSN table)" if msn_entries else "SQ", queue=True)
+    msn_fault = ""
+    try:
+      pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, (total + PAGE - 1) // PAGE,
+                       "SQ (with its MSN table)" if msn_entries else "SQ", queue=True)
+    except ModelError as e:
+      if not msn_entries: raise
+      # the list does not reach the MSN table. The requester reads the table only when it retransmits (it finds the
+      # WQE of a PSN there), so CREATE_QP succeeds and a retransmission faults (engine.Engine._msn_entry)
+      sq_pages = (sq_bytes + PAGE - 1) // PAGE
+      pages = walk_pbl(self.nic.dma_read, req.sq_pbl, level, sq_pages, "SQ")
+      msn_fault = (f"the SQ page list (level {level} at {req.sq_pbl:#x}) describes the SQ's {sq_pages} page(s) "
+                   f"only ({e})")
+      self.nic.log(f"create_qp: {msn_fault}; the MSN table at byte {msn_off} is outside it, read only on "
+                   f"retransmission")
+      total = sq_bytes
+    rq = self._create_rq(req)
     qpn = self.next_qpn
     self.next_qpn += 1
     self.qps[qpn] = QP(qpn, req.qp_handle, scq, rcq, PagedMemory(self.nic, pages, total), req.sq_size, variable,
-                       msn_off, msn_entries)
-    if not variable: self.nic.log(f"QP {qpn:#x}: static WQE mode (8 slots per WQE)")
+                       msn_off, msn_entries, sq_pbl=req.sq_pbl, sq_level=level, msn_fault=msn_fault, **rq)
+    if not variable: self.nic.log(f"QP {qpn:#x}: static WQE mode ({req.sq_size} WQEs of 128 bytes; the SQ doorbell "
+                                  f"index counts WQEs)")
     return qpn
+
+  def _create_rq(self, req) -> dict:
+    """The receive queue's fields of the QP (recv.py has the layout and its sources); none when rq_size is 0."""
+    if req.qp_flags & hsi.CMDQ_CREATE_QP_QP_FLAGS_SRQ_USED:
+      raise ModelError("qp_flags SRQ_USED: shared receive queues are not modelled")
+    if not req.rq_size: return {}
+    nsge = (req.rq_fwo_rq_sge >> hsi.CMDQ_CREATE_QP_RQ_SGE_SFT) & hsi.CMDQ_CREATE_QP_RQ_SGE_MASK
+    if not 1 <= nsge <= 6: raise ModelError(f"rq_sge {nsge}: a RECV WQE holds 1 to 6 SGEs")
+    if req.rq_pg_size_rq_lvl & hsi.CMDQ_CREATE_QP_RQ_PG_SIZE_MASK: raise ModelError("only 4 KiB RQ pages are modelled")
+    stride = rq_stride(nsge)
+    nbytes = req.rq_size * stride
+    pages = walk_pbl(self.nic.dma_read, req.rq_pbl, req.rq_pg_size_rq_lvl & hsi.CMDQ_CREATE_QP_RQ_LVL_MASK,
+                     (nbytes + PAGE - 1) // PAGE, "RQ", queue=True)
+    return dict(rq=PagedMemory(self.nic, pages, nbytes), rq_depth=req.rq_size, rq_stride=stride, rq_sge=nsge)
 
   def _modify_qp(self, req):
     qp = self.qps.get(req.qp_cid)
@@ -352,7 +405,7 @@ class Firmware:
     if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_PKEY: qp.pkey = req.pkey
     if new == "RTR" and qp.state == "INIT":
       ntype = req.network_type_en_sqd_async_notify_new_state & hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_MASK
-      dgid = struct.pack("<4I", *req.dgid)         # plain network byte order (reference §1.12)
+      dgid = struct.pack("<4I", *req.dgid)         # network byte order (qplib_fp.c bnxt_qplib_modify_qp)
       if ntype == hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 and dgid[:12] != bytes(10) + b"\xff\xff":
         raise ModelError(f"dgid {dgid.hex()} is not IPv4-mapped but the network type is RoCEv2/IPv4")
       if req.sgid_index not in self.gids: raise ModelError(f"sgid_index {req.sgid_index} is not in the GID table")
@@ -362,17 +415,21 @@ class Firmware:
       if pm is None: raise ModelError("unknown path MTU code")
       qp.dgid, qp.sgid_index, qp.dest_mac, qp.pmtu, qp.dest_qpn = dgid, req.sgid_index, mac, pm, req.dest_qp_id
       qp.epsn = req.rq_psn & 0xFFFFFF
+      if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_MIN_RNR_TIMER: qp.min_rnr_timer = req.min_rnr_timer & 0x1F
     if new == "RTS" and qp.state == "RTR":
       qp.timeout = req.timeout if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_TIMEOUT else 0
       qp.retry_cnt = req.retry_cnt if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RETRY_CNT else 0
+      qp.rnr_retry = req.rnr_retry if mask & hsi.CMDQ_MODIFY_QP_MODIFY_MASK_RNR_RETRY else 0
       qp.sq_psn = req.sq_psn & 0xFFFFFF
+    if new == "ERR" and qp.state != "ERR": self.nic.engine.to_error(qp)   # the driver moves it: both queues flush
     if new == "RESET":
       # a reset QP forgets its send queue's work (IBA: RESET discards outstanding work requests); kept, messages of
       # before would go out again once it is back in RTS, with PSNs counted from a new sq_psn
       qp.outstanding = []
       qp.una = qp.tx_next = qp.posted
       qp.sq_cons = qp.sq_prod
-      qp.retries = 0
+      qp.retries = qp.rnr_retries = 0
+      qp.rq_cons, qp.rx_send, qp.rx_msg = qp.rq_prod, None, None
     qp.state = new
 
   def _register_mr(self, req):
@@ -390,7 +447,7 @@ class Firmware:
     return key
 
   def _add_gid(self, req):
-    gid = struct.pack("<4I", *req.gid)[::-1]   # stored fully byte-reversed (reference §1.12)
+    gid = struct.pack("<4I", *req.gid)[::-1]   # fully byte-reversed (qplib_sp.c bnxt_qplib_add_sgid)
     mac = struct.pack(">3H", *req.src_mac)     # byte-swapped pairs
     if mac != self.nic.mac: self.nic.error(f"add_gid: src_mac {mac.hex(':')} is not the port MAC {self.nic.mac.hex(':')}")
     idx = len(self.gids)

@@ -1,11 +1,12 @@
 """RoCEv2 frames: Ethernet II / IPv4 / UDP 4791 / BTH [/ RETH] [/ AETH] / payload / pad / ICRC.
 
-Layouts follow the InfiniBand Architecture Specification vol. 1 (Annex A17 "RoCEv2"; BTH 9.2, RETH 9.3.3, AETH 9.3.5)
-as digested in shared/reference/bnxt_roce.md §2: every header is big-endian, the ICRC alone is stored little-endian.
+Layouts follow the InfiniBand Architecture Specification vol. 1 (Annex A17 "RoCEv2"; BTH 9.2, RETH 9.3.3, AETH 9.3.5).
+Every header is big-endian, the ICRC alone is stored little-endian.
 
-ICRC (reference §2.6): CRC-32 (IEEE 802.3, zlib.crc32) over 8 bytes of 0xff standing in for the IB LRH, then the IPv4
-header with TOS, TTL and header checksum masked to all-ones, the UDP header with its checksum masked to all-ones, the
-BTH with byte 4 (FECN/BECN/reserved) masked to 0xff, then the rest of the packet up to the ICRC.
+ICRC (IBTA vol. 1 invariant CRC, as annex A17 applies it to RoCEv2): CRC-32 (IEEE 802.3, zlib.crc32) over 8 bytes of
+0xff standing in for the IB LRH, then the IPv4 header with TOS, TTL and header checksum masked to all-ones, the UDP
+header with its checksum masked to all-ones, the BTH with byte 4 (FECN/BECN/reserved) masked to 0xff, then the rest of
+the packet up to the ICRC.
 """
 from __future__ import annotations
 
@@ -18,22 +19,32 @@ IPPROTO_UDP = 17
 ROCEV2_UDP_PORT = 4791
 ETH_LEN, IPV4_LEN, UDP_LEN, BTH_LEN, RETH_LEN, AETH_LEN, ICRC_LEN = 14, 20, 8, 12, 16, 4, 4
 
-# RC opcodes (reference §2.3; IBA table 38)
+# RC opcodes (IBTA vol. 1 Table 38)
 RC_RDMA_WRITE_FIRST = 0x06
 RC_RDMA_WRITE_MIDDLE = 0x07
 RC_RDMA_WRITE_LAST = 0x08
 RC_RDMA_WRITE_ONLY = 0x0a
 RC_ACKNOWLEDGE = 0x11
+RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_ONLY = 0x00, 0x01, 0x02, 0x04
 OPCODE_NAMES = {RC_RDMA_WRITE_FIRST: "RDMA_WRITE_FIRST", RC_RDMA_WRITE_MIDDLE: "RDMA_WRITE_MIDDLE",
-                RC_RDMA_WRITE_LAST: "RDMA_WRITE_LAST", RC_RDMA_WRITE_ONLY: "RDMA_WRITE_ONLY", RC_ACKNOWLEDGE: "ACKNOWLEDGE"}
+                RC_RDMA_WRITE_LAST: "RDMA_WRITE_LAST", RC_RDMA_WRITE_ONLY: "RDMA_WRITE_ONLY",
+                RC_ACKNOWLEDGE: "ACKNOWLEDGE",
+                RC_SEND_FIRST: "SEND_FIRST", RC_SEND_MIDDLE: "SEND_MIDDLE", RC_SEND_LAST: "SEND_LAST",
+                RC_SEND_ONLY: "SEND_ONLY"}
 WITH_RETH = (RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_ONLY)
+WRITE_OPCODES = (RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_MIDDLE, RC_RDMA_WRITE_LAST, RC_RDMA_WRITE_ONLY)
+SEND_OPCODES = (RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_ONLY)
+# (ONLY, FIRST, MIDDLE, LAST) of each modelled message kind
+SEGMENT_OPCODES = {"WRITE": (RC_RDMA_WRITE_ONLY, RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_MIDDLE, RC_RDMA_WRITE_LAST),
+                   "SEND": (RC_SEND_ONLY, RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST)}
 
-# AETH syndromes (reference §2.4)
+# AETH syndromes (IBTA vol. 1 9.3.5)
 AETH_ACK = 0x1f              # ACK, credit count "invalid" (no RQ flow control)
 AETH_NAK_PSN_SEQ = 0x60
 AETH_NAK_INVALID_REQ = 0x61
 AETH_NAK_REMOTE_ACCESS = 0x62
 AETH_NAK_REMOTE_OP = 0x63
+AETH_RNR_NAK = 0x20          # IBTA vol. 1 AETH (9.3.5): 001 in bits 7..5, the RNR timer code in bits 4..0
 NAK_NAMES = {AETH_NAK_PSN_SEQ: "PSN sequence error", AETH_NAK_INVALID_REQ: "invalid request",
              AETH_NAK_REMOTE_ACCESS: "remote access error", AETH_NAK_REMOTE_OP: "remote operational error"}
 
@@ -65,6 +76,9 @@ class Aeth:
 
   @property
   def is_nak(self) -> bool: return self.syndrome >> 5 == 3
+
+  @property
+  def is_rnr_nak(self) -> bool: return self.syndrome >> 5 == 1
 
 
 @dataclasses.dataclass
@@ -101,7 +115,7 @@ def ipv4_checksum(header: bytes) -> int:
 
 
 def icrc(packet_from_ip: bytes) -> int:
-  """The RoCEv2 invariant CRC of an IPv4 packet (IP header through pad, ICRC excluded). Masking per reference §2.6."""
+  """The RoCEv2 invariant CRC of an IPv4 packet (IP header through pad, ICRC excluded). Masking as the module says."""
   ip = bytearray(packet_from_ip[:IPV4_LEN])
   ip[1] = 0xFF                     # TOS (DSCP/ECN)
   ip[8] = 0xFF                     # TTL
@@ -178,7 +192,7 @@ def parse(frame: bytes, verify: bool = True) -> RoceFrame:
 
 
 def segment(length: int, pmtu: int) -> list[tuple[int, int, int]]:
-  """(opcode, offset, size) for each packet of an RDMA WRITE of length bytes at path MTU pmtu (reference §2.5):
+  """(opcode, offset, size) for each packet of an RDMA WRITE of length bytes at path MTU pmtu (IBTA vol. 1 9.4):
   ONLY when it fits (a zero-length write is one ONLY), else FIRST, MIDDLE*, LAST."""
   if length <= pmtu: return [(RC_RDMA_WRITE_ONLY, 0, length)]
   out = [(RC_RDMA_WRITE_FIRST, 0, pmtu)]

@@ -2,7 +2,7 @@
 (doorbells), DMA by physical address through the OS it is plugged into, and a PHY (wire.Phy).
 
 Driver bugs the model can see are appended to .errors (and logged); tests assert the list is empty or holds the
-expected entry. Register map: reference bnxt_roce.md §3.3-3.4.
+expected entry. Register map: mockgpu/bnxt/README.md (Linux bnxt_en bnxt.h, bnxt_re qplib_rcfw.h).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class MockThor2(PCIFunction):
                async_creq: bool = False):
     """async_fw: firmware answers from another thread 0-2 ms later, body first, then header, then the valid byte (a
     driver that reads early or skips the seq_id check fails); async_creq: an asynchronous FUNC_EVENT is posted on the
-    CREQ before every command response (a driver that takes the next entry for its response fails). Reference §3.10."""
+    CREQ before every command response (a driver that takes the next entry for its response fails)."""
     super().__init__(addr, VENDOR, DEVICE_THOR2, CLASS_ETHERNET, revision=1, subsystem_vendor=VENDOR,
                      subsystem_device=0x5208)
     self.add_bar(0, BarView(self, 0, BAR0_SIZE, f"{self.addr} BAR0"), is_64=True, prefetchable=True)
@@ -66,6 +66,7 @@ class MockThor2(PCIFunction):
     self.verbose = verbose
     self.errors: list[str] = []
     self.messages: list[str] = []
+    self.ctx_init_warned: set[int] = set()   # backing-store types warned about (firmware.Firmware._check_ctx_init)
     self.hwrm_window = bytearray(HWRM_WINDOW_LEN)
     self.cmdq_init = bytearray(16)
     self.cmdq_init_written = False
@@ -175,7 +176,8 @@ class MockThor2(PCIFunction):
     result = self.fw.hwrm(window)
     if result is None: return
     resp_addr, body = result
-    # body first, then the header, then the valid byte (reference §3.10): a driver reading early sees zeros
+    # body first, then the header, then the valid byte (bnxt_en bnxt_hwrm.c __hwrm_send polls the valid byte
+    # last): a driver reading early sees zeros
     self.dma_write(resp_addr + 8, body[8:-1])
     self.dma_write(resp_addr, body[:8])
     self.dma_write(resp_addr + len(body) - 1, body[-1:])
@@ -251,6 +253,7 @@ class MockThor2(PCIFunction):
       self.error(f"doorbell {value:#018x}: path {path >> 24} is not ROCE")
       return
     if kind == hsi.DBC_DBC_TYPE_SQ: self.engine.sq_doorbell(xid, index, epoch)
+    elif kind == hsi.DBC_DBC_TYPE_RQ: self.engine.rq_doorbell(xid, index, epoch)
     elif kind == hsi.DBC_DBC_TYPE_CQ: self._cq_doorbell(xid, index, epoch)
     elif kind == hsi.DBC_DBC_TYPE_NQ_ARM: self._nq_arm(xid, index, epoch)
     else: self.error(f"doorbell type {kind >> 28:#x} is not modelled")

@@ -5,7 +5,7 @@ import dataclasses
 import struct
 
 PAGE = 4096
-PTE_VALID, PTE_LAST, PTE_NEXT_TO_LAST = 0x1, 0x2, 0x4   # reference bnxt_roce.md §1.8 (kernel PTU_PTE_*)
+PTE_VALID, PTE_LAST, PTE_NEXT_TO_LAST = 0x1, 0x2, 0x4   # roce_hsi.h PTU_PTE_*
 PSN_MASK = 0xFFFFFF
 
 
@@ -107,7 +107,10 @@ class Outstanding:
   rkey: int
   length: int
   sges: list              # (MR, offset in the MR, bytes) in order
-  start_slot: int = 0     # absolute SQ slot of the WQE
+  start_slot: int = 0     # absolute SQ index of the WQE (a slot in variable mode, a WQE in static mode)
+  msn: int = 0            # its requester MSN (index into the MSN table modulo its size)
+  kind: str = "WRITE"     # WRITE or SEND (frames.SEGMENT_OPCODES)
+  status: int = 0         # nonzero: a WQE that failed when taken, completed with this status in its turn
 
   @property
   def end(self) -> int: return self.first + self.npkts
@@ -151,6 +154,28 @@ class QP:
   nak_sent: bool = False
   # responder's message in progress: (mr, next va, bytes left)
   rx_msg: tuple | None = None
+  # receive queue (recv.py): rq_size WQEs of rq_stride bytes; doorbell-given producer, consumer; the SEND in progress
+  rq: object = None
+  rq_depth: int = 0
+  rq_stride: int = 0
+  rq_sge: int = 0
+  rq_prod: int = 0
+  rq_cons: int = 0
+  rx_send: object = None
+  min_rnr_timer: int = 0  # the RNR timer code this responder sends in its RNR NAKs (IBTA vol. 1 Table 45)
+  rnr_retry: int = 0      # RNR NAKs tolerated without progress (7: without limit, libibverbs ibv_modify_qp(3))
+  rnr_retries: int = 0
+  rnr_until: float = 0.0  # after an RNR NAK the requester waits until then before resending
+  sq_pbl: int = 0         # the SQ page list as CREATE_QP gave it
+  sq_level: int = 0
+  msn_fault: str = ""     # why the MSN table is outside the SQ page list ("" when the list reaches it)
+
+  def msn_address(self, idx: int) -> int:
+    """Where the requester looks for MSN table entry idx: past a level-0 page the address runs on linearly from the
+    base; through a page table it is the PTE of the table's page (the entry's page must be listed there)."""
+    off = self.msn_off + 8 * idx
+    if self.sq_level == 0: return self.sq_pbl + off
+    return self.sq_pbl + 8 * (off // PAGE)
 
   def psn_of(self, packet: int) -> int:
     """The PSN of requester packet number `packet` (sq_psn belongs to packet `posted`)."""

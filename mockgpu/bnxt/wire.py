@@ -1,4 +1,4 @@
-"""The mock NIC's PHY: a UDP socket on 127.0.0.1 that carries whole Ethernet frames (reference §3.7).
+"""The mock NIC's PHY: a UDP socket on 127.0.0.1 that carries whole Ethernet frames.
 
 - PHY loopback (port_phy_cfg lpbk LOCAL): a transmitted frame is sent to the PHY's own socket, so it comes back through
   the same receive thread as a frame from a peer would.

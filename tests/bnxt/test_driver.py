@@ -196,7 +196,7 @@ def test_dropped_frame_without_retries_ends_in_retry_error(mock):
 def test_dropped_frame_without_timer_is_a_driver_timeout(mock):
   os, nic = mock(seed=16, faults="drop=1")
   dev = open_dev(os, nic)
-  a, b = loopback_pair(dev, timeout=0, retry_cnt=0)       # the reference's settings: no ACK timer
+  a, b = loopback_pair(dev, timeout=0, retry_cnt=0)       # no ACK timer, no retries
   src, dst = dev.alloc(4096), dev.alloc(4096)
   lk, rk = dev.register_mr(src), dev.register_mr(dst)
   with pytest.raises(Timeout, match="completion of RDMA WRITE"): a.rdma_write(dst.va, rk, src.va, lk, 64, timeout_s=0.5)

@@ -78,7 +78,7 @@ def test_tshark_reads_our_frames(tmp_path):
   assert (rows[4]["aeth.syndrome"], rows[4]["aeth.msn"]) == (0x1f, 2)
   assert rows[5]["aeth.syndrome"] == 0x62
   assert rows[0]["ip.src"] == "10.0.200.5" and rows[4]["ip.src"] == "10.0.200.6"
-  # tshark shows the 4 ICRC wire bytes read big-endian (reference §2.8)
+  # tshark shows the 4 ICRC wire bytes read big-endian (as tshark's infiniband dissector prints it)
   assert [r["invariant.crc"] for r in rows] == [int.from_bytes(f[-4:], "big") for f in frames]
 
 
