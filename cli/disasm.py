@@ -2,8 +2,10 @@
 (or of raw machine code with --raw) in llvm-objdump's syntax: "<mnemonic operands>  // <ADDRESS>: <DWORDS>".
 
 `hcq disasm --isa ir3 --gpu-id 630 --raw FILE`: Adreno shader code (64-bit little-endian instruction words), one line
-per word, exactly the text Mesa's ir3 disassembler prints for it (no address, no hex); a word that decodes to no
-instruction prints "no match: <hex>" as Mesa's does, and one whose operand matches nothing (or sets bits the
+per word, exactly the text Mesa 25's ir3 disassembler prints for it (no address, no hex) for that GPU's generation
+(--gpu-id 630: a6xx; 730 or 740: a7xx; Mesa decodes for chip * 100); a word that decodes to no instruction prints
+"no match: <hex>" as Mesa's ir3-disasm does (--no-match raw: "raw 0x..." as ir3_shader_disasm and Mesa's disasm.c
+test print it), and one whose operand matches nothing (or sets bits the
 description says are don't-care) gets Mesa's "\t; <errors>" after its text: either makes the exit status 1.
 A dword that is no instruction is printed as llvm-objdump-19 prints it, `.long 0x...` (trailing bytes `.byte ...`),
 and the listing goes on at the next dword.
@@ -24,7 +26,11 @@ def register(subparsers) -> None:
   p.add_argument("--mcpu", default=None, help="target (default: from the code object, gfx1100 for --raw)")
   p.add_argument("--isa", choices=("amdgpu", "ir3"), default="amdgpu",
                  help="instruction set: amdgpu (default) or ir3 (Adreno shaders; needs --raw)")
-  p.add_argument("--gpu-id", type=int, default=630, help="ir3: the Adreno GPU id whose encodings apply (default 630)")
+  p.add_argument("--gpu-id", type=int, default=630,
+                 help="ir3: the Adreno GPU id whose encodings apply: 630 (a6xx), 730/740 (a7xx)... (default 630)")
+  p.add_argument("--no-match", choices=("plain", "raw"), default="plain",
+                 help="ir3: how a word that is no instruction prints: 'no match: <hex>' (Mesa's ir3-disasm, default) "
+                      "or 'raw 0x..' (Mesa's ir3_shader_disasm and its disasm.c test)")
   p.add_argument("--kernel", action="append", default=None, metavar="NAME",
                  help="only this kernel (repeatable; default: every kernel of the code object)")
   p.set_defaults(func=run)
@@ -107,7 +113,7 @@ def run_ir3(args, data: bytes) -> int:
     word = int.from_bytes(data[i:i + 8], "little")
     try: print(isa.disasm_word(word, errors=True))
     except DecodeError:
-      print(f"no match: {word:016x}")
+      print(isa.no_match_text(word, args.no_match))
       failed += 1
       continue
     if isa.errors: failed += 1
@@ -120,7 +126,7 @@ def run(args) -> int:
   from ..compiler.backend.amd.errors import CodeObjectError
   data = _read(args.file)
   if args.isa == "ir3": return run_ir3(args, data)
-  if args.gpu_id != 630: raise UsageError("--gpu-id is for --isa ir3")
+  if args.gpu_id != 630 or args.no_match != "plain": raise UsageError("--gpu-id and --no-match are for --isa ir3")
   out = sys.stdout
   if args.raw:
     if args.kernel: raise UsageError("--kernel needs a code object, not --raw bytes")
