@@ -6,7 +6,7 @@ a draw context, submission of an indirect buffer by ioctl (GPU_COMMAND, which re
 waits for a timestamp bounded by a timeout (DEVICE_WAITTIMESTAMP_CTXTID), and the context's fault status
 (GETPROPERTY GPU_RESET_STAT / CONTEXT_PROPERTY faults) turned into hcq.GPUFault.
 
-Bindings: hcq.autogen.qcom.msm_kgsl (Mesa 22.3.6's msm_kgsl.h, checked against gcc)."""
+Bindings: hcq.autogen.qcom.msm_kgsl (Mesa 25.0.7's msm_kgsl.h, checked against gcc)."""
 from __future__ import annotations
 
 import ctypes

@@ -52,7 +52,7 @@ def examples() -> str:
 
 # ---- Mesa's computerator examples
 # examples Mesa 25.0.7 added whose headers the program loader does not read yet: "@buf N v0, v1, ..." (initial
-# values) and "@localmem N" (shared memory size; SP_CS_UNKNOWN_A9B1 in issue 28's dispatch-state item)
+# values) and "@localmem N" (shared memory size: SP_CS_UNKNOWN_A9B1 of issue 28, SP_CS_CTRL_REG1 in Mesa 25's a6xx.xml)
 MESA_PENDING = {"buf-init.asm": "@buf initial values", "localmem.asm": "@localmem"}
 
 
