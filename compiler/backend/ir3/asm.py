@@ -79,9 +79,15 @@ class Assembler:
       for c in shown:
         out.append((c["display"], {**c, "owner": x.name}))
         # an override with fields but no display of its own shows its fields with a later case's template
-        # (the field is looked up in the first case that applies; the template in the first that has one)
-        out += [(c["display"], {**c, "fields": {**c["fields"], **o["fields"]}, "owner": x.name})
-                for o in x.cases if o["display"] is None and o["expr"] is not None and o["fields"]]
+        # (the field is looked up in the first case that applies; the template in the first that has one); several
+        # such overrides may apply together (Mesa 25's alias: {SCOPE} == 1 gives DST, {SRC_REG_TYPE} == 1 gives
+        # SRC), so every combination of them, the earlier override's field first as the lookup takes it
+        quiet = [o for o in x.cases if o["display"] is None and o["expr"] is not None and o["fields"]]
+        for n in range(1, min(len(quiet), 4) + 1):
+          for combo in itertools.combinations(quiet, n):
+            fields = dict(c["fields"])
+            for o in reversed(combo): fields.update(o["fields"])
+            out.append((c["display"], {**c, "fields": fields, "owner": x.name}))
       x = x.parent
     self._template_cache[id(b)] = out
     return out
@@ -112,7 +118,7 @@ class Assembler:
     if param: f = (outer or {}).get(name)   # a field of the enclosing bitset: the top-level search sets it
     if f is None: return
     for end, value in self._field_texts(f, text, pos, self._fields(b) if not param else None):
-      if not param and value is not None and f["expr"] is not None and f["type"] != "bool" \
+      if not param and value is not None and f["expr"] is not None and f["type"] not in ("bool", "bool_inv") \
          and self._invertible(f["expr"]) is not None:
         # a derived number made of fields ({HI} << 8 | {LO}): recorded, split into its fields when the word is made
         if name in env and env[name] != value: continue
@@ -135,6 +141,14 @@ class Assembler:
       if f["display"] and text.startswith(f["display"], pos): yield pos + len(f["display"]), 1
       yield pos, 0
       return
+    if t == "bool_inv":       # Mesa 25: shown (its display, or !value) when the bit is clear
+      if f["display"] is None:
+        if pos < len(text) and text[pos] in "01": yield pos + 1, 1 - int(text[pos])
+        return
+      if f["display"] and text.startswith(f["display"], pos): yield pos + len(f["display"]), 0
+      yield pos, 1
+      return
+    if t == "absbranch": t = "int"
     if t in _NUM:
       if t in ("offset", "uoffset"): yield pos, 0      # zero prints nothing
       m = _NUM[t].match(text, pos)
