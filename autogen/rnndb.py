@@ -1,5 +1,5 @@
 """A second front end of the generator: rnndb register databases (the "rules-ng-ng" XML Mesa's freedreno keeps its
-Adreno registers and CP packets in: src/freedreno/registers/**.xml, format described in rules-ng-ng.txt there).
+Adreno registers and CP packets in: src/freedreno/registers/**.xml, format described in rules-fd.txt there, Mesa 25).
 
     db = load(registers_dir, "adreno/a6xx.xml")   # that file's own items; imports only resolve types
     db.registers, db.fields, db.enums              # what the module writes (below)
@@ -13,8 +13,10 @@ to what gcc reads from the header Mesa's gen_header.py writes of the same file):
   boolean, or one bit wide with no type) is a flag: its value is the mask. A register's own low/high attributes
   describe its value, not a field (no field).
 - enums: enum name -> [(value name, value)] in document order, C's numbering for values without one.
-The variant prefix follows rules-ng-ng.txt §2.1/§2.4: in a domain or stripe with prefix="<enum>", an item's name
-starts with the earliest value of that enum among the variants the item (or its stripe / domain) is present on.
+The variant prefix follows Mesa 25's gen_header.py (Parser.prefix, parse_variants): in a domain with a prefix
+attribute, an item is named after the stripe's first variant, else the domain's; in a prefix="variant" domain an item
+(register or array) that has variants of its own (a register in an array: the array's) is named after its first
+variant alone: a6xx.xml's REG_A7XX_SP_CS_CNTL_1 next to REG_A6XX_SP_CS_CNTL_1.
 """
 from __future__ import annotations
 

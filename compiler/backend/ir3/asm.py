@@ -10,8 +10,10 @@ text its type prints (a number, an enum's display string, a flag's display or no
 another bitset tree, the text of one of that tree's leaves, recursively). Fields the template shows are set from
 that text; derived fields (values computed from other fields) and fields the template does not show are what the
 search fills in: every combination of the unshown fields of at most HIDDEN_BITS bits in all, smallest values first.
-A candidate word is accepted only when the disassembler prints exactly the line back, so the assembler can never
-return a word that means something else; a line no candidate reproduces is an AsmError naming it.
+A candidate word is accepted only when the disassembler prints exactly the line back without decode warnings (bits an
+<assert> or a don't-care pattern says Mesa's encoder leaves clear), so the assembler can never return a word that means
+something else; a line no candidate reproduces is an AsmError naming it. "raw 0x<hex>" is that word (Mesa 25's
+ir3_parser.y raw_instr).
 """
 from __future__ import annotations
 
