@@ -28,6 +28,7 @@ import struct
 from .expr import GPU_ID, compile_expr
 
 WORD_BITS = 64
+MAX_ERRORS = 4      # struct decode_state's errors[4] (Mesa 25 isaspec_decode_impl.c)
 
 
 class DecodeError(Exception):
@@ -129,13 +130,18 @@ class ISA:
     self.stack: list = []
     self.errors: list[str] = []
 
+  def error(self, text: str) -> None:
+    """A decode warning, as Mesa's decode_error records it (isaspec_decode_impl.c: at most 4 per instruction, the rest
+    dropped; numbers as BITSET_FORMAT "%08x%08x", 16 hex digits)."""
+    if len(self.errors) < MAX_ERRORS: self.errors.append(text)
+
   # ---- decoding ----
   def find_bitset(self, root: str, val: int) -> Bitset:
     found = [b for b in self.leaves.get(root, ()) if b.matches(val, self.gpu_id)]
     if not found: raise DecodeError(f"no {root} matches {val:#x} on gpu {self.requested_gpu_id} (generation {self.gpu_id})")
     if len(found) > 1: raise DecodeError(f"bitset conflict for {val:#x}: {', '.join(b.name for b in found)}")
     b = found[0]
-    if val & b.dontcare: self.errors.append(f"dontcare bits in {b.name}: {val & b.dontcare:x}")
+    if val & b.dontcare: self.error(f"dontcare bits in {b.name}: {val & b.dontcare:016x}")
     return b
 
   def evaluate(self, scope: _Scope, name: str) -> int:
@@ -171,7 +177,7 @@ class ISA:
     if name == GPU_ID: return self.gpu_id
     f, v = self.resolve(scope, name)
     if f is None:
-      self.errors.append(f"no field '{name}'")
+      self.error(f"no field '{name}'")
       return 0
     return _sext(v, 64)   # expressions see int64_t
 
@@ -182,7 +188,7 @@ class ISA:
         if "assert" in f:
           got = (scope.val >> f["low"]) & ((1 << (f["high"] - f["low"] + 1)) - 1)
           if got != f["assert"]:
-            self.errors.append(f"WARNING: unexpected bits[{f['low']}:{f['high']}] in {bitset.name}: {got:x} vs {f['assert']:x}")
+            self.error(f"WARNING: unexpected bits[{f['low']}:{f['high']}] in {bitset.name}: {got:016x} vs {f['assert']:016x}")
       if case["display"] is None: continue
       return case["display"]
     return self.find_display(scope, bitset.parent) if bitset.parent is not None else None
@@ -190,7 +196,7 @@ class ISA:
   def display(self, scope: _Scope, out: list[str]) -> None:
     template = self.find_display(scope, scope.bitset)
     if template is None:
-      self.errors.append(f"{scope.bitset.name}: no display template")
+      self.error(f"{scope.bitset.name}: no display template")
       return
     i = 0
     while i < len(template):
@@ -214,7 +220,7 @@ class ISA:
       return
     f, val = self.resolve(scope, name)
     if f is None:
-      self.errors.append(f"no field '{name}'")
+      self.error(f"no field '{name}'")
       return
     width = 1 + f["high"] - f["low"]
     t = f["type"]
@@ -240,12 +246,12 @@ class ISA:
       out.append(self.enums[t].get(val, str(val)))
     elif t in self.bitsets:
       try: b = self.find_bitset(t, val)
-      except DecodeError as e:
-        self.errors.append(f"no match: FIELD: '{scope.bitset.name}.{name}': {val:x} ({e})")
+      except DecodeError:
+        self.error(f"no match: FIELD: '{scope.bitset.name}.{name}': {val:016x}")
         return
       self.display(_Scope(self, b, val, f["params"], scope), out)
     else:
-      self.errors.append(f"bad field type {t!r} ({name})")
+      self.error(f"Bad field type: {t!r} ({name})")
 
   def decode(self, word: int, root: str = "#instruction", params=None, parent=None) -> "Decoded":
     """The instruction (leaf bitset) a word is and the value of every field that applies to it (fields of the cases
