@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import collections
 import importlib
+import json
 import struct
+import time
 
 import pytest
 
@@ -119,3 +121,33 @@ def test_a_word_whose_operand_matches_nothing_is_reported(tmp_path, capsys):
   assert main(["disasm", "--isa", "ir3", "--raw", str(f)]) == 1
   cap = capsys.readouterr()
   assert "\t; " in cap.out and "1 of 1 words" in cap.err
+
+
+def _load_oracle() -> dict:
+  from .mesa_ir3_oracle import FIXTURE
+  with open(FIXTURE) as f: return json.load(f)
+
+
+@pytest.mark.parametrize("gen", [600, 700, 500, 400])
+def test_mesas_own_decoder_agrees_on_random_words(gen):
+  """Mesa 25's decoder itself (built from the pinned package by tests/isa/mesa_ir3_oracle.py) on random words of every
+  instruction of the generation, decode warnings included: the fixture holds its text for each."""
+  pairs = _load_oracle()["gens"][str(gen)]
+  isa = ISA(gen)
+  wrong = [(w, t, got) for w, t in pairs if (got := _mesa_text(isa, int(w, 16))) != t]
+  assert len(pairs) > 300 and not wrong, f"{len(wrong)} of {len(pairs)} words differ from Mesa's decoder, e.g. {wrong[:3]}"
+  print(f"gen {gen}: {len(pairs)} of {len(pairs)} random words equal Mesa's decoder")
+
+
+@pytest.mark.slow
+@pytest.mark.tools("gcc")
+def test_mesas_own_decoder_agrees_on_fresh_random_words():
+  """The same with Mesa's decoder built here and new words (needs the Mesa package, gcc and mako)."""
+  pytest.importorskip("mako")
+  from . import mesa_ir3_oracle
+  try: data = mesa_ir3_oracle.oracle(seed=time.time_ns() & 0xFFFF, per_leaf=4)
+  except Exception as e: pytest.skip(f"Mesa's decoder cannot be built here: {e}")
+  for gen, pairs in data["gens"].items():
+    isa = ISA(int(gen))
+    wrong = [(w, t, got) for w, t in pairs if (got := _mesa_text(isa, int(w, 16))) != t]
+    assert not wrong, f"seed {data['seed']}, gen {gen}: {len(wrong)} of {len(pairs)} differ, e.g. {wrong[:3]}"
