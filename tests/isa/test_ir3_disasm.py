@@ -151,3 +151,18 @@ def test_mesas_own_decoder_agrees_on_fresh_random_words():
     isa = ISA(int(gen))
     wrong = [(w, t, got) for w, t in pairs if (got := _mesa_text(isa, int(w, 16))) != t]
     assert not wrong, f"seed {data['seed']}, gen {gen}: {len(wrong)} of {len(pairs)} differ, e.g. {wrong[:3]}"
+
+
+def test_cli_takes_a_chip_id_as_mesas_ir3_disasm_does(tmp_path, capsys):
+  """--chip-id: the generation of the device Mesa's table gives for it (a740's 0x43050a01 is a7xx: disasm.c's
+  a7xx isam vector; a630's chip id decodes the same word as a6xx, another text)."""
+  f = tmp_path / "w.bin"
+  f.write_bytes(struct.pack("<Q", 0xa0081f02_e2000001))
+  assert main(["disasm", "--isa", "ir3", "--chip-id", "43050a01", "--raw", str(f)]) == 0
+  assert capsys.readouterr().out == "isam.base0.1d (f32)(xyzw)r0.z, r0.x, t#16, a1.x\n"
+  main(["disasm", "--isa", "ir3", "--chip-id", "06030001", "--raw", str(f)])
+  a6xx = capsys.readouterr().out
+  assert a6xx == ISA(630).disasm_word(0xa0081f02_e2000001, errors=True) + "\n" and "t#16" not in a6xx
+  assert main(["disasm", "--isa", "ir3", "--chip-id", "12345678", "--raw", str(f)]) == 2
+  assert "no Adreno of that chip id" in capsys.readouterr().err
+  assert main(["disasm", "--chip-id", "43050a01", str(f)]) == 2
