@@ -62,7 +62,7 @@ class Roots:
 
 def describe(spec: dict, manifest: dict) -> str:
   refs = spec.get("headers") or ([spec["root"] + "/" + spec["xml"] if spec.get("root") else spec["xml"]] if spec.get("xml")
-                                 else [spec["offset"], spec["sh_mask"]])
+                                 else [spec["path"]] if spec.get("path") else [spec["offset"], spec["sh_mask"]])
   out = []
   for r in refs:
     if os.path.isabs(r): out.append(os.path.basename(r)); continue
@@ -81,6 +81,10 @@ def generate_one(name: str, manifest: dict, roots: Roots) -> str:
       from . import isaspec
       try: return isaspec.module_text(name, roots.path(spec["xml"]), describe(spec, manifest))
       except isaspec.IsaSpecError as e: raise GenerateError(f"module {name}: {e}") from None
+    if spec["kind"] == "fddevices":
+      from . import fddevices
+      try: return fddevices.generate(name, roots.path(spec["path"]), describe(spec, manifest))
+      except fddevices.DevicesError as e: raise GenerateError(f"module {name}: {e}") from None
     if spec["kind"] == "rnndb":
       from . import rnndb
       try: return rnndb.generate(name, roots.path(spec["root"]), spec["xml"], describe(spec, manifest))

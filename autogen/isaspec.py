@@ -1,5 +1,5 @@
 """A third front end of the generator: Mesa's isaspec XML (src/freedreno/isa/ir3*.xml, the format documented in Mesa's
-docs/drivers/freedreno/isaspec.rst) -> a python data module (autogen/qcom/ir3_isa.py) that hcq's ir3 decoder,
+src/compiler/isaspec/README.rst) -> a python data module (autogen/qcom/ir3_isa.py) that hcq's ir3 decoder,
 disassembler and assembler (compiler/backend/ir3) interpret.
 
 The module holds, as plain data:

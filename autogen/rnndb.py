@@ -1,5 +1,5 @@
 """A second front end of the generator: rnndb register databases (the "rules-ng-ng" XML Mesa's freedreno keeps its
-Adreno registers and CP packets in: src/freedreno/registers/**.xml, format described in rules-ng-ng.txt there).
+Adreno registers and CP packets in: src/freedreno/registers/**.xml, format described in rules-fd.txt there, Mesa 25).
 
     db = load(registers_dir, "adreno/a6xx.xml")   # that file's own items; imports only resolve types
     db.registers, db.fields, db.enums              # what the module writes (below)
@@ -13,8 +13,10 @@ to what gcc reads from the header Mesa's gen_header.py writes of the same file):
   boolean, or one bit wide with no type) is a flag: its value is the mask. A register's own low/high attributes
   describe its value, not a field (no field).
 - enums: enum name -> [(value name, value)] in document order, C's numbering for values without one.
-The variant prefix follows rules-ng-ng.txt §2.1/§2.4: in a domain or stripe with prefix="<enum>", an item's name
-starts with the earliest value of that enum among the variants the item (or its stripe / domain) is present on.
+The variant prefix follows Mesa 25's gen_header.py (Parser.prefix, parse_variants): in a domain with a prefix
+attribute, an item is named after the stripe's first variant, else the domain's; in a prefix="variant" domain an item
+(register or array) that has variants of its own (a register in an array: the array's) is named after its first
+variant alone: a6xx.xml's REG_A7XX_SP_CS_CNTL_1 next to REG_A6XX_SP_CS_CNTL_1.
 """
 from __future__ import annotations
 
@@ -95,40 +97,51 @@ class _Walker:
       if _tag(f) == "bitfield": self.bitfield(f, b.get("name"))
 
   def domain(self, d: ET.Element) -> None:
-    prefix = _first_variant(d.get("variants")) if d.get("prefix") == "chip" else None
-    self.children(d, {"domain": d.get("name"), "prefix": prefix, "stripe": None, "array": None})
+    # Mesa 25's gen_header.py (start_element "domain"): a domain with a prefix attribute names its items after the
+    # first of its own variants (none: the domain name alone); prefix="variant" names an item that has variants
+    # after its variant alone (REG_A7XX_SP_CS_CNTL_1 in domain A6XX)
+    prefix = _first_variant(d.get("variants")) if d.get("prefix") else None
+    self.children(d, {"domain": d.get("name"), "prefix": prefix, "prefix_type": d.get("prefix"), "stripe": None,
+                      "array": None})
 
   def children(self, parent: ET.Element, ctx: dict) -> None:
     for e in parent:
       t = _tag(e)
-      if t in ("reg32", "reg64"): self.register(e, ctx)
+      if t in ("reg32", "reg64"): self.register(e, ctx, 64 if t == "reg64" else 32)
       elif t == "array": self.array(e, ctx)
       elif t == "stripe": self.children(e, {**ctx, "stripe": _first_variant(e.get("variants"))})
       elif t == "enum": self.enum(e)
       elif t == "bitset": self.bitset(e)
 
-  def scope(self, ctx: dict) -> str:
-    """The name every item of the current scope starts with: variant of the stripe (else of the domain) + domain."""
+  def scope(self, ctx: dict, variant: str | None = None) -> str:
+    """The name an item starts with (gen_header.py prefix()): its variant alone in a prefix="variant" domain, else
+    the stripe's variant (else the domain's prefix) + the domain."""
+    if ctx.get("prefix_type") == "variant" and variant: return variant
     v = ctx["stripe"] or ctx["prefix"]
     return f"{v}_{ctx['domain']}" if v else ctx["domain"]
 
   def array(self, e: ET.Element, ctx: dict) -> None:
     where = f"<array {e.get('name')}>"
-    name = f"{self.scope(ctx)}_{e.get('name', '')}"
-    arr = (name, _int(e.get("offset"), where), _int(e.get("stride"), where))
-    self.db.registers["REG_" + name] = (arr[1], (arr[2],))
-    self.children(e, {**ctx, "array": arr})
+    if ctx["array"]: raise RnnError(f"{where}: an array inside an array (not modelled)")
+    if e.get("offsets") or e.get("doffsets"): raise RnnError(f"{where}: an array of listed offsets (not modelled)")
+    variant = _first_variant(e.get("variants"))
+    local = e.get("name", "")
+    name = f"{self.scope(ctx, variant)}_{local}"
+    offset, stride = _int(e.get("offset"), where), _int(e.get("stride"), where)
+    self.db.registers["REG_" + name] = (offset, (stride,))
+    self.children(e, {**ctx, "array": (local, offset, stride, variant)})
 
-  def register(self, e: ET.Element, ctx: dict) -> None:
+  def register(self, e: ET.Element, ctx: dict, bits: int = 32) -> None:
     where = f"register {e.get('name')}"
     if not e.get("name"): raise RnnError(f"{where} at offset {e.get('offset')}: a register without a name")
     offset = _int(e.get("offset"), where)
+    variant = _first_variant(e.get("variants"))
     if ctx["array"]:
-      aname, aoff, astride = ctx["array"]
-      name = f"{aname}_{e.get('name').strip()}"
+      aname, aoff, astride, avariant = ctx["array"]
+      name = f"{self.scope(ctx, variant or avariant)}_{aname}_{e.get('name').strip()}"
       self.db.registers["REG_" + name] = (aoff + offset, (astride,))
     else:
-      name = f"{self.scope(ctx)}_{e.get('name').strip()}"   # (a4xx.xml has a name with a trailing blank)
+      name = f"{self.scope(ctx, variant)}_{e.get('name').strip()}"   # (a4xx.xml has a name with a trailing blank)
       self.db.registers["REG_" + name] = (offset, ())
     t = e.get("type")
     bitset = self.types.bitsets.get(t) if t else None
@@ -139,14 +152,15 @@ class _Walker:
         if _tag(f) == "bitfield": self.bitfield(f, name)
     for f in e:
       if _tag(f) == "bitfield": self.bitfield(f, name)
-    if t is not None and bitset is None: self.bitfield(e, name, own=True)
+      elif _tag(f) == "enum": self.enum(f)     # an enum declared inside a register is the file's (gen_header.py)
+    if t is not None and bitset is None: self.bitfield(e, name, own=True, bits=bits)
 
-  def bitfield(self, f: ET.Element, prefix: str, own: bool = False) -> None:
+  def bitfield(self, f: ET.Element, prefix: str, own: bool = False, bits: int = 32) -> None:
     where = f"bitfield {prefix}_{f.get('name')}"
     if not own and not f.get("name"): raise RnnError(f"{where}: a bitfield without a name")
     if f.get("pos") is not None: low = high = _int(f.get("pos"), where)
     elif f.get("low") is not None and f.get("high") is not None: low, high = _int(f.get("low"), where), _int(f.get("high"), where)
-    else: low, high = 0, 31
+    else: low, high = 0, bits - 1     # the whole register (gen_header.py parse_field: current_bitsize - 1)
     t, shr = f.get("type"), _int(f.get("shr", "0"), where)
     name = prefix if own else f"{prefix}_{f.get('name').strip()}"
     # a register's own untyped-looking value (starting at bit 0, not shifted, not a float/fixed) gets no macros

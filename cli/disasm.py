@@ -2,8 +2,11 @@
 (or of raw machine code with --raw) in llvm-objdump's syntax: "<mnemonic operands>  // <ADDRESS>: <DWORDS>".
 
 `hcq disasm --isa ir3 --gpu-id 630 --raw FILE`: Adreno shader code (64-bit little-endian instruction words), one line
-per word, exactly the text Mesa's ir3 disassembler prints for it (no address, no hex); a word that decodes to no
-instruction prints "no match: <hex>" as Mesa's does, and one whose operand matches nothing (or sets bits the
+per word, exactly the text Mesa 25's ir3 disassembler prints for it (no address, no hex) for that GPU's generation
+(--gpu-id 630: a6xx; 730 or 740: a7xx; or --chip-id 43050a01 looked up in Mesa's device table as Mesa's
+ir3-disasm -c does; Mesa decodes for chip * 100); a word that decodes to no instruction prints
+"no match: <hex>" as Mesa's ir3-disasm does (--no-match raw: "raw 0x..." as ir3_shader_disasm and Mesa's disasm.c
+test print it), and one whose operand matches nothing (or sets bits the
 description says are don't-care) gets Mesa's "\t; <errors>" after its text: either makes the exit status 1.
 A dword that is no instruction is printed as llvm-objdump-19 prints it, `.long 0x...` (trailing bytes `.byte ...`),
 and the listing goes on at the next dword.
@@ -24,7 +27,14 @@ def register(subparsers) -> None:
   p.add_argument("--mcpu", default=None, help="target (default: from the code object, gfx1100 for --raw)")
   p.add_argument("--isa", choices=("amdgpu", "ir3"), default="amdgpu",
                  help="instruction set: amdgpu (default) or ir3 (Adreno shaders; needs --raw)")
-  p.add_argument("--gpu-id", type=int, default=630, help="ir3: the Adreno GPU id whose encodings apply (default 630)")
+  p.add_argument("--gpu-id", type=int, default=630,
+                 help="ir3: the Adreno GPU id whose encodings apply: 630 (a6xx), 730/740 (a7xx)... (default 630)")
+  p.add_argument("--chip-id", default=None, metavar="HEX",
+                 help="ir3: the Adreno chip id (as KGSL reports it, e.g. 43050a01 for a740) whose generation applies, "
+                      "found in Mesa's device table as Mesa's ir3-disasm -c does")
+  p.add_argument("--no-match", choices=("plain", "raw"), default="plain",
+                 help="ir3: how a word that is no instruction prints: 'no match: <hex>' (Mesa's ir3-disasm, default) "
+                      "or 'raw 0x..' (Mesa's ir3_shader_disasm and its disasm.c test)")
   p.add_argument("--kernel", action="append", default=None, metavar="NAME",
                  help="only this kernel (repeatable; default: every kernel of the code object)")
   p.set_defaults(func=run)
@@ -101,17 +111,26 @@ def run_ir3(args, data: bytes) -> int:
   if not args.raw: raise UsageError("--isa ir3 reads raw instruction words: add --raw")
   if args.mcpu or args.kernel: raise UsageError("--mcpu and --kernel are for --isa amdgpu")
   if args.gpu_id not in IR3_GPU_IDS: raise UsageError(f"--gpu-id {args.gpu_id}: expected an Adreno id in 300..799")
+  gpu_id = args.gpu_id
+  if args.chip_id is not None:
+    # Mesa's isa/ir3-disasm.c -c: fd_dev_info_raw of the chip id, decoded for its generation (chip * 100)
+    from ..autogen.qcom.devices import DEVICES
+    try: chip = int(args.chip_id, 16)
+    except ValueError: raise UsageError(f"--chip-id {args.chip_id}: not a hexadecimal number") from None
+    dev = DEVICES.lookup(chip)
+    if dev is None: raise UsageError(f"--chip-id {args.chip_id}: no Adreno of that chip id in Mesa's device table")
+    gpu_id = dev.generation * 100
   if len(data) % 8: raise CommandError(f"{args.file}: {len(data)} bytes is not a whole number of 64-bit instructions")
-  isa, failed = ISA(args.gpu_id), 0
+  isa, failed = ISA(gpu_id), 0
   for i in range(0, len(data), 8):
     word = int.from_bytes(data[i:i + 8], "little")
     try: print(isa.disasm_word(word, errors=True))
     except DecodeError:
-      print(f"no match: {word:016x}")
+      print(isa.no_match_text(word, args.no_match))
       failed += 1
       continue
     if isa.errors: failed += 1
-  if failed: raise CommandError(f"{args.file}: {failed} of {len(data) // 8} words are no valid ir3 instruction for gpu {args.gpu_id}")
+  if failed: raise CommandError(f"{args.file}: {failed} of {len(data) // 8} words are no valid ir3 instruction for gpu {gpu_id}")
   return 0
 
 
@@ -120,7 +139,8 @@ def run(args) -> int:
   from ..compiler.backend.amd.errors import CodeObjectError
   data = _read(args.file)
   if args.isa == "ir3": return run_ir3(args, data)
-  if args.gpu_id != 630: raise UsageError("--gpu-id is for --isa ir3")
+  if args.gpu_id != 630 or args.no_match != "plain" or args.chip_id is not None:
+    raise UsageError("--gpu-id, --chip-id and --no-match are for --isa ir3")
   out = sys.stdout
   if args.raw:
     if args.kernel: raise UsageError("--kernel needs a code object, not --raw bytes")

@@ -58,9 +58,10 @@ def mem_write(addr, *values) -> list:
 
 
 def wait_reg_mem_ge(addr, ref, mask: int = 0xFFFFFFFF, delay: int = 16) -> list:
-  """CP_WAIT_REG_MEM: stall until (mem32[addr] & mask) >= ref (unsigned, function WRITE_GE, polling memory)."""
+  """CP_WAIT_REG_MEM: stall until (mem32[addr] & mask) >= ref (unsigned, function WRITE_GE, polling memory: POLL =
+  POLL_MEMORY, Mesa 25's adreno_pm4.xml; the one-bit POLL_MEMORY flag of Mesa 22 is the same bit)."""
   p = _pm4()
-  return pkt7(op("CP_WAIT_REG_MEM"), p.CP_WAIT_REG_MEM_0_FUNCTION(p.WRITE_GE) | p.CP_WAIT_REG_MEM_0_POLL_MEMORY,
+  return pkt7(op("CP_WAIT_REG_MEM"), p.CP_WAIT_REG_MEM_0_FUNCTION(p.WRITE_GE) | p.CP_WAIT_REG_MEM_0_POLL(p.POLL_MEMORY),
               lo(addr), hi(addr), p.CP_WAIT_REG_MEM_3_REF(ref) if isinstance(ref, int) else ref, mask, delay)
 
 

@@ -6,7 +6,7 @@ a draw context, submission of an indirect buffer by ioctl (GPU_COMMAND, which re
 waits for a timestamp bounded by a timeout (DEVICE_WAITTIMESTAMP_CTXTID), and the context's fault status
 (GETPROPERTY GPU_RESET_STAT / CONTEXT_PROPERTY faults) turned into hcq.GPUFault.
 
-Bindings: hcq.autogen.qcom.msm_kgsl (Mesa 22.3.6's msm_kgsl.h, checked against gcc)."""
+Bindings: hcq.autogen.qcom.msm_kgsl (Mesa 25.0.7's msm_kgsl.h, checked against gcc)."""
 from __future__ import annotations
 
 import ctypes
@@ -39,10 +39,22 @@ class Mem:
   cpu: memoryview
 
 
-def chip_name(chip_id: int) -> str:
-  """0x06030001 (core 6, major 3, minor 0, patch 1) -> "a630"."""
+def chip_info(chip_id: int) -> tuple[str, int, int]:
+  """(name, gpu id, generation) of a KGSL chip id, from Mesa's device table (hcq.autogen.qcom.devices, looked up as
+  Mesa's fd_dev_info_raw does): 0x06030001 -> ("a630", 630, 6), 0x07030001 -> ("a730", 730, 7), 0x43050a01 ->
+  ("a740", 740, 7) (a7xx chip ids need not spell the gpu id: a740's core byte is 0x43). A chip id Mesa does not know
+  is read as core.major.minor bytes ("a" + digits) with generation = core."""
+  from ...autogen.qcom.devices import DEVICES
+  d = DEVICES.lookup(chip_id)
   core, major, minor = chip_id >> 24 & 0xFF, chip_id >> 16 & 0xFF, chip_id >> 8 & 0xFF
-  return f"a{core}{major}{minor}"
+  if d is None: return f"a{core}{major}{minor}", core * 100 + major * 10 + minor, core
+  gpu_id = d.gpu_id or (int(d.name[2:]) if d.name[:2] == "FD" and d.name[2:].isdigit() else 0)
+  return d.marketing, gpu_id, d.generation
+
+
+def chip_name(chip_id: int) -> str:
+  """0x06030001 -> "a630", 0x43050a01 -> "a740" (chip_info)."""
+  return chip_info(chip_id)[0]
 
 
 class KGSLIface:
@@ -65,10 +77,10 @@ class KGSLIface:
   def _open(self) -> None:
     info = self.getproperty(K.KGSL_PROP_DEVICE_INFO, K.struct_kgsl_devinfo())
     self.chip_id, self.gmem_size = info.chip_id, info.gmem_sizebytes
-    self.arch = chip_name(info.chip_id)
-    self.gpu_id = int(self.arch[1:])
-    if not 600 <= self.gpu_id < 700:
-      raise DeviceError(f"{self.label}: chip {info.chip_id:#010x} ({self.arch}) is not an Adreno 6xx, which hcq drives")
+    self.arch, self.gpu_id, self.generation = chip_info(info.chip_id)
+    if self.generation != 6:
+      raise DeviceError(f"{self.label}: chip {info.chip_id:#010x} ({self.arch}, Adreno {self.generation}xx) is not an "
+                        "Adreno 6xx, which hcq drives")
     self.label = f"{self.label} ({self.arch}, chip {info.chip_id:#010x})"
     self.ctx = self._ioctl(K.IOCTL_KGSL_DRAWCTXT_CREATE, flags=CONTEXT_FLAGS).drawctxt_id
 

@@ -236,7 +236,9 @@ def ibo_descriptor(va: int, dwords: int) -> list[int]:
   d = [0] * IBO_DWORDS
   d[0] = a.A6XX_TEX_CONST_0_FMT(a.ENUMS["a6xx_format"]["FMT6_32_UINT"])
   d[1] = a.A6XX_TEX_CONST_1_WIDTH(dwords & 0x7FFF) | a.A6XX_TEX_CONST_1_HEIGHT(dwords >> 15)
-  d[2] = a.A6XX_TEX_CONST_2_TYPE(a.ENUMS["a6xx_tex_type"]["A6XX_TEX_BUFFER"]) | a.A6XX_TEX_CONST_2_BUFFER
+  # STRUCTSIZETEXELS 1 for a buffer, as Mesa 25's fdl6_buffer_view_init (src/freedreno/fdl/fd6_view.c) writes it (the
+  # "BUFFER" flag of Mesa 22's a6xx.xml, the same bit 4)
+  d[2] = a.A6XX_TEX_CONST_2_TYPE(a.ENUMS["a6xx_tex_type"]["A6XX_TEX_BUFFER"]) | a.A6XX_TEX_CONST_2_STRUCTSIZETEXELS(1)
   d[4] = a.A6XX_TEX_CONST_4_BASE_LO(va & 0xFFFFFFE0)   # BASE_LO drops 5 bits: KGSL objects are page-aligned
   d[5] = a.A6XX_TEX_CONST_5_BASE_HI(va >> 32)
   return d

@@ -136,8 +136,9 @@ class CommandProcessor:
   def _CP_WAIT_REG_MEM(self, b, where):
     p = self.pm4
     func = b[0] & p.CP_WAIT_REG_MEM_0_FUNCTION__MASK
-    if not b[0] & p.CP_WAIT_REG_MEM_0_POLL_MEMORY:
-      raise GPUFault("CP_WAIT_REG_MEM on a register is not modelled", address=where, kind="CP opcode error")
+    poll = (b[0] & p.CP_WAIT_REG_MEM_0_POLL__MASK) >> p.CP_WAIT_REG_MEM_0_POLL__SHIFT    # poll_memory_type
+    if poll != p.POLL_MEMORY:
+      raise GPUFault(f"CP_WAIT_REG_MEM POLL {poll} (not POLL_MEMORY) is not modelled", address=where, kind="CP opcode error")
     v = self._u32(b[1] | b[2] << 32, "CP_WAIT_REG_MEM").value & b[4]
     ref = b[3]
     ok = {0: True, 1: v < ref, 2: v <= ref, 3: v == ref, 4: v != ref, 5: v >= ref, 6: v > ref}.get(func)

@@ -30,6 +30,8 @@ from ..files import MockFile
 
 PATH = "/dev/kgsl-3d0"
 CHIP_A630 = 0x06030001
+# Adreno 7xx chip ids as KGSL reports them (Mesa 25's freedreno_devices.py: "FD730", "FD740", "# KGSL, no speedbin data")
+CHIP_A730, CHIP_A740 = 0x07030001, 0x43050A01
 GMEM_A630 = 1 << 20
 MAX_OBJECT = 1 << 32
 HANG_TIMEOUT_S = 2.0             # KGSL's dispatcher declares a submission hung after 2 s (adreno_drawobj_timeout)
@@ -97,7 +99,15 @@ class KGSLModel:
     os.register_engine(self)
 
   @property
-  def gpu_id(self) -> int: return (self.chip_id >> 24 & 0xFF) * 100 + (self.chip_id >> 16 & 0xFF) * 10 + (self.chip_id >> 8 & 0xFF)
+  def gpu_id(self) -> int:
+    """What KGSL reports as the gpu id (its gpurev: 630, 730, 740): from Mesa's device table (hcq.autogen.qcom.devices;
+    an entry known by chip id only is named "FD<gpu id>", freedreno_devices.py GPUId), else the chip id's core,
+    major and minor bytes as digits."""
+    from ...autogen.qcom.devices import DEVICES
+    d = DEVICES.lookup(self.chip_id)
+    if d is not None and d.gpu_id: return d.gpu_id
+    if d is not None and d.name[:2] == "FD" and d.name[2:].isdigit(): return int(d.name[2:])
+    return (self.chip_id >> 24 & 0xFF) * 100 + (self.chip_id >> 16 & 0xFF) * 10 + (self.chip_id >> 8 & 0xFF)
 
   @property
   def may_progress(self) -> bool: return bool(self.queue)

@@ -19,7 +19,8 @@ from hcq.config import from_env
 
 generator = importlib.import_module("hcq.autogen.generator")
 
-MODULES = {"qcom.a6xx": "adreno/a6xx.xml", "qcom.a7xx": "adreno/a7xx.xml", "qcom.adreno_pm4": "adreno/adreno_pm4.xml",
+# (Mesa 25.0.7 has no a7xx.xml: its a7xx registers are the A7XX variants of a6xx.xml, REG_A7XX_* in qcom.a6xx)
+MODULES = {"qcom.a6xx": "adreno/a6xx.xml", "qcom.adreno_pm4": "adreno/adreno_pm4.xml",
            "qcom.adreno_common": "adreno/adreno_common.xml"}
 # what the header's inline functions call without defining (Mesa's util headers): stand-ins with C's meaning
 PRELUDE = """#include <stdint.h>
@@ -43,8 +44,9 @@ def registers_dir():
 
 
 def header_of(registers_dir: str, xml: str, tmp_path) -> str:
-  r = subprocess.run([sys.executable, os.path.join(registers_dir, "gen_header.py"), registers_dir, xml],
-                     capture_output=True, text=True, timeout=120, cwd=registers_dir)   # it opens the file as given
+  # Mesa 25's command line (src/freedreno/registers/adreno/meson.build: gen_header.py --rnn DIR --xml FILE c-defines); it opens the file as given
+  r = subprocess.run([sys.executable, os.path.join(registers_dir, "gen_header.py"), "--rnn", registers_dir, "--xml", xml,
+                      "c-defines"], capture_output=True, text=True, timeout=120, cwd=registers_dir)
   assert r.returncode == 0, r.stderr
   path = tmp_path / (os.path.basename(xml) + ".h")
   path.write_text(r.stdout)
@@ -54,7 +56,8 @@ def header_of(registers_dir: str, xml: str, tmp_path) -> str:
 def names_in_header(text: str) -> set[str]:
   """Every register, field, flag and enum value name the header defines (read off its text)."""
   names = set(re.findall(r"^#define (REG_\w+)", text, re.M))
-  names |= set(re.findall(r"^static inline uint32_t (REG_\w+)\(uint32_t i0\) \{", text, re.M))
+  # (Mesa 25 marks the registers that have several variants deprecated: "static inline __attribute__((deprecated)) ")
+  names |= set(re.findall(r"^static inline\s*(?:__attribute__\(\(deprecated\)\))?\s*uint32_t (REG_\w+)\(uint32_t i0\) \{", text, re.M))
   names |= {n + "__MASK" for n in re.findall(r"^#define (\w+)__MASK\b", text, re.M)}
   names |= {n + "__SHIFT" for n in re.findall(r"^#define (\w+)__SHIFT\b", text, re.M)}
   names |= {n for n in re.findall(r"^#define (\w+)\s+0x[0-9a-f]+\s*$", text, re.M)

@@ -51,9 +51,14 @@ def examples() -> str:
 
 
 # ---- Mesa's computerator examples
+# examples Mesa 25.0.7 added whose headers the program loader does not read yet: "@buf N v0, v1, ..." (initial
+# values) and "@localmem N" (shared memory size: SP_CS_UNKNOWN_A9B1 of issue 28, SP_CS_CTRL_REG1 in Mesa 25's a6xx.xml)
+MESA_PENDING = {"buf-init.asm": "@buf initial values", "localmem.asm": "@localmem"}
+
+
 def test_mesa_examples_are_all_covered(examples):
   folder = examples
-  assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "*.asm"))) == sorted(MESA_EXPECTED)
+  assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "*.asm"))) == sorted({**MESA_EXPECTED, **MESA_PENDING})
 
 
 def _branch():

@@ -10,8 +10,10 @@ text its type prints (a number, an enum's display string, a flag's display or no
 another bitset tree, the text of one of that tree's leaves, recursively). Fields the template shows are set from
 that text; derived fields (values computed from other fields) and fields the template does not show are what the
 search fills in: every combination of the unshown fields of at most HIDDEN_BITS bits in all, smallest values first.
-A candidate word is accepted only when the disassembler prints exactly the line back, so the assembler can never
-return a word that means something else; a line no candidate reproduces is an AsmError naming it.
+A candidate word is accepted only when the disassembler prints exactly the line back without decode warnings (bits an
+<assert> or a don't-care pattern says Mesa's encoder leaves clear), so the assembler can never return a word that means
+something else; a line no candidate reproduces is an AsmError naming it. "raw 0x<hex>" is that word (Mesa 25's
+ir3_parser.y raw_instr).
 """
 from __future__ import annotations
 
@@ -45,29 +47,51 @@ class Assembler:
     self.isa = isa or ISA(gpu_id)
     self.gpu_id = self.isa.gpu_id
     self.debug = False
+    self._field_cache: dict = {}
+    self._template_cache: dict = {}
 
   # ---- the fields of a bitset ----
-  def _fields(self, b: Bitset) -> dict[str, dict]:
-    """Every field a bitset or its ancestors define (in any case): name -> field (first definition wins)."""
+  def _fields(self, b: Bitset, case: dict | None = None) -> dict[str, dict]:
+    """Every field a bitset or its ancestors define (in any case): name -> field, the nearest bitset's definition
+    first, as the disassembler looks fields up (isa.py find_field). With a template's case, that case's fields come
+    first at the level of the bitset it belongs to (a field a parent's template shows may be defined again nearer
+    the leaf, e.g. Mesa 25's ldib.b/stib.b OFFSET: "#zero" in the ibo base, OFFSET_HI/OFFSET_LO in load-store)."""
+    key = (id(b), id(case))
+    got = self._field_cache.get(key)
+    if got is not None: return got
     out: dict[str, dict] = {}
-    while b is not None:
-      for case in b.cases:
+    x = b
+    while x is not None:
+      if case is not None and case.get("owner") == x.name:
         for n, f in case["fields"].items(): out.setdefault(n, f)
-      b = b.parent
+      for c in x.cases:
+        for n, f in c["fields"].items(): out.setdefault(n, f)
+      x = x.parent
+    self._field_cache[key] = out
     return out
 
   def _templates(self, b: Bitset) -> list[tuple[str, dict]]:
-    """(display template, the case it belongs to) of b and its ancestors, nearest first."""
-    out = []
-    while b is not None:
-      shown = [c for c in b.cases if c["display"] is not None]
+    """(display template, the case it belongs to, with "owner": the bitset's name) of b and its ancestors, nearest
+    first (computed once per leaf)."""
+    got = self._template_cache.get(id(b))
+    if got is not None: return got
+    out, x = [], b
+    while x is not None:
+      shown = [c for c in x.cases if c["display"] is not None]
       for c in shown:
-        out.append((c["display"], c))
+        out.append((c["display"], {**c, "owner": x.name}))
         # an override with fields but no display of its own shows its fields with a later case's template
-        # (the field is looked up in the first case that applies; the template in the first that has one)
-        out += [(c["display"], {**c, "fields": {**c["fields"], **o["fields"]}})
-                for o in b.cases if o["display"] is None and o["expr"] is not None and o["fields"]]
-      b = b.parent
+        # (the field is looked up in the first case that applies; the template in the first that has one); several
+        # such overrides may apply together (Mesa 25's alias: {SCOPE} == 1 gives DST, {SRC_REG_TYPE} == 1 gives
+        # SRC), so every combination of them, the earlier override's field first as the lookup takes it
+        quiet = [o for o in x.cases if o["display"] is None and o["expr"] is not None and o["fields"]]
+        for n in range(1, min(len(quiet), 4) + 1):
+          for combo in itertools.combinations(quiet, n):
+            fields = dict(c["fields"])
+            for o in reversed(combo): fields.update(o["fields"])
+            out.append((c["display"], {**c, "fields": fields, "owner": x.name}))
+      x = x.parent
+    self._template_cache[id(b)] = out
     return out
 
   # ---- matching text against a template ----
@@ -91,12 +115,12 @@ class Assembler:
     if name == "NAME":
       if text.startswith(b.name, pos): yield from self._match(b, rest, text, pos + len(b.name), env, outer, case)
       return
-    f = (case["fields"].get(name) if case is not None else None) or self._fields(b).get(name)
+    f = self._fields(b, case).get(name)
     param = f is None
     if param: f = (outer or {}).get(name)   # a field of the enclosing bitset: the top-level search sets it
     if f is None: return
     for end, value in self._field_texts(f, text, pos, self._fields(b) if not param else None):
-      if not param and value is not None and f["expr"] is not None and f["type"] != "bool" \
+      if not param and value is not None and f["expr"] is not None and f["type"] not in ("bool", "bool_inv") \
          and self._invertible(f["expr"]) is not None:
         # a derived number made of fields ({HI} << 8 | {LO}): recorded, split into its fields when the word is made
         if name in env and env[name] != value: continue
@@ -119,6 +143,14 @@ class Assembler:
       if f["display"] and text.startswith(f["display"], pos): yield pos + len(f["display"]), 1
       yield pos, 0
       return
+    if t == "bool_inv":       # Mesa 25: shown (its display, or !value) when the bit is clear
+      if f["display"] is None:
+        if pos < len(text) and text[pos] in "01": yield pos + 1, 1 - int(text[pos])
+        return
+      if f["display"] and text.startswith(f["display"], pos): yield pos + len(f["display"]), 0
+      yield pos, 1
+      return
+    if t == "absbranch": t = "int"
     if t in _NUM:
       if t in ("offset", "uoffset"): yield pos, 0      # zero prints nothing
       m = _NUM[t].match(text, pos)
@@ -168,7 +200,7 @@ class Assembler:
   def _complete(self, b: Bitset, env: dict, case: dict):
     """Words of b's size with the shown fields of env and the bits the template's case asserts, the hidden small
     fields enumerated (smallest first)."""
-    fields = {**self._fields(b), **{k: v for k, v in case["fields"].items() if "assert" not in v}}
+    fields = {k: v for k, v in self._fields(b, case).items() if "assert" not in v}
     env = dict(env)
     for n, v in list(env.items()):    # derived numbers -> the fields they are made of
       f = fields[n]
@@ -217,6 +249,10 @@ class Assembler:
       raise AsmError(f"cannot assemble {line[:200]!r}: {e}") from None
 
   def _assemble_line(self, line: str) -> int:
+    # "raw 0x<hex>": the word itself (Mesa 25's ir3_lexer.l: strtoull of the text after "raw ", which saturates at
+    # 2^64 - 1; ir3_parser.y raw_instr: an OPC_META_RAW instruction of that value)
+    m = re.fullmatch(r"raw 0x([0-9a-fA-F]*)", line.split("//")[0].split(";")[0].strip())
+    if m: return min(int(m.group(1) or "0", 16), (1 << 64) - 1)
     text = canonical(line)
     tried = 0
     for leaf in self.isa.leaves["#instruction"]:
@@ -228,7 +264,10 @@ class Assembler:
             tried += 1
             try: got = canonical(self.isa.disasm_word(word))
             except DecodeError: continue
-            if got == text: return word
+            # a word whose bits contradict the description's <assert>s (or set don't-care bits) prints the same
+            # text but with Mesa's decode warnings: not what Mesa's encoder writes (e.g. ldib.b with an offset and
+            # HAS_OFFSET clear)
+            if got == text and not self.isa.errors: return word
             if self.debug: print(f"  {leaf.name}: {word:016x} -> {got!r}")
     raise AsmError(f"cannot assemble {line!r} for gpu {self.gpu_id} ({tried} candidate words tried)")
 

@@ -5,13 +5,19 @@ compiled once into python closures.
     f(lookup)      # lookup(name) -> the field's value; returns the expression's value as C computes it
 
 Field values are signed 64-bit in these expressions (isaspec declares each referenced field as an int64_t local);
-comparisons and logical operators give 0 or 1; / and % truncate toward zero as C's do.
+comparisons and logical operators give 0 or 1; / and % truncate toward zero as C's do. ISA_GPU_ID() (Mesa 25) asks
+the lookup for GPU_ID.
 """
 from __future__ import annotations
 
 import re
 
-_TOKEN = re.compile(r"\s*(?:(\{[A-Za-z0-9_]+\})|(0[xX][0-9a-fA-F]+|\d+)[uUlL]*|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%<>&|^!~?:()]))")
+_TOKEN = re.compile(r"\s*(?:(\{[A-Za-z0-9_]+\}|ISA_GPU_ID\(\s*\))|(0[xX][0-9a-fA-F]+|\d+)[uUlL]*|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%<>&|^!~?:()]))")
+
+
+# ISA_GPU_ID(): the gpu id the decoder (or encoder) is for (Mesa 25's src/compiler/isaspec/decode.py defines it as
+# the decode options' gpu_id): the lookup is asked for this name, which no field can have
+GPU_ID = "#gpu_id"
 
 
 class ExprError(Exception):
@@ -50,7 +56,8 @@ class _Parser:
         if text[pos:].strip() == "": break
         raise ExprError(f"cannot read {text[pos:]!r} in {text!r}")
       field, num, op = m.groups()
-      if field: self.toks.append(("field", field[1:-1]))
+      if field and field.startswith("ISA_GPU_ID"): self.toks.append(("field", GPU_ID))
+      elif field: self.toks.append(("field", field[1:-1]))
       elif num: self.toks.append(("num", int(num, 0)))
       else: self.toks.append(("op", op))
       pos = m.end()

@@ -5,8 +5,8 @@ into its bitset (instruction) and fields, and print it the way the description's
     isa = ISA(gpu_id=630)
     isa.disasm_word(0x20244000_00000020)      # 'mov.f32f32 r0.x, c8.x'
 
-The tables come from autogen/qcom/ir3_isa.py (generated from Mesa 22.3.6's src/freedreno/isa/ir3*.xml). The rules
-followed are isaspec's, as Mesa's docs/drivers/freedreno/isaspec.rst documents them:
+The tables come from autogen/qcom/ir3_isa.py (generated from Mesa 25.0.7's src/freedreno/isa/ir3*.xml). The rules
+followed are isaspec's, as Mesa's src/compiler/isaspec/README.rst documents them (and isaspec_decode_impl.c does):
 - bitsets form trees (extends); a leaf matches a word when (word & mask & ~dontcare) == match, the masks being the
   union of its own <pattern>s and its ancestors'; a bitset restricted by <gen min/max> matches only for gpu ids in
   that range; a field whose type is another tree's root is decoded by the leaf of that tree its bits match;
@@ -16,20 +16,28 @@ followed are isaspec's, as Mesa's docs/drivers/freedreno/isaspec.rst documents t
 - <param name=X as=Y> lets a nested bitset refer to the enclosing scope's field X as Y;
 - display: {NAME} is the bitset's name, {F} a field printed by its type (int/branch: signed decimal; uint: decimal;
   hex; offset: signed with its sign, nothing for 0; uoffset: "+n", nothing for 0; float: %f of the f16/f32 bits;
-  bool: its display string when set (else nothing), or 0/1 without one; an enum: the display of its value, else
-  the number; a bitset type: that bitset's own display), {F:align=N} pads to column N first.
+  bool: its display string when set (else nothing), or 0/1 without one; bool_inv (Mesa 25): the same when clear;
+  absbranch: as int; custom: nothing (ir3 sets no field_print_cb); an enum: the display of its value, else the
+  number; a bitset type: that bitset's own display), {F:align=N} pads to column N first;
+- expressions may call ISA_GPU_ID() (Mesa 25): the generation's gpu id the decoder is for (chip * 100).
 """
 from __future__ import annotations
 
 import struct
 
-from .expr import compile_expr
+from .expr import GPU_ID, compile_expr
 
 WORD_BITS = 64
+MAX_ERRORS = 4      # struct decode_state's errors[4] (Mesa 25 isaspec_decode_impl.c)
 
 
 class DecodeError(Exception):
   pass
+
+
+def generation_gpu_id(gpu_id: int) -> int:
+  """The gpu id Mesa 25's ir3 decoder is given for an Adreno of this gpu id: its generation (chip) times 100."""
+  return gpu_id // 100 * 100
 
 
 def _sext(v: int, width: int) -> int:
@@ -95,7 +103,10 @@ class ISA:
   def __init__(self, gpu_id: int = 630, tables=None):
     if tables is None:
       from ....autogen.qcom import ir3_isa as tables
-    self.gpu_id = gpu_id
+    # Mesa 25 decodes for the chip's generation times 100 (ir3/tests/disasm.c main() and isa/ir3-disasm.c pass
+    # `.gpu_id = dev_info->chip * 100`): 630 and 660 decode as 600, a730/a740 as 700
+    self.requested_gpu_id = gpu_id
+    self.gpu_id = generation_gpu_id(gpu_id)
     self.enums = tables.ENUMS
     self.exprs = {name: compile_expr(text) for name, text in tables.EXPRS.items()}
     self.expr_text = tables.EXPRS
@@ -119,13 +130,18 @@ class ISA:
     self.stack: list = []
     self.errors: list[str] = []
 
+  def error(self, text: str) -> None:
+    """A decode warning, as Mesa's decode_error records it (isaspec_decode_impl.c: at most 4 per instruction, the rest
+    dropped; numbers as BITSET_FORMAT "%08x%08x", 16 hex digits)."""
+    if len(self.errors) < MAX_ERRORS: self.errors.append(text)
+
   # ---- decoding ----
   def find_bitset(self, root: str, val: int) -> Bitset:
     found = [b for b in self.leaves.get(root, ()) if b.matches(val, self.gpu_id)]
-    if not found: raise DecodeError(f"no {root} matches {val:#x} on gpu {self.gpu_id}")
+    if not found: raise DecodeError(f"no {root} matches {val:#x} on gpu {self.requested_gpu_id} (generation {self.gpu_id})")
     if len(found) > 1: raise DecodeError(f"bitset conflict for {val:#x}: {', '.join(b.name for b in found)}")
     b = found[0]
-    if val & b.dontcare: self.errors.append(f"dontcare bits in {b.name}: {val & b.dontcare:x}")
+    if val & b.dontcare: self.error(f"dontcare bits in {b.name}: {val & b.dontcare:016x}")
     return b
 
   def evaluate(self, scope: _Scope, name: str) -> int:
@@ -158,9 +174,10 @@ class ISA:
     return f, (scope.val >> f["low"]) & ((1 << (f["high"] - f["low"] + 1)) - 1)
 
   def field_value(self, scope: _Scope, name: str) -> int:
+    if name == GPU_ID: return self.gpu_id
     f, v = self.resolve(scope, name)
     if f is None:
-      self.errors.append(f"no field '{name}'")
+      self.error(f"no field '{name}'")
       return 0
     return _sext(v, 64)   # expressions see int64_t
 
@@ -171,7 +188,7 @@ class ISA:
         if "assert" in f:
           got = (scope.val >> f["low"]) & ((1 << (f["high"] - f["low"] + 1)) - 1)
           if got != f["assert"]:
-            self.errors.append(f"WARNING: unexpected bits[{f['low']}:{f['high']}] in {bitset.name}: {got:x} vs {f['assert']:x}")
+            self.error(f"WARNING: unexpected bits[{f['low']}:{f['high']}] in {bitset.name}: {got:016x} vs {f['assert']:016x}")
       if case["display"] is None: continue
       return case["display"]
     return self.find_display(scope, bitset.parent) if bitset.parent is not None else None
@@ -179,7 +196,7 @@ class ISA:
   def display(self, scope: _Scope, out: list[str]) -> None:
     template = self.find_display(scope, scope.bitset)
     if template is None:
-      self.errors.append(f"{scope.bitset.name}: no display template")
+      self.error(f"{scope.bitset.name}: no display template")
       return
     i = 0
     while i < len(template):
@@ -203,11 +220,11 @@ class ISA:
       return
     f, val = self.resolve(scope, name)
     if f is None:
-      self.errors.append(f"no field '{name}'")
+      self.error(f"no field '{name}'")
       return
     width = 1 + f["high"] - f["low"]
     t = f["type"]
-    if t in ("int", "branch"): out.append(str(_sext(val, width)))
+    if t in ("int", "branch", "absbranch"): out.append(str(_sext(val, width)))
     elif t == "uint": out.append(str(val))
     elif t == "hex": out.append(f"{val:x}")
     elif t == "offset":
@@ -220,16 +237,21 @@ class ISA:
       if f["display"] is not None:
         if val: out.append(f["display"])
       else: out.append(str(val))
+    elif t == "bool_inv":               # Mesa 25: a bool shown when clear (isaspec_decode_impl.c, TYPE_BOOL_INV)
+      if f["display"] is not None:
+        if not val: out.append(f["display"])
+      else: out.append(str(int(not val)))
+    elif t == "custom": pass            # printed by the user's field_print_cb, which ir3's disassembler does not set
     elif t in self.enums:
       out.append(self.enums[t].get(val, str(val)))
     elif t in self.bitsets:
       try: b = self.find_bitset(t, val)
-      except DecodeError as e:
-        self.errors.append(f"no match: FIELD: '{scope.bitset.name}.{name}': {val:x} ({e})")
+      except DecodeError:
+        self.error(f"no match: FIELD: '{scope.bitset.name}.{name}': {val:016x}")
         return
       self.display(_Scope(self, b, val, f["params"], scope), out)
     else:
-      self.errors.append(f"bad field type {t!r} ({name})")
+      self.error(f"Bad field type: {t!r} ({name})")
 
   def decode(self, word: int, root: str = "#instruction", params=None, parent=None) -> "Decoded":
     """The instruction (leaf bitset) a word is and the value of every field that applies to it (fields of the cases
@@ -256,6 +278,16 @@ class ISA:
       elif t in ("int", "branch", "offset"): values[n] = _sext(v, 1 + f["high"] - f["low"])
       else: values[n] = v
     return Decoded(b.name, word, values)
+
+  @staticmethod
+  def no_match_text(word: int, style: str = "plain") -> str:
+    """The line Mesa prints for a word no instruction matches: "plain" is isaspec's own ("no match: %08x%08x" of
+    the high and low words, compiler/isaspec/isaspec_decode_impl.c decode()); "raw" is ir3's no_match_cb print_raw
+    (freedreno/ir3/ir3_shader.c: "raw 0x%X%X" of the low, then the high 32 bits, not zero-padded), which
+    ir3_shader_disasm and ir3/tests/disasm.c use."""
+    if style == "raw": return f"raw 0x{word & 0xFFFFFFFF:X}{word >> 32:X}"
+    if style == "plain": return f"no match: {word:016x}"
+    raise ValueError(f"no-match style {style!r}: expected 'plain' or 'raw'")
 
   def disasm_word(self, word: int, errors: bool = False) -> str:
     """One instruction word -> its text (Mesa's disassembler's line, without address or hex). With errors=True,
