@@ -1,0 +1,150 @@
+"""One tinygrad 0.14 session on hcq's mocks, in its own process (tinygrad reads DEV and its other variables at import).
+
+  python run_client.py kfd|nv|am
+
+DEV must be set by the caller (MOCKKFD+AMD, MOCK+NV, MOCKPCI+AMD). This folder goes first on sys.path, so that
+tinygrad's `import test.mockgpu.mockgpu` finds the adapter (test/mockgpu/mockgpu.py). Prints one line per step
+("STEP name ok ..."); a failure prints the traceback and exits 1."""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.append(ROOT)       # tests.fixtures (the committed kernel corpus)
+
+import numpy as np  # noqa: E402
+
+
+def step(name: str, detail: str = "") -> None: print(f"STEP {name} ok {detail}".rstrip(), flush=True)
+
+
+def _adapter():
+  import tinygrad.runtime.support.hcq  # noqa: F401  (imports the adapter: DEV's interface starts with MOCK)
+  from test.mockgpu import mockgpu
+  mockgpu.install_late()
+  return mockgpu
+
+
+def _copies(devname: str, n: int = 4096):
+  """Copy in, copy out (and a device-to-device copy) through tinygrad's allocator; returns the device."""
+  from tinygrad.device import Buffer, Device
+  from tinygrad.dtype import dtypes
+  dev = Device[devname]
+  step("open", f"{type(dev).__name__} iface={type(dev.iface).__name__}")
+  src = np.arange(n, dtype=np.uint32) * 2654435761 % (1 << 32)
+  a = Buffer(devname, n, dtypes.uint32).allocate()
+  a.copyin(memoryview(src.astype(np.uint32)).cast("B"))
+  b = Buffer(devname, n, dtypes.uint32).allocate()
+  b.copy_from(a) if hasattr(b, "copy_from") else dev.allocator._transfer(b._buf, a._buf, n * 4, src_dev=dev, dest_dev=dev)
+  out = np.empty(n, dtype=np.uint32)
+  b.copyout(memoryview(out).cast("B"))
+  if not np.array_equal(out, src.astype(np.uint32)): raise AssertionError(f"copy round trip differs at {int(np.argmax(out != src))}")
+  small = Buffer(devname, 64, dtypes.uint8).allocate()       # a 64-byte buffer (KFD: a sub-page allocation)
+  small.copyin(memoryview(bytearray(range(64))))
+  back = bytearray(64)
+  small.copyout(memoryview(back))
+  if bytes(back) != bytes(range(64)): raise AssertionError("64-byte buffer round trip differs")
+  step("copies", f"{n * 4} bytes in, device copy, out; 64-byte buffer")
+  return dev
+
+
+def run_amd(devname: str = "AMD") -> None:
+  _adapter()
+  from tinygrad.device import Buffer, TinyELF
+  from tinygrad.dtype import dtypes
+  from tinygrad.helpers import DEV
+  from tests.fixtures.opencl.kernels import KERNELS
+  dev = _copies(devname)
+  k = KERNELS["vadd"]
+  data = k.inputs(seed=0)
+  bufs = {}
+  for b in k.buffers:
+    buf = bufs[b.name] = Buffer(devname, b.count, dtypes.float32).allocate()
+    buf.copyin(memoryview(np.ascontiguousarray(data[b.name])).cast("B"))
+  prg = dev.runtime(TinyELF(k.code_object(), "vadd", DEV.target(devname), ()))
+  step("program", f"{type(prg).__name__} vadd.hsaco loaded at {prg.prog_addr:#x}")
+  prg(*[bufs[b.name]._buf for b in k.buffers], global_size=k.groups, local_size=k.local_size, wait=True)
+  outs = {}
+  for b in k.outputs:
+    outs[b.name] = np.empty(b.count, dtype=np.float32)
+    bufs[b.name].copyout(memoryview(outs[b.name]).cast("B"))
+  k.check(outs, data)
+  step("kernel", f"vadd over {k.buffers[0].count} floats matches numpy")
+
+
+def run_nv() -> None:
+  _adapter()
+  from tinygrad.device import Buffer, Device
+  from tinygrad.dtype import dtypes
+  dev = _copies("NV")
+  n = 1024
+  # tinygrad's NV program on a MOCK interface takes PTX (ops_nv.NVProgram: "For MOCKGPU, the lib is PTX code")
+  ptx = PTX_VADD
+  a_np = np.arange(n, dtype=np.float32)
+  b_np = (np.arange(n, dtype=np.float32) * 0.5 + 3.0)
+  a, b, c = (Buffer("NV", n, dtypes.float32).allocate() for _ in range(3))
+  a.copyin(memoryview(a_np).cast("B"))
+  b.copyin(memoryview(b_np).cast("B"))
+  from tinygrad.device import TinyELF
+  from tinygrad.helpers import DEV
+  prg = dev.runtime(TinyELF(ptx.encode(), "vadd", DEV.target("NV"), ()))
+  step("program", type(prg).__name__)
+  prg(c._buf, a._buf, b._buf, global_size=(n // 64, 1, 1), local_size=(64, 1, 1), wait=True)
+  out = np.empty(n, dtype=np.float32)
+  c.copyout(memoryview(out).cast("B"))
+  if not np.array_equal(out, a_np + b_np):
+    i = int(np.argmax(out != a_np + b_np))
+    raise AssertionError(f"PTX vadd: c[{i}] = {out[i]}, numpy says {(a_np + b_np)[i]}")
+  step("kernel", f"PTX vadd over {n} floats matches numpy")
+
+
+PTX_VADD = """
+.version 7.8
+.target sm_89
+.address_size 64
+.visible .entry vadd(.param .u64 c, .param .u64 a, .param .u64 b)
+{
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<11>;
+  .reg .f32 %f<4>;
+  ld.param.u64 %rd1, [c];
+  ld.param.u64 %rd2, [a];
+  ld.param.u64 %rd3, [b];
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %ntid.x;
+  mov.u32 %r3, %tid.x;
+  mad.lo.s32 %r4, %r1, %r2, %r3;
+  mul.wide.s32 %rd4, %r4, 4;
+  add.s64 %rd5, %rd2, %rd4;
+  add.s64 %rd6, %rd3, %rd4;
+  add.s64 %rd7, %rd1, %rd4;
+  ld.global.f32 %f1, [%rd5];
+  ld.global.f32 %f2, [%rd6];
+  add.f32 %f3, %f1, %f2;
+  st.global.f32 [%rd7], %f3;
+  ret;
+}
+"""
+
+
+def main() -> int:
+  what = sys.argv[1]
+  try:
+    if what in ("kfd", "am"): run_amd()
+    elif what == "nv": run_nv()
+    else: raise SystemExit(f"unknown scenario {what!r}")
+  except BaseException:
+    import traceback
+    traceback.print_exc()
+    sys.stdout.flush()
+    os._exit(1)
+  sys.stdout.flush()
+  os._exit(0)      # no atexit/finalizers: the mock's threads and memory go with the process
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,57 @@
+"""tinygrad's OS calls outside FileIOInterface (tinygrad/runtime/support/system.py, class _System), routed to the
+MockOS: physical addresses (tinygrad reads /proc/self/pagemap), memory locking (mlock), device locks (flock on a
+file in its temp dir) and the memory barrier (where the synchronous mock lets its engines run). And the one
+replacement of tinygrad logic the adapter makes: its firmware download (helpers.fetch_fw, by URL and sha256) is
+replaced by a reader of the pinned firmware package hcq uses (Config.firmware_dir), the sha256 still checked."""
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+from . import mock_os
+
+_locks: list = []
+
+
+def install() -> None:
+  from tinygrad.runtime.support import system as tg_system
+  S = tg_system._System
+
+  def system_paddrs(self, vaddr: int, size: int) -> list[int]: return mock_os().phys_addrs(vaddr, size)
+
+  def lock_memory(self, addr: int, size: int) -> None:
+    found = mock_os().memory.find(addr)
+    if found is None or addr + size > found[0] + found[1]:
+      raise RuntimeError(f"Failed to lock memory at {addr:#x} with size {size:#x}: not memory of the mock's process")
+
+  def flock_acquire(self, name: str) -> int:
+    # tinygrad names its lock "<devpref>_<pcibus>.lock" (_System.flock_acquire callers): the MockOS's device lock
+    kind, _, bus = name.removesuffix(".lock").partition("_")
+    lock = mock_os().lock_device(kind, bus)
+    _locks.append(lock)
+    return lock.fd
+
+  def memory_barrier(self) -> None: mock_os().memory_barrier()
+
+  S.system_paddrs, S.lock_memory, S.flock_acquire, S.memory_barrier = system_paddrs, lock_memory, flock_acquire, memory_barrier
+
+
+def fetch_fw(path: str, name: str, sha256: str) -> bytes:
+  """tinygrad's helpers.fetch_fw without the download: linux-firmware's <path>/<name> from the pinned package."""
+  cfg = mock_os().config
+  base = pathlib.Path(cfg.firmware_dir)
+  f = base / name if path in ("amdgpu", "") else base.parent / path / name
+  if not f.is_file(): raise FileNotFoundError(f"firmware {path}/{name}: not in the pinned package at {f}")
+  data = f.read_bytes()
+  if hashlib.sha256(data).hexdigest() != sha256:
+    raise RuntimeError(f"firmware {f}: sha256 {hashlib.sha256(data).hexdigest()} is not the {sha256} tinygrad pins")
+  return data
+
+
+def install_fetch_fw() -> None:
+  import tinygrad.helpers as helpers
+  helpers.fetch_fw = fetch_fw
+  try:
+    import tinygrad.runtime.support.am.amdev as amdev
+    amdev.fetch_fw = fetch_fw
+  except ImportError: pass
