@@ -30,72 +30,81 @@ def _adapter():
 
 
 def _copies(devname: str, n: int = 4096):
-  """Copy in, copy out (and a device-to-device copy) through tinygrad's allocator; returns the device."""
-  from tinygrad.device import Buffer, Device
-  from tinygrad.dtype import dtypes
+  """Copy in, a device-to-device copy, copy out through tinygrad's HCQ allocator (its SDMA / copy-engine queues),
+  and a 64-byte buffer (KFD: a sub-page allocation); returns the device."""
+  from tinygrad.device import BufferSpec, Device
   dev = Device[devname]
   step("open", f"{type(dev).__name__} iface={type(dev.iface).__name__}")
-  src = np.arange(n, dtype=np.uint32) * 2654435761 % (1 << 32)
-  a = Buffer(devname, n, dtypes.uint32).allocate()
-  a.copyin(memoryview(src.astype(np.uint32)).cast("B"))
-  b = Buffer(devname, n, dtypes.uint32).allocate()
-  b.copy_from(a) if hasattr(b, "copy_from") else dev.allocator._transfer(b._buf, a._buf, n * 4, src_dev=dev, dest_dev=dev)
-  out = np.empty(n, dtype=np.uint32)
-  b.copyout(memoryview(out).cast("B"))
-  if not np.array_equal(out, src.astype(np.uint32)): raise AssertionError(f"copy round trip differs at {int(np.argmax(out != src))}")
-  small = Buffer(devname, 64, dtypes.uint8).allocate()       # a 64-byte buffer (KFD: a sub-page allocation)
-  small.copyin(memoryview(bytearray(range(64))))
+  al = dev.allocator
+  src = (np.arange(n, dtype=np.uint64) * 2654435761 % (1 << 32)).astype(np.uint32)
+  a, b = al.alloc(n * 4), al.alloc(n * 4)
+  al._copyin(a, memoryview(src).cast("B"))
+  al._transfer(b, a, n * 4, src_dev=dev, dest_dev=dev)
+  out = np.zeros(n, dtype=np.uint32)
+  al._copyout(memoryview(out).cast("B"), b)
+  if not np.array_equal(out, src): raise AssertionError(f"copy round trip differs at index {int(np.argmax(out != src))}")
+  small = al.alloc(64, BufferSpec(nolru=True))
+  al._copyin(small, memoryview(bytearray(range(64))))
   back = bytearray(64)
-  small.copyout(memoryview(back))
+  al._copyout(memoryview(back), small)
   if bytes(back) != bytes(range(64)): raise AssertionError("64-byte buffer round trip differs")
-  step("copies", f"{n * 4} bytes in, device copy, out; 64-byte buffer")
+  step("copies", f"{n * 4} bytes in, device-to-device, out; 64-byte buffer")
   return dev
+
+
+def _put(dev, arr):
+  buf = dev.allocator.alloc(arr.nbytes)
+  dev.allocator._copyin(buf, memoryview(np.ascontiguousarray(arr)).cast("B"))
+  return buf
+
+
+def _get(dev, buf, like):
+  out = np.zeros_like(like)
+  dev.allocator._copyout(memoryview(out).cast("B"), buf)
+  return out
 
 
 def run_amd(devname: str = "AMD") -> None:
   _adapter()
-  from tinygrad.device import Buffer, TinyELF
+  from tinygrad.device import TinyELF
   from tinygrad.dtype import dtypes
   from tinygrad.helpers import DEV
   from tests.fixtures.opencl.kernels import KERNELS
   dev = _copies(devname)
   k = KERNELS["vadd"]
   data = k.inputs(seed=0)
-  bufs = {}
-  for b in k.buffers:
-    buf = bufs[b.name] = Buffer(devname, b.count, dtypes.float32).allocate()
-    buf.copyin(memoryview(np.ascontiguousarray(data[b.name])).cast("B"))
-  prg = dev.runtime(TinyELF(k.code_object(), "vadd", DEV.target(devname), ()))
+  bufs = {b.name: _put(dev, data[b.name]) for b in k.buffers}
+  (gx, gy, gz), (lx, ly, lz) = k.groups, k.local_size
+  hidden = (gx, gy, gz, lx | ly << 16, lz, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+  sig = tuple((f"hidden{i}", i, dtypes.uint32, ()) for i in range(len(hidden)))   # the types of the values
+  prg = dev.runtime(TinyELF(k.code_object(), "vadd", DEV.target(devname), sig))
   step("program", f"{type(prg).__name__} vadd.hsaco loaded at {prg.prog_addr:#x}")
-  prg(*[bufs[b.name]._buf for b in k.buffers], global_size=k.groups, local_size=k.local_size, wait=True)
-  outs = {}
-  for b in k.outputs:
-    outs[b.name] = np.empty(b.count, dtype=np.float32)
-    bufs[b.name].copyout(memoryview(outs[b.name]).cast("B"))
+  # vadd.cl is OpenCL C (code object v5): get_global_id reads the hidden kernel arguments after the explicit ones
+  # (LLVM AMDGPUUsage, "Code Object V5 Metadata": hidden_block_count_x/y/z u32 at +0x18, hidden_group_size_x/y/z u16
+  # at +0x24, hidden_remainder_x/y/z u16, hidden_global_offset_x/y/z u64 at +0x40). tinygrad's own kernels use none,
+  # so its argument block leaves them zero; they are passed here through its API, as 32-bit values after the three
+  # 64-bit pointers (CLikeArgsState: vals follow the buffers, laid out by the program's signature).
+  prg(*[bufs[b.name] for b in k.buffers], global_size=k.groups, local_size=k.local_size, vals=hidden, wait=True)
+  outs = {b.name: _get(dev, bufs[b.name], data[b.name]) for b in k.outputs}
   k.check(outs, data)
   step("kernel", f"vadd over {k.buffers[0].count} floats matches numpy")
 
 
 def run_nv() -> None:
   _adapter()
-  from tinygrad.device import Buffer, Device
-  from tinygrad.dtype import dtypes
   dev = _copies("NV")
   n = 1024
   # tinygrad's NV program on a MOCK interface takes PTX (ops_nv.NVProgram: "For MOCKGPU, the lib is PTX code")
   ptx = PTX_VADD
   a_np = np.arange(n, dtype=np.float32)
   b_np = (np.arange(n, dtype=np.float32) * 0.5 + 3.0)
-  a, b, c = (Buffer("NV", n, dtypes.float32).allocate() for _ in range(3))
-  a.copyin(memoryview(a_np).cast("B"))
-  b.copyin(memoryview(b_np).cast("B"))
+  a, b, c = _put(dev, a_np), _put(dev, b_np), _put(dev, np.zeros(n, dtype=np.float32))
   from tinygrad.device import TinyELF
   from tinygrad.helpers import DEV
   prg = dev.runtime(TinyELF(ptx.encode(), "vadd", DEV.target("NV"), ()))
   step("program", type(prg).__name__)
-  prg(c._buf, a._buf, b._buf, global_size=(n // 64, 1, 1), local_size=(64, 1, 1), wait=True)
-  out = np.empty(n, dtype=np.float32)
-  c.copyout(memoryview(out).cast("B"))
+  prg(c, a, b, global_size=(n // 64, 1, 1), local_size=(64, 1, 1), wait=True)
+  out = _get(dev, c, a_np)
   if not np.array_equal(out, a_np + b_np):
     i = int(np.argmax(out != a_np + b_np))
     raise AssertionError(f"PTX vadd: c[{i}] = {out[i]}, numpy says {(a_np + b_np)[i]}")
