@@ -83,7 +83,7 @@ class NVGPUProperties:
 _COMMON = (abi.NV01_ROOT_CLIENT, abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0, abi.NV01_MEMORY_SYSTEM, abi.NV1_MEMORY_USER,
            abi.NV01_MEMORY_VIRTUAL, abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, abi.FERMI_VASPACE_A,
            abi.KEPLER_CHANNEL_GROUP_A, abi.FERMI_CONTEXT_SHARE_A, abi.TURING_USERMODE_A, abi.AMPERE_USERMODE_A,
-           abi.AMPERE_CHANNEL_GPFIFO_A)
+           abi.AMPERE_CHANNEL_GPFIFO_A, abi.GT200_DEBUGGER)
 # g_gpu_class_list.c: GH100 lists Hopper's compute/copy/usermode/GPFIFO classes and none of Ampere's or Ada's compute
 # and copy classes (section 1.8); AD102 lists Ada's compute class and Ampere's copy class
 GPUS = {
