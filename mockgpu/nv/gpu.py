@@ -456,14 +456,35 @@ class MockNVGPU:
   def _load_kernel(self, ch: Channel, pc: int):
     head = self.read_bytes(pc, 8, "program")
     if head != PTX_ENTRY_MAGIC:
-      raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
-                                f"SASS (load PTX, not a cubin)")
+      text = self._ptx_image(pc)
+      if text is None:
+        raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
+                                  f"SASS (load PTX, not a cubin)")
+      return self._kernel_of(ch, pc, pc, text, None)
     text_va, text_len, name_len = (int.from_bytes(self.read_bytes(pc + 8, 8), "little"),
                                    int.from_bytes(self.read_bytes(pc + 16, 4), "little"),
                                    int.from_bytes(self.read_bytes(pc + 20, 4), "little"))
     name = self.read_bytes(pc + PTX_ENTRY_HEADER, name_len, "program").decode(errors="replace")
     text = self.read_bytes(text_va, text_len, "PTX module text")
-    key = (text_va, text_len, zlib.crc32(text))
+    return self._kernel_of(ch, pc, text_va, text, name)
+
+  def _ptx_image(self, pc: int) -> bytes | None:
+    """PTX text placed at the program address itself (a PTX module image, NUL-terminated: what tinygrad's NV driver
+    loads on a mock interface, ops_nv.NVProgram), or None when the bytes there are not PTX text."""
+    first = self.read_bytes(pc, 64, "program")
+    if not first.lstrip(b" \t\r\n").startswith((b".", b"//")): return None
+    chunks, addr = [], pc
+    while True:
+      chunk = self.read_bytes(addr, 0x1000 - (addr & 0xFFF), "PTX image")
+      end = chunk.find(b"\0")
+      chunks.append(chunk if end < 0 else chunk[:end])
+      if end >= 0: return b"".join(chunks)
+      addr += len(chunk)
+      if addr - pc > (16 << 20): raise QueueError(f"{self.name}", f"PTX image at {pc:#x}: no NUL within 16 MiB")
+
+  def _kernel_of(self, ch: Channel, pc: int, text_va: int, text: bytes, name: str | None):
+    """The kernel `name` of the PTX module `text` (None: the module's only entry)."""
+    key = (text_va, len(text), zlib.crc32(text))
     mod = self._modules.get(key)
     if mod is None:
       ptx = _ptx()
@@ -473,6 +494,11 @@ class MockNVGPU:
       if len(self._modules) > 64: self._modules.clear()
       self._modules[key] = mod
     if isinstance(mod, QueueError): raise mod
+    if name is None:
+      if len(mod.kernels) != 1:
+        raise QueueError(ch.name, f"PTX image at {pc:#x} has {len(mod.kernels)} entries ({', '.join(sorted(mod.kernels))}): "
+                                  f"a program address names one kernel")
+      name = next(iter(mod.kernels))
     k = mod.kernels.get(name)
     if k is None: raise QueueError(ch.name, f"program at {pc:#x}: the PTX module has no kernel {name!r}")
     return k
