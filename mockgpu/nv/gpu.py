@@ -429,7 +429,7 @@ class MockNVGPU:
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
-    if 0 in grid or 0 in block: return
+    if 0 in grid or 0 in block: return self._release(ch, major, raw, qmd_va)    # an empty grid completes at once
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
     kernel = self._kernel(ch, pc)
     base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
@@ -440,6 +440,19 @@ class MockNVGPU:
     params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
     dynamic = max(launch["shared"] - kernel.static_shared_bytes, 0)
     self._run_kernel(ch, kernel, grid, block, params, dynamic)
+    self._release(ch, major, raw, qmd_va)
+
+  def _release(self, ch: Channel, major: int, raw: bytes, qmd_va: int) -> None:
+    """The QMD's release semaphores, once the grid is done (qmd.releases: V03_00's RELEASE0/1)."""
+    for r in qmd.releases(major, raw):
+      addr = r["ADDRESS_LOWER"] | r["ADDRESS_UPPER"] << 32
+      if r["REDUCTION_ENABLE"]:
+        raise QueueError(ch.name, f"QMD at {qmd_va:#x}: release semaphore at {addr:#x} with a reduction is not modelled")
+      wide = r["PAYLOAD64B"] or r["STRUCTURE_SIZE"] == qmd.TWO_WORDS
+      payload = r["PAYLOAD_LOWER"] | (r["PAYLOAD_UPPER"] << 32 if wide else 0)
+      if wide: self.write64(addr, payload, "QMD release semaphore")
+      else: self.write32(addr, payload, "QMD release semaphore")
+      if r["STRUCTURE_SIZE"] == qmd.FOUR_WORDS: self.write64(addr + 8, self.clock_ns(), "QMD release timestamp")
 
   def _kernel(self, ch: Channel, pc: int):
     """The kernel at a program address. Cached per address while the GPU's mappings stay the same: code is loaded
