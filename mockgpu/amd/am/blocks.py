@@ -156,7 +156,12 @@ class SMUModel:
     self.running, self.version = True, version
     self.gpu.regs.poke(self.resp, SMU.PPSMC_Result_OK)
 
-  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249]}
+  # DPM levels per clock. Linux's smu_v13_0_0_set_default_dpm_table (smu_v13_0_0_ppt.c) reads the SOCCLK and FCLK
+  # tables as well as GFXCLK's and UCLK's (smu_v13_0_set_single_dpm_table: GetDpmFreqByIndex with index 0xff for the
+  # count, then each level), and tinygrad's AM_SMU.set_clocks reads all four: the SOC and fabric clocks have one level
+  # here, the frequencies the metrics report (SOC_MHZ, FCLK_MHZ)
+  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249], SMU.PPCLK_SOCCLK: [1200],
+             SMU.PPCLK_FCLK: [1900]}
   DPM_BIT31 = {SMU.PPCLK_UCLK}      # clocks whose GetDpmFreqByIndex answers carry bit 31 (the DPM kind flag)
 
   def _message(self, msg: int) -> None:
