@@ -140,6 +140,19 @@ PTX_VADD = """
 """
 
 
+def _mock_diagnosis() -> None:
+  """What the mock refused (its PSP's refusals, the firmware the adapter substituted): printed after a failure."""
+  import tg_adapter
+  from tg_adapter import system as tg_system
+  for sub in tg_system.SUBSTITUTED: print(f"MOCK firmware substituted: {sub[0]} (tinygrad pins {sub[1][:16]}..., package {sub[2][:16]}...)")
+  for dev in getattr(tg_adapter._os, "devices", []):
+    psp = getattr(dev, "psp", None)
+    if psp is not None:
+      print(f"MOCK PSP bootloader loaded {[hex(c) for c in psp.bl_loaded]} sOS alive {psp.sos_alive}")
+      for why in psp.refused: print(f"MOCK PSP refused: {why}")
+  sys.stdout.flush()
+
+
 def main() -> int:
   what = sys.argv[1]
   try:
@@ -149,6 +162,7 @@ def main() -> int:
   except BaseException:
     import traceback
     traceback.print_exc()
+    _mock_diagnosis()
     sys.stdout.flush()
     os._exit(1)
   sys.stdout.flush()

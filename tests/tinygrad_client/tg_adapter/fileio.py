@@ -94,10 +94,8 @@ def make_class(base):
       mos = mock_os()
       shared = bool(flags & mmap_mod.MAP_SHARED)
       try:
-        if start and flags & MAP_FIXED and not flags & MAP_FIXED_NOREPLACE:
-          found = mos.memory.find(start)
-          if found is not None:      # MAP_FIXED over a reservation (or other memory) of ours: replaced, as mmap(2) does
-            return mos.memory.replace(start, round_page(sz), "tinygrad MAP_FIXED mapping", prot=prot or None)
+        if start and flags & MAP_FIXED and not flags & MAP_FIXED_NOREPLACE and mos.memory.overlaps(start, round_page(sz)):
+          mos.free_anon(start, round_page(sz))     # MAP_FIXED replaces what was there (a part of a reservation), as mmap(2)
         reserve = prot == 0
         return mos.alloc_anon(sz, addr=start or None, prot=prot, shared=shared, reserve_only=reserve)
       except OSCallError as e: raise os_error(e) from None
