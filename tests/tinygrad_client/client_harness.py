@@ -24,10 +24,9 @@ requires_tinygrad = pytest.mark.skipif(tinygrad_version() != "0.14.0",
 
 def run_client(scenario: str, dev: str, timeout_s: float = 240, **env) -> subprocess.CompletedProcess:
   """run_client.py <scenario> with DEV=dev in a fresh interpreter; env adds variables (HCQ_* for the mock)."""
-  full = {k: v for k, v in os.environ.items() if not k.startswith(("DEV", "HCQ_", "AMD", "NV", "DEBUG"))}
+  # this process's environment without what would steer tinygrad or the mock (DEV, HCQ_*, AMD_*, NV_*, DEBUG)
+  full = {k: v for k, v in os.environ.items() if not k.startswith(("DEV", "HCQ_", "AMD", "NV", "DEBUG", "VFIO"))}
   full.update(DEV=dev, PYTHONPATH="", **{k: str(v) for k, v in env.items()})
-  full.setdefault("HCQ_FIRMWARE_DIR", os.environ.get("HCQ_FIRMWARE_DIR", ""))
-  if not full["HCQ_FIRMWARE_DIR"]: del full["HCQ_FIRMWARE_DIR"]
   return subprocess.run([sys.executable, os.path.join(HERE, "run_client.py"), scenario], env=full, capture_output=True,
                         text=True, timeout=timeout_s)
 

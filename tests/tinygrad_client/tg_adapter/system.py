@@ -35,6 +35,12 @@ def install() -> None:
 
   S.system_paddrs, S.lock_memory, S.flock_acquire, S.memory_barrier = system_paddrs, lock_memory, flock_acquire, memory_barrier
 
+  # tinygrad runs host commands where it lacks a permission or a module (`sudo modprobe vfio-pci`, `sudo tee` of a
+  # sysfs file: _System.write_sysfs, .vfio, KFDIface.require_profile_mode); against a mock none may reach the host
+  def refuse(cmd):
+    raise RuntimeError(f"tinygrad adapter: tinygrad wanted to run a host command against the mock, refused: {cmd!r}")
+  tg_system.os.system = refuse
+
 
 SUBSTITUTED: list[tuple[str, str, str]] = []     # (file, sha256 tinygrad pins, sha256 of the package's file)
 
