@@ -55,7 +55,14 @@ def make_class(base):
     def ioctl(self, request, arg):
       f = self._f("ioctl")
       try: return f.ioctl(request, arg) or 0
+      except OSCallError as e:
+        if e.errno != errno.ENOTTY or not hasattr(f, "ioctl_fd"): raise os_error(e) from None
+      # an ioctl whose result is a new descriptor (VFIO_GROUP_GET_DEVICE_FD): the mock hands out its file object;
+      # tinygrad gets its number, and FileIOInterface(fd=...) finds the object again
+      try: new = f.ioctl_fd(request, arg, f"{self.path} (device fd)")
       except OSCallError as e: raise os_error(e) from None
+      _by_fd[new.fd] = new
+      return new.fd
 
     def mmap(self, start, sz, prot, flags, offset):
       f, mos = self._f("mmap"), mock_os()
