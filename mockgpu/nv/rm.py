@@ -25,7 +25,7 @@ import errno
 import itertools
 import threading
 
-from ...errors import GPUFault, OSCallError
+from ...errors import DeviceError, GPUFault, OSCallError
 from ..files import MockFile
 from . import abi
 from .gpu import Channel
@@ -397,7 +397,9 @@ class RMModel:
       # fd maps wherever the caller says (nvidia_mmap, kernel-open/nvidia/nv-mmap.c, takes the vma it is given), and
       # RM_MAP_MEMORY_DMA at a fixed dmaOffset places the object in the GPU VA space alone (the host is not involved).
       # The mock backs the object with host memory at va there (GPU VA == host VA).
-      self.os.alloc_anon(o.size, addr=va, shared=True)
+      try: self.os.alloc_anon(o.size, addr=va, shared=True)
+      except (OSCallError, DeviceError) as e:     # memory of this process the mock does not know of lives there
+        raise RMStatus("NV_ERR_INVALID_ADDRESS", f"{what} at {va:#x}+{o.size:#x}: the mock cannot back it there ({e})") from None
       host = self.os.memory.find(va)
     if host is None or va + o.size > host[0] + host[1]:
       raise RMStatus("NV_ERR_INVALID_ADDRESS", f"{what} at {va:#x}+{o.size:#x}: runs past the process's mapping there "

@@ -87,3 +87,15 @@ def test_memory_maps_at_a_fixed_address_nobody_reserved(rm):
                                       flags=abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=other - 0x1000)
   with pytest.raises(RMError, match="NV_ERR_INVALID_ADDRESS"):
     rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, dma2, "over the process's memory")
+
+
+def test_a_fixed_mapping_over_memory_the_mock_does_not_know_is_refused(rm):
+  stray = ctypes.create_string_buffer(0x4000)       # the process's own memory, never handed out by the OS interface
+  va = (ctypes.addressof(stray) + 0xFFF) & ~0xFFF
+  mem = rm.rm_alloc(rm.device, abi.NV1_MEMORY_USER, abi.NV_MEMORY_ALLOCATION_PARAMS(
+    owner=rm.root, type=abi.NVOS32_TYPE_IMAGE, size=0x1000, flags=abi.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED))
+  dma = rm.layouts.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem, length=0x1000,
+                                     flags=abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=va)
+  with pytest.raises(RMError, match="NV_ERR_INVALID_ADDRESS"):
+    rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, dma, "over unknown memory")
+  assert stray.raw[:4] == b"\0\0\0\0"
