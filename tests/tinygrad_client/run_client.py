@@ -74,16 +74,16 @@ def run_amd(devname: str = "AMD") -> None:
   k = KERNELS["vadd"]
   data = k.inputs(seed=0)
   bufs = {b.name: _put(dev, data[b.name]) for b in k.buffers}
-  (gx, gy, gz), (lx, ly, lz) = k.groups, k.local_size
-  hidden = (gx, gy, gz, lx | ly << 16, lz, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-  sig = tuple((f"hidden{i}", i, dtypes.uint32, ()) for i in range(len(hidden)))   # the types of the values
-  prg = dev.runtime(TinyELF(k.code_object(), "vadd", DEV.target(devname), sig))
-  step("program", f"{type(prg).__name__} vadd.hsaco loaded at {prg.prog_addr:#x}")
   # vadd.cl is OpenCL C (code object v5): get_global_id reads the hidden kernel arguments after the explicit ones
   # (LLVM AMDGPUUsage, "Code Object V5 Metadata": hidden_block_count_x/y/z u32 at +0x18, hidden_group_size_x/y/z u16
   # at +0x24, hidden_remainder_x/y/z u16, hidden_global_offset_x/y/z u64 at +0x40). tinygrad's own kernels use none,
   # so its argument block leaves them zero; they are passed here through its API, as 32-bit values after the three
   # 64-bit pointers (CLikeArgsState: vals follow the buffers, laid out by the program's signature).
+  (gx, gy, gz), (lx, ly, lz) = k.groups, k.local_size
+  hidden = (gx, gy, gz, lx | ly << 16, lz, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+  sig = tuple((f"hidden{i}", i, dtypes.uint32, ()) for i in range(len(hidden)))   # the types of the values
+  prg = dev.runtime(TinyELF(k.code_object(), "vadd", DEV.target(devname), sig))
+  step("program", f"{type(prg).__name__} vadd.hsaco loaded at {prg.prog_addr:#x}")
   prg(*[bufs[b.name] for b in k.buffers], global_size=k.groups, local_size=k.local_size, vals=hidden, wait=True)
   outs = {b.name: _get(dev, bufs[b.name], data[b.name]) for b in k.outputs}
   k.check(outs, data)
