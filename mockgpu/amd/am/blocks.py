@@ -127,13 +127,30 @@ class IH:
 
 
 class RLC:
+  """The RLC: its autoload (PSP AUTOLOAD_RLC), then its firmware's safe-mode handshake. RLC_SAFE_MODE (Linux
+  gfx_v11_0_set_safe_mode / _unset_safe_mode): the driver writes CMD=1 with MESSAGE 1 (enter) or 0 (exit) and waits
+  for the RLC to clear CMD. Only running RLC firmware answers: before the autoload CMD stays set."""
+
   def __init__(self, gpu):
+    from ....autogen.amd import gc_11_0_0 as GC
     rf = gpu.regs
+    self.regs = rf
     self.status = rf.addr(GC_HWID, "gc_11_0_0", "RLC_RLCS_BOOTLOAD_STATUS")
+    self.safe_mode_reg = rf.addr(GC_HWID, "gc_11_0_0", "RLC_SAFE_MODE")
+    self.cmd_mask, self.msg_mask, self.msg_shift = GC.RLC_SAFE_MODE__CMD_MASK, GC.RLC_SAFE_MODE__MESSAGE_MASK, GC.RLC_SAFE_MODE__MESSAGE__SHIFT
+    rf.hook(self.safe_mode_reg, write=self._safe_mode)
     rf.poke(rf.addr(GC_HWID, "gc_11_0_0", "CP_STAT"), 0)
+    self.running = False
+    self.safe_mode = False        # the GFX clocks held on for the driver (entered with MESSAGE 1)
 
   def autoload(self, gpu) -> None:
     gpu.regs.poke(self.status, 0x80000000 | 0x1)   # BOOTLOAD_COMPLETE | GFX_INIT_DONE
+    self.running = True
+
+  def _safe_mode(self, value: int) -> None:
+    if not self.running or not value & self.cmd_mask: return
+    self.safe_mode = bool((value & self.msg_mask) >> self.msg_shift)
+    self.regs.poke(self.safe_mode_reg, value & ~self.cmd_mask)      # the firmware's acknowledgement
 
 
 class SMUModel:
@@ -156,7 +173,12 @@ class SMUModel:
     self.running, self.version = True, version
     self.gpu.regs.poke(self.resp, SMU.PPSMC_Result_OK)
 
-  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249]}
+  # DPM levels per clock. Linux's smu_v13_0_0_set_default_dpm_table (smu_v13_0_0_ppt.c) reads the SOCCLK and FCLK
+  # tables as well as GFXCLK's and UCLK's (smu_v13_0_set_single_dpm_table: GetDpmFreqByIndex with index 0xff for the
+  # count, then each level), and tinygrad's AM_SMU.set_clocks reads all four: the SOC and fabric clocks have one level
+  # here, the frequencies the metrics report (SOC_MHZ, FCLK_MHZ)
+  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249], SMU.PPCLK_SOCCLK: [1200],
+             SMU.PPCLK_FCLK: [1900]}
   DPM_BIT31 = {SMU.PPCLK_UCLK}      # clocks whose GetDpmFreqByIndex answers carry bit 31 (the DPM kind flag)
 
   def _message(self, msg: int) -> None:

@@ -130,6 +130,9 @@ class PSPModel:
     mc = rf.read(self.r[36]) << 20
     blob = self.gpu.read_mc(mc, 1 << 20)
     why = check_signature(blob, None, name, kdb=cmd == BL_KEY_DATABASE)
+    # Linux 6.12's psp_v13_0_bootloader_load_spl (psp_v13_0.c) gives LOAD_TOS_SPL_TABLE the key database image
+    # (psp->kdb), not psp->spl, and tinygrad's AM_PSP.init_hw does the same on MP0 13.x: the bootloader takes either
+    if why and cmd == BL_TOS_SPL_TABLE and check_signature(blob, None, "KDB", kdb=True) is None: why = None
     if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
     self.bl_loaded.append(cmd)
     if cmd == BL_SOSDRV and not self.refused:
@@ -183,7 +186,13 @@ class PSPModel:
       return 0
     if cid == G.GFX_CMD_ID_LOAD_IP_FW:
       c = cmd.cmd.cmd_load_ip_fw
-      if self.tmr is None: return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before SETUP_TMR")
+      # Linux's psp_hw_start on MP0 13.0.0 (pmfw_centralized_cstate_management: psp_check_pmfw_centralized_cstate_
+      # management) loads the SMU firmware after LOAD_TOC and before SETUP_TMR ("TMR setup should be performed after
+      # PMFW loaded and before other non-psp firmware loaded"); tinygrad's AM_PSP.init_hw does too. Every other image
+      # needs the TMR.
+      smu_before_tmr = c.fw_type == G.GFX_FW_TYPE_SMU and self.toc_loaded and not self.loaded_fw
+      if self.tmr is None and not smu_before_tmr:
+        return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before SETUP_TMR")
       if not self.loaded_fw and c.fw_type != G.GFX_FW_TYPE_SMU:
         return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before the SMU firmware")
       blob = self.gpu.read_mc(c.fw_phy_addr_lo | (c.fw_phy_addr_hi << 32), c.fw_size)
