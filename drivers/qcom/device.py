@@ -91,6 +91,8 @@ class QCOMDevice(HCQDevice):
       self.isa = ISA(iface.gpu_id)
       ib = self._kgsl(IB_RING_SIZE)
       self.ib_view = ib.cpu
+      self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (lower.V_SCRATCH)
+      self._pvt: dict[int, object] = {}       # private-memory buffers by size (program.py)
       self._start_runtime()
       self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
     except BaseException:
@@ -106,6 +108,8 @@ class QCOMDevice(HCQDevice):
   def _host_memory(self, size: int):
     mem = self._kgsl(size)
     return mem.va, mem.cpu
+
+  def _vendor_links(self) -> dict: return {lower.V_SCRATCH: self.scratch.va}
 
   def _make_engines(self, links: dict):
     engine = KGSLEngine(self, links)

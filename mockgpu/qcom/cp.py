@@ -2,7 +2,7 @@
 
 Type-4 packets write the register file; type-7 packets are interpreted by opcode (names and fields from the
 adreno_pm4 rnndb module): CP_NOP, CP_SET_MARKER, CP_WAIT_FOR_IDLE, CP_WAIT_MEM_WRITES (the model finishes every write
-at once), CP_MEM_WRITE, CP_EVENT_WRITE (a TIMESTAMP event writes its value), CP_WAIT_REG_MEM (WRITE_GE and the other
+at once), CP_MEM_WRITE, CP_EVENT_WRITE (a *_TS event writes its value; with the TIMESTAMP bit, the GPU's clock), CP_WAIT_REG_MEM (WRITE_GE and the other
 functions, polling memory: the CP stops there until the condition holds), CP_REG_TO_MEM (CP_ALWAYS_ON_COUNTER counts
 a 19.2 MHz clock), CP_LOAD_STATE6{,_FRAG,_GEOM} (constants, shader, IBO descriptors of the compute stage, direct or
 indirect), CP_INDIRECT_BUFFER, CP_EXEC_CS (a dispatch on the ir3 emulator, ir3.py, with the SP/HLSQ compute
@@ -47,6 +47,9 @@ class CommandProcessor:
       ("CP_MEM_WRITE", 2), ("CP_EVENT_WRITE", 1), ("CP_WAIT_REG_MEM", 5), ("CP_REG_TO_MEM", 3),
       ("CP_LOAD_STATE6_FRAG", 3), ("CP_LOAD_STATE6", 3), ("CP_LOAD_STATE6_GEOM", 3), ("CP_EXEC_CS", 4),
       ("CP_INDIRECT_BUFFER", 3))}
+    events = adreno_pm4.ENUMS["vgt_event_type"]
+    self._event_names = {v: k for k, v in events.items()}
+    self._ts_events = {v for k, v in events.items() if k.endswith("_TS") or k.endswith("_TS_EVENT")}
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
     self.dispatches = 0
     self.instructions = 0
@@ -128,10 +131,28 @@ class CommandProcessor:
     for i, v in enumerate(b[2:]): self._u32(addr + 4 * i, "CP_MEM_WRITE").value = v
 
   def _CP_EVENT_WRITE(self, b, where):
-    if b[0] & self.pm4.CP_EVENT_WRITE_0_TIMESTAMP:
-      if len(b) < 4: raise GPUFault(f"CP_EVENT_WRITE with TIMESTAMP and a body of {len(b)} dwords (it has 4)",
-                                    address=where, kind="CP illegal instruction")
-      self._u32(b[1] | b[2] << 32, "CP_EVENT_WRITE").value = b[3]
+    """A timestamp event (a vgt_event_type named *_TS: CACHE_FLUSH_TS, RB_DONE_TS, ...) writes the packet's value
+    (dword 3) to the address in dwords 1-2 once the work before it is done; with TIMESTAMP (bit 30) it writes the
+    GPU's 64-bit always-on counter instead of the value (adreno_pm4.xml, CP_EVENT_WRITE: "when set, write back
+    timestamp instead of value from packet"). Other events carry no address."""
+    p = self.pm4
+    event = b[0] & p.CP_EVENT_WRITE_0_EVENT__MASK
+    name = self._event_names.get(event, f"event {event:#x}")
+    if event not in self._ts_events:
+      if len(b) > 1: raise GPUFault(f"CP_EVENT_WRITE {name} with a body of {len(b)} dwords: only a timestamp event "
+                                    f"carries an address", address=where, kind="CP illegal instruction")
+      return
+    if len(b) < 4: raise GPUFault(f"CP_EVENT_WRITE {name} with a body of {len(b)} dwords (a timestamp event has 4)",
+                                  address=where, kind="CP illegal instruction")
+    addr = b[1] | b[2] << 32
+    if b[0] & p.CP_EVENT_WRITE_0_TIMESTAMP:
+      now = self.always_on()
+      self._u32(addr, f"CP_EVENT_WRITE {name}").value = now & 0xFFFFFFFF
+      self._u32(addr + 4, f"CP_EVENT_WRITE {name}").value = now >> 32
+    else: self._u32(addr, f"CP_EVENT_WRITE {name}").value = b[3]
+
+  @staticmethod
+  def always_on() -> int: return time.monotonic_ns() * 192 // 10000          # CP_ALWAYS_ON_COUNTER: 19.2 MHz
 
   def _CP_WAIT_REG_MEM(self, b, where):
     p = self.pm4
@@ -150,7 +171,7 @@ class CommandProcessor:
     cnt = (b[0] & p.CP_REG_TO_MEM_0_CNT__MASK) >> p.CP_REG_TO_MEM_0_CNT__SHIFT
     addr = b[1] | b[2] << 32
     if reg == A6XX_ALWAYS_ON:
-      now = time.monotonic_ns() * 192 // 10000          # 19.2 MHz
+      now = self.always_on()
       vals = [now & 0xFFFFFFFF, now >> 32]
     else: vals = [self.regs.get(reg + i, 0) for i in range(max(cnt, 1))]
     for i, v in enumerate(vals[:max(cnt, 1)]): self._u32(addr + 4 * i, "CP_REG_TO_MEM").value = v

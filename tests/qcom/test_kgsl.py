@@ -51,10 +51,13 @@ def test_decode_names_packets_and_registers():
 def test_lowering_uses_the_rnndb_opcodes_and_registers():
   assert lower.ALWAYS_ON_COUNTER == a6xx.REG_A6XX_CP_ALWAYS_ON_COUNTER
   with hcq.open("MOCK+QCOM") as dev:
-    names = [p[1] for p in cp.decode(list(dev.compute.signal_cmd.fill({("var", "timeline"): 5})))]
-    assert names == ["CP_WAIT_FOR_IDLE", "CP_MEM_WRITE", "CP_EVENT_WRITE"]
-    ev = cp.decode(list(dev.compute.signal_cmd.fill({("var", "timeline"): 5})))[2][2]
-    assert int(ev[0], 16) == adreno_pm4.CACHE_FLUSH_TS | adreno_pm4.CP_EVENT_WRITE_0_TIMESTAMP and ev[3] == "0x5"
+    got = cp.decode(list(dev.compute.signal_cmd.fill({("var", "timeline"): (7 << 32) | 5})))
+    assert [p[1] for p in got] == ["CP_WAIT_FOR_IDLE", "CP_EVENT_WRITE", "CP_EVENT_WRITE"]
+    lo_ev, hi_ev = got[1][2], got[2][2]
+    # a fence value without TIMESTAMP (bit 30 would write the GPU's clock: adreno_pm4.xml), low word first
+    assert int(lo_ev[0], 16) == adreno_pm4.CACHE_FLUSH_TS and lo_ev[3] == "0x5"
+    assert int(hi_ev[0], 16) == adreno_pm4.CACHE_FLUSH_TS and hi_ev[3] == "0x7"
+    assert int(hi_ev[1], 16) == int(lo_ev[1], 16) + 4
     wait = cp.decode(list(dev.compute.wait_cmd.fill({("var", "prev"): 9})))
     assert [p[1] for p in wait] == ["CP_WAIT_REG_MEM"] and wait[0][2][3] == "0x9"
 
