@@ -202,7 +202,18 @@ class QCOMDevice(HCQDevice):
         mem.cpu[:len(code)] = code
         loaded = self._images[code] = (mem.va, len(code))
     words = list(array("Q", code))
-    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words)
+    pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
+    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)
+
+  def _pvt_memory(self, pvtmem: int) -> int:
+    """The private memory of programs with `pvtmem` bytes per fiber: one buffer per size, per_sp_size for each SP
+    core (computerator's cs_program_emit), kept until close."""
+    from .program import SP_CORES, pvtmem_sizes
+    total = pvtmem_sizes(pvtmem)[1] * SP_CORES
+    with self._open_lock():
+      va = self._pvt.get(total)
+      if va is None: va = self._pvt[total] = self._kgsl(total).va
+    return va
 
   def _release_hardware(self) -> None:
     self.iface.close()
