@@ -50,6 +50,9 @@ class CommandProcessor:
     events = adreno_pm4.ENUMS["vgt_event_type"]
     self._event_names = {v: k for k, v in events.items()}
     self._ts_events = {v for k, v in events.items() if k.endswith("_TS") or k.endswith("_TS_EVENT")}
+    # registers of the LPAC pipe a6xx gen4 has and the a630 (gen1) has not (freedreno_devices.py has_lpac)
+    self.absent = {} if chip_id >> 16 != 0x0603 else {
+      getattr(a6xx, "REG_A6XX_" + n): n for n in ("SP_CS_CNTL_0", "SP_CS_CNTL_1", "HLSQ_CS_UNKNOWN_B9D0")}
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
     self.dispatches = 0
     self.instructions = 0
@@ -101,7 +104,13 @@ class CommandProcessor:
       if (h >> 7) & 1 != odd_parity(n) or (h >> 27) & 1 != odd_parity(reg):
         raise GPUFault(f"CP: type-4 header {h:#010x} with bad parity", address=where, kind="CP illegal instruction")
       self._body(stream, pos, n, where)
-      for i in range(n): self.regs[reg + i] = int(stream[pos + 1 + i])
+      for i in range(n):
+        if reg + i in self.absent:
+          raise GPUFault(f"CP: {self.absent[reg + i]} ({reg + i:#x}) does not exist on this GPU (a6xx gen1, no LPAC: "
+                         f"Mesa freedreno_devices.py; computerator writes it only when has_lpac)", address=where,
+                         kind="CP illegal instruction")
+        self.regs[reg + i] = v = int(stream[pos + 1 + i])
+        if reg + i == self.a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD: self._invalidate(v)
       return 1 + n
     if h & 0xF0000000 == 0x70000000:
       n, opc = h & 0x3FFF, (h >> 16) & 0x7F
@@ -206,32 +215,101 @@ class CommandProcessor:
       self.ibos = ibos
   _CP_LOAD_STATE6 = _CP_LOAD_STATE6_GEOM = _CP_LOAD_STATE6_FRAG
 
+  def _invalidate(self, v: int) -> None:
+    """HLSQ_INVALIDATE_CMD: CS_STATE forgets the compute stage's loaded constants and shader, CS_IBO its IBO
+    descriptors (they must be loaded again before a dispatch uses them)."""
+    a = self.a6xx
+    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE:
+      self.consts[:] = 0
+      self.shader = (0, 0)
+    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO: self.ibos = np.zeros((0, 16), np.uint32)
+
   def _CP_INDIRECT_BUFFER(self, b, where):
     addr, size = b[0] | b[1] << 32, b[2] & 0xFFFFF
     self.run_stream(self.words(addr, size, "CP_INDIRECT_BUFFER"), addr)
 
   def _CP_EXEC_CS(self, b, where):
+    """A dispatch with the compute state as programmed: each register CP_EXEC_CS uses must have been written (the
+    mock knows nothing the driver did not write) and hold a value the hardware accepts; see _cs_state."""
     from .ir3 import Dispatch
-    a, r = self.a6xx, self.regs
-    groups = (b[1], b[2], b[3])
-    nd = r.get(a.REG_A6XX_HLSQ_CS_NDRANGE_0, 0)
-    local = tuple(((nd & m) >> s) + 1 for m, s in (
-      (a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEX__MASK, a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEX__SHIFT),
-      (a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEY__MASK, a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEY__SHIFT),
-      (a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEZ__MASK, a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEZ__SHIFT)))
-    cntl0 = r.get(a.REG_A6XX_HLSQ_CS_CNTL_0, 0xFCFCFCFC)
-    ctrl = r.get(a.REG_A6XX_SP_CS_CTRL_REG0, 0)
-    code_va = r.get(a.REG_A6XX_SP_CS_OBJ_START, 0) | r.get(a.REG_A6XX_SP_CS_OBJ_START + 1, 0) << 32
-    instrlen = r.get(a.REG_A6XX_SP_CS_INSTRLEN, 0)
-    if not code_va or not instrlen: raise GPUFault("CP_EXEC_CS without a shader (SP_CS_OBJ_START/INSTRLEN)", address=where, kind="CP illegal instruction")
-    if not ctrl & a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS:
-      raise GPUFault("CP_EXEC_CS: separate half registers (SP_CS_CTRL_REG0 without MERGEDREGS) are not modelled",
-                     address=where, kind="CP illegal instruction")
-    code = self.words(code_va, instrlen * 32, "the shader (SP_CS_OBJ_START)")
-    d = Dispatch(self.model, self.chip_id, code, code_va, groups, local, consts=self.consts, ibos=self.ibos,
-                 wgid_reg=cntl0 & 0xFF, localid_reg=cntl0 >> 24,
-                 wave=128 if ctrl & a.A6XX_SP_CS_CTRL_REG0_THREADSIZE__MASK else 64, cache=self.programs,
-                 deadline=time.monotonic() + self.model.hang_timeout_s)
+    st = self._cs_state(where)
+    code = self.words(st["code_va"], st["instrlen"] * 32, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
+    d = Dispatch(self.model, self.chip_id, code, st["code_va"], (b[1], b[2], b[3]), st["local"], consts=self.consts,
+                 ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"], wave=st["wave"], cache=self.programs,
+                 hang_timeout_s=self.model.hang_timeout_s, constlen=st["constlen"], nibo=st["nibo"],
+                 footprint=st["footprint"], shared_bytes=st["shared"], private_bytes=st["private"],
+                 linear_id_reg=st["linear"], sync=self.model.sync_check)
     d.run()
     self.dispatches += 1
     self.instructions += d.executed
+
+  def _reg(self, name: str, where: int) -> int:
+    """A register CP_EXEC_CS reads: never written is a fault naming it (its reset value is not documented)."""
+    off = getattr(self.a6xx, "REG_A6XX_" + name)
+    v = self.regs.get(off)
+    if v is None: raise GPUFault(f"CP_EXEC_CS: {name} ({off:#x}) was never written", address=where,
+                                 kind="CP illegal instruction")
+    return v
+
+  def _field(self, value: int, name: str) -> int:
+    a = self.a6xx
+    return (value & getattr(a, name + "__MASK")) >> getattr(a, name + "__SHIFT")
+
+  def _cs_state(self, where: int) -> dict:
+    """The registers of a6xx.xml that a compute dispatch uses (the list computerator's a6xx.c programs), checked:
+    HLSQ_CS_CNTL (ENABLED, CONSTLEN), SP_CS_CONFIG (ENABLED, NIBO; SP_CS_IBO_COUNT must agree), SP_CS_CTRL_REG0
+    (THREADSIZE, FULLREGFOOTPRINT against the work-group size as tinygrad's max_threads computes it, MERGEDREGS),
+    HLSQ_CS_CNTL_0/1 (ids, THREADSIZE agreeing with SP_CS_CTRL_REG0's), SP_CS_UNKNOWN_A9B1 (SHARED_SIZE),
+    SP_CS_PVT_MEM_* when private memory is programmed, SP_CS_OBJ_START and SP_CS_INSTRLEN (the shader preloaded
+    by CP_LOAD_STATE6 must lie within it), HLSQ_CS_NDRANGE_0 (the work-group size)."""
+    a, f = self.a6xx, self._field
+    def bad(why): return GPUFault(f"CP_EXEC_CS: {why}", address=where, kind="CP illegal instruction")
+    cntl = self._reg("HLSQ_CS_CNTL", where)
+    if not cntl & a.A6XX_HLSQ_CS_CNTL_ENABLED: raise bad("HLSQ_CS_CNTL.ENABLED is clear")
+    constlen = f(cntl, "A6XX_HLSQ_CS_CNTL_CONSTLEN") * 4           # the field drops 2 bits (a6xx.xml shr="2")
+    config = self._reg("SP_CS_CONFIG", where)
+    if not config & a.A6XX_SP_CS_CONFIG_ENABLED: raise bad("SP_CS_CONFIG.ENABLED is clear")
+    nibo = f(config, "A6XX_SP_CS_CONFIG_NIBO")
+    if nibo and self.regs.get(a.REG_A6XX_SP_CS_IBO_COUNT) != nibo:
+      raise bad(f"SP_CS_CONFIG.NIBO is {nibo}, SP_CS_IBO_COUNT {self.regs.get(a.REG_A6XX_SP_CS_IBO_COUNT)}")
+    ctrl = self._reg("SP_CS_CTRL_REG0", where)
+    if not ctrl & a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS:
+      raise bad("separate half registers (SP_CS_CTRL_REG0 without MERGEDREGS) are not modelled")
+    footprint = f(ctrl, "A6XX_SP_CS_CTRL_REG0_FULLREGFOOTPRINT")
+    thread = f(ctrl, "A6XX_SP_CS_CTRL_REG0_THREADSIZE")
+    cntl0 = self._reg("HLSQ_CS_CNTL_0", where)
+    cntl1 = self._reg("HLSQ_CS_CNTL_1", where)
+    if f(cntl1, "A6XX_HLSQ_CS_CNTL_1_THREADSIZE") != thread:
+      raise bad(f"HLSQ_CS_CNTL_1.THREADSIZE ({f(cntl1, 'A6XX_HLSQ_CS_CNTL_1_THREADSIZE')}) differs from "
+                f"SP_CS_CTRL_REG0.THREADSIZE ({thread})")
+    nd = self._reg("HLSQ_CS_NDRANGE_0", where)
+    local = tuple(f(nd, f"A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZE{c}") + 1 for c in "XYZ")
+    threads = local[0] * local[1] * local[2]
+    # tinygrad 0.14 QCOMProgram.max_threads (hardware-proven on a630): min(1024, 384 * 32 // (regs * 128) * 128)
+    most = min(1024, (384 * 32) // (max(1, footprint) * 128) * 128)
+    if threads > most:
+      raise bad(f"a work-group of {threads} fibers ({local}) needs more registers than the SP has: "
+                f"SP_CS_CTRL_REG0.FULLREGFOOTPRINT {footprint} allows {most}")
+    a9b1 = self._reg("SP_CS_UNKNOWN_A9B1", where)
+    size = f(a9b1, "A6XX_SP_CS_UNKNOWN_A9B1_SHARED_SIZE")
+    shared = 32 << 10 if size == 0 else (size + 1) << 10     # a6xx.xml: 0 is all 32k, else (SHARED_SIZE + 1) * 1k
+    private = 0
+    param = self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_PARAM)
+    if param:
+      per_fiber = f(param, "A6XX_SP_CS_PVT_MEM_PARAM_MEMSIZEPERITEM") << 9
+      addr = self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_ADDR, 0) | self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1, 0) << 32
+      per_sp = f(self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_SIZE, 0), "A6XX_SP_CS_PVT_MEM_SIZE_TOTALPVTMEMSIZE") << 12
+      # freedreno_devices.py (a630: 2 SP cores, 128 * 16 fibers per SP): every fiber slot of every SP has its bytes
+      if per_sp < per_fiber * 128 * 16:
+        raise bad(f"SP_CS_PVT_MEM_SIZE ({per_sp:#x} bytes per SP) is less than MEMSIZEPERITEM {per_fiber} x 2048 fibers")
+      self.model.check(addr, per_sp * 2, "SP_CS_PVT_MEM_ADDR (the private memory of 2 SP cores)")
+      private = per_fiber
+    code_va = self._reg("SP_CS_OBJ_START", where) | self.regs.get(a.REG_A6XX_SP_CS_OBJ_START + 1, 0) << 32
+    instrlen = self._reg("SP_CS_INSTRLEN", where)
+    if not code_va or not instrlen: raise bad("no shader (SP_CS_OBJ_START/SP_CS_INSTRLEN are 0)")
+    if self.shader[1] > instrlen:
+      raise bad(f"CP_LOAD_STATE6 preloaded {self.shader[1]} units of shader, SP_CS_INSTRLEN is {instrlen}")
+    wgid, localid = cntl0 & 0xFF, cntl0 >> 24
+    return {"constlen": constlen, "nibo": nibo, "footprint": footprint, "wave": 128 if thread else 64,
+            "local": local, "shared": shared, "private": private, "code_va": code_va, "instrlen": instrlen,
+            "wgid": wgid, "localid": localid, "linear": f(cntl1, "A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID")}

@@ -85,6 +85,7 @@ class KGSLModel:
     self.queue: list = []                              # (context, timestamp, [(ib va, bytes)]) in submission order
     self.blocked = False                               # the CP waits on memory (CP_WAIT_REG_MEM)
     self.hang_timeout_s = HANG_TIMEOUT_S               # a dispatch running longer is a GPU hang (the context faults)
+    self.sync_check = "strict"                         # ir3 sync flags and delay slots: "strict", "poison", "off"
     from .cp import CommandProcessor
     self.cp = CommandProcessor(self, chip_id)
 
