@@ -37,6 +37,7 @@ class Mem:
   va: int
   size: int
   cpu: memoryview
+  mmapsize: int = 0               # what was mapped: KGSL's mmapsize (the object's footprint, maybe with a guard page)
 
 
 def chip_name(chip_id: int) -> str:
@@ -93,14 +94,14 @@ class KGSLIface:
     except (OSCallError, OSError) as e:
       self._ioctl(K.IOCTL_KGSL_GPUMEM_FREE_ID, id=obj.id)
       raise DeviceError(f"{self.label}: mapping memory object {obj.id} ({size:#x} bytes) failed: {e}") from None
-    mem = Mem(obj.id, va, size, self.os.memview(va, size))
+    mem = Mem(obj.id, va, size, self.os.memview(va, size), obj.mmapsize)
     self._mems[va] = mem
     return mem
 
   def free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
     mem.cpu = None
-    self.os.free_anon(mem.va, mem.size)
+    self.os.free_anon(mem.va, mem.mmapsize or mem.size)     # unmap what mmap mapped: mmapsize, not the size
     self._ioctl(K.IOCTL_KGSL_GPUMEM_FREE_ID, id=mem.id)
 
   # ---- submission and completion

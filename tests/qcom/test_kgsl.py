@@ -82,8 +82,8 @@ def errno_of(fn):
 def test_kgsl_refuses_bad_ids_and_sizes(kgsl):
   assert errno_of(lambda: K.IOCTL_KGSL_GPUMEM_ALLOC_ID(kgsl, size=0)) == errno.EINVAL
   assert errno_of(lambda: K.IOCTL_KGSL_GPUMEM_ALLOC_ID(kgsl, size=1 << 40)) == errno.EINVAL
-  assert errno_of(lambda: K.IOCTL_KGSL_GPUMEM_FREE_ID(kgsl, id=99)) == errno.ENOENT
-  assert errno_of(lambda: K.IOCTL_KGSL_DRAWCTXT_DESTROY(kgsl, drawctxt_id=7)) == errno.ENOENT
+  assert errno_of(lambda: K.IOCTL_KGSL_GPUMEM_FREE_ID(kgsl, id=99)) == errno.EINVAL        # kgsl.c: -EINVAL
+  assert errno_of(lambda: K.IOCTL_KGSL_DRAWCTXT_DESTROY(kgsl, drawctxt_id=7)) == errno.EINVAL
   info = K.struct_kgsl_devinfo()
   import ctypes
   assert errno_of(lambda: K.IOCTL_KGSL_DEVICE_GETPROPERTY(kgsl, type=K.KGSL_PROP_DEVICE_INFO, value=ctypes.addressof(info),
@@ -96,9 +96,11 @@ def test_kgsl_refuses_bad_ids_and_sizes(kgsl):
   assert errno_of(lambda: K.IOCTL_KGSL_GPU_COMMAND(kgsl, context_id=ctx, cmdlist=ctypes.addressof(cmd),
                                                    cmdsize=ctypes.sizeof(cmd), numcmds=1)) == errno.EINVAL
   assert errno_of(lambda: K.IOCTL_KGSL_GPU_COMMAND(kgsl, context_id=ctx + 1, cmdlist=ctypes.addressof(cmd),
-                                                   cmdsize=ctypes.sizeof(cmd), numcmds=1)) == errno.ENOENT
-  assert errno_of(lambda: K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID(kgsl, context_id=ctx, timestamp=5,
-                                                                   timeout=10)) == errno.EINVAL
+                                                   cmdsize=ctypes.sizeof(cmd), numcmds=1)) == errno.EINVAL
+  # a timestamp not issued yet is waited for, then ETIMEDOUT (adreno_drawctxt_wait), not refused
+  with pytest.raises(OSCallError, match="not issued yet") as e:
+    K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID(kgsl, context_id=ctx, timestamp=5, timeout=20)
+  assert e.value.errno == errno.ETIMEDOUT
   obj = K.IOCTL_KGSL_GPUMEM_ALLOC_ID(kgsl, size=100)
   assert obj.size == 0x1000 and obj.mmapsize == 0x1000
   assert errno_of(lambda: kgsl.mmap(0x1000, (obj.id + 1) << 12)) == errno.EINVAL
