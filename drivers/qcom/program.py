@@ -168,7 +168,7 @@ def footprint(isa, words) -> tuple[int, int]:
       if v.name == "#reg-gpr" and v.fields.get("GPR", 0) < 48: top["gpr"] = max(top["gpr"], v.fields["GPR"])
       elif v.name == "#reg-const": top["const"] = max(top["const"], v.fields.get("CONST", 0))
       walk(v)
-  for w in words:
+  for w in set(words):                           # each distinct word once: long programs repeat theirs
     try: walk(isa.decode(w))
     except Exception: continue                   # a word of no instruction names no register
   return top["gpr"] + 1, top["const"] + 1
@@ -204,6 +204,8 @@ class IR3Layout:
 class QCOMProgram(Program):
   def __init__(self, device, name: str, kernel: Kernel, code_va: int, code_size: int, words: list[int], pvt=None):
     full, consts = footprint(device.isa, words)
+    if kernel.invocation_id < 48 * 4:          # the hardware writes the ids there: Mesa counts sysval inputs in max_reg
+      full = max(full, (kernel.invocation_id + 2) // 4 + 1)
     full_regs = max(full, 1)
     super().__init__(device, name, IR3Layout(kernel, name), max_threads(full_regs))
     self.kernel, self.code_va, self.code_size, self.pvt = kernel, code_va, code_size, pvt

@@ -310,6 +310,9 @@ class CommandProcessor:
     if self.shader[1] > instrlen:
       raise bad(f"CP_LOAD_STATE6 preloaded {self.shader[1]} units of shader, SP_CS_INSTRLEN is {instrlen}")
     wgid, localid = cntl0 & 0xFF, cntl0 >> 24
+    if localid < 48 * 4 and (localid + 2) // 4 >= footprint:
+      raise bad(f"HLSQ_CS_CNTL_0.LOCALIDREGID r{localid // 4}.{'xyzw'[localid % 4]} (3 components) is outside "
+                f"SP_CS_CTRL_REG0.FULLREGFOOTPRINT ({footprint} registers)")
     return {"constlen": constlen, "nibo": nibo, "footprint": footprint, "wave": 128 if thread else 64,
             "local": local, "shared": shared, "private": private, "code_va": code_va, "instrlen": instrlen,
             "wgid": wgid, "localid": localid, "linear": f(cntl1, "A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID")}

@@ -873,15 +873,21 @@ class Dispatch:
     if prog is not None: return prog
     isa = isa_for(gpu_id)
     prog = []
+    decoded: dict = {}                           # word -> (decoding, text): a program repeats its words
+    from ...compiler.backend.ir3.isa import DecodeError
     for pc, w in enumerate(words.tolist()):
-      from ...compiler.backend.ir3.isa import DecodeError
-      try: dd = isa.decode(w)
-      except DecodeError as e:
-        prog.append(Instr(pc, "?", f"{w:#018x}", _bad(pc, f"{w:#018x}", str(e))))
+      got = decoded.get(w)
+      if got is None:
+        try: dd = isa.decode(w)
+        except DecodeError as e: dd = e
+        try: text = isa.disasm_word(w) if not isinstance(dd, DecodeError) else f"{w:#018x}"
+        except Exception: text = dd.name
+        got = decoded[w] = (dd, text)
+      dd, text = got
+      if isinstance(dd, DecodeError):
+        prog.append(Instr(pc, "?", text, _bad(pc, text, str(dd))))
         continue
       dd = Ins(dd.name, dd.fields, {"consts": self.consts, "constlen": self.constlen}, pc)
-      try: text = isa.disasm_word(w)
-      except Exception: text = dd.name
       try:
         run, kind = _build(dd, pc)
         sync = describe(dd, kind, _halves)
