@@ -9,7 +9,8 @@ does for PM4 and SDMA); the engine encodes them into command buffers built once 
                0x0_FFFFFFFF -> 0x1_00000000, a value not reached yet)
   timestamp -> CP_WAIT_FOR_IDLE, CP_REG_TO_MEM of CP_ALWAYS_ON_COUNTER (64-bit, 19.2 MHz) to signal + 8
   barrier   -> CP_WAIT_FOR_IDLE, CP_EVENT_WRITE(CACHE_FLUSH_TS) (dirty lines written back), CP_WAIT_MEM_WRITES,
-               CP_EVENT_WRITE(CACHE_INVALIDATE) (later reads come from memory): tinygrad's memory_barrier() order
+               CP_EVENT_WRITE(CACHE_INVALIDATE) (later reads come from memory): written back before invalidated,
+               as tinygrad's memory_barrier() / _cache_flush() do
   call      -> the program's dispatch (QCOMProgram.dispatch_words: registers, CP_LOAD_STATE6, CP_EXEC_CS)
   copy      -> not on this engine: KGSL memory is mapped for the CPU, which copies (drivers/qcom/device.py)"""
 from __future__ import annotations

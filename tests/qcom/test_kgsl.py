@@ -232,3 +232,32 @@ def test_the_cp_runs_indirect_buffers_register_reads_and_direct_state():
     dev.wait_value(dev.submit_cp(cp.reg_to_mem(lower.ALWAYS_ON_COUNTER, out.va)))
     ticks = struct.unpack("<Q", dev.copyout(out, 8))[0]
     assert abs(ticks / 19.2e6 - before) < 5                         # the always-on counter: 19.2 MHz
+
+
+def test_free_unmaps_kgsls_mmapsize_not_the_size():
+  """KGSL's mmapsize is the object's footprint (kgsl_memdesc_footprint: with a guard page, a page more than the
+  size): free() must unmap what mmap mapped, or the guard page's mapping leaks."""
+  from hcq.mockgpu.qcom.kgsl import KGSLModel
+  with fresh() as dev:
+    model: KGSLModel = dev.owned_os.devices[0]
+    model.guard_page = True
+    buf = dev.alloc(0x1000)
+    va = buf.va
+    assert dev.owned_os.memory.find(va + 0x1000) is not None        # the guard page is mapped too
+    dev.free(buf)
+    assert dev.owned_os.memory.find(va) is None and dev.owned_os.memory.find(va + 0x1000) is None
+
+
+def test_a_barrier_writes_dirty_lines_back_before_it_invalidates():
+  """tinygrad's memory_barrier(): CACHE_FLUSH_TS (write back), CP_WAIT_MEM_WRITES, then CACHE_INVALIDATE (later
+  reads come from memory); an invalidate alone would drop the writes of the kernel before it."""
+  with fresh() as dev:
+    prog = dev.load_code(Kernel(), struct.pack("<2Q", END, 0), "e")
+    shape = prog.shape((1,), (1,), False)
+    words = [w if isinstance(w, int) else 0 for w in shape.cmd.template]
+    got = cp.decode(words)
+    names = [(n, int(f[0], 16) & 0xFF if n == "CP_EVENT_WRITE" else None) for _, n, f in got]
+    flush = names.index(("CP_EVENT_WRITE", adreno_pm4.CACHE_FLUSH_TS))
+    assert names[flush + 1][0] == "CP_WAIT_MEM_WRITES"
+    assert names[flush + 2] == ("CP_EVENT_WRITE", adreno_pm4.CACHE_INVALIDATE)
+    assert flush < names.index(("CP_EXEC_CS", None))
