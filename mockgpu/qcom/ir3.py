@@ -12,20 +12,26 @@ The machine modelled (a6xx):
     wait, so divergent paths reconverge where the program's join points are); br/jump/brao/braa/bany/ball relative
     to the branch, getone/shps/shpe (the preamble runs once per dispatch, by one fiber), end;
   - (rptN) repeats an instruction N more times with the destination and the (r) sources stepped by one component;
-    (ss), (sy), (jp), (ul), (nopN) order or schedule the real hardware's pipelines: every result here is ready at once;
+    (ss), (sy) and the delay slots are checked as Mesa's ir3_legalize requires them (sync.py): a result read before
+    its flag or its cycles faults (strict mode) or reads as POISON; (jp), (ul) are not modelled;
+  - the dispatch's state as CP_EXEC_CS programmed it: constants past CONSTLEN, registers past FULLREGFOOTPRINT and
+    IBO slots past NIBO fault; shared memory is SHARED_SIZE's, private memory MEMSIZEPERITEM's; getone/bany/ball
+    act per wave of 64 or 128 fibers (THREADSIZE);
   - ALU: cat1 mov/cov (conversions between f16/f32/u8..s32, with the rounding field for float -> integer: truncate,
     even, +inf, -inf), relative mov through a0.x, mova; cat2 float/integer/bit operations with (abs)/(neg) modifiers
     (a bit-op's (neg) is a not), float immediates from the lookup table, (sat), half precision when the encoding says
     so, compares into registers or p0; cat3 mad/sel; cat4 rcp/rsq/log2/exp2/sin/cos/sqrt;
   - memory: ldg/stg (64-bit addresses; .a forms address src1 + (src2 << shift) + (off << 2)), ldib/stib and
     atomic.b.* through IBO descriptors (CP_LOAD_STATE6 ST6_IBO: the base address in dwords 4-5; an element past the
-    descriptor's count is a GPU fault, not a write into the next memory object), atomic.g.* on global
+    descriptor's count reads 0 and is not written, as the hardware bounds-checks buffers), atomic.g.* on global
     addresses, ldl/stl/ldlw/stlw and atomic.* on the work-group's 32 KiB of local memory, ldp/stp private memory,
-    stc to the constant file (c[N] counted in scalar components, the first live fiber's values), resinfo.b,
+    stc to the constant file (c[N] or c[a1.x + N], counted in scalar components, the first live fiber's values),
+    resinfo.b (3 components),
     getfiberid/getwid/getspid, bar/fence (a barrier holds by the lowest-pc rule). Offsets of ldg/stg, ldl/stl and
     ldp/stp immediates are bytes; an atomic.b's result replaces its data register (the encoding has no destination).
 A global access outside every KGSL memory object raises hcq.GPUFault with the address (the context faults); an
-instruction the model does not know raises GPUFault naming it and its pc."""
+instruction the model does not know (or whose semantics Mesa does not document: sel.f*/sel.s*) raises GPUFault
+naming it and its pc. mull.u multiplies the low 16 bits of its sources; madsh.m16 is nir's imadsh_mix16."""
 from __future__ import annotations
 
 import ctypes
@@ -39,7 +45,6 @@ from .sync import HALF_TYPES, POISON, Sync, SyncState, describe
 
 BATCH = 4096                 # fibers run together (whole work-groups)
 LOCAL_BYTES = 32 << 10       # shared memory per work-group (a6xx)
-PRIVATE_BYTES = 1024         # private memory per fiber
 A0, A1, P0 = 61 * 4, 61 * 4 + 1, 62 * 4
 M32 = 0xFFFFFFFF
 FLUT = (0.0, 0.5, 1.0, 2.0, math.e, math.pi, 1 / math.pi, 1 / math.log2(math.e), math.log2(math.e),
@@ -153,7 +158,7 @@ class Memory:
 class Fibers:
   """The state of one batch: registers, pcs, live fibers, local and private memory."""
 
-  def __init__(self, n, groups_in_batch, group_of, lid=None, wave=64):
+  def __init__(self, n, groups_in_batch, group_of, lid=None, wave=64, local_bytes=LOCAL_BYTES):
     self.n = n
     self.R = np.zeros((256, n), np.uint32)
     self.pc = np.zeros(n, np.int64)
@@ -162,7 +167,7 @@ class Fibers:
     self.lid = np.arange(n) if lid is None else lid    # linear local id in its work-group
     per_group = (int(self.lid.max()) // wave + 1) if n else 1
     self.wave_of = group_of * per_group + self.lid // wave    # the wave (in the batch) of each fiber
-    self.local = np.zeros((groups_in_batch, LOCAL_BYTES), np.uint8)
+    self.local = np.zeros((groups_in_batch, max(local_bytes, 4)), np.uint8)
     self.private = None
     self.sel = None                                # the fibers the current instruction runs on (None: all)
 
@@ -917,8 +922,7 @@ class Dispatch:
       self._check_hang(first * per)
       g = np.arange(first, min(first + step, total))
       n = len(g) * per
-      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per), np.tile(lid, len(g)), self.wave)
-      F.local = np.zeros((len(g), max(self.shared_bytes, 4)), np.uint8)
+      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per), np.tile(lid, len(g)), self.wave, self.shared_bytes)
       gid = np.repeat(g, per)
       wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
       if self.localid_reg < 0xFC:
