@@ -131,6 +131,10 @@ def parse(text: str, name: str = "program") -> tuple[Kernel, str]:
       if not size_text.isdigit() or int(size_text) <= 0:
         raise DeviceError(f"{where}: @buf needs a size in dwords, got {size_text!r}")
       creg = re.search(r"\(([^)]*)\)", code)
+      if int(size_text) >= 1 << 30:              # A6XX_TEX_CONST_1 WIDTH/HEIGHT: 15 + 15 bits of elements
+        raise DeviceError(f"{where}: @buf {size_text} does not fit an IBO descriptor (fewer than 2^30 dwords)")
+      if len(k.bufs) >= 127:                     # SP_CS_CONFIG.NIBO: 7 bits
+        raise DeviceError(f"{where}: more than 127 @buf (SP_CS_CONFIG.NIBO holds at most 127 IBOs)")
       k.bufs.append((int(size_text), _regid(creg.group(1), "c", where) if creg else None))
     elif head == "const":
       base = _regid(arg or "", "c", where)

@@ -312,3 +312,14 @@ def test_the_hang_timer_does_not_count_decoding(dev, monkeypatch):
   monkeypatch.setattr(ir3.Dispatch, "_program", slow)
   prog = dev.load_code(Kernel(), struct.pack("<2Q", END, NOP), "e")
   prog(global_size=(1,), local_size=(1,), wait=True)    # not a GPU hang: the program ran for microseconds
+
+
+def test_headers_past_their_register_fields_are_refused(dev):
+  with pytest.raises(DeviceError, match=r"more than 127 @buf \(SP_CS_CONFIG.NIBO"):
+    dev.load(b"@localsize 1, 1, 1\n" + b"@buf 4\n" * 128 + b"end\nnop\n", "many")
+  with pytest.raises(DeviceError, match=r"@buf 1073741824 does not fit an IBO descriptor"):
+    dev.load(b"@localsize 1, 1, 1\n@buf 1073741824\nend\nnop\n", "huge")
+  with pytest.raises(DeviceError, match=r"@pvtmem 200000 does not fit SP_CS_PVT_MEM_PARAM.MEMSIZEPERITEM"):
+    dev.load(b"@localsize 1, 1, 1\n@pvtmem 200000\nend\nnop\n", "pvt")
+  with pytest.raises(DeviceError, match=r"@localmem 40000 is not 1..32768 bytes"):
+    dev.load(b"@localsize 1, 1, 1\n@localmem 40000\nend\nnop\n", "lm")
