@@ -737,7 +737,8 @@ ATOMIC = {"add": lambda o, v, c: o + v, "sub": lambda o, v, c: o - v, "xchg": la
 
 
 def _atomic(d):
-  """atomic.OP (local: l[src1] with src2), atomic.g.OP (global: 64-bit address src1, data src2; cmpxchg: src2.x the
+  """atomic.OP (local: l[src1] with src2; cmpxchg: src2.x the new value, src2.y the compare -- ir3_compiler_nir.c
+  emit_intrinsic_atomic_shared: "for cmpxchg, src1 is [ui]vec2(data, compare)"), atomic.g.OP (global: 64-bit address src1, data src2; cmpxchg: src2.x the
   compare value, src2.y the new one, as Mesa collects them), atomic.b.OP (IBO: element src2; src1 is a vector whose
   .x receives the old value, .y is the data (the compare value for cmpxchg) and .z the new value for cmpxchg: Mesa
   ir3_a6xx.c emit_intrinsic_atomic_ssbo). Fibers take their turn in order (each sees the previous one's result); an
