@@ -53,12 +53,16 @@ class CommandProcessor:
     # registers of the LPAC pipe a6xx gen4 has and the a630 (gen1) has not (freedreno_devices.py has_lpac)
     self.absent = {} if chip_id >> 16 != 0x0603 else {
       getattr(a6xx, "REG_A6XX_" + n): n for n in ("SP_CS_CNTL_0", "SP_CS_CNTL_1", "HLSQ_CS_UNKNOWN_B9D0")}
+    self._used: set = set()                           # compute state a dispatch ran with, not invalidated since
+    self._stale: set = set()                          # ... that a CP_LOAD_STATE6 then replaced
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
     self.dispatches = 0
     self.instructions = 0
 
   def reset(self) -> None:
+    """The GPU reset after a fault: the submission is dropped, the compute state forgotten."""
     self.pos = None
+    self._used, self._stale = set(), set()
 
   # ---- memory
   def _u32(self, va: int, what: str) -> ctypes.c_uint32:
@@ -195,6 +199,8 @@ class CommandProcessor:
     units = (w0 & p.CP_LOAD_STATE6_0_NUM_UNIT__MASK) >> p.CP_LOAD_STATE6_0_NUM_UNIT__SHIFT
     addr = b[1] | b[2] << 32
     if block != p.SB6_CS_SHADER: return                # only the compute stage is modelled
+    kind = {p.ST6_SHADER: "shader", p.ST6_CONSTANTS: "constants", p.ST6_IBO: "IBOs"}.get(stype)
+    if kind in self._used: self._stale.add(kind)
     if stype == p.ST6_SHADER:
       self.shader = (addr, units)
       return
@@ -222,7 +228,12 @@ class CommandProcessor:
     if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE:
       self.consts[:] = 0
       self.shader = (0, 0)
-    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO: self.ibos = np.zeros((0, 16), np.uint32)
+      self._stale -= {"constants", "shader"}
+      self._used -= {"constants", "shader"}
+    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO:
+      self.ibos = np.zeros((0, 16), np.uint32)
+      self._stale.discard("IBOs")
+      self._used.discard("IBOs")
 
   def _CP_INDIRECT_BUFFER(self, b, where):
     addr, size = b[0] | b[1] << 32, b[2] & 0xFFFFF
@@ -238,7 +249,8 @@ class CommandProcessor:
                  ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"], wave=st["wave"], cache=self.programs,
                  hang_timeout_s=self.model.hang_timeout_s, constlen=st["constlen"], nibo=st["nibo"],
                  footprint=st["footprint"], shared_bytes=st["shared"], private_bytes=st["private"],
-                 linear_id_reg=st["linear"], sync=self.model.sync_check)
+                 linear_id_reg=st["linear"], sync=self.model.sync_check, demotion=st["demotion"])
+    self._used = {"constants", "shader", "IBOs"}     # state a later load must invalidate before replacing
     d.run()
     self.dispatches += 1
     self.instructions += d.executed
@@ -264,6 +276,11 @@ class CommandProcessor:
     by CP_LOAD_STATE6 must lie within it), HLSQ_CS_NDRANGE_0 (the work-group size)."""
     a, f = self.a6xx, self._field
     def bad(why): return GPUFault(f"CP_EXEC_CS: {why}", address=where, kind="CP illegal instruction")
+    mode = self._reg("SP_MODE_CONTROL", where)
+    if self._reg("SP_FLOAT_CNTL", where): raise bad(f"SP_FLOAT_CNTL {self.regs[a.REG_A6XX_SP_FLOAT_CNTL]:#x}: float modes other than 0 (computerator's) are not modelled")
+    if self._stale: raise bad(f"CP_LOAD_STATE6 replaced the compute state ({', '.join(sorted(self._stale))}) of an earlier "
+                              f"dispatch without HLSQ_INVALIDATE_CMD (CS_STATE, CS_IBO) first, as computerator and tinygrad "
+                              f"write it: the SP may run with its cached copy")
     cntl = self._reg("HLSQ_CS_CNTL", where)
     if not cntl & a.A6XX_HLSQ_CS_CNTL_ENABLED: raise bad("HLSQ_CS_CNTL.ENABLED is clear")
     constlen = f(cntl, "A6XX_HLSQ_CS_CNTL_CONSTLEN") * 4           # the field drops 2 bits (a6xx.xml shr="2")
@@ -315,4 +332,5 @@ class CommandProcessor:
                 f"SP_CS_CTRL_REG0.FULLREGFOOTPRINT ({footprint} registers)")
     return {"constlen": constlen, "nibo": nibo, "footprint": footprint, "wave": 128 if thread else 64,
             "local": local, "shared": shared, "private": private, "code_va": code_va, "instrlen": instrlen,
-            "wgid": wgid, "localid": localid, "linear": f(cntl1, "A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID")}
+            "wgid": wgid, "localid": localid, "linear": f(cntl1, "A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID"),
+            "demotion": bool(mode & a.A6XX_SP_MODE_CONTROL_CONSTANT_DEMOTION_ENABLE)}

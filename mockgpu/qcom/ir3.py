@@ -213,10 +213,16 @@ def src_reader(op, half, ctx, *, float_op=False):
       v = f["IMMED"] & (0xFFFF if half else M32)
       return lambda F, i: np.uint32(v)
     consts, limit = ctx["consts"], ctx.get("constlen", 1 << 30) * 4
-    top = ((c >> 1) if half else c) + ctx.get("rpt", 0)
+    demote = half and ctx.get("demotion", False)
+    top = ((c >> 1) if half and not demote else c) + ctx.get("rpt", 0)
     if top >= limit:        # HLSQ_CS_CNTL.CONSTLEN: the constants the dispatch loaded (in vec4s)
       raise OutOfState(f"reads c{top // 4}.{'xyzw'[top % 4]}, past HLSQ_CS_CNTL.CONSTLEN ({limit // 4} vec4s)")
-    if half:
+    if demote:
+      # SP_MODE_CONTROL.CONSTANT_DEMOTION_ENABLE (a6xx.xml): hcN.c loads cN.c's 32-bit value and converts it to 16
+      # bits by the operand's type (f2f16 for a float operation, u2u16 for an integer one)
+      if float_op: return lambda F, i: b16(f32(consts[c + i]).astype(np.float16))
+      return lambda F, i: np.uint32(int(consts[c + i]) & 0xFFFF)
+    if half:            # demotion off: 16 bits of the packed constant file (hc0.y = the top half of c0.x)
       return lambda F, i: np.uint32((int(consts[(c + i) >> 1]) >> (16 * ((c + i) & 1))) & 0xFFFF)
     return lambda F, i: consts[c + i]
   if name in ("#mulitsrc-immed", "#cat1-immed-src"):
@@ -407,7 +413,7 @@ def _mov(d):
   src_half = st in (F16, U16, S16, U8, S8)
   dst_half = dt in (F16, U16, S16, U8, S8)
   dst = _dst(d)
-  src = src_reader(f["SRC"], src_half, d.ctx)
+  src = src_reader(f["SRC"], src_half, d.ctx, float_op=st == F16)
   r_src = f.get("SRC_R", 0)
   same = st == dt or {st, dt} <= {U32, S32} or {st, dt} <= {U16, S16}
   def run(F, D, i):
@@ -506,7 +512,7 @@ def _cat2(d):
   for k in ("SRC1", "SRC2"):
     if k in f and hasattr(f[k], "fields") and f[k].fields:
       op = f[k]
-      ops.append((src_reader(op, not full, d.ctx), op.fields.get("ABSNEG", 0), f.get(f"{k}_R", 0)))
+      ops.append((src_reader(op, not full, d.ctx, float_op=kind == "f"), op.fields.get("ABSNEG", 0), f.get(f"{k}_R", 0)))
   sat = f.get("SAT", 0)
   if make is None:                                  # compare: 1 or 0
     cmp = COND[f["COND"]]
@@ -543,7 +549,7 @@ def _cat3(d):
   dst = _dst(d)
   dst_half = bool(f.get("DST_HALF", 0)) and not _special(dst)
   ctx = dict(d.ctx, immed=f.get("IMMED_ENCODING", 0))
-  r1, r2, r3 = (src_reader(f[k], half, ctx) for k in ("SRC1", "SRC2", "SRC3"))
+  r1, r2, r3 = (src_reader(f[k], half, ctx, float_op=name.startswith("mad.f")) for k in ("SRC1", "SRC2", "SRC3"))
   n1, n2, n3 = f.get("SRC1_NEG", 0), f.get("SRC2_NEG", 0), f.get("SRC3_NEG", 0)
   rr = (f.get("SRC1_R", 0), f.get("SRC2_R", 0), f.get("SRC3_R", 0))
   w, mask = (32, M32) if full else (16, 0xFFFF)
@@ -588,7 +594,7 @@ def _cat4(d):
   full = bool(f.get("FULL", 1)) and not d.name.startswith("h")
   dst = _dst(d)
   dst_half = bool(f.get("DST_HALF", 0)) and not _special(dst)
-  src = src_reader(f["SRC"], not full, d.ctx)
+  src = src_reader(f["SRC"], not full, d.ctx, float_op=True)
   mod, rr = f["SRC"].fields.get("ABSNEG", 0), f.get("SRC_R", 0)
   def run(F, D, i):
     x = absneg(src(F, i * rr), mod, "f", not full)
@@ -852,7 +858,7 @@ class Dispatch:
   def __init__(self, model, chip_id, code, code_va, groups, local, consts, ibos, wgid_reg, localid_reg, wave=64,
                cache=None, hang_timeout_s: float | None = None, *, constlen: int = 256, nibo: int | None = None,
                footprint: int = 48, shared_bytes: int = LOCAL_BYTES, private_bytes: int = 0,
-               linear_id_reg: int = 0xFC, sync: str = "strict"):
+               linear_id_reg: int = 0xFC, sync: str = "strict", demotion: bool = False):
     """cache: {key: compiled program} kept by the caller for one constant file (the closures read it);
     hang_timeout_s: how long the dispatch may run, counted from when it starts running (decoding the program is
     not the GPU's time), after which it is a GPU hang (GPUFault kind "hang"). The rest is the state CP_EXEC_CS
@@ -865,7 +871,7 @@ class Dispatch:
     self.wgid_reg, self.localid_reg, self.linear_id_reg = wgid_reg, localid_reg, linear_id_reg
     self.constlen, self.nibo = constlen, len(ibos) if nibo is None else nibo
     self.footprint, self.shared_bytes, self.private_bytes = footprint, shared_bytes, private_bytes
-    self.sync_mode = sync
+    self.sync_mode, self.demotion = sync, demotion
     gpu_id = (chip_id >> 24 & 0xFF) * 100 + (chip_id >> 16 & 0xFF) * 10 + (chip_id >> 8 & 0xFF)
     words = np.asarray(code, np.uint32).view(np.uint64)
     self.prog = self._program(gpu_id, words)
@@ -874,7 +880,7 @@ class Dispatch:
     self.executed = 0
 
   def _program(self, gpu_id, words):
-    key = (gpu_id, words.tobytes(), self.constlen, self.footprint)
+    key = (gpu_id, words.tobytes(), self.constlen, self.footprint, self.demotion)
     prog = self.cache.get(key)
     if prog is not None: return prog
     isa = isa_for(gpu_id)
@@ -893,7 +899,7 @@ class Dispatch:
       if isinstance(dd, DecodeError):
         prog.append(Instr(pc, "?", text, _bad(pc, text, str(dd))))
         continue
-      dd = Ins(dd.name, dd.fields, {"consts": self.consts, "constlen": self.constlen}, pc)
+      dd = Ins(dd.name, dd.fields, {"consts": self.consts, "constlen": self.constlen, "demotion": self.demotion}, pc)
       try:
         run, kind = _build(dd, pc)
         sync = describe(dd, kind, _halves)

@@ -323,3 +323,33 @@ def test_headers_past_their_register_fields_are_refused(dev):
     dev.load(b"@localsize 1, 1, 1\n@pvtmem 200000\nend\nnop\n", "pvt")
   with pytest.raises(DeviceError, match=r"@localmem 40000 is not 1..32768 bytes"):
     dev.load(b"@localsize 1, 1, 1\n@localmem 40000\nend\nnop\n", "lm")
+
+
+def test_mutation_without_hlsq_invalidate_cmd_the_next_dispatch_is_refused(dev, monkeypatch):
+  got, want = vadd(dev)                                 # the first dispatch loads state nothing used yet
+  np.testing.assert_array_equal(got[:64], want)
+  mutate(monkeypatch, lambda w: rewrite(w, a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD, drop=True))
+  with pytest.raises(GPUFault, match=r"CP_LOAD_STATE6 replaced the compute state .* without HLSQ_INVALIDATE_CMD"):
+    vadd(dev)
+
+
+def test_half_constants_are_demoted_as_sp_mode_control_says(dev, monkeypatch):
+  """SP_MODE_CONTROL.CONSTANT_DEMOTION_ENABLE (computerator sets it): hc1.y loads c1.y converted to f16 (a6xx.xml);
+  without it, hc1.y (half component 5) is the top 16 bits of c0.z (the packed constant file)."""
+  text = b"""@localsize 1, 1, 1
+@buf 1
+@const(c0.x) 0, 0, 0x40000000, 0
+@const(c1.x) 0, 3.0, 0, 0
+mov.u32u32 r0.x, 0
+add.f hr2.x, hc1.y, hc1.y
+(rpt5)nop
+cov.f16f32 r1.x, hr2.x
+(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r1.x, r0.x, 0
+end
+nop
+"""
+  assert run(dev, text, [None])[0].view(np.float32)[0] == 6.0           # 3.0 + 3.0
+  mutate(monkeypatch, lambda w: rewrite(w, a6xx.REG_A6XX_SP_MODE_CONTROL, lambda v: 4))    # demotion off
+  with hcq.open("MOCK+QCOM") as other:
+    assert run(other, text, [None])[0].view(np.float32)[0] == 4.0      # hc1.y = 0x4000 (f16 2.0): 2 + 2
