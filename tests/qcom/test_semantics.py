@@ -328,3 +328,43 @@ nop
 """
   with pytest.raises(GPUFault, match=r"reads the constant file: a constant after stc at pc 2 without \(ss\)"):
     run(dev, text, [])
+
+
+def test_ball_votes_within_a_wave(dev):
+  text = b"""@localsize 128, 1, 1
+@buf 128
+@invocationid(r0.x)
+mov.u32u32 r1.x, 0
+(rpt2)nop
+cmps.u.lt p0.x, r0.x, 64
+(rpt5)nop
+ball p0.x, #taken
+jump #done
+taken:
+(jp)mov.u32u32 r1.x, 1
+done:
+(jp)(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r1.x, r0.x, 0
+end
+nop
+"""
+  out = run(dev, text, [None])[0]
+  assert (out[:64] == 1).all() and (out[64:] == 0).all()      # wave 0: all below 64; wave 1: none
+
+
+def test_overwriting_a_store_source_with_an_alu_result_needs_ss(dev):
+  """A store may read its sources late (Mesa ir3_legalize.c is_war_hazard_producer): an ALU write to one of them
+  needs (ss) first; a later memory instruction may write it (queued in order)."""
+  text = b"""@localsize 1, 1, 1
+@buf 2
+mov.u32u32 r0.x, 0
+mov.u32u32 r1.x, 5
+(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r1.x, r0.x, 0
+%smov.u32u32 r1.x, 6
+end
+nop
+"""
+  with pytest.raises(GPUFault, match=r"writes r1.x: a source of the instruction at pc 3 .* \(ss\) first"):
+    run(dev, text % b"", [None])
+  with hcq.open("MOCK+QCOM") as fresh: assert run(fresh, text % b"(ss)", [None])[0][0] == 5
