@@ -86,7 +86,6 @@ def _operand(node, half: bool, out: list, reads_const: list, step: int = 0, coun
   reg = None
   if name == "#reg-gpr": reg = _gpr(node)
   elif getattr(f.get("SRC"), "name", "") == "#reg-gpr": reg = _gpr(f["SRC"])
-  elif name in ("#cat6-src",) and "GPR" in f and not f.get("IMMED_FLAG", 0): reg = None
   if reg is None: return
   for e in range(count): out.append((track(reg + e if count > 1 else reg, half), half, delay + e * bool(step)))
 

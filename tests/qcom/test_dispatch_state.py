@@ -353,3 +353,20 @@ nop
   mutate(monkeypatch, lambda w: rewrite(w, a6xx.REG_A6XX_SP_MODE_CONTROL, lambda v: 4))    # demotion off
   with hcq.open("MOCK+QCOM") as other:
     assert run(other, text, [None])[0].view(np.float32)[0] == 4.0      # hc1.y = 0x4000 (f16 2.0): 2 + 2
+
+
+def test_mutation_atomic_g_cmpxchg_with_value_then_compare_does_not_swap(dev):
+  """Mesa collects (compare, value) for atomic.g.cmpxchg (ir3_a6xx.c); the old mock read (value, compare)."""
+  text = b"""@localsize 1, 1, 1
+@buf 4 (c0.x)
+mov.u32u32 r1.x, c0.x
+mov.u32u32 r1.y, c0.y
+mov.u32u32 r2.x, %d
+mov.u32u32 r2.y, %d
+(rpt5)nop
+atomic.g.cmpxchg.untyped.1d.u32.1.g r4.x, r1.x, r2.x
+end
+nop
+"""
+  assert run(dev, text % (5, 42), [np.array([5, 0, 0, 0], np.uint32)])[0][0] == 42      # (compare, value)
+  assert run(dev, text % (42, 5), [np.array([5, 0, 0, 0], np.uint32)])[0][0] == 5       # swapped: no match
