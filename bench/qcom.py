@@ -20,7 +20,9 @@ import time
 import hcq
 
 EMPTY = b"@localsize 1, 1, 1\nend\nnop\n"
-BODY = 8                      # ALU instructions in the loop body, besides the counter, the compare and the branch
+BODY = 9                      # ALU instructions in the loop body, besides the counter, the compare and the branch
+# scheduled as Mesa's ir3_legalize would: an ALU result is read 3 cycles after it is written (alu_to_alu), p0 6
+# cycles after the compare (non_alu) -- the mock's strict sync mode holds the program to it
 LOOP = b"""@localsize 64, 1, 1
 @const(c0.x) %d, 0, 0, 0
 @invocationid(r0.x)
@@ -28,20 +30,23 @@ mov.u32u32 r1.x, 0
 mov.u32u32 r1.y, c0.x
 mov.f32f32 r2.x, (1.0)
 mov.u32u32 r3.x, r0.x
+(rpt2)nop
 loop:
 add.u r1.x, r1.x, 1
 mul.f r2.y, r2.x, r2.x
-add.f r2.z, r2.y, (0.5)
-xor.b r3.y, r3.x, r1.x
-shl.b r3.z, r3.y, 1
-max.u r3.w, r3.z, r3.x
-mad.f32 r2.w, r2.z, r2.x, r2.y
-and.b r3.x, r3.w, r0.x
+xor.b r3.y, r3.x, r0.x
+shl.b r3.z, r0.x, 1
 cmps.u.lt p0.x, r1.x, r1.y
+add.f r2.z, r2.y, (0.5)
+max.u r3.w, r3.y, r0.x
+and.b r3.x, r3.z, r0.x
+or.b r1.z, r1.y, r0.x
+mad.f32 r2.w, r2.z, r2.x, r2.y
+add.u r3.y, r3.w, 1
 br p0.x, #loop
 end
 """
-SETUP, PER_ITERATION, TAIL = 4, BODY + 2, 1
+SETUP, PER_ITERATION, TAIL = 5, BODY + 3, 1
 
 
 def launch_overhead(dev, launches: int) -> dict:

@@ -73,18 +73,29 @@ def reg_to_mem(reg: int, addr, count: int = 2, is64: bool = True) -> list:
 
 
 def event_write(event: int, addr=None, value=None) -> list:
-  """CP_EVENT_WRITE: an event; with addr, a timestamp event that writes `value` there when the work before it is
-  done (CACHE_FLUSH_TS: after the caches are flushed)."""
+  """CP_EVENT_WRITE: an event; with addr, a timestamp event (CACHE_FLUSH_TS: after the caches are flushed) that
+  writes the packet's `value` there once the work before it is done.
+
+  TIMESTAMP (bit 30) stays clear: adreno_pm4.xml's CP_EVENT_WRITE domain says that bit writes back the GPU's
+  timestamp instead of the packet's value (Mesa sets it only to record GPU time); computerator's event_write()
+  (src/freedreno/computerator/a6xx.c) and tinygrad's QCOM signal() write fence values without it."""
   p = _pm4()
   if addr is None: return pkt7(op("CP_EVENT_WRITE"), p.CP_EVENT_WRITE_0_EVENT(event))
-  return pkt7(op("CP_EVENT_WRITE"), p.CP_EVENT_WRITE_0_EVENT(event) | p.CP_EVENT_WRITE_0_TIMESTAMP, lo(addr), hi(addr),
-              value)
+  return pkt7(op("CP_EVENT_WRITE"), p.CP_EVENT_WRITE_0_EVENT(event), lo(addr), hi(addr), value)
+
+
+SHADER_PRELOAD_A6XX_GEN1 = 64     # instr_cache_size of a6xx gen1 (a630): Mesa src/freedreno/common/freedreno_devices.py
 
 
 def load_state6(state_type: int, block: int, units: int, src_addr=None, payload=(), dst_off: int = 0) -> list:
   """CP_LOAD_STATE6_FRAG (the compute stage's state): `units` units of state (shader: 128-byte groups; constants:
-  vec4s; IBO descriptors: 16 dwords) from memory at src_addr (SS6_INDIRECT) or from the payload (SS6_DIRECT)."""
+  vec4s; IBO descriptors: 16 dwords) from memory at src_addr (SS6_INDIRECT) or from the payload (SS6_DIRECT).
+  NUM_UNIT is a 10-bit field (adreno_pm4.xml CP_LOAD_STATE6_0, bits 31:22): more units is a clear error, never a
+  truncated field."""
   p = _pm4()
+  top = p.CP_LOAD_STATE6_0_NUM_UNIT__MASK >> p.CP_LOAD_STATE6_0_NUM_UNIT__SHIFT
+  if not 0 <= units <= top:
+    raise ValueError(f"CP_LOAD_STATE6: {units} units do not fit NUM_UNIT (at most {top})")
   src = p.SS6_DIRECT if src_addr is None else p.SS6_INDIRECT
   w0 = p.CP_LOAD_STATE6_0_DST_OFF(dst_off) | p.CP_LOAD_STATE6_0_STATE_TYPE(state_type) | \
     p.CP_LOAD_STATE6_0_STATE_SRC(src) | p.CP_LOAD_STATE6_0_STATE_BLOCK(block) | p.CP_LOAD_STATE6_0_NUM_UNIT(units)

@@ -91,6 +91,8 @@ class QCOMDevice(HCQDevice):
       self.isa = ISA(iface.gpu_id)
       ib = self._kgsl(IB_RING_SIZE)
       self.ib_view = ib.cpu
+      self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (lower.V_SCRATCH)
+      self._pvt: dict[int, object] = {}       # private-memory buffers by size (program.py)
       self._start_runtime()
       self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
     except BaseException:
@@ -106,6 +108,8 @@ class QCOMDevice(HCQDevice):
   def _host_memory(self, size: int):
     mem = self._kgsl(size)
     return mem.va, mem.cpu
+
+  def _vendor_links(self) -> dict: return {lower.V_SCRATCH: self.scratch.va}
 
   def _make_engines(self, links: dict):
     engine = KGSLEngine(self, links)
@@ -198,7 +202,18 @@ class QCOMDevice(HCQDevice):
         mem.cpu[:len(code)] = code
         loaded = self._images[code] = (mem.va, len(code))
     words = list(array("Q", code))
-    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words)
+    pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
+    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)
+
+  def _pvt_memory(self, pvtmem: int) -> int:
+    """The private memory of programs with `pvtmem` bytes per fiber: one buffer per size, per_sp_size for each SP
+    core (computerator's cs_program_emit), kept until close."""
+    from .program import SP_CORES, pvtmem_sizes
+    total = pvtmem_sizes(pvtmem)[1] * SP_CORES
+    with self._open_lock():
+      va = self._pvt.get(total)
+      if va is None: va = self._pvt[total] = self._kgsl(total).va
+    return va
 
   def _release_hardware(self) -> None:
     self.iface.close()

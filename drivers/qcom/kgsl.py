@@ -13,6 +13,7 @@ import ctypes
 import dataclasses
 import errno
 import os as _os
+import re
 
 from ...autogen.qcom import msm_kgsl as K
 from ...errors import DeviceError, GPUFault, OSCallError
@@ -37,6 +38,7 @@ class Mem:
   va: int
   size: int
   cpu: memoryview
+  mmapsize: int = 0               # what was mapped: KGSL's mmapsize (the object's footprint, maybe with a guard page)
 
 
 def chip_info(chip_id: int) -> tuple[str, int, int]:
@@ -55,6 +57,18 @@ def chip_info(chip_id: int) -> tuple[str, int, int]:
 def chip_name(chip_id: int) -> str:
   """0x06030001 -> "a630", 0x43050a01 -> "a740" (chip_info)."""
   return chip_info(chip_id)[0]
+
+
+def _explanation(err) -> str:
+  """The cause a failed KGSL call's file gave (an ioctl error's text after its request number), without the
+  errno's words: "" when it gave none (the kernel's KGSL gives none; the mock explains its refusals)."""
+  if err is None: return ""
+  text = str(err)
+  m = re.search(r"\(request 0x[0-9a-f]+; (.*)\)$", text, re.S)
+  if not m: return ""
+  why = re.sub(r"^IOCTL_KGSL_\w+: ", "", m.group(1))
+  inner = re.match(r"^context \d+ faulted \((.*)\)$", why, re.S)
+  return inner.group(1) if inner else why
 
 
 class KGSLIface:
@@ -105,14 +119,14 @@ class KGSLIface:
     except (OSCallError, OSError) as e:
       self._ioctl(K.IOCTL_KGSL_GPUMEM_FREE_ID, id=obj.id)
       raise DeviceError(f"{self.label}: mapping memory object {obj.id} ({size:#x} bytes) failed: {e}") from None
-    mem = Mem(obj.id, va, size, self.os.memview(va, size))
+    mem = Mem(obj.id, va, size, self.os.memview(va, size), obj.mmapsize)
     self._mems[va] = mem
     return mem
 
   def free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
     mem.cpu = None
-    self.os.free_anon(mem.va, mem.size)
+    self.os.free_anon(mem.va, mem.mmapsize or mem.size)     # unmap what mmap mapped: mmapsize, not the size
     self._ioctl(K.IOCTL_KGSL_GPUMEM_FREE_ID, id=mem.id)
 
   # ---- submission and completion
@@ -123,7 +137,7 @@ class KGSLIface:
       args = K.IOCTL_KGSL_GPU_COMMAND(self.fd, context_id=self.ctx, cmdlist=ctypes.addressof(cmd),
                                       cmdsize=ctypes.sizeof(cmd), numcmds=1)
     except OSCallError as e:
-      self.check_context(f"IOCTL_KGSL_GPU_COMMAND failed ({e})")
+      self.check_context("IOCTL_KGSL_GPU_COMMAND", e)
       raise DeviceError(f"{self.label}: submitting {ib_bytes} bytes at {ib_va:#x} on context {self.ctx} failed: {e}") from None
     return args.timestamp
 
@@ -135,11 +149,13 @@ class KGSLIface:
       return True
     except OSCallError as e:
       if e.errno == errno.ETIMEDOUT: return False
-      self.check_context(f"IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID for timestamp {timestamp} failed ({e})")
+      self.check_context(f"IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID for timestamp {timestamp}", e)
       raise DeviceError(f"{self.label}: waiting for timestamp {timestamp} on context {self.ctx} failed: {e}") from None
 
-  def check_context(self, what: str = "") -> None:
-    """Raise GPUFault when KGSL reports the context reset or faulted."""
+  def check_context(self, what: str = "", err: OSCallError | None = None) -> None:
+    """Raise GPUFault when KGSL reports the context reset or faulted. The message leads with the cause (the
+    explanation the failed call `what` came back with, when the file gave one) and ends with the reset status and
+    the call's errno, so that it never starts with "[Errno 35] Resource deadlock avoided"."""
     stat = ctypes.c_uint32(self.ctx)         # in: the context id; out: its reset status (read and cleared)
     try: self.getproperty(K.KGSL_PROP_GPU_RESET_STAT, stat)
     except OSCallError: return
@@ -149,10 +165,14 @@ class KGSLIface:
     try: self.getproperty(K.KGSL_PROP_CONTEXT_PROPERTY, prop)
     except OSCallError: fault.faults = 0
     if stat.value == K.KGSL_CTX_STAT_NO_ERROR and not fault.faults: return
-    cause = RESET_STATUS.get(stat.value, f"reset status {stat.value}")
+    reset = RESET_STATUS.get(stat.value, f"reset status {stat.value}")
     at = f" at timestamp {fault.timestamp}" if fault.faults else ""
-    raise GPUFault(f"{self.label}: context {self.ctx} faulted{at} ({fault.faults} fault(s); {cause})"
-                   + (f"; {what}" if what else ""), kind="context fault")
+    why = _explanation(err)
+    name = "EDEADLK" if err is not None and err.errno == errno.EDEADLK else errno.errorcode.get(getattr(err, "errno", 0) or 0)
+    call = f"; {what} returned {name}" if err is not None and err.errno else \
+      (f"; {what}" if what else "")
+    raise GPUFault(f"{self.label}: context {self.ctx} faulted{at}" + (f": {why}" if why else "") +
+                   f" ({fault.faults} fault(s); {reset}{call})", kind="context fault")
 
   def close(self) -> None:
     errors = []

@@ -2,7 +2,7 @@
 
 Type-4 packets write the register file; type-7 packets are interpreted by opcode (names and fields from the
 adreno_pm4 rnndb module): CP_NOP, CP_SET_MARKER, CP_WAIT_FOR_IDLE, CP_WAIT_MEM_WRITES (the model finishes every write
-at once), CP_MEM_WRITE, CP_EVENT_WRITE (a TIMESTAMP event writes its value), CP_WAIT_REG_MEM (WRITE_GE and the other
+at once), CP_MEM_WRITE, CP_EVENT_WRITE (a *_TS event writes its value; with the TIMESTAMP bit, the GPU's clock), CP_WAIT_REG_MEM (WRITE_GE and the other
 functions, polling memory: the CP stops there until the condition holds), CP_REG_TO_MEM (CP_ALWAYS_ON_COUNTER counts
 a 19.2 MHz clock), CP_LOAD_STATE6{,_FRAG,_GEOM} (constants, shader, IBO descriptors of the compute stage, direct or
 indirect), CP_INDIRECT_BUFFER, CP_EXEC_CS (a dispatch on the ir3 emulator, ir3.py, with the SP/HLSQ compute
@@ -47,12 +47,22 @@ class CommandProcessor:
       ("CP_MEM_WRITE", 2), ("CP_EVENT_WRITE", 1), ("CP_WAIT_REG_MEM", 5), ("CP_REG_TO_MEM", 3),
       ("CP_LOAD_STATE6_FRAG", 3), ("CP_LOAD_STATE6", 3), ("CP_LOAD_STATE6_GEOM", 3), ("CP_EXEC_CS", 4),
       ("CP_INDIRECT_BUFFER", 3))}
+    events = adreno_pm4.ENUMS["vgt_event_type"]
+    self._event_names = {v: k for k, v in events.items()}
+    self._ts_events = {v for k, v in events.items() if k.endswith("_TS") or k.endswith("_TS_EVENT")}
+    # registers of the LPAC pipe a6xx gen4 has and the a630 (gen1) has not (freedreno_devices.py has_lpac)
+    self.absent = {} if chip_id >> 16 != 0x0603 else {
+      getattr(a6xx, "REG_A6XX_" + n): n for n in ("SP_CS_CNTL_0", "SP_CS_CNTL_1", "HLSQ_CS_UNKNOWN_B9D0")}
+    self._used: set = set()                           # compute state a dispatch ran with, not invalidated since
+    self._stale: set = set()                          # ... that a CP_LOAD_STATE6 then replaced
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
     self.dispatches = 0
     self.instructions = 0
 
   def reset(self) -> None:
+    """The GPU reset after a fault: the submission is dropped, the compute state forgotten."""
     self.pos = None
+    self._used, self._stale = set(), set()
 
   # ---- memory
   def _u32(self, va: int, what: str) -> ctypes.c_uint32:
@@ -98,7 +108,13 @@ class CommandProcessor:
       if (h >> 7) & 1 != odd_parity(n) or (h >> 27) & 1 != odd_parity(reg):
         raise GPUFault(f"CP: type-4 header {h:#010x} with bad parity", address=where, kind="CP illegal instruction")
       self._body(stream, pos, n, where)
-      for i in range(n): self.regs[reg + i] = int(stream[pos + 1 + i])
+      for i in range(n):
+        if reg + i in self.absent:
+          raise GPUFault(f"CP: {self.absent[reg + i]} ({reg + i:#x}) does not exist on this GPU (a6xx gen1, no LPAC: "
+                         f"Mesa freedreno_devices.py; computerator writes it only when has_lpac)", address=where,
+                         kind="CP illegal instruction")
+        self.regs[reg + i] = v = int(stream[pos + 1 + i])
+        if reg + i == self.a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD: self._invalidate(v)
       return 1 + n
     if h & 0xF0000000 == 0x70000000:
       n, opc = h & 0x3FFF, (h >> 16) & 0x7F
@@ -128,10 +144,28 @@ class CommandProcessor:
     for i, v in enumerate(b[2:]): self._u32(addr + 4 * i, "CP_MEM_WRITE").value = v
 
   def _CP_EVENT_WRITE(self, b, where):
-    if b[0] & self.pm4.CP_EVENT_WRITE_0_TIMESTAMP:
-      if len(b) < 4: raise GPUFault(f"CP_EVENT_WRITE with TIMESTAMP and a body of {len(b)} dwords (it has 4)",
-                                    address=where, kind="CP illegal instruction")
-      self._u32(b[1] | b[2] << 32, "CP_EVENT_WRITE").value = b[3]
+    """A timestamp event (a vgt_event_type named *_TS: CACHE_FLUSH_TS, RB_DONE_TS, ...) writes the packet's value
+    (dword 3) to the address in dwords 1-2 once the work before it is done; with TIMESTAMP (bit 30) it writes the
+    GPU's 64-bit always-on counter instead of the value (adreno_pm4.xml, CP_EVENT_WRITE: "when set, write back
+    timestamp instead of value from packet"). Other events carry no address."""
+    p = self.pm4
+    event = b[0] & p.CP_EVENT_WRITE_0_EVENT__MASK
+    name = self._event_names.get(event, f"event {event:#x}")
+    if event not in self._ts_events:
+      if len(b) > 1: raise GPUFault(f"CP_EVENT_WRITE {name} with a body of {len(b)} dwords: only a timestamp event "
+                                    f"carries an address", address=where, kind="CP illegal instruction")
+      return
+    if len(b) < 4: raise GPUFault(f"CP_EVENT_WRITE {name} with a body of {len(b)} dwords (a timestamp event has 4)",
+                                  address=where, kind="CP illegal instruction")
+    addr = b[1] | b[2] << 32
+    if b[0] & p.CP_EVENT_WRITE_0_TIMESTAMP:
+      now = self.always_on()
+      self._u32(addr, f"CP_EVENT_WRITE {name}").value = now & 0xFFFFFFFF
+      self._u32(addr + 4, f"CP_EVENT_WRITE {name}").value = now >> 32
+    else: self._u32(addr, f"CP_EVENT_WRITE {name}").value = b[3]
+
+  @staticmethod
+  def always_on() -> int: return time.monotonic_ns() * 192 // 10000          # CP_ALWAYS_ON_COUNTER: 19.2 MHz
 
   def _CP_WAIT_REG_MEM(self, b, where):
     p = self.pm4
@@ -151,7 +185,7 @@ class CommandProcessor:
     cnt = (b[0] & p.CP_REG_TO_MEM_0_CNT__MASK) >> p.CP_REG_TO_MEM_0_CNT__SHIFT
     addr = b[1] | b[2] << 32
     if reg == A6XX_ALWAYS_ON:
-      now = time.monotonic_ns() * 192 // 10000          # 19.2 MHz
+      now = self.always_on()
       vals = [now & 0xFFFFFFFF, now >> 32]
     else: vals = [self.regs.get(reg + i, 0) for i in range(max(cnt, 1))]
     for i, v in enumerate(vals[:max(cnt, 1)]): self._u32(addr + 4 * i, "CP_REG_TO_MEM").value = v
@@ -166,6 +200,8 @@ class CommandProcessor:
     units = (w0 & p.CP_LOAD_STATE6_0_NUM_UNIT__MASK) >> p.CP_LOAD_STATE6_0_NUM_UNIT__SHIFT
     addr = b[1] | b[2] << 32
     if block != p.SB6_CS_SHADER: return                # only the compute stage is modelled
+    kind = {p.ST6_SHADER: "shader", p.ST6_CONSTANTS: "constants", p.ST6_IBO: "IBOs"}.get(stype)
+    if kind in self._used: self._stale.add(kind)
     if stype == p.ST6_SHADER:
       self.shader = (addr, units)
       return
@@ -186,32 +222,116 @@ class CommandProcessor:
       self.ibos = ibos
   _CP_LOAD_STATE6 = _CP_LOAD_STATE6_GEOM = _CP_LOAD_STATE6_FRAG
 
+  def _invalidate(self, v: int) -> None:
+    """HLSQ_INVALIDATE_CMD: CS_STATE forgets the compute stage's loaded constants and shader, CS_IBO its IBO
+    descriptors (they must be loaded again before a dispatch uses them)."""
+    a = self.a6xx
+    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE:
+      self.consts[:] = 0
+      self.shader = (0, 0)
+      self._stale -= {"constants", "shader"}
+      self._used -= {"constants", "shader"}
+    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO:
+      self.ibos = np.zeros((0, 16), np.uint32)
+      self._stale.discard("IBOs")
+      self._used.discard("IBOs")
+
   def _CP_INDIRECT_BUFFER(self, b, where):
     addr, size = b[0] | b[1] << 32, b[2] & 0xFFFFF
     self.run_stream(self.words(addr, size, "CP_INDIRECT_BUFFER"), addr)
 
   def _CP_EXEC_CS(self, b, where):
+    """A dispatch with the compute state as programmed: each register CP_EXEC_CS uses must have been written (the
+    mock knows nothing the driver did not write) and hold a value the hardware accepts; see _cs_state."""
     from .ir3 import Dispatch
-    a, r = self.a6xx, self.regs
-    groups = (b[1], b[2], b[3])
-    nd = r.get(a.REG_A6XX_HLSQ_CS_NDRANGE_0, 0)
-    local = tuple(((nd & m) >> s) + 1 for m, s in (
-      (a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEX__MASK, a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEX__SHIFT),
-      (a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEY__MASK, a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEY__SHIFT),
-      (a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEZ__MASK, a.A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZEZ__SHIFT)))
-    cntl0 = r.get(a.REG_A6XX_HLSQ_CS_CNTL_0, 0xFCFCFCFC)
-    ctrl = r.get(a.REG_A6XX_SP_CS_CTRL_REG0, 0)
-    code_va = r.get(a.REG_A6XX_SP_CS_OBJ_START, 0) | r.get(a.REG_A6XX_SP_CS_OBJ_START + 1, 0) << 32
-    instrlen = r.get(a.REG_A6XX_SP_CS_INSTRLEN, 0)
-    if not code_va or not instrlen: raise GPUFault("CP_EXEC_CS without a shader (SP_CS_OBJ_START/INSTRLEN)", address=where, kind="CP illegal instruction")
-    if not ctrl & a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS:
-      raise GPUFault("CP_EXEC_CS: separate half registers (SP_CS_CTRL_REG0 without MERGEDREGS) are not modelled",
-                     address=where, kind="CP illegal instruction")
-    code = self.words(code_va, instrlen * 32, "the shader (SP_CS_OBJ_START)")
-    d = Dispatch(self.model, self.chip_id, code, code_va, groups, local, consts=self.consts, ibos=self.ibos,
-                 wgid_reg=cntl0 & 0xFF, localid_reg=cntl0 >> 24,
-                 wave=128 if ctrl & a.A6XX_SP_CS_CTRL_REG0_THREADSIZE__MASK else 64, cache=self.programs,
-                 deadline=time.monotonic() + self.model.hang_timeout_s)
+    st = self._cs_state(where)
+    code = self.words(st["code_va"], st["instrlen"] * 32, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
+    d = Dispatch(self.model, self.chip_id, code, st["code_va"], (b[1], b[2], b[3]), st["local"], consts=self.consts,
+                 ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"], wave=st["wave"], cache=self.programs,
+                 hang_timeout_s=self.model.hang_timeout_s, constlen=st["constlen"], nibo=st["nibo"],
+                 footprint=st["footprint"], shared_bytes=st["shared"], private_bytes=st["private"],
+                 linear_id_reg=st["linear"], sync=self.model.sync_check, demotion=st["demotion"])
+    self._used = {"constants", "shader", "IBOs"}     # state a later load must invalidate before replacing
     d.run()
     self.dispatches += 1
     self.instructions += d.executed
+
+  def _reg(self, name: str, where: int) -> int:
+    """A register CP_EXEC_CS reads: never written is a fault naming it (its reset value is not documented)."""
+    off = getattr(self.a6xx, "REG_A6XX_" + name)
+    v = self.regs.get(off)
+    if v is None: raise GPUFault(f"CP_EXEC_CS: {name} ({off:#x}) was never written", address=where,
+                                 kind="CP illegal instruction")
+    return v
+
+  def _field(self, value: int, name: str) -> int:
+    a = self.a6xx
+    return (value & getattr(a, name + "__MASK")) >> getattr(a, name + "__SHIFT")
+
+  def _cs_state(self, where: int) -> dict:
+    """The registers of a6xx.xml that a compute dispatch uses (the list computerator's a6xx.c programs), checked:
+    HLSQ_CS_CNTL (ENABLED, CONSTLEN), SP_CS_CONFIG (ENABLED, NIBO; SP_CS_IBO_COUNT must agree), SP_CS_CTRL_REG0
+    (THREADSIZE, FULLREGFOOTPRINT against the work-group size as tinygrad's max_threads computes it, MERGEDREGS),
+    HLSQ_CS_CNTL_0/1 (ids, THREADSIZE agreeing with SP_CS_CTRL_REG0's), SP_CS_UNKNOWN_A9B1 (SHARED_SIZE),
+    SP_CS_PVT_MEM_* when private memory is programmed, SP_CS_OBJ_START and SP_CS_INSTRLEN (the shader preloaded
+    by CP_LOAD_STATE6 must lie within it), HLSQ_CS_NDRANGE_0 (the work-group size)."""
+    a, f = self.a6xx, self._field
+    def bad(why): return GPUFault(f"CP_EXEC_CS: {why}", address=where, kind="CP illegal instruction")
+    mode = self._reg("SP_MODE_CONTROL", where)
+    if self._reg("SP_FLOAT_CNTL", where): raise bad(f"SP_FLOAT_CNTL {self.regs[a.REG_A6XX_SP_FLOAT_CNTL]:#x}: float modes other than 0 (computerator's) are not modelled")
+    if self._stale: raise bad(f"CP_LOAD_STATE6 replaced the compute state ({', '.join(sorted(self._stale))}) of an earlier "
+                              f"dispatch without HLSQ_INVALIDATE_CMD (CS_STATE, CS_IBO) first, as computerator and tinygrad "
+                              f"write it: the SP may run with its cached copy")
+    cntl = self._reg("HLSQ_CS_CNTL", where)
+    if not cntl & a.A6XX_HLSQ_CS_CNTL_ENABLED: raise bad("HLSQ_CS_CNTL.ENABLED is clear")
+    constlen = f(cntl, "A6XX_HLSQ_CS_CNTL_CONSTLEN") * 4           # the field drops 2 bits (a6xx.xml shr="2")
+    config = self._reg("SP_CS_CONFIG", where)
+    if not config & a.A6XX_SP_CS_CONFIG_ENABLED: raise bad("SP_CS_CONFIG.ENABLED is clear")
+    nibo = f(config, "A6XX_SP_CS_CONFIG_NIBO")
+    if nibo and self.regs.get(a.REG_A6XX_SP_CS_IBO_COUNT) != nibo:
+      raise bad(f"SP_CS_CONFIG.NIBO is {nibo}, SP_CS_IBO_COUNT {self.regs.get(a.REG_A6XX_SP_CS_IBO_COUNT)}")
+    ctrl = self._reg("SP_CS_CTRL_REG0", where)
+    if not ctrl & a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS:
+      raise bad("separate half registers (SP_CS_CTRL_REG0 without MERGEDREGS) are not modelled")
+    footprint = f(ctrl, "A6XX_SP_CS_CTRL_REG0_FULLREGFOOTPRINT")
+    thread = f(ctrl, "A6XX_SP_CS_CTRL_REG0_THREADSIZE")
+    cntl0 = self._reg("HLSQ_CS_CNTL_0", where)
+    cntl1 = self._reg("HLSQ_CS_CNTL_1", where)
+    if f(cntl1, "A6XX_HLSQ_CS_CNTL_1_THREADSIZE") != thread:
+      raise bad(f"HLSQ_CS_CNTL_1.THREADSIZE ({f(cntl1, 'A6XX_HLSQ_CS_CNTL_1_THREADSIZE')}) differs from "
+                f"SP_CS_CTRL_REG0.THREADSIZE ({thread})")
+    nd = self._reg("HLSQ_CS_NDRANGE_0", where)
+    local = tuple(f(nd, f"A6XX_HLSQ_CS_NDRANGE_0_LOCALSIZE{c}") + 1 for c in "XYZ")
+    threads = local[0] * local[1] * local[2]
+    # tinygrad 0.14 QCOMProgram.max_threads (hardware-proven on a630): min(1024, 384 * 32 // (regs * 128) * 128)
+    most = min(1024, (384 * 32) // (max(1, footprint) * 128) * 128)
+    if threads > most:
+      raise bad(f"a work-group of {threads} fibers ({local}) needs more registers than the SP has: "
+                f"SP_CS_CTRL_REG0.FULLREGFOOTPRINT {footprint} allows {most}")
+    a9b1 = self._reg("SP_CS_UNKNOWN_A9B1", where)
+    size = f(a9b1, "A6XX_SP_CS_UNKNOWN_A9B1_SHARED_SIZE")
+    shared = 32 << 10 if size == 0 else (size + 1) << 10     # a6xx.xml: 0 is all 32k, else (SHARED_SIZE + 1) * 1k
+    private = 0
+    param = self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_PARAM)
+    if param:
+      per_fiber = f(param, "A6XX_SP_CS_PVT_MEM_PARAM_MEMSIZEPERITEM") << 9
+      addr = self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_ADDR, 0) | self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1, 0) << 32
+      per_sp = f(self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_SIZE, 0), "A6XX_SP_CS_PVT_MEM_SIZE_TOTALPVTMEMSIZE") << 12
+      # freedreno_devices.py (a630: 2 SP cores, 128 * 16 fibers per SP): every fiber slot of every SP has its bytes
+      if per_sp < per_fiber * 128 * 16:
+        raise bad(f"SP_CS_PVT_MEM_SIZE ({per_sp:#x} bytes per SP) is less than MEMSIZEPERITEM {per_fiber} x 2048 fibers")
+      self.model.check(addr, per_sp * 2, "SP_CS_PVT_MEM_ADDR (the private memory of 2 SP cores)")
+      private = per_fiber
+    code_va = self._reg("SP_CS_OBJ_START", where) | self.regs.get(a.REG_A6XX_SP_CS_OBJ_START + 1, 0) << 32
+    instrlen = self._reg("SP_CS_INSTRLEN", where)
+    if not code_va or not instrlen: raise bad("no shader (SP_CS_OBJ_START/SP_CS_INSTRLEN are 0)")
+    if self.shader[1] > instrlen:
+      raise bad(f"CP_LOAD_STATE6 preloaded {self.shader[1]} units of shader, SP_CS_INSTRLEN is {instrlen}")
+    wgid, localid = cntl0 & 0xFF, cntl0 >> 24
+    if localid < 48 * 4 and (localid + 2) // 4 >= footprint:
+      raise bad(f"HLSQ_CS_CNTL_0.LOCALIDREGID r{localid // 4}.{'xyzw'[localid % 4]} (3 components) is outside "
+                f"SP_CS_CTRL_REG0.FULLREGFOOTPRINT ({footprint} registers)")
+    return {"constlen": constlen, "nibo": nibo, "footprint": footprint, "wave": 128 if thread else 64,
+            "local": local, "shared": shared, "private": private, "code_va": code_va, "instrlen": instrlen,
+            "wgid": wgid, "localid": localid, "linear": f(cntl1, "A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID"),
+            "demotion": bool(mode & a.A6XX_SP_MODE_CONTROL_CONSTANT_DEMOTION_ENABLE)}

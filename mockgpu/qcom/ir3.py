@@ -12,20 +12,26 @@ The machine modelled (a6xx):
     wait, so divergent paths reconverge where the program's join points are); br/jump/brao/braa/bany/ball relative
     to the branch, getone/shps/shpe (the preamble runs once per dispatch, by one fiber), end;
   - (rptN) repeats an instruction N more times with the destination and the (r) sources stepped by one component;
-    (ss), (sy), (jp), (ul), (nopN) order or schedule the real hardware's pipelines: every result here is ready at once;
+    (ss), (sy) and the delay slots are checked as Mesa's ir3_legalize requires them (sync.py): a result read before
+    its flag or its cycles faults (strict mode) or reads as POISON; (jp), (ul) are not modelled;
+  - the dispatch's state as CP_EXEC_CS programmed it: constants past CONSTLEN, registers past FULLREGFOOTPRINT and
+    IBO slots past NIBO fault; shared memory is SHARED_SIZE's, private memory MEMSIZEPERITEM's; getone/bany/ball
+    act per wave of 64 or 128 fibers (THREADSIZE);
   - ALU: cat1 mov/cov (conversions between f16/f32/u8..s32, with the rounding field for float -> integer: truncate,
     even, +inf, -inf), relative mov through a0.x, mova; cat2 float/integer/bit operations with (abs)/(neg) modifiers
     (a bit-op's (neg) is a not), float immediates from the lookup table, (sat), half precision when the encoding says
     so, compares into registers or p0; cat3 mad/sel; cat4 rcp/rsq/log2/exp2/sin/cos/sqrt;
   - memory: ldg/stg (64-bit addresses; .a forms address src1 + (src2 << shift) + (off << 2)), ldib/stib and
     atomic.b.* through IBO descriptors (CP_LOAD_STATE6 ST6_IBO: the base address in dwords 4-5; an element past the
-    descriptor's count is a GPU fault, not a write into the next memory object), atomic.g.* on global
+    descriptor's count reads 0 and is not written, as the hardware bounds-checks buffers), atomic.g.* on global
     addresses, ldl/stl/ldlw/stlw and atomic.* on the work-group's 32 KiB of local memory, ldp/stp private memory,
-    stc to the constant file (c[N] counted in scalar components, the first live fiber's values), resinfo.b,
+    stc to the constant file (c[N] or c[a1.x + N], counted in scalar components, the first live fiber's values),
+    resinfo.b (3 components),
     getfiberid/getwid/getspid, bar/fence (a barrier holds by the lowest-pc rule). Offsets of ldg/stg, ldl/stl and
     ldp/stp immediates are bytes; an atomic.b's result replaces its data register (the encoding has no destination).
 A global access outside every KGSL memory object raises hcq.GPUFault with the address (the context faults); an
-instruction the model does not know raises GPUFault naming it and its pc."""
+instruction the model does not know (or whose semantics Mesa does not document: sel.f*/sel.s*) raises GPUFault
+naming it and its pc. mull.u multiplies the low 16 bits of its sources; madsh.m16 is nir's imadsh_mix16."""
 from __future__ import annotations
 
 import ctypes
@@ -35,10 +41,10 @@ import time
 import numpy as np
 
 from ...errors import GPUFault
+from .sync import HALF_TYPES, POISON, Sync, SyncState, describe
 
 BATCH = 4096                 # fibers run together (whole work-groups)
 LOCAL_BYTES = 32 << 10       # shared memory per work-group (a6xx)
-PRIVATE_BYTES = 1024         # private memory per fiber
 A0, A1, P0 = 61 * 4, 61 * 4 + 1, 62 * 4
 M32 = 0xFFFFFFFF
 FLUT = (0.0, 0.5, 1.0, 2.0, math.e, math.pi, 1 / math.pi, 1 / math.log2(math.e), math.log2(math.e),
@@ -60,6 +66,11 @@ def isa_for(gpu_id: int):
 
 class Unsupported(Exception):
   pass
+
+
+class OutOfState(Exception):
+  """An instruction that names state the dispatch did not program (a constant past CONSTLEN, a register past the
+  footprint, an IBO slot past NIBO): it faults when it runs."""
 
 
 # ---- value helpers: registers hold raw bits in uint32 arrays
@@ -147,13 +158,16 @@ class Memory:
 class Fibers:
   """The state of one batch: registers, pcs, live fibers, local and private memory."""
 
-  def __init__(self, n, groups_in_batch, group_of):
+  def __init__(self, n, groups_in_batch, group_of, lid=None, wave=64, local_bytes=LOCAL_BYTES):
     self.n = n
     self.R = np.zeros((256, n), np.uint32)
     self.pc = np.zeros(n, np.int64)
     self.alive = np.ones(n, bool)
     self.group_of = group_of                       # work-group index (in the batch) of each fiber
-    self.local = np.zeros((groups_in_batch, LOCAL_BYTES), np.uint8)
+    self.lid = np.arange(n) if lid is None else lid    # linear local id in its work-group
+    per_group = (int(self.lid.max()) // wave + 1) if n else 1
+    self.wave_of = group_of * per_group + self.lid // wave    # the wave (in the batch) of each fiber
+    self.local = np.zeros((groups_in_batch, max(local_bytes, 4)), np.uint8)
     self.private = None
     self.sel = None                                # the fibers the current instruction runs on (None: all)
 
@@ -198,8 +212,17 @@ def src_reader(op, half, ctx, *, float_op=False):
     if "IMMED" in f and name == "#cat3-src-const-or-immed" and ctx.get("immed"):
       v = f["IMMED"] & (0xFFFF if half else M32)
       return lambda F, i: np.uint32(v)
-    consts = ctx["consts"]
-    if half:
+    consts, limit = ctx["consts"], ctx.get("constlen", 1 << 30) * 4
+    demote = half and ctx.get("demotion", False)
+    top = ((c >> 1) if half and not demote else c) + ctx.get("rpt", 0)
+    if top >= limit:        # HLSQ_CS_CNTL.CONSTLEN: the constants the dispatch loaded (in vec4s)
+      raise OutOfState(f"reads c{top // 4}.{'xyzw'[top % 4]}, past HLSQ_CS_CNTL.CONSTLEN ({limit // 4} vec4s)")
+    if demote:
+      # SP_MODE_CONTROL.CONSTANT_DEMOTION_ENABLE (a6xx.xml): hcN.c loads cN.c's 32-bit value and converts it to 16
+      # bits by the operand's type (f2f16 for a float operation, u2u16 for an integer one)
+      if float_op: return lambda F, i: b16(f32(consts[c + i]).astype(np.float16))
+      return lambda F, i: np.uint32(int(consts[c + i]) & 0xFFFF)
+    if half:            # demotion off: 16 bits of the packed constant file (hc0.y = the top half of c0.x)
       return lambda F, i: np.uint32((int(consts[(c + i) >> 1]) >> (16 * ((c + i) & 1))) & 0xFFFF)
     return lambda F, i: consts[c + i]
   if name in ("#mulitsrc-immed", "#cat1-immed-src"):
@@ -220,8 +243,16 @@ def src_reader(op, half, ctx, *, float_op=False):
     return rel
   if name in ("#multisrc-relative-const", "#cat1-relative-const-src"):
     off = (f["SRC"].fields["OFFSET"] if "SRC" in f else f["OFFSET"])
-    consts = ctx["consts"]
-    return lambda F, i: consts[np.clip(sext(F.R[A0], 16) + off + i, 0, len(consts) - 1)]
+    consts, limit = ctx["consts"], ctx.get("constlen", 1 << 30) * 4
+    def relc(F, i):
+      ix = sext(F.R[A0], 16) + off + i
+      live = F.alive if F.sel is None else F.sel
+      bad = ((ix < 0) | (ix >= min(limit, len(consts)))) & live
+      if bad.any():
+        raise GPUFault(f"ir3: c[a0.x{off:+d}] reads constant {int(ix[bad][0])}, outside HLSQ_CS_CNTL.CONSTLEN "
+                       f"({limit // 4} vec4s)", kind="illegal instruction")
+      return consts[np.clip(ix, 0, len(consts) - 1)]
+    return relc
   raise Unsupported(f"operand {name}")
 
 
@@ -250,10 +281,11 @@ class Ins:
 
 
 class Instr:
-  __slots__ = ("pc", "name", "text", "run", "rpt", "kind")
+  __slots__ = ("pc", "name", "text", "run", "rpt", "kind", "sync")
 
-  def __init__(self, pc, name, text, run, rpt=0, kind="alu"):
+  def __init__(self, pc, name, text, run, rpt=0, kind="alu", sync=None):
     self.pc, self.name, self.text, self.run, self.rpt, self.kind = pc, name, text, run, rpt, kind
+    self.sync = sync if sync is not None else Sync()
 
 
 def _bad(pc, text, why):
@@ -262,13 +294,24 @@ def _bad(pc, text, why):
   return run
 
 
+def _halves(d):
+  """(sources half, destination half, SFU) of a cat1-4 instruction, None for the others (sync.describe)."""
+  n, f = d.name, d.fields
+  if n.startswith("mov-"): return f["SRC_TYPE"] in HALF_TYPES, f["DST_TYPE"] in HALF_TYPES, False
+  if n in CAT2 or n in CAT3 or n in UNDOCUMENTED: return not f.get("FULL", 1), bool(f.get("DST_HALF", 0)), False
+  if n in CAT4: return not f.get("FULL", 1) or n.startswith("h"), bool(f.get("DST_HALF", 0)), True
+  return None
+
+
 # ---- instruction builders: each returns (run(F, D), kind); kind "alu" runs (rpt+1) times and steps the pc
 def _build(d, pc):
   n, f = d.name, d.fields
   if n in CAT0: return CAT0[n](d, pc), "flow"
   if n.startswith("mov-"): return _mov(d), "alu"
   if n in CAT2: return _cat2(d), "alu"
-  if n.split(".")[0] in ("mad", "sel") and n in CAT3: return _cat3(d), "alu"
+  if n in UNDOCUMENTED:
+    raise Unsupported(f"{n}'s semantics are not documented by Mesa (its compiler emits sel.b16/sel.b32 only)")
+  if n in CAT3: return _cat3(d), "alu"
   if n in CAT4: return _cat4(d), "alu"
   if n in CAT6: return CAT6[n](d), "mem"
   if n in ("bar", "fence"): return (lambda F, D, i: None), "alu"
@@ -304,12 +347,16 @@ def _flow_br(d, pc):
 
 
 def _flow_any_all(d, pc):
+  """bany/ball: a branch taken by every fiber of a wave when any/all of the wave's live fibers have p0.x (the
+  wave's vote; waves of 64 or 128 fibers, SP_CS_CTRL_REG0.THREADSIZE), not the emulator's batch."""
   t = _target(d, pc)
   def run(F, D):
     sel = F.alive if F.sel is None else F.sel
-    p = (F.R[P0] != 0)[sel]
-    take = p.any() if d.name == "bany" else p.all()
-    D.branch(F, np.full(F.n, bool(take)), t)
+    p = (F.R[P0] != 0) & sel
+    nw = int(F.wave_of.max()) + 1
+    if d.name == "bany": vote = np.bincount(F.wave_of, weights=p, minlength=nw) > 0
+    else: vote = np.bincount(F.wave_of, weights=sel & ~p, minlength=nw) == 0
+    D.branch(F, vote[F.wave_of], t)
   return run
 
 
@@ -335,11 +382,14 @@ def _flow_shps(d, pc):
 
 
 def _flow_getone(d, pc):
+  """getone: in each wave, one fiber (the first selected) runs the block; the others go to the target."""
   t = _target(d, pc)
   def run(F, D):
     ix = F.idx()
     taken = np.ones(F.n, bool)
-    if len(ix): taken[ix[0]] = False                # one fiber runs the block, the others go to the target
+    if len(ix):
+      _, first = np.unique(F.wave_of[ix], return_index=True)
+      taken[ix[first]] = False
     D.branch(F, taken, t)
   return run
 
@@ -363,7 +413,7 @@ def _mov(d):
   src_half = st in (F16, U16, S16, U8, S8)
   dst_half = dt in (F16, U16, S16, U8, S8)
   dst = _dst(d)
-  src = src_reader(f["SRC"], src_half, d.ctx)
+  src = src_reader(f["SRC"], src_half, d.ctx, float_op=st == F16)
   r_src = f.get("SRC_R", 0)
   same = st == dt or {st, dt} <= {U32, S32} or {st, dt} <= {U16, S16}
   def run(F, D, i):
@@ -441,7 +491,10 @@ CAT2 = {
   "ashr.b": ("b", _iop(lambda x, y, w: (sext(x, w) >> (y & (w - 1))), False)),
   "mul.u24": ("s", _iop(lambda x, y, w: (x & 0xFFFFFF) * (y & 0xFFFFFF), False)),
   "mul.s24": ("s", _iop(lambda x, y, w: sext(x & 0xFFFFFF, 24) * sext(y & 0xFFFFFF, 24), False)),
-  "mull.u": ("s", _iop(lambda x, y, w: (x * y) & ((1 << w) - 1), False)),
+  # mull.u multiplies the low 16 bits of each source (Mesa maps nir umul_low to it, ir3_compiler_nir.c; nir_opcodes.py:
+  # umul_low = (src0 & 0xffff) * (src1 & 0xffff)); a 32-bit multiply is ir3_nir_imul.py's
+  # imadsh_mix16(b, a, imadsh_mix16(a, b, umul_low(a, b)))
+  "mull.u": ("s", _iop(lambda x, y, w: ((x & 0xFFFF) * (y & 0xFFFF)) & ((1 << w) - 1), False)),
   "bfrev.b": ("b", _iop(lambda x, y, w: _bfrev(x, w), False)), "clz.b": ("b", _iop(lambda x, y, w: _clz(x, w), False)),
   "cbits.b": ("b", _iop(lambda x, y, w: _cbits(x, w), False)),
   "getbit.b": ("b", _iop(lambda x, y, w: (x >> (y & (w - 1))) & 1, False)),
@@ -459,7 +512,7 @@ def _cat2(d):
   for k in ("SRC1", "SRC2"):
     if k in f and hasattr(f[k], "fields") and f[k].fields:
       op = f[k]
-      ops.append((src_reader(op, not full, d.ctx), op.fields.get("ABSNEG", 0), f.get(f"{k}_R", 0)))
+      ops.append((src_reader(op, not full, d.ctx, float_op=kind == "f"), op.fields.get("ABSNEG", 0), f.get(f"{k}_R", 0)))
   sat = f.get("SAT", 0)
   if make is None:                                  # compare: 1 or 0
     cmp = COND[f["COND"]]
@@ -484,8 +537,9 @@ def _cat2(d):
 
 
 # cat3
-CAT3 = {"mad.f32", "mad.f16", "mad.u24", "mad.s24", "mad.u16", "mad.s16", "sel.b32", "sel.b16", "sel.s32", "sel.s16",
-        "sel.f32", "sel.f16"}
+CAT3 = {"mad.f32", "mad.f16", "mad.u24", "mad.s24", "mad.u16", "mad.s16", "sel.b32", "sel.b16", "madsh.m16"}
+# sel.f32/f16/s32/s16: Mesa documents no semantics for them (ir3 emits only sel.b16/b32): the mock refuses them
+UNDOCUMENTED = {"sel.f32", "sel.f16", "sel.s32", "sel.s16"}
 
 
 def _cat3(d):
@@ -495,13 +549,18 @@ def _cat3(d):
   dst = _dst(d)
   dst_half = bool(f.get("DST_HALF", 0)) and not _special(dst)
   ctx = dict(d.ctx, immed=f.get("IMMED_ENCODING", 0))
-  r1, r2, r3 = (src_reader(f[k], half, ctx) for k in ("SRC1", "SRC2", "SRC3"))
+  r1, r2, r3 = (src_reader(f[k], half, ctx, float_op=name.startswith("mad.f")) for k in ("SRC1", "SRC2", "SRC3"))
   n1, n2, n3 = f.get("SRC1_NEG", 0), f.get("SRC2_NEG", 0), f.get("SRC3_NEG", 0)
   rr = (f.get("SRC1_R", 0), f.get("SRC2_R", 0), f.get("SRC3_R", 0))
   w, mask = (32, M32) if full else (16, 0xFFFF)
   def run(F, D, i):
     a, b, c = r1(F, i * rr[0]), r2(F, i * rr[1]), r3(F, i * rr[2])
-    if name.startswith("mad.f"):
+    if name == "madsh.m16":
+      # nir_opcodes.py imadsh_mix16: ((src0 >> 16) * (src1 & 0xffff) << 16) + src2
+      x = np.asarray(a, np.int64) >> 16 & 0xFFFF
+      y = np.asarray(b, np.int64) & 0xFFFF
+      out = (((x * y) << 16) + (np.asarray(c, np.int64) & M32) & M32).astype(np.uint32)
+    elif name.startswith("mad.f"):
       x, y, z = (f32(a), f32(b), f32(c)) if full else (f16(a), f16(b), f16(c))
       if n1: x = -x
       if n2: y = -y
@@ -517,8 +576,8 @@ def _cat3(d):
       if n1: x = -x
       if n3: z = -z
       out = ((x * y + z) & mask).astype(np.uint32)
-    else:
-      cond = (f32(b) > 0) if name == "sel.f32" else (f16(b) > 0) if name == "sel.f16" else (np.asarray(b, np.uint32) & mask) != 0
+    else:                                           # sel.b16/b32: src2 != 0 ? src1 : src3
+      cond = (np.asarray(b, np.uint32) & mask) != 0
       if n2: cond = ~cond
       out = np.where(cond, np.broadcast_to(a, (F.n,)), np.broadcast_to(c, (F.n,))).astype(np.uint32)
     F.write(dst + i, out, dst_half)
@@ -535,7 +594,7 @@ def _cat4(d):
   full = bool(f.get("FULL", 1)) and not d.name.startswith("h")
   dst = _dst(d)
   dst_half = bool(f.get("DST_HALF", 0)) and not _special(dst)
-  src = src_reader(f["SRC"], not full, d.ctx)
+  src = src_reader(f["SRC"], not full, d.ctx, float_op=True)
   mod, rr = f["SRC"].fields.get("ABSNEG", 0), f.get("SRC_R", 0)
   def run(F, D, i):
     x = absneg(src(F, i * rr), mod, "f", not full)
@@ -583,26 +642,25 @@ def _ldst_global(d):
   return run
 
 
-def _ibo(F, D, f, ix):
-  """(base addresses, element counts) of the IBO slot per selected fiber."""
+def _ibo(F, D, f, ix, name="", pc=0):
+  """(base addresses, element counts) of the IBO slot per selected fiber. A slot past SP_CS_CONFIG.NIBO (the IBOs
+  the dispatch declared) or never loaded faults, naming it."""
   ssbo = f["SSBO"]
   slot = np.full(len(ix), ssbo.fields.get("IMMED", 0)) if f.get("SSBO_IM", 1) else F.R[_gpr(ssbo)][ix]
-  if (slot >= len(D.ibos)).any():
-    raise GPUFault(f"ir3: IBO slot {int(slot.max())} is not loaded ({len(D.ibos)} IBO descriptors)", kind="illegal instruction")
+  if len(slot) and int(slot.max()) >= min(D.nibo, len(D.ibos)):
+    raise GPUFault(f"ir3: {name} at pc {pc}: IBO slot {int(slot.max())} is past SP_CS_CONFIG.NIBO ({D.nibo}) or the "
+                   f"{len(D.ibos)} descriptor(s) CP_LOAD_STATE6 loaded", kind="illegal instruction")
   desc = D.ibos[slot]
   base = (desc[:, 4].astype(np.uint64) & np.uint64(0xFFFFFFE0)) | (desc[:, 5].astype(np.uint64) << np.uint64(32))
   count = (desc[:, 1] & 0x7FFF).astype(np.int64) | ((desc[:, 1] >> 15) & 0x7FFF).astype(np.int64) << 15
   return base, count
 
 
-def _ibo_bounds(name: str, pc: int, index: np.ndarray, count: np.ndarray) -> None:
-  """An IBO access must stay within the descriptor's element count: past it is a GPU fault naming the element (the
-  mock's choice, written here: a store past a buffer would otherwise land silently in the memory object after it)."""
-  bad = (index < 0) | (index >= count)
-  if bad.any():
-    k = int(np.argmax(bad))
-    raise GPUFault(f"ir3: {name} at pc {pc}: element {int(index[k])} is outside its IBO of {int(count[k])} elements",
-                   kind="illegal address")
+def _in_bounds(index: np.ndarray, count: np.ndarray) -> np.ndarray:
+  """IBO accesses are bounds-checked against the descriptor's element count as the texture/IBO unit does for
+  buffers: a load past the end returns 0, a store or an atomic there is dropped (the behaviour Vulkan's
+  robustBufferAccess asks for, which turnip provides on a6xx from the descriptor's size with no shader checks)."""
+  return (index >= 0) & (index < count)
 
 
 def _ldst_ibo(d):
@@ -616,26 +674,39 @@ def _ldst_ibo(d):
   typed = bool(f["TYPED"].fields.get("TYPED", 0)) if "TYPED" in f else False
   def run(F, D, i):
     ix = F.idx()
-    base, count = _ibo(F, D, f, ix)
+    base, count = _ibo(F, D, f, ix, name, d.pc)
     elem = F.R[coord][ix].astype(np.int64)
     for c in range(comps):
-      _ibo_bounds(name, d.pc, (elem * comps if typed else elem) + c, count)
-      addr = base + (((elem * comps if typed else elem) + c) * nb).astype(np.uint64)
-      if store: D.mem.store(addr, F.read(val_reg + c, half)[ix], nb, f"{name} at pc {d.pc}")
+      e = (elem * comps if typed else elem) + c
+      ok = _in_bounds(e, count)
+      addr = base + (np.where(ok, e, 0) * nb).astype(np.uint64)
+      if store: D.mem.store(addr[ok], F.read(val_reg + c, half)[ix][ok], nb, f"{name} at pc {d.pc}")
       else:
         out = np.zeros(F.n, np.uint32)
-        out[ix] = D.mem.load(addr, nb, f"{name} at pc {d.pc}")
+        got = np.zeros(len(ix), np.uint32)
+        got[ok] = D.mem.load(addr[ok], nb, f"{name} at pc {d.pc}")
+        out[ix] = got
         F.write(val_reg + c, out, half)
   return run
 
 
 def _local_index(F, D, name, off, nb, pc, private=False):
-  mem = F.private if private else F.local
-  if (off < 0).any() or (off + nb > mem.shape[1]).any():
-    bad = int(off[(off < 0) | (off + nb > mem.shape[1])][0])
-    raise GPUFault(f"ir3: {name} at pc {pc}: {'private' if private else 'local'} offset {bad} is outside the "
-                   f"{mem.shape[1]} bytes", address=bad, kind="illegal address")
-  return mem
+  """(memory, offsets the hardware uses) for an ldl/stl (or ldp/stp) access. Local memory: the dispatch's
+  SHARED_SIZE (SP_CS_UNKNOWN_A9B1: 0 is all 32 KiB, else (SHARED_SIZE + 1) KiB); a6xx.xml documents that "the
+  ldl/stl offset seems to be rewritten to 0 when it is beyond this limit", which the mock does. Private memory:
+  SP_CS_PVT_MEM_PARAM.MEMSIZEPERITEM bytes per fiber; outside them (or none programmed) is a fault naming both."""
+  if private:
+    mem = F.private
+    if mem is None or not mem.shape[1]:
+      raise GPUFault(f"ir3: {name} at pc {pc}: no private memory was programmed (SP_CS_PVT_MEM_PARAM/ADDR/SIZE)",
+                     kind="illegal address")
+    if (off < 0).any() or (off + nb > mem.shape[1]).any():
+      bad = int(off[(off < 0) | (off + nb > mem.shape[1])][0])
+      raise GPUFault(f"ir3: {name} at pc {pc}: private offset {bad} is outside the {mem.shape[1]} bytes per fiber "
+                     f"(SP_CS_PVT_MEM_PARAM.MEMSIZEPERITEM)", address=bad, kind="illegal address")
+    return mem, off
+  beyond = (off < 0) | (off + nb > D.shared_bytes)
+  return F.local, np.where(beyond, 0, off)
 
 
 def _ldst_local(d):
@@ -648,12 +719,11 @@ def _ldst_local(d):
   else: addr_reg, val_reg = (_gpr(f["SRC"]) if "SRC" in f else None), _dst(d)
   def run(F, D, i):
     ix = F.idx()
-    if private and F.private is None: F.private = np.zeros((F.n, PRIVATE_BYTES), np.uint8)
+    if private and F.private is None and D.private_bytes: F.private = np.zeros((F.n, D.private_bytes), np.uint8)
     rows = ix if private else F.group_of[ix]
     base = (F.R[addr_reg][ix].astype(np.int64) if addr_reg is not None else np.zeros(len(ix), np.int64)) + off
     for c in range(size):
-      o = base + c * nb
-      mem = _local_index(F, D, name, o, nb, d.pc, private)
+      mem, o = _local_index(F, D, name, base + c * nb, nb, d.pc, private)
       if store:
         v = F.read(val_reg + c, half)[ix]
         for k in range(nb): mem[rows, o + k] = ((v >> (8 * k)) & 0xFF).astype(np.uint8)
@@ -673,36 +743,46 @@ ATOMIC = {"add": lambda o, v, c: o + v, "sub": lambda o, v, c: o - v, "xchg": la
 
 
 def _atomic(d):
-  """atomic.OP (local: l[src1] with src2), atomic.g.OP (global: 64-bit address src1, data src2), atomic.b.OP (IBO:
-  element src2; src1 is the data and receives the old value; cmpxchg: src1.x new value, src1.y the compare value).
-  Fibers take their turn in order (each sees the previous one's result)."""
+  """atomic.OP (local: l[src1] with src2; cmpxchg: src2.x the new value, src2.y the compare -- ir3_compiler_nir.c
+  emit_intrinsic_atomic_shared: "for cmpxchg, src1 is [ui]vec2(data, compare)"), atomic.g.OP (global: 64-bit address src1, data src2; cmpxchg: src2.x the
+  compare value, src2.y the new one, as Mesa collects them), atomic.b.OP (IBO: element src2; src1 is a vector whose
+  .x receives the old value, .y is the data (the compare value for cmpxchg) and .z the new value for cmpxchg: Mesa
+  ir3_a6xx.c emit_intrinsic_atomic_ssbo). Fibers take their turn in order (each sees the previous one's result); an
+  IBO element past the descriptor's count is not touched and returns 0."""
   f, name = d.fields, d.name
   parts = name.split(".")
   kind = parts[1] if parts[1] in ("g", "b") else "l"
-  fn = ATOMIC[parts[-1]]
+  op = parts[-1]
+  fn = ATOMIC[op]
   t = f["TYPE"]
   signed = t in (S32, S16)
   def run(F, D, i):
     ix = F.idx()
+    ok = np.ones(len(ix), bool)
     if kind == "b":
-      base, count = _ibo(F, D, f, ix)
-      _ibo_bounds(d.name, d.pc, F.R[_gpr(f["SRC2"])][ix].astype(np.int64), count)
-      data_reg = _gpr(f["SRC1"])
-      addrs = base + (F.R[_gpr(f["SRC2"])][ix].astype(np.uint64) << np.uint64(2))
-      data, cmpv, dst = F.R[data_reg][ix], F.R[data_reg + 1][ix], data_reg
+      base, count = _ibo(F, D, f, ix, name, d.pc)
+      elem = F.R[_gpr(f["SRC2"])][ix].astype(np.int64)
+      ok = _in_bounds(elem, count)
+      vec = _gpr(f["SRC1"])
+      addrs = base + (np.where(ok, elem, 0).astype(np.uint64) << np.uint64(2))
+      data, cmpv, dst = F.R[vec + 1][ix], F.R[vec + 1][ix], vec
+      if op == "cmpxchg": data = F.R[vec + 2][ix]
     elif kind == "g":
       addrs = _addr64(F, _gpr(f["SRC1"]))[ix]
       data_reg = _gpr(f["SRC2"])
-      data, cmpv, dst = F.R[data_reg][ix], F.R[data_reg + 1][ix], _dst(d)
+      data, cmpv, dst = F.R[data_reg][ix], F.R[data_reg][ix], _dst(d)
+      if op == "cmpxchg": data = F.R[data_reg + 1][ix]
     else:
       addrs = F.R[_gpr(f["SRC1"])][ix].astype(np.int64)
       data_reg = _gpr(f["SRC2"])
       data, cmpv, dst = F.R[data_reg][ix], F.R[data_reg + 1][ix], _dst(d)
     old = np.zeros(F.n, np.uint32)
     for k, lane in enumerate(ix.tolist()):
+      if not ok[k]: continue
       a = int(addrs[k])
       if kind == "l":
-        _local_index(F, D, name, np.array([a]), 4, d.pc)
+        _, o = _local_index(F, D, name, np.array([a]), 4, d.pc)
+        a = int(o[0])
         row = F.local[F.group_of[lane]]
         cur = int(row[a:a + 4].view(np.uint32)[0])
       else: cur = int(D.mem.load(np.array([a], np.uint64), 4, f"{name} at pc {d.pc}")[0])
@@ -721,24 +801,35 @@ def _s(v): return v - (1 << 32) if v & 0x80000000 else v
 
 
 def _stc(d):
+  """stc: SIZE components from SRC into the constant file at c[OFFSET] (counted in scalar components), or at
+  c[a1.x + OFFSET] in its a1.x form (#stc-dst-a1); the first live fiber's values."""
   f = d.fields
-  size, off, src = f.get("SIZE", 1), f["DST"].fields.get("OFFSET", 0), _gpr(f["SRC"])
+  size, dst, src = f.get("SIZE", 1), f["DST"], _gpr(f["SRC"])
+  off, rel = dst.fields.get("OFFSET", 0), dst.name == "#stc-dst-a1"
   def run(F, D, i):
     ix = F.idx()
     if not len(ix): return
-    for c in range(size): D.consts[off + c] = F.R[src + c][ix[0]]
+    base = off + (int(F.R[A1][ix[0]]) & 0xFFFF if rel else 0)
+    if base + size > len(D.consts):
+      raise GPUFault(f"ir3: stc at pc {d.pc}: constants {base}..{base + size - 1} are past the constant file",
+                     kind="illegal instruction")
+    for c in range(size): D.consts[base + c] = F.R[src + c][ix[0]]
   return run
 
 
 def _resinfo(d):
+  """resinfo.b: the IBO's size into three components (Mesa ir3_a6xx.c: "resinfo has no writemask and always writes
+  out 3 components"): .x the element count; .y and .z are written too (0 here: Mesa reads only .x for a buffer)."""
   f = d.fields
   dst = _dst(d)
   def run(F, D, i):
     ix = F.idx()
-    _, count = _ibo(F, D, f, ix)
+    _, count = _ibo(F, D, f, ix, d.name, d.pc)
     out = np.zeros(F.n, np.uint32)
     out[ix] = count
     F.write(dst, out, False)
+    F.write(dst + 1, np.zeros(F.n, np.uint32), False)
+    F.write(dst + 2, np.zeros(F.n, np.uint32), False)
   return run
 
 
@@ -746,7 +837,7 @@ def _getid(what):
   def build(d):
     dst = _dst(d)
     def run(F, D, i):
-      lane = np.arange(F.n)
+      lane = F.lid
       v = {"fiber": lane % D.wave, "wave": lane // D.wave, "sp": np.zeros(F.n, np.int64)}[what]
       F.write(dst, v.astype(np.uint32), False)
     return run
@@ -762,17 +853,25 @@ for _op in ATOMIC:
 
 
 class Dispatch:
-  """One CP_EXEC_CS: the work-groups run in batches of whole groups."""
+  """One CP_EXEC_CS: the work-groups run in batches of whole groups, with the state the dispatch programmed."""
 
   def __init__(self, model, chip_id, code, code_va, groups, local, consts, ibos, wgid_reg, localid_reg, wave=64,
-               cache=None, deadline: float | None = None):
-    """cache: {code bytes: compiled program} kept by the caller for one constant file (the closures read it);
-    deadline: time.monotonic() after which the dispatch counts as a GPU hang (GPUFault kind "hang")."""
+               cache=None, hang_timeout_s: float | None = None, *, constlen: int = 256, nibo: int | None = None,
+               footprint: int = 48, shared_bytes: int = LOCAL_BYTES, private_bytes: int = 0,
+               linear_id_reg: int = 0xFC, sync: str = "strict", demotion: bool = False):
+    """cache: {key: compiled program} kept by the caller for one constant file (the closures read it);
+    hang_timeout_s: how long the dispatch may run, counted from when it starts running (decoding the program is
+    not the GPU's time), after which it is a GPU hang (GPUFault kind "hang"). The rest is the state CP_EXEC_CS
+    uses, as the registers were programmed: CONSTLEN (vec4s), NIBO, FULLREGFOOTPRINT, the shared and private
+    memory sizes, the linear local id register, and the sync-check mode (sync.py)."""
     self.cache = {} if cache is None else cache
-    self.deadline = deadline
+    self.hang_timeout_s, self.deadline = hang_timeout_s, None
     self.model, self.groups, self.local_size = model, groups, local
     self.consts, self.ibos, self.wave = consts, ibos, wave
-    self.wgid_reg, self.localid_reg = wgid_reg, localid_reg
+    self.wgid_reg, self.localid_reg, self.linear_id_reg = wgid_reg, localid_reg, linear_id_reg
+    self.constlen, self.nibo = constlen, len(ibos) if nibo is None else nibo
+    self.footprint, self.shared_bytes, self.private_bytes = footprint, shared_bytes, private_bytes
+    self.sync_mode, self.demotion = sync, demotion
     gpu_id = (chip_id >> 24 & 0xFF) * 100 + (chip_id >> 16 & 0xFF) * 10 + (chip_id >> 8 & 0xFF)
     words = np.asarray(code, np.uint32).view(np.uint64)
     self.prog = self._program(gpu_id, words)
@@ -781,23 +880,37 @@ class Dispatch:
     self.executed = 0
 
   def _program(self, gpu_id, words):
-    key = (gpu_id, words.tobytes())
+    key = (gpu_id, words.tobytes(), self.constlen, self.footprint, self.demotion)
     prog = self.cache.get(key)
     if prog is not None: return prog
     isa = isa_for(gpu_id)
     prog = []
+    decoded: dict = {}                           # word -> (decoding, text): a program repeats its words
+    from ...compiler.backend.ir3.isa import DecodeError
     for pc, w in enumerate(words.tolist()):
-      from ...compiler.backend.ir3.isa import DecodeError
-      try: dd = isa.decode(w)
-      except DecodeError as e:
-        prog.append(Instr(pc, "?", f"{w:#018x}", _bad(pc, f"{w:#018x}", str(e))))
+      got = decoded.get(w)
+      if got is None:
+        try: dd = isa.decode(w)
+        except DecodeError as e: dd = e
+        try: text = isa.disasm_word(w) if not isinstance(dd, DecodeError) else f"{w:#018x}"
+        except Exception: text = dd.name
+        got = decoded[w] = (dd, text)
+      dd, text = got
+      if isinstance(dd, DecodeError):
+        prog.append(Instr(pc, "?", text, _bad(pc, text, str(dd))))
         continue
-      dd = Ins(dd.name, dd.fields, {"consts": self.consts}, pc)
-      try: text = isa.disasm_word(w)
-      except Exception: text = dd.name
-      try: run, kind = _build(dd, pc)
-      except (Unsupported, KeyError) as e: run, kind = _bad(pc, text, f"{type(e).__name__} {e}"), "alu"
-      prog.append(Instr(pc, dd.name, text, run, dd.fields.get("REPEAT", 0) if kind == "alu" else 0, kind))
+      dd = Ins(dd.name, dd.fields, {"consts": self.consts, "constlen": self.constlen, "demotion": self.demotion}, pc)
+      try:
+        run, kind = _build(dd, pc)
+        sync = describe(dd, kind, _halves)
+        over = [r for r in (r if r < 256 else (r - 256) >> 1 for r, _, _ in sync.reads + sync.writes)
+                if r < 48 * 4 and r // 4 >= self.footprint]
+        if over:
+          raise OutOfState(f"names r{over[0] // 4}.{'xyzw'[over[0] % 4]}, outside SP_CS_CTRL_REG0.FULLREGFOOTPRINT "
+                           f"({self.footprint} registers)")
+      except (Unsupported, KeyError, OutOfState) as e:
+        run, kind, sync = _bad(pc, text, str(e) if isinstance(e, OutOfState) else f"{type(e).__name__} {e}"), "alu", None
+      prog.append(Instr(pc, dd.name, text, run, dd.fields.get("REPEAT", 0) if kind == "alu" else 0, kind, sync))
     self.cache[key] = prog
     return prog
 
@@ -807,6 +920,7 @@ class Dispatch:
     per = lx * ly * lz
     total = gx * gy * gz
     if not total or not per: return
+    if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
     step = max(1, BATCH // per)
     lid = np.arange(per)
     lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
@@ -815,13 +929,14 @@ class Dispatch:
       self._check_hang(first * per)
       g = np.arange(first, min(first + step, total))
       n = len(g) * per
-      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per))
+      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per), np.tile(lid, len(g)), self.wave, self.shared_bytes)
       gid = np.repeat(g, per)
       wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
       if self.localid_reg < 0xFC:
         for c in range(3): F.R[self.localid_reg + c] = np.tile(lxyz[c], len(g))
       if self.wgid_reg < 0xFC:
         for c in range(3): F.R[self.wgid_reg + c] = wg[c]
+      if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
       self._run_batch(F)
 
   def branch(self, F, taken, target):
@@ -836,6 +951,7 @@ class Dispatch:
   def _run_batch(self, F) -> None:
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
+    sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
     while True:
       alive = F.alive
       if not alive.any(): return
@@ -848,6 +964,10 @@ class Dispatch:
       else: F.sel = alive & (F.pc == pc)
       ins = prog[pc]
       cnt = F.n if F.sel is None else int(F.sel.sum())
+      poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else []
+      poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
+      saved = [(r, F.R[r].copy()) for r in poisoned]
+      for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
       if ins.kind == "flow":
         ins.run(F, self)
         self.executed += cnt
@@ -856,6 +976,10 @@ class Dispatch:
         self.executed += cnt * (ins.rpt + 1)
         if F.sel is None: F.pc += 1
         else: F.pc[F.sel] += 1
+      written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
+      for r, row in saved:          # the late result still lands: only this reader saw the poison
+        if r not in written: F.R[r] = row
+      if sync is not None: sync.update(ins.sync, pc)
       steps += 1
       if not steps & 1023: self._check_hang(None, int(F.pc[F.alive].min()))
 

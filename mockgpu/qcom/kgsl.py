@@ -6,14 +6,16 @@ EINVAL, both naming the ioctl. Behaviour (errors as KGSL returns them, from the 
   - GETPROPERTY: DEVICE_INFO (chip id, gmem), GPU_RESET_STAT (the value holds a context id on input; the context's
     reset status comes back and is cleared), CONTEXT_PROPERTY with KGSL_CONTEXT_PROP_FAULTS (fault count and the
     timestamp of the last fault); a size that does not match the property's struct is EINVAL, an unknown context
-    ENOENT (as for every ioctl naming one);
+    EINVAL (as for every ioctl naming one: kgsl.c's kgsl_context_get_owner() returning NULL is -EINVAL);
   - GPUMEM_ALLOC_ID: a memory object (size 0 or over 4 GiB: EINVAL), mapped by mmap at offset id << 12 (its GPU
-    address becomes the CPU address: USE_CPU_MAP); GPUMEM_FREE_ID of an unknown id: ENOENT;
+    address becomes the CPU address: USE_CPU_MAP) for `mmapsize` bytes, which KGSL sets to the object's footprint
+    (kgsl_memdesc_footprint: the size plus a guard page when the object has one, guard_page here);
+    GPUMEM_FREE_ID of an unknown id: EINVAL (kgsl_ioctl_gpumem_free_id);
   - DRAWCTXT_CREATE / DESTROY; GPU_COMMAND: one or more command objects (indirect buffers) inside memory objects
     (else EINVAL), numcmds 0 or a wrong cmdsize: EINVAL; the context's next timestamp comes back; a context that
     faulted (KGSL_CONTEXT_INVALIDATE_ON_FAULT) answers EDEADLK;
-  - DEVICE_WAITTIMESTAMP_CTXTID: returns once the timestamp retired, ETIMEDOUT after `timeout` ms, EDEADLK for a
-    faulted context.
+  - DEVICE_WAITTIMESTAMP_CTXTID: returns once the timestamp retired, ETIMEDOUT after `timeout` ms (a timestamp
+    not issued yet is waited for too, as KGSL's adreno_drawctxt_wait does), EDEADLK for a faulted context.
 Submissions run on the command processor model (cp.py) in order, when the MockOS ticks its engines (synchronous mock)
 or inside a wait; a fault (the shader or the CP touching memory outside every object, a bad packet) marks the
 context guilty and drops its later work."""
@@ -43,6 +45,7 @@ class MemObject:
   size: int
   flags: int
   va: int = 0                      # 0 until mapped
+  mmapsize: int = 0                # what mmap must map (the size, plus the guard page when there is one)
 
 
 @dataclasses.dataclass
@@ -86,7 +89,9 @@ class KGSLModel:
     self._next_obj, self._next_ctx = 1, 1
     self.queue: list = []                              # (context, timestamp, [(ib va, bytes)]) in submission order
     self.blocked = False                               # the CP waits on memory (CP_WAIT_REG_MEM)
+    self.guard_page = False                            # objects get a guard page after them (mmapsize = size + 4 KiB)
     self.hang_timeout_s = HANG_TIMEOUT_S               # a dispatch running longer is a GPU hang (the context faults)
+    self.sync_check = "strict"                         # ir3 sync flags and delay slots: "strict", "poison", "off"
     from .cp import CommandProcessor
     self.cp = CommandProcessor(self, chip_id)
 
@@ -144,7 +149,7 @@ class KGSLModel:
 
   def _context(self, file, name: str, cid: int) -> Context:
     ctx = self.contexts.get(cid)
-    if ctx is None: self._fail(file, name, errno.ENOENT, f"no context {cid}")
+    if ctx is None: self._fail(file, name, errno.EINVAL, f"no context {cid}")
     return ctx
 
   # ---- properties
@@ -178,21 +183,22 @@ class KGSLModel:
     if a.size == 0 or a.size > MAX_OBJECT:
       self._fail(file, "GPUMEM_ALLOC_ID", errno.EINVAL, f"size {a.size:#x}")
     size = (a.size + 0xFFF) & ~0xFFF
-    obj = MemObject(self._next_obj, size, a.flags)
+    obj = MemObject(self._next_obj, size, a.flags, mmapsize=size + (0x1000 if self.guard_page else 0))
     self._next_obj += 1
     self.objects[obj.id] = obj
-    a.id, a.size, a.mmapsize, a.gpuaddr = obj.id, size, size, 0
+    a.id, a.size, a.mmapsize, a.gpuaddr = obj.id, size, obj.mmapsize, 0
 
   def _GPUMEM_FREE_ID(self, file, a) -> None:
     obj = self.objects.pop(a.id, None)
-    if obj is None: self._fail(file, "GPUMEM_FREE_ID", errno.ENOENT, f"no memory object {a.id}")
+    if obj is None: self._fail(file, "GPUMEM_FREE_ID", errno.EINVAL, f"no memory object {a.id}")
     self._ranges = [r for r in self._ranges if r[2] != obj.id]
 
   def mmap(self, path: str, size: int, offset: int, addr) -> int:
     obj = self.objects.get(offset >> 12)
     if obj is None or offset & 0xFFF: raise OSCallError("mmap", path, errno.EINVAL, f"offset {offset:#x} names no memory object")
     if obj.va: raise OSCallError("mmap", path, errno.EBUSY, f"memory object {obj.id} is mapped already")
-    if size != obj.size: raise OSCallError("mmap", path, errno.EINVAL, f"memory object {obj.id} is {obj.size:#x} bytes, not {size:#x}")
+    if size != obj.mmapsize:
+      raise OSCallError("mmap", path, errno.EINVAL, f"memory object {obj.id} maps {obj.mmapsize:#x} bytes (mmapsize), not {size:#x}")
     obj.va = self.os.memory.alloc(size, addr, shared=True, what=f"kgsl memory object {obj.id}")
     bisect.insort(self._ranges, (obj.va, obj.va + size, obj.id))
     return obj.va
@@ -234,11 +240,10 @@ class KGSLModel:
       if ctx.invalid:
         self._fail(file, "DEVICE_WAITTIMESTAMP_CTXTID", errno.EDEADLK, f"context {ctx.id} faulted ({ctx.fault_reason})")
       if ctx.retired >= a.timestamp: return
-      if a.timestamp > ctx.timestamp:
-        self._fail(file, "DEVICE_WAITTIMESTAMP_CTXTID", errno.EINVAL, f"timestamp {a.timestamp} was never issued "
-                                                                       f"on context {ctx.id} (last {ctx.timestamp})")
       if time.monotonic() >= end:
-        self._fail(file, "DEVICE_WAITTIMESTAMP_CTXTID", errno.ETIMEDOUT, f"timestamp {a.timestamp} on context {ctx.id}")
+        never = f" (not issued yet: the last is {ctx.timestamp})" if a.timestamp > ctx.timestamp else ""
+        self._fail(file, "DEVICE_WAITTIMESTAMP_CTXTID", errno.ETIMEDOUT,
+                   f"timestamp {a.timestamp} on context {ctx.id}{never}")
       if not self.poll(): time.sleep(min(1e-3, max(end - time.monotonic(), 0)))
 
   # ---- the GPU: runs submissions in order

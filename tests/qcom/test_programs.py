@@ -110,6 +110,7 @@ def test_integer_alu(dev):
   clz = np.array([32 - int(v).bit_length() for v in x])
   rev = np.array([int(f"{int(v):032b}"[::-1], 2) for v in x])
   pop = np.array([bin(int(v)).count("1") for v in x])
+  # column 3: Mesa's 32-bit multiply lowering (mull.u + two madsh.m16) gives the full product mod 2^32
   want = np.stack([(x + y) & m, (x - y) & m, ((x & 0xFFFFFF) * (y & 0xFFFFFF)) & m, (x * y) & m,
                    (x << 3) & m, x >> 3, (sx >> 3) & m, x & y,
                    x | y, x ^ y, np.minimum(sx, sy) & m, np.maximum(x, y),

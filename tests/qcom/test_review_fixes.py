@@ -55,21 +55,41 @@ def test_the_branchstack_limit_is_the_fields_width():
   assert BRANCHSTACK_MAX == (1 << (f.high - f.low + 1)) - 1
 
 
-def test_an_ibo_store_past_its_buffer_faults_instead_of_writing_the_next_object(dev):
+def test_an_ibo_access_past_its_buffer_is_bounds_checked_not_written_into_the_next_object(dev):
+  """An IBO access is bounds-checked against the descriptor's element count as the hardware does for buffers (issue
+  28): a store past it is dropped (it never lands in the rest of the memory object or the next one), a load past
+  it returns 0, an atomic past it changes nothing and returns 0 -- no fault."""
   text = b"""@localsize 1, 1, 1
+@buf 4
 @buf 4
 mov.u32u32 r0.x, 4
 mov.u32u32 r0.y, 7
+mov.u32u32 r0.z, 1024
+mov.u32u32 r0.w, 0
+mov.u32u32 r1.x, 5
+mov.u32u32 r1.y, 1
+mov.u32u32 r1.z, 1
 (rpt5)nop
 stib.b.untyped.1d.u32.1.imm r0.y, r0.x, 0
+stib.b.untyped.1d.u32.1.imm r0.y, r0.z, 0
+atomic.b.add.untyped.1d.u32.1.imm r1.x, r0.z, 0
+ldib.b.untyped.1d.u32.1.imm r2.x, r0.x, 1
+(sy)nop
+stib.b.untyped.1d.u32.1.imm r2.x, r0.w, 0
+stib.b.untyped.1d.u32.1.imm r1.x, r1.z, 0
 end
 nop
 """
   prog = dev.load(text, "past")
-  buf, neighbour = dev.alloc(16), dev.alloc(16)
-  dev.copyin(neighbour, np.zeros(4, np.uint32))
-  with pytest.raises(GPUFault, match="element 4 is outside its IBO of 4 elements"):
-    prog(buf, global_size=(1,), local_size=(1,), wait=True)
+  buf, other = dev.alloc(4096), dev.alloc(4096)          # memory past the 4 elements the descriptors give
+  dev.copyin(buf, np.full(1024, 0x11, np.uint32))
+  dev.copyin(other, np.full(1024, 0xAB, np.uint32))
+  prog(buf, other, global_size=(1,), local_size=(1,), wait=True)
+  got = np.frombuffer(dev.copyout(buf), np.uint32)
+  assert got[0] == 0                    # other's element 4 is past its 4: 0, not the 0xAB in memory
+  assert got[1] == 0                    # the atomic past the end returned 0 (r1.x held 5)
+  assert (got[4:] == 0x11).all()        # the store to element 4 (and 1024) was dropped
+  assert (np.frombuffer(dev.copyout(other), np.uint32) == 0xAB).all()
 
 
 def test_a_value_older_than_the_kept_timestamps_has_none():

@@ -1,4 +1,6 @@
 ; divergent branches: out[lid] = lid * 2 for odd lid, lid + 100 for even lid
+; Sync (Mesa ir3_legalize.c): 3 cycles between an ALU result and an ALU reader, 6 between a compare and the branch
+; reading p0 or a memory instruction reading a result ((rpt5)nop); (jp) marks the join
 @localsize 64, 1, 1
 @buf 64
 @invocationid(r0.x)

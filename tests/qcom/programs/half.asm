@@ -1,4 +1,6 @@
 ; half precision: x, y converted to f16, operated on in half registers, converted back; out[lid * 4 + k]
+; Sync (Mesa ir3_legalize.c): (sy) before the ldib results are read; ALU results read by ALU instructions of the
+; same size 3 cycles later, by memory instructions 6 ((rpt5)nop covers both)
 @localsize 32, 1, 1
 @buf 64   ; in (f32)
 @buf 128  ; out (f32)

@@ -1,4 +1,6 @@
 ; c[i] = a[i] + b[i] (float), i = work-group id * 64 + local id
+; Sync (Mesa ir3_legalize.c): (sy) before the ldib results are read; 3 cycles between an ALU result and an ALU
+; reader ((rpt2)nop), 6 before a memory instruction reads one ((rpt5)nop)
 @localsize 64, 1, 1
 @buf 256  ; a
 @buf 256  ; b
