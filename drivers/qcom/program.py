@@ -39,7 +39,7 @@ MAX_CONSTLEN = 256                   # vec4s a6xx compute may use (Mesa ir3_comp
 INSTR_CACHE = 64                     # 128-byte groups computerator preloads at most (instr_cache_size, a6xx gen1)
 FIBERS_PER_SP, SP_CORES = 128 * 16, 2
 REG_FILE = 96 * 4                    # full registers per fiber slot (reg_size_vec4 96): tinygrad's 384 in max_threads
-LOCAL_MAX = 32 << 10                 # shared memory per work-group (SP_CS_UNKNOWN_A9B1: "all 32k")
+LOCAL_MAX = 32 << 10                 # shared memory per work-group (SP_CS_CTRL_REG1, SP_CS_UNKNOWN_A9B1 before Mesa 25: "all 32k")
 
 
 def max_threads(full_regs: int) -> int:
@@ -49,7 +49,7 @@ def max_threads(full_regs: int) -> int:
 
 
 def shared_size_field(localmem: int) -> int:
-  """SP_CS_UNKNOWN_A9B1.SHARED_SIZE for `localmem` bytes: (SHARED_SIZE + 1) KiB are enabled (a6xx.xml), at least 1
+  """SP_CS_CTRL_REG1.SHARED_SIZE for `localmem` bytes: (SHARED_SIZE + 1) KiB are enabled (a6xx.xml), at least 1
   as Mesa's freedreno and computerator write it (MAX2((local_mem - 1) / 1024, 1))."""
   return max((localmem - 1) // 1024, 1)
 
@@ -266,9 +266,9 @@ class QCOMProgram(Program):
       a.A6XX_SP_CS_CTRL_REG0_BRANCHSTACK(k.branchstack) | a.A6XX_SP_CS_CTRL_REG0_MERGEDREGS | \
       (a.A6XX_SP_CS_CTRL_REG0_EARLYPREAMBLE if k.early_preamble else 0)
     words += cp.pkt4(a.REG_A6XX_SP_CS_CTRL_REG0, ctrl)
-    words += cp.pkt4(a.REG_A6XX_SP_CS_UNKNOWN_A9B1, a.A6XX_SP_CS_UNKNOWN_A9B1_SHARED_SIZE(shared_size_field(k.localmem or 1))
-                     | a.A6XX_SP_CS_UNKNOWN_A9B1_UNK6)
-    # the a630 has no LPAC (freedreno_devices.py): SP_CS_CNTL_0/1 and HLSQ_CS_UNKNOWN_B9D0 are not written there
+    words += cp.pkt4(a.REG_A6XX_SP_CS_CTRL_REG1, a.A6XX_SP_CS_CTRL_REG1_SHARED_SIZE(shared_size_field(k.localmem or 1))
+                     | a.A6XX_SP_CS_CTRL_REG1_CONSTANTRAMMODE(a.CONSTLEN_256))
+    # the a630 has no LPAC (freedreno_devices.py): SP_CS_CNTL_0/1 and HLSQ_CS_CTRL_REG1 are not written there
     cntl0 = a.A6XX_HLSQ_CS_CNTL_0_WGIDCONSTID(k.wgid) | a.A6XX_HLSQ_CS_CNTL_0_WGSIZECONSTID(REGID_NONE) | \
       a.A6XX_HLSQ_CS_CNTL_0_WGOFFSETCONSTID(REGID_NONE) | a.A6XX_HLSQ_CS_CNTL_0_LOCALIDREGID(k.invocation_id)
     cntl1 = a.A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID(REGID_NONE) | a.A6XX_HLSQ_CS_CNTL_1_THREADSIZE(thread)

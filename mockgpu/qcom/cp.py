@@ -52,7 +52,7 @@ class CommandProcessor:
     self._ts_events = {v for k, v in events.items() if k.endswith("_TS") or k.endswith("_TS_EVENT")}
     # registers of the LPAC pipe a6xx gen4 has and the a630 (gen1) has not (freedreno_devices.py has_lpac)
     self.absent = {} if chip_id >> 16 != 0x0603 else {
-      getattr(a6xx, "REG_A6XX_" + n): n for n in ("SP_CS_CNTL_0", "SP_CS_CNTL_1", "HLSQ_CS_UNKNOWN_B9D0")}
+      getattr(a6xx, "REG_A6XX_" + n): n for n in ("SP_CS_CNTL_0", "SP_CS_CNTL_1", "HLSQ_CS_CTRL_REG1")}
     self._used: set = set()                           # compute state a dispatch ran with, not invalidated since
     self._stale: set = set()                          # ... that a CP_LOAD_STATE6 then replaced
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
@@ -272,7 +272,7 @@ class CommandProcessor:
     """The registers of a6xx.xml that a compute dispatch uses (the list computerator's a6xx.c programs), checked:
     HLSQ_CS_CNTL (ENABLED, CONSTLEN), SP_CS_CONFIG (ENABLED, NIBO; SP_CS_IBO_COUNT must agree), SP_CS_CTRL_REG0
     (THREADSIZE, FULLREGFOOTPRINT against the work-group size as tinygrad's max_threads computes it, MERGEDREGS),
-    HLSQ_CS_CNTL_0/1 (ids, THREADSIZE agreeing with SP_CS_CTRL_REG0's), SP_CS_UNKNOWN_A9B1 (SHARED_SIZE),
+    HLSQ_CS_CNTL_0/1 (ids, THREADSIZE agreeing with SP_CS_CTRL_REG0's), SP_CS_CTRL_REG1 (SHARED_SIZE),
     SP_CS_PVT_MEM_* when private memory is programmed, SP_CS_OBJ_START and SP_CS_INSTRLEN (the shader preloaded
     by CP_LOAD_STATE6 must lie within it), HLSQ_CS_NDRANGE_0 (the work-group size)."""
     a, f = self.a6xx, self._field
@@ -308,8 +308,8 @@ class CommandProcessor:
     if threads > most:
       raise bad(f"a work-group of {threads} fibers ({local}) needs more registers than the SP has: "
                 f"SP_CS_CTRL_REG0.FULLREGFOOTPRINT {footprint} allows {most}")
-    a9b1 = self._reg("SP_CS_UNKNOWN_A9B1", where)
-    size = f(a9b1, "A6XX_SP_CS_UNKNOWN_A9B1_SHARED_SIZE")
+    a9b1 = self._reg("SP_CS_CTRL_REG1", where)
+    size = f(a9b1, "A6XX_SP_CS_CTRL_REG1_SHARED_SIZE")
     shared = 32 << 10 if size == 0 else (size + 1) << 10     # a6xx.xml: 0 is all 32k, else (SHARED_SIZE + 1) * 1k
     private = 0
     param = self.regs.get(a.REG_A6XX_SP_CS_PVT_MEM_PARAM)

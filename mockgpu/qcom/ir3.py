@@ -692,7 +692,7 @@ def _ldst_ibo(d):
 
 def _local_index(F, D, name, off, nb, pc, private=False):
   """(memory, offsets the hardware uses) for an ldl/stl (or ldp/stp) access. Local memory: the dispatch's
-  SHARED_SIZE (SP_CS_UNKNOWN_A9B1: 0 is all 32 KiB, else (SHARED_SIZE + 1) KiB); a6xx.xml documents that "the
+  SHARED_SIZE (SP_CS_CTRL_REG1: 0 is all 32 KiB, else (SHARED_SIZE + 1) KiB); a6xx.xml documents that "the
   ldl/stl offset seems to be rewritten to 0 when it is beyond this limit", which the mock does. Private memory:
   SP_CS_PVT_MEM_PARAM.MEMSIZEPERITEM bytes per fiber; outside them (or none programmed) is a fault naming both."""
   if private:
@@ -802,10 +802,10 @@ def _s(v): return v - (1 << 32) if v & 0x80000000 else v
 
 def _stc(d):
   """stc: SIZE components from SRC into the constant file at c[OFFSET] (counted in scalar components), or at
-  c[a1.x + OFFSET] in its a1.x form (#stc-dst-a1); the first live fiber's values."""
+  c[a1.x + OFFSET] in its a1.x form (#const-dst-a1 in Mesa 25's ir3-cat6.xml); the first live fiber's values."""
   f = d.fields
   size, dst, src = f.get("SIZE", 1), f["DST"], _gpr(f["SRC"])
-  off, rel = dst.fields.get("OFFSET", 0), dst.name == "#stc-dst-a1"
+  off, rel = dst.fields.get("OFFSET", 0), dst.name == "#const-dst-a1"
   def run(F, D, i):
     ix = F.idx()
     if not len(ix): return

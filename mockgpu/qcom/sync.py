@@ -186,7 +186,7 @@ def describe(d, kind: str, half_of) -> Sync:
   elif n == "stc":
     store = True
     rd(f["SRC"], size, half)
-    if getattr(f["DST"], "name", "") == "#stc-dst-a1": s.reads.append((A1, False, 0))
+    if getattr(f["DST"], "name", "") == "#const-dst-a1": s.reads.append((A1, False, 0))
     s.writes_const = True
   elif n == "resinfo.b":
     wr(_dst_reg(f["DST"]), 3)

@@ -92,9 +92,9 @@ def test_the_driver_programs_the_compute_state_computerator_does(dev):
   inv = r("HLSQ_INVALIDATE_CMD")
   assert inv & a6xx.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE and inv & a6xx.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO
   assert r("HLSQ_CS_CNTL_1") == a6xx.A6XX_HLSQ_CS_CNTL_1_LINEARLOCALIDREGID(0xFC)            # none, THREAD64
-  assert r("SP_CS_UNKNOWN_A9B1") == 0x41                                                     # SHARED_SIZE(1) | UNK6
+  assert r("SP_CS_CTRL_REG1") == 0x41                                                         # SHARED_SIZE(1) | CONSTANTRAMMODE(CONSTLEN_256)
   assert r("SP_CS_INSTRLEN") == prog.units and r("SP_CS_CONFIG") & a6xx.A6XX_SP_CS_CONFIG_ENABLED
-  assert a6xx.REG_A6XX_SP_CS_CNTL_0 not in regs and a6xx.REG_A6XX_HLSQ_CS_UNKNOWN_B9D0 not in regs   # no LPAC
+  assert a6xx.REG_A6XX_SP_CS_CNTL_0 not in regs and a6xx.REG_A6XX_HLSQ_CS_CTRL_REG1 not in regs   # no LPAC
   assert a6xx.REG_A6XX_SP_CS_PVT_MEM_PARAM not in regs                                      # no @pvtmem
 
 
@@ -138,7 +138,7 @@ def test_mutation_fence_with_the_timestamp_bit_writes_a_clock_not_the_value(monk
     assert bad.timeline.signal.value != bad.timeline.value       # the signal received the GPU's clock
 
 
-@pytest.mark.parametrize("reg", ["HLSQ_CS_CNTL_1", "SP_CS_UNKNOWN_A9B1", "HLSQ_CS_CNTL", "SP_CS_CONFIG"])
+@pytest.mark.parametrize("reg", ["HLSQ_CS_CNTL_1", "SP_CS_CTRL_REG1", "HLSQ_CS_CNTL", "SP_CS_CONFIG"])
 def test_mutation_a_register_never_written_is_refused(dev, monkeypatch, reg):
   mutate(monkeypatch, lambda w: rewrite(w, getattr(a6xx, "REG_A6XX_" + reg), drop=True))
   with pytest.raises(GPUFault, match=rf"CP_EXEC_CS: {reg} \({getattr(a6xx, 'REG_A6XX_' + reg):#x}\) was never written"):
@@ -231,7 +231,7 @@ stib.b.untyped.1d.u32.1.imm r1.x, r0.x, 0
 end
 """
   assert run(dev, text, [None])[0][0] == 99
-  mutate(monkeypatch, lambda w: rewrite(w, a6xx.REG_A6XX_SP_CS_UNKNOWN_A9B1, lambda v: 0x41))   # always 2 KiB
+  mutate(monkeypatch, lambda w: rewrite(w, a6xx.REG_A6XX_SP_CS_CTRL_REG1, lambda v: 0x41))   # always 2 KiB
   assert run(dev, text, [None])[0][0] == 7               # offset 3000 was rewritten to 0 (a6xx.xml)
 
 

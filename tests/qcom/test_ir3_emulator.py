@@ -263,7 +263,7 @@ end
 
 
 def test_local_memory_past_the_shared_size_reads_offset_0(dev):
-  """SP_CS_UNKNOWN_A9B1.SHARED_SIZE enables (SHARED_SIZE + 1) KiB; a6xx.xml: "the ldl/stl offset seems to be
+  """SP_CS_CTRL_REG1.SHARED_SIZE enables (SHARED_SIZE + 1) KiB; a6xx.xml: "the ldl/stl offset seems to be
   rewritten to 0 when it is beyond this limit". Without @localmem the driver writes computerator's SHARED_SIZE(1)."""
   text = b"""@localsize 1, 1, 1
 @buf 4
