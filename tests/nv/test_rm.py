@@ -90,7 +90,7 @@ def test_rm_errors_name_the_call_the_class_and_the_status():
     with pytest.raises(RMError, match=r"NV_ERR_INVALID_OBJECT_PARENT"):   # a subdevice belongs under a device
       rm.rm_alloc(rm.subdevice, abi.NV20_SUBDEVICE_0, abi.NV2080_ALLOC_PARAMETERS())
     with pytest.raises(RMError, match=r"UVM_MAP_EXTERNAL_ALLOCATION.*NV_ERR_INVALID_ADDRESS"):
-      rm.uvm_call(abi.UVM_MAP_EXTERNAL_ALLOCATION, abi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=0x1000, length=0x1000))
+      rm.uvm_call(abi.UVM_MAP_EXTERNAL_ALLOCATION, rm.uvmabi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=0x1000, length=0x1000))
   finally:
     rm.close()
     os.close()
