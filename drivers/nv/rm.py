@@ -178,7 +178,7 @@ class RMIface:
     ver = self.rm_control(self.root, m.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
                           m.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
     reported = ver.driverVersionBuffer.decode(errors="replace")
-    if reported != self.driver_version:
+    if nv_series.parse_version(reported) != nv_series.parse_version(self.driver_version):
       raise DeviceError(f"{self.label}: RM reports driver {reported!r} (NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2), "
                         f"the kernel module {self.driver_version!r}: a mismatched user/kernel pair")
     self.uvm = osi.open("/dev/nvidia-uvm", _os.O_RDWR | _os.O_CLOEXEC)

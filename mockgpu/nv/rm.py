@@ -484,15 +484,20 @@ class RMModel:
                      f"{device.handle:#x} of vaMode SINGLE_VASPACE (no private VA spaces: vaspace.c)")
 
   def _check_version(self, file, a) -> None:
-    """NV_ESC_CHECK_VERSION_STR (nv-ioctl.h): QUERY returns the version; STRICT/RELAXED compare the caller's."""
+    """NV_ESC_CHECK_VERSION_STR (osapi.c rm_perform_version_check): reply RECOGNIZED always; QUERY returns the
+    version; STRICT compares the whole string, RELAXED up to the first '.'; a mismatch gets the RM's version back and
+    fails the ioctl (EINVAL)."""
     m = self.m
+    a.reply = m.NV_RM_API_VERSION_REPLY_RECOGNIZED
     if a.cmd == m.NV_RM_API_VERSION_CMD_QUERY:
       a.versionString = self.driver_version.encode()
-      a.reply = m.NV_RM_API_VERSION_REPLY_RECOGNIZED
       return
-    same = a.versionString.decode(errors="replace") == self.driver_version
-    a.reply = m.NV_RM_API_VERSION_REPLY_RECOGNIZED if same else m.NV_RM_API_VERSION_REPLY_UNRECOGNIZED
-    if not same: a.versionString = self.driver_version.encode()
+    mine, theirs = self.driver_version, a.versionString.decode(errors="replace")
+    if a.cmd == m.NV_RM_API_VERSION_CMD_RELAXED: mine, theirs = mine.split(".")[0], theirs.split(".")[0]
+    if mine != theirs:
+      a.versionString = self.driver_version.encode()
+      raise OSCallError("ioctl", file.path, errno.EINVAL, f"NV_ESC_CHECK_VERSION_STR: the client has version "
+                        f"{theirs!r}, this kernel module {self.driver_version}")
 
   def _card_info(self, file, a) -> None:
     for i, g in enumerate(self.gpus):

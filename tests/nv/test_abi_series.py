@@ -6,7 +6,7 @@ import ctypes
 import pytest
 
 import hcq
-from hcq.autogen.nv import nvstatus, rm_550, rm_580, series, uvm_580, uvm_590
+from hcq.autogen.nv import nvstatus, rm_550, rm_580, rm_abi, series, uvm_580, uvm_590
 from hcq.config import Config
 from hcq.drivers.nv.rm import RMError, RMIface, arch_of
 from hcq.mockgpu import mock_nv_os
@@ -174,3 +174,16 @@ def test_the_mock_claims_the_configured_driver():
     from hcq.config import from_env
     from_env({"HCQ_NV_MOCK_DRIVER": "560"})
   assert uvm_580.UVM_FREE == uvm_590.UVM_FREE     # the request numbers stay; the params changed
+
+
+def test_check_version_str_compares_as_osapi_does(iface, nv_mock_driver):
+  m, tag = iface.rm, series.TAGS[nv_mock_driver]
+  def check(cmd, text):
+    q = m.nv_ioctl_rm_api_version_t(cmd=cmd, versionString=text.encode())
+    iface.ctl.ioctl(rm_abi.escape_request(m.NV_ESC_CHECK_VERSION_STR, ctypes.sizeof(q)), q)
+    return q
+  assert check(m.NV_RM_API_VERSION_CMD_QUERY, "").versionString.decode() == tag
+  assert check(m.NV_RM_API_VERSION_CMD_STRICT, tag).reply == m.NV_RM_API_VERSION_REPLY_RECOGNIZED
+  assert check(m.NV_RM_API_VERSION_CMD_RELAXED, tag.split(".")[0] + ".1.2").reply == m.NV_RM_API_VERSION_REPLY_RECOGNIZED
+  with pytest.raises(hcq.errors.OSCallError, match="client has version"):
+    check(m.NV_RM_API_VERSION_CMD_STRICT, tag + "9")
