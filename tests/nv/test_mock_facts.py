@@ -1,7 +1,7 @@
-"""The mock NV GPU and the NV driver share the RM/UVM ABI and the QMD bit ranges through autogen/nv (rm_abi.py, tables/:
-the mock may not import the driver; the RM call structs are the claimed series' generated ones); the few facts each still writes itself (the
-CUDA parameter base, the PTX entry record) are held equal here, so that a fact fixed in one place cannot silently
-differ in the other."""
+"""The mock NV GPU and the NV driver share the RM/UVM ABI and the QMD bit ranges through autogen/nv (rm_abi.py,
+series.py, tables/: the mock may not import the driver; the RM call structs are the claimed series' generated ones);
+the few facts each still writes itself (the CUDA parameter base, the PTX entry record) are held equal here, so that a
+fact fixed in one place cannot silently differ in the other."""
 import ctypes
 
 import pytest
