@@ -208,7 +208,8 @@ class RMModel:
     return o
 
   def _params(self, ptr: int, struct, cls: int, size: int | None = None):
-    if not ptr: raise RMStatus("NV_ERR_INVALID_POINTER", f"{abi.class_name(cls)} needs allocation parameters")
+    # param_copy.c rmapiParamsCopyInit: NULL params for a class that takes some is NV_ERR_INVALID_ARGUMENT
+    if not ptr: raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"{abi.class_name(cls)} needs allocation parameters")
     if size is not None and size != ctypes.sizeof(struct):
       raise RMStatus("NV_ERR_INVALID_PARAM_STRUCT", f"{abi.class_name(cls)}: paramsSize {size}, but driver "
                      f"{self.driver_version}'s {struct.__name__} is {ctypes.sizeof(struct)} bytes (mock's diagnosis: RM "

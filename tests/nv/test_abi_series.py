@@ -187,3 +187,8 @@ def test_check_version_str_compares_as_osapi_does(iface, nv_mock_driver):
   assert check(m.NV_RM_API_VERSION_CMD_RELAXED, tag.split(".")[0] + ".1.2").reply == m.NV_RM_API_VERSION_REPLY_RECOGNIZED
   with pytest.raises(hcq.errors.OSCallError, match="client has version"):
     check(m.NV_RM_API_VERSION_CMD_STRICT, tag + "9")
+
+
+def test_null_alloc_params_of_a_class_that_takes_some_are_invalid_argument(iface):
+  with pytest.raises(RMError, match=r"KEPLER_CHANNEL_GROUP_A.*NV_ERR_INVALID_ARGUMENT"):
+    iface.rm_alloc(iface.device, iface.rm.KEPLER_CHANNEL_GROUP_A)
