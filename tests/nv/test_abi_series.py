@@ -192,3 +192,16 @@ def test_check_version_str_compares_as_osapi_does(iface, nv_mock_driver):
 def test_null_alloc_params_of_a_class_that_takes_some_are_invalid_argument(iface):
   with pytest.raises(RMError, match=r"KEPLER_CHANNEL_GROUP_A.*NV_ERR_INVALID_ARGUMENT"):
     iface.rm_alloc(iface.device, iface.rm.KEPLER_CHANNEL_GROUP_A)
+
+
+def test_a_pre_590_uvm_free_on_590_loses_its_status(iface, nv_mock_driver):
+  """UVM_FREE_PARAMS is 16 bytes at 590 (base, rmStatus): the kernel writes rmStatus where the 580 layout has `length`,
+  so a caller with the old layout reads a status nobody wrote. The driver frees with its series' layout."""
+  if nv_mock_driver != "590": pytest.skip("the layout changed at 590")
+  old = uvm_580.UVM_FREE_PARAMS(base=0x7000_0000, length=0x1000)           # no such range: an error, written at 8
+  iface.uvm.ioctl(uvm_580.UVM_FREE, old)
+  assert old.rmStatus == 0 and old.length & 0xFFFFFFFF == nvstatus.NV_ERR_INVALID_ADDRESS
+  new = uvm_590.UVM_FREE_PARAMS(base=0x7000_0000)
+  iface.uvm.ioctl(uvm_590.UVM_FREE, new)
+  assert new.rmStatus == nvstatus.NV_ERR_INVALID_ADDRESS
+  assert iface.uvmabi.UVM_FREE_PARAMS is uvm_590.UVM_FREE_PARAMS
