@@ -5,8 +5,8 @@ NV_ESC_CHECK_VERSION_STR escape), picks the driver series and with it the ABI ge
 release (hcq.autogen.nv.series: rm_<series>, uvm_<series>; a series hcq has no checked layouts for is refused, naming
 the version); /dev/nvidiactl; a root client (NV01_ROOT_CLIENT); NV0000 GET_BUILD_VERSION_V2 (its params grew at 570)
 must agree with that version; UVM_INITIALIZE on /dev/nvidia-uvm and UVM_MM_INITIALIZE on a second UVM fd (uvm.c
-uvm_api_mm_initialize: it keeps the process's mm for the VA space); NV_ESC_CARD_INFO lists the GPUs; /dev/nvidiaN registered to the ctl fd; the GPU's device
-instance (NV0000 GET_ID_INFO_V2); device (NV01_DEVICE_0, vaMode OPTIONAL_MULTIPLE_VASPACES: vaspace.c
+uvm_api_mm_initialize: it keeps the process's mm for the VA space); NV_ESC_CARD_INFO lists the GPUs; /dev/nvidiaN
+registered to the ctl fd; the GPU's device instance (NV0000 GET_ID_INFO_V2); device (NV01_DEVICE_0, vaMode OPTIONAL_MULTIPLE_VASPACES: vaspace.c
 vaspaceGetByHandleOrDeviceDefault refuses an implicit VA space under MULTIPLE_VASPACES, and the virtual memory object
 has none), subdevice (NV20_SUBDEVICE_0), virtual memory
 (NV01_MEMORY_VIRTUAL: the hDma of GPU mappings); the class list (NV0080 GET_CLASSLIST: count, then the list) picks usermode, GPFIFO,
