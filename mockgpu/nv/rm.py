@@ -208,7 +208,8 @@ class RMModel:
     return o
 
   def _params(self, ptr: int, struct, cls: int, size: int | None = None):
-    # param_copy.c rmapiParamsCopyInit: NULL params for a class that takes some is NV_ERR_INVALID_ARGUMENT
+    # param_copy.c rmapiParamsCopyInit: NULL params for a class whose params are RS_REQUIRED (resource_list.h: the
+    # memory, VA space, channel group, context share, virtual memory and channel classes) is NV_ERR_INVALID_ARGUMENT
     if not ptr: raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"{abi.class_name(cls)} needs allocation parameters")
     if size is not None and size != ctypes.sizeof(struct):
       raise RMStatus("NV_ERR_INVALID_PARAM_STRUCT", f"{abi.class_name(cls)}: paramsSize {size}, but driver "
@@ -229,8 +230,9 @@ class RMModel:
     if (client, client) not in self.objects: raise RMStatus("NV_ERR_INVALID_CLIENT", f"client {client:#x}")
     parent = self._obj(client, a.hObjectParent, "NV_ERR_INVALID_OBJECT_PARENT")
     gpu = parent.gpu
-    if cls == abi.NV01_DEVICE_0:
-      p = self._params(a.pAllocParms, self.m.NV0080_ALLOC_PARAMETERS, cls, a.paramsSize)
+    if cls == abi.NV01_DEVICE_0:   # resource_list.h: RS_OPTIONAL(NV0080_ALLOC_PARAMETERS): none is all zero
+      p = (self._params(a.pAllocParms, self.m.NV0080_ALLOC_PARAMETERS, cls, a.paramsSize) if a.pAllocParms
+           else self.m.NV0080_ALLOC_PARAMETERS())
       if p.deviceId >= len(self.gpus): raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"deviceId {p.deviceId}")
       gpu = self.gpus[p.deviceId]
     if gpu is not None and cls not in gpu.props.classes:
