@@ -34,6 +34,10 @@ class Config:
   cache_dir: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq")
   # where the autogen generator caches downloaded Debian packages: HCQ_AUTOGEN_CACHE, else <cache_dir>/autogen
   autogen_cache: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq", "autogen")
+  # local git mirrors the generator may read pinned commits from (manifest packages with "git": NVIDIA's
+  # open-gpu-kernel-modules): HCQ_AUTOGEN_GIT, a ':'-separated list of git directories ("" = none; the modules of those
+  # packages are then regenerated only from headers already unpacked in autogen_cache, and skipped otherwise)
+  autogen_git: str = ""
   # where AMD firmware files are read from (as the kernel's amdgpu loads them): HCQ_FIRMWARE_DIR, else
   # /lib/firmware/amdgpu (Debian's firmware-amd-graphics package puts them there)
   firmware_dir: str = "/lib/firmware/amdgpu"
@@ -63,6 +67,9 @@ class Config:
   # mock NV GPU: which GPU MOCK+NV models ("H200": GH100 with driver 580, the default; "AD102": an Ada RTX 4090;
   # "B200": a Blackwell GB100)
   nv_mock_gpu: str = "H200"
+  # the nvidia.ko release the mock NV GPU's RM claims (HCQ_NV_MOCK_DRIVER): a supported series, "550", "570", "575",
+  # "580" (the default) or "590"; its control and alloc params have that series' sizes (hcq.autogen.nv.series)
+  nv_mock_driver: str = "580"
   # microseconds between two polls of a signal over USB (USB+AMD: each poll is a USB round trip of ~100 us that
   # holds the bus; waiting between polls leaves it to copies and launches at a latency cost of at most this much).
   # 0 = spin (poll back to back, as the reference lineage did before AMD_USB_POLL_US). Default 100: about one round trip
@@ -175,6 +182,14 @@ def check_nv_mock_gpu(value) -> None:
   if value not in ("H200", "AD102", "B200"): raise ValueError(f"{value!r} is not a mock NV GPU (H200, AD102 or B200)")
 
 
+NV_MOCK_DRIVERS = ("550", "570", "575", "580", "590")
+
+
+def check_nv_mock_driver(value) -> None:
+  if value not in NV_MOCK_DRIVERS:
+    raise ValueError(f"{value!r} is not an nvidia.ko series the mock models (one of {', '.join(NV_MOCK_DRIVERS)})")
+
+
 def check_am_dma(value) -> None:
   if value not in ("auto", "pagemap", "vfio"): raise ValueError(f"{value!r} is not a DMA mode (auto, pagemap or vfio)")
 
@@ -192,11 +207,11 @@ def check_faults(value) -> None:
 CHECKS = {"bnxt_mock_port": check_udp_port, "bnxt_mock_peer": check_udp_port, "bnxt_mock_mac": check_mac,
           "bnxt_mock_faults": check_faults, "mock_gpu": check_mock_gpu, "nv_mock_gpu": check_nv_mock_gpu,
           "usb_mock_faults": check_usb_faults, "amd_usb_poll_us": check_poll_us}
-CHECKS.update(am_dma=check_am_dma, mock_am_iommu=check_mock_am_iommu)
+CHECKS.update(am_dma=check_am_dma, mock_am_iommu=check_mock_am_iommu, nv_mock_driver=check_nv_mock_driver)
 ENV_NAMES = {"bnxt_mock_port": "HCQ_BNXT_MOCK_PORT", "bnxt_mock_peer": "HCQ_BNXT_MOCK_PEER",
              "bnxt_mock_mac": "HCQ_BNXT_MOCK_MAC", "bnxt_mock_faults": "HCQ_BNXT_MOCK_FAULTS", "mock_gpu": "HCQ_MOCK_GPU",
              "nv_mock_gpu": "HCQ_NV_MOCK_GPU", "usb_mock_faults": "HCQ_USB_MOCK_FAULTS", "amd_usb_poll_us": "AMD_USB_POLL_US"}
-ENV_NAMES.update(am_dma="HCQ_AM_DMA", mock_am_iommu="HCQ_MOCK_AM_IOMMU")
+ENV_NAMES.update(am_dma="HCQ_AM_DMA", mock_am_iommu="HCQ_MOCK_AM_IOMMU", nv_mock_driver="HCQ_NV_MOCK_DRIVER")
 
 
 def _raw(env: Mapping[str, str], name: str) -> str | None:
@@ -247,6 +262,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     timeout_s=_seconds(env, "HCQ_TIMEOUT", d.timeout_s),
     cache_dir=cache_dir,
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen"),
+    autogen_git=env.get("HCQ_AUTOGEN_GIT", d.autogen_git),
     firmware_dir=env.get("HCQ_FIRMWARE_DIR") or d.firmware_dir,
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
@@ -260,6 +276,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     bnxt_mock_faults=env.get("HCQ_BNXT_MOCK_FAULTS", ""),
     bnxt_mock_mac=env.get("HCQ_BNXT_MOCK_MAC", ""),
     nv_mock_gpu=(env.get("HCQ_NV_MOCK_GPU") or d.nv_mock_gpu).upper(),
+    nv_mock_driver=(_raw(env, "HCQ_NV_MOCK_DRIVER") or d.nv_mock_driver).strip(),
     amd_usb_poll_us=_int(env, "AMD_USB_POLL_US", d.amd_usb_poll_us, hi=1_000_000),
     usb_mock_faults=env.get("HCQ_USB_MOCK_FAULTS", ""),
     debug=_int(env, "HCQ_DEBUG", 0),

@@ -26,8 +26,8 @@ def module_path(name: str) -> str:
 class Roots:
   """Where each package's members were unpacked; resolves "pkg:relative/path" references."""
 
-  def __init__(self, manifest: dict, cache: str, log):
-    self.manifest, self.cache, self.log = manifest, cache, log
+  def __init__(self, manifest: dict, cache: str, log, git_dirs: str = ""):
+    self.manifest, self.cache, self.log, self.git_dirs = manifest, cache, log, git_dirs
     self.dirs: dict[str, str] = {}
 
   def root(self, key: str) -> str:
@@ -38,7 +38,7 @@ class Roots:
       else:
         pkg = self.manifest["packages"].get(key)
         if pkg is None: raise GenerateError(f"manifest: unknown package key {key!r}")
-        self.dirs[key] = sources.unpack(pkg, self.cache, self.log)
+        self.dirs[key] = sources.unpack(pkg, self.cache, self.log, self.git_dirs)
     return self.dirs[key]
 
   def path(self, ref: str) -> str:
@@ -55,12 +55,23 @@ class Roots:
     for k, d in self.dirs.items():
       if k == "shim": out[d] = "shim"
       else:
-        pkg = self.manifest["packages"][k]
-        out[d] = f"{pkg['name']} {pkg['version']}"
+        out[d] = package_label(self.manifest["packages"][k])
     return out
 
 
-def describe(spec: dict, manifest: dict) -> str:
+def package_label(pkg: dict) -> str:
+  if pkg.get("git"): return f"{pkg['git']} {pkg['tag']}"
+  return f"{pkg['name']} {pkg['version']}"
+
+
+def module_packages(spec: dict) -> set:
+  """The manifest package keys a module's headers and include folders come from."""
+  refs = list(spec.get("headers", [])) + list(spec.get("include", []))
+  refs += [spec[k] for k in ("offset", "sh_mask", "xml", "root") if spec.get(k)]
+  return {r.partition(":")[0] for r in refs if not os.path.isabs(r) and ":" in r}
+
+
+def describe(spec: dict, manifest: dict, roots: "Roots | None" = None) -> str:
   refs = spec.get("headers") or ([spec["root"] + "/" + spec["xml"] if spec.get("root") else spec["xml"]] if spec.get("xml")
                                  else [spec["path"]] if spec.get("path") else [spec["offset"], spec["sh_mask"]])
   out = []
@@ -68,7 +79,11 @@ def describe(spec: dict, manifest: dict) -> str:
     if os.path.isabs(r): out.append(os.path.basename(r)); continue
     key, _, rel = r.partition(":")
     pkg = manifest["packages"][key]
-    out.append(f"{pkg['name']} {pkg['version']}:{rel}")
+    if pkg.get("git"):
+      # the tag, the commit it was pinned at and the header's git blob id (the text it was generated from)
+      blob = f"@{sources.git_blob_sha(roots.path(r))[:12]}" if roots is not None else ""
+      out.append(f"{pkg['git']} {pkg['tag']} (commit {pkg['commit'][:12]}):{rel}{blob}")
+    else: out.append(f"{pkg['name']} {pkg['version']}:{rel}")
   return ", ".join(out)
 
 
@@ -99,17 +114,24 @@ def generate_one(name: str, manifest: dict, roots: Roots) -> str:
     parser.exclude_records = set(spec.get("exclude_records", []))
     filt = re.compile(spec["macro_filter"]).match if spec.get("macro_filter") else None
     info = parser.run(filt)
-    return codegen.c_module_checked(name, info, describe(spec, manifest), roots.labels())
+    return codegen.c_module_checked(name, info, describe(spec, manifest, roots), roots.labels())
   except HeaderError as e:
     raise GenerateError(f"module {name}: {e}") from None
 
 
-def generate(names: list[str], manifest: dict, cache: str, out_dir: str, log=print):
-  roots = Roots(manifest, cache, log)
+def generate(names: list[str], manifest: dict, cache: str, out_dir: str, log=print, git_dirs: str = "") -> list[str]:
+  """Write the modules; returns the names of those skipped because their sources are not on this machine (git
+  packages neither unpacked in the cache nor in a mirror of git_dirs: sources.SourceUnavailable), each logged."""
+  roots = Roots(manifest, cache, log, git_dirs)
   for n in names:
     if n not in manifest["modules"]: raise GenerateError(f"unknown module {n}; known: {', '.join(manifest['modules'])}")
+  skipped = []
   for n in names:
-    text = generate_one(n, manifest, roots)
+    try: text = generate_one(n, manifest, roots)
+    except sources.SourceUnavailable as e:
+      log(f"autogen: {n}: skipped, its headers are not on this machine ({e}); the committed module is left as it is")
+      skipped.append(n)
+      continue
     path = os.path.join(out_dir, module_path(n))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     init = os.path.join(os.path.dirname(path), "__init__.py")
@@ -118,3 +140,4 @@ def generate(names: list[str], manifest: dict, cache: str, out_dir: str, log=pri
     if len(text) > 5 * 1024 * 1024: raise GenerateError(f"module {n} is {len(text)} bytes, over the 5 MB limit")
     with open(path, "w") as f: f.write(text)
     log(f"autogen: {n}: {len(text)} bytes")
+  return skipped

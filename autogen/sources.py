@@ -37,6 +37,12 @@ class SourceError(Exception):
   pass
 
 
+class SourceUnavailable(SourceError):
+  """A package whose files cannot be had on this machine: a git package (below) neither unpacked in the cache nor
+  held by a mirror named in Config.autogen_git. The generator skips its modules, saying so (their committed text
+  stays what it is: CI, which cannot reach GitHub, checks the rest)."""
+
+
 def deb_filename(name: str, version: str, arch: str) -> str:
   return f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
 
@@ -210,13 +216,86 @@ def _cache_lock(cache: str):
     finally: fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def unpack(pkg: dict, cache: str, log=print) -> str:
-  """Unpack the package's members; returns the folder that holds them (paths relative to the package root)."""
+def unpack(pkg: dict, cache: str, log=print, git_dirs: str = "") -> str:
+  """Unpack the package's members; returns the folder that holds them (paths relative to the package root).
+  git_dirs: Config.autogen_git, the mirrors a git package may be read from."""
+  if pkg.get("git"):
+    dest = unpack_dir(pkg, cache)
+    if _stamped(dest, pkg): return dest          # unpacked before: no mirror needed (and no lock: read only)
+    with _cache_lock(cache): return _unpack_git(pkg, cache, log, git_dirs)
   with _cache_lock(cache): return _unpack(pkg, cache, log)
 
 
 def _stamp_text(pkg: dict) -> str:
-  return json.dumps({k: pkg.get(k) for k in ("sha256", "tarball", "strip", "members", "orig")}, sort_keys=True)
+  keys = ("git", "commit", "members") if pkg.get("git") else ("sha256", "tarball", "strip", "members", "orig")
+  return json.dumps({k: pkg.get(k) for k in keys}, sort_keys=True)
+
+
+def _stamped(dest: str, pkg: dict) -> bool:
+  stamp = os.path.join(dest, ".hcq-unpacked")
+  return os.path.exists(stamp) and _read_text(stamp) == _stamp_text(pkg)
+
+
+# ---------------------------------------------------------------- git packages
+# A package with "git" (the GitHub repository, owner/name), "tag" (its version) and "commit" (the 40-hex commit the tag
+# names, pinned: a moved tag is an error) is read from a local git mirror (`git archive COMMIT MEMBERS`): the machine
+# that generates needs one, CI does not (it skips those modules, SourceUnavailable). The generated module names the tag,
+# the commit and each header's git blob sha (blob_sha below), so a reader can tell which header text it was made from.
+def git_blob_sha(path: str) -> str:
+  """The git blob id of a file's bytes (sha1 of "blob <size>\\0" + bytes): what `git ls-tree` lists for it."""
+  with open(path, "rb") as f: data = f.read()
+  return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _git(argv: list[str], what: str, binary: bool = False):
+  try: r = subprocess.run(["git", *argv], capture_output=True, timeout=UNPACK_TIMEOUT_S)
+  except FileNotFoundError: raise SourceError(f"{what}: git is not installed") from None
+  except subprocess.TimeoutExpired: raise SourceError(f"{what}: git did not finish in {UNPACK_TIMEOUT_S:g} s") from None
+  if r.returncode: raise SourceError(f"{what}: git {' '.join(argv[:3])} failed: {r.stderr.decode(errors='replace').strip()}")
+  return r.stdout if binary else r.stdout.decode().strip()
+
+
+def find_mirror(pkg: dict, git_dirs: str) -> str | None:
+  """The first git directory of git_dirs (':'-separated) that holds the pinned commit; the tag, when the mirror has
+  it, must name that commit (a moved tag is an error, not a silent other header text)."""
+  for d in [x for x in git_dirs.split(":") if x]:
+    if not os.path.isdir(d): continue
+    try: _git(["--git-dir", d, "cat-file", "-e", pkg["commit"] + "^{commit}"], f"{d}")
+    except SourceError: continue
+    try: tagged = _git(["--git-dir", d, "rev-parse", "--verify", "-q", f"refs/tags/{pkg['tag']}^{{commit}}"], d)
+    except SourceError: tagged = ""
+    if tagged and tagged != pkg["commit"]:
+      raise SourceError(f"{d}: tag {pkg['tag']} of {pkg['git']} names commit {tagged}, the manifest pins {pkg['commit']}")
+    return d
+  return None
+
+
+def _unpack_git(pkg: dict, cache: str, log, git_dirs: str) -> str:
+  dest = unpack_dir(pkg, cache)
+  if _stamped(dest, pkg): return dest
+  mirror = find_mirror(pkg, git_dirs)
+  if mirror is None:
+    raise SourceUnavailable(f"{pkg['git']} {pkg['tag']} (commit {pkg['commit'][:12]}): not unpacked in {cache} and no "
+                            f"git mirror holding that commit is named (HCQ_AUTOGEN_GIT={git_dirs!r})")
+  log(f"autogen: git archive {pkg['git']} {pkg['tag']} from {mirror}")
+  if os.path.exists(dest): shutil.rmtree(dest)
+  os.makedirs(os.path.dirname(dest), exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=".unpack-", dir=os.path.dirname(dest))
+  try:
+    tar = os.path.join(tmp, "members.tar")
+    data = _git(["--git-dir", mirror, "archive", "--format=tar", pkg["commit"], "--", *pkg["members"]],
+                f"git archive {pkg['tag']}", binary=True)
+    with open(tar, "wb") as f: f.write(data)
+    out = os.path.join(tmp, "out")
+    os.makedirs(out)
+    try: r = subprocess.run(["tar", "-x", "-f", tar, "-C", out], capture_output=True, text=True, timeout=UNPACK_TIMEOUT_S)
+    except subprocess.TimeoutExpired: raise SourceError(f"tar -x {tar} did not finish in {UNPACK_TIMEOUT_S:g} s") from None
+    if r.returncode: raise SourceError(f"tar -x {tar} failed: {r.stderr.strip()}")
+    os.replace(out, dest)
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+  with atomic_writer(os.path.join(dest, ".hcq-unpacked"), text=True, perm=0o644) as f: f.write(_stamp_text(pkg))
+  return dest
 
 
 def unpack_dir(pkg: dict, cache: str) -> str:
@@ -224,6 +303,7 @@ def unpack_dir(pkg: dict, cache: str) -> str:
   so that checkouts whose manifests ask for other members (branches, worktrees sharing a cache) each keep their own
   tree instead of unpacking the shared one again under each other's feet."""
   digest = hashlib.sha256(_stamp_text(pkg).encode()).hexdigest()[:12]
+  if pkg.get("git"): return os.path.join(cache, "src", f"{pkg['git'].replace('/', '+')}_{pkg['tag']}-{digest}")
   return os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}-{digest}")
 
 

@@ -6,8 +6,7 @@ Partly hand-written (the layouts of shared/reference/nv_qcom_usb_pci_smi.md sect
 channel group / context share / memory alloc params), partly taken from the bindings: the nouveau RM SDK structs of
 autogen/nv (NV0080/NV2080 alloc params), the NV status names (autogen/nv/nvstatus), the UVM params, and, where
 NVIDIA's headers were read by the nvbind helper, autogen/nv/tables: the escape numbers and the NVOS call structs,
-including the release-specific NVOS46 / VA space / channel params, are tables/rm.py's only (rm.py uses
-tables.rm.for_version's Layouts for every call struct). The mock imports this module (mockgpu/nv/abi.py adds what only the model needs). Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
+and every struct or flag a release may change are the series' generated modules' (hcq.autogen.nv.series). The mock imports this module (mockgpu/nv/abi.py adds what only the model needs). Still to replace by generated bindings: the UVM params (autogen/nv/uvm) and NV_MEMORY_ALLOCATION_PARAMS."""
 from __future__ import annotations
 
 import ctypes
@@ -16,7 +15,7 @@ from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64
 from . import cl0080, cl2080, ioctl, nvstatus, uvm
 
 # ---- escapes: the RM escape numbers, their request numbers and the NVOS call structs are autogen/nv/tables/rm.py's
-# (the structs per driver release: RMIface.layouts = tables.rm.for_version(...)); the escapes of base 200 are
+# (the structs per driver release: the series modules, hcq.autogen.nv.series); the escapes of base 200 are
 # nv-ioctl-numbers.h's (hcq.autogen.nv.ioctl)
 from .tables.rm import (ESCAPES as _RM_ESCAPES, NV_ESC_RM_ALLOC, NV_ESC_RM_ALLOC_MEMORY,  # noqa: F401
                         NV_ESC_RM_CONTROL, NV_ESC_RM_FREE, NV_ESC_RM_MAP_MEMORY, NV_ESC_RM_MAP_MEMORY_DMA, NV_ESC_RM_UNMAP_MEMORY,
@@ -79,7 +78,7 @@ def class_name(cls: int) -> str: return f"{CLASS_NAMES.get(cls, 'class')} ({cls:
 # ---- alloc parameters
 NV0080_ALLOC_PARAMETERS = cl0080.NV0080_ALLOC_PARAMETERS
 NV2080_ALLOC_PARAMETERS = cl2080.NV2080_ALLOC_PARAMETERS
-# NV_CHANNEL_ALLOC_PARAMS, NV_VASPACE_ALLOCATION_PARAMETERS: per driver release (tables.rm.for_version)
+# NV_CHANNEL_ALLOC_PARAMS, NV_VASPACE_ALLOCATION_PARAMETERS: per driver release (hcq.autogen.nv.series)
 NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING, NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED = 1 << 6, 1 << 3
 NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS = _struct("NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS", [
   ("hObjectError", c_uint32), ("hObjectEccError", c_uint32), ("hVASpace", c_uint32), ("engineType", c_uint32),
@@ -89,20 +88,8 @@ NV_CTXSHARE_ALLOCATION_PARAMETERS = _struct("NV_CTXSHARE_ALLOCATION_PARAMETERS",
 NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC = 1
 NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS = _struct("NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS", [
   ("offset", c_uint64), ("limit", c_uint64), ("hVASpace", c_uint32)])
-NV_MEMORY_ALLOCATION_PARAMS = _struct("NV_MEMORY_ALLOCATION_PARAMS", [
-  ("owner", c_uint32), ("type", c_uint32), ("flags", c_uint32), ("width", c_uint32), ("height", c_uint32),
-  ("pitch", c_int32), ("attr", c_uint32), ("attr2", c_uint32), ("format", c_uint32), ("comprCovg", c_uint32),
-  ("zcullCovg", c_uint32), ("rangeLo", c_uint64), ("rangeHi", c_uint64), ("size", c_uint64), ("alignment", c_uint64),
-  ("offset", c_uint64), ("limit", c_uint64), ("address", c_uint64), ("ctagOffset", c_uint32), ("hVASpace", c_uint32),
-  ("internalflags", c_uint32), ("tag", c_uint32), ("numaNode", c_int32)])
-NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED, NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED = 1 << 11, 1 << 25   # nvos.h NVOS32_ALLOC_FLAGS_*
-NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS = 3 << 27
-NVOS32_ATTR_LOCATION_PCI = 1 << 25
-NVOS32_ATTR2_GPU_CACHEABLE_NO = 2 << 2
-NVOS32_TYPE_IMAGE = 0
-NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS, NVOS02_FLAGS_COHERENCY_CACHED = 1 << 4, 1 << 12   # bits 7:4, 15:12
-# NVOS46 flags: page size 4 KB (bits 9:8 = 1), cache snoop (bits 5:4 = 1), DMA_OFFSET_FIXED (bit 15)
-NVOS46_FLAGS_PAGE_SIZE_4KB, NVOS46_FLAGS_CACHE_SNOOP_ENABLE, NVOS46_FLAGS_DMA_OFFSET_FIXED = 1 << 8, 1 << 4, 1 << 15
+# NV_MEMORY_ALLOCATION_PARAMS, the NVOS32/NVOS02/NVOS46 flags and every struct whose size a release may change are
+# the series' generated modules' (hcq.autogen.nv.series: rm_<series>, uvm_<series>, from NVIDIA's headers at its tag)
 
 # ---- controls (ctrl*.h)
 NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2 = 0x13E
@@ -112,14 +99,6 @@ NV2080_CTRL_CMD_GPU_GET_GID_INFO = 0x2080014A
 NV2080_CTRL_CMD_GR_GET_INFO = 0x20801201
 NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN = 0xC36F0108
 NVA06C_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06C0101
-NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS = _struct("NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS", [
-  ("driverVersionBuffer", c_char * 256), ("versionBuffer", c_char * 256), ("titleBuffer", c_char * 256),
-  ("changelistNumber", c_uint32), ("officialChangelistNumber", c_uint32)])
-# ctrl0000system.h grew driverBranch[256] after versionBuffer in 560 (550.163.01: 776 bytes; 570.211.01 and later:
-# 1032); RM refuses the other size (resControlLookup, rs_resource.c: NV_ERR_INVALID_PARAM_STRUCT)
-NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560 = _struct("NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560", [
-  ("driverVersionBuffer", c_char * 256), ("versionBuffer", c_char * 256), ("driverBranch", c_char * 256),
-  ("titleBuffer", c_char * 256), ("changelistNumber", c_uint32), ("officialChangelistNumber", c_uint32)])
 NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS = _struct("NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS", [
   ("gpuId", c_uint32), ("gpuFlags", c_uint32), ("deviceInstance", c_uint32), ("subDeviceInstance", c_uint32),
   ("sliStatus", c_uint32), ("boardId", c_uint32), ("gpuInstance", c_uint32), ("numaId", c_int32)])
@@ -138,11 +117,8 @@ NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC, NV2080_CTRL_GR_INFO_INDEX_MAX_W
 NV2080_CTRL_GR_INFO_INDEX_SM_VERSION = 0x0C
 NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS = _struct("NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS",
                                                               [("workSubmitToken", c_uint32)])
-NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS = _struct("NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS", [("bEnable", c_uint8),
-                                                                                   ("bSkipSubmit", c_uint8)])
-# ctrla06f/ctrla06fgpfifo.h: bSkipEnable since 575 (570.211.01: 2 bytes; 575.64.05 and later: 3)
-NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575 = _struct("NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575", [
-  ("bEnable", c_uint8), ("bSkipSubmit", c_uint8), ("bSkipEnable", c_uint8)])
+# NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS (1032 bytes from 570) and NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS (3 bytes
+# from 575): the series' generated modules
 
 # ---- UVM (uvm_ioctl.h, uvm_linux_ioctl.h): the request is the plain number
 UVM_INITIALIZE, UVM_DEINITIALIZE = 0x30000001, 0x30000002
@@ -154,13 +130,9 @@ UVM_NAMES = {UVM_INITIALIZE: "UVM_INITIALIZE", UVM_DEINITIALIZE: "UVM_DEINITIALI
              UVM_REGISTER_GPU: "UVM_REGISTER_GPU", UVM_CREATE_EXTERNAL_RANGE: "UVM_CREATE_EXTERNAL_RANGE",
              UVM_MM_INITIALIZE: "UVM_MM_INITIALIZE"}
 UUID = c_uint8 * 16
-# the UVM params: generated from uvm_ioctl.h (nvidia-open-kernel-source 550, hcq.autogen.nv.uvm)
-UVM_INITIALIZE_PARAMS, UVM_REGISTER_GPU_PARAMS = uvm.UVM_INITIALIZE_PARAMS, uvm.UVM_REGISTER_GPU_PARAMS
-UVM_REGISTER_GPU_VASPACE_PARAMS, UVM_REGISTER_CHANNEL_PARAMS = uvm.UVM_REGISTER_GPU_VASPACE_PARAMS, uvm.UVM_REGISTER_CHANNEL_PARAMS
-UVM_CREATE_EXTERNAL_RANGE_PARAMS, UVM_FREE_PARAMS = uvm.UVM_CREATE_EXTERNAL_RANGE_PARAMS, uvm.UVM_FREE_PARAMS
-UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, UVM_MM_INITIALIZE_PARAMS = uvm.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, uvm.UVM_MM_INITIALIZE_PARAMS
-UVM_GPU_MAPPING_ATTRIBUTES = uvm.UvmGpuMappingAttributes
-UVM_MAX_GPUS = len(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS().perGpuAttributes)
+# the UVM params: per series (hcq.autogen.nv.series.uvm: UVM_FREE_PARAMS lost `length` at 590); the mapping
+# attributes' array size is the same in every one (uvm_ioctl.h UVM_MAX_GPUS_V2)
+UVM_MAX_GPUS = len(uvm.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS().perGpuAttributes)
 UvmGpuMappingTypeReadWriteAtomic = 1
 
 # ---- status codes (nvstatus.h, generated: hcq.autogen.nv.nvstatus)

@@ -8,8 +8,9 @@
   qmd.py      QMD v3/v4/v5 layouts (autogen/nv/tables/qmd.py) and the per-launch field update of a template
   abi.py      classes, control numbers and params, UVM params, NV status names; the escape numbers re-exported
               from tables/rm.py
-  (autogen/nv/tables: the cited tables the driver and the mock share: RM escapes and per-release call structs
-              (rm.py), QMDs, classes; autogen/nv/rm_abi.py: the RM/UVM ABI both use)
+  (autogen/nv/series.py: the RM/UVM ABI of each supported nvidia.ko series, generated from NVIDIA's headers at
+              the release tag; autogen/nv/tables: the cited tables the driver and the mock share: RM numbers every
+              release shares (rm.py), QMDs, classes; autogen/nv/rm_abi.py: the RM/UVM numbers both use)
 
 DRIVER declares the interfaces to hcq.open (drivers/hcq/registry.py); open_device builds a device for one."""
 from __future__ import annotations

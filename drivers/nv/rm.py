@@ -1,9 +1,14 @@
 """RMIface: an NVIDIA GPU through nvidia.ko's resource manager (RM) and UVM, reached only through the OS interface.
 
-The sequence (shared/reference/nv_qcom_usb_pci_smi.md 1.1-1.5): /dev/nvidiactl; a root client (NV01_ROOT_CLIENT);
-the driver version (NV0000 GET_BUILD_VERSION_V2) picks the version-specific layouts (NVOS46 grew in 580); UVM_INITIALIZE
-on /dev/nvidia-uvm; NV_ESC_CARD_INFO lists the GPUs; /dev/nvidiaN registered to the ctl fd; the GPU's device
-instance (NV0000 GET_ID_INFO_V2); device (NV01_DEVICE_0), subdevice (NV20_SUBDEVICE_0), virtual memory
+The sequence: the driver version, read before any call whose size depends on it (/proc/driver/nvidia/version, else the
+NV_ESC_CHECK_VERSION_STR escape), picks the driver series and with it the ABI generated from NVIDIA's headers of that
+release (hcq.autogen.nv.series: rm_<series>, uvm_<series>; a series hcq has no checked layouts for is refused, naming
+the version); /dev/nvidiactl; a root client (NV01_ROOT_CLIENT); NV0000 GET_BUILD_VERSION_V2 (its params grew at 570)
+must agree with that version; UVM_INITIALIZE on /dev/nvidia-uvm and UVM_MM_INITIALIZE on a second UVM fd (uvm.c
+uvm_api_mm_initialize: it keeps the process's mm for the VA space); NV_ESC_CARD_INFO lists the GPUs; /dev/nvidiaN
+registered to the ctl fd; the GPU's device instance (NV0000 GET_ID_INFO_V2); device (NV01_DEVICE_0, vaMode OPTIONAL_MULTIPLE_VASPACES: vaspace.c
+vaspaceGetByHandleOrDeviceDefault refuses an implicit VA space under MULTIPLE_VASPACES, and the virtual memory object
+has none), subdevice (NV20_SUBDEVICE_0), virtual memory
 (NV01_MEMORY_VIRTUAL: the hDma of GPU mappings); the class list (NV0080 GET_CLASSLIST: count, then the list) picks usermode, GPFIFO,
 compute and copy classes, newest family first (Hopper: HOPPER_COMPUTE_A cbc0 + HOPPER_DMA_COPY_A c8b5; Ada:
 ADA_COMPUTE_A c9c0 + AMPERE_DMA_COPY_B c7b5); the usermode object mapped to the CPU (its page holds the doorbell);
@@ -28,8 +33,7 @@ import threading
 
 from ...errors import DeviceError, HCQError, OSCallError
 from ..hcq.alloc import VARanges, round_up
-from ...autogen.nv import rm_abi as abi
-from ...autogen.nv.tables import rm as rm_tables
+from ...autogen.nv import rm_abi as abi, series as nv_series
 
 PAGE = 0x1000
 USERMODE_SIZE = 0x10000
@@ -83,11 +87,21 @@ class Channel:
 def _u32s(view: memoryview, offset: int, n: int) -> memoryview: return view[offset:offset + 4 * n].cast("I")
 
 
+def arch_of(sm_version: int) -> str:
+  """The compiler target of an RM SM version (ctrl2080gr.h NV2080_CTRL_GR_INFO_SM_VERSION_<major>_<minor>: the major
+  in bits 15:8, the minor's digits in 7:0, 0x809 = 8_09 -> sm_89, 0xA00 -> sm_100). 0xA04, SM_VERSION_10_04, is what
+  RM reports for GB20x, sm_120 (ctrl2080gr.h's comment on it: 12_* versions replace it; tinygrad 0.14 ops_nv.py maps it
+  so)."""
+  if sm_version == 0xA04: return "sm_120"
+  minor = sm_version & 0xFF
+  return f"sm_{sm_version >> 8}{minor >> 4 if minor > 0xF else minor}"
+
+
 class RMIface:
   def __init__(self, osi, index: int, config, label: str | None = None):
     self.os, self.config = osi, config
     self.label = label or f"NV:{index}"
-    self.ctl = self.uvm = self.dev = None
+    self.ctl = self.uvm = self.uvm_mm = self.dev = None
     self.usermode_va = self._channel_va = self.doorbell = None    # what close() unmaps (a failed open closes too)
     self._mems: dict[int, Mem] = {}
     self._channels: list[Channel] = []
@@ -111,57 +125,74 @@ class RMIface:
     status = getattr(inner, "status", 0)
     if status: raise RMError(self.label, abi.escape_name(nr), what, status)
 
-  def _driver_major(self) -> int:
-    try: return int(self.driver_version.split(".")[0])
-    except ValueError: raise DeviceError(f"{self.label}: driver version {self.driver_version!r} has no major number") from None
-
   def rm_alloc(self, parent: int, cls: int, params=None, handle: int = 0) -> int:
-    a = self.layouts.NVOS21_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectNew=handle, hClass=cls,
+    a = self.rm.NVOS21_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectNew=handle, hClass=cls,
                    pAllocParms=ctypes.addressof(params) if params is not None else 0,
                    paramsSize=ctypes.sizeof(params) if params is not None else 0)
     self._escape(self.ctl, abi.NV_ESC_RM_ALLOC, a, f"of {abi.class_name(cls)} under {parent:#x}")
     return a.hObjectNew
 
   def rm_control(self, obj: int, cmd: int, params) -> object:
-    a = self.layouts.NVOS54_PARAMETERS(hClient=self.root, hObject=obj, cmd=cmd, params=ctypes.addressof(params),
+    a = self.rm.NVOS54_PARAMETERS(hClient=self.root, hObject=obj, cmd=cmd, params=ctypes.addressof(params),
                    paramsSize=ctypes.sizeof(params))
     self._escape(self.ctl, abi.NV_ESC_RM_CONTROL, a, f"of {cmd:#x} on {obj:#x}")
     return params
 
   def rm_free(self, obj: int, parent: int = 0) -> None:
-    a = self.layouts.NVOS00_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectOld=obj)
+    a = self.rm.NVOS00_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectOld=obj)
     self._escape(self.ctl, abi.NV_ESC_RM_FREE, a, f"of {obj:#x}")
 
-  def uvm_call(self, request: int, params, fd=None) -> object:
+  def uvm_call(self, request: int, params, fd=None, ok: tuple = ()) -> object:
     name = abi.UVM_NAMES[request]
     try: (fd or self.uvm).ioctl(request, params)
     except OSCallError as e: raise DeviceError(f"{self.label}: {name}: {e}") from None
-    if params.rmStatus: raise RMError(self.label, name, "", params.rmStatus)
+    if params.rmStatus and params.rmStatus not in ok: raise RMError(self.label, name, "", params.rmStatus)
     return params
+
+  # ---- the driver's version, before any call whose size depends on it
+  def _driver_version(self) -> str:
+    """The running nvidia.ko's version: /proc/driver/nvidia/version's NVRM line, else the NV_ESC_CHECK_VERSION_STR
+    escape on the ctl fd (nv-ioctl.h nv_ioctl_rm_api_version_t, cmd NV_RM_API_VERSION_CMD_QUERY: the same struct in
+    every series, so it may be sent before the series is known)."""
+    try: return nv_series.proc_version(self.os.proc_read("driver/nvidia/version"))
+    except (OSCallError, nv_series.UnsupportedDriver) as e: why = str(e)
+    m = nv_series.rm(nv_series.SERIES[-1])     # any series: the struct and the escape number are the same in all
+    q = m.nv_ioctl_rm_api_version_t(cmd=m.NV_RM_API_VERSION_CMD_QUERY)
+    try: self.ctl.ioctl(abi.escape_request(m.NV_ESC_CHECK_VERSION_STR, ctypes.sizeof(q)), q)
+    except OSCallError as e:
+      raise DeviceError(f"{self.label}: cannot learn the driver version: /proc/driver/nvidia/version: {why}; "
+                        f"NV_ESC_CHECK_VERSION_STR: {e}") from None
+    return q.versionString.decode(errors="replace")
 
   # ---- opening
   def _open(self, index: int) -> None:
     osi = self.os
     try: self.ctl = osi.open("/dev/nvidiactl", _os.O_RDWR | _os.O_CLOEXEC)
     except OSCallError as e: raise DeviceError(f"{self.label}: cannot open /dev/nvidiactl ({e})") from None
-    # the calls before the driver version is known use the structs every release has (tables.rm: NVOS00/21/54)
-    self.layouts = rm_tables.for_version(f"{rm_tables.SUPPORTED_MAJORS[0]}.0")
-    self.root = self.rm_alloc(0, abi.NV01_ROOT_CLIENT)
-    # the version is what this control tells, and its struct changed at 560: the newer layout first, the older one
-    # when RM refuses its size (NV_ERR_INVALID_PARAM_STRUCT)
-    try: ver = self.rm_control(self.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
-                               abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560())
-    except RMError as e:
-      if e.status_name != "NV_ERR_INVALID_PARAM_STRUCT": raise
-      ver = self.rm_control(self.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
-                            abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
-    self.driver_version = ver.driverVersionBuffer.decode(errors="replace")
-    try: self.layouts = rm_tables.for_version(self.driver_version)   # the structs that changed between releases
-    except HCQError as e: raise DeviceError(f"{self.label}: {e}") from None
+    self.driver_version = self._driver_version()
+    try: self.series = nv_series.series_of(self.driver_version)
+    except nv_series.UnsupportedDriver as e: raise DeviceError(f"{self.label}: {e}") from None
+    # the ABI of this release, generated from NVIDIA's headers at its tag: every call struct, flag and number below
+    self.rm, self.uvmabi = m, u = nv_series.rm(self.series), nv_series.uvm(self.series)
+    self.root = self.rm_alloc(0, m.NV01_ROOT_CLIENT)
+    ver = self.rm_control(self.root, m.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
+                          m.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
+    reported = ver.driverVersionBuffer.decode(errors="replace")
+    if nv_series.parse_version(reported) != nv_series.parse_version(self.driver_version):
+      raise DeviceError(f"{self.label}: RM reports driver {reported!r} (NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2), "
+                        f"the kernel module {self.driver_version!r}: a mismatched user/kernel pair")
     self.uvm = osi.open("/dev/nvidia-uvm", _os.O_RDWR | _os.O_CLOEXEC)
-    self.uvm_call(abi.UVM_INITIALIZE, abi.UVM_INITIALIZE_PARAMS())
-    cards = abi.CARD_INFO_ARRAY()
-    self._escape(self.ctl, abi.NV_ESC_CARD_INFO, cards, "")
+    self.uvm_call(u.UVM_INITIALIZE, u.UVM_INITIALIZE_PARAMS())
+    # the VA space's mm is held by a second UVM fd (uvm.c uvm_api_mm_initialize); NV_WARN_NOTHING_TO_DO: this
+    # driver's VA spaces need none, the fd may go
+    self.uvm_mm = osi.open("/dev/nvidia-uvm", _os.O_RDWR | _os.O_CLOEXEC)
+    mm = self.uvm_call(u.UVM_MM_INITIALIZE, u.UVM_MM_INITIALIZE_PARAMS(uvmFd=self.uvm.fd), fd=self.uvm_mm,
+                       ok=(abi.nvstatus.NV_WARN_NOTHING_TO_DO,))
+    if mm.rmStatus == abi.nvstatus.NV_WARN_NOTHING_TO_DO:
+      self.uvm_mm.close()
+      self.uvm_mm = None
+    cards = (m.nv_ioctl_card_info_t * abi.MAX_CARDS)()
+    self._escape(self.ctl, m.NV_ESC_CARD_INFO, cards, "")
     valid = [c for c in cards if c.valid]
     if index >= len(valid): raise DeviceError(f"{self.label}: nvidia.ko lists {len(valid)} GPU(s)")
     card = valid[index]
@@ -169,18 +200,21 @@ class RMIface:
     self.pci_bus = f"{card.pci_info.domain:04x}:{card.pci_info.bus:02x}:{card.pci_info.slot:02x}.{card.pci_info.function}"
     self.dev_path = f"/dev/nvidia{self.minor}"
     self.dev = self._device_fd()
-    info = self.rm_control(self.root, abi.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
-                           abi.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=self.gpu_id))
-    # vaMode 2: NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES (the process's VA space is a FERMI_VASPACE_A of ours)
-    self.device = self.rm_alloc(self.root, abi.NV01_DEVICE_0, abi.NV0080_ALLOC_PARAMETERS(
-      deviceId=info.deviceInstance, hClientShare=self.root, vaMode=2))
-    self.subdevice = self.rm_alloc(self.device, abi.NV20_SUBDEVICE_0, abi.NV2080_ALLOC_PARAMETERS())
-    self.virtmem = self.rm_alloc(self.device, abi.NV01_MEMORY_VIRTUAL,
-                                 abi.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
-    n = self.rm_control(self.device, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, abi.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS()).numClasses
+    info = self.rm_control(self.root, m.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
+                           m.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=self.gpu_id))
+    # vaMode OPTIONAL_MULTIPLE_VASPACES (nvos.h; tinygrad's choice): the virtual memory object below (the hDma of every
+    # MAP_MEMORY_DMA) has no VA space of its own and maps in the device's default one, which MULTIPLE_VASPACES
+    # refuses (NV_ERR_INVALID_STATE, vaspace.c vaspaceGetByHandleOrDeviceDefault); the channels still run in the
+    # FERMI_VASPACE_A allocated below
+    self.device = self.rm_alloc(self.root, m.NV01_DEVICE_0, m.NV0080_ALLOC_PARAMETERS(
+      deviceId=info.deviceInstance, hClientShare=self.root, vaMode=m.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES))
+    self.subdevice = self.rm_alloc(self.device, m.NV20_SUBDEVICE_0, m.NV2080_ALLOC_PARAMETERS())
+    self.virtmem = self.rm_alloc(self.device, m.NV01_MEMORY_VIRTUAL,
+                                 m.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
+    n = self.rm_control(self.device, m.NV0080_CTRL_CMD_GPU_GET_CLASSLIST, m.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS()).numClasses
     buf = (ctypes.c_uint32 * max(n, 1))()
-    self.rm_control(self.device, abi.NV0080_CTRL_CMD_GPU_GET_CLASSLIST,
-                    abi.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS(numClasses=n, classList=ctypes.addressof(buf)))
+    self.rm_control(self.device, m.NV0080_CTRL_CMD_GPU_GET_CLASSLIST,
+                    m.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS(numClasses=n, classList=ctypes.addressof(buf)))
     self.classes = set(buf[:n])
     self.usermode_class = self._pick("usermode", abi.USERMODE_CLASSES)
     self.gpfifo_class = self._pick("GPFIFO channel", abi.GPFIFO_CLASSES)
@@ -194,20 +228,20 @@ class RMIface:
     self.doorbell = osi.memview(self.usermode_va + 0x90, 4).cast("I")
     self.gr = self._gr_info()
     self.sm_version = self.gr["sm_version"]
-    self.arch = f"sm_{self.sm_version >> 8}{self.sm_version & 0xFF}"     # 0x900 -> sm_90, 0x809 -> sm_89
-    self.vaspace = self.rm_alloc(self.device, abi.FERMI_VASPACE_A, self.layouts.NV_VASPACE_ALLOCATION_PARAMETERS(
+    self.arch = arch_of(self.sm_version)
+    self.vaspace = self.rm_alloc(self.device, m.FERMI_VASPACE_A, m.NV_VASPACE_ALLOCATION_PARAMETERS(
       vaBase=0x1000, vaSize=0x1FFFFFB000000,
-      flags=abi.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING | abi.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED))
-    gid = self.rm_control(self.subdevice, abi.NV2080_CTRL_CMD_GPU_GET_GID_INFO, abi.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
-      flags=abi.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY, length=16))
+      flags=m.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING | m.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED))
+    gid = self.rm_control(self.subdevice, m.NV2080_CTRL_CMD_GPU_GET_GID_INFO, m.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+      flags=m.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY, length=16))
     self.uuid = bytes(gid.data[:16])
-    self.uvm_call(abi.UVM_REGISTER_GPU, abi.with_uuid(abi.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=-1), "gpu_uuid", self.uuid))
-    self.uvm_call(abi.UVM_REGISTER_GPU_VASPACE, abi.with_uuid(abi.UVM_REGISTER_GPU_VASPACE_PARAMS(
+    self.uvm_call(u.UVM_REGISTER_GPU, abi.with_uuid(u.UVM_REGISTER_GPU_PARAMS(rmCtrlFd=-1), "gpu_uuid", self.uuid))
+    self.uvm_call(u.UVM_REGISTER_GPU_VASPACE, abi.with_uuid(u.UVM_REGISTER_GPU_VASPACE_PARAMS(
       rmCtrlFd=self.ctl.fd, hClient=self.root, hVaSpace=self.vaspace), "gpuUuid", self.uuid))
-    self.channel_group = self.rm_alloc(self.device, abi.KEPLER_CHANNEL_GROUP_A,
-                                       abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(engineType=1))   # GRAPHICS
-    self.ctxshare = self.rm_alloc(self.channel_group, abi.FERMI_CONTEXT_SHARE_A, abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
-      hVASpace=self.vaspace, flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+    self.channel_group = self.rm_alloc(self.device, m.KEPLER_CHANNEL_GROUP_A,
+                                       m.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(engineType=1))   # GRAPHICS
+    self.ctxshare = self.rm_alloc(self.channel_group, abi.FERMI_CONTEXT_SHARE_A, m.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+      hVASpace=self.vaspace, flags=nv_series.drf(m, "NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT", "ASYNC")))
     self._channel_va = osi.alloc_anon(CHANNEL_VA_SIZE, reserve_only=True)
 
   def _pick(self, what: str, prefs: tuple) -> int:
@@ -219,42 +253,43 @@ class RMIface:
   def _device_fd(self):
     """A fresh /dev/nvidiaN fd registered with the ctl fd (RM's mmap contexts are per fd)."""
     fd = self.os.open(self.dev_path, _os.O_RDWR | _os.O_CLOEXEC)
-    try: self._escape(fd, abi.NV_ESC_REGISTER_FD, abi.REGISTER_FD(ctl_fd=self.ctl.fd), "")
+    try: self._escape(fd, self.rm.NV_ESC_REGISTER_FD, self.rm.nv_ioctl_register_fd_t(ctl_fd=self.ctl.fd), "")
     except BaseException:
       fd.close()
       raise
     return fd
 
   def _gr_info(self) -> dict:
-    keys = {"gpcs": abi.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS, "tpc_per_gpc": abi.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,
-            "sm_per_tpc": abi.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC,
-            "max_warps_per_sm": abi.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM, "sm_version": abi.NV2080_CTRL_GR_INFO_INDEX_SM_VERSION}
-    entries = (abi.NV2080_CTRL_GR_INFO * len(keys))(*[abi.NV2080_CTRL_GR_INFO(index=i) for i in keys.values()])
-    self.rm_control(self.subdevice, abi.NV2080_CTRL_CMD_GR_GET_INFO, abi.NV2080_CTRL_GR_GET_INFO_PARAMS(
+    m = self.rm
+    keys = {"gpcs": m.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS, "tpc_per_gpc": m.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,
+            "sm_per_tpc": m.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC,
+            "max_warps_per_sm": m.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM, "sm_version": m.NV2080_CTRL_GR_INFO_INDEX_SM_VERSION}
+    entries = (m.NV2080_CTRL_GR_INFO * len(keys))(*[m.NV2080_CTRL_GR_INFO(index=i) for i in keys.values()])
+    self.rm_control(self.subdevice, m.NV2080_CTRL_CMD_GR_GET_INFO, m.NV2080_CTRL_GR_GET_INFO_PARAMS(
       grInfoListSize=len(keys), grInfoList=ctypes.addressof(entries)))
     return {k: e.data for k, e in zip(keys, entries)}
 
   def _map_to_cpu(self, handle: int, size: int, fd) -> None:
-    L = self.layouts
-    a = L.nv_ioctl_nvos33_parameters_with_fd(
-      params=L.NVOS33_PARAMETERS(hClient=self.root, hDevice=self.device, hMemory=handle, length=size), fd=fd.fd)
-    self._escape(self.ctl, abi.NV_ESC_RM_MAP_MEMORY, a, f"of {handle:#x}")
+    m = self.rm
+    a = m.nv_ioctl_nvos33_parameters_with_fd(
+      params=m.NVOS33_PARAMETERS(hClient=self.root, hDevice=self.device, hMemory=handle, length=size), fd=fd.fd)
+    self._escape(self.ctl, m.NV_ESC_RM_MAP_MEMORY, a, f"of {handle:#x}")
 
   # ---- memory
   def alloc(self, size: int, kind: str = "vram", cpu_access: bool = False) -> Mem:
     """kind "vram", "sysmem" (uncached system memory RM allocates) or "host" (this process's memory, registered)."""
     size = round_up(max(size, 1), PAGE)
-    osi = self.os
+    osi, m = self.os, self.rm
     mapped = kind == "host" or cpu_access
     if kind == "host":
       va = self._reserve(size, shared=True)
       handle = self._handles = self._handles + 1
-      L = self.layouts
-      a = L.nv_ioctl_nvos02_parameters_with_fd(params=L.NVOS02_PARAMETERS(
-        hRoot=self.root, hObjectParent=self.device, hObjectNew=handle, hClass=abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+      a = m.nv_ioctl_nvos02_parameters_with_fd(params=m.NVOS02_PARAMETERS(
+        hRoot=self.root, hObjectParent=self.device, hObjectNew=handle, hClass=m.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
         pMemory=va, limit=size - 1,
-        flags=abi.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS | abi.NVOS02_FLAGS_COHERENCY_CACHED), fd=-1)
-      try: self._escape(self.dev, abi.NV_ESC_RM_ALLOC_MEMORY, a, f"of {size:#x} bytes of host memory at {va:#x}")
+        flags=nv_series.drf(m, "NVOS02_FLAGS_PHYSICALITY", "NONCONTIGUOUS") | nv_series.drf(m, "NVOS02_FLAGS_COHERENCY", "CACHED")),
+        fd=-1)
+      try: self._escape(self.dev, m.NV_ESC_RM_ALLOC_MEMORY, a, f"of {size:#x} bytes of host memory at {va:#x}")
       except BaseException:
         osi.free_anon(va, size)
         self._unreserve(va)
@@ -263,12 +298,15 @@ class RMIface:
       if kind not in ("vram", "sysmem"): raise ValueError(f"unknown memory kind {kind!r}")
       va = self._reserve(size, reserve_only=True)
       vram = kind == "vram"
-      p = abi.NV_MEMORY_ALLOCATION_PARAMS(
-        owner=self.root, type=abi.NVOS32_TYPE_IMAGE, size=size, alignment=PAGE, format=6,
-        flags=abi.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED,
-        attr=abi.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS | (0 if vram else abi.NVOS32_ATTR_LOCATION_PCI),
-        attr2=0 if vram else abi.NVOS32_ATTR2_GPU_CACHEABLE_NO)
-      try: handle = self.rm_alloc(self.device, abi.NV1_MEMORY_USER if vram else abi.NV01_MEMORY_SYSTEM, p)
+      # NVOS32 flags and attrs as nvos.h defines them (MAP_NOT_REQUIRED is 0x8000; 0x800 would be FORCE_REVERSE_ALLOC)
+      p = m.NV_MEMORY_ALLOCATION_PARAMS(
+        owner=self.root, type=m.NVOS32_TYPE_IMAGE, size=size, alignment=PAGE, format=6,
+        flags=m.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED | m.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT |
+        (m.NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM if vram else 0),
+        attr=nv_series.drf(m, "NVOS32_ATTR_PHYSICALITY", "ALLOW_NONCONTIGUOUS") |
+        (0 if vram else nv_series.drf(m, "NVOS32_ATTR_LOCATION", "PCI")),
+        attr2=0 if vram else nv_series.drf(m, "NVOS32_ATTR2_GPU_CACHEABLE", "NO"))
+      try: handle = self.rm_alloc(self.device, m.NV01_MEMORY_LOCAL_USER if vram else m.NV01_MEMORY_SYSTEM, p)
       except BaseException:
         osi.free_anon(va, size)
         self._unreserve(va)
@@ -300,18 +338,20 @@ class RMIface:
     with _LOW_VA_LOCK: self.va.free(va)
 
   def _map_to_gpu(self, mem: Mem) -> None:
-    self.uvm_call(abi.UVM_CREATE_EXTERNAL_RANGE, abi.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=mem.va, length=mem.size))
-    a = self.layouts.NVOS46_PARAMETERS(hClient=self.root, hDevice=self.device, hDma=self.virtmem, hMemory=mem.handle, length=mem.size,
-                                       flags=abi.NVOS46_FLAGS_PAGE_SIZE_4KB | abi.NVOS46_FLAGS_CACHE_SNOOP_ENABLE |
-                                       abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=mem.va)
-    self._escape(self.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, a, f"of {mem.handle:#x} at {mem.va:#x}")
+    m, u = self.rm, self.uvmabi
+    self.uvm_call(u.UVM_CREATE_EXTERNAL_RANGE, u.UVM_CREATE_EXTERNAL_RANGE_PARAMS(base=mem.va, length=mem.size))
+    a = m.NVOS46_PARAMETERS(hClient=self.root, hDevice=self.device, hDma=self.virtmem, hMemory=mem.handle, length=mem.size,
+                            flags=nv_series.drf(m, "NVOS46_FLAGS_PAGE_SIZE", "4KB") |
+                            nv_series.drf(m, "NVOS46_FLAGS_CACHE_SNOOP", "ENABLE") |
+                            nv_series.drf(m, "NVOS46_FLAGS_DMA_OFFSET_FIXED", "TRUE"), dmaOffset=mem.va)
+    self._escape(self.ctl, m.NV_ESC_RM_MAP_MEMORY_DMA, a, f"of {mem.handle:#x} at {mem.va:#x}")
     if a.dmaOffset != mem.va:
       raise DeviceError(f"{self.label}: RM mapped memory {mem.handle:#x} at {a.dmaOffset:#x}, not at {mem.va:#x}")
-    p = abi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=mem.va, length=mem.size, rmCtrlFd=self.ctl.fd, hClient=self.root,
+    p = u.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=mem.va, length=mem.size, rmCtrlFd=self.ctl.fd, hClient=self.root,
                                                hMemory=mem.handle, gpuAttributesCount=1)
     abi.with_uuid(p.perGpuAttributes[0], "gpuUuid", self.uuid)
     p.perGpuAttributes[0].gpuMappingType = abi.UvmGpuMappingTypeReadWriteAtomic
-    self.uvm_call(abi.UVM_MAP_EXTERNAL_ALLOCATION, p)
+    self.uvm_call(u.UVM_MAP_EXTERNAL_ALLOCATION, p)
 
   def free(self, mem: Mem) -> None:
     if self._mems.pop(mem.va, None) is None: raise DeviceError(f"{self.label}: free of unknown memory at {mem.va:#x}")
@@ -320,7 +360,10 @@ class RMIface:
   def _release(self, mem: Mem) -> None:
     mem.cpu = None
     errors = []
-    for step in (lambda: self.uvm_call(abi.UVM_FREE, abi.UVM_FREE_PARAMS(base=mem.va, length=mem.size)),
+    u = self.uvmabi
+    # UVM_FREE_PARAMS: base and length to 580, base alone at 590 (uvm_ioctl.h of each series)
+    free = {"base": mem.va, **({"length": mem.size} if "length" in dict(u.UVM_FREE_PARAMS._fields_) else {})}
+    for step in (lambda: self.uvm_call(u.UVM_FREE, u.UVM_FREE_PARAMS(**free)),
                  lambda: self.rm_free(mem.handle, self.device),
                  lambda: self.os.free_anon(mem.va, mem.size),
                  lambda: self._unreserve(mem.va),
@@ -333,14 +376,15 @@ class RMIface:
   def create_channel(self, engine_class: int, entries: int) -> Channel:
     area = self.alloc(entries * 8 + PAGE, kind="vram", cpu_access=True)
     notifier = self.alloc(PAGE, kind="sysmem", cpu_access=True)
-    p = self.layouts.NV_CHANNEL_ALLOC_PARAMS(hObjectError=notifier.handle, hObjectBuffer=area.handle, gpFifoOffset=area.va,
+    m = self.rm
+    p = m.NV_CHANNEL_ALLOC_PARAMS(hObjectError=notifier.handle, hObjectBuffer=area.handle, gpFifoOffset=area.va,
                                     gpFifoEntries=entries, hContextShare=self.ctxshare)
     p.hUserdMemory[0], p.userdOffset[0] = area.handle, entries * 8
     handle = self.rm_alloc(self.channel_group, self.gpfifo_class, p)
     engine = self.rm_alloc(handle, engine_class)
-    token = self.rm_control(handle, abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
-                            abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()).workSubmitToken
-    self.uvm_call(abi.UVM_REGISTER_CHANNEL, abi.with_uuid(abi.UVM_REGISTER_CHANNEL_PARAMS(
+    token = self.rm_control(handle, m.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
+                            m.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()).workSubmitToken
+    self.uvm_call(self.uvmabi.UVM_REGISTER_CHANNEL, abi.with_uuid(self.uvmabi.UVM_REGISTER_CHANNEL_PARAMS(
       rmCtrlFd=self.ctl.fd, hClient=self.root, hChannel=handle, base=self._channel_va, length=CHANNEL_VA_SIZE),
       "gpuUuid", self.uuid))
     ch = Channel(handle, engine_class, engine, token, entries, area, notifier, area.cpu[:entries * 8],
@@ -349,8 +393,9 @@ class RMIface:
     return ch
 
   def schedule(self) -> None:
-    sched = abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575 if self._driver_major() >= 575 else abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS
-    self.rm_control(self.channel_group, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, sched(bEnable=1))
+    # 2 bytes to 570, 3 from 575 (bSkipEnable): the series' own struct (ctrla06fgpfifo.h)
+    self.rm_control(self.channel_group, self.rm.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
+                    self.rm.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))
 
   def channel_error(self, ch: Channel) -> tuple[int, int] | None:
     """(robust-channel error code, fault address or 0) from the channel's error notifier, None while it is clean."""
@@ -382,7 +427,7 @@ class RMIface:
       try: self.rm_free(self.root)
       except (DeviceError, OSError) as e: errors.append(e)
       self.root = 0
-    for name in ("_usermode_fd", "dev", "uvm", "ctl"):
+    for name in ("_usermode_fd", "dev", "uvm_mm", "uvm", "ctl"):
       f = getattr(self, name, None)
       if f is not None:
         try: f.close()

@@ -4,9 +4,14 @@ bound to the nvidia driver; BAR0 registers, BAR1 the VRAM aperture), /proc/drive
 information} and the loaded modules in /sys/module/<name> (what hcq-smi nv reads).
 
 Which GPU: config.nv_mock_gpu (HCQ_NV_MOCK_GPU), "H200" (GH100, driver 580; the default), "AD102" (an RTX 4090)
-or "B200" (GB100, QMD V05)."""
+or "B200" (GB100, QMD V05). Which driver: config.nv_mock_driver (HCQ_NV_MOCK_DRIVER), a series of
+hcq.autogen.nv.series ("580" the default), reported everywhere as that series' tag (580.105.08): the RM model
+(rm.py) checks every size against that release's headers."""
 from __future__ import annotations
 
+import dataclasses
+
+from ...autogen.nv import series as nv_series
 from ..mmio import RegisterMMIO
 from ..pci import PCIFunction
 from .gpu import GPUS, MockNVGPU
@@ -24,11 +29,15 @@ class NVPCIFunction(PCIFunction):
 
 
 class MockNVSystem:
-  def __init__(self, os, count: int = 1, gpu: str = "H200"):
+  def __init__(self, os, count: int = 1, gpu: str = "H200", driver: str | None = None):
     if gpu not in GPUS: raise ValueError(f"mock NV GPU {gpu!r}: known {', '.join(GPUS)}")
-    self.os = os
-    self.gpus = [MockNVGPU(os, i, GPUS[gpu]) for i in range(count)]
-    self.rm = RMModel(os, self.gpus)
+    driver = driver or os.config.nv_mock_driver
+    if driver not in nv_series.SERIES:
+      raise ValueError(f"mock NV driver {driver!r}: known series {', '.join(nv_series.SERIES)}")
+    self.os, self.driver = os, driver
+    props = dataclasses.replace(GPUS[gpu], driver_version=nv_series.TAGS[driver])
+    self.gpus = [MockNVGPU(os, i, props) for i in range(count)]
+    self.rm = RMModel(os, self.gpus, driver)
 
   def attach(self, os) -> None:
     self.rm.attach(os)
@@ -54,5 +63,6 @@ class MockNVSystem:
     for g in self.gpus: g.close()
 
 
-def add_nv_gpus(os, count: int = 1, gpu: str = "H200") -> MockNVSystem:
-  return os.add_device(MockNVSystem(os, count, gpu))
+def add_nv_gpus(os, count: int = 1, gpu: str = "H200", driver: str | None = None) -> MockNVSystem:
+  """driver: the series the mock's nvidia.ko claims (None: config.nv_mock_driver)."""
+  return os.add_device(MockNVSystem(os, count, gpu, driver))

@@ -17,6 +17,22 @@ same address (GPU VA == host VA in the mock). OS descriptors (RM_ALLOC_MEMORY, c
 are mapped to the GPU at their CPU address. The usermode object's CPU mapping is the doorbell page (gpu.py).
 UVM: the request is the plain number, the status is rmStatus; REGISTER_GPU checks the UUID, REGISTER_GPU_VASPACE and
 REGISTER_CHANNEL the handles, MAP_EXTERNAL_ALLOCATION needs a range made by CREATE_EXTERNAL_RANGE.
+
+The driver release it claims (config.nv_mock_driver, HCQ_NV_MOCK_DRIVER: a series of hcq.autogen.nv.series, reported
+as that series' tag) sets every size it checks: the escapes' argument structs, each control's params (RM refuses any
+other paramsSize: NV_ERR_INVALID_PARAM_STRUCT, resControlLookup in rs_resource.c), each class's alloc params, the UVM
+params, all taken from the generated modules of NVIDIA's headers at that tag (never from the driver's modules).
+What RM checks beyond sizes, as its source has it:
+  - vaMode (nvos.h NV_DEVICE_ALLOCATION_VAMODE_*): a mapping through a virtual memory object without a VA space under a
+    MULTIPLE_VASPACES device, or with one under a SINGLE_VASPACE device, is NV_ERR_INVALID_STATE
+    (vaspace.c vaspaceGetByHandleOrDeviceDefault, reached from virtual_mem.c on MAP_MEMORY_DMA);
+  - NVOS32 alloc flags: a physical allocation (NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM) with any of
+    NVOS32_ALLOC_FLAGS_VIRTUAL_ONLY is NV_ERR_INVALID_ARGUMENT (video_mem.c, system_mem.c);
+  - UVM_MM_INITIALIZE (uvm.c uvm_api_mm_initialize): uvmFd must be an initialized UVM fd (NV_ERR_INVALID_ARGUMENT),
+    the fd it is sent on a fresh one (uvm_fd_type_init: NV_ERR_IN_USE), once per VA space (NV_ERR_INVALID_STATE).
+Alloc params: RM copies the class's own params size whatever paramsSize says (param_copy.c rmapiParamsCopyInit); a
+caller whose struct is of another size has RM read past it or leave part unread, which the mock refuses as
+NV_ERR_INVALID_PARAM_STRUCT, marked as the mock's diagnosis.
 """
 from __future__ import annotations
 
@@ -26,6 +42,7 @@ import itertools
 import threading
 
 from ...errors import DeviceError, GPUFault, OSCallError
+from ...autogen.nv import series as nv_series
 from ..files import MockFile
 from . import abi
 from .gpu import Channel
@@ -89,6 +106,8 @@ class UVMFile(MockFile):
   def __init__(self, model, path, flags):
     super().__init__(path, flags)
     self.model = model
+    self.kind = None                   # uvm_fd_type.h: None (uninitialized), "va_space" (UVM_INITIALIZE), "mm"
+    self.mm_alive = False              # a va_space fd whose mm a UVM_MM_INITIALIZE fd holds
 
   def ioctl(self, request, arg):
     self._check_open("ioctl")
@@ -96,39 +115,49 @@ class UVMFile(MockFile):
 
 
 class RMModel:
-  def __init__(self, os, gpus: list):
+  def __init__(self, os, gpus: list, series: str = "580"):
     self.os, self.gpus = os, gpus
+    # the claimed release's ABI, generated from NVIDIA's headers at its tag
+    self.series, self.driver_version = series, nv_series.TAGS[series]
+    self.m, self.u = m, u = nv_series.rm(series), nv_series.uvm(series)
     self.lock = threading.RLock()
     self.objects: dict[tuple[int, int], RMObject] = {}
     self._client_handles = itertools.count(0xC1D00000)
     self._rm_handles = itertools.count(0xCF000000)
     self.files: dict[int, NVFile] = {}
-    self.uvm_initialized = False
+    self.uvm_files: dict[int, UVMFile] = {}
     self.uvm_gpus: set[bytes] = set()
     self.uvm_ranges: dict[int, list] = {}     # base -> [length, memory object or None]
-    self.escapes = {abi.NV_ESC_RM_ALLOC: (abi.NVOS21, self._alloc), abi.NV_ESC_RM_FREE: (abi.NVOS00, self._free),
-                    abi.NV_ESC_RM_CONTROL: (abi.NVOS54, self._control),
-                    abi.NV_ESC_RM_ALLOC_MEMORY: (abi.NVOS02_FD, self._alloc_memory),
-                    abi.NV_ESC_RM_MAP_MEMORY: (abi.NVOS33_FD, self._map_memory),
-                    abi.NV_ESC_RM_MAP_MEMORY_DMA: (abi.NVOS46_580, self._map_memory_dma),
-                    abi.NV_ESC_CARD_INFO: (abi.CARD_INFO_ARRAY, self._card_info),
-                    abi.NV_ESC_REGISTER_FD: (abi.REGISTER_FD, self._register_fd)}
-    self.uvm = {abi.UVM_INITIALIZE: (abi.UVM_INITIALIZE_PARAMS, self._uvm_initialize),
-                abi.UVM_MM_INITIALIZE: (abi.UVM_MM_INITIALIZE_PARAMS, lambda f, a: None),
-                abi.UVM_REGISTER_GPU: (abi.UVM_REGISTER_GPU_PARAMS, self._uvm_register_gpu),
-                abi.UVM_REGISTER_GPU_VASPACE: (abi.UVM_REGISTER_GPU_VASPACE_PARAMS, self._uvm_register_vaspace),
-                abi.UVM_REGISTER_CHANNEL: (abi.UVM_REGISTER_CHANNEL_PARAMS, self._uvm_register_channel),
-                abi.UVM_CREATE_EXTERNAL_RANGE: (abi.UVM_CREATE_EXTERNAL_RANGE_PARAMS, self._uvm_create_range),
-                abi.UVM_MAP_EXTERNAL_ALLOCATION: (abi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, self._uvm_map_external),
-                abi.UVM_FREE: (abi.UVM_FREE_PARAMS, self._uvm_free)}
+    # the unix layer's *_with_fd wrappers (nv-unix-nvos-params-wrappers.h) are given to their handlers as is
+    self.escapes = {m.NV_ESC_RM_ALLOC: (m.NVOS21_PARAMETERS, self._alloc), m.NV_ESC_RM_FREE: (m.NVOS00_PARAMETERS, self._free),
+                    m.NV_ESC_RM_CONTROL: (m.NVOS54_PARAMETERS, self._control),
+                    m.NV_ESC_RM_ALLOC_MEMORY: (m.nv_ioctl_nvos02_parameters_with_fd, self._alloc_memory),
+                    m.NV_ESC_RM_MAP_MEMORY: (m.nv_ioctl_nvos33_parameters_with_fd, self._map_memory),
+                    m.NV_ESC_RM_MAP_MEMORY_DMA: (m.NVOS46_PARAMETERS, self._map_memory_dma),
+                    m.NV_ESC_CARD_INFO: (m.nv_ioctl_card_info_t * abi.MAX_CARDS, self._card_info),
+                    m.NV_ESC_REGISTER_FD: (m.nv_ioctl_register_fd_t, self._register_fd),
+                    m.NV_ESC_CHECK_VERSION_STR: (m.nv_ioctl_rm_api_version_t, self._check_version)}
+    self.uvm = {u.UVM_INITIALIZE: (u.UVM_INITIALIZE_PARAMS, self._uvm_initialize),
+                u.UVM_MM_INITIALIZE: (u.UVM_MM_INITIALIZE_PARAMS, self._uvm_mm_initialize),
+                u.UVM_REGISTER_GPU: (u.UVM_REGISTER_GPU_PARAMS, self._uvm_register_gpu),
+                u.UVM_REGISTER_GPU_VASPACE: (u.UVM_REGISTER_GPU_VASPACE_PARAMS, self._uvm_register_vaspace),
+                u.UVM_REGISTER_CHANNEL: (u.UVM_REGISTER_CHANNEL_PARAMS, self._uvm_register_channel),
+                u.UVM_CREATE_EXTERNAL_RANGE: (u.UVM_CREATE_EXTERNAL_RANGE_PARAMS, self._uvm_create_range),
+                u.UVM_MAP_EXTERNAL_ALLOCATION: (u.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, self._uvm_map_external),
+                u.UVM_FREE: (u.UVM_FREE_PARAMS, self._uvm_free)}
 
   # ---- nodes
   def attach(self, os) -> None:
     from ..vfs import DeviceNode
     os.vfs.add("/dev/nvidiactl", DeviceNode(lambda path, flags: self._open(path, flags, None)))
-    os.vfs.add("/dev/nvidia-uvm", DeviceNode(lambda path, flags: UVMFile(self, path, flags)))
+    os.vfs.add("/dev/nvidia-uvm", DeviceNode(lambda path, flags: self._open_uvm(path, flags)))
     for g in self.gpus:
       os.vfs.add(f"/dev/nvidia{g.index}", DeviceNode(lambda path, flags, g=g: self._open(path, flags, g)))
+
+  def _open_uvm(self, path, flags):
+    f = UVMFile(self, path, flags)
+    self.uvm_files[f.fd] = f
+    return f
 
   def _open(self, path, flags, gpu):
     f = NVFile(self, path, flags, gpu)
@@ -141,7 +170,7 @@ class RMModel:
     if magic != abi.NV_IOCTL_MAGIC or (request >> 30) != 3 or nr not in self.escapes:
       raise OSCallError("ioctl", file.path, errno.ENOTTY, f"request {request:#x} is not an nvidia.ko escape")
     struct, handler = self.escapes[nr]
-    name = abi.ESCAPE_NAMES.get(nr, hex(nr))
+    name = abi.ESCAPE_NAMES.get(nr, "NV_ESC_CHECK_VERSION_STR" if nr == self.m.NV_ESC_CHECK_VERSION_STR else hex(nr))
     if size != ctypes.sizeof(struct):
       raise OSCallError("ioctl", file.path, errno.EINVAL, f"{name}: argument of {size} bytes, the driver takes "
                         f"{ctypes.sizeof(struct)}")
@@ -151,7 +180,8 @@ class RMModel:
     with self.lock:
       try: handler(file, a)
       except RMStatus as e:
-        if hasattr(a, "status"): a.status = e.status
+        inner = a.params if isinstance(getattr(a, "params", None), ctypes.Structure) else a
+        if hasattr(inner, "status"): inner.status = e.status
         else: raise OSCallError("ioctl", file.path, errno.EINVAL, f"{name}: {e.detail}") from None
     return 0
 
@@ -163,7 +193,7 @@ class RMModel:
       raise OSCallError("ioctl", file.path, errno.EFAULT, f"{abi.UVM_NAMES[request]}: argument too small")
     a = struct.from_buffer(arg)
     with self.lock:
-      if request not in (abi.UVM_INITIALIZE, abi.UVM_MM_INITIALIZE) and not self.uvm_initialized:
+      if request not in (self.u.UVM_INITIALIZE, self.u.UVM_MM_INITIALIZE) and file.kind != "va_space":
         a.rmStatus = NV_ERR["NV_ERR_ILLEGAL_ACTION"]
         return 0
       try:
@@ -178,8 +208,13 @@ class RMModel:
     if o is None: raise RMStatus(err, f"no object {handle:#x} in client {client:#x}")
     return o
 
-  def _params(self, ptr: int, struct, cls: int):
-    if not ptr: raise RMStatus("NV_ERR_INVALID_POINTER", f"{abi.class_name(cls)} needs allocation parameters")
+  def _params(self, ptr: int, struct, cls: int, size: int | None = None):
+    # param_copy.c rmapiParamsCopyInit: NULL params for a class whose params are RS_REQUIRED (resource_list.h: the
+    # memory, VA space, channel group, context share, virtual memory and channel classes) is NV_ERR_INVALID_ARGUMENT
+    if not ptr: raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"{abi.class_name(cls)} needs allocation parameters")
+    # paramsSize is not checked: rmapiParamsCopyInit (param_copy.c) overwrites it with the class's own size from
+    # rmapiGetClassAllocParamSize, so RM reads sizeof(the release's struct) whatever the caller says (tinygrad 0.14
+    # sends 0); the struct is read at the release's size, as RM does.
     if not _readable(ptr, ctypes.sizeof(struct)): raise RMStatus("NV_ERR_INVALID_POINTER", f"parameters at {ptr:#x}")
     return struct.from_address(ptr)
 
@@ -195,8 +230,9 @@ class RMModel:
     if (client, client) not in self.objects: raise RMStatus("NV_ERR_INVALID_CLIENT", f"client {client:#x}")
     parent = self._obj(client, a.hObjectParent, "NV_ERR_INVALID_OBJECT_PARENT")
     gpu = parent.gpu
-    if cls == abi.NV01_DEVICE_0:
-      p = self._params(a.pAllocParms, abi.NV0080_ALLOC_PARAMETERS, cls)
+    if cls == abi.NV01_DEVICE_0:   # resource_list.h: RS_OPTIONAL(NV0080_ALLOC_PARAMETERS): none is all zero
+      p = (self._params(a.pAllocParms, self.m.NV0080_ALLOC_PARAMETERS, cls, a.paramsSize) if a.pAllocParms
+           else self.m.NV0080_ALLOC_PARAMETERS())
       if p.deviceId >= len(self.gpus): raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"deviceId {p.deviceId}")
       gpu = self.gpus[p.deviceId]
     if gpu is not None and cls not in gpu.props.classes:
@@ -207,27 +243,45 @@ class RMModel:
     handle = a.hObjectNew or next(self._rm_handles)
     if (client, handle) in self.objects: raise RMStatus("NV_ERR_INSERT_DUPLICATE_NAME", f"handle {handle:#x}")
     o = RMObject(client, handle, cls, parent, gpu)
+    if cls == abi.NV01_DEVICE_0: o.data["vaMode"] = p.vaMode
     self._construct(o, a)
     self.objects[(client, handle)] = o
     parent.children.append(o)
     a.hObjectNew, a.status = handle, 0
 
   def _construct(self, o: RMObject, a) -> None:
-    cls, gpu = o.cls, o.gpu
+    cls, gpu, m = o.cls, o.gpu, self.m
     if cls in (abi.NV1_MEMORY_USER, abi.NV01_MEMORY_SYSTEM):
-      p = self._params(a.pAllocParms, abi.NV_MEMORY_ALLOCATION_PARAMS, cls)
+      p = self._params(a.pAllocParms, m.NV_MEMORY_ALLOCATION_PARAMS, cls, a.paramsSize)
       if p.size == 0 or p.size % PAGE: raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"size {p.size:#x}")
+      # video_mem.c / system_mem.c: "Virtual-only flag used with physical allocation"
+      if p.flags & m.NVOS32_ALLOC_FLAGS_VIRTUAL_ONLY:
+        names = [n for n in ("VIRTUAL", "LAZY", "EXTERNALLY_MANAGED", "SPARSE", "MAXIMIZE_ADDRESS_SPACE",
+                             "PREFER_PTES_IN_SYSMEMORY") if p.flags & getattr(m, f"NVOS32_ALLOC_FLAGS_{n}")]
+        raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"NVOS32 flags {p.flags:#x}: virtual-only "
+                       f"{', '.join(f'NVOS32_ALLOC_FLAGS_{n}' for n in names)} on a physical {abi.class_name(cls)}")
+      o.data["nvos32_flags"] = p.flags
       if cls == abi.NV1_MEMORY_USER:
         used = sum(x.size for x in self.objects.values() if x.gpu is gpu and x.cls == abi.NV1_MEMORY_USER)
         if used + p.size > gpu.props.vram_size: raise RMStatus("NV_ERR_NO_MEMORY", f"{p.size:#x} bytes of vidmem")
       o.size, o.kind = p.size, "vidmem" if cls == abi.NV1_MEMORY_USER else "sysmem"
+    elif cls == abi.NV01_MEMORY_VIRTUAL:
+      p = self._params(a.pAllocParms, m.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS, cls, a.paramsSize)
+      if p.hVASpace and self._obj(o.client, p.hVASpace).cls != abi.FERMI_VASPACE_A:
+        raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"hVASpace {p.hVASpace:#x} is not a FERMI_VASPACE_A")
+      o.data["hVASpace"] = p.hVASpace
+    elif cls == abi.FERMI_VASPACE_A:
+      self._params(a.pAllocParms, m.NV_VASPACE_ALLOCATION_PARAMETERS, cls, a.paramsSize)
+    elif cls == abi.KEPLER_CHANNEL_GROUP_A:
+      self._params(a.pAllocParms, m.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS, cls, a.paramsSize)
     elif cls == abi.FERMI_CONTEXT_SHARE_A:
-      p = self._params(a.pAllocParms, abi.NV_CTXSHARE_ALLOCATION_PARAMETERS, cls)
+      p = self._params(a.pAllocParms, m.NV_CTXSHARE_ALLOCATION_PARAMETERS, cls, a.paramsSize)
       vas = self._obj(o.client, p.hVASpace)
       if vas.cls != abi.FERMI_VASPACE_A: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"hVASpace {p.hVASpace:#x}")
     elif cls in GPFIFO:
-      self._construct_channel(o, self._params(a.pAllocParms, abi.NV_CHANNEL_ALLOC_PARAMS, cls))
-    elif cls == abi.GT200_DEBUGGER: self._construct_debugger(o, self._params(a.pAllocParms, abi.NV83DE_ALLOC_PARAMETERS, cls))
+      self._construct_channel(o, self._params(a.pAllocParms, m.NV_CHANNEL_ALLOC_PARAMS, cls, a.paramsSize))
+    elif cls == abi.GT200_DEBUGGER:
+      self._construct_debugger(o, self._params(a.pAllocParms, abi.NV83DE_ALLOC_PARAMETERS, cls, a.paramsSize))
     elif cls in abi.COMPUTE_CLASSES + abi.COPY_CLASSES:
       ch = o.parent.channel
       if any(c.cls == cls for c in o.parent.children): raise RMStatus("NV_ERR_INVALID_ARGUMENT", "one object per class")
@@ -299,16 +353,18 @@ class RMModel:
       raise RMStatus("NV_ERR_NOT_SUPPORTED", f"control {a.cmd:#x}")
     if o.cls not in CONTROL_FAMILIES[family]:
       raise RMStatus("NV_ERR_NOT_SUPPORTED", f"control {a.cmd:#x} on {abi.class_name(o.cls)}")
+    # the claimed release's params struct (rs_resource.c resControlLookup: any other paramsSize is refused)
     struct = handler.__annotations__.get("p")
-    struct = getattr(abi, struct.strip("\"'")) if isinstance(struct, str) else struct
+    struct = getattr(self.m, struct.strip("\"'")) if isinstance(struct, str) else struct
     if a.paramsSize != ctypes.sizeof(struct):
-      raise RMStatus("NV_ERR_INVALID_PARAM_STRUCT", f"paramsSize {a.paramsSize}, {ctypes.sizeof(struct)} expected")
+      raise RMStatus("NV_ERR_INVALID_PARAM_STRUCT", f"control {a.cmd:#x}: paramsSize {a.paramsSize}, driver "
+                     f"{self.driver_version}'s {struct.__name__} is {ctypes.sizeof(struct)} bytes")
     if not _readable(a.params, a.paramsSize): raise RMStatus("NV_ERR_INVALID_POINTER", f"params at {a.params:#x}")
     handler(o, struct.from_address(a.params))
     a.status = 0
 
-  def _ctrl_13e(self, o, p: "NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560"):
-    p.driverVersionBuffer = self.gpus[0].props.driver_version.encode()
+  def _ctrl_13e(self, o, p: "NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS"):
+    p.driverVersionBuffer = self.driver_version.encode()
     p.versionBuffer = p.driverVersionBuffer
 
   def _ctrl_205(self, o, p: "NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS"):
@@ -348,10 +404,10 @@ class RMModel:
     """ctrl2080perf.h: flags 1:0 is the command (CLEAR, BOOST_1LEVEL, BOOST_TO_MAX; 3 is none), the duration is in
     seconds up to NV2080_CTRL_PERF_BOOST_DURATION_MAX, or _INFINITE (until cleared). Boosts are tracked per client."""
     cmd = p.flags & 3
-    if cmd > abi.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX:
+    if cmd > self.m.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX:
       raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"PERF_BOOST flags {p.flags:#x}: command {cmd} is none of CLEAR/BOOST_1LEVEL/BOOST_TO_MAX")
-    if p.duration > abi.NV2080_CTRL_PERF_BOOST_DURATION_MAX and p.duration != abi.NV2080_CTRL_PERF_BOOST_DURATION_INFINITE:
-      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"PERF_BOOST duration {p.duration} s exceeds {abi.NV2080_CTRL_PERF_BOOST_DURATION_MAX}")
+    if p.duration > self.m.NV2080_CTRL_PERF_BOOST_DURATION_MAX and p.duration != self.m.NV2080_CTRL_PERF_BOOST_DURATION_INFINITE:
+      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"PERF_BOOST duration {p.duration} s exceeds {self.m.NV2080_CTRL_PERF_BOOST_DURATION_MAX}")
     boosts = o.gpu.__dict__.setdefault("perf_boosts", {})
     if cmd == 0: boosts.pop(o.client, None)
     else: boosts[o.client] = (cmd, p.duration)
@@ -359,11 +415,12 @@ class RMModel:
   def _ctrl_c36f0108(self, o, p: "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS"):
     p.workSubmitToken = o.channel.token
 
-  def _ctrl_a06c0101(self, o, p: "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575"):
+  def _ctrl_a06c0101(self, o, p: "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS"):
     o.data["scheduled"] = bool(p.bEnable)
 
   # ---- memory
-  def _alloc_memory(self, file, a) -> None:
+  def _alloc_memory(self, file, w) -> None:
+    a = w.params
     if a.hClass != abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
       raise RMStatus("NV_ERR_INVALID_CLASS", f"RM_ALLOC_MEMORY of {abi.class_name(a.hClass)}")
     client = a.hRoot
@@ -411,12 +468,13 @@ class RMModel:
     """Whether any mapping the MockOS knows of meets [va, va+size)."""
     return self.os.memory.overlaps(va, size)
 
-  def _map_memory(self, file, a) -> None:
+  def _map_memory(self, file, w) -> None:
+    a = w.params
     if (a.hClient, a.hClient) not in self.objects: raise RMStatus("NV_ERR_INVALID_CLIENT", f"client {a.hClient:#x}")
     o = self._obj(a.hClient, a.hMemory)
-    target = self.files.get(a.fd)
+    target = self.files.get(w.fd)
     if target is None or target.closed or target.gpu is None or not target.registered:
-      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"fd {a.fd} is not a registered /dev/nvidiaN fd")
+      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"fd {w.fd} is not a registered /dev/nvidiaN fd")
     if o.cls in abi.USERMODE_CLASSES: size = 0x10000
     elif o.cls in MEMORY_CLASSES: size = o.size
     else: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"{abi.class_name(o.cls)} cannot be mapped")
@@ -445,9 +503,10 @@ class RMModel:
     if (a.hClient, a.hClient) not in self.objects: raise RMStatus("NV_ERR_INVALID_CLIENT", f"client {a.hClient:#x}")
     dma = self._obj(a.hClient, a.hDma)
     if dma.cls != abi.NV01_MEMORY_VIRTUAL: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"hDma {a.hDma:#x} is not virtual memory")
+    self._vaspace_of(dma)
     o = self._obj(a.hClient, a.hMemory)
     if o.cls not in MEMORY_CLASSES: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"hMemory {a.hMemory:#x} is not memory")
-    if not a.flags & abi.NVOS46_FLAGS_DMA_OFFSET_FIXED:
+    if not nv_series.drf_get(self.m, "NVOS46_FLAGS_DMA_OFFSET_FIXED", a.flags) == self.m.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE:
       raise RMStatus("NV_ERR_INVALID_FLAGS", "the mock maps at a fixed dmaOffset only")
     if a.offset != 0 or a.length != o.size:
       raise RMStatus("NV_ERR_INVALID_LIMIT", f"offset {a.offset:#x} length {a.length:#x} (whole objects only)")
@@ -457,6 +516,35 @@ class RMModel:
     except ValueError as e: raise RMStatus("NV_ERR_INVALID_ADDRESS", str(e)) from None
     o.data["gpu_mapped"] = True
     a.status = 0
+
+  def _vaspace_of(self, dma: RMObject) -> None:
+    """vaspace.c vaspaceGetByHandleOrDeviceDefault for a virtual memory object's mapping: no hVASpace means the
+    device's default VA space, which a MULTIPLE_VASPACES device does not have; an hVASpace under a SINGLE_VASPACE
+    device is refused too. Both NV_ERR_INVALID_STATE."""
+    m, device = self.m, dma.parent
+    mode, hvas = device.data.get("vaMode", 0), dma.data.get("hVASpace", 0)
+    if not hvas and mode == m.NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES:
+      raise RMStatus("NV_ERR_INVALID_STATE", f"virtual memory {dma.handle:#x} has no VA space and device "
+                     f"{device.handle:#x} is vaMode MULTIPLE_VASPACES (no implicit VA space: vaspace.c)")
+    if hvas and mode == m.NV_DEVICE_ALLOCATION_VAMODE_SINGLE_VASPACE:
+      raise RMStatus("NV_ERR_INVALID_STATE", f"virtual memory {dma.handle:#x} names VA space {hvas:#x} under device "
+                     f"{device.handle:#x} of vaMode SINGLE_VASPACE (no private VA spaces: vaspace.c)")
+
+  def _check_version(self, file, a) -> None:
+    """NV_ESC_CHECK_VERSION_STR (osapi.c rm_perform_version_check): reply RECOGNIZED always; QUERY returns the
+    version; STRICT compares the whole string, RELAXED up to the first '.'; a mismatch gets the RM's version back and
+    fails the ioctl (EINVAL)."""
+    m = self.m
+    a.reply = m.NV_RM_API_VERSION_REPLY_RECOGNIZED
+    if a.cmd == m.NV_RM_API_VERSION_CMD_QUERY:
+      a.versionString = self.driver_version.encode()
+      return
+    mine, theirs = self.driver_version, a.versionString.decode(errors="replace")
+    if a.cmd == m.NV_RM_API_VERSION_CMD_RELAXED: mine, theirs = mine.split(".")[0], theirs.split(".")[0]
+    if mine != theirs:
+      a.versionString = self.driver_version.encode()
+      raise OSCallError("ioctl", file.path, errno.EINVAL, f"NV_ESC_CHECK_VERSION_STR: the client has version "
+                        f"{theirs!r}, this kernel module {self.driver_version}")
 
   def _card_info(self, file, a) -> None:
     for i, g in enumerate(self.gpus):
@@ -471,7 +559,18 @@ class RMModel:
     file.registered = True
 
   # ---- UVM
-  def _uvm_initialize(self, file, a) -> None: self.uvm_initialized = True
+  def _uvm_initialize(self, file, a) -> None:
+    if file.kind is not None: raise RMStatus("NV_ERR_IN_USE", f"{file.path} fd {file.fd} is initialized already")
+    file.kind = "va_space"
+
+  def _uvm_mm_initialize(self, file, a) -> None:
+    """uvm.c uvm_api_mm_initialize: sent on a fresh UVM fd, naming an initialized one (uvmFd) whose mm it holds."""
+    target = self.uvm_files.get(a.uvmFd)
+    if target is None or target.closed or target.kind != "va_space":
+      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"uvmFd {a.uvmFd} is not a UVM fd with a VA space (UVM_INITIALIZE)")
+    if file.kind is not None: raise RMStatus("NV_ERR_IN_USE", f"UVM_MM_INITIALIZE on fd {file.fd}, an initialized UVM fd")
+    if target.mm_alive: raise RMStatus("NV_ERR_INVALID_STATE", f"the mm of uvmFd {a.uvmFd} is held already")
+    file.kind, target.mm_alive = "mm", True
 
   def _gpu_by_uuid(self, uuid) -> object:
     for g in self.gpus:

@@ -20,16 +20,23 @@ TARGETS = ["kfd", "drm", "amdgpu_drm", "vfio", "bnxt", "pci", "amd.discovery", "
            "nv.nvos", "nv.cl0000", "nv.cl0080", "nv.cl2080", "nv.cl90f1", "nv.alloc_channel", "nv.ctrl0080", "nv.ctrl2080",
            "nv.ctrla06f", "nv.uvm", "nv.ioctl", "nv.nvstatus", "nv.clc56f", "nv.clc86f", "nv.clc6b5", "nv.clc7b5",
            "nv.clc8b5", "qcom.msm_kgsl"]
+# the RM and UVM ABI of each supported nvidia.ko series, from NVIDIA's headers at the release tag (git packages: checked
+# where those headers are unpacked in the cache or a mirror is named in HCQ_AUTOGEN_GIT, skipped, saying so, elsewhere)
+NV_SERIES = ["550", "570", "575", "580", "590"]
+TARGETS += [f"nv.{kind}_{s}" for s in NV_SERIES for kind in ("rm", "uvm")]
 
 
 @pytest.fixture(scope="module")
 def roots():
   manifest = generator.load_manifest()
-  return manifest, generator.Roots(manifest, from_env().autogen_cache, lambda *a: None)
+  cfg = from_env()
+  return manifest, generator.Roots(manifest, cfg.autogen_cache, lambda *a: None, cfg.autogen_git)
 
 
 def target(name, manifest, roots) -> "gcc_truth.Target":
   spec = manifest["modules"][name]
+  try: [roots.path(h) for h in spec["headers"]]
+  except generator.sources.SourceUnavailable as e: pytest.skip(f"{name}: headers not on this machine: {e}")
   return gcc_truth.Target(name, [roots.path(h) for h in spec["headers"]], [roots.path(i) for i in spec.get("include", [])],
                           spec.get("defines", {}), spec.get("prelude", ""))
 

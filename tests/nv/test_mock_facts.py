@@ -1,7 +1,7 @@
-"""The mock NV GPU and the NV driver share the RM/UVM ABI and the QMD bit ranges through autogen/nv (rm_abi.py, tables/:
-the mock may not import the driver); the few facts each still writes itself (the RM call structs the mock decodes, the
-CUDA parameter base, the PTX entry record) are held equal here, so that a fact fixed in one place cannot silently
-differ in the other."""
+"""The mock NV GPU and the NV driver share the RM/UVM ABI and the QMD bit ranges through autogen/nv (rm_abi.py,
+series.py, tables/: the mock may not import the driver; the RM call structs are the claimed series' generated ones);
+the few facts each still writes itself (the CUDA parameter base, the PTX entry record) are held equal here, so that a
+fact fixed in one place cannot silently differ in the other."""
 import ctypes
 
 import pytest
@@ -23,28 +23,25 @@ def test_the_mock_uses_the_shared_abi_not_a_copy():
     else: assert getattr(mock_abi, n) is d, n                        # a struct, table or function: the same object
 
 
-def test_the_mocks_rm_call_structs_are_the_tables_layouts():
-  """The RM call structs the mock decodes (its own flattened fd wrappers, the 570/580 NVOS46) have the byte layout of
-  the cited tables the driver uses (autogen/nv/tables/rm.py)."""
-  def flat(struct, base=0):
-    out = []
-    for f in struct._fields_:
-      off, t = getattr(struct, f[0]).offset + base, f[1]
-      if isinstance(t, type) and issubclass(t, ctypes.Structure): out += flat(t, off)
-      elif not f[0].startswith("_"): out.append((off, ctypes.sizeof(t)))
-    return out
-  pairs = [(mock_abi.NVOS00, rm_table.NVOS00_PARAMETERS), (mock_abi.NVOS21, rm_table.NVOS21_PARAMETERS),
-           (mock_abi.NVOS54, rm_table.NVOS54_PARAMETERS), (mock_abi.NVOS46_570, rm_table.NVOS46_PARAMETERS_V550),
-           (mock_abi.NVOS46_580, rm_table.NVOS46_PARAMETERS_V580),
-           (mock_abi.NVOS02_FD, rm_table.NV_IOCTL_NVOS02_PARAMETERS_WITH_FD),
-           (mock_abi.NVOS33_FD, rm_table.NV_IOCTL_NVOS33_PARAMETERS_WITH_FD),
-           (mock_abi.NV_VASPACE_ALLOCATION_PARAMETERS, rm_table.NV_VASPACE_ALLOCATION_PARAMETERS_V580)]
-  for mine, table in pairs:
-    assert ctypes.sizeof(mine) == ctypes.sizeof(table), mine.__name__
-    assert flat(mine) == flat(table), mine.__name__
-  modelled = [name for name in rm_table.ESCAPES if hasattr(mock_abi, name)]
-  assert len(modelled) >= 8
-  for name in modelled: assert getattr(mock_abi, name) == rm_table.ESCAPES[name], name
+@pytest.mark.parametrize("series", ["550", "570", "575", "580", "590"])
+def test_the_mocks_rm_structs_are_the_claimed_series_generated_ones(series):
+  """The RM call structs and params the mock decodes are the generated modules' of the release it claims (NVIDIA's
+  headers at that tag), not its own copies and not the driver's."""
+  from hcq.autogen.nv import series as nv_series
+  from hcq.mockgpu.nv.rm import RMModel
+  model = RMModel(None, [], series)
+  m, u = nv_series.rm(series), nv_series.uvm(series)
+  assert model.driver_version == nv_series.TAGS[series]
+  assert model.escapes[m.NV_ESC_RM_MAP_MEMORY_DMA][0] is m.NVOS46_PARAMETERS
+  assert model.escapes[m.NV_ESC_RM_ALLOC_MEMORY][0] is m.nv_ioctl_nvos02_parameters_with_fd
+  assert model.escapes[m.NV_ESC_RM_CONTROL][0] is m.NVOS54_PARAMETERS
+  assert model.uvm[u.UVM_FREE][0] is u.UVM_FREE_PARAMS
+  for name, _ in rm_table.ESCAPES.items():
+    if getattr(m, name) in model.escapes: assert getattr(mock_abi, name, getattr(m, name)) == getattr(m, name), name
+  # the control handlers name their params by the header's struct name, looked up in the claimed module
+  for attr in dir(RMModel):
+    if attr.startswith("_ctrl_"):
+      assert hasattr(m, getattr(RMModel, attr).__annotations__["p"].strip("\"'")), attr
 
 
 @pytest.mark.parametrize("major", [3, 4, 5])
@@ -60,14 +57,6 @@ def test_the_parameter_base_and_the_ptx_entry_record_are_the_same():
   assert (gpu.PTX_ENTRY_MAGIC, gpu.PTX_ENTRY_HEADER) == (program.PTX_ENTRY_MAGIC, program.PTX_ENTRY_HEADER)
   from hcq.drivers.nv.device import QMD_MAJOR
   assert gpu.QMD_MAJOR == QMD_MAJOR
-
-
-def test_the_os_descriptor_flags_are_the_generated_nvos_fields():
-  from hcq.autogen.nv import nvos
-  shift = lambda field: nvos.RANGES[field][1]
-  assert driver_abi.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS == \
-    nvos.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS << shift("NVOS02_FLAGS_PHYSICALITY")
-  assert driver_abi.NVOS02_FLAGS_COHERENCY_CACHED == nvos.NVOS02_FLAGS_COHERENCY_CACHED << shift("NVOS02_FLAGS_COHERENCY")
 
 
 def test_the_method_and_field_numbers_are_the_generated_class_headers():

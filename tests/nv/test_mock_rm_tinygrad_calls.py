@@ -4,7 +4,9 @@ import ctypes
 
 import pytest
 
-from hcq.autogen.nv import rm_abi as abi
+from hcq.autogen.nv import rm_580 as abi           # the mock claims 580 by default
+from hcq.autogen.nv import rm_550, rm_570
+from hcq.autogen.nv import series as nv_series
 from hcq.config import Config
 from hcq.drivers.nv.rm import RMError, RMIface
 from hcq.mockgpu import mock_nv_os
@@ -23,30 +25,30 @@ def rm():
 def test_controls_take_the_580_sizes_only(rm):
   """RM refuses a paramsSize other than its struct's (resControlLookup): 580's BUILD_VERSION_V2 is 1032 bytes
   (driverBranch since 560), its GPFIFO_SCHEDULE 3 (bSkipEnable since 575)."""
-  assert ctypes.sizeof(abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560) == 1032
-  assert ctypes.sizeof(abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575) == 3
-  v = rm.rm_control(rm.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2, abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560())
+  assert ctypes.sizeof(abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS) == 1032
+  assert ctypes.sizeof(abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS) == 3
+  v = rm.rm_control(rm.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2, abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
   assert v.driverVersionBuffer.decode().startswith("580.")
-  with pytest.raises(RMError, match=r"0x13e.*NV_ERR_INVALID_PARAM_STRUCT"):
-    rm.rm_control(rm.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2, abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
+  with pytest.raises(RMError, match=r"0x13e.*NV_ERR_INVALID_PARAM_STRUCT"):      # 550's 776 bytes
+    rm.rm_control(rm.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2, rm_550.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
   with pytest.raises(RMError, match=r"0xa06c0101.*NV_ERR_INVALID_PARAM_STRUCT"):
-    rm.rm_control(rm.channel_group, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))
+    rm.rm_control(rm.channel_group, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, rm_570.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))
   assert rm.driver_version.startswith("580.")     # hcq's driver found the version with the 1032-byte layout
 
 
 def test_perf_boost_is_a_subdevice_control_with_checked_flags(rm):
-  boost = mock_abi.NV2080_CTRL_PERF_BOOST_PARAMS
-  cuda_high_max = (1 << 4) | (1 << 6) | mock_abi.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX    # what tinygrad sends
-  rm.rm_control(rm.subdevice, mock_abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=cuda_high_max, duration=0xFFFFFFFF))
+  boost = abi.NV2080_CTRL_PERF_BOOST_PARAMS
+  cuda_high_max = (1 << 4) | (1 << 6) | abi.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX    # what tinygrad sends
+  rm.rm_control(rm.subdevice, abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=cuda_high_max, duration=0xFFFFFFFF))
   gpu = rm.os.devices[0].gpus[0]
   assert gpu.perf_boosts == {rm.root: (2, 0xFFFFFFFF)}
   with pytest.raises(RMError, match="NV_ERR_INVALID_ARGUMENT"):      # command 3 is none
-    rm.rm_control(rm.subdevice, mock_abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=3, duration=1))
+    rm.rm_control(rm.subdevice, abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=3, duration=1))
   with pytest.raises(RMError, match="NV_ERR_INVALID_ARGUMENT"):      # past DURATION_MAX and not INFINITE
-    rm.rm_control(rm.subdevice, mock_abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=2, duration=3601))
+    rm.rm_control(rm.subdevice, abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=2, duration=3601))
   with pytest.raises(RMError, match="NV_ERR_NOT_SUPPORTED"):         # a subdevice control, not a device one
-    rm.rm_control(rm.device, mock_abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=2, duration=1))
-  rm.rm_control(rm.subdevice, mock_abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=0, duration=0))    # CLEAR
+    rm.rm_control(rm.device, abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=2, duration=1))
+  rm.rm_control(rm.subdevice, abi.NV2080_CTRL_CMD_PERF_BOOST, boost(flags=0, duration=0))    # CLEAR
   assert gpu.perf_boosts == {}
 
 
@@ -75,16 +77,16 @@ def test_memory_maps_at_a_fixed_address_nobody_reserved(rm):
     owner=rm.root, type=abi.NVOS32_TYPE_IMAGE, size=0x10000, flags=abi.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED))
   va = 0x20_0000_0000
   assert not os.memory.overlaps(va, 0x10000)
-  dma = rm.layouts.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem, length=0x10000,
-                                     flags=abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=va)
+  dma = rm.rm.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem, length=0x10000,
+                                     flags=nv_series.drf(abi, "NVOS46_FLAGS_DMA_OFFSET_FIXED", "TRUE"), dmaOffset=va)
   rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, dma, "fixed")
   assert os.memory.find(va) is not None and os.devices[0].gpus[0].ranges is not None
   ctypes.memmove(va + 0xFFF8, b"GPU VA!!", 8)      # host memory at the GPU VA: the mock's GPU VA == host VA
   mem2 = rm.rm_alloc(rm.device, abi.NV1_MEMORY_USER, abi.NV_MEMORY_ALLOCATION_PARAMS(
     owner=rm.root, type=abi.NVOS32_TYPE_IMAGE, size=0x2000, flags=abi.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED))
   other = os.alloc_anon(0x1000)          # the process's own memory where the second object's pages would go
-  dma2 = rm.layouts.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem2, length=0x2000,
-                                      flags=abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=other - 0x1000)
+  dma2 = rm.rm.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem2, length=0x2000,
+                                      flags=nv_series.drf(abi, "NVOS46_FLAGS_DMA_OFFSET_FIXED", "TRUE"), dmaOffset=other - 0x1000)
   with pytest.raises(RMError, match="NV_ERR_INVALID_ADDRESS"):
     rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, dma2, "over the process's memory")
 
@@ -94,8 +96,8 @@ def test_a_fixed_mapping_over_memory_the_mock_does_not_know_is_refused(rm):
   va = (ctypes.addressof(stray) + 0xFFF) & ~0xFFF
   mem = rm.rm_alloc(rm.device, abi.NV1_MEMORY_USER, abi.NV_MEMORY_ALLOCATION_PARAMS(
     owner=rm.root, type=abi.NVOS32_TYPE_IMAGE, size=0x1000, flags=abi.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED))
-  dma = rm.layouts.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem, length=0x1000,
-                                     flags=abi.NVOS46_FLAGS_DMA_OFFSET_FIXED, dmaOffset=va)
+  dma = rm.rm.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem, length=0x1000,
+                                     flags=nv_series.drf(abi, "NVOS46_FLAGS_DMA_OFFSET_FIXED", "TRUE"), dmaOffset=va)
   with pytest.raises(RMError, match="NV_ERR_INVALID_ADDRESS"):
     rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, dma, "over unknown memory")
   assert stray.raw[:4] == b"\0\0\0\0"

@@ -10,7 +10,7 @@ from hcq.config import Config
 from hcq.autogen.nv import rm_abi as abi
 from hcq.drivers.nv import open_device
 from hcq.drivers.nv.rm import RMError, RMIface
-from hcq.autogen.nv.tables import rm as rm_tables
+from hcq.autogen.nv import rm_550
 from hcq.mockgpu import mock_nv_os
 
 
@@ -90,21 +90,27 @@ def test_rm_errors_name_the_call_the_class_and_the_status():
     with pytest.raises(RMError, match=r"NV_ERR_INVALID_OBJECT_PARENT"):   # a subdevice belongs under a device
       rm.rm_alloc(rm.subdevice, abi.NV20_SUBDEVICE_0, abi.NV2080_ALLOC_PARAMETERS())
     with pytest.raises(RMError, match=r"UVM_MAP_EXTERNAL_ALLOCATION.*NV_ERR_INVALID_ADDRESS"):
-      rm.uvm_call(abi.UVM_MAP_EXTERNAL_ALLOCATION, abi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=0x1000, length=0x1000))
+      rm.uvm_call(abi.UVM_MAP_EXTERNAL_ALLOCATION, rm.uvmabi.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=0x1000, length=0x1000))
   finally:
     rm.close()
     os.close()
 
 
-def test_a_570_layout_map_call_against_a_580_driver_fails_with_einval():
+def test_another_series_map_call_fails_with_einval(nv_mock_driver):
+  """NVOS46 is 56 bytes to 575 and 64 from 580 (nvos.h): the size is part of the request, so another series' layout
+  is another ioctl, refused by the unix layer before RM sees it."""
+  from hcq.autogen.nv import rm_580
   os, rm = _iface()
   try:
+    assert rm.series == nv_mock_driver      # picked by the version the mock's /proc/driver/nvidia/version shows
+    mine = ctypes.sizeof(rm.rm.NVOS46_PARAMETERS)
+    other = rm_550 if mine == 64 else rm_580
     mem = rm.alloc(0x1000, kind="host")
-    a = rm_tables.NVOS46_PARAMETERS_V550(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem.handle,
-                                         length=0x1000)
-    with pytest.raises(hcq.DeviceError, match="NV_ESC_RM_MAP_MEMORY_DMA.*Errno 22.*56 bytes, the driver takes 64"):
+    a = other.NVOS46_PARAMETERS(hClient=rm.root, hDevice=rm.device, hDma=rm.virtmem, hMemory=mem.handle, length=0x1000)
+    with pytest.raises(hcq.DeviceError, match=f"NV_ESC_RM_MAP_MEMORY_DMA.*Errno 22.*{ctypes.sizeof(a)} bytes, the driver "
+                                              f"takes {mine}"):
       rm._escape(rm.ctl, abi.NV_ESC_RM_MAP_MEMORY_DMA, a, "test")
-    assert ctypes.sizeof(rm.layouts.NVOS46_PARAMETERS) == 64      # the 580 layout, from the build version
+    assert mine == (64 if int(nv_mock_driver) >= 580 else 56)
   finally:
     rm.close()
     os.close()
@@ -144,12 +150,15 @@ def test_a_failed_open_unmaps_what_it_mapped(monkeypatch):
   finally: os.close()
 
 
-def test_a_driver_newer_than_hcqs_tables_is_refused_naming_its_version(monkeypatch):
-  import dataclasses
-  from hcq.mockgpu.nv import gpu as mock_gpu
-  monkeypatch.setitem(mock_gpu.GPUS, "H200", dataclasses.replace(mock_gpu.GPUS["H200"], driver_version="620.13.01"))
+@pytest.mark.parametrize("version,why", [("595.45.04", "newer than"), ("620.13.01", "newer than"),
+                                         ("535.247.01", "older than"), ("560.35.03", "between")])
+def test_a_driver_of_a_series_without_checked_layouts_is_refused_naming_its_version(version, why):
   os = mock_nv_os(Config())
   try:
-    with pytest.raises(hcq.DeviceError, match=r"MOCK\+NV:0: NVIDIA driver 620\.13\.01: releases after 610"):
+    os.vfs.add_file("/proc/driver/nvidia/version", f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}"
+                    f"  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Oct 30 2025\n", replace=True)
+    with pytest.raises(hcq.DeviceError, match=rf"MOCK\+NV:0: NVIDIA driver {version.replace('.', '[.]')}: series "
+                                              rf"{version[:3]} is {why} .*550, 570, 575, 580, 590"):
       RMIface(os, 0, os.config, label="MOCK+NV:0")
+    assert not [k for k in os.devices[0].rm.objects]      # refused before the first RM call
   finally: os.close()

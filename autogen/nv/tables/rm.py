@@ -1,29 +1,20 @@
-"""The RM (resource manager) interface of nvidia.ko that no header Debian ships holds: the RM escape numbers, the
-NVOS* call structs, the structs whose layout changed between driver releases, and the control commands a driver
-issues. Layouts are chosen from the driver version the device reports (`for_version("580.159.03")`).
+"""The RM (resource manager) numbers of nvidia.ko that every release shares: the RM escape numbers, the classes of the
+RM object tree and the control commands a driver issues, with names for error messages.
 
-Sources, and what was read in them (NVIDIA/open-gpu-kernel-modules):
-- src/nvidia/arch/nvalloc/unix/include/nv_escape.h (commit 1739a20e): every NV_ESC_RM_* number below.
-- src/common/sdk/nvidia/inc/nvos.h at 560.28.03 (commit 448d5cc6) and at 590.48.01 (commit 877fd23c): NVOS46 (56 bytes
-  at 560: flags @32, dmaOffset @40, status @48; 64 bytes at 590: flags2 @36, kindOverride @40, dmaOffset @48,
-  status @56), NVOS54 (the same in both), NV_VASPACE_ALLOCATION_PARAMETERS at 590 (pasid @48, 56 bytes).
-- src/common/sdk/nvidia/inc/alloc/alloc_channel.h at 590.48.01 (commit 877fd23c): NV_CHANNEL_ALLOC_PARAMS ends in
-  tpcConfigID @360 (368 bytes); an earlier stored version (commit 337e28ef) ends at hmacNonce (360 bytes), as does
-  nouveau's 535.113.01 copy in linux-source (hcq.autogen.nv.alloc_channel).
-- NVOS00/02/21/33 and the fd wrappers: nvos.h / nv-unix-nvos-params-wrappers.h as restated, with offsets, in
-  shared/reference/nv_qcom_usb_pci_smi.md §1.1 (not re-read here; the 535 copies in hcq.autogen.nv.nvos agree where
-  nouveau has them).
-Not verified against an NVIDIA file (no such tag is stored): which release first has the 580 layouts (the reference
-digest, from tinygrad's 570/580 autogen, says NVOS46 and the VA space params grew in 580 and that 570 already has the
-368-byte channel params), and the 610 NV_CHANNEL_ALLOC_PARAMS, which inserts hHandleVASpace @32 (376 bytes) per the
-same digest.
+Every struct and flag whose layout a release may change (NVOS46 grew at 580, GET_BUILD_VERSION_V2 at 570,
+GPFIFO_SCHEDULE at 575, the VA space params at 580, UVM_FREE at 590) is no longer here: the driver and the mock take
+them from the modules generated from NVIDIA's own headers at each release tag (hcq.autogen.nv.series: rm_<series>,
+uvm_<series>, gcc-checked). tests/nv/tables/test_nv_rm_table.py holds the numbers below equal to those modules' in
+every series.
+
+Sources: src/nvidia/arch/nvalloc/unix/include/nv_escape.h (NV_ESC_RM_*); ctrl0080gpu.h, ctrl2080gr.h, ctrla06c.h,
+ctrla06fgpfifo.h, ctrlc36f.h, ctrl0000system.h, ctrl0000gpu.h, ctrl2080gpu.h, ctrl2080fb.h, ctrl2080perf.h (controls);
+g_allclasses.h / class/cl*.h (classes), NVIDIA/open-gpu-kernel-modules.
 """
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import functools
-import re
 
 from hcq.errors import HCQError
 
@@ -50,7 +41,6 @@ def request(nr: int, size: int) -> int:
   return (3 << 30) | (size << 16) | (NV_IOCTL_MAGIC << 8) | nr
 
 
-# ---------------------------------------------------------------- structs
 NvHandle = ctypes.c_uint32
 U32, U64 = ctypes.c_uint32, ctypes.c_uint64
 
@@ -58,119 +48,6 @@ U32, U64 = ctypes.c_uint32, ctypes.c_uint64
 def _struct(name: str, fields: list) -> type:
   # x86-64 natural alignment is what NV_ALIGN_BYTES(8) asks of the 64-bit members: no _pack_
   return type(name, (ctypes.Structure,), {"_fields_": fields})
-
-
-NVOS00_PARAMETERS = _struct("NVOS00_PARAMETERS", [("hRoot", NvHandle), ("hObjectParent", NvHandle),
-                                                 ("hObjectOld", NvHandle), ("status", U32)])
-NVOS02_PARAMETERS = _struct("NVOS02_PARAMETERS", [("hRoot", NvHandle), ("hObjectParent", NvHandle),
-                                                 ("hObjectNew", NvHandle), ("hClass", U32), ("flags", U32),
-                                                 ("pMemory", U64), ("limit", U64), ("status", U32)])
-NVOS21_PARAMETERS = _struct("NVOS21_PARAMETERS", [("hRoot", NvHandle), ("hObjectParent", NvHandle),
-                                                 ("hObjectNew", NvHandle), ("hClass", U32), ("pAllocParms", U64),
-                                                 ("paramsSize", U32), ("status", U32)])
-NVOS33_PARAMETERS = _struct("NVOS33_PARAMETERS", [("hClient", NvHandle), ("hDevice", NvHandle), ("hMemory", NvHandle),
-                                                 ("offset", U64), ("length", U64), ("pLinearAddress", U64),
-                                                 ("status", U32), ("flags", U32)])
-NVOS54_PARAMETERS = _struct("NVOS54_PARAMETERS", [("hClient", NvHandle), ("hObject", NvHandle), ("cmd", U32),
-                                                 ("flags", U32), ("params", U64), ("paramsSize", U32), ("status", U32)])
-# nv-unix-nvos-params-wrappers.h: the calls that map or describe memory carry the fd the mapping belongs to
-NV_IOCTL_NVOS02_PARAMETERS_WITH_FD = _struct("nv_ioctl_nvos02_parameters_with_fd",
-                                             [("params", NVOS02_PARAMETERS), ("fd", ctypes.c_int)])
-NV_IOCTL_NVOS33_PARAMETERS_WITH_FD = _struct("nv_ioctl_nvos33_parameters_with_fd",
-                                             [("params", NVOS33_PARAMETERS), ("fd", ctypes.c_int)])
-
-_NVOS46_HEAD = [("hClient", NvHandle), ("hDevice", NvHandle), ("hDma", NvHandle), ("hMemory", NvHandle),
-                ("offset", U64), ("length", U64), ("flags", U32)]
-NVOS46_PARAMETERS_V550 = _struct("NVOS46_PARAMETERS", _NVOS46_HEAD + [("dmaOffset", U64), ("status", U32)])
-NVOS46_PARAMETERS_V580 = _struct("NVOS46_PARAMETERS", _NVOS46_HEAD + [("flags2", U32), ("kindOverride", U32),
-                                                                      ("dmaOffset", U64), ("status", U32)])
-
-_VASPACE = [("index", U32), ("flags", U32), ("vaSize", U64), ("vaStartInternal", U64), ("vaLimitInternal", U64),
-            ("bigPageSize", U32), ("vaBase", U64)]
-NV_VASPACE_ALLOCATION_PARAMETERS_V550 = _struct("NV_VASPACE_ALLOCATION_PARAMETERS", _VASPACE)
-NV_VASPACE_ALLOCATION_PARAMETERS_V580 = _struct("NV_VASPACE_ALLOCATION_PARAMETERS", _VASPACE + [("pasid", U32)])
-
-NV_MAX_SUBDEVICES = 8
-NV_MEMORY_DESC_PARAMS = _struct("NV_MEMORY_DESC_PARAMS", [("base", U64), ("size", U64), ("addressSpace", U32),
-                                                          ("cacheAttrib", U32)])
-
-
-def _channel_fields(vaspace_handle: bool, tpc_config: bool) -> list:
-  head = [("hObjectError", NvHandle), ("hObjectBuffer", NvHandle), ("gpFifoOffset", U64), ("gpFifoEntries", U32),
-          ("flags", U32), ("hContextShare", NvHandle), ("hVASpace", NvHandle)]
-  if vaspace_handle: head.append(("hHandleVASpace", NvHandle))
-  body = [("hUserdMemory", NvHandle * NV_MAX_SUBDEVICES), ("userdOffset", U64 * NV_MAX_SUBDEVICES),
-          ("engineType", U32), ("cid", U32), ("subDeviceId", U32), ("hObjectEccError", NvHandle),
-          ("instanceMem", NV_MEMORY_DESC_PARAMS), ("userdMem", NV_MEMORY_DESC_PARAMS),
-          ("ramfcMem", NV_MEMORY_DESC_PARAMS), ("mthdbufMem", NV_MEMORY_DESC_PARAMS),
-          ("hPhysChannelGroup", NvHandle), ("internalFlags", U32), ("errorNotifierMem", NV_MEMORY_DESC_PARAMS),
-          ("eccErrorNotifierMem", NV_MEMORY_DESC_PARAMS), ("ProcessID", U32), ("SubProcessID", U32),
-          ("encryptIv", U32 * 3), ("decryptIv", U32 * 3), ("hmacNonce", U32 * 8)]
-  if tpc_config: body.append(("tpcConfigID", U32))
-  return head + body
-
-
-NV_CHANNEL_ALLOC_PARAMS_V550 = _struct("NV_CHANNEL_ALLOC_PARAMS", _channel_fields(False, False))
-NV_CHANNEL_ALLOC_PARAMS_V570 = _struct("NV_CHANNEL_ALLOC_PARAMS", _channel_fields(False, True))
-NV_CHANNEL_ALLOC_PARAMS_V610 = _struct("NV_CHANNEL_ALLOC_PARAMS", _channel_fields(True, True))
-
-
-@dataclasses.dataclass(frozen=True)
-class Layouts:
-  """The structs of one driver release; `version` is the (major, minor, patch) they were chosen for."""
-  version: tuple
-  NVOS46_PARAMETERS: type
-  NV_VASPACE_ALLOCATION_PARAMETERS: type
-  NV_CHANNEL_ALLOC_PARAMS: type
-  NVOS00_PARAMETERS: type = NVOS00_PARAMETERS
-  NVOS02_PARAMETERS: type = NVOS02_PARAMETERS
-  NVOS21_PARAMETERS: type = NVOS21_PARAMETERS
-  NVOS33_PARAMETERS: type = NVOS33_PARAMETERS
-  NVOS54_PARAMETERS: type = NVOS54_PARAMETERS
-  nv_ioctl_nvos02_parameters_with_fd: type = NV_IOCTL_NVOS02_PARAMETERS_WITH_FD
-  nv_ioctl_nvos33_parameters_with_fd: type = NV_IOCTL_NVOS33_PARAMETERS_WITH_FD
-
-  def request(self, escape: str) -> int:
-    """The request number of an RM escape with this release's argument struct (MAP_MEMORY_DMA's changes in 580)."""
-    arg = {"NV_ESC_RM_ALLOC_MEMORY": self.nv_ioctl_nvos02_parameters_with_fd, "NV_ESC_RM_FREE": self.NVOS00_PARAMETERS,
-           "NV_ESC_RM_CONTROL": self.NVOS54_PARAMETERS, "NV_ESC_RM_ALLOC": self.NVOS21_PARAMETERS,
-           "NV_ESC_RM_MAP_MEMORY": self.nv_ioctl_nvos33_parameters_with_fd,
-           "NV_ESC_RM_MAP_MEMORY_DMA": self.NVOS46_PARAMETERS}.get(escape)
-    if arg is None: raise HCQError(f"no argument struct known for {escape}")
-    return request(ESCAPES[escape], ctypes.sizeof(arg))
-
-
-# the releases these layouts were read for or derived for (see the module docstring); a major between two of them
-# has the layouts of the one below (a struct changes only at one of them), one outside them is refused: a newer driver
-# may have changed any of the structs, and a wrong layout is an EINVAL at best, a misread reply at worst
-SUPPORTED_MAJORS = (535, 550, 560, 570, 575, 580, 590, 610)
-
-
-def parse_version(version: str) -> tuple:
-  """'580.159.03' -> (580, 159, 3); the driver's build version string as NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2
-  returns it (a trailing NUL or text after the number is ignored)."""
-  m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", version if isinstance(version, str) else "")
-  if not m: raise HCQError(f"NVIDIA driver version {version!r} is not of the form MAJOR.MINOR[.PATCH]")
-  return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-
-
-@functools.lru_cache(maxsize=None)
-def for_version(version: str) -> Layouts:
-  """The struct layouts of the driver release `version`. Releases before 535 and after the newest of
-  SUPPORTED_MAJORS are refused (their layouts are not described here)."""
-  v = parse_version(version)
-  major = v[0]
-  if major < SUPPORTED_MAJORS[0]:
-    raise HCQError(f"NVIDIA driver {version}: releases before {SUPPORTED_MAJORS[0]} are not supported (layouts unknown)")
-  if major > SUPPORTED_MAJORS[-1]:
-    raise HCQError(f"NVIDIA driver {version}: releases after {SUPPORTED_MAJORS[-1]} are not supported yet (their RM "
-                   f"struct layouts are unknown to hcq: autogen/nv/tables/rm.py)")
-  return Layouts(version=v,
-                 NVOS46_PARAMETERS=NVOS46_PARAMETERS_V580 if major >= 580 else NVOS46_PARAMETERS_V550,
-                 NV_VASPACE_ALLOCATION_PARAMETERS=(NV_VASPACE_ALLOCATION_PARAMETERS_V580 if major >= 580
-                                                   else NV_VASPACE_ALLOCATION_PARAMETERS_V550),
-                 NV_CHANNEL_ALLOC_PARAMS=(NV_CHANNEL_ALLOC_PARAMS_V610 if major >= 610 else
-                                          NV_CHANNEL_ALLOC_PARAMS_V570 if major >= 570 else NV_CHANNEL_ALLOC_PARAMS_V550))
 
 
 # ---------------------------------------------------------------- classes the RM object tree uses (not compute/copy)
@@ -224,14 +101,6 @@ GR_INFO_INDEX = {"SM_VERSION": 0x0C, "MAX_WARPS_PER_SM": 0x0D, "MAX_THREADS_PER_
                  "LITTER_NUM_GPCS": 0x14, "LITTER_NUM_FBPS": 0x15, "LITTER_NUM_TPC_PER_GPC": 0x17,
                  "GPU_CORE_COUNT": 0x1D, "LITTER_NUM_SM_PER_TPC": 0x20}
 NV2080_CTRL_GPU_GID_FLAGS_FORMAT_BINARY = 2
-
-
-def __getattr__(name):
-  # ctrla06c.h: typedef NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS (the gcc-checked binding)
-  if name == "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS":
-    from hcq.autogen.nv import ctrla06f
-    return ctrla06f.NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")      # flags bit 1:1 FORMAT = BINARY (16 raw UUID bytes)
 
 
 @functools.lru_cache(maxsize=1)
