@@ -6,7 +6,7 @@ large ones, at PMTU 1024 and 4096, in one run.
 The mock is pure Python (per-packet struct packing, CRC-32 in zlib, a UDP datagram per frame), so its figures measure
 the driver plus the emulator, not a NIC. For context the script prints the RoCEv2 goodput ceiling of a real 400G link
 at each PMTU: payload / (payload + 82) per packet (preamble+IFG 20, Ethernet 14, FCS 4, IPv4 20, UDP 8, BTH 12, ICRC 4;
-reference bnxt_roce.md §4.4)."""
+IBTA Annex A17 RoCEv2 and IEEE 802.3 framing)."""
 from __future__ import annotations
 
 import argparse

@@ -15,8 +15,8 @@ VRAM before the engine reads them (one posted 32-bit MWr: 1), one 64-bit doorbel
 timeline signal, AMD_USB_POLL_US apart (it lives in the bridge's a000 window: one XDATA read), + 1 read that confirms
 the value that ends the wait (the controller reads its XDATA byte by byte, so a read may be torn).
 
-The reference lineage's count for the same launch, derived from its documented protocol (shared/reference/
-nv_qcom_usb_pci_smi.md §5.2, amd_kfd_pm4_sdma_am.md §1.4-1.5): its BARs are served by a 4-byte-aligned streaming
+The reference lineage's count for the same launch, derived from its protocol (tinygrad 0.14's
+runtime/support/usb.py): its BARs are served by a 4-byte-aligned streaming
 MMIO interface, each access one 0xF0 request plus its bulk data (2 transfers); a launch writes the kernel arguments
 (2), copies the PM4 dwords into the ring (2), writes the 64-bit write pointer into the queue's gart page (2) and
 rings the 64-bit doorbell (2): 8 (no HDP flush: the reference flushes it on AM over PCI, not over USB); its signal

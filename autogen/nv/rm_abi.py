@@ -2,7 +2,7 @@
 may each import autogen but not each other): escape numbers, RM parameter structs, UVM requests, class numbers,
 NV status names.
 
-Partly hand-written (the layouts of shared/reference/nv_qcom_usb_pci_smi.md sections 1.1-1.4: card info, the
+Partly hand-written (layouts of open-gpu-kernel-modules' nv-ioctl.h and nvos.h: card info, the
 channel group / context share / memory alloc params), partly taken from the bindings: the nouveau RM SDK structs of
 autogen/nv (NV0080/NV2080 alloc params), the NV status names (autogen/nv/nvstatus), the UVM params, and, where
 NVIDIA's headers were read by the nvbind helper, autogen/nv/tables: the escape numbers and the NVOS call structs,

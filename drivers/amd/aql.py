@@ -14,7 +14,7 @@ the ring has room for the packet that will run it, i.e. once the packet that use
 is never rewritten while the CP may still run it. A PM4 run longer than a slot takes several vendor packets, split at
 PM4 packet boundaries.
 
-Pointers (shared/reference/amd_kfd_pm4_sdma_am.md 1.4): the write pointer (amd_queue_t.write_dispatch_id) counts
+Pointers (the HSA runtime's amd_queue_t, ROCR-Runtime amd_hsa_queue.h): the write pointer (amd_queue_t.write_dispatch_id) counts
 packets; the doorbell carries the index of the last packet written (write pointer - 1)."""
 from __future__ import annotations
 

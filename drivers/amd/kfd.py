@@ -6,7 +6,7 @@ KFD memory/HW-exception events into hcq.GPUFault.
 
 Sources: include/uapi/linux/kfd_ioctl.h (through hcq.autogen.kfd), Documentation of the KFD topology in sysfs
 (/sys/devices/virtual/kfd/kfd/topology/nodes/N/{gpu_id,properties}), drivers/gpu/drm/amd/amdkfd/kfd_queue.c for
-the context-save area sizes a compute queue must provide (see amd_kfd_pm4_sdma_am.md §1.4)."""
+the context-save area sizes a compute queue must provide."""
 from __future__ import annotations
 
 import ctypes

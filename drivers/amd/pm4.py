@@ -36,7 +36,7 @@ SH_REG_START, UCONFIG_REG_START = nvd.PACKET3_SET_SH_REG_START, nvd.PACKET3_SET_
 # GC register segment 0 base of gfx11 (navi3x): the absolute dword address of regX (BASE_IDX 0) is regX + 0x1260.
 # No header of linux 6.12 has it for gfx11 (soc21 parts take their IP bases from the IP discovery table, which amdgpu
 # shows as ip_discovery/die/0/11/0/base_addr; the navi2x header sienna_cichlid_ip_offset.h has the same
-# GC_BASE__INST0_SEG0); reference amd_kfd_pm4_sdma_am.md §2.1. The mock models the same fact as
+# GC_BASE__INST0_SEG0). The mock models the same fact as
 # mockgpu/amd/regs.GC_BASE_SEG0 and publishes it in its IP discovery sysfs; tests/mockgpu/test_hardware_facts.py
 # holds the two equal to each other and to what the mock's discovery reports.
 GC_SEG0_BASE = 0x1260

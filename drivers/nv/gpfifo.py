@@ -1,4 +1,5 @@
-"""Pushbuffer methods and GPFIFO channels (shared/reference/nv_qcom_usb_pci_smi.md 1.5).
+"""Pushbuffer methods and GPFIFO channels (NVIDIA open-gpu-doc manuals/ampere/ga100/dev_ram.ref.txt;
+open-gpu-kernel-modules clc86f.h).
 
 A pushbuffer is a stream of method headers, each followed by its data dwords: bits 11:0 = method byte offset / 4,
 15:13 subchannel, 28:16 data count, 31:29 opcode (1 INC_METHOD: consecutive methods, 3 NON_INC_METHOD, 4 IMMD_DATA:

@@ -4,8 +4,8 @@ Code objects:
   - a cubin (ELF, e_machine EM_CUDA 190): each kernel's .text.<name> is its SASS; .nv.info.<name> attributes give
     the parameter layout (EIATTR_KPARAM_INFO: ordinal, offset, size), where the parameters start in constant bank 0
     (EIATTR_PARAM_CBANK), the register count (EIATTR_REGCOUNT in .nv.info), the stack (EIATTR_MIN_STACK_SIZE);
-    .nv.shared.<name> its static shared memory. Format: nvidia's cuobjdump/nvdisasm ELF notes, as restated in
-    shared/reference/nv_qcom_usb_pci_smi.md 1.6; checked on ptxas 12.9 output (KPARAM_INFO: u32 index, u16 ordinal,
+    .nv.shared.<name> its static shared memory. Format: nvidia's cuobjdump/nvdisasm ELF notes (EIATTR_*);
+    checked on ptxas 12.9 output (KPARAM_INFO: u32 index, u16 ordinal,
     u16 offset, u32 flags with the size in bits 31:18; PARAM_CBANK: u32 symbol, u16 offset, u16 size; REGCOUNT and
     MIN_STACK_SIZE in .nv.info: u32 symbol, u32 value). Not handled yet: relocations, constant banks other than 0
     (.nv.constant3 module constants), .nv.global variables: a cubin needing them is refused.

@@ -2,7 +2,7 @@
 (drivers/system/usb.py: pyusb). This file is the bridge's vendor-request protocol, nothing above it; usbpci.py builds
 PCI functions, BARs and system memory on it.
 
-The protocol (shared/reference/nv_qcom_usb_pci_smi.md §5.2), all vendor control requests on endpoint 0 plus bulk
+The protocol (the custom ASM24xx firmware's vendor requests, as this module documents them), all vendor control requests on endpoint 0 plus bulk
 OUT 0x02 / bulk IN 0x81:
   0xE4 IN   read controller XDATA (8051 XRAM): wValue = address, wLength <= 255
   0xE5 OUT  write one XDATA byte: wValue = address, wIndex = the byte

@@ -2,7 +2,7 @@
 drivers/system/pci.py's PCIDevice that a driver uses (ids, config_read/config_write, enabled/enable, bars()/bar(),
 map_bar() -> MMIOView, close()), plus the bridge's SRAM as the GPU's system memory and a bounded poll over USB.
 
-Topology (shared/reference/nv_qcom_usb_pci_smi.md §5.2): the bridge's own PCIe switch puts bridges on buses 0..3
+Topology (as lspci shows an ASM2464PD enclosure): the bridge's own PCIe switch puts bridges on buses 0..3
 (one each, device 0 function 0) and the GPU at bus 4. Nobody else enumerates this tree, so `setup()` does what a
 PCI core would: bus numbers and memory windows on every bridge, the GPU's largest Resizable BAR (PCIe Base Spec 4.0
 §7.8.6) made as large as it goes, every memory BAR sized (all-ones probe, PCI Local Bus 3.0 §6.2.5.1) and given an

@@ -380,7 +380,7 @@ class MockAMDGPU:
 
   def dispatch_direct(self, queue, sh: dict, grid: tuple, initiator: int, static: tuple | None = None,
                       user_data: list | None = None) -> tuple:
-    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (shared/reference/amd_kfd_pm4_sdma_am.md 1.6, 3.3).
+    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (Linux gfx_v11_0.c and nvd.h PACKET3_DISPATCH_DIRECT; AMD's RDNA3 ISA guide, "Initial wave state").
 
     static: the launch state this returned for an earlier dispatch of the queue when no SH register but the user
     data was written since (the PM4 engine keeps it), else None; user_data: the 16 COMPUTE_USER_DATA values when

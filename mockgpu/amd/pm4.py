@@ -2,7 +2,7 @@
 buffers, resumable at a packet that waits (WAIT_REG_MEM) until the memory it polls changes, and at a DISPATCH_DIRECT
 whose dispatch ran out of its time slice (the engine keeps it as `running`; the next run() resumes it first).
 
-Packet layouts: nvd.h (linux 6.12) and the digest in shared/reference/amd_kfd_pm4_sdma_am.md section 2.1.
+Packet layouts: nvd.h and soc15d.h (Linux 6.12, drivers/gpu/drm/amd/amdgpu), PACKET3 headers and each packet's dwords.
 Anything the processor cannot execute (a type-0/1 packet, an unknown opcode, a register outside its window, a
 packet running past the end of its IB) is a QueueError naming the opcode and the ring offset; a memory access
 outside the GPU's mappings is a GPUFault with the address. Neither escapes as another exception type.

@@ -7,7 +7,7 @@ which the GPU reports to the KFD model as an exception event. A dispatch that ru
 stays the queue's current work: poll() then reports no progress (the caller moves on: the host's thread, or the
 worker releasing the GPU's lock) while the queue stays pending and blocked on it, so later polls resume it.
 
-Pointer units (shared/reference/amd_kfd_pm4_sdma_am.md section 1.4): PM4 rings count dwords, SDMA rings bytes, AQL
+Pointer units (Linux amdkfd kfd_queue.c / kfd_mqd_manager_v11.c, and the HSA AQL queue of hsa.h): PM4 rings count dwords, SDMA rings bytes, AQL
 queues 64-byte packets, and an AQL doorbell carries the index of the last packet written (put - 1).
 """
 from __future__ import annotations

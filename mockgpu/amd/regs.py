@@ -40,7 +40,7 @@ INDIRECT_BUFFER_VALID = _pm4.INDIRECT_BUFFER_VALID
 IB_SIZE_MASK = 0xFFFFF                                       # IB size in dwords: bits [19:0] (gfx_v11_0_ring_emit_ib)
 
 # GC register segment 0 base of a gfx11 (navi3x): no linux 6.12 header has it (soc21 parts take their IP bases from
-# the IP discovery table; reference amd_kfd_pm4_sdma_am.md §2.1 gives SEG0-2 below). The mock publishes them as
+# the IP discovery table, amdgpu_discovery.c; the values below are what a Navi 31's table holds). The mock publishes them as
 # amdgpu's ip_discovery/die/0/11/0/base_addr (topology.py). The driver writes the same fact as
 # drivers/amd/pm4.GC_SEG0_BASE (the mock may not import the driver); tests/mockgpu/test_hardware_facts.py holds them
 # equal.

@@ -1,7 +1,7 @@
 """One mock NV GPU: its properties and class list, the memory mapped to it, its GPFIFO channels and the pushbuffer
 method interpreter, compute launches decoded from QMDs and run by the PTX interpreter (mockgpu/nv/ptx).
 
-Channels (shared/reference/nv_qcom_usb_pci_smi.md 1.5): a GPFIFO ring of 8-byte entries (pushbuffer address in
+Channels (NVIDIA open-gpu-doc manuals/ampere/ga100/dev_ram.ref.txt: GP_ENTRY and RAMUSERD; open-gpu-kernel-modules clc86f.h): a GPFIFO ring of 8-byte entries (pushbuffer address in
 bits 39:2, length in dwords in bits 62:42) and USERD right after it (GPGet at +0x88, GPPut at +0x8C). The driver
 writes entries and GPPut, then its work-submit token to the usermode page at +0x90 (the doorbell). The usermode
 page of the mock is host memory (the mock has no way to see an mmap'd store): the GPU looks at the doorbell word

@@ -1,6 +1,6 @@
 """The nvidia.ko model: /dev/nvidiactl, /dev/nvidiaN and /dev/nvidia-uvm as one process sees them.
 
-RM (resource manager) escapes (shared/reference/nv_qcom_usb_pci_smi.md 1.1-1.4): ioctl requests _IOWR('F', nr, size)
+RM (resource manager) escapes (open-gpu-kernel-modules nv_escape.h, nvos.h; kernel-open/nvidia/nv.c nvidia_ioctl): ioctl requests _IOWR('F', nr, size)
 whose argument carries an NV status the caller checks; the ioctl itself fails (EINVAL, ENOTTY) only for a malformed
 request, as the unix layer of nvidia.ko does. Objects live in clients: (client, handle) -> RMObject with its class
 and parent. An allocation names its client (hRoot), parent and class:

@@ -1,5 +1,5 @@
 """The ASM24xx bridge with the custom firmware, as the host sees it through its vendor requests (the protocol is
-described in drivers/system/asm24.py and shared/reference/nv_qcom_usb_pci_smi.md §5.2), and the PCIe tree behind it:
+described in drivers/system/asm24.py), and the PCIe tree behind it:
 four bridges on buses 0..3 and one endpoint function (a mockgpu.pci.PCIFunction: config space + BARs) at bus 4.
 
 What the model checks as hardware would: a type 1 config request reaches bus N only through bridges whose secondary/

@@ -1,5 +1,5 @@
 """PM4 and SDMA packet builders against the packet streams the reference runtime is documented to emit on gfx1100
-(amd_kfd_pm4_sdma_am.md §1.6 and §2.2: dwords captured from a real launch), and the decoders on them."""
+(dwords of a real gfx1100 launch; layouts from Linux nvd.h and sdma_v6_0_0_pkt_open.h), and the decoders on them."""
 import pytest
 
 from hcq.drivers.amd import pm4, sdma

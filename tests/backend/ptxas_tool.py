@@ -1,5 +1,5 @@
 """NVIDIA's ptxas, the reference that checks hcq's PTX: fetched once from the pip wheel nvidia-cuda-nvcc-cu12==12.9.86
-(reference/sources.md) into <cache_dir>/ptxas/12.9.86/ and reused from there.
+(PyPI) into <cache_dir>/ptxas/12.9.86/ and reused from there.
 
 Why a fetch and not a [test] extra: the wheel is 40 MB, installs all of nvcc (about 150 MB) into every test
 environment, and the tests need one 35 MB binary of it; the fetch takes that member only, checks the wheel's sha256

@@ -1,7 +1,7 @@
 """Build OpenCL C into a gfx1100 (or gfx1200, gfx942) code object (v5) with clang-19 + ld.lld-19 and Debian's
 rocm-device-libs.
 
-Commands: /work/shared/reference/toolchain.md §1 (the device-lib directory needs a synthesised
+Commands: clang-19 for amdgcn-amd-amdhsa, as tests/fixtures/opencl/build.py runs it (the device-lib directory needs a synthesised
 oclc_isa_version_<v>.bc per target: rocm-device-libs 5.2 stops at 1036; its only content is @__oclc_ISA_version =
 major*1000 + minor*100 + stepping, as tests/fixtures/opencl/build.py makes them).
 Results are cached by source hash in a temporary directory.

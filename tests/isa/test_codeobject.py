@@ -54,7 +54,7 @@ def test_vadd_descriptor_and_hidden_args(hsaco_files):
   path = [p for p in hsaco_files if p.endswith("vadd.hsaco")][0]
   co = CodeObject.parse(open(path, "rb").read())
   k = co.kernels["vadd"]
-  # facts from llvm-readelf / the kernel descriptor of clang-19 output (toolchain.md section 4)
+  # facts from llvm-readelf / the kernel descriptor of clang-19 output (LLVM AMDGPUUsage, "Kernel Descriptor")
   assert k.descriptor.user_sgpr_count == 15 and k.descriptor.enable_sgpr_workgroup_id == (True, False, False)
   assert k.descriptor.user_sgpr_layout() == {"kernarg_segment_ptr": 0, "workgroup_id_x": 15}
   offsets = {a.value_kind: a.offset for a in k.args}

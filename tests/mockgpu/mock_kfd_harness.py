@@ -1,6 +1,6 @@
 """A small driver over the mock's KFD ioctls, for the mock's own tests (hcq's real driver lives in drivers/amd).
 
-It does what a KFD client does (libhsakmt / shared/reference/amd_kfd_pm4_sdma_am.md section 1) with nothing but the
+It does what a KFD client does (ROCt libhsakmt's calls on Linux's kfd_ioctl.h) with nothing but the
 OS interface and the generated bindings: topology, GET_VERSION, ACQUIRE_VM, RUNTIME_ENABLE, an event page and
 events, memory (reserve VA, ALLOC at that VA, mmap on the render node, MAP), queues with doorbells, and kernel
 launches from clang-built code objects through PM4 (DISPATCH_DIRECT) or AQL (kernel dispatch packets).
@@ -268,7 +268,7 @@ class Program:
     return out
 
   def pm4_dispatch(self, args: list, groups, local, lds_bytes: int | None = None) -> list[int]:
-    """The PM4 of one launch (section 1.6 of the reference notes): program, resources, user data, sizes, dispatch."""
+    """The PM4 of one launch (the dwords Linux's nvd.h packets give): program, resources, user data, sizes, dispatch."""
     kernarg = self.kernargs(args, groups, local)
     lds = self.group_fixed if lds_bytes is None else lds_bytes
     rsrc2 = self.rsrc2 | (((lds + 511) // 512) << 15)

@@ -1,8 +1,7 @@
 """The dispatch engine: wave start-up state, the block cache, and the scheduler that runs all waves of a dispatch
 together, grouped by program counter.
 
-Wave start-up state (AMD "RDNA3 ISA", "Initial wave state"; LLVM AMDGPUUsage "Initial kernel execution state";
-reference notes amd_kfd_pm4_sdma_am.md §3.3): the first USER_SGPR_COUNT (COMPUTE_PGM_RSRC2[5:1]) SGPRs hold
+Wave start-up state (AMD "RDNA3 ISA", "Initial wave state"; LLVM AMDGPUUsage "Initial kernel execution state"): the first USER_SGPR_COUNT (COMPUTE_PGM_RSRC2[5:1]) SGPRs hold
 COMPUTE_USER_DATA_0..; then the work-group id X, Y, Z, each only when its TGID_*_EN bit (rsrc2 bits 7, 8, 9) is set;
 then the work-group info SGPR when TG_SIZE_EN (bit 10) is set; gfx12 also has the work-group ids in TTMP9 (X) and
 TTMP7 (Y | Z << 16). v0 holds the packed work-item id x | y << 10 | z << 20 (gfx11+, and gfx90a+ such as gfx942),
