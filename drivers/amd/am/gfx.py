@@ -45,8 +45,9 @@ class GFX(IPBlock):
     d, r = self.dev, self.dev.gc_regs
     who = "the host's " if d.vf else ""    # an SR-IOV VF loads nothing: the host's PSP did (virt.py)
     self.wait_autoload(who)
-    if d.vf:
+    if d.vf:         # the host configured and started the MEC (config_gfx_rs64 and the un-halt are the PF's)
       d.gmc.enable_gc_hub()
+      d.nbio.gc_doorbell_init()
       return
     self.config_mec()
     d.gmc.enable_gc_hub()

@@ -202,7 +202,7 @@ class AMIface:
     r.write("SDMA0_QUEUE0_DOORBELL_OFFSET", OFFSET=DOORBELL_SDMA * 2)
     am.nbio.sdma_doorbell_range(DOORBELL_SDMA * 2)
     r.write("SDMA0_QUEUE0_MINOR_PTR_UPDATE", 0)
-    r.update("SDMA0_WATCHDOG_CNTL", QUEUE_HANG_COUNT=max(int(self.config.timeout_s * 10), 1))   # 100 ms units
+    r.update("SDMA0_WATCHDOG_CNTL", QUEUE_HANG_COUNT=min(max(int(self.config.timeout_s * 10), 1), 0xFF))   # 100 ms units
     r.update("SDMA0_UTCL1_CNTL", RESP_MODE=3, REDO_DELAY=9)
     r.update("SDMA0_UTCL1_PAGE", RD_L2_POLICY=2, WR_L2_POLICY=3, LLC_NOALLOC=1)   # sdma_common.h: NOA, BYPASS
     if not am.vf: r.update("SDMA0_F32_CNTL", HALT=0, TH1_RESET=0)

@@ -185,6 +185,11 @@ class PSP(IPBlock):
     try: r.access.poll(lambda: int(r.read("MP0_SMN_C2PMSG_81") != before), 1, 1,
                        f"MP0 MP0_SMN_C2PMSG_81 (sOS alive: a change from {before:#x}, its value 20 ms after LOAD_SOSDRV)")
     except Timeout as e:
+      bl = r.read("MP0_SMN_C2PMSG_35")      # a bootloader that refused the SOS is still there, with its status
+      if bl & 0x80000000 and bl & 0xFFFF:
+        raise PSPError(f"{self.dev.label}: the PSP bootloader refused the SOS component of {self.sos_name} "
+                       f"({self.components['PSP_FW_TYPE_PSP_SOS']['size']} bytes): status {bl & 0xFFFF:#06x} (damaged, "
+                       f"truncated, or not signed by AMD?)") from None
       raise PSPError(f"{self.dev.label}: the PSP did not start the sOS after loading {', '.join(loaded)} from "
                      f"{self.sos_name} ({e}): a component was refused (damaged or truncated file?)") from None
     self.step(f"sOS running (version {r.read('MP0_SMN_C2PMSG_81'):#x})")

@@ -36,11 +36,13 @@ class RegFile:
     self.gone = None             # () -> True while the function does not answer (a reset): reads all ones, no writes
 
   def reset(self) -> None:
-    """Every register back to zero and every block model's hook gone (a reset: the models are built again)."""
+    """Every register back to zero and every block model's hook and guard gone (a reset: the models are built again)."""
     with self.lock:
       self.values.clear()
       self.read_hooks.clear()
       self.write_hooks.clear()
+      self.read_guards.clear()
+      self.write_guards.clear()
 
   # ---- names -> addresses
   def module(self, name: str):
@@ -59,8 +61,13 @@ class RegFile:
     if write is not None: self.write_hooks[addr] = write
 
   def guard(self, addr: int, read=None, write=None) -> None:
-    if read is not None: self.read_guards[addr] = read
-    if write is not None: self.write_guards[addr] = write
+    """Add a check on the register at addr (checks of several models on one register all run, in order)."""
+    if read is not None:
+      old = self.read_guards.get(addr)
+      self.read_guards[addr] = read if old is None else (lambda old=old, new=read: (old(), new()))
+    if write is not None:
+      old = self.write_guards.get(addr)
+      self.write_guards[addr] = write if old is None else (lambda v, old=old, new=write: old(v) and new(v))
 
   # ---- dword register space
   def read(self, addr: int) -> int:
