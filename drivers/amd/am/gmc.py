@@ -76,8 +76,18 @@ class Hub:
     """The hub's gart_enable, step by step as Linux mmhub_v3_0_gart_enable / gfxhub_v3_0_gart_enable do it (the
     helpers named below are theirs, mmhub_v3_0_* and gfxhub_v3_0_*). Page-table and default-page addresses are
     physical VRAM addresses (amdgpu_gmc_vram_mc2pa: the walker and the L2 take physical addresses)."""
-    r, vm, mc = self.regs, self.vm, self.mc
-    # init_gart_aperture_regs (setup_vm_pt_regs): VMID 0's page-table base and range
+    self.gart_aperture(root_pa)
+    if not vf: self.system_aperture(fb_base, fb_end, dummy_pa, scratch_pa)
+    self.tlb_regs()
+    if not vf: self.cache_regs()
+    self.enable_system_domain()
+    if not vf: self.disable_identity_aperture()
+    self.program_invalidation()
+    self.enabled = True
+
+  def gart_aperture(self, root_pa: int) -> None:
+    """init_gart_aperture_regs (setup_vm_pt_regs): VMID 0's page-table base and range."""
+    r, vm = self.regs, self.vm
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", (root_pa | PTE_VALID) & 0xFFFFFFFF)
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32", root_pa >> 32)
     start, end = VM_BASE >> 12, (VM_BASE + VM_SIZE - 1) >> 12
@@ -85,41 +95,59 @@ class Hub:
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", start >> 32)
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", end & 0xFFFFFFFF)
     r.write(f"{vm}_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", end >> 32)
-    if not vf:   # init_system_aperture_regs: a VF may not write these (the host programs them)
-      r.write(f"{mc}_VM_AGP_BASE", 0)
-      r.write(f"{mc}_VM_AGP_BOT", 0xFFFFFF)     # AGP aperture off (BOT > TOP)
-      r.write(f"{mc}_VM_AGP_TOP", 0)
-      r.write(f"{mc}_VM_SYSTEM_APERTURE_LOW_ADDR", fb_base >> 18)
-      r.write(f"{mc}_VM_SYSTEM_APERTURE_HIGH_ADDR", fb_end >> 18)
-      r.write(f"{mc}_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB", (scratch_pa >> 12) & 0xFFFFFFFF)
-      r.write(f"{mc}_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", scratch_pa >> 44)
-      r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", (dummy_pa >> 12) & 0xFFFFFFFF)
-      r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", dummy_pa >> 44)
-      r.update(f"{vm}_L2_PROTECTION_FAULT_CNTL2", ACTIVE_PAGE_MIGRATION_PTE_READ_RETRY=1)
-    # init_tlb_regs: the L1 TLB on, system accesses mapped by the page tables (mode 3), the advanced driver model
-    r.update(f"{mc}_VM_MX_L1_TLB_CNTL", ENABLE_L1_TLB=1, SYSTEM_ACCESS_MODE=3, ENABLE_ADVANCED_DRIVER_MODEL=1,
-             SYSTEM_APERTURE_UNMAPPED_ACCESS=0, ECO_BITS=0, MTYPE=MTYPE_UC)
-    if not vf:   # init_cache_regs: the L2 (the PF programs a VF's)
-      r.update(f"{vm}_L2_CNTL", ENABLE_L2_CACHE=1, ENABLE_L2_FRAGMENT_PROCESSING=0, ENABLE_DEFAULT_PAGE_OUT_TO_SYSTEM_MEMORY=1,
-               L2_PDE0_CACHE_TAG_GENERATION_MODE=0, PDE_FAULT_CLASSIFICATION=0, CONTEXT1_IDENTITY_ACCESS_MODE=1,
-               IDENTITY_MODE_FRAGMENT_SIZE=0)
-      r.update(f"{vm}_L2_CNTL2", INVALIDATE_ALL_L1_TLBS=1, INVALIDATE_L2_CACHE=1)
-      r.update(f"{vm}_L2_CNTL3", BANK_SELECT=9, L2_CACHE_BIGK_FRAGMENT_SIZE=6)     # no translate_further on gfx11
-      r.update(f"{vm}_L2_CNTL4", VMC_TAP_PDE_REQUEST_PHYSICAL=0, VMC_TAP_PTE_REQUEST_PHYSICAL=0)
-      r.update(f"{vm}_L2_CNTL5", L2_CACHE_SMALLK_FRAGMENT_SIZE=0)
-    # enable_system_domain: four levels here (PAGE_TABLE_DEPTH 3: AM's VMID 0 is a 4-level VM, not Linux's GART)
-    r.write(f"{vm}_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3)
-    if not vf:   # disable_identity_aperture
-      r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", 0xFFFFFFFF)
-      r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32", 0xF)
-      r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", 0)
-      r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32", 0)
-      r.write(f"{vm}_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", 0)
-      r.write(f"{vm}_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32", 0)
-    for eng in range(18):     # program_invalidation: every engine covers the whole address range
+
+  def system_aperture(self, fb_base: int, fb_end: int, dummy_pa: int, scratch_pa: int) -> None:
+    """init_system_aperture_regs (not on a VF: the host programs them): AGP off, the system aperture over the frame
+    buffer with its default page, the protection-fault default page, PTE read retry on page migration."""
+    r, vm, mc = self.regs, self.vm, self.mc
+    r.write(f"{mc}_VM_AGP_BASE", 0)
+    r.write(f"{mc}_VM_AGP_BOT", 0xFFFFFF)     # AGP aperture off (BOT > TOP)
+    r.write(f"{mc}_VM_AGP_TOP", 0)
+    r.write(f"{mc}_VM_SYSTEM_APERTURE_LOW_ADDR", fb_base >> 18)
+    r.write(f"{mc}_VM_SYSTEM_APERTURE_HIGH_ADDR", fb_end >> 18)
+    r.write(f"{mc}_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB", (scratch_pa >> 12) & 0xFFFFFFFF)
+    r.write(f"{mc}_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", scratch_pa >> 44)
+    r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", (dummy_pa >> 12) & 0xFFFFFFFF)
+    r.write(f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", dummy_pa >> 44)
+    r.update(f"{vm}_L2_PROTECTION_FAULT_CNTL2", ACTIVE_PAGE_MIGRATION_PTE_READ_RETRY=1)
+
+  def tlb_regs(self) -> None:
+    """init_tlb_regs: the L1 TLB on, system accesses mapped by the page tables (mode 3), the advanced driver model."""
+    self.regs.update(f"{self.mc}_VM_MX_L1_TLB_CNTL", ENABLE_L1_TLB=1, SYSTEM_ACCESS_MODE=3, ENABLE_ADVANCED_DRIVER_MODEL=1,
+                     SYSTEM_APERTURE_UNMAPPED_ACCESS=0, ECO_BITS=0, MTYPE=MTYPE_UC)
+
+  def cache_regs(self) -> None:
+    """init_cache_regs: the L2 (the PF programs a VF's)."""
+    r, vm = self.regs, self.vm
+    r.update(f"{vm}_L2_CNTL", ENABLE_L2_CACHE=1, ENABLE_L2_FRAGMENT_PROCESSING=0, ENABLE_DEFAULT_PAGE_OUT_TO_SYSTEM_MEMORY=1,
+             L2_PDE0_CACHE_TAG_GENERATION_MODE=0, PDE_FAULT_CLASSIFICATION=0, CONTEXT1_IDENTITY_ACCESS_MODE=1,
+             IDENTITY_MODE_FRAGMENT_SIZE=0)
+    r.update(f"{vm}_L2_CNTL2", INVALIDATE_ALL_L1_TLBS=1, INVALIDATE_L2_CACHE=1)
+    r.update(f"{vm}_L2_CNTL3", BANK_SELECT=9, L2_CACHE_BIGK_FRAGMENT_SIZE=6)     # no translate_further on gfx11
+    r.update(f"{vm}_L2_CNTL4", VMC_TAP_PDE_REQUEST_PHYSICAL=0, VMC_TAP_PTE_REQUEST_PHYSICAL=0)
+    r.update(f"{vm}_L2_CNTL5", L2_CACHE_SMALLK_FRAGMENT_SIZE=0)
+
+  def enable_system_domain(self) -> None:
+    """enable_system_domain: context 0 on, four levels (PAGE_TABLE_DEPTH 3: AM's VMID 0 is a 4-level VM, not Linux's
+    one-level GART)."""
+    self.regs.write(f"{self.vm}_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3)
+
+  def disable_identity_aperture(self) -> None:
+    """disable_identity_aperture (not on a VF)."""
+    r, vm = self.regs, self.vm
+    r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", 0xFFFFFFFF)
+    r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32", 0xF)
+    r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", 0)
+    r.write(f"{vm}_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32", 0)
+    r.write(f"{vm}_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", 0)
+    r.write(f"{vm}_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32", 0)
+
+  def program_invalidation(self) -> None:
+    """program_invalidation: every invalidation engine covers the whole address range."""
+    r, vm = self.regs, self.vm
+    for eng in range(18):
       r.write(f"{vm}_INVALIDATE_ENG{eng}_ADDR_RANGE_LO32", 0xFFFFFFFF)
       r.write(f"{vm}_INVALIDATE_ENG{eng}_ADDR_RANGE_HI32", 0x1F)
-    self.enabled = True
 
   def flush_tlb(self, vmid: int = 0, vf: bool = False) -> None:
     """gmc_v11_0_flush_gpu_tlb's register path: semaphore (MMHUB), REQ, wait ACK, release; then MMHUB's private
@@ -130,9 +158,12 @@ class Hub:
             INVALIDATE_L2_PDE1=1, INVALIDATE_L2_PDE2=1, INVALIDATE_L1_PTES=1)
     r.wait(f"{eng}_ACK", 1 << vmid, 1 << vmid)
     if self.semaphore: r.write(f"{eng}_SEM", 0)
-    if self.vm == "MMVM" and not vf:
-      r.update("MMVM_L2_BANK_SELECT_RESERVED_CID2", RESERVED_CACHE_PRIVATE_INVALIDATION=1)
-      r.read("MMVM_L2_BANK_SELECT_RESERVED_CID2")
+    if self.vm == "MMVM" and not vf: self.private_invalidation()
+
+  def private_invalidation(self) -> None:
+    """MMHUB's additional private invalidation (bit 25 of MMVM_L2_BANK_SELECT_RESERVED_CID2), read back."""
+    self.regs.update("MMVM_L2_BANK_SELECT_RESERVED_CID2", RESERVED_CACHE_PRIVATE_INVALIDATION=1)
+    self.regs.read("MMVM_L2_BANK_SELECT_RESERVED_CID2")
 
 
 class GMC(IPBlock):

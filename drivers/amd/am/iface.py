@@ -186,7 +186,7 @@ class AMIface:
     r, am = self.am.sdma_regs, self.am
     rb = dict(RB_SIZE=_log2(ring.size // 4), RB_PRIV=1)
     r.write("SDMA0_QUEUE0_RB_CNTL", **rb)
-    for reg in ("RB_RPTR", "RB_RPTR_HI", "RB_WPTR", "RB_WPTR_HI"): r.write(f"SDMA0_QUEUE0_{reg}", 0)
+    self._sdma_reset_pointers()
     r.write("SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO", (gart.va + WPTR_OFFSET) & 0xFFFFFFFF)
     r.write("SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI", (gart.va + WPTR_OFFSET) >> 32)
     r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_HI", (gart.va + RPTR_OFFSET) >> 32)
@@ -205,9 +205,17 @@ class AMIface:
     r.update("SDMA0_WATCHDOG_CNTL", QUEUE_HANG_COUNT=min(max(int(self.config.timeout_s * 10), 1), 0xFF))   # 100 ms units
     r.update("SDMA0_UTCL1_CNTL", RESP_MODE=3, REDO_DELAY=9)
     r.update("SDMA0_UTCL1_PAGE", RD_L2_POLICY=2, WR_L2_POLICY=3, LLC_NOALLOC=1)   # sdma_common.h: NOA, BYPASS
-    if not am.vf: r.update("SDMA0_F32_CNTL", HALT=0, TH1_RESET=0)
+    if not am.vf: self._sdma_unhalt()
     r.write("SDMA0_QUEUE0_RB_CNTL", RB_ENABLE=1, **rb)
     r.update("SDMA0_QUEUE0_IB_CNTL", IB_ENABLE=1)
+
+  def _sdma_reset_pointers(self) -> None:
+    """The ring's read and write pointers back to 0 (a re-created ring must not resume where the last one stopped)."""
+    for reg in ("RB_RPTR", "RB_RPTR_HI", "RB_WPTR", "RB_WPTR_HI"): self.am.sdma_regs.write(f"SDMA0_QUEUE0_{reg}", 0)
+
+  def _sdma_unhalt(self) -> None:
+    """SDMA0_F32_CNTL: HALT 0, TH1_RESET 0 (the engine runs)."""
+    self.am.sdma_regs.update("SDMA0_F32_CNTL", HALT=0, TH1_RESET=0)
 
   def _compute_mqd(self, ring: Mem, gart: Mem, eop: Mem):
     """The queue's MQD (drivers/amd/am/mqd.py) in memory the CP reaches, filled: (its Mem, the struct written); the

@@ -173,13 +173,18 @@ class PSP(IPBlock):
       r.write("MP0_SMN_C2PMSG_36", self.msg1.mc >> 20)
       r.write("MP0_SMN_C2PMSG_35", cmd)
       loaded.append(short)
-      if cmd == SOS_COMMAND: break
+      if cmd == SOS_COMMAND: return self._sos_handover(loaded)
       # done: bit 31 set again; the low 16 bits are the bootloader's status (Linux waits for them to be 0)
       status = r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000) & 0xFFFF
       if status:
         raise PSPError(f"{self.dev.label}: the PSP bootloader refused the {short} component of {self.sos_name} "
                        f"({self.components[comp]['size']} bytes): status {status:#06x} (damaged, truncated, or not "
                        f"signed by AMD?)")
+
+  def _sos_handover(self, loaded: list[str]) -> None:
+    """psp_v13_0_bootloader_load_sos after the command: 20 ms, then C2PMSG_81 watched until it changes from what it
+    reads then (the bootloader is gone: C2PMSG_35 is not waited for)."""
+    r = self.dev.mp0_regs
     self.dev.os.sleep(HANDSHAKE_S)
     before = r.read("MP0_SMN_C2PMSG_81")
     try: r.access.poll(lambda: int(r.read("MP0_SMN_C2PMSG_81") != before), 1, 1,

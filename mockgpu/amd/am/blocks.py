@@ -250,6 +250,7 @@ class SMUModel:
     self.msg, self.arg, self.resp = (rf.addr(MP1_HWID, "mp_13_0_0", f"MP1_SMN_C2PMSG_{n}") for n in (66, 82, 90))
     rf.hook(self.msg, write=self._message)
     self.running, self.version = False, 0
+    self.driver_if_version = SMU.SMU13_0_0_DRIVER_IF_VERSION   # what GetDriverIfVersion answers (a test may change it)
     self.features, self.dram_addr = 0, 0
     self.soft_min, self.soft_max = {}, {}
     self.metrics_count = 0
@@ -273,7 +274,7 @@ class SMUModel:
     result, out = SMU.PPSMC_Result_OK, arg
     if msg == SMU.PPSMC_MSG_TestMessage: out = arg + 1
     elif msg == SMU.PPSMC_MSG_GetSmuVersion: out = self.version
-    elif msg == SMU.PPSMC_MSG_GetDriverIfVersion: out = SMU.SMU13_0_0_DRIVER_IF_VERSION
+    elif msg == SMU.PPSMC_MSG_GetDriverIfVersion: out = self.driver_if_version
     elif msg == SMU.PPSMC_MSG_SetDriverDramAddrHigh: self.dram_addr = (self.dram_addr & 0xFFFFFFFF) | (arg << 32)
     elif msg == SMU.PPSMC_MSG_SetDriverDramAddrLow: self.dram_addr = (self.dram_addr & ~0xFFFFFFFF) | arg
     elif msg == SMU.PPSMC_MSG_EnableAllSmuFeatures: self.features = (1 << 64) - 1

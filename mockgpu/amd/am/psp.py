@@ -110,10 +110,11 @@ class PSPModel:
     self.loaded_fw: list[int] = []
     self.autoloaded = False
     self.last_image = None
+    self.commands: list[tuple[int, int | None]] = []    # (GFX_CMD_ID, LOAD_IP_FW's fw_type) of each ring command
     self.sos_started = None       # monotonic time of LOAD_SOSDRV while the sOS is starting
     self.sos_late_reads = 0       # reads of C2PMSG_81 from 20 ms after LOAD_SOSDRV on
     self.ring_cmd = None          # (monotonic time, C2PMSG_64 value written, what C2PMSG_64 showed before) while pending
-    self.staged_flushes = -1      # the HDP flush count when the PSP last read its staging buffer
+    self.staged_flushes = 0       # the HDP flush count when the PSP last read its staging buffer (none yet)
     rf.hook(self.r[81], read=self._sos_read)
     rf.hook(self.r[64], read=self._ring_ctrl_read)
     for n in (36, 69, 70, 71): rf.guard(self.r[n], write=lambda _v, n=n: self._not_busy(f"MP0_SMN_C2PMSG_{n}"))
@@ -246,6 +247,7 @@ class PSPModel:
 
   def _execute(self, cmd) -> int:
     cid = cmd.cmd_id
+    self.commands.append((cid, cmd.cmd.cmd_load_ip_fw.fw_type if cid == G.GFX_CMD_ID_LOAD_IP_FW else None))
     if cid == G.GFX_CMD_ID_LOAD_TOC:
       c = cmd.cmd.cmd_load_toc
       why = self._flushed("LOAD_TOC") or \
