@@ -4,7 +4,7 @@ read before discovery: AMDev._discover).
 HDP flush (Linux nbio_v4_3_remap_hdp_registers, hdp_v6_0_flush_hdp): BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL holds the
 *address* of the flush register, remapped into the MMIO hole at rmmio_remap.reg_offset = MMIO_REG_HOLE_OFFSET
 (0x80000 - PAGE_SIZE, nbio_v4_3.c) + KFD_MMIO_REMAP_HDP_MEM_FLUSH_CNTL (0; _REG_FLUSH_CNTL 4, kfd_ioctl.h). A flush is
-a write of 0 at that address and a read back. A VF leaves the remap to the host (soc21_common_hw_init).
+a write of 0 at that address, then a read of RCC_CONFIG_MEMSIZE to post it. A VF leaves the remap to the host (soc21_common_hw_init).
 
 Doorbell routing: the S2A (SOC-to-agent) entries send a doorbell write to its engine: ENTRY_0 and ENTRY_3 to the GC
 (nbio_v4_3_gc_doorbell_init's values), ENTRY_2 to SDMA0 for its range (nbio_v4_3_sdma_doorbell_range).
@@ -40,9 +40,12 @@ class NBIO(IPBlock):
   def hdp_flush(self) -> None:
     """Make the CPU's writes through the BAR visible to the GPU (hdp_v6_0_flush_hdp: 0 to the remapped flush
     register, read back so that the write has landed)."""
-    acc = self.dev.access
-    acc.write(self.flush_at >> 2, 0)
-    acc.read(self.flush_at >> 2)
+    d = self.dev
+    d.access.write(self.flush_at >> 2, 0)
+    # "read back a register to post the write": the memory size register (hdp_v6_0_flush_hdp: reading the remapped
+    # one back causes problems on some platforms). Behind a USB bridge every TLP goes out in order and PCIe keeps
+    # posted writes in order (the doorbell's MWr cannot pass the flush's): no read, which would cost two transfers
+    if d.pci.dma != "device": d.nbio_regs.read("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE")
 
   def gc_doorbell_init(self) -> None:
     """nbio_v4_3_gc_doorbell_init: the GC's doorbells routed (S2A entries 0 and 3)."""
