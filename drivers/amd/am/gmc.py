@@ -29,6 +29,7 @@ PTE_RWX = PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 VM_BASE, VM_SIZE = 0x2000_0000_0000, 1 << 44     # the GPU VA range AM hands out (mirrored in the process)
 INV_ENGINE = 17
+FAULT_KINDS = ("RANGE", "DUMMY_PAGE", "PDE0", "VALID", "READ", "WRITE", "EXECUTE")   # VM_CONTEXT*_CNTL fault bits
 MAX_FRAG = 9          # fragments up to 2 MiB (Linux amdgpu's default vm_fragment_size)
 
 
@@ -129,8 +130,11 @@ class Hub:
 
   def enable_system_domain(self) -> None:
     """enable_system_domain: context 0 on, four levels (PAGE_TABLE_DEPTH 3: AM's VMID 0 is a 4-level VM, not Linux's
-    one-level GART)."""
-    self.regs.write(f"{self.vm}_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3)
+    one-level GART); every protection fault raises an interrupt and takes the default page
+    (gmc_v11_0_vm_fault_interrupt_state sets the *_ENABLE_INTERRUPT bits of every context: without them a VM fault
+    never reaches the IH ring)."""
+    faults = {f"{k}_PROTECTION_FAULT_ENABLE_{w}": 1 for k in FAULT_KINDS for w in ("INTERRUPT", "DEFAULT")}
+    self.regs.write(f"{self.vm}_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3, **faults)
 
   def disable_identity_aperture(self) -> None:
     """disable_identity_aperture (not on a VF)."""

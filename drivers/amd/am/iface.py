@@ -33,7 +33,9 @@ from .va import PROCESS_VA
 PAGE = 0x1000
 EVENT_ID = 1
 DOORBELL_COMPUTE, DOORBELL_SDMA = 3, 0x100     # 64-bit doorbell indices (AMDGPU_NAVI10_DOORBELL_MEC_RING0, sDMA_ENGINE0)
-CP_EOP, SDMA_TRAP = (0x14, 181), (0x08, 224)  # (IH client, source) of the interrupts the queues raise (soc21 ids)
+# (IH client, source) of the interrupts the queues raise, gfx11's soc21 ids: CP end-of-pipe SOC21_IH_CLIENTID_GRBM_CP
+# GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, the SDMA trap SOC21_IH_CLIENTID_GFX GFX_11_0_0__SRCID__SDMA_TRAP (sdma_v6_0_sw_init)
+CP_EOP, SDMA_TRAP = (0x14, 181), (0x0A, 49)
 
 
 @dataclasses.dataclass

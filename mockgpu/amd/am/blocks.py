@@ -160,9 +160,15 @@ class Hub:
         return "vram", addr - self.gpu.fb_offset
       table = entry & ADDR_MASK
 
+  def post_fault(self, va: int) -> bool:
+    """A protection fault at va reaches the IH ring only when its context asks for the interrupt
+    (CONTEXT0_CNTL.VALID_PROTECTION_FAULT_ENABLE_INTERRUPT: gmc_v11_0_vm_fault_interrupt_state sets it); soc21 ids
+    (soc15_ih_clientid.h, gmc_v11_0_sw_init): MMHUB as VMC 0x12, the GC hub's UTCL2 as GFX 0x0a, source 0 for both."""
+    if not self.field(f"{self.vm}_CONTEXT0_CNTL", "VALID_PROTECTION_FAULT_ENABLE_INTERRUPT"): return False
+    return self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x0A, src=0, ctx=[va >> 12, (va >> 44) & 0xF, 0, 0])
+
   def _fault(self, va: int, why: str):
-    # soc15_ih_clientid.h: VMC (MMHUB) 0x12, UTCL2 (GC hub) 0x1b; source 0 is the VM fault of both
-    self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x1B, src=0, ctx=[va >> 12, (va >> 44) & 0xF, 0, 0])
+    self.post_fault(va)
     raise GPUFault(f"{self.vm} page walk: {why}", address=va, kind="VM fault")
 
 

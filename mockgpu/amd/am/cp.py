@@ -18,7 +18,7 @@
   cannot be viewed there: it faults too.) Behind a USB bridge, system pages at the bus addresses of the bridge's
   windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way.
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
-  (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
+  (CP EOP) or client GFX 0x0a source 49 (SDMA trap), with the context id in the first data dword (soc21 ids).
 """
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ S2A_AWID_GC, S2A_AWID_SDMA0 = 0x3, 0xE
 
 MQD_SIZE = ctypes.sizeof(MQD)
 PAGE = 0x1000
-CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x08, 224, 0x1B
+# gfx11 interrupt ids (soc15_ih_clientid.h SOC21_IH_CLIENTID_*, irqsrcs_gfx_11_0_0.h): CP end-of-pipe GRBM_CP 0x14 /
+# 181, the SDMA trap GFX 0x0a / 49 (sdma_v6_0_sw_init registers it there), the GC hub's UTCL2 fault GFX 0x0a / 0
+CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x0A, 49, 0x0A
 
 
 class CommandProcessors:
@@ -57,7 +59,8 @@ class CommandProcessors:
     """Take over the queue registers (at creation, and again after a reset rebuilt the register file)."""
     rf = self.navi.regs
     g = lambda n: rf.addr(GC_HWID, "gc_11_0_0", n)
-    self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_MEC_DOORBELL_RANGE_LOWER", "CP_MEC_DOORBELL_RANGE_UPPER", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
+    self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_MEC_DOORBELL_RANGE_LOWER", "CP_MEC_DOORBELL_RANGE_UPPER",
+                                  "CP_HQD_PERSISTENT_STATE", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
                                   "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_WPTR_POLL_ADDR", "CP_HQD_PQ_WPTR_POLL_ADDR_HI",
                                   "CP_HQD_PQ_DOORBELL_CONTROL", "CP_HQD_PQ_CONTROL", "CP_HQD_ACTIVE",
                                   "CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI")}
@@ -178,6 +181,11 @@ class CommandProcessors:
     if key[1] == 1:
       why = self.mec_problem(key[2])
       if why: raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me 1 pipe {key[2]} activated while the MEC does not run: {why}")
+    if not self._f("CP_HQD_PERSISTENT_STATE", "PRELOAD_REQ"):
+      # gfx_v11_0_compute_mqd_init keeps the register's reset value's PRELOAD_REQ (gc_11_0_0_default.h 0x0be05501);
+      # tinygrad 0.14 sets it too: a queue without it has nothing preloaded for the CP to fetch from
+      raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me {key[1]} pipe {key[2]} queue {key[3]} activated with "
+                        f"CP_HQD_PERSISTENT_STATE.PRELOAD_REQ 0")
     self.mqds[key] = self._check_mqd(key)
     ring = ((self._r("CP_HQD_PQ_BASE_HI") << 32) | self._r("CP_HQD_PQ_BASE")) << 8
     size = 4 << (self._f("CP_HQD_PQ_CONTROL", "QUEUE_SIZE") + 1)
@@ -237,7 +245,7 @@ class CommandProcessors:
       try: view = self.gpu.mem.u32_view(addr, MQD_SIZE // 4, "MQD")
       except GPUFault as e:     # the MQD's memory is gone (its process ended): the CP's write faults, as any access
         fault = e.address if e.address is not None else addr
-        self.navi.ih.post(CLIENT_UTCL2, 0, [fault >> 12, (fault >> 44) & 0xF, 0, 0])
+        self.navi.gchub.post_fault(fault)
         return
       for field, value in state.items(): view[getattr(MQD, field).offset // 4] = value
 
@@ -382,7 +390,7 @@ class CommandProcessors:
 
   def queue_failed(self, gpu, queue, error) -> None:
     addr = getattr(error, "address", None)
-    if addr is not None: self.navi.ih.post(CLIENT_UTCL2, 0, [addr >> 12, (addr >> 44) & 0xF, 0, 0])
+    if addr is not None: self.navi.gchub.post_fault(addr)
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
 
   def stop_all(self) -> None:

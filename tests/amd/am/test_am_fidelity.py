@@ -261,3 +261,41 @@ def test_rlc_autoload_wait_needs_cp_stat_idle(navi_fw, monkeypatch):
     g.regs.poke(g.regs.addr(GC_HWID, "gc_11_0_0", "CP_STAT"), 0x80000000)    # CP_BUSY
   monkeypatch.setattr(type(gpu.rlc), "autoload", busy)
   with pytest.raises(Timeout, match="BOOTLOAD_COMPLETE and CP_STAT == 0"): boot(navi_fw)
+
+
+# ---- also: gfx11 interrupt ids and the fault-enable bits; the MQD from the registers' reset values
+def test_a_vm_fault_reaches_the_ih_with_soc21_ids(navi):
+  from hcq.drivers.amd.am import ih as ihmod
+  _, gpu = navi
+  with boot(navi, until="ih") as d:
+    gpu.rlc.autoload(gpu)
+    d.gmc.enable_gc_hub()
+    with pytest.raises(Exception): gpu.gchub.translate(G.VM_BASE + 0x5_0000_0000)
+    raw = bytes(gpu.vram[d.ih.ring.offset:d.ih.ring.offset + 4])
+    assert raw[0] == ihmod.CLIENT_GFX == 0x0A and raw[1] == 0      # SOC21_IH_CLIENTID_GFX, UTCL2_1_0__SRCID__FAULT
+
+
+def test_also_mutation_contexts_without_fault_interrupts_never_reach_the_ih(navi, monkeypatch):
+  _, gpu = navi
+  monkeypatch.setattr(G.Hub, "enable_system_domain",
+                      lambda self: self.regs.write(f"{self.vm}_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3))
+  with boot(navi, until="ih") as d:
+    posted = gpu.ih.posted
+    with pytest.raises(Exception): gpu.mmhub.translate(G.VM_BASE + 0x5_0000_0000)
+    assert gpu.ih.posted == posted and d.ih.poll() == []        # the fault happened, nobody was told
+
+
+def test_also_mutation_an_mqd_without_preload_req_is_refused(navi_fw, monkeypatch):
+  from hcq.drivers.amd.am import mqd as mqdmod
+  os, _ = navi_fw
+  monkeypatch.setitem(mqdmod.DEFAULTS, "CP_HQD_PERSISTENT_STATE", 0)
+  with pytest.raises(DeviceError, match=r"CP_HQD_PERSISTENT_STATE\.PRELOAD_REQ 0"): open_am(os, 0, os.config)
+
+
+def test_also_mec_doorbell_range_is_in_bytes(navi_fw):
+  os, gpu = navi_fw
+  dev = open_am(os, 0, os.config)
+  try:
+    upper = gpu.regs.values[gpu.cp.g("CP_MEC_DOORBELL_RANGE_UPPER")]
+    assert upper == (ifacemod.DOORBELL_SDMA * 2 - 2) << 2 and upper >= ifacemod.DOORBELL_COMPUTE * 8
+  finally: dev.close()
