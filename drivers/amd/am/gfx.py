@@ -72,7 +72,7 @@ class GFX(IPBlock):
     """gfx_v11_0_config_gfx_rs64, its MEC part: each pipe's start address, then the pipes' reset pulse."""
     r = self.dev.gc_regs
     lo, hi = self.mec_pc
-    self.step(f"MEC program counter {((hi << 32) | lo) << 2:#x} for {MEC_PIPES} pipes; pipe reset pulse")
+    self.step(f"MEC start address {((hi << 32) | lo) << 2:#x} (gc mec firmware header) for {MEC_PIPES} pipes; pipe reset pulse")
     try:
       for pipe in range(MEC_PIPES):
         r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=pipe)

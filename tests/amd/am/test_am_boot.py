@@ -146,7 +146,15 @@ def test_hcq_am_boot_trace(fw_dir, capsys, monkeypatch):
   lines = capsys.readouterr().out.splitlines()
   blocks = [line.split()[2] for line in lines]
   assert blocks[0] == "pci" and blocks[1] == "discovery" and blocks[-1] == "am"
-  assert "LOAD_IP_FW RS64_MEC (267552 bytes of gc_11_0_0_mec.bin)" in "\n".join(lines)
+  text = "\n".join(lines)
+  assert "LOAD_IP_FW RS64_MEC (267552 bytes of gc_11_0_0_mec.bin)" in text
+  # issue 26's steps, in Linux's order: HDP remap, MMHUB only in gmc, TOC -> SMU -> TMR, GC hub after the autoload,
+  # MEC started, GC doorbells routed
+  order = ["HDP flush registers remapped", "MMHUB gart_enable", "TOC loaded", "LOAD_IP_FW SMU", "SETUP_TMR at MC",
+           "RLC autoload complete", "MEC start address", "GC hub gart_enable", "SH_MEM_CONFIG", "GC doorbells routed",
+           "MEC un-halted"]
+  at = [text.index(s) for s in order]
+  assert at == sorted(at)
   assert all(line.split()[1] == "ms" for line in lines)
   assert hcq_main(["am", "boot", "--mock", "--until", "psp", "--json"]) == 0
   doc = json.loads(capsys.readouterr().out)
