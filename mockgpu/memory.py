@@ -208,6 +208,10 @@ class HostMemory:
       self._carve(addr, size)
       self._drop_phys(addr, size)
 
+  def overlaps(self, addr: int, size: int) -> bool:
+    """Whether any known mapping meets [addr, addr+size)."""
+    with self._lock: return bool(self._overlapping(addr, size))
+
   def _overlapping(self, addr: int, size: int) -> list[int]:
     return [s for s in self._starts if s < addr + size and s + self._ranges[s][0] > addr]
 

@@ -115,6 +115,11 @@ NVA06C_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06C0101
 NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS = _struct("NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS", [
   ("driverVersionBuffer", c_char * 256), ("versionBuffer", c_char * 256), ("titleBuffer", c_char * 256),
   ("changelistNumber", c_uint32), ("officialChangelistNumber", c_uint32)])
+# ctrl0000system.h grew driverBranch[256] after versionBuffer in 560 (550.163.01: 776 bytes; 570.211.01 and later:
+# 1032); RM refuses the other size (resControlLookup, rs_resource.c: NV_ERR_INVALID_PARAM_STRUCT)
+NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560 = _struct("NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560", [
+  ("driverVersionBuffer", c_char * 256), ("versionBuffer", c_char * 256), ("driverBranch", c_char * 256),
+  ("titleBuffer", c_char * 256), ("changelistNumber", c_uint32), ("officialChangelistNumber", c_uint32)])
 NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS = _struct("NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS", [
   ("gpuId", c_uint32), ("gpuFlags", c_uint32), ("deviceInstance", c_uint32), ("subDeviceInstance", c_uint32),
   ("sliStatus", c_uint32), ("boardId", c_uint32), ("gpuInstance", c_uint32), ("numaId", c_int32)])
@@ -135,6 +140,9 @@ NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS = _struct("NVC36F_CTRL_CMD_G
                                                               [("workSubmitToken", c_uint32)])
 NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS = _struct("NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS", [("bEnable", c_uint8),
                                                                                    ("bSkipSubmit", c_uint8)])
+# ctrla06f/ctrla06fgpfifo.h: bSkipEnable since 575 (570.211.01: 2 bytes; 575.64.05 and later: 3)
+NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575 = _struct("NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575", [
+  ("bEnable", c_uint8), ("bSkipSubmit", c_uint8), ("bSkipEnable", c_uint8)])
 
 # ---- UVM (uvm_ioctl.h, uvm_linux_ioctl.h): the request is the plain number
 UVM_INITIALIZE, UVM_DEINITIALIZE = 0x30000001, 0x30000002

@@ -111,6 +111,10 @@ class RMIface:
     status = getattr(inner, "status", 0)
     if status: raise RMError(self.label, abi.escape_name(nr), what, status)
 
+  def _driver_major(self) -> int:
+    try: return int(self.driver_version.split(".")[0])
+    except ValueError: raise DeviceError(f"{self.label}: driver version {self.driver_version!r} has no major number") from None
+
   def rm_alloc(self, parent: int, cls: int, params=None, handle: int = 0) -> int:
     a = self.layouts.NVOS21_PARAMETERS(hRoot=self.root, hObjectParent=parent, hObjectNew=handle, hClass=cls,
                    pAllocParms=ctypes.addressof(params) if params is not None else 0,
@@ -143,8 +147,14 @@ class RMIface:
     # the calls before the driver version is known use the structs every release has (tables.rm: NVOS00/21/54)
     self.layouts = rm_tables.for_version(f"{rm_tables.SUPPORTED_MAJORS[0]}.0")
     self.root = self.rm_alloc(0, abi.NV01_ROOT_CLIENT)
-    ver = self.rm_control(self.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
-                          abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
+    # the version is what this control tells, and its struct changed at 560: the newer layout first, the older one
+    # when RM refuses its size (NV_ERR_INVALID_PARAM_STRUCT)
+    try: ver = self.rm_control(self.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
+                               abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560())
+    except RMError as e:
+      if e.status_name != "NV_ERR_INVALID_PARAM_STRUCT": raise
+      ver = self.rm_control(self.root, abi.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
+                            abi.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
     self.driver_version = ver.driverVersionBuffer.decode(errors="replace")
     try: self.layouts = rm_tables.for_version(self.driver_version)   # the structs that changed between releases
     except HCQError as e: raise DeviceError(f"{self.label}: {e}") from None
@@ -339,7 +349,8 @@ class RMIface:
     return ch
 
   def schedule(self) -> None:
-    self.rm_control(self.channel_group, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))
+    sched = abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575 if self._driver_major() >= 575 else abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS
+    self.rm_control(self.channel_group, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, sched(bEnable=1))
 
   def channel_error(self, ch: Channel) -> tuple[int, int] | None:
     """(robust-channel error code, fault address or 0) from the channel's error notifier, None while it is clean."""

@@ -280,7 +280,13 @@ class KFDModel:
                               ("userptr", kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)) if flags & bit]
     if len(kinds) != 1: raise fail(errno.EINVAL, f"flags {flags:#x} name {len(kinds)} of VRAM/GTT/USERPTR")
     kind = kinds[0]
-    if size == 0 or size % PAGE or va % PAGE: raise fail(errno.EINVAL, f"va {va:#x} size {size:#x} not page aligned")
+    # kfd_ioctl_alloc_memory_of_gpu (amdkfd/kfd_chardev.c) refuses size 0; amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu
+    # (amdgpu/amdgpu_amdkfd_gpuvm.c) creates the BO with aligned_size = PAGE_ALIGN(size), and the GPU mapping covers
+    # the whole BO (bo->tbo.base.size): a sub-page size (tinygrad's 256-byte queue pointers) is one page. The VA must
+    # be page aligned (amdgpu_vm_bo_map, amdgpu/amdgpu_vm.c: saddr & AMDGPU_GPU_PAGE_MASK is -EINVAL).
+    if size == 0: raise fail(errno.EINVAL, "size 0")
+    if va % PAGE: raise fail(errno.EINVAL, f"va {va:#x} is not page aligned")
+    size = (size + PAGE - 1) & ~(PAGE - 1)
     for other in self.allocs.values():
       if other.va < va + size and va < other.va + other.size:
         raise fail(errno.EINVAL, f"range {va:#x}+{size:#x} overlaps the allocation at {other.va:#x}+{other.size:#x}")

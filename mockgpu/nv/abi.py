@@ -100,3 +100,24 @@ NV_CHANNEL_ALLOC_PARAMS = alloc_channel.NV_CHANNEL_ALLOC_PARAMS
 NV_VASPACE_ALLOCATION_PARAMETERS = _struct("NV_VASPACE_ALLOCATION_PARAMETERS", [
   ("index", c_uint32), ("flags", c_uint32), ("vaSize", c_uint64), ("vaStartInternal", c_uint64),
   ("vaLimitInternal", c_uint64), ("bigPageSize", c_uint32), ("vaBase", c_uint64), ("pasid", c_uint32)])
+
+# ---- NV2080_CTRL_CMD_PERF_BOOST (ctrl2080perf.h, open-gpu-kernel-modules 580.105.08): the P-state boost CUDA and
+# tinygrad ask for at open; RM forwards flags/duration to GSP (kern_perf_boost.c, subdeviceCtrlCmdKPerfBoost_IMPL)
+NV2080_CTRL_CMD_PERF_BOOST = 0x2080200A
+NV2080_CTRL_PERF_BOOST_PARAMS = _struct("NV2080_CTRL_PERF_BOOST_PARAMS", [("flags", c_uint32), ("duration", c_uint32)])
+NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX = 2        # flags 1:0: CLEAR 0, BOOST_1LEVEL 1, BOOST_TO_MAX 2
+NV2080_CTRL_PERF_BOOST_DURATION_MAX = 3600               # seconds
+NV2080_CTRL_PERF_BOOST_DURATION_INFINITE = 0xFFFFFFFF    # until cleared
+
+# ---- GT200_DEBUGGER (cl83de.h, 580.105.08): an SM debugger session on a compute object, under a Device
+# (resource_list.h: Parents RS_LIST(classId(Device)), RS_REQUIRED(NV83DE_ALLOC_PARAMETERS)); every GPU's class list
+# has it (g_gpu_class_list.c: gpuGetNoEngClassList_AD102 / _GH100)
+GT200_DEBUGGER = 0x83DE
+NV83DE_ALLOC_PARAMETERS = _struct("NV83DE_ALLOC_PARAMETERS", [("hDebuggerClient_Obsolete", c_uint32),
+                                                              ("hAppClient", c_uint32), ("hClass3dObject", c_uint32)])
+
+# ---- control layouts that changed between releases: the mock claims 580 (props.driver_version), whose structs are
+# the shared ABI's _560 / _575 ones (ctrl0000system.h driverBranch since 560, ctrla06fgpfifo.h bSkipEnable since 575;
+# RM refuses any other paramsSize: resControlLookup, rs_resource.c)
+from ...autogen.nv.rm_abi import (NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560,  # noqa: E402,F401
+                                  NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575)

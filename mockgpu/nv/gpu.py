@@ -83,7 +83,7 @@ class NVGPUProperties:
 _COMMON = (abi.NV01_ROOT_CLIENT, abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0, abi.NV01_MEMORY_SYSTEM, abi.NV1_MEMORY_USER,
            abi.NV01_MEMORY_VIRTUAL, abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, abi.FERMI_VASPACE_A,
            abi.KEPLER_CHANNEL_GROUP_A, abi.FERMI_CONTEXT_SHARE_A, abi.TURING_USERMODE_A, abi.AMPERE_USERMODE_A,
-           abi.AMPERE_CHANNEL_GPFIFO_A)
+           abi.AMPERE_CHANNEL_GPFIFO_A, abi.GT200_DEBUGGER)
 # g_gpu_class_list.c: GH100 lists Hopper's compute/copy/usermode/GPFIFO classes and none of Ampere's or Ada's compute
 # and copy classes (section 1.8); AD102 lists Ada's compute class and Ampere's copy class
 GPUS = {
@@ -429,7 +429,7 @@ class MockNVGPU:
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
-    if 0 in grid or 0 in block: return
+    if 0 in grid or 0 in block: return self._release(ch, major, raw, qmd_va)    # an empty grid completes at once
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
     kernel = self._kernel(ch, pc)
     base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
@@ -440,6 +440,19 @@ class MockNVGPU:
     params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
     dynamic = max(launch["shared"] - kernel.static_shared_bytes, 0)
     self._run_kernel(ch, kernel, grid, block, params, dynamic)
+    self._release(ch, major, raw, qmd_va)
+
+  def _release(self, ch: Channel, major: int, raw: bytes, qmd_va: int) -> None:
+    """The QMD's release semaphores, once the grid is done (qmd.releases: V03_00's RELEASE0/1)."""
+    for r in qmd.releases(major, raw):
+      addr = r["ADDRESS_LOWER"] | r["ADDRESS_UPPER"] << 32
+      if r["REDUCTION_ENABLE"]:
+        raise QueueError(ch.name, f"QMD at {qmd_va:#x}: release semaphore at {addr:#x} with a reduction is not modelled")
+      wide = r["PAYLOAD64B"] or r["STRUCTURE_SIZE"] == qmd.TWO_WORDS
+      payload = r["PAYLOAD_LOWER"] | (r["PAYLOAD_UPPER"] << 32 if wide else 0)
+      if wide: self.write64(addr, payload, "QMD release semaphore")
+      else: self.write32(addr, payload, "QMD release semaphore")
+      if r["STRUCTURE_SIZE"] == qmd.FOUR_WORDS: self.write64(addr + 8, self.clock_ns(), "QMD release timestamp")
 
   def _kernel(self, ch: Channel, pc: int):
     """The kernel at a program address. Cached per address while the GPU's mappings stay the same: code is loaded
@@ -456,14 +469,35 @@ class MockNVGPU:
   def _load_kernel(self, ch: Channel, pc: int):
     head = self.read_bytes(pc, 8, "program")
     if head != PTX_ENTRY_MAGIC:
-      raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
-                                f"SASS (load PTX, not a cubin)")
+      text = self._ptx_image(pc)
+      if text is None:
+        raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
+                                  f"SASS (load PTX, not a cubin)")
+      return self._kernel_of(ch, pc, pc, text, None)
     text_va, text_len, name_len = (int.from_bytes(self.read_bytes(pc + 8, 8), "little"),
                                    int.from_bytes(self.read_bytes(pc + 16, 4), "little"),
                                    int.from_bytes(self.read_bytes(pc + 20, 4), "little"))
     name = self.read_bytes(pc + PTX_ENTRY_HEADER, name_len, "program").decode(errors="replace")
     text = self.read_bytes(text_va, text_len, "PTX module text")
-    key = (text_va, text_len, zlib.crc32(text))
+    return self._kernel_of(ch, pc, text_va, text, name)
+
+  def _ptx_image(self, pc: int) -> bytes | None:
+    """PTX text placed at the program address itself (a PTX module image, NUL-terminated: what tinygrad's NV driver
+    loads on a mock interface, ops_nv.NVProgram), or None when the bytes there are not PTX text."""
+    first = self.read_bytes(pc, 64, "program")
+    if not first.lstrip(b" \t\r\n").startswith((b".", b"//")): return None
+    chunks, addr = [], pc
+    while True:
+      chunk = self.read_bytes(addr, 0x1000 - (addr & 0xFFF), "PTX image")
+      end = chunk.find(b"\0")
+      chunks.append(chunk if end < 0 else chunk[:end])
+      if end >= 0: return b"".join(chunks)
+      addr += len(chunk)
+      if addr - pc > (16 << 20): raise QueueError(f"{self.name}", f"PTX image at {pc:#x}: no NUL within 16 MiB")
+
+  def _kernel_of(self, ch: Channel, pc: int, text_va: int, text: bytes, name: str | None):
+    """The kernel `name` of the PTX module `text` (None: the module's only entry)."""
+    key = (text_va, len(text), zlib.crc32(text))
     mod = self._modules.get(key)
     if mod is None:
       ptx = _ptx()
@@ -473,6 +507,11 @@ class MockNVGPU:
       if len(self._modules) > 64: self._modules.clear()
       self._modules[key] = mod
     if isinstance(mod, QueueError): raise mod
+    if name is None:
+      if len(mod.kernels) != 1:
+        raise QueueError(ch.name, f"PTX image at {pc:#x} has {len(mod.kernels)} entries ({', '.join(sorted(mod.kernels))}): "
+                                  f"a program address names one kernel")
+      name = next(iter(mod.kernels))
     k = mod.kernels.get(name)
     if k is None: raise QueueError(ch.name, f"program at {pc:#x}: the PTX module has no kernel {name!r}")
     return k

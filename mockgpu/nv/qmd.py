@@ -73,3 +73,23 @@ CB0_ADDR_DWORD = {3: (_cb0_address_dword(V3, "CONSTANT_BUFFER_ADDR_LOWER_0", "CO
 CB0_UPPER_MASK = {3: (1 << (V3["CONSTANT_BUFFER_ADDR_UPPER_0"][0] - V3["CONSTANT_BUFFER_ADDR_UPPER_0"][1] + 1)) - 1,
                   4: (1 << (V4["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][0] - V4["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][1] + 1)) - 1,
                   5: (1 << (V5["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][0] - V5["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0"][1] + 1)) - 1}
+
+
+# ---- the QMD's release semaphores, written when the grid completes (minimal: QMD V03_00, clc9c0qmd.h
+# NVC9C0_QMDV03_00_RELEASE{0,1}_*: ENABLE, ADDRESS_LOWER/UPPER, PAYLOAD_LOWER/UPPER, PAYLOAD64B, STRUCTURE_SIZE
+# (SEMAPHORE_FOUR_WORDS 0: payload then a 64-bit timestamp at +8; ONE_WORD 1; TWO_WORDS 2), REDUCTION_ENABLE).
+# Hopper's and Blackwell's RELEASE_SEMAPHORE*_ fields are the NV SM model's to add.
+_RELEASE_FIELDS = ("ENABLE", "ADDRESS_LOWER", "ADDRESS_UPPER", "PAYLOAD_LOWER", "PAYLOAD_UPPER", "PAYLOAD64B",
+                   "STRUCTURE_SIZE", "REDUCTION_ENABLE")
+RELEASE_V3 = [{f: _table.for_major(3)[f"RELEASE{i}_{f}"] for f in _RELEASE_FIELDS} for i in (0, 1)]
+FOUR_WORDS, ONE_WORD, TWO_WORDS = 0, 1, 2
+
+
+def releases(major: int, data) -> list[dict]:
+  """The enabled release semaphores of a QMD (decoded fields of each), in order; [] for majors not modelled here."""
+  if major != 3: return []
+  out = []
+  for layout in RELEASE_V3:
+    r = decode(layout, data)
+    if r["ENABLE"]: out.append(r)
+  return out

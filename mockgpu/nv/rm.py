@@ -25,7 +25,7 @@ import errno
 import itertools
 import threading
 
-from ...errors import GPUFault, OSCallError
+from ...errors import DeviceError, GPUFault, OSCallError
 from ..files import MockFile
 from . import abi
 from .gpu import Channel
@@ -40,6 +40,7 @@ PARENTS = {abi.NV01_DEVICE_0: (abi.NV01_ROOT_CLIENT,), abi.NV20_SUBDEVICE_0: (ab
            abi.NV1_MEMORY_USER: (abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0),
            abi.NV01_MEMORY_SYSTEM: (abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0),
            abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: (abi.NV01_DEVICE_0, abi.NV20_SUBDEVICE_0)}
+PARENTS[abi.GT200_DEBUGGER] = (abi.NV01_DEVICE_0,)
 for _c in abi.USERMODE_CLASSES: PARENTS[_c] = (abi.NV20_SUBDEVICE_0,)
 for _c in GPFIFO: PARENTS[_c] = (abi.KEPLER_CHANNEL_GROUP_A, abi.NV01_DEVICE_0)
 for _c in abi.COMPUTE_CLASSES + abi.COPY_CLASSES: PARENTS[_c] = GPFIFO
@@ -226,10 +227,27 @@ class RMModel:
       if vas.cls != abi.FERMI_VASPACE_A: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"hVASpace {p.hVASpace:#x}")
     elif cls in GPFIFO:
       self._construct_channel(o, self._params(a.pAllocParms, abi.NV_CHANNEL_ALLOC_PARAMS, cls))
+    elif cls == abi.GT200_DEBUGGER: self._construct_debugger(o, self._params(a.pAllocParms, abi.NV83DE_ALLOC_PARAMETERS, cls))
     elif cls in abi.COMPUTE_CLASSES + abi.COPY_CLASSES:
       ch = o.parent.channel
       if any(c.cls == cls for c in o.parent.children): raise RMStatus("NV_ERR_INVALID_ARGUMENT", "one object per class")
       ch.objects[cls] = o.handle
+
+  def _construct_debugger(self, o: RMObject, p) -> None:
+    """ksmdbgssnConstruct_IMPL (kernel_sm_debugger_session.c, 580.105.08): hDebuggerClient_Obsolete must be 0; a
+    zero hAppClient means the caller's client; hClass3dObject must be an object of that client (else
+    NV_ERR_INVALID_OBJECT_PARENT) that is a graphics/compute engine object (else NV_ERR_INVALID_OBJECT) on the
+    debugger's GPU (else NV_ERR_INVALID_ARGUMENT)."""
+    if p.hDebuggerClient_Obsolete: raise RMStatus("NV_ERR_INVALID_ARGUMENT", "NV83DE hDebuggerClient_Obsolete must be 0")
+    app = p.hAppClient or o.client
+    if (app, app) not in self.objects: raise RMStatus("NV_ERR_INVALID_CLIENT", f"NV83DE hAppClient {app:#x}")
+    target = self.objects.get((app, p.hClass3dObject))
+    if target is None: raise RMStatus("NV_ERR_INVALID_OBJECT_PARENT", f"NV83DE hClass3dObject {p.hClass3dObject:#x} not found")
+    if target.cls not in abi.COMPUTE_CLASSES:
+      raise RMStatus("NV_ERR_INVALID_OBJECT", f"NV83DE hClass3dObject {p.hClass3dObject:#x} is {abi.class_name(target.cls)}, "
+                                              f"not a compute object")
+    if target.gpu is not o.gpu: raise RMStatus("NV_ERR_INVALID_ARGUMENT", "NV83DE: the compute object is on another GPU")
+    o.data["target"] = target
 
   def _memory_va(self, client: int, handle: int, offset: int, size: int, what: str) -> int:
     mem = self._obj(client, handle)
@@ -289,7 +307,7 @@ class RMModel:
     handler(o, struct.from_address(a.params))
     a.status = 0
 
-  def _ctrl_13e(self, o, p: "NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS"):
+  def _ctrl_13e(self, o, p: "NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS_560"):
     p.driverVersionBuffer = self.gpus[0].props.driver_version.encode()
     p.versionBuffer = p.driverVersionBuffer
 
@@ -326,10 +344,22 @@ class RMModel:
       if e.index not in values: raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"GR info index {e.index:#x}")
       e.data = values[e.index]
 
+  def _ctrl_2080200a(self, o, p: "NV2080_CTRL_PERF_BOOST_PARAMS"):
+    """ctrl2080perf.h: flags 1:0 is the command (CLEAR, BOOST_1LEVEL, BOOST_TO_MAX; 3 is none), the duration is in
+    seconds up to NV2080_CTRL_PERF_BOOST_DURATION_MAX, or _INFINITE (until cleared). Boosts are tracked per client."""
+    cmd = p.flags & 3
+    if cmd > abi.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX:
+      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"PERF_BOOST flags {p.flags:#x}: command {cmd} is none of CLEAR/BOOST_1LEVEL/BOOST_TO_MAX")
+    if p.duration > abi.NV2080_CTRL_PERF_BOOST_DURATION_MAX and p.duration != abi.NV2080_CTRL_PERF_BOOST_DURATION_INFINITE:
+      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"PERF_BOOST duration {p.duration} s exceeds {abi.NV2080_CTRL_PERF_BOOST_DURATION_MAX}")
+    boosts = o.gpu.__dict__.setdefault("perf_boosts", {})
+    if cmd == 0: boosts.pop(o.client, None)
+    else: boosts[o.client] = (cmd, p.duration)
+
   def _ctrl_c36f0108(self, o, p: "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS"):
     p.workSubmitToken = o.channel.token
 
-  def _ctrl_a06c0101(self, o, p: "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS"):
+  def _ctrl_a06c0101(self, o, p: "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS_575"):
     o.data["scheduled"] = bool(p.bEnable)
 
   # ---- memory
@@ -360,12 +390,26 @@ class RMModel:
         raise RMStatus("NV_ERR_INVALID_OFFSET", f"{what} at {va:#x}: the mock maps memory {o.handle:#x} only at "
                                                 f"{o.va:#x} (GPU VA == CPU VA)")
       return
+    if va % PAGE: raise RMStatus("NV_ERR_INVALID_ADDRESS", f"{what} at {va:#x}: not page aligned")
     host = self.os.memory.find(va)
-    if va % PAGE or host is None or va + o.size > host[0] + host[1]:
-      raise RMStatus("NV_ERR_INVALID_ADDRESS", f"{what} at {va:#x}+{o.size:#x}: not inside memory reserved through "
-                                               f"the OS interface")
+    if host is None and not self._host_overlap(va, o.size):
+      # nothing of the process at [va, va+size): a mapping there needs no reservation. mmap(MAP_FIXED) of the device
+      # fd maps wherever the caller says (nvidia_mmap, kernel-open/nvidia/nv-mmap.c, takes the vma it is given), and
+      # RM_MAP_MEMORY_DMA at a fixed dmaOffset places the object in the GPU VA space alone (the host is not involved).
+      # The mock backs the object with host memory at va there (GPU VA == host VA).
+      try: self.os.alloc_anon(o.size, addr=va, shared=True)
+      except (OSCallError, DeviceError) as e:     # memory of this process the mock does not know of lives there
+        raise RMStatus("NV_ERR_INVALID_ADDRESS", f"{what} at {va:#x}+{o.size:#x}: the mock cannot back it there ({e})") from None
+      host = self.os.memory.find(va)
+    if host is None or va + o.size > host[0] + host[1]:
+      raise RMStatus("NV_ERR_INVALID_ADDRESS", f"{what} at {va:#x}+{o.size:#x}: runs past the process's mapping there "
+                                               f"(the mock backs GPU memory with host memory at its VA)")
     self.os.memory.replace(va, o.size, f"{o.gpu.name} {o.kind} {o.handle:#x}")
     o.va = va
+
+  def _host_overlap(self, va: int, size: int) -> bool:
+    """Whether any mapping the MockOS knows of meets [va, va+size)."""
+    return self.os.memory.overlaps(va, size)
 
   def _map_memory(self, file, a) -> None:
     if (a.hClient, a.hClient) not in self.objects: raise RMStatus("NV_ERR_INVALID_CLIENT", f"client {a.hClient:#x}")

@@ -80,6 +80,25 @@ def test_memory_rules(h):
   assert e.value.address == a.va
 
 
+def test_sub_page_allocation_is_one_page_as_linux_aligns_it(h):
+  """amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu makes the BO PAGE_ALIGN(size) bytes (tinygrad allocates 256-byte queue
+  pointer blocks); size 0 and an unaligned VA stay refused."""
+  flags = (kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) & 0xFFFFFFFF
+  va = h.os.alloc_anon(0x1000, reserve_only=True)
+  a = kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=va, size=0x100, gpu_id=h.gpu_id, flags=flags)
+  assert h.drm.mmap(0x100, a.mmap_offset, addr=va) == va
+  m = kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(h.kfd, handle=a.handle, device_ids_array_ptr=ctypes.addressof(h.ids), n_devices=1)
+  assert m.n_success == 1
+  ctypes.memmove(va + 0xFF8, b"lastword", 8)          # the whole page is the BO's, not only the 256 bytes asked for
+  with pytest.raises(OSCallError, match="overlaps the allocation"):      # the page is taken
+    kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=va, size=0x100, gpu_id=h.gpu_id, flags=flags)
+  with pytest.raises(OSCallError, match="size 0") as e:
+    kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=va + 0x2000, size=0, gpu_id=h.gpu_id, flags=flags)
+  assert e.value.errno == errno.EINVAL
+  with pytest.raises(OSCallError, match="not page aligned"):
+    kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(h.kfd, va_addr=va + 0x100, size=0x100, gpu_id=h.gpu_id, flags=flags)
+
+
 def test_vram_is_gpu_memory_at_the_reserved_address(h):
   m = h.alloc(0x10000, "vram")
   q = h.queue("sdma")

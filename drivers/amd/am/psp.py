@@ -138,6 +138,12 @@ class PSP(IPBlock):
     ucode = self.sos.ucode()
     return ucode[c["offset"]:c["offset"] + c["size"]]
 
+  def _bootloader_image(self, comp: str) -> bytes:
+    """The image sent with component comp's bootloader command: its own, but for LOAD_TOS_SPL_TABLE, which gets the
+    key database image (psp_v13_0_bootloader_load_spl loads psp->kdb; psp_hw_start sends it when the container has
+    an SPL component)."""
+    return self._component("PSP_FW_TYPE_PSP_KDB" if comp == "PSP_FW_TYPE_PSP_SPL" else comp)
+
   @property
   def sos_alive(self) -> bool: return self.dev.mp0_regs.read("MP0_SMN_C2PMSG_81") != 0
 
@@ -169,7 +175,7 @@ class PSP(IPBlock):
       if comp not in self.components: continue
       self.step(f"bootloader {short} ({self.components[comp]['size']} bytes of {self.sos_name})")
       r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)
-      self._stage(self._component(comp))
+      self._stage(self._bootloader_image(comp))
       r.write("MP0_SMN_C2PMSG_36", self.msg1.mc >> 20)
       r.write("MP0_SMN_C2PMSG_35", cmd)
       loaded.append(short)

@@ -217,20 +217,36 @@ class IH:
 class RLC:
   """The RLC's autoload (PSP AUTOLOAD_RLC): it powers GFX up and boots its firmware; until then the GC hub has no
   power (guard_gc_hub refuses its writes); CP_STAT reads 0 (the CP idle). The MEC stays halted (CP_MEC_RS64_CNTL:
-  MEC_HALT and every pipe in reset) until the driver starts it (cp.py checks that at an HQD's activation)."""
+  MEC_HALT and every pipe in reset) until the driver starts it (cp.py checks that at an HQD's activation).
+  Then its firmware's safe-mode handshake. RLC_SAFE_MODE (Linux gfx_v11_0_set_safe_mode / _unset_safe_mode): the
+  driver writes CMD=1 with MESSAGE 1 (enter) or 0 (exit) and waits for the RLC to clear CMD. Only running RLC
+  firmware answers: before the autoload CMD stays set."""
 
   def __init__(self, gpu):
+    from ....autogen.amd import gc_11_0_0 as GC
     rf = gpu.regs
     self.powered = False
+    self.regs = rf
     self.status = rf.addr(GC_HWID, "gc_11_0_0", "RLC_RLCS_BOOTLOAD_STATUS")
+    self.safe_mode_reg = rf.addr(GC_HWID, "gc_11_0_0", "RLC_SAFE_MODE")
+    self.cmd_mask, self.msg_mask, self.msg_shift = GC.RLC_SAFE_MODE__CMD_MASK, GC.RLC_SAFE_MODE__MESSAGE_MASK, GC.RLC_SAFE_MODE__MESSAGE__SHIFT
+    rf.hook(self.safe_mode_reg, write=self._safe_mode)
     rf.poke(rf.addr(GC_HWID, "gc_11_0_0", "CP_STAT"), 0)
     cntl = rf.module("gc_11_0_0").REGS["CP_MEC_RS64_CNTL"]
     rf.poke(rf.addr(GC_HWID, "gc_11_0_0", "CP_MEC_RS64_CNTL"),
             cntl.encode(MEC_HALT=1, **{f"MEC_PIPE{p}_RESET": 1 for p in range(4)}))
+    self.running = False
+    self.safe_mode = False        # the GFX clocks held on for the driver (entered with MESSAGE 1)
 
   def autoload(self, gpu) -> None:
     self.powered = True
     gpu.regs.poke(self.status, 0x80000000 | 0x1)   # BOOTLOAD_COMPLETE | GFX_INIT_DONE
+    self.running = True
+
+  def _safe_mode(self, value: int) -> None:
+    if not self.running or not value & self.cmd_mask: return
+    self.safe_mode = bool((value & self.msg_mask) >> self.msg_shift)
+    self.regs.poke(self.safe_mode_reg, value & ~self.cmd_mask)      # the firmware's acknowledgement
 
 
 def guard_gc_hub(gpu) -> None:
@@ -268,7 +284,12 @@ class SMUModel:
     self.running, self.version = True, version
     self.gpu.regs.poke(self.resp, SMU.PPSMC_Result_OK)
 
-  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249]}
+  # DPM levels per clock. Linux's smu_v13_0_0_set_default_dpm_table (smu_v13_0_0_ppt.c) reads the SOCCLK and FCLK
+  # tables as well as GFXCLK's and UCLK's (smu_v13_0_set_single_dpm_table: GetDpmFreqByIndex with index 0xff for the
+  # count, then each level), and tinygrad's AM_SMU.set_clocks reads all four: the SOC and fabric clocks have one level
+  # here, the frequencies the metrics report (SOC_MHZ, FCLK_MHZ)
+  DPM_MHZ = {SMU.PPCLK_GFXCLK: [500, 1500, 2500], SMU.PPCLK_UCLK: [96, 456, 1249], SMU.PPCLK_SOCCLK: [1200],
+             SMU.PPCLK_FCLK: [1900]}
   DPM_BIT31 = {SMU.PPCLK_UCLK}      # clocks whose GetDpmFreqByIndex answers carry bit 31 (the DPM kind flag)
 
   def _message(self, msg: int) -> None:

@@ -193,7 +193,12 @@ class PSPModel:
       return self._bl_refuse(BL_STATUS_BAD_ORDER, "bootloader SOS: no SYS_DRV before it")
     mc = rf.read(self.r[36]) << 20
     blob = self.gpu.read_mc(mc, 1 << 20)
-    why = self._flushed(f"bootloader {name}") or check_signature(blob, None, name, kdb=cmd == BL_KEY_DATABASE)
+    why = self._flushed(f"bootloader {name}")
+    if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
+    why = check_signature(blob, None, name, kdb=cmd == BL_KEY_DATABASE)
+    # Linux 6.12's psp_v13_0_bootloader_load_spl (psp_v13_0.c) gives LOAD_TOS_SPL_TABLE the key database image
+    # (psp->kdb), not psp->spl, and tinygrad's AM_PSP.init_hw does the same on MP0 13.x: the bootloader takes either
+    if why and cmd == BL_TOS_SPL_TABLE and check_signature(blob, None, "KDB", kdb=True) is None: why = None
     if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
     self.bl_loaded.append(cmd)
     if cmd == BL_SOSDRV:
