@@ -53,6 +53,7 @@ class CommandProcessors:
     # (va, size, (memory file, offset)) viewed at va for the engines: VRAM, or a USB bridge's window
     self.vram_views: set[tuple[int, int, tuple[int, int]]] = set()
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
+    self.aperture_pieces: set[tuple] = set()   # system-aperture pages queues named (reach_aperture)
     self.hook()
 
   def hook(self) -> None:
@@ -186,6 +187,7 @@ class CommandProcessors:
       # tinygrad 0.14 sets it too: a queue without it has nothing preloaded for the CP to fetch from
       raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me {key[1]} pipe {key[2]} queue {key[3]} activated with "
                         f"CP_HQD_PERSISTENT_STATE.PRELOAD_REQ 0")
+    self.reach_aperture(self._mqd_address(key), MQD_SIZE)
     self.mqds[key] = self._check_mqd(key)
     ring = ((self._r("CP_HQD_PQ_BASE_HI") << 32) | self._r("CP_HQD_PQ_BASE")) << 8
     size = 4 << (self._f("CP_HQD_PQ_CONTROL", "QUEUE_SIZE") + 1)
@@ -315,6 +317,7 @@ class CommandProcessors:
       if base & PTE_VALID:
         self.navi.gchub.check_enabled("GC hub TLB invalidation")
         self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
+      pieces.extend(self._system_aperture())
     self._tables = {k: v for k, v in self._tables.items() if k in seen}
     system, vram = [], []
     for va, size, off in sorted(pieces):
@@ -335,6 +338,31 @@ class CommandProcessors:
       for va, size in before - reached: self.gpu.unmap_range(va)
       for va, size in reached - before: self.gpu.map_range(va, size)
       self.mapped, self.vram_views = sorted(reached), want_vram
+
+  def _in_aperture(self, addr: int, size: int) -> bool:
+    """VMID 0 reaches the frame buffer at its MC addresses without page tables, through the system aperture
+    (GCMC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR, 256 KiB units, programmed over [fb_start, fb_end] by
+    gfxhub_v3_0_init_system_aperture_regs): how Linux's VMID-0 queues use MC addresses of VRAM buffers for their MQD
+    and rings (gfx_v11_0_compute_mqd_init: mqd_gpu_addr, amdgpu_bo_gpu_offset), and tinygrad's AM_GFX.setup_ring
+    its MQD (mqd_mc)."""
+    hub, fb = self.navi.gchub, self.navi.fb_base
+    if not hub.reg("GCVM_CONTEXT0_CNTL") & 1 or not hub.field("GCMC_VM_MX_L1_TLB_CNTL", "ENABLE_L1_TLB"): return False
+    lo, hi = hub.reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") << 18, (hub.reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") << 18) | 0x3FFFF
+    return max(lo, fb) <= addr and addr + size <= min(hi + 1, fb + self.navi.vram_size)
+
+  def reach_aperture(self, addr: int, size: int) -> None:
+    """The pages [addr, addr+size) at MC addresses in the system aperture become reachable to the engines (a view of
+    VRAM at that address), as the queue that names them starts (the whole aperture is not viewed: hundreds of MiB of
+    page-by-page views per boot)."""
+    if not size or not self._in_aperture(addr, size): return
+    page, end = addr & ~(PAGE - 1), (addr + size + PAGE - 1) & ~(PAGE - 1)
+    piece = (page, end - page, (self.navi.vram_fd, page - self.navi.fb_base))
+    if piece not in self.aperture_pieces:
+      self.aperture_pieces.add(piece)
+      self.remap()
+
+  def _system_aperture(self) -> list[tuple]:
+    return [p for p in self.aperture_pieces if self._in_aperture(p[0], p[1])]
 
   def _walk(self, table: int, level: int, va: int, out: list, seen: set) -> None:
     raw = self.navi.read_pa(table, 4096, f"GCVM page table (level {3 - level}) for VA {va:#x}")

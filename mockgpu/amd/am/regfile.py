@@ -17,6 +17,10 @@ from ...mmio import RegisterMMIO
 
 MMIO_SIZE = 1 << 20
 MM_INDEX, MM_DATA, MM_INDEX_HI = 0x0, 0x1, 0x6
+# the RSMU window (BIF_BX_PF0_RSMU_INDEX / _DATA, nbio 4.3 segment 1 dwords 0 and 1: dwords 0x14 and 0x15 with the
+# Navi 31's segment base): a byte address of register space in the index, the register through the data; tinygrad
+# 0.14's AM driver (hardware-proven) reaches registers beyond the BAR this way (AMDev.indirect_rreg / indirect_wreg)
+RSMU_INDEX, RSMU_DATA = 0x14, 0x15
 
 
 class RegFile:
@@ -93,6 +97,7 @@ class RegFile:
     addr = offset >> 2
     if addr == MM_DATA: return self._indirect(None)
     if addr in (MM_INDEX, MM_INDEX_HI): return None
+    if addr == RSMU_DATA: return self.read(self.values.get(RSMU_INDEX, 0) >> 2)
     return self.read(addr)
 
   def _bar_write(self, offset: int, value: int) -> None:
@@ -100,6 +105,7 @@ class RegFile:
     addr = offset >> 2
     if addr == MM_DATA: return self._indirect(value)
     if addr in (MM_INDEX, MM_INDEX_HI): return
+    if addr == RSMU_DATA: return self.write(self.values.get(RSMU_INDEX, 0) >> 2, value)
     self.write(addr, value)
 
   def _indirect(self, value):

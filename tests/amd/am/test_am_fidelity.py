@@ -299,3 +299,26 @@ def test_also_mec_doorbell_range_is_in_bytes(navi_fw):
     upper = gpu.regs.values[gpu.cp.g("CP_MEC_DOORBELL_RANGE_UPPER")]
     assert upper == (ifacemod.DOORBELL_SDMA * 2 - 2) << 2 and upper >= ifacemod.DOORBELL_COMPUTE * 8
   finally: dev.close()
+
+
+# ---- what tinygrad's AM driver needs of the mock (hardware-proven client)
+def test_registers_beyond_the_bar_through_the_rsmu_window(navi):
+  _, gpu = navi
+  from hcq.autogen.amd import nbio_4_3_0 as N
+  from hcq.mockgpu.amd.am.discovery import NBIF_HWID
+  addr = gpu.regs.addr(NBIF_HWID, "nbio_4_3_0", "S2A_DOORBELL_ENTRY_2_CTRL")
+  base = gpu.regs.ips[NBIF_HWID][N.REGS["BIF_BX_PF0_RSMU_INDEX"].base_idx]
+  gpu.regs.mmio.write32(base * 4, addr * 4)                     # BIF_BX_PF0_RSMU_INDEX: a byte address
+  gpu.regs.mmio.write32((base + 1) * 4, 0x1234)                 # BIF_BX_PF0_RSMU_DATA
+  assert gpu.regs.values[addr] == 0x1234 and gpu.regs.mmio.read32((base + 1) * 4) == 0x1234
+
+
+def test_vmid0_reaches_the_frame_buffer_through_the_system_aperture(navi):
+  _, gpu = navi
+  with boot(navi, until="ih") as d:
+    gpu.rlc.autoload(gpu)
+    d.gmc.enable_gc_hub()
+    gpu.cp.reach_aperture(gpu.fb_base + 0x3000, 0x800)          # an MQD at an MC address, as tinygrad's
+    assert (gpu.fb_base + 0x3000, 0x1000) in gpu.cp.mapped      # MC addresses of VRAM, no page table needed
+    gpu.cp.reach_aperture(gpu.fb_base + gpu.vram_size, 0x1000)  # beyond the frame buffer: nothing
+    assert not [r for r in gpu.cp.mapped if r[0] == gpu.fb_base + gpu.vram_size]
