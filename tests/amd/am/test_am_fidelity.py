@@ -322,3 +322,17 @@ def test_vmid0_reaches_the_frame_buffer_through_the_system_aperture(navi):
     assert (gpu.fb_base + 0x3000, 0x1000) in gpu.cp.mapped      # MC addresses of VRAM, no page table needed
     gpu.cp.reach_aperture(gpu.fb_base + gpu.vram_size, 0x1000)  # beyond the frame buffer: nothing
     assert not [r for r in gpu.cp.mapped if r[0] == gpu.fb_base + gpu.vram_size]
+
+
+# ---- also: the mode-1 reset through the PSP waits for the sOS to take the command (psp_v13_0_mode1_reset)
+def test_the_psp_fallback_reset_waits_for_the_sos_ready(navi_fw):
+  os, gpu = navi_fw
+  AMDev(os, ADDR, os.config).close()
+  gpu.smu.running = False                # the SMU does not answer: the reset goes through the PSP
+  gpu.regs.poke(gpu.psp.r[64], 0)        # a ring command a killed process left unanswered: not ready
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
+    with pytest.raises(Timeout, match="MP0_SMN_C2PMSG_64"): d.mode1_reset()
+  assert gpu.reset.count == 0
+  gpu.regs.poke(gpu.psp.r[64], 0x80000000)
+  with AMDev(os, ADDR, os.config, until="discovery") as d: d.mode1_reset()
+  assert gpu.reset.requests == ["PSP GFX_CTRL_CMD_ID_MODE1_RST"]
