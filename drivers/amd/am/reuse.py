@@ -266,7 +266,6 @@ def resume_psp(dev, plan: Plan) -> None:
   psp = dev.psp
   off, size = plan.record["tmr"]
   psp.tmr = dev.vram.reserve(off, size, "PSP TMR (kept)")
-  psp.ring_stop()          # psp_v13_0_ring_stop: destroy, 20 ms, wait (whatever C2PMSG_71 shows)
-  psp._ring_create()
+  psp._ring_create()       # the previous process's ring (C2PMSG_71 != 0) destroyed first: psp_v13_0_ring_stop
   psp.step(f"reused: sOS {plan.record['sos']:#x} running, TMR kept at VRAM {off:#x} ({size:#x} bytes), "
            f"{len(psp.loads)} firmware images already loaded")
