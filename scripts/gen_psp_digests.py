@@ -21,6 +21,7 @@ import re
 import sys
 
 from hcq.autogen import fwpackage
+from hcq.autogen.amd import psp_gfx_if as G
 from hcq.drivers.amd.am import firmware, psp
 from hcq.errors import HCQError
 from hcq.mockgpu.amd.am.psp import fw_type_name, signed_part
@@ -67,6 +68,17 @@ def compute(fw_dir: str) -> dict[str, dict[str, str]]:
       if not os.path.exists(os.path.join(fw_dir, name)): continue
       try: blob = psp.image(parsed(name), region)
       except HCQError: continue         # a file without this image (gc_11_0_1's CP files are not RS64)
+      add(fw_type_name(fw_type), name, blob, len(blob))
+  # MES images under the types Linux gives them (amdgpu_psp.c psp_get_fw_type: CP_MES 33, MES_STACK 34, CP_MES_KIQ
+  # 81, MES_KIQ_STACK 82): AM loads none, a driver that loads them as Linux does is accepted
+  mes = [("mes", "mes_ucode", G.GFX_FW_TYPE_CP_MES), ("mes", "mes_ucode_data", G.GFX_FW_TYPE_MES_STACK),
+         ("mes1", "mes_ucode", G.GFX_FW_TYPE_CP_MES_KIQ), ("mes1", "mes_ucode_data", G.GFX_FW_TYPE_MES_KIQ_STACK)]
+  for gc in gcs:
+    for kind, field, fw_type in mes:
+      name = f"gc_{gc}_{kind}.bin"
+      if not os.path.exists(os.path.join(fw_dir, name)): continue
+      try: blob = psp.image(parsed(name), (f"{field}_offset_bytes", f"{field}_size_bytes", "file"))
+      except HCQError: continue
       add(fw_type_name(fw_type), name, blob, len(blob))
   return out
 

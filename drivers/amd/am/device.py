@@ -5,9 +5,10 @@ Order (full boot; Linux amdgpu and the reference lineage agree on it):
   discovery  VRAM size (RCC_CONFIG_MEMSIZE), the IP discovery binary at the top of VRAM -> IP versions and bases,
              a register module per IP
   sw_init    nbio, gmc, ih, psp, smu, gfx: VRAM for page tables, rings, PSP buffers; firmware read and checked
-  hw_init    nbio (doorbell aperture) -> gmc (VM hubs, page tables, TLB) -> ih (ring 0) -> psp (bootloader, sOS,
-             ring, TOC, TMR, every IP firmware, RLC autoload) -> smu (mailbox, driver table, features) -> gfx (RLC
-             autoload complete)
+  hw_init    nbio (doorbell aperture, HDP remap) -> gmc (MMHUB gart_enable, page tables, TLB) -> ih (ring 0) -> psp
+             (bootloader, sOS, ring, TOC, SMU firmware, TMR, every other IP firmware, RLC autoload) -> smu (mailbox,
+             driver table, features) -> gfx (RLC autoload complete, MEC program counter, GC hub gart_enable,
+             constants, GC doorbells, MEC started). Each step follows Linux amdgpu 6.12: README.md has the table.
 Partial boot (reuse.py): after sw_init, before hw_init, the GPU's state is assessed: one that an AM process left
 booted (the boot signature in GC SCRATCH_REG7 and the boot record at VRAM 0), its firmware running and its queues
 idle, is reused: every hw_init runs but the PSP's (no bootloader, no firmware load: the TMR is kept). Anything else

@@ -33,7 +33,9 @@ from .va import PROCESS_VA
 PAGE = 0x1000
 EVENT_ID = 1
 DOORBELL_COMPUTE, DOORBELL_SDMA = 3, 0x100     # 64-bit doorbell indices (AMDGPU_NAVI10_DOORBELL_MEC_RING0, sDMA_ENGINE0)
-CP_EOP, SDMA_TRAP = (0x14, 181), (0x08, 224)  # (IH client, source) of the interrupts the queues raise (soc21 ids)
+# (IH client, source) of the interrupts the queues raise, gfx11's soc21 ids: CP end-of-pipe SOC21_IH_CLIENTID_GRBM_CP
+# GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, the SDMA trap SOC21_IH_CLIENTID_GFX GFX_11_0_0__SRCID__SDMA_TRAP (sdma_v6_0_sw_init)
+CP_EOP, SDMA_TRAP = (0x14, 181), (0x0A, 49)
 
 
 @dataclasses.dataclass
@@ -160,28 +162,62 @@ class AMIface:
       eop = self.alloc(PAGE, kind="gtt")
       mqd, fields = self._compute_mqd(ring, gart, eop)
       r = self.am.gc_regs
+      # the MEC's doorbell range, in bytes of the doorbell BAR (the register's field is bits 11:2: Linux writes
+      # doorbell index * 2 << 2): every CP doorbell below SDMA's
       r.write("CP_MEC_DOORBELL_RANGE_LOWER", 0)
-      r.write("CP_MEC_DOORBELL_RANGE_UPPER", DOORBELL_SDMA * 2 - 1)
+      r.write("CP_MEC_DOORBELL_RANGE_UPPER", (DOORBELL_SDMA * 2 - 2) << 2)
       r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
       try: mqdmod.load_hqd(r, fields)
       finally: r.write("GRBM_GFX_CNTL", 0)
       doorbell = DOORBELL_COMPUTE * 8
     elif kind == "sdma":
-      r = self.am.sdma_regs
-      r.write("SDMA0_QUEUE0_RB_CNTL", 0)
-      r.write("SDMA0_QUEUE0_RB_BASE", (ring.va >> 8) & 0xFFFFFFFF)
-      r.write("SDMA0_QUEUE0_RB_BASE_HI", ring.va >> 40)
-      r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_LO", (gart.va + RPTR_OFFSET) & 0xFFFFFFFC)
-      r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_HI", (gart.va + RPTR_OFFSET) >> 32)
-      r.write("SDMA0_QUEUE0_DOORBELL_OFFSET", OFFSET=DOORBELL_SDMA * 2)
-      r.write("SDMA0_QUEUE0_DOORBELL", ENABLE=1)
-      r.write("SDMA0_QUEUE0_RB_CNTL", RB_ENABLE=1, RB_SIZE=_log2(ring.size // 4), RPTR_WRITEBACK_ENABLE=1)
+      self._sdma_resume(ring, gart)
       doorbell = DOORBELL_SDMA * 8
     else: raise ValueError(f"unknown queue kind {kind!r}")
     q = HWQueue(kind, len(self._queues), ring, gart, doorbell, mqd=mqd)
     self._queues.append(q)
     self.am.step(kind, f"queue {q.queue_id}: ring of {ring.size >> 10} KiB at {ring.va:#x}, doorbell {doorbell:#x}")
     return q
+
+  def _sdma_resume(self, ring: Mem, gart: Mem) -> None:
+    """SDMA0 queue 0 as Linux sdma_v6_0_gfx_resume_instance starts it: RB_CNTL (size, RB_PRIV) with the ring off, the
+    read and write pointers reset (a re-created ring must not keep the old ones), the write-pointer poll and the
+    read-pointer write-back addresses, the ring base, the write pointer under MINOR_PTR_UPDATE, the doorbell and its
+    NBIO route (nbio_v4_3_sdma_doorbell_range), the hang watchdog, UTCL1, the engine un-halted (F32_CNTL HALT 0,
+    TH1_RESET 0; a VF leaves that to the host), then RB_ENABLE and IB_ENABLE."""
+    r, am = self.am.sdma_regs, self.am
+    rb = dict(RB_SIZE=_log2(ring.size // 4), RB_PRIV=1)
+    r.write("SDMA0_QUEUE0_RB_CNTL", **rb)
+    self._sdma_reset_pointers()
+    r.write("SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO", (gart.va + WPTR_OFFSET) & 0xFFFFFFFF)
+    r.write("SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI", (gart.va + WPTR_OFFSET) >> 32)
+    r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_HI", (gart.va + RPTR_OFFSET) >> 32)
+    r.write("SDMA0_QUEUE0_RB_RPTR_ADDR_LO", (gart.va + RPTR_OFFSET) & 0xFFFFFFFC)
+    rb.update(RPTR_WRITEBACK_ENABLE=1, WPTR_POLL_ENABLE=0, F32_WPTR_POLL_ENABLE=1)
+    r.write("SDMA0_QUEUE0_RB_BASE", (ring.va >> 8) & 0xFFFFFFFF)
+    r.write("SDMA0_QUEUE0_RB_BASE_HI", ring.va >> 40)
+    r.write("SDMA0_QUEUE0_MINOR_PTR_UPDATE", ENABLE=1)      # before a write pointer lower than the last
+    if not am.vf:
+      r.write("SDMA0_QUEUE0_RB_WPTR", 0)
+      r.write("SDMA0_QUEUE0_RB_WPTR_HI", 0)
+    r.write("SDMA0_QUEUE0_DOORBELL", ENABLE=1)
+    r.write("SDMA0_QUEUE0_DOORBELL_OFFSET", OFFSET=DOORBELL_SDMA * 2)
+    am.nbio.sdma_doorbell_range(DOORBELL_SDMA * 2)
+    r.write("SDMA0_QUEUE0_MINOR_PTR_UPDATE", 0)
+    r.update("SDMA0_WATCHDOG_CNTL", QUEUE_HANG_COUNT=min(max(int(self.config.timeout_s * 10), 1), 0xFF))   # 100 ms units
+    r.update("SDMA0_UTCL1_CNTL", RESP_MODE=3, REDO_DELAY=9)
+    r.update("SDMA0_UTCL1_PAGE", RD_L2_POLICY=2, WR_L2_POLICY=3, LLC_NOALLOC=1)   # sdma_common.h: NOA, BYPASS
+    if not am.vf: self._sdma_unhalt()
+    r.write("SDMA0_QUEUE0_RB_CNTL", RB_ENABLE=1, **rb)
+    r.update("SDMA0_QUEUE0_IB_CNTL", IB_ENABLE=1)
+
+  def _sdma_reset_pointers(self) -> None:
+    """The ring's read and write pointers back to 0 (a re-created ring must not resume where the last one stopped)."""
+    for reg in ("RB_RPTR", "RB_RPTR_HI", "RB_WPTR", "RB_WPTR_HI"): self.am.sdma_regs.write(f"SDMA0_QUEUE0_{reg}", 0)
+
+  def _sdma_unhalt(self) -> None:
+    """SDMA0_F32_CNTL: HALT 0, TH1_RESET 0 (the engine runs)."""
+    self.am.sdma_regs.update("SDMA0_F32_CNTL", HALT=0, TH1_RESET=0)
 
   def _compute_mqd(self, ring: Mem, gart: Mem, eop: Mem):
     """The queue's MQD (drivers/amd/am/mqd.py) in memory the CP reaches, filled: (its Mem, the struct written); the

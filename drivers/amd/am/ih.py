@@ -1,8 +1,9 @@
 """IH (OSSSYS 6.0): interrupt ring 0 in VRAM with its write pointer written back to memory; polled, not IRQ-driven.
 
 Entries are 32 bytes (Linux amdgpu_ih.c, decode_iv): dword 0 holds client id (bits 7:0), source id (15:8), ring id
-(23:16) and vmid (27:24); dwords 4-7 the source's data. A VM fault (client VMC 0x12 or UTCL2 0x1b, source 0;
-soc15_ih_clientid.h) carries the page address: data0 = address bits 43:12, data1 bits 3:0 = address bits 47:44
+(23:16) and vmid (27:24); dwords 4-7 the source's data. A VM fault (gfx11's soc21 ids, soc15_ih_clientid.h and
+gmc_v11_0_sw_init: MMHUB's as client VMC 0x12 source VMC_1_0__SRCID__VM_FAULT 0, the GC hub's UTCL2 as client GFX 0x0a
+source UTCL2_1_0__SRCID__FAULT 0) carries the page address: data0 = address bits 43:12, data1 bits 3:0 = address bits 47:44
 (gmc_v11_0.c, process_interrupt). poll() turns such an entry into hcq.GPUFault with the address and the client.
 """
 from __future__ import annotations
@@ -14,8 +15,9 @@ from .block import IPBlock
 
 RING_SIZE = 256 << 10
 ENTRY = 32                       # bytes of one IV entry
-CLIENT_VMC, CLIENT_UTCL2 = 0x12, 0x1B
-CLIENTS = {CLIENT_VMC: "VMC (MMHUB)", CLIENT_UTCL2: "UTCL2 (GC hub)"}
+CLIENT_VMC, CLIENT_GFX = 0x12, 0x0A          # SOC21_IH_CLIENTID_VMC, SOC21_IH_CLIENTID_GFX
+SRC_VM_FAULT = 0                             # VMC_1_0__SRCID__VM_FAULT, UTCL2_1_0__SRCID__FAULT
+CLIENTS = {CLIENT_VMC: "VMC (MMHUB)", CLIENT_GFX: "UTCL2 (GC hub)"}
 
 
 class IH(IPBlock):
@@ -70,7 +72,7 @@ class IH(IPBlock):
       r.update("IH_RB_CNTL", WPTR_OVERFLOW_CLEAR=1)
       r.update("IH_RB_CNTL", WPTR_OVERFLOW_CLEAR=0)
     for e in entries:
-      if e["client"] in CLIENTS and e["src"] == 0:
+      if e["client"] in CLIENTS and e["src"] == SRC_VM_FAULT:
         addr = (e["data"][0] << 12) | ((e["data"][1] & 0xF) << 44)
         raise GPUFault(f"{self.dev.label}: {CLIENTS[e['client']]} page fault, vmid {e['vmid']}", address=addr,
                        kind="VM fault")

@@ -47,12 +47,22 @@ def _hqd_registers() -> list[tuple[str, str]]:
 HQD_REGISTERS = _hqd_registers()
 
 
-def _f(reg: str, **fields) -> int: return GC.REGS[reg].encode(**fields)
+# the reset values gfx_v11_0_compute_mqd_init starts each field from (gc_11_0_0_default.h reg*_DEFAULT): they carry
+# bits the driver does not name, PRELOAD_REQ of CP_HQD_PERSISTENT_STATE among them
+DEFAULTS = {"CP_HQD_PERSISTENT_STATE": 0x0BE05501, "CP_HQD_PQ_CONTROL": 0x00308509, "CP_HQD_IB_CONTROL": 0x00300000,
+            "CP_MQD_CONTROL": 0x00000100, "CP_HQD_EOP_CONTROL": 0x00000006, "CP_HQD_PQ_DOORBELL_CONTROL": 0}
+
+
+def _f(reg: str, **fields) -> int:
+  """The register's reset value (DEFAULTS) with these fields set (REG_SET_FIELD on the default)."""
+  r, v = GC.REGS[reg], DEFAULTS.get(reg, 0)
+  for name, value in fields.items(): v = (v & ~r.fields[name].mask) | r.fields[name].encode(value)
+  return v
 
 
 def compute_mqd(mqd_va: int, ring_va: int, ring_bytes: int, rptr_va: int, wptr_va: int, eop_va: int, eop_bytes: int,
                 doorbell_dw: int, vmid: int = 0) -> MQD:
-  """The MQD of a PM4 compute queue: ring at ring_va (ring_bytes, a power of two), the read pointer reported to
+  """gfx_v11_0_compute_mqd_init's MQD of a PM4 compute queue: ring at ring_va (ring_bytes, a power of two), the read pointer reported to
   rptr_va and the write pointer polled at wptr_va, the end-of-pipe buffer at eop_va, the doorbell at dword
   doorbell_dw of the doorbell BAR, in VMID vmid; the queue active (as the CP's image of a mapped queue shows it)."""
   m = MQD()

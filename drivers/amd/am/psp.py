@@ -32,11 +32,15 @@ BOOTLOADER = [("PSP_FW_TYPE_PSP_KDB", 0x80000, "KDB"), ("PSP_FW_TYPE_PSP_SPL", 0
               ("PSP_FW_TYPE_PSP_RAS_DRV", 0xE0000, "RAS_DRV"), ("PSP_FW_TYPE_PSP_SOS", 0x20000, "SOS")]
 REQUIRED = ("PSP_FW_TYPE_PSP_SYS_DRV", "PSP_FW_TYPE_PSP_SOS", "PSP_FW_TYPE_PSP_TOC")   # of the sOS container
 RING_TYPE_KM = 2
+SOS_COMMAND = 0x20000      # PSP_BL__LOAD_SOSDRV
 MSG1_SIZE = 1 << 20
 TMR_ALIGN = 1 << 20          # where the TMR may start (reuse.py checks a kept one against it too)
 RING_SIZE = 0x10000
+HANDSHAKE_S = 0.020      # psp_v13_0.c: "there might be handshake issue with hardware which needs delay": mdelay(20)
 
-# LOAD_IP_FW images of a gfx11 board, in load order (the SMU's first): (file kind, region, GFX_FW_TYPE).
+# LOAD_IP_FW images of a gfx11 board, in load order (the SMU's first: psp_hw_start loads it before SETUP_TMR):
+# (file kind, region, GFX_FW_TYPE). No MES images: AM maps no queue through MES (Linux's psp_get_fw_type gives them
+# CP_MES 33, MES_STACK 34, CP_MES_KIQ 81, MES_KIQ_STACK 82 on PSP 13.0.x; the RS64_MES* types 76-79 are not theirs).
 # region: "ucode" (the container's ucode array), or (offset field, size field, base) of firmware.REGIONS' kind.
 def ip_firmware(gc: str, sdma: str, smu: str) -> list[tuple[str, object, int]]:
   stack = lambda e, n: [(f"gc_{gc}_{e}.bin", ("data_offset_bytes", "data_size_bytes", "file"),
@@ -53,10 +57,6 @@ def ip_firmware(gc: str, sdma: str, smu: str) -> list[tuple[str, object, int]]:
     (f"gc_{gc}_pfp.bin", ("ucode_offset_bytes", "ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_PFP), *stack("pfp", 2),
     (f"gc_{gc}_me.bin", ("ucode_offset_bytes", "ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_ME), *stack("me", 2),
     (f"gc_{gc}_mec.bin", ("ucode_offset_bytes", "ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_MEC), *stack("mec", 4),
-    (f"gc_{gc}_mes.bin", ("mes_ucode_offset_bytes", "mes_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_MES),
-    (f"gc_{gc}_mes.bin", ("mes_ucode_data_offset_bytes", "mes_ucode_data_size_bytes", "file"), G.GFX_FW_TYPE_RS64_MES_STACK),
-    (f"gc_{gc}_mes1.bin", ("mes_ucode_offset_bytes", "mes_ucode_size_bytes", "file"), G.GFX_FW_TYPE_RS64_KIQ),
-    (f"gc_{gc}_mes1.bin", ("mes_ucode_data_offset_bytes", "mes_ucode_data_size_bytes", "file"), G.GFX_FW_TYPE_RS64_KIQ_STACK),
     (f"sdma_{sdma}.bin", (None, "ctx_ucode_size_bytes", "ucode"), G.GFX_FW_TYPE_SDMA_UCODE_TH0),
     (f"sdma_{sdma}.bin", ("ctl_ucode_offset", "ctl_ucode_size_bytes", "file"), G.GFX_FW_TYPE_SDMA_UCODE_TH1),
   ]
@@ -72,7 +72,6 @@ IDENTITY = {
   "rlc": ("GC", {"rlc_firmware_header_v2_3", "rlc_firmware_header_v2_4"}),
   "pfp": ("GC", {"gfx_firmware_header_v2_0"}), "me": ("GC", {"gfx_firmware_header_v2_0"}),
   "mec": ("GC", {"gfx_firmware_header_v2_0"}),
-  "mes": ("GC", {"mes_firmware_header_v1_0"}), "mes1": ("GC", {"mes_firmware_header_v1_0"}),
   "sdma": ("SDMA0", {"sdma_firmware_header_v2_0"}),
 }
 
@@ -139,6 +138,12 @@ class PSP(IPBlock):
     ucode = self.sos.ucode()
     return ucode[c["offset"]:c["offset"] + c["size"]]
 
+  def _bootloader_image(self, comp: str) -> bytes:
+    """The image sent with component comp's bootloader command: its own, but for LOAD_TOS_SPL_TABLE, which gets the
+    key database image (psp_v13_0_bootloader_load_spl loads psp->kdb; psp_hw_start sends it when the container has
+    an SPL component)."""
+    return self._component("PSP_FW_TYPE_PSP_KDB" if comp == "PSP_FW_TYPE_PSP_SPL" else comp)
+
   @property
   def sos_alive(self) -> bool: return self.dev.mp0_regs.read("MP0_SMN_C2PMSG_81") != 0
 
@@ -160,38 +165,71 @@ class PSP(IPBlock):
     self.dev.nbio.hdp_flush()
 
   def _bootload(self) -> None:
+    """psp_hw_start's bootloader part: psp_v13_0_bootloader_load_component for each component but the SOS (wait for
+    C2PMSG_35 == bit 31, stage, C2PMSG_36, C2PMSG_35 = command, wait again), then psp_v13_0_bootloader_load_sos: the
+    SOS handed over, 20 ms (the handshake delay), and C2PMSG_81 watched until it changes from what it reads then (the
+    bootloader is gone: C2PMSG_35 is not waited for again)."""
     r = self.dev.mp0_regs
     loaded = []
     for comp, cmd, short in BOOTLOADER:
       if comp not in self.components: continue
       self.step(f"bootloader {short} ({self.components[comp]['size']} bytes of {self.sos_name})")
       r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000)
-      self._stage(self._component(comp))
+      self._stage(self._bootloader_image(comp))
       r.write("MP0_SMN_C2PMSG_36", self.msg1.mc >> 20)
       r.write("MP0_SMN_C2PMSG_35", cmd)
+      loaded.append(short)
+      if cmd == SOS_COMMAND: return self._sos_handover(loaded)
       # done: bit 31 set again; the low 16 bits are the bootloader's status (Linux waits for them to be 0)
       status = r.wait("MP0_SMN_C2PMSG_35", 0x80000000, 0x80000000) & 0xFFFF
       if status:
         raise PSPError(f"{self.dev.label}: the PSP bootloader refused the {short} component of {self.sos_name} "
                        f"({self.components[comp]['size']} bytes): status {status:#06x} (damaged, truncated, or not "
                        f"signed by AMD?)")
-      loaded.append(short)
-    try: r.access.poll(lambda: 1 if self.sos_alive else 0, 1, 1, "MP0 MP0_SMN_C2PMSG_81 (sOS alive)")
+
+  def _sos_handover(self, loaded: list[str]) -> None:
+    """psp_v13_0_bootloader_load_sos after the command: 20 ms, then C2PMSG_81 watched until it changes from what it
+    reads then (the bootloader is gone: C2PMSG_35 is not waited for)."""
+    r = self.dev.mp0_regs
+    self.dev.os.sleep(HANDSHAKE_S)
+    before = r.read("MP0_SMN_C2PMSG_81")
+    try: r.access.poll(lambda: int(r.read("MP0_SMN_C2PMSG_81") != before), 1, 1,
+                       f"MP0 MP0_SMN_C2PMSG_81 (sOS alive: a change from {before:#x}, its value 20 ms after LOAD_SOSDRV)")
     except Timeout as e:
+      bl = r.read("MP0_SMN_C2PMSG_35")      # a bootloader that refused the SOS is still there, with its status
+      if bl & 0x80000000 and bl & 0xFFFF:
+        raise PSPError(f"{self.dev.label}: the PSP bootloader refused the SOS component of {self.sos_name} "
+                       f"({self.components['PSP_FW_TYPE_PSP_SOS']['size']} bytes): status {bl & 0xFFFF:#06x} (damaged, "
+                       f"truncated, or not signed by AMD?)") from None
       raise PSPError(f"{self.dev.label}: the PSP did not start the sOS after loading {', '.join(loaded)} from "
                      f"{self.sos_name} ({e}): a component was refused (damaged or truncated file?)") from None
     self.step(f"sOS running (version {r.read('MP0_SMN_C2PMSG_81'):#x})")
 
   # ---- 2. ring
   def _ring_create(self) -> None:
+    """psp_v13_0_ring_create: a ring the sOS still has (C2PMSG_71 != 0: a previous boot's) is destroyed first
+    (psp_v13_0_ring_stop); wait for the sOS ready (C2PMSG_64 bit 31), the ring's MC address and size, the command;
+    20 ms (a poll right away can read the stale "ready"), then wait for bit 31 with status 0."""
     r = self.dev.mp0_regs
+    if r.read("MP0_SMN_C2PMSG_71"): self.ring_stop()
     self.step(f"KM ring at MC {self.ring.mc:#x}")
     r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
     r.write("MP0_SMN_C2PMSG_69", self.ring.mc & 0xFFFFFFFF)
     r.write("MP0_SMN_C2PMSG_70", self.ring.mc >> 32)
     r.write("MP0_SMN_C2PMSG_71", RING_SIZE)
     r.write("MP0_SMN_C2PMSG_64", RING_TYPE_KM << 16)
+    self.dev.os.sleep(HANDSHAKE_S)
     r.wait("MP0_SMN_C2PMSG_64", 0x8000FFFF, 0x80000000)
+    self.wptr = 0
+
+  def ring_stop(self) -> None:
+    """psp_v13_0_ring_stop: GFX_CTRL_CMD_ID_DESTROY_RINGS, 20 ms, wait for bit 31."""
+    r = self.dev.mp0_regs
+    self.step("KM ring destroyed (GFX_CTRL_CMD_ID_DESTROY_RINGS)")
+    r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
+    r.write("MP0_SMN_C2PMSG_64", G.GFX_CTRL_CMD_ID_DESTROY_RINGS)
+    self.dev.os.sleep(HANDSHAKE_S)
+    r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
 
   # ---- 3. commands
   def submit(self, cmd, what: str):
@@ -225,23 +263,39 @@ class PSP(IPBlock):
     return self.submit(cmd, f"LOAD_TOC ({self.sos_name} TOC)").tmr_size
 
   def _load_firmware(self) -> None:
+    """psp_hw_start after the ring, for MP0 13.0.0 (autoload, PMFW-centralized C-state management:
+    psp_check_pmfw_centralized_cstate_management): LOAD_TOC (psp_tmr_init: the TMR size), the SMU firmware
+    (psp_load_smu_fw), SETUP_TMR (psp_tmr_load), every other image (psp_load_non_psp_fw), AUTOLOAD_RLC."""
     d = self.dev
     tmr_size = self.load_toc()
     self.step(f"TOC loaded: TMR of {tmr_size:#x} bytes")
     self.tmr = d.vram.alloc(tmr_size, "PSP TMR", align=TMR_ALIGN)
-    cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_SETUP_TMR)
-    c = cmd.cmd.cmd_setup_tmr
-    c.buf_phy_addr_lo, c.buf_phy_addr_hi, c.buf_size = self.tmr.mc & 0xFFFFFFFF, self.tmr.mc >> 32, tmr_size
-    self.submit(cmd, "SETUP_TMR")
-    for name, blob, fw_type in self.loads:
-      self.step(f"LOAD_IP_FW {fw_type_name(fw_type)} ({len(blob)} bytes of {name})")
-      self._stage(blob)
-      cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_LOAD_IP_FW)
-      c = cmd.cmd.cmd_load_ip_fw
-      c.fw_phy_addr_lo, c.fw_phy_addr_hi, c.fw_size, c.fw_type = self.msg1.mc & 0xFFFFFFFF, self.msg1.mc >> 32, len(blob), fw_type
-      self.submit(cmd, f"LOAD_IP_FW {fw_type_name(fw_type)} from {name}")
+    smu, rest = self.loads[:1], self.loads[1:]
+    for load in smu: self.load_ip_fw(*load)
+    self.setup_tmr()
+    for load in rest: self.load_ip_fw(*load)
     self.step("AUTOLOAD_RLC")
     self.submit(G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_AUTOLOAD_RLC), "AUTOLOAD_RLC")
+
+  def setup_tmr(self) -> None:
+    """psp_prep_tmr_cmd_buf: the TMR's MC address, and with virt_phy_addr its physical address (amdgpu_gmc_vram_pa)."""
+    d = self.dev
+    self.step(f"SETUP_TMR at MC {self.tmr.mc:#x} (physical {d.gmc.pa(self.tmr.offset):#x})")
+    cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_SETUP_TMR)
+    c = cmd.cmd.cmd_setup_tmr
+    c.buf_phy_addr_lo, c.buf_phy_addr_hi, c.buf_size = self.tmr.mc & 0xFFFFFFFF, self.tmr.mc >> 32, self.tmr.size
+    pa = d.gmc.pa(self.tmr.offset)
+    c.bitfield.virt_phy_addr = 1
+    c.system_phy_addr_lo, c.system_phy_addr_hi = pa & 0xFFFFFFFF, pa >> 32
+    self.submit(cmd, "SETUP_TMR")
+
+  def load_ip_fw(self, name: str, blob: bytes, fw_type: int) -> None:
+    self.step(f"LOAD_IP_FW {fw_type_name(fw_type)} ({len(blob)} bytes of {name})")
+    self._stage(blob)
+    cmd = G.struct_psp_gfx_cmd_resp(cmd_id=G.GFX_CMD_ID_LOAD_IP_FW)
+    c = cmd.cmd.cmd_load_ip_fw
+    c.fw_phy_addr_lo, c.fw_phy_addr_hi, c.fw_size, c.fw_type = self.msg1.mc & 0xFFFFFFFF, self.msg1.mc >> 32, len(blob), fw_type
+    self.submit(cmd, f"LOAD_IP_FW {fw_type_name(fw_type)} from {name}")
 
 
 def fw_type_name(t: int) -> str:

@@ -83,6 +83,8 @@ def _request(dev) -> str:
     return "the SMU (PPSMC_MSG_Mode1Reset)"
   r = dev.mp0_regs
   if r.read("MP0_SMN_C2PMSG_81"):
+    # psp_v13_0_mode1_reset: the sOS must be ready for the command (C2PMSG_64 bit 31) before it is written
+    r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
     r.write("MP0_SMN_C2PMSG_64", G.GFX_CTRL_CMD_ID_MODE1_RST)
     return f"the PSP (GFX_CTRL_CMD_ID_MODE1_RST; {why_not})"
   raise DeviceError(f"{dev.label}: cannot reset the GPU: {why_not}, and the PSP's sOS does not run (MP0_SMN_C2PMSG_81 = 0)")

@@ -34,7 +34,6 @@ import json
 import struct
 import zlib
 
-from ....autogen.amd import psp_gfx_if as G
 from ....autogen.amd import smu_v13_0_0 as S
 from ....errors import DeviceError, Timeout
 from .psp import TMR_ALIGN
@@ -264,12 +263,9 @@ def resume_psp(dev, plan: Plan) -> None:
   """The PSP of a reused GPU: the TMR stays where the firmware runs from it, the KM ring is made again in this
   boot's buffer (destroyed first: the sOS still has the previous process's), so that commands work; no bootloader,
   no firmware load."""
-  psp, r = dev.psp, dev.mp0_regs
+  psp = dev.psp
   off, size = plan.record["tmr"]
   psp.tmr = dev.vram.reserve(off, size, "PSP TMR (kept)")
-  r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
-  r.write("MP0_SMN_C2PMSG_64", G.GFX_CTRL_CMD_ID_DESTROY_RINGS)
-  r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
-  psp._ring_create()
+  psp._ring_create()       # the previous process's ring (C2PMSG_71 != 0) destroyed first: psp_v13_0_ring_stop
   psp.step(f"reused: sOS {plan.record['sos']:#x} running, TMR kept at VRAM {off:#x} ({size:#x} bytes), "
            f"{len(psp.loads)} firmware images already loaded")

@@ -108,7 +108,10 @@ class SMU(IPBlock):
     self.step(f"SMU firmware {self.version >> 16}.{(self.version >> 8) & 0xFF}.{self.version & 0xFF} running")
     if_version = self.send(S.PPSMC_MSG_GetDriverIfVersion)
     if if_version != S.SMU13_0_0_DRIVER_IF_VERSION:
-      raise SMUError(f"{self.dev.label}: SMU driver interface {if_version}, hcq speaks {S.SMU13_0_0_DRIVER_IF_VERSION}")
+      # smu_v13_0_check_fw_version: a mismatch is only a warning ("SMU driver if version not matched"); the boot
+      # goes on (the messages and tables AM uses have kept their layout across these versions)
+      self.step(f"warning: SMU driver interface version {if_version:#x}, hcq's headers are {S.SMU13_0_0_DRIVER_IF_VERSION:#x} "
+                f"(smu_v13_0_check_fw_version only warns)")
     self.send(S.PPSMC_MSG_SetDriverDramAddrHigh, self.table.mc >> 32)
     self.send(S.PPSMC_MSG_SetDriverDramAddrLow, self.table.mc & 0xFFFFFFFF)
     self.step("features: EnableAllSmuFeatures")

@@ -12,7 +12,7 @@ import struct
 import threading
 
 from ....autogen.amd import smu_v13_0_0 as SMU
-from ....errors import GPUFault
+from ....errors import DeviceError, GPUFault
 from .discovery import GC_HWID, MMHUB_HWID, MP1_HWID, NBIF_HWID, OSSSYS_HWID
 
 PTE_VALID, PTE_SYSTEM = 1 << 0, 1 << 1
@@ -20,23 +20,67 @@ PDE_PTE = 1 << 54          # gfx10/11: a PDE that is itself a PTE (huge page)
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 
 
+# The MMIO register hole: the BAR page with no register in it, where Linux remaps the HDP flush registers
+# (nbio_v4_3.c: MMIO_REG_HOLE_OFFSET = 0x80000 - PAGE_SIZE; KFD_MMIO_REMAP_HDP_MEM_FLUSH_CNTL 0, _REG_FLUSH_CNTL 4)
+REG_HOLE, REG_HOLE_END = 0x80000 - 0x1000, 0x80000
+
+
 class NBIO:
+  """Memory size, and the HDP flush: BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL holds the byte address in the register BAR of
+  the flush register (nbio_v4_3_remap_hdp_registers); a write there drains the HDP (hdp_v6_0_flush_hdp). Only an
+  address in the register hole can be remapped (anything else would alias a real register: 0 is BIF_BX_PF0_MM_INDEX);
+  a write to the REMAP register itself flushes nothing. At power-on it points into the hole where Linux puts it:
+  tinygrad 0.14's AM driver (hardware-proven) never remaps and flushes at the address it reads there
+  (AM_GMC.flush_hdp), so a booted board holds a usable address."""
+
   def __init__(self, gpu):
-    rf = gpu.regs
+    rf, self.gpu = gpu.regs, gpu
     self.hdp_flushes = 0
+    self.flush_addr = None
     rf.hook(rf.addr(NBIF_HWID, "nbio_4_3_0", "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"), read=lambda: gpu.vram_size >> 20)
-    rf.hook(rf.addr(NBIF_HWID, "nbio_4_3_0", "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL"), write=self._flush)
+    self.remap = rf.addr(NBIF_HWID, "nbio_4_3_0", "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL")
+    rf.hook(self.remap, write=self._remap)
+    rf.poke(rf.addr(NBIF_HWID, "nbio_4_3_0", "BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL"), REG_HOLE + 4)
+    rf.poke(self.remap, REG_HOLE)
+    self._move(REG_HOLE)
+
+  def _remap(self, value: int) -> None:
+    if value & 3 or not REG_HOLE <= value < REG_HOLE_END:
+      raise DeviceError(f"mock Navi 31 {self.gpu.addr}: BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL = {value:#x}: the HDP flush "
+                        f"register can only be remapped to a dword of the MMIO register hole {REG_HOLE:#x}..{REG_HOLE_END:#x} "
+                        f"(it holds an address: nbio_v4_3_remap_hdp_registers; {value:#x} would alias a register"
+                        f"{' (BIF_BX_PF0_MM_INDEX)' if value == 0 else ''})")
+    self._move(value)
+
+  def _move(self, byte_addr: int) -> None:
+    rf = self.gpu.regs
+    if self.flush_addr is not None:
+      rf.write_hooks.pop(self.flush_addr, None)
+      rf.read_hooks.pop(self.flush_addr, None)
+    self.flush_addr = byte_addr >> 2
+    rf.hook(self.flush_addr, write=self._flush, read=lambda: 0)
 
   def _flush(self, _value): self.hdp_flushes += 1
 
 
 class Hub:
-  """One VM hub (prefix MMVM_/MMMC_ in mmhub 3.0.0, GCVM_/GCMC_ in gc 11.0.0)."""
+  """One VM hub (prefix MMVM_/MMMC_ in mmhub 3.0.0, GCVM_/GCMC_ in gc 11.0.0).
+
+  Translation needs the hub turned on as mmhub_v3_0/gfxhub_v3_0 *_gart_enable do: {mc}_VM_MX_L1_TLB_CNTL with
+  ENABLE_L1_TLB, SYSTEM_ACCESS_MODE 3 and ENABLE_ADVANCED_DRIVER_MODEL, {vm}_L2_CNTL.ENABLE_L2_CACHE; an invalidation
+  or a walk of an enabled context without them is refused, naming the register. The walker takes physical VRAM
+  addresses (the page-table base, every PDE and VRAM PTE: gmc_v11_0_get_vm_pde, amdgpu_gmc_vram_mc2pa; VRAM starts at
+  physical MC_VM_FB_OFFSET << 24). MMHUB: after each engine-17 invalidation the driver issues the L2's private
+  invalidation (MMVM_L2_BANK_SELECT_RESERVED_CID2 bit 25, gmc_v11_0_flush_gpu_tlb); the next request without it is
+  refused (a VF leaves it to the host)."""
+
+  PRIVATE_INVALIDATION = 1 << 25
 
   def __init__(self, gpu, hw_id: int, module: str, vm: str, mc: str):
     self.gpu, self.hw_id, self.module, self.vm, self.mc = gpu, hw_id, module, vm, mc
     self.invalidations: list[int] = []
     self.on_invalidate = None     # called after each invalidation (the command processors re-read the mappings)
+    self.private_pending = False
     rf = gpu.regs
     for eng in range(18):
       req = rf.addr(hw_id, module, f"{vm}_INVALIDATE_ENG{eng}_REQ")
@@ -45,23 +89,60 @@ class Hub:
       rf.hook(rf.addr(hw_id, module, f"{vm}_INVALIDATE_ENG{eng}_SEM"), read=lambda: 1)   # the semaphore is free
     rf.poke(rf.addr(hw_id, module, f"{mc}_VM_FB_LOCATION_BASE"), gpu.fb_base >> 24)
     rf.poke(rf.addr(hw_id, module, f"{mc}_VM_FB_LOCATION_TOP"), (gpu.fb_base + gpu.vram_size - 1) >> 24)
+    rf.poke(rf.addr(hw_id, module, f"{mc}_VM_FB_OFFSET"), gpu.fb_offset >> 24)
+    if vm == "MMVM":
+      rf.hook(rf.addr(hw_id, module, "MMVM_L2_BANK_SELECT_RESERVED_CID2"), write=self._private)
+
+  def _private(self, value: int) -> None:
+    if value & self.PRIVATE_INVALIDATION: self.private_pending = False
+
+  def field(self, name: str, field: str) -> int: return self.gpu.regs.fields(self.module, name, self.reg(name))[field]
+
+  def check_enabled(self, what: str) -> None:
+    """Refuse `what` on an enabled context whose L1 TLB / L2 is not on, or whose page-table base is no physical
+    VRAM address."""
+    mc, vm = self.mc, self.vm
+    need = [(f"{mc}_VM_MX_L1_TLB_CNTL", "ENABLE_L1_TLB", 1), (f"{mc}_VM_MX_L1_TLB_CNTL", "SYSTEM_ACCESS_MODE", 3),
+            (f"{mc}_VM_MX_L1_TLB_CNTL", "ENABLE_ADVANCED_DRIVER_MODEL", 1), (f"{vm}_L2_CNTL", "ENABLE_L2_CACHE", 1)]
+    for reg, field, want in need:
+      have = self.field(reg, field)
+      if have != want:
+        raise DeviceError(f"mock Navi 31 {self.gpu.addr}: {what}: {reg}.{field} is {have}, translation needs {want} "
+                          f"({'mmhub' if vm == 'MMVM' else 'gfxhub'}_v3_0 gart_enable: init_tlb_regs / init_cache_regs)")
+    base = self._base(0)
+    if not self.gpu.is_pa(base & ADDR_MASK, 0x1000):
+      raise DeviceError(f"mock Navi 31 {self.gpu.addr}: {what}: {vm}_CONTEXT0_PAGE_TABLE_BASE_ADDR holds {base:#x}, not a "
+                        f"physical VRAM address ({self.gpu.fb_offset:#x}..{self.gpu.fb_offset + self.gpu.vram_size:#x}: "
+                        f"the walker takes physical addresses, amdgpu_gmc_vram_mc2pa; MC addresses start at "
+                        f"{self.gpu.fb_base:#x})")
+
+  def _base(self, vmid: int) -> int:
+    return self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_BASE_ADDR_LO32") | \
+      (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_BASE_ADDR_HI32") << 32)
 
   def _invalidate(self, value: int, ack: int) -> None:
     vmids = value & 0xFFFF      # PER_VMID_INVALIDATE_REQ
+    what = f"{self.vm}_INVALIDATE_ENG17_REQ"
+    if self.private_pending:
+      raise DeviceError(f"mock Navi 31 {self.gpu.addr}: {what} before the private invalidation of the last one "
+                        f"(MMVM_L2_BANK_SELECT_RESERVED_CID2.RESERVED_CACHE_PRIVATE_INVALIDATION, gmc_v11_0_flush_gpu_tlb)")
+    if self.reg(f"{self.vm}_CONTEXT0_CNTL") & 1: self.check_enabled(what)
     self.invalidations.append(vmids)
     if self.on_invalidate is not None: self.on_invalidate()
     self.gpu.regs.poke(ack, vmids)
+    if self.vm == "MMVM" and not self.gpu.vf: self.private_pending = True
 
   def reg(self, name: str) -> int: return self.gpu.regs.read(self.gpu.regs.addr(self.hw_id, self.module, name))
 
   def translate(self, va: int, vmid: int = 0) -> tuple[str, int]:
     """("vram", offset) or ("system", physical address) of GPU virtual address va in context vmid (0 only), walking
-    the page tables the driver built; an unmapped address raises GPUFault and posts a VM fault to the IH ring."""
+    the page tables the driver built (physical VRAM addresses); an unmapped address raises GPUFault and posts a VM
+    fault to the IH ring."""
     cntl = self.reg(f"{self.vm}_CONTEXT{vmid}_CNTL")
     if not cntl & 1: return self._fault(va, "context disabled")
+    self.check_enabled(f"{self.vm} page walk of {va:#x}")
     depth = (cntl >> 1) & 3
-    base = self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_BASE_ADDR_LO32") | \
-      (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_BASE_ADDR_HI32") << 32)
+    base = self._base(vmid)
     start = (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_START_ADDR_LO32") |
              (self.reg(f"{self.vm}_CONTEXT{vmid}_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
     if not base & PTE_VALID: return self._fault(va, "no root page table")
@@ -69,18 +150,25 @@ class Hub:
     if rel < 0: return self._fault(va, "below the context's range")
     for level in range(depth, -1, -1):
       shift = 12 + 9 * level
-      entry = self.gpu.read_mc64(table + ((rel >> shift) & 0x1FF) * 8)
+      entry = self.gpu.read_pa64(table + ((rel >> shift) & 0x1FF) * 8, f"{self.vm} level-{depth - level} table")
       if not entry & PTE_VALID: return self._fault(va, f"invalid entry at level {depth - level}")
       if level == 0 or entry & PDE_PTE:
         page = entry & ADDR_MASK & ~((1 << shift) - 1)
         addr = page + (rel & ((1 << shift) - 1))
         if entry & PTE_SYSTEM: return "system", addr
-        return "vram", addr - self.gpu.fb_base
+        if not self.gpu.is_pa(addr, 1): return self._fault(va, f"PTE address {addr:#x} is not physical VRAM")
+        return "vram", addr - self.gpu.fb_offset
       table = entry & ADDR_MASK
 
+  def post_fault(self, va: int) -> bool:
+    """A protection fault at va reaches the IH ring only when its context asks for the interrupt
+    (CONTEXT0_CNTL.VALID_PROTECTION_FAULT_ENABLE_INTERRUPT: gmc_v11_0_vm_fault_interrupt_state sets it); soc21 ids
+    (soc15_ih_clientid.h, gmc_v11_0_sw_init): MMHUB as VMC 0x12, the GC hub's UTCL2 as GFX 0x0a, source 0 for both."""
+    if not self.field(f"{self.vm}_CONTEXT0_CNTL", "VALID_PROTECTION_FAULT_ENABLE_INTERRUPT"): return False
+    return self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x0A, src=0, ctx=[va >> 12, (va >> 44) & 0xF, 0, 0])
+
   def _fault(self, va: int, why: str):
-    # soc15_ih_clientid.h: VMC (MMHUB) 0x12, UTCL2 (GC hub) 0x1b; source 0 is the VM fault of both
-    self.gpu.ih.post(client=0x12 if self.hw_id == MMHUB_HWID else 0x1B, src=0, ctx=[va >> 12, (va >> 44) & 0xF, 0, 0])
+    self.post_fault(va)
     raise GPUFault(f"{self.vm} page walk: {why}", address=va, kind="VM fault")
 
 
@@ -127,23 +215,31 @@ class IH:
 
 
 class RLC:
-  """The RLC: its autoload (PSP AUTOLOAD_RLC), then its firmware's safe-mode handshake. RLC_SAFE_MODE (Linux
-  gfx_v11_0_set_safe_mode / _unset_safe_mode): the driver writes CMD=1 with MESSAGE 1 (enter) or 0 (exit) and waits
-  for the RLC to clear CMD. Only running RLC firmware answers: before the autoload CMD stays set."""
+  """The RLC's autoload (PSP AUTOLOAD_RLC): it powers GFX up and boots its firmware; until then the GC hub has no
+  power (guard_gc_hub refuses its writes); CP_STAT reads 0 (the CP idle). The MEC stays halted (CP_MEC_RS64_CNTL:
+  MEC_HALT and every pipe in reset) until the driver starts it (cp.py checks that at an HQD's activation).
+  Then its firmware's safe-mode handshake. RLC_SAFE_MODE (Linux gfx_v11_0_set_safe_mode / _unset_safe_mode): the
+  driver writes CMD=1 with MESSAGE 1 (enter) or 0 (exit) and waits for the RLC to clear CMD. Only running RLC
+  firmware answers: before the autoload CMD stays set."""
 
   def __init__(self, gpu):
     from ....autogen.amd import gc_11_0_0 as GC
     rf = gpu.regs
+    self.powered = False
     self.regs = rf
     self.status = rf.addr(GC_HWID, "gc_11_0_0", "RLC_RLCS_BOOTLOAD_STATUS")
     self.safe_mode_reg = rf.addr(GC_HWID, "gc_11_0_0", "RLC_SAFE_MODE")
     self.cmd_mask, self.msg_mask, self.msg_shift = GC.RLC_SAFE_MODE__CMD_MASK, GC.RLC_SAFE_MODE__MESSAGE_MASK, GC.RLC_SAFE_MODE__MESSAGE__SHIFT
     rf.hook(self.safe_mode_reg, write=self._safe_mode)
     rf.poke(rf.addr(GC_HWID, "gc_11_0_0", "CP_STAT"), 0)
+    cntl = rf.module("gc_11_0_0").REGS["CP_MEC_RS64_CNTL"]
+    rf.poke(rf.addr(GC_HWID, "gc_11_0_0", "CP_MEC_RS64_CNTL"),
+            cntl.encode(MEC_HALT=1, **{f"MEC_PIPE{p}_RESET": 1 for p in range(4)}))
     self.running = False
     self.safe_mode = False        # the GFX clocks held on for the driver (entered with MESSAGE 1)
 
   def autoload(self, gpu) -> None:
+    self.powered = True
     gpu.regs.poke(self.status, 0x80000000 | 0x1)   # BOOTLOAD_COMPLETE | GFX_INIT_DONE
     self.running = True
 
@@ -151,6 +247,20 @@ class RLC:
     if not self.running or not value & self.cmd_mask: return
     self.safe_mode = bool((value & self.msg_mask) >> self.msg_shift)
     self.regs.poke(self.safe_mode_reg, value & ~self.cmd_mask)      # the firmware's acknowledgement
+
+
+def guard_gc_hub(gpu) -> None:
+  """The GC hub's registers (GCVM_*, GCMC_* of gc 11.0.0) take no write while GFX has no power: before the RLC
+  autoload (Linux enables GFXHUB in gfx_v11_0_hw_init after it, gfx_v11_0_gfxhub_enable, and skips GFXHUB TLB
+  flushes while gfx.is_poweron is false: gmc_v11_0_flush_gpu_tlb). Reads answer (Linux reads the FB location)."""
+  rf = gpu.regs
+  for name in rf.module("gc_11_0_0").REGS:
+    if not name.startswith(("GCVM_", "GCMC_")): continue
+    def check(_v, name=name):
+      if gpu.rlc.powered: return True
+      raise DeviceError(f"mock Navi 31 {gpu.addr}: {name} written before the RLC autoload: the GC hub has no power yet "
+                        f"(gfx_v11_0_hw_init enables GFXHUB after gfx_v11_0_wait_for_rlc_autoload_complete)")
+    rf.guard(rf.addr(GC_HWID, "gc_11_0_0", name), write=check)
 
 
 class SMUModel:
@@ -162,6 +272,7 @@ class SMUModel:
     self.msg, self.arg, self.resp = (rf.addr(MP1_HWID, "mp_13_0_0", f"MP1_SMN_C2PMSG_{n}") for n in (66, 82, 90))
     rf.hook(self.msg, write=self._message)
     self.running, self.version = False, 0
+    self.driver_if_version = SMU.SMU13_0_0_DRIVER_IF_VERSION   # what GetDriverIfVersion answers (a test may change it)
     self.features, self.dram_addr = 0, 0
     self.soft_min, self.soft_max = {}, {}
     self.metrics_count = 0
@@ -190,7 +301,7 @@ class SMUModel:
     result, out = SMU.PPSMC_Result_OK, arg
     if msg == SMU.PPSMC_MSG_TestMessage: out = arg + 1
     elif msg == SMU.PPSMC_MSG_GetSmuVersion: out = self.version
-    elif msg == SMU.PPSMC_MSG_GetDriverIfVersion: out = SMU.SMU13_0_0_DRIVER_IF_VERSION
+    elif msg == SMU.PPSMC_MSG_GetDriverIfVersion: out = self.driver_if_version
     elif msg == SMU.PPSMC_MSG_SetDriverDramAddrHigh: self.dram_addr = (self.dram_addr & 0xFFFFFFFF) | (arg << 32)
     elif msg == SMU.PPSMC_MSG_SetDriverDramAddrLow: self.dram_addr = (self.dram_addr & ~0xFFFFFFFF) | arg
     elif msg == SMU.PPSMC_MSG_EnableAllSmuFeatures: self.features = (1 << 64) - 1

@@ -18,7 +18,7 @@
   cannot be viewed there: it faults too.) Behind a USB bridge, system pages at the bus addresses of the bridge's
   windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way.
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
-  (CP EOP) or client SDMA0 0x08 source 224 (trap), with the context id in the first data dword (soc21 ids).
+  (CP EOP) or client GFX 0x0a source 49 (SDMA trap), with the context id in the first data dword (soc21 ids).
 """
 from __future__ import annotations
 
@@ -30,11 +30,17 @@ from ....errors import DeviceError, GPUFault, OSCallError
 from ..gpu import GPUProperties, MockAMDGPU
 from ..queues import COMPUTE, SDMA
 from .blocks import PDE_PTE, PTE_SYSTEM, PTE_VALID, ADDR_MASK
-from .discovery import GC_HWID, SDMA0_HWID
+from .discovery import GC_HWID, NBIF_HWID, SDMA0_HWID
+
+# S2A doorbell agent ids: the GC's (nbio_v4_3_gc_doorbell_init writes ENTRY_0 = 0x30000007: AWID 3) and SDMA0's
+# (nbio_v4_3_sdma_doorbell_range: AWID 0xe)
+S2A_AWID_GC, S2A_AWID_SDMA0 = 0x3, 0xE
 
 MQD_SIZE = ctypes.sizeof(MQD)
 PAGE = 0x1000
-CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x08, 224, 0x1B
+# gfx11 interrupt ids (soc15_ih_clientid.h SOC21_IH_CLIENTID_*, irqsrcs_gfx_11_0_0.h): CP end-of-pipe GRBM_CP 0x14 /
+# 181, the SDMA trap GFX 0x0a / 49 (sdma_v6_0_sw_init registers it there), the GC hub's UTCL2 fault GFX 0x0a / 0
+CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x0A, 49, 0x0A
 
 
 class CommandProcessors:
@@ -47,13 +53,15 @@ class CommandProcessors:
     # (va, size, (memory file, offset)) viewed at va for the engines: VRAM, or a USB bridge's window
     self.vram_views: set[tuple[int, int, tuple[int, int]]] = set()
     self._tables: dict[tuple, tuple] = {}      # (page table MC address, its VA) -> (its bytes, its ranges)
+    self.aperture_pieces: set[tuple] = set()   # system-aperture pages queues named (reach_aperture)
     self.hook()
 
   def hook(self) -> None:
     """Take over the queue registers (at creation, and again after a reset rebuilt the register file)."""
     rf = self.navi.regs
     g = lambda n: rf.addr(GC_HWID, "gc_11_0_0", n)
-    self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
+    self.hqd = {n: g(n) for n in ("GRBM_GFX_CNTL", "CP_MEC_DOORBELL_RANGE_LOWER", "CP_MEC_DOORBELL_RANGE_UPPER",
+                                  "CP_HQD_PERSISTENT_STATE", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", "CP_HQD_PQ_RPTR_REPORT_ADDR",
                                   "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_WPTR_POLL_ADDR", "CP_HQD_PQ_WPTR_POLL_ADDR_HI",
                                   "CP_HQD_PQ_DOORBELL_CONTROL", "CP_HQD_PQ_CONTROL", "CP_HQD_ACTIVE",
                                   "CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI")}
@@ -65,6 +73,20 @@ class CommandProcessors:
                                    "SDMA0_QUEUE0_DOORBELL_OFFSET", "SDMA0_QUEUE0_DOORBELL")}
     rf.hook(self.sdma["SDMA0_QUEUE0_RB_CNTL"], write=self._sdma_cntl)
     rf.hook(s("SDMA0_STATUS_REG"), read=self._sdma_status)
+    rf.poke(s("SDMA0_F32_CNTL"), rf.module("sdma_6_0_0").REGS["SDMA0_F32_CNTL"].encode(HALT=1, TH1_RESET=1))
+    self.sdma["SDMA0_F32_CNTL"] = s("SDMA0_F32_CNTL")
+    self.sdma_saved = {"rptr": 0, "wptr": 0}   # RB_RPTR / RB_WPTR as the last ring left them (kept while it is off)
+    rf.hook(s("SDMA0_QUEUE0_RB_RPTR"), write=lambda v: self.sdma_saved.__setitem__("rptr", v))
+    rf.hook(s("SDMA0_QUEUE0_RB_WPTR"), write=lambda v: self.sdma_saved.__setitem__("wptr", v))
+    # the MEC (RS64): each pipe's program counter, latched by the pipe's reset pulse (gfx_v11_0_config_gfx_rs64)
+    self.mec_pc: dict[int, int] = {}         # pipe -> CP_MEC_RS64_PRGRM_CNTR_START(_HI) as written (dwords)
+    self.mec_latched: dict[int, int] = {}    # pipe -> the program counter its last reset pulse took
+    self.mec_by_host = False                 # an SR-IOV VF: the host started the MEC (virt.py)
+    self.g = g
+    rf.hook(g("CP_MEC_RS64_PRGRM_CNTR_START"), write=lambda v: self._mec_pc(v, hi=False))
+    rf.hook(g("CP_MEC_RS64_PRGRM_CNTR_START_HI"), write=lambda v: self._mec_pc(v, hi=True))
+    self._mec_cntl_last = rf.values.get(g("CP_MEC_RS64_CNTL"), 0)
+    rf.hook(g("CP_MEC_RS64_CNTL"), write=self._mec_cntl)
     self.queues: dict[tuple, object] = {}      # (kind, me, pipe, queue) -> the engine's queue
     self.mqds: dict[tuple, int] = {}           # (kind, me, pipe, queue) -> the MQD address of an active HQD
     self.doorbells: dict[int, object] = {}     # doorbell byte offset -> queue
@@ -75,6 +97,73 @@ class CommandProcessors:
     rf.hook(g("CP_HQD_PQ_WPTR_LO"), read=lambda: self._pointer(self._selected(), "wptr"))
     rf.hook(s("SDMA0_QUEUE0_RB_RPTR"), read=lambda: self._pointer(("sdma", 0, 0, 0), "rptr"))
     rf.hook(s("SDMA0_QUEUE0_RB_WPTR"), read=lambda: self._pointer(("sdma", 0, 0, 0), "wptr"))
+
+  # ---- the MEC's state (gfx_v11_0_config_gfx_rs64, gfx_v11_0_cp_compute_enable)
+  def _gc_field(self, reg: str, field: str) -> int:
+    return self.navi.regs.fields("gc_11_0_0", reg, self.navi.regs.values.get(self.g(reg), 0))[field]
+
+  def _mec_pc(self, value: int, hi: bool) -> None:
+    if self._f("GRBM_GFX_CNTL", "MEID") != 1: return
+    pipe = self._f("GRBM_GFX_CNTL", "PIPEID")
+    old = self.mec_pc.get(pipe, 0)
+    self.mec_pc[pipe] = (old & 0xFFFFFFFF) | (value << 32) if hi else (old & ~0xFFFFFFFF) | value
+
+  def _mec_cntl(self, value: int) -> None:
+    """A pipe whose MEC_PIPEn_RESET goes from 1 to 0 starts from the program counter written for it."""
+    cntl = self.navi.regs.module("gc_11_0_0").REGS["CP_MEC_RS64_CNTL"]
+    before, now = cntl.decode(self._mec_cntl_last), cntl.decode(value)
+    for p in range(4):
+      if before[f"MEC_PIPE{p}_RESET"] and not now[f"MEC_PIPE{p}_RESET"]: self.mec_latched[p] = self.mec_pc.get(p, 0)
+    self._mec_cntl_last = value
+
+  def mec_problem(self, pipe: int) -> str | None:
+    """Why MEC pipe `pipe` does not run, None when it does: halted, the pipe in reset or inactive, or started from
+    a program counter that is not the MEC firmware's start (its gfx_firmware_header_v2_0 ucode_start_addr >> 2)."""
+    if self.mec_by_host: return None
+    halt, active, reset = (self._gc_field("CP_MEC_RS64_CNTL", f) for f in ("MEC_HALT", f"MEC_PIPE{pipe}_ACTIVE", f"MEC_PIPE{pipe}_RESET"))
+    if halt: return "CP_MEC_RS64_CNTL.MEC_HALT is 1 (the MEC is halted: gfx_v11_0_cp_compute_enable clears it)"
+    if reset or not active:
+      return f"CP_MEC_RS64_CNTL: pipe {pipe} {'in reset' if reset else 'not active'} (MEC_PIPE{pipe}_RESET {reset}, _ACTIVE {active})"
+    start = self.navi.mec_start
+    if start is None: return "no MEC firmware was loaded (PSP LOAD_IP_FW RS64_MEC)"
+    pc = self.mec_latched.get(pipe)
+    if pc != start >> 2:
+      return (f"pipe {pipe} started from CP_MEC_RS64_PRGRM_CNTR_START(_HI) {pc if pc is None else hex(pc)}, the MEC "
+              f"firmware starts at {start:#x} (PC {start >> 2:#x}; program it, then pulse MEC_PIPE{pipe}_RESET: "
+              f"gfx_v11_0_config_gfx_rs64)")
+    return None
+
+  # ---- doorbells as NBIO routes them (nbio_v4_3_gc_doorbell_init / _sdma_doorbell_range) and the engines take them
+  def _nbio_field(self, reg: str, field: str) -> int:
+    rf = self.navi.regs
+    return rf.fields("nbio_4_3_0", reg, rf.values.get(rf.addr(NBIF_HWID, "nbio_4_3_0", reg), 0))[field]
+
+  def doorbell_problem(self, kind, offset: int) -> str | None:
+    """Why a doorbell store at byte `offset` of the doorbell BAR does not reach its engine (None: it does)."""
+    if kind == SDMA:
+      if not self._nbio_field("S2A_DOORBELL_ENTRY_2_CTRL", "S2A_DOORBELL_PORT2_ENABLE") or \
+         self._nbio_field("S2A_DOORBELL_ENTRY_2_CTRL", "S2A_DOORBELL_PORT2_AWID") != S2A_AWID_SDMA0:
+        return f"S2A_DOORBELL_ENTRY_2_CTRL does not route doorbells to SDMA0 (port 2 enabled with AWID {S2A_AWID_SDMA0:#x})"
+      lo = self._nbio_field("S2A_DOORBELL_ENTRY_2_CTRL", "S2A_DOORBELL_PORT2_RANGE_OFFSET")
+      n = self._nbio_field("S2A_DOORBELL_ENTRY_2_CTRL", "S2A_DOORBELL_PORT2_RANGE_SIZE")
+      if not lo <= offset // 4 < lo + n:
+        return f"dword {offset // 4:#x} is outside S2A_DOORBELL_ENTRY_2_CTRL's SDMA range {lo:#x}+{n}"
+      if self._f("SDMA0_F32_CNTL", "HALT"): return "SDMA0_F32_CNTL.HALT is 1 (the engine is halted: sdma_v6_0_gfx_resume_instance un-halts it)"
+      return None
+    if not self._nbio_field("S2A_DOORBELL_ENTRY_0_CTRL", "S2A_DOORBELL_PORT0_ENABLE") or \
+       self._nbio_field("S2A_DOORBELL_ENTRY_0_CTRL", "S2A_DOORBELL_PORT0_AWID") != S2A_AWID_GC:
+      return f"S2A_DOORBELL_ENTRY_0_CTRL does not route doorbells to the GC (port 0 enabled with AWID {S2A_AWID_GC:#x})"
+    lo, hi = self._r("CP_MEC_DOORBELL_RANGE_LOWER") & 0xFFC, self._r("CP_MEC_DOORBELL_RANGE_UPPER") & 0xFFC
+    if not lo <= offset <= hi:
+      return f"byte {offset:#x} is outside the MEC's CP_MEC_DOORBELL_RANGE_LOWER/UPPER {lo:#x}..{hi:#x} (bytes)"
+    return None
+
+  def _ring(self, kind, offset: int, fn, value: int) -> None:
+    why = self.doorbell_problem(kind, offset)
+    if why is not None:
+      self.navi.dropped_doorbells.append((offset, value, why))
+      raise DeviceError(f"mock Navi 31 {self.navi.addr}: doorbell at {offset:#x} (value {value:#x}) dropped: {why}")
+    fn(value)
 
   def _r(self, name: str) -> int: return self.navi.regs.values.get(self.hqd.get(name) or self.sdma[name], 0)
 
@@ -90,6 +179,15 @@ class CommandProcessors:
   def _hqd_active(self, value: int) -> None:
     key = self._selected()
     if not self._f("CP_HQD_ACTIVE", "ACTIVE"): return self._stop(key)
+    if key[1] == 1:
+      why = self.mec_problem(key[2])
+      if why: raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me 1 pipe {key[2]} activated while the MEC does not run: {why}")
+    if not self._f("CP_HQD_PERSISTENT_STATE", "PRELOAD_REQ"):
+      # gfx_v11_0_compute_mqd_init keeps the register's reset value's PRELOAD_REQ (gc_11_0_0_default.h 0x0be05501);
+      # tinygrad 0.14 sets it too: a queue without it has nothing preloaded for the CP to fetch from
+      raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me {key[1]} pipe {key[2]} queue {key[3]} activated with "
+                        f"CP_HQD_PERSISTENT_STATE.PRELOAD_REQ 0")
+    self.reach_aperture(self._mqd_address(key), MQD_SIZE)
     self.mqds[key] = self._check_mqd(key)
     ring = ((self._r("CP_HQD_PQ_BASE_HI") << 32) | self._r("CP_HQD_PQ_BASE")) << 8
     size = 4 << (self._f("CP_HQD_PQ_CONTROL", "QUEUE_SIZE") + 1)
@@ -149,7 +247,7 @@ class CommandProcessors:
       try: view = self.gpu.mem.u32_view(addr, MQD_SIZE // 4, "MQD")
       except GPUFault as e:     # the MQD's memory is gone (its process ended): the CP's write faults, as any access
         fault = e.address if e.address is not None else addr
-        self.navi.ih.post(CLIENT_UTCL2, 0, [fault >> 12, (fault >> 44) & 0xF, 0, 0])
+        self.navi.gchub.post_fault(fault)
         return
       for field, value in state.items(): view[getattr(MQD, field).offset // 4] = value
 
@@ -157,6 +255,11 @@ class CommandProcessors:
   def _sdma_cntl(self, value: int) -> None:
     key = ("sdma", 0, 0, 0)
     if not self._f("SDMA0_QUEUE0_RB_CNTL", "RB_ENABLE"): return self._stop(key)
+    saved = self.sdma_saved
+    if key not in self.queues and saved["rptr"] != saved["wptr"]:
+      raise DeviceError(f"mock Navi 31 {self.navi.addr}: SDMA0_QUEUE0_RB_CNTL.RB_ENABLE with SDMA0_QUEUE0_RB_RPTR "
+                        f"{saved['rptr']:#x} and RB_WPTR {saved['wptr']:#x} kept from the previous ring: the engine would "
+                        f"resume there (sdma_v6_0_gfx_resume_instance resets both before enabling the ring)")
     ring = ((self._r("SDMA0_QUEUE0_RB_BASE_HI") << 32) | self._r("SDMA0_QUEUE0_RB_BASE")) << 8
     size = 4 << self._f("SDMA0_QUEUE0_RB_CNTL", "RB_SIZE")
     rptr = (self._r("SDMA0_QUEUE0_RB_RPTR_ADDR_HI") << 32) | self._r("SDMA0_QUEUE0_RB_RPTR_ADDR_LO")
@@ -170,7 +273,7 @@ class CommandProcessors:
 
   def _pointer(self, key, which: str) -> int:
     q = self.queues.get(key)
-    if q is None: return 0
+    if q is None: return self.sdma_saved[which] if key[0] == "sdma" else 0
     if which == "wptr": return q.doorbell_value & 0xFFFFFFFF
     return (q.ring.pos % q.ring.size_dw) if key[0] == "compute" else (4 * q.ring.pos) & 0xFFFFFFFF
 
@@ -182,11 +285,15 @@ class CommandProcessors:
     self.queues[key] = q
     if doorbell is not None:
       self.doorbells[doorbell] = q
-      self.navi.doorbell_view.route(doorbell, self.gpu.doorbell_of(q))
+      ring = self.gpu.doorbell_of(q)
+      self.navi.doorbell_view.route(doorbell, lambda v, kind=kind, off=doorbell, ring=ring: self._ring(kind, off, ring, v))
 
   def _stop(self, key) -> None:
-    q = self.queues.pop(key, None)
+    q = self.queues.get(key)
     if q is None: return
+    if key[0] == "sdma":      # the pointer registers keep where the ring stood
+      self.sdma_saved = {"rptr": self._pointer(key, "rptr"), "wptr": self._pointer(key, "wptr")}
+    del self.queues[key]
     for off, other in list(self.doorbells.items()):
       if other is q:
         del self.doorbells[off]
@@ -207,7 +314,10 @@ class CommandProcessors:
       base = hub.reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32") | (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32)
       start = (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32") |
                (hub.reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32)) << 12
-      if base & PTE_VALID: self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
+      if base & PTE_VALID:
+        self.navi.gchub.check_enabled("GC hub TLB invalidation")
+        self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
+      pieces.extend(self._system_aperture())
     self._tables = {k: v for k, v in self._tables.items() if k in seen}
     system, vram = [], []
     for va, size, off in sorted(pieces):
@@ -229,8 +339,33 @@ class CommandProcessors:
       for va, size in reached - before: self.gpu.map_range(va, size)
       self.mapped, self.vram_views = sorted(reached), want_vram
 
+  def _in_aperture(self, addr: int, size: int) -> bool:
+    """VMID 0 reaches the frame buffer at its MC addresses without page tables, through the system aperture
+    (GCMC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR, 256 KiB units, programmed over [fb_start, fb_end] by
+    gfxhub_v3_0_init_system_aperture_regs): how Linux's VMID-0 queues use MC addresses of VRAM buffers for their MQD
+    and rings (gfx_v11_0_compute_mqd_init: mqd_gpu_addr, amdgpu_bo_gpu_offset), and tinygrad's AM_GFX.setup_ring
+    its MQD (mqd_mc)."""
+    hub, fb = self.navi.gchub, self.navi.fb_base
+    if not hub.reg("GCVM_CONTEXT0_CNTL") & 1 or not hub.field("GCMC_VM_MX_L1_TLB_CNTL", "ENABLE_L1_TLB"): return False
+    lo, hi = hub.reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") << 18, (hub.reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") << 18) | 0x3FFFF
+    return max(lo, fb) <= addr and addr + size <= min(hi + 1, fb + self.navi.vram_size)
+
+  def reach_aperture(self, addr: int, size: int) -> None:
+    """The pages [addr, addr+size) at MC addresses in the system aperture become reachable to the engines (a view of
+    VRAM at that address), as the queue that names them starts (the whole aperture is not viewed: hundreds of MiB of
+    page-by-page views per boot)."""
+    if not size or not self._in_aperture(addr, size): return
+    page, end = addr & ~(PAGE - 1), (addr + size + PAGE - 1) & ~(PAGE - 1)
+    piece = (page, end - page, (self.navi.vram_fd, page - self.navi.fb_base))
+    if piece not in self.aperture_pieces:
+      self.aperture_pieces.add(piece)
+      self.remap()
+
+  def _system_aperture(self) -> list[tuple]:
+    return [p for p in self.aperture_pieces if self._in_aperture(p[0], p[1])]
+
   def _walk(self, table: int, level: int, va: int, out: list, seen: set) -> None:
-    raw = self.navi.read_mc(table, 4096)
+    raw = self.navi.read_pa(table, 4096, f"GCVM page table (level {3 - level}) for VA {va:#x}")
     span = 1 << (12 + 9 * level)
     if level == 0:                                   # a page table: its ranges, cached by its bytes
       key = (table, va)
@@ -250,7 +385,7 @@ class CommandProcessors:
     pages mapped at their own host address, (va, size, (window file, offset)) of system pages in a USB bridge's
     windows, coalesced. A system page elsewhere (the engines use VAs as host addresses) or an MC address outside
     VRAM is left out: the engines fault there."""
-    host_of, fb, vram_size, ranges = self.navi.bus_pages(), self.navi.fb_base, self.navi.vram_size, []     # IOMMU: gpu.py
+    host_of, fb, vram_size, ranges = self.navi.bus_pages(), self.navi.fb_offset, self.navi.vram_size, []   # IOMMU: gpu.py
     for i, e in enumerate(entries):
       if not e & PTE_VALID: continue
       at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)
@@ -283,7 +418,7 @@ class CommandProcessors:
 
   def queue_failed(self, gpu, queue, error) -> None:
     addr = getattr(error, "address", None)
-    if addr is not None: self.navi.ih.post(CLIENT_UTCL2, 0, [addr >> 12, (addr >> 44) & 0xF, 0, 0])
+    if addr is not None: self.navi.gchub.post_fault(addr)
     else: self.navi.ih.post(CLIENT_CP, 0xB9, [0, 0, 0, 0])     # a bad opcode: CP privileged-instruction style error
 
   def stop_all(self) -> None:

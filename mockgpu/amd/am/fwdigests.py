@@ -8,6 +8,16 @@ hcq.autogen.fwpackage): do not edit; run the script again when the pin changes."
 PACKAGE = "firmware-amd-graphics 20230210-5"
 
 DIGESTS = {
+  "CP_MES": {
+    "4b55598bfec24504541fa211755a40e9c3a82bad41c9f43bacadf957fd6d39ca": "gc_11_0_1_mes.bin",
+    "81a94b4edf781d4264815a727a9944f93860b4d53642f5b8b3df68140acf6868": "gc_11_0_2_mes.bin",
+    "f48ba35b46f3c9f7e39258a2112ee1a2142f6700bd60dda93a77e192f4eaa1cb": "gc_11_0_0_mes.bin",
+  },
+  "CP_MES_KIQ": {
+    "68e0cb4fe6642500b694041b64a41ef6c277e5b616ccc33e778063a3ca2cca35": "gc_11_0_2_mes1.bin",
+    "9a314b45445059a6fc58ed92020798517f95fcd2201894c5e93c079ac916eea2": "gc_11_0_0_mes1.bin",
+    "a5b38a5f6bba5ed6e38004903aeaa204941a46fd0fb53f1b481a9c3a55b1e90b": "gc_11_0_1_mes1.bin",
+  },
   "IMU_D": {
     "33fcfadbb159f7b922ded78949d0028ad3945c038fe49360ecc7e46186cf7654": "gc_11_0_2_imu.bin",
     "7d90e49bc500df2656b047bb3badcb65d6e5368287c42d10bd636094cf6dfbf7": "gc_11_0_0_imu.bin",
@@ -21,6 +31,16 @@ DIGESTS = {
   "KDB": {
     "c4854e032ba8783580508c216cf58ab8061cd4cda992de5ad80a36b9ce553bef": "psp_13_0_0_sos.bin",
     "ca54e9394737680f641f22adfaebf2b3f9405ee924e0fe18cfed86812472c1ec": "psp_13_0_7_sos.bin",
+  },
+  "MES_KIQ_STACK": {
+    "4d8153320321e7d17c84f081b7337914cbefaa4ec647043f89b0a9591e1b1916": "gc_11_0_1_mes1.bin",
+    "9aab21350f8a24ac8219d2000021f953da3185dc7b5a2df6a9db167bd1f566e3": "gc_11_0_0_mes1.bin",
+    "f6c6d9728bc8b337ea73e02431b0d928e7d01b700edc4289617de381ea8269f7": "gc_11_0_2_mes1.bin",
+  },
+  "MES_STACK": {
+    "53dfcf038f997077aa7dcd1397d28ec3aaf2f305b36e932e794a1488c8be4bf8": "gc_11_0_2_mes.bin",
+    "8e10447780c78f0bc28359d77dd654e48d30ea796e492114dedf0558ad266e69": "gc_11_0_0_mes.bin",
+    "e2118cff48d9f1c7b4c52ba026233df3433fdea933a75a6be86adc4ca178bac0": "gc_11_0_1_mes.bin",
   },
   "RLC_DRAM_BOOT": {
     "01af937b462ef39b259869c2ce59c59741a8de9adbf696bbfd701e0f9f175465": "gc_11_0_0_rlc.bin",
@@ -46,16 +66,6 @@ DIGESTS = {
     "21d4bca10c9785fed615c99e4c723625be9b5dfaae5163a920ac2478bb0274b0": "gc_11_0_2_rlc.bin",
     "bc0499ce675c26c6e3e40ce04232ef925a0465b9484fe6a2266599eb63ea3b72": "gc_11_0_0_rlc.bin",
   },
-  "RS64_KIQ": {
-    "68e0cb4fe6642500b694041b64a41ef6c277e5b616ccc33e778063a3ca2cca35": "gc_11_0_2_mes1.bin",
-    "9a314b45445059a6fc58ed92020798517f95fcd2201894c5e93c079ac916eea2": "gc_11_0_0_mes1.bin",
-    "a5b38a5f6bba5ed6e38004903aeaa204941a46fd0fb53f1b481a9c3a55b1e90b": "gc_11_0_1_mes1.bin",
-  },
-  "RS64_KIQ_STACK": {
-    "4d8153320321e7d17c84f081b7337914cbefaa4ec647043f89b0a9591e1b1916": "gc_11_0_1_mes1.bin",
-    "9aab21350f8a24ac8219d2000021f953da3185dc7b5a2df6a9db167bd1f566e3": "gc_11_0_0_mes1.bin",
-    "f6c6d9728bc8b337ea73e02431b0d928e7d01b700edc4289617de381ea8269f7": "gc_11_0_2_mes1.bin",
-  },
   "RS64_ME": {
     "b80a3f0476d2126103c71dc6a294b500192de8d4bbc2351d3b0bc72fe478876a": "gc_11_0_0_me.bin",
     "db9705dcb21e8043709a3b2c023b4edd224ec37e078c2efe7692761a5962aff2": "gc_11_0_2_me.bin",
@@ -79,16 +89,6 @@ DIGESTS = {
   "RS64_MEC_P3_STACK": {
     "c0e888ee116e6e3ffb5e0c54780d4b224dd98a461440a9e06320b2b4df2e8d7a": "gc_11_0_2_mec.bin",
     "fe903f2e4b7a356320a29a629e4abcd233fff6a35558a502e524e686fefa11a5": "gc_11_0_0_mec.bin",
-  },
-  "RS64_MES": {
-    "4b55598bfec24504541fa211755a40e9c3a82bad41c9f43bacadf957fd6d39ca": "gc_11_0_1_mes.bin",
-    "81a94b4edf781d4264815a727a9944f93860b4d53642f5b8b3df68140acf6868": "gc_11_0_2_mes.bin",
-    "f48ba35b46f3c9f7e39258a2112ee1a2142f6700bd60dda93a77e192f4eaa1cb": "gc_11_0_0_mes.bin",
-  },
-  "RS64_MES_STACK": {
-    "53dfcf038f997077aa7dcd1397d28ec3aaf2f305b36e932e794a1488c8be4bf8": "gc_11_0_2_mes.bin",
-    "8e10447780c78f0bc28359d77dd654e48d30ea796e492114dedf0558ad266e69": "gc_11_0_0_mes.bin",
-    "e2118cff48d9f1c7b4c52ba026233df3433fdea933a75a6be86adc4ca178bac0": "gc_11_0_1_mes.bin",
   },
   "RS64_ME_P0_STACK": {
     "286e16c65aa6f153b2308be91d5d4a4078ceed6713aafbb45b17521b16c65a43": "gc_11_0_2_me.bin",

@@ -26,7 +26,7 @@ from ...pci import PCIFunction
 from ...vfs import DataFile, DeviceNode
 from ....errors import OSCallError
 from . import discovery as disc
-from .blocks import IH, NBIO, RLC, Hub, SMUModel
+from .blocks import IH, NBIO, RLC, Hub, SMUModel, guard_gc_hub
 from .cp import CommandProcessors
 from .discovery import GC_HWID, MMHUB_HWID
 from .psp import PSPModel
@@ -45,12 +45,17 @@ class MockNavi31:
     SR-IOV VF (virt.py; vram_size is then its share of the frame buffer); vf_host: virt.PF_MODES. iommu: None (no
     IOMMU), "identity" or "dma" (mockgpu/vfio.py: an IOMMU group; "dma" translates, the function bound to vfio-pci)."""
     self.addr, self.vram_size, self.fb_base = addr, vram_size, FB_BASE
+    # the physical address of VRAM's first byte (MC_VM_FB_OFFSET << 24): 0 on a single GPU, no XGMI hive
+    # (amdgpu_gmc_vram_mc2pa: pa = mc - fb_start + vram_base_offset)
+    self.fb_offset = 0
     self.plug = plug
     self.vf, self.vf_host, self.virt = vf, vf_host, None
     self.iommu, self.iommu_group = iommu, None
     self.discovery = disc.build() if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
+    self.dropped_doorbells: list[tuple[int, int, str]] = []   # (offset, value, why) of doorbells no engine took
+    self.mec_start = None       # the MEC firmware's start address, once the PSP loaded it (psp.py)
 
   # ---- VRAM as the GPU sees it (MC addresses)
   def _vram_offset(self, mc: int, size: int) -> int:
@@ -69,6 +74,21 @@ class MockNavi31:
     self.vram[off:off + len(data)] = data
 
   def read_mc64(self, mc: int) -> int: return int.from_bytes(self.read_mc(mc, 8), "little")
+
+  # ---- VRAM as the VM walker sees it (physical addresses)
+  def is_pa(self, pa: int, size: int) -> bool: return self.fb_offset <= pa and pa + size <= self.fb_offset + self.vram_size
+
+  def read_pa(self, pa: int, size: int, what: str = "page table") -> bytes:
+    """Bytes at physical VRAM address pa; an address outside VRAM (an MC address given as physical) is refused."""
+    if not self.is_pa(pa, size):
+      from ....errors import DeviceError
+      raise DeviceError(f"mock Navi 31 {self.addr}: {what} at {pa:#x} is not a physical VRAM address "
+                        f"({self.fb_offset:#x}..{self.fb_offset + self.vram_size:#x}; the VM walker takes physical "
+                        f"addresses: amdgpu_gmc_vram_mc2pa, MC addresses start at {self.fb_base:#x})")
+    off = pa - self.fb_offset
+    return bytes(self.vram[off:off + size])
+
+  def read_pa64(self, pa: int, what: str = "page table") -> int: return int.from_bytes(self.read_pa(pa, 8, what), "little")
 
   def _vram_dword(self, off: int, value=None):
     if value is None: return int.from_bytes(self.vram[off:off + 4], "little")
@@ -181,6 +201,7 @@ class MockNavi31:
 
   def _build_blocks(self) -> None:
     """The block models in their power-on state (at attach, and again after a mode-1 reset)."""
+    self.mec_start = None
     self.nbio = NBIO(self)
     self.mmhub = Hub(self, MMHUB_HWID, "mmhub_3_0_0", "MMVM", "MMMC")
     self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
@@ -188,6 +209,7 @@ class MockNavi31:
     self.rlc = RLC(self)
     self.smu = SMUModel(self)
     self.psp = PSPModel(self)
+    guard_gc_hub(self)
 
   def mode1_reset(self, by: str) -> None:
     """A mode-1 reset asked through `by` (the SMU's message or the PSP's command): see reset.py."""

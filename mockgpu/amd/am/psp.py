@@ -27,8 +27,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os as host_os
 import struct
+import time
 
+from ....autogen.amd import ucode
+from ....errors import DeviceError
 from ....autogen.amd import psp_gfx_if as G
 from . import fwdigests
 from .discovery import MP0_HWID
@@ -48,7 +52,10 @@ STATUS_BAD_IMAGE, STATUS_BAD_ORDER, STATUS_BAD_ADDRESS, STATUS_UNKNOWN = 0xFFFF0
 # the bootloader's: the low 16 bits of C2PMSG_35 when it is done with a command (0: accepted)
 BL_STATUS_BAD_IMAGE, BL_STATUS_BAD_ORDER, BL_STATUS_UNKNOWN = 0x0005, 0x0006, 0x0008
 AUTOLOAD_NEEDS = {G.GFX_FW_TYPE_RLC_G, G.GFX_FW_TYPE_IMU_I, G.GFX_FW_TYPE_IMU_D, G.GFX_FW_TYPE_RS64_MEC}
-
+# psp_v13_0.c waits 20 ms after LOAD_SOSDRV and after each ring command before it polls ("there might be handshake
+# issue with hardware which needs delay"): the PSP answers that late, and until then the registers show what they
+# showed before the command (a poll without the delay reads the stale "ready")
+HANDSHAKE_S = 0.020
 
 def signed_part(blob: bytes, size: int | None, kdb: bool = False) -> tuple[bytes | None, str | None]:
   """(the signed image: header, body and signature; None) or (None, why it is not a well-formed signed image). size:
@@ -102,9 +109,63 @@ class PSPModel:
     self.toc_loaded, self.tmr = False, None
     self.loaded_fw: list[int] = []
     self.autoloaded = False
+    self.last_image = None
+    self.commands: list[tuple[int, int | None]] = []    # (GFX_CMD_ID, LOAD_IP_FW's fw_type) of each ring command
+    self.sos_started = None       # monotonic time of LOAD_SOSDRV while the sOS is starting
+    self.sos_late_reads = 0       # reads of C2PMSG_81 from 20 ms after LOAD_SOSDRV on
+    self.ring_cmd = None          # (monotonic time, C2PMSG_64 value written, what C2PMSG_64 showed before) while pending
+    self.staged_flushes = 0       # the HDP flush count when the PSP last read its staging buffer (none yet)
+    rf.hook(self.r[81], read=self._sos_read)
+    rf.hook(self.r[64], read=self._ring_ctrl_read)
+    for n in (36, 69, 70, 71): rf.guard(self.r[n], write=lambda _v, n=n: self._not_busy(f"MP0_SMN_C2PMSG_{n}"))
 
   @property
-  def sos_alive(self) -> bool: return self.gpu.regs.read(self.r[81]) != 0
+  def sos_alive(self) -> bool: return self.gpu.regs.values.get(self.r[81], 0) != 0
+
+  # ---- asynchrony: the PSP answers HANDSHAKE_S after a command
+  def _sos_read(self) -> int:
+    """C2PMSG_81: 0 while the sOS starts; the first read from 20 ms after LOAD_SOSDRV on still shows 0 (Linux reads
+    it then and waits for a change: psp_v13_0_bootloader_load_sos), the next ones its version."""
+    rf = self.gpu.regs
+    if self.sos_started is not None and time.monotonic() - self.sos_started >= HANDSHAKE_S:
+      self.sos_late_reads += 1
+      if self.sos_late_reads > 1:
+        self.sos_started = None
+        rf.poke(self.r[81], SOS_VERSION)   # the sOS runs, ready for ring commands
+        rf.poke(self.r[64], 0x80000000)
+    return rf.values.get(self.r[81], 0)
+
+  def _ring_ctrl_read(self) -> int:
+    rf = self.gpu.regs
+    if self.ring_cmd is not None:
+      t, value, before = self.ring_cmd
+      if time.monotonic() - t < HANDSHAKE_S: return before      # not answered yet: the stale value
+      self.ring_cmd = None
+      self._ring_ctrl_done(value)
+    return rf.values.get(self.r[64], 0)
+
+  def _busy(self) -> str | None:
+    if self.sos_started is not None: return "the sOS is still starting (LOAD_SOSDRV)"
+    if self.ring_cmd is not None:
+      if time.monotonic() - self.ring_cmd[0] >= HANDSHAKE_S: self._ring_ctrl_read()
+      else: return (f"the PSP has not answered C2PMSG_64 = {self.ring_cmd[1]:#x} yet (psp_v13_0_ring_create/_stop wait "
+                    f"20 ms before polling: a poll right away reads the stale 'ready')")
+    return None
+
+  def _not_busy(self, reg: str) -> bool:
+    why = self._busy()
+    if why: raise DeviceError(f"mock Navi 31 {self.gpu.addr} PSP: {reg} written while {why}")
+    return True
+
+  def _flushed(self, what: str) -> str | None:
+    """The staging buffer's bytes reach the PSP only through an HDP flush after the CPU wrote them (the remapped flush
+    register, blocks.NBIO); a command that reads it with no flush since the last one is refused."""
+    flushes = self.gpu.nbio.hdp_flushes
+    if flushes == self.staged_flushes:
+      return (f"{what}: no HDP flush since the PSP last read its buffer (write 0 to the remapped HDP flush register "
+              f"BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL points at: hdp_v6_0_flush_hdp)")
+    self.staged_flushes = flushes
+    return None
 
   def _refuse(self, what: str) -> None:
     self.refused.append(what)
@@ -117,6 +178,9 @@ class PSPModel:
 
   def _bootloader(self, cmd: int) -> None:
     rf = self.gpu.regs
+    if self.sos_started is not None or (self.bl_loaded and self.bl_loaded[-1] == BL_SOSDRV):
+      raise DeviceError(f"mock Navi 31 {self.gpu.addr} PSP: MP0_SMN_C2PMSG_35 = {cmd:#x} after LOAD_SOSDRV: the bootloader "
+                        f"handed over to the sOS and takes no command (C2PMSG_35 bit 31 will not come back)")
     rf.poke(self.r[35], 0x80000000)
     name = BL_NAMES.get(cmd)
     if name is None: return self._bl_refuse(BL_STATUS_UNKNOWN, f"bootloader command {cmd:#x} unknown")
@@ -129,29 +193,45 @@ class PSPModel:
       return self._bl_refuse(BL_STATUS_BAD_ORDER, "bootloader SOS: no SYS_DRV before it")
     mc = rf.read(self.r[36]) << 20
     blob = self.gpu.read_mc(mc, 1 << 20)
+    why = self._flushed(f"bootloader {name}")
+    if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
     why = check_signature(blob, None, name, kdb=cmd == BL_KEY_DATABASE)
     # Linux 6.12's psp_v13_0_bootloader_load_spl (psp_v13_0.c) gives LOAD_TOS_SPL_TABLE the key database image
     # (psp->kdb), not psp->spl, and tinygrad's AM_PSP.init_hw does the same on MP0 13.x: the bootloader takes either
     if why and cmd == BL_TOS_SPL_TABLE and check_signature(blob, None, "KDB", kdb=True) is None: why = None
     if why: return self._bl_refuse(BL_STATUS_BAD_IMAGE, f"bootloader {name}: {why}")
     self.bl_loaded.append(cmd)
-    if cmd == BL_SOSDRV and not self.refused:
-      rf.poke(self.r[81], SOS_VERSION)    # the sOS runs, ready for ring commands
-      rf.poke(self.r[64], 0x80000000)
+    if cmd == BL_SOSDRV:
+      # the bootloader hands over: C2PMSG_35 stays busy; the sOS starts (C2PMSG_81) 20 ms on, unless an image was refused
+      rf.poke(self.r[35], 0)
+      if not self.refused: self.sos_started, self.sos_late_reads = time.monotonic(), 0
 
   # ---- ring
   def _ring_ctrl(self, value: int) -> None:
     rf = self.gpu.regs
     if not self.sos_alive: return       # no sOS: nobody answers
+    why = self._busy()
+    if why: raise DeviceError(f"mock Navi 31 {self.gpu.addr} PSP: MP0_SMN_C2PMSG_64 = {value:#x} written while {why}")
     if value == G.GFX_CTRL_CMD_ID_MODE1_RST: return self.gpu.mode1_reset("PSP GFX_CTRL_CMD_ID_MODE1_RST")
+    if value >> 16 == 2 and self.ring is not None:
+      raise DeviceError(f"mock Navi 31 {self.gpu.addr} PSP: MP0_SMN_C2PMSG_64 = {value:#x} (create the KM ring) while a "
+                        f"KM ring exists at {self.ring[0]:#x}: destroy it first (GFX_CTRL_CMD_ID_DESTROY_RINGS, "
+                        f"psp_v13_0_ring_stop)")
+    # answered HANDSHAKE_S later (_ring_ctrl_read); until then C2PMSG_64 shows what it showed
+    self.ring_cmd = (time.monotonic(), value, rf.values.get(self.r[64], 0) | 0x80000000)
+
+  def _ring_ctrl_done(self, value: int) -> None:
+    rf = self.gpu.regs
     kind = value >> 16
     if value == G.GFX_CTRL_CMD_ID_DESTROY_RINGS: self.ring, self.rptr = None, 0
     elif kind == 2 or value == G.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:   # KM ring (PSP_RING_TYPE__KM = 2)
-      self.ring = ((rf.read(self.r[70]) << 32) | rf.read(self.r[69]), rf.read(self.r[71]))
+      self.ring = ((rf.values.get(self.r[70], 0) << 32) | rf.values.get(self.r[69], 0), rf.values.get(self.r[71], 0))
       self.rptr = 0
     rf.poke(self.r[64], 0x80000000)
 
   def _ring_wptr(self, wptr: int) -> None:
+    why = self._busy()
+    if why: raise DeviceError(f"mock Navi 31 {self.gpu.addr} PSP: MP0_SMN_C2PMSG_67 (ring write pointer) written while {why}")
     if self.ring is None: return self._refuse("ring write pointer with no ring")
     base, size = self.ring
     frame_dw = ctypes.sizeof(G.struct_psp_gfx_rb_frame) // 4
@@ -172,9 +252,11 @@ class PSPModel:
 
   def _execute(self, cmd) -> int:
     cid = cmd.cmd_id
+    self.commands.append((cid, cmd.cmd.cmd_load_ip_fw.fw_type if cid == G.GFX_CMD_ID_LOAD_IP_FW else None))
     if cid == G.GFX_CMD_ID_LOAD_TOC:
       c = cmd.cmd.cmd_load_toc
-      why = check_signature(self.gpu.read_mc(c.toc_phy_addr_lo | (c.toc_phy_addr_hi << 32), c.toc_size), c.toc_size, "TOC")
+      why = self._flushed("LOAD_TOC") or \
+        check_signature(self.gpu.read_mc(c.toc_phy_addr_lo | (c.toc_phy_addr_hi << 32), c.toc_size), c.toc_size, "TOC")
       if why: return self._status(STATUS_BAD_IMAGE, f"LOAD_TOC: {why}")
       self.toc_loaded = True
       return 0
@@ -182,24 +264,33 @@ class PSPModel:
       c = cmd.cmd.cmd_setup_tmr
       if not self.toc_loaded: return self._status(STATUS_BAD_ORDER, "SETUP_TMR before LOAD_TOC")
       if c.buf_size < TMR_SIZE: return self._status(STATUS_BAD_ADDRESS, f"SETUP_TMR of {c.buf_size:#x} bytes < {TMR_SIZE:#x}")
-      self.tmr = (c.buf_phy_addr_lo | (c.buf_phy_addr_hi << 32), c.buf_size)
+      mc, pa = c.buf_phy_addr_lo | (c.buf_phy_addr_hi << 32), c.system_phy_addr_lo | (c.system_phy_addr_hi << 32)
+      # psp_prep_tmr_cmd_buf: the MC address, and with virt_phy_addr the same memory's physical address
+      # (amdgpu_gmc_vram_pa); tinygrad 0.14's _tmr_load_cmd gives the same pair
+      want = mc - self.gpu.fb_base + self.gpu.fb_offset
+      if not c.bitfield.virt_phy_addr or pa != want:
+        return self._status(STATUS_BAD_ADDRESS, f"SETUP_TMR at MC {mc:#x}: system_phy_addr {pa:#x} with virt_phy_addr "
+                                                f"{c.bitfield.virt_phy_addr}, the TMR's physical address is {want:#x}")
+      self.tmr = (mc, c.buf_size)
       return 0
     if cid == G.GFX_CMD_ID_LOAD_IP_FW:
       c = cmd.cmd.cmd_load_ip_fw
-      # Linux's psp_hw_start on MP0 13.0.0 (pmfw_centralized_cstate_management: psp_check_pmfw_centralized_cstate_
-      # management) loads the SMU firmware after LOAD_TOC and before SETUP_TMR ("TMR setup should be performed after
-      # PMFW loaded and before other non-psp firmware loaded"); tinygrad's AM_PSP.init_hw does too. Every other image
-      # needs the TMR.
-      smu_before_tmr = c.fw_type == G.GFX_FW_TYPE_SMU and self.toc_loaded and not self.loaded_fw
-      if self.tmr is None and not smu_before_tmr:
-        return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before SETUP_TMR")
+      # MP0 13.0.0 (PMFW-centralized C-state management): after LOAD_TOC the SMU's firmware may come before
+      # SETUP_TMR (psp_hw_start: psp_load_smu_fw, then psp_tmr_load); every other image after SETUP_TMR
+      if not self.toc_loaded: return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before LOAD_TOC")
       if not self.loaded_fw and c.fw_type != G.GFX_FW_TYPE_SMU:
         return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before the SMU firmware")
+      if self.tmr is None and c.fw_type != G.GFX_FW_TYPE_SMU:
+        return self._status(STATUS_BAD_ORDER, f"LOAD_IP_FW type {c.fw_type} before SETUP_TMR")
       blob = self.gpu.read_mc(c.fw_phy_addr_lo | (c.fw_phy_addr_hi << 32), c.fw_size)
-      why = check_signature(blob, c.fw_size, fw_type_name(c.fw_type))
+      same = self.loaded_fw and self.last_image == (c.fw_phy_addr_lo, c.fw_phy_addr_hi, c.fw_size, hash(blob))
+      why = (None if same else self._flushed(f"LOAD_IP_FW type {c.fw_type}")) or \
+        check_signature(blob, c.fw_size, fw_type_name(c.fw_type))
+      self.last_image = (c.fw_phy_addr_lo, c.fw_phy_addr_hi, c.fw_size, hash(blob))
       if why: return self._status(STATUS_BAD_IMAGE, f"LOAD_IP_FW type {c.fw_type}: {why}")
       self.loaded_fw.append(c.fw_type)
       if c.fw_type == G.GFX_FW_TYPE_SMU: self.gpu.smu.start(SMU_VERSION)
+      if c.fw_type == G.GFX_FW_TYPE_RS64_MEC: self.gpu.mec_start = self._mec_start(blob, c.fw_size)
       return 0
     if cid == G.GFX_CMD_ID_AUTOLOAD_RLC:
       missing = AUTOLOAD_NEEDS - set(self.loaded_fw)
@@ -208,6 +299,19 @@ class PSPModel:
       self.gpu.rlc.autoload(self.gpu)
       return 0
     return self._status(STATUS_UNKNOWN, f"command {cid:#x} unknown")
+
+  def _mec_start(self, blob: bytes, size: int) -> int | None:
+    """The MEC firmware's start address: its file's gfx_firmware_header_v2_0 ucode_start_addr (the file the image's
+    digest names, read from the machine's firmware folder as the board's flash would hold it)."""
+    image, _ = signed_part(blob, size)
+    name = fwdigests.DIGESTS.get("RS64_MEC", {}).get(hashlib.sha256(image).hexdigest()) if image else None
+    folder = getattr(self.gpu.os.config, "firmware_dir", None) if self.gpu.os is not None else None
+    if name is None or not folder: return None
+    try:
+      with open(host_os.path.join(folder, name), "rb") as f: raw = f.read(ctypes.sizeof(ucode.struct_gfx_firmware_header_v2_0))
+    except OSError: return None
+    hdr = ucode.struct_gfx_firmware_header_v2_0.from_buffer_copy(raw)
+    return hdr.ucode_start_addr_lo | (hdr.ucode_start_addr_hi << 32)
 
   def _status(self, status: int, why: str) -> int:
     self._refuse(why)

@@ -17,6 +17,10 @@ from ...mmio import RegisterMMIO
 
 MMIO_SIZE = 1 << 20
 MM_INDEX, MM_DATA, MM_INDEX_HI = 0x0, 0x1, 0x6
+# the RSMU window (BIF_BX_PF0_RSMU_INDEX / _DATA, nbio 4.3 segment 1 dwords 0 and 1: dwords 0x14 and 0x15 with the
+# Navi 31's segment base): a byte address of register space in the index, the register through the data; tinygrad
+# 0.14's AM driver (hardware-proven) reaches registers beyond the BAR this way (AMDev.indirect_rreg / indirect_wreg)
+RSMU_INDEX, RSMU_DATA = 0x14, 0x15
 
 
 class RegFile:
@@ -36,11 +40,13 @@ class RegFile:
     self.gone = None             # () -> True while the function does not answer (a reset): reads all ones, no writes
 
   def reset(self) -> None:
-    """Every register back to zero and every block model's hook gone (a reset: the models are built again)."""
+    """Every register back to zero and every block model's hook and guard gone (a reset: the models are built again)."""
     with self.lock:
       self.values.clear()
       self.read_hooks.clear()
       self.write_hooks.clear()
+      self.read_guards.clear()
+      self.write_guards.clear()
 
   # ---- names -> addresses
   def module(self, name: str):
@@ -59,8 +65,13 @@ class RegFile:
     if write is not None: self.write_hooks[addr] = write
 
   def guard(self, addr: int, read=None, write=None) -> None:
-    if read is not None: self.read_guards[addr] = read
-    if write is not None: self.write_guards[addr] = write
+    """Add a check on the register at addr (checks of several models on one register all run, in order)."""
+    if read is not None:
+      old = self.read_guards.get(addr)
+      self.read_guards[addr] = read if old is None else (lambda old=old, new=read: (old(), new()))
+    if write is not None:
+      old = self.write_guards.get(addr)
+      self.write_guards[addr] = write if old is None else (lambda v, old=old, new=write: old(v) and new(v))
 
   # ---- dword register space
   def read(self, addr: int) -> int:
@@ -86,6 +97,7 @@ class RegFile:
     addr = offset >> 2
     if addr == MM_DATA: return self._indirect(None)
     if addr in (MM_INDEX, MM_INDEX_HI): return None
+    if addr == RSMU_DATA: return self.read(self.values.get(RSMU_INDEX, 0) >> 2)
     return self.read(addr)
 
   def _bar_write(self, offset: int, value: int) -> None:
@@ -93,6 +105,7 @@ class RegFile:
     addr = offset >> 2
     if addr == MM_DATA: return self._indirect(value)
     if addr in (MM_INDEX, MM_INDEX_HI): return
+    if addr == RSMU_DATA: return self.write(self.values.get(RSMU_INDEX, 0) >> 2, value)
     self.write(addr, value)
 
   def _indirect(self, value):

@@ -95,6 +95,14 @@ class VFModel:
     self.rf.poke(g.psp.r[81], SOS_VERSION)
     g.smu.start(SMU_VERSION)
     g.rlc.autoload(g)
+    rf = self.rf
+    # what the host programs and a VF may not (Linux skips it on a VF): the hubs' L2 (mmhub_v3_0 / gfxhub_v3_0
+    # init_cache_regs), the MEC started (gfx_v11_0 config_gfx_rs64 + cp_compute_enable) and SDMA0 un-halted
+    # (sdma_v6_0_gfx_resume_instance: "if (!amdgpu_sriov_vf(adev))" around the F32_CNTL write)
+    for hw, module, reg in ((MMHUB_HWID, "mmhub_3_0_0", "MMVM_L2_CNTL"), (GC_HWID, "gc_11_0_0", "GCVM_L2_CNTL")):
+      rf.poke(rf.addr(hw, module, reg), rf.module(module).REGS[reg].encode(ENABLE_L2_CACHE=1))
+    g.cp.mec_by_host = True
+    rf.poke(rf.addr(SDMA0_HWID, "sdma_6_0_0", "SDMA0_F32_CNTL"), 0)
 
   def _protect(self) -> None:
     rf, mp = self.rf, mp_13_0_0

@@ -14,6 +14,11 @@ ADDR = "0000:03:00.0"
 def dev(navi):
   os, gpu = navi
   d = AMDev(os, ADDR, os.config, until="ih")
+  # no firmware here: the RLC autoload that powers GFX is the mock's, then the GC hub is enabled as gfx's hw_init
+  # does after it (gmc_v11_0 leaves it off until then)
+  assert not gpu.gchub.reg("GCVM_CONTEXT0_CNTL") & 1 and not d.gmc.hubs["GC"].enabled
+  gpu.rlc.autoload(gpu)
+  d.gmc.enable_gc_hub()
   yield d, gpu
   d.close()
 

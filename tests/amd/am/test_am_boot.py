@@ -42,7 +42,7 @@ def test_full_boot_loads_every_firmware_in_order(navi_fw):
     assert gpu.psp.bl_loaded == [0x80000, 0x10000000, 0x10000, 0x20000]       # KDB, SPL, SYS_DRV, SOS
     assert gpu.psp.sos_alive and gpu.psp.toc_loaded and gpu.psp.tmr[1] == 0x1300000 and gpu.psp.autoloaded
     loaded = gpu.psp.loaded_fw
-    assert loaded[0] == PG.GFX_FW_TYPE_SMU and len(loaded) == len(set(loaded)) == 25
+    assert loaded[0] == PG.GFX_FW_TYPE_SMU and len(loaded) == len(set(loaded)) == 21
     assert {PG.GFX_FW_TYPE_RLC_G, PG.GFX_FW_TYPE_RS64_MEC, PG.GFX_FW_TYPE_SDMA_UCODE_TH0, PG.GFX_FW_TYPE_IMU_I} <= set(loaded)
     assert d.steps[-1][0] == "am" and "boot reached gfx" in d.steps[-1][1]
     assert gpu.regs.read(gpu.rlc.status) & 0x80000000
@@ -137,7 +137,7 @@ def test_a_booted_gpu_is_reused_not_bootloaded_again(navi_fw):
   with boot(navi_fw) as d:
     assert any(b == "am" and s.startswith("reused: booted by hcq") for b, s, _t in d.steps), d.steps
     assert gpu.psp.bl_loaded == [0x80000, 0x10000000, 0x10000, 0x20000] and gpu.regs.read(gpu.psp.r[81]) == SOS_VERSION
-    assert len(gpu.psp.loaded_fw) == 25 and d.stage == "gfx"
+    assert len(gpu.psp.loaded_fw) == 21 and d.stage == "gfx"
 
 
 def test_hcq_am_boot_trace(fw_dir, capsys, monkeypatch):
@@ -146,7 +146,15 @@ def test_hcq_am_boot_trace(fw_dir, capsys, monkeypatch):
   lines = capsys.readouterr().out.splitlines()
   blocks = [line.split()[2] for line in lines]
   assert blocks[0] == "pci" and blocks[1] == "discovery" and blocks[-1] == "am"
-  assert "LOAD_IP_FW RS64_MEC (267552 bytes of gc_11_0_0_mec.bin)" in "\n".join(lines)
+  text = "\n".join(lines)
+  assert "LOAD_IP_FW RS64_MEC (267552 bytes of gc_11_0_0_mec.bin)" in text
+  # issue 26's steps, in Linux's order: HDP remap, MMHUB only in gmc, TOC -> SMU -> TMR, GC hub after the autoload,
+  # MEC started, GC doorbells routed
+  order = ["HDP flush registers remapped", "MMHUB gart_enable", "TOC loaded", "LOAD_IP_FW SMU", "SETUP_TMR at MC",
+           "RLC autoload complete", "MEC start address", "GC hub gart_enable", "SH_MEM_CONFIG", "GC doorbells routed",
+           "MEC un-halted"]
+  at = [text.index(s) for s in order]
+  assert at == sorted(at)
   assert all(line.split()[1] == "ms" for line in lines)
   assert hcq_main(["am", "boot", "--mock", "--until", "psp", "--json"]) == 0
   doc = json.loads(capsys.readouterr().out)

@@ -70,7 +70,7 @@ def test_a_killed_process_leaves_a_gpu_the_next_one_reuses(navi_modes):
   vadd_once(dev)
   assert any(s.startswith("full boot: a cold GPU") for s in steps_of(dev))
   loads, bl, psp = len(gpu.psp.loaded_fw), list(gpu.psp.bl_loaded), gpu.psp
-  assert loads == 25 and gpu.regs.read(scratch7(gpu)) != 0
+  assert loads == 21 and gpu.regs.read(scratch7(gpu)) != 0
   settle(gpu)
   dead = list(os._process_memory[first].items())
   os.exit_process()                        # SIGKILL: no close(); the lock goes, the memory is unmapped
@@ -107,7 +107,7 @@ def test_a_process_killed_mid_work_leaves_a_gpu_that_is_reset_and_booted(navi_mo
     assert why and "compute HQD 1.0.0 is active with work left" in why[0], steps_of(dev2)
     assert gpu.reset.count == 1 and gpu.reset.requests == ["SMU PPSMC_MSG_Mode1Reset"]
     assert any("asked the SMU (PPSMC_MSG_Mode1Reset)" in s for s in steps_of(dev2, "reset"))
-    assert len(gpu.psp.loaded_fw) == 25 and gpu.psp.bl_loaded == [0x80000, 0x10000000, 0x10000, 0x20000]
+    assert len(gpu.psp.loaded_fw) == 21 and gpu.psp.bl_loaded == [0x80000, 0x10000000, 0x10000, 0x20000]
     run_corpus(dev2)
   finally: dev2.close()
   dev3 = open_am(os, 0, os.config)         # and that boot signed: the next one reuses
@@ -147,7 +147,7 @@ def test_a_clean_close_then_open_reuses(navi_fw):
   dev = open_am(os, 0, os.config)
   try:
     assert any(s.startswith("reused: ") for s in steps_of(dev)) and not any("stopped the idle" in s for s in steps_of(dev))
-    assert len(gpu.psp.loaded_fw) == 25 and gpu.reset.count == 0
+    assert len(gpu.psp.loaded_fw) == 21 and gpu.reset.count == 0
     vadd_once(dev)
   finally: dev.close()
 
@@ -175,7 +175,7 @@ def test_a_gpu_whose_state_does_not_check_out_is_reset_and_booted_in_full(navi_f
   with AMDev(os, ADDR, os.config) as d:
     plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
     assert plan.startswith("full boot after a mode-1 reset: ") and re.search(why, plan), plan
-    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 25 and gpu.psp.refused == []
+    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 21 and gpu.psp.refused == []
   with AMDev(os, ADDR, os.config) as d:      # the full boot signed again
     assert any(s.startswith("reused: ") for _b, s, _t in d.steps)
 
@@ -241,7 +241,7 @@ def test_mode1_reset_returns_the_gpu_to_its_bootloader(navi_fw):
   assert gpu.function.config_read(0x10, 0x18) == config[0x10:0x28]     # the BARs restored
   with AMDev(os, ADDR, os.config) as d:
     assert any(b == "am" and s.startswith("full boot: a cold GPU") for b, s, _t in d.steps)
-    assert d.stage == "gfx" and len(gpu.psp.loaded_fw) == 25
+    assert d.stage == "gfx" and len(gpu.psp.loaded_fw) == 21
 
 
 @pytest.mark.parametrize("fail, match", [
@@ -340,7 +340,7 @@ def test_a_forged_boot_record_gives_a_reset_and_a_full_boot(navi_fw, body, why):
   with AMDev(os, ADDR, os.config) as d:
     plan = [s for b, s, _t in d.steps if b == "am" and "boot" in s][0]
     assert plan.startswith("full boot after a mode-1 reset: ") and re.search(why, plan), plan
-    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 25
+    assert d.stage == "gfx" and gpu.reset.count == 1 and len(gpu.psp.loaded_fw) == 21
     assert not [b for b in d.vram.allocs if b.what == "PSP TMR (kept)"]
   with AMDev(os, ADDR, os.config) as d:      # the full boot signed a good record again
     assert any(s.startswith("reused: ") for _b, s, _t in d.steps)

@@ -26,6 +26,14 @@ def dev(fw_dir):
     yield d, d.owned_os.devices[0], d.iface
 
 
+def _power_gfx(os, am):
+  """No firmware runs in a boot until gmc: the RLC autoload that powers GFX is the mock's; the GC hub is then
+  enabled as gfx's hw_init does (gmc leaves it off: it has no power before)."""
+  gpu = os.devices[0]
+  gpu.rlc.autoload(gpu)
+  am.gmc.enable_gc_hub()
+
+
 def _vadd(d, a, b):
   vadd = d.load(demo(), "vadd")
   da, db, dc = d.alloc(a.nbytes), d.alloc(b.nbytes), d.alloc(a.nbytes)
@@ -44,7 +52,7 @@ def test_a_device_buffer_va_translates_to_vram_pages_in_the_drivers_own_tables(d
   for off in range(0, 4 * PAGE, PAGE):
     pte = am.gmc.lookup(buf.va + off)                   # read back from VRAM through the BAR
     assert pte & G.PTE_VALID and not pte & G.PTE_SYSTEM, hex(pte)
-    assert pte & G.ADDR_MASK == am.vram.fb_base + mem.vram.offset + off
+    assert pte & G.ADDR_MASK == am.gmc.pa(mem.vram.offset + off)      # physical, not MC
     assert gpu.gchub.translate(buf.va + off + 7) == ("vram", mem.vram.offset + off + 7)
   assert am.gmc.lookup(buf.va + 4 * PAGE) & G.PTE_VALID == 0        # the guard page after it
 
@@ -76,6 +84,7 @@ def test_a_failed_map_leaves_no_pte_behind(navi_fw):
   from hcq.drivers.amd.am.device import AMDev
   os, gpu = navi_fw
   with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
     edge = G.VM_BASE + (0x5 << 32) + (2 << 20)          # the first page table ends here, the next one is not made yet
     buf = am.vram.alloc_user(2 * PAGE, "map failure test")
     am.gmc.map_vram(edge - 2 * PAGE, buf.offset, PAGE)
@@ -86,7 +95,7 @@ def test_a_failed_map_leaves_no_pte_behind(navi_fw):
     assert am.gmc.lookup(edge - 2 * PAGE) & G.PTE_VALID          # what an earlier map call mapped stays
     for b in rest: am.vram.free(b)
     am.gmc.map_vram(edge - PAGE, buf.offset, 2 * PAGE)            # with VRAM for the table it maps
-    assert am.gmc.lookup(edge) & G.ADDR_MASK == am.vram.fb_base + buf.offset + PAGE
+    assert am.gmc.lookup(edge) & G.ADDR_MASK == am.gmc.pa(buf.offset + PAGE)
 
 
 def test_the_mock_engines_reach_a_va_whose_vram_changed_in_one_flush(navi_fw):
@@ -95,6 +104,7 @@ def test_the_mock_engines_reach_a_va_whose_vram_changed_in_one_flush(navi_fw):
   from hcq.drivers.amd.am.device import AMDev
   os, gpu = navi_fw
   with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
     a, b = am.vram.alloc_user(PAGE, "first"), am.vram.alloc_user(PAGE, "second")
     am.vram.write(b.offset, b"second")
     va = G.VM_BASE + (0x5 << 32)
@@ -243,6 +253,7 @@ def test_the_mock_engines_reach_vram_where_the_cpu_maps_nothing(navi_fw):
   from hcq.drivers.amd.am.device import AMDev
   os, gpu = navi_fw
   with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
     buf = am.vram.alloc_user(3 * PAGE, "engine test")
     va = G.VM_BASE + (0x5 << 32)
     assert os.memory.find(va) is None and os.memory.view_of(va) is None
@@ -263,6 +274,7 @@ def test_a_mode1_reset_takes_every_mapping_from_the_mock_engines(navi_fw):
   from hcq.drivers.amd.am.device import AMDev
   os, gpu = navi_fw
   with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
     buf = am.vram.alloc_user(2 * PAGE, "reset test")
     va = G.VM_BASE + (0x5 << 32)
     am.gmc.map_vram(va, buf.offset, 2 * PAGE)
@@ -279,13 +291,14 @@ def test_a_huge_system_entry_reaches_only_host_memory_the_mock_knows(navi_fw):
   from hcq.mockgpu.amd.am.blocks import PDE_PTE
   os, gpu = navi_fw
   with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
     va = G.VM_BASE + (0x5 << 32)
     os.alloc_anon(PAGE, addr=va)                       # one page of host memory at the VA, the 2 MiB around it unknown
     rel = va - G.VM_BASE
     am.gmc._table_of(rel)
     table = am.gmc.root.offset
     for level in (3, 2):                               # down to the directory whose entries span 2 MiB
-      table = (am.gmc._entry(table, (rel >> (12 + 9 * level)) & 0x1FF) & G.ADDR_MASK) - am.gmc.fb_base
+      table = (am.gmc._entry(table, (rel >> (12 + 9 * level)) & 0x1FF) & G.ADDR_MASK) - am.gmc.vram_base
     am.gmc._set(table, (rel >> 21) & 0x1FF, os.phys_addrs(va, PAGE)[0] | G.PTE_VALID | G.PTE_SYSTEM | PDE_PTE)
     am.gmc.flush_tlb()
     assert not any(a <= va < a + size for a, size in gpu.cp.gpu.ranges.ranges())
@@ -297,6 +310,7 @@ def test_host_memory_freed_before_its_unmap_is_out_of_the_engines_reach(navi_fw)
   from hcq.drivers.amd.am.device import AMDev
   os, gpu = navi_fw
   with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
     va = G.VM_BASE + (0x5 << 32)
     sm = am.pci.alloc_sysmem(2 * PAGE, addr=va)
     am.gmc.map(va, sm.paddrs, system=True)

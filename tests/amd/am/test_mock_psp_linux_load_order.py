@@ -4,6 +4,7 @@
 image before SETUP_TMR stays refused."""
 import pytest
 
+from hcq.autogen.amd import psp_gfx_if as PG
 from hcq.drivers.amd.am.device import AMDev
 from hcq.drivers.amd.am.psp import PSP, PSPError
 
@@ -27,12 +28,25 @@ def _defer_setup_tmr(monkeypatch, after_loads: int) -> None:
   monkeypatch.setattr(PSP, "submit", submit)
 
 
-def test_the_smu_firmware_before_setup_tmr_as_linux_loads_it(navi_fw, monkeypatch):
+def test_the_smu_firmware_before_setup_tmr_as_linux_loads_it(navi_fw):
   os, gpu = navi_fw
-  _defer_setup_tmr(monkeypatch, after_loads=1)
-  dev = AMDev(os, ADDR, os.config)
+  dev = AMDev(os, ADDR, os.config)          # the driver's own order is Linux's (issue 26 item 7)
   try:
     assert gpu.psp.refused == [] and gpu.psp.tmr is not None and gpu.psp.autoloaded
+    assert [c for c, _ in gpu.psp.commands[:3]] == [PG.GFX_CMD_ID_LOAD_TOC, PG.GFX_CMD_ID_LOAD_IP_FW, PG.GFX_CMD_ID_SETUP_TMR]
+  finally: dev.close()
+
+
+def test_setup_tmr_right_after_load_toc_is_accepted_too(navi_fw, monkeypatch):
+  os, gpu = navi_fw
+  def tmr_first(self):
+    self.tmr = self.dev.vram.alloc(self.load_toc(), "PSP TMR", align=1 << 20)
+    self.setup_tmr()
+    for load in self.loads: self.load_ip_fw(*load)
+    self.submit(PG.struct_psp_gfx_cmd_resp(cmd_id=PG.GFX_CMD_ID_AUTOLOAD_RLC), "AUTOLOAD_RLC")
+  monkeypatch.setattr(PSP, "_load_firmware", tmr_first)
+  dev = AMDev(os, ADDR, os.config)
+  try: assert gpu.psp.refused == [] and gpu.psp.autoloaded and gpu.psp.commands[1][0] == PG.GFX_CMD_ID_SETUP_TMR
   finally: dev.close()
 
 

@@ -9,8 +9,7 @@ ADDR = "0000:03:00.0"
 
 
 def _spl_gets(monkeypatch, component: str) -> None:
-  real = PSP._component
-  monkeypatch.setattr(PSP, "_component", lambda self, name: real(self, component if name == "PSP_FW_TYPE_PSP_SPL" else name))
+  monkeypatch.setattr(PSP, "_bootloader_image", lambda self, name: self._component(component if name == "PSP_FW_TYPE_PSP_SPL" else name))
 
 
 def test_the_spl_command_with_the_key_database_image_boots(navi_fw, monkeypatch):
