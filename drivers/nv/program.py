@@ -57,6 +57,7 @@ class KernelInfo:
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*\(([^)]*)\)", re.S)
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*(?:\[\s*(\d+)\s*\])?")
 _SHARED = re.compile(r"(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*((?:\[\s*\d*\s*\])*)")
+_LOCAL = re.compile(r"()\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*((?:\[\s*\d*\s*\])*)")
 _REQNTID = re.compile(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 
@@ -121,7 +122,9 @@ def ptx_kernels(text: str, where: str) -> dict[str, KernelInfo]:
     tail = text[m.end():m.end() + 300].split("{", 1)[0]
     req = _REQNTID.search(tail)
     mx = _MAXNTID.search(tail)
-    k = KernelInfo(name, params, shared=shared)
+    # .local arrays of the body: a thread's local memory (the stack window a launch must give it)
+    local, _ = _shared(_LOCAL.finditer(text, m.end(), end))
+    k = KernelInfo(name, params, shared=shared, local=local)
     k.dynamic_shared = dynamic
     if req: k.required_block = tuple(int(x or 1) for x in req.groups())
     if mx: k.max_threads = min(1024, int(mx.group(1)) * int(mx.group(2) or 1) * int(mx.group(3) or 1))
@@ -352,9 +355,9 @@ class CUDAParams:
 class NVProgram(Program):
   """A loaded kernel: its code address, CUDA parameter layout, and per-shape QMD templates (device.make_qmd)."""
 
-  def __init__(self, device, kernel: KernelInfo, code_va: int):
+  def __init__(self, device, kernel: KernelInfo, code_va: int, code_size: int = 0):
     super().__init__(device, kernel.name, CUDAParams(kernel), kernel.max_threads)
-    self.kernel, self.code_va = kernel, code_va
+    self.kernel, self.code_va, self.code_size = kernel, code_va, code_size
     self.required_block = kernel.required_block
     self.param_base = kernel.param_base if kernel.param_base is not None else device.param_base
 

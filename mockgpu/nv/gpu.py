@@ -113,6 +113,7 @@ class Channel:
     self.state: dict[tuple[int, int], int] = {}   # (subchannel, method) -> last value
     self.gp_get = 0
     self.current: list | None = None             # [pushbuffer address, dwords, position] of the entry being run
+    self.pending: list | None = None             # a method header whose data dwords are still to come
     self.error: HCQError | None = None
     self.active = True
     self.blocked_on: str | None = None
@@ -281,7 +282,7 @@ class MockNVGPU:
     return True
 
   def _fail(self, ch: Channel, e: HCQError) -> None:
-    ch.error, ch.current = e, None
+    ch.error, ch.current, ch.pending = e, None, None
     self._set_blocked(ch, None)
     address = getattr(e, "address", None)
     try:
@@ -310,8 +311,11 @@ class MockNVGPU:
     return progress
 
   def _run_pushbuffer(self, ch: Channel) -> bool:
-    """Run the current entry's methods from its position; False when an acquire blocks (the position stays at its
-    header)."""
+    """Run the current entry's methods from its position; False when an acquire blocks (the position stays at the
+    blocked dword). GPFIFO entries are pieces of one command stream (envytools, "DMA submission to FIFOs", IB mode:
+    the entries' pushbuffer areas "will be stitched together to create the command stream"; the pusher's method,
+    subchannel and count are state that outlives an entry): a method header's data may continue in the next entry,
+    which is what a driver's ring produces when its words wrap."""
     cur = ch.current
     base, length = cur[0], cur[1]
     if length == 0: return True
@@ -319,6 +323,17 @@ class MockNVGPU:
     words = (ctypes.c_uint32 * length).from_address(base)
     pos = cur[2]
     while pos < length:
+      pend = ch.pending
+      if pend is not None:             # data dwords of a header read before: [op, subc, method, left, index]
+        op, subc, method, left, i = pend
+        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
+        if not self._method(ch, subc, m, words[pos]):
+          cur[2] = pos
+          return False
+        pos += 1
+        if left == 1: ch.pending = None
+        else: ch.pending = [op, subc, method, left - 1, i + 1]
+        continue
       header = words[pos]
       op, count, subc, method = header >> 29, (header >> 16) & 0x1FFF, (header >> 13) & 7, (header & 0xFFF) << 2
       if op == 4:                      # IMMD: the count field is the data
@@ -327,17 +342,10 @@ class MockNVGPU:
           return False
         pos += 1
         continue
-      if op not in (1, 3, 5) or (op == 0 and count):
+      if op not in (1, 3, 5):
         raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: opcode {op} is not modelled")
-      if pos + 1 + count > length:
-        raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: {count} data dwords run "
-                                  f"past the entry's {length} dwords")
-      for i in range(count):
-        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
-        if not self._method(ch, subc, m, words[pos + 1 + i]):
-          cur[2] = pos
-          return False
-      pos += 1 + count
+      pos += 1
+      if count: ch.pending = [op, subc, method, count, 0]
     cur[2] = pos
     return True
 
