@@ -8,6 +8,7 @@ buffer 0, code loading (cubins; PTX compiled to a cubin, or run as PTX by a GPU 
 faults read from the channels' error notifiers when a wait blocks."""
 from __future__ import annotations
 
+import re
 import struct
 from array import array
 
@@ -29,6 +30,9 @@ SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
 # nverror.h robust-channel errors (Xids) an error notifier may report
 ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time limit", 13: "graphics engine exception",
                          31: "MMU fault", 43: "the channel was reset"}
+
+
+_FAULTED_AT = re.compile(r"faulted @ 0x([0-9a-fA-F_]+)")
 
 
 class NVShape:
@@ -108,16 +112,29 @@ class NVDevice(HCQDevice):
 
   def _block(self, seconds: float) -> None:
     """A wait that is not done after its busy polls: a channel whose error notifier holds an error stopped (raise
-    it), else sleep (the mock GPU runs in the sleep)."""
+    it), else sleep (the GPU runs in the sleep)."""
     for name, ch in self.channels.items():
       err = self.iface.channel_error(ch)
       if err is None: continue
-      code, address = err
+      code = err[0]      # (the notifier's bytes 16..24 are the next record's timestamp, not a fault address)
       what = ROBUST_CHANNEL_ERRORS.get(code, f"robust-channel error {code}")
+      line = self._xid_log_line(code)
+      said = f"; nvidia.ko's log: {line}" if line else ""
       if code == 31:
-        raise GPUFault(f"{self.label}: the {name} channel stopped: {what}", address=address or None, kind="page fault")
-      raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what})")
+        m = _FAULTED_AT.search(line or "")
+        address = int(m.group(1).replace("_", ""), 16) if m else None
+        raise GPUFault(f"{self.label}: the {name} channel stopped: {what}{said}", address=address, kind="page fault")
+      raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what}){said}")
     self.os.sleep(seconds)
+
+  def _xid_log_line(self, code: int) -> str | None:
+    """nvidia.ko's newest kernel log line for Xid `code` on this GPU ("NVRM: Xid (PCI:dddd:bb:dd): code, ..."): on
+    hardware it names the exception (an MMU fault's address), which the error notifier does not hold."""
+    log = getattr(self.os, "kernel_log", None)
+    bus = getattr(self.iface, "pci_bus", None)
+    if log is None or not bus: return None
+    tag = f"Xid (PCI:{bus.rsplit('.', 1)[0]}): {code},"
+    return next((line for line in reversed(log()) if tag in line), None)
 
   def _release_hardware(self) -> None: self.iface.close()
 

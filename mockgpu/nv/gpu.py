@@ -34,7 +34,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from ...errors import GPUFault, HCQError, QueueError
-from . import abi, qmd
+from . import abi, qmd, sm as SM
 
 NO_TOKEN = 0xFFFFFFFF
 DOORBELL_OFFSET = 0x90                  # NOTIFY_CHANNEL_PENDING of the usermode class
@@ -277,22 +277,37 @@ class MockNVGPU:
   def _run_channel(self, ch: Channel) -> bool:
     try: return self._run(ch)
     except (GPUFault, QueueError) as e: self._fail(ch, e)
+    except HCQError as e:          # PTX the SM cannot run (the interpreter's PTXError): an engine exception
+      self._fail(ch, _diagnosed(ch, str(e)))
     except Exception as e:         # a bug of the model stops this channel only, named
       self._fail(ch, QueueError(ch.name, f"the mock's channel model failed ({type(e).__name__}: {e})"))
     return True
 
+  @property
+  def pci_bus(self) -> str:
+    """domain:bus:device as the mock RM reports this GPU's PCI address (mockgpu/nv/rm.py: bus 0x40 + index)."""
+    return f"0000:{0x40 + self.index:02x}:00"
+
   def _fail(self, ch: Channel, e: HCQError) -> None:
+    """Stop the channel: its error notifier gets the robust-channel error (Xid) as nvidia.ko writes it
+    (NvNotification: timeStamp, info32 = the Xid, info16, status 0xFFFF; the 16 bytes after it are the next record,
+    whose first 8 bytes are a timestamp too), and the kernel log an "NVRM: Xid" line as nvidia.ko prints one, with
+    the mock's diagnosis of the cause (marked as the mock's) where hardware would name its exception."""
     ch.error, ch.current, ch.pending = e, None, None
     self._set_blocked(ch, None)
     address = getattr(e, "address", None)
+    code = getattr(e, "xid", None)
+    if code is None: code = ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION
+    now = self.clock_ns()
     try:
-      self.write64(ch.notifier_va, self.clock_ns(), "error notifier")
-      code = getattr(e, "xid", ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION)
+      self.write64(ch.notifier_va, now, "error notifier")
       self.write32(ch.notifier_va + 8, code)
       self.write32(ch.notifier_va + 12, 0xFFFF << 16)       # info16 0, status 0xFFFF: an error
-      self.write64(ch.notifier_va + 16, address or 0, "error notifier")
+      self.write64(ch.notifier_va + 16, now, "error notifier")
     except GPUFault: pass
     ch.last_error = e
+    printk = getattr(self.os, "printk", None)
+    if printk is not None: printk(xid_line(self.pci_bus, code, ch.token, e, address, getattr(self.os, "pid", 0)))
 
   def _run(self, ch: Channel) -> bool:
     progress = False
@@ -437,8 +452,12 @@ class MockNVGPU:
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
-    if 0 in grid or 0 in block: return
+    if 0 in grid or 0 in block:
+      self._release(launch)
+      return
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
+    try: SM.check_registers(launch["registers"], block)
+    except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
     kernel = self._kernel(ch, pc)
     base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
     nparam = kernel.param_bytes
@@ -446,8 +465,23 @@ class MockNVGPU:
       raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 of {cb0_size} bytes is too small for "
                                 f"{nparam} bytes of parameters at {base:#x}")
     params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
-    dynamic = max(launch["shared"] - kernel.static_shared_bytes, 0)
-    self._run_kernel(ch, kernel, grid, block, params, dynamic)
+    ntid, nctaid = SM.dims_from_cb0(self.read_bytes(cb0, min(cb0_size, SM.CB0_DIMS), "constant buffer 0"))
+    limits, dynamic = SM.limits(launch, kernel, _ptx().executor.dynamic_shared_offset(kernel))
+    limits.update(ntid=ntid, nctaid=nctaid)
+    self._run_kernel(ch, kernel, grid, block, params, dynamic, limits)
+    self._release(launch)
+
+  def _release(self, launch: dict) -> None:
+    """The QMD's enabled release semaphores once the grid is done (clc9c0qmd.h/clcbc0qmd.h RELEASE*_STRUCTURE_SIZE:
+    ONE_WORD a 32-bit payload; TWO_WORDS the payload as 64 bits; FOUR_WORDS the payload's words then the GPU's
+    nanosecond clock at +8; PAYLOAD64B gives the upper payload word, else it is 0)."""
+    for _, size, wide, addr, payload in launch["releases"]:
+      if not wide: payload &= 0xFFFFFFFF
+      if size == qmd.STRUCTURE_SIZE["SEMAPHORE_ONE_WORD"]: self.write32(addr, payload, "QMD release semaphore")
+      else:
+        self.write64(addr, payload, "QMD release semaphore")
+        if size == qmd.STRUCTURE_SIZE["SEMAPHORE_FOUR_WORDS"]:
+          self.write64(addr + 8, self.clock_ns(), "QMD release semaphore timestamp")
 
   def _kernel(self, ch: Channel, pc: int):
     """The kernel at a program address. Cached per address while the GPU's mappings stay the same: code is loaded
@@ -485,7 +519,7 @@ class MockNVGPU:
     if k is None: raise QueueError(ch.name, f"program at {pc:#x}: the PTX module has no kernel {name!r}")
     return k
 
-  def _run_kernel(self, ch: Channel, kernel, grid, block, params: bytes, dynamic: int) -> None:
+  def _run_kernel(self, ch: Channel, kernel, grid, block, params: bytes, dynamic: int, limits: dict | None = None) -> None:
     if _does_nothing(kernel):      # only ret/exit: no thread has an effect (the interpreter's set-up is skipped)
       self.stats["launches"] += 1
       return
@@ -500,7 +534,8 @@ class MockNVGPU:
       # runs, and host calls that need it (alloc, free, close) must not wait for an endless kernel for ever
       if self._stop or not ch.active: return True
       return time.monotonic() - start > limit
-    try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop)
+    try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop,
+                         sm=limits)
     except ptx.Stopped:
       if not ch.active or self._stop: raise QueueError(ch.name, f"kernel {kernel.name} was stopped: its channel went away") from None
       e = QueueError(ch.name, f"kernel {kernel.name} ran for more than {limit:g} s (the mock's time limit) and was "
@@ -512,6 +547,25 @@ class MockNVGPU:
       raise
     self.stats["launches"] += 1
     self.stats["thread_instructions"] += int((stats or {}).get("thread_instructions", 0))
+
+
+def _diagnosed(ch: Channel, message: str) -> QueueError:
+  """What the SM refuses (a QMD field, an instruction): a graphics engine exception (Xid 13) with its reason."""
+  e = QueueError(ch.name, message)
+  e.xid = ROBUST_CHANNEL_GR_EXCEPTION
+  return e
+
+
+def xid_line(pci: str, code: int, token: int, e: BaseException, address: int | None, pid: int) -> str:
+  """nvidia.ko's kernel log line for an Xid (the format of its "NVRM: Xid (PCI:dddd:bb:dd): N, pid=..." lines; an
+  MMU fault's "faulted @ 0x<hi>_<lo>"), ending with the mock's diagnosis, marked "[mock diagnosis]"."""
+  why = "; ".join([str(e), *getattr(e, "__notes__", ())])
+  head = f"NVRM: Xid (PCI:{pci}): {code}, pid={pid}, name=python, Ch {token:08x}"
+  if code == ROBUST_CHANNEL_MMU_FAULT and address is not None:
+    head += f", MMU Fault: ENGINE GRAPHICS faulted @ 0x{address >> 32:08x}_{address & 0xFFFFFFFF:08x}"
+  elif code == ROBUST_CHANNEL_GR_EXCEPTION: head += ", Graphics Exception"
+  elif code == ROBUST_CHANNEL_TIMEOUT: head += ", channel timeout"
+  return f"{head}. [mock diagnosis] {why}"
 
 
 _NOTHING: dict = {}      # id(kernel) -> (kernel, whether it has only ret/exit)

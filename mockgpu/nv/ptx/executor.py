@@ -148,7 +148,7 @@ class Batch:
   """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
 
   def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
-               dynamic_shared: int, gaddr: dict):
+               dynamic_shared: int, gaddr: dict, sm=None):
     lay = comp.layouts.get((block, nblocks))
     if lay is None:
       if len(comp.layouts) > 8: comp.layouts.clear()
@@ -160,11 +160,19 @@ class Batch:
     self.warp_base, self.warp_len = lay.warp_base, lay.warp_len
     shared_bytes = dynamic_shared_offset(k) + dynamic_shared if (dynamic_shared or k.dynamic_shared_name) else \
       k.static_shared_bytes
+    local_bytes = k.local_bytes_per_thread
+    sm = sm or {}
+    # what the launch gave the CTA and its threads (the QMD's SHARED_MEMORY_SIZE and local memory window, when the
+    # caller is the GPU): an access past them faults, named by what limited it
+    if sm.get("shared_limit") is not None: shared_bytes = min(shared_bytes, sm["shared_limit"])
+    if sm.get("local_limit") is not None: local_bytes = min(local_bytes, sm["local_limit"])
     stride = (shared_bytes + 15) // 16 * 16
-    lstride = (k.local_bytes_per_thread + 15) // 16 * 16
+    lstride = (local_bytes + 15) // 16 * 16
     self.sp = Spaces(mem, np.zeros(max(stride * nblocks, 16), np.uint8), shared_bytes,
-                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, lay.blk, params)
+                     np.zeros(max(lstride * n, 16), np.uint8), local_bytes, lay.blk, params)
     self.sp.sh_stride, self.sp.lo_stride = stride, lstride
+    self.sp.shared_why, self.sp.local_why = sm.get("shared_why", ""), sm.get("local_why", "")
+    self._ntid, self._nctaid = sm.get("ntid") or block, sm.get("nctaid") or grid
     self._lay, self._first, self._grid, self._block = lay, first, grid, block
     self.dynamic_shared, self.total_shared = dynamic_shared, shared_bytes
     self._t = lay.t
@@ -172,8 +180,8 @@ class Batch:
 
   def _sreg_value(self, base: str, d: int):
     if base == "tid": return self._lay.tid[d]
-    if base == "ntid": return self._block[d]
-    if base == "nctaid": return self._grid[d]
+    if base == "ntid": return self._ntid[d]
+    if base == "nctaid": return self._nctaid[d]
     gx, gy, _ = self._grid
     cta = self._first + self._lay.blk
     return (cta % gx, (cta // gx) % gy, cta // (gx * gy))[d]
@@ -314,9 +322,13 @@ def _as_dim3(v, what: str) -> tuple:
   return t
 
 
-def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None) -> dict:
+def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None,
+        sm: dict | None = None) -> dict:
   """Run kernel k over grid (CTAs) x block (threads per CTA) with the parameter block `params` (the CUDA ABI
-  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}."""
+  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}.
+  sm: what a GPU's launch gives beyond that (all optional): "ntid"/"nctaid" (the values %ntid/%nctaid read, which
+  an SM takes from constant bank 0, not from the launch's shape), "shared_limit"/"local_limit" (bytes a CTA / a
+  thread may access) with "shared_why"/"local_why" (what set them, for the fault's message)."""
   grid, block = _as_dim3(grid, "grid"), _as_dim3(block, "block")
   T = block[0] * block[1] * block[2]
   if T > 1024: raise PTXError(f"{k.name}: {T} threads per CTA exceed the limit of 1024")
@@ -338,7 +350,7 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
     with np.errstate(all="ignore"):
       for first in range(0, nblocks, per):
         nb = min(per, nblocks - first)
-        S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr)
+        S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr, sm)
         total += _batch_run(S, comp, stop, deadline)
   finally:
     for a in added: memory.remove_range(a)
