@@ -61,9 +61,11 @@ class Spaces:
     _aligned(a, k, "shared", base)
     if a.size and (int(a.max()) + k > self.shared_bytes or int(a.min()) < 0):
       bad = int(a[np.flatnonzero((a + k > self.shared_bytes) | (a < 0))[0]])
-      raise GPUFault(f"shared memory access of {k} bytes at offset {bad:#x} beyond the CTA's {self.shared_bytes} bytes"
+      e = GPUFault(f"shared memory access of {k} bytes at offset {bad:#x} beyond the CTA's {self.shared_bytes} bytes"
                      f"{self.shared_why}",
-                     address=bad + base, kind="page fault")
+                     address=bad + base, kind="out of range address")
+      e.xid = 13      # an SM exception (Graphics SM Warp Exception: Out Of Range Address), not an MMU fault
+      raise e
     blk = self.block_of_lane if sel is None else self.block_of_lane[sel]
     return self.shared.view(dt), (blk * self.sh_stride + a) // k
 
@@ -72,9 +74,11 @@ class Spaces:
     _aligned(a, k, "local", base)
     if a.size and (int(a.max()) + k > self.local_bytes or int(a.min()) < 0):
       bad = int(a[np.flatnonzero((a + k > self.local_bytes) | (a < 0))[0]])
-      raise GPUFault(f"local memory access of {k} bytes at offset {bad:#x} beyond the thread's {self.local_bytes} bytes"
+      e = GPUFault(f"local memory access of {k} bytes at offset {bad:#x} beyond the thread's {self.local_bytes} bytes"
                      f"{self.local_why}",
-                     address=bad + base, kind="page fault")
+                     address=bad + base, kind="out of range address")
+      e.xid = 13      # an SM exception (Graphics SM Warp Exception: Out Of Range Address), not an MMU fault
+      raise e
     lane = self.lane_ids if sel is None else self.lane_ids[sel]
     return self.local.view(dt), (lane * self.lo_stride + a) // k
 
