@@ -210,7 +210,13 @@ def _mad(ctx, ins):
 @builder("div")
 def _div(ctx, ins):
   t = _type(ctx, ins)
-  if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn exact; .approx/.full: within bounds
+  if t == "f32" and "approx" in ins.mods:      # a * (1/b), within 2 ulp (semantics.div_approx32)
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, sem.div_approx32), t, 2)
+  if t == "f32" and "full" in ins.mods:        # IEEE division within 2 ulp
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: sem.within_bound(
+      "div", np.asarray(a, np.float32).astype(np.float64) / np.asarray(b, np.float32).astype(np.float64),
+      np.asarray(a, np.float32).view(np.uint32) ^ np.asarray(b, np.float32).view(np.uint32))), t, 2)
+  if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn (and f64): exact
   return _nary(ctx, ins, sem.idiv, t, 2)
 
 
@@ -342,6 +348,9 @@ def _math(ctx, ins):
   fn = _APPROX[ins.op]
   if ins.op in ("sqrt", "rcp") and t in ("f32", "f64") and "approx" not in ins.mods:
     f = fn   # IEEE .rn: numpy's f32/f64 sqrt and division are correctly rounded
+  elif t == "f32" and ins.op in sem.APPROX_BOUNDS:   # the ISA's .approx.f32 bound, deterministically used
+    op = ins.op
+    f = lambda x: sem.within_bound(op, sem.approx(fn, x, np.float64), x)
   else:
     dt = DTYPES[t] if t != "f16x2" else np.float16
     f = lambda x: sem.approx(fn, x, dt)
