@@ -367,10 +367,11 @@ def within_bound(op: str, exact, x) -> np.ndarray:
 
 
 def div_approx32(a, b) -> np.ndarray:
-  """div.approx.f32: a * (1/b), 1/b flushed to zero when subnormal (|b| in [2^126, 2^128] gives 0), within 2 ulp."""
+  """div.approx.f32: a * (1/b) within 2 ulp, where 1/b is 0 for |b| in [2^126, 2^128] (PTX ISA, div: "for b in
+  [2^126, 2^128], div.approx.f32 returns 0")."""
   a, b = np.asarray(a, f32), np.asarray(b, f32)
   with np.errstate(all="ignore"):
     inv = (1.0 / b.astype(f64))
-    inv = np.where(np.abs(inv) < 2.0 ** -126, np.copysign(0.0, inv), inv)
+    inv = np.where(np.abs(b) >= 2.0 ** 126, np.copysign(0.0, inv), inv)   # the ISA: 0 for |b| in [2^126, 2^128]
     exact = a.astype(f64) * inv
   return within_bound("div", exact, a.view(u32) ^ b.view(u32))

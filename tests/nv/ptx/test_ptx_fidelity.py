@@ -1,0 +1,138 @@
+"""The interpreter as strict as the SM and the PTX ISA: approximate instructions within (and not better than) the
+ISA's bounds, barriers that can never complete reported as a hang, .sync warp instructions' membermask checked,
+faults naming the PTX line and instruction (issue 27 "The mock checks what the SM checks"; issue 29 item 11)."""
+import numpy as np
+import pytest
+
+from hcq.errors import GPUFault
+from hcq.mockgpu.amd.emu.memory import GPUMemory
+from hcq.mockgpu.nv.ptx import PTXError, parse, run
+from tests.nv.ptx.test_ptx_interp import apply
+
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+
+def test_approx_results_are_within_the_isa_bounds_and_not_all_exact():
+  x = np.linspace(-3, 3, 512).astype(np.float32)
+  ex2 = apply("ex2.approx.f32 %d, %a;", np.float32, x)
+  exact = np.exp2(x.astype(np.float64))
+  assert np.all(np.abs(ex2 - exact) <= 2 * np.spacing(np.float32(exact)))
+  assert np.count_nonzero(ex2 != exact.astype(np.float32)) > 50        # hardware is not correctly rounded either
+  pos = np.abs(x) + np.float32(0.25)
+  rcp = apply("rcp.approx.f32 %d, %a;", np.float32, pos)
+  assert np.all(np.abs(rcp - 1 / pos.astype(np.float64)) <= np.spacing(rcp))
+  sq = apply("sqrt.approx.f32 %d, %a;", np.float32, pos)
+  assert np.all(np.abs(sq - np.sqrt(pos.astype(np.float64))) <= 2**-23 * np.sqrt(pos.astype(np.float64)))
+  cos = apply("cos.approx.f32 %d, %a;", np.float32, x)
+  assert np.max(np.abs(cos - np.cos(x.astype(np.float64)))) <= 2**-20.5
+  th = apply("tanh.approx.f32 %d, %a;", np.float32, x)
+  assert np.all(np.abs(th - np.tanh(x.astype(np.float64))) <= 2**-11 * np.abs(np.tanh(x.astype(np.float64))) + 1e-30)
+  # rounded results are deterministic: the same input gives the same output
+  assert np.array_equal(ex2, apply("ex2.approx.f32 %d, %a;", np.float32, x))
+
+
+def test_div_approx_is_a_times_the_reciprocal_and_0_for_divisors_from_2_to_126():
+  a = np.array([1.0, 3.0, -5.0, 7.0, 1e30, 10.0], np.float32)
+  b = np.array([2.0**126, 2.0**127, 1.5 * 2.0**127, -2.0**126, 2.0**126, 3.0], np.float32)
+  got = apply("div.approx.f32 %d, %a, %b;", np.float32, a, b)
+  assert list(got[:5]) == [0.0] * 5                       # 1/b is subnormal: flushed, a * 0
+  assert abs(got[5] - 10 / 3) <= 2 * np.spacing(np.float32(10 / 3))
+  full = apply("div.full.f32 %d, %a, %b;", np.float32, a[:1], np.array([3.0], np.float32))
+  assert abs(full[0] - 1 / 3) <= 2 * np.spacing(np.float32(1 / 3))
+  rn = apply("div.rn.f32 %d, %a, %b;", np.float32, a, b)
+  assert rn[0] == np.float32(2.0**-126)                   # IEEE division does not flush
+
+
+def _kernel(body: str, regs: str = ".reg .b32 %r<8>; .reg .pred %p<4>; .reg .b64 %rd<4>;"):
+  return parse(HEAD + ".visible .entry k(.param .u64 out) {\n" + regs + "\n" + body + "\n}\n").kernels["k"]
+
+
+def _run(k, block=64, grid=1):
+  mem = GPUMemory()
+  buf = np.zeros(4096, np.uint32)
+  mem.add_range(buf.ctypes.data, buf.nbytes)
+  run(k, grid=grid, block=block, params=int(buf.ctypes.data).to_bytes(8, "little"), memory=mem)
+  return buf
+
+
+def test_threads_at_different_barriers_of_one_cta_are_a_reported_hang():
+  k = _kernel("""
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 32;
+  @%p1 bra $a;
+  bar.sync 1;
+  bra $end;
+$a:
+  bar.sync 0;
+$end:
+  ret;""")
+  with pytest.raises(PTXError, match=r"32 threads wait at barrier 1 \(PTX line 10: bar.sync 1\) while 32 others "
+                                     r"wait at barrier 0 \(PTX line 12: bar.sync 0\): neither can complete, the CTA "
+                                     r"hangs"):
+    _run(k)
+
+
+def test_a_barrier_thread_count_not_reached_is_a_hang_and_exited_threads_release_a_cta_barrier():
+  k = _kernel("""
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 32;
+  @%p1 bra $a;
+  bra $end;
+$a:
+  bar.sync 1, 64;
+$end:
+  ret;""")
+  with pytest.raises(PTXError, match=r"barrier 1 .* waits for 64 threads and only 32 reach it"):
+    _run(k)
+  # the CUDA idiom "if (i >= n) return; __syncthreads();": the exited threads do not hold the barrier up
+  ok = _kernel("""
+  mov.u32 %r1, %tid.x;
+  setp.ge.u32 %p1, %r1, 40;
+  @%p1 bra $end;
+  bar.sync 0;
+  ld.param.u64 %rd1, [out];
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd1, %rd1, %rd2;
+  st.global.u32 [%rd1], 7;
+$end:
+  ret;""")
+  assert list(_run(ok)[:41]) == [7] * 40 + [0]
+
+
+def test_shfl_sync_checks_its_membermask():
+  body = """
+  mov.u32 %r1, %tid.x;
+  shfl.sync.bfly.b32 %r2, %r1, 1, 31, {mask};
+  ld.param.u64 %rd1, [out];
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd1, %rd1, %rd2;
+  st.global.u32 [%rd1], %r2;
+  ret;"""
+  got = _run(_kernel(body.format(mask="-1")), block=32)
+  assert list(got[:4]) == [1, 0, 3, 2]
+  with pytest.raises(PTXError, match=r"line \d+: .*shfl.sync.bfly.b32: lane 16 executes it but its membermask "
+                                     r"0x0000ffff leaves it out"):
+    _run(_kernel(body.format(mask="0xffff")), block=32)
+  # a mask naming lanes that do not execute it (threads 16..31 of a 16-thread CTA do not exist: fine; diverged ones
+  # that exist are not)
+  diverged = """
+  mov.u32 %r1, %tid.x;
+  setp.ge.u32 %p1, %r1, 8;
+  @%p1 bra $end;
+  shfl.sync.bfly.b32 %r2, %r1, 1, 31, 0xffff;
+$end:
+  ret;"""
+  _run(_kernel(diverged.replace("0xffff", "0xff")), block=16)
+  with pytest.raises(PTXError, match=r"membermask 0x0000ffff names lane 8, which does not execute it"):
+    _run(_kernel(diverged), block=16)
+
+
+def test_a_fault_names_the_ptx_line_the_instruction_and_the_address():
+  k = _kernel("""
+  mov.u64 %rd1, -16;
+  st.global.u32 [%rd1], 1;
+  ret;""")
+  with pytest.raises(GPUFault) as e: _run(k, block=1)
+  assert e.value.address == 2**64 - 16
+  notes = " ".join(getattr(e.value, "__notes__", []))
+  assert "at PTX line 8: st.global.u32 [%rd1], 1" in notes
