@@ -20,6 +20,8 @@ from .model import DTYPES, TYPE_BYTES, Instr, Operand, Param, PTXError, PTXKerne
 # per thread (CUDA's limit), 64 MiB for a module's .global/.const data
 MAX_TEXT = 64 << 20
 MAX_REGS = 1 << 20
+MAX_INSTRUCTION = 16 << 10    # characters of one instruction (the longest real ones, a wgmma's register vectors,
+                              # are about 1 KiB); a declaration's initializer may be longer
 MAX_VARIABLE_BYTES = {"shared": 228 << 10, "local": 512 << 10, "global": 64 << 20, "const": 64 << 20, "param": 64 << 10}
 
 _LABEL = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*:(?!:)")
@@ -46,43 +48,54 @@ def _opens_scope(before: str) -> bool:
 
 
 def _statements(text: str):
-  """Yield (line, statement) with '{' and '}' as statements of their own."""
-  buf, line, start = [], 1, 1
+  """Yield (line, statement) with '{' and '}' as statements of their own. Linear in the text's length: a statement
+  is the slice of the text since its start (what it holds is tracked as the scan goes, never re-joined)."""
+  line, start = 1, 1
   i, n = 0, len(text)
+  bstart = 0            # where the current statement's text begins
+  first = -1            # its first non-blank character (-1: none yet)
+  last = ""             # its last non-blank character
   while i < n:
     c = text[i]
     if c == "\n":
       line += 1
-      head = "".join(buf).strip()
-      if head.startswith((".version", ".target", ".address_size")):   # these end at the line's end, not at ';'
-        yield start, head
-        buf = []
+      if first >= 0 and text.startswith((".version", ".target", ".address_size"), first):   # end at the line's end
+        yield start, text[first:i].strip()
         i += 1
-        start = line
+        bstart, first, last, start = i, -1, "", line
         continue
-    if c == ";" or c == "}" or (c == "{" and _opens_scope("".join(buf).strip())):
-      s = "".join(buf).strip()
-      if s: yield start, s
+    if c == ";" or c == "}" or (c == "{" and _opens_scope_at(text, bstart, i, first, last)):
+      if first >= 0: yield start, text[first:i].strip()
       if c != ";": yield line, c
-      buf = []
       i += 1
-      start = line
+      bstart, first, last, start = i, -1, "", line
       continue
     if c == "{":   # an initializer or a vector operand: copy through its matching brace
+      if first < 0: first, start = i, line
       depth = 0
       while i < n:
         ch = text[i]
-        buf.append(ch)
         if ch == "\n": line += 1
         depth += ch == "{"
         depth -= ch == "}"
         i += 1
         if depth == 0: break
+      last = "}"
       continue
-    if not buf or not "".join(buf).strip(): start = line
-    buf.append(c)
+    if not c.isspace():
+      if first < 0: first, start = i, line
+      last = c
     i += 1
-  if "".join(buf).strip(): raise PTXError("statement without ';' at the end of the text", start, "".join(buf))
+  if first >= 0: raise PTXError("statement without ';' at the end of the text", start, text[first:first + 200])
+
+
+def _opens_scope_at(text: str, bstart: int, i: int, first: int, last: str) -> bool:
+  """_opens_scope for the statement text[bstart:i], from what the scan tracked (its first and last non-blank
+  characters); the word test of a kernel header looks at the statement's first 4 KiB only (a header is short)."""
+  if first < 0 or last == ":": return True
+  if text.startswith((".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".pragma"), first): return True
+  words = text[first:min(i, first + 4096)].split()
+  return ".entry" in words or ".func" in words
 
 
 def _int(tok: str) -> int:
@@ -147,10 +160,14 @@ def _operand(tok: str, line: int, text: str) -> Operand:
     return Operand("imm", value=_number(t))
   m = re.fullmatch(r"([A-Za-z_$][\w$]*)\s*(?:\+\s*(-?\d+))?", t)
   if m: return Operand("sym", name=m.group(1), value=int(m.group(2) or 0))
-  raise PTXError(f"cannot read operand {t!r}", line, text)
+  shown = t if len(t) <= 80 else f"{t[:80]}... ({len(t)} characters)"
+  raise PTXError(f"cannot read operand {shown!r}", line, text)
 
 
 def _instruction(stmt: str, line: int) -> Instr:
+  if len(stmt) > MAX_INSTRUCTION:
+    raise PTXError(f"an instruction of {len(stmt)} characters: the mock reads at most {MAX_INSTRUCTION}", line,
+                   stmt[:200])
   s = stmt.strip()
   guard = None
   if s.startswith("@"):
