@@ -19,7 +19,7 @@ from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
 from ...autogen.nv import rm_abi as abi
 from . import gpfifo as G, lower, qmd
-from .sm import (CB0_DIMS_END, LOCAL_RESERVE, carveouts_kb, max_threads_for_registers, sass_version, shared_memory_size,
+from .sm import (CB0_DIMS_END, LOCAL_RESERVE, MAX_LOCAL_PER_THREAD, carveouts_kb, max_threads_for_registers, sass_version, shared_memory_size,
                  sm_config)
 from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
 
@@ -152,6 +152,9 @@ class NVDevice(HCQDevice):
     if threads > regs_limit:
       raise DeviceError(f"kernel {k.name}: a CTA of {threads} threads needs more than the SM's 64 K registers at "
                         f"{k.registers} registers a thread (at most {regs_limit} threads)")
+    if k.local > MAX_LOCAL_PER_THREAD:
+      raise DeviceError(f"kernel {k.name}: {k.local} bytes of local memory a thread exceed the {MAX_LOCAL_PER_THREAD} "
+                        f"bytes a thread may have")
     # the thread's local memory: the kernel's stack/local arrays plus the 0x240 bytes the SASS ABI keeps at the top
     # of the high window (the stack grows down from c[0][0x28] = 0xfffdc0 = 16 MiB - 0x240); the QMD gives every
     # thread the device's per-thread local size in the HIGH window (LOW stays 0)

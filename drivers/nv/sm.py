@@ -21,6 +21,7 @@ SHARED_RESERVE = 0x400          # bytes at the start of each CTA's shared memory
 LOCAL_RESERVE = 0x240           # bytes above the stack's top in the high local window (0x1000000 - 0xfffdc0)
 CB0_DIMS_END = 0x18             # c[0][0x0..0x18): ntid.xyz, nctaid.xyz (u32 each)
 REGISTERS_PER_SM = 64 * 1024
+MAX_LOCAL_PER_THREAD = 512 << 10   # the guide's "Maximum amount of local memory per thread": 512 KB
 # the shared memory carve-outs (KB) an SM may be configured with, per SM version >> 4 (major, minor)
 CARVEOUTS_KB = {(8, 0): (0, 8, 16, 32, 64, 100, 132, 164), (8, 6): (0, 8, 16, 32, 64, 100), (8, 7): (0, 8, 16, 32, 64, 100, 132, 164),
                 (8, 9): (0, 8, 16, 32, 64, 100), (9, 0): (0, 8, 16, 32, 64, 100, 132, 164, 196, 228),

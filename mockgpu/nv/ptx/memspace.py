@@ -47,6 +47,9 @@ class Spaces:
   def _global(self, a: np.ndarray, dt, k: int, what: str):
     a = a.astype(_U64, copy=False)
     _aligned(a, k, "global")
+    if a.size and int(a.max()) >= (1 << 64) - k:    # a + k reaches past the top of the address space: never mapped
+      bad = int(a[np.flatnonzero(a >= _U64((1 << 64) - k))[0]])
+      raise GPUFault(f"global {what} of {k} bytes wraps past the top of the address space", address=bad, kind="page fault")
     rng = self.mem.check(a, k, what)
     sh = _U64(k.bit_length() - 1)
     if rng is not None and rng[0] % k == 0:   # index the mapped range's own view (the common case)

@@ -166,8 +166,7 @@ def _operand(tok: str, line: int, text: str) -> Operand:
 
 def _instruction(stmt: str, line: int) -> Instr:
   if len(stmt) > MAX_INSTRUCTION:
-    raise PTXError(f"an instruction of {len(stmt)} characters: the mock reads at most {MAX_INSTRUCTION}", line,
-                   stmt[:200])
+    raise PTXError(f"an instruction of {len(stmt)} characters: the mock reads at most {MAX_INSTRUCTION}", line, stmt)
   s = stmt.strip()
   guard = None
   if s.startswith("@"):
