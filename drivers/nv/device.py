@@ -4,8 +4,9 @@ Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (la
 "copy", a GPFIFO channel with the copy object on subchannel 4; both lower queue programs by the pattern matchers of
 lower.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
 Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
-buffer 0, code loading (cubins; PTX compiled to a cubin, or run as PTX by a GPU that executes PTX: the mock), and
-faults read from the channels' error notifiers when a wait blocks."""
+buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
+a CUDA fatbin), and faults read from the channels' error notifiers (the Xid) and nvidia.ko's kernel log (its cause)
+when a wait blocks. The driver does not know whether the GPU is real: a GPU that runs PTX finds it in the image."""
 from __future__ import annotations
 
 import re
@@ -46,10 +47,10 @@ class NVDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
 
-  def __init__(self, iface, os, config, executes_ptx: bool = False):
+  def __init__(self, iface, os, config):
     super().__init__(os, config)
     self.iface, self.label = iface, iface.label
-    self.arch, self.executes_ptx = iface.arch, executes_ptx
+    self.arch = iface.arch
     self.compute_class, self.copy_class = iface.compute_class, iface.copy_class
     self.name = f"{self.arch} on {iface.label}"
     self.param_base = PARAM_BASE.get(iface.sm_version >> 8, 0x160)
@@ -60,6 +61,7 @@ class NVDevice(HCQDevice):
     self._images: dict[bytes, tuple] = {}
     self._cubins: dict[bytes, bytes] = {}    # PTX text -> the cubin compiled from it (a GPU that runs SASS)
     self._local, self._old_local, self._local_per_thread = None, [], 0
+    self._no_sass: dict[str, str] = {}       # kernels loaded as PTX alone: why (for an engine exception's message)
     # constant buffer 0's driver words (reference 1.6): the shared and local memory windows and 0xfffdc0, at dwords
     # 6..10 before Blackwell, 188..191 and 223 on Blackwell (generic addressing of shared/local memory reads them)
     if iface.sm_version >> 8 >= 10:
@@ -124,6 +126,9 @@ class NVDevice(HCQDevice):
         m = _FAULTED_AT.search(line or "")
         address = int(m.group(1).replace("_", ""), 16) if m else None
         raise GPUFault(f"{self.label}: the {name} channel stopped: {what}{said}", address=address, kind="page fault")
+      if code == 13 and self._no_sass:       # an engine exception may be code that is not SASS at all
+        n, why = next(iter(self._no_sass.items()))
+        said += f"; kernel {n} was loaded without SASS, which a GPU that runs SASS cannot execute ({why})"
       raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what}){said}")
     self.os.sleep(seconds)
 
@@ -255,21 +260,17 @@ class NVDevice(HCQDevice):
   # ---- programs
   def _load(self, image: bytes, name: str | None):
     where = f"{self.name}: load"
+    sass = None
     if image[:4] == b"\x7fELF":
       machine = int.from_bytes(image[0x12:0x14], "little") if len(image) >= 0x14 else None
       if machine != EM_CUDA:
         raise DeviceError(f"{where}: an ELF for machine {machine} is not a CUDA cubin (machine {EM_CUDA})")
-      if self.executes_ptx:
-        raise DeviceError(f"{self.name}: this GPU (the mock NV GPU) executes PTX only and cannot run SASS: load the "
-                          f"kernel's PTX instead of a cubin")
       kernels = cubin_kernels(image, where)
       infos = {n: k for n, (k, _) in kernels.items()}
     elif is_ptx(image):
       infos = ptx_kernels(image.decode(errors="replace"), where)
       if not infos: raise DeviceError(f"{where}: the PTX module has no .entry kernels")
-      if not self.executes_ptx:
-        return self._load(self._cubin_of(bytes(image)), name)
-      kernels = None
+      kernels, sass = None, self._sass_of(bytes(image), infos, where)
     else: raise DeviceError(f"{where}: neither a cubin (ELF) nor PTX text")
     if name is None:
       if len(infos) > 1: raise DeviceError(f"{where}: the module has {len(infos)} kernels ({', '.join(infos)}); name one")
@@ -278,16 +279,40 @@ class NVDevice(HCQDevice):
     with self._open_lock():
       key = bytes(image)
       loaded = self._images.get(key)
-      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels)
+      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels, sass)
+      if infos[name].no_sass: self._no_sass.setdefault(name, infos[name].no_sass)
       return NVProgram(self, infos[name], *loaded[name])
 
-  def _upload(self, image: bytes, infos: dict, kernels) -> dict[str, tuple[int, int]]:
+  def _sass_of(self, ptx: bytes, infos: dict, where: str) -> dict | None:
+    """{kernel: SASS} of a PTX module compiled for this GPU, with each kernel's KernelInfo given the cubin's register
+    count, parameter base and stack (its local memory: the larger of the stack and the PTX's .local arrays); None
+    when no compiler is found or the text or its cubin is refused (the reason is kept for the launch's error)."""
+    try:
+      cubin = self._cubin_of(ptx)
+      compiled = cubin_kernels(cubin, where)
+    except DeviceError as e:
+      for k in infos.values(): k.no_sass = str(e)
+      return None
+    out = {}
+    for n, k in infos.items():
+      hit = compiled.get(n)
+      if hit is None:
+        k.no_sass = f"the cubin has no kernel {n}"
+        continue
+      ck, code = hit
+      k.registers, k.param_base = ck.registers, ck.param_base
+      k.local, k.shared = max(k.local, ck.local), max(k.shared, ck.shared)
+      out[n] = code
+    return out
+
+  def _upload(self, image: bytes, infos: dict, kernels, sass: dict | None = None) -> dict[str, tuple[int, int]]:
     """Put a module's code in VRAM; {kernel: (program address, code bytes from there)}."""
-    if kernels is None:         # PTX for a GPU that runs it: the text and a PTX_ENTRY record per kernel
-      size = round_up(len(image) + 512 * len(infos) + 4096, 0x1000)
+    if kernels is None:         # PTX: the text, a PTX_ENTRY record per kernel and its SASS where compiled
+      sass = sass or {}
+      size = round_up(len(image) + 768 * len(infos) + sum(len(c) + 256 for c in sass.values()) + 4096, 0x1000)
       mem = self.iface.alloc(size, kind="vram")
-      data, offsets = ptx_image(image, list(infos), mem.va)
-      sizes = {n: len(data) - o for n, o in offsets.items()}
+      data, offsets = ptx_image(image, list(infos), mem.va, sass)
+      sizes = {n: len(sass[n]) if n in sass else len(data) - o for n, o in offsets.items()}
     else:                       # SASS: each kernel's .text, 256-byte aligned, with 4 KB of slack for prefetches
       data, offsets, sizes = bytearray(), {}, {}
       for n, (_, code) in kernels.items():

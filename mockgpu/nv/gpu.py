@@ -43,7 +43,8 @@ USERD_GP_GET, USERD_GP_PUT = 0x88, 0x8C
 ROBUST_CHANNEL_TIMEOUT, ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_MMU_FAULT = 8, 13, 31
 PTX_ENTRY_MAGIC = b"PTXENTRY"           # the mock GPU's "machine code": see PTX_ENTRY below
 # At a program address the mock GPU finds: magic (8 bytes), u64 address of the PTX module's text, u32 its length,
-# u32 the kernel name's length, then the name. The driver writes it when it loads PTX for a GPU that runs PTX.
+# u32 the kernel name's length, then the name; or SASS whose 16 bytes before hold the magic and the address of that
+# record (a code image that carries the PTX beside the SASS, as CUDA fatbins do: the mock runs the PTX).
 PTX_ENTRY_HEADER = 24
 # the CUDA parameter bank: where the explicit kernel parameters start in constant buffer 0 (per SM major version)
 PARAM_BASE = {7: 0x160, 8: 0x160, 9: 0x210, 10: 0x380, 12: 0x380}
@@ -498,8 +499,15 @@ class MockNVGPU:
   def _load_kernel(self, ch: Channel, pc: int):
     head = self.read_bytes(pc, 8, "program")
     if head != PTX_ENTRY_MAGIC:
-      raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
-                                f"SASS (load PTX, not a cubin)")
+      # SASS from an image that carries the kernel's PTX too (the driver's fatbin-like layout): the 16 bytes before
+      # the code are the magic and the address of the kernel's PTX_ENTRY record
+      back = self.read_bytes(pc - 16, 16, "program") if self.ranges.range_of(pc - 16) is not None else b""
+      if back[:8] != PTX_ENTRY_MAGIC:
+        raise _diagnosed(ch, f"the program at {pc:#x} is SASS without its PTX: the mock NV GPU runs PTX only (load "
+                             f"PTX, not a cubin)")
+      pc = int.from_bytes(back[8:], "little")
+      if self.read_bytes(pc, 8, "program's PTX record") != PTX_ENTRY_MAGIC:
+        raise _diagnosed(ch, f"the PTX record at {pc:#x} a program points to has no PTX_ENTRY magic")
     text_va, text_len, name_len = (int.from_bytes(self.read_bytes(pc + 8, 8), "little"),
                                    int.from_bytes(self.read_bytes(pc + 16, 4), "little"),
                                    int.from_bytes(self.read_bytes(pc + 20, 4), "little"))
