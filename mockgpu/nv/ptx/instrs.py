@@ -325,8 +325,53 @@ def _bfi(ctx, ins):
 
 @builder("prmt")
 def _prmt(ctx, ins):
-  if any(x in ins.mods for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")): raise ctx.error("prmt modes are not supported")
-  return _nary(ctx, ins, sem.prmt, "b32", 3)
+  mode = next((x for x in ins.mods if x in sem.PRMT_MODES), None)
+  if mode is None: return _nary(ctx, ins, sem.prmt, "b32", 3)
+  return _nary(ctx, ins, lambda a, b, c: sem.prmt_mode(mode, a, b, c), "b32", 3)
+
+
+@builder("sad")
+def _sad(ctx, ins):
+  t = _type(ctx, ins)
+  if t not in ("u16", "u32", "u64", "s16", "s32", "s64"): raise ctx.error(f"sad.{t} is not a PTX form")
+  dt = DTYPES[t]
+  return _nary(ctx, ins, lambda a, b, c: sem.sad(a, b, c, dt), t, 3)
+
+
+@builder("bmsk")
+def _bmsk(ctx, ins):
+  mode = "wrap" if "wrap" in ins.mods else "clamp"
+  return _nary(ctx, ins, lambda a, b: sem.bmsk(a, b, mode), "u32", 2)
+
+
+@builder("szext")
+def _szext(ctx, ins):
+  t = _type(ctx, ins)
+  if t not in ("u32", "s32"): raise ctx.error(f"szext.{t} is not a PTX form")
+  mode, signed = "wrap" if "wrap" in ins.mods else "clamp", t == "s32"
+  return _nary(ctx, ins, lambda a, b: sem.szext(a, b, mode, signed), "u32", 2)
+
+
+@builder("fns")
+def _fns(ctx, ins):
+  d, a, b, c = _ops(ins, 4, ctx)
+  dw, ra, rb, rc = wr(ctx, d, "b32"), rd(ctx, a, "b32"), rd(ctx, b, "u32"), rd(ctx, c, "s32")
+  return lambda S, m: dw(S, sem.fns(ra(S), rb(S), rc(S)), m)
+
+
+@builder("dp4a", "dp2a")
+def _dp(ctx, ins):
+  ts = ins.types
+  if len(ts) != 2 or any(t not in ("u32", "s32") for t in ts): raise ctx.error(f"{ins.op} needs .atype.btype of .u32/.s32")
+  sa, sb = ts[0] == "s32", ts[1] == "s32"
+  ct = "s32" if sa or sb else "u32"
+  d, a, b, c = _ops(ins, 4, ctx)
+  dw, ra, rb, rc = wr(ctx, d, ct), rd(ctx, a, ts[0]), rd(ctx, b, ts[1]), rd(ctx, c, ct)
+  if ins.op == "dp4a": fn = lambda x, y, z: sem.dp4a(x, y, z, sa, sb)
+  else:
+    hi = "hi" in ins.mods
+    fn = lambda x, y, z: sem.dp2a(x, y, z, sa, sb, hi)
+  return lambda S, m: dw(S, fn(ra(S), rb(S), rc(S)).view(np.int32) if ct == "s32" else fn(ra(S), rb(S), rc(S)), m)
 
 
 @builder("copysign")

@@ -375,3 +375,104 @@ def div_approx32(a, b) -> np.ndarray:
     inv = np.where(np.abs(b) >= 2.0 ** 126, np.copysign(0.0, inv), inv)   # the ISA: 0 for |b| in [2^126, 2^128]
     exact = a.astype(f64) * inv
   return within_bound("div", exact, a.view(u32) ^ b.view(u32))
+
+
+# ---- integer instructions of the PTX ISA's "Integer Arithmetic" section that clang-19 / nvcc emit for CUDA C
+# intrinsics (__sad, __byte_perm with modes, __fns, __dp4a/__dp2a_lo/hi, bit masks)
+PRMT_MODES = {   # byte i of the result as the selector c[1:0] picks it (PTX ISA, prmt: the f4e/b4e/rc8/ecl/ecr/rc16 table)
+  "f4e": lambda c, i: c + i, "b4e": lambda c, i: (c - i) & 7, "rc8": lambda c, i: c,
+  "ecl": lambda c, i: np.maximum(c, i), "ecr": lambda c, i: np.minimum(c, i), "rc16": lambda c, i: (c & 1) * 2 + (i & 1),
+}
+
+
+def prmt_mode(mode: str, a, b, c):
+  a, b, c = (np.asarray(x).astype(u64) for x in (a, b, c))
+  src = (b << u64(32)) | a
+  sel = (c & u64(3)).astype(np.int64)
+  r = np.zeros(np.broadcast(a, b, c).shape, u64)
+  for i in range(4):
+    k = np.asarray(PRMT_MODES[mode](sel, i)).astype(u64)
+    r |= ((src >> (k * u64(8))) & u64(0xFF)) << u64(8 * i)
+  return r.astype(u32)
+
+
+def sad(a, b, c, dt):
+  """sad: c + |a - b| (the difference taken in the type's signedness, the sum wrapping)."""
+  bits = np.dtype(dt).itemsize * 8
+  a64, b64, c64 = (np.asarray(x).astype(object if bits == 64 else np.int64) for x in (a, b, c))
+  d = np.abs(a64 - b64)
+  out = (c64 + d) % (1 << bits) if bits == 64 else (c64 + d) & ((1 << bits) - 1)
+  return np.asarray(out).astype(np.uint64).astype(UNSIGNED[bits // 8]).view(dt) if bits == 64 else \
+    np.asarray(out).astype(UNSIGNED[bits // 8]).view(dt)
+
+
+def bmsk(a, b, mode: str):
+  """bmsk.{clamp,wrap}.b32: a mask of b ones from bit a; .wrap takes both modulo 32, .clamp limits both to 32; bits
+  past 31 are dropped."""
+  a, b = np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)
+  if mode == "wrap": a, b = a & 31, b & 31
+  else: a, b = np.minimum(a, 32), np.minimum(b, 32)
+  ones = ((np.int64(1) << b) - 1) << a
+  return (ones & 0xFFFFFFFF).astype(u32)
+
+
+def szext(a, b, mode: str, signed: bool):
+  """szext.{clamp,wrap}.{s32,u32}: a's low b bits, sign- or zero-extended (b: .wrap modulo 32, .clamp at most 32)."""
+  a, b = np.asarray(a).astype(u64), np.asarray(b).astype(np.int64)
+  b = b & 31 if mode == "wrap" else np.minimum(b, 32)
+  low = a & ((u64(1) << b.astype(u64)) - u64(1))
+  if signed:
+    neg = (b > 0) & (((low >> np.maximum(b - 1, 0).astype(u64)) & u64(1)) == u64(1))
+    low = np.where(neg, low | (~((u64(1) << b.astype(u64)) - u64(1))), low)
+  return (low & u64(0xFFFFFFFF)).astype(u32)
+
+
+def fns(mask, base, offset):
+  """fns.b32: the position of the |offset|-th set bit of mask from bit base (toward the MSB for a positive offset,
+  the LSB for a negative one; offset 0: base itself if set), 0xffffffff when there is none (PTX ISA, fns)."""
+  mask = np.asarray(mask).astype(u64)
+  base = np.asarray(base).astype(np.int64)
+  off = np.asarray(offset).astype(np.int32).astype(np.int64)
+  shape = np.broadcast(mask, base, off).shape
+  mask, base, off = (np.broadcast_to(x, shape) for x in (mask, base, off))
+  out = np.full(shape, 0xFFFFFFFF, np.int64)
+  count = np.abs(off) - 1
+  pos = base.copy()
+  step = np.where(off > 0, 1, -1)
+  zero = off == 0
+  set_at = lambda p: ((mask >> np.clip(p, 0, 31).astype(u64)) & u64(1)) == u64(1)
+  out = np.where(zero & (base >= 0) & (base < 32) & set_at(base), base, out)
+  live = ~zero & (base >= 0) & (base < 32)
+  for _ in range(32):
+    inside = live & (pos >= 0) & (pos < 32)
+    hit = inside & set_at(pos)
+    found = hit & (count == 0)
+    out = np.where(found, pos, out)
+    live = live & ~found & inside
+    count = np.where(hit & ~found, count - 1, count)
+    pos = pos + step
+  return out.astype(np.uint32)
+
+
+def dp4a(a, b, c, a_signed: bool, b_signed: bool):
+  """dp4a: c + the sum of the products of a's and b's four bytes (each signed or not per its type), wrapping."""
+  acc = np.asarray(c).astype(np.int64)
+  for i in range(4):
+    x = (np.asarray(a).astype(np.int64) >> (8 * i)) & 0xFF
+    y = (np.asarray(b).astype(np.int64) >> (8 * i)) & 0xFF
+    if a_signed: x = np.where(x >= 128, x - 256, x)
+    if b_signed: y = np.where(y >= 128, y - 256, y)
+    acc = acc + x * y
+  return (acc & 0xFFFFFFFF).astype(u32)
+
+
+def dp2a(a, b, c, a_signed: bool, b_signed: bool, hi: bool):
+  """dp2a.{lo,hi}: c + a's two 16-bit halves times two bytes of b (bytes 0,1 for .lo, 2,3 for .hi), wrapping."""
+  acc = np.asarray(c).astype(np.int64)
+  for i in range(2):
+    x = (np.asarray(a).astype(np.int64) >> (16 * i)) & 0xFFFF
+    y = (np.asarray(b).astype(np.int64) >> (8 * (i + (2 if hi else 0)))) & 0xFF
+    if a_signed: x = np.where(x >= 32768, x - 65536, x)
+    if b_signed: y = np.where(y >= 128, y - 256, y)
+    acc = acc + x * y
+  return (acc & 0xFFFFFFFF).astype(u32)
