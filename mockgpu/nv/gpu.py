@@ -34,6 +34,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from ...errors import GPUFault, HCQError, QueueError
+from ...autogen.nv import clc7b5 as _clc7b5
 from . import abi, qmd, sm as SM
 
 NO_TOKEN = 0xFFFFFFFF
@@ -55,6 +56,9 @@ SEM_PAYLOAD_64, SEM_RELEASE_TIMESTAMP = 1 << 24, 1 << 25
 COMPUTE_SEND_PCAS_A, COMPUTE_SEND_SIGNALING_PCAS2_B = 0x2B4, 0x2C0
 COPY_LAUNCH_DMA, COPY_OFFSET_IN_UPPER, COPY_LINE_LENGTH_IN = 0x300, 0x400, 0x418
 COPY_SET_SEMAPHORE_A = 0x240
+# LAUNCH_DMA fields (autogen/nv/clc7b5.py, NVIDIA's clc7b5.h): FLUSH_ENABLE, SEMAPHORE_PAYLOAD_SIZE
+COPY_FLUSH_ENABLE = 1 << _clc7b5.RANGES["NVC7B5_LAUNCH_DMA_FLUSH_ENABLE"][1]
+COPY_PAYLOAD_SIZE_BIT = _clc7b5.RANGES["NVC7B5_LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE"][1]
 
 HOST_METHOD_NAMES = {0x0: "SET_OBJECT", 0x20: "NON_STALL_INTERRUPT", 0x5C: "SEM_ADDR_LO", 0x60: "SEM_ADDR_HI",
                      0x64: "SEM_PAYLOAD_LO", 0x68: "SEM_PAYLOAD_HI", 0x6C: "SEM_EXECUTE", 0x78: "WFI"}
@@ -420,13 +424,16 @@ class MockNVGPU:
       ctypes.memmove(dst, src, n)
       self.stats["copies"] += 1
     sem = (flags >> 3) & 3
-    if sem:                            # RELEASE_ONE_WORD (1) / RELEASE_FOUR_WORD (2) semaphore
+    if sem:                            # clc7b5.h SEMAPHORE_TYPE: 1 release (one word), 2 release with a timestamp
       addr = get((subc, COPY_SET_SEMAPHORE_A), 0) << 32 | get((subc, COPY_SET_SEMAPHORE_A + 4), 0)
       payload = get((subc, COPY_SET_SEMAPHORE_A + 8), 0)
-      if sem == 2:
-        self.write64(addr, payload, "copy semaphore")
-        self.write64(addr + 8, self.clock_ns(), "copy semaphore timestamp")
+      wide = flags >> COPY_PAYLOAD_SIZE_BIT & 1        # SEMAPHORE_PAYLOAD_SIZE TWO_WORD: the upper word too
+      if wide: payload |= get((subc, COPY_SET_SEMAPHORE_A + 12), 0) << 32
+      self.stats["copy_releases"] = self.stats.get("copy_releases", 0) + 1
+      if not flags & COPY_FLUSH_ENABLE: self.stats["unflushed_releases"] = self.stats.get("unflushed_releases", 0) + 1
+      if sem == 2 or wide: self.write64(addr, payload, "copy semaphore")
       else: self.write32(addr, payload, "copy semaphore")
+      if sem == 2: self.write64(addr + 8, self.clock_ns(), "copy semaphore timestamp")
 
   # ---- compute launches
   def _launch(self, ch: Channel, cls: int, qmd_va: int) -> None:

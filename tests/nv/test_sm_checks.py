@@ -237,3 +237,22 @@ def test_an_unsupported_instruction_keeps_the_xid_and_adds_the_mocks_diagnosis()
     assert "robust-channel error 13 (graphics engine exception)" in msg
     assert "NVRM: Xid (PCI:0000:40:00): 13" in msg and "[mock diagnosis]" in msg
     assert "line 7" in msg and "frobnicate" in msg
+
+
+@pytest.mark.parametrize("gpu", ["H200", "AD102"])
+def test_copy_completion_is_the_copy_engines_flushed_64_bit_semaphore_release(gpu):
+  from hcq.compiler import queue as Q
+  from hcq.drivers.hcq.cmdbuf import link
+  from hcq.drivers.hcq.runtime import Submission
+  with _open(gpu) as dev:
+    gpu_ = dev.owned_os.devices[0].gpus[0]
+    buf = dev.alloc(4096)
+    dev.copyin(buf, bytes(range(256)) * 16)
+    assert dev.copyout(buf) == bytes(range(256)) * 16
+    # the copy channel signals with the copy engine's own release, each one flushing the copies before it
+    assert gpu_.stats.get("copy_releases", 0) >= 2 and gpu_.stats.get("unflushed_releases", 0) == 0
+    sig = dev.signals.alloc(0, name="copy release")
+    cmd = link(dev.copy.build(Q.queue("copy", Q.store(Q.signal(9, "s"), (1 << 40) + 5))), {("param", 9): sig.va})
+    with Submission(dev, dev.copy, "a 64-bit copy-engine release") as sub: sub.add(cmd.fill({}))
+    dev.synchronize()
+    assert sig.value == (1 << 40) + 5                             # SEMAPHORE_PAYLOAD_SIZE TWO_WORD: the upper word too
