@@ -706,9 +706,16 @@ def _atom(ctx, ins):
   else: d, a, srcs = None, ops[0], ops[1:]
   k = TYPE_BYTES[t]
   at = t
-  if t in ("f16x2", "bf16x2", "bf16"): raise ctx.error(f"atomics on .{t} are not supported by the mock")
   dt = DTYPES[at]
   fn = _ATOM[op]
+  if t in ("f16x2", "bf16x2", "bf16"):     # atom/red .add.noftz and .min/.max on packed halves and bf16 (PTX ISA atom:
+    # each half is its own atomic update of the same word, rounded to nearest even); exch/cas act on the bits
+    arith = {"add": lambda x, y: x + y, "min": np.minimum, "max": np.maximum}.get(op)
+    if arith is None and op not in ("exch", "cas"): raise ctx.error(f"{ins.op}.{op}.{t} is not a PTX form")
+    if arith is not None:
+      g = _halves(arith, "f16" if t == "f16x2" else "bf16") if t != "bf16" else _bf16(arith)
+      dt = np.uint32 if t != "bf16" else np.uint16
+      fn = lambda o, b, c, g=g, dt=dt: np.asarray(g(o, b)).astype(dt)
   if t in ("f32", "f64", "f16") and op == "add": fn = lambda o, b, c: (o.astype(np.float64) + b).astype(o.dtype) \
     if o.dtype == np.float16 else o + b
   ad = address(ctx, a)

@@ -136,3 +136,26 @@ def test_a_fault_names_the_ptx_line_the_instruction_and_the_address():
   assert e.value.address == 2**64 - 16
   notes = " ".join(getattr(e.value, "__notes__", []))
   assert "at PTX line 8: st.global.u32 [%rd1], 1" in notes
+
+
+def test_packed_half_and_bf16_atomics_add_each_half():
+  import struct
+  mem = GPUMemory()
+  buf = np.zeros(16, np.uint32)
+  buf[0] = np.array([1.5, -2.0], np.float16).view(np.uint32)[0]        # f16x2 {1.5, -2.0}
+  buf[1] = 0x3FC0_4000                                                  # bf16x2 {lo 2.0, hi 1.5}
+  buf[2] = 0x3F80                                                       # bf16 1.0 (low half of the word)
+  mem.add_range(buf.ctypes.data, buf.nbytes)
+  k = _kernel("""
+  ld.param.u64 %rd1, [out];
+  mov.b32 %r1, 0x3C003C00;
+  atom.global.add.noftz.f16x2 %r2, [%rd1], %r1;
+  mov.b32 %r3, 0x3F803F80;
+  red.global.add.noftz.bf16x2 [%rd1+4], %r3;
+  mov.b16 %h1, 0x3F80;
+  atom.global.add.noftz.bf16 %h2, [%rd1+8], %h1;
+  ret;""", regs=".reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .b16 %h<4>;")
+  run(k, grid=1, block=4, params=int(buf.ctypes.data).to_bytes(8, "little"), memory=mem)
+  assert list(buf[:1].view(np.float16)) == [1.5 + 4, -2.0 + 4]             # 4 threads added 1.0 to each half
+  assert buf[1] == 0x40B0_40C0                                              # {2.0 + 4 = 6.0, 1.5 + 4 = 5.5} in bf16
+  assert buf[2] & 0xFFFF == 0x40A0                                          # 1.0 + 4 = 5.0 in bf16
