@@ -102,3 +102,10 @@ def test_a_store_at_the_top_of_the_address_space_names_the_address_line_and_inst
     assert e.value.address == 2**64 - 8
     msg = str(e.value)
     assert "MMU fault" in msg and "[mock diagnosis]" in msg and "at PTX line 7: st.global.u64 [%rd1], %rd1" in msg
+
+
+def test_a_text_over_the_parsers_limit_is_refused_naming_both_sizes():
+  from hcq.mockgpu.nv.ptx import parser
+  text = HEAD + "// " + "x" * parser.MAX_TEXT + "\n"
+  with pytest.raises(PTXError, match=rf"a PTX text of {len(text)} characters \(the mock reads at most {parser.MAX_TEXT}\)"):
+    parse(text)
