@@ -195,6 +195,10 @@ class MockNVGPU:
     self.check(addr, size, what)
     return ctypes.string_at(addr, size)
 
+  def _mapped(self, addr: int, size: int) -> bool:
+    rng = self.ranges.range_of(addr)
+    return rng is not None and addr + size <= rng[1]
+
   def map_range(self, va: int, size: int) -> None:
     with self.lock: self.ranges.add_range(va, size)
 
@@ -473,6 +477,10 @@ class MockNVGPU:
       raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 of {cb0_size} bytes is too small for "
                                 f"{nparam} bytes of parameters at {base:#x}")
     params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
+    if kernel.local_bytes_per_thread:        # the thread's stack lives in the local memory behind the windows
+      subc = next((sc for sc, c in ch.subchannels.items() if c == cls), 0)
+      try: SM.check_local_memory(ch.state, subc, launch["local_high"], self.props, self._mapped)
+      except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
     ntid, nctaid = SM.dims_from_cb0(self.read_bytes(cb0, min(cb0_size, SM.CB0_DIMS), "constant buffer 0"))
     limits, dynamic = SM.limits(launch, kernel, _ptx().executor.dynamic_shared_offset(kernel))
     limits.update(ntid=ntid, nctaid=nctaid)

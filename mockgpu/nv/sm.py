@@ -25,6 +25,28 @@ CB0_DIMS = 0x18
 def _round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
 
+# compute class methods (open-gpu-doc classes/compute/clc7c0.h; the same offsets in clc9c0.h, clcbc0.h, clcdc0.h)
+SET_SHADER_LOCAL_MEMORY_A, SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A = 0x790, 0x2E4
+
+
+def check_local_memory(state: dict, subc: int, high: int, props, mapped) -> None:
+  """The local memory behind the windows (SET_SHADER_LOCAL_MEMORY_A/B: its address; _NON_THROTTLED_A/B: bytes per
+  TPC) must hold the QMD's high window for every lane of every warp slot of a TPC's SMs, on every TPC; mapped(addr,
+  size) says whether GPU memory is there. LaunchRefused names the method and both sizes."""
+  get = lambda m: state.get((subc, m), 0)
+  base = get(SET_SHADER_LOCAL_MEMORY_A) << 32 | get(SET_SHADER_LOCAL_MEMORY_A + 4)
+  per_tpc = get(SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A) << 32 | get(SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A + 4)
+  need = high * 32 * props.max_warps_per_sm * props.sm_per_tpc
+  if per_tpc < need:
+    raise LaunchRefused(f"SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives {per_tpc} bytes a TPC; the QMD's high local "
+                        f"window of {high:#x} bytes a thread needs {need} (32 lanes x {props.max_warps_per_sm} warps x "
+                        f"{props.sm_per_tpc} SMs)")
+  total = per_tpc * props.gpcs * props.tpc_per_gpc
+  if not base or not mapped(base, total):
+    raise LaunchRefused(f"SET_SHADER_LOCAL_MEMORY_A/B ({base:#x}) is not {total} bytes of mapped GPU memory "
+                        f"({per_tpc} bytes for each of {props.gpcs * props.tpc_per_gpc} TPCs)")
+
+
 class LaunchRefused(Exception):
   """A QMD the SM refuses before any thread runs; the message names the field."""
 

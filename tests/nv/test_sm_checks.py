@@ -256,3 +256,14 @@ def test_copy_completion_is_the_copy_engines_flushed_64_bit_semaphore_release(gp
     with Submission(dev, dev.copy, "a 64-bit copy-engine release") as sub: sub.add(cmd.fill({}))
     dev.synchronize()
     assert sig.value == (1 << 40) + 5                             # SEMAPHORE_PAYLOAD_SIZE TWO_WORD: the upper word too
+
+
+def test_local_memory_behind_the_windows_must_hold_the_high_window():
+  with _open("H200") as dev:
+    # the driver's sizing of SET_SHADER_LOCAL_MEMORY_NON_THROTTLED done for 1 warp slot an SM instead of 64
+    dev.iface.gr = dict(dev.iface.gr, max_warps_per_sm=1)
+    prog = dev.load(LOCAL_PTX.encode())
+    out = dev.alloc(4 * 64)
+    with pytest.raises(hcq.QueueError, match=r"\[mock diagnosis\].*SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives \d+ bytes "
+                                             r"a TPC; the QMD's high local window of 0x\w+ bytes a thread needs"):
+      prog(out, global_size=1, local_size=64, wait=True)
