@@ -267,3 +267,28 @@ def test_local_memory_behind_the_windows_must_hold_the_high_window():
     with pytest.raises(hcq.QueueError, match=r"\[mock diagnosis\].*SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives \d+ bytes "
                                              r"a TPC; the QMD's high local window of 0x\w+ bytes a thread needs"):
       prog(out, global_size=1, local_size=64, wait=True)
+
+
+def test_the_error_notifiers_second_record_is_a_timestamp_not_a_fault_address(monkeypatch):
+  text = HEAD + """.visible .entry k(.param .u64 out) {
+  .reg .b64 %rd<3>;
+  mov.u64 %rd1, 0x7000dead0000;
+  st.global.u64 [%rd1], %rd1;
+  ret;
+}
+"""
+  with _open("H200") as dev:
+    prog = dev.load(text.encode())
+    out = dev.alloc(64)
+    monkeypatch.setattr(dev.os, "kernel_log", lambda limit=256: [])     # a kernel log the process may not read
+    with pytest.raises(hcq.GPUFault) as e: prog(out, global_size=1, local_size=1, wait=True)
+    assert e.value.address is None and "MMU fault" in str(e.value)    # not the notifier's bytes 16..24
+    ch = dev.channels["compute"]
+    n = bytes(ch.notifier.cpu[:24])
+    assert struct.unpack_from("<Q", n, 16)[0] == struct.unpack_from("<Q", n, 0)[0]    # the same clock, twice
+    monkeypatch.undo()
+  with _open("H200") as dev:                                            # with the log: its "faulted @" address
+    prog = dev.load(text.encode())
+    out = dev.alloc(64)
+    with pytest.raises(hcq.GPUFault) as e: prog(out, global_size=1, local_size=1, wait=True)
+    assert e.value.address == 0x7000DEAD0000
