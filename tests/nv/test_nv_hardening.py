@@ -36,16 +36,14 @@ def test_ctrl_c_in_an_endless_kernel_ends_at_once_and_close_does_not_wait_for_it
   orig = mock_gpu.MockNVGPU._run_kernel
   def counted(self, *a, **kw):
     runs.append(a[1].name)
+    # what Ctrl-C does, once the kernel runs: KeyboardInterrupt in the main thread (which runs the mock's kernel)
+    threading.Timer(0.2, _thread.interrupt_main).start()
     return orig(self, *a, **kw)
   monkeypatch.setattr(mock_gpu.MockNVGPU, "_run_kernel", counted)
-  dev = _open(timeout_s=600)          # far longer than the test: an interrupt must not wait for it
+  dev = _open(timeout_s=5)            # without the fix, close would run the endless kernel again for 5 s
   prog = dev.load(SPIN.encode())
   out = dev.alloc(64)
-  timer = threading.Timer(0.5, _thread.interrupt_main)     # what Ctrl-C does: KeyboardInterrupt in the main thread
-  timer.start()
-  try:
-    with pytest.raises(KeyboardInterrupt): prog(out, global_size=1, local_size=32, wait=True)
-  finally: timer.cancel()
+  with pytest.raises(KeyboardInterrupt): prog(out, global_size=1, local_size=32, wait=True)
   assert runs == ["spin"]
   dev.close()                         # does not wait for the interrupted work: the kernel is not run again
   assert runs == ["spin"] and dev.closed
