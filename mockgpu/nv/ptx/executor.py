@@ -331,14 +331,15 @@ def _check_barriers(S, comp: Compiled, pc: np.ndarray, parked: np.ndarray) -> No
   where = pc[idx]
   cta = S._lay.blk[idx] if hasattr(S, "_lay") else np.zeros(idx.shape[0], np.int64)
   bars = {int(p): after.get(int(p)) for p in np.unique(where)}
+  if any(b is None for b in bars.values()): return       # a thread parked elsewhere than after a barrier: not judged
   bid = np.array([-1 if bars[int(p)] is None or bars[int(p)][0] is None else bars[int(p)][0] for p in where], np.int64)
   for c in np.unique(cta):
     sel = cta == c
     ids = np.unique(bid[sel])
     pcs = np.unique(where[sel])
     first = bars[int(pcs[0])]
-    if len(ids) > 1:
-      other = next(bars[int(p)] for p in pcs if bars[int(p)] is not None and bars[int(p)][0] != first[0])
+    if len(ids) > 1 and -1 not in ids:     # (a barrier id in a register is not judged)
+      other = next(bars[int(p)] for p in pcs if bars[int(p)][0] != first[0])
       n0 = int(np.count_nonzero(bid[sel] == first[0]))
       raise BarrierHang(f"CTA {S._first + int(c)}: {n0} threads wait at barrier {first[0]} (PTX line {first[2].line}: "
                         f"{first[2].text.strip()}) while {int(np.count_nonzero(sel)) - n0} others wait at barrier "
