@@ -126,7 +126,8 @@ class NVDevice(HCQDevice):
         m = _FAULTED_AT.search(line or "")
         address = int(m.group(1).replace("_", ""), 16) if m else None
         raise GPUFault(f"{self.label}: the {name} channel stopped: {what}{said}", address=address, kind="page fault")
-      if code == 13 and self._no_sass:       # an engine exception may be code that is not SASS at all
+      # an illegal instruction may be code that is not SASS at all: PTX loaded without a compiler
+      if code == 13 and self._no_sass and (line is None or "Illegal Instruction" in line):
         n, why = next(iter(self._no_sass.items()))
         said += f"; kernel {n} was loaded without SASS, which a GPU that runs SASS cannot execute ({why})"
       raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what}){said}")

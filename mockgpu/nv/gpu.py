@@ -287,7 +287,7 @@ class MockNVGPU:
     try: return self._run(ch)
     except (GPUFault, QueueError) as e: self._fail(ch, e)
     except HCQError as e:          # PTX the SM cannot run (the interpreter's PTXError): an engine exception
-      self._fail(ch, _diagnosed(ch, str(e)))
+      self._fail(ch, _diagnosed(ch, str(e), ILLEGAL_INSTRUCTION))
     except Exception as e:         # a bug of the model stops this channel only, named
       self._fail(ch, QueueError(ch.name, f"the mock's channel model failed ({type(e).__name__}: {e})"))
     return True
@@ -519,7 +519,7 @@ class MockNVGPU:
       back = self.read_bytes(pc - 16, 16, "program") if self.ranges.range_of(pc - 16) is not None else b""
       if back[:8] != PTX_ENTRY_MAGIC:
         raise _diagnosed(ch, f"the program at {pc:#x} is SASS without its PTX: the mock NV GPU runs PTX only (load "
-                             f"PTX, not a cubin)")
+                             f"PTX, not a cubin)", ILLEGAL_INSTRUCTION)
       pc = int.from_bytes(back[8:], "little")
       if self.read_bytes(pc, 8, "program's PTX record") != PTX_ENTRY_MAGIC:
         raise _diagnosed(ch, f"the PTX record at {pc:#x} a program points to has no PTX_ENTRY magic")
@@ -534,7 +534,8 @@ class MockNVGPU:
       ptx = _ptx()
       if ptx is None: raise QueueError(ch.name, "the PTX interpreter (mockgpu.nv.ptx) is not available")
       try: mod = ptx.parse(text.decode(errors="replace"))
-      except HCQError as e: mod = QueueError(ch.name, f"PTX module at {text_va:#x}: {e}")   # kept: not parsed again
+      except HCQError as e:      # kept: not parsed again
+        mod = _diagnosed(ch, f"PTX module at {text_va:#x}: {e}", ILLEGAL_INSTRUCTION)
       if len(self._modules) > 64: self._modules.clear()
       self._modules[key] = mod
     if isinstance(mod, QueueError): raise mod
@@ -572,10 +573,14 @@ class MockNVGPU:
     self.stats["thread_instructions"] += int((stats or {}).get("thread_instructions", 0))
 
 
-def _diagnosed(ch: Channel, message: str) -> QueueError:
-  """What the SM refuses (a QMD field, an instruction): a graphics engine exception (Xid 13) with its reason."""
+ILLEGAL_INSTRUCTION = "Illegal Instruction Encoding"     # nvidia.ko's name of the SM exception for code it cannot run
+
+
+def _diagnosed(ch: Channel, message: str, esr: str | None = None) -> QueueError:
+  """What the SM refuses (a QMD field, an instruction): a graphics engine exception (Xid 13) with its reason; esr:
+  the SM warp exception nvidia.ko would name."""
   e = QueueError(ch.name, message)
-  e.xid = ROBUST_CHANNEL_GR_EXCEPTION
+  e.xid, e.esr = ROBUST_CHANNEL_GR_EXCEPTION, esr
   return e
 
 
@@ -586,7 +591,9 @@ def xid_line(pci: str, code: int, token: int, e: BaseException, address: int | N
   head = f"NVRM: Xid (PCI:{pci}): {code}, pid={pid}, name=python, Ch {token:08x}"
   if code == ROBUST_CHANNEL_MMU_FAULT and address is not None:
     head += f", MMU Fault: ENGINE GRAPHICS faulted @ 0x{address >> 32:08x}_{address & 0xFFFFFFFF:08x}"
-  elif code == ROBUST_CHANNEL_GR_EXCEPTION: head += ", Graphics Exception"
+  elif code == ROBUST_CHANNEL_GR_EXCEPTION:
+    esr = getattr(e, "esr", None)
+    head += f", Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): {esr}" if esr else ", Graphics Exception"
   elif code == ROBUST_CHANNEL_TIMEOUT: head += ", channel timeout"
   return f"{head}. [mock diagnosis] {why}"
 

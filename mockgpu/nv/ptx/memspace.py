@@ -67,7 +67,7 @@ class Spaces:
       e = GPUFault(f"shared memory access of {k} bytes at offset {bad:#x} beyond the CTA's {self.shared_bytes} bytes"
                      f"{self.shared_why}",
                      address=bad + base, kind="out of range address")
-      e.xid = 13      # an SM exception (Graphics SM Warp Exception: Out Of Range Address), not an MMU fault
+      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
       raise e
     blk = self.block_of_lane if sel is None else self.block_of_lane[sel]
     return self.shared.view(dt), (blk * self.sh_stride + a) // k
@@ -80,7 +80,7 @@ class Spaces:
       e = GPUFault(f"local memory access of {k} bytes at offset {bad:#x} beyond the thread's {self.local_bytes} bytes"
                      f"{self.local_why}",
                      address=bad + base, kind="out of range address")
-      e.xid = 13      # an SM exception (Graphics SM Warp Exception: Out Of Range Address), not an MMU fault
+      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
       raise e
     lane = self.lane_ids if sel is None else self.lane_ids[sel]
     return self.local.view(dt), (lane * self.lo_stride + a) // k
