@@ -740,11 +740,11 @@ def _nop(ctx, ins): return None
 
 # ---------------------------------------------------------------------------------------------- warp
 def _membermask_check(ctx, ins, op):
-  """A check of a .sync warp instruction's membermask (PTX ISA, shfl.sync/vote.sync: "the behavior is undefined if
-  the executing thread is not in the membermask"; every thread named in it must execute the same instruction before
-  any resumes): an executing lane missing from its mask, or a mask naming a lane of the warp that does not execute
-  it, is an error naming both. None for an instruction without one."""
-  if op is None: return None
+  """A check of a .sync warp instruction's membermask (PTX ISA 9.1, shfl.sync / vote.sync: "the behavior is
+  undefined if the executing thread is not in the membermask"; the instruction waits for the non-exited threads of
+  the mask, so a named lane that exits is fine): an executing lane missing from its own mask is an error naming
+  both. Returns (check, mask reader), (None, None) for an instruction without one."""
+  if op is None: return None, None
   rm = rd(ctx, op, "b32")
   where = f"{ins.op}.{'.'.join(ins.mods)}"
 
@@ -752,21 +752,12 @@ def _membermask_check(ctx, ins, op):
     mask = np.broadcast_to(np.asarray(rm(S)).astype(np.uint64), (S.n,))
     active = np.ones(S.n, bool) if m is None else m
     lane = S.laneid.astype(np.uint64)
-    bit = (mask >> lane) & np.uint64(1)
-    bad = np.flatnonzero(active & (bit == 0))
+    bad = np.flatnonzero(active & (((mask >> lane) & np.uint64(1)) == 0))
     if bad.size:
       t = int(bad[0])
       raise ctx.error(f"{where}: lane {int(lane[t])} executes it but its membermask {int(mask[t]):#010x} leaves it out")
-    act_bits = np.bincount(S.widx, weights=np.where(active, np.exp2(lane.astype(np.float64)), 0.0),
-                           minlength=S.nwarps).astype(np.uint64)
-    need = mask & ~act_bits[S.widx] & ((np.uint64(1) << S.warp_len.astype(np.uint64)) - np.uint64(1))
-    bad = np.flatnonzero(active & (need != 0))
-    if bad.size:
-      t = int(bad[0])
-      missing = int(need[t])
-      raise ctx.error(f"{where}: membermask {int(mask[t]):#010x} names lane {(missing & -missing).bit_length() - 1}, "
-                      f"which does not execute it with lane {int(lane[t])} (a hang or undefined on hardware)")
-  return check
+    return mask
+  return check, rm
 
 
 @builder("shfl")
@@ -778,10 +769,11 @@ def _shfl(ctx, ins):
   dw = wr(ctx, dst[0], "b32")
   pw = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
   ra, rb, rc = rd(ctx, ops[1], "b32"), rd(ctx, ops[2], "u32"), rd(ctx, ops[3], "u32")
-  members = _membermask_check(ctx, ins, ops[4] if "sync" in ins.mods and len(ops) > 4 else None)
+  members, _ = _membermask_check(ctx, ins, ops[4] if "sync" in ins.mods and len(ops) > 4 else None)
+  where = f"{ins.op}.{'.'.join(ins.mods)}"
 
   def f(S, m):
-    if members is not None: members(S, m)
+    mask = members(S, m) if members is not None else None
     lane = S.laneid.astype(np.int64)
     b = np.asarray(rb(S)).astype(np.int64) & 31
     c = np.asarray(rc(S)).astype(np.int64)
@@ -794,6 +786,14 @@ def _shfl(ctx, ins):
     else: j = min_lane | (b & ~seg); ok = j <= max_lane
     ok = ok & (j < S.warp_len) & (j >= 0)
     src = np.where(ok, S.warp_base + j, np.arange(S.n))
+    if mask is not None:       # "results are undefined if a thread sources a register from an inactive thread or a
+      active = np.ones(S.n, bool) if m is None else m        # thread that is not in membermask"
+      jj = np.where(ok, j, lane).astype(np.uint64)
+      bad = np.flatnonzero(active & ok & ((((mask >> jj) & np.uint64(1)) == 0) | ~active[src]))
+      if bad.size:
+        t = int(bad[0])
+        raise ctx.error(f"{where}: lane {int(lane[t])} reads lane {int(j[t])}, which is not in membermask "
+                        f"{int(mask[t]):#010x} or does not execute it (undefined on hardware)")
     a = np.asarray(ra(S))
     if a.ndim == 0: a = np.full(S.n, a, np.uint32)
     dw(S, a[src], m)
@@ -807,7 +807,7 @@ def _vote(ctx, ins):
   ops = ins.operands
   rp = rd(ctx, ops[1], "pred")
   dw = wr(ctx, ops[0], "b32" if mode == "ballot" else "pred")
-  members = _membermask_check(ctx, ins, ops[2] if "sync" in ins.mods and len(ops) > 2 else None)
+  members, _ = _membermask_check(ctx, ins, ops[2] if "sync" in ins.mods and len(ops) > 2 else None)
 
   def f(S, m):
     if members is not None: members(S, m)

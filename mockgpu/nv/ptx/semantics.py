@@ -328,19 +328,36 @@ def approx(fn, x, dt):
     return fn(np.asarray(x).astype(f64)).astype(dt)
 
 
-# the f32 error bounds of the PTX ISA (8.x, each instruction's description): (kind, bound); "ulp" in units in the last
-# place of the f32 result, "rel" relative, "abs" absolute
+# the f32 error bounds of the PTX ISA (9.1, section 9.7.3 "Floating Point Instructions", each instruction's Notes):
+# (kind, bound); "ulp" in units in the last place of the f32 result, "rel" relative, "abs" absolute; lg2, sin and cos
+# depend on the input's range (bound_for)
 APPROX_BOUNDS = {
-  "ex2": ("ulp", 2),              # ex2.approx.f32: maximum relative error 2 ulp over the full range
-  "lg2": ("abs", 2.0 ** -22),     # lg2.approx.f32: maximum absolute error 2^-22 (mantissa in [0.5, 2])
-  "sin": ("abs", 2.0 ** -20.5),   # sin.approx.f32: maximum absolute error 2^-20.5 in -pi..pi
-  "cos": ("abs", 2.0 ** -20.5),   # cos.approx.f32: the same
-  "tanh": ("rel", 2.0 ** -11),    # tanh.approx.f32 (sm_75+): maximum relative error 2^-11
-  "rcp": ("ulp", 1),              # rcp.approx.f32: maximum 1 ulp over the full range
-  "sqrt": ("rel", 2.0 ** -23),    # sqrt.approx.f32: maximum relative error 2^-23
-  "rsqrt": ("rel", 2.0 ** -22.9), # rsqrt.approx.f32: maximum relative error 2^-22.9
-  "div": ("ulp", 2),              # div.approx.f32 / div.full.f32: maximum 2 ulp
+  "ex2": ("ulp", 2),              # "The maximum ulp error is 2 ulp from correctly rounded result"
+  "lg2": ("abs", 2.0 ** -22),     # "maximum absolute error is 2^-22 when the input operand is in the range (0.5, 2)";
+                                  # outside it "maximum relative error is 2^-22"
+  "sin": ("abs", 2.0 ** -20.5),   # "maximum absolute error": 2^-20.5 in [-2pi, 2pi], 2^-14.7 in [-100pi, 100pi]
+  "cos": ("abs", 2.0 ** -20.5),   # the same table; outside [-100pi, 100pi] "no defined error guarantees"
+  "tanh": ("rel", 2.0 ** -11),    # "maximum relative error over the entire floating point range is 2^-11"
+  "rcp": ("ulp", 1),              # rcp.approx.f32: "The maximum ulp error is 1 across the full range of inputs"
+  "sqrt": ("rel", 2.0 ** -23),    # sqrt.approx.f32: "maximum relative error ... is 2^-23"
+  "rsqrt": ("rel", 2.0 ** -22.9), # rsqrt.approx.f32: "maximum relative error ... is 2^-22.9"
+  "div": ("ulp", 2),              # div.approx.f32 for |b| in [2^-126, 2^126], div.full.f32: "maximum ulp error is 2"
 }
+
+
+def bound_for(op: str, x, e) -> tuple[np.ndarray, np.ndarray]:
+  """(kind per element: 0 ulp, 1 rel, 2 abs; bound per element) of op at input x (exact result e)."""
+  kind, bound = APPROX_BOUNDS[op]
+  x = np.asarray(x, f64)
+  code = {"ulp": 0, "rel": 1, "abs": 2}[kind]
+  kinds, bounds = np.full(x.shape, code), np.full(x.shape, bound)
+  if op == "lg2":
+    outside = ~((x > 0.5) & (x < 2.0))
+    kinds = np.where(outside, 1, kinds)
+  elif op in ("sin", "cos"):
+    ax = np.abs(x)
+    bounds = np.where(ax <= 2 * np.pi, bound, np.where(ax <= 100 * np.pi, 2.0 ** -14.7, 0.0))
+  return kinds, bounds
 
 
 def _wobble(x) -> np.ndarray:
@@ -350,16 +367,17 @@ def _wobble(x) -> np.ndarray:
   return h.astype(f64) / 2147483647.5 - 1.0
 
 
-def within_bound(op: str, exact, x) -> np.ndarray:
+def within_bound(op: str, exact, x, src=None) -> np.ndarray:
   """The exact result (float64) moved within the ISA's bound for op by an amount derived from the input x, then
   rounded to f32 (the move leaves room for the rounding's half ulp, so the f32 result is within the bound of the
-  exact value); non-finite and zero results are the exact ones rounded."""
-  kind, bound = APPROX_BOUNDS[op]
+  exact value); non-finite and zero results are the exact ones rounded. src: the operand the bound depends on
+  (x itself when None)."""
   e = np.asarray(exact, f64)
   r = e.astype(f32)
+  kinds, bounds = bound_for(op, x if src is None else src, e)
   with np.errstate(all="ignore"):
     half_ulp = 0.5 * np.abs(np.spacing(r)).astype(f64)
-    allowed = bound * 2 * half_ulp if kind == "ulp" else bound * np.abs(e) if kind == "rel" else np.full(e.shape, bound)
+    allowed = np.where(kinds == 0, bounds * 2 * half_ulp, np.where(kinds == 1, bounds * np.abs(e), bounds))
     amp = np.maximum(allowed - half_ulp, 0.0) * 0.999
     out = (e + amp * _wobble(x)).astype(f32)
   keep = ~np.isfinite(r) | (r == 0) | ~np.isfinite(out)
@@ -367,14 +385,15 @@ def within_bound(op: str, exact, x) -> np.ndarray:
 
 
 def div_approx32(a, b) -> np.ndarray:
-  """div.approx.f32: a * (1/b) within 2 ulp, where 1/b is 0 for |b| in [2^126, 2^128] (PTX ISA, div: "for b in
-  [2^126, 2^128], div.approx.f32 returns 0")."""
+  """div.approx.f32: a * (1/b), within 2 ulp for |b| in [2^-126, 2^126]; for 2^126 < |b| < 2^128 a sign-preserving
+  zero (NaN when a is infinite: inf * 0) (PTX ISA 9.1, div, Notes)."""
   a, b = np.asarray(a, f32), np.asarray(b, f32)
   with np.errstate(all="ignore"):
     inv = (1.0 / b.astype(f64))
-    inv = np.where(np.abs(b) >= 2.0 ** 126, np.copysign(0.0, inv), inv)   # the ISA: 0 for |b| in [2^126, 2^128]
+    inv = np.where(np.abs(b.astype(f64)) > 2.0 ** 126, np.copysign(0.0, inv), inv)
     exact = a.astype(f64) * inv
-  return within_bound("div", exact, a.view(u32) ^ b.view(u32))
+  bits = np.broadcast_to(a, np.broadcast(a, b).shape).view(u32) ^ np.broadcast_to(b, np.broadcast(a, b).shape).view(u32)
+  return within_bound("div", exact, bits.view(f32), src=np.zeros(bits.shape))
 
 
 # ---- integer instructions of the PTX ISA's "Integer Arithmetic" section that clang-19 / nvcc emit for CUDA C

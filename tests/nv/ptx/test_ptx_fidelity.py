@@ -31,16 +31,33 @@ def test_approx_results_are_within_the_isa_bounds_and_not_all_exact():
   assert np.array_equal(ex2, apply("ex2.approx.f32 %d, %a;", np.float32, x))
 
 
-def test_div_approx_is_a_times_the_reciprocal_and_0_for_divisors_from_2_to_126():
-  a = np.array([1.0, 3.0, -5.0, 7.0, 1e30, 10.0], np.float32)
-  b = np.array([2.0**126, 2.0**127, 1.5 * 2.0**127, -2.0**126, 2.0**126, 3.0], np.float32)
+def test_div_approx_is_a_times_the_reciprocal_and_0_for_divisors_past_2_to_126():
+  # PTX ISA 9.1, div: for 2^126 < |b| < 2^128 div.approx.f32 returns a sign-preserving zero (NaN for an infinite a)
+  a = np.array([1.0, 3.0, -5.0, 7.0, 1e30, np.inf, 10.0, 1.0], np.float32)
+  b = np.array([1.5 * 2.0**126, 2.0**127, 1.5 * 2.0**127, -2.0**127, 1.9 * 2.0**127, 2.0**127, 3.0, 2.0**126], np.float32)
   got = apply("div.approx.f32 %d, %a, %b;", np.float32, a, b)
-  assert list(got[:5]) == [0.0] * 5                       # 1/b is subnormal: flushed, a * 0
-  assert abs(got[5] - 10 / 3) <= 2 * np.spacing(np.float32(10 / 3))
+  assert list(got[:5]) == [0.0] * 5 and [np.signbit(v) for v in got[:5]] == [False, False, True, True, False]
+  assert np.isnan(got[5])
+  assert abs(got[6] - 10 / 3) <= 2 * np.spacing(np.float32(10 / 3))
+  assert abs(got[7] - 2.0**-126) <= 2 * np.spacing(np.float32(2.0**-126))      # |b| = 2^126: still in range
   full = apply("div.full.f32 %d, %a, %b;", np.float32, a[:1], np.array([3.0], np.float32))
   assert abs(full[0] - 1 / 3) <= 2 * np.spacing(np.float32(1 / 3))
-  rn = apply("div.rn.f32 %d, %a, %b;", np.float32, a, b)
-  assert rn[0] == np.float32(2.0**-126)                   # IEEE division does not flush
+  rn = apply("div.rn.f32 %d, %a, %b;", np.float32, a[:1], b[:1])
+  assert rn[0] == np.float32(1.0 / (1.5 * 2.0**126))                              # IEEE division does not flush
+
+
+def test_lg2_sin_cos_bounds_follow_the_input_range():
+  x = np.array([0.75, 1.5, 4.0, 1000.0, 3e-5], np.float32)
+  lg2 = apply("lg2.approx.f32 %d, %a;", np.float32, x)
+  exact = np.log2(x.astype(np.float64))
+  inside = (x > 0.5) & (x < 2)
+  assert np.all(np.abs(lg2 - exact)[inside] <= 2**-22)
+  assert np.all((np.abs(lg2 - exact) <= 2**-22 * np.abs(exact))[~inside])
+  far = np.linspace(-100 * np.pi, 100 * np.pi, 301).astype(np.float32)
+  sin = apply("sin.approx.f32 %d, %a;", np.float32, far)
+  err = np.abs(sin - np.sin(far.astype(np.float64)))
+  assert err.max() <= 2**-14.7 and err[np.abs(far.astype(np.float64)) <= 2 * np.pi].max() <= 2**-20.5
+  assert err.max() > 2**-20.5            # past 2pi the mock uses the wider bound, as hardware may
 
 
 def _kernel(body: str, regs: str = ".reg .b32 %r<8>; .reg .pred %p<4>; .reg .b64 %rd<4>;"):
@@ -113,18 +130,19 @@ def test_shfl_sync_checks_its_membermask():
   with pytest.raises(PTXError, match=r"line \d+: .*shfl.sync.bfly.b32: lane 16 executes it but its membermask "
                                      r"0x0000ffff leaves it out"):
     _run(_kernel(body.format(mask="0xffff")), block=32)
-  # a mask naming lanes that do not execute it (threads 16..31 of a 16-thread CTA do not exist: fine; diverged ones
-  # that exist are not)
+  # PTX ISA 9.1: shfl.sync waits for the non-exited threads of membermask, so lanes that branch away and exit do not
+  # hang it; reading a lane outside the mask, or one that does not execute it, is undefined: an error
   diverged = """
   mov.u32 %r1, %tid.x;
   setp.ge.u32 %p1, %r1, 8;
   @%p1 bra $end;
-  shfl.sync.bfly.b32 %r2, %r1, 1, 31, 0xffff;
+  shfl.sync.idx.b32 %r2, %r1, {src}, 31, 0xffff;
 $end:
   ret;"""
-  _run(_kernel(diverged.replace("0xffff", "0xff")), block=16)
-  with pytest.raises(PTXError, match=r"membermask 0x0000ffff names lane 8, which does not execute it"):
-    _run(_kernel(diverged), block=16)
+  _run(_kernel(diverged.format(src=3)), block=16)
+  with pytest.raises(PTXError, match=r"lane 0 reads lane 9, which is not in membermask 0x0000ffff or does not "
+                                     r"execute it"):
+    _run(_kernel(diverged.format(src=9)), block=16)
 
 
 def test_a_fault_names_the_ptx_line_the_instruction_and_the_address():
