@@ -4,6 +4,9 @@ floats (256 threads per CTA, 256 CTAs), run directly (no driver: the subject is 
 
     .venv/bin/python bench/ptx_interp.py [--runs 7] [--n 65536]
 
+    .venv/bin/python bench/ptx_interp.py --corpus [--runs 3]   # every kernel of the CUDA corpus (tests/fixtures/cuda)
+    .venv/bin/python bench/ptx_interp.py --parse                # parse time against statement length (issue 29 item 4)
+
 A thread-instruction is one PTX instruction executed by one thread (the interpreter's count: every instruction of a
 basic block times the threads that ran it). Prints the count, the run time (median and best of the runs, after one
 warm-up run that also compiles the kernel) and the rate. The target (issue 16): >= 30M thread-instructions/s. bench/nv.py
@@ -59,11 +62,62 @@ def vector_add_rate(n: int = 65536, runs: int = 7, block: int = 256) -> dict:
           "ok": bool(np.array_equal(c, a + b))}
 
 
+def corpus_rates(runs: int = 3) -> list[dict]:
+  """Each corpus kernel (clang-19 -O2 PTX of tests/fixtures/cuda) on its own inputs: thread-instructions, the best
+  of `runs` run times (after a warm-up that compiles it), the rate, and whether numpy's check passed."""
+  import sys
+  sys.path.insert(0, ROOT)
+  from tests.fixtures.cuda.kernels import KERNELS
+  from tests.nv.ptx.ptx_launch import run_corpus_kernel
+  out = []
+  for name in sorted(KERNELS):
+    spec = KERNELS[name]
+    outs, data, stats = run_corpus_kernel(spec)
+    try:
+      spec.check(outs, data)
+      ok = True
+    except AssertionError: ok = False
+    best = min(run_corpus_kernel(spec)[2]["seconds"] for _ in range(runs))
+    n = stats["thread_instructions"]
+    out.append({"kernel": name, "thread_instructions": n, "best_s": best, "rate": n / best if best else 0.0, "ok": ok})
+  return out
+
+
+def parse_times(sizes=(10_000, 100_000, 1_000_000)) -> list[tuple[int, float]]:
+  """Seconds to parse a module whose one statement (a .global initializer) has about `size` characters."""
+  import time
+  head = ".version 8.0\n.target sm_90\n.address_size 64\n"
+  out = []
+  for size in sizes:
+    n = size // 7
+    text = head + f".global .align 4 .u32 tab[{n}] = {{{', '.join(str(100000 + i) for i in range(n))}}};\n" + \
+      ".visible .entry k() { ret; }\n"
+    t0 = time.perf_counter()
+    parse(text)
+    out.append((len(text), time.perf_counter() - t0))
+  return out
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=7)
   ap.add_argument("--n", type=int, default=65536)
+  ap.add_argument("--corpus", action="store_true", help="every corpus kernel instead of the vector add")
+  ap.add_argument("--parse", action="store_true", help="parse time against statement length")
   args = ap.parse_args()
+  if args.parse:
+    for chars, secs in parse_times():
+      print(f"  one statement of {chars:>9} characters: parsed in {secs * 1e3:8.1f} ms ({chars / secs / 1e6:.1f} MB/s)")
+    return
+  if args.corpus:
+    rows = corpus_rates(min(args.runs, 3))
+    print(f"PTX interpreter on the CUDA corpus ({len(rows)} kernels, clang-19 -O2 PTX; best of {min(args.runs, 3)} runs)")
+    for r in rows:
+      print(f"  {r['kernel']:<24} {r['thread_instructions']:>11} thread-instr  {r['best_s'] * 1e3:8.2f} ms  "
+            f"{r['rate'] / 1e6:7.1f}M/s  {'ok' if r['ok'] else 'WRONG'}")
+    total_n, total_s = sum(r["thread_instructions"] for r in rows), sum(r["best_s"] for r in rows)
+    print(f"  all: {total_n} thread-instructions in {total_s * 1e3:.1f} ms: {total_n / total_s / 1e6:.1f}M/s")
+    return
   r = vector_add_rate(args.n, args.runs)
   print(f"PTX interpreter, vector add of {args.n} floats (clang-19 PTX, 256 threads per CTA)")
   print(f"  thread-instructions per run: {r['thread_instructions']}")

@@ -131,6 +131,7 @@ class MockOS:
     self._ticking = threading.local()
     self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
     self.closed = False
+    self._kmsg: list[str] = []  # the kernel log: what mock drivers (the mock nvidia.ko) report of faults
     self.pid = _os.getpid()     # the current process (see the module docstring)
     self._next_pid = FAKE_PID_BASE
     self._process_memory: dict[int, dict[int, int]] = {}    # pid -> {address: size} of its anonymous memory
@@ -372,6 +373,15 @@ class MockOS:
 
   def held_locks(self) -> list[str]:
     with self._lock: return sorted(self._held_locks)
+
+  def printk(self, line: str) -> None:
+    """A mock kernel driver's log line (the newest 1024 are kept)."""
+    with self._lock:
+      self._kmsg.append(line)
+      if len(self._kmsg) > 2048: del self._kmsg[:-1024]
+
+  def kernel_log(self, limit: int = 256) -> list[str]:
+    with self._lock: return self._kmsg[-limit:]
 
   def eventfd(self, initval: int = 0) -> EventFD: return EventFD(initval, timeout_s=self.config.timeout_s)
 

@@ -207,7 +207,10 @@ class HCQDevice(Device):
         raise
       self._last_engine = engine
       self._recent[value & RECENT_MASK] = (value, engine, what)    # for a timeout's message (_describe)
-      engine.commit()
+      try: engine.commit()
+      except BaseException:      # interrupted at the doorbell (Ctrl-C): the work was handed over and may never end
+        self._stuck = True
+        raise
     finally: self.lock.release()
 
   def _abandon(self, engine: Engine, value: int, mark, release: bool = True) -> None:

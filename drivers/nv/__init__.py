@@ -30,10 +30,7 @@ def open_device(iface: str, index: int, os, config, label: str | None = None):
   from .rm import RMIface
   if iface != "RM": raise DeviceError(f"NV: interface {iface!r} is not supported (supported: RM)")
   label = label or f"RM+NV:{index}"
-  # the one thing the driver is told about the embedded mock: its GPU executes PTX, not SASS (the machine code a
-  # program address points at); everything else it finds out through the same ioctls as on hardware
-  executes_ptx = label.split("+", 1)[0] in DRIVER.interfaces[0].mocks
-  return NVDevice(RMIface(os, index, config, label=label), os, config, executes_ptx=executes_ptx)
+  return NVDevice(RMIface(os, index, config, label=label), os, config)
 
 
 def __getattr__(name):

@@ -4,10 +4,12 @@ Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (la
 "copy", a GPFIFO channel with the copy object on subchannel 4; both lower queue programs by the pattern matchers of
 lower.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
 Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
-buffer 0, code loading (cubins; PTX compiled to a cubin, or run as PTX by a GPU that executes PTX: the mock), and
-faults read from the channels' error notifiers when a wait blocks."""
+buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
+a CUDA fatbin), and faults read from the channels' error notifiers (the Xid) and nvidia.ko's kernel log (its cause)
+when a wait blocks. The driver does not know whether the GPU is real: a GPU that runs PTX finds it in the image."""
 from __future__ import annotations
 
+import re
 import struct
 from array import array
 
@@ -18,42 +20,48 @@ from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
 from ...autogen.nv import rm_abi as abi
 from . import gpfifo as G, lower, qmd
+from .sm import (CB0_DIMS_END, LOCAL_RESERVE, MAX_LOCAL_PER_THREAD, carveouts_kb, max_threads_for_registers, sass_version, shared_memory_size,
+                 sm_config)
 from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
 
 GPFIFO_ENTRIES = 0x400
 PUSHBUFFER_SIZE = 1 << 20
 QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
 SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
-SHARED_CONFIGS_KB = (32, 64, 100, 132, 164, 196, 228)   # the SM shared memory carve-outs a QMD may ask for
 # nverror.h robust-channel errors (Xids) an error notifier may report
 ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time limit", 13: "graphics engine exception",
                          31: "MMU fault", 43: "the channel was reset"}
 
 
-class NVShape:
-  __slots__ = ("cmd", "qmd", "cb_size", "grid", "block")
+_FAULTED_AT = re.compile(r"faulted @ 0x([0-9a-fA-F_]+)")
 
-  def __init__(self, cmd, qmd_bytes: bytearray, cb_size: int, grid, block):
-    self.cmd, self.qmd, self.cb_size, self.grid, self.block = cmd, qmd_bytes, cb_size, grid, block
+
+class NVShape:
+  __slots__ = ("cmd", "qmd", "cb_size", "grid", "block", "dims")
+
+  def __init__(self, cmd, qmd_bytes: bytearray, cb_size: int, grid, block, dims: bytes):
+    self.cmd, self.qmd, self.cb_size, self.grid, self.block, self.dims = cmd, qmd_bytes, cb_size, grid, block, dims
 
 
 class NVDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
 
-  def __init__(self, iface, os, config, executes_ptx: bool = False):
+  def __init__(self, iface, os, config):
     super().__init__(os, config)
     self.iface, self.label = iface, iface.label
-    self.arch, self.executes_ptx = iface.arch, executes_ptx
+    self.arch = iface.arch
     self.compute_class, self.copy_class = iface.compute_class, iface.copy_class
     self.name = f"{self.arch} on {iface.label}"
     self.param_base = PARAM_BASE.get(iface.sm_version >> 8, 0x160)
     # shared memory a CTA may use (CUDA programming guide, compute capabilities table): 227 KiB on sm_90, 99 KiB on
     # sm_86/89, 163 KiB on sm_80
     self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
+    self.carveouts_kb, self.sass_version = carveouts_kb(iface.sm_version), sass_version(iface.sm_version)
     self._images: dict[bytes, tuple] = {}
     self._cubins: dict[bytes, bytes] = {}    # PTX text -> the cubin compiled from it (a GPU that runs SASS)
     self._local, self._old_local, self._local_per_thread = None, [], 0
+    self._no_sass: dict[str, str] = {}       # kernels loaded as PTX alone: why (for an engine exception's message)
     # constant buffer 0's driver words (reference 1.6): the shared and local memory windows and 0xfffdc0, at dwords
     # 6..10 before Blackwell, 188..191 and 223 on Blackwell (generic addressing of shared/local memory reads them)
     if iface.sm_version >> 8 >= 10:
@@ -106,46 +114,80 @@ class NVDevice(HCQDevice):
 
   def _block(self, seconds: float) -> None:
     """A wait that is not done after its busy polls: a channel whose error notifier holds an error stopped (raise
-    it), else sleep (the mock GPU runs in the sleep)."""
+    it), else sleep (the GPU runs in the sleep)."""
     for name, ch in self.channels.items():
       err = self.iface.channel_error(ch)
       if err is None: continue
-      code, address = err
+      code = err[0]      # (the notifier's bytes 16..24 are the next record's timestamp, not a fault address)
       what = ROBUST_CHANNEL_ERRORS.get(code, f"robust-channel error {code}")
+      line = self._xid_log_line(code)
+      said = f"; nvidia.ko's log: {line}" if line else ""
       if code == 31:
-        raise GPUFault(f"{self.label}: the {name} channel stopped: {what}", address=address or None, kind="page fault")
-      raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what})")
+        m = _FAULTED_AT.search(line or "")
+        address = int(m.group(1).replace("_", ""), 16) if m else None
+        raise GPUFault(f"{self.label}: the {name} channel stopped: {what}{said}", address=address, kind="page fault")
+      # an illegal instruction may be code that is not SASS at all: PTX loaded without a compiler
+      if code == 13 and self._no_sass and (line is None or "Illegal Instruction" in line):
+        n, why = next(iter(self._no_sass.items()))
+        said += f"; kernel {n} was loaded without SASS, which a GPU that runs SASS cannot execute ({why})"
+      raise QueueError(f"{self.name} {name} channel", f"stopped with robust-channel error {code} ({what}){said}")
     self.os.sleep(seconds)
+
+  def _xid_log_line(self, code: int) -> str | None:
+    """nvidia.ko's newest kernel log line for Xid `code` on this GPU ("NVRM: Xid (PCI:dddd:bb:dd): code, ..."): on
+    hardware it names the exception (an MMU fault's address), which the error notifier does not hold."""
+    log = getattr(self.os, "kernel_log", None)
+    bus = getattr(self.iface, "pci_bus", None)
+    if log is None or not bus: return None
+    tag = f"Xid (PCI:{bus.rsplit('.', 1)[0]}): {code},"
+    return next((line for line in reversed(log()) if tag in line), None)
 
   def _release_hardware(self) -> None: self.iface.close()
 
   # ---- launches
   def make_shape(self, prog: NVProgram, grid, block, timed: bool, dynamic_shared: int = 0) -> NVShape:
     k, layout = prog.kernel, self.qmd_layout
-    cb_size = round_up(prog.param_base + k.param_bytes, 16)
-    shared = k.shared + dynamic_shared
-    if shared > self.max_shared:
+    cb_size = round_up(max(prog.param_base + k.param_bytes, CB0_DIMS_END), 16)
+    user_shared = k.shared + dynamic_shared
+    if user_shared > self.max_shared:
       raise DeviceError(f"kernel {k.name}: {k.shared} bytes of static and {dynamic_shared} of dynamic shared memory "
                         f"exceed the {self.max_shared} bytes a CTA may have on {self.arch}")
+    shared = shared_memory_size(user_shared)
+    threads = block[0] * block[1] * block[2]
+    regs_limit = max_threads_for_registers(k.registers)
+    if threads > regs_limit:
+      raise DeviceError(f"kernel {k.name}: a CTA of {threads} threads needs more than the SM's 64 K registers at "
+                        f"{k.registers} registers a thread (at most {regs_limit} threads)")
+    if k.local > MAX_LOCAL_PER_THREAD:
+      raise DeviceError(f"kernel {k.name}: {k.local} bytes of local memory a thread exceed the {MAX_LOCAL_PER_THREAD} "
+                        f"bytes a thread may have")
+    # the thread's local memory: the kernel's stack/local arrays plus the 0x240 bytes the SASS ABI keeps at the top
+    # of the high window (the stack grows down from c[0][0x28] = 0xfffdc0 = 16 MiB - 0x240); the QMD gives every
+    # thread the device's per-thread local size in the HIGH window (LOW stays 0)
+    slm = self._ensure_local(k.local + LOCAL_RESERVE)
     f = dict(QMD_MAJOR_VERSION=self.qmd_major, QMD_GROUP_ID=0x3F, CTA_THREAD_DIMENSION0=block[0],
              CTA_THREAD_DIMENSION1=block[1], CTA_THREAD_DIMENSION2=block[2], BARRIER_COUNT=1,
-             CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4)
+             CONSTANT_BUFFER_VALID_0=1, CONSTANT_BUFFER_SIZE_SHIFTED4_0=cb_size >> 4,
+             SASS_VERSION=self.sass_version)
     pc = prog.code_va
     if self.qmd_major == 3:      # V03_00 (Ampere, Ada)
       f.update(CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1], CTA_RASTER_DEPTH=grid[2], SHARED_MEMORY_SIZE=shared,
-               REGISTER_COUNT_V=k.registers, SHADER_LOCAL_MEMORY_HIGH_SIZE=k.local,
+               REGISTER_COUNT_V=k.registers, SHADER_LOCAL_MEMORY_HIGH_SIZE=slm,
                PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER=pc >> 32)
     else:                        # V04_00 (Hopper), V05_00 (Blackwell): QMD_TYPE GRID_CTA, GRID_* sizes
       f.update(QMD_TYPE=qmd.VALUES["QMD_TYPE"]["GRID_CTA"], GRID_WIDTH=grid[0],
                GRID_HEIGHT=grid[1], GRID_DEPTH=grid[2], REGISTER_COUNT=k.registers)
       if self.qmd_major == 4:
-        f.update(SHARED_MEMORY_SIZE=shared, SHADER_LOCAL_MEMORY_LOW_SIZE=k.local, PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF,
+        f.update(SHARED_MEMORY_SIZE=shared, SHADER_LOCAL_MEMORY_HIGH_SIZE=slm, PROGRAM_ADDRESS_LOWER=pc & 0xFFFFFFFF,
                  PROGRAM_ADDRESS_UPPER=pc >> 32)
       else:                      # V05_00 keeps sizes and the program address shifted
         if pc & 0xF: raise DeviceError(f"kernel {k.name}: program address {pc:#x} is not 16-byte aligned (QMD V05_00)")
-        f.update(SHARED_MEMORY_SIZE_SHIFTED7=round_up(shared, 128) >> 7,
-                 SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4=round_up(k.local, 16) >> 4,
+        f.update(SHARED_MEMORY_SIZE_SHIFTED7=shared >> 7, SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4=slm >> 4,
                  PROGRAM_ADDRESS_LOWER_SHIFTED4=(pc >> 4) & 0xFFFFFFFF, PROGRAM_ADDRESS_UPPER_SHIFTED4=pc >> 36)
+    # the instruction prefetch of the program (PROGRAM_PREFETCH_*: address >> 8, size in 256-byte units, 9 bits;
+    # tinygrad 0.14's ops_nv.py sets them the same way on hardware)
+    f.update(PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED=(pc >> 8) & 0xFFFFFFFF, PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED=pc >> 40,
+             PROGRAM_PREFETCH_SIZE=min(max(prog.code_size, 1) >> 8, 0x1FF))
     # what every launch sets on hardware (reference 1.6): caches invalidated, the call limit and sampler index
     # modes, a system-scope membar at the end of the grid, the SM's shared memory configuration
     f.update({n: 1 for n in ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE",
@@ -153,25 +195,30 @@ class NVDevice(HCQDevice):
                              "INVALIDATE_INSTRUCTION_CACHE", "INVALIDATE_SHADER_CONSTANT_CACHE",
                              "API_VISIBLE_CALL_LIMIT", "SAMPLER_INDEX", "CWD_MEMBAR_TYPE")})
     if "SM_GLOBAL_CACHING_ENABLE" in layout: f["SM_GLOBAL_CACHING_ENABLE"] = 1
-    config = next((kb for kb in SHARED_CONFIGS_KB if kb << 10 >= shared and kb << 10 <= self.max_shared),
-                  self.max_shared >> 10) // 4 + 1
+    config = sm_config(self.carveouts_kb, shared)
+    if config is None:
+      raise DeviceError(f"kernel {k.name}: {shared} bytes of shared memory (with the 1 KiB reserve) exceed the largest "
+                        f"shared memory carve-out of {self.arch} ({self.carveouts_kb[-1]} KiB)")
     f.update(MIN_SM_CONFIG_SHARED_MEM_SIZE=config, TARGET_SM_CONFIG_SHARED_MEM_SIZE=config,
-             MAX_SM_CONFIG_SHARED_MEM_SIZE=(self.max_shared >> 10) // 4 + 1)
-    if k.local: self._ensure_local(k.local)
+             MAX_SM_CONFIG_SHARED_MEM_SIZE=sm_config(self.carveouts_kb, self.carveouts_kb[-1] << 10))
     template = bytearray(qmd.encode(layout, **f))
     els = [Q.barrier()]
     if timed: els.append(Q.timestamp(T_START))
     els.append(Q.call(Q.program(prog.name, prog, grid, block)))
     if timed: els.append(Q.timestamp(T_END))
     els.append(Q.store(TIMELINE, TIMELINE_VALUE))
-    return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block)
+    # constant bank 0's c[0][0x0..0x18]: blockDim and gridDim, which SASS reads for %ntid and %nctaid
+    dims = struct.pack("<6I", *block, *grid)
+    return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block, dims)
 
-  def _ensure_local(self, per_thread: int) -> None:
+  def _ensure_local(self, per_thread: int) -> int:
     """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
     demand (reference 1.6): SET_SHADER_LOCAL_MEMORY_A/B = its address, NON_THROTTLED_A/B/C = bytes per TPC.
     Under the device lock: shapes are made without it (drivers/hcq/program.py), and two threads growing it at once
     could otherwise both allocate, and the smaller set-up reach the channel last."""
-    with self._open_lock(): self._grow_local(round_up(per_thread, 32))
+    with self._open_lock():
+      self._grow_local(round_up(per_thread, 32))
+      return self._local_per_thread
 
   def _grow_local(self, slm: int) -> None:
     if slm <= self._local_per_thread: return
@@ -190,6 +237,7 @@ class NVDevice(HCQDevice):
     va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
     off = va - self.launch_data.va
     view = self._launch_view
+    view[off:off + CB0_DIMS_END] = shape.dims
     d = off + self._cb0_driver_offset
     view[d:d + len(self._cb0_driver)] = self._cb0_driver
     base = off + prog.param_base
@@ -213,21 +261,17 @@ class NVDevice(HCQDevice):
   # ---- programs
   def _load(self, image: bytes, name: str | None):
     where = f"{self.name}: load"
+    sass = None
     if image[:4] == b"\x7fELF":
       machine = int.from_bytes(image[0x12:0x14], "little") if len(image) >= 0x14 else None
       if machine != EM_CUDA:
         raise DeviceError(f"{where}: an ELF for machine {machine} is not a CUDA cubin (machine {EM_CUDA})")
-      if self.executes_ptx:
-        raise DeviceError(f"{self.name}: this GPU (the mock NV GPU) executes PTX only and cannot run SASS: load the "
-                          f"kernel's PTX instead of a cubin")
       kernels = cubin_kernels(image, where)
       infos = {n: k for n, (k, _) in kernels.items()}
     elif is_ptx(image):
       infos = ptx_kernels(image.decode(errors="replace"), where)
       if not infos: raise DeviceError(f"{where}: the PTX module has no .entry kernels")
-      if not self.executes_ptx:
-        return self._load(self._cubin_of(bytes(image)), name)
-      kernels = None
+      kernels, sass = None, self._sass_of(bytes(image), infos, where)
     else: raise DeviceError(f"{where}: neither a cubin (ELF) nor PTX text")
     if name is None:
       if len(infos) > 1: raise DeviceError(f"{where}: the module has {len(infos)} kernels ({', '.join(infos)}); name one")
@@ -236,25 +280,50 @@ class NVDevice(HCQDevice):
     with self._open_lock():
       key = bytes(image)
       loaded = self._images.get(key)
-      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels)
-      return NVProgram(self, infos[name], loaded[name])
+      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels, sass)
+      if infos[name].no_sass: self._no_sass.setdefault(name, infos[name].no_sass)
+      return NVProgram(self, infos[name], *loaded[name])
 
-  def _upload(self, image: bytes, infos: dict, kernels) -> dict[str, int]:
-    """Put a module's code in VRAM; {kernel: program address}."""
-    if kernels is None:         # PTX for a GPU that runs it: the text and a PTX_ENTRY record per kernel
-      size = round_up(len(image) + 512 * len(infos) + 4096, 0x1000)
+  def _sass_of(self, ptx: bytes, infos: dict, where: str) -> dict | None:
+    """{kernel: SASS} of a PTX module compiled for this GPU, with each kernel's KernelInfo given the cubin's register
+    count, parameter base and stack (its local memory: the larger of the stack and the PTX's .local arrays); None
+    when no compiler is found or the text or its cubin is refused (the reason is kept for the launch's error)."""
+    try:
+      cubin = self._cubin_of(ptx)
+      compiled = cubin_kernels(cubin, where)
+    except DeviceError as e:
+      for k in infos.values(): k.no_sass = str(e)
+      return None
+    out = {}
+    for n, k in infos.items():
+      hit = compiled.get(n)
+      if hit is None:
+        k.no_sass = f"the cubin has no kernel {n}"
+        continue
+      ck, code = hit
+      k.registers, k.param_base = ck.registers, ck.param_base
+      k.local, k.shared = max(k.local, ck.local), max(k.shared, ck.shared)
+      out[n] = code
+    return out
+
+  def _upload(self, image: bytes, infos: dict, kernels, sass: dict | None = None) -> dict[str, tuple[int, int]]:
+    """Put a module's code in VRAM; {kernel: (program address, code bytes from there)}."""
+    if kernels is None:         # PTX: the text, a PTX_ENTRY record per kernel and its SASS where compiled
+      sass = sass or {}
+      size = round_up(len(image) + 768 * len(infos) + sum(len(c) + 256 for c in sass.values()) + 4096, 0x1000)
       mem = self.iface.alloc(size, kind="vram")
-      data, offsets = ptx_image(image, list(infos), mem.va)
+      data, offsets = ptx_image(image, list(infos), mem.va, sass)
+      sizes = {n: len(sass[n]) if n in sass else len(data) - o for n, o in offsets.items()}
     else:                       # SASS: each kernel's .text, 256-byte aligned, with 4 KB of slack for prefetches
-      data, offsets = bytearray(), {}
+      data, offsets, sizes = bytearray(), {}, {}
       for n, (_, code) in kernels.items():
         data += bytes(-len(data) % 256)
-        offsets[n] = len(data)
+        offsets[n], sizes[n] = len(data), len(code)
         data += code
       data += bytes(4096)
       mem = self.iface.alloc(round_up(len(data), 0x1000), kind="vram")
     self._copyin(Buffer(self, mem.va, mem.size, handle=mem, kind="code"), memoryview(bytes(data)), 0)
-    return {n: mem.va + o for n, o in offsets.items()}
+    return {n: (mem.va + o, sizes[n]) for n, o in offsets.items()}
 
   def _cubin_of(self, ptx: bytes) -> bytes:
     """The cubin of a PTX text, compiled once per text (ptxas takes far longer than a load of a loaded module).

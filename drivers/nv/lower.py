@@ -11,6 +11,8 @@
                      written per launch into launch data (its address is the submit-time variable "qmd")
   copy channel (subchannel 4):
     copy -> OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA(NON_PIPELINED, pitch source and destination), per 1 GiB
+    store/timestamp -> SET_SEMAPHORE_A/B/PAYLOAD/_UPPER + LAUNCH_DMA(FLUSH_ENABLE, semaphore release (with a
+                       timestamp at +8), 64-bit payload): the copy engine's release after its copies are flushed
     barrier -> nothing (the copy engine runs its methods in order)"""
 from __future__ import annotations
 
@@ -50,6 +52,18 @@ def _call(ctx, prog, call):
                  G.method(G.SUBC_COMPUTE, G.SEND_SIGNALING_PCAS2_B, G.PCAS2_ACTION_INVALIDATE_COPY_SCHEDULE))
 
 
+def _copy_release(timestamp: bool):
+  """The copy channel's store/timestamp: the copy engine's own semaphore release, with FLUSH_ENABLE so that the
+  copies before it are visible first (what tinygrad 0.14's NV copy queue signals with on hardware), 64-bit payload;
+  a timestamp release writes the engine's clock at +8."""
+  kind = G.LAUNCH_DMA_SEM_RELEASE_TIMESTAMP if timestamp else G.LAUNCH_DMA_SEM_RELEASE
+  def lower_(ctx, dst, value=0):
+    a, v = value_of(dst), value_of(value)
+    return packets(COPY, G.method(G.SUBC_COPY, G.COPY_SET_SEMAPHORE_A, hi(a), lo(a), lo(v), hi(v)) +
+                   G.method(G.SUBC_COPY, G.COPY_LAUNCH_DMA, G.LAUNCH_DMA_FLUSH_ENABLE | kind | G.LAUNCH_DMA_SEM_PAYLOAD_64))
+  return lower_
+
+
 def copy_words(dst, src, n: int) -> list:
   words = []
   for off in range(0, n, G.COPY_CHUNK):
@@ -82,8 +96,8 @@ pm_compute = PatternMatcher([
 
 pm_copy = PatternMatcher([
   (QPat.wait("sig", "value"), _wait(COPY)),
-  (QPat.store("dst", "value"), _store(COPY)),
-  (QPat.timestamp("dst"), _timestamp(COPY)),
+  (QPat.store("dst", "value"), _copy_release(False)),
+  (QPat.timestamp("dst"), _copy_release(True)),
   (QPat.barrier("ins"), lambda ctx, ins: packets(COPY, [])),
   (QPat.copy("dst", "src", "nbytes"), _copy),
   (QPat.call("prog", "call"), lambda ctx, prog, call: unsupported("a kernel launch", COPY)),

@@ -10,8 +10,9 @@ Code objects:
     MIN_STACK_SIZE in .nv.info: u32 symbol, u32 value). Not handled yet: relocations, constant banks other than 0
     (.nv.constant3 module constants), .nv.global variables: a cubin needing them is refused.
   - PTX: compiled to a cubin for sm_XY by nvJitLink (pip nvidia-nvjitlink-cu12) or ptxas (pip nvidia-cuda-nvcc-cu12)
-    when one is found; a GPU that executes PTX itself (the mock NV GPU) gets the text with one PTX_ENTRY record per
-    kernel (program address = the record: magic, text address, text length, name length, name).
+    when one is found; the image keeps the PTX beside the SASS as a CUDA fatbin does (ptx_image: one PTX_ENTRY record
+    per kernel, the SASS after it), and holds the PTX alone when no compiler is found or it refused the text (a GPU
+    that runs SASS then stops at the launch, with the reason in the error).
 The CUDA parameter ABI: parameters in declaration order, each at its natural (or .align) alignment, from the
 parameter base of constant bank 0 (0x160 on sm_7x/8x, 0x210 on sm_90, 0x380 on sm_100+; a cubin says where)."""
 from __future__ import annotations
@@ -51,12 +52,14 @@ class KernelInfo:
     self.shared, self.local, self.required_block, self.max_threads = shared, local, required_block, max_threads
     self.param_bytes = max((p.offset + p.size for p in params), default=0)
     self.dynamic_shared = False      # the kernel uses dynamic shared memory: its launches give the size
+    self.no_sass: str | None = None  # PTX loaded without SASS: why (no compiler, a refused text)
 
 
 # ---- PTX
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*\(([^)]*)\)", re.S)
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*(?:\[\s*(\d+)\s*\])?")
 _SHARED = re.compile(r"(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*((?:\[\s*\d*\s*\])*)")
+_LOCAL = re.compile(r"()\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([A-Za-z_$%][\w$%]*)\s*((?:\[\s*\d*\s*\])*)")
 _REQNTID = re.compile(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 
@@ -121,7 +124,9 @@ def ptx_kernels(text: str, where: str) -> dict[str, KernelInfo]:
     tail = text[m.end():m.end() + 300].split("{", 1)[0]
     req = _REQNTID.search(tail)
     mx = _MAXNTID.search(tail)
-    k = KernelInfo(name, params, shared=shared)
+    # .local arrays of the body: a thread's local memory (the stack window a launch must give it)
+    local, _ = _shared(_LOCAL.finditer(text, m.end(), end))
+    k = KernelInfo(name, params, shared=shared, local=local)
     k.dynamic_shared = dynamic
     if req: k.required_block = tuple(int(x or 1) for x in req.groups())
     if mx: k.max_threads = min(1024, int(mx.group(1)) * int(mx.group(2) or 1) * int(mx.group(3) or 1))
@@ -129,16 +134,28 @@ def ptx_kernels(text: str, where: str) -> dict[str, KernelInfo]:
   return kernels
 
 
-def ptx_image(text: bytes, names: list[str], base: int) -> tuple[bytes, dict[str, int]]:
-  """The image a PTX-executing GPU runs: the text, then one PTX_ENTRY record per kernel (256-byte aligned).
-  Returns (image, {kernel: offset of its record})."""
+def ptx_image(text: bytes, names: list[str], base: int, sass: dict | None = None) -> tuple[bytes, dict[str, int]]:
+  """A module's code image, as a CUDA fatbin carries a kernel's PTX beside its SASS: the PTX text, then per kernel
+  a PTX_ENTRY record (magic, text address, text length, name length, name; 256-byte aligned) and, where `sass` has
+  the kernel's code, that code 256-byte aligned after the record, its 16 bytes before it the magic and the record's
+  address (data nothing executes). A GPU runs the program address: the SASS where there is some, else the record (a
+  GPU that executes PTX finds the PTX either way). Returns (image, {kernel: offset of its program address})."""
+  sass = sass or {}
   out = bytearray(text)
   offsets = {}
   for name in names:
     out += bytes(-len(out) % 256)
-    offsets[name] = len(out)
+    record = len(out)
     raw = name.encode()
     out += PTX_ENTRY_MAGIC + struct.pack("<QII", base, len(text), len(raw)) + raw
+    code = sass.get(name)
+    if code is None:
+      offsets[name] = record
+      continue
+    out += bytes(-(len(out) + 16) % 256)
+    out += PTX_ENTRY_MAGIC + struct.pack("<Q", base + record)
+    offsets[name] = len(out)
+    out += code
   return bytes(out), offsets
 
 
@@ -352,9 +369,9 @@ class CUDAParams:
 class NVProgram(Program):
   """A loaded kernel: its code address, CUDA parameter layout, and per-shape QMD templates (device.make_qmd)."""
 
-  def __init__(self, device, kernel: KernelInfo, code_va: int):
+  def __init__(self, device, kernel: KernelInfo, code_va: int, code_size: int = 0):
     super().__init__(device, kernel.name, CUDAParams(kernel), kernel.max_threads)
-    self.kernel, self.code_va = kernel, code_va
+    self.kernel, self.code_va, self.code_size = kernel, code_va, code_size
     self.required_block = kernel.required_block
     self.param_base = kernel.param_base if kernel.param_base is not None else device.param_base
 

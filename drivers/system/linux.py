@@ -484,3 +484,23 @@ class LinuxOS:
   # ---- time
   def monotonic(self) -> float: return time.monotonic()
   def sleep(self, seconds: float) -> None: time.sleep(seconds)
+
+  # ---- the kernel log (drivers' own reports of faults, e.g. nvidia.ko's "NVRM: Xid" lines)
+  def kernel_log(self, limit: int = 256) -> list[str]:
+    """The text of the newest `limit` kernel log records (/dev/kmsg, one record a read: "prio,seq,usec,flags;text"
+    per the kernel's Documentation/ABI/testing/dev-kmsg); [] when the log cannot be read (dmesg_restrict)."""
+    try: fd = os.open(self._dev_path("/dev/kmsg"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError: return []
+    lines: list[str] = []
+    try:
+      for _ in range(1 << 16):            # the log ring holds far fewer records; bounded either way
+        try: rec = os.read(fd, 8192)
+        except BlockingIOError: break
+        except OSError as e:
+          if e.errno == errno_mod.EPIPE: continue      # a record was overwritten while reading: go on
+          break
+        if not rec: break
+        lines.append(rec.split(b";", 1)[-1].split(b"\n", 1)[0].decode(errors="replace"))
+        if len(lines) > 2 * limit: del lines[:-limit]
+    finally: os.close(fd)
+    return lines[-limit:]

@@ -34,7 +34,8 @@ import zlib
 from dataclasses import dataclass, field
 
 from ...errors import GPUFault, HCQError, QueueError
-from . import abi, qmd
+from ...autogen.nv import clc7b5 as _clc7b5
+from . import abi, qmd, sm as SM
 
 NO_TOKEN = 0xFFFFFFFF
 DOORBELL_OFFSET = 0x90                  # NOTIFY_CHANNEL_PENDING of the usermode class
@@ -43,7 +44,8 @@ USERD_GP_GET, USERD_GP_PUT = 0x88, 0x8C
 ROBUST_CHANNEL_TIMEOUT, ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_MMU_FAULT = 8, 13, 31
 PTX_ENTRY_MAGIC = b"PTXENTRY"           # the mock GPU's "machine code": see PTX_ENTRY below
 # At a program address the mock GPU finds: magic (8 bytes), u64 address of the PTX module's text, u32 its length,
-# u32 the kernel name's length, then the name. The driver writes it when it loads PTX for a GPU that runs PTX.
+# u32 the kernel name's length, then the name; or SASS whose 16 bytes before hold the magic and the address of that
+# record (a code image that carries the PTX beside the SASS, as CUDA fatbins do: the mock runs the PTX).
 PTX_ENTRY_HEADER = 24
 # the CUDA parameter bank: where the explicit kernel parameters start in constant buffer 0 (per SM major version)
 PARAM_BASE = {7: 0x160, 8: 0x160, 9: 0x210, 10: 0x380, 12: 0x380}
@@ -54,6 +56,9 @@ SEM_PAYLOAD_64, SEM_RELEASE_TIMESTAMP = 1 << 24, 1 << 25
 COMPUTE_SEND_PCAS_A, COMPUTE_SEND_SIGNALING_PCAS2_B = 0x2B4, 0x2C0
 COPY_LAUNCH_DMA, COPY_OFFSET_IN_UPPER, COPY_LINE_LENGTH_IN = 0x300, 0x400, 0x418
 COPY_SET_SEMAPHORE_A = 0x240
+# LAUNCH_DMA fields (autogen/nv/clc7b5.py, NVIDIA's clc7b5.h): FLUSH_ENABLE, SEMAPHORE_PAYLOAD_SIZE
+COPY_FLUSH_ENABLE = 1 << _clc7b5.RANGES["NVC7B5_LAUNCH_DMA_FLUSH_ENABLE"][1]
+COPY_PAYLOAD_SIZE_BIT = _clc7b5.RANGES["NVC7B5_LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE"][1]
 
 HOST_METHOD_NAMES = {0x0: "SET_OBJECT", 0x20: "NON_STALL_INTERRUPT", 0x5C: "SEM_ADDR_LO", 0x60: "SEM_ADDR_HI",
                      0x64: "SEM_PAYLOAD_LO", 0x68: "SEM_PAYLOAD_HI", 0x6C: "SEM_EXECUTE", 0x78: "WFI"}
@@ -113,6 +118,7 @@ class Channel:
     self.state: dict[tuple[int, int], int] = {}   # (subchannel, method) -> last value
     self.gp_get = 0
     self.current: list | None = None             # [pushbuffer address, dwords, position] of the entry being run
+    self.pending: list | None = None             # a method header whose data dwords are still to come
     self.error: HCQError | None = None
     self.active = True
     self.blocked_on: str | None = None
@@ -188,6 +194,10 @@ class MockNVGPU:
   def read_bytes(self, addr: int, size: int, what: str = "read") -> bytes:
     self.check(addr, size, what)
     return ctypes.string_at(addr, size)
+
+  def _mapped(self, addr: int, size: int) -> bool:
+    rng = self.ranges.range_of(addr)
+    return rng is not None and addr + size <= rng[1]
 
   def map_range(self, va: int, size: int) -> None:
     with self.lock: self.ranges.add_range(va, size)
@@ -276,22 +286,37 @@ class MockNVGPU:
   def _run_channel(self, ch: Channel) -> bool:
     try: return self._run(ch)
     except (GPUFault, QueueError) as e: self._fail(ch, e)
+    except HCQError as e:          # PTX the SM cannot run (the interpreter's PTXError): an engine exception
+      self._fail(ch, _diagnosed(ch, str(e), ILLEGAL_INSTRUCTION))
     except Exception as e:         # a bug of the model stops this channel only, named
       self._fail(ch, QueueError(ch.name, f"the mock's channel model failed ({type(e).__name__}: {e})"))
     return True
 
+  @property
+  def pci_bus(self) -> str:
+    """domain:bus:device as the mock RM reports this GPU's PCI address (mockgpu/nv/rm.py: bus 0x40 + index)."""
+    return f"0000:{0x40 + self.index:02x}:00"
+
   def _fail(self, ch: Channel, e: HCQError) -> None:
-    ch.error, ch.current = e, None
+    """Stop the channel: its error notifier gets the robust-channel error (Xid) as nvidia.ko writes it
+    (NvNotification: timeStamp, info32 = the Xid, info16, status 0xFFFF; the 16 bytes after it are the next record,
+    whose first 8 bytes are a timestamp too), and the kernel log an "NVRM: Xid" line as nvidia.ko prints one, with
+    the mock's diagnosis of the cause (marked as the mock's) where hardware would name its exception."""
+    ch.error, ch.current, ch.pending = e, None, None
     self._set_blocked(ch, None)
     address = getattr(e, "address", None)
+    code = getattr(e, "xid", None)
+    if code is None: code = ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION
+    now = self.clock_ns()
     try:
-      self.write64(ch.notifier_va, self.clock_ns(), "error notifier")
-      code = getattr(e, "xid", ROBUST_CHANNEL_MMU_FAULT if address is not None else ROBUST_CHANNEL_GR_EXCEPTION)
+      self.write64(ch.notifier_va, now, "error notifier")
       self.write32(ch.notifier_va + 8, code)
       self.write32(ch.notifier_va + 12, 0xFFFF << 16)       # info16 0, status 0xFFFF: an error
-      self.write64(ch.notifier_va + 16, address or 0, "error notifier")
+      self.write64(ch.notifier_va + 16, now, "error notifier")
     except GPUFault: pass
     ch.last_error = e
+    printk = getattr(self.os, "printk", None)
+    if printk is not None: printk(xid_line(self.pci_bus, code, ch.token, e, address, getattr(self.os, "pid", 0)))
 
   def _run(self, ch: Channel) -> bool:
     progress = False
@@ -310,8 +335,11 @@ class MockNVGPU:
     return progress
 
   def _run_pushbuffer(self, ch: Channel) -> bool:
-    """Run the current entry's methods from its position; False when an acquire blocks (the position stays at its
-    header)."""
+    """Run the current entry's methods from its position; False when an acquire blocks (the position stays at the
+    blocked dword). GPFIFO entries are pieces of one command stream (envytools, "DMA submission to FIFOs", IB mode:
+    the entries' pushbuffer areas "will be stitched together to create the command stream"; the pusher's method,
+    subchannel and count are state that outlives an entry): a method header's data may continue in the next entry,
+    which is what a driver's ring produces when its words wrap."""
     cur = ch.current
     base, length = cur[0], cur[1]
     if length == 0: return True
@@ -319,6 +347,17 @@ class MockNVGPU:
     words = (ctypes.c_uint32 * length).from_address(base)
     pos = cur[2]
     while pos < length:
+      pend = ch.pending
+      if pend is not None:             # data dwords of a header read before: [op, subc, method, left, index]
+        op, subc, method, left, i = pend
+        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
+        if not self._method(ch, subc, m, words[pos]):
+          cur[2] = pos
+          return False
+        pos += 1
+        if left == 1: ch.pending = None
+        else: ch.pending = [op, subc, method, left - 1, i + 1]
+        continue
       header = words[pos]
       op, count, subc, method = header >> 29, (header >> 16) & 0x1FFF, (header >> 13) & 7, (header & 0xFFF) << 2
       if op == 4:                      # IMMD: the count field is the data
@@ -327,17 +366,10 @@ class MockNVGPU:
           return False
         pos += 1
         continue
-      if op not in (1, 3, 5) or (op == 0 and count):
+      if op not in (1, 3, 5):
         raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: opcode {op} is not modelled")
-      if pos + 1 + count > length:
-        raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: {count} data dwords run "
-                                  f"past the entry's {length} dwords")
-      for i in range(count):
-        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
-        if not self._method(ch, subc, m, words[pos + 1 + i]):
-          cur[2] = pos
-          return False
-      pos += 1 + count
+      pos += 1
+      if count: ch.pending = [op, subc, method, count, 0]
     cur[2] = pos
     return True
 
@@ -396,13 +428,16 @@ class MockNVGPU:
       ctypes.memmove(dst, src, n)
       self.stats["copies"] += 1
     sem = (flags >> 3) & 3
-    if sem:                            # RELEASE_ONE_WORD (1) / RELEASE_FOUR_WORD (2) semaphore
+    if sem:                            # clc7b5.h SEMAPHORE_TYPE: 1 release (one word), 2 release with a timestamp
       addr = get((subc, COPY_SET_SEMAPHORE_A), 0) << 32 | get((subc, COPY_SET_SEMAPHORE_A + 4), 0)
       payload = get((subc, COPY_SET_SEMAPHORE_A + 8), 0)
-      if sem == 2:
-        self.write64(addr, payload, "copy semaphore")
-        self.write64(addr + 8, self.clock_ns(), "copy semaphore timestamp")
+      wide = flags >> COPY_PAYLOAD_SIZE_BIT & 1        # SEMAPHORE_PAYLOAD_SIZE TWO_WORD: the upper word too
+      if wide: payload |= get((subc, COPY_SET_SEMAPHORE_A + 12), 0) << 32
+      self.stats["copy_releases"] = self.stats.get("copy_releases", 0) + 1
+      if not flags & COPY_FLUSH_ENABLE: self.stats["unflushed_releases"] = self.stats.get("unflushed_releases", 0) + 1
+      if sem == 2 or wide: self.write64(addr, payload, "copy semaphore")
       else: self.write32(addr, payload, "copy semaphore")
+      if sem == 2: self.write64(addr + 8, self.clock_ns(), "copy semaphore timestamp")
 
   # ---- compute launches
   def _launch(self, ch: Channel, cls: int, qmd_va: int) -> None:
@@ -429,8 +464,15 @@ class MockNVGPU:
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
-    if 0 in grid or 0 in block: return self._release(ch, major, raw, qmd_va)    # an empty grid completes at once
+    if 0 in grid or 0 in block:
+      self._release(launch)
+      return
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
+    # a raw PTX image (tinygrad 0.14's program on a mock interface, ops_nv.NVProgram) has no SASS whose register
+    # footprint the QMD could describe: tinygrad leaves REGISTER_COUNT 0 there, so only SASS programs are checked
+    if launch["registers"] or self._ptx_image(pc) is None:
+      try: SM.check_registers(launch["registers"], block)
+      except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
     kernel = self._kernel(ch, pc)
     base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
     nparam = kernel.param_bytes
@@ -438,21 +480,27 @@ class MockNVGPU:
       raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 of {cb0_size} bytes is too small for "
                                 f"{nparam} bytes of parameters at {base:#x}")
     params = self.read_bytes(cb0 + base, nparam, "constant buffer 0") if nparam else b""
-    dynamic = max(launch["shared"] - kernel.static_shared_bytes, 0)
-    self._run_kernel(ch, kernel, grid, block, params, dynamic)
-    self._release(ch, major, raw, qmd_va)
+    if kernel.local_bytes_per_thread:        # the thread's stack lives in the local memory behind the windows
+      subc = next((sc for sc, c in ch.subchannels.items() if c == cls), 0)
+      try: SM.check_local_memory(ch.state, subc, launch["local_high"], self.props, self._mapped)
+      except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
+    ntid, nctaid = SM.dims_from_cb0(self.read_bytes(cb0, min(cb0_size, SM.CB0_DIMS), "constant buffer 0"))
+    limits, dynamic = SM.limits(launch, kernel, _ptx().executor.dynamic_shared_offset(kernel))
+    limits.update(ntid=ntid, nctaid=nctaid)
+    self._run_kernel(ch, kernel, grid, block, params, dynamic, limits)
+    self._release(launch)
 
-  def _release(self, ch: Channel, major: int, raw: bytes, qmd_va: int) -> None:
-    """The QMD's release semaphores, once the grid is done (qmd.releases: V03_00's RELEASE0/1)."""
-    for r in qmd.releases(major, raw):
-      addr = r["ADDRESS_LOWER"] | r["ADDRESS_UPPER"] << 32
-      if r["REDUCTION_ENABLE"]:
-        raise QueueError(ch.name, f"QMD at {qmd_va:#x}: release semaphore at {addr:#x} with a reduction is not modelled")
-      wide = r["PAYLOAD64B"] or r["STRUCTURE_SIZE"] == qmd.TWO_WORDS
-      payload = r["PAYLOAD_LOWER"] | (r["PAYLOAD_UPPER"] << 32 if wide else 0)
-      if wide: self.write64(addr, payload, "QMD release semaphore")
-      else: self.write32(addr, payload, "QMD release semaphore")
-      if r["STRUCTURE_SIZE"] == qmd.FOUR_WORDS: self.write64(addr + 8, self.clock_ns(), "QMD release timestamp")
+  def _release(self, launch: dict) -> None:
+    """The QMD's enabled release semaphores once the grid is done (clc9c0qmd.h/clcbc0qmd.h RELEASE*_STRUCTURE_SIZE:
+    ONE_WORD a 32-bit payload; TWO_WORDS the payload as 64 bits; FOUR_WORDS the payload's words then the GPU's
+    nanosecond clock at +8; PAYLOAD64B gives the upper payload word, else it is 0)."""
+    for _, size, wide, addr, payload in launch["releases"]:
+      if not wide: payload &= 0xFFFFFFFF
+      if size == qmd.STRUCTURE_SIZE["SEMAPHORE_ONE_WORD"]: self.write32(addr, payload, "QMD release semaphore")
+      else:
+        self.write64(addr, payload, "QMD release semaphore")
+        if size == qmd.STRUCTURE_SIZE["SEMAPHORE_FOUR_WORDS"]:
+          self.write64(addr + 8, self.clock_ns(), "QMD release semaphore timestamp")
 
   def _kernel(self, ch: Channel, pc: int):
     """The kernel at a program address. Cached per address while the GPU's mappings stay the same: code is loaded
@@ -469,11 +517,17 @@ class MockNVGPU:
   def _load_kernel(self, ch: Channel, pc: int):
     head = self.read_bytes(pc, 8, "program")
     if head != PTX_ENTRY_MAGIC:
-      text = self._ptx_image(pc)
-      if text is None:
-        raise QueueError(ch.name, f"the program at {pc:#x} is not PTX: the mock NV GPU runs PTX only; it cannot execute "
-                                  f"SASS (load PTX, not a cubin)")
-      return self._kernel_of(ch, pc, pc, text, None)
+      # SASS from an image that carries the kernel's PTX too (the driver's fatbin-like layout): the 16 bytes before
+      # the code are the magic and the address of the kernel's PTX_ENTRY record
+      back = self.read_bytes(pc - 16, 16, "program") if self.ranges.range_of(pc - 16) is not None else b""
+      if back[:8] != PTX_ENTRY_MAGIC:
+        text = self._ptx_image(pc)      # PTX text itself at the program address (what tinygrad loads on a mock)
+        if text is not None: return self._kernel_of(ch, pc, pc, text, None)
+        raise _diagnosed(ch, f"the program at {pc:#x} is SASS without its PTX: the mock NV GPU runs PTX only (load "
+                             f"PTX, not a cubin)", ILLEGAL_INSTRUCTION)
+      pc = int.from_bytes(back[8:], "little")
+      if self.read_bytes(pc, 8, "program's PTX record") != PTX_ENTRY_MAGIC:
+        raise _diagnosed(ch, f"the PTX record at {pc:#x} a program points to has no PTX_ENTRY magic")
     text_va, text_len, name_len = (int.from_bytes(self.read_bytes(pc + 8, 8), "little"),
                                    int.from_bytes(self.read_bytes(pc + 16, 4), "little"),
                                    int.from_bytes(self.read_bytes(pc + 20, 4), "little"))
@@ -503,7 +557,8 @@ class MockNVGPU:
       ptx = _ptx()
       if ptx is None: raise QueueError(ch.name, "the PTX interpreter (mockgpu.nv.ptx) is not available")
       try: mod = ptx.parse(text.decode(errors="replace"))
-      except HCQError as e: mod = QueueError(ch.name, f"PTX module at {text_va:#x}: {e}")   # kept: not parsed again
+      except HCQError as e:      # kept: not parsed again
+        mod = _diagnosed(ch, f"PTX module at {text_va:#x}: {e}", ILLEGAL_INSTRUCTION)
       if len(self._modules) > 64: self._modules.clear()
       self._modules[key] = mod
     if isinstance(mod, QueueError): raise mod
@@ -516,7 +571,7 @@ class MockNVGPU:
     if k is None: raise QueueError(ch.name, f"program at {pc:#x}: the PTX module has no kernel {name!r}")
     return k
 
-  def _run_kernel(self, ch: Channel, kernel, grid, block, params: bytes, dynamic: int) -> None:
+  def _run_kernel(self, ch: Channel, kernel, grid, block, params: bytes, dynamic: int, limits: dict | None = None) -> None:
     if _does_nothing(kernel):      # only ret/exit: no thread has an effect (the interpreter's set-up is skipped)
       self.stats["launches"] += 1
       return
@@ -531,7 +586,8 @@ class MockNVGPU:
       # runs, and host calls that need it (alloc, free, close) must not wait for an endless kernel for ever
       if self._stop or not ch.active: return True
       return time.monotonic() - start > limit
-    try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop)
+    try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop,
+                         sm=limits)
     except ptx.Stopped:
       if not ch.active or self._stop: raise QueueError(ch.name, f"kernel {kernel.name} was stopped: its channel went away") from None
       e = QueueError(ch.name, f"kernel {kernel.name} ran for more than {limit:g} s (the mock's time limit) and was "
@@ -543,6 +599,31 @@ class MockNVGPU:
       raise
     self.stats["launches"] += 1
     self.stats["thread_instructions"] += int((stats or {}).get("thread_instructions", 0))
+
+
+ILLEGAL_INSTRUCTION = "Illegal Instruction Encoding"     # nvidia.ko's name of the SM exception for code it cannot run
+
+
+def _diagnosed(ch: Channel, message: str, esr: str | None = None) -> QueueError:
+  """What the SM refuses (a QMD field, an instruction): a graphics engine exception (Xid 13) with its reason; esr:
+  the SM warp exception nvidia.ko would name."""
+  e = QueueError(ch.name, message)
+  e.xid, e.esr = ROBUST_CHANNEL_GR_EXCEPTION, esr
+  return e
+
+
+def xid_line(pci: str, code: int, token: int, e: BaseException, address: int | None, pid: int) -> str:
+  """nvidia.ko's kernel log line for an Xid (the format of its "NVRM: Xid (PCI:dddd:bb:dd): N, pid=..." lines; an
+  MMU fault's "faulted @ 0x<hi>_<lo>"), ending with the mock's diagnosis, marked "[mock diagnosis]"."""
+  why = "; ".join([str(e), *getattr(e, "__notes__", ())])
+  head = f"NVRM: Xid (PCI:{pci}): {code}, pid={pid}, name=python, Ch {token:08x}"
+  if code == ROBUST_CHANNEL_MMU_FAULT and address is not None:
+    head += f", MMU Fault: ENGINE GRAPHICS faulted @ 0x{address >> 32:08x}_{address & 0xFFFFFFFF:08x}"
+  elif code == ROBUST_CHANNEL_GR_EXCEPTION:
+    esr = getattr(e, "esr", None)
+    head += f", Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): {esr}" if esr else ", Graphics Exception"
+  elif code == ROBUST_CHANNEL_TIMEOUT: head += ", channel timeout"
+  return f"{head}. [mock diagnosis] {why}"
 
 
 _NOTHING: dict = {}      # id(kernel) -> (kernel, whether it has only ret/exit)

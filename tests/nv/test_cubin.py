@@ -5,6 +5,7 @@ import os
 import struct
 import sys
 
+import numpy as np
 import pytest
 
 import hcq
@@ -81,23 +82,37 @@ def _sass_device(**cfg):
   return dev
 
 
-def test_ptx_for_a_sass_gpu_without_a_compiler_names_both_tools(monkeypatch):
+def test_ptx_without_a_compiler_is_loaded_as_ptx_and_the_reason_names_both_tools(monkeypatch):
   monkeypatch.setattr(PTXCompiler, "nvjitlink", lambda self: None)
   with _sass_device(exec_path="/nonexistent") as dev:
-    with pytest.raises(hcq.DeviceError, match="needs nvJitLink .* or ptxas"):
-      dev.load(VADD_PTX)
+    prog = dev.load(VADD_PTX)
+    assert "needs nvJitLink" in prog.kernel.no_sass and "or ptxas" in prog.kernel.no_sass
+    assert dev.os.memview(prog.code_va, 8) == b"PTXENTRY"        # the program address is the PTX record
+    # on a GPU that runs SASS the launch would stop (Xid 13): its error names the kernel without SASS and why
+    bad = dev.load(VADD_PTX.replace(b"ret;", b"frobnicate.b32 %r1, %r1;\nret;", 1))
+    buf = dev.alloc(1024)
+    with pytest.raises(hcq.QueueError, match=r"kernel vadd was loaded without SASS, which a GPU that runs SASS cannot "
+                                             r"execute \(.*needs nvJitLink"):
+      bad(buf, buf, buf, 256, global_size=1, local_size=256, wait=True)
 
 
-def test_ptx_is_compiled_by_ptxas_and_the_real_cubin_is_loaded(ptxas_dir):
+def test_ptx_is_compiled_by_ptxas_the_cubin_loaded_and_its_ptx_kept_beside_it(ptxas_dir):
   with _sass_device(exec_path=ptxas_dir) as dev:
     prog = dev.load(VADD_PTX, "vadd")
     k = prog.kernel
     assert [(p.offset, p.size) for p in k.params] == [(0, 8), (8, 8), (16, 8), (24, 4)]
-    assert prog.param_base == 0x210 and 0 < k.registers <= 255
-    # the mock runs PTX only: the SASS launch stops the channel, reported at the wait
-    buf = dev.alloc(1024)
-    with pytest.raises(hcq.QueueError, match="graphics engine exception"):
-      prog(buf, buf, buf, 256, global_size=1, local_size=256, wait=True)
+    assert prog.param_base == 0x210 and 0 < k.registers <= 255 and k.no_sass is None
+    # the program address holds SASS; the 16 bytes before it point at the kernel's PTX record (as a fatbin keeps
+    # PTX beside SASS): a GPU that runs PTX (the mock) runs the kernel from there
+    head = bytes(dev.os.memview(prog.code_va - 16, 24))
+    assert head[:8] == b"PTXENTRY" and head[16:24] != b"PTXENTRY"
+    record = int.from_bytes(head[8:16], "little")
+    assert bytes(dev.os.memview(record, 8)) == b"PTXENTRY"
+    a, b, out = dev.alloc(1024), dev.alloc(1024), dev.alloc(1024)
+    dev.copyin(a, np.arange(256, dtype=np.float32).tobytes())
+    dev.copyin(b, np.ones(256, np.float32).tobytes())
+    prog(a, b, out, 256, global_size=1, local_size=256, wait=True)
+    assert np.array_equal(np.frombuffer(dev.copyout(out), np.float32), np.arange(256, dtype=np.float32) + 1)
 
 
 def test_ptx_is_compiled_once_per_text_for_a_sass_gpu(monkeypatch):

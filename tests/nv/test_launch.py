@@ -112,11 +112,17 @@ def test_an_access_outside_mapped_memory_is_a_gpu_fault_with_its_address():
 
 
 def test_a_cubin_on_the_mock_is_a_clear_error():
-  cubin_header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(11) + struct.pack("<H", 190) + bytes(42)   # EM_CUDA
+  # the driver loads a cubin as it would on hardware (it does not know the GPU is a mock); the mock's SM, which runs
+  # PTX only, stops the channel at the launch and says why
+  from tests.nv.test_cubin import synthetic_cubin
   amd_header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(11) + struct.pack("<H", 224) + bytes(42)     # EM_AMDGPU
   with _open() as dev:
-    with pytest.raises(hcq.DeviceError, match="executes PTX only and cannot run SASS"):
-      dev.load(cubin_header)
+    prog = dev.load(synthetic_cubin())
+    buf = dev.alloc(64)
+    with pytest.raises(hcq.QueueError, match=r"robust-channel error 13 .*\[mock diagnosis\].* is SASS without its PTX: "
+                                             r"the mock NV GPU runs PTX only"):
+      prog(buf, 1, global_size=1, local_size=1, wait=True)
+  with _open() as dev:
     with pytest.raises(hcq.DeviceError, match="an ELF for machine 224 is not a CUDA cubin"):
       dev.load(amd_header)
 

@@ -58,7 +58,8 @@ def _qmd(prog: int, cb0: int, block: int, releases=()) -> bytes:
                   ("CTA_THREAD_DIMENSION0", block), ("CTA_THREAD_DIMENSION1", 1), ("CTA_THREAD_DIMENSION2", 1),
                   ("PROGRAM_ADDRESS_LOWER", prog & 0xFFFFFFFF), ("PROGRAM_ADDRESS_UPPER", prog >> 32),
                   ("CONSTANT_BUFFER_ADDR_LOWER_0", cb0 & 0xFFFFFFFF), ("CONSTANT_BUFFER_ADDR_UPPER_0", cb0 >> 32),
-                  ("CONSTANT_BUFFER_SIZE_SHIFTED4_0", 0x200 >> 4), ("CONSTANT_BUFFER_VALID_0", 1)):
+                  ("CONSTANT_BUFFER_SIZE_SHIFTED4_0", 0x200 >> 4), ("CONSTANT_BUFFER_VALID_0", 1),
+                  ("REGISTER_COUNT_V", 16)):                     # a thread has 1..255 registers (the SM refuses 0)
     _set(q, L[name], v)
   for i, (addr, payload, size, wide) in enumerate(releases):
     for f, v in (("ENABLE", 1), ("ADDRESS_LOWER", addr & 0xFFFFFFFF), ("ADDRESS_UPPER", addr >> 32),
@@ -90,7 +91,7 @@ def test_an_image_that_is_not_ptx_or_names_several_kernels_is_refused(ada):
   qmd_mem = rm.alloc(0x1000, cpu_access=True)
   qmd_mem.cpu[:] = _qmd(prog.va, cb0.va, 1).ljust(0x1000, b"\0")
   prog.cpu[:8] = b"\x7fELF\x02\x01\x01\0"              # a cubin
-  with pytest.raises(QueueError, match="is not PTX"): gpu._launch(ch, abi.ADA_COMPUTE_A, qmd_mem.va)
+  with pytest.raises(QueueError, match="SASS without its PTX"): gpu._launch(ch, abi.ADA_COMPUTE_A, qmd_mem.va)
   two = PTX + PTX.replace(b".entry twice", b".entry again").split(b".address_size 64", 1)[1]
   prog.cpu[:len(two)] = two
   with pytest.raises(QueueError, match="2 entries .*again, twice"): gpu._launch(ch, abi.ADA_COMPUTE_A, qmd_mem.va)

@@ -85,7 +85,10 @@ def test_smi_nv_rmmod_expect_sees_the_loaded_modules(nv_host, tmp_path):
 
 def test_decode_device_reads_a_wrapped_pushbuffer_as_the_ring_holds_it(monkeypatch, capsys):
   from hcq.drivers.nv import device as nv_device
-  small_dw = 32               # the demo writes 38 dwords on the copy channel: that ring wraps, the compute one not
+  # the demo writes 39 dwords on the compute channel (set-up, local memory, launch) and 41 on the copy channel: both
+  # rings wrap, the compute one with a method's data continued in the next GPFIFO entry (which the mock GPU follows:
+  # the demo completes)
+  small_dw = 32
   orig = nv_device.NVDevice._host_memory
   def small_pushbuffers(self, size):
     va, cpu = orig(self, size)
@@ -93,7 +96,7 @@ def test_decode_device_reads_a_wrapped_pushbuffer_as_the_ring_holds_it(monkeypat
   monkeypatch.setattr(nv_device.NVDevice, "_host_memory", small_pushbuffers)
   main(["decode", "--device", "MOCK+NV"])
   out = capsys.readouterr().out
-  copy_head = next(line for line in out.splitlines() if line.startswith("== copy channel pushbuffer"))
-  assert copy_head.startswith(f"== copy channel pushbuffer ({small_dw} dwords; the ring wrapped: ")
   compute_head = next(line for line in out.splitlines() if line.startswith("== compute channel pushbuffer"))
-  assert "wrapped" not in compute_head
+  assert compute_head.startswith(f"== compute channel pushbuffer ({small_dw} dwords; the ring wrapped: ")
+  copy_head = next(line for line in out.splitlines() if line.startswith("== copy channel pushbuffer"))
+  assert copy_head.startswith(f"== copy channel pushbuffer ({small_dw} dwords; the ring wrapped: 41 dwords")

@@ -34,10 +34,12 @@ _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
 
 
 class Block:
-  __slots__ = ("fns", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp")
+  __slots__ = ("fns", "ins", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp", "bar")
 
   def __init__(self):
     self.fns, self.count, self.kind, self.target, self.next, self.pred, self.neg = [], 0, _FALL, 0, 0, None, False
+    self.ins = []                                       # the instruction of each of fns (to name it in a fault)
+    self.bar = None                                     # a barrier block's (id or None, thread count or None, ins)
     self.regs, self.writes, self.warp = (), (), False   # registers used / written; has cross-lane instructions
 
 
@@ -55,6 +57,29 @@ def _is_barrier(ins) -> bool:
   if ins.op == "barrier": return "sync" in ins.mods or not ins.mods or ins.mods == ["aligned"]
   if ins.op == "bar": return "warp" not in ins.mods and ("sync" in ins.mods or not ins.mods)
   return False
+
+
+def _barrier_operands(ins) -> tuple:
+  """(barrier id, thread count, ins) of bar.sync/barrier.sync a{, b}: immediates, None where absent or a register
+  (bar.sync with no operand is barrier 0 of all threads)."""
+  ops = [o for o in ins.operands]
+  def imm(o): return int(o.value) if o is not None and o.kind == "imm" else None
+  ident = imm(ops[0]) if ops else 0
+  count = imm(ops[1]) if len(ops) > 1 else None
+  return ident, count, ins
+
+
+def _run_fns(S, blk, m) -> None:
+  """The block's instructions; a fault or an error names the instruction's PTX line and text."""
+  i = 0
+  try:
+    for i, f in enumerate(blk.fns): f(S, m)
+  except (GPUFault, PTXError) as e:
+    ins = blk.ins[i] if i < len(blk.ins) else None
+    if ins is not None and not getattr(e, "_ptx_where", False):
+      e._ptx_where = True
+      e.add_note(f"at PTX line {ins.line}: {ins.text.strip()}")
+    raise
 
 
 def compile_kernel(k: PTXKernel) -> Compiled:
@@ -102,12 +127,15 @@ def compile_kernel(k: PTXKernel) -> Compiled:
           raise ctx.error(f"bar.{'.'.join(ins.mods)} is not supported by the mock (only bar.sync/barrier.sync)")
         if ins.guard is not None: raise ctx.error("a predicated barrier is not supported by the mock")
         blk.kind = _BAR
+        blk.bar = _barrier_operands(ins)
         continue
       if ins.op in ("call", "brx"):
         ctx.ins = ins
         raise ctx.error(f"{ins.op} (function calls / indirect branches) is not supported by the mock")
       f = compile_instr(ctx, ins)
-      if f is not None: blk.fns.append(f)
+      if f is not None:
+        blk.fns.append(f)
+        blk.ins.append(ins)
       blk.warp |= ins.op in ("shfl", "vote", "activemask", "match", "redux")
     blk.regs, blk.writes = tuple(sorted(ctx.reads | ctx.writes)), tuple(sorted(ctx.writes))
     blocks[s] = blk
@@ -148,7 +176,7 @@ class Batch:
   """The state of one batch of CTAs: registers, memories, special registers, warp layout."""
 
   def __init__(self, k: PTXKernel, comp: Compiled, grid, block, first: int, nblocks: int, mem, params: np.ndarray,
-               dynamic_shared: int, gaddr: dict):
+               dynamic_shared: int, gaddr: dict, sm=None):
     lay = comp.layouts.get((block, nblocks))
     if lay is None:
       if len(comp.layouts) > 8: comp.layouts.clear()
@@ -160,11 +188,19 @@ class Batch:
     self.warp_base, self.warp_len = lay.warp_base, lay.warp_len
     shared_bytes = dynamic_shared_offset(k) + dynamic_shared if (dynamic_shared or k.dynamic_shared_name) else \
       k.static_shared_bytes
+    local_bytes = k.local_bytes_per_thread
+    sm = sm or {}
+    # what the launch gave the CTA and its threads (the QMD's SHARED_MEMORY_SIZE and local memory window, when the
+    # caller is the GPU): an access past them faults, named by what limited it
+    if sm.get("shared_limit") is not None: shared_bytes = min(shared_bytes, sm["shared_limit"])
+    if sm.get("local_limit") is not None: local_bytes = min(local_bytes, sm["local_limit"])
     stride = (shared_bytes + 15) // 16 * 16
-    lstride = (k.local_bytes_per_thread + 15) // 16 * 16
+    lstride = (local_bytes + 15) // 16 * 16
     self.sp = Spaces(mem, np.zeros(max(stride * nblocks, 16), np.uint8), shared_bytes,
-                     np.zeros(max(lstride * n, 16), np.uint8), k.local_bytes_per_thread, lay.blk, params)
+                     np.zeros(max(lstride * n, 16), np.uint8), local_bytes, lay.blk, params)
     self.sp.sh_stride, self.sp.lo_stride = stride, lstride
+    self.sp.shared_why, self.sp.local_why = sm.get("shared_why", ""), sm.get("local_why", "")
+    self._ntid, self._nctaid = sm.get("ntid") or block, sm.get("nctaid") or grid
     self._lay, self._first, self._grid, self._block = lay, first, grid, block
     self.dynamic_shared, self.total_shared = dynamic_shared, shared_bytes
     self._t = lay.t
@@ -172,8 +208,8 @@ class Batch:
 
   def _sreg_value(self, base: str, d: int):
     if base == "tid": return self._lay.tid[d]
-    if base == "ntid": return self._block[d]
-    if base == "nctaid": return self._grid[d]
+    if base == "ntid": return self._ntid[d]
+    if base == "nctaid": return self._nctaid[d]
     gx, gy, _ = self._grid
     cta = self._first + self._lay.blk
     return (cta % gx, (cta // gx) % gy, cta // (gx * gy))[d]
@@ -226,6 +262,7 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       cur = int(np.min(pc, where=runnable, initial=big))
       if cur == big:                       # nothing can run: release the barrier, or the batch has ended
         if done.all(): break
+        _check_barriers(S, comp, pc, ~done)
         runnable = ~done
         continue
       m = runnable & (pc == cur)
@@ -237,8 +274,7 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if blk is None: raise PTXError(f"execution reached instruction {cur}, which starts no basic block")
     if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
       _run_compacted(S, blk, m)
-    else:
-      for f in blk.fns: f(S, m)
+    else: _run_fns(S, blk, m)
     count += cnt * blk.count
     now = time.monotonic()
     if now >= deadline[0]:
@@ -282,6 +318,42 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
   return count
 
 
+class BarrierHang(PTXError):
+  """Threads of a CTA wait at barriers that can never complete (a hang on hardware)."""
+
+
+def _check_barriers(S, comp: Compiled, pc: np.ndarray, parked: np.ndarray) -> None:
+  """Every thread not exited waits at a barrier: each CTA's barrier completes if its waiting threads are all at one
+  barrier (exited threads count as arrived: PTX ISA, "exit": exiting threads that hold up a barrier for all threads
+  release it) and a thread count b, where given, is reached. Else the CTA hangs, reported with both barriers."""
+  after = {blk.next: blk.bar for blk in comp.blocks.values() if blk.bar is not None}
+  idx = np.flatnonzero(parked)
+  where = pc[idx]
+  cta = S._lay.blk[idx] if hasattr(S, "_lay") else np.zeros(idx.shape[0], np.int64)
+  bars = {int(p): after.get(int(p)) for p in np.unique(where)}
+  if any(b is None for b in bars.values()): return       # a thread parked elsewhere than after a barrier: not judged
+  bid = np.array([-1 if bars[int(p)] is None or bars[int(p)][0] is None else bars[int(p)][0] for p in where], np.int64)
+  for c in np.unique(cta):
+    sel = cta == c
+    ids = np.unique(bid[sel])
+    pcs = np.unique(where[sel])
+    first = bars[int(pcs[0])]
+    if len(ids) > 1 and -1 not in ids:     # (a barrier id in a register is not judged)
+      other = next(bars[int(p)] for p in pcs if bars[int(p)][0] != first[0])
+      n0 = int(np.count_nonzero(bid[sel] == first[0]))
+      raise BarrierHang(f"CTA {S._first + int(c)}: {n0} threads wait at barrier {first[0]} (PTX line {first[2].line}: "
+                        f"{first[2].text.strip()}) while {int(np.count_nonzero(sel)) - n0} others wait at barrier "
+                        f"{other[0]} (PTX line {other[2].line}: {other[2].text.strip()}): neither can complete, the "
+                        f"CTA hangs")
+    for p in pcs:
+      b = bars[int(p)]
+      if b is None or b[1] is None: continue
+      arrived = int(np.count_nonzero(sel & (bid == (b[0] if b[0] is not None else -1))))
+      if arrived < b[1]:
+        raise BarrierHang(f"CTA {S._first + int(c)}: barrier {b[0]} (PTX line {b[2].line}: {b[2].text.strip()}) "
+                          f"waits for {b[1]} threads and only {arrived} reach it: the CTA hangs")
+
+
 class _Compacted:
   """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): a block then computes on those
   threads only, instead of on every thread with a mask."""
@@ -300,7 +372,7 @@ class _Compacted:
 def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
   idx = np.flatnonzero(m)
   sub = _Compacted(S, idx, blk.regs)
-  for f in blk.fns: f(sub, None)
+  _run_fns(sub, blk, None)
   for i in blk.writes:
     full = S.R[i].copy()
     full[idx] = sub.R[i]
@@ -314,9 +386,13 @@ def _as_dim3(v, what: str) -> tuple:
   return t
 
 
-def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None) -> dict:
+def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None,
+        sm: dict | None = None) -> dict:
   """Run kernel k over grid (CTAs) x block (threads per CTA) with the parameter block `params` (the CUDA ABI
-  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}."""
+  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}.
+  sm: what a GPU's launch gives beyond that (all optional): "ntid"/"nctaid" (the values %ntid/%nctaid read, which
+  an SM takes from constant bank 0, not from the launch's shape), "shared_limit"/"local_limit" (bytes a CTA / a
+  thread may access) with "shared_why"/"local_why" (what set them, for the fault's message)."""
   grid, block = _as_dim3(grid, "grid"), _as_dim3(block, "block")
   T = block[0] * block[1] * block[2]
   if T > 1024: raise PTXError(f"{k.name}: {T} threads per CTA exceed the limit of 1024")
@@ -338,7 +414,7 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
     with np.errstate(all="ignore"):
       for first in range(0, nblocks, per):
         nb = min(per, nblocks - first)
-        S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr)
+        S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr, sm)
         total += _batch_run(S, comp, stop, deadline)
   finally:
     for a in added: memory.remove_range(a)

@@ -210,7 +210,13 @@ def _mad(ctx, ins):
 @builder("div")
 def _div(ctx, ins):
   t = _type(ctx, ins)
-  if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn exact; .approx/.full: within bounds
+  if t == "f32" and "approx" in ins.mods:      # a * (1/b), within 2 ulp (semantics.div_approx32)
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, sem.div_approx32), t, 2)
+  if t == "f32" and "full" in ins.mods:        # IEEE division within 2 ulp
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: sem.within_bound(
+      "div", np.asarray(a, np.float32).astype(np.float64) / np.asarray(b, np.float32).astype(np.float64),
+      np.asarray(a, np.float32).view(np.uint32) ^ np.asarray(b, np.float32).view(np.uint32))), t, 2)
+  if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn (and f64): exact
   return _nary(ctx, ins, sem.idiv, t, 2)
 
 
@@ -319,8 +325,53 @@ def _bfi(ctx, ins):
 
 @builder("prmt")
 def _prmt(ctx, ins):
-  if any(x in ins.mods for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")): raise ctx.error("prmt modes are not supported")
-  return _nary(ctx, ins, sem.prmt, "b32", 3)
+  mode = next((x for x in ins.mods if x in sem.PRMT_MODES), None)
+  if mode is None: return _nary(ctx, ins, sem.prmt, "b32", 3)
+  return _nary(ctx, ins, lambda a, b, c: sem.prmt_mode(mode, a, b, c), "b32", 3)
+
+
+@builder("sad")
+def _sad(ctx, ins):
+  t = _type(ctx, ins)
+  if t not in ("u16", "u32", "u64", "s16", "s32", "s64"): raise ctx.error(f"sad.{t} is not a PTX form")
+  dt = DTYPES[t]
+  return _nary(ctx, ins, lambda a, b, c: sem.sad(a, b, c, dt), t, 3)
+
+
+@builder("bmsk")
+def _bmsk(ctx, ins):
+  mode = "wrap" if "wrap" in ins.mods else "clamp"
+  return _nary(ctx, ins, lambda a, b: sem.bmsk(a, b, mode), "u32", 2)
+
+
+@builder("szext")
+def _szext(ctx, ins):
+  t = _type(ctx, ins)
+  if t not in ("u32", "s32"): raise ctx.error(f"szext.{t} is not a PTX form")
+  mode, signed = "wrap" if "wrap" in ins.mods else "clamp", t == "s32"
+  return _nary(ctx, ins, lambda a, b: sem.szext(a, b, mode, signed), "u32", 2)
+
+
+@builder("fns")
+def _fns(ctx, ins):
+  d, a, b, c = _ops(ins, 4, ctx)
+  dw, ra, rb, rc = wr(ctx, d, "b32"), rd(ctx, a, "b32"), rd(ctx, b, "u32"), rd(ctx, c, "s32")
+  return lambda S, m: dw(S, sem.fns(ra(S), rb(S), rc(S)), m)
+
+
+@builder("dp4a", "dp2a")
+def _dp(ctx, ins):
+  ts = ins.types
+  if len(ts) != 2 or any(t not in ("u32", "s32") for t in ts): raise ctx.error(f"{ins.op} needs .atype.btype of .u32/.s32")
+  sa, sb = ts[0] == "s32", ts[1] == "s32"
+  ct = "s32" if sa or sb else "u32"
+  d, a, b, c = _ops(ins, 4, ctx)
+  dw, ra, rb, rc = wr(ctx, d, ct), rd(ctx, a, ts[0]), rd(ctx, b, ts[1]), rd(ctx, c, ct)
+  if ins.op == "dp4a": fn = lambda x, y, z: sem.dp4a(x, y, z, sa, sb)
+  else:
+    hi = "hi" in ins.mods
+    fn = lambda x, y, z: sem.dp2a(x, y, z, sa, sb, hi)
+  return lambda S, m: dw(S, fn(ra(S), rb(S), rc(S)).view(np.int32) if ct == "s32" else fn(ra(S), rb(S), rc(S)), m)
 
 
 @builder("copysign")
@@ -342,6 +393,9 @@ def _math(ctx, ins):
   fn = _APPROX[ins.op]
   if ins.op in ("sqrt", "rcp") and t in ("f32", "f64") and "approx" not in ins.mods:
     f = fn   # IEEE .rn: numpy's f32/f64 sqrt and division are correctly rounded
+  elif t == "f32" and ins.op in sem.APPROX_BOUNDS:   # the ISA's .approx.f32 bound, deterministically used
+    op = ins.op
+    f = lambda x: sem.within_bound(op, sem.approx(fn, x, np.float64), x)
   else:
     dt = DTYPES[t] if t != "f16x2" else np.float16
     f = lambda x: sem.approx(fn, x, dt)
@@ -652,9 +706,16 @@ def _atom(ctx, ins):
   else: d, a, srcs = None, ops[0], ops[1:]
   k = TYPE_BYTES[t]
   at = t
-  if t in ("f16x2", "bf16x2", "bf16"): raise ctx.error(f"atomics on .{t} are not supported by the mock")
   dt = DTYPES[at]
   fn = _ATOM[op]
+  if t in ("f16x2", "bf16x2", "bf16"):     # atom/red .add.noftz and .min/.max on packed halves and bf16 (PTX ISA atom:
+    # each half is its own atomic update of the same word, rounded to nearest even); exch/cas act on the bits
+    arith = {"add": lambda x, y: x + y, "min": np.minimum, "max": np.maximum}.get(op)
+    if arith is None and op not in ("exch", "cas"): raise ctx.error(f"{ins.op}.{op}.{t} is not a PTX form")
+    if arith is not None:
+      g = _halves(arith, "f16" if t == "f16x2" else "bf16") if t != "bf16" else _bf16(arith)
+      dt = np.uint32 if t != "bf16" else np.uint16
+      fn = lambda o, b, c, g=g, dt=dt: np.asarray(g(o, b)).astype(dt)
   if t in ("f32", "f64", "f16") and op == "add": fn = lambda o, b, c: (o.astype(np.float64) + b).astype(o.dtype) \
     if o.dtype == np.float16 else o + b
   ad = address(ctx, a)
@@ -678,6 +739,27 @@ def _nop(ctx, ins): return None
 
 
 # ---------------------------------------------------------------------------------------------- warp
+def _membermask_check(ctx, ins, op):
+  """A check of a .sync warp instruction's membermask (PTX ISA 9.1, shfl.sync / vote.sync: "the behavior is
+  undefined if the executing thread is not in the membermask"; the instruction waits for the non-exited threads of
+  the mask, so a named lane that exits is fine): an executing lane missing from its own mask is an error naming
+  both. Returns (check, mask reader), (None, None) for an instruction without one."""
+  if op is None: return None, None
+  rm = rd(ctx, op, "b32")
+  where = f"{ins.op}.{'.'.join(ins.mods)}"
+
+  def check(S, m):
+    mask = np.broadcast_to(np.asarray(rm(S)).astype(np.uint64), (S.n,))
+    active = np.ones(S.n, bool) if m is None else m
+    lane = S.laneid.astype(np.uint64)
+    bad = np.flatnonzero(active & (((mask >> lane) & np.uint64(1)) == 0))
+    if bad.size:
+      t = int(bad[0])
+      raise ctx.error(f"{where}: lane {int(lane[t])} executes it but its membermask {int(mask[t]):#010x} leaves it out")
+    return mask
+  return check, rm
+
+
 @builder("shfl")
 def _shfl(ctx, ins):
   mode = next((m for m in ins.mods if m in ("idx", "up", "down", "bfly")), None)
@@ -687,8 +769,11 @@ def _shfl(ctx, ins):
   dw = wr(ctx, dst[0], "b32")
   pw = wr(ctx, dst[1], "pred") if len(dst) > 1 else None
   ra, rb, rc = rd(ctx, ops[1], "b32"), rd(ctx, ops[2], "u32"), rd(ctx, ops[3], "u32")
+  members, _ = _membermask_check(ctx, ins, ops[4] if "sync" in ins.mods and len(ops) > 4 else None)
+  where = f"{ins.op}.{'.'.join(ins.mods)}"
 
   def f(S, m):
+    mask = members(S, m) if members is not None else None
     lane = S.laneid.astype(np.int64)
     b = np.asarray(rb(S)).astype(np.int64) & 31
     c = np.asarray(rc(S)).astype(np.int64)
@@ -701,6 +786,14 @@ def _shfl(ctx, ins):
     else: j = min_lane | (b & ~seg); ok = j <= max_lane
     ok = ok & (j < S.warp_len) & (j >= 0)
     src = np.where(ok, S.warp_base + j, np.arange(S.n))
+    if mask is not None:       # "results are undefined if a thread sources a register from an inactive thread or a
+      active = np.ones(S.n, bool) if m is None else m        # thread that is not in membermask"
+      jj = np.where(ok, j, lane).astype(np.uint64)
+      bad = np.flatnonzero(active & ok & ((((mask >> jj) & np.uint64(1)) == 0) | ~active[src]))
+      if bad.size:
+        t = int(bad[0])
+        raise ctx.error(f"{where}: lane {int(lane[t])} reads lane {int(j[t])}, which is not in membermask "
+                        f"{int(mask[t]):#010x} or does not execute it (undefined on hardware)")
     a = np.asarray(ra(S))
     if a.ndim == 0: a = np.full(S.n, a, np.uint32)
     dw(S, a[src], m)
@@ -714,8 +807,10 @@ def _vote(ctx, ins):
   ops = ins.operands
   rp = rd(ctx, ops[1], "pred")
   dw = wr(ctx, ops[0], "b32" if mode == "ballot" else "pred")
+  members, _ = _membermask_check(ctx, ins, ops[2] if "sync" in ins.mods and len(ops) > 2 else None)
 
   def f(S, m):
+    if members is not None: members(S, m)
     active = np.ones(S.n, bool) if m is None else m
     p = np.broadcast_to(np.asarray(rp(S)), (S.n,)) & active
     w = S.widx

@@ -34,6 +34,7 @@ class Spaces:
     self.mem, self.shared, self.shared_bytes = mem, shared, shared_bytes
     self.local, self.local_bytes = local, local_bytes
     self.block_of_lane, self.params = block_of_lane, params
+    self.shared_why = self.local_why = ""    # what limits shared/local memory (a launch's QMD), for fault messages
     self.n = block_of_lane.shape[0]
     self.lane_ids = np.arange(self.n)   # each lane's thread number in the batch (local memory slot)
     self._whole: dict = {}
@@ -46,6 +47,9 @@ class Spaces:
   def _global(self, a: np.ndarray, dt, k: int, what: str):
     a = a.astype(_U64, copy=False)
     _aligned(a, k, "global")
+    if a.size and int(a.max()) >= (1 << 64) - k:    # a + k reaches past the top of the address space: never mapped
+      bad = int(a[np.flatnonzero(a >= _U64((1 << 64) - k))[0]])
+      raise GPUFault(f"global {what} of {k} bytes wraps past the top of the address space", address=bad, kind="page fault")
     rng = self.mem.check(a, k, what)
     sh = _U64(k.bit_length() - 1)
     if rng is not None and rng[0] % k == 0:   # index the mapped range's own view (the common case)
@@ -60,8 +64,11 @@ class Spaces:
     _aligned(a, k, "shared", base)
     if a.size and (int(a.max()) + k > self.shared_bytes or int(a.min()) < 0):
       bad = int(a[np.flatnonzero((a + k > self.shared_bytes) | (a < 0))[0]])
-      raise GPUFault(f"shared memory access of {k} bytes beyond the CTA's {self.shared_bytes} bytes",
-                     address=bad + base, kind="page fault")
+      e = GPUFault(f"shared memory access of {k} bytes at offset {bad:#x} beyond the CTA's {self.shared_bytes} bytes"
+                     f"{self.shared_why}",
+                     address=bad + base, kind="out of range address")
+      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
+      raise e
     blk = self.block_of_lane if sel is None else self.block_of_lane[sel]
     return self.shared.view(dt), (blk * self.sh_stride + a) // k
 
@@ -70,8 +77,11 @@ class Spaces:
     _aligned(a, k, "local", base)
     if a.size and (int(a.max()) + k > self.local_bytes or int(a.min()) < 0):
       bad = int(a[np.flatnonzero((a + k > self.local_bytes) | (a < 0))[0]])
-      raise GPUFault(f"local memory access of {k} bytes beyond the thread's {self.local_bytes} bytes",
-                     address=bad + base, kind="page fault")
+      e = GPUFault(f"local memory access of {k} bytes at offset {bad:#x} beyond the thread's {self.local_bytes} bytes"
+                     f"{self.local_why}",
+                     address=bad + base, kind="out of range address")
+      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
+      raise e
     lane = self.lane_ids if sel is None else self.lane_ids[sel]
     return self.local.view(dt), (lane * self.lo_stride + a) // k
 

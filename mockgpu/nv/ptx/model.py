@@ -8,13 +8,19 @@ import numpy as np
 from ....errors import HCQError
 
 
+SHOWN_CHARS = 160      # of a statement quoted in an error (a statement may be megabytes long)
+
+
 class PTXError(HCQError):
   """PTX the mock NV GPU cannot parse or run; names the line and its text."""
 
   def __init__(self, message: str, line: int | None = None, text: str = ""):
     self.line, self.text = line, text
     where = f"line {line}: " if line is not None else ""
-    tail = f" ({text.strip()!r})" if text else ""
+    shown = text.strip()
+    if len(shown) > SHOWN_CHARS: shown = f"{shown[:SHOWN_CHARS]}... ({len(shown)} characters)"
+    if len(message) > 4 * SHOWN_CHARS: message = f"{message[:4 * SHOWN_CHARS]}... ({len(message)} characters)"
+    tail = f" ({shown!r})" if text else ""
     super().__init__(f"PTX {where}{message}{tail}")
 
 

@@ -18,8 +18,10 @@ from .model import DTYPES, TYPE_BYTES, Instr, Operand, Param, PTXError, PTXKerne
 # what the mock reads at most (a text, registers per kernel: PTX's virtual registers, far past the 255 per thread a
 # GPU has) and the largest variable per state space: 228 KiB of shared memory per SM (Hopper), 512 KiB of local memory
 # per thread (CUDA's limit), 64 MiB for a module's .global/.const data
-MAX_TEXT = 64 << 20
+MAX_TEXT = 16 << 20          # parsed at about 2 MB/s at worst (bench/ptx_interp.py --parse): a few seconds
 MAX_REGS = 1 << 20
+MAX_INSTRUCTION = 16 << 10    # characters of one instruction (the longest real ones, a wgmma's register vectors,
+                              # are about 1 KiB); a declaration's initializer may be longer
 MAX_VARIABLE_BYTES = {"shared": 228 << 10, "local": 512 << 10, "global": 64 << 20, "const": 64 << 20, "param": 64 << 10}
 
 _LABEL = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*:(?!:)")
@@ -45,44 +47,65 @@ def _opens_scope(before: str) -> bool:
     before.startswith((".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".pragma"))
 
 
+_SPECIAL = re.compile(r"[;{}\n]")
+_BRACES = re.compile(r"[{}]")
+
+
 def _statements(text: str):
-  """Yield (line, statement) with '{' and '}' as statements of their own."""
-  buf, line, start = [], 1, 1
+  """Yield (line, statement) with '{' and '}' as statements of their own. Linear in the text's length: the scan
+  jumps from one ';', '{', '}' or newline to the next (a regular expression's search), a statement is the slice of
+  the text since its start, and what it holds (its first and last non-blank characters) is tracked as it goes."""
+  line, start = 1, 1
   i, n = 0, len(text)
+  first = -1            # the current statement's first non-blank character (-1: none yet)
+  last = ""             # its last non-blank character
   while i < n:
-    c = text[i]
+    m = _SPECIAL.search(text, i)
+    j = m.start() if m else n
+    if j > i:             # ordinary characters text[i:j] (no newline among them)
+      seg = text[i:j]
+      body = seg.strip()
+      if body:
+        if first < 0: first, start = i + (len(seg) - len(seg.lstrip())), line
+        last = body[-1]
+    if m is None: break
+    c, i = text[j], j
     if c == "\n":
       line += 1
-      head = "".join(buf).strip()
-      if head.startswith((".version", ".target", ".address_size")):   # these end at the line's end, not at ';'
-        yield start, head
-        buf = []
-        i += 1
-        start = line
-        continue
-    if c == ";" or c == "}" or (c == "{" and _opens_scope("".join(buf).strip())):
-      s = "".join(buf).strip()
-      if s: yield start, s
-      if c != ";": yield line, c
-      buf = []
+      if first >= 0 and text.startswith((".version", ".target", ".address_size"), first):   # end at the line's end
+        yield start, text[first:i].strip()
+        first, last = -1, ""
       i += 1
-      start = line
       continue
-    if c == "{":   # an initializer or a vector operand: copy through its matching brace
-      depth = 0
-      while i < n:
-        ch = text[i]
-        buf.append(ch)
-        if ch == "\n": line += 1
-        depth += ch == "{"
-        depth -= ch == "}"
-        i += 1
-        if depth == 0: break
+    if c == ";" or c == "}" or (c == "{" and _opens_scope_at(text, first, i, last)):
+      if first >= 0: yield start, text[first:i].strip()
+      if c != ";": yield line, c
+      i += 1
+      first, last = -1, ""
       continue
-    if not buf or not "".join(buf).strip(): start = line
-    buf.append(c)
-    i += 1
-  if "".join(buf).strip(): raise PTXError("statement without ';' at the end of the text", start, "".join(buf))
+    # "{" of an initializer or a vector operand: copy through its matching brace
+    if first < 0: first, start = i, line
+    depth, k = 0, i
+    while True:
+      mb = _BRACES.search(text, k)
+      if mb is None:
+        k = n
+        break
+      depth += 1 if mb.group() == "{" else -1
+      k = mb.end()
+      if depth == 0: break
+    line += text.count("\n", i, k)
+    i, last = k, "}"
+  if first >= 0: raise PTXError("statement without ';' at the end of the text", start, text[first:first + 200])
+
+
+def _opens_scope_at(text: str, first: int, i: int, last: str) -> bool:
+  """_opens_scope for the statement text[first:i], from what the scan tracked (its first and last non-blank
+  characters); the word test of a kernel header looks at the statement's first 4 KiB only (a header is short)."""
+  if first < 0 or last == ":": return True
+  if text.startswith((".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".pragma"), first): return True
+  words = text[first:min(i, first + 4096)].split()
+  return ".entry" in words or ".func" in words
 
 
 def _int(tok: str) -> int:
@@ -110,6 +133,12 @@ def _number(tok: str):
     return -v if neg else v
   try: return _int(t)
   except ValueError: return float(t)
+
+
+def _init_number(tok: str):
+  """An initializer's value: a plain decimal integer at once, anything else as _number reads it."""
+  try: return int(tok)
+  except ValueError: return _number(tok)
 
 
 def _split_commas(s: str) -> list[str]:
@@ -147,10 +176,13 @@ def _operand(tok: str, line: int, text: str) -> Operand:
     return Operand("imm", value=_number(t))
   m = re.fullmatch(r"([A-Za-z_$][\w$]*)\s*(?:\+\s*(-?\d+))?", t)
   if m: return Operand("sym", name=m.group(1), value=int(m.group(2) or 0))
-  raise PTXError(f"cannot read operand {t!r}", line, text)
+  shown = t if len(t) <= 80 else f"{t[:80]}... ({len(t)} characters)"
+  raise PTXError(f"cannot read operand {shown!r}", line, text)
 
 
 def _instruction(stmt: str, line: int) -> Instr:
+  if len(stmt) > MAX_INSTRUCTION:
+    raise PTXError(f"an instruction of {len(stmt)} characters: the mock reads at most {MAX_INSTRUCTION}", line, stmt)
   s = stmt.strip()
   guard = None
   if s.startswith("@"):
@@ -201,12 +233,14 @@ def _variable(stmt: str, line: int, space: str) -> Variable:
     raise PTXError(f"a .{space} variable of {size} bytes (at most {limit})", line, stmt)
   data = None
   if init is not None:
-    vals = [_number(x) for x in re.findall(r"[^{},\s]+", init)]
+    vals = [_init_number(x) for x in re.findall(r"[^{},\s]+", init)]
     dt = DTYPES[vtype]
     arr = np.zeros(max(count or len(vals), len(vals)), dt)
-    for k, v in enumerate(vals):
-      if np.issubdtype(dt, np.floating): arr[k] = v
-      else: arr.view(np.dtype(f"u{esize}"))[k] = int(v) & ((1 << (8 * esize)) - 1)
+    if vals:                 # whole arrays at once (an initializer may hold millions of values)
+      if np.issubdtype(dt, np.floating): arr[:len(vals)] = np.array(vals, np.float64)
+      else:
+        mask = (1 << (8 * esize)) - 1
+        arr.view(np.dtype(f"u{esize}"))[:len(vals)] = np.array([int(v) & mask for v in vals], np.uint64)
     data = arr.tobytes()
     if count is None: size = len(data)
   return Variable(name, space, size, align or esize, data)

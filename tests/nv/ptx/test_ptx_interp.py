@@ -214,9 +214,13 @@ def test_approximate_math_within_the_stated_bounds():
   assert np.max(np.abs(sin - np.sin(x.astype(np.float64)))) <= 2**-20.5
   pos = np.abs(x) + np.float32(0.5)
   lg2 = apply("lg2.approx.f32 %d, %a;", np.float32, pos)
-  assert np.max(np.abs(lg2 - np.log2(pos.astype(np.float64)))) <= 2**-22
+  exact = np.log2(pos.astype(np.float64))
+  inside = (pos > 0.5) & (pos < 2)         # PTX ISA 9.1: 2^-22 absolute in (0.5, 2), 2^-22 relative outside
+  assert np.all(np.abs(lg2 - exact)[inside] <= 2**-22)
+  assert np.all(np.abs(lg2 - exact)[~inside] <= 2**-22 * np.abs(exact[~inside]))
   rs = apply("rsqrt.approx.f32 %d, %a;", np.float32, pos)
-  assert np.all(np.abs(rs - 1 / np.sqrt(pos.astype(np.float64))) <= np.spacing(rs))
+  exact = 1 / np.sqrt(pos.astype(np.float64))
+  assert np.all(np.abs(rs - exact) <= 2**-22.9 * exact)
   sq = apply("sqrt.rn.f32 %d, %a;", np.float32, pos)
   assert np.array_equal(sq, np.sqrt(pos))
 

@@ -93,7 +93,9 @@ def test_every_dtype_op_and_conversion_gives_the_c_backends_answer(name, build):
   args = _inputs(prog, np.random.default_rng(0))
   ref = run_c(sink, args, prog.global_size, prog.local_size)
   got, _ = run_ptx(sink, args, prog.global_size, prog.local_size)
-  rtol = {"alu_float16": 1e-3, "alu_float64": 1e-4}.get(name, 1e-6)
+  # alu_float32 includes sin.approx.f32, whose PTX ISA bound (9.1) is 2^-20.5 absolute in [-2pi, 2pi] but 2^-14.7 in
+  # [-100pi, 100pi]: the mock may use all of it, as hardware may
+  rtol = {"alu_float16": 1e-3, "alu_float64": 1e-4, "alu_float32": 2**-14.7}.get(name, 1e-6)
   for slot, kind, dt, size, ro in prog.params:
     if kind == "buffer" and not ro:
       assert_same(got[slot], ref[slot], rtol=rtol, what=f"{name} slot {slot} vs the C backend")
