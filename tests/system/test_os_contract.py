@@ -364,6 +364,34 @@ class TestKernel:
     with pytest.raises(OSCallError, match="am_0000:05:00.0.lock"): kernel_os.os.lock_device("am", "0000:05:00.0")
     assert target.read_text() == "keep"
 
+  def test_a_hard_link_at_a_lock_name_is_refused_and_its_target_keeps_its_mode(self, kernel_os):
+    """issue 29 item 1: a local user's hard link to another file (root's /etc/shadow with fs.protected_hardlinks=0)
+    must not be flocked, nor chmod-ed 0666 by the driver."""
+    target = kernel_os.tmp / "victim"
+    target.write_text("keep")
+    os.chmod(target, 0o600)
+    os.link(target, kernel_os.tmp / "locks" / "am_0000:05:00.0.lock")
+    with pytest.raises(OSCallError, match=r"am_0000:05:00.0.lock.*hard link \(2 names"):
+      kernel_os.os.lock_device("am", "0000:05:00.0")
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600 and target.read_text() == "keep"
+
+  @pytest.mark.parametrize("what", ["fifo", "folder"])
+  def test_a_lock_name_that_is_no_regular_file_is_refused_at_once(self, kernel_os, what):
+    path = kernel_os.tmp / "locks" / "bnxt_0000:05:00.0.lock"
+    if what == "fifo": os.mkfifo(path, 0o600)
+    else: path.mkdir(mode=0o700)
+    with pytest.raises(OSCallError, match=r"bnxt_0000:05:00.0.lock.*not a regular file"):
+      kernel_os.os.lock_device("bnxt", "0000:05:00.0", wait_s=5)
+    assert stat.S_IMODE(os.stat(path).st_mode) == (0o600 if what == "fifo" else 0o700)
+
+  def test_an_existing_lock_file_keeps_its_mode(self, kernel_os):
+    """Only a lock file this process created (O_EXCL) is made 0666; one already there is used as it is."""
+    path = kernel_os.tmp / "locks" / "am_0000:06:00.0.lock"
+    path.write_text("")
+    os.chmod(path, 0o640)
+    kernel_os.os.lock_device("am", "0000:06:00.0").release()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+
   def test_a_lock_wait_waits_out_only_contention(self, kernel_os, monkeypatch):
     """lock_device(wait_s): a lock file that cannot be opened fails at once, not after wait_s of retries; a held one
     is retried, and its holders are read from <proc>/locks once, for the error, not on every try."""
