@@ -11,14 +11,11 @@ import re
 import sys
 
 from . import CommandError, UsageError, device_spec
+from .inputs import read_input
 
 
 def _read_words(path: str) -> list[int]:
-  if path == "-": data = sys.stdin.buffer.read()
-  else:
-    try:
-      with open(path, "rb") as f: data = f.read()
-    except OSError as e: raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+  data = read_input(path, "the dword stream")
   try: text = data.decode("ascii")
   except UnicodeDecodeError: text = None
   if text is not None and re.fullmatch(r"[\s0-9a-fA-FxX,\[\]]*", text) and text.strip():
