@@ -358,7 +358,7 @@ class MockOS:
 
   def stat(self, path: str, follow_symlinks: bool = True) -> _os.stat_result:
     node = self._node("stat", path, follow_symlinks)
-    if isinstance(node, Dir): mode = stat_mod.S_IFDIR | 0o755
+    if isinstance(node, Dir): mode = stat_mod.S_IFDIR | getattr(node, "mode", 0o755)
     elif isinstance(node, Symlink): mode = stat_mod.S_IFLNK | 0o777
     elif isinstance(node, DeviceNode): mode = getattr(node, "file_type", stat_mod.S_IFCHR) | 0o666
     else: mode = stat_mod.S_IFREG | getattr(node, "mode", 0o644)
