@@ -37,7 +37,14 @@ def print_packets(packets, out=None) -> None:
 def _device_rings(spec: str):
   import numpy as np
   from .. import open as open_device, parse_spec
-  if parse_spec(spec).vendor == "NV": return _nv_pushbuffers(spec)
+  vendor = parse_spec(spec).vendor
+  if vendor == "NV": return _nv_pushbuffers(spec)
+  if vendor != "AMD":
+    what = {"BNXT": "an RDMA NIC: its queues hold work requests, not command packets (`hcq rdma loopback --mock` shows it "
+                    "at work)",
+            "CPU": "the host CPU: its kernels are shared objects called directly, with no command ring",
+            "QCOM": "an Adreno GPU: decode its CP streams from a file with --qcom FILE"}.get(vendor, f"a {vendor} device")
+    raise UsageError(f"--device {spec}: {what}; --device decodes the rings of an AMD (PM4, SDMA) or NV (GPFIFO) device")
   from ..drivers.amd.kernels import demo_code_object
   dev = open_device(spec)
   with dev:
