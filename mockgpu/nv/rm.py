@@ -27,6 +27,7 @@ import threading
 
 from ...errors import GPUFault, OSCallError
 from ..files import MockFile
+from ..intervals import Intervals
 from . import abi
 from .gpu import Channel
 
@@ -105,6 +106,8 @@ class RMModel:
     self.uvm_initialized = False
     self.uvm_gpus: set[bytes] = set()
     self.uvm_ranges: dict[int, list] = {}     # base -> [length, memory object or None]
+    self.uvm_index = Intervals()               # the same ranges by address: an overlap check is O(log n)
+    self.vidmem_used: dict[int, int] = {}      # id(gpu) -> bytes of NV1_MEMORY_USER objects (no walk per allocation)
     self.escapes = {abi.NV_ESC_RM_ALLOC: (abi.NVOS21, self._alloc), abi.NV_ESC_RM_FREE: (abi.NVOS00, self._free),
                     abi.NV_ESC_RM_CONTROL: (abi.NVOS54, self._control),
                     abi.NV_ESC_RM_ALLOC_MEMORY: (abi.NVOS02_FD, self._alloc_memory),
@@ -217,8 +220,9 @@ class RMModel:
       p = self._params(a.pAllocParms, abi.NV_MEMORY_ALLOCATION_PARAMS, cls)
       if p.size == 0 or p.size % PAGE: raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"size {p.size:#x}")
       if cls == abi.NV1_MEMORY_USER:
-        used = sum(x.size for x in self.objects.values() if x.gpu is gpu and x.cls == abi.NV1_MEMORY_USER)
+        used = self.vidmem_used.get(id(gpu), 0)
         if used + p.size > gpu.props.vram_size: raise RMStatus("NV_ERR_NO_MEMORY", f"{p.size:#x} bytes of vidmem")
+        self.vidmem_used[id(gpu)] = used + p.size
       o.size, o.kind = p.size, "vidmem" if cls == abi.NV1_MEMORY_USER else "sysmem"
     elif cls == abi.FERMI_CONTEXT_SHARE_A:
       p = self._params(a.pAllocParms, abi.NV_CTXSHARE_ALLOCATION_PARAMETERS, cls)
@@ -269,7 +273,8 @@ class RMModel:
     if o.data.get("gpu_mapped"):
       try: o.gpu.unmap_range(o.va)
       except KeyError: pass
-    self.objects.pop((o.client, o.handle), None)
+    if self.objects.pop((o.client, o.handle), None) is not None and o.cls == abi.NV1_MEMORY_USER:
+      self.vidmem_used[id(o.gpu)] -= o.size
 
   # ---- controls
   def _control(self, file, a) -> None:
@@ -450,9 +455,9 @@ class RMModel:
 
   def _uvm_create_range(self, file, a) -> None:
     if a.base % PAGE or a.length % PAGE or not a.length: raise RMStatus("NV_ERR_INVALID_ADDRESS", "not page aligned")
-    for base, (length, _) in self.uvm_ranges.items():
-      if base < a.base + a.length and a.base < base + length: raise RMStatus("NV_ERR_INVALID_ADDRESS", "overlaps a range")
+    if self.uvm_index.overlapping(a.base, a.base + a.length): raise RMStatus("NV_ERR_INVALID_ADDRESS", "overlaps a range")
     self.uvm_ranges[a.base] = [a.length, None]
+    self.uvm_index.add(a.base, a.base + a.length, a.base)
 
   def _uvm_map_external(self, file, a) -> None:
     rng = self.uvm_ranges.get(a.base)
@@ -464,6 +469,7 @@ class RMModel:
 
   def _uvm_free(self, file, a) -> None:
     if self.uvm_ranges.pop(a.base, None) is None: raise RMStatus("NV_ERR_INVALID_ADDRESS", f"no range at {a.base:#x}")
+    self.uvm_index.remove(a.base)
 
 
 def gpu_id(gpu) -> int:
