@@ -37,6 +37,7 @@ import stat as stat_mod
 import threading
 import time
 
+from ..drivers.hcq.interrupts import held as held_interrupt
 from ..drivers.system import libc
 from ..drivers.system.locks import STATE_MAX_BYTES, checked_state_path, in_use_error, lock_path, owner_error
 from ..drivers.system.mmio import MappedMMIO
@@ -108,6 +109,8 @@ class MockProcess:
   def close(self) -> None: pass
 
 
+
+
 class MockOS:
   """The OS interface in memory. `config` is an hcq Config (its sysfs/proc/dev roots are replaced by the mock's
   canonical /sys, /proc and /dev; its mock_* fields drive the models)."""
@@ -129,6 +132,10 @@ class MockOS:
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._ticking = threading.local()
+    # Ctrl-C waits for a step of the synchronous engines to end: hardware goes on with its work whatever the host's
+    # process is told, so an interrupt lands between two steps of it, never inside one (a queue stopped halfway through
+    # a packet would be a fault no GPU has)
+    self._hw_step = held_interrupt
     self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
     self.closed = False
     self.pid = _os.getpid()     # the current process (see the module docstring)
@@ -427,6 +434,7 @@ class MockOS:
     engines = self._engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
     self._ticking.active = True
+    self._hw_step.hold()
     try:
       for _ in range(max_rounds):
         progress = engine.poll()
@@ -434,7 +442,9 @@ class MockOS:
         # an engine whose may_progress is False would return False from poll() (see the module docstring)
         if not progress or not engine.may_progress: return
       else: return
-    finally: self._ticking.active = False
+    finally:
+      self._ticking.active = False
+      self._hw_step.release()
     self.tick(max_rounds)
 
   def others_idle(self, engine) -> bool:
@@ -453,9 +463,12 @@ class MockOS:
     local = self._ticking
     if getattr(local, "active", False) or not self.others_idle(engine): return False
     local.active = True
+    self._hw_step.hold()
     return True
 
-  def leave_alone(self) -> None: self._ticking.active = False
+  def leave_alone(self) -> None:
+    self._ticking.active = False
+    self._hw_step.release()
 
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
@@ -464,10 +477,13 @@ class MockOS:
     else: return
     if self._threaded or getattr(self._ticking, "active", False): return
     self._ticking.active = True
+    self._hw_step.hold()
     try:
       for _ in range(max_rounds):
         if not any([e.poll() for e in list(self._engines)]): break
-    finally: self._ticking.active = False
+    finally:
+      self._ticking.active = False
+      self._hw_step.release()
 
   def add_pci_driver(self, name: str) -> None:
     """/sys/bus/pci/drivers/<name>/{bind,unbind}."""
