@@ -346,11 +346,10 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path, capsys):
   from hcq.drivers.system import LinuxOS
   fifo = tmp_path / "gc_11_0_0_mec.bin"
   os.mkfifo(fifo)
-  t0 = time.monotonic()
-  assert main(["fw", str(fifo)]) == 1
+  assert main(["fw", str(fifo)]) == 1       # an open of the FIFO would block here: the test would not end
   assert "not a regular file" in capsys.readouterr().err
-  with pytest.raises(firmware.FirmwareError): firmware.load(LinuxOS(Config()), str(tmp_path), fifo.name)
-  assert time.monotonic() - t0 < 5
+  with pytest.raises(firmware.FirmwareError, match="not a regular file"):
+    firmware.load(LinuxOS(Config()), str(tmp_path), fifo.name)
 
 
 def test_a_firmware_folder_or_file_any_user_may_write_is_refused(fw_dir, tmp_path):
