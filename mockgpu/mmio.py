@@ -6,7 +6,7 @@ import errno
 import threading
 from typing import Callable
 
-from ..drivers.hcq.interrupts import held as held_interrupt
+from ..drivers.system.interrupts import held as held_interrupt
 from ..drivers.system.interface import MMIOView
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import OSCallError
@@ -83,7 +83,7 @@ class DoorbellMMIO(MMIOView):
   def write64(self, offset: int, value: int) -> None:
     value &= 0xFFFFFFFFFFFFFFFF
     fn = self.routes.get(offset)
-    # a doorbell write is one store on hardware: a Ctrl-C cannot land halfway through it (drivers/hcq/interrupts.py)
+    # a doorbell write is one store on hardware: a Ctrl-C cannot land halfway through it (drivers/system/interrupts.py)
     held_interrupt.hold()
     try:
       if fn is not None:           # a routed doorbell: its offset was checked by route()

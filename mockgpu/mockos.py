@@ -37,7 +37,7 @@ import stat as stat_mod
 import threading
 import time
 
-from ..drivers.hcq.interrupts import held as held_interrupt
+from ..drivers.system.interrupts import held as held_interrupt
 from ..drivers.system import libc
 from ..drivers.system.locks import STATE_MAX_BYTES, checked_state_path, in_use_error, lock_path, owner_error
 from ..drivers.system.mmio import MappedMMIO

@@ -33,7 +33,7 @@ from collections import deque
 from ...compiler import queue as Q
 from ...errors import DeviceError, GPUFault, QueueError, Timeout
 from .alloc import LaunchRing
-from .interrupts import held as held_interrupt
+from ..system.interrupts import held as held_interrupt
 from .device import Buffer, Device, Timeline
 from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE, Engine)
 from .signal import Signal, SignalPool
@@ -178,8 +178,8 @@ class HCQDevice(Device):
     """Take the device lock (held until _commit or _abandon), refuse a closed or faulted device, reserve the next
     timeline value; after work on another engine that is not known done, the engine first waits for it. Returns
     (timeline value, the engine's position to roll back to). Ctrl-C is held back from here to the end of _commit or
-    _abandon (interrupts.py): a submission stopped between its timeline value and its doorbell would leave work the
-    timeline counts on that no engine ever sees."""
+    _abandon (drivers/system/interrupts.py): a submission stopped between its timeline value and its doorbell would
+    leave work the timeline counts on that no engine ever sees."""
     held_interrupt.hold()
     try: self.lock.acquire()
     except BaseException:

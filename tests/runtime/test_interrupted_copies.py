@@ -1,7 +1,7 @@
 """issue 29 item 2: one Ctrl-C inside a copy lost the device: on MOCK+AMD the interrupt landed inside the mock's
 queue (which stopped it: a false "GPU hardware exception" at every later copy), or between a submission's timeline
 value and its doorbell (work the timeline counted on that no engine ever saw: every later wait timed out, as on
-MOCKPCI+AMD). Now a submission holds Ctrl-C back until its doorbell rang (drivers/hcq/interrupts.py), a device
+MOCKPCI+AMD). Now a submission holds Ctrl-C back until its doorbell rang (drivers/system/interrupts.py), a device
 model's step and a doorbell store run whole (hardware is not interrupted), and an interrupted copy leaves the device
 usable and every other buffer readable.
 
@@ -15,7 +15,7 @@ import pytest
 
 import hcq
 from hcq.config import Config, from_env
-from hcq.drivers.hcq.interrupts import HeldInterrupt
+from hcq.drivers.system.interrupts import HeldInterrupt
 
 SIZE = 5 << 20       # three staging chunks: submissions, waits and staging reuse all happen inside one copy
 
