@@ -4,6 +4,7 @@ Every other module receives its options explicitly (a Config, or one of its fiel
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import os
@@ -134,19 +135,22 @@ class NumberRanges:
     self._his = tuple(r[1] for r in merged)
 
   def __contains__(self, n) -> bool:
-    import bisect
     i = bisect.bisect_right(self._los, n) - 1
     return i >= 0 and n <= self._his[i]
 
   def __bool__(self) -> bool: return bool(self._los)
+
   def __eq__(self, other) -> bool:
     if isinstance(other, NumberRanges): return (self._los, self._his) == (other._los, other._his)
-    if isinstance(other, (set, frozenset)): return len(other) == sum(h - l + 1 for l, h in zip(self._los, self._his)) \
-      and all(n in self for n in other)
+    if isinstance(other, (set, frozenset)):
+      count = sum(hi - lo + 1 for lo, hi in zip(self._los, self._his))
+      return len(other) == count and all(n in self for n in other)
     return NotImplemented
+
   __hash__ = None
+
   def __repr__(self) -> str:
-    return "NumberRanges(" + "+".join(f"{l}" if l == h else f"{l}-{h}" for l, h in zip(self._los, self._his)) + ")"
+    return "NumberRanges(" + "+".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in zip(self._los, self._his)) + ")"
 
 
 _FAULT_NUMBER = re.compile(r"[0-9]{1,18}", re.ASCII)    # ASCII digits, and far below 2^63
