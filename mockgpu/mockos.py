@@ -37,8 +37,8 @@ import stat as stat_mod
 import threading
 import time
 
-from ..drivers.system.interrupts import held as held_interrupt
 from ..drivers.system import libc
+from ..drivers.system.interrupts import held as held_interrupt
 from ..drivers.system.locks import STATE_MAX_BYTES, checked_state_path, in_use_error, lock_path, owner_error
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import DeviceError, OSCallError
@@ -107,8 +107,6 @@ class MockProcess:
     return True
 
   def close(self) -> None: pass
-
-
 
 
 class MockOS:
@@ -433,8 +431,8 @@ class MockOS:
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
     engines = self._engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
+    self._hw_step.hold()           # first: from here on a Ctrl-C waits, so the flag below cannot be left set
     self._ticking.active = True
-    self._hw_step.hold()
     try:
       for _ in range(max_rounds):
         progress = engine.poll()
@@ -462,8 +460,8 @@ class MockOS:
     if self._threaded: return False
     local = self._ticking
     if getattr(local, "active", False) or not self.others_idle(engine): return False
-    local.active = True
     self._hw_step.hold()
+    local.active = True
     return True
 
   def leave_alone(self) -> None:
@@ -476,8 +474,8 @@ class MockOS:
       if getattr(e, "may_progress", True): break
     else: return
     if self._threaded or getattr(self._ticking, "active", False): return
-    self._ticking.active = True
     self._hw_step.hold()
+    self._ticking.active = True
     try:
       for _ in range(max_rounds):
         if not any([e.poll() for e in list(self._engines)]): break
