@@ -4,6 +4,7 @@ Every other module receives its options explicitly (a Config, or one of its fiel
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import os
@@ -126,13 +127,50 @@ USB_TRANSFER_FAULTS = ("stall", "timeout", "unplug", "late")   # USB transfers, 
 USB_TLP_FAULTS = ("transport", "ur", "crs", "ca")         # TLP completions (0xF0 IN), counted from 1
 
 
+class NumberRanges:
+  """A set of positive integers kept as sorted, merged [lo, hi] ranges: `n in ranges` is a binary search, and its
+  size is the number of ranges written, never the count of numbers in them (transport=1-1000000000000 is one range,
+  not 10^12 numbers)."""
+  __slots__ = ("_los", "_his")
+
+  def __init__(self, ranges=()):
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+      if merged and lo <= merged[-1][1] + 1: merged[-1][1] = max(merged[-1][1], hi)
+      else: merged.append([lo, hi])
+    self._los = tuple(r[0] for r in merged)
+    self._his = tuple(r[1] for r in merged)
+
+  def __contains__(self, n) -> bool:
+    i = bisect.bisect_right(self._los, n) - 1
+    return i >= 0 and n <= self._his[i]
+
+  def __bool__(self) -> bool: return bool(self._los)
+
+  def __eq__(self, other) -> bool:
+    if isinstance(other, NumberRanges): return (self._los, self._his) == (other._los, other._his)
+    if isinstance(other, (set, frozenset)):
+      count = sum(hi - lo + 1 for lo, hi in zip(self._los, self._his))
+      return len(other) == count and all(n in self for n in other)
+    return NotImplemented
+
+  __hash__ = None
+
+  def __repr__(self) -> str:
+    return "NumberRanges(" + "+".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in zip(self._los, self._his)) + ")"
+
+
+_FAULT_NUMBER = re.compile(r"[0-9]{1,18}", re.ASCII)    # ASCII digits, and far below 2^63
+
+
 def parse_usb_faults(spec: str) -> dict:
-  """A mock USB bridge fault spec -> {kind: frozenset of numbers}. Numbers are single (3), joined by '+' (3+5) or
+  """A mock USB bridge fault spec -> {kind: NumberRanges}. Numbers are single (3), joined by '+' (3+5) or
   ranges (2-30). stall / timeout: that USB transfer (control or bulk, counted from 1 from the open) is answered with
   STALL / never completes (the host's timeout); late: that transfer is carried out but its status is lost (the host
   times out all the same); unplug: the bridge is gone from that transfer on. transport / ur /
   crs / ca: that TLP's completion reports a transport error (byte 7: the firmware failed to send it, retry) /
-  unsupported request / config request retry status / completer abort. Raises ValueError naming the bad item."""
+  unsupported request / config request retry status / completer abort. Raises ValueError naming the bad item.
+  A range is kept as a range (NumberRanges): its size costs nothing, whatever its length."""
   out: dict = {}
   for item in spec.split(",") if spec.strip() else []:
     key, eq, value = (part.strip() for part in item.partition("="))
@@ -140,13 +178,14 @@ def parse_usb_faults(spec: str) -> dict:
     if key not in USB_TRANSFER_FAULTS + USB_TLP_FAULTS:
       raise ValueError(f"USB fault spec {spec!r}: unknown fault {key!r} ({', '.join(USB_TRANSFER_FAULTS + USB_TLP_FAULTS)})")
     if key in out: raise ValueError(f"USB fault spec {spec!r}: {key} is given twice")
-    numbers: set[int] = set()
+    ranges = []
     for part in value.split("+"):
       lo, dash, hi = part.partition("-")
-      if not (lo.isdigit() and int(lo) > 0 and (not dash or (hi.isdigit() and int(hi) >= int(lo)))):
-        raise ValueError(f"USB fault spec {spec!r}: {key}={value!r} is not numbers from 1 (3, 3+5, 2-30)")
-      numbers.update(range(int(lo), int(hi if dash else lo) + 1))
-    out[key] = frozenset(numbers)
+      if not (_FAULT_NUMBER.fullmatch(lo) and int(lo) > 0 and
+              (not dash or (_FAULT_NUMBER.fullmatch(hi) and int(hi) >= int(lo)))):
+        raise ValueError(f"USB fault spec {spec!r}: {key}={value!r} is not numbers from 1 to 18 digits (3, 3+5, 2-30)")
+      ranges.append((int(lo), int(hi if dash else lo)))
+    out[key] = NumberRanges(ranges)
   return out
 
 

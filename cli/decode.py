@@ -11,14 +11,11 @@ import re
 import sys
 
 from . import CommandError, UsageError, device_spec
+from .inputs import read_input
 
 
 def _read_words(path: str) -> list[int]:
-  if path == "-": data = sys.stdin.buffer.read()
-  else:
-    try:
-      with open(path, "rb") as f: data = f.read()
-    except OSError as e: raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+  data = read_input(path, "the dword stream")
   try: text = data.decode("ascii")
   except UnicodeDecodeError: text = None
   if text is not None and re.fullmatch(r"[\s0-9a-fA-FxX,\[\]]*", text) and text.strip():
@@ -40,7 +37,14 @@ def print_packets(packets, out=None) -> None:
 def _device_rings(spec: str):
   import numpy as np
   from .. import open as open_device, parse_spec
-  if parse_spec(spec).vendor == "NV": return _nv_pushbuffers(spec)
+  vendor = parse_spec(spec).vendor
+  if vendor == "NV": return _nv_pushbuffers(spec)
+  if vendor != "AMD":
+    what = {"BNXT": "an RDMA NIC: its queues hold work requests, not command packets (`hcq rdma loopback --mock` shows it "
+                    "at work)",
+            "CPU": "the host CPU: its kernels are shared objects called directly, with no command ring",
+            "QCOM": "an Adreno GPU: decode its CP streams from a file with --qcom FILE"}.get(vendor, f"a {vendor} device")
+    raise UsageError(f"--device {spec}: {what}; --device decodes the rings of an AMD (PM4, SDMA) or NV (GPFIFO) device")
   from ..drivers.amd.kernels import demo_code_object
   dev = open_device(spec)
   with dev:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from . import CommandError, UsageError
+from .inputs import read_input
 
 
 def register(subparsers) -> None:
@@ -76,10 +77,7 @@ def format_listing(insts, base: int) -> list[str]:
 
 
 def _read(path: str) -> bytes:
-  try:
-    with open(path, "rb") as f: return f.read()
-  except OSError as e:
-    raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+  return read_input(path, "the file to disassemble")
 
 
 def _check_arch(arch: str, source: str) -> str:

@@ -8,9 +8,11 @@ ARG is one of:
 --grid counts work-groups (as a DISPATCH_DIRECT packet does), --block threads per work-group."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from . import CommandError, UsageError, device_spec
+from .inputs import open_input, read_input
 
 
 def _dims(option: str, text: str) -> tuple[int, ...]:
@@ -47,15 +49,82 @@ def _parse_arg(text: str):
   return ("array", np.zeros(n, dt))
 
 
-def _load(path: str):
+# a .npy input or output moves between its file and the device this many bytes at a time: `hcq run` never holds a
+# whole array in host memory besides the device's own copy (its peak is the device's memory and a chunk)
+CHUNK_BYTES = 4 << 20
+
+
+def _nbytes(dtype, shape) -> int:
+  n = dtype.itemsize
+  for d in shape: n *= int(d)
+  return n
+
+
+@dataclasses.dataclass(frozen=True)
+class NpyInput:
+  """A .npy file's array, not yet read: its header (checked) and where its data starts."""
+  path: str
+  dtype: object
+  shape: tuple
+  fortran: bool
+  offset: int
+
+  @property
+  def nbytes(self) -> int: return _nbytes(self.dtype, self.shape)
+
+  def copy_to(self, dev, buf) -> None:
+    """Copy the array's bytes (C order) into buf, CHUNK_BYTES at a time from the file (never a whole copy in memory)."""
+    import numpy as np
+    with open_input(self.path, "the array file", limit=None) as (f, st):
+      if self.fortran:    # the file holds the transpose of C order: map it, and let numpy lay it out (one copy)
+        a = np.memmap(f, self.dtype, "r", self.offset, self.shape, order="F")
+        dev.copyin(buf, np.ascontiguousarray(a))
+        return
+      f.seek(self.offset)
+      done = 0
+      while done < self.nbytes:
+        chunk = f.read(min(CHUNK_BYTES, self.nbytes - done))
+        if not chunk: raise CommandError(f"{self.path} ended after {self.offset + done} bytes, short of its array")
+        dev.copyin(buf, chunk, done)
+        done += len(chunk)
+
+
+def _load(path: str) -> NpyInput:
+  """The .npy file's header, checked (a regular file, numbers, data as long as the header says); the data is read
+  only when it is copied to the device."""
   import numpy as np
-  try: a = np.load(path, allow_pickle=False)
-  except OSError as e: raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
-  except Exception as e:  # noqa: BLE001 - numpy raises ValueError, EOFError, ... on a corrupt file
-    raise CommandError(f"{path} is not a plain numpy array file ({type(e).__name__}: {e})") from None
-  if not isinstance(a, np.ndarray) or a.dtype.kind not in _NUMERIC_KINDS or a.dtype.hasobject:
-    raise CommandError(f"{path}: a buffer needs an array of numbers, not {type(a).__name__} {getattr(a, 'dtype', '')}")
+  fmt = np.lib.format
+  with open_input(path, "the array file", limit=None) as (f, st):
+    try:
+      version = fmt.read_magic(f)
+      if version not in ((1, 0), (2, 0), (3, 0)): raise ValueError(f"unknown .npy format version {version}")
+      read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+      shape, fortran, dtype = read_header(f, max_header_size=1 << 16)
+      offset = f.tell()
+    except OSError as e: raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001 - numpy raises ValueError, EOFError, ... on a corrupt header
+      raise CommandError(f"{path} is not a plain numpy array file ({type(e).__name__}: {e})") from None
+  if dtype.kind not in _NUMERIC_KINDS or dtype.hasobject:
+    raise CommandError(f"{path}: a buffer needs an array of numbers, not ndarray {dtype}")
+  a = NpyInput(path, dtype, tuple(shape), bool(fortran), offset)
+  if st.st_size < offset + a.nbytes:
+    raise CommandError(f"{path}: the header says {a.nbytes} bytes of {dtype} {a.shape}, the file holds "
+                       f"{st.st_size - offset}")
   return a
+
+
+def _save(dev, buf, path: str, dtype, shape) -> None:
+  """Write buf's first bytes as a C-order .npy of dtype and shape, CHUNK_BYTES at a time from the device."""
+  import numpy as np
+  fmt = np.lib.format
+  header = {"descr": fmt.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+  nbytes = _nbytes(dtype, shape)
+  try:
+    with open(path, "wb") as f:
+      try: fmt.write_array_header_1_0(f, header)
+      except ValueError: fmt.write_array_header_2_0(f, header)    # a header over 64 KiB
+      for off in range(0, nbytes, CHUNK_BYTES): f.write(dev.copyout(buf, min(CHUNK_BYTES, nbytes - off), off))
+  except OSError as e: raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def _out_folder(path: str) -> str:
@@ -68,13 +137,10 @@ def _out_folder(path: str) -> str:
 
 
 def _read_code_object(path: str) -> bytes:
-  try:
-    with open(path, "rb") as f: return f.read()
-  except OSError as e: raise CommandError(f"cannot read the code object {path}: {e.strerror or e}") from None
+  return read_input(path, "the code object")
 
 
 def run(args) -> int:
-  import numpy as np
   from .. import open as open_device
   grid, block = _dims("--grid", args.grid), _dims("--block", args.block)
   parsed = [_parse_arg(a) for a in args.args]
@@ -86,16 +152,14 @@ def run(args) -> int:
     for i, (kind, v) in enumerate(parsed):
       if kind == "scalar": values.append(v); continue
       buf = dev.alloc(max(v.nbytes, 1))
-      if v.nbytes: dev.copyin(buf, np.ascontiguousarray(v))
+      if isinstance(v, NpyInput): v.copy_to(dev, buf)
       bufs.append((i, buf, v))
       values.append(buf)
     t = prog(*values, global_size=grid, local_size=block, wait=True)
     for i, buf, like in bufs:
-      out = np.frombuffer(dev.copyout(buf, like.nbytes), like.dtype).reshape(like.shape)
       path = os.path.join(out_dir, f"arg{i}.npy")
-      try: np.save(path, out)
-      except OSError as e: raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
-      print(f"arg{i}: {out.dtype} {out.shape} -> {path}")
+      _save(dev, buf, path, like.dtype, like.shape)
+      print(f"arg{i}: {like.dtype} {tuple(like.shape)} -> {path}")
   print(f"{prog.name} on {dev.name} ({type(dev.os).__name__}): grid {grid} x block {block}, {t * 1e6:.1f} us")
   return 0
 

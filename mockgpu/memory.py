@@ -53,7 +53,7 @@ class HostMemory:
   def _remove(self, start: int) -> tuple[int, str]:
     with self._lock:
       if start not in self._ranges: raise DeviceError(f"mock memory: no mapping starts at {start:#x}")
-      self._starts.remove(start)
+      del self._starts[bisect.bisect_left(self._starts, start)]
       self._owned.discard(start)
       return self._ranges.pop(start)
 
@@ -213,7 +213,17 @@ class HostMemory:
     with self._lock: return bool(self._overlapping(addr, size))
 
   def _overlapping(self, addr: int, size: int) -> list[int]:
-    return [s for s in self._starts if s < addr + size and s + self._ranges[s][0] > addr]
+    """The starts of the known ranges that meet [addr, addr+size), in address order: a binary search, then a walk
+    down over those ranges only (known ranges never overlap, so their ends rise with their starts)."""
+    out = []
+    i = bisect.bisect_left(self._starts, addr + size) - 1
+    while i >= 0:
+      start = self._starts[i]
+      if start + self._ranges[start][0] <= addr: break
+      out.append(start)
+      i -= 1
+    out.reverse()
+    return out
 
   def _carve(self, addr: int, size: int) -> None:
     """Forget [addr, addr+size): records that overlap it keep only their parts outside."""

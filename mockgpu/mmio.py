@@ -6,6 +6,7 @@ import errno
 import threading
 from typing import Callable
 
+from ..drivers.system.interrupts import held as held_interrupt
 from ..drivers.system.interface import MMIOView
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import OSCallError
@@ -73,19 +74,26 @@ class DoorbellMMIO(MMIOView):
     base = offset & ~7
     old = self.values.get(base, 0)
     shift = 8 * (offset - base)
-    self.values[base] = (old & ~(0xFFFFFFFF << shift)) | ((value & 0xFFFFFFFF) << shift)
-    self.ring(offset, value & 0xFFFFFFFF)
+    held_interrupt.hold()        # one store on hardware (see write64)
+    try:
+      self.values[base] = (old & ~(0xFFFFFFFF << shift)) | ((value & 0xFFFFFFFF) << shift)
+      self.ring(offset, value & 0xFFFFFFFF)
+    finally: held_interrupt.release()
 
   def write64(self, offset: int, value: int) -> None:
     value &= 0xFFFFFFFFFFFFFFFF
     fn = self.routes.get(offset)
-    if fn is not None:           # a routed doorbell: its offset was checked by route()
+    # a doorbell write is one store on hardware: a Ctrl-C cannot land halfway through it (drivers/system/interrupts.py)
+    held_interrupt.hold()
+    try:
+      if fn is not None:           # a routed doorbell: its offset was checked by route()
+        self.values[offset] = value
+        fn(value)
+        return
+      self._check(offset, 8)
       self.values[offset] = value
-      fn(value)
-      return
-    self._check(offset, 8)
-    self.values[offset] = value
-    self.ring(offset, value)
+      self.ring(offset, value)
+    finally: held_interrupt.release()
 
   def mmap_address(self, addr=None) -> int:
     raise OSCallError("mmap", self.name, errno.ENODEV, "mock doorbells are not memory: map them with os.map_mmio() "

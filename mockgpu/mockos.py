@@ -38,6 +38,7 @@ import threading
 import time
 
 from ..drivers.system import libc
+from ..drivers.system.interrupts import held as held_interrupt
 from ..drivers.system.locks import STATE_MAX_BYTES, checked_state_path, in_use_error, lock_path, owner_error
 from ..drivers.system.mmio import MappedMMIO
 from ..errors import DeviceError, OSCallError
@@ -129,6 +130,10 @@ class MockOS:
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._ticking = threading.local()
+    # Ctrl-C waits for a step of the synchronous engines to end: hardware goes on with its work whatever the host's
+    # process is told, so an interrupt lands between two steps of it, never inside one (a queue stopped halfway through
+    # a packet would be a fault no GPU has)
+    self._hw_step = held_interrupt
     self._next_bus_address = {True: PCI_MEM_WINDOW, False: PCI_MEM32_WINDOW}
     self.closed = False
     self._kmsg: list[str] = []  # the kernel log: what mock drivers (the mock nvidia.ko) report of faults
@@ -359,7 +364,7 @@ class MockOS:
 
   def stat(self, path: str, follow_symlinks: bool = True) -> _os.stat_result:
     node = self._node("stat", path, follow_symlinks)
-    if isinstance(node, Dir): mode = stat_mod.S_IFDIR | 0o755
+    if isinstance(node, Dir): mode = stat_mod.S_IFDIR | getattr(node, "mode", 0o755)
     elif isinstance(node, Symlink): mode = stat_mod.S_IFLNK | 0o777
     elif isinstance(node, DeviceNode): mode = getattr(node, "file_type", stat_mod.S_IFCHR) | 0o666
     else: mode = stat_mod.S_IFREG | getattr(node, "mode", 0o644)
@@ -436,6 +441,7 @@ class MockOS:
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
     engines = self._engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
+    self._hw_step.hold()           # first: from here on a Ctrl-C waits, so the flag below cannot be left set
     self._ticking.active = True
     try:
       for _ in range(max_rounds):
@@ -444,7 +450,9 @@ class MockOS:
         # an engine whose may_progress is False would return False from poll() (see the module docstring)
         if not progress or not engine.may_progress: return
       else: return
-    finally: self._ticking.active = False
+    finally:
+      self._ticking.active = False
+      self._hw_step.release()
     self.tick(max_rounds)
 
   def others_idle(self, engine) -> bool:
@@ -462,10 +470,13 @@ class MockOS:
     if self._threaded: return False
     local = self._ticking
     if getattr(local, "active", False) or not self.others_idle(engine): return False
+    self._hw_step.hold()
     local.active = True
     return True
 
-  def leave_alone(self) -> None: self._ticking.active = False
+  def leave_alone(self) -> None:
+    self._ticking.active = False
+    self._hw_step.release()
 
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
@@ -473,11 +484,14 @@ class MockOS:
       if getattr(e, "may_progress", True): break
     else: return
     if self._threaded or getattr(self._ticking, "active", False): return
+    self._hw_step.hold()
     self._ticking.active = True
     try:
       for _ in range(max_rounds):
         if not any([e.poll() for e in list(self._engines)]): break
-    finally: self._ticking.active = False
+    finally:
+      self._ticking.active = False
+      self._hw_step.release()
 
   def add_pci_driver(self, name: str) -> None:
     """/sys/bus/pci/drivers/<name>/{bind,unbind}."""

@@ -6,9 +6,8 @@ from __future__ import annotations
 import dataclasses
 import errno
 import posixpath
-import stat
 
-from ..drivers.system.locks import LOCK_KINDS, lock_name, parse_lock_name
+from ..drivers.system.locks import LOCK_KINDS, lock_file_problem, lock_name, parse_lock_name
 from ..drivers.system.pciaddr import validate_prefix
 from ..errors import OSCallError
 
@@ -22,10 +21,8 @@ class LockFile:
 
 def _not_a_lock_file(st) -> str | None:
   """Why a well-named entry is still no lock file hcq made: a symlink, a folder, or a hard link to some other file
-  (whose flock holders kill_pids would then kill, e.g. a package manager's lock)."""
-  if not stat.S_ISREG(st.st_mode): return "not a regular file"
-  if st.st_nlink != 1: return f"a hard link ({st.st_nlink} names for one file)"
-  return None
+  (whose flock holders kill_pids would then kill, e.g. a package manager's lock): the drivers' own rule."""
+  return lock_file_problem(st)
 
 
 def discover(host, kind: str, prefix: str | None = None, warn=print) -> list[LockFile]:

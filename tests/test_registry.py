@@ -4,7 +4,6 @@ import pathlib
 import re
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import pytest
@@ -45,10 +44,8 @@ def test_every_declared_mock_is_one_the_mock_serves():
 def test_a_spec_cannot_make_hcq_build_many_devices(index):
   """An index is bounded before anything is built: a huge one is an error at once, with no memory to speak of."""
   tracemalloc.start()
-  t0 = time.monotonic()
   try:
     with pytest.raises(hcq.DeviceError, match="index"): hcq.open(f"MOCK+AMD:{index}")
-    assert time.monotonic() - t0 < 1
     assert tracemalloc.get_traced_memory()[1] < 16 << 20
   finally: tracemalloc.stop()
 
@@ -62,17 +59,12 @@ def test_the_mock_says_it_is_the_mock():
     assert "MOCK+AMD:1" in dev.name and "KFD+AMD" not in dev.name
 
 
-def test_open_without_a_spec_on_a_machine_without_gpus_opens_the_mock_quickly_and_quietly(tmp_path):
-  """No HCQ_DEV and no /dev/kfd (an empty device root): hcq.open() opens MOCK+AMD in under 0.5 s and prints nothing."""
-  script = ("import time; t0 = time.perf_counter(); import hcq; dev = hcq.open(); t1 = time.perf_counter(); "
-            "import sys; sys.stderr.write(f'{dev.name}|{t1 - t0}'); dev.close()")
+def test_open_without_a_spec_on_a_machine_without_gpus_opens_the_mock_quietly(tmp_path):
+  """No HCQ_DEV and no /dev/kfd (an empty device root): hcq.open() opens MOCK+AMD and prints nothing (how fast:
+  bench/startup.py; no test asserts a duration)."""
+  script = "import sys, hcq; dev = hcq.open(); sys.stderr.write(dev.name); dev.close()"
   env = {"PATH": "/usr/bin:/bin", "HCQ_DEV_ROOT": str(tmp_path), "HCQ_CACHE_DIR": str(tmp_path / "cache")}
-  times = []
-  for _ in range(3):            # best of three: the first run may find cold caches on a busy machine
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == ""
-    name, seconds = r.stderr.rsplit("|", 1)
-    assert name == "gfx1100 on MOCK+AMD:0 (gpu_id " + name.split("gpu_id ")[1]   # nothing else on stderr either
-    times.append(float(seconds))
-  assert min(times) < 0.5, times
+  r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout == ""
+  assert r.stderr == "gfx1100 on MOCK+AMD:0 (gpu_id " + r.stderr.split("gpu_id ")[1]   # nothing else on stderr either

@@ -13,6 +13,29 @@ from ..hcq import Buffer, Device
 _ALIGN = 64
 
 
+# ELF e_machine values (include/uapi/linux/elf-em.h; EM_AMDGPU 224 from glibc's elf.h) by platform.machine()
+_EM_OF_MACHINE = {"x86_64": 62, "aarch64": 183, "arm64": 183, "riscv64": 243, "ppc64le": 21, "ppc64": 21, "s390x": 22,
+                  "loongarch64": 258}
+_EM_NAMES = {62: "x86-64", 183: "AArch64", 243: "RISC-V", 21: "PowerPC64", 22: "S/390", 258: "LoongArch",
+             224: "AMDGPU (a GPU code object)", 190: "NVIDIA CUDA"}
+
+
+def _not_a_host_shared_object(head: bytes) -> str | None:
+  """Why an image's ELF header (its first 20 bytes: e_ident, e_type, e_machine) is no shared object for this CPU,
+  or None. dlopen's own answer for a foreign ELF can be as misleading as "cannot open shared object file"."""
+  import platform
+  import struct
+  if len(head) < 20 or head[:4] != b"\x7fELF": return "an image that is not an ELF file (no \\x7fELF magic)"
+  little = head[5] == 1                                  # e_ident[EI_DATA]: ELFDATA2LSB
+  e_type, e_machine = struct.unpack("<HH" if little else ">HH", head[16:20])
+  want = _EM_OF_MACHINE.get(platform.machine())
+  if want is not None and e_machine != want:
+    return (f"an ELF file for {_EM_NAMES.get(e_machine, f'e_machine {e_machine}')}, not for this "
+            f"{platform.machine()} CPU")
+  if e_type != 3: return f"an ELF file of type {e_type}, not a shared object (ET_DYN, 3)"
+  return None
+
+
 class CPUProgram:
   """A loaded kernel: prog(*args, global_size=, local_size=, wait=True) -> seconds (None with wait=False).
 
@@ -104,6 +127,9 @@ class CPUDevice(Device):
       return ctypes.string_at(buf.va + offset, size)
 
   def _load(self, image: bytes, name: str | None) -> CPUProgram:
+    why = _not_a_host_shared_object(bytes(image[:20]))
+    if why: raise DeviceError(f"{self.name}: cannot load {why}: the CPU takes a shared object its C backend built "
+                              f"(dev.compile, or `hcq kernels --device CPU`)")
     try: prog = CProgram(load_shared_object(image, self.cache_dir))
     except (CompileError, OSError) as e: raise DeviceError(f"{self.name}: cannot load the shared object: {e}") from e
     if name is not None and name != prog.name:

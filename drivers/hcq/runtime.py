@@ -33,6 +33,7 @@ from collections import deque
 from ...compiler import queue as Q
 from ...errors import DeviceError, GPUFault, QueueError, Timeout
 from .alloc import LaunchRing
+from ..system.interrupts import held as held_interrupt
 from .device import Buffer, Device, Timeline
 from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE, Engine)
 from .signal import Signal, SignalPool
@@ -176,8 +177,14 @@ class HCQDevice(Device):
   def _begin(self, engine: Engine) -> tuple[int, object]:
     """Take the device lock (held until _commit or _abandon), refuse a closed or faulted device, reserve the next
     timeline value; after work on another engine that is not known done, the engine first waits for it. Returns
-    (timeline value, the engine's position to roll back to)."""
-    self.lock.acquire()
+    (timeline value, the engine's position to roll back to). Ctrl-C is held back from here to the end of _commit or
+    _abandon (drivers/system/interrupts.py): a submission stopped between its timeline value and its doorbell would
+    leave work the timeline counts on that no engine ever sees."""
+    held_interrupt.hold()
+    try: self.lock.acquire()
+    except BaseException:
+      held_interrupt.release()
+      raise
     try:
       if self.closed or self.fault is not None: self._refuse()
       timeline = self.timeline
@@ -194,6 +201,7 @@ class HCQDevice(Device):
           raise
     except BaseException:
       self.lock.release()
+      held_interrupt.release()
       raise
     return value, mark
 
@@ -211,7 +219,9 @@ class HCQDevice(Device):
       except BaseException:      # interrupted at the doorbell (Ctrl-C): the work was handed over and may never end
         self._stuck = True
         raise
-    finally: self.lock.release()
+    finally:
+      self.lock.release()
+      held_interrupt.release()     # a Ctrl-C that came meanwhile is raised here, with the submission on its engine
 
   def _abandon(self, engine: Engine, value: int, mark, release: bool = True) -> None:
     """Nothing of a submission reaches the engine: its words are rolled back, its timeline value and launch data
@@ -223,7 +233,9 @@ class HCQDevice(Device):
         self.timeline.value = value - 1
         self.launch_data.cancel(value)
     finally:
-      if release: self.lock.release()
+      if release:
+        self.lock.release()
+        held_interrupt.release()
 
   # ---- waiting
   def wait_value(self, value: int) -> None:
@@ -344,12 +356,15 @@ class HCQDevice(Device):
       cb = self._copies[nbytes] = self.copy.build(prog)
     return cb
 
-  def copy_async(self, dst_va: int, src_va: int, nbytes: int) -> int:
-    """A copy between device addresses on the copy engine; returns the timeline value that marks its completion."""
+  def copy_async(self, dst_va: int, src_va: int, nbytes: int, staging: "_Staging | None" = None) -> int:
+    """A copy between device addresses on the copy engine; returns the timeline value that marks its completion.
+    staging: the staging slot the copy reads or writes, marked busy until then inside the submission (so that a
+    Ctrl-C after the doorbell cannot leave a slot in use that looks free)."""
     cb = self._copy_cmdbuf(nbytes)
     with Submission(self, self.copy, ("a copy of {} bytes to {:#x}", nbytes, dst_va)) as sub:
       sub.add(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: sub.value}))
       sub.signalled = True
+      if staging is not None: staging.busy_until = sub.value
     return sub.value
 
   def _staging_slot(self) -> _Staging:
@@ -371,7 +386,7 @@ class HCQDevice(Device):
         chunk = min(self.staging_size, n - pos)
         st = self._staging_slot()
         st.cpu[:chunk] = src[pos:pos + chunk]
-        st.busy_until = self.copy_async(buf.va + offset + pos, st.va, chunk)
+        self.copy_async(buf.va + offset + pos, st.va, chunk, st)
 
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes:
     with self._open_lock():
@@ -384,7 +399,7 @@ class HCQDevice(Device):
         while pos < size and len(in_flight) < len(self._staging):
           chunk = min(self.staging_size, size - pos)
           st = self._staging_slot()
-          st.busy_until = tv = self.copy_async(st.va, buf.va + offset + pos, chunk)
+          tv = self.copy_async(st.va, buf.va + offset + pos, chunk, st)
           in_flight.append((st, tv, chunk))
           pos += chunk
         st, tv, chunk = in_flight.popleft()

@@ -76,6 +76,12 @@ def describe(fmt_type: int, address: int) -> str:
   return f"{pcie.fmt_type_name(fmt_type)} at {address:#x}"
 
 
+def transfer_timeout_ms(timeout_s: float) -> int:
+  """A USB transfer's timeout in milliseconds for a device timeout in seconds: libusb takes an unsigned int of ms
+  (libusb_control_transfer, libusb_bulk_transfer), where 0 means no timeout at all, so at least 1 and at most 2^32-1."""
+  return min(max(1, round(timeout_s * 1000)), 0xFFFFFFFF)
+
+
 class ASM24Bridge:
   """One bridge, opened: vendor requests with retries; `counts` tallies USB transfers by kind (a benchmark's and a
   test's view of the bus load)."""
@@ -88,8 +94,10 @@ class ASM24Bridge:
     self._sequence = threading.RLock()     # a request and the transfers that answer it (module docstring)
 
   @classmethod
-  def open(cls, os, index: int = 0, timeout_ms: int = 1000) -> "ASM24Bridge":
-    """The index-th bridge running the custom firmware, over any of its ids (os.usb_open: pyusb)."""
+  def open(cls, os, index: int = 0, timeout_ms: int | None = None) -> "ASM24Bridge":
+    """The index-th bridge running the custom firmware, over any of its ids (os.usb_open: pyusb). timeout_ms: of each
+    transfer; default the device timeout (config.timeout_s, HCQ_TIMEOUT), not a fixed second."""
+    if timeout_ms is None: timeout_ms = transfer_timeout_ms(os.config.timeout_s)
     errors = []
     for vid, pid in BRIDGE_IDS:
       try: transport = os.usb_open(vid, pid, index, product_prefixes=PRODUCT_PREFIXES)

@@ -14,7 +14,8 @@ import time
 from ...errors import DeviceError, OSCallError, Timeout
 from . import libc
 from .mmio import MappedMMIO
-from .locks import STATE_MAX_BYTES, FileKey, checked_state_path, held_flocks, in_use_error, lock_path, owner_error
+from .locks import (STATE_MAX_BYTES, FileKey, checked_state_path, held_flocks, in_use_error, lock_file_problem, lock_path,
+                    owner_error)
 
 # The running kernel's procfs. Config.proc_root (a fake tree in tests) may decide what is LISTED; whether a process
 # is SIGNALLED is decided here, by the kernel itself, whatever the configuration says.
@@ -391,19 +392,42 @@ class LinuxOS:
       if lock is not None: return lock
       time.sleep(0.0005)
 
-  def _lock_file(self, kind: str, pcibus: str, path: str, name_holders: bool = True) -> FlockLock | None:
-    """The lock, or (held by another) None when not name_holders, else the DeviceError naming the holders."""
-    try:
-      # O_NOFOLLOW: the lock dir is world-writable; a planted symlink must not redirect the open
-      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
-    except OSError as e: raise OSCallError("open", path, e.errno) from None
-    if os.fstat(fd).st_uid == os.geteuid():
-      # other users must be able to take the lock after us, whatever our umask (a file another user created
-      # keeps the mode its owner gave it: only the owner may change it)
-      try: os.fchmod(fd, 0o666)
+  def _open_lock_file(self, path: str) -> int:
+    """The lock file's fd. The lock dir is world-writable, so (drivers/system/locks.py lock_file_problem) a symbolic
+    link (O_NOFOLLOW), a FIFO or other non-regular file (O_NONBLOCK: never waited on) and a hard link (st_nlink != 1:
+    someone else's file under the lock's name) are refused, and only a file this open created (O_EXCL) is made mode
+    0666, so that other users can take the lock after us whatever our umask: a file that was there already keeps its
+    mode (chmod-ing it would chmod whatever someone linked there)."""
+    for _ in range(100):      # created and removed by others in turn: give up after that many rounds
+      try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        created = True
+      except FileExistsError:
+        try:
+          # what is there is looked at before it is opened (a device node or FIFO is never opened) and again after
+          why = lock_file_problem(os.lstat(path))
+          if why: raise OSCallError("open", path, None, f"{why}: not a lock file hcq made; remove it")
+          fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError: continue      # removed between the two opens: create it again
+        except OSError as e: raise OSCallError("open", path, e.errno) from None
+        created = False
+      except OSError as e: raise OSCallError("open", path, e.errno) from None
+      try:
+        why = lock_file_problem(os.fstat(fd))
+        if why: raise OSCallError("open", path, None, f"{why}: not a lock file hcq made; remove it")
+        if created: os.fchmod(fd, 0o666)
       except OSError as e:
         os.close(fd)
         raise OSCallError("fchmod", path, e.errno) from None
+      except BaseException:
+        os.close(fd)
+        raise
+      return fd
+    raise OSCallError("open", path, None, "created and removed by others 100 times in a row")
+
+  def _lock_file(self, kind: str, pcibus: str, path: str, name_holders: bool = True) -> FlockLock | None:
+    """The lock, or (held by another) None when not name_holders, else the DeviceError naming the holders."""
+    fd = self._open_lock_file(path)
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
       if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 
 from ...errors import DeviceError
 from .pciaddr import is_valid
@@ -28,6 +29,18 @@ def lock_name(kind: str, pcibus: str) -> str:
 
 def lock_path(lock_dir: str, kind: str, pcibus: str) -> str:
   return os.path.join(lock_dir, lock_name(kind, pcibus))
+
+
+def lock_file_problem(st) -> str | None:
+  """Why an existing entry at a lock file's name (its os.stat_result, not following a link) is not a lock file hcq
+  may open, flock or list: one rule for the drivers (LinuxOS.lock_device) and hcq-smi (smi/lockfiles.py). The lock
+  dir is world-writable: a FIFO (an open would block, a flock would lock nothing of ours) or a hard link to some other
+  file (with fs.protected_hardlinks=0 anyone may link a root-owned file there; its flock holders are not hcq's) is
+  refused, and so is a symbolic link (whose target the open would reach)."""
+  if stat.S_ISLNK(st.st_mode): return "a symbolic link"
+  if not stat.S_ISREG(st.st_mode): return "not a regular file"
+  if st.st_nlink != 1: return f"a hard link ({st.st_nlink} names for one file)"
+  return None
 
 
 def state_name(kind: str, pcibus: str) -> str:

@@ -25,6 +25,7 @@ import time
 
 from ...errors import GPUFault, OSCallError
 from ..files import MockFile
+from ..intervals import Intervals
 from ..mmio import DoorbellMMIO
 from . import regs as R
 from .queues import COMPUTE, COMPUTE_AQL, SDMA
@@ -157,6 +158,11 @@ class KFDModel:
     self.vm_acquired: set[int] = set()
     self.runtime_enabled = False
     self.allocs: dict[int, Allocation] = {}
+    # the same allocations by address and by mmap offset, and each GPU's VRAM in use: every lookup is O(log n) or
+    # O(1), never a walk over all allocations (a process may hold thousands)
+    self.alloc_ranges = Intervals()
+    self.alloc_by_offset: dict[int, Allocation] = {}
+    self.vram_in_use: dict[int, int] = {}
     self.next_handle = 1
     self.queues: dict[int, tuple] = {}         # queue id -> (gpu, queue, doorbell index)
     self.doorbell_queues: dict[tuple[int, int], object] = {}   # (gpu_id, doorbell index) -> queue: the doorbell path
@@ -235,12 +241,11 @@ class KFDModel:
     a.system_clock_freq = 1_000_000_000
 
   def vram_used(self, gpu) -> int:
-    return sum(x.size for x in list(self.allocs.values()) if x.gpu is gpu and x.kind == "vram")
+    return self.vram_in_use.get(gpu.gpu_id, 0)
 
   def _AMDKFD_IOC_AVAILABLE_MEMORY(self, file, a, fail):
     gpu = self._gpu(a.gpu_id, fail)
-    used = sum(x.size for x in self.allocs.values() if x.gpu is gpu and x.kind == "vram")
-    a.available = max(gpu.props.vram_size - used, 0)
+    a.available = max(gpu.props.vram_size - self.vram_used(gpu), 0)
 
   def _AMDKFD_IOC_GET_PROCESS_APERTURES_NEW(self, file, a, fail):
     """kfd_ioctl_get_process_apertures_new with the gfx9+ apertures of kfd_flat_memory.c (kfd_init_apertures_v9):
@@ -287,9 +292,8 @@ class KFDModel:
     if size == 0: raise fail(errno.EINVAL, "size 0")
     if va % PAGE: raise fail(errno.EINVAL, f"va {va:#x} is not page aligned")
     size = (size + PAGE - 1) & ~(PAGE - 1)
-    for other in self.allocs.values():
-      if other.va < va + size and va < other.va + other.size:
-        raise fail(errno.EINVAL, f"range {va:#x}+{size:#x} overlaps the allocation at {other.va:#x}+{other.size:#x}")
+    for other in self.alloc_ranges.overlapping(va, va + size)[:1]:
+      raise fail(errno.EINVAL, f"range {va:#x}+{size:#x} overlaps the allocation at {other.va:#x}+{other.size:#x}")
     host = self.os.memory.find(va)
     if kind == "userptr":
       if a.mmap_offset != va: raise fail(errno.EINVAL, f"USERPTR: mmap_offset {a.mmap_offset:#x} != va_addr {va:#x}")
@@ -299,12 +303,14 @@ class KFDModel:
       if host is None or va + size > host[0] + host[1]:
         raise fail(errno.EINVAL, f"va {va:#x}+{size:#x} is not inside memory reserved through the OS interface")
       if kind == "vram":
-        used = sum(x.size for x in self.allocs.values() if x.gpu is gpu and x.kind == "vram")
-        if used + size > gpu.props.vram_size: raise fail(errno.ENOMEM, f"{size:#x} bytes exceed free VRAM")
+        if self.vram_used(gpu) + size > gpu.props.vram_size: raise fail(errno.ENOMEM, f"{size:#x} bytes exceed free VRAM")
       self.os.memory.replace(va, size, f"{gpu.name} {kind} allocation")
     handle = (gpu.gpu_id << 32) | self.next_handle
     self.next_handle += 1
     alloc = self.allocs[handle] = Allocation(handle, gpu, va, size, flags, kind, (handle & 0xFFFFFFFF) << 32)
+    self.alloc_ranges.add(va, va + size, alloc)
+    self.alloc_by_offset[alloc.mmap_offset] = alloc
+    if kind == "vram": self.vram_in_use[gpu.gpu_id] = self.vram_used(gpu) + size
     a.handle = handle
     a.mmap_offset = va if kind == "userptr" else alloc.mmap_offset
 
@@ -348,6 +354,9 @@ class KFDModel:
     if self.event_page is not None and not self.event_page_own and alloc.va == self.event_page:
       self.event_page = None
     del self.allocs[a.handle]
+    self.alloc_ranges.remove(alloc.va)
+    del self.alloc_by_offset[alloc.mmap_offset]
+    if alloc.kind == "vram": self.vram_in_use[alloc.gpu.gpu_id] -= alloc.size
     self._release_deferred()
 
   def host_memory_freed(self, addr: int, size: int) -> bool:
@@ -356,31 +365,30 @@ class KFDModel:
     MMU-notifier invalidation) and later GPU accesses fault instead of touching unmapped host memory."""
     with self.lock:
       keep = False
-      for alloc in self.allocs.values():
-        if alloc.va < addr + size and addr < alloc.va + alloc.size:
-          if alloc.kind == "userptr":
-            alloc.invalidated = True
-            for gid in list(alloc.mapped_to):
-              self.by_id[gid].unmap_range(alloc.va)
-              alloc.mapped_to.discard(gid)
-          else: keep = True
+      for alloc in self.alloc_ranges.overlapping(addr, addr + size):
+        if alloc.kind == "userptr":
+          alloc.invalidated = True
+          for gid in list(alloc.mapped_to):
+            self.by_id[gid].unmap_range(alloc.va)
+            alloc.mapped_to.discard(gid)
+        else: keep = True
       if keep: self.deferred_frees.append((addr, size))
       return keep
 
   def _release_deferred(self) -> None:
     for addr, size in list(self.deferred_frees):
-      if not any(x.kind != "userptr" and x.va < addr + size and addr < x.va + x.size for x in self.allocs.values()):
+      if not any(x.kind != "userptr" for x in self.alloc_ranges.overlapping(addr, addr + size)):
         self.deferred_frees.remove((addr, size))
         self.os.memory.free(addr, size)
 
   def mmap_render(self, file, size, offset, addr):
-    for alloc in self.allocs.values():
-      if alloc.mmap_offset == offset and alloc.kind != "userptr" and alloc.gpu is file.gpu:
-        if size > alloc.size: raise OSCallError("mmap", file.path, errno.EINVAL, f"{size:#x} bytes of a {alloc.size:#x}-byte allocation")
-        if addr is not None and addr != alloc.va:
-          raise OSCallError("mmap", file.path, errno.EINVAL, f"the mock maps allocations only at their GPU VA {alloc.va:#x}, "
-                                                              f"not at {addr:#x}")
-        return alloc.va
+    alloc = self.alloc_by_offset.get(offset)
+    if alloc is not None and alloc.kind != "userptr" and alloc.gpu is file.gpu:
+      if size > alloc.size: raise OSCallError("mmap", file.path, errno.EINVAL, f"{size:#x} bytes of a {alloc.size:#x}-byte allocation")
+      if addr is not None and addr != alloc.va:
+        raise OSCallError("mmap", file.path, errno.EINVAL, f"the mock maps allocations only at their GPU VA {alloc.va:#x}, "
+                                                            f"not at {addr:#x}")
+      return alloc.va
     raise OSCallError("mmap", file.path, errno.EINVAL, f"offset {offset:#x} is no allocation of this GPU")
 
   # ---- queues and doorbells
@@ -427,12 +435,12 @@ class KFDModel:
   def _queue_buffer(self, gpu, addr: int, size: int, what: str, fail) -> None:
     """kfd_queue_buffer_get: addr's page must start an allocation mapped to gpu whose size is exactly `size`."""
     page = addr & ~(PAGE - 1)
-    for alloc in self.allocs.values():
-      if alloc.va <= addr < alloc.va + alloc.size and gpu.gpu_id in alloc.mapped_to:
-        if alloc.va != page or alloc.size != size:
-          raise fail(errno.EINVAL, f"{what} at {addr:#x}: the allocation {alloc.va:#x}+{alloc.size:#x} does not start at "
-                                   f"its page or is not {size:#x} bytes")
-        return
+    alloc = self.alloc_ranges.containing(addr)
+    if alloc is not None and gpu.gpu_id in alloc.mapped_to:
+      if alloc.va != page or alloc.size != size:
+        raise fail(errno.EINVAL, f"{what} at {addr:#x}: the allocation {alloc.va:#x}+{alloc.size:#x} does not start at "
+                                 f"its page or is not {size:#x} bytes")
+      return
     raise fail(errno.EINVAL, f"{what} at {addr:#x} is in no allocation mapped to gpu_id {gpu.gpu_id}")
 
   def _AMDKFD_IOC_DESTROY_QUEUE(self, file, a, fail):

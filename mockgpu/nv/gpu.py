@@ -34,6 +34,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from ...errors import GPUFault, HCQError, QueueError
+from ...drivers.system.interrupts import held as held_interrupt
 from ...autogen.nv import clc7b5 as _clc7b5
 from . import abi, qmd, sm as SM
 
@@ -586,8 +587,10 @@ class MockNVGPU:
       # runs, and host calls that need it (alloc, free, close) must not wait for an endless kernel for ever
       if self._stop or not ch.active: return True
       return time.monotonic() - start > limit
-    try: stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic, stop=stop,
-                         sm=limits)
+    try:
+      with held_interrupt.interruptible():     # the GPU's own time: Ctrl-C is not held back while the kernel runs
+        stats = ptx.run(kernel, grid=grid, block=block, params=params, memory=self.ranges, dynamic_shared=dynamic,
+                        stop=stop, sm=limits)
     except ptx.Stopped:
       if not ch.active or self._stop: raise QueueError(ch.name, f"kernel {kernel.name} was stopped: its channel went away") from None
       e = QueueError(ch.name, f"kernel {kernel.name} ran for more than {limit:g} s (the mock's time limit) and was "

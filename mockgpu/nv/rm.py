@@ -44,6 +44,7 @@ import threading
 from ...errors import DeviceError, GPUFault, OSCallError
 from ...autogen.nv import series as nv_series
 from ..files import MockFile
+from ..intervals import Intervals
 from . import abi
 from .gpu import Channel
 
@@ -128,6 +129,8 @@ class RMModel:
     self.uvm_files: dict[int, UVMFile] = {}
     self.uvm_gpus: set[bytes] = set()
     self.uvm_ranges: dict[int, list] = {}     # base -> [length, memory object or None]
+    self.uvm_index = Intervals()               # the same ranges by address: an overlap check is O(log n)
+    self.vidmem_used: dict[int, int] = {}      # id(gpu) -> bytes of NV1_MEMORY_USER objects (no walk per allocation)
     # the unix layer's *_with_fd wrappers (nv-unix-nvos-params-wrappers.h) are given to their handlers as is
     self.escapes = {m.NV_ESC_RM_ALLOC: (m.NVOS21_PARAMETERS, self._alloc), m.NV_ESC_RM_FREE: (m.NVOS00_PARAMETERS, self._free),
                     m.NV_ESC_RM_CONTROL: (m.NVOS54_PARAMETERS, self._control),
@@ -262,8 +265,9 @@ class RMModel:
                        f"{', '.join(f'NVOS32_ALLOC_FLAGS_{n}' for n in names)} on a physical {abi.class_name(cls)}")
       o.data["nvos32_flags"] = p.flags
       if cls == abi.NV1_MEMORY_USER:
-        used = sum(x.size for x in self.objects.values() if x.gpu is gpu and x.cls == abi.NV1_MEMORY_USER)
+        used = self.vidmem_used.get(id(gpu), 0)
         if used + p.size > gpu.props.vram_size: raise RMStatus("NV_ERR_NO_MEMORY", f"{p.size:#x} bytes of vidmem")
+        self.vidmem_used[id(gpu)] = used + p.size
       o.size, o.kind = p.size, "vidmem" if cls == abi.NV1_MEMORY_USER else "sysmem"
     elif cls == abi.NV01_MEMORY_VIRTUAL:
       p = self._params(a.pAllocParms, m.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS, cls, a.paramsSize)
@@ -341,7 +345,8 @@ class RMModel:
     if o.data.get("gpu_mapped"):
       try: o.gpu.unmap_range(o.va)
       except KeyError: pass
-    self.objects.pop((o.client, o.handle), None)
+    if self.objects.pop((o.client, o.handle), None) is not None and o.cls == abi.NV1_MEMORY_USER:
+      self.vidmem_used[id(o.gpu)] -= o.size
 
   # ---- controls
   def _control(self, file, a) -> None:
@@ -593,9 +598,9 @@ class RMModel:
 
   def _uvm_create_range(self, file, a) -> None:
     if a.base % PAGE or a.length % PAGE or not a.length: raise RMStatus("NV_ERR_INVALID_ADDRESS", "not page aligned")
-    for base, (length, _) in self.uvm_ranges.items():
-      if base < a.base + a.length and a.base < base + length: raise RMStatus("NV_ERR_INVALID_ADDRESS", "overlaps a range")
+    if self.uvm_index.overlapping(a.base, a.base + a.length): raise RMStatus("NV_ERR_INVALID_ADDRESS", "overlaps a range")
     self.uvm_ranges[a.base] = [a.length, None]
+    self.uvm_index.add(a.base, a.base + a.length, a.base)
 
   def _uvm_map_external(self, file, a) -> None:
     rng = self.uvm_ranges.get(a.base)
@@ -607,6 +612,7 @@ class RMModel:
 
   def _uvm_free(self, file, a) -> None:
     if self.uvm_ranges.pop(a.base, None) is None: raise RMStatus("NV_ERR_INVALID_ADDRESS", f"no range at {a.base:#x}")
+    self.uvm_index.remove(a.base)
 
 
 def gpu_id(gpu) -> int:

@@ -191,7 +191,9 @@ class KGSLModel:
   def _GPUMEM_FREE_ID(self, file, a) -> None:
     obj = self.objects.pop(a.id, None)
     if obj is None: self._fail(file, "GPUMEM_FREE_ID", errno.EINVAL, f"no memory object {a.id}")
-    self._ranges = [r for r in self._ranges if r[2] != obj.id]
+    if obj.va:     # its one entry, found by address (a walk over every range made freeing n objects quadratic)
+      i = bisect.bisect_left(self._ranges, (obj.va, obj.va + obj.size, obj.id))
+      if i < len(self._ranges) and self._ranges[i][2] == obj.id: del self._ranges[i]
 
   def mmap(self, path: str, size: int, offset: int, addr) -> int:
     obj = self.objects.get(offset >> 12)

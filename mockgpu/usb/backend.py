@@ -22,6 +22,7 @@ moment faults are armed (at open, or ASM24Backend.arm_faults):
 from __future__ import annotations
 
 import array
+import collections
 import errno
 import types
 
@@ -50,6 +51,7 @@ class MockBridgeDevice:
     self.fw, self.bus, self.address, self.vid, self.pid, self.product = firmware, bus, address, vid, pid, product
     self.kernel_driver = True          # uas/usb-storage bound to interface 0 until detached
     self.claimed = False
+    self.timeouts_ms: collections.deque = collections.deque(maxlen=64)   # of the latest transfers, as the host asked
     self.arm_faults(faults)
 
   def arm_faults(self, spec: str) -> None:
@@ -137,6 +139,7 @@ class ASM24Backend(usb.backend.IBackend):
 
   # ---- transfers
   def ctrl_transfer(self, h, bm, req, value, index, data, timeout):
+    h.timeouts_ms.append(timeout)     # what the host asked for (a test's view; libusb: 0 = none)
     if bm == 0x80 and req == GET_DESCRIPTOR and value >> 8 == DESC_STRING: return self._string(h, value & 0xFF, data)
     if bm & 0x60 != 0x40: raise usb.core.USBError(f"Pipe error (request {req:#x} type {bm:#x})", errno=errno.EPIPE)
     h._transfer(f"control request {req:#04x}")
@@ -184,6 +187,7 @@ class ASM24Backend(usb.backend.IBackend):
     return fw.queued.popleft()
 
   def bulk_write(self, h, ep, intf, data, timeout):
+    h.timeouts_ms.append(timeout)     # what the host asked for (a test's view; libusb: 0 = none)
     what = f"bulk OUT of {len(data)} bytes"
     h._transfer(what)
     kind, where, size = self._next_queued(h, what, ep, EP_OUT, ("stream_write", "sram_write"), len(data))
@@ -193,6 +197,7 @@ class ASM24Backend(usb.backend.IBackend):
     return len(data)
 
   def bulk_read(self, h, ep, intf, buff, timeout):
+    h.timeouts_ms.append(timeout)     # what the host asked for (a test's view; libusb: 0 = none)
     what = f"bulk IN of {len(buff)} bytes"
     h._transfer(what)
     fw = h.fw

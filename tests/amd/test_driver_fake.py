@@ -89,9 +89,8 @@ def test_an_impossible_wait_times_out_within_the_configured_time(fake_dev):
   dev, osi = fake_dev
   never = dev.signals.alloc(0, name="never signal")
   dev.submit_pm4(pm4.wait_reg_mem(never.va, 1))
-  t0 = dev.os.monotonic()
   with pytest.raises(Timeout) as e: dev.synchronize()
-  assert 0.5 <= dev.os.monotonic() - t0 < 1.5
+  assert e.value.timeout_s == dev.timeout_s and f"after {dev.timeout_s:g} s" in str(e.value)   # not timed: named
   assert e.value.expected == dev.timeline.value and e.value.last_seen == dev.timeline.value - 1
   never.value = 1
   osi._ring(0)

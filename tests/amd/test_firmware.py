@@ -346,8 +346,38 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path, capsys):
   from hcq.drivers.system import LinuxOS
   fifo = tmp_path / "gc_11_0_0_mec.bin"
   os.mkfifo(fifo)
-  t0 = time.monotonic()
-  assert main(["fw", str(fifo)]) == 1
+  assert main(["fw", str(fifo)]) == 1       # an open of the FIFO would block here: the test would not end
   assert "not a regular file" in capsys.readouterr().err
-  with pytest.raises(firmware.FirmwareError): firmware.load(LinuxOS(Config()), str(tmp_path), fifo.name)
-  assert time.monotonic() - t0 < 5
+  with pytest.raises(firmware.FirmwareError, match="not a regular file"):
+    firmware.load(LinuxOS(Config()), str(tmp_path), fifo.name)
+
+
+def test_a_firmware_folder_or_file_any_user_may_write_is_refused(fw_dir, tmp_path):
+  """issue 29 item 14: the cache folder was refused when others may write to it, the firmware folder (whose files the
+  GPU is given) was not. Both: a folder or file with o+w is named, its mode given, and not used."""
+  from hcq.drivers.system import LinuxOS
+  osi = LinuxOS(Config())
+  folder = tmp_path / "fw"
+  folder.mkdir()
+  (folder / "gc_11_0_0_imu.bin").write_bytes(open(os.path.join(fw_dir, "gc_11_0_0_imu.bin"), "rb").read())
+  os.chmod(folder, 0o755)
+  os.chmod(folder / "gc_11_0_0_imu.bin", 0o644)
+  assert firmware.load(osi, str(folder), "gc_11_0_0_imu.bin").struct == "imu_firmware_header_v1_0"
+  os.chmod(folder, 0o1777)      # sticky, as /tmp: anyone may still create a name in it
+  with pytest.raises(FirmwareError, match=rf"{re.escape(str(folder))}: the firmware folder is writable by every user \(mode 1777\)"):
+    firmware.load(osi, str(folder), "gc_11_0_0_imu.bin")
+  os.chmod(folder, 0o755)
+  os.chmod(folder / "gc_11_0_0_imu.bin", 0o666)
+  with pytest.raises(FirmwareError, match=r"gc_11_0_0_imu\.bin: the firmware file is writable by every user \(mode 666\)"):
+    firmware.load(osi, str(folder), "gc_11_0_0_imu.bin")
+
+
+def test_mockpci_refuses_a_world_writable_firmware_folder(fw_dir, tmp_path):
+  """The mock shows the host folder's mode, so the driver's check meets it on MOCKPCI+AMD as on a machine."""
+  import hcq
+  folder = tmp_path / "fw"
+  folder.mkdir()
+  for name in os.listdir(fw_dir): os.symlink(os.path.join(fw_dir, name), folder / name)
+  os.chmod(folder, 0o777)
+  with pytest.raises(hcq.DeviceError, match=r"fw: the firmware folder is writable by every user \(mode 777\)"):
+    hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=str(folder), lock_dir=str(tmp_path)))

@@ -6,7 +6,6 @@ that run kernels skip saying so (copies, waits and errors still run)."""
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -138,9 +137,8 @@ def test_an_impossible_wait_times_out_within_the_configured_time():
   try:
     never = d.signals.alloc(0, name="never signal")
     d.submit_pm4(pm4.wait_reg_mem(never.va, 1))
-    t0 = time.monotonic()
     with pytest.raises(Timeout) as e: d.synchronize()
-    assert 0.5 <= time.monotonic() - t0 < 2.0
+    assert e.value.timeout_s == 0.5 and f"after {0.5:g} s" in str(e.value)   # the configured time, said so
     assert e.value.expected == d.timeline.value
   finally:
     never.value = 1  # let the queue finish so that closing completes
@@ -152,9 +150,10 @@ def test_closing_after_a_timeout_does_not_wait_again():
   never = d.signals.alloc(0, name="never signal")
   d.submit_pm4(pm4.wait_reg_mem(never.va, 1))
   with pytest.raises(Timeout): d.synchronize()
-  t0 = time.monotonic()
+  waits = []
+  d.wait_value = lambda value: waits.append(value)      # counted, not timed
   d.close()                                   # destroys the stuck queue instead of waiting for it a second time
-  assert time.monotonic() - t0 < 1.0          # waiting again would take the whole timeout
+  assert waits == [] and d.closed
 
 
 def test_errors_before_anything_is_submitted(dev, tmp_path):
@@ -171,43 +170,12 @@ def test_errors_before_anything_is_submitted(dev, tmp_path):
   assert (dev.compute.ring.submits, dev.timeline.value) == before
 
 
-def _skip_when_loaded():
-  """Wall-clock limits mean nothing while other jobs hold the CPUs: skip (naming the load) rather than flake."""
-  load, cpus = os.getloadavg()[0], os.cpu_count() or 1
-  if load > 1.5 * cpus: pytest.skip(f"machine loaded (load average {load:.1f} on {cpus} CPUs): timing not meaningful")
-
-
 def _python(code: str, timeout=60):
   # as after an installation: Python may cache bytecode (this sandbox sets PYTHONDONTWRITEBYTECODE, which makes
   # every process compile every module from source)
   env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
   env["HCQ_DEV"] = "MOCK+AMD"
-  t0 = time.perf_counter()
-  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, cwd="/")
-  return r, time.perf_counter() - t0
-
-
-FRESH = """
-import numpy as np, hcq
-from hcq.drivers.amd.kernels import demo_code_object
-dev = hcq.open("MOCK+AMD")
-p = dev.load(demo_code_object(), "vadd")
-a = np.arange(64, dtype=np.float32); b = np.ones(64, np.float32)
-da, db, dc = dev.alloc(256), dev.alloc(256), dev.alloc(256)
-dev.copyin(da, a); dev.copyin(db, b)
-p(da, db, dc, 64, global_size=(1,), local_size=(64,))
-assert np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b)
-"""
-
-
-def _timed_runs(code: str, check):
-  _python(code)                                   # the first run writes the bytecode caches
-  times = []
-  for _ in range(3):
-    r, t = _python(code)
-    check(r)
-    times.append(t)
-  return times
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, cwd="/")
 
 
 def _demo_ok(r):
@@ -215,31 +183,19 @@ def _demo_ok(r):
   assert "ok" in r.stdout and "FAIL" not in r.stdout
 
 
-def _fresh_ok(r): assert r.returncode == 0, r.stderr
-
-
 DEMO = "import sys; from hcq.cli import main; sys.exit(main(['demo']))"
 
 
 def test_hcq_demo_in_a_fresh_process_exits_0_with_results_checked(dev):
   _needs_emulator(dev)
-  r, _ = _python(DEMO)
+  r = _python(DEMO)
   _demo_ok(r)
   assert r.stdout.startswith("device: ") and "vector add" in r.stdout and "matmul" in r.stdout
 
 
-def test_fresh_process_vector_add_within_half_a_second(dev):
-  _needs_emulator(dev)
-  _skip_when_loaded()
-  times = _timed_runs(FRESH, _fresh_ok)
-  assert min(times) <= 0.5, f"fresh process: {times} s"
+# the fresh-process and `hcq demo` start-up times (0.5 s, 1 s) are measured by bench/startup.py: no test asserts a
+# duration
 
-
-def test_hcq_demo_within_a_second(dev):
-  _needs_emulator(dev)
-  _skip_when_loaded()
-  times = _timed_runs(DEMO, _demo_ok)
-  assert min(times) <= 1.0, f"hcq demo: {times} s"
 
 def test_bound_launch_repeats_through_an_indirect_buffer(both_dev):
   dev = both_dev

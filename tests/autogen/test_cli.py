@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,16 +19,12 @@ def test_check_regenerates_every_committed_module_identically():
   manifest = generator.load_manifest()
   cfg = from_env()
   roots = generator.Roots(manifest, cfg.autogen_cache, print, cfg.autogen_git)
-  for key in manifest["packages"]:   # fetch + unpack (once) before timing
+  for key in manifest["packages"]:   # fetch + unpack (once) before the check
     try: roots.root(key)
     except generator.sources.SourceUnavailable: pass    # a git package not on this machine: --check says it skips it
-  t0 = time.monotonic()
-  r = run("--check")
-  elapsed = time.monotonic() - t0
+  r = run("--check")                                  # bounded by run()'s timeout; how long it takes is no assertion
   assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-5000:]
   assert "regenerate identically" in r.stderr
-  print(f"--check of {len(generator.load_manifest()['modules'])} modules: {elapsed:.1f} s")
-  assert elapsed < 60
 
 
 def test_unknown_module_lists_the_known_ones():
@@ -99,10 +94,9 @@ def test_a_download_that_hangs_times_out_naming_the_package(tmp_path, monkeypatc
   monkeypatch.setattr(sources, "DOWNLOAD_TIMEOUT_S", 0.5)
   monkeypatch.setattr(sources, "APT_ARCHIVES", str(tmp_path / "no-archives"))
   pkg = {"name": "hcq-slow-package", "version": "1.0", "arch": "all", "sha256": "0" * 64, "members": []}
-  t0 = time.monotonic()
+  # the error names the 0.5 s it waited (a wait for the 30 s sleep would have ended without it)
   with pytest.raises(sources.SourceError, match=r"apt-get download hcq-slow-package=1.0 did not finish in 0.5 s"):
     sources.fetch_deb(pkg, str(tmp_path / "cache"), log=lambda *a: None)
-  assert time.monotonic() - t0 < 10
 
 
 def test_a_cache_held_by_another_generator_is_waited_for_with_a_limit(tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ def test_missing_file(tmp_path, capsys):
 
 
 def test_directory(tmp_path, capsys):
-  assert "Is a directory" in _err(capsys, ["disasm", str(tmp_path)])
+  assert "is a folder, not a regular file" in _err(capsys, ["disasm", str(tmp_path)])
 
 
 def test_not_an_elf(tmp_path, capsys):

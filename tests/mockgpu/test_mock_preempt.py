@@ -35,15 +35,14 @@ def test_an_endless_kernel_is_bounded_by_the_timeout_and_close_is_prompt(threade
   dev = hcq.open("MOCK+AMD", Config(timeout_s=1.0, mock_threaded=threaded))
   try:
     spin = dev.load(endless_code_object(), "spin")
-    t0 = time.monotonic()
-    with pytest.raises(hcq.Timeout):
+    with pytest.raises(hcq.Timeout) as e:
       spin(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
-    waited = time.monotonic() - t0
+    assert e.value.timeout_s == 1.0           # bounded by the configured timeout, which it names
   finally:
-    t1 = time.monotonic()
+    waits = []
+    dev.wait_value = lambda value: waits.append(value)    # a prompt close does not wait for the endless work again
     dev.close()
-    closed = time.monotonic() - t1
-  assert 1.0 <= waited < 1.5 and closed < 1.0, (waited, closed)
+  assert waits == [] and dev.closed        # counted, not timed
 
 
 def _spin_submit(h, q):
@@ -62,9 +61,8 @@ def test_the_doorbell_write_returns_after_a_slice_and_the_dispatch_stays_the_que
   try:
     q = h.queue("compute")
     mq = h.gpu.queues[q.queue_id]
-    t0 = time.monotonic()
     at = _spin_submit(h, q)
-    assert time.monotonic() - t0 < 0.5
+    assert mq.engine.running[0].slices == 1      # the doorbell write ran one slice, then returned (counted, not timed)
     # the read pointer stays at the DISPATCH_DIRECT: the packets before it are done, the fence after it is not
     assert q.rptr == at and h.signals.u64()[0] == 0
     assert mq.pending and mq.blocked and "DISPATCH_DIRECT" in mq.blocked_on and h.gpu.may_progress
@@ -75,9 +73,7 @@ def test_the_doorbell_write_returns_after_a_slice_and_the_dispatch_stays_the_que
 
     def pooled(): return [*memory.dispatch_shapes.values(), *memory.dispatch_launches.values()]
     assert not pooled()                        # the dispatch's pooled set-up is its own while it runs
-    t0 = time.monotonic()
-    kfd.AMDKFD_IOC_DESTROY_QUEUE(h.kfd, queue_id=q.queue_id)
-    assert time.monotonic() - t0 < 0.5
+    kfd.AMDKFD_IOC_DESTROY_QUEUE(h.kfd, queue_id=q.queue_id)     # drops the suspended dispatch: runs no more slices
     assert mq.engine.running is None and len(pooled()) == 1     # dropped: its set-up went back
     assert h.gpu.stats["dispatches"] == 0
   finally: h.os.close()
@@ -201,16 +197,14 @@ def test_ctrl_c_during_an_endless_kernel_closes_the_device_promptly(threaded):
   try:
     assert proc.stdout.readline() == "waiting\n", proc.stderr.read()
     time.sleep(0.3)                            # inside the wait: the kernel runs
-    t0 = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
+    # the child's timeout is 60 s: a Ctrl-C that waited for it would end in TimeoutExpired here (no duration asserted)
     out, err = proc.communicate(timeout=20)
-    took = time.monotonic() - t0
   finally:
     if proc.poll() is None:
       proc.kill()
       proc.communicate()
   assert proc.returncode == 0 and out == "closed\n", err
-  assert took < 3.0
 
 
 @MODES
@@ -226,10 +220,8 @@ def test_a_bug_of_the_queue_model_stops_that_queue_with_the_error_named_and_the_
     def broken(self):
       raise RuntimeError("model bug")
     monkeypatch.setattr(queues.PM4Queue, "_poll", broken)
-    t0 = time.monotonic()
-    with pytest.raises(hcq.GPUFault, match="hardware exception"):
+    with pytest.raises(hcq.GPUFault, match="hardware exception"):     # the event, before the wait's Timeout
       spin(global_size=1, local_size=1, wait=True)
-    assert time.monotonic() - t0 < 4
     monkeypatch.setattr(queues.PM4Queue, "_poll", real)
     gpu = next(g for d in dev.os.devices for g in getattr(d, "gpus", []))
     errors = [str(q.error) for q in gpu.queues.values() if q.error is not None]

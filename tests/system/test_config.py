@@ -63,3 +63,26 @@ def test_a_bad_variable_is_a_one_line_cli_error(monkeypatch, capsys):
   assert main(["demo", "--device", "MOCK+AMD", "-n", "256", "-m", "16"]) == 2
   err = capsys.readouterr().err
   assert "HCQ_TIMEOUT='nan'" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_a_usb_fault_range_is_kept_as_a_range():
+  """issue 29 item 6: transport=1-1000000000000 was expanded to 10^12 numbers by every command that read the
+  config. A range costs its two ends: parsing a range of two million numbers allocates next to nothing."""
+  import tracemalloc
+  from hcq.config import parse_usb_faults
+  tracemalloc.start()
+  try:
+    faults = parse_usb_faults("transport=1-2000000,stall=5+7-9+8")
+    peak = tracemalloc.get_traced_memory()[1]
+  finally: tracemalloc.stop()
+  assert peak < 64 << 10, f"{peak} bytes to parse two ranges"
+  t = faults["transport"]
+  assert 1 in t and 2_000_000 in t and 2_000_001 not in t and 0 not in t
+  assert [n for n in range(1, 12) if n in faults["stall"]] == [5, 7, 8, 9]
+  huge = parse_usb_faults("transport=1-1000000000000")["transport"]
+  assert 10 ** 12 in huge and 10 ** 12 + 1 not in huge
+
+
+@pytest.mark.parametrize("value", ["transport=1-100000000000000000000", "stall=٣", "ur=5-3", "ca=0"])
+def test_a_bad_usb_fault_spec_names_the_variable(value):
+  with pytest.raises(HCQError, match=r"HCQ_USB_MOCK_FAULTS.*USB fault spec"): from_env({"HCQ_USB_MOCK_FAULTS": value})

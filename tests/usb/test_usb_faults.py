@@ -64,7 +64,7 @@ def test_a_timed_out_read_is_retried(mock):
 def test_a_timed_out_write_is_not_repeated_but_reported(mock):
   os, plug, dev = mock
   plug.arm_faults("timeout=1")
-  with pytest.raises(Timeout, match=r"control request 0xf0 .*value 0x\w+60.* after 1 s"):
+  with pytest.raises(Timeout, match=rf"control request 0xf0 .*value 0x\w+60.* after {os.config.timeout_s:g} s"):
     dev.map_bar(5).write32(0x20, 7)
   assert 0x20 not in plug.fw.endpoint.regs.regs and dev.bridge.retries["timeout"] == 0
 
@@ -179,3 +179,26 @@ def test_an_sram_arm_that_arrived_but_timed_out_never_moves_wrong_data(mock, dir
   c = _os.urandom(512)
   br.sram_write(2, c)                    # not into a second armed write of slot 0
   assert br.sram_read(2, 512) == c and br.sram_read(0, 512) in (a, a[::-1]) and not plug.fw.queued
+
+
+@pytest.mark.parametrize("timeout_s,want_ms", [(0.25, 250), (30, 30000), (1e-6, 1), (1e9, 0xFFFFFFFF)])
+def test_usb_transfers_take_the_device_timeout(timeout_s, want_ms):
+  """issue 29 item 15: every transfer was given a fixed 1000 ms whatever HCQ_TIMEOUT said. Each now gets the device
+  timeout, in libusb's unsigned milliseconds (never 0, which libusb reads as no timeout at all)."""
+  os, plug, dev = open_mock(timeout_s=timeout_s)
+  try:
+    assert dev.bridge.timeout_ms == want_ms and dev.vendor == 0x1002
+    assert plug.timeouts_ms and set(plug.timeouts_ms) == {want_ms}
+  finally:
+    dev.close()
+    os.close()
+
+
+def test_a_transfer_timeout_names_the_device_timeout():
+  os, plug, dev = open_mock(timeout_s=0.25)
+  try:
+    plug.arm_faults("timeout=1-100")
+    with pytest.raises(Timeout, match=r"after 0\.25 s"): dev.vendor
+  finally:
+    dev.close()
+    os.close()

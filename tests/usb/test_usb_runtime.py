@@ -1,7 +1,6 @@
 """hcq.open("MOCKUSB+AMD") (issue 18): the runtime device on the AM driver behind the mock ASM24xx bridge, the real
 firmware booted through TLPs, kernels run by the mock Navi 31's engines on memory they reach through the GPU page
 tables (VRAM), every host access a USB transfer counted by the mock bridge."""
-import time
 
 import numpy as np
 import pytest
@@ -189,9 +188,7 @@ def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, di
       if direction == "in": d.copyin(buf, bytes(1 << 20))
       else: d.copyout(buf)
     delattr(bridge, name)
-    t0 = time.monotonic()
-    vadd(a, b, c, 64, global_size=(1,), local_size=(64,), wait=True)   # after the copy on the copy engine
-    assert time.monotonic() - t0 < 1
+    vadd(a, b, c, 64, global_size=(1,), local_size=(64,), wait=True)   # after the copy on the copy engine: no Timeout
     assert np.array_equal(np.frombuffer(d.copyout(c), np.int32), np.arange(64) + 5)
     d.copyin(buf, bytes(range(256)) * 4096)
     assert d.copyout(buf) == bytes(range(256)) * 4096
@@ -274,10 +271,9 @@ def test_a_gpu_fault_over_usb_arrives_through_the_ih_ring_not_as_a_timeout(fw_di
     vadd = d.load(demo_code_object(), "vadd")
     good = d.alloc(4096)
     bad = Buffer(d, 0x2100_0000_0000, 4096)      # in AM's VA range, mapped by no page table
-    t0 = time.monotonic()
-    with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:
+    with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:     # the fault, not a Timeout
       vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
-    assert 0x2100_0000_0000 <= e.value.address < 0x2100_0000_1000 and time.monotonic() - t0 < 1
+    assert 0x2100_0000_0000 <= e.value.address < 0x2100_0000_1000
 
 
 FAULTS = ["stall", "timeout", "late", "unplug", "transport", "ur", "ca"]
@@ -291,18 +287,21 @@ def test_transport_faults_during_a_launch_and_copies_give_errors_or_right_data(f
     k = KERNELS["vadd"]
     data = k.inputs(seed=5)
     run(d, k, data)                              # warm: the next run's transfers are the launch's and copies'
-    _bridge(d).arm_faults(f"{kind}={at}")
-    t0 = time.monotonic()
+    plug = _bridge(d)
+    plug.arm_faults("")
+    k.check(run(d, k, data), data)
+    clean = plug.transfer_number                 # the transfers of one clean run
+    plug.arm_faults(f"{kind}={at}")
     try: out = run(d, k, data)
     except HCQError as e:
       assert str(e)                              # an hcq error with a message, not a traceback of pyusb
     else: k.check(out, data)                    # retried: the data is right
-    assert time.monotonic() - t0 < 10           # bounded: retries and timeouts, no hang
+    # bounded: a few retries, no endless loop of transfers (counted: no test asserts a duration)
+    assert plug.transfer_number <= 2 * clean + 64, (plug.transfer_number, clean)
   finally:
-    t0 = time.monotonic()
     try: d.close()
     except HCQError: pass             # the bridge may be gone: close says so, and still lets go of everything
-    assert time.monotonic() - t0 < 10 and d.closed and d.os.held_locks() == []
+    assert d.closed and d.os.held_locks() == []
 
 
 def test_bench_usb_counts_the_transactions_of_a_launch(fw_dir, capsys):  # noqa: F811

@@ -366,4 +366,20 @@ def load(os_iface, firmware_dir: str, name: str) -> Firmware:
   if not stat.S_ISDIR(st.st_mode):
     raise FirmwareError(f"{firmware_dir}: {_kind_of_mode(st.st_mode)}, not a folder (the firmware folder, "
                         f"HCQ_FIRMWARE_DIR, must be a folder of firmware files)")
-  return parse(name, read(os_iface, os.path.join(firmware_dir, name)))
+  why = writable_by_anyone(firmware_dir, st, "the firmware folder")
+  if why: raise FirmwareError(why)
+  path = os.path.join(firmware_dir, name)
+  fst = _stat(os_iface, path, "the firmware file")
+  why = fst is not None and (not_a_file(path, fst) or writable_by_anyone(path, fst, "the firmware file"))
+  if why: raise FirmwareError(why)
+  return parse(name, read(os_iface, path))
+
+
+def writable_by_anyone(path: str, st, what: str) -> str | None:
+  """Why a firmware folder or file is not used: any user may write to it (mode o+w; a sticky folder such as /tmp
+  too, since anyone may still create names in it), so what the GPU would be given may have been planted. The same
+  reason hcq refuses a cache folder (safefiles.private_dir). None when only its owner and group may write."""
+  mode = stat.S_IMODE(st.st_mode)
+  if not mode & stat.S_IWOTH: return None
+  return (f"{path}: {what} is writable by every user (mode {mode:o}), so its firmware may have been planted: not used "
+          f"(chmod o-w it, or choose another folder with HCQ_FIRMWARE_DIR)")

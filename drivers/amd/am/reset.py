@@ -75,8 +75,13 @@ def restore_config(pci, saved: SavedConfig) -> None:
     if pci.config_read(4 * i, 4) != saved.header[i]: pci.config_write(4 * i, saved.header[i], 4)
 
 
-def _request(dev) -> str:
-  """Ask for the reset; returns through whom."""
+BOOTLOADER_READY = 0x80000000      # MP0_SMN_C2PMSG_35 bit 31: the PSP bootloader waits for a component (psp.py)
+
+
+def _request(dev) -> str | None:
+  """Ask for the reset; returns through whom, or None when there is nothing to reset: neither the SMU nor the sOS
+  runs and the PSP bootloader waits for its first component (C2PMSG_35 bit 31, C2PMSG_81 = 0), which is the state a
+  mode-1 reset ends in (and a GPU's state from power-on until a driver loads its firmware)."""
   why_not = smu_answers(dev)
   if why_not is None:
     dev.smu_mailbox.post(S.PPSMC_MSG_Mode1Reset)
@@ -87,7 +92,9 @@ def _request(dev) -> str:
     r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
     r.write("MP0_SMN_C2PMSG_64", G.GFX_CTRL_CMD_ID_MODE1_RST)
     return f"the PSP (GFX_CTRL_CMD_ID_MODE1_RST; {why_not})"
-  raise DeviceError(f"{dev.label}: cannot reset the GPU: {why_not}, and the PSP's sOS does not run (MP0_SMN_C2PMSG_81 = 0)")
+  if r.read("MP0_SMN_C2PMSG_35") & BOOTLOADER_READY: return None
+  raise DeviceError(f"{dev.label}: cannot reset the GPU: {why_not}, the PSP's sOS does not run (MP0_SMN_C2PMSG_81 = 0) "
+                    f"and its bootloader is not ready (MP0_SMN_C2PMSG_35 = {r.read('MP0_SMN_C2PMSG_35'):#x}, bit 31 clear)")
 
 
 def mode1_reset(dev, why: str) -> None:
@@ -101,7 +108,13 @@ def _mode1_reset(dev, why: str) -> None:
   dev.step("reset", f"mode-1 reset: {why}")
   saved = save_config(pci.pci)
   pci.disable_bus_master()
-  dev.step("reset", f"asked {_request(dev)}")
+  whom = _request(dev)
+  if whom is None:
+    pci.enable_bus_master()
+    dev.step("reset", "nothing to reset: no firmware runs (the SMU does not answer, no sOS) and the PSP bootloader is "
+                      "ready (MP0_SMN_C2PMSG_35 bit 31): the GPU is as a mode-1 reset leaves it")
+    return
+  dev.step("reset", f"asked {whom}")
   memsize = dev.nbio_regs.addr("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE")
   _wait(dev, "NBIO RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE (the function leaving the bus for the reset)", lambda: acc.read(memsize),
         lambda v: v == ALL_ONES, f"{ALL_ONES:#x}")

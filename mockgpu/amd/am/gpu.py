@@ -121,13 +121,14 @@ class MockNavi31:
       if not os.vfs.exists(folder):
         os.vfs.add(folder, DataFile(read=published(folder)) if st.S_ISREG(mode) else special(folder, mode))
       return
-    os.vfs.mkdir(folder)
+    # the folder's and files' permission bits as the host has them (a world-writable folder is what it is)
+    os.vfs.mkdir(folder).mode = st.S_IMODE(mode)
     for name in sorted(host.listdir(folder)):
       path = host.path.join(folder, name)
       if os.vfs.exists(path): continue
       try: mode = host.stat(path).st_mode
       except OSError: continue           # a dangling link: nothing there
-      if st.S_ISREG(mode): os.vfs.add_file(path, read=published(path))
+      if st.S_ISREG(mode): os.vfs.add_file(path, read=published(path), mode=st.S_IMODE(mode))
       elif st.S_ISDIR(mode): os.vfs.mkdir(path)
       else: os.vfs.add(path, special(path, mode))
 

@@ -8,13 +8,13 @@ host process.
 """
 from __future__ import annotations
 
-import bisect
 import threading
 
 import numpy as np
 
 from ....drivers.system import libc
 from ....errors import GPUFault
+from ...intervals import RangeTable
 
 # The numpy views start at this address (numpy treats a NULL data pointer as "allocate"), so element i of the u32 view
 # is the dword at host address _VIEW_BASE + 4*i. x86-64 user space ends at 2**47.
@@ -52,7 +52,9 @@ class GPUMemory:
     # the mapping table is replaced as a whole (never edited in place), so that a dispatch running on another
     # thread (the mock's threaded mode) always sees a consistent snapshot; writers serialise on a lock
     self._lock = threading.Lock()
-    self._table = ((), (), np.zeros(0, np.uint64), np.zeros(0, np.uint64))   # starts, ends, as numpy arrays
+    # a RangeTable (mockgpu/intervals.py): a change costs O(sqrt-ish) and shares the rest, not a copy of every range;
+    # its numpy arrays (the vectorised check of a many-range access) are made on first use, once per table
+    self._table = RangeTable()
     span = _VIEW_END - _VIEW_BASE
     self.u8 = host_view(_VIEW_BASE, span, np.uint8)
     self.u16 = host_view(_VIEW_BASE, span, np.uint16)
@@ -77,39 +79,42 @@ class GPUMemory:
     if start < _VIEW_BASE or start + size > _VIEW_END:
       raise ValueError(f"GPU memory range {start:#x}+{size:#x} lies outside the user address space")
     with self._lock:
-      starts, ends = self._table[:2]
-      i = bisect.bisect_right(starts, start)
-      if (i > 0 and ends[i - 1] > start) or (i < len(starts) and starts[i] < start + size):
+      if self._table.meets(start, start + size):
         raise ValueError(f"GPU memory range {start:#x}+{size:#x} overlaps a mapped range")
-      self._install(starts[:i] + (start,) + starts[i:], ends[:i] + (start + size,) + ends[i:])
+      self._install(self._table.with_range(start, start + size))
 
   def remove_range(self, start: int) -> None:
     """Unmap the range that starts at `start`. Raises KeyError naming the address when there is none."""
     with self._lock:
-      starts, ends = self._table[:2]
-      i = bisect.bisect_left(starts, start)
-      if i == len(starts) or starts[i] != start: raise KeyError(f"no GPU memory range starts at {start:#x}")
-      self._install(starts[:i] + starts[i + 1:], ends[:i] + ends[i + 1:])
+      table = self._table.without(start)
+      if table is None: raise KeyError(f"no GPU memory range starts at {start:#x}")
+      self._install(table)
 
   def ranges(self) -> list[tuple[int, int]]:
     """[(start, size)] in address order."""
-    starts, ends = self._table[:2]
-    return [(s, e - s) for s, e in zip(starts, ends)]
+    return [(s, e - s) for s, e in self._table.items()]
 
-  def _install(self, starts: tuple, ends: tuple) -> None:
+  def _install(self, table) -> None:
     self._last = (0, 0)
     self._views = {}
-    self._table = (starts, ends, np.array(starts, np.uint64), np.array(ends, np.uint64))   # one atomic swap
+    self._table = table   # one atomic swap
     # after the swap: a reader that reads the generation, then the table, and sees the new generation also sees the
     # new table (one that sees the old generation records it, and checks again next time)
     self.generation += 1
 
+  def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    """The current table's starts and ends as numpy arrays, made once per table (two threads making them at once
+    make equal ones; the table itself is never changed, only replaced)."""
+    table = self._table
+    cell = table.cache
+    if not cell:
+      pairs = list(table.items())
+      cell[:] = [(np.array([s for s, _ in pairs], np.uint64), np.array([e for _, e in pairs], np.uint64))]
+    return cell[0]
+
   def range_of(self, address: int) -> tuple[int, int] | None:
     """(start, end) of the range holding `address`, or None."""
-    starts, ends = self._table[:2]
-    i = bisect.bisect_right(starts, address) - 1
-    if i >= 0 and address < ends[i]: return starts[i], ends[i]
-    return None
+    return self._table.range_of(address)
 
   # ---- checks ----
   def check(self, addresses: np.ndarray, nbytes: int, what: str = "access") -> tuple[int, int] | None:
@@ -151,7 +156,7 @@ class GPUMemory:
 
   def _check_each(self, addresses: np.ndarray, nbytes: int, what: str) -> None:
     a = addresses.astype(np.uint64)
-    np_starts, np_ends = self._table[2:]
+    np_starts, np_ends = self._arrays()
     if len(np_starts) == 0:
       raise GPUFault(f"{what} with no memory mapped", address=int(a[0]), kind="page fault")
     i = np.searchsorted(np_starts, a, side="right").astype(np.int64) - 1

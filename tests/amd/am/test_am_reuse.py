@@ -258,18 +258,39 @@ def test_mode1_reset_timeouts_name_the_register(navi_fw, fail, match):
     with pytest.raises(Timeout, match=match): d.mode1_reset()
 
 
+def test_a_cold_gpu_has_nothing_to_reset_and_says_so(navi_fw):
+  """issue 29 item 13: a GPU on which no firmware runs (from power-on, or after a reset) with its PSP bootloader ready
+  is already as a mode-1 reset leaves it: the reset says so instead of failing on the SMU's silence."""
+  os, gpu = navi_fw
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
+    d.mode1_reset()
+    assert [s for b, s, _t in d.steps if b == "reset"][-1].startswith("nothing to reset: no firmware runs")
+  assert gpu.reset.count == 0 and gpu.reset.requests == []
+
+
 def test_a_gpu_that_cannot_be_reset_says_why(navi_fw):
-  with AMDev(navi_fw[0], ADDR, navi_fw[0].config, until="discovery") as d:
+  """Nothing runs and the PSP bootloader is not ready either: no one can reset it, and the error names the registers."""
+  os, gpu = navi_fw
+  gpu.regs.poke(gpu.psp.r[35], 0)
+  with AMDev(os, ADDR, os.config, until="discovery") as d:
     with pytest.raises(DeviceError, match=r"cannot reset the GPU: the SMU does not answer PPSMC_MSG_TestMessage .*"
-                                          r"MP0_SMN_C2PMSG_81 = 0"):
+                                          r"MP0_SMN_C2PMSG_81 = 0.*MP0_SMN_C2PMSG_35 = 0x0, bit 31 clear"):
       d.mode1_reset()
 
 
-def test_hcq_am_reset_cli(fw_dir, capsys, monkeypatch):
+def test_hcq_am_reset_cli(fw_dir, capsys, monkeypatch, tmp_path):
+  """`hcq am reset --mock` (a README command): the embedded mock is booted first, then reset by the SMU; without a
+  firmware folder it is reset as it is (nothing runs: nothing to reset). Both exit 0."""
   monkeypatch.setenv("HCQ_FIRMWARE_DIR", fw_dir)
   monkeypatch.setenv("HCQ_TIMEOUT", "0.3")
-  assert hcq_main(["am", "reset", "--mock"]) == 1      # the embedded mock is cold: nothing runs to reset it
-  assert "cannot reset the GPU" in capsys.readouterr().err
+  assert hcq_main(["am", "reset", "--mock"]) == 0
+  assert "mode-1 reset done" in capsys.readouterr().out
+  assert hcq_main(["am", "reset", "--mock", "--trace"]) == 0
+  assert "asked the SMU (PPSMC_MSG_Mode1Reset)" in capsys.readouterr().out
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path / "none"))
+  assert hcq_main(["am", "reset", "--mock"]) == 0
+  out, err = capsys.readouterr()
+  assert "nothing to reset" in out and "not booted first" in err and "firmware folder does not exist" in err
   assert hcq_main(["am", "reset", "--pci", "3:0.0"]) == 2
 
 
