@@ -35,7 +35,8 @@ class Config:
   # where the autogen generator caches downloaded Debian packages: HCQ_AUTOGEN_CACHE, else <cache_dir>/autogen
   autogen_cache: str = os.path.join(os.path.expanduser("~"), ".cache", "hcq", "autogen")
   # where AMD firmware files are read from (as the kernel's amdgpu loads them): HCQ_FIRMWARE_DIR, else
-  # /lib/firmware/amdgpu (Debian's firmware-amd-graphics package puts them there)
+  # /lib/firmware/amdgpu (Debian's firmware-amd-graphics package puts them there), else what `hcq fw fetch` put in
+  # the cache (from_env: default_firmware_dir)
   firmware_dir: str = "/lib/firmware/amdgpu"
   # mock device behaviour
   mock_threaded: bool = False
@@ -233,6 +234,19 @@ def _xdg_cache(env: Mapping[str, str]) -> str:
   return os.path.join(xdg, "hcq") if os.path.isabs(xdg) else ""
 
 
+SYSTEM_FIRMWARE_DIR = "/lib/firmware/amdgpu"
+
+
+def default_firmware_dir(autogen_cache: str) -> str:
+  """The firmware folder when HCQ_FIRMWARE_DIR is not set: the machine's own (/lib/firmware/amdgpu, where Debian's
+  firmware-amd-graphics puts it) when it is there, else the pinned package `hcq fw fetch` unpacked into the cache
+  (autogen/fwpackage.py), else the machine's own all the same (the driver's error then names `hcq fw fetch`)."""
+  if os.path.isdir(SYSTEM_FIRMWARE_DIR): return SYSTEM_FIRMWARE_DIR
+  from .autogen import fwpackage
+  fetched = fwpackage.fetched_dir(autogen_cache)
+  return fetched or SYSTEM_FIRMWARE_DIR
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Config:
   """Build a Config from the environment (os.environ unless another mapping is given)."""
   env = os.environ if env is None else env
@@ -247,7 +261,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     timeout_s=_seconds(env, "HCQ_TIMEOUT", d.timeout_s),
     cache_dir=cache_dir,
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen"),
-    firmware_dir=env.get("HCQ_FIRMWARE_DIR") or d.firmware_dir,
+    firmware_dir=env.get("HCQ_FIRMWARE_DIR") or default_firmware_dir(env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen")),
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
     mock_gpu=(_raw(env, "HCQ_MOCK_GPU") or d.mock_gpu).strip(),

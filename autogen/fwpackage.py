@@ -22,7 +22,20 @@ PACKAGE = {
 FILE_COUNT = 530   # files under lib/firmware/amdgpu in this version
 
 
-def firmware_dir(cache: str, log=print) -> str:
-  """The package's lib/firmware/amdgpu, unpacked under cache (Config.autogen_cache); fetched on first use.
-  Raises sources.SourceError naming the package when it cannot be fetched."""
-  return os.path.join(sources.unpack(PACKAGE, cache, log), "lib", "firmware", "amdgpu")
+def firmware_dir(cache: str, log=print, progress=None) -> str:
+  """The package's lib/firmware/amdgpu, unpacked under cache (Config.autogen_cache); fetched on first use (`hcq fw
+  fetch`). Raises sources.SourceError naming the package when it cannot be fetched. progress: sources.unpack's."""
+  return os.path.join(sources.unpack(PACKAGE, cache, log, progress), "lib", "firmware", "amdgpu")
+
+
+def fetched_dir(cache: str) -> str | None:
+  """The package's firmware folder in cache when an earlier fetch unpacked it there (its stamp is present and
+  current), else None. Fetches nothing."""
+  dest = sources.unpack_dir(PACKAGE, cache)
+  stamp = os.path.join(dest, ".hcq-unpacked")
+  try:
+    with open(stamp) as f:
+      if f.read() != sources.stamp_text(PACKAGE): return None
+  except OSError: return None
+  folder = os.path.join(dest, "lib", "firmware", "amdgpu")
+  return folder if os.path.isdir(folder) else None
