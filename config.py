@@ -72,6 +72,9 @@ class Config:
   # parse_usb_faults for what each counts
   usb_mock_faults: str = ""
   debug: int = 0
+  # HCQ_TRACE: a file the devices of this process write their timeline to, in the Chrome trace event format
+  # (drivers/hcq/trace.py); "" = none
+  trace: str = ""
   # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
   exec_path: str = os.defpath
 
@@ -277,6 +280,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     amd_usb_poll_us=_int(env, "AMD_USB_POLL_US", d.amd_usb_poll_us, hi=1_000_000),
     usb_mock_faults=env.get("HCQ_USB_MOCK_FAULTS", ""),
     debug=_int(env, "HCQ_DEBUG", 0),
+    trace=env.get("HCQ_TRACE", ""),
     exec_path=env.get("PATH", d.exec_path),
   )
   for field, check in CHECKS.items():   # named by the variable the value came from

@@ -49,7 +49,9 @@ class Program:
         raise DeviceError(f"{dev.name}: kernel {self.name}: shared_mem must be a number of bytes >= 0, got {shared_mem!r}")
       args = (*args, int(shared_mem))
     explicit = layout.check_and_pack(args, dev.buffer_type, dev)
-    shape = self.shape(global_size, local_size, wait, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
+    # a traced device times every launch (its GPU timestamps go to the trace: drivers/hcq/trace.py)
+    timed = wait or getattr(dev, "tracer", None) is not None
+    shape = self.shape(global_size, local_size, timed, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
     return dev.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"
