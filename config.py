@@ -238,6 +238,9 @@ def _xdg_cache(env: Mapping[str, str]) -> str:
 
 
 SYSTEM_FIRMWARE_DIR = "/lib/firmware/amdgpu"
+# where in the autogen cache `hcq fw fetch` leaves the firmware: a link to the unpacked package's lib/firmware
+# (autogen/fwpackage.py firmware_dir)
+FETCHED_FIRMWARE_DIR = os.path.join("firmware", "amdgpu")
 
 
 def default_firmware_dir(autogen_cache: str) -> str:
@@ -245,9 +248,8 @@ def default_firmware_dir(autogen_cache: str) -> str:
   firmware-amd-graphics puts it) when it is there, else the pinned package `hcq fw fetch` unpacked into the cache
   (autogen/fwpackage.py), else the machine's own all the same (the driver's error then names `hcq fw fetch`)."""
   if os.path.isdir(SYSTEM_FIRMWARE_DIR): return SYSTEM_FIRMWARE_DIR
-  from .autogen import fwpackage
-  fetched = fwpackage.fetched_dir(autogen_cache)
-  return fetched or SYSTEM_FIRMWARE_DIR
+  fetched = os.path.join(autogen_cache, FETCHED_FIRMWARE_DIR)
+  return fetched if os.path.isdir(fetched) else SYSTEM_FIRMWARE_DIR
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Config:

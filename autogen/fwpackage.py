@@ -24,18 +24,29 @@ FILE_COUNT = 530   # files under lib/firmware/amdgpu in this version
 
 def firmware_dir(cache: str, log=print, progress=None) -> str:
   """The package's lib/firmware/amdgpu, unpacked under cache (Config.autogen_cache); fetched on first use (`hcq fw
-  fetch`). Raises sources.SourceError naming the package when it cannot be fetched. progress: sources.unpack's."""
-  return os.path.join(sources.unpack(PACKAGE, cache, log, progress), "lib", "firmware", "amdgpu")
+  fetch`). <cache>/firmware is then a link to the unpacked lib/firmware, where config.py looks when HCQ_FIRMWARE_DIR
+  is not set (config.FETCHED_FIRMWARE_DIR). Raises sources.SourceError naming the package when it cannot be fetched.
+  progress: sources.unpack's."""
+  root = sources.unpack(PACKAGE, cache, log, progress)
+  _link(os.path.join(cache, "firmware"), os.path.relpath(os.path.join(root, "lib", "firmware"), cache))
+  return os.path.join(root, "lib", "firmware", "amdgpu")
+
+
+def _link(link: str, target: str) -> None:
+  """link -> target (relative), replaced atomically when it points elsewhere; anything at link that is not a
+  symbolic link is left alone (a folder someone put there is theirs)."""
+  try:
+    if os.readlink(link) == target: return
+  except FileNotFoundError: pass
+  except OSError: return        # not a symbolic link
+  tmp = f"{link}.{os.getpid()}.tmp"
+  if os.path.lexists(tmp): os.unlink(tmp)
+  os.symlink(target, tmp)
+  os.replace(tmp, link)
 
 
 def fetched_dir(cache: str) -> str | None:
-  """The package's firmware folder in cache when an earlier fetch unpacked it there (its stamp is present and
-  current), else None. Fetches nothing."""
-  dest = sources.unpack_dir(PACKAGE, cache)
-  stamp = os.path.join(dest, ".hcq-unpacked")
-  try:
-    with open(stamp) as f:
-      if f.read() != sources.stamp_text(PACKAGE): return None
-  except OSError: return None
-  folder = os.path.join(dest, "lib", "firmware", "amdgpu")
+  """The firmware folder an earlier fetch left in cache (through its <cache>/firmware link), else None."""
+  from ..config import FETCHED_FIRMWARE_DIR
+  folder = os.path.join(cache, FETCHED_FIRMWARE_DIR)
   return folder if os.path.isdir(folder) else None

@@ -24,6 +24,8 @@ import os
 import threading
 import time
 
+from ...safefiles import atomic_writer
+
 _LOCK = threading.Lock()
 _TRACES: dict[str, "TraceFile"] = {}
 _DEFAULT_PATH: str | None = None    # --trace FILE of a command (set_path), else Config.trace (HCQ_TRACE)
@@ -57,9 +59,7 @@ class TraceFile:
   def write(self) -> None:
     """The whole file, replaced atomically (a reader never sees half of it)."""
     with self.lock: doc = {"traceEvents": list(self.events), "displayTimeUnit": "ms"}
-    tmp = f"{self.path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f: json.dump(doc, f)
-    os.replace(tmp, self.path)
+    with atomic_writer(self.path, text=True, perm=0o644) as f: json.dump(doc, f)
 
 
 def _file(path: str) -> TraceFile:

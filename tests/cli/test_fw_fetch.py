@@ -37,7 +37,8 @@ def _private(path):
 
 def test_the_default_firmware_folder_is_the_fetched_one_when_the_machine_has_none(no_system_firmware, fw_dir, tmp_path):
   shared = from_env().autogen_cache
-  assert from_env({"HCQ_AUTOGEN_CACHE": shared}).firmware_dir == fw_dir
+  got = from_env({"HCQ_AUTOGEN_CACHE": shared}).firmware_dir
+  assert got == os.path.join(shared, "firmware", "amdgpu") and os.path.realpath(got) == os.path.realpath(fw_dir)
   empty = _private(tmp_path / "empty")
   # nothing fetched: the machine's folder all the same (the driver's error then names the fix)
   assert from_env({"HCQ_AUTOGEN_CACHE": empty}).firmware_dir == config_mod.SYSTEM_FIRMWARE_DIR
@@ -114,7 +115,8 @@ def test_fw_fetch_downloads_checks_and_unpacks_then_hcq_fw_finds_the_file(no_sys
     assert os.listdir(folder) == ["gc_11_0_0_mec.bin"]
     # piped (pytest's capture is no terminal): plain progress lines, no bar redraws
     assert f"{deb.name}: downloading, " in err and "(100%)" in err and "\r" not in err
-    assert from_env().firmware_dir == folder
+    assert os.path.realpath(from_env().firmware_dir) == os.path.realpath(folder)
+    assert os.readlink(os.path.join(cache, "firmware")).startswith("src/hcq-test-fw_1.0-")
     assert hcq_main(["fw", "gc_11_0_0_mec.bin"]) == 0
     assert capsys.readouterr().out.startswith("gc_11_0_0_mec.bin: gfx container")
     # a second fetch finds the package unpacked and downloads nothing

@@ -27,6 +27,10 @@ NEEDS_HARDWARE = {
 SLOW = {
   "python -m hcq.autogen --check": "regenerates every binding with libclang and diffs it (minutes)",
 }
+# lines that need an optional extra: (module, reason) -- skipped where it is not installed
+NEEDS_EXTRA = {
+  "hcq trace plot demo.json -o timeline.png": ("matplotlib", "needs matplotlib, the optional [plot] extra"),
+}
 # lines whose exit status is an answer, not success: 0 or 1 both mean the command ran
 ANSWERS = ("--expect",)
 
@@ -76,12 +80,15 @@ def test_the_commands_section_is_what_this_test_runs():
   assert len(lines) >= 20 and lines[0] == "hcq demo"
   assert not [l for l in lines if re.search(r"\[|\]|\bFILE\b|\bNAME\b|\bADDR\b|K\.hsaco", l)], \
     "a line with a placeholder or optional part cannot run as written"
-  for cmd in list(NEEDS_HARDWARE) + list(SLOW): assert cmd in lines, f"{cmd!r} is no longer in the README"
+  for cmd in list(NEEDS_HARDWARE) + list(SLOW) + list(NEEDS_EXTRA): assert cmd in lines, f"{cmd!r} is no longer in the README"
 
 
 @pytest.mark.parametrize("cmd", [c for c in command_lines() if c not in SLOW])
 def test_a_readme_command_runs_as_written_in_a_fresh_clone(cmd, clone):
   if cmd in NEEDS_HARDWARE: pytest.skip(NEEDS_HARDWARE[cmd])
+  if cmd in NEEDS_EXTRA:
+    module, reason = NEEDS_EXTRA[cmd]
+    pytest.importorskip(module, reason=reason)
   r = _run(cmd, clone)
   ok = (0, 1) if any(a in cmd for a in ANSWERS) else (0,)
   assert r.returncode in ok, f"{cmd}: exit {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}"
