@@ -265,6 +265,7 @@ def _guid(mac: bytes) -> str:
 # ---------------------------------------------------------------- loopback
 def run_loopback(args) -> int:
   from ..drivers.bnxt import BNXTQP
+  from ..drivers.hcq import trace
   from . import _rdmaperf as perf
   table = args.iters is not None or args.sweep or args.json
   sizes = perf.sweep_sizes(args.size or MAX_SIZE) if args.sweep else [args.size or 4096]
@@ -277,22 +278,31 @@ def run_loopback(args) -> int:
     a.connect(b.qpn, dev.gid, dev.mac)
     b.connect(a.qpn, dev.gid, dev.mac)
     dev.set_loopback(True, settle_s=0.0 if not args.pci else 1.0)
-    rows, bad = [], None
+    rows, bad, tracer = [], None, None
     try:
       largest = max(sizes)
       src, dst = dev.alloc(largest), dev.alloc(largest)
       lkey, rkey = dev.register_mr(src), dev.register_mr(dst)
       data = message(largest, args.seed)
       src.write(0, data)
+      tracer = trace.for_device(dev, dev.config)   # HCQ_TRACE: each write on the NIC's track
+      def write(size):
+        t0 = trace.now_us()
+        a.rdma_write(dst.va, rkey, src.va, lkey, size, timeout_s=args.timeout)
+        if tracer is not None: tracer.span("NIC", f"RDMA WRITE {size} B", t0, trace.now_us(), bytes=size, qp=a.qpn)
       for size in sizes:
         if len(sizes) > 1: dst.write(0, bytes(size))   # what an earlier, smaller write left must not pass for this one
-        row = perf.measure(lambda: a.rdma_write(dst.va, rkey, src.va, lkey, size, timeout_s=args.timeout), size, iters)
+        row = perf.measure(lambda: write(size), size, iters)
         got = dst.read(0, size)
         row["verified"] = got == data[:size]
         if not row["verified"] and bad is None: bad = (size, _first_diff(got, data[:size]))
         rows.append(row)
     finally:
       dev.set_loopback(False)
+    if tracer is not None:
+      from . import CommandError
+      try: tracer.close()
+      except OSError as e: raise CommandError(f"cannot write the trace {tracer.file.path}: {e.strerror}") from None
     ok = bad is None
     if args.json:
       print(json.dumps({"mode": "loopback", "pmtu": args.pmtu, "qp": [a.qpn, b.qpn], "rows": rows, "verified": ok},

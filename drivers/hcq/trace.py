@@ -12,7 +12,8 @@ What is recorded (HCQ_TRACE=FILE, or --trace FILE on hcq run, demo and kernels):
   - each copy on the copy track, from its submission to the first time the host saw the timeline past it (at its
     next submission or wait; the copy engine writes no timestamp of its own here: args.clock says "host");
   - each host submission ("submit", an "X" of the time the host spent writing and ringing it) and each wait ("wait",
-    from its start to its end) on the host track.
+    from its start to its end) on the host track;
+  - a NIC's RDMA WRITEs (`hcq rdma loopback`) on its NIC track, from the post to the completion the host polled.
 The file is written when the device closes (and again at each later close in the same process: several devices
 share one file).
 """
@@ -83,7 +84,7 @@ def for_device(device, config) -> "DeviceTrace | None":
   return DeviceTrace(_file(os.path.abspath(path)), device)
 
 
-TRACKS = {"host": 1, "compute": 2, "copy": 3}
+TRACKS = {"host": 1, "compute": 2, "copy": 3, "NIC": 4}
 
 
 class DeviceTrace:
@@ -144,6 +145,10 @@ class DeviceTrace:
     for v, ts, nbytes, dst in done:
       self._complete("copy", f"copy {nbytes} B", ts, t - ts, {"timeline_value": v, "bytes": nbytes,
                                                                "dst": f"{dst:#x}", "clock": "host"})
+
+  def span(self, track: str, name: str, t0: float, t1: float, **args) -> None:
+    """An operation the host timed itself (a NIC's RDMA WRITE from its post to its completion): args.clock "host"."""
+    self._complete(track, name, t0, t1 - t0, dict(args, clock="host"))
 
   def close(self) -> None:
     self.file.write()

@@ -115,3 +115,13 @@ def test_trace_plot_names_what_is_wrong(tmp_path, capsys, monkeypatch):
   monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)   # the optional extra is not installed
   assert main(["trace", "plot", str(good), "-o", str(tmp_path / "x.png")]) == 1
   assert "pip install 'hcq[plot]'" in capsys.readouterr().err
+
+
+def test_a_nics_rdma_writes_are_on_its_nic_track(tmp_path, monkeypatch, capsys):
+  path = tmp_path / "nic.json"
+  monkeypatch.setenv("HCQ_TRACE", str(path))
+  assert main(["rdma", "loopback", "--mock", "--iters", "3", "--size", "4K"]) == 0
+  events = check_trace_format(json.loads(path.read_text()))
+  (nic,) = [e for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == "NIC engine"]
+  writes = [e for e in events if e["ph"] == "X" and e["tid"] == nic["tid"]]
+  assert [w["name"] for w in writes] == ["RDMA WRITE 4096 B"] * 3 and all(w["args"]["clock"] == "host" for w in writes)
