@@ -65,16 +65,17 @@ def print_text(fw, out) -> None:
   for note in fw.notes: print(f"  note: {note}", file=out)
 
 
-def fetch(config, quiet: bool = False) -> int:
+def fetch(config, as_json: bool = False) -> int:
   """`hcq fw fetch`: the pinned package into config.autogen_cache (a second run finds it there and fetches nothing);
-  prints the firmware folder on stdout, progress on stderr."""
+  prints the firmware folder on stdout (--json: an object with the package too), progress on stderr."""
   from ..autogen import fwpackage, sources
+  pkg = fwpackage.PACKAGE
   def log(msg): print(msg.replace("autogen: ", "hcq fw fetch: ", 1), file=sys.stderr)
-  try: folder = fwpackage.firmware_dir(config.autogen_cache, log=log if not quiet else (lambda *a: None),
-                                       progress=False if quiet else None)
-  except sources.SourceError as e: raise CommandError(f"cannot fetch {fwpackage.PACKAGE['name']} "
-                                                      f"{fwpackage.PACKAGE['version']}: {e}") from None
-  print(folder)
+  try: folder = fwpackage.firmware_dir(config.autogen_cache, log=log)
+  except sources.SourceError as e: raise CommandError(f"cannot fetch {pkg['name']} {pkg['version']}: {e}") from None
+  if as_json: print(json.dumps({"firmware_dir": folder, "package": pkg["name"], "version": pkg["version"],
+                                "sha256": pkg["sha256"]}, indent=1))
+  else: print(folder)
   return 0
 
 
@@ -84,7 +85,7 @@ def run(args) -> int:
   config = from_env()
   if args.files[0] == "fetch":
     if len(args.files) > 1: raise UsageError(f"hcq fw fetch takes no FILE (got {' '.join(args.files[1:])})")
-    return fetch(config, quiet=args.json)
+    return fetch(config, as_json=args.json)
   fw_dir = config.firmware_dir
   results, status = [], 0
   for arg in args.files:
