@@ -146,7 +146,9 @@ class Device(DeviceBase):
       names = self._kernel_names(image)
       if names is not None and len(names) > 1:
         from .program import Module
-        return Module(self, image, names)
+        mod = Module(self, image, names)
+        mod[names[0]]   # loads the image now: a code object this device cannot run is refused by load(), not later
+        return mod
     return self._load(image, name)
 
   def compile(self, sink):

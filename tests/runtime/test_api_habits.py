@@ -62,9 +62,9 @@ def test_memset_sets_bytes_within_the_range(dev):
 
 
 def test_a_code_object_with_several_kernels_is_a_module_loaded_once(dev):
+  before = len(dev._images)
   mod = dev.load(DEMO)
   assert list(mod) == ["empty", "vadd", "matmul"] and "vadd" in mod and len(mod) == 3
-  before = len(dev._images)
   vadd = mod["vadd"]
   assert mod["vadd"] is vadd and mod["matmul"].name == "matmul"
   assert len(dev._images) == before + 1       # the image went to the GPU once for both kernels
