@@ -68,3 +68,22 @@ def test_an_asm24_bridge_on_the_usb_bus_is_usb_amd(machine, capsys):
   (other / "idProduct").write_text("c52b\n")
   rows = devices_json(capsys)
   assert rows["USB+AMD"]["present"] and rows["USB+AMD"]["detected"] == [{"usb": "2-1", "id": "add1:0001"}]
+
+
+def test_the_process_holding_a_function_is_named(machine, capsys, tmp_path):
+  import os
+  import subprocess
+  sysfs, _ = machine
+  add_pci_function(sysfs, "0000:04:00.0", 0x1002, 0x744C, 0x030000)
+  lock = pathlib.Path(os.environ["HCQ_LOCK_DIR"]) / "am_0000:04:00.0.lock"
+  holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+                             "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('ready', flush=True)\ntime.sleep(60)", str(lock)],
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "ready"
+    (found,) = devices_json(capsys)["PCI+AMD"]["detected"]
+    assert found["pci"] == "0000:04:00.0" and [h["pid"] for h in found["holders"]] == [holder.pid]
+  finally:
+    holder.kill()
+    holder.wait(10)
