@@ -7,6 +7,7 @@
   hcq rdma devinfo  [--pci BUS | --mock] [--json]
       as ibv_devinfo: firmware version, port, link state, MTU, GID, MAC
   hcq rdma connect  [--pci BUS --remote-cmd "ssh host hcq rdma serve --pci BUS" | --mock] [--size N] [--pcap FILE]
+                    [--iters N] [--json]
       this host writes into the memory of a remote `hcq rdma serve`; the two ends exchange JSON lines over the
       remote's stdin/stdout: {qpn, mac, gid, wire} both ways, then {size} -> {addr, rkey}, then {done} ->
       {sha256, head}
@@ -79,6 +80,9 @@ def register(sub) -> None:
                                                           "as ib_write_bw -a")
       q.add_argument("--json", action="store_true", help="print the table's rows as one JSON document")
     if name == "connect":
+      q.add_argument("--iters", type=_iters, default=None, metavar="N",
+                     help="write N times (the remote end checks the last) and print perftest's table")
+      q.add_argument("--json", action="store_true", help="print the table's row as one JSON document")
       q.add_argument("--remote-cmd", metavar="CMD", help="command that runs `hcq rdma serve` on the remote host")
       q.add_argument("--remote-ip", type=_ipv4, help="the remote end's IPv4 address (its GID)")
     q.set_defaults(func=fn)
@@ -492,15 +496,25 @@ def run_connect(args) -> int:
       lkey = dev.register_mr(src)
       data = message(args.size, args.seed)
       src.write(0, data)
-      t0 = time.perf_counter()
-      qp.rdma_write(addr, rkey, src.va, lkey, args.size, timeout_s=args.timeout)
-      dt = time.perf_counter() - t0
+      from . import _rdmaperf as perf
+      row = perf.measure(lambda: qp.rdma_write(addr, rkey, src.va, lkey, args.size, timeout_s=args.timeout),
+                         args.size, args.iters or 1)
+      dt = row["lat_avg_us"] / 1e6
       remote.send({"done": True})
       seen = remote.recv("digest of the received bytes")
       ok = field(seen, "sha256", "the remote end") == hashlib.sha256(data).hexdigest() and \
         bytes.fromhex(field(seen, "head", "the remote end")) == data[:64]
-      print(f"connect: QP {qp.qpn:#x} -> remote QP {peer['qpn']:#x}, {args.size} bytes at PMTU {args.pmtu} into "
-            f"{addr:#x} (rkey {rkey:#x}) in {dt * 1e3:.2f} ms: {'verified by the remote end' if ok else 'MISMATCH'}")
+      row["verified"] = ok
+      if args.json:
+        print(json.dumps({"mode": "connect", "pmtu": args.pmtu, "qp": [qp.qpn, peer["qpn"]], "rows": [row],
+                          "verified": ok}, indent=1))
+      elif args.iters is not None:
+        print(perf.table([row]))
+        print(f"connect: QP {qp.qpn:#x} -> remote QP {peer['qpn']:#x} at PMTU {args.pmtu}, {args.iters} writes: "
+              f"{'verified by the remote end' if ok else 'MISMATCH'}")
+      else:
+        print(f"connect: QP {qp.qpn:#x} -> remote QP {peer['qpn']:#x}, {args.size} bytes at PMTU {args.pmtu} into "
+              f"{addr:#x} (rkey {rkey:#x}) in {dt * 1e3:.2f} ms: {'verified by the remote end' if ok else 'MISMATCH'}")
       status = 0 if report_device_errors(dev, "connect") and ok else 1
     finally:
       rc = remote.close()

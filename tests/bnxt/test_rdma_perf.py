@@ -77,3 +77,15 @@ def test_the_mock_port_reports_its_loopback():
     with pytest.raises(HWRMError, match="HWRM port_phy_qcfg failed"):
       dev.hwrm.call("port_phy_qcfg", port_id=dev.port_id + 5)
     assert any("port_phy_qcfg" in e for e in dev.device_errors())
+
+
+def test_connect_iters_json_is_verified_by_the_remote_end():
+  import subprocess
+  import sys
+  r = subprocess.run([sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))",
+                      "rdma", "connect", "--mock", "--iters", "3", "--size", "16K", "--json"],
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  doc = json.loads(r.stdout)
+  (row,) = doc["rows"]
+  assert doc["mode"] == "connect" and doc["verified"] and (row["bytes"], row["iterations"]) == (16384, 3)
