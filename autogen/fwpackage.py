@@ -44,9 +44,3 @@ def _link(link: str, target: str) -> None:
   os.symlink(target, tmp)
   os.replace(tmp, link)
 
-
-def fetched_dir(cache: str) -> str | None:
-  """The firmware folder an earlier fetch left in cache (through its <cache>/firmware link), else None."""
-  from ..config import FETCHED_FIRMWARE_DIR
-  folder = os.path.join(cache, FETCHED_FIRMWARE_DIR)
-  return folder if os.path.isdir(folder) else None
