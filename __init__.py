@@ -12,7 +12,7 @@ import importlib
 from .errors import DeviceError, GPUFault, HCQError, OSCallError, QueueError, Timeout
 
 __version__ = "0.1.0"
-__all__ = ["open", "parse_spec", "DeviceSpec", "registered_drivers", "device_list", "DeviceError", "GPUFault", "HCQError", "OSCallError", "QueueError",
+__all__ = ["open", "parse_spec", "DeviceSpec", "registered_drivers", "device_list", "device_list_markdown", "DeviceError", "GPUFault", "HCQError", "OSCallError", "QueueError",
            "Timeout", "__version__"]
 
 # the driver packages, each declaring DRIVER (drivers/hcq/registry.py); hcq.open, spec parsing, autodetection and the
@@ -141,14 +141,15 @@ def _open_one(spec: DeviceSpec, cfg):
   return dev
 
 
-def device_list() -> str:
-  """The README's list of devices, from the registry: one line per spec interface."""
-  lines = []
-  for d in registered_drivers().values():
-    for i in d.interfaces:
-      spec = f"{i.name}+{d.vendor}" if i.name else d.vendor
-      default = f" (also `{d.vendor}`)" if i.name and i.name == d.default else ""
-      auto = "; autodetected" if i.probe else ""
-      lines.append(f"- `{spec}`{default}: {d.summary}, {i.summary}{auto}")
-      for m in i.mocks: lines.append(f"- `{m}+{d.vendor}`: the embedded mock of `{spec}`")
-  return "\n".join(lines)
+def device_list() -> list:
+  """Every spec hcq.open takes, from the registry: a list of drivers/hcq/registry.py DeviceRecord (spec, vendor,
+  interface, alias, summary, mock_of, autodetected, probe; .as_json() gives a dict). Nothing is opened or probed:
+  `hcq devices` says what is present."""
+  from .drivers.hcq.registry import device_records
+  return device_records(registered_drivers())
+
+
+def device_list_markdown() -> str:
+  """The README's list of devices, rendered from device_list()."""
+  from .drivers.hcq.registry import markdown
+  return markdown(device_list())

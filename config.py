@@ -40,7 +40,8 @@ class Config:
   # packages are then regenerated only from headers already unpacked in autogen_cache, and skipped otherwise)
   autogen_git: str = ""
   # where AMD firmware files are read from (as the kernel's amdgpu loads them): HCQ_FIRMWARE_DIR, else
-  # /lib/firmware/amdgpu (Debian's firmware-amd-graphics package puts them there)
+  # /lib/firmware/amdgpu (Debian's firmware-amd-graphics package puts them there), else what `hcq fw fetch` put in
+  # the cache (from_env: default_firmware_dir)
   firmware_dir: str = "/lib/firmware/amdgpu"
   # mock device behaviour
   mock_threaded: bool = False
@@ -79,6 +80,9 @@ class Config:
   # parse_usb_faults for what each counts
   usb_mock_faults: str = ""
   debug: int = 0
+  # HCQ_TRACE: a file the devices of this process write their timeline to, in the Chrome trace event format
+  # (drivers/hcq/trace.py); "" = none
+  trace: str = ""
   # folders searched for the commands tools run (hcq-smi: modprobe, sudo, nvidia-smi), PATH's format
   exec_path: str = os.defpath
 
@@ -287,6 +291,21 @@ def _xdg_cache(env: Mapping[str, str]) -> str:
   return os.path.join(xdg, "hcq") if os.path.isabs(xdg) else ""
 
 
+SYSTEM_FIRMWARE_DIR = "/lib/firmware/amdgpu"
+# where in the autogen cache `hcq fw fetch` leaves the firmware: a link to the unpacked package's lib/firmware
+# (autogen/fwpackage.py firmware_dir)
+FETCHED_FIRMWARE_DIR = os.path.join("firmware", "amdgpu")
+
+
+def default_firmware_dir(autogen_cache: str) -> str:
+  """The firmware folder when HCQ_FIRMWARE_DIR is not set: the machine's own (/lib/firmware/amdgpu, where Debian's
+  firmware-amd-graphics puts it) when it is there, else the pinned package `hcq fw fetch` unpacked into the cache
+  (autogen/fwpackage.py), else the machine's own all the same (the driver's error then names `hcq fw fetch`)."""
+  if os.path.isdir(SYSTEM_FIRMWARE_DIR): return SYSTEM_FIRMWARE_DIR
+  fetched = os.path.join(autogen_cache, FETCHED_FIRMWARE_DIR)
+  return fetched if os.path.isdir(fetched) else SYSTEM_FIRMWARE_DIR
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Config:
   """Build a Config from the environment (os.environ unless another mapping is given)."""
   env = os.environ if env is None else env
@@ -302,7 +321,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     cache_dir=cache_dir,
     autogen_cache=env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen"),
     autogen_git=env.get("HCQ_AUTOGEN_GIT", d.autogen_git),
-    firmware_dir=env.get("HCQ_FIRMWARE_DIR") or d.firmware_dir,
+    firmware_dir=env.get("HCQ_FIRMWARE_DIR") or default_firmware_dir(env.get("HCQ_AUTOGEN_CACHE") or os.path.join(cache_dir, "autogen")),
     mock_threaded=bool(_int(env, "HCQ_MOCK_THREADED", 0, hi=1)),
     mock_instruction_budget=_int(env, "HCQ_MOCK_BUDGET", d.mock_instruction_budget, lo=1),
     mock_gpu=(_raw(env, "HCQ_MOCK_GPU") or d.mock_gpu).strip(),
@@ -319,6 +338,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
     amd_usb_poll_us=_int(env, "AMD_USB_POLL_US", d.amd_usb_poll_us, hi=1_000_000),
     usb_mock_faults=env.get("HCQ_USB_MOCK_FAULTS", ""),
     debug=_int(env, "HCQ_DEBUG", 0),
+    trace=env.get("HCQ_TRACE", ""),
     exec_path=env.get("PATH", d.exec_path),
   )
   for field, check in CHECKS.items():   # named by the variable the value came from

@@ -22,7 +22,25 @@ PACKAGE = {
 FILE_COUNT = 530   # files under lib/firmware/amdgpu in this version
 
 
-def firmware_dir(cache: str, log=print) -> str:
-  """The package's lib/firmware/amdgpu, unpacked under cache (Config.autogen_cache); fetched on first use.
-  Raises sources.SourceError naming the package when it cannot be fetched."""
-  return os.path.join(sources.unpack(PACKAGE, cache, log), "lib", "firmware", "amdgpu")
+def firmware_dir(cache: str, log=print, progress=None) -> str:
+  """The package's lib/firmware/amdgpu, unpacked under cache (Config.autogen_cache); fetched on first use (`hcq fw
+  fetch`). <cache>/firmware is then a link to the unpacked lib/firmware, where config.py looks when HCQ_FIRMWARE_DIR
+  is not set (config.FETCHED_FIRMWARE_DIR). Raises sources.SourceError naming the package when it cannot be fetched.
+  progress: sources.unpack's."""
+  root = sources.unpack(PACKAGE, cache, log, progress)
+  _link(os.path.join(cache, "firmware"), os.path.relpath(os.path.join(root, "lib", "firmware"), cache))
+  return os.path.join(root, "lib", "firmware", "amdgpu")
+
+
+def _link(link: str, target: str) -> None:
+  """link -> target (relative), replaced atomically when it points elsewhere; anything at link that is not a
+  symbolic link is left alone (a folder someone put there is theirs)."""
+  try:
+    if os.readlink(link) == target: return
+  except FileNotFoundError: pass
+  except OSError: return        # not a symbolic link
+  tmp = f"{link}.{os.getpid()}.tmp"
+  if os.path.lexists(tmp): os.unlink(tmp)
+  os.symlink(target, tmp)
+  os.replace(tmp, link)
+

@@ -1,11 +1,11 @@
 """Fetch the pinned Debian packages that hold the headers, check them, and unpack only the members we need.
 
-A *source* package (manifest "source": true: Mesa, for the Adreno material) is fetched with `apt-get source
---download-only NAME=VERSION` through a private deb-src list built from the machine's own Debian entry; its upstream
+A *source* package (manifest "source": true: Mesa, for the Adreno material) is located with `apt-get --print-uris
+source --download-only NAME=VERSION` through a private deb-src list built from the machine's own Debian entry; its upstream
 tarball ("orig") is what the sha256 pins, and the members are taken out of that tarball (below its "strip" folder).
 
-A package is named in manifest.json by name, version, architecture and sha256. It is fetched with
-`apt-get download NAME=VERSION` into <cache>/debs (a copy already in apt's own archive cache is taken when its
+A package is named in manifest.json by name, version, architecture and sha256. apt says where it is (`apt-get
+--print-uris download NAME=VERSION`) and download.py fetches it (resumable, byte progress on stderr) into <cache>/debs (a copy already in apt's own archive cache is taken when its
 sha256 matches), then the listed members are unpacked with `dpkg-deb --fsys-tarfile` + `tar` into
 <cache>/src/<name>_<version>-<hash of the member list>/. linux-source ships one big tarball inside the .deb: only the members asked for
 are taken out of it. A stamp file records what was unpacked so that a second run does nothing.
@@ -60,7 +60,7 @@ def private_cache(cache: str) -> str:
   return private_dir(cache, "choose another package cache with --cache or HCQ_AUTOGEN_CACHE")
 
 
-def fetch_deb(pkg: dict, cache: str, log=print) -> str:
+def fetch_deb(pkg: dict, cache: str, log=print, progress=None) -> str:
   """The path of the package's .deb in the cache, downloaded with apt-get when missing; sha256 checked."""
   debs = os.path.join(private_cache(cache), "debs")
   os.makedirs(debs, exist_ok=True)
@@ -72,11 +72,15 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
     log(f"autogen: taking {fname} from {APT_ARCHIVES}")
     with open(local, "rb") as src, atomic_writer(path, perm=0o644) as dst: shutil.copyfileobj(src, dst, 1 << 20)
     return path
-  log(f"autogen: apt-get download {pkg['name']}={pkg['version']}")
+  log(f"autogen: downloading {pkg['name']}={pkg['version']}")
   # a package of a suite or component the machine's own apt sources may lack (non-free-firmware) is fetched through a
-  # private sources list; the others through the machine's apt configuration, as before
+  # private sources list; the others through the machine's apt configuration, as before. apt says where the file is
+  # (--print-uris); the download itself is ours: resumable, with byte progress (download.py)
   def download(opts):
-    _apt(["apt-get", *opts, "download", f"{pkg['name']}={pkg['version']}"], debs, f"apt-get download {pkg['name']}={pkg['version']}")
+    what = f"apt-get --print-uris download {pkg['name']}={pkg['version']}"
+    url, size, sha = _print_uri(_apt(["apt-get", *opts, "--print-uris", "download", f"{pkg['name']}={pkg['version']}"],
+                                     debs, what), fname, what)
+    _download(url, path, size, pkg["sha256"], sha, progress)
   if not pkg.get("suite"): download([])
   else:
     fetched = []
@@ -93,7 +97,7 @@ def fetch_deb(pkg: dict, cache: str, log=print) -> str:
   return path
 
 
-def fetch_source(pkg: dict, cache: str, log=print) -> str:
+def fetch_source(pkg: dict, cache: str, log=print, progress=None) -> str:
   """The path of a source package's upstream tarball in the cache, downloaded with `apt-get source --download-only`
   through a private deb-src list when missing; sha256 checked (a mismatch is removed and is an error)."""
   folder = os.path.join(private_cache(cache), "debs", f"{pkg['name']}_{pkg['version'].replace(':', '_')}_source")
@@ -103,12 +107,16 @@ def fetch_source(pkg: dict, cache: str, log=print) -> str:
   what = f"apt-get source --download-only {pkg['name']}={pkg['version']}"
   log(f"autogen: {what}")
   fetched = []
-  try: _apt(["apt-get", *private_apt_options(pkg, cache, fetched=fetched), "source", "--download-only",
-             f"{pkg['name']}={pkg['version']}"], folder, what)
+  # apt says where the upstream tarball is (--print-uris); only that file is downloaded, with progress (download.py)
+  def uris(opts):
+    return _apt(["apt-get", *opts, "--print-uris", "source", "--download-only", f"{pkg['name']}={pkg['version']}"],
+                folder, what)
+  try: listing = uris(private_apt_options(pkg, cache, fetched=fetched))
   except SourceError:
     if fetched: raise
-    _apt(["apt-get", *private_apt_options(pkg, cache, refresh=True), "source", "--download-only",
-          f"{pkg['name']}={pkg['version']}"], folder, what)
+    listing = uris(private_apt_options(pkg, cache, refresh=True))
+  url, size, sha = _print_uri(listing, pkg["orig"], what)
+  _download(url, path, size, pkg["sha256"], sha, progress)
   if not os.path.exists(path): raise SourceError(f"{what} did not produce {pkg['orig']} in {folder}")
   got = sha256_of(path)
   if got != pkg["sha256"]:
@@ -117,11 +125,36 @@ def fetch_source(pkg: dict, cache: str, log=print) -> str:
   return path
 
 
-def _apt(argv: list[str], cwd: str, what: str) -> None:
+def _apt(argv: list[str], cwd: str, what: str) -> str:
+  """Run an apt command; its stdout."""
   try: r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
   except FileNotFoundError: raise SourceError(f"{what}: {argv[0]} is not installed (a Debian tool)") from None
   except subprocess.TimeoutExpired: raise SourceError(f"{what} did not finish in {DOWNLOAD_TIMEOUT_S:g} s") from None
   if r.returncode != 0: raise SourceError(f"{what} failed (rc {r.returncode}): {r.stderr.strip()}")
+  return r.stdout
+
+
+def _print_uri(listing: str, fname: str, what: str) -> tuple[str, int | None, str]:
+  """(URL, size, sha256 or "") of fname in apt's --print-uris output: one line per file, `'URL' FILENAME SIZE
+  HASHTYPE:HASH` (apt-get(8), --print-uris: "URI, destination filename, size and expected hash")."""
+  for line in listing.splitlines():
+    parts = line.split()
+    if len(parts) >= 2 and parts[0].startswith("'") and parts[0].endswith("'") and parts[1] == fname:
+      size = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
+      sha = next((p.split(":", 1)[1].lower() for p in parts[3:] if p.upper().startswith("SHA256:")), "")
+      return parts[0][1:-1], size, sha
+  raise SourceError(f"{what}: apt does not list {fname} (apt's answer: {listing.strip()[:300]!r})")
+
+
+def _download(url: str, path: str, size: int | None, pinned: str, apt_sha: str, progress) -> None:
+  """Download url to path (download.fetch: resumable, progress on stderr unless progress is False); the sha256 the
+  archive's index gives must be the pinned one before a byte is fetched."""
+  from . import download
+  if apt_sha and apt_sha != pinned:
+    raise SourceError(f"{url}: the archive's index gives sha256 {apt_sha}, not the manifest's {pinned} (another build "
+                      f"of the same version?)")
+  try: download.fetch(url, path, size, pinned, quiet=progress is False, out=None if progress in (None, False) else progress)
+  except download.DownloadError as e: raise SourceError(str(e)) from None
 
 
 def debian_mirror(sources_dir: str = APT_SOURCES) -> tuple[str, str]:
@@ -216,24 +249,25 @@ def _cache_lock(cache: str):
     finally: fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def unpack(pkg: dict, cache: str, log=print, git_dirs: str = "") -> str:
+def unpack(pkg: dict, cache: str, log=print, git_dirs: str = "", progress=None) -> str:
   """Unpack the package's members; returns the folder that holds them (paths relative to the package root).
-  git_dirs: Config.autogen_git, the mirrors a git package may be read from."""
+  git_dirs: Config.autogen_git, the mirrors a git package may be read from; progress: where a download's byte
+  progress goes (None: stderr; False: nowhere)."""
   if pkg.get("git"):
     dest = unpack_dir(pkg, cache)
     if _stamped(dest, pkg): return dest          # unpacked before: no mirror needed (and no lock: read only)
     with _cache_lock(cache): return _unpack_git(pkg, cache, log, git_dirs)
-  with _cache_lock(cache): return _unpack(pkg, cache, log)
+  with _cache_lock(cache): return _unpack(pkg, cache, log, progress)
 
 
-def _stamp_text(pkg: dict) -> str:
+def stamp_text(pkg: dict) -> str:
   keys = ("git", "commit", "members") if pkg.get("git") else ("sha256", "tarball", "strip", "members", "orig")
   return json.dumps({k: pkg.get(k) for k in keys}, sort_keys=True)
 
 
 def _stamped(dest: str, pkg: dict) -> bool:
   stamp = os.path.join(dest, ".hcq-unpacked")
-  return os.path.exists(stamp) and _read_text(stamp) == _stamp_text(pkg)
+  return os.path.exists(stamp) and _read_text(stamp) == stamp_text(pkg)
 
 
 # ---------------------------------------------------------------- git packages
@@ -294,7 +328,7 @@ def _unpack_git(pkg: dict, cache: str, log, git_dirs: str) -> str:
     os.replace(out, dest)
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
-  with atomic_writer(os.path.join(dest, ".hcq-unpacked"), text=True, perm=0o644) as f: f.write(_stamp_text(pkg))
+  with atomic_writer(os.path.join(dest, ".hcq-unpacked"), text=True, perm=0o644) as f: f.write(stamp_text(pkg))
   return dest
 
 
@@ -302,17 +336,17 @@ def unpack_dir(pkg: dict, cache: str) -> str:
   """Where pkg's members are unpacked: one folder per package version *and* member list (a short hash of the stamp),
   so that checkouts whose manifests ask for other members (branches, worktrees sharing a cache) each keep their own
   tree instead of unpacking the shared one again under each other's feet."""
-  digest = hashlib.sha256(_stamp_text(pkg).encode()).hexdigest()[:12]
+  digest = hashlib.sha256(stamp_text(pkg).encode()).hexdigest()[:12]
   if pkg.get("git"): return os.path.join(cache, "src", f"{pkg['git'].replace('/', '+')}_{pkg['tag']}-{digest}")
   return os.path.join(cache, "src", f"{pkg['name']}_{pkg['version'].replace(':', '_')}-{digest}")
 
 
-def _unpack(pkg: dict, cache: str, log=print) -> str:
+def _unpack(pkg: dict, cache: str, log=print, progress=None) -> str:
   dest = unpack_dir(pkg, cache)
-  stamp_text = _stamp_text(pkg)
+  want = stamp_text(pkg)
   stamp = os.path.join(dest, ".hcq-unpacked")
-  if os.path.exists(stamp) and open(stamp).read() == stamp_text: return dest
-  deb = fetch_source(pkg, cache, log) if pkg.get("source") else fetch_deb(pkg, cache, log)
+  if os.path.exists(stamp) and open(stamp).read() == want: return dest
+  deb = fetch_source(pkg, cache, log, progress) if pkg.get("source") else fetch_deb(pkg, cache, log, progress)
   log(f"autogen: unpacking {len(pkg['members'])} member patterns of {os.path.basename(deb)}")
   if os.path.exists(dest): shutil.rmtree(dest)
   os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -351,7 +385,7 @@ def _unpack(pkg: dict, cache: str, log=print) -> str:
     os.replace(root, dest)
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
-  with atomic_writer(stamp, text=True, perm=0o644) as f: f.write(stamp_text)
+  with atomic_writer(stamp, text=True, perm=0o644) as f: f.write(want)
   return dest
 
 

@@ -44,7 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     if info.name.startswith("_"): continue
     module = importlib.import_module(f"{__name__}.{info.name}")
     if hasattr(module, "register"): module.register(sub)
+  for name in TRACED:   # --trace FILE: the devices' timeline (drivers/hcq/trace.py), as HCQ_TRACE=FILE
+    if name in sub.choices:
+      sub.choices[name].add_argument("--trace", metavar="FILE", dest="trace_file", default=None,
+                                     help="write the devices' timeline to FILE (Chrome trace event JSON, for Perfetto; "
+                                          "as HCQ_TRACE=FILE)")
   return parser
+
+
+TRACED = ("run", "demo", "kernels")   # the commands that take --trace FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
       parser.print_help(sys.stderr)
       return 2
+    if getattr(args, "trace_file", None):
+      from ..drivers.hcq import trace
+      trace.set_path(args.trace_file)
+      try: return int(args.func(args) or 0)
+      finally: trace.set_path(None)
     return int(args.func(args) or 0)
   except SystemExit as e:   # argparse: 2 after its error message, 0 after --help / --version
     return _exit_status(e)

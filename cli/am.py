@@ -3,7 +3,7 @@
 `hcq am boot` takes the GPU (amdgpu must not be bound to it: `hcq-smi amd rmmod`), reads IP discovery, programs the
 VM hubs and the interrupt ring, loads every firmware through the PSP, starts the SMU and waits for the RLC autoload,
 then gives the GPU back; a GPU an earlier AM process left booted is reused when its state checks out, else reset and
-booted in full (the trace says which and why). `hcq am reset` mode-1 resets the GPU. --trace prints each step as it happens (block, step, milliseconds since the start), so a
+booted in full (the trace says which and why). `hcq am reset` mode-1 resets the GPU. --trace prints each step as it happens (milliseconds since the start, block, step), so a
 board bring-up shows where it stops. --mock boots the embedded mock Navi 31 instead (with the machine's firmware
 folder: HCQ_FIRMWARE_DIR). Exit status 1 when the boot fails (the error names the block, register or file)."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ def register(sub) -> None:
   where = b.add_mutually_exclusive_group()
   where.add_argument("--pci", metavar="ADDR", help="the PCI function (default: the first AMD GPU AM supports)")
   where.add_argument("--mock", action="store_true", help="the embedded mock Navi 31")
-  b.add_argument("--trace", action="store_true", help="print every step (block, step, time) as it happens")
+  b.add_argument("--trace", action="store_true", help="print every step (ms since the start, block, step) as it happens")
   b.add_argument("--until", choices=BLOCKS, help="stop after this block's hw_init")
   b.add_argument("--json", action="store_true", help="print the steps as JSON at the end")
   b.set_defaults(func=boot)
@@ -33,7 +33,7 @@ def register(sub) -> None:
   where.add_argument("--pci", metavar="ADDR", help="the PCI function (default: the first AMD GPU AM supports)")
   where.add_argument("--mock", action="store_true", help="the embedded mock Navi 31, booted first (it starts with no "
                                                          "firmware running)")
-  r.add_argument("--trace", action="store_true", help="print every step (block, step, time) as it happens")
+  r.add_argument("--trace", action="store_true", help="print every step (ms since the start, block, step) as it happens")
   r.set_defaults(func=reset)
 
 

@@ -1,7 +1,11 @@
-"""`hcq fw`: read AMD firmware containers (amdgpu_ucode.h headers) and print their fields.
+"""`hcq fw`: read AMD firmware containers (amdgpu_ucode.h headers) and print their fields; `hcq fw fetch` gets them.
+
+`hcq fw fetch` downloads the pinned firmware package (Debian's firmware-amd-graphics 20230210-5, sha256-checked,
+resumable, byte progress on stderr) into the cache and prints the firmware folder; MOCKPCI+AMD, MOCKUSB+AMD and
+`hcq fw NAME` then find it without HCQ_FIRMWARE_DIR. A file named `fetch` is read as ./fetch.
 
 A FILE that is a bare name not present in the current folder is looked up in the firmware folder (HCQ_FIRMWARE_DIR,
-default /lib/firmware/amdgpu). The kind of container (gfx, rlc, psp, smc, ...) comes from the file name, as it does
+else /lib/firmware/amdgpu when the machine has it, else the one `hcq fw fetch` filled). The kind of container (gfx, rlc, psp, smc, ...) comes from the file name, as it does
 in Linux: the header does not say which IP it is for. Exit status 1 when any FILE cannot be read or is not a firmware
 container (the others are still printed)."""
 from __future__ import annotations
@@ -10,14 +14,14 @@ import json
 import os
 import sys
 
-from . import CommandError
+from . import CommandError, UsageError
 
 
 def register(sub) -> None:
   import argparse
   p = sub.add_parser("fw", help="read AMD firmware containers (/lib/firmware/amdgpu/*.bin)",
                      description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
-                     epilog="examples: hcq fw gc_11_0_0_mec.bin psp_13_0_0_sos.bin | hcq fw --json ./smu_13_0_0.bin")
+                     epilog="examples: hcq fw fetch | hcq fw gc_11_0_0_mec.bin psp_13_0_0_sos.bin | hcq fw --json ./smu_13_0_0.bin")
   p.add_argument("files", nargs="+", metavar="FILE", help="firmware file (a bare name is looked up in the firmware folder)")
   p.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
   p.set_defaults(func=run)
@@ -61,10 +65,27 @@ def print_text(fw, out) -> None:
   for note in fw.notes: print(f"  note: {note}", file=out)
 
 
+def fetch(config, as_json: bool = False) -> int:
+  """`hcq fw fetch`: the pinned package into config.autogen_cache (a second run finds it there and fetches nothing);
+  prints the firmware folder on stdout (--json: an object with the package too), progress on stderr."""
+  from ..autogen import fwpackage, sources
+  pkg = fwpackage.PACKAGE
+  def log(msg): print(msg.replace("autogen: ", "hcq fw fetch: ", 1), file=sys.stderr)
+  try: folder = fwpackage.firmware_dir(config.autogen_cache, log=log)
+  except sources.SourceError as e: raise CommandError(f"cannot fetch {pkg['name']} {pkg['version']}: {e}") from None
+  if as_json: print(json.dumps({"firmware_dir": folder, "package": pkg["name"], "version": pkg["version"],
+                                "sha256": pkg["sha256"]}, indent=1))
+  else: print(folder)
+  return 0
+
+
 def run(args) -> int:
   from ..config import from_env
   from ..drivers.amd.am import firmware
   config = from_env()
+  if args.files[0] == "fetch":
+    if len(args.files) > 1: raise UsageError(f"hcq fw fetch takes no FILE (got {' '.join(args.files[1:])})")
+    return fetch(config, as_json=args.json)
   fw_dir = config.firmware_dir
   results, status = [], 0
   for arg in args.files:

@@ -6,6 +6,7 @@ import sys
 
 from ..errors import HCQError
 from .backends import BACKENDS, backend
+from .output import FIELDS, FORMATS, QueryError, parse_query
 
 EXIT_CODES = """\
 exit codes:
@@ -25,6 +26,8 @@ signalled only when the running kernel's /proc shows it holding the lock, whatev
 As a user, commands that need root run as `sudo env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin CMD ARGS`: no HCQ_*
 variable and nothing else of the environment is passed; when HCQ_LOCK_DIR, HCQ_PROC_ROOT or HCQ_SYSFS_ROOT
 name another tree, sudo is not used for what depends on it. --sudoless: sudo is never used."""
+
+SEE_EXIT_CODES = "exit codes: see `hcq-smi --help`"
 
 COMMANDS = {
   "rmmod": "unload the kernel driver's modules (amd: amdgpu; nv: nvidia_drm nvidia_modeset nvidia_uvm nvidia; "
@@ -60,22 +63,30 @@ def build_parser() -> argparse.ArgumentParser:
                       help="device family (case-insensitive)")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   for name, text in COMMANDS.items():
-    p = sub.add_parser(name, help=text, description=text, epilog=EXIT_CODES,
+    p = sub.add_parser(name, help=text, description=text, epilog=SEE_EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text (--format json)")
     if name in ("rmmod", "insmod", "reset", "kill_pids"):
       p.add_argument("--sudoless", action="store_true", help="never call sudo (as a non-root user, act only on what "
                                                              "this user may; failures give a non-zero exit)")
-    if name in ("reset", "pids", "kill_pids"):
-      p.add_argument("--pci_bus", type=_prefix, default=None, metavar="PREFIX",
+    if name in ("reset", "pids", "kill_pids", "top"):
+      # one name, --pci; the spellings of earlier versions stay as aliases
+      p.add_argument("--pci", *(("--dev",) if name == "top" else ("--pci_bus", "--pci-bus")), dest="pci", type=_prefix,
+                     default=None, metavar="PREFIX",
                      help="only devices whose PCI address starts with PREFIX (e.g. 0000:03; default: every device)")
+    if name in ("list", "top"):
+      p.add_argument("--format", choices=FORMATS, default=None,
+                     help="table (default), csv (RFC 4180, a header line) or json")
+      p.add_argument("--query", metavar="FIELD,...", default=None,
+                     help=f"only these fields, in this order ({name}: {','.join(FIELDS[name])})")
+      p.add_argument("-l", "--loop", type=_interval, default=None, metavar="SECONDS",
+                     help="repeat every SECONDS until Ctrl-C; when stdout is not a terminal each round is appended "
+                          "(csv: the header once; json: one document a line)")
     if name == "rmmod":
       p.add_argument("--expect", action="store_true", help="change nothing: exit 1 if a module is loaded, else 0")
     if name == "list":
       p.add_argument("--all-vendors", action="store_true", help="list every PCI function, not only AMD/NVIDIA/Broadcom")
     if name == "top":
-      p.add_argument("--dev", type=_prefix, default=None, metavar="BUS",
-                     help="only devices whose address starts with BUS (default: every device)")
       p.add_argument("--once", action="store_true", help="print the table once and exit")
       p.add_argument("--interval", type=_interval, default=1.0, metavar="S", help="refresh period in seconds (default 1)")
   return parser
@@ -84,12 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None, host=None) -> int:
   """host: the OS interface to act through (default LinuxOS over the HCQ_* configuration; tests give a MockOS that
   also serves the GPU an AM driver in the same process holds)."""
-  args = build_parser().parse_args(argv)
+  parser = build_parser()
+  args = parser.parse_args(argv)
+  fmt = "json" if args.json else getattr(args, "format", None)
+  if args.json and getattr(args, "format", None) not in (None, "json"):
+    parser.error(f"--json and --format {args.format} disagree")
+  try: fields = parse_query(args.command, getattr(args, "query", None)) if args.command in FIELDS else None
+  except QueryError as e: parser.error(str(e))
   from ..config import from_env
   from ..drivers.system import LinuxOS
   from . import commands, listing
   from .report import Report
-  report = Report(args.json)
+  report = Report(fmt == "json")
   if host is None:
     try: config = from_env()
     except ValueError as e:  # a malformed HCQ_* variable (config.py names it)
@@ -100,16 +117,21 @@ def main(argv=None, host=None) -> int:
   try:
     if args.command == "rmmod": return commands.rmmod(ctx, args.expect)
     if args.command == "insmod": return commands.insmod(ctx)
-    if args.command == "reset": return commands.reset(ctx, args.pci_bus)
-    if args.command == "pids": return commands.pids(ctx, args.pci_bus)
-    if args.command == "kill_pids": return commands.kill_pids(ctx, args.pci_bus)
-    if args.command == "list": return listing.list_devices(ctx, args.all_vendors)
-    if args.command == "top": return listing.top(ctx, args.dev, args.once, args.interval)
+    if args.command == "reset": return commands.reset(ctx, args.pci)
+    if args.command == "pids": return commands.pids(ctx, args.pci)
+    if args.command == "kill_pids": return commands.kill_pids(ctx, args.pci)
+    if args.command == "list": return listing.list_devices(ctx, args.all_vendors, fmt, fields, args.loop)
+    if args.command == "top": return listing.top(ctx, args.pci, args.once, args.interval, fmt=fmt, fields=fields,
+                                                 loop=args.loop)
   except HCQError as e:
     report.error(str(e))
     return 1
   except KeyboardInterrupt:
     return 130
+  except BrokenPipeError:   # the reader of our output went away (`hcq-smi amd list | head -1`): quietly
+    from ..cli import _silence_stdout
+    _silence_stdout()
+    return 0
   raise AssertionError(f"unhandled command {args.command}")
 
 

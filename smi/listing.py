@@ -6,6 +6,9 @@ code is 1 (0 when every function could be read). Only a sysfs whose PCI device f
 fails the whole command."""
 from __future__ import annotations
 
+import json
+import time
+
 from ..drivers.system.pci import PCIDevice
 from ..drivers.system.pciaddr import validate_prefix
 from ..errors import DeviceError, HCQError
@@ -59,17 +62,58 @@ def _name(f: dict) -> str:
   return f"{vendor} {f['device_name'] or 'Device ' + f['device']}"
 
 
-def list_devices(ctx, all_vendors: bool = False) -> int:
-  funcs = functions(ctx, all_vendors)
-  if not funcs: ctx.report.say("No AMD, NVIDIA or Broadcom PCI functions found" if not all_vendors else "No PCI functions found")
+def list_devices(ctx, all_vendors: bool = False, fmt: str | None = None, fields=None, loop: float | None = None,
+                 rounds: int | None = None, sleep=None) -> int:
+  """`list`: once, or (loop) every `loop` seconds, appending (rounds: how many, None = until interrupted)."""
+  fmt = fmt or ("json" if ctx.report.as_json else "table")
+  def one(n: int) -> int:
+    funcs = functions(ctx, all_vendors)
+    rc = EXIT_FAIL if any(f["error"] for f in funcs) else EXIT_OK
+    if fmt == "table" and fields is None: _list_table(ctx, funcs, all_vendors)
+    else: _emit(ctx, "list", funcs, {"command": "list", "exit": rc}, fmt, fields, n, loop is not None)
+    return rc
+  return _repeat(one, loop, rounds, sleep)
+
+
+def _list_table(ctx, funcs, all_vendors) -> None:
+  out = ctx.report.out
+  if not funcs: print("No AMD, NVIDIA or Broadcom PCI functions found" if not all_vendors else "No PCI functions found", file=out)
   for f in funcs:
     if f["error"]:
-      ctx.report.say(f"{f['address']}  error: {f['error']}")
+      print(printable(f"{f['address']}  error: {f['error']}"), file=out)
       continue
     holder = ", ".join(f"{h['pid']} ({h['name']})" for h in f["holders"]) or "-"
-    ctx.report.say(f"{f['address']}  [{f['id']}]  {_name(f)}  driver: {f['driver'] or '-'}  holder: {holder}")
-  rc = EXIT_FAIL if any(f["error"] for f in funcs) else EXIT_OK
-  ctx.report.document({"command": "list", "devices": funcs, "exit": rc})
+    print(printable(f"{f['address']}  [{f['id']}]  {_name(f)}  driver: {f['driver'] or '-'}  holder: {holder}"), file=out)
+  out.flush()
+
+
+def _emit(ctx, command: str, rows: list[dict], doc: dict, fmt: str, fields, n: int, looping: bool) -> None:
+  """rows in fmt (output.py) over fields (None: every field); JSON is doc with the rows as "devices" (one line
+  per round when looping); a CSV's header comes once."""
+  from . import output
+  out = ctx.report.out
+  shown = output.select(rows, fields) if fields is not None else rows
+  if fmt == "json":
+    d = dict(doc, devices=shown)
+    print(output.json_line(d) if looping else json.dumps(d, indent=2, sort_keys=True), file=out, flush=True)
+    return
+  text = output.render(rows, fields or output.FIELDS[command], fmt, header=n == 0 or fmt == "table")
+  if looping and fmt == "table": print(time.strftime("%Y-%m-%d %H:%M:%S"), file=out)
+  print(printable(text), file=out, flush=True)
+
+
+def _repeat(one, loop: float | None, rounds: int | None, sleep) -> int:
+  """one(0) when loop is None; else one(n) every loop seconds until rounds are done or Ctrl-C (exit 0 then: the
+  user ended it). The exit status is the last round's."""
+  if loop is None: return one(0)
+  sleep = sleep or time.sleep
+  rc, n = EXIT_OK, 0
+  try:
+    while rounds is None or n < rounds:
+      rc = one(n)
+      n += 1
+      if rounds is None or n < rounds: sleep(loop)
+  except KeyboardInterrupt: return EXIT_OK
   return rc
 
 
@@ -175,22 +219,30 @@ def _smu_line(m: dict) -> str:
 
 
 def top(ctx, prefix: str | None = None, once: bool = False, interval: float = 1.0, rounds: int | None = None,
-        sleep=None) -> int:
-  import time
-  sleep = sleep or time.sleep
-  if once or ctx.report.as_json:
+        sleep=None, fmt: str | None = None, fields=None, loop: float | None = None) -> int:
+  """`top`: once (--once, or --format json without --loop), else every `interval` (or `loop`) seconds. On a terminal
+  the table is redrawn in place; when stdout is not a terminal (a pipe, a file) each round is appended."""
+  fmt = fmt or ("json" if ctx.report.as_json else "table")
+  if loop is not None: interval = loop
+  def doc(rows, rc): return {"command": "top", "backend": ctx.backend.name, "exit": rc}
+  if once or (fmt == "json" and loop is None):
     rows = sample(ctx, prefix)
-    ctx.report.say(table(rows))
     rc = EXIT_FAIL if any(r["error"] for r in rows) else EXIT_OK
-    ctx.report.document({"command": "top", "backend": ctx.backend.name, "devices": rows, "exit": rc})
+    if fmt == "table" and fields is None: print(printable(table(rows)), file=ctx.report.out, flush=True)
+    else: _emit(ctx, "top", rows, doc(rows, rc), fmt, fields, 0, False)
     return rc
-  n = 0
-  try:
-    while rounds is None or n < rounds:
-      # ANSI: cursor home, clear screen (ECMA-48 CUP and ED)
-      ctx.report.out.write("\x1b[H\x1b[2J" + printable(table(sample(ctx, prefix))) + "\n")
-      ctx.report.out.flush()
-      n += 1
-      sleep(interval)
-  except KeyboardInterrupt: pass
-  return EXIT_OK
+  out = ctx.report.out
+  redraw = fmt == "table" and fields is None and getattr(out, "isatty", lambda: False)()
+  def one(n: int) -> int:
+    rows = sample(ctx, prefix)
+    rc = EXIT_FAIL if any(r["error"] for r in rows) else EXIT_OK
+    if redraw:   # ANSI: cursor home, clear screen (ECMA-48 CUP and ED)
+      out.write("\x1b[H\x1b[2J" + printable(table(rows)) + "\n")
+      out.flush()
+    elif fmt == "table" and fields is None:
+      print(time.strftime("%Y-%m-%d %H:%M:%S"), file=out)
+      print(printable(table(rows)), file=out, flush=True)
+    else: _emit(ctx, "top", rows, doc(rows, rc), fmt, fields, n, True)
+    return rc
+  rc = _repeat(one, interval, rounds, sleep)
+  return EXIT_OK if rounds is None else rc

@@ -18,7 +18,19 @@ def test_the_readme_lists_exactly_the_registered_devices():
   text = (ROOT / "README.md").read_text()
   listed = re.search(r"<!-- device-list -->\n(.*?)<!-- /device-list -->", text, re.S)
   assert listed, "README.md has no device list"
-  assert listed.group(1).rstrip("\n") == hcq.device_list()
+  assert listed.group(1).rstrip("\n") == hcq.device_list_markdown()
+
+
+def test_the_device_list_is_data():
+  records = hcq.device_list()
+  specs = [r.spec for r in records]
+  assert specs[:3] == ["KFD+AMD", "MOCK+AMD", "MOCKKFD+AMD"] and "CPU" in specs and "MOCK+BNXT" in specs
+  kfd = records[0].as_json()
+  assert kfd == {"spec": "KFD+AMD", "vendor": "AMD", "interface": "KFD", "alias": "AMD", "summary": kfd["summary"],
+                 "mock_of": None, "autodetected": True, "probe": "/dev/kfd"}
+  assert records[1].mock_of == "KFD+AMD" and not records[1].autodetected
+  # every spec of the list opens through hcq.parse_spec, as the mock it says it is
+  for r in records: assert hcq.parse_spec(r.spec).is_mock == (r.mock_of is not None), r.spec
 
 
 def test_vendors_and_interfaces_without_a_working_driver_are_refused_by_name():

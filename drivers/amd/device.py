@@ -210,6 +210,12 @@ class AMDDevice(HCQDevice):
     self.iface.free(buf.handle)
 
   # ---- programs
+  def _kernel_names(self, image: bytes) -> list[str] | None:
+    """The code object's kernels (Device.load gives a Module when there are several); None when it does not parse
+    (_load then names what is wrong)."""
+    try: return list(CodeObject.parse(image).kernels)
+    except ISAError: return None
+
   def _load(self, image: bytes, name: str | None):
     try: co = CodeObject.parse(image)
     except ISAError as e: raise DeviceError(f"{self.name}: not a loadable code object: {e}") from None

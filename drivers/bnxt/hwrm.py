@@ -34,7 +34,7 @@ COMMANDS = {name: _cmd(op, name) for name, op in {
   "func_backing_store_qcaps_v2": "HWRM_FUNC_BACKING_STORE_QCAPS_V2",
   "func_backing_store_cfg_v2": "HWRM_FUNC_BACKING_STORE_CFG_V2", "ring_alloc": "HWRM_RING_ALLOC",
   "stat_ctx_alloc": "HWRM_STAT_CTX_ALLOC", "vnic_alloc": "HWRM_VNIC_ALLOC", "vnic_cfg": "HWRM_VNIC_CFG",
-  "cfa_l2_filter_alloc": "HWRM_CFA_L2_FILTER_ALLOC"}.items()}
+  "cfa_l2_filter_alloc": "HWRM_CFA_L2_FILTER_ALLOC", "port_phy_qcfg": "HWRM_PORT_PHY_QCFG"}.items()}
 
 
 class HWRMError(DeviceError):

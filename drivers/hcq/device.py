@@ -84,21 +84,72 @@ class Device(DeviceBase):
     self._check_range(buf, offset, len(src), "copyin")
     if len(src): self._copyin(buf, src, offset)
 
-  def copyout(self, buf: Buffer, size: int | None = None, offset: int = 0) -> bytes:
+  def copyout(self, buf: Buffer, size: int | None = None, offset: int = 0, *, dtype=None, into=None):
+    """The bytes of buf from offset (size bytes; default: to its end). dtype=...: a numpy array of that type instead
+    (size, when given, in bytes; default: as many whole elements as fit). into=ARRAY: fill that writable array (or
+    buffer) with the bytes it holds and return it (size defaults to its size in bytes)."""
     self._check_open()
     _check_buffer(self, buf, "copyout")
     offset = _integer(self, "copyout", "offset", offset)
+    if dtype is not None and into is not None:
+      raise DeviceError(f"{self.name}: copyout: give dtype= or into=, not both (into's own type is used)")
+    if into is not None:
+      dst = _destination_view(self, into)
+      size = len(dst) if size is None else _integer(self, "copyout", "size", size)
+      if size != len(dst):
+        raise DeviceError(f"{self.name}: copyout: into= holds {len(dst)} bytes, the copy is {size}")
+      self._check_range(buf, offset, size, "copyout")
+      if size: dst[:] = self._copyout(buf, size, offset)
+      return into
+    if dtype is not None:
+      import numpy as np
+      try: dt = np.dtype(dtype)
+      except TypeError as e: raise DeviceError(f"{self.name}: copyout: dtype {dtype!r} is not a numpy type ({e})") from None
+      if dt.hasobject or dt.itemsize == 0:
+        raise DeviceError(f"{self.name}: copyout: dtype {dt} is not a type of numbers")
+      if size is None: size = (buf.size - offset) // dt.itemsize * dt.itemsize
+      size = _integer(self, "copyout", "size", size)
+      if size % dt.itemsize:
+        raise DeviceError(f"{self.name}: copyout: {size} bytes are not whole {dt} elements of {dt.itemsize} bytes")
+      self._check_range(buf, offset, size, "copyout")
+      return np.frombuffer(bytearray(self._copyout(buf, size, offset) if size else b""), dtype=dt)
     size = buf.size - offset if size is None else _integer(self, "copyout", "size", size)
     self._check_range(buf, offset, size, "copyout")
     return self._copyout(buf, size, offset) if size else b""
 
+  def memset(self, buf: Buffer, value: int, size: int | None = None, offset: int = 0) -> None:
+    """Set size bytes of buf from offset (default: to its end) to value (a byte, 0..255), as cudaMemset/hipMemset."""
+    self._check_open()
+    _check_buffer(self, buf, "memset")
+    value, offset = _integer(self, "memset", "value", value), _integer(self, "memset", "offset", offset)
+    if not 0 <= value <= 255: raise DeviceError(f"{self.name}: memset: value {value} is not a byte (0..255)")
+    size = buf.size - offset if size is None else _integer(self, "memset", "size", size)
+    self._check_range(buf, offset, size, "memset")
+    chunk = 16 << 20   # bounded host memory for a large buffer
+    pattern = memoryview(bytes([value]) * min(size, chunk))
+    done = 0
+    while done < size:
+      n = min(chunk, size - done)
+      self._copyin(buf, pattern[:n], offset + done)
+      done += n
+
   def load(self, code_object, name: str | None = None):
+    """The kernel `name` of the code object; without a name, its only kernel, or (several kernels) a Module that
+    gives each: mod["name"] (the code object is loaded once and shared by its kernels)."""
     self._check_open()
     if isinstance(code_object, str):
       raise DeviceError(f"{self.name}: load() takes the code object's bytes; read the file first ({code_object!r})")
     if name is not None and not isinstance(name, str):
       raise DeviceError(f"{self.name}: load(): the kernel name must be a str or None, got {type(name).__name__}")
-    return self._load(_code_bytes(self, code_object), name)
+    image = _code_bytes(self, code_object)
+    if name is None:
+      names = self._kernel_names(image)
+      if names is not None and len(names) > 1:
+        from .program import Module
+        mod = Module(self, image, names)
+        mod[names[0]]   # loads the image now: a code object this device cannot run is refused by load(), not later
+        return mod
+    return self._load(image, name)
 
   def compile(self, sink):
     self._check_open()
@@ -121,6 +172,10 @@ class Device(DeviceBase):
   def _copyin(self, buf: Buffer, src: memoryview, offset: int) -> None: raise NotImplementedError
   def _copyout(self, buf: Buffer, size: int, offset: int) -> bytes: raise NotImplementedError
   def _load(self, image: bytes, name: str | None): raise NotImplementedError
+  def _kernel_names(self, image: bytes) -> list[str] | None:
+    """The kernels a code object holds, in its order; None when the driver cannot tell before loading (then
+    load() without a name is the driver's _load(image, None))."""
+    return None
   def _compile(self, sink): raise DeviceError(f"{self.name}: compiling UOp kernels is not supported on this device")
   def _synchronize(self) -> None: raise NotImplementedError
 
@@ -169,6 +224,16 @@ def _source_view(dev: Device, data) -> memoryview:
   try: return _as_bytes_view(data)
   except (TypeError, ValueError) as e:
     raise DeviceError(f"{dev.name}: copyin takes bytes or an array, got {type(data).__name__} ({e})") from None
+
+
+def _destination_view(dev: Device, into) -> memoryview:
+  """copyout's into= as writable bytes (a numpy array, a bytearray, a writable memoryview)."""
+  try: mv = memoryview(into)
+  except TypeError:
+    raise DeviceError(f"{dev.name}: copyout: into= must be a writable array or buffer, got {type(into).__name__}") from None
+  if mv.readonly: raise DeviceError(f"{dev.name}: copyout: into= is read-only")
+  if not mv.contiguous: raise DeviceError(f"{dev.name}: copyout: into= must be contiguous")
+  return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
 
 
 def _code_bytes(dev: Device, code_object) -> bytes:

@@ -32,14 +32,51 @@ class Program:
     if isinstance(global_size, (int, tuple)) and isinstance(local_size, (int, tuple)): self._shapes[key] = s
     return s
 
-  def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False):
+  def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait: bool = False, shared_mem: int | None = None):
     """Launch with args in the kernel's signature order (Buffers, ints, floats; the size in bytes for a __local
-    pointer); global_size counts work-groups, local_size threads per work-group. Returns the kernel's time in seconds
-    when wait=True, else None."""
+    pointer); global_size counts work-groups, local_size threads per work-group. shared_mem: the bytes of dynamic
+    shared memory of a kernel that takes one block sized at launch (CUDA's extern __shared__, the launch's third
+    parameter), instead of giving it as a last argument. Returns the kernel's time in seconds when wait=True, else
+    None."""
     dev, layout = self.device, self.layout
     if dev.closed: dev._check_open()
+    if shared_mem is not None:
+      from ...errors import DeviceError
+      from .args import is_integer
+      if not layout.dynamic_shared:
+        raise DeviceError(f"{dev.name}: kernel {self.name}: shared_mem={shared_mem!r}, but the kernel uses no dynamic shared memory")
+      if not is_integer(shared_mem) or int(shared_mem) < 0:
+        raise DeviceError(f"{dev.name}: kernel {self.name}: shared_mem must be a number of bytes >= 0, got {shared_mem!r}")
+      args = (*args, int(shared_mem))
     explicit = layout.check_and_pack(args, dev.buffer_type, dev)
-    shape = self.shape(global_size, local_size, wait, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
+    # a traced device times every launch (its GPU timestamps go to the trace: drivers/hcq/trace.py)
+    timed = wait or getattr(dev, "tracer", None) is not None
+    shape = self.shape(global_size, local_size, timed, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
     return dev.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"
+
+
+class Module:
+  """The kernels of one code object (dev.load(image) when it holds several): mod["name"] is a Program, loaded on
+  first use and kept; the code object itself is loaded once (each driver keeps one upload per image)."""
+
+  def __init__(self, device, image: bytes, names: list[str]):
+    self.device, self.image, self.names = device, image, list(names)
+    self._programs: dict[str, Program] = {}
+
+  def __getitem__(self, name: str):
+    prog = self._programs.get(name)
+    if prog is None:
+      if name not in self.names:
+        from ...errors import DeviceError
+        raise DeviceError(f"{self.device.name}: no kernel {name!r} in the code object (it has {', '.join(self.names)})")
+      prog = self._programs[name] = self.device.load(self.image, name)
+    return prog
+
+  def __contains__(self, name) -> bool: return name in self.names
+  def __iter__(self): return iter(self.names)
+  def __len__(self) -> int: return len(self.names)
+  def keys(self): return list(self.names)
+  def items(self): return [(n, self[n]) for n in self.names]
+  def __repr__(self): return f"Module({', '.join(self.names)})"

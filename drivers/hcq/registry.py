@@ -35,3 +35,45 @@ class Driver:
 
   def spec_names(self) -> list[str]:
     return [n for i in self.interfaces for n in ((i.name,) + i.mocks)]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceRecord:
+  """One spec hcq.open takes, as hcq.device_list() gives it: data, not text (`hcq devices` and the README's list are
+  rendered from these)."""
+  spec: str                      # "KFD+AMD", "MOCKPCI+AMD", "CPU"
+  vendor: str                    # "AMD"
+  interface: str                 # the driver's interface this spec opens ("KFD"; "" for CPU)
+  alias: str | None              # the shorter spec that means the same ("AMD" for KFD+AMD), None when there is none
+  summary: str                   # the driver's summary, then the interface's: what it drives and how
+  mock_of: str | None            # the hardware spec an embedded mock stands in for, None for a hardware spec
+  autodetected: bool             # hcq.open() with no spec looks for it (its probe path)
+  probe: str | None              # that path
+
+  def as_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def device_records(drivers) -> list[DeviceRecord]:
+  """Every spec of the registered drivers ({vendor: Driver}), hardware spec first and then its mocks."""
+  out = []
+  for d in drivers.values():
+    for i in d.interfaces:
+      spec = f"{i.name}+{d.vendor}" if i.name else d.vendor
+      alias = d.vendor if i.name and i.name == d.default else None
+      summary = f"{d.summary}, {i.summary}"
+      out.append(DeviceRecord(spec, d.vendor, i.name, alias, summary, None, i.probe is not None, i.probe))
+      for m in i.mocks:
+        out.append(DeviceRecord(f"{m}+{d.vendor}", d.vendor, i.name, None, summary, spec, False, None))
+  return out
+
+
+def markdown(records) -> str:
+  """The README's device list: one line per record."""
+  lines = []
+  for r in records:
+    if r.mock_of: lines.append(f"- `{r.spec}`: the embedded mock of `{r.mock_of}`")
+    else:
+      also = f" (also `{r.alias}`)" if r.alias else ""
+      lines.append(f"- `{r.spec}`{also}: {r.summary}{'; autodetected' if r.autodetected else ''}")
+  return "\n".join(lines)

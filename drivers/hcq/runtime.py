@@ -37,6 +37,7 @@ from ..system.interrupts import held as held_interrupt
 from .device import Buffer, Device, Timeline
 from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE, Engine)
 from .signal import Signal, SignalPool
+from . import trace
 
 LAUNCH_DATA_SIZE = 16 << 20            # the per-launch data ring (kernel arguments)
 STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
@@ -97,6 +98,7 @@ class HCQDevice(Device):
   copy: Engine
   # sizes a vendor may lower where they only cost device memory and transfers (a GPU behind a USB bridge)
   launch_data_size, staging_size, staging_count = LAUNCH_DATA_SIZE, STAGING_SIZE, STAGING_COUNT
+  tracer = None              # trace.DeviceTrace while a timeline is recorded
   signal_type = Signal       # or a factory of DeviceSignals for signals in memory the CPU cannot map (signal.py)
 
   def __init__(self, os, config):
@@ -124,6 +126,7 @@ class HCQDevice(Device):
     self.compute, self.copy = self.engines["compute"], self.engines["copy"]
     self._staging = [_Staging(*self._host_memory(self.staging_size)) for _ in range(self.staging_count)]
     self._staging_next = 0
+    self.tracer = trace.for_device(self, self.config)   # HCQ_TRACE / --trace FILE: a timeline (trace.py), else None
 
   ticks_per_us: float    # the vendor's device clock of timestamps, in ticks per microsecond
 
@@ -245,6 +248,7 @@ class HCQDevice(Device):
       if self.fault is not None:
         raise DeviceError(f"{self.name}: the device faulted earlier and its queues stopped ({self.fault})")
       self._awaited = value
+      t0 = trace.now_us() if self.tracer is not None else 0.0
       try: self.timeline.signal.wait(value, self.timeout_s, self.os.monotonic, self.os.sleep, self._block)
       except (GPUFault, QueueError) as e:
         self._remember_fault(e)
@@ -259,6 +263,7 @@ class HCQDevice(Device):
         raise
       finally: self._awaited = None
       self._stuck = False
+      if self.tracer is not None: self.tracer.wait(value, t0, trace.now_us())
 
   def _open_lock(self) -> "_OpenLock":
     """`with self._open_lock():` holds the device lock, with the device checked open under it (a close from another
@@ -297,8 +302,10 @@ class HCQDevice(Device):
   # ---- launches
   def launch(self, prog, shape, explicit: bytes, timed: bool):
     """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
-    if timed:
-      with self.lock: return self._timed_launch(prog, shape, explicit)
+    if timed or self.tracer is not None:   # traced: every launch is timed (its GPU timestamps go to the trace)
+      with self.lock:
+        seconds = self._timed_launch(prog, shape, explicit)
+        return seconds if timed else None
     engine = self.compute
     value, mark = self._begin(engine)
     try: engine.write(self._launch_words(prog, shape, explicit, value))
@@ -318,15 +325,23 @@ class HCQDevice(Device):
       words = self._launch_words(prog, shape, explicit, value)
       self.timer_start.timestamp = self.timer_end.timestamp = 0
       t0 = self.os.monotonic()
+      h0 = 0.0
+      if self.tracer is not None:
+        h0 = trace.now_us()
+        self.tracer.seen(self.timeline.signal.value, h0)
       engine.write(words)
     except BaseException:
       self._abandon(engine, value, mark)
       raise
     prog.launches += 1
     self._commit(engine, value, mark, True, prog)
+    h1 = trace.now_us() if self.tracer is not None else 0.0
     self.wait_value(value)
     t1 = self.os.monotonic()
     start, end = self.timer_start.timestamp, self.timer_end.timestamp
+    if self.tracer is not None:
+      self.tracer.submit(f"launch {prog.name}", h0, h1, value)
+      self.tracer.launch(prog, value, h0, trace.now_us(), start, end, self.ticks_per_us)
     if start and end >= start: return (end - start) / (self.ticks_per_us * 1e6)
     return t1 - t0  # no device clock: the host's view of the launch
 
@@ -361,10 +376,17 @@ class HCQDevice(Device):
     staging: the staging slot the copy reads or writes, marked busy until then inside the submission (so that a
     Ctrl-C after the doorbell cannot leave a slot in use that looks free)."""
     cb = self._copy_cmdbuf(nbytes)
+    h0 = 0.0
+    if self.tracer is not None:
+      h0 = trace.now_us()
+      self.tracer.seen(self.timeline.signal.value, h0)
     with Submission(self, self.copy, ("a copy of {} bytes to {:#x}", nbytes, dst_va)) as sub:
       sub.add(cb.fill({P_DST: dst_va, P_SRC: src_va, V_TIMELINE: sub.value}))
       sub.signalled = True
       if staging is not None: staging.busy_until = sub.value
+    if self.tracer is not None:
+      self.tracer.submit(f"copy {nbytes} B", h0, trace.now_us(), sub.value)
+      self.tracer.copy(sub.value, h0, nbytes, dst_va)
     return sub.value
 
   def _staging_slot(self) -> _Staging:
@@ -426,4 +448,9 @@ class HCQDevice(Device):
         self.closed = True         # under the lock: a thread waiting for it finds the device closed
         for engine in self.engines.values(): engine.close()
         self.signals.close()       # signal views raise from now on instead of reading unmapped memory
-        self._release_hardware()
+        try: self._release_hardware()
+        finally:
+          if self.tracer is not None:
+            try: self.tracer.close()
+            except OSError as e:
+              raise DeviceError(f"{self.name}: cannot write the trace {self.tracer.file.path}: {e.strerror}") from None

@@ -160,6 +160,17 @@ class Firmware:
       self.nic.phy.loopback = req.lpbk == hsi.PORT_PHY_CFG_REQ_LPBK_LOCAL
   _hwrm_20.types = _hwrm("port_phy_cfg")
 
+  # the modelled port's PHY: link up at 400 Gb/s full duplex (a Thor2 port; bnxt_hsi.h hwrm_port_phy_qcfg_output:
+  # link, link_speed in 100 Mb/s units, duplex_state, lpbk), PHY loopback as port_phy_cfg left it. Linux reads the
+  # same fields in bnxt_update_link (drivers/net/ethernet/broadcom/bnxt/bnxt.c)
+  def _hwrm_27(self, req, out):  # port_phy_qcfg
+    if req.port_id != self.nic.port_id: raise HWRMReject(E.HWRM_ERR_CODE_INVALID_PARAMS, f"port {req.port_id}")
+    out.link = hsi.PORT_PHY_QCFG_RESP_LINK_LINK
+    out.link_speed = hsi.PORT_PHY_QCFG_RESP_LINK_SPEED_400GB
+    out.duplex_state = hsi.PORT_PHY_QCFG_RESP_DUPLEX_STATE_FULL
+    out.lpbk = hsi.PORT_PHY_QCFG_RESP_LPBK_LOCAL if self.nic.phy.loopback else hsi.PORT_PHY_QCFG_RESP_LPBK_NONE
+  _hwrm_27.types = _hwrm("port_phy_qcfg")
+
   def _hwrm_1a8(self, req, out):  # func_backing_store_qcaps_v2
     self._need_registered("backing store")
     out.type = req.type
@@ -466,4 +477,4 @@ RCFW_HANDLERS = {
 HWRM_NAMES = {getattr(hsi, n): n[len("HWRM_"):].lower() for n in (
   "HWRM_VER_GET", "HWRM_FUNC_RESET", "HWRM_FUNC_QCAPS", "HWRM_FUNC_QCFG", "HWRM_FUNC_DRV_RGTR", "HWRM_PORT_PHY_CFG",
   "HWRM_FUNC_BACKING_STORE_QCAPS_V2", "HWRM_FUNC_BACKING_STORE_CFG_V2", "HWRM_RING_ALLOC", "HWRM_STAT_CTX_ALLOC",
-  "HWRM_VNIC_ALLOC", "HWRM_VNIC_CFG", "HWRM_CFA_L2_FILTER_ALLOC")}
+  "HWRM_VNIC_ALLOC", "HWRM_VNIC_CFG", "HWRM_CFA_L2_FILTER_ALLOC", "HWRM_PORT_PHY_QCFG")}

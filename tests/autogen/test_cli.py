@@ -71,7 +71,7 @@ def test_a_package_that_cannot_be_fetched_is_named(tmp_path):
   (tmp_path / "manifest.json").write_text(json.dumps(m))
   r = run("--manifest", str(tmp_path / "manifest.json"), "--cache", str(tmp_path / "cache"), "--out", str(tmp_path), "tiny")
   assert r.returncode == 2
-  assert "apt-get download hcq-no-such-package=1.0 failed" in r.stderr, r.stderr
+  assert "apt-get --print-uris download hcq-no-such-package=1.0 failed" in r.stderr, r.stderr
 
 
 def test_a_cached_package_with_the_wrong_sha256_is_not_used(tmp_path):
@@ -80,7 +80,7 @@ def test_a_cached_package_with_the_wrong_sha256_is_not_used(tmp_path):
   debs = tmp_path / "debs"
   debs.mkdir()
   (debs / sources.deb_filename("hcq-no-such-package", "1.0", "all")).write_bytes(b"not the pinned package")
-  with pytest.raises(sources.SourceError, match="apt-get download"):
+  with pytest.raises(sources.SourceError, match="apt-get --print-uris download"):
     sources.fetch_deb(pkg, str(tmp_path), log=lambda *a: None)
 
 
@@ -95,7 +95,7 @@ def test_a_download_that_hangs_times_out_naming_the_package(tmp_path, monkeypatc
   monkeypatch.setattr(sources, "APT_ARCHIVES", str(tmp_path / "no-archives"))
   pkg = {"name": "hcq-slow-package", "version": "1.0", "arch": "all", "sha256": "0" * 64, "members": []}
   # the error names the 0.5 s it waited (a wait for the 30 s sleep would have ended without it)
-  with pytest.raises(sources.SourceError, match=r"apt-get download hcq-slow-package=1.0 did not finish in 0.5 s"):
+  with pytest.raises(sources.SourceError, match=r"apt-get --print-uris download hcq-slow-package=1.0 did not finish in 0.5 s"):
     sources.fetch_deb(pkg, str(tmp_path / "cache"), log=lambda *a: None)
 
 

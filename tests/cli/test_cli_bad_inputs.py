@@ -114,6 +114,13 @@ CASES = [
   ("am: unknown --until", lambda d: ["am", "boot", "--mock", "--until", "dcn"], {}, USAGE, "--until"),
   ("am: no firmware", lambda d: ["am", "boot", "--mock"], {"HCQ_FIRMWARE_DIR": "/nonexistent/amdgpu"}, FAIL, "/nonexistent/amdgpu: the firmware folder does not exist"),
   ("am: bad HCQ_TIMEOUT", lambda d: ["am", "boot", "--mock"], {"HCQ_TIMEOUT": "nan"}, USAGE, "HCQ_TIMEOUT"),
+  ("devices: unknown option", lambda d: ["devices", "--bogus"], {}, USAGE, "--bogus"),
+  ("devices: no sysfs", lambda d: ["devices"], {"HCQ_SYSFS_ROOT": "/nonexistent-sysfs"}, FAIL, "cannot list PCI functions"),
+  ("devices: bad HCQ_TIMEOUT", lambda d: ["devices"], {"HCQ_TIMEOUT": "nan"}, USAGE, "HCQ_TIMEOUT"),
+  ("trace: no action", lambda d: ["trace"], {}, USAGE, "ACTION"),
+  ("trace plot: missing file", lambda d: ["trace", "plot", str(d / "nope.json")], {}, FAIL, "nope.json"),
+  ("trace plot: not JSON", lambda d: ["trace", "plot", str(d / "odd.bin")], {}, FAIL, "not JSON"),
+  ("fw fetch: a file too", lambda d: ["fw", "fetch", str(d / "odd.bin")], {}, USAGE, "takes no FILE"),
   ("selfcheck: an argument", lambda d: ["selfcheck", "x"], {}, USAGE, "unrecognized"),
   ("selfcheck: bad HCQ_DEBUG", lambda d: ["selfcheck"], {"HCQ_DEBUG": "-1"}, USAGE, "HCQ_DEBUG"),
 ]

@@ -98,8 +98,15 @@ def test_top_refreshes(fake):
   from hcq.smi import commands, listing
   from hcq.smi.backends import backend
   from hcq.smi.report import Report
-  out = io.StringIO()
+  class Tty(io.StringIO):
+    def isatty(self): return True
+  out = Tty()
   ctx = commands.Context(backend("amd"), LinuxOS(Config(sysfs_root=str(fake.sysfs), lock_dir=str(fake.locks))), Report(False, out))
   slept = []
   assert listing.top(ctx, rounds=3, sleep=slept.append, interval=0.5) == 0
-  assert slept == [0.5, 0.5, 0.5] and out.getvalue().count("\x1b[H\x1b[2J") == 3 and out.getvalue().count("37%") == 3
+  assert slept == [0.5, 0.5] and out.getvalue().count("\x1b[H\x1b[2J") == 3 and out.getvalue().count("37%") == 3
+  # not a terminal (a pipe, a file): each round is appended, never a screen clear
+  piped = io.StringIO()
+  ctx = commands.Context(backend("amd"), LinuxOS(Config(sysfs_root=str(fake.sysfs), lock_dir=str(fake.locks))), Report(False, piped))
+  assert listing.top(ctx, rounds=3, sleep=lambda s: None, interval=0.5) == 0
+  assert "\x1b" not in piped.getvalue() and piped.getvalue().count("37%") == 3 and piped.getvalue().count("BUS ") == 3

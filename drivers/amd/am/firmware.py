@@ -307,8 +307,8 @@ MAX_BYTES = 256 << 20   # firmware files are a few MB at most; anything far larg
 
 
 def missing(path: str) -> str:
-  return (f"{path}: no such firmware file (AMD's firmware is in Debian's {PACKAGE} package; HCQ_FIRMWARE_DIR "
-          f"chooses another folder)")
+  return (f"{path}: no such firmware file (AMD's firmware is in Debian's {PACKAGE} package: run `hcq fw fetch` to "
+          f"download it, or HCQ_FIRMWARE_DIR chooses another folder)")
 
 
 def _kind_of_mode(mode: int) -> str:
@@ -362,7 +362,7 @@ def load(os_iface, firmware_dir: str, name: str) -> Firmware:
   st = _stat(os_iface, firmware_dir, "the firmware folder")
   if st is None:
     raise FirmwareError(f"{firmware_dir}: the firmware folder does not exist (AMD's firmware is in Debian's {PACKAGE} "
-                        f"package; HCQ_FIRMWARE_DIR chooses another folder)")
+                        f"package: run `hcq fw fetch` to download it, or HCQ_FIRMWARE_DIR chooses another folder)")
   if not stat.S_ISDIR(st.st_mode):
     raise FirmwareError(f"{firmware_dir}: {_kind_of_mode(st.st_mode)}, not a folder (the firmware folder, "
                         f"HCQ_FIRMWARE_DIR, must be a folder of firmware files)")
