@@ -31,6 +31,7 @@ from ....errors import GPUFault
 from .gen import FLOAT_CONSTS, INV2PI_BITS, LIT, NOOPS, NULL
 
 ENABLED = True
+RUNS = 0                 # batches run natively, all blocks together (tests check that the native path ran)
 MIN_WAVES = 256          # batches narrower than this run the numpy function (no build for small launches)
 _CC = None               # the C compiler's path, looked up once ("" when there is none)
 _WHAT = ("global load", "global store", "scalar load")
@@ -55,10 +56,11 @@ _SALU = {   # name -> (C expression of a, b; SCC expression of r (None: SCC unch
   "s_sub_u32": ("a - b", "a < b"), "s_add_i32": ("a + b", "((~(a ^ b) & (a ^ r)) >> 31) & 1"),
   "s_sub_i32": ("a - b", "(((a ^ b) & (a ^ r)) >> 31) & 1"),
   "s_min_u32": ("a < b ? a : b", "a < b"), "s_max_u32": ("a > b ? a : b", "a > b"),
+  "s_cselect_b32": ("scc ? a : b", None), "s_addc_u32": ("a + b + scc", "(uint64_t)a + b + scc > 0xFFFFFFFFull"),
 }
 _SOP1 = {"s_mov_b32": "a", "s_not_b32": "~a", "s_brev_b32": None}
 _VALU2 = {  # name -> C expression of a, b (u32 lanes); fa, fb: the f32 values -- RDNA3 ISA "VOP2"/"VOP3"
-  "v_add_u32": "a + b", "v_sub_u32": "a - b", "v_subrev_u32": "b - a", "v_and_b32": "a & b", "v_or_b32": "a | b",
+  "v_add_nc_u32": "a + b", "v_sub_nc_u32": "a - b", "v_subrev_nc_u32": "b - a", "v_and_b32": "a & b", "v_or_b32": "a | b",
   "v_xor_b32": "a ^ b", "v_lshlrev_b32": "b << (a & 31)", "v_lshrrev_b32": "b >> (a & 31)",
   "v_ashrrev_i32": "(uint32_t)((int32_t)b >> (a & 31))", "v_mul_lo_u32": "a * b",
   "v_min_u32": "a < b ? a : b", "v_max_u32": "a > b ? a : b",
@@ -80,7 +82,7 @@ _GLOBAL = {"global_load_b32": 1, "global_load_b64": 2, "global_load_b96": 3, "gl
            "global_store_b32": 1, "global_store_b64": 2, "global_store_b96": 3, "global_store_b128": 4}
 _SMEM = {"s_load_b32": 1, "s_load_b64": 2, "s_load_b128": 4, "s_load_b256": 8, "s_load_b512": 16}
 COVERED = (set(_SALU) | {"s_mov_b32", "s_not_b32"} | set(_VALU2) | set(_VALU3) | set(_CARRY) | set(_GLOBAL)
-           | set(_SMEM) | {"v_mov_b32", "v_lshlrev_b64", "s_endpgm"})
+           | set(_SMEM) | {"v_mov_b32", "v_lshlrev_b64", "v_mbcnt_lo_u32_b32", "s_endpgm"})
 
 _PRELUDE = r"""#pragma GCC optimize("O3")
 #include <stdint.h>
@@ -197,6 +199,9 @@ def _inst(g: _Src, inst) -> None:
     d = g.vreg(f["vdst"])
     if name == "v_mov_b32" and enc in ("VOP1", "VOP3"):
       return g.lanes_write(d, "", g.operand(f['src0'], inst, True))
+    if name == "v_mbcnt_lo_u32_b32" and enc == "VOP3":   # RDNA3 ISA: popcount(S0 & lanes below this one) + S1
+      a, b = g.operand(f["src0"], inst, True), g.operand(f["src1"], inst, True)
+      return g.lanes_write(d, "", f"(uint32_t)__builtin_popcount({a} & ((1u << l) - 1u)) + {b}")
     if name == "v_lshlrev_b64" and enc == "VOP3":
       hi = g.vreg(f["vdst"] + 1)
       g.lanes(f"uint64_t r = {g.operand64(f['src1'], inst)} << ({g.operand(f['src0'], inst, True)} & 63); "
@@ -205,15 +210,16 @@ def _inst(g: _Src, inst) -> None:
       return
     a = g.operand(f["src0"], inst, True)
     b = g.operand(f["vsrc1"] + 256 if enc in ("VOP1", "VOP2") else f["src1"], inst, True)
-    fl = ("FA = FAS(a), FBV = FAS(b), FC = FAS(c)" if name in _VALU3 else "FA = FAS(a), FBV = FAS(b)") \
-        if name in _FLOAT else ""
+    fl = ("FA = FAS(FI(a)), FBV = FAS(FI(b)), FC = FAS(FI(c))" if name in _VALU3 else
+          "FA = FAS(FI(a)), FBV = FAS(FI(b))") if name in _FLOAT else ""
     if name in _VALU2 and enc in ("VOP2", "VOP3"):
       decl = f"float {fl}; " if fl else ""
-      return g.lanes_write(d, f"uint32_t a = {a}, b = {b}; {decl}", _VALU2[name])
+      return g.lanes_write(d, f"uint32_t a = {a}, b = {b}; {decl}", f"FO({_VALU2[name]})" if fl else _VALU2[name])
     if name in _VALU3 and enc == "VOP3":
       c = g.operand(f["src2"], inst, True)
       decl = f"float {fl}; " if fl else ""
-      return g.lanes_write(d, f"uint32_t a = {a}, b = {b}, c = {c}; {decl}", _VALU3[name])
+      return g.lanes_write(d, f"uint32_t a = {a}, b = {b}, c = {c}; {decl}",
+                           f"FO({_VALU3[name]})" if fl else _VALU3[name])
     if name in _CARRY and enc in ("VOP2", "VOP3SD"):
       expr, cout = _CARRY[name]
       has_ci = "ci" in expr
@@ -268,13 +274,14 @@ def source(insts, mode: int) -> str | None:
   g = _Src()
   g.sreg(126)
   try:
-    for _, inst in insts:
-      if inst.name in _FLOAT and mode & 3 != 3: return None   # f32 denormals flushed: the numpy path models it
-      _inst(g, inst)
+    for _, inst in insts: _inst(g, inst)
   except (_NotNative, KeyError, TypeError):
     return None
   sregs, vregs = sorted(g.s), sorted(g.v)
-  out = [_PRELUDE,
+  # the f32 denormal mode (translate.translate: rsrc1 FLOAT_DENORM_MODE_32, bit 1 keeps input denormals, bit 0
+  # output ones): a flushed denormal becomes a zero of its sign, as rt.ftz does
+  flush = "(((x) & 0x7F800000u) == 0 ? (x) & 0x80000000u : (x))"
+  out = [_PRELUDE, f"#define FI(x) {'(x)' if mode & 2 else flush}", f"#define FO(x) {'(x)' if mode & 1 else flush}",
          "__attribute__((target_clones(\"avx2\", \"default\")))",
          "int block(uint32_t **S, uint32_t **V, uint32_t *SCC, const int64_t *idx, int64_t n,",
          "          const uint64_t *rs, const uint64_t *re, int64_t nr, uint64_t *fault) {",
@@ -337,6 +344,8 @@ class NativeBlock:
     rc = self.cfn(sp, vp, scc.ctypes.data, None if idx is None else idx.ctypes.data, n, starts.ctypes.data,
                   ends.ctypes.data, len(starts), self.fault)
     self.calls += 1
+    global RUNS
+    RUNS += 1
     if rc:
       addr, nb, what = self.fault
       raise GPUFault(f"{_WHAT[what]} of {nb} bytes outside every mapped range", address=int(addr), kind="page fault")
