@@ -134,31 +134,41 @@ def sizes(runs: int, as_json: bool = False) -> dict:
       da, db, dc = dev.alloc(4 * n), dev.alloc(4 * n), dev.alloc(4 * n)
       dev.copyin(da, a)
       dev.copyin(db, b)
-      times = []
+      times, cpu = [], []
       for i in range(1 + max(3, runs if n <= SIZES[0] else runs // 3)):
         dev.copyin(dc, np.zeros(n, np.float32))
+        c0 = time.process_time()
         t = prog(da, db, dc, global_size=(n // local,), local_size=(local,), wait=True)
+        c1 = time.process_time()
         if not np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b):
           raise SystemExit(f"vadd over {n} floats differs from numpy")
-        if i: times.append(t)
+        if i: times.append(t), cpu.append(c1 - c0)
       for d in (da, db, dc): dev.free(d)
       count = per_wave * kernel_waves(blob, "vadd", n // local, local)
       out[n] = {"floats": n, "wave_instructions": count, "best_ms": min(times) * 1e3,
                 "median_ms": statistics.median(times) * 1e3, "best_mwips": count / min(times) / 1e6,
-                "median_mwips": count / statistics.median(times) / 1e6}
+                "median_mwips": count / statistics.median(times) / 1e6,
+                # the process CPU time of the whole launch (driver, mock, emulator): what a loaded machine's
+                # scheduling does not stretch (a long dispatch is preempted more often than a short one)
+                "cpu_best_ms": min(cpu) * 1e3, "cpu_mwips": count / max(min(cpu), 1e-9) / 1e6}
   base = out[SIZES[0]]["best_mwips"]
-  for r in out.values(): r["ratio_to_65536"] = r["best_mwips"] / base
+  for r in out.values():
+    r["ratio_to_65536"] = r["best_mwips"] / base
+    r["cpu_ratio_to_65536"] = r["cpu_mwips"] / out[SIZES[0]]["cpu_mwips"]
   if as_json:
     print(json.dumps({"code_object": origin, "sizes": list(out.values())}))
     return out
   print(f"vadd, code object {origin}, work-groups of {local}; device time after a warm-up, results checked")
-  print(f"{'floats':>9} {'wave-insts':>10} {'best':>9} {'median':>9} {'best M/s':>9} {'median M/s':>10} {'x 65,536':>8}")
+  print(f"{'floats':>9} {'wave-insts':>10} {'best':>9} {'median':>9} {'best M/s':>9} {'median M/s':>10} {'x 65,536':>8}"
+        f" | {'CPU best':>9} {'CPU M/s':>8} {'x 65,536':>8}")
   for r in out.values():
     print(f"{r['floats']:>9} {r['wave_instructions']:>10} {r['best_ms']:7.2f}ms {r['median_ms']:7.2f}ms "
-          f"{r['best_mwips']:9.1f} {r['median_mwips']:10.1f} {r['ratio_to_65536']:8.2f}")
+          f"{r['best_mwips']:9.1f} {r['median_mwips']:10.1f} {r['ratio_to_65536']:8.2f} | {r['cpu_best_ms']:7.2f}ms "
+          f"{r['cpu_mwips']:8.1f} {r['cpu_ratio_to_65536']:8.2f}")
   ok = base >= 100 and all(r["ratio_to_65536"] >= 0.9 for r in out.values())
+  cpu_ok = out[SIZES[0]]["cpu_mwips"] >= 100 and all(r["cpu_ratio_to_65536"] >= 0.9 for r in out.values())
   print(f"targets (>= 100M wave-instructions/s at 65,536 floats; >= 0.9x at 1M and 4M; best of the runs): "
-        f"{'MET' if ok else 'NOT MET'}")
+        f"{'MET' if ok else 'NOT MET'} by device time, {'MET' if cpu_ok else 'NOT MET'} by CPU time of the launch")
   return out
 
 

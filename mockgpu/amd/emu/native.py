@@ -310,7 +310,9 @@ class NativeBlock:
     from ....compiler.backend.c import build_shared_object
     from ....config import from_env
     try:
-      lib = ctypes.CDLL(build_shared_object(self.src, from_env().cache_dir, compiler()))
+      # PyDLL: the call keeps the GIL, as a numpy operation of the numpy path does, so that no other thread of the
+      # host (the driver, unmapping a buffer) runs between the range checks and the accesses of a block
+      lib = ctypes.PyDLL(build_shared_object(self.src, from_env().cache_dir, compiler()))
     except Exception:   # no usable compiler or cache folder: the numpy function stays (it is the reference)
       return False
     fn = lib.block
