@@ -66,6 +66,12 @@ def rows(r: dict) -> list[tuple[str, str, str, str]]:
     for s in sizes[1:]:
       out.append(("P2 emulator", f"vadd {s['floats']:,} floats (x 65,536)", f"{s['best_mwips']:.0f}M "
                   f"({s['ratio_to_65536']:.2f}x)", "MET" if s["ratio_to_65536"] >= 0.9 else "NOT MET"))
+    cpu = sizes[0]["cpu_mwips"]
+    out.append(("P2 emulator", "same, by the launch's CPU time: 65,536 floats", f"{cpu:.0f}M",
+                "MET" if cpu >= 100 else "NOT MET"))
+    for s in sizes[1:]:
+      out.append(("P2 emulator", f"same, by CPU time: {s['floats']:,} floats (x 65,536)", f"{s['cpu_mwips']:.0f}M "
+                  f"({s['cpu_ratio_to_65536']:.2f}x)", "MET" if s["cpu_ratio_to_65536"] >= 0.9 else "NOT MET"))
   C = r["cold_start"]
   if "error" in C: out.append(("P3 cold start", "error", C["error"], "?"))
   else:
