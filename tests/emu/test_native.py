@@ -132,3 +132,25 @@ def test_native_fault_names_the_address_as_numpy_does(monkeypatch, force_native)
     assert e.value.kind == "page fault" and e.value.address == 0x100_0000_0010
     errors.append(str(e.value))
   assert errors[0] == errors[1] and "global load of 4 bytes" in errors[0]
+
+
+def test_native_blocks_run_for_a_subset_of_the_waves(monkeypatch, force_native):
+  """Work-group 1 branches away from the others: the two ending blocks each run for some of the waves (the
+  scheduler's wave subset, idx), natively, and give what numpy gives."""
+  body = """
+  s_cmp_eq_u32 s8, 1
+  s_cbranch_scc1 .Lother
+  v_add_nc_u32 v1, v10, v11
+  v_mov_b32 v3, s8
+  s_branch .Ljoin
+.Lother:
+  v_sub_nc_u32 v1, v10, v11
+  v_add_nc_u32 v3, 7, v12
+.Ljoin:
+  """
+  ins = _inputs(64, 5)
+  got = run(body, "gfx1100", ins=ins, threads=64, grid=(3, 1, 1))
+  assert native.RUNS >= force_native + 2, "the ending blocks did not run natively"
+  monkeypatch.setattr(native, "ENABLED", False)
+  want = run(body, "gfx1100", ins=ins, threads=64, grid=(3, 1, 1))
+  for a, b in zip(got, want): np.testing.assert_array_equal(a, b)

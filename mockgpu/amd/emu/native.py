@@ -305,6 +305,7 @@ class NativeBlock:
     self.cfn = None          # the built function: None before the first wide batch, False when it cannot be built
     self.fault = (ctypes.c_uint64 * 3)()
     self.calls = 0           # batches run natively (tests check that the native path ran)
+    self.error = None        # why the build failed, when it did
 
   def _build(self):
     from ....compiler.backend.c import build_shared_object
@@ -313,7 +314,8 @@ class NativeBlock:
       # PyDLL: the call keeps the GIL, as a numpy operation of the numpy path does, so that no other thread of the
       # host (the driver, unmapping a buffer) runs between the range checks and the accesses of a block
       lib = ctypes.PyDLL(build_shared_object(self.src, from_env().cache_dir, compiler()))
-    except Exception:   # no usable compiler or cache folder: the numpy function stays (it is the reference)
+    except Exception as e:   # no usable compiler or cache folder: the numpy function stays (it is the reference)
+      self.error = f"{type(e).__name__}: {e}"   # kept for whoever wonders why a block runs numpy
       return False
     fn = lib.block
     fn.restype = ctypes.c_int
