@@ -108,7 +108,10 @@ class _Src:
   def __init__(self):
     self.s: set = set()
     self.v: set = set()
-    self.scc = False
+    self.written: set = set()      # VGPRs written so far in the block
+    self.read_first: set = set()   # VGPRs whose values from the register file the block needs
+    self.pending: list = []
+    self.exec_changed = False      # an instruction so far wrote EXEC    self.scc = False
     self.lines: list[str] = []
 
   def sreg(self, r: int) -> str:
@@ -117,8 +120,25 @@ class _Src:
     return f"s{r}"
 
   def vreg(self, r: int) -> str:
+    """A VGPR read (or read-modified: a blend keeps the inactive lanes)."""
     self.v.add(r)
+    if r not in self.written: self.read_first.add(r)
     return f"v{r}"
+
+  def vdst(self, r: int) -> str:
+    """A VGPR the current instruction writes (under EXEC): marked written once the instruction is done."""
+    self.v.add(r)
+    self.pending.append(r)
+    return f"v{r}"
+
+  def done(self) -> None:
+    """After an instruction: its destinations are written. A register written before any read, with EXEC as the
+    block found it, needs no copy from the register file when that EXEC is all lanes (every lane is written)."""
+    for r in self.pending:
+      if r not in self.written:
+        self.written.add(r)
+        if self.exec_changed: self.read_first.add(r)
+    self.pending = []
 
   def operand(self, code: int, inst, lane: bool, float32: bool = False) -> str:
     """A 32-bit source operand as a C expression (lane: inside the per-lane loop, index l)."""
@@ -157,6 +177,7 @@ class _Src:
 
   def write_s(self, d: int, expr: str) -> None:
     if d == NULL: return
+    if d in (126, 127): self.exec_changed = True
     self.emit(f"{self.sreg(d)} = {expr};")
 
 
@@ -196,14 +217,14 @@ def _inst(g: _Src, inst) -> None:
     return
   if enc in ("VOP1", "VOP2", "VOP3", "VOP3SD"):
     _no_mods(inst)
-    d = g.vreg(f["vdst"])
+    d = g.vdst(f["vdst"])
     if name == "v_mov_b32" and enc in ("VOP1", "VOP3"):
       return g.lanes_write(d, "", g.operand(f['src0'], inst, True))
     if name == "v_mbcnt_lo_u32_b32" and enc == "VOP3":   # RDNA3 ISA: popcount(S0 & lanes below this one) + S1
       a, b = g.operand(f["src0"], inst, True), g.operand(f["src1"], inst, True)
       return g.lanes_write(d, "", f"(uint32_t)__builtin_popcount({a} & ((1u << l) - 1u)) + {b}")
     if name == "v_lshlrev_b64" and enc == "VOP3":
-      hi = g.vreg(f["vdst"] + 1)
+      hi = g.vdst(f["vdst"] + 1)
       g.lanes(f"uint64_t r = {g.operand64(f['src1'], inst)} << ({g.operand(f['src0'], inst, True)} & 63); "
               f"uint32_t keep = on - 1u; {d}[l] = ((uint32_t)r & ~keep) | ({d}[l] & keep); "
               f"{hi}[l] = ((uint32_t)(r >> 32) & ~keep) | ({hi}[l] & keep);")
@@ -258,7 +279,7 @@ def _inst(g: _Src, inst) -> None:
       g.emit(f"for (int l = 0; l < 32; l++) if (s126 >> l & 1) {{ uint32_t w[{ndw}] = "
              f"{{{', '.join(f'{r}[l]' for r in regs)}}}; memcpy((void *)(uintptr_t)ad[l], w, {nb}); }}")
     else:
-      regs = [g.vreg(f["vdst"] + k) for k in range(ndw)]
+      regs = [g.vdst(f["vdst"] + k) for k in range(ndw)]
       g.emit(f"for (int l = 0; l < 32; l++) if (s126 >> l & 1) {{ uint32_t w[{ndw}]; "
              f"memcpy(w, (const void *)(uintptr_t)ad[l], {nb}); "
              + " ".join(f"{r}[l] = w[{k}];" for k, r in enumerate(regs)) + " }")
@@ -274,7 +295,9 @@ def source(insts, mode: int) -> str | None:
   g = _Src()
   g.sreg(126)
   try:
-    for _, inst in insts: _inst(g, inst)
+    for _, inst in insts:
+      _inst(g, inst)
+      g.done()
   except (_NotNative, KeyError, TypeError):
     return None
   sregs, vregs = sorted(g.s), sorted(g.v)
@@ -290,7 +313,11 @@ def source(insts, mode: int) -> str | None:
          "    int64_t w = idx ? idx[k] : k;",
          "    uint32_t scc = SCC[w]; (void)scc;"]
   out += [f"    uint32_t s{r} = S[{i}][w];" for i, r in enumerate(sregs)]
-  out += [f"    uint32_t v{r}[32]; memcpy(v{r}, V[{i}] + 32 * w, 128);" for i, r in enumerate(vregs)]
+  # a VGPR the block writes (all lanes, under the EXEC it started with) before it reads it is not copied in when that
+  # EXEC is every lane (a wide batch's register file is mostly fresh zero pages: reading them costs page faults)
+  out += [f"    uint32_t v{r}[32]; memcpy(v{r}, V[{i}] + 32 * w, 128);" if r in g.read_first else
+          f"    uint32_t v{r}[32]; if (s126 != 0xFFFFFFFFu) memcpy(v{r}, V[{i}] + 32 * w, 128);"
+          for i, r in enumerate(vregs)]
   out += g.lines
   out += ["  }", "  return 0;", "}", ""]
   return "\n".join(out) + f"/* sregs {','.join(map(str, sregs))} vregs {','.join(map(str, vregs))} */\n"
