@@ -99,7 +99,9 @@ static int find(const uint64_t *st, const uint64_t *en, int64_t nr, uint64_t a, 
   if (lo > 0 && a >= st[lo - 1] && a + nb <= en[lo - 1] && a + nb >= a) { *lo_ = st[lo - 1]; *hi_ = en[lo - 1]; return 1; }
   return 0;
 }
-#define MAPPED(a, nb) (((a) >= clo && (a) + (nb) <= chi && (a) + (nb) >= (a)) || find(rs, re, nr, (a), (nb), &clo, &chi))
+/* c: the access site's cache (each memory instruction of the block keeps the range it hit last: the kernel
+   arguments, the inputs and the output of a kernel are in different ranges) */
+#define MAPPED(a, nb, c) (((a) >= c[0] && (a) + (nb) <= c[1] && (a) + (nb) >= (a)) || find(rs, re, nr, (a), (nb), &c[0], &c[1]))
 #define FAULT(addr, nb, what) do { fault[0] = (addr); fault[1] = (nb); fault[2] = (what); return 1; } while (0)
 """
 
@@ -111,7 +113,8 @@ class _Src:
     self.written: set = set()      # VGPRs written so far in the block
     self.read_first: set = set()   # VGPRs whose values from the register file the block needs
     self.pending: list = []
-    self.exec_changed = False      # an instruction so far wrote EXEC    self.scc = False
+    self.exec_changed = False      # an instruction so far wrote EXEC
+    self.sites = 0                 # memory access sites (see site())    self.scc = False
     self.lines: list[str] = []
 
   def sreg(self, r: int) -> str:
@@ -167,6 +170,11 @@ class _Src:
 
   def emit(self, line: str) -> None: self.lines.append("    " + line)
 
+  def site(self) -> str:
+    """A new memory access site: the name of its range cache (two u64, declared before the wave loop)."""
+    self.sites += 1
+    return f"rc{self.sites}"
+
   def lanes(self, body: str) -> None:
     """A loop over the lanes; body may test `on` (the lane is active) -- branch-free, so that it vectorises."""
     self.emit(f"for (int l = 0; l < 32; l++) {{ uint32_t on = s126 >> l & 1; (void)on; {body} }}")
@@ -195,7 +203,8 @@ def _inst(g: _Src, inst) -> None:
     b = f["sbase"] * 2
     addr = f"((uint64_t){g.sreg(b + 1)} << 32 | {g.sreg(b)}) + (uint64_t)(int64_t)({f['offset']}LL)"
     if f["soffset"] >= 0: addr += f" + {g.sreg(f['soffset'])}"
-    g.emit(f"{{ uint64_t a = ({addr}) & ~3ull; if (!MAPPED(a, {4 * ndw})) FAULT(a, {4 * ndw}, 2);")
+    c = g.site()
+    g.emit(f"{{ uint64_t a = ({addr}) & ~3ull; if (!MAPPED(a, {4 * ndw}, {c})) FAULT(a, {4 * ndw}, 2);")
     g.emit("  const uint32_t *p = (const uint32_t *)(uintptr_t)a;")
     for k in range(ndw):
       if f["sdata"] + k != NULL: g.emit(f"  {g.sreg(f['sdata'] + k)} = p[{k}];")
@@ -272,17 +281,22 @@ def _inst(g: _Src, inst) -> None:
     g.emit("{ uint64_t ad[32], amin = ~0ull, amax = 0;")
     g.lanes(f"ad[l] = {addr}; uint64_t x = on ? ad[l] : ~0ull, y = on ? ad[l] : 0; "
             "amin = x < amin ? x : amin; amax = y > amax ? y : amax;")
-    g.emit(f"if (s126 && !(amax - amin < (1ull << 40) && MAPPED(amin, amax - amin + {nb})))")
-    g.emit(f"  for (int l = 0; l < 32; l++) if ((s126 >> l & 1) && !MAPPED(ad[l], {nb})) FAULT(ad[l], {nb}, {what});")
+    c = g.site()
+    g.emit(f"if (s126 && !(amax - amin < (1ull << 40) && MAPPED(amin, amax - amin + {nb}, {c})))")
+    g.emit(f"  for (int l = 0; l < 32; l++) if ((s126 >> l & 1) && !MAPPED(ad[l], {nb}, {c})) FAULT(ad[l], {nb}, {what});")
     if store:
       regs = [g.vreg(f["data"] + k) for k in range(ndw)]
-      g.emit(f"for (int l = 0; l < 32; l++) if (s126 >> l & 1) {{ uint32_t w[{ndw}] = "
-             f"{{{', '.join(f'{r}[l]' for r in regs)}}}; memcpy((void *)(uintptr_t)ad[l], w, {nb}); }}")
+      body = (f"{{ uint32_t w[{ndw}] = {{{', '.join(f'{r}[l]' for r in regs)}}}; "
+              f"memcpy((void *)(uintptr_t)ad[l], w, {nb}); }}")
+      # every lane active (the common case): no test per lane, so that the compiler can vectorise the loop
+      g.emit(f"if (s126 == 0xFFFFFFFFu) for (int l = 0; l < 32; l++) {body}")
+      g.emit(f"else for (int l = 0; l < 32; l++) if (s126 >> l & 1) {body}")
     else:
       regs = [g.vdst(f["vdst"] + k) for k in range(ndw)]
-      g.emit(f"for (int l = 0; l < 32; l++) if (s126 >> l & 1) {{ uint32_t w[{ndw}]; "
-             f"memcpy(w, (const void *)(uintptr_t)ad[l], {nb}); "
-             + " ".join(f"{r}[l] = w[{k}];" for k, r in enumerate(regs)) + " }")
+      body = (f"{{ uint32_t w[{ndw}]; memcpy(w, (const void *)(uintptr_t)ad[l], {nb}); "
+              + " ".join(f"{r}[l] = w[{k}];" for k, r in enumerate(regs)) + " }")
+      g.emit(f"if (s126 == 0xFFFFFFFFu) for (int l = 0; l < 32; l++) {body}")
+      g.emit(f"else for (int l = 0; l < 32; l++) if (s126 >> l & 1) {body}")
     g.emit("}")
     return
   raise _NotNative(name)
@@ -308,7 +322,7 @@ def source(insts, mode: int) -> str | None:
          "__attribute__((target_clones(\"avx2\", \"default\")))",
          "int block(uint32_t **S, uint32_t **V, uint32_t *SCC, const int64_t *idx, int64_t n,",
          "          const uint64_t *rs, const uint64_t *re, int64_t nr, uint64_t *fault) {",
-         "  uint64_t clo = 0, chi = 0;",
+         *[f"  uint64_t rc{i}[2] = {{0, 0}};" for i in range(1, g.sites + 1)],
          "  for (int64_t k = 0; k < n; k++) {",
          "    int64_t w = idx ? idx[k] : k;",
          "    uint32_t scc = SCC[w]; (void)scc;"]
