@@ -17,7 +17,7 @@ also translates the code), the process CPU time per dispatch and wave-instructio
 >= 3.5M wave-instructions/s, i.e. the whole dispatch in <= 18 ms on the project's 2-core machine. The machine is
 shared: expect noise.
 
---sizes (issue 33): the same vadd over 65,536, 1,048,576 and 4,194,304 floats in one process (after a warm-up
+--sizes (issue 33): the same vadd over 65,536, 1,048,576 and 4,194,304 floats in one process (--runs dispatches of each after a warm-up
 dispatch of each: translation, and the native build of the block where a C compiler is at hand, see
 mockgpu/amd/emu/native.py), every result checked against numpy; per size the best and median device time and
 wave-instructions/s, and the ratio of each size's throughput to 65,536's. Targets: >= 100M wave-instructions/s at
@@ -135,7 +135,7 @@ def sizes(runs: int, as_json: bool = False) -> dict:
       dev.copyin(da, a)
       dev.copyin(db, b)
       times, cpu = [], []
-      for i in range(1 + max(3, runs if n <= SIZES[0] else runs // 3)):
+      for i in range(1 + max(3, runs)):
         dev.copyin(dc, np.zeros(n, np.float32))
         c0 = time.process_time()
         t = prog(da, db, dc, global_size=(n // local,), local_size=(local,), wait=True)
