@@ -9,7 +9,6 @@ import dataclasses
 import math
 import os
 import re
-import tempfile
 from typing import Mapping
 
 from .errors import ConfigError

@@ -4,6 +4,7 @@
     .venv/bin/python bench/emu.py [--runs 15]
     .venv/bin/python bench/emu.py --small     # fixed per-dispatch cost: device time of tiny dispatches (issue 6)
     .venv/bin/python bench/emu.py --waves     # wave64 (gfx942) next to wave32 (gfx1100, gfx1200), same kernel
+    .venv/bin/python bench/emu.py --sizes     # 65,536, 1M and 4M floats in one run (issue 33: ratios to 65,536)
 
 The emulator is measured from outside, as any user sees it: hcq.open("MOCK+AMD"), dev.load, dev.alloc/copyin and
 prog(..., wait=True), whose return value is the kernel's device time (the mock GPU's timestamps written before and
@@ -15,6 +16,12 @@ Prints the wave-instruction count, the dispatch time (median and best of the run
 also translates the code), the process CPU time per dispatch and wave-instructions per second. The target (issue 5):
 >= 3.5M wave-instructions/s, i.e. the whole dispatch in <= 18 ms on the project's 2-core machine. The machine is
 shared: expect noise.
+
+--sizes (issue 33): the same vadd over 65,536, 1,048,576 and 4,194,304 floats in one process (--runs dispatches of each after a warm-up
+dispatch of each: translation, and the native build of the block where a C compiler is at hand, see
+mockgpu/amd/emu/native.py), every result checked against numpy; per size the best and median device time and
+wave-instructions/s, and the ratio of each size's throughput to 65,536's. Targets: >= 100M wave-instructions/s at
+65,536 floats, and >= 0.9x that at 1M and 4M.
 
 --waves (issue 19): the same OpenCL vadd, compiled by clang-19 for gfx1100 and gfx1200 (wave32) and gfx942 (wave64;
 the committed fixtures), each launched on MOCK+AMD posing as that target (Config.mock_gpu) over the same 65,536
@@ -61,9 +68,12 @@ def main() -> None:
   ap.add_argument("--runs", type=int, default=15)
   ap.add_argument("--small", action="store_true", help="per-dispatch device time of tiny dispatches instead")
   ap.add_argument("--waves", action="store_true", help="wave64 (gfx942) next to wave32 (gfx1100, gfx1200) instead")
+  ap.add_argument("--sizes", action="store_true", help="65,536, 1M and 4M floats in one run instead")
+  ap.add_argument("--json", action="store_true", help="--sizes: print the figures as one JSON object")
   ap.add_argument("--n", type=int, default=65536, help="--waves: floats in the vector add (default 65,536)")
   args = ap.parse_args()
   if args.waves: return wave_sizes(args.runs, args.n)
+  if args.sizes: return sizes(args.runs, args.json)
   with hcq.open("MOCK+AMD") as dev:
     if args.small: return small_dispatches(dev)
     vadd(dev, args.runs)
@@ -106,6 +116,60 @@ def vadd(dev, runs: int) -> None:
         f"{statistics.median(cpu) * 1e3:.2f} ms (wall and CPU differ when other processes load the machine: check `uptime`)")
   print(f"throughput: median {count / med / 1e6:.2f}M, best {count / best / 1e6:.2f}M wave-instructions/s "
         f"(target >= 3.5M/s, dispatch <= 18 ms): {'MET' if med <= 0.018 else 'NOT MET'} at the median")
+
+
+SIZES = (65536, 1 << 20, 1 << 22)
+
+
+def sizes(runs: int, as_json: bool = False) -> dict:
+  """vadd at each of SIZES in one process (see the module docstring); returns {n: figures}."""
+  import json
+  blob, origin = vadd_code_object()
+  local, rng, out = 64, np.random.default_rng(0), {}
+  per_wave = wave_instructions(blob, "vadd")
+  with hcq.open("MOCK+AMD") as dev:
+    prog = dev.load(blob, "vadd")
+    for n in SIZES:
+      a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+      da, db, dc = dev.alloc(4 * n), dev.alloc(4 * n), dev.alloc(4 * n)
+      dev.copyin(da, a)
+      dev.copyin(db, b)
+      times, cpu = [], []
+      for i in range(1 + max(3, runs)):
+        dev.copyin(dc, np.zeros(n, np.float32))
+        c0 = time.process_time()
+        t = prog(da, db, dc, global_size=(n // local,), local_size=(local,), wait=True)
+        c1 = time.process_time()
+        if not np.array_equal(np.frombuffer(dev.copyout(dc), np.float32), a + b):
+          raise SystemExit(f"vadd over {n} floats differs from numpy")
+        if i: times.append(t), cpu.append(c1 - c0)
+      for d in (da, db, dc): dev.free(d)
+      count = per_wave * kernel_waves(blob, "vadd", n // local, local)
+      out[n] = {"floats": n, "wave_instructions": count, "best_ms": min(times) * 1e3,
+                "median_ms": statistics.median(times) * 1e3, "best_mwips": count / min(times) / 1e6,
+                "median_mwips": count / statistics.median(times) / 1e6,
+                # the process CPU time of the whole launch (driver, mock, emulator): what a loaded machine's
+                # scheduling does not stretch (a long dispatch is preempted more often than a short one)
+                "cpu_best_ms": min(cpu) * 1e3, "cpu_mwips": count / max(min(cpu), 1e-9) / 1e6}
+  base = out[SIZES[0]]["best_mwips"]
+  for r in out.values():
+    r["ratio_to_65536"] = r["best_mwips"] / base
+    r["cpu_ratio_to_65536"] = r["cpu_mwips"] / out[SIZES[0]]["cpu_mwips"]
+  if as_json:
+    print(json.dumps({"code_object": origin, "sizes": list(out.values())}))
+    return out
+  print(f"vadd, code object {origin}, work-groups of {local}; device time after a warm-up, results checked")
+  print(f"{'floats':>9} {'wave-insts':>10} {'best':>9} {'median':>9} {'best M/s':>9} {'median M/s':>10} {'x 65,536':>8}"
+        f" | {'CPU best':>9} {'CPU M/s':>8} {'x 65,536':>8}")
+  for r in out.values():
+    print(f"{r['floats']:>9} {r['wave_instructions']:>10} {r['best_ms']:7.2f}ms {r['median_ms']:7.2f}ms "
+          f"{r['best_mwips']:9.1f} {r['median_mwips']:10.1f} {r['ratio_to_65536']:8.2f} | {r['cpu_best_ms']:7.2f}ms "
+          f"{r['cpu_mwips']:8.1f} {r['cpu_ratio_to_65536']:8.2f}")
+  ok = base >= 100 and all(r["ratio_to_65536"] >= 0.9 for r in out.values())
+  cpu_ok = out[SIZES[0]]["cpu_mwips"] >= 100 and all(r["cpu_ratio_to_65536"] >= 0.9 for r in out.values())
+  print(f"targets (>= 100M wave-instructions/s at 65,536 floats; >= 0.9x at 1M and 4M; best of the runs): "
+        f"{'MET' if ok else 'NOT MET'} by device time, {'MET' if cpu_ok else 'NOT MET'} by CPU time of the launch")
+  return out
 
 
 def wave_sizes(runs: int, n: int = 65536) -> None:

@@ -19,6 +19,7 @@ def main(argv=None) -> int:
   ap.add_argument("--device", default="MOCK+AMD")
   ap.add_argument("--launches", type=int, default=100)
   ap.add_argument("--repeat", type=int, default=5)
+  ap.add_argument("--json", action="store_true", help="print the figures (seconds per launch) as one JSON object")
   args = ap.parse_args(argv)
   import hcq
   from hcq.drivers.amd.kernels import demo_code_object
@@ -62,6 +63,12 @@ def main(argv=None) -> int:
     rows = {"launch": measure(lambda: prog(global_size=(1,), local_size=(1,))), "bound (IB)": measure(bound),
             "alternating": measure(alternating)}
     ring.doorbell, ring.barrier = inner_doorbell, inner_barrier
+    if args.json:
+      import json
+      print(json.dumps({"device": dev.name, "launches": args.launches, "repeat": args.repeat,
+                        **{f"{name.split()[0]}_{part}_s": v for name, row in rows.items()
+                           for part, v in zip(("total", "host", "device"), row)}}))
+      return 0
     print(f"{dev.name}: {args.launches} async launches of an empty kernel (1 work-group of 1 thread) + 1 synchronize, "
           f"best of {args.repeat}")
     print("  (launch: repeats of one shape, which send only the registers that change per launch; bound: one\n"

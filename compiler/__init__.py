@@ -3,13 +3,27 @@
     from hcq.compiler import UOp, dtypes, KernelInfo, compile
     art = compile(sink, "c")      # a CArtifact: C source, parameters, launch dimensions
 """
-from .ir import (AddrSpace, AxisType, BufferArg, CompileError, DType, KernelInfo, Ops, PatternMatcher, PtrDType,
-                 RewriteError, UOp, UOpTypeError, UPat, VarArg, dtypes, graph_rewrite)
+from __future__ import annotations
+
+_IR_NAMES = ("AddrSpace", "AxisType", "BufferArg", "CompileError", "DType", "KernelInfo", "Ops", "PatternMatcher",
+             "PtrDType", "RewriteError", "UOp", "UOpTypeError", "UPat", "VarArg", "dtypes", "graph_rewrite")
+
+
+def __getattr__(name: str):
+  """The IR's names, imported on first use (PEP 562): a process that only decodes or loads code objects (the mock
+  GPU's emulator, hcq.open of an AMD device) never pays for the IR (issue 33, cold start)."""
+  if name in _IR_NAMES:
+    from . import ir
+    value = getattr(ir, name)
+    globals()[name] = value
+    return value
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
   "gfx1100": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
+  from .ir import CompileError, Ops, UOp
   from .lower import lower
   if isinstance(sink, UOp) and sink.op is Ops.PROGRAM and target != "gfx1100":
     raise CompileError(f"a PROGRAM of hand-written instructions is machine code for its own target "

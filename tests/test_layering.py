@@ -14,6 +14,7 @@ Each rule is a function of a parsed module that returns its findings; the `test_
 modules that break the rule in the ways it must see through (aliases, getattr, dynamic imports) and a clean one.
 """
 import ast
+import functools
 import os
 import pathlib
 import re
@@ -49,7 +50,35 @@ def code_files():
 
 
 def parse(path: pathlib.Path) -> ast.Module:
-  return ast.parse(path.read_text(), str(path))
+  """The file's syntax tree, parsed once per session for every rule that reads it (the rules only read trees; a
+  file changed since is parsed again: the key holds its modification time and size)."""
+  st = path.stat()
+  return _parse(str(path), st.st_mtime_ns, st.st_size)
+
+
+_NODES: dict = {}
+
+
+def _walk(tree) -> list:
+  """ast.walk(tree) as a list, made once per tree (kept with it) and shared by the rules: the generated modules
+  (autogen, ~8 MB of source) make a walk cost seconds."""
+  entry = _NODES.get(id(tree))
+  if entry is None or entry[0] is not tree:
+    entry = _NODES[id(tree)] = (tree, list(ast.walk(tree)))
+  return entry[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_trees():
+  """The shared trees (~200 MB) live while this module's tests run, not for the rest of the session."""
+  yield
+  _NODES.clear()
+  _parse.cache_clear()
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: str, mtime_ns: int, size: int) -> ast.Module:
+  with open(path, encoding="utf-8") as f: return ast.parse(f.read(), path)
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -71,7 +100,7 @@ def imports_in(tree: ast.Module, package: list[str] | None):
   """(dotted module, line) for every import in tree, relative ones resolved against package (None: a script, whose
   relative imports cannot resolve). `from P import n` names P.n when that is a module, else P: `from hcq import
   mockgpu` is an import of hcq.mockgpu, `from hcq import open` one of hcq."""
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if isinstance(node, ast.ImportFrom):
       if node.level:
         if package is None: continue
@@ -145,7 +174,7 @@ def _os_module_names(tree) -> set[str]:
   """Names bound to the os module in this file (`import os`, `import os as _os`, `import os.path`): a parameter named
   `os` that holds an OSInterface object is not the os module."""
   names = set()
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if isinstance(node, ast.Import):
       for a in node.names:
         if a.name == "os": names.add(a.asname or "os")
@@ -154,7 +183,7 @@ def _os_module_names(tree) -> set[str]:
 
 
 def _calls(tree):
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if isinstance(node, ast.Call):
       f = node.func
       if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name): yield f"{f.value.id}.{f.attr}", node
@@ -163,7 +192,7 @@ def _calls(tree):
 
 def _docstrings(tree) -> set[int]:
   """ids of the string constants that are statements on their own (docstrings, commented-out text): they do nothing."""
-  return {id(n.value) for n in ast.walk(tree)
+  return {id(n.value) for n in _walk(tree)
           if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
 
 
@@ -193,7 +222,7 @@ def _str_value(node) -> str | None:
 def _strings(tree):
   """(node, value) for every string expression of the code (docstrings excluded) whose value is known."""
   skip = _docstrings(tree)
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if id(node) in skip: continue
     value = _str_value(node)
     if value is not None: yield node, value
@@ -209,7 +238,7 @@ def env_reads(tree) -> list[str]:
   getenv, ... (os.environ, _os.getenv, os.environ.get, posix.environ, libc.getenv), a from-import of one of them
   (under any alias), and those names as strings (getattr(os, "environ"), vars(os)["getenv"])."""
   found = []
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if isinstance(node, ast.Attribute) and node.attr in ENV_NAMES: found.append(f"{node.lineno}: .{node.attr}")
     elif isinstance(node, ast.ImportFrom):
       for a in node.names:
@@ -237,7 +266,7 @@ SHELL_CALLS = {"system", "popen", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe", 
 def shell_uses(tree) -> list[str]:
   """os.system and friends (under any name of the os module, or from-imported), and shell= other than False."""
   found, os_names = [], _os_module_names(tree)
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if isinstance(node, ast.ImportFrom) and node.module == "os":
       found += [f"{node.lineno}: from os import {a.name}" for a in node.names if a.name in SHELL_CALLS]
   for name, node in _calls(tree):
@@ -264,7 +293,7 @@ def mockgpu_uses(tree, package: list[str] | None) -> list[str]:
   found = []
   for mod, line in imports_in(tree, package):
     if mod == "hcq.mockgpu" or mod.startswith("hcq.mockgpu."): found.append(f"{line}: import {mod}")
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     if isinstance(node, ast.Attribute) and node.attr == "mockgpu": found.append(f"{node.lineno}: .mockgpu")
     elif isinstance(node, ast.Name) and node.id == "mockgpu": found.append(f"{node.lineno}: name mockgpu")
   for node, value in _strings(tree):
@@ -315,7 +344,7 @@ def vendor_identifiers(tree, module: str) -> list[str]:
   def check(line, kind, name):
     if name and _names_vendor(name): found.append(f"{line}: {kind} {name}")
   check(0, "module", module)
-  for node in ast.walk(tree):
+  for node in _walk(tree):
     line = getattr(node, "lineno", 0)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): check(line, "def", node.name)
     elif isinstance(node, ast.arg): check(line, "argument", node.arg)
@@ -364,9 +393,9 @@ def test_drivers_touch_the_os_only_through_the_interface(top):
     if rel.parts[:2] == ("drivers", "system"): continue
     if top == "autogen" and path.name not in ("__init__.py", "runtime.py"): continue
     if path.name == "build.py" or path.name.startswith("gen_"): continue  # build tools that make committed fixtures
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     os_names = _os_module_names(tree)
-    for node in ast.walk(tree):
+    for node in _walk(tree):
       if isinstance(node, ast.Import):
         bad += [f"{rel}:{node.lineno}: import {a.name}" for a in node.names if a.name in OS_MODULES]
       elif isinstance(node, ast.ImportFrom) and node.module in OS_MODULES and not node.level:

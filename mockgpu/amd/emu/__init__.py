@@ -32,7 +32,10 @@ mode and target) into a Python function over numpy arrays (the translation is re
 all waves of a dispatch (in batches of up to 8192 wave32 or 4096 wave64 waves) run together as arrays of shape
 (waves,) for SGPRs and (waves, 32 or 64 lanes) for VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
 so that a spinning wave cannot starve another), with EXEC masks for divergence inside a wave and s_barrier
-releasing a work-group when its live waves have all reached it. Memory: GPUMemory (memory.py) checks every access
+releasing a work-group when its live waves have all reached it. Native blocks (native.py): a block that ends the
+waves, in gfx1100 wave32 code made only of the operations native.COVERED lists, runs as C (built with the machine's
+C compiler, cached on disk) when its batch has at least native.MIN_WAVES waves; the numpy function stays the
+reference and runs everything else (and everything when there is no C compiler). Memory: GPUMemory (memory.py) checks every access
 against the mapped ranges before numpy touches host memory; LDS is per work-group, scratch per lane.
 
 Covered (gfx1100, wave32; the same operations on gfx1200 and gfx942 under their own mnemonics and encodings, plus

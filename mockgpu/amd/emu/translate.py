@@ -17,7 +17,7 @@ import re
 import numpy as np
 
 from ....errors import GPUFault
-from . import rt
+from . import native, rt
 from .decode import Inst, decode
 from .gen import EXEC, MAX_BLOCK, NOOPS, TERMINATORS, Block, Gen, Unsupported
 from .xlate_memory import _ds, _vmem
@@ -99,6 +99,7 @@ def translate(memory, pc: int, mode: int = 0xF) -> Block:
   blk.ends = g.next_pc == "-1" and not g.barrier
   blk.sregs = tuple(sorted(g.sregs | g.exec_regs()))
   blk.private = any(inst.encoding in ("DS", "SCRATCH", "FLAT") for _, inst in insts)
+  native.attach(blk, insts, mode)    # a C translation for wide batches where the block qualifies (native.py)
   return blk
 
 
