@@ -26,7 +26,8 @@ from .isel import Selection, select
 from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
-from .render_hazards import fix_hazards
+from . import gfx12
+from .render_hazards import fix_hazards, fix_hazards_gfx12
 from .asm import encode_fields, waitcnt_simm16
 from .cowriter import Arg, KernelSpec
 from .errors import AssembleError
@@ -85,31 +86,30 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
 # ---------------------------------------------------------------------------------------------------- encoding
 class Encoder:
   def __init__(self, arch: str = "gfx1100"):
-    self.t = arch_tables(arch)
+    self.arch, self.t = arch, arch_tables(arch)
+    self.gfx12 = arch == "gfx1200"
 
   def lookup(self, name: str) -> tuple[str, int]:
     try: return self.t.by_name[name]
-    except KeyError: raise CompileError(f"gfx1100: no instruction {name!r} in the ISA tables") from None
+    except KeyError: raise CompileError(f"{self.arch}: no instruction {name!r} in the ISA tables") from None
 
-  @staticmethod
-  def _src(x, lits: list, kind: str) -> int:
+  def _src(self, x, lits: list, kind: str) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
     if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
       code = inline_code(x, kind)
       if code is not None: return code
-      if lits and lits[0] != x.bits: raise CompileError("gfx1100: two different literals in one instruction")
+      if lits and lits[0] != x.bits: raise CompileError(f"{self.arch}: two different literals in one instruction")
       if not lits: lits.append(x.bits)
       return 255
-    raise CompileError(f"gfx1100: bad operand {x!r}")
+    raise CompileError(f"{self.arch}: bad operand {x!r}")
 
-  @staticmethod
-  def _reg(x) -> int:
+  def _reg(self, x) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k
     if isinstance(x, VReg): return x.phys
     if isinstance(x, Spec): return x.code
-    raise CompileError(f"gfx1100: {x!r} where a register is needed")
+    raise CompileError(f"{self.arch}: {x!r} where a register is needed")
 
   def size(self, m: MInst) -> int:
     enc, op = self.lookup(m.name)
@@ -126,28 +126,41 @@ class Encoder:
     vals: dict[str, int] = {et.layout["op"]: op}
     lits: list[int] = []
     kind = operand_kind(m.name)
-    if enc in ("GLOBAL", "SCRATCH"): vals["saddr"] = NULL
-    if enc == "SCRATCH" and "addr" in m.uses: vals["sve"] = 1
+    if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = NULL
+    if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
     if enc == "SMEM": vals["soffset"] = NULL
     for f, x in list(m.defs.items()) + list(m.uses.items()):
       if f in SRC9: vals[f] = self._src(x, lits, kind)
       elif f == "sbase": vals[f] = x.phys >> 1
-      else: vals[f] = self._reg(x)
+      else: vals[_GFX12_FIELDS.get(f, f) if enc in ("VGLOBAL", "VSCRATCH") else f] = self._reg(x)
     off = m.mods.get("offset", 0)
     if enc == "DS":
-      if not 0 <= off <= 0xFFFF: raise CompileError(f"gfx1100: LDS offset {off} out of range in {m!r}")
+      if not 0 <= off <= 0xFFFF: raise CompileError(f"{self.arch}: LDS offset {off} out of range in {m!r}")
       vals["offset0"], vals["offset1"] = off & 0xFF, off >> 8
     elif enc in ("GLOBAL", "SCRATCH"):
-      if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
+      if not -4096 <= off <= 4095: raise CompileError(f"{self.arch}: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
-    elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
+    elif enc in ("VGLOBAL", "VSCRATCH"):   # RDNA4 ISA VGLOBAL/VSCRATCH: IOFFSET [95:72], signed 24 bits
+      if not -(1 << 23) <= off < 1 << 23: raise CompileError(f"{self.arch}: global offset {off} out of range in {m!r}")
+      vals["ioffset"] = off & 0xFFFFFF
+      # TH [54:52] / SCOPE [51:50]: a volatile access goes to the system scope (AMDGPUUsage, "Memory Model GFX12":
+      # volatile loads/stores use SCOPE_SYS), others keep TH_RT / SCOPE_CU (0), as clang-19 emits plain accesses
+      if m.mods.get("volatile"): vals["scope"] = 3
+    elif enc == "SMEM":
+      if self.gfx12 and not -(1 << 23) <= off < 1 << 23:
+        raise CompileError(f"{self.arch}: scalar offset {off} out of range in {m!r}")
+      vals["offset"] = off & (0xFFFFFF if self.gfx12 else 0x1FFFFF)
     if "neg" in m.mods: vals["neg"] = m.mods["neg"]      # VOP3 source negation, one bit per source
     if enc in ("SOPP", "SOPK"):
       vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
     try: out = encode_fields(et, vals, strict=True)
-    except AssembleError as e: raise CompileError(f"gfx1100: {e} in {m!r}") from None
+    except AssembleError as e: raise CompileError(f"{self.arch}: {e} in {m!r}") from None
     if lits: out += lits[0].to_bytes(4, "little")
     return out
+
+
+# gfx1200's VGLOBAL/VSCRATCH field names for the gfx11 ones instruction selection fills
+_GFX12_FIELDS = {"addr": "vaddr", "data": "vsrc"}
 
 
 def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
@@ -168,7 +181,7 @@ def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
     simm = None
     if m.target is not None:
       simm = (labels[m.target] - (addr + 4)) // 4
-      if not -32768 <= simm <= 32767: raise CompileError(f"gfx1100: branch to {m.target} too far")
+      if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
     b = enc.encode(m, simm)
     assert len(b) == sz, (m, len(b), sz)
     out += b
@@ -179,23 +192,24 @@ def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
 # ---------------------------------------------------------------------------------------------------- the pipeline
 class Compiled:
   """A compiled kernel: code bytes, the selection (args, LDS, entry state) and the register counts."""
-  def __init__(self, sel: Selection, code: list[MInst], text: bytes, regs: Allocation, seconds: float):
-    self.sel, self.code, self.text, self.regs, self.seconds = sel, code, text, regs, seconds
+  def __init__(self, sel: Selection, code: list[MInst], text: bytes, regs: Allocation, seconds: float,
+               arch: str = "gfx1100"):
+    self.sel, self.code, self.text, self.regs, self.seconds, self.arch = sel, code, text, regs, seconds, arch
 
 
 def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -> Compiled:
   """addr64_bytes: GLOBAL buffers of at least this many bytes are addressed with 64-bit VGPR pairs (base + index *
   size by v_mad_u64_u32) instead of SGPR base + 32-bit VGPR offset (tests lower it to exercise that path)."""
-  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  if arch not in ARCHS: raise CompileError(f"the AMD backend targets {', '.join(ARCHS)}, not {arch!r}")
   t0 = time.perf_counter()
   sel = select(lin, addr64_bytes)
   code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
-  code = insert_waitcnt(code)
-  code = fix_hazards(code)
+  if arch == "gfx1200": code = gfx12.rename(fix_hazards_gfx12(gfx12.insert_waits(code)))
+  else: code = fix_hazards(insert_waitcnt(code))
   # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
   text = assemble(code, arch) + S_CODE_END * CODE_END_PAD
-  return Compiled(sel, code, text, regs, time.perf_counter() - t0)
+  return Compiled(sel, code, text, regs, time.perf_counter() - t0, arch)
 
 
 # A work-group runs on one WGP (rsrc1 WGP_MODE): 4 SIMD32 with 1536 wave32 VGPRs each, allocated in blocks of 24.
@@ -244,23 +258,26 @@ def code_object(c: Compiled) -> bytes:
   """HSA code object (ELF, code object v5) of one compiled kernel: its PROGRAM(LINEAR(INS ...)), written the way
   hand-written assembly is (program.py)."""
   from .program import code_object as write_programs, compiled_program
-  return write_programs(compiled_program(c))
+  return write_programs(compiled_program(c, c.arch))
 
 
-def compile_gfx1100(lin: UOp) -> bytes:
-  """LINEAR kernel -> HSA code object bytes for gfx1100."""
-  return code_object(compile_linear(lin))
+def compile_gfx1100(lin: UOp, arch: str = "gfx1100") -> bytes:
+  """LINEAR kernel -> HSA code object bytes for gfx1100 (or another of ARCHS)."""
+  return code_object(compile_linear(lin, arch))
 
 
 GFX1100_TARGET = Target("gfx1100", local_memory_bytes=65536)
+GFX1200_TARGET = Target("gfx1200", local_memory_bytes=65536)   # RDNA4: 64 KiB of LDS per work-group, as RDNA3
+TARGETS = {"gfx1100": GFX1100_TARGET, "gfx1200": GFX1200_TARGET}
+ARCHS = tuple(TARGETS)
 
 
 def compile_sink(sink: UOp, arch: str = "gfx1100") -> bytes:
   """Kernel sink from the DSL -> lowering pipeline -> HSA code object bytes (what hcq.compiler.compile(sink,
   "gfx1100") and AMDDevice.compile return)."""
-  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  if arch not in ARCHS: raise CompileError(f"the AMD backend targets {', '.join(ARCHS)}, not {arch!r}")
   from ...lower import lower
-  return compile_gfx1100(lower(sink, GFX1100_TARGET))
+  return compile_gfx1100(lower(sink, TARGETS[arch]), arch)
 
 
 def disassembly(c: Compiled) -> str:

@@ -72,3 +72,60 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
         out.append(_depctr(VA_VDST0))
         trans.clear()
   return out
+
+
+# ---------------------------------------------------------------------------------------------------- gfx1200
+# RDNA4 drops the gfx11-only rules above (LLVM 19's GCNHazardRecognizer applies fixVALUTransUseHazard,
+# fixVALUMaskWriteHazard and the partial-forwarding fix to GFX11 only; clang-19 -mcpu=gfx1200 places no s_wait_alu for
+# a v_rcp result read by the next VALU) and has SGPR hazards between the VALU and SALU instead, fixed with s_wait_alu
+# (the s_waitcnt_depctr fields under RDNA4's name), after LLVM's GFX12 fixVALUReadSGPRHazard (LLVM 20+):
+#   sgpr-rw   a VALU reads an SGPR, an SALU then writes it (SGPRs as 64-bit pairs), and a VALU or SALU reads it:
+#             wait sa_sdst(0) right after the SALU write
+#   va-sdst   a VALU writes an SGPR (a compare's lane mask, a carry-out, VCC), an SALU reads it: wait va_sdst(0) and
+#             va_vcc(0) before the SALU reader (conservative: the hardware tracks VALU SGPR writes by these counters)
+# hazard_check.check_hazards(code, "gfx1200") checks both over the bytes.
+VA_SDST0 = depctr_simm16(va_sdst=0, va_vcc=0)   # 0xf1fd
+
+
+def _pairs(r) -> set:
+  if isinstance(r, Spec): return {r.code >> 1}
+  return {(r.phys + k) >> 1 for k in range(r.n)} if r.cls == "s" else set()
+
+
+def _sgpr_operands(ops: dict) -> set:
+  out: set = set()
+  for x in ops.values():
+    if isinstance(x, Spec) and x.code in (VCC_LO, EXEC_LO): out |= _pairs(x)
+    elif isinstance(x, VReg) and x.cls == "s": out |= _pairs(x)
+    elif hasattr(x, "reg") and x.reg.cls == "s": out.add((x.reg.phys + x.k) >> 1)
+  return out
+
+
+def fix_hazards_gfx12(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  valu_read: set | None = set()     # SGPR pairs VALUs read since the last sa_sdst(0); None: any (after a join)
+  valu_wrote: set | None = set()    # SGPR pairs VALUs wrote since the last va_sdst(0); None: any
+  hit = lambda regs, state: bool(regs) and (state is None or bool(regs & state))
+  for m in code:
+    if m.name == "LABEL":    # a join (a loop's back edge too): anything may be pending
+      valu_read = valu_wrote = None
+      out.append(m)
+      continue
+    salu = m.name.startswith("s_") and not m.name.startswith(("s_load", "s_wait", "s_barrier", "s_endpgm", "s_branch",
+                                                               "s_cbranch_scc", "s_code_end"))
+    reads, writes = _sgpr_operands(m.uses), _sgpr_operands(m.defs)
+    if m.name.startswith("s_cbranch_exec"): reads |= {EXEC_LO >> 1}
+    if salu and hit(reads, valu_wrote):
+      out.append(_depctr(VA_SDST0))
+      valu_wrote = set()
+    out.append(m)
+    if _is_valu(m):
+      if valu_read is not None: valu_read |= reads
+      if valu_wrote is not None:
+        valu_wrote |= writes
+        if m.name.startswith(("v_cmp_", "v_add_co_ci", "v_sub_co_ci")) and m.name.endswith("_e32"):
+          valu_wrote.add(VCC_LO >> 1)
+    elif salu and hit(writes, valu_read):
+      out.append(_depctr(SA_SDST0))
+      valu_read = set()
+  return out
