@@ -82,13 +82,25 @@ class _Inst:
     self.writes_exec = self.salu and (any(o.field == "sdst" and o.kind == "special" and o.index == EXEC_LO
                                           for o in inst.operands) or "saveexec" in n or "wrexec" in n)
     self.trans = self.valu and n.startswith(TRANS_PREFIXES)
-    self.depctr = inst.fields.get("simm16") if n == "s_waitcnt_depctr" else None
+    # s_wait_alu is RDNA4's name for s_waitcnt_depctr (the same simm16 fields)
+    self.depctr = inst.fields.get("simm16") if n in ("s_waitcnt_depctr", "s_wait_alu") else None
+    # SGPRs as 64-bit pairs (gfx12 rules), VCC and EXEC included
+    spec = lambda ops: {o.index >> 1 for o in ops if o.kind == "special" and o.index in (VCC, EXEC_LO)}
+    self.pair_reads = {r >> 1 for _, r in _regs(reads, "sgpr")} | spec(reads) | {r >> 1 for _, r in self.mask_reads}
+    self.pair_writes = {r >> 1 for _, r in _regs(writes, "sgpr")} | spec(writes) | \
+        ({VCC >> 1} if ("sgpr", VCC) in self.swrites else set())
 
   @property
   def waits_va_vdst(self): return self.depctr is not None and (self.depctr >> 12) & 0xF == 0
 
   @property
   def waits_sa_sdst(self): return self.depctr is not None and self.depctr & 1 == 0
+
+  @property
+  def waits_va_sdst(self): return self.depctr is not None and (self.depctr >> 9) & 7 == 0
+
+  @property
+  def waits_va_vcc(self): return self.depctr is not None and (self.depctr >> 1) & 1 == 0
 
 
 class _State(NamedTuple):
@@ -138,9 +150,47 @@ def _step(i: _Inst, st: _State, report) -> _State:
                 frozenset(pre_exec))
 
 
+class _State12(NamedTuple):
+  """gfx1200: SGPR pairs VALUs read since the last sa_sdst(0), of those the ones an SALU wrote since, and the pairs
+  VALUs wrote since the last va_sdst(0)."""
+  valu_read: frozenset
+  dirty: frozenset
+  valu_wrote: frozenset
+
+  def merge(self, o: "_State12") -> "_State12":
+    return _State12(self.valu_read | o.valu_read, self.dirty | o.dirty, self.valu_wrote | o.valu_wrote)
+
+
+EMPTY12 = _State12(frozenset(), frozenset(), frozenset())
+
+
+def _step12(i: _Inst, st: _State12, report) -> _State12:
+  """RDNA4's VALU/SALU SGPR hazards (render_hazards.fix_hazards_gfx12 names the source):
+  sgpr-rw   a VALU reads an SGPR pair, an SALU writes it, then any instruction reads it before s_wait_alu sa_sdst(0)
+  va-sdst   a VALU writes an SGPR pair (VCC included), then an SALU reads it before s_wait_alu va_sdst(0) (va_vcc(0)
+            also clears VCC)."""
+  valu_read, dirty, wrote = set(st.valu_read), set(st.dirty), set(st.valu_wrote)
+  if i.waits_sa_sdst: valu_read, dirty = set(), set()
+  if i.waits_va_sdst: wrote = set()
+  if i.waits_va_vcc: wrote.discard(VCC >> 1)
+  for p in sorted(i.pair_reads & dirty):
+    report(i, "sgpr-rw", f"s[{2 * p}:{2 * p + 1}] read after an SALU rewrote it over a VALU read, with no "
+                         f"s_wait_alu sa_sdst(0) between")
+  if i.salu:
+    for p in sorted(i.pair_reads & wrote):
+      report(i, "va-sdst", f"SALU reads s[{2 * p}:{2 * p + 1}] that a VALU wrote, with no s_wait_alu va_sdst(0) between")
+    dirty |= i.pair_writes & valu_read
+  if i.valu:
+    valu_read |= i.pair_reads
+    wrote |= i.pair_writes
+  return _State12(frozenset(valu_read), frozenset(dirty), frozenset(wrote))
+
+
 def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
-  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence)."""
+  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence): gfx11's rules, or
+  RDNA4's SGPR rules for arch "gfx1200"."""
   insts = [_Inst(x) for x in decode_all(code, arch=arch)]
+  step, empty = (_step12, EMPTY12) if arch == "gfx1200" else (_step, EMPTY)
   at = {x.offset: k for k, x in enumerate(insts)}
 
   def succs(k):
@@ -154,11 +204,11 @@ def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
     if x.name.startswith(("s_endpgm", "s_code_end", "s_setpc", "s_trap")): return out
     return out + ([k + 1] if k + 1 < len(insts) else [])
 
-  state_in: dict[int, _State] = {0: EMPTY} if insts else {}
+  state_in: dict = {0: empty} if insts else {}
   work = [0] if insts else []
   while work:
     k = work.pop()
-    out = _step(insts[k], state_in[k], lambda *a: None)
+    out = step(insts[k], state_in[k], lambda *a: None)
     for s in succs(k):
       new = out if s not in state_in else state_in[s].merge(out)
       if s not in state_in or new != state_in[s]:
@@ -166,6 +216,6 @@ def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
         work.append(s)
   found: dict = {}
   for k in sorted(state_in):
-    _step(insts[k], state_in[k], lambda i, rule, text: found.setdefault((i.offset, rule), Violation(i.offset, rule,
+    step(insts[k], state_in[k], lambda i, rule, text: found.setdefault((i.offset, rule), Violation(i.offset, rule,
                                                                                                     f"{i.inst}: {text}")))
   return sorted(found.values())
