@@ -7,12 +7,12 @@ from .ir import (AddrSpace, AxisType, BufferArg, CompileError, DType, KernelInfo
                  RewriteError, UOp, UOpTypeError, UPat, VarArg, dtypes, graph_rewrite)
 
 
-AMD_TARGETS = ("gfx1100", "gfx1200")   # backend/amd/render.ARCHS (not imported here: it loads the ISA tables)
+AMD_TARGETS = ("gfx1100", "gfx1200", "gfx942")   # backend/amd/render.ARCHS (not imported here: it loads the ISA tables)
 
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
-  "gfx1100", "gfx1200": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
+  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
   from .lower import lower
   if isinstance(sink, UOp) and sink.op is Ops.PROGRAM and target not in AMD_TARGETS:
     raise CompileError(f"a PROGRAM of hand-written instructions is machine code for its own target "

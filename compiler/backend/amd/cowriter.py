@@ -109,7 +109,9 @@ class KernelSpec:
   def descriptor(self, arch: str = "gfx1100") -> KernelDescriptor:
     kernarg = self.kernarg_size()
     props = (KCP_KERNARG_SEGMENT_PTR if kernarg else 0) | (KCP_WAVEFRONT_SIZE32 if self.wavefront_size == 32 else 0)
-    granule = 8 if self.wavefront_size == 32 else 4
+    # gfx90a/gfx940 (unified VGPR/AccVGPR file): blocks of 8 in wave64 too (AMDGPUUsage, compute_pgm_rsrc1 for GFX90A,
+    # GFX942: GRANULATED_WORKITEM_VGPR_COUNT "in granules of 8")
+    granule = 8 if self.wavefront_size == 32 or arch == "gfx942" else 4
     # rsrc1: VGPR granule [5:0] (blocks of 8 in wave32, 4 in wave64, minus one); SGPR granule [9:6] = ceil(.sgpr_count
     # / 8) - 1 as clang-19 fills it on gfx11 (.sgpr_count 18 -> 2, 26 -> 3 in the corpus), then the fixed modes
     rsrc1 = (max(self.vgpr_count, 1) + granule - 1) // granule - 1
@@ -119,7 +121,10 @@ class KernelSpec:
     for i, axis in enumerate("xyz"):
       if axis in self.workgroup_ids: rsrc2 |= 1 << (7 + i)
     rsrc2 |= (self.workitem_id_dims - 1) << 11
-    return KernelDescriptor(self.group_segment_fixed_size, self.private_segment_fixed_size, kernarg, 0, 0, rsrc1,
+    # rsrc3 on gfx90a/gfx940 (AMDGPUUsage "compute_pgm_rsrc3 for GFX90A, GFX942"): ACCUM_OFFSET [5:0] = the first
+    # AccVGPR / 4 - 1, right after the VGPRs (none are used here); TG_SPLIT [16] clear
+    rsrc3 = max(0, (max(self.vgpr_count, 1) + 3) // 4 - 1) if arch == "gfx942" else 0
+    return KernelDescriptor(self.group_segment_fixed_size, self.private_segment_fixed_size, kernarg, 0, rsrc3, rsrc1,
                             rsrc2, props, 0)
 
   def kernarg_size(self) -> int:

@@ -26,14 +26,15 @@ from .isel import Selection, select
 from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
-from . import gfx12
-from .render_hazards import fix_hazards, fix_hazards_gfx12
+from . import gfx9, gfx12
+from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
 from .asm import encode_fields, waitcnt_simm16
 from .cowriter import Arg, KernelSpec
 from .errors import AssembleError
 from .tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
+S_NOP0 = bytes.fromhex("000080bf")       # s_nop 0 (llvm-mc-19 -mcpu=gfx942: [0x00,0x00,0x80,0xbf])
 CODE_END_PAD = 64
 SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
 
@@ -87,7 +88,7 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
 class Encoder:
   def __init__(self, arch: str = "gfx1100"):
     self.arch, self.t = arch, arch_tables(arch)
-    self.gfx12 = arch == "gfx1200"
+    self.gfx12, self.gfx9 = arch == "gfx1200", arch == "gfx942"
 
   def lookup(self, name: str) -> tuple[str, int]:
     try: return self.t.by_name[name]
@@ -126,9 +127,13 @@ class Encoder:
     vals: dict[str, int] = {et.layout["op"]: op}
     lits: list[int] = []
     kind = operand_kind(m.name)
-    if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = NULL
+    if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = self.t.saddr_off if self.gfx9 else NULL
     if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
-    if enc == "SMEM": vals["soffset"] = NULL
+    if enc == "SMEM":
+      if self.gfx9:   # CDNA3 SMEM: IMM=1 takes the offset, SOFFSET_EN adds an SGPR (there is no null SGPR on gfx9)
+        vals["imm"] = 1
+        if "soffset" in m.uses: vals["soffset_en"] = 1
+      else: vals["soffset"] = NULL
     for f, x in list(m.defs.items()) + list(m.uses.items()):
       if f in SRC9: vals[f] = self._src(x, lits, kind)
       elif f == "sbase": vals[f] = x.phys >> 1
@@ -203,12 +208,19 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
   if arch not in ARCHS: raise CompileError(f"the AMD backend targets {', '.join(ARCHS)}, not {arch!r}")
   t0 = time.perf_counter()
   sel = select(lin, addr64_bytes)
-  code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
+  if arch == "gfx942":
+    tables = arch_tables(arch)
+    sel.code = gfx9.legalize(gfx9.widen_masks(sel.code), tables)
+    code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size,
+                                             sgprs=gfx9.SGPRS, align_tuples=True)
+  else: code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
   if arch == "gfx1200": code = gfx12.rename(fix_hazards_gfx12(gfx12.insert_waits(code)))
+  elif arch == "gfx942": code = gfx9.rename(fix_hazards_gfx9(gfx9.insert_waitcnt(code)), tables)
   else: code = fix_hazards(insert_waitcnt(code))
-  # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
-  text = assemble(code, arch) + S_CODE_END * CODE_END_PAD
+  # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end (gfx9
+  # has no s_code_end: clang-19 -mcpu=gfx942 pads with s_nop 0)
+  text = assemble(code, arch) + (S_NOP0 if arch == "gfx942" else S_CODE_END) * CODE_END_PAD
   return Compiled(sel, code, text, regs, time.perf_counter() - t0, arch)
 
 
@@ -218,15 +230,24 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
 SIMDS_PER_WGP, VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE, MAX_WORKGROUP = 4, 1536, 24, 1024
 
 
-def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None) -> int:
+# CDNA3 (gfx942): a work-group runs on one CU, 4 SIMDs with 512 VGPRs per lane each (AMDGPUUsage, gfx90a/gfx940: the
+# unified VGPR/AccVGPR file), allocated in blocks of 8, wave64
+CDNA3_SIMDS, CDNA3_VGPRS, CDNA3_GRANULE = 4, 512, 8
+
+
+def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None, arch: str = "gfx1100") -> int:
   """The largest work-group whose waves all fit the register file with `vgprs` VGPRs each; a kernel that requires a
   larger work-group (reqd_workgroup_size) could never be launched: that is a CompileError."""
-  alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
-  fits = min(MAX_WORKGROUP, VGPRS_PER_SIMD // alloc * SIMDS_PER_WGP * 32)
+  if arch == "gfx942":
+    alloc = -(-max(vgprs, 1) // CDNA3_GRANULE) * CDNA3_GRANULE
+    fits = min(MAX_WORKGROUP, CDNA3_VGPRS // alloc * CDNA3_SIMDS * 64)
+  else:
+    alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
+    fits = min(MAX_WORKGROUP, VGPRS_PER_SIMD // alloc * SIMDS_PER_WGP * 32)
   if required is None: return fits
   want = required[0] * required[1] * required[2]
   if want > fits:
-    raise CompileError(f"gfx1100: kernel {name} uses {vgprs} VGPRs per lane: at most {fits} work-items fit in a "
+    raise CompileError(f"{arch}: kernel {name} uses {vgprs} VGPRs per lane: at most {fits} work-items fit in a "
                        f"work-group, its work-group shape {tuple(required)} has {want}")
   return want
 
@@ -245,11 +266,13 @@ def kernel_spec(c: Compiled) -> KernelSpec:
     # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1, sizes are
     # folded into index arithmetic): other shapes must be refused by the launcher
     required = tuple(sel.local_size)
-  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1), sgpr_count=regs.sgprs + 2,   # + VCC
+  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1),
+                    sgpr_count=regs.sgprs + (6 if c.arch == "gfx942" else 2),   # + VCC (gfx9: + FLAT_SCRATCH, XNACK_MASK)
                     group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=sel.private_size,
                     kernarg_segment_size=sel.kernarg_size, workgroup_ids="xyz"[:sel.workgroup_ids],
                     workitem_id_dims=sel.workitem_id_dims + 1, user_sgpr_count=sel.user_sgprs,
-                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required),
+                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required, c.arch),
+                    wavefront_size=64 if c.arch == "gfx942" else 32,
                     reqd_workgroup_size=required, vgpr_spill_count=regs.spills, language="OpenCL C",
                     language_version=(2, 0), uniform_work_group_size=True)
 
@@ -268,7 +291,8 @@ def compile_gfx1100(lin: UOp, arch: str = "gfx1100") -> bytes:
 
 GFX1100_TARGET = Target("gfx1100", local_memory_bytes=65536)
 GFX1200_TARGET = Target("gfx1200", local_memory_bytes=65536)   # RDNA4: 64 KiB of LDS per work-group, as RDNA3
-TARGETS = {"gfx1100": GFX1100_TARGET, "gfx1200": GFX1200_TARGET}
+GFX942_TARGET = Target("gfx942", local_memory_bytes=65536)     # CDNA3: 64 KiB of LDS per CU (MI300 ISA "LDS")
+TARGETS = {"gfx1100": GFX1100_TARGET, "gfx1200": GFX1200_TARGET, "gfx942": GFX942_TARGET}
 ARCHS = tuple(TARGETS)
 
 
