@@ -186,11 +186,67 @@ def _step12(i: _Inst, st: _State12, report) -> _State12:
   return _State12(frozenset(valu_read), frozenset(dirty), frozenset(wrote))
 
 
+# gfx942 (CDNA3): wait states a reader needs after a writer (render_hazards.GFX9_WAITS names LLVM's sources)
+GFX9_WAITS = {"vmem-sgpr": 5, "lane-select": 4, "div-fmas-vcc": 4, "trans-forward": 1}
+_VMEM = ("global_", "scratch_", "flat_", "buffer_")
+
+
+class _State9(NamedTuple):
+  """gfx942: ((rule, register), wait states since the write), the fewest on any path."""
+  since: tuple
+
+  def merge(self, o: "_State9") -> "_State9":
+    d = dict(self.since)
+    for k, n in o.since: d[k] = min(n, d.get(k, n))
+    return _State9(tuple(sorted(d.items())))
+
+
+EMPTY9 = _State9(())
+
+
+def _step9(i: _Inst, st: _State9, report) -> _State9:
+  """CDNA3's wait-state hazards: vmem-sgpr (VALU SGPR write, VMEM read: 5), lane-select (VALU SGPR write, v_readlane
+  / v_writelane lane select: 4), div-fmas-vcc (VALU VCC write, v_div_fmas: 4), trans-forward (transcendental VGPR
+  write, non-transcendental VALU read: 1). s_nop N is N + 1 wait states, any other instruction one."""
+  since = dict(st.since)
+  def need(rule, regs):
+    for r in sorted(regs):
+      n = since.get((rule, r))
+      if n is not None and n < GFX9_WAITS[rule if rule != "valu-sgpr" else "vmem-sgpr"]:
+        yield r, n
+  if i.name.startswith(_VMEM):
+    for r, n in need("valu-sgpr", i.sreads):
+      report(i, "vmem-sgpr", f"s{r[1]} written by a VALU {n} wait states before (5 needed)")
+  if i.name.startswith(("v_readlane", "v_writelane")):
+    sel = {("sgpr", o.index) for o in i.inst.operands if o.field == "src1" and o.kind == "sgpr"}
+    for r, n in need("valu-sgpr", sel):
+      if n < GFX9_WAITS["lane-select"]:
+        report(i, "lane-select", f"lane select s{r[1]} written by a VALU {n} wait states before (4 needed)")
+  if i.name.startswith("v_div_fmas"):
+    n = since.get(("vcc", ("sgpr", VCC)))
+    if n is not None and n < GFX9_WAITS["div-fmas-vcc"]:
+      report(i, "div-fmas-vcc", f"VCC written by a VALU {n} wait states before (4 needed)")
+  if i.valu and not i.trans:
+    for r in sorted(i.vreads):
+      n = since.get(("trans", r))
+      if n is not None and n < GFX9_WAITS["trans-forward"]:
+        report(i, "trans-forward", f"v{r[1]} written by a transcendental {n} wait states before (1 needed)")
+  ws = (i.inst.fields.get("simm16", 0) & 0xF) + 1 if i.name == "s_nop" else 1
+  since = {k: n + ws for k, n in since.items() if n + ws < 5}
+  if i.valu:
+    for r in i.swrites: since[("valu-sgpr", r)] = 0
+    if ("sgpr", VCC) in i.swrites or i.name.startswith("v_div_scale"): since[("vcc", ("sgpr", VCC))] = 0
+    for r in i.vwrites:
+      if i.trans: since[("trans", r)] = 0
+      else: since.pop(("trans", r), None)
+  return _State9(tuple(sorted(since.items())))
+
+
 def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
-  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence): gfx11's rules, or
-  RDNA4's SGPR rules for arch "gfx1200"."""
+  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence): gfx11's rules,
+  RDNA4's SGPR rules for arch "gfx1200", CDNA3's wait states for "gfx942"."""
   insts = [_Inst(x) for x in decode_all(code, arch=arch)]
-  step, empty = (_step12, EMPTY12) if arch == "gfx1200" else (_step, EMPTY)
+  step, empty = {"gfx1200": (_step12, EMPTY12), "gfx942": (_step9, EMPTY9)}.get(arch, (_step, EMPTY))
   at = {x.offset: k for k, x in enumerate(insts)}
 
   def succs(k):
