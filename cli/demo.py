@@ -55,13 +55,18 @@ def run(args) -> int:
 
 
 def _demo_programs(dev):
-  """(vadd, matmul) for the device's vendor: AMD's demo code object, or NV's PTX (drivers/nv/demo.py)."""
+  """(vadd, matmul) for the device's vendor: AMD's demo code object, or NV's PTX (drivers/nv/demo.py); a device with
+  no code object of its own (an AMD target other than the shipped gfx1100's, the CPU) compiles the same kernels from
+  the DSL (compiler/demo.py)."""
   if type(dev).__module__.startswith("hcq.drivers.nv."):
     from ..drivers.nv.demo import MATMUL_PTX, VADD_PTX
     return dev.load(VADD_PTX, "vadd"), dev.load(MATMUL_PTX, "matmul")
-  from ..drivers.amd.kernels import demo_code_object
-  code = demo_code_object()
-  return dev.load(code, "vadd"), dev.load(code, "matmul")
+  if type(dev).__module__.startswith("hcq.drivers.amd.") and getattr(dev, "arch", None) == "gfx1100":
+    from ..drivers.amd.kernels import demo_code_object
+    code = demo_code_object()
+    return dev.load(code, "vadd"), dev.load(code, "matmul")
+  from ..compiler.demo import matmul_sink, vadd_sink
+  return dev.compile(vadd_sink()), dev.compile(matmul_sink())
 
 
 def _positive(text: str) -> int:
