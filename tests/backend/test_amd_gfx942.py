@@ -159,3 +159,14 @@ def test_hcq_demo_runs_through_the_compiler(monkeypatch, capsys, target):
   assert demo.run(argparse.Namespace(device="MOCK+AMD", n=1000, m=37)) == 0
   out = capsys.readouterr().out
   assert target in out and out.count(" ok ") == 2, out
+
+
+@pytest.mark.parametrize("target", ["gfx1200", "gfx942"])
+def test_hcq_kernels_passes_every_example_on_the_target(monkeypatch, capsys, target):
+  import argparse
+
+  from hcq.cli import kernels
+  monkeypatch.setenv("HCQ_MOCK_GPU", target)
+  assert kernels.run(argparse.Namespace(names=[], device="MOCK+AMD", show=None)) == 0
+  out = capsys.readouterr().out
+  assert target in out and out.count(" ok ") == len(examples.ALL), out
