@@ -89,10 +89,17 @@ class Encoder:
   def __init__(self, arch: str = "gfx1100"):
     self.arch, self.t = arch, arch_tables(arch)
     self.gfx12, self.gfx9 = arch == "gfx1200", arch == "gfx942"
+    self._sizes: dict[str, tuple[int, str]] = {}     # name -> (encoding size, operand kind)
 
   def lookup(self, name: str) -> tuple[str, int]:
     try: return self.t.by_name[name]
     except KeyError: raise CompileError(f"{self.arch}: no instruction {name!r} in the ISA tables") from None
+
+  def _size_kind(self, name: str) -> tuple[int, str]:
+    sk = self._sizes.get(name)
+    if sk is None:
+      sk = self._sizes[name] = (self.t.layouts[self.lookup(name)[0]]["size"], operand_kind(name))
+    return sk
 
   def _src(self, x, lits: list, kind: str) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
@@ -113,9 +120,7 @@ class Encoder:
     raise CompileError(f"{self.arch}: {x!r} where a register is needed")
 
   def size(self, m: MInst) -> int:
-    enc, op = self.lookup(m.name)
-    size = self.t.layouts[enc]["size"]
-    kind = operand_kind(m.name)
+    size, kind = self._size_kind(m.name)
     for f, v in m.uses.items():
       if f in SRC9 and isinstance(v, Imm) and not is_inline(v, kind): return size + 4
     return size
@@ -126,7 +131,7 @@ class Encoder:
     et = self.t.encodings[enc]
     vals: dict[str, int] = {et.layout["op"]: op}
     lits: list[int] = []
-    kind = operand_kind(m.name)
+    kind = self._size_kind(m.name)[1]
     if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = self.t.saddr_off if self.gfx9 else NULL
     if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
     if enc == "SMEM":
@@ -168,9 +173,9 @@ class Encoder:
 _GFX12_FIELDS = {"addr": "vaddr", "data": "vsrc"}
 
 
-def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
+def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = None) -> bytes:
   """Machine code bytes of allocated instructions; LABELs give branch targets (SOPP simm16 = dword distance from
-  the instruction after the branch)."""
+  the instruction after the branch). sizes_out, when given, receives each instruction's size (0 for a LABEL)."""
   enc = Encoder(arch)
   addr, labels, sizes = 0, {}, []
   for m in code:
@@ -191,6 +196,7 @@ def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
     assert len(b) == sz, (m, len(b), sz)
     out += b
     addr += sz
+  if sizes_out is not None: sizes_out[:] = sizes
   return bytes(out)
 
 
@@ -220,8 +226,11 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
   else: code = fix_hazards(insert_waitcnt(code))
   # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end (gfx9
   # has no s_code_end: clang-19 -mcpu=gfx942 pads with s_nop 0)
-  text = assemble(code, arch) + (S_NOP0 if arch == "gfx942" else S_CODE_END) * CODE_END_PAD
-  return Compiled(sel, code, text, regs, time.perf_counter() - t0, arch)
+  sizes: list = []
+  text = assemble(code, arch, sizes) + (S_NOP0 if arch == "gfx942" else S_CODE_END) * CODE_END_PAD
+  c = Compiled(sel, code, text, regs, time.perf_counter() - t0, arch)
+  c.sizes = sizes
+  return c
 
 
 # A work-group runs on one WGP (rsrc1 WGP_MODE): 4 SIMD32 with 1536 wave32 VGPRs each, allocated in blocks of 24.
