@@ -12,7 +12,14 @@ AMD_TARGETS = ("gfx1100", "gfx1200", "gfx942")   # backend/amd/render.ARCHS (not
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
-  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
+  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text).
+  The cyclic collector is paused throughout, as lower() pauses it: the backends build large acyclic structures
+  (machine instructions, INS UOps) whose allocation would otherwise trigger full collections over every live UOp."""
+  from .lower import gc_paused
+  with gc_paused(): return _compile(sink, target)
+
+
+def _compile(sink: UOp, target: str):
   from .lower import lower
   if isinstance(sink, UOp) and sink.op is Ops.PROGRAM and target not in AMD_TARGETS:
     raise CompileError(f"a PROGRAM of hand-written instructions is machine code for its own target "

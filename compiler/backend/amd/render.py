@@ -90,6 +90,7 @@ class Encoder:
     self.arch, self.t = arch, arch_tables(arch)
     self.gfx12, self.gfx9 = arch == "gfx1200", arch == "gfx942"
     self._sizes: dict[str, tuple[int, str]] = {}     # name -> (encoding size, operand kind)
+    self._info: dict[str, tuple] = {}                 # name -> (encoding, opcode, table, opcode field, operand kind)
 
   def lookup(self, name: str) -> tuple[str, int]:
     try: return self.t.by_name[name]
@@ -127,11 +128,14 @@ class Encoder:
 
   def encode(self, m: MInst, simm16: int | None = None) -> bytes:
     """The MInst's operands as field values, packed by the assembler's encode_fields (one encoder core for both)."""
-    enc, op = self.lookup(m.name)
-    et = self.t.encodings[enc]
-    vals: dict[str, int] = {et.layout["op"]: op}
+    info = self._info.get(m.name)
+    if info is None:
+      enc, op = self.lookup(m.name)
+      et = self.t.encodings[enc]
+      info = self._info[m.name] = (enc, op, et, et.layout["op"], self._size_kind(m.name)[1])
+    enc, op, et, op_field, kind = info
+    vals: dict[str, int] = {op_field: op}
     lits: list[int] = []
-    kind = self._size_kind(m.name)[1]
     if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = self.t.saddr_off if self.gfx9 else NULL
     if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
     if enc == "SMEM":
