@@ -35,16 +35,18 @@ _RENAMES = {"s_add_i32": "s_add_co_i32", "s_sub_i32": "s_sub_co_i32", "s_add_u32
             "s_sub_u32": "s_sub_co_u32", "s_addc_u32": "s_add_co_ci_u32", "s_subb_u32": "s_sub_co_ci_u32",
             "v_mad_u64_u32": "v_mad_co_u64_u32", "v_mad_i64_i32": "v_mad_co_i64_i32",
             "s_waitcnt_depctr": "s_wait_alu"}
-_NUM = re.compile(r"^v_(max|min)(3?)_f(16|32|64)")
-_E64 = ("v_add_f64", "v_mul_f64", "v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")
+_NUM = re.compile(r"^v_(max|min|med)(3?)_f(16|32|64)")
+_E64 = ("v_add_f64", "v_mul_f64", "v_lshlrev_b64")     # gfx1200 has VOP2 forms of these (v_lshrrev_b64 and
+                                                        # v_ashrrev_i64 stay VOP3-only, without a suffix)
 
 
 def gfx12_name(name: str) -> str:
   """The gfx1200 mnemonic of an RDNA3 one (the name itself where both spell it the same)."""
   if name in _RENAMES: return _RENAMES[name]
   m = _NUM.match(name)
-  if m and name[m.end():] in ("", "_e32", "_e64"): name = f"v_{m[1]}{m[2]}_num_f{m[3]}{name[m.end():]}"
-  if name.startswith(_E64) and not name.endswith(("_e32", "_e64")): name += "_e64"
+  if m and name[m.end():] in ("", "_e32", "_e64") and (m[1] != "med" or m[2]):
+    name = f"v_{m[1]}{m[2]}_num_f{m[3]}{name[m.end():]}"
+  if name in _E64: name += "_e64"
   if name.startswith(("v_max_num_f64", "v_min_num_f64")) and not name.endswith(("_e32", "_e64")): name += "_e64"
   return name
 
