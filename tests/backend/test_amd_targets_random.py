@@ -63,3 +63,22 @@ def test_random_f16_expressions_bit_exact(arch, seed):
     r, h = ref[slot], got[slot]
     assert np.array_equal(np.isnan(r), np.isnan(h))
     np.testing.assert_array_equal(h[~np.isnan(r)], r[~np.isnan(r)], err_msg=f"{c.name} on {arch}")
+
+
+def _wide_and_scalar_sinks():
+  import test_amd_scalar
+  import test_amd_wide
+  out = [(name, lambda mk=mk: mk()[0]) for name, mk in test_amd_wide.CASES.items()]
+  for mk in (test_amd_scalar.many_scalar_args_kernel, test_amd_scalar.many_buffers_kernel,
+             test_amd_scalar.uniform_loads_kernel):
+    out.append((mk.__name__, lambda mk=mk: (lambda r: r[0] if isinstance(r, tuple) else r.sink)(mk())))
+  return out
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+@pytest.mark.parametrize("name,make", _wide_and_scalar_sinks(), ids=[n for n, _ in _wide_and_scalar_sinks()])
+def test_64bit_and_sgpr_spilling_kernels_have_no_hazards(arch, name, make):
+  """int64/f64 sequences and SGPR spills (v_readlane results feeding scalar and memory operands) through each
+  target's hazard rules."""
+  (k,) = CodeObject.parse(hcq_compile(make(), arch)).kernels.values()
+  assert check_hazards(k.code, arch) == []
