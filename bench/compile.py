@@ -1,11 +1,15 @@
 """Compile time of the tiled matmul: DSL -> lowered -> C source (no C compiler run). Target: < 50 ms after warm-up.
 
-  .venv/bin/python bench/compile.py [--runs N] [--deep N]
+  .venv/bin/python bench/compile.py [--runs N] [--deep N] [--targets c,gfx1100,...] [--chain N]
 Each run builds the kernel from the DSL anew (new UOps: the hash-consing cache is dropped between runs) and
 compiles it; it prints the median and the best time, and the per-pass split of the median run. Then the CPU time
 to compile a chain --deep links long and one a quarter of that (linear growth: about 4x). Last, the speed of the
 lowering pipeline alone (lower(), thread CPU time, best of 3) on 10,000-node ALU chains, against the target of issue #20:
 >= 50,000 ALU nodes/s, i.e. a 10,000-node chain lowered in < 0.2 s.
+End to end per target (issue #30): DSL -> machine code (gfx1100/gfx1200/gfx942: an HSA code object through lowering,
+instruction selection, register allocation, waits/hazards, encoding and the code-object writer; sm_90: PTX text; c: C
+source) for the --chain-node ALU chain (default 20,000) and for the tiled matmul, in ALU nodes/s against the target of
+>= 50,000, and the time ratio of a chain twice as long (linear growth: about 2.0).
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from hcq.compiler.examples import matmul_tiled_kernel
 from hcq.compiler.lower import PIPELINE, TARGETS, gc_paused, launch_dims, linearize, lower
 
 LOWERING_TARGET = 50_000   # ALU nodes/s (issue #20)
+END_TO_END_TARGET = 50_000  # ALU nodes/s, DSL -> machine code per target (issue #30)
+TARGETS_E2E = ("c", "gfx1100", "gfx1200", "gfx942", "sm_90")
 
 
 def one_run() -> float:
@@ -80,10 +86,36 @@ def lowering_seconds(make, runs: int = 3) -> float:
   return best
 
 
+def end_to_end_seconds(make, target: str, runs: int = 2) -> float:
+  """Thread CPU seconds of hcq.compiler.compile(sink, target), the best of `runs` on a kernel built anew each time."""
+  best = float("inf")
+  for _ in range(runs):
+    sink = make()
+    gc.collect()
+    t0 = time.thread_time()
+    compile_kernel(sink, target)
+    best = min(best, time.thread_time() - t0)
+  return best
+
+
+def end_to_end(targets, chain: int, runs: int = 2) -> list[tuple]:
+  """Per target: (target, chain seconds, nodes/s, ratio for 2x nodes, matmul seconds)."""
+  step = CHAINS["(x ^ i) + 1"]
+  rows = []
+  for target in targets:
+    t1 = end_to_end_seconds(lambda: alu_chain(chain, step), target, runs)
+    t2 = end_to_end_seconds(lambda: alu_chain(2 * chain, step), target, 1)
+    tm = end_to_end_seconds(lambda: matmul_tiled_kernel(64, 8), target, runs)
+    rows.append((target, t1, chain / t1, t2 / t1, tm))
+  return rows
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=30)
   ap.add_argument("--deep", type=int, default=10000, help="length of the deep chain (0: skip it)")
+  ap.add_argument("--targets", default=",".join(TARGETS_E2E), help="end-to-end targets (empty: skip)")
+  ap.add_argument("--chain", type=int, default=20_000, help="ALU nodes of the end-to-end chain")
   args = ap.parse_args()
   for _ in range(3): one_run()   # warm-up
   runs = []
@@ -104,6 +136,13 @@ def main():
     rate = 10_000 / t
     print(f"lowering: {rate:,.0f} ALU nodes/s (chain of 10,000, x = {what}: {t:.2f} s); target >= {LOWERING_TARGET:,} "
           f"nodes/s: {'MET' if rate >= LOWERING_TARGET else 'NOT MET'}")
+  targets = [t for t in args.targets.split(",") if t]
+  if targets:
+    print(f"end to end, DSL -> machine code (thread CPU time, best of 2): chain of {args.chain:,} ALU nodes "
+          f"(x = (x ^ i) + 1) and the tiled matmul 64x64 (8x8 tiles); target >= {END_TO_END_TARGET:,} nodes/s")
+    for target, t1, rate, ratio, tm in end_to_end(targets, args.chain):
+      print(f"  {target:8s} chain {t1:6.2f} s = {rate:>9,.0f} nodes/s ({'MET' if rate >= END_TO_END_TARGET else 'NOT MET'}),"
+            f" 2x nodes: {ratio:.2f}x time; tiled matmul {tm * 1e3:7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -20,23 +20,33 @@ def __getattr__(name: str):
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+AMD_TARGETS = ("gfx1100", "gfx1200", "gfx942")   # backend/amd/render.ARCHS (not imported here: it loads the ISA tables)
+
+
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
-  "gfx1100": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text)."""
+  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text).
+  The cyclic collector is paused throughout, as lower() pauses it: the backends build large acyclic structures
+  (machine instructions, INS UOps) whose allocation would otherwise trigger full collections over every live UOp."""
+  from .lower import gc_paused
+  with gc_paused(): return _compile(sink, target)
+
+
+def _compile(sink: UOp, target: str):
   from .ir import CompileError, Ops, UOp
   from .lower import lower
-  if isinstance(sink, UOp) and sink.op is Ops.PROGRAM and target != "gfx1100":
+  if isinstance(sink, UOp) and sink.op is Ops.PROGRAM and target not in AMD_TARGETS:
     raise CompileError(f"a PROGRAM of hand-written instructions is machine code for its own target "
                        f"({getattr(sink.arg, 'arch', '?')}), it does not compile for {target!r}", sink)
   if target == "c":
     from .backend.c import render_c
     return render_c(lower(sink, "c"))
-  if target == "gfx1100":   # a kernel sink, or a PROGRAM of hand-written instructions (backend/amd/program.py)
+  if target in AMD_TARGETS:   # a kernel sink, or a PROGRAM of hand-written instructions (backend/amd/program.py)
     from .backend.amd import compile_kernel
     return compile_kernel(sink, target)
   from .backend.ptx import ARCHS, compile_ptx
   if target in ARCHS: return compile_ptx(sink, target)
-  raise CompileError(f"unknown compile target {target!r} (known: c, gfx1100, {', '.join(ARCHS)})")
+  raise CompileError(f"unknown compile target {target!r} (known: c, {', '.join(AMD_TARGETS)}, {', '.join(ARCHS)})")
 
 
 __all__ = ["AddrSpace", "AxisType", "BufferArg", "CompileError", "DType", "KernelInfo", "Ops", "PatternMatcher",

@@ -285,7 +285,7 @@ class AMDDevice(HCQDevice):
 
   def _compile(self, sink):
     try: from ...compiler.backend.amd import compile_kernel  # the RDNA3 backend, when present
-    except ImportError as e: raise DeviceError(f"{self.name}: the RDNA3 compiler backend is not available ({e})") from None
+    except ImportError as e: raise DeviceError(f"{self.name}: the AMD compiler backend is not available ({e})") from None
     return self.load(compile_kernel(sink, self.arch))
 
   def _release_hardware(self) -> None:

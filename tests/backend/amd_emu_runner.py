@@ -32,7 +32,7 @@ class Host:
     return addr, out
 
 
-def run(blob: bytes, args: list, grid, block, host: Host | None = None, budget: int = 50_000_000):
+def run(blob: bytes, args: list, grid, block, host: Host | None = None, budget: int = 50_000_000, arch: str = "gfx1100"):
   """args: per explicit argument an ndarray (copied into a buffer; the buffer view is returned) or an int.
   Returns (outputs: list of ndarray views or None, DispatchStats)."""
   host = host or Host()
@@ -59,5 +59,6 @@ def run(blob: bytes, args: list, grid, block, host: Host | None = None, budget: 
     user[p:p + 2] = [ka_addr & 0xFFFFFFFF, ka_addr >> 32]
   stats = dispatch(host.memory, pgm_addr=base + k.entry_address, rsrc1=kd.compute_pgm_rsrc1, rsrc2=kd.compute_pgm_rsrc2,
                    rsrc3=kd.compute_pgm_rsrc3, user_sgprs=user, grid=tuple(grid), block=tuple(block),
-                   lds_bytes=k.group_segment_fixed_size, scratch=ScratchSetup(None, k.private_segment_fixed_size), instruction_budget=budget)
+                   lds_bytes=k.group_segment_fixed_size, scratch=ScratchSetup(None, k.private_segment_fixed_size), instruction_budget=budget,
+                   arch=arch)
   return views, stats

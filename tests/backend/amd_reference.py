@@ -31,11 +31,11 @@ def run_gfx1100(sink, args, global_size, local_size):
   return views, blob, stats
 
 
-def objdump(blob: bytes) -> str:
+def objdump(blob: bytes, mcpu: str = "gfx1100") -> str:
   with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
     f.write(blob)
     f.flush()
-    p = subprocess.run(["llvm-objdump-19", "-d", "--mcpu=gfx1100", f.name], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(["llvm-objdump-19", "-d", f"--mcpu={mcpu}", f.name], capture_output=True, text=True, timeout=60)
   assert p.returncode == 0, p.stderr
   return p.stdout
 
@@ -50,3 +50,24 @@ def assert_same(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, what: str
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=rtol, err_msg=what)
   else:
     np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def objdump_agrees(blob: bytes, arch: str) -> int:
+  """llvm-objdump-19 --mcpu=arch decodes every word of the code object's kernels (no <unknown>), and each instruction
+  it prints is what our disassembler (decode.py) prints for the same bytes. Returns the number of instructions."""
+  import re
+
+  from hcq.compiler.backend.amd.codeobject import CodeObject
+  from hcq.compiler.backend.amd.decode import decode_all
+  dis = objdump(blob, arch)
+  assert not unknown_words(dis), unknown_words(dis)[:5]
+  theirs = [" ".join(t.split()) for t, _ in re.findall(r"^\t(\S.*?)\s+// [0-9A-F]+: ([0-9A-F ]+)", dis, re.M)]
+  co = CodeObject.parse(blob)
+  ours = []
+  for k in co.kernels.values():
+    ours += [" ".join(str(i).split()) for i in decode_all(k.code, arch=arch)]
+  assert theirs, dis
+  n = min(len(theirs), len(ours))
+  bad = [(a, b) for a, b in zip(theirs[:n], ours[:n]) if a != b]
+  assert not bad and len(theirs) == len(ours), (bad[:5], len(theirs), len(ours))
+  return n

@@ -21,9 +21,13 @@ def _p(slot, arr, readonly=True):
   return UOp.param(slot, dtypes.from_numpy(arr.dtype), arr.size, readonly=readonly)
 
 
-@pytest.fixture(scope="module")
-def mock_amd():
-  with hcq.open("MOCK+AMD") as d: yield d
+@pytest.fixture(scope="module", params=["gfx1100", "gfx1200", "gfx942"])
+def mock_amd(request):
+  """MOCK+AMD posing as each AMD target the backend compiles for (HCQ_MOCK_GPU): the same kernels on all three."""
+  import dataclasses
+
+  from hcq.config import from_env
+  with hcq.open("MOCK+AMD", dataclasses.replace(from_env(), mock_gpu=request.param)) as d: yield d
 
 
 def _run_both(dev, sink, args, outputs, grid=(G, 1, 1), block=(L, 1, 1)):

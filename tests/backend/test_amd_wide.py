@@ -181,9 +181,13 @@ def _same_bits(got, want, what):
   assert not len(bad), f"{what}: {len(bad)} differ, first at {bad[:4]}: got {got[bad[:4]]}, want {want[bad[:4]]}"
 
 
-@pytest.fixture(scope="module")
-def mock_amd():
-  with hcq.open("MOCK+AMD") as d: yield d
+@pytest.fixture(scope="module", params=["gfx1100", "gfx1200", "gfx942"])
+def mock_amd(request):
+  """MOCK+AMD posing as each AMD target the backend compiles for (HCQ_MOCK_GPU): the same kernels on all three."""
+  import dataclasses
+
+  from hcq.config import from_env
+  with hcq.open("MOCK+AMD", dataclasses.replace(from_env(), mock_gpu=request.param)) as d: yield d
 
 
 def _run_device(dev, sink, args, outputs):

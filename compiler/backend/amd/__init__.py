@@ -16,9 +16,11 @@
     program.py     PROGRAM(LINEAR(INS ...)): instructions (text, labels or encodings) as UOps with a KernelMeta;
                    code_object(*programs) -> bytes, the path of hand-written (Asm().program) and compiled kernels
     elf.py         bounds-checked ELF64 reader; errors.py: DecodeError / AssembleError / CodeObjectError (byte offsets)
-The RDNA3 backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
+The backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
 (linear scan; VGPRs spill to scratch, SGPRs to VGPR lanes), render.py (waitcnt, encoding), render_hazards.py (gfx11
-waits) and hazard_check.py (an independent checker of those hazards over the bytes).
+waits, RDNA4 s_wait_alu, CDNA3 s_nop) and hazard_check.py (an independent checker of those hazards over the bytes);
+gfx12.py (RDNA4: counters, split barrier, mnemonics) and gfx9.py (CDNA3 wave64: masks, legalization, s_waitcnt,
+mnemonics) adapt the RDNA3 selection to gfx1200 and gfx942.
 Tables: hcq.autogen.isa.gfx1100 / gfx1200, generated from llvm-mc-19 by autogen/isa/gen_rdna3.py.
 CLI: `hcq disasm FILE [--raw] [--kernel NAME]`. Benchmark: bench/isa.py."""
 
@@ -26,7 +28,7 @@ CLI: `hcq disasm FILE [--raw] [--kernel NAME]`. Benchmark: bench/isa.py."""
 def compile_kernel(sink, arch: str = "gfx1100") -> bytes:
   """A kernel sink from the DSL -> HSA code object bytes (the RDNA3 backend: isel*.py, regalloc.py, render*.py); a
   PROGRAM(LINEAR(INS ...)) of hand-written instructions (program.py) is written as it is, for its own target.
-  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100") call."""
+  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100" | "gfx1200" | "gfx942") call."""
   from ...ir import Ops
   if sink.op is Ops.PROGRAM:
     from ...ir import CompileError

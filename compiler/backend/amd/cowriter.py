@@ -38,6 +38,9 @@ NT_AMDGPU_METADATA = 32
 # FLOAT_DENORM_MODE_16_64 [19:18] = 3 (no flush), DX10_CLAMP 21, IEEE_MODE 23, WGP_MODE 29, MEM_ORDERED 30: the
 # values clang-19 sets for gfx1100 (rsrc1 0x60af00xx in the OpenCL corpus)
 RSRC1_FIXED = 3 << 16 | 3 << 18 | 1 << 21 | 1 << 23 | 1 << 29 | 1 << 30
+# gfx12 gives bits 21 and 23 other meanings (AMDGPUUsage: WG_RR_EN, DISABLE_PERF): clang-19 -mcpu=gfx1200 leaves them
+# clear (rsrc1 0x600f00xx); gfx9 has no WGP_MODE / MEM_ORDERED (clang-19 -mcpu=gfx942: 0x00af00xx)
+RSRC1_BY_ARCH = {"gfx1200": RSRC1_FIXED & ~(1 << 21 | 1 << 23), "gfx942": RSRC1_FIXED & ~(1 << 29 | 1 << 30)}
 MAX_USER_SGPRS = 16   # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT is 5 bits, the hardware loads at most 16 user-data registers
 
 
@@ -106,17 +109,22 @@ class KernelSpec:
   def descriptor(self, arch: str = "gfx1100") -> KernelDescriptor:
     kernarg = self.kernarg_size()
     props = (KCP_KERNARG_SEGMENT_PTR if kernarg else 0) | (KCP_WAVEFRONT_SIZE32 if self.wavefront_size == 32 else 0)
-    granule = 8 if self.wavefront_size == 32 else 4
+    # gfx90a/gfx940 (unified VGPR/AccVGPR file): blocks of 8 in wave64 too (AMDGPUUsage, compute_pgm_rsrc1 for GFX90A,
+    # GFX942: GRANULATED_WORKITEM_VGPR_COUNT "in granules of 8")
+    granule = 8 if self.wavefront_size == 32 or arch == "gfx942" else 4
     # rsrc1: VGPR granule [5:0] (blocks of 8 in wave32, 4 in wave64, minus one); SGPR granule [9:6] = ceil(.sgpr_count
     # / 8) - 1 as clang-19 fills it on gfx11 (.sgpr_count 18 -> 2, 26 -> 3 in the corpus), then the fixed modes
     rsrc1 = (max(self.vgpr_count, 1) + granule - 1) // granule - 1
-    rsrc1 |= min(15, max(0, (self.sgpr_count + 7) // 8 - 1)) << 6 | RSRC1_FIXED
+    rsrc1 |= min(15, max(0, (self.sgpr_count + 7) // 8 - 1)) << 6 | RSRC1_BY_ARCH.get(arch, RSRC1_FIXED)
     # rsrc2: ENABLE_PRIVATE_SEGMENT 0, USER_SGPR_COUNT [5:1], TGID_X/Y/Z_EN 7/8/9, VGPR_WORKITEM_ID [12:11]
     rsrc2 = int(self.private_segment_fixed_size > 0) | self.user_sgprs(arch) << 1
     for i, axis in enumerate("xyz"):
       if axis in self.workgroup_ids: rsrc2 |= 1 << (7 + i)
     rsrc2 |= (self.workitem_id_dims - 1) << 11
-    return KernelDescriptor(self.group_segment_fixed_size, self.private_segment_fixed_size, kernarg, 0, 0, rsrc1,
+    # rsrc3 on gfx90a/gfx940 (AMDGPUUsage "compute_pgm_rsrc3 for GFX90A, GFX942"): ACCUM_OFFSET [5:0] = the first
+    # AccVGPR / 4 - 1, right after the VGPRs (none are used here); TG_SPLIT [16] clear
+    rsrc3 = max(0, (max(self.vgpr_count, 1) + 3) // 4 - 1) if arch == "gfx942" else 0
+    return KernelDescriptor(self.group_segment_fixed_size, self.private_segment_fixed_size, kernarg, 0, rsrc3, rsrc1,
                             rsrc2, props, 0)
 
   def kernarg_size(self) -> int:

@@ -82,13 +82,25 @@ class _Inst:
     self.writes_exec = self.salu and (any(o.field == "sdst" and o.kind == "special" and o.index == EXEC_LO
                                           for o in inst.operands) or "saveexec" in n or "wrexec" in n)
     self.trans = self.valu and n.startswith(TRANS_PREFIXES)
-    self.depctr = inst.fields.get("simm16") if n == "s_waitcnt_depctr" else None
+    # s_wait_alu is RDNA4's name for s_waitcnt_depctr (the same simm16 fields)
+    self.depctr = inst.fields.get("simm16") if n in ("s_waitcnt_depctr", "s_wait_alu") else None
+    # SGPRs as 64-bit pairs (gfx12 rules), VCC and EXEC included
+    spec = lambda ops: {o.index >> 1 for o in ops if o.kind == "special" and o.index in (VCC, EXEC_LO)}
+    self.pair_reads = {r >> 1 for _, r in _regs(reads, "sgpr")} | spec(reads) | {r >> 1 for _, r in self.mask_reads}
+    self.pair_writes = {r >> 1 for _, r in _regs(writes, "sgpr")} | spec(writes) | \
+        ({VCC >> 1} if ("sgpr", VCC) in self.swrites else set())
 
   @property
   def waits_va_vdst(self): return self.depctr is not None and (self.depctr >> 12) & 0xF == 0
 
   @property
   def waits_sa_sdst(self): return self.depctr is not None and self.depctr & 1 == 0
+
+  @property
+  def waits_va_sdst(self): return self.depctr is not None and (self.depctr >> 9) & 7 == 0
+
+  @property
+  def waits_va_vcc(self): return self.depctr is not None and (self.depctr >> 1) & 1 == 0
 
 
 class _State(NamedTuple):
@@ -138,9 +150,103 @@ def _step(i: _Inst, st: _State, report) -> _State:
                 frozenset(pre_exec))
 
 
+class _State12(NamedTuple):
+  """gfx1200: SGPR pairs VALUs read since the last sa_sdst(0), of those the ones an SALU wrote since, and the pairs
+  VALUs wrote since the last va_sdst(0)."""
+  valu_read: frozenset
+  dirty: frozenset
+  valu_wrote: frozenset
+
+  def merge(self, o: "_State12") -> "_State12":
+    return _State12(self.valu_read | o.valu_read, self.dirty | o.dirty, self.valu_wrote | o.valu_wrote)
+
+
+EMPTY12 = _State12(frozenset(), frozenset(), frozenset())
+
+
+def _step12(i: _Inst, st: _State12, report) -> _State12:
+  """RDNA4's VALU/SALU SGPR hazards (render_hazards.fix_hazards_gfx12 names the source):
+  sgpr-rw   a VALU reads an SGPR pair, an SALU writes it, then any instruction reads it before s_wait_alu sa_sdst(0)
+  va-sdst   a VALU writes an SGPR pair (VCC included), then an SALU reads it before s_wait_alu va_sdst(0) (va_vcc(0)
+            also clears VCC)."""
+  valu_read, dirty, wrote = set(st.valu_read), set(st.dirty), set(st.valu_wrote)
+  if i.waits_sa_sdst: valu_read, dirty = set(), set()
+  if i.waits_va_sdst: wrote = set()
+  if i.waits_va_vcc: wrote.discard(VCC >> 1)
+  for p in sorted(i.pair_reads & dirty):
+    report(i, "sgpr-rw", f"s[{2 * p}:{2 * p + 1}] read after an SALU rewrote it over a VALU read, with no "
+                         f"s_wait_alu sa_sdst(0) between")
+  if i.salu:
+    for p in sorted(i.pair_reads & wrote):
+      report(i, "va-sdst", f"SALU reads s[{2 * p}:{2 * p + 1}] that a VALU wrote, with no s_wait_alu va_sdst(0) between")
+    dirty |= i.pair_writes & valu_read
+  if i.valu:
+    valu_read |= i.pair_reads
+    wrote |= i.pair_writes
+  return _State12(frozenset(valu_read), frozenset(dirty), frozenset(wrote))
+
+
+# gfx942 (CDNA3): wait states a reader needs after a writer (render_hazards.GFX9_WAITS names LLVM's sources)
+GFX9_WAITS = {"vmem-sgpr": 5, "lane-select": 4, "div-fmas-vcc": 4, "trans-forward": 1}
+_VMEM = ("global_", "scratch_", "flat_", "buffer_")
+
+
+class _State9(NamedTuple):
+  """gfx942: ((rule, register), wait states since the write), the fewest on any path."""
+  since: tuple
+
+  def merge(self, o: "_State9") -> "_State9":
+    d = dict(self.since)
+    for k, n in o.since: d[k] = min(n, d.get(k, n))
+    return _State9(tuple(sorted(d.items())))
+
+
+EMPTY9 = _State9(())
+
+
+def _step9(i: _Inst, st: _State9, report) -> _State9:
+  """CDNA3's wait-state hazards: vmem-sgpr (VALU SGPR write, VMEM read: 5), lane-select (VALU SGPR write, v_readlane
+  / v_writelane lane select: 4), div-fmas-vcc (VALU VCC write, v_div_fmas: 4), trans-forward (transcendental VGPR
+  write, non-transcendental VALU read: 1). s_nop N is N + 1 wait states, any other instruction one."""
+  since = dict(st.since)
+  def need(rule, regs):
+    for r in sorted(regs):
+      n = since.get((rule, r))
+      if n is not None and n < GFX9_WAITS[rule if rule != "valu-sgpr" else "vmem-sgpr"]:
+        yield r, n
+  if i.name.startswith(_VMEM):
+    for r, n in need("valu-sgpr", i.sreads):
+      report(i, "vmem-sgpr", f"s{r[1]} written by a VALU {n} wait states before (5 needed)")
+  if i.name.startswith(("v_readlane", "v_writelane")):
+    sel = {("sgpr", o.index) for o in i.inst.operands if o.field == "src1" and o.kind == "sgpr"}
+    for r, n in need("valu-sgpr", sel):
+      if n < GFX9_WAITS["lane-select"]:
+        report(i, "lane-select", f"lane select s{r[1]} written by a VALU {n} wait states before (4 needed)")
+  if i.name.startswith("v_div_fmas"):
+    n = since.get(("vcc", ("sgpr", VCC)))
+    if n is not None and n < GFX9_WAITS["div-fmas-vcc"]:
+      report(i, "div-fmas-vcc", f"VCC written by a VALU {n} wait states before (4 needed)")
+  if i.valu and not i.trans:
+    for r in sorted(i.vreads):
+      n = since.get(("trans", r))
+      if n is not None and n < GFX9_WAITS["trans-forward"]:
+        report(i, "trans-forward", f"v{r[1]} written by a transcendental {n} wait states before (1 needed)")
+  ws = (i.inst.fields.get("simm16", 0) & 0xF) + 1 if i.name == "s_nop" else 1
+  since = {k: n + ws for k, n in since.items() if n + ws < 5}
+  if i.valu:
+    for r in i.swrites: since[("valu-sgpr", r)] = 0
+    if ("sgpr", VCC) in i.swrites or i.name.startswith("v_div_scale"): since[("vcc", ("sgpr", VCC))] = 0
+    for r in i.vwrites:
+      if i.trans: since[("trans", r)] = 0
+      else: since.pop(("trans", r), None)
+  return _State9(tuple(sorted(since.items())))
+
+
 def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
-  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence)."""
+  """The hazards in machine code (a kernel's .text from its entry, or any instruction sequence): gfx11's rules,
+  RDNA4's SGPR rules for arch "gfx1200", CDNA3's wait states for "gfx942"."""
   insts = [_Inst(x) for x in decode_all(code, arch=arch)]
+  step, empty = {"gfx1200": (_step12, EMPTY12), "gfx942": (_step9, EMPTY9)}.get(arch, (_step, EMPTY))
   at = {x.offset: k for k, x in enumerate(insts)}
 
   def succs(k):
@@ -154,11 +260,11 @@ def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
     if x.name.startswith(("s_endpgm", "s_code_end", "s_setpc", "s_trap")): return out
     return out + ([k + 1] if k + 1 < len(insts) else [])
 
-  state_in: dict[int, _State] = {0: EMPTY} if insts else {}
+  state_in: dict = {0: empty} if insts else {}
   work = [0] if insts else []
   while work:
     k = work.pop()
-    out = _step(insts[k], state_in[k], lambda *a: None)
+    out = step(insts[k], state_in[k], lambda *a: None)
     for s in succs(k):
       new = out if s not in state_in else state_in[s].merge(out)
       if s not in state_in or new != state_in[s]:
@@ -166,6 +272,6 @@ def check_hazards(code: bytes, arch: str = "gfx1100") -> list[Violation]:
         work.append(s)
   found: dict = {}
   for k in sorted(state_in):
-    _step(insts[k], state_in[k], lambda i, rule, text: found.setdefault((i.offset, rule), Violation(i.offset, rule,
+    step(insts[k], state_in[k], lambda i, rule, text: found.setdefault((i.offset, rule), Violation(i.offset, rule,
                                                                                                     f"{i.inst}: {text}")))
   return sorted(found.values())

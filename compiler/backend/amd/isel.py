@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
 from ...ir.dtypes import DType, float_to_int
-from ...ir.evaluate import EvalError, evaluate, exec_alu
+from ...ir.dtypes import truncate
+from ...ir.evaluate import EvalError, exec_alu
 from ...ir.uop import _short
 from .cowriter import user_sgpr_count
 from .isel_common import TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
@@ -344,7 +345,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       self.val[u] = const_of(u.arg, u.dtype)
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
-      self.val[u] = const_of(evaluate(u), u.dtype)
+      self.val[u] = const_of(_fold_casts(u), u.dtype)
     elif op is Ops.BUFFER:
       a = u.arg
       if u in self.reg_bufs or u in self.lds_off or u in self.scratch_off: return
@@ -543,6 +544,17 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     if dt.itemsize == 8: return x
     if isinstance(x, Imm): return Imm(x.bits, _kind(dt))
     return self.narrow(x, dt) if dt.is_int else x
+
+def _fold_casts(u: UOp):
+  """The value of CAST(...CAST(CONST)) (what ir.evaluate computes for it, without a walk of the graph per constant)."""
+  chain = []
+  while u.op is Ops.CAST:
+    chain.append(u.arg)
+    u = u.src[0]
+  v = u.arg
+  for dt in reversed(chain): v = truncate(v, dt)
+  return v
+
 
 def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
   isel = ISel(lin, addr64_bytes)

@@ -169,7 +169,7 @@ class MemorySelector:
                 offset=cbytes + self.scratch_off[buf])
     else:
       base = {} if voff.n == 2 else {"saddr": self.get(buf)}
-      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff} | base, offset=cbytes)
+      self.emit(f"global_load_{suffix}", {"vdst": d}, {"addr": voff} | base, offset=cbytes, **_volatile(buf))
     out = d
     if dt.is_bool: out = self.vcmp("v_cmp_ne_u32_e64", d, Imm(0))
     if gate is not None:
@@ -224,4 +224,10 @@ class MemorySelector:
                 offset=cbytes + self.scratch_off[buf])
     else:
       base = {} if voff.n == 2 else {"saddr": self.get(buf)}
-      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data} | base, offset=cbytes)
+      self.emit(f"global_store_{suffix}", {}, {"addr": voff, "data": data} | base, offset=cbytes, **_volatile(buf))
+
+
+def _volatile(buf: UOp) -> dict:
+  """volatile=True for a volatile PARAM's accesses (the encoder gives them the system scope where the target has
+  scope bits: gfx1200)."""
+  return {"volatile": True} if buf.op is Ops.PARAM and getattr(buf.arg, "volatile", False) else {}

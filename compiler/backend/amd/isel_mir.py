@@ -89,6 +89,17 @@ class Spec:
   def __repr__(self): return {126: "exec_lo", 124: "null", 106: "vcc_lo", 125: "m0"}.get(self.code, f"spec{self.code}")
 
 
+def _regs(ops: dict) -> list:
+  """The VRegs among an instruction's operands (a Sub's register), in field order (exact type tests: the hottest
+  helper of the passes after selection)."""
+  out = []
+  for v in ops.values():
+    t = type(v)
+    if t is VReg: out.append(v)
+    elif t is Sub: out.append(v.reg)
+  return out
+
+
 class MInst:
   __slots__ = ("name", "defs", "uses", "mods")
 
@@ -100,8 +111,8 @@ class MInst:
   @property
   def target(self): return self.mods.get("target")
 
-  def regs_used(self): return [v.reg if isinstance(v, Sub) else v for v in self.uses.values() if isinstance(v, (VReg, Sub))]
-  def regs_defined(self): return [v.reg if isinstance(v, Sub) else v for v in self.defs.values() if isinstance(v, (VReg, Sub))]
+  def regs_used(self): return _regs(self.uses)
+  def regs_defined(self): return _regs(self.defs)
 
   def __repr__(self):
     if self.name == "LABEL": return f"{self.label}:"

@@ -132,9 +132,10 @@ def compiled_program(c, arch: str = "gfx1100") -> UOp:
   from .render import Encoder, kernel_spec
   enc, text = Encoder(arch), c.text
   body, pos = [], 0
-  for m in c.code:
+  sizes = getattr(c, "sizes", None)     # what the encoder measured (render.assemble), or measured again here
+  for k, m in enumerate(c.code):
     if m.name == "LABEL": continue
-    n = enc.size(m)
+    n = sizes[k] if sizes is not None else enc.size(m)
     body.append(ins(text[pos:pos + n]))
     pos += n
   if (len(text) - pos) % 4: raise CodeObjectError(f"kernel {c.sel.name}: {len(text) - pos} bytes after the code")

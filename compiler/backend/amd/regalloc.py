@@ -83,15 +83,17 @@ def _pressure_error(code, e: _NoRegister, name: str) -> RegisterPressureError:
 
 
 def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", scratch_base: int = 0,
-                         max_rounds: int = 64) -> tuple[list[MInst], Allocation, int]:
-  """(code with spill code, allocation, number of dword spill slots per lane, placed from scratch_base)."""
+                         max_rounds: int = 64, sgprs: int = LIMITS["s"],
+                         align_tuples: bool = False) -> tuple[list[MInst], Allocation, int]:
+  """(code with spill code, allocation, number of dword spill slots per lane, placed from scratch_base).
+  sgprs: the addressable SGPRs (102 on gfx9); align_tuples: every multi-register VGPR tuple even-aligned (gfx90a+)."""
   slots = 0
   unspillable: set = set()
   lanes: list[VReg] = []     # VGPRs holding spilled SGPRs, 32 lanes each
   nlanes = 0
   for _ in range(max_rounds):
     try:
-      alloc = _allocate(code, loops)
+      alloc = _allocate(code, loops, sgprs, align_tuples)
       alloc.spills, alloc.sgpr_spills = slots, nlanes
       return code, alloc, slots
     except _NoRegister as e:
@@ -164,9 +166,10 @@ def _spill_sgpr(code: list[MInst], r: VReg, lane_vgpr: VReg, lane: int, unspilla
   return out
 
 
-def _allocate(code: list[MInst], loops: list) -> Allocation:
+def _allocate(code: list[MInst], loops: list, sgprs: int = LIMITS["s"], align_tuples: bool = False) -> Allocation:
   iv = live_intervals(code, loops)
-  free_after = {"v": [-1] * LIMITS["v"], "s": [-1] * LIMITS["s"]}
+  limits = {"v": LIMITS["v"], "s": sgprs}
+  free_after = {"v": [-1] * limits["v"], "s": [-1] * limits["s"]}
   used = {"v": 0, "s": 0}
   for r, (s, t) in iv.items():
     if r.fixed is not None:
@@ -174,8 +177,8 @@ def _allocate(code: list[MInst], loops: list) -> Allocation:
       used[r.cls] = max(used[r.cls], r.fixed + r.n)
   for r, (s, t) in sorted(((r, st) for r, st in iv.items() if r.fixed is None), key=lambda p: (p[1][0], -p[0].n)):
     fa = free_after[r.cls]
-    step = 2 if r.n == 2 else 1
-    for base in range(0, LIMITS[r.cls] - r.n + 1, step):
+    step = 2 if r.n == 2 or (align_tuples and r.n > 1) else 1
+    for base in range(0, limits[r.cls] - r.n + 1, step):
       if all(fa[base + k] < s for k in range(r.n)): break
     else:
       err = _NoRegister(r.cls, [(q, b) for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b], s)

@@ -26,13 +26,15 @@ from .isel import Selection, select
 from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
-from .render_hazards import fix_hazards
+from . import gfx9, gfx12
+from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
 from .asm import encode_fields, waitcnt_simm16
 from .cowriter import Arg, KernelSpec
 from .errors import AssembleError
 from .tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
+S_NOP0 = bytes.fromhex("000080bf")       # s_nop 0 (llvm-mc-19 -mcpu=gfx942: [0x00,0x00,0x80,0xbf])
 CODE_END_PAD = 64
 SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
 
@@ -85,74 +87,99 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
 # ---------------------------------------------------------------------------------------------------- encoding
 class Encoder:
   def __init__(self, arch: str = "gfx1100"):
-    self.t = arch_tables(arch)
+    self.arch, self.t = arch, arch_tables(arch)
+    self.gfx12, self.gfx9 = arch == "gfx1200", arch == "gfx942"
+    self._sizes: dict[str, tuple[int, str]] = {}     # name -> (encoding size, operand kind)
+    self._info: dict[str, tuple] = {}                 # name -> (encoding, opcode, table, opcode field, operand kind)
 
   def lookup(self, name: str) -> tuple[str, int]:
     try: return self.t.by_name[name]
-    except KeyError: raise CompileError(f"gfx1100: no instruction {name!r} in the ISA tables") from None
+    except KeyError: raise CompileError(f"{self.arch}: no instruction {name!r} in the ISA tables") from None
 
-  @staticmethod
-  def _src(x, lits: list, kind: str) -> int:
+  def _size_kind(self, name: str) -> tuple[int, str]:
+    sk = self._sizes.get(name)
+    if sk is None:
+      sk = self._sizes[name] = (self.t.layouts[self.lookup(name)[0]]["size"], operand_kind(name))
+    return sk
+
+  def _src(self, x, lits: list, kind: str) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
     if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
       code = inline_code(x, kind)
       if code is not None: return code
-      if lits and lits[0] != x.bits: raise CompileError("gfx1100: two different literals in one instruction")
+      if lits and lits[0] != x.bits: raise CompileError(f"{self.arch}: two different literals in one instruction")
       if not lits: lits.append(x.bits)
       return 255
-    raise CompileError(f"gfx1100: bad operand {x!r}")
+    raise CompileError(f"{self.arch}: bad operand {x!r}")
 
-  @staticmethod
-  def _reg(x) -> int:
+  def _reg(self, x) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k
     if isinstance(x, VReg): return x.phys
     if isinstance(x, Spec): return x.code
-    raise CompileError(f"gfx1100: {x!r} where a register is needed")
+    raise CompileError(f"{self.arch}: {x!r} where a register is needed")
 
   def size(self, m: MInst) -> int:
-    enc, op = self.lookup(m.name)
-    size = self.t.layouts[enc]["size"]
-    kind = operand_kind(m.name)
+    size, kind = self._size_kind(m.name)
     for f, v in m.uses.items():
       if f in SRC9 and isinstance(v, Imm) and not is_inline(v, kind): return size + 4
     return size
 
   def encode(self, m: MInst, simm16: int | None = None) -> bytes:
     """The MInst's operands as field values, packed by the assembler's encode_fields (one encoder core for both)."""
-    enc, op = self.lookup(m.name)
-    et = self.t.encodings[enc]
-    vals: dict[str, int] = {et.layout["op"]: op}
+    info = self._info.get(m.name)
+    if info is None:
+      enc, op = self.lookup(m.name)
+      et = self.t.encodings[enc]
+      info = self._info[m.name] = (enc, op, et, et.layout["op"], self._size_kind(m.name)[1])
+    enc, op, et, op_field, kind = info
+    vals: dict[str, int] = {op_field: op}
     lits: list[int] = []
-    kind = operand_kind(m.name)
-    if enc in ("GLOBAL", "SCRATCH"): vals["saddr"] = NULL
-    if enc == "SCRATCH" and "addr" in m.uses: vals["sve"] = 1
-    if enc == "SMEM": vals["soffset"] = NULL
+    if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = self.t.saddr_off if self.gfx9 else NULL
+    if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
+    if enc == "SMEM":
+      if self.gfx9:   # CDNA3 SMEM: IMM=1 takes the offset, SOFFSET_EN adds an SGPR (there is no null SGPR on gfx9)
+        vals["imm"] = 1
+        if "soffset" in m.uses: vals["soffset_en"] = 1
+      else: vals["soffset"] = NULL
     for f, x in list(m.defs.items()) + list(m.uses.items()):
       if f in SRC9: vals[f] = self._src(x, lits, kind)
       elif f == "sbase": vals[f] = x.phys >> 1
-      else: vals[f] = self._reg(x)
+      else: vals[_GFX12_FIELDS.get(f, f) if enc in ("VGLOBAL", "VSCRATCH") else f] = self._reg(x)
     off = m.mods.get("offset", 0)
     if enc == "DS":
-      if not 0 <= off <= 0xFFFF: raise CompileError(f"gfx1100: LDS offset {off} out of range in {m!r}")
+      if not 0 <= off <= 0xFFFF: raise CompileError(f"{self.arch}: LDS offset {off} out of range in {m!r}")
       vals["offset0"], vals["offset1"] = off & 0xFF, off >> 8
     elif enc in ("GLOBAL", "SCRATCH"):
-      if not -4096 <= off <= 4095: raise CompileError(f"gfx1100: global offset {off} out of range in {m!r}")
+      if not -4096 <= off <= 4095: raise CompileError(f"{self.arch}: global offset {off} out of range in {m!r}")
       vals["offset"] = off & 0x1FFF
-    elif enc == "SMEM": vals["offset"] = off & 0x1FFFFF
+    elif enc in ("VGLOBAL", "VSCRATCH"):   # RDNA4 ISA VGLOBAL/VSCRATCH: IOFFSET [95:72], signed 24 bits
+      if not -(1 << 23) <= off < 1 << 23: raise CompileError(f"{self.arch}: global offset {off} out of range in {m!r}")
+      vals["ioffset"] = off & 0xFFFFFF
+      # TH [54:52] / SCOPE [51:50]: a volatile access goes to the system scope (AMDGPUUsage, "Memory Model GFX12":
+      # volatile loads/stores use SCOPE_SYS), others keep TH_RT / SCOPE_CU (0), as clang-19 emits plain accesses
+      if m.mods.get("volatile"): vals["scope"] = 3
+    elif enc == "SMEM":
+      if self.gfx12 and not -(1 << 23) <= off < 1 << 23:
+        raise CompileError(f"{self.arch}: scalar offset {off} out of range in {m!r}")
+      vals["offset"] = off & (0xFFFFFF if self.gfx12 else 0x1FFFFF)
     if "neg" in m.mods: vals["neg"] = m.mods["neg"]      # VOP3 source negation, one bit per source
     if enc in ("SOPP", "SOPK"):
       vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
     try: out = encode_fields(et, vals, strict=True)
-    except AssembleError as e: raise CompileError(f"gfx1100: {e} in {m!r}") from None
+    except AssembleError as e: raise CompileError(f"{self.arch}: {e} in {m!r}") from None
     if lits: out += lits[0].to_bytes(4, "little")
     return out
 
 
-def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
+# gfx1200's VGLOBAL/VSCRATCH field names for the gfx11 ones instruction selection fills
+_GFX12_FIELDS = {"addr": "vaddr", "data": "vsrc"}
+
+
+def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = None) -> bytes:
   """Machine code bytes of allocated instructions; LABELs give branch targets (SOPP simm16 = dword distance from
-  the instruction after the branch)."""
+  the instruction after the branch). sizes_out, when given, receives each instruction's size (0 for a LABEL)."""
   enc = Encoder(arch)
   addr, labels, sizes = 0, {}, []
   for m in code:
@@ -168,34 +195,46 @@ def assemble(code: list[MInst], arch: str = "gfx1100") -> bytes:
     simm = None
     if m.target is not None:
       simm = (labels[m.target] - (addr + 4)) // 4
-      if not -32768 <= simm <= 32767: raise CompileError(f"gfx1100: branch to {m.target} too far")
+      if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
     b = enc.encode(m, simm)
     assert len(b) == sz, (m, len(b), sz)
     out += b
     addr += sz
+  if sizes_out is not None: sizes_out[:] = sizes
   return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------------------- the pipeline
 class Compiled:
   """A compiled kernel: code bytes, the selection (args, LDS, entry state) and the register counts."""
-  def __init__(self, sel: Selection, code: list[MInst], text: bytes, regs: Allocation, seconds: float):
-    self.sel, self.code, self.text, self.regs, self.seconds = sel, code, text, regs, seconds
+  def __init__(self, sel: Selection, code: list[MInst], text: bytes, regs: Allocation, seconds: float,
+               arch: str = "gfx1100"):
+    self.sel, self.code, self.text, self.regs, self.seconds, self.arch = sel, code, text, regs, seconds, arch
 
 
 def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -> Compiled:
   """addr64_bytes: GLOBAL buffers of at least this many bytes are addressed with 64-bit VGPR pairs (base + index *
   size by v_mad_u64_u32) instead of SGPR base + 32-bit VGPR offset (tests lower it to exercise that path)."""
-  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  if arch not in ARCHS: raise CompileError(f"the AMD backend targets {', '.join(ARCHS)}, not {arch!r}")
   t0 = time.perf_counter()
   sel = select(lin, addr64_bytes)
-  code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
+  if arch == "gfx942":
+    tables = arch_tables(arch)
+    sel.code = gfx9.legalize(gfx9.widen_masks(sel.code), tables)
+    code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size,
+                                             sgprs=gfx9.SGPRS, align_tuples=True)
+  else: code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
-  code = insert_waitcnt(code)
-  code = fix_hazards(code)
-  # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end
-  text = assemble(code, arch) + S_CODE_END * CODE_END_PAD
-  return Compiled(sel, code, text, regs, time.perf_counter() - t0)
+  if arch == "gfx1200": code = gfx12.rename(fix_hazards_gfx12(gfx12.insert_waits(code)))
+  elif arch == "gfx942": code = gfx9.rename(fix_hazards_gfx9(gfx9.insert_waitcnt(code)), tables)
+  else: code = fix_hazards(insert_waitcnt(code))
+  # s_code_end after the program, as LLVM pads gfx10+ code: the instruction prefetcher may read past the end (gfx9
+  # has no s_code_end: clang-19 -mcpu=gfx942 pads with s_nop 0)
+  sizes: list = []
+  text = assemble(code, arch, sizes) + (S_NOP0 if arch == "gfx942" else S_CODE_END) * CODE_END_PAD
+  c = Compiled(sel, code, text, regs, time.perf_counter() - t0, arch)
+  c.sizes = sizes
+  return c
 
 
 # A work-group runs on one WGP (rsrc1 WGP_MODE): 4 SIMD32 with 1536 wave32 VGPRs each, allocated in blocks of 24.
@@ -204,15 +243,24 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
 SIMDS_PER_WGP, VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE, MAX_WORKGROUP = 4, 1536, 24, 1024
 
 
-def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None) -> int:
+# CDNA3 (gfx942): a work-group runs on one CU, 4 SIMDs with 512 VGPRs per lane each (AMDGPUUsage, gfx90a/gfx940: the
+# unified VGPR/AccVGPR file), allocated in blocks of 8, wave64
+CDNA3_SIMDS, CDNA3_VGPRS, CDNA3_GRANULE = 4, 512, 8
+
+
+def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None, arch: str = "gfx1100") -> int:
   """The largest work-group whose waves all fit the register file with `vgprs` VGPRs each; a kernel that requires a
   larger work-group (reqd_workgroup_size) could never be launched: that is a CompileError."""
-  alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
-  fits = min(MAX_WORKGROUP, VGPRS_PER_SIMD // alloc * SIMDS_PER_WGP * 32)
+  if arch == "gfx942":
+    alloc = -(-max(vgprs, 1) // CDNA3_GRANULE) * CDNA3_GRANULE
+    fits = min(MAX_WORKGROUP, CDNA3_VGPRS // alloc * CDNA3_SIMDS * 64)
+  else:
+    alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
+    fits = min(MAX_WORKGROUP, VGPRS_PER_SIMD // alloc * SIMDS_PER_WGP * 32)
   if required is None: return fits
   want = required[0] * required[1] * required[2]
   if want > fits:
-    raise CompileError(f"gfx1100: kernel {name} uses {vgprs} VGPRs per lane: at most {fits} work-items fit in a "
+    raise CompileError(f"{arch}: kernel {name} uses {vgprs} VGPRs per lane: at most {fits} work-items fit in a "
                        f"work-group, its work-group shape {tuple(required)} has {want}")
   return want
 
@@ -231,11 +279,13 @@ def kernel_spec(c: Compiled) -> KernelSpec:
     # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1, sizes are
     # folded into index arithmetic): other shapes must be refused by the launcher
     required = tuple(sel.local_size)
-  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1), sgpr_count=regs.sgprs + 2,   # + VCC
+  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1),
+                    sgpr_count=regs.sgprs + (6 if c.arch == "gfx942" else 2),   # + VCC (gfx9: + FLAT_SCRATCH, XNACK_MASK)
                     group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=sel.private_size,
                     kernarg_segment_size=sel.kernarg_size, workgroup_ids="xyz"[:sel.workgroup_ids],
                     workitem_id_dims=sel.workitem_id_dims + 1, user_sgpr_count=sel.user_sgprs,
-                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required),
+                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required, c.arch),
+                    wavefront_size=64 if c.arch == "gfx942" else 32,
                     reqd_workgroup_size=required, vgpr_spill_count=regs.spills, language="OpenCL C",
                     language_version=(2, 0), uniform_work_group_size=True)
 
@@ -244,23 +294,27 @@ def code_object(c: Compiled) -> bytes:
   """HSA code object (ELF, code object v5) of one compiled kernel: its PROGRAM(LINEAR(INS ...)), written the way
   hand-written assembly is (program.py)."""
   from .program import code_object as write_programs, compiled_program
-  return write_programs(compiled_program(c))
+  return write_programs(compiled_program(c, c.arch))
 
 
-def compile_gfx1100(lin: UOp) -> bytes:
-  """LINEAR kernel -> HSA code object bytes for gfx1100."""
-  return code_object(compile_linear(lin))
+def compile_gfx1100(lin: UOp, arch: str = "gfx1100") -> bytes:
+  """LINEAR kernel -> HSA code object bytes for gfx1100 (or another of ARCHS)."""
+  return code_object(compile_linear(lin, arch))
 
 
 GFX1100_TARGET = Target("gfx1100", local_memory_bytes=65536)
+GFX1200_TARGET = Target("gfx1200", local_memory_bytes=65536)   # RDNA4: 64 KiB of LDS per work-group, as RDNA3
+GFX942_TARGET = Target("gfx942", local_memory_bytes=65536)     # CDNA3: 64 KiB of LDS per CU (MI300 ISA "LDS")
+TARGETS = {"gfx1100": GFX1100_TARGET, "gfx1200": GFX1200_TARGET, "gfx942": GFX942_TARGET}
+ARCHS = tuple(TARGETS)
 
 
 def compile_sink(sink: UOp, arch: str = "gfx1100") -> bytes:
   """Kernel sink from the DSL -> lowering pipeline -> HSA code object bytes (what hcq.compiler.compile(sink,
   "gfx1100") and AMDDevice.compile return)."""
-  if arch != "gfx1100": raise CompileError(f"the RDNA3 backend targets gfx1100, not {arch!r}")
+  if arch not in ARCHS: raise CompileError(f"the AMD backend targets {', '.join(ARCHS)}, not {arch!r}")
   from ...lower import lower
-  return compile_gfx1100(lower(sink, GFX1100_TARGET))
+  return compile_gfx1100(lower(sink, TARGETS[arch]), arch)
 
 
 def disassembly(c: Compiled) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .asm import depctr_simm16
 from .hazard_check import TRANS_USE_MAX_VALUS
-from .isel_mir import EXEC_LO, VCC_LO, MInst, Spec, VReg
+from .isel_mir import EXEC_LO, VCC_LO, MInst, Spec, Sub, VReg
 
 VA_VDST0 = depctr_simm16(va_vdst=0)   # 0x0f9f: llvm-mc-19 encodes s_waitcnt_depctr depctr_va_vdst(0) [0x9f,0x0f,0x88,0xbf]
 SA_SDST0 = depctr_simm16(sa_sdst=0)   # 0xff9e: llvm-mc-19 encodes s_waitcnt_depctr depctr_sa_sdst(0) [0x9e,0xff,0x88,0xbf]
@@ -71,4 +71,124 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
       if any(isinstance(d, Spec) and d.code == EXEC_LO for d in m.defs.values()) or m.name.startswith("s_and_saveexec"):
         out.append(_depctr(VA_VDST0))
         trans.clear()
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------- gfx1200
+# RDNA4 drops the gfx11-only rules above (LLVM 19's GCNHazardRecognizer applies fixVALUTransUseHazard,
+# fixVALUMaskWriteHazard and the partial-forwarding fix to GFX11 only; clang-19 -mcpu=gfx1200 places no s_wait_alu for
+# a v_rcp result read by the next VALU) and has SGPR hazards between the VALU and SALU instead, fixed with s_wait_alu
+# (the s_waitcnt_depctr fields under RDNA4's name), after LLVM's GFX12 fixVALUReadSGPRHazard (LLVM 20+):
+#   sgpr-rw   a VALU reads an SGPR, an SALU then writes it (SGPRs as 64-bit pairs), and a VALU or SALU reads it:
+#             wait sa_sdst(0) right after the SALU write
+#   va-sdst   a VALU writes an SGPR (a compare's lane mask, a carry-out, VCC), an SALU reads it: wait va_sdst(0) and
+#             va_vcc(0) before the SALU reader (conservative: the hardware tracks VALU SGPR writes by these counters)
+# hazard_check.check_hazards(code, "gfx1200") checks both over the bytes.
+VA_SDST0 = depctr_simm16(va_sdst=0, va_vcc=0)   # 0xf1fd
+
+
+def _pairs(r) -> set:
+  if isinstance(r, Spec): return {r.code >> 1}
+  return {(r.phys + k) >> 1 for k in range(r.n)} if r.cls == "s" else set()
+
+
+def _sgpr_operands(ops: dict) -> set:
+  out: set = set()
+  for x in ops.values():
+    if isinstance(x, Spec) and x.code in (VCC_LO, EXEC_LO): out |= _pairs(x)
+    elif isinstance(x, VReg) and x.cls == "s": out |= _pairs(x)
+    elif hasattr(x, "reg") and x.reg.cls == "s": out.add((x.reg.phys + x.k) >> 1)
+  return out
+
+
+def fix_hazards_gfx12(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  valu_read: set | None = set()     # SGPR pairs VALUs read since the last sa_sdst(0); None: any (after a join)
+  valu_wrote: set | None = set()    # SGPR pairs VALUs wrote since the last va_sdst(0); None: any
+  hit = lambda regs, state: bool(regs) and (state is None or bool(regs & state))
+  for m in code:
+    if m.name == "LABEL":    # a join (a loop's back edge too): anything may be pending
+      valu_read = valu_wrote = None
+      out.append(m)
+      continue
+    salu = m.name.startswith("s_") and not m.name.startswith(("s_load", "s_wait", "s_barrier", "s_endpgm", "s_branch",
+                                                               "s_cbranch_scc", "s_code_end"))
+    reads, writes = _sgpr_operands(m.uses), _sgpr_operands(m.defs)
+    if m.name.startswith("s_cbranch_exec"): reads |= {EXEC_LO >> 1}
+    if salu and hit(reads, valu_wrote):
+      out.append(_depctr(VA_SDST0))
+      valu_wrote = set()
+    out.append(m)
+    if _is_valu(m):
+      if valu_read is not None: valu_read |= reads
+      if valu_wrote is not None:
+        valu_wrote |= writes
+        if m.name.startswith(("v_cmp_", "v_add_co_ci", "v_sub_co_ci")) and m.name.endswith("_e32"):
+          valu_wrote.add(VCC_LO >> 1)
+    elif salu and hit(writes, valu_read):
+      out.append(_depctr(SA_SDST0))
+      valu_read = set()
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------- gfx942
+# CDNA3 hazards the hardware does not interlock, resolved with s_nop (s_nop N gives N + 1 wait states; every other
+# instruction one) per LLVM's GCNHazardRecognizer for gfx940 and the CDNA3 ISA "Manually Inserted Wait States":
+#   vmem-sgpr      a VALU writes an SGPR that a VMEM instruction (global/scratch/flat/buffer) reads: 5 wait states
+#                  (checkVMEMHazards, VmemSgprWaitStates)
+#   lane-select    a VALU writes an SGPR that v_readlane / v_writelane reads as its lane select: 4 (checkRWLaneHazards)
+#   div-fmas-vcc   a VALU writes VCC that v_div_fmas reads: 4 (checkDivFMasHazards)
+#   trans-forward  a transcendental VALU writes a VGPR that a non-transcendental VALU reads: 1 (gfx940
+#                  hasTransForwardingHazard, TransDefWaitstates)
+# hazard_check.check_hazards(code, "gfx942") checks them over the bytes.
+GFX9_WAITS = {"vmem-sgpr": 5, "lane-select": 4, "div-fmas-vcc": 4, "trans-forward": 1}
+_VMEM = ("global_", "scratch_", "flat_", "buffer_")
+
+
+def _phys_all(ops) -> set:
+  out = set()
+  for x in ops:
+    if isinstance(x, Sub): out.add((x.reg.cls, x.reg.phys + x.k))
+    elif isinstance(x, VReg): out |= {(x.cls, x.phys + k) for k in range(x.n)}
+    elif isinstance(x, Spec) and x.code in (VCC_LO, EXEC_LO): out |= {("s", x.code), ("s", x.code + 1)}
+  return out
+
+
+def fix_hazards_gfx9(code: list[MInst]) -> list[MInst]:
+  out: list[MInst] = []
+  since: dict = {}       # (rule, register) -> wait states issued since the write
+  def issue(n: int):
+    for k in since: since[k] += n
+  for m in code:
+    if m.name == "LABEL":
+      for k in since: since[k] = 0    # a join: assume the write was just before
+      out.append(m)
+      continue
+    need = 0
+    reads = _phys_all(m.uses.values())
+    if m.name.startswith(_VMEM):
+      need = max([GFX9_WAITS["vmem-sgpr"] - since[("vmem-sgpr", r)] for r in reads if ("vmem-sgpr", r) in since] + [0])
+    if m.name.startswith(("v_readlane", "v_writelane")):
+      sel = _phys_all([m.uses.get("src1")])
+      need = max([need] + [GFX9_WAITS["lane-select"] - since[("vmem-sgpr", r)] for r in sel if ("vmem-sgpr", r) in since])
+    if m.name.startswith("v_div_fmas") and ("vcc", 0) in since:
+      need = max(need, GFX9_WAITS["div-fmas-vcc"] - since[("vcc", 0)])
+    if _is_valu(m) and not m.name.startswith(_TRANS):
+      need = max([need] + [GFX9_WAITS["trans-forward"] - since[("trans", r)] for r in reads if ("trans", r) in since])
+    if need > 0:
+      out.append(MInst("s_nop", simm16=need - 1))
+      issue(need)
+    out.append(m)
+    issue(1)
+    if _is_valu(m):
+      writes = _phys_all(m.defs.values())
+      for r in writes:
+        if r[0] == "s": since[("vmem-sgpr", r)] = 0
+        if r[0] == "v":
+          if m.name.startswith(_TRANS): since[("trans", r)] = 0
+          else: since.pop(("trans", r), None)
+      if ("s", VCC_LO) in writes or m.name.startswith("v_div_scale") or \
+         (m.name.startswith(("v_cmp", "v_add_co", "v_sub_co", "v_addc", "v_subb")) and m.name.endswith("_e32")):
+        since[("vcc", 0)] = 0
+    since = {k: v for k, v in since.items() if v < 8}
   return out
