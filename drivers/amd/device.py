@@ -209,6 +209,22 @@ class AMDDevice(HCQDevice):
   def _free_memory(self, buf: Buffer) -> None:
     self.iface.free(buf.handle)
 
+  # ---- another device in this GPU's address space (drivers/hcq/p2p.py: the GPU queue drives a NIC)
+  def map_host(self, va: int, size: int, what: str) -> int:
+    """Host memory another driver allocated (a NIC's send and completion queues) made reachable by this GPU's engines;
+    returns its GPU address (== va on KFD). Unmapped when the device closes."""
+    if not hasattr(self.iface, "register_host"):
+      raise DeviceError(f"{self.name}: mapping host memory of another device is not implemented on {self.label}")
+    with self._open_lock(): return self.iface.register_host(va, size, what).va
+
+  def map_peer_bar(self, resource: str, size: int, offset: int, what: str) -> int:
+    """size bytes from offset of another PCI function's memory BAR (its sysfs resource file) in this GPU's address
+    space, for the engines' stores (a NIC doorbell page); returns the GPU address. KFD: a dma-buf the OS exports,
+    imported with AMDKFD_IOC_IMPORT_DMABUF (kfd.py import_bar); a DeviceError where there is no such mechanism."""
+    if not hasattr(self.iface, "import_bar"):
+      raise DeviceError(f"{self.name}: mapping a peer's BAR into the GPU is not implemented on {self.label}")
+    with self._open_lock(): return self.iface.import_bar(resource, size, offset, what).va
+
   # ---- programs
   def _load(self, image: bytes, name: str | None):
     try: co = CodeObject.parse(image)
