@@ -8,7 +8,8 @@ buffers that are built once and patched at submit.
                         barrier -> ACQUIRE_MEM(all caches)     call(PROGRAM) -> the kernel's registers, DISPATCH_DIRECT,
                                                                  CS_PARTIAL_FLUSH
                         mem_write -> WRITE_DATA(memory, confirm)  mem_store64 -> COPY_DATA(64-bit immediate)
-                        mem_wait_eq -> WAIT_REG_MEM(==, mask)     (drivers/hcq/memops.py: a GPU queue driving a NIC)
+                        mem_wait_eq -> WAIT_REG_MEM(==, mask)  mem_wait_ge -> WAIT_REG_MEM(>=)
+                        (drivers/hcq/memops.py: a GPU queue driving a NIC; on SDMA only mem_wait_ge: POLL_REGMEM)
   copy engine (SDMA):    wait -> POLL_REGMEM(>=)               store -> FENCE (+ FENCE to the mailbox + TRAP)
                         timestamp -> TIMESTAMP(global)        barrier -> nothing     copy -> COPY_LINEAR chunks
 
@@ -87,6 +88,7 @@ pm_pm4 = PatternMatcher([
   (MPat.store64(), lambda ctx, addr, value: packets(COMPUTE, pm4.store64(value_of(addr), value_of(value)))),
   (MPat.wait_eq(), lambda ctx, addr, ref, mask: packets(COMPUTE, pm4.wait_reg_mem(value_of(addr), value_of(ref), value_of(mask),
                                                                                   pm4.WAIT_EQ))),
+  (MPat.wait_ge(), lambda ctx, addr, ref: packets(COMPUTE, pm4.wait_reg_mem(value_of(addr), value_of(ref)))),
 ])
 
 
@@ -107,6 +109,7 @@ pm_sdma = PatternMatcher([
   (MPat.write(), lambda ctx, ins, addr: unsupported("a memory write to a peer", COPY)),
   (MPat.store64(), lambda ctx, addr, value: unsupported("a 64-bit store to a peer", COPY)),
   (MPat.wait_eq(), lambda ctx, addr, ref, mask: unsupported("a wait for a peer's completion", COPY)),
+  (MPat.wait_ge(), lambda ctx, addr, ref: packets(COPY, sdma.poll_regmem(value_of(addr), value_of(ref)))),
 ])
 
 MATCHERS = {COMPUTE: pm_pm4, COPY: pm_sdma}

@@ -9,6 +9,8 @@ a status) and is acknowledged by another doorbell store. A GPU queue does the sa
   store64(addr, value)        INS ("mem_store64", void)  src (addr, value): one 64-bit store (a doorbell must not
                                                           arrive in two halves)
   wait_eq(addr, ref, mask)    INS ("mem_wait_eq", void)  src (addr, ref, mask): wait until (mem32[addr] & mask) == ref
+  wait_ge(addr, ref)          INS ("mem_wait_ge", void)  src (addr, ref): wait until mem32[addr] >= ref (a counter
+                                                          another device writes: an arrival flag)
 
 Each vendor lowers them in its engines' tables (AMD PM4: WRITE_DATA, COPY_DATA of a 64-bit immediate, WAIT_REG_MEM
 with the == function: drivers/amd/lower.py); an engine that cannot do one refuses it when the program is built. A
@@ -21,7 +23,7 @@ import struct
 from ...compiler.ir import Ops, UOp, UPat, dtypes
 from ...errors import DeviceError
 
-WRITE, STORE64, WAIT_EQ = "mem_write", "mem_store64", "mem_wait_eq"
+WRITE, STORE64, WAIT_EQ, WAIT_GE = "mem_write", "mem_store64", "mem_wait_eq", "mem_wait_ge"
 
 
 def _c(x: int) -> UOp: return UOp.const(int(x), dtypes.uint64)
@@ -44,6 +46,11 @@ def wait_eq(addr: int, ref: int, mask: int = 0xFFFFFFFF) -> UOp:
   return UOp(Ops.INS, (_c(addr), _c(ref & mask), _c(mask)), (WAIT_EQ, dtypes.void))
 
 
+def wait_ge(addr: int, ref: int) -> UOp:
+  if addr % 4: raise DeviceError(f"wait on {addr:#x}: the address is not 4-byte aligned")
+  return UOp(Ops.INS, (_c(addr), _c(ref & 0xFFFFFFFF)), (WAIT_GE, dtypes.void))
+
+
 class MPat:
   """UPats of the elements, for a vendor's lowering table."""
   @staticmethod
@@ -52,3 +59,5 @@ class MPat:
   def store64(): return UPat(Ops.INS, arg=(STORE64, dtypes.void), src=(UPat.var("addr"), UPat.var("value")))
   @staticmethod
   def wait_eq(): return UPat(Ops.INS, arg=(WAIT_EQ, dtypes.void), src=(UPat.var("addr"), UPat.var("ref"), UPat.var("mask")))
+  @staticmethod
+  def wait_ge(): return UPat(Ops.INS, arg=(WAIT_GE, dtypes.void), src=(UPat.var("addr"), UPat.var("ref")))
