@@ -217,6 +217,16 @@ class AMDDevice(HCQDevice):
       raise DeviceError(f"{self.name}: mapping host memory of another device is not implemented on {self.label}")
     with self._open_lock(): return self.iface.register_host(va, size, what).va
 
+  def dma_pages(self, buf: Buffer) -> list[int]:
+    """The bus addresses of buf's 4 KiB pages, for another device's DMA (a NIC memory region). KFD: host-visible
+    memory (GTT) is host pages, found through the OS (os.phys_addrs: /proc/self/pagemap on Linux); VRAM the CPU
+    reaches only through the BAR has no such pages here: a DeviceError says so."""
+    if buf.kind != "host":
+      raise DeviceError(f"{self.name}: {buf!r} is VRAM; on {self.label} a peer reaches only host-visible memory "
+                        f"(alloc(host=True))")
+    size = (buf.size + 0xFFF) & ~0xFFF
+    return list(self.os.phys_addrs(buf.va, size))
+
   def map_peer_bar(self, resource: str, size: int, offset: int, what: str) -> int:
     """size bytes from offset of another PCI function's memory BAR (its sysfs resource file) in this GPU's address
     space, for the engines' stores (a NIC doorbell page); returns the GPU address. KFD: a dma-buf the OS exports,

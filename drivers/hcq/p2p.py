@@ -46,6 +46,13 @@ class Local:
   size: int
 
 
+def register(nic, gpu, buf) -> tuple[Local, Remote]:
+  """buf (a Buffer of gpu) registered with nic from its pages (gpu.dma_pages: the NIC's page-table format, as for
+  host memory); the same key serves as lkey and rkey: (the Local for posting from it, the Remote a peer writes to)."""
+  key = nic.register_pages(gpu.dma_pages(buf), buf.va, buf.size, what=f"MR of {gpu.name} {buf!r}")
+  return Local(buf.va, key, buf.size), Remote(buf.va, key, buf.size)
+
+
 def _submit(gpu, elements: list, what: str) -> int:
   cb = gpu.compute.build(Q.queue(gpu.compute.name, *elements))
   with Submission(gpu, gpu.compute, what) as sub: sub.add(cb.fill({}))

@@ -124,8 +124,8 @@ class PCIDevice:
 
   # ---- identity (sysfs attributes in hex)
   def resource_path(self, index: int) -> str:
-    """The sysfs file of memory BAR `index` (what os.map_pci_resource and os.export_bar_dmabuf take)."""
-    return self._path(f"resource{index}")
+    """The sysfs file of memory BAR `index`, absolute (what os.map_pci_resource and os.export_bar_dmabuf take)."""
+    return self._abs(f"resource{index}")
 
   def _path(self, name: str = "") -> str: return posixpath.join(DEVICES, self.addr, name) if name else f"{DEVICES}/{self.addr}"
 
