@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .mockos import MockOS
 
-__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_nv_os"]
+__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_amd_bnxt_os", "mock_nv_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
 MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)",
@@ -36,6 +36,22 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   from .amd.device import add_amd_gpus
   os = MockOS(config)
   add_amd_gpus(os, gpus, props)
+  return os
+
+
+def mock_amd_bnxt_os(config=None, gpus: int = 1, props=None) -> MockOS:
+  """A MockOS with `gpus` mock AMD GPUs behind /dev/kfd and one mock Thor2 (config's bnxt_mock_* options) on the
+  same mock PCI fabric: a GPU queue's stores to the NIC's BAR reach it (amd/peer.py), the NIC's DMA reaches the GPUs'
+  host-visible memory."""
+  from .amd.device import add_amd_gpus
+  from .bnxt import _add_nics
+  os = MockOS(config)
+  try:
+    add_amd_gpus(os, gpus, props)
+    _add_nics(os, os.config, 0)
+  except BaseException:
+    os.close()
+    raise
   return os
 
 
