@@ -55,8 +55,8 @@ def _open(args, gpus: int):
     from ..drivers.system import LinuxOS
     os = LinuxOS(cfg)
   else:
-    from ..mockgpu import mock_amd_bnxt_os
-    os = mock_amd_bnxt_os(cfg, gpus=gpus)
+    from .. import _mock_fabric_os
+    os = _mock_fabric_os(cfg, gpus)
   opened = []
   try:
     for i in range(gpus): opened.append(open_device("KFD", i, os, cfg))
