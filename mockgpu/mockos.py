@@ -126,6 +126,7 @@ class MockOS:
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
     self.dmabufs: dict = {}     # fd -> DmaBufFile (export_bar_dmabuf)
+    self.memory.bus_to_host = self.bar_to_host
     self._usb: dict[tuple[int, int], list] = {}
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
@@ -522,6 +523,17 @@ class MockOS:
     self.vfs.add_symlink(f"{fn.sysfs_dir}/driver", f"../../../bus/pci/drivers/{fn.driver}", replace=True)
     self.vfs.add_symlink(f"/sys/bus/pci/drivers/{fn.driver}/{fn.addr}", f"../../../../devices/pci{fn.domain_bus}/{fn.addr}",
                          replace=True)
+
+  def bar_to_host(self, bus: int, size: int) -> int | None:
+    """The host address behind bus address `bus` when it lies in a memory-backed BAR of a function (a GPU's VRAM
+    aperture, MemoryMMIO): the mock fabric routes a peer's DMA there, as a PCIe switch routes a TLP by address to the
+    BAR that claims it. None for register BARs (their stores are model calls, not DMA) and for unclaimed addresses."""
+    from .mmio import MemoryMMIO
+    for fn in list(self.pci_functions.values()):
+      for bar in fn.bars.values():
+        if bar.bus_address <= bus and bus + size <= bar.bus_address + bar.size and isinstance(bar.view, MemoryMMIO):
+          return bar.view.addr + bus - bar.bus_address
+    return None
 
   def allocate_bus_address(self, size: int, is_64: bool = True) -> int:
     with self._lock:
