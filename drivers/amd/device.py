@@ -218,14 +218,22 @@ class AMDDevice(HCQDevice):
     with self._open_lock(): return self.iface.register_host(va, size, what).va
 
   def dma_pages(self, buf: Buffer) -> list[int]:
-    """The bus addresses of buf's 4 KiB pages, for another device's DMA (a NIC memory region). KFD: host-visible
-    memory (GTT) is host pages, found through the OS (os.phys_addrs: /proc/self/pagemap on Linux); VRAM the CPU
-    reaches only through the BAR has no such pages here: a DeviceError says so."""
-    if buf.kind != "host":
+    """The bus addresses of buf's 4 KiB pages, for another device's DMA (a NIC memory region). Host-visible memory is
+    host pages, found through the OS (os.phys_addrs: /proc/self/pagemap on Linux). VRAM on AM is its window in the
+    VRAM BAR (the BAR's bus address + the buffer's VRAM offset: a peer's DMA there reaches VRAM), which needs the
+    buffer inside the BAR's aperture (a large BAR); on KFD VRAM has no pages a peer can use here: DeviceError."""
+    size = (buf.size + 0xFFF) & ~0xFFF
+    if buf.kind == "host": return list(self.os.phys_addrs(buf.va, size))
+    vram, am = getattr(buf.handle, "vram", None), getattr(self.iface, "am", None)
+    if vram is None or am is None:
       raise DeviceError(f"{self.name}: {buf!r} is VRAM; on {self.label} a peer reaches only host-visible memory "
                         f"(alloc(host=True))")
-    size = (buf.size + 0xFFF) & ~0xFFF
-    return list(self.os.phys_addrs(buf.va, size))
+    aperture = am.pci.bar_size("vram")
+    if vram.offset + size > aperture:
+      raise DeviceError(f"{self.name}: {buf!r} lies at VRAM {vram.offset:#x}+{size:#x}, beyond the VRAM BAR's "
+                        f"{aperture:#x}-byte aperture: a peer cannot reach it (resize the BAR)")
+    base = am.pci.vram_bus_address() + vram.offset
+    return [base + i for i in range(0, size, 0x1000)]
 
   def map_peer_bar(self, resource: str, size: int, offset: int, what: str) -> int:
     """size bytes from offset of another PCI function's memory BAR (its sysfs resource file) in this GPU's address
