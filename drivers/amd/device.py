@@ -235,13 +235,17 @@ class AMDDevice(HCQDevice):
     base = am.pci.vram_bus_address() + vram.offset
     return [base + i for i in range(0, size, 0x1000)]
 
-  def map_peer_bar(self, resource: str, size: int, offset: int, what: str) -> int:
-    """size bytes from offset of another PCI function's memory BAR (its sysfs resource file) in this GPU's address
-    space, for the engines' stores (a NIC doorbell page); returns the GPU address. KFD: a dma-buf the OS exports,
-    imported with AMDKFD_IOC_IMPORT_DMABUF (kfd.py import_bar); a DeviceError where there is no such mechanism."""
-    if not hasattr(self.iface, "import_bar"):
-      raise DeviceError(f"{self.name}: mapping a peer's BAR into the GPU is not implemented on {self.label}")
-    with self._open_lock(): return self.iface.import_bar(resource, size, offset, what).va
+  def map_peer_bar(self, pci, index: int, size: int, offset: int, what: str) -> int:
+    """size bytes from offset of memory BAR `index` of another PCI function (a drivers/system PCIDevice) in this GPU's
+    address space, for the engines' stores (a NIC doorbell page); returns the GPU address. KFD: a dma-buf the OS
+    exports, imported with AMDKFD_IOC_IMPORT_DMABUF (kfd.py import_bar; a DeviceError where the OS has no exporter).
+    AM: system PTEs to the BAR's bus address in the GPU's page tables (am/peer.py)."""
+    with self._open_lock():
+      if hasattr(self.iface, "import_bar"): return self.iface.import_bar(pci.resource_path(index), size, offset, what).va
+      if hasattr(self.iface, "am"):
+        from .am import peer
+        return peer.map_bar(self.iface, pci.bar(index).start + offset, size, what)
+    raise DeviceError(f"{self.name}: mapping a peer's BAR into the GPU is not implemented on {self.label}")
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):

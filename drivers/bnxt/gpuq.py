@@ -5,7 +5,9 @@ builds the submission.
 
 What the GPU must reach, mapped once through the GPU driver (the protocol of drivers/hcq/p2p.py: map_host,
 map_peer_bar):
-  - the SQ (WQEs and the MSN table) and the CQ: host DMA memory of this driver;
+  - the SQ (WQEs and the MSN table) and the CQ: host DMA memory of this driver mapped to the GPU (KFD: USERPTR), or
+    the GPU's own host-visible memory when the QP was made with it (BNXTQP(queue_memory=p2p.QueueMemory(gpu)): what an
+    AM GPU needs, whose engines reach host memory only at the addresses its driver hands out);
   - the doorbell: the BAR2 page holding db_off (one 64-bit store: bnxt_hsi.h dbc_dbc; Linux bnxt_re qplib_res.h
     bnxt_qplib_ring_prod_db).
 A completion is new when the toggle bit of its cq_req equals 1 - the CQ's pass parity; the GPU waits until the dword
@@ -45,12 +47,17 @@ class GPUPoster:
   def __init__(self, qp, gpu):
     dev = qp.dev
     self.qp, self.gpu = qp, gpu
-    self.sq_va = gpu.map_host(qp.sq.va, qp.sq.size, f"{qp.name} SQ")
-    self.cq_va = gpu.map_host(qp.cq.va, qp.cq.size, f"{qp.name} CQ")
+    # the queues: already the GPU's (the QP was made with the GPU's queue memory: p2p.QueueMemory), else mapped to it
+    self.sq_va = self._reach(qp.sq, f"{qp.name} SQ")
+    self.cq_va = self._reach(qp.cq, f"{qp.name} CQ")
     page = dev.db_off & ~(PAGE - 1)
-    self.db_va = gpu.map_peer_bar(dev.pci.resource_path(2), PAGE, page, f"{dev.name} doorbell page (BAR2+{page:#x})") + \
+    self.db_va = gpu.map_peer_bar(dev.pci, 2, PAGE, page, f"{dev.name} doorbell page (BAR2+{page:#x})") + \
       dev.db_off - page
     self.pending: list[tuple[int, int, int, str]] = []    # (CQ offset, toggle, first PSN, what) not yet diagnosed
+
+  def _reach(self, mem, what: str) -> int:
+    if getattr(mem, "device", None) is self.gpu: return mem.va
+    return self.gpu.map_host(mem.va, mem.size, what)
 
   def post_write(self, remote_va: int, rkey: int, local_va: int, lkey: int, size: int) -> list:
     """The elements that post one signalled RDMA WRITE: the WQE and MSN entry stores, then the doorbell."""

@@ -74,12 +74,16 @@ def register_pages(dev, paddrs: list[int], va: int, size: int, access: int | Non
 
 class BNXTQP:
   """One RC QP with its own CQ (send completions only). timeout is the IB local ACK timeout exponent (4.096 us *
-  2**timeout; 16 = 268 ms; 0 = no ACK timer), retry_cnt the retransmissions allowed."""
+  2**timeout; 16 = 268 ms; 0 = no ACK timer), retry_cnt the retransmissions allowed. queue_memory(size, what) gives
+  the SQ's and CQ's memory (default: the NIC driver's DMA buffers); another device's memory (a GPU's host-visible
+  buffers, drivers/hcq/p2p.py QueueMemory) serves when that device posts and completes the work: any object with .va,
+  .size, .paddrs (4 KiB pages), .write(offset, data) and .read(offset, size)."""
 
-  def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7):
+  def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7, queue_memory=None):
     if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")
     self.dev, self.pmtu, self.ack_timeout, self.retry_cnt = dev, pmtu, timeout, retry_cnt
-    self.cq = dev._dma(CQ_DEPTH * CQE_SIZE, "CQ")
+    self._queue_memory = queue_memory or dev._dma
+    self.cq = self._queue_memory(CQ_DEPTH * CQE_SIZE, "CQ")
     self.cq_cons = doorbell.RingIndex(CQ_DEPTH)
     r = dev.rcfw.call("create_cq", cq_handle=self.cq.va, cq_size=CQ_DEPTH, pbl=self.cq.paddrs[0],
                       pg_size_lvl=hsi.CMDQ_CREATE_CQ_LVL_LVL_0 | hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
@@ -102,7 +106,7 @@ class BNXTQP:
     """Allocate the SQ (self.sq, self.msn_off, self.msn_entries, self.sq_prod); returns CREATE_QP's (sq_size,
     page-table level, page-table base, qp_flags). Variable-WQE mode: SQ_SLOTS 16-byte slots, then the MSN table on the following page,
     all in one queue page list (qplib_fp.c bnxt_qplib_create_qp: the table is the queue's aux area)."""
-    self.sq = self.dev._dma(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
+    self.sq = self._queue_memory(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
     self.msn_off, self.msn_entries = SQ_SLOTS * SLOT, MSN_ENTRIES
     self.sq_prod = doorbell.RingIndex(SQ_SLOTS)     # the doorbell's producer index, in slots
     pt = self.dev._pbl(self.sq, queue=True, what="SQ")

@@ -14,8 +14,8 @@ submitted after it on that engine run after the data arrived.
 
 The NIC side is a `poster` (drivers/bnxt/gpuq.py GPUPoster): post_write(remote_va, rkey, local_va, lkey, size) and
 wait_completion() give queue elements, diagnose(timeout) turns a GPU wait that timed out into the NIC's own error.
-The GPU side is an HCQDevice with map_host(va, size, what) and map_peer_bar(resource, size, offset, what) (AMD:
-drivers/amd/device.py). Neither driver imports the other: this module joins them.
+The GPU side is an HCQDevice with map_host(va, size, what), map_peer_bar(pci, bar, size, offset, what) and
+dma_pages(buf) (AMD: drivers/amd/device.py); a NIC whose queues must live in the GPU's memory takes QueueMemory(gpu). Neither driver imports the other: this module joins them.
 """
 from __future__ import annotations
 
@@ -44,6 +44,36 @@ class Local:
   va: int
   lkey: int
   size: int
+
+
+class QueueMemory:
+  """A NIC's queue memory (its SQ, its CQ) taken from a GPU's host-visible memory, so that the GPU's engines reach
+  it where the GPU driver mapped it (an AM GPU reaches host memory only at its own VAs): call it as
+  queue_memory(size, what) (the NIC driver's allocator protocol: BNXTQP(queue_memory=...)). Each piece has .va,
+  .size, .paddrs (gpu.dma_pages), .device (the GPU), .write, .read; freed with the GPU."""
+
+  def __init__(self, gpu): self.gpu = gpu
+
+  def __call__(self, size: int, what: str) -> "_Piece": return _Piece(self.gpu, size, what)
+
+
+class _Piece:
+  def __init__(self, gpu, size: int, what: str):
+    self.device, self.what = gpu, what
+    self.size = (max(size, 1) + 0xFFF) & ~0xFFF
+    self.buf = gpu.alloc(self.size, host=True)
+    self.va, self.view = self.buf.va, self.buf.cpu_view
+    self.view[:] = bytes(self.size)
+    self.paddrs = gpu.dma_pages(self.buf)
+
+  def _span(self, offset: int, size: int) -> slice:
+    if offset < 0 or size < 0 or offset + size > self.size:
+      raise DeviceError(f"{self.device.name} {self.what}: {size} bytes at offset {offset} are outside its {self.size} bytes")
+    return slice(offset, offset + size)
+
+  def write(self, offset: int, data: bytes) -> None: self.view[self._span(offset, len(data))] = data
+
+  def read(self, offset: int, size: int) -> bytes: return bytes(self.view[self._span(offset, size)])
 
 
 def register(nic, gpu, buf) -> tuple[Local, Remote]:
