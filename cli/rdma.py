@@ -66,6 +66,9 @@ def register(sub) -> None:
       q.add_argument("--connect", action="store_true", help="to a remote `hcq rdma serve --gpu` (default: loopback)")
     if name == "serve":
       q.add_argument("--gpu", action="store_true", help="the remote end of `hcq rdma gpu --connect`")
+    if name in ("gpu", "serve"):
+      q.add_argument("--gpu-iface", choices=("KFD", "PCI"), default="KFD",
+                     help="how the GPUs are driven: KFD (default) or PCI (AM; the mock: MOCKPCI+AMD)")
     if name in ("connect", "gpu"):
       q.add_argument("--remote-cmd", metavar="CMD", help="command that runs `hcq rdma serve` on the remote host")
       q.add_argument("--remote-ip", type=_ipv4, help="the remote end's IPv4 address (its GID)")

@@ -6,6 +6,10 @@ side GPU B's queue waits for the flag, then runs out = c + c. The CPU only submi
   hcq rdma gpu --mock --connect [--size N] [--pcap F] two processes on this machine: this one (GPU A + NIC) starts
                                                       `hcq rdma serve --gpu --mock` (GPU B + NIC) on the UDP wire
   hcq rdma gpu --pci BUS --connect --remote-cmd CMD   a real NIC; the remote runs `hcq rdma serve --gpu --pci BUS`
+  --gpu-iface PCI                                     the GPUs through AM (MOCKPCI+AMD on the mock: VRAM buffers,
+                                                      reached by the NIC through the VRAM BAR); default KFD
+                                                      (host-visible buffers)
+The QP that the GPU posts to keeps its SQ and CQ in the GPU's host-visible memory (p2p.QueueMemory).
 
 The handshake is cli/rdma.py's (JSON lines: QP, MAC, GID, wire endpoint; then the target buffer and flag with their
 keys; at the end the remote's digest of `out`). Exit status as hcq rdma's: 0 verified, 1 failed, 2 a usage error.
@@ -56,10 +60,10 @@ def _open(args, gpus: int):
     os = LinuxOS(cfg)
   else:
     from .. import _mock_fabric_os
-    os = _mock_fabric_os(cfg, gpus)
+    os = _mock_fabric_os(cfg, gpus, args.gpu_iface)
   opened = []
   try:
-    for i in range(gpus): opened.append(open_device("KFD", i, os, cfg))
+    for i in range(gpus): opened.append(open_device(args.gpu_iface, i, os, cfg))
     if args.pci: nic = open_pci(os, cfg, args.pci)
     else:
       from ..drivers.bnxt import find_devices
@@ -79,13 +83,19 @@ def _close(args, os, gpus, nic) -> None:
     if not args.pci: os.close()
 
 
+def _host(gpu) -> bool:
+  """Buffers a peer reaches: host-visible memory on KFD, VRAM (through the BAR) on AM."""
+  return not hasattr(gpu.iface, "am")
+
+
 def _produce(gpu, nic, size: int, seed: int):
   """GPU A's side: a, b copied in, the kernel c = a + b submitted; (Local of c, Local of the flag slot)."""
   from ..drivers.amd.kernels import demo_code_object
   from ..drivers.hcq import p2p
   a, b = _vectors(size, seed)
-  ba, bb, bc, slot = gpu.alloc(size, host=True), gpu.alloc(size, host=True), gpu.alloc(size, host=True), \
-    gpu.alloc(p2p.FLAG_BYTES, host=True)
+  host = _host(gpu)
+  ba, bb, bc = (gpu.alloc(size, host=host) for _ in range(3))
+  slot = gpu.alloc(p2p.FLAG_BYTES, host=True)
   gpu.copyin(ba, a.tobytes())
   gpu.copyin(bb, b.tobytes())
   c_local, _ = p2p.register(nic, gpu, bc)
@@ -101,7 +111,8 @@ def _consume_setup(gpu, nic, size: int):
   Returns (Remote of dst, Remote of the flag, out buffer)."""
   from ..drivers.amd.kernels import demo_code_object
   from ..drivers.hcq import p2p
-  dst, flag, out = gpu.alloc(size, host=True), gpu.alloc(p2p.FLAG_BYTES, host=True), gpu.alloc(size, host=True)
+  host = _host(gpu)
+  dst, flag, out = gpu.alloc(size, host=host), gpu.alloc(p2p.FLAG_BYTES, host=host), gpu.alloc(size, host=host)
   _, dst_remote = p2p.register(nic, gpu, dst)
   _, flag_remote = p2p.register(nic, gpu, flag)
   p2p.wait_arrival(gpu, flag.va, FLAG_VALUE)
@@ -125,7 +136,7 @@ def _run_loopback(args) -> int:
   os, (ga, gb), nic = _open(args, 2)
   try:
     nic.set_ip(_ip(args, MOCK_IPS[0]))
-    qa, qb = BNXTQP(nic, pmtu=args.pmtu), BNXTQP(nic, pmtu=args.pmtu)
+    qa, qb = BNXTQP(nic, pmtu=args.pmtu, queue_memory=p2p.QueueMemory(ga)), BNXTQP(nic, pmtu=args.pmtu)
     qa.connect(qb.qpn, nic.gid, nic.mac)
     qb.connect(qa.qpn, nic.gid, nic.mac)
     nic.set_loopback(True)
@@ -161,7 +172,8 @@ def _run_connect(args) -> int:
     except ValueError as e: raise ConfigError(f"--remote-cmd {args.remote_cmd!r}: {e}") from None
   else:
     argv = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))",
-            "rdma", "serve", "--gpu", "--mock", "--pmtu", str(args.pmtu), "--timeout", str(args.timeout),
+            "rdma", "serve", "--gpu", "--gpu-iface", args.gpu_iface, "--mock", "--pmtu", str(args.pmtu),
+            "--timeout", str(args.timeout),
             "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", SERVE_MOCK_MAC, "--mock-port", "0",
             "--mock-peer", "0", "--pcap", "", "--faults", ""]
   os, (gpu,), nic = _open(args, 1)
@@ -170,7 +182,7 @@ def _run_connect(args) -> int:
     remote = Remote(argv, args.timeout)
     try:
       nic.set_ip(_ip(args, MOCK_IPS[0]))
-      qp = BNXTQP(nic, pmtu=args.pmtu)
+      qp = BNXTQP(nic, pmtu=args.pmtu, queue_memory=p2p.QueueMemory(gpu))
       remote.send(_endpoint(nic, qp))
       peer = remote.recv("QP number, MAC and GID")
       _connect_to(nic, qp, peer, "the remote end")

@@ -27,14 +27,29 @@ def test_gpu_size_must_hold_float32s(capsys):
   assert "multiple of 4" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def fw_env():
+  """The environment with HCQ_FIRMWARE_DIR set to the pinned AMD firmware package (for MOCKPCI+AMD children)."""
+  import os
+  from hcq.autogen import fwpackage, sources
+  from hcq.config import from_env
+  try: fw = fwpackage.firmware_dir(from_env().autogen_cache, log=lambda *a: None)
+  except sources.SourceError as e: pytest.skip(f"no AMD firmware package: {e}")
+  return {**os.environ, "HCQ_FIRMWARE_DIR": str(fw)}
+
+
 @pytest.mark.tools("tshark")
-def test_gpu_connect_two_processes_pcap_with_tshark(tmp_path):
+@pytest.mark.parametrize("iface", ["KFD", "PCI"])
+def test_gpu_connect_two_processes_pcap_with_tshark(tmp_path, iface, fw_env):
+  """Two processes, each a mock GPU (MOCK+AMD over KFD, or MOCKPCI+AMD through AM) and a mock Thor2 on the UDP wire."""
   size, pmtu = 5000 * 4, 1024
   pcap = str(tmp_path / "gpu.pcap")
-  r = subprocess.run(HCQ + ["rdma", "gpu", "--mock", "--connect", "--size", str(size), "--pmtu", str(pmtu),
-                            "--pcap", pcap, "--timeout", "60"], capture_output=True, text=True, timeout=180)
+  r = subprocess.run(HCQ + ["rdma", "gpu", "--mock", "--connect", "--gpu-iface", iface, "--size", str(size),
+                            "--pmtu", str(pmtu), "--pcap", pcap, "--timeout", "60"], capture_output=True, text=True,
+                     timeout=180, env=fw_env)
   assert r.returncode == 0, r.stdout + r.stderr
   assert "the remote kernel's output: verified against numpy" in r.stdout
+  assert (f"on {iface}+AMD:0" in r.stdout) and "posted and completed by the GPU queue" in r.stdout
   m = re.search(r"remote QP (0x[0-9a-f]+), \d+ bytes at PMTU \d+ into (0x[0-9a-f]+) \(rkey (0x[0-9a-f]+)\)", r.stdout)
   rqpn, va, rkey = (int(x, 16) for x in m.groups())
   rows = tshark_rows(pcap)
