@@ -64,6 +64,8 @@ def register(sub) -> None:
       q.add_argument("--seed", type=int, default=1, help="seed of the message bytes")
     if name == "gpu":
       q.add_argument("--connect", action="store_true", help="to a remote `hcq rdma serve --gpu` (default: loopback)")
+      q.add_argument("--remote-gpu-iface", choices=("KFD", "PCI"),
+                     help="with --connect --mock: how the remote end drives its GPU (default: as this end)")
     if name == "serve":
       q.add_argument("--gpu", action="store_true", help="the remote end of `hcq rdma gpu --connect`")
     if name in ("gpu", "serve"):

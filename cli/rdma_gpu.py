@@ -172,7 +172,8 @@ def _run_connect(args) -> int:
     except ValueError as e: raise ConfigError(f"--remote-cmd {args.remote_cmd!r}: {e}") from None
   else:
     argv = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))",
-            "rdma", "serve", "--gpu", "--gpu-iface", args.gpu_iface, "--mock", "--pmtu", str(args.pmtu),
+            "rdma", "serve", "--gpu", "--gpu-iface", args.remote_gpu_iface or args.gpu_iface, "--mock",
+            "--pmtu", str(args.pmtu),
             "--timeout", str(args.timeout),
             "--ip", args.remote_ip or MOCK_IPS[1], "--mock-mac", SERVE_MOCK_MAC, "--mock-port", "0",
             "--mock-peer", "0", "--pcap", "", "--faults", ""]

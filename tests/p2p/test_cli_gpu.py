@@ -39,17 +39,19 @@ def fw_env():
 
 
 @pytest.mark.tools("tshark")
-@pytest.mark.parametrize("iface", ["KFD", "PCI"])
-def test_gpu_connect_two_processes_pcap_with_tshark(tmp_path, iface, fw_env):
-  """Two processes, each a mock GPU (MOCK+AMD over KFD, or MOCKPCI+AMD through AM) and a mock Thor2 on the UDP wire."""
+@pytest.mark.parametrize("iface,remote", [("KFD", "KFD"), ("PCI", "PCI"), ("KFD", "PCI")])
+def test_gpu_connect_two_processes_pcap_with_tshark(tmp_path, iface, remote, fw_env):
+  """Two processes, each a mock GPU (MOCK+AMD over KFD, or MOCKPCI+AMD through AM) and a mock Thor2 on the UDP wire;
+  KFD on the sending side with AM receiving too."""
   size, pmtu = 5000 * 4, 1024
   pcap = str(tmp_path / "gpu.pcap")
-  r = subprocess.run(HCQ + ["rdma", "gpu", "--mock", "--connect", "--gpu-iface", iface, "--size", str(size),
-                            "--pmtu", str(pmtu), "--pcap", pcap, "--timeout", "60"], capture_output=True, text=True,
-                     timeout=180, env=fw_env)
+  r = subprocess.run(HCQ + ["rdma", "gpu", "--mock", "--connect", "--gpu-iface", iface, "--remote-gpu-iface", remote,
+                            "--size", str(size), "--pmtu", str(pmtu), "--pcap", pcap, "--timeout", "60"],
+                     capture_output=True, text=True, timeout=180, env=fw_env)
   assert r.returncode == 0, r.stdout + r.stderr
   assert "the remote kernel's output: verified against numpy" in r.stdout
   assert (f"on {iface}+AMD:0" in r.stdout) and "posted and completed by the GPU queue" in r.stdout
+  assert f"on {remote}+AMD:0" in r.stderr      # the remote end's own line (its stderr is inherited)
   m = re.search(r"remote QP (0x[0-9a-f]+), \d+ bytes at PMTU \d+ into (0x[0-9a-f]+) \(rkey (0x[0-9a-f]+)\)", r.stdout)
   rqpn, va, rkey = (int(x, 16) for x in m.groups())
   rows = tshark_rows(pcap)
