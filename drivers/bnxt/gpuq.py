@@ -53,7 +53,10 @@ class GPUPoster:
     page = dev.db_off & ~(PAGE - 1)
     self.db_va = gpu.map_peer_bar(dev.pci, 2, PAGE, page, f"{dev.name} doorbell page (BAR2+{page:#x})") + \
       dev.db_off - page
-    self.pending: list[tuple[int, int, int, str]] = []    # (CQ offset, toggle, first PSN, what) not yet diagnosed
+    # completions the GPU waits for: those of the submission being built (_new), then by its timeline value until
+    # the host saw it complete (retire): (CQ offset, toggle, first PSN, what)
+    self._new: list[tuple[int, int, int, str]] = []
+    self.pending: dict[int, list] = {}
 
   def _reach(self, mem, what: str) -> int:
     if getattr(mem, "device", None) is self.gpu: return mem.va
@@ -70,16 +73,25 @@ class GPUPoster:
     """The elements that wait for the next completion with status OK and hand its CQ entry back (CQ doorbell)."""
     offset, toggle, db = self.qp.take_completion()
     psn, what = getattr(self, "_last", (self.qp.psn, "work request"))
-    self.pending.append((offset, toggle, psn, what))
-    del self.pending[:-64]
+    self._new.append((offset, toggle, psn, what))
     return [memops.wait_eq(self.cq_va + offset + CQE_TOGGLE_DWORD, toggle | (hsi.CQ_REQ_STATUS_OK << CQE_STATUS_SHIFT),
                            CQE_WAIT_MASK), memops.store64(self.db_va, db)]
 
-  def diagnose(self, error: Timeout) -> DeviceError:
-    """After a GPU wait on this QP timed out: a CompletionError for the first pending entry that came back with an
-    error status, else a Timeout naming the QP and the PSN the NIC was to complete (the remote never answered)."""
+  def submitted(self, value: int) -> None:
+    """The completions waited for since the last call belong to the submission with timeline value `value`."""
+    if self._new: self.pending[value], self._new = self._new, []
+
+  def retire(self, value: int) -> None:
+    """The host saw the timeline reach value: those submissions' completions were all good."""
+    for v in [v for v in self.pending if v <= value]: del self.pending[v]
+
+  def diagnose(self, error: Timeout, value: int | None = None) -> DeviceError:
+    """After a GPU wait on this QP timed out (for timeline value `value`, or any): a CompletionError for the first
+    outstanding entry that came back with an error status, else a Timeout naming the QP and the PSN the NIC was to
+    complete first (the remote never answered)."""
     qp = self.qp
-    for offset, toggle, psn, what in self.pending:
+    entries = [e for v in sorted(self.pending) if value is None or v <= value for e in self.pending[v]]
+    for offset, toggle, psn, what in entries:
       cqe = hsi.struct_cq_req.from_buffer_copy(qp.cq.read(offset, ctypes.sizeof(hsi.struct_cq_req)))
       if (cqe.cqe_type_toggle & hsi.CQ_REQ_TOGGLE) != toggle:
         return Timeout(f"{qp.name}: completion of {what} (PSN {psn:#x}) on CQ {qp.cq_id:#x}, awaited by the GPU queue "

@@ -13,7 +13,8 @@ Receiver (`wait_arrival`): one submission that waits until the flag holds the va
 submitted after it on that engine run after the data arrived.
 
 The NIC side is a `poster` (drivers/bnxt/gpuq.py GPUPoster): post_write(remote_va, rkey, local_va, lkey, size) and
-wait_completion() give queue elements, diagnose(timeout) turns a GPU wait that timed out into the NIC's own error.
+wait_completion() give queue elements, submitted(value) / retire(value) track which submission waits for which
+completions, diagnose(timeout, value) turns a GPU wait that timed out into the NIC's own error.
 The GPU side is an HCQDevice with map_host(va, size, what), map_peer_bar(pci, bar, size, offset, what) and
 dma_pages(buf) (AMD: drivers/amd/device.py); a NIC whose queues must live in the GPU's memory takes QueueMemory(gpu). Neither driver imports the other: this module joins them.
 """
@@ -106,7 +107,9 @@ def rdma_write(gpu, poster, src: Local, dst: Remote, nbytes: int, flag: tuple[Lo
     elements += [memops.write(slot.va, struct.pack("<Q", value)),
                  *poster.post_write(remote.va, remote.rkey, slot.va, slot.lkey, FLAG_BYTES)]
     waits += poster.wait_completion()
-  return _submit(gpu, elements + waits, f"an RDMA WRITE of {nbytes} bytes to remote {dst.va + dst_offset:#x}")
+  value = _submit(gpu, elements + waits, f"an RDMA WRITE of {nbytes} bytes to remote {dst.va + dst_offset:#x}")
+  poster.submitted(value)
+  return value
 
 
 def wait_arrival(gpu, flag_va: int, value: int) -> int:
@@ -121,4 +124,5 @@ def wait(gpu, value: int, poster=None) -> None:
   try: gpu.wait_value(value)
   except Timeout as e:
     if poster is None: raise
-    raise poster.diagnose(e) from e
+    raise poster.diagnose(e, value) from e
+  if poster is not None: poster.retire(value)

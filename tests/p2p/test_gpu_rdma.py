@@ -156,3 +156,16 @@ def test_error_completion_is_named(fabric):
   bad = p2p.Remote(dst_r.va, dst_r.rkey ^ 0x100, dst_r.size)     # a key the responder does not know: NAK
   with pytest.raises(CompletionError, match=r"QP .*RDMA WRITE of 4096 bytes .*posted by the GPU queue completed with status \d+ \(REMOTE_ACCESS_ERR\)"):
     p2p.wait(f.gpus[0], p2p.rdma_write(f.gpus[0], f.poster, src_l, bad, 4096), f.poster)
+
+
+def test_diagnosis_names_the_failing_submission_after_the_cq_wrapped(fabric):
+  """Many good copies (the 16-entry CQ wraps: old entries' toggle bits change), then one that never completes: the
+  timeout names that one's PSN, not an old entry's."""
+  f = fabric(gpus=2, timeout_s=0.5)
+  src_l, dst_r, *_ = setup_pair(f, 4096)
+  for _ in range(20): p2p.wait(f.gpus[0], p2p.rdma_write(f.gpus[0], f.poster, src_l, dst_r, 64), f.poster)
+  assert f.poster.pending == {}
+  f.nic.set_loopback(False)
+  psn = f.a.psn
+  with pytest.raises(Timeout, match=rf"\(PSN {psn:#x}\)"):
+    p2p.wait(f.gpus[0], p2p.rdma_write(f.gpus[0], f.poster, src_l, dst_r, 64), f.poster)
