@@ -9,7 +9,8 @@ buffers that are built once and patched at submit.
                                                                  CS_PARTIAL_FLUSH
                         mem_write -> WRITE_DATA(memory, confirm)  mem_store64 -> COPY_DATA(64-bit immediate)
                         mem_wait_eq -> WAIT_REG_MEM(==, mask)  mem_wait_ge -> WAIT_REG_MEM(>=)
-                        (drivers/hcq/memops.py: a GPU queue driving a NIC; on SDMA only mem_wait_ge: POLL_REGMEM)
+                        (drivers/hcq/memops.py: a GPU queue driving a NIC; SDMA: mem_write -> WRITE_LINEAR, the waits
+                        -> POLL_REGMEM == / >=, mem_store64 refused: no single 64-bit store)
   copy engine (SDMA):    wait -> POLL_REGMEM(>=)               store -> FENCE (+ FENCE to the mailbox + TRAP)
                         timestamp -> TIMESTAMP(global)        barrier -> nothing     copy -> COPY_LINEAR chunks
 
@@ -106,9 +107,11 @@ pm_sdma = PatternMatcher([
   (QPat.barrier("ins"), lambda ctx, ins: packets(COPY, [])),
   (QPat.copy("dst", "src", "nbytes"), _sdma_copy),
   (QPat.call("prog", "call"), lambda ctx, prog, call: unsupported("a kernel dispatch", COPY)),
-  (MPat.write(), lambda ctx, ins, addr: unsupported("a memory write to a peer", COPY)),
-  (MPat.store64(), lambda ctx, addr, value: unsupported("a 64-bit store to a peer", COPY)),
-  (MPat.wait_eq(), lambda ctx, addr, ref, mask: unsupported("a wait for a peer's completion", COPY)),
+  (MPat.write(), lambda ctx, ins, addr: packets(COPY, sdma.write_linear(value_of(addr), [value_of(w) for w in ins.src[1:]]))),
+  # a doorbell is one 64-bit store: SDMA's WRITE_LINEAR is a burst, not a guaranteed single 8-byte write
+  (MPat.store64(), lambda ctx, addr, value: unsupported("a single 64-bit store (a doorbell)", COPY)),
+  (MPat.wait_eq(), lambda ctx, addr, ref, mask: packets(COPY, sdma.poll_regmem(value_of(addr), value_of(ref), value_of(mask),
+                                                                               sdma.POLL_FUNC_EQ))),
   (MPat.wait_ge(), lambda ctx, addr, ref: packets(COPY, sdma.poll_regmem(value_of(addr), value_of(ref)))),
 ])
 

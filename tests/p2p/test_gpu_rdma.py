@@ -169,3 +169,17 @@ def test_diagnosis_names_the_failing_submission_after_the_cq_wrapped(fabric):
   psn = f.a.psn
   with pytest.raises(Timeout, match=rf"\(PSN {psn:#x}\)"):
     p2p.wait(f.gpus[0], p2p.rdma_write(f.gpus[0], f.poster, src_l, dst_r, 64), f.poster)
+
+
+def test_copy_engine_writes_and_waits_but_rings_no_doorbell(fabric):
+  """SDMA: WRITE_LINEAR for the stores, POLL_REGMEM for both waits; a single 64-bit store is refused by name."""
+  f = fabric(gpus=1)
+  gpu = f.gpus[0]
+  buf = gpu.alloc(4096, host=True)
+  cb = gpu.copy.build(Q.queue("copy", memops.write(buf.va + 16, struct.pack("<3I", 5, 6, 7)),
+                              memops.wait_eq(buf.va + 20, 0x6, 0xF), memops.wait_ge(buf.va + 24, 7)))
+  with Submission(gpu, gpu.copy, "test") as sub: sub.add(cb.fill({}))
+  gpu.wait_value(sub.value)
+  assert struct.unpack_from("<3I", buf.cpu_view, 16) == (5, 6, 7)
+  with pytest.raises(DeviceError, match="single 64-bit store .* copy engine"):
+    gpu.copy.build(Q.queue("copy", memops.store64(f.poster.db_va, 0)))
