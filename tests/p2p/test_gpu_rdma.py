@@ -183,3 +183,28 @@ def test_copy_engine_writes_and_waits_but_rings_no_doorbell(fabric):
   assert struct.unpack_from("<3I", buf.cpu_view, 16) == (5, 6, 7)
   with pytest.raises(DeviceError, match="single 64-bit store .* copy engine"):
     gpu.copy.build(Q.queue("copy", memops.store64(f.poster.db_va, 0)))
+
+
+@pytest.mark.parametrize("use_native", [True, False])
+def test_kernel_store_to_a_peer_window_faults_on_both_emulator_paths(fabric, monkeypatch, use_native):
+  """A shader's global store into the NIC's doorbell page (a peer window of the GPU's command processors) is not a
+  store the mock's emulator makes: the native (C) block path faults there exactly as the numpy path does, naming
+  the address, and nothing reaches the NIC (the native path checks the same range table, which holds no window)."""
+  from hcq.drivers.hcq.device import Buffer
+  from hcq.mockgpu.amd.emu import native
+  if use_native and not native.compiler(): pytest.skip("no C compiler: the emulator runs numpy only")
+  monkeypatch.setattr(native, "MIN_WAVES", 0)
+  monkeypatch.setattr(native, "ENABLED", use_native)
+  f = fabric(gpus=1)
+  gpu = f.gpus[0]
+  n = 1024
+  a, b = gpu.alloc(4 * n, host=True), gpu.alloc(4 * n, host=True)
+  page = f.poster.db_va & ~0xFFF
+  window = Buffer(gpu, page, 4 * n, kind="peer window")     # the kernel's output pointer aimed at the window
+  vadd = gpu.load(demo_code_object(), "vadd")
+  seen = spy_bar_writes(f)
+  before = native.RUNS
+  with pytest.raises((DeviceError, Timeout), match=f"{page:#x}"):
+    vadd(a, b, window, n, global_size=(n // 64,), local_size=(64,), wait=True)
+  assert (native.RUNS > before) == use_native
+  assert seen == []
