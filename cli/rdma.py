@@ -49,7 +49,8 @@ def register(sub) -> None:
   for name, fn, text in (("devinfo", run_devinfo, "the device and its port, as ibv_devinfo prints them"),
                          ("loopback", run_loopback, "write through PHY loopback on one port"),
                          ("connect", run_connect, "write into a remote `hcq rdma serve`"),
-                         ("serve", run_serve, "the remote end of connect (JSON lines on stdin/stdout)")):
+                         ("serve", run_serve, "the remote end of connect (JSON lines on stdin/stdout)"),
+                         ("gpu", _run_gpu, "a GPU queue posts the RDMA WRITE: kernel -> NIC -> remote kernel (rdma_gpu.py)")):
     q = rsub.add_parser(name, help=text)
     where = q.add_mutually_exclusive_group()
     where.add_argument("--pci", metavar="BUS", help="PCI address of the Thor2 function, e.g. 0000:41:00.0")
@@ -83,9 +84,24 @@ def register(sub) -> None:
       q.add_argument("--iters", type=_iters, default=None, metavar="N",
                      help="write N times (the remote end checks the last) and print perftest's table")
       q.add_argument("--json", action="store_true", help="print the table's row as one JSON document")
+    if name == "gpu":
+      q.add_argument("--connect", action="store_true", help="to a remote `hcq rdma serve --gpu` (default: loopback)")
+      q.add_argument("--remote-gpu-iface", choices=("KFD", "PCI"),
+                     help="with --connect --mock: how the remote end drives its GPU (default: as this end)")
+    if name == "serve":
+      q.add_argument("--gpu", action="store_true", help="the remote end of `hcq rdma gpu --connect`")
+    if name in ("gpu", "serve"):
+      q.add_argument("--gpu-iface", choices=("KFD", "PCI"), default="KFD",
+                     help="how the GPUs are driven: KFD (default) or PCI (AM; the mock: MOCKPCI+AMD)")
+    if name in ("connect", "gpu"):
       q.add_argument("--remote-cmd", metavar="CMD", help="command that runs `hcq rdma serve` on the remote host")
       q.add_argument("--remote-ip", type=_ipv4, help="the remote end's IPv4 address (its GID)")
     q.set_defaults(func=fn)
+
+
+def _run_gpu(args) -> int:
+  from .rdma_gpu import run_gpu
+  return run_gpu(args)
 
 
 # ---------------------------------------------------------------- flag values (argparse types: a bad one exits 2)
@@ -397,6 +413,8 @@ FIELDS = {
   "size": (lambda v: _is_int(v) and 0 < v <= MAX_SIZE, f"a size of 1 .. {MAX_SIZE} bytes (64 MiB)"),
   "addr": (lambda v: _is_int(v) and 0 <= v < 1 << 64, "a 64-bit address"),
   "rkey": (lambda v: _is_int(v) and 0 <= v < 1 << 32, "a 32-bit key"),
+  "flag_addr": (lambda v: _is_int(v) and 0 <= v < 1 << 64 and v % 8 == 0, "an 8-byte aligned 64-bit address"),
+  "flag_rkey": (lambda v: _is_int(v) and 0 <= v < 1 << 32, "a 32-bit key"),
   "sha256": (lambda v: _is_hex(v, 64), "a SHA-256 digest (64 hex digits)"),
   "head": (lambda v: isinstance(v, str) and len(v) <= 128 and _is_hex(v, len(v)) and len(v) % 2 == 0, "hex bytes"),
 }
@@ -539,6 +557,9 @@ def run_serve(args) -> int:
   lines = LineReader(sys.stdin.fileno(), who, args.timeout)
   dev = None
   try:
+    if args.gpu:
+      from .rdma_gpu import run_serve_gpu
+      return run_serve_gpu(args, lines, reply)
     ip = _ip(args, MOCK_IPS[1])
     dev = open_nic(args)
     dev.set_ip(ip)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .mockos import MockOS
 
-__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_nv_os"]
+__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_amd_bnxt_os", "mock_nv_os"]
 
 # the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
 MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)",
@@ -36,6 +36,26 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
   from .amd.device import add_amd_gpus
   os = MockOS(config)
   add_amd_gpus(os, gpus, props)
+  return os
+
+
+def mock_amd_bnxt_os(config=None, gpus: int = 1, props=None, iface: str = "KFD") -> MockOS:
+  """A MockOS with `gpus` mock AMD GPUs (behind /dev/kfd, or iface "PCI": mock Navi 31 functions for AM) and one mock
+  Thor2 (config's bnxt_mock_* options) on the same mock PCI fabric: a GPU queue's stores to the NIC's BAR reach it
+  (amd/peer.py), the NIC's DMA reaches the GPUs' host-visible memory and VRAM BARs (MockOS.bar_to_host)."""
+  from .amd.device import add_amd_gpus
+  from .bnxt import _add_nics
+  os = MockOS(config)
+  try:
+    if iface == "PCI":
+      from .amd.am.gpu import add_navi31
+      for i in range(gpus): add_navi31(os, f"0000:{3 + i:02x}:00.0", vf=os.config.mock_am_vf,
+                                       iommu=os.config.mock_am_iommu or None)
+    else: add_amd_gpus(os, gpus, props)
+    _add_nics(os, os.config, 0)
+  except BaseException:
+    os.close()
+    raise
   return os
 
 

@@ -126,3 +126,13 @@ class EventFD(MockFile):
     return struct.pack("<Q", value)
 
   def wait_value(self) -> int: return struct.unpack("<Q", self.read(8))[0]
+
+
+class DmaBufFile(MockFile):
+  """A dma-buf exporting a BAR window (MockOS.export_bar_dmabuf): .mmio is the window (an MMIOView of the BAR),
+  .size its length. It takes no ioctls and cannot be mapped by the CPU here (the exporter's BAR is mapped through its
+  resource file); an importer (the mock KFD's AMDKFD_IOC_IMPORT_DMABUF) looks it up by descriptor."""
+
+  def __init__(self, path: str, mmio, size: int):
+    super().__init__(path)
+    self.mmio, self.size = mmio, size

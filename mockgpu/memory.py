@@ -39,6 +39,8 @@ class HostMemory:
     self._next_phys = PHYS_BASE
     self._files: dict[int, int] = {}    # start of a memory file's own mapping -> its fd
     self._views: dict[int, list] = {}   # page address -> [fd, file offset, set of (kind, holder id)]
+    # peer-to-peer DMA: bus address -> host address of a memory BAR (a GPU's VRAM aperture), or None; set by MockOS
+    self.bus_to_host = None
 
   # ---- ranges
   def _add(self, start: int, size: int, what: str) -> None:
@@ -267,8 +269,13 @@ class HostMemory:
     return out
 
   def phys_to_host(self, phys: int, size: int = 1) -> int:
-    """Host address of a physical address handed out by phys_addrs (the access must stay inside one page)."""
+    """Host address of a physical address handed out by phys_addrs, or of a bus address inside another function's
+    memory BAR (peer-to-peer DMA into a GPU's VRAM aperture: MockOS.bar_to_host); the access must stay inside one
+    page."""
     page = self._phys_page.get(phys & ~(PAGE - 1))
+    if page is None and self.bus_to_host is not None and (phys & (PAGE - 1)) + size <= PAGE:
+      host = self.bus_to_host(phys, size)
+      if host is not None: return host
     if page is None or (phys & (PAGE - 1)) + size > PAGE:
       from ..errors import GPUFault
       raise GPUFault(f"DMA of {size} bytes to a physical address no pagemap lookup handed out", address=phys,

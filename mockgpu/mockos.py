@@ -126,6 +126,8 @@ class MockOS:
     self._held_locks: dict[str, MockLock] = {}
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
+    self.dmabufs: dict = {}     # fd -> DmaBufFile (export_bar_dmabuf)
+    self.memory.bus_to_host = self.bar_to_host
     self._usb: dict[tuple[int, int], list] = {}
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
@@ -279,6 +281,28 @@ class MockOS:
     mmio = getattr(node, "mmio", None)
     if mmio is None: raise OSCallError("mmap", path, errno.ENODEV, "no register window behind this file")
     return mmio(size, offset, name or path)
+
+  def export_bar_dmabuf(self, path: str, size: int, offset: int = 0, name: str = ""):
+    """A dma-buf of a BAR window (the mock models a BAR exporter explicitly; Linux 6.12 has none for a function
+    driven from userspace: drivers/system/linux.py). Its file carries the window (an MMIOView of the BAR: stores keep
+    their width and reach the function's model) for an importer of this MockOS (the mock KFD)."""
+    from .files import DmaBufFile
+    what = name or path
+    if offset % PAGE or size <= 0 or size % PAGE or offset < 0:
+      raise OSCallError("export_bar_dmabuf", what, errno.EINVAL, f"{size:#x} bytes at {offset:#x}: offset and size must "
+                        f"be positive multiples of the page size ({PAGE:#x})")
+    node = self._node("export_bar_dmabuf", path)
+    if getattr(node, "mmio", None) is None:
+      raise OSCallError("export_bar_dmabuf", path, errno.ENODEV, "not a BAR resource file")
+    view = node.mmio(size, offset, what)
+    buf = DmaBufFile(f"dmabuf:{what}+{offset:#x}", view, size)
+    with self._lock: self.dmabufs[buf.fd] = buf
+    return buf
+
+  def dmabuf(self, fd: int):
+    """The open dma-buf file with descriptor fd (an importer's lookup), or None."""
+    buf = self.dmabufs.get(fd)
+    return None if buf is None or buf.closed else buf
 
   def map_pci_resource(self, path: str, addr: int, size: int, offset: int = 0, name: str = ""):
     """A BAR window mapped at addr as a view of the model's memory (a memfd-backed VRAM BAR, FileMemoryMMIO): loads
@@ -523,6 +547,17 @@ class MockOS:
     self.vfs.add_symlink(f"{fn.sysfs_dir}/driver", f"../../../bus/pci/drivers/{fn.driver}", replace=True)
     self.vfs.add_symlink(f"/sys/bus/pci/drivers/{fn.driver}/{fn.addr}", f"../../../../devices/pci{fn.domain_bus}/{fn.addr}",
                          replace=True)
+
+  def bar_to_host(self, bus: int, size: int) -> int | None:
+    """The host address behind bus address `bus` when it lies in a memory-backed BAR of a function (a GPU's VRAM
+    aperture, MemoryMMIO): the mock fabric routes a peer's DMA there, as a PCIe switch routes a TLP by address to the
+    BAR that claims it. None for register BARs (their stores are model calls, not DMA) and for unclaimed addresses."""
+    from .mmio import MemoryMMIO
+    for fn in list(self.pci_functions.values()):
+      for bar in fn.bars.values():
+        if bar.bus_address <= bus and bus + size <= bar.bus_address + bar.size and isinstance(bar.view, MemoryMMIO):
+          return bar.view.addr + bus - bar.bus_address
+    return None
 
   def allocate_bus_address(self, size: int, is_64: bool = True) -> int:
     with self._lock:

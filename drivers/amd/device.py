@@ -209,6 +209,44 @@ class AMDDevice(HCQDevice):
   def _free_memory(self, buf: Buffer) -> None:
     self.iface.free(buf.handle)
 
+  # ---- another device in this GPU's address space (drivers/hcq/p2p.py: the GPU queue drives a NIC)
+  def map_host(self, va: int, size: int, what: str) -> int:
+    """Host memory another driver allocated (a NIC's send and completion queues) made reachable by this GPU's engines;
+    returns its GPU address (== va on KFD). Unmapped when the device closes."""
+    if not hasattr(self.iface, "register_host"):
+      raise DeviceError(f"{self.name}: mapping host memory of another device is not implemented on {self.label}")
+    with self._open_lock(): return self.iface.register_host(va, size, what).va
+
+  def dma_pages(self, buf: Buffer) -> list[int]:
+    """The bus addresses of buf's 4 KiB pages, for another device's DMA (a NIC memory region). Host-visible memory is
+    host pages, found through the OS (os.phys_addrs: /proc/self/pagemap on Linux). VRAM on AM is its window in the
+    VRAM BAR (the BAR's bus address + the buffer's VRAM offset: a peer's DMA there reaches VRAM), which needs the
+    buffer inside the BAR's aperture (a large BAR); on KFD VRAM has no pages a peer can use here: DeviceError."""
+    size = (buf.size + 0xFFF) & ~0xFFF
+    if buf.kind == "host": return list(self.os.phys_addrs(buf.va, size))
+    vram, am = getattr(buf.handle, "vram", None), getattr(self.iface, "am", None)
+    if vram is None or am is None:
+      raise DeviceError(f"{self.name}: {buf!r} is VRAM; on {self.label} a peer reaches only host-visible memory "
+                        f"(alloc(host=True))")
+    aperture = am.pci.bar_size("vram")
+    if vram.offset + size > aperture:
+      raise DeviceError(f"{self.name}: {buf!r} lies at VRAM {vram.offset:#x}+{size:#x}, beyond the VRAM BAR's "
+                        f"{aperture:#x}-byte aperture: a peer cannot reach it (resize the BAR)")
+    base = am.pci.vram_bus_address() + vram.offset
+    return [base + i for i in range(0, size, 0x1000)]
+
+  def map_peer_bar(self, pci, index: int, size: int, offset: int, what: str) -> int:
+    """size bytes from offset of memory BAR `index` of another PCI function (a drivers/system PCIDevice) in this GPU's
+    address space, for the engines' stores (a NIC doorbell page); returns the GPU address. KFD: a dma-buf the OS
+    exports, imported with AMDKFD_IOC_IMPORT_DMABUF (kfd.py import_bar; a DeviceError where the OS has no exporter).
+    AM: system PTEs to the BAR's bus address in the GPU's page tables (am/peer.py)."""
+    with self._open_lock():
+      if hasattr(self.iface, "import_bar"): return self.iface.import_bar(pci.resource_path(index), size, offset, what).va
+      if hasattr(self.iface, "am"):
+        from .am import peer
+        return peer.map_bar(self.iface, pci.bar(index).start + offset, size, what)
+    raise DeviceError(f"{self.name}: mapping a peer's BAR into the GPU is not implemented on {self.label}")
+
   # ---- programs
   def _kernel_names(self, image: bytes) -> list[str] | None:
     """The code object's kernels (Device.load gives a Module when there are several); None when it does not parse

@@ -35,6 +35,8 @@ class Mem:
   handle: int
   flags: int
   cpu: memoryview | None       # a byte view when the CPU can access it
+  foreign: bool = False        # host memory another owner allocated (register_host): free() leaves it mapped
+  dmabuf: object = None        # the imported dma-buf's file (import_bar): closed by free()
 
 
 @dataclasses.dataclass
@@ -205,8 +207,55 @@ class KFDIface:
     mem.cpu = None
     kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU(self.kfd, handle=mem.handle, device_ids_array_ptr=ctypes.addressof(self._gpu_ids),
                                          n_devices=1)
-    self.os.free_anon(mem.va, mem.size)
+    if not mem.foreign: self.os.free_anon(mem.va, mem.size)
     kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(self.kfd, handle=mem.handle)
+    if mem.dmabuf is not None: mem.dmabuf.close()
+
+  # ---- another device's memory in this GPU's address space (peer-to-peer)
+  def register_host(self, va: int, size: int, what: str) -> Mem:
+    """Host memory someone else allocated (a NIC's queues) mapped to this GPU at its own address, as USERPTR
+    (kfd_ioctl.h KFD_IOC_ALLOC_MEM_FLAGS_USERPTR: mmap_offset carries the CPU address). free() unregisters it and
+    leaves the memory to its owner."""
+    if va % PAGE or size <= 0: raise DeviceError(f"{self.label}: {what} at {va:#x}+{size:#x} is not whole pages")
+    size = round_up(size, PAGE)
+    flags = kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | \
+      kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
+    try:
+      args = kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU(self.kfd, va_addr=va, size=size, gpu_id=self.gpu_id, flags=flags,
+                                                mmap_offset=va)
+    except OSCallError as e: raise DeviceError(f"{self.label}: registering {what} ({va:#x}+{size:#x}) failed: {e}") from None
+    mem = Mem(va, size, args.handle, flags, None, foreign=True)
+    self._map_new(mem, what)
+    return mem
+
+  def import_bar(self, path: str, size: int, offset: int, what: str) -> Mem:
+    """A window of another PCI function's BAR (its sysfs resource file) in this GPU's address space: the OS exports
+    it as a dma-buf (os.export_bar_dmabuf), KFD imports it at a VA reserved here (kfd_ioctl.h
+    AMDKFD_IOC_IMPORT_DMABUF) and maps it. Where Linux has no exporter for the function, the DeviceError says so."""
+    size = round_up(size, PAGE)
+    try: buf = self.os.export_bar_dmabuf(path, size, offset, what)
+    except OSCallError as e: raise DeviceError(f"{self.label}: cannot map {what} into the GPU: {e}") from None
+    va = self.os.alloc_anon(size, reserve_only=True)
+    try: args = kfd.AMDKFD_IOC_IMPORT_DMABUF(self.kfd, va_addr=va, gpu_id=self.gpu_id, dmabuf_fd=buf.fd)
+    except OSCallError as e:
+      self.os.free_anon(va, size)
+      buf.close()
+      raise DeviceError(f"{self.label}: importing the dma-buf of {what} failed: {e}") from None
+    mem = Mem(va, size, args.handle, 0, None, dmabuf=buf)
+    self._map_new(mem, what)
+    return mem
+
+  def _map_new(self, mem: Mem, what: str) -> None:
+    try:
+      kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(self.kfd, handle=mem.handle, device_ids_array_ptr=ctypes.addressof(self._gpu_ids),
+                                       n_devices=1)
+    except OSCallError as e:
+      try: kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU(self.kfd, handle=mem.handle)
+      finally:
+        if not mem.foreign: self.os.free_anon(mem.va, mem.size)
+        if mem.dmabuf is not None: mem.dmabuf.close()
+      raise DeviceError(f"{self.label}: mapping {what} at {mem.va:#x} to the GPU failed: {e}") from None
+    self._mems[mem.va] = mem
 
   # ---- queues
   def _cwsr_sizes(self) -> tuple[int, int, int]:

@@ -7,6 +7,10 @@ buffers that are built once and patched at submit.
                         the KFD event mailbox with an interrupt)  timestamp -> RELEASE_MEM(GPU clock) to signal+8
                         barrier -> ACQUIRE_MEM(all caches)     call(PROGRAM) -> the kernel's registers, DISPATCH_DIRECT,
                                                                  CS_PARTIAL_FLUSH
+                        mem_write -> WRITE_DATA(memory, confirm)  mem_store64 -> COPY_DATA(64-bit immediate)
+                        mem_wait_eq -> WAIT_REG_MEM(==, mask)  mem_wait_ge -> WAIT_REG_MEM(>=)
+                        (drivers/hcq/memops.py: a GPU queue driving a NIC; SDMA: mem_write -> WRITE_LINEAR, the waits
+                        -> POLL_REGMEM == / >=, mem_store64 refused: no single 64-bit store)
   copy engine (SDMA):    wait -> POLL_REGMEM(>=)               store -> FENCE (+ FENCE to the mailbox + TRAP)
                         timestamp -> TIMESTAMP(global)        barrier -> nothing     copy -> COPY_LINEAR chunks
 
@@ -20,6 +24,7 @@ from ...compiler.ir import PatternMatcher, UOp
 from ...compiler.queue import QPat
 from ...errors import DeviceError
 from ..hcq.engine import packets, unsupported, value_of
+from ..hcq.memops import MPat
 from . import pm4, sdma
 
 COMPUTE, COPY = "compute", "copy"    # the engines: the PM4 compute queue and the SDMA copy queue
@@ -79,6 +84,12 @@ pm_pm4 = PatternMatcher([
   (QPat.barrier("ins"), lambda ctx, ins: packets(COMPUTE, pm4.acquire_mem_soc15() if ctx.soc15 else pm4.acquire_mem(pm4.GCR_ALL))),
   (QPat.call("prog", "call"), _pm4_call),
   (QPat.copy("dst", "src", "nbytes"), lambda ctx, dst, src, nbytes: unsupported("a copy", COMPUTE)),
+  # driving a peer through memory (drivers/hcq/memops.py): a NIC's work-queue entry, its doorbell, its completion
+  (MPat.write(), lambda ctx, ins, addr: packets(COMPUTE, pm4.write_data(value_of(addr), [value_of(w) for w in ins.src[1:]]))),
+  (MPat.store64(), lambda ctx, addr, value: packets(COMPUTE, pm4.store64(value_of(addr), value_of(value)))),
+  (MPat.wait_eq(), lambda ctx, addr, ref, mask: packets(COMPUTE, pm4.wait_reg_mem(value_of(addr), value_of(ref), value_of(mask),
+                                                                                  pm4.WAIT_EQ))),
+  (MPat.wait_ge(), lambda ctx, addr, ref: packets(COMPUTE, pm4.wait_reg_mem(value_of(addr), value_of(ref)))),
 ])
 
 
@@ -96,6 +107,12 @@ pm_sdma = PatternMatcher([
   (QPat.barrier("ins"), lambda ctx, ins: packets(COPY, [])),
   (QPat.copy("dst", "src", "nbytes"), _sdma_copy),
   (QPat.call("prog", "call"), lambda ctx, prog, call: unsupported("a kernel dispatch", COPY)),
+  (MPat.write(), lambda ctx, ins, addr: packets(COPY, sdma.write_linear(value_of(addr), [value_of(w) for w in ins.src[1:]]))),
+  # a doorbell is one 64-bit store: SDMA's WRITE_LINEAR is a burst, not a guaranteed single 8-byte write
+  (MPat.store64(), lambda ctx, addr, value: unsupported("a single 64-bit store (a doorbell)", COPY)),
+  (MPat.wait_eq(), lambda ctx, addr, ref, mask: packets(COPY, sdma.poll_regmem(value_of(addr), value_of(ref), value_of(mask),
+                                                                               sdma.POLL_FUNC_EQ))),
+  (MPat.wait_ge(), lambda ctx, addr, ref: packets(COPY, sdma.poll_regmem(value_of(addr), value_of(ref)))),
 ])
 
 MATCHERS = {COMPUTE: pm_pm4, COPY: pm_sdma}

@@ -185,6 +185,27 @@ def wait_reg_mem(addr: int, ref: int, mask: int = 0xFFFFFFFF, func: int = WAIT_G
   return [header(WAIT_REG_MEM, 6), info, lo(addr), hi(addr), lo(ref), mask, poll]
 
 
+# WRITE_DATA control (nvd.h): DST_SEL 5 = memory (async, direct), WR_CONFIRM: the packet completes once the write is
+# acknowledged (a later packet sees it); COPY_DATA control as amdgpu gfx_v11_0.c emits it: SRC_SEL [3:0] (5: immediate
+# data), DST_SEL [11:8] (5: memory), COUNT_SEL bit 16 (64 bits), WR_CONFIRM bit 20
+WRITE_DATA_MEMORY = nvd.WRITE_DATA_DST_SEL(5) | nvd.WR_CONFIRM
+COPY_SEL_IMMEDIATE, COPY_SEL_MEMORY, COPY_COUNT_64 = 5, 5, 1 << 16
+
+
+def write_data(addr: int, dwords) -> list:
+  """WRITE_DATA of consecutive dwords to memory at addr (4-byte aligned): one 32-bit store per dword."""
+  dwords = list(dwords)
+  if not dwords: raise DeviceError("WRITE_DATA needs at least one dword")
+  return [header(WRITE_DATA, 3 + len(dwords)), WRITE_DATA_MEMORY, lo(addr), hi(addr), *dwords]
+
+
+def store64(addr: int, value) -> list:
+  """COPY_DATA of a 64-bit immediate to memory at addr (8-byte aligned): one 64-bit store (a doorbell that must not
+  arrive in two halves)."""
+  control = COPY_SEL_IMMEDIATE | (COPY_SEL_MEMORY << 8) | COPY_COUNT_64 | nvd.WR_CONFIRM
+  return [header(COPY_DATA, 5), control, lo(value), hi(value), lo(addr), hi(addr)]
+
+
 def acquire_mem(gcr_cntl: int = GCR_ALL) -> list[int]:
   """Invalidate/write back caches over the whole address space (COHER_SIZE all ones, base 0)."""
   return [header(ACQUIRE_MEM, 7), 0, 0xFFFFFFFF, 0xFFFFFFFF, 0, 0, 0x0A, gcr_cntl]

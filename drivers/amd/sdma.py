@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import DeviceError
 from ..hcq.cmdbuf import hi, lo
 from .decoding import DecodeError
 
@@ -27,6 +28,7 @@ OP_NAMES = {OP_NOP: "NOP", OP_COPY: "COPY", OP_WRITE: "WRITE", OP_INDIRECT: "IND
 MAX_COPY = COPY_COUNT_MASK + 1   # COPY_LINEAR count = bytes - 1
 FENCE_MTYPE_UC = 3     # SDMA_PKT_FENCE_HEADER_mtype: 3 = uncached
 POLL_FUNC_GE = 5       # SDMA_PKT_POLL_REGMEM_HEADER_func: 5 = greater or equal
+POLL_FUNC_EQ = 3       # 3 = equal (the WAIT_REG_MEM function numbering: nvd.h)
 
 
 
@@ -63,6 +65,14 @@ def copy(dst: int, src: int, nbytes: int, max_copy: int = MAX_COPY) -> list[int]
   out = []
   for off in range(0, nbytes, max_copy): out += copy_linear(dst + off, src + off, min(max_copy, nbytes - off), max_copy)
   return out
+
+
+def write_linear(addr: int, dwords) -> list:
+  """WRITE_LINEAR (untiled): the dwords stored at addr (amdgpu sdma_v6_0.c sdma_v6_0_ring_test_ring: header
+  OP_WRITE / SUBOP_WRITE_LINEAR, address, COUNT = dwords - 1, data)."""
+  dwords = list(dwords)
+  if not dwords: raise DeviceError("SDMA WRITE_LINEAR needs at least one dword")
+  return [OP_WRITE | (SUBOP_WRITE_LINEAR << 8), lo(addr), hi(addr), len(dwords) - 1, *dwords]
 
 
 def fence(addr: int, value: int, mtype: bool = True) -> list[int]:

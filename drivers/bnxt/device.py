@@ -223,6 +223,12 @@ class BNXTDev(DeviceBase):
     from .qp import register_mr
     return register_mr(self, buf, access)
 
+  def register_pages(self, paddrs: list[int], va: int, size: int, access: int | None = None, what: str = "MR") -> int:
+    """Register any memory by the bus addresses of its 4 KiB pages (a GPU buffer's: the GPU driver's dma_pages) as
+    an MR seen at va; returns the key (lkey == rkey)."""
+    from .qp import register_pages
+    return register_pages(self, paddrs, va, size, access, what)
+
   def _close(self) -> None:
     """Reset the function (so that it stops using our memory), free the memory, release the device lock."""
     if self.device_lock is None: return

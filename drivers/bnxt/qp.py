@@ -15,7 +15,7 @@ import struct
 from ...autogen import bnxt as hsi
 from ...errors import DeviceError
 from . import doorbell
-from .dma import DMABuffer, PageTable
+from .dma import PAGE as PAGE_SIZE, DMABuffer, PageTable
 from .poll import poll_until
 
 SLOT = 16
@@ -55,22 +55,35 @@ class CompletionError(DeviceError):
 
 def register_mr(dev, buf: DMABuffer, access: int | None = None) -> int:
   """RCFW register_mr over buf's pages (its page table level follows the page count); returns lkey == rkey."""
-  pt = PageTable(dev.os, buf.paddrs, what=f"{dev.name} MR")
+  return register_pages(dev, buf.paddrs, buf.va, buf.size, access)
+
+
+def register_pages(dev, paddrs: list[int], va: int, size: int, access: int | None = None, what: str = "MR") -> int:
+  """RCFW register_mr over any memory given by the physical addresses of its 4 KiB pages (host DMA memory, a GPU
+  buffer's pages: host-visible memory, or VRAM through the GPU's BAR), seen by remote peers at va; returns
+  lkey == rkey. The page table is the same format whatever the memory (qplib_sp.c bnxt_qplib_reg_mr)."""
+  if size <= 0 or len(paddrs) * PAGE_SIZE < size or any(p % PAGE_SIZE for p in paddrs):
+    raise DeviceError(f"{dev.name} {what}: {len(paddrs)} page addresses do not cover {size:#x} bytes in 4 KiB pages")
+  pt = PageTable(dev.os, list(paddrs), what=f"{dev.name} {what}")
   dev._keep.append(pt)
   r = dev.rcfw.call("register_mr", flags=hsi.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, access=MR_ACCESS if access is None else access,
                     log2_pg_size_lvl=pt.level | (12 << hsi.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT),
-                    log2_pbl_pg_size=12, pbl=pt.base, va=buf.va, mr_size=buf.size)
+                    log2_pbl_pg_size=12, pbl=pt.base, va=va, mr_size=size)
   return r.xid
 
 
 class BNXTQP:
   """One RC QP with its own CQ (send completions only). timeout is the IB local ACK timeout exponent (4.096 us *
-  2**timeout; 16 = 268 ms; 0 = no ACK timer), retry_cnt the retransmissions allowed."""
+  2**timeout; 16 = 268 ms; 0 = no ACK timer), retry_cnt the retransmissions allowed. queue_memory(size, what) gives
+  the SQ's and CQ's memory (default: the NIC driver's DMA buffers); another device's memory (a GPU's host-visible
+  buffers, drivers/hcq/p2p.py QueueMemory) serves when that device posts and completes the work: any object with .va,
+  .size, .paddrs (4 KiB pages), .write(offset, data) and .read(offset, size)."""
 
-  def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7):
+  def __init__(self, dev, pmtu: int = 1024, timeout: int = 16, retry_cnt: int = 7, queue_memory=None):
     if pmtu not in PMTU_CODES: raise DeviceError(f"{dev.name}: path MTU {pmtu} is not one of {sorted(PMTU_CODES)}")
     self.dev, self.pmtu, self.ack_timeout, self.retry_cnt = dev, pmtu, timeout, retry_cnt
-    self.cq = dev._dma(CQ_DEPTH * CQE_SIZE, "CQ")
+    self._queue_memory = queue_memory or dev._dma
+    self.cq = self._queue_memory(CQ_DEPTH * CQE_SIZE, "CQ")
     self.cq_cons = doorbell.RingIndex(CQ_DEPTH)
     r = dev.rcfw.call("create_cq", cq_handle=self.cq.va, cq_size=CQ_DEPTH, pbl=self.cq.paddrs[0],
                       pg_size_lvl=hsi.CMDQ_CREATE_CQ_LVL_LVL_0 | hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
@@ -93,7 +106,7 @@ class BNXTQP:
     """Allocate the SQ (self.sq, self.msn_off, self.msn_entries, self.sq_prod); returns CREATE_QP's (sq_size,
     page-table level, page-table base, qp_flags). Variable-WQE mode: SQ_SLOTS 16-byte slots, then the MSN table on the following page,
     all in one queue page list (qplib_fp.c bnxt_qplib_create_qp: the table is the queue's aux area)."""
-    self.sq = self.dev._dma(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
+    self.sq = self._queue_memory(SQ_SLOTS * SLOT + MSN_ENTRIES * 8, "SQ")
     self.msn_off, self.msn_entries = SQ_SLOTS * SLOT, MSN_ENTRIES
     self.sq_prod = doorbell.RingIndex(SQ_SLOTS)     # the doorbell's producer index, in slots
     pt = self.dev._pbl(self.sq, queue=True, what="SQ")
@@ -128,30 +141,62 @@ class BNXTQP:
   def rdma_write(self, remote_va: int, rkey: int, local_va: int, lkey: int, size: int,
                  timeout_s: float | None = None) -> None:
     """Post one signalled RDMA WRITE and wait for its completion; raises CompletionError on an error status."""
-    if self.state != "RTS": raise DeviceError(f"{self.name}: RDMA WRITE refused, the QP is in {self.state}, not RTS")
-    hdr = hsi.struct_sq_rdma_hdr(wqe_type=hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP,
-                                 wqe_size=WRITE_WQE_SLOTS, length=size, remote_va=remote_va, remote_key=rkey)
-    sge = hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size)
-    start_slot = self._place(bytes(hdr) + bytes(sge))
-    npkts = max(1, -(-size // self.pmtu))
-    entry = (start_slot << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
-            (((self.psn + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | self.psn
-    self.sq.write(self.msn_off + (self.msn % self.msn_entries) * 8, struct.pack("<Q", entry))
-    self.msn += 1
-    self.psn = (self.psn + npkts) & PSN_MASK
+    start_slot = self._place(self._write_wqe(remote_va, rkey, local_va, lkey, size))
+    offset, entry = self._msn_entry(start_slot, size)
+    self.sq.write(offset, entry)
     self.dev.ring_db(self.qpn, doorbell.SQ, self.sq_prod.slot, self.sq_prod.epoch)
     cqe = self.poll_cq(self.dev.timeout_s if timeout_s is None else timeout_s, f"RDMA WRITE of {size} bytes")
     if cqe.status != hsi.CQ_REQ_STATUS_OK:
       self.state = "ERR"
       raise CompletionError(self.name, cqe.status, f"RDMA WRITE of {size} bytes to {remote_va:#x} (rkey {rkey:#x})")
 
-  def _place(self, wqe: bytes) -> int:
-    """Write a WQE at the producer and advance it; returns the WQE's start slot (for its MSN table entry). Variable
-    mode: the WQE takes len/16 slots and the doorbell index counts slots (qplib_fp.c bnxt_qplib_post_send)."""
+  def _write_wqe(self, remote_va: int, rkey: int, local_va: int, lkey: int, size: int) -> bytes:
+    if self.state != "RTS": raise DeviceError(f"{self.name}: RDMA WRITE refused, the QP is in {self.state}, not RTS")
+    hdr = hsi.struct_sq_rdma_hdr(wqe_type=hsi.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE, flags=hsi.SQ_RDMA_HDR_FLAGS_SIGNAL_COMP,
+                                 wqe_size=WRITE_WQE_SLOTS, length=size, remote_va=remote_va, remote_key=rkey)
+    return bytes(hdr) + bytes(hsi.struct_sq_sge(va_or_pa=local_va, l_key=lkey, size=size))
+
+  def _msn_entry(self, start_slot: int, size: int) -> tuple[int, bytes]:
+    """The MSN table entry of the WQE at start_slot (its offset in the SQ buffer, its bytes); advances the MSN and
+    the PSN by the message's packets."""
+    npkts = max(1, -(-size // self.pmtu))
+    entry = (start_slot << hsi.SQ_MSN_SEARCH_START_IDX_SFT) | \
+            (((self.psn + npkts) & PSN_MASK) << hsi.SQ_MSN_SEARCH_NEXT_PSN_SFT) | self.psn
+    offset = self.msn_off + (self.msn % self.msn_entries) * 8
+    self.msn += 1
+    self.psn = (self.psn + npkts) & PSN_MASK
+    return offset, struct.pack("<Q", entry)
+
+  def _wqe_stores(self, wqe: bytes) -> tuple[int, list]:
+    """Reserve the slots of a WQE at the producer: (its start slot, the stores (offset in the SQ, 16 bytes) that
+    place it). Variable mode: the WQE takes len/16 slots and the doorbell index counts slots (qplib_fp.c
+    bnxt_qplib_post_send)."""
     start, n = self.sq_prod.slot, len(wqe) // SLOT
-    for i in range(n): self.sq.write(((start + i) % SQ_SLOTS) * SLOT, wqe[i * SLOT:(i + 1) * SLOT])
+    stores = [(((start + i) % SQ_SLOTS) * SLOT, wqe[i * SLOT:(i + 1) * SLOT]) for i in range(n)]
     self.sq_prod.advance(n)
+    return start, stores
+
+  def _place(self, wqe: bytes) -> int:
+    """Write a WQE at the producer and advance it; returns the WQE's start slot (for its MSN table entry)."""
+    start, stores = self._wqe_stores(wqe)
+    for offset, data in stores: self.sq.write(offset, data)
     return start
+
+  def prepare_write(self, remote_va: int, rkey: int, local_va: int, lkey: int, size: int) -> tuple[list, int]:
+    """Reserve the SQ slots, the MSN table entry and the PSNs of one signalled RDMA WRITE for a poster that is not the
+    CPU (a GPU queue: gpuq.py): returns the stores that post it ((offset in the SQ buffer, bytes): the WQE slot by
+    slot, then its MSN entry) and the doorbell value to write after them (one 64-bit store at BAR2 + db_off), to be
+    issued in that order. Variable-mode layout (this class's)."""
+    start_slot, stores = self._wqe_stores(self._write_wqe(remote_va, rkey, local_va, lkey, size))
+    stores.append(self._msn_entry(start_slot, size))
+    return stores, doorbell.encode(self.qpn, doorbell.SQ, self.sq_prod.slot, self.sq_prod.epoch)
+
+  def take_completion(self) -> tuple[int, int, int]:
+    """Reserve the next CQE for a consumer that is not the CPU (a GPU queue): (its offset in the CQ buffer, the toggle
+    bit that makes it new, the CQ doorbell value that returns it after it was read)."""
+    offset, toggle = self.cq_cons.slot * CQE_SIZE, 1 - self.cq_cons.epoch
+    self.cq_cons.advance()
+    return offset, toggle, doorbell.encode(self.cq_id, doorbell.CQ, self.cq_cons.slot, self.cq_cons.epoch)
 
   def poll_cq(self, timeout_s: float, what: str):
     def poll():

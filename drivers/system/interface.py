@@ -135,6 +135,11 @@ class OSInterface(Protocol):
     region's offset plus the window's), shared; at the fixed process address addr when given
     (MAP_FIXED_NOREPLACE: an address in use is an error). The view's close() unmaps it."""
 
+  def export_bar_dmabuf(self, path: str, size: int, offset: int = 0, name: str = "") -> FileHandle:
+    """A dma-buf (its file) exporting size bytes of a memory BAR (its sysfs resourceN file) from `offset`, for another
+    device to import (peer-to-peer: a GPU queue ringing a NIC doorbell; KFD imports it with AMDKFD_IOC_IMPORT_DMABUF).
+    OSCallError where the kernel has no exporter for the function (see LinuxOS.export_bar_dmabuf)."""
+
   # synchronisation with other processes and the kernel
   def lock_device(self, kind: str, pcibus: str, wait_s: float = 0.0) -> DeviceLock:
     """<lock dir>/<kind>_<pcibus>.lock held exclusively (drivers/system/locks.py). Held by another: DeviceError naming

@@ -354,6 +354,18 @@ class LinuxOS:
     finally: f.close()
     return MemoryMMIO(addr, size, name or path, mapped_size=size)
 
+  def export_bar_dmabuf(self, path: str, size: int, offset: int = 0, name: str = ""):
+    """Linux 6.12 has no way for a process to export a PCI BAR it drives from userspace as a dma-buf: sysfs resource
+    files are only mmapped, and VFIO's only dma-buf ioctl is VFIO_DEVICE_GET_GFX_DMABUF for a mediated device's
+    display plane (include/uapi/linux/vfio.h). The importing side exists (KFD: AMDKFD_IOC_IMPORT_DMABUF, amdgpu's
+    importer checks pci_p2pdma_distance: drivers/gpu/drm/amd/amdgpu/amdgpu_dma_buf.c), so a kernel with a BAR exporter
+    for the function would serve here; without one, an error that says so."""
+    raise OSCallError("export_bar_dmabuf", name or path, errno_mod.EOPNOTSUPP,
+                      f"{size:#x} bytes at BAR offset {offset:#x}: Linux has no dma-buf exporter for a PCI BAR driven "
+                      f"from userspace (sysfs resource files and VFIO regions are only mmapped), so a GPU queue cannot "
+                      f"map this BAR page through KFD; drive the peer with the CPU, or use an AM GPU (its page tables "
+                      f"map the BAR's bus address)")
+
   def map_pci_resource(self, path: str, addr: int, size: int, offset: int = 0, name: str = "") -> MemoryMMIO:
     what = name or path
     if addr <= 0 or addr % libc.PAGE_SIZE or offset % libc.PAGE_SIZE or size <= 0 or size % libc.PAGE_SIZE or offset < 0:

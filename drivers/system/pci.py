@@ -123,6 +123,10 @@ class PCIDevice:
     return out
 
   # ---- identity (sysfs attributes in hex)
+  def resource_path(self, index: int) -> str:
+    """The sysfs file of memory BAR `index`, absolute (what os.map_pci_resource and os.export_bar_dmabuf take)."""
+    return self._abs(f"resource{index}")
+
   def _path(self, name: str = "") -> str: return posixpath.join(DEVICES, self.addr, name) if name else f"{DEVICES}/{self.addr}"
 
   def _hex_attr(self, name: str) -> int:

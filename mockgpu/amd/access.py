@@ -11,6 +11,7 @@ from array import array
 
 from ...drivers.system import libc
 from ...errors import GPUFault
+from .peer import PeerWindows
 
 _u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
 
@@ -26,6 +27,9 @@ class DeviceMemory:
 
   def __init__(self, ranges):
     self.ranges = ranges      # mockgpu.amd.emu.GPUMemory: add_range/remove_range/check_scalar/range_of, generation
+    # peer MMIO mapped into this GPU's address space (another PCI function's BAR page, peer.PeerWindows): a store
+    # there is a posted write across the fabric to that function's model, a load a read of its register
+    self.peers = PeerWindows()
     self._cells32 = self._cells64 = (-1, {})     # (mapping generation the cells were checked in, addr -> cell)
 
   def version(self) -> int:
@@ -58,26 +62,39 @@ class DeviceMemory:
 
   def check(self, addr: int, size: int, what: str) -> None:
     if addr < 0 or addr + size > 1 << 64: raise GPUFault(f"{what}: address out of range", address=addr, kind="page fault")
+    if self.peers.windows: self.peers.refuse_bulk(addr, size, what)
     if size: self.ranges.check_scalar(addr, size, what)
 
   def read32(self, addr: int, what: str = "read") -> int:
     cells = self._cells32
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
+    if cell is None and self.peers.windows:
+      window = self.peers.find(addr, 4)
+      if window is not None: return window.read(addr, 4, what)
     return (cell if cell is not None else self._cell(addr, 4, what)).value
 
   def read64(self, addr: int, what: str = "read") -> int:
     cells = self._cells64
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
+    if cell is None and self.peers.windows:
+      window = self.peers.find(addr, 8)
+      if window is not None: return window.read(addr, 8, what)
     return (cell if cell is not None else self._cell(addr, 8, what)).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
     cells = self._cells32
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
+    if cell is None and self.peers.windows:
+      window = self.peers.find(addr, 4)
+      if window is not None: return window.write(addr, 4, value, what)
     (cell if cell is not None else self._cell(addr, 4, what)).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
     cells = self._cells64
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
+    if cell is None and self.peers.windows:
+      window = self.peers.find(addr, 8)
+      if window is not None: return window.write(addr, 8, value, what)
     (cell if cell is not None else self._cell(addr, 8, what)).value = value & 0xFFFFFFFFFFFFFFFF
 
   def read_dwords(self, addr: int, count: int, what: str = "read") -> list[int]:

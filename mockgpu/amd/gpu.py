@@ -191,6 +191,17 @@ class MockAMDGPU:
   def unmap_range(self, va: int) -> None:
     with self.lock: self.ranges.remove_range(va)
 
+  def map_peer(self, va: int, size: int, mmio, name: str) -> None:
+    """Another PCI function's BAR window (an MMIOView) at va: the engines' stores there reach its model (peer.py).
+    A ValueError when it overlaps memory or another window."""
+    with self.lock:
+      rng = self.ranges.range_of(va) or self.ranges.range_of(va + size - 1)
+      if rng is not None: raise ValueError(f"peer window {va:#x}+{size:#x} overlaps GPU memory at {rng[0]:#x}")
+      self.mem.peers.add(va, size, mmio, 0, name)
+
+  def unmap_peer(self, va: int) -> None:
+    with self.lock: self.mem.peers.remove(va)
+
   # ---- queues
   def create_queue(self, kind: int, qid: int, ring_base: int, ring_size: int, rptr_addr: int, wptr_addr: int,
                    doorbell_offset: int):

@@ -97,6 +97,7 @@ class Allocation:
     self.handle, self.gpu, self.va, self.size, self.flags, self.kind = handle, gpu, va, size, flags, kind
     self.mmap_offset = mmap_offset
     self.mapped_to: set[int] = set()      # gpu ids
+    self.peer = None                      # an imported dma-buf of a peer's BAR (kind "dmabuf")
     self.invalidated = False              # USERPTR memory the process unmapped: GPU mappings dropped
 
 
@@ -314,6 +315,29 @@ class KFDModel:
     a.handle = handle
     a.mmap_offset = va if kind == "userptr" else alloc.mmap_offset
 
+  def _AMDKFD_IOC_IMPORT_DMABUF(self, file, a, fail):
+    """A dma-buf of another PCI function's BAR (MockOS.export_bar_dmabuf) at va_addr: mapped to a GPU, its pages
+    are a peer window of that GPU (peer.py), which amdgpu allows when the two functions can reach each other
+    (amdgpu_dma_buf.c amdgpu_dma_buf_attach: pci_p2pdma_distance; the mock's fabric connects every function). The VA
+    must be page aligned and inside memory the process reserved (as for VRAM allocations)."""
+    gpu = self._gpu(a.gpu_id, fail)
+    if gpu.gpu_id not in self.vm_acquired: raise fail(errno.EINVAL, f"gpu_id {gpu.gpu_id}: ACQUIRE_VM first")
+    buf = self.os.dmabuf(a.dmabuf_fd)
+    if buf is None: raise fail(errno.EINVAL, f"dmabuf_fd {a.dmabuf_fd} is not an open dma-buf")
+    va, size = a.va_addr, buf.size
+    if va % PAGE: raise fail(errno.EINVAL, f"va {va:#x} is not page aligned")
+    for other in self.alloc_ranges.overlapping(va, va + size)[:1]:
+      raise fail(errno.EINVAL, f"range {va:#x}+{size:#x} overlaps the allocation at {other.va:#x}+{other.size:#x}")
+    host = self.os.memory.find(va)
+    if host is None or va + size > host[0] + host[1]:
+      raise fail(errno.EINVAL, f"va {va:#x}+{size:#x} is not inside memory reserved through the OS interface")
+    handle = (gpu.gpu_id << 32) | self.next_handle
+    self.next_handle += 1
+    alloc = self.allocs[handle] = Allocation(handle, gpu, va, size, 0, "dmabuf", 0)
+    self.alloc_ranges.add(va, va + size, alloc)
+    alloc.peer = buf
+    a.handle = handle
+
   def _alloc(self, handle: int, fail) -> Allocation:
     alloc = self.allocs.get(handle)
     if alloc is None: raise fail(errno.EINVAL, f"unknown memory handle {handle:#x}")
@@ -332,7 +356,9 @@ class KFDModel:
       gpu = self._gpu(gid, fail)
       if gid not in self.vm_acquired: raise fail(errno.EINVAL, f"gpu_id {gid}: ACQUIRE_VM first")
       if gid not in alloc.mapped_to:
-        try: gpu.map_range(alloc.va, alloc.size)
+        try:
+          if alloc.kind == "dmabuf": gpu.map_peer(alloc.va, alloc.size, alloc.peer.mmio, alloc.peer.path)
+          else: gpu.map_range(alloc.va, alloc.size)
         except ValueError as e: raise fail(errno.EINVAL, str(e)) from None
         alloc.mapped_to.add(gid)
       a.n_success = i + 1
@@ -344,7 +370,9 @@ class KFDModel:
       gpu = self._gpu(gid, fail)
       if gid not in alloc.mapped_to and not alloc.invalidated:
         raise fail(errno.EINVAL, f"handle {a.handle:#x} is not mapped to gpu_id {gid}")
-      if gid in alloc.mapped_to: gpu.unmap_range(alloc.va)
+      if gid in alloc.mapped_to:
+        if alloc.kind == "dmabuf": gpu.unmap_peer(alloc.va)
+        else: gpu.unmap_range(alloc.va)
       alloc.mapped_to.discard(gid)
       a.n_success = i + 1
 
@@ -355,7 +383,7 @@ class KFDModel:
       self.event_page = None
     del self.allocs[a.handle]
     self.alloc_ranges.remove(alloc.va)
-    del self.alloc_by_offset[alloc.mmap_offset]
+    self.alloc_by_offset.pop(alloc.mmap_offset, None)     # an imported dma-buf has no mmap offset
     if alloc.kind == "vram": self.vram_in_use[alloc.gpu.gpu_id] -= alloc.size
     self._release_deferred()
 

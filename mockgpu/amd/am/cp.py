@@ -319,6 +319,8 @@ class CommandProcessors:
         self._walk(base & ADDR_MASK, (cntl >> 1) & 3, start, pieces, seen)
       pieces.extend(self._system_aperture())
     self._tables = {k: v for k, v in self._tables.items() if k in seen}
+    self._remap_peers([p for p in pieces if p[2] is not None and p[2][0] == "peer"])
+    pieces = [p for p in pieces if p[2] is None or p[2][0] != "peer"]
     system, vram = [], []
     for va, size, off in sorted(pieces):
       out = system if off is None else vram
@@ -395,7 +397,9 @@ class CommandProcessors:
         if all(host_of.get(addr + k) == at + k for k in range(0, span, PAGE)): off = None
         else:
           off = self._window_file(addr, span)
-          if off is None: continue
+          if off is None:
+            off = self._peer_bar(addr, span)       # another function's register BAR: a peer window (amd/peer.py)
+            if off is None: continue
       else:
         if addr - fb < 0 or addr - fb + span > vram_size: continue
         off = (self.navi.vram_fd, addr - fb)
@@ -404,6 +408,26 @@ class CommandProcessors:
          (off is None or _follows(last[2], last[1], off)): last[1] += span
       else: ranges.append([at, span, off])
     return [tuple(r) for r in ranges]
+
+  def _peer_bar(self, bus: int, size: int) -> tuple | None:
+    """("peer", view, offset, name) when the bus addresses [bus, bus+size) lie in a register BAR of another PCI
+    function of the fabric (its stores are model calls, not memory: a NIC's doorbell page)."""
+    from ...mmio import MemoryMMIO
+    for fn in list(self.navi.os.pci_functions.values()):
+      if fn is getattr(self.navi, "function", None): continue
+      for bar in fn.bars.values():
+        if bar.bus_address <= bus and bus + size <= bar.bus_address + bar.size and not isinstance(bar.view, MemoryMMIO):
+          return ("peer", bar.view, bus - bar.bus_address, f"{fn.addr} BAR{bar.index}")
+    return None
+
+  def _remap_peers(self, pieces: list) -> None:
+    """The peer windows of the GPU's engines become exactly these (va, size, ("peer", view, offset, name))."""
+    want = {(va, size, off[1], off[2], off[3]) for va, size, off in pieces}
+    have = getattr(self, "peer_windows", set())
+    with self.gpu.lock:
+      for va, *_ in have - want: self.gpu.mem.peers.remove(va)
+      for va, size, view, offset, name in want - have: self.gpu.mem.peers.add(va, size, view, offset, f"{name}+{offset:#x}")
+    self.peer_windows = want
 
   def _window_file(self, bus: int, size: int) -> tuple[int, int] | None:
     """(memory file, offset) of the USB bridge window holding the bus addresses [bus, bus+size), if the GPU is

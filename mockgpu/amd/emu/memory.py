@@ -102,7 +102,7 @@ class GPUMemory:
     # new table (one that sees the old generation records it, and checks again next time)
     self.generation += 1
 
-  def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+  def arrays(self) -> tuple[np.ndarray, np.ndarray]:
     """The current table's starts and ends as numpy arrays, made once per table (two threads making them at once
     make equal ones; the table itself is never changed, only replaced)."""
     table = self._table
@@ -156,7 +156,7 @@ class GPUMemory:
 
   def _check_each(self, addresses: np.ndarray, nbytes: int, what: str) -> None:
     a = addresses.astype(np.uint64)
-    np_starts, np_ends = self._arrays()
+    np_starts, np_ends = self.arrays()
     if len(np_starts) == 0:
       raise GPUFault(f"{what} with no memory mapped", address=int(a[0]), kind="page fault")
     i = np.searchsorted(np_starts, a, side="right").astype(np.int64) - 1

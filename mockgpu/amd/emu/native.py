@@ -382,7 +382,9 @@ class NativeBlock:
     if scc.dtype != np.uint32 or scc.shape != (W,) or not scc.flags.c_contiguous: return self.numpy_fn(S, V, st, idx)
     if idx is not None:
       idx = np.ascontiguousarray(idx, np.int64)
-    starts, ends = st.mem.mem._arrays()      # the mapped ranges' sorted starts and ends (uint64), made once per table
+    # one snapshot of the mapped ranges (GPUMemory.arrays: the RangeTable's starts and ends as numpy arrays); peer
+    # windows (amd/peer.py) are not in it, so a shader's access there faults here as on the numpy path
+    starts, ends = st.mem.mem.arrays()
     sp = (ctypes.c_void_p * len(rows))(*[a.ctypes.data for a in rows])
     vp = (ctypes.c_void_p * max(1, len(vrows)))(*[a.ctypes.data for a in vrows])
     rc = self.cfn(sp, vp, scc.ctypes.data, None if idx is None else idx.ctypes.data, n, starts.ctypes.data,
