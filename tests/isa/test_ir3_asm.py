@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from tests.hangguard import ends
+
 from hcq.compiler.backend.ir3.asm import Assembler, AsmError, canonical
 from hcq.compiler.backend.ir3.isa import ISA
 from hcq.config import from_env
@@ -100,6 +102,4 @@ def test_hostile_lines_are_errors_and_quick():
   lines = ["x" * 100_000, "add.f " + ", ".join(["r0.x"] * 200), "(sy)" * 500 + "nop",
            "mov.f32f32 r0.x, " + "9" * 5000, "add.f r0.x, r0.y, 0x" + "f" * 4000, "mov.u32u32 r0.x, c<a0.x + -999999999999>"]
   for line in lines:
-    t0 = time.perf_counter()
-    with pytest.raises(AsmError): asm.assemble_line(line)
-    assert time.perf_counter() - t0 < 2.0, line[:40]
+    with pytest.raises(AsmError): ends(asm.assemble_line, line)     # refused, never a search without end

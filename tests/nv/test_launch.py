@@ -266,11 +266,10 @@ def test_a_full_gpfifo_on_a_faulted_channel_raises_the_fault_at_once():
     gpu._fail(ch, hcq.GPUFault("test fault", address=0x1234000, kind="page fault"))
     saved = eng.gp_put
     eng.gp_put = (eng.userd_u32[G.USERD_GP_GET // 4] - 1) % eng.entries    # every entry in use: GPGet never moves
-    t0 = dev.os.monotonic()
-    try:
+    try:    # the fault, not the Timeout a wait for ring space would end in after 3 s
       with pytest.raises(hcq.GPUFault, match="compute channel stopped") as e: eng._wait_entry()
     finally: eng.gp_put = saved
-    assert e.value.address == 0x1234000 and dev.os.monotonic() - t0 < 1
+    assert e.value.address == 0x1234000
 
 
 @pytest.mark.parametrize("gpu", ["H200", "AD102"])
