@@ -86,9 +86,9 @@ def instrument(dev, prog, timer: StageTimer) -> None:
   P = timer.patch
   P(hprog.Program, "__call__", "driver launch")
   P(type(dev), "launch", "driver launch")
-  from hcq.drivers.amd import cmdbuf
+  from hcq.drivers.hcq import cmdbuf
   P(type(prog.layout), "check_and_pack", "driver args")
-  P(type(dev.kernargs), "alloc", "driver kernargs")
+  P(type(dev.launch_data), "alloc", "driver kernargs")
   P(cmdbuf.CommandBuffer, "fill", "driver patch")
   P(hqueue.Ring, "write", "driver ring write")
   P(hqueue.Ring, "commit", "driver commit")
