@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -143,20 +142,6 @@ def test_sgpr_pressure_spills_to_vgpr_lanes():
   assert alloc.sgpr_spills > 0 and alloc.sgprs <= LIMITS["s"] and alloc.vgprs == 1
   names = [m.name for m in out]
   assert names.count("v_writelane_b32") >= alloc.sgpr_spills and "v_readlane_b32" in names
-
-
-def test_compile_time_under_200ms():
-  from hcq.compiler.backend.amd.render import compile_sink
-  compile_sink(examples.elementwise_add().sink)   # tables loaded once per process
-  # CPU time of this thread, the best of three compiles: what an idle machine takes. The CI box is shared, and
-  # process_time() would also count other threads of the test process.
-  times = []
-  for _ in range(3):
-    sink = examples.matmul_tiled_kernel(256, 16)
-    t0 = time.thread_time()
-    compile_sink(sink)
-    times.append(time.thread_time() - t0)
-  assert min(times) < 0.2, f"compiling the 256x256 tiled matmul took {min(times) * 1e3:.0f} ms of CPU (best of 3)"
 
 
 def test_isel_output_as_ins_uops():

@@ -1,10 +1,10 @@
 """The PTX backend (compiler/backend/ptx.py): NVIDIA's ptxas 12.9 (the pip wheel, tests/backend/ptxas_tool.py) must
 accept hcq's PTX for every example kernel and every target without printing anything (no warning), and for kernels
-that use every dtype, ALU op and conversion; the text has the CUDA-ABI signature and the barriers; compile time."""
+that use every dtype, ALU op and conversion; the text has the CUDA-ABI signature and the barriers (compile time:
+bench/compile.py)."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -214,16 +214,6 @@ def test_too_much_shared_memory_is_refused():
   out = UOp.param(0, dtypes.float32, 1)
   sink = out.index(0).store(big.index(0).load()).sink(arg=KernelInfo("big"))
   with pytest.raises(CompileError, match="sm_90 limit of 49152"): hcq_compile(sink, "sm_90")
-
-
-def test_tiled_matmul_compiles_to_ptx_in_under_50ms():
-  best = float("inf")
-  for _ in range(3):
-    sink = matmul_tiled_kernel(64, 8)
-    t0 = time.thread_time()
-    hcq_compile(sink, "sm_90")
-    best = min(best, time.thread_time() - t0)
-  assert best < 0.050, f"DSL -> PTX of the tiled matmul took {best * 1e3:.1f} ms (best of 3)"
 
 
 def test_tiled_matmul_sass_is_within_1_5x_of_clang(ptxas):
