@@ -42,7 +42,7 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
 def mock_amd_bnxt_os(config=None, gpus: int = 1, props=None, iface: str = "KFD") -> MockOS:
   """A MockOS with `gpus` mock AMD GPUs (behind /dev/kfd, or iface "PCI": mock Navi 31 functions for AM) and one mock
   Thor2 (config's bnxt_mock_* options) on the same mock PCI fabric: a GPU queue's stores to the NIC's BAR reach it
-  (amd/peer.py), the NIC's DMA reaches the GPUs' host-visible memory and VRAM BARs (MockOS.bar_to_host)."""
+  (mockgpu/peer.py), the NIC's DMA reaches the GPUs' host-visible memory and VRAM BARs (MockOS.bar_to_host)."""
   from .amd.device import add_amd_gpus
   from .bnxt import _add_nics
   os = MockOS(config)

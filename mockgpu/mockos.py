@@ -109,6 +109,18 @@ class MockProcess:
   def close(self) -> None: pass
 
 
+class IOMapping:
+  """A BAR window mapped as I/O memory (MockOS.map_bar_io): .addr, .size, .mmio (the function's window, stores keep
+  their width), .name; close() unmaps it."""
+
+  def __init__(self, os, addr: int, size: int, mmio, name: str):
+    self.os, self.addr, self.size, self.mmio, self.name = os, addr, size, mmio, name
+
+  def close(self) -> None:
+    if self.os is not None: self.os._unmap_io(self)
+    self.os = None
+
+
 class MockOS:
   """The OS interface in memory. `config` is an hcq Config (its sysfs/proc/dev roots are replaced by the mock's
   canonical /sys, /proc and /dev; its mock_* fields drive the models)."""
@@ -127,6 +139,7 @@ class MockOS:
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
     self.dmabufs: dict = {}     # fd -> DmaBufFile (export_bar_dmabuf)
+    self.io_maps: dict = {}     # address -> IOMapping (map_bar_io)
     self.memory.bus_to_host = self.bar_to_host
     self._usb: dict[tuple[int, int], list] = {}
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
@@ -281,6 +294,35 @@ class MockOS:
     mmio = getattr(node, "mmio", None)
     if mmio is None: raise OSCallError("mmap", path, errno.ENODEV, "no register window behind this file")
     return mmio(size, offset, name or path)
+
+  def map_bar_io(self, path: str, size: int, offset: int = 0, name: str = ""):
+    """A BAR window "mapped" as I/O memory: the mock reserves the addresses (PROT_NONE: a CPU access there is not
+    modelled; map_mmio's view is the CPU's way in) and remembers the window (an MMIOView of the function, stores keep
+    their width) for a mock kernel module that looks the mapping up by address (io_mapping: the mock RM's OS
+    descriptor of I/O memory, as os_lookup_user_io_memory follows the VMA's PFNs on Linux)."""
+    what = name or path
+    if offset % PAGE or size <= 0 or size % PAGE or offset < 0:
+      raise OSCallError("mmap", what, errno.EINVAL, f"{size:#x} bytes at {offset:#x}: offset and size must be positive "
+                        f"multiples of the page size ({PAGE:#x})")
+    node = self._node("mmap", path)
+    if getattr(node, "mmio", None) is None: raise OSCallError("mmap", path, errno.ENODEV, "not a BAR resource file")
+    view = node.mmio(size, offset, what)
+    addr = self.memory.alloc(size, reserve_only=True, what=f"I/O mapping of {what}")
+    mapping = IOMapping(self, addr, size, view, what)
+    with self._lock: self.io_maps[addr] = mapping
+    return mapping
+
+  def io_mapping(self, addr: int, size: int):
+    """The I/O mapping (map_bar_io) holding [addr, addr + size) whole, or None."""
+    with self._lock:
+      for m in self.io_maps.values():
+        if m.addr <= addr and addr + size <= m.addr + m.size: return m
+    return None
+
+  def _unmap_io(self, mapping) -> None:
+    with self._lock:
+      if self.io_maps.pop(mapping.addr, None) is None: return
+    self.memory.free(mapping.addr, mapping.size)
 
   def export_bar_dmabuf(self, path: str, size: int, offset: int = 0, name: str = ""):
     """A dma-buf of a BAR window (the mock models a BAR exporter explicitly; Linux 6.12 has none for a function

@@ -11,10 +11,13 @@ map_peer_bar):
   - the doorbell: the BAR2 page holding db_off (one 64-bit store: bnxt_hsi.h dbc_dbc; Linux bnxt_re qplib_res.h
     bnxt_qplib_ring_prod_db).
 A completion is new when the toggle bit of its cq_req equals 1 - the CQ's pass parity; the GPU waits until the dword
-holding cqe_type_toggle and status (roce_hsi.h struct cq_req, byte 24 and 25) shows that toggle with status OK, then
-returns the entry with the CQ doorbell. An entry with an error status never satisfies the wait: the submission's
-timeline wait ends in a timeout, and diagnose() then reads the entry and names its status (or the QP and the PSN it
-was waiting for when nothing came back).
+holding cqe_type_toggle and status (roce_hsi.h struct cq_req, byte 24 and 25) shows that toggle (one bit: what every
+GPU engine can wait on, NV's host semaphores included: ACQ_AND / ACQ_NOR), then returns the entry with the CQ
+doorbell. Its status is the host's to judge when the submission's timeline value is reached (retire): an error
+completion ends the GPU's wait as a good one does, and p2p.wait raises a CompletionError naming the QP, the PSN and
+the status at once instead of at the device timeout. For that the entries must still be there: at most CQ_DEPTH
+completions may wait unchecked (wait_completion refuses more). When nothing comes back the submission's timeline
+wait ends in a timeout, and diagnose() names the QP and the PSN the NIC was to complete.
 """
 from __future__ import annotations
 
@@ -24,11 +27,11 @@ from ...autogen import bnxt as hsi
 from ...errors import DeviceError, Timeout
 from ..hcq import memops
 from .dma import PAGE
-from .qp import CompletionError
+from .qp import CQ_DEPTH, CompletionError
 
 CQE_TOGGLE_DWORD = hsi.struct_cq_req.cqe_type_toggle.offset      # 24: cqe_type_toggle, status, reserved16_2
 CQE_STATUS_SHIFT = 8 * (hsi.struct_cq_req.status.offset - CQE_TOGGLE_DWORD)
-CQE_WAIT_MASK = hsi.CQ_REQ_TOGGLE | (0xFF << CQE_STATUS_SHIFT)
+CQE_WAIT_MASK = hsi.CQ_REQ_TOGGLE
 
 
 def coalesce(stores: list) -> list:
@@ -70,20 +73,34 @@ class GPUPoster:
     return [memops.write(self.sq_va + off, data) for off, data in coalesce(stores)] + [memops.store64(self.db_va, db)]
 
   def wait_completion(self) -> list:
-    """The elements that wait for the next completion with status OK and hand its CQ entry back (CQ doorbell)."""
+    """The elements that wait for the next completion (its toggle bit) and hand its CQ entry back (CQ doorbell);
+    its status is checked by retire()."""
+    unchecked = sum(len(e) for e in self.pending.values()) + len(self._new)
+    if unchecked >= CQ_DEPTH:
+      raise DeviceError(f"{self.qp.name}: {unchecked} completions posted by the GPU queue are not checked yet; the "
+                        f"{CQ_DEPTH}-entry CQ would overwrite them: wait (p2p.wait) for the earlier copies first")
     offset, toggle, db = self.qp.take_completion()
     psn, what = getattr(self, "_last", (self.qp.psn, "work request"))
     self._new.append((offset, toggle, psn, what))
-    return [memops.wait_eq(self.cq_va + offset + CQE_TOGGLE_DWORD, toggle | (hsi.CQ_REQ_STATUS_OK << CQE_STATUS_SHIFT),
-                           CQE_WAIT_MASK), memops.store64(self.db_va, db)]
+    return [memops.wait_eq(self.cq_va + offset + CQE_TOGGLE_DWORD, toggle, CQE_WAIT_MASK), memops.store64(self.db_va, db)]
 
   def submitted(self, value: int) -> None:
     """The completions waited for since the last call belong to the submission with timeline value `value`."""
     if self._new: self.pending[value], self._new = self._new, []
 
+  def _read(self, offset: int):
+    return hsi.struct_cq_req.from_buffer_copy(self.qp.cq.read(offset, ctypes.sizeof(hsi.struct_cq_req)))
+
   def retire(self, value: int) -> None:
-    """The host saw the timeline reach value: those submissions' completions were all good."""
-    for v in [v for v in self.pending if v <= value]: del self.pending[v]
+    """The host saw the timeline reach value: the GPU saw those submissions' completions. Each one's status is read
+    now; the first that is not OK raises its CompletionError (the QP is in error then, as the NIC moved it)."""
+    done = sorted(v for v in self.pending if v <= value)
+    entries = [e for v in done for e in self.pending.pop(v)]
+    for offset, toggle, psn, what in entries:
+      cqe = self._read(offset)
+      if (cqe.cqe_type_toggle & hsi.CQ_REQ_TOGGLE) == toggle and cqe.status != hsi.CQ_REQ_STATUS_OK:
+        self.qp.state = "ERR"
+        raise CompletionError(self.qp.name, cqe.status, f"{what} (PSN {psn:#x}), posted by the GPU queue")
 
   def diagnose(self, error: Timeout, value: int | None = None) -> DeviceError:
     """After a GPU wait on this QP timed out (for timeline value `value`, or any): a CompletionError for the first
@@ -92,7 +109,7 @@ class GPUPoster:
     qp = self.qp
     entries = [e for v in sorted(self.pending) if value is None or v <= value for e in self.pending[v]]
     for offset, toggle, psn, what in entries:
-      cqe = hsi.struct_cq_req.from_buffer_copy(qp.cq.read(offset, ctypes.sizeof(hsi.struct_cq_req)))
+      cqe = self._read(offset)
       if (cqe.cqe_type_toggle & hsi.CQ_REQ_TOGGLE) != toggle:
         return Timeout(f"{qp.name}: completion of {what} (PSN {psn:#x}) on CQ {qp.cq_id:#x}, awaited by the GPU queue "
                        f"({error.what})", f"toggle {toggle}", f"toggle {1 - toggle}", error.timeout_s)

@@ -7,7 +7,8 @@ Sender (`rdma_write`), one submission on the GPU's compute engine, after the ker
   flag := value (local slot)          then post RDMA WRITE flag -> remote flag: the NIC executes a QP's work requests
                                       in order and an RC responder places the messages in order (IBTA vol. 1 ch. 9.5
                                       and 10.8.3), so the flag lands after the payload
-  wait for both completions           the CQ entries' toggle bit with status OK; each handed back with the CQ doorbell
+  wait for both completions           the CQ entries' toggle bit, each handed back with the CQ doorbell (their
+                                      status: the host's check when the timeline value is reached, `wait`)
   timeline store                      (the runtime's)
 Receiver (`wait_arrival`): one submission that waits until the flag holds the value (WAIT_REG_MEM >=); the kernels
 submitted after it on that engine run after the data arrived.
@@ -120,7 +121,9 @@ def wait_arrival(gpu, flag_va: int, value: int) -> int:
 
 def wait(gpu, value: int, poster=None) -> None:
   """Wait on the host for a timeline value (bounded by the device's timeout); a timeout of a submission that waits
-  on the NIC becomes the NIC's error (poster.diagnose: an error completion, or the QP and PSN never answered)."""
+  on the NIC becomes the NIC's error (poster.diagnose: an error completion, or the QP and PSN never answered). Once
+  the value is reached, the completions the GPU waited for are checked (poster.retire): one with an error status
+  raises its CompletionError."""
   try: gpu.wait_value(value)
   except Timeout as e:
     if poster is None: raise

@@ -258,6 +258,28 @@ class NVDevice(HCQDevice):
 
   def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
 
+  # ---- another device in this GPU's address space (drivers/hcq/p2p.py: the GPU queue drives a NIC)
+  def map_host(self, va: int, size: int, what: str) -> int:
+    """Host memory another driver allocated, for this GPU's engines: not done here. hcq's NV GPU addresses are the
+    CPU addresses of memory registered at them (below 1 TiB: semaphore and pushbuffer addresses are 40-bit), which
+    another driver's memory is not; give that driver this GPU's host memory instead (p2p.QueueMemory)."""
+    raise DeviceError(f"{self.name}: {what} at {va:#x}+{size:#x} is not memory of this GPU; make it from the GPU's "
+                      f"host memory (drivers/hcq/p2p.py QueueMemory)")
+
+  def dma_pages(self, buf: Buffer) -> list[int]:
+    """The bus addresses of buf's 4 KiB pages for another device's DMA (a NIC memory region): host memory's pages
+    (os.phys_addrs). VRAM has none here (a peer would need BAR1 mappings, which hcq does not make): DeviceError."""
+    if buf.kind != "host":
+      raise DeviceError(f"{self.name}: {buf!r} is VRAM; on {self.label} a peer reaches only host memory "
+                        f"(alloc(host=True))")
+    return list(self.os.phys_addrs(buf.va, round_up(buf.size, 0x1000)))
+
+  def map_peer_bar(self, pci, index: int, size: int, offset: int, what: str) -> int:
+    """size bytes from offset of memory BAR `index` of another PCI function (a drivers/system PCIDevice) in this
+    GPU's address space, for the channels' semaphore releases (a NIC doorbell page): an RM OS descriptor of the
+    BAR's I/O mapping (rm.py map_io). Returns the GPU address; unmapped when the device closes."""
+    with self._open_lock(): return self.iface.map_io(pci.resource_path(index), size, offset, what).va
+
   # ---- programs
   def _load(self, image: bytes, name: str | None):
     where = f"{self.name}: load"

@@ -13,7 +13,18 @@
     copy -> OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA(NON_PIPELINED, pitch source and destination), per 1 GiB
     store/timestamp -> SET_SEMAPHORE_A/B/PAYLOAD/_UPPER + LAUNCH_DMA(FLUSH_ENABLE, semaphore release (with a
                        timestamp at +8), 64-bit payload): the copy engine's release after its copies are flushed
-    barrier -> nothing (the copy engine runs its methods in order)"""
+    barrier -> nothing (the copy engine runs its methods in order)
+  memory elements (drivers/hcq/memops.py: a GPU queue driving a NIC), host class semaphores on either channel
+  (NVIDIA open-gpu-doc manuals/ampere/ga100/dev_pbdma.ref.txt, SEM_EXECUTE; operations of clc56f.h/clc86f.h):
+    mem_write -> a RELEASE with WFI per dword, 64-bit where two dwords start 8-byte aligned: the stores reach memory
+                 in order, after the channel's earlier work is done
+    mem_store64 -> one RELEASE with a 64-bit payload (a doorbell)
+    mem_wait_eq -> a 32-bit ACQUIRE (semaphore == payload) when the mask is the whole word; for a one-bit mask
+                   ACQ_AND (bit set: "semaphore AND payload is not zero") or ACQ_NOR with the other bits (bit clear:
+                   "semaphore NOR payload is not zero"); a mask of several bits has no acquire and is refused
+    mem_wait_ge -> a 32-bit ACQ_STRICT_GEQ (unsigned semaphore >= payload)
+  An acquire that never succeeds ends in the PBDMA's acquire timeout on hardware (NV_PBDMA_ACQUIRE_TIMEOUT) and
+  in the device timeout of the host's wait for the submission."""
 from __future__ import annotations
 
 from ...compiler.ir import PatternMatcher
@@ -21,6 +32,7 @@ from ...compiler.queue import QPat
 from ...errors import DeviceError
 from ..hcq.cmdbuf import Patch, hi, lo
 from ..hcq.engine import packets, unsupported, value_of
+from ..hcq.memops import MPat
 from . import gpfifo as G
 
 COMPUTE, COPY = "compute", "copy"
@@ -82,6 +94,47 @@ def _copy(ctx, dst, src, nbytes):
   return packets(COPY, copy_words(value_of(dst), value_of(src), n))
 
 
+def _mem_write(engine):
+  def lower_(ctx, ins, addr):
+    base, words = value_of(addr), [value_of(w) for w in ins.src[1:]]
+    if not isinstance(base, int) or not all(isinstance(w, int) for w in words):
+      raise DeviceError("queue lowering: a memory write needs a constant address and data")
+    out, i = [], 0
+    while i < len(words):
+      a = base + 4 * i
+      if a % 8 == 0 and i + 1 < len(words):     # two dwords as one 64-bit release (dev_pbdma: 8-byte aligned)
+        out += G.method(G.SUBC_HOST, G.SEM_ADDR_LO, lo(a), hi(a), words[i], words[i + 1],
+                        G.SEM_OP_RELEASE | G.SEM_RELEASE_WFI | G.SEM_PAYLOAD_64)
+        i += 2
+      else:
+        out += G.method(G.SUBC_HOST, G.SEM_ADDR_LO, lo(a), hi(a), words[i], 0, G.SEM_OP_RELEASE | G.SEM_RELEASE_WFI)
+        i += 1
+    return packets(engine, out)
+  return lower_
+
+
+def _mem_wait_eq(engine):
+  def lower_(ctx, addr, ref, mask):
+    r, m = value_of(ref), value_of(mask)
+    if m == 0xFFFFFFFF: return _sem(engine, value_of(addr), r, G.SEM_OP_ACQUIRE)
+    if isinstance(m, int) and m and m & (m - 1) == 0:
+      if r & m: return _sem(engine, value_of(addr), m, G.SEM_OP_ACQ_AND)
+      return _sem(engine, value_of(addr), ~m & 0xFFFFFFFF, G.SEM_OP_ACQ_NOR)
+    raise DeviceError(f"queue lowering: a wait until (mem & {m:#x}) == {r:#x} has no semaphore acquire on the "
+                      f"{engine} channel: ACQUIRE compares the whole word, ACQ_AND/ACQ_NOR test single bits")
+  return lower_
+
+
+def _memops(engine) -> list:
+  return [
+    (MPat.write(), _mem_write(engine)),
+    (MPat.store64(), lambda ctx, addr, value: _sem(engine, value_of(addr), value_of(value),
+                                                   G.SEM_OP_RELEASE | G.SEM_RELEASE_WFI | G.SEM_PAYLOAD_64)),
+    (MPat.wait_eq(), _mem_wait_eq(engine)),
+    (MPat.wait_ge(), lambda ctx, addr, ref: _sem(engine, value_of(addr), value_of(ref), G.SEM_OP_ACQ_STRICT_GEQ)),
+  ]
+
+
 INVALIDATE = G.INVALIDATE_INSTRUCTION | G.INVALIDATE_GLOBAL_DATA | G.INVALIDATE_CONSTANT
 
 pm_compute = PatternMatcher([
@@ -92,6 +145,7 @@ pm_compute = PatternMatcher([
                                                                    INVALIDATE))),
   (QPat.call("prog", "call"), _call),
   (QPat.copy("dst", "src", "nbytes"), lambda ctx, dst, src, nbytes: unsupported("a copy", COMPUTE)),
+  *_memops(COMPUTE),
 ])
 
 pm_copy = PatternMatcher([
@@ -101,6 +155,7 @@ pm_copy = PatternMatcher([
   (QPat.barrier("ins"), lambda ctx, ins: packets(COPY, [])),
   (QPat.copy("dst", "src", "nbytes"), _copy),
   (QPat.call("prog", "call"), lambda ctx, prog, call: unsupported("a kernel launch", COPY)),
+  *_memops(COPY),
 ])
 
 MATCHERS = {COMPUTE: pm_compute, COPY: pm_copy}

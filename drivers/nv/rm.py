@@ -65,9 +65,9 @@ class Mem:
   va: int
   size: int
   handle: int
-  kind: str                      # "vram", "sysmem" (uncached system memory) or "host" (an OS descriptor)
+  kind: str                      # "vram", "sysmem" (uncached system memory), "host" (an OS descriptor) or "io"
   cpu: memoryview | None
-  fd: object = None              # the device fd of the CPU mapping
+  fd: object = None              # the device fd of the CPU mapping; for "io" the process's I/O mapping of the BAR
 
 
 @dataclasses.dataclass
@@ -286,9 +286,9 @@ class RMIface:
       handle = self._handles = self._handles + 1
       a = m.nv_ioctl_nvos02_parameters_with_fd(params=m.NVOS02_PARAMETERS(
         hRoot=self.root, hObjectParent=self.device, hObjectNew=handle, hClass=m.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
-        pMemory=va, limit=size - 1,
-        flags=nv_series.drf(m, "NVOS02_FLAGS_PHYSICALITY", "NONCONTIGUOUS") | nv_series.drf(m, "NVOS02_FLAGS_COHERENCY", "CACHED")),
-        fd=-1)
+        pMemory=va, limit=size - 1, flags=nv_series.drf(m, "NVOS02_FLAGS_PHYSICALITY", "NONCONTIGUOUS") |
+        nv_series.drf(m, "NVOS02_FLAGS_COHERENCY", "CACHED") | nv_series.drf(m, "NVOS02_FLAGS_MAPPING", "NO_MAP")),
+        fd=-1)      # escape.c RmAllocOsDescriptor refuses an OS descriptor whose MAPPING is not NO_MAP
       try: self._escape(self.dev, m.NV_ESC_RM_ALLOC_MEMORY, a, f"of {size:#x} bytes of host memory at {va:#x}")
       except BaseException:
         osi.free_anon(va, size)
@@ -323,6 +323,49 @@ class RMIface:
       except (DeviceError, OSError) as cleanup: e.add_note(f"{self.label}: freeing it failed too: {cleanup}")
       raise
     if mapped: mem.cpu = osi.memview(va, size)
+    self._mems[va] = mem
+    return mem
+
+  def map_io(self, path: str, size: int, offset: int, what: str) -> Mem:
+    """size bytes from offset of another PCI function's memory BAR (its sysfs resource file) in the GPU's address
+    space: the BAR mapped into the process as I/O memory (os.map_bar_io), registered as an OS descriptor
+    (RM_ALLOC_MEMORY of NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: os_lock_user_pages fails on a VM_IO|VM_PFNMAP VMA and
+    RmCreateOsDescriptor (escape.c) takes it as NVOS32_DESCRIPTOR_TYPE_OS_IO_MEMORY through os_lookup_user_io_memory
+    (os-mlock.c); osCreateOsDescriptorFromIoMemory (osmemdesc.c) wants it UNCACHED and CONTIGUOUS, and, since
+    os_desc_mem.c forces PEER_MAP_OVERRIDE_REQUIRED, a root process or nvidia.ko's PeerMappingOverride=1), then
+    mapped at a GPU VA of hcq's range (RM_MAP_MEMORY_DMA, UVM external range) like any memory. The GPU's stores there
+    are peer writes to the function. The process's I/O mapping is kept until free()."""
+    size = round_up(size, PAGE)
+    osi, m = self.os, self.rm
+    try: io = osi.map_bar_io(path, size, offset, what)
+    except OSCallError as e: raise DeviceError(f"{self.label}: cannot map {what} into the process: {e}") from None
+    va = handle = None
+    try:
+      va = self._reserve(size, reserve_only=True)
+      handle = self._handles = self._handles + 1
+      a = m.nv_ioctl_nvos02_parameters_with_fd(params=m.NVOS02_PARAMETERS(
+        hRoot=self.root, hObjectParent=self.device, hObjectNew=handle, hClass=m.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+        pMemory=io.addr, limit=size - 1, flags=nv_series.drf(m, "NVOS02_FLAGS_PHYSICALITY", "CONTIGUOUS") |
+        nv_series.drf(m, "NVOS02_FLAGS_COHERENCY", "UNCACHED") | nv_series.drf(m, "NVOS02_FLAGS_MAPPING", "NO_MAP")),
+        fd=-1)
+      try: self._escape(self.dev, m.NV_ESC_RM_ALLOC_MEMORY, a, f"of {what} (I/O memory at {io.addr:#x}+{size:#x})")
+      except RMError as e:
+        if e.status_name == "NV_ERR_INSUFFICIENT_PERMISSIONS":
+          raise DeviceError(f"{e}: nvidia.ko maps another device's BAR into a GPU only for root or with "
+                            f"NVreg_RegistryDwords=\"PeerMappingOverride=1\" (osCreateOsDescriptorFromIoMemory)") from None
+        raise
+    except BaseException:
+      if va is not None:
+        osi.free_anon(va, size)
+        self._unreserve(va)
+      io.close()
+      raise
+    mem = Mem(va, size, handle, "io", None, fd=io)
+    try: self._map_to_gpu(mem)
+    except BaseException as e:
+      try: self._release(mem)
+      except (DeviceError, OSError) as cleanup: e.add_note(f"{self.label}: freeing it failed too: {cleanup}")
+      raise
     self._mems[va] = mem
     return mem
 

@@ -135,6 +135,12 @@ class OSInterface(Protocol):
     region's offset plus the window's), shared; at the fixed process address addr when given
     (MAP_FIXED_NOREPLACE: an address in use is an error). The view's close() unmaps it."""
 
+  def map_bar_io(self, path: str, size: int, offset: int = 0, name: str = "") -> MMIOView:
+    """size bytes of a memory BAR (its sysfs resourceN file) from `offset` mapped into this process as I/O memory
+    (Linux: an mmap of the resource file, a VM_IO|VM_PFNMAP mapping), for a driver that hands the mapping's address
+    (the view's .addr) to its kernel module: nvidia.ko's OS descriptor of I/O memory (escape.c RmCreateOsDescriptor
+    falls back to os_lookup_user_io_memory, os-mlock.c). The view's close() unmaps it."""
+
   def export_bar_dmabuf(self, path: str, size: int, offset: int = 0, name: str = "") -> FileHandle:
     """A dma-buf (its file) exporting size bytes of a memory BAR (its sysfs resourceN file) from `offset`, for another
     device to import (peer-to-peer: a GPU queue ringing a NIC doorbell; KFD imports it with AMDKFD_IOC_IMPORT_DMABUF).

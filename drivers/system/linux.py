@@ -354,6 +354,11 @@ class LinuxOS:
     finally: f.close()
     return MemoryMMIO(addr, size, name or path, mapped_size=size)
 
+  def map_bar_io(self, path: str, size: int, offset: int = 0, name: str = "") -> MemoryMMIO:
+    """An mmap of the sysfs resource file: pci_mmap_resource_range (drivers/pci/mmap.c) maps it with
+    io_remap_pfn_range, so the VMA is VM_IO|VM_PFNMAP, which nvidia.ko's os_lookup_user_io_memory accepts."""
+    return self.map_mmio(path, size, offset, name)
+
   def export_bar_dmabuf(self, path: str, size: int, offset: int = 0, name: str = ""):
     """Linux 6.12 has no way for a process to export a PCI BAR it drives from userspace as a dma-buf: sysfs resource
     files are only mmapped, and VFIO's only dma-buf ioctl is VFIO_DEVICE_GET_GFX_DMABUF for a mediated device's

@@ -11,7 +11,7 @@ from array import array
 
 from ...drivers.system import libc
 from ...errors import GPUFault
-from .peer import PeerWindows
+from ..peer import PeerWindows
 
 _u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
 

@@ -317,7 +317,7 @@ class KFDModel:
 
   def _AMDKFD_IOC_IMPORT_DMABUF(self, file, a, fail):
     """A dma-buf of another PCI function's BAR (MockOS.export_bar_dmabuf) at va_addr: mapped to a GPU, its pages
-    are a peer window of that GPU (peer.py), which amdgpu allows when the two functions can reach each other
+    are a peer window of that GPU (mockgpu/peer.py), which amdgpu allows when the two functions can reach each other
     (amdgpu_dma_buf.c amdgpu_dma_buf_attach: pci_p2pdma_distance; the mock's fabric connects every function). The VA
     must be page aligned and inside memory the process reserved (as for VRAM allocations)."""
     gpu = self._gpu(a.gpu_id, fail)

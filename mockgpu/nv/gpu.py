@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from ...errors import GPUFault, HCQError, QueueError
 from ...drivers.system.interrupts import held as held_interrupt
 from ...autogen.nv import clc7b5 as _clc7b5
+from ..peer import PeerWindows
 from . import abi, qmd, sm as SM
 
 NO_TOKEN = 0xFFFFFFFF
@@ -141,6 +142,9 @@ class MockNVGPU:
     self.name = f"mock {props.chip} #{index}"
     self.uuid = bytes([0x4E, 0x56, index]) + bytes(13)
     self.ranges = GPUMemory()
+    # another PCI function's BAR pages in this GPU's VA space (an OS descriptor of I/O memory mapped by RM, rm.py): a
+    # semaphore release there is a posted write of its width to that function, an acquire a read (mockgpu/peer.py)
+    self.peers = PeerWindows()
     self.lock = threading.RLock()
     self.channels: list[Channel] = []
     self.threaded = bool(os.config.mock_threaded)
@@ -172,23 +176,32 @@ class MockNVGPU:
     for start, end in self._seen:
       if start <= addr and addr + size <= end: return
     rng = ranges.range_of(addr)
-    if rng is None or addr + size > rng[1]: raise GPUFault(f"{self.name}: {what} at {addr:#x}", address=addr, kind="page fault")
+    if rng is None or addr + size > rng[1]:
+      if self.peers.windows: self.peers.refuse_bulk(addr, size, f"{self.name}: {what}")
+      raise GPUFault(f"{self.name}: {what} at {addr:#x}", address=addr, kind="page fault")
     if len(self._seen) >= 8: self._seen.pop(0)
     self._seen.append(rng)
 
+  def _peer(self, addr: int, size: int):
+    return self.peers.find(addr, size) if self.peers.windows else None
+
   def read32(self, addr: int, what: str = "read") -> int:
+    if (w := self._peer(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
     self.check(addr, 4, what)
     return ctypes.c_uint32.from_address(addr).value
 
   def read64(self, addr: int, what: str = "read") -> int:
+    if (w := self._peer(addr, 8)) is not None: return w.read(addr, 8, f"{self.name}: {what}")
     self.check(addr, 8, what)
     return ctypes.c_uint64.from_address(addr).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
+    if (w := self._peer(addr, 4)) is not None: return w.write(addr, 4, value, f"{self.name}: {what}")
     self.check(addr, 4, what)
     ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
+    if (w := self._peer(addr, 8)) is not None: return w.write(addr, 8, value, f"{self.name}: {what}")
     self.check(addr, 8, what)
     ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
 
@@ -202,6 +215,17 @@ class MockNVGPU:
 
   def map_range(self, va: int, size: int) -> None:
     with self.lock: self.ranges.add_range(va, size)
+
+  def map_peer(self, va: int, size: int, mmio, offset: int, name: str) -> None:
+    """Another PCI function's BAR window (an MMIOView) at va: the host's semaphore stores there reach its model."""
+    with self.lock:
+      rng = self.ranges.range_of(va)
+      if rng is not None or self.ranges.range_of(va + size - 1) is not None:
+        raise ValueError(f"peer window {va:#x}+{size:#x} overlaps GPU memory")
+      self.peers.add(va, size, mmio, offset, name)
+
+  def unmap_peer(self, va: int) -> None:
+    with self.lock: self.peers.remove(va)
 
   def unmap_range(self, va: int) -> None:
     with self.lock: self.ranges.remove_range(va)
@@ -396,6 +420,12 @@ class MockNVGPU:
     payload = get((subc, HOST_SEM_PAYLOAD_LO), 0) | get((subc, HOST_SEM_PAYLOAD_HI), 0) << 32
     wide = value & SEM_PAYLOAD_64
     op = value & 7
+    # dev_pbdma.ref.txt SEM_EXECUTE: a 64-bit payload needs an 8-byte aligned address, a release with a timestamp a
+    # 16-byte aligned one; else Host raises NV_PBDMA_INTR_0_SEMAPHORE
+    need = 16 if op == SEM_OP_RELEASE and value & SEM_RELEASE_TIMESTAMP else 8 if wide else 4
+    if addr % need:
+      raise QueueError(ch.name, f"SEM_EXECUTE {value:#x} at semaphore address {addr:#x}: not {need}-byte aligned "
+                                f"(NV_PBDMA_INTR_0_SEMAPHORE)")
     if op == SEM_OP_RELEASE:
       if wide: self.write64(addr, payload, "semaphore release")
       else: self.write32(addr, payload, "semaphore release")

@@ -131,6 +131,9 @@ class RMModel:
     self.uvm_ranges: dict[int, list] = {}     # base -> [length, memory object or None]
     self.uvm_index = Intervals()               # the same ranges by address: an overlap check is O(log n)
     self.vidmem_used: dict[int, int] = {}      # id(gpu) -> bytes of NV1_MEMORY_USER objects (no walk per allocation)
+    # whether an OS descriptor of I/O memory (a peer's BAR) is allowed: the process is root, or nvidia.ko was loaded
+    # with NVreg_RegistryDwords="PeerMappingOverride=1" (osCreateOsDescriptorFromIoMemory); tests turn it off
+    self.peer_mapping_override = True
     # the unix layer's *_with_fd wrappers (nv-unix-nvos-params-wrappers.h) are given to their handlers as is
     self.escapes = {m.NV_ESC_RM_ALLOC: (m.NVOS21_PARAMETERS, self._alloc), m.NV_ESC_RM_FREE: (m.NVOS00_PARAMETERS, self._free),
                     m.NV_ESC_RM_CONTROL: (m.NVOS54_PARAMETERS, self._control),
@@ -342,7 +345,10 @@ class RMModel:
     for c in list(o.children): self._destroy(c)
     o.children.clear()
     if o.channel is not None: o.gpu.remove_channel(o.channel)
-    if o.data.get("gpu_mapped"):
+    if o.data.get("gpu_mapped") == "peer":
+      try: o.gpu.unmap_peer(o.va)
+      except ValueError: pass
+    elif o.data.get("gpu_mapped"):
       try: o.gpu.unmap_range(o.va)
       except KeyError: pass
     if self.objects.pop((o.client, o.handle), None) is not None and o.cls == abi.NV1_MEMORY_USER:
@@ -434,13 +440,37 @@ class RMModel:
     if parent.cls not in PARENTS[a.hClass]:
       raise RMStatus("NV_ERR_INVALID_OBJECT_PARENT", f"OS descriptor under {abi.class_name(parent.cls)}")
     size = a.limit + 1
+    m, flags = self.m, a.flags
+    field = lambda name: nv_series.drf_get(m, f"NVOS02_FLAGS_{name}", flags)
+    # escape.c RmAllocOsDescriptor: an OS descriptor is PCI memory that RM never maps to the CPU itself
+    if field("LOCATION") != m.NVOS02_FLAGS_LOCATION_PCI or field("MAPPING") != m.NVOS02_FLAGS_MAPPING_NO_MAP:
+      raise RMStatus("NV_ERR_INVALID_FLAGS", f"OS descriptor flags {flags:#x}: LOCATION must be PCI and MAPPING NO_MAP")
+    if a.pMemory % PAGE: raise RMStatus("NV_ERR_NOT_SUPPORTED", f"pMemory {a.pMemory:#x} is not page aligned")
     host = self.os.memory.find(a.pMemory)
-    if a.pMemory % PAGE or host is None or a.pMemory + size > host[0] + host[1] or "(reserved)" in host[2]:
-      raise RMStatus("NV_ERR_INVALID_ADDRESS", f"pMemory {a.pMemory:#x}+{size:#x} is not host memory of this process")
+    io = None
+    if host is None or a.pMemory + size > host[0] + host[1] or "(reserved)" in host[2]:
+      # os_lock_user_pages failed: RmCreateOsDescriptor tries the range as I/O memory (os_lookup_user_io_memory: one
+      # VM_IO|VM_PFNMAP VMA holding it all); osCreateOsDescriptorFromIoMemory wants it uncached and contiguous, and
+      # os_desc_mem.c forces PEER_MAP_OVERRIDE_REQUIRED: root or the PeerMappingOverride registry key
+      lookup = getattr(self.os, "io_mapping", None)
+      io = lookup(a.pMemory, size) if lookup is not None else None
+      if io is None:
+        raise RMStatus("NV_ERR_INVALID_ADDRESS", f"pMemory {a.pMemory:#x}+{size:#x} is neither host memory of this "
+                       f"process nor inside one I/O mapping")
+      if field("COHERENCY") != m.NVOS02_FLAGS_COHERENCY_UNCACHED or \
+         field("PHYSICALITY") != m.NVOS02_FLAGS_PHYSICALITY_CONTIGUOUS:
+        raise RMStatus("NV_ERR_INVALID_FLAGS", f"I/O memory at {a.pMemory:#x} ({io.name}): flags {flags:#x} must be "
+                       f"COHERENCY UNCACHED and PHYSICALITY CONTIGUOUS (osCreateOsDescriptorFromIoMemory)")
+      if not self.peer_mapping_override:
+        raise RMStatus("NV_ERR_INSUFFICIENT_PERMISSIONS", f"I/O memory at {a.pMemory:#x} ({io.name}): peer mappings "
+                       f"need root or PeerMappingOverride (osCreateOsDescriptorFromIoMemory)")
     handle = a.hObjectNew or next(self._rm_handles)
     if (client, handle) in self.objects: raise RMStatus("NV_ERR_INSERT_DUPLICATE_NAME", f"handle {handle:#x}")
     o = RMObject(client, handle, a.hClass, parent, parent.gpu)
-    o.size, o.va, o.kind = size, a.pMemory, "host"
+    if io is None: o.size, o.va, o.kind = size, a.pMemory, "host"
+    else:
+      o.size, o.va, o.kind = size, None, "io"
+      o.data["io"] = (io.mmio, a.pMemory - io.addr, io.name)
     self.objects[(client, handle)] = o
     parent.children.append(o)
     a.hObjectNew, a.status = handle, 0
@@ -516,6 +546,14 @@ class RMModel:
     if a.offset != 0 or a.length != o.size:
       raise RMStatus("NV_ERR_INVALID_LIMIT", f"offset {a.offset:#x} length {a.length:#x} (whole objects only)")
     if o.data.get("gpu_mapped"): raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"memory {o.handle:#x} is mapped already")
+    if o.kind == "io":      # the function's BAR pages at dmaOffset: a peer window of the GPU (mockgpu/peer.py)
+      if a.dmaOffset % PAGE: raise RMStatus("NV_ERR_INVALID_OFFSET", f"dmaOffset {a.dmaOffset:#x} is not page aligned")
+      mmio, offset, name = o.data["io"]
+      try: o.gpu.map_peer(a.dmaOffset, o.size, mmio, offset, name)
+      except ValueError as e: raise RMStatus("NV_ERR_INVALID_ADDRESS", str(e)) from None
+      o.va, o.data["gpu_mapped"] = a.dmaOffset, "peer"
+      a.status = 0
+      return
     self._back(o, a.dmaOffset, "GPU mapping")
     try: o.gpu.map_range(o.va, o.size)
     except ValueError as e: raise RMStatus("NV_ERR_INVALID_ADDRESS", str(e)) from None

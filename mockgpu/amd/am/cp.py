@@ -398,7 +398,7 @@ class CommandProcessors:
         else:
           off = self._window_file(addr, span)
           if off is None:
-            off = self._peer_bar(addr, span)       # another function's register BAR: a peer window (amd/peer.py)
+            off = self._peer_bar(addr, span)       # another function's register BAR: a peer window (mockgpu/peer.py)
             if off is None: continue
       else:
         if addr - fb < 0 or addr - fb + span > vram_size: continue

@@ -383,7 +383,7 @@ class NativeBlock:
     if idx is not None:
       idx = np.ascontiguousarray(idx, np.int64)
     # one snapshot of the mapped ranges (GPUMemory.arrays: the RangeTable's starts and ends as numpy arrays); peer
-    # windows (amd/peer.py) are not in it, so a shader's access there faults here as on the numpy path
+    # windows (mockgpu/peer.py) are not in it, so a shader's access there faults here as on the numpy path
     starts, ends = st.mem.mem.arrays()
     sp = (ctypes.c_void_p * len(rows))(*[a.ctypes.data for a in rows])
     vp = (ctypes.c_void_p * max(1, len(vrows)))(*[a.ctypes.data for a in vrows])

@@ -2,11 +2,14 @@
 space, so that a command processor's store to them is a posted memory write to that function (a NIC doorbell rung by
 a GPU queue).
 
-On Linux the GPU gets such a mapping by importing a dma-buf that exports the BAR pages (amdgpu's importer checks that
-the two functions can reach each other: amdgpu_dma_buf.c amdgpu_dma_buf_attach, pci_p2pdma_distance); the mock KFD's
-AMDKFD_IOC_IMPORT_DMABUF (kfd.py) adds one window per mapped import. A store keeps its width: a 64-bit store (COPY_DATA
-with COUNT_SEL, SDMA's 64-bit writes) is one 8-byte write at the function, a 32-bit one (each WRITE_DATA dword) a
-4-byte write, which is what the target model sees and judges (the mock Thor2 refuses a doorbell in two halves).
+Shared by the mock GPUs of every vendor. On Linux an AMD GPU gets such a mapping by importing a dma-buf that exports
+the BAR pages (amdgpu's importer checks that the two functions can reach each other: amdgpu_dma_buf.c
+amdgpu_dma_buf_attach, pci_p2pdma_distance); the mock KFD's AMDKFD_IOC_IMPORT_DMABUF (amd/kfd.py) adds one window per
+mapped import, the mock AM GPU one per system PTE run that hits a register BAR (amd/am/cp.py). An NVIDIA GPU gets it
+from an RM OS descriptor of the BAR's I/O mapping (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR over a VM_IO|VM_PFNMAP mapping:
+nvidia.ko escape.c RmCreateOsDescriptor, os-mlock.c os_lookup_user_io_memory) mapped into its VA space (nv/rm.py).
+A store keeps its width: a 64-bit store (COPY_DATA with COUNT_SEL, SDMA's 64-bit writes, a 64-bit semaphore release)
+is one 8-byte write at the function, a 32-bit one (each WRITE_DATA dword, a 32-bit release) a 4-byte write, which is what the target model sees and judges (the mock Thor2 refuses a doorbell in two halves).
 Bulk accesses (copies, fills, reads of command streams) are refused with a GPUFault naming the window: the mock does
 not model a peer BAR as memory.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 import bisect
 import threading
 
-from ...errors import GPUFault
+from ..errors import GPUFault
 
 
 class PeerWindow:
