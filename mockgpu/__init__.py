@@ -40,19 +40,24 @@ def mock_amd_os(config=None, gpus: int = 1, props=None) -> MockOS:
 
 
 def mock_amd_bnxt_os(config=None, gpus: int = 1, props=None, iface: str = "KFD") -> MockOS:
-  """A MockOS with `gpus` mock AMD GPUs (behind /dev/kfd, or iface "PCI": mock Navi 31 functions for AM) and one mock
-  Thor2 (config's bnxt_mock_* options) on the same mock PCI fabric: a GPU queue's stores to the NIC's BAR reach it
-  (mockgpu/peer.py), the NIC's DMA reaches the GPUs' host-visible memory and VRAM BARs (MockOS.bar_to_host)."""
+  """A MockOS with `gpus` mock AMD GPUs (behind /dev/kfd, or iface "PCI": mock Navi 31 functions for AM; or iface
+  "RM": mock NV GPUs behind nvidia.ko, config.nv_mock_gpu) and one mock Thor2 (config's bnxt_mock_* options) on the
+  same mock PCI fabric: a GPU queue's stores to the NIC's BAR reach it (mockgpu/peer.py), the NIC's DMA reaches the
+  GPUs' host-visible memory and VRAM BARs (MockOS.bar_to_host)."""
   from .amd.device import add_amd_gpus
   from .bnxt import _add_nics
   os = MockOS(config)
   try:
-    if iface == "PCI":
+    if iface == "RM":
+      from .nv.device import add_nv_gpus
+      add_nv_gpus(os, gpus, os.config.nv_mock_gpu)
+    elif iface == "PCI":
       from .amd.am.gpu import add_navi31
       for i in range(gpus): add_navi31(os, f"0000:{3 + i:02x}:00.0", vf=os.config.mock_am_vf,
                                        iommu=os.config.mock_am_iommu or None)
     else: add_amd_gpus(os, gpus, props)
-    _add_nics(os, os.config, 0)
+    # the NIC after the GPUs' buses (mock NV GPUs sit at 0x40 + index, mock AMD ones below)
+    _add_nics(os, os.config, 0, bus=0x41 if iface != "RM" else 0x40 + max(gpus, 1))
   except BaseException:
     os.close()
     raise

@@ -72,13 +72,19 @@ class GPUPoster:
     self._last = (psn, f"RDMA WRITE of {size} bytes to {remote_va:#x} (rkey {rkey:#x})")
     return [memops.write(self.sq_va + off, data) for off, data in coalesce(stores)] + [memops.store64(self.db_va, db)]
 
+  def room(self, completions: int) -> None:
+    """Refuse, before anything is reserved in the SQ or CQ, a submission whose completions would make more than the
+    CQ holds unchecked (retire reads each entry: the CQ must not have wrapped over it)."""
+    unchecked = sum(len(e) for e in self.pending.values()) + len(self._new)
+    if unchecked + completions > CQ_DEPTH:
+      raise DeviceError(f"{self.qp.name}: {unchecked} completions posted by the GPU queue are not checked yet; "
+                        f"{completions} more would overwrite them in the {CQ_DEPTH}-entry CQ: wait (p2p.wait) for the "
+                        f"earlier copies first")
+
   def wait_completion(self) -> list:
     """The elements that wait for the next completion (its toggle bit) and hand its CQ entry back (CQ doorbell);
     its status is checked by retire()."""
-    unchecked = sum(len(e) for e in self.pending.values()) + len(self._new)
-    if unchecked >= CQ_DEPTH:
-      raise DeviceError(f"{self.qp.name}: {unchecked} completions posted by the GPU queue are not checked yet; the "
-                        f"{CQ_DEPTH}-entry CQ would overwrite them: wait (p2p.wait) for the earlier copies first")
+    self.room(1)
     offset, toggle, db = self.qp.take_completion()
     psn, what = getattr(self, "_last", (self.qp.psn, "work request"))
     self._new.append((offset, toggle, psn, what))

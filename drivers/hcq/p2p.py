@@ -13,8 +13,8 @@ Sender (`rdma_write`), one submission on the GPU's compute engine, after the ker
 Receiver (`wait_arrival`): one submission that waits until the flag holds the value (WAIT_REG_MEM >=); the kernels
 submitted after it on that engine run after the data arrived.
 
-The NIC side is a `poster` (drivers/bnxt/gpuq.py GPUPoster): post_write(remote_va, rkey, local_va, lkey, size) and
-wait_completion() give queue elements, submitted(value) / retire(value) track which submission waits for which
+The NIC side is a `poster` (drivers/bnxt/gpuq.py GPUPoster): room(completions) refuses a submission the CQ cannot
+hold unchecked, post_write(remote_va, rkey, local_va, lkey, size) and wait_completion() give queue elements, submitted(value) / retire(value) track which submission waits for which
 completions, diagnose(timeout, value) turns a GPU wait that timed out into the NIC's own error.
 The GPU side is an HCQDevice with map_host(va, size, what), map_peer_bar(pci, bar, size, offset, what) and
 dma_pages(buf) (AMD: drivers/amd/device.py); a NIC whose queues must live in the GPU's memory takes QueueMemory(gpu). Neither driver imports the other: this module joins them.
@@ -99,6 +99,7 @@ def rdma_write(gpu, poster, src: Local, dst: Remote, nbytes: int, flag: tuple[Lo
   if nbytes <= 0 or offset < 0 or dst_offset < 0 or offset + nbytes > src.size or dst_offset + nbytes > dst.size:
     raise DeviceError(f"{gpu.name}: RDMA copy of {nbytes} bytes from {src.va:#x}+{offset:#x} (of {src.size:#x}) to "
                       f"remote {dst.va:#x}+{dst_offset:#x} (of {dst.size:#x}) is outside a buffer")
+  poster.room(1 if flag is None else 2)      # refused before the NIC's queues are touched
   elements = [Q.barrier(), *poster.post_write(dst.va + dst_offset, dst.rkey, src.va + offset, src.lkey, nbytes)]
   waits = poster.wait_completion()
   if flag is not None:

@@ -14,13 +14,13 @@ def open_bnxt_mock(config, index: int = 0):
     raise
 
 
-def _add_nics(os, config, index: int):
+def _add_nics(os, config, index: int, bus: int = 0x41):
   from .nic import MockThor2
   nic = None
   for i in range(index + 1):
     last = i == index
     mac = bytes.fromhex(config.bnxt_mock_mac) if last and config.bnxt_mock_mac else bytes([2, 0, 0, 0, 0, i + 1])
-    nic = MockThor2(addr=f"0000:{0x41 + i:02x}:00.0", mac=mac, port_id=0,
+    nic = MockThor2(addr=f"0000:{bus + i:02x}:00.0", mac=mac, port_id=0,
                     udp_port=config.bnxt_mock_port if last else 0,
                     peer_port=(config.bnxt_mock_peer or None) if last else None,
                     pcap=(config.bnxt_mock_pcap or None) if last else None,
