@@ -123,8 +123,9 @@ def _mock_os(vendor: str, iface: str, index: int, cfg):
 
 
 def _mock_fabric_os(cfg, gpus: int, iface: str = "KFD"):
-  """A MockOS with `gpus` mock AMD GPUs (behind /dev/kfd, or "PCI": for AM) and a mock Thor2 on one PCI fabric, for
-  tools that join the two drivers (`hcq rdma gpu --mock`: a GPU queue rings the NIC's doorbell)."""
+  """A MockOS with `gpus` mock GPUs (AMD behind /dev/kfd, "PCI": AMD for AM, "RM": NV behind nvidia.ko) and a mock
+  Thor2 on one PCI fabric, for tools that join the two drivers (`hcq rdma gpu --mock`: a GPU queue rings the NIC's
+  doorbell)."""
   from .mockgpu import mock_amd_bnxt_os  # the mock plugs in here too (as in _open_one)
   return mock_amd_bnxt_os(cfg, gpus=gpus, iface=iface)
 

@@ -86,13 +86,14 @@ def register(sub) -> None:
       q.add_argument("--json", action="store_true", help="print the table's row as one JSON document")
     if name == "gpu":
       q.add_argument("--connect", action="store_true", help="to a remote `hcq rdma serve --gpu` (default: loopback)")
-      q.add_argument("--remote-gpu-iface", choices=("KFD", "PCI"),
+      q.add_argument("--remote-gpu-iface", choices=("KFD", "PCI", "RM"),
                      help="with --connect --mock: how the remote end drives its GPU (default: as this end)")
     if name == "serve":
       q.add_argument("--gpu", action="store_true", help="the remote end of `hcq rdma gpu --connect`")
     if name in ("gpu", "serve"):
-      q.add_argument("--gpu-iface", choices=("KFD", "PCI"), default="KFD",
-                     help="how the GPUs are driven: KFD (default) or PCI (AM; the mock: MOCKPCI+AMD)")
+      q.add_argument("--gpu-iface", choices=("KFD", "PCI", "RM"), default="KFD",
+                     help="how the GPUs are driven: KFD (default), PCI (AM; the mock: MOCKPCI+AMD) or RM (NVIDIA "
+                          "through nvidia.ko; the mock: MOCK+NV)")
     if name in ("connect", "gpu"):
       q.add_argument("--remote-cmd", metavar="CMD", help="command that runs `hcq rdma serve` on the remote host")
       q.add_argument("--remote-ip", type=_ipv4, help="the remote end's IPv4 address (its GID)")

@@ -9,6 +9,9 @@ side GPU B's queue waits for the flag, then runs out = c + c. The CPU only submi
   --gpu-iface PCI                                     the GPUs through AM (MOCKPCI+AMD on the mock: VRAM buffers,
                                                       reached by the NIC through the VRAM BAR); default KFD
                                                       (host-visible buffers)
+  --gpu-iface RM                                      NVIDIA GPUs through nvidia.ko (MOCK+NV on the mock): the
+                                                      GPFIFO channel posts with semaphore releases and waits with
+                                                      acquires; host-memory buffers
 The QP that the GPU posts to keeps its SQ and CQ in the GPU's host-visible memory (p2p.QueueMemory).
 
 The handshake is cli/rdma.py's (JSON lines: QP, MAC, GID, wire endpoint; then the target buffer and flag with their
@@ -50,9 +53,10 @@ def _config(args):
 
 
 def _open(args, gpus: int):
-  """(os, [AMD GPUs over KFD], BNXTDev) on one machine: the mock's GPUs and NIC share its PCI fabric; with --pci the
-  host's KFD GPUs and the Thor2 at BUS."""
-  from ..drivers.amd import open_device
+  """(os, [GPUs], BNXTDev) on one machine: AMD GPUs over KFD or AM, or NVIDIA GPUs over RM (--gpu-iface); the mock's
+  GPUs and NIC share its PCI fabric; with --pci the host's GPUs and the Thor2 at BUS."""
+  if args.gpu_iface == "RM": from ..drivers.nv import open_device
+  else: from ..drivers.amd import open_device
   from ..drivers.bnxt import open_pci
   cfg = _config(args)
   if args.pci:
@@ -84,13 +88,24 @@ def _close(args, os, gpus, nic) -> None:
 
 
 def _host(gpu) -> bool:
-  """Buffers a peer reaches: host-visible memory on KFD, VRAM (through the BAR) on AM."""
+  """Buffers a peer reaches: host-visible memory on KFD and RM, VRAM (through the BAR) on AM."""
   return not hasattr(gpu.iface, "am")
+
+
+def _vadd(gpu):
+  """c = a + b over n float32s on gpu: the AMD demo code object, or the PTX of drivers/nv/demo.py (grid in blocks)."""
+  from ..drivers.nv import NVDevice
+  if isinstance(gpu, NVDevice):
+    from ..drivers.nv.demo import VADD_PTX
+    prog = gpu.load(VADD_PTX, "vadd")
+    return lambda a, b, c, n: prog(a, b, c, n, global_size=(-(-n // 64),), local_size=(64,))
+  from ..drivers.amd.kernels import demo_code_object
+  prog = gpu.load(demo_code_object(), "vadd")
+  return lambda a, b, c, n: prog(a, b, c, n, global_size=(n,), local_size=(64,))
 
 
 def _produce(gpu, nic, size: int, seed: int):
   """GPU A's side: a, b copied in, the kernel c = a + b submitted; (Local of c, Local of the flag slot)."""
-  from ..drivers.amd.kernels import demo_code_object
   from ..drivers.hcq import p2p
   a, b = _vectors(size, seed)
   host = _host(gpu)
@@ -100,24 +115,20 @@ def _produce(gpu, nic, size: int, seed: int):
   gpu.copyin(bb, b.tobytes())
   c_local, _ = p2p.register(nic, gpu, bc)
   slot_local, _ = p2p.register(nic, gpu, slot)
-  vadd = gpu.load(demo_code_object(), "vadd")
-  n = size // 4
-  vadd(ba, bb, bc, n, global_size=(n,), local_size=(64,))
+  _vadd(gpu)(ba, bb, bc, size // 4)
   return c_local, slot_local
 
 
 def _consume_setup(gpu, nic, size: int):
   """GPU B's side: the target and the flag registered; its queue waits for the flag, then out = dst + dst.
   Returns (Remote of dst, Remote of the flag, out buffer)."""
-  from ..drivers.amd.kernels import demo_code_object
   from ..drivers.hcq import p2p
   host = _host(gpu)
   dst, flag, out = gpu.alloc(size, host=host), gpu.alloc(p2p.FLAG_BYTES, host=host), gpu.alloc(size, host=host)
   _, dst_remote = p2p.register(nic, gpu, dst)
   _, flag_remote = p2p.register(nic, gpu, flag)
   p2p.wait_arrival(gpu, flag.va, FLAG_VALUE)
-  n = size // 4
-  gpu.load(demo_code_object(), "vadd")(dst, dst, out, n, global_size=(n,), local_size=(64,))
+  _vadd(gpu)(dst, dst, out, size // 4)
   return dst_remote, flag_remote, out
 
 

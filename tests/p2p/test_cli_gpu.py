@@ -15,11 +15,15 @@ from tests.bnxt.oracles import tshark_rows
 HCQ = [sys.executable, "-c", "import sys; from hcq.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
-@pytest.mark.parametrize("size,pmtu", [("4K", "1024"), ("12K", "4096")])
-def test_gpu_loopback_mock(size, pmtu, capsys):
-  assert main(["rdma", "gpu", "--mock", "--size", size, "--pmtu", pmtu, "--timeout", "60"]) == 0
+VENDOR = {"KFD": "AMD", "PCI": "AMD", "RM": "NV"}
+
+
+@pytest.mark.parametrize("size,pmtu,iface", [("4K", "1024", "KFD"), ("12K", "4096", "KFD"), ("12K", "4096", "RM")])
+def test_gpu_loopback_mock(size, pmtu, iface, capsys):
+  assert main(["rdma", "gpu", "--mock", "--gpu-iface", iface, "--size", size, "--pmtu", pmtu, "--timeout", "60"]) == 0
   out = capsys.readouterr().out
   assert "posted and completed by the GPU queue" in out and "verified against numpy" in out
+  assert f"on {iface}+{VENDOR[iface]}:0" in out and f"on {iface}+{VENDOR[iface]}:1" in out
 
 
 def test_gpu_size_must_hold_float32s(capsys):
@@ -39,10 +43,10 @@ def fw_env():
 
 
 @pytest.mark.tools("tshark")
-@pytest.mark.parametrize("iface,remote", [("KFD", "KFD"), ("PCI", "PCI"), ("KFD", "PCI")])
+@pytest.mark.parametrize("iface,remote", [("KFD", "KFD"), ("PCI", "PCI"), ("KFD", "PCI"), ("RM", "KFD")])
 def test_gpu_connect_two_processes_pcap_with_tshark(tmp_path, iface, remote, fw_env):
-  """Two processes, each a mock GPU (MOCK+AMD over KFD, or MOCKPCI+AMD through AM) and a mock Thor2 on the UDP wire;
-  KFD on the sending side with AM receiving too."""
+  """Two processes, each a mock GPU (MOCK+AMD over KFD, MOCKPCI+AMD through AM, or MOCK+NV over RM) and a mock Thor2
+  on the UDP wire; KFD on the sending side with AM receiving too, and an NV GPU's GPFIFO channel sending to AMD."""
   size, pmtu = 5000 * 4, 1024
   pcap = str(tmp_path / "gpu.pcap")
   r = subprocess.run(HCQ + ["rdma", "gpu", "--mock", "--connect", "--gpu-iface", iface, "--remote-gpu-iface", remote,
@@ -50,8 +54,8 @@ def test_gpu_connect_two_processes_pcap_with_tshark(tmp_path, iface, remote, fw_
                      capture_output=True, text=True, timeout=180, env=fw_env)
   assert r.returncode == 0, r.stdout + r.stderr
   assert "the remote kernel's output: verified against numpy" in r.stdout
-  assert (f"on {iface}+AMD:0" in r.stdout) and "posted and completed by the GPU queue" in r.stdout
-  assert f"on {remote}+AMD:0" in r.stderr      # the remote end's own line (its stderr is inherited)
+  assert (f"on {iface}+{VENDOR[iface]}:0" in r.stdout) and "posted and completed by the GPU queue" in r.stdout
+  assert f"on {remote}+{VENDOR[remote]}:0" in r.stderr      # the remote end's own line (its stderr is inherited)
   m = re.search(r"remote QP (0x[0-9a-f]+), \d+ bytes at PMTU \d+ into (0x[0-9a-f]+) \(rkey (0x[0-9a-f]+)\)", r.stdout)
   rqpn, va, rkey = (int(x, 16) for x in m.groups())
   rows = tshark_rows(pcap)
