@@ -2,11 +2,13 @@
 large ones, at PMTU 1024 and 4096, in one run.
 
     .venv/bin/python bench/rdma.py [--device MOCK+BNXT] [--small 64] [--large 1M] [--iters 200] [--repeat 3] [--no-gpu]
+                                   [--gpu-ifaces KFD,RM]
 
-Then the GPU-driven path against the CPU-driven one on the same QP, in one run (mock only: a mock AMD GPU behind KFD and
-the mock Thor2 on one PCI fabric, drivers/hcq/p2p.py): the CPU posts and polls (BNXTQP.rdma_write), or the GPU's
-compute queue writes the WQE, rings the doorbell and waits for the CQE while the host waits for the GPU's timeline
-(p2p.rdma_write + p2p.wait). On the mock the GPU path adds the queue's packet interpretation; on hardware it removes
+Then the GPU-driven path against the CPU-driven one on the same QP, in one run (mock only: a mock GPU and the mock
+Thor2 on one PCI fabric, drivers/hcq/p2p.py; per --gpu-ifaces: KFD, a mock gfx1100 whose PM4 compute queue posts, RM,
+a mock H200 whose GPFIFO compute channel posts with semaphore releases and waits with acquires): the CPU posts and
+polls (BNXTQP.rdma_write), or the GPU's queue writes the WQE, rings the doorbell and waits for the CQE while the host
+waits for the GPU's timeline (p2p.rdma_write + p2p.wait). On the mock the GPU path adds the queue's packet interpretation; on hardware it removes
 the host from the data and control path, which is what it is for.
 
 The mock is pure Python (per-packet struct packing, CRC-32 in zlib, a UDP datagram per frame), so its figures measure
@@ -33,6 +35,7 @@ def main(argv=None) -> int:
   ap.add_argument("--iters", type=int, default=200)
   ap.add_argument("--repeat", type=int, default=3)
   ap.add_argument("--no-gpu", action="store_true", help="skip the GPU-driven vs CPU-driven comparison")
+  ap.add_argument("--gpu-ifaces", default="KFD,RM", help="the mock GPUs of the comparison: KFD (AMD), RM (NVIDIA)")
   args = ap.parse_args(argv)
   import hcq
   from hcq.drivers.bnxt import BNXTQP
@@ -65,25 +68,29 @@ def main(argv=None) -> int:
     dev.set_loopback(False)
   finally:
     dev.close()
-  if not args.no_gpu: gpu_vs_cpu(args)
+  if not args.no_gpu:
+    for iface in args.gpu_ifaces.split(","): gpu_vs_cpu(args, iface.strip())
   return 0
 
 
-def gpu_vs_cpu(args) -> None:
-  """The same RDMA WRITEs posted by the CPU and by a GPU queue (KFD mock GPU + mock Thor2 on one fabric)."""
+def gpu_vs_cpu(args, iface: str = "KFD") -> None:
+  """The same RDMA WRITEs posted by the CPU and by a GPU queue (a mock GPU + the mock Thor2 on one fabric)."""
   from hcq import _mock_fabric_os
   from hcq.config import from_env
-  from hcq.drivers.amd import open_device
   from hcq.drivers.bnxt import BNXTQP, find_devices, open_pci
   from hcq.drivers.bnxt.gpuq import GPUPoster
   from hcq.drivers.hcq import p2p
+  if iface == "RM": from hcq.drivers.nv import open_device
+  else: from hcq.drivers.amd import open_device
   cfg = from_env().replace(timeout_s=120.0)
-  os = _mock_fabric_os(cfg, 1)
-  gpu = open_device("KFD", 0, os, cfg)
+  os = _mock_fabric_os(cfg, 1, iface)
+  gpu = open_device(iface, 0, os, cfg)
   nic = open_pci(os, cfg, find_devices(os)[0].addr)
   try:
     nic.set_ip("10.0.200.5")
-    a, b = BNXTQP(nic, pmtu=4096), BNXTQP(nic, pmtu=4096)
+    # an NV GPU reaches only memory registered at its own addresses: the QP's queues in its host memory
+    qmem = p2p.QueueMemory(gpu) if iface == "RM" else None
+    a, b = BNXTQP(nic, pmtu=4096, queue_memory=qmem), BNXTQP(nic, pmtu=4096)
     a.connect(b.qpn, nic.gid, nic.mac)
     b.connect(a.qpn, nic.gid, nic.mac)
     nic.set_loopback(True)
@@ -94,7 +101,8 @@ def gpu_vs_cpu(args) -> None:
     def cpu(n): a.rdma_write(dst_r.va, dst_r.rkey, src_l.va, src_l.lkey, n, timeout_s=120)
     def by_gpu(n): p2p.wait(gpu, p2p.rdma_write(gpu, poster, src_l, dst_r, n), poster)
 
-    print(f"\nGPU-driven vs CPU-driven RDMA WRITE, mock gfx1100 (KFD) + mock Thor2, PMTU 4096 (median of {args.repeat})")
+    print(f"\nGPU-driven vs CPU-driven RDMA WRITE, mock {gpu.arch} ({iface}) + mock Thor2, PMTU 4096 "
+          f"(median of {args.repeat})")
     print(f"{'path':>5} {'small B':>8} {'lat us':>9} {'large B':>9} {'MB/s':>8}")
     for name, post in (("cpu", cpu), ("gpu", by_gpu)):
       lat, bw = [], []
