@@ -235,3 +235,34 @@ def test_unchecked_completions_are_bounded_by_the_cq(nvfabric):
     p2p.rdma_write(f.gpus[0], f.poster, src_l, dst_r, 64)
   p2p.wait(f.gpus[0], values[-1], f.poster)
   p2p.wait(f.gpus[0], p2p.rdma_write(f.gpus[0], f.poster, src_l, dst_r, 64), f.poster)
+
+
+def test_retry_exhaustion_ends_the_gpu_wait_with_the_qp_and_psn(nvfabric):
+  """A silent remote and a NIC that gives up (retry_cnt 1, ~1 ms ACK timeout): its TRANSPORT_RETRY_CNT_ERR entry ends
+  the GPU channel's acquire, and p2p.wait names the QP, the PSN and the status long before the 30 s device timeout
+  (the timeline value was reached: no Timeout behind it)."""
+  f = nvfabric(gpus=2, timeout_s=30.0, qp_timeout=8, retry_cnt=1)
+  f.nic.set_loopback(False)
+  src_l, dst_r, *_ = _setup(f, 4096)
+  psn = f.a.psn
+  value = p2p.rdma_write(f.gpus[0], f.poster, src_l, dst_r, 4096)
+  with pytest.raises(CompletionError, match=rf"QP {f.a.qpn:#x}: RDMA WRITE of 4096 bytes .*\(PSN {psn:#x}\).* "
+                                            r"\(TRANSPORT_RETRY_CNT_ERR\)") as e:
+    p2p.wait(f.gpus[0], value, f.poster)
+  assert not isinstance(e.value.__cause__, Timeout) and f.gpus[0].timeline.value >= value
+  assert any("retry count 1 exhausted" in m for m in f.model.messages)
+
+
+def test_mock_host_refuses_a_misaligned_64_bit_semaphore(nvfabric):
+  """dev_pbdma.ref.txt SEM_EXECUTE: a 64-bit payload needs an 8-byte aligned address (else NV_PBDMA_INTR_0_SEMAPHORE):
+  the mock stops the channel; what memops.store64 would never emit, written as raw methods."""
+  from array import array
+  f = nvfabric(gpus=1, timeout_s=2.0)
+  g = f.gpus[0]
+  buf = g.alloc(64, host=True)
+  words = G.method(G.SUBC_HOST, G.SEM_ADDR_LO, (buf.va + 4) & 0xFFFFFFFF, (buf.va + 4) >> 32, 1, 0,
+                   G.SEM_OP_RELEASE | G.SEM_PAYLOAD_64)
+  with Submission(g, g.compute, "a misaligned release") as sub: sub.add(array("I", words))
+  with pytest.raises(DeviceError, match="not 8-byte aligned"):
+    g.wait_value(sub.value)
+  assert bytes(buf.cpu_view[:16]) == bytes(16)
