@@ -510,6 +510,8 @@ class RMModel:
     target = self.files.get(w.fd)
     if target is None or target.closed or target.gpu is None or not target.registered:
       raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"fd {w.fd} is not a registered /dev/nvidiaN fd")
+    if o.kind == "io":     # os_desc_mem.c sets MAPPING NEVER_MAP on I/O memory: RM never maps it to the CPU
+      raise RMStatus("NV_ERR_INVALID_ARGUMENT", f"memory {o.handle:#x} is I/O memory ({o.data['io'][2]}): never mapped")
     if o.cls in abi.USERMODE_CLASSES: size = 0x10000
     elif o.cls in MEMORY_CLASSES: size = o.size
     else: raise RMStatus("NV_ERR_INVALID_OBJECT_HANDLE", f"{abi.class_name(o.cls)} cannot be mapped")

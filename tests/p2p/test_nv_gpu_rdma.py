@@ -266,3 +266,37 @@ def test_mock_host_refuses_a_misaligned_64_bit_semaphore(nvfabric):
   with pytest.raises(DeviceError, match="not 8-byte aligned"):
     g.wait_value(sub.value)
   assert bytes(buf.cpu_view[:16]) == bytes(16)
+
+
+def test_mock_rm_judges_os_descriptors_as_nvidia_ko_does(nvfabric):
+  """escape.c RmAllocOsDescriptor wants MAPPING NO_MAP; I/O memory must be UNCACHED and CONTIGUOUS
+  (osCreateOsDescriptorFromIoMemory) and is never mapped to the CPU (os_desc_mem.c NEVER_MAP)."""
+  from hcq.autogen.nv import series as nv_series
+  from hcq.drivers.nv.rm import RMError
+  f = nvfabric(gpus=1)
+  iface = f.gpus[0].iface
+  m = iface.rm
+  io = f.os.map_bar_io(f.nic.pci.resource_path(2), 4096, 0, "doorbell page")
+  host = f.gpus[0].alloc(4096, host=True)
+
+  def alloc(addr, **fl):
+    flags = 0
+    for k, v in fl.items(): flags |= nv_series.drf(m, f"NVOS02_FLAGS_{k}", v)
+    iface._handles += 1
+    a = m.nv_ioctl_nvos02_parameters_with_fd(params=m.NVOS02_PARAMETERS(
+      hRoot=iface.root, hObjectParent=iface.device, hObjectNew=iface._handles, hClass=m.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+      pMemory=addr, limit=4095, flags=flags), fd=-1)
+    iface._escape(iface.dev, m.NV_ESC_RM_ALLOC_MEMORY, a, "test")
+    return iface._handles
+
+  with pytest.raises(RMError, match="NV_ERR_INVALID_FLAGS"):       # host memory, MAPPING DEFAULT
+    alloc(host.va, PHYSICALITY="NONCONTIGUOUS", COHERENCY="CACHED")
+  alloc(host.va, PHYSICALITY="NONCONTIGUOUS", COHERENCY="CACHED", MAPPING="NO_MAP")     # what rm.py sends
+  with pytest.raises(RMError, match="NV_ERR_INVALID_FLAGS"):       # I/O memory, cached and non-contiguous
+    alloc(io.addr, PHYSICALITY="NONCONTIGUOUS", COHERENCY="CACHED", MAPPING="NO_MAP")
+  handle = alloc(io.addr, PHYSICALITY="CONTIGUOUS", COHERENCY="UNCACHED", MAPPING="NO_MAP")
+  fd = iface._device_fd()
+  with pytest.raises(RMError, match="NV_ERR_INVALID_ARGUMENT"):
+    iface._map_to_cpu(handle, 4096, fd)
+  fd.close()
+  io.close()
