@@ -117,11 +117,12 @@ def _mem_wait_eq(engine):
   def lower_(ctx, addr, ref, mask):
     r, m = value_of(ref), value_of(mask)
     if m == 0xFFFFFFFF: return _sem(engine, value_of(addr), r, G.SEM_OP_ACQUIRE)
-    if isinstance(m, int) and m and m & (m - 1) == 0:
+    if isinstance(m, int) and isinstance(r, int) and m and m & (m - 1) == 0:
       if r & m: return _sem(engine, value_of(addr), m, G.SEM_OP_ACQ_AND)
       return _sem(engine, value_of(addr), ~m & 0xFFFFFFFF, G.SEM_OP_ACQ_NOR)
-    raise DeviceError(f"queue lowering: a wait until (mem & {m:#x}) == {r:#x} has no semaphore acquire on the "
-                      f"{engine} channel: ACQUIRE compares the whole word, ACQ_AND/ACQ_NOR test single bits")
+    hx = lambda v: f"{v:#x}" if isinstance(v, int) else str(v)
+    raise DeviceError(f"queue lowering: a wait until (mem & {hx(m)}) == {hx(r)} has no semaphore acquire on the "
+                      f"{engine} channel: ACQUIRE compares the whole word, ACQ_AND/ACQ_NOR test single constant bits")
   return lower_
 
 
