@@ -245,8 +245,12 @@ def _minmax(ctx, ins):
   t = _type(ctx, ins)
   nan = "NaN" in ins.mods
   if t in FLOAT_T:
-    f = (lambda a, b: sem.fmin(a, b, nan)) if ins.op == "min" else (lambda a, b: sem.fmax(a, b, nan))
+    if ("xorsign" in ins.mods) != ("abs" in ins.mods):   # 9.7.3.11: ".xorsign requires .abs"; .abs alone has 3 inputs
+      raise ctx.error(f"{ins.op}.{'.'.join(ins.mods)} is not supported by the mock (only .xorsign.abs)")
+    g = (lambda a, b: sem.fmin(a, b, nan)) if ins.op == "min" else (lambda a, b: sem.fmax(a, b, nan))
+    f = (lambda a, b: sem.xorsign_abs(g, a, b)) if "xorsign" in ins.mods else g
     if t == "f16x2": return _nary(ctx, ins, _halves(f), t, 2)
+    if t == "bf16x2": return _nary(ctx, ins, _halves(f, "bf16"), t, 2)
     if t == "bf16": return _nary(ctx, ins, _bf16(f), t, 2)
     return _nary(ctx, ins, _float_wrap(ctx, ins, t, f), t, 2)
   return _nary(ctx, ins, np.minimum if ins.op == "min" else np.maximum, t, 2)
@@ -417,7 +421,8 @@ def _testp(ctx, ins):
     if kind == "number": return ~np.isnan(x)
     if kind == "notanumber": return np.isnan(x)
     tiny = np.finfo(x.dtype).tiny
-    if kind == "normal": return np.isfinite(x) & (np.abs(x) >= tiny)
+    # 9.7.3.1 testp: "As a special case, positive and negative zero are considered normal numbers."
+    if kind == "normal": return np.isfinite(x) & ((np.abs(x) >= tiny) | (x == 0))
     return (np.abs(x) < tiny) & (x != 0)
   return lambda S, m: dw(S, test(ra(S)), m)
 

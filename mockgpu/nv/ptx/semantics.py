@@ -242,12 +242,46 @@ def via64(fn, dt, *xs):
     return np.asarray(fn(*[np.asarray(x).astype(f64) for x in xs])).astype(dt)
 
 
+# the canonical NaN of each float type: all exponent and fraction bits set (PTX ISA 9.1, 9.7.3.14 rcp.approx.ftz.f64:
+# "a canonical NaN with encoding 0x7fffffff00000000", the f32 pattern 0x7fffffff in the upper word)
+CANONICAL_NAN = {np.dtype(f16): u16(0x7FFF), np.dtype(f32): u32(0x7FFFFFFF), np.dtype(f64): u64(0x7FFFFFFFFFFFFFFF)}
+
+
+def canonical_nan(dt):
+  dt = np.dtype(dt)
+  return np.array(CANONICAL_NAN[dt]).view(dt)[()]
+
+
+def _minmax(a, b, nan: bool, is_max: bool):
+  """min/max of the PTX ISA (9.1, 9.7.3.11/12 and 9.7.4.7/8, "Semantics"): one NaN operand gives the other (with .NaN:
+  a canonical NaN), two give a canonical NaN, and -0.0 < +0.0 ("If values of both inputs are 0.0, then +0.0 > -0.0")."""
+  a, b = np.asarray(a), np.asarray(b)
+  with np.errstate(invalid="ignore"):
+    if is_max: pick_a = (a > b) | ((a == b) & ~np.signbit(a))
+    else: pick_a = (a < b) | ((a == b) & np.signbit(a))
+    r = np.where(pick_a, a, b)
+    an, bn = np.isnan(a), np.isnan(b)
+    if nan: bad = an | bn
+    else:
+      r = np.where(an, b, np.where(bn, a, r))
+      bad = an & bn
+  return np.where(bad, canonical_nan(r.dtype), r).astype(r.dtype)
+
+
 def fmin(a, b, nan: bool):
-  return np.minimum(a, b) if nan else np.fmin(a, b)
+  return _minmax(a, b, nan, False)
 
 
 def fmax(a, b, nan: bool):
-  return np.maximum(a, b) if nan else np.fmax(a, b)
+  return _minmax(a, b, nan, True)
+
+
+def xorsign_abs(fn, a, b):
+  """min/max.xorsign.abs: fn of |a| and |b|, its sign bit the XOR of a's and b's (a NaN result keeps its own)."""
+  a, b = np.asarray(a), np.asarray(b)
+  r = np.asarray(fn(np.abs(a), np.abs(b)))
+  neg = np.signbit(a) ^ np.signbit(b)
+  return np.where(np.isnan(r), r, np.where(neg, -np.abs(r), np.abs(r))).astype(r.dtype)
 
 
 def bf16_to_f32(bits):
@@ -283,7 +317,20 @@ _RINT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
 def float_to_int(x, dt, mode: str):
-  """cvt.{rni,rzi,rmi,rpi}.int.float: rounded, clamped to dt's range (PTX saturates float->int), NaN -> 0."""
+  """cvt.{rni,rzi,rmi,rpi}.int.float: rounded, clamped to dt's range (PTX saturates float->int). A NaN gives 0 when
+  the source is not .f64 and the destination not 64-bit, else 1 << (width - 1) (PTX ISA 9.1, 9.7.9.21 cvt, "Integer
+  Notes": MININT for a signed, (MAXINT >> 1) + 1 for an unsigned destination)."""
+  x = np.asarray(x)
+  nan_bits = np.dtype(dt).itemsize == 8 or x.dtype == f64
+  if nan_bits:
+    w = np.dtype(dt).itemsize * 8
+    isnan = np.isnan(x)
+    r = _float_to_int(x, dt, mode)
+    return np.where(isnan, np.array(1 << (w - 1), UNSIGNED[w // 8]).view(dt), r).astype(dt)
+  return _float_to_int(x, dt, mode)
+
+
+def _float_to_int(x, dt, mode: str):
   x = np.asarray(x).astype(f64)
   with np.errstate(all="ignore"):
     r = _RINT.get(mode, np.rint)(x)

@@ -1,0 +1,79 @@
+"""Edge cases of the PTX ISA's own text (9.1) that the interpreter once got wrong; each test names its section.
+min/max: -0.0 < +0.0 and canonical NaNs (9.7.3.11/12, 9.7.4.7/8); .xorsign.abs (9.7.3.11); bf16x2 min/max on
+each half (9.7.4.7); testp.normal of zeros (9.7.3.1); cvt float->int of NaN (9.7.9.21, "Integer Notes")."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_ptx_interp import apply
+
+F32_NAN = np.float32("nan")
+
+
+def _bits(x):
+  x = np.asarray(x)
+  return x.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]).tolist()
+
+
+def test_float_min_max_order_signed_zeros_and_give_the_canonical_nan():
+  a = np.array([F32_NAN, 1, F32_NAN, -0.0, 0.0, 3], np.float32)
+  b = np.array([2, F32_NAN, F32_NAN, 0.0, -0.0, -4], np.float32)
+  # 9.7.3.11 min: "If values of both inputs are 0.0, then +0.0 > -0.0"; two NaNs give NaN, one gives the other
+  assert _bits(apply("min.f32 %d, %a, %b;", np.float32, a, b)) == [0x40000000, 0x3F800000, 0x7FFFFFFF, 0x80000000,
+                                                                  0x80000000, 0xC0800000]
+  assert _bits(apply("max.f32 %d, %a, %b;", np.float32, a, b)) == [0x40000000, 0x3F800000, 0x7FFFFFFF, 0, 0, 0x40400000]
+  # .NaN: "the result is canonical NaN if any of the inputs is NaN"
+  assert _bits(apply("min.NaN.f32 %d, %a, %b;", np.float32, a, b))[:3] == [0x7FFFFFFF] * 3
+  assert _bits(apply("max.f64 %d, %a, %b;", np.float64, a.astype(np.float64), b.astype(np.float64)))[3:5] == [0, 0]
+  h, hb = a.astype(np.float16), b.astype(np.float16)
+  assert _bits(apply("min.f16 %d, %a, %b;", np.float16, h, hb)) == [0x4000, 0x3C00, 0x7FFF, 0x8000, 0x8000, 0xC400]
+
+
+def test_min_max_xorsign_abs():
+  a = np.array([-3, 3, -1, F32_NAN], np.float32)
+  b = np.array([2, -5, -7, 1], np.float32)
+  # 9.7.3.11: |min| of the magnitudes, the sign bit a's XOR b's; a NaN result ignores both modifiers
+  assert apply("min.xorsign.abs.f32 %d, %a, %b;", np.float32, a, b).tolist() == [-2.0, -3.0, 1.0, 1.0]
+  assert _bits(apply("min.NaN.xorsign.abs.f32 %d, %a, %b;", np.float32, a, b))[3] == 0x7FFFFFFF
+  assert apply("max.xorsign.abs.f32 %d, %a, %b;", np.float32, a, b)[:3].tolist() == [-3.0, -5.0, 7.0]
+
+
+def _bf16(xs):
+  return (np.array(xs, np.float32).view(np.uint32) >> 16).astype(np.uint32)
+
+
+def test_bf16x2_min_max_work_on_each_half_not_on_the_bits():
+  lo_a, hi_a = _bf16([-2.0, 1.0]), _bf16([3.0, -1.0])
+  lo_b, hi_b = _bf16([1.0, -4.0]), _bf16([-5.0, 2.0])
+  a = (lo_a | (hi_a << 16)).astype(np.uint32)
+  b = (lo_b | (hi_b << 16)).astype(np.uint32)
+  out = apply("min.bf16x2 %d, %a, %b;", np.uint32, a, b)
+  lo = ((out & 0xFFFF).astype(np.uint32) << 16).view(np.float32)
+  hi = ((out >> 16).astype(np.uint32) << 16).view(np.float32)
+  assert lo.tolist() == [-2.0, -4.0] and hi.tolist() == [-5.0, -1.0]   # as unsigned bits, 1.0 < -2.0 would win
+
+
+def test_testp_normal_counts_zeros_as_normal():
+  x = np.array([0.0, -0.0, 1e-40, 1.0, np.inf, np.nan], np.float32)
+  # 9.7.3.1: "As a special case, positive and negative zero are considered normal numbers."
+  assert apply("testp.normal.f32 %d, %a;", "pred", x).tolist() == [True, True, False, True, False, False]
+  assert apply("testp.subnormal.f32 %d, %a;", "pred", x).tolist() == [False, False, True, False, False, False]
+
+
+@pytest.mark.parametrize("dst,src,nan_result", [
+  ("s32", "f32", 0), ("u32", "f32", 0), ("s32", "f64", 0x80000000), ("u32", "f64", 0x80000000),
+  ("s64", "f32", 1 << 63), ("u64", "f32", 1 << 63), ("s64", "f64", 1 << 63), ("u64", "f64", 1 << 63),
+  ("s16", "f16", 0)])
+def test_cvt_float_to_int_nan_follows_the_isa(dst, src, nan_result):
+  # 9.7.9.21 cvt, Integer Notes: NaN gives 0 "if source is not .f64 and destination is not .s64, .u64", otherwise
+  # 1 << (BitWidth(dst) - 1); out-of-range values saturate either way
+  dt = {"s16": np.int16, "s32": np.int32, "u32": np.uint32, "s64": np.int64, "u64": np.uint64}[dst]
+  x = np.array([np.nan, 1e30, -1e30, 2.7], {"f16": np.float16, "f32": np.float32, "f64": np.float64}[src])
+  if src == "f16": x[1:3] = [60000, -60000]
+  out = apply(f"cvt.rzi.{dst}.{src} %d, %a;", dt, x)
+  w = np.dtype(dt).itemsize * 8
+  info = np.iinfo(dt)
+  assert int(out.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[w // 8])[0]) == nan_result
+  big = 60000 if src == "f16" else 1e30
+  assert int(out[1]) == min(info.max, big) and int(out[2]) == max(info.min, -big) and out[3] == 2
