@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from array import array
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -260,8 +261,8 @@ class MockNVGPU:
     if not rung and not self.blocked: return False
     progress = False
     with self.lock:
-      for ch in list(self.channels):
-        if ch.has_work and self._run_channel(ch): progress = True
+      for ch in list(self.channels):   # _run reads GPPut itself: a channel without new entries returns at once
+        if ch.active and ch.error is None and self._run_channel(ch): progress = True
     return progress or rung
 
   def _run_worker(self) -> None:
@@ -345,14 +346,16 @@ class MockNVGPU:
     base, length = cur[0], cur[1]
     if length == 0: return True
     self.check(base, 4 * length, "pushbuffer")
-    words = (ctypes.c_uint32 * length).from_address(base)
+    # the entry's words, read once (as the pusher fetches them); indexing a Python array is cheaper than ctypes
+    words = array("I", ctypes.string_at(base, 4 * length))
     pos = cur[2]
+    method_of = self._method
     while pos < length:
       pend = ch.pending
       if pend is not None:             # data dwords of a header read before: [op, subc, method, left, index]
         op, subc, method, left, i = pend
         m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
-        if not self._method(ch, subc, m, words[pos]):
+        if not method_of(ch, subc, m, words[pos]):
           cur[2] = pos
           return False
         pos += 1
@@ -362,7 +365,7 @@ class MockNVGPU:
       header = words[pos]
       op, count, subc, method = header >> 29, (header >> 16) & 0x1FFF, (header >> 13) & 7, (header & 0xFFF) << 2
       if op == 4:                      # IMMD: the count field is the data
-        if not self._method(ch, subc, method, count):
+        if not method_of(ch, subc, method, count):
           cur[2] = pos
           return False
         pos += 1
@@ -370,7 +373,17 @@ class MockNVGPU:
       if op not in (1, 3, 5):
         raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: opcode {op} is not modelled")
       pos += 1
-      if count: ch.pending = [op, subc, method, count, 0]
+      if not count: continue
+      if pos + count > length:         # the data continues in the next entry
+        ch.pending = [op, subc, method, count, 0]
+        continue
+      for i in range(count):           # the whole method run is in this entry (the common case)
+        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
+        if not method_of(ch, subc, m, words[pos]):
+          ch.pending = [op, subc, method, count - i, i]   # this dword again when the acquire is retried
+          cur[2] = pos
+          return False
+        pos += 1
     cur[2] = pos
     return True
 
@@ -485,6 +498,10 @@ class MockNVGPU:
       subc = next((sc for sc, c in ch.subchannels.items() if c == cls), 0)
       try: SM.check_local_memory(ch.state, subc, launch["local_high"], self.props, self._mapped)
       except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
+    if _does_nothing(kernel):        # only ret/exit: every check above still applied; no thread has an effect
+      self.stats["launches"] += 1
+      self._release(launch)
+      return
     ntid, nctaid = SM.dims_from_cb0(self.read_bytes(cb0, min(cb0_size, SM.CB0_DIMS), "constant buffer 0"))
     limits, dynamic = SM.limits(launch, kernel, _ptx().executor.dynamic_shared_offset(kernel))
     limits.update(ntid=ntid, nctaid=nctaid)
