@@ -484,9 +484,11 @@ class MockNVGPU:
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
     # a raw PTX image (tinygrad 0.14's program on a mock interface, ops_nv.NVProgram) has no SASS whose register
     # footprint the QMD could describe: tinygrad leaves REGISTER_COUNT 0 there, so only SASS programs are checked
-    if launch["registers"] or self._ptx_image(pc) is None:
+    if not launch.get("registers_checked") and (launch["registers"] or self._ptx_image(pc) is None):
       try: SM.check_registers(launch["registers"], block)
       except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
+      # a register count and block that passed stay valid for this decoded QMD (the cache key holds both)
+      if launch["registers"]: launch["registers_checked"] = True
     kernel = self._kernel(ch, pc)
     base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
     nparam = kernel.param_bytes
