@@ -728,12 +728,19 @@ def _atom(ctx, ins):
   rc = rd(ctx, srcs[1], at) if op == "cas" else None
   dw = wr(ctx, d, at) if d is not None else None
   assoc = op == "add" and t not in FLOAT_T
+  # the ufunc that is fn, step for step (integer min/max/and/or/xor, f32/f64 add: numpy rounds each f32/f64 add as
+  # the GPU's atomic does; inc/dec: a closed form, memspace._inc_dec_run); float min/max (NaN rules), exch, cas and
+  # the 16-bit float forms have none
+  ufunc = None
+  if t not in FLOAT_T: ufunc = {"min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+                                "xor": np.bitwise_xor, "inc": "inc", "dec": "dec"}.get(op)
+  elif t in ("f32", "f64") and op == "add": ufunc = np.add
 
   def f(S, m):
     sel = _sel(S, m)
     if sel is not None and sel.size == 0: return
     old = S.sp.atomic(space, _take(ad(S), sel), sel, dt, k, fn, _take(rb(S), sel),
-                      None if rc is None else _take(rc(S), sel), assoc)
+                      None if rc is None else _take(rc(S), sel), assoc, ufunc)
     if dw is not None: dw(S, _spread(S, old, sel, dt), m)
   return f
 

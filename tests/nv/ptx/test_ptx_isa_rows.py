@@ -77,3 +77,54 @@ def test_cvt_float_to_int_nan_follows_the_isa(dst, src, nan_result):
   assert int(out.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[w // 8])[0]) == nan_result
   big = 60000 if src == "f16" else 1e30
   assert int(out[1]) == min(info.max, big) and int(out[2]) == max(info.min, -big) and out[3] == 2
+
+
+@pytest.mark.parametrize("op,typ,bound", [("add", "f32", None), ("max", "s32", None), ("min", "u32", None),
+                                          ("or", "b32", None), ("inc", "u32", 5), ("dec", "u32", 5), ("inc", "u32", 0),
+                                          ("dec", "u32", 0xFFFFFFFF)])
+def test_contended_atomics_match_a_sequential_model(op, typ, bound):
+  """Lanes hitting the same word take their turns in lane order (9.7.13.5 atom): every returned old value and the
+  final word equal a one-lane-at-a-time model, for the forms the interpreter runs as one accumulate per address."""
+  from test_ptx_interp import kernel_ptx, launch
+  n, words = 96, 3
+  rng = np.random.default_rng(7)
+  dt = {"f32": np.float32, "s32": np.int32, "u32": np.uint32, "b32": np.uint32}[typ]
+  vals = (rng.standard_normal(n) * 1000).astype(np.float32) if typ == "f32" else \
+    rng.integers(-50 if typ == "s32" else 0, 50, n).astype(dt)
+  init = np.array([3, 9, 0], dt) if typ != "f32" else np.array([0.1, 1e8, -3], np.float32)
+  slot = rng.integers(0, words, n)
+  b = "%rb" if bound is None else str(bound)
+  reg = "f32" if typ == "f32" else "b32"
+  ptx = kernel_ptx(f"""
+  mov.u32 %r1, %tid.x;
+  ld.param.u64 %rd1, [p_w];
+  ld.param.u64 %rd2, [p_v];
+  ld.param.u64 %rd3, [p_s];
+  ld.param.u64 %rd4, [p_o];
+  mul.wide.u32 %rd5, %r1, 4;
+  add.s64 %rd6, %rd2, %rd5;
+  ld.global.{typ} %rb, [%rd6];
+  add.s64 %rd6, %rd3, %rd5;
+  ld.global.u32 %r2, [%rd6];
+  mul.wide.u32 %rd7, %r2, 4;
+  add.s64 %rd7, %rd1, %rd7;
+  atom.global.{op}.{typ} %ro, [%rd7], {b};
+  add.s64 %rd6, %rd4, %rd5;
+  st.global.{typ} [%rd6], %ro;
+  """, params=".param .u64 p_w, .param .u64 p_v, .param .u64 p_s, .param .u64 p_o",
+    decls=f".reg .b32 %r<4>;\n.reg .{reg} %rb, %ro;\n.reg .b64 %rd<8>;")
+  (w, _, _, olds), _ = launch(ptx, (1,), (n,), init.copy(), vals, slot.astype(np.uint32), np.zeros(n, dt))
+  ref, ref_old = init.copy(), np.zeros(n, dt)
+  for t in range(n):        # the model: one lane at a time, in lane order
+    o = ref[slot[t]]
+    ref_old[t] = o
+    v = vals[t]
+    if op == "add": new = np.float32(o + v)
+    elif op == "max": new = max(o, v)
+    elif op == "min": new = min(o, v)
+    elif op == "or": new = o | v
+    elif op == "inc": new = 0 if int(o) >= bound else int(o) + 1
+    else: new = bound if int(o) == 0 or int(o) > bound else int(o) - 1
+    ref[slot[t]] = new
+  assert np.array_equal(olds.view(np.uint32), ref_old.view(np.uint32))
+  assert np.array_equal(w.view(np.uint32), ref.view(np.uint32))
