@@ -729,12 +729,14 @@ def _atom(ctx, ins):
   dw = wr(ctx, d, at) if d is not None else None
   assoc = op == "add" and t not in FLOAT_T
   # the ufunc that is fn, step for step (integer min/max/and/or/xor, f32/f64 add: numpy rounds each f32/f64 add as
-  # the GPU's atomic does; inc/dec: a closed form, memspace._inc_dec_run); float min/max (NaN rules), exch, cas and
-  # the 16-bit float forms have none
+  # the GPU's atomic does), or the name of a run memspace._atomic_part computes directly (inc/dec: a closed form;
+  # exch: the predecessor's value; cas: scalar steps); float min/max (NaN rules) and the 16-bit float forms have none
   ufunc = None
   if t not in FLOAT_T: ufunc = {"min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
                                 "xor": np.bitwise_xor, "inc": "inc", "dec": "dec"}.get(op)
   elif t in ("f32", "f64") and op == "add": ufunc = np.add
+  if op in ("exch", "cas") and t not in ("f16x2", "bf16x2", "bf16"): ufunc = op   # bit-exact moves and compares
+  if op == "cas" and t in FLOAT_T: ufunc = None      # a float compare is not a bit compare (-0.0, NaN)
 
   def f(S, m):
     sel = _sel(S, m)

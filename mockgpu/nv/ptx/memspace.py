@@ -196,9 +196,23 @@ def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc=None):
     if bp.size and not (bp == bp[0]).all(): ufunc = None
   if ufunc is not None:   # per address, in lane order: old values are the running results before each lane's step
     bs = b[p][order].astype(dt, copy=False)
+    cs = c[p][order].astype(dt, copy=False) if c is not None else None
     outs = np.empty(sidx.shape[0], dt)
     for s0, e0 in zip(starts.tolist(), ends.tolist()):
       a0 = sidx[s0]
+      if ufunc == "exch":     # each lane gets its predecessor's value
+        outs[s0] = arr[a0]
+        outs[s0 + 1:e0] = bs[s0:e0 - 1]
+        arr[a0] = bs[e0 - 1]
+        continue
+      if ufunc == "cas":      # compare-and-swap, one lane after the other (scalar steps: cheaper than array ones)
+        cur, olds = arr[a0].item(), []
+        for cmp, new in zip(bs[s0:e0].tolist(), cs[s0:e0].tolist()):
+          olds.append(cur)
+          if cur == cmp: cur = new
+        outs[s0:e0] = np.array(olds).astype(dt)
+        arr[a0] = np.array(cur).astype(dt)
+        continue
       if isinstance(ufunc, str):
         outs[s0:e0], arr[a0] = _inc_dec_run(ufunc, int(arr[a0]), int(bs[s0]), e0 - s0, dt)
         continue

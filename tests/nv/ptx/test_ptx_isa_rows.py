@@ -81,7 +81,7 @@ def test_cvt_float_to_int_nan_follows_the_isa(dst, src, nan_result):
 
 @pytest.mark.parametrize("op,typ,bound", [("add", "f32", None), ("max", "s32", None), ("min", "u32", None),
                                           ("or", "b32", None), ("inc", "u32", 5), ("dec", "u32", 5), ("inc", "u32", 0),
-                                          ("dec", "u32", 0xFFFFFFFF)])
+                                          ("dec", "u32", 0xFFFFFFFF), ("exch", "b32", None), ("cas", "b32", None)])
 def test_contended_atomics_match_a_sequential_model(op, typ, bound):
   """Lanes hitting the same word take their turns in lane order (9.7.13.5 atom): every returned old value and the
   final word equal a one-lane-at-a-time model, for the forms the interpreter runs as one accumulate per address."""
@@ -90,10 +90,11 @@ def test_contended_atomics_match_a_sequential_model(op, typ, bound):
   rng = np.random.default_rng(7)
   dt = {"f32": np.float32, "s32": np.int32, "u32": np.uint32, "b32": np.uint32}[typ]
   vals = (rng.standard_normal(n) * 1000).astype(np.float32) if typ == "f32" else \
-    rng.integers(-50 if typ == "s32" else 0, 50, n).astype(dt)
+    rng.integers(-50 if typ == "s32" else 0, 6 if op == "cas" else 50, n).astype(dt)
   init = np.array([3, 9, 0], dt) if typ != "f32" else np.array([0.1, 1e8, -3], np.float32)
   slot = rng.integers(0, words, n)
   b = "%rb" if bound is None else str(bound)
+  if op == "cas": b = "%rb, %rc"     # cas(p, v, v + 1): succeeds when the word holds v
   reg = "f32" if typ == "f32" else "b32"
   ptx = kernel_ptx(f"""
   mov.u32 %r1, %tid.x;
@@ -104,6 +105,7 @@ def test_contended_atomics_match_a_sequential_model(op, typ, bound):
   mul.wide.u32 %rd5, %r1, 4;
   add.s64 %rd6, %rd2, %rd5;
   ld.global.{typ} %rb, [%rd6];
+  {"add.u32 %rc, %rb, 1;" if op == "cas" else ""}
   add.s64 %rd6, %rd3, %rd5;
   ld.global.u32 %r2, [%rd6];
   mul.wide.u32 %rd7, %r2, 4;
@@ -112,7 +114,7 @@ def test_contended_atomics_match_a_sequential_model(op, typ, bound):
   add.s64 %rd6, %rd4, %rd5;
   st.global.{typ} [%rd6], %ro;
   """, params=".param .u64 p_w, .param .u64 p_v, .param .u64 p_s, .param .u64 p_o",
-    decls=f".reg .b32 %r<4>;\n.reg .{reg} %rb, %ro;\n.reg .b64 %rd<8>;")
+    decls=f".reg .b32 %r<4>;\n.reg .{reg} %rb, %rc, %ro;\n.reg .b64 %rd<8>;")
   (w, _, _, olds), _ = launch(ptx, (1,), (n,), init.copy(), vals, slot.astype(np.uint32), np.zeros(n, dt))
   ref, ref_old = init.copy(), np.zeros(n, dt)
   for t in range(n):        # the model: one lane at a time, in lane order
@@ -123,6 +125,8 @@ def test_contended_atomics_match_a_sequential_model(op, typ, bound):
     elif op == "max": new = max(o, v)
     elif op == "min": new = min(o, v)
     elif op == "or": new = o | v
+    elif op == "exch": new = v
+    elif op == "cas": new = v + 1 if o == v else o
     elif op == "inc": new = 0 if int(o) >= bound else int(o) + 1
     else: new = bound if int(o) == 0 or int(o) > bound else int(o) - 1
     ref[slot[t]] = new
