@@ -322,10 +322,12 @@ class MockNVGPU:
 
   def _run(self, ch: Channel) -> bool:
     progress = False
+    put = None       # GPPut as read when this run began: entries published later come with their own doorbell
     while ch.active and ch.error is None:
       if ch.current is None:
-        put = self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
-        if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
+        if put is None:
+          put = self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
+          if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
         if put == ch.gp_get: return progress
         entry = self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
         ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
@@ -474,6 +476,12 @@ class MockNVGPU:
       launch = qmd.launch(major, q)
       if len(self._launches) > 256: self._launches.clear()
       self._launches[key] = launch
+    if launch.get("does_nothing") == self.ranges.generation:
+      # this QMD passed every check below before with the same kernel (the mappings, so the code, are the same)
+      # and the kernel is only ret/exit: no thread has anything to do
+      self.stats["launches"] += 1
+      self._release(launch)
+      return
     lo = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little")
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
@@ -501,6 +509,8 @@ class MockNVGPU:
       try: SM.check_local_memory(ch.state, subc, launch["local_high"], self.props, self._mapped)
       except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
     if _does_nothing(kernel):        # only ret/exit: every check above still applied; no thread has an effect
+      if not kernel.local_bytes_per_thread: launch["does_nothing"] = self.ranges.generation   # (the local check
+      # depends on the channel's SET_SHADER_LOCAL_MEMORY state, which may change: such a kernel is checked each time)
       self.stats["launches"] += 1
       self._release(launch)
       return
