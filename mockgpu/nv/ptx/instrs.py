@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import semantics as sem
+from . import directed, semantics as sem
 from .memspace import LOCAL_WINDOW, SHARED_WINDOW
 from .model import DTYPES, TYPE_BYTES, Operand
 from .operands import Ctx, address, rd, wr
@@ -37,12 +37,20 @@ def _ops(ins, n: int, ctx: Ctx):
   return ins.operands
 
 
-def _float_wrap(ctx, ins, t, fn):
+def _directed(ins, t):
+  """The directed rounding mode (.rz/.rm/.rp) of an f32/f64 add, sub, mul, fma, mad, div, rcp or sqrt, else None
+  (directed.py computes those)."""
+  if t not in ("f32", "f64"): return None
+  return next((m for m in ins.mods if m in directed.MODES), None)
+
+
+def _float_wrap(ctx, ins, t, fn, directed_ok: bool = False):
   """Applies .ftz (f32: subnormal inputs and results flushed to zero) and .sat (results clamped to [0, 1], NaN -> 0);
-  only round-to-nearest is supported for arithmetic."""
+  a directed rounding mode is refused unless fn computes it (directed_ok)."""
   mods = set(ins.mods)
   bad = mods & {"rz", "rm", "rp"}
-  if bad and t != "f16": raise ctx.error(f"rounding .{bad.pop()} of {ins.op} is not supported by the mock")
+  if bad and t != "f16" and not directed_ok:
+    raise ctx.error(f"rounding .{bad.pop()} of {ins.op}.{t} is not supported by the mock")
   ftz = "ftz" in mods and t == "f32"
   sat = "sat" in mods
   if not ftz and not sat: return fn
@@ -150,6 +158,10 @@ def _addsub(ctx, ins):
   t = _type(ctx, ins)
   if "cc" in ins.mods: return _carry_chain(ctx, ins)
   neg = ins.op == "sub"
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: directed.add(a, b, dt, mode, neg), True), t, 2)
   if t in FLOAT_T: return _float_fn(ctx, ins, t, (lambda a, b: a - b) if neg else (lambda a, b: a + b), 2)
   if "sat" in ins.mods:
     return _nary(ctx, ins, lambda a, b: sem.sat_s32(a.astype(np.int64) - b if neg else a.astype(np.int64) + b), t, 2)
@@ -159,6 +171,10 @@ def _addsub(ctx, ins):
 @builder("mul")
 def _mul(ctx, ins):
   t = _type(ctx, ins)
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: directed.mul(a, b, dt, mode), True), t, 2)
   if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a * b, 2)
   mods = set(ins.mods)
   if "wide" in mods:
@@ -188,6 +204,10 @@ def _mul24(ctx, ins):
 def _mad(ctx, ins):
   t = _type(ctx, ins)
   mods = set(ins.mods)
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b, c: directed.fma(a, b, c, dt, mode), True), t, 3)
   if t in FLOAT_T:
     if t in ("f32", "f64", "f16"):
       dt = DTYPES[t]
@@ -216,6 +236,10 @@ def _div(ctx, ins):
     return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: sem.within_bound(
       "div", np.asarray(a, np.float32).astype(np.float64) / np.asarray(b, np.float32).astype(np.float64),
       np.asarray(a, np.float32).view(np.uint32) ^ np.asarray(b, np.float32).view(np.uint32))), t, 2)
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: directed.div(a, b, dt, mode), True), t, 2)
   if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn (and f64): exact
   return _nary(ctx, ins, sem.idiv, t, 2)
 
@@ -395,6 +419,10 @@ _APPROX = {
 def _math(ctx, ins):
   t = _type(ctx, ins)
   fn = _APPROX[ins.op]
+  mode = _directed(ins, t) if ins.op in ("sqrt", "rcp") else None
+  if mode:
+    dt, g = DTYPES[t], directed.sqrt if ins.op == "sqrt" else directed.rcp
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda x: g(x, dt, mode), True), t, 1)
   if ins.op in ("sqrt", "rcp") and t in ("f32", "f64") and "approx" not in ins.mods:
     f = fn   # IEEE .rn: numpy's f32/f64 sqrt and division are correctly rounded
   elif t == "f32" and ins.op in sem.APPROX_BOUNDS:   # the ISA's .approx.f32 bound, deterministically used

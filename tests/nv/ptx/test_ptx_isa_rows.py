@@ -132,3 +132,85 @@ def test_contended_atomics_match_a_sequential_model(op, typ, bound):
     ref[slot[t]] = new
   assert np.array_equal(olds.view(np.uint32), ref_old.view(np.uint32))
   assert np.array_equal(w.view(np.uint32), ref.view(np.uint32))
+
+
+def _ref_directed(exact, dt, mode):
+  """exact (a Fraction, or None for NaN) rounded once toward mode in dt, by stepping through dt's values."""
+  from fractions import Fraction
+  if exact is None: return dt("nan")
+  if exact == 0: return dt(0)
+  fmax = np.finfo(dt).max
+  if exact > Fraction(float(fmax)): return dt(np.inf) if mode == "rp" else fmax
+  if exact < -Fraction(float(fmax)): return dt(-np.inf) if mode == "rm" else -fmax
+  v = dt(float(exact))                      # within an ulp (float(), then a second rounding to dt)
+  while Fraction(float(v)) > exact: v = np.nextafter(v, dt(-np.inf))
+  while np.isfinite(np.nextafter(v, dt(np.inf))) and Fraction(float(np.nextafter(v, dt(np.inf)))) <= exact:
+    v = np.nextafter(v, dt(np.inf))
+  if Fraction(float(v)) == exact: return v   # exact: every mode agrees
+  lo, hi = v, np.nextafter(v, dt(np.inf))
+  if mode == "rm": return lo
+  if mode == "rp": return hi
+  return lo if exact > 0 else hi
+
+
+def _exact(op, *xs):
+  from fractions import Fraction
+  if not all(np.isfinite(float(x)) for x in xs): return None
+  f = [Fraction(float(x)) for x in xs]
+  if op == "add": return f[0] + f[1]
+  if op == "sub": return f[0] - f[1]
+  if op == "mul": return f[0] * f[1]
+  if op == "fma": return f[0] * f[1] + f[2]
+  if op == "div": return None if f[1] == 0 else f[0] / f[1]
+  if op == "rcp": return None if f[0] == 0 else 1 / f[0]
+  if op == "sqrt":   # exact square roots are rational only sometimes: bracket by the f64 root's residue instead
+    raise AssertionError
+
+
+@pytest.mark.parametrize("typ", ["f32", "f64"])
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "fma", "div", "rcp"])
+def test_directed_rounding_of_float_arithmetic(op, mode, typ):
+  """add/sub/mul/fma/div/rcp .rz/.rm/.rp .f32/.f64 (9.7.3.3-8, 9.7.3.13: "mantissa LSB rounds towards zero /
+  negative infinity / positive infinity"; nvcc's __fadd_rz, __fmul_ru, __fdiv_rd, __dadd_rz ...): each result is
+  the exact value rounded once in that direction, checked with rationals."""
+  dt = np.float32 if typ == "f32" else np.float64
+  rng = np.random.default_rng(11)
+  n = 48 if op == "fma" and typ == "f64" else 160
+  def pick(k):
+    m = rng.standard_normal(n)
+    e = rng.integers(-40, 40, n) if typ == "f32" else rng.integers(-300, 300, n)
+    x = (m * np.exp2(e.astype(np.float64))).astype(dt)
+    x[rng.integers(0, n, 6)] = dt(1.5) * (k + 1)      # some exact results
+    return x
+  a, b, c = pick(0), pick(1), pick(2)
+  b[:4] = -a[:4]                                      # exact cancellations (the sign of zero)
+  a[4], b[4] = np.finfo(dt).max, np.finfo(dt).max      # overflow
+  nsrc = {"rcp": 1, "fma": 3}.get(op, 2)
+  ins = {"rcp": f"rcp.{mode}.{typ} %d, %a;", "fma": f"fma.{mode}.{typ} %d, %a, %b, %c;"}.get(
+    op, f"{op}.{mode}.{typ} %d, %a, %b;")
+  out = apply(ins, dt, *(a, b, c)[:nsrc])
+  for i in range(n):
+    xs = [v[i] for v in (a, b, c)[:nsrc]]
+    exp = _ref_directed(_exact(op, *xs), dt, mode)
+    got = out[i]
+    if np.isnan(exp): assert np.isnan(got); continue
+    if exp == 0 and op in ("add", "sub") and float(xs[0]) != 0:   # an exact zero sum: -0 only when rounding down
+      assert np.signbit(got) == (mode == "rm"), (i, xs, got)
+    assert got == exp, f"{op}.{mode}.{typ}({', '.join(repr(float(x)) for x in xs)}) = {got!r}, expected {exp!r}"
+
+
+@pytest.mark.parametrize("typ", ["f32", "f64"])
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp"])
+def test_directed_rounding_of_sqrt(mode, typ):
+  from fractions import Fraction
+  dt = np.float32 if typ == "f32" else np.float64
+  rng = np.random.default_rng(5)
+  x = np.abs(rng.standard_normal(128) * np.exp2(rng.integers(-30, 30, 128).astype(np.float64))).astype(dt)
+  x[:8] = np.array([4, 9, 2, 0.25, 1e-30, 3, 0, 1], dt)
+  out = apply(f"sqrt.{mode}.{typ} %d, %a;", dt, x)
+  for xi, got in zip(x, out):   # got is the mode's neighbour of sqrt(x): got^2 on the right side, one step over not
+    X, G = Fraction(float(xi)), Fraction(float(got))
+    up, dn = Fraction(float(np.nextafter(got, dt(np.inf)))), Fraction(float(np.nextafter(got, dt(0))))
+    if mode == "rp": assert G * G >= X and (got == 0 or dn * dn < X)
+    else: assert G * G <= X and up * up > X
