@@ -214,3 +214,10 @@ def test_directed_rounding_of_sqrt(mode, typ):
     up, dn = Fraction(float(np.nextafter(got, dt(np.inf)))), Fraction(float(np.nextafter(got, dt(0))))
     if mode == "rp": assert G * G >= X and (got == 0 or dn * dn < X)
     else: assert G * G <= X and up * up > X
+
+
+def test_half_precision_arithmetic_refuses_directed_rounding():
+  # 9.7.4.1 add (f16/bf16): ".rnd = { .rn }": add.rz.f16 is not PTX, and the mock names it instead of rounding to nearest
+  from hcq.mockgpu.nv.ptx import PTXError
+  with pytest.raises(PTXError, match=r"rounding \.rz of add\.f16"):
+    apply("add.rz.f16 %d, %a, %b;", np.float16, np.ones(4, np.float16), np.ones(4, np.float16))
