@@ -221,3 +221,75 @@ def test_half_precision_arithmetic_refuses_directed_rounding():
   from hcq.mockgpu.nv.ptx import PTXError
   with pytest.raises(PTXError, match=r"rounding \.rz of add\.f16"):
     apply("add.rz.f16 %d, %a, %b;", np.float16, np.ones(4, np.float16), np.ones(4, np.float16))
+
+
+def _f16_bits(xs):
+  return np.array(xs, np.float16).view(np.uint16).astype(np.uint32)
+
+
+def _bf16_bits(xs):
+  return (np.array(xs, np.float32).view(np.uint32) >> 16).astype(np.uint32)   # exact for these test values
+
+
+def test_cvt_to_packed_halves_relu_satfinite_and_tf32():
+  a = np.array([1.5, -2.0, 1e6, np.nan, -1e6], np.float32)
+  b = np.array([0.25, 3.0, -7.0, 1.0, 0.5], np.float32)
+  # 9.7.9.21: "the value converted from input a is stored in the upper half of d and ... b in the lower half"
+  out = apply("cvt.rn.f16x2.f32 %d, %a, %b;", np.uint32, a[:2], b[:2])
+  assert out.tolist() == (_f16_bits([1.5, -2.0]) << 16 | _f16_bits([0.25, 3.0])).tolist()
+  out = apply("cvt.rn.bf16x2.f32 %d, %a, %b;", np.uint32, a[:2], b[:2])
+  assert out.tolist() == (_bf16_bits([1.5, -2.0]) << 16 | _bf16_bits([0.25, 3.0])).tolist()
+  # .satfinite: |x| past the largest finite value gives it with x's sign, a NaN stays NaN; .relu: negatives to +0,
+  # NaN to the canonical NaN (was: .relu and .satfinite silently ignored)
+  sat = apply("cvt.rn.satfinite.f16.f32 %d, %a;", np.float16, a)
+  assert sat[[0, 1, 2, 4]].tolist() == [1.5, -2.0, 65504.0, -65504.0] and np.isnan(sat[3])
+  relu = apply("cvt.rn.relu.f16.f32 %d, %a;", np.float16, a).view(np.uint16)
+  assert relu.tolist() == [0x3E00, 0, 0x7C00, 0x7FFF, 0]
+  both = apply("cvt.rn.relu.satfinite.bf16x2.f32 %d, %a, %b;", np.uint32, a, b)
+  assert ((both >> 16) & 0xFFFF).tolist() == [0x3FC0, 0, 0x4974, 0x7FFF, 0]    # 1e6 is finite in bf16
+  big = apply("cvt.rn.satfinite.bf16.f32 %d, %a;", np.uint16, np.array([3.4e38, -3.4e38, np.inf, 1.0], np.float32))
+  assert big.tolist() == [0x7F7F, 0xFF7F, 0x7F7F, 0x3F80]
+  # cvt.rna.tf32.f32: 10 fraction bits, ties away from zero, the low 13 bits 0
+  x = np.array([1 + 2**-11, 1 + 2**-11 + 2**-23, -(1 + 2**-11), 3.0], np.float32)
+  t = apply("cvt.rna.tf32.f32 %d, %a;", np.uint32, x)
+  assert t.view(np.float32).tolist() == [1 + 2**-10, 1 + 2**-10, -(1 + 2**-10), 3.0] and not (t & 0x1FFF).any()
+
+
+def test_fma_relu_and_bf16_fma_round_once():
+  from fractions import Fraction
+  out = apply("fma.rn.relu.f16 %d, %a, %b, %c;", np.float16, np.array([2, -2, 1], np.float16),
+              np.array([3, 3, np.inf], np.float16), np.array([-1, -1, -np.inf], np.float16)).view(np.uint16)
+  assert out.tolist() == [np.float16(5).view(np.uint16), 0, 0x7FFF]     # 5; -7 -> +0; inf - inf = NaN -> canonical
+  # bf16 fma with a product on a bf16 tie and a tiny addend: rounding the f32 fma to bf16 again would round the tie
+  # to even; the fused result is above the tie and must round up
+  a = _bf16_bits([1 + 2**-7, 1.0, 3.0])
+  b = _bf16_bits([1 + 2**-1, 1 + 2**-7, 1.5])
+  c = _bf16_bits([2**-40, -(2**-40), 2**-60])
+  out = apply("fma.rn.bf16 %d, %a, %b, %c;", np.uint16, a.astype(np.uint16), b.astype(np.uint16), c.astype(np.uint16))
+  def ref(x, y, z):
+    f = lambda v: Fraction(float(np.array(v << 16, np.uint32).view(np.float32)))
+    exact = f(x) * f(y) + f(z)
+    cands = sorted({int(v) for v in range(0, 0x7F80)}, key=lambda v: abs(f(v) - exact))[:2] if False else None
+    lo = (np.array(float(exact), np.float32).view(np.uint32) >> 16).astype(np.uint32)   # truncation of the f32
+    best = min((lo, lo + 1), key=lambda v: (abs(f(v) - exact), int(v) & 1))
+    return int(best)
+  assert out.tolist() == [ref(x, y, z) for x, y, z in zip(a, b, c)]
+  packed = apply("fma.rn.bf16x2 %d, %a, %b, %c;", np.uint32, (a << 16 | a).astype(np.uint32), (b << 16 | b).astype(np.uint32),
+                 (c << 16 | c).astype(np.uint32))
+  assert ((packed >> 16) & 0xFFFF).tolist() == out.tolist() and (packed & 0xFFFF).tolist() == out.tolist()
+
+
+def test_lop3_every_lut_and_packed_16_bit_integers():
+  rng = np.random.default_rng(2)
+  a, b, c = (rng.integers(0, 2**32, 8, dtype=np.uint32) for _ in range(3))
+  for lut in (0x00, 0x96, 0xE8, 0xF0, 0xCC, 0xAA, 0xFF, 0x1E, 0x6A):
+    out = apply(f"lop3.b32 %d, %a, %b, %c, {lut};", np.uint32, a, b, c)
+    ref = [sum(((lut >> ((((int(x) >> i) & 1) << 2) | (((int(y) >> i) & 1) << 1) | ((int(z) >> i) & 1))) & 1) << i
+               for i in range(32)) for x, y, z in zip(a, b, c)]
+    assert out.tolist() == ref, hex(lut)
+  x = np.array([0x7FFF0001, 0x8000FFFF], np.uint32)
+  y = np.array([0x00010002, 0xFFFF0001], np.uint32)
+  assert apply("add.s16x2 %d, %a, %b;", np.uint32, x, y).tolist() == [0x80000003, 0x7FFF0000]   # each half wraps
+  assert apply("min.s16x2 %d, %a, %b;", np.uint32, x, y).tolist() == [0x00010001, 0x8000FFFF]
+  assert apply("max.u16x2 %d, %a, %b;", np.uint32, x, y).tolist() == [0x7FFF0002, 0xFFFFFFFF]
+  assert apply("max.relu.s16x2 %d, %a, %b;", np.uint32, x, y).tolist() == [0x7FFF0002, 0x00000001]
