@@ -330,9 +330,11 @@ def _check_barriers(S, comp: Compiled, pc: np.ndarray, parked: np.ndarray) -> No
   idx = np.flatnonzero(parked)
   where = pc[idx]
   cta = S._lay.blk[idx] if hasattr(S, "_lay") else np.zeros(idx.shape[0], np.int64)
-  bars = {int(p): after.get(int(p)) for p in np.unique(where)}
+  uniq, inv = np.unique(where, return_inverse=True)
+  bars = {int(p): after.get(int(p)) for p in uniq}
   if any(b is None for b in bars.values()): return       # a thread parked elsewhere than after a barrier: not judged
-  bid = np.array([-1 if bars[int(p)] is None or bars[int(p)][0] is None else bars[int(p)][0] for p in where], np.int64)
+  if len(bars) == 1 and next(iter(bars.values()))[1] is None: return   # one barrier, no count: every CTA completes it
+  bid = np.array([-1 if bars[int(p)][0] is None else bars[int(p)][0] for p in uniq], np.int64)[inv.reshape(-1)]
   for c in np.unique(cta):
     sel = cta == c
     ids = np.unique(bid[sel])
