@@ -269,9 +269,8 @@ def test_fma_relu_and_bf16_fma_round_once():
   def ref(x, y, z):
     f = lambda v: Fraction(float(np.array(v << 16, np.uint32).view(np.float32)))
     exact = f(x) * f(y) + f(z)
-    cands = sorted({int(v) for v in range(0, 0x7F80)}, key=lambda v: abs(f(v) - exact))[:2] if False else None
-    lo = (np.array(float(exact), np.float32).view(np.uint32) >> 16).astype(np.uint32)   # truncation of the f32
-    best = min((lo, lo + 1), key=lambda v: (abs(f(v) - exact), int(v) & 1))
+    lo = (np.array(float(exact), np.float32).view(np.uint32) >> 16).astype(np.uint32)   # a bf16 at or below it
+    best = min((lo, lo + 1), key=lambda v: (abs(f(v) - exact), int(v) & 1))           # nearest, ties to even
     return int(best)
   assert out.tolist() == [ref(x, y, z) for x, y, z in zip(a, b, c)]
   packed = apply("fma.rn.bf16x2 %d, %a, %b, %c;", np.uint32, (a << 16 | a).astype(np.uint32), (b << 16 | b).astype(np.uint32),
