@@ -60,6 +60,7 @@ def test_committed_ptx_is_what_clang_builds(tmp_path):
     assert built == committed, f"ptx/{name}.ptx differs from a rebuild: run python3 tests/fixtures/cuda/build.py"
 
 
+@pytest.mark.slow        # 22 clang-19 builds (~5 s); the -O2 build test above stays in the default suite
 @pytest.mark.tools("clang-19")
 def test_every_corpus_kernel_built_at_O3_gives_numpys_answer(tmp_path):
   """clang-19 -O3 unrolls and vectorises more than -O2 (the committed PTX): every kernel built that way parses, runs
