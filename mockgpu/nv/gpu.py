@@ -125,6 +125,7 @@ class Channel:
     self.active = True
     self.blocked_on: str | None = None
     self.name = f"{gpu.name} channel {token}"
+    self.cells = None       # (mappings' generation, GPPut word, GPGet word, the ring's entries) once checked mapped
 
   @property
   def has_work(self) -> bool:
@@ -320,21 +321,42 @@ class MockNVGPU:
     printk = getattr(self.os, "printk", None)
     if printk is not None: printk(xid_line(self.pci_bus, code, ch.token, e, address, getattr(self.os, "pid", 0)))
 
+  def _cells(self, ch: Channel):
+    """The channel's GPPut and GPGet words and GPFIFO entries as ctypes objects, checked mapped once for as long as
+    the GPU's mappings stay the same (the lock is held from the check to the use); None while they are not all
+    mapped (then each access is checked, and the one that is not faults naming its address)."""
+    gen = self.ranges.generation
+    cells = ch.cells
+    if cells is not None and cells[0] == gen: return cells
+    ch.cells = None
+    try:
+      self.check(ch.userd_va + USERD_GP_PUT, 4, "USERD GPPut")
+      self.check(ch.userd_va + USERD_GP_GET, 4, "USERD GPGet")
+      self.check(ch.gpfifo_va, 8 * ch.entries, "GPFIFO")
+    except GPUFault: return None
+    ch.cells = (gen, ctypes.c_uint32.from_address(ch.userd_va + USERD_GP_PUT),
+                ctypes.c_uint32.from_address(ch.userd_va + USERD_GP_GET),
+                (ctypes.c_uint64 * ch.entries).from_address(ch.gpfifo_va))
+    return ch.cells
+
   def _run(self, ch: Channel) -> bool:
     progress = False
     put = None       # GPPut as read when this run began: entries published later come with their own doorbell
+    cells = self._cells(ch)
     while ch.active and ch.error is None:
       if ch.current is None:
-        if put is None:
-          put = self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
+        if cells is not None and cells[0] != self.ranges.generation: cells = self._cells(ch)   # (a launch mapped
+        if put is None:                                                                       # its module's globals)
+          put = cells[1].value if cells is not None else self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
           if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
         if put == ch.gp_get: return progress
-        entry = self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
+        entry = cells[3][ch.gp_get] if cells is not None else self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
         ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
       if not self._run_pushbuffer(ch): return progress
       ch.current = None
       ch.gp_get = (ch.gp_get + 1) % ch.entries
-      self.write32(ch.userd_va + USERD_GP_GET, ch.gp_get, "USERD GPGet")
+      if cells is not None and cells[0] == self.ranges.generation: cells[2].value = ch.gp_get
+      else: self.write32(ch.userd_va + USERD_GP_GET, ch.gp_get, "USERD GPGet")
       progress = True
     return progress
 
