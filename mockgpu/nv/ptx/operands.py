@@ -82,6 +82,7 @@ def rd(ctx: Ctx, o: Operand, t: str):
       if rdt != np.bool_: raise ctx.error(f"{o.name} is not a predicate")
       return (lambda S: ~S.R[i]) if o.neg else (lambda S: S.R[i])
     if rdt == dt: return lambda S: S.R[i]
+    if rdt.itemsize == dt.itemsize: return lambda S: S.R[i].view(dt)   # the same bits seen as another type
     return lambda S: cast_bits(S.R[i], dt)
   if o.kind == "imm":
     c = imm_value(o.value, t)
