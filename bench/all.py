@@ -7,8 +7,9 @@
 Rows: P1 launch of an empty kernel on MOCK+AMD (bench/launch.py; the reference lineage, tinygrad 0.14 on its own mock
 GPU, cannot run here: its wheel has no test/mockgpu, so the ratio is taken against its recorded figure, REFERENCE_US
 below), the foreign-call costs behind the cffi/ctypes choice (bench/ffi_calls.py), P2 the emulator's vadd at 65,536,
-1M and 4M floats (bench/emu.py --sizes), P3 cold start against `import numpy` (bench/cold_start.py). --quick: fewer
-repeats (a smoke run: the figures are noisier).
+1M and 4M floats (bench/emu.py --sizes), P3 cold start against `import numpy` (bench/cold_start.py), P6 MOCK+NV's launch
+against MOCK+AMD's (bench/nv.py) and the PTX interpreter (bench/ptx_interp.py: the vector add at 65,536 and 1M floats,
+the CUDA corpus at its test sizes). --quick: fewer repeats (a smoke run: the figures are noisier).
 """
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def collect(quick: bool = False) -> dict:
   return {"launch": _run("launch.py", "--repeat", "3" if quick else "7"),
           "ffi": _run("ffi_calls.py", "--calls", "20000" if quick else "200000"),
           "emu": _run("emu.py", "--sizes", "--runs", "3" if quick else "9"),
-          "cold_start": _run("cold_start.py", "--runs", "3" if quick else "9")}
+          "cold_start": _run("cold_start.py", "--runs", "3" if quick else "9"),
+          "nv": _run("nv.py", "--repeat", "10" if quick else "40"),
+          "ptx": _run("ptx_interp.py", "--runs", "3" if quick else "7")}
 
 
 def rows(r: dict) -> list[tuple[str, str, str, str]]:
@@ -72,6 +75,21 @@ def rows(r: dict) -> list[tuple[str, str, str, str]]:
     for s in sizes[1:]:
       out.append(("P2 emulator", f"same, by CPU time: {s['floats']:,} floats (x 65,536)", f"{s['cpu_mwips']:.0f}M "
                   f"({s['cpu_ratio_to_65536']:.2f}x)", "MET" if s["cpu_ratio_to_65536"] >= 0.9 else "NOT MET"))
+  N = r.get("nv", {"error": "not run"})
+  if "error" in N: out.append(("P6 NV launch", "error", N["error"], "?"))
+  else:
+    out.append(("P6 NV launch", "MOCK+NV / MOCK+AMD, 20 async + sync",
+                f"{N['nv_launch_s'] * 1e6:.1f} / {N['amd_launch_s'] * 1e6:.1f} us = {N['ratio']:.2f}x",
+                "MET" if N["ratio"] <= N["target_ratio"] else "NOT MET"))
+  P = r.get("ptx", {"error": "not run"})
+  if "error" in P: out.append(("P6 PTX interpreter", "error", P["error"], "?"))
+  else:
+    for n, v in P["vadd"].items():
+      out.append(("P6 PTX interpreter", f"vadd {int(n):,} floats, thread-insts/s", f"{v['rate'] / 1e6:.0f}M",
+                  ("MET" if v["rate"] >= P["target"] else "NOT MET") if v["ok"] else "WRONG"))
+    out.append(("P6 PTX interpreter", f"CUDA corpus ({len(P['corpus'])} kernels, test sizes), all",
+                f"{P['corpus_rate'] / 1e6:.0f}M", ("MET" if P["corpus_rate"] >= P["target"] else "NOT MET")
+                if P["ok"] else "WRONG"))
   C = r["cold_start"]
   if "error" in C: out.append(("P3 cold start", "error", C["error"], "?"))
   else:

@@ -6,11 +6,13 @@ floats (256 threads per CTA, 256 CTAs), run directly (no driver: the subject is 
 
     .venv/bin/python bench/ptx_interp.py --corpus [--runs 3]   # every kernel of the CUDA corpus (tests/fixtures/cuda)
     .venv/bin/python bench/ptx_interp.py --parse                # parse time against statement length (issue 29 item 4)
+    .venv/bin/python bench/ptx_interp.py --json                 # issue 33 P6's figures as one JSON line (bench/all.py)
 
 A thread-instruction is one PTX instruction executed by one thread (the interpreter's count: every instruction of a
 basic block times the threads that ran it). Prints the count, the run time (median and best of the runs, after one
-warm-up run that also compiles the kernel) and the rate. The target (issue 16): >= 30M thread-instructions/s. bench/nv.py
-imports vector_add_rate() for its report.
+warm-up run that also compiles the kernel) and the rate. The targets: issue 16, >= 30M thread-instructions/s; issue 33
+P6, >= 300M (TARGET_P6). Every result is checked (the vector add against numpy's a + b, each corpus kernel against its
+numpy reference). bench/nv.py imports vector_add_rate() for its report.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from hcq.mockgpu.nv.ptx import parse, run
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VADD_PTX = os.path.join(ROOT, "tests", "fixtures", "cuda", "ptx", "vadd.ptx")
 TARGET = 30e6
+TARGET_P6 = 300e6
 
 
 def _buffer(mem: GPUMemory, arr: np.ndarray, keep: list) -> tuple[int, np.ndarray]:
@@ -104,7 +107,16 @@ def main() -> None:
   ap.add_argument("--n", type=int, default=65536)
   ap.add_argument("--corpus", action="store_true", help="every corpus kernel instead of the vector add")
   ap.add_argument("--parse", action="store_true", help="parse time against statement length")
+  ap.add_argument("--json", action="store_true", help="P6's figures (vector add at 65,536 and 1M floats, the corpus)")
   args = ap.parse_args()
+  if args.json:
+    import json
+    sizes = {str(n): vector_add_rate(n, args.runs) for n in (65536, 1 << 20)}
+    rows = corpus_rates(min(args.runs, 3))
+    total_n, total_s = sum(r["thread_instructions"] for r in rows), sum(r["best_s"] for r in rows)
+    print(json.dumps({"vadd": sizes, "corpus": rows, "corpus_rate": total_n / total_s, "target": TARGET_P6,
+                      "ok": all(v["ok"] for v in sizes.values()) and all(r["ok"] for r in rows)}))
+    return
   if args.parse:
     for chars, secs in parse_times():
       print(f"  one statement of {chars:>9} characters: parsed in {secs * 1e3:8.1f} ms ({chars / secs / 1e6:.1f} MB/s)")

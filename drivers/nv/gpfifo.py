@@ -158,12 +158,15 @@ class GPFifoEngine(Engine):
     """Ring's doorbell: the words [published, put_dw) become GPFIFO entries, then GPPut and the doorbell."""
     start, size = self._published, self.ring.size_dw
     if put_dw == start: return
-    pieces = []
-    while start < put_dw:
-      pos = start % size
-      n = min(put_dw - start, size - pos)
-      pieces.append((pos, n, start + n))
-      start += n
+    pos = start % size
+    if put_dw - start <= size - pos: pieces = ((pos, put_dw - start, put_dw),)   # the common case: no wrap
+    else:
+      pieces = []
+      while start < put_dw:
+        pos = start % size
+        n = min(put_dw - start, size - pos)
+        pieces.append((pos, n, start + n))
+        start += n
     for pos, n, end in pieces:
       self._wait_entry()
       self.gpfifo[self.gp_put] = gpfifo_entry(self.pb_va + 4 * pos, n)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from array import array
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -125,6 +126,7 @@ class Channel:
     self.active = True
     self.blocked_on: str | None = None
     self.name = f"{gpu.name} channel {token}"
+    self.cells = None       # (mappings' generation, GPPut word, GPGet word, the ring's entries) once checked mapped
 
   @property
   def has_work(self) -> bool:
@@ -284,8 +286,8 @@ class MockNVGPU:
     if not rung and not self.blocked: return False
     progress = False
     with self.lock:
-      for ch in list(self.channels):
-        if ch.has_work and self._run_channel(ch): progress = True
+      for ch in list(self.channels):   # _run reads GPPut itself: a channel without new entries returns at once
+        if ch.active and ch.error is None and self._run_channel(ch): progress = True
     return progress or rung
 
   def _run_worker(self) -> None:
@@ -343,19 +345,42 @@ class MockNVGPU:
     printk = getattr(self.os, "printk", None)
     if printk is not None: printk(xid_line(self.pci_bus, code, ch.token, e, address, getattr(self.os, "pid", 0)))
 
+  def _cells(self, ch: Channel):
+    """The channel's GPPut and GPGet words and GPFIFO entries as ctypes objects, checked mapped once for as long as
+    the GPU's mappings stay the same (the lock is held from the check to the use); None while they are not all
+    mapped (then each access is checked, and the one that is not faults naming its address)."""
+    gen = self.ranges.generation
+    cells = ch.cells
+    if cells is not None and cells[0] == gen: return cells
+    ch.cells = None
+    try:
+      self.check(ch.userd_va + USERD_GP_PUT, 4, "USERD GPPut")
+      self.check(ch.userd_va + USERD_GP_GET, 4, "USERD GPGet")
+      self.check(ch.gpfifo_va, 8 * ch.entries, "GPFIFO")
+    except GPUFault: return None
+    ch.cells = (gen, ctypes.c_uint32.from_address(ch.userd_va + USERD_GP_PUT),
+                ctypes.c_uint32.from_address(ch.userd_va + USERD_GP_GET),
+                (ctypes.c_uint64 * ch.entries).from_address(ch.gpfifo_va))
+    return ch.cells
+
   def _run(self, ch: Channel) -> bool:
     progress = False
+    put = None       # GPPut as read when this run began: entries published later come with their own doorbell
+    cells = self._cells(ch)
     while ch.active and ch.error is None:
       if ch.current is None:
-        put = self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
-        if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
+        if cells is not None and cells[0] != self.ranges.generation: cells = self._cells(ch)   # (a launch mapped
+        if put is None:                                                                       # its module's globals)
+          put = cells[1].value if cells is not None else self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
+          if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
         if put == ch.gp_get: return progress
-        entry = self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
+        entry = cells[3][ch.gp_get] if cells is not None else self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
         ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
       if not self._run_pushbuffer(ch): return progress
       ch.current = None
       ch.gp_get = (ch.gp_get + 1) % ch.entries
-      self.write32(ch.userd_va + USERD_GP_GET, ch.gp_get, "USERD GPGet")
+      if cells is not None and cells[0] == self.ranges.generation: cells[2].value = ch.gp_get
+      else: self.write32(ch.userd_va + USERD_GP_GET, ch.gp_get, "USERD GPGet")
       progress = True
     return progress
 
@@ -369,14 +394,16 @@ class MockNVGPU:
     base, length = cur[0], cur[1]
     if length == 0: return True
     self.check(base, 4 * length, "pushbuffer")
-    words = (ctypes.c_uint32 * length).from_address(base)
+    # the entry's words, read once (as the pusher fetches them); indexing a Python array is cheaper than ctypes
+    words = array("I", ctypes.string_at(base, 4 * length))
     pos = cur[2]
+    method_of = self._method
     while pos < length:
       pend = ch.pending
       if pend is not None:             # data dwords of a header read before: [op, subc, method, left, index]
         op, subc, method, left, i = pend
         m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
-        if not self._method(ch, subc, m, words[pos]):
+        if not method_of(ch, subc, m, words[pos]):
           cur[2] = pos
           return False
         pos += 1
@@ -386,7 +413,7 @@ class MockNVGPU:
       header = words[pos]
       op, count, subc, method = header >> 29, (header >> 16) & 0x1FFF, (header >> 13) & 7, (header & 0xFFF) << 2
       if op == 4:                      # IMMD: the count field is the data
-        if not self._method(ch, subc, method, count):
+        if not method_of(ch, subc, method, count):
           cur[2] = pos
           return False
         pos += 1
@@ -394,7 +421,17 @@ class MockNVGPU:
       if op not in (1, 3, 5):
         raise QueueError(ch.name, f"pushbuffer header {header:#010x} at {base + 4 * pos:#x}: opcode {op} is not modelled")
       pos += 1
-      if count: ch.pending = [op, subc, method, count, 0]
+      if not count: continue
+      if pos + count > length:         # the data continues in the next entry
+        ch.pending = [op, subc, method, count, 0]
+        continue
+      for i in range(count):           # the whole method run is in this entry (the common case)
+        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
+        if not method_of(ch, subc, m, words[pos]):
+          ch.pending = [op, subc, method, count - i, i]   # this dword again when the acquire is retried
+          cur[2] = pos
+          return False
+        pos += 1
     cur[2] = pos
     return True
 
@@ -491,6 +528,12 @@ class MockNVGPU:
       launch = qmd.launch(major, q)
       if len(self._launches) > 256: self._launches.clear()
       self._launches[key] = launch
+    if launch.get("does_nothing") == self.ranges.generation:
+      # this QMD passed every check below before with the same kernel (the mappings, so the code, are the same)
+      # and the kernel is only ret/exit: no thread has anything to do
+      self.stats["launches"] += 1
+      self._release(launch)
+      return
     lo = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little")
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
@@ -501,9 +544,11 @@ class MockNVGPU:
     if block[0] * block[1] * block[2] > 1024: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: block {block} exceeds 1024 threads")
     # a raw PTX image (tinygrad 0.14's program on a mock interface, ops_nv.NVProgram) has no SASS whose register
     # footprint the QMD could describe: tinygrad leaves REGISTER_COUNT 0 there, so only SASS programs are checked
-    if launch["registers"] or self._ptx_image(pc) is None:
+    if not launch.get("registers_checked") and (launch["registers"] or self._ptx_image(pc) is None):
       try: SM.check_registers(launch["registers"], block)
       except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
+      # a register count and block that passed stay valid for this decoded QMD (the cache key holds both)
+      if launch["registers"]: launch["registers_checked"] = True
     kernel = self._kernel(ch, pc)
     base = PARAM_BASE.get(self.props.sm_version >> 8, 0x160)
     nparam = kernel.param_bytes
@@ -515,6 +560,12 @@ class MockNVGPU:
       subc = next((sc for sc, c in ch.subchannels.items() if c == cls), 0)
       try: SM.check_local_memory(ch.state, subc, launch["local_high"], self.props, self._mapped)
       except SM.LaunchRefused as e: raise _diagnosed(ch, f"QMD at {qmd_va:#x}: {e}") from None
+    if _does_nothing(kernel):        # only ret/exit: every check above still applied; no thread has an effect
+      if not kernel.local_bytes_per_thread: launch["does_nothing"] = self.ranges.generation   # (the local check
+      # depends on the channel's SET_SHADER_LOCAL_MEMORY state, which may change: such a kernel is checked each time)
+      self.stats["launches"] += 1
+      self._release(launch)
+      return
     ntid, nctaid = SM.dims_from_cb0(self.read_bytes(cb0, min(cb0_size, SM.CB0_DIMS), "constant buffer 0"))
     limits, dynamic = SM.limits(launch, kernel, _ptx().executor.dynamic_shared_offset(kernel))
     limits.update(ntid=ntid, nctaid=nctaid)

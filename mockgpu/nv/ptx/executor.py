@@ -212,7 +212,8 @@ class Batch:
     if base == "nctaid": return self._nctaid[d]
     gx, gy, _ = self._grid
     cta = self._first + self._lay.blk
-    return (cta % gx, (cta // gx) % gy, cta // (gx * gy))[d]
+    if d == 0: return cta % gx
+    return (cta // gx) % gy if d == 1 else cta // (gx * gy)
 
   def sreg(self, name: str):
     v = self._sregs.get(name)
@@ -220,8 +221,7 @@ class Batch:
     base, _, dim = name[1:].partition(".")
     n = self.n
     if base in ("tid", "ntid", "ctaid", "nctaid"):
-      v = np.asarray(self._sreg_value(base, "xyz".index(dim or "x"))).astype(np.uint32)
-      if v.ndim == 0: v = np.full(n, v, np.uint32)
+      v = np.asarray(self._sreg_value(base, "xyz".index(dim or "x"))).astype(np.uint32)   # ntid/nctaid: uniform
     elif base == "laneid": v = self.laneid
     elif base == "warpid": v = (self._t // 32).astype(np.uint32)
     elif base == "nwarpid": v = np.full(n, 64, np.uint32)
@@ -330,9 +330,11 @@ def _check_barriers(S, comp: Compiled, pc: np.ndarray, parked: np.ndarray) -> No
   idx = np.flatnonzero(parked)
   where = pc[idx]
   cta = S._lay.blk[idx] if hasattr(S, "_lay") else np.zeros(idx.shape[0], np.int64)
-  bars = {int(p): after.get(int(p)) for p in np.unique(where)}
+  uniq, inv = np.unique(where, return_inverse=True)
+  bars = {int(p): after.get(int(p)) for p in uniq}
   if any(b is None for b in bars.values()): return       # a thread parked elsewhere than after a barrier: not judged
-  bid = np.array([-1 if bars[int(p)] is None or bars[int(p)][0] is None else bars[int(p)][0] for p in where], np.int64)
+  if len(bars) == 1 and next(iter(bars.values()))[1] is None: return   # one barrier, no count: every CTA completes it
+  bid = np.array([-1 if bars[int(p)][0] is None else bars[int(p)][0] for p in uniq], np.int64)[inv.reshape(-1)]
   for c in np.unique(cta):
     sel = cta == c
     ids = np.unique(bid[sel])
@@ -361,12 +363,15 @@ class _Compacted:
   def __init__(self, S: Batch, idx: np.ndarray, regs):
     self.n, self.idx, self.full = idx.shape[0], idx, S
     self.R = [None] * len(S.R)
-    for i in regs: self.R[i] = S.R[i][idx]
+    for i in regs:
+      v = S.R[i]
+      self.R[i] = v if v.ndim == 0 else v[idx]     # a uniform value is the same for the subset
     self.sp = S.sp.subset(idx)
     self.gaddr = S.gaddr
 
   def sreg(self, name: str):
-    return self.full.sreg(name)[self.idx]
+    v = self.full.sreg(name)
+    return v if v.ndim == 0 else v[self.idx]
 
 
 def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
@@ -374,7 +379,8 @@ def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
   sub = _Compacted(S, idx, blk.regs)
   _run_fns(sub, blk, None)
   for i in blk.writes:
-    full = S.R[i].copy()
+    old = S.R[i]
+    full = np.full(S.n, old, old.dtype) if old.ndim == 0 else old.copy()
     full[idx] = sub.R[i]
     S.R[i] = full
 

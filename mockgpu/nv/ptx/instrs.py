@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import semantics as sem
+from . import directed, semantics as sem
 from .memspace import LOCAL_WINDOW, SHARED_WINDOW
 from .model import DTYPES, TYPE_BYTES, Operand
 from .operands import Ctx, address, rd, wr
@@ -37,12 +37,20 @@ def _ops(ins, n: int, ctx: Ctx):
   return ins.operands
 
 
-def _float_wrap(ctx, ins, t, fn):
+def _directed(ins, t):
+  """The directed rounding mode (.rz/.rm/.rp) of an f32/f64 add, sub, mul, fma, mad, div, rcp or sqrt, else None
+  (directed.py computes those)."""
+  if t not in ("f32", "f64"): return None
+  return next((m for m in ins.mods if m in directed.MODES), None)
+
+
+def _float_wrap(ctx, ins, t, fn, directed_ok: bool = False):
   """Applies .ftz (f32: subnormal inputs and results flushed to zero) and .sat (results clamped to [0, 1], NaN -> 0);
-  only round-to-nearest is supported for arithmetic."""
+  a directed rounding mode is refused unless fn computes it (directed_ok)."""
   mods = set(ins.mods)
   bad = mods & {"rz", "rm", "rp"}
-  if bad and t != "f16": raise ctx.error(f"rounding .{bad.pop()} of {ins.op} is not supported by the mock")
+  if bad and not directed_ok:            # (f16/bf16 arithmetic has .rn only: 9.7.4.1-4)
+    raise ctx.error(f"rounding .{bad.pop()} of {ins.op}.{t} is not supported by the mock")
   ftz = "ftz" in mods and t == "f32"
   sat = "sat" in mods
   if not ftz and not sat: return fn
@@ -67,6 +75,22 @@ def _halves(fn, lanes_t="f16"):
       outs.append(np.asarray(r).astype(np.uint32) << np.uint32(sh))
     return outs[0] | outs[1]
   return g
+
+
+def _halves_bits(fn):
+  """A packed bf16x2 operation whose fn takes f32 values and returns bf16 bits, on each 16-bit half."""
+  def g(*xs):
+    outs = []
+    for sh in (0, 16):
+      parts = [sem.bf16_to_f32((np.asarray(x).astype(np.uint32) >> np.uint32(sh)).astype(np.uint16)) for x in xs]
+      outs.append(np.asarray(fn(*parts)).astype(np.uint32) << np.uint32(sh))
+    return outs[0] | outs[1]
+  return g
+
+
+def _rt_fma_odd(a, b, c):
+  from ...amd.emu import rt
+  return rt._fma_round_to_odd(a, b, c)
 
 
 def _bf16(fn):
@@ -150,6 +174,12 @@ def _addsub(ctx, ins):
   t = _type(ctx, ins)
   if "cc" in ins.mods: return _carry_chain(ctx, ins)
   neg = ins.op == "sub"
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: directed.add(a, b, dt, mode, neg), True), t, 2)
+  if t in ("u16x2", "s16x2"):   # 9.7.1.1/2: each 16-bit half, wrapping
+    return _nary(ctx, ins, _int_halves((lambda a, b: a - b) if neg else (lambda a, b: a + b), t), "b32", 2)
   if t in FLOAT_T: return _float_fn(ctx, ins, t, (lambda a, b: a - b) if neg else (lambda a, b: a + b), 2)
   if "sat" in ins.mods:
     return _nary(ctx, ins, lambda a, b: sem.sat_s32(a.astype(np.int64) - b if neg else a.astype(np.int64) + b), t, 2)
@@ -159,6 +189,10 @@ def _addsub(ctx, ins):
 @builder("mul")
 def _mul(ctx, ins):
   t = _type(ctx, ins)
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: directed.mul(a, b, dt, mode), True), t, 2)
   if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a * b, 2)
   mods = set(ins.mods)
   if "wide" in mods:
@@ -188,12 +222,26 @@ def _mul24(ctx, ins):
 def _mad(ctx, ins):
   t = _type(ctx, ins)
   mods = set(ins.mods)
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b, c: directed.fma(a, b, c, dt, mode), True), t, 3)
   if t in FLOAT_T:
-    if t in ("f32", "f64", "f16"):
+    if "relu" in mods and t in ("f32", "f64"): raise ctx.error(f"{ins.op}.relu.{t} is not a PTX form")
+    if t in ("f32", "f64") or (t == "f16" and "relu" not in mods):
       dt = DTYPES[t]
       return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b, c: sem.fma(a, b, c, dt)), t, 3)
-    if t == "f16x2": return _nary(ctx, ins, _halves(lambda a, b, c: sem.fma(a, b, c, np.float16)), t, 3)
-    if t == "bf16": return _nary(ctx, ins, _bf16(lambda a, b, c: sem.fma(a, b, c, np.float32)), t, 3)
+    relu = "relu" in mods    # fma.relu (9.7.4.4): a negative result is +0, a NaN the canonical NaN
+    bf = lambda a, b, c: sem.f64_to_bf16(_rt_fma_odd(a, b, c))   # one rounding: through an f64 rounded to odd
+    if t in ("f16", "f16x2"):
+      g = lambda a, b, c: sem.fma(a, b, c, np.float16)
+      if relu: g = lambda a, b, c, g=g: sem.relu16(np.asarray(g(a, b, c), np.float16).view(np.uint16), "f16").view(np.float16)
+      if t == "f16" and relu: return _nary(ctx, ins, g, t, 3)
+      if t == "f16x2": return _nary(ctx, ins, _halves(g), t, 3)
+    if t in ("bf16", "bf16x2"):
+      h = (lambda a, b, c: sem.relu16(bf(a, b, c), "bf16")) if relu else bf
+      if t == "bf16": return _nary(ctx, ins, lambda a, b, c: h(sem.bf16_to_f32(a), sem.bf16_to_f32(b), sem.bf16_to_f32(c)), t, 3)
+      return _nary(ctx, ins, _halves_bits(h), t, 3)
     raise ctx.error(f"{ins.op}.{t} is not supported")
   if "cc" in mods: return _carry_chain(ctx, ins)
   if "wide" in mods:
@@ -216,6 +264,10 @@ def _div(ctx, ins):
     return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: sem.within_bound(
       "div", np.asarray(a, np.float32).astype(np.float64) / np.asarray(b, np.float32).astype(np.float64),
       np.asarray(a, np.float32).view(np.uint32) ^ np.asarray(b, np.float32).view(np.uint32))), t, 2)
+  mode = _directed(ins, t)
+  if mode:
+    dt = DTYPES[t]
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda a, b: directed.div(a, b, dt, mode), True), t, 2)
   if t in FLOAT_T: return _float_fn(ctx, ins, t, lambda a, b: a / b, 2)   # .rn (and f64): exact
   return _nary(ctx, ins, sem.idiv, t, 2)
 
@@ -240,13 +292,38 @@ def _absneg(ctx, ins):
   return _nary(ctx, ins, fn, t, 1)
 
 
+def _int_halves(fn, t: str, relu: bool = False):
+  """fn on the two 16-bit halves of .u16x2/.s16x2 operands (signed for s16x2), each result wrapped to 16 bits;
+  relu: negative halves become 0 (min/max.relu.s16x2)."""
+  dt = np.int16 if t == "s16x2" else np.uint16
+  def g(a, b):
+    out = np.uint32(0)
+    for sh in (0, 16):
+      x, y = ((np.asarray(v).astype(np.uint32) >> np.uint32(sh)).astype(np.uint16).view(dt).astype(np.int64) for v in (a, b))
+      r = fn(x, y)
+      if relu: r = np.maximum(r, 0)
+      out = out | ((np.asarray(r).astype(np.int64) & 0xFFFF).astype(np.uint32) << np.uint32(sh))
+    return out
+  return g
+
+
 @builder("min", "max")
 def _minmax(ctx, ins):
   t = _type(ctx, ins)
   nan = "NaN" in ins.mods
+  if t in ("u16x2", "s16x2"):   # 9.7.1.12/13: per half; .relu (s16x2) clamps each at 0
+    return _nary(ctx, ins, _int_halves(np.minimum if ins.op == "min" else np.maximum, t, "relu" in ins.mods), "b32", 2)
+  if "relu" in ins.mods:
+    if t != "s32": raise ctx.error(f"{ins.op}.relu.{t} is not supported by the mock")
+    f = np.minimum if ins.op == "min" else np.maximum
+    return _nary(ctx, ins, lambda a, b: np.maximum(f(a, b), np.int32(0)), t, 2)
   if t in FLOAT_T:
-    f = (lambda a, b: sem.fmin(a, b, nan)) if ins.op == "min" else (lambda a, b: sem.fmax(a, b, nan))
+    if ("xorsign" in ins.mods) != ("abs" in ins.mods):   # 9.7.3.11: ".xorsign requires .abs"; .abs alone has 3 inputs
+      raise ctx.error(f"{ins.op}.{'.'.join(ins.mods)} is not supported by the mock (only .xorsign.abs)")
+    g = (lambda a, b: sem.fmin(a, b, nan)) if ins.op == "min" else (lambda a, b: sem.fmax(a, b, nan))
+    f = (lambda a, b: sem.xorsign_abs(g, a, b)) if "xorsign" in ins.mods else g
     if t == "f16x2": return _nary(ctx, ins, _halves(f), t, 2)
+    if t == "bf16x2": return _nary(ctx, ins, _halves(f, "bf16"), t, 2)
     if t == "bf16": return _nary(ctx, ins, _bf16(f), t, 2)
     return _nary(ctx, ins, _float_wrap(ctx, ins, t, f), t, 2)
   return _nary(ctx, ins, np.minimum if ins.op == "min" else np.maximum, t, 2)
@@ -374,6 +451,17 @@ def _dp(ctx, ins):
   return lambda S, m: dw(S, fn(ra(S), rb(S), rc(S)).view(np.int32) if ct == "s32" else fn(ra(S), rb(S), rc(S)), m)
 
 
+@builder("lop3")
+def _lop3(ctx, ins):
+  """lop3.b32 d, a, b, c, immLut (9.7.8.6); the .BoolOp form with a predicate output is not modelled."""
+  if len(ins.operands) != 5 or ins.operands[4].kind != "imm":
+    raise ctx.error("lop3 is supported as lop3.b32 d, a, b, c, immLut (an immediate) only")
+  lut = int(ins.operands[4].value) & 0xFF
+  d, a, b, c = ins.operands[:4]
+  dw, ra, rb, rc = wr(ctx, d, "b32"), rd(ctx, a, "b32"), rd(ctx, b, "b32"), rd(ctx, c, "b32")
+  return lambda S, m: dw(S, sem.lop3(ra(S), rb(S), rc(S), lut), m)
+
+
 @builder("copysign")
 def _copysign(ctx, ins):
   t = _type(ctx, ins)
@@ -391,6 +479,10 @@ _APPROX = {
 def _math(ctx, ins):
   t = _type(ctx, ins)
   fn = _APPROX[ins.op]
+  mode = _directed(ins, t) if ins.op in ("sqrt", "rcp") else None
+  if mode:
+    dt, g = DTYPES[t], directed.sqrt if ins.op == "sqrt" else directed.rcp
+    return _nary(ctx, ins, _float_wrap(ctx, ins, t, lambda x: g(x, dt, mode), True), t, 1)
   if ins.op in ("sqrt", "rcp") and t in ("f32", "f64") and "approx" not in ins.mods:
     f = fn   # IEEE .rn: numpy's f32/f64 sqrt and division are correctly rounded
   elif t == "f32" and ins.op in sem.APPROX_BOUNDS:   # the ISA's .approx.f32 bound, deterministically used
@@ -417,7 +509,8 @@ def _testp(ctx, ins):
     if kind == "number": return ~np.isnan(x)
     if kind == "notanumber": return np.isnan(x)
     tiny = np.finfo(x.dtype).tiny
-    if kind == "normal": return np.isfinite(x) & (np.abs(x) >= tiny)
+    # 9.7.3.1 testp: "As a special case, positive and negative zero are considered normal numbers."
+    if kind == "normal": return np.isfinite(x) & ((np.abs(x) >= tiny) | (x == 0))
     return (np.abs(x) < tiny) & (x != 0)
   return lambda S, m: dw(S, test(ra(S)), m)
 
@@ -563,12 +656,53 @@ def _cvta(ctx, ins):
 @builder("cvt")
 def _cvt(ctx, ins):
   ts = ins.types
-  if len(ts) != 2: raise ctx.error("cvt needs a destination and a source type")
+  if len(ts) != 2:
+    if ts[:1] == ["tf32"] and ts[1:] == ["f32"]: pass
+    else: raise ctx.error("cvt needs a destination and a source type")
   dt_, st = ts
+  mods = set(ins.mods)
+  if dt_ in ("f16x2", "bf16x2") and st == "f32":   # cvt.frnd2{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, a, b:
+    d, a, b = _ops(ins, 3, ctx)                      # a into the upper half, b into the lower (9.7.9.21)
+    half = "f16" if dt_ == "f16x2" else "bf16"
+    one = _to_half(ctx, ins, half)
+    dw, ra, rb = wr(ctx, d, "b32"), rd(ctx, a, "f32"), rd(ctx, b, "f32")
+    return lambda S, m: dw(S, (one(ra(S)).astype(np.uint32) << np.uint32(16)) | one(rb(S)).astype(np.uint32), m)
+  if dt_ == "tf32":
+    if "rna" not in mods: raise ctx.error(f"cvt.{'.'.join(ins.mods)}.tf32.f32 is not supported by the mock (only .rna)")
+    if "satfinite" in mods: raise ctx.error("cvt.rna.satfinite.tf32.f32 is not supported by the mock")
+    d, a = _ops(ins, 2, ctx)
+    dw, ra = wr(ctx, d, "b32"), rd(ctx, a, "f32")
+    return lambda S, m: dw(S, sem.tf32_rna(ra(S)), m)
+  if dt_ in ("f16", "bf16") and st == "f32" and mods & {"relu", "satfinite"}:
+    d, a = _ops(ins, 2, ctx)
+    one = _to_half(ctx, ins, dt_)
+    dw, ra = wr(ctx, d, "b16"), rd(ctx, a, "f32")
+    return lambda S, m: dw(S, one(ra(S)), m)
+  if mods & {"relu", "satfinite"}:
+    raise ctx.error(f"cvt.{'.'.join(ins.mods)}.{dt_}.{st} is not supported by the mock")
   d, a = _ops(ins, 2, ctx)
   dw, ra = wr(ctx, d, dt_), rd(ctx, a, st)
   fn = conversion(ctx, ins, dt_, st)
   return lambda S, m: dw(S, fn(ra(S)), m)
+
+
+def _to_half(ctx, ins, half: str):
+  """f32 -> f16/bf16 bits with the instruction's .rn/.rz, then .satfinite and .relu (9.7.9.21: .satfinite limits
+  |x| to the largest finite value, a NaN staying NaN; .relu clamps negatives to 0, a NaN becoming canonical)."""
+  mods = set(ins.mods)
+  rnd = "rz" if "rz" in mods else "rn"
+  if mods & {"rm", "rp", "rna"}: raise ctx.error(f"cvt.{'.'.join(ins.mods)} to .{half} is not supported by the mock")
+  relu, satf = "relu" in mods, "satfinite" in mods
+
+  def one(x):
+    x = np.asarray(x, np.float32)
+    if half == "f16":
+      bits = sem.round_float(x.astype(np.float64), np.float16, rnd).view(np.uint16)
+    else: bits = sem.f32_to_bf16(x, rnd)
+    if satf: bits = sem.satfinite16(x, bits, half)
+    if relu: bits = sem.relu16(bits, half)
+    return np.asarray(bits).astype(np.uint16)
+  return one
 
 
 def conversion(ctx, ins, dt_: str, st: str):
@@ -723,12 +857,21 @@ def _atom(ctx, ins):
   rc = rd(ctx, srcs[1], at) if op == "cas" else None
   dw = wr(ctx, d, at) if d is not None else None
   assoc = op == "add" and t not in FLOAT_T
+  # the ufunc that is fn, step for step (integer min/max/and/or/xor, f32/f64 add: numpy rounds each f32/f64 add as
+  # the GPU's atomic does), or the name of a run memspace._atomic_part computes directly (inc/dec: a closed form;
+  # exch: the predecessor's value; cas: scalar steps); float min/max (NaN rules) and the 16-bit float forms have none
+  ufunc = None
+  if t not in FLOAT_T: ufunc = {"min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+                                "xor": np.bitwise_xor, "inc": "inc", "dec": "dec"}.get(op)
+  elif t in ("f32", "f64") and op == "add": ufunc = np.add
+  if op in ("exch", "cas") and t not in ("f16x2", "bf16x2", "bf16"): ufunc = op   # bit-exact moves and compares
+  if op == "cas" and t in FLOAT_T: ufunc = None      # a float compare is not a bit compare (-0.0, NaN)
 
   def f(S, m):
     sel = _sel(S, m)
     if sel is not None and sel.size == 0: return
     old = S.sp.atomic(space, _take(ad(S), sel), sel, dt, k, fn, _take(rb(S), sel),
-                      None if rc is None else _take(rc(S), sel), assoc)
+                      None if rc is None else _take(rc(S), sel), assoc, ufunc)
     if dw is not None: dw(S, _spread(S, old, sel, dt), m)
   return f
 

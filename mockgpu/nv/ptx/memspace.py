@@ -129,6 +129,12 @@ class Spaces:
     return out
 
   def load(self, space, a, sel, dt, k):
+    a = np.asarray(a)
+    if a.ndim == 0 and (space in ("param", "global", "const") or (space == "generic" and int(a) < SHARED_WINDOW)):
+      # one address for every thread (a parameter, a uniform pointer): one checked read, a uniform value
+      parts = self.resolve("global" if space == "generic" else space, a.reshape(1), None, dt, k, "load")
+      arr, idx, _ = parts[0]
+      return arr[idx][0:1].reshape(())
     parts = self.resolve(space, a, sel, dt, k, "load")
     if len(parts) == 1 and parts[0][2] is None: return parts[0][0][parts[0][1]]
     cnt = self.n if sel is None else len(sel)
@@ -143,8 +149,10 @@ class Spaces:
     for arr, idx, pos in parts:
       arr[idx] = vals if pos is None else vals[pos]
 
-  def atomic(self, space, a, sel, dt, k, fn, b, c, assoc_add: bool):
-    """Apply new = fn(old, b, c) per lane in lane order (exact sequential semantics); return every lane's old."""
+  def atomic(self, space, a, sel, dt, k, fn, b, c, assoc_add: bool, ufunc=None):
+    """Apply new = fn(old, b, c) per lane in lane order (exact sequential semantics); return every lane's old.
+    ufunc: the numpy ufunc equal to fn (new = ufunc(old, b), each step rounded as fn rounds it), when there is one:
+    the lanes of one address then take a running ufunc.accumulate in lane order instead of one step per lane."""
     parts = self.resolve(space, a, sel, dt, k, "atomic")
     cnt = self.n if sel is None else len(sel)
     b = np.broadcast_to(np.asarray(b), (cnt,))
@@ -152,11 +160,11 @@ class Spaces:
     old = np.zeros(cnt, dt)
     for arr, idx, pos in parts:
       p = np.arange(cnt) if pos is None else pos
-      _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt)
+      _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc)
     return old
 
 
-def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt):
+def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc=None):
   if idx.size == 0: return
   order = np.argsort(idx, kind="stable")
   sidx = idx[order]
@@ -182,11 +190,61 @@ def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt):
     arr[sidx[starts]] = (init + cs[last] - base_cs).astype(dt) if np.dtype(dt).kind == "u" else \
       (init + cs[last] - base_cs).view(np.int64).astype(dt)
     return
-  rank = np.arange(sidx.shape[0]) - np.repeat(starts, np.diff(np.append(starts, sidx.shape[0])))
+  ends = np.append(starts[1:], sidx.shape[0])
+  if ufunc in ("inc", "dec"):   # a closed form needs one bound for every lane
+    bp = b[p]
+    if bp.size and not (bp == bp[0]).all(): ufunc = None
+  if ufunc is not None:   # per address, in lane order: old values are the running results before each lane's step
+    bs = b[p][order].astype(dt, copy=False)
+    cs = c[p][order].astype(dt, copy=False) if c is not None else None
+    outs = np.empty(sidx.shape[0], dt)
+    for s0, e0 in zip(starts.tolist(), ends.tolist()):
+      a0 = sidx[s0]
+      if ufunc == "exch":     # each lane gets its predecessor's value
+        outs[s0] = arr[a0]
+        outs[s0 + 1:e0] = bs[s0:e0 - 1]
+        arr[a0] = bs[e0 - 1]
+        continue
+      if ufunc == "cas":      # compare-and-swap, one lane after the other (scalar steps: cheaper than array ones)
+        cur, olds = arr[a0].item(), []
+        for cmp, new in zip(bs[s0:e0].tolist(), cs[s0:e0].tolist()):
+          olds.append(cur)
+          if cur == cmp: cur = new
+        outs[s0:e0] = np.array(olds).astype(dt)
+        arr[a0] = np.array(cur).astype(dt)
+        continue
+      if isinstance(ufunc, str):
+        outs[s0:e0], arr[a0] = _inc_dec_run(ufunc, int(arr[a0]), int(bs[s0]), e0 - s0, dt)
+        continue
+      run = ufunc.accumulate(np.concatenate((arr[a0:a0 + 1], bs[s0:e0])), dtype=dt)
+      outs[s0:e0] = run[:-1]
+      arr[a0] = run[-1]
+    res = np.empty_like(outs)
+    res[order] = outs
+    old[p] = res
+    return
+  rank = np.arange(sidx.shape[0]) - np.repeat(starts, ends - starts)
   rank_of = np.empty_like(rank)
   rank_of[order] = rank
+  by_rank = np.argsort(rank_of, kind="stable")        # lanes of rank 0, then rank 1, ... (lane order within)
+  bounds = np.searchsorted(rank_of[by_rank], np.arange(int(rank.max()) + 2))
   for r in range(int(rank.max()) + 1):
-    q = np.flatnonzero(rank_of == r)
+    q = by_rank[bounds[r]:bounds[r + 1]]
     o = arr[idx[q]]
     arr[idx[q]] = fn(o, b[p][q], None if c is None else c[p][q])
     old[p[q]] = o
+
+
+def _inc_dec_run(op: str, init: int, bound: int, cnt: int, dt):
+  """cnt lanes' atom.inc/.dec with one bound b on one word, in lane order (PTX ISA 9.1, 9.7.13.5 atom: inc
+  new = old >= b ? 0 : old + 1; dec new = (old == 0 || old > b) ? b : old - 1): (each lane's old value, the final).
+  The values cycle through 0..b, so lane j's old value is a closed form of j."""
+  j = np.arange(cnt, dtype=np.int64)
+  period = bound + 1
+  if op == "inc":
+    if init > bound: olds, final = np.where(j == 0, init, (j - 1) % period), (cnt - 1) % period
+    else: olds, final = (init + j) % period, (init + cnt) % period
+  else:
+    if init == 0 or init > bound: olds, final = np.where(j == 0, init, bound - (j - 1) % period), bound - (cnt - 1) % period
+    else: olds, final = (init - j) % period, (init - cnt) % period
+  return olds.astype(dt), np.array(final).astype(dt)[()]

@@ -36,6 +36,7 @@ DTYPES = {
   "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64,
   "f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
   "f16x2": np.uint32, "bf16x2": np.uint32, "pred": np.bool_, "b128": np.uint64,
+  "u16x2": np.uint32, "s16x2": np.uint32, "tf32": np.uint32,   # packed 16-bit integers (add/sub/min/max); cvt's tf32
 }
 TYPE_BYTES = {t: (16 if t == "b128" else np.dtype(d).itemsize) for t, d in DTYPES.items()}
 

@@ -1,7 +1,9 @@
 """Operand readers and destination writers compiled once per instruction: closures over the batch state S.
 
-S.R is the register file: one numpy array per register (its declared type's dtype, one element per thread). An
-array in S.R is never written in place (a masked write builds a new one), so `mov` may share arrays between
+S.R is the register file: one numpy array per register (its declared type's dtype, one element per thread), or a
+0-d array when every thread of the batch holds the same value (a uniform value: a parameter, %ntid, a loop bound;
+numpy broadcasts it wherever it meets per-thread values, so an instruction computes it once, not once per thread).
+An array in S.R is never written in place (a masked write builds a new one), so `mov` may share arrays between
 registers and the zero-filled starting value is one array for all."""
 from __future__ import annotations
 
@@ -80,6 +82,7 @@ def rd(ctx: Ctx, o: Operand, t: str):
       if rdt != np.bool_: raise ctx.error(f"{o.name} is not a predicate")
       return (lambda S: ~S.R[i]) if o.neg else (lambda S: S.R[i])
     if rdt == dt: return lambda S: S.R[i]
+    if rdt.itemsize == dt.itemsize: return lambda S: S.R[i].view(dt)   # the same bits seen as another type
     return lambda S: cast_bits(S.R[i], dt)
   if o.kind == "imm":
     c = imm_value(o.value, t)
@@ -110,9 +113,13 @@ def wr(ctx: Ctx, o: Operand, t: str):
     v = np.asarray(v)
     if not same: v = cast_bits(v, rdt)
     elif v.dtype != rdt: v = v.astype(rdt)
+    if m is None:                      # every thread writes: a uniform value stays one value
+      S.R[i] = v if v.ndim == 0 or v.shape[0] == S.n else np.full(S.n, v, rdt)
+      return
     if v.ndim == 0 or v.shape[0] != S.n: v = np.full(S.n, v, rdt)
-    if m is None: S.R[i] = v
-    else: S.R[i] = blend(S, S.R[i], v, m)
+    old = S.R[i]
+    if old.ndim == 0: old = np.full(S.n, old, rdt)
+    S.R[i] = blend(S, old, v, m)
   return w
 
 

@@ -242,12 +242,46 @@ def via64(fn, dt, *xs):
     return np.asarray(fn(*[np.asarray(x).astype(f64) for x in xs])).astype(dt)
 
 
+# the canonical NaN of each float type: all exponent and fraction bits set (PTX ISA 9.1, 9.7.3.14 rcp.approx.ftz.f64:
+# "a canonical NaN with encoding 0x7fffffff00000000", the f32 pattern 0x7fffffff in the upper word)
+CANONICAL_NAN = {np.dtype(f16): u16(0x7FFF), np.dtype(f32): u32(0x7FFFFFFF), np.dtype(f64): u64(0x7FFFFFFFFFFFFFFF)}
+
+
+def canonical_nan(dt):
+  dt = np.dtype(dt)
+  return np.array(CANONICAL_NAN[dt]).view(dt)[()]
+
+
+def _minmax(a, b, nan: bool, is_max: bool):
+  """min/max of the PTX ISA (9.1, 9.7.3.11/12 and 9.7.4.7/8, "Semantics"): one NaN operand gives the other (with .NaN:
+  a canonical NaN), two give a canonical NaN, and -0.0 < +0.0 ("If values of both inputs are 0.0, then +0.0 > -0.0")."""
+  a, b = np.asarray(a), np.asarray(b)
+  with np.errstate(invalid="ignore"):
+    if is_max: pick_a = (a > b) | ((a == b) & ~np.signbit(a))
+    else: pick_a = (a < b) | ((a == b) & np.signbit(a))
+    r = np.where(pick_a, a, b)
+    an, bn = np.isnan(a), np.isnan(b)
+    if nan: bad = an | bn
+    else:
+      r = np.where(an, b, np.where(bn, a, r))
+      bad = an & bn
+  return np.where(bad, canonical_nan(r.dtype), r).astype(r.dtype)
+
+
 def fmin(a, b, nan: bool):
-  return np.minimum(a, b) if nan else np.fmin(a, b)
+  return _minmax(a, b, nan, False)
 
 
 def fmax(a, b, nan: bool):
-  return np.maximum(a, b) if nan else np.fmax(a, b)
+  return _minmax(a, b, nan, True)
+
+
+def xorsign_abs(fn, a, b):
+  """min/max.xorsign.abs: fn of |a| and |b|, its sign bit the XOR of a's and b's (a NaN result keeps its own)."""
+  a, b = np.asarray(a), np.asarray(b)
+  r = np.asarray(fn(np.abs(a), np.abs(b)))
+  neg = np.signbit(a) ^ np.signbit(b)
+  return np.where(np.isnan(r), r, np.where(neg, -np.abs(r), np.abs(r))).astype(r.dtype)
 
 
 def bf16_to_f32(bits):
@@ -283,7 +317,20 @@ _RINT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
 def float_to_int(x, dt, mode: str):
-  """cvt.{rni,rzi,rmi,rpi}.int.float: rounded, clamped to dt's range (PTX saturates float->int), NaN -> 0."""
+  """cvt.{rni,rzi,rmi,rpi}.int.float: rounded, clamped to dt's range (PTX saturates float->int). A NaN gives 0 when
+  the source is not .f64 and the destination not 64-bit, else 1 << (width - 1) (PTX ISA 9.1, 9.7.9.21 cvt, "Integer
+  Notes": MININT for a signed, (MAXINT >> 1) + 1 for an unsigned destination)."""
+  x = np.asarray(x)
+  nan_bits = np.dtype(dt).itemsize == 8 or x.dtype == f64
+  if nan_bits:
+    w = np.dtype(dt).itemsize * 8
+    isnan = np.isnan(x)
+    r = _float_to_int(x, dt, mode)
+    return np.where(isnan, np.array(1 << (w - 1), UNSIGNED[w // 8]).view(dt), r).astype(dt)
+  return _float_to_int(x, dt, mode)
+
+
+def _float_to_int(x, dt, mode: str):
   x = np.asarray(x).astype(f64)
   with np.errstate(all="ignore"):
     r = _RINT.get(mode, np.rint)(x)
@@ -495,3 +542,57 @@ def dp2a(a, b, c, a_signed: bool, b_signed: bool, hi: bool):
     if b_signed: y = np.where(y >= 128, y - 256, y)
     acc = acc + x * y
   return (acc & 0xFFFFFFFF).astype(u32)
+
+
+
+# ---- .relu / .satfinite / f64 -> bf16 (PTX ISA 9.1, 9.7.9.21 cvt "Saturation modifier", 9.7.4.4 fma .relu)
+F16_MAX, BF16_MAX_BITS = 65504.0, 0x7F7F
+
+
+def relu16(bits, kind: str):
+  """.relu on 16-bit float bits (kind f16/bf16): negative results become +0, a NaN the canonical NaN 0x7fff."""
+  b = np.asarray(bits).astype(u16)
+  nan = ((b & u16(0x7FFF)) > u16(0x7C00)) if kind == "f16" else ((b & u16(0x7FFF)) > u16(0x7F80))
+  neg = (b & u16(0x8000)) != 0
+  return np.where(nan, u16(0x7FFF), np.where(neg, u16(0), b)).astype(u16)
+
+
+def satfinite16(x64, bits, kind: str):
+  """.satfinite for an f16/bf16 result `bits` of the value x64: |x| beyond the largest finite value gives that
+  value with x's sign ("sign-preserved MAX_NORM"); a NaN stays NaN."""
+  x64 = np.asarray(x64, f64)
+  big = np.abs(x64) > (F16_MAX if kind == "f16" else float(bf16_to_f32(np.array(BF16_MAX_BITS, u16))))
+  mx = u16(0x7BFF) if kind == "f16" else u16(BF16_MAX_BITS)
+  sat = np.where(x64 < 0, mx | u16(0x8000), mx).astype(u16)
+  return np.where(big & ~np.isnan(x64), sat, np.asarray(bits).astype(u16)).astype(u16)
+
+
+def f64_to_bf16(v, mode: str = "rn"):
+  """An f64 rounded once to bf16 (rn, or rz): through f32 rounded to odd (24 bits, > 8 + 2: no double rounding)."""
+  v = np.asarray(v, f64)
+  with np.errstate(all="ignore"):
+    t = v.astype(f32)
+    back = t.astype(f64)
+    over = np.abs(back) > np.abs(v)
+    t = np.where(over & np.isfinite(v), np.nextafter(t, f32(0)), t).astype(f32)
+    inexact = (t.astype(f64) != v) & np.isfinite(v)
+    t = np.where(inexact, (t.view(u32) | u32(1)).view(f32), t)
+  return f32_to_bf16(t, mode)
+
+
+def tf32_rna(x):
+  """cvt.rna.tf32.f32: the f32 rounded to 10 fraction bits, ties away from zero, as .b32 with the low 13 bits 0."""
+  b = np.asarray(x, f32).view(u32).astype(u64)
+  nan = np.isnan(np.asarray(x, f32))
+  r = ((b + u64(0x1000)) & u64(0xFFFFE000)).astype(u32)
+  return np.where(nan, np.asarray(x, f32).view(u32), r).astype(u32)
+
+
+def lop3(a, b, c, lut: int):
+  """lop3.b32 (9.7.8.6): bit i of the result is bit (a_i b_i c_i) of immLut (a the MSB: F(0xF0, 0xCC, 0xAA) = lut)."""
+  a, b, c = (np.asarray(v).astype(u32) for v in (a, b, c))
+  out = np.zeros(np.broadcast(a, b, c).shape, u32)
+  for i in range(8):
+    if (lut >> i) & 1:
+      out |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+  return out
