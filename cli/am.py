@@ -53,7 +53,10 @@ def _open(args):
     addr = args.pci
     if addr is None:
       found = find_functions(os)
-      if not found: raise DeviceError("no AMD GPU that AM boots was found (supported: Navi 31, device 0x744c)")
+      if not found:
+        from ..drivers.amd.am.pci import SUPPORTED
+        known = ", ".join(f"{name}, device {dev:#06x}" for dev, (name, _) in SUPPORTED.items())
+        raise DeviceError(f"no AMD GPU that AM boots was found (supported: {known})")
       addr = found[0]
   except BaseException:
     if args.mock: os.close()

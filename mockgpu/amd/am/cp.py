@@ -49,6 +49,8 @@ CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x
 class CommandProcessors:
   def __init__(self, navi):
     self.navi = navi
+    # the engines run RDNA3 code: gfx1100's tables for the Navi 31 and for the VF's Navi 32 (gfx1101) alike (the same
+    # RDNA3 ISA, the same 768 KiB VGPR file: ROCm's GPU specifications table)
     self.gpu = MockAMDGPU(navi.os, 0, 0x744C, GPUProperties())
     self.gpu.listener = self
     # the MMU's state lives across a reset's hook(): the reset's remap() (its hubs off) lets go of what it holds

@@ -3,8 +3,9 @@ for hcq.open("MOCKPCI+AMD")): what the function shows, and the physical function
 
 What the VF shows (the facts are Linux 6.12's, named where used):
 - RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER = IOV_ENABLE | FUNC_IDENTIFIER (0x80000001): "I am a VF, SR-IOV is on"
-  (amdgpu_virt.c amdgpu_detect_virtualization). The PCI ids stay the Navi 31's: Linux 6.12 lists no Navi 31 VF id
-  (amdgpu_drv.c binds GC 11 parts by class) and neither does pci.ids.
+  (amdgpu_virt.c amdgpu_detect_virtualization). The function poses as a part that has SR-IOV, a Radeon PRO V710 MxGPU
+  (Navi 32): PCI id 1002:7461 rev 00 (libdrm's amdgpu.ids), GC 11.0.3, MP0/MP1 13.0.10, SDMA 6.0.3 in its discovery
+  table (discovery.V710_IPS, where each is cited); the 7900 XTX (Navi 31) has no SR-IOV.
 - The GPU as the host left it: the sOS runs (C2PMSG_81), the SMU answers, the RLC autoload completed
   (RLC_RLCS_BOOTLOAD_STATUS) - the host's PSP loaded every firmware; the VF's VRAM BAR is its share of the frame
   buffer, with the discovery table at its top as the host put it there.
