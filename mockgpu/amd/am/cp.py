@@ -40,6 +40,9 @@ from .discovery import GC_HWID, NBIF_HWID, SDMA0_HWID
 S2A_AWID_GC, S2A_AWID_SDMA0 = 0x3, 0xE
 
 MQD_SIZE = ctypes.sizeof(MQD)
+# gfx_v11_0.c golden_settings_gc_11_0: SOC15_REG_GOLDEN_VALUE(GC, 0, regTCP_CNTL, 0x20000000, 0x20000000), applied by
+# gfx_v11_0_init_golden_registers on every GC 11 part before the CP runs (gc_11_0_0_sh_mask.h names no TCP_CNTL field)
+TCP_CNTL_GOLDEN = 0x20000000
 PAGE = 0x1000
 # gfx11 interrupt ids (soc15_ih_clientid.h SOC21_IH_CLIENTID_*, irqsrcs_gfx_11_0_0.h): CP end-of-pipe GRBM_CP 0x14 /
 # 181, the SDMA trap GFX 0x0a / 49 (sdma_v6_0_sw_init registers it there), the GC hub's UTCL2 fault GFX 0x0a / 0
@@ -187,6 +190,11 @@ class CommandProcessors:
     if key[1] == 1:
       why = self.mec_problem(key[2])
       if why: raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me 1 pipe {key[2]} activated while the MEC does not run: {why}")
+    tcp = self.navi.regs.values.get(self.g("TCP_CNTL"), 0)
+    if not tcp & TCP_CNTL_GOLDEN:
+      raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me {key[1]} pipe {key[2]} activated with TCP_CNTL "
+                        f"{tcp:#x}: bit 29 clear, the golden setting gfx_v11_0_init_golden_registers applies on every GC 11 "
+                        f"part (golden_settings_gc_11_0) is missing")
     if not self._f("CP_HQD_PERSISTENT_STATE", "PRELOAD_REQ"):
       # gfx_v11_0_compute_mqd_init keeps the register's reset value's PRELOAD_REQ (gc_11_0_0_default.h 0x0be05501);
       # tinygrad 0.14 sets it too: a queue without it has nothing preloaded for the CP to fetch from

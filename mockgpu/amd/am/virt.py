@@ -39,6 +39,7 @@ import struct
 
 from ....autogen.amd import mp_13_0_0
 from ....errors import DeviceError
+from .cp import TCP_CNTL_GOLDEN
 from .discovery import GC_HWID, MMHUB_HWID, MP0_HWID, MP1_HWID, NBIF_HWID, OSSSYS_HWID, SDMA0_HWID
 
 # mxgpu_nv.h enum idh_request / enum idh_event
@@ -104,6 +105,9 @@ class VFModel:
       rf.poke(rf.addr(hw, module, reg), rf.module(module).REGS[reg].encode(ENABLE_L2_CACHE=1))
     g.cp.mec_by_host = True
     rf.poke(rf.addr(SDMA0_HWID, "sdma_6_0_0", "SDMA0_F32_CNTL"), 0)
+    # the host's golden settings (gfx_v11_0_init_golden_registers returns early on a VF): TCP_CNTL (cp.py)
+    addr = rf.addr(GC_HWID, "gc_11_0_0", "TCP_CNTL")
+    rf.poke(addr, rf.values.get(addr, 0) | TCP_CNTL_GOLDEN)
 
   def _protect(self) -> None:
     rf, mp = self.rf, mp_13_0_0

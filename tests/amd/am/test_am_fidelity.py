@@ -216,6 +216,25 @@ def test_9_mutation_a_queue_on_a_mec_never_started_is_refused(navi_fw, monkeypat
   with pytest.raises(DeviceError, match=reg): open_am(os, 0, os.config)
 
 
+def test_9_golden_tcp_cntl_as_linux_sets_it(navi_fw):
+  """gfx_v11_0_init_golden_registers: TCP_CNTL |= 0x20000000 (golden_settings_gc_11_0), the other bits kept; the
+  register comes from the generated gc 11.0.0 module (manifest filter), at gc_11_0_0_offset.h's regTCP_CNTL."""
+  from hcq.autogen.amd import gc_11_0_0 as gc
+  os, gpu = navi_fw
+  assert gc.regTCP_CNTL == 0x19A2 and gc.regTCP_CNTL_BASE_IDX == 1
+  addr = gpu.cp.g("TCP_CNTL")
+  gpu.regs.poke(addr, 0x5)                            # bits the golden setting must keep
+  with boot(navi_fw) as d:
+    assert gpu.regs.values[addr] == 0x20000005
+    assert any("TCP_CNTL" in what for b, what, _ in d.steps if b == "gfx")
+
+
+def test_9_mutation_a_queue_without_the_golden_tcp_cntl_is_refused(navi_fw, monkeypatch):
+  os, _ = navi_fw
+  monkeypatch.setattr(gfxmod.GFX, "golden_registers", lambda self: None)
+  with pytest.raises(DeviceError, match="TCP_CNTL 0x0: bit 29 clear"): open_am(os, 0, os.config)
+
+
 # ---- 10. doorbells routed; SDMA un-halted; pointers reset
 @pytest.mark.parametrize("step,reg", [("gc_doorbell_init", "S2A_DOORBELL_ENTRY_0_CTRL"),
                                       ("sdma_doorbell_range", "S2A_DOORBELL_ENTRY_2_CTRL")])
