@@ -145,6 +145,20 @@ def test_6_mutation_ring_poll_without_the_delay_reads_the_stale_ready(navi_fw, m
     boot(navi_fw, until="psp")
 
 
+def test_5_6_the_psp_handshakes_are_delays_the_mock_clock_takes(navi_fw, monkeypatch):
+  """The 20 ms of psp_v13_0's handshakes (after LOAD_SOSDRV, after a ring command) go through the OS's delay(): on
+  the mock the models' clock moves by them (no sleep), and the mock PSP, reading that clock, answers after them."""
+  os, gpu = navi_fw
+  delays, sleeps, real = [], [], type(os).delay
+  monkeypatch.setattr(type(os), "delay", lambda self, s: delays.append(s) or real(self, s))
+  real_sleep = type(os).sleep
+  monkeypatch.setattr(type(os), "sleep", lambda self, s: sleeps.append(s) or real_sleep(self, s))
+  c0 = os.clock()
+  with boot(navi_fw, until="psp"): pass
+  assert delays.count(pspmod.HANDSHAKE_S) >= 2 and pspmod.HANDSHAKE_S not in sleeps
+  assert os.clock() - c0 >= sum(delays)
+
+
 def test_6_mutation_ring_created_over_an_existing_one_is_refused(navi_fw, monkeypatch):
   os, gpu = navi_fw
   open_am(os, 0, os.config).close()          # booted and signed: the next open reuses, the old ring still there
