@@ -23,7 +23,7 @@ def register(sub) -> None:
   b = asub.add_parser("boot", help="bring the GPU up as far as AM goes, then give it back")
   where = b.add_mutually_exclusive_group()
   where.add_argument("--pci", metavar="ADDR", help="the PCI function (default: the first AMD GPU AM supports)")
-  where.add_argument("--mock", action="store_true", help="the embedded mock Navi 31")
+  where.add_argument("--mock", action="store_true", help="the embedded mock Navi 31 (a Radeon PRO V710 SR-IOV VF with HCQ_MOCK_AM_VF=1)")
   b.add_argument("--trace", action="store_true", help="print every step (ms since the start, block, step) as it happens")
   b.add_argument("--until", choices=BLOCKS, help="stop after this block's hw_init")
   b.add_argument("--json", action="store_true", help="print the steps as JSON at the end")
@@ -53,7 +53,10 @@ def _open(args):
     addr = args.pci
     if addr is None:
       found = find_functions(os)
-      if not found: raise DeviceError("no AMD GPU that AM boots was found (supported: Navi 31, device 0x744c)")
+      if not found:
+        from ..drivers.amd.am.pci import SUPPORTED
+        known = ", ".join(f"{name}, device {dev:#06x}" for dev, (name, _) in SUPPORTED.items())
+        raise DeviceError(f"no AMD GPU that AM boots was found (supported: {known})")
       addr = found[0]
   except BaseException:
     if args.mock: os.close()

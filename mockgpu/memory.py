@@ -1,4 +1,5 @@
-"""Host memory of a MockOS: anonymous mappings (real host memory, so GPU VA == host VA), memory files (a device
+"""Host memory of a MockOS: anonymous mappings (real host memory; a mock GPU's engines use GPU VAs as host addresses,
+and its MMU makes each VA reach what the page tables map there: see views), memory files (a device
 model's VRAM: a memfd mapped shared, so that other mappings of it are views of the same bytes), views of such a file
 at fixed addresses, and fake physical addresses.
 
@@ -7,6 +8,15 @@ driver's CPU mapping of a BAR window through MockOS.map_pci_resource, a mock GPU
 engines): a page is mapped when its first holder asks and unmapped when its last one lets go, so that the two can come
 and go in any order without pulling the memory from under the other. A view has no physical address (Linux's pagemap
 shows none for a BAR mapping either).
+
+A view may also be of host memory itself (fd None, the offset a host address): the same pages of a shared mapping at
+another address (mremap(2) with old_size 0), how a mock GPU's MMU makes a VA whose page-table entries hold the
+physical (bus) addresses of host pages elsewhere reach those pages for its engines, as DMA through the IOMMU does.
+
+A GPU's MMU may lay its views over a PROT_NONE reservation of the process (over_reserved): a driver that keeps its
+GPU's whole VA range reserved (tinygrad's _System.reserve_va) and never maps VRAM buffers there for the CPU still has
+its GPU reach them at those VAs (in the mock, GPU VA == host VA). Such a page goes back to the reservation (PROT_NONE,
+no memory) when the last holder lets go, and goes with the reservation when the process unmaps it.
 
 phys_addrs() hands out physical page addresses that a device model translates back to host addresses for DMA.
 They are deliberately not contiguous (every page is followed by a hole) so that a driver which assumes contiguity
@@ -131,21 +141,27 @@ class HostMemory:
       self._drop_phys(addr, size)
       libc.munmap(addr, size)
       pages = sorted(p for p, v in self._views.items() if v[0] == fd)     # the file's views go with it
+      for over in (False, True):
+        for start, n in _runs([p for p in pages if self._views[p][3] == over]): self._let_go(start, n, over)
       for page in pages: del self._views[page]
-      for start, n in _runs(pages): libc.munmap(start, n)
       _os.close(fd)
 
-  def map_view(self, fd: int, offset: int, addr: int, size: int, holder: object, what: str, kind: str = "") -> None:
+  def map_view(self, fd: int | None, offset: int, addr: int, size: int, holder: object, what: str, kind: str = "",
+               over_reserved: bool = False) -> None:
     """Hold [addr, addr+size) as a shared view of memory file fd from offset. Pages already viewed the same way get
     one more holder, unless a holder of the same kind holds one (kind "cpu": two CPU mappings at one address, which
     mmap(MAP_FIXED_NOREPLACE) refuses too); a page viewed otherwise, or an address some other mapping of this MockOS
     uses, is a DeviceError naming it (nothing is mapped then). New pages are mapped with MAP_FIXED_NOREPLACE: memory
-    this object does not know about is never replaced."""
+    this object does not know about is never replaced. With over_reserved, pages inside a PROT_NONE reservation are
+    replaced by the view (MAP_FIXED) and given back to the reservation later (see the module's docstring)."""
     if (addr | offset | size) % PAGE or size <= 0:
       raise DeviceError(f"mock memory: view of {what} at {addr:#x}+{size:#x} (file offset {offset:#x}) is not page-aligned")
     with self._lock:
-      if self._overlapping(addr, size):
-        raise DeviceError(f"mock memory: view of {what} at {addr:#x}+{size:#x} overlaps {self.find(self._overlapping(addr, size)[0])[2]}")
+      if fd is None: self._check_alias_source(offset, size, what)
+      hit = self._overlapping(addr, size)
+      if hit and not (over_reserved and all(self._ranges[h][1].endswith("(reserved)") for h in hit)):
+        raise DeviceError(f"mock memory: view of {what} at {addr:#x}+{size:#x} overlaps {self._ranges[hit[0]][1]}")
+      reserved = lambda page: bool(hit) and self._overlapping(page, PAGE) != []
       fresh = []
       for i in range(0, size, PAGE):
         v = self._views.get(addr + i)
@@ -157,14 +173,17 @@ class HostMemory:
           raise DeviceError(f"mock memory: view of {what} at {addr + i:#x} is already held by a {kind or 'same'} holder")
       done = []
       try:
-        for start, n in _runs(fresh):
-          libc.mmap(addr + start, n, libc.PROT_READ | libc.PROT_WRITE, libc.MAP_SHARED | libc.MAP_FIXED_NOREPLACE,
-                    fd, offset + start, what=what)
-          done.append((start, n))
+        for over in (False, True):       # pages nothing maps, then pages of a reservation (replaced: MAP_FIXED)
+          for start, n in _runs([i for i in fresh if reserved(addr + i) == over]):
+            if fd is None: self._alias(offset + start, addr + start, n, over, what)
+            else:
+              libc.mmap(addr + start, n, libc.PROT_READ | libc.PROT_WRITE,
+                        libc.MAP_SHARED | (libc.MAP_FIXED if over else libc.MAP_FIXED_NOREPLACE), fd, offset + start, what=what)
+            done.append((start, n, over))
       except BaseException:
-        for start, n in done: libc.munmap(addr + start, n)
+        for start, n, over in done: self._let_go(addr + start, n, over)
         raise
-      for i in fresh: self._views[addr + i] = [fd, offset + i, set()]
+      for i in fresh: self._views[addr + i] = [fd, offset + i, set(), reserved(addr + i)]
       for i in range(0, size, PAGE): self._views[addr + i][2].add((kind, id(holder)))
 
   def unmap_view(self, addr: int, size: int, holder: object, kind: str = "") -> None:
@@ -177,11 +196,38 @@ class HostMemory:
         v[2].discard((kind, id(holder)))
         if not v[2]:
           del self._views[addr + i]
-          gone.append(i)
-      for start, n in _runs(gone): libc.munmap(addr + start, n)
+          gone.append((i, v[3]))
+      for over in (False, True):
+        for start, n in _runs([i for i, o in gone if o == over]): self._let_go(addr + start, n, over)
+
+  def _check_alias_source(self, host: int, size: int, what: str) -> None:
+    """A view of host memory must be of memory this object mapped, whole pages of one mapping that is not a bare
+    reservation."""
+    found = self.find(host)
+    if found is None or host + size > found[0] + found[1] or found[2].endswith("(reserved)"):
+      raise DeviceError(f"mock memory: view of {what}: host memory {host:#x}+{size:#x} is not one mapping of this process")
+
+  def _alias(self, host: int, addr: int, size: int, over: bool, what: str) -> None:
+    """Map the pages of the shared mapping at host again at addr (over a reservation, or where nothing is mapped: a
+    placeholder taken with MAP_FIXED_NOREPLACE first, so that mremap's MREMAP_FIXED replaces only that)."""
+    if not over:
+      libc.mmap(addr, size, libc.PROT_NONE, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | libc.MAP_NORESERVE |
+                libc.MAP_FIXED_NOREPLACE, what=what)
+    try: libc.mremap_duplicate(host, addr, size, what=what)
+    except BaseException:
+      self._let_go(addr, size, over)
+      raise
+
+  @staticmethod
+  def _let_go(addr: int, size: int, reserved: bool) -> None:
+    """Unmap view pages; those laid over a reservation become reserved address space again (PROT_NONE, no memory)."""
+    if not reserved: return libc.munmap(addr, size)
+    libc.mmap(addr, size, libc.PROT_NONE, libc.MAP_PRIVATE | libc.MAP_ANONYMOUS | libc.MAP_NORESERVE | libc.MAP_FIXED,
+              what="reservation under a view")
 
   def view_of(self, addr: int) -> tuple[int, int, int] | None:
-    """(fd, file offset, number of holders) of the view holding the page of addr, None where there is none."""
+    """(fd, file offset, number of holders) of the view holding the page of addr, None where there is none (fd None:
+    a view of host memory, the offset its host address)."""
     with self._lock:
       v = self._views.get(addr & ~(PAGE - 1))
       return None if v is None else (v[0], v[1] + (addr & (PAGE - 1)), len(v[2]))
@@ -209,6 +255,10 @@ class HostMemory:
       libc.munmap(addr, size)
       self._carve(addr, size)
       self._drop_phys(addr, size)
+      # views laid over a reservation go with it (their holders find nothing to let go)
+      pages = range(addr, addr + size, PAGE)
+      if len(pages) > len(self._views): pages = [p for p in self._views if addr <= p < addr + size]
+      for page in [p for p in pages if p in self._views and self._views[p][3]]: del self._views[page]
 
   def overlaps(self, addr: int, size: int) -> bool:
     """Whether any known mapping meets [addr, addr+size)."""

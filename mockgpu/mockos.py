@@ -144,6 +144,7 @@ class MockOS:
     self._usb: dict[tuple[int, int], list] = {}
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
+    self._delayed = 0.0         # seconds delay() let pass on the models' clock (clock(), monotonic())
     self._ticking = threading.local()
     # Ctrl-C waits for a step of the synchronous engines to end: hardware goes on with its work whatever the host's
     # process is told, so an interrupt lands between two steps of it, never inside one (a queue stopped halfway through
@@ -476,9 +477,21 @@ class MockOS:
     return found[index]()
 
   # ---- time
+  # The device models' clock (clock()) is the host's monotonic clock plus the time delay() let pass: a driver's fixed
+  # bring-up delay (psp_v13_0's 20 ms handshakes) moves the clock the models read instead of blocking, so that a model
+  # that answers late (mockgpu/amd/am/psp.py) still sees a poll made without the delay as early, and the suites do
+  # not sleep through every boot's delays. sleep() blocks as before (polls, another thread's progress).
+  def clock(self) -> float:
+    """The device models' monotonic time (no engine runs: callable from a register hook)."""
+    return time.monotonic() + self._delayed
+
   def monotonic(self) -> float:
     if self._engines and not self.config.mock_threaded and any(e.blocked for e in self._engines): self.tick()
-    return time.monotonic()
+    return self.clock()
+
+  def delay(self, seconds: float) -> None:
+    self.tick()
+    with self._lock: self._delayed += max(0.0, seconds)
 
   def sleep(self, seconds: float) -> None:
     self.tick()

@@ -168,3 +168,6 @@ class OSInterface(Protocol):
   # time (mockable so that timeouts can be tested without sleeping)
   def monotonic(self) -> float: ...
   def sleep(self, seconds: float) -> None: ...
+  def delay(self, seconds: float) -> None:
+    """A fixed wait a device's bring-up prescribes between a command and its first poll (Linux's mdelay/msleep there:
+    the time the device needs, not a poll's pause); the time passes on monotonic()."""

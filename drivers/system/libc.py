@@ -16,6 +16,8 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mremap.restype = ctypes.c_void_p
+_libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
 _libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.munlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -72,6 +74,20 @@ def mmap(addr: int | None, size: int, prot: int, flags: int, fd: int = -1, offse
 
 def munmap(addr: int, size: int) -> None:
   if _libc.munmap(addr, size) != 0: raise OSCallError("munmap", f"{addr:#x}+{size:#x}", ctypes.get_errno())
+
+
+MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2     # linux/mman.h
+
+
+def mremap_duplicate(src: int, dst: int, size: int, what: str = "shared memory") -> None:
+  """A second mapping at dst of the same pages as the shared mapping at [src, src+size), replacing what is at dst:
+  mremap(2) with old_size 0 ("if old_size is zero and old_address refers to a shareable mapping, mremap() creates a new
+  mapping of the same pages"; EINVAL for a private mapping)."""
+  if not src or not dst or (src | dst | size) % PAGE_SIZE or size <= 0:
+    raise OSCallError("mremap", what, errno.EINVAL, f"{src:#x} -> {dst:#x} +{size:#x}: page-aligned, non-zero")
+  res = _libc.mremap(src, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+  if res in (None, MAP_FAILED) or res != dst:
+    raise OSCallError("mremap", what, ctypes.get_errno(), f"{src:#x} -> {dst:#x} +{size:#x}")
 
 
 def mlock(addr: int, size: int) -> None:

@@ -525,6 +525,7 @@ class LinuxOS:
   # ---- time
   def monotonic(self) -> float: return time.monotonic()
   def sleep(self, seconds: float) -> None: time.sleep(seconds)
+  def delay(self, seconds: float) -> None: time.sleep(seconds)
 
   # ---- the kernel log (drivers' own reports of faults, e.g. nvidia.ko's "NVRM: Xid" lines)
   def kernel_log(self, limit: int = 256) -> list[str]:

@@ -86,6 +86,7 @@ class FakeKFDOS:
     return self.doorbells
   def monotonic(self): return time.monotonic()
   def sleep(self, s): time.sleep(s)
+  def delay(self, s): time.sleep(s)
 
   # ioctls
   def _get_version(self, a): a.major_version, a.minor_version = 1, 14

@@ -233,3 +233,20 @@ def test_lspci_reads_the_mock_pci_functions(tmp_path):
   assert "Region 5: Memory at c0000000 (32-bit, non-prefetchable)" in verbose and "[size=1M]" in verbose
   assert "Express (v2) Endpoint" in verbose and "LnkSta:\tSpeed 16GT/s, Width x16" in verbose
   assert "MSI: Enable- Count=1/1" in verbose
+
+
+def test_a_delay_moves_the_models_clock_instead_of_blocking(mos):
+  """MockOS.delay (a driver's fixed bring-up delay: psp_v13_0's 20 ms handshakes) lets the time pass on the clock the
+  device models read (clock(), and the driver's monotonic()) without waiting: an hour of delays ends (the guard fails
+  the test if it blocks) and the clocks show it; the engines run first, as on sleep()."""
+  from tests.hangguard import ends
+  e = Engine()
+  mos.register_engine(e)
+  polls, c0, m0 = e.polls, mos.clock(), mos.monotonic()
+  ends(mos.delay, 3600.0, limit_s=60)
+  assert mos.clock() - c0 >= 3600.0 and mos.monotonic() - m0 >= 3600.0
+  assert e.polls > polls
+  c1 = mos.clock()
+  mos.delay(0)
+  mos.delay(-1)                     # nothing passes backwards
+  assert mos.clock() >= c1

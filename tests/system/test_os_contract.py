@@ -251,6 +251,13 @@ class TestContract:
     os_impl.os.sleep(0.01)
     assert os_impl.os.monotonic() - t0 >= 0.01
 
+  def test_a_delay_passes_on_monotonic(self, os_impl):
+    """delay() (a device's fixed bring-up wait): the time has passed on monotonic() when it returns (LinuxOS waits;
+    MockOS moves its models' clock)."""
+    t0 = os_impl.os.monotonic()
+    os_impl.os.delay(0.02)
+    assert os_impl.os.monotonic() - t0 >= 0.02
+
 
 def _try_lock_in_child(os_factory, config, q):
   try:

@@ -31,8 +31,9 @@ ELFOSABI_AMDGPU_HSA = 64
 R_AMDGPU_NONE, R_AMDGPU_ABS32_LO, R_AMDGPU_ABS32_HI, R_AMDGPU_ABS64 = 0, 1, 2, 3
 R_AMDGPU_REL32, R_AMDGPU_REL64, R_AMDGPU_ABS32, R_AMDGPU_REL32_LO, R_AMDGPU_REL32_HI = 4, 5, 6, 10, 11
 CODE_OBJECT_VERSION = {1: 3, 2: 4, 3: 5, 4: 6}   # EI_ABIVERSION -> code object version (HSA OS ABI)
-# EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header" table)
-MACH_NAMES = {0x41: "gfx1100", 0x42: "gfx1101", 0x43: "gfx1102", 0x44: "gfx1103", 0x48: "gfx1200", 0x4e: "gfx1201",
+# EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header" table; llvm/BinaryFormat/ELF.h EF_AMDGPU_MACH_AMDGCN_*: gfx1101
+# is 0x46 and gfx1102 0x47, 0x42/0x43 are gfx1013/gfx1150)
+MACH_NAMES = {0x41: "gfx1100", 0x46: "gfx1101", 0x47: "gfx1102", 0x44: "gfx1103", 0x48: "gfx1200", 0x4e: "gfx1201",
               0x4c: "gfx942", 0x3f: "gfx90a", 0x36: "gfx1030"}
 MACH_BY_NAME = {v: k for k, v in MACH_NAMES.items()}
 

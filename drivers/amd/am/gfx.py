@@ -6,7 +6,9 @@ itself; every step below names the Linux function it follows):
    MEC firmware header (ucode_start_addr_lo >> 2 | hi << 30; hi >> 2) with the pipe selected through GRBM_GFX_CNTL
    (me 1), then a reset pulse of the pipes (CP_MEC_RS64_CNTL.MEC_PIPEn_RESET 1 then 0).
 3. gfx_v11_0_gfxhub_enable: the GC hub's gart_enable and TLB flush, now that GFX is powered (gmc.GMC.enable_gc_hub).
-4. gfx_v11_0_constants_init: GRBM_CNTL.READ_TIMEOUT 0xff; SH_MEM_CONFIG for every VMID (64-bit addressing, unaligned,
+4. gfx_v11_0_init_golden_registers: golden_settings_gc_11_0, TCP_CNTL bit 29 set by read-modify-write (and_mask =
+   or_mask = 0x20000000, soc15_program_register_sequence; gc_11_0_0_sh_mask.h names no field of TCP_CNTL).
+   gfx_v11_0_constants_init: GRBM_CNTL.READ_TIMEOUT 0xff; SH_MEM_CONFIG for every VMID (64-bit addressing, unaligned,
    INITIAL_INST_PREFETCH 3: DEFAULT_SH_MEM_CONFIG) and SH_MEM_BASES (the LDS and scratch apertures, shared base 1 and
    private base 2: 0x1000'0000'0000'0000 and 0x2000'0000'0000'0000).
 5. nbio gc_doorbell_init (nbio.NBIO.gc_doorbell_init): the CP's doorbells routed.
@@ -24,6 +26,7 @@ MEC_PIPES = 4
 SH_MEM_ADDRESS_MODE_64, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 0, 3   # Linux gfx_v11_0.c DEFAULT_SH_MEM_CONFIG
 SHARED_BASE, PRIVATE_BASE = 0x1, 0x2           # SH_MEM_BASES: the LDS / scratch apertures' top 16 bits
 VMIDS = 16
+TCP_CNTL_GOLDEN = 0x20000000                   # gfx_v11_0.c golden_settings_gc_11_0 (and_mask = or_mask)
 
 
 def mec_program_counter(mec_fw) -> tuple[int, int]:
@@ -51,6 +54,7 @@ class GFX(IPBlock):
       return
     self.config_mec()
     d.gmc.enable_gc_hub()
+    self.golden_registers()
     self.constants_init()
     d.nbio.gc_doorbell_init()
     self.step("RLC_CNTL.RLC_ENABLE_F32; MEC un-halted (CP_MEC_RS64_CNTL: pipes active, MEC_HALT 0)")
@@ -81,6 +85,13 @@ class GFX(IPBlock):
     finally: r.write("GRBM_GFX_CNTL", 0)
     r.update("CP_MEC_RS64_CNTL", **{f"MEC_PIPE{p}_RESET": 1 for p in range(MEC_PIPES)})
     r.update("CP_MEC_RS64_CNTL", **{f"MEC_PIPE{p}_RESET": 0 for p in range(MEC_PIPES)})
+
+  def golden_registers(self) -> None:
+    """gfx_v11_0_init_golden_registers (every GC 11 part; a VF skips it, the host did): golden_settings_gc_11_0's one
+    entry, SOC15_REG_GOLDEN_VALUE(GC, 0, regTCP_CNTL, 0x20000000, 0x20000000): bit 29 set, the rest kept."""
+    r = self.dev.gc_regs
+    self.step(f"golden registers: TCP_CNTL |= {TCP_CNTL_GOLDEN:#x}")
+    r.write("TCP_CNTL", r.read("TCP_CNTL") | TCP_CNTL_GOLDEN)
 
   def constants_init(self) -> None:
     """gfx_v11_0_constants_init (and init_compute_vmid's apertures): GRBM_CNTL, SH_MEM_CONFIG/BASES per VMID."""

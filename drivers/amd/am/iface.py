@@ -63,6 +63,17 @@ class HWQueue:
 def _log2(n: int) -> int: return n.bit_length() - 1
 
 
+# GC versions whose ISA target (what a code object is built for) is not the hardware version: Linux kfd_device.c
+# kgd2kfd_probe's gfx_target_version ("Compiler version is 11.0.1 while HW version is 11.0.3"; 11.0.1 and 11.0.4 are
+# gfx1103)
+_TARGET_OF_GC = {(11, 0, 1): 110003, (11, 0, 3): 110001, (11, 0, 4): 110003}
+
+
+def gfx_target_version(gc: tuple[int, int, int]) -> int:
+  """KFD's gfx_target_version of a GC IP version: major*10000 + minor*100 + stepping of the ISA target."""
+  return _TARGET_OF_GC.get(tuple(gc), gc[0] * 10000 + gc[1] * 100 + gc[2])
+
+
 class AMIface:
   name = "PCI"
 
@@ -86,11 +97,12 @@ class AMIface:
     cu_per_sh = 2 * (gc.get("gc_num_wgp0_per_sa", 0) + gc.get("gc_num_wgp1_per_sa", 0))
     sa = gc.get("gc_num_sa_per_se", 1) * gc.get("gc_num_se", 1)
     major, minor, rev = self.am.discovery.version_of("GC")
-    self.arch = f"gfx{major}{minor:x}{rev:x}"
+    target = gfx_target_version((major, minor, rev))
+    self.arch = f"gfx{target // 10000}{(target // 100) % 100:x}{target % 100:x}"
     # the IP versions the discovery table reports select the driver's register and packet tables (AMDIface)
     self.gc_ip = (major, minor, rev)
     self.sdma_ip = tuple(self.am.discovery.version_of("SDMA0"))
-    self.props = {"gfx_target_version": major * 10000 + minor * 100 + rev, "simd_count": sa * cu_per_sh * 2,
+    self.props = {"gfx_target_version": target, "simd_count": sa * cu_per_sh * 2,
                   "simd_per_cu": 2, "array_count": sa, "simd_arrays_per_engine": gc.get("gc_num_sa_per_se", 1),
                   "cu_per_simd_array": cu_per_sh, "max_waves_per_simd": gc.get("gc_max_waves_per_simd", 16),
                   "lds_size_in_kb": gc.get("gc_lds_size", 64), "max_slots_scratch_cu": gc.get("gc_max_scratch_slots_per_cu", 32),

@@ -33,7 +33,10 @@ from ...system.vfio import VFIOPCIDevice, dma_mode
 
 VENDOR_AMD = 0x1002
 # the device ids this driver boots, with the GC version their discovery table must report
-SUPPORTED = {0x744C: ("Navi 31 (Radeon RX 7900 XT/XTX)", (11, 0, 0))}
+SUPPORTED = {0x744C: ("Navi 31 (Radeon RX 7900 XT/XTX)", (11, 0, 0)),
+             # an SR-IOV VF (libdrm amdgpu.ids "7461, 00, AMD Radeon Pro V710 MxGPU"; gfx1101 = GC 11.0.3: ROCm's GPU
+             # specifications, Linux kfd_device.c): AM boots it as a VF only (virt.py), the host owns PSP and SMU
+             0x7461: ("Navi 32 (Radeon PRO V710 MxGPU, SR-IOV VF)", (11, 0, 3))}
 PAGE = 0x1000
 
 

@@ -191,7 +191,7 @@ class PSP(IPBlock):
     """psp_v13_0_bootloader_load_sos after the command: 20 ms, then C2PMSG_81 watched until it changes from what it
     reads then (the bootloader is gone: C2PMSG_35 is not waited for)."""
     r = self.dev.mp0_regs
-    self.dev.os.sleep(HANDSHAKE_S)
+    self.dev.os.delay(HANDSHAKE_S)
     before = r.read("MP0_SMN_C2PMSG_81")
     try: r.access.poll(lambda: int(r.read("MP0_SMN_C2PMSG_81") != before), 1, 1,
                        f"MP0 MP0_SMN_C2PMSG_81 (sOS alive: a change from {before:#x}, its value 20 ms after LOAD_SOSDRV)")
@@ -218,7 +218,7 @@ class PSP(IPBlock):
     r.write("MP0_SMN_C2PMSG_70", self.ring.mc >> 32)
     r.write("MP0_SMN_C2PMSG_71", RING_SIZE)
     r.write("MP0_SMN_C2PMSG_64", RING_TYPE_KM << 16)
-    self.dev.os.sleep(HANDSHAKE_S)
+    self.dev.os.delay(HANDSHAKE_S)
     r.wait("MP0_SMN_C2PMSG_64", 0x8000FFFF, 0x80000000)
     self.wptr = 0
 
@@ -228,7 +228,7 @@ class PSP(IPBlock):
     self.step("KM ring destroyed (GFX_CTRL_CMD_ID_DESTROY_RINGS)")
     r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
     r.write("MP0_SMN_C2PMSG_64", G.GFX_CTRL_CMD_ID_DESTROY_RINGS)
-    self.dev.os.sleep(HANDSHAKE_S)
+    self.dev.os.delay(HANDSHAKE_S)
     r.wait("MP0_SMN_C2PMSG_64", 0x80000000, 0x80000000)
 
   # ---- 3. commands

@@ -17,6 +17,13 @@ from .discovery import GC_HWID, MMHUB_HWID, MP1_HWID, NBIF_HWID, OSSSYS_HWID
 
 PTE_VALID, PTE_SYSTEM = 1 << 0, 1 << 1
 PDE_PTE = 1 << 54          # gfx10/11: a PDE that is itself a PTE (huge page)
+# A huge entry's address is where its page starts: the walker adds the VA's offset inside the page and masks nothing
+# off. Linux only writes huge entries for VRAM its buddy allocator aligned (amdgpu_vm_ptes_update picks the level by
+# the VA's fragment, amdgpu_vm_pte_fragment, not by the physical address); tinygrad 0.14's AM driver, which runs on real
+# RX 7900 XTX boards, writes them wherever the VA is aligned (memory.py PageTableTraverseContext.next with
+# AMPageTableEntry.supports_huge_page, which ignores the physical address) for VRAM its TLSF allocator did not align
+# (its 16 MiB kernel-argument buffer at 0x2034000 in a 2 MiB entry): a walker that masked the low bits would hand its
+# kernels another buffer's bytes. No public source says the hardware masks them.
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 
 
@@ -153,7 +160,7 @@ class Hub:
       entry = self.gpu.read_pa64(table + ((rel >> shift) & 0x1FF) * 8, f"{self.vm} level-{depth - level} table")
       if not entry & PTE_VALID: return self._fault(va, f"invalid entry at level {depth - level}")
       if level == 0 or entry & PDE_PTE:
-        page = entry & ADDR_MASK & ~((1 << shift) - 1)
+        page = entry & ADDR_MASK           # unaligned huge pages: see PDE_PTE above
         addr = page + (rel & ((1 << shift) - 1))
         if entry & PTE_SYSTEM: return "system", addr
         if not self.gpu.is_pa(addr, 1): return self._fault(va, f"PTE address {addr:#x} is not physical VRAM")

@@ -9,14 +9,17 @@
   saved into the MQD (and the HQD registers) as the CP does.
 - The SDMA queue starts when SDMA0_QUEUE0_RB_CNTL.RB_ENABLE is set (RB_SIZE = log2(ring dwords)).
 - Doorbells: a 64-bit store at the queue's doorbell offset of the doorbell BAR is its write pointer.
-- Memory: the engines access GPU virtual addresses as host addresses (the mock's rule: GPU VA == host VA); the VAs
-  they may touch are those the GC hub's page tables map to system pages at that same host address, and those they
-  map to VRAM pages, which the MMU makes reach VRAM by mapping the VRAM memory file there (a view shared with a CPU
-  mapping of the BAR the driver may have made at the same VA); recomputed at every GC hub TLB invalidation by walking
-  the tables, the views of VRAM no longer mapped let go. Anything else is a GPU fault: the queue stops and a VM fault
-  goes to the IH ring (client UTCL2) with the address. (A VRAM mapping at a VA where the process has other memory
-  cannot be viewed there: it faults too.) Behind a USB bridge, system pages at the bus addresses of the bridge's
-  windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the same way.
+- Memory: the engines access GPU virtual addresses as host addresses (the mock's rule: GPU VA == host VA). What they
+  may touch is what the GC hub's page tables map, walked at every GC hub TLB invalidation: a system PTE holds a bus
+  address, resolved to a host page through the IOMMU model or pagemap (gpu.py bus_pages): a page at its own host
+  address is reached there, a host page elsewhere is viewed at the VA (HostMemory.map_view of host memory: the same
+  pages mapped again); a VRAM PTE's pages are viewed at the VA from the VRAM memory file (shared with a CPU mapping of
+  the BAR the driver may have made at the same VA). A VA the process only reserved (PROT_NONE: tinygrad keeps its GPU's
+  whole VA range so) takes the view; views no longer mapped are let go. Anything else is a GPU fault: the queue stops
+  and a VM fault goes to the IH ring (client UTCL2) with the address. (A mapping at a VA where the process has other
+  memory cannot be viewed there: it faults too.) Behind a USB bridge, system pages at the bus addresses of the
+  bridge's windows (its SRAM, the a000/b800 XDATA windows: memory files of the mock bridge) are viewed at their VA the
+  same way.
 - Interrupts: an end-of-pipe (RELEASE_MEM int_sel) or SDMA trap posts an IH entry: client GRBM_CP 0x14 source 181
   (CP EOP) or client GFX 0x0a source 49 (SDMA trap), with the context id in the first data dword (soc21 ids).
 """
@@ -37,6 +40,9 @@ from .discovery import GC_HWID, NBIF_HWID, SDMA0_HWID
 S2A_AWID_GC, S2A_AWID_SDMA0 = 0x3, 0xE
 
 MQD_SIZE = ctypes.sizeof(MQD)
+# gfx_v11_0.c golden_settings_gc_11_0: SOC15_REG_GOLDEN_VALUE(GC, 0, regTCP_CNTL, 0x20000000, 0x20000000), applied by
+# gfx_v11_0_init_golden_registers on every GC 11 part before the CP runs (gc_11_0_0_sh_mask.h names no TCP_CNTL field)
+TCP_CNTL_GOLDEN = 0x20000000
 PAGE = 0x1000
 # gfx11 interrupt ids (soc15_ih_clientid.h SOC21_IH_CLIENTID_*, irqsrcs_gfx_11_0_0.h): CP end-of-pipe GRBM_CP 0x14 /
 # 181, the SDMA trap GFX 0x0a / 49 (sdma_v6_0_sw_init registers it there), the GC hub's UTCL2 fault GFX 0x0a / 0
@@ -46,6 +52,8 @@ CLIENT_CP, SRC_CP_EOP, CLIENT_SDMA0, SRC_SDMA_TRAP, CLIENT_UTCL2 = 0x14, 181, 0x
 class CommandProcessors:
   def __init__(self, navi):
     self.navi = navi
+    # the engines run RDNA3 code: gfx1100's tables for the Navi 31 and for the VF's Navi 32 (gfx1101) alike (the same
+    # RDNA3 ISA, the same 768 KiB VGPR file: ROCm's GPU specifications table)
     self.gpu = MockAMDGPU(navi.os, 0, 0x744C, GPUProperties())
     self.gpu.listener = self
     # the MMU's state lives across a reset's hook(): the reset's remap() (its hubs off) lets go of what it holds
@@ -182,6 +190,11 @@ class CommandProcessors:
     if key[1] == 1:
       why = self.mec_problem(key[2])
       if why: raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me 1 pipe {key[2]} activated while the MEC does not run: {why}")
+    tcp = self.navi.regs.values.get(self.g("TCP_CNTL"), 0)
+    if not tcp & TCP_CNTL_GOLDEN:
+      raise DeviceError(f"mock Navi 31 {self.navi.addr} CP: HQD me {key[1]} pipe {key[2]} activated with TCP_CNTL "
+                        f"{tcp:#x}: bit 29 clear, the golden setting gfx_v11_0_init_golden_registers applies on every GC 11 "
+                        f"part (golden_settings_gc_11_0) is missing")
     if not self._f("CP_HQD_PERSISTENT_STATE", "PRELOAD_REQ"):
       # gfx_v11_0_compute_mqd_init keeps the register's reset value's PRELOAD_REQ (gc_11_0_0_default.h 0x0be05501);
       # tinygrad 0.14 sets it too: a queue without it has nothing preloaded for the CP to fetch from
@@ -331,7 +344,10 @@ class CommandProcessors:
       want_vram = {tuple(r) for r in vram}
       for va, size, _off in self.vram_views - want_vram: memory.unmap_view(va, size, self)
       for va, size, off in want_vram - self.vram_views:
-        try: memory.map_view(off[0], off[1], va, size, self, f"mock Navi 31 {self.navi.addr} memory {off[1]:#x} at VA")
+        # over_reserved: a VA the process only reserved (PROT_NONE, no memory: tinygrad's _System.reserve_va keeps its
+        # GPU's whole VA range so) is where the GPU reaches the VRAM its page tables map there, as on hardware
+        try: memory.map_view(off[0], off[1], va, size, self, f"mock Navi 31 {self.navi.addr} memory {off[1]:#x} at VA",
+                             over_reserved=True)
         except (DeviceError, OSCallError):   # another mapping of this process lives there: the VA stays unreachable
           want_vram.discard((va, size, off))
       # what the engines reach, compared as a whole with what they reached: a range that stays (the same VA and size,
@@ -384,17 +400,21 @@ class CommandProcessors:
 
   def _ranges_of(self, entries, va: int, span: int) -> list[tuple]:
     """(va, size, (VRAM memory file, offset)) of the VRAM pages of these entries, (va, size, None) of their system
-    pages mapped at their own host address, (va, size, (window file, offset)) of system pages in a USB bridge's
-    windows, coalesced. A system page elsewhere (the engines use VAs as host addresses) or an MC address outside
-    VRAM is left out: the engines fault there."""
+    pages mapped at their own host address, (va, size, (None, host address)) of system pages whose host pages are
+    elsewhere, (va, size, (window file, offset)) of system pages in a USB bridge's windows, coalesced. A bus address
+    no host page is behind, or an address outside VRAM, is left out: the engines fault there."""
     host_of, fb, vram_size, ranges = self.navi.bus_pages(), self.navi.fb_offset, self.navi.vram_size, []   # IOMMU: gpu.py
     for i, e in enumerate(entries):
       if not e & PTE_VALID: continue
-      at, addr = va + i * span, e & ADDR_MASK & ~(span - 1)
+      at, addr = va + i * span, e & ADDR_MASK         # a huge entry's page starts at its address (blocks.PDE_PTE)
       if e & PTE_SYSTEM:
-        # every page of it host memory at the same address (a huge entry too: the engines must not reach the host
-        # memory after its first page); else a bridge window, or nothing they can use
-        if all(host_of.get(addr + k) == at + k for k in range(0, span, PAGE)): off = None
+        # the entry holds a bus address (AMDGPU_PTE_SYSTEM, amdgpu_vm.h; amdgpu_vm_map_gart: the page's dma_addr_t, which
+        # the IOMMU, or pagemap's physical address without one, resolves to a host page). Every page of it host memory
+        # at the same address (a huge entry too: the engines must not reach the host memory after its first page);
+        # else host pages elsewhere, viewed at the VA; else a bridge window, a peer BAR, or nothing they can use
+        hosts = [host_of.get(addr + k) for k in range(0, span, PAGE)]
+        if all(h == at + k * PAGE for k, h in enumerate(hosts)): off = None
+        elif hosts[0] is not None and all(h == hosts[0] + k * PAGE for k, h in enumerate(hosts)): off = (None, hosts[0])
         else:
           off = self._window_file(addr, span)
           if off is None:
@@ -473,9 +493,18 @@ class CommandProcessors:
     ends = [(a, a + n) for a, n in ranges]
     gone = lambda va, size: any(a < va + size and va < e for a, e in ends)
     with self.gpu.lock:
-      for va, size in [r for r in self.mapped if gone(*r)]: self.gpu.unmap_range(va)
-      self.mapped = [r for r in self.mapped if not gone(*r)]
-      self._tables = {k: v for k, v in self._tables.items() if not any(off is None and gone(va, n) for va, n, off in v[1])}
+      # views at a VA being unmapped (a reservation the process maps something else over), and views of host pages
+      # (at another VA) whose memory is going: their VAs go from the engines' reach too
+      host_gone = lambda off, n: off is not None and off[0] is None and gone(off[1], n)
+      views = [v for v in self.vram_views if gone(v[0], v[1]) or host_gone(v[2], v[1])]
+      hit = lambda va, size: gone(va, size) or any(a < va + size and va < a + n for a, n, _ in views)
+      for va, size in [r for r in self.mapped if hit(*r)]: self.gpu.unmap_range(va)
+      self.mapped = [r for r in self.mapped if not hit(*r)]
+      for view in views:
+        self.navi.os.memory.unmap_view(view[0], view[1], self)
+        self.vram_views.discard(view)
+      self._tables = {k: v for k, v in self._tables.items()
+                      if not any(off is None and gone(va, n) or host_gone(off, n) for va, n, off in v[1])}
 
   def close(self) -> None:
     for va, size, _off in self.vram_views: self.navi.os.memory.unmap_view(va, size, self)

@@ -39,6 +39,18 @@ NAVI31_IPS = [
   (MP0_HWID, 0, (13, 0, 0), [0x16000, 0x243FC000, 0xDC0000, 0xE0000, 0xE1400]),
   (MP1_HWID, 0, (13, 0, 0), [0x16000, 0x243FC000, 0xDC0000, 0xE0000, 0xE1400]),
 ]
+# The SR-IOV VF (virt.py) poses as a Radeon PRO V710 MxGPU (Navi 32; the 7900 XTX has no SR-IOV). Its IP versions:
+# GC 11.0.3 (the V710 is gfx1101: ROCm docs reference/gpu-arch-specs.rst; gfx1101 is GC 11.0.3: Linux kfd_device.c
+# kgd2kfd_probe, "Compiler version is 11.0.1 while HW version is 11.0.3"), and MP0/MP1 13.0.10 and SDMA 6.0.3: Navi 32
+# boards load gc_11_0_3_*, psp_13_0_10_sos/ta, smu_13_0_10 and sdma_6_0_3 (linux-firmware names each file by its IP
+# version, amdgpu_ucode_ip_version_decode; openembedded-core's linux-firmware recipe packages exactly these as
+# linux-firmware-amdgpu-navi32). Linux 6.12 runs GC 11.0.3 as a VF (amdgpu_virt_post_reset, the SR-IOV reset's RAS
+# resume in amdgpu_device_reset_sriov, gfx_v11_0_sw_init's one-VF mode) and lets an MP0 13.0.10 VF load its CP
+# firmware (amdgpu_virt_fw_load_skip_check). MMHUB, OSSSYS, HDP and NBIO keep the Navi 31 versions: no public source
+# we found names Navi 32's, and the driver picks their register modules by major version only (regs.module_for).
+V710_IPS = [
+  (hw, inst, {GC_HWID: (11, 0, 3), SDMA0_HWID: (6, 0, 3), SDMA1_HWID: (6, 0, 3), MP0_HWID: (13, 0, 10),
+              MP1_HWID: (13, 0, 10)}.get(hw, ver), bases) for hw, inst, ver, bases in NAVI31_IPS]
 # 96 CUs: 6 SEs x 2 SAs x 2 * (wgp0 + wgp1) CUs per SA (how Linux amdgpu_discovery.c counts max_cu_per_sh)
 NAVI31_GC_INFO = dict(gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_wgp1_per_sa=0, gc_num_rb_per_se=4, gc_num_gl2c=24,
                       gc_num_gprs=1536, gc_wave_size=32, gc_max_waves_per_simd=16, gc_max_scratch_slots_per_cu=32,

@@ -34,6 +34,9 @@ from .regfile import RegFile
 from .reset import Mode1Reset
 
 VENDOR, DEVICE, CLASS = 0x1002, 0x744C, 0x030000
+# the VF's ids: libdrm's data/amdgpu.ids (mesa/drm upstream) "7461, 00, AMD Radeon Pro V710 MxGPU" (the PF is 0x7460);
+# its IP versions: discovery.V710_IPS
+VF_DEVICE, VF_REVISION = 0x7461, 0x00
 DOORBELL_SIZE = 2 << 20
 FB_BASE = 0x80_0000_0000
 
@@ -51,7 +54,8 @@ class MockNavi31:
     self.plug = plug
     self.vf, self.vf_host, self.virt = vf, vf_host, None
     self.iommu, self.iommu_group = iommu, None
-    self.discovery = disc.build() if discovery is None else discovery
+    self.ips = disc.V710_IPS if vf else disc.NAVI31_IPS
+    self.discovery = disc.build(self.ips) if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
     self.dropped_doorbells: list[tuple[int, int, str]] = []   # (offset, value, why) of doorbells no engine took
@@ -141,7 +145,7 @@ class MockNavi31:
     self.vram = os.memview(self.vram_addr, self.vram_size)
     top = self.vram_size - disc.DISCOVERY_OFFSET
     self.vram[top:top + len(self.discovery)] = self.discovery
-    ips = {hw: bases for hw, inst, _v, bases in disc.NAVI31_IPS if inst == 0}
+    ips = {hw: bases for hw, inst, _v, bases in self.ips if inst == 0}
     self.regs = RegFile(f"{self.addr} BAR5 (registers)", ips, lambda off: self._vram_dword(off),
                         lambda off, v: self._vram_dword(off, v))
     self._build_blocks()
@@ -151,7 +155,8 @@ class MockNavi31:
       from .virt import VFModel
       self.virt = VFModel(self, self.vf_host)
     self.reset = Mode1Reset(self)
-    fn = self.function = PCIFunction(self.addr, VENDOR, DEVICE, CLASS, revision=0xC8, subsystem_vendor=VENDOR,
+    device, revision = (VF_DEVICE, VF_REVISION) if self.vf else (DEVICE, 0xC8)
+    fn = self.function = PCIFunction(self.addr, VENDOR, device, CLASS, revision=revision, subsystem_vendor=VENDOR,
                                      subsystem_device=0x0E3B)
     fn.add_bar(0, FileMemoryMMIO(f"{self.addr} BAR0 (VRAM)", self.vram_addr, self.vram_size, self.vram_fd), is_64=True,
                prefetchable=True)

@@ -29,7 +29,6 @@ import ctypes
 import hashlib
 import os as host_os
 import struct
-import time
 
 from ....autogen.amd import ucode
 from ....errors import DeviceError
@@ -54,7 +53,8 @@ BL_STATUS_BAD_IMAGE, BL_STATUS_BAD_ORDER, BL_STATUS_UNKNOWN = 0x0005, 0x0006, 0x
 AUTOLOAD_NEEDS = {G.GFX_FW_TYPE_RLC_G, G.GFX_FW_TYPE_IMU_I, G.GFX_FW_TYPE_IMU_D, G.GFX_FW_TYPE_RS64_MEC}
 # psp_v13_0.c waits 20 ms after LOAD_SOSDRV and after each ring command before it polls ("there might be handshake
 # issue with hardware which needs delay"): the PSP answers that late, and until then the registers show what they
-# showed before the command (a poll without the delay reads the stale "ready")
+# showed before the command (a poll without the delay reads the stale "ready"). The time is the OS's device clock
+# (MockOS.clock): a driver's delay() moves it without blocking, a poll's sleep() with the host's time
 HANDSHAKE_S = 0.020
 
 def signed_part(blob: bytes, size: int | None, kdb: bool = False) -> tuple[bytes | None, str | None]:
@@ -127,7 +127,7 @@ class PSPModel:
     """C2PMSG_81: 0 while the sOS starts; the first read from 20 ms after LOAD_SOSDRV on still shows 0 (Linux reads
     it then and waits for a change: psp_v13_0_bootloader_load_sos), the next ones its version."""
     rf = self.gpu.regs
-    if self.sos_started is not None and time.monotonic() - self.sos_started >= HANDSHAKE_S:
+    if self.sos_started is not None and self.gpu.os.clock() - self.sos_started >= HANDSHAKE_S:
       self.sos_late_reads += 1
       if self.sos_late_reads > 1:
         self.sos_started = None
@@ -139,7 +139,7 @@ class PSPModel:
     rf = self.gpu.regs
     if self.ring_cmd is not None:
       t, value, before = self.ring_cmd
-      if time.monotonic() - t < HANDSHAKE_S: return before      # not answered yet: the stale value
+      if self.gpu.os.clock() - t < HANDSHAKE_S: return before      # not answered yet: the stale value
       self.ring_cmd = None
       self._ring_ctrl_done(value)
     return rf.values.get(self.r[64], 0)
@@ -147,7 +147,7 @@ class PSPModel:
   def _busy(self) -> str | None:
     if self.sos_started is not None: return "the sOS is still starting (LOAD_SOSDRV)"
     if self.ring_cmd is not None:
-      if time.monotonic() - self.ring_cmd[0] >= HANDSHAKE_S: self._ring_ctrl_read()
+      if self.gpu.os.clock() - self.ring_cmd[0] >= HANDSHAKE_S: self._ring_ctrl_read()
       else: return (f"the PSP has not answered C2PMSG_64 = {self.ring_cmd[1]:#x} yet (psp_v13_0_ring_create/_stop wait "
                     f"20 ms before polling: a poll right away reads the stale 'ready')")
     return None
@@ -204,7 +204,7 @@ class PSPModel:
     if cmd == BL_SOSDRV:
       # the bootloader hands over: C2PMSG_35 stays busy; the sOS starts (C2PMSG_81) 20 ms on, unless an image was refused
       rf.poke(self.r[35], 0)
-      if not self.refused: self.sos_started, self.sos_late_reads = time.monotonic(), 0
+      if not self.refused: self.sos_started, self.sos_late_reads = self.gpu.os.clock(), 0
 
   # ---- ring
   def _ring_ctrl(self, value: int) -> None:
@@ -218,7 +218,7 @@ class PSPModel:
                         f"KM ring exists at {self.ring[0]:#x}: destroy it first (GFX_CTRL_CMD_ID_DESTROY_RINGS, "
                         f"psp_v13_0_ring_stop)")
     # answered HANDSHAKE_S later (_ring_ctrl_read); until then C2PMSG_64 shows what it showed
-    self.ring_cmd = (time.monotonic(), value, rf.values.get(self.r[64], 0) | 0x80000000)
+    self.ring_cmd = (self.gpu.os.clock(), value, rf.values.get(self.r[64], 0) | 0x80000000)
 
   def _ring_ctrl_done(self, value: int) -> None:
     rf = self.gpu.regs

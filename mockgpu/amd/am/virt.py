@@ -3,8 +3,9 @@ for hcq.open("MOCKPCI+AMD")): what the function shows, and the physical function
 
 What the VF shows (the facts are Linux 6.12's, named where used):
 - RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER = IOV_ENABLE | FUNC_IDENTIFIER (0x80000001): "I am a VF, SR-IOV is on"
-  (amdgpu_virt.c amdgpu_detect_virtualization). The PCI ids stay the Navi 31's: Linux 6.12 lists no Navi 31 VF id
-  (amdgpu_drv.c binds GC 11 parts by class) and neither does pci.ids.
+  (amdgpu_virt.c amdgpu_detect_virtualization). The function poses as a part that has SR-IOV, a Radeon PRO V710 MxGPU
+  (Navi 32): PCI id 1002:7461 rev 00 (libdrm's amdgpu.ids), GC 11.0.3, MP0/MP1 13.0.10, SDMA 6.0.3 in its discovery
+  table (discovery.V710_IPS, where each is cited); the 7900 XTX (Navi 31) has no SR-IOV.
 - The GPU as the host left it: the sOS runs (C2PMSG_81), the SMU answers, the RLC autoload completed
   (RLC_RLCS_BOOTLOAD_STATUS) - the host's PSP loaded every firmware; the VF's VRAM BAR is its share of the frame
   buffer, with the discovery table at its top as the host put it there.
@@ -38,6 +39,7 @@ import struct
 
 from ....autogen.amd import mp_13_0_0
 from ....errors import DeviceError
+from .cp import TCP_CNTL_GOLDEN
 from .discovery import GC_HWID, MMHUB_HWID, MP0_HWID, MP1_HWID, NBIF_HWID, OSSSYS_HWID, SDMA0_HWID
 
 # mxgpu_nv.h enum idh_request / enum idh_event
@@ -103,6 +105,9 @@ class VFModel:
       rf.poke(rf.addr(hw, module, reg), rf.module(module).REGS[reg].encode(ENABLE_L2_CACHE=1))
     g.cp.mec_by_host = True
     rf.poke(rf.addr(SDMA0_HWID, "sdma_6_0_0", "SDMA0_F32_CNTL"), 0)
+    # the host's golden settings (gfx_v11_0_init_golden_registers returns early on a VF): TCP_CNTL (cp.py)
+    addr = rf.addr(GC_HWID, "gc_11_0_0", "TCP_CNTL")
+    rf.poke(addr, rf.values.get(addr, 0) | TCP_CNTL_GOLDEN)
 
   def _protect(self) -> None:
     rf, mp = self.rf, mp_13_0_0

@@ -19,7 +19,7 @@ def dev(request, fw_dir):
 def run(dev, k, data):
   bufs = {b.name: dev.alloc(b.nbytes) for b in k.buffers}
   for b in k.buffers: dev.copyin(bufs[b.name], data[b.name])
-  prog = dev.load(k.code_object())
+  prog = dev.load(k.code_object(dev.arch))     # the VF (a V710) is gfx1101
   args = [bufs[a.name] if isinstance(a, Buffer) else data[a.name].item() for a in k.args]
   prog(*args, global_size=k.groups, local_size=k.local_size, wait=True)
   out = {b.name: np.frombuffer(dev.copyout(bufs[b.name]), b.dtype) for b in k.outputs}

@@ -145,6 +145,20 @@ def test_6_mutation_ring_poll_without_the_delay_reads_the_stale_ready(navi_fw, m
     boot(navi_fw, until="psp")
 
 
+def test_5_6_the_psp_handshakes_are_delays_the_mock_clock_takes(navi_fw, monkeypatch):
+  """The 20 ms of psp_v13_0's handshakes (after LOAD_SOSDRV, after a ring command) go through the OS's delay(): on
+  the mock the models' clock moves by them (no sleep), and the mock PSP, reading that clock, answers after them."""
+  os, gpu = navi_fw
+  delays, sleeps, real = [], [], type(os).delay
+  monkeypatch.setattr(type(os), "delay", lambda self, s: delays.append(s) or real(self, s))
+  real_sleep = type(os).sleep
+  monkeypatch.setattr(type(os), "sleep", lambda self, s: sleeps.append(s) or real_sleep(self, s))
+  c0 = os.clock()
+  with boot(navi_fw, until="psp"): pass
+  assert delays.count(pspmod.HANDSHAKE_S) >= 2 and pspmod.HANDSHAKE_S not in sleeps
+  assert os.clock() - c0 >= sum(delays)
+
+
 def test_6_mutation_ring_created_over_an_existing_one_is_refused(navi_fw, monkeypatch):
   os, gpu = navi_fw
   open_am(os, 0, os.config).close()          # booted and signed: the next open reuses, the old ring still there
@@ -214,6 +228,25 @@ def test_9_mutation_a_queue_on_a_mec_never_started_is_refused(navi_fw, monkeypat
   os, _ = navi_fw
   monkeypatch.setattr(gfxmod.GFX, step, lambda self: None)
   with pytest.raises(DeviceError, match=reg): open_am(os, 0, os.config)
+
+
+def test_9_golden_tcp_cntl_as_linux_sets_it(navi_fw):
+  """gfx_v11_0_init_golden_registers: TCP_CNTL |= 0x20000000 (golden_settings_gc_11_0), the other bits kept; the
+  register comes from the generated gc 11.0.0 module (manifest filter), at gc_11_0_0_offset.h's regTCP_CNTL."""
+  from hcq.autogen.amd import gc_11_0_0 as gc
+  os, gpu = navi_fw
+  assert gc.regTCP_CNTL == 0x19A2 and gc.regTCP_CNTL_BASE_IDX == 1
+  addr = gpu.cp.g("TCP_CNTL")
+  gpu.regs.poke(addr, 0x5)                            # bits the golden setting must keep
+  with boot(navi_fw) as d:
+    assert gpu.regs.values[addr] == 0x20000005
+    assert any("TCP_CNTL" in what for b, what, _ in d.steps if b == "gfx")
+
+
+def test_9_mutation_a_queue_without_the_golden_tcp_cntl_is_refused(navi_fw, monkeypatch):
+  os, _ = navi_fw
+  monkeypatch.setattr(gfxmod.GFX, "golden_registers", lambda self: None)
+  with pytest.raises(DeviceError, match="TCP_CNTL 0x0: bit 29 clear"): open_am(os, 0, os.config)
 
 
 # ---- 10. doorbells routed; SDMA un-halted; pointers reset

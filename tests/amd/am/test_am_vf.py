@@ -1,4 +1,4 @@
-"""AM on an SR-IOV virtual function (issue 15, "am: vf"): the mock Navi 31 presented as a VF of a GPU the host already
+"""AM on an SR-IOV virtual function (issue 15, "am: vf"): the mock GPU presented as a VF (a Radeon PRO V710) of a GPU the host already
 booted (mockgpu/amd/am/virt.py); the driver detects it by RCC_IOV_FUNC_IDENTIFIER and boots it without PSP, SMU or
 firmware, under exclusive init access asked for through the PF<->VF mailbox (drivers/amd/am/virt.py, after Linux
 mxgpu_nv.c), then runs the OpenCL corpus through it."""
@@ -22,7 +22,7 @@ BOOT = ["IDH_REQ_GPU_INIT_DATA", "IDH_REQ_GPU_INIT_DATA_READY", "IDH_REQ_GPU_INI
 
 
 def vf_os(tmp_path, host="ready", timeout_s=0.5):
-  """A MockOS with one mock Navi 31 VF; the firmware folder is empty: a VF must not need any file of it."""
+  """A MockOS with one mock VF (a V710); the firmware folder is empty: a VF must not need any file of it."""
   empty = tmp_path / "no-firmware"
   empty.mkdir(exist_ok=True)
   os = MockOS(Config(timeout_s=timeout_s, lock_dir=str(tmp_path), firmware_dir=str(empty)))
@@ -129,6 +129,34 @@ def test_the_mock_vf_refuses_psp_access_and_bring_up_without_access(vf):
   active = gpu.cp.hqd["CP_HQD_ACTIVE"]
   rf.write(active, 1)
   assert rf.read(active) == 0 and "CP_HQD_ACTIVE enabled without exclusive access" in gpu.virt.refused[-1]
+
+
+def test_the_vf_poses_as_a_part_that_has_sr_iov(vf):
+  """A Radeon PRO V710 MxGPU (Navi 32), not a 7900 XTX (no SR-IOV): PCI 1002:7461 rev 00, and a discovery table of
+  GC 11.0.3, SDMA 6.0.3, MP0/MP1 13.0.10 (mockgpu/amd/am/discovery.py V710_IPS, each cited); the driver takes its
+  behaviour from those versions: GC 11.0.3's ISA target is gfx1101, as KFD reports it."""
+  os, gpu = vf
+  fn = os.pci_functions[ADDR]
+  assert (fn.vendor, fn.device, fn.revision) == (0x1002, 0x7461, 0x00)
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.vf and d.pci.device_id == 0x7461 and "V710" in d.pci.product
+    assert [d.discovery.version_of(ip) for ip in ("GC", "SDMA0", "MP0", "MP1")] == \
+      [(11, 0, 3), (6, 0, 3), (13, 0, 10), (13, 0, 10)]
+
+
+def test_gc_versions_name_the_isa_target_kfd_names():
+  from hcq.drivers.amd.am.iface import gfx_target_version
+  assert gfx_target_version((11, 0, 0)) == 110000 and gfx_target_version((12, 0, 0)) == 120000
+  assert gfx_target_version((11, 0, 3)) == 110001          # "Compiler version is 11.0.1 while HW version is 11.0.3"
+  assert gfx_target_version((11, 0, 1)) == gfx_target_version((11, 0, 4)) == 110003
+
+
+def test_the_vf_runs_gfx1101_code_objects_and_refuses_gfx1100_ones(vf_dev):
+  from hcq.compiler.backend.amd.codeobject import CodeObject
+  from hcq.errors import DeviceError as DE
+  k = KERNELS["vadd"]
+  assert vf_dev.arch == "gfx1101" and CodeObject.parse(k.code_object("gfx1101")).mach == "gfx1101"
+  with pytest.raises(DE, match="the code object is for gfx1100, this device is gfx1101"): vf_dev.load(k.code_object())
 
 
 def test_a_bare_metal_function_is_not_taken_for_a_vf(tmp_path):

@@ -268,6 +268,97 @@ def test_the_mock_engines_reach_vram_where_the_cpu_maps_nothing(navi_fw):
     assert (va, 3 * PAGE) not in gpu.cp.gpu.ranges.ranges() and os.memory.view_of(va) is None
 
 
+def _reserved_pages(addr: int, size: int) -> bool:
+  """Whether /proc/self/maps shows [addr, addr+size) as inaccessible address space (a PROT_NONE reservation)."""
+  with open("/proc/self/maps") as f:
+    for line in f:
+      span, perms = line.split()[:2]
+      lo, hi = (int(x, 16) for x in span.split("-"))
+      if lo <= addr and addr + size <= hi: return perms.startswith("---")
+  return False
+
+
+def test_vram_at_a_va_the_process_only_reserved_reaches_the_engines(navi_fw):
+  """tinygrad reserves its GPU's whole VA range PROT_NONE (_System.reserve_va) and maps VRAM buffers there for the GPU
+  only: the engines reach VRAM at such a VA (the MMU's view replaces the reserved pages), the pages are reserved
+  address space again when the mapping goes, and a process that unmaps the reservation takes the view with it."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
+    buf = am.vram.alloc_user(2 * PAGE, "reserved-VA test")
+    va = os.alloc_anon(8 * PAGE, addr=G.VM_BASE + (0x6 << 32), reserve_only=True)
+    am.vram.write(buf.offset + 3, b"kernargs")
+    am.gmc.map_vram(va + 2 * PAGE, buf.offset, 2 * PAGE)
+    assert (va + 2 * PAGE, 2 * PAGE) in gpu.cp.gpu.ranges.ranges()            # the engines may touch it
+    assert os.memory.view_of(va + 2 * PAGE) == (gpu.vram_fd, buf.offset, 1)
+    assert ctypes.string_at(va + 2 * PAGE + 3, 8) == b"kernargs"
+    am.gmc.unmap(va + 2 * PAGE, 2)
+    assert os.memory.view_of(va + 2 * PAGE) is None and _reserved_pages(va, 8 * PAGE)   # reserved again
+    am.gmc.map_vram(va + 2 * PAGE, buf.offset, 2 * PAGE)
+    assert os.memory.view_of(va + 2 * PAGE) is not None
+    os.free_anon(va, 8 * PAGE)                           # the process unmaps its reservation, the mapping still there
+    assert not any(a < va + 8 * PAGE and va < a + n for a, n in gpu.cp.gpu.ranges.ranges())
+    assert os.memory.view_of(va + 2 * PAGE) is None and not _reserved_pages(va, 8 * PAGE)
+    am.gmc.flush_tlb()                                   # the tables unchanged: the VA is free now, viewed afresh
+    assert os.memory.view_of(va + 2 * PAGE) is not None
+    am.gmc.unmap(va + 2 * PAGE, 2)
+    assert os.memory.find(va) is None and os.memory.view_of(va + 2 * PAGE) is None
+
+
+def test_system_pages_mapped_at_another_va_reach_their_host_pages(navi_fw):
+  """A system PTE holds the page's bus (pagemap physical) address: the engines reach the host page behind it at the
+  VA the page tables give, wherever the CPU has it (tinygrad maps host buffers and the SMU's message page so);
+  freeing the host memory takes it from their reach, and a TLB flush with the tables unchanged does not give it back."""
+  from hcq.drivers.amd.am.device import AMDev
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
+    sm = am.pci.alloc_sysmem(3 * PAGE)                      # at a host address of the kernel's choosing
+    va = G.VM_BASE + (0x5 << 32)
+    assert sm.addr != va
+    ctypes.memmove(sm.addr + PAGE + 8, b"host page", 9)
+    am.gmc.map(va, sm.paddrs, system=True)
+    reached = lambda: [(a, n) for a, n in gpu.cp.gpu.ranges.ranges() if a < va + 3 * PAGE and va < a + n]
+    assert reached() == [(va, 3 * PAGE)] and os.memory.view_of(va) == (None, sm.addr, 1)
+    assert ctypes.string_at(va + PAGE + 8, 9) == b"host page"          # what an engine reads at the VA
+    ctypes.memmove(va + 2 * PAGE, b"DMA", 3)                           # and writes
+    assert ctypes.string_at(sm.addr + 2 * PAGE, 3) == b"DMA"
+    am.pci.free_sysmem(sm)
+    assert reached() == [] and os.memory.view_of(va) is None
+    am.gmc.flush_tlb()
+    assert reached() == []
+    am.gmc.unmap(va, 3)
+
+
+def test_a_huge_vram_entry_starts_at_its_address_aligned_or_not(navi_fw):
+  """A directory entry that is itself a PTE (PDE_PTE) spans 2 MiB from the address it holds: tinygrad 0.14 (real RX
+  7900 XTX boards) writes such entries for VRAM that is not 2 MiB-aligned (its kernel-argument buffer), so the walker
+  adds the VA's offset in the page and masks none of the address off (blocks.PDE_PTE)."""
+  from hcq.drivers.amd.am.device import AMDev
+  from hcq.mockgpu.amd.am.blocks import PDE_PTE
+  os, gpu = navi_fw
+  with AMDev(os, "0000:03:00.0", os.config, until="gmc") as am:
+    _power_gfx(os, am)
+    buf = am.vram.alloc_user(4 << 20, "huge entry test")
+    start = ((buf.offset + (1 << 21) - 1) & ~((1 << 21) - 1)) + 0x34000   # 2 MiB + 0x34000 into it: unaligned
+    assert start + (2 << 20) <= buf.offset + buf.size and start % (2 << 20)
+    va = G.VM_BASE + (0x5 << 32)
+    rel = va - G.VM_BASE
+    am.gmc._table_of(rel)
+    table = am.gmc.root.offset
+    for level in (3, 2):
+      table = (am.gmc._entry(table, (rel >> (12 + 9 * level)) & 0x1FF) & G.ADDR_MASK) - am.gmc.vram_base
+    am.gmc._set(table, (rel >> 21) & 0x1FF, am.gmc.pa(start) | G.PTE_VALID | G.PTE_RWX | PDE_PTE)
+    am.gmc.flush_tlb()
+    assert gpu.gchub.translate(va + 0x1234) == ("vram", start + 0x1234)
+    am.vram.write(start + 0x1234, b"unaligned")
+    assert (va, 2 << 20) in gpu.cp.gpu.ranges.ranges()
+    assert ctypes.string_at(va + 0x1234, 9) == b"unaligned"             # what an engine reads at the VA
+    am.gmc._set(table, (rel >> 21) & 0x1FF, 0)
+    am.gmc.flush_tlb()
+
+
 def test_a_mode1_reset_takes_every_mapping_from_the_mock_engines(navi_fw):
   """After a reset the hubs are off: the engines reach nothing, and the MMU's views of VRAM are let go (a VA mapped
   again later to other VRAM is viewed afresh)."""
