@@ -25,10 +25,6 @@ class Timeline:
   def __init__(self, signal: Signal):
     self.signal, self.value = signal, 0
 
-  def next(self) -> int:
-    self.value += 1
-    return self.value
-
 
 class DeviceBase:
   """What every device hcq.open returns shares: a name for errors, the OS interface and options it was given, the
