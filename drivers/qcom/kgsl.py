@@ -54,11 +54,6 @@ def chip_info(chip_id: int) -> tuple[str, int, int]:
   return d.marketing, gpu_id, d.generation
 
 
-def chip_name(chip_id: int) -> str:
-  """0x06030001 -> "a630", 0x43050a01 -> "a740" (chip_info)."""
-  return chip_info(chip_id)[0]
-
-
 def _explanation(err) -> str:
   """The cause a failed KGSL call's file gave (an ioctl error's text after its request number), without the
   errno's words: "" when it gave none (the kernel's KGSL gives none; the mock explains its refusals)."""
