@@ -156,6 +156,11 @@ class Device(DeviceBase):
     self._synchronize()
 
   # ---- helpers
+  def launch_cmdbuf(self, name: str, handle, grid, block, timed: bool):
+    """The command buffer of a launch (Program.make_shape): None on a device without queues (the CPU);
+    HCQDevice lowers the launch queue program."""
+    return None
+
   def _check_range(self, buf: Buffer, offset: int, size: int, what: str) -> None:
     """buf (a Buffer of this device: _check_buffer) is live and [offset, offset + size) lies inside it."""
     if buf.freed: raise DeviceError(f"{self.name}: {what}: {buf} was freed")

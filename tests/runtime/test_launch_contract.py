@@ -112,3 +112,56 @@ def test_nothing_in_the_runtime_is_unreferenced():
       if words[name] < 2: dead.append(f"{os.path.relpath(path, ROOT)}: {name}")
   assert not dead, dead
   assert not hasattr(HCQDevice, "add_last")
+
+
+# ---- the CPU device on the same Program contract (issue 31, item 3)
+def _cpu_kernel(dev, n=4):
+  from hcq.compiler import KernelInfo, UOp, dtypes
+  buf = UOp.param(0, dtypes.float32, n)
+  i = UOp.special(n, "gidx0")
+  return dev.compile(buf.index(i).store(buf.index(i).load() + 1.0).sink(arg=KernelInfo("inc")))
+
+
+def test_the_cpu_program_is_a_program_with_the_gpus_wait_default():
+  """prog(...) without wait= returns at once on every device (None); the result is there after synchronize."""
+  import inspect
+  import numpy as np
+  from hcq.drivers.amd.kernels import demo_code_object
+  with hcq.open("CPU") as cpu, hcq.open("MOCK+AMD") as gpu:
+    prog = _cpu_kernel(cpu)
+    gprog = gpu.load(demo_code_object(), "empty")
+    assert isinstance(prog, Program) and isinstance(gprog, Program)
+    waits = {type(p).__name__: inspect.signature(type(p).__call__).parameters["wait"].default for p in (prog, gprog)}
+    assert set(waits.values()) == {False}, waits
+    a = cpu.alloc(16)
+    cpu.copyin(a, np.zeros(4, np.float32))
+    assert prog(a, global_size=(4,)) is None
+    assert gprog(global_size=(1,)) is None
+    cpu.synchronize()
+    assert (np.frombuffer(cpu.copyout(a), np.float32) == 1).all()
+    assert prog(a, global_size=(4,), wait=True) > 0
+
+
+@pytest.mark.parametrize("global_size, local_size", [((1,), (2048,)), ((1,), (0,)), ((1, 1, 1, 1), (1,)),
+                                                     ((1,), (1, 1025)), ((1,), "x"), ((-1,), (1,)),
+                                                     ((2**31,), (4,))])
+def test_the_cpu_checks_launch_sizes_as_the_gpus_do(global_size, local_size):
+  """The same sizes are refused with the same words (check_launch) on the CPU and on a GPU, before anything runs."""
+  from hcq.drivers.amd.kernels import demo_code_object
+  with hcq.open("CPU") as cpu, hcq.open("MOCK+AMD") as gpu:
+    prog, gprog = _cpu_kernel(cpu), gpu.load(demo_code_object(), "empty")
+    a = cpu.alloc(16)
+    with pytest.raises(hcq.DeviceError) as on_cpu: prog(a, global_size=global_size, local_size=local_size)
+    with pytest.raises(hcq.DeviceError) as on_gpu: gprog(global_size=global_size, local_size=local_size)
+    # (the maximum work-group is each kernel's: 1024 threads on the CPU, the code object's on the GPU)
+    said = [re.sub(r"maximum of \d+", "maximum of N", str(e.value).split(": ", 1)[1]) for e in (on_cpu, on_gpu)]
+    assert said[0] == said[1], said
+    assert not cpu._launches            # nothing ran
+
+
+def test_the_cpu_refuses_more_work_groups_than_the_kernel_was_built_for():
+  with hcq.open("CPU") as cpu:
+    prog = _cpu_kernel(cpu)
+    with pytest.raises(hcq.DeviceError, match=r"global size \(8, 1, 1\) exceeds the \(4, 1, 1\)"):
+      prog(cpu.alloc(16), global_size=(8,))
+    assert not cpu._launches
