@@ -83,7 +83,11 @@ class Program:
     explicit = layout.check_and_pack(args, dev.buffer_type, dev)
     # a traced device times every launch (its GPU timestamps go to the trace: drivers/hcq/trace.py)
     timed = wait or getattr(dev, "tracer", None) is not None
-    shape = self.shape(global_size, local_size, timed, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
+    if layout.dynamic_shared:
+      shape = self.shape(global_size, local_size, timed, layout.shared_layout(args)[1])
+    else:   # shape()'s cache, looked up here (a repeat launch makes no call for it)
+      try: shape = self._shapes[(global_size, local_size, timed)]
+      except (KeyError, TypeError): shape = self.shape(global_size, local_size, timed)
     return dev.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"
