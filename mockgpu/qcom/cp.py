@@ -61,8 +61,8 @@ class CommandProcessor:
     self._used: set = set()                           # compute state a dispatch ran with, not invalidated since
     self._stale: set = set()                          # ... that a CP_LOAD_STATE6 then replaced
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
-    # headers seen before, checked once: header -> (type 4 or 7, body dwords, register or opcode)
-    self._headers: dict[int, tuple[int, int, int]] = {}
+    # headers seen before, checked once: header -> (type 4 or 7, body dwords, register or opcode, plain)
+    self._headers: dict[int, tuple[int, int, int, bool]] = {}
     self._invalidate_reg = a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD
     # the compute state checked by _cs_state, by the values of the registers it reads (and the preloaded shader
     # size): a dispatch with the same values needs no new checks (the private memory's mapping is checked each time)
@@ -115,20 +115,18 @@ class CommandProcessor:
   def packets(self, stream: list, pos: int, base: int) -> int | None:
     """Run the packets of stream (dwords at device address base) from stream[pos] to its end; the position of a
     packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran."""
-    end, headers, regs, absent, handlers = len(stream), self._headers, self.regs, self.absent, self.handlers
-    invalidate = self._invalidate_reg
+    end, headers, regs, handlers = len(stream), self._headers, self.regs, self.handlers
     while pos < end:
       h = stream[pos]
-      kind, n, what = headers.get(h) or self._header(h, base + 4 * pos)
+      kind, n, what, plain = headers.get(h) or self._header(h, base + 4 * pos)
       nxt = pos + 1 + n
       if nxt > end:
         raise GPUFault(f"CP: a packet of {n} dwords runs past the end of its buffer", address=base + 4 * pos,
                        kind="CP illegal instruction")
       if kind == 4:
-        if n == 1 and what not in absent:       # the common case: one register
-          regs[what] = v = stream[pos + 1]
-          if what == invalidate: self._invalidate(v)
-        else: self._write_regs(stream, pos, n, what, base + 4 * pos)
+        if not plain: self._write_regs(stream, pos, n, what, base + 4 * pos)
+        elif n == 1: regs[what] = stream[pos + 1]
+        else: regs.update(zip(range(what, what + n), stream[pos + 1:nxt]))
       elif handlers[what](stream[pos + 1:nxt], base + 4 * pos) is False: return pos
       self.moved = True
       pos = nxt
@@ -144,14 +142,16 @@ class CommandProcessor:
       self.regs[reg + i] = v = stream[pos + 1 + i]
       if reg + i == self._invalidate_reg: self._invalidate(v)
 
-  def _header(self, h: int, where: int) -> tuple[int, int, int]:
-    """(4 or 7, body dwords, register or opcode) of a packet header, checked (parity, a modelled opcode, the body
+  def _header(self, h: int, where: int) -> tuple[int, int, int, bool]:
+    """(4 or 7, body dwords, register or opcode, whether a type 4's registers need no check) of a packet header, checked (parity, a modelled opcode, the body
     the opcode needs) and kept: the next packet with this header is not checked again."""
     if h & 0xF0000000 == 0x40000000:
       n, reg = h & 0x7F, (h >> 8) & 0x3FFFF
       if (h >> 7) & 1 != odd_parity(n) or (h >> 27) & 1 != odd_parity(reg):
         raise GPUFault(f"CP: type-4 header {h:#010x} with bad parity", address=where, kind="CP illegal instruction")
-      known = (4, n, reg)
+      # "plain": no register the GPU lacks and not HLSQ_INVALIDATE_CMD among them (written as a block, unchecked)
+      plain = not any(reg + i in self.absent or reg + i == self._invalidate_reg for i in range(n))
+      known = (4, n, reg, plain)
     elif h & 0xF0000000 == 0x70000000:
       n, opc = h & 0x3FFF, (h >> 16) & 0x7F
       if (h >> 15) & 1 != odd_parity(n) or (h >> 23) & 1 != odd_parity(opc) or h & 0x0F000000:
@@ -161,7 +161,7 @@ class CommandProcessor:
       if n < self.min_body.get(opc, 0):
         raise GPUFault(f"CP: {handler.__name__[1:]} with a body of {n} dwords (it has at least {self.min_body[opc]})",
                        address=where, kind="CP illegal instruction")
-      known = (7, n, opc)
+      known = (7, n, opc, False)
     else: raise GPUFault(f"CP: {h:#010x} is not a type-4 or type-7 header", address=where, kind="CP illegal instruction")
     if len(self._headers) >= 4096: self._headers.clear()
     self._headers[h] = known
