@@ -7,7 +7,9 @@ shapes (so that each one sets all its registers again).
 
 In the synchronous mock the device runs inside the doorbell write (and the memory barrier before it), so the bench
 times those calls (device time) apart from the rest of each launch (host time: argument checks, kernargs, command
-patching, ring writes)."""
+patching, ring writes). The process's CPU time per launch is printed too (on a loaded machine the wall clock counts
+the time other processes had the CPU). The work is checked: after each run the timeline signal holds the value of the
+last submission, and on a mock the GPU counted one dispatch per launch (the IB runs' included)."""
 from __future__ import annotations
 
 import argparse
@@ -39,22 +41,36 @@ def main(argv=None) -> int:
     ring.doorbell, ring.barrier = timed(inner_doorbell), timed(inner_barrier)
     bound = dev.bind(prog, global_size=(1,), local_size=(1,))
 
+    def dispatches():
+      """The dispatches the mock GPUs of this process counted (None on hardware)."""
+      gpus = [d for d in getattr(dev.os, "devices", ()) if hasattr(d, "gpus")]
+      return sum(g.stats["dispatches"] for d in gpus for g in d.gpus) if gpus else None
+
     def measure(launch):
       for _ in range(10): launch()
       dev.synchronize()
-      best = None
+      best, cpu = None, None
       for _ in range(args.repeat):
         spent[0] = 0.0
+        before = dispatches()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for _ in range(args.launches): launch()
         t1 = time.perf_counter()
         dev.synchronize()
         t2 = time.perf_counter()
+        c = (time.process_time() - c0) / args.launches
+        if dev.timeline.signal.value != dev.timeline.value:
+          raise SystemExit(f"{dev.name}: the timeline signal holds {dev.timeline.signal.value}, "
+                           f"{dev.timeline.value} submitted")
+        if before is not None and dispatches() - before != args.launches:
+          raise SystemExit(f"{dev.name}: {args.launches} launches, the mock ran {dispatches() - before} dispatches")
         total = (t2 - t0) / args.launches
         device = (spent[0] + (t2 - t1)) / args.launches
         row = (total, total - device, device)
         if best is None or row[0] < best[0]: best = row
-      return best
+        cpu = c if cpu is None else min(cpu, c)
+      return best + (cpu,)
 
     flip = [0]
     def alternating():      # work-groups of 1 and 2 threads in turn: each launch sets all its registers again
@@ -67,15 +83,15 @@ def main(argv=None) -> int:
       import json
       print(json.dumps({"device": dev.name, "launches": args.launches, "repeat": args.repeat,
                         **{f"{name.split()[0]}_{part}_s": v for name, row in rows.items()
-                           for part, v in zip(("total", "host", "device"), row)}}))
+                           for part, v in zip(("total", "host", "device", "cpu"), row)}}))
       return 0
     print(f"{dev.name}: {args.launches} async launches of an empty kernel (1 work-group of 1 thread) + 1 synchronize, "
           f"best of {args.repeat}")
     print("  (launch: repeats of one shape, which send only the registers that change per launch; bound: one\n"
           "   INDIRECT_BUFFER per run; alternating: work-groups of 1 and 2 threads in turn, all registers every launch)")
-    for name, (total, host, device) in rows.items():
+    for name, (total, host, device, cpu) in rows.items():
       print(f"  {name:<12} per launch: {total * 1e6:7.1f} us total = host submit {host * 1e6:6.1f} us + "
-            f"device/emulation {device * 1e6:6.1f} us")
+            f"device/emulation {device * 1e6:6.1f} us; CPU time {cpu * 1e6:6.1f} us")
     total = rows["launch"][0]
     print(f"  ratios in this run: a repeat launch costs {total / rows['alternating'][0]:.2f}x one that sends every "
           f"register, a bound run {rows['bound (IB)'][0] / total:.2f}x a launch")

@@ -53,19 +53,7 @@ class AMDDevice(HCQDevice):
     self.label = iface.label
     self.name = f"{self.arch} on {iface.label}"
     self._mems = []
-    try:
-      try:
-        self.regs = pm4.gc_registers(iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
-        self.sdma = sdma.sdma_version(iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
-      except (DeviceError, ValueError) as e: raise DeviceError(f"{self.name}: {e}") from None
-      self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
-      # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
-      # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
-      self.aql = iface.props.get("num_xcc", 1) > 1
-      self._setup()
-    except BaseException:     # an unsupported part or a failed set-up: the iface (/dev/kfd, the VM, the PCI lock) is closed
-      try: iface.close()
-      finally: raise
+    self._set_up(iface, self._setup)   # a failure closes the iface (/dev/kfd, the VM, the PCI lock)
 
   # ---- set-up
   def _host_memory(self, size: int):
@@ -74,6 +62,14 @@ class AMDDevice(HCQDevice):
     return mem.va, mem.cpu
 
   def _setup(self) -> None:
+    try:
+      self.regs = pm4.gc_registers(self.iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
+      self.sdma = sdma.sdma_version(self.iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
+    except (DeviceError, ValueError) as e: raise DeviceError(f"{self.name}: {e}") from None
+    self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
+    # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
+    # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
+    self.aql = self.props.get("num_xcc", 1) > 1
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
     self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
                                     sdma=self.sdma)
@@ -94,7 +90,6 @@ class AMDDevice(HCQDevice):
     # launch that set them last, None when unknown (at start, after raw PM4 from submit_pm4).
     self._registers = None
     self._register_keys: dict[tuple, tuple] = {}
-    self._images: dict[bytes, tuple[int, int]] = {}
     self.scratch: Scratch | None = None
     self._old_scratch = []   # scratch areas that programs loaded earlier still point at
 
@@ -151,24 +146,14 @@ class AMDDevice(HCQDevice):
     engine.commit()
 
   # ---- launches
-  def launch_cmdbuf(self, prog: AMDProgram, grid, block, timed: bool, repeat: bool = False):
-    """The command buffer of one launch; repeat: without the registers that are the same at every launch of this
-    shape (for a queue that holds them already)."""
-    els = [Q.barrier()]
-    if timed: els.append(Q.timestamp(T_START))
-    els.append(Q.call(Q.program(prog.name, RepeatDispatch(prog) if repeat else prog, grid, block)))
-    if timed: els.append(Q.timestamp(T_END))
-    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
-    return self.compute.build(Q.queue(COMPUTE, *els))
-
   def register_state_key(self, key: tuple) -> tuple:
     """One object per distinct register state, so that launch() compares keys by identity."""
     return self._register_keys.setdefault(key, key)
 
   def _launch_words(self, prog: AMDProgram, shape, explicit: bytes, value: int):
-    if shape.alloc_size:        # a kernel without arguments or dispatch packet needs no kernarg space
+    if shape.data_size:        # a kernel without arguments or dispatch packet needs no kernarg space
       ring = self.launch_data
-      ka = ring.alloc(shape.alloc_size, value)
+      ka = ring.alloc(shape.data_size, value)
       off = ka - ring.va
       args = explicit + shape.hidden if shape.hidden else explicit
       self._launch_view[off:off + len(args)] = args
@@ -279,16 +264,13 @@ class AMDDevice(HCQDevice):
       name = next(iter(co.kernels))
     if name not in co.kernels:
       raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
-    key = bytes(image)
-    with self._open_lock():
-      loaded = self._images.get(key)        # one upload per code object (keyed by its bytes), shared by its kernels
-      if loaded is None:
-        size = round_up(len(co.image), 0x1000)
-        mem = self.iface.alloc(size, kind="vram")
-        self._mems.append(mem)
-        self._copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), memoryview(image_at(co, mem.va)), 0)
-        loaded = self._images[key] = (mem.va, size)
-      return AMDProgram(self, co.kernels[name], *loaded)
+    def upload():               # one upload per code object, shared by its kernels
+      size = round_up(len(co.image), 0x1000)
+      mem = self.iface.alloc(size, kind="vram")
+      self._mems.append(mem)
+      self._copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), memoryview(image_at(co, mem.va)), 0)
+      return mem.va, size
+    return AMDProgram(self, co.kernels[name], *self._loaded_image(bytes(image), upload))
 
   def scratch_for(self, private_bytes: int) -> Scratch:
     """Scratch (architected flat scratch) big enough for private_bytes per lane on every wave slot; grown on demand.
@@ -340,12 +322,12 @@ class _BoundIB:
     layout, offset = [], 0
     for prog, shape, explicit in planned:
       layout.append((prog, shape, explicit, offset))
-      offset = round_up(offset + shape.alloc_size, 64)
+      offset = round_up(offset + shape.data_size, 64)
     ka = self.kernargs = dev.iface.alloc(offset, kind="gtt")
     dev._mems.append(ka)
     values = {}
     for i, (prog, shape, explicit, off) in enumerate(layout):
-      view = ka.cpu[off:off + shape.alloc_size]
+      view = ka.cpu[off:off + shape.data_size]
       view[:len(explicit)] = explicit
       view[len(explicit):len(explicit) + len(shape.hidden)] = shape.hidden
       seg = prog.layout.segment_size

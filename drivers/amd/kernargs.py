@@ -193,9 +193,6 @@ class KernargLayout:
       out[a.offset - base:a.offset - base + a.size] = int(v).to_bytes(a.size, "little")
     return bytes(out)
 
-  @property
-  def explicit_size(self) -> int: return self._explicit_end
-
 
 def _is_np_number(v) -> bool:
   try:

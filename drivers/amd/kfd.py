@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import os as _os
 
 from ...autogen import kfd
@@ -295,8 +296,8 @@ class KFDIface:
 
   def doorbell(self, q: HWQueue):
     """A function that rings q's doorbell with a 64-bit write pointer."""
-    view, off = self._doorbells, q.doorbell_offset
-    return lambda value: view.write64(off, value)
+    # a partial, not a lambda: one Python call less on every doorbell
+    return functools.partial(self._doorbells.write64, q.doorbell_offset)
 
   # ---- events and faults
   def wait_events(self, timeout_ms: int) -> bool:

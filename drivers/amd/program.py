@@ -15,7 +15,7 @@ import struct
 
 from ...errors import DeviceError
 from .kernargs import Arg, KernargLayout
-from ..hcq.program import Program
+from ..hcq.program import LaunchShape, Program
 from . import aql, pm4
 from ..hcq.cmdbuf import Sym
 
@@ -53,13 +53,6 @@ def image_at(co, base: int) -> bytes:
 def _sent_every_launch(packet: list, regs) -> bool:
   """A SET_SH_REG packet that goes into every launch: one with a per-launch address, or COMPUTE_RESTART_X's."""
   return packet[1] == regs.RESTART_X or not all(isinstance(w, int) for w in packet)
-
-
-class LaunchShape:
-  """Everything about a launch that depends only on (program, grid, block, timing): built once, reused. cmd sets
-  every register the launch needs; cmd_repeat only those that change per launch, for a queue whose registers hold
-  `registers` (AMDDevice.launch tracks that)."""
-  __slots__ = ("grid", "block", "hidden", "cmd", "cmd_repeat", "registers", "alloc_size", "lds")
 
 
 class RepeatDispatch:
@@ -185,19 +178,22 @@ class AMDProgram(Program):
     if max(threads) >= 1 << 32: raise DeviceError(f"kernel {self.name}: a grid of {threads} threads exceeds 2^32 a dimension")
     return aql.dispatch_marker(aql.kernel_dispatch(block, threads, self.private, self.lds, self.kd_va, kernarg))
 
-  def make_shape(self, grid, block, timed: bool, lds: int | None = None) -> LaunchShape:
-    s = LaunchShape()
-    prog = self.with_lds(lds)
-    s.grid, s.block, s.lds = grid, block, prog.lds
+  # the launch shape (drivers/hcq/program.py): the call carries the program with the LDS the launch needs
+  # (shape.shared: __local pointer arguments); cmd sets every register the launch needs, cmd_repeat only those that
+  # change per launch, for a queue whose registers hold `registers` (AMDDevice._launch_words tracks that)
+  def launch_handle(self, shape: LaunchShape): return self.with_lds(shape.shared)
+
+  def shape_data(self, s: LaunchShape) -> None:
+    prog = self.with_lds(s.shared)
+    grid, block = s.grid, s.block
+    s.lds = prog.lds
     # hidden_queue_ptr: the queue's amd_queue_t (a zeroed one: the same address the queue_ptr user SGPR gets);
     # hidden_dynamic_lds_size: the LDS of the __local pointer arguments
     s.hidden = self.layout.hidden_values(grid, block, {"hidden_queue_ptr": self.device.queue_desc_va,
                                                        "hidden_dynamic_lds_size": prog.lds - self.lds})
-    s.alloc_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
-    s.cmd = self.device.launch_cmdbuf(prog, grid, block, timed)
-    s.cmd_repeat = self.device.launch_cmdbuf(prog, grid, block, timed, repeat=True)
+    s.data_size = self.layout.segment_size + (DISPATCH_PACKET_SIZE if self.dispatch_ptr else 0)
+    s.cmd_repeat = self.device.launch_cmdbuf(self.name, RepeatDispatch(prog), grid, block, s.timed)
     s.registers = self.device.register_state_key(prog.register_state(grid, block))
-    return s
 
   def dispatch_packet(self, s: LaunchShape, kernarg_va: int) -> bytes:
     b, g = s.block, s.grid

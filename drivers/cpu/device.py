@@ -8,7 +8,7 @@ from ...compiler import compile as compile_kernel
 from ...compiler.backend.c import CProgram, load_shared_object
 from ...compiler.ir import CompileError
 from ...errors import DeviceError, Timeout
-from ..hcq import Buffer, Device
+from ..hcq import Buffer, Device, Program
 
 _ALIGN = 64
 
@@ -36,33 +36,50 @@ def _not_a_host_shared_object(head: bytes) -> str | None:
   return None
 
 
-class CPUProgram:
-  """A loaded kernel: prog(*args, global_size=, local_size=, wait=True) -> seconds (None with wait=False).
+class CArgs:
+  """The CPU's ArgLayout (drivers/hcq/args.py): a C kernel's slots, as the C backend packs them (u64 words: buffer
+  addresses, integers, float bits); there is no group-shared memory given at launch and nothing hidden."""
+  dynamic_shared = False
+
+  def __init__(self, prog: CProgram):
+    self.prog = prog
+    self.segment_size = 8 * (max((p[0] for p in prog.art.params), default=-1) + 1)
+
+  def shared_layout(self, args): return [], 0
+  def hidden_values(self, grid, block, extra): return b""
+
+  def check_and_pack(self, args: tuple, buffer_type: type, device):
+    """The packed slots (a ctypes array of u64, what the C launch takes), or DeviceError naming the slot."""
+    name = self.prog.name
+    for (slot, kind, *_), a in zip(self.prog.art.params, args):
+      if kind == "buffer" and not isinstance(a, buffer_type):
+        raise DeviceError(f"{device.name}: kernel {name}: slot {slot} takes a Buffer, got {type(a).__name__}")
+      if isinstance(a, Buffer) and (a.device is not device or a.freed):
+        raise DeviceError(f"{device.name}: kernel {name}: {a} is {'freed' if a.freed else 'on another device'}")
+    try: return self.prog.pack_args(args)
+    except CompileError as e: raise DeviceError(f"{device.name}: {e}") from e
+
+
+class CPUProgram(Program):
+  """A loaded kernel on the runtime's Program contract (drivers/hcq/program.py), as on the GPUs:
+  prog(*args, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=False) -> seconds with wait=True, else None; the sizes
+  checked by check_launch before anything runs (a kernel built for a work-group size takes only that one), and the
+  work-group count against what the kernel was built for.
 
   A launch runs on a worker thread (the kernel's own threads start from there), so that waiting for it has a
   timeout: the device's timeout_s. wait=False returns at once; dev.synchronize() waits for every launch. Launches run
   in order, one after the other, as on a GPU queue; copies and frees wait for the launches before them."""
-  def __init__(self, device: "CPUDevice", prog: CProgram):
-    self.device, self.prog, self.name = device, prog, prog.name
 
-  def __call__(self, *args, global_size=None, local_size=None, wait: bool = True) -> float | None:
-    dev = self.device
-    dev._check_open()
-    for (slot, kind, *_), a in zip(self.prog.art.params, args):
-      if kind == "buffer" and not isinstance(a, Buffer):
-        raise DeviceError(f"{dev.name}: kernel {self.name}: slot {slot} takes a Buffer, got {type(a).__name__}")
-      if isinstance(a, Buffer) and (a.device is not dev or a.freed):
-        raise DeviceError(f"{dev.name}: kernel {self.name}: {a} is {'freed' if a.freed else 'on another device'}")
-    try: words = self.prog.pack_args(args)
-    except CompileError as e: raise DeviceError(f"{dev.name}: {e}") from e
-    with dev.lock:
-      dev._check_open()
-      launch = _Launch(self, words, global_size, local_size, dev._launches[-1] if dev._launches else None)
-      dev._launches.append(launch)
-      launch.thread.start()
-    if not wait: return None
-    dev._wait(launch)
-    return launch.seconds
+  def __init__(self, device: "CPUDevice", prog: CProgram):
+    art = prog.art
+    super().__init__(device, prog.name, CArgs(prog), 1024)
+    self.prog = prog
+    # a kernel built for a local size (its local ids folded in, LOCAL arrays sized for it) takes only that one
+    self.required_block = tuple(art.local_size) if tuple(art.local_size) != (1, 1, 1) else None
+
+  def shape_data(self, shape) -> None:
+    try: self.prog.check_dims(shape.grid, shape.block)
+    except CompileError as e: raise DeviceError(f"{self.device.name}: {e}") from None
 
 
 class _Launch:
@@ -82,6 +99,7 @@ class _Launch:
 
 class CPUDevice(Device):
   name = "CPU"
+  buffer_type = Buffer
 
   def __init__(self, os, config, cc: str = "cc"):
     super().__init__(os, config)
@@ -91,6 +109,17 @@ class CPUDevice(Device):
     self._launches: list[_Launch] = []
     self.lock = threading.RLock()   # launches, copies and frees from several threads: one at a time
     self._running_on = False        # a kernel outlived its wait: its buffers must stay allocated
+
+  def launch(self, prog: CPUProgram, shape, words, timed: bool) -> float | None:
+    """One launch (Program.__call__ checked its arguments and sizes), after the launches before it."""
+    with self.lock:
+      self._check_open()
+      launch = _Launch(prog, words, shape.grid, shape.block, self._launches[-1] if self._launches else None)
+      self._launches.append(launch)
+      launch.thread.start()
+    if not timed: return None
+    self._wait(launch)
+    return launch.seconds
 
   def _wait(self, launch: _Launch) -> None:
     with self.lock:

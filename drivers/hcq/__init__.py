@@ -16,9 +16,9 @@
 from .alloc import LaunchRing, VARanges, round_up
 from .args import ArgLayout, check_launch
 from .device import Buffer, Device, Timeline
-from .program import Program
+from .program import LaunchShape, Program
 from .queue import Ring
 from .signal import SIGNAL_SIZE, Signal, SignalPool
 
 __all__ = ["LaunchRing", "VARanges", "round_up", "ArgLayout", "check_launch", "Buffer", "Device", "Timeline",
-           "Program", "Ring", "SIGNAL_SIZE", "Signal", "SignalPool"]
+           "LaunchShape", "Program", "Ring", "SIGNAL_SIZE", "Signal", "SignalPool"]

@@ -57,12 +57,6 @@ class CommandBuffer:
     # (position, key, add, shift) tuples: fill() runs at every submit and reads no Patch attributes
     self._flat = tuple((i, p.key, p.add, p.shift) for i, p in self.patches)
 
-  def index_of(self, key, shift: int = 0) -> int:
-    """Position of the first patch of key with this shift (for hot paths that patch by hand)."""
-    for i, p in self.patches:
-      if p.key == key and p.shift == shift: return i
-    raise KeyError(key)
-
   def fill(self, values) -> array:
     out = array("I", self.template)
     for i, key, add, shift in self._flat: out[i] = ((values[key] + add) >> shift) & 0xFFFFFFFF

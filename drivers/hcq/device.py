@@ -25,10 +25,6 @@ class Timeline:
   def __init__(self, signal: Signal):
     self.signal, self.value = signal, 0
 
-  def next(self) -> int:
-    self.value += 1
-    return self.value
-
 
 class DeviceBase:
   """What every device hcq.open returns shares: a name for errors, the OS interface and options it was given, the
@@ -160,6 +156,11 @@ class Device(DeviceBase):
     self._synchronize()
 
   # ---- helpers
+  def launch_cmdbuf(self, name: str, handle, grid, block, timed: bool):
+    """The command buffer of a launch (Program.make_shape): None on a device without queues (the CPU);
+    HCQDevice lowers the launch queue program."""
+    return None
+
   def _check_range(self, buf: Buffer, offset: int, size: int, what: str) -> None:
     """buf (a Buffer of this device: _check_buffer) is live and [offset, offset + size) lies inside it."""
     if buf.freed: raise DeviceError(f"{self.name}: {what}: {buf} was freed")

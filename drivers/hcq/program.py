@@ -1,11 +1,31 @@
 """Program: a kernel loaded on a device, callable as prog(*args, global_size=..., local_size=..., wait=...).
 
-The generic part of every vendor's program: the kernarg layout from the code object's metadata, argument and launch
-checks (all before anything is submitted), and a cache of per-launch-shape data the vendor builds once
-(make_shape); the vendor's device does the launch (device.launch(prog, shape, explicit_kernargs, timed))."""
+The launch contract every vendor's program shares: the kernarg layout from the code object's metadata, argument and
+launch checks (all before anything is submitted), and one LaunchShape per launch shape, built once: its command
+buffer lowered from the launch queue program (HCQDevice.launch_cmdbuf: barrier; [timestamp]; call; [timestamp];
+store(timeline)) and the vendor's per-shape data (shape_data). The vendor's device does the launch
+(device.launch(prog, shape, explicit_kernargs, timed) -> _launch_words)."""
 from __future__ import annotations
 
 from .args import ArgLayout, check_launch
+
+
+class LaunchShape:
+  """Everything about a launch that depends only on (program, grid, block, timing, shared memory): built once
+  (Program.make_shape), reused by every launch of that shape. cmd: the command buffer of the launch queue program;
+  the vendor's per-shape data go in the other slots (Program.shape_data): cmd_repeat (a shorter command buffer for a
+  queue that still holds this shape's registers) and registers (what it leaves on the queue), hidden (launch-shape
+  dependent argument bytes), data (a template of per-launch data) and data_size (the bytes of launch data it takes);
+  anything else a vendor needs goes in the instance's dict."""
+  __slots__ = ("grid", "block", "timed", "shared", "cmd", "cmd_repeat", "registers", "hidden", "data", "data_size",
+               "__dict__")
+
+  def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool, shared: int | None = None):
+    self.grid, self.block, self.timed, self.shared = grid, block, timed, shared
+    self.cmd = self.cmd_repeat = self.registers = self.data = None
+    self.hidden, self.data_size = b"", 0
+
+  def __repr__(self): return f"LaunchShape(grid={self.grid}, block={self.block}, timed={self.timed})"
 
 
 class Program:
@@ -15,10 +35,22 @@ class Program:
     self.required_block: tuple[int, int, int] | None = None   # a work-group size the kernel was compiled for
     self.launches = 0
 
-  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool, shared: int | None = None):
-    """Per-launch-shape data (command buffer template, hidden kernargs): built once, reused. shared: the group-shared
-    memory bytes of a launch whose arguments ask for shared blocks (after the kernel's static share), else None."""
-    raise NotImplementedError
+  def make_shape(self, grid: tuple[int, int, int], block: tuple[int, int, int], timed: bool,
+                 shared: int | None = None) -> LaunchShape:
+    """The LaunchShape of these (checked) sizes: the launch queue program's command buffer (HCQDevice.launch_cmdbuf)
+    for launch_handle(), then the vendor's shape_data. shared: the group-shared memory bytes of a launch whose
+    arguments ask for shared blocks (after the kernel's static share), else None."""
+    s = LaunchShape(grid, block, timed, shared)
+    s.cmd = self.device.launch_cmdbuf(self.name, self.launch_handle(s), grid, block, timed)
+    self.shape_data(s)
+    return s
+
+  def launch_handle(self, shape: LaunchShape):
+    """What the launch queue program's call element carries to the vendor's lowering (the program by default)."""
+    return self
+
+  def shape_data(self, shape: LaunchShape) -> None:
+    """The vendor's per-shape data, set on `shape` once (after its command buffer exists)."""
 
   def shape(self, global_size, local_size, timed: bool, shared: int | None = None):
     """The launch shape for these sizes (ints or sequences of up to 3 ints), checked and built on first use."""
@@ -51,7 +83,11 @@ class Program:
     explicit = layout.check_and_pack(args, dev.buffer_type, dev)
     # a traced device times every launch (its GPU timestamps go to the trace: drivers/hcq/trace.py)
     timed = wait or getattr(dev, "tracer", None) is not None
-    shape = self.shape(global_size, local_size, timed, layout.shared_layout(args)[1] if layout.dynamic_shared else None)
+    if layout.dynamic_shared:
+      shape = self.shape(global_size, local_size, timed, layout.shared_layout(args)[1])
+    else:   # shape()'s cache, looked up here (a repeat launch makes no call for it)
+      try: shape = self._shapes[(global_size, local_size, timed)]
+      except (KeyError, TypeError): shape = self.shape(global_size, local_size, timed)
     return dev.launch(self, shape, explicit, wait)
 
   def __repr__(self): return f"{type(self).__name__}({self.name})"

@@ -36,7 +36,6 @@ class Ring:
     self.submits = 0
 
   # pointer values are in the engine's unit (dwords or bytes)
-  def _to_ptr(self, dwords: int) -> int: return dwords * 4 // self.ptr_unit
   def _rptr_dw(self) -> int: return self.rptr[0] * self.ptr_unit // 4
 
   def _wait_space(self, need_dw: int) -> None:
@@ -105,9 +104,6 @@ class Ring:
   def submit(self, words) -> None:
     self.write(words)
     self.commit()
-
-  @property
-  def idle_now(self) -> bool: return self._rptr_dw() >= self.put_dw
 
 
 def _nothing() -> None: pass

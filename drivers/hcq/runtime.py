@@ -35,7 +35,8 @@ from ...errors import DeviceError, GPUFault, QueueError, Timeout
 from .alloc import LaunchRing
 from ..system.interrupts import held as held_interrupt
 from .device import Buffer, Device, Timeline
-from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE, Engine)
+from .engine import (COPY_DST, COPY_SRC, P_DST, P_SRC, T_END, T_START, TIMELINE, TIMELINE_VALUE, V_PREV, V_TIMELINE,
+                     Engine)
 from .signal import Signal, SignalPool
 from . import trace
 
@@ -66,11 +67,6 @@ class Submission:
     return self
 
   def add(self, words) -> None: self.engine.write(words)
-
-  def add_last(self, words) -> None:
-    """words, then the engine's timeline store, in one write: the end of the submission."""
-    self.engine.write(words + self.engine.signal_cmd.fill({V_TIMELINE: self.value}))
-    self.signalled = True
 
   def __exit__(self, exc_type, exc, tb) -> None:
     dev = self.device
@@ -109,10 +105,20 @@ class HCQDevice(Device):
     self._last_engine: Engine | None = None
     self._awaited: int | None = None   # the timeline value a wait is blocked on (for the completion hook)
     self._copies: dict[int, object] = {}
+    self._images: dict[bytes, object] = {}   # code images loaded (_loaded_image)
     self._recent: list = [None] * (RECENT_MASK + 1)   # (value, engine, what) of the latest submissions
 
-  # ---- set-up (called by the vendor once its interface is up)
+  # ---- set-up
+  def _set_up(self, iface, setup) -> None:
+    """Run the vendor's set-up on an open interface; when it fails (an unsupported part, a queue that cannot be made,
+    Ctrl-C) the interface (its device file, VM, PCI lock) is closed before the error goes on."""
+    try: setup()
+    except BaseException:
+      try: iface.close()
+      finally: raise
+
   def _start_runtime(self) -> None:
+    """Called by the vendor's set-up once its interface is up."""
     self.signals = SignalPool(self._signal_page, name=f"{self.name} signals", ticks_per_us=self.ticks_per_us,
                               make=self.signal_type)
     self.timeline = Timeline(self.signals.alloc(0, name=f"{self.name} timeline signal"))
@@ -300,6 +306,26 @@ class HCQDevice(Device):
       if self.timeline.value: self.wait_value(self.timeline.value)
 
   # ---- launches
+  def launch_cmdbuf(self, name: str, handle, grid, block, timed: bool):
+    """The command buffer of one launch on the compute engine, lowered once per launch shape from the launch queue
+    program: barrier; [timestamp(start)]; call(program); [timestamp(end)]; store(timeline). handle: what the
+    vendor's lowering of the call takes (the Program, or a vendor's variant of it)."""
+    els = [Q.barrier()]
+    if timed: els.append(Q.timestamp(T_START))
+    els.append(Q.call(Q.program(name, handle, grid, block)))
+    if timed: els.append(Q.timestamp(T_END))
+    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
+    return self.compute.build(Q.queue(self.compute.name, *els))
+
+  def _loaded_image(self, key: bytes, upload):
+    """The code image `key` (its bytes) loaded once per device: upload() (which puts it in device memory and returns
+    what the vendor's programs need of it) runs on the first load only, under the device lock; later loads of the
+    same image, by any of its kernels, get the same result."""
+    with self._open_lock():
+      loaded = self._images.get(key)
+      if loaded is None: loaded = self._images[key] = upload()
+      return loaded
+
   def launch(self, prog, shape, explicit: bytes, timed: bool):
     """One launch (Program.__call__ checked its arguments): returns the kernel's seconds when timed, else None."""
     if timed or self.tracer is not None:   # traced: every launch is timed (its GPU timestamps go to the trace)

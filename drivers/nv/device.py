@@ -13,10 +13,9 @@ import re
 import struct
 from array import array
 
-from ...compiler import queue as Q
 from ...errors import DeviceError, GPUFault, QueueError
 from ..hcq import Buffer, round_up
-from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
+from ..hcq.engine import V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
 from ...autogen.nv import rm_abi as abi
 from . import gpfifo as G, lower, qmd
@@ -36,13 +35,6 @@ ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time l
 _FAULTED_AT = re.compile(r"faulted @ 0x([0-9a-fA-F_]+)")
 
 
-class NVShape:
-  __slots__ = ("cmd", "qmd", "cb_size", "grid", "block", "dims")
-
-  def __init__(self, cmd, qmd_bytes: bytearray, cb_size: int, grid, block, dims: bytes):
-    self.cmd, self.qmd, self.cb_size, self.grid, self.block, self.dims = cmd, qmd_bytes, cb_size, grid, block, dims
-
-
 class NVDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
@@ -58,7 +50,6 @@ class NVDevice(HCQDevice):
     # sm_86/89, 163 KiB on sm_80
     self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
     self.carveouts_kb, self.sass_version = carveouts_kb(iface.sm_version), sass_version(iface.sm_version)
-    self._images: dict[bytes, tuple] = {}
     self._cubins: dict[bytes, bytes] = {}    # PTX text -> the cubin compiled from it (a GPU that runs SASS)
     self._local, self._old_local, self._local_per_thread = None, [], 0
     self._no_sass: dict[str, str] = {}       # kernels loaded as PTX alone: why (for an engine exception's message)
@@ -68,10 +59,7 @@ class NVDevice(HCQDevice):
       self._cb0_driver = struct.pack("<QQ", SHARED_WINDOW, LOCAL_WINDOW) + bytes(4 * (223 - 192)) + struct.pack("<I", 0xFFFDC0)
     else: self._cb0_driver = struct.pack("<QQI", SHARED_WINDOW, LOCAL_WINDOW, 0xFFFDC0)
     self._cb0_driver_offset = 4 * 188 if iface.sm_version >> 8 >= 10 else 4 * 6
-    try: self._setup()
-    except BaseException:
-      try: iface.close()
-      finally: raise
+    self._set_up(iface, self._setup)     # a failure closes the iface (the RM client, its channels)
 
   def _setup(self) -> None:
     self.qmd_major = QMD_MAJOR[self.compute_class]
@@ -145,7 +133,9 @@ class NVDevice(HCQDevice):
   def _release_hardware(self) -> None: self.iface.close()
 
   # ---- launches
-  def make_shape(self, prog: NVProgram, grid, block, timed: bool, dynamic_shared: int = 0) -> NVShape:
+  def qmd_template(self, prog: NVProgram, grid, block, dynamic_shared: int = 0) -> tuple[bytearray, int]:
+    """(the QMD of a launch of this shape with its constant buffer address left 0, the constant buffer's size):
+    built once per launch shape (NVProgram.shape_data)."""
     k, layout = prog.kernel, self.qmd_layout
     cb_size = round_up(max(prog.param_base + k.param_bytes, CB0_DIMS_END), 16)
     user_shared = k.shared + dynamic_shared
@@ -201,15 +191,7 @@ class NVDevice(HCQDevice):
                         f"shared memory carve-out of {self.arch} ({self.carveouts_kb[-1]} KiB)")
     f.update(MIN_SM_CONFIG_SHARED_MEM_SIZE=config, TARGET_SM_CONFIG_SHARED_MEM_SIZE=config,
              MAX_SM_CONFIG_SHARED_MEM_SIZE=sm_config(self.carveouts_kb, self.carveouts_kb[-1] << 10))
-    template = bytearray(qmd.encode(layout, **f))
-    els = [Q.barrier()]
-    if timed: els.append(Q.timestamp(T_START))
-    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
-    if timed: els.append(Q.timestamp(T_END))
-    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
-    # constant bank 0's c[0][0x0..0x18]: blockDim and gridDim, which SASS reads for %ntid and %nctaid
-    dims = struct.pack("<6I", *block, *grid)
-    return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block, dims)
+    return bytearray(qmd.encode(layout, **f)), cb_size
 
   def _ensure_local(self, per_thread: int) -> int:
     """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
@@ -232,7 +214,7 @@ class NVDevice(HCQDevice):
     if self._local is not None: self._old_local.append(self._local)   # launches before may still use it
     self._local, self._local_per_thread = mem, slm
 
-  def _launch_words(self, prog: NVProgram, shape: NVShape, explicit: bytes, value: int):
+  def _launch_words(self, prog: NVProgram, shape, explicit: bytes, value: int):
     cb = round_up(shape.cb_size, 256)
     va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
     off = va - self.launch_data.va
@@ -299,10 +281,8 @@ class NVDevice(HCQDevice):
       if len(infos) > 1: raise DeviceError(f"{where}: the module has {len(infos)} kernels ({', '.join(infos)}); name one")
       name = next(iter(infos))
     if name not in infos: raise DeviceError(f"{where}: no kernel {name!r} in the module (it has {', '.join(infos)})")
+    loaded = self._loaded_image(bytes(image), lambda: self._upload(image, infos, kernels, sass))
     with self._open_lock():
-      key = bytes(image)
-      loaded = self._images.get(key)
-      if loaded is None: loaded = self._images[key] = self._upload(image, infos, kernels, sass)
       if infos[name].no_sass: self._no_sass.setdefault(name, infos[name].no_sass)
       return NVProgram(self, infos[name], *loaded[name])
 

@@ -191,7 +191,3 @@ class GPFifoEngine(Engine):
       self._idle(20e-6)
 
   def close(self) -> None: pass
-
-
-def check_entries(entries: int) -> None:
-  if entries < 2 or entries & (entries - 1): raise DeviceError(f"GPFIFO of {entries} entries: not a power of two >= 2")

@@ -367,7 +367,7 @@ class CUDAParams:
 
 
 class NVProgram(Program):
-  """A loaded kernel: its code address, CUDA parameter layout, and per-shape QMD templates (device.make_qmd)."""
+  """A loaded kernel: its code address, CUDA parameter layout, and per-shape QMD templates (device.qmd_template)."""
 
   def __init__(self, device, kernel: KernelInfo, code_va: int, code_size: int = 0):
     super().__init__(device, kernel.name, CUDAParams(kernel), kernel.max_threads)
@@ -375,5 +375,8 @@ class NVProgram(Program):
     self.required_block = kernel.required_block
     self.param_base = kernel.param_base if kernel.param_base is not None else device.param_base
 
-  def make_shape(self, grid, block, timed, shared=None):
-    return self.device.make_shape(self, grid, block, timed, shared or 0)
+  def shape_data(self, s) -> None:
+    """The shape's QMD template (qmd) and constant buffer size; constant bank 0's c[0][0x0..0x18]: blockDim and
+    gridDim, which SASS reads for %ntid and %nctaid (dims)."""
+    s.qmd, s.cb_size = self.device.qmd_template(self, s.grid, s.block, s.shared or 0)
+    s.dims = struct.pack("<6I", *s.block, *s.grid)

@@ -84,9 +84,6 @@ class Channel:
   doorbell: memoryview           # u32 view of the usermode doorbell word
 
 
-def _u32s(view: memoryview, offset: int, n: int) -> memoryview: return view[offset:offset + 4 * n].cast("I")
-
-
 def arch_of(sm_version: int) -> str:
   """The compiler target of an RM SM version (ctrl2080gr.h NV2080_CTRL_GR_INFO_SM_VERSION_<major>_<minor>: the major
   in bits 15:8, the minor's digits in 7:0, 0x809 = 8_09 -> sm_89, 0xA00 -> sm_100). 0xA04, SM_VERSION_10_04, is what

@@ -20,7 +20,7 @@ from ...compiler import queue as Q
 from ...errors import DeviceError, GPUFault, Timeout
 from ..hcq import Buffer
 from ..hcq.alloc import LaunchRing
-from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, Engine
+from ..hcq.engine import Engine
 from ..hcq.runtime import HCQDevice, Submission
 from . import lower
 from .lower import COMPUTE
@@ -28,11 +28,6 @@ from .program import V_CONSTS, V_IBOS, QCOMProgram, parse
 
 IB_RING_SIZE = 4 << 20
 V_TIMELINE = ("var", "timeline")
-
-
-class LaunchShape:
-  __slots__ = ("cmd", "grid", "block")
-  def __init__(self, cmd, grid, block): self.cmd, self.grid, self.block = cmd, grid, block
 
 
 class KGSLEngine(Engine):
@@ -85,19 +80,17 @@ class QCOMDevice(HCQDevice):
     self.iface, self.arch, self.label = iface, iface.arch, iface.label
     self.name = f"{self.arch} on {iface.label}"
     self._mems = []
-    self._images: dict[bytes, tuple] = {}
-    try:
-      from ...compiler.backend.ir3.isa import ISA
-      self.isa = ISA(iface.gpu_id)
-      ib = self._kgsl(IB_RING_SIZE)
-      self.ib_view = ib.cpu
-      self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (lower.V_SCRATCH)
-      self._pvt: dict[int, object] = {}       # private-memory buffers by size (program.py)
-      self._start_runtime()
-      self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
-    except BaseException:
-      try: iface.close()
-      finally: raise
+    self._set_up(iface, self._setup)     # a failure closes the iface (the KGSL context, /dev/kgsl-3d0)
+
+  def _setup(self) -> None:
+    from ...compiler.backend.ir3.isa import ISA
+    self.isa = ISA(self.iface.gpu_id)
+    ib = self._kgsl(IB_RING_SIZE)
+    self.ib_view = ib.cpu
+    self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (lower.V_SCRATCH)
+    self._pvt: dict[int, object] = {}       # private-memory buffers by size (program.py)
+    self._start_runtime()
+    self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
 
   def _kgsl(self, size: int):
     mem = self.iface.alloc(size)
@@ -134,18 +127,11 @@ class QCOMDevice(HCQDevice):
       raise
 
   # ---- launches
-  def launch_cmdbuf(self, prog: QCOMProgram, grid, block, timed: bool):
-    els = [Q.barrier()]
-    if timed: els.append(Q.timestamp(T_START))
-    els.append(Q.call(Q.program(prog.name, prog, grid, block)))
-    if timed: els.append(Q.timestamp(T_END))
-    els.append(Q.store(TIMELINE, TIMELINE_VALUE))
-    return LaunchShape(self.compute.build(Q.queue(COMPUTE, *els)), grid, block)
-
   def _launch_words(self, prog: QCOMProgram, shape, explicit: bytes, value: int):
-    data = prog.launch_data(explicit, shape.grid)
-    va, view = self.launch_data_slot(len(data), value)
-    view[:] = data
+    # the shape's constants and IBO descriptors, built once (QCOMProgram.shape_data); the buffers' addresses patched in
+    va, view = self.launch_data_slot(shape.data_size, value)
+    view[:] = shape.data
+    if explicit: prog.patch_addresses(view, explicit)
     return shape.cmd.fill({V_CONSTS: va, V_IBOS: va + prog.constlen * 16, V_TIMELINE: value})
 
   # ---- bound launches: the launches' constants and IBO descriptors kept in their own memory, the words built once
@@ -195,12 +181,11 @@ class QCOMDevice(HCQDevice):
   def load_code(self, kernel, code: bytes, name: str) -> QCOMProgram:
     """A program from its headers (program.Kernel) and its instruction words (64-bit each, little-endian)."""
     if not code or len(code) % 8: raise DeviceError(f"{self.name}: {name}: {len(code)} bytes of code is not a whole number of instructions")
-    with self._open_lock():
-      loaded = self._images.get(code)
-      if loaded is None:
-        mem = self._kgsl(len(code) + 128)        # the shader is fetched in 128-byte groups
-        mem.cpu[:len(code)] = code
-        loaded = self._images[code] = (mem.va, len(code))
+    def upload():
+      mem = self._kgsl(len(code) + 128)        # the shader is fetched in 128-byte groups
+      mem.cpu[:len(code)] = code
+      return mem.va, len(code)
+    loaded = self._loaded_image(bytes(code), upload)
     words = list(array("Q", code))
     pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
     return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)

@@ -54,11 +54,6 @@ def chip_info(chip_id: int) -> tuple[str, int, int]:
   return d.marketing, gpu_id, d.generation
 
 
-def chip_name(chip_id: int) -> str:
-  """0x06030001 -> "a630", 0x43050a01 -> "a740" (chip_info)."""
-  return chip_info(chip_id)[0]
-
-
 def _explanation(err) -> str:
   """The cause a failed KGSL call's file gave (an ioctl error's text after its request number), without the
   errno's words: "" when it gave none (the kernel's KGSL gives none; the mock explains its refusals)."""
@@ -82,6 +77,7 @@ class KGSLIface:
     except OSCallError as e: raise DeviceError(f"{self.label}: cannot open {PATH} ({e})") from None
     self._mems: dict[int, Mem] = {}
     self.ctx = None
+    self._submit_structs = None     # (kgsl_command_object, kgsl_gpu_command) of submit(), made at the first one
     try: self._open()
     except BaseException as e:
       try: self.close()
@@ -131,11 +127,17 @@ class KGSLIface:
 
   # ---- submission and completion
   def submit(self, ib_va: int, ib_bytes: int) -> int:
-    """Run the indirect buffer on the context; returns the KGSL timestamp the submission retires with."""
-    cmd = K.struct_kgsl_command_object(gpuaddr=ib_va, size=ib_bytes, flags=K.KGSL_CMDLIST_IB)
-    try:
-      args = K.IOCTL_KGSL_GPU_COMMAND(self.fd, context_id=self.ctx, cmdlist=ctypes.addressof(cmd),
-                                      cmdsize=ctypes.sizeof(cmd), numcmds=1)
+    """Run the indirect buffer on the context; returns the KGSL timestamp the submission retires with. The command
+    object and the ioctl's struct are made once and refilled (the caller holds the device lock)."""
+    made = self._submit_structs
+    if made is None:
+      cmd = K.struct_kgsl_command_object(flags=K.KGSL_CMDLIST_IB)
+      made = self._submit_structs = (cmd, K.struct_kgsl_gpu_command(context_id=self.ctx, cmdlist=ctypes.addressof(cmd),
+                                                                    cmdsize=ctypes.sizeof(cmd), numcmds=1))
+    cmd, args = made
+    cmd.gpuaddr, cmd.size = ib_va, ib_bytes
+    args.timestamp = 0
+    try: K.IOCTL_KGSL_GPU_COMMAND(self.fd, args)
     except OSCallError as e:
       self.check_context("IOCTL_KGSL_GPU_COMMAND", e)
       raise DeviceError(f"{self.label}: submitting {ib_bytes} bytes at {ib_va:#x} on context {self.ctx} failed: {e}") from None

@@ -230,8 +230,21 @@ class QCOMProgram(Program):
     if self.units >= 1 << 28:                  # SP_CS_INSTRLEN: bits 27:0 (a6xx.xml)
       raise DeviceError(f"{name}: {code_size // 8} instructions do not fit SP_CS_INSTRLEN (28 bits of 16-instruction groups)")
 
-  def make_shape(self, grid, block, timed, shared=None):
-    return self.device.launch_cmdbuf(self, grid, block, timed)
+  def shape_data(self, s) -> None:
+    """The launch data of this shape with every buffer address 0 (data): a launch copies it and patches the
+    addresses in (patch_addresses)."""
+    s.data = self.launch_data(bytes(8 * len(self.kernel.bufs)), s.grid)
+    s.data_size = len(s.data)
+
+  def patch_addresses(self, view: memoryview, explicit: bytes) -> None:
+    """Write the buffers' addresses (explicit: u64 each) into launch data built by launch_data with zero addresses:
+    their constant registers and their IBO descriptors' base dwords (ibo_descriptor: dwords 4 and 5 hold only the
+    base)."""
+    base = self.constlen * 16
+    for i, ((dwords, creg), va) in enumerate(zip(self.kernel.bufs, struct.unpack_from(f"<{len(self.kernel.bufs)}Q", explicit))):
+      if creg is not None: struct.pack_into("<II", view, creg * 4, va & 0xFFFFFFFF, va >> 32)
+      lo, hi = ibo_base(va)
+      struct.pack_into("<II", view, base + (i * IBO_DWORDS + 4) * 4, lo, hi)
 
   def launch_data(self, explicit: bytes, grid) -> bytes:
     """Constants (constlen vec4s) then one IBO descriptor per buffer."""
@@ -308,6 +321,12 @@ def ibo_descriptor(va: int, dwords: int) -> list[int]:
   # STRUCTSIZETEXELS 1 for a buffer, as Mesa 25's fdl6_buffer_view_init (src/freedreno/fdl/fd6_view.c) writes it (the
   # "BUFFER" flag of Mesa 22's a6xx.xml, the same bit 4)
   d[2] = a.A6XX_TEX_CONST_2_TYPE(a.ENUMS["a6xx_tex_type"]["A6XX_TEX_BUFFER"]) | a.A6XX_TEX_CONST_2_STRUCTSIZETEXELS(1)
-  d[4] = a.A6XX_TEX_CONST_4_BASE_LO(va & 0xFFFFFFE0)   # BASE_LO drops 5 bits: KGSL objects are page-aligned
-  d[5] = a.A6XX_TEX_CONST_5_BASE_HI(va >> 32)
+  d[4], d[5] = ibo_base(va)
   return d
+
+
+def ibo_base(va: int) -> tuple[int, int]:
+  """An IBO descriptor's dwords 4 and 5: the base address (A6XX_TEX_CONST_4_BASE_LO, A6XX_TEX_CONST_5_BASE_HI)."""
+  a = _a6xx()
+  # BASE_LO drops 5 bits: KGSL objects are page-aligned
+  return a.A6XX_TEX_CONST_4_BASE_LO(va & 0xFFFFFFE0), a.A6XX_TEX_CONST_5_BASE_HI(va >> 32)

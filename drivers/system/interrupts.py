@@ -13,18 +13,27 @@ A handler that is not a Python callable (SIG_IGN, SIG_DFL, or one set from C) is
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+from _thread import get_ident
 
 import _signal      # signal's own C module: signal.getsignal/signal wrap handlers in an enum, whose lookups a SIGINT
                    # landing inside them turns into a KeyError; these calls are plain
 
 
 class HeldInterrupt:
-  __slots__ = ("depth", "old", "pending")
+  __slots__ = ("depth", "old", "pending", "main")
 
   def __init__(self):
     self.depth, self.old, self.pending = 0, None, None
+    # the main thread's id, compared with one builtin call in hold/release (every submission and doorbell holds);
+    # refreshed in a forked child, whose main thread is the one that forked (threading's own fork handler ran first)
+    self.main = threading.main_thread().ident
+    if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=self._forked)
+
+  def _forked(self) -> None:
+    self.main = threading.main_thread().ident
 
   def _record(self, signum, frame) -> None:
     if self.pending is None: self.pending = (signum, frame)
@@ -34,7 +43,7 @@ class HeldInterrupt:
   # the depth to 0 while that handler is still in place (nothing can be raised in between), and reads what was
   # recorded only after the old handler is back (nothing recorded is left behind)
   def hold(self) -> None:
-    if threading.current_thread() is not threading.main_thread(): return
+    if get_ident() != self.main: return
     if not self.depth:
       self.pending = None     # one recorded as a span ended while a second Ctrl-C was raised: that one stands for both
       old = _signal.getsignal(signal.SIGINT)
@@ -46,7 +55,7 @@ class HeldInterrupt:
     self.depth += 1
 
   def release(self) -> None:
-    if threading.current_thread() is not threading.main_thread() or not self.depth: return
+    if get_ident() != self.main or not self.depth: return
     if self.depth > 1:
       self.depth -= 1
       return
@@ -62,7 +71,7 @@ class HeldInterrupt:
     """A span inside a held one where a device model does the GPU's own work (a kernel the synchronous mock runs from
     its doorbell write, after the store itself): the host is in the middle of nothing of its own there, so a Ctrl-C,
     one recorded before included, is raised at once (a GPU's kernel does not hold the host's Ctrl-C back)."""
-    if threading.current_thread() is not threading.main_thread() or not self.depth or self.old is None:
+    if get_ident() != self.main or not self.depth or self.old is None:
       yield
       return
     _signal.signal(signal.SIGINT, self.old)

@@ -124,6 +124,7 @@ class MockAMDGPU:
     # what differs per target in a dispatch: gfx9 (gfx942) runs wave64 only, has no DISPATCH_INITIATOR.CS_W32_EN,
     # keeps COMPUTE_PGM_RSRC3 at another SH offset and counts TMPRING WAVESIZE in 1 KiB units (regs.py)
     self.gfx9 = self.props.gfx_target_version // 10000 == 9
+    self._target = self.props.target     # the emulator's arch, named once (not formatted per dispatch)
     self._static_regs = R.LAUNCH_STATE_REGS_GFX9 if self.gfx9 else R.LAUNCH_STATE_REGS
     self._initiator_needs = R.DISPATCH_COMPUTE_SHADER_EN | (0 if self.gfx9 else R.DISPATCH_CS_W32_EN)
     self.ranges = emu.GPUMemory()
@@ -360,11 +361,13 @@ class MockAMDGPU:
     try:
       stats = self._emu.start(self.ranges, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3,
                               user_sgprs=user_sgprs, grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch,
-                              instruction_budget=self.instruction_budget, arch=self.props.target,
+                              instruction_budget=self.instruction_budget, arch=self._target,
                               wave_size=wave_size)
     finally: self._busy.append((start, _monotonic()))
     if not isinstance(stats, tuple): return stats      # suspended (DispatchStats is a NamedTuple)
-    self._record(stats)
+    recent = self._stats_state[1]                      # _record(stats), inlined: once per dispatch
+    recent.append(stats)
+    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
     return None
 
   def _record(self, stats) -> None:

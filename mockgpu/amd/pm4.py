@@ -54,7 +54,7 @@ class Frame:
     n = min(n, self.size_dw - start)
     if self.ring:
       view = self.view
-      if view is None or self.view_version != mem.version():
+      if view is None or self.view_version != mem.ranges.generation:    # mem.version(), without the call
         view = self.view = None
         if mem.mapped(self.base, 4 * self.size_dw):
           version = mem.version()

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import ctypes
 import time
+from array import array
 
 import numpy as np
 
 from ...errors import GPUFault
 
 A6XX_ALWAYS_ON = 0x980
+# the registers _cs_state reads (a6xx.xml names, REG_A6XX_ prefix)
+_CS_REGS = ("SP_MODE_CONTROL", "SP_FLOAT_CNTL", "HLSQ_CS_CNTL", "SP_CS_CONFIG", "SP_CS_IBO_COUNT", "SP_CS_CTRL_REG0",
+            "HLSQ_CS_CNTL_0", "HLSQ_CS_CNTL_1", "HLSQ_CS_NDRANGE_0", "SP_CS_CTRL_REG1", "SP_CS_PVT_MEM_PARAM",
+            "SP_CS_PVT_MEM_ADDR", "SP_CS_PVT_MEM_SIZE", "SP_CS_OBJ_START", "SP_CS_INSTRLEN")
 
 
 def odd_parity(v: int) -> int:
@@ -56,6 +61,14 @@ class CommandProcessor:
     self._used: set = set()                           # compute state a dispatch ran with, not invalidated since
     self._stale: set = set()                          # ... that a CP_LOAD_STATE6 then replaced
     self.programs: dict = {}                          # compiled shaders (ir3.Dispatch), for this constant file
+    # headers seen before, checked once: header -> (type 4 or 7, body dwords, register or opcode, plain)
+    self._headers: dict[int, tuple[int, int, int, bool]] = {}
+    self._invalidate_reg = a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD
+    # the compute state checked by _cs_state, by the values of the registers it reads (and the preloaded shader
+    # size): a dispatch with the same values needs no new checks (the private memory's mapping is checked each time)
+    self._cs_regs = tuple(getattr(a6xx, "REG_A6XX_" + n) for n in _CS_REGS) + (a6xx.REG_A6XX_SP_CS_OBJ_START + 1,
+                                                                            a6xx.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1)
+    self._cs_states: dict = {}
     self.dispatches = 0
     self.instructions = 0
 
@@ -73,6 +86,13 @@ class CommandProcessor:
     self.model.check(va, 4 * n, what)
     return np.ctypeslib.as_array((ctypes.c_uint32 * n).from_address(va)).copy()
 
+  def stream(self, va: int, n: int, what: str) -> list[int]:
+    """n dwords at va as a list of ints (a packet stream: one copy out of memory, no per-word conversion)."""
+    self.model.check(va, 4 * n, what)
+    out = array("I")
+    out.frombytes(ctypes.string_at(va, 4 * n))
+    return out.tolist()
+
   # ---- running a submission
   def run(self, ctx, ibs) -> bool:
     """Run (or resume) a submission; False when the CP waits on memory."""
@@ -80,60 +100,72 @@ class CommandProcessor:
     self.moved = False
     while ib < len(ibs):
       va, size = ibs[ib]
-      stream = self.words(va, size // 4, "indirect buffer")
-      while pos < len(stream):
-        n = self.packet(stream, pos, va)
-        if n is None:
-          self.pos = (ib, pos)
-          return False
-        pos += n
-        self.moved = True
+      stopped = self.packets(self.stream(va, size // 4, "indirect buffer"), pos, va)
+      if stopped is not None:
+        self.pos = (ib, stopped)
+        return False
       ib, pos = ib + 1, 0
     self.pos = None
     return True
 
-  def run_stream(self, stream: np.ndarray, va: int) -> None:
-    pos = 0
-    while pos < len(stream):
-      n = self.packet(stream, pos, va)
-      if n is None: raise GPUFault("CP_WAIT_REG_MEM inside an indirect buffer never satisfied", address=va, kind="hang")
-      pos += n
+  def run_stream(self, stream: list, va: int) -> None:
+    if self.packets(stream, 0, va) is not None:
+      raise GPUFault("CP_WAIT_REG_MEM inside an indirect buffer never satisfied", address=va, kind="hang")
 
-  def packet(self, stream, pos: int, base: int):
-    """Run the packet at stream[pos]; returns its length in dwords, None when it must wait."""
-    h = int(stream[pos])
-    where = base + 4 * pos
+  def packets(self, stream: list, pos: int, base: int) -> int | None:
+    """Run the packets of stream (dwords at device address base) from stream[pos] to its end; the position of a
+    packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran."""
+    end, headers, regs, handlers = len(stream), self._headers, self.regs, self.handlers
+    while pos < end:
+      h = stream[pos]
+      kind, n, what, plain = headers.get(h) or self._header(h, base + 4 * pos)
+      nxt = pos + 1 + n
+      if nxt > end:
+        raise GPUFault(f"CP: a packet of {n} dwords runs past the end of its buffer", address=base + 4 * pos,
+                       kind="CP illegal instruction")
+      if kind == 4:
+        if not plain: self._write_regs(stream, pos, n, what, base + 4 * pos)
+        elif n == 1: regs[what] = stream[pos + 1]
+        else: regs.update(zip(range(what, what + n), stream[pos + 1:nxt]))
+      elif handlers[what](stream[pos + 1:nxt], base + 4 * pos) is False: return pos
+      self.moved = True
+      pos = nxt
+    return None
+
+  def _write_regs(self, stream: list, pos: int, n: int, reg: int, where: int) -> None:
+    """A type-4 packet's n registers from reg on; one the GPU does not have is a fault naming it."""
+    for i in range(n):
+      if reg + i in self.absent:
+        raise GPUFault(f"CP: {self.absent[reg + i]} ({reg + i:#x}) does not exist on this GPU (a6xx gen1, no LPAC: "
+                       f"Mesa freedreno_devices.py; computerator writes it only when has_lpac)", address=where,
+                       kind="CP illegal instruction")
+      self.regs[reg + i] = v = stream[pos + 1 + i]
+      if reg + i == self._invalidate_reg: self._invalidate(v)
+
+  def _header(self, h: int, where: int) -> tuple[int, int, int, bool]:
+    """(4 or 7, body dwords, register or opcode, whether a type 4's registers need no check) of a packet header, checked (parity, a modelled opcode, the body
+    the opcode needs) and kept: the next packet with this header is not checked again."""
     if h & 0xF0000000 == 0x40000000:
       n, reg = h & 0x7F, (h >> 8) & 0x3FFFF
       if (h >> 7) & 1 != odd_parity(n) or (h >> 27) & 1 != odd_parity(reg):
         raise GPUFault(f"CP: type-4 header {h:#010x} with bad parity", address=where, kind="CP illegal instruction")
-      self._body(stream, pos, n, where)
-      for i in range(n):
-        if reg + i in self.absent:
-          raise GPUFault(f"CP: {self.absent[reg + i]} ({reg + i:#x}) does not exist on this GPU (a6xx gen1, no LPAC: "
-                         f"Mesa freedreno_devices.py; computerator writes it only when has_lpac)", address=where,
-                         kind="CP illegal instruction")
-        self.regs[reg + i] = v = int(stream[pos + 1 + i])
-        if reg + i == self.a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD: self._invalidate(v)
-      return 1 + n
-    if h & 0xF0000000 == 0x70000000:
+      # "plain": no register the GPU lacks and not HLSQ_INVALIDATE_CMD among them (written as a block, unchecked)
+      plain = not any(reg + i in self.absent or reg + i == self._invalidate_reg for i in range(n))
+      known = (4, n, reg, plain)
+    elif h & 0xF0000000 == 0x70000000:
       n, opc = h & 0x3FFF, (h >> 16) & 0x7F
       if (h >> 15) & 1 != odd_parity(n) or (h >> 23) & 1 != odd_parity(opc) or h & 0x0F000000:
         raise GPUFault(f"CP: type-7 header {h:#010x} with bad parity", address=where, kind="CP illegal instruction")
-      body = self._body(stream, pos, n, where)
       handler = self.handlers.get(opc)
       if handler is None: raise GPUFault(f"CP: opcode {opc:#x} is not modelled", address=where, kind="CP opcode error")
       if n < self.min_body.get(opc, 0):
         raise GPUFault(f"CP: {handler.__name__[1:]} with a body of {n} dwords (it has at least {self.min_body[opc]})",
                        address=where, kind="CP illegal instruction")
-      return None if handler(body, where) is False else 1 + n
-    raise GPUFault(f"CP: {h:#010x} is not a type-4 or type-7 header", address=where, kind="CP illegal instruction")
-
-  @staticmethod
-  def _body(stream, pos, n, where):
-    if pos + 1 + n > len(stream):
-      raise GPUFault(f"CP: a packet of {n} dwords runs past the end of its buffer", address=where, kind="CP illegal instruction")
-    return [int(w) for w in stream[pos + 1:pos + 1 + n]]
+      known = (7, n, opc, False)
+    else: raise GPUFault(f"CP: {h:#010x} is not a type-4 or type-7 header", address=where, kind="CP illegal instruction")
+    if len(self._headers) >= 4096: self._headers.clear()
+    self._headers[h] = known
+    return known
 
   # ---- packets
   def _CP_NOP(self, b, where): pass
@@ -238,13 +270,20 @@ class CommandProcessor:
 
   def _CP_INDIRECT_BUFFER(self, b, where):
     addr, size = b[0] | b[1] << 32, b[2] & 0xFFFFF
-    self.run_stream(self.words(addr, size, "CP_INDIRECT_BUFFER"), addr)
+    self.run_stream(self.stream(addr, size, "CP_INDIRECT_BUFFER"), addr)
 
   def _CP_EXEC_CS(self, b, where):
     """A dispatch with the compute state as programmed: each register CP_EXEC_CS uses must have been written (the
     mock knows nothing the driver did not write) and hold a value the hardware accepts; see _cs_state."""
     from .ir3 import Dispatch
-    st = self._cs_state(where)
+    # the same register values (and preloaded shader) as a dispatch checked before: the same state, unless stale
+    # state is to be refused or private memory (whose mapping may have changed) is programmed
+    key = (tuple(map(self.regs.get, self._cs_regs)), self.shader[1])
+    st = self._cs_states.get(key)
+    if st is None or self._stale or st["private"]:
+      st = self._cs_state(where)
+      if len(self._cs_states) >= 256: self._cs_states.clear()
+      self._cs_states[key] = st
     code = self.words(st["code_va"], st["instrlen"] * 32, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
     d = Dispatch(self.model, self.chip_id, code, st["code_va"], (b[1], b[2], b[3]), st["local"], consts=self.consts,
                  ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"], wave=st["wave"], cache=self.programs,

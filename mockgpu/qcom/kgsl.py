@@ -85,6 +85,7 @@ class KGSLModel:
                    if n.startswith("IOCTL_KGSL_") and getattr(getattr(msm_kgsl, n), "struct", None) is not None}
     self.objects: dict[int, MemObject] = {}
     self._ranges: list[tuple[int, int, int]] = []      # sorted (va, end, id) of mapped objects
+    self._hit: tuple | None = None                     # (va, end, object) found last (forgotten when a range changes)
     self.contexts: dict[int, Context] = {}
     self._next_obj, self._next_ctx = 1, 1
     self.queue: list = []                              # (context, timestamp, [(ib va, bytes)]) in submission order
@@ -124,10 +125,15 @@ class KGSLModel:
   # ---- memory the GPU may touch
   def find(self, va: int, size: int = 1) -> MemObject | None:
     """The mapped object holding [va, va + size), None when no object does (the GPU faults there)."""
+    hit = self._hit
+    if hit is not None and hit[0] <= va and va + size <= hit[1]: return hit[2]   # a launch touches a few objects
     i = bisect.bisect_right(self._ranges, (va, 1 << 64, 0)) - 1
     if i < 0: return None
     start, end, oid = self._ranges[i]
-    return self.objects[oid] if va + size <= end else None
+    if va + size > end: return None
+    obj = self.objects[oid]
+    self._hit = (start, end, obj)
+    return obj
 
   def check(self, va: int, size: int, what: str) -> None:
     if self.find(va, size) is None:
@@ -191,6 +197,7 @@ class KGSLModel:
   def _GPUMEM_FREE_ID(self, file, a) -> None:
     obj = self.objects.pop(a.id, None)
     if obj is None: self._fail(file, "GPUMEM_FREE_ID", errno.EINVAL, f"no memory object {a.id}")
+    self._hit = None
     if obj.va:     # its one entry, found by address (a walk over every range made freeing n objects quadratic)
       i = bisect.bisect_left(self._ranges, (obj.va, obj.va + obj.size, obj.id))
       if i < len(self._ranges) and self._ranges[i][2] == obj.id: del self._ranges[i]
@@ -203,6 +210,7 @@ class KGSLModel:
       raise OSCallError("mmap", path, errno.EINVAL, f"memory object {obj.id} maps {obj.mmapsize:#x} bytes (mmapsize), not {size:#x}")
     obj.va = self.os.memory.alloc(size, addr, shared=True, what=f"kgsl memory object {obj.id}")
     bisect.insort(self._ranges, (obj.va, obj.va + size, obj.id))
+    self._hit = None
     return obj.va
 
   # ---- contexts and submissions

@@ -144,7 +144,7 @@ def test_a_kernel_that_runs_too_long_times_out():
   dev = hcq.open("CPU", config=Config(timeout_s=0.3))
   prog = dev.compile(sink)
   with pytest.raises(hcq.Timeout, match="kernel spin to finish"):
-    prog(dev.alloc(4), 2**31 - 1)
+    prog(dev.alloc(4), 2**31 - 1, wait=True)
   with pytest.raises(hcq.DeviceError, match="closed"): dev.alloc(4)
   # the kernel's thread cannot be stopped from outside (it runs C code in this process): let it end here, not in a
   # later test (on a loaded machine it may outlive the thread guard's one second of grace)
@@ -172,5 +172,5 @@ def test_cpu_launches_and_copies_run_in_order():
     prog = dev.compile(sink)
     a = dev.alloc(4 * n)
     dev.copyin(a, np.zeros(n, np.float32))
-    for _ in range(6): prog(a, wait=False)
+    for _ in range(6): prog(a, global_size=(n, 1, 1), wait=False)
     assert (np.frombuffer(dev.copyout(a), np.float32) == 63).all()     # ((((((0*2+1)*2+1)...) = 2^6 - 1

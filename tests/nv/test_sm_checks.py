@@ -10,7 +10,7 @@ import pytest
 
 import hcq
 from hcq.config import Config
-from hcq.drivers.nv import device as nv_device, open_device, qmd
+from hcq.drivers.nv import device as nv_device, open_device, program as nv_program, qmd
 from hcq.drivers.nv.qmd import set_field
 from hcq.mockgpu import mock_nv_os
 
@@ -106,12 +106,11 @@ def test_ntid_and_nctaid_are_read_from_constant_bank_0(dev):
 
 
 def test_a_driver_that_does_not_write_blockdim_and_griddim_gets_wrong_results(dev, monkeypatch):
-  orig = nv_device.NVDevice.make_shape
-  def without_dims(self, *a, **kw):
-    shape = orig(self, *a, **kw)
+  orig = nv_program.NVProgram.shape_data
+  def without_dims(self, shape):
+    orig(self, shape)
     shape.dims = bytes(len(shape.dims))        # the driver step of c[0][0x0..0x18] left out
-    return shape
-  monkeypatch.setattr(nv_device.NVDevice, "make_shape", without_dims)
+  monkeypatch.setattr(nv_program.NVProgram, "shape_data", without_dims)
   prog = dev.load(DIMS_PTX.encode())
   out = dev.alloc(16 * 64)
   prog(out, global_size=1, local_size=64, wait=True)

@@ -226,7 +226,7 @@ class USBAMDDevice(AMDDevice):
 
   def _launch_words(self, prog, shape, explicit: bytes, value: int):
     words = super()._launch_words(prog, shape, explicit, value)
-    if shape.alloc_size:
+    if shape.data_size:
       off, n = self.launch_data.newest()
       self.iface.write(self.launch_data.va + off, self._launch_view[off:off + n])
     return words

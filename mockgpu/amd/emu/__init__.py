@@ -119,9 +119,10 @@ def start(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: in
   """Start a dispatch and run it for one time slice (engine.SLICE_SECONDS): DispatchStats when it ended within
   it, else an engine.SuspendedDispatch to resume() (slice by slice, with the same results and errors as dispatch())
   or drop(). The arguments are dispatch()'s."""
+  bits = 0 if arch == "gfx1100" and wave_size is None else _TARGETS.get((arch, wave_size))
+  if bits is None: bits = _target(arch, wave_size)
   return (_run_dispatch or _engine())(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, tuple(grid), tuple(block),
-                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True,
-                                      0 if arch == "gfx1100" and wave_size is None else _target(arch, wave_size))
+                                      lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True, bits)
 
 
 _TARGETS: dict = {}

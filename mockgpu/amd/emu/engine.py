@@ -108,12 +108,18 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
     try:
       mode = (rsrc1 >> 16) & 0xF | target
       entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
-      if entry is not None and _code_unchanged(memory, entry[0]):
-        return _stats(shape.W, _run_entry(shape, entry, user_sgprs, instruction_budget), t0)
+      if entry is not None:
+        blk = entry[0]
+        # _code_unchanged's common case inlined: the mappings did not change and the code bytes are the same
+        if blk.mapped_generation == memory.generation and blk.code_view.raw == blk.code or _code_unchanged(memory, blk):
+          executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
+          return _DispatchStats(shape.W, executed, time.perf_counter() - t0)     # _stats, inlined
       deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
       work = _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, instruction_budget, deadline)
     finally:
-      if work is None: _keep(launches, fast_key, shape)    # else the generator gives it back when it ends
+      if work is None:       # else the generator gives it back when it ends; _keep inlined
+        if len(launches) >= SHAPE_CACHE_ENTRIES: launches.clear()
+        launches[fast_key] = shape
     return _first_slice(work, shape.W, deadline, t0)
   gx, gy, gz = (int(v) for v in grid)
   lx, ly, lz = (int(v) for v in block)
