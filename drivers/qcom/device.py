@@ -87,7 +87,7 @@ class QCOMDevice(HCQDevice):
     self._mems = []
     self._images: dict[bytes, tuple] = {}
     try:
-      from ...compiler.backend.ir3.isa import ISA
+      from ...compiler.isa.ir3.isa import ISA
       self.isa = ISA(iface.gpu_id)
       ib = self._kgsl(IB_RING_SIZE)
       self.ib_view = ib.cpu
@@ -185,7 +185,7 @@ class QCOMDevice(HCQDevice):
     except UnicodeDecodeError: raise DeviceError(f"{self.name}: load() takes an ir3 program as text (computerator's format)") from None
     name = name or "main"
     kernel, asm = parse(text, name)
-    try: from ...compiler.backend.ir3.asm import Assembler
+    try: from ...compiler.isa.ir3.asm import Assembler
     except ImportError as e: raise DeviceError(f"{self.name}: the ir3 assembler is not available ({e})") from None
     try: code = bytes(Assembler(self.iface.gpu_id).assemble(asm))
     except DeviceError: raise

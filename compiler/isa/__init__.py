@@ -1,0 +1,1 @@
+"""Instruction-set toolkits (encoders, decoders, disassemblers, assemblers) by architecture: ir3/ (Adreno)."""
