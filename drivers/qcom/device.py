@@ -194,6 +194,13 @@ class QCOMDevice(HCQDevice):
 
   def load_code(self, kernel, code: bytes, name: str) -> QCOMProgram:
     """A program from its headers (program.Kernel) and its instruction words (64-bit each, little-endian)."""
+    loaded = self._upload(code, name)
+    words = list(array("Q", code))
+    pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
+    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)
+
+  def _upload(self, code: bytes, name: str) -> tuple[int, int]:
+    """(address, bytes) of the instruction words in GPU memory: uploaded once per distinct image."""
     if not code or len(code) % 8: raise DeviceError(f"{self.name}: {name}: {len(code)} bytes of code is not a whole number of instructions")
     with self._open_lock():
       loaded = self._images.get(code)
@@ -201,9 +208,16 @@ class QCOMDevice(HCQDevice):
         mem = self._kgsl(len(code) + 128)        # the shader is fetched in 128-byte groups
         mem.cpu[:len(code)] = code
         loaded = self._images[code] = (mem.va, len(code))
-    words = list(array("Q", code))
-    pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
-    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)
+    return loaded
+
+  def _compile(self, sink):
+    """A kernel sink through hcq's ir3 backend (compiler/backend/ir3), its dispatch state from the compiled
+    program's metadata (compiled.py)."""
+    from ...compiler.backend.ir3 import compile_ir3
+    from .compiled import CompiledProgram
+    compiled = compile_ir3(sink, self.iface.gpu_id)
+    va, size = self._upload(compiled.code, compiled.name)
+    return CompiledProgram(self, compiled, va, size, list(array("Q", compiled.code)))
 
   def _pvt_memory(self, pvtmem: int) -> int:
     """The private memory of programs with `pvtmem` bytes per fiber: one buffer per size, per_sp_size for each SP

@@ -1,0 +1,357 @@
+"""Instruction selection for ir3 (Adreno a6xx): the LINEAR form (compiler/lower) -> Ins (legalize.py), registers
+allocated.
+
+Registers (a6xx merged register file, full 32-bit registers r0.x .. r47.w; regid = 4 * n + component):
+  r0.x..r0.z  the local invocation id, written there by the hardware (HLSQ_CS_CNTL_0.LOCALIDREGID = r0.x)
+  r0.w        0 (a zero operand for selects and compares)
+  r1.x ...    REG placeholders (one register per element, fixed for the whole kernel), then the values
+              (compiler/lower/regalloc's loop-aware live ranges and a linear scan), then the temporaries of the
+              multi-instruction sequences (32-bit multiply, division)
+  r48.x..z    the work-group id (HLSQ_CS_CNTL_0.WGIDCONSTID = r48.x, as Mesa's computerator programs it)
+Kernel arguments: buffers are IBOs (ldib/stib, the IBO slot = the buffer's rank among the buffer arguments, as
+drivers/qcom binds @buf), scalars are constants c0.x, c0.y, ... (rank among the scalar arguments).
+
+Operations (32-bit types and bool; a bool is 0 or 1 in a full register):
+  add/sub/mul/min: add.u sub.u / add.f mul.f; a 32-bit integer multiply is Mesa's ir3_nir_imul.py sequence
+    mull.u t0, a, b; madsh.m16 t1, a, b, t0; madsh.m16 d, b, a, t1
+  compares cmps.{f,s,u}.{lt,eq,ne} (1 or 0); WHERE sel.b32 (src2 != 0 ? src1 : src3); shifts shl.b shr.b ashr.b
+  IDIV/IMOD: no hardware divide: a 32-step restoring division loop on the magnitudes, signs fixed after (C's
+    truncation), a zero divisor gives 0 (the C backend's value)
+  FDIV a * rcp(b); SQRT/EXP2/LOG2/SIN/RECIP the cat4 (SFU) sqrt exp2 log2 sin rcp; TRUNC trunc.f
+  casts cov.{s32,u32}f32 / cov.f32{s32,u32} (float -> integer truncates, saturating), to bool cmps.*.ne 0
+Memory: GLOBAL ldib.b/stib.b.untyped.1d.u32.1.imm on the element index; a gated load loads element 0 where its
+gate is off and selects 0 after. LOCAL ldl.u32/stl.u32 on byte offsets into the work-group's shared memory (the
+LOCAL placeholders one after another); BARRIER is bar. RANGE/END a counted loop tested at the top, IF/ENDIF a
+forward branch on p0.x."""
+from __future__ import annotations
+
+import struct
+
+from ...ir import AddrSpace, CompileError, Ops, UOp
+from ...ir.uop import _short
+from ...lower.regalloc import live_ranges, produces_value
+from .legalize import P0, Ins
+
+LID, ZERO, WGID = 0, 3, 48 * 4      # r0.x (local id), r0.w (zero), r48.x (work-group id)
+MAX_FULL = 48                       # r0..r47: the full registers a6xx compute may use (drivers/qcom/program.py)
+NTEMP = 12
+
+
+def rname(r: int) -> str:
+  if r == P0: return "p0.x"
+  return f"r{r >> 2}.{'xyzw'[r & 3]}"
+
+
+def _cls(dt) -> str:
+  if dt.is_bool: return "b"
+  if dt.itemsize != 4:
+    raise CompileError(f"ir3 backend: {dt} values are not supported yet (32-bit types and bool only)")
+  if dt.is_float: return "f"
+  return "u" if dt.kind == "uint" else "s"
+
+
+def _bits(v, dt) -> int:
+  if dt.is_float:
+    try: return struct.unpack("<I", struct.pack("<f", float(v)))[0]
+    except OverflowError: return 0x7F800000 if v > 0 else 0xFF800000
+  return int(v) & 0xFFFFFFFF
+
+
+def _literal(u: UOp):
+  """The value of a typed literal element (CAST(CONST) or a typed CONST), else None."""
+  if u.op is Ops.CAST and u.src and u.src[0].op is Ops.CONST: return u.src[0].arg
+  if u.op is Ops.CONST and not u.dtype.is_weak: return u.arg
+  return None
+
+
+class Selector:
+  def __init__(self, lin: UOp):
+    self.lin, self.out = lin, []
+    self.labels = 0
+    self.ibo: dict[UOp, int] = {}           # PARAM -> IBO slot
+    self.const: dict[UOp, int] = {}         # DEFINE_VAR -> constant component
+    self.args: list = []                    # ("buffer", slot, ibo, dtype) / ("int", slot, const, dtype) by slot
+    self.local_base: dict[UOp, int] = {}    # LOCAL BUFFER -> byte offset
+    self.reg_base: dict[UOp, int] = {}      # REG BUFFER -> first regid
+    self.localmem = 0
+    self.depth = self.max_depth = 0
+    params = sorted((u for u in lin.src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)), key=lambda u: u.arg.slot)
+    nb = nc = 0
+    for u in params:
+      if u.op is Ops.PARAM:
+        _cls(u.arg.dtype)
+        self.ibo[u] = nb
+        self.args.append(("buffer", u.arg.slot, nb, u.arg.dtype))
+        nb += 1
+      else:
+        self.const[u] = nc
+        self.args.append(("int", u.arg.slot, nc, u.arg.dtype))
+        nc += 1
+    reg = 4
+    for u in lin.src:
+      if u.op is not Ops.BUFFER: continue
+      _cls(u.arg.dtype)
+      size = int(u.arg.size)
+      if u.arg.addrspace is AddrSpace.LOCAL:
+        self.local_base[u] = self.localmem
+        self.localmem += (size * 4 + 15) & ~15
+      else:
+        self.reg_base[u] = reg
+        reg += size
+    self.regs = self._allocate(reg)
+
+  # ---- registers
+  def _needs(self, u: UOp) -> bool:
+    if not produces_value(u) or u.op in (Ops.PARAM, Ops.BUFFER, Ops.SPECIAL): return False
+    if u.op is Ops.CONST and u.dtype.is_weak: return False
+    if u.op is Ops.INDEX and u.src[0].op is not Ops.BUFFER: return False     # GLOBAL: the index itself
+    if u.op is Ops.INDEX and u.src[0].arg.addrspace is AddrSpace.REG: return False
+    return True
+
+  def _allocate(self, first: int) -> dict:
+    """Linear scan over live ranges (compiler/lower/regalloc.live_ranges), with two stretches that backend needs:
+    a GLOBAL INDEX has no register of its own (its loads and stores read the index), so its index and gate live as
+    long as it does; a loop's trip count is read at every iteration's test, so it lives to the loop's END."""
+    lin = self.lin
+    at = {u: i for i, u in enumerate(lin.src)}
+    def wide(u): return self._needs(u) or u.op is Ops.INDEX
+    ranges = {u: list(r) for u, r in live_ranges(lin, wide).items()}
+    for u in reversed(lin.src):
+      if u.op is Ops.INDEX and u in ranges:
+        for s in u.src[1:]:
+          if s in ranges: ranges[s][1] = max(ranges[s][1], ranges[u][1])
+    for i, u in enumerate(lin.src):
+      if u.op is Ops.END:
+        r = u.src[0]
+        if r.src[0] in ranges: ranges[r.src[0]][1] = max(ranges[r.src[0]][1], i)
+    ranges = {u: r for u, r in ranges.items() if self._needs(u)}
+    nregs = MAX_FULL * 4 - first - NTEMP
+    free = [True] * nregs
+    active: list = []
+    regs: dict[UOp, int] = {}
+    for u, (start, last) in sorted(ranges.items(), key=lambda kv: (kv[1][0], kv[1][1])):
+      for item in [a for a in active if a[0] < start]:
+        active.remove(item)
+        free[regs[item[1]] - first] = True
+      k = next((k for k in range(nregs) if free[k]), None)
+      if k is None:
+        raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
+      free[k] = False
+      regs[u] = first + k
+      active.append((last, u))
+    top = max([first - 1, *regs.values()])
+    self.temps = list(range(top + 1, top + 1 + NTEMP))
+    self.full_regs = (self.temps[-1] >> 2) + 1
+    return regs
+
+  def r(self, u: UOp) -> int:
+    if u.op is Ops.SPECIAL:
+      n = int(u.arg[4:])
+      return (WGID if u.arg.startswith("g") else LID) + n
+    if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM: return self.r(u.src[1])
+    try: return self.regs[u]
+    except KeyError: raise CompileError(f"ir3 backend: no register for {_short(u)}", u) from None
+
+  # ---- emission helpers
+  def alu(self, text: str, dst, *src, cycles: int = 1):
+    self.out.append(Ins("alu", text, tuple(d for d in (dst if isinstance(dst, tuple) else (dst,))), tuple(src),
+                        cycles=cycles))
+
+  def op2(self, name: str, d: int, a: int, b):
+    """A two-source ALU instruction; b is a register id, or an immediate's text (a str)."""
+    if isinstance(b, str): self.alu(f"{name} {rname(d)}, {rname(a)}, {b}", d, a)
+    else: self.alu(f"{name} {rname(d)}, {rname(a)}, {rname(b)}", d, a, b)
+
+  def mov_imm(self, d: int, bits: int): self.alu(f"mov.u32u32 {rname(d)}, {bits & 0xFFFFFFFF}", d)
+  def mov(self, d: int, s: int): self.alu(f"mov.u32u32 {rname(d)}, {rname(s)}", d, s)
+  def sel(self, d: int, a: int, cond: int, b: int):
+    self.alu(f"sel.b32 {rname(d)}, {rname(a)}, {rname(cond)}, {rname(b)}", d, a, cond, b)
+  def sfu(self, name: str, d: int, a: int): self.out.append(Ins("sfu", f"{name} {rname(d)}, {rname(a)}", (d,), (a,)))
+  def label(self) -> str:
+    self.labels += 1
+    return f"L{self.labels}"
+  def place(self, name: str): self.out.append(Ins("label", name))
+  def br(self, target: str, negate: bool = False):
+    self.out.append(Ins("br", f"br {'!' if negate else ''}p0.x, #{target}", (), (P0,), target=target))
+  def jump(self, target: str): self.out.append(Ins("jump", f"jump #{target}", target=target))
+
+  def imul(self, d: int, a: int, b: int):
+    t0, t1 = self.temps[0], self.temps[1]
+    self.op2("mull.u", t0, a, b)
+    self.alu(f"madsh.m16 {rname(t1)}, {rname(a)}, {rname(b)}, {rname(t0)}", t1, a, b, t0)
+    self.alu(f"madsh.m16 {rname(d)}, {rname(b)}, {rname(a)}, {rname(t1)}", d, a, b, t1)
+
+  def divmod(self, d: int, a: int, b: int, signed: bool, want_mod: bool):
+    """d = a / b or a % b, truncating (C), 0 when b is 0: restoring division of |a| by |b|, 32 steps."""
+    sa, sb, ua, ub, q, rem, t, t2, k = self.temps[2:11]
+    if signed:
+      self.op2("ashr.b", sa, a, "31"); self.op2("ashr.b", sb, b, "31")
+      self.op2("xor.b", ua, a, sa); self.op2("xor.b", ub, b, sb)
+      self.op2("sub.u", ua, ua, sa); self.op2("sub.u", ub, ub, sb)
+    else: self.mov(ua, a); self.mov(ub, b)
+    self.mov(q, ua); self.mov_imm(rem, 0); self.mov_imm(k, 32)
+    top = self.label()
+    self.place(top)
+    self.op2("shl.b", rem, rem, "1"); self.op2("shr.b", t, q, "31")
+    self.op2("or.b", rem, rem, t); self.op2("shl.b", q, q, "1")
+    self.op2("cmps.u.ge", t, rem, ub); self.op2("sub.u", t2, rem, ub)
+    self.sel(rem, t2, t, rem); self.op2("or.b", q, q, t)
+    self.op2("sub.u", k, k, "1")
+    self.alu(f"cmps.s.gt p0.x, {rname(k)}, 0", P0, k)
+    self.br(top)
+    res = rem if want_mod else q
+    if signed:
+      sign = sa if want_mod else t
+      if not want_mod: self.op2("xor.b", t, sa, sb)
+      self.op2("xor.b", res, res, sign); self.op2("sub.u", res, res, sign)
+    self.op2("cmps.u.eq", t2, b, "0")
+    self.sel(d, ZERO, t2, res)
+
+  # ---- the elements
+  def run(self) -> list[Ins]:
+    self.mov_imm(ZERO, 0)
+    ends: dict[UOp, tuple[str, str]] = {}
+    ifs: dict[UOp, str] = {}
+    for u in self.lin.src:
+      op = u.op
+      if op in (Ops.PARAM, Ops.BUFFER, Ops.SPECIAL) or (op is Ops.CONST and u.dtype.is_weak): continue
+      lit = _literal(u)
+      if lit is not None:
+        self.mov_imm(self.r(u), _bits(lit, u.dtype))
+        continue
+      if op is Ops.DEFINE_VAR:
+        c = self.const[u]
+        self.alu(f"mov.u32u32 {rname(self.r(u))}, c{c >> 2}.{'xyzw'[c & 3]}", self.r(u))
+      elif op is Ops.RANGE:
+        top, exit_ = self.label(), self.label()
+        ends[u] = (top, exit_)
+        self.mov_imm(self.r(u), 0)
+        self.place(top)
+        self.alu(f"cmps.s.lt p0.x, {rname(self.r(u))}, {rname(self.r(u.src[0]))}", P0, self.r(u), self.r(u.src[0]))
+        self.br(exit_, negate=True)
+        self.depth += 1
+        self.max_depth = max(self.max_depth, self.depth)
+      elif op is Ops.END:
+        rng = u.src[0]
+        top, exit_ = ends[rng]
+        self.op2("add.u", self.r(rng), self.r(rng), "1")
+        self.jump(top)
+        self.place(exit_)
+        self.depth -= 1
+      elif op is Ops.IF:
+        end = self.label()
+        ifs[u] = end
+        self.alu(f"cmps.u.ne p0.x, {rname(self.r(u.src[0]))}, 0", P0, self.r(u.src[0]))
+        self.br(end, negate=True)
+        self.depth += 1
+        self.max_depth = max(self.max_depth, self.depth)
+      elif op is Ops.ENDIF:
+        self.place(ifs[u.src[0]])
+        self.depth -= 1
+      elif op is Ops.BARRIER: self.out.append(Ins("bar", "bar"))
+      elif op is Ops.INDEX: self.index(u)
+      elif op is Ops.LOAD: self.load(u)
+      elif op is Ops.STORE: self.store(u)
+      elif op in (Ops.CAST, Ops.BITCAST): self.cast(u)
+      else: self.alu_op(u)
+    self.out.append(Ins("end", "end"))
+    self.out.append(Ins("nop", "nop"))
+    return self.out
+
+  def index(self, u: UOp):
+    buf = u.src[0]
+    if buf.op is Ops.PARAM or buf.arg.addrspace is AddrSpace.REG: return
+    d, i = self.r(u), self.r(u.src[1])
+    self.op2("shl.b", d, i, "2")
+    base = self.local_base[buf]
+    if base:
+      if base < 512: self.op2("add.u", d, d, str(base))
+      else:
+        self.mov_imm(self.temps[0], base)
+        self.op2("add.u", d, d, self.temps[0])
+
+  def _reg_elem(self, idx: UOp) -> int:
+    buf, k = idx.src[0], _literal(idx.src[1])
+    if k is None or not 0 <= int(k) < int(buf.arg.size):
+      raise CompileError(f"ir3 backend: a REG placeholder indexed by a non-constant (or out of range) index: "
+                         f"{_short(idx)}", idx)
+    return self.reg_base[buf] + int(k)
+
+  def load(self, u: UOp):
+    idx = u.src[0]
+    buf = idx.src[0]
+    d = self.r(u)
+    gate = self.r(idx.src[2]) if len(idx.src) > 2 else None
+    if buf.op is Ops.PARAM:
+      _cls(u.dtype)
+      i = self.r(idx.src[1])
+      if gate is not None:
+        self.sel(d, i, gate, ZERO)
+        i = d
+      self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.1.imm {rname(d)}, {rname(i)}, {self.ibo[buf]}", (d,), (i,)))
+    elif buf.arg.addrspace is AddrSpace.LOCAL:
+      off = self.r(idx)
+      self.out.append(Ins("ld_ss", f"ldl.u32 {rname(d)}, l[{rname(off)}], 1", (d,), (off,)))
+    else:
+      self.mov(d, self._reg_elem(idx))
+      return
+    if gate is not None: self.sel(d, d, gate, ZERO)
+
+  def store(self, u: UOp):
+    idx, val = u.src[0], u.src[1]
+    buf = idx.src[0]
+    v = self.r(val)
+    if buf.op is Ops.PARAM:
+      i = self.r(idx.src[1])
+      self.out.append(Ins("st", f"stib.b.untyped.1d.u32.1.imm {rname(v)}, {rname(i)}, {self.ibo[buf]}", (), (v, i)))
+    elif buf.arg.addrspace is AddrSpace.LOCAL:
+      off = self.r(idx)
+      self.out.append(Ins("st", f"stl.u32 l[{rname(off)}], {rname(v)}, 1", (), (off, v)))
+    else: self.mov(self._reg_elem(idx), v)
+
+  def cast(self, u: UOp):
+    s = u.src[0]
+    d, a = self.r(u), self.r(s)
+    fc, tc = _cls(s.dtype), _cls(u.dtype)
+    if u.op is Ops.BITCAST or fc == tc or (fc in "sub" and tc in "su") :
+      self.mov(d, a)
+    elif tc == "b": self.op2(f"cmps.{'f' if fc == 'f' else 'u'}.ne", d, a, ZERO)
+    elif tc == "f": self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f32 {rname(d)}, {rname(a)}", d, a)
+    elif fc == "f": self.alu(f"cov.f32{'s32' if tc == 's' else 'u32'} {rname(d)}, {rname(a)}", d, a)
+    else: raise CompileError(f"ir3 backend: no cast from {s.dtype} to {u.dtype}: {_short(u)}", u)
+
+  def alu_op(self, u: UOp):
+    op, src = u.op, u.src
+    d = self.r(u)
+    rs = [self.r(s) for s in src]
+    c = _cls(src[0].dtype) if src else "u"
+    if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
+      cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
+      self.op2(f"cmps.{'f' if c == 'f' else 'u' if c in 'ub' else 's'}.{cond}", d, rs[0], rs[1])
+    elif op is Ops.WHERE: self.sel(d, rs[1], rs[0], rs[2])
+    elif op is Ops.ADD: self.op2("add.f" if c == "f" else "add.u", d, rs[0], rs[1])
+    elif op is Ops.SUB:
+      if c == "f": self.alu(f"add.f {rname(d)}, {rname(rs[0])}, (neg){rname(rs[1])}", d, rs[0], rs[1])
+      else: self.op2("sub.u", d, rs[0], rs[1])
+    elif op is Ops.MUL:
+      if c == "f": self.op2("mul.f", d, rs[0], rs[1])
+      elif c == "b": self.op2("and.b", d, rs[0], rs[1])
+      else: self.imul(d, rs[0], rs[1])
+    elif op in (Ops.IDIV, Ops.IMOD): self.divmod(d, rs[0], rs[1], c == "s", op is Ops.IMOD)
+    elif op in (Ops.AND, Ops.OR, Ops.XOR): self.op2(f"{op.name.lower()}.b", d, rs[0], rs[1])
+    elif op is Ops.SHL: self.op2("shl.b", d, rs[0], rs[1])
+    elif op is Ops.SHR: self.op2("ashr.b" if c == "s" else "shr.b", d, rs[0], rs[1])
+    elif op is Ops.NEG:
+      self.alu(f"absneg.{'f' if c == 'f' else 's'} {rname(d)}, (neg){rname(rs[0])}", d, rs[0])
+    elif op is Ops.NOT:
+      if c == "b": self.op2("xor.b", d, rs[0], "1")
+      else: self.alu(f"not.b {rname(d)}, {rname(rs[0])}", d, rs[0])
+    elif op is Ops.FDIV:
+      t = self.temps[0]
+      self.sfu("rcp", t, rs[1])
+      self.op2("mul.f", d, rs[0], t)
+    elif op in (Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.RECIP) and c == "f":
+      self.sfu({Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.RECIP: "rcp"}[op], d, rs[0])
+    elif op is Ops.TRUNC and c == "f": self.alu(f"trunc.f {rname(d)}, {rname(rs[0])}", d, rs[0])
+    else: raise CompileError(f"ir3 backend: no instruction for {op.name} on {src[0].dtype if src else u.dtype}: "
+                             f"{_short(u)}", u)
