@@ -141,7 +141,6 @@ class Selector:
       active.append((last, u))
     top = max([first - 1, *regs.values()])
     self.temps = list(range(top + 1, top + 1 + NTEMP))
-    self.full_regs = (self.temps[-1] >> 2) + 1
     return regs
 
   def r(self, u: UOp) -> int:
@@ -256,6 +255,8 @@ class Selector:
       else: self.alu_op(u)
     self.out.append(Ins("end", "end"))
     self.out.append(Ins("nop", "nop"))
+    named = [r for i in self.out for r in (*i.dst, *i.src) if r < WGID]
+    self.full_regs = (max(named, default=0) >> 2) + 1       # the footprint: r0 .. the highest register named
     return self.out
 
   def index(self, u: UOp):
