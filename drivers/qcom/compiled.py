@@ -15,6 +15,23 @@ from ...errors import DeviceError
 from .program import Kernel, QCOMProgram, ibo_descriptor
 
 
+# the IBO format of a buffer by the size of its elements: the access size the program's ldib/stib use (8-, 16- and
+# 32-bit untyped accesses; 8-byte elements are accessed as two 32-bit ones), as turnip describes a storage buffer
+# once per access size (Mesa 25 src/freedreno/vulkan/tu_descriptor_set.cc: the 16- and 32-bit IBO descriptors)
+_FORMAT = {1: "FMT6_8_UINT", 2: "FMT6_16_UINT", 4: "FMT6_32_UINT", 8: "FMT6_32_UINT"}
+
+
+def buffer_ibo(va: int, nbytes: int, itemsize: int) -> list[int]:
+  """The IBO descriptor of a buffer of nbytes accessed in itemsize elements: its element count (so the IBO unit's
+  bounds check ends at the buffer's end) and format."""
+  from .program import _a6xx
+  a = _a6xx()
+  size = min(itemsize, 4)
+  d = ibo_descriptor(va, nbytes // size)
+  d[0] = a.A6XX_TEX_CONST_0_FMT(a.ENUMS["a6xx_format"][_FORMAT[itemsize]])
+  return d
+
+
 class CompiledLayout:
   """The ArgLayout of a compiled kernel: Buffers and integers in slot order."""
   dynamic_shared = False
@@ -65,9 +82,9 @@ class CompiledProgram(QCOMProgram):
     vals = struct.unpack(f"<{len(explicit) // 8}Q", explicit)
     consts = [0] * (self.constlen * 4)
     ibos = []
-    for (kind, _, index, _), (a, b) in zip(self.compiled.args, zip(vals[0::2], vals[1::2])):
+    for (kind, _, index, dtype), (a, b) in zip(self.compiled.args, zip(vals[0::2], vals[1::2])):
       if kind == "int": consts[index] = a
-      else: ibos.append((index, ibo_descriptor(a, b // 4)))
+      else: ibos.append((index, buffer_ibo(a, b, dtype.itemsize)))
     words = [w for _, d in sorted(ibos) for w in d]
     return struct.pack(f"<{len(consts) + len(words)}I", *consts, *words)
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backend"))
 import amd_kernels  # noqa: E402
 from amd_reference import assert_same, run_c  # noqa: E402
 
-UNSUPPORTED = {"f16_arith", "conversions", "narrow_memory", "private_array_dynamic", "register_spills"}
+UNSUPPORTED = {"private_array_dynamic", "register_spills"}
 FEATURES = [f for f in amd_kernels.ALL if f.__name__ not in UNSUPPORTED]
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import struct
 
 from ...ir import AddrSpace, CompileError, Ops, UOp
+from ...ir.ops import GroupOp
 from ...ir.uop import _short
 from ...lower.regalloc import live_ranges, produces_value
 from .legalize import P0, Ins
@@ -42,15 +43,43 @@ def rname(r: int) -> str:
   return f"r{r >> 2}.{'xyzw'[r & 3]}"
 
 
+def hname(h: int) -> str:
+  """A half register: with merged registers half regid h is half (h & 1) of full register h >> 1 (hr(2R) is the low
+  half of full register R; Mesa's ir3 MERGEDREGS, a6xx)."""
+  return f"hr{h >> 2}.{'xyzw'[h & 3]}"
+
+
 def _cls(dt) -> str:
+  """How a value is held: b (bool, 0/1), f (float32; float16 too, as the float32 of the half value), s / u (integers
+  of 8/16/32 bits, sign- or zero-extended to 32)."""
   if dt.is_bool: return "b"
-  if dt.itemsize != 4:
-    raise CompileError(f"ir3 backend: {dt} values are not supported yet (32-bit types and bool only)")
-  if dt.is_float: return "f"
-  return "u" if dt.kind == "uint" else "s"
+  if dt.is_float:
+    if dt.itemsize in (2, 4): return "f"
+  elif dt.itemsize in (1, 2, 4): return "u" if dt.kind == "uint" else "s"
+  raise CompileError(f"ir3 backend: {dt} values are not supported (bool, 8/16/32-bit integers, float16/32)")
+
+
+def _narrow(dt) -> int:
+  """The bits of an 8/16-bit integer type, else 0."""
+  return 8 * dt.itemsize if dt.is_int and not dt.is_bool and dt.itemsize < 4 else 0
+
+
+def _half_float(dt) -> bool: return dt.is_float and dt.itemsize == 2
+
+
+# the memory type of an element for ldib/stib (Mesa's #type: the value is carried in a half register below 32 bits)
+_MEMTYPE = {1: "u8", 2: "u16", 4: "u32"}
 
 
 def _bits(v, dt) -> int:
+  if _half_float(dt):
+    import numpy as np
+    v = float(np.float16(v))
+  if _narrow(dt):
+    w = _narrow(dt)
+    v = int(v) & ((1 << w) - 1)
+    if dt.kind != "uint" and v >> (w - 1): v -= 1 << w
+    return v & 0xFFFFFFFF
   if dt.is_float:
     try: return struct.unpack("<I", struct.pack("<f", float(v)))[0]
     except OverflowError: return 0x7F800000 if v > 0 else 0xFF800000
@@ -152,9 +181,9 @@ class Selector:
     except KeyError: raise CompileError(f"ir3 backend: no register for {_short(u)}", u) from None
 
   # ---- emission helpers
-  def alu(self, text: str, dst, *src, cycles: int = 1):
+  def alu(self, text: str, dst, *src, cycles: int = 1, half: bool = False):
     self.out.append(Ins("alu", text, tuple(d for d in (dst if isinstance(dst, tuple) else (dst,))), tuple(src),
-                        cycles=cycles))
+                        cycles=cycles, half=half))
 
   def op2(self, name: str, d: int, a: int, b):
     """A two-source ALU instruction; b is a register id, or an immediate's text (a str)."""
@@ -173,6 +202,27 @@ class Selector:
   def br(self, target: str, negate: bool = False):
     self.out.append(Ins("br", f"br {'!' if negate else ''}p0.x, #{target}", (), (P0,), target=target))
   def jump(self, target: str): self.out.append(Ins("jump", f"jump #{target}", target=target))
+
+  def fix(self, d: int, dt):
+    """Bring a result back into its type's representation: an 8/16-bit integer is re-extended from its low bits
+    (C's wraparound), a float16 rounded to half precision (cov.f32f16 rounds to nearest even; computing f16 + - * /
+    sqrt in float32 and rounding once gives the correctly rounded f16 result, as float32 has 2 * 11 + 2 bits)."""
+    w = _narrow(dt)
+    if w:
+      if dt.kind == "uint": self.op2("and.b", d, d, str((1 << w) - 1) if w == 8 else self._imm((1 << w) - 1))
+      else:
+        self.op2("shl.b", d, d, str(32 - w))
+        self.op2("ashr.b", d, d, str(32 - w))
+    elif _half_float(dt):
+      t = self.temps[11]
+      self.alu(f"cov.f32f16 {hname(2 * t)}, {rname(d)}", t, d, half=True)
+      self.alu(f"cov.f16f32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
+
+  def _imm(self, v: int) -> int:
+    """A register holding v (for an immediate too wide for a cat2 source)."""
+    t = self.temps[10]
+    self.mov_imm(t, v)
+    return t
 
   def imul(self, d: int, a: int, b: int):
     t0, t1 = self.temps[0], self.temps[1]
@@ -289,7 +339,15 @@ class Selector:
       if gate is not None:
         self.sel(d, i, gate, ZERO)
         i = d
-      self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.1.imm {rname(d)}, {rname(i)}, {self.ibo[buf]}", (d,), (i,)))
+      size = u.dtype.itemsize
+      if size == 4:
+        self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.1.imm {rname(d)}, {rname(i)}, {self.ibo[buf]}", (d,), (i,)))
+      else:     # into the low half of d, then widened (an f16 to its float32, an integer zero-extended, then fixed)
+        t = "f16" if u.dtype.is_float else _MEMTYPE[size]
+        self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.{t}.1.imm {hname(2 * d)}, {rname(i)}, {self.ibo[buf]}",
+                            (d,), (i,), half=True))
+        self.alu(f"cov.{'f16f32' if t == 'f16' else t + 'u32'} {rname(d)}, {hname(2 * d)}", d, d, half=True)
+        if u.dtype.kind == "int": self.fix(d, u.dtype)
     elif buf.arg.addrspace is AddrSpace.LOCAL:
       off = self.r(idx)
       self.out.append(Ins("ld_ss", f"ldl.u32 {rname(d)}, l[{rname(off)}], 1", (d,), (off,)))
@@ -304,7 +362,15 @@ class Selector:
     v = self.r(val)
     if buf.op is Ops.PARAM:
       i = self.r(idx.src[1])
-      self.out.append(Ins("st", f"stib.b.untyped.1d.u32.1.imm {rname(v)}, {rname(i)}, {self.ibo[buf]}", (), (v, i)))
+      size = val.dtype.itemsize
+      if size == 4:
+        self.out.append(Ins("st", f"stib.b.untyped.1d.u32.1.imm {rname(v)}, {rname(i)}, {self.ibo[buf]}", (), (v, i)))
+      else:     # narrowed into a half register (the stored type's low bits)
+        t = "f16" if val.dtype.is_float else _MEMTYPE[size]
+        h = self.temps[9]
+        self.alu(f"cov.{'f32f16' if t == 'f16' else 'u32u16'} {hname(2 * h)}, {rname(v)}", h, v, half=True)
+        self.out.append(Ins("st", f"stib.b.untyped.1d.{t}.1.imm {hname(2 * h)}, {rname(i)}, {self.ibo[buf]}", (),
+                            (h, i), half=True))
     elif buf.arg.addrspace is AddrSpace.LOCAL:
       off = self.r(idx)
       self.out.append(Ins("st", f"stl.u32 l[{rname(off)}], {rname(v)}, 1", (), (off, v)))
@@ -313,13 +379,38 @@ class Selector:
   def cast(self, u: UOp):
     s = u.src[0]
     d, a = self.r(u), self.r(s)
-    fc, tc = _cls(s.dtype), _cls(u.dtype)
-    if u.op is Ops.BITCAST or fc == tc or (fc in "sub" and tc in "su") :
-      self.mov(d, a)
+    sd, td = s.dtype, u.dtype
+    fc, tc = _cls(sd), _cls(td)
+    if u.op is Ops.BITCAST:
+      if sd.itemsize != td.itemsize: raise CompileError(f"ir3 backend: a bitcast between sizes: {_short(u)}", u)
+      if _half_float(sd):            # the half's bits, from its float32
+        t = self.temps[11]
+        self.alu(f"cov.f32f16 {hname(2 * t)}, {rname(a)}", t, a, half=True)
+        self.alu(f"cov.u16u32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
+        self.fix(d, td)
+      elif _half_float(td):          # bits -> the half -> its float32
+        t = self.temps[11]
+        self.alu(f"cov.u32u16 {hname(2 * t)}, {rname(a)}", t, a, half=True)
+        self.alu(f"cov.f16f32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
+      else:
+        self.mov(d, a)
+        self.fix(d, td)
     elif tc == "b": self.op2(f"cmps.{'f' if fc == 'f' else 'u'}.ne", d, a, ZERO)
-    elif tc == "f": self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f32 {rname(d)}, {rname(a)}", d, a)
-    elif fc == "f": self.alu(f"cov.f32{'s32' if tc == 's' else 'u32'} {rname(d)}, {rname(a)}", d, a)
-    else: raise CompileError(f"ir3 backend: no cast from {s.dtype} to {u.dtype}: {_short(u)}", u)
+    elif tc == "f":
+      if fc == "f":                  # f16 <-> f32: the float32 is the value; to f16 it is rounded
+        self.mov(d, a)
+        self.fix(d, td)
+      elif _half_float(td):          # an integer rounded once, straight to half precision
+        t = self.temps[11]
+        self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f16 {hname(2 * t)}, {rname(a)}", t, a, half=True)
+        self.alu(f"cov.f16f32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
+      else: self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f32 {rname(d)}, {rname(a)}", d, a)
+    elif fc == "f":                  # float -> integer truncates (saturating at 32 bits), then wraps to a narrow type
+      self.alu(f"cov.f32{'u32' if tc == 'u' and not _narrow(td) else 's32'} {rname(d)}, {rname(a)}", d, a)
+      self.fix(d, td)
+    else:                            # integer / bool -> integer: the extended value, re-extended for a narrow type
+      self.mov(d, a)
+      if _narrow(td) and (_narrow(td) < (_narrow(sd) or 32) or tc != fc): self.fix(d, td)
 
   def alu_op(self, u: UOp):
     op, src = u.op, u.src
@@ -356,3 +447,5 @@ class Selector:
     elif op is Ops.TRUNC and c == "f": self.alu(f"trunc.f {rname(d)}, {rname(rs[0])}", d, rs[0])
     else: raise CompileError(f"ir3 backend: no instruction for {op.name} on {src[0].dtype if src else u.dtype}: "
                              f"{_short(u)}", u)
+    # a select, bit operation or right shift of values in range stays in range (sign/zero extension is kept)
+    if op not in GroupOp.Comparison and op not in (Ops.WHERE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHR): self.fix(d, u.dtype)

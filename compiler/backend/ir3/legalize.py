@@ -37,7 +37,7 @@ class Ins:
   target: str | None = None
   flags: str = ""
   cycles: int = 1
-  mad: bool = False       # cat3: reads its third source 2 cycles late (not relied on here)
+  half: bool = False      # names half registers (tracked as the full register holding them: merged registers)
 
 
 @dataclass
@@ -98,7 +98,9 @@ def legalize(prog: list[Ins]) -> list[Ins]:
     if alu or sfu:
       if any(r in st.war_ss for r in ins.dst): ss = True
       if any(r in st.war_any for r in ins.dst) and not (ss or sy): ss = True
-    ready = st.ready_alu if alu else st.ready_any
+    # a half register read by an ALU instruction after a full-size write (or the other way) waits the mismatched-size
+    # delay (Mesa ir3_legalize get_ready_slot: a different size is not the alu_to_alu case)
+    ready = st.ready_alu if alu and not ins.half else st.ready_any
     wait = max([0, *(ready.get(r, 0) - st.cycle for r in ins.src)])
     if alu or sfu:
       if wait: out.extend(_nops(wait)); st.cycle += wait
@@ -117,7 +119,7 @@ def legalize(prog: list[Ins]) -> list[Ins]:
       st.ready_alu.pop(r, None); st.ready_any.pop(r, None)
       if alu:
         st.ready_any[r] = start + 1 + NON_ALU
-        st.ready_alu[r] = start + 1 + (NON_ALU if r >= A0 else ALU_TO_ALU)
+        st.ready_alu[r] = start + 1 + (NON_ALU if r >= A0 or ins.half else ALU_TO_ALU)
       elif sfu or k == "ld_ss": st.need_ss.add(r)
       elif k == "ld_sy": st.need_sy.add(r)
     if sfu or k in ("st", "ld_ss"): st.war_ss.update(ins.src)
