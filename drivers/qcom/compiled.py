@@ -72,8 +72,9 @@ class CompiledProgram(QCOMProgram):
     nint = sum(1 for a in compiled.args if a[0] == "int")
     kernel = Kernel(local_size=tuple(compiled.local_size), bufs=[(1, None)] * nbuf,
                     consts={k: 0 for k in range(nint)}, invocation_id=compiled.invocation_id, wgid=compiled.wgid,
-                    branchstack=compiled.branchstack, localmem=compiled.localmem)
-    super().__init__(device, compiled.name, kernel, code_va, code_size, words)
+                    branchstack=compiled.branchstack, localmem=compiled.localmem, pvtmem=compiled.pvtmem)
+    pvt = device._pvt_memory(compiled.pvtmem) if compiled.pvtmem else None
+    super().__init__(device, compiled.name, kernel, code_va, code_size, words, pvt)
     self.compiled = compiled
     self.layout = CompiledLayout(compiled.args, compiled.name)
 

@@ -37,6 +37,7 @@ class IR3Program:
   localmem: int                # bytes of shared memory
   full_regs: int               # full registers the program names (r0 .. r(full_regs - 1))
   branchstack: int             # the deepest nesting of branches (SP_CS_CTRL_REG0.BRANCHSTACK)
+  pvtmem: int = 0              # bytes of private memory per fiber (ldp/stp: dynamically indexed arrays, spills)
   invocation_id: int = 0       # regid of the local id (r0.x)
   wgid: int = 48 * 4           # regid of the work-group id (r48.x)
 
@@ -53,7 +54,7 @@ def compile_ir3(sink, gpu_id: int = 630) -> IR3Program:
   lines = resolve(prog)
   info = lin.arg
   return IR3Program(info.name, gpu_id, encode(lines, gpu_id), lines, sel.args, tuple(info.global_size),
-                    tuple(info.local_size), sel.localmem, sel.full_regs, sel.max_depth)
+                    tuple(info.local_size), sel.localmem, sel.full_regs, sel.max_depth, sel.pvtmem)
 
 
 __all__ = ["ARCHS", "IR3_TARGET", "IR3Program", "compile_ir3"]

@@ -35,7 +35,8 @@ from .legalize import P0, Ins
 
 LID, ZERO, WGID = 0, 3, 48 * 4      # r0.x (local id), r0.w (zero), r48.x (work-group id)
 MAX_FULL = 48                       # r0..r47: the full registers a6xx compute may use (drivers/qcom/program.py)
-NTEMP = 12
+NTEMP = 16                          # 0-11: the sequences' temporaries, 12-14: reloads of spilled sources, 15: a spilled result
+PVT_MAX = 4096                      # private bytes the ldp/stp immediate offset reaches (13 bits, signed)
 
 
 def rname(r: int) -> str:
@@ -116,6 +117,10 @@ class Selector:
         self.const[u] = nc
         self.args.append(("int", u.arg.slot, nc, u.arg.dtype))
         nc += 1
+    self.pvt_base: dict[UOp, int] = {}      # REG BUFFER indexed at run time -> byte offset in private memory
+    self.pvtmem = 0
+    dynamic = {u.src[0] for u in lin.src if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and
+               u.src[0].arg.addrspace is AddrSpace.REG and _literal(u.src[1]) is None}
     reg = 4
     for u in lin.src:
       if u.op is not Ops.BUFFER: continue
@@ -124,17 +129,25 @@ class Selector:
       if u.arg.addrspace is AddrSpace.LOCAL:
         self.local_base[u] = self.localmem
         self.localmem += (size * 4 + 15) & ~15
+      elif u in dynamic or size > 16:       # private memory (ldp/stp), 4 bytes an element
+        self.pvt_base[u] = self.pvtmem
+        self.pvtmem += size * 4
       else:
         self.reg_base[u] = reg
         reg += size
+    self.spilled: dict[UOp, int] = {}       # value -> its private-memory slot (byte offset)
+    self.reloads: dict[UOp, int] = {}       # for the element being emitted: spilled source -> the register reloaded
     self.regs = self._allocate(reg)
+    if self.pvtmem > PVT_MAX:
+      raise CompileError(f"ir3 backend: {self.pvtmem} bytes of private memory (arrays and spills) are more than the "
+                         f"{PVT_MAX} the ldp/stp offset reaches")
 
   # ---- registers
   def _needs(self, u: UOp) -> bool:
     if not produces_value(u) or u.op in (Ops.PARAM, Ops.BUFFER, Ops.SPECIAL): return False
     if u.op is Ops.CONST and u.dtype.is_weak: return False
     if u.op is Ops.INDEX and u.src[0].op is not Ops.BUFFER: return False     # GLOBAL: the index itself
-    if u.op is Ops.INDEX and u.src[0].arg.addrspace is AddrSpace.REG: return False
+    if u.op is Ops.INDEX and u.src[0].arg.addrspace is AddrSpace.REG: return u.src[0] in self.pvt_base
     return True
 
   def _allocate(self, first: int) -> dict:
@@ -153,7 +166,11 @@ class Selector:
       if u.op is Ops.END:
         r = u.src[0]
         if r.src[0] in ranges: ranges[r.src[0]][1] = max(ranges[r.src[0]][1], i)
+    bounds = {u.src[0] for u in lin.src if u.op is Ops.RANGE}
     ranges = {u: r for u, r in ranges.items() if self._needs(u)}
+
+    def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
+      return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds
     nregs = MAX_FULL * 4 - first - NTEMP
     free = [True] * nregs
     active: list = []
@@ -164,7 +181,17 @@ class Selector:
         free[regs[item[1]] - first] = True
       k = next((k for k in range(nregs) if free[k]), None)
       if k is None:
-        raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
+        # spill the value that lives longest (this one or an active one) to private memory: it never holds a
+        # register; each use reloads it (ldp) and its definition stores it (stp)
+        cands = [a for a in active if spillable(a[1])] + ([(last, u)] if spillable(u) else [])
+        if not cands:
+          raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
+        victim = max(cands, key=lambda a: a[0])
+        self.spilled[victim[1]] = self.pvtmem
+        self.pvtmem += 4
+        if victim[1] is u: continue
+        active.remove(victim)
+        k = regs.pop(victim[1]) - first
       free[k] = False
       regs[u] = first + k
       active.append((last, u))
@@ -173,6 +200,9 @@ class Selector:
     return regs
 
   def r(self, u: UOp) -> int:
+    if u in self.spilled:
+      try: return self.reloads[u]
+      except KeyError: raise CompileError(f"ir3 backend: spilled value used without a reload: {_short(u)}", u) from None
     if u.op is Ops.SPECIAL:
       n = int(u.arg[4:])
       return (WGID if u.arg.startswith("g") else LID) + n
@@ -264,46 +294,62 @@ class Selector:
     for u in self.lin.src:
       op = u.op
       if op in (Ops.PARAM, Ops.BUFFER, Ops.SPECIAL) or (op is Ops.CONST and u.dtype.is_weak): continue
-      lit = _literal(u)
-      if lit is not None:
-        self.mov_imm(self.r(u), _bits(lit, u.dtype))
-        continue
-      if op is Ops.DEFINE_VAR:
-        c = self.const[u]
-        self.alu(f"mov.u32u32 {rname(self.r(u))}, c{c >> 2}.{'xyzw'[c & 3]}", self.r(u))
-      elif op is Ops.RANGE:
-        top, exit_ = self.label(), self.label()
-        ends[u] = (top, exit_)
-        self.mov_imm(self.r(u), 0)
-        self.place(top)
-        self.alu(f"cmps.s.lt p0.x, {rname(self.r(u))}, {rname(self.r(u.src[0]))}", P0, self.r(u), self.r(u.src[0]))
-        self.br(exit_, negate=True)
-        self.depth += 1
-        self.max_depth = max(self.max_depth, self.depth)
-      elif op is Ops.END:
-        rng = u.src[0]
-        top, exit_ = ends[rng]
-        self.op2("add.u", self.r(rng), self.r(rng), "1")
-        self.jump(top)
-        self.place(exit_)
-        self.depth -= 1
-      elif op is Ops.IF:
-        end = self.label()
-        ifs[u] = end
-        self.alu(f"cmps.u.ne p0.x, {rname(self.r(u.src[0]))}, 0", P0, self.r(u.src[0]))
-        self.br(end, negate=True)
-        self.depth += 1
-        self.max_depth = max(self.max_depth, self.depth)
-      elif op is Ops.ENDIF:
-        self.place(ifs[u.src[0]])
-        self.depth -= 1
-      elif op is Ops.BARRIER: self.out.append(Ins("bar", "bar"))
-      elif op is Ops.INDEX: self.index(u)
-      elif op is Ops.LOAD: self.load(u)
-      elif op is Ops.STORE: self.store(u)
-      elif op in (Ops.CAST, Ops.BITCAST): self.cast(u)
-      else: self.alu_op(u)
+      self.reloads = {}
+      reads = [s for s in u.src for s in ((s, *s.src[1:]) if s.op is Ops.INDEX and s.src[0].op is Ops.PARAM else (s,))]
+      for k, s in enumerate(dict.fromkeys(x for x in reads if x in self.spilled)):
+        t = self.reloads[s] = self.temps[12 + k]
+        self.out.append(Ins("ld_sy", f"ldp.u32 {rname(t)}, p[{rname(ZERO)}+{self.spilled[s]}], 1", (t,), (ZERO,)))
+      if u in self.spilled: self.reloads[u] = self.temps[15]
+      self.emit(u, ends, ifs)
+      if u in self.spilled:
+        t = self.temps[15]
+        self.out.append(Ins("st", f"stp.u32 p[{rname(ZERO)}+{self.spilled[u]}], {rname(t)}, 1", (), (ZERO, t)))
     self.out.append(Ins("end", "end"))
+    return self._finish()
+
+  def emit(self, u: UOp, ends: dict, ifs: dict):
+    op = u.op
+    lit = _literal(u)
+    if lit is not None:
+      self.mov_imm(self.r(u), _bits(lit, u.dtype))
+      return
+    if op is Ops.DEFINE_VAR:
+      c = self.const[u]
+      self.alu(f"mov.u32u32 {rname(self.r(u))}, c{c >> 2}.{'xyzw'[c & 3]}", self.r(u))
+    elif op is Ops.RANGE:
+      top, exit_ = self.label(), self.label()
+      ends[u] = (top, exit_)
+      self.mov_imm(self.r(u), 0)
+      self.place(top)
+      self.alu(f"cmps.s.lt p0.x, {rname(self.r(u))}, {rname(self.r(u.src[0]))}", P0, self.r(u), self.r(u.src[0]))
+      self.br(exit_, negate=True)
+      self.depth += 1
+      self.max_depth = max(self.max_depth, self.depth)
+    elif op is Ops.END:
+      rng = u.src[0]
+      top, exit_ = ends[rng]
+      self.op2("add.u", self.r(rng), self.r(rng), "1")
+      self.jump(top)
+      self.place(exit_)
+      self.depth -= 1
+    elif op is Ops.IF:
+      end = self.label()
+      ifs[u] = end
+      self.alu(f"cmps.u.ne p0.x, {rname(self.r(u.src[0]))}, 0", P0, self.r(u.src[0]))
+      self.br(end, negate=True)
+      self.depth += 1
+      self.max_depth = max(self.max_depth, self.depth)
+    elif op is Ops.ENDIF:
+      self.place(ifs[u.src[0]])
+      self.depth -= 1
+    elif op is Ops.BARRIER: self.out.append(Ins("bar", "bar"))
+    elif op is Ops.INDEX: self.index(u)
+    elif op is Ops.LOAD: self.load(u)
+    elif op is Ops.STORE: self.store(u)
+    elif op in (Ops.CAST, Ops.BITCAST): self.cast(u)
+    else: self.alu_op(u)
+
+  def _finish(self) -> list[Ins]:
     self.out.append(Ins("nop", "nop"))
     named = [r for i in self.out for r in (*i.dst, *i.src) if r < WGID]
     self.full_regs = (max(named, default=0) >> 2) + 1       # the footprint: r0 .. the highest register named
@@ -311,9 +357,10 @@ class Selector:
 
   def index(self, u: UOp):
     buf = u.src[0]
-    if buf.op is Ops.PARAM or buf.arg.addrspace is AddrSpace.REG: return
+    if buf.op is Ops.PARAM or (buf.arg.addrspace is AddrSpace.REG and buf not in self.pvt_base): return
     d, i = self.r(u), self.r(u.src[1])
     self.op2("shl.b", d, i, "2")
+    if buf in self.pvt_base: return          # the array's base is the ldp/stp offset
     base = self.local_base[buf]
     if base:
       if base < 512: self.op2("add.u", d, d, str(base))
@@ -351,6 +398,9 @@ class Selector:
     elif buf.arg.addrspace is AddrSpace.LOCAL:
       off = self.r(idx)
       self.out.append(Ins("ld_ss", f"ldl.u32 {rname(d)}, l[{rname(off)}], 1", (d,), (off,)))
+    elif buf in self.pvt_base:
+      off = self.r(idx)
+      self.out.append(Ins("ld_sy", f"ldp.u32 {rname(d)}, p[{rname(off)}+{self.pvt_base[buf]}], 1", (d,), (off,)))
     else:
       self.mov(d, self._reg_elem(idx))
       return
@@ -374,6 +424,9 @@ class Selector:
     elif buf.arg.addrspace is AddrSpace.LOCAL:
       off = self.r(idx)
       self.out.append(Ins("st", f"stl.u32 l[{rname(off)}], {rname(v)}, 1", (), (off, v)))
+    elif buf in self.pvt_base:
+      off = self.r(idx)
+      self.out.append(Ins("st", f"stp.u32 p[{rname(off)}+{self.pvt_base[buf]}], {rname(v)}, 1", (), (off, v)))
     else: self.mov(self._reg_elem(idx), v)
 
   def cast(self, u: UOp):
