@@ -140,3 +140,21 @@ def test_hcq_kernels_passes_every_example(capsys):
   assert kernels.run(argparse.Namespace(names=[], device="MOCK+QCOM", show=None)) == 0
   out = capsys.readouterr().out
   assert out.count(" ok ") == len(examples.ALL), out
+
+
+def test_template_encoder_gives_the_assemblers_words():
+  """Lines of a common shape are encoded from the shape's template (compiler/isa/ir3/template.py): the words equal
+  the assembler's for registers, offsets and immediates it was not built from."""
+  from hcq.compiler.isa.ir3.asm import Assembler
+  from hcq.compiler.isa.ir3.template import TEMPLATE_AFTER, TemplateEncoder
+  asm = Assembler(630)
+  enc = TemplateEncoder(asm)
+  rng = np.random.default_rng(3)
+  shapes = ["(sy)add.u r{a}.{c}, r{b}.{c}, r{d}.x", "ldp.u32 r{a}.y, p[r{b}.{c}+{off}], 1", "mov.u32u32 r{a}.{c}, {imm}",
+            "(sy)stp.u32 p[r{b}.x+{off}], r{a}.{c}, 1", "cov.f32f16 hr{a}.{c}, r{b}.x"]
+  for shape in shapes:
+    for k in range(TEMPLATE_AFTER + 6):
+      line = shape.format(a=rng.integers(0, 48), b=rng.integers(0, 48), d=rng.integers(0, 48), c="xyzw"[k % 4],
+                          off=rng.integers(1, 4096), imm=rng.integers(0, 2**32))
+      assert enc.encode(line) == asm.assemble_line(line), line
+  assert all(enc.templates.values()) and len(enc.templates) == len(shapes)

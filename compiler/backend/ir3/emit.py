@@ -1,9 +1,10 @@
 """Legalized instructions -> 64-bit words through hcq's ir3 assembler (compiler/isa/ir3/asm.py).
 
 Branch targets are resolved here (br/jump take the offset in instructions from the branch: Mesa's ir3 cat0 IMMED,
-what the disassembler prints as #N). Every line goes through Assembler.assemble_line, which only returns a word the
-disassembler prints back as exactly that line, so every emitted word is one our disassembler decodes; words are
-cached per line for the process (a kernel repeats its nops, moves and loop code)."""
+what the disassembler prints as #N). A line is assembled by Assembler.assemble_line, which only returns a word the
+disassembler prints back as exactly that line, or, once its shape (the line without its registers and offsets) is
+common, by the shape's template of assembled words (template.py, checked against the assembler when built); words
+are cached per line for the process (a kernel repeats its nops, moves and loop code)."""
 from __future__ import annotations
 
 import threading
@@ -17,10 +18,12 @@ _LOCK = threading.Lock()
 
 
 def _assembler(gpu_id: int):
+  """The gpu's template encoder (compiler/isa/ir3/template.py) over its assembler."""
   a = _ASM.get(gpu_id)
   if a is None:
     from ...isa.ir3.asm import Assembler
-    a = _ASM[gpu_id] = Assembler(gpu_id)
+    from ...isa.ir3.template import TemplateEncoder
+    a = _ASM[gpu_id] = TemplateEncoder(Assembler(gpu_id))
   return a
 
 
@@ -30,7 +33,7 @@ def assemble_line(line: str, gpu_id: int) -> int:
   if w is None:
     from ...isa.ir3.asm import AsmError
     with _LOCK:                      # the assembler keeps per-call state (its ISA's decode warnings)
-      try: w = _assembler(gpu_id).assemble_line(line)
+      try: w = _assembler(gpu_id).encode(line)
       except AsmError as e: raise CompileError(f"ir3 backend: emitted a line the assembler refuses: {e}") from None
     _CACHE[key] = w
   return w
