@@ -33,7 +33,8 @@ def buffer_ibo(va: int, nbytes: int, itemsize: int) -> list[int]:
 
 
 class CompiledLayout:
-  """The ArgLayout of a compiled kernel: Buffers and integers in slot order."""
+  """The ArgLayout of a compiled kernel: Buffers and integers in slot order (a slot below the last one that the kernel
+  does not read takes any argument, as the DSL numbers them)."""
   dynamic_shared = False
 
   def __init__(self, args, name: str):
@@ -50,7 +51,9 @@ class CompiledLayout:
       raise DeviceError(f"kernel {self.name}: takes {len(self.args)} argument(s), got {len(args)}")
     out = []
     for i, (a, (kind, slot, _, dtype)) in enumerate(zip(args, self.args)):
-      if kind == "buffer":
+      if kind == "unused":              # a slot the kernel never reads: any Buffer or integer
+        out += [0, 0]
+      elif kind == "buffer":
         if not isinstance(a, buffer_type):
           raise DeviceError(f"kernel {self.name}: argument {i} must be a Buffer of {dtype}, got {type(a).__name__}")
         if a.device is not device: raise DeviceError(f"kernel {self.name}: argument {i}, {a}, belongs to another device")
@@ -85,7 +88,7 @@ class CompiledProgram(QCOMProgram):
     ibos = []
     for (kind, _, index, dtype), (a, b) in zip(self.compiled.args, zip(vals[0::2], vals[1::2])):
       if kind == "int": consts[index] = a
-      else: ibos.append((index, buffer_ibo(a, b, dtype.itemsize)))
+      elif kind == "buffer": ibos.append((index, buffer_ibo(a, b, dtype.itemsize)))
     words = [w for _, d in sorted(ibos) for w in d]
     return struct.pack(f"<{len(consts) + len(words)}I", *consts, *words)
 

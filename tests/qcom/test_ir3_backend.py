@@ -158,3 +158,46 @@ def test_template_encoder_gives_the_assemblers_words():
                           off=rng.integers(1, 4096), imm=rng.integers(0, 2**32))
       assert enc.encode(line) == asm.assemble_line(line), line
   assert all(enc.templates.values()) and len(enc.templates) == len(shapes)
+
+
+# ---------------------------------------------------------------------------------------------------- 64-bit integers
+def _wide_chunks():
+  """tests/backend/test_amd_wide.py's int64 kernels, a few outputs per kernel (the whole kernel runs longer than the
+  mock's 2 s hang timer on the emulator: its 64-step divisions are emulated per fiber)."""
+  import test_amd_wide as W
+  out = []
+  for case in (W.int64_case, W.int64_constant_divisor_case):
+    cap = {}
+    orig = W._kernel
+    def grab(name, ins, exprs_of, out_dtypes, cap=cap):
+      cap.update(ins=ins, f=exprs_of)
+      return orig(name, ins, exprs_of, out_dtypes)
+    W._kernel = grab
+    try: _, _, want = case()
+    finally: W._kernel = orig
+    nin, n = len(cap["ins"]), len(want)
+    for lo in range(0, n, 6):
+      sel = list(range(lo, min(n, lo + 6)))
+      out.append((f"{case.__name__}[{lo}:{sel[-1] + 1}]", cap["ins"], cap["f"], sel, [want[nin + k] for k in sel]))
+  return out
+
+
+WIDE = _wide_chunks()
+
+
+@pytest.mark.parametrize("chunk", WIDE, ids=[c[0] for c in WIDE])
+def test_int64_kernels_match_numpy_on_mock_qcom(chunk):
+  import test_amd_wide as W
+  name, ins, f, sel, want = chunk
+  sink, args, nin = W._kernel("wide", ins, lambda *v: [f(*v)[k] for k in sel], [np.int64] * len(sel))
+  with hcq.open("MOCK+QCOM") as d:
+    prog = d.compile(sink)
+    bufs = []
+    for a in args:
+      b = d.alloc(max(a.nbytes, 4))
+      d.copyin(b, a.tobytes())
+      bufs.append(b)
+    prog(*bufs, global_size=(W.N // 32, 1, 1), local_size=(32, 1, 1), wait=True)
+    for j, w in enumerate(want):
+      got = np.frombuffer(d.copyout(bufs[nin + j])[:w.nbytes], np.int64)
+      np.testing.assert_array_equal(got, w, err_msg=f"{name} output {sel[j]}")

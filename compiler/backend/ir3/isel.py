@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import struct
 
-from ...ir import AddrSpace, CompileError, Ops, UOp
+from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp
 from ...ir.ops import GroupOp
 from ...ir.uop import _short
 from ...lower.regalloc import live_ranges, produces_value
 from .legalize import P0, Ins
+from .wide import WideMixin, is_wide
 
 LID, ZERO, WGID = 0, 3, 48 * 4      # r0.x (local id), r0.w (zero), r48.x (work-group id)
 MAX_FULL = 48                       # r0..r47: the full registers a6xx compute may use (drivers/qcom/program.py)
-NTEMP = 16                          # 0-11: the sequences' temporaries, 12-14: reloads of spilled sources, 15: a spilled result
+NTEMP = 32                          # 0-11: the sequences' temporaries, 12-14: reloads of spilled sources, 15: a spilled
+                                    # result, 16-31: the 64-bit sequences' (wide.py); unused ones are not in the footprint
 PVT_MAX = 4096                      # private bytes the ldp/stp immediate offset reaches (13 bits, signed)
 
 
@@ -56,8 +58,8 @@ def _cls(dt) -> str:
   if dt.is_bool: return "b"
   if dt.is_float:
     if dt.itemsize in (2, 4): return "f"
-  elif dt.itemsize in (1, 2, 4): return "u" if dt.kind == "uint" else "s"
-  raise CompileError(f"ir3 backend: {dt} values are not supported (bool, 8/16/32-bit integers, float16/32)")
+  elif dt.itemsize in (1, 2, 4, 8): return "u" if dt.kind == "uint" else "s"
+  raise CompileError(f"ir3 backend: {dt} values are not supported (bool, 8/16/32/64-bit integers, float16/32)")
 
 
 def _narrow(dt) -> int:
@@ -94,7 +96,11 @@ def _literal(u: UOp):
   return None
 
 
-class Selector:
+def _esize(dt) -> int: return 8 if is_wide(dt) else 4      # bytes an element takes in LOCAL / private memory
+
+
+class Selector(WideMixin):
+  zero_reg = ZERO
   def __init__(self, lin: UOp):
     self.lin, self.out = lin, []
     self.labels = 0
@@ -107,15 +113,18 @@ class Selector:
     self.depth = self.max_depth = 0
     params = sorted((u for u in lin.src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)), key=lambda u: u.arg.slot)
     nb = nc = 0
+    used = {u.arg.slot for u in params}
+    for slot in range(max(used, default=-1) + 1):    # a slot the kernel does not read still takes its argument
+      if slot not in used: self.args.append(("unused", slot, None, None))
     for u in params:
       if u.op is Ops.PARAM:
         _cls(u.arg.dtype)
         self.ibo[u] = nb
-        self.args.append(("buffer", u.arg.slot, nb, u.arg.dtype))
+        self.args.insert(u.arg.slot, ("buffer", u.arg.slot, nb, u.arg.dtype))
         nb += 1
       else:
         self.const[u] = nc
-        self.args.append(("int", u.arg.slot, nc, u.arg.dtype))
+        self.args.insert(u.arg.slot, ("int", u.arg.slot, nc, u.arg.dtype))
         nc += 1
     self.pvt_base: dict[UOp, int] = {}      # REG BUFFER indexed at run time -> byte offset in private memory
     self.pvtmem = 0
@@ -126,15 +135,16 @@ class Selector:
       if u.op is not Ops.BUFFER: continue
       _cls(u.arg.dtype)
       size = int(u.arg.size)
+      es = _esize(u.arg.dtype)
       if u.arg.addrspace is AddrSpace.LOCAL:
         self.local_base[u] = self.localmem
-        self.localmem += (size * 4 + 15) & ~15
-      elif u in dynamic or size > 16:       # private memory (ldp/stp), 4 bytes an element
+        self.localmem += (size * es + 15) & ~15
+      elif u in dynamic or size > 16:       # private memory (ldp/stp), 4 (8) bytes an element
         self.pvt_base[u] = self.pvtmem
-        self.pvtmem += size * 4
+        self.pvtmem += size * es
       else:
         self.reg_base[u] = reg
-        reg += size
+        reg += size * es // 4
     self.spilled: dict[UOp, int] = {}       # value -> its private-memory slot (byte offset)
     self.reloads: dict[UOp, int] = {}       # for the element being emitted: spilled source -> the register reloaded
     self.regs = self._allocate(reg)
@@ -170,7 +180,9 @@ class Selector:
     ranges = {u: r for u, r in ranges.items() if self._needs(u)}
 
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
-      return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds
+      return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds and not is_wide(u.dtype)
+
+    def width(u): return 2 if not isinstance(u.dtype, PtrDType) and is_wide(u.dtype) else 1
     nregs = MAX_FULL * 4 - first - NTEMP
     free = [True] * nregs
     active: list = []
@@ -178,8 +190,9 @@ class Selector:
     for u, (start, last) in sorted(ranges.items(), key=lambda kv: (kv[1][0], kv[1][1])):
       for item in [a for a in active if a[0] < start]:
         active.remove(item)
-        free[regs[item[1]] - first] = True
-      k = next((k for k in range(nregs) if free[k]), None)
+        for j in range(width(item[1])): free[regs[item[1]] - first + j] = True
+      w = width(u)
+      k = next((k for k in range(0, nregs - w + 1, w) if all(free[k:k + w])), None)
       if k is None:
         # spill the value that lives longest (this one or an active one) to private memory: it never holds a
         # register; each use reloads it (ldp) and its definition stores it (stp)
@@ -187,15 +200,18 @@ class Selector:
         if not cands:
           raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
         victim = max(cands, key=lambda a: a[0])
+        if w == 2 and victim[1] is not u: cands = []     # a pair needs two neighbouring registers: not by spilling one
+        if not cands:
+          raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
         self.spilled[victim[1]] = self.pvtmem
         self.pvtmem += 4
         if victim[1] is u: continue
         active.remove(victim)
         k = regs.pop(victim[1]) - first
-      free[k] = False
+      for j in range(w): free[k + j] = False
       regs[u] = first + k
       active.append((last, u))
-    top = max([first - 1, *regs.values()])
+    top = max([first - 1, *(r + width(u) - 1 for u, r in regs.items())])
     self.temps = list(range(top + 1, top + 1 + NTEMP))
     return regs
 
@@ -221,6 +237,9 @@ class Selector:
     else: self.alu(f"{name} {rname(d)}, {rname(a)}, {rname(b)}", d, a, b)
 
   def mov_imm(self, d: int, bits: int): self.alu(f"mov.u32u32 {rname(d)}, {bits & 0xFFFFFFFF}", d)
+  def alu_text(self, name: str, d: int, a: int, neg: bool = False):
+    self.alu(f"{name} {rname(d)}, {'(neg)' if neg else ''}{rname(a)}", d, a)
+  def alu_text_p0(self, name: str, a: int): self.alu(f"{name} p0.x, {rname(a)}, 0", P0, a)
   def mov(self, d: int, s: int): self.alu(f"mov.u32u32 {rname(d)}, {rname(s)}", d, s)
   def sel(self, d: int, a: int, cond: int, b: int):
     self.alu(f"sel.b32 {rname(d)}, {rname(a)}, {rname(cond)}, {rname(b)}", d, a, cond, b)
@@ -311,7 +330,10 @@ class Selector:
     op = u.op
     lit = _literal(u)
     if lit is not None:
-      self.mov_imm(self.r(u), _bits(lit, u.dtype))
+      if is_wide(u.dtype):
+        v = int(lit) & (2**64 - 1)
+        self.mov_imm(self.r(u), v & 0xFFFFFFFF); self.mov_imm(self.r(u) + 1, v >> 32)
+      else: self.mov_imm(self.r(u), _bits(lit, u.dtype))
       return
     if op is Ops.DEFINE_VAR:
       c = self.const[u]
@@ -359,7 +381,7 @@ class Selector:
     buf = u.src[0]
     if buf.op is Ops.PARAM or (buf.arg.addrspace is AddrSpace.REG and buf not in self.pvt_base): return
     d, i = self.r(u), self.r(u.src[1])
-    self.op2("shl.b", d, i, "2")
+    self.op2("shl.b", d, i, "3" if is_wide(buf.arg.dtype) else "2")
     if buf in self.pvt_base: return          # the array's base is the ldp/stp offset
     base = self.local_base[buf]
     if base:
@@ -373,7 +395,7 @@ class Selector:
     if k is None or not 0 <= int(k) < int(buf.arg.size):
       raise CompileError(f"ir3 backend: a REG placeholder indexed by a non-constant (or out of range) index: "
                          f"{_short(idx)}", idx)
-    return self.reg_base[buf] + int(k)
+    return self.reg_base[buf] + int(k) * (2 if is_wide(buf.arg.dtype) else 1)
 
   def load(self, u: UOp):
     idx = u.src[0]
@@ -387,7 +409,11 @@ class Selector:
         self.sel(d, i, gate, ZERO)
         i = d
       size = u.dtype.itemsize
-      if size == 4:
+      if size == 8:       # two 32-bit elements at 2 * index
+        self.op2("shl.b", d, i, "1")
+        self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.2.imm {rname(d)}, {rname(d)}, {self.ibo[buf]}",
+                            (d, d + 1), (d,)))
+      elif size == 4:
         self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.1.imm {rname(d)}, {rname(i)}, {self.ibo[buf]}", (d,), (i,)))
       else:     # into the low half of d, then widened (an f16 to its float32, an integer zero-extended, then fixed)
         t = "f16" if u.dtype.is_float else _MEMTYPE[size]
@@ -396,15 +422,20 @@ class Selector:
         self.alu(f"cov.{'f16f32' if t == 'f16' else t + 'u32'} {rname(d)}, {hname(2 * d)}", d, d, half=True)
         if u.dtype.kind == "int": self.fix(d, u.dtype)
     elif buf.arg.addrspace is AddrSpace.LOCAL:
-      off = self.r(idx)
-      self.out.append(Ins("ld_ss", f"ldl.u32 {rname(d)}, l[{rname(off)}], 1", (d,), (off,)))
+      off, n = self.r(idx), self._n(u.dtype)
+      self.out.append(Ins("ld_ss", f"ldl.u32 {rname(d)}, l[{rname(off)}], {n}", tuple(range(d, d + n)), (off,)))
     elif buf in self.pvt_base:
-      off = self.r(idx)
-      self.out.append(Ins("ld_sy", f"ldp.u32 {rname(d)}, p[{rname(off)}+{self.pvt_base[buf]}], 1", (d,), (off,)))
+      off, n = self.r(idx), self._n(u.dtype)
+      self.out.append(Ins("ld_sy", f"ldp.u32 {rname(d)}, p[{rname(off)}+{self.pvt_base[buf]}], {n}",
+                          tuple(range(d, d + n)), (off,)))
     else:
-      self.mov(d, self._reg_elem(idx))
+      for h in range(self._n(u.dtype)): self.mov(d + h, self._reg_elem(idx) + h)
       return
-    if gate is not None: self.sel(d, d, gate, ZERO)
+    if gate is not None:
+      for h in range(self._n(u.dtype)): self.sel(d + h, d + h, gate, ZERO)
+
+  @staticmethod
+  def _n(dt) -> int: return 2 if is_wide(dt) else 1
 
   def store(self, u: UOp):
     idx, val = u.src[0], u.src[1]
@@ -413,7 +444,12 @@ class Selector:
     if buf.op is Ops.PARAM:
       i = self.r(idx.src[1])
       size = val.dtype.itemsize
-      if size == 4:
+      if size == 8:
+        t = self.temps[9]
+        self.op2("shl.b", t, i, "1")
+        self.out.append(Ins("st", f"stib.b.untyped.1d.u32.2.imm {rname(v)}, {rname(t)}, {self.ibo[buf]}", (),
+                            (v, v + 1, t)))
+      elif size == 4:
         self.out.append(Ins("st", f"stib.b.untyped.1d.u32.1.imm {rname(v)}, {rname(i)}, {self.ibo[buf]}", (), (v, i)))
       else:     # narrowed into a half register (the stored type's low bits)
         t = "f16" if val.dtype.is_float else _MEMTYPE[size]
@@ -422,18 +458,36 @@ class Selector:
         self.out.append(Ins("st", f"stib.b.untyped.1d.{t}.1.imm {hname(2 * h)}, {rname(i)}, {self.ibo[buf]}", (),
                             (h, i), half=True))
     elif buf.arg.addrspace is AddrSpace.LOCAL:
-      off = self.r(idx)
-      self.out.append(Ins("st", f"stl.u32 l[{rname(off)}], {rname(v)}, 1", (), (off, v)))
+      off, n = self.r(idx), self._n(val.dtype)
+      self.out.append(Ins("st", f"stl.u32 l[{rname(off)}], {rname(v)}, {n}", (), (off, *range(v, v + n))))
     elif buf in self.pvt_base:
-      off = self.r(idx)
-      self.out.append(Ins("st", f"stp.u32 p[{rname(off)}+{self.pvt_base[buf]}], {rname(v)}, 1", (), (off, v)))
-    else: self.mov(self._reg_elem(idx), v)
+      off, n = self.r(idx), self._n(val.dtype)
+      self.out.append(Ins("st", f"stp.u32 p[{rname(off)}+{self.pvt_base[buf]}], {rname(v)}, {n}", (),
+                          (off, *range(v, v + n))))
+    else:
+      for h in range(self._n(val.dtype)): self.mov(self._reg_elem(idx) + h, v + h)
 
   def cast(self, u: UOp):
     s = u.src[0]
     d, a = self.r(u), self.r(s)
     sd, td = s.dtype, u.dtype
     fc, tc = _cls(sd), _cls(td)
+    if is_wide(sd) or is_wide(td):
+      if sd.is_float or td.is_float:
+        raise CompileError(f"ir3 backend: no conversion between {sd} and {td} yet (64-bit integers to or from floats)", u)
+      if is_wide(sd) and is_wide(td): self.mov(d, a); self.mov(d + 1, a + 1)
+      elif is_wide(td):                # the low word, the high word the sign (or 0)
+        self.mov(d, a)
+        if sd.kind == "int" and not sd.is_bool: self.op2("ashr.b", d + 1, a, "31")
+        else: self.mov_imm(d + 1, 0)
+      elif tc == "b":
+        t = self.wt(0)
+        self.op2("or.b", t, a, a + 1)
+        self.op2("cmps.u.ne", d, t, ZERO)
+      else:
+        self.mov(d, a)
+        self.fix(d, td)
+      return
     if u.op is Ops.BITCAST:
       if sd.itemsize != td.itemsize: raise CompileError(f"ir3 backend: a bitcast between sizes: {_short(u)}", u)
       if _half_float(sd):            # the half's bits, from its float32
@@ -470,6 +524,12 @@ class Selector:
     d = self.r(u)
     rs = [self.r(s) for s in src]
     c = _cls(src[0].dtype) if src else "u"
+    if is_wide(u.dtype) or (src and is_wide(src[0].dtype)) or (op is Ops.WHERE and is_wide(src[1].dtype)):
+      if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
+        cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
+        self.cmp64(d, rs[0], rs[1], cond, src[0].dtype.kind == "int")
+      else: self.alu64(u, d, rs)
+      return
     if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
       cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
       self.op2(f"cmps.{'f' if c == 'f' else 'u' if c in 'ub' else 's'}.{cond}", d, rs[0], rs[1])
