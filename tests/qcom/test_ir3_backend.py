@@ -54,13 +54,32 @@ def test_examples_give_numpys_results_on_mock_qcom(dev, make):
   for s, want in ex.expected.items(): assert_same(got[s], want, 1e-5, what=f"{ex.name} slot {s} on {dev.name}")
 
 
-@pytest.mark.tools("cc")
-@pytest.mark.parametrize("make", FEATURES, ids=[f.__name__ for f in FEATURES])
-def test_feature_kernels_match_c_backend_on_mock_qcom(dev, make):
+def _feature(dev, make):
   c = make()
   ref = run_c(c.sink, c.args, c.global_size, c.local_size)
   got = _run(dev, c, c.outputs)
   for s in c.outputs: assert_same(got[s], ref[s], getattr(c, "float_rtol", 1e-5), what=f"{c.name} slot {s}")
+
+
+@pytest.fixture(scope="module")
+def sync_dev():
+  d = hcq.open("MOCK+QCOM", Config(timeout_s=30.0))
+  yield d
+  d.close()
+
+
+@pytest.mark.tools("cc")
+@pytest.mark.parametrize("make", FEATURES, ids=[f.__name__ for f in FEATURES])
+def test_feature_kernels_match_c_backend_on_mock_qcom(sync_dev, make):
+  _feature(sync_dev, make)
+
+
+@pytest.mark.slow
+@pytest.mark.tools("cc")
+@pytest.mark.parametrize("make", FEATURES, ids=[f.__name__ for f in FEATURES])
+def test_feature_kernels_match_c_backend_on_threaded_mock_qcom(make):
+  """The same on the threaded mock (the examples above run threaded in the default suite)."""
+  with hcq.open("MOCK+QCOM", Config(timeout_s=30.0, mock_threaded=True)) as d: _feature(d, make)
 
 
 def test_unsupported_types_are_refused_at_compile_time():
@@ -185,7 +204,8 @@ def _wide_chunks():
 WIDE = _wide_chunks()
 
 
-@pytest.mark.parametrize("chunk", WIDE, ids=[c[0] for c in WIDE])
+@pytest.mark.parametrize("chunk", [c if c[0].startswith("int64_case") else pytest.param(c, marks=pytest.mark.slow)
+                                   for c in WIDE], ids=[c[0] for c in WIDE])
 def test_int64_kernels_match_numpy_on_mock_qcom(chunk):
   import test_amd_wide as W
   name, ins, f, sel, want = chunk
