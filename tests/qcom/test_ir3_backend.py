@@ -221,3 +221,16 @@ def test_int64_kernels_match_numpy_on_mock_qcom(chunk):
     for j, w in enumerate(want):
       got = np.frombuffer(d.copyout(bufs[nin + j])[:w.nbytes], np.int64)
       np.testing.assert_array_equal(got, w, err_msg=f"{name} output {sel[j]}")
+
+
+def test_compile_targets_and_a7xx_words():
+  """compile(sink, "a630"|"a730"|"a740") is the ir3 backend; a7xx words are decoded by the generation-7 ISA as the
+  same lines (the instructions used encode alike there)."""
+  from hcq.compiler import compile as hcq_compile
+  ex = examples.matmul_tiled()
+  p6, p7 = hcq_compile(ex.sink, "a630"), hcq_compile(ex.sink, "a740")
+  assert p6.gpu_id == 630 and p7.gpu_id == 740 and p6.lines == p7.lines
+  isa7 = ISA(740)
+  for w, line in zip(np.frombuffer(p7.code, np.uint64), p7.lines):
+    assert canonical(isa7.disasm_word(int(w))) == canonical(line) and not isa7.errors, line
+  with pytest.raises(CompileError, match="not an Adreno"): compile_ir3(ex.sink, 540)

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from ...lower.target import Target
 from ...ir.ops import GroupOp, Ops
 
-ARCHS = {"a630": 630}
+# a6xx is what hcq dispatches; for a7xx (a730, a740) the words come from Mesa's isaspec description of generation 7,
+# whose encodings of the instructions this backend uses are a6xx's (the a7xx dispatch itself is refused by
+# drivers/qcom)
+ARCHS = {"a630": 630, "a730": 730, "a740": 740}
 # a6xx compute: 1024 work-items per group (Mesa freedreno_devices.py / ir3_compiler.c max_variable_workgroup_size),
 # 32 KiB of shared memory (a6xx.xml SP_CS_CTRL_REG1 SHARED_SIZE); no native MAX/MULACC (lowered to compare+select and
 # mul+add, as the C reference computes them)
@@ -43,7 +46,9 @@ class IR3Program:
 
 
 def compile_ir3(sink, gpu_id: int = 630) -> IR3Program:
+  from ...ir import CompileError
   from ...ir import Ops as _Ops
+  if gpu_id // 100 not in (6, 7): raise CompileError(f"ir3 backend: gpu id {gpu_id} is not an Adreno 6xx or 7xx")
   from ...lower import lower
   from .emit import encode, resolve
   from .isel import Selector
