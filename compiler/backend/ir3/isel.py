@@ -25,6 +25,7 @@ LOCAL placeholders one after another); BARRIER is bar. RANGE/END a counted loop 
 forward branch on p0.x."""
 from __future__ import annotations
 
+import heapq
 import struct
 
 from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp
@@ -165,9 +166,8 @@ class Selector(WideMixin):
     a GLOBAL INDEX has no register of its own (its loads and stores read the index), so its index and gate live as
     long as it does; a loop's trip count is read at every iteration's test, so it lives to the loop's END."""
     lin = self.lin
-    at = {u: i for i, u in enumerate(lin.src)}
-    def wide(u): return self._needs(u) or u.op is Ops.INDEX
-    ranges = {u: list(r) for u, r in live_ranges(lin, wide).items()}
+    needs = {u for u in lin.src if self._needs(u)}
+    ranges = {u: list(r) for u, r in live_ranges(lin, lambda u: u in needs or u.op is Ops.INDEX).items()}
     for u in reversed(lin.src):
       if u.op is Ops.INDEX and u in ranges:
         for s in u.src[1:]:
@@ -177,7 +177,6 @@ class Selector(WideMixin):
         r = u.src[0]
         if r.src[0] in ranges: ranges[r.src[0]][1] = max(ranges[r.src[0]][1], i)
     bounds = {u.src[0] for u in lin.src if u.op is Ops.RANGE}
-    ranges = {u: r for u, r in ranges.items() if self._needs(u)}
 
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
       return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds and not is_wide(u.dtype)
@@ -185,32 +184,41 @@ class Selector(WideMixin):
     def width(u): return 2 if not isinstance(u.dtype, PtrDType) and is_wide(u.dtype) else 1
     nregs = MAX_FULL * 4 - first - NTEMP
     free = [True] * nregs
-    active: list = []
+    free_heap = list(range(nregs))              # free registers, lowest first (entries may be stale: free[] decides)
+    active: list = []                           # heap of (last use, order, value)
+    gone: set = set()                           # values spilled out of `active` (lazily dropped from the heap)
     regs: dict[UOp, int] = {}
-    for u, (start, last) in sorted(ranges.items(), key=lambda kv: (kv[1][0], kv[1][1])):
-      for item in [a for a in active if a[0] < start]:
-        active.remove(item)
-        for j in range(width(item[1])): free[regs[item[1]] - first + j] = True
+    order = sorted(((r[0], r[1], n, u) for n, (u, r) in enumerate(ranges.items()) if u in needs))
+    for start, last, n, u in order:
+      while active and active[0][0] < start:
+        _, _, item = heapq.heappop(active)
+        if item in gone: continue
+        for j in range(width(item)):
+          free[regs[item] - first + j] = True
+          heapq.heappush(free_heap, regs[item] - first + j)
       w = width(u)
-      k = next((k for k in range(0, nregs - w + 1, w) if all(free[k:k + w])), None)
+      k = None
+      if w == 1:
+        while free_heap and not free[free_heap[0]]: heapq.heappop(free_heap)
+        if free_heap: k = heapq.heappop(free_heap)
+      else: k = next((k for k in range(0, nregs - 1, 2) if free[k] and free[k + 1]), None)
       if k is None:
         # spill the value that lives longest (this one or an active one) to private memory: it never holds a
-        # register; each use reloads it (ldp) and its definition stores it (stp)
-        cands = [a for a in active if spillable(a[1])] + ([(last, u)] if spillable(u) else [])
-        if not cands:
-          raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
-        victim = max(cands, key=lambda a: a[0])
-        if w == 2 and victim[1] is not u: cands = []     # a pair needs two neighbouring registers: not by spilling one
-        if not cands:
+        # register; each use reloads it (ldp) and its definition stores it (stp). A pair needs two neighbouring
+        # registers: it is not made room for by spilling one value
+        cands = [(a[0], a[2]) for a in active if a[2] not in gone and spillable(a[2])] + \
+                ([(last, u)] if spillable(u) else [])
+        victim = max(cands, key=lambda a: a[0]) if cands and w == 1 else None
+        if victim is None:
           raise CompileError(f"ir3 backend: more than {nregs} registers live at element {start}: {_short(u)}", u)
         self.spilled[victim[1]] = self.pvtmem
         self.pvtmem += 4
         if victim[1] is u: continue
-        active.remove(victim)
+        gone.add(victim[1])
         k = regs.pop(victim[1]) - first
       for j in range(w): free[k + j] = False
       regs[u] = first + k
-      active.append((last, u))
+      heapq.heappush(active, (last, n, u))
     top = max([first - 1, *(r + width(u) - 1 for u, r in regs.items())])
     self.temps = list(range(top + 1, top + 1 + NTEMP))
     return regs
@@ -288,6 +296,7 @@ class Selector(WideMixin):
       self.op2("sub.u", ua, ua, sa); self.op2("sub.u", ub, ub, sb)
     else: self.mov(ua, a); self.mov(ub, b)
     self.mov(q, ua); self.mov_imm(rem, 0); self.mov_imm(k, 32)
+    self.max_depth = max(self.max_depth, self.depth + 1)     # the loop is a branch level of its own
     top = self.label()
     self.place(top)
     self.op2("shl.b", rem, rem, "1"); self.op2("shr.b", t, q, "31")
@@ -336,6 +345,7 @@ class Selector(WideMixin):
       else: self.mov_imm(self.r(u), _bits(lit, u.dtype))
       return
     if op is Ops.DEFINE_VAR:
+      if is_wide(u.dtype): raise CompileError(f"ir3 backend: a 64-bit scalar argument: {_short(u)}", u)
       c = self.const[u]
       self.alu(f"mov.u32u32 {rname(self.r(u))}, c{c >> 2}.{'xyzw'[c & 3]}", self.r(u))
     elif op is Ops.RANGE:

@@ -119,6 +119,7 @@ class WideMixin:
       for src, dst in ((a, ua), (b, ub)): self.mov(dst, src); self.mov(dst + 1, src + 1)
     self.mov(q, ua); self.mov(q + 1, ua + 1)
     self.mov_imm(rem, 0); self.mov_imm(rem + 1, 0); self.mov_imm(k, 64)
+    self.max_depth = max(self.max_depth, self.depth + 1)     # the loop is a branch level of its own
     top = self.label()
     self.place(top)
     # rem:q <<= 1 (the 128-bit pair)
