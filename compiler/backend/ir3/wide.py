@@ -21,7 +21,7 @@ def is_wide(dt) -> bool: return dt.is_int and not dt.is_bool and dt.itemsize == 
 
 
 class WideMixin:
-  """64-bit code for Selector (isel.py): temps[16:32] are these sequences' own."""
+  """64-bit code for Selector (isel.py): temps[16:32] are these sequences' own; zero_reg holds 0."""
 
   def wt(self, k: int) -> int: return self.temps[16 + k]
 
@@ -59,9 +59,8 @@ class WideMixin:
     self.imul(d, a, b)
 
   def neg64(self, d: int, a: int):
-    from .isel import ZERO
     c = self.wt(0)
-    self.op2("cmps.u.ne", c, a, ZERO)                 # the borrow of 0 - lo
+    self.op2("cmps.u.ne", c, a, self.zero_reg)                 # the borrow of 0 - lo
     self.alu_text("absneg.s", d, a, neg=True)
     self.alu_text("absneg.s", d + 1, a + 1, neg=True)
     self.op2("sub.u", d + 1, d + 1, c)
@@ -104,7 +103,7 @@ class WideMixin:
 
   def divmod64(self, d: int, a: int, b: int, signed: bool, want_mod: bool):
     """Restoring division of |a| by |b|, 64 steps; C's truncation; 0 for a zero divisor."""
-    from .isel import ZERO
+    ZERO = self.zero_reg
     ua, ub, q, rem = (self.wt(2 * k) for k in range(4))          # pairs at wt 0..7
     t, t2, k, sa, sb = self.wt(8), self.wt(9), self.wt(10), self.wt(11), self.wt(12)
     s2 = (self.wt(13), self.wt(14))                               # a pair: rem - ub
