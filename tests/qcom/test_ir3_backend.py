@@ -234,3 +234,16 @@ def test_compile_targets_and_a7xx_words():
   for w, line in zip(np.frombuffer(p7.code, np.uint64), p7.lines):
     assert canonical(isa7.disasm_word(int(w))) == canonical(line) and not isa7.errors, line
   with pytest.raises(CompileError, match="not an Adreno"): compile_ir3(ex.sink, 540)
+
+
+def test_float16_runs_on_half_registers():
+  """f16 arithmetic is half-precision ALU work on half registers (merged: hr(2R) is r(R)'s low half), loaded and
+  stored as 16-bit, not float32 work with conversions around it."""
+  lines = compile_ir3(amd_kernels.f16_arith().sink).lines
+  ops = [l.split(")")[-1] for l in lines]                  # without the sync flags
+  # x * y - x, x + y, y * 0.5, the f16 + of the bool/select constants: half-precision ALU instructions
+  assert sum(o.startswith(("mul.f hr", "add.f hr")) for o in ops) >= 4
+  assert sum(o.startswith("cmps.f.lt r") and ", hr" in o for o in ops) >= 2        # f16 compares, a full bool result
+  assert any("ldib.b.untyped.1d.f16.1.imm hr" in o for o in ops) and any("stib.b.untyped.1d.f16.1.imm hr" in o
+                                                                        for o in ops)
+  assert not any("cov.f32f16" in o for o in ops)          # no float32 work rounded back to f16

@@ -1,28 +1,34 @@
 """Instruction selection for ir3 (Adreno a6xx): the LINEAR form (compiler/lower) -> Ins (legalize.py), registers
 allocated.
 
-Registers (a6xx merged register file, full 32-bit registers r0.x .. r47.w; regid = 4 * n + component):
+Registers (a6xx merged register file, full 32-bit registers r0.x .. r47.w; regid = 4 * n + component; half register
+hr(2R) is the low half of full register R):
   r0.x..r0.z  the local invocation id, written there by the hardware (HLSQ_CS_CNTL_0.LOCALIDREGID = r0.x)
-  r0.w        0 (a zero operand for selects and compares)
-  r1.x ...    REG placeholders (one register per element, fixed for the whole kernel), then the values
-              (compiler/lower/regalloc's loop-aware live ranges and a linear scan), then the temporaries of the
-              multi-instruction sequences (32-bit multiply, division)
+  r0.w        0 (a zero operand for selects and compares; hr0.z, its low half, is a half 0)
+  r1.x ...    REG placeholders indexed by constants (one register per element, fixed for the whole kernel), then the
+              values (compiler/lower/regalloc's loop-aware live ranges, a linear scan; a float16 value takes a full
+              register and lives in its low half; a 64-bit integer a pair), then the temporaries of the
+              multi-instruction sequences. Past the register file the longest-lived value is spilled to private memory
+              (ldp/stp), reloaded at each use
   r48.x..z    the work-group id (HLSQ_CS_CNTL_0.WGIDCONSTID = r48.x, as Mesa's computerator programs it)
 Kernel arguments: buffers are IBOs (ldib/stib, the IBO slot = the buffer's rank among the buffer arguments, as
 drivers/qcom binds @buf), scalars are constants c0.x, c0.y, ... (rank among the scalar arguments).
 
-Operations (32-bit types and bool; a bool is 0 or 1 in a full register):
-  add/sub/mul/min: add.u sub.u / add.f mul.f; a 32-bit integer multiply is Mesa's ir3_nir_imul.py sequence
-    mull.u t0, a, b; madsh.m16 t1, a, b, t0; madsh.m16 d, b, a, t1
+Operations (a bool is 0 or 1 in a full register; 8/16-bit integers are kept sign- or zero-extended and re-extended
+after an operation that can leave their range; 64-bit integers: wide.py):
+  add/sub/mul: add.u sub.u / add.f mul.f (f16: the same on half registers); a 32-bit integer multiply is Mesa's
+    ir3_nir_imul.py sequence mull.u t0, a, b; madsh.m16 t1, a, b, t0; madsh.m16 d, b, a, t1
   compares cmps.{f,s,u}.{lt,eq,ne} (1 or 0); WHERE sel.b32 (src2 != 0 ? src1 : src3); shifts shl.b shr.b ashr.b
   IDIV/IMOD: no hardware divide: a 32-step restoring division loop on the magnitudes, signs fixed after (C's
     truncation), a zero divisor gives 0 (the C backend's value)
-  FDIV a * rcp(b); SQRT/EXP2/LOG2/SIN/RECIP the cat4 (SFU) sqrt exp2 log2 sin rcp; TRUNC trunc.f
-  casts cov.{s32,u32}f32 / cov.f32{s32,u32} (float -> integer truncates, saturating), to bool cmps.*.ne 0
-Memory: GLOBAL ldib.b/stib.b.untyped.1d.u32.1.imm on the element index; a gated load loads element 0 where its
-gate is off and selects 0 after. LOCAL ldl.u32/stl.u32 on byte offsets into the work-group's shared memory (the
-LOCAL placeholders one after another); BARRIER is bar. RANGE/END a counted loop tested at the top, IF/ENDIF a
-forward branch on p0.x."""
+  FDIV a * rcp(b); SQRT/EXP2/LOG2/SIN/RECIP the cat4 (SFU) sqrt exp2 log2 sin rcp (f16: in float32 between
+    conversions); TRUNC trunc.f
+  casts cov.{s32,u32}{f32,f16} / cov.{f32,f16}{s32,u32} (float -> integer truncates, saturating), cov.f16f32 and
+    cov.f32f16 (rounds to nearest even), to bool cmps.*.ne 0
+Memory: GLOBAL ldib.b/stib.b.untyped.1d.{u8,u16,f16,u32}.{1,2}.imm on the element index (8/16-bit elements through
+the low half register); a gated load loads element 0 where its gate is off and selects 0 after. LOCAL ldl.u32/stl.u32
+on byte offsets into the work-group's shared memory (the LOCAL placeholders one after another, 4 or 8 bytes an
+element); BARRIER is bar. RANGE/END a counted loop tested at the top, IF/ENDIF a forward branch on p0.x."""
 from __future__ import annotations
 
 import heapq
@@ -54,11 +60,12 @@ def hname(h: int) -> str:
 
 
 def _cls(dt) -> str:
-  """How a value is held: b (bool, 0/1), f (float32; float16 too, as the float32 of the half value), s / u (integers
-  of 8/16/32 bits, sign- or zero-extended to 32)."""
+  """How a value is held: b (bool, 0/1), f (float32), h (float16: in the low half register hr(2R) of its full
+  register R, merged registers), s / u (integers of 8/16/32 bits sign- or zero-extended to 32; 64 bits in pairs)."""
   if dt.is_bool: return "b"
   if dt.is_float:
-    if dt.itemsize in (2, 4): return "f"
+    if dt.itemsize == 4: return "f"
+    if dt.itemsize == 2: return "h"
   elif dt.itemsize in (1, 2, 4, 8): return "u" if dt.kind == "uint" else "s"
   raise CompileError(f"ir3 backend: {dt} values are not supported (bool, 8/16/32/64-bit integers, float16/32)")
 
@@ -77,8 +84,8 @@ _MEMTYPE = {1: "u8", 2: "u16", 4: "u32"}
 
 def _bits(v, dt) -> int:
   if _half_float(dt):
-    import numpy as np
-    v = float(np.float16(v))
+    try: return struct.unpack("<H", struct.pack("<e", float(v)))[0]
+    except OverflowError: return 0x7C00 if v > 0 else 0xFC00
   if _narrow(dt):
     w = _narrow(dt)
     v = int(v) & ((1 << w) - 1)
@@ -261,19 +268,14 @@ class Selector(WideMixin):
   def jump(self, target: str): self.out.append(Ins("jump", f"jump #{target}", target=target))
 
   def fix(self, d: int, dt):
-    """Bring a result back into its type's representation: an 8/16-bit integer is re-extended from its low bits
-    (C's wraparound), a float16 rounded to half precision (cov.f32f16 rounds to nearest even; computing f16 + - * /
-    sqrt in float32 and rounding once gives the correctly rounded f16 result, as float32 has 2 * 11 + 2 bits)."""
+    """Bring an 8/16-bit integer result back into its representation: re-extended from its low bits (C's
+    wraparound)."""
     w = _narrow(dt)
     if w:
       if dt.kind == "uint": self.op2("and.b", d, d, str((1 << w) - 1) if w == 8 else self._imm((1 << w) - 1))
       else:
         self.op2("shl.b", d, d, str(32 - w))
         self.op2("ashr.b", d, d, str(32 - w))
-    elif _half_float(dt):
-      t = self.temps[11]
-      self.alu(f"cov.f32f16 {hname(2 * t)}, {rname(d)}", t, d, half=True)
-      self.alu(f"cov.f16f32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
 
   def _imm(self, v: int) -> int:
     """A register holding v (for an immediate too wide for a cat2 source)."""
@@ -429,8 +431,9 @@ class Selector(WideMixin):
         t = "f16" if u.dtype.is_float else _MEMTYPE[size]
         self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.{t}.1.imm {hname(2 * d)}, {rname(i)}, {self.ibo[buf]}",
                             (d,), (i,), half=True))
-        self.alu(f"cov.{'f16f32' if t == 'f16' else t + 'u32'} {rname(d)}, {hname(2 * d)}", d, d, half=True)
-        if u.dtype.kind == "int": self.fix(d, u.dtype)
+        if t != "f16":    # an f16 stays in the half register
+          self.alu(f"cov.{t}u32 {rname(d)}, {hname(2 * d)}", d, d, half=True)
+          if u.dtype.kind == "int": self.fix(d, u.dtype)
     elif buf.arg.addrspace is AddrSpace.LOCAL:
       off, n = self.r(idx), self._n(u.dtype)
       self.out.append(Ins("ld_ss", f"ldl.u32 {rname(d)}, l[{rname(off)}], {n}", tuple(range(d, d + n)), (off,)))
@@ -463,8 +466,10 @@ class Selector(WideMixin):
         self.out.append(Ins("st", f"stib.b.untyped.1d.u32.1.imm {rname(v)}, {rname(i)}, {self.ibo[buf]}", (), (v, i)))
       else:     # narrowed into a half register (the stored type's low bits)
         t = "f16" if val.dtype.is_float else _MEMTYPE[size]
-        h = self.temps[9]
-        self.alu(f"cov.{'f32f16' if t == 'f16' else 'u32u16'} {hname(2 * h)}, {rname(v)}", h, v, half=True)
+        h = v
+        if t != "f16":
+          h = self.temps[9]
+          self.alu(f"cov.u32u16 {hname(2 * h)}, {rname(v)}", h, v, half=True)
         self.out.append(Ins("st", f"stib.b.untyped.1d.{t}.1.imm {hname(2 * h)}, {rname(i)}, {self.ibo[buf]}", (),
                             (h, i), half=True))
     elif buf.arg.addrspace is AddrSpace.LOCAL:
@@ -498,36 +503,60 @@ class Selector(WideMixin):
         self.mov(d, a)
         self.fix(d, td)
       return
+    H = hname
     if u.op is Ops.BITCAST:
       if sd.itemsize != td.itemsize: raise CompileError(f"ir3 backend: a bitcast between sizes: {_short(u)}", u)
-      if _half_float(sd):            # the half's bits, from its float32
-        t = self.temps[11]
-        self.alu(f"cov.f32f16 {hname(2 * t)}, {rname(a)}", t, a, half=True)
-        self.alu(f"cov.u16u32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
+      if _half_float(sd):            # the half's bits, as an integer
+        self.alu(f"cov.u16u32 {rname(d)}, {H(2 * a)}", d, a, half=True)
         self.fix(d, td)
-      elif _half_float(td):          # bits -> the half -> its float32
-        t = self.temps[11]
-        self.alu(f"cov.u32u16 {hname(2 * t)}, {rname(a)}", t, a, half=True)
-        self.alu(f"cov.f16f32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
-      else:
-        self.mov(d, a)
-        self.fix(d, td)
-    elif tc == "b": self.op2(f"cmps.{'f' if fc == 'f' else 'u'}.ne", d, a, ZERO)
+      else: self.mov(d, a)           # an int16's low half is the f16's bits; 32-bit: the same bits
+      if not _half_float(sd) and not _half_float(td): self.fix(d, td)
+    elif tc == "b":
+      if fc == "h": self.alu(f"cmps.f.ne {rname(d)}, {H(2 * a)}, {H(2 * ZERO)}", d, a, ZERO, half=True)
+      else: self.op2(f"cmps.{'f' if fc == 'f' else 'u'}.ne", d, a, ZERO)
+    elif tc == "h":                  # to half precision: one rounding (cov rounds to nearest even)
+      if fc == "h": self.mov(d, a)
+      else: self.alu(f"cov.{'f32' if fc == 'f' else 's32' if fc == 's' else 'u32'}f16 {H(2 * d)}, {rname(a)}", d, a,
+                     half=True)
     elif tc == "f":
-      if fc == "f":                  # f16 <-> f32: the float32 is the value; to f16 it is rounded
-        self.mov(d, a)
-        self.fix(d, td)
-      elif _half_float(td):          # an integer rounded once, straight to half precision
-        t = self.temps[11]
-        self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f16 {hname(2 * t)}, {rname(a)}", t, a, half=True)
-        self.alu(f"cov.f16f32 {rname(d)}, {hname(2 * t)}", d, t, half=True)
+      if fc == "h": self.alu(f"cov.f16f32 {rname(d)}, {H(2 * a)}", d, a, half=True)
+      elif fc == "f": self.mov(d, a)
       else: self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f32 {rname(d)}, {rname(a)}", d, a)
-    elif fc == "f":                  # float -> integer truncates (saturating at 32 bits), then wraps to a narrow type
-      self.alu(f"cov.f32{'u32' if tc == 'u' and not _narrow(td) else 's32'} {rname(d)}, {rname(a)}", d, a)
+    elif fc in "fh":                 # float -> integer truncates (saturating at 32 bits), then wraps to a narrow type
+      src = H(2 * a) if fc == "h" else rname(a)
+      self.alu(f"cov.{'f16' if fc == 'h' else 'f32'}{'u32' if tc == 'u' and not _narrow(td) else 's32'} {rname(d)}, "
+               f"{src}", d, a, half=fc == "h")
       self.fix(d, td)
     else:                            # integer / bool -> integer: the extended value, re-extended for a narrow type
       self.mov(d, a)
       if _narrow(td) and (_narrow(td) < (_narrow(sd) or 32) or tc != fc): self.fix(d, td)
+
+  def half_op(self, u: UOp, d: int, rs: list) -> bool:
+    """A float16 operation on half registers (False when it is not one). + - * neg trunc and compares run in half
+    precision; divide, square root and the transcendentals run in float32 between two conversions (one rounding at
+    the end: for / and sqrt the correctly rounded f16 result, float32 having 2 * 11 + 2 bits)."""
+    op, H = u.op, hname
+    h = [H(2 * r) for r in rs]
+    if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
+      cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
+      self.alu(f"cmps.f.{cond} {rname(d)}, {h[0]}, {h[1]}", d, *rs, half=True)
+    elif op is Ops.WHERE: self.sel(d, rs[1], rs[0], rs[2])          # the full registers: their low halves with them
+    elif op in (Ops.ADD, Ops.MUL): self.alu(f"{'add' if op is Ops.ADD else 'mul'}.f {H(2 * d)}, {h[0]}, {h[1]}", d, *rs,
+                                            half=True)
+    elif op is Ops.SUB: self.alu(f"add.f {H(2 * d)}, {h[0]}, (neg){h[1]}", d, *rs, half=True)
+    elif op is Ops.NEG: self.alu(f"absneg.f {H(2 * d)}, (neg){h[0]}", d, *rs, half=True)
+    elif op is Ops.TRUNC: self.alu(f"trunc.f {H(2 * d)}, {h[0]}", d, *rs, half=True)
+    elif op in (Ops.FDIV, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.RECIP):
+      f = [self.wt(k) for k in range(len(rs))]
+      for t, x in zip(f, rs): self.alu(f"cov.f16f32 {rname(t)}, {H(2 * x)}", t, x, half=True)
+      r = self.wt(3)
+      if op is Ops.FDIV:
+        self.sfu("rcp", r, f[1])
+        self.op2("mul.f", r, f[0], r)
+      else: self.sfu({Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.RECIP: "rcp"}[op], r, f[0])
+      self.alu(f"cov.f32f16 {H(2 * d)}, {rname(r)}", d, r, half=True)
+    else: return False
+    return True
 
   def alu_op(self, u: UOp):
     op, src = u.op, u.src
@@ -540,6 +569,7 @@ class Selector(WideMixin):
         self.cmp64(d, rs[0], rs[1], cond, src[0].dtype.kind == "int")
       else: self.alu64(u, d, rs)
       return
+    if (c == "h" or (op is Ops.WHERE and _half_float(u.dtype))) and self.half_op(u, d, rs): return
     if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
       cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
       self.op2(f"cmps.{'f' if c == 'f' else 'u' if c in 'ub' else 's'}.{cond}", d, rs[0], rs[1])
