@@ -231,6 +231,8 @@ class Selector(WideMixin):
     return regs
 
   def r(self, u: UOp) -> int:
+    got = self.regs.get(u)
+    if got is not None and u not in self.spilled: return got
     if u in self.spilled:
       try: return self.reloads[u]
       except KeyError: raise CompileError(f"ir3 backend: spilled value used without a reload: {_short(u)}", u) from None

@@ -56,8 +56,15 @@ class _State:
     return wait, bool(self.need_ss or self.war_ss or self.war_any), bool(self.need_sy or self.war_any)
 
 
+_PLAIN: dict = {}
+
+
 def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> list[Ins]:
   """nops that wait for the flags and let `cycles` cycles pass (a nop repeats at most 7 times: (rpt7))."""
+  if not (ss or sy or jp) and 0 < cycles <= 8:      # the common delay: one shared (rptN)nop
+    got = _PLAIN.get(cycles)
+    if got is None: got = _PLAIN[cycles] = Ins("nop", f"{f'(rpt{cycles - 1})' if cycles > 1 else ''}nop", cycles=cycles)
+    return [got]
   out = []
   first = True
   while first or cycles > 0:
@@ -92,16 +99,19 @@ def legalize(prog: list[Ins]) -> list[Ins]:
       out.append(ins)
       continue
     alu, sfu = k == "alu", k == "sfu"
-    regs = (*ins.src, *ins.dst)
-    ss = any(r in st.need_ss for r in regs)
-    sy = any(r in st.need_sy for r in regs)
+    regs = ins.src + ins.dst
+    ss = bool(st.need_ss) and not st.need_ss.isdisjoint(regs)
+    sy = bool(st.need_sy) and not st.need_sy.isdisjoint(regs)
     if alu or sfu:
-      if any(r in st.war_ss for r in ins.dst): ss = True
-      if any(r in st.war_any for r in ins.dst) and not (ss or sy): ss = True
+      if st.war_ss and not st.war_ss.isdisjoint(ins.dst): ss = True
+      if st.war_any and not st.war_any.isdisjoint(ins.dst) and not (ss or sy): ss = True
     # a half register read by an ALU instruction after a full-size write (or the other way) waits the mismatched-size
     # delay (Mesa ir3_legalize get_ready_slot: a different size is not the alu_to_alu case)
     ready = st.ready_alu if alu and not ins.half else st.ready_any
-    wait = max([0, *(ready.get(r, 0) - st.cycle for r in ins.src)])
+    wait, now = 0, st.cycle
+    for r in ins.src:
+      w = ready.get(r, 0) - now
+      if w > wait: wait = w
     if alu or sfu:
       if wait: out.extend(_nops(wait)); st.cycle += wait
       ins.flags = ("(sy)" if sy else "") + ("(ss)" if ss else "")
