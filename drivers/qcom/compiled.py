@@ -56,7 +56,8 @@ class CompiledLayout:
       elif kind == "buffer":
         if not isinstance(a, buffer_type):
           raise DeviceError(f"kernel {self.name}: argument {i} must be a Buffer of {dtype}, got {type(a).__name__}")
-        if a.device is not device: raise DeviceError(f"kernel {self.name}: argument {i}, {a}, belongs to another device")
+        if a.device is not device:
+          raise DeviceError(f"kernel {self.name}: argument {i}, {a}, belongs to another device")
         if a.freed: raise DeviceError(f"kernel {self.name}: argument {i}, {a}, was freed")
         out += [a.va, a.size]
       else:

@@ -169,8 +169,8 @@ def test_template_encoder_gives_the_assemblers_words():
   asm = Assembler(630)
   enc = TemplateEncoder(asm)
   rng = np.random.default_rng(3)
-  shapes = ["(sy)add.u r{a}.{c}, r{b}.{c}, r{d}.x", "ldp.u32 r{a}.y, p[r{b}.{c}+{off}], 1", "mov.u32u32 r{a}.{c}, {imm}",
-            "(sy)stp.u32 p[r{b}.x+{off}], r{a}.{c}, 1", "cov.f32f16 hr{a}.{c}, r{b}.x"]
+  shapes = ["(sy)add.u r{a}.{c}, r{b}.{c}, r{d}.x", "ldp.u32 r{a}.y, p[r{b}.{c}+{off}], 1",
+            "mov.u32u32 r{a}.{c}, {imm}", "(sy)stp.u32 p[r{b}.x+{off}], r{a}.{c}, 1", "cov.f32f16 hr{a}.{c}, r{b}.x"]
   for shape in shapes:
     for k in range(TEMPLATE_AFTER + 6):
       line = shape.format(a=rng.integers(0, 48), b=rng.integers(0, 48), d=rng.integers(0, 48), c="xyzw"[k % 4],

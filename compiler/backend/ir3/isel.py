@@ -43,8 +43,10 @@ from .wide import WideMixin, is_wide
 
 LID, ZERO, WGID = 0, 3, 48 * 4      # r0.x (local id), r0.w (zero), r48.x (work-group id)
 MAX_FULL = 48                       # r0..r47: the full registers a6xx compute may use (drivers/qcom/program.py)
-NTEMP = 32                          # 0-11: the sequences' temporaries, 12-14: reloads of spilled sources, 15: a spilled
-                                    # result, 16-31: the 64-bit sequences' (wide.py); unused ones are not in the footprint
+# temporaries: 0-11 the sequences', 12-14 reloads of spilled sources, 15 a spilled result, 16-31 the 64-bit
+# sequences' (wide.py); those a kernel does not use are not in its footprint
+NTEMP = 32
+SFU = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.RECIP: "rcp"}   # cat4
 PVT_MAX = 4096                      # private bytes the ldp/stp immediate offset reaches (13 bits, signed)
 
 
@@ -428,7 +430,8 @@ class Selector(WideMixin):
         self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.2.imm {rname(d)}, {rname(d)}, {self.ibo[buf]}",
                             (d, d + 1), (d,)))
       elif size == 4:
-        self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.1.imm {rname(d)}, {rname(i)}, {self.ibo[buf]}", (d,), (i,)))
+        self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.u32.1.imm {rname(d)}, {rname(i)}, {self.ibo[buf]}", (d,),
+                            (i,)))
       else:     # into the low half of d, then widened (an f16 to its float32, an integer zero-extended, then fixed)
         t = "f16" if u.dtype.is_float else _MEMTYPE[size]
         self.out.append(Ins("ld_sy", f"ldib.b.untyped.1d.{t}.1.imm {hname(2 * d)}, {rname(i)}, {self.ibo[buf]}",
@@ -491,7 +494,7 @@ class Selector(WideMixin):
     fc, tc = _cls(sd), _cls(td)
     if is_wide(sd) or is_wide(td):
       if sd.is_float or td.is_float:
-        raise CompileError(f"ir3 backend: no conversion between {sd} and {td} yet (64-bit integers to or from floats)", u)
+        raise CompileError(f"ir3 backend: no conversion between {sd} and {td} (64-bit integers to or from floats)", u)
       if is_wide(sd) and is_wide(td): self.mov(d, a); self.mov(d + 1, a + 1)
       elif is_wide(td):                # the low word, the high word the sign (or 0)
         self.mov(d, a)
@@ -555,7 +558,7 @@ class Selector(WideMixin):
       if op is Ops.FDIV:
         self.sfu("rcp", r, f[1])
         self.op2("mul.f", r, f[0], r)
-      else: self.sfu({Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.RECIP: "rcp"}[op], r, f[0])
+      else: self.sfu(SFU[op], r, f[0])
       self.alu(f"cov.f32f16 {H(2 * d)}, {rname(r)}", d, r, half=True)
     else: return False
     return True
@@ -598,7 +601,7 @@ class Selector(WideMixin):
       self.sfu("rcp", t, rs[1])
       self.op2("mul.f", d, rs[0], t)
     elif op in (Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.RECIP) and c == "f":
-      self.sfu({Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.RECIP: "rcp"}[op], d, rs[0])
+      self.sfu(SFU[op], d, rs[0])
     elif op is Ops.TRUNC and c == "f": self.alu(f"trunc.f {rname(d)}, {rname(rs[0])}", d, rs[0])
     else: raise CompileError(f"ir3 backend: no instruction for {op.name} on {src[0].dtype if src else u.dtype}: "
                              f"{_short(u)}", u)

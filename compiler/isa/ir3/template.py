@@ -1,11 +1,11 @@
 """Fast assembly of lines that differ only in their registers and a few numbers: the assembler's words, re-used.
 
 A line is split into a shape and values: every register rN.c / hrN.c (its regid, 8 bits), every "+N]" offset of a
-memory operand (12 bits: ldp/stp offsets are 13-bit signed) and the immediate of "mov.u32u32 rX, N" (32 bits) become slots. For a shape met often
-enough (TEMPLATE_AFTER lines), the assembler (asm.py) encodes the line with every slot 0 and with each slot bit set
-alone: an instruction field of the ISA holds each of these values in plain bits (#reg-gpr's GPR and SWIZ, cat6's
-OFF split in two parts, cat1's IMMED), so bit b of a slot flips a fixed set of word bits, and any value's word is the
-base word with those flips. A template is kept only if it reproduces, for a value with every bit set and for the
+memory operand (12 bits: ldp/stp offsets are 13-bit signed) and the immediate of "mov.u32u32 rX, N" (32 bits) become
+slots. For a shape met often enough (TEMPLATE_AFTER lines), the assembler (asm.py) encodes the line with every slot
+0 and with each slot bit set alone: an instruction field of the ISA holds each of these values in plain bits
+(#reg-gpr's GPR and SWIZ, cat6's OFF split in two parts, cat1's IMMED), so bit b of a slot flips a fixed set of word
+bits, and any value's word is the base word with those flips. A template is kept only if it reproduces, for a value with every bit set and for the
 first lines it was built from, exactly the assembler's word (so it never returns a word the assembler would not);
 otherwise that shape stays with the assembler."""
 from __future__ import annotations
