@@ -247,3 +247,42 @@ def test_float16_runs_on_half_registers():
   assert any("ldib.b.untyped.1d.f16.1.imm hr" in o for o in ops) and any("stib.b.untyped.1d.f16.1.imm hr" in o
                                                                         for o in ops)
   assert not any("cov.f32f16" in o for o in ops)          # no float32 work rounded back to f16
+
+
+def test_conversions_between_floats_and_64_bit_and_narrow_unsigned_integers():
+  """float32 -> int64/uint64 (truncating, saturating, NaN 0), int64/uint64 -> float32 (one rounding) and float32 ->
+  uint8/uint16 (saturating at the uint32 range, then the low bits) as compiler/ir/dtypes.float_to_int defines them."""
+  from hcq.compiler import KernelInfo, UOp, dtypes
+  from hcq.compiler.ir.dtypes import float_to_int
+  rng = np.random.default_rng(5)
+  n = 128
+  special = [np.nan, np.inf, -np.inf, 2.0**63, -2.0**63, 2.0**64, -1.5, 0.0, -0.0, 4294967296.0, 4294967295.0, 1e30,
+             -1e30, 255.9, -255.9, 65536.5]
+  f = np.concatenate([rng.standard_normal(40) * 1e3, rng.standard_normal(40) * 1e15, special,
+                      rng.standard_normal(n - 80 - len(special)) * 1e9]).astype(np.float32)
+  i = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64)
+  i[:8] = [0, 1, -1, 2**63 - 1, -2**63, 2**24 + 1, 2**53 + 3, -(2**40) - 7]
+  def P(slot, arr, ro=True): return UOp.param(slot, dtypes.from_numpy(arr.dtype), arr.size, readonly=ro)
+  outs = [np.zeros(n, np.int64), np.zeros(n, np.uint64), np.zeros(n, np.float32), np.zeros(n, np.float32),
+          np.zeros(n, np.uint8), np.zeros(n, np.uint16)]
+  F, I, O = P(0, f), P(1, i), [P(2 + k, o, False) for k, o in enumerate(outs)]
+  g = UOp.special(n // 32, "gidx0") * 32 + UOp.special(32, "lidx0")
+  x, y = F.index(g).load(), I.index(g).load()
+  vals = [x.cast(dtypes.int64), x.cast(dtypes.uint64), y.cast(dtypes.float32),
+          y.cast(dtypes.uint64).cast(dtypes.float32), x.cast(dtypes.uint8), x.cast(dtypes.uint16)]
+  sink = UOp.sink(*[o.index(g).store(v) for o, v in zip(O, vals)], arg=KernelInfo("cvt64"))
+  want = [np.array([float_to_int(float(v), dtypes.int64) for v in f], np.int64),
+          np.array([float_to_int(float(v), dtypes.uint64) for v in f], np.uint64),
+          i.astype(np.float32), i.view(np.uint64).astype(np.float32),
+          np.array([float_to_int(float(v), dtypes.uint8) & 0xFF for v in f], np.uint8),
+          np.array([float_to_int(float(v), dtypes.uint16) & 0xFFFF for v in f], np.uint16)]
+  with hcq.open("MOCK+QCOM") as d:
+    prog = d.compile(sink)
+    bufs = []
+    for a in [f, i, *outs]:
+      b = d.alloc(a.nbytes)
+      d.copyin(b, a.tobytes())
+      bufs.append(b)
+    prog(*bufs, global_size=(n // 32, 1, 1), local_size=(32, 1, 1), wait=True)
+    for k, w in enumerate(want):
+      np.testing.assert_array_equal(np.frombuffer(d.copyout(bufs[2 + k]), w.dtype), w, err_msg=f"output {k}")

@@ -493,9 +493,15 @@ class Selector(WideMixin):
     sd, td = s.dtype, u.dtype
     fc, tc = _cls(sd), _cls(td)
     if is_wide(sd) or is_wide(td):
-      if sd.is_float or td.is_float:
-        raise CompileError(f"ir3 backend: no conversion between {sd} and {td} (64-bit integers to or from floats)", u)
-      if is_wide(sd) and is_wide(td): self.mov(d, a); self.mov(d + 1, a + 1)
+      if sd.is_float:                  # float -> 64-bit integer (f16 through float32)
+        if fc == "h":
+          self.alu(f"cov.f16f32 {rname(self.wt(7))}, {hname(2 * a)}", self.wt(7), a, half=True)
+          a = self.wt(7)
+        self.f32_to_64(d, a, td.kind == "int")
+      elif td.is_float:                # 64-bit integer -> float32 (-> f16)
+        self.u64_to_f32(d, a, sd.kind == "int")
+        if tc == "h": self.alu(f"cov.f32f16 {hname(2 * d)}, {rname(d)}", d, d, half=True)
+      elif is_wide(sd) and is_wide(td): self.mov(d, a); self.mov(d + 1, a + 1)
       elif is_wide(td):                # the low word, the high word the sign (or 0)
         self.mov(d, a)
         if sd.kind == "int" and not sd.is_bool: self.op2("ashr.b", d + 1, a, "31")
@@ -527,9 +533,10 @@ class Selector(WideMixin):
       if fc == "h": self.alu(f"cov.f16f32 {rname(d)}, {H(2 * a)}", d, a, half=True)
       elif fc == "f": self.mov(d, a)
       else: self.alu(f"cov.{'s32' if fc == 's' else 'u32'}f32 {rname(d)}, {rname(a)}", d, a)
-    elif fc in "fh":                 # float -> integer truncates (saturating at 32 bits), then wraps to a narrow type
+    elif fc in "fh":                 # float -> integer truncates, saturating at the 32-bit range of the signedness,
+                                     # then keeps a narrow type's low bits (compiler/ir/dtypes.float_to_int)
       src = H(2 * a) if fc == "h" else rname(a)
-      self.alu(f"cov.{'f16' if fc == 'h' else 'f32'}{'u32' if tc == 'u' and not _narrow(td) else 's32'} {rname(d)}, "
+      self.alu(f"cov.{'f16' if fc == 'h' else 'f32'}{'u32' if tc == 'u' else 's32'} {rname(d)}, "
                f"{src}", d, a, half=fc == "h")
       self.fix(d, td)
     else:                            # integer / bool -> integer: the extended value, re-extended for a narrow type

@@ -8,9 +8,11 @@ ir3 has 32-bit integer ALU only (Mesa lowers 64-bit integer ops in nir: nir_lowe
   shifts        by n & 63: a shift by n & 31 with the bits crossing between the words, the words moved when n >= 32
   div/mod       a 64-step restoring division of the magnitudes (signs fixed after: C's truncation), 0 for a 0 divisor
   casts         to 64 bits: the high word is the sign (ashr 31) or 0; from 64 bits: the low word (re-extended for a
-                narrow type), != 0 of either word for bool
+                narrow type), != 0 of either word for bool; to float32 the top 32 significant bits with a sticky bit
+                (cov.u32f32 rounds once) scaled by a power of two; from float32 the mantissa shifted by the exponent,
+                saturating as compiler/ir/dtypes.float_to_int
 Memory: ldib/stib of two 32-bit elements at 2 * index (untyped.1d.u32.2), ldl/stl/ldp/stp of 2 dwords.
-float64 has no ir3 instructions and is refused."""
+float64 has no ir3 instructions and is refused; 64-bit integers to or from float16 go through float32."""
 from __future__ import annotations
 
 from ...ir import CompileError, Ops, UOp
@@ -150,6 +152,75 @@ class WideMixin:
     self.op2("or.b", t2, b, b + 1)
     self.op2("cmps.u.eq", t2, t2, "0")
     self.sel(d, ZERO, t2, res); self.sel(d + 1, ZERO, t2, res + 1)
+
+  def u64_to_f32(self, d: int, a: int, signed: bool):
+    """d = the float32 nearest a (a pair; round to nearest even): the top 32 significant bits, with a sticky bit for
+    the rest, converted by cov.u32f32 (one rounding) and scaled by a power of two (exact)."""
+    from .isel import rname
+    lo, hi, n, v, t, neg = (self.wt(k) for k in range(8, 14))
+    if signed:     # the magnitude: (a ^ s) - s with s the sign word
+      self.op2("ashr.b", neg, a + 1, "31")
+      self.op2("xor.b", lo, a, neg); self.op2("xor.b", hi, a + 1, neg)
+      self.op2("cmps.u.lt", t, lo, neg)
+      self.op2("sub.u", lo, lo, neg); self.op2("sub.u", hi, hi, neg); self.op2("sub.u", hi, hi, t)
+    else: self.mov(lo, a); self.mov(hi, a + 1)
+    self.alu(f"clz.b {rname(n)}, {rname(hi)}", n, hi)              # 32 when the high word is 0
+    self.op2("shl.b", v, hi, n)                                     # (hi:lo) << n, top word (n < 32)
+    self.op2("shr.b", t, lo, "1"); self.mov_imm(d, 31); self.op2("sub.u", d, d, n); self.op2("shr.b", t, t, d)
+    self.op2("or.b", v, v, t)
+    self.op2("shl.b", t, lo, n); self.op2("cmps.u.ne", t, t, self.zero_reg)   # the sticky bit: the bits left out
+    self.op2("or.b", v, v, t)
+    self.alu(f"cov.u32f32 {rname(v)}, {rname(v)}", v, v)
+    self.mov_imm(t, 159); self.op2("sub.u", t, t, n); self.op2("shl.b", t, t, "23")   # 2^(32 - n) as a float
+    self.op2("mul.f", v, v, t)
+    self.alu(f"cov.u32f32 {rname(t)}, {rname(lo)}", t, lo)          # the high word 0: the low word alone
+    self.op2("cmps.u.ne", n, hi, self.zero_reg)
+    self.sel(d, v, n, t)
+    if signed:
+      self.alu(f"absneg.f {rname(t)}, (neg){rname(d)}", t, d)
+      self.sel(d, t, neg, d)
+
+  def f32_to_64(self, d: int, a: int, signed: bool):
+    """d (a pair) = a truncated toward zero, saturating at the 64-bit range of d's signedness, NaN 0
+    (compiler/ir/dtypes.float_to_int, the reference)."""
+    from .isel import rname
+    t, neg, mag, e, m, big, c = (self.wt(k) for k in range(8, 15))
+    self.alu(f"trunc.f {rname(t)}, {rname(a)}", t, a)
+    self.op2("cmps.f.lt", neg, t, self.zero_reg)
+    self.alu(f"absneg.f {rname(mag)}, (abs){rname(t)}", mag, t)
+    # |t| < 2^32: cov.f32u32; else the mantissa shifted by (exponent - 150) as a 64-bit pair
+    self.op2("shr.b", e, mag, "23"); self.op2("add.u", e, e, "-150")
+    self.op2("and.b", m, mag, self._imm(0x7FFFFF)); self.op2("or.b", m, m, self._imm(0x800000))
+    self.mov(d, m); self.mov_imm(d + 1, 0)
+    pair = self.wt(15)           # the shift amount as the low word of a pair for shift64 (its high word unread)
+    self.mov(pair, e)
+    self.shift64(d, d, pair, "shl")
+    self.alu(f"cov.f32u32 {rname(c)}, {rname(mag)}", c, mag)
+    self.mov_imm(big, 0x4F800000)                                   # 2^32
+    self.op2("cmps.f.ge", big, mag, big)
+    self.sel(d, d, big, c); self.sel(d + 1, d + 1, big, self.zero_reg)
+    if signed:
+      # -mag as a pair: the low word negated, the high word inverted plus the carry of a zero low word
+      self.op2("cmps.u.ne", c, d, self.zero_reg)
+      self.alu(f"absneg.s {rname(e)}, (neg){rname(d)}", e, d)
+      self.alu(f"not.b {rname(m)}, {rname(d + 1)}", m, d + 1)
+      self.op2("xor.b", c, c, "1"); self.op2("add.u", m, m, c)
+      self.sel(d, e, neg, d); self.sel(d + 1, m, neg, d + 1)
+      over, lim = big, 0x5F000000                                   # |t| >= 2^63
+    else: over, lim = big, 0x5F800000                               # t >= 2^64
+    self.mov_imm(over, lim)
+    self.op2("cmps.f.ge", over, mag, over)
+    if signed:   # INT64_MAX or INT64_MIN by the sign
+      self.mov_imm(c, 0x7FFFFFFF); self.mov_imm(e, 0xFFFFFFFF)
+      self.mov_imm(m, 0x80000000); self.sel(c, m, neg, c)           # high word
+      self.sel(e, self.zero_reg, neg, e)                            # low word
+      self.sel(d, e, over, d); self.sel(d + 1, c, over, d + 1)
+    else:        # UINT64_MAX above the range, 0 below it (any negative)
+      self.mov_imm(c, 0xFFFFFFFF)
+      self.sel(d, c, over, d); self.sel(d + 1, c, over, d + 1)
+      self.sel(d, self.zero_reg, neg, d); self.sel(d + 1, self.zero_reg, neg, d + 1)
+    self.op2("cmps.f.ne", c, a, a)                                  # NaN
+    self.sel(d, self.zero_reg, c, d); self.sel(d + 1, self.zero_reg, c, d + 1)
 
   def alu64(self, u: UOp, d: int, rs: list):
     op = u.op
