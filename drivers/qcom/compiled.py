@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 
 from ...errors import DeviceError
-from .program import Kernel, QCOMProgram, ibo_descriptor
+from .program import IBO_DWORDS, Kernel, QCOMProgram, ibo_descriptor
 
 
 # the IBO format of a buffer by the size of its elements: the access size the program's ldib/stib use (8-, 16- and
@@ -81,6 +81,17 @@ class CompiledProgram(QCOMProgram):
     super().__init__(device, compiled.name, kernel, code_va, code_size, words, pvt)
     self.compiled = compiled
     self.layout = CompiledLayout(compiled.args, compiled.name)
+
+  # the launch contract where a shape keeps a template of the launch data and a launch patches buffer addresses in
+  # (QCOMProgram.shape_data / patch_addresses): a compiled kernel's data depend on all of its arguments (integer
+  # constants, each IBO's element count from its Buffer's size), so the template is zeros and a launch writes it all
+  def shape_data(self, s) -> None:
+    s.data_size = self.constlen * 16 + 4 * IBO_DWORDS * sum(1 for a in self.compiled.args if a[0] == "buffer")
+    s.data = bytes(s.data_size)
+
+  def patch_addresses(self, view: memoryview, explicit: bytes) -> None:
+    data = self.launch_data(explicit, None)
+    view[:len(data)] = data
 
   def launch_data(self, explicit: bytes, grid) -> bytes:
     """Constants (constlen vec4s: the integer arguments from c0.x) then one IBO descriptor per buffer argument."""
