@@ -102,8 +102,8 @@ def _nic_demo(dev, n: int, on_mock: bool) -> bool:
 
 def _demo_programs(dev, n: int, m: int):
   """(vadd, matmul) for the device's driver: NV's PTX (drivers/nv/demo.py), the CPU's C kernels built from the DSL
-  for these sizes (drivers/cpu/demo.py), AMD's demo code object on gfx1100, and on other AMD targets the same kernels
-  compiled from the DSL (compiler/demo.py)."""
+  for these sizes (drivers/cpu/demo.py), AMD's demo code object on gfx1100, and on other AMD targets and Adreno (the ir3
+  backend) the same kernels compiled from the DSL (compiler/demo.py)."""
   driver = _driver(dev)
   if driver == "nv":
     from ..drivers.nv.demo import MATMUL_PTX, VADD_PTX
@@ -111,7 +111,8 @@ def _demo_programs(dev, n: int, m: int):
   if driver == "cpu":
     from ..drivers.cpu import demo
     return dev.compile(demo.vadd(n)), dev.compile(demo.matmul(m))
-  if driver == "amd" and getattr(dev, "arch", None) != "gfx1100":   # no shipped code object: the DSL's kernels
+  if driver == "qcom" or (driver == "amd" and getattr(dev, "arch", None) != "gfx1100"):
+    # no shipped code object: the DSL's kernels (on QCOM through the ir3 backend)
     from ..compiler.demo import matmul_sink, vadd_sink
     return dev.compile(vadd_sink()), dev.compile(matmul_sink())
   from ..drivers.amd.kernels import demo_code_object

@@ -105,7 +105,7 @@ IR3_GPU_IDS = range(300, 800)   # a3xx .. a7xx: the generations Mesa's ir3 descr
 
 
 def run_ir3(args, data: bytes) -> int:
-  from ..compiler.backend.ir3.isa import ISA, DecodeError
+  from ..compiler.isa.ir3.isa import ISA, DecodeError
   if not args.raw: raise UsageError("--isa ir3 reads raw instruction words: add --raw")
   if args.mcpu or args.kernel: raise UsageError("--mcpu and --kernel are for --isa amdgpu")
   if args.gpu_id not in IR3_GPU_IDS: raise UsageError(f"--gpu-id {args.gpu_id}: expected an Adreno id in 300..799")

@@ -21,11 +21,13 @@ def __getattr__(name: str):
 
 
 AMD_TARGETS = ("gfx1100", "gfx1200", "gfx942")   # backend/amd/render.ARCHS (not imported here: it loads the ISA tables)
+IR3_TARGETS = {"a630": 630, "a730": 730, "a740": 740}   # backend/ir3.ARCHS: Adreno gpu ids
 
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
-  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text).
+  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text,
+  "a630", "a730", "a740": an IR3Program, ir3 machine words and their dispatch metadata).
   The cyclic collector is paused throughout, as lower() pauses it: the backends build large acyclic structures
   (machine instructions, INS UOps) whose allocation would otherwise trigger full collections over every live UOp."""
   from .lower import gc_paused
@@ -46,7 +48,11 @@ def _compile(sink: UOp, target: str):
     return compile_kernel(sink, target)
   from .backend.ptx import ARCHS, compile_ptx
   if target in ARCHS: return compile_ptx(sink, target)
-  raise CompileError(f"unknown compile target {target!r} (known: c, {', '.join(AMD_TARGETS)}, {', '.join(ARCHS)})")
+  if target in IR3_TARGETS:
+    from .backend.ir3 import compile_ir3
+    return compile_ir3(sink, IR3_TARGETS[target])
+  raise CompileError(f"unknown compile target {target!r} (known: c, {', '.join(AMD_TARGETS)}, {', '.join(ARCHS)}, "
+                     f"{', '.join(IR3_TARGETS)})")
 
 
 __all__ = ["AddrSpace", "AxisType", "BufferArg", "CompileError", "DType", "KernelInfo", "Ops", "PatternMatcher",

@@ -83,7 +83,7 @@ class QCOMDevice(HCQDevice):
     self._set_up(iface, self._setup)     # a failure closes the iface (the KGSL context, /dev/kgsl-3d0)
 
   def _setup(self) -> None:
-    from ...compiler.backend.ir3.isa import ISA
+    from ...compiler.isa.ir3.isa import ISA
     self.isa = ISA(self.iface.gpu_id)
     ib = self._kgsl(IB_RING_SIZE)
     self.ib_view = ib.cpu
@@ -171,7 +171,7 @@ class QCOMDevice(HCQDevice):
     except UnicodeDecodeError: raise DeviceError(f"{self.name}: load() takes an ir3 program as text (computerator's format)") from None
     name = name or "main"
     kernel, asm = parse(text, name)
-    try: from ...compiler.backend.ir3.asm import Assembler
+    try: from ...compiler.isa.ir3.asm import Assembler
     except ImportError as e: raise DeviceError(f"{self.name}: the ir3 assembler is not available ({e})") from None
     try: code = bytes(Assembler(self.iface.gpu_id).assemble(asm))
     except DeviceError: raise
@@ -181,14 +181,28 @@ class QCOMDevice(HCQDevice):
   def load_code(self, kernel, code: bytes, name: str) -> QCOMProgram:
     """A program from its headers (program.Kernel) and its instruction words (64-bit each, little-endian)."""
     if not code or len(code) % 8: raise DeviceError(f"{self.name}: {name}: {len(code)} bytes of code is not a whole number of instructions")
+    loaded = self._upload(code, name)
+    words = list(array("Q", code))
+    pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
+    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)
+
+  def _upload(self, code: bytes, name: str) -> tuple[int, int]:
+    """(address, bytes) of the instruction words in GPU memory: uploaded once per distinct image."""
+    if not code or len(code) % 8: raise DeviceError(f"{self.name}: {name}: {len(code)} bytes of code is not a whole number of instructions")
     def upload():
       mem = self._kgsl(len(code) + 128)        # the shader is fetched in 128-byte groups
       mem.cpu[:len(code)] = code
       return mem.va, len(code)
-    loaded = self._loaded_image(bytes(code), upload)
-    words = list(array("Q", code))
-    pvt = self._pvt_memory(kernel.pvtmem) if kernel.pvtmem else None
-    return QCOMProgram(self, name, kernel, loaded[0], loaded[1], words, pvt)
+    return self._loaded_image(bytes(code), upload)
+
+  def _compile(self, sink):
+    """A kernel sink through hcq's ir3 backend (compiler/backend/ir3), its dispatch state from the compiled
+    program's metadata (compiled.py)."""
+    from ...compiler.backend.ir3 import compile_ir3
+    from .compiled import CompiledProgram
+    compiled = compile_ir3(sink, self.iface.gpu_id)
+    va, size = self._upload(compiled.code, compiled.name)
+    return CompiledProgram(self, compiled, va, size, list(array("Q", compiled.code)))
 
   def _pvt_memory(self, pvtmem: int) -> int:
     """The private memory of programs with `pvtmem` bytes per fiber: one buffer per size, per_sp_size for each SP

@@ -1,6 +1,6 @@
 """ir3 compute programs in Mesa computerator's format, and how one launches on an Adreno 6xx.
 
-A program is text: headers, then ir3 assembly (assembled by hcq.compiler.backend.ir3.asm):
+A program is text: headers, then ir3 assembly (assembled by hcq.compiler.isa.ir3.asm):
   @localsize X, Y, Z      the work-group size the program is written for (launches must use it)
   @buf N [(cR.c)]         a buffer of N dwords; the i-th @buf is IBO i (ldib/stib slot i, g[i]); with (cR.c) its
                           64-bit address is also put in the constants cR.c, cR.c+1

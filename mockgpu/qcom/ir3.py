@@ -1,6 +1,6 @@
 """The mock Adreno's shader core: an ir3 emulator for the compute programs a CP_EXEC_CS dispatches.
 
-Instructions are decoded once (hcq.compiler.backend.ir3.isa.ISA.decode: the bitset and its fields, Mesa's isaspec)
+Instructions are decoded once (hcq.compiler.isa.ir3.isa.ISA.decode: the bitset and its fields, Mesa's isaspec)
 and turned into Python closures over numpy arrays: every fiber of a batch (whole work-groups, up to BATCH fibers) runs
 together, one array element per fiber, the way mockgpu/amd runs the lanes of a wave.
 
@@ -59,7 +59,7 @@ _ISA = {}
 
 def isa_for(gpu_id: int):
   if gpu_id not in _ISA:
-    from ...compiler.backend.ir3.isa import ISA
+    from ...compiler.isa.ir3.isa import ISA
     _ISA[gpu_id] = ISA(gpu_id)
   return _ISA[gpu_id]
 
@@ -886,7 +886,7 @@ class Dispatch:
     isa = isa_for(gpu_id)
     prog = []
     decoded: dict = {}                           # word -> (decoding, text): a program repeats its words
-    from ...compiler.backend.ir3.isa import DecodeError
+    from ...compiler.isa.ir3.isa import DecodeError
     for pc, w in enumerate(words.tolist()):
       got = decoded.get(w)
       if got is None:

@@ -90,7 +90,7 @@ def build(root: str, out_dir: str, python: str = sys.executable) -> str:
 
 
 def words_for(gen: int, rng: random.Random, per_leaf: int = PER_LEAF, plain: int = PLAIN) -> list[int]:
-  from hcq.compiler.backend.ir3.isa import ISA
+  from hcq.compiler.isa.ir3.isa import ISA
   isa, out = ISA(gen), []
   for b in sorted(isa.leaves["#instruction"], key=lambda b: (b.name, b.match)):
     if not b.gen[0] <= gen <= b.gen[1]: continue

@@ -1,4 +1,4 @@
-"""hcq's ir3 assembler (compiler/backend/ir3/asm.py): Mesa 25's disasm.c text assembles to Mesa's own instruction words,
+"""hcq's ir3 assembler (compiler/isa/ir3/asm.py): Mesa 25's disasm.c text assembles to Mesa's own instruction words,
 and Mesa's computerator example programs assemble (labels, directives, the parser's spellings) into words whose
 disassembly is their source."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from tests.hangguard import ends
 
-from hcq.compiler.backend.ir3.asm import Assembler, AsmError, canonical
-from hcq.compiler.backend.ir3.isa import ISA
+from hcq.compiler.isa.ir3.asm import Assembler, AsmError, canonical
+from hcq.compiler.isa.ir3.isa import ISA
 from hcq.config import from_env
 
 from .mesa_disasm_vectors import load_fixture

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from hcq.cli import main
-from hcq.compiler.backend.ir3.isa import ISA, DecodeError
+from hcq.compiler.isa.ir3.isa import ISA, DecodeError
 from hcq.config import from_env
 
 from .mesa_disasm_vectors import fixture_data, isa_gpu_id, load_fixture

@@ -1,7 +1,7 @@
 """The ir3 instruction set (Adreno shader ISA) as Mesa's isaspec describes it, interpreted: decode an instruction word
 into its bitset (instruction) and fields, and print it the way the description's display templates say.
 
-    from hcq.compiler.backend.ir3.isa import ISA
+    from hcq.compiler.isa.ir3.isa import ISA
     isa = ISA(gpu_id=630)
     isa.disasm_word(0x20244000_00000020)      # 'mov.f32f32 r0.x, c8.x'
 

@@ -1,7 +1,7 @@
 """ir3 assembler: one line of the disassembler's text -> the 64-bit instruction word, by running the description's
-display templates backwards (compiler/backend/ir3/isa.py prints with them).
+display templates backwards (compiler/isa/ir3/isa.py prints with them).
 
-    from hcq.compiler.backend.ir3.asm import Assembler
+    from hcq.compiler.isa.ir3.asm import Assembler
     Assembler(630).assemble_line("mov.f32f32 r0.x, c8.x")     # 0x2024400000000020
 
 For each instruction (leaf bitset) whose name occurs in the line, each display template of it and of its ancestors
