@@ -474,7 +474,7 @@ MOCKGPU_CLEAN = '''"""Drives the emulator from outside: hcq.open("MOCK+AMD") loa
 import importlib
 import hcq
 from hcq import open as hcq_open
-from hcq.compiler.backend.amd.decode import decode_all
+from hcq.compiler.isa.amd.decode import decode_all
 dev = hcq.open("MOCK+AMD")             # the mock comes in through hcq.open
 driver = importlib.import_module("hcq.drivers.amd")
 name = "MOCK+AMD"
@@ -544,7 +544,7 @@ VENDOR_PLANTS = [
   ("import hcq.drivers.nv", "queue"),
   ("from hcq.autogen import kfd", "queue"),
   ("from hcq.autogen import amdgpu_drm as drm", "queue"),
-  ("from hcq.compiler.backend.amd import codeobject", "queue"),
+  ("from hcq.compiler.isa.amd import codeobject", "queue"),
   ("from .queue import Ring as PM4Ring", "queue"),
 ]
 VENDOR_CLEAN = '''"""Rings of a vendor's engines: PM4 (AMD compute), SDMA copies, NV GPFIFO; gfx1100 and KFD are examples."""

@@ -1,1 +1,1 @@
-"""Code generators: c.py (C source + a CPU work-group runner), amd/ (RDNA3: ISA tables, assembler, disassembler, code objects), ptx.py (PTX text for sm_80..sm_100), ir3/ (Adreno shaders: decoder, disassembler and assembler over Mesa's isaspec description)."""
+"""Code generators: c.py (C source + a CPU work-group runner), amd/ (RDNA3/RDNA4/CDNA3 machine code: instruction selection, register allocation, encoding through compiler/isa/amd), ptx.py (PTX text for sm_80..sm_100), ir3/ (Adreno shaders: decoder, disassembler and assembler over Mesa's isaspec description)."""

@@ -14,8 +14,8 @@ import dataclasses
 from array import array
 
 from ...compiler import queue as Q
-from ...compiler.backend.amd.codeobject import CodeObject
-from ...compiler.backend.amd.errors import ISAError
+from ...compiler.isa.amd.codeobject import CodeObject
+from ...compiler.isa.amd.errors import ISAError
 from ...compiler.ir import UOp
 from ...errors import DeviceError
 from ..hcq import Buffer, Ring, round_up

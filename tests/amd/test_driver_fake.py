@@ -11,7 +11,7 @@ import pytest
 
 from hcq import DeviceError, GPUFault, Timeout
 from hcq.drivers.amd import pm4
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.codeobject import CodeObject
 from hcq.drivers.amd.program import image_at
 
 

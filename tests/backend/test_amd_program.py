@@ -9,9 +9,9 @@ import pytest
 
 import hcq
 from hcq.compiler import CompileError, Ops, compile as hcq_compile, examples
-from hcq.compiler.backend.amd.asm import Asm, assemble
-from hcq.compiler.backend.amd.cowriter import Arg, KernelSpec, write_code_object
-from hcq.compiler.backend.amd.errors import AssembleError, CodeObjectError
+from hcq.compiler.isa.amd.asm import Asm, assemble
+from hcq.compiler.isa.amd.cowriter import Arg, KernelSpec, write_code_object
+from hcq.compiler.isa.amd.errors import AssembleError, CodeObjectError
 from hcq.compiler.backend.amd.program import KernelMeta, code_object, compiled_program, ins, program, program_code
 from hcq.compiler.backend.amd.render import compile_linear, GFX1100_TARGET
 from hcq.compiler.lower import lower
@@ -111,6 +111,6 @@ def test_bad_programs_are_refused_naming_the_instruction():
 
 
 def test_a_malformed_argument_tuple_is_a_code_object_error():
-  from hcq.compiler.backend.amd.errors import CodeObjectError
+  from hcq.compiler.isa.amd.errors import CodeObjectError
   from hcq.compiler.backend.amd.program import KernelMeta
   with pytest.raises(CodeObjectError, match=r"kernel k: argument \('a',\): .*missing"): KernelMeta.make("k", [("a",)])

@@ -23,9 +23,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from ...ir import CompileError, Ops, UOp, dtypes
-from .asm import Assembler
-from .cowriter import Arg, KernelSpec, write_code_object
-from .errors import AssembleError, CodeObjectError, DecodeError
+from ...isa.amd.asm import Assembler
+from ...isa.amd.cowriter import Arg, KernelSpec, write_code_object
+from ...isa.amd.errors import AssembleError, CodeObjectError, DecodeError
 
 # the KernelSpec fields a KernelMeta carries as options (name, code and args are its own)
 SPEC_OPTIONS = tuple(f.name for f in dataclasses.fields(KernelSpec) if f.name not in ("name", "code", "args"))
@@ -97,7 +97,7 @@ def _parts(prog: UOp) -> tuple[KernelMeta, tuple]:
 def program_code(prog: UOp) -> bytes:
   """The machine code of a PROGRAM: text INS assembled, encoded ones checked to be one instruction each, labels
   resolved over both (the assembler's two passes, Assembler.assemble_items)."""
-  from .decode import decode
+  from ...isa.amd.decode import decode
   meta, body = _parts(prog)
   items = []
   for i, u in enumerate(body):

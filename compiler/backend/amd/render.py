@@ -28,10 +28,10 @@ from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from . import gfx9, gfx12
 from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
-from .asm import encode_fields, waitcnt_simm16
-from .cowriter import Arg, KernelSpec
-from .errors import AssembleError
-from .tables import arch_tables
+from ...isa.amd.asm import encode_fields, waitcnt_simm16
+from ...isa.amd.cowriter import Arg, KernelSpec
+from ...isa.amd.errors import AssembleError
+from ...isa.amd.tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
 S_NOP0 = bytes.fromhex("000080bf")       # s_nop 0 (llvm-mc-19 -mcpu=gfx942: [0x00,0x00,0x80,0xbf])

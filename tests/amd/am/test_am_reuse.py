@@ -118,8 +118,8 @@ def test_a_process_killed_mid_work_leaves_a_gpu_that_is_reset_and_booted(navi_mo
 def test_a_process_killed_mid_kernel_leaves_a_gpu_that_is_reset_and_booted(navi_modes):
   """An endless kernel in flight when its process dies: its waves' memory goes, the dispatch ends with a fault (no
   crash), the queue keeps its work, and the next open resets the GPU."""
-  from hcq.compiler.backend.amd.asm import assemble
-  from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+  from hcq.compiler.isa.amd.asm import assemble
+  from hcq.compiler.isa.amd.cowriter import KernelSpec, write_code_object
   os, gpu = navi_modes
   dev = open_am(os, 0, os.config)
   spin = dev.load(write_code_object([KernelSpec("spin", assemble("loop:\n  s_branch loop\n  s_endpgm"))]), "spin")

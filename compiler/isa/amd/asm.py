@@ -4,7 +4,7 @@ Text (for people):
     assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments;
                                                                    "name:" defines a label for s_branch/s_cbranch_*)
 DSL (for the compiler):
-    from hcq.compiler.backend.amd.asm import Asm, v, s
+    from hcq.compiler.isa.amd.asm import Asm, v, s
     a = Asm()
     a.s_load_b64(s[0:1], s[0:1], 0x10)
     a.v_add_f32_e32(v[2], v[2], v[3])
@@ -854,5 +854,5 @@ class Asm:
     """These instructions as a PROGRAM(LINEAR(INS ...)), one INS per instruction or label (program.py): the form a
     compiled kernel takes too; program.code_object(p) writes the code object, dev.compile(p) loads it. meta:
     KernelMeta.make's keywords (args=[cowriter.Arg, ...], vgpr_count=, sgpr_count=, workgroup_ids=, ...)."""
-    from .program import program
+    from ...backend.amd.program import program
     return program(name, self.lines, arch=self._asm.arch, **meta)

@@ -1,6 +1,6 @@
 """RDNA3 instruction decoder: bytes -> Inst.
 
-    from hcq.compiler.backend.amd.decode import decode, decode_all
+    from hcq.compiler.isa.amd.decode import decode, decode_all
     inst = decode(code, offset=0, arch="gfx1100")
     inst.name       # LLVM mnemonic as llvm-objdump prints it: "v_add_f32_e32", "s_load_b128", "v_add_f32_dpp"
     inst.encoding   # microcode format: SOP1 SOP2 SOPK SOPC SOPP SMEM VOP1 VOP2 VOPC VOP3 VOP3SD VOP3P VOPD VINTERP
