@@ -2,7 +2,7 @@
 queues) and the first kernel (the demo's empty one) to its end, in a fresh process each round (a cold start: imports
 included), and the same inside one process (the boot alone, warm imports). Then the partial boot: a process killed
 after its first kernel (MockOS.exit_process: SIGKILL, no close) and the next one opening the same mock GPU, which it
-reuses (open_am, what hcq.open("MOCKPCI+AMD") calls, on one MockOS: hcq.open would build a fresh mock each time).
+reuses (am.iface.open_am, what hcq.open("MOCKPCI+AMD") calls, on one MockOS: hcq.open would build a fresh mock each time).
 
     HCQ_FIRMWARE_DIR=<firmware-amd-graphics 20230210-5 lib/firmware/amdgpu> .venv/bin/python bench/am_boot.py [--rounds 3]
 
@@ -34,7 +34,8 @@ CHILD_REUSE = """
 import time
 from hcq import _mock_os
 from hcq.config import from_env
-from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.iface import open_am
 from hcq.drivers.amd.kernels import demo_code_object
 cfg = from_env()
 os = _mock_os("AMD", "PCI", 0, cfg)
@@ -92,7 +93,7 @@ def reuse_rounds(rounds: int) -> list[tuple[float, float]]:
   """(open, first kernel done) seconds of each process after the previous one was killed after its first kernel."""
   from hcq import _mock_os         # the MockOS hcq.open("MOCKPCI+AMD") would build (as `hcq am boot --mock` does)
   from hcq.config import from_env
-  from hcq.drivers.amd.am.device import open_am
+  from hcq.drivers.amd.am.iface import open_am
   from hcq.drivers.amd.kernels import demo_code_object
   cfg = from_env()
   os = _mock_os("AMD", "PCI", 0, cfg)

@@ -8,7 +8,7 @@
 errors, config and safefiles (hcq's private cache folders) are importable from anywhere.
 Plus: only config.py reads environment variables; nothing uses a shell; only drivers/system touches the OS; nothing
 outside tests/ and hcq.open reaches mockgpu (bench/ included: a benchmark opens "MOCK+AMD" like any user); the generic
-runtime drivers/hcq names no vendor.
+runtime drivers/hcq names no vendor; no import cycles anywhere in the package, imports inside functions counted.
 
 Each rule is a function of a parsed module that returns its findings; the `test_plant_*` tests feed each one small
 modules that break the rule in the ways it must see through (aliases, getattr, dynamic imports) and a clean one.
@@ -96,10 +96,12 @@ def _is_module(dotted: str) -> bool:
   return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
 
 
-def imports_in(tree: ast.Module, package: list[str] | None):
-  """(dotted module, line) for every import in tree, relative ones resolved against package (None: a script, whose
-  relative imports cannot resolve). `from P import n` names P.n when that is a module, else P: `from hcq import
+def imports_in(tree: ast.Module, package: list[str] | None, is_module=None):
+  """(dotted module, line) for every import in tree (at module level or inside a function, a class or a branch),
+  relative ones resolved against package (None: a script, whose relative imports cannot resolve). `from P import n`
+  names P.n when that is a module (is_module(P.n); default: a file of this repository), else P: `from hcq import
   mockgpu` is an import of hcq.mockgpu, `from hcq import open` one of hcq."""
+  is_module = is_module or _is_module
   for node in _walk(tree):
     if isinstance(node, ast.ImportFrom):
       if node.level:
@@ -108,7 +110,7 @@ def imports_in(tree: ast.Module, package: list[str] | None):
       else: base = node.module or ""
       for a in node.names:
         full = f"{base}.{a.name}"
-        yield (full if a.name != "*" and _is_module(full) else base), node.lineno
+        yield (full if a.name != "*" and is_module(full) else base), node.lineno
     elif isinstance(node, ast.Import):
       for a in node.names: yield a.name, node.lineno
 
@@ -153,6 +155,72 @@ def test_layers():
       if dst in BASE: continue
       if not allowed(src, dst): bad.append(f"{path.relative_to(ROOT)}:{line}: {src or 'hcq'} imports {dst_mod or 'hcq'}")
   assert not bad, "layering violations:\n" + "\n".join(bad)
+
+
+# ---- no import cycles, counting the imports inside functions (a lazy import still ties two modules together)
+
+def import_graph(trees: dict) -> dict[str, dict[str, int]]:
+  """{module: {imported module: line}} over trees ({dotted module name: (syntax tree, is a package)}), every import
+  of one of those modules counted wherever it is written; a module's import of itself is no edge."""
+  known = set(trees)
+  graph = {}
+  for name, (tree, is_package) in trees.items():
+    me = name.split(".")
+    edges = graph[name] = {}
+    for dst, line in imports_in(tree, me if is_package else me[:-1], known.__contains__):
+      if dst in known and dst != name: edges.setdefault(dst, line)
+  return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+  """The strongly connected components of more than one module (Tarjan's algorithm, iterative): each holds at least
+  one cycle of imports. Sorted, each sorted."""
+  index, low, stack, on_stack, found = {}, {}, [], set(), []
+  for root in sorted(graph):
+    if root in index: continue
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = len(index)
+    stack.append(root)
+    on_stack.add(root)
+    while work:
+      v, children = work[-1]
+      w = next(children, None)
+      if w is not None:
+        if w not in index:
+          index[w] = low[w] = len(index)
+          stack.append(w)
+          on_stack.add(w)
+          work.append((w, iter(sorted(graph.get(w, ())))))
+        elif w in on_stack: low[v] = min(low[v], index[w])
+        continue
+      work.pop()
+      if work: low[work[-1][0]] = min(low[work[-1][0]], low[v])
+      if low[v] == index[v]:
+        comp = []
+        while True:
+          w = stack.pop()
+          on_stack.discard(w)
+          comp.append(w)
+          if w == v: break
+        if len(comp) > 1: found.append(sorted(comp))
+  return sorted(found)
+
+
+def _cycle_text(graph, comp: list[str]) -> str:
+  inside = set(comp)
+  return "\n".join(f"  {a} -> {b} (line {graph[a][b]})" for a in comp for b in sorted(graph[a]) if b in inside)
+
+
+def package_trees() -> dict:
+  return {module_name(p): (parse(p), p.name == "__init__.py") for p in modules()}
+
+
+def test_no_import_cycles():
+  graph = import_graph(package_trees())
+  assert len(graph) > 300, "the import graph must cover the whole package"
+  cycles = import_cycles(graph)
+  assert not cycles, f"{len(cycles)} import cycle(s) (docs/DESIGN.md §2):\n" + \
+    "\n".join(f"{' <-> '.join(c)}:\n{_cycle_text(graph, c)}" for c in cycles)
 
 
 def test_mockgpu_imports_only_the_interface_of_drivers_system():
@@ -565,3 +633,32 @@ def test_plant_vendor_name_is_caught(source, module):
 
 def test_plant_vendor_clean_module_passes():
   assert _findings(vendor_identifiers, VENDOR_CLEAN, "queue") == []
+
+
+def _plant_graph(sources: dict[str, str]) -> dict:
+  """The import graph of planted modules: {dotted name: source}; a name ending in .__init__ is a package."""
+  trees = {}
+  for name, source in sources.items():
+    package = name.endswith(".__init__")
+    trees[name.removesuffix(".__init__")] = (ast.parse(source), package)
+  return import_graph(trees)
+
+
+CYCLE_PLANTS = [
+  {"hcq.a": "from .b import f", "hcq.b": "def f():\n  from .a import g\n  return g"},          # lazy on one side
+  {"hcq.a": "import hcq.b", "hcq.b": "class C:\n  def m(self):\n    import hcq.c", "hcq.c": "from hcq.a import x"},
+  {"hcq.p.__init__": "def run():\n  from .engine import go", "hcq.p.engine": "from . import Stats"},  # package <-> module
+  {"hcq.p.__init__": "", "hcq.p.x": "from . import y", "hcq.p.y": "if True:\n  from hcq.p import x"},
+]
+CYCLE_CLEAN = {"hcq.p.__init__": "from .x import f\ndef g():\n  from .y import h", "hcq.p.x": "from .z import k",
+               "hcq.p.y": "from .z import k\nfrom .x import f", "hcq.p.z": "import os"}
+
+
+@pytest.mark.parametrize("sources", CYCLE_PLANTS)
+def test_plant_import_cycle_is_caught(sources):
+  assert import_cycles(_plant_graph(sources)), f"not caught: {sources}"
+
+
+def test_plant_import_cycle_clean_graph_passes():
+  graph = _plant_graph(CYCLE_CLEAN)
+  assert graph["hcq.p"] == {"hcq.p.x": 1, "hcq.p.y": 3} and import_cycles(graph) == []

@@ -36,7 +36,7 @@ def open_device(iface: str, index: int, os, config, label: str | None = None):
     from .kfd import KFDIface
     return AMDDevice(KFDIface(os, index, config, label=label), os, config)
   if iface == "PCI":
-    from .am.device import open_am
+    from .am.iface import open_am
     return open_am(os, index, config, label)
   if iface == "USB":
     from .am.usb import open_am_usb

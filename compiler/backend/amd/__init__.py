@@ -2,7 +2,7 @@
 reader/writer it uses are the instruction-set toolkit, compiler/isa/amd/).
 
     program.py     PROGRAM(LINEAR(INS ...)): instructions (text, labels or encodings) as UOps with a KernelMeta;
-                   code_object(*programs) -> bytes, the path of hand-written (Asm().program) and compiled kernels
+                   code_object(*programs) -> bytes, the path of hand-written (program(name, Asm)) and compiled kernels
 The backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
 (linear scan; VGPRs spill to scratch, SGPRs to VGPR lanes), render.py (waitcnt, encoding), render_hazards.py (gfx11
 waits, RDNA4 s_wait_alu, CDNA3 s_nop) and hazard_check.py (an independent checker of those hazards over the bytes);

@@ -20,7 +20,7 @@ Each step is recorded in `steps` as (block, step, seconds since open) and passed
 SR-IOV virtual function (virt.py): when RCC_IOV_FUNC_IDENTIFIER says "VF", the host already booted the GPU: the
 boot asks the PF for init data and exclusive init access through the mailbox before discovery, runs nbio, gmc, ih and
 gfx (no PSP, no SMU: the host owns them and loaded every firmware; gfx checks the host's RLC autoload completed), and
-keeps the access until the runtime device's queues exist (end_init, from open_am); close asks for fini access first.
+keeps the access until the runtime device's queues exist (end_init, from iface.open_am); close asks for fini access first.
 
 Partial boot (reuse.py, reset.py): a GPU a previous AM process left booted is reused when its boot record and state
 check out, else mode-1 reset and booted in full (not on a VF: the host owns the firmware).
@@ -226,16 +226,3 @@ def find_functions(os) -> list[str]:
   from ...system.pci import PCIDevice
   from .pci import SUPPORTED, VENDOR_AMD
   return [d.addr for d in PCIDevice.enumerate(os, vendor=VENDOR_AMD, device=list(SUPPORTED))]
-
-
-def open_am(os, index: int, config, label: str | None = None):
-  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMIface)."""
-  from ..device import AMDDevice
-  from .iface import AMIface
-  iface = AMIface(os, index, config, label)
-  dev = AMDDevice(iface, os, config)      # makes the queues (on failure it closes the iface: access released there)
-  try: iface.am.end_init()
-  except BaseException:
-    dev.close()
-    raise
-  return dev

@@ -272,3 +272,15 @@ class AMIface:
     finally:
       am.close()
       self.am = None
+
+
+def open_am(os, index: int, config, label: str | None = None):
+  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMIface)."""
+  from ..device import AMDDevice
+  iface = AMIface(os, index, config, label)
+  dev = AMDDevice(iface, os, config)      # makes the queues (on failure it closes the iface: access released there)
+  try: iface.am.end_init()
+  except BaseException:
+    dev.close()
+    raise
+  return dev

@@ -12,7 +12,8 @@ from hcq.drivers.amd.am import gmc as G
 from hcq.drivers.amd.am import iface as ifacemod
 from hcq.drivers.amd.am import nbio as nbiomod
 from hcq.drivers.amd.am import psp as pspmod
-from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.iface import open_am
 from hcq.drivers.amd.am.psp import PSPError
 from hcq.errors import DeviceError, Timeout
 from tests.fixtures.opencl.kernels import KERNELS

@@ -9,7 +9,8 @@ import pytest
 
 from hcq.cli import main as hcq_main
 from hcq.drivers.amd import pm4
-from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.iface import open_am
 from hcq.errors import DeviceError, Timeout
 from hcq.mockgpu.amd.am.discovery import GC_HWID
 from tests.amd.am.test_am_corpus import run
