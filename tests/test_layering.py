@@ -8,7 +8,8 @@
 errors, config and safefiles (hcq's private cache folders) are importable from anywhere.
 Plus: only config.py reads environment variables; nothing uses a shell; only drivers/system touches the OS; nothing
 outside tests/ and hcq.open reaches mockgpu (bench/ included: a benchmark opens "MOCK+AMD" like any user); the generic
-runtime drivers/hcq names no vendor; no import cycles anywhere in the package, imports inside functions counted.
+runtime drivers/hcq names no vendor; no driver learns that it runs on a mock (no string, name or attribute that
+says mock outside its DRIVER declaration); no import cycles anywhere in the package, imports inside functions counted.
 
 Each rule is a function of a parsed module that returns its findings; the `test_plant_*` tests feed each one small
 modules that break the rule in the ways it must see through (aliases, getattr, dynamic imports) and a clean one.
@@ -441,6 +442,81 @@ def test_generic_runtime_names_no_vendor():
   for path in sorted((ROOT / "drivers" / "hcq").glob("*.py")):
     bad += [f"{path.relative_to(ROOT)}:{f}" for f in vendor_identifiers(parse(path), path.stem)]
   assert not bad, "vendor names in the generic runtime drivers/hcq:\n" + "\n".join(bad)
+
+
+# ---- no driver learns that it runs on a mock
+
+def _declaration_nodes(tree) -> set[int]:
+  """ids of the nodes of the module's `DRIVER = Driver(...)` declaration (its mock spec names and entry belong there)."""
+  inside = set()
+  for node in _walk(tree):
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      if any(isinstance(t, ast.Name) and t.id == "DRIVER" for t in targets) and node.value is not None:
+        inside |= {id(n) for n in ast.walk(node.value)}
+  return inside
+
+
+def mock_knowledge(tree) -> list[str]:
+  """Every way a driver module could learn that it runs on the embedded mock, outside its DRIVER declaration: a
+  string that says mock (any case, built from constants too: label.startswith("MOCK"), "MO" + "CK" in spec, a
+  compare of a label's part with "mock") and a name, attribute, argument or keyword that says it (spec.is_mock,
+  Interface.mocks, config.nv_mock_gpu). A driver gets an OS interface object and a label for its errors; what
+  stands behind the object is hcq.open's business (docs/DESIGN.md §2)."""
+  found, skip = [], _declaration_nodes(tree)
+  for node, value in _strings(tree):
+    if id(node) not in skip and "mock" in value.lower(): found.append(f"{node.lineno}: {value!r}")
+  for node in _walk(tree):
+    if id(node) in skip: continue
+    name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+            else node.arg if isinstance(node, (ast.arg, ast.keyword)) else None)
+    if name and "mock" in name.lower(): found.append(f"{node.lineno}: {name}")
+  return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def test_no_driver_learns_it_runs_on_a_mock():
+  """Outside drivers/hcq/registry.py (the declaration's schema: Interface.mocks, Interface.mock, which hcq.open
+  reads), no driver module mentions the mock but in its DRIVER declaration."""
+  bad, declared = [], 0
+  for path in sorted((ROOT / "drivers").rglob("*.py")):
+    if path == ROOT / "drivers" / "hcq" / "registry.py": continue
+    tree = parse(path)
+    declared += bool(_declaration_nodes(tree))
+    bad += [f"{path.relative_to(ROOT)}:{f}" for f in mock_knowledge(tree)]
+  assert declared >= 5, "the check must see the drivers' DRIVER declarations"
+  assert not bad, "a driver must not know whether it runs on a mock:\n" + "\n".join(bad)
+
+
+MOCK_KNOWLEDGE_PLANTS = [
+  "def open_device(iface, index, os, config, label=None):\n  if label.startswith('MOCK'): index = 0",
+  "class D:\n  def f(self):\n    if 'MOCK' in self.label: return 1",
+  "def f(spec):\n  return spec.iface == 'MO' + 'CK'",
+  "def f(label):\n  return label.split('+')[0].lower() == 'mock'",
+  "def f(label):\n  return label[:4] == f\"{'MO'}CK\"",
+  "def f(spec):\n  if spec.is_mock: return 1",
+  "from . import DRIVER\ndef f(label):\n  return label.partition('+')[0] in DRIVER.interfaces[0].mocks",
+  "def f(config):\n  return config.nv_mock_gpu is not None",
+  "import re\ndef f(label):\n  return re.match('MO' 'CK', label)",
+  "def f(*, on_mock=False):\n  return on_mock",
+  "import hcq\ndef f(label):\n  return hcq.parse_spec(label).is_mock",
+]
+MOCK_KNOWLEDGE_CLEAN = '''"""A driver: a docstring may say that hcq.open("MOCK+X") opens it on the mock."""
+DRIVER = Driver(vendor="X", module=__name__, summary="x", default="PCI",
+                interfaces=(Interface("PCI", "the function", mocks=("MOCK", "MOCKPCI"), mock="x.pci_os"),))
+def open_device(iface, index, os, config, label=None):
+  label = label or f"PCI+X:{index}"          # named in errors, never inspected
+  if iface != "PCI": raise ValueError(f"{label}: no interface {iface}")
+  return os.open(f"/dev/x{index}")
+'''
+
+
+@pytest.mark.parametrize("source", MOCK_KNOWLEDGE_PLANTS)
+def test_plant_driver_mock_knowledge_is_caught(source):
+  assert _findings(mock_knowledge, source), f"not caught:\n{source}"
+
+
+def test_plant_driver_mock_knowledge_clean_module_passes():
+  assert _findings(mock_knowledge, MOCK_KNOWLEDGE_CLEAN) == []
 
 
 # ---- drivers reach the OS only through the OS interface

@@ -21,12 +21,12 @@ from ..hcq.registry import Driver, Interface
 DRIVER = Driver(
   vendor="AMD", module=__name__, summary="AMD GPUs (gfx1100, gfx1200, gfx942)", default="KFD",
   interfaces=(Interface("KFD", "through the amdgpu kernel driver's /dev/kfd", mocks=("MOCK", "MOCKKFD"),
-                        probe="/dev/kfd"),
+                        mock="amd.kfd_os", probe="/dev/kfd"),
               Interface("PCI", "from userspace over PCI (AM: hcq boots the GPU itself; gfx1100 / Navi 31 only so far, "
                         "amdgpu unbound)",
-                        mocks=("MOCKPCI",)),
+                        mocks=("MOCKPCI",), mock="amd.pci_os"),
               Interface("USB", "from userspace through an ASM24xx USB4-to-PCIe bridge (AM over PCIe TLPs; Navi 31)",
-                        mocks=("MOCKUSB",))))
+                        mocks=("MOCKUSB",), mock="amd.usb_os")))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):

@@ -21,7 +21,7 @@ from ..hcq.registry import Driver, Interface
 DRIVER = Driver(
   vendor="NV", module=__name__, summary="NVIDIA GPUs (Ampere, Ada, Hopper, Blackwell)", default="RM",
   interfaces=(Interface("RM", "through nvidia.ko's resource manager (/dev/nvidiactl) and UVM", mocks=("MOCK",),
-                        probe="/dev/nvidiactl"),))
+                        mock="nv.rm_os", probe="/dev/nvidiactl"),))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):

@@ -15,7 +15,7 @@ from ..hcq.registry import Driver, Interface
 DRIVER = Driver(
   vendor="QCOM", module=__name__, summary="Qualcomm Adreno 6xx GPUs (a630)", default="KGSL", max_index=0,
   interfaces=(Interface("KGSL", "through Qualcomm's kernel driver /dev/kgsl-3d0", mocks=("MOCK",),
-                        probe="/dev/kgsl-3d0"),))
+                        mock="qcom.kgsl_os", probe="/dev/kgsl-3d0"),))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):
