@@ -27,6 +27,7 @@ from ...errors import GPUFault, OSCallError
 from ..files import MockFile
 from ..intervals import Intervals
 from ..mmio import DoorbellMMIO
+from ..userptr import readable as _readable
 from . import regs as R
 from .cwsr import cwsr_sizes
 from .queues import COMPUTE, COMPUTE_AQL, SDMA
@@ -47,27 +48,6 @@ PAGE = 0x1000
 def _bindings():
   from ...autogen import amdgpu_drm, kfd
   return kfd, amdgpu_drm
-
-
-def _readable(addr: int, size: int) -> bool:
-  """Whether [addr, addr+size) is readable process memory, without touching it from Python: the kernel copies it into
-  a pipe and answers EFAULT for a bad pointer (a user pointer in an ioctl must never crash the host)."""
-  if addr <= 0 or size < 0: return False
-  if size == 0: return True
-  r, w = _os.pipe()
-  try:
-    done = 0
-    while done < size:
-      n = min(size - done, 32768)
-      buf = (ctypes.c_char * n).from_address(addr + done)
-      try: _os.write(w, memoryview(buf))   # the kernel copies from user memory: EFAULT for a bad pointer
-      except OSError: return False
-      _os.read(r, n)
-      done += n
-    return True
-  finally:
-    _os.close(r)
-    _os.close(w)
 
 
 class Allocation:

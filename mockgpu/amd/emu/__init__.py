@@ -54,7 +54,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ....errors import GPUFault
-from .memory import GPUMemory, host_view
+from ...gpumem import GPUMemory, host_view
 from .results import DispatchStats, InstructionBudgetExceeded
 
 __all__ = ["GPUMemory", "ScratchSetup", "DispatchStats", "InstructionBudgetExceeded", "dispatch", "start", "host_view",

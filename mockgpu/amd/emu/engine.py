@@ -501,7 +501,7 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
 
 
 def _host_u32(address: int, words: int):
-  from .memory import host_view
+  from ...gpumem import host_view
   return host_view(address, words * 4, np.uint32)
 
 
