@@ -1,5 +1,5 @@
 """The mock Adreno (a630 by default) behind /dev/kgsl-3d0: the KGSL ioctls as a model (kgsl.py), its command
-processor (cp.py) and an ir3 emulator for the compute shaders it dispatches (ir3.py)."""
+processor (cp.py) and an ir3 emulator for the compute shaders it dispatches (ir3/: split along its sections)."""
 from __future__ import annotations
 
 
