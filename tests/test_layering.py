@@ -738,3 +738,15 @@ def test_plant_import_cycle_is_caught(sources):
 def test_plant_import_cycle_clean_graph_passes():
   graph = _plant_graph(CYCLE_CLEAN)
   assert graph["hcq.p"] == {"hcq.p.x": 1, "hcq.p.y": 3} and import_cycles(graph) == []
+
+
+# ---- test files are named after what they test, not after the review or round that asked for them
+
+REVIEW_NAMES = re.compile(r"review|audit|follow_?up|fixes|round_?\d|issue_?\d", re.IGNORECASE)
+
+
+def test_test_files_are_named_after_what_they_test():
+  tests = sorted((ROOT / "tests").rglob("test_*.py"))
+  assert len(tests) > 100
+  bad = [str(p.relative_to(ROOT)) for p in tests if REVIEW_NAMES.search(p.stem)]
+  assert not bad, "test files named after a review or a round, not what they test:\n" + "\n".join(bad)

@@ -1,4 +1,4 @@
-"""The final review of the multi-target AMD work, each item held by a test: an unsupported GPU closes what it opened
+"""The limits of the multi-target AMD driver and its mock: an unsupported GPU closes what it opened
 and names itself, an SDMA version below every known one is a DeviceError, the mock takes SDMA 5.x like the driver, and
 AQL scratch past its 32-bit descriptor is refused by name."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Review follow-ups of the AM driver (issue 15): two AM devices in one process, the IH ring's overflow, wrong
-firmware files, thread safety, the order of close."""
+"""The AM driver's life cycle beyond one boot (issue 15): two AM devices in one process, the IH ring's overflow, wrong
+firmware files, thread safety, the order of close, an absent or unanswering PCI function."""
 import ctypes
 import os as _os
 import struct
