@@ -5,7 +5,7 @@ Engines: "compute", a PM4 compute queue (kernels, signals, timestamps, barriers)
 MI300-class) an AQL queue carrying the same PM4 in indirect buffers and kernels as dispatch packets (aql.py), as the
 reference runs them; and "copy", an SDMA queue. The compute registers and the cache-control packet forms are the GC
 IP version's (pm4.gc_registers, from the generated gc_<version>_compute modules). What is
-AMD's here: the PM4/SDMA lowering tables (lower.py), the compute queue's register state (a launch whose static
+AMD's here: the PM4/SDMA packet tables (packets.py), the compute queue's register state (a launch whose static
 registers are still on the queue sends only those that change), scratch, code-object loading, the interrupt that a
 blocked wait asks for (KFD events), and bound launches as INDIRECT_BUFFERs."""
 from __future__ import annotations
@@ -21,8 +21,8 @@ from ...errors import DeviceError
 from ..hcq import Buffer, Ring, round_up
 from ..hcq.engine import FIRST_VENDOR_SLOT, PREVIOUS_VALUE, T_END, T_START, TIMELINE, TIMELINE_VALUE, V_PREV, RingEngine
 from ..hcq.runtime import HCQDevice, Submission
-from . import aql, lower, pm4, sdma
-from .lower import COMPUTE, COPY
+from . import aql, packets, pm4, sdma
+from .packets import COMPUTE, COPY
 from .program import AMDProgram, RepeatDispatch, image_at
 
 IRQ_SLOT = FIRST_VENDOR_SLOT
@@ -75,13 +75,13 @@ class AMDDevice(HCQDevice):
 
   def _setup(self) -> None:
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
-    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
+    self.packet_ctx = packets.PacketCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
                                     sdma=self.sdma)
     self._start_runtime()
     # the amd_queue_t kernels get as their queue pointer (queue_ptr, hidden_queue_ptr): an AQL queue's own, else a
     # zeroed one
     self.queue_desc_va = self.compute.ring.hwq.gart.va if self.aql else self._host_memory(0x1000)[0]
-    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
+    irq_ctx = packets.PacketCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
                              sdma=self.sdma)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
     self._arms = {name: e.build(Q.queue(name, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), irq_ctx)
@@ -103,13 +103,13 @@ class AMDDevice(HCQDevice):
     return {("param", IRQ_SLOT): self.irq_signal.va}
 
   def _make_engines(self, links: dict):
-    engines = {name: RingEngine(name, lower.MATCHERS[name], self._make_ring(name, *RINGS[name]), self.lower_ctx, links)
+    engines = {name: RingEngine(name, packets.MATCHERS[name], self._make_ring(name, *RINGS[name]), self.packet_ctx, links)
                for name in ((COPY,) if self.aql else (COMPUTE, COPY))}
     if self.aql:
       ring = self._make_ring(COMPUTE, *RINGS[aql.ENGINE])
       ib = self.iface.alloc(aql.ib_area_size(ring), kind="gtt")    # the PM4 of each ring slot's vendor packet
       self._mems.append(ib)
-      engines[COMPUTE] = aql.AQLEngine(COMPUTE, lower.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.lower_ctx, links)
+      engines[COMPUTE] = aql.AQLEngine(COMPUTE, packets.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.packet_ctx, links)
       aql.describe_queue(ring.hwq.gart.cpu, ring.hwq.ring.va, ring.hwq.ring.size, self.props)
     return {name: engines[name] for name in (COMPUTE, COPY)}
 
@@ -333,7 +333,7 @@ class AMDDevice(HCQDevice):
 
 
 class _BoundIB:
-  """Bound launches as one command buffer in device memory: barrier + dispatch per launch (lowered from a queue
+  """Bound launches as one command buffer in device memory: barrier + dispatch per launch (the packets of a queue
   program), each with its kernargs recorded next to it; a run writes only an INDIRECT_BUFFER packet."""
 
   def __init__(self, dev: AMDDevice, planned):

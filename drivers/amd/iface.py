@@ -1,7 +1,7 @@
 """What AMDDevice needs from the layer below it: the contract a KFD, PCI (AM) or USB iface implements.
 
 KFDIface (kfd.py) goes through the amdgpu kernel driver's /dev/kfd. A PCI or USB iface (pci.py, usb.py) would run its
-own page tables, rings and interrupts on the same contract, so that AMDDevice, the queue lowering and the programs stay
+own page tables, rings and interrupts on the same contract, so that AMDDevice, the queue programs' packets and the programs stay
 the same."""
 from __future__ import annotations
 

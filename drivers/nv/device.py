@@ -1,8 +1,8 @@
 """NVDevice: the NV vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over RMIface (rm.py).
 
 Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (launches by QMD, semaphores), and
-"copy", a GPFIFO channel with the copy object on subchannel 4; both lower queue programs by the pattern matchers of
-lower.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
+"copy", a GPFIFO channel with the copy object on subchannel 4; both turn queue programs into packets by the pattern matchers of
+packets.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
 Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
 buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
 a CUDA fatbin), and faults read from the channels' error notifiers (the Xid) and nvidia.ko's kernel log (its cause)
@@ -19,7 +19,7 @@ from ..hcq import Buffer, round_up
 from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
 from ...autogen.nv import rm_abi as abi
-from . import gpfifo as G, lower, qmd
+from . import gpfifo as G, packets, qmd
 from .sm import (CB0_DIMS_END, LOCAL_RESERVE, MAX_LOCAL_PER_THREAD, carveouts_kb, max_threads_for_registers, sass_version, shared_memory_size,
                  sm_config)
 from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
@@ -86,8 +86,8 @@ class NVDevice(HCQDevice):
     if llo % 32 or lhi != llo + 31 or ulo != llo + 32:
       raise DeviceError(f"{self.name}: QMD v{self.qmd_major}'s constant buffer address is not a dword and the next")
     self._cb_byte, self._cb_upper_mask = llo // 8, (1 << (uhi - ulo + 1)) - 1
-    self.channels = {lower.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
-                     lower.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
+    self.channels = {packets.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
+                     packets.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
     self.iface.schedule()
     self._start_runtime()
     # bind the engine objects to their subchannels; the compute channel's shared and local memory windows
@@ -108,7 +108,7 @@ class NVDevice(HCQDevice):
     engines = {}
     for name, ch in self.channels.items():
       va, cpu = self._host_memory(PUSHBUFFER_SIZE)
-      engines[name] = G.GPFifoEngine(name, lower.MATCHERS[name], None, links, ch, va, cpu, self.os, self.timeout_s,
+      engines[name] = G.GPFifoEngine(name, packets.MATCHERS[name], None, links, ch, va, cpu, self.os, self.timeout_s,
                                      idle=self._block)
     return engines
 
@@ -209,7 +209,7 @@ class NVDevice(HCQDevice):
     els.append(Q.store(TIMELINE, TIMELINE_VALUE))
     # constant bank 0's c[0][0x0..0x18]: blockDim and gridDim, which SASS reads for %ntid and %nctaid
     dims = struct.pack("<6I", *block, *grid)
-    return NVShape(self.compute.build(Q.queue(lower.COMPUTE, *els)), template, cb_size, grid, block, dims)
+    return NVShape(self.compute.build(Q.queue(packets.COMPUTE, *els)), template, cb_size, grid, block, dims)
 
   def _ensure_local(self, per_thread: int) -> int:
     """Local memory (thread stacks, local arrays) for per_thread bytes on every warp slot of the GPU, grown on
@@ -248,7 +248,7 @@ class NVDevice(HCQDevice):
     # the template's upper dword holds other fields' bits above the address's: keep them
     upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
     struct.pack_into("<II", view, at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
-    return shape.cmd.fill({lower.V_QMD: va + cb, V_TIMELINE: value})
+    return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:

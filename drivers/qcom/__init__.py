@@ -3,7 +3,7 @@
   device.py    QCOMDevice on the HCQ runtime; KGSLEngine: the first engine that submits by ioctl (GPU_COMMAND)
   kgsl.py      KGSLIface: properties, memory objects, the draw context, submissions, timestamp waits, fault status
   cp.py        CP packets as data: type-4 register writes and type-7 packets with their parity bits; a decoder
-  lower.py     queue programs -> CP packets (a pattern matcher)
+  packets.py   queue programs -> CP packets (a pattern matcher)
   program.py   ir3 compute programs in Mesa computerator's format; the launch (registers, CP_LOAD_STATE6, CP_EXEC_CS)
 
 DRIVER declares the interface to hcq.open (drivers/hcq/registry.py); open_device builds a device for one."""

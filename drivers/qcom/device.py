@@ -4,12 +4,12 @@ KGSL is the first engine that takes its words by ioctl, not through a ring and a
 submission's CP packets, copies them into an indirect buffer (a wrapping ring in GPU memory that keeps each
 submission's words until the timeline passes it) and submits that buffer with IOCTL_KGSL_GPU_COMMAND, which returns
 the context's timestamp for it. The timeline signal is still written by the stream itself (CP_EVENT_WRITE with a
-timestamp, lower.py); a wait that is not done after its busy polls blocks in IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID
+timestamp, packets.py); a wait that is not done after its busy polls blocks in IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID
 for the submission's timestamp, which also reports a faulted context (GPUFault naming the context and timestamp).
 
 Memory: every buffer is a KGSL memory object mapped for the CPU (Adreno shares the system's memory), so copies are
 CPU copies after the device is idle, as the runtime does for host buffers; there is no copy engine (the runtime's
-"copy" name refers to the compute engine, whose lowering refuses copies)."""
+"copy" name refers to the compute engine, whose packet table refuses copies)."""
 from __future__ import annotations
 
 import bisect
@@ -22,8 +22,8 @@ from ..hcq import Buffer
 from ..hcq.alloc import LaunchRing
 from ..hcq.engine import T_END, T_START, TIMELINE, TIMELINE_VALUE, Engine
 from ..hcq.runtime import HCQDevice, Submission
-from . import lower
-from .lower import COMPUTE
+from . import packets
+from .packets import COMPUTE
 from .program import V_CONSTS, V_IBOS, QCOMProgram, parse
 
 IB_RING_SIZE = 4 << 20
@@ -42,7 +42,7 @@ class KGSLEngine(Engine):
   def __init__(self, dev: "QCOMDevice", links: dict):
     self.dev, self.pending = dev, []
     self.submitted: deque[tuple[int, int]] = deque(maxlen=4096)   # (timeline value, KGSL timestamp)
-    super().__init__(COMPUTE, lower.pm_cp, None, links)
+    super().__init__(COMPUTE, packets.pm_cp, None, links)
 
   def mark(self): return len(self.pending)
   def rollback(self, mark) -> None: del self.pending[mark:]
@@ -78,7 +78,7 @@ class KGSLEngine(Engine):
 
 class QCOMDevice(HCQDevice):
   buffer_type = Buffer
-  ticks_per_us = lower.TICKS_PER_US
+  ticks_per_us = packets.TICKS_PER_US
 
   def __init__(self, iface, os, config):
     super().__init__(os, config)
@@ -91,7 +91,7 @@ class QCOMDevice(HCQDevice):
       self.isa = ISA(iface.gpu_id)
       ib = self._kgsl(IB_RING_SIZE)
       self.ib_view = ib.cpu
-      self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (lower.V_SCRATCH)
+      self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (packets.V_SCRATCH)
       self._pvt: dict[int, object] = {}       # private-memory buffers by size (program.py)
       self._start_runtime()
       self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
@@ -109,7 +109,7 @@ class QCOMDevice(HCQDevice):
     mem = self._kgsl(size)
     return mem.va, mem.cpu
 
-  def _vendor_links(self) -> dict: return {lower.V_SCRATCH: self.scratch.va}
+  def _vendor_links(self) -> dict: return {packets.V_SCRATCH: self.scratch.va}
 
   def _make_engines(self, links: dict):
     engine = KGSLEngine(self, links)

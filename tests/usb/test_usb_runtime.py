@@ -144,7 +144,7 @@ def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw
   import threading
   from hcq.compiler import queue as Q
   from hcq.drivers.amd.am.usb import P_SENTINEL, SENTINEL, SEQ, V_SEQ
-  from hcq.drivers.amd.lower import COMPUTE
+  from hcq.drivers.amd.packets import COMPUTE
   from hcq.drivers.hcq.runtime import Submission
   with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.5, firmware_dir=fw_dir)) as d:
     old, new = b"\x11" * (300 << 10), b"\x22" * (300 << 10)         # two chunks: no release waits either way

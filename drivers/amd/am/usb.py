@@ -54,7 +54,7 @@ from ...hcq.engine import COPY_DST, COPY_SRC, FIRST_VENDOR_SLOT, P_DST, P_SRC, T
 from ...hcq.runtime import Submission
 from ...hcq.signal import DeviceSignal
 from ..device import AMDDevice
-from ..lower import COPY
+from ..packets import COPY
 from .device import AMDev
 from ...system.usbpci import SYSMEM_SIZE, WINDOWS, SRAMStaging
 from .iface import PAGE, AMIface, Mem
