@@ -85,7 +85,7 @@ def _close(args, os, gpus, nic) -> None:
 
 def _host(gpu) -> bool:
   """Buffers a peer reaches: host-visible memory on KFD, VRAM (through the BAR) on AM."""
-  return not hasattr(gpu.iface, "am")
+  return not hasattr(gpu.session, "am")
 
 
 def _produce(gpu, nic, size: int, seed: int):

@@ -1,6 +1,6 @@
-"""KFDIface: an AMD GPU through the amdgpu kernel driver's /dev/kfd, reached only through the OS interface.
+"""KFDSession: an AMD GPU through the amdgpu kernel driver's /dev/kfd, reached only through the OS interface.
 
-What it offers AMDDevice (the same surface a future PCI/USB iface offers): topology properties, memory
+What it offers AMDDevice (the same surface a future PCI/USB session offers): topology properties, memory
 (alloc/free with CPU VA == GPU VA), queues with doorbells, a signal event with its mailbox, and a wait that turns
 KFD memory/HW-exception events into hcq.GPUFault.
 
@@ -76,7 +76,7 @@ def cwsr_sizes(p: dict) -> tuple[int, int, int]:
   return ctl_stack + wg_data, ctl_stack, debug
 
 
-class KFDIface:
+class KFDSession:
   name = "KFD"
 
   def __init__(self, osi, index: int, config, label: str | None = None):

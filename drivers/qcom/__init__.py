@@ -1,7 +1,7 @@
 """The QCOM driver: Adreno 6xx GPUs through Qualcomm's kernel driver KGSL (/dev/kgsl-3d0).
 
   device.py    QCOMDevice on the HCQ runtime; KGSLEngine: the first engine that submits by ioctl (GPU_COMMAND)
-  kgsl.py      KGSLIface: properties, memory objects, the draw context, submissions, timestamp waits, fault status
+  kgsl.py      KGSLSession: properties, memory objects, the draw context, submissions, timestamp waits, fault status
   cp.py        CP packets as data: type-4 register writes and type-7 packets with their parity bits; a decoder
   packets.py   queue programs -> CP packets (a pattern matcher)
   program.py   ir3 compute programs in Mesa computerator's format; the launch (registers, CP_LOAD_STATE6, CP_EXEC_CS)
@@ -22,8 +22,8 @@ def open_device(iface: str, index: int, os, config, label: str | None = None):
   """The Adreno GPU through interface `iface`; label names it in errors (default "KGSL+QCOM:0")."""
   from .device import QCOMDevice
   if iface == "KGSL":
-    from .kgsl import KGSLIface
-    return QCOMDevice(KGSLIface(os, index, config, label=label), os, config)
+    from .kgsl import KGSLSession
+    return QCOMDevice(KGSLSession(os, index, config, label=label), os, config)
   raise DeviceError(f"QCOM: interface {iface!r} is not supported (supported: KGSL)")
 
 

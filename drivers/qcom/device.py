@@ -56,7 +56,7 @@ class KGSLEngine(Engine):
     va = dev.ib_ring.alloc(len(words) * 4, value)
     off = va - dev.ib_ring.va
     dev.ib_view[off:off + len(words) * 4] = words.tobytes()
-    try: ts = dev.iface.submit(va, len(words) * 4)
+    try: ts = dev.session.submit(va, len(words) * 4)
     except BaseException as e:
       # nothing reached the GPU: the timeline value and the space are given back (no later wait waits for them);
       # a context KGSL reports faulted is the device's fault from now on
@@ -80,15 +80,15 @@ class QCOMDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = packets.TICKS_PER_US
 
-  def __init__(self, iface, os, config):
+  def __init__(self, session, os, config):
     super().__init__(os, config)
-    self.iface, self.arch, self.label = iface, iface.arch, iface.label
-    self.name = f"{self.arch} on {iface.label}"
+    self.session, self.arch, self.label = session, session.arch, session.label
+    self.name = f"{self.arch} on {session.label}"
     self._mems = []
     self._images: dict[bytes, tuple] = {}
     try:
       from ...compiler.backend.ir3.isa import ISA
-      self.isa = ISA(iface.gpu_id)
+      self.isa = ISA(session.gpu_id)
       ib = self._kgsl(IB_RING_SIZE)
       self.ib_view = ib.cpu
       self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (packets.V_SCRATCH)
@@ -96,11 +96,11 @@ class QCOMDevice(HCQDevice):
       self._start_runtime()
       self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
     except BaseException:
-      try: iface.close()
+      try: session.close()
       finally: raise
 
   def _kgsl(self, size: int):
-    mem = self.iface.alloc(size)
+    mem = self.session.alloc(size)
     self._mems.append(mem)
     return mem
 
@@ -122,14 +122,14 @@ class QCOMDevice(HCQDevice):
     if ts is None:
       self.os.sleep(seconds)
       return
-    self.iface.wait(ts, max(int(seconds * 1000), 1))
+    self.session.wait(ts, max(int(seconds * 1000), 1))
 
   def wait_value(self, value: int) -> None:
     try: super().wait_value(value)
     except Timeout as e:
       ts = self.compute.timestamp_for(value)
       if ts is not None:
-        e.args = (f"{e.args[0]}; KGSL context {self.iface.ctx} has not retired timestamp {ts} "
+        e.args = (f"{e.args[0]}; KGSL context {self.session.ctx} has not retired timestamp {ts} "
                   f"(IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID)",)
       raise
 
@@ -173,10 +173,10 @@ class QCOMDevice(HCQDevice):
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
-    with self._open_lock(): mem = self.iface.alloc(nbytes)
+    with self._open_lock(): mem = self.session.alloc(nbytes)
     return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu[:nbytes], kind="host")
 
-  def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
+  def _free_memory(self, buf: Buffer) -> None: self.session.free(buf.handle)
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):
@@ -187,7 +187,7 @@ class QCOMDevice(HCQDevice):
     kernel, asm = parse(text, name)
     try: from ...compiler.backend.ir3.asm import Assembler
     except ImportError as e: raise DeviceError(f"{self.name}: the ir3 assembler is not available ({e})") from None
-    try: code = bytes(Assembler(self.iface.gpu_id).assemble(asm))
+    try: code = bytes(Assembler(self.session.gpu_id).assemble(asm))
     except DeviceError: raise
     except Exception as e: raise DeviceError(f"{self.name}: {name}: {e}") from None
     return self.load_code(kernel, code, name)
@@ -216,7 +216,7 @@ class QCOMDevice(HCQDevice):
     return va
 
   def _release_hardware(self) -> None:
-    self.iface.close()
+    self.session.close()
 
   def __repr__(self): return f"QCOMDevice({self.name})"
 

@@ -1,4 +1,4 @@
-"""AMIface: AMDDevice's iface (drivers/amd/iface.py) on a GPU that AM booted: memory mapped by AM's own page tables,
+"""AMSession: AMDDevice's session (drivers/amd/session.py) on a GPU that AM booted: memory mapped by AM's own page tables,
 compute and SDMA queues programmed straight into the hardware queue registers, doorbells in BAR2, interrupts read
 from the IH ring.
 
@@ -63,7 +63,7 @@ class HWQueue:
 def _log2(n: int) -> int: return n.bit_length() - 1
 
 
-class AMIface:
+class AMSession:
   name = "PCI"
 
   def __init__(self, os, index: int, config, label: str | None = None, trace=None):
@@ -87,7 +87,7 @@ class AMIface:
     sa = gc.get("gc_num_sa_per_se", 1) * gc.get("gc_num_se", 1)
     major, minor, rev = self.am.discovery.version_of("GC")
     self.arch = f"gfx{major}{minor:x}{rev:x}"
-    # the IP versions the discovery table reports select the driver's register and packet tables (AMDIface)
+    # the IP versions the discovery table reports select the driver's register and packet tables (AMDSession)
     self.gc_ip = (major, minor, rev)
     self.sdma_ip = tuple(self.am.discovery.version_of("SDMA0"))
     self.props = {"gfx_target_version": major * 10000 + minor * 100 + rev, "simd_count": sa * cu_per_sh * 2,
@@ -275,11 +275,11 @@ class AMIface:
 
 
 def open_am(os, index: int, config, label: str | None = None):
-  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMIface)."""
+  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMSession)."""
   from ..device import AMDDevice
-  iface = AMIface(os, index, config, label)
-  dev = AMDDevice(iface, os, config)      # makes the queues (on failure it closes the iface: access released there)
-  try: iface.am.end_init()
+  session = AMSession(os, index, config, label)
+  dev = AMDDevice(session, os, config)      # makes the queues (on failure it closes the session: access released there)
+  try: session.am.end_init()
   except BaseException:
     dev.close()
     raise
