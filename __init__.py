@@ -115,11 +115,20 @@ def _autodetect(cfg) -> list[DeviceSpec]:
           if i.probe is not None and osi.exists(i.probe)]
 
 
+def _mock_entry(interface):
+  """The callable a driver's Interface.mock names: a dotted path under the mock package ("amd.kfd_os"), resolved
+  here, where the mock plugs in (drivers/hcq/registry.py; the drivers never import it)."""
+  module, _, name = interface.mock.rpartition(".")
+  try: return getattr(importlib.import_module(f"{__name__}.mockgpu.{module}"), name)
+  except (ImportError, AttributeError) as e:
+    raise DeviceError(f"interface {interface.name}: its mock entry {interface.mock!r} does not resolve ({e})") from e
+
+
 def _mock_os(vendor: str, iface: str, index: int, cfg):
   """The MockOS that serves device `index` of vendor behind iface, for tools that drive a bring-up themselves
   (`hcq am boot --mock`) rather than opening a device."""
-  from .mockgpu import open_mock_os  # the mock plugs in here too (as in _open_one)
-  return open_mock_os(vendor, iface, index, cfg)
+  interface = registered_drivers()[vendor].interface(iface)[0]
+  return _mock_entry(interface)(index, cfg, f"{interface.mocks[0]}+{vendor}:{index}")
 
 
 def _mock_fabric_os(cfg, gpus: int, iface: str = "KFD"):
@@ -136,8 +145,8 @@ def _open_one(spec: DeviceSpec, cfg):
   except ImportError as e: raise DeviceError(f"{spec}: driver module {driver.module} is not available ({e})") from e
   iface = spec.interface.name
   if spec.is_mock:
-    from .mockgpu import open_mock_os  # the only import of mockgpu outside tests: the mock plugs in here
-    os_iface = open_mock_os(spec.vendor, iface, spec.index, cfg)
+    # the only way into mockgpu outside tests: the entry the driver's declaration names builds the mock
+    os_iface = _mock_entry(spec.interface)(spec.index, cfg, spec.label)
   else:
     from .drivers.system import LinuxOS
     os_iface = LinuxOS(cfg)

@@ -2,7 +2,7 @@
 queues) and the first kernel (the demo's empty one) to its end, in a fresh process each round (a cold start: imports
 included), and the same inside one process (the boot alone, warm imports). Then the partial boot: a process killed
 after its first kernel (MockOS.exit_process: SIGKILL, no close) and the next one opening the same mock GPU, which it
-reuses (open_am, what hcq.open("MOCKPCI+AMD") calls, on one MockOS: hcq.open would build a fresh mock each time).
+reuses (am.session.open_am, what hcq.open("MOCKPCI+AMD") calls, on one MockOS: hcq.open would build a fresh mock each time).
 
     HCQ_FIRMWARE_DIR=<firmware-amd-graphics 20230210-5 lib/firmware/amdgpu> .venv/bin/python bench/am_boot.py [--rounds 3]
 
@@ -34,7 +34,8 @@ CHILD_REUSE = """
 import time
 from hcq import _mock_os
 from hcq.config import from_env
-from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.session import open_am
 from hcq.drivers.amd.kernels import demo_code_object
 cfg = from_env()
 os = _mock_os("AMD", "PCI", 0, cfg)
@@ -45,7 +46,7 @@ dev = open_am(os, 0, cfg)
 t1 = time.perf_counter()
 dev.load(demo_code_object(), "empty")(global_size=(1,), local_size=(1,), wait=True)
 t2 = time.perf_counter()
-assert any(b == "am" and s.startswith("reused: ") for b, s, _t in dev.iface.am.steps), dev.iface.am.steps
+assert any(b == "am" and s.startswith("reused: ") for b, s, _t in dev.session.am.steps), dev.session.am.steps
 print(f"{t1 - t0:.4f} {t2 - t0:.4f}")
 """
 
@@ -92,7 +93,7 @@ def reuse_rounds(rounds: int) -> list[tuple[float, float]]:
   """(open, first kernel done) seconds of each process after the previous one was killed after its first kernel."""
   from hcq import _mock_os         # the MockOS hcq.open("MOCKPCI+AMD") would build (as `hcq am boot --mock` does)
   from hcq.config import from_env
-  from hcq.drivers.amd.am.device import open_am
+  from hcq.drivers.amd.am.session import open_am
   from hcq.drivers.amd.kernels import demo_code_object
   cfg = from_env()
   os = _mock_os("AMD", "PCI", 0, cfg)
@@ -104,7 +105,7 @@ def reuse_rounds(rounds: int) -> list[tuple[float, float]]:
       t1 = time.perf_counter()
       dev.load(demo_code_object(), "empty")(global_size=(1,), local_size=(1,), wait=True)
       t2 = time.perf_counter()
-      reused = any(b == "am" and s.startswith("reused: ") for b, s, _t in dev.iface.am.steps)
+      reused = any(b == "am" and s.startswith("reused: ") for b, s, _t in dev.session.am.steps)
       if i and not reused: raise SystemExit("am_boot: the process after a kill did not reuse the GPU")
       if i: out.append((t1 - t0, t2 - t0))
       os.exit_process()          # killed: no close()

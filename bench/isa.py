@@ -14,8 +14,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 
 def main() -> int:
-  from hcq.compiler.backend.amd.codeobject import CodeObject
-  from hcq.compiler.backend.amd.decode import decode_all
+  from hcq.compiler.isa.amd.codeobject import CodeObject
+  from hcq.compiler.isa.amd.decode import decode_all
   ap = argparse.ArgumentParser()
   ap.add_argument("--seconds", type=float, default=2.0)
   args = ap.parse_args()

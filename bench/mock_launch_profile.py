@@ -79,7 +79,7 @@ STAGES = ["driver launch", "driver args", "driver kernargs", "driver patch", "dr
 def instrument(dev, prog, timer: StageTimer) -> None:
   """Wrap the functions of each stage (classes for the mock, instances for the driver's objects)."""
   from hcq.drivers.hcq import program as hprog
-  from hcq.drivers.hcq import queue as hqueue
+  from hcq.drivers.hcq import ring as hring
   from hcq.mockgpu import mmio, mockos
   from hcq.mockgpu.amd import emu, gpu, kfd, pm4, queues
   from hcq.mockgpu.amd.emu import engine
@@ -90,8 +90,8 @@ def instrument(dev, prog, timer: StageTimer) -> None:
   P(type(prog.layout), "check_and_pack", "driver args")
   P(type(dev.launch_data), "alloc", "driver kernargs")
   P(cmdbuf.CommandBuffer, "fill", "driver patch")
-  P(hqueue.Ring, "write", "driver ring write")
-  P(hqueue.Ring, "commit", "driver commit")
+  P(hring.Ring, "write", "driver ring write")
+  P(hring.Ring, "commit", "driver commit")
   P(mmio.DoorbellMMIO, "write64", "mock doorbell")
   P(mmio.DoorbellMMIO, "write32", "mock doorbell")
   P(_kfd_class(kfd), "_ring", "mock doorbell")

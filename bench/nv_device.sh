@@ -30,7 +30,7 @@ if not PTXCompiler().available():
 t0 = time.perf_counter()
 dev = hcq.open("NV")
 print(f"opened {dev.name} in {time.perf_counter() - t0:.2f} s: compute {dev.compute_class:#x}, copy {dev.copy_class:#x}, "
-      f"QMD v{dev.qmd_major}, driver {dev.iface.driver_version}")
+      f"QMD v{dev.qmd_major}, driver {dev.session.driver_version}")
 failed = []
 for name, spec in sorted(KERNELS.items()):
   try:

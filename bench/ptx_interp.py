@@ -23,7 +23,7 @@ import struct
 
 import numpy as np
 
-from hcq.mockgpu.amd.emu.memory import GPUMemory
+from hcq.mockgpu.gpumem import GPUMemory
 from hcq.mockgpu.nv.ptx import parse, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from hcq.compiler import compile as hcq_compile, examples  # noqa: E402
-from hcq.compiler.backend.amd.elf import parse_elf  # noqa: E402
+from hcq.compiler.isa.amd.elf import parse_elf  # noqa: E402
 from hcq.config import from_env  # noqa: E402
 from tests.backend import ptxas_tool  # noqa: E402   (the pinned ptxas: a build tool, no device)
 

@@ -175,7 +175,7 @@ def launch_transfers(firmware_dir: str | None, launches: int = 100) -> dict:
   n = 1024
   with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
     bridge = dev.os.devices[0].bridge     # the mock bridge: what crossed the (mock) USB
-    driver = dev.iface.usb.bridge         # the driver's own tally by kind
+    driver = dev.session.usb.bridge         # the driver's own tally by kind
     prog = dev.load(demo_code_object(), "vadd")
     a, b, c = (dev.alloc(4 * n) for _ in range(3))
     prog(a, b, c, n, global_size=(n // 256,), local_size=(256,), wait=True)     # shapes built, registers on the queue

@@ -13,8 +13,8 @@ from the work-group id) is an error: the count would depend on the data or the w
 """
 from __future__ import annotations
 
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.decode import decode_all
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.decode import decode_all
 
 MASK = 0xFFFFFFFF
 # SALU instructions that write no SCC: the condition a later s_cbranch_scc* reads survives them

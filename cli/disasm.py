@@ -56,8 +56,8 @@ class _Data:
 def listing(code: bytes, arch: str) -> list:
   """The instructions of code, in order; where one cannot be decoded, its first dword (or the trailing bytes) as
   data, then on with the next dword (as llvm-objdump does)."""
-  from ..compiler.backend.amd.decode import decode
-  from ..compiler.backend.amd.errors import DecodeError
+  from ..compiler.isa.amd.decode import decode
+  from ..compiler.isa.amd.errors import DecodeError
   out, off = [], 0
   while off < len(code):
     try: inst = decode(code, off, arch)
@@ -83,7 +83,7 @@ def _read(path: str) -> bytes:
 def _check_arch(arch: str, source: str) -> str:
   """arch: from --mcpu (source "--mcpu", a usage error when unknown) or from the code object's e_flags (a file the
   tables cannot read: a failure)."""
-  from ..compiler.backend.amd.tables import SUPPORTED_ARCHS
+  from ..compiler.isa.amd.tables import SUPPORTED_ARCHS
   if arch not in SUPPORTED_ARCHS:
     have = ", ".join(SUPPORTED_ARCHS)
     if source == "--mcpu": raise UsageError(f"no instruction tables for --mcpu {arch} (have: {have})")
@@ -133,8 +133,8 @@ def run_ir3(args, data: bytes) -> int:
 
 
 def run(args) -> int:
-  from ..compiler.backend.amd.codeobject import CodeObject
-  from ..compiler.backend.amd.errors import CodeObjectError
+  from ..compiler.isa.amd.codeobject import CodeObject
+  from ..compiler.isa.amd.errors import CodeObjectError
   data = _read(args.file)
   if args.isa == "ir3": return run_ir3(args, data)
   if args.gpu_id != 630 or args.no_match != "plain" or args.chip_id is not None:

@@ -47,7 +47,7 @@ def _check_size(args) -> None:
 def _config(args):
   """The run's configuration: the mock wire's flags over HCQ_BNXT_MOCK_* (as cli/rdma.py open_nic)."""
   from ..config import from_env
-  from .rdma import MOCK_FLAGS
+  from .rdma_channel import MOCK_FLAGS
   given = {k: getattr(args, flag) for k, flag in MOCK_FLAGS.items() if getattr(args, flag, None) is not None}
   return from_env().replace(timeout_s=args.timeout, **given)
 
@@ -89,7 +89,7 @@ def _close(args, os, gpus, nic) -> None:
 
 def _host(gpu) -> bool:
   """Buffers a peer reaches: host-visible memory on KFD and RM, VRAM (through the BAR) on AM."""
-  return not hasattr(gpu.iface, "am")
+  return not hasattr(gpu.session, "am")
 
 
 def _vadd(gpu):
@@ -142,7 +142,7 @@ def _run_loopback(args) -> int:
   from ..drivers.bnxt.gpuq import GPUPoster
   from ..drivers.hcq import p2p
   from ..errors import ConfigError
-  from .rdma import MOCK_IPS, _first_diff, _ip, report_device_errors
+  from .rdma_channel import MOCK_IPS, _first_diff, _ip, report_device_errors
   if args.pci: raise ConfigError("rdma gpu in loopback needs two GPUs and PHY loopback: use --mock, or --connect")
   os, (ga, gb), nic = _open(args, 2)
   try:
@@ -176,7 +176,7 @@ def _run_connect(args) -> int:
   from ..drivers.bnxt.gpuq import GPUPoster
   from ..drivers.hcq import p2p
   from ..errors import ConfigError
-  from .rdma import MOCK_IPS, SERVE_MOCK_MAC, Remote, _connect_to, _endpoint, _ip, field, report_device_errors
+  from .rdma_channel import MOCK_IPS, SERVE_MOCK_MAC, Remote, _connect_to, _endpoint, _ip, field, report_device_errors
   if args.pci:
     if not args.remote_cmd: raise ConfigError("gpu --connect --pci needs --remote-cmd")
     try: argv = shlex.split(args.remote_cmd)
@@ -229,7 +229,7 @@ def _run_connect(args) -> int:
 def run_serve_gpu(args, lines, reply) -> int:
   """`hcq rdma serve --gpu`: GPU B + NIC; its queue waits for the flag, then runs its kernel; replies the digest."""
   from ..drivers.bnxt import BNXTQP
-  from .rdma import MOCK_IPS, _connect_to, _endpoint, _ip, field, report_device_errors
+  from .rdma_channel import MOCK_IPS, _connect_to, _endpoint, _ip, field, report_device_errors
   who = "the connecting end"
   os, (gpu,), nic = _open(args, 1)
   try:

@@ -1,7 +1,9 @@
 """Device models behind the OS interface: the embedded default device of hcq.
 
-open_mock_os(vendor, iface, index, config) -> MockOS is how hcq.open() plugs the mock in (the only import of mockgpu
-outside tests). MockOS (mockos.py) is generic and hosts any number of device models:
+A driver's declaration (drivers/<vendor>/__init__.py DRIVER, drivers/hcq/registry.py Interface.mock) names the entry
+that builds the mock of each interface it serves: amd.kfd_os, amd.pci_os, amd.usb_os, nv.rm_os, qcom.kgsl_os,
+bnxt.pci_os, each (index, config, label) -> MockOS. hcq.open() resolves and calls it (the only import of mockgpu
+outside tests); there is no registry here. MockOS (mockos.py) is generic and hosts any number of device models:
   vfs.py     /dev, /sys, /proc in memory (files computed on read, writes reaching the model, device nodes, symlinks)
   files.py   open-file objects (ioctl/mmap/read/write), in-memory eventfd
   memory.py  anonymous host memory at fixed addresses (GPU VA == host VA), fake physical addresses and DMA
@@ -19,15 +21,9 @@ from __future__ import annotations
 
 from .mockos import MockOS
 
-__all__ = ["MockOS", "open_mock_os", "mock_amd_os", "mock_amd_bnxt_os", "mock_nv_os"]
+__all__ = ["MockOS", "mock_amd_os", "mock_amd_bnxt_os", "mock_nv_os", "gpu_count"]
 
-# the (vendor, interface) pairs the mock serves, and the most devices of a kind one MockOS builds for a spec
-MOCKED = {("AMD", "KFD"): "mock gfx1100/gfx1200/gfx942 GPUs behind /dev/kfd (HCQ_MOCK_GPU)",
-          ("BNXT", "PCI"): "a mock Thor2 NIC on a UDP wire",
-          ("NV", "RM"): "mock NV GPUs (H200, AD102 or B200: HCQ_NV_MOCK_GPU) behind nvidia.ko's /dev/nvidiactl",
-          ("QCOM", "KGSL"): "a mock Adreno 630 behind /dev/kgsl-3d0"}
-MOCKED[("AMD", "PCI")] = "mock Navi 31 PCI functions (amd/am: registers, PSP, SMU, discovery in VRAM)"
-MOCKED[("AMD", "USB")] = "mock Navi 31s behind mock ASM24xx USB bridges (usb/: a pyusb backend; HCQ_USB_MOCK_FAULTS)"
+# the most GPUs one MockOS builds for a spec (MOCK+AMD:15 is the 16th)
 MAX_MOCK_GPUS = 16
 
 
@@ -88,24 +84,9 @@ def mock_navi31_usb_os(config=None, gpus: int = 1) -> MockOS:
   return os
 
 
-def open_mock_os(vendor: str, iface: str, index: int, config) -> MockOS:
-  """A MockOS presenting device `index` of `vendor` behind `iface` (the driver then opens it as on hardware)."""
-  from ..errors import DeviceError
-  if (vendor, iface) not in MOCKED:
-    raise DeviceError(f"MOCK+{vendor}:{index}: the mock has no {iface} interface for {vendor} (mocked: "
-                      f"{', '.join(f'{i}+{v}' for v, i in MOCKED)})")
-  if vendor == "BNXT":
-    from .bnxt import open_bnxt_mock
-    os, _nic = open_bnxt_mock(config, index)
-    return os
-  if vendor == "QCOM":
-    from .qcom import add_qcom_gpu
-    os = MockOS(config)
-    add_qcom_gpu(os)
-    return os
-  if iface == "PCI" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_os(config, gpus=index + 1)
-  if iface == "USB" and 0 <= index < MAX_MOCK_GPUS: return mock_navi31_usb_os(config, gpus=index + 1)
+def gpu_count(index: int, label: str) -> int:
+  """The GPUs a mock builds for device `index` (index + 1: device N is the last of them), bounded."""
   if not 0 <= index < MAX_MOCK_GPUS:
-    raise DeviceError(f"MOCK+{vendor}:{index}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
-  if vendor == "NV": return mock_nv_os(config, gpus=index + 1)
-  return mock_amd_os(config, gpus=index + 1)
+    from ..errors import DeviceError
+    raise DeviceError(f"{label}: the mock builds at most {MAX_MOCK_GPUS} GPUs (indices 0..{MAX_MOCK_GPUS - 1})")
+  return index + 1

@@ -8,7 +8,8 @@
 errors, config and safefiles (hcq's private cache folders) are importable from anywhere.
 Plus: only config.py reads environment variables; nothing uses a shell; only drivers/system touches the OS; nothing
 outside tests/ and hcq.open reaches mockgpu (bench/ included: a benchmark opens "MOCK+AMD" like any user); the generic
-runtime drivers/hcq names no vendor.
+runtime drivers/hcq names no vendor; no driver learns that it runs on a mock (no string, name or attribute that
+says mock outside its DRIVER declaration); no import cycles anywhere in the package, imports inside functions counted.
 
 Each rule is a function of a parsed module that returns its findings; the `test_plant_*` tests feed each one small
 modules that break the rule in the ways it must see through (aliases, getattr, dynamic imports) and a clean one.
@@ -96,10 +97,12 @@ def _is_module(dotted: str) -> bool:
   return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
 
 
-def imports_in(tree: ast.Module, package: list[str] | None):
-  """(dotted module, line) for every import in tree, relative ones resolved against package (None: a script, whose
-  relative imports cannot resolve). `from P import n` names P.n when that is a module, else P: `from hcq import
+def imports_in(tree: ast.Module, package: list[str] | None, is_module=None):
+  """(dotted module, line) for every import in tree (at module level or inside a function, a class or a branch),
+  relative ones resolved against package (None: a script, whose relative imports cannot resolve). `from P import n`
+  names P.n when that is a module (is_module(P.n); default: a file of this repository), else P: `from hcq import
   mockgpu` is an import of hcq.mockgpu, `from hcq import open` one of hcq."""
+  is_module = is_module or _is_module
   for node in _walk(tree):
     if isinstance(node, ast.ImportFrom):
       if node.level:
@@ -108,7 +111,7 @@ def imports_in(tree: ast.Module, package: list[str] | None):
       else: base = node.module or ""
       for a in node.names:
         full = f"{base}.{a.name}"
-        yield (full if a.name != "*" and _is_module(full) else base), node.lineno
+        yield (full if a.name != "*" and is_module(full) else base), node.lineno
     elif isinstance(node, ast.Import):
       for a in node.names: yield a.name, node.lineno
 
@@ -153,6 +156,72 @@ def test_layers():
       if dst in BASE: continue
       if not allowed(src, dst): bad.append(f"{path.relative_to(ROOT)}:{line}: {src or 'hcq'} imports {dst_mod or 'hcq'}")
   assert not bad, "layering violations:\n" + "\n".join(bad)
+
+
+# ---- no import cycles, counting the imports inside functions (a lazy import still ties two modules together)
+
+def import_graph(trees: dict) -> dict[str, dict[str, int]]:
+  """{module: {imported module: line}} over trees ({dotted module name: (syntax tree, is a package)}), every import
+  of one of those modules counted wherever it is written; a module's import of itself is no edge."""
+  known = set(trees)
+  graph = {}
+  for name, (tree, is_package) in trees.items():
+    me = name.split(".")
+    edges = graph[name] = {}
+    for dst, line in imports_in(tree, me if is_package else me[:-1], known.__contains__):
+      if dst in known and dst != name: edges.setdefault(dst, line)
+  return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+  """The strongly connected components of more than one module (Tarjan's algorithm, iterative): each holds at least
+  one cycle of imports. Sorted, each sorted."""
+  index, low, stack, on_stack, found = {}, {}, [], set(), []
+  for root in sorted(graph):
+    if root in index: continue
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = len(index)
+    stack.append(root)
+    on_stack.add(root)
+    while work:
+      v, children = work[-1]
+      w = next(children, None)
+      if w is not None:
+        if w not in index:
+          index[w] = low[w] = len(index)
+          stack.append(w)
+          on_stack.add(w)
+          work.append((w, iter(sorted(graph.get(w, ())))))
+        elif w in on_stack: low[v] = min(low[v], index[w])
+        continue
+      work.pop()
+      if work: low[work[-1][0]] = min(low[work[-1][0]], low[v])
+      if low[v] == index[v]:
+        comp = []
+        while True:
+          w = stack.pop()
+          on_stack.discard(w)
+          comp.append(w)
+          if w == v: break
+        if len(comp) > 1: found.append(sorted(comp))
+  return sorted(found)
+
+
+def _cycle_text(graph, comp: list[str]) -> str:
+  inside = set(comp)
+  return "\n".join(f"  {a} -> {b} (line {graph[a][b]})" for a in comp for b in sorted(graph[a]) if b in inside)
+
+
+def package_trees() -> dict:
+  return {module_name(p): (parse(p), p.name == "__init__.py") for p in modules()}
+
+
+def test_no_import_cycles():
+  graph = import_graph(package_trees())
+  assert len(graph) > 300, "the import graph must cover the whole package"
+  cycles = import_cycles(graph)
+  assert not cycles, f"{len(cycles)} import cycle(s) (docs/DESIGN.md §2):\n" + \
+    "\n".join(f"{' <-> '.join(c)}:\n{_cycle_text(graph, c)}" for c in cycles)
 
 
 def test_mockgpu_imports_only_the_interface_of_drivers_system():
@@ -365,7 +434,7 @@ def vendor_identifiers(tree, module: str) -> list[str]:
 def test_generic_runtime_names_no_vendor_checker_sees_the_tree():
   """The vendor check reads every file of drivers/hcq (it would pass vacuously on an empty or moved folder)."""
   files = sorted((ROOT / "drivers" / "hcq").glob("*.py"))
-  assert {p.name for p in files} >= {"__init__.py", "device.py", "runtime.py", "engine.py", "program.py", "queue.py", "signal.py"}
+  assert {p.name for p in files} >= {"__init__.py", "device.py", "runtime.py", "engine.py", "program.py", "ring.py", "signal.py"}
 
 
 def test_generic_runtime_names_no_vendor():
@@ -373,6 +442,81 @@ def test_generic_runtime_names_no_vendor():
   for path in sorted((ROOT / "drivers" / "hcq").glob("*.py")):
     bad += [f"{path.relative_to(ROOT)}:{f}" for f in vendor_identifiers(parse(path), path.stem)]
   assert not bad, "vendor names in the generic runtime drivers/hcq:\n" + "\n".join(bad)
+
+
+# ---- no driver learns that it runs on a mock
+
+def _declaration_nodes(tree) -> set[int]:
+  """ids of the nodes of the module's `DRIVER = Driver(...)` declaration (its mock spec names and entry belong there)."""
+  inside = set()
+  for node in _walk(tree):
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      if any(isinstance(t, ast.Name) and t.id == "DRIVER" for t in targets) and node.value is not None:
+        inside |= {id(n) for n in ast.walk(node.value)}
+  return inside
+
+
+def mock_knowledge(tree) -> list[str]:
+  """Every way a driver module could learn that it runs on the embedded mock, outside its DRIVER declaration: a
+  string that says mock (any case, built from constants too: label.startswith("MOCK"), "MO" + "CK" in spec, a
+  compare of a label's part with "mock") and a name, attribute, argument or keyword that says it (spec.is_mock,
+  Interface.mocks, config.nv_mock_gpu). A driver gets an OS interface object and a label for its errors; what
+  stands behind the object is hcq.open's business (docs/DESIGN.md §2)."""
+  found, skip = [], _declaration_nodes(tree)
+  for node, value in _strings(tree):
+    if id(node) not in skip and "mock" in value.lower(): found.append(f"{node.lineno}: {value!r}")
+  for node in _walk(tree):
+    if id(node) in skip: continue
+    name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+            else node.arg if isinstance(node, (ast.arg, ast.keyword)) else None)
+    if name and "mock" in name.lower(): found.append(f"{node.lineno}: {name}")
+  return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def test_no_driver_learns_it_runs_on_a_mock():
+  """Outside drivers/hcq/registry.py (the declaration's schema: Interface.mocks, Interface.mock, which hcq.open
+  reads), no driver module mentions the mock but in its DRIVER declaration."""
+  bad, declared = [], 0
+  for path in sorted((ROOT / "drivers").rglob("*.py")):
+    if path == ROOT / "drivers" / "hcq" / "registry.py": continue
+    tree = parse(path)
+    declared += bool(_declaration_nodes(tree))
+    bad += [f"{path.relative_to(ROOT)}:{f}" for f in mock_knowledge(tree)]
+  assert declared >= 5, "the check must see the drivers' DRIVER declarations"
+  assert not bad, "a driver must not know whether it runs on a mock:\n" + "\n".join(bad)
+
+
+MOCK_KNOWLEDGE_PLANTS = [
+  "def open_device(iface, index, os, config, label=None):\n  if label.startswith('MOCK'): index = 0",
+  "class D:\n  def f(self):\n    if 'MOCK' in self.label: return 1",
+  "def f(spec):\n  return spec.iface == 'MO' + 'CK'",
+  "def f(label):\n  return label.split('+')[0].lower() == 'mock'",
+  "def f(label):\n  return label[:4] == f\"{'MO'}CK\"",
+  "def f(spec):\n  if spec.is_mock: return 1",
+  "from . import DRIVER\ndef f(label):\n  return label.partition('+')[0] in DRIVER.interfaces[0].mocks",
+  "def f(config):\n  return config.nv_mock_gpu is not None",
+  "import re\ndef f(label):\n  return re.match('MO' 'CK', label)",
+  "def f(*, on_mock=False):\n  return on_mock",
+  "import hcq\ndef f(label):\n  return hcq.parse_spec(label).is_mock",
+]
+MOCK_KNOWLEDGE_CLEAN = '''"""A driver: a docstring may say that hcq.open("MOCK+X") opens it on the mock."""
+DRIVER = Driver(vendor="X", module=__name__, summary="x", default="PCI",
+                interfaces=(Interface("PCI", "the function", mocks=("MOCK", "MOCKPCI"), mock="x.pci_os"),))
+def open_device(iface, index, os, config, label=None):
+  label = label or f"PCI+X:{index}"          # named in errors, never inspected
+  if iface != "PCI": raise ValueError(f"{label}: no interface {iface}")
+  return os.open(f"/dev/x{index}")
+'''
+
+
+@pytest.mark.parametrize("source", MOCK_KNOWLEDGE_PLANTS)
+def test_plant_driver_mock_knowledge_is_caught(source):
+  assert _findings(mock_knowledge, source), f"not caught:\n{source}"
+
+
+def test_plant_driver_mock_knowledge_clean_module_passes():
+  assert _findings(mock_knowledge, MOCK_KNOWLEDGE_CLEAN) == []
 
 
 # ---- drivers reach the OS only through the OS interface
@@ -474,7 +618,7 @@ MOCKGPU_CLEAN = '''"""Drives the emulator from outside: hcq.open("MOCK+AMD") loa
 import importlib
 import hcq
 from hcq import open as hcq_open
-from hcq.compiler.backend.amd.decode import decode_all
+from hcq.compiler.isa.amd.decode import decode_all
 dev = hcq.open("MOCK+AMD")             # the mock comes in through hcq.open
 driver = importlib.import_module("hcq.drivers.amd")
 name = "MOCK+AMD"
@@ -544,7 +688,7 @@ VENDOR_PLANTS = [
   ("import hcq.drivers.nv", "queue"),
   ("from hcq.autogen import kfd", "queue"),
   ("from hcq.autogen import amdgpu_drm as drm", "queue"),
-  ("from hcq.compiler.backend.amd import codeobject", "queue"),
+  ("from hcq.compiler.isa.amd import codeobject", "queue"),
   ("from .queue import Ring as PM4Ring", "queue"),
 ]
 VENDOR_CLEAN = '''"""Rings of a vendor's engines: PM4 (AMD compute), SDMA copies, NV GPFIFO; gfx1100 and KFD are examples."""
@@ -565,3 +709,44 @@ def test_plant_vendor_name_is_caught(source, module):
 
 def test_plant_vendor_clean_module_passes():
   assert _findings(vendor_identifiers, VENDOR_CLEAN, "queue") == []
+
+
+def _plant_graph(sources: dict[str, str]) -> dict:
+  """The import graph of planted modules: {dotted name: source}; a name ending in .__init__ is a package."""
+  trees = {}
+  for name, source in sources.items():
+    package = name.endswith(".__init__")
+    trees[name.removesuffix(".__init__")] = (ast.parse(source), package)
+  return import_graph(trees)
+
+
+CYCLE_PLANTS = [
+  {"hcq.a": "from .b import f", "hcq.b": "def f():\n  from .a import g\n  return g"},          # lazy on one side
+  {"hcq.a": "import hcq.b", "hcq.b": "class C:\n  def m(self):\n    import hcq.c", "hcq.c": "from hcq.a import x"},
+  {"hcq.p.__init__": "def run():\n  from .engine import go", "hcq.p.engine": "from . import Stats"},  # package <-> module
+  {"hcq.p.__init__": "", "hcq.p.x": "from . import y", "hcq.p.y": "if True:\n  from hcq.p import x"},
+]
+CYCLE_CLEAN = {"hcq.p.__init__": "from .x import f\ndef g():\n  from .y import h", "hcq.p.x": "from .z import k",
+               "hcq.p.y": "from .z import k\nfrom .x import f", "hcq.p.z": "import os"}
+
+
+@pytest.mark.parametrize("sources", CYCLE_PLANTS)
+def test_plant_import_cycle_is_caught(sources):
+  assert import_cycles(_plant_graph(sources)), f"not caught: {sources}"
+
+
+def test_plant_import_cycle_clean_graph_passes():
+  graph = _plant_graph(CYCLE_CLEAN)
+  assert graph["hcq.p"] == {"hcq.p.x": 1, "hcq.p.y": 3} and import_cycles(graph) == []
+
+
+# ---- test files are named after what they test, not after the review or round that asked for them
+
+REVIEW_NAMES = re.compile(r"review|audit|follow_?up|fixes|round_?\d|issue_?\d", re.IGNORECASE)
+
+
+def test_test_files_are_named_after_what_they_test():
+  tests = sorted((ROOT / "tests").rglob("test_*.py"))
+  assert len(tests) > 100
+  bad = [str(p.relative_to(ROOT)) for p in tests if REVIEW_NAMES.search(p.stem)]
+  assert not bad, "test files named after a review or a round, not what they test:\n" + "\n".join(bad)

@@ -45,11 +45,26 @@ def test_vendors_and_interfaces_without_a_working_driver_are_refused_by_name():
   assert hcq.parse_spec("amd") == ("KFD", "AMD", 0) and hcq.parse_spec("MOCK+AMD:3").is_mock
 
 
-def test_every_declared_mock_is_one_the_mock_serves():
-  from hcq.mockgpu import MOCKED
+def test_every_declared_mock_entry_resolves_and_builds_the_os_the_driver_opens():
+  """The drivers' declarations are the one registry: each mocked interface names its mock's entry, which hcq.open
+  resolves under the mock package (no table in mockgpu/ says which vendors are mocked)."""
+  from hcq.drivers.hcq.registry import Interface
+  from hcq.mockgpu import MockOS
+  import hcq.mockgpu as mockgpu
+  entries = {(d.vendor, i.name): i.mock for d in hcq.registered_drivers().values() for i in d.interfaces if i.mocks}
+  assert entries == {("AMD", "KFD"): "amd.kfd_os", ("AMD", "PCI"): "amd.pci_os", ("AMD", "USB"): "amd.usb_os",
+                     ("BNXT", "PCI"): "bnxt.pci_os", ("NV", "RM"): "nv.rm_os", ("QCOM", "KGSL"): "qcom.kgsl_os"}
   for d in hcq.registered_drivers().values():
     for i in d.interfaces:
-      if i.mocks: assert (d.vendor, i.name) in MOCKED
+      if i.mocks: assert callable(hcq._mock_entry(i)), (d.vendor, i.name)
+  assert not [n for n, v in vars(mockgpu).items() if isinstance(v, dict) and any(isinstance(k, tuple) for k in v)]
+  os = hcq._mock_os("AMD", "PCI", 0, Config(timeout_s=5))
+  try: assert isinstance(os, MockOS) and list(os.pci_functions) == ["0000:03:00.0"]
+  finally: os.close()
+  with pytest.raises(ValueError, match="need a mock entry"): Interface("X", "x", mocks=("MOCK",))
+  with pytest.raises(ValueError, match="needs spec names"): Interface("X", "x", mock="amd.kfd_os")
+  with pytest.raises(hcq.DeviceError, match="'amd.no_such_os' does not resolve"):
+    hcq._mock_entry(Interface("X", "x", mocks=("MOCK",), mock="amd.no_such_os"))
 
 
 @pytest.mark.parametrize("index", ["9" * 20, "64", "1" * 7, "-1", "1.5", "0x3", "٣"])

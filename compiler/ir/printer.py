@@ -32,13 +32,13 @@ def render_repr(root) -> str:
   return "".join(out)
 
 
-def repr_namespace() -> dict:
-  """The names an eval() of repr(uop) needs."""
-  from .uop import UOp
-  return {"UOp": UOp, "Ops": Ops, "dtypes": dtypes, "DType": DType, "PtrDType": PtrDType, "AddrSpace": AddrSpace,
+def repr_namespace(uop_class) -> dict:
+  """The names an eval() of repr(uop) needs; uop_class is uop.UOp (given by uop.py, which imports this module: this
+  one does not import it back)."""
+  return {"UOp": uop_class, "Ops": Ops, "dtypes": dtypes, "DType": DType, "PtrDType": PtrDType, "AddrSpace": AddrSpace,
           "BufferArg": BufferArg, "Invalid": Invalid, "VarArg": VarArg, "KernelInfo": KernelInfo, "AxisType": AxisType,
           "inf": math.inf, "nan": math.nan}
 
 
-def eval_repr(text: str):
-  return eval(text, repr_namespace())  # noqa: S307 - the text is a UOp repr
+def eval_repr(text: str, uop_class):
+  return eval(text, repr_namespace(uop_class))  # noqa: S307 - the text is a UOp repr

@@ -447,9 +447,9 @@ def render_repr(root: "UOp") -> str:
 
 def repr_namespace() -> dict:
   from .printer import repr_namespace as ns
-  return ns()
+  return ns(UOp)
 
 
 def eval_repr(text: str) -> "UOp":
   from .printer import eval_repr as ev
-  return ev(text)
+  return ev(text, UOp)

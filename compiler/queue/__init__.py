@@ -18,7 +18,7 @@ for a value patched at submit time (an address, a timeline value).
 Lowering to packets belongs to each driver: a PatternMatcher over these elements, e.g. (AMD PM4)
 
     pm4 = PatternMatcher([(QPat.wait("sig", "value"), lambda sig, value: <WAIT_REG_MEM INS UOp>), ...])
-    packets = lower_queue(program, pm4)        # the LINEAR with every element rewritten
+    packets = to_packets(program, pm4)        # the LINEAR with every element rewritten
 
 Ordering across queues is the runtime's (drivers/hcq/runtime.py): every submission ends by storing its number in
 the device's timeline, and a submission on one engine that follows work on another first waits for that number.
@@ -104,8 +104,8 @@ def element_kind(u: UOp) -> str:
   raise ValueError(f"not a queue element: {u.op}")
 
 
-def lower_queue(prog: UOp, pm: PatternMatcher, ctx=None) -> UOp:
+def to_packets(prog: UOp, pm: PatternMatcher, ctx=None) -> UOp:
   """Rewrite each element of a queue program with a driver's PatternMatcher (element by element, in order).
   The LINEAR itself is kept; an element may become a GROUP of packets."""
-  if prog.op is not Ops.LINEAR: raise ValueError(f"lower_queue takes a LINEAR queue program, got {prog.op}")
-  return UOp(Ops.LINEAR, tuple(graph_rewrite(e, pm, ctx, name="lower_queue") for e in prog.src), prog.arg, prog.tag)
+  if prog.op is not Ops.LINEAR: raise ValueError(f"to_packets takes a LINEAR queue program, got {prog.op}")
+  return UOp(Ops.LINEAR, tuple(graph_rewrite(e, pm, ctx, name="to_packets") for e in prog.src), prog.arg, prog.tag)

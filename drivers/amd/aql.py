@@ -1,7 +1,7 @@
 """The AQL compute queue (gfx942, MI300-class parts): 64-byte packets (HSA runtime spec 1.2, hsa.h
 hsa_kernel_dispatch_packet_t; ROCR amd_hsa_queue.h, amd_aql_pm4_ib_packet_t) on a ring counted in packets.
 
-The lowering stays the PM4 one (lower.py): waits, stores, timestamps and barriers are PM4 packets, and a kernel call
+The packets stay the PM4 ones (packets.py): waits, stores, timestamps and barriers are PM4 packets, and a kernel call
 lowers to a KERNEL_DISPATCH packet wrapped in a PM4 NOP marker (dispatch_marker). AQLEngine.write splits the words it
 is given at those markers: each run of PM4 between them goes into an indirect buffer that an AMD vendor-specific
 packet (format PM4_IB: dwords 1-4 an INDIRECT_BUFFER packet, dword 5 the dwords left, 10) runs; each marker's packet

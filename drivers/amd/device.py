@@ -1,11 +1,11 @@
-"""AMDDevice: the AMD vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over an iface (iface.py: KFD now;
+"""AMDDevice: the AMD vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over an session (session.py: KFD now;
 PCI/USB later) that gives it memory, queues with doorbells and fault events.
 
 Engines: "compute", a PM4 compute queue (kernels, signals, timestamps, barriers), or on a multi-XCC part (gfx942,
 MI300-class) an AQL queue carrying the same PM4 in indirect buffers and kernels as dispatch packets (aql.py), as the
 reference runs them; and "copy", an SDMA queue. The compute registers and the cache-control packet forms are the GC
 IP version's (pm4.gc_registers, from the generated gc_<version>_compute modules). What is
-AMD's here: the PM4/SDMA lowering tables (lower.py), the compute queue's register state (a launch whose static
+AMD's here: the PM4/SDMA packet tables (packets.py), the compute queue's register state (a launch whose static
 registers are still on the queue sends only those that change), scratch, code-object loading, the interrupt that a
 blocked wait asks for (KFD events), and bound launches as INDIRECT_BUFFERs."""
 from __future__ import annotations
@@ -14,15 +14,15 @@ import dataclasses
 from array import array
 
 from ...compiler import queue as Q
-from ...compiler.backend.amd.codeobject import CodeObject
-from ...compiler.backend.amd.errors import ISAError
+from ...compiler.isa.amd.codeobject import CodeObject
+from ...compiler.isa.amd.errors import ISAError
 from ...compiler.ir import UOp
 from ...errors import DeviceError
 from ..hcq import Buffer, Ring, round_up
 from ..hcq.engine import FIRST_VENDOR_SLOT, PREVIOUS_VALUE, T_END, T_START, TIMELINE, TIMELINE_VALUE, V_PREV, RingEngine
 from ..hcq.runtime import HCQDevice, Submission
-from . import aql, lower, pm4, sdma
-from .lower import COMPUTE, COPY
+from . import aql, packets, pm4, sdma
+from .packets import COMPUTE, COPY
 from .program import AMDProgram, RepeatDispatch, image_at
 
 IRQ_SLOT = FIRST_VENDOR_SLOT
@@ -46,38 +46,38 @@ class AMDDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = pm4.TICKS_PER_US     # RELEASE_MEM GPU_CLOCK and SDMA TIMESTAMP count the 100 MHz GPU clock (pm4.py)
 
-  def __init__(self, iface, os, config):
+  def __init__(self, session, os, config):
     super().__init__(os, config)
-    self.iface = iface
-    self.arch, self.props = iface.arch, iface.props
-    self.label = iface.label
-    self.name = f"{self.arch} on {iface.label}"
+    self.session = session
+    self.arch, self.props = session.arch, session.props
+    self.label = session.label
+    self.name = f"{self.arch} on {session.label}"
     self._mems = []
-    self._set_up(iface, self._setup)   # a failure closes the iface (/dev/kfd, the VM, the PCI lock)
+    self._set_up(session, self._setup)   # a failure closes the session (/dev/kfd, the VM, the PCI lock)
 
   # ---- set-up
   def _host_memory(self, size: int):
-    mem = self.iface.alloc(size, kind="gtt")
+    mem = self.session.alloc(size, kind="gtt")
     self._mems.append(mem)
     return mem.va, mem.cpu
 
   def _setup(self) -> None:
     try:
-      self.regs = pm4.gc_registers(self.iface.gc_ip)     # DeviceError for a GC version hcq has no registers of
-      self.sdma = sdma.sdma_version(self.iface.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
+      self.regs = pm4.gc_registers(self.session.gc_ip)     # DeviceError for a GC version hcq has no registers of
+      self.sdma = sdma.sdma_version(self.session.sdma_ip)  # the copy engine's packet differences (SDMA 4 on gfx942)
     except (DeviceError, ValueError) as e: raise DeviceError(f"{self.name}: {e}") from None
     self.soc15 = self.regs.ip[0] == 9             # gfx9: soc15d.h cache-control packets
     # AQL where the reference uses it: parts with several XCCs (MI300-class), whose CP spreads a dispatch packet over
     # the XCCs itself (a PM4 queue would need one PRED_EXEC-guarded stream per XCC)
     self.aql = self.props.get("num_xcc", 1) > 1
     # submissions do not interrupt; a host that blocks on a value asks for one interrupt at that value (_arm)
-    self.lower_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=False, soc15=self.soc15,
+    self.packet_ctx = packets.PacketCtx(self.session.event_id, self.session.mailbox_va, interrupts=False, soc15=self.soc15,
                                     sdma=self.sdma)
     self._start_runtime()
     # the amd_queue_t kernels get as their queue pointer (queue_ptr, hidden_queue_ptr): an AQL queue's own, else a
     # zeroed one
     self.queue_desc_va = self.compute.ring.hwq.gart.va if self.aql else self._host_memory(0x1000)[0]
-    irq_ctx = lower.LowerCtx(self.iface.event_id, self.iface.mailbox_va, interrupts=True, soc15=self.soc15,
+    irq_ctx = packets.PacketCtx(self.session.event_id, self.session.mailbox_va, interrupts=True, soc15=self.soc15,
                              sdma=self.sdma)
     # wait for the timeline, then store the value elsewhere (the timeline itself may be ahead by then) and interrupt
     self._arms = {name: e.build(Q.queue(name, Q.wait(TIMELINE, PREVIOUS_VALUE), Q.store(IRQ, PREVIOUS_VALUE)), irq_ctx)
@@ -98,22 +98,22 @@ class AMDDevice(HCQDevice):
     return {("param", IRQ_SLOT): self.irq_signal.va}
 
   def _make_engines(self, links: dict):
-    engines = {name: RingEngine(name, lower.MATCHERS[name], self._make_ring(name, *RINGS[name]), self.lower_ctx, links)
+    engines = {name: RingEngine(name, packets.MATCHERS[name], self._make_ring(name, *RINGS[name]), self.packet_ctx, links)
                for name in ((COPY,) if self.aql else (COMPUTE, COPY))}
     if self.aql:
       ring = self._make_ring(COMPUTE, *RINGS[aql.ENGINE])
-      ib = self.iface.alloc(aql.ib_area_size(ring), kind="gtt")    # the PM4 of each ring slot's vendor packet
+      ib = self.session.alloc(aql.ib_area_size(ring), kind="gtt")    # the PM4 of each ring slot's vendor packet
       self._mems.append(ib)
-      engines[COMPUTE] = aql.AQLEngine(COMPUTE, lower.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.lower_ctx, links)
+      engines[COMPUTE] = aql.AQLEngine(COMPUTE, packets.MATCHERS[COMPUTE], ring, ib.va, ib.cpu, self.packet_ctx, links)
       aql.describe_queue(ring.hwq.gart.cpu, ring.hwq.ring.va, ring.hwq.ring.size, self.props)
     return {name: engines[name] for name in (COMPUTE, COPY)}
 
   def _make_ring(self, name: str, kind: str, cross: str, unit: int) -> Ring:
-    """A hardware queue from the iface and the Ring that writes it; unit: bytes per write-pointer step."""
-    hwq = self.iface.create_queue(kind, RING_SIZE)
+    """A hardware queue from the session and the Ring that writes it; unit: bytes per write-pointer step."""
+    hwq = self.session.create_queue(kind, RING_SIZE)
     u64 = hwq.gart.cpu.cast("B").cast("Q")
     wptr, rptr = u64[hwq.wptr_offset // 8:hwq.wptr_offset // 8 + 1], u64[hwq.rptr_offset // 8:hwq.rptr_offset // 8 + 1]
-    doorbell = self.iface.doorbell(hwq)
+    doorbell = self.session.doorbell(hwq)
     if kind == "aql": doorbell = aql.doorbell(doorbell)
     ring = Ring(f"{self.name} {name} queue {hwq.queue_id}", hwq.ring.cpu.cast("I"), wptr, rptr, doorbell,
                 unit, cross, self.os.memory_barrier, self.os.monotonic, self.os.sleep, self.timeout_s, idle=self._block,
@@ -132,7 +132,7 @@ class AMDDevice(HCQDevice):
     asking for an interrupt at the awaited timeline value."""
     if self._awaited is not None and self._armed < self._awaited: self._arm(self._awaited)
     t0 = self.os.monotonic()
-    fired = self.iface.wait_events(max(int(seconds * 1000), 0))
+    fired = self.session.wait_events(max(int(seconds * 1000), 0))
     if not fired and self.os.monotonic() - t0 < seconds / 2: self.os.sleep(seconds)
 
   def _arm(self, value: int) -> None:
@@ -188,19 +188,19 @@ class AMDDevice(HCQDevice):
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
     with self._open_lock():
-      mem = self.iface.alloc(nbytes, kind="gtt" if host else "vram", cpu_access=cpu_access)
+      mem = self.session.alloc(nbytes, kind="gtt" if host else "vram", cpu_access=cpu_access)
     return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu, kind="host" if host else "device")
 
   def _free_memory(self, buf: Buffer) -> None:
-    self.iface.free(buf.handle)
+    self.session.free(buf.handle)
 
   # ---- another device in this GPU's address space (drivers/hcq/p2p.py: the GPU queue drives a NIC)
   def map_host(self, va: int, size: int, what: str) -> int:
     """Host memory another driver allocated (a NIC's send and completion queues) made reachable by this GPU's engines;
     returns its GPU address (== va on KFD). Unmapped when the device closes."""
-    if not hasattr(self.iface, "register_host"):
+    if not hasattr(self.session, "register_host"):
       raise DeviceError(f"{self.name}: mapping host memory of another device is not implemented on {self.label}")
-    with self._open_lock(): return self.iface.register_host(va, size, what).va
+    with self._open_lock(): return self.session.register_host(va, size, what).va
 
   def dma_pages(self, buf: Buffer) -> list[int]:
     """The bus addresses of buf's 4 KiB pages, for another device's DMA (a NIC memory region). Host-visible memory is
@@ -209,7 +209,7 @@ class AMDDevice(HCQDevice):
     buffer inside the BAR's aperture (a large BAR); on KFD VRAM has no pages a peer can use here: DeviceError."""
     size = (buf.size + 0xFFF) & ~0xFFF
     if buf.kind == "host": return list(self.os.phys_addrs(buf.va, size))
-    vram, am = getattr(buf.handle, "vram", None), getattr(self.iface, "am", None)
+    vram, am = getattr(buf.handle, "vram", None), getattr(self.session, "am", None)
     if vram is None or am is None:
       raise DeviceError(f"{self.name}: {buf!r} is VRAM; on {self.label} a peer reaches only host-visible memory "
                         f"(alloc(host=True))")
@@ -226,10 +226,10 @@ class AMDDevice(HCQDevice):
     exports, imported with AMDKFD_IOC_IMPORT_DMABUF (kfd.py import_bar; a DeviceError where the OS has no exporter).
     AM: system PTEs to the BAR's bus address in the GPU's page tables (am/peer.py)."""
     with self._open_lock():
-      if hasattr(self.iface, "import_bar"): return self.iface.import_bar(pci.resource_path(index), size, offset, what).va
-      if hasattr(self.iface, "am"):
+      if hasattr(self.session, "import_bar"): return self.session.import_bar(pci.resource_path(index), size, offset, what).va
+      if hasattr(self.session, "am"):
         from .am import peer
-        return peer.map_bar(self.iface, pci.bar(index).start + offset, size, what)
+        return peer.map_bar(self.session, pci.bar(index).start + offset, size, what)
     raise DeviceError(f"{self.name}: mapping a peer's BAR into the GPU is not implemented on {self.label}")
 
   # ---- programs
@@ -266,7 +266,7 @@ class AMDDevice(HCQDevice):
       raise DeviceError(f"{self.name}: no kernel {name!r} in the code object (it has {', '.join(co.kernels)})")
     def upload():               # one upload per code object, shared by its kernels
       size = round_up(len(co.image), 0x1000)
-      mem = self.iface.alloc(size, kind="vram")
+      mem = self.session.alloc(size, kind="vram")
       self._mems.append(mem)
       self._copyin(Buffer(self, mem.va, size, handle=mem, kind="code"), memoryview(image_at(co, mem.va)), 0)
       return mem.va, size
@@ -292,7 +292,7 @@ class AMDDevice(HCQDevice):
     if self.aql and size // self.props.get("num_xcc", 1) > 0xFFFFFFFF:   # the AQL scratch resource's NUM_RECORDS is 32 bits
       raise DeviceError(f"{self.name}: {private_bytes} bytes of scratch per lane need {size // self.props.get('num_xcc', 1)} "
                         f"bytes per XCC, past the 4 GiB an AQL queue's scratch descriptor holds")
-    mem = self.iface.alloc(size, kind="vram")
+    mem = self.session.alloc(size, kind="vram")
     if self.scratch: self._old_scratch.append(self.scratch)
     self._mems.append(mem)
     self.scratch = Scratch(mem.va, size, per_thread, self.regs.tmpring_size(waves, wavesize))
@@ -309,13 +309,13 @@ class AMDDevice(HCQDevice):
     return self.load(compile_kernel(sink, self.arch))
 
   def _release_hardware(self) -> None:
-    self.iface.close()    # destroys the queues (which stops them) before it frees the memory
+    self.session.close()    # destroys the queues (which stops them) before it frees the memory
 
   def __repr__(self): return f"AMDDevice({self.name})"
 
 
 class _BoundIB:
-  """Bound launches as one command buffer in device memory: barrier + dispatch per launch (lowered from a queue
+  """Bound launches as one command buffer in device memory: barrier + dispatch per launch (the packets of a queue
   program), each with its kernargs recorded next to it; a run writes only an INDIRECT_BUFFER packet."""
 
   def __init__(self, dev: AMDDevice, planned):
@@ -323,7 +323,7 @@ class _BoundIB:
     for prog, shape, explicit in planned:
       layout.append((prog, shape, explicit, offset))
       offset = round_up(offset + shape.data_size, 64)
-    ka = self.kernargs = dev.iface.alloc(offset, kind="gtt")
+    ka = self.kernargs = dev.session.alloc(offset, kind="gtt")
     dev._mems.append(ka)
     values = {}
     for i, (prog, shape, explicit, off) in enumerate(layout):
@@ -345,7 +345,7 @@ class _BoundIB:
       return
     repeat = self._words(dev, layout, values, first_repeats=True)
     if len(repeat) == len(full): repeat = full
-    ib = self.ib = dev.iface.alloc((len(full) + (len(repeat) if repeat is not full else 0)) * 4, kind="gtt")
+    ib = self.ib = dev.session.alloc((len(full) + (len(repeat) if repeat is not full else 0)) * 4, kind="gtt")
     dev._mems.append(ib)
     ib.cpu.cast("I")[:len(full)] = full
     self.ib_words = array("I", pm4.indirect_buffer(ib.va, len(full)))

@@ -1,6 +1,6 @@
-"""KFDIface: an AMD GPU through the amdgpu kernel driver's /dev/kfd, reached only through the OS interface.
+"""KFDSession: an AMD GPU through the amdgpu kernel driver's /dev/kfd, reached only through the OS interface.
 
-What it offers AMDDevice (the same surface a future PCI/USB iface offers): topology properties, memory
+What it offers AMDDevice (the same surface a future PCI/USB session offers): topology properties, memory
 (alloc/free with CPU VA == GPU VA), queues with doorbells, a signal event with its mailbox, and a wait that turns
 KFD memory/HW-exception events into hcq.GPUFault.
 
@@ -58,7 +58,7 @@ def cwsr_sizes(p: dict) -> tuple[int, int, int]:
   ctl_stack_size equal to the node's, the save area at least the node's cwsr_size); newer kernels (6.12) publish both
   in the topology properties, older ones do not and they are computed the way kfd_queue_ctx_save_restore_size()
   does; the debug memory size (the debugger's area after each save area) is published by none and always computed.
-  The mock holds the same formula to publish the numbers (mockgpu/amd/kfd.cwsr_sizes: neither may import the other);
+  The mock holds the same formula to publish the numbers (mockgpu/amd/cwsr.cwsr_sizes: neither may import the other);
   tests/mockgpu/test_hardware_facts.py holds the two equal."""
   gfxv = p["gfx_target_version"]
   xccs = max(p.get("num_xcc", 1), 1)
@@ -77,7 +77,7 @@ def cwsr_sizes(p: dict) -> tuple[int, int, int]:
   return ctl_stack + wg_data, ctl_stack, debug
 
 
-class KFDIface:
+class KFDSession:
   name = "KFD"
 
   def __init__(self, osi, index: int, config, label: str | None = None):

@@ -37,26 +37,26 @@ class EventPage:
     self.users = 0
 
   @classmethod
-  def acquire(cls, iface) -> tuple["EventPage", bool]:
-    """(the process's event page, whether iface created it and must hand it to KFD with its first signal event).
-    iface: a KFDIface whose VM is acquired; a new page is allocated through it, then owned by the EventPage."""
-    key = process_key(iface.os)
-    with LOCK: return cls._acquire(key, iface)
+  def acquire(cls, session) -> tuple["EventPage", bool]:
+    """(the process's event page, whether session created it and must hand it to KFD with its first signal event).
+    session: a KFDSession whose VM is acquired; a new page is allocated through it, then owned by the EventPage."""
+    key = process_key(session.os)
+    with LOCK: return cls._acquire(key, session)
 
   @classmethod
-  def _acquire(cls, key, iface) -> tuple["EventPage", bool]:
+  def _acquire(cls, key, session) -> tuple["EventPage", bool]:
     page = _PAGES.get(key)
     fresh = page is None
     if fresh:
-      mem = iface.alloc(EVENT_PAGE_SIZE, kind="gtt")
-      iface.disown(mem)                         # outlives iface when another device of the process still uses it
-      page = _PAGES[key] = cls(key, iface.os, mem)
-      page.gpus.append(iface.gpu_id)
-    elif iface.gpu_id not in page.gpus:
-      ids = (ctypes.c_uint32 * 1)(iface.gpu_id)
-      kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(iface.kfd, handle=page.mem.handle, device_ids_array_ptr=ctypes.addressof(ids),
+      mem = session.alloc(EVENT_PAGE_SIZE, kind="gtt")
+      session.disown(mem)                         # outlives session when another device of the process still uses it
+      page = _PAGES[key] = cls(key, session.os, mem)
+      page.gpus.append(session.gpu_id)
+    elif session.gpu_id not in page.gpus:
+      ids = (ctypes.c_uint32 * 1)(session.gpu_id)
+      kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU(session.kfd, handle=page.mem.handle, device_ids_array_ptr=ctypes.addressof(ids),
                                        n_devices=1)
-      page.gpus.append(iface.gpu_id)
+      page.gpus.append(session.gpu_id)
     page.users += 1
     return page, fresh
 

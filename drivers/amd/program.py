@@ -32,7 +32,7 @@ USER_SGPR_SIZES = {"private_segment_buffer": 4, "dispatch_ptr": 2, "queue_ptr": 
 
 
 def kernel_args(k) -> list[Arg]:
-  """The kernarg layout records of a compiler.backend.amd.codeobject Kernel."""
+  """The kernarg layout records of a compiler.isa.amd.codeobject Kernel."""
   return [Arg(a.offset, a.size, a.value_kind, a.type_name or "", a.name or "", a.address_space or "",
               a.raw.get(".pointee_align", 0)) for a in k.args]
 
@@ -68,7 +68,7 @@ class RepeatDispatch:
 
 class AMDProgram(Program):
   def __init__(self, device, kernel, image_va: int, image_size: int):
-    """kernel: a compiler.backend.amd.codeobject Kernel of a code object loaded at image_va."""
+    """kernel: a compiler.isa.amd.codeobject Kernel of a code object loaded at image_va."""
     layout = KernargLayout(kernel.name, kernel_args(kernel), kernel.kernarg_segment_size, kernel.kernarg_segment_align,
                            kernel.group_segment_fixed_size)
     super().__init__(device, kernel.name, layout, kernel.max_flat_workgroup_size or 1024)

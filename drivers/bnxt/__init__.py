@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..hcq.registry import Driver, Interface
 
 DRIVER = Driver(vendor="BNXT", module=__name__, summary="Broadcom NetXtreme-E (Thor2) RoCEv2 NICs", default="PCI",
-                interfaces=(Interface("PCI", "the PCI function from userspace (bnxt_en unbound)", mocks=("MOCK",)),))
+                interfaces=(Interface("PCI", "the PCI function from userspace (bnxt_en unbound)", mocks=("MOCK",),
+                                            mock="bnxt.pci_os"),))
 
 _LAZY = {"BNXTDev": "device", "ipv4_to_gid": "device", "PCI_VENDOR_BROADCOM": "device", "THOR2_DEVICE_IDS": "device",
          "BNXTQP": "qp", "CompletionError": "qp"}

@@ -3,7 +3,7 @@
   device.py    Device (the public API of DESIGN.md §4: argument checks, close, context manager), Buffer, Timeline
   runtime.py   HCQDevice: timeline, Submission, cross-engine waits, launch data, staging copies, fault latch,
                completion hook, thread safety
-  engine.py    Engine / RingEngine: a hardware queue with its lowering table, encoder and submit; the runtime's
+  engine.py    Engine / RingEngine: a hardware queue with its packet table, encoder and submit; the runtime's
                queue-program placeholders
   cmdbuf.py    command buffers built once and patched at submit (Sym, Patch, lo/hi)
   bound.py     BoundLaunch: launches recorded once and replayed
@@ -17,7 +17,7 @@ from .alloc import LaunchRing, VARanges, round_up
 from .args import ArgLayout, check_launch
 from .device import Buffer, Device, Timeline
 from .program import LaunchShape, Program
-from .queue import Ring
+from .ring import Ring
 from .signal import SIGNAL_SIZE, Signal, SignalPool
 
 __all__ = ["LaunchRing", "VARanges", "round_up", "ArgLayout", "check_launch", "Buffer", "Device", "Timeline",

@@ -1,6 +1,6 @@
 """Command buffers built once and patched at submit.
 
-A lowered queue program is a list of dwords where some words are not known when it is built: the address of a
+A queue program's packets are a list of dwords where some words are not known when it is built: the address of a
 buffer bound at submit, a timeline value, a kernarg address. Those words are `Patch`es: (key, shift, add) meaning
 ((values[key] + add) >> shift) & 0xFFFFFFFF. `Sym` is a symbolic 64-bit value the packet builders accept in place
 of an int (sym + 8, lo(sym), hi(sym)).

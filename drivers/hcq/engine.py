@@ -2,10 +2,10 @@
 
 An Engine has
   - a name, the one name of that queue everywhere ("compute", "copy"): in queue programs (Q.queue(name, ...)), in
-    lowered packets (Packets.engine), in errors;
-  - a lowering table: a PatternMatcher that rewrites each queue-program element (wait, store, timestamp, barrier,
+    packets (Packets.engine), in errors;
+  - a packet table: a PatternMatcher that rewrites each queue-program element (wait, store, timestamp, barrier,
     call, copy: hcq.compiler.queue) into an INS holding the engine's packets (Packets), with a vendor context;
-  - an encoder: the packets of a lowered program concatenated into a CommandBuffer (cmdbuf.py), words that are known
+  - an encoder: the packets of a program concatenated into a CommandBuffer (cmdbuf.py), words that are known
     once the device exists (its own signal addresses: `links`) resolved for good, the rest patched at submit;
   - submit(chunks): how finished words reach the hardware. RingEngine (ring + doorbell) is the default; an engine
     whose kernel wants submissions by ioctl (KGSL) overrides write/commit;
@@ -35,7 +35,7 @@ P_DST, P_SRC = ("param", COPY_DST), ("param", COPY_SRC)
 
 @dataclasses.dataclass(frozen=True)
 class Packets:
-  """What one queue-program element lowers to: words for `engine` (ints, or Patches known at submit)."""
+  """What one queue-program element becomes: words for `engine` (ints, or Patches known at submit)."""
   engine: str
   words: tuple
 
@@ -46,30 +46,30 @@ def value_of(u: UOp):
   if u.op is Ops.CONST: return int(u.arg)
   if u.op is Ops.DEFINE_VAR: return Sym(("var", u.arg.name))
   if u.op is Ops.PARAM: return Sym(("param", u.arg.slot))
-  raise DeviceError(f"queue lowering: a value must be a constant, a variable or a buffer address, got {u.op}")
+  raise DeviceError(f"queue program to packets: a value must be a constant, a variable or a buffer address, got {u.op}")
 
 
 def packets(engine: str, words) -> UOp:
-  """The lowered form of an element: an INS whose arg holds the engine's packets."""
+  """The packet form of an element: an INS whose arg holds the engine's packets."""
   return UOp(Ops.INS, (), (Packets(engine, tuple(words)), dtypes.void))
 
 
 def unsupported(what: str, engine: str):
-  raise DeviceError(f"queue lowering: {what} cannot run on the {engine} engine")
+  raise DeviceError(f"queue program to packets: {what} cannot run on the {engine} engine")
 
 
-def encode(lowered: UOp, engine: str) -> CommandBuffer:
-  """Concatenate the packets of a lowered queue program into a command buffer."""
+def encode(packets: UOp, engine: str) -> CommandBuffer:
+  """Concatenate the packets of a queue program into a command buffer."""
   words: list = []
-  for el in lowered.src:
+  for el in packets.src:
     if el.op is not Ops.INS or not isinstance(el.arg[0], Packets) or el.arg[0].engine != engine:
-      raise DeviceError(f"queue lowering: element {el.op} {el.arg} was not lowered to {engine} packets")
+      raise DeviceError(f"queue program to packets: element {el.op} {el.arg} was not turned into {engine} packets")
     words += el.arg[0].words
   return CommandBuffer(words, engine)
 
 
 class Engine:
-  """A hardware queue: its lowering table and context, the device's links, and how words reach it."""
+  """A hardware queue: its packet table and context, the device's links, and how words reach it."""
 
   def __init__(self, name: str, matcher: PatternMatcher, ctx=None, links: dict | None = None):
     self.name, self.matcher, self.ctx, self.links = name, matcher, ctx, dict(links or {})
@@ -77,15 +77,15 @@ class Engine:
     self.wait_cmd = self.build(Q.queue(name, Q.wait(TIMELINE, PREVIOUS_VALUE)))
     self.signal_cmd = self.build(Q.queue(name, Q.store(TIMELINE, TIMELINE_VALUE)))
 
-  def lower(self, program: UOp, ctx=None) -> UOp:
+  def to_packets(self, program: UOp, ctx=None) -> UOp:
     if program.arg.name != self.name:
       raise DeviceError(f"queue program for {program.arg.name!r} given to the {self.name} engine")
-    return Q.lower_queue(program, self.matcher, self.ctx if ctx is None else ctx)
+    return Q.to_packets(program, self.matcher, self.ctx if ctx is None else ctx)
 
   def build(self, program: UOp, ctx=None) -> CommandBuffer:
     """Lower and encode a queue program once; the device's own addresses (links) are resolved, the rest is patched
     at submit (CommandBuffer.fill)."""
-    return link(encode(self.lower(program, ctx), self.name), self.links)
+    return link(encode(self.to_packets(program, ctx), self.name), self.links)
 
   # ---- submission (overridden by engines that do not use a ring)
   def mark(self):

@@ -12,8 +12,8 @@ a status) and is acknowledged by another doorbell store. A GPU queue does the sa
   wait_ge(addr, ref)          INS ("mem_wait_ge", void)  src (addr, ref): wait until mem32[addr] >= ref (a counter
                                                           another device writes: an arrival flag)
 
-Each vendor lowers them in its engines' tables (AMD PM4: WRITE_DATA, COPY_DATA of a 64-bit immediate, WAIT_REG_MEM
-with the == function: drivers/amd/lower.py); an engine that cannot do one refuses it when the program is built. A
+Each vendor turns them into packets in its engines' tables (AMD PM4: WRITE_DATA, COPY_DATA of a 64-bit immediate, WAIT_REG_MEM
+with the == function: drivers/amd/packets.py); an engine that cannot do one refuses it when the program is built. A
 wait on the device is bounded like every other: the submission's timeline value is what the host waits for, with the
 device's timeout (runtime.py)."""
 from __future__ import annotations
@@ -52,7 +52,7 @@ def wait_ge(addr: int, ref: int) -> UOp:
 
 
 class MPat:
-  """UPats of the elements, for a vendor's lowering table."""
+  """UPats of the elements, for a vendor's packet table."""
   @staticmethod
   def write(name="ins"): return UPat(Ops.INS, arg=(WRITE, dtypes.void), src=(UPat.var("addr"),), allow_any_len=True, name=name)
   @staticmethod

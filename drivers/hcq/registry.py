@@ -1,5 +1,6 @@
-"""How a driver declares itself to hcq.open: its vendor, its interfaces, which of them the embedded mock serves, and
-which are looked for when hcq.open() is given no spec.
+"""How a driver declares itself to hcq.open: its vendor, its interfaces, which of them the embedded mock serves (and
+the mock's entry that builds the OS interface the driver then opens), and which are looked for when hcq.open() is
+given no spec. This is the only registry: the mock keeps no table of its own.
 
 Each driver package declares `DRIVER = Driver(...)` in its __init__.py (which imports nothing heavy); hcq.open, spec
 parsing, autodetection and the README's device list are derived from those declarations. A vendor is declared when
@@ -15,6 +16,15 @@ class Interface:
   summary: str                   # one line for the README and errors
   mocks: tuple[str, ...] = ()    # spec interfaces that open this interface on the embedded mock ("MOCK", "MOCKKFD")
   probe: str | None = None       # a path whose presence says the hardware may be there: autodetected; None: never
+  # the mock's entry for this interface: a dotted path under hcq's mock package ("amd.kfd_os": the function kfd_os of
+  # its amd package), called (index, config, label) -> the OS interface object the driver opens instead of Linux's.
+  # Only hcq.open resolves it: the driver names it here and never imports the mock (docs/DESIGN.md §2, §6).
+  mock: str | None = None
+
+  def __post_init__(self):
+    if bool(self.mocks) != bool(self.mock):
+      raise ValueError(f"interface {self.name!r}: mock spec names {self.mocks} need a mock entry and a mock entry "
+                       f"needs spec names (mock={self.mock!r})")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,12 +109,12 @@ class HCQDevice(Device):
     self._recent: list = [None] * (RECENT_MASK + 1)   # (value, engine, what) of the latest submissions
 
   # ---- set-up
-  def _set_up(self, iface, setup) -> None:
-    """Run the vendor's set-up on an open interface; when it fails (an unsupported part, a queue that cannot be made,
-    Ctrl-C) the interface (its device file, VM, PCI lock) is closed before the error goes on."""
+  def _set_up(self, session, setup) -> None:
+    """Run the vendor's set-up on an open session; when it fails (an unsupported part, a queue that cannot be made,
+    Ctrl-C) the session (its device file, VM, PCI lock) is closed before the error goes on."""
     try: setup()
     except BaseException:
-      try: iface.close()
+      try: session.close()
       finally: raise
 
   def _start_runtime(self) -> None:

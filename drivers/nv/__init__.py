@@ -1,9 +1,9 @@
 """The NV driver: NVDevice on the HCQ runtime, over nvidia.ko's resource manager and UVM (rm.py).
 
-  rm.py       RMIface: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm; the RM object tree, memory, channels
+  rm.py       RMSession: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm; the RM object tree, memory, channels
   device.py   NVDevice: engines "compute" and "copy" (GPFIFO channels), launches by QMD, code loading, faults
   gpfifo.py   pushbuffer methods, GPFIFO entries, the channel engine (ring + doorbell), pushbuffer decoding
-  lower.py    queue programs (hcq.compiler.queue) -> methods by pattern matchers
+  packets.py  queue programs (hcq.compiler.queue) -> methods by pattern matchers
   program.py  PTX and cubins, the CUDA parameter ABI (NVProgram, CUDAParams)
   qmd.py      QMD v3/v4/v5 layouts (autogen/nv/tables/qmd.py) and the per-launch field update of a template
   abi.py      classes, control numbers and params, UVM params, NV status names; the escape numbers re-exported
@@ -21,16 +21,16 @@ from ..hcq.registry import Driver, Interface
 DRIVER = Driver(
   vendor="NV", module=__name__, summary="NVIDIA GPUs (Ampere, Ada, Hopper, Blackwell)", default="RM",
   interfaces=(Interface("RM", "through nvidia.ko's resource manager (/dev/nvidiactl) and UVM", mocks=("MOCK",),
-                        probe="/dev/nvidiactl"),))
+                        mock="nv.rm_os", probe="/dev/nvidiactl"),))
 
 
 def open_device(iface: str, index: int, os, config, label: str | None = None):
   """The NVIDIA GPU number `index` through interface `iface`; label names it in errors (default "RM+NV:index")."""
   from .device import NVDevice
-  from .rm import RMIface
+  from .rm import RMSession
   if iface != "RM": raise DeviceError(f"NV: interface {iface!r} is not supported (supported: RM)")
   label = label or f"RM+NV:{index}"
-  return NVDevice(RMIface(os, index, config, label=label), os, config)
+  return NVDevice(RMSession(os, index, config, label=label), os, config)
 
 
 def __getattr__(name):

@@ -1,8 +1,8 @@
-"""NVDevice: the NV vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over RMIface (rm.py).
+"""NVDevice: the NV vendor layer on the HCQ runtime (drivers/hcq/runtime.py), over RMSession (rm.py).
 
 Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (launches by QMD, semaphores), and
-"copy", a GPFIFO channel with the copy object on subchannel 4; both lower queue programs by the pattern matchers of
-lower.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
+"copy", a GPFIFO channel with the copy object on subchannel 4; both turn queue programs into packets by the pattern matchers of
+packets.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
 Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
 buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
 a CUDA fatbin), and faults read from the channels' error notifiers (the Xid) and nvidia.ko's kernel log (its cause)
@@ -18,7 +18,7 @@ from ..hcq import Buffer, round_up
 from ..hcq.engine import V_TIMELINE
 from ..hcq.runtime import HCQDevice, Submission
 from ...autogen.nv import rm_abi as abi
-from . import gpfifo as G, lower, qmd
+from . import gpfifo as G, packets, qmd
 from .sm import (CB0_DIMS_END, LOCAL_RESERVE, MAX_LOCAL_PER_THREAD, carveouts_kb, max_threads_for_registers, sass_version, shared_memory_size,
                  sm_config)
 from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels, is_ptx, ptx_image, ptx_kernels)
@@ -39,27 +39,27 @@ class NVDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
 
-  def __init__(self, iface, os, config):
+  def __init__(self, session, os, config):
     super().__init__(os, config)
-    self.iface, self.label = iface, iface.label
-    self.arch = iface.arch
-    self.compute_class, self.copy_class = iface.compute_class, iface.copy_class
-    self.name = f"{self.arch} on {iface.label}"
-    self.param_base = PARAM_BASE.get(iface.sm_version >> 8, 0x160)
+    self.session, self.label = session, session.label
+    self.arch = session.arch
+    self.compute_class, self.copy_class = session.compute_class, session.copy_class
+    self.name = f"{self.arch} on {session.label}"
+    self.param_base = PARAM_BASE.get(session.sm_version >> 8, 0x160)
     # shared memory a CTA may use (CUDA programming guide, compute capabilities table): 227 KiB on sm_90, 99 KiB on
     # sm_86/89, 163 KiB on sm_80
-    self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(iface.sm_version >> 8, 163 << 10 if iface.sm_version == 0x800 else 99 << 10)
-    self.carveouts_kb, self.sass_version = carveouts_kb(iface.sm_version), sass_version(iface.sm_version)
+    self.max_shared = {9: 227 << 10, 10: 227 << 10}.get(session.sm_version >> 8, 163 << 10 if session.sm_version == 0x800 else 99 << 10)
+    self.carveouts_kb, self.sass_version = carveouts_kb(session.sm_version), sass_version(session.sm_version)
     self._cubins: dict[bytes, bytes] = {}    # PTX text -> the cubin compiled from it (a GPU that runs SASS)
     self._local, self._old_local, self._local_per_thread = None, [], 0
     self._no_sass: dict[str, str] = {}       # kernels loaded as PTX alone: why (for an engine exception's message)
     # constant buffer 0's driver words (reference 1.6): the shared and local memory windows and 0xfffdc0, at dwords
     # 6..10 before Blackwell, 188..191 and 223 on Blackwell (generic addressing of shared/local memory reads them)
-    if iface.sm_version >> 8 >= 10:
+    if session.sm_version >> 8 >= 10:
       self._cb0_driver = struct.pack("<QQ", SHARED_WINDOW, LOCAL_WINDOW) + bytes(4 * (223 - 192)) + struct.pack("<I", 0xFFFDC0)
     else: self._cb0_driver = struct.pack("<QQI", SHARED_WINDOW, LOCAL_WINDOW, 0xFFFDC0)
-    self._cb0_driver_offset = 4 * 188 if iface.sm_version >> 8 >= 10 else 4 * 6
-    self._set_up(iface, self._setup)     # a failure closes the iface (the RM client, its channels)
+    self._cb0_driver_offset = 4 * 188 if session.sm_version >> 8 >= 10 else 4 * 6
+    self._set_up(session, self._setup)     # a failure closes the session (the RM client, its channels)
 
   def _setup(self) -> None:
     self.qmd_major = QMD_MAJOR[self.compute_class]
@@ -74,9 +74,9 @@ class NVDevice(HCQDevice):
     if llo % 32 or lhi != llo + 31 or ulo != llo + 32:
       raise DeviceError(f"{self.name}: QMD v{self.qmd_major}'s constant buffer address is not a dword and the next")
     self._cb_byte, self._cb_upper_mask = llo // 8, (1 << (uhi - ulo + 1)) - 1
-    self.channels = {lower.COMPUTE: self.iface.create_channel(self.compute_class, GPFIFO_ENTRIES),
-                     lower.COPY: self.iface.create_channel(self.copy_class, GPFIFO_ENTRIES)}
-    self.iface.schedule()
+    self.channels = {packets.COMPUTE: self.session.create_channel(self.compute_class, GPFIFO_ENTRIES),
+                     packets.COPY: self.session.create_channel(self.copy_class, GPFIFO_ENTRIES)}
+    self.session.schedule()
     self._start_runtime()
     # bind the engine objects to their subchannels; the compute channel's shared and local memory windows
     w = G.method(G.SUBC_COMPUTE, G.SET_OBJECT, self.compute_class)
@@ -89,14 +89,14 @@ class NVDevice(HCQDevice):
 
   # ---- runtime hooks
   def _host_memory(self, size: int):
-    mem = self.iface.alloc(size, kind="host")
+    mem = self.session.alloc(size, kind="host")
     return mem.va, mem.cpu
 
   def _make_engines(self, links: dict):
     engines = {}
     for name, ch in self.channels.items():
       va, cpu = self._host_memory(PUSHBUFFER_SIZE)
-      engines[name] = G.GPFifoEngine(name, lower.MATCHERS[name], None, links, ch, va, cpu, self.os, self.timeout_s,
+      engines[name] = G.GPFifoEngine(name, packets.MATCHERS[name], None, links, ch, va, cpu, self.os, self.timeout_s,
                                      idle=self._block)
     return engines
 
@@ -104,7 +104,7 @@ class NVDevice(HCQDevice):
     """A wait that is not done after its busy polls: a channel whose error notifier holds an error stopped (raise
     it), else sleep (the GPU runs in the sleep)."""
     for name, ch in self.channels.items():
-      err = self.iface.channel_error(ch)
+      err = self.session.channel_error(ch)
       if err is None: continue
       code = err[0]      # (the notifier's bytes 16..24 are the next record's timestamp, not a fault address)
       what = ROBUST_CHANNEL_ERRORS.get(code, f"robust-channel error {code}")
@@ -125,12 +125,12 @@ class NVDevice(HCQDevice):
     """nvidia.ko's newest kernel log line for Xid `code` on this GPU ("NVRM: Xid (PCI:dddd:bb:dd): code, ..."): on
     hardware it names the exception (an MMU fault's address), which the error notifier does not hold."""
     log = getattr(self.os, "kernel_log", None)
-    bus = getattr(self.iface, "pci_bus", None)
+    bus = getattr(self.session, "pci_bus", None)
     if log is None or not bus: return None
     tag = f"Xid (PCI:{bus.rsplit('.', 1)[0]}): {code},"
     return next((line for line in reversed(log()) if tag in line), None)
 
-  def _release_hardware(self) -> None: self.iface.close()
+  def _release_hardware(self) -> None: self.session.close()
 
   # ---- launches
   def qmd_template(self, prog: NVProgram, grid, block, dynamic_shared: int = 0) -> tuple[bytearray, int]:
@@ -204,10 +204,10 @@ class NVDevice(HCQDevice):
 
   def _grow_local(self, slm: int) -> None:
     if slm <= self._local_per_thread: return
-    g = self.iface.gr
+    g = self.session.gr
     per_tpc = round_up(round_up(slm * 32, 0x200) * g["max_warps_per_sm"] * g["sm_per_tpc"], 0x8000)
     total = round_up(per_tpc * g["tpc_per_gpc"] * g["gpcs"], 0x20000)
-    mem = self.iface.alloc(total, kind="vram")
+    mem = self.session.alloc(total, kind="vram")
     w = G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_A, mem.va >> 32, mem.va & 0xFFFFFFFF)
     w += G.method(G.SUBC_COMPUTE, G.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
     with Submission(self, self.compute, ("local memory of {} bytes per thread", slm)) as sub: sub.add(array("I", w))
@@ -230,15 +230,15 @@ class NVDevice(HCQDevice):
     # the template's upper dword holds other fields' bits above the address's: keep them
     upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
     struct.pack_into("<II", view, at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
-    return shape.cmd.fill({lower.V_QMD: va + cb, V_TIMELINE: value})
+    return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
     with self._open_lock():
-      mem = self.iface.alloc(nbytes, kind="host" if host else "vram", cpu_access=cpu_access)
+      mem = self.session.alloc(nbytes, kind="host" if host else "vram", cpu_access=cpu_access)
     return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu, kind="host" if host else "device")
 
-  def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
+  def _free_memory(self, buf: Buffer) -> None: self.session.free(buf.handle)
 
   # ---- another device in this GPU's address space (drivers/hcq/p2p.py: the GPU queue drives a NIC)
   def map_host(self, va: int, size: int, what: str) -> int:
@@ -260,7 +260,7 @@ class NVDevice(HCQDevice):
     """size bytes from offset of memory BAR `index` of another PCI function (a drivers/system PCIDevice) in this
     GPU's address space, for the channels' semaphore releases (a NIC doorbell page): an RM OS descriptor of the
     BAR's I/O mapping (rm.py map_io). Returns the GPU address; unmapped when the device closes."""
-    with self._open_lock(): return self.iface.map_io(pci.resource_path(index), size, offset, what).va
+    with self._open_lock(): return self.session.map_io(pci.resource_path(index), size, offset, what).va
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):
@@ -313,7 +313,7 @@ class NVDevice(HCQDevice):
     if kernels is None:         # PTX: the text, a PTX_ENTRY record per kernel and its SASS where compiled
       sass = sass or {}
       size = round_up(len(image) + 768 * len(infos) + sum(len(c) + 256 for c in sass.values()) + 4096, 0x1000)
-      mem = self.iface.alloc(size, kind="vram")
+      mem = self.session.alloc(size, kind="vram")
       data, offsets = ptx_image(image, list(infos), mem.va, sass)
       sizes = {n: len(sass[n]) if n in sass else len(data) - o for n, o in offsets.items()}
     else:                       # SASS: each kernel's .text, 256-byte aligned, with 4 KB of slack for prefetches
@@ -323,7 +323,7 @@ class NVDevice(HCQDevice):
         offsets[n], sizes[n] = len(data), len(code)
         data += code
       data += bytes(4096)
-      mem = self.iface.alloc(round_up(len(data), 0x1000), kind="vram")
+      mem = self.session.alloc(round_up(len(data), 0x1000), kind="vram")
     self._copyin(Buffer(self, mem.va, mem.size, handle=mem, kind="code"), memoryview(bytes(data)), 0)
     return {n: (mem.va + o, sizes[n]) for n, o in offsets.items()}
 

@@ -17,7 +17,7 @@ from array import array
 
 from ...errors import DeviceError, Timeout
 from ..hcq.engine import Engine
-from ..hcq.queue import Ring
+from ..hcq.ring import Ring
 
 OP_INC, OP_NON_INC, OP_IMMD = 1, 3, 4
 SUBC_HOST, SUBC_COMPUTE, SUBC_COPY = 0, 1, 4

@@ -1,4 +1,4 @@
-"""RMIface: an NVIDIA GPU through nvidia.ko's resource manager (RM) and UVM, reached only through the OS interface.
+"""RMSession: an NVIDIA GPU through nvidia.ko's resource manager (RM) and UVM, reached only through the OS interface.
 
 The sequence: the driver version, read before any call whose size depends on it (/proc/driver/nvidia/version, else the
 NV_ESC_CHECK_VERSION_STR escape), picks the driver series and with it the ABI generated from NVIDIA's headers of that
@@ -94,7 +94,7 @@ def arch_of(sm_version: int) -> str:
   return f"sm_{sm_version >> 8}{minor >> 4 if minor > 0xF else minor}"
 
 
-class RMIface:
+class RMSession:
   def __init__(self, osi, index: int, config, label: str | None = None):
     self.os, self.config = osi, config
     self.label = label or f"NV:{index}"

@@ -4,12 +4,12 @@ KGSL is the first engine that takes its words by ioctl, not through a ring and a
 submission's CP packets, copies them into an indirect buffer (a wrapping ring in GPU memory that keeps each
 submission's words until the timeline passes it) and submits that buffer with IOCTL_KGSL_GPU_COMMAND, which returns
 the context's timestamp for it. The timeline signal is still written by the stream itself (CP_EVENT_WRITE with a
-timestamp, lower.py); a wait that is not done after its busy polls blocks in IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID
+timestamp, packets.py); a wait that is not done after its busy polls blocks in IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID
 for the submission's timestamp, which also reports a faulted context (GPUFault naming the context and timestamp).
 
 Memory: every buffer is a KGSL memory object mapped for the CPU (Adreno shares the system's memory), so copies are
 CPU copies after the device is idle, as the runtime does for host buffers; there is no copy engine (the runtime's
-"copy" name refers to the compute engine, whose lowering refuses copies)."""
+"copy" name refers to the compute engine, whose packet table refuses copies)."""
 from __future__ import annotations
 
 import bisect
@@ -22,8 +22,8 @@ from ..hcq import Buffer
 from ..hcq.alloc import LaunchRing
 from ..hcq.engine import Engine
 from ..hcq.runtime import HCQDevice, Submission
-from . import lower
-from .lower import COMPUTE
+from . import packets
+from .packets import COMPUTE
 from .program import V_CONSTS, V_IBOS, QCOMProgram, parse
 
 IB_RING_SIZE = 4 << 20
@@ -37,7 +37,7 @@ class KGSLEngine(Engine):
   def __init__(self, dev: "QCOMDevice", links: dict):
     self.dev, self.pending = dev, []
     self.submitted: deque[tuple[int, int]] = deque(maxlen=4096)   # (timeline value, KGSL timestamp)
-    super().__init__(COMPUTE, lower.pm_cp, None, links)
+    super().__init__(COMPUTE, packets.pm_cp, None, links)
 
   def mark(self): return len(self.pending)
   def rollback(self, mark) -> None: del self.pending[mark:]
@@ -51,7 +51,7 @@ class KGSLEngine(Engine):
     va = dev.ib_ring.alloc(len(words) * 4, value)
     off = va - dev.ib_ring.va
     dev.ib_view[off:off + len(words) * 4] = words.tobytes()
-    try: ts = dev.iface.submit(va, len(words) * 4)
+    try: ts = dev.session.submit(va, len(words) * 4)
     except BaseException as e:
       # nothing reached the GPU: the timeline value and the space are given back (no later wait waits for them);
       # a context KGSL reports faulted is the device's fault from now on
@@ -73,27 +73,27 @@ class KGSLEngine(Engine):
 
 class QCOMDevice(HCQDevice):
   buffer_type = Buffer
-  ticks_per_us = lower.TICKS_PER_US
+  ticks_per_us = packets.TICKS_PER_US
 
-  def __init__(self, iface, os, config):
+  def __init__(self, session, os, config):
     super().__init__(os, config)
-    self.iface, self.arch, self.label = iface, iface.arch, iface.label
-    self.name = f"{self.arch} on {iface.label}"
+    self.session, self.arch, self.label = session, session.arch, session.label
+    self.name = f"{self.arch} on {session.label}"
     self._mems = []
-    self._set_up(iface, self._setup)     # a failure closes the iface (the KGSL context, /dev/kgsl-3d0)
+    self._set_up(session, self._setup)     # a failure closes the session (the KGSL context, /dev/kgsl-3d0)
 
   def _setup(self) -> None:
     from ...compiler.isa.ir3.isa import ISA
-    self.isa = ISA(self.iface.gpu_id)
+    self.isa = ISA(self.session.gpu_id)
     ib = self._kgsl(IB_RING_SIZE)
     self.ib_view = ib.cpu
-    self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (lower.V_SCRATCH)
+    self.scratch = self._kgsl(4096)         # barrier flushes write their timestamp here (packets.V_SCRATCH)
     self._pvt: dict[int, object] = {}       # private-memory buffers by size (program.py)
     self._start_runtime()
     self.ib_ring = LaunchRing(ib.va, IB_RING_SIZE, self.wait_value, name=f"{self.name} indirect buffers")
 
   def _kgsl(self, size: int):
-    mem = self.iface.alloc(size)
+    mem = self.session.alloc(size)
     self._mems.append(mem)
     return mem
 
@@ -102,7 +102,7 @@ class QCOMDevice(HCQDevice):
     mem = self._kgsl(size)
     return mem.va, mem.cpu
 
-  def _vendor_links(self) -> dict: return {lower.V_SCRATCH: self.scratch.va}
+  def _vendor_links(self) -> dict: return {packets.V_SCRATCH: self.scratch.va}
 
   def _make_engines(self, links: dict):
     engine = KGSLEngine(self, links)
@@ -115,14 +115,14 @@ class QCOMDevice(HCQDevice):
     if ts is None:
       self.os.sleep(seconds)
       return
-    self.iface.wait(ts, max(int(seconds * 1000), 1))
+    self.session.wait(ts, max(int(seconds * 1000), 1))
 
   def wait_value(self, value: int) -> None:
     try: super().wait_value(value)
     except Timeout as e:
       ts = self.compute.timestamp_for(value)
       if ts is not None:
-        e.args = (f"{e.args[0]}; KGSL context {self.iface.ctx} has not retired timestamp {ts} "
+        e.args = (f"{e.args[0]}; KGSL context {self.session.ctx} has not retired timestamp {ts} "
                   f"(IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID)",)
       raise
 
@@ -159,10 +159,10 @@ class QCOMDevice(HCQDevice):
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:
-    with self._open_lock(): mem = self.iface.alloc(nbytes)
+    with self._open_lock(): mem = self.session.alloc(nbytes)
     return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=mem.cpu[:nbytes], kind="host")
 
-  def _free_memory(self, buf: Buffer) -> None: self.iface.free(buf.handle)
+  def _free_memory(self, buf: Buffer) -> None: self.session.free(buf.handle)
 
   # ---- programs
   def _load(self, image: bytes, name: str | None):
@@ -173,7 +173,7 @@ class QCOMDevice(HCQDevice):
     kernel, asm = parse(text, name)
     try: from ...compiler.isa.ir3.asm import Assembler
     except ImportError as e: raise DeviceError(f"{self.name}: the ir3 assembler is not available ({e})") from None
-    try: code = bytes(Assembler(self.iface.gpu_id).assemble(asm))
+    try: code = bytes(Assembler(self.session.gpu_id).assemble(asm))
     except DeviceError: raise
     except Exception as e: raise DeviceError(f"{self.name}: {name}: {e}") from None
     return self.load_code(kernel, code, name)
@@ -200,7 +200,7 @@ class QCOMDevice(HCQDevice):
     program's metadata (compiled.py)."""
     from ...compiler.backend.ir3 import compile_ir3
     from .compiled import CompiledProgram
-    compiled = compile_ir3(sink, self.iface.gpu_id)
+    compiled = compile_ir3(sink, self.session.gpu_id)
     va, size = self._upload(compiled.code, compiled.name)
     return CompiledProgram(self, compiled, va, size, list(array("Q", compiled.code)))
 
@@ -215,7 +215,7 @@ class QCOMDevice(HCQDevice):
     return va
 
   def _release_hardware(self) -> None:
-    self.iface.close()
+    self.session.close()
 
   def __repr__(self): return f"QCOMDevice({self.name})"
 

@@ -1,4 +1,4 @@
-"""KGSLIface: an Adreno GPU through Qualcomm's kernel driver, /dev/kgsl-3d0, reached only through the OS interface.
+"""KGSLSession: an Adreno GPU through Qualcomm's kernel driver, /dev/kgsl-3d0, reached only through the OS interface.
 
 What it offers QCOMDevice: the device's properties (chip id -> "a630"), GPU memory objects (GPUMEM_ALLOC_ID, mapped
 into the process by mmap of the kgsl file at id << 12, with GPU address == CPU address: KGSL_MEMFLAGS_USE_CPU_MAP),
@@ -66,7 +66,7 @@ def _explanation(err) -> str:
   return inner.group(1) if inner else why
 
 
-class KGSLIface:
+class KGSLSession:
   name = "KGSL"
 
   def __init__(self, osi, index: int, config, label: str | None = None):

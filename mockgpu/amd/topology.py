@@ -14,6 +14,7 @@ import struct
 from ...autogen import pci
 from ..mmio import DoorbellMMIO, RegisterMMIO
 from ..pci import PCIFunction
+from .cwsr import cwsr_sizes
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 HWIDS = {"GC": 11, "SDMA0": 42, "NBIO": 108}      # soc15_hw_ip.h
@@ -22,7 +23,6 @@ RENDER_MINOR_BASE = 128
 
 
 def node_properties(gpu, node: int) -> list[tuple[str, int]]:
-  from .kfd import cwsr_sizes
   p = gpu.props
   cwsr = cwsr_sizes(p)
   dom, bus, dev, fn = 0, 3 + gpu.index, 0, 0

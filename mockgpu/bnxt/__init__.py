@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def pci_os(index: int, config, label: str):
+  """The entry drivers/bnxt's declaration names (Interface.mock): a MockOS with index + 1 mock Thor2 NICs on a UDP
+  wire (the last one takes config's bnxt_mock_* options)."""
+  return open_bnxt_mock(config, index)[0]
+
+
 def open_bnxt_mock(config, index: int = 0):
   """(MockOS with index+1 mock NICs, the last of them); the last NIC takes config's bnxt_mock_* options (its UDP
   port, peer port, pcap, faults, MAC)."""

@@ -139,7 +139,7 @@ class MockNVGPU:
   MockOS engine interface (poll, blocked, may_progress) or a worker thread (config.mock_threaded)."""
 
   def __init__(self, os, index: int, props: NVGPUProperties):
-    from ..amd.emu import GPUMemory      # the checked GPU address space the PTX interpreter reads through
+    from ..gpumem import GPUMemory      # the checked GPU address space the PTX interpreter reads through
     self.os, self.index, self.props = os, index, props
     self.name = f"mock {props.chip} #{index}"
     self.uuid = bytes([0x4E, 0x56, index]) + bytes(13)

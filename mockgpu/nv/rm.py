@@ -45,6 +45,7 @@ from ...errors import DeviceError, GPUFault, OSCallError
 from ...autogen.nv import series as nv_series
 from ..files import MockFile
 from ..intervals import Intervals
+from ..userptr import readable as _readable
 from . import abi
 from .gpu import Channel
 
@@ -80,11 +81,6 @@ class RMObject:
     self.client, self.handle, self.cls, self.parent, self.gpu = client, handle, cls, parent, gpu
     self.size, self.va, self.kind, self.channel, self.data = 0, None, None, None, {}
     self.children: list[RMObject] = []
-
-
-def _readable(addr: int, size: int) -> bool:
-  from ..amd.kfd import _readable as check   # the kernel's copy_from_user check (a pipe write), shared with KFD
-  return check(addr, size)
 
 
 class NVFile(MockFile):

@@ -5,7 +5,7 @@ adreno_pm4 rnndb module): CP_NOP, CP_SET_MARKER, CP_WAIT_FOR_IDLE, CP_WAIT_MEM_W
 at once), CP_MEM_WRITE, CP_EVENT_WRITE (a *_TS event writes its value; with the TIMESTAMP bit, the GPU's clock), CP_WAIT_REG_MEM (WRITE_GE and the other
 functions, polling memory: the CP stops there until the condition holds), CP_REG_TO_MEM (CP_ALWAYS_ON_COUNTER counts
 a 19.2 MHz clock), CP_LOAD_STATE6{,_FRAG,_GEOM} (constants, shader, IBO descriptors of the compute stage, direct or
-indirect), CP_INDIRECT_BUFFER, CP_EXEC_CS (a dispatch on the ir3 emulator, ir3.py, with the SP/HLSQ compute
+indirect), CP_INDIRECT_BUFFER, CP_EXEC_CS (a dispatch on the ir3 emulator, ir3/, with the SP/HLSQ compute
 registers). A header with bad parity, an unknown opcode or memory outside every object is a GPU fault."""
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 
 from hcq import DeviceError, GPUFault, Timeout
 from hcq.drivers.amd import pm4
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.codeobject import CodeObject
 from hcq.drivers.amd.program import image_at
 
 
@@ -20,10 +20,10 @@ def parse(data): return CodeObject.parse(data)
 
 def test_open_discovers_the_gpu_node_and_queues(fake_dev):
   dev, osi = fake_dev
-  assert dev.arch == "gfx1100" and dev.iface.gpu_id == 4242
+  assert dev.arch == "gfx1100" and dev.session.gpu_id == 4242
   types = sorted(q["type"] for q in osi.queues.values())
   assert types == [0, 1]  # KFD_IOC_QUEUE_TYPE_COMPUTE, KFD_IOC_QUEUE_TYPE_SDMA
-  assert osi.event_page is not None and dev.iface.mailbox_va == dev.iface.event_page.mem.va + 8 * dev.iface.event_id
+  assert osi.event_page is not None and dev.session.mailbox_va == dev.session.event_page.mem.va + 8 * dev.session.event_id
 
 
 @pytest.mark.parametrize("size,offset", [(1, 0), (1, 7), ((1 << 20) + 3, 5), ((64 << 20) - 3, 1)])

@@ -125,7 +125,7 @@ def test_faulting_kernel_raises_gpu_fault_with_the_address(both_dev):
   with pytest.raises(GPUFault) as e:
     vadd(good, bad, good, 64, global_size=(1,), local_size=(64,), wait=True)
   assert e.value.address is not None and 0x7000_0000_0000 <= e.value.address < 0x7000_0000_1000
-  assert dev.iface.label in str(e.value)                # the message names the device
+  assert dev.session.label in str(e.value)                # the message names the device
   submits = dev.compute.ring.submits
   with pytest.raises(DeviceError, match="faulted earlier .* nothing more is submitted"):
     vadd(good, good, good, 64, global_size=(1,), local_size=(64,))
@@ -249,7 +249,7 @@ def test_second_mock_gpu_by_index():
   d = h.open("MOCK+AMD:1", Config(timeout_s=1.0))
   with d:
     with _open() as d0:
-      assert d.iface.gpu_id != d0.iface.gpu_id
+      assert d.session.gpu_id != d0.session.gpu_id
     buf = d.alloc(1000)
     d.copyin(buf, bytes(range(250)) * 4)
     assert d.copyout(buf) == bytes(range(250)) * 4

@@ -48,7 +48,7 @@ def aql_dev(request):
 def test_the_driver_reads_the_gc_version_and_picks_the_queue_type(target, ip, queue):
   d, os = _device(target=target)
   try:
-    assert d.iface.gc_ip == ip and d.regs.ip == ip and d.compute.ring.hwq.kind == queue
+    assert d.session.gc_ip == ip and d.regs.ip == ip and d.compute.ring.hwq.kind == queue
     assert d.aql == (queue == "aql") and d.soc15 == (ip[0] == 9)
   finally:
     d.close()
@@ -86,7 +86,7 @@ def _run(d, name, seed=3):
 @pytest.mark.parametrize("name", ["vadd", "matmul_tiled", "private_array", "atomics_lds", "ids2d"])
 def test_kernels_run_through_aql_dispatch_packets(aql_dev, name):
   seen = []
-  aql_dev.iface.os.devices[0].gpus[0].dispatch_observers.append(lambda q, launch: seen.append(launch))
+  aql_dev.session.os.devices[0].gpus[0].dispatch_observers.append(lambda q, launch: seen.append(launch))
   _run(aql_dev, name)
   assert seen and all("packet" in l and "sh" not in l for l in seen)
   assert aql_dev.compute.ring.hwq.kind == "aql"
@@ -148,7 +148,7 @@ def test_the_aql_queue_describes_itself_and_its_scratch_in_its_amd_queue_t():
 def test_the_copy_engine_takes_the_sdma_version_of_the_part(target, major):
   d, os = _device(target=target)
   try:
-    assert d.iface.sdma_ip[0] == {"gfx1100": 6, "gfx1200": 7, "gfx942": 4}[target] and d.sdma.major == major
+    assert d.session.sdma_ip[0] == {"gfx1100": 6, "gfx1200": 7, "gfx942": 4}[target] and d.sdma.major == major
     n = (5 << 20) + 12              # more than one SDMA 4 copy packet (4 MiB)
     words = list(d.copy.build(Q.queue("copy", Q.copy(Q.buffer(3, n), Q.buffer(4, n), n))).template)
     assert sum(1 for _, name, _ in sdma.decode(words) if name == "COPY_LINEAR") == (2 if major == 4 else 1)
@@ -165,10 +165,10 @@ def test_the_copy_engine_takes_the_sdma_version_of_the_part(target, major):
 def test_without_ip_discovery_the_versions_follow_the_gfx_target(fake_dev):
   """A kernel without amdgpu's ip_discovery sysfs (before 5.19; the fake KFD has none): GC from the gfx target
   (gfx94x is GC 9.4.3), SDMA's major from GC's."""
-  from hcq.drivers.amd.kfd import KFDIface
+  from hcq.drivers.amd.kfd import KFDSession
   dev, _ = fake_dev
-  assert (dev.iface.gc_ip, dev.iface.sdma_ip, dev.regs.ip, dev.sdma.major) == ((11, 0, 0), (6, 0, 0), (11, 0, 0), 6)
-  assert KFDIface._gc_from_gfx(90402) == (9, 4, 3) and KFDIface._gc_from_gfx(120001) == (12, 0, 0)
+  assert (dev.session.gc_ip, dev.session.sdma_ip, dev.regs.ip, dev.sdma.major) == ((11, 0, 0), (6, 0, 0), (11, 0, 0), 6)
+  assert KFDSession._gc_from_gfx(90402) == (9, 4, 3) and KFDSession._gc_from_gfx(120001) == (12, 0, 0)
 
 
 @pytest.mark.parametrize("threaded", [False, True], ids=["synchronous", "threaded"])

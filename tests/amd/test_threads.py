@@ -92,7 +92,7 @@ def test_a_timed_launch_reads_its_own_timestamps_not_those_of_another_threads_la
   until this one has read them (here it comes right after this launch's wait, its kernel held behind a gate: a
   read after its clear saw zeros and gave the host's time instead of the kernel's)."""
   from hcq.compiler import queue as Q
-  from hcq.drivers.amd.lower import COMPUTE
+  from hcq.drivers.amd.packets import COMPUTE
   from hcq.drivers.hcq.engine import FIRST_VENDOR_SLOT
   from hcq.drivers.hcq.runtime import Submission
   from hcq.compiler.ir import UOp

@@ -29,9 +29,9 @@ def test_two_gpus_of_one_process_share_the_event_page(osi):
   d0 = open_device("KFD", 0, osi, osi.config)
   d1 = open_device("KFD", 1, osi, osi.config)
   try:
-    assert d0.iface.gpu_id != d1.iface.gpu_id
-    assert d0.iface.event_page is d1.iface.event_page and d0.iface.event_page.users == 2
-    assert d0.iface.event_id != d1.iface.event_id and d0.iface.mailbox_va != d1.iface.mailbox_va
+    assert d0.session.gpu_id != d1.session.gpu_id
+    assert d0.session.event_page is d1.session.event_page and d0.session.event_page.users == 2
+    assert d0.session.event_id != d1.session.event_id and d0.session.mailbox_va != d1.session.mailbox_va
     for _ in range(3):
       _round_trip(d0, 1)
       _round_trip(d1, 2)
@@ -39,7 +39,7 @@ def test_two_gpus_of_one_process_share_the_event_page(osi):
     d0.close()                      # the first device goes first: the page stays for the second
   try:
     _round_trip(d1, 3)
-    assert d1.iface.event_page.users == 1
+    assert d1.session.event_page.users == 1
   finally:
     d1.close()
   again = open_device("KFD", 1, osi, osi.config)   # the page was freed with the last user: a new one is handed over
@@ -89,7 +89,7 @@ def test_a_fault_evicts_the_queues_of_every_device_of_the_process_on_that_gpu(os
     with pytest.raises(GPUFault) as e:
       vadd_b(gb, gb, gb, 256, global_size=(1,), local_size=(256,))
       b.synchronize()
-    assert e.value.address == fault and b.iface.label in str(e.value)
+    assert e.value.address == fault and b.session.label in str(e.value)
     # the mock's VRAM is host memory at the buffer's address (GPU VA == host VA): b's vadd (1 + 1) did not run
     assert np.array_equal(np.frombuffer(ctypes.string_at(gb.va, 1024), np.float32), np.ones(256, np.float32))
     _round_trip(other, 5)                         # another GPU of the process is not evicted

@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.codeobject import CodeObject
 from hcq.mockgpu.amd.emu import GPUMemory, ScratchSetup, dispatch
 
 

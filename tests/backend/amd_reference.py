@@ -57,8 +57,8 @@ def objdump_agrees(blob: bytes, arch: str) -> int:
   it prints is what our disassembler (decode.py) prints for the same bytes. Returns the number of instructions."""
   import re
 
-  from hcq.compiler.backend.amd.codeobject import CodeObject
-  from hcq.compiler.backend.amd.decode import decode_all
+  from hcq.compiler.isa.amd.codeobject import CodeObject
+  from hcq.compiler.isa.amd.decode import decode_all
   dis = objdump(blob, arch)
   assert not unknown_words(dis), unknown_words(dis)[:5]
   theirs = [" ".join(t.split()) for t, _ in re.findall(r"^\t(\S.*?)\s+// [0-9A-F]+: ([0-9A-F ]+)", dis, re.M)]

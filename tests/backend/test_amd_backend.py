@@ -12,7 +12,7 @@ import pytest
 import amd_kernels
 from amd_reference import assert_same, objdump, run_c, run_gfx1100, unknown_words
 from hcq.autogen.isa.llvm_oracle import assemble as llvm_mc_assemble
-from hcq.compiler.backend.amd.asm import assemble
+from hcq.compiler.isa.amd.asm import assemble
 from hcq.compiler import AddrSpace, CompileError, KernelInfo, UOp, compile as hcq_compile, dtypes, examples
 
 pytestmark = pytest.mark.tools("cc", "llvm-objdump-19", "llvm-mc-19")
@@ -88,7 +88,7 @@ def test_code_uses_the_features():
 
 
 def test_code_object_metadata():
-  from hcq.compiler.backend.amd.codeobject import CodeObject
+  from hcq.compiler.isa.amd.codeobject import CodeObject
   ex = examples.local_reduction()
   co = CodeObject.parse(hcq_compile(ex.sink, "gfx1100"))
   assert co.target == "amdgcn-amd-amdhsa--gfx1100" and co.code_object_version == 5
@@ -118,7 +118,7 @@ def test_unselectable_op_names_the_uop_and_target():
 
 
 def test_spills_and_private_arrays_use_scratch():
-  from hcq.compiler.backend.amd.codeobject import CodeObject
+  from hcq.compiler.isa.amd.codeobject import CodeObject
   for make, spills in ((amd_kernels.register_spills, True), (amd_kernels.private_array_dynamic, False)):
     blob = hcq_compile(make().sink, "gfx1100")
     (k,) = CodeObject.parse(blob).kernels.values()

@@ -1,4 +1,4 @@
-"""The one code-object writer (compiler/backend/amd/cowriter.py) as both the assembler's users and the RDNA3 backend use
+"""The one code-object writer (compiler/isa/amd/cowriter.py) as both the assembler's users and the RDNA3 backend use
 it: the gfx11 user-SGPR padding the code relies on (a hand-written vadd reading its work-group id from s15 runs on the
 wave emulator), dynamic symbols a loader can look up (llvm-readelf-19), and the work-group size metadata."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from amd_emu_runner import run
 from hcq.compiler import CompileError, compile as hcq_compile, examples
-from hcq.compiler.backend.amd.asm import Asm
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.cowriter import Arg, KernelSpec, user_sgpr_count, write_code_object
+from hcq.compiler.isa.amd.asm import Asm
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.cowriter import Arg, KernelSpec, user_sgpr_count, write_code_object
 from hcq.compiler.backend.amd.render import max_flat_workgroup_size
 
 VADD = """s_load_b128 s[4:7], s[0:1], null
@@ -56,7 +56,7 @@ def test_written_vadd_runs_with_its_work_group_id_where_the_descriptor_says(expl
 
 
 def test_bad_user_sgpr_count_is_refused():
-  from hcq.compiler.backend.amd.errors import CodeObjectError
+  from hcq.compiler.isa.amd.errors import CodeObjectError
   with pytest.raises(CodeObjectError, match="user_sgpr_count 17"): _vadd(15, user_sgpr_count=17)
   with pytest.raises(CodeObjectError, match="user_sgpr_count 1 "): _vadd(15, user_sgpr_count=1)
 

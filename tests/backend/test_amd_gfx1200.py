@@ -11,9 +11,9 @@ import hcq
 from amd_reference import assert_same, objdump_agrees, run_c
 from hcq.compiler import UOp, KernelInfo, compile as hcq_compile, dtypes, examples
 from hcq.compiler.backend.amd import render
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.decode import decode_all
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.decode import decode_all
 from hcq.compiler.backend.amd.hazard_check import check_hazards
 from hcq.config import Config
 

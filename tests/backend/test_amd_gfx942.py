@@ -12,10 +12,10 @@ import hcq
 from amd_reference import assert_same, objdump_agrees, run_c
 from hcq.compiler import compile as hcq_compile, examples
 from hcq.compiler.backend.amd import render
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.decode import decode_all
-from hcq.compiler.backend.amd.descriptor import KCP_WAVEFRONT_SIZE32
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.decode import decode_all
+from hcq.compiler.isa.amd.descriptor import KCP_WAVEFRONT_SIZE32
 from hcq.compiler.backend.amd.gfx9 import waitcnt_simm16
 from hcq.compiler.backend.amd.hazard_check import check_hazards
 from hcq.config import Config

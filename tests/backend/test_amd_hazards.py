@@ -11,8 +11,8 @@ import test_amd_scalar
 import test_amd_wide
 from hcq.compiler import compile as hcq_compile, examples
 from hcq.compiler.backend.amd import render
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.codeobject import CodeObject
 from hcq.compiler.backend.amd.hazard_check import check_hazards
 from hcq.compiler.backend.amd.isel_mir import MInst, VReg
 from hcq.compiler.backend.amd.render_hazards import VA_VDST0 as VA_VDST0_SIMM, fix_hazards

@@ -15,7 +15,7 @@ from hcq.compiler.backend.amd.isel_divmod import magic_u32
 from hcq.compiler.backend.amd.isel_mir import Imm, MInst, Spec, VReg
 from hcq.compiler.backend.amd.regalloc import allocate, live_intervals
 from hcq.autogen.isa.llvm_oracle import assemble as llvm_mc_assemble
-from hcq.compiler.backend.amd.asm import assemble as text_assemble
+from hcq.compiler.isa.amd.asm import assemble as text_assemble
 from hcq.compiler.backend.amd.render import GFX1100_TARGET, assemble, compile_linear
 from hcq.compiler.lower import lower
 

@@ -1,6 +1,6 @@
 """Hand-written RDNA3 code entering the pipeline as PROGRAM(LINEAR(INS ...)) (issue #20): an INS carries one
 instruction (LLVM-syntax text, a label, or its encoding), a PROGRAM of them goes through the code-object writer
-compiled kernels go through (program.code_object; render.code_object makes a compiled kernel's PROGRAM), and
+compiled kernels go through (program.code_object; render.compiled_program makes a compiled kernel's PROGRAM), and
 dev.compile() loads it like a compiled kernel. Runs on MOCK+AMD against numpy."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 
 import hcq
 from hcq.compiler import CompileError, Ops, compile as hcq_compile, examples
-from hcq.compiler.backend.amd.asm import Asm, assemble
-from hcq.compiler.backend.amd.cowriter import Arg, KernelSpec, write_code_object
-from hcq.compiler.backend.amd.errors import AssembleError, CodeObjectError
-from hcq.compiler.backend.amd.program import KernelMeta, code_object, compiled_program, ins, program, program_code
-from hcq.compiler.backend.amd.render import compile_linear, GFX1100_TARGET
+from hcq.compiler.isa.amd.asm import Asm, assemble
+from hcq.compiler.isa.amd.cowriter import Arg, KernelSpec, write_code_object
+from hcq.compiler.isa.amd.errors import AssembleError, CodeObjectError
+from hcq.compiler.backend.amd.program import KernelMeta, code_object, ins, program, program_code
+from hcq.compiler.backend.amd.render import compile_linear, compiled_program, GFX1100_TARGET
 from hcq.compiler.lower import lower
 
 ARGS = [Arg(0, 8, "global_buffer", "a"), Arg(8, 8, "global_buffer", "b"), Arg(16, 8, "global_buffer", "c")]
@@ -69,7 +69,7 @@ def test_an_ins_is_one_instruction():
 
 def test_asm_dsl_program_writes_the_asm_dsl_code_object():
   a = _asm()
-  prog = a.program("axpy3", **META)
+  prog = program("axpy3", a, **META)
   assert [u.arg[0] for u in prog.src[0].src] == a.lines
   by_hand = write_code_object([KernelSpec("axpy3", a.code, ARGS, vgpr_count=3, sgpr_count=16)])
   assert code_object(prog) == by_hand
@@ -77,10 +77,17 @@ def test_asm_dsl_program_writes_the_asm_dsl_code_object():
   assert hcq_compile(prog, "gfx1100") == by_hand            # the compiler's entry takes a PROGRAM too
 
 
+def test_program_of_an_asm_takes_its_target():
+  a = Asm("gfx1200")
+  a.s_endpgm()
+  assert program("k", a).arg.arch == "gfx1200" and program("k", a, arch="gfx1100").arg.arch == "gfx1100"
+  assert program("k", _asm(), **META).arg == KernelMeta.make("k", **META)          # an Asm() targets gfx1100
+
+
 def test_hand_written_program_runs_on_mock_amd(dev):
   rng = np.random.default_rng(5)
   a, b = rng.standard_normal(256).astype(np.float32), rng.standard_normal(256).astype(np.float32)
-  for prog in (_asm().program("axpy3", **META), _mixed()):
+  for prog in (program("axpy3", _asm(), **META), _mixed()):
     bufs = [dev.alloc(1024) for _ in range(3)]
     dev.copyin(bufs[0], a)
     dev.copyin(bufs[1], b)
@@ -111,6 +118,6 @@ def test_bad_programs_are_refused_naming_the_instruction():
 
 
 def test_a_malformed_argument_tuple_is_a_code_object_error():
-  from hcq.compiler.backend.amd.errors import CodeObjectError
+  from hcq.compiler.isa.amd.errors import CodeObjectError
   from hcq.compiler.backend.amd.program import KernelMeta
   with pytest.raises(CodeObjectError, match=r"kernel k: argument \('a',\): .*missing"): KernelMeta.make("k", [("a",)])

@@ -10,7 +10,7 @@ import pytest
 
 from hcq.compiler.backend.amd.gfx9 import gfx9_name
 from hcq.compiler.backend.amd.gfx12 import gfx12_name
-from hcq.compiler.backend.amd.tables import arch_tables
+from hcq.compiler.isa.amd.tables import arch_tables
 
 AMD = os.path.join(os.path.dirname(__file__), "..", "..", "compiler", "backend", "amd")
 

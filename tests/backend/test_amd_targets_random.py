@@ -9,7 +9,7 @@ import pytest
 from amd_emu_runner import run
 from amd_reference import assert_same, objdump_agrees, run_c
 from hcq.compiler import compile as hcq_compile
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.codeobject import CodeObject
 from hcq.compiler.backend.amd.hazard_check import check_hazards
 
 TARGETS = ("gfx1200", "gfx942")

@@ -11,7 +11,7 @@ import pytest
 
 import hcq
 from hcq.cli import main
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.codeobject import CodeObject
 
 ROOT = pathlib.Path(hcq.__file__).parent
 SOURCES = sorted((ROOT / "tests" / "fixtures" / "opencl" / "hsaco").glob("*.hsaco")) + \

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.cowriter import KernelSpec, write_code_object
 
 MODES = pytest.mark.parametrize("threaded", ["0", "1"], ids=["sync", "threaded"])
 

@@ -5,7 +5,7 @@ import sys
 
 
 def test_decoding_and_loading_code_objects_do_not_import_the_ir():
-  code = ("import sys, hcq.compiler.backend.amd.decode, hcq.compiler.backend.amd.codeobject\n"
+  code = ("import sys, hcq.compiler.isa.amd.decode, hcq.compiler.isa.amd.codeobject\n"
           "print('hcq.compiler.ir' in sys.modules)\n"
           "from hcq.compiler import UOp, dtypes, Ops\n"
           "import hcq.compiler as c\n"

@@ -105,7 +105,7 @@ class Kernel:
     self.props = struct.unpack_from("<H", kd, 56)[0]
     # the target from the ELF header's e_flags (EF_AMDGPU_MACH); the wave size from the kernel descriptor
     # (kernel_code_properties ENABLE_WAVEFRONT_SIZE32, bit 10, on gfx10+; gfx9 runs wave64 only)
-    from hcq.compiler.backend.amd.codeobject import MACH_NAMES
+    from hcq.compiler.isa.amd.codeobject import MACH_NAMES
     self.arch = MACH_NAMES[struct.unpack_from("<I", blob, 0x30)[0] & 0xFF]
     self.wave_size = 64 if self.arch.startswith("gfx9") or not self.props & 0x400 else 32
     self.pgm = self.base + kd_off + entry

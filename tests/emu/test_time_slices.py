@@ -163,7 +163,7 @@ def test_a_slice_ends_about_when_its_time_is_up(monkeypatch):
   counted on that clock, not timed on the machine's."""
   import types
 
-  from hcq.compiler.backend.amd.asm import assemble
+  from hcq.compiler.isa.amd.asm import assemble
   clock = types.SimpleNamespace(now=0.0)
   def perf_counter():
     clock.now += 0.001

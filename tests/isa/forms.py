@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from hcq.autogen.isa.gen_rdna3 import encode_fields
-from hcq.compiler.backend.amd.tables import arch_tables
+from hcq.compiler.isa.amd.tables import arch_tables
 
 SRC9 = ("src0", "src1", "src2", "srcx0", "srcy0")
 SSRC = ("ssrc0", "ssrc1")

@@ -8,11 +8,11 @@ import subprocess
 import msgpack
 import pytest
 
-from hcq.compiler.backend.amd.asm import Asm
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.cowriter import Arg, KernelSpec, write_code_object
-from hcq.compiler.backend.amd.decode import decode_all
-from hcq.compiler.backend.amd.errors import CodeObjectError
+from hcq.compiler.isa.amd.asm import Asm
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.cowriter import Arg, KernelSpec, write_code_object
+from hcq.compiler.isa.amd.decode import decode_all
+from hcq.compiler.isa.amd.errors import CodeObjectError
 
 VADD = """s_load_b128 s[4:7], s[0:1], null
 s_load_b64 s[8:9], s[0:1], 0x10
@@ -158,7 +158,7 @@ def test_code_object_v4_metadata(tmp_path):
 
 def test_disasm_raw_cli(tmp_path, capsys):
   from hcq.cli import main
-  from hcq.compiler.backend.amd.asm import assemble
+  from hcq.compiler.isa.amd.asm import assemble
   path = tmp_path / "code.bin"
   path.write_bytes(assemble("v_add_f32 v2, v2, v3\ns_load_b32 s2, s[0:1], 0x24\ns_endpgm"))
   assert main(["disasm", "--raw", str(path)]) == 0

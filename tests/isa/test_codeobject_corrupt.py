@@ -8,11 +8,11 @@ import pytest
 import hcq
 from hcq import DeviceError
 from hcq.cli import main
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.cowriter import Arg, KernelSpec, write_code_object
-from hcq.compiler.backend.amd.errors import CodeObjectError
-from hcq.compiler.backend.amd.elf import SHDR, parse_elf
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.cowriter import Arg, KernelSpec, write_code_object
+from hcq.compiler.isa.amd.errors import CodeObjectError
+from hcq.compiler.isa.amd.elf import SHDR, parse_elf
 
 ARGS = [Arg(0, 8, "global_buffer", "out"), Arg(8, 4, "by_value", "n", type_name="uint"),
         Arg(16, 4, "hidden_block_count_x"), Arg(20, 2, "hidden_group_size_x")]

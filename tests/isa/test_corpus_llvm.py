@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from hcq.cli import main as hcq_main
-from hcq.compiler.backend.amd.asm import Assembler
-from hcq.compiler.backend.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.asm import Assembler
+from hcq.compiler.isa.amd.codeobject import CodeObject
 
 LINE = re.compile(r"^\s+(\S.*?)\s*// ([0-9A-F]{12}): ([0-9A-F ]+?)( <.*>)?$")
 
@@ -38,7 +38,7 @@ def test_disasm_matches_llvm_objdump(hsaco_files, capsys):
 
 
 def test_reassemble_corpus(hsaco_files):
-  from hcq.compiler.backend.amd.decode import decode_all
+  from hcq.compiler.isa.amd.decode import decode_all
   asm = Assembler()
   n = 0
   for path in hsaco_files:

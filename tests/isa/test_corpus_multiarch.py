@@ -40,9 +40,9 @@ def test_assembler_matches_llvm_mc_on_the_corpus(mcpu):
   """Every distinct instruction text of the target's corpus (as `hcq disasm` prints it, equal to llvm-objdump's):
   hcq's assembler encodes it as `llvm-mc-19 -show-encoding --mcpu=<mcpu>` does, and as the code object holds it."""
   from hcq.autogen.isa.llvm_oracle import assemble
-  from hcq.compiler.backend.amd.asm import Assembler
-  from hcq.compiler.backend.amd.codeobject import CodeObject
-  from hcq.compiler.backend.amd.decode import decode_all
+  from hcq.compiler.isa.amd.asm import Assembler
+  from hcq.compiler.isa.amd.codeobject import CodeObject
+  from hcq.compiler.isa.amd.decode import decode_all
   seen = {}
   for path in corpus(mcpu):
     co = CodeObject.parse(open(path, "rb").read())
@@ -76,7 +76,7 @@ def test_assembler_matches_llvm_mc_on_generated_forms(mcpu):
   """Random words of every opcode (tests/isa/forms.py) that llvm-mc-19 disassembles: hcq encodes llvm's text as
   `llvm-mc-19 -show-encoding` does (the gfx1100 check of test_encode_llvm, for the other targets)."""
   from hcq.autogen.isa.llvm_oracle import assemble, disassemble
-  from hcq.compiler.backend.amd.asm import Assembler
+  from hcq.compiler.isa.amd.asm import Assembler
   from .forms import sample_words
   words = sample_words(per_opcode=3, seed=7, arch=mcpu, skip_prefixes=("v_mfma", "v_smfmac"))
   texts = [res[0][0] for res in disassemble(words, mcpu) if res and "nvalid" not in res[0][0]]

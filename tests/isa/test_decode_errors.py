@@ -1,9 +1,9 @@
 """Bad machine code and bad assembly: clear errors that name the byte offset (or the line)."""
 import pytest
 
-from hcq.compiler.backend.amd.asm import Asm, assemble, v, s
-from hcq.compiler.backend.amd.decode import decode, decode_all
-from hcq.compiler.backend.amd.errors import AssembleError, DecodeError
+from hcq.compiler.isa.amd.asm import Asm, assemble, v, s
+from hcq.compiler.isa.amd.decode import decode, decode_all
+from hcq.compiler.isa.amd.errors import AssembleError, DecodeError
 
 
 def test_truncated_instruction():
@@ -69,7 +69,7 @@ done:
   (tmp_path / "a.s").write_text(src + "\n")
   subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-filetype=obj", str(tmp_path / "a.s"),
                   "-o", str(tmp_path / "a.o")], check=True)
-  from hcq.compiler.backend.amd.elf import parse_elf
+  from hcq.compiler.isa.amd.elf import parse_elf
   elf = parse_elf((tmp_path / "a.o").read_bytes())
   assert assemble(src) == elf.section_bytes(elf.section(".text"))
   a = Asm()

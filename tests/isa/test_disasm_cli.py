@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from hcq.cli import main
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.cowriter import KernelSpec, write_code_object
 
 
 def _two_kernels(tmp_path):

@@ -4,8 +4,8 @@ that text exactly as `llvm-mc-19 -show-encoding` does. Forms we do not model are
 import pytest
 
 from hcq.autogen.isa.llvm_oracle import assemble, disassemble
-from hcq.compiler.backend.amd.asm import Assembler
-from hcq.compiler.backend.amd.decode import decode
+from hcq.compiler.isa.amd.asm import Assembler
+from hcq.compiler.isa.amd.decode import decode
 
 from .forms import sample_words
 

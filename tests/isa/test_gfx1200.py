@@ -6,9 +6,9 @@ import subprocess
 import pytest
 
 from hcq.autogen.isa.llvm_oracle import assemble, disassemble
-from hcq.compiler.backend.amd.asm import Assembler
-from hcq.compiler.backend.amd.codeobject import CodeObject
-from hcq.compiler.backend.amd.decode import decode, decode_all
+from hcq.compiler.isa.amd.asm import Assembler
+from hcq.compiler.isa.amd.codeobject import CodeObject
+from hcq.compiler.isa.amd.decode import decode, decode_all
 
 from .forms import sample_words
 

@@ -4,8 +4,8 @@ OpenCL corpus (test_corpus_multiarch); MUBUF and MFMA modifiers are not modelled
 import pytest
 
 from hcq.autogen.isa.llvm_oracle import disassemble
-from hcq.compiler.backend.amd.decode import decode
-from hcq.compiler.backend.amd.errors import DecodeError
+from hcq.compiler.isa.amd.decode import decode
+from hcq.compiler.isa.amd.errors import DecodeError
 
 from .forms import sample_words
 
@@ -37,7 +37,7 @@ def test_gfx942_mubuf_decode_prints_llvm_text():
 
   from hcq.autogen.isa.gen_rdna3 import encode_fields
   from hcq.autogen.isa.layouts import LAYOUTS
-  from hcq.compiler.backend.amd.tables import arch_tables
+  from hcq.compiler.isa.amd.tables import arch_tables
   layout = LAYOUTS["gfx942"]["MUBUF"]
   rng = random.Random(5)
   words = []
@@ -68,7 +68,7 @@ def test_gfx942_memory_data_in_accvgprs_prints_llvm_text():
                         ("GLOBAL", ("global_load_dword", "global_store_dwordx2", "global_atomic_add")),
                         ("FLAT", ("flat_load_dwordx4", "flat_store_dword")),
                         ("SCRATCH", ("scratch_load_dword", "scratch_store_dword"))):
-    from hcq.compiler.backend.amd.tables import arch_tables
+    from hcq.compiler.isa.amd.tables import arch_tables
     ops = {e[0]: op for op, e in arch_tables("gfx942").encodings[enc].ops.items()}
     for name in op_names:
       for sc0 in (0, 1):

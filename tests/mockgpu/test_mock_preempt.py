@@ -12,8 +12,8 @@ import pytest
 
 import hcq
 from hcq.autogen import kfd
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.cowriter import KernelSpec, write_code_object
 from hcq.config import Config
 from hcq.errors import QueueError
 from hcq.mockgpu.amd import gpu as G
@@ -172,8 +172,8 @@ def test_a_dispatch_resumed_after_every_block_gives_the_unsliced_results(threade
 CHILD = """
 import sys
 import hcq
-from hcq.compiler.backend.amd.asm import assemble
-from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+from hcq.compiler.isa.amd.asm import assemble
+from hcq.compiler.isa.amd.cowriter import KernelSpec, write_code_object
 from hcq.config import Config
 def endless_code_object():
   return write_code_object([KernelSpec("spin", assemble("loop:\\n  s_branch loop\\n  s_endpgm"))])

@@ -293,7 +293,7 @@ def test_local_memory_set_up_by_racing_threads_ends_with_the_largest():
   import time
   from hcq.drivers.nv import gpfifo as G
   with _open() as dev:
-    orig = dev.iface.alloc
+    orig = dev.session.alloc
     def slow_alloc(size, kind="vram", cpu_access=False):
       # the smaller local memory's allocation takes longer: unlocked, it would be set up last
       time.sleep(0.05 if size > small_total else 0.25)
@@ -301,7 +301,7 @@ def test_local_memory_set_up_by_racing_threads_ends_with_the_largest():
     dev._ensure_local(32)
     small_total = dev._local.size                        # the size of the smaller set-up below (32 bytes per thread)
     dev._local_per_thread = 0                            # as if nothing was set up yet
-    dev.iface.alloc = slow_alloc
+    dev.session.alloc = slow_alloc
     small = threading.Thread(target=dev._ensure_local, args=(32,))
     large = threading.Thread(target=dev._ensure_local, args=(4096,))
     small.start()

@@ -9,7 +9,7 @@ import pytest
 from hcq.autogen.nv import rm_abi as abi
 from hcq.autogen.nv.tables import qmd as qmd_table
 from hcq.config import Config
-from hcq.drivers.nv.rm import RMIface
+from hcq.drivers.nv.rm import RMSession
 from hcq.errors import QueueError
 from hcq.mockgpu import mock_nv_os
 
@@ -42,7 +42,7 @@ def _set(buf: bytearray, field, value: int) -> None:
 @pytest.fixture
 def ada():
   os = mock_nv_os(Config(), gpu="AD102")
-  rm = RMIface(os, 0, os.config, label="MOCK+NV:0")
+  rm = RMSession(os, 0, os.config, label="MOCK+NV:0")
   ch = rm.create_channel(rm.compute_class, 64)
   gpu = os.devices[0].gpus[0]
   mock_ch = next(c for c in gpu.channels if c.handle == ch.handle)

@@ -8,7 +8,7 @@ from hcq.autogen.nv import rm_580 as abi           # the mock claims 580 by defa
 from hcq.autogen.nv import rm_550, rm_570
 from hcq.autogen.nv import series as nv_series
 from hcq.config import Config
-from hcq.drivers.nv.rm import RMError, RMIface
+from hcq.drivers.nv.rm import RMError, RMSession
 from hcq.mockgpu import mock_nv_os
 from hcq.mockgpu.nv import abi as mock_abi
 
@@ -16,9 +16,9 @@ from hcq.mockgpu.nv import abi as mock_abi
 @pytest.fixture
 def rm():
   os = mock_nv_os(Config(), gpu="AD102")
-  iface = RMIface(os, 0, os.config, label="MOCK+NV:0")
-  yield iface
-  iface.close()
+  session = RMSession(os, 0, os.config, label="MOCK+NV:0")
+  yield session
+  session.close()
   os.close()
 
 

@@ -9,7 +9,7 @@ import hcq
 from hcq.config import Config
 from hcq.autogen.nv import rm_abi as abi
 from hcq.drivers.nv import open_device
-from hcq.drivers.nv.rm import RMError, RMIface
+from hcq.drivers.nv.rm import RMError, RMSession
 from hcq.autogen.nv import rm_550
 from hcq.mockgpu import mock_nv_os
 
@@ -72,7 +72,7 @@ def test_copies_round_trip_on_both_gpus(gpu):
 
 def _iface():
   os = mock_nv_os(Config())
-  return os, RMIface(os, 0, os.config, label="MOCK+NV:0")
+  return os, RMSession(os, 0, os.config, label="MOCK+NV:0")
 
 
 def test_rm_errors_name_the_call_the_class_and_the_status():
@@ -136,16 +136,16 @@ def test_a_failed_open_unmaps_what_it_mapped(monkeypatch):
   os = mock_nv_os(Config())
   try:
     before = {s for s in os.memory._ranges}
-    monkeypatch.setattr(RMIface, "_gr_info", lambda self: (_ for _ in ()).throw(hcq.DeviceError("GR info failed")))
+    monkeypatch.setattr(RMSession, "_gr_info", lambda self: (_ for _ in ()).throw(hcq.DeviceError("GR info failed")))
     with pytest.raises(hcq.DeviceError, match="GR info failed"):
-      RMIface(os, 0, os.config, label="MOCK+NV:0")
+      RMSession(os, 0, os.config, label="MOCK+NV:0")
     assert not _mappings(os, "usermode") and set(os.memory._ranges) == before
     monkeypatch.undo()
     # a failure before the usermode page is mapped: the clean-up finds nothing to unmap (and no missing attribute)
-    monkeypatch.setattr(RMIface, "_pick", lambda self, what, prefs: prefs[-1] if what != "copy" else
+    monkeypatch.setattr(RMSession, "_pick", lambda self, what, prefs: prefs[-1] if what != "copy" else
                         (_ for _ in ()).throw(hcq.DeviceError("no copy class")))
     with pytest.raises(hcq.DeviceError, match="no copy class"):
-      RMIface(os, 0, os.config, label="MOCK+NV:0")
+      RMSession(os, 0, os.config, label="MOCK+NV:0")
     assert set(os.memory._ranges) == before
   finally: os.close()
 
@@ -159,6 +159,6 @@ def test_a_driver_of_a_series_without_checked_layouts_is_refused_naming_its_vers
                     f"  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Oct 30 2025\n", replace=True)
     with pytest.raises(hcq.DeviceError, match=rf"MOCK\+NV:0: NVIDIA driver {version.replace('.', '[.]')}: series "
                                               rf"{version[:3]} is {why} .*550, 570, 575, 580, 590"):
-      RMIface(os, 0, os.config, label="MOCK+NV:0")
+      RMSession(os, 0, os.config, label="MOCK+NV:0")
     assert not [k for k in os.devices[0].rm.objects]      # refused before the first RM call
   finally: os.close()

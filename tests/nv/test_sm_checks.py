@@ -263,7 +263,7 @@ def test_copy_completion_is_the_copy_engines_flushed_64_bit_semaphore_release(gp
 def test_local_memory_behind_the_windows_must_hold_the_high_window():
   with _open("H200") as dev:
     # the driver's sizing of SET_SHADER_LOCAL_MEMORY_NON_THROTTLED done for 1 warp slot an SM instead of 64
-    dev.iface.gr = dict(dev.iface.gr, max_warps_per_sm=1)
+    dev.session.gr = dict(dev.session.gr, max_warps_per_sm=1)
     prog = dev.load(LOCAL_PTX.encode())
     out = dev.alloc(4 * 64)
     with pytest.raises(hcq.QueueError, match=r"\[mock diagnosis\].*SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives \d+ bytes "

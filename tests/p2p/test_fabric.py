@@ -37,7 +37,7 @@ def fw_dir():
 def test_rdma_write_into_am_vram_through_the_bar(fw_dir, tmp_path):
   """An AM (MOCKPCI+AMD) VRAM buffer registered with the NIC from its pages in the VRAM BAR; an RDMA WRITE lands in
   VRAM, which the GPU then reads back."""
-  from hcq.drivers.amd.am.device import open_am
+  from hcq.drivers.amd.am.session import open_am
   from hcq.drivers.bnxt.device import BNXTDev
   from hcq.drivers.bnxt.qp import BNXTQP
   from hcq.drivers.hcq import p2p
@@ -57,8 +57,8 @@ def test_rdma_write_into_am_vram_through_the_bar(fw_dir, tmp_path):
     n = 3 * 4096 + 512
     dst = gpu.alloc(n)                       # VRAM, not CPU-visible
     pages = gpu.dma_pages(dst)
-    bar = gpu.iface.am.pci.vram_bus_address()
-    assert len(pages) == 4 and all(bar <= p < bar + gpu.iface.am.pci.bar_size("vram") for p in pages)
+    bar = gpu.session.am.pci.vram_bus_address()
+    assert len(pages) == 4 and all(bar <= p < bar + gpu.session.am.pci.bar_size("vram") for p in pages)
     _, remote = p2p.register(nic, gpu, dst)
     src = nic.alloc(n)
     data = bytes((i * 37 + 11) & 0xFF for i in range(n))
@@ -77,7 +77,7 @@ def test_am_gpu_posts_rdma_write_from_vram(fw_dir, tmp_path):
   QP's queues live in the GPU's host-visible memory; kernel -> GPU-posted RDMA WRITE (VRAM -> VRAM through the BAR,
   then the flag) -> the queue waits for the flag -> kernel, checked against numpy."""
   import numpy as np
-  from hcq.drivers.amd.am.device import open_am
+  from hcq.drivers.amd.am.session import open_am
   from hcq.drivers.amd.kernels import demo_code_object
   from hcq.drivers.bnxt.device import BNXTDev
   from hcq.drivers.bnxt.gpuq import GPUPoster

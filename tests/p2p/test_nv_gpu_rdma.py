@@ -274,7 +274,7 @@ def test_mock_rm_judges_os_descriptors_as_nvidia_ko_does(nvfabric):
   from hcq.autogen.nv import series as nv_series
   from hcq.drivers.nv.rm import RMError
   f = nvfabric(gpus=1)
-  iface = f.gpus[0].iface
+  iface = f.gpus[0].session
   m = iface.rm
   io = f.os.map_bar_io(f.nic.pci.resource_path(2), 4096, 0, "doorbell page")
   host = f.gpus[0].alloc(4096, host=True)

@@ -9,7 +9,7 @@ import pytest
 
 from hcq.autogen.qcom import msm_kgsl as K
 from hcq.config import Config
-from hcq.drivers.qcom.kgsl import KGSLIface, chip_info
+from hcq.drivers.qcom.kgsl import KGSLSession, chip_info
 from hcq.errors import DeviceError
 
 
@@ -33,4 +33,4 @@ def test_a7xx_device_info(chip, gpu_id, name):
     f.close()
     assert (info.chip_id, info.gpu_id) == (chip, gpu_id)
     with pytest.raises(DeviceError, match=rf"chip {chip:#010x} \({name}, Adreno 7xx\) is not an Adreno 6xx"):
-      KGSLIface(osi, 0, Config())
+      KGSLSession(osi, 0, Config())

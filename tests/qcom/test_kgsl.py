@@ -1,4 +1,4 @@
-"""The QCOM driver over KGSL on the mock: CP packets as data (parity, decoding), the queue lowering, the KGSL model's
+"""The QCOM driver over KGSL on the mock: CP packets as data (parity, decoding), the queue programs' packets, the KGSL model's
 answers to bad requests, and submissions that fault or never signal (a clear error within the timeout)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.hangguard import ends
 import hcq
 from hcq.autogen.qcom import a6xx, adreno_pm4, msm_kgsl as K
 from hcq.config import Config
-from hcq.drivers.qcom import cp, lower
+from hcq.drivers.qcom import cp, packets
 from hcq.drivers.qcom.program import Kernel
 from hcq.errors import DeviceError, GPUFault, OSCallError, Timeout
 
@@ -51,7 +51,7 @@ def test_decode_names_packets_and_registers():
 
 
 def test_lowering_uses_the_rnndb_opcodes_and_registers():
-  assert lower.ALWAYS_ON_COUNTER == a6xx.REG_A6XX_CP_ALWAYS_ON_COUNTER
+  assert packets.ALWAYS_ON_COUNTER == a6xx.REG_A6XX_CP_ALWAYS_ON_COUNTER
   with hcq.open("MOCK+QCOM") as dev:
     got = cp.decode(list(dev.compute.signal_cmd.fill({("var", "timeline"): (7 << 32) | 5})))
     assert [p[1] for p in got] == ["CP_WAIT_FOR_IDLE", "CP_EVENT_WRITE", "CP_EVENT_WRITE"]
@@ -229,7 +229,7 @@ def test_the_cp_runs_indirect_buffers_register_reads_and_direct_state():
                                                 payload=(1, 2, 3, 4), dst_off=5)))
     assert kgsl.cp.consts[20:24].tolist() == [1, 2, 3, 4]            # vec4 5 = dwords 20..23
     before = time.monotonic()
-    dev.wait_value(dev.submit_cp(cp.reg_to_mem(lower.ALWAYS_ON_COUNTER, out.va)))
+    dev.wait_value(dev.submit_cp(cp.reg_to_mem(packets.ALWAYS_ON_COUNTER, out.va)))
     ticks = struct.unpack("<Q", dev.copyout(out, 8))[0]
     assert abs(ticks / 19.2e6 - before) < 5                         # the always-on counter: 19.2 MHz
 

@@ -23,7 +23,7 @@ KERNELS = {}                                        # kernel id -> fn(device, ar
 def _u64(a: int) -> ctypes.c_uint64: return ctypes.c_uint64.from_address(a)
 
 
-def _lower(name):
+def _packet_table(name):
   op = lambda code, *vals: packets(name, [code] + [w for v in vals for w in (lo(v), hi(v))])
   return PatternMatcher([
     (QPat.wait("sig", "value"), lambda ctx, sig, value: op(WAIT, value_of(sig), value_of(value))),
@@ -42,7 +42,7 @@ class FakeEngine(Engine):
   def __init__(self, name, dev, links):
     self.dev, self.pending, self.queue, self.fault = dev, [], [], None
     self.cond, self.busy, self.stop = threading.Condition(), False, False
-    super().__init__(name, _lower(name), None, links)
+    super().__init__(name, _packet_table(name), None, links)
     self.thread = threading.Thread(target=self._run, name=f"fake-{name}", daemon=True)
     self.thread.start()
 

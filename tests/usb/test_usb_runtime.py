@@ -144,7 +144,7 @@ def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw
   import threading
   from hcq.compiler import queue as Q
   from hcq.drivers.amd.am.usb import P_SENTINEL, SENTINEL, SEQ, V_SEQ
-  from hcq.drivers.amd.lower import COMPUTE
+  from hcq.drivers.amd.packets import COMPUTE
   from hcq.drivers.hcq.runtime import Submission
   with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.5, firmware_dir=fw_dir)) as d:
     old, new = b"\x11" * (300 << 10), b"\x22" * (300 << 10)         # two chunks: no release waits either way
@@ -155,7 +155,7 @@ def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw
     with Submission(d, d.compute, "the gate") as sub: sub.add(cb.fill({P_SENTINEL: gate.va, V_SEQ: 1}))
     with pytest.raises(Timeout, match=r"copy-out of 307200 bytes .* failed after 0 bytes"):
       d.copyout(buf)
-    vram, off = d.os.devices[0].vram, d.iface._offset(gate.va, 8)
+    vram, off = d.os.devices[0].vram, d.session._offset(gate.va, 8)
     opener = threading.Timer(0.2, lambda: vram.__setitem__(slice(off, off + 8), (1).to_bytes(8, "little")))
     opener.start()                                # the gate opens while the next copy-in runs
     try: d.copyin(buf, new)
@@ -176,7 +176,7 @@ def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, di
     d.copyin(a, np.arange(64, dtype=np.int32).tobytes())
     d.copyin(b, np.full(64, 5, dtype=np.int32).tobytes())
     buf = d.alloc(1 << 20)
-    bridge = d.iface.usb.bridge
+    bridge = d.session.usb.bridge
     name = "sram_write" if direction == "in" else "sram_read"
     inner, calls = getattr(bridge, name), []
     def interrupted(*args):
@@ -197,7 +197,7 @@ def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, di
 def test_signals_are_read_through_the_device_and_a_wait_times_out_naming_signal_expected_and_last(usbdev):
   sig = usbdev.signals.alloc(0, name="test signal")
   gpu = usbdev.os.devices[0]
-  off = usbdev.iface._offset(sig.va, 8)
+  off = usbdev.session._offset(sig.va, 8)
   gpu.vram[off:off + 8] = (3).to_bytes(8, "little")     # the GPU's store, behind the host's back
   assert sig.value == 3                                   # read over the bridge, not from the CPU shadow
   with pytest.raises(Timeout, match=r"test signal at 0x[0-9a-f]+ to reach 9 \(last seen 3\) after 0.05 s") as e:
@@ -234,7 +234,7 @@ def test_AMD_USB_POLL_US_sets_the_polls_per_wait_not_the_results(fw_dir, poll_us
 def test_the_timeline_is_polled_in_the_bridge_window_one_xdata_read_per_poll(fw_dir, poll_us):  # noqa: F811
   with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.1, firmware_dir=fw_dir, amd_usb_poll_us=poll_us)) as d:
     sig, fw = d.timeline.signal, _bridge(d).fw
-    assert sig.va == d.iface.windows["a000"][0] + 0x100        # the GPU's RELEASE_MEM lands in the bridge's XDATA
+    assert sig.va == d.session.windows["a000"][0] + 0x100        # the GPU's RELEASE_MEM lands in the bridge's XDATA
     at = 0xA000 + 0x100
     before, polls = fw.xdata_reads[at], sig.polls
     with pytest.raises(Timeout, match=r"timeline signal at 0x[0-9a-f]+ to reach 1 \(last seen 0\) after 0.1 s"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from .asm import waitcnt_simm16_gfx9
+from ...isa.amd.asm import waitcnt_simm16_gfx9
 from .isel_common import is_inline, operand_kind
 from .isel_mir import EXEC_LO, NULL, VCC_LO, Imm, MInst, Spec, Sub, VReg
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .decode import decode_all
+from ...isa.amd.decode import decode_all
 
 TRANS_PREFIXES = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
 # the trans-use hazard is live while at most this many VALUs sit between the transcendental write and the read

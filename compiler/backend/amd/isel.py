@@ -35,7 +35,7 @@ from ...ir.dtypes import DType, float_to_int
 from ...ir.dtypes import truncate
 from ...ir.evaluate import EvalError, exec_alu
 from ...ir.uop import _short
-from .cowriter import user_sgpr_count
+from ...isa.amd.cowriter import user_sgpr_count
 from .isel_common import TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector

@@ -5,7 +5,7 @@
                 args=[Arg(0, 8, "global_buffer", "src"), Arg(8, 8, "global_buffer", "dst")], vgpr_count=2)
     blob = code_object(p)         # bytes of an HSA code object (cowriter.write_code_object)
     dev.compile(p)                # AMD / MOCK+AMD: a PROGRAM loads like a compiled kernel (backend.amd.compile_kernel)
-    Asm().program(...)            # the same PROGRAM from the Asm DSL's instructions
+    program("copy", a, args=...)  # the same PROGRAM from the instructions of an Asm DSL builder a
 
   INS      arg (instruction, dtypes.void), no sources: one instruction in LLVM syntax ("v_add_f32 v2, v2, v3"), a
            label ("loop:", a branch target of the instructions around it), or one encoded instruction (bytes)
@@ -14,8 +14,9 @@
   PROGRAM  src (LINEAR,), arg KernelMeta: the kernel's name and arguments, what its descriptor and metadata say
            (cowriter.KernelSpec's fields: register counts, entry state, segment sizes, ...) and the target
 
-Compiled kernels take this path as well: render.code_object turns a compiled kernel into its PROGRAM (one encoded INS
-per instruction) and writes it with code_object, so hand-written and compiled kernels have one writer.
+Compiled kernels take this path as well: render.compiled_program turns a compiled kernel into its PROGRAM (one
+encoded INS per instruction) and render.code_object writes it with code_object, so hand-written and compiled kernels
+have one writer.
 """
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from ...ir import CompileError, Ops, UOp, dtypes
-from .asm import Assembler
-from .cowriter import Arg, KernelSpec, write_code_object
-from .errors import AssembleError, CodeObjectError, DecodeError
+from ...isa.amd.asm import Asm, Assembler
+from ...isa.amd.cowriter import Arg, KernelSpec, write_code_object
+from ...isa.amd.errors import AssembleError, CodeObjectError, DecodeError
 
 # the KernelSpec fields a KernelMeta carries as options (name, code and args are its own)
 SPEC_OPTIONS = tuple(f.name for f in dataclasses.fields(KernelSpec) if f.name not in ("name", "code", "args"))
@@ -80,7 +81,11 @@ def ins(instruction) -> UOp:
 
 def program(meta, instructions, **options) -> UOp:
   """PROGRAM(LINEAR(INS...)): meta is a KernelMeta, or the kernel's name with KernelMeta.make's keywords (args=,
-  arch=, vgpr_count=, ...); instructions are INS UOps or what ins() takes."""
+  arch=, vgpr_count=, ...); instructions are INS UOps or what ins() takes, or an Asm (the Asm DSL's instructions,
+  one INS per instruction or label, for the Asm's target unless arch= says otherwise)."""
+  if isinstance(instructions, Asm):
+    if not isinstance(meta, KernelMeta): options.setdefault("arch", instructions.arch)
+    instructions = instructions.lines
   if not isinstance(meta, KernelMeta): meta = KernelMeta.make(meta, **options)
   elif options: raise CodeObjectError(f"kernel {meta.name}: options {sorted(options)} next to a KernelMeta")
   body = tuple(u if isinstance(u, UOp) else ins(u) for u in instructions)
@@ -97,7 +102,7 @@ def _parts(prog: UOp) -> tuple[KernelMeta, tuple]:
 def program_code(prog: UOp) -> bytes:
   """The machine code of a PROGRAM: text INS assembled, encoded ones checked to be one instruction each, labels
   resolved over both (the assembler's two passes, Assembler.assemble_items)."""
-  from .decode import decode
+  from ...isa.amd.decode import decode
   meta, body = _parts(prog)
   items = []
   for i, u in enumerate(body):
@@ -124,20 +129,3 @@ def code_object(*programs: UOp) -> bytes:
   archs = {m.arch for m in metas}
   if len(archs) != 1: raise CodeObjectError(f"PROGRAMs for several targets in one code object: {sorted(archs)}")
   return write_code_object([m.spec(program_code(p)) for m, p in zip(metas, programs)], archs.pop())
-
-
-def compiled_program(c, arch: str = "gfx1100") -> UOp:
-  """The PROGRAM of a kernel the RDNA3 backend compiled (render.Compiled): one encoded INS per instruction (sizes
-  from the encoder; the code-end padding after them is 4-byte s_code_end instructions), its KernelSpec as the arg."""
-  from .render import Encoder, kernel_spec
-  enc, text = Encoder(arch), c.text
-  body, pos = [], 0
-  sizes = getattr(c, "sizes", None)     # what the encoder measured (render.assemble), or measured again here
-  for k, m in enumerate(c.code):
-    if m.name == "LABEL": continue
-    n = sizes[k] if sizes is not None else enc.size(m)
-    body.append(ins(text[pos:pos + n]))
-    pos += n
-  if (len(text) - pos) % 4: raise CodeObjectError(f"kernel {c.sel.name}: {len(text) - pos} bytes after the code")
-  body += [ins(text[p:p + 4]) for p in range(pos, len(text), 4)]
-  return program(KernelMeta.of(kernel_spec(c), arch), body)

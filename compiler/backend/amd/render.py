@@ -27,11 +27,12 @@ from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from . import gfx9, gfx12
+from .program import KernelMeta, code_object as write_programs, ins, program
 from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
-from .asm import encode_fields, waitcnt_simm16
-from .cowriter import Arg, KernelSpec
-from .errors import AssembleError
-from .tables import arch_tables
+from ...isa.amd.asm import encode_fields, waitcnt_simm16
+from ...isa.amd.cowriter import Arg, KernelSpec
+from ...isa.amd.errors import AssembleError, CodeObjectError
+from ...isa.amd.tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
 S_NOP0 = bytes.fromhex("000080bf")       # s_nop 0 (llvm-mc-19 -mcpu=gfx942: [0x00,0x00,0x80,0xbf])
@@ -290,10 +291,25 @@ def kernel_spec(c: Compiled) -> KernelSpec:
                     language_version=(2, 0), uniform_work_group_size=True)
 
 
+def compiled_program(c, arch: str = "gfx1100") -> UOp:
+  """The PROGRAM of a kernel the RDNA3 backend compiled (render.Compiled): one encoded INS per instruction (sizes
+  from the encoder; the code-end padding after them is 4-byte s_code_end instructions), its KernelSpec as the arg."""
+  enc, text = Encoder(arch), c.text
+  body, pos = [], 0
+  sizes = getattr(c, "sizes", None)     # what the encoder measured (render.assemble), or measured again here
+  for k, m in enumerate(c.code):
+    if m.name == "LABEL": continue
+    n = sizes[k] if sizes is not None else enc.size(m)
+    body.append(ins(text[pos:pos + n]))
+    pos += n
+  if (len(text) - pos) % 4: raise CodeObjectError(f"kernel {c.sel.name}: {len(text) - pos} bytes after the code")
+  body += [ins(text[p:p + 4]) for p in range(pos, len(text), 4)]
+  return program(KernelMeta.of(kernel_spec(c), arch), body)
+
+
 def code_object(c: Compiled) -> bytes:
   """HSA code object (ELF, code object v5) of one compiled kernel: its PROGRAM(LINEAR(INS ...)), written the way
   hand-written assembly is (program.py)."""
-  from .program import code_object as write_programs, compiled_program
   return write_programs(compiled_program(c, c.arch))
 
 

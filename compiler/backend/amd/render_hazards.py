@@ -22,7 +22,7 @@ this backend cannot meet; tests/backend/test_amd_hazards.py runs it over every k
 """
 from __future__ import annotations
 
-from .asm import depctr_simm16
+from ...isa.amd.asm import depctr_simm16
 from .hazard_check import TRANS_USE_MAX_VALUS
 from .isel_mir import EXEC_LO, VCC_LO, MInst, Spec, Sub, VReg
 

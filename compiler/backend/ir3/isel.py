@@ -38,7 +38,7 @@ from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp
 from ...ir.ops import GroupOp
 from ...ir.uop import _short
 from ...lower.regalloc import live_ranges, produces_value
-from .legalize import P0, Ins
+from .legalize import P0, Ins, rname
 from .wide import WideMixin, is_wide
 
 LID, ZERO, WGID = 0, 3, 48 * 4      # r0.x (local id), r0.w (zero), r48.x (work-group id)
@@ -48,11 +48,6 @@ MAX_FULL = 48                       # r0..r47: the full registers a6xx compute m
 NTEMP = 32
 SFU = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.RECIP: "rcp"}   # cat4
 PVT_MAX = 4096                      # private bytes the ldp/stp immediate offset reaches (13 bits, signed)
-
-
-def rname(r: int) -> str:
-  if r == P0: return "p0.x"
-  return f"r{r >> 2}.{'xyzw'[r & 3]}"
 
 
 def hname(h: int) -> str:

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 
 ALU_TO_ALU, NON_ALU = 3, 6          # Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu
 P0 = 62 * 4                         # p0.x's register id (regid(62, 0))
+
+
+def rname(r: int) -> str:
+  """The assembler's name of full register id r (regid = 4 * register + component; p0.x for P0)."""
+  if r == P0: return "p0.x"
+  return f"r{r >> 2}.{'xyzw'[r & 3]}"
 A0 = 61 * 4
 
 

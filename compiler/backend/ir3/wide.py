@@ -156,7 +156,7 @@ class WideMixin:
   def u64_to_f32(self, d: int, a: int, signed: bool):
     """d = the float32 nearest a (a pair; round to nearest even): the top 32 significant bits, with a sticky bit for
     the rest, converted by cov.u32f32 (one rounding) and scaled by a power of two (exact)."""
-    from .isel import rname
+    from .legalize import rname
     lo, hi, n, v, t, neg = (self.wt(k) for k in range(8, 14))
     if signed:     # the magnitude: (a ^ s) - s with s the sign word
       self.op2("ashr.b", neg, a + 1, "31")
@@ -183,7 +183,7 @@ class WideMixin:
   def f32_to_64(self, d: int, a: int, signed: bool):
     """d (a pair) = a truncated toward zero, saturating at the 64-bit range of d's signedness, NaN 0
     (compiler/ir/dtypes.float_to_int, the reference)."""
-    from .isel import rname
+    from .legalize import rname
     t, neg, mag, e, m, big, c = (self.wt(k) for k in range(8, 15))
     self.alu(f"trunc.f {rname(t)}, {rname(a)}", t, a)
     self.op2("cmps.f.lt", neg, t, self.zero_reg)

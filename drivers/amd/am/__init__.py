@@ -7,8 +7,8 @@
   nbio.py gmc.py ih.py psp.py smu.py gfx.py   the IP blocks, in boot order
   memory.py     VRAM: the boot allocator, CPU access through the BAR
   device.py     AMDev: the traced bring-up (`hcq am boot --trace`)
-  iface.py      AMIface: AMDDevice's iface on a booted GPU (memory, compute/SDMA queues, doorbells, IH interrupts)
-  usb.py        USB+AMD: AMUSBIface (everything in VRAM, CPU shadows, the bridge's windows) and USBAMDDevice (the
+  session.py      AMSession: AMDDevice's session on a booted GPU (memory, compute/SDMA queues, doorbells, IH interrupts)
+  usb.py        USB+AMD: AMUSBSession (everything in VRAM, CPU shadows, the bridge's windows) and USBAMDDevice (the
                 coherence layer: pushes at the doorbell, DeviceSignals, copies through the bridge's SRAM)
   firmware.py   AMD's firmware containers (amdgpu_ucode.h), also `hcq fw`
 """

@@ -15,19 +15,19 @@ idle, is reused: every hw_init runs but the PSP's (no bootloader, no firmware lo
 is a full boot, after a mode-1 reset (reset.py) when firmware runs. Every boot to gfx ends by signing.
 Each step is recorded in `steps` as (block, step, seconds since open) and passed to `trace` as it happens.
 `stage` names the last block whose hw_init completed. The queues come after, from the runtime device on top
-(AMIface.create_queue: a compute HQD and the SDMA0 ring).
+(AMSession.create_queue: a compute HQD and the SDMA0 ring).
 
 SR-IOV virtual function (virt.py): when RCC_IOV_FUNC_IDENTIFIER says "VF", the host already booted the GPU: the
 boot asks the PF for init data and exclusive init access through the mailbox before discovery, runs nbio, gmc, ih and
 gfx (no PSP, no SMU: the host owns them and loaded every firmware; gfx checks the host's RLC autoload completed), and
-keeps the access until the runtime device's queues exist (end_init, from open_am); close asks for fini access first.
+keeps the access until the runtime device's queues exist (end_init, from session.open_am); close asks for fini access first.
 
 Partial boot (reuse.py, reset.py): a GPU a previous AM process left booted is reused when its boot record and state
 check out, else mode-1 reset and booted in full (not on a VF: the host owns the firmware).
 
 Not yet: clock gating.
 Memory: `vram` (memory.VRAM) allocates VRAM for the driver's own lifetime (alloc: page tables, rings, PSP buffers)
-and for the runtime (alloc_user/free: AMIface's device buffers, which live in VRAM); the GMC maps either kind of
+and for the runtime (alloc_user/free: AMSession's device buffers, which live in VRAM); the GMC maps either kind of
 memory at GPU VAs (map_vram for VRAM, map for system pages).
 Over a USB bridge (device=USBPCIDevice) the same boot runs through TLPs, and usb.py stands the runtime device on it
 (hcq.open("USB+AMD")): all its memory in VRAM (alloc_user + map_vram), CPU shadows made coherent at the doorbell,
@@ -226,16 +226,3 @@ def find_functions(os) -> list[str]:
   from ...system.pci import PCIDevice
   from .pci import SUPPORTED, VENDOR_AMD
   return [d.addr for d in PCIDevice.enumerate(os, vendor=VENDOR_AMD, device=list(SUPPORTED))]
-
-
-def open_am(os, index: int, config, label: str | None = None):
-  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMIface)."""
-  from ..device import AMDDevice
-  from .iface import AMIface
-  iface = AMIface(os, index, config, label)
-  dev = AMDDevice(iface, os, config)      # makes the queues (on failure it closes the iface: access released there)
-  try: iface.am.end_init()
-  except BaseException:
-    dev.close()
-    raise
-  return dev

@@ -15,7 +15,7 @@ itself; every step below names the Linux function it follows):
 6. gfx_v11_0_rlc_resume (RLC_CNTL.RLC_ENABLE_F32: the RLC was started by the autoload; Linux's PSP path only enables
    it) and gfx_v11_0_cp_compute_enable: CP_MEC_RS64_CNTL with the pipes active, out of reset and MEC_HALT 0.
 A VF does none of 2-6 that the host owns: it checks the host's autoload and enables its GC hub.
-Compute queues come after the boot, from the runtime device (AMIface.create_queue: an MQD in memory, mqd.py, and the
+Compute queues come after the boot, from the runtime device (AMSession.create_queue: an MQD in memory, mqd.py, and the
 HQD loaded from it through GRBM_GFX_CNTL). Not done: KIQ/MES queue mapping (AM loads no MES firmware).
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ MAX_FRAG = 9          # fragments up to 2 MiB (Linux amdgpu's default vm_fragmen
 def _fragments(va: int, addrs) -> list[tuple[int, int, int]]:
   """The pages as blocks (first index, pages, fragment field): 2^f pages that are contiguous both in VA and in VRAM
   and aligned to 2^f pages in both may say so (PTE_FRAG(f), up to MAX_FRAG), so that the TLB caches them as one
-  entry; 0 elsewhere. A fragment never spans two map calls, so unmapping what one map call mapped (AMIface frees
+  entry; 0 elsewhere. A fragment never spans two map calls, so unmapping what one map call mapped (AMSession frees
   whole buffers) leaves no stale one; an unmap of part of one, or a map over part of one, narrows the fragments
   around it (GMC._narrow_fragments). addrs a range of 4 KiB steps is contiguous as a whole (no page-by-page look)."""
   n, out, i = len(addrs), [], 0

@@ -156,7 +156,7 @@ class AMPCI:
     return self.pci.bar(self.bar_index["vram"]).start
 
   def map_vram(self, offset: int, size: int, addr: int):
-    """The CPU view of VRAM [offset, offset+size) mapped at the fixed address addr (AMIface: a buffer's GPU VA, so
+    """The CPU view of VRAM [offset, offset+size) mapped at the fixed address addr (AMSession: a buffer's GPU VA, so
     that GPU VA == CPU VA holds for CPU-visible VRAM); an MMIOView whose close() unmaps it, freed with the rest at
     close. A device behind a USB bridge has no BAR the CPU can map: DeviceError."""
     if not hasattr(self.pci, "map_bar_at"):
@@ -189,7 +189,7 @@ class AMPCI:
   # ---- system memory
   def alloc_sysmem(self, size: int, addr: int | None = None) -> SysMem:
     """Shared anonymous memory, page-rounded, with each page's physical address (pagemap through the OS); at addr
-    when given (AMIface: GPU VA == CPU VA)."""
+    when given (AMSession: GPU VA == CPU VA)."""
     size = (size + PAGE - 1) & ~(PAGE - 1)
     if size <= 0: raise DeviceError(f"{self.label}: system memory of {size} bytes")
     if hasattr(self.pci, "alloc_sysmem"): return self._device_sysmem(size, addr)

@@ -9,7 +9,7 @@ Where each kind of memory lives:
     AM's VRAM allocator (memory.VRAM.alloc_user) mapped by the GPU page tables at a VA of the process range (one
     streaming TLP per page table), no CPU mapping. The GPU reaches it at full speed; the host through the VRAM BAR's
     TLPs.
-  - memory the runtime writes or reads (iface kinds "gtt"/"userptr": rings, signals, launch data, IBs) gets a CPU
+  - memory the runtime writes or reads (session kinds "gtt"/"userptr": rings, signals, launch data, IBs) gets a CPU
     shadow (a bytearray view as Mem.cpu, so the runtime's code is the same as on PCI) made coherent by the
     coherence layer below, at the points where the runtime hands work over, never per store:
       * a ring's written span is pushed (one streaming MWr) by the doorbell function, then the HDP is flushed (one
@@ -54,10 +54,10 @@ from ...hcq.engine import COPY_DST, COPY_SRC, FIRST_VENDOR_SLOT, P_DST, P_SRC, T
 from ...hcq.runtime import Submission
 from ...hcq.signal import DeviceSignal
 from ..device import AMDDevice
-from ..lower import COPY
+from ..packets import COPY
 from .device import AMDev
 from ...system.usbpci import SYSMEM_SIZE, WINDOWS, SRAMStaging
-from .iface import PAGE, AMIface, Mem
+from .session import PAGE, AMSession, Mem
 from .va import PROCESS_VA
 
 PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
@@ -71,8 +71,8 @@ SENTINEL, P_SENTINEL = Q.signal(SENTINEL_SLOT, "copy-in sentinel"), ("param", SE
 SEQ, V_SEQ = UOp.variable("seq", 0, 2**32 - 1), ("var", "seq")
 
 
-class AMUSBIface(AMIface):
-  """AMIface on a GPU behind a USB bridge (see the module docstring): every kind of memory is VRAM (AMIface's
+class AMUSBSession(AMSession):
+  """AMSession on a GPU behind a USB bridge (see the module docstring): every kind of memory is VRAM (AMSession's
   _alloc_vram: memory.VRAM.alloc_user, mapped by VRAM PTEs at a VA of the process range, no CPU mapping); the kinds
   the runtime writes and reads get a CPU shadow as Mem.cpu."""
   name = "USB"
@@ -183,7 +183,7 @@ class AMUSBIface(AMIface):
 
 
 class USBAMDDevice(AMDDevice):
-  """AMDDevice over AMUSBIface: the coherence layer of the module docstring. Every hook is chosen here, by class: the
+  """AMDDevice over AMUSBSession: the coherence layer of the module docstring. Every hook is chosen here, by class: the
   PCI and KFD devices run the same code as before with no check per launch."""
   launch_data_size = 1 << 20          # kernel arguments pushed per launch: a smaller ring costs only VRAM
   staging_count = 0                   # copies go through the bridge (SRAM or BAR), not the runtime's staging buffers
@@ -195,25 +195,25 @@ class USBAMDDevice(AMDDevice):
     launch clears, are 2 transfers there, 8 one-byte XDATA writes in the window)."""
     if not self._window_signal_taken:
       self._window_signal_taken = True
-      va = self.iface.windows["a000"][0] + TIMELINE_AT
+      va = self.session.windows["a000"][0] + TIMELINE_AT
       return va, memoryview(bytearray(16))
     return super()._signal_page()
 
   _window_signal_taken = False
 
   def signal_type(self, va, words, name, pool, ticks_per_us):
-    window_va = self.iface.windows["a000"][0]
+    window_va = self.session.windows["a000"][0]
     if window_va <= va < window_va + WINDOWS["a000"].size:
-      usb = self.iface.usb
+      usb = self.session.usb
       read = lambda at, n: usb.read_window("a000", at - window_va, n)
       write = lambda at, data: usb.write_window("a000", at - window_va, bytes(data))
-      return DeviceSignal(va, words, name, pool, ticks_per_us, read=read, write=write, poll_s=self.iface.poll_s,
+      return DeviceSignal(va, words, name, pool, ticks_per_us, read=read, write=write, poll_s=self.session.poll_s,
                           sleep=self.os.sleep, torn=True)
-    return DeviceSignal(va, words, name, pool, ticks_per_us, read=self.iface.read, write=self.iface.write,
-                        poll_s=self.iface.poll_s, sleep=self.os.sleep)
+    return DeviceSignal(va, words, name, pool, ticks_per_us, read=self.session.read, write=self.session.write,
+                        poll_s=self.session.poll_s, sleep=self.os.sleep)
 
   def _rptr_refresh(self, hwq, rptr):
-    at, read = hwq.gart.va + hwq.rptr_offset, self.iface.read
+    at, read = hwq.gart.va + hwq.rptr_offset, self.session.read
     def refresh() -> None: rptr[0] = int.from_bytes(read(at, 8), "little")
     return refresh
 
@@ -221,20 +221,20 @@ class USBAMDDevice(AMDDevice):
     """No interrupts over USB: the IH ring is read through the bridge for faults (hcq.GPUFault: a VM fault, with its
     address), then a wait sleeps AMD_USB_POLL_US (a ring waiting for space between reads of its read pointer; a
     DeviceSignal's wait asks with no time, every FAULT_CHECK_S)."""
-    self.iface.wait_events(0)
-    if seconds: self.os.sleep(min(seconds, max(self.iface.poll_s, 20e-6)))
+    self.session.wait_events(0)
+    if seconds: self.os.sleep(min(seconds, max(self.session.poll_s, 20e-6)))
 
   def _launch_words(self, prog, shape, explicit: bytes, value: int):
     words = super()._launch_words(prog, shape, explicit, value)
     if shape.data_size:
       off, n = self.launch_data.newest()
-      self.iface.write(self.launch_data.va + off, self._launch_view[off:off + n])
+      self.session.write(self.launch_data.va + off, self._launch_view[off:off + n])
     return words
 
   def _record(self, planned):
     rec = super()._record(planned)
     for mem in (rec.kernargs, getattr(rec, "ib", None)):
-      if mem is not None: self.iface.write(mem.va, mem.cpu)
+      if mem is not None: self.session.write(mem.va, mem.cpu)
     return rec
 
   # ---- copies: through the bridge's SRAM (SRAMStaging: double-buffered, fenced) or streamed through the VRAM BAR
@@ -242,7 +242,7 @@ class USBAMDDevice(AMDDevice):
     super()._setup()
     # the whole SRAM as two 256 KiB halves (the runtime puts nothing else there: its memory is VRAM); claimed from
     # the bridge's system-memory allocator so that nothing else is placed in it
-    usb = self.iface.usb
+    usb = self.session.usb
     usb.alloc_sysmem(SYSMEM_SIZE)
     self.staging = SRAMStaging(usb, self._gpu_copy, chunk=STAGING_CHUNK, base=0, sentinels=True)
     self._fenced: dict[int, object] = {}
@@ -256,7 +256,7 @@ class USBAMDDevice(AMDDevice):
       prog = Q.queue(COPY, Q.copy(Q.buffer(COPY_DST, size), Q.buffer(COPY_SRC, size), size), Q.store(FENCE, FENCE_VALUE),
                      Q.store(TIMELINE, TIMELINE_VALUE))
       cb = self._fenced[size] = self.copy.build(prog)
-    bus_to_va = self.iface.bus_to_va
+    bus_to_va = self.session.bus_to_va
     with Submission(self, self.copy, ("a copy of {} bytes through the bridge SRAM to {:#x}", size, dst)) as sub:
       sub.add(cb.fill({P_DST: bus_to_va(dst), P_SRC: bus_to_va(src), P_FENCE: bus_to_va(fence), V_FENCE: value,
                        V_TIMELINE: sub.value}))
@@ -265,7 +265,7 @@ class USBAMDDevice(AMDDevice):
   def _gpu_queue(self, steps, fence: int) -> None:
     """SRAMStaging.copyin_queued's GPU part, one submission: per chunk wait for its sentinel (SDMA POLL_REGMEM >=),
     copy, store the fence."""
-    bus_to_va, words = self.iface.bus_to_va, []
+    bus_to_va, words = self.session.bus_to_va, []
     for sentinel, seq, src, dst, size in steps:
       cb = self._sentinel_copies.get(size)
       if cb is None:
@@ -280,7 +280,7 @@ class USBAMDDevice(AMDDevice):
   def _gpu_queue_out(self, steps, fence: int) -> None:
     """SRAMStaging.copyout_queued's GPU part, one submission: per chunk wait for the host's release of its half
     (SDMA POLL_REGMEM >= on the release counter; none for the first chunks), copy, store the fence."""
-    bus_to_va, words = self.iface.bus_to_va, []
+    bus_to_va, words = self.session.bus_to_va, []
     for release_bus, release, src, dst, size, seq in steps:
       key = (size, release_bus is not None)
       cb = self._sentinel_copies.get(key)
@@ -298,20 +298,20 @@ class USBAMDDevice(AMDDevice):
     with self._open_lock():
       if self.copy_path == "sram": return self.staging.copyin_queued(buf.va + offset, src, self._gpu_queue)
       self._synchronize()          # earlier work may still read or write the buffer
-      self.iface.write(buf.va + offset, src)
+      self.session.write(buf.va + offset, src)
 
   def _copyout(self, buf, size: int, offset: int) -> bytes:
     with self._open_lock():
       if self.copy_path == "sram": return self.staging.copyout_queued(buf.va + offset, size, self._gpu_queue_out)
       self._synchronize()
-      return self.iface.read(buf.va + offset, size)
+      return self.session.read(buf.va + offset, size)
 
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False):
     from ...hcq import Buffer
-    with self._open_lock(): mem = self.iface.alloc(nbytes, kind="vram")
+    with self._open_lock(): mem = self.session.alloc(nbytes, kind="vram")
     return Buffer(self, mem.va, nbytes, handle=mem, cpu_view=None, kind="device")   # no memory the CPU maps here
 
 
 def open_am_usb(os, index: int, config, label: str | None = None) -> USBAMDDevice:
   """hcq.open("USB+AMD:N"): boot the GPU behind USB bridge N and stand the runtime device on it."""
-  return USBAMDDevice(AMUSBIface(os, index, config, label), os, config)
+  return USBAMDDevice(AMUSBSession(os, index, config, label), os, config)

@@ -1,7 +1,7 @@
 """The GPU virtual addresses AM hands out, one range for the whole process.
 
 AM keeps GPU VA == CPU VA: each allocation is mapped at a fixed address in this process (MAP_FIXED_NOREPLACE), so two
-AM devices of one process must never pick the same address. Every AMIface takes its addresses from the one VASpace
+AM devices of one process must never pick the same address. Every AMSession takes its addresses from the one VASpace
 below (first fit over a sorted free list, neighbours merged on free, under a lock: devices and threads share it).
 """
 from __future__ import annotations

@@ -54,21 +54,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ....errors import GPUFault
-from .memory import GPUMemory, host_view
+from ...gpumem import GPUMemory, host_view
+from .results import DispatchStats, InstructionBudgetExceeded
 
 __all__ = ["GPUMemory", "ScratchSetup", "DispatchStats", "InstructionBudgetExceeded", "dispatch", "start", "host_view",
            "DEFAULT_INSTRUCTION_BUDGET"]
 
 DEFAULT_INSTRUCTION_BUDGET = 200_000_000  # wave-instructions per dispatch
-
-
-class InstructionBudgetExceeded(GPUFault):
-  """The dispatch executed more wave-instructions than its budget (a kernel that never ends)."""
-
-  def __init__(self, budget: int, pc: int | None = None):
-    self.budget = budget
-    super().__init__(f"dispatch exceeded its instruction budget of {budget} wave-instructions "
-                     f"(a kernel that never ends?)", address=pc, kind="instruction budget")
 
 
 class ScratchSetup(NamedTuple):
@@ -82,13 +74,6 @@ class ScratchSetup(NamedTuple):
   of the key of every dispatch's cached set-up.)"""
   base: int | None = None
   bytes_per_lane: int = 0
-
-
-class DispatchStats(NamedTuple):
-  """What a dispatch did (a NamedTuple: built on every launch, it must be cheap)."""
-  waves: int                  # waves launched
-  wave_instructions: int      # instructions executed, counted once per wave that executed them
-  seconds: float              # wall-clock time of the dispatch
 
 
 _run_dispatch = None

@@ -1,6 +1,6 @@
 """Instruction decoding for the emulator.
 
-decode() wraps hcq.compiler.backend.amd.decode (the project's decoder and its generated per-architecture tables: the
+decode() wraps hcq.compiler.isa.amd.decode (the project's decoder and its generated per-architecture tables: the
 same ones `hcq disasm` uses) and normalises its result for the translator, so that one translator serves gfx1100
 (RDNA3), gfx1200 (RDNA4) and gfx942 (CDNA3):
 
@@ -42,8 +42,8 @@ def _illegal(words: bytes, offset: int, why: str) -> GPUFault:
 
 def decode(code, offset: int = 0, arch: str = "gfx1100") -> Inst:
   """Decode the instruction at code[offset:] (bytes-like). Raises GPUFault(kind='illegal instruction')."""
-  from ....compiler.backend.amd.decode import decode as isa_decode
-  from ....compiler.backend.amd.errors import ISAError
+  from ....compiler.isa.amd.decode import decode as isa_decode
+  from ....compiler.isa.amd.errors import ISAError
   try:
     inst = isa_decode(code, offset, arch)
   except ISAError as e:

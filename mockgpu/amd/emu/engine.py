@@ -17,6 +17,7 @@ import numpy as np
 
 from ....errors import GPUFault
 from . import rt
+from .results import DispatchStats as _DispatchStats, InstructionBudgetExceeded
 from .translate import arch_of, lanes_of, translate
 
 DONE = -1
@@ -225,7 +226,6 @@ def _run_entry(shape, entry, user_sgprs, instruction_budget) -> int:
   blk, needs_user = entry
   executed = blk.insts * shape.W
   if executed > instruction_budget:
-    from . import InstructionBudgetExceeded
     raise InstructionBudgetExceeded(instruction_budget, blk.start)
   if blk.trivial: return executed
   if needs_user: shape.set_user(user_sgprs)
@@ -468,8 +468,7 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
         V.extend(np.zeros((W, shape.lanes), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
       executed += blk.insts * count
       if executed > instruction_budget:
-        from . import InstructionBudgetExceeded
-        raise InstructionBudgetExceeded(instruction_budget, pc)
+            raise InstructionBudgetExceeded(instruction_budget, pc)
       if errs is None and not blk.trivial:
         errs = np.errstate(all="ignore")   # numpy's float warnings off while blocks compute (entered once, lazily:
         errs.__enter__()                   # a block that only ends the waves needs none)
@@ -508,12 +507,10 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
 
 
 def _host_u32(address: int, words: int):
-  from .memory import host_view
+  from ...gpumem import host_view
   return host_view(address, words * 4, np.uint32)
 
 
 def _stats(waves, executed, t0):
   return _DispatchStats(waves, executed, time.perf_counter() - t0)
 
-
-from . import DispatchStats as _DispatchStats  # noqa: E402 (the package imports this module lazily)

@@ -201,7 +201,7 @@ class MemAccess:
 
   def _scratch_arrays(self):
     if self.scratch_base is not None:
-      from .memory import host_view
+      from ...gpumem import host_view
       return host_view(self.scratch_base, self.scratch.size * 4, u32), None
     return self.scratch, None
 

@@ -95,229 +95,354 @@ SALU_CVT = {"s_cvt_f32_i32": ("i32", "np.asarray({0}).astype(f32)"), "s_cvt_f32_
 SOPC = {"eq": "==", "lg": "!=", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 
 
-def _salu(g: Gen, pc: int, inst: Inst) -> None:
-  name, enc, f = inst.name, inst.encoding, inst.fields
-  if enc == "SOP2":
-    if name in SOP2_32:
-      ty, expr, scc = SOP2_32[name]
-      a = g.raw_scalar(f["ssrc0"], inst, "u32")
-      b = g.raw_scalar(f["ssrc1"], inst, "u32")
-      if ty in ("u64", "i64", "i32"):
-        a, b = f"np.asarray({a}).astype({ty})", f"np.asarray({b}).astype({ty})"
-        if ty == "i64": a, b = f"np.asarray({g.raw_scalar(f['ssrc0'], inst, 'i32')}).astype(i64)", \
-            f"np.asarray({g.raw_scalar(f['ssrc1'], inst, 'i32')}).astype(i64)"
-        if ty == "i32": a, b = g.raw_scalar(f["ssrc0"], inst, "i32"), g.raw_scalar(f["ssrc1"], inst, "i32")
-      r = g.tmp()
-      g.emit(f"{r} = {expr.format(a, b)}")
-      if scc: g.write_scc(scc.format(a, b, r=r))
-      g.write_s(f["sdst"], f"np.asarray({r}).astype(u32)")
-      return
-    if name in ("s_addc_u32", "s_subb_u32"):
-      a = f"np.asarray({g.raw_scalar(f['ssrc0'], inst)}).astype(u64)"
-      b = f"np.asarray({g.raw_scalar(f['ssrc1'], inst)}).astype(u64)"
-      r = g.tmp()
-      if name == "s_addc_u32":
-        g.emit(f"{r} = {a} + {b} + {g.scc()}.astype(u64)")
-        g.write_scc(f"{r} >> u64(32)")
-      else:
-        g.emit(f"{r} = {a} - {b} - {g.scc()}.astype(u64)")
-        g.write_scc(f"({b} + {g.scc()}.astype(u64)) > {a}")
-      g.write_s(f["sdst"], f"R.lo32({r})")
-      return
-    if name in ("s_cselect_b32", "s_cselect_b64"):
-      ty = "u64" if name.endswith("64") else "u32"
-      a, b = g.raw_scalar(f["ssrc0"], inst, ty), g.raw_scalar(f["ssrc1"], inst, ty)
-      expr = f"np.where({g.scc()} != 0, {a}, {b})"
-      if ty == "u64": _sdst64(g, f["sdst"], expr)
-      else: g.write_s(f["sdst"], expr)
-      return
-    if name in ("s_add_nc_u64", "s_sub_nc_u64", "s_mul_u64"):
-      # RDNA4: 64-bit integer add/sub/multiply of SGPR pairs, no SCC (RDNA4 ISA S_ADD_NC_U64 etc.)
-      a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u64")
-      op = {"s_add_nc_u64": "+", "s_sub_nc_u64": "-", "s_mul_u64": "*"}[name]
-      return _sdst64(g, f["sdst"], f"np.asarray({a}, u64) {op} np.asarray({b}, u64)")
-    if name in SALU_F32:
-      a, b = g.raw_scalar(f["ssrc0"], inst, "f32"), g.raw_scalar(f["ssrc1"], inst, "f32")
-      c = g.raw_scalar(f["sdst"], inst, "f32") if name == "s_fmac_f32" else None
-      return g.write_s(f["sdst"], f"R.f32bits({SALU_F32[name].format(a, b, c)})")
-    if name in SOP2_64:
-      a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u64")
-      r = g.tmp()
-      g.emit(f"{r} = np.asarray({SOP2_64[name].format(a, b)}, u64)")
-      g.write_scc(f"{r} != 0")
-      _sdst64(g, f["sdst"], r)
-      return
-    if name in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64"):
-      a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u32")
-      sh = f"(np.asarray({b}, u64) & u64(63))"
-      expr = {"s_lshl_b64": f"np.asarray({a}, u64) << {sh}", "s_lshr_b64": f"np.asarray({a}, u64) >> {sh}",
-              "s_ashr_i64": f"(np.asarray({a}, u64).view(i64) >> {sh}.astype(i64)).view(u64)"}[name]
-      r = g.tmp()
-      g.emit(f"{r} = {expr}")
-      g.write_scc(f"{r} != 0")
-      _sdst64(g, f["sdst"], r)
-      return
-    if name in ("s_bfe_u64", "s_bfe_i64"):
-      # S1[5:0] = offset, S1[22:16] = width (RDNA3 ISA S_BFE_U64/I64)
-      a = f"np.asarray({g.raw_scalar(f['ssrc0'], inst, 'u64')}, u64)"
-      b = f"np.asarray({g.raw_scalar(f['ssrc1'], inst)}, u64)"
-      r = g.tmp()
-      g.emit(f"{r}o = {b} & u64(63); {r}w = np.minimum(({b} >> u64(16)) & u64(0x7F), u64(64))")
-      g.emit(f"{r} = ({a} >> {r}o) & np.where({r}w >= 64, u64(0xFFFFFFFFFFFFFFFF), (u64(1) << ({r}w & u64(63))) - u64(1))")
-      if name == "s_bfe_i64":
-        g.emit(f"{r} = np.where(({r}w > 0) & ({r}w < 64), ((({r} << (u64(64) - {r}w)).view(i64)) >> "
-               f"(i64(64) - {r}w.astype(i64))).view(u64), {r})")
-      g.write_scc(f"{r} != 0")
-      return _sdst64(g, f["sdst"], r)
-    if name == "s_bfm_b64":
-      a, b = g.raw_scalar(f["ssrc0"], inst), g.raw_scalar(f["ssrc1"], inst)
-      w = f"(np.asarray({a}, u64) & u64(63))"
-      return _sdst64(g, f["sdst"], f"((u64(1) << {w}) - u64(1)) << (np.asarray({b}, u64) & u64(63))")
-    raise Unsupported(inst, pc)
-  if enc == "SOPC":
-    parts = name.split("_")  # s_cmp_eq_u32
-    if name.startswith("s_cmp_"):
-      op, ty = parts[2], parts[3]
-      t = {"i32": "i32", "u32": "u32", "u64": "u64"}[ty]
-      a, b = g.raw_scalar(f["ssrc0"], inst, t), g.raw_scalar(f["ssrc1"], inst, t)
-      g.write_scc(f"{a} {SOPC[op]} {b}")
-      return
-    if name in ("s_bitcmp0_b64", "s_bitcmp1_b64"):
-      a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst)
-      g.write_scc(f"(((np.asarray({a}, u64) >> (np.asarray({b}, u64) & u64(63))) & u64(1)) == "
-                  f"{1 if name.startswith('s_bitcmp1') else 0})")
-      return
-    if name in ("s_bitcmp0_b32", "s_bitcmp1_b32"):
-      a, b = g.raw_scalar(f["ssrc0"], inst), g.raw_scalar(f["ssrc1"], inst)
-      g.write_scc(f"((({a} >> ({b} & u32(31))) & u32(1)) == {1 if name.endswith('1_b32') else 0})")
-      return
-    raise Unsupported(inst, pc)
-  if enc == "SOPK":
-    simm = f["simm16"]
-    sext = simm - 0x10000 if simm & 0x8000 else simm
-    d = f["sdst"]
-    if name == "s_movk_i32": return g.write_s(d, g.const(sext & 0xFFFFFFFF, "u32"))
-    if name == "s_cmovk_i32":
-      return g.write_s(d, f"np.where({g.scc()} != 0, {g.const(sext & 0xFFFFFFFF, 'u32')}, {g.s(d)})")
-    if name.startswith("s_cmpk_"):
-      op, ty = name.split("_")[2], name.split("_")[3]
-      k = g.const(sext if ty == "i32" else simm, ty)
-      g.write_scc(f"{g.raw_scalar(d, inst, ty)} {SOPC[op]} {k}")
-      return
-    if name == "s_addk_i32":
-      r = g.tmp()
-      g.emit(f"{r} = {g.raw_scalar(d, inst, 'i32')}.astype(i64) + {sext}")
-      g.write_scc(f"({r} > 2147483647) | ({r} < -2147483648)")
-      return g.write_s(d, f"{r}.astype(u32)")
-    if name == "s_mulk_i32": return g.write_s(d, f"{g.s(d)} * {g.const(sext & 0xFFFFFFFF, 'u32')}")
-    if name == "s_getreg_b32": return g.write_s(d, _getreg(g, simm))
-    if name in ("s_setreg_b32", "s_setreg_imm32_b32"): return   # mode bits are not modelled
-    if name == "s_version": return
-    raise Unsupported(inst, pc)
-  # SOP1
-  d = f["sdst"]
-  src = f["ssrc0"]
-  if name == "s_mov_b32": return g.write_s(d, g.raw_scalar(src, inst))
-  if name in SALU_CVT:
-    ty, expr = SALU_CVT[name]
-    r = g.tmp()
-    g.emit(f"{r} = np.asarray({expr.format(g.raw_scalar(src, inst, ty))})")
-    to_float = name.startswith("s_cvt_f32") or not name.startswith("s_cvt")
-    return g.write_s(d, f"R.f32bits({r})" if to_float else f"R.ibits({r})")
-  if name == "s_mov_b64": return _sdst64(g, d, g.raw_scalar(src, inst, "u64"))
-  if name == "s_cmov_b32": return g.write_s(d, f"np.where({g.scc()} != 0, {g.raw_scalar(src, inst)}, {g.s(d)})")
-  if name == "s_cmov_b64":
-    return _sdst64(g, d, f"np.where({g.scc()} != 0, {g.raw_scalar(src, inst, 'u64')}, "
-                         f"R.p64({g.s(d)}, {g.s(d + 1)}))")
-  if name in ("s_not_b32", "s_brev_b32", "s_bcnt0_i32_b32", "s_bcnt1_i32_b32", "s_ctz_i32_b32", "s_clz_i32_u32",
-              "s_sext_i32_i8", "s_sext_i32_i16", "s_abs_i32", "s_quadmask_b32", "s_wqm_b32"):
-    a = g.raw_scalar(src, inst)
-    expr = {"s_not_b32": f"~np.asarray({a}, u32)", "s_brev_b32": f"R.brev32({a})",
-            "s_bcnt0_i32_b32": f"u32(32) - R.popcount({a})", "s_bcnt1_i32_b32": f"R.popcount({a})",
-            "s_ctz_i32_b32": f"R.ctz32({a})", "s_clz_i32_u32": f"R.clz32({a})",
-            "s_sext_i32_i8": f"np.asarray({a}, u32).astype(u8).view(i8).astype(i32).view(u32)",
-            "s_sext_i32_i16": f"np.asarray({a}, u32).astype(u16).view(i16).astype(i32).view(u32)",
-            "s_abs_i32": f"np.abs(np.asarray({a}, u32).view(i32)).view(u32)",
-            "s_wqm_b32": f"R.wqm({a})", "s_quadmask_b32": f"R.quadmask({a})"}[name]
-    r = g.tmp()
-    g.emit(f"{r} = np.asarray({expr}).astype(u32)")
-    if name in ("s_not_b32", "s_bcnt0_i32_b32", "s_bcnt1_i32_b32", "s_abs_i32", "s_wqm_b32", "s_quadmask_b32"):
-      g.write_scc(f"{r} != 0")
-    return g.write_s(d, r)
-  if name in ("s_brev_b64", "s_bcnt0_i32_b64", "s_bcnt1_i32_b64", "s_ctz_i32_b64", "s_clz_i32_u64", "s_cls_i32"):
-    a = g.raw_scalar(src, inst, "i32" if name == "s_cls_i32" else "u64")
-    r = g.tmp()
-    if name == "s_brev_b64":
-      g.emit(f"{r} = np.asarray({a}, u64)")
-      g.emit(f"{r} = (R.brev32(R.lo32({r})).astype(u64) << u64(32)) | R.brev32(({r} >> u64(32)).astype(u32)).astype(u64)")
-      return _sdst64(g, d, r)
-    expr = {"s_bcnt0_i32_b64": f"u32(64) - R.popcount(np.asarray({a}, u64))",
-            "s_bcnt1_i32_b64": f"R.popcount(np.asarray({a}, u64))",
-            "s_ctz_i32_b64": f"R.ctz64({a})", "s_clz_i32_u64": f"R.clz64({a})", "s_cls_i32": f"R.cls32({a})"}[name]
-    g.emit(f"{r} = np.asarray({expr}).astype(u32)")
-    if name.startswith("s_bcnt"): g.write_scc(f"{r} != 0")
-    return g.write_s(d, r)
-  if name in ("s_bitset0_b64", "s_bitset1_b64"):
-    bit = f"(u64(1) << (np.asarray({g.raw_scalar(src, inst)}, u64) & u64(63)))"
-    cur = f"R.p64({g.s(d)}, {g.s(d + 1)})"
-    return _sdst64(g, d, f"{cur} & ~{bit}" if name == "s_bitset0_b64" else f"{cur} | {bit}")
-  if name in ("s_not_b64",):
-    r = g.tmp()
-    g.emit(f"{r} = ~np.asarray({g.raw_scalar(src, inst, 'u64')}, u64)")
-    g.write_scc(f"{r} != 0")
-    return _sdst64(g, d, r)
-  if name in ("s_bitset0_b32", "s_bitset1_b32"):
-    bit = f"(u32(1) << ({g.raw_scalar(src, inst)} & u32(31)))"
-    expr = f"{g.s(d)} & ~{bit}" if name == "s_bitset0_b32" else f"{g.s(d)} | {bit}"
-    return g.write_s(d, expr)
-  if name.endswith(("saveexec_b64", "wrexec_b64")):
-    # wave64 (MI300 ISA S_AND_SAVEEXEC_B64 etc.): D = EXEC; EXEC = op(S0, EXEC); SCC = EXEC != 0 (wrexec: D = EXEC)
-    a = f"np.asarray({g.raw_scalar(src, inst, 'u64')}, u64)"
-    e = f"R.p64({g.s(EXEC)}, {g.s(EXEC + 1)})"
-    expr = _EXEC_OPS.get(name[2:-4])
-    if expr is None: raise Unsupported(inst, pc)
-    old, r = g.tmp(), g.tmp()
-    g.emit(f"{old} = {e}")
-    g.emit(f"{r} = np.asarray({expr.format(a=a, e=old)}, u64)")
-    _sdst64(g, EXEC, r)
-    g.write_scc(f"{r} != 0")
-    return _sdst64(g, d, r if "wrexec" in name else old)
-  if name.endswith("saveexec_b32") or name.endswith("wrexec_b32"):
-    a = g.raw_scalar(src, inst)
-    e = g.s(EXEC)
-    op = name[2:-4]
-    expr = {"and_saveexec": f"{a} & {e}", "or_saveexec": f"{a} | {e}", "xor_saveexec": f"{a} ^ {e}",
-            "nand_saveexec": f"~({a} & {e})", "nor_saveexec": f"~({a} | {e})", "xnor_saveexec": f"~({a} ^ {e})",
-            "and_not0_saveexec": f"~np.asarray({a}, u32) & {e}", "or_not0_saveexec": f"~np.asarray({a}, u32) | {e}",
-            "and_not1_saveexec": f"{a} & ~{e}", "or_not1_saveexec": f"{a} | ~{e}",
-            "and_not0_wrexec": f"~np.asarray({a}, u32) & {e}", "and_not1_wrexec": f"{a} & ~{e}"}.get(op)
-    if expr is None: raise Unsupported(inst, pc)
-    old = g.tmp()
-    r = g.tmp()
-    g.emit(f"{old} = {e}")
-    g.emit(f"{r} = np.asarray({expr}).astype(u32)")
-    g.write_s(EXEC, r)
-    g.write_scc(f"{r} != 0")
-    if "wrexec" in name: return g.write_s(d, r)
-    return g.write_s(d, old)
-  if name == "s_getpc_b64":
-    return _sdst64(g, d, g.const(pc + 4, "u64"))
-  if name in ("s_setpc_b64", "s_swappc_b64"):
-    target = g.tmp()
-    lo, hi = g.raw_scalar(src, inst), g.raw_scalar(src + 1, inst) if src < 128 else g.const(0, "u32")
-    g.emit(f"{target} = np.broadcast_to(R.p64({lo}, {hi}).astype(i64), (n,))")
-    if name == "s_swappc_b64": _sdst64(g, d, g.const(pc + 4, "u64"))
-    g.next_pc = f"(int({target}[0]) if ({target} == {target}[0]).all() else {target})"
-    return
-  if name in ("s_and_b32", "s_or_b32"):
-    raise Unsupported(inst, pc)
-  raise Unsupported(inst, pc)
+# ---- SALU: one handler per family of instructions; SALU maps (encoding, mnemonic) to its handler (built below from
+# the tables above), _salu looks it up: an instruction the table lacks is Unsupported.
+def _sop2_32(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  ty, expr, scc = SOP2_32[inst.name]
+  a = g.raw_scalar(f["ssrc0"], inst, "u32")
+  b = g.raw_scalar(f["ssrc1"], inst, "u32")
+  if ty in ("u64", "i64", "i32"):
+    a, b = f"np.asarray({a}).astype({ty})", f"np.asarray({b}).astype({ty})"
+    if ty == "i64": a, b = f"np.asarray({g.raw_scalar(f['ssrc0'], inst, 'i32')}).astype(i64)", \
+        f"np.asarray({g.raw_scalar(f['ssrc1'], inst, 'i32')}).astype(i64)"
+    if ty == "i32": a, b = g.raw_scalar(f["ssrc0"], inst, "i32"), g.raw_scalar(f["ssrc1"], inst, "i32")
+  r = g.tmp()
+  g.emit(f"{r} = {expr.format(a, b)}")
+  if scc: g.write_scc(scc.format(a, b, r=r))
+  g.write_s(f["sdst"], f"np.asarray({r}).astype(u32)")
+
+
+def _sop2_carry(g: Gen, pc: int, inst: Inst) -> None:
+  """S_ADDC_U32 / S_SUBB_U32: SCC is the carry in and out."""
+  f = inst.fields
+  a = f"np.asarray({g.raw_scalar(f['ssrc0'], inst)}).astype(u64)"
+  b = f"np.asarray({g.raw_scalar(f['ssrc1'], inst)}).astype(u64)"
+  r = g.tmp()
+  if inst.name == "s_addc_u32":
+    g.emit(f"{r} = {a} + {b} + {g.scc()}.astype(u64)")
+    g.write_scc(f"{r} >> u64(32)")
+  else:
+    g.emit(f"{r} = {a} - {b} - {g.scc()}.astype(u64)")
+    g.write_scc(f"({b} + {g.scc()}.astype(u64)) > {a}")
+  g.write_s(f["sdst"], f"R.lo32({r})")
+
+
+def _cselect(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  ty = "u64" if inst.name.endswith("64") else "u32"
+  a, b = g.raw_scalar(f["ssrc0"], inst, ty), g.raw_scalar(f["ssrc1"], inst, ty)
+  expr = f"np.where({g.scc()} != 0, {a}, {b})"
+  if ty == "u64": _sdst64(g, f["sdst"], expr)
+  else: g.write_s(f["sdst"], expr)
+
+
+NC64 = {"s_add_nc_u64": "+", "s_sub_nc_u64": "-", "s_mul_u64": "*"}   # RDNA4 ISA S_ADD_NC_U64 etc.: no SCC
+
+
+def _sop2_nc64(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u64")
+  _sdst64(g, f["sdst"], f"np.asarray({a}, u64) {NC64[inst.name]} np.asarray({b}, u64)")
+
+
+def _salu_f32(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  a, b = g.raw_scalar(f["ssrc0"], inst, "f32"), g.raw_scalar(f["ssrc1"], inst, "f32")
+  c = g.raw_scalar(f["sdst"], inst, "f32") if inst.name == "s_fmac_f32" else None
+  g.write_s(f["sdst"], f"R.f32bits({SALU_F32[inst.name].format(a, b, c)})")
+
+
+def _sop2_64(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u64")
+  r = g.tmp()
+  g.emit(f"{r} = np.asarray({SOP2_64[inst.name].format(a, b)}, u64)")
+  g.write_scc(f"{r} != 0")
+  _sdst64(g, f["sdst"], r)
+
+
+SHIFT64 = {"s_lshl_b64": "np.asarray({a}, u64) << {sh}", "s_lshr_b64": "np.asarray({a}, u64) >> {sh}",
+           "s_ashr_i64": "(np.asarray({a}, u64).view(i64) >> {sh}.astype(i64)).view(u64)"}
+
+
+def _shift64(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst, "u32")
+  r = g.tmp()
+  g.emit(f"{r} = {SHIFT64[inst.name].format(a=a, sh=f'(np.asarray({b}, u64) & u64(63))')}")
+  g.write_scc(f"{r} != 0")
+  _sdst64(g, f["sdst"], r)
+
+
+def _bfe64(g: Gen, pc: int, inst: Inst) -> None:
+  """S_BFE_U64 / S_BFE_I64: S1[5:0] = offset, S1[22:16] = width (RDNA3 ISA)."""
+  f = inst.fields
+  a = f"np.asarray({g.raw_scalar(f['ssrc0'], inst, 'u64')}, u64)"
+  b = f"np.asarray({g.raw_scalar(f['ssrc1'], inst)}, u64)"
+  r = g.tmp()
+  g.emit(f"{r}o = {b} & u64(63); {r}w = np.minimum(({b} >> u64(16)) & u64(0x7F), u64(64))")
+  g.emit(f"{r} = ({a} >> {r}o) & np.where({r}w >= 64, u64(0xFFFFFFFFFFFFFFFF), (u64(1) << ({r}w & u64(63))) - u64(1))")
+  if inst.name == "s_bfe_i64":
+    g.emit(f"{r} = np.where(({r}w > 0) & ({r}w < 64), ((({r} << (u64(64) - {r}w)).view(i64)) >> "
+           f"(i64(64) - {r}w.astype(i64))).view(u64), {r})")
+  g.write_scc(f"{r} != 0")
+  _sdst64(g, f["sdst"], r)
+
+
+def _bfm64(g: Gen, pc: int, inst: Inst) -> None:
+  f = inst.fields
+  a, b = g.raw_scalar(f["ssrc0"], inst), g.raw_scalar(f["ssrc1"], inst)
+  w = f"(np.asarray({a}, u64) & u64(63))"
+  _sdst64(g, f["sdst"], f"((u64(1) << {w}) - u64(1)) << (np.asarray({b}, u64) & u64(63))")
+
+
+def _cmp(g: Gen, pc: int, inst: Inst) -> None:
+  """S_CMP_<op>_<type> (SOPC): SCC = S0 op S1."""
+  f = inst.fields
+  _, _, op, ty = inst.name.split("_")
+  a, b = g.raw_scalar(f["ssrc0"], inst, ty), g.raw_scalar(f["ssrc1"], inst, ty)
+  g.write_scc(f"{a} {SOPC[op]} {b}")
+
+
+def _bitcmp(g: Gen, pc: int, inst: Inst) -> None:
+  """S_BITCMP0/1_B32/B64: SCC = (bit S1 of S0) == 0 / 1."""
+  f, want = inst.fields, 1 if inst.name.startswith("s_bitcmp1") else 0
+  if inst.name.endswith("64"):
+    a, b = g.raw_scalar(f["ssrc0"], inst, "u64"), g.raw_scalar(f["ssrc1"], inst)
+    return g.write_scc(f"(((np.asarray({a}, u64) >> (np.asarray({b}, u64) & u64(63))) & u64(1)) == {want})")
+  a, b = g.raw_scalar(f["ssrc0"], inst), g.raw_scalar(f["ssrc1"], inst)
+  g.write_scc(f"((({a} >> ({b} & u32(31))) & u32(1)) == {want})")
+
+
+def _simm(inst: Inst) -> tuple[int, int]:
+  """SOPK's 16-bit immediate, and sign-extended."""
+  simm = inst.fields["simm16"]
+  return simm, simm - 0x10000 if simm & 0x8000 else simm
+
+
+def _movk(g: Gen, pc: int, inst: Inst) -> None:
+  g.write_s(inst.fields["sdst"], g.const(_simm(inst)[1] & 0xFFFFFFFF, "u32"))
+
+
+def _cmovk(g: Gen, pc: int, inst: Inst) -> None:
+  d = inst.fields["sdst"]
+  g.write_s(d, f"np.where({g.scc()} != 0, {g.const(_simm(inst)[1] & 0xFFFFFFFF, 'u32')}, {g.s(d)})")
+
+
+def _cmpk(g: Gen, pc: int, inst: Inst) -> None:
+  """S_CMPK_<op>_<type>: SCC = D op the immediate (sign-extended for i32)."""
+  simm, sext = _simm(inst)
+  _, _, op, ty = inst.name.split("_")
+  k = g.const(sext if ty == "i32" else simm, ty)
+  g.write_scc(f"{g.raw_scalar(inst.fields['sdst'], inst, ty)} {SOPC[op]} {k}")
+
+
+def _addk(g: Gen, pc: int, inst: Inst) -> None:
+  d, r = inst.fields["sdst"], g.tmp()
+  g.emit(f"{r} = {g.raw_scalar(d, inst, 'i32')}.astype(i64) + {_simm(inst)[1]}")
+  g.write_scc(f"({r} > 2147483647) | ({r} < -2147483648)")
+  g.write_s(d, f"{r}.astype(u32)")
+
+
+def _mulk(g: Gen, pc: int, inst: Inst) -> None:
+  d = inst.fields["sdst"]
+  g.write_s(d, f"{g.s(d)} * {g.const(_simm(inst)[1] & 0xFFFFFFFF, 'u32')}")
+
+
+def _getreg_b32(g: Gen, pc: int, inst: Inst) -> None:
+  g.write_s(inst.fields["sdst"], _getreg(g, inst.fields["simm16"]))
+
+
+def _nothing(g: Gen, pc: int, inst: Inst) -> None:
+  """S_SETREG_B32 / S_SETREG_IMM32_B32 (mode bits are not modelled), S_VERSION."""
+
+
+def _mov32(g: Gen, pc: int, inst: Inst) -> None:
+  g.write_s(inst.fields["sdst"], g.raw_scalar(inst.fields["ssrc0"], inst))
+
+
+def _cvt(g: Gen, pc: int, inst: Inst) -> None:
+  name = inst.name
+  ty, expr = SALU_CVT[name]
+  r = g.tmp()
+  g.emit(f"{r} = np.asarray({expr.format(g.raw_scalar(inst.fields['ssrc0'], inst, ty))})")
+  to_float = name.startswith("s_cvt_f32") or not name.startswith("s_cvt")
+  g.write_s(inst.fields["sdst"], f"R.f32bits({r})" if to_float else f"R.ibits({r})")
+
+
+def _mov64(g: Gen, pc: int, inst: Inst) -> None:
+  _sdst64(g, inst.fields["sdst"], g.raw_scalar(inst.fields["ssrc0"], inst, "u64"))
+
+
+def _cmov32(g: Gen, pc: int, inst: Inst) -> None:
+  d = inst.fields["sdst"]
+  g.write_s(d, f"np.where({g.scc()} != 0, {g.raw_scalar(inst.fields['ssrc0'], inst)}, {g.s(d)})")
+
+
+def _cmov64(g: Gen, pc: int, inst: Inst) -> None:
+  d = inst.fields["sdst"]
+  _sdst64(g, d, f"np.where({g.scc()} != 0, {g.raw_scalar(inst.fields['ssrc0'], inst, 'u64')}, "
+                f"R.p64({g.s(d)}, {g.s(d + 1)}))")
+
+
+# SOP1 on 32 bits: name -> (expression of S0 = {0}, whether SCC = result != 0)
+SOP1_32 = {"s_not_b32": ("~np.asarray({0}, u32)", True), "s_brev_b32": ("R.brev32({0})", False),
+           "s_bcnt0_i32_b32": ("u32(32) - R.popcount({0})", True), "s_bcnt1_i32_b32": ("R.popcount({0})", True),
+           "s_ctz_i32_b32": ("R.ctz32({0})", False), "s_clz_i32_u32": ("R.clz32({0})", False),
+           "s_sext_i32_i8": ("np.asarray({0}, u32).astype(u8).view(i8).astype(i32).view(u32)", False),
+           "s_sext_i32_i16": ("np.asarray({0}, u32).astype(u16).view(i16).astype(i32).view(u32)", False),
+           "s_abs_i32": ("np.abs(np.asarray({0}, u32).view(i32)).view(u32)", True),
+           "s_wqm_b32": ("R.wqm({0})", True), "s_quadmask_b32": ("R.quadmask({0})", True)}
+
+
+def _sop1_32(g: Gen, pc: int, inst: Inst) -> None:
+  expr, scc = SOP1_32[inst.name]
+  a = g.raw_scalar(inst.fields["ssrc0"], inst)
+  r = g.tmp()
+  g.emit(f"{r} = np.asarray({expr.format(a)}).astype(u32)")
+  if scc: g.write_scc(f"{r} != 0")
+  g.write_s(inst.fields["sdst"], r)
+
+
+# SOP1 with a 64-bit (s_cls_i32: 32-bit signed) source and a 32-bit count: name -> expression of S0 = {0}
+SOP1_COUNT64 = {"s_bcnt0_i32_b64": "u32(64) - R.popcount(np.asarray({0}, u64))",
+                "s_bcnt1_i32_b64": "R.popcount(np.asarray({0}, u64))",
+                "s_ctz_i32_b64": "R.ctz64({0})", "s_clz_i32_u64": "R.clz64({0})", "s_cls_i32": "R.cls32({0})"}
+
+
+def _count64(g: Gen, pc: int, inst: Inst) -> None:
+  name = inst.name
+  a = g.raw_scalar(inst.fields["ssrc0"], inst, "i32" if name == "s_cls_i32" else "u64")
+  r = g.tmp()
+  g.emit(f"{r} = np.asarray({SOP1_COUNT64[name].format(a)}).astype(u32)")
+  if name.startswith("s_bcnt"): g.write_scc(f"{r} != 0")
+  g.write_s(inst.fields["sdst"], r)
+
+
+def _brev64(g: Gen, pc: int, inst: Inst) -> None:
+  a = g.raw_scalar(inst.fields["ssrc0"], inst, "u64")
+  r = g.tmp()
+  g.emit(f"{r} = np.asarray({a}, u64)")
+  g.emit(f"{r} = (R.brev32(R.lo32({r})).astype(u64) << u64(32)) | R.brev32(({r} >> u64(32)).astype(u32)).astype(u64)")
+  _sdst64(g, inst.fields["sdst"], r)
+
+
+def _bitset64(g: Gen, pc: int, inst: Inst) -> None:
+  d = inst.fields["sdst"]
+  bit = f"(u64(1) << (np.asarray({g.raw_scalar(inst.fields['ssrc0'], inst)}, u64) & u64(63)))"
+  cur = f"R.p64({g.s(d)}, {g.s(d + 1)})"
+  _sdst64(g, d, f"{cur} & ~{bit}" if inst.name == "s_bitset0_b64" else f"{cur} | {bit}")
+
+
+def _not64(g: Gen, pc: int, inst: Inst) -> None:
+  r = g.tmp()
+  g.emit(f"{r} = ~np.asarray({g.raw_scalar(inst.fields['ssrc0'], inst, 'u64')}, u64)")
+  g.write_scc(f"{r} != 0")
+  _sdst64(g, inst.fields["sdst"], r)
+
+
+def _bitset32(g: Gen, pc: int, inst: Inst) -> None:
+  d = inst.fields["sdst"]
+  bit = f"(u32(1) << ({g.raw_scalar(inst.fields['ssrc0'], inst)} & u32(31)))"
+  g.write_s(d, f"{g.s(d)} & ~{bit}" if inst.name == "s_bitset0_b32" else f"{g.s(d)} | {bit}")
+
+
+def _saveexec64(g: Gen, pc: int, inst: Inst) -> None:
+  """wave64 (MI300 ISA S_AND_SAVEEXEC_B64 etc.): D = EXEC; EXEC = op(S0, EXEC); SCC = EXEC != 0 (wrexec: D = EXEC)."""
+  name, d = inst.name, inst.fields["sdst"]
+  a = f"np.asarray({g.raw_scalar(inst.fields['ssrc0'], inst, 'u64')}, u64)"
+  e = f"R.p64({g.s(EXEC)}, {g.s(EXEC + 1)})"
+  old, r = g.tmp(), g.tmp()
+  g.emit(f"{old} = {e}")
+  g.emit(f"{r} = np.asarray({_EXEC_OPS[name[2:-4]].format(a=a, e=old)}, u64)")
+  _sdst64(g, EXEC, r)
+  g.write_scc(f"{r} != 0")
+  _sdst64(g, d, r if "wrexec" in name else old)
+
+
+def _saveexec32(g: Gen, pc: int, inst: Inst) -> None:
+  name, d = inst.name, inst.fields["sdst"]
+  a = g.raw_scalar(inst.fields["ssrc0"], inst)
+  e = g.s(EXEC)
+  old, r = g.tmp(), g.tmp()
+  g.emit(f"{old} = {e}")
+  g.emit(f"{r} = np.asarray({_EXEC_OPS32[name[2:-4]].format(a=a, e=e)}).astype(u32)")
+  g.write_s(EXEC, r)
+  g.write_scc(f"{r} != 0")
+  g.write_s(d, r if "wrexec" in name else old)
+
+
+def _getpc(g: Gen, pc: int, inst: Inst) -> None:
+  _sdst64(g, inst.fields["sdst"], g.const(pc + 4, "u64"))
+
+
+def _setpc(g: Gen, pc: int, inst: Inst) -> None:
+  """S_SETPC_B64 / S_SWAPPC_B64 (D = the return address): a branch to S0's address, per lane when they differ."""
+  src, target = inst.fields["ssrc0"], g.tmp()
+  lo, hi = g.raw_scalar(src, inst), g.raw_scalar(src + 1, inst) if src < 128 else g.const(0, "u32")
+  g.emit(f"{target} = np.broadcast_to(R.p64({lo}, {hi}).astype(i64), (n,))")
+  if inst.name == "s_swappc_b64": _sdst64(g, inst.fields["sdst"], g.const(pc + 4, "u64"))
+  g.next_pc = f"(int({target}[0]) if ({target} == {target}[0]).all() else {target})"
 
 
 _EXEC_OPS = {"and_saveexec": "{a} & {e}", "or_saveexec": "{a} | {e}", "xor_saveexec": "{a} ^ {e}",
              "nand_saveexec": "~({a} & {e})", "nor_saveexec": "~({a} | {e})", "xnor_saveexec": "~({a} ^ {e})",
              "and_not0_saveexec": "~{a} & {e}", "or_not0_saveexec": "~{a} | {e}", "and_not1_saveexec": "{a} & ~{e}",
              "or_not1_saveexec": "{a} | ~{e}", "and_not0_wrexec": "~{a} & {e}", "and_not1_wrexec": "{a} & ~{e}"}
+# the 32-bit forms: S0 is a raw scalar expression, its complement taken as u32
+_EXEC_OPS32 = {**_EXEC_OPS, "and_not0_saveexec": "~np.asarray({a}, u32) & {e}",
+               "or_not0_saveexec": "~np.asarray({a}, u32) | {e}", "and_not0_wrexec": "~np.asarray({a}, u32) & {e}"}
+
+
+def _salu_table() -> dict:
+  t = {}
+  def add(enc, names, handler):
+    for n in names: t[(enc, n)] = handler
+  add("SOP2", SOP2_32, _sop2_32)
+  add("SOP2", ("s_addc_u32", "s_subb_u32"), _sop2_carry)
+  add("SOP2", ("s_cselect_b32", "s_cselect_b64"), _cselect)
+  add("SOP2", NC64, _sop2_nc64)
+  add("SOP2", SALU_F32, _salu_f32)
+  add("SOP2", SOP2_64, _sop2_64)
+  add("SOP2", SHIFT64, _shift64)
+  add("SOP2", ("s_bfe_u64", "s_bfe_i64"), _bfe64)
+  add("SOP2", ("s_bfm_b64",), _bfm64)
+  add("SOPC", (f"s_cmp_{op}_{ty}" for op in SOPC for ty in ("i32", "u32")), _cmp)
+  add("SOPC", ("s_cmp_eq_u64", "s_cmp_lg_u64"), _cmp)
+  add("SOPC", ("s_bitcmp0_b32", "s_bitcmp1_b32", "s_bitcmp0_b64", "s_bitcmp1_b64"), _bitcmp)
+  add("SOPK", ("s_movk_i32",), _movk)
+  add("SOPK", ("s_cmovk_i32",), _cmovk)
+  add("SOPK", (f"s_cmpk_{op}_{ty}" for op in SOPC for ty in ("i32", "u32")), _cmpk)
+  add("SOPK", ("s_addk_i32",), _addk)
+  add("SOPK", ("s_mulk_i32",), _mulk)
+  add("SOPK", ("s_getreg_b32",), _getreg_b32)
+  add("SOPK", ("s_setreg_b32", "s_setreg_imm32_b32", "s_version"), _nothing)
+  add("SOP1", ("s_mov_b32",), _mov32)
+  add("SOP1", SALU_CVT, _cvt)
+  add("SOP1", ("s_mov_b64",), _mov64)
+  add("SOP1", ("s_cmov_b32",), _cmov32)
+  add("SOP1", ("s_cmov_b64",), _cmov64)
+  add("SOP1", SOP1_32, _sop1_32)
+  add("SOP1", SOP1_COUNT64, _count64)
+  add("SOP1", ("s_brev_b64",), _brev64)
+  add("SOP1", ("s_bitset0_b64", "s_bitset1_b64"), _bitset64)
+  add("SOP1", ("s_not_b64",), _not64)
+  add("SOP1", ("s_bitset0_b32", "s_bitset1_b32"), _bitset32)
+  add("SOP1", (f"s_{op}_b64" for op in _EXEC_OPS), _saveexec64)
+  add("SOP1", (f"s_{op}_b32" for op in _EXEC_OPS32), _saveexec32)
+  add("SOP1", ("s_getpc_b64",), _getpc)
+  add("SOP1", ("s_setpc_b64", "s_swappc_b64"), _setpc)
+  return t
+
+
+SALU = _salu_table()
+
+
+def _salu(g: Gen, pc: int, inst: Inst) -> None:
+  handler = SALU.get((inst.encoding, inst.name))
+  if handler is None: raise Unsupported(inst, pc)
+  handler(g, pc, inst)
 
 
 def _getreg(g: Gen, simm: int) -> str:

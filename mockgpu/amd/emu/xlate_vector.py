@@ -3,143 +3,209 @@ VOPD and the DPP forms. Semantics: AMD "RDNA3 Instruction Set Architecture", "Ve
 per-mnemonic expressions live in valu_ops.py."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .decode import ACC_BASE, Inst
 from .gen import EXEC, FLOATS, HALF, LIT, NP_TYPE, VCC, WIDE, Gen, Unsupported, _out_mods, _src_mods
 from .valu_ops import CMP_F, CMP_I, DUAL, OPS, PACKED, PACKED32
 
-# ---- VALU ----
-def _valu(g: Gen, pc: int, inst: Inst) -> None:
-  name, enc, f = inst.name, inst.encoding, inst.fields
-  vop3 = enc in ("VOP3", "VOP3SD")
-  srcs = [f["src0"], f.get("vsrc1_sgpr", f.get("vsrc1", 0) + 256)] if not vop3 else [f["src0"], f["src1"], f["src2"]]
-  absm = f["abs"] if enc == "VOP3" else 0
-  negm = f["neg"] if vop3 else 0
-  opsel = f["opsel"] if enc == "VOP3" else 0
-  clamp = f["clamp"] if vop3 else 0
-  omod = f["omod"] if vop3 else 0
+# ---- VALU: the operand fields every form shares (Fields), the instructions with their own semantics in VALU_SPECIAL
+# (mnemonic -> handler), V_CMP*/V_CMPX* in _vopc, and every other mnemonic through its expression in valu_ops.OPS
+class Fields(NamedTuple):
+  """The operands and modifiers of a VOP1/VOP2/VOPC/VOP3/VOP3SD instruction (0 where its encoding has none)."""
+  vop3: bool
+  srcs: list          # the source operand codes (VOP1/2/C: src0 and VSRC1 as 256 + v)
+  absm: int
+  negm: int
+  opsel: int
+  clamp: int
+  omod: int
 
+  @staticmethod
+  def of(inst: Inst) -> "Fields":
+    enc, f = inst.encoding, inst.fields
+    vop3 = enc in ("VOP3", "VOP3SD")
+    srcs = [f["src0"], f.get("vsrc1_sgpr", f.get("vsrc1", 0) + 256)] if not vop3 else [f["src0"], f["src1"], f["src2"]]
+    return Fields(vop3, srcs, f["abs"] if enc == "VOP3" else 0, f["neg"] if vop3 else 0,
+                  f["opsel"] if enc == "VOP3" else 0, f["clamp"] if vop3 else 0, f["omod"] if vop3 else 0)
+
+
+def _valu(g: Gen, pc: int, inst: Inst) -> None:
+  name, f = inst.name, inst.fields
+  x = Fields.of(inst)
   if "dpp" in f and name not in OPS: raise Unsupported(inst, pc, "in a DPP form is not supported by the emulator")
   if "sdwa" in f and name not in OPS and not name.startswith("v_cmp"):
     raise Unsupported(inst, pc, "in an SDWA form is not supported by the emulator")
   if name.startswith("v_cmp_") or name.startswith("v_cmpx_"):
-    return _vopc(g, pc, inst, srcs, absm, negm, opsel)
-  if name == "v_cndmask_b32":
-    mask = g.lane_mask_src(f["src2"] if vop3 else VCC, inst)
-    a = _src_mods(g, g.vsrc(srcs[0], inst, "f32" if (absm | negm) & 1 else "u32"), "f32", 0, absm, negm)
-    b = _src_mods(g, g.vsrc(srcs[1], inst, "f32" if (absm | negm) & 2 else "u32"), "f32", 1, absm, negm)
-    if (absm | negm) & 3:
-      a = a if not (absm | negm) & 1 else f"np.asarray({a}, f32).view(u32)"
-      b = b if not (absm | negm) & 2 else f"np.asarray({b}, f32).view(u32)"
-    return g.write_v(f["vdst"], f"np.where({mask}, {b}, {a})")
-  if name in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32",
-              "v_subrev_co_ci_u32"):
-    # u32 arithmetic with carry/borrow detection (cheaper than widening to 64 bits)
-    a = g.vsrc(srcs[0], inst, "u32")
-    b = g.vsrc(srcs[1], inst, "u32")
-    if "subrev" in name: a, b = b, a
-    r, cv = g.tmp(), g.tmp()
-    add = "add" in name
-    if "_ci_" in name:
-      cin = g.lane_mask_src(f["src2"] if vop3 else VCC, inst)
-      t, c = g.tmp(), g.tmp()
-      g.emit(f"{c} = {cin}")
-      if add:
-        g.emit(f"{t} = {a} + {b}; {r} = {t} + {c}; {cv} = ({t} < {a}) | ({r} < {t})")
-      else:
-        g.emit(f"{t} = {a} - {b}; {r} = {t} - {c}; {cv} = ({b} > {a}) | ({c} > {t})")
-    elif add:
-      g.emit(f"{r} = {a} + {b}; {cv} = {r} < {a}")
-    else:
-      g.emit(f"{r} = {a} - {b}; {cv} = {b} > {a}")
-    g.write_v(f["vdst"], r)
-    return g.write_lanes(f["sdst"] if vop3 else VCC, cv)
-  if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
-    signed = name == "v_mad_i64_i32"
-    ty = "i32" if signed else "u32"
-    a = f"np.asarray({g.vsrc(srcs[0], inst, ty)}).astype({'i64' if signed else 'u64'})"
-    b = f"np.asarray({g.vsrc(srcs[1], inst, ty)}).astype({'i64' if signed else 'u64'})"
-    c = g.vsrc(srcs[2], inst, "i64" if signed else "u64")
-    r = g.tmp()
-    if signed:
-      g.emit(f"{r} = ({a} * {b}) + {c}")
-      g.write_v_typed(f["vdst"], r, "i64")
-      return g.write_lanes(f["sdst"], "np.zeros(nl, bool)")
-    p = g.tmp()
-    g.emit(f"{p} = {a} * {b}")
-    g.emit(f"{r} = {p} + {c}")
-    g.write_v_typed(f["vdst"], r, "u64")
-    return g.write_lanes(f["sdst"], f"{r} < {p}")
-  if name in ("v_div_scale_f32", "v_div_scale_f64"):
-    ty = name[-3:]
-    a, b, c = (_src_mods(g, g.vsrc(srcs[i], inst, ty), ty, i, 0, negm) for i in range(3))
-    r = g.tmp()
-    g.emit(f"{r}, {r}c = R.div_scale({a}, {b}, {c}, {ty})")
-    g.write_v_typed(f["vdst"], r, ty)
-    return g.write_lanes(f["sdst"], f"{r}c")
-  if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
-    ty = name[-3:]
-    a, b, c = (_src_mods(g, g.vsrc(srcs[i], inst, ty), ty, i, absm, negm) for i in range(3))
-    return g.write_v_typed(f["vdst"], _out_mods(f"R.div_fmas({a}, {b}, {c}, {g.lane_mask_src(VCC, inst)}, {ty})", ty, clamp,
-                                                omod), ty)
-  if name == "v_readlane_b32":
-    lane = g.raw_scalar(srcs[1], inst) if vop3 else None
-    return g.write_s(f["vdst"], f"np.broadcast_to({g.vsrc(srcs[0], inst, 'u32')}, nl)"
-                                f"[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)]")
-  if name == "v_readfirstlane_b32":
-    v = g.vsrc(srcs[0], inst, "u32")
-    ctz = f"R.ctz64(R.p64({g.s(EXEC)}, {g.s(EXEC + 1)}))" if g.wave64 else f"R.ctz32({g.s(EXEC)})"
-    first = f"np.where(~{g.mask_nonzero(EXEC)}, u32(0), {ctz})"
-    return g.write_s(f["vdst"], f"np.broadcast_to({v}, nl)[np.arange(n), {first}]")
-  if name == "v_writelane_b32":
-    val = g.raw_scalar(srcs[0], inst)
-    lane = g.raw_scalar(srcs[1], inst)
-    d = f["vdst"]
-    t = g.tmp()
-    g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)] = {val}")
-    g.vregs.add(d)
-    g.v_written.add(d)
-    g.wide.pop(d, None); g.wide.pop(d - 1, None)
-    g.emit(f"v{d} = {t}")
-    return
-  if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
-    a = g.vsrc(srcs[0], inst, "u32")
-    b = g.vsrc(srcs[1], inst, "u32")
-    # D = S1 + the number of bits of S0 for the lanes below this one, within EXEC_LO (lo) or EXEC_HI (hi)
-    if g.wave64:
-      below = "R.LANE_BELOW64_HI" if name == "v_mbcnt_hi_u32_b32" else "R.LANE_BELOW64_LO"
-      return g.write_v(f["vdst"], f"R.popcount(np.asarray({a}, u32) & {below}) + {b}")
-    if name == "v_mbcnt_hi_u32_b32": return g.write_v(f["vdst"], f"np.asarray({b}, u32) + u32(0)")   # wave32: hi = 0
-    return g.write_v(f["vdst"], f"R.popcount(np.asarray({a}, u32) & R.LANE_BELOW) + {b}")
-  if name == "v_swap_b32":
-    a, b = f["vdst"], srcs[0] - 256
-    ta, tb = g.tmp(), g.tmp()
-    g.emit(f"{ta} = {g.v(a)}; {tb} = {g.v(b)}")
-    g.write_v(a, tb)
-    return g.write_v(b, ta)
-  if name == "v_nop": return
-  if name == "v_accvgpr_mov_b32":     # MI300 ISA: AccVGPR to AccVGPR (src0 = 256 + the source AccVGPR)
-    return g.write_v(ACC_BASE + f["vdst"], g.v(ACC_BASE + srcs[0] - 256))
-  if name in ("v_permlane16_b32", "v_permlanex16_b32"):
-    src = g.vsrc(srcs[0], inst, "u32")
-    s1, s2 = g.raw_scalar(srcs[1], inst), g.raw_scalar(srcs[2], inst)
-    t = g.tmp()
-    g.emit(f"{t}, dppw = R.permlane16({src}, {s1}, {s2}, {name == 'v_permlanex16_b32'}, {opsel & 1}, "
-           f"{opsel >> 1 & 1}, em, ef, n)")
-    g.emit("em_s, ef_s = em, ef")
-    g.emit("em = (np.ones(nl, bool) if ef else em) & dppw; ef = False")
-    g.write_v(f["vdst"], t)
-    g.emit("em, ef = em_s, ef_s")
-    return
+    return _vopc(g, pc, inst, x.srcs, x.absm, x.negm, x.opsel)
+  special = VALU_SPECIAL.get(name)
+  if special is not None: return special(g, pc, inst, x)
+  _valu_op(g, pc, inst, x)
 
+
+def _cndmask(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  f, absm, negm = inst.fields, x.absm, x.negm
+  mask = g.lane_mask_src(f["src2"] if x.vop3 else VCC, inst)
+  a = _src_mods(g, g.vsrc(x.srcs[0], inst, "f32" if (absm | negm) & 1 else "u32"), "f32", 0, absm, negm)
+  b = _src_mods(g, g.vsrc(x.srcs[1], inst, "f32" if (absm | negm) & 2 else "u32"), "f32", 1, absm, negm)
+  if (absm | negm) & 3:
+    a = a if not (absm | negm) & 1 else f"np.asarray({a}, f32).view(u32)"
+    b = b if not (absm | negm) & 2 else f"np.asarray({b}, f32).view(u32)"
+  g.write_v(f["vdst"], f"np.where({mask}, {b}, {a})")
+
+
+def _add_co(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  """u32 arithmetic with carry/borrow out (and in: _ci_) to a lane mask, cheaper than widening to 64 bits."""
+  name, f = inst.name, inst.fields
+  a = g.vsrc(x.srcs[0], inst, "u32")
+  b = g.vsrc(x.srcs[1], inst, "u32")
+  if "subrev" in name: a, b = b, a
+  r, cv = g.tmp(), g.tmp()
+  add = "add" in name
+  if "_ci_" in name:
+    cin = g.lane_mask_src(f["src2"] if x.vop3 else VCC, inst)
+    t, c = g.tmp(), g.tmp()
+    g.emit(f"{c} = {cin}")
+    if add: g.emit(f"{t} = {a} + {b}; {r} = {t} + {c}; {cv} = ({t} < {a}) | ({r} < {t})")
+    else: g.emit(f"{t} = {a} - {b}; {r} = {t} - {c}; {cv} = ({b} > {a}) | ({c} > {t})")
+  elif add: g.emit(f"{r} = {a} + {b}; {cv} = {r} < {a}")
+  else: g.emit(f"{r} = {a} - {b}; {cv} = {b} > {a}")
+  g.write_v(f["vdst"], r)
+  g.write_lanes(f["sdst"] if x.vop3 else VCC, cv)
+
+
+def _mad64(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  """V_MAD_U64_U32 / V_MAD_I64_I32: a 64-bit D = S0 * S1 + S2, the carry out of the unsigned form to SDST."""
+  f, srcs = inst.fields, x.srcs
+  signed = inst.name == "v_mad_i64_i32"
+  ty = "i32" if signed else "u32"
+  a = f"np.asarray({g.vsrc(srcs[0], inst, ty)}).astype({'i64' if signed else 'u64'})"
+  b = f"np.asarray({g.vsrc(srcs[1], inst, ty)}).astype({'i64' if signed else 'u64'})"
+  c = g.vsrc(srcs[2], inst, "i64" if signed else "u64")
+  r = g.tmp()
+  if signed:
+    g.emit(f"{r} = ({a} * {b}) + {c}")
+    g.write_v_typed(f["vdst"], r, "i64")
+    return g.write_lanes(f["sdst"], "np.zeros(nl, bool)")
+  p = g.tmp()
+  g.emit(f"{p} = {a} * {b}")
+  g.emit(f"{r} = {p} + {c}")
+  g.write_v_typed(f["vdst"], r, "u64")
+  g.write_lanes(f["sdst"], f"{r} < {p}")
+
+
+def _div_scale(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  f, ty = inst.fields, inst.name[-3:]
+  a, b, c = (_src_mods(g, g.vsrc(x.srcs[i], inst, ty), ty, i, 0, x.negm) for i in range(3))
+  r = g.tmp()
+  g.emit(f"{r}, {r}c = R.div_scale({a}, {b}, {c}, {ty})")
+  g.write_v_typed(f["vdst"], r, ty)
+  g.write_lanes(f["sdst"], f"{r}c")
+
+
+def _div_fmas(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  f, ty = inst.fields, inst.name[-3:]
+  a, b, c = (_src_mods(g, g.vsrc(x.srcs[i], inst, ty), ty, i, x.absm, x.negm) for i in range(3))
+  g.write_v_typed(f["vdst"], _out_mods(f"R.div_fmas({a}, {b}, {c}, {g.lane_mask_src(VCC, inst)}, {ty})", ty, x.clamp,
+                                       x.omod), ty)
+
+
+def _readlane(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  lane = g.raw_scalar(x.srcs[1], inst) if x.vop3 else None
+  g.write_s(inst.fields["vdst"], f"np.broadcast_to({g.vsrc(x.srcs[0], inst, 'u32')}, nl)"
+                                 f"[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)]")
+
+
+def _readfirstlane(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  v = g.vsrc(x.srcs[0], inst, "u32")
+  ctz = f"R.ctz64(R.p64({g.s(EXEC)}, {g.s(EXEC + 1)}))" if g.wave64 else f"R.ctz32({g.s(EXEC)})"
+  first = f"np.where(~{g.mask_nonzero(EXEC)}, u32(0), {ctz})"
+  g.write_s(inst.fields["vdst"], f"np.broadcast_to({v}, nl)[np.arange(n), {first}]")
+
+
+def _writelane(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  val = g.raw_scalar(x.srcs[0], inst)
+  lane = g.raw_scalar(x.srcs[1], inst)
+  d = inst.fields["vdst"]
+  t = g.tmp()
+  g.emit(f"{t} = {g.v(d)}.copy(); {t}[np.arange(n), np.asarray({lane}, u32) & u32(L - 1)] = {val}")
+  g.vregs.add(d)
+  g.v_written.add(d)
+  g.wide.pop(d, None); g.wide.pop(d - 1, None)
+  g.emit(f"v{d} = {t}")
+
+
+def _mbcnt(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  """D = S1 + the number of bits of S0 for the lanes below this one, within EXEC_LO (lo) or EXEC_HI (hi)."""
+  name, d = inst.name, inst.fields["vdst"]
+  a = g.vsrc(x.srcs[0], inst, "u32")
+  b = g.vsrc(x.srcs[1], inst, "u32")
+  if g.wave64:
+    below = "R.LANE_BELOW64_HI" if name == "v_mbcnt_hi_u32_b32" else "R.LANE_BELOW64_LO"
+    return g.write_v(d, f"R.popcount(np.asarray({a}, u32) & {below}) + {b}")
+  if name == "v_mbcnt_hi_u32_b32": return g.write_v(d, f"np.asarray({b}, u32) + u32(0)")   # wave32: hi = 0
+  g.write_v(d, f"R.popcount(np.asarray({a}, u32) & R.LANE_BELOW) + {b}")
+
+
+def _swap(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  a, b = inst.fields["vdst"], x.srcs[0] - 256
+  ta, tb = g.tmp(), g.tmp()
+  g.emit(f"{ta} = {g.v(a)}; {tb} = {g.v(b)}")
+  g.write_v(a, tb)
+  g.write_v(b, ta)
+
+
+def _nop(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  """V_NOP."""
+
+
+def _accvgpr_mov(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  """MI300 ISA V_ACCVGPR_MOV_B32: AccVGPR to AccVGPR (src0 = 256 + the source AccVGPR)."""
+  g.write_v(ACC_BASE + inst.fields["vdst"], g.v(ACC_BASE + x.srcs[0] - 256))
+
+
+def _permlane16(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  src = g.vsrc(x.srcs[0], inst, "u32")
+  s1, s2 = g.raw_scalar(x.srcs[1], inst), g.raw_scalar(x.srcs[2], inst)
+  t = g.tmp()
+  g.emit(f"{t}, dppw = R.permlane16({src}, {s1}, {s2}, {inst.name == 'v_permlanex16_b32'}, {x.opsel & 1}, "
+         f"{x.opsel >> 1 & 1}, em, ef, n)")
+  g.emit("em_s, ef_s = em, ef")
+  g.emit("em = (np.ones(nl, bool) if ef else em) & dppw; ef = False")
+  g.write_v(inst.fields["vdst"], t)
+  g.emit("em, ef = em_s, ef_s")
+
+
+VALU_SPECIAL = {
+  "v_cndmask_b32": _cndmask,
+  **dict.fromkeys(("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32",
+                   "v_subrev_co_ci_u32"), _add_co),
+  "v_mad_u64_u32": _mad64, "v_mad_i64_i32": _mad64,
+  "v_div_scale_f32": _div_scale, "v_div_scale_f64": _div_scale,
+  "v_div_fmas_f32": _div_fmas, "v_div_fmas_f64": _div_fmas,
+  "v_readlane_b32": _readlane, "v_readfirstlane_b32": _readfirstlane, "v_writelane_b32": _writelane,
+  "v_mbcnt_lo_u32_b32": _mbcnt, "v_mbcnt_hi_u32_b32": _mbcnt,
+  "v_swap_b32": _swap, "v_nop": _nop, "v_accvgpr_mov_b32": _accvgpr_mov,
+  "v_permlane16_b32": _permlane16, "v_permlanex16_b32": _permlane16,
+}
+# D = S0 * S1 + D: the destination is the third source
+_ACCUMULATE = frozenset(("v_fmac_f32", "v_fmac_f16", "v_fmac_f64", "v_mac_f32", "v_mac_f16"))
+# D = S0 * S1 + K / S0 * K + S1: the literal is the third source
+_LITERAL_K = frozenset(("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16", "v_madak_f32", "v_madmk_f32"))
+
+
+def _valu_op(g: Gen, pc: int, inst: Inst, x: Fields) -> None:
+  """An instruction of valu_ops.OPS: its sources read with their modifiers (16-bit halves, DPP, SDWA, denormal
+  flushing), the expression, then the output modifiers and the write (DPP-masked lanes, SDWA selects)."""
+  name, f = inst.name, inst.fields
+  srcs, absm, negm, opsel, vop3 = x.srcs, x.absm, x.negm, x.opsel, x.vop3
   op = OPS.get(name)
   if op is None: raise Unsupported(inst, pc)
   dty, stys, tmpl = op
   args = []
   nsrc = len(stys)
-  if name in ("v_fmac_f32", "v_fmac_f16", "v_fmac_f64", "v_mac_f32", "v_mac_f16"):  # D = S0 * S1 + D
-    srcs = srcs[:2] + [f["vdst"] + 256]
-  if name in ("v_fmaak_f32", "v_fmamk_f32", "v_fmaak_f16", "v_fmamk_f16", "v_madak_f32", "v_madmk_f32"):
-    srcs = srcs[:2] + [LIT]
+  if name in _ACCUMULATE: srcs = srcs[:2] + [f["vdst"] + 256]
+  if name in _LITERAL_K: srcs = srcs[:2] + [LIT]
   dst, dst_hi = f["vdst"], bool(opsel >> 3 & 1)
   if not vop3 and dty in HALF and dst >= 128: dst, dst_hi = dst - 128, True
   for i, ty in enumerate(stys):
@@ -161,7 +227,7 @@ def _valu(g: Gen, pc: int, inst: Inst) -> None:
         if f["dpp"].get("src1_neg"): e = f"(-{e})"
     if g.ftz.get(ty, (False,))[0] and name not in ("v_mov_b32",): e = f"R.ftz({e})"
     args.append(_src_mods(g, e, ty, i, absm, negm))
-  expr = _out_mods(tmpl.format(*args[:nsrc]), dty, clamp, omod)
+  expr = _out_mods(tmpl.format(*args[:nsrc]), dty, x.clamp, x.omod)
   if g.ftz.get(dty, (False, False))[1]: expr = f"R.ftz(np.asarray({expr}, {NP_TYPE[dty]}))"
   if "dpp" in f:
     # lanes whose DPP source is invalid (and bound_ctrl is 0) or whose row/bank is masked off are not written

@@ -8,7 +8,7 @@ and runs kernels with numpy, every thread of a batch of CTAs at once.
     stats = run(k, grid=(gx, gy, gz), block=(bx, by, bz), params=param_block_bytes, memory=gpu_memory,
                 dynamic_shared=0, stop=None)       # {"thread_instructions": ..., ...}
 
-memory is a mockgpu.amd.emu.memory.GPUMemory (GPU VA == host VA); an access outside its ranges raises
+memory is a mockgpu.gpumem.GPUMemory (GPU VA == host VA); an access outside its ranges raises
 hcq.errors.GPUFault (kind "page fault", .address). stop: a callable polled about every 20 ms; True ends the run
 with Stopped. Modules: parser.py (text -> model.py objects), operands.py / instrs.py (each instruction compiled to a
 numpy closure; semantics.py holds the arithmetic), memspace.py (state spaces), executor.py (basic blocks, the

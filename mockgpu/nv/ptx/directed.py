@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...amd.emu import rt as _rt
+from ... import floats as _rt
 
 f32, f64 = np.float32, np.float64
 MODES = ("rz", "rm", "rp")

@@ -89,8 +89,8 @@ def _halves_bits(fn):
 
 
 def _rt_fma_odd(a, b, c):
-  from ...amd.emu import rt
-  return rt._fma_round_to_odd(a, b, c)
+  from ... import floats
+  return floats._fma_round_to_odd(a, b, c)
 
 
 def _bf16(fn):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import GPUFault
-from ...amd.emu.memory import GPUMemory
+from ...gpumem import GPUMemory
 
 SHARED_WINDOW = 1 << 48
 LOCAL_WINDOW = 1 << 49

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...amd.emu import rt as _rt
+from ... import floats as _floats
 
 u8, u16, u32, u64 = np.uint8, np.uint16, np.uint32, np.uint64
 i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
@@ -230,9 +230,9 @@ def sat01(x):
 
 
 def fma(a, b, c, dt):
-  if dt == f32: return _rt.fma32(a, b, c)
-  if dt == f64: return _rt.fma64(a, b, c)
-  if dt == f16: return _rt.fma16(a, b, c)
+  if dt == f32: return _floats.fma32(a, b, c)
+  if dt == f64: return _floats.fma64(a, b, c)
+  if dt == f16: return _floats.fma16(a, b, c)
   raise TypeError(dt)
 
 

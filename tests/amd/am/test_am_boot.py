@@ -226,7 +226,7 @@ def test_a_second_open_names_the_holder(fw_dir, navi_fw):
 
 def test_a_blocked_wait_wakes_on_the_end_of_pipe_interrupt_from_the_ih_ring(fw_dir):
   """A wait that outlasts its busy polls asks for an interrupt (RELEASE_MEM with int_sel) and blocks in
-  AMIface.wait_events, which reads the IH ring: the CP's end-of-pipe entry carrying the event id ends it."""
+  AMSession.wait_events, which reads the IH ring: the CP's end-of-pipe entry carrying the event id ends it."""
   import threading
   import time
   import hcq

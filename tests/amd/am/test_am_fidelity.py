@@ -9,10 +9,11 @@ import pytest
 from hcq.autogen.amd import psp_gfx_if as PG
 from hcq.drivers.amd.am import gfx as gfxmod
 from hcq.drivers.amd.am import gmc as G
-from hcq.drivers.amd.am import iface as ifacemod
+from hcq.drivers.amd.am import session as sessionmod
 from hcq.drivers.amd.am import nbio as nbiomod
 from hcq.drivers.amd.am import psp as pspmod
-from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.session import open_am
 from hcq.drivers.amd.am.psp import PSPError
 from hcq.errors import DeviceError, Timeout
 from tests.fixtures.opencl.kernels import KERNELS
@@ -261,7 +262,7 @@ def test_10_mutation_an_unrouted_doorbell_is_dropped(navi_fw, monkeypatch, step,
 
 def test_10_mutation_a_halted_sdma_drops_its_doorbell(navi_fw, monkeypatch):
   os, _ = navi_fw
-  monkeypatch.setattr(ifacemod.AMIface, "_sdma_unhalt", lambda self: None)
+  monkeypatch.setattr(sessionmod.AMSession, "_sdma_unhalt", lambda self: None)
   with pytest.raises(DeviceError, match=r"SDMA0_F32_CNTL\.HALT is 1"): vadd(open_am(os, 0, os.config))
 
 
@@ -271,7 +272,7 @@ def test_10_mutation_a_recreated_sdma_ring_that_keeps_the_old_rptr_is_refused(na
   vadd(dev)
   dev.close()
   assert gpu.cp.sdma_saved["rptr"] != 0        # the pointers stay where the ring stopped
-  monkeypatch.setattr(ifacemod.AMIface, "_sdma_reset_pointers", lambda self: None)
+  monkeypatch.setattr(sessionmod.AMSession, "_sdma_reset_pointers", lambda self: None)
   with pytest.raises(DeviceError, match=r"SDMA0_QUEUE0_RB_CNTL\.RB_ENABLE with SDMA0_QUEUE0_RB_RPTR"): open_am(os, 0, os.config)
 
 
@@ -330,7 +331,7 @@ def test_also_mec_doorbell_range_is_in_bytes(navi_fw):
   dev = open_am(os, 0, os.config)
   try:
     upper = gpu.regs.values[gpu.cp.g("CP_MEC_DOORBELL_RANGE_UPPER")]
-    assert upper == (ifacemod.DOORBELL_SDMA * 2 - 2) << 2 and upper >= ifacemod.DOORBELL_COMPUTE * 8
+    assert upper == (sessionmod.DOORBELL_SDMA * 2 - 2) << 2 and upper >= sessionmod.DOORBELL_COMPUTE * 8
   finally: dev.close()
 
 

@@ -23,13 +23,13 @@ def dev(fw_dir):
 
 
 def compute_queue(dev):
-  (q,) = [q for q in dev.iface._queues if q.kind == "compute"]
+  (q,) = [q for q in dev.session._queues if q.kind == "compute"]
   return q
 
 
 def mqd_of(q, dev) -> MQD:
   """The MQD as it is in VRAM (read through the VRAM BAR view, as the driver wrote it)."""
-  return MQD.from_buffer_copy(dev.iface.am.vram.read(q.mqd.vram.offset, mqdmod.MQD_SIZE))
+  return MQD.from_buffer_copy(dev.session.am.vram.read(q.mqd.vram.offset, mqdmod.MQD_SIZE))
 
 
 def test_the_mqd_decodes_to_the_queue(dev):
@@ -42,7 +42,7 @@ def test_the_mqd_decodes_to_the_queue(dev):
   assert (m.cp_hqd_pq_rptr_report_addr_hi << 32) | m.cp_hqd_pq_rptr_report_addr_lo == q.gart.va + RPTR_OFFSET
   assert (m.cp_hqd_pq_wptr_poll_addr_hi << 32) | m.cp_hqd_pq_wptr_poll_addr_lo == q.gart.va + WPTR_OFFSET
   eop = (m.cp_hqd_eop_base_addr_hi << 40) | (m.cp_hqd_eop_base_addr_lo << 8)
-  assert eop in dev.iface._mems and 4 << ((m.cp_hqd_eop_control & 0x3F) + 1) == dev.iface._mems[eop].size
+  assert eop in dev.session._mems and 4 << ((m.cp_hqd_eop_control & 0x3F) + 1) == dev.session._mems[eop].size
   doorbell = mqdmod.GC.REGS["CP_HQD_PQ_DOORBELL_CONTROL"].decode(m.cp_hqd_pq_doorbell_control)
   assert doorbell["DOORBELL_EN"] == 1 and doorbell["DOORBELL_OFFSET"] * 4 == q.doorbell_offset
   # the HQD registers hold what the MQD says, field by field (the mock's register file)
@@ -58,16 +58,16 @@ def test_a_dequeue_saves_the_pointers_into_the_mqd(dev):
   for _ in range(3): dev.submit_pm4(pm4.nop(4))
   wptr = dev.owned_os.memview(q.gart.va + WPTR_OFFSET, 8).cast("Q")[0]
   assert wptr > 0
-  dev.iface._stop_queue(q)
+  dev.session._stop_queue(q)
   m = mqd_of(q, dev)
   assert m.cp_hqd_active == 0
   assert (m.cp_hqd_pq_wptr_hi << 32) | m.cp_hqd_pq_wptr_lo == wptr
   assert m.cp_hqd_pq_rptr == wptr % (q.ring.size // 4)                  # everything ran: the read pointer caught up
-  dev.iface._queues.remove(q)
+  dev.session._queues.remove(q)
 
 
 def reactivate(dev, q):
-  r = dev.iface.am.gc_regs
+  r = dev.session.am.gc_regs
   r.write("GRBM_GFX_CNTL", MEID=1, PIPEID=0, QUEUEID=0)
   try: r.write("CP_HQD_ACTIVE", ACTIVE=1)
   finally: r.write("GRBM_GFX_CNTL", 0)
@@ -75,18 +75,18 @@ def reactivate(dev, q):
 
 def test_a_corrupted_mqd_field_is_named_by_the_cp(dev):
   q = compute_queue(dev)
-  dev.iface._stop_queue(q)
+  dev.session._stop_queue(q)
   reactivate(dev, q)                     # the MQD as the dequeue left it maps the queue again
-  dev.iface._stop_queue(q)
+  dev.session._stop_queue(q)
   m = mqd_of(q, dev)
   m.cp_hqd_pq_base_lo ^= 0x10            # the ring moved in the MQD, not in the HQD
-  dev.iface.am.vram.write(q.mqd.vram.offset, bytes(m))
+  dev.session.am.vram.write(q.mqd.vram.offset, bytes(m))
   with pytest.raises(DeviceError, match=r"HQD me 1 pipe 0 queue 0: MQD at 0x[0-9a-f]+ has cp_hqd_pq_base_lo = "):
     reactivate(dev, q)
-  dev.iface.am.gc_regs.write("CP_MQD_BASE_ADDR", 0)
-  dev.iface.am.gc_regs.write("CP_MQD_BASE_ADDR_HI", 0)
+  dev.session.am.gc_regs.write("CP_MQD_BASE_ADDR", 0)
+  dev.session.am.gc_regs.write("CP_MQD_BASE_ADDR_HI", 0)
   with pytest.raises(DeviceError, match=r"activated without an MQD \(CP_MQD_BASE_ADDR is 0\)"): reactivate(dev, q)
-  dev.iface._queues.remove(q)
+  dev.session._queues.remove(q)
 
 
 def test_the_hqd_part_of_the_mqd_is_the_register_block():

@@ -9,7 +9,8 @@ import pytest
 
 from hcq.cli import main as hcq_main
 from hcq.drivers.amd import pm4
-from hcq.drivers.amd.am.device import AMDev, open_am
+from hcq.drivers.amd.am.device import AMDev
+from hcq.drivers.amd.am.session import open_am
 from hcq.errors import DeviceError, Timeout
 from hcq.mockgpu.amd.am.discovery import GC_HWID
 from tests.amd.am.test_am_corpus import run
@@ -32,7 +33,7 @@ def navi_modes(request, fw_dir, tmp_path):
 
 
 def steps_of(dev, block="am"):
-  return [s for b, s, _t in dev.iface.am.steps if b == block]
+  return [s for b, s, _t in dev.session.am.steps if b == block]
 
 
 def run_corpus(dev, names=CORPUS):
@@ -83,7 +84,7 @@ def test_a_killed_process_leaves_a_gpu_the_next_one_reuses(navi_modes):
     assert reused and "the firmware load is skipped" in reused[0], steps_of(dev2)
     assert any("stopped the idle compute and sdma queue(s)" in s for s in steps_of(dev2))
     assert gpu.psp is psp and len(gpu.psp.loaded_fw) == loads and gpu.psp.bl_loaded == bl   # no firmware loaded
-    assert gpu.reset.count == 0 and not any(b == "psp" and "LOAD_IP_FW" in s for b, s, _t in dev2.iface.am.steps)
+    assert gpu.reset.count == 0 and not any(b == "psp" and "LOAD_IP_FW" in s for b, s, _t in dev2.session.am.steps)
     run_corpus(dev2)
   finally: dev2.close()
 
@@ -118,8 +119,8 @@ def test_a_process_killed_mid_work_leaves_a_gpu_that_is_reset_and_booted(navi_mo
 def test_a_process_killed_mid_kernel_leaves_a_gpu_that_is_reset_and_booted(navi_modes):
   """An endless kernel in flight when its process dies: its waves' memory goes, the dispatch ends with a fault (no
   crash), the queue keeps its work, and the next open resets the GPU."""
-  from hcq.compiler.backend.amd.asm import assemble
-  from hcq.compiler.backend.amd.cowriter import KernelSpec, write_code_object
+  from hcq.compiler.isa.amd.asm import assemble
+  from hcq.compiler.isa.amd.cowriter import KernelSpec, write_code_object
   os, gpu = navi_modes
   dev = open_am(os, 0, os.config)
   spin = dev.load(write_code_object([KernelSpec("spin", assemble("loop:\n  s_branch loop\n  s_endpgm"))]), "spin")

@@ -71,7 +71,7 @@ def test_top_json_shows_the_smus_metrics(held, capsys):
   m = gpu.smu.last_metrics.SmuMetrics
   assert f"clocks GFX {m.CurrClock[S.PPCLK_GFXCLK]} " in out and f"power {m.AverageSocketPower} W" in out
   # while the engines run, the clock goes up to the DPM level the driver allows and the activity rises
-  dev.iface.am.smu.set_clock_range(S.PPCLK_GFXCLK, 500, 1500)
+  dev.session.am.smu.set_clock_range(S.PPCLK_GFXCLK, 500, 1500)
   now = time.monotonic()
   gpu.cp.gpu._busy.append((now - 0.5, now))      # the engines' record of a dispatch that ran for the last half second
   rc, row, _ = top_json(os, capsys)
@@ -117,8 +117,8 @@ def test_a_hostile_state_file_is_refused(held, capsys, change, message):
 def test_the_state_file_names_the_smu_table(held):
   dev, os, _gpu = held
   st = statemod.read(os, ADDR)
-  smu = dev.iface.am.smu
-  assert (st.pid, st.table_offset, st.table_mc, st.firmware) == (dev.iface.am.pci.lock.pid, smu.table.offset, smu.table.mc, smu.version)
+  smu = dev.session.am.smu
+  assert (st.pid, st.table_offset, st.table_mc, st.firmware) == (dev.session.am.pci.lock.pid, smu.table.offset, smu.table.mc, smu.version)
 
 
 def test_smu_messages_wait_for_the_mailbox_lock(held):
@@ -133,15 +133,15 @@ def test_smu_messages_wait_for_the_mailbox_lock(held):
     seen.append((kind, bus, wait_s))
     return lock
   os.lock_device = spy
-  dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
+  dev.session.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
   assert seen == [("am-smu", ADDR, 5)]
   os.lock_device = orig
   other = os.lock_device("am-smu", ADDR)        # "another process" in the middle of its exchange
-  dev.iface.am.smu.mailbox.timeout_s = 0.05
+  dev.session.am.smu.mailbox.timeout_s = 0.05
   with pytest.raises(SMUError, match=r"SMU mailbox stayed taken for 0\.05 s.*am-smu_0000:03:00\.0\.lock"):
-    dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
+    dev.session.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
   other.release()
-  assert dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion) == dev.iface.am.smu.version
+  assert dev.session.am.smu.send(S.PPSMC_MSG_GetSmuVersion) == dev.session.am.smu.version
 
 
 def test_a_holder_without_a_state_file_is_shown_without_metrics(held, capsys):
@@ -194,6 +194,6 @@ def test_a_mailbox_lock_file_that_cannot_be_opened_is_named_as_such(held):
   os.lock_device = refuse
   try:
     with pytest.raises(SMUError, match=r"cannot take the SMU mailbox lock: .*am-smu_0000:03:00\.0\.lock") as e:
-      dev.iface.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
+      dev.session.am.smu.send(S.PPSMC_MSG_GetSmuVersion)
   finally: del os.lock_device
   assert "stayed taken" not in str(e.value)

@@ -145,14 +145,14 @@ def test_the_vf_poses_as_a_part_that_has_sr_iov(vf):
 
 
 def test_gc_versions_name_the_isa_target_kfd_names():
-  from hcq.drivers.amd.am.iface import gfx_target_version
+  from hcq.drivers.amd.am.session import gfx_target_version
   assert gfx_target_version((11, 0, 0)) == 110000 and gfx_target_version((12, 0, 0)) == 120000
   assert gfx_target_version((11, 0, 3)) == 110001          # "Compiler version is 11.0.1 while HW version is 11.0.3"
   assert gfx_target_version((11, 0, 1)) == gfx_target_version((11, 0, 4)) == 110003
 
 
 def test_the_vf_runs_gfx1101_code_objects_and_refuses_gfx1100_ones(vf_dev):
-  from hcq.compiler.backend.amd.codeobject import CodeObject
+  from hcq.compiler.isa.amd.codeobject import CodeObject
   from hcq.errors import DeviceError as DE
   k = KERNELS["vadd"]
   assert vf_dev.arch == "gfx1101" and CodeObject.parse(k.code_object("gfx1101")).mach == "gfx1101"
@@ -181,7 +181,7 @@ def test_hcq_smi_sends_a_vfs_smu_nothing_even_with_a_state_file_naming_a_table(t
   dev = hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, timeout_s=0.5, firmware_dir=str(tmp_path / "none"),
                                        lock_dir=str(tmp_path)))
   try:
-    os, am = dev.owned_os, dev.iface.am
+    os, am = dev.owned_os, dev.session.am
     (gpu,) = [g for g in os.devices if getattr(g, "addr", None) == ADDR]
     assert os.read_device_state("am", ADDR) is None          # nothing published for a VF
     off = 4 << 20
@@ -219,7 +219,7 @@ def vf_dev(request, tmp_path_factory):
 # the default suite runs test_am_corpus's default kernels; -m slow runs every kernel of the corpus
 @pytest.mark.parametrize("name", [n if n in NAMES else pytest.param(n, marks=pytest.mark.slow) for n in sorted(KERNELS)])
 def test_corpus_through_the_vf(vf_dev, name):
-  am = vf_dev.iface.am
+  am = vf_dev.session.am
   assert am.vf and am.mailbox.held is None and am.mailbox.log[-1] == "IDH_REL_GPU_INIT_ACCESS"
   gpu, = vf_dev.os.devices
   # the queues were enabled while the VF held init access (the mock drops a bring-up without it), no firmware loaded

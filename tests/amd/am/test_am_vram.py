@@ -23,7 +23,7 @@ def demo():
 def dev(fw_dir):
   import hcq
   with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as d:
-    yield d, d.owned_os.devices[0], d.iface
+    yield d, d.owned_os.devices[0], d.session
 
 
 def _power_gfx(os, am):
@@ -44,11 +44,11 @@ def _vadd(d, a, b):
 
 
 def test_a_device_buffer_va_translates_to_vram_pages_in_the_drivers_own_tables(dev):
-  d, gpu, iface = dev
+  d, gpu, session = dev
   buf = d.alloc(3 * PAGE + 5)
   mem = buf.handle
   assert mem.vram is not None and mem.sysmem is None and mem.cpu is None
-  am = iface.am
+  am = session.am
   for off in range(0, 4 * PAGE, PAGE):
     pte = am.gmc.lookup(buf.va + off)                   # read back from VRAM through the BAR
     assert pte & G.PTE_VALID and not pte & G.PTE_SYSTEM, hex(pte)
@@ -58,10 +58,10 @@ def test_a_device_buffer_va_translates_to_vram_pages_in_the_drivers_own_tables(d
 
 
 def test_fragments_mark_aligned_contiguous_vram(dev):
-  d, gpu, iface = dev
-  am = iface.am
+  d, gpu, session = dev
+  am = session.am
   buf = am.vram.alloc_user(4 << 20, "fragment test", align=2 << 20)
-  va = G.VM_BASE + (0x3 << 32)            # 2 MiB aligned, below the range AMIface hands out
+  va = G.VM_BASE + (0x3 << 32)            # 2 MiB aligned, below the range AMSession hands out
   am.gmc.map_vram(va, buf.offset, buf.size)
   frag = lambda at: (am.gmc.lookup(at) >> 7) & 0x1F
   try:
@@ -149,8 +149,8 @@ def test_contiguous_vram_ptes_are_built_as_blocks_and_equal_the_page_by_page_one
 def test_fragments_narrow_around_a_partial_unmap_and_a_map_over_part(dev):
   """gmc.unmap of part of a map call's pages (or a map over part of them) leaves no fragment around them that
   still claims the pages: the TLB would otherwise translate them through the fragment's first entry."""
-  d, gpu, iface = dev
-  am = iface.am
+  d, gpu, session = dev
+  am = session.am
   buf = am.vram.alloc_user(4 << 20, "fragment test", align=2 << 20)
   other = am.vram.alloc_user(PAGE, "another page")
   va = G.VM_BASE + (0x3 << 32)
@@ -170,7 +170,7 @@ def test_fragments_narrow_around_a_partial_unmap_and_a_map_over_part(dev):
     am.vram.free(other)
 
 def test_copy_in_and_out_of_a_vram_buffer_is_byte_exact_at_odd_offsets(dev):
-  d, gpu, iface = dev
+  d, gpu, session = dev
   size = 3 * PAGE + 777
   buf = d.alloc(size)
   data = np.random.default_rng(1).integers(0, 256, size, np.uint8).tobytes()
@@ -185,7 +185,7 @@ def test_copy_in_and_out_of_a_vram_buffer_is_byte_exact_at_odd_offsets(dev):
 
 
 def test_a_kernel_writes_a_vram_buffer(dev):
-  d, gpu, iface = dev
+  d, gpu, session = dev
   a, b = np.arange(256, dtype=np.float32), np.full(256, 3.5, np.float32)
   dc = _vadd(d, a, b)
   off = dc.handle.vram.offset
@@ -194,15 +194,15 @@ def test_a_kernel_writes_a_vram_buffer(dev):
 
 
 def test_alloc_free_churn_reuses_vram_and_free_space_coalesces(dev):
-  d, gpu, iface = dev
-  vram = iface.am.vram
-  bufs = [iface.alloc(size) for size in (PAGE, 5 * PAGE, 64 << 10, 1 << 20, 3 * PAGE, 2 << 20)]
+  d, gpu, session = dev
+  vram = session.am.vram
+  bufs = [session.alloc(size) for size in (PAGE, 5 * PAGE, 64 << 10, 1 << 20, 3 * PAGE, 2 << 20)]
   base = vram.free_bytes
   for _ in range(3):                        # the same sizes again and again: the same VRAM, no growth
-    for m in bufs[1::2] + bufs[::2]: iface.free(m)
-    bufs = [iface.alloc(size) for size in (PAGE, 5 * PAGE, 64 << 10, 1 << 20, 3 * PAGE, 2 << 20)]
+    for m in bufs[1::2] + bufs[::2]: session.free(m)
+    bufs = [session.alloc(size) for size in (PAGE, 5 * PAGE, 64 << 10, 1 << 20, 3 * PAGE, 2 << 20)]
     assert vram.free_bytes == base
-  for m in bufs[::2] + bufs[1::2]: iface.free(m)
+  for m in bufs[::2] + bufs[1::2]: session.free(m)
   assert vram.free_bytes == base + sum(m.size for m in bufs)
   # the allocator alone: freed in any order, the free list is what it was (neighbours merged), and every free
   # byte can be had (each free block whole, the largest first)
@@ -221,26 +221,26 @@ def test_alloc_free_churn_reuses_vram_and_free_space_coalesces(dev):
 
 
 def test_vram_exhaustion_is_a_device_error_naming_the_sizes(dev):
-  d, gpu, iface = dev
-  vram, before = iface.am.vram, iface.am.vram.free_bytes
-  mems = len(iface._mems)
-  with pytest.raises(DeviceError) as e: iface.alloc(1 << 30)
+  d, gpu, session = dev
+  vram, before = session.am.vram, session.am.vram.free_bytes
+  mems = len(session._mems)
+  with pytest.raises(DeviceError) as e: session.alloc(1 << 30)
   msg = str(e.value)
-  assert iface.label in msg and "VRAM exhausted" in msg and "0x40000000 bytes" in msg, msg
+  assert session.label in msg and "VRAM exhausted" in msg and "0x40000000 bytes" in msg, msg
   assert f"{before:#x} bytes" in msg and "largest free block" in msg, msg
-  assert vram.free_bytes == before and len(iface._mems) == mems        # nothing kept of the failed allocation
+  assert vram.free_bytes == before and len(session._mems) == mems        # nothing kept of the failed allocation
   assert d.alloc(PAGE).handle.vram is not None
 
 
 def test_a_freed_vram_buffer_faults_when_a_kernel_touches_it(dev):
-  d, gpu, iface = dev
+  d, gpu, session = dev
   os = d.owned_os
   vadd = d.load(demo(), "vadd")
   good, gone = d.alloc(PAGE), d.alloc(PAGE)
   va = gone.va
   assert gone.handle.vram is not None and os.memory.view_of(va) is not None     # the MMU views VRAM there
   d.free(gone)
-  assert os.memory.view_of(va) is None and iface.am.gmc.lookup(va) & G.PTE_VALID == 0
+  assert os.memory.view_of(va) is None and session.am.gmc.lookup(va) & G.PTE_VALID == 0
   from hcq.drivers.hcq import Buffer
   with pytest.raises(GPUFault, match=r"UTCL2 \(GC hub\) page fault") as e:
     vadd(good, Buffer(d, va, PAGE), good, 64, global_size=(1,), local_size=(64,), wait=True)
@@ -414,14 +414,14 @@ def test_host_memory_freed_before_its_unmap_is_out_of_the_engines_reach(navi_fw)
     am.gmc.unmap(va, 2)
 
 def test_cpu_access_maps_the_vram_bar_at_the_buffer_va(dev):
-  d, gpu, iface = dev
+  d, gpu, session = dev
   os = d.owned_os
-  mem = iface.alloc(2 * PAGE + 1, cpu_access=True)
+  mem = session.alloc(2 * PAGE + 1, cpu_access=True)
   assert mem.cpu is not None and mem.view is not None
   mem.cpu[PAGE - 2:PAGE + 2] = b"edge"
   assert bytes(gpu.vram[mem.vram.offset + PAGE - 2:mem.vram.offset + PAGE + 2]) == b"edge"
   assert os.memory.view_of(mem.va)[2] == 2                               # the CPU view and the MMU's, one mapping
-  iface.free(mem)
+  session.free(mem)
   assert os.memory.view_of(mem.va) is None
 
 
@@ -503,9 +503,9 @@ def test_close_frees_every_vram_buffer_and_every_view(fw_dir):
   from hcq.mockgpu import mock_navi31_os
   with mock_navi31_os(Config(timeout_s=5, firmware_dir=fw_dir)) as osi:
     d = open_device("PCI", 0, osi, osi.config)
-    vram = d.iface.am.vram
+    vram = d.session.am.vram
     bufs = [d.alloc(n) for n in (PAGE, 3 * PAGE, 1 << 20)]
-    d.iface.alloc(PAGE, cpu_access=True)
+    d.session.alloc(PAGE, cpu_access=True)
     assert len(vram.user) >= 4 and osi.memory._views
     d.close()
     assert vram.user == {} and osi.memory._views == {}        # the CPU views and the MMU's, all gone
@@ -515,17 +515,17 @@ def test_close_frees_every_vram_buffer_and_every_view(fw_dir):
 def test_mapping_where_the_directories_exist_reads_no_directory_back(dev):
   """The GMC knows the directory entries it wrote: finding a page table reads none of them back from VRAM (each read
   is 2 USB transfers behind a bridge); a map reads at most the two PTEs next to its range (fragment narrowing)."""
-  d, gpu, iface = dev
-  am = iface.am
-  first = iface.alloc(PAGE, kind="vram")          # its directories exist from now on
+  d, gpu, session = dev
+  am = session.am
+  first = session.alloc(PAGE, kind="vram")          # its directories exist from now on
   reads = []
   real = am.vram.read
   am.vram.read = lambda off, size: (reads.append((off, size)), real(off, size))[1]
   try:
-    second = iface.alloc(PAGE, kind="vram")       # the VA next to it: the same directories and page table
+    second = session.alloc(PAGE, kind="vram")       # the VA next to it: the same directories and page table
   finally: am.vram.read = real
   assert second.va >> 21 == first.va >> 21 or second.va >> 21 == (first.va >> 21) - 1
   assert len(reads) <= 2 and all(size == 8 for _off, size in reads), reads
   assert am.gmc.lookup(second.va) & G.PTE_VALID
-  iface.free(second)
-  iface.free(first)
+  session.free(second)
+  session.free(first)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hcq.mockgpu.amd.emu.memory import GPUMemory
+from hcq.mockgpu.gpumem import GPUMemory
 from hcq.mockgpu.nv.ptx import parse, run
 
 

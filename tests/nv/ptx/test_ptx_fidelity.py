@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hcq.errors import GPUFault
-from hcq.mockgpu.amd.emu.memory import GPUMemory
+from hcq.mockgpu.gpumem import GPUMemory
 from hcq.mockgpu.nv.ptx import PTXError, parse, run
 from tests.nv.ptx.test_ptx_interp import apply
 

@@ -4,7 +4,7 @@ Text (for people):
     assemble("v_add_f32 v2, v2, v3\\ns_endpgm")          -> bytes    (one instruction per line; ';' or '//' comments;
                                                                    "name:" defines a label for s_branch/s_cbranch_*)
 DSL (for the compiler):
-    from hcq.compiler.backend.amd.asm import Asm, v, s
+    from hcq.compiler.isa.amd.asm import Asm, v, s
     a = Asm()
     a.s_load_b64(s[0:1], s[0:1], 0x10)
     a.v_add_f32_e32(v[2], v[2], v[3])
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import struct
 
-from .decode import mimg_address_count, nsa_layout
+from .mimg import mimg_address_count, nsa_layout
 from .errors import AssembleError
 from .operands import INLINE_FLOAT_TEXT, NAMES_BY_ARCH, SPECIAL_NAMES, SPECIAL_NAMES_64
 from .tables import ArchTables, arch_tables
@@ -402,7 +402,7 @@ class Assembler:
       if o.kind != "reg" or o.cls != "v": raise AssembleError(f"{what}: expected a VGPR")
       f[field] = o.idx >> 1
     elif field == "vaddr" and enc == "MIMG" and o.kind == "text" and o.text.startswith("["):
-      # [v16, v40, v41, v42, v[43:44]]: VADDR, then one byte per address (the last may start a range, decode.nsa_layout)
+      # [v16, v40, v41, v42, v[43:44]]: VADDR, then one byte per address (the last may start a range, mimg.nsa_layout)
       items = [x.strip() for x in o.text[1:].removesuffix("]").split(",")] if o.text.endswith("]") else []
       regs, sizes = [], []
       for k, item in enumerate(items):
@@ -431,7 +431,7 @@ class Assembler:
 
   def _check_nsa(self, name: str, et, f: dict) -> None:
     """An NSA address list holds as many VGPRs as the opcode, DIM and A16 need, laid out as the encoding stores them:
-    VADDR, then one register each, the last a range for the rest (decode.nsa_layout; llvm-mc-19: "image address
+    VADDR, then one register each, the last a range for the rest (mimg.nsa_layout; llvm-mc-19: "image address
     size does not match dim and a16")."""
     count = mimg_address_count(et, f[et.layout["op"]], f)
     if f["_nsa_sizes"] != [1] + nsa_layout(count):
@@ -850,9 +850,7 @@ class Asm:
   @property
   def text(self) -> str: return "\n".join(self.lines)
 
-  def program(self, name: str, **meta):
-    """These instructions as a PROGRAM(LINEAR(INS ...)), one INS per instruction or label (program.py): the form a
-    compiled kernel takes too; program.code_object(p) writes the code object, dev.compile(p) loads it. meta:
-    KernelMeta.make's keywords (args=[cowriter.Arg, ...], vgpr_count=, sgpr_count=, workgroup_ids=, ...)."""
-    from .program import program
-    return program(name, self.lines, arch=self._asm.arch, **meta)
+  @property
+  def arch(self) -> str:
+    """The target these instructions are assembled for (backend/amd/program.program(name, asm, ...) reads it)."""
+    return self._asm.arch

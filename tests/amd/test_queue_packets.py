@@ -1,15 +1,15 @@
-"""Queue programs (hcq.compiler.queue) lowered by drivers/amd/lower.py's pattern matchers, and the command buffers
+"""Queue programs (hcq.compiler.queue) turned into packets by drivers/amd/packets.py's pattern matchers, and the command buffers
 built from them: which packets each element becomes, and which words stay symbolic until submit."""
 import pytest
 
 from hcq import DeviceError
 from hcq.compiler import queue as Q
 from hcq.compiler.ir import UOp
-from hcq.drivers.amd import lower, pm4, sdma
+from hcq.drivers.amd import packets, pm4, sdma
 from hcq.drivers.hcq.cmdbuf import link
 from hcq.drivers.hcq.engine import Engine
 
-CTX = lower.LowerCtx(event_id=7, mailbox_va=0x5000)
+CTX = packets.PacketCtx(event_id=7, mailbox_va=0x5000)
 SIG, OTHER = Q.signal(0, "timeline"), Q.signal(1, "other")
 TV = UOp.variable("tv", 0, 2**32 - 1)
 
@@ -20,7 +20,7 @@ def names(cb, engine):
 
 def build(prog, engine, ctx):
   """Lower and encode prog on the AMD engine `engine` ("compute": PM4, "copy": SDMA) with the runtime's Engine."""
-  return Engine(engine, lower.MATCHERS[engine], ctx).build(prog)
+  return Engine(engine, packets.MATCHERS[engine], ctx).build(prog)
 
 
 def test_compute_queue_elements_become_pm4_packets():
@@ -50,7 +50,7 @@ def test_copy_queue_elements_become_sdma_packets():
 
 
 def test_stores_without_interrupts():
-  quiet = lower.LowerCtx(event_id=7, mailbox_va=0x5000, interrupts=False)
+  quiet = packets.PacketCtx(event_id=7, mailbox_va=0x5000, interrupts=False)
   pm = build(Q.queue("compute", Q.store(SIG, TV)), "compute", quiet).fill({("param", 0): 0x1000, ("var", "tv"): 3})
   assert pm.tolist() == pm4.release_mem(0x1000, 3, pm4.DATA_SEL_64)
   sd = build(Q.queue("copy", Q.store(SIG, TV)), "copy", quiet).fill({("param", 0): 0x1000, ("var", "tv"): 3})

@@ -1,6 +1,6 @@
 """RDNA3 instruction decoder: bytes -> Inst.
 
-    from hcq.compiler.backend.amd.decode import decode, decode_all
+    from hcq.compiler.isa.amd.decode import decode, decode_all
     inst = decode(code, offset=0, arch="gfx1100")
     inst.name       # LLVM mnemonic as llvm-objdump prints it: "v_add_f32_e32", "s_load_b128", "v_add_f32_dpp"
     inst.encoding   # microcode format: SOP1 SOP2 SOPK SOPC SOPP SMEM VOP1 VOP2 VOPC VOP3 VOP3SD VOP3P VOPD VINTERP
@@ -26,6 +26,7 @@ Operand value conventions (SGPR 0-105, VCC_LO 106, ... inline ints 128-208, floa
 from __future__ import annotations
 
 from .errors import DecodeError
+from .mimg import mimg_address_count, nsa_layout
 from .operands import DPP16, DPP8, DPP8_FI, SDWA, Operand
 from .tables import ArchTables, arch_tables
 
@@ -162,30 +163,6 @@ def _decode(t: ArchTables, data: bytes, off: int) -> Inst:
     elif enc in ("VOP1", "VOP2"): name = name.replace("_e32", "") + "_dpp"
     else: name = (name[:-4] if name.endswith("_e64") else name) + "_e64_dpp"
   return Inst(name, enc, opcode, size, off, fields, literal, data[off:off + size], t.arch, template, dpp)
-
-
-NSA_MAX_BYTES = 4   # gfx11 MIMG-NSA: one extra dword (llvm-mc-19 -mcpu=gfx1100 never encodes more: 12-byte NSA forms)
-
-
-def nsa_layout(naddr: int) -> list[int]:
-  """Register counts of the addresses after VADDR in a gfx11 NSA instruction: one each, except that the last of at
-  most NSA_MAX_BYTES is a range holding the remaining ones (llvm-objdump-19 prints e.g. [v16, v40, v41, v42, v[43:44]]
-  for six addresses)."""
-  rest = max(naddr - 1, 0)
-  if rest <= NSA_MAX_BYTES: return [1] * rest
-  return [1] * (NSA_MAX_BYTES - 1) + [rest - (NSA_MAX_BYTES - 1)]
-
-
-def mimg_address_count(et, opcode: int, fields: dict) -> int:
-  """Address VGPRs of a MIMG instruction: by opcode and DIM as llvm-mc-19 counts them (the generated vaddr_by_dim),
-  fewer with A16 (16-bit addresses packed two to a VGPR: vaddr_by_dim_a16)."""
-  extra = et.extra[opcode]
-  by_dim = extra["vaddr_by_dim"]
-  if fields.get("a16") and extra["vaddr_by_dim_a16"] is not None: by_dim = extra["vaddr_by_dim_a16"]
-  count = by_dim[fields["dim"]] if fields["dim"] < len(by_dim) else None
-  if count is None:  # a dim LLVM does not accept for this opcode: fall back to the 1-D template
-    count = next((t[3] for t in et.ops[opcode][2] if t[0] == "reg" and t[1] == "vaddr"), 1)
-  return count
 
 
 def _decode_vopd(t: ArchTables, data: bytes, off: int, w0: int) -> Inst:

@@ -1,4 +1,4 @@
-"""The final review of the multi-target AMD work, each item held by a test: an unsupported GPU closes what it opened
+"""The limits of the multi-target AMD driver and its mock: an unsupported GPU closes what it opened
 and names itself, an SDMA version below every known one is a DeviceError, the mock takes SDMA 5.x like the driver, and
 AQL scratch past its 32-bit descriptor is refused by name."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hcq.mockgpu.amd.sdma import copy_count_mask
 
 
 class _Iface:
-  """An iface whose GPU hcq has no tables for: opening must close it and name it."""
+  """An session whose GPU hcq has no tables for: opening must close it and name it."""
   label, arch, closed = "FAKE+AMD:0", "gfx1030", False
   props = {"num_xcc": 1}
 
@@ -23,10 +23,10 @@ class _Iface:
 def test_an_unsupported_gpu_closes_its_iface_and_names_itself(gc, sdma_ip, match):
   from hcq.mockgpu import MockOS
   from hcq.config import Config
-  iface = _Iface(gc, sdma_ip)
+  session = _Iface(gc, sdma_ip)
   with pytest.raises(DeviceError, match=f"gfx1030 on FAKE\\+AMD:0: .*{match}"):
-    AMDDevice(iface, MockOS(Config()), Config())
-  assert iface.closed
+    AMDDevice(session, MockOS(Config()), Config())
+  assert session.closed
 
 
 def test_the_mock_takes_an_sdma_version_as_the_driver_does():

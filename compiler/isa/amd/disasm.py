@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 
-from .decode import Inst
 from .errors import DecodeError
+from .mimg import mimg_address_count, nsa_layout
 from .operands import Operand, reg_text, scalar_operand, source_operand
 from .tables import arch_tables
+
+# `inst: Inst` below is a decode.Inst, named in annotations only (PEP 563: never evaluated); decode imports this
+# module for Inst.operands and str(inst), so this module does not import decode.
 
 # IEEE half bit patterns of the inline float constants 240..248 (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 1/(2pi))
 _F16_BITS = {240: 0x3800, 241: 0xb800, 242: 0x3c00, 243: 0xbc00, 244: 0x4000, 245: 0xc000, 246: 0x4400, 247: 0xc400,
@@ -113,11 +116,9 @@ def _template_operands(inst: Inst, template, fields: dict) -> list[Operand]:
       if enc == "MUBUF" and field == "vdata" and fields.get("lds"): continue   # gfx942: loaded into LDS, no VGPR
       if enc == "MIMG" and field == "vdata": count = _mimg_data_count(inst)
       if enc == "MIMG" and field == "vaddr":
-        from .decode import mimg_address_count
         et = arch_tables(inst.arch).encodings["MIMG"]
         count = mimg_address_count(et, inst.opcode, fields)
         if fields["nsa"]:
-          from .decode import nsa_layout
           regs = [reg_text("v", value, 1)] + [reg_text("v", r, n) for r, n in zip(inst.data[8:], nsa_layout(count))]
           ops.append(Operand("text", None, 0, None, field, "[" + ", ".join(regs) + "]"))
           continue

@@ -1,4 +1,4 @@
-"""The final review of the PTX interpreter and the mock NV GPU, each item held by a test: declarations past the
+"""The limits of the PTX interpreter and the mock NV GPU: declarations past the
 hardware's limits and malformed directives are PTXErrors (not tracebacks, not gigabytes of memory or minutes of
 parsing), and an endless kernel in the threaded mock does not hold host calls for ever."""
 from __future__ import annotations

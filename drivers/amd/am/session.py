@@ -1,4 +1,4 @@
-"""AMIface: AMDDevice's iface (drivers/amd/iface.py) on a GPU that AM booted: memory mapped by AM's own page tables,
+"""AMSession: AMDDevice's session (drivers/amd/session.py) on a GPU that AM booted: memory mapped by AM's own page tables,
 compute and SDMA queues programmed straight into the hardware queue registers, doorbells in BAR2, interrupts read
 from the IH ring.
 
@@ -74,7 +74,7 @@ def gfx_target_version(gc: tuple[int, int, int]) -> int:
   return _TARGET_OF_GC.get(tuple(gc), gc[0] * 10000 + gc[1] * 100 + gc[2])
 
 
-class AMIface:
+class AMSession:
   name = "PCI"
 
   def __init__(self, os, index: int, config, label: str | None = None, trace=None):
@@ -99,7 +99,7 @@ class AMIface:
     major, minor, rev = self.am.discovery.version_of("GC")
     target = gfx_target_version((major, minor, rev))
     self.arch = f"gfx{target // 10000}{(target // 100) % 100:x}{target % 100:x}"
-    # the IP versions the discovery table reports select the driver's register and packet tables (AMDIface)
+    # the IP versions the discovery table reports select the driver's register and packet tables (AMDSession)
     self.gc_ip = (major, minor, rev)
     self.sdma_ip = tuple(self.am.discovery.version_of("SDMA0"))
     self.props = {"gfx_target_version": target, "simd_count": sa * cu_per_sh * 2,
@@ -284,3 +284,15 @@ class AMIface:
     finally:
       am.close()
       self.am = None
+
+
+def open_am(os, index: int, config, label: str | None = None):
+  """hcq.open("PCI+AMD:N"): boot AMD function N (in address order) and stand AMDDevice on it (AMSession)."""
+  from ..device import AMDDevice
+  session = AMSession(os, index, config, label)
+  dev = AMDDevice(session, os, config)      # makes the queues (on failure it closes the session: access released there)
+  try: session.am.end_init()
+  except BaseException:
+    dev.close()
+    raise
+  return dev

@@ -1,5 +1,5 @@
-"""Review follow-ups of the AM driver (issue 15): two AM devices in one process, the IH ring's overflow, wrong
-firmware files, thread safety, the order of close."""
+"""The AM driver's life cycle beyond one boot (issue 15): two AM devices in one process, the IH ring's overflow, wrong
+firmware files, thread safety, the order of close, an absent or unanswering PCI function."""
 import ctypes
 import os as _os
 import struct
@@ -26,7 +26,7 @@ def _vadd(dev, n=256):
 
 
 def test_two_am_devices_in_one_process_run_kernels(fw_dir):
-  """Each AMIface used to start its VA allocator at the same address: the second device's first fixed mapping
+  """Each AMSession used to start its VA allocator at the same address: the second device's first fixed mapping
   failed with "File exists". GPU VAs now come from one process-wide allocator."""
   from hcq.drivers.amd import open_device
   from hcq.mockgpu import mock_navi31_os
@@ -35,7 +35,7 @@ def test_two_am_devices_in_one_process_run_kernels(fw_dir):
     try:
       d1 = open_device("PCI", 1, osi, osi.config)
       try:
-        assert d0.iface.mailbox_va != d1.iface.mailbox_va
+        assert d0.session.mailbox_va != d1.session.mailbox_va
         _vadd(d0)
         _vadd(d1)
       finally: d1.close()
@@ -170,27 +170,27 @@ def test_indirect_register_access_from_threads_keeps_index_and_data_together(nav
 
 
 def test_am_iface_alloc_free_and_interrupts_from_threads(fw_dir):
-  """AMIface's alloc, free (page tables made on first use, TLB flushes) and the IH read pointer used by several
+  """AMSession's alloc, free (page tables made on first use, TLB flushes) and the IH read pointer used by several
   threads at once, outside AMDDevice's lock: every page stays mapped to its memory, the IH delivers each entry once."""
   import hcq
   with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
-    gpu, iface = dev.owned_os.devices[0], dev.iface
+    gpu, session = dev.owned_os.devices[0], dev.session
     mems = [[] for _ in range(4)]
     def alloc(t):
       for r in range(12):
         # each in a new page table, made while others are made too; VRAM and host memory in turn
-        mems[t].append(iface.alloc(2 << 20, kind="vram" if (t + r) % 2 else "gtt"))
-        if r % 3 == 2: iface.free(mems[t].pop(0))
+        mems[t].append(session.alloc(2 << 20, kind="vram" if (t + r) % 2 else "gtt"))
+        if r % 3 == 2: session.free(mems[t].pop(0))
     assert _hammer(4, alloc) == []
     for m in sum(mems, []):
       for off in range(0, m.size, 0x80000):
-        want = ("vram", m.vram.offset + off) if m.vram else ("system", iface.os.phys_addrs(m.va + off, 0x1000)[0])
+        want = ("vram", m.vram.offset + off) if m.vram else ("system", session.os.phys_addrs(m.va + off, 0x1000)[0])
         assert gpu.gchub.translate(m.va + off) == want, hex(m.va)
-    for m in sum(mems, []): iface.free(m)
+    for m in sum(mems, []): session.free(m)
     n, seen = 2000, []
     for i in range(n): gpu.ih.post(client=0x14, src=181, ctx=[i, 0, 0, 0])
     def poll(t):
-      for _ in range(200): seen.extend(e["data"][0] for e in iface.am.ih.poll())
+      for _ in range(200): seen.extend(e["data"][0] for e in session.am.ih.poll())
     assert _hammer(4, poll) == []
     assert sorted(seen) == list(range(n))
     _vadd(dev)
@@ -276,16 +276,16 @@ def test_mock_remap_rederives_only_changed_page_tables(fw_dir):
   bytes did not change keeps its ranges, and the result equals a full walk."""
   import hcq
   with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
-    cp, iface = dev.owned_os.devices[0].cp, dev.iface
+    cp, session = dev.owned_os.devices[0].cp, dev.session
     calls, ranges_of = [], cp._ranges_of
     cp._ranges_of = lambda *a: (calls.append(a[1]), ranges_of(*a))[1]
-    m = iface.alloc(0x4000)
+    m = session.alloc(0x4000)
     assert 1 <= len(calls) <= 2 * 2                     # map and its flush: the one or two tables it touched
     incremental = list(cp.mapped)
     cp._tables.clear()
     cp.remap()
     assert cp.mapped == incremental and any(va <= m.va < va + size for va, size in cp.mapped)
-    iface.free(m)
+    session.free(m)
     assert not any(va <= m.va < va + size for va, size in cp.mapped)
     _vadd(dev)
 
@@ -306,7 +306,7 @@ def test_psp_staging_clears_only_the_previous_images_tail(navi_fw):
 
 
 def test_one_copy_each_of_sysmem_allocation_memsize_address_and_block_list(fw_dir):
-  """AMIface's memory is AMPCI.alloc_sysmem's (one place pins pages and finds their physical addresses), the early
+  """AMSession's memory is AMPCI.alloc_sysmem's (one place pins pages and finds their physical addresses), the early
   RCC_CONFIG_MEMSIZE address is the generated register's, and `hcq am boot --until` offers AMDev.BLOCKS."""
   import argparse
   import hcq
@@ -319,11 +319,11 @@ def test_one_copy_each_of_sysmem_allocation_memsize_address_and_block_list(fw_di
                .choices["boot"]._actions if a.dest == "until")
   assert tuple(until.choices) == device.AMDev.BLOCKS == block.BLOCKS
   with hcq.open("MOCKPCI+AMD", config=Config(timeout_s=5, firmware_dir=fw_dir)) as dev:
-    am = dev.iface.am
+    am = dev.session.am
     assert device.NBIO_SEGMENT2_EARLY + 0xC3 == am.nbio_regs.addr("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE")
-    m = dev.iface.alloc(0x3000, kind="gtt")
+    m = dev.session.alloc(0x3000, kind="gtt")
     assert m.sysmem in am.pci._sysmem and m.sysmem.addr == m.va and m.sysmem.size == m.size
-    dev.iface.free(m)
+    dev.session.free(m)
     assert m.sysmem not in am.pci._sysmem
 
 

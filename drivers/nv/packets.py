@@ -1,4 +1,4 @@
-"""Queue programs (hcq.compiler.queue) lowered to NV pushbuffer methods by pattern matchers.
+"""Queue programs (hcq.compiler.queue) turned into NV pushbuffer methods by pattern matchers.
 
   both channels (host class, subchannel 0):
     wait -> SEM_ADDR/PAYLOAD + SEM_EXECUTE(ACQ_CIRC_GEQ, 64-bit)
@@ -59,7 +59,7 @@ def _timestamp(engine):
 
 
 def _call(ctx, prog, call):
-  if prog.arg.handle is None: raise DeviceError(f"queue lowering: program {prog.arg.name} has no loaded code")
+  if prog.arg.handle is None: raise DeviceError(f"queue program to packets: program {prog.arg.name} has no loaded code")
   return packets(COMPUTE, G.method(G.SUBC_COMPUTE, G.SEND_PCAS_A, Patch(V_QMD, 8)) +
                  G.method(G.SUBC_COMPUTE, G.SEND_SIGNALING_PCAS2_B, G.PCAS2_ACTION_INVALIDATE_COPY_SCHEDULE))
 
@@ -69,11 +69,11 @@ def _copy_release(timestamp: bool):
   copies before it are visible first (what tinygrad 0.14's NV copy queue signals with on hardware), 64-bit payload;
   a timestamp release writes the engine's clock at +8."""
   kind = G.LAUNCH_DMA_SEM_RELEASE_TIMESTAMP if timestamp else G.LAUNCH_DMA_SEM_RELEASE
-  def lower_(ctx, dst, value=0):
+  def store_(ctx, dst, value=0):
     a, v = value_of(dst), value_of(value)
     return packets(COPY, G.method(G.SUBC_COPY, G.COPY_SET_SEMAPHORE_A, hi(a), lo(a), lo(v), hi(v)) +
                    G.method(G.SUBC_COPY, G.COPY_LAUNCH_DMA, G.LAUNCH_DMA_FLUSH_ENABLE | kind | G.LAUNCH_DMA_SEM_PAYLOAD_64))
-  return lower_
+  return store_
 
 
 def copy_words(dst, src, n: int) -> list:
@@ -90,7 +90,7 @@ def copy_words(dst, src, n: int) -> list:
 
 def _copy(ctx, dst, src, nbytes):
   n = value_of(nbytes)
-  if not isinstance(n, int): raise DeviceError("queue lowering: a copy needs a constant size")
+  if not isinstance(n, int): raise DeviceError("queue program to packets: a copy needs a constant size")
   return packets(COPY, copy_words(value_of(dst), value_of(src), n))
 
 

@@ -1,4 +1,5 @@
-"""GPU memory as the emulator sees it: the host address space itself, guarded by a list of mapped ranges.
+"""GPU memory as the emulators see it (the AMD wave emulator, the PTX interpreter of the NV mock): the host address space
+itself, guarded by a list of mapped ranges.
 
 In the mock, GPU virtual address == host virtual address (DESIGN.md §3), so a load from GPU address A reads the host
 byte at A. The emulator reads and writes through numpy arrays that span the whole user address space (built with
@@ -12,9 +13,9 @@ import threading
 
 import numpy as np
 
-from ....drivers.system import libc
-from ....errors import GPUFault
-from ...intervals import RangeTable
+from ..drivers.system import libc
+from ..errors import GPUFault
+from .intervals import RangeTable
 
 # The numpy views start at this address (numpy treats a NULL data pointer as "allocate"), so element i of the u32 view
 # is the dword at host address _VIEW_BASE + 4*i. x86-64 user space ends at 2**47.

@@ -1,4 +1,4 @@
-"""Queue programs (hcq.compiler.queue) lowered to Adreno CP packets by a pattern matcher (as drivers/amd/lower.py
+"""Queue programs (hcq.compiler.queue) turned into Adreno CP packets by a pattern matcher (as drivers/amd/packets.py
 does for PM4 and SDMA); the engine encodes them into command buffers built once and patched at submit.
 
   wait      -> CP_WAIT_REG_MEM (WRITE_GE, polling memory)
@@ -49,7 +49,7 @@ def _barrier(ctx, ins):
 
 def _call(ctx, prog, call):
   pa = prog.arg
-  if pa.handle is None: raise DeviceError(f"queue lowering: program {pa.name} has no loaded code")
+  if pa.handle is None: raise DeviceError(f"queue program to packets: program {pa.name} has no loaded code")
   return packets(COMPUTE, pa.handle.dispatch_words(pa.global_size, pa.local_size))
 
 

@@ -1,4 +1,4 @@
-"""Queue programs (hcq.compiler.queue) lowered to AMD packets by pattern matchers, then encoded into command
+"""Queue programs (hcq.compiler.queue) turned into AMD packets by pattern matchers, then encoded into command
 buffers that are built once and patched at submit.
 
   compute engine (PM4; on an AQL queue the same PM4 runs from indirect buffers, and a call is a dispatch packet: aql.py;
@@ -15,7 +15,7 @@ buffers that are built once and patched at submit.
                         timestamp -> TIMESTAMP(global)        barrier -> nothing     copy -> COPY_LINEAR chunks
 
 Addresses of signals and buffers are symbolic: PARAM slot N is the key ("param", N), a DEFINE_VAR its name; the
-values come with each submit. A lowered element is an INS whose arg is (Packets(engine, words), void)."""
+values come with each submit. A packet element is an INS whose arg is (Packets(engine, words), void)."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +31,8 @@ COMPUTE, COPY = "compute", "copy"    # the engines: the PM4 compute queue and th
 
 
 @dataclasses.dataclass(frozen=True)
-class LowerCtx:
-  """What lowering needs to know about the device: the event its interrupts carry and that event's mailbox, and
+class PacketCtx:
+  """What turning queue programs into packets needs to know about the device: the event its interrupts carry and that event's mailbox, and
   whether a store also interrupts (writes the event id into the mailbox, then interrupts with it). A device that
   asks for interrupts only when the host blocks on a value builds its hot command buffers without them."""
   event_id: int
@@ -43,14 +43,14 @@ class LowerCtx:
 
 
 # ---- PM4 (compute queue)
-def _release(ctx: LowerCtx, addr, data, data_sel: int, int_sel: int = pm4.INT_SEL_NONE, ctxid: int = 0,
+def _release(ctx: PacketCtx, addr, data, data_sel: int, int_sel: int = pm4.INT_SEL_NONE, ctxid: int = 0,
              flush: bool = True) -> list:
   """RELEASE_MEM in the GC version's form; flush: write back and invalidate the caches first."""
   if ctx.soc15: return pm4.release_mem_soc15(addr, data, data_sel, int_sel, ctxid, flush)
   return pm4.release_mem(addr, data, data_sel, int_sel, ctxid, pm4.REL_FLUSH_ALL if flush else 0)
 
 
-def _pm4_store(ctx: LowerCtx, dst, value):
+def _pm4_store(ctx: PacketCtx, dst, value):
   words = _release(ctx, value_of(dst), value_of(value), pm4.DATA_SEL_64)
   if ctx.interrupts:
     words += _release(ctx, ctx.mailbox_va, ctx.event_id, pm4.DATA_SEL_32, pm4.INT_SEL_INT_AFTER_WRITE,
@@ -58,18 +58,18 @@ def _pm4_store(ctx: LowerCtx, dst, value):
   return packets(COMPUTE, words)
 
 
-def _sdma_store(ctx: LowerCtx, dst, value):
+def _sdma_store(ctx: PacketCtx, dst, value):
   mtype = ctx.sdma.fence_mtype
   words = sdma.fence(value_of(dst), value_of(value), mtype)
   if ctx.interrupts: words += sdma.fence(ctx.mailbox_va, ctx.event_id, mtype) + sdma.trap(ctx.event_id)
   return packets(COPY, words)
 
 
-def _pm4_call(ctx: LowerCtx, prog: UOp, call: UOp):
+def _pm4_call(ctx: PacketCtx, prog: UOp, call: UOp):
   """The PROGRAM's handle is the loaded program, or (program, kernarg variable, dispatch-packet variable) when one
   command buffer holds several launches, each with its own kernarg address."""
   pa = prog.arg
-  if pa.handle is None: raise DeviceError(f"queue lowering: program {pa.name} has no loaded code")
+  if pa.handle is None: raise DeviceError(f"queue program to packets: program {pa.name} has no loaded code")
   if isinstance(pa.handle, tuple):
     program, kernarg, dispatch = pa.handle
     return packets(COMPUTE, program.dispatch_words(pa.global_size, pa.local_size, value_of(kernarg), value_of(dispatch)))
@@ -96,7 +96,7 @@ pm_pm4 = PatternMatcher([
 # ---- SDMA (copy queue)
 def _sdma_copy(ctx, dst, src, nbytes):
   n = value_of(nbytes)
-  if not isinstance(n, int): raise DeviceError("queue lowering: an SDMA copy needs a constant size")
+  if not isinstance(n, int): raise DeviceError("queue program to packets: an SDMA copy needs a constant size")
   return packets(COPY, sdma.copy(value_of(dst), value_of(src), n, ctx.sdma.max_copy))
 
 

@@ -1,4 +1,4 @@
-"""What the final review of the QCOM path found, each held by a test: a hang timeout that a short program over many
+"""Bounds the QCOM path holds: a hang timeout that a short program over many
 work-groups never reached, CP packets with short bodies, header values that do not fit their register fields, IBO
 accesses past the buffer, and a wait for a submission older than the kept timestamps."""
 from __future__ import annotations

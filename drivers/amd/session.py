@@ -1,7 +1,7 @@
-"""What AMDDevice needs from the layer below it: the contract a KFD, PCI (AM) or USB iface implements.
+"""What AMDDevice needs from the layer below it: the contract a KFD, PCI (AM) or USB session implements.
 
-KFDIface (kfd.py) goes through the amdgpu kernel driver's /dev/kfd. A PCI or USB iface (pci.py, usb.py) would run its
-own page tables, rings and interrupts on the same contract, so that AMDDevice, the queue lowering and the programs stay
+KFDSession (kfd.py) goes through the amdgpu kernel driver's /dev/kfd. A PCI or USB session (pci.py, usb.py) would run its
+own page tables, rings and interrupts on the same contract, so that AMDDevice, the queue programs' packets and the programs stay
 the same."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class HWQueue(Protocol):
   wptr_offset: int
 
 
-class AMDIface(Protocol):
+class AMDSession(Protocol):
   label: str                   # names the device in errors, e.g. "KFD+AMD:0 (gpu_id 4242)"
   arch: str                    # "gfx1100"
   props: dict[str, int]        # KFD-topology-style properties: simd_count, simd_per_cu, array_count, lds_size_in_kb, ...

@@ -1,0 +1,188 @@
+"""One CP_EXEC_CS: decoding the program once into closures (the builders of flow/alu/memops), then running the
+work-groups in batches of fibers under the lowest-pc rule, with the sync checks of sync.py and the hang timeout."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ....errors import GPUFault
+from .values import BATCH, LOCAL_BYTES, OutOfState, Unsupported
+from .state import Fibers, Memory
+from .operands import Ins, Instr, _bad
+from .flow import CAT0
+from .alu import CAT2, CAT3, CAT4, UNDOCUMENTED, _cat2, _cat3, _cat4, _mov
+from .memops import CAT6
+from ..sync import HALF_TYPES, POISON, SyncState, describe
+
+
+_ISA = {}
+
+
+def isa_for(gpu_id: int):
+  if gpu_id not in _ISA:
+    from ....compiler.isa.ir3.isa import ISA
+    _ISA[gpu_id] = ISA(gpu_id)
+  return _ISA[gpu_id]
+
+
+def _halves(d):
+  """(sources half, destination half, SFU) of a cat1-4 instruction, None for the others (sync.describe)."""
+  n, f = d.name, d.fields
+  if n.startswith("mov-"): return f["SRC_TYPE"] in HALF_TYPES, f["DST_TYPE"] in HALF_TYPES, False
+  if n in CAT2 or n in CAT3 or n in UNDOCUMENTED: return not f.get("FULL", 1), bool(f.get("DST_HALF", 0)), False
+  if n in CAT4: return not f.get("FULL", 1) or n.startswith("h"), bool(f.get("DST_HALF", 0)), True
+  return None
+
+
+# ---- instruction builders: each returns (run(F, D), kind); kind "alu" runs (rpt+1) times and steps the pc
+def _build(d, pc):
+  n, f = d.name, d.fields
+  if n in CAT0: return CAT0[n](d, pc), "flow"
+  if n.startswith("mov-"): return _mov(d), "alu"
+  if n in CAT2: return _cat2(d), "alu"
+  if n in UNDOCUMENTED:
+    raise Unsupported(f"{n}'s semantics are not documented by Mesa (its compiler emits sel.b16/sel.b32 only)")
+  if n in CAT3: return _cat3(d), "alu"
+  if n in CAT4: return _cat4(d), "alu"
+  if n in CAT6: return CAT6[n](d), "mem"
+  if n in ("bar", "fence"): return (lambda F, D, i: None), "alu"
+  raise Unsupported(n)
+
+
+class Dispatch:
+  """One CP_EXEC_CS: the work-groups run in batches of whole groups, with the state the dispatch programmed."""
+
+  def __init__(self, model, chip_id, code, code_va, groups, local, consts, ibos, wgid_reg, localid_reg, wave=64,
+               cache=None, hang_timeout_s: float | None = None, *, constlen: int = 256, nibo: int | None = None,
+               footprint: int = 48, shared_bytes: int = LOCAL_BYTES, private_bytes: int = 0,
+               linear_id_reg: int = 0xFC, sync: str = "strict", demotion: bool = False):
+    """cache: {key: compiled program} kept by the caller for one constant file (the closures read it);
+    hang_timeout_s: how long the dispatch may run, counted from when it starts running (decoding the program is
+    not the GPU's time), after which it is a GPU hang (GPUFault kind "hang"). The rest is the state CP_EXEC_CS
+    uses, as the registers were programmed: CONSTLEN (vec4s), NIBO, FULLREGFOOTPRINT, the shared and private
+    memory sizes, the linear local id register, and the sync-check mode (sync.py)."""
+    self.cache = {} if cache is None else cache
+    self.hang_timeout_s, self.deadline = hang_timeout_s, None
+    self.model, self.groups, self.local_size = model, groups, local
+    self.consts, self.ibos, self.wave = consts, ibos, wave
+    self.wgid_reg, self.localid_reg, self.linear_id_reg = wgid_reg, localid_reg, linear_id_reg
+    self.constlen, self.nibo = constlen, len(ibos) if nibo is None else nibo
+    self.footprint, self.shared_bytes, self.private_bytes = footprint, shared_bytes, private_bytes
+    self.sync_mode, self.demotion = sync, demotion
+    gpu_id = (chip_id >> 24 & 0xFF) * 100 + (chip_id >> 16 & 0xFF) * 10 + (chip_id >> 8 & 0xFF)
+    words = np.asarray(code, np.uint32).view(np.uint64)
+    self.prog = self._program(gpu_id, words)
+    self.mem = Memory(model)
+    self.preamble_done = False
+    self.executed = 0
+
+  def _program(self, gpu_id, words):
+    key = (gpu_id, words.tobytes(), self.constlen, self.footprint, self.demotion)
+    prog = self.cache.get(key)
+    if prog is not None: return prog
+    isa = isa_for(gpu_id)
+    prog = []
+    decoded: dict = {}                           # word -> (decoding, text): a program repeats its words
+    from ....compiler.isa.ir3.isa import DecodeError
+    for pc, w in enumerate(words.tolist()):
+      got = decoded.get(w)
+      if got is None:
+        try: dd = isa.decode(w)
+        except DecodeError as e: dd = e
+        try: text = isa.disasm_word(w) if not isinstance(dd, DecodeError) else f"{w:#018x}"
+        except Exception: text = dd.name
+        got = decoded[w] = (dd, text)
+      dd, text = got
+      if isinstance(dd, DecodeError):
+        prog.append(Instr(pc, "?", text, _bad(pc, text, str(dd))))
+        continue
+      dd = Ins(dd.name, dd.fields, {"consts": self.consts, "constlen": self.constlen, "demotion": self.demotion}, pc)
+      try:
+        run, kind = _build(dd, pc)
+        sync = describe(dd, kind, _halves)
+        over = [r for r in (r if r < 256 else (r - 256) >> 1 for r, _, _ in sync.reads + sync.writes)
+                if r < 48 * 4 and r // 4 >= self.footprint]
+        if over:
+          raise OutOfState(f"names r{over[0] // 4}.{'xyzw'[over[0] % 4]}, outside SP_CS_CTRL_REG0.FULLREGFOOTPRINT "
+                           f"({self.footprint} registers)")
+      except (Unsupported, KeyError, OutOfState) as e:
+        run, kind, sync = _bad(pc, text, str(e) if isinstance(e, OutOfState) else f"{type(e).__name__} {e}"), "alu", None
+      prog.append(Instr(pc, dd.name, text, run, dd.fields.get("REPEAT", 0) if kind == "alu" else 0, kind, sync))
+    self.cache[key] = prog
+    return prog
+
+  def run(self) -> None:
+    gx, gy, gz = self.groups
+    lx, ly, lz = self.local_size
+    per = lx * ly * lz
+    total = gx * gy * gz
+    if not total or not per: return
+    if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
+    step = max(1, BATCH // per)
+    lid = np.arange(per)
+    lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
+    for first in range(0, total, step):
+      # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
+      self._check_hang(first * per)
+      g = np.arange(first, min(first + step, total))
+      n = len(g) * per
+      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per), np.tile(lid, len(g)), self.wave, self.shared_bytes)
+      gid = np.repeat(g, per)
+      wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
+      if self.localid_reg < 0xFC:
+        for c in range(3): F.R[self.localid_reg + c] = np.tile(lxyz[c], len(g))
+      if self.wgid_reg < 0xFC:
+        for c in range(3): F.R[self.wgid_reg + c] = wg[c]
+      if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
+      self._run_batch(F)
+
+  def branch(self, F, taken, target):
+    """Selected fibers go to target where taken, else to the next instruction."""
+    if F.sel is None:
+      if taken.all(): F.pc[:] = target
+      elif not taken.any(): F.pc += 1
+      else: F.pc = np.where(taken, target, F.pc + 1)
+    else:
+      F.pc[F.sel] = np.where(taken[F.sel], target, F.pc[F.sel] + 1)
+
+  def _run_batch(self, F) -> None:
+    prog, n_prog = self.prog, len(self.prog)
+    steps = 0
+    sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
+    while True:
+      alive = F.alive
+      if not alive.any(): return
+      pcs = F.pc[alive]
+      pc = int(pcs.min())
+      if pc >= n_prog or pc < 0:
+        raise GPUFault(f"ir3: the program counter left the program ({pc} of {n_prog} instructions) without an end",
+                       kind="illegal instruction")
+      if int(pcs.max()) == pc and alive.all(): F.sel = None
+      else: F.sel = alive & (F.pc == pc)
+      ins = prog[pc]
+      cnt = F.n if F.sel is None else int(F.sel.sum())
+      poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else []
+      poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
+      saved = [(r, F.R[r].copy()) for r in poisoned]
+      for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
+      if ins.kind == "flow":
+        ins.run(F, self)
+        self.executed += cnt
+      else:
+        for i in range(ins.rpt + 1): ins.run(F, self, i)
+        self.executed += cnt * (ins.rpt + 1)
+        if F.sel is None: F.pc += 1
+        else: F.pc[F.sel] += 1
+      written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
+      for r, row in saved:          # the late result still lands: only this reader saw the poison
+        if r not in written: F.R[r] = row
+      if sync is not None: sync.update(ins.sync, pc)
+      steps += 1
+      if not steps & 1023: self._check_hang(None, int(F.pc[F.alive].min()))
+
+  def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
+    if self.deadline is None or time.monotonic() <= self.deadline: return
+    where = f"at pc {pc}" if pc is not None else f"at fiber {fiber} of the grid"
+    raise GPUFault(f"ir3: the dispatch still runs {where} after the hang timeout ({self.executed} fiber-instructions)",
+                   kind="hang")

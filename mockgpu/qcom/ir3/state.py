@@ -1,0 +1,94 @@
+"""The state a batch of fibers runs on: global memory as the shader sees it (the KGSL model's objects) and the
+fibers' registers, pcs, live masks, local and private memory."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ....errors import GPUFault
+from .values import A0, LOCAL_BYTES, M32
+
+
+class Memory:
+  """Global memory as the shader sees it: the KGSL model's objects (a fault outside them)."""
+
+  def __init__(self, model):
+    self.model, self._views = model, {}
+
+  def _view(self, obj):
+    v = self._views.get(obj.id)
+    if v is None or v[0] != obj.va:
+      arr = np.ctypeslib.as_array((ctypes.c_uint8 * obj.size).from_address(obj.va))
+      v = self._views[obj.id] = (obj.va, arr)
+    return v[1]
+
+  def _locate(self, addrs, nbytes, what):
+    """(object, byte offsets) when every address lies in one object, else per-address checks (a fault names the
+    first address outside every object)."""
+    lo, hi = int(addrs.min()), int(addrs.max()) + nbytes
+    obj = self.model.find(lo, hi - lo)
+    if obj is not None: return [(obj, np.arange(len(addrs)), (addrs - obj.va).astype(np.int64))]
+    groups = {}
+    for i, a in enumerate(addrs.tolist()):
+      o = self.model.find(a, nbytes)
+      if o is None: raise GPUFault(f"{what}: {nbytes} bytes at {a:#x} are outside every memory object", address=a,
+                                   kind="page fault")
+      groups.setdefault(o.id, (o, []))[1].append(i)
+    return [(o, np.array(ix), (addrs[ix] - o.va).astype(np.int64)) for o, ix in groups.values()]
+
+  def load(self, addrs, nbytes, what):
+    out = np.zeros(len(addrs), np.uint32)
+    if not len(addrs): return out
+    for obj, ix, off in self._locate(addrs.astype(np.uint64), nbytes, what):
+      view = self._view(obj)
+      if nbytes == 4 and not (off & 3).any(): out[ix] = view.view(np.uint32)[off >> 2]
+      else:
+        v = np.zeros(len(off), np.uint32)
+        for k in range(nbytes): v |= view[off + k].astype(np.uint32) << (8 * k)
+        out[ix] = v
+    return out
+
+  def store(self, addrs, vals, nbytes, what):
+    if not len(addrs): return
+    for obj, ix, off in self._locate(addrs.astype(np.uint64), nbytes, what):
+      view, v = self._view(obj), np.asarray(vals, np.uint32)[ix]
+      if nbytes == 4 and not (off & 3).any(): view.view(np.uint32)[off >> 2] = v
+      else:
+        for k in range(nbytes): view[off + k] = ((v >> (8 * k)) & 0xFF).astype(np.uint8)
+
+
+class Fibers:
+  """The state of one batch: registers, pcs, live fibers, local and private memory."""
+
+  def __init__(self, n, groups_in_batch, group_of, lid=None, wave=64, local_bytes=LOCAL_BYTES):
+    self.n = n
+    self.R = np.zeros((256, n), np.uint32)
+    self.pc = np.zeros(n, np.int64)
+    self.alive = np.ones(n, bool)
+    self.group_of = group_of                       # work-group index (in the batch) of each fiber
+    self.lid = np.arange(n) if lid is None else lid    # linear local id in its work-group
+    per_group = (int(self.lid.max()) // wave + 1) if n else 1
+    self.wave_of = group_of * per_group + self.lid // wave    # the wave (in the batch) of each fiber
+    self.local = np.zeros((groups_in_batch, max(local_bytes, 4)), np.uint8)
+    self.private = None
+    self.sel = None                                # the fibers the current instruction runs on (None: all)
+
+  # registers
+  def read(self, regid, half):
+    if half and regid < A0: return (self.R[regid >> 1] >> (16 * (regid & 1))) & 0xFFFF
+    return self.R[regid]
+
+  def write(self, regid, val, half):
+    val = np.broadcast_to(np.asarray(val, np.uint32), (self.n,))
+    if half and regid < A0:
+      shift = 16 * (regid & 1)
+      full = self.R[regid >> 1]
+      val = (full & np.uint32(~(0xFFFF << shift) & M32)) | ((val & 0xFFFF) << shift)
+      regid >>= 1
+    elif regid >= 252: return                      # r63: no register
+    if self.sel is None: self.R[regid] = val
+    else: self.R[regid, self.sel] = val[self.sel]
+
+  def idx(self):
+    return np.arange(self.n) if self.sel is None else np.nonzero(self.sel)[0]
