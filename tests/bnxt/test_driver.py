@@ -325,7 +325,9 @@ def test_without_phy_loopback_frames_leave_the_port(mock):
 def test_dropped_ack_is_recovered_by_the_ack_timer(mock):
   os, nic = mock(seed=26, faults="drop=2")       # frame 1 is the WRITE ONLY, frame 2 its ACK
   dev = open_dev(os, nic)
-  a, b = loopback_pair(dev, timeout=12, retry_cnt=3)
+  # the ACK timer runs on the wall clock: 4.096 us << 14 = 67 ms and 7 retries, so that a loaded machine's slow
+  # retransmission is not taken for a lost one (the recovery is what is checked, not its speed)
+  a, b = loopback_pair(dev, timeout=14, retry_cnt=7)
   src, dst = dev.alloc(4096), dev.alloc(4096)
   lk, rk = dev.register_mr(src), dev.register_mr(dst)
   src.write(0, pattern(64, 8))
