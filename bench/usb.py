@@ -83,7 +83,8 @@ def main(argv=None) -> int:
     print(f"bench/usb.py: error: {e}", file=sys.stderr)
     return 1
   from hcq.config import Config
-  from hcq.drivers.system.usbpci import SRAMStaging, USBPCIDevice
+  from hcq.drivers.amd.am.usbstaging import SRAMStaging
+  from hcq.drivers.system.usbpci import USBPCIDevice
   from hcq.mockgpu import MockOS
   from hcq.mockgpu.usb import mock_usb_bridge
   from hcq.mockgpu.usb import endpoint as ep

@@ -2,7 +2,7 @@
 it. hcq.open("USB+AMD") / hcq.open("MOCKUSB+AMD").
 
 Behind the bridge the CPU maps nothing of the GPU: every access is a USB transfer carrying a PCIe TLP
-(drivers/system/usbpci.py), ~100 us each on hardware, so what matters is how many a launch costs.
+(drivers/system/usbpci.py, its BARs tlpmmio.py), ~100 us each on hardware, so what matters is how many a launch costs.
 
 Where each kind of memory lives:
   - all runtime memory (rings, the read/write-pointer page, EOP, signals, launch data, IBs, code, buffers) is VRAM:
@@ -56,8 +56,9 @@ from ...hcq.signal import DeviceSignal
 from ..device import AMDDevice
 from ..lower import COPY
 from .device import AMDev
-from ...system.usbpci import SYSMEM_SIZE, WINDOWS, SRAMStaging
+from ...system.bridgemem import SYSMEM_SIZE, WINDOWS
 from .iface import PAGE, AMIface, Mem
+from .usbstaging import SRAMStaging
 from .va import PROCESS_VA
 
 PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
