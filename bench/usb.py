@@ -149,7 +149,9 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
   with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
     bridge, buf = dev.os.devices[0].bridge, dev.alloc(size)
     for path, what in (("sram", "the bridge SRAM (2 x 256 KiB, GPU work queued, sentinels/releases + fence)"),
-                       ("bar", "the VRAM BAR (streaming MWr/MRd)")):
+                       ("bar", "the VRAM BAR (streaming MWr/MRd)"),
+                       ("auto", "the path measured cheaper (drivers/amd/am/usbcopypath.py; the measurement's copies)"),
+                       ("auto", "the path measured cheaper, measured")):
       dev.copy_path = path
       bridge.arm_faults("")
       t = time.perf_counter()
@@ -160,7 +162,8 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
       back = dev.copyout(buf)
       t_out, n_out = time.perf_counter() - t, bridge.transfer_number
       assert back == data, f"{path}: the copy-out differs from what was copied in"
-      out[path] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
+      if path == "auto": what += f": in {dev.copy_paths.choice['in']} {dev.copy_paths.costs['in']}, out {dev.copy_paths.choice['out']}"
+      out[path if path not in out else "auto_measured"] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
                    "out_transfers": n_out}
   return out
 

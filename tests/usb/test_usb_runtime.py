@@ -76,6 +76,7 @@ def test_copies_queue_the_gpu_work_once_and_wait_for_sentinels_and_releases(usbd
   """The sentinel scheme: one submission for the whole copy-in (a doorbell), then per 256 KiB chunk one DMA-engine
   write (arm + bulk: data, then the chunk's sentinel in its half's last dword) and the fence reads it waits for;
   copy-out the same way round, the GPU waiting for the host's release of each half."""
+  usbdev.copy_path = "sram"          # this scheme's path, not the measured cheaper one (test_usb_copy_path.py)
   fw = _bridge(usbdev).fw
   buf = usbdev.alloc(4 << 20)
   usbdev.copyin(buf, b"x")
@@ -147,6 +148,7 @@ def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw
   from hcq.drivers.amd.lower import COMPUTE
   from hcq.drivers.hcq.runtime import Submission
   with hcq.open("MOCKUSB+AMD", Config(timeout_s=0.5, firmware_dir=fw_dir)) as d:
+    d.copy_path = "sram"                                             # the staging's queued work is the subject
     old, new = b"\x11" * (300 << 10), b"\x22" * (300 << 10)         # two chunks: no release waits either way
     buf = d.alloc(len(old))
     d.copyin(buf, old)
@@ -171,6 +173,7 @@ def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, di
   the launch after it (which waits for it), do not stay blocked until a timeout."""
   from hcq.drivers.amd.kernels import demo_code_object
   with hcq.open("MOCKUSB+AMD", Config(timeout_s=1, firmware_dir=fw_dir)) as d:
+    d.copy_path = "sram"                                             # the staging's queued work is the subject
     vadd = d.load(demo_code_object(), "vadd")
     a, b, c = (d.alloc(256) for _ in range(3))
     d.copyin(a, np.arange(64, dtype=np.int32).tobytes())
