@@ -317,5 +317,7 @@ def test_bench_usb_counts_the_transactions_of_a_launch(fw_dir, capsys):  # noqa:
   r = bench.launch_transfers(fw_dir, launches=3)
   assert (r["launch"], r["launch_tlps"], r["wait"], r["polls"]) == (7, 4, 2, 1)
   assert r["launch"] < 8                       # the reference lineage's 8 (derived in the script's docstring)
-  assert bench.main(["--launch", "--launches", "2", "--firmware-dir", fw_dir]) == 0
-  assert "7.0 USB transactions (4.0 TLPs) to submit" in capsys.readouterr().out
+  assert bench.main(["--launch", "--launches", "2", "--copy-mib", "1", "--firmware-dir", fw_dir]) == 0
+  out = capsys.readouterr().out
+  assert "7.0 USB transactions (4.0 TLPs) to submit" in out
+  assert "the path measured cheaper, measured: in bar {'sram': 9, 'bar': 4}, out bar" in out   # usbcopypath.py's pick
