@@ -4,8 +4,8 @@ each operation costs, and the USB transactions (and TLPs) of one kernel launch o
 that matters on hardware (each transfer is ~100 us there; the mock's speed only measures the driver's own overhead).
 
     .venv/bin/python bench/usb.py [--tlps 20000] [--copy-mib 16] [--repeat 3]   # the bridge alone
-    .venv/bin/python bench/usb.py --launch [--launches 100] [--firmware-dir DIR]  # MOCKUSB+AMD: per launch,
-                                                                                        # and its copies
+    .venv/bin/python bench/usb.py --launch [--launches 100] [--copy-mib 16] [--firmware-dir DIR]  # MOCKUSB+AMD:
+                                                                  # per launch, and its copies by each path
     .venv/bin/python bench/usb.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind
                                                                          # the bridge: its USB transfers, by kind
 
@@ -78,12 +78,13 @@ def main(argv=None) -> int:
   from hcq.errors import HCQError
   try:
     if args.am_boot: return am_boot(args.firmware_dir)
-    if args.launch: return launch(args.firmware_dir, args.launches)
+    if args.launch: return launch(args.firmware_dir, args.launches, args.copy_mib)
   except HCQError as e:     # no firmware, a device error: one line, not a traceback
     print(f"bench/usb.py: error: {e}", file=sys.stderr)
     return 1
   from hcq.config import Config
-  from hcq.drivers.system.usbpci import SRAMStaging, USBPCIDevice
+  from hcq.drivers.amd.am.usbstaging import SRAMStaging
+  from hcq.drivers.system.usbpci import USBPCIDevice
   from hcq.mockgpu import MockOS
   from hcq.mockgpu.usb import mock_usb_bridge
   from hcq.mockgpu.usb import endpoint as ep
@@ -125,7 +126,7 @@ def main(argv=None) -> int:
   return 0
 
 
-def launch(firmware_dir: str | None, launches: int) -> int:
+def launch(firmware_dir: str | None, launches: int, copy_mib: int = 16) -> int:
   r = launch_transfers(firmware_dir, launches)
   print(f"one launch on MOCKUSB+AMD (vadd, {launches} launches): {r['launch']:.1f} USB transactions "
         f"({r['launch_tlps']:.1f} TLPs) to submit, {r['wait']:.1f} ({r['wait_tlps']:.1f} TLPs) to wait for it "
@@ -133,7 +134,7 @@ def launch(firmware_dir: str | None, launches: int) -> int:
   print(f"  by kind per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["by_kind"].items())))
   print(f"  the reference lineage's launch (derived in this script's docstring): 8 + 2 per poll, polls unpaced; "
         f"hcq: {r['launch']:.0f} + 1 per poll + 1, paced by AMD_USB_POLL_US")
-  for path, c in device_copies(firmware_dir).items():
+  for path, c in device_copies(firmware_dir, copy_mib).items():
     print(f"  copies of {c['mib']} MiB on MOCKUSB+AMD through {c['what']}: in {c['in_mibs']:7.1f} MiB/s "
           f"({c['in_transfers']} transfers), out {c['out_mibs']:7.1f} MiB/s ({c['out_transfers']} transfers)")
   return 0
@@ -148,7 +149,9 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
   with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
     bridge, buf = dev.os.devices[0].bridge, dev.alloc(size)
     for path, what in (("sram", "the bridge SRAM (2 x 256 KiB, GPU work queued, sentinels/releases + fence)"),
-                       ("bar", "the VRAM BAR (streaming MWr/MRd)")):
+                       ("bar", "the VRAM BAR (streaming MWr/MRd)"),
+                       ("auto", "the path measured cheaper (drivers/amd/am/usbcopypath.py; the measurement's copies)"),
+                       ("auto", "the path measured cheaper, measured")):
       dev.copy_path = path
       bridge.arm_faults("")
       t = time.perf_counter()
@@ -159,7 +162,8 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
       back = dev.copyout(buf)
       t_out, n_out = time.perf_counter() - t, bridge.transfer_number
       assert back == data, f"{path}: the copy-out differs from what was copied in"
-      out[path] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
+      if path == "auto": what += f": in {dev.copy_paths.choice['in']} {dev.copy_paths.costs['in']}, out {dev.copy_paths.choice['out']}"
+      out[path if path not in out else "auto_measured"] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
                    "out_transfers": n_out}
   return out
 

@@ -10,6 +10,7 @@ traceback. Output piped into a reader that stops early (`hcq disasm BIG | head -
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import pkgutil
 import sys
@@ -55,10 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
 TRACED = ("run", "demo", "kernels")   # the commands that take --trace FILE
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+  """build_parser() once per process: parsing leaves a parser as it was (argparse copies list defaults into each
+  namespace), and building one costs ~10 ms (every subcommand's arguments, each help string through gettext), which
+  a program or test that calls main() many times would pay on every call. A test that replaces a command's function
+  (bound by set_defaults when the parser is built) replaces this with build_parser too."""
+  return build_parser()
+
+
 def main(argv: list[str] | None = None) -> int:
   command = None
   try:
-    parser = build_parser()
+    parser = _parser()
     args = parser.parse_args(argv)
     command = args.command
     if not getattr(args, "func", None):

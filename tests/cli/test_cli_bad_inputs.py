@@ -163,5 +163,6 @@ def test_a_broken_pipe_that_is_not_stdout_is_a_failure(monkeypatch, capsys):
   import hcq.cli.selfcheck as selfcheck
   def boom(args): raise BrokenPipeError(32, "Broken pipe")
   monkeypatch.setattr(selfcheck, "run", boom)
+  monkeypatch.setattr(hcq.cli, "_parser", hcq.cli.build_parser)   # main's parser, built once, binds the original
   assert main(["selfcheck"]) == 1
   assert "hcq selfcheck: error:" in capsys.readouterr().err

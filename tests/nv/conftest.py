@@ -19,6 +19,22 @@ def pytest_generate_tests(metafunc):
                          ids=lambda s: f"r{s}")
 
 
+# test_launch.py's corpus on the series other than the default: these kernels, each a launch path the series' RM
+# takes part in (a plain launch, a scalar struct in constant buffer 0, dynamic shared memory, per-thread local memory
+# set up through RM, a 3-D grid); every kernel runs on the default series on every GPU, and the whole matrix of
+# series x GPU x kernel under -m slow
+CORPUS_ON_EVERY_SERIES = ("vadd", "struct_param", "dyn_shared", "local_array", "grid3d")
+
+
+@pytest.hookimpl(tryfirst=True)      # before -m "not slow" deselects
+def pytest_collection_modifyitems(config, items):
+  for item in items:
+    if item.originalname != "test_the_corpus_gives_numpys_results" or item.path.name != "test_launch.py": continue
+    params = item.callspec.params
+    if params["nv_mock_driver"] != Config.nv_mock_driver and params["name"] not in CORPUS_ON_EVERY_SERIES:
+      item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def nv_mock_driver(request, monkeypatch):
   from hcq.mockgpu.nv import device

@@ -8,7 +8,9 @@ import pytest
 from hcq.autogen import pci as regs
 from hcq.config import Config
 from hcq.drivers.system import asm24
-from hcq.drivers.system.usbpci import MEM_BASE, PREF_BASE, SRAMStaging, USBPCIDevice, WINDOWS
+from hcq.drivers.amd.am.usbstaging import SRAMStaging
+from hcq.drivers.system.usbpci import USBPCIDevice, WINDOWS
+from hcq.drivers.system.usbpcisetup import MEM_BASE, PREF_BASE
 from hcq.errors import DeviceError
 from hcq.mockgpu import MockOS
 from hcq.mockgpu.usb import mock_usb_bridge

@@ -7,7 +7,7 @@ import pytest
 from hcq.config import Config, parse_usb_faults
 from hcq.drivers.system import asm24
 from hcq.drivers.system.usb import USBGone, USBStall
-from hcq.drivers.system.usbpci import SRAMStaging
+from hcq.drivers.amd.am.usbstaging import SRAMStaging
 from hcq.errors import ConfigError, DeviceError, Timeout
 from usb_fixtures import endpoint_gpu_copy, open_mock
 

@@ -2,7 +2,7 @@
 it. hcq.open("USB+AMD") / hcq.open("MOCKUSB+AMD").
 
 Behind the bridge the CPU maps nothing of the GPU: every access is a USB transfer carrying a PCIe TLP
-(drivers/system/usbpci.py), ~100 us each on hardware, so what matters is how many a launch costs.
+(drivers/system/usbpci.py, its BARs tlpmmio.py), ~100 us each on hardware, so what matters is how many a launch costs.
 
 Where each kind of memory lives:
   - all runtime memory (rings, the read/write-pointer page, EOP, signals, launch data, IBs, code, buffers) is VRAM:
@@ -27,7 +27,11 @@ Where each kind of memory lives:
     of XDATA: SRAMStaging's fence at +0, the timeline signal at +0x100, each poll of it one XDATA read, one
     transfer, where a 32-bit MRd of VRAM is two; its stores are one-byte XDATA writes, 8 per u64, so the signals
     that are written per timed launch stay in VRAM).
-  - copies of buffers (copy_path "sram", the default, the issue's scheme): SRAMStaging with the sentinel/fence
+  - copies of buffers: copy_path "auto" (the default) takes, per direction, whichever of the two paths below the
+    first copy of at least 128 KiB measures cheaper in USB transfers (usbcopypath.py: its first 64 KiB through
+    each; on the mock the BAR's: 16 MiB in 23 transfers with that measurement, 10 after); "sram" and "bar" force
+    one.
+    copy_path "sram" (issue 18's scheme): SRAMStaging with the sentinel/fence
     scheme for copy-in (copyin_queued): the SDMA work of up to 128 chunks queued in one submission (one doorbell),
     each chunk's part waiting (POLL_REGMEM >=) for the chunk's sentinel, which the host writes in the same bulk
     transfer as the chunk's data (the last dword of its 256 KiB half), then copying into VRAM and storing the fence
@@ -56,8 +60,10 @@ from ...hcq.signal import DeviceSignal
 from ..device import AMDDevice
 from ..packets import COPY
 from .device import AMDev
-from ...system.usbpci import SYSMEM_SIZE, WINDOWS, SRAMStaging
+from ...system.bridgemem import SYSMEM_SIZE, WINDOWS
 from .session import PAGE, AMSession, Mem
+from .usbcopypath import CheaperPath
+from .usbstaging import SRAMStaging
 from .va import PROCESS_VA
 
 PTR_UNIT = {"compute": 4, "sdma": 1}    # bytes per write-pointer step of each queue kind
@@ -187,7 +193,8 @@ class USBAMDDevice(AMDDevice):
   PCI and KFD devices run the same code as before with no check per launch."""
   launch_data_size = 1 << 20          # kernel arguments pushed per launch: a smaller ring costs only VRAM
   staging_count = 0                   # copies go through the bridge (SRAM or BAR), not the runtime's staging buffers
-  copy_path = "sram"                  # "sram": SRAMStaging through the bridge's SRAM; "bar": streamed through BAR0
+  copy_path = "auto"                  # "sram": SRAMStaging through the bridge's SRAM; "bar": streamed through BAR0;
+                                      # "auto": the one the first large copy measures cheaper (usbcopypath.py)
 
   def _signal_page(self):
     """The first signal (the timeline, polled by every wait) lives in the bridge's a000 window: one XDATA read per
@@ -245,6 +252,7 @@ class USBAMDDevice(AMDDevice):
     usb = self.session.usb
     usb.alloc_sysmem(SYSMEM_SIZE)
     self.staging = SRAMStaging(usb, self._gpu_copy, chunk=STAGING_CHUNK, base=0, sentinels=True)
+    self.copy_paths = CheaperPath(lambda: usb.bridge.transfers)
     self._fenced: dict[int, object] = {}
     self._sentinel_copies: dict[int, object] = {}
 
@@ -295,16 +303,26 @@ class USBAMDDevice(AMDDevice):
       for w in words: sub.add(w)
 
   def _copyin(self, buf, src: memoryview, offset: int) -> None:
-    with self._open_lock():
-      if self.copy_path == "sram": return self.staging.copyin_queued(buf.va + offset, src, self._gpu_queue)
+    src = memoryview(src).cast("B")
+    def by(path: str, off: int, n: int) -> None:
+      if path == "sram": return self.staging.copyin_queued(buf.va + offset + off, src[off:off + n], self._gpu_queue)
       self._synchronize()          # earlier work may still read or write the buffer
-      self.session.write(buf.va + offset, src)
+      self.session.write(buf.va + offset + off, src[off:off + n])
+    with self._open_lock(): self._by_path("in", len(src), by)
 
   def _copyout(self, buf, size: int, offset: int) -> bytes:
-    with self._open_lock():
-      if self.copy_path == "sram": return self.staging.copyout_queued(buf.va + offset, size, self._gpu_queue_out)
+    def by(path: str, off: int, n: int) -> bytes:
+      if path == "sram": return self.staging.copyout_queued(buf.va + offset + off, n, self._gpu_queue_out)
       self._synchronize()
-      return self.session.read(buf.va + offset, size)
+      return self.session.read(buf.va + offset + off, n)
+    with self._open_lock(): return b"".join(self._by_path("out", size, by))
+
+  def _by_path(self, direction: str, size: int, by) -> list:
+    """copy_path "sram" or "bar": that path; "auto": the one measured cheaper (usbcopypath.py)."""
+    if self.copy_path == "auto": return self.copy_paths.run(direction, size, by)
+    if self.copy_path not in ("sram", "bar"):
+      raise DeviceError(f"{self.label}: copy_path {self.copy_path!r} is none of 'auto', 'sram', 'bar'")
+    return [by(self.copy_path, 0, size)]
 
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False):
     from ...hcq import Buffer
