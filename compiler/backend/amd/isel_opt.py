@@ -19,9 +19,14 @@ _SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "scratch_store", "s_cbranch
                          "s_cmp", "s_and_saveexec", "LABEL", "s_nop", "s_sendmsg")
 
 
+_EFFECT_NAMES: dict[str, bool] = {}   # mnemonic -> whether it starts with one of _SIDE_EFFECT_PREFIXES
+
+
 def has_side_effect(m: MInst) -> bool:
-  if m.name.startswith(_SIDE_EFFECT_PREFIXES): return True
-  return any(isinstance(d, Spec) for d in m.defs.values())
+  by_name = _EFFECT_NAMES.get(m.name)
+  if by_name is None: by_name = _EFFECT_NAMES[m.name] = m.name.startswith(_SIDE_EFFECT_PREFIXES)
+  if by_name: return True
+  return any(type(d) is Spec for d in m.defs.values())
 
 
 def is_boundary(m: MInst) -> bool:
@@ -31,12 +36,32 @@ def is_boundary(m: MInst) -> bool:
 
 
 def dce(code: list[MInst]) -> list[MInst]:
-  while True:
-    used = set()
-    for m in code: used.update(m.regs_used())
-    keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None for d in m.regs_defined())]
-    if len(keep) == len(code): return keep
-    code = keep
+  """Removes, until none is left, every instruction without side effects whose defined registers (none of them
+  fixed) no remaining instruction reads. A worklist over use counts: an instruction removed releases its reads, and
+  a register whose last reader went makes its definitions candidates (one pass over the code, not one per round;
+  instructions that only read each other, as a loop-carried value does, keep each other)."""
+  uses: dict = {}
+  defs_of: dict = {}
+  removable = []
+  for i, m in enumerate(code):
+    for r in m.regs_used(): uses[r] = uses.get(r, 0) + 1
+    if has_side_effect(m): continue
+    ds = m.regs_defined()
+    if any(d.fixed is not None for d in ds): continue
+    removable.append(i)
+    for d in ds: defs_of.setdefault(d, []).append(i)
+  dead = [False] * len(code)
+  work = [i for i in removable if not any(uses.get(d, 0) for d in code[i].regs_defined())]
+  while work:
+    i = work.pop()
+    if dead[i]: continue
+    dead[i] = True
+    for r in code[i].regs_used():
+      n = uses[r] = uses[r] - 1
+      if n == 0:
+        for j in defs_of.get(r, ()):
+          if not dead[j] and not any(uses.get(d, 0) for d in code[j].regs_defined()): work.append(j)
+  return [m for m, d in zip(code, dead) if not d]
 
 
 def coalesce_copies(code: list[MInst]) -> list[MInst]:

@@ -65,7 +65,7 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       wait(0 if vm else None, 0 if lgkm else None)
     elif name == "s_barrier":
       wait(None, 0 if lgkm else None)
-    else:
+    elif vm or lgkm:   # (nothing pending: nothing to wait for, whatever the instruction reads)
       regs = set(m.regs_used()) | set(m.regs_defined())
       vm_n = lgkm_n = None
       for k, r in enumerate(vm):
@@ -182,26 +182,28 @@ def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = 
   the instruction after the branch). sizes_out, when given, receives each instruction's size (0 for a LABEL)."""
   enc = Encoder(arch)
   addr, labels, sizes = 0, {}, []
+  parts: list = []    # each instruction's bytes; a branch's are made once every label's address is known
+  branches = []
   for m in code:
     if m.name == "LABEL":
       labels[m.label] = addr
       sizes.append(0)
       continue
-    sizes.append(enc.size(m))
+    if m.mods.get("target") is None: b = enc.encode(m)
+    else:
+      b = enc.size(m)
+      branches.append((len(parts), m, addr))
+    parts.append(b)
+    sizes.append(b if b.__class__ is int else len(b))
     addr += sizes[-1]
-  out, addr = bytearray(), 0
-  for m, sz in zip(code, sizes):
-    if m.name == "LABEL": continue
-    simm = None
-    if m.target is not None:
-      simm = (labels[m.target] - (addr + 4)) // 4
-      if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
+  for k, m, at in branches:
+    simm = (labels[m.target] - (at + 4)) // 4
+    if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
     b = enc.encode(m, simm)
-    assert len(b) == sz, (m, len(b), sz)
-    out += b
-    addr += sz
+    assert len(b) == parts[k], (m, len(b), parts[k])
+    parts[k] = b
   if sizes_out is not None: sizes_out[:] = sizes
-  return bytes(out)
+  return b"".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------- the pipeline
