@@ -150,7 +150,7 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       wait(0 if vm else None, 0 if lgkm else None)
     elif name == "s_barrier":
       wait(None, 0 if lgkm else None)
-    else:
+    elif vm or lgkm:   # (nothing pending: nothing to wait for)
       regs = set(m.regs_used()) | set(m.regs_defined())
       vm_n = lgkm_n = None
       for k, r in enumerate(vm):
@@ -181,8 +181,18 @@ _RENAMES = {"v_add_nc_u32": "v_add_u32", "v_sub_nc_u32": "v_sub_u32", "v_subrev_
 _SUFFIX = re.compile(r"(_e32|_e64)$")
 
 
+_NAMES: dict = {}   # (arch, RDNA3 mnemonic) -> gfx9_name's answer (a kernel repeats its few mnemonics)
+
+
 def gfx9_name(name: str, tables) -> str:
   """The gfx942 mnemonic of an RDNA3 one."""
+  key = (tables.arch, name)
+  got = _NAMES.get(key)
+  if got is None: got = _NAMES[key] = _gfx9_name(name, tables)
+  return got
+
+
+def _gfx9_name(name: str, tables) -> str:
   if name.startswith(("global_", "scratch_")):
     op, _, ty = name.rpartition("_")
     return f"{op}_{_MEM.get(ty, ty)}"

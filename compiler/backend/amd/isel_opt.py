@@ -42,16 +42,20 @@ def dce(code: list[MInst]) -> list[MInst]:
   instructions that only read each other, as a loop-carried value does, keep each other)."""
   uses: dict = {}
   defs_of: dict = {}
-  removable = []
+  defined: list = [None] * len(code)   # a removable instruction's defined registers (None: it stays)
+  get = uses.get
   for i, m in enumerate(code):
-    for r in m.regs_used(): uses[r] = uses.get(r, 0) + 1
+    for v in m.uses.values():   # isel_mir._regs, inlined: the registers read (a Sub's register)
+      t = v.__class__
+      if t is VReg: uses[v] = get(v, 0) + 1
+      elif t is Sub: uses[v.reg] = get(v.reg, 0) + 1
     if has_side_effect(m): continue
     ds = m.regs_defined()
     if any(d.fixed is not None for d in ds): continue
-    removable.append(i)
+    defined[i] = ds
     for d in ds: defs_of.setdefault(d, []).append(i)
   dead = [False] * len(code)
-  work = [i for i in removable if not any(uses.get(d, 0) for d in code[i].regs_defined())]
+  work = [i for i, ds in enumerate(defined) if ds is not None and not any(get(d, 0) for d in ds)]
   while work:
     i = work.pop()
     if dead[i]: continue
@@ -60,7 +64,7 @@ def dce(code: list[MInst]) -> list[MInst]:
       n = uses[r] = uses[r] - 1
       if n == 0:
         for j in defs_of.get(r, ()):
-          if not dead[j] and not any(uses.get(d, 0) for d in code[j].regs_defined()): work.append(j)
+          if not dead[j] and not any(get(d, 0) for d in defined[j]): work.append(j)
   return [m for m, d in zip(code, dead) if not d]
 
 

@@ -97,9 +97,14 @@ def _pairs(r) -> set:
 def _sgpr_operands(ops: dict) -> set:
   out: set = set()
   for x in ops.values():
-    if isinstance(x, Spec) and x.code in (VCC_LO, EXEC_LO): out |= _pairs(x)
-    elif isinstance(x, VReg) and x.cls == "s": out |= _pairs(x)
-    elif hasattr(x, "reg") and x.reg.cls == "s": out.add((x.reg.phys + x.k) >> 1)
+    t = x.__class__
+    if t is VReg:
+      if x.cls == "s":
+        if x.n == 1: out.add(x.phys >> 1)
+        else: out |= _pairs(x)
+    elif t is Sub:
+      if x.reg.cls == "s": out.add((x.reg.phys + x.k) >> 1)
+    elif t is Spec and x.code in (VCC_LO, EXEC_LO): out |= _pairs(x)
   return out
 
 
