@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
 from ..ir.dtypes import DType
@@ -69,6 +70,7 @@ _SREG = {"gidx": "%ctaid", "lidx": "%tid"}   # "Special Registers": CTA index in
 _DIM = "xyz"
 
 
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
 def _rclass(dt: DType) -> tuple[str, str]:
   """(register prefix, .reg type) of a value type."""
   if dt.is_bool: return "%p", ".pred"
@@ -76,6 +78,7 @@ def _rclass(dt: DType) -> tuple[str, str]:
   return {1: ("%rs", ".b16"), 2: ("%rs", ".b16"), 4: ("%r", ".b32"), 8: ("%rd", ".b64")}[dt.itemsize]
 
 
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
 def _t(dt: DType) -> str:
   """The instruction type suffix of a value type (without the dot)."""
   if dt.is_bool: return "pred"
@@ -83,6 +86,7 @@ def _t(dt: DType) -> str:
   return f"{'u' if dt.kind == 'uint' else 's'}{8 * dt.itemsize}"
 
 
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
 def _op_t(dt: DType) -> str:
   """The type arithmetic runs in: 8-bit integers compute in 16 bits (and are re-wrapped)."""
   return _t(dt) if not (dt.is_int and dt.itemsize == 1) else _t(dt)[0] + "16"
@@ -201,7 +205,10 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     op, src = u.op, u.src
     dt = u.dtype
     r = [R.names.get(s) for s in src]
-    if op is Ops.PARAM:
+    if op in _ALU:   # the most frequent element; no other branch below takes an ALU op
+      if dt.is_int and src and all(x in R.known for x in src) and _fold(R, u): R.names[u] = R.const(R.known[u], dt)
+      else: R.names[u] = _ALU[op](R, u, r)
+    elif op is Ops.PARAM:
       raw, g = R.reg(dtypes.uint64), R.reg(dtypes.uint64)
       R.emit(f"ld.param.u64 {raw}, [{pnames[u.arg.slot]}];")
       R.emit(f"cvta.to.global.u64 {g}, {raw};")   # "Generic Addressing": the parameter is a generic address
@@ -272,10 +279,6 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.names[u] = _cast(R, r[0], src[0].dtype, dt)
     elif op is Ops.BITCAST:
       R.names[u] = _bitcast(R, r[0], src[0].dtype, dt)
-    elif op in _ALU and dt.is_int and src and all(x in R.known for x in src) and _fold(R, u):
-      R.names[u] = R.const(R.known[u], dt)
-    elif op in _ALU:
-      R.names[u] = _ALU[op](R, u, r)
     else:
       raise CompileError(f"the PTX backend can't render {op.name}: {_short(u)}", u)
 
