@@ -161,10 +161,21 @@ def _lower(sink: UOp, target: Target | str, until: str | None, verify_each: bool
   check_barriers_uniform(sink)
   gs, ls = launch_dims(sink)
   info = sink.arg if isinstance(sink.arg, KernelInfo) else KernelInfo()
-  sink = sink.replace(arg=dataclasses.replace(info, global_size=gs, local_size=ls))
+  sink = _with_arg(sink, dataclasses.replace(info, global_size=gs, local_size=ls))
   lin = linearize(sink)
   if verify_each: verify_linear(lin)
   return lin
+
+
+def _with_arg(sink: UOp, arg) -> UOp:
+  """sink with another arg; its graph is the same, so is its toposort but for the last node: linearize's walk of a
+  large kernel is not made again (toposort() hands out copies of the remembered tuple)."""
+  new = sink.replace(arg=arg)
+  if new is not sink and new._cache is None and sink._cache is not None and "toposort" in sink._cache:
+    order = sink._cache["toposort"]
+    if order and order[-1] is sink and sink not in new.src:
+      new._cache = {"toposort": order[:-1] + (new,)}
+  return new
 
 
 def check_local_memory(sink: UOp, target: Target):
