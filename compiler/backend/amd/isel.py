@@ -198,8 +198,10 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     elif op in _UNIFORM_INT_OPS:
       r = u.dtype in (dtypes.int32, dtypes.uint32)
       if r:
+        uni = self.uni
         for s in u.src:
-          if not self.uniform(s): r = False; break
+          rs = uni.get(s)
+          if not (rs if rs is not None else self.uniform(s)): r = False; break
     else: r = False
     self.uni[u] = r
     return r

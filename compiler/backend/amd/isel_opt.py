@@ -44,18 +44,36 @@ def dce(code: list[MInst]) -> list[MInst]:
   defs_of: dict = {}
   defined: list = [None] * len(code)   # a removable instruction's defined registers (None: it stays)
   get = uses.get
+  effects = _EFFECT_NAMES
   for i, m in enumerate(code):
     for v in m.uses.values():   # isel_mir._regs, inlined: the registers read (a Sub's register)
       t = v.__class__
       if t is VReg: uses[v] = get(v, 0) + 1
       elif t is Sub: uses[v.reg] = get(v.reg, 0) + 1
-    if has_side_effect(m): continue
-    ds = m.regs_defined()
-    if any(d.fixed is not None for d in ds): continue
-    defined[i] = ds
-    for d in ds: defs_of.setdefault(d, []).append(i)
+    eff = effects.get(m.name)
+    if eff is None: eff = effects[m.name] = m.name.startswith(_SIDE_EFFECT_PREFIXES)
+    if eff: continue
+    ds = []   # has_side_effect's Spec test and regs_defined (with the fixed test), in one walk of the definitions
+    for d in m.defs.values():
+      t = d.__class__
+      if t is VReg: r = d
+      elif t is Sub: r = d.reg
+      elif t is Spec: break
+      else: continue
+      if r.fixed is not None: break
+      ds.append(r)
+    else:
+      defined[i] = ds
+      for r in ds:
+        if r in defs_of: defs_of[r].append(i)
+        else: defs_of[r] = [i]
   dead = [False] * len(code)
-  work = [i for i, ds in enumerate(defined) if ds is not None and not any(get(d, 0) for d in ds)]
+  work = []
+  for i, ds in enumerate(defined):
+    if ds is None: continue
+    for d in ds:
+      if get(d, 0): break
+    else: work.append(i)
   while work:
     i = work.pop()
     if dead[i]: continue
@@ -74,9 +92,13 @@ def coalesce_copies(code: list[MInst]) -> list[MInst]:
   defs_of: dict[VReg, list[int]] = {}
   for i, m in enumerate(code):
     for v in m.uses.values():
-      if isinstance(v, VReg): uses_of.setdefault(v, []).append(i)
+      if v.__class__ is VReg:
+        if v in uses_of: uses_of[v].append(i)
+        else: uses_of[v] = [i]
     for v in m.defs.values():
-      if isinstance(v, VReg): defs_of.setdefault(v, []).append(i)
+      if v.__class__ is VReg:
+        if v in defs_of: defs_of[v].append(i)
+        else: defs_of[v] = [i]
   # (b) t = mov r  ->  uses of t read r, when every use of t comes before r changes (straight line)
   for i, m in enumerate(code):
     src = m.uses.get("src0")

@@ -132,21 +132,24 @@ class Encoder:
     if info is None:
       enc, op = self.lookup(m.name)
       et = self.t.encodings[enc]
-      info = self._info[m.name] = (enc, op, et, et.layout["op"], self._size_kind(m.name)[1])
-    enc, op, et, op_field, kind = info
-    vals: dict[str, int] = {op_field: op}
+      base = {et.layout["op"]: op}   # the fields every instruction of this name has the same value in
+      if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): base["saddr"] = self.t.saddr_off if self.gfx9 else NULL
+      if enc == "SMEM":
+        if self.gfx9: base["imm"] = 1   # CDNA3 SMEM: IMM=1 takes the offset (there is no null SGPR on gfx9)
+        else: base["soffset"] = NULL
+      info = self._info[m.name] = (enc, et, base, self._size_kind(m.name)[1],
+                                   _GFX12_FIELDS if enc in ("VGLOBAL", "VSCRATCH") else None)
+    enc, et, base, kind, renames = info
+    vals: dict[str, int] = dict(base)
     lits: list[int] = []
-    if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = self.t.saddr_off if self.gfx9 else NULL
     if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
-    if enc == "SMEM":
-      if self.gfx9:   # CDNA3 SMEM: IMM=1 takes the offset, SOFFSET_EN adds an SGPR (there is no null SGPR on gfx9)
-        vals["imm"] = 1
-        if "soffset" in m.uses: vals["soffset_en"] = 1
-      else: vals["soffset"] = NULL
-    for f, x in list(m.defs.items()) + list(m.uses.items()):
-      if f in SRC9: vals[f] = self._src(x, lits, kind)
-      elif f == "sbase": vals[f] = x.phys >> 1
-      else: vals[_GFX12_FIELDS.get(f, f) if enc in ("VGLOBAL", "VSCRATCH") else f] = self._reg(x)
+    if enc == "SMEM" and self.gfx9 and "soffset" in m.uses: vals["soffset_en"] = 1   # SOFFSET_EN adds an SGPR
+    for ops in (m.defs, m.uses):
+      for f, x in ops.items():
+        if f in SRC9:
+          vals[f] = x.phys + (256 if x.cls == "v" else 0) if x.__class__ is VReg else self._src(x, lits, kind)
+        elif f == "sbase": vals[f] = x.phys >> 1
+        else: vals[renames.get(f, f) if renames else f] = x.phys if x.__class__ is VReg else self._reg(x)
     off = m.mods.get("offset", 0)
     if enc == "DS":
       if not 0 <= off <= 0xFFFF: raise CompileError(f"{self.arch}: LDS offset {off} out of range in {m!r}")
