@@ -580,10 +580,14 @@ def _fold_casts(u: UOp):
 
 def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
   isel = ISel(lin, addr64_bytes)
-  users: dict = {}
+  uses: dict = {}   # element -> how many elements read it (one that reads it twice counts once)
+  get = uses.get
   for u in lin.src:
-    for s in u.src: users.setdefault(s, set()).add(u)
-  isel.uses = {s: len(us) for s, us in users.items()}
+    src = u.src
+    if len(src) == 2 and src[0] is src[1]: src = src[:1]
+    elif len(src) > 2: src = dict.fromkeys(src)
+    for s in src: uses[s] = get(s, 0) + 1
+  isel.uses = uses
   sel = isel.select()
   from .isel_opt import optimize
   sel.code = optimize(sel.code, isel.addr_align)

@@ -44,12 +44,16 @@ class Allocation:
 
 def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg, list[int]]:
   iv: dict[VReg, list[int]] = {}
+  get = iv.get
   for i, m in enumerate(code):
-    for r in m.regs_defined() + m.regs_used():
-      if r in iv:
-        iv[r][1] = i
-      else:
-        iv[r] = [0 if r.fixed is not None else i, i]
+    for ops in (m.defs, m.uses):   # regs_defined() + regs_used(), inlined (VRegs, a Sub's register)
+      for r in ops.values():
+        t = r.__class__
+        if t is Sub: r = r.reg
+        elif t is not VReg: continue
+        span = get(r)
+        if span is not None: span[1] = i
+        else: iv[r] = [0 if r.fixed is not None else i, i]
   where = {m.label: i for i, m in enumerate(code) if m.name == "LABEL"}
   spans = [(where[h], where[e]) for h, e in loops if h in where and e in where]
   changed = True
@@ -178,9 +182,15 @@ def _allocate(code: list[MInst], loops: list, sgprs: int = LIMITS["s"], align_tu
   for r, (s, t) in sorted(((r, st) for r, st in iv.items() if r.fixed is None), key=lambda p: (p[1][0], -p[0].n)):
     fa = free_after[r.cls]
     step = 2 if r.n == 2 or (align_tuples and r.n > 1) else 1
-    for base in range(0, limits[r.cls] - r.n + 1, step):
-      if all(fa[base + k] < s for k in range(r.n)): break
+    if r.n == 1:   # (the usual value: the first register free before s)
+      for base in range(0, limits[r.cls]):
+        if fa[base] < s: break
+      else: base = None
     else:
+      for base in range(0, limits[r.cls] - r.n + 1, step):
+        if all(fa[base + k] < s for k in range(r.n)): break
+      else: base = None
+    if base is None:
       err = _NoRegister(r.cls, [(q, b) for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b], s)
       err.ends = {q: b for q, b in err.live}
       raise err
