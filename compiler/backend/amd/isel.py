@@ -358,6 +358,8 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
       if u.dtype.is_weak: return
       self.val[u] = const_of(u.arg, u.dtype)
+    elif op is Ops.CAST and u.src[0].op is Ops.CONST and u._cv is not None:
+      self.val[u] = const_of(u._cv, u.dtype)   # a typed literal: _fold_casts of one CAST is the value UOp keeps
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
       self.val[u] = const_of(_fold_casts(u), u.dtype)

@@ -201,6 +201,9 @@ def vectorize_lds(code: list[MInst], align: dict) -> list[MInst]:
 
 
 def optimize(code: list[MInst], align: dict | None = None) -> list[MInst]:
-  code = dce(coalesce_copies(dce(code)))
+  code = dce(code)
+  # coalescing only ever acts on the copies REG loads and stores made; without one it changes nothing, and dce is a
+  # fixed point already (a second run would remove nothing)
+  if any(m.mods.get("copy") for m in code): code = dce(coalesce_copies(code))
   if align: code = vectorize_lds(code, align)
   return hoist_loads(code)
