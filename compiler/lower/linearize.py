@@ -24,14 +24,14 @@ _SPECIAL = frozenset(_SKIP) | {Ops.INDEX, Ops.END, Ops.BARRIER, Ops.LOAD, Ops.ST
 
 def _order(sink: UOp) -> list[UOp]:
   nodes = sink.toposort()
+  by_op = sink.by_op()
   ends: dict[UOp, UOp] = {}
-  for u in nodes:
-    if u.op is Ops.END:
-      for r in u.src[1:]:
-        if r in ends: raise CompileError(f"RANGE ended twice: {_short(r)}", r)
-        ends[r] = u
-  for u in nodes:
-    if u.op is Ops.RANGE and u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
+  for u in by_op.get(Ops.END, ()):
+    for r in u.src[1:]:
+      if r in ends: raise CompileError(f"RANGE ended twice: {_short(r)}", r)
+      ends[r] = u
+  for u in by_op.get(Ops.RANGE, ()):
+    if u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
   if not ends:
     # no loop: every node is of kind 0 and ranked by its toposort position, so the heap below would hand them out in
     # exactly that order (the next node of the toposort is always ready, and always the lowest ranked)
