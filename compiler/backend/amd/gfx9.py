@@ -52,25 +52,28 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
     sd = m.defs.get("sdst")
     if m.name.startswith("v_") and isinstance(sd, VReg): masks.add(sd)
     if m.name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
+  # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered once: the fixed point
+  # below walks these, not the whole code each round
+  mask_ops = []
+  for m in code:
+    if m.name not in _MASK_OPS: continue
+    ops = list(m.defs.values()) + list(m.uses.values())
+    regs = [r for r in ops if isinstance(r, VReg) and r.cls == "s"]
+    special = any(isinstance(r, Spec) and r.code in (EXEC_LO, VCC_LO) for r in ops)
+    mask_ops.append((m, ops, regs, special))
   changed = True
   while changed:
     changed = False
-    for m in code:
-      if m.name not in _MASK_OPS: continue
-      ops = list(m.defs.values()) + list(m.uses.values())
-      regs = [r for r in ops if isinstance(r, VReg) and r.cls == "s"]
-      special = any(isinstance(r, Spec) and r.code in (EXEC_LO, VCC_LO) for r in ops)
+    for m, ops, regs, special in mask_ops:
       if (special or any(r in masks for r in regs)) and not all(r in masks for r in regs):
         masks.update(regs)
         changed = True
   for r in masks:
     if r.n != 1 and r.n != 2: raise ValueError(f"gfx942: lane mask {r!r} of {r.n} registers")
     r.n = 2
-  for m in code:
-    if m.name in _MASK_OPS:
-      ops = list(m.defs.values()) + list(m.uses.values())
-      if any((isinstance(r, VReg) and r in masks) or (isinstance(r, Spec) and r.code in (EXEC_LO, VCC_LO)) for r in ops):
-        m.name = m.name[:-3] + "b64"
+  for m, ops, regs, special in mask_ops:
+    if special or any(isinstance(r, VReg) and r in masks for r in ops):
+      m.name = m.name[:-3] + "b64"
   return code
 
 

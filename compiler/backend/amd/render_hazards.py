@@ -118,6 +118,10 @@ def fix_hazards_gfx12(code: list[MInst]) -> list[MInst]:
       valu_read = valu_wrote = None
       out.append(m)
       continue
+    if not valu_read and not valu_wrote and valu_read is not None and valu_wrote is not None and \
+       not m.name.startswith("v_"):
+      out.append(m)   # no VALU access pending and none made here: nothing to wait for, nothing to remember
+      continue
     salu = m.name.startswith("s_") and not m.name.startswith(("s_load", "s_wait", "s_barrier", "s_endpgm", "s_branch",
                                                                "s_cbranch_scc", "s_code_end"))
     reads, writes = _sgpr_operands(m.uses), _sgpr_operands(m.defs)
