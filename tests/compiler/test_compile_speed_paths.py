@@ -1,0 +1,126 @@
+"""The shortcuts of the compile-speed work (issue #30) decide what the slow paths they replace decide: UOp.by_op's
+groups are the toposort filtered by op, verify's inline verdicts are spec.rewrite's, the worklist dce removes what
+the round-by-round one did, the sink with its launch dimensions keeps a toposort equal to a fresh walk, and the
+Python work of a compile grows linearly with the kernel (counted in function calls: deterministic, no timing). That
+the generated code is unchanged by this work is tests/compiler/test_codegen_golden.py's job."""
+from __future__ import annotations
+
+import cProfile
+import pstats
+
+import pytest
+
+from hcq.compiler import CompileError, KernelInfo, Ops, UOp, dtypes
+from hcq.compiler import compile as compile_kernel
+from hcq.compiler.backend.amd.isel_mir import MInst, Spec, VReg
+from hcq.compiler.backend.amd.isel_opt import dce, has_side_effect
+from hcq.compiler.examples import ALL
+from hcq.compiler.ir.spec import _fast_paths, kernel_spec, lowered_spec, verify
+from hcq.compiler.lower import _with_arg, lower
+
+
+def chain(nodes: int) -> UOp:
+  v = UOp.param(1, dtypes.int32, 1, readonly=True).index(0).load()
+  for i in range(nodes // 2): v = (v ^ i) + 1
+  return UOp.param(0, dtypes.int32, 1).index(0).store(v).sink(arg=KernelInfo(f"chain{nodes}"))
+
+
+@pytest.mark.parametrize("make", ALL[:6], ids=lambda f: f.__name__)
+def test_by_op_is_the_toposort_grouped_by_op(make):
+  sink = make().sink
+  groups = sink.by_op()
+  order = sink.toposort()
+  assert set(groups) == {u.op for u in order}
+  for op, nodes in groups.items(): assert nodes == tuple(u for u in order if u.op is op)
+  assert sink.by_op() is groups   # remembered with the toposort
+
+
+@pytest.mark.parametrize("until,spec", [("verify_kernel", kernel_spec), ("verify_lowered", lowered_spec)])
+@pytest.mark.parametrize("make", ALL, ids=lambda f: f.__name__)
+def test_verify_shortcuts_agree_with_the_rules(make, until, spec):
+  """Every node verify decides without a rule call gets the verdict spec.rewrite gives it."""
+  sink = lower(make().sink, "c", until=until)
+  fast = _fast_paths(spec)
+  decided = [u for u in sink.toposort() if u.op in fast]
+  assert decided   # (the shortcut is used: ALU nodes, loads' indexes...)
+  for u in decided: assert spec.rewrite(u) is True, u
+  assert {Ops.ADD, Ops.MUL, Ops.CAST} <= fast.keys()
+
+
+def test_verify_shortcut_still_rejects_a_weak_node():
+  """lowered_spec's weak-type rule is part of the shortcut: a node left weak (a DEFINE_VAR, an ADD of it) is refused,
+  as before; kernel_spec accepts both."""
+  weak = UOp.variable("n", 0, 10) + 1
+  assert Ops.DEFINE_VAR in _fast_paths(lowered_spec) and Ops.ADD in _fast_paths(lowered_spec)
+  sink = UOp.param(0, dtypes.int32, 16).index(weak).store(UOp.const(1, dtypes.int32)).sink(arg=KernelInfo("k"))
+  with pytest.raises(CompileError, match=r"lowered_spec: invalid DEFINE_VAR \(it breaks a rule\)"):
+    verify(sink, lowered_spec)
+  with pytest.raises(CompileError, match=r"lowered_spec: invalid ADD \(it breaks a rule\)"):
+    _verify_nodes([weak], lowered_spec)
+  verify(sink, kernel_spec)
+
+
+def _verify_nodes(nodes, spec):
+  """verify's loop over given nodes only (the ADD without its DEFINE_VAR before it)."""
+  from hcq.compiler.ir import spec as spec_mod
+  class Root:
+    def toposort(self): return list(nodes)
+  return spec_mod.verify(Root(), spec)
+
+
+def _dce_by_rounds(code):
+  """dce as it was: remove every instruction without side effects whose defined registers nothing reads, until none."""
+  while True:
+    used = set()
+    for m in code: used.update(m.regs_used())
+    keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None for d in m.regs_defined())]
+    if len(keep) == len(code): return keep
+    code = keep
+
+
+def test_worklist_dce_removes_what_the_rounds_removed():
+  a, b, c, d, e, f, loop1, loop2 = (VReg("v") for _ in range(8))
+  fixed = VReg("v", fixed=0)
+  code = [
+    MInst("v_mov_b32_e32", {"vdst": a}, {"src0": fixed}),            # read by b only: dies with b, c (second round)
+    MInst("v_add_nc_u32_e64", {"vdst": b}, {"src0": a, "src1": a}),
+    MInst("v_add_nc_u32_e64", {"vdst": c}, {"src0": b, "src1": b}),  # read by nothing
+    MInst("v_mov_b32_e32", {"vdst": d}, {"src0": fixed}),            # stored: stays
+    MInst("v_add_nc_u32_e64", {"vdst": loop1}, {"src0": loop2, "src1": d}),   # read each other only: both stay
+    MInst("v_add_nc_u32_e64", {"vdst": loop2}, {"src0": loop1, "src1": d}),
+    MInst("v_mov_b32_e32", {"vdst": fixed}, {"src0": e}),            # defines a fixed register: stays (and keeps e)
+    MInst("v_mov_b32_e32", {"vdst": e}, {"src0": f}),
+    MInst("s_mov_b32", {"sdst": Spec(126)}, {"ssrc0": f}),           # writes EXEC: a side effect
+    MInst("global_store_b32", {}, {"addr": d, "data": d}),
+    MInst("s_endpgm"),
+  ]
+  want = _dce_by_rounds(list(code))
+  got = dce(list(code))
+  assert got == want
+  assert code[0] not in got and code[2] not in got and code[4] in got and code[6] in got
+
+
+def test_sink_with_launch_dims_keeps_a_true_toposort():
+  from hcq.compiler.examples import matmul_tiled_kernel
+  sink = lower(matmul_tiled_kernel(16, 4), "c", until="verify_lowered")
+  sink.by_op()
+  new = _with_arg(sink, KernelInfo("other", (4, 4, 1), (4, 4, 1)))
+  fresh = UOp(Ops.SINK, new.src, KernelInfo("other", (4, 4, 1), (4, 4, 1)))
+  assert fresh is new
+  walked = new._toposort()
+  assert new.toposort() == walked and walked[-1] is new
+  assert new.by_op()[Ops.SINK] == (new,)
+
+
+@pytest.mark.parametrize("target", ["c", "gfx1100", "gfx1200", "gfx942", "sm_90"])
+def test_compile_work_is_linear_in_kernel_size(target):
+  """Twice the ALU nodes, at most about twice the Python function calls (a quadratic pass would show as ~4x)."""
+  calls = []
+  for n in (400, 800):
+    sink = chain(n)
+    pr = cProfile.Profile()
+    pr.enable()
+    compile_kernel(sink, target)
+    pr.disable()
+    calls.append(pstats.Stats(pr).total_calls)
+  assert calls[1] / calls[0] <= 2.1, (target, calls)
