@@ -101,27 +101,43 @@ _linear_ops = {Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR, Ops.SPECIAL, Op
 
 
 _ACCEPT, _WEAK_THEN_ACCEPT = 1, 2
-_FAST: dict = {}   # spec -> {op: _ACCEPT | _WEAK_THEN_ACCEPT} (see _fast_paths)
+_FAST: dict = {}   # spec -> {op: _ACCEPT | _WEAK_THEN_ACCEPT | (weak, guards)} (see _fast_paths)
 
 
 def _fast_paths(spec: PatternMatcher) -> dict:
-  """The ops whose verdict needs no rule call: their rules (in the order spec.rewrite tries them) are _weak_node at
-  most, then one that accepts every node of the op (UPat(op) with _accept). verify checks those nodes inline, with the
-  same result as spec.rewrite (most nodes of a kernel are such: ALU ops, loads, casts)."""
+  """The ops whose verdict needs no trip through spec.rewrite: their rules (in the order it tries them) are at most
+  _weak_node, then rules that match by the arg alone (UPat(op, arg=X): _invalid_used for the INVALID literal), then
+  one that accepts every node of the op (UPat(op) with _accept). verify decides those nodes inline, with the same
+  result as spec.rewrite: _ACCEPT, _WEAK_THEN_ACCEPT, or (weak, ((arg, capture name, rule), ...)). Most nodes of a
+  kernel are such (ALU ops, literals, casts)."""
   got = _FAST.get(spec)
   if got is None:
     got = _FAST[spec] = {}
     for op, rules in spec.pdict.items():
-      weak = False
+      weak, guards = False, []
       for pat, fn, early, takes_ctx, bare in rules:
-        if fn is _weak_node and pat.op is None and pat.dtype is None and pat.src is None and pat.arg is _ANY and \
-           not takes_ctx:
+        plain = pat.dtype is None and pat.src is None and not takes_ctx and not early
+        if fn is _weak_node and plain and pat.op is None and pat.arg is _ANY and not guards:
           weak = True
           continue
-        if fn is _accept and pat.dtype is None and pat.src is None and pat.arg is _ANY and not early:
-          got[op] = _WEAK_THEN_ACCEPT if weak else _ACCEPT
+        if plain and pat.op is not None and pat.arg is not _ANY:
+          guards.append((pat.arg, pat.name, fn))
+          continue
+        if fn is _accept and plain and pat.arg is _ANY:
+          got[op] = (weak, tuple(guards)) if guards else _WEAK_THEN_ACCEPT if weak else _ACCEPT
         break
   return got
+
+
+def _guarded(u: UOp, weak: bool, guards: tuple):
+  """spec.rewrite's answer for a node whose rules are _fast_paths' (weak, guards) then an accepting one."""
+  if weak and _weak_node(u) is not None: return False
+  arg = u.arg
+  for want, name, fn in guards:   # UPat.match of UPat(op, arg=want[, name]): the arg's type and value
+    if type(want) is type(arg) and want == arg:
+      ret = fn(**{name: u}) if name is not None else fn()
+      if ret is not None and ret is not u: return ret
+  return True
 
 
 def verify(root: UOp, spec: PatternMatcher) -> bool:
@@ -131,6 +147,7 @@ def verify(root: UOp, spec: PatternMatcher) -> bool:
     how = fast.get(u.op)
     if how is _ACCEPT: continue
     if how is _WEAK_THEN_ACCEPT: ok = True if _weak_node(u) is None else False
+    elif how is not None: ok = _guarded(u, *how)
     else: ok = spec.rewrite(u)
     if ok is not True:
       why = "no rule accepts it" if ok is None else "it breaks a rule"

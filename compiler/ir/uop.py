@@ -195,7 +195,13 @@ class UOp:
     rg = self._rg
     if rg is not None: return rg
     for s in self.src:
-      if s._rg is None: return self._fill("_rg", ranges_of)
+      if s._rg is None:
+        c = self._cache
+        if c is not None and "toposort" in c:   # the walk is known (a sink a pass checks): sources come first in it
+          for u in c["toposort"]:
+            if u._rg is None: u._rg = ranges_of(u)
+          return self._rg
+        return self._fill("_rg", ranges_of)
     rg = self._rg = ranges_of(self)
     return rg
 

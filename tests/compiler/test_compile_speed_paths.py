@@ -15,7 +15,7 @@ from hcq.compiler import compile as compile_kernel
 from hcq.compiler.backend.amd.isel_mir import MInst, Spec, VReg
 from hcq.compiler.backend.amd.isel_opt import dce, has_side_effect
 from hcq.compiler.examples import ALL
-from hcq.compiler.ir.spec import _fast_paths, kernel_spec, lowered_spec, verify
+from hcq.compiler.ir.spec import _fast_paths, _guarded, _weak_node, kernel_spec, lowered_spec, verify
 from hcq.compiler.lower import _with_arg, lower
 
 
@@ -42,9 +42,20 @@ def test_verify_shortcuts_agree_with_the_rules(make, until, spec):
   sink = lower(make().sink, "c", until=until)
   fast = _fast_paths(spec)
   decided = [u for u in sink.toposort() if u.op in fast]
-  assert decided   # (the shortcut is used: ALU nodes, loads' indexes...)
-  for u in decided: assert spec.rewrite(u) is True, u
-  assert {Ops.ADD, Ops.MUL, Ops.CAST} <= fast.keys()
+  assert decided   # (the shortcut is used: ALU nodes, literals, casts...)
+  for u in decided:
+    how = fast[u.op]
+    inline = True if how == 1 else (_weak_node(u) is None) if how == 2 else _guarded(u, *how)
+    assert inline is spec.rewrite(u) is True, u
+  assert {Ops.ADD, Ops.MUL, Ops.CAST, Ops.CONST} <= fast.keys()
+
+
+def test_verify_shortcut_still_rejects_an_invalid_literal():
+  """The INVALID index used as a value is refused by its own rule (an arg-guarded one, decided inline)."""
+  bad = UOp.param(0, dtypes.int32, 4).index(0).store(UOp.invalid().cast(dtypes.int32))
+  for spec in (kernel_spec, lowered_spec):
+    assert isinstance(_fast_paths(spec)[Ops.CONST], tuple)
+    with pytest.raises(CompileError, match="an INVALID index .* is used as a value"): verify(bad.sink(), spec)
 
 
 def test_verify_shortcut_still_rejects_a_weak_node():
