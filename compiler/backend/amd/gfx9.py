@@ -46,21 +46,25 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
   """Lane masks (compare results, carries, saved EXEC, and what SALU bitwise operations make of them) become SGPR
   pairs; the SALU operations on them or on EXEC/VCC their _b64 forms."""
   masks: set = set()
-  for m in code:
-    if m.name.startswith("v_cmp") and isinstance(m.defs.get("vdst"), VReg) and m.defs["vdst"].cls == "s":
-      masks.add(m.defs["vdst"])
-    sd = m.defs.get("sdst")
-    if m.name.startswith("v_") and isinstance(sd, VReg): masks.add(sd)
-    if m.name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
-  # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered once: the fixed point
-  # below walks these, not the whole code each round
+  # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered in the same walk: the
+  # fixed point below walks these, not the whole code each round
   mask_ops = []
   for m in code:
-    if m.name not in _MASK_OPS: continue
-    ops = list(m.defs.values()) + list(m.uses.values())
-    regs = [r for r in ops if isinstance(r, VReg) and r.cls == "s"]
-    special = any(isinstance(r, Spec) and r.code in (EXEC_LO, VCC_LO) for r in ops)
-    mask_ops.append((m, ops, regs, special))
+    name = m.name
+    if name in _MASK_OPS:
+      ops = list(m.defs.values()) + list(m.uses.values())
+      regs = [r for r in ops if r.__class__ is VReg and r.cls == "s"]
+      special = False
+      for r in ops:
+        if r.__class__ is Spec and r.code in (EXEC_LO, VCC_LO): special = True; break
+      mask_ops.append((m, ops, regs, special))
+      continue   # (an SALU operation: none of the VALU tests below applies)
+    if not name.startswith("v_"): continue
+    if name.startswith("v_cmp") and isinstance(m.defs.get("vdst"), VReg) and m.defs["vdst"].cls == "s":
+      masks.add(m.defs["vdst"])
+    sd = m.defs.get("sdst")
+    if isinstance(sd, VReg): masks.add(sd)
+    if name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
   changed = True
   while changed:
     changed = False

@@ -201,7 +201,10 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
         uni = self.uni
         for s in u.src:
           rs = uni.get(s)
-          if not (rs if rs is not None else self.uniform(s)): r = False; break
+          if rs is None:
+            if s.op is Ops.CAST and s.src[0].op is Ops.CONST: continue   # a typed literal (the CAST rule: uniform)
+            rs = self.uniform(s)
+          if not rs: r = False; break
     else: r = False
     self.uni[u] = r
     return r
