@@ -30,6 +30,9 @@ from .isel_mir import EXEC_LO, NULL, VCC_LO, Imm, MInst, Spec, Sub, VReg
 WAIT_GRANULE = 8
 LGKM_MAX, VM_MAX = 15, 63
 SGPRS = 102
+# AccVGPRs a0..a255 (MI300 ISA "Vector GPRs": 256 ArchVGPRs and 256 AccVGPRs per lane in the unified 512-register
+# file): the register allocator's spill slots before scratch (regalloc._spill_agpr)
+AGPRS = 256
 
 # SALU bitwise operations that act on lane masks: their _b64 forms (CDNA3 ISA SOP1/SOP2)
 _MASK_OPS = {"s_and_b32", "s_or_b32", "s_xor_b32", "s_xnor_b32", "s_nand_b32", "s_nor_b32", "s_not_b32", "s_mov_b32",

@@ -104,7 +104,7 @@ class Encoder:
 
   def _src(self, x, lits: list, kind: str) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
-    if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
+    if isinstance(x, VReg): return x.phys + (256 if x.cls in "va" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
       code = inline_code(x, kind)
@@ -134,6 +134,9 @@ class Encoder:
       et = self.t.encodings[enc]
       base = {et.layout["op"]: op}   # the fields every instruction of this name has the same value in
       if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): base["saddr"] = self.t.saddr_off if self.gfx9 else NULL
+      # VOP3P's OPSEL_HI defaults to 1 for every source (as the text assembler and llvm-mc-19 encode it; the
+      # mixed-precision v_fma_mix* aside): v_accvgpr_read/write_b32 on gfx942
+      if enc == "VOP3P" and not m.name.startswith("v_fma_mix"): base["opsel_hi"], base["opsel_hi2"] = 3, 1
       if enc == "SMEM":
         if self.gfx9: base["imm"] = 1   # CDNA3 SMEM: IMM=1 takes the offset (there is no null SGPR on gfx9)
         else: base["soffset"] = NULL
@@ -147,7 +150,8 @@ class Encoder:
     for ops in (m.defs, m.uses):
       for f, x in ops.items():
         if f in SRC9:
-          vals[f] = x.phys + (256 if x.cls == "v" else 0) if x.__class__ is VReg else self._src(x, lits, kind)
+          # a VGPR source is 256 + its number; so is an AccVGPR's (v_accvgpr_read_b32: MI300 ISA VOP3P SRC0)
+          vals[f] = x.phys + (256 if x.cls in "va" else 0) if x.__class__ is VReg else self._src(x, lits, kind)
         elif f == "sbase": vals[f] = x.phys >> 1
         else: vals[renames.get(f, f) if renames else f] = x.phys if x.__class__ is VReg else self._reg(x)
     off = m.mods.get("offset", 0)
@@ -227,7 +231,7 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
     tables = arch_tables(arch)
     sel.code = gfx9.legalize(gfx9.widen_masks(sel.code), tables)
     code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size,
-                                             sgprs=gfx9.SGPRS, align_tuples=True)
+                                             sgprs=gfx9.SGPRS, align_tuples=True, agprs=gfx9.AGPRS)
   else: code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
   if arch == "gfx1200": code = gfx12.rename(fix_hazards_gfx12(gfx12.insert_waits(code)))
@@ -284,12 +288,15 @@ def kernel_spec(c: Compiled) -> KernelSpec:
     # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1, sizes are
     # folded into index arithmetic): other shapes must be refused by the launcher
     required = tuple(sel.local_size)
-  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1),
+  agprs = regs.agprs
+  # the registers a wave allocates: ArchVGPRs, then (gfx942) the AccVGPRs from ACCUM_OFFSET on (cowriter.total_vgprs)
+  total = (-(-max(regs.vgprs, 1) // 4) * 4 + agprs) if agprs else regs.vgprs
+  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1), agpr_count=agprs,
                     sgpr_count=regs.sgprs + (6 if c.arch == "gfx942" else 2),   # + VCC (gfx9: + FLAT_SCRATCH, XNACK_MASK)
                     group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=sel.private_size,
                     kernarg_segment_size=sel.kernarg_size, workgroup_ids="xyz"[:sel.workgroup_ids],
                     workitem_id_dims=sel.workitem_id_dims + 1, user_sgpr_count=sel.user_sgprs,
-                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required, c.arch),
+                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, total, required, c.arch),
                     wavefront_size=64 if c.arch == "gfx942" else 32,
                     reqd_workgroup_size=required, vgpr_spill_count=regs.spills, language="OpenCL C",
                     language_version=(2, 0), uniform_work_group_size=True)
