@@ -152,6 +152,11 @@ def fix_hazards_gfx12(code: list[MInst]) -> list[MInst]:
 #   trans-forward  a transcendental VALU writes a VGPR that a non-transcendental VALU reads: 1 (gfx940
 #                  hasTransForwardingHazard, TransDefWaitstates)
 # hazard_check.check_hazards(code, "gfx942") checks them over the bytes.
+# v_accvgpr_write_b32 / v_accvgpr_read_b32 (the AccVGPR spills, regalloc._spill_agpr) are VALU instructions: the rules
+# above apply to them as to any VALU (a transcendental result moved to an AccVGPR: trans-forward). Their own wait
+# states in GCNHazardRecognizer are gfx908's (checkMAIHazards908: AccVGPR write -> read 3; checkMAILdStHazards:
+# AccVGPR read -> memory use 2, "On gfx90a+ relevant hazards are checked in checkMAIVALUHazards()") or follow MFMA/DOT
+# writers (checkMAIHazards90A, checkMAIVALUHazards), which the backend does not emit: none to add on gfx942.
 GFX9_WAITS = {"vmem-sgpr": 5, "lane-select": 4, "div-fmas-vcc": 4, "trans-forward": 1}
 _VMEM = ("global_", "scratch_", "flat_", "buffer_")
 
