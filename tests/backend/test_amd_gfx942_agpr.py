@@ -195,3 +195,30 @@ def test_fixer_waits_between_a_transcendental_and_its_spill_to_an_accvgpr():
   out = fix_hazards_gfx9([MInst("v_exp_f32_e32", {"vdst": v1}, {"src0": v2}),
                           MInst("v_accvgpr_write_b32", {"vdst": a0}, {"src0": v1}, spill=True)])
   assert [m.name for m in out] == ["v_exp_f32_e32", "s_nop", "v_accvgpr_write_b32"]
+
+
+def test_accvgprs_only_where_the_required_work_group_still_fits():
+  """A kernel that requires 512 work-items (2 waves per SIMD: 256 registers each) spills to scratch, not to
+  AccVGPRs that would leave room for one wave per SIMD; at 256 work-items and below every AccVGPR is available."""
+  from hcq.compiler.backend.amd.render import accvgpr_budget
+  from types import SimpleNamespace as NS
+  assert accvgpr_budget(NS(uses_local_ids=True, local_size=(64, 1, 1))) == 256
+  assert accvgpr_budget(NS(uses_local_ids=True, local_size=(16, 16, 1))) == 256
+  assert accvgpr_budget(NS(uses_local_ids=True, local_size=(512, 1, 1))) == 0
+  assert accvgpr_budget(NS(uses_local_ids=False, local_size=(1, 1, 1))) == gfx9.AGPRS
+  k = _kernel(hcq_compile(_spills_sink(64), ARCH))
+  assert k.metadata[".agpr_count"] > 0 and k.max_flat_workgroup_size == 64
+  k = _kernel(hcq_compile(_spills_sink(512), ARCH))
+  assert k.metadata[".agpr_count"] == 0 and k.metadata[".vgpr_spill_count"] > 0 and k.max_flat_workgroup_size == 512
+
+
+def _spills_sink(lanes: int, n: int = 300):
+  """register_spills' computation for a work-group of `lanes` work-items (it reads lidx0: a required shape)."""
+  from hcq.compiler import KernelInfo, UOp
+  A, O = amd_kernels._p(0, np.zeros(n * lanes, np.float32)), amd_kernels._p(1, np.zeros(lanes, np.float32), False)
+  l = UOp.special(lanes, "lidx0")
+  vals = [A.index(l * n + k).load() for k in range(n)]
+  prod, total = vals[0], vals[0]
+  for k in range(1, n): prod = prod * vals[n - k]
+  for v in vals[1:]: total = total + v
+  return O.index(l).store(prod * 1e-3 + total).sink(arg=KernelInfo("spills"))

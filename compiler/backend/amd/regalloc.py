@@ -16,8 +16,11 @@ gfx942 (agprs > 0): spilled VGPRs go to AccVGPRs first, one AccVGPR a<k> per spi
 a<k>, t after every definition, v_accvgpr_read_b32 t, a<k> before every use), scratch only once the AccVGPRs are all
 taken. On CDNA3 the AccVGPRs are the upper part of the unified 512-register file (AMDGPUUsage, "compute_pgm_rsrc3
 for GFX90A, GFX942": ACCUM_OFFSET), addressable as a0..a255 by these two moves with no memory traffic; both are VALU
-instructions that honour EXEC like the scratch accesses they replace. AccVGPR operands are VReg("a", fixed=k):
-placed before allocation, never allocated or spilled.
+instructions that honour EXEC like the scratch accesses they replace. LLVM does the same by default on targets with
+AccVGPRs (its -amdgpu-spill-vgpr-to-agpr option, on unless turned off; llvm/test/CodeGen/AMDGPU/spill-vgpr-to-agpr.ll
+checks gfx908/gfx90a both ways). render.accvgpr_budget says how many a kernel may take (fewer when its required
+work-group would not fit the CU with them). AccVGPR operands are VReg("a", fixed=k): placed before allocation, never
+allocated or spilled.
 
 SGPRs spill to lanes of VGPRs (one VGPR holds 32 spilled SGPRs of the wave, one per lane): every definition of a
 spilled SGPR writes a fresh temporary SGPR that v_writelane_b32 copies into its lane right after, every use reads a

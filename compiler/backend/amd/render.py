@@ -231,7 +231,7 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
     tables = arch_tables(arch)
     sel.code = gfx9.legalize(gfx9.widen_masks(sel.code), tables)
     code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size,
-                                             sgprs=gfx9.SGPRS, align_tuples=True, agprs=gfx9.AGPRS)
+                                             sgprs=gfx9.SGPRS, align_tuples=True, agprs=accvgpr_budget(sel))
   else: code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
   if arch == "gfx1200": code = gfx12.rename(fix_hazards_gfx12(gfx12.insert_waits(code)))
@@ -255,6 +255,18 @@ SIMDS_PER_WGP, VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE, MAX_WORKGROUP = 4, 1536, 24, 
 # CDNA3 (gfx942): a work-group runs on one CU, 4 SIMDs with 512 VGPRs per lane each (AMDGPUUsage, gfx90a/gfx940: the
 # unified VGPR/AccVGPR file), allocated in blocks of 8, wave64
 CDNA3_SIMDS, CDNA3_VGPRS, CDNA3_GRANULE = 4, 512, 8
+
+
+def accvgpr_budget(sel: Selection) -> int:
+  """The AccVGPRs gfx942 may spill to: all of them (gfx9.AGPRS), unless the kernel requires a work-group shape (it
+  reads work-item ids) whose waves would then not fit a CU: the registers per wave are capped so that they do
+  (CDNA3_VGPRS per SIMD lane / waves per SIMD, in CDNA3_GRANULE blocks), and the AccVGPRs get what the 256 ArchVGPRs
+  leave of that (none for more than 256 work-items: those spill to scratch as before)."""
+  if not sel.uses_local_ids: return gfx9.AGPRS
+  items = sel.local_size[0] * sel.local_size[1] * sel.local_size[2]
+  waves_per_simd = -(-items // (64 * CDNA3_SIMDS))
+  per_wave = CDNA3_VGPRS // max(waves_per_simd, 1) // CDNA3_GRANULE * CDNA3_GRANULE
+  return max(0, min(gfx9.AGPRS, per_wave - 256))
 
 
 def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None, arch: str = "gfx1100") -> int:
