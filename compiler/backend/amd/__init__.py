@@ -18,7 +18,8 @@
     elf.py         bounds-checked ELF64 reader; errors.py: DecodeError / AssembleError / CodeObjectError (byte offsets)
 The backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
 (linear scan; VGPRs spill to AccVGPRs on gfx942, then to scratch; SGPRs to VGPR lanes), render.py (waitcnt,
-encoding), render_hazards.py (gfx11 waits, RDNA4 s_wait_alu, CDNA3 s_nop) and hazard_check.py (an independent checker of those hazards over the bytes);
+encoding), render_hazards.py (gfx11 waits, RDNA4 s_wait_alu, CDNA3 s_nop) and hazard_check.py (an independent
+checker of those hazards over the bytes);
 gfx12.py (RDNA4: counters, split barrier, mnemonics) and gfx9.py (CDNA3 wave64: masks, legalization, s_waitcnt,
 mnemonics) adapt the RDNA3 selection to gfx1200 and gfx942.
 Tables: hcq.autogen.isa.gfx1100 / gfx1200, generated from llvm-mc-19 by autogen/isa/gen_rdna3.py.

@@ -146,7 +146,8 @@ class KernelSpec:
           ".kernarg_segment_size": self.kernarg_size(), ".kernarg_segment_align": self.kernarg_segment_align,
           ".group_segment_fixed_size": self.group_segment_fixed_size,
           ".private_segment_fixed_size": self.private_segment_fixed_size, ".sgpr_count": self.sgpr_count,
-          ".vgpr_count": self.total_vgprs() if self.agpr_count else self.vgpr_count, ".agpr_count": self.agpr_count, ".wavefront_size": self.wavefront_size,
+          ".vgpr_count": self.total_vgprs() if self.agpr_count else self.vgpr_count, ".agpr_count": self.agpr_count,
+          ".wavefront_size": self.wavefront_size,
           ".sgpr_spill_count": self.sgpr_spill_count, ".vgpr_spill_count": self.vgpr_spill_count,
           ".max_flat_workgroup_size": self.max_flat_workgroup_size}
     if self.reqd_workgroup_size: md[".reqd_workgroup_size"] = list(self.reqd_workgroup_size)

@@ -412,8 +412,9 @@ def _check_acc(blk, limits, seen: list) -> None:
                    f"wave's {alloc} VGPRs (COMPUTE_PGM_RSRC1 VGPR granule {alloc // 8 - 1}, COMPUTE_PGM_RSRC3 "
                    f"ACCUM_OFFSET {accum // 4 - 1})", address=blk.start, kind="illegal instruction")
   if arch >= accum:
-    raise GPUFault(f"gfx942: v{arch} (the block at {blk.start:#x}) is at or above ACCUM_OFFSET {accum} (COMPUTE_PGM_RSRC3 "
-                   f"[5:0] = {accum // 4 - 1}): the same register as AccVGPR a{arch - accum}, which the kernel uses",
+    raise GPUFault(f"gfx942: v{arch} (the block at {blk.start:#x}) is at or above ACCUM_OFFSET {accum} "
+                   f"(COMPUTE_PGM_RSRC3 [5:0] = {accum // 4 - 1}): the same register as AccVGPR a{arch - accum}, "
+                   f"which the kernel uses",
                    address=blk.start, kind="illegal instruction")
 
 
