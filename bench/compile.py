@@ -110,6 +110,13 @@ def end_to_end(targets, chain: int, runs: int = 2) -> list[tuple]:
   return rows
 
 
+def load_average() -> str:
+  """The 1-, 5- and 15-minute load averages (Linux /proc/loadavg), or "?" elsewhere."""
+  try:
+    with open("/proc/loadavg") as f: return " ".join(f.read().split()[:3])
+  except OSError: return "?"
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=30)
@@ -139,7 +146,8 @@ def main():
   targets = [t for t in args.targets.split(",") if t]
   if targets:
     print(f"end to end, DSL -> machine code (thread CPU time, best of 2): chain of {args.chain:,} ALU nodes "
-          f"(x = (x ^ i) + 1) and the tiled matmul 64x64 (8x8 tiles); target >= {END_TO_END_TARGET:,} nodes/s")
+          f"(x = (x ^ i) + 1) and the tiled matmul 64x64 (8x8 tiles); target >= {END_TO_END_TARGET:,} nodes/s; "
+          f"load average {load_average()} (CPU time grows with the load of a shared machine)")
     for target, t1, rate, ratio, tm in end_to_end(targets, args.chain):
       print(f"  {target:8s} chain {t1:6.2f} s = {rate:>9,.0f} nodes/s ({'MET' if rate >= END_TO_END_TARGET else 'NOT MET'}),"
             f" 2x nodes: {ratio:.2f}x time; tiled matmul {tm * 1e3:7.1f} ms")

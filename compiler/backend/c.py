@@ -103,6 +103,10 @@ class CArtifact:
                      meta["has_barrier"], meta["local_bytes"], faults=list(meta.get("faults", [])))
 
 
+# binary ALU ops rendered as `a <op> b` with no guard (IDIV/IMOD may need one: _needs_guard)
+_PLAIN_BIN = frozenset(_BIN) - {Ops.IDIV, Ops.IMOD}
+
+
 def render_c(lin: UOp) -> CArtifact:
   info: KernelInfo = lin.arg if isinstance(lin.arg, KernelInfo) else KernelInfo()
   name = "".join(c if c.isalnum() else "_" for c in info.name) or "kernel"
@@ -125,6 +129,12 @@ def render_c(lin: UOp) -> CArtifact:
   for pos, u in enumerate(lin.src):
     op, src = u.op, u.src
     r = [names.get(s) for s in src]
+    if op in _PLAIN_BIN:   # the most frequent element: what the last branches below give it, without the tests
+      counter += 1
+      names[u] = n = f"alu{counter}"
+      cname = u.dtype.cname
+      body.append(f"{'  ' * depth}{cname} {n} = ({cname})({r[0]} {_BIN[op]} {r[1]});")
+      continue
     if op is Ops.PARAM:
       a = u.arg
       if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
 from ..ir.dtypes import DType
@@ -69,6 +70,7 @@ _SREG = {"gidx": "%ctaid", "lidx": "%tid"}   # "Special Registers": CTA index in
 _DIM = "xyz"
 
 
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
 def _rclass(dt: DType) -> tuple[str, str]:
   """(register prefix, .reg type) of a value type."""
   if dt.is_bool: return "%p", ".pred"
@@ -76,6 +78,7 @@ def _rclass(dt: DType) -> tuple[str, str]:
   return {1: ("%rs", ".b16"), 2: ("%rs", ".b16"), 4: ("%r", ".b32"), 8: ("%rd", ".b64")}[dt.itemsize]
 
 
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
 def _t(dt: DType) -> str:
   """The instruction type suffix of a value type (without the dot)."""
   if dt.is_bool: return "pred"
@@ -83,6 +86,7 @@ def _t(dt: DType) -> str:
   return f"{'u' if dt.kind == 'uint' else 's'}{8 * dt.itemsize}"
 
 
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
 def _op_t(dt: DType) -> str:
   """The type arithmetic runs in: 8-bit integers compute in 16 bits (and are re-wrapped)."""
   return _t(dt) if not (dt.is_int and dt.itemsize == 1) else _t(dt)[0] + "16"
@@ -201,7 +205,17 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     op, src = u.op, u.src
     dt = u.dtype
     r = [R.names.get(s) for s in src]
-    if op is Ops.PARAM:
+    if op in _ALU:   # the most frequent element; no other branch below takes an ALU op
+      if dt.is_int and src:
+        known = R.known
+        for x in src:
+          if x not in known: break
+        else:
+          if _fold(R, u):
+            R.names[u] = R.const(known[u], dt)
+            return
+      R.names[u] = _ALU[op](R, u, r)
+    elif op is Ops.PARAM:
       raw, g = R.reg(dtypes.uint64), R.reg(dtypes.uint64)
       R.emit(f"ld.param.u64 {raw}, [{pnames[u.arg.slot]}];")
       R.emit(f"cvta.to.global.u64 {g}, {raw};")   # "Generic Addressing": the parameter is a generic address
@@ -272,10 +286,6 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.names[u] = _cast(R, r[0], src[0].dtype, dt)
     elif op is Ops.BITCAST:
       R.names[u] = _bitcast(R, r[0], src[0].dtype, dt)
-    elif op in _ALU and dt.is_int and src and all(x in R.known for x in src) and _fold(R, u):
-      R.names[u] = R.const(R.known[u], dt)
-    elif op in _ALU:
-      R.names[u] = _ALU[op](R, u, r)
     else:
       raise CompileError(f"the PTX backend can't render {op.name}: {_short(u)}", u)
 
@@ -283,7 +293,7 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
   i = 0
   while i < len(elements):
     u = elements[i]
-    n = _unroll_count(u)
+    n = _unroll_count(u) if u.op is Ops.RANGE else None
     if n is None:
       one(u)
       i += 1
@@ -517,20 +527,27 @@ def _is_f16(dt: DType) -> bool: return dt.is_float and dt.itemsize == 2
 def _binary(R: _Renderer, u: UOp, r: list) -> str:
   dt, op = u.dtype, u.op
   d = R.reg(dt)
-  if dt.is_bool:
-    R.emit(f"{_LOGIC[op]}.pred {d}, {r[0]}, {r[1]};")
-    return d
+  if dt.is_float and _is_f16(dt) and op is Ops.FDIV:
+    return _via_f32(R, u, r, lambda a, b, o: R.emit(f"div.rn.f32 {o}, {a}, {b};"))
+  tmpl = _BINARY_LINES.get((op, dt))
+  if tmpl is None: tmpl = _BINARY_LINES[(op, dt)] = _binary_line(op, dt)
+  R.lines.append(tmpl.format(d, r[0], r[1]))
+  if not (dt.is_bool or dt.is_float): R.wrap8(d, dt)
+  return d
+
+
+_BINARY_LINES: dict = {}   # (op, dtype) -> the instruction line of _binary with {0} = {1} op {2}, made once
+
+
+def _binary_line(op: Ops, dt: DType) -> str:
+  if dt.is_bool: return f"\t{_LOGIC[op]}.pred {{0}}, {{1}}, {{2}};"
   if dt.is_float:
     name = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.FDIV: "div"}[op]
-    if _is_f16(dt) and op is Ops.FDIV: return _via_f32(R, u, r, lambda a, b, o: R.emit(f"div.rn.f32 {o}, {a}, {b};"))
-    R.emit(f"{name}.rn.{_t(dt)} {d}, {r[0]}, {r[1]};")
-    return d
+    return f"\t{name}.rn.{_t(dt)} {{0}}, {{1}}, {{2}};"
   t = _op_t(dt)
-  if op in (Ops.AND, Ops.OR, Ops.XOR): R.emit(f"{_LOGIC[op]}.b{t[1:]} {d}, {r[0]}, {r[1]};")
-  elif op is Ops.MUL: R.emit(f"mul.lo.{t} {d}, {r[0]}, {r[1]};")
-  else: R.emit(f"{'add' if op is Ops.ADD else 'sub'}.{t} {d}, {r[0]}, {r[1]};")
-  R.wrap8(d, dt)
-  return d
+  if op in (Ops.AND, Ops.OR, Ops.XOR): return f"\t{_LOGIC[op]}.b{t[1:]} {{0}}, {{1}}, {{2}};"
+  if op is Ops.MUL: return f"\tmul.lo.{t} {{0}}, {{1}}, {{2}};"
+  return f"\t{'add' if op is Ops.ADD else 'sub'}.{t} {{0}}, {{1}}, {{2}};"
 
 
 _LOGIC = {Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .args import Invalid
 from .dtypes import PtrDType
 from .ops import GroupOp, Ops
-from .rewrite import PatternMatcher, UPat
+from .rewrite import _ANY, PatternMatcher, UPat
 from .uop import AxisType, CompileError, UOp, _short
 
 
@@ -48,6 +48,11 @@ def _index_ok(i: UOp) -> bool:
   return True
 
 
+def _accept() -> bool:
+  """The rule of a node valid by its op alone (verify decides those without calling it: _fast_paths)."""
+  return True
+
+
 def _invalid_used(c: UOp):
   raise CompileError("an INVALID index (from i.valid(c) on an index value) is used as a value; it belongs in "
                      f".index(): {_short(c)}", c)
@@ -55,17 +60,17 @@ def _invalid_used(c: UOp):
 
 _common = [
   (UPat(Ops.CONST, arg=Invalid, name="c"), _invalid_used),
-  (UPat((Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR)), lambda: True),
+  (UPat((Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR)), _accept),
   (UPat(Ops.SPECIAL, name="s"), lambda s: s.arg[:4] in ("gidx", "lidx")),
   (UPat(Ops.INDEX, name="i"), _index_ok),
-  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True), lambda: True),
+  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True), _accept),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), name="st"), _store_ok),
-  (UPat(Ops.AFTER), lambda: True),   # a buffer (or a value) once its other sources are done
-  (UPat(Ops.BARRIER), lambda: True),
-  (UPat(Ops.GROUP), lambda: True),
-  (UPat((Ops.CAST, Ops.BITCAST)), lambda: True),
-  (UPat(GroupOp.ALU), lambda: True),
-  (UPat(Ops.CUSTOM), lambda: True),
+  (UPat(Ops.AFTER), _accept),   # a buffer (or a value) once its other sources are done
+  (UPat(Ops.BARRIER), _accept),
+  (UPat(Ops.GROUP), _accept),
+  (UPat((Ops.CAST, Ops.BITCAST)), _accept),
+  (UPat(GroupOp.ALU), _accept),
+  (UPat(Ops.CUSTOM), _accept),
   (UPat(Ops.END, name="e"), _end_ok),
 ]
 
@@ -95,10 +100,55 @@ _linear_ops = {Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR, Ops.SPECIAL, Op
                Ops.SINK} | set(GroupOp.ALU)
 
 
+_ACCEPT, _WEAK_THEN_ACCEPT = 1, 2
+_FAST: dict = {}   # spec -> {op: _ACCEPT | _WEAK_THEN_ACCEPT | (weak, guards)} (see _fast_paths)
+
+
+def _fast_paths(spec: PatternMatcher) -> dict:
+  """The ops whose verdict needs no trip through spec.rewrite: their rules (in the order it tries them) are at most
+  _weak_node, then rules that match by the arg alone (UPat(op, arg=X): _invalid_used for the INVALID literal), then
+  one that accepts every node of the op (UPat(op) with _accept). verify decides those nodes inline, with the same
+  result as spec.rewrite: _ACCEPT, _WEAK_THEN_ACCEPT, or (weak, ((arg, capture name, rule), ...)). Most nodes of a
+  kernel are such (ALU ops, literals, casts)."""
+  got = _FAST.get(spec)
+  if got is None:
+    got = _FAST[spec] = {}
+    for op, rules in spec.pdict.items():
+      weak, guards = False, []
+      for pat, fn, early, takes_ctx, bare in rules:
+        plain = pat.dtype is None and pat.src is None and not takes_ctx and not early
+        if fn is _weak_node and plain and pat.op is None and pat.arg is _ANY and not guards:
+          weak = True
+          continue
+        if plain and pat.op is not None and pat.arg is not _ANY:
+          guards.append((pat.arg, pat.name, fn))
+          continue
+        if fn is _accept and plain and pat.arg is _ANY:
+          got[op] = (weak, tuple(guards)) if guards else _WEAK_THEN_ACCEPT if weak else _ACCEPT
+        break
+  return got
+
+
+def _guarded(u: UOp, weak: bool, guards: tuple):
+  """spec.rewrite's answer for a node whose rules are _fast_paths' (weak, guards) then an accepting one."""
+  if weak and _weak_node(u) is not None: return False
+  arg = u.arg
+  for want, name, fn in guards:   # UPat.match of UPat(op, arg=want[, name]): the arg's type and value
+    if type(want) is type(arg) and want == arg:
+      ret = fn(**{name: u}) if name is not None else fn()
+      if ret is not None and ret is not u: return ret
+  return True
+
+
 def verify(root: UOp, spec: PatternMatcher) -> bool:
   """Check every node of the graph under root with spec; raise CompileError naming the first invalid one."""
+  fast = _fast_paths(spec)
   for u in root.toposort():
-    ok = spec.rewrite(u)
+    how = fast.get(u.op)
+    if how is _ACCEPT: continue
+    if how is _WEAK_THEN_ACCEPT: ok = True if _weak_node(u) is None else False
+    elif how is not None: ok = _guarded(u, *how)
+    else: ok = spec.rewrite(u)
     if ok is not True:
       why = "no rule accepts it" if ok is None else "it breaks a rule"
       raise CompileError(f"{spec.name}: invalid {u.op.name} ({why}): {_short(u)}", u)

@@ -121,6 +121,22 @@ class UOp:
     c["toposort"] = tuple(out)
     return out
 
+  def by_op(self) -> dict:
+    """op -> the tuple of the graph's nodes of that op, in toposort order (the ops absent have no key). Remembered
+    as the toposort is: the passes that look for a few ops (PARAMs, RANGEs, LOCAL BUFFERs...) read their lists, not
+    a walk of the whole kernel each. Shared: never modify it."""
+    c = self._cache
+    if c is not None and "by_op" in c: return c["by_op"]
+    if c is None or "toposort" not in c: self.toposort()
+    c = self._cache
+    groups: dict = {}
+    for u in c["toposort"]:
+      g = groups.get(u.op)
+      if g is None: groups[u.op] = [u]
+      else: g.append(u)
+    out = c["by_op"] = {op: tuple(g) for op, g in groups.items()}
+    return out
+
   def _toposort(self) -> list["UOp"]:
     """A depth-first walk in source order, each node after its sources (what the recursive walk gives), with an
     iterator over each open node's sources: no entry per edge on the stack."""
@@ -179,7 +195,13 @@ class UOp:
     rg = self._rg
     if rg is not None: return rg
     for s in self.src:
-      if s._rg is None: return self._fill("_rg", ranges_of)
+      if s._rg is None:
+        c = self._cache
+        if c is not None and "toposort" in c:   # the walk is known (a sink a pass checks): sources come first in it
+          for u in c["toposort"]:
+            if u._rg is None: u._rg = ranges_of(u)
+          return self._rg
+        return self._fill("_rg", ranges_of)
     rg = self._rg = ranges_of(self)
     return rg
 

@@ -75,8 +75,7 @@ def split_ends(sink: UOp, target: Target) -> UOp:
   if Ops.END not in _ops(sink): return sink
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.END, name="e"), _split_multi_end)], name="split_ends"))
   by_range: dict[UOp, list] = {}
-  for u in sink.toposort():
-    if u.op is Ops.END: by_range.setdefault(u.src[1], []).append(u)
+  for u in sink.by_op().get(Ops.END, ()): by_range.setdefault(u.src[1], []).append(u)
   merge = {}
   for r, es in by_range.items():
     if len(es) > 1:
@@ -87,11 +86,11 @@ def split_ends(sink: UOp, target: Target) -> UOp:
                        ctx=merge, bottom_up=True)
 
 
-def _ops(sink: UOp) -> set:
-  """The ops of the kernel: a pass whose rules match none of them is not run. A walk of the whole graph per pass
-  (a graph_rewrite) costs as much as the rest of lowering on a large kernel; the toposort is remembered per sink, so
-  the passes that leave the sink as it is share one."""
-  return {u.op for u in sink.toposort()}
+def _ops(sink: UOp):
+  """The ops of the kernel (a set-like view): a pass whose rules match none of them is not run. A walk of the whole
+  graph per pass (a graph_rewrite) costs as much as the rest of lowering on a large kernel; the nodes by op are
+  remembered per sink (UOp.by_op), so the passes that leave the sink as it is share one grouping."""
+  return sink.by_op().keys()
 
 
 def _verify_kernel(sink, target): verify(sink, kernel_spec); return sink
@@ -105,7 +104,7 @@ def _reduce(sink, target):
 
 
 def _barriers(sink, target):
-  if not any(u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.LOCAL for u in sink.toposort()): return sink
+  if not any(u.arg.addrspace is AddrSpace.LOCAL for u in sink.by_op().get(Ops.BUFFER, ())): return sink
   return graph_rewrite(sink, pm_barriers, ctx=loaded_local_buffers(sink))
 
 
@@ -161,16 +160,30 @@ def _lower(sink: UOp, target: Target | str, until: str | None, verify_each: bool
   check_barriers_uniform(sink)
   gs, ls = launch_dims(sink)
   info = sink.arg if isinstance(sink.arg, KernelInfo) else KernelInfo()
-  sink = sink.replace(arg=dataclasses.replace(info, global_size=gs, local_size=ls))
+  sink = _with_arg(sink, dataclasses.replace(info, global_size=gs, local_size=ls))
   lin = linearize(sink)
   if verify_each: verify_linear(lin)
   return lin
 
 
+def _with_arg(sink: UOp, arg) -> UOp:
+  """sink with another arg; its graph is the same, so is its toposort but for the last node: linearize's walk of a
+  large kernel is not made again (toposort() hands out copies of the remembered tuple)."""
+  new = sink.replace(arg=arg)
+  if new is not sink and new._cache is None and sink._cache is not None and "toposort" in sink._cache:
+    order = sink._cache["toposort"]
+    if order and order[-1] is sink and sink not in new.src:
+      new._cache = {"toposort": order[:-1] + (new,)}
+      groups = sink._cache.get("by_op")
+      if groups is not None and groups.get(Ops.SINK) == (sink,):   # the nodes by op too (the SINK is the root only)
+        new._cache["by_op"] = {**groups, Ops.SINK: (new,)}
+  return new
+
+
 def check_local_memory(sink: UOp, target: Target):
   from ..ir import AddrSpace, CompileError
   from ..ir.uop import _short
-  locals_ = [u for u in sink.toposort() if u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.LOCAL]
+  locals_ = [u for u in sink.by_op().get(Ops.BUFFER, ()) if u.arg.addrspace is AddrSpace.LOCAL]
   total = sum(u.arg.size * u.arg.dtype.itemsize for u in locals_)
   if total > target.local_memory_bytes:
     raise CompileError(f"{total} bytes of LOCAL memory exceed the {target.name} limit of {target.local_memory_bytes}: "
@@ -182,8 +195,7 @@ def check_barriers_uniform(sink: UOp):
   count depends on the work-item (a lidx) would leave the others waiting for ever (on a GPU: undefined)."""
   from ..ir import CompileError
   from ..ir.uop import _short
-  for u in sink.toposort():
-    if u.op is not Ops.BARRIER: continue
+  for u in sink.by_op().get(Ops.BARRIER, ()):
     for r in u.ranges:
       lid = next((s for s in r.src[0].toposort() if s.op is Ops.SPECIAL and s.arg.startswith("lidx")), None)
       if lid is not None:

@@ -35,7 +35,7 @@ def war_barrier(ctx: set, st: UOp):
 
 
 def loaded_local_buffers(sink: UOp) -> set:
-  return {u.src[0].buffer for u in sink.toposort() if u.op is Ops.LOAD and _is_local(u.src[0].src[0])}
+  return {u.src[0].buffer for u in sink.by_op().get(Ops.LOAD, ()) if _is_local(u.src[0].src[0])}
 
 
 pm_barriers = PatternMatcher([

@@ -46,5 +46,5 @@ pm_inline_calls = PatternMatcher([(UPat(Ops.GETTUPLE, src=(UPat(Ops.CALL, name="
 
 
 def inline_calls(sink: UOp, target) -> UOp:
-  if not any(u.op is Ops.GETTUPLE for u in sink.toposort()): return sink
+  if Ops.GETTUPLE not in sink.by_op(): return sink
   return graph_rewrite(sink, pm_inline_calls, bottom_up=True)

@@ -10,6 +10,7 @@ from ..ir.ops import GroupOp
 from ..ir.uop import VarArg
 
 _I32 = dtypes.int32.bounds
+_ALU, _CONST = frozenset(GroupOp.ALU), Ops.CONST
 
 
 def _fits32(u: UOp) -> bool:
@@ -72,7 +73,19 @@ def commit_dtypes(sink: UOp) -> UOp:
                                                                       key=lambda d: (d.is_float, d.itemsize))
       if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
       new_src = tuple(fix(s, want) for s in src)
-    elif op in GroupOp.ALU: new_src = tuple([fix(s, new_dt) for s in src])
+    elif op in _ALU:   # fix(s, new_dt) for each source, inlined (the most frequent node)
+      ns = []
+      for s in src:
+        m = memo[s]
+        sdt = s.dtype
+        if s.op is _CONST and sdt.is_weak:
+          lit = literals.get((s, new_dt))
+          if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
+          ns.append(lit)
+        elif sdt.is_weak and new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and \
+             m.dtype != new_dt: ns.append(m.cast(new_dt))
+        else: ns.append(m)
+      new_src = tuple(ns)
     elif op is Ops.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
     elif op is Ops.INDEX:
       idx = fix(src[1], None)

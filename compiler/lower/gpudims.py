@@ -25,11 +25,11 @@ def _drop_mapped(e: UOp):
 
 
 def gpudims(sink: UOp, target: Target) -> UOp:
-  nodes = sink.toposort()
-  taken = {u.arg for u in nodes if u.op is Ops.SPECIAL}
+  by_op = sink.by_op()
+  taken = {u.arg for u in by_op.get(Ops.SPECIAL, ())}
   mapping: dict[UOp, UOp] = {}
   for kind, prefix, limits in ((AxisType.GLOBAL, "gidx", target.max_global), (AxisType.LOCAL, "lidx", target.max_local)):
-    rs = sorted((u for u in nodes if u.op is Ops.RANGE and u.arg[1] is kind), key=lambda r: r.arg[0])
+    rs = sorted((u for u in by_op.get(Ops.RANGE, ()) if u.arg[1] is kind), key=lambda r: r.arg[0])
     if not rs: continue
     clash = [n for n in taken if n.startswith(prefix)]
     if clash: raise CompileError(f"{kind.name} ranges and explicit {', '.join(sorted(clash))} in one kernel: {_short(rs[0])}", rs[0])
@@ -49,8 +49,8 @@ def gpudims(sink: UOp, target: Target) -> UOp:
         mapping[r] = (sp // stride) % n
     if kind is AxisType.LOCAL and math.prod(_size(r) for r in rs) > target.max_local_threads:
       raise CompileError(f"{math.prod(_size(r) for r in rs)} work-items per group exceed {target.max_local_threads}: {_short(rs[0])}", rs[0])
-  for u in nodes:
-    if u.op is Ops.REDUCE and any(r in mapping for r in u.src[1:]):
+  for u in by_op.get(Ops.REDUCE, ()):
+    if any(r in mapping for r in u.src[1:]):
       raise CompileError(f"REDUCE over a GLOBAL/LOCAL range: {_short(u)}", u)
   if not mapping: return sink
   pm = PatternMatcher([(UPat(Ops.RANGE, name="r"), lambda ctx, r: ctx.get(r)),
@@ -61,9 +61,8 @@ def gpudims(sink: UOp, target: Target) -> UOp:
 def launch_dims(sink: UOp) -> tuple[tuple, tuple]:
   """(global_size, local_size) from the SPECIALs of a kernel (1 where a dimension is unused)."""
   gs, ls = [1, 1, 1], [1, 1, 1]
-  for u in sink.toposort():
-    if u.op is Ops.SPECIAL:
-      n = u.src[0].const_value
-      if n is None: raise CompileError(f"SPECIAL {u.arg} needs a constant size: {_short(u)}", u)
-      (gs if u.arg.startswith("g") else ls)[int(u.arg[4:])] = int(n)
+  for u in sink.by_op().get(Ops.SPECIAL, ()):
+    n = u.src[0].const_value
+    if n is None: raise CompileError(f"SPECIAL {u.arg} needs a constant size: {_short(u)}", u)
+    (gs if u.arg.startswith("g") else ls)[int(u.arg[4:])] = int(n)
   return tuple(gs), tuple(ls)

@@ -18,23 +18,25 @@ from ..ir import CompileError, Ops, UOp
 from ..ir.uop import _short
 
 _SKIP = (Ops.SINK, Ops.GROUP, Ops.AFTER, Ops.NOOP)
+# the ops linearize() treats apart; every other node is placed with its sources mapped
+_SPECIAL = frozenset(_SKIP) | {Ops.INDEX, Ops.END, Ops.BARRIER, Ops.LOAD, Ops.STORE}
 
 
 def _order(sink: UOp) -> list[UOp]:
   nodes = sink.toposort()
-  pos = {u: i for i, u in enumerate(nodes)}
+  by_op = sink.by_op()
   ends: dict[UOp, UOp] = {}
-  for u in nodes:
-    if u.op is Ops.END:
-      for r in u.src[1:]:
-        if r in ends: raise CompileError(f"RANGE ended twice: {_short(r)}", r)
-        ends[r] = u
-  for u in nodes:
-    if u.op is Ops.RANGE and u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
+  for u in by_op.get(Ops.END, ()):
+    for r in u.src[1:]:
+      if r in ends: raise CompileError(f"RANGE ended twice: {_short(r)}", r)
+      ends[r] = u
+  for u in by_op.get(Ops.RANGE, ()):
+    if u not in ends: raise CompileError(f"RANGE is never ended: {_short(u)}", u)
   if not ends:
     # no loop: every node is of kind 0 and ranked by its toposort position, so the heap below would hand them out in
     # exactly that order (the next node of the toposort is always ready, and always the lowest ranked)
-    return list(nodes)
+    return nodes
+  pos = {u: i for i, u in enumerate(nodes)}
   users: dict[UOp, list] = {u: [] for u in nodes}
   missing = {}
   for u in nodes:
@@ -101,6 +103,17 @@ def linearize(sink: UOp) -> UOp:
     return new
 
   for u in order:
+    op = u.op
+    if op not in _SPECIAL:   # an ALU node, a CAST, a CONST...: its sources mapped (most nodes: their own)
+      if u.src:
+        src = tuple([m[s] for s in u.src])
+        new = u if src == u.src else UOp(op, src, u.arg, u.tag)
+      else: new = u
+      if new in placed: new = new.replace(tag=(new.tag, len(out)))   # place(), inlined
+      placed.add(new)
+      out.append(new)
+      m[u] = new
+      continue
     if u.op in _SKIP:
       if u.op is Ops.AFTER: m[u] = m[u.src[0]]
       continue

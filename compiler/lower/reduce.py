@@ -48,5 +48,5 @@ pm_reduce = PatternMatcher([(UPat(Ops.REDUCE, name="r"), lower_reduce)], name="r
 
 
 def first_free_slot(sink: UOp) -> int:
-  slots = [u.arg.slot for u in sink.toposort() if u.op is Ops.BUFFER]
+  slots = [u.arg.slot for u in sink.by_op().get(Ops.BUFFER, ())]
   return max(slots, default=-1) + 1

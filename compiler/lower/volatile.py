@@ -34,7 +34,7 @@ def _use_ranges(sink: UOp) -> dict:
 
 
 def pin_volatile_loads(sink: UOp, target=None) -> UOp:
-  if not any(u.op is Ops.PARAM and u.arg.volatile for u in sink.toposort()): return sink   # the usual kernel
+  if not any(u.arg.volatile for u in sink.by_op().get(Ops.PARAM, ())): return sink   # the usual kernel
   use = _use_ranges(sink)
   pin: dict[UOp, UOp] = {}
   for ld, rs in use.items():

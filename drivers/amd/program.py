@@ -66,6 +66,24 @@ class RepeatDispatch:
     return self.program.dispatch_words(grid, block, kernarg, dispatch, static=False)
 
 
+def _check_accvgprs(kernel) -> None:
+  """gfx942: the metadata's AccVGPRs (.agpr_count) must lie from the descriptor's ACCUM_OFFSET on, after the
+  ArchVGPRs, within the VGPRs COMPUTE_PGM_RSRC1 allocates (.vgpr_count counts both: LLVM's getTotalNumVGPRs, alignTo(
+  ArchVGPRs, 4) + AccVGPRs): else the kernel's AccVGPRs would be its own ArchVGPRs or another wave's registers."""
+  kd, md = kernel.descriptor, kernel.metadata
+  agprs, total = int(md.get(".agpr_count", 0) or 0), int(md.get(".vgpr_count", 0) or 0)
+  if not agprs: return
+  accum, alloc = kd.accum_offset(), kd.unified_vgprs()
+  arch = total - agprs
+  if accum + agprs > alloc or total > alloc:
+    raise DeviceError(f"kernel {kernel.name}: {agprs} AccVGPRs from ACCUM_OFFSET {accum} (COMPUTE_PGM_RSRC3 [5:0] = "
+                      f"{accum // 4 - 1}) end at register {accum + agprs}, past the {alloc} VGPRs COMPUTE_PGM_RSRC1 "
+                      f"allocates (.vgpr_count {total})")
+  if arch > accum:
+    raise DeviceError(f"kernel {kernel.name}: {arch} ArchVGPRs (.vgpr_count {total} - .agpr_count {agprs}) reach past "
+                      f"ACCUM_OFFSET {accum} (COMPUTE_PGM_RSRC3 [5:0] = {accum // 4 - 1}), where the AccVGPRs start")
+
+
 class AMDProgram(Program):
   def __init__(self, device, kernel, image_va: int, image_size: int):
     """kernel: a compiler.isa.amd.codeobject Kernel of a code object loaded at image_va."""
@@ -101,6 +119,7 @@ class AMDProgram(Program):
     self.rsrc1 = kd.compute_pgm_rsrc1 | regs.RSRC1_PRIV
     self.rsrc2 = self._rsrc2_with_lds(self.lds)
     self.rsrc3 = kd.compute_pgm_rsrc3
+    if device.arch == "gfx942": _check_accvgprs(kernel)
     self.scratch = device.scratch_for(self.private) if self.private else None
 
   def _rsrc2_with_lds(self, lds: int) -> int:

@@ -1,6 +1,7 @@
 """Hand-written RDNA3 code entering the pipeline as PROGRAM(LINEAR(INS ...)) (issue #20): an INS carries one
 instruction (LLVM-syntax text, a label, or its encoding), a PROGRAM of them goes through the code-object writer
-compiled kernels go through (program.code_object; render.compiled_program makes a compiled kernel's PROGRAM), and
+compiled kernels go through (program.code_object; render.code_object writes a compiled kernel's text and metadata
+the same way, and its PROGRAM, render.compiled_program, gives the same bytes), and
 dev.compile() loads it like a compiled kernel. Runs on MOCK+AMD against numpy."""
 from __future__ import annotations
 
@@ -96,13 +97,18 @@ def test_hand_written_program_runs_on_mock_amd(dev):
     np.testing.assert_array_equal(got, ((a + b) + b) + b)
 
 
-def test_compiled_kernels_take_the_same_path():
-  lin = lower(examples.elementwise_add().sink, GFX1100_TARGET)
-  c = compile_linear(lin)
-  prog = compiled_program(c)
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1200", "gfx942"])
+@pytest.mark.parametrize("example", [examples.elementwise_add, examples.matmul_tiled])
+def test_compiled_kernels_take_the_same_path(arch, example):
+  """render.code_object writes a compiled kernel's text and metadata directly (issue #30: no INS per instruction
+  decoded again); its PROGRAM of one encoded INS per instruction makes the very same code object."""
+  from hcq.compiler.backend.amd.render import TARGETS
+  lin = lower(example().sink, TARGETS[arch])
+  c = compile_linear(lin, arch)
+  prog = compiled_program(c, arch)
   assert all(u.op is Ops.INS and isinstance(u.arg[0], bytes) for u in prog.src[0].src)
   assert program_code(prog) == c.text
-  assert code_object(prog) == hcq_compile(examples.elementwise_add().sink, "gfx1100")
+  assert code_object(prog) == hcq_compile(example().sink, arch)
 
 
 def test_bad_programs_are_refused_naming_the_instruction():

@@ -110,9 +110,11 @@ def run(body: str, mcpu: str, ins=None, scalars=(0, 0, 0, 0), threads: int | Non
   pin, inp = bufs.array(np.concatenate(ins + [extra]).astype(np.uint32))
   pout, out = bufs.array(np.zeros(2 * n, np.uint32))
   user = [pout & 0xFFFFFFFF, pout >> 32, pin & 0xFFFFFFFF, pin >> 32] + [int(s) & 0xFFFFFFFF for s in scalars]
-  # rsrc1: 16 VGPRs (granule of 8); rsrc2: 8 user SGPRs
+  # rsrc1: 32 VGPRs (granule of 8)
   # rsrc2: 8 user SGPRs, work-group ids X, Y, Z after them (gfx12 also has them in TTMP9/TTMP7)
-  dispatch(bufs.memory, pgm_addr=pc, rsrc1=3, rsrc2=8 << 1 | 7 << 7, user_sgprs=user, grid=tuple(grid),
-           block=(threads, 1, 1), lds_bytes=4096, instruction_budget=1_000_000, arch=mcpu)
+  # rsrc3 (gfx942): ACCUM_OFFSET 3, AccVGPRs from unified register 16 on: v0..v15 and a0..a15 in the 32 VGPRs
+  dispatch(bufs.memory, pgm_addr=pc, rsrc1=3, rsrc2=8 << 1 | 7 << 7, rsrc3=3 if mcpu == "gfx942" else 0,
+           user_sgprs=user, grid=tuple(grid), block=(threads, 1, 1), lds_bytes=4096, instruction_budget=1_000_000,
+           arch=mcpu)
   if memory is not None: return out[:n].copy(), out[n:].copy(), inp[4 * n:].copy()
   return out[:n].copy(), out[n:].copy()

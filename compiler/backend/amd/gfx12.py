@@ -52,8 +52,12 @@ def gfx12_name(name: str) -> str:
 
 
 def rename(code: list[MInst]) -> list[MInst]:
+  names: dict = {}   # a kernel repeats its few mnemonics
   for m in code:
-    if m.name != "LABEL": m.name = gfx12_name(m.name)
+    if m.name != "LABEL":
+      new = names.get(m.name)
+      if new is None: new = names[m.name] = gfx12_name(m.name)
+      m.name = new
   return code
 
 
@@ -80,7 +84,7 @@ def insert_waits(code: list[MInst]) -> list[MInst]:
       out.append(MInst("s_barrier_signal", uses={"ssrc0": Imm(-1)}))
       out.append(MInst("s_barrier_wait", simm16=BARRIER_ALL))
       continue
-    else:
+    elif pend["loadcnt"] or pend["dscnt"] or pend["kmcnt"]:   # (nothing pending: nothing to wait for)
       regs = set(m.regs_used()) | set(m.regs_defined())
       for c, q in pend.items():
         n = None

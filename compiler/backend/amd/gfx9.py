@@ -30,6 +30,9 @@ from .isel_mir import EXEC_LO, NULL, VCC_LO, Imm, MInst, Spec, Sub, VReg
 WAIT_GRANULE = 8
 LGKM_MAX, VM_MAX = 15, 63
 SGPRS = 102
+# AccVGPRs a0..a255 (MI300 ISA "Vector GPRs": 256 ArchVGPRs and 256 AccVGPRs per lane in the unified 512-register
+# file): the register allocator's spill slots before scratch (regalloc._spill_agpr)
+AGPRS = 256
 
 # SALU bitwise operations that act on lane masks: their _b64 forms (CDNA3 ISA SOP1/SOP2)
 _MASK_OPS = {"s_and_b32", "s_or_b32", "s_xor_b32", "s_xnor_b32", "s_nand_b32", "s_nor_b32", "s_not_b32", "s_mov_b32",
@@ -46,31 +49,38 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
   """Lane masks (compare results, carries, saved EXEC, and what SALU bitwise operations make of them) become SGPR
   pairs; the SALU operations on them or on EXEC/VCC their _b64 forms."""
   masks: set = set()
+  # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered in the same walk: the
+  # fixed point below walks these, not the whole code each round
+  mask_ops = []
   for m in code:
-    if m.name.startswith("v_cmp") and isinstance(m.defs.get("vdst"), VReg) and m.defs["vdst"].cls == "s":
+    name = m.name
+    if name in _MASK_OPS:
+      ops = list(m.defs.values()) + list(m.uses.values())
+      regs = [r for r in ops if r.__class__ is VReg and r.cls == "s"]
+      special = False
+      for r in ops:
+        if r.__class__ is Spec and r.code in (EXEC_LO, VCC_LO): special = True; break
+      mask_ops.append((m, ops, regs, special))
+      continue   # (an SALU operation: none of the VALU tests below applies)
+    if not name.startswith("v_"): continue
+    if name.startswith("v_cmp") and isinstance(m.defs.get("vdst"), VReg) and m.defs["vdst"].cls == "s":
       masks.add(m.defs["vdst"])
     sd = m.defs.get("sdst")
-    if m.name.startswith("v_") and isinstance(sd, VReg): masks.add(sd)
-    if m.name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
+    if isinstance(sd, VReg): masks.add(sd)
+    if name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
   changed = True
   while changed:
     changed = False
-    for m in code:
-      if m.name not in _MASK_OPS: continue
-      ops = list(m.defs.values()) + list(m.uses.values())
-      regs = [r for r in ops if isinstance(r, VReg) and r.cls == "s"]
-      special = any(isinstance(r, Spec) and r.code in (EXEC_LO, VCC_LO) for r in ops)
+    for m, ops, regs, special in mask_ops:
       if (special or any(r in masks for r in regs)) and not all(r in masks for r in regs):
         masks.update(regs)
         changed = True
   for r in masks:
     if r.n != 1 and r.n != 2: raise ValueError(f"gfx942: lane mask {r!r} of {r.n} registers")
     r.n = 2
-  for m in code:
-    if m.name in _MASK_OPS:
-      ops = list(m.defs.values()) + list(m.uses.values())
-      if any((isinstance(r, VReg) and r in masks) or (isinstance(r, Spec) and r.code in (EXEC_LO, VCC_LO)) for r in ops):
-        m.name = m.name[:-3] + "b64"
+  for m, ops, regs, special in mask_ops:
+    if special or any(isinstance(r, VReg) and r in masks for r in ops):
+      m.name = m.name[:-3] + "b64"
   return code
 
 
@@ -150,7 +160,7 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       wait(0 if vm else None, 0 if lgkm else None)
     elif name == "s_barrier":
       wait(None, 0 if lgkm else None)
-    else:
+    elif vm or lgkm:   # (nothing pending: nothing to wait for)
       regs = set(m.regs_used()) | set(m.regs_defined())
       vm_n = lgkm_n = None
       for k, r in enumerate(vm):
@@ -181,8 +191,18 @@ _RENAMES = {"v_add_nc_u32": "v_add_u32", "v_sub_nc_u32": "v_sub_u32", "v_subrev_
 _SUFFIX = re.compile(r"(_e32|_e64)$")
 
 
+_NAMES: dict = {}   # (arch, RDNA3 mnemonic) -> gfx9_name's answer (a kernel repeats its few mnemonics)
+
+
 def gfx9_name(name: str, tables) -> str:
   """The gfx942 mnemonic of an RDNA3 one."""
+  key = (tables.arch, name)
+  got = _NAMES.get(key)
+  if got is None: got = _NAMES[key] = _gfx9_name(name, tables)
+  return got
+
+
+def _gfx9_name(name: str, tables) -> str:
   if name.startswith(("global_", "scratch_")):
     op, _, ty = name.rpartition("_")
     return f"{op}_{_MEM.get(ty, ty)}"

@@ -186,7 +186,9 @@ def _step12(i: _Inst, st: _State12, report) -> _State12:
   return _State12(frozenset(valu_read), frozenset(dirty), frozenset(wrote))
 
 
-# gfx942 (CDNA3): wait states a reader needs after a writer (render_hazards.GFX9_WAITS names LLVM's sources)
+# gfx942 (CDNA3): wait states a reader needs after a writer (render_hazards.GFX9_WAITS names LLVM's sources).
+# AccVGPR operands decode as kind "agpr", apart from the VGPRs: v_accvgpr_write_b32 reads a VGPR like any VALU,
+# v_accvgpr_read_b32 writes one; gfx908's AccVGPR-only wait states do not apply (render_hazards, gfx942 section).
 GFX9_WAITS = {"vmem-sgpr": 5, "lane-select": 4, "div-fmas-vcc": 4, "trans-forward": 1}
 _VMEM = ("global_", "scratch_", "flat_", "buffer_")
 

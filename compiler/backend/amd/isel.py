@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
+from ...ir.ops import GroupOp
 from ...ir.dtypes import DType, float_to_int
 from ...ir.dtypes import truncate
 from ...ir.evaluate import EvalError, exec_alu
@@ -55,6 +56,11 @@ _VFLOAT = {Ops.ADD: "v_add_{t}_e64", Ops.SUB: "v_sub_{t}_e64", Ops.MUL: "v_mul_{
            Ops.SQRT: "v_sqrt_{t}_e64", Ops.EXP2: "v_exp_{t}_e64", Ops.LOG2: "v_log_{t}_e64",
            Ops.RECIP: "v_rcp_{t}_e64", Ops.TRUNC: "v_trunc_{t}_e64", Ops.MULACC: "v_fma_{t}"}
 _VCMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
+_SRC_FIELDS = [[f"src{i}" for i in range(n)] for n in range(4)]   # pure()'s default operand fields by source count
+_ALU_OPS = frozenset(GroupOp.ALU)
+_UNIFORM_LEAVES = frozenset({Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.BUFFER})
+_UNIFORM_INT_OPS = frozenset(_SCALAR_INT_OPS) | {Ops.SHR, Ops.MAX}
+_IDENTITY_BOTH, _IDENTITY_RIGHT = frozenset({Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL}), frozenset({Ops.SUB, Ops.SHL, Ops.SHR})
 
 
 @dataclass
@@ -120,14 +126,17 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def pure(self, name, srcs, dst_cls="v", dst_field="vdst", fields=None, dst_n=1, **mods):
     """A side-effect-free instruction with one destination (dst_n registers); CSE'd within the current scope."""
-    fields = fields or [f"src{i}" for i in range(len(srcs))]
-    cacheable = not any((s.reg if isinstance(s, Sub) else s) in self.mutable for s in srcs if isinstance(s, (VReg, Sub)))
-    key = (name, tuple(srcs), tuple(sorted(mods.items())))
+    fields = fields or _SRC_FIELDS[len(srcs)]
+    mutable = self.mutable
+    cacheable = not mutable or not any((s.reg if s.__class__ is Sub else s) in mutable for s in srcs
+                                       if s.__class__ is VReg or s.__class__ is Sub)
+    key = (name, tuple(srcs), tuple(sorted(mods.items())) if mods else ())
     if cacheable:
-      hit = self.cached(key)
+      cse = self.cse
+      hit = cse[0].get(key) if len(cse) == 1 else self.cached(key)
       if hit is not None: return hit
     d = VReg(dst_cls, dst_n)
-    self.emit(name, {dst_field: d}, dict(zip(fields, srcs)), **mods)
+    self.code.append(MInst(name, {dst_field: d}, dict(zip(fields, srcs)), **mods))
     if cacheable: self.cse[-1][key] = d
     return d
 
@@ -179,15 +188,23 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     r = self.uni.get(u)
     if r is not None: return r
     op = u.op
-    if op in (Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.BUFFER): r = True
+    if op in _UNIFORM_LEAVES: r = True
     elif op is Ops.SPECIAL: r = u.arg.startswith("g")
     elif op is Ops.RANGE: r = self.uniform(u.src[0])
     elif op in (Ops.CAST, Ops.BITCAST):
       r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
                                        u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
     elif op is Ops.LOAD: r = self.scalar_load_ok(u)
-    elif op in _SCALAR_INT_OPS or op in (Ops.SHR, Ops.MAX):
-      r = u.dtype in (dtypes.int32, dtypes.uint32) and all(self.uniform(s) for s in u.src)
+    elif op in _UNIFORM_INT_OPS:
+      r = u.dtype in (dtypes.int32, dtypes.uint32)
+      if r:
+        uni = self.uni
+        for s in u.src:
+          rs = uni.get(s)
+          if rs is None:
+            if s.op is Ops.CAST and s.src[0].op is Ops.CONST: continue   # a typed literal (the CAST rule: uniform)
+            rs = self.uniform(s)
+          if not rs: r = False; break
     else: r = False
     self.uni[u] = r
     return r
@@ -338,11 +355,14 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def element(self, u: UOp):
     op = u.op
+    if op in _ALU_OPS: self.val[u] = self.alu(u); return   # the most frequent: the last branch below
     if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
     if op is Ops.CONST:
       # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
       if u.dtype.is_weak: return
       self.val[u] = const_of(u.arg, u.dtype)
+    elif op is Ops.CAST and u.src[0].op is Ops.CONST and u._cv is not None:
+      self.val[u] = const_of(u._cv, u.dtype)   # a typed literal: _fold_casts of one CAST is the value UOp keeps
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
       self.val[u] = const_of(_fold_casts(u), u.dtype)
@@ -381,7 +401,8 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   # ------------------------------------------------------------------ ALU
   def fold(self, u: UOp, srcs):
-    if not all(isinstance(s, (Imm, Imm64)) for s in srcs): return None
+    for s in srcs:
+      if s.__class__ is not Imm and s.__class__ is not Imm64: return None
     dt = u.dtype
     try:
       vals = [value_of(s, x.dtype) for s, x in zip(srcs, u.src)]
@@ -390,7 +411,9 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       return None
 
   def alu(self, u: UOp):
-    srcs = [self.get(s) for s in u.src]
+    val = self.val
+    try: srcs = [val[s] for s in u.src]
+    except KeyError: srcs = [self.get(s) for s in u.src]   # (raises, naming the source)
     folded = self.fold(u, srcs)
     if folded is not None: return folded
     dt, op = u.dtype, u.op
@@ -410,11 +433,15 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     """x+0, x-0, x|0, x^0, x<<0, x>>0, x*1 (integers; x*1 also floats): the operand itself."""
     op, dt = u.op, u.dtype
     if not (dt.is_int or (dt.is_float and op is Ops.MUL)) or dt.is_bool: return None
-    one = imm_of(1, dt)
-    for k in ((0, 1) if op in (Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL) else (1,) if op in (Ops.SUB, Ops.SHL, Ops.SHR) else ()):
+    ks = (0, 1) if op in _IDENTITY_BOTH else (1,) if op in _IDENTITY_RIGHT else ()
+    one = None
+    for k in ks:
       c = s[k] if len(s) > k else None
-      if not isinstance(c, Imm): continue
-      if (op is Ops.MUL and c == one) or (op is not Ops.MUL and c.bits == 0): return s[1 - k]
+      if c.__class__ is not Imm: continue
+      if op is Ops.MUL:
+        if one is None: one = imm_of(1, dt)
+        if c == one: return s[1 - k]
+      elif c.bits == 0: return s[1 - k]
     return None
 
   def mask_alu(self, u: UOp, s):
@@ -558,10 +585,14 @@ def _fold_casts(u: UOp):
 
 def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
   isel = ISel(lin, addr64_bytes)
-  users: dict = {}
+  uses: dict = {}   # element -> how many elements read it (one that reads it twice counts once)
+  get = uses.get
   for u in lin.src:
-    for s in u.src: users.setdefault(s, set()).add(u)
-  isel.uses = {s: len(us) for s, us in users.items()}
+    src = u.src
+    if len(src) == 2 and src[0] is src[1]: src = src[:1]
+    elif len(src) > 2: src = dict.fromkeys(src)
+    for s in src: uses[s] = get(s, 0) + 1
+  isel.uses = uses
   sel = isel.select()
   from .isel_opt import optimize
   sel.code = optimize(sel.code, isel.addr_align)

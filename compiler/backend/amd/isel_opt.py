@@ -19,9 +19,14 @@ _SIDE_EFFECT_PREFIXES = ("global_store", "ds_store", "scratch_store", "s_cbranch
                          "s_cmp", "s_and_saveexec", "LABEL", "s_nop", "s_sendmsg")
 
 
+_EFFECT_NAMES: dict[str, bool] = {}   # mnemonic -> whether it starts with one of _SIDE_EFFECT_PREFIXES
+
+
 def has_side_effect(m: MInst) -> bool:
-  if m.name.startswith(_SIDE_EFFECT_PREFIXES): return True
-  return any(isinstance(d, Spec) for d in m.defs.values())
+  by_name = _EFFECT_NAMES.get(m.name)
+  if by_name is None: by_name = _EFFECT_NAMES[m.name] = m.name.startswith(_SIDE_EFFECT_PREFIXES)
+  if by_name: return True
+  return any(type(d) is Spec for d in m.defs.values())
 
 
 def is_boundary(m: MInst) -> bool:
@@ -31,12 +36,54 @@ def is_boundary(m: MInst) -> bool:
 
 
 def dce(code: list[MInst]) -> list[MInst]:
-  while True:
-    used = set()
-    for m in code: used.update(m.regs_used())
-    keep = [m for m in code if has_side_effect(m) or any(d in used or d.fixed is not None for d in m.regs_defined())]
-    if len(keep) == len(code): return keep
-    code = keep
+  """Removes, until none is left, every instruction without side effects whose defined registers (none of them
+  fixed) no remaining instruction reads. A worklist over use counts: an instruction removed releases its reads, and
+  a register whose last reader went makes its definitions candidates (one pass over the code, not one per round;
+  instructions that only read each other, as a loop-carried value does, keep each other)."""
+  uses: dict = {}
+  defs_of: dict = {}
+  defined: list = [None] * len(code)   # a removable instruction's defined registers (None: it stays)
+  get = uses.get
+  effects = _EFFECT_NAMES
+  for i, m in enumerate(code):
+    for v in m.uses.values():   # isel_mir._regs, inlined: the registers read (a Sub's register)
+      t = v.__class__
+      if t is VReg: uses[v] = get(v, 0) + 1
+      elif t is Sub: uses[v.reg] = get(v.reg, 0) + 1
+    eff = effects.get(m.name)
+    if eff is None: eff = effects[m.name] = m.name.startswith(_SIDE_EFFECT_PREFIXES)
+    if eff: continue
+    ds = []   # has_side_effect's Spec test and regs_defined (with the fixed test), in one walk of the definitions
+    for d in m.defs.values():
+      t = d.__class__
+      if t is VReg: r = d
+      elif t is Sub: r = d.reg
+      elif t is Spec: break
+      else: continue
+      if r.fixed is not None: break
+      ds.append(r)
+    else:
+      defined[i] = ds
+      for r in ds:
+        if r in defs_of: defs_of[r].append(i)
+        else: defs_of[r] = [i]
+  dead = [False] * len(code)
+  work = []
+  for i, ds in enumerate(defined):
+    if ds is None: continue
+    for d in ds:
+      if get(d, 0): break
+    else: work.append(i)
+  while work:
+    i = work.pop()
+    if dead[i]: continue
+    dead[i] = True
+    for r in code[i].regs_used():
+      n = uses[r] = uses[r] - 1
+      if n == 0:
+        for j in defs_of.get(r, ()):
+          if not dead[j] and not any(get(d, 0) for d in defined[j]): work.append(j)
+  return [m for m, d in zip(code, dead) if not d]
 
 
 def coalesce_copies(code: list[MInst]) -> list[MInst]:
@@ -45,9 +92,13 @@ def coalesce_copies(code: list[MInst]) -> list[MInst]:
   defs_of: dict[VReg, list[int]] = {}
   for i, m in enumerate(code):
     for v in m.uses.values():
-      if isinstance(v, VReg): uses_of.setdefault(v, []).append(i)
+      if v.__class__ is VReg:
+        if v in uses_of: uses_of[v].append(i)
+        else: uses_of[v] = [i]
     for v in m.defs.values():
-      if isinstance(v, VReg): defs_of.setdefault(v, []).append(i)
+      if v.__class__ is VReg:
+        if v in defs_of: defs_of[v].append(i)
+        else: defs_of[v] = [i]
   # (b) t = mov r  ->  uses of t read r, when every use of t comes before r changes (straight line)
   for i, m in enumerate(code):
     src = m.uses.get("src0")
@@ -150,6 +201,9 @@ def vectorize_lds(code: list[MInst], align: dict) -> list[MInst]:
 
 
 def optimize(code: list[MInst], align: dict | None = None) -> list[MInst]:
-  code = dce(coalesce_copies(dce(code)))
+  code = dce(code)
+  # coalescing only ever acts on the copies REG loads and stores made; without one it changes nothing, and dce is a
+  # fixed point already (a second run would remove nothing)
+  if any(m.mods.get("copy") for m in code): code = dce(coalesce_copies(code))
   if align: code = vectorize_lds(code, align)
   return hoist_loads(code)

@@ -12,6 +12,16 @@ intervals go to scratch (the wave's private segment, one dword per lane each): e
 temporary that is stored right after (scratch_store_b32 off, t, off offset:slot), every use reloads a fresh
 temporary right before (scratch_load_b32); allocation then starts over. Temporaries are never spilled.
 
+gfx942 (agprs > 0): spilled VGPRs go to AccVGPRs first, one AccVGPR a<k> per spilled value (v_accvgpr_write_b32
+a<k>, t after every definition, v_accvgpr_read_b32 t, a<k> before every use), scratch only once the AccVGPRs are all
+taken. On CDNA3 the AccVGPRs are the upper part of the unified 512-register file (AMDGPUUsage, "compute_pgm_rsrc3
+for GFX90A, GFX942": ACCUM_OFFSET), addressable as a0..a255 by these two moves with no memory traffic; both are VALU
+instructions that honour EXEC like the scratch accesses they replace. LLVM does the same by default on targets with
+AccVGPRs (its -amdgpu-spill-vgpr-to-agpr option, on unless turned off; llvm/test/CodeGen/AMDGPU/spill-vgpr-to-agpr.ll
+checks gfx908/gfx90a both ways). render.accvgpr_budget says how many a kernel may take (fewer when its required
+work-group would not fit the CU with them). AccVGPR operands are VReg("a", fixed=k): placed before allocation, never
+allocated or spilled.
+
 SGPRs spill to lanes of VGPRs (one VGPR holds 32 spilled SGPRs of the wave, one per lane): every definition of a
 spilled SGPR writes a fresh temporary SGPR that v_writelane_b32 copies into its lane right after, every use reads a
 fresh temporary from the lane by v_readlane_b32 right before. Both ignore EXEC, so a value spilled under one mask is
@@ -39,17 +49,22 @@ class Allocation:
   vgprs: int     # registers used (highest + 1)
   sgprs: int
   spills: int = 0   # VGPR values spilled to scratch (one dword per lane each)
+  agprs: int = 0    # VGPR values spilled to AccVGPRs a0..a<agprs - 1> (gfx942)
   sgpr_spills: int = 0   # SGPR values spilled to VGPR lanes
 
 
 def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg, list[int]]:
   iv: dict[VReg, list[int]] = {}
+  get = iv.get
   for i, m in enumerate(code):
-    for r in m.regs_defined() + m.regs_used():
-      if r in iv:
-        iv[r][1] = i
-      else:
-        iv[r] = [0 if r.fixed is not None else i, i]
+    for ops in (m.defs, m.uses):   # regs_defined() + regs_used(), inlined (VRegs, a Sub's register)
+      for r in ops.values():
+        t = r.__class__
+        if t is Sub: r = r.reg
+        elif t is not VReg: continue
+        span = get(r)
+        if span is not None: span[1] = i
+        else: iv[r] = [0 if r.fixed is not None else i, i]
   where = {m.label: i for i, m in enumerate(code) if m.name == "LABEL"}
   spans = [(where[h], where[e]) for h, e in loops if h in where and e in where]
   changed = True
@@ -84,17 +99,19 @@ def _pressure_error(code, e: _NoRegister, name: str) -> RegisterPressureError:
 
 def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", scratch_base: int = 0,
                          max_rounds: int = 64, sgprs: int = LIMITS["s"],
-                         align_tuples: bool = False) -> tuple[list[MInst], Allocation, int]:
+                         align_tuples: bool = False, agprs: int = 0) -> tuple[list[MInst], Allocation, int]:
   """(code with spill code, allocation, number of dword spill slots per lane, placed from scratch_base).
-  sgprs: the addressable SGPRs (102 on gfx9); align_tuples: every multi-register VGPR tuple even-aligned (gfx90a+)."""
+  sgprs: the addressable SGPRs (102 on gfx9); align_tuples: every multi-register VGPR tuple even-aligned (gfx90a+);
+  agprs: AccVGPRs that spilled VGPRs may take before scratch (256 on gfx942, 0 where there are none)."""
   slots = 0
+  acc = 0      # AccVGPRs taken
   unspillable: set = set()
   lanes: list[VReg] = []     # VGPRs holding spilled SGPRs, 32 lanes each
   nlanes = 0
   for _ in range(max_rounds):
     try:
       alloc = _allocate(code, loops, sgprs, align_tuples)
-      alloc.spills, alloc.sgpr_spills = slots, nlanes
+      alloc.spills, alloc.sgpr_spills, alloc.agprs = slots, nlanes, acc
       return code, alloc, slots
     except _NoRegister as e:
       iv, ends = e.live, e.ends
@@ -110,6 +127,9 @@ def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", s
             unspillable.add(lanes[-1])    # a lane VGPR is written a lane at a time: never spilled whole
           code = _spill_sgpr(code, r, lanes[nlanes // 32], nlanes % 32, unspillable)
           nlanes += r.n
+        elif acc < agprs:
+          code = _spill_agpr(code, r, VReg("a", fixed=acc), unspillable)
+          acc += 1
         else:
           code = _spill(code, r, scratch_base + 4 * slots, unspillable)
           slots += 1
@@ -131,6 +151,27 @@ def _spill(code: list[MInst], r: VReg, offset: int, unspillable: set) -> list[MI
       m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
       out.append(m)
       out.append(MInst("scratch_store_b32", {}, {"data": t}, offset=offset, spill=True))
+      continue
+    out.append(m)
+  return out
+
+
+def _spill_agpr(code: list[MInst], r: VReg, a: VReg, unspillable: set) -> list[MInst]:
+  """r kept in AccVGPR `a` (CDNA3 ISA V_ACCVGPR_WRITE_B32: AccVGPR vdst = VGPR src0; V_ACCVGPR_READ_B32: VGPR vdst =
+  AccVGPR src0): written right after every definition, read into a fresh temporary right before every use."""
+  out = []
+  for m in code:
+    if any(v is r for v in m.uses.values()):
+      t = VReg("v")
+      unspillable.add(t)
+      out.append(MInst("v_accvgpr_read_b32", {"vdst": t}, {"src0": a}, spill=True))
+      m.uses = {k: (t if v is r else v) for k, v in m.uses.items()}
+    if any(v is r for v in m.defs.values()):
+      t = VReg("v")
+      unspillable.add(t)
+      m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
+      out.append(m)
+      out.append(MInst("v_accvgpr_write_b32", {"vdst": a}, {"src0": t}, spill=True))
       continue
     out.append(m)
   return out
@@ -172,15 +213,22 @@ def _allocate(code: list[MInst], loops: list, sgprs: int = LIMITS["s"], align_tu
   free_after = {"v": [-1] * limits["v"], "s": [-1] * limits["s"]}
   used = {"v": 0, "s": 0}
   for r, (s, t) in iv.items():
+    if r.cls == "a": continue      # AccVGPRs (spill slots) are placed by the spiller, not allocated
     if r.fixed is not None:
       for k in range(r.n): free_after[r.cls][r.fixed + k] = max(free_after[r.cls][r.fixed + k], t)
       used[r.cls] = max(used[r.cls], r.fixed + r.n)
   for r, (s, t) in sorted(((r, st) for r, st in iv.items() if r.fixed is None), key=lambda p: (p[1][0], -p[0].n)):
     fa = free_after[r.cls]
     step = 2 if r.n == 2 or (align_tuples and r.n > 1) else 1
-    for base in range(0, limits[r.cls] - r.n + 1, step):
-      if all(fa[base + k] < s for k in range(r.n)): break
+    if r.n == 1:   # (the usual value: the first register free before s)
+      for base in range(0, limits[r.cls]):
+        if fa[base] < s: break
+      else: base = None
     else:
+      for base in range(0, limits[r.cls] - r.n + 1, step):
+        if all(fa[base + k] < s for k in range(r.n)): break
+      else: base = None
+    if base is None:
       err = _NoRegister(r.cls, [(q, b) for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b], s)
       err.ends = {q: b for q, b in err.live}
       raise err

@@ -27,10 +27,10 @@ from .isel_common import inline_code, is_inline, operand_kind
 from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from . import gfx9, gfx12
-from .program import KernelMeta, code_object as write_programs, ins, program
+from .program import KernelMeta, ins, program
 from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
 from ...isa.amd.asm import encode_fields, waitcnt_simm16
-from ...isa.amd.cowriter import Arg, KernelSpec
+from ...isa.amd.cowriter import Arg, KernelSpec, write_code_object
 from ...isa.amd.errors import AssembleError, CodeObjectError
 from ...isa.amd.tables import arch_tables
 
@@ -66,7 +66,7 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
       wait(0 if vm else None, 0 if lgkm else None)
     elif name == "s_barrier":
       wait(None, 0 if lgkm else None)
-    else:
+    elif vm or lgkm:   # (nothing pending: nothing to wait for, whatever the instruction reads)
       regs = set(m.regs_used()) | set(m.regs_defined())
       vm_n = lgkm_n = None
       for k, r in enumerate(vm):
@@ -105,7 +105,7 @@ class Encoder:
 
   def _src(self, x, lits: list, kind: str) -> int:
     if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
-    if isinstance(x, VReg): return x.phys + (256 if x.cls == "v" else 0)
+    if isinstance(x, VReg): return x.phys + (256 if x.cls in "va" else 0)
     if isinstance(x, Spec): return x.code
     if isinstance(x, Imm):
       code = inline_code(x, kind)
@@ -133,21 +133,28 @@ class Encoder:
     if info is None:
       enc, op = self.lookup(m.name)
       et = self.t.encodings[enc]
-      info = self._info[m.name] = (enc, op, et, et.layout["op"], self._size_kind(m.name)[1])
-    enc, op, et, op_field, kind = info
-    vals: dict[str, int] = {op_field: op}
+      base = {et.layout["op"]: op}   # the fields every instruction of this name has the same value in
+      if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): base["saddr"] = self.t.saddr_off if self.gfx9 else NULL
+      # VOP3P's OPSEL_HI defaults to 1 for every source (as the text assembler and llvm-mc-19 encode it; the
+      # mixed-precision v_fma_mix* aside): v_accvgpr_read/write_b32 on gfx942
+      if enc == "VOP3P" and not m.name.startswith("v_fma_mix"): base["opsel_hi"], base["opsel_hi2"] = 3, 1
+      if enc == "SMEM":
+        if self.gfx9: base["imm"] = 1   # CDNA3 SMEM: IMM=1 takes the offset (there is no null SGPR on gfx9)
+        else: base["soffset"] = NULL
+      info = self._info[m.name] = (enc, et, base, self._size_kind(m.name)[1],
+                                   _GFX12_FIELDS if enc in ("VGLOBAL", "VSCRATCH") else None)
+    enc, et, base, kind, renames = info
+    vals: dict[str, int] = dict(base)
     lits: list[int] = []
-    if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): vals["saddr"] = self.t.saddr_off if self.gfx9 else NULL
     if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
-    if enc == "SMEM":
-      if self.gfx9:   # CDNA3 SMEM: IMM=1 takes the offset, SOFFSET_EN adds an SGPR (there is no null SGPR on gfx9)
-        vals["imm"] = 1
-        if "soffset" in m.uses: vals["soffset_en"] = 1
-      else: vals["soffset"] = NULL
-    for f, x in list(m.defs.items()) + list(m.uses.items()):
-      if f in SRC9: vals[f] = self._src(x, lits, kind)
-      elif f == "sbase": vals[f] = x.phys >> 1
-      else: vals[_GFX12_FIELDS.get(f, f) if enc in ("VGLOBAL", "VSCRATCH") else f] = self._reg(x)
+    if enc == "SMEM" and self.gfx9 and "soffset" in m.uses: vals["soffset_en"] = 1   # SOFFSET_EN adds an SGPR
+    for ops in (m.defs, m.uses):
+      for f, x in ops.items():
+        if f in SRC9:
+          # a VGPR source is 256 + its number; so is an AccVGPR's (v_accvgpr_read_b32: MI300 ISA VOP3P SRC0)
+          vals[f] = x.phys + (256 if x.cls in "va" else 0) if x.__class__ is VReg else self._src(x, lits, kind)
+        elif f == "sbase": vals[f] = x.phys >> 1
+        else: vals[renames.get(f, f) if renames else f] = x.phys if x.__class__ is VReg else self._reg(x)
     off = m.mods.get("offset", 0)
     if enc == "DS":
       if not 0 <= off <= 0xFFFF: raise CompileError(f"{self.arch}: LDS offset {off} out of range in {m!r}")
@@ -183,26 +190,28 @@ def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = 
   the instruction after the branch). sizes_out, when given, receives each instruction's size (0 for a LABEL)."""
   enc = Encoder(arch)
   addr, labels, sizes = 0, {}, []
+  parts: list = []    # each instruction's bytes; a branch's are made once every label's address is known
+  branches = []
   for m in code:
     if m.name == "LABEL":
       labels[m.label] = addr
       sizes.append(0)
       continue
-    sizes.append(enc.size(m))
+    if m.mods.get("target") is None: b = enc.encode(m)
+    else:
+      b = enc.size(m)
+      branches.append((len(parts), m, addr))
+    parts.append(b)
+    sizes.append(b if b.__class__ is int else len(b))
     addr += sizes[-1]
-  out, addr = bytearray(), 0
-  for m, sz in zip(code, sizes):
-    if m.name == "LABEL": continue
-    simm = None
-    if m.target is not None:
-      simm = (labels[m.target] - (addr + 4)) // 4
-      if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
+  for k, m, at in branches:
+    simm = (labels[m.target] - (at + 4)) // 4
+    if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
     b = enc.encode(m, simm)
-    assert len(b) == sz, (m, len(b), sz)
-    out += b
-    addr += sz
+    assert len(b) == parts[k], (m, len(b), parts[k])
+    parts[k] = b
   if sizes_out is not None: sizes_out[:] = sizes
-  return bytes(out)
+  return b"".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------- the pipeline
@@ -223,7 +232,7 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
     tables = arch_tables(arch)
     sel.code = gfx9.legalize(gfx9.widen_masks(sel.code), tables)
     code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size,
-                                             sgprs=gfx9.SGPRS, align_tuples=True)
+                                             sgprs=gfx9.SGPRS, align_tuples=True, agprs=accvgpr_budget(sel))
   else: code, regs, slots = allocate_with_spills(sel.code, sel.loops, sel.name, scratch_base=sel.private_size)
   sel.private_size += 4 * slots
   if arch == "gfx1200": code = gfx12.rename(fix_hazards_gfx12(gfx12.insert_waits(code)))
@@ -247,6 +256,18 @@ SIMDS_PER_WGP, VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE, MAX_WORKGROUP = 4, 1536, 24, 
 # CDNA3 (gfx942): a work-group runs on one CU, 4 SIMDs with 512 VGPRs per lane each (AMDGPUUsage, gfx90a/gfx940: the
 # unified VGPR/AccVGPR file), allocated in blocks of 8, wave64
 CDNA3_SIMDS, CDNA3_VGPRS, CDNA3_GRANULE = 4, 512, 8
+
+
+def accvgpr_budget(sel: Selection) -> int:
+  """The AccVGPRs gfx942 may spill to: all of them (gfx9.AGPRS), unless the kernel requires a work-group shape (it
+  reads work-item ids) whose waves would then not fit a CU: the registers per wave are capped so that they do
+  (CDNA3_VGPRS per SIMD lane / waves per SIMD, in CDNA3_GRANULE blocks), and the AccVGPRs get what the 256 ArchVGPRs
+  leave of that (none for more than 256 work-items: those spill to scratch as before)."""
+  if not sel.uses_local_ids: return gfx9.AGPRS
+  items = sel.local_size[0] * sel.local_size[1] * sel.local_size[2]
+  waves_per_simd = -(-items // (64 * CDNA3_SIMDS))
+  per_wave = CDNA3_VGPRS // max(waves_per_simd, 1) // CDNA3_GRANULE * CDNA3_GRANULE
+  return max(0, min(gfx9.AGPRS, per_wave - 256))
 
 
 def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None, arch: str = "gfx1100") -> int:
@@ -280,12 +301,15 @@ def kernel_spec(c: Compiled) -> KernelSpec:
     # the code reads work-item ids for this work-group shape only (lidx0 is v0 itself when y and z are 1, sizes are
     # folded into index arithmetic): other shapes must be refused by the launcher
     required = tuple(sel.local_size)
-  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1),
+  agprs = regs.agprs
+  # the registers a wave allocates: ArchVGPRs, then (gfx942) the AccVGPRs from ACCUM_OFFSET on (cowriter.total_vgprs)
+  total = (-(-max(regs.vgprs, 1) // 4) * 4 + agprs) if agprs else regs.vgprs
+  return KernelSpec(sel.name, c.text, args, vgpr_count=max(regs.vgprs, 1), agpr_count=agprs,
                     sgpr_count=regs.sgprs + (6 if c.arch == "gfx942" else 2),   # + VCC (gfx9: + FLAT_SCRATCH, XNACK_MASK)
                     group_segment_fixed_size=sel.lds_size, private_segment_fixed_size=sel.private_size,
                     kernarg_segment_size=sel.kernarg_size, workgroup_ids="xyz"[:sel.workgroup_ids],
                     workitem_id_dims=sel.workitem_id_dims + 1, user_sgpr_count=sel.user_sgprs,
-                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, regs.vgprs, required, c.arch),
+                    max_flat_workgroup_size=max_flat_workgroup_size(sel.name, total, required, c.arch),
                     wavefront_size=64 if c.arch == "gfx942" else 32,
                     reqd_workgroup_size=required, vgpr_spill_count=regs.spills, language="OpenCL C",
                     language_version=(2, 0), uniform_work_group_size=True)
@@ -308,9 +332,11 @@ def compiled_program(c, arch: str = "gfx1100") -> UOp:
 
 
 def code_object(c: Compiled) -> bytes:
-  """HSA code object (ELF, code object v5) of one compiled kernel: its PROGRAM(LINEAR(INS ...)), written the way
-  hand-written assembly is (program.py)."""
-  return write_programs(compiled_program(c, c.arch))
+  """HSA code object (ELF, code object v5) of one compiled kernel, by the writer hand-written PROGRAMs go through
+  (program.py) with the same metadata (KernelMeta.of(kernel_spec)). The text goes in as the encoder made it: splitting
+  it into one INS per instruction and decoding each again (compiled_program, program_code) gives the same bytes
+  (tests/backend/test_amd_program.py) at about a fifth of a 20,000-instruction kernel's compile time."""
+  return write_code_object([KernelMeta.of(kernel_spec(c), c.arch).spec(c.text)], c.arch)
 
 
 def compile_gfx1100(lin: UOp, arch: str = "gfx1100") -> bytes:

@@ -51,20 +51,22 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
       trans = {k: 0 for k in trans}   # a join: assume the shortest distance
       out.append(m)
       continue
-    if _is_valu(m):
-      reads = set().union(*[_phys(r) for r in m.regs_used()]) if m.regs_used() else set()
-      if any(r in trans and trans[r] <= TRANS_USE_MAX_VALUS for r in reads):
-        out.append(_depctr(VA_VDST0))
-        trans.clear()
-      for k in trans: trans[k] += 1
+    valu = m.name.startswith("v_")
+    if valu:
+      if trans:   # (no transcendental result pending: nothing to wait for)
+        reads = set().union(*[_phys(r) for r in m.regs_used()]) if m.regs_used() else set()
+        if any(r in trans and trans[r] <= TRANS_USE_MAX_VALUS for r in reads):
+          out.append(_depctr(VA_VDST0))
+          trans.clear()
+        for k in trans: trans[k] += 1
       mask = m.uses.get("src2") if m.name.startswith(_MASK_READERS) else None
       if isinstance(mask, VReg) and mask.cls == "s": masks |= _phys(mask)
       if m.name.startswith("v_div_fmas"): masks.add(("s", VCC_LO))
     out.append(m)
-    if _is_valu(m) and m.name.startswith(_TRANS):
+    if valu and m.name.startswith(_TRANS):
       for r in m.regs_defined(): trans.update({k: 0 for k in _phys(r)})
-    if m.name.startswith("s_"):
-      written = set().union(*[_phys(r) for r in m.regs_defined()]) if m.regs_defined() else set()
+    if not valu and m.name.startswith("s_"):
+      written = set().union(*[_phys(r) for r in m.regs_defined()]) if masks and m.regs_defined() else set()
       if written & masks:
         out.append(_depctr(SA_SDST0))
         masks.clear()
@@ -95,9 +97,14 @@ def _pairs(r) -> set:
 def _sgpr_operands(ops: dict) -> set:
   out: set = set()
   for x in ops.values():
-    if isinstance(x, Spec) and x.code in (VCC_LO, EXEC_LO): out |= _pairs(x)
-    elif isinstance(x, VReg) and x.cls == "s": out |= _pairs(x)
-    elif hasattr(x, "reg") and x.reg.cls == "s": out.add((x.reg.phys + x.k) >> 1)
+    t = x.__class__
+    if t is VReg:
+      if x.cls == "s":
+        if x.n == 1: out.add(x.phys >> 1)
+        else: out |= _pairs(x)
+    elif t is Sub:
+      if x.reg.cls == "s": out.add((x.reg.phys + x.k) >> 1)
+    elif t is Spec and x.code in (VCC_LO, EXEC_LO): out |= _pairs(x)
   return out
 
 
@@ -110,6 +117,10 @@ def fix_hazards_gfx12(code: list[MInst]) -> list[MInst]:
     if m.name == "LABEL":    # a join (a loop's back edge too): anything may be pending
       valu_read = valu_wrote = None
       out.append(m)
+      continue
+    if not valu_read and not valu_wrote and valu_read is not None and valu_wrote is not None and \
+       not m.name.startswith("v_"):
+      out.append(m)   # no VALU access pending and none made here: nothing to wait for, nothing to remember
       continue
     salu = m.name.startswith("s_") and not m.name.startswith(("s_load", "s_wait", "s_barrier", "s_endpgm", "s_branch",
                                                                "s_cbranch_scc", "s_code_end"))
@@ -141,6 +152,11 @@ def fix_hazards_gfx12(code: list[MInst]) -> list[MInst]:
 #   trans-forward  a transcendental VALU writes a VGPR that a non-transcendental VALU reads: 1 (gfx940
 #                  hasTransForwardingHazard, TransDefWaitstates)
 # hazard_check.check_hazards(code, "gfx942") checks them over the bytes.
+# v_accvgpr_write_b32 / v_accvgpr_read_b32 (the AccVGPR spills, regalloc._spill_agpr) are VALU instructions: the rules
+# above apply to them as to any VALU (a transcendental result moved to an AccVGPR: trans-forward). Their own wait
+# states in GCNHazardRecognizer are gfx908's (checkMAIHazards908: AccVGPR write -> read 3; checkMAILdStHazards:
+# AccVGPR read -> memory use 2, "On gfx90a+ relevant hazards are checked in checkMAIVALUHazards()") or follow MFMA/DOT
+# writers (checkMAIHazards90A, checkMAIVALUHazards), which the backend does not emit: none to add on gfx942.
 GFX9_WAITS = {"vmem-sgpr": 5, "lane-select": 4, "div-fmas-vcc": 4, "trans-forward": 1}
 _VMEM = ("global_", "scratch_", "flat_", "buffer_")
 
@@ -156,39 +172,47 @@ def _phys_all(ops) -> set:
 
 def fix_hazards_gfx9(code: list[MInst]) -> list[MInst]:
   out: list[MInst] = []
-  since: dict = {}       # (rule, register) -> wait states issued since the write
-  def issue(n: int):
-    for k in since: since[k] += n
+  # (rule, register) -> the wait-state count `now` had when the write issued: now - written[k] wait states since
+  # (a clock, not a counter per entry: issuing an instruction costs the same however many writes are remembered)
+  written: dict = {}
+  now = 0
   for m in code:
     if m.name == "LABEL":
-      for k in since: since[k] = 0    # a join: assume the write was just before
+      for k in written: written[k] = now    # a join: assume the write was just before
       out.append(m)
       continue
     need = 0
-    reads = _phys_all(m.uses.values())
-    if m.name.startswith(_VMEM):
-      need = max([GFX9_WAITS["vmem-sgpr"] - since[("vmem-sgpr", r)] for r in reads if ("vmem-sgpr", r) in since] + [0])
-    if m.name.startswith(("v_readlane", "v_writelane")):
-      sel = _phys_all([m.uses.get("src1")])
-      need = max([need] + [GFX9_WAITS["lane-select"] - since[("vmem-sgpr", r)] for r in sel if ("vmem-sgpr", r) in since])
-    if m.name.startswith("v_div_fmas") and ("vcc", 0) in since:
-      need = max(need, GFX9_WAITS["div-fmas-vcc"] - since[("vcc", 0)])
-    if _is_valu(m) and not m.name.startswith(_TRANS):
-      need = max([need] + [GFX9_WAITS["trans-forward"] - since[("trans", r)] for r in reads if ("trans", r) in since])
+    name = m.name
+    valu = name.startswith("v_")
+    vmem = name.startswith(_VMEM)
+    if written and (vmem or valu):
+      reads = _phys_all(m.uses.values())
+      if vmem:
+        need = max([GFX9_WAITS["vmem-sgpr"] - (now - written[("vmem-sgpr", r)]) for r in reads
+                    if ("vmem-sgpr", r) in written] + [0])
+      if name.startswith(("v_readlane", "v_writelane")):
+        sel = _phys_all([m.uses.get("src1")])
+        need = max([need] + [GFX9_WAITS["lane-select"] - (now - written[("vmem-sgpr", r)]) for r in sel
+                             if ("vmem-sgpr", r) in written])
+      if name.startswith("v_div_fmas") and ("vcc", 0) in written:
+        need = max(need, GFX9_WAITS["div-fmas-vcc"] - (now - written[("vcc", 0)]))
+      if valu and not name.startswith(_TRANS):
+        need = max([need] + [GFX9_WAITS["trans-forward"] - (now - written[("trans", r)]) for r in reads
+                             if ("trans", r) in written])
     if need > 0:
       out.append(MInst("s_nop", simm16=need - 1))
-      issue(need)
+      now += need
     out.append(m)
-    issue(1)
-    if _is_valu(m):
+    now += 1
+    if valu:
       writes = _phys_all(m.defs.values())
       for r in writes:
-        if r[0] == "s": since[("vmem-sgpr", r)] = 0
+        if r[0] == "s": written[("vmem-sgpr", r)] = now
         if r[0] == "v":
-          if m.name.startswith(_TRANS): since[("trans", r)] = 0
-          else: since.pop(("trans", r), None)
-      if ("s", VCC_LO) in writes or m.name.startswith("v_div_scale") or \
-         (m.name.startswith(("v_cmp", "v_add_co", "v_sub_co", "v_addc", "v_subb")) and m.name.endswith("_e32")):
-        since[("vcc", 0)] = 0
-    since = {k: v for k, v in since.items() if v < 8}
+          if name.startswith(_TRANS): written[("trans", r)] = now
+          else: written.pop(("trans", r), None)
+      if ("s", VCC_LO) in writes or name.startswith("v_div_scale") or \
+         (name.startswith(("v_cmp", "v_add_co", "v_sub_co", "v_addc", "v_subb")) and name.endswith("_e32")):
+        written[("vcc", 0)] = now
+    if written: written = {k: t for k, t in written.items() if now - t < 8}   # older writes need no wait
   return out

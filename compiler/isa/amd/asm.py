@@ -194,12 +194,12 @@ def encode_fields(et, fields: dict, strict: bool = False, what: str | None = Non
     if unknown:
       raise AssembleError(f"{et.name}: no field {', '.join(sorted(unknown))} in this encoding "
                           f"(its fields: {', '.join(f for f, _, _ in et.fields)})")
-  word = 0
+  word = et.ident_word   # the encoding's identifying bits (tables.EncodingTable, from the layout's "ident")
+  get = fields.get
   for fname, lo, mask in et.fields:
-    v = fields.get(fname, 0)
+    v = get(fname, 0)
     if v < 0 or v > mask: raise AssembleError(f"{what or et.name}: value {v} out of range for field {fname} (max {mask})")
     word |= v << lo
-  for lo, w, v in et.layout["ident"]: word |= v << lo
   return word.to_bytes(et.size, "little")
 
 

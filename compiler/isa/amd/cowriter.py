@@ -75,7 +75,8 @@ class KernelSpec:
   name: str
   code: bytes
   args: list[Arg] = field(default_factory=list)
-  vgpr_count: int = 1
+  vgpr_count: int = 1                 # ArchVGPRs (v0..v<n - 1>)
+  agpr_count: int = 0                 # gfx942 AccVGPRs (a0..a<n - 1>), placed after the ArchVGPRs (ACCUM_OFFSET)
   sgpr_count: int = 16                # ".sgpr_count" (VCC included, as clang counts): also the rsrc1 SGPR granule
   group_segment_fixed_size: int = 0
   private_segment_fixed_size: int = 0
@@ -114,7 +115,7 @@ class KernelSpec:
     granule = 8 if self.wavefront_size == 32 or arch == "gfx942" else 4
     # rsrc1: VGPR granule [5:0] (blocks of 8 in wave32, 4 in wave64, minus one); SGPR granule [9:6] = ceil(.sgpr_count
     # / 8) - 1 as clang-19 fills it on gfx11 (.sgpr_count 18 -> 2, 26 -> 3 in the corpus), then the fixed modes
-    rsrc1 = (max(self.vgpr_count, 1) + granule - 1) // granule - 1
+    rsrc1 = (self.total_vgprs() + granule - 1) // granule - 1
     rsrc1 |= min(15, max(0, (self.sgpr_count + 7) // 8 - 1)) << 6 | RSRC1_BY_ARCH.get(arch, RSRC1_FIXED)
     # rsrc2: ENABLE_PRIVATE_SEGMENT 0, USER_SGPR_COUNT [5:1], TGID_X/Y/Z_EN 7/8/9, VGPR_WORKITEM_ID [12:11]
     rsrc2 = int(self.private_segment_fixed_size > 0) | self.user_sgprs(arch) << 1
@@ -122,10 +123,19 @@ class KernelSpec:
       if axis in self.workgroup_ids: rsrc2 |= 1 << (7 + i)
     rsrc2 |= (self.workitem_id_dims - 1) << 11
     # rsrc3 on gfx90a/gfx940 (AMDGPUUsage "compute_pgm_rsrc3 for GFX90A, GFX942"): ACCUM_OFFSET [5:0] = the first
-    # AccVGPR / 4 - 1, right after the VGPRs (none are used here); TG_SPLIT [16] clear
-    rsrc3 = max(0, (max(self.vgpr_count, 1) + 3) // 4 - 1) if arch == "gfx942" else 0
+    # AccVGPR / 4 - 1 (granularity 4: 0 -> 4 ... 63 -> 256), right after the ArchVGPRs; TG_SPLIT [16] clear
+    rsrc3 = self.accum_offset() // 4 - 1 if arch == "gfx942" else 0
     return KernelDescriptor(self.group_segment_fixed_size, self.private_segment_fixed_size, kernarg, 0, rsrc3, rsrc1,
                             rsrc2, props, 0)
+
+  def accum_offset(self) -> int:
+    """The unified register file's first AccVGPR: the ArchVGPRs rounded up to 4 (AMDGPUUsage ACCUM_OFFSET)."""
+    return (max(self.vgpr_count, 1) + 3) // 4 * 4
+
+  def total_vgprs(self) -> int:
+    """VGPRs the wave allocates: with AccVGPRs, alignTo(ArchVGPRs, 4) + AccVGPRs (LLVM AMDGPUBaseInfo
+    getTotalNumVGPRs for gfx90a+), else the ArchVGPRs: what rsrc1's VGPR granule and .vgpr_count count."""
+    return self.accum_offset() + self.agpr_count if self.agpr_count else max(self.vgpr_count, 1)
 
   def kernarg_size(self) -> int:
     if self.kernarg_segment_size is not None: return self.kernarg_segment_size
@@ -136,7 +146,8 @@ class KernelSpec:
           ".kernarg_segment_size": self.kernarg_size(), ".kernarg_segment_align": self.kernarg_segment_align,
           ".group_segment_fixed_size": self.group_segment_fixed_size,
           ".private_segment_fixed_size": self.private_segment_fixed_size, ".sgpr_count": self.sgpr_count,
-          ".vgpr_count": self.vgpr_count, ".agpr_count": 0, ".wavefront_size": self.wavefront_size,
+          ".vgpr_count": self.total_vgprs() if self.agpr_count else self.vgpr_count, ".agpr_count": self.agpr_count,
+          ".wavefront_size": self.wavefront_size,
           ".sgpr_spill_count": self.sgpr_spill_count, ".vgpr_spill_count": self.vgpr_spill_count,
           ".max_flat_workgroup_size": self.max_flat_workgroup_size}
     if self.reqd_workgroup_size: md[".reqd_workgroup_size"] = list(self.reqd_workgroup_size)
@@ -152,6 +163,10 @@ class KernelSpec:
         raise CodeObjectError(f"kernel {self.name}: reqd_workgroup_size {r} needs 3 sizes within "
                               f"max_flat_workgroup_size {self.max_flat_workgroup_size}")
     if not 1 <= self.workitem_id_dims <= 3: raise CodeObjectError(f"kernel {self.name}: workitem_id_dims 1..3")
+    # AMDGPUUsage: ACCUM_OFFSET 4..256 and a0..a255; the unified file holds 512 registers per lane (MI300 ISA)
+    if not 0 <= self.agpr_count <= 256 or self.total_vgprs() > 512 or (self.agpr_count and self.vgpr_count > 256):
+      raise CodeObjectError(f"kernel {self.name}: {self.vgpr_count} VGPRs and {self.agpr_count} AccVGPRs do not fit "
+                            f"the 512-register unified file (at most 256 of each)")
     if any(c not in "xyz" for c in self.workgroup_ids):
       raise CodeObjectError(f"kernel {self.name}: workgroup_ids {self.workgroup_ids!r} is not a subset of 'xyz'")
 

@@ -59,6 +59,12 @@ class KernelDescriptor:
     w32 = self.wavefront_size32 if wave32 is None else wave32
     return (self.granulated_workitem_vgpr_count + 1) * (8 if w32 else 4)
 
+  # --- gfx90a/gfx942's unified VGPR/AccVGPR file (AMDGPUUsage, "compute_pgm_rsrc1 for GFX90A, GFX942": the VGPR
+  #     granule counts VGPRs and AccVGPRs together in blocks of 8; "compute_pgm_rsrc3 for GFX90A, GFX942": ACCUM_OFFSET
+  #     [5:0], the first AccVGPR / 4 - 1)
+  def unified_vgprs(self) -> int: return (self.granulated_workitem_vgpr_count + 1) * 8
+  def accum_offset(self) -> int: return ((self.compute_pgm_rsrc3 & 0x3F) + 1) * 4
+
   # --- COMPUTE_PGM_RSRC2: PRIVATE_SEGMENT 0, USER_SGPR [5:1], TRAP 6, TGID_X/Y/Z 7/8/9, TG_SIZE 10, VGPR_WORKITEM_ID [12:11],
   #     LDS_SIZE [23:15]
   @property

@@ -42,12 +42,15 @@ class _LazyExtra(Mapping):
 
 
 class EncodingTable:
-  __slots__ = ("name", "size", "fields", "field_names", "op_shift", "op_mask", "ops", "layout", "extra", "extract")
+  __slots__ = ("name", "size", "fields", "field_names", "op_shift", "op_mask", "ops", "layout", "extra", "extract",
+               "ident_word")
 
   def __init__(self, name: str, layout: dict, ops: dict):
     self.name, self.size, self.layout = name, layout["size"], layout
     self.fields = tuple((f, lo, (1 << w) - 1) for f, lo, w in layout["fields"])
     self.field_names = frozenset(f for f, _, _ in self.fields)
+    self.ident_word = 0   # the encoding's identifying bits, as asm.encode_fields ORs them into every word
+    for lo, _, v in layout["ident"]: self.ident_word |= v << lo
     self.extract = _make_extractor(self.fields)
     opf = [f for f in layout["fields"] if f[0] == layout["op"]][0] if layout["op"] else ("op", 0, 0)
     self.op_shift, self.op_mask = opf[1], (1 << opf[2]) - 1

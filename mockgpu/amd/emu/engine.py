@@ -101,7 +101,7 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   t0 = time.perf_counter()
   # a launch like one before (same shape, resources, LDS and scratch, target; any program, arguments and float
   # mode): its checked set-up, templates and pooled state are reused as they are (see _Shape)
-  fast_key = (grid, block, rsrc1 & 0x3F | target << 8, rsrc2 & 0x1FBE, lds_bytes, scratch)
+  fast_key = (grid, block, rsrc1 & 0x3F | target << 8 | (rsrc3 & 0x3F) << 16, rsrc2 & 0x1FBE, lds_bytes, scratch)
   launches = memory.dispatch_launches
   shape = launches.pop(fast_key, None)
   if shape is not None:
@@ -132,7 +132,7 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   groups = gx * gy * gz
   deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
   work = _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, (gx, gy, gz), (lx, ly, lz), lds_bytes, scratch,
-                  instruction_budget, fast_key, deadline, target)
+                  instruction_budget, fast_key, deadline, target, rsrc3)
   return _first_slice(work, groups * waves_per_wg, deadline, t0)
 
 
@@ -194,7 +194,7 @@ def _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, ins
 
 
 def _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block, lds_bytes, scratch, instruction_budget,
-             fast_key, deadline, target):
+             fast_key, deadline, target, rsrc3=0):
   """All work-groups of a dispatch, batch after batch (a generator, see SuspendedDispatch)."""
   gx, gy, gz = grid
   lx, ly, lz = block
@@ -214,7 +214,8 @@ def _batches(memory, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block, lds_bytes,
                                       rsrc2=rsrc2, user_sgprs=user_sgprs, grid=grid, block=block,
                                       lds_bytes=lds_bytes, scratch=scratch, budget=instruction_budget,
                                       already=executed, deadline=deadline,
-                                      fast_key=fast_key if count == groups else None, target=target)
+                                      fast_key=fast_key if count == groups else None, target=target,
+                                      rsrc3=rsrc3)
   return executed
 
 
@@ -304,6 +305,7 @@ class _Shape:
     self.vgprs = vgprs
     self.S = self.V = None      # the pooled register files (cached shapes only): reset before each use
     self.wid = np.arange(W, dtype=np.int64)
+    self.acc_limits = None      # gfx942: (ACCUM_OFFSET, allocated VGPRs) of the dispatch (_acc_limits)
     self.pooled = False         # set by _shape for the cached ones: their LDS/scratch (WaveState) may be kept too
     self.states: dict = {}      # (LDS words, scratch words per lane) -> WaveState of a previous dispatch
     self.st = None              # the WaveState of the last dispatch when pooled (the fast path of run_dispatch)
@@ -368,7 +370,7 @@ def _shape(memory, key, *args):
 
 
 def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, rsrc2, user_sgprs, grid, block,
-               lds_bytes, scratch, budget, already, deadline, fast_key=None, target=0):
+               lds_bytes, scratch, budget, already, deadline, fast_key=None, target=0, rsrc3=0):
   """Run work-groups [first_group, first_group + groups) to completion (a generator, see SuspendedDispatch); returns
   the wave-instructions executed (`already`: executed by earlier batches, counted against `budget`)."""
   lx, ly, lz = block
@@ -379,6 +381,7 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
   key = (first_group, groups, grid, block, rsrc1 & 0x3F, rsrc2 & 0x1FBE, target) if small else None
   shape = _shape(memory, key, W, groups, first_group, grid, block, rsrc1, rsrc2, target) if key is not None else \
       _Shape(W, groups, first_group, grid, block, rsrc1, rsrc2, target)
+  shape.acc_limits = _acc_limits(rsrc1, rsrc3, target)
   S, V = shape.registers(user_sgprs)
   try:
     return (yield from _schedule(memory, cache, checked, shape, S, V, groups, pgm_addr=pgm_addr, rsrc1=rsrc1,
@@ -392,6 +395,33 @@ def _run_batch(memory, cache, checked, first_group, groups, *, pgm_addr, rsrc1, 
       if fast_key is not None and shape.st is not None:
         _keep(memory.dispatch_launches, fast_key, shape)
       else: _keep(memory.dispatch_shapes, key, shape)
+
+
+def _acc_limits(rsrc1: int, rsrc3: int, target: int):
+  """gfx942's unified register file (AMDGPUUsage, "compute_pgm_rsrc3 for GFX90A, GFX942" and compute_pgm_rsrc1
+  GRANULATED_WORKITEM_VGPR_COUNT in granules of 8): (ACCUM_OFFSET, the VGPRs the wave allocates); AccVGPR a<k> is
+  the wave's register ACCUM_OFFSET + k. None on the other targets (no AccVGPRs)."""
+  if arch_of(target) != "gfx942": return None
+  return ((rsrc3 & 0x3F) + 1) * 4, ((rsrc1 & 0x3F) + 1) * 8
+
+
+def _check_acc(blk, limits, seen: list) -> None:
+  """A block's ArchVGPRs and AccVGPRs against ACCUM_OFFSET and the wave's VGPRs (seen: the highest of each so far in
+  this dispatch). An AccVGPR past the allocation would be another wave's register; an ArchVGPR at or above
+  ACCUM_OFFSET in a kernel that uses AccVGPRs the same register as one of them: both refused, naming the register."""
+  arch, acc = max(seen[0], blk.max_arch), max(seen[1], blk.max_agpr)
+  seen[0], seen[1] = arch, acc
+  if acc < 0: return
+  accum, alloc = limits
+  if accum + acc >= alloc:
+    raise GPUFault(f"gfx942: AccVGPR a{acc} (the block at {blk.start:#x}) is unified register {accum + acc}, past the "
+                   f"wave's {alloc} VGPRs (COMPUTE_PGM_RSRC1 VGPR granule {alloc // 8 - 1}, COMPUTE_PGM_RSRC3 "
+                   f"ACCUM_OFFSET {accum // 4 - 1})", address=blk.start, kind="illegal instruction")
+  if arch >= accum:
+    raise GPUFault(f"gfx942: v{arch} (the block at {blk.start:#x}) is at or above ACCUM_OFFSET {accum} "
+                   f"(COMPUTE_PGM_RSRC3 [5:0] = {accum // 4 - 1}): the same register as AccVGPR a{arch - accum}, "
+                   f"which the kernel uses",
+                   address=blk.start, kind="illegal instruction")
 
 
 def _schedule(memory, cache, checked, shape, S, V, groups, *, pgm_addr, rsrc1, lds_bytes, scratch, budget, already,
@@ -429,6 +459,7 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
   SLICE_CHECK_BLOCKS blocks past deadline[0] it yields, between two blocks (every wave's PC, barrier flag and
   register is then that of a finished block), and goes on from there when resumed."""
   W, wg_local, groups = shape.W, shape.wg_local, shape.groups
+  acc_limits, acc_seen = shape.acc_limits, [-1, -1]    # gfx942: the unified register file (_check_acc)
   pcs = waiting = None       # per-wave PCs and barrier flags: made when the waves first diverge or meet a barrier
   executed = already
   streak = 0
@@ -464,6 +495,7 @@ def _loop(memory, cache, checked, shape, st, S, V, pgm_addr, mode, instruction_b
         idx = None if count == W else np.nonzero(sel)[0]
       blk = _block(memory, cache, checked, pc, mode)
       ran += 1
+      if acc_limits is not None: _check_acc(blk, acc_limits, acc_seen)
       if blk.max_vgpr >= len(V):
         V.extend(np.zeros((W, shape.lanes), np.uint32) for _ in range(blk.max_vgpr + 1 - len(V)))
       executed += blk.insts * count

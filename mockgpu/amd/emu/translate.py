@@ -18,7 +18,7 @@ import numpy as np
 
 from ....errors import GPUFault
 from . import native, rt
-from .decode import Inst, decode
+from .decode import ACC_BASE, Inst, decode
 from .gen import EXEC, MAX_BLOCK, NOOPS, TERMINATORS, Block, Gen, Unsupported
 from .xlate_memory import _ds, _vmem
 from .xlate_scalar import _salu, _smem, _sopp
@@ -95,6 +95,9 @@ def translate(memory, pc: int, mode: int = 0xF) -> Block:
     raise GPUFault(f"internal error translating the block at {pc:#x}: {e}", address=pc, kind="emulator") from None
   max_vgpr = max(g.vregs) if g.vregs else -1
   blk = Block(pc, last_addr + last.size, len(insts), ns["block"], code, g.barrier, src, max_vgpr)
+  # gfx942: the highest ArchVGPR and AccVGPR (decode.ACC_BASE + k) the block names, checked against ACCUM_OFFSET
+  blk.max_arch = max((r for r in g.vregs if r < ACC_BASE), default=-1)
+  blk.max_agpr = max((r - ACC_BASE for r in g.vregs if r >= ACC_BASE), default=-1)
   blk.trivial = all(line.lstrip().startswith("#") for line in g.lines)
   blk.ends = g.next_pc == "-1" and not g.barrier
   blk.sregs = tuple(sorted(g.sregs | g.exec_regs()))
