@@ -31,6 +31,7 @@ from .cp import CommandProcessors
 from .discovery import GC_HWID, MMHUB_HWID
 from .psp import PSPModel
 from .regfile import RegFile
+from .shader_arrays import ShaderArrays
 from .reset import Mode1Reset
 
 VENDOR, DEVICE, CLASS = 0x1002, 0x744C, 0x030000
@@ -55,7 +56,9 @@ class MockNavi31:
     self.vf, self.vf_host, self.virt = vf, vf_host, None
     self.iommu, self.iommu_group = iommu, None
     self.ips = disc.V710_IPS if vf else disc.NAVI31_IPS
-    self.discovery = disc.build(self.ips) if discovery is None else discovery
+    self.gc_info, self.fused_off_wgps = (disc.V710_GC_INFO, disc.V710_FUSED_OFF_WGPS) if vf else \
+      (disc.NAVI31_GC_INFO, {})
+    self.discovery = disc.build(self.ips, gc_info=self.gc_info) if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
     self.dropped_doorbells: list[tuple[int, int, str]] = []   # (offset, value, why) of doorbells no engine took
@@ -213,6 +216,8 @@ class MockNavi31:
     self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
     self.ih = IH(self)
     self.rlc = RLC(self)
+    self.shader_arrays = ShaderArrays(self, self.gc_info["gc_num_se"], self.gc_info["gc_num_sa_per_se"],
+                                      self.fused_off_wgps)
     self.smu = SMUModel(self)
     self.psp = PSPModel(self)
     guard_gc_hub(self)

@@ -267,3 +267,31 @@ def test_hcq_demo_on_the_vf_compiles_its_kernels(monkeypatch, capsys, tmp_path):
   assert demo.run(argparse.Namespace(device="MOCKPCI+AMD", n=1000, m=37)) == 0
   out = capsys.readouterr().out
   assert "gfx1101 on MOCKPCI+AMD" in out and out.count(" ok ") == 2, out
+
+
+# ---------------------------------------------------------------------------------------------------- the V710's CUs
+def test_the_v710_has_54_of_navi_32s_60_cus(vf):
+  """The discovery table describes the Navi 32 die (3 SEs x 2 SAs x 5 WGPs, mockgpu/amd/am/discovery.py
+  V710_GC_INFO); 3 WGPs are fused off (CC_GC_SHADER_ARRAY_CONFIG), and the driver counts the 54 active CUs per shader
+  array as Linux gfx_v11_0_get_cu_info does, leaving GRBM_GFX_INDEX broadcasting."""
+  os, gpu = vf
+  with AMDev(os, ADDR, os.config) as d:
+    gc = d.discovery.gc_info
+    assert (gc["gc_num_se"], gc["gc_num_sa_per_se"], gc["gc_num_wgp0_per_sa"] + gc["gc_num_wgp1_per_sa"]) == (3, 2, 5)
+    assert d.gfx.active_cus == 54
+    assert d.gfx.active_wgps == {(se, sa): 0b01111 if sa == 1 else 0b11111 for se in range(3) for sa in range(2)}
+    index = gpu.regs.fields("gc_11_0_0", "GRBM_GFX_INDEX", gpu.regs.values[gpu.shader_arrays.index])
+    assert index["SE_BROADCAST_WRITES"] == index["SA_BROADCAST_WRITES"] == index["INSTANCE_BROADCAST_WRITES"] == 1
+    assert gpu.virt.refused == []
+
+
+def test_wgps_a_driver_turned_off_are_not_counted(vf):
+  """GC_USER_SHADER_ARRAY_CONFIG.INACTIVE_WGPS is or'd with the fuses (gfx_v11_0_get_wgp_active_bitmap_per_sh)."""
+  os, gpu = vf
+  gpu.shader_arrays.user_off[(0, 0)] = 0b11
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.gfx.active_cus == 50 and d.gfx.active_wgps[(0, 0)] == 0b11100
+
+
+def test_the_runtime_device_reports_the_active_cus(vf_dev):
+  assert vf_dev.props["simd_count"] == 54 * 2 and vf_dev.props["cu_per_simd_array"] == 10
