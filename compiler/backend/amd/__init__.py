@@ -28,7 +28,8 @@ CLI: `hcq disasm FILE [--raw] [--kernel NAME]`. Benchmark: bench/isa.py."""
 def compile_kernel(sink, arch: str = "gfx1100") -> bytes:
   """A kernel sink from the DSL -> HSA code object bytes (the RDNA3 backend: isel*.py, regalloc.py, render*.py); a
   PROGRAM(LINEAR(INS ...)) of hand-written instructions (program.py) is written as it is, for its own target.
-  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100" | "gfx1200" | "gfx942") call."""
+  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100" | "gfx1101" | "gfx1102" | "gfx1200" |
+  "gfx942") call."""
   from ...ir import Ops
   if sink.op is Ops.PROGRAM:
     from ...ir import CompileError
