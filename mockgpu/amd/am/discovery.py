@@ -48,6 +48,7 @@ NAVI31_IPS = [
 # resume in amdgpu_device_reset_sriov, gfx_v11_0_sw_init's one-VF mode) and lets an MP0 13.0.10 VF load its CP
 # firmware (amdgpu_virt_fw_load_skip_check). MMHUB, OSSSYS, HDP and NBIO keep the Navi 31 versions: no public source
 # we found names Navi 32's, and the driver picks their register modules by major version only (regs.module_for).
+# GC 11.0.3's hub registers have their own layout (gpu.MockNavi31.GFXHUB_MODULES, Linux gfxhub_v3_0_3.c).
 V710_IPS = [
   (hw, inst, {GC_HWID: (11, 0, 3), SDMA0_HWID: (6, 0, 3), SDMA1_HWID: (6, 0, 3), MP0_HWID: (13, 0, 10),
               MP1_HWID: (13, 0, 10)}.get(hw, ver), bases) for hw, inst, ver, bases in NAVI31_IPS]

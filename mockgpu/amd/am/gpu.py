@@ -213,7 +213,7 @@ class MockNavi31:
     self.mec_start = None
     self.nbio = NBIO(self)
     self.mmhub = Hub(self, MMHUB_HWID, "mmhub_3_0_0", "MMVM", "MMMC")
-    self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
+    self.gchub = Hub(self, GC_HWID, self.gfxhub_module(), "GCVM", "GCMC")
     self.ih = IH(self)
     self.rlc = RLC(self)
     self.shader_arrays = ShaderArrays(self, self.gc_info["gc_num_se"], self.gc_info["gc_num_sa_per_se"],
@@ -221,6 +221,15 @@ class MockNavi31:
     self.smu = SMUModel(self)
     self.psp = PSPModel(self)
     guard_gc_hub(self)
+
+  # the register module of the GC hub per GC version: GC 11.0.3's GCVM_*/GCMC_* registers sit at other offsets than
+  # gc 11.0.0's (Linux gc_11_0_3_offset.h, used by gfxhub_v3_0_3.c, which gmc_v11_0_set_gfxhub_funcs picks for GC
+  # 11.0.3); every other GC register keeps gc 11.0.0's place
+  GFXHUB_MODULES = {(11, 0, 3): "gc_11_0_3_gfxhub"}
+
+  def gfxhub_module(self) -> str:
+    gc = next(ver for hw, inst, ver, _b in self.ips if hw == GC_HWID and inst == 0)
+    return self.GFXHUB_MODULES.get(tuple(gc), "gc_11_0_0")
 
   def mode1_reset(self, by: str) -> None:
     """A mode-1 reset asked through `by` (the SMU's message or the PSP's command): see reset.py."""

@@ -295,3 +295,29 @@ def test_wgps_a_driver_turned_off_are_not_counted(vf):
 
 def test_the_runtime_device_reports_the_active_cus(vf_dev):
   assert vf_dev.props["simd_count"] == 54 * 2 and vf_dev.props["cu_per_simd_array"] == 10
+
+
+# ---------------------------------------------------------------------------------------------------- GC 11.0.3's hub
+def test_the_gc_hub_is_programmed_at_gc_11_0_3s_offsets(vf):
+  """GC 11.0.3's GCVM_*/GCMC_* registers are not where gc 11.0.0 has them (Linux gfxhub_v3_0_3.c on
+  gc_11_0_3_offset.h): the VF's driver enables context 0 and its page table at GC 11.0.3's addresses."""
+  from hcq.mockgpu.amd.am.discovery import GC_HWID
+  os, gpu = vf
+  rf = gpu.regs
+  new, old = (rf.addr(GC_HWID, m, "GCVM_CONTEXT0_CNTL") for m in ("gc_11_0_3_gfxhub", "gc_11_0_0"))
+  assert new != old and gpu.gchub.module == "gc_11_0_3_gfxhub"
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.gfxhub_regs.module.__name__.endswith("gc_11_0_3_gfxhub")
+    assert rf.values.get(new, 0) & 1 and rf.values.get(rf.addr(GC_HWID, "gc_11_0_3_gfxhub",
+                                                               "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"), 0)
+
+
+def test_a_driver_programming_gc_11_0_0s_hub_offsets_on_the_vf_is_refused(tmp_path, monkeypatch):
+  """Mutation: the GC hub programmed at gc 11.0.0's offsets leaves GC 11.0.3's hub off: the first queue's MQD is
+  not mapped for the CP, and the mock says so."""
+  from hcq.drivers.amd.am import regs
+  monkeypatch.setattr(regs, "GFXHUB_MODULES", {})
+  (tmp_path / "none").mkdir()
+  with pytest.raises(DeviceError, match="MQD at 0x[0-9a-f]+ is not mapped"):
+    hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, timeout_s=2, firmware_dir=str(tmp_path / "none"),
+                                   lock_dir=str(tmp_path))).close()
