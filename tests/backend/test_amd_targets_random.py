@@ -1,5 +1,6 @@
 """Random kernels (tests/backend/amd_random.py: integer/float expressions, loop nests, f16) compiled for gfx1200,
-gfx942, gfx1101 and gfx1102 (RDNA3: gfx1100's encodings, their own user SGPR and VGPR rules) give the C backend's results on the wave emulator of that target, decode under llvm-objdump-19
+gfx942, gfx1101 and gfx1102 (RDNA3: gfx1100's encodings, their own user SGPR and VGPR rules) give the C backend's
+results on the wave emulator of that target, decode under llvm-objdump-19
 --mcpu=<target> as our disassembler prints them, and carry none of the target's hazards."""
 from __future__ import annotations
 

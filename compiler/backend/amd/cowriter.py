@@ -67,9 +67,10 @@ class Arg:
 
 def user_sgpr_count(enabled: int, system_sgprs: int, arch: str = "gfx1100", wavefront_size: int = 32) -> int:
   """USER_SGPR_COUNT for `enabled` user SGPRs followed by `system_sgprs` (work-group ids, work-group info). gfx1100
-  and gfx1102 in wave32 need user + system SGPRs >= 16 (USER_SGPR_INIT16_BUG), so the user part is padded (LLVM's UserSGPRInit16Bug; clang-19's gfx1100
-  code objects show it: USER_SGPR_COUNT 15 with TGID_X, 14 with TGID_X and TGID_Y, whatever few user SGPRs they use).
-  The system SGPRs start right after: the RDNA3 backend reads the work-group ids from there."""
+  and gfx1102 in wave32 need user + system SGPRs >= 16 (USER_SGPR_INIT16_BUG), so the user part is padded (LLVM's
+  UserSGPRInit16Bug; clang-19's gfx1100 code objects show it: USER_SGPR_COUNT 15 with TGID_X, 14 with TGID_X and
+  TGID_Y, whatever few user SGPRs they use). The system SGPRs start right after: the RDNA3 backend reads the
+  work-group ids from there."""
   if arch in USER_SGPR_INIT16_BUG and wavefront_size == 32: return max(enabled, MAX_USER_SGPRS - system_sgprs)
   return enabled
 

@@ -257,9 +257,10 @@ class RLC:
 
 
 def guard_gc_hub(gpu) -> None:
-  """The GC hub's registers (GCVM_*, GCMC_* of gc 11.0.0, or of GC 11.0.3's layout: gpu.gfxhub_module) take no write while GFX has no power: before the RLC
-  autoload (Linux enables GFXHUB in gfx_v11_0_hw_init after it, gfx_v11_0_gfxhub_enable, and skips GFXHUB TLB
-  flushes while gfx.is_poweron is false: gmc_v11_0_flush_gpu_tlb). Reads answer (Linux reads the FB location)."""
+  """The GC hub's registers (GCVM_*, GCMC_* of gc 11.0.0, or of GC 11.0.3's layout: gpu.gfxhub_module) take no
+  write while GFX has no power: before the RLC autoload (Linux enables GFXHUB in gfx_v11_0_hw_init after it,
+  gfx_v11_0_gfxhub_enable, and skips GFXHUB TLB flushes while gfx.is_poweron is false: gmc_v11_0_flush_gpu_tlb).
+  Reads answer (Linux reads the FB location)."""
   rf, module = gpu.regs, gpu.gchub.module
   for name in rf.module(module).REGS:
     if not name.startswith(("GCVM_", "GCMC_")): continue

@@ -262,8 +262,8 @@ def test_hcq_demo_on_the_vf_compiles_its_kernels(monkeypatch, capsys, tmp_path):
 
   from hcq.cli import demo
   (tmp_path / "none").mkdir()
-  for k, v in {"HCQ_MOCK_AM_VF": "1", "HCQ_LOCK_DIR": str(tmp_path), "HCQ_FIRMWARE_DIR": str(tmp_path / "none")}.items():
-    monkeypatch.setenv(k, v)
+  env = {"HCQ_MOCK_AM_VF": "1", "HCQ_LOCK_DIR": str(tmp_path), "HCQ_FIRMWARE_DIR": str(tmp_path / "none")}
+  for k, v in env.items(): monkeypatch.setenv(k, v)
   assert demo.run(argparse.Namespace(device="MOCKPCI+AMD", n=1000, m=37)) == 0
   out = capsys.readouterr().out
   assert "gfx1101 on MOCKPCI+AMD" in out and out.count(" ok ") == 2, out
