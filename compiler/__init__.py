@@ -20,13 +20,15 @@ def __getattr__(name: str):
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-AMD_TARGETS = ("gfx1100", "gfx1200", "gfx942")   # backend/amd/render.ARCHS (not imported here: it loads the ISA tables)
+# backend/amd/render.ARCHS (not imported here: it loads the ISA tables)
+AMD_TARGETS = ("gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx942")
 IR3_TARGETS = {"a630": 630, "a730": 730, "a740": 740}   # backend/ir3.ARCHS: Adreno gpu ids
 
 
 def compile(sink: UOp, target: str = "c"):  # noqa: A001 - the public name of DESIGN.md §5
   """Lower a kernel sink for target and return the target's artefact ("c": CArtifact with the C source,
-  "gfx1100", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89" "sm_90" "sm_100": PTX text,
+  "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx942": the bytes of an HSA code object, "sm_80" "sm_86" "sm_89"
+  "sm_90" "sm_100": PTX text,
   "a630", "a730", "a740": an IR3Program, ir3 machine words and their dispatch metadata).
   The cyclic collector is paused throughout, as lower() pauses it: the backends build large acyclic structures
   (machine instructions, INS UOps) whose allocation would otherwise trigger full collections over every live UOp."""

@@ -1,5 +1,6 @@
-"""Random kernels (tests/backend/amd_random.py: integer/float expressions, loop nests, f16) compiled for gfx1200 and
-gfx942 give the C backend's results on the wave emulator of that target, decode under llvm-objdump-19
+"""Random kernels (tests/backend/amd_random.py: integer/float expressions, loop nests, f16) compiled for gfx1200,
+gfx942, gfx1101 and gfx1102 (RDNA3: gfx1100's encodings, their own user SGPR and VGPR rules) give the C backend's
+results on the wave emulator of that target, decode under llvm-objdump-19
 --mcpu=<target> as our disassembler prints them, and carry none of the target's hazards."""
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hcq.compiler import compile as hcq_compile
 from hcq.compiler.isa.amd.codeobject import CodeObject
 from hcq.compiler.backend.amd.hazard_check import check_hazards
 
-TARGETS = ("gfx1200", "gfx942")
+TARGETS = ("gfx1200", "gfx942", "gfx1101", "gfx1102")
 
 
 def _check(c, arch):

@@ -14,7 +14,8 @@ mnemonics) adapt the RDNA3 selection to gfx1200 and gfx942."""
 def compile_kernel(sink, arch: str = "gfx1100") -> bytes:
   """A kernel sink from the DSL -> HSA code object bytes (the RDNA3 backend: isel*.py, regalloc.py, render*.py); a
   PROGRAM(LINEAR(INS ...)) of hand-written instructions (program.py) is written as it is, for its own target.
-  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100" | "gfx1200" | "gfx942") call."""
+  This is what AMDDevice.compile() and hcq.compiler.compile(sink, "gfx1100" | "gfx1101" | "gfx1102" | "gfx1200" |
+  "gfx942") call."""
   from ...ir import Ops
   if sink.op is Ops.PROGRAM:
     from ...ir import CompileError

@@ -92,7 +92,8 @@ class Selection:
 
 
 class ISel(DivModSelector, MemorySelector, WideSelector):
-  def __init__(self, lin: UOp, addr64_bytes: int = 2**32):
+  def __init__(self, lin: UOp, addr64_bytes: int = 2**32, arch: str = TARGET):
+    self.arch = arch                   # the target: only the user SGPR padding depends on it (cowriter.user_sgpr_count)
     self.addr64_bytes = addr64_bytes   # GLOBAL buffers of this many bytes or more get 64-bit VGPR addresses
     if lin.op is not Ops.LINEAR: raise CompileError(f"{TARGET}: instruction selection needs a LINEAR, got {lin.op.name}")
     self.lin = lin
@@ -215,8 +216,9 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     gdims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("g")]
     ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
-    # the kernarg pointer (s[0:1]), padded as gfx11 needs; the work-group ids follow (the code-object writer's rule)
-    self.user_sgprs = user_sgpr_count(2, n_wg, "gfx1100", 32)
+    # the kernarg pointer (s[0:1]), padded where the target needs it (gfx1100, gfx1102); the work-group ids follow (the
+    # code-object writer's rule). gfx1200 and gfx942 keep the padding gfx1100 has (their code is renamed from it).
+    self.user_sgprs = user_sgpr_count(2, n_wg, self.arch if self.arch.startswith("gfx110") else TARGET, 32)
     self.in_scratch = set()
     for u in elems:
       if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
@@ -583,8 +585,8 @@ def _fold_casts(u: UOp):
   return v
 
 
-def select(lin: UOp, addr64_bytes: int = 2**32) -> Selection:
-  isel = ISel(lin, addr64_bytes)
+def select(lin: UOp, addr64_bytes: int = 2**32, arch: str = TARGET) -> Selection:
+  isel = ISel(lin, addr64_bytes, arch)
   uses: dict = {}   # element -> how many elements read it (one that reads it twice counts once)
   get = uses.get
   for u in lin.src:

@@ -227,7 +227,7 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
   size by v_mad_u64_u32) instead of SGPR base + 32-bit VGPR offset (tests lower it to exercise that path)."""
   if arch not in ARCHS: raise CompileError(f"the AMD backend targets {', '.join(ARCHS)}, not {arch!r}")
   t0 = time.perf_counter()
-  sel = select(lin, addr64_bytes)
+  sel = select(lin, addr64_bytes, arch)
   if arch == "gfx942":
     tables = arch_tables(arch)
     sel.code = gfx9.legalize(gfx9.widen_masks(sel.code), tables)
@@ -251,6 +251,11 @@ def compile_linear(lin: UOp, arch: str = "gfx1100", addr64_bytes: int = 2**32) -
 # Checked against clang-19 -mcpu=gfx1100 with amdgpu_flat_work_group_size(1, N) on a kernel needing more registers:
 # N = 1024 -> .vgpr_count 192 (8 waves per SIMD), 768 -> 240 (6), 512 and 256 -> 256.
 SIMDS_PER_WGP, VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE, MAX_WORKGROUP = 4, 1536, 24, 1024
+# (VGPRs per SIMD, allocation granule) in wave32 where they differ from gfx1100's: gfx1102 lacks LLVM's
+# FeatureGFX11FullVGPRs (AMDGPU.td FeatureISAVersion11_0_2; gfx1101 has it), so it has the 1024-VGPR file allocated in
+# blocks of 16 (AMDGPUBaseInfo getTotalNumVGPRs / getVGPRAllocGranule). Checked the same way against clang-19
+# -mcpu=gfx1102: N = 1024 -> .vgpr_count 128, 768 -> 160, 512 -> 256 (gfx1101 gives gfx1100's 192, 240, 256).
+VGPR_FILE = {"gfx1102": (1024, 16)}
 
 
 # CDNA3 (gfx942): a work-group runs on one CU, 4 SIMDs with 512 VGPRs per lane each (AMDGPUUsage, gfx90a/gfx940: the
@@ -277,8 +282,9 @@ def max_flat_workgroup_size(name: str, vgprs: int, required: tuple | None, arch:
     alloc = -(-max(vgprs, 1) // CDNA3_GRANULE) * CDNA3_GRANULE
     fits = min(MAX_WORKGROUP, CDNA3_VGPRS // alloc * CDNA3_SIMDS * 64)
   else:
-    alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
-    fits = min(MAX_WORKGROUP, VGPRS_PER_SIMD // alloc * SIMDS_PER_WGP * 32)
+    file, granule = VGPR_FILE.get(arch, (VGPRS_PER_SIMD, VGPR_ALLOC_GRANULE))
+    alloc = -(-max(vgprs, 1) // granule) * granule
+    fits = min(MAX_WORKGROUP, file // alloc * SIMDS_PER_WGP * 32)
   if required is None: return fits
   want = required[0] * required[1] * required[2]
   if want > fits:
@@ -345,9 +351,14 @@ def compile_gfx1100(lin: UOp, arch: str = "gfx1100") -> bytes:
 
 
 GFX1100_TARGET = Target("gfx1100", local_memory_bytes=65536)
+# gfx1101 (Navi 32) and gfx1102 (Navi 33): RDNA3, gfx1100's encodings (tables.SAME_ENCODINGS) and its 64 KiB of LDS
+# per work-group (one RDNA3 ISA guide covers them all); what differs is in cowriter.USER_SGPR_INIT16_BUG and VGPR_FILE
+GFX1101_TARGET = Target("gfx1101", local_memory_bytes=65536)
+GFX1102_TARGET = Target("gfx1102", local_memory_bytes=65536)
 GFX1200_TARGET = Target("gfx1200", local_memory_bytes=65536)   # RDNA4: 64 KiB of LDS per work-group, as RDNA3
 GFX942_TARGET = Target("gfx942", local_memory_bytes=65536)     # CDNA3: 64 KiB of LDS per CU (MI300 ISA "LDS")
-TARGETS = {"gfx1100": GFX1100_TARGET, "gfx1200": GFX1200_TARGET, "gfx942": GFX942_TARGET}
+TARGETS = {"gfx1100": GFX1100_TARGET, "gfx1101": GFX1101_TARGET, "gfx1102": GFX1102_TARGET, "gfx1200": GFX1200_TARGET,
+           "gfx942": GFX942_TARGET}
 ARCHS = tuple(TARGETS)
 
 

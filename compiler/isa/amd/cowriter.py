@@ -42,6 +42,10 @@ RSRC1_FIXED = 3 << 16 | 3 << 18 | 1 << 21 | 1 << 23 | 1 << 29 | 1 << 30
 # clear (rsrc1 0x600f00xx); gfx9 has no WGP_MODE / MEM_ORDERED (clang-19 -mcpu=gfx942: 0x00af00xx)
 RSRC1_BY_ARCH = {"gfx1200": RSRC1_FIXED & ~(1 << 21 | 1 << 23), "gfx942": RSRC1_FIXED & ~(1 << 29 | 1 << 30)}
 MAX_USER_SGPRS = 16   # COMPUTE_PGM_RSRC2.USER_SGPR_COUNT is 5 bits, the hardware loads at most 16 user-data registers
+# The targets with LLVM's FeatureUserSGPRInit16Bug (AMDGPU.td: FeatureISAVersion11_0_0 and 11_0_2 list it, 11_0_1 does
+# not): clang-19 gives .amdhsa_user_sgpr_count 15 for a kernel with the kernarg pointer and TGID_X on gfx1100 and
+# gfx1102, 2 on gfx1101
+USER_SGPR_INIT16_BUG = ("gfx1100", "gfx1102")
 
 
 @dataclass
@@ -62,11 +66,12 @@ class Arg:
 
 
 def user_sgpr_count(enabled: int, system_sgprs: int, arch: str = "gfx1100", wavefront_size: int = 32) -> int:
-  """USER_SGPR_COUNT for `enabled` user SGPRs followed by `system_sgprs` (work-group ids, work-group info). gfx11
-  wave32 needs user + system SGPRs >= 16, so the user part is padded (LLVM's UserSGPRInit16Bug; clang-19's gfx1100
-  code objects show it: USER_SGPR_COUNT 15 with TGID_X, 14 with TGID_X and TGID_Y, whatever few user SGPRs they use).
-  The system SGPRs start right after: the RDNA3 backend reads the work-group ids from there."""
-  if arch.startswith("gfx11") and wavefront_size == 32: return max(enabled, MAX_USER_SGPRS - system_sgprs)
+  """USER_SGPR_COUNT for `enabled` user SGPRs followed by `system_sgprs` (work-group ids, work-group info). gfx1100
+  and gfx1102 in wave32 need user + system SGPRs >= 16 (USER_SGPR_INIT16_BUG), so the user part is padded (LLVM's
+  UserSGPRInit16Bug; clang-19's gfx1100 code objects show it: USER_SGPR_COUNT 15 with TGID_X, 14 with TGID_X and
+  TGID_Y, whatever few user SGPRs they use). The system SGPRs start right after: the RDNA3 backend reads the
+  work-group ids from there."""
+  if arch in USER_SGPR_INIT16_BUG and wavefront_size == 32: return max(enabled, MAX_USER_SGPRS - system_sgprs)
   return enabled
 
 

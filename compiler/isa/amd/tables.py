@@ -9,7 +9,13 @@ from functools import cached_property, lru_cache
 LITERAL_SOURCES = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")
 # gfx1200: ALU, DS, SMEM, VFLAT/VSCRATCH/VGLOBAL, VBUFFER; gfx942: scalar/vector ALU (incl. MFMA opcodes), SMEM, DS
 # and FLAT/SCRATCH/GLOBAL, MUBUF
-SUPPORTED_ARCHS = ("gfx1100", "gfx1200", "gfx942")
+SUPPORTED_ARCHS = ("gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx942")
+# Processors with gfx1100's instructions and encodings, decoded with its tables (one ArchTables, whose arch stays
+# "gfx1100": an Inst names the encoding family). LLVM AMDGPUUsage, "AMDGPU Processors": gfx1100-gfx1103 are the
+# "GCN GFX11 (RDNA 3)" processors; AMDGPU.td builds FeatureISAVersion11_0_0/1/2 from the same FeatureISAVersion11_Common
+# instruction features, the only differences being FeatureGFX11FullVGPRs (gfx1100, gfx1101: 1536 VGPRs per SIMD)
+# and FeatureUserSGPRInit16Bug (gfx1100, gfx1102), neither of which changes an encoding.
+SAME_ENCODINGS = {"gfx1101": "gfx1100", "gfx1102": "gfx1100"}
 
 
 def _make_extractor(fields):
@@ -85,6 +91,7 @@ class ArchTables:
   def __init__(self, arch: str):
     if arch not in SUPPORTED_ARCHS:
       raise ValueError(f"no instruction tables for {arch!r} (have: {', '.join(SUPPORTED_ARCHS)})")
+    arch = SAME_ENCODINGS.get(arch, arch)
     mod = importlib.import_module(f"....autogen.isa.{arch}", __package__)
     self.arch, self.layouts, self.raw = arch, mod.LAYOUTS, mod.OPS
     self.encodings: Mapping[str, EncodingTable] = _LazyEncodings(mod.LAYOUTS, mod.OPS)
@@ -137,6 +144,11 @@ class ArchTables:
     return out
 
 
-@lru_cache(maxsize=None)
 def arch_tables(arch: str = "gfx1100") -> ArchTables:
+  """The decode tables of a target (gfx1101 and gfx1102 share gfx1100's: SAME_ENCODINGS)."""
+  return _tables(SAME_ENCODINGS.get(arch, arch))
+
+
+@lru_cache(maxsize=None)
+def _tables(arch: str) -> ArchTables:
   return ArchTables(arch)

@@ -49,7 +49,7 @@ from .memory import VRAM
 from .nbio import NBIO
 from .pci import AMPCI
 from .psp import PSP
-from .regs import IPRegs, RegAccess, module_for
+from .regs import IPRegs, RegAccess, gfxhub_module_for, module_for
 from .smu import SMU, Mailbox
 from . import virt
 
@@ -198,6 +198,7 @@ class AMDev:
     for attr, ip in IP_REGS.items():
       inst = self.discovery.ip(ip)
       setattr(self, attr, IPRegs(self.access, ip, module_for(ip, inst.version), inst.bases))
+    self.gfxhub_regs = IPRegs(self.access, "GC", gfxhub_module_for(gc), self.discovery.ip("GC").bases)
     # the SMU mailbox, shared with hcq-smi through its lock (smu.py): every message goes through it, the reuse probe
     # and the reset request included
     self.smu_mailbox = Mailbox(self.mp1_regs, self.os, self.pci.lock_key[1], self.label, self.config.timeout_s)

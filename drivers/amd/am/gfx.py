@@ -11,10 +11,11 @@ itself; every step below names the Linux function it follows):
    gfx_v11_0_constants_init: GRBM_CNTL.READ_TIMEOUT 0xff; SH_MEM_CONFIG for every VMID (64-bit addressing, unaligned,
    INITIAL_INST_PREFETCH 3: DEFAULT_SH_MEM_CONFIG) and SH_MEM_BASES (the LDS and scratch apertures, shared base 1 and
    private base 2: 0x1000'0000'0000'0000 and 0x2000'0000'0000'0000).
+   gfx_v11_0_get_cu_info (called from constants_init): the active CUs of each shader array (GFX.cu_info).
 5. nbio gc_doorbell_init (nbio.NBIO.gc_doorbell_init): the CP's doorbells routed.
 6. gfx_v11_0_rlc_resume (RLC_CNTL.RLC_ENABLE_F32: the RLC was started by the autoload; Linux's PSP path only enables
    it) and gfx_v11_0_cp_compute_enable: CP_MEC_RS64_CNTL with the pipes active, out of reset and MEC_HALT 0.
-A VF does none of 2-6 that the host owns: it checks the host's autoload and enables its GC hub.
+A VF does none of 2-6 that the host owns: it checks the host's autoload, enables its GC hub and counts its CUs.
 Compute queues come after the boot, from the runtime device (AMSession.create_queue: an MQD in memory, mqd.py, and the
 HQD loaded from it through GRBM_GFX_CNTL). Not done: KIQ/MES queue mapping (AM loads no MES firmware).
 """
@@ -50,12 +51,14 @@ class GFX(IPBlock):
     self.wait_autoload(who)
     if d.vf:         # the host configured and started the MEC (config_gfx_rs64 and the un-halt are the PF's)
       d.gmc.enable_gc_hub()
+      self.cu_info()   # gfx_v11_0_constants_init runs on a VF too (it skips only GRBM_CNTL)
       d.nbio.gc_doorbell_init()
       return
     self.config_mec()
     d.gmc.enable_gc_hub()
     self.golden_registers()
     self.constants_init()
+    self.cu_info()
     d.nbio.gc_doorbell_init()
     self.step("RLC_CNTL.RLC_ENABLE_F32; MEC un-halted (CP_MEC_RS64_CNTL: pipes active, MEC_HALT 0)")
     r.update("RLC_CNTL", RLC_ENABLE_F32=1)
@@ -105,6 +108,30 @@ class GFX(IPBlock):
                 INITIAL_INST_PREFETCH=3)
         r.write("SH_MEM_BASES", SHARED_BASE=SHARED_BASE, PRIVATE_BASE=PRIVATE_BASE)
     finally: r.write("GRBM_GFX_CNTL", 0)
+
+  def cu_info(self) -> None:
+    """gfx_v11_0_get_cu_info: each shader array selected through GRBM_GFX_INDEX (gfx_v11_0_select_se_sh: SE_INDEX,
+    SA_INDEX, instance broadcast), its WGPs neither fused off (CC_GC_SHADER_ARRAY_CONFIG.INACTIVE_WGPS) nor turned off
+    by a driver (GC_USER_SHADER_ARRAY_CONFIG.INACTIVE_WGPS) counted among the discovery table's WGPs per array, two
+    CUs each (gfx_v11_0_get_wgp_active_bitmap_per_sh, _get_cu_active_bitmap_per_sh); then broadcast again. Not done:
+    the per-array disable of CC_GC_SA_UNIT_DISABLE (gfx_v11_0_get_sa_active_bitmap) and the amdgpu.disable_cu option.
+    Sets active_cus (what the runtime device reports: AMSession.props simd_count) and active_wgps {(se, sa): mask}."""
+    d, r = self.dev, self.dev.gc_regs
+    gc = d.discovery.gc_info
+    engines, arrays = gc.get("gc_num_se", 1), gc.get("gc_num_sa_per_se", 1)
+    wgps = gc.get("gc_num_wgp0_per_sa", 0) + gc.get("gc_num_wgp1_per_sa", 0)
+    self.active_wgps = {}
+    try:
+      for se in range(engines):
+        for sa in range(arrays):
+          r.write("GRBM_GFX_INDEX", SE_INDEX=se, SA_INDEX=sa, INSTANCE_BROADCAST_WRITES=1)
+          off = r.field("CC_GC_SHADER_ARRAY_CONFIG", "INACTIVE_WGPS") | \
+            r.field("GC_USER_SHADER_ARRAY_CONFIG", "INACTIVE_WGPS")
+          self.active_wgps[(se, sa)] = ~off & ((1 << wgps) - 1)
+    finally: r.write("GRBM_GFX_INDEX", SE_BROADCAST_WRITES=1, SA_BROADCAST_WRITES=1, INSTANCE_BROADCAST_WRITES=1)
+    self.active_cus = 2 * sum(bin(m).count("1") for m in self.active_wgps.values())
+    self.step(f"CU info: {self.active_cus} active CUs of {2 * wgps * engines * arrays} ({engines} SEs x {arrays} "
+              f"SAs x {wgps} WGPs; CC_/GC_USER_SHADER_ARRAY_CONFIG.INACTIVE_WGPS per array through GRBM_GFX_INDEX)")
 
   def compute_enable(self) -> None:
     """gfx_v11_0_cp_compute_enable(true): icache valid, every pipe out of reset and active, MEC_HALT 0."""

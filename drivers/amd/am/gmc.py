@@ -67,7 +67,8 @@ def _ptes(va: int, addrs, base: int, flags: int, system: bool) -> array:
 
 
 class Hub:
-  """One VM hub (MMHUB: prefix MMVM/MMMC, mmhub_v3_0.c; the GC hub: GCVM/GCMC, gfxhub_v3_0.c)."""
+  """One VM hub (MMHUB: prefix MMVM/MMMC, mmhub_v3_0.c; the GC hub: GCVM/GCMC, gfxhub_v3_0.c, on GC 11.0.3
+  gfxhub_v3_0_3.c's register layout: regs.GFXHUB_MODULES)."""
 
   def __init__(self, regs, vm: str, mc: str, semaphore: bool):
     self.regs, self.vm, self.mc, self.semaphore = regs, vm, mc, semaphore
@@ -185,7 +186,7 @@ class GMC(IPBlock):
     self.root = d.vram.alloc(0x1000, "page directory (PDB2)")
     self.dummy = d.vram.alloc(0x1000, "fault page")
     self.scratch = d.vram.alloc(0x1000, "system aperture default page (mem_scratch)")
-    self.hubs = {"MMHUB": Hub(d.mmhub_regs, "MMVM", "MMMC", True), "GC": Hub(d.gc_regs, "GCVM", "GCMC", False)}
+    self.hubs = {"MMHUB": Hub(d.mmhub_regs, "MMVM", "MMMC", True), "GC": Hub(d.gfxhub_regs, "GCVM", "GCMC", False)}
     # the directory entries (PDB2/PDB1/PDB0) as this instance wrote them: (table offset, index) -> entry. Only this
     # instance writes its directories (the root and every table come zeroed from its own VRAM allocations), so an
     # entry known here is the one in VRAM, and finding a page table costs no VRAM read (a read is 2 USB transfers

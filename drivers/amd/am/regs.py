@@ -33,6 +33,18 @@ def module_for(ip: str, version: tuple[int, int, int]):
   return importlib.import_module(f"hcq.autogen.amd.{family}_{'_'.join(map(str, max(fits)))}")
 
 
+# GC versions whose GC hub (GCVM_*, GCMC_*) has its own register layout: Linux gmc_v11_0_set_gfxhub_funcs gives GC
+# 11.0.3 (Navi 32) gfxhub_v3_0_3.c, built on gc_11_0_3_offset.h, where those registers sit at other offsets than gc
+# 11.0.0's (GCVM_CONTEXT0_CNTL 0x1698, not 0x1688); the other GC registers hcq uses are where gc 11.0.0 has them
+GFXHUB_MODULES = {(11, 0, 3): "gc_11_0_3_gfxhub"}
+
+
+def gfxhub_module_for(gc_version: tuple[int, int, int]):
+  """The register module of the GC hub of this GC version (GFXHUB_MODULES, else the GC's own: module_for)."""
+  name = GFXHUB_MODULES.get(tuple(gc_version))
+  return importlib.import_module(f"hcq.autogen.amd.{name}") if name else module_for("GC", gc_version)
+
+
 class RegAccess:
   """Dword register space: addresses inside the MMIO BAR directly, the rest through the MM_INDEX window."""
 

@@ -102,7 +102,9 @@ class AMSession:
     # the IP versions the discovery table reports select the driver's register and packet tables (AMDSession)
     self.gc_ip = (major, minor, rev)
     self.sdma_ip = tuple(self.am.discovery.version_of("SDMA0"))
-    self.props = {"gfx_target_version": target, "simd_count": sa * cu_per_sh * 2,
+    # the CUs the GFX block counted at boot (gfx.GFX.cu_info: fused-off WGPs excluded), else the table's maximum
+    cus = getattr(self.am.gfx, "active_cus", None) or sa * cu_per_sh
+    self.props = {"gfx_target_version": target, "simd_count": cus * 2,
                   "simd_per_cu": 2, "array_count": sa, "simd_arrays_per_engine": gc.get("gc_num_sa_per_se", 1),
                   "cu_per_simd_array": cu_per_sh, "max_waves_per_simd": gc.get("gc_max_waves_per_simd", 16),
                   "lds_size_in_kb": gc.get("gc_lds_size", 64), "max_slots_scratch_cu": gc.get("gc_max_scratch_slots_per_cu", 32),

@@ -71,7 +71,7 @@ class NBIO:
 
 
 class Hub:
-  """One VM hub (prefix MMVM_/MMMC_ in mmhub 3.0.0, GCVM_/GCMC_ in gc 11.0.0).
+  """One VM hub (prefix MMVM_/MMMC_ in mmhub 3.0.0, GCVM_/GCMC_ in gc 11.0.0 or GC 11.0.3's gfxhub layout).
 
   Translation needs the hub turned on as mmhub_v3_0/gfxhub_v3_0 *_gart_enable do: {mc}_VM_MX_L1_TLB_CNTL with
   ENABLE_L1_TLB, SYSTEM_ACCESS_MODE 3 and ENABLE_ADVANCED_DRIVER_MODEL, {vm}_L2_CNTL.ENABLE_L2_CACHE; an invalidation
@@ -257,17 +257,18 @@ class RLC:
 
 
 def guard_gc_hub(gpu) -> None:
-  """The GC hub's registers (GCVM_*, GCMC_* of gc 11.0.0) take no write while GFX has no power: before the RLC
-  autoload (Linux enables GFXHUB in gfx_v11_0_hw_init after it, gfx_v11_0_gfxhub_enable, and skips GFXHUB TLB
-  flushes while gfx.is_poweron is false: gmc_v11_0_flush_gpu_tlb). Reads answer (Linux reads the FB location)."""
-  rf = gpu.regs
-  for name in rf.module("gc_11_0_0").REGS:
+  """The GC hub's registers (GCVM_*, GCMC_* of gc 11.0.0, or of GC 11.0.3's layout: gpu.gfxhub_module) take no
+  write while GFX has no power: before the RLC autoload (Linux enables GFXHUB in gfx_v11_0_hw_init after it,
+  gfx_v11_0_gfxhub_enable, and skips GFXHUB TLB flushes while gfx.is_poweron is false: gmc_v11_0_flush_gpu_tlb).
+  Reads answer (Linux reads the FB location)."""
+  rf, module = gpu.regs, gpu.gchub.module
+  for name in rf.module(module).REGS:
     if not name.startswith(("GCVM_", "GCMC_")): continue
     def check(_v, name=name):
       if gpu.rlc.powered: return True
       raise DeviceError(f"mock Navi 31 {gpu.addr}: {name} written before the RLC autoload: the GC hub has no power yet "
                         f"(gfx_v11_0_hw_init enables GFXHUB after gfx_v11_0_wait_for_rlc_autoload_complete)")
-    rf.guard(rf.addr(GC_HWID, "gc_11_0_0", name), write=check)
+    rf.guard(rf.addr(GC_HWID, module, name), write=check)
 
 
 class SMUModel:

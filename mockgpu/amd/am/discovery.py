@@ -48,6 +48,7 @@ NAVI31_IPS = [
 # resume in amdgpu_device_reset_sriov, gfx_v11_0_sw_init's one-VF mode) and lets an MP0 13.0.10 VF load its CP
 # firmware (amdgpu_virt_fw_load_skip_check). MMHUB, OSSSYS, HDP and NBIO keep the Navi 31 versions: no public source
 # we found names Navi 32's, and the driver picks their register modules by major version only (regs.module_for).
+# GC 11.0.3's hub registers have their own layout (gpu.MockNavi31.GFXHUB_MODULES, Linux gfxhub_v3_0_3.c).
 V710_IPS = [
   (hw, inst, {GC_HWID: (11, 0, 3), SDMA0_HWID: (6, 0, 3), SDMA1_HWID: (6, 0, 3), MP0_HWID: (13, 0, 10),
               MP1_HWID: (13, 0, 10)}.get(hw, ver), bases) for hw, inst, ver, bases in NAVI31_IPS]
@@ -55,6 +56,15 @@ V710_IPS = [
 NAVI31_GC_INFO = dict(gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_wgp1_per_sa=0, gc_num_rb_per_se=4, gc_num_gl2c=24,
                       gc_num_gprs=1536, gc_wave_size=32, gc_max_waves_per_simd=16, gc_max_scratch_slots_per_cu=32,
                       gc_lds_size=64, gc_num_sc_per_se=2, gc_num_sa_per_se=2, gc_num_packer_per_sc=4, gc_num_gl2a=4)
+# The V710's Navi 32: 3 SEs x 2 SAs x 5 WGPs (10 CUs) = 60 CUs on the die, as rocminfo shows the full-die RX 7800 XT
+# (gfx1101: "Compute Unit: 60", "Shader Engines: 3", "Shader Arrs. per Eng.: 2"), of which the V710 has 54 active (ROCm
+# docs reference/gpu-arch-specs.rst, Radeon PRO V710: gfx1101, 54 compute units, 4 MiB L2): 27 WGPs, 3 fused off.
+# Which ones is not public: here the last WGP of shader array 1 in each SE (V710_FUSED_OFF_WGPS, read through
+# CC_GC_SHADER_ARRAY_CONFIG: shader_arrays.py); a driver counts the active ones as Linux gfx_v11_0_get_cu_info does.
+# gc_num_gl2c 16: the 4 MiB L2 at Navi 31's 256 KiB per channel (6 MiB over 24); the other fields keep Navi 31's
+# values (no public source gives Navi 32's).
+V710_GC_INFO = dict(NAVI31_GC_INFO, gc_num_se=3, gc_num_wgp0_per_sa=5, gc_num_gl2c=16)
+V710_FUSED_OFF_WGPS = {(se, 1): 1 << 4 for se in range(3)}
 
 
 def checksum(data: bytes) -> int: return sum(data) & 0xFFFF

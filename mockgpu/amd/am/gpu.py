@@ -31,6 +31,7 @@ from .cp import CommandProcessors
 from .discovery import GC_HWID, MMHUB_HWID
 from .psp import PSPModel
 from .regfile import RegFile
+from .shader_arrays import ShaderArrays
 from .reset import Mode1Reset
 
 VENDOR, DEVICE, CLASS = 0x1002, 0x744C, 0x030000
@@ -55,7 +56,9 @@ class MockNavi31:
     self.vf, self.vf_host, self.virt = vf, vf_host, None
     self.iommu, self.iommu_group = iommu, None
     self.ips = disc.V710_IPS if vf else disc.NAVI31_IPS
-    self.discovery = disc.build(self.ips) if discovery is None else discovery
+    self.gc_info, self.fused_off_wgps = (disc.V710_GC_INFO, disc.V710_FUSED_OFF_WGPS) if vf else \
+      (disc.NAVI31_GC_INFO, {})
+    self.discovery = disc.build(self.ips, gc_info=self.gc_info) if discovery is None else discovery
     self.os = self.vram_addr = None
     self.doorbells: list[tuple[int, int]] = []
     self.dropped_doorbells: list[tuple[int, int, str]] = []   # (offset, value, why) of doorbells no engine took
@@ -210,12 +213,23 @@ class MockNavi31:
     self.mec_start = None
     self.nbio = NBIO(self)
     self.mmhub = Hub(self, MMHUB_HWID, "mmhub_3_0_0", "MMVM", "MMMC")
-    self.gchub = Hub(self, GC_HWID, "gc_11_0_0", "GCVM", "GCMC")
+    self.gchub = Hub(self, GC_HWID, self.gfxhub_module(), "GCVM", "GCMC")
     self.ih = IH(self)
     self.rlc = RLC(self)
+    self.shader_arrays = ShaderArrays(self, self.gc_info["gc_num_se"], self.gc_info["gc_num_sa_per_se"],
+                                      self.fused_off_wgps)
     self.smu = SMUModel(self)
     self.psp = PSPModel(self)
     guard_gc_hub(self)
+
+  # the register module of the GC hub per GC version: GC 11.0.3's GCVM_*/GCMC_* registers sit at other offsets than
+  # gc 11.0.0's (Linux gc_11_0_3_offset.h, used by gfxhub_v3_0_3.c, which gmc_v11_0_set_gfxhub_funcs picks for GC
+  # 11.0.3); every other GC register keeps gc 11.0.0's place
+  GFXHUB_MODULES = {(11, 0, 3): "gc_11_0_3_gfxhub"}
+
+  def gfxhub_module(self) -> str:
+    gc = next(ver for hw, inst, ver, _b in self.ips if hw == GC_HWID and inst == 0)
+    return self.GFXHUB_MODULES.get(tuple(gc), "gc_11_0_0")
 
   def mode1_reset(self, by: str) -> None:
     """A mode-1 reset asked through `by` (the SMU's message or the PSP's command): see reset.py."""

@@ -101,7 +101,7 @@ class VFModel:
     # what the host programs and a VF may not (Linux skips it on a VF): the hubs' L2 (mmhub_v3_0 / gfxhub_v3_0
     # init_cache_regs), the MEC started (gfx_v11_0 config_gfx_rs64 + cp_compute_enable) and SDMA0 un-halted
     # (sdma_v6_0_gfx_resume_instance: "if (!amdgpu_sriov_vf(adev))" around the F32_CNTL write)
-    for hw, module, reg in ((MMHUB_HWID, "mmhub_3_0_0", "MMVM_L2_CNTL"), (GC_HWID, "gc_11_0_0", "GCVM_L2_CNTL")):
+    for hw, module, reg in ((MMHUB_HWID, "mmhub_3_0_0", "MMVM_L2_CNTL"), (GC_HWID, g.gchub.module, "GCVM_L2_CNTL")):
       rf.poke(rf.addr(hw, module, reg), rf.module(module).REGS[reg].encode(ENABLE_L2_CACHE=1))
     g.cp.mec_by_host = True
     rf.poke(rf.addr(SDMA0_HWID, "sdma_6_0_0", "SDMA0_F32_CNTL"), 0)
@@ -117,7 +117,7 @@ class VFModel:
         addr = rf.addr(MP0_HWID if reg.startswith("MP0") else MP1_HWID, "mp_13_0_0", reg)
         rf.guard(addr, read=lambda reg=reg: self._forbidden(reg, "read"),
                  write=lambda _v, reg=reg: self._forbidden(reg, "written"))
-    host = [(MMHUB_HWID, "mmhub_3_0_0", "MMMC", "MMVM"), (GC_HWID, "gc_11_0_0", "GCMC", "GCVM")]
+    host = [(MMHUB_HWID, "mmhub_3_0_0", "MMMC", "MMVM"), (GC_HWID, self.gpu.gchub.module, "GCMC", "GCVM")]
     for hw, module, mc, vm in host:
       for reg in (f"{mc}_VM_AGP_BOT", f"{mc}_VM_AGP_TOP", f"{mc}_VM_SYSTEM_APERTURE_LOW_ADDR",
                   f"{mc}_VM_SYSTEM_APERTURE_HIGH_ADDR", f"{vm}_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32",

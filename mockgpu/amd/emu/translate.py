@@ -32,9 +32,17 @@ ARCHS = ("gfx1100", "gfx1200", "gfx942")
 _WAVE64 = 1 << 6
 
 
+# RDNA3 targets that run as gfx1100 does: the same instructions, encodings and semantics (LLVM AMDGPU.td builds
+# FeatureISAVersion11_0_1/2 from gfx1100's FeatureISAVersion11_Common; what differs, the VGPR file size and the user
+# SGPR padding, is the code object's business: its descriptor says how many of each the waves get)
+SAME_AS_GFX1100 = ("gfx1101", "gfx1102")
+
+
 def target_bits(arch: str, wave_size: int | None = None) -> int:
   """The target bits of `arch` running waves of wave_size lanes (None: 64 on gfx9, 32 on gfx10+)."""
-  if arch not in ARCHS: raise ValueError(f"the emulator has no {arch!r} (have: {', '.join(ARCHS)})")
+  if arch in SAME_AS_GFX1100: arch = "gfx1100"
+  if arch not in ARCHS:
+    raise ValueError(f"the emulator has no {arch!r} (have: {', '.join(ARCHS + SAME_AS_GFX1100)})")
   if wave_size is None: wave_size = 64 if arch == "gfx942" else 32
   if wave_size not in (32, 64) or (arch == "gfx942" and wave_size != 64):
     raise ValueError(f"{arch} cannot run waves of {wave_size} lanes")

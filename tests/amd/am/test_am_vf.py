@@ -227,3 +227,97 @@ def test_corpus_through_the_vf(vf_dev, name):
   k = KERNELS[name]
   data = k.inputs(seed=11)
   k.check(run(vf_dev, k, data), data)
+
+
+# ---------------------------------------------------------------------------------------------------- the compiler
+def test_the_compilers_examples_run_on_the_vf_through_dev_compile(vf_dev):
+  """dev.compile on the VF compiles for its gfx1101 (no shipped code object involved), and every acceptance kernel
+  (hcq.compiler.examples: `hcq kernels`) gives numpy's results."""
+  import numpy as np
+
+  from hcq.compiler import compile as hcq_compile
+  from hcq.compiler import examples
+  from hcq.compiler.isa.amd.codeobject import CodeObject
+  assert CodeObject.parse(hcq_compile(examples.elementwise_add().sink, vf_dev.arch)).mach == "gfx1101"
+  for make in examples.ALL:
+    ex = make()
+    bufs = []
+    for a in ex.args:
+      if isinstance(a, np.ndarray):
+        b = vf_dev.alloc(max(a.nbytes, 1))
+        vf_dev.copyin(b, a)
+        bufs.append(b)
+      else: bufs.append(a)
+    vf_dev.compile(ex.sink)(*bufs, global_size=ex.global_size, local_size=ex.local_size, wait=True)
+    for slot, want in ex.expected.items():
+      got = np.frombuffer(vf_dev.copyout(bufs[slot]), want.dtype).reshape(want.shape)
+      if want.dtype.kind == "f": np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=make.__name__)
+      else: np.testing.assert_array_equal(got, want, err_msg=make.__name__)
+
+
+def test_hcq_demo_on_the_vf_compiles_its_kernels(monkeypatch, capsys, tmp_path):
+  """`hcq demo` on the VF: no gfx1101 demo code object ships, so vadd and matmul come from the DSL through the
+  compiler (cli/demo.py), checked against numpy by the demo itself (odd sizes: partial work-groups)."""
+  import argparse
+
+  from hcq.cli import demo
+  (tmp_path / "none").mkdir()
+  env = {"HCQ_MOCK_AM_VF": "1", "HCQ_LOCK_DIR": str(tmp_path), "HCQ_FIRMWARE_DIR": str(tmp_path / "none")}
+  for k, v in env.items(): monkeypatch.setenv(k, v)
+  assert demo.run(argparse.Namespace(device="MOCKPCI+AMD", n=1000, m=37)) == 0
+  out = capsys.readouterr().out
+  assert "gfx1101 on MOCKPCI+AMD" in out and out.count(" ok ") == 2, out
+
+
+# ---------------------------------------------------------------------------------------------------- the V710's CUs
+def test_the_v710_has_54_of_navi_32s_60_cus(vf):
+  """The discovery table describes the Navi 32 die (3 SEs x 2 SAs x 5 WGPs, mockgpu/amd/am/discovery.py
+  V710_GC_INFO); 3 WGPs are fused off (CC_GC_SHADER_ARRAY_CONFIG), and the driver counts the 54 active CUs per shader
+  array as Linux gfx_v11_0_get_cu_info does, leaving GRBM_GFX_INDEX broadcasting."""
+  os, gpu = vf
+  with AMDev(os, ADDR, os.config) as d:
+    gc = d.discovery.gc_info
+    assert (gc["gc_num_se"], gc["gc_num_sa_per_se"], gc["gc_num_wgp0_per_sa"] + gc["gc_num_wgp1_per_sa"]) == (3, 2, 5)
+    assert d.gfx.active_cus == 54
+    assert d.gfx.active_wgps == {(se, sa): 0b01111 if sa == 1 else 0b11111 for se in range(3) for sa in range(2)}
+    index = gpu.regs.fields("gc_11_0_0", "GRBM_GFX_INDEX", gpu.regs.values[gpu.shader_arrays.index])
+    assert index["SE_BROADCAST_WRITES"] == index["SA_BROADCAST_WRITES"] == index["INSTANCE_BROADCAST_WRITES"] == 1
+    assert gpu.virt.refused == []
+
+
+def test_wgps_a_driver_turned_off_are_not_counted(vf):
+  """GC_USER_SHADER_ARRAY_CONFIG.INACTIVE_WGPS is or'd with the fuses (gfx_v11_0_get_wgp_active_bitmap_per_sh)."""
+  os, gpu = vf
+  gpu.shader_arrays.user_off[(0, 0)] = 0b11
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.gfx.active_cus == 50 and d.gfx.active_wgps[(0, 0)] == 0b11100
+
+
+def test_the_runtime_device_reports_the_active_cus(vf_dev):
+  assert vf_dev.props["simd_count"] == 54 * 2 and vf_dev.props["cu_per_simd_array"] == 10
+
+
+# ---------------------------------------------------------------------------------------------------- GC 11.0.3's hub
+def test_the_gc_hub_is_programmed_at_gc_11_0_3s_offsets(vf):
+  """GC 11.0.3's GCVM_*/GCMC_* registers are not where gc 11.0.0 has them (Linux gfxhub_v3_0_3.c on
+  gc_11_0_3_offset.h): the VF's driver enables context 0 and its page table at GC 11.0.3's addresses."""
+  from hcq.mockgpu.amd.am.discovery import GC_HWID
+  os, gpu = vf
+  rf = gpu.regs
+  new, old = (rf.addr(GC_HWID, m, "GCVM_CONTEXT0_CNTL") for m in ("gc_11_0_3_gfxhub", "gc_11_0_0"))
+  assert new != old and gpu.gchub.module == "gc_11_0_3_gfxhub"
+  with AMDev(os, ADDR, os.config) as d:
+    assert d.gfxhub_regs.module.__name__.endswith("gc_11_0_3_gfxhub")
+    assert rf.values.get(new, 0) & 1 and rf.values.get(rf.addr(GC_HWID, "gc_11_0_3_gfxhub",
+                                                               "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"), 0)
+
+
+def test_a_driver_programming_gc_11_0_0s_hub_offsets_on_the_vf_is_refused(tmp_path, monkeypatch):
+  """Mutation: the GC hub programmed at gc 11.0.0's offsets leaves GC 11.0.3's hub off: the first queue's MQD is
+  not mapped for the CP, and the mock says so."""
+  from hcq.drivers.amd.am import regs
+  monkeypatch.setattr(regs, "GFXHUB_MODULES", {})
+  (tmp_path / "none").mkdir()
+  with pytest.raises(DeviceError, match="MQD at 0x[0-9a-f]+ is not mapped"):
+    hcq.open("MOCKPCI+AMD", Config(mock_am_vf=True, timeout_s=2, firmware_dir=str(tmp_path / "none"),
+                                   lock_dir=str(tmp_path))).close()
