@@ -112,6 +112,15 @@ class Dispatch:
     self.cache[key] = prog
     return prog
 
+  def _rows_written(self):
+    """The register-file rows the program can write (full registers; a half's full register): the rows a reused
+    register file must clear between batches, so that every batch starts from zeroed registers."""
+    rows = getattr(self, "_rows", None)
+    if rows is None:
+      rows = {w if w < 256 else (w - 256) >> 1 for ins in self.prog for w, _, _ in ins.sync.writes}
+      rows = self._rows = np.array(sorted(r for r in rows if r < 256), np.intp)
+    return rows
+
   def run(self) -> None:
     gx, gy, gz = self.groups
     lx, ly, lz = self.local_size
@@ -122,17 +131,26 @@ class Dispatch:
     step = max(1, BATCH // per)
     lid = np.arange(per)
     lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
+    shape = None                               # (groups, fiber arrays, register file) of the last batch's size
+    rows = self._rows_written()
     for first in range(0, total, step):
       # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
       self._check_hang(first * per)
-      g = np.arange(first, min(first + step, total))
-      n = len(g) * per
-      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per), np.tile(lid, len(g)), self.wave, self.shared_bytes)
-      gid = np.repeat(g, per)
-      wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
+      ng = min(step, total - first)
+      n = ng * per
+      if shape is None or shape[0] != ng:
+        group_of, lids = np.repeat(np.arange(ng), per), np.tile(lid, ng)
+        per_group = (per - 1) // self.wave + 1
+        shape = (ng, group_of, lids, group_of * per_group + lids // self.wave, np.zeros((256, n), np.uint32),
+                 [np.tile(c, ng).astype(np.uint32) for c in lxyz])
+      else: shape[4][rows] = 0                   # a register file kept from the last batch: clear what it wrote
+      _, group_of, lids, wave_of, R, ltiles = shape
+      F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+      gid = np.repeat(np.arange(first, first + ng, dtype=np.int64), per)
       if self.localid_reg < 0xFC:
-        for c in range(3): F.R[self.localid_reg + c] = np.tile(lxyz[c], len(g))
+        for c in range(3): F.R[self.localid_reg + c] = ltiles[c]
       if self.wgid_reg < 0xFC:
+        wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
         for c in range(3): F.R[self.wgid_reg + c] = wg[c]
       if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
       self._run_batch(F)
@@ -147,39 +165,52 @@ class Dispatch:
       F.pc[F.sel] = np.where(taken[F.sel], target, F.pc[F.sel] + 1)
 
   def _run_batch(self, F) -> None:
+    """The lowest-pc rule. While every fiber is alive at one pc (uniform), that pc is kept in `upc` and the pc array
+    is only written before a flow instruction (which may diverge the fibers); otherwise the live fibers at the
+    lowest pc run the instruction (F.sel)."""
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
     sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
+    uniform, upc = bool(F.alive.all()) and not F.pc.any(), 0
     while True:
-      alive = F.alive
-      if not alive.any(): return
-      pcs = F.pc[alive]
-      pc = int(pcs.min())
+      if uniform: pc = upc
+      else:
+        alive = F.alive
+        if not alive.any(): return
+        pcs = F.pc[alive]
+        pc = int(pcs.min())
+        if int(pcs.max()) == pc and alive.all(): uniform, upc = True, pc
       if pc >= n_prog or pc < 0:
         raise GPUFault(f"ir3: the program counter left the program ({pc} of {n_prog} instructions) without an end",
                        kind="illegal instruction")
-      if int(pcs.max()) == pc and alive.all(): F.sel = None
-      else: F.sel = alive & (F.pc == pc)
+      F.sel = None if uniform else alive & (F.pc == pc)
       ins = prog[pc]
-      cnt = F.n if F.sel is None else int(F.sel.sum())
-      poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else []
-      poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
-      saved = [(r, F.R[r].copy()) for r in poisoned]
-      for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
+      cnt = F.n if uniform else int(np.count_nonzero(F.sel))
+      poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else None
+      if poisoned:
+        poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
+        saved = [(r, F.R[r].copy()) for r in poisoned]
+        for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
       if ins.kind == "flow":
-        ins.run(F, self)
+        if uniform and ins.name == "nop": upc += 1               # a nop moves every fiber on by one
+        else:
+          if uniform: F.pc.fill(pc)
+          ins.run(F, self)
+          uniform = False
         self.executed += cnt
       else:
         for i in range(ins.rpt + 1): ins.run(F, self, i)
         self.executed += cnt * (ins.rpt + 1)
-        if F.sel is None: F.pc += 1
+        if uniform: upc += 1
+        elif F.sel is None: F.pc += 1
         else: F.pc[F.sel] += 1
-      written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
-      for r, row in saved:          # the late result still lands: only this reader saw the poison
-        if r not in written: F.R[r] = row
+      if poisoned:
+        written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
+        for r, row in saved:          # the late result still lands: only this reader saw the poison
+          if r not in written: F.R[r] = row
       if sync is not None: sync.update(ins.sync, pc)
       steps += 1
-      if not steps & 1023: self._check_hang(None, int(F.pc[F.alive].min()))
+      if not steps & 1023: self._check_hang(None, upc if uniform else int(F.pc[F.alive].min()))
 
   def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
     if self.deadline is None or time.monotonic() <= self.deadline: return
