@@ -132,28 +132,39 @@ class Dispatch:
     lid = np.arange(per)
     lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
     shape = None                               # (groups, fiber arrays, register file) of the last batch's size
-    rows = self._rows_written()
-    for first in range(0, total, step):
-      # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
-      self._check_hang(first * per)
-      ng = min(step, total - first)
-      n = ng * per
-      if shape is None or shape[0] != ng:
-        group_of, lids = np.repeat(np.arange(ng), per), np.tile(lid, ng)
-        per_group = (per - 1) // self.wave + 1
-        shape = (ng, group_of, lids, group_of * per_group + lids // self.wave, np.zeros((256, n), np.uint32),
-                 [np.tile(c, ng).astype(np.uint32) for c in lxyz])
-      else: shape[4][rows] = 0                   # a register file kept from the last batch: clear what it wrote
-      _, group_of, lids, wave_of, R, ltiles = shape
-      F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
-      gid = np.repeat(np.arange(first, first + ng, dtype=np.int64), per)
-      if self.localid_reg < 0xFC:
-        for c in range(3): F.R[self.localid_reg + c] = ltiles[c]
-      if self.wgid_reg < 0xFC:
-        wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
-        for c in range(3): F.R[self.wgid_reg + c] = wg[c]
-      if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
-      self._run_batch(F)
+    # rows a register file holds after a batch, cleared before it is reused (kept zeroed between dispatches)
+    rows = np.union1d(self._rows_written(), [r + c for r, k in ((self.localid_reg, 3), (self.wgid_reg, 3),
+                                                                (self.linear_id_reg, 1)) if r < 0xFC for c in range(k)]).astype(np.intp)
+    pool = self.cache.setdefault(("register files",), {})
+    try:
+      for first in range(0, total, step):
+        # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
+        self._check_hang(first * per)
+        ng = min(step, total - first)
+        n = ng * per
+        if shape is None or shape[0] != ng:
+          if shape is not None: pool[shape[4].shape[1]] = shape[4]
+          group_of, lids = np.repeat(np.arange(ng), per), np.tile(lid, ng)
+          per_group = (per - 1) // self.wave + 1
+          R = pool.pop(n, None)
+          shape = (ng, group_of, lids, group_of * per_group + lids // self.wave,
+                   np.zeros((256, n), np.uint32) if R is None else R, [np.tile(c, ng).astype(np.uint32) for c in lxyz])
+        _, group_of, lids, wave_of, R, ltiles = shape
+        F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+        if self.localid_reg < 0xFC:
+          for c in range(3): F.R[self.localid_reg + c] = ltiles[c]
+        if self.wgid_reg < 0xFC:
+          gid = np.repeat(np.arange(first, first + ng, dtype=np.int64), per)
+          wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
+          for c in range(3): F.R[self.wgid_reg + c] = wg[c]
+        if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
+        self._run_batch(F)
+        R[rows] = 0                              # the next batch (or dispatch) starts from zeroed registers
+    except BaseException:
+      shape = None                               # a failed batch leaves its register file as it was: not reused
+      raise
+    finally:
+      if shape is not None: pool[shape[4].shape[1]] = shape[4]
 
   def branch(self, F, taken, target):
     """Selected fibers go to target where taken, else to the next instruction."""
