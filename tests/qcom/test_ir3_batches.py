@@ -1,0 +1,87 @@
+"""The ir3 emulator's batching (mockgpu/qcom/ir3/dispatch.py): register files are kept between batches and
+dispatches, so what one batch or program wrote must never be seen by the next one; grids larger than a batch
+(BATCH fibers) run every work-group; divergent and uniform fibers reconverge at the same results."""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import hcq
+from hcq.errors import GPUFault
+from hcq.mockgpu.qcom.ir3.values import BATCH
+
+from .test_programs import run
+
+
+@pytest.fixture(scope="module")
+def dev():
+  with hcq.open("MOCK+QCOM") as d: yield d
+
+
+GROUPS = 2 * BATCH // 64 + 3             # two full batches and a short one
+
+# stores r2.x before the program writes it (every batch must see 0), then writes r2.x and r5.x
+READ_BEFORE_WRITE = b"""@localsize 64, 1, 1
+@buf %d
+@buf %d
+@invocationid(r0.x)
+@wgid(r48.x)
+shl.b r1.x, r48.x, 6
+(rpt2)nop
+add.u r1.x, r1.x, r0.x
+(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r2.x, r1.x, 0
+(ss)mov.u32u32 r2.x, 0x1234
+mov.u32u32 r5.x, 0x5678
+(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r5.x, r1.x, 1
+end
+nop
+""" % (GROUPS * 64, GROUPS * 64)
+
+# stores r5.x, which this program never writes: the program above wrote it in an earlier dispatch
+READ_UNWRITTEN = b"""@localsize 64, 1, 1
+@buf %d
+@invocationid(r0.x)
+@wgid(r48.x)
+shl.b r1.x, r48.x, 6
+(rpt2)nop
+add.u r1.x, r1.x, r0.x
+(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r5.x, r1.x, 0
+end
+nop
+""" % (GROUPS * 64)
+
+
+def test_every_batch_starts_from_zeroed_registers(dev):
+  first, second = run(dev, READ_BEFORE_WRITE, [np.full(GROUPS * 64, 7, np.uint32), None], groups=GROUPS)
+  np.testing.assert_array_equal(first, np.zeros(GROUPS * 64, np.uint32))      # not the last batch's 0x1234
+  np.testing.assert_array_equal(second, np.full(GROUPS * 64, 0x5678, np.uint32))
+
+
+def test_a_dispatch_does_not_see_the_registers_of_the_one_before(dev):
+  run(dev, READ_BEFORE_WRITE, [None, None], groups=GROUPS)
+  (out,) = run(dev, READ_UNWRITTEN, [np.full(GROUPS * 64, 7, np.uint32)], groups=GROUPS)
+  np.testing.assert_array_equal(out, np.zeros(GROUPS * 64, np.uint32))
+
+
+def test_a_failed_dispatch_leaves_no_registers_behind():
+  # one @buf: the second stib (IBO slot 1) faults after the program wrote r5.x; the device stops its queues, so the
+  # mock's kept register files are looked at directly: every one must be zeroed (the failed batch's is not kept)
+  text = READ_BEFORE_WRITE.replace(b"@buf %d\n" % (GROUPS * 64), b"", 1)
+  with hcq.open("MOCK+QCOM") as d:
+    run(d, READ_UNWRITTEN, [None], groups=GROUPS)                 # fills the kept register files
+    with pytest.raises(GPUFault, match="IBO slot 1"):
+      run(d, text, [None], groups=GROUPS)
+    kept = d.owned_os.devices[0].cp.programs[("register files",)]
+    assert kept and all(not R.any() for R in kept.values())
+
+
+def test_divergent_loops_over_several_batches(dev):
+  text = (pathlib.Path(__file__).parent / "programs" / "loop.asm").read_bytes()
+  (out,) = run(dev, text, [None], groups=GROUPS)
+  lid = np.arange(64, dtype=np.uint32)
+  np.testing.assert_array_equal(out, lid * (lid + 1) // 2)
