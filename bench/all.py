@@ -7,7 +7,7 @@
 Rows: P1 launch of an empty kernel on MOCK+AMD (bench/launch.py; the reference lineage, tinygrad 0.14 on its own mock
 GPU, cannot run here: its wheel has no test/mockgpu, so the ratio is taken against its recorded figure, REFERENCE_US
 below), the foreign-call costs behind the cffi/ctypes choice (bench/ffi_calls.py), P2 the emulator's vadd at 65,536,
-1M and 4M floats (bench/emu.py --sizes), P3 cold start against `import numpy` (bench/cold_start.py). --quick: fewer
+1M and 4M floats (bench/emu.py --sizes), P3 cold start against `import numpy` (bench/cold_start.py), P9 the ir3 emulator on MOCK+QCOM (bench/ir3_emu.py). --quick: fewer
 repeats (a smoke run: the figures are noisier).
 """
 from __future__ import annotations
@@ -36,7 +36,8 @@ def collect(quick: bool = False) -> dict:
   return {"launch": _run("launch.py", "--repeat", "3" if quick else "7"),
           "ffi": _run("ffi_calls.py", "--calls", "20000" if quick else "200000"),
           "emu": _run("emu.py", "--sizes", "--runs", "3" if quick else "9"),
-          "cold_start": _run("cold_start.py", "--runs", "3" if quick else "9")}
+          "cold_start": _run("cold_start.py", "--runs", "3" if quick else "9"),
+          "ir3_emu": _run("ir3_emu.py", "--runs", "3" if quick else "7")}
 
 
 def rows(r: dict) -> list[tuple[str, str, str, str]]:
@@ -78,6 +79,13 @@ def rows(r: dict) -> list[tuple[str, str, str, str]]:
     out.append(("P3 cold start", "vadd process / import numpy (medians)",
                 f"{C['vadd_process_median_s']:.3f} / {C['numpy_import_median_s']:.3f} s = {C['ratio_median']:.2f}x",
                 "MET" if C["ratio_median"] <= 2 else "NOT MET"))
+  I = r.get("ir3_emu", {"error": "not run"})
+  if "error" in I: out.append(("P9 ir3 emulator", "error", I["error"], "?"))
+  else:
+    for k in I["kernels"]:
+      met = ("MET" if k["mfips"] >= I["target_mfips"] else "NOT MET") if k["kernel"] == "vadd" and k["fibers"] == 65536 else ""
+      out.append(("P9 ir3 emulator (MOCK+QCOM)", f"{k['kernel']} {k['fibers']:,} fibers, fiber-insts/s (best; by CPU)",
+                  f"{k['mfips']:.0f}M; {k['fiber_instructions'] / k['cpu_median_s'] / 1e6:.0f}M", met))
   return out
 
 
