@@ -17,6 +17,7 @@ from ..sync import HALF_TYPES, POISON, SyncState, describe
 
 
 _ISA = {}
+DEAD = 1 << 40                     # the pc of a fiber that ran its end (above every program's instructions)
 
 
 def isa_for(gpu_id: int):
@@ -172,8 +173,7 @@ class Dispatch:
       if taken.all(): F.pc[:] = target
       elif not taken.any(): F.pc += 1
       else: F.pc = np.where(taken, target, F.pc + 1)
-    else:
-      F.pc[F.sel] = np.where(taken[F.sel], target, F.pc[F.sel] + 1)
+    else: np.copyto(F.pc, np.where(taken, target, F.pc + 1), where=F.sel)
 
   def _run_batch(self, F) -> None:
     """The lowest-pc rule. While every fiber is alive at one pc (uniform), that pc is kept in `upc` and the pc array
@@ -183,20 +183,21 @@ class Dispatch:
     steps = 0
     sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
     uniform, upc = bool(F.alive.all()) and not F.pc.any(), 0
+    F.pc[~F.alive] = DEAD                         # finished fibers sort after every pc
     while True:
       if uniform: pc = upc
       else:
-        alive = F.alive
-        if not alive.any(): return
-        pcs = F.pc[alive]
-        pc = int(pcs.min())
-        if int(pcs.max()) == pc and alive.all(): uniform, upc = True, pc
+        pc = int(F.pc.min())
+        if pc == DEAD: return
+        sel = F.pc == pc
+        cnt = int(np.count_nonzero(sel))
+        if cnt == F.n: uniform, upc = True, pc
       if pc >= n_prog or pc < 0:
         raise GPUFault(f"ir3: the program counter left the program ({pc} of {n_prog} instructions) without an end",
                        kind="illegal instruction")
-      F.sel = None if uniform else alive & (F.pc == pc)
+      F.sel = None if uniform else sel
       ins = prog[pc]
-      cnt = F.n if uniform else int(np.count_nonzero(F.sel))
+      if uniform: cnt = F.n
       poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else None
       if poisoned:
         poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
@@ -208,20 +209,20 @@ class Dispatch:
           if uniform: F.pc.fill(pc)
           ins.run(F, self)
           uniform = False
+          if ins.name == "end": F.pc[~F.alive] = DEAD
         self.executed += cnt
       else:
         for i in range(ins.rpt + 1): ins.run(F, self, i)
         self.executed += cnt * (ins.rpt + 1)
         if uniform: upc += 1
-        elif F.sel is None: F.pc += 1
-        else: F.pc[F.sel] += 1
+        else: np.add(F.pc, 1, out=F.pc, where=F.sel)
       if poisoned:
         written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
         for r, row in saved:          # the late result still lands: only this reader saw the poison
           if r not in written: F.R[r] = row
       if sync is not None: sync.update(ins.sync, pc)
       steps += 1
-      if not steps & 1023: self._check_hang(None, upc if uniform else int(F.pc[F.alive].min()))
+      if not steps & 1023: self._check_hang(None, upc if uniform else int(F.pc.min()))
 
   def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
     if self.deadline is None or time.monotonic() <= self.deadline: return

@@ -94,10 +94,7 @@ class Fibers:
     return self.R[regid]
 
   def write(self, regid, val, half):
-    if self.sel is None and (not half or regid >= A0) and type(val) is np.ndarray and val.dtype == np.uint32:
-      if regid < 252: self.R[regid] = val          # the common case: a full register, every fiber
-      return
-    val = np.broadcast_to(np.asarray(val, np.uint32), (self.n,))
+    if type(val) is not np.ndarray or val.dtype != np.uint32: val = np.asarray(val, np.uint32)
     if half and regid < A0:
       shift = 16 * (regid & 1)
       full = self.R[regid >> 1]
@@ -105,7 +102,7 @@ class Fibers:
       regid >>= 1
     elif regid >= 252: return                      # r63: no register
     if self.sel is None: self.R[regid] = val
-    else: self.R[regid, self.sel] = val[self.sel]
+    else: np.copyto(self.R[regid], val, where=self.sel)     # only the selected fibers' elements
 
   def idx(self):
     return np.arange(self.n) if self.sel is None else np.nonzero(self.sel)[0]
