@@ -85,3 +85,19 @@ def test_divergent_loops_over_several_batches(dev):
   (out,) = run(dev, text, [None], groups=GROUPS)
   lid = np.arange(64, dtype=np.uint32)
   np.testing.assert_array_equal(out, lid * (lid + 1) // 2)
+
+
+def test_the_uint32_forms_of_the_alu_operations_match_their_int64_definitions():
+  from hcq.mockgpu.qcom.ir3 import alu
+  rng = np.random.default_rng(3)
+  edges = np.array([0, 1, 2, 31, 32, 33, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0xFFFFFF, 0x1000000, 0x7FFFFFFF, 0x80000000,
+                    0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
+  a = np.concatenate([np.repeat(edges, len(edges)), rng.integers(0, 1 << 32, 4096, dtype=np.uint64).astype(np.uint32)])
+  b = np.concatenate([np.tile(edges, len(edges)), rng.integers(0, 1 << 32, 4096, dtype=np.uint64).astype(np.uint32)])
+  for name, fn in alu.FAST32.items():
+    want = alu.CAT2[name][1](True)(a, b)
+    np.testing.assert_array_equal(alu._fast32(fn)(a, b), want, err_msg=name)
+    # an immediate or a constant operand: a scalar
+    np.testing.assert_array_equal(alu._fast32(fn)(a, np.uint32(b[5])), alu.CAT2[name][1](True)(a, np.uint32(b[5])),
+                                  err_msg=name)
+    assert int(alu._fast32(fn)(np.uint32(a[7]), np.uint32(b[9]))) == int(alu.CAT2[name][1](True)(a[7:8], b[9:10])[0])
