@@ -51,6 +51,12 @@ def _build(d, pc):
   raise Unsupported(n)
 
 
+def _keep(pool: dict, R) -> None:
+  """Keep a zeroed register file for the next batch of its size (the few most recent sizes)."""
+  pool[R.shape[1]] = R
+  while len(pool) > 4: pool.pop(next(iter(pool)))
+
+
 class Dispatch:
   """One CP_EXEC_CS: the work-groups run in batches of whole groups, with the state the dispatch programmed."""
 
@@ -134,8 +140,9 @@ class Dispatch:
     lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
     shape = None                               # (groups, fiber arrays, register file) of the last batch's size
     # rows a register file holds after a batch, cleared before it is reused (kept zeroed between dispatches)
-    rows = np.union1d(self._rows_written(), [r + c for r, k in ((self.localid_reg, 3), (self.wgid_reg, 3),
-                                                                (self.linear_id_reg, 1)) if r < 0xFC for c in range(k)]).astype(np.intp)
+    ids = [r + c for r, k in ((self.localid_reg, 3), (self.wgid_reg, 3), (self.linear_id_reg, 1)) if r < 0xFC
+           for c in range(k)]
+    rows = sorted(set(self._rows_written().tolist()) | set(ids))
     pool = self.cache.setdefault(("register files",), {})
     try:
       for first in range(0, total, step):
@@ -144,28 +151,39 @@ class Dispatch:
         ng = min(step, total - first)
         n = ng * per
         if shape is None or shape[0] != ng:
-          if shape is not None: pool[shape[4].shape[1]] = shape[4]
-          group_of, lids = np.repeat(np.arange(ng), per), np.tile(lid, ng)
-          per_group = (per - 1) // self.wave + 1
+          if shape is not None: _keep(pool, shape[2])
           R = pool.pop(n, None)
-          shape = (ng, group_of, lids, group_of * per_group + lids // self.wave,
-                   np.zeros((256, n), np.uint32) if R is None else R, [np.tile(c, ng).astype(np.uint32) for c in lxyz])
-        _, group_of, lids, wave_of, R, ltiles = shape
+          shape = (ng, self._fiber_arrays(ng, per, lxyz), np.zeros((256, n), np.uint32) if R is None else R)
+        _, (group_of, lids, wave_of, ltiles), R = shape
         F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
         if self.localid_reg < 0xFC:
-          for c in range(3): F.R[self.localid_reg + c] = ltiles[c]
-        if self.wgid_reg < 0xFC:
-          gid = np.repeat(np.arange(first, first + ng, dtype=np.int64), per)
-          wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
-          for c in range(3): F.R[self.wgid_reg + c] = wg[c]
+          for c in range(3):
+            if c == 0 or per > 1 and ltiles[c][-1]: F.R[self.localid_reg + c] = ltiles[c]
+        if self.wgid_reg < 0xFC:                 # computed per work-group, then repeated for its fibers
+          g = np.arange(first, first + ng, dtype=np.int64)
+          for c, v in enumerate((g % gx, (g // gx) % gy, g // (gx * gy))):
+            if c == 0 or v.any(): F.R[self.wgid_reg + c] = np.repeat(v.astype(np.uint32), per)
         if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
         self._run_batch(F)
-        R[rows] = 0                              # the next batch (or dispatch) starts from zeroed registers
+        for r in rows: R[r].fill(0)              # the next batch (or dispatch) starts from zeroed registers
     except BaseException:
       shape = None                               # a failed batch leaves its register file as it was: not reused
       raise
     finally:
-      if shape is not None: pool[shape[4].shape[1]] = shape[4]
+      if shape is not None: _keep(pool, shape[2])
+
+  def _fiber_arrays(self, ng, per, lxyz):
+    """(work-group of each fiber, local id, wave, local id x/y/z as uint32) for a batch of ng groups, kept for full
+    batches (read-only: instructions only read them)."""
+    key = ("fibers", ng, per, self.local_size, self.wave)
+    got = self.cache.get(key)
+    if got is None:
+      group_of, lids = np.repeat(np.arange(ng), per), np.tile(np.arange(per), ng)
+      wave_of = group_of * ((per - 1) // self.wave + 1) + lids // self.wave
+      got = (group_of, lids, wave_of, [np.tile(c, ng).astype(np.uint32) for c in lxyz])
+      for a in got[:3] + tuple(got[3]): a.flags.writeable = False
+      if ng * per >= BATCH // 2: self.cache[key] = got
+    return got
 
   def branch(self, F, taken, target):
     """Selected fibers go to target where taken, else to the next instruction."""
