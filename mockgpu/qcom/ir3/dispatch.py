@@ -187,16 +187,16 @@ class Dispatch:
 
   def branch(self, F, taken, target):
     """Selected fibers go to target where taken, else to the next instruction."""
-    if F.sel is None:
-      if taken.all(): F.pc[:] = target
-      elif not taken.any(): F.pc += 1
-      else: F.pc = np.where(taken, target, F.pc + 1)
+    if F.sel is None:        # every fiber is at self._at (uniform): the pc array is written only when they diverge
+      if taken.all(): self._next = target
+      elif not taken.any(): self._next = self._at + 1
+      else: F.pc = np.where(taken, target, self._at + 1)
     else: np.copyto(F.pc, np.where(taken, target, F.pc + 1), where=F.sel)
 
   def _run_batch(self, F) -> None:
     """The lowest-pc rule. While every fiber is alive at one pc (uniform), that pc is kept in `upc` and the pc array
-    is only written before a flow instruction (which may diverge the fibers); otherwise the live fibers at the
-    lowest pc run the instruction (F.sel)."""
+    is only written when a flow instruction diverges the fibers (branch()); otherwise the live fibers at the lowest
+    pc run the instruction (F.sel). Finished fibers hold DEAD."""
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
     sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
@@ -224,10 +224,12 @@ class Dispatch:
       if ins.kind == "flow":
         if uniform and ins.name == "nop": upc += 1               # a nop moves every fiber on by one
         else:
-          if uniform: F.pc.fill(pc)
+          self._at, self._next = pc, None
           ins.run(F, self)
-          uniform = False
-          if ins.name == "end": F.pc[~F.alive] = DEAD
+          if uniform and self._next is not None: upc = self._next     # every fiber took the same way
+          else:
+            uniform = False
+            if ins.name == "end": F.pc[~F.alive] = DEAD
         self.executed += cnt
       else:
         for i in range(ins.rpt + 1): ins.run(F, self, i)
