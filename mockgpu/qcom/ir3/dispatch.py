@@ -1,5 +1,13 @@
 """One CP_EXEC_CS: decoding the program once into closures (the builders of flow/alu/memops), then running the
-work-groups in batches of fibers under the lowest-pc rule, with the sync checks of sync.py and the hang timeout."""
+work-groups in batches of fibers under the lowest-pc rule, with the sync checks of sync.py and the hang timeout.
+
+What keeps it fast (bench/ir3_emu.py measures it, issue 33 P9): a program is decoded and built once per code, constant
+length, footprint and demotion (the caller's cache); a batch holds BATCH fibers (16,384: large enough that the Python
+work of one step, the sync check included, is small next to the numpy work, small enough that a register row stays in
+the cache); register files and the per-batch fiber arrays are kept between batches and dispatches (the rows a program
+writes are cleared after each batch, so every batch starts from zeroed registers as a fresh one would); while every
+fiber is alive at one pc the batch is "uniform": no masks, no pc array, no reductions; once fibers diverge, finished
+ones hold DEAD so that one min() finds the next pc, and masked writes use np.copyto(where=)."""
 from __future__ import annotations
 
 import time
