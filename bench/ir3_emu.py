@@ -8,6 +8,8 @@ Kernels (every result checked against numpy):
     (work-groups of 64): the issue 33 P9 target is >= 100M fiber-instructions/s at 65,536;
   - loop (tests/qcom/programs/loop.asm: a loop whose trip count differs per fiber, so the fibers diverge) over
     1,024 work-groups, out[lid] = 0 + 1 + ... + lid;
+  - reduce (tests/qcom/programs/reduce.asm: a work-group sum through local memory, a barrier per level) over 1,024
+    work-groups;
   - the ALU loop of bench/qcom.py (uniform control flow, 12 ALU instructions per iteration), 64 groups x 200
     iterations, its registers checked through a store of the final values.
 
@@ -64,11 +66,14 @@ nop
 """
 
 
-def _sized(text: bytes, dwords: int) -> bytes:
-  """The program with every @buf raised to `dwords` (the corpus programs name the size their tests use)."""
-  out = []
+def _sized(text: bytes, *dwords: int) -> bytes:
+  """The program with its @buf headers' sizes replaced, in order (the corpus programs name the sizes their tests
+  use); one size applies to every @buf."""
+  out, k = [], 0
   for line in text.splitlines():
-    if line.startswith(b"@buf"): line = b"@buf %d" % dwords
+    if line.startswith(b"@buf"):
+      line = b"@buf %d" % dwords[min(k, len(dwords) - 1)]
+      k += 1
     out.append(line)
   return b"\n".join(out) + b"\n"
 
@@ -114,6 +119,18 @@ def loop(dev, cp, groups: int, runs: int) -> dict:
   return dict(r, kernel="loop", fibers=groups * 64)
 
 
+def reduce(dev, cp, groups: int, runs: int) -> dict:
+  prog = dev.load(_sized((PROGRAMS / "reduce.asm").read_bytes(), groups * 64, groups), "reduce")
+  inp = np.random.default_rng(groups).integers(0, 1 << 32, groups * 64, dtype=np.uint64).astype(np.uint32)
+  bufs = [dev.alloc(groups * 64 * 4), dev.alloc(groups * 4)]
+  dev.copyin(bufs[0], inp)
+  r = _launch(dev, cp, prog, bufs, groups, runs)
+  want = (inp.reshape(groups, 64).astype(np.uint64).sum(1) & 0xFFFFFFFF).astype(np.uint32)
+  np.testing.assert_array_equal(np.frombuffer(dev.copyout(bufs[1]), np.uint32), want)
+  for x in bufs: dev.free(x)
+  return dict(r, kernel="reduce", fibers=groups * 64)
+
+
 def alu_loop(dev, cp, groups: int, iterations: int, runs: int) -> dict:
   n = groups * 64
   prog = dev.load(ALU_LOOP % (n, iterations), "alu_loop")
@@ -133,7 +150,7 @@ def collect(runs: int) -> dict:
   with hcq.open("MOCK+QCOM") as dev:
     cp = dev.owned_os.devices[0].cp             # the mock's command processor counts the fiber-instructions it ran
     out = [vadd(dev, cp, 65536, runs), vadd(dev, cp, 1 << 20, max(2, runs // 2)), loop(dev, cp, 1024, runs),
-           alu_loop(dev, cp, 64, 200, max(2, runs // 2))]
+           reduce(dev, cp, 1024, runs), alu_loop(dev, cp, 64, 200, max(2, runs // 2))]
   try: load = open("/proc/loadavg").read().split()[:3]
   except OSError: load = []
   return {"kernels": out, "loadavg": load, "target_mfips": 100.0}

@@ -35,5 +35,7 @@ def test_the_ir3_emulator_bench_checks_its_results_and_counts_what_ran():
     lp = bench.loop(dev, cp, 2, runs=1)
     # loop.asm: fiber lid runs 3 + (lid + 1) * 6 + 3 instructions
     assert lp["fiber_instructions"] == 2 * sum(6 + 6 * (lid + 1) for lid in range(64))
+    rd = bench.reduce(dev, cp, 2, runs=1)
+    assert rd["fiber_instructions"] > 2 * 64 * 20 and rd["mfips"] > 0
     a = bench.alu_loop(dev, cp, 2, 3, runs=1)
     assert a["fiber_instructions"] == 128 * (7 + 3 * 12 + 3)
