@@ -157,21 +157,26 @@ def _ldst_local(d):
   if store: addr_reg, val_reg = _gpr(f["DST"]), _gpr(f["SRC"])
   else: addr_reg, val_reg = (_gpr(f["SRC"]) if "SRC" in f else None), _dst(d)
   def run(F, D, i):
-    ix = F.idx()
+    ix = _selected(F)
     if private and F.private is None and D.private_bytes: F.private = np.zeros((F.n, D.private_bytes), np.uint8)
-    rows = ix if private else F.group_of[ix]
-    base = (F.R[addr_reg][ix].astype(np.int64) if addr_reg is not None else np.zeros(len(ix), np.int64)) + off
+    if private: rows = np.arange(F.n) if ix is None else ix
+    else: rows = _rows(F.group_of, ix)
+    base = (_rows(F.R[addr_reg], ix).astype(np.int64) if addr_reg is not None else np.zeros(len(rows), np.int64)) + off
     for c in range(size):
       mem, o = _local_index(F, D, name, base + c * nb, nb, d.pc, private)
+      # whole aligned words: one uint32 access per fiber (the same bytes as the byte-wise form below)
+      words = nb == 4 and not mem.shape[1] & 3 and not (o & 3).any()
       if store:
-        v = F.read(val_reg + c, half)[ix]
-        for k in range(nb): mem[rows, o + k] = ((v >> (8 * k)) & 0xFF).astype(np.uint8)
+        v = _rows(F.read(val_reg + c, half), ix)
+        if words: mem.view(np.uint32)[rows, o >> 2] = v
+        else:
+          for k in range(nb): mem[rows, o + k] = ((v >> (8 * k)) & 0xFF).astype(np.uint8)
       else:
-        v = np.zeros(len(ix), np.uint32)
-        for k in range(nb): v |= mem[rows, o + k].astype(np.uint32) << (8 * k)
-        out = np.zeros(F.n, np.uint32)
-        out[ix] = v
-        F.write(val_reg + c, out, half)
+        if words: v = mem.view(np.uint32)[rows, o >> 2]
+        else:
+          v = np.zeros(len(rows), np.uint32)
+          for k in range(nb): v |= mem[rows, o + k].astype(np.uint32) << (8 * k)
+        F.write(val_reg + c, _scatter(F, ix, v), half)
   return run
 
 
