@@ -101,3 +101,25 @@ def test_the_uint32_forms_of_the_alu_operations_match_their_int64_definitions():
     np.testing.assert_array_equal(alu._fast32(fn)(a, np.uint32(b[5])), alu.CAT2[name][1](True)(a, np.uint32(b[5])),
                                   err_msg=name)
     assert int(alu._fast32(fn)(np.uint32(a[7]), np.uint32(b[9]))) == int(alu.CAT2[name][1](True)(a[7:8], b[9:10])[0])
+
+
+def test_local_memory_unaligned_and_narrow_accesses_take_the_byte_path(dev):
+  # stl of a word at byte 1, then an aligned word load over it, a u8 (into hr2.z) and a u16 (into hr2.w) inside it:
+  # little-endian bytes 00 11 22 33 44; hr2.z and hr2.w are the halves of r1.y (merged registers)
+  text = b"""@localsize 1, 1, 1
+@buf 4
+mov.u32u32 r0.x, 1
+mov.u32u32 r0.y, 0
+mov.u32u32 r1.x, 0x44332211
+(rpt5)nop
+stl.u32 l[r0.x], r1.x, 1
+ldl.u32 r1.w, l[r0.y], 1
+ldl.u8 r2.z, l[r0.y+2], 1
+ldl.u16 r2.w, l[r0.y+3], 1
+(ss)nop
+stib.b.untyped.1d.u32.4.imm r1.x, r0.y, 0
+end
+nop
+"""
+  (out,) = run(dev, text, [None])
+  np.testing.assert_array_equal(out, [0x44332211, 0x44330022, 0, 0x33221100])
