@@ -115,6 +115,10 @@ def _ldst_ibo(d):
       e = (elem * comps if typed else elem) + c if (typed or c) else elem
       ok = _in_bounds(e, count)
       every = bool(ok.all())
+      if every and type(base) is not np.ndarray:      # one descriptor, every element inside it
+        if store: D.mem.store_elems(int(base), e, _rows(F.read(val_reg + c, half), ix), nb, what)
+        else: F.write(val_reg + c, _scatter(F, ix, D.mem.load_elems(int(base), e, nb, what)), half)
+        continue
       addr = base + ((e if every else np.where(ok, e, 0)) * nb).view(np.uint64)
       if store:
         v = _rows(F.read(val_reg + c, half), ix)

@@ -52,6 +52,26 @@ class Memory:
     for obj, ix, off in parts: out[ix] = self._gather(obj, off, nbytes)
     return out
 
+  def _words_at(self, base: int, elem, nb: int):
+    """(the uint32 view of the one object holding every 4-byte element base + elem * 4, the word index of
+    elem 0) or None (another size, or the elements span objects: the general path then checks each address)."""
+    if nb != 4 or not len(elem): return None
+    lo, hi = int(elem.min()), int(elem.max())
+    obj = self.model.find(base + lo * 4, (hi - lo + 1) * 4)
+    if obj is None or (base - obj.va) & 3 or obj.size & 3: return None
+    return self._view(obj).view(np.uint32), (base - obj.va) >> 2
+
+  def load_elems(self, base: int, elem, nb: int, what):
+    """The nb-byte elements base + elem * nb (elem: int64, >= 0), as load() would read them."""
+    got = self._words_at(base, elem, nb)
+    if got is not None: return got[0][elem + got[1] if got[1] else elem]
+    return self.load(np.uint64(base) + (elem * nb).view(np.uint64), nb, what)
+
+  def store_elems(self, base: int, elem, vals, nb: int, what):
+    got = self._words_at(base, elem, nb)
+    if got is not None: got[0][elem + got[1] if got[1] else elem] = vals
+    else: self.store(np.uint64(base) + (elem * nb).view(np.uint64), vals, nb, what)
+
   def store(self, addrs, vals, nbytes, what):
     if not len(addrs): return
     vals = np.asarray(vals, np.uint32)
