@@ -123,3 +123,30 @@ nop
 """
   (out,) = run(dev, text, [None])
   np.testing.assert_array_equal(out, [0x44332211, 0x44330022, 0, 0x33221100])
+
+
+class _Obj:
+  def __init__(self, oid, arr): self.id, self.arr, self.va, self.size = oid, arr, arr.ctypes.data, arr.nbytes
+
+
+class _Model:
+  """Two objects side by side in the GPU's address space (find() as the KGSL model's: the object holding a range)."""
+  def __init__(self, *objs): self.objs = objs
+  def find(self, va, size=1):
+    return next((o for o in self.objs if o.va <= va and va + size <= o.va + o.size), None)
+
+
+def test_element_accesses_read_the_object_or_fault_naming_the_first_address_outside():
+  from hcq.mockgpu.qcom.ir3.state import Memory
+  a = np.arange(64, dtype=np.uint32)
+  mem = Memory(_Model(_Obj(1, a)))
+  elem = np.array([3, 0, 63, 5], np.int64)
+  np.testing.assert_array_equal(mem.load_elems(a.ctypes.data, elem, 4, "ldib"), a[elem])
+  np.testing.assert_array_equal(mem.load_elems(a.ctypes.data + 8, elem[:3] // 2, 4, "ldib"), a[elem[:3] // 2 + 2])
+  mem.store_elems(a.ctypes.data, np.array([1, 2], np.int64), np.array([70, 71], np.uint32), 4, "stib")
+  assert a[1] == 70 and a[2] == 71
+  with pytest.raises(GPUFault, match=rf"ldib: 4 bytes at {a.ctypes.data + 64 * 4:#x} are outside every memory object"):
+    mem.load_elems(a.ctypes.data, np.array([0, 64, 65], np.int64), 4, "ldib")
+  with pytest.raises(GPUFault, match="outside every memory object"):
+    mem.store_elems(a.ctypes.data, np.array([70], np.int64), np.array([1], np.uint32), 4, "stib")
+  assert a[63] == 63
