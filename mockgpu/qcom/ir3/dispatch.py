@@ -230,7 +230,9 @@ class Dispatch:
         saved = [(r, F.R[r].copy()) for r in poisoned]
         for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
       if ins.kind == "flow":
-        if uniform and ins.name == "nop": upc += 1               # a nop moves every fiber on by one
+        if ins.name == "nop":                                    # a nop moves the fibers that run it on by one
+          if uniform: upc += 1
+          else: np.add(F.pc, 1, out=F.pc, where=sel)
         else:
           self._at, self._next = pc, None
           ins.run(F, self)
