@@ -9,9 +9,9 @@ GPU, cannot run here: its wheel has no test/mockgpu, so the ratio is taken again
 below), the foreign-call costs behind the cffi/ctypes choice (bench/ffi_calls.py), P2 the emulator's vadd at 65,536,
 1M and 4M floats (bench/emu.py --sizes), P3 cold start against `import numpy` (bench/cold_start.py), P6 MOCK+NV's launch
 against MOCK+AMD's (bench/nv.py) and the PTX interpreter (bench/ptx_interp.py: the vector add at 65,536 and 1M floats,
-the CUDA corpus at its test sizes), P9 MOCK+QCOM launch plus wait (bench/qcom_launch.py). --quick: fewer repeats (a
-smoke run: the figures are noisier). Launch figures are given by the wall clock and by the process's CPU time (the wall
-clock of a loaded machine counts other processes).
+the CUDA corpus at its test sizes), P9 MOCK+QCOM launch plus wait (bench/qcom_launch.py) and the ir3 emulator on
+MOCK+QCOM (bench/ir3_emu.py). --quick: fewer repeats (a smoke run: the figures are noisier). Launch figures are given
+by the wall clock and by the process's CPU time (the wall clock of a loaded machine counts other processes).
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def collect(quick: bool = False) -> dict:
           "cold_start": _run("cold_start.py", "--runs", "3" if quick else "9"),
           "nv": _run("nv.py", "--repeat", "10" if quick else "40"),
           "ptx": _run("ptx_interp.py", "--runs", "3" if quick else "7"),
-          "qcom_launch": _run("qcom_launch.py", "--repeat", "3" if quick else "7")}
+          "qcom_launch": _run("qcom_launch.py", "--repeat", "3" if quick else "7"),
+          "ir3_emu": _run("ir3_emu.py", "--runs", "3" if quick else "7")}
 
 
 def rows(r: dict) -> list[tuple[str, str, str, str]]:
@@ -109,6 +110,13 @@ def rows(r: dict) -> list[tuple[str, str, str, str]]:
                 "MET" if us <= Q["target_s"] * 1e6 else "NOT MET"))
     out.append(("P9 QCOM launch", "same, by the process's CPU time", f"{Q['wait_cpu_best_s'] * 1e6:.1f} us",
                 "MET" if Q["wait_cpu_best_s"] <= Q["target_s"] else "NOT MET"))
+  I = r.get("ir3_emu", {"error": "not run"})
+  if "error" in I: out.append(("P9 ir3 emulator", "error", I["error"], "?"))
+  else:
+    for k in I["kernels"]:
+      met = ("MET" if k["mfips"] >= I["target_mfips"] else "NOT MET") if k["kernel"] == "vadd" and k["fibers"] == 65536 else ""
+      out.append(("P9 ir3 emulator (MOCK+QCOM)", f"{k['kernel']} {k['fibers']:,} fibers, fiber-insts/s (best; by CPU)",
+                  f"{k['mfips']:.0f}M; {k['fiber_instructions'] / k['cpu_median_s'] / 1e6:.0f}M", met))
   return out
 
 

@@ -104,6 +104,32 @@ CAT2 = {
 }
 
 
+def _sh(b): return (np.asarray(b, np.uint32) & 31).view(np.int32)
+
+
+# full-width integer and bit operations computed on the raw uint32 bits: the same results as the int64 forms above
+# (a 32-bit register wraps modulo 2^32; a product's low 32 bits are the uint32 product's) without the conversions
+FAST32 = {
+  "add.u": np.add, "add.s": np.add, "sub.u": np.subtract, "sub.s": np.subtract,
+  "and.b": np.bitwise_and, "or.b": np.bitwise_or, "xor.b": np.bitwise_xor, "not.b": lambda a, b: np.invert(a),
+  "min.u": np.minimum, "max.u": np.maximum,
+  "min.s": lambda a, b: np.minimum(a.view(np.int32), b.view(np.int32)).view(np.uint32),
+  "max.s": lambda a, b: np.maximum(a.view(np.int32), b.view(np.int32)).view(np.uint32),
+  "shl.b": lambda a, b: np.left_shift(a, _sh(b).view(np.uint32)),
+  "shr.b": lambda a, b: np.right_shift(a, _sh(b).view(np.uint32)),
+  "ashr.b": lambda a, b: np.right_shift(a.view(np.int32), _sh(b)).view(np.uint32),
+  "getbit.b": lambda a, b: np.right_shift(a, _sh(b).view(np.uint32)) & np.uint32(1),
+  "mul.u24": lambda a, b: (a & np.uint32(0xFFFFFF)) * (b & np.uint32(0xFFFFFF)),
+  "mull.u": lambda a, b: (a & np.uint32(0xFFFF)) * (b & np.uint32(0xFFFF)),
+}
+
+
+def _fast32(fn):
+  def op(a, b):
+    return np.asarray(fn(np.asarray(a, np.uint32), np.asarray(b, np.uint32)), np.uint32)
+  return op
+
+
 def _cat2(d):
   f, name = d.fields, d.name
   kind, make = CAT2[name]
@@ -125,8 +151,13 @@ def _cat2(d):
       return cmp(x, y).astype(np.uint32)
     conv = None
   else:
-    compute = make(full)
+    compute = _fast32(FAST32[name]) if full and name in FAST32 else make(full)
     conv = kind == "f" and dst_half == full         # (dst conversion) a float result of the other precision
+  if len(ops) == 2 and not ops[0][1] and not ops[1][1] and not (sat and kind == "f") and not conv:
+    (ra, _, rra), (rb, _, rrb) = ops
+    def run2(F, D, i):                            # the common form: two sources, no modifiers, no conversion
+      F.write(dst + i, compute(ra(F, i * rra), rb(F, i * rrb)), dst_half)
+    return run2
   def run(F, D, i):
     vals = [absneg(r(F, i * rr), mod, kind, not full) for r, mod, rr in ops]
     if len(vals) == 1: vals.append(vals[0])

@@ -1,5 +1,13 @@
 """One CP_EXEC_CS: decoding the program once into closures (the builders of flow/alu/memops), then running the
-work-groups in batches of fibers under the lowest-pc rule, with the sync checks of sync.py and the hang timeout."""
+work-groups in batches of fibers under the lowest-pc rule, with the sync checks of sync.py and the hang timeout.
+
+What keeps it fast (bench/ir3_emu.py measures it, issue 33 P9): a program is decoded and built once per code, constant
+length, footprint and demotion (the caller's cache); a batch holds BATCH fibers (16,384: large enough that the Python
+work of one step, the sync check included, is small next to the numpy work, small enough that a register row stays in
+the cache); register files and the per-batch fiber arrays are kept between batches and dispatches (the rows a program
+writes are cleared after each batch, so every batch starts from zeroed registers as a fresh one would); while every
+fiber is alive at one pc the batch is "uniform": no masks, no pc array, no reductions; once fibers diverge, finished
+ones hold DEAD so that one min() finds the next pc, and masked writes use np.copyto(where=)."""
 from __future__ import annotations
 
 import time
@@ -17,6 +25,7 @@ from ..sync import HALF_TYPES, POISON, SyncState, describe
 
 
 _ISA = {}
+DEAD = 1 << 40                     # the pc of a fiber that ran its end (above every program's instructions)
 
 
 def isa_for(gpu_id: int):
@@ -48,6 +57,12 @@ def _build(d, pc):
   if n in CAT6: return CAT6[n](d), "mem"
   if n in ("bar", "fence"): return (lambda F, D, i: None), "alu"
   raise Unsupported(n)
+
+
+def _keep(pool: dict, R) -> None:
+  """Keep a zeroed register file for the next batch of its size (the few most recent sizes)."""
+  pool[R.shape[1]] = R
+  while len(pool) > 4: pool.pop(next(iter(pool)))
 
 
 class Dispatch:
@@ -112,6 +127,15 @@ class Dispatch:
     self.cache[key] = prog
     return prog
 
+  def _rows_written(self):
+    """The register-file rows the program can write (full registers; a half's full register): the rows a reused
+    register file must clear between batches, so that every batch starts from zeroed registers."""
+    rows = getattr(self, "_rows", None)
+    if rows is None:
+      rows = {w if w < 256 else (w - 256) >> 1 for ins in self.prog for w, _, _ in ins.sync.writes}
+      rows = self._rows = np.array(sorted(r for r in rows if r < 256), np.intp)
+    return rows
+
   def run(self) -> None:
     gx, gy, gz = self.groups
     lx, ly, lz = self.local_size
@@ -122,64 +146,113 @@ class Dispatch:
     step = max(1, BATCH // per)
     lid = np.arange(per)
     lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
-    for first in range(0, total, step):
-      # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
-      self._check_hang(first * per)
-      g = np.arange(first, min(first + step, total))
-      n = len(g) * per
-      F = Fibers(n, len(g), np.repeat(np.arange(len(g)), per), np.tile(lid, len(g)), self.wave, self.shared_bytes)
-      gid = np.repeat(g, per)
-      wg = (gid % gx, (gid // gx) % gy, gid // (gx * gy))
-      if self.localid_reg < 0xFC:
-        for c in range(3): F.R[self.localid_reg + c] = np.tile(lxyz[c], len(g))
-      if self.wgid_reg < 0xFC:
-        for c in range(3): F.R[self.wgid_reg + c] = wg[c]
-      if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
-      self._run_batch(F)
+    shape = None                               # (groups, fiber arrays, register file) of the last batch's size
+    # rows a register file holds after a batch, cleared before it is reused (kept zeroed between dispatches)
+    ids = [r + c for r, k in ((self.localid_reg, 3), (self.wgid_reg, 3), (self.linear_id_reg, 1)) if r < 0xFC
+           for c in range(k)]
+    rows = sorted(set(self._rows_written().tolist()) | set(ids))
+    pool = self.cache.setdefault(("register files",), {})
+    try:
+      for first in range(0, total, step):
+        # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
+        self._check_hang(first * per)
+        ng = min(step, total - first)
+        n = ng * per
+        if shape is None or shape[0] != ng:
+          if shape is not None: _keep(pool, shape[2])
+          R = pool.pop(n, None)
+          shape = (ng, self._fiber_arrays(ng, per, lxyz), np.zeros((256, n), np.uint32) if R is None else R)
+        _, (group_of, lids, wave_of, ltiles), R = shape
+        F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+        if self.localid_reg < 0xFC:
+          for c in range(3):
+            if c == 0 or per > 1 and ltiles[c][-1]: F.R[self.localid_reg + c] = ltiles[c]
+        if self.wgid_reg < 0xFC:                 # computed per work-group, then repeated for its fibers
+          g = np.arange(first, first + ng, dtype=np.int64)
+          for c, v in enumerate((g % gx, (g // gx) % gy, g // (gx * gy))):
+            if c == 0 or v.any(): F.R[self.wgid_reg + c] = np.repeat(v.astype(np.uint32), per)
+        if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
+        self._run_batch(F)
+        for r in rows: R[r].fill(0)              # the next batch (or dispatch) starts from zeroed registers
+    except BaseException:
+      shape = None                               # a failed batch leaves its register file as it was: not reused
+      raise
+    finally:
+      if shape is not None: _keep(pool, shape[2])
+
+  def _fiber_arrays(self, ng, per, lxyz):
+    """(work-group of each fiber, local id, wave, local id x/y/z as uint32) for a batch of ng groups, kept for full
+    batches (read-only: instructions only read them)."""
+    key = ("fibers", ng, per, self.local_size, self.wave)
+    got = self.cache.get(key)
+    if got is None:
+      group_of, lids = np.repeat(np.arange(ng), per), np.tile(np.arange(per), ng)
+      wave_of = group_of * ((per - 1) // self.wave + 1) + lids // self.wave
+      got = (group_of, lids, wave_of, [np.tile(c, ng).astype(np.uint32) for c in lxyz])
+      for a in got[:3] + tuple(got[3]): a.flags.writeable = False
+      if ng * per >= BATCH // 2: self.cache[key] = got
+    return got
 
   def branch(self, F, taken, target):
     """Selected fibers go to target where taken, else to the next instruction."""
-    if F.sel is None:
-      if taken.all(): F.pc[:] = target
-      elif not taken.any(): F.pc += 1
-      else: F.pc = np.where(taken, target, F.pc + 1)
-    else:
-      F.pc[F.sel] = np.where(taken[F.sel], target, F.pc[F.sel] + 1)
+    if F.sel is None:        # every fiber is at self._at (uniform): the pc array is written only when they diverge
+      if taken.all(): self._next = target
+      elif not taken.any(): self._next = self._at + 1
+      else: F.pc = np.where(taken, target, self._at + 1)
+    else: np.copyto(F.pc, np.where(taken, target, F.pc + 1), where=F.sel)
 
   def _run_batch(self, F) -> None:
+    """The lowest-pc rule. While every fiber is alive at one pc (uniform), that pc is kept in `upc` and the pc array
+    is only written when a flow instruction diverges the fibers (branch()); otherwise the live fibers at the lowest
+    pc run the instruction (F.sel). Finished fibers hold DEAD."""
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
     sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
+    uniform, upc = bool(F.alive.all()) and not F.pc.any(), 0
+    F.pc[~F.alive] = DEAD                         # finished fibers sort after every pc
     while True:
-      alive = F.alive
-      if not alive.any(): return
-      pcs = F.pc[alive]
-      pc = int(pcs.min())
+      if uniform: pc = upc
+      else:
+        pc = int(F.pc.min())
+        if pc == DEAD: return
+        sel = F.pc == pc
+        cnt = int(np.count_nonzero(sel))
+        if cnt == F.n: uniform, upc = True, pc
       if pc >= n_prog or pc < 0:
         raise GPUFault(f"ir3: the program counter left the program ({pc} of {n_prog} instructions) without an end",
                        kind="illegal instruction")
-      if int(pcs.max()) == pc and alive.all(): F.sel = None
-      else: F.sel = alive & (F.pc == pc)
+      F.sel = None if uniform else sel
       ins = prog[pc]
-      cnt = F.n if F.sel is None else int(F.sel.sum())
-      poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else []
-      poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
-      saved = [(r, F.R[r].copy()) for r in poisoned]
-      for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
+      if uniform: cnt = F.n
+      poisoned = sync.check(ins.sync, pc, ins.text, prog) if sync is not None else None
+      if poisoned:
+        poisoned = [r if r < 256 else (r - 256) >> 1 for r in poisoned]      # the full register holding a half
+        saved = [(r, F.R[r].copy()) for r in poisoned]
+        for r in poisoned: F.R[r] = POISON if F.sel is None else np.where(F.sel, POISON, F.R[r])
       if ins.kind == "flow":
-        ins.run(F, self)
+        if ins.name == "nop":                                    # a nop moves the fibers that run it on by one
+          if uniform: upc += 1
+          else: np.add(F.pc, 1, out=F.pc, where=sel)
+        else:
+          self._at, self._next = pc, None
+          ins.run(F, self)
+          if uniform and self._next is not None: upc = self._next     # every fiber took the same way
+          else:
+            uniform = False
+            if ins.name == "end": F.pc[~F.alive] = DEAD
         self.executed += cnt
       else:
         for i in range(ins.rpt + 1): ins.run(F, self, i)
         self.executed += cnt * (ins.rpt + 1)
-        if F.sel is None: F.pc += 1
-        else: F.pc[F.sel] += 1
-      written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
-      for r, row in saved:          # the late result still lands: only this reader saw the poison
-        if r not in written: F.R[r] = row
+        if uniform: upc += 1
+        else: np.add(F.pc, 1, out=F.pc, where=F.sel)
+      if poisoned:
+        written = {w[0] if w[0] < 256 else (w[0] - 256) >> 1 for w in ins.sync.writes}
+        for r, row in saved:          # the late result still lands: only this reader saw the poison
+          if r not in written: F.R[r] = row
       if sync is not None: sync.update(ins.sync, pc)
       steps += 1
-      if not steps & 1023: self._check_hang(None, int(F.pc[F.alive].min()))
+      if not steps & 1023: self._check_hang(None, upc if uniform else int(F.pc.min()))
 
   def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
     if self.deadline is None or time.monotonic() <= self.deadline: return

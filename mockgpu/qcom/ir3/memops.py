@@ -19,6 +19,22 @@ def _addr64(F, regid):
   return F.R[regid].astype(np.uint64) | (F.R[regid + 1].astype(np.uint64) << np.uint64(32))
 
 
+def _selected(F):
+  """The selected fibers' indices, or None when every fiber runs (rows then need no gather)."""
+  return None if F.sel is None else np.nonzero(F.sel)[0]
+
+
+def _rows(row, ix): return row if ix is None else row[ix]
+
+
+def _scatter(F, ix, got):
+  """A register row for F.write: got for the selected fibers (the others are not written)."""
+  if ix is None: return got
+  out = np.zeros(F.n, np.uint32)
+  out[ix] = got
+  return out
+
+
 def _ldst_global(d):
   f, name = d.fields, d.name
   t, nb, half = _typeinfo(f)
@@ -29,36 +45,49 @@ def _ldst_global(d):
   else: s2, shift, off = None, 0, f.get("OFF", 0)
   store = name.startswith("stg")
   val_reg = _gpr(f["SRC3"]) if store else _dst(d)
+  what = f"{name} at pc {d.pc}"
   def addresses(F, ix):
-    a = _addr64(F, a_reg)[ix]
-    if s2 is not None: a = a + (F.R[s2][ix].astype(np.uint64) << np.uint64(shift))
+    a = _addr64(F, a_reg)
+    if ix is not None: a = a[ix]
+    if s2 is not None: a = a + (_rows(F.R[s2], ix).astype(np.uint64) << np.uint64(shift))
     return a + np.uint64(off & 0xFFFFFFFFFFFFFFFF) if off >= 0 else a - np.uint64(-off)
   def run(F, D, i):
-    ix = F.idx()
+    ix = _selected(F)
     base = addresses(F, ix)
     for c in range(size):
-      addr = base + np.uint64(c * nb)
-      if store: D.mem.store(addr, F.read(val_reg + c, half)[ix], nb, f"{name} at pc {d.pc}")
+      addr = base + np.uint64(c * nb) if c else base
+      if store: D.mem.store(addr, _rows(F.read(val_reg + c, half), ix), nb, what)
       else:
-        out = np.zeros(F.n, np.uint32)
-        out[ix] = D.mem.load(addr, nb, f"{name} at pc {d.pc}")
+        out = _scatter(F, ix, D.mem.load(addr, nb, what))
         if t in (S16, S8) and not half: out = from_value(to_value(out, t), S32)
         F.write(val_reg + c, out, half)
   return run
 
 
 def _ibo(F, D, f, ix, name="", pc=0):
-  """(base addresses, element counts) of the IBO slot per selected fiber. A slot past SP_CS_CONFIG.NIBO (the IBOs
-  the dispatch declared) or never loaded faults, naming it."""
+  """(base addresses, element counts) of the IBO slot per selected fiber (ix None: every fiber), scalars for an
+  immediate slot. A slot past SP_CS_CONFIG.NIBO (the IBOs the dispatch declared) or never loaded faults, naming
+  it."""
   ssbo = f["SSBO"]
-  slot = np.full(len(ix), ssbo.fields.get("IMMED", 0)) if f.get("SSBO_IM", 1) else F.R[_gpr(ssbo)][ix]
-  if len(slot) and int(slot.max()) >= min(D.nibo, len(D.ibos)):
-    raise GPUFault(f"ir3: {name} at pc {pc}: IBO slot {int(slot.max())} is past SP_CS_CONFIG.NIBO ({D.nibo}) or the "
-                   f"{len(D.ibos)} descriptor(s) CP_LOAD_STATE6 loaded", kind="illegal instruction")
+  limit = min(D.nibo, len(D.ibos))
+  if f.get("SSBO_IM", 1):
+    slot = ssbo.fields.get("IMMED", 0)
+    if slot >= limit and (F.n if ix is None else len(ix)): _bad_slot(D, name, pc, slot)
+    if slot >= len(D.ibos): return np.uint64(0), 0
+    desc = D.ibos[slot]
+    base = (int(desc[4]) & 0xFFFFFFE0) | int(desc[5]) << 32
+    return np.uint64(base), (int(desc[1]) & 0x7FFF) | ((int(desc[1]) >> 15) & 0x7FFF) << 15
+  slot = _rows(F.R[_gpr(ssbo)], ix)
+  if len(slot) and int(slot.max()) >= limit: _bad_slot(D, name, pc, int(slot.max()))
   desc = D.ibos[slot]
   base = (desc[:, 4].astype(np.uint64) & np.uint64(0xFFFFFFE0)) | (desc[:, 5].astype(np.uint64) << np.uint64(32))
   count = (desc[:, 1] & 0x7FFF).astype(np.int64) | ((desc[:, 1] >> 15) & 0x7FFF).astype(np.int64) << 15
   return base, count
+
+
+def _bad_slot(D, name, pc, slot):
+  raise GPUFault(f"ir3: {name} at pc {pc}: IBO slot {slot} is past SP_CS_CONFIG.NIBO ({D.nibo}) or the "
+                 f"{len(D.ibos)} descriptor(s) CP_LOAD_STATE6 loaded", kind="illegal instruction")
 
 
 def _in_bounds(index: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -77,21 +106,30 @@ def _ldst_ibo(d):
   # the coordinate counts elements: a typed access's element is a texel of `comps` components, an untyped one's a
   # single component (the components of a vector access are consecutive elements)
   typed = bool(f["TYPED"].fields.get("TYPED", 0)) if "TYPED" in f else False
+  what = f"{name} at pc {d.pc}"
   def run(F, D, i):
-    ix = F.idx()
+    ix = _selected(F)
     base, count = _ibo(F, D, f, ix, name, d.pc)
-    elem = F.R[coord][ix].astype(np.int64)
+    elem = _rows(F.R[coord], ix).astype(np.int64)
     for c in range(comps):
-      e = (elem * comps if typed else elem) + c
+      e = (elem * comps if typed else elem) + c if (typed or c) else elem
       ok = _in_bounds(e, count)
-      addr = base + (np.where(ok, e, 0) * nb).astype(np.uint64)
-      if store: D.mem.store(addr[ok], F.read(val_reg + c, half)[ix][ok], nb, f"{name} at pc {d.pc}")
+      every = bool(ok.all())
+      if every and type(base) is not np.ndarray:      # one descriptor, every element inside it
+        if store: D.mem.store_elems(int(base), e, _rows(F.read(val_reg + c, half), ix), nb, what)
+        else: F.write(val_reg + c, _scatter(F, ix, D.mem.load_elems(int(base), e, nb, what)), half)
+        continue
+      addr = base + ((e if every else np.where(ok, e, 0)) * nb).view(np.uint64)
+      if store:
+        v = _rows(F.read(val_reg + c, half), ix)
+        if every: D.mem.store(addr, v, nb, what)
+        else: D.mem.store(addr[ok], v[ok], nb, what)
       else:
-        out = np.zeros(F.n, np.uint32)
-        got = np.zeros(len(ix), np.uint32)
-        got[ok] = D.mem.load(addr[ok], nb, f"{name} at pc {d.pc}")
-        out[ix] = got
-        F.write(val_reg + c, out, half)
+        if every: got = D.mem.load(addr, nb, what)
+        else:
+          got = np.zeros(len(e), np.uint32)
+          got[ok] = D.mem.load(addr[ok], nb, what)
+        F.write(val_reg + c, _scatter(F, ix, got), half)
   return run
 
 
@@ -123,21 +161,26 @@ def _ldst_local(d):
   if store: addr_reg, val_reg = _gpr(f["DST"]), _gpr(f["SRC"])
   else: addr_reg, val_reg = (_gpr(f["SRC"]) if "SRC" in f else None), _dst(d)
   def run(F, D, i):
-    ix = F.idx()
+    ix = _selected(F)
     if private and F.private is None and D.private_bytes: F.private = np.zeros((F.n, D.private_bytes), np.uint8)
-    rows = ix if private else F.group_of[ix]
-    base = (F.R[addr_reg][ix].astype(np.int64) if addr_reg is not None else np.zeros(len(ix), np.int64)) + off
+    if private: rows = np.arange(F.n) if ix is None else ix
+    else: rows = _rows(F.group_of, ix)
+    base = (_rows(F.R[addr_reg], ix).astype(np.int64) if addr_reg is not None else np.zeros(len(rows), np.int64)) + off
     for c in range(size):
       mem, o = _local_index(F, D, name, base + c * nb, nb, d.pc, private)
+      # whole aligned words: one uint32 access per fiber (the same bytes as the byte-wise form below)
+      words = nb == 4 and not mem.shape[1] & 3 and not (o & 3).any()
       if store:
-        v = F.read(val_reg + c, half)[ix]
-        for k in range(nb): mem[rows, o + k] = ((v >> (8 * k)) & 0xFF).astype(np.uint8)
+        v = _rows(F.read(val_reg + c, half), ix)
+        if words: mem.view(np.uint32)[rows, o >> 2] = v
+        else:
+          for k in range(nb): mem[rows, o + k] = ((v >> (8 * k)) & 0xFF).astype(np.uint8)
       else:
-        v = np.zeros(len(ix), np.uint32)
-        for k in range(nb): v |= mem[rows, o + k].astype(np.uint32) << (8 * k)
-        out = np.zeros(F.n, np.uint32)
-        out[ix] = v
-        F.write(val_reg + c, out, half)
+        if words: v = mem.view(np.uint32)[rows, o >> 2]
+        else:
+          v = np.zeros(len(rows), np.uint32)
+          for k in range(nb): v |= mem[rows, o + k].astype(np.uint32) << (8 * k)
+        F.write(val_reg + c, _scatter(F, ix, v), half)
   return run
 
 

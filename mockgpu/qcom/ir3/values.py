@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 
-BATCH = 4096                 # fibers run together (whole work-groups)
+BATCH = 16384                # fibers run together (whole work-groups; dispatch.py says why this many)
 LOCAL_BYTES = 32 << 10       # shared memory per work-group (a6xx)
 A0, A1, P0 = 61 * 4, 61 * 4 + 1, 62 * 4
 M32 = 0xFFFFFFFF
