@@ -32,6 +32,7 @@ _SEQUENCE_OPCODES = frozenset((R.PM4_NOP, R.PM4_SET_SH_REG, R.PM4_SET_UCONFIG_RE
                                R.PM4_WAIT_REG_MEM, R.PM4_RELEASE_MEM, R.PM4_EVENT_WRITE, R.PM4_ACQUIRE_MEM,
                                R.PM4_WRITE_DATA, R.PM4_COPY_DATA))
 SEQUENCE_CACHE_ENTRIES = 64     # per queue, by the length of the run
+_DATA_32, _DATA_64 = R.RELEASE_DATA_32, R.RELEASE_DATA_64     # RELEASE_MEM's data_sel of every fence
 
 
 @dataclass(slots=True)
@@ -55,23 +56,24 @@ class Frame:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
     on demand). owner: the queue's name (errors name it and the frame). A ring mapped whole is read through a view
     checked once per mapping change."""
-    n = self.end - self.pos
+    pos, size = self.pos, self.size_dw
+    n = self.end - pos
     if n <= 0: return
-    start = self.pos % self.size_dw if self.ring else self.pos
-    n = min(n, self.size_dw - start)
+    start = pos % size if self.ring else pos
+    if n > size - start: n = size - start
     if self.ring:
       view = self.view
       if view is None or self.view_version != mem.ranges.generation:    # mem.version(), without the call
         view = self.view = None
-        if mem.mapped(self.base, 4 * self.size_dw):
+        if mem.mapped(self.base, 4 * size):
           version = mem.version()
-          view = self.view = mem.u32_view(self.base, self.size_dw, f"{owner} {self.what}")
+          view = self.view = mem.u32_view(self.base, size, f"{owner} {self.what}")
           self.view_version = version
       if view is not None:
-        self.cache, self.cache_pos, self.cache_end = view[start:start + n].tolist(), self.pos, self.pos + n
+        self.cache, self.cache_pos, self.cache_end = view[start:start + n].tolist(), pos, pos + n
         return
     self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, f"{owner} {self.what}"), \
-      self.pos, self.pos + n
+      pos, pos + n
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -424,19 +426,18 @@ class PM4Engine:
 
   def _release_mem(self, body, frame, pos, op):
     if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
-    sel, lo, hi, data_lo, data_hi = body[1:6]
-    ctxid = body[6] if len(body) > 6 else 0
+    sel = body[1]
     data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
-    addr = lo | (hi << 32)
-    what = self._release_what
-    if data_sel == R.RELEASE_DATA_32: self.gpu.mem.write32(addr & ~3, data_lo, what)
-    elif data_sel == R.RELEASE_DATA_64: self.gpu.mem.write64(addr & ~7, data_lo | (data_hi << 32), what)
-    elif data_sel == R.RELEASE_DATA_GPU_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)
-    elif data_sel == R.RELEASE_DATA_SYS_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)
+    addr = body[2] | (body[3] << 32)
+    if data_sel == _DATA_64: self.gpu.mem.write64(addr & ~7, body[4] | (body[5] << 32), self._release_what)
+    elif data_sel == _DATA_32: self.gpu.mem.write32(addr & ~3, body[4], self._release_what)
+    elif data_sel == R.RELEASE_DATA_GPU_CLOCK or data_sel == R.RELEASE_DATA_SYS_CLOCK:
+      self.gpu.mem.write64(addr & ~7, self.gpu.clock(), self._release_what)
     elif data_sel != R.RELEASE_DATA_NONE:
       raise self._error(frame, pos, f"RELEASE_MEM data_sel {data_sel} is not supported", op)
-    if int_sel in (1, 2, 3): self.gpu.interrupt(self.queue, ctxid)
-    elif int_sel: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
+    if int_sel:
+      if int_sel > 3: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
+      self.gpu.interrupt(self.queue, body[6] if len(body) > 6 else 0)
     return True
 
   def _write_data(self, body, frame, pos, op):
