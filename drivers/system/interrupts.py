@@ -3,30 +3,53 @@ a device model's step of its hardware).
 
 SIGINT becomes KeyboardInterrupt at whatever line of Python the main thread is at. A submission stopped between its
 timeline value and its doorbell leaves work the timeline counts on but no engine ever sees: every later wait times
-out and the data in other buffers is out of reach. So such a span is entered with hold() and left with release():
-meanwhile the Python handler of SIGINT is one that only records the signal, and release() of the outermost span puts
-the old handler back and calls it with the signal (the default one raises KeyboardInterrupt there, after the span).
-An interrupt that lands before hold() took effect finds nothing begun; one after release() finds it all done.
+out and the data in other buffers is out of reach. So such a span is entered with hold() and left with release().
+
+Every submission and doorbell holds (three nested spans per launch), so holding costs no system call: the first
+hold() of the main thread puts a deferring handler in front of the Python handler of SIGINT it finds (`Deferring`:
+it calls that handler, unless a span is held, in which case it only records the signal) and leaves it installed.
+hold() and release() then only count the depth; release() of the outermost span calls the wrapped handler with a
+recorded signal (the default one raises KeyboardInterrupt there, after the span). A handler set later by someone
+else (signal.signal) is wrapped in its turn at the next hold(), and one of ours put back is used as it is: whatever
+handler is in place runs for a Ctrl-C outside a span. An interrupt that lands before hold() took effect finds
+nothing begun; one after release() finds it all done.
 
 Only the main thread gets signals in Python (and only it may change a handler): in other threads these do nothing.
-A handler that is not a Python callable (SIG_IGN, SIG_DFL, or one set from C) is left as it is."""
+A handler that is not a Python callable (SIG_IGN, SIG_DFL, or one set from C) is left as it is, and nothing is
+deferred then (SIG_IGN drops the signal anyway; SIG_DFL ends the process)."""
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import threading
 from _thread import get_ident
+from signal import SIGINT
 
 import _signal      # signal's own C module: signal.getsignal/signal wrap handlers in an enum, whose lookups a SIGINT
                    # landing inside them turns into a KeyError; these calls are plain
 
 
+class Deferring:
+  """The SIGINT handler hold() installs in front of `old` (the Python handler that was in place): it calls old at
+  once outside a held span, and records the signal for release() inside one."""
+  __slots__ = ("old", "owner")
+
+  def __init__(self, old, owner: "HeldInterrupt"):
+    self.old, self.owner = old, owner
+
+  def __call__(self, signum, frame) -> None:
+    owner = self.owner
+    if owner.depth:
+      if owner.pending is None: owner.pending = (signum, frame, self.old)
+    else: self.old(signum, frame)
+
+
 class HeldInterrupt:
-  __slots__ = ("depth", "old", "pending", "main")
+  __slots__ = ("depth", "pending", "main", "installed")
 
   def __init__(self):
-    self.depth, self.old, self.pending = 0, None, None
+    self.depth, self.pending = 0, None
+    self.installed = None       # the Deferring handler this put in place last
     # the main thread's id, compared with one builtin call in hold/release (every submission and doorbell holds);
     # refreshed in a forked child, whose main thread is the one that forked (threading's own fork handler ran first)
     self.main = threading.main_thread().ident
@@ -35,52 +58,54 @@ class HeldInterrupt:
   def _forked(self) -> None:
     self.main = threading.main_thread().ident
 
-  def _record(self, signum, frame) -> None:
-    if self.pending is None: self.pending = (signum, frame)
-
-  # hold() and release() are themselves written so that a SIGINT between any two of their lines leaves them
-  # consistent: the depth counts a span only once the recording handler is in place, and the outermost release sets
-  # the depth to 0 while that handler is still in place (nothing can be raised in between), and reads what was
-  # recorded only after the old handler is back (nothing recorded is left behind)
+  # hold() and release() are written so that a SIGINT between any two of their lines leaves them consistent: the
+  # handler defers only while depth > 0 and never changes depth; the outermost release sets the depth to 0 before it
+  # reads what was recorded (a signal after that is raised by the handler itself, and stands for a recorded one too)
   def hold(self) -> None:
     if get_ident() != self.main: return
     if not self.depth:
       self.pending = None     # one recorded as a span ended while a second Ctrl-C was raised: that one stands for both
-      old = _signal.getsignal(signal.SIGINT)
-      if old == self._record: old = signal.default_int_handler     # left behind by a span cut short: not ours to keep
-      if callable(old):
-        self.old = old
-        _signal.signal(signal.SIGINT, self._record)
-      else: self.old = None
+      handler = _signal.getsignal(SIGINT)    # a read of the interpreter's table, no system call
+      if handler is not self.installed: self._install(handler)
     self.depth += 1
+
+  def _install(self, handler) -> None:
+    """Put a deferring handler in front of `handler` (the one in place), unless it is one of ours already."""
+    if handler.__class__ is Deferring and handler.owner is self:
+      self.installed = handler
+    elif callable(handler):
+      installed = Deferring(handler, self)
+      _signal.signal(SIGINT, installed)
+      self.installed = installed
+    else: self.installed = None       # SIG_IGN, SIG_DFL or a C handler: left alone
 
   def release(self) -> None:
     if get_ident() != self.main or not self.depth: return
-    if self.depth > 1:
-      self.depth -= 1
-      return
-    self.depth = 0
-    old = self.old
-    if old is None: return
-    _signal.signal(signal.SIGINT, old)      # from here on a SIGINT raises at once
-    pending, self.pending = self.pending, None
-    if pending is not None: old(*pending)
+    self.depth -= 1
+    if self.depth: return
+    pending = self.pending
+    if pending is not None:
+      self.pending = None
+      pending[2](pending[0], pending[1])
 
   @contextlib.contextmanager
   def interruptible(self):
     """A span inside a held one where a device model does the GPU's own work (a kernel the synchronous mock runs from
     its doorbell write, after the store itself): the host is in the middle of nothing of its own there, so a Ctrl-C,
     one recorded before included, is raised at once (a GPU's kernel does not hold the host's Ctrl-C back)."""
-    if get_ident() != self.main or not self.depth or self.old is None:
+    depth = self.depth
+    if get_ident() != self.main or not depth:
       yield
       return
-    _signal.signal(signal.SIGINT, self.old)
+    self.depth = 0                  # the handler calls the wrapped one at once meanwhile
     try:
-      pending, self.pending = self.pending, None
-      if pending is not None: self.old(*pending)
+      pending = self.pending
+      if pending is not None:
+        self.pending = None
+        pending[2](pending[0], pending[1])
       yield
     finally:
-      _signal.signal(signal.SIGINT, self._record)
+      self.depth = depth
 
   def __enter__(self) -> "HeldInterrupt":
     self.hold()

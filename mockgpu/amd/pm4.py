@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from operator import itemgetter
 
 from ...errors import QueueError
 from . import regs as R
@@ -25,6 +26,13 @@ _TYPE_OPCODE = 0xC000FF00    # a PM4 header's packet type (bits 31:30) and opcod
 _LAUNCH_REGS = bytearray(_SH_WINDOW)
 for _reg in R.LAUNCH_STATE_REGS + R.LAUNCH_STATE_REGS_GFX9: _LAUNCH_REGS[_reg] = 1
 _USER_LO, _USER_HI = R.COMPUTE_USER_DATA_0, R.COMPUTE_USER_DATA_0 + R.NUM_USER_DATA   # SH offsets of the user data
+# packets whose handlers neither move the stream's position nor push a frame: a run of ring packets made only of these
+# is decoded once per distinct header sequence (PM4Engine._sequence); INDIRECT_BUFFER and PRED_EXEC go the general way
+_SEQUENCE_OPCODES = frozenset((R.PM4_NOP, R.PM4_SET_SH_REG, R.PM4_SET_UCONFIG_REG, R.PM4_DISPATCH_DIRECT,
+                               R.PM4_WAIT_REG_MEM, R.PM4_RELEASE_MEM, R.PM4_EVENT_WRITE, R.PM4_ACQUIRE_MEM,
+                               R.PM4_WRITE_DATA, R.PM4_COPY_DATA))
+SEQUENCE_CACHE_ENTRIES = 64     # per queue, by the length of the run
+_DATA_32, _DATA_64 = R.RELEASE_DATA_32, R.RELEASE_DATA_64     # RELEASE_MEM's data_sel of every fence
 
 
 @dataclass(slots=True)
@@ -48,23 +56,24 @@ class Frame:
     """Read the dwords from pos to end in one checked access (at most to the ring's end; the wrapped rest is read
     on demand). owner: the queue's name (errors name it and the frame). A ring mapped whole is read through a view
     checked once per mapping change."""
-    n = self.end - self.pos
+    pos, size = self.pos, self.size_dw
+    n = self.end - pos
     if n <= 0: return
-    start = self.pos % self.size_dw if self.ring else self.pos
-    n = min(n, self.size_dw - start)
+    start = pos % size if self.ring else pos
+    if n > size - start: n = size - start
     if self.ring:
       view = self.view
       if view is None or self.view_version != mem.ranges.generation:    # mem.version(), without the call
         view = self.view = None
-        if mem.mapped(self.base, 4 * self.size_dw):
+        if mem.mapped(self.base, 4 * size):
           version = mem.version()
-          view = self.view = mem.u32_view(self.base, self.size_dw, f"{owner} {self.what}")
+          view = self.view = mem.u32_view(self.base, size, f"{owner} {self.what}")
           self.view_version = version
       if view is not None:
-        self.cache, self.cache_pos, self.cache_end = view[start:start + n].tolist(), self.pos, self.pos + n
+        self.cache, self.cache_pos, self.cache_end = view[start:start + n].tolist(), pos, pos + n
         return
     self.cache, self.cache_pos, self.cache_end = mem.read_dwords(self.base + 4 * start, n, f"{owner} {self.what}"), \
-      self.pos, self.pos + n
+      pos, pos + n
 
 
 def compare(function: int, value: int, ref: int) -> bool:
@@ -103,6 +112,7 @@ class PM4Engine:
     self._release_what = f"{queue.name} RELEASE_MEM"     # formatted once: RELEASE_MEM runs on every launch
     self._ib_what = f"{queue.name} indirect buffer"
     self._ib_plans: dict[bytes, dict] = {}
+    self._seqs: tuple = (None, {})         # (HANDLERS they were decoded with, run length -> sequence; see _sequence)
 
   # ---- stream access
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -131,8 +141,21 @@ class PM4Engine:
     if not frames: return False
     if self.running is not None and not self._resume(): return False
     top = frames[-1]
-    if top.end > top.pos: top.prefetch(self.gpu.mem, self.queue.name)
     budget = self.max_packets
+    if top.end > top.pos:
+      top.prefetch(self.gpu.mem, self.queue.name)
+      if top.ring and top.cache_end == top.end:
+        # the ring's new packets, read ahead whole: a header sequence seen before runs without decoding (a launch)
+        handlers, seqs, cache = self.HANDLERS, self._seqs, top.cache
+        if seqs[0] is not handlers: seqs = self._seqs = (handlers, {})
+        seq = seqs[1].get(len(cache))
+        if seq is None or seq[0](cache) != seq[1]:
+          by_header = self._by_header
+          seq = self._sequence(cache, (by_header if by_header[0] is handlers else self._header_handlers())[1], seqs[1])
+        if seq is not None and budget >= seq[2]:
+          done = self._run_sequence(top, seq)
+          if done: self.packets += done
+          return done > 0
     done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
     progress = False
     try:
@@ -217,6 +240,58 @@ class PM4Engine:
     return progress, budget, done, True
 
   _by_header: tuple = (None, {})     # (HANDLERS it was built from, header & _TYPE_OPCODE -> handler)
+
+  def _sequence(self, cache: list, by_header: dict, seqs: dict) -> tuple | None:
+    """Decode the dwords of `cache` (a ring's read-ahead, from the next packet to the last written dword) as a run of
+    whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions,
+    the headers, packet count, steps, trailing no-op packets), a step being (no-op packets before it, handler, header
+    position, body start, body end, opcode). None when the run holds anything else (a filler, another packet type,
+    an unknown opcode, a packet past the end, INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and
+    refuses what it refuses. Headers equal at the same positions are the same packets (each header gives the
+    position of the next), so a run whose headers match a kept sequence is that sequence with other bodies."""
+    n, pos, before = len(cache), 0, 0
+    positions, steps = [], []
+    while pos < n:
+      header = cache[pos]
+      handler = by_header.get(header & _TYPE_OPCODE)
+      opcode = (header >> 8) & 0xFF
+      if handler is None or opcode not in _SEQUENCE_OPCODES: return None
+      nxt = pos + 2 + ((header >> 16) & 0x3FFF)
+      if nxt > n: return None
+      positions.append(pos)
+      if handler is _nop: before += 1
+      else:
+        steps.append((before, handler, pos, pos + 1, nxt, opcode))
+        before = 0
+      pos = nxt
+    getter = itemgetter(*positions)
+    seq = (getter, getter(cache), len(positions), tuple(steps), before)
+    if len(seqs) >= SEQUENCE_CACHE_ENTRIES: seqs.clear()
+    seqs[n] = seq
+    return seq
+
+  def _run_sequence(self, frame: Frame, seq: tuple) -> int:
+    """Execute a decoded run of ring packets (_sequence) from frame.pos, every packet's effect as the general loop
+    has it: no-op packets only counted, each other packet's handler called with its body; a handler that waits ends
+    the run there (the frame stays at its packet). Returns the packets completed."""
+    cache, base = frame.cache, frame.pos
+    done = 0
+    for before, handler, pos, lo, hi, opcode in seq[3]:
+      if before:                  # no-op packets (ACQUIRE_MEM, EVENT_WRITE, NOP) before this one completed
+        if not done: self.blocked_on = None
+        done += before
+      pos += base
+      frame.pos = pos
+      if not handler(self, cache[lo:hi], frame, pos, opcode): return done
+      if frame.pos == pos: frame.pos = base + hi
+      if not done: self.blocked_on = None
+      done += 1
+    before = seq[4]
+    if before:
+      if not done: self.blocked_on = None
+      done += before
+    frame.pos = base + len(cache)
+    return done
 
   def _resume(self) -> bool:
     """The next time slice of the suspended dispatch; True when it ended (its packet is then complete). A fault of
@@ -351,19 +426,18 @@ class PM4Engine:
 
   def _release_mem(self, body, frame, pos, op):
     if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
-    sel, lo, hi, data_lo, data_hi = body[1:6]
-    ctxid = body[6] if len(body) > 6 else 0
+    sel = body[1]
     data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
-    addr = lo | (hi << 32)
-    what = self._release_what
-    if data_sel == R.RELEASE_DATA_32: self.gpu.mem.write32(addr & ~3, data_lo, what)
-    elif data_sel == R.RELEASE_DATA_64: self.gpu.mem.write64(addr & ~7, data_lo | (data_hi << 32), what)
-    elif data_sel == R.RELEASE_DATA_GPU_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)
-    elif data_sel == R.RELEASE_DATA_SYS_CLOCK: self.gpu.mem.write64(addr & ~7, self.gpu.clock(), what)
+    addr = body[2] | (body[3] << 32)
+    if data_sel == _DATA_64: self.gpu.mem.write64(addr & ~7, body[4] | (body[5] << 32), self._release_what)
+    elif data_sel == _DATA_32: self.gpu.mem.write32(addr & ~3, body[4], self._release_what)
+    elif data_sel == R.RELEASE_DATA_GPU_CLOCK or data_sel == R.RELEASE_DATA_SYS_CLOCK:
+      self.gpu.mem.write64(addr & ~7, self.gpu.clock(), self._release_what)
     elif data_sel != R.RELEASE_DATA_NONE:
       raise self._error(frame, pos, f"RELEASE_MEM data_sel {data_sel} is not supported", op)
-    if int_sel in (1, 2, 3): self.gpu.interrupt(self.queue, ctxid)
-    elif int_sel: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
+    if int_sel:
+      if int_sel > 3: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
+      self.gpu.interrupt(self.queue, body[6] if len(body) > 6 else 0)
     return True
 
   def _write_data(self, body, frame, pos, op):

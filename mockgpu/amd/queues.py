@@ -100,6 +100,13 @@ class PM4Queue(Queue):
   def _has_work(self) -> bool:
     return self.doorbell_value != self.ring.pos or len(self.engine.frames) > 1 or self.engine.running is not None
 
+  @property
+  def pending(self) -> bool:
+    """Queue.pending with _has_work inlined (the GPU asks after each poll of a launch's doorbell)."""
+    engine = self.engine
+    return self.active and self.error is None and (self.doorbell_value != self.ring.pos or len(engine.frames) > 1
+                                                   or engine.running is not None)
+
   def drop_work(self) -> None: self.engine.drop()
 
   def _poll(self) -> bool:

@@ -80,13 +80,79 @@ def test_a_ctrl_c_at_every_line_of_a_copy_leaves_the_device_usable(spec, op):
   assert _sweep(spec, op, stride=1) >= 1
 
 
-def test_a_held_interrupt_is_raised_when_the_outermost_span_ends():
+@pytest.fixture
+def sigint_handler():
+  """The SIGINT handler before the test, put back after it (the tests below install their own spans' handlers)."""
+  before = signal.getsignal(signal.SIGINT)
+  yield before
+  signal.signal(signal.SIGINT, before)
+
+
+def test_a_held_interrupt_is_raised_when_the_outermost_span_ends(sigint_handler):
   h = HeldInterrupt()
   h.hold()
   h.hold()
   signal.raise_signal(signal.SIGINT)      # recorded, not raised
   h.release()
   with pytest.raises(KeyboardInterrupt): h.release()
-  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and h.depth == 0
+  assert h.depth == 0 and h.pending is None
   with h: pass                            # nothing recorded: nothing raised
   with pytest.raises(KeyboardInterrupt): signal.raise_signal(signal.SIGINT)   # outside a span: at once
+
+
+def test_holding_costs_no_system_call_after_the_first(sigint_handler, monkeypatch):
+  """issue 33 P1: every launch holds Ctrl-C over its submission and its doorbell; the deferring handler is installed
+  once (one sigaction) and left in place, later spans only count their depth."""
+  import _signal
+  from hcq.drivers.system import interrupts
+  sets = []
+  real = _signal.signal
+  monkeypatch.setattr(interrupts._signal, "signal", lambda *a: sets.append(a) or real(*a))
+  h = HeldInterrupt()
+  for _ in range(5):
+    with h:
+      with h: pass
+  assert len(sets) == 1 and signal.getsignal(signal.SIGINT) is h.installed
+  assert h.installed.old is sigint_handler      # in front of the handler that was in place
+
+
+def test_a_handler_set_later_is_wrapped_and_one_put_back_is_used(sigint_handler):
+  """A handler set after the first span (an application's own) runs for a Ctrl-C outside a span and is deferred
+  inside one; putting back a handler saved earlier (ours) brings back what it wrapped, not the later one."""
+  h = HeldInterrupt()
+  with h: pass
+  saved = signal.getsignal(signal.SIGINT)
+  seen = []
+  signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+  signal.raise_signal(signal.SIGINT)
+  assert seen == [signal.SIGINT]
+  h.hold()
+  signal.raise_signal(signal.SIGINT)
+  assert seen == [signal.SIGINT], "a Ctrl-C inside a span reached the application's handler before the span ended"
+  h.release()
+  assert seen == [signal.SIGINT, signal.SIGINT]
+  signal.signal(signal.SIGINT, saved)
+  with h: pass
+  with pytest.raises(KeyboardInterrupt): signal.raise_signal(signal.SIGINT)
+  assert seen == [signal.SIGINT, signal.SIGINT]
+
+
+def test_an_interruptible_span_raises_at_once_and_holds_again_after(sigint_handler):
+  h = HeldInterrupt()
+  h.hold()
+  signal.raise_signal(signal.SIGINT)      # recorded
+  with pytest.raises(KeyboardInterrupt):
+    with h.interruptible(): pass          # the recorded one is raised on entry
+  assert h.depth == 1
+  with h.interruptible():
+    with pytest.raises(KeyboardInterrupt): signal.raise_signal(signal.SIGINT)   # at once inside
+  signal.raise_signal(signal.SIGINT)      # held again after it
+  with pytest.raises(KeyboardInterrupt): h.release()
+  assert h.depth == 0
+
+
+def test_an_ignored_sigint_is_left_alone(sigint_handler):
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  h = HeldInterrupt()
+  with h: signal.raise_signal(signal.SIGINT)
+  assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and h.pending is None
