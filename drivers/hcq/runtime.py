@@ -472,6 +472,7 @@ class HCQDevice(Device):
         if self.fault is None and not self._stuck and self.timeline.value: self.wait_value(self.timeline.value)
       finally:
         self.closed = True         # under the lock: a thread waiting for it finds the device closed
+        held_interrupt.restore()   # SIGINT's handler as the application had it (interrupts.py)
         for engine in self.engines.values(): engine.close()
         self.signals.close()       # signal views raise from now on instead of reading unmapped memory
         try: self._release_hardware()

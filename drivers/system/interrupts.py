@@ -8,7 +8,7 @@ out and the data in other buffers is out of reach. So such a span is entered wit
 Every submission and doorbell holds (three nested spans per launch), so holding costs no system call: the first
 hold() of the main thread puts a deferring handler in front of the Python handler of SIGINT it finds (`Deferring`:
 it calls that handler, unless a span is held, in which case it only records the signal) and leaves it installed.
-hold() and release() then only count the depth; release() of the outermost span calls the wrapped handler with a
+hold() and release() then only count the depth (a device's close puts the wrapped handler back: restore()); release() of the outermost span calls the wrapped handler with a
 recorded signal (the default one raises KeyboardInterrupt there, after the span). A handler set later by someone
 else (signal.signal) is wrapped in its turn at the next hold(), and one of ours put back is used as it is: whatever
 handler is in place runs for a Ctrl-C outside a span. An interrupt that lands before hold() took effect finds
@@ -78,6 +78,15 @@ class HeldInterrupt:
       _signal.signal(SIGINT, installed)
       self.installed = installed
     else: self.installed = None       # SIG_IGN, SIG_DFL or a C handler: left alone
+
+  def restore(self) -> None:
+    """Put back the handler the deferring one wraps, when it is still in place and no span is held (a device's close:
+    hcq leaves SIGINT as it found it once its devices are closed; the next hold() installs it again). A handler set by
+    someone else since is theirs and stays."""
+    if get_ident() != self.main or self.depth: return
+    installed = self.installed
+    self.installed = None
+    if installed is not None and _signal.getsignal(SIGINT) is installed: _signal.signal(SIGINT, installed.old)
 
   def release(self) -> None:
     if get_ident() != self.main or not self.depth: return

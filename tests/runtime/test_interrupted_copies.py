@@ -116,6 +116,32 @@ def test_holding_costs_no_system_call_after_the_first(sigint_handler, monkeypatc
   assert h.installed.old is sigint_handler      # in front of the handler that was in place
 
 
+def test_restore_puts_back_the_wrapped_handler_and_leaves_a_later_one(sigint_handler):
+  h = HeldInterrupt()
+  with h: pass
+  assert signal.getsignal(signal.SIGINT) is h.installed
+  h.restore()
+  assert signal.getsignal(signal.SIGINT) is sigint_handler and h.installed is None
+  with h: pass                                  # installed again by the next span
+  assert signal.getsignal(signal.SIGINT) is h.installed
+  def mine(signum, frame): pass
+  signal.signal(signal.SIGINT, mine)            # the application's own, set since: restore leaves it
+  h.restore()
+  assert signal.getsignal(signal.SIGINT) is mine
+
+
+def test_closing_a_device_leaves_sigint_as_the_application_had_it(sigint_handler):
+  """Launches leave the deferring handler installed (no system call per launch); a device's close puts back the
+  handler the application had (asyncio.run, for one, looks for the default handler)."""
+  from hcq.drivers.system.interrupts import held
+  with hcq.open("MOCK+AMD") as d:
+    buf = d.alloc(64)
+    d.copyin(buf, bytes(range(64)))            # a submission: held spans
+    assert d.copyout(buf) == bytes(range(64))
+    assert signal.getsignal(signal.SIGINT) is held.installed and held.installed.old is sigint_handler
+  assert signal.getsignal(signal.SIGINT) is sigint_handler
+
+
 def test_a_handler_set_later_is_wrapped_and_one_put_back_is_used(sigint_handler):
   """A handler set after the first span (an application's own) runs for a Ctrl-C outside a span and is deferred
   inside one; putting back a handler saved earlier (ours) brings back what it wrapped, not the later one."""
