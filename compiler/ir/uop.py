@@ -113,29 +113,36 @@ class UOp:
   # ---------- graph walks (iterative) ----------
   def toposort(self) -> list["UOp"]:
     """Every UOp of the graph, sources before users, in a stable depth-first order. Remembered (the graph under a
-    UOp never changes): the passes that each look at the whole kernel walk it once, not once each."""
+    UOp never changes): the passes that each look at the whole kernel walk it once, not once each.
+    The remembered walk ("below") leaves self out: a UOp holding itself through its cache would be a reference cycle,
+    and every graph a pass walked would then live on until the cyclic collector found it (after a compile, which
+    pauses the collector: a collection over every node of every intermediate graph)."""
     c = self._cache
-    if c is not None and "toposort" in c: return list(c["toposort"])
+    if c is not None and "below" in c:
+      out = list(c["below"])
+      out.append(self)
+      return out
     out = self._toposort()
     if c is None: c = self._cache = {}
-    c["toposort"] = tuple(out)
+    c["below"] = tuple(out[:-1])
     return out
 
   def by_op(self) -> dict:
     """op -> the tuple of the graph's nodes of that op, in toposort order (the ops absent have no key). Remembered
-    as the toposort is: the passes that look for a few ops (PARAMs, RANGEs, LOCAL BUFFERs...) read their lists, not
-    a walk of the whole kernel each. Shared: never modify it."""
+    as the toposort is (the nodes below self; self is added to each answer): the passes that look for a few ops
+    (PARAMs, RANGEs, LOCAL BUFFERs...) read their lists, not a walk of the whole kernel each. Never modify it."""
     c = self._cache
-    if c is not None and "by_op" in c: return c["by_op"]
-    if c is None or "toposort" not in c: self.toposort()
-    c = self._cache
-    groups: dict = {}
-    for u in c["toposort"]:
-      g = groups.get(u.op)
-      if g is None: groups[u.op] = [u]
-      else: g.append(u)
-    out = c["by_op"] = {op: tuple(g) for op, g in groups.items()}
-    return out
+    if c is None or "by_op" not in c:
+      if c is None or "below" not in c: self.toposort()
+      c = self._cache
+      groups: dict = {}
+      for u in c["below"]:
+        g = groups.get(u.op)
+        if g is None: groups[u.op] = [u]
+        else: g.append(u)
+      c["by_op"] = {op: tuple(g) for op, g in groups.items()}
+    below = c["by_op"]
+    return {**below, self.op: below.get(self.op, ()) + (self,)}
 
   def _toposort(self) -> list["UOp"]:
     """A depth-first walk in source order, each node after its sources (what the recursive walk gives), with an
@@ -197,10 +204,11 @@ class UOp:
     for s in self.src:
       if s._rg is None:
         c = self._cache
-        if c is not None and "toposort" in c:   # the walk is known (a sink a pass checks): sources come first in it
-          for u in c["toposort"]:
+        if c is not None and "below" in c:   # the walk is known (a sink a pass checks): sources come first in it
+          for u in c["below"]:
             if u._rg is None: u._rg = ranges_of(u)
-          return self._rg
+          rg = self._rg = ranges_of(self)
+          return rg
         return self._fill("_rg", ranges_of)
     rg = self._rg = ranges_of(self)
     return rg

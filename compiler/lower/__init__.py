@@ -167,16 +167,13 @@ def _lower(sink: UOp, target: Target | str, until: str | None, verify_each: bool
 
 
 def _with_arg(sink: UOp, arg) -> UOp:
-  """sink with another arg; its graph is the same, so is its toposort but for the last node: linearize's walk of a
-  large kernel is not made again (toposort() hands out copies of the remembered tuple)."""
+  """sink with another arg; its graph is the same, so are the nodes below it: linearize's walk of a
+  large kernel is not made again."""
   new = sink.replace(arg=arg)
-  if new is not sink and new._cache is None and sink._cache is not None and "toposort" in sink._cache:
-    order = sink._cache["toposort"]
-    if order and order[-1] is sink and sink not in new.src:
-      new._cache = {"toposort": order[:-1] + (new,)}
-      groups = sink._cache.get("by_op")
-      if groups is not None and groups.get(Ops.SINK) == (sink,):   # the nodes by op too (the SINK is the root only)
-        new._cache["by_op"] = {**groups, Ops.SINK: (new,)}
+  if new is not sink and new._cache is None and sink._cache is not None and "below" in sink._cache and \
+     sink not in new.src:
+    # the nodes below are the same (UOp.toposort remembers them without the root), so are their groups by op
+    new._cache = {k: sink._cache[k] for k in ("below", "by_op") if k in sink._cache}
   return new
 
 

@@ -33,7 +33,7 @@ def test_by_op_is_the_toposort_grouped_by_op(make):
   order = sink.toposort()
   assert set(groups) == {u.op for u in order}
   for op, nodes in groups.items(): assert nodes == tuple(u for u in order if u.op is op)
-  assert sink.by_op() is groups   # remembered with the toposort
+  assert sink.by_op() == groups and "by_op" in sink._cache   # remembered with the toposort
 
 
 @pytest.mark.parametrize("until,spec", [("verify_kernel", kernel_spec), ("verify_lowered", lowered_spec)])
@@ -148,3 +148,20 @@ def test_compile_work_is_linear_in_kernel_size(target):
   _calls(kernel(100), target)   # (imports and caches of the target's first compile in this process)
   c1, c2, c4 = (_calls(kernel(n), target) for n in (200, 400, 800))
   assert (c4 - c2) / (c2 - c1) <= 2.2, (target, c1, c2, c4)
+
+
+def test_a_walked_graph_is_freed_without_the_cyclic_collector():
+  """The remembered walk leaves the root out: a sink that was walked (toposort, by_op, ranges) is freed as soon as
+  nothing holds it, not at the next cyclic collection (compile pauses that collector: every graph a pass walked
+  would otherwise live to the end of the compile, and the first collection after it would walk them all)."""
+  import weakref
+  was = gc.isenabled()
+  gc.disable()
+  try:
+    sink = chain(50)
+    sink.toposort(); sink.by_op(); assert not sink.ranges
+    ref = weakref.ref(sink)
+    del sink
+    assert ref() is None
+  finally:
+    if was: gc.enable()
