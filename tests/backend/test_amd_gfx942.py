@@ -19,6 +19,7 @@ from hcq.compiler.isa.amd.descriptor import KCP_WAVEFRONT_SIZE32
 from hcq.compiler.backend.amd.gfx9 import waitcnt_simm16
 from hcq.compiler.backend.amd.hazard_check import check_hazards
 from hcq.config import Config
+from tests.compiled_runs import run_example
 
 ARCH = "gfx942"
 CASES = [("ex_" + f.__name__, f) for f in examples.ALL] + [(f.__name__, f) for f in amd_kernels.ALL]
@@ -118,17 +119,7 @@ def dev(request):
   d.close()
 
 
-def _run(dev, ex, outputs):
-  prog = dev.compile(ex.sink)
-  bufs = []
-  for a in ex.args:
-    if isinstance(a, np.ndarray):
-      b = dev.alloc(max(a.nbytes, 4))
-      dev.copyin(b, a.tobytes())
-      bufs.append(b)
-    else: bufs.append(a)
-  prog(*bufs, global_size=ex.global_size, local_size=ex.local_size, wait=True)
-  return {s: np.frombuffer(dev.copyout(bufs[s])[:ex.args[s].nbytes], ex.args[s].dtype) for s in outputs}
+_run = run_example
 
 
 @pytest.mark.parametrize("make", examples.ALL, ids=[f.__name__ for f in examples.ALL])

@@ -22,6 +22,7 @@ from hcq.errors import GPUFault
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backend"))
 import amd_kernels  # noqa: E402
 from amd_reference import assert_same, run_c  # noqa: E402
+from tests.compiled_runs import run_example
 
 UNSUPPORTED: set = set()
 FEATURES = [f for f in amd_kernels.ALL if f.__name__ not in UNSUPPORTED]
@@ -34,17 +35,7 @@ def dev(request):
   d.close()
 
 
-def _run(dev, ex, outputs):
-  prog = dev.compile(ex.sink)
-  bufs = []
-  for a in ex.args:
-    if isinstance(a, np.ndarray):
-      b = dev.alloc(max(a.nbytes, 4))
-      dev.copyin(b, a.tobytes())
-      bufs.append(b)
-    else: bufs.append(a)
-  prog(*bufs, global_size=ex.global_size, local_size=ex.local_size, wait=True)
-  return {s: np.frombuffer(dev.copyout(bufs[s])[:ex.args[s].nbytes], ex.args[s].dtype) for s in outputs}
+_run = run_example
 
 
 @pytest.mark.parametrize("make", examples.ALL, ids=[f.__name__ for f in examples.ALL])

@@ -138,40 +138,34 @@ def allocate_with_spills(code: list[MInst], loops: list, name: str = "kernel", s
 
 
 def _spill(code: list[MInst], r: VReg, offset: int, unspillable: set) -> list[MInst]:
-  out = []
-  for m in code:
-    if any(v is r for v in m.uses.values()):
-      t = VReg("v")
-      unspillable.add(t)
-      out.append(MInst("scratch_load_b32", {"vdst": t}, {}, offset=offset, spill=True))
-      m.uses = {k: (t if v is r else v) for k, v in m.uses.items()}
-    if any(v is r for v in m.defs.values()):
-      t = VReg("v")
-      unspillable.add(t)
-      m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
-      out.append(m)
-      out.append(MInst("scratch_store_b32", {}, {"data": t}, offset=offset, spill=True))
-      continue
-    out.append(m)
-  return out
+  """r kept in scratch at `offset`: reloaded before every use, stored after every definition."""
+  return _spill_with(code, r, unspillable, lambda t: MInst("scratch_load_b32", {"vdst": t}, {}, offset=offset, spill=True),
+                     lambda t: MInst("scratch_store_b32", {}, {"data": t}, offset=offset, spill=True))
 
 
 def _spill_agpr(code: list[MInst], r: VReg, a: VReg, unspillable: set) -> list[MInst]:
   """r kept in AccVGPR `a` (CDNA3 ISA V_ACCVGPR_WRITE_B32: AccVGPR vdst = VGPR src0; V_ACCVGPR_READ_B32: VGPR vdst =
   AccVGPR src0): written right after every definition, read into a fresh temporary right before every use."""
+  return _spill_with(code, r, unspillable, lambda t: MInst("v_accvgpr_read_b32", {"vdst": t}, {"src0": a}, spill=True),
+                     lambda t: MInst("v_accvgpr_write_b32", {"vdst": a}, {"src0": t}, spill=True))
+
+
+def _spill_with(code: list[MInst], r: VReg, unspillable: set, reload, store) -> list[MInst]:
+  """r replaced by a fresh temporary in every instruction that reads or writes it: reload(t) before a read,
+  store(t) after a write (the temporaries are never spilled themselves)."""
   out = []
   for m in code:
     if any(v is r for v in m.uses.values()):
       t = VReg("v")
       unspillable.add(t)
-      out.append(MInst("v_accvgpr_read_b32", {"vdst": t}, {"src0": a}, spill=True))
+      out.append(reload(t))
       m.uses = {k: (t if v is r else v) for k, v in m.uses.items()}
     if any(v is r for v in m.defs.values()):
       t = VReg("v")
       unspillable.add(t)
       m.defs = {k: (t if v is r else v) for k, v in m.defs.items()}
       out.append(m)
-      out.append(MInst("v_accvgpr_write_b32", {"vdst": a}, {"src0": t}, spill=True))
+      out.append(store(t))
       continue
     out.append(m)
   return out
