@@ -22,7 +22,7 @@ from hcq.errors import GPUFault
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backend"))
 import amd_kernels  # noqa: E402
 from amd_reference import assert_same, run_c  # noqa: E402
-from tests.compiled_runs import run_example
+from tests.compiled_runs import run_example  # noqa: E402
 
 UNSUPPORTED: set = set()
 FEATURES = [f for f in amd_kernels.ALL if f.__name__ not in UNSUPPORTED]
