@@ -25,11 +25,12 @@ P0 = 62 * 4                         # p0.x's register id (regid(62, 0))
 A0 = 61 * 4
 
 
-@dataclass
+@dataclass(slots=True)
 class Ins:
   """One instruction: text without sync flags; kind: alu (cat1-3), sfu (cat4), ld_sy (ldib), ld_ss (ldl), st (stib,
   stl), bar, br (a branch: target is a label), jump, end, label (arg: the label's name). dst/src: register ids
-  (full registers, p0.x = 248)."""
+  (full registers, p0.x = 248). enc: the text's shape and slot values (compiler/isa/ir3/template.split's form) when
+  the instruction selector knows them, so that encoding never parses the text (emit.py)."""
   kind: str
   text: str = ""
   dst: tuple = ()
@@ -38,6 +39,7 @@ class Ins:
   flags: str = ""
   cycles: int = 1
   half: bool = False      # names half registers (tracked as the full register holding them: merged registers)
+  enc: tuple | None = None
 
 
 @dataclass
