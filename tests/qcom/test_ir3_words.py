@@ -111,6 +111,26 @@ def test_emitted_words_are_the_pinned_ones(name):
   assert digest(prog) == WORDS[name], f"{name}: the emitted words or metadata changed ({len(words)} words)"
 
 
+@pytest.mark.parametrize("name", ["ex_matmul_tiled", "int64_case", "register_spills", "f16_arith", "chain_xor_2000"])
+def test_a_lines_shape_from_the_selector_is_its_texts(name):
+  """Ins.enc (the shape and values the selector builds with a line, for the template encoder) is what
+  compiler/isa/ir3/template.split reads from the line's text, sync flags included: encoding without parsing the text
+  gives the word of the text."""
+  from hcq.compiler.backend.ir3 import IR3_TARGET
+  from hcq.compiler.backend.ir3.isel import Selector
+  from hcq.compiler.backend.ir3.legalize import legalize
+  from hcq.compiler.isa.ir3.template import split
+  from hcq.compiler.lower import lower
+  prog = legalize(Selector(lower(CORPUS[name][0](), IR3_TARGET)).run())
+  checked = 0
+  for ins in prog:
+    if ins.enc is None or ins.target is not None: continue
+    shape, values = ins.enc
+    assert split(ins.flags + ins.text) == ((ins.flags + shape[0], *shape[1:]), list(values)), ins
+    checked += 1
+  assert checked >= 10
+
+
 def test_the_table_covers_the_corpus():
   assert set(WORDS) == set(CORPUS)
 

@@ -50,15 +50,15 @@ def compile_ir3(sink, gpu_id: int = 630) -> IR3Program:
   from ...ir import Ops as _Ops
   if gpu_id // 100 not in (6, 7): raise CompileError(f"ir3 backend: gpu id {gpu_id} is not an Adreno 6xx or 7xx")
   from ...lower import lower
-  from .emit import encode, resolve
+  from .emit import assemble
   from .isel import Selector
   from .legalize import legalize
   lin = sink if sink.op is _Ops.LINEAR else lower(sink, IR3_TARGET)
   sel = Selector(lin)
   prog = legalize(sel.run())
-  lines = resolve(prog)
+  lines, code = assemble(prog, gpu_id)
   info = lin.arg
-  return IR3Program(info.name, gpu_id, encode(lines, gpu_id), lines, sel.args, tuple(info.global_size),
+  return IR3Program(info.name, gpu_id, code, lines, sel.args, tuple(info.global_size),
                     tuple(info.local_size), sel.localmem, sel.full_regs, sel.max_depth, sel.pvtmem)
 
 

@@ -60,14 +60,9 @@ def rname(r: int) -> str: return _RNAME[r]
 
 # Instruction shapes (compiler/isa/ir3/template.split's form: literal text and register/immediate slots) of the lines
 # the helpers below emit, made once per opcode: the encoder takes a line's shape and values from here instead of
-# parsing its text again (emit.py)
-_SHAPES: dict = {}
-
-
-def _shape(*parts) -> tuple:
-  got = _SHAPES.get(parts)
-  if got is None: got = _SHAPES[parts] = parts
-  return got
+# parsing its text again (emit.py). op2's: "name rD, rA, rB" by name, "name rD, rA, IMM" by (name, IMM text)
+_SHAPE_RRR: dict = {}
+_SHAPE_RRI: dict = {}
 
 
 def hname(h: int) -> str:
@@ -76,9 +71,9 @@ def hname(h: int) -> str:
   return f"hr{h >> 2}.{'xyzw'[h & 3]}"
 
 
-_MOV_IMM = _shape("mov.u32u32 ", "r", ", ", "imm", "")
-_MOV = _shape("mov.u32u32 ", "r", ", ", "r", "")
-_SEL = _shape("sel.b32 ", "r", ", ", "r", ", ", "r", ", ", "r", "")
+_MOV_IMM = ("mov.u32u32 ", "r", ", ", "imm", "")
+_MOV = ("mov.u32u32 ", "r", ", ", "r", "")
+_SEL = ("sel.b32 ", "r", ", ", "r", ", ", "r", ", ", "r", "")
 
 
 def _cls(dt) -> str:
@@ -128,6 +123,27 @@ def _produces_value(u: UOp) -> bool:
   return got
 
 
+_PLAN2: dict = {}
+_CMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
+
+
+def _plan2(op, dt, s0, s1):
+  """(instruction, re-extend the result) for a binary ALU element on these types that Selector.alu_op emits as one
+  op2 instruction on its two source registers, else False (the element takes alu_op's general path)."""
+  try: c = _cls(s0)
+  except CompileError: return False
+  if _is_wide(dt) or _is_wide(s0) or c == "h": return False
+  if op is Ops.ADD: name = "add.f" if c == "f" else "add.u"
+  elif op in _BITOP: name = _BITOP[op]
+  elif op in _CMP: name = f"cmps.{'f' if c == 'f' else 'u' if c in 'ub' else 's'}.{_CMP[op]}"
+  elif op is Ops.SUB and c != "f": name = "sub.u"
+  elif op is Ops.MUL and c in "fb": name = "mul.f" if c == "f" else "and.b"
+  elif op is Ops.SHL: name = "shl.b"
+  elif op is Ops.SHR: name = "ashr.b" if c == "s" else "shr.b"
+  else: return False
+  return name, op not in _KEEPS_RANGE and bool(_narrow(dt))
+
+
 _NO_CODE = frozenset({Ops.PARAM, Ops.BUFFER, Ops.SPECIAL})     # elements that emit nothing themselves
 _BITOP = {Ops.AND: "and.b", Ops.OR: "or.b", Ops.XOR: "xor.b"}
 # a select, bit operation or right shift of values in range stays in range (sign/zero extension is kept)
@@ -175,12 +191,21 @@ class Selector(WideMixin):
     self.reg_base: dict[UOp, int] = {}      # REG BUFFER -> first regid
     self.localmem = 0
     self.depth = self.max_depth = 0
-    params, buffers, self.indexes = [], [], []     # one walk over the elements for the few kinds looked at here
+    # one walk over the elements: the few kinds looked at here, and the values that need a register (_needs; an
+    # INDEX's need depends on the buffers' placement, decided below)
+    params, buffers, self.indexes = [], [], []
+    self.needs: set = set()
+    add = self.needs.add
     for u in lin.src:
       op = u.op
       if op is Ops.INDEX: self.indexes.append(u)
-      elif op is Ops.PARAM or op is Ops.DEFINE_VAR: params.append(u)
+      elif op is Ops.PARAM: params.append(u)
       elif op is Ops.BUFFER: buffers.append(u)
+      elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): continue
+      elif _produces_value(u):
+        add(u)
+        if op is Ops.DEFINE_VAR: params.append(u)
+      elif op is Ops.DEFINE_VAR: params.append(u)
     params.sort(key=lambda u: u.arg.slot)
     nb = nc = 0
     used = {u.arg.slot for u in params}
@@ -236,8 +261,9 @@ class Selector(WideMixin):
     a GLOBAL INDEX has no register of its own (its loads and stores read the index), so its index and gate live as
     long as it does; a loop's trip count is read at every iteration's test, so it lives to the loop's END."""
     lin = self.lin
-    needs = {u for u in lin.src if self._needs(u)}
     indexes = self.indexes
+    needs = self.needs
+    needs.update(u for u in indexes if self._needs(u))
     ranges = live_ranges(lin, needs.union(indexes).__contains__)
     for u in reversed(indexes):
       r = ranges.get(u)
@@ -324,11 +350,15 @@ class Selector(WideMixin):
     """A two-source ALU instruction; b is a register id, or an immediate's text (a str)."""
     R = _RNAME
     if b.__class__ is str:
+      shape = _SHAPE_RRI.get((name, b))
+      if shape is None: shape = _SHAPE_RRI[name, b] = (name + " ", "r", ", ", "r", ", " + b)
       self.out.append(Ins("alu", f"{name} {R[d]}, {R[a]}, {b}", (d,), (a,),
-                          enc=None if P0 in (d, a) else (_shape(name + " ", "r", ", ", "r", ", " + b), (d, a))))
+                          enc=None if P0 in (d, a) else (shape, (d, a))))
     else:
+      shape = _SHAPE_RRR.get(name)
+      if shape is None: shape = _SHAPE_RRR[name] = (name + " ", "r", ", ", "r", ", ", "r", "")
       self.out.append(Ins("alu", f"{name} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b),
-                          enc=None if P0 in (d, a, b) else (_shape(name + " ", "r", ", ", "r", ", ", "r", ""), (d, a, b))))
+                          enc=None if P0 in (d, a, b) else (shape, (d, a, b))))
 
   def mov_imm(self, d: int, bits: int):
     bits &= 0xFFFFFFFF
@@ -671,6 +701,14 @@ class Selector(WideMixin):
       if d is None: d = self.r(u)
       rs = [get(s) for s in src]
       if None in rs: rs = [self.r(s) for s in src]
+    if len(src) == 2:                     # most elements: one two-register instruction (plan memoized per types)
+      key = (op, u.dtype, src[0].dtype, src[1].dtype)
+      plan = _PLAN2.get(key)
+      if plan is None: plan = _PLAN2[key] = _plan2(*key)
+      if plan:
+        self.op2(plan[0], d, rs[0], rs[1])
+        if plan[1]: self.fix(d, u.dtype)
+        return
     c = _CLS.get(src[0].dtype) or _cls(src[0].dtype) if src else "u"
     if _is_wide(u.dtype) or (src and _is_wide(src[0].dtype)) or (op is Ops.WHERE and _is_wide(src[1].dtype)):
       if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):

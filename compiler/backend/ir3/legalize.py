@@ -18,7 +18,7 @@ whichever way it is entered; a label's drain nop carries (jp), the join-point fl
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 ALU_TO_ALU, NON_ALU = 3, 6          # Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu
 P0 = 62 * 4                         # p0.x's register id (regid(62, 0))
@@ -42,22 +42,6 @@ class Ins:
   enc: tuple | None = None
 
 
-@dataclass
-class _State:
-  cycle: int = 0
-  ready_alu: dict = field(default_factory=dict)
-  ready_any: dict = field(default_factory=dict)
-  need_ss: set = field(default_factory=set)
-  need_sy: set = field(default_factory=set)
-  war_ss: set = field(default_factory=set)
-  war_any: set = field(default_factory=set)
-
-  def busy(self) -> tuple[int, bool, bool]:
-    """(cycles until every ALU result is ready for anyone, (ss) needed, (sy) needed)."""
-    wait = max([0, *(r - self.cycle for r in self.ready_any.values())])
-    return wait, bool(self.need_ss or self.war_ss or self.war_any), bool(self.need_sy or self.war_any)
-
-
 _PLAIN: dict = {}
 
 
@@ -78,63 +62,80 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
   return out
 
 
+_FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
+_DRAIN_BEFORE = frozenset({"br", "jump", "bar", "end"})
+
+
 def legalize(prog: list[Ins]) -> list[Ins]:
-  """The instruction list with flags set and nops inserted; labels stay (as Ins("label")) for the branch fix-up."""
+  """The instruction list with flags set and nops inserted; labels stay (as Ins("label")) for the branch fix-up.
+  One pass; its state: the cycle each ALU result is ready at (for an ALU reader, for anyone), the registers waiting
+  for (ss) / (sy), the registers an unfinished memory or SFU instruction may still read (write-after-read)."""
   out: list[Ins] = []
-  st = _State()
-
-  def drain(jp: bool = False, always: bool = False):
-    nonlocal st
-    wait, ss, sy = st.busy()
-    if wait or ss or sy or always: out.extend(_nops(wait, ss, sy, jp))
-    st = _State(cycle=st.cycle + wait)
-
+  append, extend = out.append, out.extend
+  cycle = 0
+  ready_alu: dict = {}
+  ready_any: dict = {}
+  need_ss: set = set()
+  need_sy: set = set()
+  war_ss: set = set()
+  war_any: set = set()
   for ins in prog:
     k = ins.kind
-    if k == "label":
-      drain()
-      out.append(ins)
-      out.extend(_nops(0, jp=True))      # the join point: (jp)nop
+    if k == "label" or k in _DRAIN_BEFORE:
+      # drain: every ALU result ready, every flag taken (_State.busy), then a fresh state
+      wait = max([0, *(r - cycle for r in ready_any.values())]) if ready_any else 0
+      ss, sy = bool(need_ss or war_ss or war_any), bool(need_sy or war_any)
+      if wait or ss or sy: extend(_nops(wait, ss, sy))
+      cycle += wait
+      ready_alu, ready_any = {}, {}
+      need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
+      append(ins)
+      if k == "label": extend(_nops(0, jp=True))      # the join point: (jp)nop
       continue
-    if k in ("br", "jump", "bar", "end"):
-      drain()
-      out.append(ins)
-      continue
-    alu, sfu = k == "alu", k == "sfu"
-    regs = ins.src + ins.dst
-    ss = bool(st.need_ss) and not st.need_ss.isdisjoint(regs)
-    sy = bool(st.need_sy) and not st.need_sy.isdisjoint(regs)
+    alu = k == "alu"
+    sfu = k == "sfu"
+    dst, src = ins.dst, ins.src
+    ss = bool(need_ss) and not (need_ss.isdisjoint(src) and need_ss.isdisjoint(dst))
+    sy = bool(need_sy) and not (need_sy.isdisjoint(src) and need_sy.isdisjoint(dst))
     if alu or sfu:
-      if st.war_ss and not st.war_ss.isdisjoint(ins.dst): ss = True
-      if st.war_any and not st.war_any.isdisjoint(ins.dst) and not (ss or sy): ss = True
+      if war_ss and not war_ss.isdisjoint(dst): ss = True
+      if war_any and not war_any.isdisjoint(dst) and not (ss or sy): ss = True
     # a half register read by an ALU instruction after a full-size write (or the other way) waits the mismatched-size
     # delay (Mesa ir3_legalize get_ready_slot: a different size is not the alu_to_alu case)
-    ready = st.ready_alu if alu and not ins.half else st.ready_any
-    wait, now = 0, st.cycle
-    for r in ins.src:
-      w = ready.get(r, 0) - now
-      if w > wait: wait = w
+    ready = ready_alu if alu and not ins.half else ready_any
+    wait = 0
+    if ready:
+      for r in src:
+        w = ready.get(r, 0) - cycle
+        if w > wait: wait = w
     if alu or sfu:
-      if wait: out.extend(_nops(wait)); st.cycle += wait
-      ins.flags = ("(sy)" if sy else "") + ("(ss)" if ss else "")
+      if wait:
+        extend(_nops(wait))
+        cycle += wait
+      ins.flags = _FLAGS[sy, ss]
     elif wait or ss or sy:
-      out.extend(_nops(wait, ss, sy))
-      st.cycle += max(wait, 1)
+      extend(_nops(wait, ss, sy))
+      cycle += max(wait, 1)
     if ss:
-      st.need_ss.clear(); st.war_ss.clear(); st.war_any.clear()
+      need_ss.clear(); war_ss.clear(); war_any.clear()
     if sy:
-      st.need_sy.clear(); st.war_any.clear()
-    out.append(ins)
-    start = st.cycle
-    for r in ins.dst:
-      for s in (st.need_ss, st.need_sy, st.war_ss, st.war_any): s.discard(r)
-      st.ready_alu.pop(r, None); st.ready_any.pop(r, None)
-      if alu:
-        st.ready_any[r] = start + 1 + NON_ALU
-        st.ready_alu[r] = start + 1 + (NON_ALU if r >= A0 or ins.half else ALU_TO_ALU)
-      elif sfu or k == "ld_ss": st.need_ss.add(r)
-      elif k == "ld_sy": st.need_sy.add(r)
-    if sfu or k in ("st", "ld_ss"): st.war_ss.update(ins.src)
-    elif k == "ld_sy": st.war_any.update(ins.src)
-    if alu: st.cycle += ins.cycles
+      need_sy.clear(); war_any.clear()
+    append(ins)
+    if need_ss or need_sy or war_ss or war_any:
+      for r in dst:
+        need_ss.discard(r); need_sy.discard(r); war_ss.discard(r); war_any.discard(r)
+    if alu:
+      any_at = cycle + 1 + NON_ALU
+      alu_at = cycle + 1 + (NON_ALU if ins.half else ALU_TO_ALU)
+      for r in dst:
+        ready_any[r] = any_at
+        ready_alu[r] = any_at if r >= A0 else alu_at
+      cycle += ins.cycles
+      continue
+    for r in dst:
+      ready_alu.pop(r, None); ready_any.pop(r, None)
+      if sfu or k == "ld_ss": need_ss.add(r)
+      elif k == "ld_sy": need_sy.add(r)
+    if sfu or k == "st" or k == "ld_ss": war_ss.update(src)
+    elif k == "ld_sy": war_any.update(src)
   return out
