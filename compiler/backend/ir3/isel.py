@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import heapq
 import struct
+from itertools import chain
+from operator import attrgetter
 
-from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp
+from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp, dtypes
 from ...ir.ops import GroupOp
 from ...ir.uop import _short
 from ...lower.regalloc import live_ranges, produces_value
@@ -144,6 +146,7 @@ def _plan2(op, dt, s0, s1):
   return name, op not in _KEEPS_RANGE and bool(_narrow(dt))
 
 
+_WORD_INTS = frozenset({dtypes.int32, dtypes.uint32})   # literals whose bits are int(value) & 0xFFFFFFFF (_bits)
 _NO_CODE = frozenset({Ops.PARAM, Ops.BUFFER, Ops.SPECIAL})     # elements that emit nothing themselves
 _BITOP = {Ops.AND: "and.b", Ops.OR: "or.b", Ops.XOR: "xor.b"}
 # a select, bit operation or right shift of values in range stays in range (sign/zero extension is kept)
@@ -436,12 +439,15 @@ class Selector(WideMixin):
     self.mov_imm(ZERO, 0)
     ends: dict[UOp, tuple[str, str]] = {}
     ifs: dict[UOp, str] = {}
-    spilled, emit, alu_op, alu_ops = self.spilled, self.emit, self.alu_op, GroupOp.ALU
+    spilled, emit, alu_op, alu_ops, get = self.spilled, self.emit, self.alu_op, GroupOp.ALU, self.regs.get
+    CAST, CONST = Ops.CAST, Ops.CONST
     for u in self.lin.src:
       op = u.op
-      if op in _NO_CODE or (op is Ops.CONST and u.dtype.is_weak): continue
+      if op in _NO_CODE or (op is CONST and u.dtype.is_weak): continue
       if not spilled:                   # the common case: every value in its register
         if op in alu_ops: alu_op(u)
+        elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST and get(u) is not None:
+          self.mov_imm(get(u), int(u.src[0].arg))     # a 32-bit integer literal (emit's general case: _bits)
         else: emit(u, ends, ifs)
         continue
       self.reloads = {}
@@ -506,10 +512,8 @@ class Selector(WideMixin):
 
   def _finish(self) -> list[Ins]:
     self.out.append(Ins("nop", "nop"))
-    named: set = set()
-    for i in self.out:
-      named.update(i.dst)
-      named.update(i.src)
+    named = set(chain.from_iterable(map(attrgetter("dst"), self.out)))
+    named.update(chain.from_iterable(map(attrgetter("src"), self.out)))
     self.full_regs = (max([r for r in named if r < WGID], default=0) >> 2) + 1   # the footprint: r0 .. the highest
     return self.out                                                              # register named
 
