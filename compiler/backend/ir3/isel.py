@@ -292,23 +292,23 @@ class Selector(WideMixin):
     active: list = []                           # heap of (last use, order, value)
     gone: set = set()                           # values spilled out of `active` (lazily dropped from the heap)
     regs: dict[UOp, int] = {}
-    order = sorted(((r[0], r[1], n, u) for n, (u, r) in enumerate(ranges.items()) if u in needs))
+    order = sorted([(r[0], r[1], n, u) for n, (u, r) in enumerate(ranges.items()) if u in needs])
     heappop, heappush = heapq.heappop, heapq.heappush
     for start, last, n, u in order:
       while active and active[0][0] < start:
-        _, _, item = heappop(active)
-        if item in gone: continue
+        item = heappop(active)[2]
+        if gone and item in gone: continue
         k = regs[item] - first
         free[k] = True
         heappush(free_heap, k)
-        if item in wide:
+        if wide and item in wide:
           free[k + 1] = True
           heappush(free_heap, k + 1)
-      w = 2 if u in wide else 1
+      w = 2 if wide and u in wide else 1
       k = None
       if w == 1:
-        while free_heap and not free[free_heap[0]]: heapq.heappop(free_heap)
-        if free_heap: k = heapq.heappop(free_heap)
+        while free_heap and not free[free_heap[0]]: heappop(free_heap)
+        if free_heap: k = heappop(free_heap)
       else: k = next((k for k in range(0, nregs - 1, 2) if free[k] and free[k + 1]), None)
       if k is None:
         # spill the value that lives longest (this one or an active one) to private memory: it never holds a
