@@ -131,6 +131,23 @@ def test_a_lines_shape_from_the_selector_is_its_texts(name):
   assert checked >= 10
 
 
+@pytest.mark.parametrize("name", ["ex_elementwise_add", "ex_gated_stencil", "int64_case", "register_spills",
+                                  "chain_mul_2000"])
+def test_straight_ranges_are_live_ranges_without_loops(name):
+  """The selector's live ranges of a loop-free kernel (isel.straight_ranges) are compiler/lower/regalloc.live_ranges'."""
+  from hcq.compiler import Ops
+  from hcq.compiler.backend.ir3 import IR3_TARGET
+  from hcq.compiler.backend.ir3.isel import straight_ranges
+  from hcq.compiler.lower import lower
+  from hcq.compiler.lower.regalloc import live_ranges, produces_value
+  lin = lower(CORPUS[name][0](), IR3_TARGET)
+  assert not any(u.op is Ops.END for u in lin.src)
+  for needs in ({u for u in lin.src if produces_value(u)}, set(lin.src[::3])):
+    got = straight_ranges(lin, needs)
+    want = live_ranges(lin, needs.__contains__)
+    assert list(got) == list(want) and {u: tuple(r) for u, r in got.items()} == want
+
+
 def test_the_table_covers_the_corpus():
   assert set(WORDS) == set(CORPUS)
 

@@ -114,6 +114,20 @@ def _is_wide(dt) -> bool:
   return got
 
 
+def straight_ranges(lin: UOp, needs: set) -> dict:
+  """compiler/lower/regalloc.live_ranges for a kernel without loops (no END): a value lives from its element to its
+  last use, (first, last) positions (as lists) in the order of the elements. Without loops no range is stretched,
+  so the loop table and position map live_ranges builds are not needed."""
+  out: dict = {}
+  get = out.get
+  for i, u in enumerate(lin.src):
+    if u in needs: out[u] = [i, i]
+    for s in u.src:
+      r = get(s)
+      if r is not None: r[1] = i
+  return out
+
+
 _PV: dict = {}
 
 
@@ -196,19 +210,22 @@ class Selector(WideMixin):
     self.depth = self.max_depth = 0
     # one walk over the elements: the few kinds looked at here, and the values that need a register (_needs; an
     # INDEX's need depends on the buffers' placement, decided below)
-    params, buffers, self.indexes = [], [], []
+    params, buffers, self.indexes, self.ends, self.bounds = [], [], [], [], set()
     self.needs: set = set()
-    add = self.needs.add
-    for u in lin.src:
+    add, alu_ops = self.needs.add, GroupOp.ALU
+    for i, u in enumerate(lin.src):
       op = u.op
-      if op is Ops.INDEX: self.indexes.append(u)
+      if op in alu_ops:
+        if _produces_value(u): add(u)
+      elif op is Ops.INDEX: self.indexes.append(u)
+      elif op is Ops.END: self.ends.append((i, u))
       elif op is Ops.PARAM: params.append(u)
       elif op is Ops.BUFFER: buffers.append(u)
       elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): continue
-      elif _produces_value(u):
-        add(u)
+      else:
+        if _produces_value(u): add(u)
         if op is Ops.DEFINE_VAR: params.append(u)
-      elif op is Ops.DEFINE_VAR: params.append(u)
+        elif op is Ops.RANGE: self.bounds.add(u.src[0])
     params.sort(key=lambda u: u.arg.slot)
     nb = nc = 0
     used = {u.arg.slot for u in params}
@@ -267,20 +284,19 @@ class Selector(WideMixin):
     indexes = self.indexes
     needs = self.needs
     needs.update(u for u in indexes if self._needs(u))
-    ranges = live_ranges(lin, needs.union(indexes).__contains__)
+    ranges = straight_ranges(lin, needs.union(indexes)) if not self.ends else \
+      live_ranges(lin, needs.union(indexes).__contains__)
     for u in reversed(indexes):
       r = ranges.get(u)
       if r is not None:
         for s in u.src[1:]:
           rs = ranges.get(s)
           if rs is not None and rs[1] < r[1]: ranges[s] = (rs[0], r[1])
-    bounds = set()
-    for i, u in enumerate(lin.src):
-      if u.op is Ops.END:
-        b = u.src[0].src[0]
-        rb = ranges.get(b)
-        if rb is not None and rb[1] < i: ranges[b] = (rb[0], i)
-      elif u.op is Ops.RANGE: bounds.add(u.src[0])
+    bounds = self.bounds
+    for i, u in self.ends:
+      b = u.src[0].src[0]
+      rb = ranges.get(b)
+      if rb is not None and rb[1] < i: ranges[b] = (rb[0], i)
     wide = {u for u in needs if _is_wide(u.dtype)}     # register pairs
 
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
