@@ -157,7 +157,9 @@ def _plan2(op, dt, s0, s1):
   elif op is Ops.SHL: name = "shl.b"
   elif op is Ops.SHR: name = "ashr.b" if c == "s" else "shr.b"
   else: return False
-  return name, op not in _KEEPS_RANGE and bool(_narrow(dt))
+  shape = _SHAPE_RRR.get(name)
+  if shape is None: shape = _SHAPE_RRR[name] = (name + " ", "r", ", ", "r", ", ", "r", "")
+  return name, op not in _KEEPS_RANGE and bool(_narrow(dt)), shape
 
 
 _WORD_INTS = frozenset({dtypes.int32, dtypes.uint32})   # literals whose bits are int(value) & 0xFFFFFFFF (_bits)
@@ -456,12 +458,23 @@ class Selector(WideMixin):
     ends: dict[UOp, tuple[str, str]] = {}
     ifs: dict[UOp, str] = {}
     spilled, emit, alu_op, alu_ops, get = self.spilled, self.emit, self.alu_op, GroupOp.ALU, self.regs.get
+    out, R = self.out, _RNAME
     CAST, CONST = Ops.CAST, Ops.CONST
     for u in self.lin.src:
       op = u.op
       if op in _NO_CODE or (op is CONST and u.dtype.is_weak): continue
       if not spilled:                   # the common case: every value in its register
-        if op in alu_ops: alu_op(u)
+        if op in alu_ops:
+          src = u.src
+          if len(src) == 2:             # alu_op's one-instruction case, inline: "name rD, rA, rB"
+            plan = _PLAN2.get((op, u.dtype, src[0].dtype, src[1].dtype))
+            d, a, b = get(u), get(src[0]), get(src[1])
+            if plan and d is not None and a is not None and b is not None:
+              out.append(Ins("alu", f"{plan[0]} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b),
+                             enc=None if P0 in (d, a, b) else (plan[2], (d, a, b))))
+              if plan[1]: self.fix(d, u.dtype)
+              continue
+          alu_op(u)
         elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST and get(u) is not None:
           self.mov_imm(get(u), int(u.src[0].arg))     # a 32-bit integer literal (emit's general case: _bits)
         else: emit(u, ends, ifs)
