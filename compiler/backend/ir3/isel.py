@@ -214,11 +214,13 @@ class Selector(WideMixin):
     # INDEX's need depends on the buffers' placement, decided below)
     params, buffers, self.indexes, self.ends, self.bounds = [], [], [], [], set()
     self.needs: set = set()
-    add, alu_ops = self.needs.add, GroupOp.ALU
+    add, alu_ops, pv = self.needs.add, GroupOp.ALU, _PV.get
     for i, u in enumerate(lin.src):
       op = u.op
       if op in alu_ops:
-        if _produces_value(u): add(u)
+        v = pv((op, u.dtype))
+        if v is None: v = _produces_value(u)
+        if v: add(u)
       elif op is Ops.INDEX: self.indexes.append(u)
       elif op is Ops.END: self.ends.append((i, u))
       elif op is Ops.PARAM: params.append(u)
@@ -299,7 +301,8 @@ class Selector(WideMixin):
       b = u.src[0].src[0]
       rb = ranges.get(b)
       if rb is not None and rb[1] < i: ranges[b] = (rb[0], i)
-    wide = {u for u in needs if _is_wide(u.dtype)}     # register pairs
+    wide_dts = {dt for dt in set(map(attrgetter("dtype"), needs)) if _is_wide(dt)}
+    wide = {u for u in needs if u.dtype in wide_dts} if wide_dts else set()     # register pairs
 
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
       return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds and not is_wide(u.dtype)
