@@ -12,9 +12,11 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
     br/jump none;
   - cat6 instructions have a (sy) bit but no (ss) bit: the flags go on a nop before them (as Mesa's computerator
     examples and tests/qcom/programs/reduce.asm do).
-Control flow is legalized conservatively: before every label, branch, barrier and the end, a "(sy)(ss)(rptN)nop"
-drains everything pending (every result ready, every flag taken), so each basic block starts from an idle pipeline
-whichever way it is entered; a label's drain nop carries (jp), the join-point flag Mesa sets on branch targets.
+Control flow as Mesa's ir3_legalize.c legalize_block handles it: the state at a label is the merge (the later ready
+cycle, the union of the pending registers) of the states every branch and jump to it and the fall-through bring,
+iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. Each label is followed
+by a "(jp)nop" (the join-point flag Mesa's mark_jp sets on a branch target's first instruction). Before a barrier
+and the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
 """
 from __future__ import annotations
 
@@ -63,15 +65,57 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
 
 
 _FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
-_DRAIN_BEFORE = frozenset({"br", "jump", "bar", "end"})
+_DRAIN_BEFORE = frozenset({"bar", "end"})
+_EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
+
+
+def _merge(a: tuple | None, b: tuple | None) -> tuple | None:
+  """Two pipeline states at one point (Mesa's legalize_block: the OR of the predecessors' states): per register the
+  later ready cycle, the union of the pending registers. A state: (ALU-reader delays, other readers' delays, as
+  cycles left; need (ss), need (sy), WAR (ss), WAR any); None: no path arrives."""
+  if a is None: return b
+  if b is None: return a
+  ra, rn = dict(a[0]), dict(a[1])
+  for r, c in b[0].items():
+    if c > ra.get(r, 0): ra[r] = c
+  for r, c in b[1].items():
+    if c > rn.get(r, 0): rn[r] = c
+  return (ra, rn, a[2] | b[2], a[3] | b[3], a[4] | b[4], a[5] | b[5])
+
+
+def _covers(a: tuple | None, b: tuple | None) -> bool:
+  """Whether state a asks at least as much as state b."""
+  if b is None: return True
+  if a is None: return False
+  return all(c <= a[0].get(r, 0) for r, c in b[0].items()) and all(c <= a[1].get(r, 0) for r, c in b[1].items()) \
+    and b[2] <= a[2] and b[3] <= a[3] and b[4] <= a[4] and b[5] <= a[5]
 
 
 def legalize(prog: list[Ins]) -> list[Ins]:
   """The instruction list with flags set and nops inserted; labels stay (as Ins("label")) for the branch fix-up.
-  One pass; its state: the cycle each ALU result is ready at (for an ALU reader, for anyone), the registers waiting
-  for (ss) / (sy), the registers an unfinished memory or SFU instruction may still read (write-after-read)."""
+  A label's state is the merge of the states of every branch or jump to it and of the fall-through (Mesa
+  ir3_legalize.c legalize_block: a block's input state is the OR of its predecessors' output states, iterated until
+  nothing changes, for loops' back edges); a pass uses the states the last one found at the labels and is repeated
+  until no branch brings a label more than that."""
+  entry: dict = {}
+  while True:
+    out, edges = _pass(prog, entry)
+    grown = False
+    for name, st in edges.items():
+      if not _covers(entry.get(name), st):
+        entry[name] = _merge(entry.get(name), st)
+        grown = True
+    if not grown: return out
+
+
+def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
+  """One pass; its state: the cycle each ALU result is ready at (for an ALU reader, for anyone), the registers waiting
+  for (ss) / (sy), the registers an unfinished memory or SFU instruction may still read (write-after-read). entry:
+  label -> the state assumed on arrival by a branch; returns the instructions and label -> the merged state the
+  branches and jumps to it carried."""
   out: list[Ins] = []
   append, extend = out.append, out.extend
+  edges: dict = {}
   cycle = 0
   ready_alu: dict = {}
   ready_any: dict = {}
@@ -79,10 +123,28 @@ def legalize(prog: list[Ins]) -> list[Ins]:
   need_sy: set = set()
   war_ss: set = set()
   war_any: set = set()
+  live = True                         # the fall-through reaches this point (not after a jump or the end)
+
+  def snapshot():
+    if not live: return None
+    return ({r: c - cycle for r, c in ready_alu.items() if c > cycle},
+            {r: c - cycle for r, c in ready_any.items() if c > cycle},
+            frozenset(need_ss), frozenset(need_sy), frozenset(war_ss), frozenset(war_any))
+
   for ins in prog:
     k = ins.kind
-    if k == "label" or k in _DRAIN_BEFORE:
-      # drain: every ALU result ready, every flag taken (_State.busy), then a fresh state
+    if k == "label":
+      st = _merge(_merge(snapshot(), edges.get(ins.text)), entry.get(ins.text)) or _EMPTY
+      ready_alu = {r: cycle + c for r, c in st[0].items()}
+      ready_any = {r: cycle + c for r, c in st[1].items()}
+      need_ss, need_sy, war_ss, war_any = set(st[2]), set(st[3]), set(st[4]), set(st[5])
+      live = True
+      append(ins)
+      extend(_nops(0, jp=True))       # the join point: (jp)nop (one cycle)
+      cycle += 1
+      continue
+    if k in _DRAIN_BEFORE:
+      # drain: every ALU result ready, every flag taken, then a fresh state
       wait = max([0, *(r - cycle for r in ready_any.values())]) if ready_any else 0
       ss, sy = bool(need_ss or war_ss or war_any), bool(need_sy or war_any)
       if wait or ss or sy: extend(_nops(wait, ss, sy))
@@ -90,7 +152,7 @@ def legalize(prog: list[Ins]) -> list[Ins]:
       ready_alu, ready_any = {}, {}
       need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
       append(ins)
-      if k == "label": extend(_nops(0, jp=True))      # the join point: (jp)nop
+      if k == "end": live = False
       continue
     alu = k == "alu"
     sfu = k == "sfu"
@@ -121,6 +183,10 @@ def legalize(prog: list[Ins]) -> list[Ins]:
     if sy:
       need_sy.clear(); war_any.clear()
     append(ins)
+    if k == "br" or k == "jump":       # the state this branch carries to its label; br/jump take no cycle
+      edges[ins.target] = _merge(edges.get(ins.target), snapshot())
+      if k == "jump": live = False
+      continue
     if need_ss or need_sy or war_ss or war_any:
       for r in dst:
         need_ss.discard(r); need_sy.discard(r); war_ss.discard(r); war_any.discard(r)
@@ -138,4 +204,4 @@ def legalize(prog: list[Ins]) -> list[Ins]:
       elif k == "ld_sy": need_sy.add(r)
     if sfu or k == "st" or k == "ld_ss": war_ss.update(src)
     elif k == "ld_sy": war_any.update(src)
-  return out
+  return out, edges
