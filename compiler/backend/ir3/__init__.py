@@ -8,7 +8,13 @@ programs from it).
   legalize.py  sync flags ((ss)/(sy)/(jp)) and delay slots, Mesa 25's ir3_legalize rules
   emit.py      labels -> branch offsets; lines -> words through compiler/isa/ir3's assembler (which checks each word
                against our disassembler)
-The ISA toolkit itself (decoder, disassembler, assembler) is compiler/isa/ir3."""
+The ISA toolkit itself (decoder, disassembler, assembler) is compiler/isa/ir3.
+
+Speed (issue #30; bench/compile.py --targets a630): per element the selector does dictionary lookups and one
+formatted line (register names from a table, a binary ALU element's instruction from a plan memoized per types),
+legalize is one pass over local state, and a line is encoded from the per-process line cache or, new, from its
+shape's template with the shape and values the selector built (no text parsing). Every pass is linear in the
+program. tests/qcom/test_ir3_words.py pins the emitted words of a corpus (the speed work keeps them identical)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -50,15 +56,15 @@ def compile_ir3(sink, gpu_id: int = 630) -> IR3Program:
   from ...ir import Ops as _Ops
   if gpu_id // 100 not in (6, 7): raise CompileError(f"ir3 backend: gpu id {gpu_id} is not an Adreno 6xx or 7xx")
   from ...lower import lower
-  from .emit import encode, resolve
+  from .emit import assemble
   from .isel import Selector
   from .legalize import legalize
   lin = sink if sink.op is _Ops.LINEAR else lower(sink, IR3_TARGET)
   sel = Selector(lin)
   prog = legalize(sel.run())
-  lines = resolve(prog)
+  lines, code = assemble(prog, gpu_id)
   info = lin.arg
-  return IR3Program(info.name, gpu_id, encode(lines, gpu_id), lines, sel.args, tuple(info.global_size),
+  return IR3Program(info.name, gpu_id, code, lines, sel.args, tuple(info.global_size),
                     tuple(info.local_size), sel.localmem, sel.full_regs, sel.max_depth, sel.pvtmem)
 
 

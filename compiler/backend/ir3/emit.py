@@ -4,7 +4,9 @@ Branch targets are resolved here (br/jump take the offset in instructions from t
 what the disassembler prints as #N). A line is assembled by Assembler.assemble_line, which only returns a word the
 disassembler prints back as exactly that line, or, once its shape (the line without its registers and offsets) is
 common, by the shape's template of assembled words (template.py, checked against the assembler when built); words
-are cached per line for the process (a kernel repeats its nops, moves and loop code)."""
+are cached per line for the process (a kernel repeats its nops, moves and loop code). assemble() is resolve and
+encode in one pass for the backend: a line not cached yet whose instruction carries its shape and values (Ins.enc,
+from the instruction selector) goes to the template encoder without its text being parsed again."""
 from __future__ import annotations
 
 import threading
@@ -12,7 +14,7 @@ import threading
 from ...ir import CompileError
 from .legalize import Ins
 
-_CACHE: dict[tuple[int, str], int] = {}
+_CACHE: dict[int, dict[str, int]] = {}     # gpu id -> line -> word
 _ASM: dict[int, object] = {}
 _LOCK = threading.Lock()
 
@@ -27,15 +29,30 @@ def _assembler(gpu_id: int):
   return a
 
 
-def assemble_line(line: str, gpu_id: int) -> int:
-  key = (gpu_id, line)
-  w = _CACHE.get(key)
+def _cache(gpu_id: int) -> dict:
+  c = _CACHE.get(gpu_id)
+  if c is None: c = _CACHE.setdefault(gpu_id, {})
+  return c
+
+
+def assemble_line(line: str, gpu_id: int, enc: tuple | None = None, flags: str = "") -> int:
+  """The word of a line; enc: (shape, values) of the line without its leading sync flags `flags`."""
+  cache = _cache(gpu_id)
+  w = cache.get(line)
   if w is None:
-    from ...isa.ir3.asm import AsmError
     with _LOCK:                      # the assembler keeps per-call state (its ISA's decode warnings)
-      try: w = _assembler(gpu_id).encode(line)
-      except AsmError as e: raise CompileError(f"ir3 backend: emitted a line the assembler refuses: {e}") from None
-    _CACHE[key] = w
+      a = _assembler(gpu_id)
+      try:
+        if enc is None: w = a.encode(line)
+        else:
+          shape, values = enc
+          if flags: shape = (flags + shape[0], *shape[1:])
+          w = a.encode_split(line, shape, values)
+      except Exception as e:
+        from ...isa.ir3.asm import AsmError
+        if not isinstance(e, AsmError): raise
+        raise CompileError(f"ir3 backend: emitted a line the assembler refuses: {e}") from None
+    cache[line] = w
   return w
 
 
@@ -58,3 +75,29 @@ def resolve(prog: list[Ins]) -> list[str]:
 def encode(lines: list[str], gpu_id: int) -> bytes:
   import struct
   return struct.pack(f"<{len(lines)}Q", *(assemble_line(l, gpu_id) for l in lines))
+
+
+def assemble(prog: list[Ins], gpu_id: int) -> tuple[list[str], bytes]:
+  """(resolve(prog), encode(those lines)) in one pass."""
+  import struct
+  at, pc = {}, 0
+  for ins in prog:
+    if ins.kind == "label": at[ins.text] = pc
+    else: pc += 1
+  lines: list[str] = []
+  words: list[int] = []
+  get = _cache(gpu_id).get
+  pc = 0
+  for ins in prog:
+    if ins.kind == "label": continue
+    flags = ins.flags
+    text = flags + ins.text if flags else ins.text
+    enc = ins.enc
+    if ins.target is not None:
+      text = text.replace("#" + ins.target, f"#{at[ins.target] - pc}")
+      enc = None
+    w = get(text)
+    lines.append(text)
+    words.append(w if w is not None else assemble_line(text, gpu_id, enc, flags))
+    pc += 1
+  return lines, struct.pack(f"<{len(words)}Q", *words)

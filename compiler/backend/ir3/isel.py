@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import heapq
 import struct
+from itertools import chain
+from operator import attrgetter
 
-from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp
+from ...ir import AddrSpace, CompileError, Ops, PtrDType, UOp, dtypes
 from ...ir.ops import GroupOp
 from ...ir.uop import _short
 from ...lower.regalloc import live_ranges, produces_value
-from .legalize import P0, Ins, rname
+from .legalize import _RNAME, P0, Ins, rname
 from .wide import WideMixin, is_wide
 
 LID, ZERO, WGID = 0, 3, 48 * 4      # r0.x (local id), r0.w (zero), r48.x (work-group id)
@@ -50,20 +52,37 @@ SFU = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops
 PVT_MAX = 4096                      # private bytes the ldp/stp immediate offset reaches (13 bits, signed)
 
 
+# Instruction shapes (compiler/isa/ir3/template.split's form: literal text and register/immediate slots) of the lines
+# the helpers below emit, made once per opcode: the encoder takes a line's shape and values from here instead of
+# parsing its text again (emit.py). op2's: "name rD, rA, rB" by name, "name rD, rA, IMM" by (name, IMM text)
+_SHAPE_RRR: dict = {}
+_SHAPE_RRI: dict = {}
+
+
 def hname(h: int) -> str:
   """A half register: with merged registers half regid h is half (h & 1) of full register h >> 1 (hr(2R) is the low
   half of full register R; Mesa's ir3 MERGEDREGS, a6xx)."""
   return f"hr{h >> 2}.{'xyzw'[h & 3]}"
 
 
+_MOV_IMM = ("mov.u32u32 ", "r", ", ", "imm", "")
+_MOV = ("mov.u32u32 ", "r", ", ", "r", "")
+_SEL = ("sel.b32 ", "r", ", ", "r", ", ", "r", ", ", "r", "")
+
+
 def _cls(dt) -> str:
   """How a value is held: b (bool, 0/1), f (float32), h (float16: in the low half register hr(2R) of its full
   register R, merged registers), s / u (integers of 8/16/32 bits sign- or zero-extended to 32; 64 bits in pairs)."""
-  if dt.is_bool: return "b"
-  if dt.is_float:
-    if dt.itemsize == 4: return "f"
-    if dt.itemsize == 2: return "h"
-  elif dt.itemsize in (1, 2, 4, 8): return "u" if dt.kind == "uint" else "s"
+  got = _CLS.get(dt)
+  if got is not None: return got
+  if dt.is_bool: got = "b"
+  elif dt.is_float:
+    if dt.itemsize == 4: got = "f"
+    elif dt.itemsize == 2: got = "h"
+  elif dt.itemsize in (1, 2, 4, 8): got = "u" if dt.kind == "uint" else "s"
+  if got is not None:
+    _CLS[dt] = got
+    return got
   raise CompileError(f"ir3 backend: {dt} values are not supported (bool, 8/16/32/64-bit integers, float16/32)")
 
 
@@ -73,6 +92,73 @@ def _narrow(dt) -> int:
 
 
 def _half_float(dt) -> bool: return dt.is_float and dt.itemsize == 2
+
+
+# per dtype (DTypes are interned): _cls of the supported ones (filled on first use), whether 64-bit
+_CLS: dict = {}
+_WIDE: dict = {}
+
+
+def _is_wide(dt) -> bool:
+  """is_wide of a value's dtype (False for a pointer)."""
+  got = _WIDE.get(dt)
+  if got is None: got = _WIDE[dt] = not isinstance(dt, PtrDType) and is_wide(dt)
+  return got
+
+
+def straight_ranges(lin: UOp, needs: set) -> dict:
+  """compiler/lower/regalloc.live_ranges for a kernel without loops (no END): a value lives from its element to its
+  last use, (first, last) positions (as lists) in the order of the elements. Without loops no range is stretched,
+  so the loop table and position map live_ranges builds are not needed."""
+  out: dict = {}
+  get = out.get
+  for i, u in enumerate(lin.src):
+    if u in needs: out[u] = [i, i]
+    for s in u.src:
+      r = get(s)
+      if r is not None: r[1] = i
+  return out
+
+
+_PV: dict = {}
+
+
+def _produces_value(u: UOp) -> bool:
+  """compiler/lower/regalloc.produces_value, remembered per (op, dtype): it depends on nothing else."""
+  key = (u.op, u.dtype)
+  got = _PV.get(key)
+  if got is None: got = _PV[key] = produces_value(u)
+  return got
+
+
+_PLAN2: dict = {}
+_CMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
+
+
+def _plan2(op, dt, s0, s1):
+  """(instruction, re-extend the result) for a binary ALU element on these types that Selector.alu_op emits as one
+  op2 instruction on its two source registers, else False (the element takes alu_op's general path)."""
+  try: c = _cls(s0)
+  except CompileError: return False
+  if _is_wide(dt) or _is_wide(s0) or c == "h": return False
+  if op is Ops.ADD: name = "add.f" if c == "f" else "add.u"
+  elif op in _BITOP: name = _BITOP[op]
+  elif op in _CMP: name = f"cmps.{'f' if c == 'f' else 'u' if c in 'ub' else 's'}.{_CMP[op]}"
+  elif op is Ops.SUB and c != "f": name = "sub.u"
+  elif op is Ops.MUL and c in "fb": name = "mul.f" if c == "f" else "and.b"
+  elif op is Ops.SHL: name = "shl.b"
+  elif op is Ops.SHR: name = "ashr.b" if c == "s" else "shr.b"
+  else: return False
+  shape = _SHAPE_RRR.get(name)
+  if shape is None: shape = _SHAPE_RRR[name] = (name + " ", "r", ", ", "r", ", ", "r", "")
+  return name, op not in _KEEPS_RANGE and bool(_narrow(dt)), shape
+
+
+_WORD_INTS = frozenset({dtypes.int32, dtypes.uint32})   # literals whose bits are int(value) & 0xFFFFFFFF (_bits)
+_NO_CODE = frozenset({Ops.PARAM, Ops.BUFFER, Ops.SPECIAL})     # elements that emit nothing themselves
+_BITOP = {Ops.AND: "and.b", Ops.OR: "or.b", Ops.XOR: "xor.b"}
+# a select, bit operation or right shift of values in range stays in range (sign/zero extension is kept)
+_KEEPS_RANGE = GroupOp.Comparison | {Ops.WHERE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHR}
 
 
 # the memory type of an element for ldib/stib (Mesa's #type: the value is carried in a half register below 32 bits)
@@ -116,7 +202,27 @@ class Selector(WideMixin):
     self.reg_base: dict[UOp, int] = {}      # REG BUFFER -> first regid
     self.localmem = 0
     self.depth = self.max_depth = 0
-    params = sorted((u for u in lin.src if u.op in (Ops.PARAM, Ops.DEFINE_VAR)), key=lambda u: u.arg.slot)
+    # one walk over the elements: the few kinds looked at here, and the values that need a register (_needs; an
+    # INDEX's need depends on the buffers' placement, decided below)
+    params, buffers, self.indexes, self.ends, self.bounds = [], [], [], [], set()
+    self.needs: set = set()
+    add, alu_ops, pv = self.needs.add, GroupOp.ALU, _PV.get
+    for i, u in enumerate(lin.src):
+      op = u.op
+      if op in alu_ops:
+        v = pv((op, u.dtype))
+        if v is None: v = _produces_value(u)
+        if v: add(u)
+      elif op is Ops.INDEX: self.indexes.append(u)
+      elif op is Ops.END: self.ends.append((i, u))
+      elif op is Ops.PARAM: params.append(u)
+      elif op is Ops.BUFFER: buffers.append(u)
+      elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): continue
+      else:
+        if _produces_value(u): add(u)
+        if op is Ops.DEFINE_VAR: params.append(u)
+        elif op is Ops.RANGE: self.bounds.add(u.src[0])
+    params.sort(key=lambda u: u.arg.slot)
     nb = nc = 0
     used = {u.arg.slot for u in params}
     for slot in range(max(used, default=-1) + 1):    # a slot the kernel does not read still takes its argument
@@ -133,11 +239,10 @@ class Selector(WideMixin):
         nc += 1
     self.pvt_base: dict[UOp, int] = {}      # REG BUFFER indexed at run time -> byte offset in private memory
     self.pvtmem = 0
-    dynamic = {u.src[0] for u in lin.src if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and
+    dynamic = {u.src[0] for u in self.indexes if u.src[0].op is Ops.BUFFER and
                u.src[0].arg.addrspace is AddrSpace.REG and _literal(u.src[1]) is None}
     reg = 4
-    for u in lin.src:
-      if u.op is not Ops.BUFFER: continue
+    for u in buffers:
       _cls(u.arg.dtype)
       size = int(u.arg.size)
       es = _esize(u.arg.dtype)
@@ -159,52 +264,64 @@ class Selector(WideMixin):
 
   # ---- registers
   def _needs(self, u: UOp) -> bool:
-    if not produces_value(u) or u.op in (Ops.PARAM, Ops.BUFFER, Ops.SPECIAL): return False
-    if u.op is Ops.CONST and u.dtype.is_weak: return False
-    if u.op is Ops.INDEX and u.src[0].op is not Ops.BUFFER: return False     # GLOBAL: the index itself
-    if u.op is Ops.INDEX and u.src[0].arg.addrspace is AddrSpace.REG: return u.src[0] in self.pvt_base
-    return True
+    op = u.op
+    if op in _NO_CODE: return False
+    if op is Ops.CONST and u.dtype.is_weak: return False
+    if op is Ops.INDEX:
+      if u.src[0].op is not Ops.BUFFER: return False     # GLOBAL: the index itself
+      if u.src[0].arg.addrspace is AddrSpace.REG: return u.src[0] in self.pvt_base and _produces_value(u)
+    return _produces_value(u)
 
   def _allocate(self, first: int) -> dict:
     """Linear scan over live ranges (compiler/lower/regalloc.live_ranges), with two stretches that backend needs:
     a GLOBAL INDEX has no register of its own (its loads and stores read the index), so its index and gate live as
     long as it does; a loop's trip count is read at every iteration's test, so it lives to the loop's END."""
     lin = self.lin
-    needs = {u for u in lin.src if self._needs(u)}
-    ranges = {u: list(r) for u, r in live_ranges(lin, lambda u: u in needs or u.op is Ops.INDEX).items()}
-    for u in reversed(lin.src):
-      if u.op is Ops.INDEX and u in ranges:
+    indexes = self.indexes
+    needs = self.needs
+    needs.update(u for u in indexes if self._needs(u))
+    ranges = straight_ranges(lin, needs.union(indexes)) if not self.ends else \
+      live_ranges(lin, needs.union(indexes).__contains__)
+    for u in reversed(indexes):
+      r = ranges.get(u)
+      if r is not None:
         for s in u.src[1:]:
-          if s in ranges: ranges[s][1] = max(ranges[s][1], ranges[u][1])
-    for i, u in enumerate(lin.src):
-      if u.op is Ops.END:
-        r = u.src[0]
-        if r.src[0] in ranges: ranges[r.src[0]][1] = max(ranges[r.src[0]][1], i)
-    bounds = {u.src[0] for u in lin.src if u.op is Ops.RANGE}
+          rs = ranges.get(s)
+          if rs is not None and rs[1] < r[1]: ranges[s] = (rs[0], r[1])
+    bounds = self.bounds
+    for i, u in self.ends:
+      b = u.src[0].src[0]
+      rb = ranges.get(b)
+      if rb is not None and rb[1] < i: ranges[b] = (rb[0], i)
+    wide_dts = {dt for dt in set(map(attrgetter("dtype"), needs)) if _is_wide(dt)}
+    wide = {u for u in needs if u.dtype in wide_dts} if wide_dts else set()     # register pairs
 
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
       return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds and not is_wide(u.dtype)
 
-    def width(u): return 2 if not isinstance(u.dtype, PtrDType) and is_wide(u.dtype) else 1
     nregs = MAX_FULL * 4 - first - NTEMP
     free = [True] * nregs
     free_heap = list(range(nregs))              # free registers, lowest first (entries may be stale: free[] decides)
     active: list = []                           # heap of (last use, order, value)
     gone: set = set()                           # values spilled out of `active` (lazily dropped from the heap)
     regs: dict[UOp, int] = {}
-    order = sorted(((r[0], r[1], n, u) for n, (u, r) in enumerate(ranges.items()) if u in needs))
+    order = sorted([(r[0], r[1], n, u) for n, (u, r) in enumerate(ranges.items()) if u in needs])
+    heappop, heappush = heapq.heappop, heapq.heappush
     for start, last, n, u in order:
       while active and active[0][0] < start:
-        _, _, item = heapq.heappop(active)
-        if item in gone: continue
-        for j in range(width(item)):
-          free[regs[item] - first + j] = True
-          heapq.heappush(free_heap, regs[item] - first + j)
-      w = width(u)
+        item = heappop(active)[2]
+        if gone and item in gone: continue
+        k = regs[item] - first
+        free[k] = True
+        heappush(free_heap, k)
+        if wide and item in wide:
+          free[k + 1] = True
+          heappush(free_heap, k + 1)
+      w = 2 if wide and u in wide else 1
       k = None
       if w == 1:
-        while free_heap and not free[free_heap[0]]: heapq.heappop(free_heap)
-        if free_heap: k = heapq.heappop(free_heap)
+        while free_heap and not free[free_heap[0]]: heappop(free_heap)
+        if free_heap: k = heappop(free_heap)
       else: k = next((k for k in range(0, nregs - 1, 2) if free[k] and free[k + 1]), None)
       if k is None:
         # spill the value that lives longest (this one or an active one) to private memory: it never holds a
@@ -220,10 +337,11 @@ class Selector(WideMixin):
         if victim[1] is u: continue
         gone.add(victim[1])
         k = regs.pop(victim[1]) - first
-      for j in range(w): free[k + j] = False
+      free[k] = False
+      if w == 2: free[k + 1] = False
       regs[u] = first + k
-      heapq.heappush(active, (last, n, u))
-    top = max([first - 1, *(r + width(u) - 1 for u, r in regs.items())])
+      heappush(active, (last, n, u))
+    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
     self.temps = list(range(top + 1, top + 1 + NTEMP))
     return regs
 
@@ -242,21 +360,35 @@ class Selector(WideMixin):
 
   # ---- emission helpers
   def alu(self, text: str, dst, *src, cycles: int = 1, half: bool = False):
-    self.out.append(Ins("alu", text, tuple(d for d in (dst if isinstance(dst, tuple) else (dst,))), tuple(src),
-                        cycles=cycles, half=half))
+    self.out.append(Ins("alu", text, dst if dst.__class__ is tuple else (dst,), src, cycles=cycles, half=half))
 
   def op2(self, name: str, d: int, a: int, b):
     """A two-source ALU instruction; b is a register id, or an immediate's text (a str)."""
-    if isinstance(b, str): self.alu(f"{name} {rname(d)}, {rname(a)}, {b}", d, a)
-    else: self.alu(f"{name} {rname(d)}, {rname(a)}, {rname(b)}", d, a, b)
+    R = _RNAME
+    if b.__class__ is str:
+      shape = _SHAPE_RRI.get((name, b))
+      if shape is None: shape = _SHAPE_RRI[name, b] = (name + " ", "r", ", ", "r", ", " + b)
+      self.out.append(Ins("alu", f"{name} {R[d]}, {R[a]}, {b}", (d,), (a,),
+                          enc=None if P0 in (d, a) else (shape, (d, a))))
+    else:
+      shape = _SHAPE_RRR.get(name)
+      if shape is None: shape = _SHAPE_RRR[name] = (name + " ", "r", ", ", "r", ", ", "r", "")
+      self.out.append(Ins("alu", f"{name} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b),
+                          enc=None if P0 in (d, a, b) else (shape, (d, a, b))))
 
-  def mov_imm(self, d: int, bits: int): self.alu(f"mov.u32u32 {rname(d)}, {bits & 0xFFFFFFFF}", d)
+  def mov_imm(self, d: int, bits: int):
+    bits &= 0xFFFFFFFF
+    self.out.append(Ins("alu", f"mov.u32u32 {_RNAME[d]}, {bits}", (d,), (), enc=None if d == P0 else (_MOV_IMM, (d, bits))))
   def alu_text(self, name: str, d: int, a: int, neg: bool = False):
     self.alu(f"{name} {rname(d)}, {'(neg)' if neg else ''}{rname(a)}", d, a)
   def alu_text_p0(self, name: str, a: int): self.alu(f"{name} p0.x, {rname(a)}, 0", P0, a)
-  def mov(self, d: int, s: int): self.alu(f"mov.u32u32 {rname(d)}, {rname(s)}", d, s)
+  def mov(self, d: int, s: int):
+    self.out.append(Ins("alu", f"mov.u32u32 {_RNAME[d]}, {_RNAME[s]}", (d,), (s,),
+                        enc=None if P0 in (d, s) else (_MOV, (d, s))))
   def sel(self, d: int, a: int, cond: int, b: int):
-    self.alu(f"sel.b32 {rname(d)}, {rname(a)}, {rname(cond)}, {rname(b)}", d, a, cond, b)
+    R = _RNAME
+    self.out.append(Ins("alu", f"sel.b32 {R[d]}, {R[a]}, {R[cond]}, {R[b]}", (d,), (a, cond, b),
+                        enc=None if P0 in (d, a, cond, b) else (_SEL, (d, a, cond, b))))
   def sfu(self, name: str, d: int, a: int): self.out.append(Ins("sfu", f"{name} {rname(d)}, {rname(a)}", (d,), (a,)))
   def label(self) -> str:
     self.labels += 1
@@ -320,9 +452,28 @@ class Selector(WideMixin):
     self.mov_imm(ZERO, 0)
     ends: dict[UOp, tuple[str, str]] = {}
     ifs: dict[UOp, str] = {}
+    spilled, emit, alu_op, alu_ops, get = self.spilled, self.emit, self.alu_op, GroupOp.ALU, self.regs.get
+    out, R = self.out, _RNAME
+    CAST, CONST = Ops.CAST, Ops.CONST
     for u in self.lin.src:
       op = u.op
-      if op in (Ops.PARAM, Ops.BUFFER, Ops.SPECIAL) or (op is Ops.CONST and u.dtype.is_weak): continue
+      if op in _NO_CODE or (op is CONST and u.dtype.is_weak): continue
+      if not spilled:                   # the common case: every value in its register
+        if op in alu_ops:
+          src = u.src
+          if len(src) == 2:             # alu_op's one-instruction case, inline: "name rD, rA, rB"
+            plan = _PLAN2.get((op, u.dtype, src[0].dtype, src[1].dtype))
+            d, a, b = get(u), get(src[0]), get(src[1])
+            if plan and d is not None and a is not None and b is not None:
+              out.append(Ins("alu", f"{plan[0]} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b),
+                             enc=None if P0 in (d, a, b) else (plan[2], (d, a, b))))
+              if plan[1]: self.fix(d, u.dtype)
+              continue
+          alu_op(u)
+        elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST and get(u) is not None:
+          self.mov_imm(get(u), int(u.src[0].arg))     # a 32-bit integer literal (emit's general case: _bits)
+        else: emit(u, ends, ifs)
+        continue
       self.reloads = {}
       reads = [s for s in u.src for s in ((s, *s.src[1:]) if s.op is Ops.INDEX and s.src[0].op is Ops.PARAM else (s,))]
       for k, s in enumerate(dict.fromkeys(x for x in reads if x in self.spilled)):
@@ -338,6 +489,7 @@ class Selector(WideMixin):
 
   def emit(self, u: UOp, ends: dict, ifs: dict):
     op = u.op
+    if op in GroupOp.ALU: return self.alu_op(u)      # never a literal (CONST / CAST(CONST))
     lit = _literal(u)
     if lit is not None:
       if is_wide(u.dtype):
@@ -384,9 +536,10 @@ class Selector(WideMixin):
 
   def _finish(self) -> list[Ins]:
     self.out.append(Ins("nop", "nop"))
-    named = [r for i in self.out for r in (*i.dst, *i.src) if r < WGID]
-    self.full_regs = (max(named, default=0) >> 2) + 1       # the footprint: r0 .. the highest register named
-    return self.out
+    named = set(chain.from_iterable(map(attrgetter("dst"), self.out)))
+    named.update(chain.from_iterable(map(attrgetter("src"), self.out)))
+    self.full_regs = (max([r for r in named if r < WGID], default=0) >> 2) + 1   # the footprint: r0 .. the highest
+    return self.out                                                              # register named
 
   def index(self, u: UOp):
     buf = u.src[0]
@@ -567,21 +720,37 @@ class Selector(WideMixin):
 
   def alu_op(self, u: UOp):
     op, src = u.op, u.src
-    d = self.r(u)
-    rs = [self.r(s) for s in src]
-    c = _cls(src[0].dtype) if src else "u"
-    if is_wide(u.dtype) or (src and is_wide(src[0].dtype)) or (op is Ops.WHERE and is_wide(src[1].dtype)):
+    if self.spilled:
+      d = self.r(u)
+      rs = [self.r(s) for s in src]
+    else:                                 # registers straight from the allocation (self.r: the other cases)
+      get = self.regs.get
+      d = get(u)
+      if d is None: d = self.r(u)
+      rs = [get(s) for s in src]
+      if None in rs: rs = [self.r(s) for s in src]
+    if len(src) == 2:                     # most elements: one two-register instruction (plan memoized per types)
+      key = (op, u.dtype, src[0].dtype, src[1].dtype)
+      plan = _PLAN2.get(key)
+      if plan is None: plan = _PLAN2[key] = _plan2(*key)
+      if plan:
+        self.op2(plan[0], d, rs[0], rs[1])
+        if plan[1]: self.fix(d, u.dtype)
+        return
+    c = _CLS.get(src[0].dtype) or _cls(src[0].dtype) if src else "u"
+    if _is_wide(u.dtype) or (src and _is_wide(src[0].dtype)) or (op is Ops.WHERE and _is_wide(src[1].dtype)):
       if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
         cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
         self.cmp64(d, rs[0], rs[1], cond, src[0].dtype.kind == "int")
       else: self.alu64(u, d, rs)
       return
     if (c == "h" or (op is Ops.WHERE and _half_float(u.dtype))) and self.half_op(u, d, rs): return
-    if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
+    if op is Ops.ADD: self.op2("add.f" if c == "f" else "add.u", d, rs[0], rs[1])
+    elif op in (Ops.AND, Ops.OR, Ops.XOR): self.op2(_BITOP[op], d, rs[0], rs[1])
+    elif op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE):
       cond = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}[op]
       self.op2(f"cmps.{'f' if c == 'f' else 'u' if c in 'ub' else 's'}.{cond}", d, rs[0], rs[1])
     elif op is Ops.WHERE: self.sel(d, rs[1], rs[0], rs[2])
-    elif op is Ops.ADD: self.op2("add.f" if c == "f" else "add.u", d, rs[0], rs[1])
     elif op is Ops.SUB:
       if c == "f": self.alu(f"add.f {rname(d)}, {rname(rs[0])}, (neg){rname(rs[1])}", d, rs[0], rs[1])
       else: self.op2("sub.u", d, rs[0], rs[1])
@@ -590,7 +759,6 @@ class Selector(WideMixin):
       elif c == "b": self.op2("and.b", d, rs[0], rs[1])
       else: self.imul(d, rs[0], rs[1])
     elif op in (Ops.IDIV, Ops.IMOD): self.divmod(d, rs[0], rs[1], c == "s", op is Ops.IMOD)
-    elif op in (Ops.AND, Ops.OR, Ops.XOR): self.op2(f"{op.name.lower()}.b", d, rs[0], rs[1])
     elif op is Ops.SHL: self.op2("shl.b", d, rs[0], rs[1])
     elif op is Ops.SHR: self.op2("ashr.b" if c == "s" else "shr.b", d, rs[0], rs[1])
     elif op is Ops.NEG:
@@ -608,4 +776,4 @@ class Selector(WideMixin):
     else: raise CompileError(f"ir3 backend: no instruction for {op.name} on {src[0].dtype if src else u.dtype}: "
                              f"{_short(u)}", u)
     # a select, bit operation or right shift of values in range stays in range (sign/zero extension is kept)
-    if op not in GroupOp.Comparison and op not in (Ops.WHERE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHR): self.fix(d, u.dtype)
+    if op not in _KEEPS_RANGE and _narrow(u.dtype): self.fix(d, u.dtype)

@@ -12,30 +12,37 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
     br/jump none;
   - cat6 instructions have a (sy) bit but no (ss) bit: the flags go on a nop before them (as Mesa's computerator
     examples and tests/qcom/programs/reduce.asm do).
-Control flow is legalized conservatively: before every label, branch, barrier and the end, a "(sy)(ss)(rptN)nop"
-drains everything pending (every result ready, every flag taken), so each basic block starts from an idle pipeline
-whichever way it is entered; a label's drain nop carries (jp), the join-point flag Mesa sets on branch targets.
+Control flow as Mesa's ir3_legalize.c legalize_block handles it: the state at a label is the merge (the later ready
+cycle, the union of the pending registers) of the states every branch and jump to it and the fall-through bring,
+iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. Each label is followed
+by a "(jp)nop" (the join-point flag Mesa's mark_jp sets on a branch target's first instruction). Before a barrier
+and the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 ALU_TO_ALU, NON_ALU = 3, 6          # Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu
 P0 = 62 * 4                         # p0.x's register id (regid(62, 0))
 
 
+# every register's name, by regid (p0.x at P0): names are looked up, not formatted, per instruction
+_RNAME = [f"r{r >> 2}.{'xyzw'[r & 3]}" for r in range(256)]
+_RNAME[P0] = "p0.x"
+
+
 def rname(r: int) -> str:
   """The assembler's name of full register id r (regid = 4 * register + component; p0.x for P0)."""
-  if r == P0: return "p0.x"
-  return f"r{r >> 2}.{'xyzw'[r & 3]}"
+  return _RNAME[r]
 A0 = 61 * 4
 
 
-@dataclass
+@dataclass(slots=True)
 class Ins:
   """One instruction: text without sync flags; kind: alu (cat1-3), sfu (cat4), ld_sy (ldib), ld_ss (ldl), st (stib,
   stl), bar, br (a branch: target is a label), jump, end, label (arg: the label's name). dst/src: register ids
-  (full registers, p0.x = 248)."""
+  (full registers, p0.x = 248). enc: the text's shape and slot values (compiler/isa/ir3/template.split's form) when
+  the instruction selector knows them, so that encoding never parses the text (emit.py)."""
   kind: str
   text: str = ""
   dst: tuple = ()
@@ -44,22 +51,7 @@ class Ins:
   flags: str = ""
   cycles: int = 1
   half: bool = False      # names half registers (tracked as the full register holding them: merged registers)
-
-
-@dataclass
-class _State:
-  cycle: int = 0
-  ready_alu: dict = field(default_factory=dict)
-  ready_any: dict = field(default_factory=dict)
-  need_ss: set = field(default_factory=set)
-  need_sy: set = field(default_factory=set)
-  war_ss: set = field(default_factory=set)
-  war_any: set = field(default_factory=set)
-
-  def busy(self) -> tuple[int, bool, bool]:
-    """(cycles until every ALU result is ready for anyone, (ss) needed, (sy) needed)."""
-    wait = max([0, *(r - self.cycle for r in self.ready_any.values())])
-    return wait, bool(self.need_ss or self.war_ss or self.war_any), bool(self.need_sy or self.war_any)
+  enc: tuple | None = None
 
 
 _PLAIN: dict = {}
@@ -82,63 +74,144 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
   return out
 
 
-def legalize(prog: list[Ins]) -> list[Ins]:
-  """The instruction list with flags set and nops inserted; labels stay (as Ins("label")) for the branch fix-up."""
-  out: list[Ins] = []
-  st = _State()
+_FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
+_DRAIN_BEFORE = frozenset({"bar", "end"})
+_EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
 
-  def drain(jp: bool = False, always: bool = False):
-    nonlocal st
-    wait, ss, sy = st.busy()
-    if wait or ss or sy or always: out.extend(_nops(wait, ss, sy, jp))
-    st = _State(cycle=st.cycle + wait)
+
+def _merge(a: tuple | None, b: tuple | None) -> tuple | None:
+  """Two pipeline states at one point (Mesa's legalize_block: the OR of the predecessors' states): per register the
+  later ready cycle, the union of the pending registers. A state: (ALU-reader delays, other readers' delays, as
+  cycles left; need (ss), need (sy), WAR (ss), WAR any); None: no path arrives."""
+  if a is None: return b
+  if b is None: return a
+  ra, rn = dict(a[0]), dict(a[1])
+  for r, c in b[0].items():
+    if c > ra.get(r, 0): ra[r] = c
+  for r, c in b[1].items():
+    if c > rn.get(r, 0): rn[r] = c
+  return (ra, rn, a[2] | b[2], a[3] | b[3], a[4] | b[4], a[5] | b[5])
+
+
+def _covers(a: tuple | None, b: tuple | None) -> bool:
+  """Whether state a asks at least as much as state b."""
+  if b is None: return True
+  if a is None: return False
+  return all(c <= a[0].get(r, 0) for r, c in b[0].items()) and all(c <= a[1].get(r, 0) for r, c in b[1].items()) \
+    and b[2] <= a[2] and b[3] <= a[3] and b[4] <= a[4] and b[5] <= a[5]
+
+
+def legalize(prog: list[Ins]) -> list[Ins]:
+  """The instruction list with flags set and nops inserted; labels stay (as Ins("label")) for the branch fix-up.
+  A label's state is the merge of the states of every branch or jump to it and of the fall-through (Mesa
+  ir3_legalize.c legalize_block: a block's input state is the OR of its predecessors' output states, iterated until
+  nothing changes, for loops' back edges); a pass uses the states the last one found at the labels and is repeated
+  until no branch brings a label more than that."""
+  entry: dict = {}
+  while True:
+    out, edges = _pass(prog, entry)
+    grown = False
+    for name, st in edges.items():
+      if not _covers(entry.get(name), st):
+        entry[name] = _merge(entry.get(name), st)
+        grown = True
+    if not grown: return out
+
+
+def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
+  """One pass; its state: the cycle each ALU result is ready at (for an ALU reader, for anyone), the registers waiting
+  for (ss) / (sy), the registers an unfinished memory or SFU instruction may still read (write-after-read). entry:
+  label -> the state assumed on arrival by a branch; returns the instructions and label -> the merged state the
+  branches and jumps to it carried."""
+  out: list[Ins] = []
+  append, extend = out.append, out.extend
+  edges: dict = {}
+  cycle = 0
+  ready_alu: dict = {}
+  ready_any: dict = {}
+  need_ss: set = set()
+  need_sy: set = set()
+  war_ss: set = set()
+  war_any: set = set()
+  live = True                         # the fall-through reaches this point (not after a jump or the end)
+
+  def snapshot():
+    if not live: return None
+    return ({r: c - cycle for r, c in ready_alu.items() if c > cycle},
+            {r: c - cycle for r, c in ready_any.items() if c > cycle},
+            frozenset(need_ss), frozenset(need_sy), frozenset(war_ss), frozenset(war_any))
 
   for ins in prog:
     k = ins.kind
     if k == "label":
-      drain()
-      out.append(ins)
-      out.extend(_nops(0, jp=True))      # the join point: (jp)nop
+      st = _merge(_merge(snapshot(), edges.get(ins.text)), entry.get(ins.text)) or _EMPTY
+      ready_alu = {r: cycle + c for r, c in st[0].items()}
+      ready_any = {r: cycle + c for r, c in st[1].items()}
+      need_ss, need_sy, war_ss, war_any = set(st[2]), set(st[3]), set(st[4]), set(st[5])
+      live = True
+      append(ins)
+      extend(_nops(0, jp=True))       # the join point: (jp)nop (one cycle)
+      cycle += 1
       continue
-    if k in ("br", "jump", "bar", "end"):
-      drain()
-      out.append(ins)
+    if k in _DRAIN_BEFORE:
+      # drain: every ALU result ready, every flag taken, then a fresh state
+      wait = max([0, *(r - cycle for r in ready_any.values())]) if ready_any else 0
+      ss, sy = bool(need_ss or war_ss or war_any), bool(need_sy or war_any)
+      if wait or ss or sy: extend(_nops(wait, ss, sy))
+      cycle += wait
+      ready_alu, ready_any = {}, {}
+      need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
+      append(ins)
+      if k == "end": live = False
       continue
-    alu, sfu = k == "alu", k == "sfu"
-    regs = ins.src + ins.dst
-    ss = bool(st.need_ss) and not st.need_ss.isdisjoint(regs)
-    sy = bool(st.need_sy) and not st.need_sy.isdisjoint(regs)
+    alu = k == "alu"
+    sfu = k == "sfu"
+    dst, src = ins.dst, ins.src
+    ss = bool(need_ss) and not (need_ss.isdisjoint(src) and need_ss.isdisjoint(dst))
+    sy = bool(need_sy) and not (need_sy.isdisjoint(src) and need_sy.isdisjoint(dst))
     if alu or sfu:
-      if st.war_ss and not st.war_ss.isdisjoint(ins.dst): ss = True
-      if st.war_any and not st.war_any.isdisjoint(ins.dst) and not (ss or sy): ss = True
+      if war_ss and not war_ss.isdisjoint(dst): ss = True
+      if war_any and not war_any.isdisjoint(dst) and not (ss or sy): ss = True
     # a half register read by an ALU instruction after a full-size write (or the other way) waits the mismatched-size
     # delay (Mesa ir3_legalize get_ready_slot: a different size is not the alu_to_alu case)
-    ready = st.ready_alu if alu and not ins.half else st.ready_any
-    wait, now = 0, st.cycle
-    for r in ins.src:
-      w = ready.get(r, 0) - now
-      if w > wait: wait = w
+    ready = ready_alu if alu and not ins.half else ready_any
+    wait = 0
+    if ready:
+      for r in src:
+        w = ready.get(r, 0) - cycle
+        if w > wait: wait = w
     if alu or sfu:
-      if wait: out.extend(_nops(wait)); st.cycle += wait
-      ins.flags = ("(sy)" if sy else "") + ("(ss)" if ss else "")
+      if wait:
+        extend(_nops(wait))
+        cycle += wait
+      ins.flags = _FLAGS[sy, ss]
     elif wait or ss or sy:
-      out.extend(_nops(wait, ss, sy))
-      st.cycle += max(wait, 1)
+      extend(_nops(wait, ss, sy))
+      cycle += max(wait, 1)
     if ss:
-      st.need_ss.clear(); st.war_ss.clear(); st.war_any.clear()
+      need_ss.clear(); war_ss.clear(); war_any.clear()
     if sy:
-      st.need_sy.clear(); st.war_any.clear()
-    out.append(ins)
-    start = st.cycle
-    for r in ins.dst:
-      for s in (st.need_ss, st.need_sy, st.war_ss, st.war_any): s.discard(r)
-      st.ready_alu.pop(r, None); st.ready_any.pop(r, None)
-      if alu:
-        st.ready_any[r] = start + 1 + NON_ALU
-        st.ready_alu[r] = start + 1 + (NON_ALU if r >= A0 or ins.half else ALU_TO_ALU)
-      elif sfu or k == "ld_ss": st.need_ss.add(r)
-      elif k == "ld_sy": st.need_sy.add(r)
-    if sfu or k in ("st", "ld_ss"): st.war_ss.update(ins.src)
-    elif k == "ld_sy": st.war_any.update(ins.src)
-    if alu: st.cycle += ins.cycles
-  return out
+      need_sy.clear(); war_any.clear()
+    append(ins)
+    if k == "br" or k == "jump":       # the state this branch carries to its label; br/jump take no cycle
+      edges[ins.target] = _merge(edges.get(ins.target), snapshot())
+      if k == "jump": live = False
+      continue
+    if need_ss or need_sy or war_ss or war_any:
+      for r in dst:
+        need_ss.discard(r); need_sy.discard(r); war_ss.discard(r); war_any.discard(r)
+    if alu:
+      any_at = cycle + 1 + NON_ALU
+      alu_at = cycle + 1 + (NON_ALU if ins.half else ALU_TO_ALU)
+      for r in dst:
+        ready_any[r] = any_at
+        ready_alu[r] = any_at if r >= A0 else alu_at
+      cycle += ins.cycles
+      continue
+    for r in dst:
+      ready_alu.pop(r, None); ready_any.pop(r, None)
+      if sfu or k == "ld_ss": need_ss.add(r)
+      elif k == "ld_sy": need_sy.add(r)
+    if sfu or k == "st" or k == "ld_ss": war_ss.update(src)
+    elif k == "ld_sy": war_any.update(src)
+  return out, edges

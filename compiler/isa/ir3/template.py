@@ -7,7 +7,11 @@ slots. For a shape met often enough (TEMPLATE_AFTER lines), the assembler (asm.p
 (#reg-gpr's GPR and SWIZ, cat6's OFF split in two parts, cat1's IMMED), so bit b of a slot flips a fixed set of word
 bits, and any value's word is the base word with those flips. A template is kept only if it reproduces, for a value with every bit set and for the
 first lines it was built from, exactly the assembler's word (so it never returns a word the assembler would not);
-otherwise that shape stays with the assembler."""
+otherwise that shape stays with the assembler. The flips of a slot are applied a byte of its value at a time (a
+table of the 256 combinations of each byte's 8 flips, made with the template).
+
+A caller that knows a line's shape and values (the ir3 backend's instruction selector builds them with the text)
+passes them to encode_split, which is encode without parsing the text."""
 from __future__ import annotations
 
 import re
@@ -55,31 +59,48 @@ def render(shape, values) -> str:
   return "".join(out)
 
 
+def _byte_tables(masks: list) -> list:
+  """For flip masks of bits 0..n-1: per byte of the value, the XOR of the flips of each of its 256 values."""
+  out = []
+  for lo in range(0, len(masks), 8):
+    m = masks[lo:lo + 8]
+    t = [0] * (1 << len(m))
+    for v in range(1, len(t)):
+      low = v & -v
+      t[v] = t[v ^ low] ^ m[low.bit_length() - 1]
+    out.append(t)
+  return out
+
+
 class TemplateEncoder:
   def __init__(self, assembler):
     self.asm = assembler
     self.seen: dict = {}        # shape -> [(values, word)] assembled one by one
     self.templates: dict = {}   # shape -> (base word, [[flip mask per bit] per slot]) or None (stays assembled)
+    self.tables: dict = {}      # shape -> (base word, [(slot width, [byte tables])]) for the templates kept
 
   def encode(self, line: str) -> int:
     shape, values = split(line)
-    t = self.templates.get(shape, False)
-    if t:
-      base, flips = t
-      w = base
-      for v, masks in zip(values, flips):
-        if v >> len(masks): return self.asm.assemble_line(line)     # a value wider than the slot: the assembler says
-        b = 0
-        while v:
-          if v & 1: w ^= masks[b]
-          v >>= 1
-          b += 1
+    return self.encode_split(line, shape, values)
+
+  def encode_split(self, line: str, shape: tuple, values) -> int:
+    """The word of `line`, whose split() is (shape, values)."""
+    t = self.tables.get(shape)
+    if t is not None:
+      w, slots = t
+      for v, (width, tabs) in zip(values, slots):
+        if v >> width: return self.asm.assemble_line(line)     # a value wider than the slot: the assembler says
+        for tab in tabs:
+          w ^= tab[v & 0xFF]
+          v >>= 8
       return w
     w = self.asm.assemble_line(line)
-    if t is False and values:
+    if values and self.templates.get(shape, False) is False:
       seen = self.seen.setdefault(shape, [])
       seen.append((values, w))
-      if len(seen) >= TEMPLATE_AFTER: self.templates[shape] = self._build(shape, seen)
+      if len(seen) >= TEMPLATE_AFTER:
+        t = self.templates[shape] = self._build(shape, seen)
+        if t: self.tables[shape] = (t[0], [(len(masks), _byte_tables(masks)) for masks in t[1]])
     return w
 
   def _build(self, shape, seen):

@@ -1,0 +1,158 @@
+"""The ir3 backend's output is pinned: the sha256 of the words (and the dispatch metadata) it emits for a corpus of
+kernels (see WORDS for where they come from). A change to isel, legalize, emit or the ir3 assembler/template encoder
+that is meant to keep the code the same (issue #30's compile-speed work kept them) must keep these hashes; a change
+meant to alter the code updates them (`python tests/qcom/test_ir3_words.py` prints the table) after the strict mock,
+our disassembler and the results tests (tests/qcom/test_ir3_backend.py) have accepted the new words.
+
+The corpus: the examples, the feature kernels (tests/backend/amd_kernels.py), the int64 kernels of
+tests/backend/test_amd_wide.py, ALU chains as bench/compile.py builds them, the tiled matmul, and one kernel for a7xx.
+Each corpus kernel is also checked here against our disassembler (every word prints back as its line)."""
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "backend"))
+
+from hcq.compiler import KernelInfo, UOp, dtypes, examples  # noqa: E402
+from hcq.compiler.backend.ir3 import compile_ir3  # noqa: E402
+from hcq.compiler.isa.ir3.asm import canonical  # noqa: E402
+from hcq.compiler.isa.ir3.isa import ISA  # noqa: E402
+
+
+def _chain(nodes: int, step):
+  """bench/compile.py's alu_chain: `nodes` ALU nodes (two per step) on a loaded int32, stored."""
+  v = UOp.param(1, dtypes.int32, 1, readonly=True).index(0).load()
+  for i in range(nodes // 2): v = step(v, i)
+  return UOp.param(0, dtypes.int32, 1).index(0).store(v).sink(arg=KernelInfo(f"chain{nodes}"))
+
+
+def _wide(case):
+  import test_amd_wide as W
+  return lambda: getattr(W, case)()[0]
+
+
+def corpus() -> dict:
+  """name -> (make the sink, gpu id)."""
+  import amd_kernels
+  out = {f"ex_{f.__name__}": ((lambda f=f: f().sink), 630) for f in examples.ALL}
+  out.update({f.__name__: ((lambda f=f: f().sink), 630) for f in amd_kernels.ALL})
+  out["int64_case"] = (_wide("int64_case"), 630)
+  out["int64_constant_divisor_case"] = (_wide("int64_constant_divisor_case"), 630)
+  out["chain_xor_2000"] = ((lambda: _chain(2000, lambda v, i: (v ^ i) + 1)), 630)
+  out["chain_mul_2000"] = ((lambda: _chain(2000, lambda v, i: v * 3 + 1)), 630)
+  out["matmul_tiled_64_8"] = ((lambda: examples.matmul_tiled_kernel(64, 8)), 630)
+  out["ex_matmul_tiled_a740"] = ((lambda: examples.matmul_tiled().sink), 740)
+  return out
+
+
+def digest(prog) -> str:
+  meta = (prog.name, prog.gpu_id, prog.args, prog.global_size, prog.local_size, prog.localmem, prog.full_regs,
+          prog.branchstack, prog.pvtmem, prog.invocation_id, prog.wgid)
+  return hashlib.sha256(prog.code + repr(meta).encode()).hexdigest()[:24]
+
+
+# produced by `python tests/qcom/test_ir3_words.py`: first by the backend of main at 87d83bc (before the speed work,
+# which kept every hash), then again when legalize.py stopped draining the pipeline at every branch and label (the
+# kernels with control flow changed; the strict mock, our disassembler and the results tests accept the new words)
+WORDS = {
+  'ex_elementwise_add': '0f6496794aade3c9fa722198',
+  'ex_elementwise_fma': '24ee95e1e2e73b12387ee84a',
+  'ex_int_bitops': 'cadbdd869614da5b0f8d9708',
+  'ex_where_compare': '28c21b1479fe244b5732c3df',
+  'ex_grid_2d': '64b9440acb9056efbc93b35a',
+  'ex_runtime_loop': 'fd0d791c3338bf2725ac5aa8',
+  'ex_gated_stencil': 'f25edac09f8caccc7f335777',
+  'ex_local_reduction': '790ed8261b1336bb820c8d83',
+  'ex_matmul_naive': '68a84cbe6f17ec0b9b4f1e2e',
+  'ex_matmul_tiled': '730b5ce7e51b5564605eae65',
+  'ex_register_accumulator': '643c2ab4353783f12fc976e8',
+  'reversed_index': 'ab6eeb696eb737d4679759cc',
+  'f16_arith': 'a15aa0291c0868038c580ab4',
+  'conversions': '12dc7f1df691f68c3f25f9b0',
+  'transcendental': '6664e3bbc01f6e9ab8dfd15f',
+  'int_div_runtime': '45f8c2ea7c6b09ca71ef7f1a',
+  'uint_div': '4099fc0c178ac442a2bcc824',
+  'int_div_const': '828f0a190a955502794c2878',
+  'divergent_loop': '2b7711cee45e885333b17f06',
+  'nested_runtime_loops': '8af2ae88e53ce242a5541c8f',
+  'lds_transpose': 'e6c8863fe83831de2faa85ff',
+  'select_minmax': '6ce04931899c0de8a9a2fbe2',
+  'narrow_memory': 'fb16e8e5b67876bcc9f872de',
+  'uniform_scalar_math': '4e0fc0efb08ae6a4b4e7fddc',
+  'grid_3d': '221cb66b5e18b6b5d2eba2db',
+  'big_offsets': '6a05464d4a746f0b545d299c',
+  'transcendental_sin': 'e799b2c29fa1c608a38e1146',
+  'lds_mirror_two_waves': '844e2a0e16004a9316336f42',
+  'private_array_dynamic': '726e40eaba84eab64b986abb',
+  'register_spills': '3a389e1d3072498e881eb02d',
+  'int64_case': 'ff0348cacb1fcff75cae2c5d',
+  'int64_constant_divisor_case': '9dd7e850c43467f8515487f1',
+  'chain_xor_2000': 'f4a47c9e0958a8ec2bfa49ca',
+  'chain_mul_2000': '20d82c839fc72a7e3d660d03',
+  'matmul_tiled_64_8': '730b5ce7e51b5564605eae65',
+  'ex_matmul_tiled_a740': 'b41361712f7abb76a293e3a6',
+}
+
+CORPUS = corpus()
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_emitted_words_are_the_pinned_ones(name):
+  make, gpu_id = CORPUS[name]
+  prog = compile_ir3(make(), gpu_id)
+  isa = ISA(gpu_id)
+  words = np.frombuffer(prog.code, np.uint64)
+  assert len(words) == len(prog.lines)
+  for w, line in set(zip(words.tolist(), prog.lines)):    # each distinct word once
+    assert canonical(isa.disasm_word(w)) == canonical(line) and not isa.errors, (name, line, hex(w))
+  assert digest(prog) == WORDS[name], f"{name}: the emitted words or metadata changed ({len(words)} words)"
+
+
+@pytest.mark.parametrize("name", ["ex_matmul_tiled", "int64_case", "register_spills", "f16_arith", "chain_xor_2000"])
+def test_a_lines_shape_from_the_selector_is_its_texts(name):
+  """Ins.enc (the shape and values the selector builds with a line, for the template encoder) is what
+  compiler/isa/ir3/template.split reads from the line's text, sync flags included: encoding without parsing the text
+  gives the word of the text."""
+  from hcq.compiler.backend.ir3 import IR3_TARGET
+  from hcq.compiler.backend.ir3.isel import Selector
+  from hcq.compiler.backend.ir3.legalize import legalize
+  from hcq.compiler.isa.ir3.template import split
+  from hcq.compiler.lower import lower
+  prog = legalize(Selector(lower(CORPUS[name][0](), IR3_TARGET)).run())
+  checked = 0
+  for ins in prog:
+    if ins.enc is None or ins.target is not None: continue
+    shape, values = ins.enc
+    assert split(ins.flags + ins.text) == ((ins.flags + shape[0], *shape[1:]), list(values)), ins
+    checked += 1
+  assert checked >= 10
+
+
+@pytest.mark.parametrize("name", ["ex_elementwise_add", "ex_gated_stencil", "int64_case", "register_spills",
+                                  "chain_mul_2000"])
+def test_straight_ranges_are_live_ranges_without_loops(name):
+  """The selector's live ranges of a loop-free kernel (isel.straight_ranges) are compiler/lower/regalloc.live_ranges'."""
+  from hcq.compiler import Ops
+  from hcq.compiler.backend.ir3 import IR3_TARGET
+  from hcq.compiler.backend.ir3.isel import straight_ranges
+  from hcq.compiler.lower import lower
+  from hcq.compiler.lower.regalloc import live_ranges, produces_value
+  lin = lower(CORPUS[name][0](), IR3_TARGET)
+  assert not any(u.op is Ops.END for u in lin.src)
+  for needs in ({u for u in lin.src if produces_value(u)}, set(lin.src[::3])):
+    got = straight_ranges(lin, needs)
+    want = live_ranges(lin, needs.__contains__)
+    assert list(got) == list(want) and {u: tuple(r) for u, r in got.items()} == want
+
+
+def test_the_table_covers_the_corpus():
+  assert set(WORDS) == set(CORPUS)
+
+
+if __name__ == "__main__":
+  for name, (make, gpu_id) in CORPUS.items(): print(f"  {name!r}: {digest(compile_ir3(make(), gpu_id))!r},")
