@@ -197,18 +197,23 @@ def describe(d, kind: str, half_of) -> Sync:
   return s
 
 
+_FRESH = np.array([[0] * SLOTS] * 2 + [[-1] * SLOTS] * 4, np.int64)    # SyncState's tables at the batch's start
+_FRESH.flags.writeable = False
+
+
 class SyncState:
   """One batch's pipeline state: the cycle count, when each register is ready, which wait for (ss)/(sy)."""
 
   def __init__(self, mode: str):
     self.mode = mode
     self.cycle = 0
-    self.ready_alu = np.zeros(SLOTS, np.int64)    # cycle an ALU reader of the same size may read the slot
-    self.ready_any = np.zeros(SLOTS, np.int64)    # cycle any other reader may
-    self.need_ss = np.full(SLOTS, -1, np.int64)   # pc of the producer whose result needs (ss), else -1
-    self.need_sy = np.full(SLOTS, -1, np.int64)
-    self.war_ss = np.full(SLOTS, -1, np.int64)    # pc of an instruction that may still read the register
-    self.war_any = np.full(SLOTS, -1, np.int64)
+    # the six per-slot tables as rows of one copy of _FRESH (one allocation per batch: issue 33 P9)
+    (self.ready_alu,                              # cycle an ALU reader of the same size may read the slot
+     self.ready_any,                              # cycle any other reader may
+     self.need_ss,                                # pc of the producer whose result needs (ss), else -1
+     self.need_sy,
+     self.war_ss,                                 # pc of an instruction that may still read the register
+     self.war_any) = _FRESH.copy()
     self.const_ss = -1                            # pc of an stc not yet waited for with (ss)
 
   def check(self, s: Sync, pc: int, text: str, prog) -> list:

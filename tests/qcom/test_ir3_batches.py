@@ -150,3 +150,29 @@ def test_element_accesses_read_the_object_or_fault_naming_the_first_address_outs
   with pytest.raises(GPUFault, match="outside every memory object"):
     mem.store_elems(a.ctypes.data, np.array([70], np.int64), np.array([1], np.uint32), 4, "stib")
   assert a[63] == 63
+
+
+def test_the_kept_fiber_arrays_of_small_shapes_are_the_arrays_built_afresh(dev):
+  """Small batches' fiber arrays (work-group, local id, wave, local x/y/z) are kept between dispatches (issue 33 P9):
+  each kept entry equals its definition and what a Dispatch with no cache builds; at most 16 small shapes are kept."""
+  from hcq.mockgpu.qcom.ir3.dispatch import Dispatch
+  shapes = [((1,), (1, 1, 1)), ((3,), (8, 2, 1)), ((2, 2), (4, 3, 2)), ((5,), (64, 2, 1))]
+  shapes += [((1,), (k, 1, 1)) for k in range(2, 20)]
+  for grid, local in shapes:
+    prog = dev.load(b"@localsize %d, %d, %d\nend\nnop\n" % local, "empty")
+    prog(global_size=grid, local_size=local, wait=True)
+  kept = dev.owned_os.devices[0].cp.programs[("fiber arrays",)]
+  small = [k for k in kept if k[0] * k[1] < BATCH // 2]
+  assert 0 < len(small) <= 16 and (1, 19, (19, 1, 1), 64) in kept and (1, 1, (1, 1, 1), 64) not in kept
+  for (ng, per, local, wave), got in kept.items():
+    fresh = Dispatch.__new__(Dispatch)
+    fresh.cache, fresh.local_size, fresh.wave = {}, local, wave
+    want = fresh._fiber_arrays(ng, per)
+    fiber = np.arange(ng * per)
+    lid = fiber % per
+    lx, ly, _ = local
+    np.testing.assert_array_equal(got[0], fiber // per)
+    np.testing.assert_array_equal(got[1], lid)
+    np.testing.assert_array_equal(got[2], (fiber // per) * ((per - 1) // wave + 1) + lid // wave)
+    for c, v in enumerate((lid % lx, lid // lx % ly, lid // (lx * ly))): np.testing.assert_array_equal(got[3][c], v)
+    for a, b in zip(got[:3] + tuple(got[3]), want[:3] + tuple(want[3])): np.testing.assert_array_equal(a, b)

@@ -144,13 +144,8 @@ class Dispatch:
     if not total or not per: return
     if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
     step = max(1, BATCH // per)
-    lid = np.arange(per)
-    lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
     shape = None                               # (groups, fiber arrays, register file) of the last batch's size
-    # rows a register file holds after a batch, cleared before it is reused (kept zeroed between dispatches)
-    ids = [r + c for r, k in ((self.localid_reg, 3), (self.wgid_reg, 3), (self.linear_id_reg, 1)) if r < 0xFC
-           for c in range(k)]
-    rows = sorted(set(self._rows_written().tolist()) | set(ids))
+    rows = self._rows_to_clear()
     pool = self.cache.setdefault(("register files",), {})
     try:
       for first in range(0, total, step):
@@ -161,7 +156,7 @@ class Dispatch:
         if shape is None or shape[0] != ng:
           if shape is not None: _keep(pool, shape[2])
           R = pool.pop(n, None)
-          shape = (ng, self._fiber_arrays(ng, per, lxyz), np.zeros((256, n), np.uint32) if R is None else R)
+          shape = (ng, self._fiber_arrays(ng, per), np.zeros((256, n), np.uint32) if R is None else R)
         _, (group_of, lids, wave_of, ltiles), R = shape
         F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
         if self.localid_reg < 0xFC:
@@ -180,17 +175,37 @@ class Dispatch:
     finally:
       if shape is not None: _keep(pool, shape[2])
 
-  def _fiber_arrays(self, ng, per, lxyz):
-    """(work-group of each fiber, local id, wave, local id x/y/z as uint32) for a batch of ng groups, kept for full
-    batches (read-only: instructions only read them)."""
-    key = ("fibers", ng, per, self.local_size, self.wave)
+  def _rows_to_clear(self):
+    """The rows a register file holds after a batch (the program's writes and the id registers), cleared before it
+    is reused (kept zeroed between dispatches); kept per program and id registers (issue 33 P9: a tiny program's
+    dispatch is mostly this set-up)."""
+    key = ("rows", id(self.prog), self.localid_reg, self.wgid_reg, self.linear_id_reg)
     got = self.cache.get(key)
+    if got is None or got[0] is not self.prog:
+      ids = [r + c for r, k in ((self.localid_reg, 3), (self.wgid_reg, 3), (self.linear_id_reg, 1)) if r < 0xFC
+             for c in range(k)]
+      got = self.cache[key] = (self.prog, sorted(set(self._rows_written().tolist()) | set(ids)))
+    return got[1]
+
+  def _fiber_arrays(self, ng, per):
+    """(work-group of each fiber, local id, wave, local id x/y/z as uint32) for a batch of ng groups, kept
+    (read-only: instructions only read them): every full batch, and the most recent small shapes (a launch of a
+    few fibers repeats its shape)."""
+    key = (ng, per, self.local_size, self.wave)
+    kept = self.cache.setdefault(("fiber arrays",), {})
+    got = kept.get(key)
     if got is None:
-      group_of, lids = np.repeat(np.arange(ng), per), np.tile(np.arange(per), ng)
+      lx, ly, _ = self.local_size
+      lid = np.arange(per)
+      lxyz = (lid % lx, (lid // lx) % ly, lid // (lx * ly))
+      group_of, lids = np.repeat(np.arange(ng), per), np.tile(lid, ng)
       wave_of = group_of * ((per - 1) // self.wave + 1) + lids // self.wave
       got = (group_of, lids, wave_of, [np.tile(c, ng).astype(np.uint32) for c in lxyz])
       for a in got[:3] + tuple(got[3]): a.flags.writeable = False
-      if ng * per >= BATCH // 2: self.cache[key] = got
+      if ng * per < BATCH // 2:                  # small shapes: the few most recent
+        small = [k for k in kept if k[0] * k[1] < BATCH // 2]
+        if len(small) >= 16: kept.pop(small[0])
+      kept[key] = got
     return got
 
   def branch(self, F, taken, target):
