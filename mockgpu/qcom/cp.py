@@ -192,8 +192,7 @@ class CommandProcessor:
     addr = b[1] | b[2] << 32
     if b[0] & p.CP_EVENT_WRITE_0_TIMESTAMP:
       now = self.always_on()
-      self._u32(addr, f"CP_EVENT_WRITE {name}").value = now & 0xFFFFFFFF
-      self._u32(addr + 4, f"CP_EVENT_WRITE {name}").value = now >> 32
+      self._store(addr, [now & 0xFFFFFFFF, now >> 32], f"CP_EVENT_WRITE {name}")
     else: self._u32(addr, f"CP_EVENT_WRITE {name}").value = b[3]
 
   @staticmethod
@@ -220,7 +219,13 @@ class CommandProcessor:
       now = self.always_on()
       vals = [now & 0xFFFFFFFF, now >> 32]
     else: vals = [self.regs.get(reg + i, 0) for i in range(max(cnt, 1))]
-    for i, v in enumerate(vals[:max(cnt, 1)]): self._u32(addr + 4 * i, "CP_REG_TO_MEM").value = v
+    self._store(addr, vals[:max(cnt, 1)], "CP_REG_TO_MEM")
+
+  def _store(self, va: int, vals: list, what: str) -> None:
+    """dwords written from va on: one check when one object holds them all, else one per dword (as _u32)."""
+    if self.model.find(va, 4 * len(vals)) is None:
+      for i, v in enumerate(vals): self._u32(va + 4 * i, what).value = v
+    else: (ctypes.c_uint32 * len(vals)).from_address(va)[:] = vals
 
   def _CP_LOAD_STATE6_FRAG(self, b, where):
     p = self.pm4

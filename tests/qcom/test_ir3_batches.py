@@ -176,3 +176,26 @@ def test_the_kept_fiber_arrays_of_small_shapes_are_the_arrays_built_afresh(dev):
     np.testing.assert_array_equal(got[2], (fiber // per) * ((per - 1) // wave + 1) + lid // wave)
     for c, v in enumerate((lid % lx, lid // lx % ly, lid // (lx * ly))): np.testing.assert_array_equal(got[3][c], v)
     for a, b in zip(got[:3] + tuple(got[3]), want[:3] + tuple(want[3])): np.testing.assert_array_equal(a, b)
+
+
+def test_the_kept_group_ids_of_one_batch_grids_are_the_ids_built_afresh(dev):
+  """A grid that fits in one batch keeps its fibers' work-group ids (issue 33 P9): each kept entry equals the
+  x/y/z ids by definition (y and z only where not all 0) and what a Dispatch with no cache builds; a grid of
+  several batches keeps none; at most 16 grids are kept."""
+  from hcq.mockgpu.qcom.ir3.dispatch import Dispatch
+  grids = [(1, 1, 1), (3, 1, 1), (2, 3, 1), (2, 2, 3)] + [(k, 1, 1) for k in range(4, 20)] + [(BATCH // 4 + 3, 1, 1)]
+  prog = dev.load(b"@localsize 4, 1, 1\n@wgid(r48.x)\nend\nnop\n", "wgid")
+  for grid in grids: prog(global_size=grid, local_size=(4, 1, 1), wait=True)
+  kept = dev.owned_os.devices[0].cp.programs[("group ids",)]
+  assert len(kept) == 16 and ((19, 1, 1), 4) in kept and ((BATCH // 4 + 3, 1, 1), 4) not in kept
+  for (groups, per), got in kept.items():
+    fresh = Dispatch.__new__(Dispatch)
+    fresh.cache, fresh.groups = {}, groups
+    total = groups[0] * groups[1] * groups[2]
+    want = fresh._group_ids(0, total, per)
+    g = np.arange(total * per) // per
+    ids = [g % groups[0], g // groups[0] % groups[1], g // (groups[0] * groups[1])]
+    assert [c for c, _ in got] == [c for c, _ in want] == [c for c in range(3) if c == 0 or ids[c].any()]
+    for (c, a), (_, b) in zip(got, want):
+      np.testing.assert_array_equal(a, ids[c])
+      np.testing.assert_array_equal(a, b)

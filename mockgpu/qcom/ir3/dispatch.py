@@ -162,10 +162,8 @@ class Dispatch:
         if self.localid_reg < 0xFC:
           for c in range(3):
             if c == 0 or per > 1 and ltiles[c][-1]: F.R[self.localid_reg + c] = ltiles[c]
-        if self.wgid_reg < 0xFC:                 # computed per work-group, then repeated for its fibers
-          g = np.arange(first, first + ng, dtype=np.int64)
-          for c, v in enumerate((g % gx, (g // gx) % gy, g // (gx * gy))):
-            if c == 0 or v.any(): F.R[self.wgid_reg + c] = np.repeat(v.astype(np.uint32), per)
+        if self.wgid_reg < 0xFC:
+          for c, v in self._group_ids(first, ng, per): F.R[self.wgid_reg + c] = v
         if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
         self._run_batch(F)
         for r in rows: R[r].fill(0)              # the next batch (or dispatch) starts from zeroed registers
@@ -186,6 +184,25 @@ class Dispatch:
              for c in range(k)]
       got = self.cache[key] = (self.prog, sorted(set(self._rows_written().tolist()) | set(ids)))
     return got[1]
+
+  def _group_ids(self, first, ng, per):
+    """[(component, work-group id of each fiber)] of the batch of ng groups from group `first` (x always, y and z
+    where not all 0): computed per work-group, then repeated for its fibers; kept (read-only) for the most recent
+    grids that fit in one batch (a small launch repeats its grid)."""
+    gx, gy, _ = self.groups
+    one = first == 0 and ng == gx * gy * self.groups[2]
+    kept = self.cache.setdefault(("group ids",), {}) if one else {}
+    key = (self.groups, per)
+    got = kept.get(key)
+    if got is None:
+      g = np.arange(first, first + ng, dtype=np.int64)
+      got = [(c, np.repeat(v.astype(np.uint32), per)) for c, v in enumerate((g % gx, (g // gx) % gy, g // (gx * gy)))
+             if c == 0 or v.any()]
+      for _, v in got: v.flags.writeable = False
+      if one:
+        if len(kept) >= 16: kept.pop(next(iter(kept)))
+        kept[key] = got
+    return got
 
   def _fiber_arrays(self, ng, per):
     """(work-group of each fiber, local id, wave, local id x/y/z as uint32) for a batch of ng groups, kept
