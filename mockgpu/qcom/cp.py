@@ -24,6 +24,17 @@ _CS_REGS = ("SP_MODE_CONTROL", "SP_FLOAT_CNTL", "HLSQ_CS_CNTL", "SP_CS_CONFIG", 
             "SP_CS_PVT_MEM_ADDR", "SP_CS_PVT_MEM_SIZE", "SP_CS_OBJ_START", "SP_CS_INSTRLEN")
 
 
+_DISPATCH = []
+
+
+def _dispatch_class():
+  """ir3.Dispatch, imported on the first dispatch (the emulator is loaded only when a program runs)."""
+  if not _DISPATCH:
+    from .ir3 import Dispatch
+    _DISPATCH.append(Dispatch)
+  return _DISPATCH[0]
+
+
 def odd_parity(v: int) -> int:
   v ^= v >> 16
   v ^= v >> 8
@@ -280,7 +291,7 @@ class CommandProcessor:
   def _CP_EXEC_CS(self, b, where):
     """A dispatch with the compute state as programmed: each register CP_EXEC_CS uses must have been written (the
     mock knows nothing the driver did not write) and hold a value the hardware accepts; see _cs_state."""
-    from .ir3 import Dispatch
+    Dispatch = _dispatch_class()
     # the same register values (and preloaded shader) as a dispatch checked before: the same state, unless stale
     # state is to be refused or private memory (whose mapping may have changed) is programmed
     key = (tuple(map(self.regs.get, self._cs_regs)), self.shader[1])

@@ -240,8 +240,9 @@ class Dispatch:
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
     sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
-    uniform, upc = bool(F.alive.all()) and not F.pc.any(), 0
-    F.pc[~F.alive] = DEAD                         # finished fibers sort after every pc
+    every = bool(F.alive.all())
+    uniform, upc = every and not F.pc.any(), 0
+    if not every: F.pc[~F.alive] = DEAD           # finished fibers sort after every pc
     while True:
       if uniform: pc = upc
       else:
