@@ -95,7 +95,7 @@ class CommandProcessor:
 
   def words(self, va: int, n: int, what: str) -> np.ndarray:
     self.model.check(va, 4 * n, what)
-    return np.ctypeslib.as_array((ctypes.c_uint32 * n).from_address(va)).copy()
+    return np.frombuffer((ctypes.c_uint32 * n).from_address(va), np.uint32).copy()
 
   def stream(self, va: int, n: int, what: str) -> list[int]:
     """n dwords at va as a list of ints (a packet stream: one copy out of memory, no per-word conversion)."""
@@ -138,7 +138,7 @@ class CommandProcessor:
         if not plain: self._write_regs(stream, pos, n, what, base + 4 * pos)
         elif n == 1: regs[what] = stream[pos + 1]
         else: regs.update(zip(range(what, what + n), stream[pos + 1:nxt]))
-      elif handlers[what](stream[pos + 1:nxt], base + 4 * pos) is False: return pos
+      elif not plain and handlers[what](stream[pos + 1:nxt], base + 4 * pos) is False: return pos
       self.moved = True
       pos = nxt
     return None
@@ -154,7 +154,8 @@ class CommandProcessor:
       if reg + i == self._invalidate_reg: self._invalidate(v)
 
   def _header(self, h: int, where: int) -> tuple[int, int, int, bool]:
-    """(4 or 7, body dwords, register or opcode, whether a type 4's registers need no check) of a packet header, checked (parity, a modelled opcode, the body
+    """(4 or 7, body dwords, register or opcode, plain: a type 4's registers need no check, a type 7 does nothing
+    in this model: CP_NOP and its aliases) of a packet header, checked (parity, a modelled opcode, the body
     the opcode needs) and kept: the next packet with this header is not checked again."""
     if h & 0xF0000000 == 0x40000000:
       n, reg = h & 0x7F, (h >> 8) & 0x3FFFF
@@ -172,7 +173,8 @@ class CommandProcessor:
       if n < self.min_body.get(opc, 0):
         raise GPUFault(f"CP: {handler.__name__[1:]} with a body of {n} dwords (it has at least {self.min_body[opc]})",
                        address=where, kind="CP illegal instruction")
-      known = (7, n, opc, False)
+      # "plain": a packet that does nothing in this model (CP_NOP and its aliases): its handler is not called
+      known = (7, n, opc, getattr(handler, "__func__", None) is CommandProcessor._CP_NOP)
     else: raise GPUFault(f"CP: {h:#010x} is not a type-4 or type-7 header", address=where, kind="CP illegal instruction")
     if len(self._headers) >= 4096: self._headers.clear()
     self._headers[h] = known

@@ -91,7 +91,8 @@ class Fibers:
     self.n = n
     self.R = np.zeros((256, n), np.uint32) if R is None else R
     self.pc = np.zeros(n, np.int64)
-    self.alive = np.ones(n, bool)
+    self.alive = np.empty(n, bool)
+    self.alive.fill(True)                          # (np.ones: two more Python calls per batch)
     self.group_of = group_of                       # work-group index (in the batch) of each fiber
     self.lid = np.arange(n) if lid is None else lid    # linear local id in its work-group
     if wave_of is None:
