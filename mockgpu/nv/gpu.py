@@ -375,6 +375,9 @@ class MockNVGPU:
     return ch.cells
 
   def _run(self, ch: Channel) -> bool:
+    cells = ch.cells
+    if ch.current is None and cells is not None and cells[0] == self.ranges.generation and cells[1].value == ch.gp_get:
+      return False   # nothing new (the copy channel on a launch's doorbell): GPPut, checked mapped, is at GPGet
     progress = False
     put = None       # GPPut as read when this run began: entries published later come with their own doorbell
     cells = self._cells(ch)
@@ -483,12 +486,12 @@ class MockNVGPU:
   def _run_sequence(self, ch: Channel, cur: list, words, ops) -> bool:
     """A decoded method run (_sequence) on the entry's words: each method stored and applied as _method does; a
     blocked acquire leaves the position and pending header as the general loop leaves them."""
-    state, subchannels, method_of = ch.state, ch.subchannels, self._method
+    state, subchannels, method_of, host_method = ch.state, ch.subchannels, self._method, self._host_method
     for key, pos, kind, pend, immd in ops:
       value = words[pos] if immd is None else immd
-      if kind == 0: state[key] = value
-      elif kind == 2 and key[0] in subchannels: state[key] = value
-      elif not method_of(ch, key[0], key[1], value):
+      state[key] = value
+      if kind == 0 or (kind == 2 and key[0] in subchannels): continue
+      if not (host_method(ch, key[0], key[1], value) if kind == 1 else method_of(ch, key[0], key[1], value)):
         ch.pending = None if pend is None else list(pend)
         cur[2] = pos
         return False
