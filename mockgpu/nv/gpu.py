@@ -294,7 +294,7 @@ class MockNVGPU:
 
   def poll(self) -> bool:
     rung = self._rung(consume=True)      # consumed; every channel with work is looked at (tokens may have merged)
-    if not rung and not self.blocked: return False
+    if not rung and not self._blocked: return False
     progress = False
     with self.lock:
       for ch in list(self.channels):   # _run reads GPPut itself: a channel without new entries returns at once
@@ -380,7 +380,7 @@ class MockNVGPU:
       return False   # nothing new (the copy channel on a launch's doorbell): GPPut, checked mapped, is at GPGet
     progress = False
     put = None       # GPPut as read when this run began: entries published later come with their own doorbell
-    cells = self._cells(ch)
+    if cells is None or cells[0] != self.ranges.generation: cells = self._cells(ch)
     while ch.active and ch.error is None:
       if ch.current is None:
         if cells is not None and cells[0] != self.ranges.generation: cells = self._cells(ch)   # (a launch mapped
