@@ -195,26 +195,23 @@ class MockNVGPU:
     if len(self._seen) >= 8: self._seen.pop(0)
     self._seen.append(rng)
 
-  def _peer(self, addr: int, size: int):
-    return self.peers.find(addr, size) if self.peers.windows else None
-
   def read32(self, addr: int, what: str = "read") -> int:
-    if (w := self._peer(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
     self.check(addr, 4, what)
     return ctypes.c_uint32.from_address(addr).value
 
   def read64(self, addr: int, what: str = "read") -> int:
-    if (w := self._peer(addr, 8)) is not None: return w.read(addr, 8, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 8)) is not None: return w.read(addr, 8, f"{self.name}: {what}")
     self.check(addr, 8, what)
     return ctypes.c_uint64.from_address(addr).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
-    if (w := self._peer(addr, 4)) is not None: return w.write(addr, 4, value, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 4)) is not None: return w.write(addr, 4, value, f"{self.name}: {what}")
     self.check(addr, 4, what)
     ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
-    if (w := self._peer(addr, 8)) is not None: return w.write(addr, 8, value, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 8)) is not None: return w.write(addr, 8, value, f"{self.name}: {what}")
     self.check(addr, 8, what)
     ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
 
