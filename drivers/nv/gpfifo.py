@@ -159,7 +159,13 @@ class GPFifoEngine(Engine):
     start, size = self._published, self.ring.size_dw
     if put_dw == start: return
     pos = start % size
-    if put_dw - start <= size - pos: pieces = ((pos, put_dw - start, put_dw),)   # the common case: no wrap
+    userd, entries, gp_put = self.userd_u32, self.entries, self.gp_put
+    if put_dw - start <= size - pos and (gp_put + 1) % entries != userd[USERD_GP_GET // 4]:
+      # the common case: the words do not wrap and a GPFIFO entry is free (as _wait_entry finds at once)
+      self.gpfifo[gp_put] = gpfifo_entry(self.pb_va + 4 * pos, put_dw - start)
+      self.ends[gp_put] = put_dw
+      self.gp_put = gp_put = (gp_put + 1) % entries
+      self.submitted += 1
     else:
       pieces = []
       while start < put_dw:
@@ -167,14 +173,14 @@ class GPFifoEngine(Engine):
         n = min(put_dw - start, size - pos)
         pieces.append((pos, n, start + n))
         start += n
-    for pos, n, end in pieces:
-      self._wait_entry()
-      self.gpfifo[self.gp_put] = gpfifo_entry(self.pb_va + 4 * pos, n)
-      self.ends[self.gp_put] = end
-      self.gp_put = (self.gp_put + 1) % self.entries
-      self.submitted += 1
+      for pos, n, end in pieces:
+        self._wait_entry()
+        self.gpfifo[self.gp_put] = gpfifo_entry(self.pb_va + 4 * pos, n)
+        self.ends[self.gp_put] = end
+        self.gp_put = (self.gp_put + 1) % self.entries
+        self.submitted += 1
     self._published = put_dw
-    self.userd_u32[USERD_GP_PUT // 4] = self.gp_put
+    userd[USERD_GP_PUT // 4] = self.gp_put
     self.os.memory_barrier()              # the entries and GPPut before the doorbell
     self.doorbell_u32[0] = self.token
     self.os.memory_barrier()              # push the doorbell store out of the write-combining buffer

@@ -32,6 +32,7 @@ import threading
 from array import array
 import time
 import zlib
+from operator import itemgetter
 from dataclasses import dataclass, field
 
 from ...errors import GPUFault, HCQError, QueueError
@@ -108,6 +109,15 @@ GPUS = {
 QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
 
 
+SEQUENCE_CACHE_ENTRIES = 64     # decoded method runs kept per GPU, by entry length (GPU._sequence)
+
+
+def _kind(method: int) -> int:
+  """How GPU._run_sequence applies a method (see GPU._sequence)."""
+  if method < 0x100: return 1 if method in (0x0, HOST_SEM_EXECUTE) else 0
+  return 3 if method in (COMPUTE_SEND_SIGNALING_PCAS2_B, COPY_LAUNCH_DMA) else 2
+
+
 class Channel:
   """A GPFIFO channel: ring, USERD, error notifier, the engine objects bound to its subchannels, the position in
   the pushbuffer it is at."""
@@ -156,6 +166,7 @@ class MockNVGPU:
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
     self._launches: dict = {}         # decoded QMDs (see _launch)
     self._seen_generation, self._seen = -1, []
+    self._sequences: dict = {}        # entry length -> decoded method run (see _sequence)
     self._blocked: set = set()        # channels waiting on a semaphore acquire
     self.stats = {"launches": 0, "copies": 0, "thread_instructions": 0}
     self._clock_base = time.monotonic_ns()
@@ -184,26 +195,23 @@ class MockNVGPU:
     if len(self._seen) >= 8: self._seen.pop(0)
     self._seen.append(rng)
 
-  def _peer(self, addr: int, size: int):
-    return self.peers.find(addr, size) if self.peers.windows else None
-
   def read32(self, addr: int, what: str = "read") -> int:
-    if (w := self._peer(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
     self.check(addr, 4, what)
     return ctypes.c_uint32.from_address(addr).value
 
   def read64(self, addr: int, what: str = "read") -> int:
-    if (w := self._peer(addr, 8)) is not None: return w.read(addr, 8, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 8)) is not None: return w.read(addr, 8, f"{self.name}: {what}")
     self.check(addr, 8, what)
     return ctypes.c_uint64.from_address(addr).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
-    if (w := self._peer(addr, 4)) is not None: return w.write(addr, 4, value, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 4)) is not None: return w.write(addr, 4, value, f"{self.name}: {what}")
     self.check(addr, 4, what)
     ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
-    if (w := self._peer(addr, 8)) is not None: return w.write(addr, 8, value, f"{self.name}: {what}")
+    if self.peers.windows and (w := self.peers.find(addr, 8)) is not None: return w.write(addr, 8, value, f"{self.name}: {what}")
     self.check(addr, 8, what)
     ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
 
@@ -283,7 +291,7 @@ class MockNVGPU:
 
   def poll(self) -> bool:
     rung = self._rung(consume=True)      # consumed; every channel with work is looked at (tokens may have merged)
-    if not rung and not self.blocked: return False
+    if not rung and not self._blocked: return False
     progress = False
     with self.lock:
       for ch in list(self.channels):   # _run reads GPPut itself: a channel without new entries returns at once
@@ -364,9 +372,12 @@ class MockNVGPU:
     return ch.cells
 
   def _run(self, ch: Channel) -> bool:
+    cells = ch.cells
+    if ch.current is None and cells is not None and cells[0] == self.ranges.generation and cells[1].value == ch.gp_get:
+      return False   # nothing new (the copy channel on a launch's doorbell): GPPut, checked mapped, is at GPGet
     progress = False
     put = None       # GPPut as read when this run began: entries published later come with their own doorbell
-    cells = self._cells(ch)
+    if cells is None or cells[0] != self.ranges.generation: cells = self._cells(ch)
     while ch.active and ch.error is None:
       if ch.current is None:
         if cells is not None and cells[0] != self.ranges.generation: cells = self._cells(ch)   # (a launch mapped
@@ -398,6 +409,12 @@ class MockNVGPU:
     words = array("I", ctypes.string_at(base, 4 * length))
     pos = cur[2]
     method_of = self._method
+    if pos == 0 and ch.pending is None:
+      # a whole entry from its start: a header sequence seen before runs without decoding its headers again (a
+      # launch's pushbuffer differs from the last one's only in data dwords); every method is still applied
+      seq = self._sequences.get(length)
+      if seq is None or seq[0](words) != seq[1]: seq = self._sequence(words, length)
+      if seq is not None: return self._run_sequence(ch, cur, words, seq[2])
     while pos < length:
       pend = ch.pending
       if pend is not None:             # data dwords of a header read before: [op, subc, method, left, index]
@@ -433,6 +450,49 @@ class MockNVGPU:
           return False
         pos += 1
     cur[2] = pos
+    return True
+
+  def _sequence(self, words, length: int):
+    """The entry's method run decoded from its headers: (a getter of the header dwords, their values, the methods as
+    (state key, data position, kind, what pending holds when that method blocks, IMMD's data or None)); None when the entry is not one
+    self-contained run of IMMD/INC/NON_INC/ONE methods (data continuing into the next entry, an opcode that is not
+    modelled): those go the general way, which raises the same errors. kind 0: a host method that only stores its
+    value; 1: a host method with an effect (SET_OBJECT, SEM_EXECUTE); 2: an engine method without an effect (its
+    subchannel must hold an object); 3: an engine method that may trigger work (the launch, LAUNCH_DMA)."""
+    heads, ops, pos = [], [], 0
+    while pos < length:
+      header = words[pos]
+      op, count, subc, method = header >> 29, (header >> 16) & 0x1FFF, (header >> 13) & 7, (header & 0xFFF) << 2
+      heads.append(pos)
+      if op == 4:
+        ops.append(((subc, method), pos, _kind(method), None, count))   # IMMD: the count field is the data
+        pos += 1
+        continue
+      if op not in (1, 3, 5): return None
+      pos += 1
+      if pos + count > length: return None
+      for i in range(count):
+        m = method + 4 * i if op == 1 else method if op == 3 else method + (4 if i else 0)
+        ops.append(((subc, m), pos, _kind(m), (op, subc, method, count - i, i), None))
+        pos += 1
+    if len(self._sequences) >= SEQUENCE_CACHE_ENTRIES: self._sequences.clear()
+    getter = itemgetter(*heads)
+    seq = self._sequences[length] = (getter, getter(words), tuple(ops))
+    return seq
+
+  def _run_sequence(self, ch: Channel, cur: list, words, ops) -> bool:
+    """A decoded method run (_sequence) on the entry's words: each method stored and applied as _method does; a
+    blocked acquire leaves the position and pending header as the general loop leaves them."""
+    state, subchannels, method_of, host_method = ch.state, ch.subchannels, self._method, self._host_method
+    for key, pos, kind, pend, immd in ops:
+      value = words[pos] if immd is None else immd
+      state[key] = value
+      if kind == 0 or (kind == 2 and key[0] in subchannels): continue
+      if not (host_method(ch, key[0], key[1], value) if kind == 1 else method_of(ch, key[0], key[1], value)):
+        ch.pending = None if pend is None else list(pend)
+        cur[2] = pos
+        return False
+    cur[2] = len(words)
     return True
 
   def _method(self, ch: Channel, subc: int, method: int, value: int) -> bool:
