@@ -7,7 +7,7 @@ Counters (RDNA4 ISA "Data Dependency Resolution"; LLVM AMDGPUUsage "Memory Model
 LOADcnt, STOREcnt, DScnt, KMcnt and so on, each waited for by its own SOPP s_wait_<counter> with the count in simm16):
 gfx11's VM_CNT becomes LOADcnt for vector memory loads (global and scratch, returned in order) and STOREcnt for their
 stores; gfx11's LGKM_CNT is split into DScnt (LDS, in order) and KMcnt (scalar memory, out of order: waited to 0).
-The same placement as gfx11 (render.insert_waitcnt): before a reader of a pending load, down to the number issued
+The same placement as gfx11 (waits.insert_counter_waits): before a reader of a pending load, down to the number issued
 after it (rounded down to WAIT_GRANULE); LDS stores and loads waited for before the barrier; everything at labels
 and branches. Stores are not waited for (nothing reads global memory back in a kernel, and a scratch reload of a
 spill slot is ordered after its store: same address, same wave).
@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 
 from .isel_mir import Imm, MInst
+from .waits import WAIT_GRANULE   # one wait serves the next few uses (waits.py)
 
-WAIT_GRANULE = 8        # as render.WAIT_GRANULE: one wait serves the next few uses
 BARRIER_ALL = 0xffff    # s_barrier_wait -1: the work-group barrier
 
 _RENAMES = {"s_add_i32": "s_add_co_i32", "s_sub_i32": "s_sub_co_i32", "s_add_u32": "s_add_co_u32",

@@ -25,9 +25,9 @@ import re
 
 from ...isa.amd.asm import waitcnt_simm16_gfx9
 from .isel_common import is_inline, operand_kind
+from .waits import insert_counter_waits
 from .isel_mir import EXEC_LO, NULL, VCC_LO, Imm, MInst, Spec, Sub, VReg
 
-WAIT_GRANULE = 8
 LGKM_MAX, VM_MAX = 15, 63
 SGPRS = 102
 # AccVGPRs a0..a255 (MI300 ISA "Vector GPRs": 256 ArchVGPRs and 256 AccVGPRs per lane in the unified 512-register
@@ -140,44 +140,9 @@ def waitcnt_simm16(vm: int = VM_MAX, lgkm: int = LGKM_MAX) -> int:
 
 
 def insert_waitcnt(code: list[MInst]) -> list[MInst]:
-  out: list[MInst] = []
-  vm: list = []      # VM_CNT: load destinations and None for stores, in issue order
-  lgkm: list = []    # LGKM_CNT: (destination or None, is_smem)
-
-  def wait(vm_n=None, lgkm_n=None):
-    nonlocal vm, lgkm
-    if vm_n is None and lgkm_n is None: return
-    vm_n = None if vm_n is None else min(vm_n, VM_MAX)
-    lgkm_n = None if lgkm_n is None else min(lgkm_n, LGKM_MAX)
-    out.append(MInst("s_waitcnt", simm16=waitcnt_simm16(VM_MAX if vm_n is None else vm_n,
-                                                         LGKM_MAX if lgkm_n is None else lgkm_n)))
-    if vm_n is not None: vm = vm[len(vm) - vm_n:] if vm_n else []
-    if lgkm_n is not None: lgkm = lgkm[len(lgkm) - lgkm_n:] if lgkm_n else []
-
-  for m in code:
-    name = m.name
-    if name == "LABEL" or name.startswith(("s_branch", "s_cbranch", "s_endpgm")):
-      wait(0 if vm else None, 0 if lgkm else None)
-    elif name == "s_barrier":
-      wait(None, 0 if lgkm else None)
-    elif vm or lgkm:   # (nothing pending: nothing to wait for)
-      regs = set(m.regs_used()) | set(m.regs_defined())
-      vm_n = lgkm_n = None
-      for k, r in enumerate(vm):
-        if r is not None and r in regs: vm_n = len(vm) - k - 1
-      smem = any(s for _, s in lgkm)
-      for k, (r, _) in enumerate(lgkm):
-        if r is not None and r in regs: lgkm_n = 0 if smem else len(lgkm) - k - 1
-      if vm_n is not None: vm_n -= vm_n % WAIT_GRANULE
-      if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
-      wait(vm_n, lgkm_n)
-    out.append(m)
-    if name.startswith(("global_load", "scratch_load")): vm.append(m.defs["vdst"])
-    elif name.startswith(("global_store", "scratch_store")): vm.append(None)
-    elif name.startswith("ds_load"): lgkm.append((m.defs["vdst"], False))
-    elif name.startswith("ds_store"): lgkm.append((None, False))
-    elif name.startswith("s_load"): lgkm.append((m.defs["sdata"], True))
-  return out
+  """CDNA3: VM_CNT counts stores too; vmcnt up to 63, lgkmcnt up to 15 (waits.py)."""
+  return insert_counter_waits(code, lambda vm, lgkm: MInst("s_waitcnt", simm16=waitcnt_simm16(vm, lgkm)), VM_MAX,
+                              LGKM_MAX, stores_on_vm=True)
 
 
 # ---------------------------------------------------------------------------------------------------- names

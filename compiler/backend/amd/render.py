@@ -28,6 +28,7 @@ from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
 from .regalloc import Allocation, allocate_with_spills
 from . import gfx9, gfx12
 from .program import KernelMeta, ins, program
+from .waits import insert_counter_waits
 from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
 from ...isa.amd.asm import encode_fields, waitcnt_simm16
 from ...isa.amd.cowriter import Arg, KernelSpec, write_code_object
@@ -45,44 +46,9 @@ def _waitcnt(vm: int = 63, lgkm: int = 63) -> MInst:
   return MInst("s_waitcnt", simm16=waitcnt_simm16(vmcnt=vm, lgkmcnt=lgkm))
 
 
-WAIT_GRANULE = 8   # a needed count n is rounded down to a multiple of this: one wait then covers several uses
-
-
 def insert_waitcnt(code: list[MInst]) -> list[MInst]:
-  out: list[MInst] = []
-  vm: list = []      # pending VM_CNT loads: their destination VReg, in issue order
-  lgkm: list = []    # pending LGKM_CNT operations: (VReg or None, is_smem)
-
-  def wait(vm_n=None, lgkm_n=None):
-    nonlocal vm, lgkm
-    if vm_n is None and lgkm_n is None: return
-    out.append(_waitcnt(63 if vm_n is None else vm_n, 63 if lgkm_n is None else lgkm_n))
-    if vm_n is not None: vm = vm[len(vm) - vm_n:] if vm_n else []
-    if lgkm_n is not None: lgkm = lgkm[len(lgkm) - lgkm_n:] if lgkm_n else []
-
-  for m in code:
-    name = m.name
-    if name == "LABEL" or name.startswith(("s_branch", "s_cbranch", "s_endpgm")):
-      wait(0 if vm else None, 0 if lgkm else None)
-    elif name == "s_barrier":
-      wait(None, 0 if lgkm else None)
-    elif vm or lgkm:   # (nothing pending: nothing to wait for, whatever the instruction reads)
-      regs = set(m.regs_used()) | set(m.regs_defined())
-      vm_n = lgkm_n = None
-      for k, r in enumerate(vm):
-        if r in regs: vm_n = len(vm) - k - 1
-      smem = any(s for _, s in lgkm)
-      for k, (r, _) in enumerate(lgkm):
-        if r is not None and r in regs: lgkm_n = 0 if smem else len(lgkm) - k - 1
-      if vm_n is not None: vm_n -= vm_n % WAIT_GRANULE
-      if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
-      wait(vm_n, lgkm_n)
-    out.append(m)
-    if name.startswith(("global_load", "scratch_load")): vm.append(m.defs["vdst"])
-    elif name.startswith("ds_load"): lgkm.append((m.defs["vdst"], False))
-    elif name.startswith("ds_store"): lgkm.append((None, False))
-    elif name.startswith("s_load"): lgkm.append((m.defs["sdata"], True))
-  return out
+  """RDNA3: VM_CNT counts loads only (stores have VS_CNT), 6 bits each (waits.py)."""
+  return insert_counter_waits(code, _waitcnt, 63, 63, stores_on_vm=False)
 
 
 # ---------------------------------------------------------------------------------------------------- encoding
