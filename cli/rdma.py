@@ -38,7 +38,7 @@ import sys
 import time
 
 from .rdma_channel import (MAX_LINE, MAX_SIZE, MOCK_FLAGS, MOCK_IPS, SERVE_MOCK_MAC, LineReader, Remote,  # noqa: F401
-                           _connect_to, _endpoint, _first_diff, _ip, field, report_device_errors)
+                           _connect_to, _endpoint, _first_diff, _ip, accept_request, field, report_device_errors)
 
 
 def register(sub) -> None:
@@ -407,13 +407,8 @@ def run_serve(args) -> int:
     dev = open_nic(args)
     dev.set_ip(ip)
     qp = BNXTQP(dev, pmtu=args.pmtu)
-    peer = lines.recv("QP number, MAC and GID")
-    if peer is None: return 0
-    _connect_to(dev, qp, peer, who)
-    reply(_endpoint(dev, qp))
-    ask = lines.recv("buffer request")
-    if ask is None: return 0
-    size = field(ask, "size", who)     # checked before anything is allocated: 1 B .. 64 MiB
+    size = accept_request(dev, qp, lines, reply, who)
+    if size is None: return 0
     target = dev.alloc(size)
     rkey = dev.register_mr(target)
     reply({"addr": target.va, "rkey": rkey, "size": size})

@@ -169,3 +169,16 @@ def _connect_to(dev, qp, peer: dict, who: str) -> None:
   """Attach the wire to the peer's endpoint and bring qp to RTS towards the peer's QP."""
   dev.wire_connect({k: str(v) for k, v in field(peer, "wire", who, default={}).items()})
   qp.connect(field(peer, "qpn", who), bytes.fromhex(field(peer, "gid", who)), bytes.fromhex(field(peer, "mac", who)))
+
+
+def accept_request(dev, qp, lines, reply, who: str) -> int | None:
+  """The serving end's handshake: the peer's QP number, MAC and GID (qp brought to RTS towards it), ours sent back,
+  then the buffer request; returns its size, checked before anything is allocated (1 B .. 64 MiB), or None when the
+  peer hung up first."""
+  peer = lines.recv("QP number, MAC and GID")
+  if peer is None: return None
+  _connect_to(dev, qp, peer, who)
+  reply(_endpoint(dev, qp))
+  ask = lines.recv("buffer request")
+  if ask is None: return None
+  return field(ask, "size", who)

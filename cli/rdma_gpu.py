@@ -229,19 +229,14 @@ def _run_connect(args) -> int:
 def run_serve_gpu(args, lines, reply) -> int:
   """`hcq rdma serve --gpu`: GPU B + NIC; its queue waits for the flag, then runs its kernel; replies the digest."""
   from ..drivers.bnxt import BNXTQP
-  from .rdma_channel import MOCK_IPS, _connect_to, _endpoint, _ip, field, report_device_errors
+  from .rdma_channel import MOCK_IPS, _ip, accept_request, report_device_errors
   who = "the connecting end"
   os, (gpu,), nic = _open(args, 1)
   try:
     nic.set_ip(_ip(args, MOCK_IPS[1]))
     qp = BNXTQP(nic, pmtu=args.pmtu)
-    peer = lines.recv("QP number, MAC and GID")
-    if peer is None: return 0
-    _connect_to(nic, qp, peer, who)
-    reply(_endpoint(nic, qp))
-    ask = lines.recv("buffer request")
-    if ask is None: return 0
-    size = field(ask, "size", who)
+    size = accept_request(nic, qp, lines, reply, who)
+    if size is None: return 0
     if size % 4: raise ValueError(f"size {size}: not a multiple of 4 (float32 vectors)")
     dst, flag, out = _consume_setup(gpu, nic, size)
     reply({"addr": dst.va, "rkey": dst.rkey, "flag_addr": flag.va, "flag_rkey": flag.rkey, "size": size})
