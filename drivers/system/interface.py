@@ -80,12 +80,39 @@ class DeviceLock(Protocol):
   def release(self) -> None: ...
 
 
+# The status of a USB transfer once it completed (an asynchronous engine sets it on each request: drivers/system/
+# usbasync.py); the names are libusb's enum libusb_transfer_status (libusb/libusb.h: LIBUSB_TRANSFER_COMPLETED, _ERROR,
+# _TIMED_OUT, _CANCELLED, _STALL, _NO_DEVICE, _OVERFLOW), which libusbasync.py maps from its numbers.
+USB_COMPLETED, USB_ERROR, USB_TIMED_OUT, USB_CANCELLED, USB_STALL, USB_NO_DEVICE, USB_OVERFLOW = \
+  "completed", "error", "timed out", "cancelled", "stall", "no device", "overflow"
+
+
+class USBAsyncEngine(Protocol):
+  """What moves several USB transfers at once for usbasync.AsyncTransfers (libusb's asynchronous API, a mock
+  bridge's model, a synchronous fallback). A request (usbasync.Request) has kind ("control"/"bulk"), endpoint,
+  length, timeout_ms, out (an OUT transfer's bytes), setup ((bmRequestType, bRequest, wValue, wIndex) of a control
+  transfer), is_in, number and what (words naming it); the engine sets its status (USB_*), actual (bytes moved),
+  data (an IN transfer's bytes) and detail (words on a failure)."""
+  mode: str
+  def submit(self, req) -> None:
+    """Start it; raises (an exception with errno ENODEV for a gone device) when it is refused: nothing started."""
+  def wait(self, timeout_s: float) -> None:
+    """Block until a completion arrives or timeout_s pass (one round trip of the host)."""
+  def cancel(self, req) -> None:
+    """Ask for it to stop; its completion (CANCELLED, or what it got to first) still arrives through wait()."""
+  def abandon(self, req) -> None:
+    """It never completed, even cancelled: keep its buffer for as long as the engine lives."""
+
+
 class USBTransport(Protocol):
   """Bulk and control transfers to one USB device (implemented with pyusb by LinuxOS)."""
   def control(self, bm_request_type: int, b_request: int, w_value: int, w_index: int, data_or_length, timeout_ms: int): ...
   def bulk_write(self, endpoint: int, data: bytes, timeout_ms: int) -> int: ...
   def bulk_read(self, endpoint: int, size: int, timeout_ms: int) -> bytes: ...
   def clear_halt(self, endpoint: int) -> None: ...
+  def async_transfers(self, monotonic):
+    """Several transfers in flight: a usbasync.AsyncTransfers (submit, reap in order). Optional: for a transport
+    without it, usbasync.async_transfers makes a synchronous pipeline over the calls above."""
   def close(self) -> None: ...
 
 

@@ -7,6 +7,7 @@ documentation recommends for tests: usb.backend.IBackend is the one interface ev
 from __future__ import annotations
 
 import errno as _errno
+import time
 
 from ...errors import DeviceError, Timeout
 
@@ -34,6 +35,7 @@ class PyUSBTransport:
 
   def __init__(self, device, name: str, interface: int = 0, product: str | None = None):
     self.device, self.name, self.interface, self.product = device, name, interface, product
+    self._async = None
 
   @classmethod
   def open(cls, vendor_id: int, product_id: int, index: int = 0, backend=None, interface: int = 0,
@@ -114,8 +116,25 @@ class PyUSBTransport:
     try: self.device.clear_halt(endpoint)
     except usb.core.USBError as e: self._fail(f"clear halt of endpoint {endpoint:#04x}", e, 1000)
 
+  def async_transfers(self, monotonic=time.monotonic):
+    """This device's queue of transfers in flight (usbasync.AsyncTransfers), made on first use: libusb-1.0's
+    asynchronous API on pyusb's handle (libusbasync.py), a pyusb backend's own engine (`async_engine(handle)`: the
+    mock bridge's), or else a synchronous pipeline (its `mode` says which)."""
+    if self._async is None:
+      from . import libusbasync, usbasync
+      if self.device is None: raise DeviceError(f"{self.name}: closed")
+      backend = self.device._ctx.backend
+      own = getattr(backend, "async_engine", None)
+      engine = own(self.device._ctx.managed_open()) if own is not None else libusbasync.engine_for(self.device, self.name)
+      if engine is None:
+        engine = usbasync.SyncEngine(self, f"pyusb backend {type(backend).__module__} offers no asynchronous transfers")
+      self._async = usbasync.AsyncTransfers(engine, self.name, monotonic)
+    return self._async
+
   def close(self) -> None:
     if self.device is None: return
+    if self._async is not None and self._async.in_flight:   # nothing left in flight on a closed handle
+      self._async.cancel_all()
     usb = _pyusb()
     try: usb.util.release_interface(self.device, self.interface)
     except usb.core.USBError as e:

@@ -30,6 +30,7 @@ import usb.backend
 import usb.core
 
 from ...config import parse_usb_faults
+from .asyncengine import MockAsyncEngine
 from .firmware import ASM24Firmware
 
 VID, PID = 0xADD1, 0x0001
@@ -52,6 +53,8 @@ class MockBridgeDevice:
     self.kernel_driver = True          # uas/usb-storage bound to interface 0 until detached
     self.claimed = False
     self.timeouts_ms: collections.deque = collections.deque(maxlen=64)   # of the latest transfers, as the host asked
+    self.halted: set[int] = set()      # bulk endpoints a STALL halted (asyncengine.py) until the host clears the halt
+    self.engine = None                 # the asynchronous engine (asyncengine.MockAsyncEngine), once the host asks
     self.arm_faults(faults)
 
   def arm_faults(self, spec: str) -> None:
@@ -135,10 +138,35 @@ class ASM24Backend(usb.backend.IBackend):
     h.kernel_driver = False
 
   def clear_halt(self, h, ep):
+    self._in_flight_progress(h)
     h._transfer(f"clear halt of endpoint {ep:#04x}")     # a control transfer (CLEAR_FEATURE): counted, faultable
+    h.halted.discard(ep)
+
+  # ---- several transfers in flight (the OS interface's asynchronous API; pyusb has none)
+  def async_engine(self, h):
+    """The engine of h's transfers in flight (asyncengine.py), one per device."""
+    if h.engine is None: h.engine = MockAsyncEngine(self, h)
+    return h.engine
+
+  @staticmethod
+  def _in_flight_progress(h) -> None:
+    """A synchronous transfer is a round trip: what the host has in flight progresses meanwhile (and goes first)."""
+    if h.engine is not None and h.engine.pending: h.engine.progress()
 
   # ---- transfers
   def ctrl_transfer(self, h, bm, req, value, index, data, timeout):
+    self._in_flight_progress(h)
+    return self._ctrl_transfer(h, bm, req, value, index, data, timeout)
+
+  def bulk_write(self, h, ep, intf, data, timeout):
+    self._in_flight_progress(h)
+    return self._bulk_write(h, ep, intf, data, timeout)
+
+  def bulk_read(self, h, ep, intf, buff, timeout):
+    self._in_flight_progress(h)
+    return self._bulk_read(h, ep, intf, buff, timeout)
+
+  def _ctrl_transfer(self, h, bm, req, value, index, data, timeout):
     h.timeouts_ms.append(timeout)     # what the host asked for (a test's view; libusb: 0 = none)
     if bm == 0x80 and req == GET_DESCRIPTOR and value >> 8 == DESC_STRING: return self._string(h, value & 0xFF, data)
     if bm & 0x60 != 0x40: raise usb.core.USBError(f"Pipe error (request {req:#x} type {bm:#x})", errno=errno.EPIPE)
@@ -158,15 +186,26 @@ class ASM24Backend(usb.backend.IBackend):
     payload = bytes(data)
     if req == 0xE5: fw.xdata_write(value, index)
     elif req == 0xF3: fw.power(bool(value))
-    elif req == 0xF2: fw.arm_sram(value, index)
+    elif req == 0xF2:
+      self._room(fw, req)
+      fw.arm_sram(value, index)
     elif req == 0xF0:
       if len(payload) != 12: raise usb.core.USBError("Pipe error (TLP request needs 12 bytes)", errno=errno.EPIPE)
       lo, hi, v = (int.from_bytes(payload[i:i + 4], "little") for i in (0, 4, 8))
       if index == 0: fw.tlp(value & 0xFF, value >> 8 & 0xF, lo, hi, v)
-      elif index in (1, 2): fw.stream(index, value & 0xFF, lo, hi, v)
+      elif index in (1, 2):
+        self._room(fw, req)
+        fw.stream(index, value & 0xFF, lo, hi, v)
       else: raise usb.core.USBError(f"Pipe error (TLP mode {index})", errno=errno.EPIPE)
     else: raise usb.core.USBError(f"Pipe error (unknown OUT request {req:#x})", errno=errno.EPIPE)
     return len(payload)
+
+  @staticmethod
+  def _room(fw, req: int) -> None:
+    """The firmware holds at most fw.queue_depth announced bursts: one more request that announces one is refused."""
+    if len(fw.queued) >= fw.queue_depth:
+      raise usb.core.USBError(f"Pipe error (request {req:#04x} refused: {len(fw.queued)} bursts announced and not yet "
+                              f"moved, the firmware's queue depth)", errno=errno.EPIPE)
 
   def _string(self, h, index, data):
     if index == 0: raw = bytes([4, DESC_STRING]) + LANG_EN_US.to_bytes(2, "little")
@@ -178,6 +217,10 @@ class ASM24Backend(usb.backend.IBackend):
     return n
 
   @staticmethod
+  def _halted(h, ep: int, what: str) -> None:
+    if ep in h.halted: raise usb.core.USBError(f"Pipe error ({what}: endpoint {ep:#04x} is halted)", errno=errno.EPIPE)
+
+  @staticmethod
   def _next_queued(h, what: str, ep: int, want_ep: int, kinds: tuple, size: int):
     fw = h.fw
     if not fw.queued: raise _timeout(f"{what} (nothing queued: NAKed)")
@@ -186,20 +229,22 @@ class ASM24Backend(usb.backend.IBackend):
       raise usb.core.USBError(f"Pipe error ({what}, firmware expects {head})", errno=errno.EPIPE)
     return fw.queued.popleft()
 
-  def bulk_write(self, h, ep, intf, data, timeout):
+  def _bulk_write(self, h, ep, intf, data, timeout):
     h.timeouts_ms.append(timeout)     # what the host asked for (a test's view; libusb: 0 = none)
     what = f"bulk OUT of {len(data)} bytes"
     h._transfer(what)
+    self._halted(h, ep, what)
     kind, where, size = self._next_queued(h, what, ep, EP_OUT, ("stream_write", "sram_write"), len(data))
     if kind == "stream_write": h.fw.stream_write(where, bytes(data))
     else: h.fw.sram()[where:where + size] = bytes(data)
     h._done(what)
     return len(data)
 
-  def bulk_read(self, h, ep, intf, buff, timeout):
+  def _bulk_read(self, h, ep, intf, buff, timeout):
     h.timeouts_ms.append(timeout)     # what the host asked for (a test's view; libusb: 0 = none)
     what = f"bulk IN of {len(buff)} bytes"
     h._transfer(what)
+    self._halted(h, ep, what)
     fw = h.fw
     kind, where, size = self._next_queued(h, what, ep, EP_IN, ("stream_read", "sram_read"), len(buff))
     out = fw.stream_read(where, size) if kind == "stream_read" else bytes(fw.sram()[where:where + size])

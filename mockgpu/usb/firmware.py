@@ -19,6 +19,12 @@ from ...drivers.system import pcie
 from ...drivers.system.mmio import MappedMMIO
 
 SECTOR, SLOT, SRAM_SIZE = 512, 16 << 10, 512 << 10
+# Bursts announced (0xF0 modes 1/2, 0xF2) and not yet moved that the firmware holds, and so the bulk transfers that may
+# be in flight per bulk endpoint (asyncengine.py). The custom firmware's own limit is not published: the
+# hardware-proven client has two announced at once (tinygrad 0.14 runtime/ops_amd.py, USB copy-in: the next chunk's
+# 0xF2 arm while the previous chunk's bulk OUT is in flight); the mock allows 4, its own stated choice, so that a host
+# depth above 2 can be measured here, and refuses a fifth by name.
+QUEUE_DEPTH = 4
 LTSSM_STATE, LTSSM_L0 = 0xB450, 0x78
 BRIDGE_VENDOR, BRIDGE_DEVICE = 0x1B21, 0x2464   # ASMedia; the device id is the mock's own, not a verified one
 # (name, XDATA address, GPU bus address, size); sram's XDATA view is its first 4 KiB
@@ -78,6 +84,7 @@ class ASM24Firmware:
     self.powered = False
     self.completion = bytes(8)
     self.queued: collections.deque = collections.deque()   # the bulk transfers requests announced, in order
+    self.queue_depth = QUEUE_DEPTH
     self.counts: collections.Counter = collections.Counter()
     self.xdata_reads: collections.Counter = collections.Counter()
     self.tlp_faults: dict = {}
