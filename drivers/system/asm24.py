@@ -38,7 +38,7 @@ import struct
 import threading
 
 from ...errors import DeviceError, Timeout
-from . import pcie
+from . import pcie, usbasync, usbpipeline
 from .usb import USBGone, USBStall
 
 # ids the custom firmware enumerates with, and the product strings it reports (§5.1)
@@ -55,6 +55,12 @@ LTSSM_STATE, LTSSM_L0 = 0xB450, 0x78
 SECTOR, SLOT = 512, 16 << 10
 SRAM_SLOTS = 32                         # 512 KiB of SRAM behind 0xF2
 STREAM_MAX_DWORDS = 1 << 20             # one streaming request moves at most 4 MiB (the bulk buffer)
+
+# Bulk transfers the host keeps in flight when it moves several bursts (usbpipeline.py; K of issue 33's "several bulk
+# requests in flight"): 2, the depth the hardware-proven client runs on the real firmware (tinygrad 0.14
+# runtime/ops_amd.py, USB copy-in: two bulk OUT transfers in flight, the next 0xF2 arm sent while one is). The firmware's
+# own limit is not published; ASM24Bridge.in_flight may be set to another depth (bench/usb.py measures 1, 2 and 4).
+BULK_IN_FLIGHT = 2
 
 TRANSPORT_RETRIES, STALL_RETRIES, TIMEOUT_RETRIES = 10, 3, 3
 TRANSPORT_RETRY_S = 0.001
@@ -86,12 +92,17 @@ class ASM24Bridge:
   """One bridge, opened: vendor requests with retries; `counts` tallies USB transfers by kind (a benchmark's and a
   test's view of the bus load)."""
 
-  def __init__(self, transport, name: str, sleep, timeout_ms: int = 1000):
+  def __init__(self, transport, name: str, sleep, timeout_ms: int = 1000, monotonic=None):
     self.usb, self.name, self._sleep, self.timeout_ms = transport, name, sleep, timeout_ms
+    self._monotonic = monotonic          # the OS interface's clock: the deadlines of transfers in flight
     self.counts: collections.Counter = collections.Counter()
     self.retries: collections.Counter = collections.Counter()
     self.gone: str | None = None
     self._sequence = threading.RLock()     # a request and the transfers that answer it (module docstring)
+    self.in_flight = BULK_IN_FLIGHT        # bulk transfers in flight when several bursts go at once (usbpipeline.py)
+    self.sync_round_trips = 0              # synchronous transfers: the host waits for each
+    self.bulk_max_in_flight = 0            # the most bulk transfers a pipeline had in flight at once
+    self._queue = None
 
   @classmethod
   def open(cls, os, index: int = 0, timeout_ms: int | None = None) -> "ASM24Bridge":
@@ -104,7 +115,7 @@ class ASM24Bridge:
       except DeviceError as e:
         errors.append(str(e))
         continue
-      return cls(transport, f"ASM24 bridge {vid:04x}:{pid:04x} #{index}", os.sleep, timeout_ms)
+      return cls(transport, f"ASM24 bridge {vid:04x}:{pid:04x} #{index}", os.sleep, timeout_ms, os.monotonic)
     raise DeviceError(f"no ASM24xx bridge with the custom firmware #{index}: " + "; ".join(errors))
 
   # ---- transfers: counted, retried, failures named
@@ -119,6 +130,7 @@ class ASM24Bridge:
     stalls = timeouts = 0
     while True:
       self.counts[kind] += 1
+      self.sync_round_trips += 1
       try: return fn(*args)
       except USBStall:
         if stalls >= STALL_RETRIES: raise
@@ -151,6 +163,22 @@ class ASM24Bridge:
 
   @property
   def transfers(self) -> int: return sum(self.counts.values())
+
+  # ---- several transfers in flight (usbasync.py, usbpipeline.py)
+  def transfers_queue(self):
+    """The transport's queue of transfers in flight (libusb's asynchronous API, or a synchronous pipeline)."""
+    if self._queue is None:
+      self._queue = usbasync.async_transfers(self.usb, *((self._monotonic,) if self._monotonic else ()))
+    return self._queue
+
+  @property
+  def round_trips(self) -> int:
+    """The host's waits for the bridge: one per synchronous transfer, one per wait for transfers in flight."""
+    return self.sync_round_trips + (self._queue.round_trips if self._queue is not None else 0)
+
+  def pipeline(self) -> "usbpipeline.BurstPipeline":
+    """Several bursts with up to `in_flight` bulk transfers in flight; use under `with` (holds the bridge's lock)."""
+    return _Locked(self._sequence, usbpipeline.BurstPipeline(self, self.in_flight, EP_OUT, VENDOR_OUT, VENDOR_IN), self)
 
   # ---- XDATA (the controller's 64 KiB address space: registers and the small DMA windows)
   def xdata_read(self, address: int, size: int) -> bytes:
@@ -242,8 +270,18 @@ class ASM24Bridge:
                         f"(address and length must be multiples of 4)")
 
   def stream_write(self, address: int, data: bytes) -> None:
-    """MWr64 of whole dwords from `address` (dword aligned), up to 4 MiB per request."""
+    """MWr64 of whole dwords from `address` (dword aligned), up to 4 MiB per request; more than one request: up to
+    `in_flight` of them in flight (usbpipeline.py), their announces sent while earlier bursts are still moving."""
     self._whole_dwords("write", address, len(data))
+    step = STREAM_MAX_DWORDS * 4
+    if len(data) > step and self.in_flight > 1:
+      view = memoryview(bytes(data))
+      with self.pipeline() as p:
+        for off in range(0, len(data), step):
+          chunk = view[off:off + step]
+          p.burst(REQ_TLP, pcie.MWR64 | 0xF << 8, MODE_STREAM_WRITE,
+                  struct.pack("<III", (address + off) & 0xFFFFFFFF, (address + off) >> 32, len(chunk) // 4), chunk)
+      return
     for off in range(0, len(data), STREAM_MAX_DWORDS * 4):
       chunk = data[off:off + STREAM_MAX_DWORDS * 4]
       self._announced(lambda: self._stream(MODE_STREAM_WRITE, pcie.MWR64, address + off, len(chunk) // 4),
@@ -271,13 +309,21 @@ class ASM24Bridge:
     return bytes(out)
 
   # ---- the SRAM DMA engine (16 KiB slots, 512-byte sectors)
-  def _arm(self, slot: int, size: int, read: bool):
-    """(the request that arms the engine for `size` bytes from `slot`, the sector-padded size it moves)."""
+  def _arm(self, slot: int, size: int, read: bool, request: bool = False):
+    """(the request that arms the engine for `size` bytes from `slot`, the sector-padded size it moves); request:
+    the request's (bRequest, wValue, wIndex, data) instead of a call that sends it (a pipeline sends it)."""
     sectors = (size + SECTOR - 1) // SECTOR
     slots = (size + SLOT - 1) // SLOT
     if slot < 0 or slot + slots > SRAM_SLOTS or not 0 < sectors < 0x8000:
       raise DeviceError(f"{self.name}: SRAM DMA of {size} bytes at slot {slot} is outside the {SRAM_SLOTS} slots")
-    return lambda: self.control_out(REQ_SRAM_DMA, sectors | (0x8000 if read else 0), slot | slots << 8), sectors * SECTOR
+    value, index = sectors | (0x8000 if read else 0), slot | slots << 8
+    if request: return (REQ_SRAM_DMA, value, index, None), sectors * SECTOR
+    return lambda: self.control_out(REQ_SRAM_DMA, value, index), sectors * SECTOR
+
+  def sram_arm_request(self, slot: int, size: int, read: bool) -> tuple:
+    """(bRequest, wValue, wIndex, data) of the request that arms the DMA engine for `size` bytes from `slot` (a
+    pipeline sends it: usbpipeline.BurstPipeline.announce)."""
+    return self._arm(slot, size, read, request=True)[0]
 
   def sram_write(self, slot: int, data: bytes) -> None:
     """Host -> SRAM from slot `slot`: the data, padded to whole sectors with zeros."""
@@ -295,3 +341,24 @@ class ASM24Bridge:
       self.usb = None
 
   def __repr__(self): return f"ASM24Bridge({self.name})"
+
+
+class _Locked:
+  """A BurstPipeline under the bridge's lock (no other thread's request between its bursts), its deepest bulk
+  queue noted on the bridge."""
+
+  def __init__(self, lock, pipeline, bridge):
+    self.lock, self.p, self.bridge = lock, pipeline, bridge
+
+  def __enter__(self):
+    self.lock.acquire()
+    try: return self.p.__enter__()
+    except BaseException:
+      self.lock.release()
+      raise
+
+  def __exit__(self, *exc):
+    try: return self.p.__exit__(*exc)
+    finally:
+      self.bridge.bulk_max_in_flight = max(self.bridge.bulk_max_in_flight, self.p.bulk_max)
+      self.lock.release()

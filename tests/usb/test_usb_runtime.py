@@ -169,11 +169,13 @@ def test_a_copy_after_a_failed_copy_out_waits_for_the_gpu_work_it_left_queued(fw
     assert d.copyout(buf) == new
 
 
-@pytest.mark.parametrize("direction", ["in", "out"])
-def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, direction):  # noqa: F811
-  """Ctrl-C in the middle of a copy (here at its second SRAM transfer): the GPU's chunks still waiting for their
-  sentinels (copy-in) or the host's release (copy-out) are released as after an error, so that the copy engine, and
-  the launch after it (which waits for it), do not stay blocked until a timeout."""
+@pytest.mark.parametrize("direction,in_flight,name", [("in", 1, "sram_write"), ("in", 2, "sram_arm_request"),
+                                                      ("out", 2, "sram_read")])
+def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, direction, in_flight, name):  # noqa: F811
+  """Ctrl-C in the middle of a copy (here at its second SRAM transfer; with bulk transfers in flight, at the second
+  chunk's arm, while the first chunk's data is in flight): the GPU's chunks still waiting for their sentinels
+  (copy-in) or the host's release (copy-out) are released as after an error, so that the copy engine, and the launch
+  after it (which waits for it), do not stay blocked until a timeout."""
   from hcq.drivers.amd.kernels import demo_code_object
   with hcq.open("MOCKUSB+AMD", Config(timeout_s=1, firmware_dir=fw_dir)) as d:
     d.copy_path = "sram"                                             # the staging's queued work is the subject
@@ -183,7 +185,7 @@ def test_a_copy_interrupted_by_ctrl_c_releases_the_gpu_work_it_queued(fw_dir, di
     d.copyin(b, np.full(64, 5, dtype=np.int32).tobytes())
     buf = d.alloc(1 << 20)
     bridge = d.session.usb.bridge
-    name = "sram_write" if direction == "in" else "sram_read"
+    bridge.in_flight = in_flight
     inner, calls = getattr(bridge, name), []
     def interrupted(*args):
       calls.append(args)

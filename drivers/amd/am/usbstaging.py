@@ -8,6 +8,7 @@ import copy
 
 from ....errors import DeviceError, Timeout
 from ...system import asm24
+from ...system.usbasync import COMPLETED
 from ...system.bridgemem import SYSMEM_SIZE, WINDOWS
 
 
@@ -120,6 +121,8 @@ class SRAMStaging:
       half = self.base + i % self.halves * self.chunk
       steps.append((sram + half + self.chunk - 4, self._next(), sram + half, dst_bus + off, n))
     queued = written = 0
+    if self.dev.bridge.in_flight > 1 and len(chunks) > 1:
+      return self._copyin_pipelined(dst_bus, data, chunks, steps, gpu_queue, group)
     try:
       self._settle()
       for i, (off, n) in enumerate(chunks):
@@ -134,6 +137,49 @@ class SRAMStaging:
         written = i + 1
       if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
     except BaseException as e:       # an error, or Ctrl-C: the GPU's queued chunks must not stay blocked
+      self._release(steps[written:queued])
+      self._failed(steps[queued - 1][1] if queued else None)
+      if not isinstance(e, (DeviceError, Timeout)): raise
+      done = max(written - self.halves, 0) * room
+      raise _reworded(e, f"copy-in of {len(data)} bytes to {dst_bus:#x} failed after {min(done, len(data))} bytes: {e}") from None
+
+  def _copyin_pipelined(self, dst_bus: int, data, chunks, steps, gpu_queue, group: int) -> None:
+    """copyin_queued's loop with the bridge's bulk transfers in flight (asm24.BULK_IN_FLIGHT, usbpipeline.py), as
+    the hardware-proven client does it (tinygrad 0.14 runtime/ops_amd.py, USB copy-in): per chunk, the 0xF2 arm of
+    its half and two reads of the fence go out together (one round trip: two reads that agree, as poll's torn rule
+    asks, since the controller reads XDATA byte by byte), then its bulk OUT goes without waiting. The arm may go
+    before the half is free: the DMA engine writes the SRAM only when the bulk data comes, which is sent once the
+    fence says the GPU's copy out of that half is done (or, when the reads say it is not yet, after the fence
+    polls of the synchronous path)."""
+    bridge, room = self.dev.bridge, self.chunk - asm24.SECTOR
+    fence_xdata = WINDOWS["a000"].xdata + self.fence_offset
+    queued = written = 0
+    sent: list = []            # per chunk, its burst entry (usbpipeline: [announce, bulk, data])
+    try:
+      self._settle()
+      with bridge.pipeline() as p:
+        for i, (off, n) in enumerate(chunks):
+          if i == queued:
+            gpu_queue(steps[queued:queued + group], self.fence_bus)
+            queued = min(queued + group, len(steps))
+          buf = bytearray(self.chunk)
+          buf[:n] = data[off:off + n]
+          buf[-4:] = steps[i][1].to_bytes(4, "little")
+          entry = p.announce(*bridge.sram_arm_request((self.base + i % self.halves * self.chunk) // asm24.SLOT,
+                                                      self.chunk, False), buf)
+          sent.append(entry)
+          if i >= self.halves:
+            need = steps[i - self.halves][1]
+            reads = [p.control_in(asm24.REQ_XDATA_READ, fence_xdata, 0, 4) for _ in range(2)]
+            p.wait_for(reads[-1])
+            seen = {int.from_bytes(r.data, "little") for r in reads}
+            if len(seen) != 1 or min(seen) < need: self._wait(need, f"copy-in to {dst_bus:#x}, chunk {i}")
+          p.send(entry)
+          written = i + 1
+      if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
+    except BaseException as e:       # an error, or Ctrl-C: the GPU's queued chunks must not stay blocked
+      # the chunks whose data is known to have gone (the pipeline moved what it had announced and not sent)
+      written = next((k for k, entry in enumerate(sent) if entry[1] is None or entry[1].status != COMPLETED), written)
       self._release(steps[written:queued])
       self._failed(steps[queued - 1][1] if queued else None)
       if not isinstance(e, (DeviceError, Timeout)): raise
