@@ -10,15 +10,7 @@ import errno as _errno
 import time
 
 from ...errors import DeviceError, Timeout
-
-
-class USBStall(DeviceError):
-  """The device answered a transfer with STALL (libusb's LIBUSB_ERROR_PIPE, errno EPIPE): it refused the request;
-  nothing was done, so a caller may clear the halt and try again."""
-
-
-class USBGone(DeviceError):
-  """The device is no longer there (unplugged: LIBUSB_ERROR_NO_DEVICE, errno ENODEV); every later call fails too."""
+from .usberrors import USBGone, USBStall  # noqa: F401  (re-exported: drivers name them from here)
 
 
 def _pyusb():

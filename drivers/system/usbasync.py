@@ -24,7 +24,7 @@ import errno as _errno
 import time
 
 from ...errors import DeviceError, Timeout
-from .usb import USBGone, USBStall
+from .usberrors import USBGone, USBStall
 from .interface import (USB_CANCELLED as CANCELLED, USB_COMPLETED as COMPLETED, USB_ERROR as ERROR,
                         USB_NO_DEVICE as NO_DEVICE, USB_OVERFLOW as OVERFLOW, USB_STALL as STALL, USB_TIMED_OUT as TIMED_OUT)
 STATUSES = (COMPLETED, ERROR, TIMED_OUT, CANCELLED, STALL, NO_DEVICE, OVERFLOW)
