@@ -9,6 +9,11 @@ that matters on hardware (each transfer is ~100 us there; the mock's speed only 
     .venv/bin/python bench/usb.py --am-boot [--firmware-dir DIR]  # the AM boot of the mock Navi 31 behind
                                                                          # the bridge: its USB transfers, by kind
 
+Requests in flight (issue 33): a copy's bursts go with up to K bulk requests in flight (asm24.BULK_IN_FLIGHT,
+usbpipeline.py); each run prints, per 16 MiB copy-in and per K, the bulk requests that were in flight at most, the
+USB transfers and the round trips (the host's waits for the bridge: one per synchronous transfer, one per wait for
+the transfers in flight). With K in flight the round trips fall by about K; the transfers stay the same.
+
 Transactions per launch, hcq (counted by the mock bridge): the kernel arguments (one streaming MWr: a vendor
 control request + its bulk OUT = 2), the ring's written span (2), the HDP flush that makes those BAR writes reach
 VRAM before the engine reads them (one posted 32-bit MWr: 1), one 64-bit doorbell (2): 7; then 1 per poll of the
@@ -121,9 +126,38 @@ def main(argv=None) -> int:
   print(f"SRAM staging    in {size / t_st_in / 2**20:8.1f} MiB/s   out {size / t_st_out / 2**20:8.1f} MiB/s   (2 x 128 KiB, fenced)")
   print("USB transfers per operation (hardware: ~100 us each):")
   for what, count in costs.items(): print(f"  {count:4d}  {what}")
+  print(f"{args.copy_mib} MiB copy-in through the VRAM BAR (streaming MWr, 4 MiB per request; {dev.bridge.transfers_queue().mode}):")
+  for k, r in bar_in_flight(dev, data).items():
+    print(f"  K={k}: {r['max_in_flight']} bulk requests in flight at most, {r['transfers']} transfers, "
+          f"{r['round_trips']} round trips{'  (asm24.BULK_IN_FLIGHT)' if r['default'] else ''}")
   dev.close()
   os.close()
   return 0
+
+
+def in_flight(bridge, k: int, fn) -> dict:
+  """fn() run with K = k bulk requests in flight on `bridge` (an ASM24Bridge): the most that were in flight, its
+  transfers and round trips."""
+  saved, bridge.in_flight, bridge.bulk_max_in_flight = bridge.in_flight, k, 0   # K=1: the synchronous path, 1 at a time
+  n, trips = bridge.transfers, bridge.round_trips
+  try: fn()
+  finally: bridge.in_flight = saved
+  return {"max_in_flight": bridge.bulk_max_in_flight or 1, "transfers": bridge.transfers - n,
+          "round_trips": bridge.round_trips - trips}
+
+
+def bar_in_flight(dev, data: bytes, depths=(1, 2, 4)) -> dict:
+  """The copy-in of `data` through the VRAM BAR of a USBPCIDevice with K = each of depths bulk requests in flight,
+  checked against numpy (read back)."""
+  import numpy as np
+  from hcq.drivers.system import asm24
+  vram, want, out = dev.map_bar(0), np.frombuffer(data, np.uint8), {}
+  for k in sorted(set(depths) | {asm24.BULK_IN_FLIGHT}):
+    vram.write(0, bytes(len(data)))
+    out[k] = in_flight(dev.bridge, k, lambda: vram.write(0, data))
+    out[k]["default"] = k == asm24.BULK_IN_FLIGHT
+    assert np.array_equal(np.frombuffer(vram.read(0, len(data)), np.uint8), want), f"K={k}: the BAR holds other data"
+  return out
 
 
 def launch(firmware_dir: str | None, launches: int, copy_mib: int = 16) -> int:
@@ -136,8 +170,31 @@ def launch(firmware_dir: str | None, launches: int, copy_mib: int = 16) -> int:
         f"hcq: {r['launch']:.0f} + 1 per poll + 1, paced by AMD_USB_POLL_US")
   for path, c in device_copies(firmware_dir, copy_mib).items():
     print(f"  copies of {c['mib']} MiB on MOCKUSB+AMD through {c['what']}: in {c['in_mibs']:7.1f} MiB/s "
-          f"({c['in_transfers']} transfers), out {c['out_mibs']:7.1f} MiB/s ({c['out_transfers']} transfers)")
+          f"({c['in_transfers']} transfers, {c['in_round_trips']} round trips, {c['in_flight']} bulk requests in "
+          f"flight at most), out {c['out_mibs']:7.1f} MiB/s ({c['out_transfers']} transfers)")
+  for path, per_k in device_in_flight(firmware_dir, copy_mib).items():
+    print(f"  {copy_mib} MiB copy-in through {path} by K bulk requests in flight: " + "; ".join(
+      f"K={k}: {r['max_in_flight']} in flight, {r['transfers']} transfers, {r['round_trips']} round trips"
+      for k, r in per_k.items()))
   return 0
+
+
+def device_in_flight(firmware_dir: str | None, mib: int = 16, depths=(1, 2, 4)) -> dict:
+  """Per copy path ("sram", "bar") and K: a `mib` MiB copy-in on MOCKUSB+AMD (checked by its copy-out against
+  numpy): bulk requests in flight at most, transfers, round trips. The SRAM path has at most its two halves in flight."""
+  import numpy as np
+  import hcq
+  from hcq.config import Config, from_env
+  data = np.random.default_rng(mib).integers(0, 256, mib << 20, dtype=np.uint8)
+  out: dict = {}
+  with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
+    bridge, buf = dev.session.usb.bridge, dev.alloc(mib << 20)
+    for path in ("sram", "bar"):
+      dev.copy_path = path
+      for k in depths:
+        out.setdefault(path, {})[k] = in_flight(bridge, k, lambda: dev.copyin(buf, data.tobytes()))
+        assert np.array_equal(np.frombuffer(dev.copyout(buf), np.uint8), data), f"{path}, K={k}: the copy-out differs"
+  return out
 
 
 def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
@@ -148,15 +205,18 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
   data = _os.urandom(size)
   with hcq.open("MOCKUSB+AMD", Config(firmware_dir=firmware_dir or from_env().firmware_dir)) as dev:
     bridge, buf = dev.os.devices[0].bridge, dev.alloc(size)
+    driver = dev.session.usb.bridge
     for path, what in (("sram", "the bridge SRAM (2 x 256 KiB, GPU work queued, sentinels/releases + fence)"),
                        ("bar", "the VRAM BAR (streaming MWr/MRd)"),
                        ("auto", "the path measured cheaper (drivers/amd/am/usbcopypath.py; the measurement's copies)"),
                        ("auto", "the path measured cheaper, measured")):
       dev.copy_path = path
       bridge.arm_faults("")
+      trips, driver.bulk_max_in_flight = driver.round_trips, 0
       t = time.perf_counter()
       dev.copyin(buf, data)
       t_in, n_in = time.perf_counter() - t, bridge.transfer_number
+      trips_in, flight = driver.round_trips - trips, driver.bulk_max_in_flight
       bridge.arm_faults("")
       t = time.perf_counter()
       back = dev.copyout(buf)
@@ -164,7 +224,7 @@ def device_copies(firmware_dir: str | None, mib: int = 16) -> dict:
       assert back == data, f"{path}: the copy-out differs from what was copied in"
       if path == "auto": what += f": in {dev.copy_paths.choice['in']} {dev.copy_paths.costs['in']}, out {dev.copy_paths.choice['out']}"
       out[path if path not in out else "auto_measured"] = {"mib": mib, "what": what, "in_mibs": mib / t_in, "out_mibs": mib / t_out, "in_transfers": n_in,
-                   "out_transfers": n_out}
+                   "out_transfers": n_out, "in_round_trips": trips_in, "in_flight": flight}
   return out
 
 

@@ -252,7 +252,7 @@ class USBAMDDevice(AMDDevice):
     usb = self.session.usb
     usb.alloc_sysmem(SYSMEM_SIZE)
     self.staging = SRAMStaging(usb, self._gpu_copy, chunk=STAGING_CHUNK, base=0, sentinels=True)
-    self.copy_paths = CheaperPath(lambda: usb.bridge.transfers)
+    self.copy_paths = CheaperPath(lambda: usb.bridge.round_trips)   # the host's waits: what a copy costs in time
     self._fenced: dict[int, object] = {}
     self._sentinel_copies: dict[int, object] = {}
 

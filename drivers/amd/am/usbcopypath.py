@@ -3,12 +3,13 @@ pick the cheaper path by measurement").
 
 Both paths move every byte over the USB link once: "sram" bounces it through the bridge's SRAM (usbstaging.py's
 SRAMStaging: DMA-engine writes and reads, fence polls, the GPU's SDMA copies), "bar" streams it through the VRAM BAR
-(tlpmmio.py: one vendor request and one bulk transfer per 4 MiB). What differs is the number of USB transfers around
-the data, each a round trip (~100 us on hardware, asm24.py), so the cheaper path is the one that takes fewer. The
-first copy of a direction that is large enough is the measurement: its first PROBE bytes go through each path in
-turn, the transfers each took are counted on the bridge (the driver's own tally, ASM24Bridge.transfers), and that
-copy's rest and every later copy of that direction take the path that took fewer (ties: the first listed). Smaller
-copies before then take the first path. The measured counts stay in `costs` (bench/usb.py --launch prints them).
+(tlpmmio.py: one vendor request and one bulk transfer per 4 MiB). What differs is the number of round trips around
+the data, the host's waits for the bridge (~100 us each on hardware, asm24.py): one per synchronous transfer, one per
+wait for the transfers in flight (usbpipeline.py), so the cheaper path is the one that waits less. The first copy of
+a direction that is large enough is the measurement: its first PROBE bytes go through each path in turn, the round
+trips each took are counted on the bridge (the driver's own tally, ASM24Bridge.round_trips), and that copy's rest and
+every later copy of that direction take the path that took fewer (ties: the first listed). Smaller copies before then
+take the first path. The measured counts stay in `costs` (bench/usb.py --launch prints them).
 """
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ PROBE = 64 << 10        # bytes measured per path: one SRAM chunk, one BAR reque
 
 
 class CheaperPath:
-  """Per direction ("in", "out"), the path of `paths` that takes fewer transfers, measured on the first copy of at
-  least len(paths) * PROBE bytes. count() -> the bridge's transfers so far."""
+  """Per direction ("in", "out"), the path of `paths` that costs less, measured on the first copy of at least
+  len(paths) * PROBE bytes. count() -> the bridge's cost so far (its round trips)."""
 
   def __init__(self, count, paths: tuple[str, ...] = ("sram", "bar"), probe: int = PROBE):
     self.count, self.paths, self.probe = count, paths, probe
-    self.costs: dict[str, dict[str, int]] = {}      # direction -> path -> transfers of its probe
+    self.costs: dict[str, dict[str, int]] = {}      # direction -> path -> round trips of its probe
     self.choice: dict[str, str] = {}                # direction -> the path measured cheaper
 
   def run(self, direction: str, size: int, copy) -> list:
