@@ -14,7 +14,7 @@ take the first path. The measured counts stay in `costs` (bench/usb.py --launch 
 from __future__ import annotations
 
 PROBE = 64 << 10        # bytes measured per path: one SRAM chunk, one BAR request (small: the measurement costs
-                        # its transfers once, ~11 on the mock)
+                        # its round trips once, 13 on the mock: 9 for the SRAM's, 4 for the BAR's)
 
 
 class CheaperPath:
