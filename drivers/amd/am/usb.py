@@ -28,9 +28,10 @@ Where each kind of memory lives:
     transfer, where a 32-bit MRd of VRAM is two; its stores are one-byte XDATA writes, 8 per u64, so the signals
     that are written per timed launch stay in VRAM).
   - copies of buffers: copy_path "auto" (the default) takes, per direction, whichever of the two paths below the
-    first copy of at least 128 KiB measures cheaper in USB transfers (usbcopypath.py: its first 64 KiB through
-    each; on the mock the BAR's: 16 MiB in 23 transfers with that measurement, 10 after); "sram" and "bar" force
-    one.
+    first copy of at least 128 KiB measures cheaper in round trips, the host's waits for the bridge (usbcopypath.py:
+    its first 64 KiB through each; on the mock the BAR's: 16 MiB in 23 transfers with that measurement, 10 after);
+    "sram" and "bar" force one. Both send their bursts with asm24.BULK_IN_FLIGHT bulk requests in flight
+    (usbpipeline.py): 16 MiB in on the mock, BAR 10 transfers in 4 round trips, SRAM 263 in 72 (bench/usb.py).
     copy_path "sram" (issue 18's scheme): SRAMStaging with the sentinel/fence
     scheme for copy-in (copyin_queued): the SDMA work of up to 128 chunks queued in one submission (one doorbell),
     each chunk's part waiting (POLL_REGMEM >=) for the chunk's sentinel, which the host writes in the same bulk
