@@ -235,3 +235,24 @@ def test_the_libusb_engine_names_a_cancelled_request():
   lib.cancelled.append(lib.submitted[0])            # cancelled underneath (as on a device reset)
   with pytest.raises(DeviceError, match=r"dev: request #1: bulk OUT of 4 bytes to endpoint 0x02 cancelled"):
     q.reap()
+
+
+def test_a_bulk_transfer_that_times_out_mid_stream_names_its_endpoint_and_the_bridge_goes_on(mock):
+  """The first burst's bulk OUT never completes (transfer 2; the firmware drops its burst, backend.py): hcq.Timeout
+  names the request and endpoint 0x02 and the fate of the requests after it (the second burst, in flight with it,
+  completed); no third burst is started, and the bridge goes on."""
+  os, plug, dev = mock
+  br, vram = dev.bridge, dev.map_bar(0)
+  br.in_flight = 2
+  data = _data(16 * MIB, 9)
+  plug.arm_faults("timeout=2")
+  with pytest.raises(Timeout, match=r"request #\d+: bulk OUT of 4194304 bytes to endpoint 0x02 on USB device add1:0001 "
+                                    r".*2 requests after it: #\d+ control request 0xf0 .*\(completed before the cancel\), "
+                                    r"#\d+ bulk OUT of 4194304 bytes to endpoint 0x02 \(completed before the cancel\)") as e:
+    vram.write(0, data.tobytes())
+  # 4 transfers, + 1: the lost burst tried once more after the error (NAKed: nothing queued for it, nothing moved)
+  assert e.value.timeout_s == br.timeout_ms / 1000 and not plug.fw.queued and plug.transfer_number == 5
+  got = np.frombuffer(vram.read(0, 16 * MIB), np.uint32)
+  assert np.array_equal(got[MIB:2 * MIB], data[MIB:2 * MIB]) and not got[2 * MIB:].any()   # the second burst only
+  vram.write(0, data.tobytes())
+  assert np.array_equal(np.frombuffer(vram.read(0, 16 * MIB), np.uint32), data)
