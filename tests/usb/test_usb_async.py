@@ -256,3 +256,31 @@ def test_a_bulk_transfer_that_times_out_mid_stream_names_its_endpoint_and_the_br
   assert np.array_equal(got[MIB:2 * MIB], data[MIB:2 * MIB]) and not got[2 * MIB:].any()   # the second burst only
   vram.write(0, data.tobytes())
   assert np.array_equal(np.frombuffer(vram.read(0, 16 * MIB), np.uint32), data)
+
+
+def test_a_pyusb_backend_without_an_asynchronous_engine_gets_the_synchronous_pipeline_saying_so():
+  """pyusb on a backend with neither libusb-1.0 nor an engine of its own: PyUSBTransport.async_transfers says it
+  goes one transfer at a time, and the pipelined copy still lands (round trips = transfers: nothing in flight)."""
+  from hcq.mockgpu import MockOS
+  from hcq.mockgpu.usb import ASM24Backend, mock_usb_bridge
+  from hcq.drivers.system.usbpci import USBPCIDevice
+
+  class NoAsync(ASM24Backend):
+    async_engine = None
+
+  os = MockOS(Config())
+  plug = mock_usb_bridge(os)
+  os.set_usb_backend(NoAsync(os.usb_backend.devices))
+  dev = USBPCIDevice.open(os)
+  try:
+    assert dev.bridge.transfers_queue().mode == ("synchronous pipeline, one transfer at a time (pyusb backend "
+                                                 "test_usb_async offers no asynchronous transfers)")
+    data = _data(8 * MIB, 11)
+    plug.arm_faults("")
+    trips = dev.bridge.round_trips
+    dev.map_bar(0).write(0, data.tobytes())
+    assert plug.transfer_number == 4 and dev.bridge.round_trips - trips == 4
+    assert np.array_equal(np.frombuffer(dev.map_bar(0).read(0, 8 * MIB), np.uint32), data)
+  finally:
+    dev.close()
+    os.close()
