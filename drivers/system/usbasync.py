@@ -131,7 +131,9 @@ class AsyncTransfers:
       self.engine.wait(left)
     self.pending.popleft()
     self.counts["completed"] += 1
-    if req.status == COMPLETED and req.actual == req.length: return req
+    if req.status == COMPLETED and req.actual == req.length:
+      req.out = None            # moved: its copy of the data is not kept (a long stream holds only what is in flight)
+      return req
     fates = self._cancel_rest()
     if req.status == COMPLETED:
       req.detail = f"moved {req.actual} of {req.length} bytes"

@@ -33,8 +33,9 @@ class BurstPipeline:
     self.bridge, self.depth = bridge, depth
     self.ep_out, self.vendor_out, self.vendor_in = ep_out, vendor_out, vendor_in
     self.q = bridge.transfers_queue()
-    self.bursts: collections.deque = collections.deque()      # (announce, bulk or None, data) not yet reaped
-    self.history: list = []                                   # every burst of this pipeline, in order
+    # [announce, bulk or None, data] of the bursts not yet reaped (those reaped moved their data: they are dropped,
+    # with their data, so that a long copy holds no more than `depth` bursts)
+    self.bursts: collections.deque = collections.deque()
     self.bulk_max = 0                                         # the most bulk transfers in flight at once
 
   # ---- requests
@@ -65,7 +66,6 @@ class BurstPipeline:
       self.wait_for(self.bursts[0][1])
     entry = [self.control_out(request, value, index, control_data), None, data]
     self.bursts.append(entry)
-    self.history.append(entry)
     return entry
 
   def send(self, entry: list) -> None:
@@ -108,7 +108,7 @@ class BurstPipeline:
     if isinstance(e, USBGone):
       self.bridge.gone = str(e)
       return
-    owed = [b for b in self.history if b[1] is None or b[1].status != usbasync.COMPLETED]
+    owed = [b for b in self.bursts if b[1] is None or b[1].status != usbasync.COMPLETED]
     if not owed: return
     if any(b[1] is not None and b[1].status == usbasync.STALL for b in owed):
       try: self.bridge.usb.clear_halt(self.ep_out)

@@ -4,6 +4,7 @@ drivers/system: the SRAM's DMA engine (asm24.py), its windows (bridgemem.py), th
 wait_signal)."""
 from __future__ import annotations
 
+import collections
 import copy
 
 from ....errors import DeviceError, Timeout
@@ -153,8 +154,14 @@ class SRAMStaging:
     polls of the synchronous path)."""
     bridge, room = self.dev.bridge, self.chunk - asm24.SECTOR
     fence_xdata = WINDOWS["a000"].xdata + self.fence_offset
-    queued = written = 0
-    sent: list = []            # per chunk, its burst entry (usbpipeline: [announce, bulk, data])
+    queued = written = acked = 0
+    sent = collections.deque()     # burst entries (usbpipeline: [announce, bulk, data]) of chunks not known moved
+    def moved() -> int:            # the leading chunks whose data is known to have gone
+      nonlocal acked
+      while sent and sent[0][1] is not None and sent[0][1].status == COMPLETED:
+        sent.popleft()
+        acked += 1
+      return acked
     try:
       self._settle()
       with bridge.pipeline() as p:
@@ -176,10 +183,11 @@ class SRAMStaging:
             if len(seen) != 1 or min(seen) < need: self._wait(need, f"copy-in to {dst_bus:#x}, chunk {i}")
           p.send(entry)
           written = i + 1
+          moved()
       if steps: self._wait(steps[-1][1], f"copy-in to {dst_bus:#x}, last chunk")
     except BaseException as e:       # an error, or Ctrl-C: the GPU's queued chunks must not stay blocked
-      # the chunks whose data is known to have gone (the pipeline moved what it had announced and not sent)
-      written = next((k for k, entry in enumerate(sent) if entry[1] is None or entry[1].status != COMPLETED), written)
+      # the chunks whose data is known to have gone (those the pipeline moved after the error are released again)
+      written = moved()
       self._release(steps[written:queued])
       self._failed(steps[queued - 1][1] if queued else None)
       if not isinstance(e, (DeviceError, Timeout)): raise
