@@ -23,6 +23,7 @@ handle (libusb allows both at once: sync.c builds its synchronous calls on these
 from __future__ import annotations
 
 import ctypes
+import errno
 import struct
 
 from ...errors import DeviceError
@@ -103,7 +104,7 @@ class LibusbEngine:
     if rc < 0:
       del self._live[req.number]
       self.lib.libusb_free_transfer(t)
-      raise SubmitError(f"libusb_submit_transfer: {self._name(rc)}", errno=19 if rc == ERROR_NO_DEVICE else None)
+      raise SubmitError(f"libusb_submit_transfer: {self._name(rc)}", errno=errno.ENODEV if rc == ERROR_NO_DEVICE else None)
     req.handle = t
 
   def _done(self, tp) -> None:
