@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import time
 from array import array
+from operator import itemgetter
 
 import numpy as np
 
@@ -33,6 +34,20 @@ def _dispatch_class():
     from .ir3 import Dispatch
     _DISPATCH.append(Dispatch)
   return _DISPATCH[0]
+
+
+# the kinds of a plan's steps (CommandProcessor._keep_plan, _decoded)
+_REGS, _STORE, _CLOCK, _HANDLER, _SHADER, _CONSTS, _WRITE_REGS = range(7)
+
+
+class Plan:
+  """A stream's packets as run once: heads(stream) == want when a stream has the same packet headers at the same
+  positions (and the same first body dword where a step was decoded from it); steps: (kind, a, b, the packet's
+  position) as _keep_plan and _decoded make them."""
+  __slots__ = ("heads", "want", "steps")
+
+  def __init__(self, heads, want, steps):
+    self.heads, self.want, self.steps = heads, want, steps
 
 
 def odd_parity(v: int) -> int:
@@ -80,6 +95,8 @@ class CommandProcessor:
     self._cs_regs = tuple(getattr(a6xx, "REG_A6XX_" + n) for n in _CS_REGS) + (a6xx.REG_A6XX_SP_CS_OBJ_START + 1,
                                                                             a6xx.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1)
     self._cs_states: dict = {}
+    # streams run before, by (length, first header): [Plan] (see _plan)
+    self._plans: dict[tuple[int, int], list[Plan]] = {}
     self.dispatches = 0
     self.instructions = 0
 
@@ -125,7 +142,20 @@ class CommandProcessor:
 
   def packets(self, stream: list, pos: int, base: int) -> int | None:
     """Run the packets of stream (dwords at device address base) from stream[pos] to its end; the position of a
-    packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran."""
+    packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran. A stream run from its
+    start whose packet headers sit where those of a stream run before did (the same length, the same header at each
+    packet's position: the walk from dword 0 then visits the same packets) runs that stream's plan (_keep_plan)."""
+    if pos == 0 and stream:
+      for plan in self._plans.get((len(stream), stream[0]), ()):
+        if plan.heads(stream) == plan.want: return self._run_plan(plan, stream, base)
+      walk: list[int] = []
+      stopped = self._walk(stream, 0, base, walk)
+      if stopped is None: self._keep_plan(stream, walk, base)
+      return stopped
+    return self._walk(stream, pos, base, None)
+
+  def _walk(self, stream: list, pos: int, base: int, walk: list | None) -> int | None:
+    """packets() packet by packet; `walk` (when given) gets each packet's position."""
     end, headers, regs, handlers = len(stream), self._headers, self.regs, self.handlers
     while pos < end:
       h = stream[pos]
@@ -134,6 +164,7 @@ class CommandProcessor:
       if nxt > end:
         raise GPUFault(f"CP: a packet of {n} dwords runs past the end of its buffer", address=base + 4 * pos,
                        kind="CP illegal instruction")
+      if walk is not None: walk.append(pos)
       if kind == 4:
         if not plain: self._write_regs(stream, pos, n, what, base + 4 * pos)
         elif n == 1: regs[what] = stream[pos + 1]
@@ -141,6 +172,104 @@ class CommandProcessor:
       elif not plain and handlers[what](stream[pos + 1:nxt], base + 4 * pos) is False: return pos
       self.moved = True
       pos = nxt
+    return None
+
+  def _keep_plan(self, stream: list, walk: list[int], base: int) -> None:
+    """The plan of a stream that ran to its end: its packets as steps, each header's checks already made (they
+    depend on the header alone). Between two packets with a handler, the plain type-4 packets' registers are one
+    dict update (in stream order: a register written twice ends with the later value); a packet that does nothing
+    in this model (CP_NOP and its aliases) is no step; a handler gets its body and address as in _walk."""
+    steps: list[tuple] = []
+    keys: list[int] = []
+    spots: list[int] = []
+
+    def flush() -> None:
+      if keys: steps.append((_REGS, tuple(keys), itemgetter(*spots) if len(spots) > 1 else None, spots[0]))
+      keys.clear()
+      spots.clear()
+
+    looked = list(walk)                            # the positions plan.heads reads: the headers, decoded dwords
+    for pos in walk:
+      h = stream[pos]
+      kind, n, what, plain = self._headers.get(h) or self._header(h, base + 4 * pos)
+      if kind == 4 and plain:
+        keys.extend(range(what, what + n))
+        spots.extend(range(pos + 1, pos + 1 + n))
+      elif kind == 4:
+        flush()
+        steps.append((_WRITE_REGS, what, n, pos))
+      elif not plain:
+        step = self._decoded(what, stream[pos + 1], n, pos)
+        if step is None: step = (_HANDLER, self.handlers[what], pos + 1 + n, pos)
+        else: looked.append(pos + 1)
+        if step:
+          flush()
+          steps.append(step)
+    flush()
+    key = (len(stream), stream[0])
+    kept = self._plans.setdefault(key, [])
+    if len(kept) >= 8: kept.pop(0)
+    if sum(map(len, self._plans.values())) >= 256:
+      self._plans.clear()
+      kept = self._plans[key] = []
+    heads = itemgetter(*looked)                    # one packet: the header itself, else a tuple
+    kept.append(Plan(heads, heads(stream), tuple(steps)))
+
+  def _decoded(self, opc: int, w0: int, n: int, pos: int) -> tuple | None:
+    """A plan's step for a type-7 packet whose handler's course its first body dword w0 decides (with the body's
+    length, which the header gives): what the handler does for this w0, its checks on w0 already made when the
+    packet ran (a packet that faulted is in no plan). () for a packet that then does nothing, None where the
+    handler runs as it is (the plan then does not depend on w0)."""
+    p, ops = self.pm4, self.ops
+    if opc == ops["CP_EVENT_WRITE"]:
+      event = w0 & p.CP_EVENT_WRITE_0_EVENT__MASK
+      if event not in self._ts_events: return ()          # (a body past dword 0 faulted when the packet ran)
+      what = f"CP_EVENT_WRITE {self._event_names.get(event, f'event {event:#x}')}"
+      return (_CLOCK, what, 2, pos) if w0 & p.CP_EVENT_WRITE_0_TIMESTAMP else (_STORE, what, None, pos)
+    if opc == ops["CP_REG_TO_MEM"]:
+      if w0 & p.CP_REG_TO_MEM_0_REG__MASK != A6XX_ALWAYS_ON: return None
+      cnt = (w0 & p.CP_REG_TO_MEM_0_CNT__MASK) >> p.CP_REG_TO_MEM_0_CNT__SHIFT
+      return _CLOCK, "CP_REG_TO_MEM", min(max(cnt, 1), 2), pos
+    if opc in (ops["CP_LOAD_STATE6_FRAG"], ops["CP_LOAD_STATE6"], ops["CP_LOAD_STATE6_GEOM"]):
+      block = (w0 & p.CP_LOAD_STATE6_0_STATE_BLOCK__MASK) >> p.CP_LOAD_STATE6_0_STATE_BLOCK__SHIFT
+      if block != p.SB6_CS_SHADER: return ()
+      stype = (w0 & p.CP_LOAD_STATE6_0_STATE_TYPE__MASK) >> p.CP_LOAD_STATE6_0_STATE_TYPE__SHIFT
+      src = (w0 & p.CP_LOAD_STATE6_0_STATE_SRC__MASK) >> p.CP_LOAD_STATE6_0_STATE_SRC__SHIFT
+      units = (w0 & p.CP_LOAD_STATE6_0_NUM_UNIT__MASK) >> p.CP_LOAD_STATE6_0_NUM_UNIT__SHIFT
+      if stype == p.ST6_SHADER: return _SHADER, units, None, pos
+      if stype == p.ST6_CONSTANTS and src == p.SS6_INDIRECT:     # (past the constant file: faulted when it ran)
+        dst = 4 * (w0 & p.CP_LOAD_STATE6_0_DST_OFF__MASK)
+        return _CONSTS, slice(dst, dst + 4 * units), 4 * units, pos
+    return None
+
+  def _run_plan(self, plan: "Plan", stream: list, base: int) -> int | None:
+    """A stream's packets by its plan (_keep_plan): what _walk does, without reading the headers again. The decoded
+    steps do what their handlers do for that first body dword (_decoded): _STORE (CP_EVENT_WRITE of a *_TS event:
+    the packet's value), _CLOCK (the always-on counter's b dwords: CP_EVENT_WRITE with TIMESTAMP, CP_REG_TO_MEM of
+    CP_ALWAYS_ON_COUNTER), _SHADER and _CONSTS (CP_LOAD_STATE6 of the compute stage: the shader's place, constants
+    from memory)."""
+    regs = self.regs
+    for kind, a, b, pos in plan.steps:
+      if kind == _REGS:
+        if b is None: regs[a[0]] = stream[pos]
+        else: regs.update(zip(a, b(stream)))
+      elif kind == _STORE:
+        self._u32(stream[pos + 2] | stream[pos + 3] << 32, a).value = stream[pos + 4]
+      elif kind == _CLOCK:
+        now = self.always_on()
+        self._store(stream[pos + 2] | stream[pos + 3] << 32, [now & 0xFFFFFFFF, now >> 32][:b], a)
+      elif kind == _HANDLER:
+        if a(stream[pos + 1:b], base + 4 * pos) is False:
+          if pos: self.moved = True              # the packets before it ran
+          return pos
+      elif kind == _SHADER:
+        if "shader" in self._used: self._stale.add("shader")
+        self.shader = (stream[pos + 2] | stream[pos + 3] << 32, a)
+      elif kind == _CONSTS:
+        if "constants" in self._used: self._stale.add("constants")
+        self.consts[a] = self.words(stream[pos + 2] | stream[pos + 3] << 32, b, "CP_LOAD_STATE6")
+      else: self._write_regs(stream, pos, b, a, base + 4 * pos)
+    self.moved = True
     return None
 
   def _write_regs(self, stream: list, pos: int, n: int, reg: int, where: int) -> None:

@@ -85,7 +85,7 @@ class KGSLModel:
                    if n.startswith("IOCTL_KGSL_") and getattr(getattr(msm_kgsl, n), "struct", None) is not None}
     self.objects: dict[int, MemObject] = {}
     self._ranges: list[tuple[int, int, int]] = []      # sorted (va, end, id) of mapped objects
-    self._hit: tuple | None = None                     # (va, end, object) found last (forgotten when a range changes)
+    self._pages: dict[int, tuple] = {}                 # page (va >> 12) -> (va, end, object) found there (see find)
     self.contexts: dict[int, Context] = {}
     self._next_obj, self._next_ctx = 1, 1
     self.queue: list = []                              # (context, timestamp, [(ib va, bytes)]) in submission order
@@ -124,19 +124,22 @@ class KGSLModel:
 
   # ---- memory the GPU may touch
   def find(self, va: int, size: int = 1) -> MemObject | None:
-    """The mapped object holding [va, va + size), None when no object does (the GPU faults there)."""
-    hit = self._hit
-    if hit is not None and hit[0] <= va and va + size <= hit[1]: return hit[2]   # a launch touches a few objects
+    """The mapped object holding [va, va + size), None when no object does (the GPU faults there). The object found
+    for an address is kept by the address's page (a launch touches a few objects, each at a few places); the pages
+    are forgotten when an object is mapped or freed, and only objects are kept, never a miss."""
+    hit = self._pages.get(va >> 12)
+    if hit is not None and hit[0] <= va and va + size <= hit[1]: return hit[2]
     i = bisect.bisect_right(self._ranges, (va, 1 << 64, 0)) - 1
     if i < 0: return None
     start, end, oid = self._ranges[i]
-    if va + size > end: return None
+    if va >= end: return None
     obj = self.objects[oid]
-    self._hit = (start, end, obj)
-    return obj
+    if len(self._pages) >= 4096: self._pages.clear()
+    self._pages[va >> 12] = (start, end, obj)
+    return obj if va + size <= end else None
 
   def check(self, va: int, size: int, what: str) -> None:
-    hit = self._hit                   # find()'s last object, tested here first (a launch checks ~10 accesses)
+    hit = self._pages.get(va >> 12)       # find()'s object for this page, tested here first (no call)
     if hit is not None and hit[0] <= va and va + size <= hit[1]: return
     if self.find(va, size) is None:
       raise GPUFault(f"{what}: {size} bytes at {va:#x} are outside every memory object", address=va, kind="page fault")
@@ -199,7 +202,7 @@ class KGSLModel:
   def _GPUMEM_FREE_ID(self, file, a) -> None:
     obj = self.objects.pop(a.id, None)
     if obj is None: self._fail(file, "GPUMEM_FREE_ID", errno.EINVAL, f"no memory object {a.id}")
-    self._hit = None
+    self._pages.clear()
     if obj.va:     # its one entry, found by address (a walk over every range made freeing n objects quadratic)
       i = bisect.bisect_left(self._ranges, (obj.va, obj.va + obj.size, obj.id))
       if i < len(self._ranges) and self._ranges[i][2] == obj.id: del self._ranges[i]
@@ -212,7 +215,7 @@ class KGSLModel:
       raise OSCallError("mmap", path, errno.EINVAL, f"memory object {obj.id} maps {obj.mmapsize:#x} bytes (mmapsize), not {size:#x}")
     obj.va = self.os.memory.alloc(size, addr, shared=True, what=f"kgsl memory object {obj.id}")
     bisect.insort(self._ranges, (obj.va, obj.va + size, obj.id))
-    self._hit = None
+    self._pages.clear()
     return obj.va
 
   # ---- contexts and submissions
