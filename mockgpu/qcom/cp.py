@@ -95,6 +95,7 @@ class CommandProcessor:
     self._cs_regs = tuple(getattr(a6xx, "REG_A6XX_" + n) for n in _CS_REGS) + (a6xx.REG_A6XX_SP_CS_OBJ_START + 1,
                                                                             a6xx.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1)
     self._cs_states: dict = {}
+    self._dispatches: dict = {}                       # ir3.Dispatch kept by (state key, code, grid, timeout, sync mode)
     # streams run before, by (length, first header): [Plan] (see _plan)
     self._plans: dict[tuple[int, int], list[Plan]] = {}
     self.dispatches = 0
@@ -104,6 +105,7 @@ class CommandProcessor:
     """The GPU reset after a fault: the submission is dropped, the compute state forgotten."""
     self.pos = None
     self._used, self._stale = set(), set()
+    self._dispatches.clear()
 
   # ---- memory
   def _u32(self, va: int, what: str) -> ctypes.c_uint32:
@@ -431,12 +433,23 @@ class CommandProcessor:
       st = self._cs_state(where)
       if len(self._cs_states) >= 256: self._cs_states.clear()
       self._cs_states[key] = st
-    code = self.words(st["code_va"], st["instrlen"] * 32, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
-    d = Dispatch(self.model, self.chip_id, code, st["code_va"], (b[1], b[2], b[3]), st["local"], consts=self.consts,
-                 ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"], wave=st["wave"], cache=self.programs,
-                 hang_timeout_s=self.model.hang_timeout_s, constlen=st["constlen"], nibo=st["nibo"],
-                 footprint=st["footprint"], shared_bytes=st["shared"], private_bytes=st["private"],
-                 linear_id_reg=st["linear"], sync=self.model.sync_check, demotion=st["demotion"])
+    # the shader as memory holds it now; a dispatch of the same code, grid and register values (and the same hang
+    # timeout and sync mode) is kept and run again (ir3.Dispatch.again): decoded and set up once
+    va, nbytes = st["code_va"], st["instrlen"] * 128
+    self.model.check(va, nbytes, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
+    code = ctypes.string_at(va, nbytes)
+    dkey = (key, code, b[1], b[2], b[3], self.model.hang_timeout_s, self.model.sync_check)
+    d = self._dispatches.get(dkey)
+    if d is None:
+      d = Dispatch(self.model, self.chip_id, np.frombuffer(code, np.uint32), va, (b[1], b[2], b[3]), st["local"],
+                   consts=self.consts, ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"],
+                   wave=st["wave"], cache=self.programs, hang_timeout_s=self.model.hang_timeout_s,
+                   constlen=st["constlen"], nibo=st["nibo"], footprint=st["footprint"], shared_bytes=st["shared"],
+                   private_bytes=st["private"], linear_id_reg=st["linear"], sync=self.model.sync_check,
+                   demotion=st["demotion"])
+      if len(self._dispatches) >= 64: self._dispatches.clear()
+      self._dispatches[dkey] = d
+    else: d.again(self.ibos)
     self._used = {"constants", "shader", "IBOs"}     # state a later load must invalidate before replacing
     d.run()
     self.dispatches += 1

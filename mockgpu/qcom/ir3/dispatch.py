@@ -88,9 +88,18 @@ class Dispatch:
     gpu_id = (chip_id >> 24 & 0xFF) * 100 + (chip_id >> 16 & 0xFF) * 10 + (chip_id >> 8 & 0xFF)
     words = np.asarray(code, np.uint32).view(np.uint64)
     self.prog = self._program(gpu_id, words)
-    self.mem = Memory(model)
+    self._one = None                             # a one-batch grid's set-up, made at the first run (run)
+    self.again(ibos)
+
+  def again(self, ibos) -> None:
+    """Ready to run (again): the dispatch's own state as a fresh one has it (no preamble run, nothing executed,
+    no deadline, a new view of global memory), with the IBO descriptors loaded now. A caller that keeps a Dispatch
+    for the same code, grid and registers (the mock CP) runs it again without decoding or setting it up anew."""
+    self.ibos = ibos
+    self.mem = Memory(self.model)
     self.preamble_done = False
     self.executed = 0
+    self.deadline = None
 
   def _program(self, gpu_id, words):
     key = (gpu_id, words.tobytes(), self.constlen, self.footprint, self.demotion)
@@ -144,9 +153,10 @@ class Dispatch:
     if not total or not per: return
     if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
     step = max(1, BATCH // per)
+    pool = self.cache.setdefault(("register files",), {})
+    if total <= step: return self._run_one(total, per, pool)
     shape = None                               # (groups, fiber arrays, register file) of the last batch's size
     rows = self._rows_to_clear()
-    pool = self.cache.setdefault(("register files",), {})
     try:
       for first in range(0, total, step):
         # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
@@ -159,19 +169,45 @@ class Dispatch:
           shape = (ng, self._fiber_arrays(ng, per), np.zeros((256, n), np.uint32) if R is None else R)
         _, (group_of, lids, wave_of, ltiles), R = shape
         F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
-        if self.localid_reg < 0xFC:
-          for c in range(3):
-            if c == 0 or per > 1 and ltiles[c][-1]: F.R[self.localid_reg + c] = ltiles[c]
-        if self.wgid_reg < 0xFC:
-          for c, v in self._group_ids(first, ng, per): F.R[self.wgid_reg + c] = v
-        if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
-        self._run_batch(F)
+        for r, v in self._id_rows(first, ng, per, lids, ltiles): F.R[r] = v
+        self._run_batch(F, True)
         for r in rows: R[r].fill(0)              # the next batch (or dispatch) starts from zeroed registers
     except BaseException:
       shape = None                               # a failed batch leaves its register file as it was: not reused
       raise
     finally:
       if shape is not None: _keep(pool, shape[2])
+
+  def _id_rows(self, first, ng, per, lids, ltiles) -> list:
+    """[(register row, its values)] of the id registers a batch starts with: the local id's x (y and z where a
+    work-group has more than one fiber and they are not all 0), the work-group id, the linear local id
+    (HLSQ_CS_CNTL_1.LINEARLOCALIDREGID); registers 0xFC and above are not written."""
+    out = []
+    if self.localid_reg < 0xFC:
+      for c in range(3):
+        if c == 0 or per > 1 and ltiles[c][-1]: out.append((self.localid_reg + c, ltiles[c]))
+    if self.wgid_reg < 0xFC:
+      for c, v in self._group_ids(first, ng, per): out.append((self.wgid_reg + c, v))
+    if self.linear_id_reg < 0xFC: out.append((self.linear_id_reg, lids))
+    return out
+
+  def _run_one(self, groups: int, per: int, pool: dict) -> None:
+    """A grid that fits in one batch: its fiber arrays, id rows and rows to clear are made at the first run and
+    kept with the dispatch (the grid and registers are the dispatch's own: a dispatch run again reuses them)."""
+    one = self._one
+    if one is None:
+      arrays = self._fiber_arrays(groups, per)
+      one = self._one = (groups * per, arrays, self._id_rows(0, groups, per, arrays[1], arrays[3]),
+                         self._rows_to_clear())
+    n, (group_of, lids, wave_of, _), ids, rows = one
+    self._check_hang(0)
+    R = pool.pop(n, None)
+    if R is None: R = np.zeros((256, n), np.uint32)
+    F = Fibers(n, groups, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+    for r, v in ids: R[r] = v
+    self._run_batch(F, True)                     # (a failed batch leaves its register file as it was: not reused)
+    for r in rows: R[r].fill(0)                  # the next dispatch starts from zeroed registers
+    _keep(pool, R)
 
   def _rows_to_clear(self):
     """The rows a register file holds after a batch (the program's writes and the id registers), cleared before it
@@ -233,16 +269,18 @@ class Dispatch:
       else: F.pc = np.where(taken, target, self._at + 1)
     else: np.copyto(F.pc, np.where(taken, target, F.pc + 1), where=F.sel)
 
-  def _run_batch(self, F) -> None:
+  def _run_batch(self, F, fresh: bool = False) -> None:
     """The lowest-pc rule. While every fiber is alive at one pc (uniform), that pc is kept in `upc` and the pc array
     is only written when a flow instruction diverges the fibers (branch()); otherwise the live fibers at the lowest
-    pc run the instruction (F.sel). Finished fibers hold DEAD."""
+    pc run the instruction (F.sel). Finished fibers hold DEAD; an `end` every fiber runs (uniform) ends the batch.
+    fresh: F was just made (every fiber alive at pc 0)."""
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
     sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
-    every = bool(F.alive.all())
-    uniform, upc = every and not F.pc.any(), 0
+    every = fresh or bool(F.alive.all())
+    uniform, upc = every and (fresh or not F.pc.any()), 0
     if not every: F.pc[~F.alive] = DEAD           # finished fibers sort after every pc
+    done = False
     while True:
       if uniform: pc = upc
       else:
@@ -270,6 +308,7 @@ class Dispatch:
           self._at, self._next = pc, None
           ins.run(F, self)
           if uniform and self._next is not None: upc = self._next     # every fiber took the same way
+          elif uniform and ins.name == "end": done = True              # no fiber is left
           else:
             uniform = False
             if ins.name == "end": F.pc[~F.alive] = DEAD
@@ -286,6 +325,7 @@ class Dispatch:
       if sync is not None: sync.update(ins.sync, pc)
       steps += 1
       if not steps & 1023: self._check_hang(None, upc if uniform else int(F.pc.min()))
+      if done: return
 
   def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
     if self.deadline is None or time.monotonic() <= self.deadline: return
