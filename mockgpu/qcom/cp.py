@@ -36,8 +36,9 @@ def _dispatch_class():
   return _DISPATCH[0]
 
 
+_U32, _U32S = ctypes.c_uint32, {1: ctypes.c_uint32 * 1, 2: ctypes.c_uint32 * 2}
 # the kinds of a plan's steps (CommandProcessor._keep_plan, _decoded)
-_REGS, _STORE, _CLOCK, _HANDLER, _SHADER, _CONSTS, _WRITE_REGS = range(7)
+_REGS, _STORE, _CLOCK, _HANDLER, _SHADER, _CONSTS, _INVALIDATE, _WRITE_REGS = range(8)
 
 
 class Plan:
@@ -197,6 +198,16 @@ class CommandProcessor:
       if kind == 4 and plain:
         keys.extend(range(what, what + n))
         spots.extend(range(pos + 1, pos + 1 + n))
+      elif kind == 4 and not any(r in self.absent for r in range(what, what + n)):
+        # HLSQ_INVALIDATE_CMD among them (no register the GPU lacks: that packet faulted when it ran): the registers
+        # up to it, then what it invalidates, then the rest
+        cut = self._invalidate_reg - what
+        keys.extend(range(what, what + cut + 1))
+        spots.extend(range(pos + 1, pos + 2 + cut))
+        flush()
+        steps.append((_INVALIDATE, None, None, pos + 1 + cut))
+        keys.extend(range(what + cut + 1, what + n))
+        spots.extend(range(pos + 2 + cut, pos + 1 + n))
       elif kind == 4:
         flush()
         steps.append((_WRITE_REGS, what, n, pos))
@@ -249,17 +260,24 @@ class CommandProcessor:
     steps do what their handlers do for that first body dword (_decoded): _STORE (CP_EVENT_WRITE of a *_TS event:
     the packet's value), _CLOCK (the always-on counter's b dwords: CP_EVENT_WRITE with TIMESTAMP, CP_REG_TO_MEM of
     CP_ALWAYS_ON_COUNTER), _SHADER and _CONSTS (CP_LOAD_STATE6 of the compute stage: the shader's place, constants
-    from memory)."""
-    regs = self.regs
+    from memory), _INVALIDATE (the HLSQ_INVALIDATE_CMD written at stream[pos])."""
+    regs, pages, find = self.regs, self.model._pages, self.model.find
     for kind, a, b, pos in plan.steps:
       if kind == _REGS:
         if b is None: regs[a[0]] = stream[pos]
         else: regs.update(zip(a, b(stream)))
       elif kind == _STORE:
-        self._u32(stream[pos + 2] | stream[pos + 3] << 32, a).value = stream[pos + 4]
+        va = stream[pos + 2] | stream[pos + 3] << 32
+        hit = pages.get(va >> 12)          # the KGSL model's check(), its kept object tested here (no call)
+        if hit is None or va < hit[0] or va + 4 > hit[1]: self.model.check(va, 4, a)
+        _U32.from_address(va).value = stream[pos + 4]
       elif kind == _CLOCK:
         now = self.always_on()
-        self._store(stream[pos + 2] | stream[pos + 3] << 32, [now & 0xFFFFFFFF, now >> 32][:b], a)
+        va, vals = stream[pos + 2] | stream[pos + 3] << 32, [now & 0xFFFFFFFF, now >> 32][:b]
+        hit = pages.get(va >> 12)
+        if hit is not None and hit[0] <= va and va + 4 * b <= hit[1] or find(va, 4 * b) is not None:
+          _U32S[b].from_address(va)[:] = vals
+        else: self._store(va, vals, a)       # dword by dword: the first outside every object faults
       elif kind == _HANDLER:
         if a(stream[pos + 1:b], base + 4 * pos) is False:
           if pos: self.moved = True              # the packets before it ran
@@ -270,6 +288,7 @@ class CommandProcessor:
       elif kind == _CONSTS:
         if "constants" in self._used: self._stale.add("constants")
         self.consts[a] = self.words(stream[pos + 2] | stream[pos + 3] << 32, b, "CP_LOAD_STATE6")
+      elif kind == _INVALIDATE: self._invalidate(stream[pos])
       else: self._write_regs(stream, pos, b, a, base + 4 * pos)
     self.moved = True
     return None

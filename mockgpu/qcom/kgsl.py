@@ -83,6 +83,9 @@ class KGSLModel:
     self.os, self.chip_id, self.K = os, chip_id, msm_kgsl
     self.ioctls = {getattr(msm_kgsl, n).request: getattr(msm_kgsl, n) for n in dir(msm_kgsl)
                    if n.startswith("IOCTL_KGSL_") and getattr(getattr(msm_kgsl, n), "struct", None) is not None}
+    # request -> (the ioctl, its handler or None when it is not modelled), looked up once per request
+    self._handlers = {r: (d, getattr(self, "_" + d.name.removeprefix("IOCTL_KGSL_"), None)) for r, d in self.ioctls.items()}
+    self._cmd_object, self._cmd_size = msm_kgsl.struct_kgsl_command_object, ctypes.sizeof(msm_kgsl.struct_kgsl_command_object)
     self.objects: dict[int, MemObject] = {}
     self._ranges: list[tuple[int, int, int]] = []      # sorted (va, end, id) of mapped objects
     self._pages: dict[int, tuple] = {}                 # page (va >> 12) -> (va, end, object) found there (see find)
@@ -146,9 +149,8 @@ class KGSLModel:
 
   # ---- dispatch
   def ioctl(self, file, request: int, arg) -> int:
-    desc = self.ioctls.get(request)
+    desc, handler = self._handlers.get(request) or (None, None)
     if desc is None: raise OSCallError("ioctl", file.path, errno.ENOTTY, f"request {request:#x} is not a KGSL ioctl")
-    handler = getattr(self, "_" + desc.name.removeprefix("IOCTL_KGSL_"), None)
     if handler is None: raise OSCallError("ioctl", file.path, errno.EINVAL, f"{desc.name} is not modelled")
     if not isinstance(arg, desc.struct):
       raise OSCallError("ioctl", file.path, errno.EFAULT, f"{desc.name} takes {desc.struct.__name__}")
@@ -231,22 +233,24 @@ class KGSLModel:
     del self.contexts[ctx.id]
 
   def _GPU_COMMAND(self, file, a) -> None:
-    K = self.K
-    ctx = self._context(file, "GPU_COMMAND", a.context_id)
+    ctx = self.contexts.get(a.context_id) or self._context(file, "GPU_COMMAND", a.context_id)
     if ctx.invalid: self._fail(file, "GPU_COMMAND", errno.EDEADLK, f"context {ctx.id} faulted ({ctx.fault_reason})")
-    if a.numcmds == 0 or a.cmdsize != ctypes.sizeof(K.struct_kgsl_command_object) or not a.cmdlist:
-      self._fail(file, "GPU_COMMAND", errno.EINVAL, f"{a.numcmds} command object(s) of {a.cmdsize} bytes")
-    ibs = []
-    for i in range(a.numcmds):
-      c = K.struct_kgsl_command_object.from_address(a.cmdlist + i * a.cmdsize)
-      if c.flags & K.KGSL_CMDLIST_IB and (c.size == 0 or c.size % 4 or self.find(c.gpuaddr, c.size) is None):
-        self._fail(file, "GPU_COMMAND", errno.EINVAL, f"command object {i}: {c.size} bytes at {c.gpuaddr:#x} are not "
-                                                      f"dwords inside a memory object")
-      if c.flags & K.KGSL_CMDLIST_IB: ibs.append((c.gpuaddr, c.size))
+    numcmds, cmdsize, cmdlist = a.numcmds, a.cmdsize, a.cmdlist
+    if numcmds == 0 or cmdsize != self._cmd_size or not cmdlist:
+      self._fail(file, "GPU_COMMAND", errno.EINVAL, f"{numcmds} command object(s) of {cmdsize} bytes")
+    ibs, IB = [], self.K.KGSL_CMDLIST_IB
+    for i in range(numcmds):
+      c = self._cmd_object.from_address(cmdlist + i * cmdsize)
+      if c.flags & IB:
+        va, size = c.gpuaddr, c.size
+        if size == 0 or size % 4 or self.find(va, size) is None:
+          self._fail(file, "GPU_COMMAND", errno.EINVAL, f"command object {i}: {size} bytes at {va:#x} are not "
+                                                        f"dwords inside a memory object")
+        ibs.append((va, size))
     ctx.timestamp += 1
     a.timestamp = ctx.timestamp
     self.queue.append((ctx, ctx.timestamp, ibs))
-    self.os.tick()
+    self.os.tick_kicked(self)          # the submission is the doorbell: this engine is polled (alone while the others idle)
 
   def _DEVICE_WAITTIMESTAMP_CTXTID(self, file, a) -> None:
     ctx = self._context(file, "DEVICE_WAITTIMESTAMP_CTXTID", a.context_id)
