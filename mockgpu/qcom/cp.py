@@ -36,6 +36,9 @@ def _dispatch_class():
   return _DISPATCH[0]
 
 
+_CS_STATE = frozenset(("constants", "shader"))    # what HLSQ_INVALIDATE_CMD.CS_STATE invalidates
+_NO_IBOS = np.zeros((0, 16), np.uint32)            # no IBO descriptors (read-only: a load makes a new array)
+_NO_IBOS.flags.writeable = False
 _U32, _U32S = ctypes.c_uint32, {1: ctypes.c_uint32 * 1, 2: ctypes.c_uint32 * 2}
 # the kinds of a plan's steps (CommandProcessor._keep_plan, _decoded)
 _REGS, _STORE, _CLOCK, _HANDLER, _SHADER, _CONSTS, _INVALIDATE, _WRITE_REGS = range(8)
@@ -91,6 +94,7 @@ class CommandProcessor:
     # headers seen before, checked once: header -> (type 4 or 7, body dwords, register or opcode, plain)
     self._headers: dict[int, tuple[int, int, int, bool]] = {}
     self._invalidate_reg = a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD
+    self._cs_state_bit, self._cs_ibo_bit = a6xx.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE, a6xx.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO
     # the compute state checked by _cs_state, by the values of the registers it reads (and the preloaded shader
     # size): a dispatch with the same values needs no new checks (the private memory's mapping is checked each time)
     self._cs_regs = tuple(getattr(a6xx, "REG_A6XX_" + n) for n in _CS_REGS) + (a6xx.REG_A6XX_SP_CS_OBJ_START + 1,
@@ -425,14 +429,13 @@ class CommandProcessor:
   def _invalidate(self, v: int) -> None:
     """HLSQ_INVALIDATE_CMD: CS_STATE forgets the compute stage's loaded constants and shader, CS_IBO its IBO
     descriptors (they must be loaded again before a dispatch uses them)."""
-    a = self.a6xx
-    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE:
-      self.consts[:] = 0
+    if v & self._cs_state_bit:
+      self.consts.fill(0)
       self.shader = (0, 0)
-      self._stale -= {"constants", "shader"}
-      self._used -= {"constants", "shader"}
-    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO:
-      self.ibos = np.zeros((0, 16), np.uint32)
+      self._stale -= _CS_STATE
+      self._used -= _CS_STATE
+    if v & self._cs_ibo_bit:
+      self.ibos = _NO_IBOS
       self._stale.discard("IBOs")
       self._used.discard("IBOs")
 
