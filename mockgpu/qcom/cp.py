@@ -12,13 +12,12 @@ from __future__ import annotations
 import ctypes
 import time
 from array import array
-from operator import itemgetter
 
 import numpy as np
 
 from ...errors import GPUFault
+from .plan import A6XX_ALWAYS_ON, Planned
 
-A6XX_ALWAYS_ON = 0x980
 # the registers _cs_state reads (a6xx.xml names, REG_A6XX_ prefix)
 _CS_REGS = ("SP_MODE_CONTROL", "SP_FLOAT_CNTL", "HLSQ_CS_CNTL", "SP_CS_CONFIG", "SP_CS_IBO_COUNT", "SP_CS_CTRL_REG0",
             "HLSQ_CS_CNTL_0", "HLSQ_CS_CNTL_1", "HLSQ_CS_NDRANGE_0", "SP_CS_CTRL_REG1", "SP_CS_PVT_MEM_PARAM",
@@ -39,21 +38,6 @@ def _dispatch_class():
 _CS_STATE = frozenset(("constants", "shader"))    # what HLSQ_INVALIDATE_CMD.CS_STATE invalidates
 _NO_IBOS = np.zeros((0, 16), np.uint32)            # no IBO descriptors (read-only: a load makes a new array)
 _NO_IBOS.flags.writeable = False
-_U32, _U32S = ctypes.c_uint32, {1: ctypes.c_uint32 * 1, 2: ctypes.c_uint32 * 2}
-# the kinds of a plan's steps (CommandProcessor._keep_plan, _decoded)
-_REGS, _STORE, _CLOCK, _HANDLER, _SHADER, _CONSTS, _INVALIDATE, _WRITE_REGS = range(8)
-
-
-class Plan:
-  """A stream's packets as run once: heads(stream) == want when a stream has the same packet headers at the same
-  positions (and the same first body dword where a step was decoded from it); steps: (kind, a, b, the packet's
-  position) as _keep_plan and _decoded make them."""
-  __slots__ = ("heads", "want", "steps")
-
-  def __init__(self, heads, want, steps):
-    self.heads, self.want, self.steps = heads, want, steps
-
-
 def odd_parity(v: int) -> int:
   v ^= v >> 16
   v ^= v >> 8
@@ -61,13 +45,14 @@ def odd_parity(v: int) -> int:
   return (0x9669 >> (v & 0xF)) & 1
 
 
-class CommandProcessor:
+class CommandProcessor(Planned):
   def __init__(self, model, chip_id: int):
     from ...autogen.qcom import a6xx, adreno_pm4
     self.model, self.chip_id, self.a6xx, self.pm4 = model, chip_id, a6xx, adreno_pm4
     self.ops = adreno_pm4.ENUMS["adreno_pm4_type3_packets"]
     self.regs: dict[int, int] = {}
-    self.consts = np.zeros(4 * 1024, np.uint32)       # the compute stage's constant file (vec4s)
+    self.consts = np.zeros(4 * 1024, np.uint32)       # the compute stage's constant file (vec4s), never replaced
+    self._consts_va = self.consts.ctypes.data
     self.ibos = np.zeros((0, 16), np.uint32)
     self.shader = (0, 0)                              # (address, 128-byte units) of the last ST6_SHADER load
     self.pos = None                                   # (ib index, dword) where the current submission stopped
@@ -101,8 +86,7 @@ class CommandProcessor:
                                                                             a6xx.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1)
     self._cs_states: dict = {}
     self._dispatches: dict = {}                       # ir3.Dispatch kept by (state key, code, grid, timeout, sync mode)
-    # streams run before, by (length, first header): [Plan] (see _plan)
-    self._plans: dict[tuple[int, int], list[Plan]] = {}
+    self._plans: dict = {}                            # streams run before: plan.Planned
     self.dispatches = 0
     self.instructions = 0
 
@@ -151,10 +135,10 @@ class CommandProcessor:
     """Run the packets of stream (dwords at device address base) from stream[pos] to its end; the position of a
     packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran. A stream run from its
     start whose packet headers sit where those of a stream run before did (the same length, the same header at each
-    packet's position: the walk from dword 0 then visits the same packets) runs that stream's plan (_keep_plan)."""
+    packet's position: the walk from dword 0 then visits the same packets) runs that stream's plan (plan.py)."""
     if pos == 0 and stream:
-      for plan in self._plans.get((len(stream), stream[0]), ()):
-        if plan.heads(stream) == plan.want: return self._run_plan(plan, stream, base)
+      plan = self._plan_of(stream)
+      if plan is not None: return self._run_plan(plan, stream, base)
       walk: list[int] = []
       stopped = self._walk(stream, 0, base, walk)
       if stopped is None: self._keep_plan(stream, walk, base)
@@ -179,122 +163,6 @@ class CommandProcessor:
       elif not plain and handlers[what](stream[pos + 1:nxt], base + 4 * pos) is False: return pos
       self.moved = True
       pos = nxt
-    return None
-
-  def _keep_plan(self, stream: list, walk: list[int], base: int) -> None:
-    """The plan of a stream that ran to its end: its packets as steps, each header's checks already made (they
-    depend on the header alone). Between two packets with a handler, the plain type-4 packets' registers are one
-    dict update (in stream order: a register written twice ends with the later value); a packet that does nothing
-    in this model (CP_NOP and its aliases) is no step; a handler gets its body and address as in _walk."""
-    steps: list[tuple] = []
-    keys: list[int] = []
-    spots: list[int] = []
-
-    def flush() -> None:
-      if keys: steps.append((_REGS, tuple(keys), itemgetter(*spots) if len(spots) > 1 else None, spots[0]))
-      keys.clear()
-      spots.clear()
-
-    looked = list(walk)                            # the positions plan.heads reads: the headers, decoded dwords
-    for pos in walk:
-      h = stream[pos]
-      kind, n, what, plain = self._headers.get(h) or self._header(h, base + 4 * pos)
-      if kind == 4 and plain:
-        keys.extend(range(what, what + n))
-        spots.extend(range(pos + 1, pos + 1 + n))
-      elif kind == 4 and not any(r in self.absent for r in range(what, what + n)):
-        # HLSQ_INVALIDATE_CMD among them (no register the GPU lacks: that packet faulted when it ran): the registers
-        # up to it, then what it invalidates, then the rest
-        cut = self._invalidate_reg - what
-        keys.extend(range(what, what + cut + 1))
-        spots.extend(range(pos + 1, pos + 2 + cut))
-        flush()
-        steps.append((_INVALIDATE, None, None, pos + 1 + cut))
-        keys.extend(range(what + cut + 1, what + n))
-        spots.extend(range(pos + 2 + cut, pos + 1 + n))
-      elif kind == 4:
-        flush()
-        steps.append((_WRITE_REGS, what, n, pos))
-      elif not plain:
-        step = self._decoded(what, stream[pos + 1], n, pos)
-        if step is None: step = (_HANDLER, self.handlers[what], pos + 1 + n, pos)
-        else: looked.append(pos + 1)
-        if step:
-          flush()
-          steps.append(step)
-    flush()
-    key = (len(stream), stream[0])
-    kept = self._plans.setdefault(key, [])
-    if len(kept) >= 8: kept.pop(0)
-    if sum(map(len, self._plans.values())) >= 256:
-      self._plans.clear()
-      kept = self._plans[key] = []
-    heads = itemgetter(*looked)                    # one packet: the header itself, else a tuple
-    kept.append(Plan(heads, heads(stream), tuple(steps)))
-
-  def _decoded(self, opc: int, w0: int, n: int, pos: int) -> tuple | None:
-    """A plan's step for a type-7 packet whose handler's course its first body dword w0 decides (with the body's
-    length, which the header gives): what the handler does for this w0, its checks on w0 already made when the
-    packet ran (a packet that faulted is in no plan). () for a packet that then does nothing, None where the
-    handler runs as it is (the plan then does not depend on w0)."""
-    p, ops = self.pm4, self.ops
-    if opc == ops["CP_EVENT_WRITE"]:
-      event = w0 & p.CP_EVENT_WRITE_0_EVENT__MASK
-      if event not in self._ts_events: return ()          # (a body past dword 0 faulted when the packet ran)
-      what = f"CP_EVENT_WRITE {self._event_names.get(event, f'event {event:#x}')}"
-      return (_CLOCK, what, 2, pos) if w0 & p.CP_EVENT_WRITE_0_TIMESTAMP else (_STORE, what, None, pos)
-    if opc == ops["CP_REG_TO_MEM"]:
-      if w0 & p.CP_REG_TO_MEM_0_REG__MASK != A6XX_ALWAYS_ON: return None
-      cnt = (w0 & p.CP_REG_TO_MEM_0_CNT__MASK) >> p.CP_REG_TO_MEM_0_CNT__SHIFT
-      return _CLOCK, "CP_REG_TO_MEM", min(max(cnt, 1), 2), pos
-    if opc in (ops["CP_LOAD_STATE6_FRAG"], ops["CP_LOAD_STATE6"], ops["CP_LOAD_STATE6_GEOM"]):
-      block = (w0 & p.CP_LOAD_STATE6_0_STATE_BLOCK__MASK) >> p.CP_LOAD_STATE6_0_STATE_BLOCK__SHIFT
-      if block != p.SB6_CS_SHADER: return ()
-      stype = (w0 & p.CP_LOAD_STATE6_0_STATE_TYPE__MASK) >> p.CP_LOAD_STATE6_0_STATE_TYPE__SHIFT
-      src = (w0 & p.CP_LOAD_STATE6_0_STATE_SRC__MASK) >> p.CP_LOAD_STATE6_0_STATE_SRC__SHIFT
-      units = (w0 & p.CP_LOAD_STATE6_0_NUM_UNIT__MASK) >> p.CP_LOAD_STATE6_0_NUM_UNIT__SHIFT
-      if stype == p.ST6_SHADER: return _SHADER, units, None, pos
-      if stype == p.ST6_CONSTANTS and src == p.SS6_INDIRECT:     # (past the constant file: faulted when it ran)
-        dst = 4 * (w0 & p.CP_LOAD_STATE6_0_DST_OFF__MASK)
-        return _CONSTS, slice(dst, dst + 4 * units), 4 * units, pos
-    return None
-
-  def _run_plan(self, plan: "Plan", stream: list, base: int) -> int | None:
-    """A stream's packets by its plan (_keep_plan): what _walk does, without reading the headers again. The decoded
-    steps do what their handlers do for that first body dword (_decoded): _STORE (CP_EVENT_WRITE of a *_TS event:
-    the packet's value), _CLOCK (the always-on counter's b dwords: CP_EVENT_WRITE with TIMESTAMP, CP_REG_TO_MEM of
-    CP_ALWAYS_ON_COUNTER), _SHADER and _CONSTS (CP_LOAD_STATE6 of the compute stage: the shader's place, constants
-    from memory), _INVALIDATE (the HLSQ_INVALIDATE_CMD written at stream[pos])."""
-    regs, pages, find = self.regs, self.model._pages, self.model.find
-    for kind, a, b, pos in plan.steps:
-      if kind == _REGS:
-        if b is None: regs[a[0]] = stream[pos]
-        else: regs.update(zip(a, b(stream)))
-      elif kind == _STORE:
-        va = stream[pos + 2] | stream[pos + 3] << 32
-        hit = pages.get(va >> 12)          # the KGSL model's check(), its kept object tested here (no call)
-        if hit is None or va < hit[0] or va + 4 > hit[1]: self.model.check(va, 4, a)
-        _U32.from_address(va).value = stream[pos + 4]
-      elif kind == _CLOCK:
-        now = self.always_on()
-        va, vals = stream[pos + 2] | stream[pos + 3] << 32, [now & 0xFFFFFFFF, now >> 32][:b]
-        hit = pages.get(va >> 12)
-        if hit is not None and hit[0] <= va and va + 4 * b <= hit[1] or find(va, 4 * b) is not None:
-          _U32S[b].from_address(va)[:] = vals
-        else: self._store(va, vals, a)       # dword by dword: the first outside every object faults
-      elif kind == _HANDLER:
-        if a(stream[pos + 1:b], base + 4 * pos) is False:
-          if pos: self.moved = True              # the packets before it ran
-          return pos
-      elif kind == _SHADER:
-        if "shader" in self._used: self._stale.add("shader")
-        self.shader = (stream[pos + 2] | stream[pos + 3] << 32, a)
-      elif kind == _CONSTS:
-        if "constants" in self._used: self._stale.add("constants")
-        self.consts[a] = self.words(stream[pos + 2] | stream[pos + 3] << 32, b, "CP_LOAD_STATE6")
-      elif kind == _INVALIDATE: self._invalidate(stream[pos])
-      else: self._write_regs(stream, pos, b, a, base + 4 * pos)
-    self.moved = True
     return None
 
   def _write_regs(self, stream: list, pos: int, n: int, reg: int, where: int) -> None:
