@@ -229,3 +229,30 @@ def test_the_object_kept_per_page_is_the_object_found_afresh_and_forgotten_when_
   assert m.find(va + 4096, 4) is None
   with pytest.raises(GPUFault, match="outside every memory object"):
     m.check(va + 4096, 4, "a test read")
+
+
+# ends with an ldib whose result needs (sy): a batch that started from the last batch's sync tables would refuse the
+# add reading r1.x at the start
+PENDING_AT_END = b"""@localsize 1, 1, 1
+@buf 4
+mov.u32u32 r0.x, 0
+(rpt5)nop
+add.u r2.x, r1.x, 1
+(rpt5)nop
+stib.b.untyped.1d.u32.1.imm r2.x, r0.x, 0
+ldib.b.untyped.1d.u32.1.imm r1.x, r0.x, 0
+end
+nop
+"""
+
+
+def test_a_kept_dispatch_checks_its_sync_from_a_fresh_state_each_time(dev):
+  c = model(dev).cp
+  for _ in range(3):
+    got, = run(dev, PENDING_AT_END, [np.full(4, 9, np.uint32)])
+    assert got[0] == 1
+  d, = [d for d in c._dispatches.values() if d._sync is not None]
+  fresh = type(d._sync)(d._sync.mode)
+  d._sync.reset()
+  assert np.array_equal(d._sync._tables, fresh._tables) and (d._sync.cycle, d._sync.const_ss) == (0, -1)
+  assert d._sync.need_sy.base is d._sync._tables                 # the rows the checks use are the reset tables'

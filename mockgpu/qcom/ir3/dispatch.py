@@ -89,6 +89,7 @@ class Dispatch:
     words = np.asarray(code, np.uint32).view(np.uint64)
     self.prog = self._program(gpu_id, words)
     self._one = None                             # a one-batch grid's set-up, made at the first run (run)
+    self._sync = None                            # the sync checker's state (sync.py), made at the first batch
     self.again(ibos)
 
   def again(self, ibos) -> None:
@@ -146,6 +147,9 @@ class Dispatch:
     return rows
 
   def run(self) -> None:
+    if self._one is not None:                    # a one-batch grid run before (run again: again())
+      if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
+      return self._run_one(0, 0, self.cache.setdefault(("register files",), {}))
     gx, gy, gz = self.groups
     lx, ly, lz = self.local_size
     per = lx * ly * lz
@@ -192,14 +196,15 @@ class Dispatch:
     return out
 
   def _run_one(self, groups: int, per: int, pool: dict) -> None:
-    """A grid that fits in one batch: its fiber arrays, id rows and rows to clear are made at the first run and
-    kept with the dispatch (the grid and registers are the dispatch's own: a dispatch run again reuses them)."""
+    """A grid that fits in one batch (`groups` work-groups of `per` fibers, read at the first run only): its fiber
+    arrays, id rows and rows to clear are made at the first run and kept with the dispatch (the grid and registers
+    are the dispatch's own: a dispatch run again reuses them)."""
     one = self._one
     if one is None:
       arrays = self._fiber_arrays(groups, per)
-      one = self._one = (groups * per, arrays, self._id_rows(0, groups, per, arrays[1], arrays[3]),
+      one = self._one = (groups * per, groups, arrays, self._id_rows(0, groups, per, arrays[1], arrays[3]),
                          self._rows_to_clear())
-    n, (group_of, lids, wave_of, _), ids, rows = one
+    n, groups, (group_of, lids, wave_of, _), ids, rows = one
     self._check_hang(0)
     R = pool.pop(n, None)
     if R is None: R = np.zeros((256, n), np.uint32)
@@ -276,7 +281,9 @@ class Dispatch:
     fresh: F was just made (every fiber alive at pc 0)."""
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
-    sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
+    sync = self._sync                            # one per dispatch, reset for each batch
+    if sync is not None: sync.reset()
+    elif self.sync_mode != "off": sync = self._sync = SyncState(self.sync_mode)
     every = fresh or bool(F.alive.all())
     uniform, upc = every and (fresh or not F.pc.any()), 0
     if not every: F.pc[~F.alive] = DEAD           # finished fibers sort after every pc
