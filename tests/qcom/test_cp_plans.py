@@ -256,3 +256,32 @@ def test_a_kept_dispatch_checks_its_sync_from_a_fresh_state_each_time(dev):
   d._sync.reset()
   assert np.array_equal(d._sync._tables, fresh._tables) and (d._sync.cycle, d._sync.const_ss) == (0, -1)
   assert d._sync.need_sy.base is d._sync._tables                 # the rows the checks use are the reset tables'
+
+
+def test_a_restarted_fibers_is_a_fresh_one():
+  """The Fibers a small kept dispatch starts again (Fibers.restart) after a run that diverged, finished some fibers
+  and used local and private memory: as a new Fibers of the same batch."""
+  from hcq.mockgpu.qcom.ir3.state import Fibers
+  n, group_of, lid = 8, np.repeat(np.arange(2), 4), np.tile(np.arange(4), 2)
+  F = Fibers(n, 2, group_of, lid, 64, 1024, R=np.ones((256, n), np.uint32))
+  F.pc = np.arange(n) * 3
+  F.alive[::2] = False
+  F.sel, F.private = F.alive.copy(), np.ones((n, 4), np.uint8)
+  F.local[0, 0] = 7
+  R = np.zeros((256, n), np.uint32)
+  F.restart(R)
+  fresh = Fibers(n, 2, group_of, lid, 64, 1024, R=R)
+  assert F.R is R and F.sel is None and F.private is None and F._local is None and not F.local.any()
+  for name in ("pc", "alive", "group_of", "lid", "wave_of"):
+    np.testing.assert_array_equal(getattr(F, name), getattr(fresh, name))
+
+
+def test_a_small_kept_dispatch_runs_on_its_fibers_started_again(dev):
+  """Its results are a fresh dispatch's (every fiber's id), launch after launch; between launches its Fibers holds
+  no register file."""
+  c = model(dev).cp
+  for _ in range(3):
+    got, = run(dev, STORE_IDS, [np.full(256, 0xEE, np.uint32)], groups=4)
+    np.testing.assert_array_equal(got, np.arange(256, dtype=np.uint32))
+  kept = [d._fibers for d in c._dispatches.values() if d._fibers is not None]
+  assert len(kept) == 1 and kept[0].n == 256 and kept[0].R is None

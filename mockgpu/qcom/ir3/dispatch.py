@@ -26,6 +26,7 @@ from ..sync import HALF_TYPES, POISON, SyncState, describe
 
 _ISA = {}
 DEAD = 1 << 40                     # the pc of a fiber that ran its end (above every program's instructions)
+KEEP_FIBERS = 1024                 # a one-batch dispatch of at most this many fibers keeps its Fibers between runs
 
 
 def isa_for(gpu_id: int):
@@ -90,6 +91,7 @@ class Dispatch:
     self.prog = self._program(gpu_id, words)
     self._one = None                             # a one-batch grid's set-up, made at the first run (run)
     self._sync = None                            # the sync checker's state (sync.py), made at the first batch
+    self._fibers = None                          # a one-batch grid's Fibers, made at the first run (_run_one)
     self.again(ibos)
 
   def again(self, ibos) -> None:
@@ -208,10 +210,15 @@ class Dispatch:
     self._check_hang(0)
     R = pool.pop(n, None)
     if R is None: R = np.zeros((256, n), np.uint32)
-    F = Fibers(n, groups, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+    F = self._fibers                             # a small batch's Fibers of the last run, started again
+    if F is not None: F.restart(R)
+    else:
+      F = Fibers(n, groups, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+      if n <= KEEP_FIBERS: self._fibers = F
     for r, v in ids: R[r] = v
     self._run_batch(F, True)                     # (a failed batch leaves its register file as it was: not reused)
     for r in rows: R[r].fill(0)                  # the next dispatch starts from zeroed registers
+    F.R = F._local = F.private = None            # a kept Fibers holds no register file or memory between runs
     _keep(pool, R)
 
   def _rows_to_clear(self):
