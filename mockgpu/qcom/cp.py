@@ -38,6 +38,8 @@ def _dispatch_class():
 _CS_STATE = frozenset(("constants", "shader"))    # what HLSQ_INVALIDATE_CMD.CS_STATE invalidates
 _NO_IBOS = np.zeros((0, 16), np.uint32)            # no IBO descriptors (read-only: a load makes a new array)
 _NO_IBOS.flags.writeable = False
+
+
 def odd_parity(v: int) -> int:
   v ^= v >> 16
   v ^= v >> 8

@@ -84,8 +84,10 @@ class KGSLModel:
     self.ioctls = {getattr(msm_kgsl, n).request: getattr(msm_kgsl, n) for n in dir(msm_kgsl)
                    if n.startswith("IOCTL_KGSL_") and getattr(getattr(msm_kgsl, n), "struct", None) is not None}
     # request -> (the ioctl, its handler or None when it is not modelled), looked up once per request
-    self._handlers = {r: (d, getattr(self, "_" + d.name.removeprefix("IOCTL_KGSL_"), None)) for r, d in self.ioctls.items()}
-    self._cmd_object, self._cmd_size = msm_kgsl.struct_kgsl_command_object, ctypes.sizeof(msm_kgsl.struct_kgsl_command_object)
+    self._handlers = {r: (d, getattr(self, "_" + d.name.removeprefix("IOCTL_KGSL_"), None))
+                      for r, d in self.ioctls.items()}
+    self._cmd_object = msm_kgsl.struct_kgsl_command_object
+    self._cmd_size = ctypes.sizeof(self._cmd_object)
     self.objects: dict[int, MemObject] = {}
     self._ranges: list[tuple[int, int, int]] = []      # sorted (va, end, id) of mapped objects
     self._pages: dict[int, tuple] = {}                 # page (va >> 12) -> (va, end, object) found there (see find)
@@ -135,11 +137,11 @@ class KGSLModel:
     i = bisect.bisect_right(self._ranges, (va, 1 << 64, 0)) - 1
     if i < 0: return None
     start, end, oid = self._ranges[i]
-    if va >= end: return None
+    if va + size > end: return None
     obj = self.objects[oid]
     if len(self._pages) >= 4096: self._pages.clear()
-    self._pages[va >> 12] = (start, end, obj)
-    return obj if va + size <= end else None
+    self._pages[va >> 12] = (start, end, obj)      # (a lookup tests the range again: a page may hold two objects)
+    return obj
 
   def check(self, va: int, size: int, what: str) -> None:
     hit = self._pages.get(va >> 12)       # find()'s object for this page, tested here first (no call)
@@ -250,7 +252,7 @@ class KGSLModel:
     ctx.timestamp += 1
     a.timestamp = ctx.timestamp
     self.queue.append((ctx, ctx.timestamp, ibs))
-    self.os.tick_kicked(self)          # the submission is the doorbell: this engine is polled (alone while the others idle)
+    self.os.tick_kicked(self)          # the submission is the doorbell: polled alone while the other engines idle
 
   def _DEVICE_WAITTIMESTAMP_CTXTID(self, file, a) -> None:
     ctx = self._context(file, "DEVICE_WAITTIMESTAMP_CTXTID", a.context_id)

@@ -7,7 +7,10 @@ work of one step, the sync check included, is small next to the numpy work, smal
 the cache); register files and the per-batch fiber arrays are kept between batches and dispatches (the rows a program
 writes are cleared after each batch, so every batch starts from zeroed registers as a fresh one would); while every
 fiber is alive at one pc the batch is "uniform": no masks, no pc array, no reductions; once fibers diverge, finished
-ones hold DEAD so that one min() finds the next pc, and masked writes use np.copyto(where=)."""
+ones hold DEAD so that one min() finds the next pc, and masked writes use np.copyto(where=). A caller may keep a
+Dispatch and run it again (again(): the mock CP does for the same code, grid and registers); a one-batch grid then
+keeps its set-up (fiber arrays, id rows, rows to clear, a small batch's Fibers) and every batch's sync checker is
+one state reset in place."""
 from __future__ import annotations
 
 import time
