@@ -285,3 +285,24 @@ def test_a_small_kept_dispatch_runs_on_its_fibers_started_again(dev):
     np.testing.assert_array_equal(got, np.arange(256, dtype=np.uint32))
   kept = [d._fibers for d in c._dispatches.values() if d._fibers is not None]
   assert len(kept) == 1 and kept[0].n == 256 and kept[0].R is None
+
+
+@pytest.mark.parametrize("which", ["event", "clock", "constants"])
+def test_a_planned_access_outside_every_object_faults_naming_it(dev, which):
+  """The plan's decoded steps check memory as their handlers do: the same stream with one address moved past every
+  object faults there, naming the packet and the address."""
+  c = model(dev).cp
+  out, src = dev.alloc(4096), dev.alloc(8192)
+  fresh_start(c, out, src, 0)
+  words = stream(out.va, src.va, 3, 0)
+  c.packets(words, 0, 0x1000)
+  bad_va = 0x10 << 40                                                     # no object there
+  ev = len(cp.pkt4(0, 0, 0, 0) + cp.wait_for_idle())                     # CP_EVENT_WRITE's header
+  at = {"event": ev + 2, "clock": ev + 5 + 4 + 2,
+        "constants": ev + 5 + 8 + 2}[which]                              # the address's low dword
+  bad = list(words)
+  bad[at], bad[at + 1] = bad_va & 0xFFFFFFFF, bad_va >> 32
+  name = {"event": "CP_EVENT_WRITE CACHE_FLUSH_TS", "clock": "CP_REG_TO_MEM", "constants": "CP_LOAD_STATE6"}[which]
+  with pytest.raises(GPUFault, match=f"{name}: .* at {bad_va:#x} are outside every memory object") as e:
+    c.packets(bad, 0, 0x1000)
+  assert e.value.address == bad_va
