@@ -35,7 +35,7 @@ class KGSLEngine(Engine):
   calls IOCTL_KGSL_GPU_COMMAND; the (timeline value, KGSL timestamp) pairs let a wait block on the right timestamp."""
 
   def __init__(self, dev: "QCOMDevice", links: dict):
-    self.dev, self.pending = dev, []
+    self.dev, self.pending = dev, array("I")      # the words gathered (u32: what commit() copies into the ring)
     self.submitted: deque[tuple[int, int]] = deque(maxlen=4096)   # (timeline value, KGSL timestamp)
     super().__init__(COMPUTE, packets.pm_cp, None, links)
 
@@ -45,8 +45,8 @@ class KGSLEngine(Engine):
 
   def commit(self) -> None:
     if not self.pending: return
-    dev, words = self.dev, array("I", self.pending)
-    self.pending = []
+    dev, words = self.dev, self.pending
+    self.pending = array("I")
     value = dev.timeline.value              # the submission being committed (the device lock is held)
     va = dev.ib_ring.alloc(len(words) * 4, value)
     off = va - dev.ib_ring.va

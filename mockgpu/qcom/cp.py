@@ -16,8 +16,8 @@ from array import array
 import numpy as np
 
 from ...errors import GPUFault
+from .plan import A6XX_ALWAYS_ON, Planned
 
-A6XX_ALWAYS_ON = 0x980
 # the registers _cs_state reads (a6xx.xml names, REG_A6XX_ prefix)
 _CS_REGS = ("SP_MODE_CONTROL", "SP_FLOAT_CNTL", "HLSQ_CS_CNTL", "SP_CS_CONFIG", "SP_CS_IBO_COUNT", "SP_CS_CTRL_REG0",
             "HLSQ_CS_CNTL_0", "HLSQ_CS_CNTL_1", "HLSQ_CS_NDRANGE_0", "SP_CS_CTRL_REG1", "SP_CS_PVT_MEM_PARAM",
@@ -35,6 +35,11 @@ def _dispatch_class():
   return _DISPATCH[0]
 
 
+_CS_STATE = frozenset(("constants", "shader"))    # what HLSQ_INVALIDATE_CMD.CS_STATE invalidates
+_NO_IBOS = np.zeros((0, 16), np.uint32)            # no IBO descriptors (read-only: a load makes a new array)
+_NO_IBOS.flags.writeable = False
+
+
 def odd_parity(v: int) -> int:
   v ^= v >> 16
   v ^= v >> 8
@@ -42,13 +47,14 @@ def odd_parity(v: int) -> int:
   return (0x9669 >> (v & 0xF)) & 1
 
 
-class CommandProcessor:
+class CommandProcessor(Planned):
   def __init__(self, model, chip_id: int):
     from ...autogen.qcom import a6xx, adreno_pm4
     self.model, self.chip_id, self.a6xx, self.pm4 = model, chip_id, a6xx, adreno_pm4
     self.ops = adreno_pm4.ENUMS["adreno_pm4_type3_packets"]
     self.regs: dict[int, int] = {}
-    self.consts = np.zeros(4 * 1024, np.uint32)       # the compute stage's constant file (vec4s)
+    self.consts = np.zeros(4 * 1024, np.uint32)       # the compute stage's constant file (vec4s), never replaced
+    self._consts_va = self.consts.ctypes.data
     self.ibos = np.zeros((0, 16), np.uint32)
     self.shader = (0, 0)                              # (address, 128-byte units) of the last ST6_SHADER load
     self.pos = None                                   # (ib index, dword) where the current submission stopped
@@ -75,11 +81,14 @@ class CommandProcessor:
     # headers seen before, checked once: header -> (type 4 or 7, body dwords, register or opcode, plain)
     self._headers: dict[int, tuple[int, int, int, bool]] = {}
     self._invalidate_reg = a6xx.REG_A6XX_HLSQ_INVALIDATE_CMD
+    self._cs_state_bit, self._cs_ibo_bit = a6xx.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE, a6xx.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO
     # the compute state checked by _cs_state, by the values of the registers it reads (and the preloaded shader
     # size): a dispatch with the same values needs no new checks (the private memory's mapping is checked each time)
     self._cs_regs = tuple(getattr(a6xx, "REG_A6XX_" + n) for n in _CS_REGS) + (a6xx.REG_A6XX_SP_CS_OBJ_START + 1,
                                                                             a6xx.REG_A6XX_SP_CS_PVT_MEM_ADDR + 1)
     self._cs_states: dict = {}
+    self._dispatches: dict = {}                       # ir3.Dispatch kept by (state key, code, grid, timeout, sync mode)
+    self._plans: dict = {}                            # streams run before: plan.Planned
     self.dispatches = 0
     self.instructions = 0
 
@@ -87,6 +96,7 @@ class CommandProcessor:
     """The GPU reset after a fault: the submission is dropped, the compute state forgotten."""
     self.pos = None
     self._used, self._stale = set(), set()
+    self._dispatches.clear()
 
   # ---- memory
   def _u32(self, va: int, what: str) -> ctypes.c_uint32:
@@ -125,7 +135,20 @@ class CommandProcessor:
 
   def packets(self, stream: list, pos: int, base: int) -> int | None:
     """Run the packets of stream (dwords at device address base) from stream[pos] to its end; the position of a
-    packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran."""
+    packet that must wait (the CP stops there), else None. Sets `moved` once a packet ran. A stream run from its
+    start whose packet headers sit where those of a stream run before did (the same length, the same header at each
+    packet's position: the walk from dword 0 then visits the same packets) runs that stream's plan (plan.py)."""
+    if pos == 0 and stream:
+      plan = self._plan_of(stream)
+      if plan is not None: return self._run_plan(plan, stream, base)
+      walk: list[int] = []
+      stopped = self._walk(stream, 0, base, walk)
+      if stopped is None: self._keep_plan(stream, walk, base)
+      return stopped
+    return self._walk(stream, pos, base, None)
+
+  def _walk(self, stream: list, pos: int, base: int, walk: list | None) -> int | None:
+    """packets() packet by packet; `walk` (when given) gets each packet's position."""
     end, headers, regs, handlers = len(stream), self._headers, self.regs, self.handlers
     while pos < end:
       h = stream[pos]
@@ -134,6 +157,7 @@ class CommandProcessor:
       if nxt > end:
         raise GPUFault(f"CP: a packet of {n} dwords runs past the end of its buffer", address=base + 4 * pos,
                        kind="CP illegal instruction")
+      if walk is not None: walk.append(pos)
       if kind == 4:
         if not plain: self._write_regs(stream, pos, n, what, base + 4 * pos)
         elif n == 1: regs[what] = stream[pos + 1]
@@ -275,14 +299,13 @@ class CommandProcessor:
   def _invalidate(self, v: int) -> None:
     """HLSQ_INVALIDATE_CMD: CS_STATE forgets the compute stage's loaded constants and shader, CS_IBO its IBO
     descriptors (they must be loaded again before a dispatch uses them)."""
-    a = self.a6xx
-    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_STATE:
-      self.consts[:] = 0
+    if v & self._cs_state_bit:
+      self.consts.fill(0)
       self.shader = (0, 0)
-      self._stale -= {"constants", "shader"}
-      self._used -= {"constants", "shader"}
-    if v & a.A6XX_HLSQ_INVALIDATE_CMD_CS_IBO:
-      self.ibos = np.zeros((0, 16), np.uint32)
+      self._stale -= _CS_STATE
+      self._used -= _CS_STATE
+    if v & self._cs_ibo_bit:
+      self.ibos = _NO_IBOS
       self._stale.discard("IBOs")
       self._used.discard("IBOs")
 
@@ -302,12 +325,23 @@ class CommandProcessor:
       st = self._cs_state(where)
       if len(self._cs_states) >= 256: self._cs_states.clear()
       self._cs_states[key] = st
-    code = self.words(st["code_va"], st["instrlen"] * 32, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
-    d = Dispatch(self.model, self.chip_id, code, st["code_va"], (b[1], b[2], b[3]), st["local"], consts=self.consts,
-                 ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"], wave=st["wave"], cache=self.programs,
-                 hang_timeout_s=self.model.hang_timeout_s, constlen=st["constlen"], nibo=st["nibo"],
-                 footprint=st["footprint"], shared_bytes=st["shared"], private_bytes=st["private"],
-                 linear_id_reg=st["linear"], sync=self.model.sync_check, demotion=st["demotion"])
+    # the shader as memory holds it now; a dispatch of the same code, grid and register values (and the same hang
+    # timeout and sync mode) is kept and run again (ir3.Dispatch.again): decoded and set up once
+    va, nbytes = st["code_va"], st["instrlen"] * 128
+    self.model.check(va, nbytes, "the shader (SP_CS_OBJ_START, SP_CS_INSTRLEN)")
+    code = ctypes.string_at(va, nbytes)
+    dkey = (key, code, b[1], b[2], b[3], self.model.hang_timeout_s, self.model.sync_check)
+    d = self._dispatches.get(dkey)
+    if d is None:
+      d = Dispatch(self.model, self.chip_id, np.frombuffer(code, np.uint32), va, (b[1], b[2], b[3]), st["local"],
+                   consts=self.consts, ibos=self.ibos, wgid_reg=st["wgid"], localid_reg=st["localid"],
+                   wave=st["wave"], cache=self.programs, hang_timeout_s=self.model.hang_timeout_s,
+                   constlen=st["constlen"], nibo=st["nibo"], footprint=st["footprint"], shared_bytes=st["shared"],
+                   private_bytes=st["private"], linear_id_reg=st["linear"], sync=self.model.sync_check,
+                   demotion=st["demotion"])
+      if len(self._dispatches) >= 64: self._dispatches.clear()
+      self._dispatches[dkey] = d
+    else: d.again(self.ibos)
     self._used = {"constants", "shader", "IBOs"}     # state a later load must invalidate before replacing
     d.run()
     self.dispatches += 1

@@ -83,9 +83,14 @@ class KGSLModel:
     self.os, self.chip_id, self.K = os, chip_id, msm_kgsl
     self.ioctls = {getattr(msm_kgsl, n).request: getattr(msm_kgsl, n) for n in dir(msm_kgsl)
                    if n.startswith("IOCTL_KGSL_") and getattr(getattr(msm_kgsl, n), "struct", None) is not None}
+    # request -> (the ioctl, its handler or None when it is not modelled), looked up once per request
+    self._handlers = {r: (d, getattr(self, "_" + d.name.removeprefix("IOCTL_KGSL_"), None))
+                      for r, d in self.ioctls.items()}
+    self._cmd_object = msm_kgsl.struct_kgsl_command_object
+    self._cmd_size = ctypes.sizeof(self._cmd_object)
     self.objects: dict[int, MemObject] = {}
     self._ranges: list[tuple[int, int, int]] = []      # sorted (va, end, id) of mapped objects
-    self._hit: tuple | None = None                     # (va, end, object) found last (forgotten when a range changes)
+    self._pages: dict[int, tuple] = {}                 # page (va >> 12) -> (va, end, object) found there (see find)
     self.contexts: dict[int, Context] = {}
     self._next_obj, self._next_ctx = 1, 1
     self.queue: list = []                              # (context, timestamp, [(ib va, bytes)]) in submission order
@@ -124,28 +129,30 @@ class KGSLModel:
 
   # ---- memory the GPU may touch
   def find(self, va: int, size: int = 1) -> MemObject | None:
-    """The mapped object holding [va, va + size), None when no object does (the GPU faults there)."""
-    hit = self._hit
-    if hit is not None and hit[0] <= va and va + size <= hit[1]: return hit[2]   # a launch touches a few objects
+    """The mapped object holding [va, va + size), None when no object does (the GPU faults there). The object found
+    for an address is kept by the address's page (a launch touches a few objects, each at a few places); the pages
+    are forgotten when an object is mapped or freed, and only objects are kept, never a miss."""
+    hit = self._pages.get(va >> 12)
+    if hit is not None and hit[0] <= va and va + size <= hit[1]: return hit[2]
     i = bisect.bisect_right(self._ranges, (va, 1 << 64, 0)) - 1
     if i < 0: return None
     start, end, oid = self._ranges[i]
     if va + size > end: return None
     obj = self.objects[oid]
-    self._hit = (start, end, obj)
+    if len(self._pages) >= 4096: self._pages.clear()
+    self._pages[va >> 12] = (start, end, obj)      # (a lookup tests the range again: a page may hold two objects)
     return obj
 
   def check(self, va: int, size: int, what: str) -> None:
-    hit = self._hit                   # find()'s last object, tested here first (a launch checks ~10 accesses)
+    hit = self._pages.get(va >> 12)       # find()'s object for this page, tested here first (no call)
     if hit is not None and hit[0] <= va and va + size <= hit[1]: return
     if self.find(va, size) is None:
       raise GPUFault(f"{what}: {size} bytes at {va:#x} are outside every memory object", address=va, kind="page fault")
 
   # ---- dispatch
   def ioctl(self, file, request: int, arg) -> int:
-    desc = self.ioctls.get(request)
+    desc, handler = self._handlers.get(request) or (None, None)
     if desc is None: raise OSCallError("ioctl", file.path, errno.ENOTTY, f"request {request:#x} is not a KGSL ioctl")
-    handler = getattr(self, "_" + desc.name.removeprefix("IOCTL_KGSL_"), None)
     if handler is None: raise OSCallError("ioctl", file.path, errno.EINVAL, f"{desc.name} is not modelled")
     if not isinstance(arg, desc.struct):
       raise OSCallError("ioctl", file.path, errno.EFAULT, f"{desc.name} takes {desc.struct.__name__}")
@@ -199,7 +206,7 @@ class KGSLModel:
   def _GPUMEM_FREE_ID(self, file, a) -> None:
     obj = self.objects.pop(a.id, None)
     if obj is None: self._fail(file, "GPUMEM_FREE_ID", errno.EINVAL, f"no memory object {a.id}")
-    self._hit = None
+    self._pages.clear()
     if obj.va:     # its one entry, found by address (a walk over every range made freeing n objects quadratic)
       i = bisect.bisect_left(self._ranges, (obj.va, obj.va + obj.size, obj.id))
       if i < len(self._ranges) and self._ranges[i][2] == obj.id: del self._ranges[i]
@@ -212,7 +219,7 @@ class KGSLModel:
       raise OSCallError("mmap", path, errno.EINVAL, f"memory object {obj.id} maps {obj.mmapsize:#x} bytes (mmapsize), not {size:#x}")
     obj.va = self.os.memory.alloc(size, addr, shared=True, what=f"kgsl memory object {obj.id}")
     bisect.insort(self._ranges, (obj.va, obj.va + size, obj.id))
-    self._hit = None
+    self._pages.clear()
     return obj.va
 
   # ---- contexts and submissions
@@ -228,22 +235,24 @@ class KGSLModel:
     del self.contexts[ctx.id]
 
   def _GPU_COMMAND(self, file, a) -> None:
-    K = self.K
-    ctx = self._context(file, "GPU_COMMAND", a.context_id)
+    ctx = self.contexts.get(a.context_id) or self._context(file, "GPU_COMMAND", a.context_id)
     if ctx.invalid: self._fail(file, "GPU_COMMAND", errno.EDEADLK, f"context {ctx.id} faulted ({ctx.fault_reason})")
-    if a.numcmds == 0 or a.cmdsize != ctypes.sizeof(K.struct_kgsl_command_object) or not a.cmdlist:
-      self._fail(file, "GPU_COMMAND", errno.EINVAL, f"{a.numcmds} command object(s) of {a.cmdsize} bytes")
-    ibs = []
-    for i in range(a.numcmds):
-      c = K.struct_kgsl_command_object.from_address(a.cmdlist + i * a.cmdsize)
-      if c.flags & K.KGSL_CMDLIST_IB and (c.size == 0 or c.size % 4 or self.find(c.gpuaddr, c.size) is None):
-        self._fail(file, "GPU_COMMAND", errno.EINVAL, f"command object {i}: {c.size} bytes at {c.gpuaddr:#x} are not "
-                                                      f"dwords inside a memory object")
-      if c.flags & K.KGSL_CMDLIST_IB: ibs.append((c.gpuaddr, c.size))
+    numcmds, cmdsize, cmdlist = a.numcmds, a.cmdsize, a.cmdlist
+    if numcmds == 0 or cmdsize != self._cmd_size or not cmdlist:
+      self._fail(file, "GPU_COMMAND", errno.EINVAL, f"{numcmds} command object(s) of {cmdsize} bytes")
+    ibs, IB = [], self.K.KGSL_CMDLIST_IB
+    for i in range(numcmds):
+      c = self._cmd_object.from_address(cmdlist + i * cmdsize)
+      if c.flags & IB:
+        va, size = c.gpuaddr, c.size
+        if size == 0 or size % 4 or self.find(va, size) is None:
+          self._fail(file, "GPU_COMMAND", errno.EINVAL, f"command object {i}: {size} bytes at {va:#x} are not "
+                                                        f"dwords inside a memory object")
+        ibs.append((va, size))
     ctx.timestamp += 1
     a.timestamp = ctx.timestamp
     self.queue.append((ctx, ctx.timestamp, ibs))
-    self.os.tick()
+    self.os.tick_kicked(self)          # the submission is the doorbell: polled alone while the other engines idle
 
   def _DEVICE_WAITTIMESTAMP_CTXTID(self, file, a) -> None:
     ctx = self._context(file, "DEVICE_WAITTIMESTAMP_CTXTID", a.context_id)

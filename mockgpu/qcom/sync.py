@@ -207,14 +207,21 @@ class SyncState:
   def __init__(self, mode: str):
     self.mode = mode
     self.cycle = 0
-    # the six per-slot tables as rows of one copy of _FRESH (one allocation per batch: issue 33 P9)
+    # the six per-slot tables as rows of one copy of _FRESH (one allocation: issue 33 P9)
+    self._tables = _FRESH.copy()
     (self.ready_alu,                              # cycle an ALU reader of the same size may read the slot
      self.ready_any,                              # cycle any other reader may
      self.need_ss,                                # pc of the producer whose result needs (ss), else -1
      self.need_sy,
      self.war_ss,                                 # pc of an instruction that may still read the register
-     self.war_any) = _FRESH.copy()
+     self.war_any) = self._tables
     self.const_ss = -1                            # pc of an stc not yet waited for with (ss)
+
+  def reset(self) -> "SyncState":
+    """The state at a batch's start again (the tables copied back from _FRESH in place: their rows stay)."""
+    np.copyto(self._tables, _FRESH)
+    self.cycle, self.const_ss = 0, -1
+    return self
 
   def check(self, s: Sync, pc: int, text: str, prog) -> list:
     """The registers the instruction at pc reads too early (poison mode) ([] when none; strict mode raises)."""

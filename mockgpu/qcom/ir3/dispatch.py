@@ -7,7 +7,10 @@ work of one step, the sync check included, is small next to the numpy work, smal
 the cache); register files and the per-batch fiber arrays are kept between batches and dispatches (the rows a program
 writes are cleared after each batch, so every batch starts from zeroed registers as a fresh one would); while every
 fiber is alive at one pc the batch is "uniform": no masks, no pc array, no reductions; once fibers diverge, finished
-ones hold DEAD so that one min() finds the next pc, and masked writes use np.copyto(where=)."""
+ones hold DEAD so that one min() finds the next pc, and masked writes use np.copyto(where=). A caller may keep a
+Dispatch and run it again (again(): the mock CP does for the same code, grid and registers); a one-batch grid then
+keeps its set-up (fiber arrays, id rows, rows to clear, a small batch's Fibers) and every batch's sync checker is
+one state reset in place."""
 from __future__ import annotations
 
 import time
@@ -26,6 +29,7 @@ from ..sync import HALF_TYPES, POISON, SyncState, describe
 
 _ISA = {}
 DEAD = 1 << 40                     # the pc of a fiber that ran its end (above every program's instructions)
+KEEP_FIBERS = 1024                 # a one-batch dispatch of at most this many fibers keeps its Fibers between runs
 
 
 def isa_for(gpu_id: int):
@@ -88,9 +92,20 @@ class Dispatch:
     gpu_id = (chip_id >> 24 & 0xFF) * 100 + (chip_id >> 16 & 0xFF) * 10 + (chip_id >> 8 & 0xFF)
     words = np.asarray(code, np.uint32).view(np.uint64)
     self.prog = self._program(gpu_id, words)
-    self.mem = Memory(model)
+    self._one = None                             # a one-batch grid's set-up, made at the first run (run)
+    self._sync = None                            # the sync checker's state (sync.py), made at the first batch
+    self._fibers = None                          # a one-batch grid's Fibers, made at the first run (_run_one)
+    self.again(ibos)
+
+  def again(self, ibos) -> None:
+    """Ready to run (again): the dispatch's own state as a fresh one has it (no preamble run, nothing executed,
+    no deadline, a new view of global memory), with the IBO descriptors loaded now. A caller that keeps a Dispatch
+    for the same code, grid and registers (the mock CP) runs it again without decoding or setting it up anew."""
+    self.ibos = ibos
+    self.mem = Memory(self.model)
     self.preamble_done = False
     self.executed = 0
+    self.deadline = None
 
   def _program(self, gpu_id, words):
     key = (gpu_id, words.tobytes(), self.constlen, self.footprint, self.demotion)
@@ -137,6 +152,9 @@ class Dispatch:
     return rows
 
   def run(self) -> None:
+    if self._one is not None:                    # a one-batch grid run before (run again: again())
+      if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
+      return self._run_one(0, 0, self.cache.setdefault(("register files",), {}))
     gx, gy, gz = self.groups
     lx, ly, lz = self.local_size
     per = lx * ly * lz
@@ -144,9 +162,10 @@ class Dispatch:
     if not total or not per: return
     if self.hang_timeout_s is not None: self.deadline = time.monotonic() + self.hang_timeout_s
     step = max(1, BATCH // per)
+    pool = self.cache.setdefault(("register files",), {})
+    if total <= step: return self._run_one(total, per, pool)
     shape = None                               # (groups, fiber arrays, register file) of the last batch's size
     rows = self._rows_to_clear()
-    pool = self.cache.setdefault(("register files",), {})
     try:
       for first in range(0, total, step):
         # checked per batch too: a short program over many work-groups never reaches the in-batch check's 1024 steps
@@ -159,19 +178,51 @@ class Dispatch:
           shape = (ng, self._fiber_arrays(ng, per), np.zeros((256, n), np.uint32) if R is None else R)
         _, (group_of, lids, wave_of, ltiles), R = shape
         F = Fibers(n, ng, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
-        if self.localid_reg < 0xFC:
-          for c in range(3):
-            if c == 0 or per > 1 and ltiles[c][-1]: F.R[self.localid_reg + c] = ltiles[c]
-        if self.wgid_reg < 0xFC:
-          for c, v in self._group_ids(first, ng, per): F.R[self.wgid_reg + c] = v
-        if self.linear_id_reg < 0xFC: F.R[self.linear_id_reg] = F.lid      # HLSQ_CS_CNTL_1.LINEARLOCALIDREGID
-        self._run_batch(F)
+        for r, v in self._id_rows(first, ng, per, lids, ltiles): F.R[r] = v
+        self._run_batch(F, True)
         for r in rows: R[r].fill(0)              # the next batch (or dispatch) starts from zeroed registers
     except BaseException:
       shape = None                               # a failed batch leaves its register file as it was: not reused
       raise
     finally:
       if shape is not None: _keep(pool, shape[2])
+
+  def _id_rows(self, first, ng, per, lids, ltiles) -> list:
+    """[(register row, its values)] of the id registers a batch starts with: the local id's x (y and z where a
+    work-group has more than one fiber and they are not all 0), the work-group id, the linear local id
+    (HLSQ_CS_CNTL_1.LINEARLOCALIDREGID); registers 0xFC and above are not written."""
+    out = []
+    if self.localid_reg < 0xFC:
+      for c in range(3):
+        if c == 0 or per > 1 and ltiles[c][-1]: out.append((self.localid_reg + c, ltiles[c]))
+    if self.wgid_reg < 0xFC:
+      for c, v in self._group_ids(first, ng, per): out.append((self.wgid_reg + c, v))
+    if self.linear_id_reg < 0xFC: out.append((self.linear_id_reg, lids))
+    return out
+
+  def _run_one(self, groups: int, per: int, pool: dict) -> None:
+    """A grid that fits in one batch (`groups` work-groups of `per` fibers, read at the first run only): its fiber
+    arrays, id rows and rows to clear are made at the first run and kept with the dispatch (the grid and registers
+    are the dispatch's own: a dispatch run again reuses them)."""
+    one = self._one
+    if one is None:
+      arrays = self._fiber_arrays(groups, per)
+      one = self._one = (groups * per, groups, arrays, self._id_rows(0, groups, per, arrays[1], arrays[3]),
+                         self._rows_to_clear())
+    n, groups, (group_of, lids, wave_of, _), ids, rows = one
+    self._check_hang(0)
+    R = pool.pop(n, None)
+    if R is None: R = np.zeros((256, n), np.uint32)
+    F = self._fibers                             # a small batch's Fibers of the last run, started again
+    if F is not None: F.restart(R)
+    else:
+      F = Fibers(n, groups, group_of, lids, self.wave, self.shared_bytes, R=R, wave_of=wave_of)
+      if n <= KEEP_FIBERS: self._fibers = F
+    for r, v in ids: R[r] = v
+    self._run_batch(F, True)                     # (a failed batch leaves its register file as it was: not reused)
+    for r in rows: R[r].fill(0)                  # the next dispatch starts from zeroed registers
+    F.R = F._local = F.private = None            # a kept Fibers holds no register file or memory between runs
+    _keep(pool, R)
 
   def _rows_to_clear(self):
     """The rows a register file holds after a batch (the program's writes and the id registers), cleared before it
@@ -233,16 +284,20 @@ class Dispatch:
       else: F.pc = np.where(taken, target, self._at + 1)
     else: np.copyto(F.pc, np.where(taken, target, F.pc + 1), where=F.sel)
 
-  def _run_batch(self, F) -> None:
+  def _run_batch(self, F, fresh: bool = False) -> None:
     """The lowest-pc rule. While every fiber is alive at one pc (uniform), that pc is kept in `upc` and the pc array
     is only written when a flow instruction diverges the fibers (branch()); otherwise the live fibers at the lowest
-    pc run the instruction (F.sel). Finished fibers hold DEAD."""
+    pc run the instruction (F.sel). Finished fibers hold DEAD; an `end` every fiber runs (uniform) ends the batch.
+    fresh: F was just made (every fiber alive at pc 0)."""
     prog, n_prog = self.prog, len(self.prog)
     steps = 0
-    sync = SyncState(self.sync_mode) if self.sync_mode != "off" else None
-    every = bool(F.alive.all())
-    uniform, upc = every and not F.pc.any(), 0
+    sync = self._sync                            # one per dispatch, reset for each batch
+    if sync is not None: sync.reset()
+    elif self.sync_mode != "off": sync = self._sync = SyncState(self.sync_mode)
+    every = fresh or bool(F.alive.all())
+    uniform, upc = every and (fresh or not F.pc.any()), 0
     if not every: F.pc[~F.alive] = DEAD           # finished fibers sort after every pc
+    done = False
     while True:
       if uniform: pc = upc
       else:
@@ -270,6 +325,7 @@ class Dispatch:
           self._at, self._next = pc, None
           ins.run(F, self)
           if uniform and self._next is not None: upc = self._next     # every fiber took the same way
+          elif uniform and ins.name == "end": done = True              # no fiber is left
           else:
             uniform = False
             if ins.name == "end": F.pc[~F.alive] = DEAD
@@ -286,6 +342,7 @@ class Dispatch:
       if sync is not None: sync.update(ins.sync, pc)
       steps += 1
       if not steps & 1023: self._check_hang(None, upc if uniform else int(F.pc.min()))
+      if done: return
 
   def _check_hang(self, fiber: int | None, pc: int | None = None) -> None:
     if self.deadline is None or time.monotonic() <= self.deadline: return

@@ -103,6 +103,15 @@ class Fibers:
     self.private = None
     self.sel = None                                # the fibers the current instruction runs on (None: all)
 
+  def restart(self, R) -> "Fibers":
+    """The batch's state at its start again, for the next batch of the same fibers (a dispatch run again keeps
+    its Fibers): registers R, every fiber alive at pc 0, none selected, no local or private memory yet."""
+    self.R = R
+    self.pc.fill(0)
+    self.alive.fill(True)
+    self._local = self.private = self.sel = None
+    return self
+
   @property
   def local(self):
     """The work-groups' shared memory (allocated on first use: most programs have no ldl/stl)."""
