@@ -154,6 +154,9 @@ class MockAMDGPU:
     self._stop = False
     self._worker = None
     self._clock_base = time.monotonic_ns()
+    self._start = self._start_emu = None   # the emulator's start() as one positional function (_starter), the
+                                           # emulator it came from, and this target's bits
+    self._target_bits = 0
     if self.threaded:
       self._worker = threading.Thread(target=self._run_worker, name=f"{self.name} worker", daemon=True)
       self._worker.start()
@@ -422,7 +425,36 @@ class MockAMDGPU:
       self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
                             "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch,
                             "wave_size": wave_size}, {"sh": dict(sh)})
-    return static, self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch, wave_size)
+    # _dispatch inlined (every launch), with the emulator's start() called as its engine function (_starter)
+    start = self._start if self._start_emu is self._emu else self._starter()
+    t0 = _monotonic()
+    try: stats = start(self.ranges, pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch,
+                       self.instruction_budget, True, self._target_bits)
+    finally: self._busy.append((t0, _monotonic()))
+    if not isinstance(stats, tuple): return static, stats     # suspended (DispatchStats is a NamedTuple)
+    recent = self._stats_state[1]                      # _record(stats), inlined
+    recent.append(stats)
+    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
+    return static, None
+
+  def _starter(self):
+    """The emulator's start() for this GPU's target as one positional function: run(memory, pgm_addr, rsrc1, rsrc2,
+    rsrc3, user_sgprs, grid, block, lds_bytes, scratch, budget, sliced, bits) (emu.starter: its engine function,
+    looked up on the first DISPATCH_DIRECT, which loads the engine and numpy, and kept while `_emu` is the same).
+    An emulator object that offers start() alone (a stand-in that records dispatches) is called through it."""
+    emu = self._emu
+    starter = getattr(emu, "starter", None)
+    if starter is not None: self._start, self._target_bits = starter(self._target, 64 if self.gfx9 else 32)
+    else:
+      arch, wave_size = self._target, 64 if self.gfx9 else 32
+      def start(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch, budget, sliced,
+                bits, _start=emu.start):
+        return _start(memory, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3, user_sgprs=user_sgprs,
+                      grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch, instruction_budget=budget,
+                      arch=arch, wave_size=wave_size)
+      self._start = start
+    self._start_emu = emu
+    return self._start
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
     """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""

@@ -113,6 +113,7 @@ class PM4Engine:
     self._ib_what = f"{queue.name} indirect buffer"
     self._ib_plans: dict[bytes, dict] = {}
     self._seqs: tuple = (None, {})         # (HANDLERS they were decoded with, run length -> sequence; see _sequence)
+    self._mem = gpu.mem
 
   # ---- stream access
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -141,21 +142,49 @@ class PM4Engine:
     if not frames: return False
     if self.running is not None and not self._resume(): return False
     top = frames[-1]
-    budget = self.max_packets
-    if top.end > top.pos:
-      top.prefetch(self.gpu.mem, self.queue.name)
-      if top.ring and top.cache_end == top.end:
+    pos, end = top.pos, top.end
+    if end > pos:
+      cache = None
+      if top.ring:
+        # Frame.prefetch's common case inlined (every launch): the ring's view is valid for the current mappings and
+        # the new packets do not wrap; they are read ahead whole
+        view, size = top.view, top.size_dw
+        start = pos % size
+        if view is not None and top.view_version == self._mem.ranges.generation and end - pos <= size - start:
+          cache = top.cache = view[start:start + end - pos].tolist()
+          top.cache_pos, top.cache_end = pos, end
+      if cache is None:
+        top.prefetch(self._mem, self.queue.name)
+        if top.ring and top.cache_end == end: cache = top.cache
+      if cache is not None:
         # the ring's new packets, read ahead whole: a header sequence seen before runs without decoding (a launch)
-        handlers, seqs, cache = self.HANDLERS, self._seqs, top.cache
+        handlers, seqs = self.HANDLERS, self._seqs
         if seqs[0] is not handlers: seqs = self._seqs = (handlers, {})
         seq = seqs[1].get(len(cache))
         if seq is None or seq[0](cache) != seq[1]:
           by_header = self._by_header
           seq = self._sequence(cache, (by_header if by_header[0] is handlers else self._header_handlers())[1], seqs[1])
-        if seq is not None and budget >= seq[2]:
-          done = self._run_sequence(top, seq)
-          if done: self.packets += done
-          return done > 0
+        if seq is not None and self.max_packets >= seq[2]:
+          # the decoded run (_sequence), every packet's effect as the general loop has it: no-op packets only
+          # counted, each other packet's handler called with its body; a handler that waits ends the run there (the
+          # frame stays at its packet). An exception leaves the frame at the packet that raised it and counts none
+          # of the run's packets, as the general loop does.
+          at = before = 0
+          try:
+            for handler, at, lo, hi, opcode, before in seq[3]:
+              if not handler(cache[lo:hi], top, pos + at, opcode):
+                top.pos = pos + at
+                if before: self.packets += before     # (the handler said what it waits for: blocked_on)
+                return before > 0
+          except BaseException:
+            top.pos = pos + at
+            if before: self.blocked_on = None
+            raise
+          top.pos = end
+          self.blocked_on = None
+          self.packets += seq[2]
+          return True
+    budget = self.max_packets
     done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
     progress = False
     try:
@@ -244,12 +273,13 @@ class PM4Engine:
   def _sequence(self, cache: list, by_header: dict, seqs: dict) -> tuple | None:
     """Decode the dwords of `cache` (a ring's read-ahead, from the next packet to the last written dword) as a run of
     whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions,
-    the headers, packet count, steps, trailing no-op packets), a step being (no-op packets before it, handler, header
-    position, body start, body end, opcode). None when the run holds anything else (a filler, another packet type,
-    an unknown opcode, a packet past the end, INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and
-    refuses what it refuses. Headers equal at the same positions are the same packets (each header gives the
-    position of the next), so a run whose headers match a kept sequence is that sequence with other bodies."""
-    n, pos, before = len(cache), 0, 0
+    the headers, packet count, steps), a step being (the handler bound to this engine, header position, body start,
+    body end, opcode, packets of the run before this one); no-op packets have no step (run() only counts them).
+    None when the run holds anything else (a filler, another packet type, an unknown opcode, a packet past the end,
+    INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and refuses what it refuses. Headers equal at the
+    same positions are the same packets (each header gives the position of the next), so a run whose headers match a
+    kept sequence is that sequence with other bodies."""
+    n, pos = len(cache), 0
     positions, steps = [], []
     while pos < n:
       header = cache[pos]
@@ -258,40 +288,14 @@ class PM4Engine:
       if handler is None or opcode not in _SEQUENCE_OPCODES: return None
       nxt = pos + 2 + ((header >> 16) & 0x3FFF)
       if nxt > n: return None
+      if handler is not _nop: steps.append((handler.__get__(self), pos, pos + 1, nxt, opcode, len(positions)))
       positions.append(pos)
-      if handler is _nop: before += 1
-      else:
-        steps.append((before, handler, pos, pos + 1, nxt, opcode))
-        before = 0
       pos = nxt
     getter = itemgetter(*positions)
-    seq = (getter, getter(cache), len(positions), tuple(steps), before)
+    seq = (getter, getter(cache), len(positions), tuple(steps))
     if len(seqs) >= SEQUENCE_CACHE_ENTRIES: seqs.clear()
     seqs[n] = seq
     return seq
-
-  def _run_sequence(self, frame: Frame, seq: tuple) -> int:
-    """Execute a decoded run of ring packets (_sequence) from frame.pos, every packet's effect as the general loop
-    has it: no-op packets only counted, each other packet's handler called with its body; a handler that waits ends
-    the run there (the frame stays at its packet). Returns the packets completed."""
-    cache, base = frame.cache, frame.pos
-    done = 0
-    for before, handler, pos, lo, hi, opcode in seq[3]:
-      if before:                  # no-op packets (ACQUIRE_MEM, EVENT_WRITE, NOP) before this one completed
-        if not done: self.blocked_on = None
-        done += before
-      pos += base
-      frame.pos = pos
-      if not handler(self, cache[lo:hi], frame, pos, opcode): return done
-      if frame.pos == pos: frame.pos = base + hi
-      if not done: self.blocked_on = None
-      done += 1
-    before = seq[4]
-    if before:
-      if not done: self.blocked_on = None
-      done += before
-    frame.pos = base + len(cache)
-    return done
 
   def _resume(self) -> bool:
     """The next time slice of the suspended dispatch; True when it ended (its packet is then complete). A fault of
