@@ -36,6 +36,7 @@ import posixpath
 import stat as stat_mod
 import threading
 import time
+from _thread import get_ident
 
 from ..drivers.system import libc
 from ..drivers.system.interrupts import held as held_interrupt
@@ -134,7 +135,7 @@ class MockOS:
     self.memory = HostMemory()
     self.devices: list = []
     self.pci_functions: dict[str, PCIFunction] = {}
-    self._engines: list = []
+    self.engines: list = []      # registered engines (register_engine); read by the GPUs' doorbells (others idle?)
     self._held_locks: dict[str, MockLock] = {}
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
@@ -284,7 +285,7 @@ class MockOS:
 
   def memory_barrier(self) -> None:
     libc.memory_barrier()
-    for e in self._engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
+    for e in self.engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
       if getattr(e, "may_progress", True):
         self.tick()
         return
@@ -486,7 +487,7 @@ class MockOS:
     return time.monotonic() + self._delayed
 
   def monotonic(self) -> float:
-    if self._engines and not self.config.mock_threaded and any(e.blocked for e in self._engines): self.tick()
+    if self.engines and not self.config.mock_threaded and any(e.blocked for e in self.engines): self.tick()
     return self.clock()
 
   def delay(self, seconds: float) -> None:
@@ -506,10 +507,10 @@ class MockOS:
 
   def register_engine(self, engine) -> None:
     """An engine has poll() -> bool (made progress) and a `blocked` property (waiting on memory)."""
-    self._engines.append(engine)
+    self.engines.append(engine)
 
   def unregister_engine(self, engine) -> None:
-    if engine in self._engines: self._engines.remove(engine)
+    if engine in self.engines: self.engines.remove(engine)
 
   def tick_kicked(self, engine, max_rounds: int = 1000) -> None:
     """tick() right after `engine` was kicked (a doorbell write). While every other engine is idle (may_progress
@@ -518,7 +519,7 @@ class MockOS:
     blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
     if self._threaded or getattr(self._ticking, "active", False): return
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
-    engines = self._engines
+    engines = self.engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
     self._hw_step.hold()           # first: from here on a Ctrl-C waits, so the flag below cannot be left set
     self._ticking.active = True
@@ -536,7 +537,7 @@ class MockOS:
 
   def others_idle(self, engine) -> bool:
     """Whether every engine but `engine` is idle (may_progress False)."""
-    engines = self._engines
+    engines = self.engines
     if len(engines) == 1 and engines[0] is engine: return True
     for e in engines:
       if e is not engine and getattr(e, "may_progress", True): return False
@@ -548,18 +549,26 @@ class MockOS:
     (re-entrant ticks return at once) until leave_alone(). False: the caller kicks itself and calls tick_kicked()."""
     if self._threaded: return False
     local = self._ticking
-    if getattr(local, "active", False) or not self.others_idle(engine): return False
-    self._hw_step.hold()
+    if getattr(local, "active", False): return False
+    engines = self.engines
+    if (len(engines) != 1 or engines[0] is not engine) and not self.others_idle(engine): return False
+    held = self._hw_step
+    # held.hold(), without its call when this is a span nested in the main thread's (the doorbell store's, which the
+    # driver's submission holds): then it only counts the depth
+    if held.depth and get_ident() == held.main: held.depth += 1
+    else: held.hold()
     local.active = True
     return True
 
   def leave_alone(self) -> None:
     self._ticking.active = False
-    self._hw_step.release()
+    held = self._hw_step
+    if held.depth > 1 and get_ident() == held.main: held.depth -= 1     # held.release() of a nested span
+    else: held.release()
 
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
-    for e in self._engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
+    for e in self.engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
     if self._threaded or getattr(self._ticking, "active", False): return
@@ -567,7 +576,7 @@ class MockOS:
     self._ticking.active = True
     try:
       for _ in range(max_rounds):
-        if not any([e.poll() for e in list(self._engines)]): break
+        if not any([e.poll() for e in list(self.engines)]): break
     finally:
       self._ticking.active = False
       self._hw_step.release()
@@ -650,7 +659,7 @@ class MockOS:
     self.closed = True
     for dev in reversed(self.devices):
       if hasattr(dev, "close"): dev.close()
-    self._engines.clear()
+    self.engines.clear()
     self.memory.close()
 
   def __enter__(self): return self

@@ -232,8 +232,9 @@ class MockAMDGPU:
       queue.doorbell_value = value
       self.kick(queue)             # the worker may be busy with a dispatch: the host does not wait for it
       return
-    os = self.os
-    with self.lock:
+    os, lock = self.os, self.lock
+    lock.acquire()        # (as `with self.lock`, without the with statement's special-method look-ups)
+    try:
       queue.doorbell_value = value
       try:
         # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
@@ -242,10 +243,12 @@ class MockAMDGPU:
         alone = not self._to_poll and os.enter_alone(self)
         if alone:
           try:
+            engines = os.engines
             for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
-              progress = queue.poll()
-              pending = queue.pending
-              if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
+              progress, pending = queue.poll_pending()
+              # another engine was rung meanwhile: the full tick takes over (others_idle, without its call when this
+              # GPU is the only engine)
+              if (len(engines) != 1 or engines[0] is not self) and not os.others_idle(self):
                 alone = False
                 break
               if not progress or not pending: break
@@ -261,6 +264,7 @@ class MockAMDGPU:
           self._to_poll[queue] = None
           self.may_progress = True
         raise
+    finally: lock.release()
     if not alone: os.tick_kicked(self)
 
   # ---- the engine interface of MockOS (synchronous mode)
