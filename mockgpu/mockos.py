@@ -135,7 +135,7 @@ class MockOS:
     self.memory = HostMemory()
     self.devices: list = []
     self.pci_functions: dict[str, PCIFunction] = {}
-    self.engines: list = []      # registered engines (register_engine); read by the GPUs' doorbells (others idle?)
+    self.engines: list = []      # registered engines (register_engine)
     self._held_locks: dict[str, MockLock] = {}
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
@@ -549,9 +549,7 @@ class MockOS:
     (re-entrant ticks return at once) until leave_alone(). False: the caller kicks itself and calls tick_kicked()."""
     if self._threaded: return False
     local = self._ticking
-    if getattr(local, "active", False): return False
-    engines = self.engines
-    if (len(engines) != 1 or engines[0] is not engine) and not self.others_idle(engine): return False
+    if getattr(local, "active", False) or not self.others_idle(engine): return False
     held = self._hw_step
     # held.hold(), without its call when this is a span nested in the main thread's (the doorbell store's, which the
     # driver's submission holds): then it only counts the depth

@@ -243,12 +243,9 @@ class MockAMDGPU:
         alone = not self._to_poll and os.enter_alone(self)
         if alone:
           try:
-            engines = os.engines
             for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
               progress, pending = queue.poll_pending()
-              # another engine was rung meanwhile: the full tick takes over (others_idle, without its call when this
-              # GPU is the only engine)
-              if (len(engines) != 1 or engines[0] is not self) and not os.others_idle(self):
+              if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
                 alone = False
                 break
               if not progress or not pending: break

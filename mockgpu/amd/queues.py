@@ -114,42 +114,42 @@ class PM4Queue(Queue):
 
   def drop_work(self) -> None: self.engine.drop()
 
-  def poll(self) -> bool: return self.poll_pending()[0]
-
   def poll_pending(self) -> tuple[bool, bool]:
-    """(poll(), pending) in one call (the GPU's doorbell asks both on every launch), with _poll inlined: the ring
-    up to the doorbell's write pointer, then the read pointer reported."""
+    """(poll(), pending) in one call (the GPU's doorbell asks both on every launch): Queue.poll with the pending
+    property inlined."""
     if not self.active or self.error is not None: return False, False
-    engine, ring = self.engine, self.ring
-    try:
-      wptr = self.doorbell_value
-      if wptr == ring.pos and len(engine.frames) == 1 and engine.running is None: return False, False
-      if wptr < ring.pos and not engine.frames[1:]:
-        raise QueueError(self.name, f"write pointer {wptr} is behind the read pointer {ring.pos}",
-                         offset=(ring.pos % ring.size_dw) * 4)
-      ring.end = wptr
-      progress = engine.run()
-      if progress:
-        # DeviceMemory.write64's kept-cell case inlined: the read pointer's address was checked for these mappings
-        mem = self._mem
-        cells = mem.cells64
-        cell = cells[1].get(self.rptr_addr) if cells[0] == mem.ranges.generation else None
-        if cell is not None: cell.value = ring.pos
-        else: mem.write64(self.rptr_addr, ring.pos, self._rptr_what)
-    except (QueueError, GPUFault) as e:
+    try: progress = self._poll()
+    except (QueueError, GPUFault) as e:      # as Queue.poll (the queue is not pending after an error)
       self.error = e
       self.gpu.queue_failed(self, e)
       return True, False
-    except Exception as e:      # a bug of the model: this queue stops (with the error named), the others run on
+    except Exception as e:
       self._stopped_by(e, "the mock's queue model failed")
       return True, False
-    except BaseException as e:  # KeyboardInterrupt in the host's thread (synchronous mode): stop, then let it through
+    except BaseException as e:
       self._stopped_by(e, "interrupted by an exception in the host's thread")
       raise
-    running = engine.running
-    # progress: not while a dispatch is out of its slice (see the module docstring); pending: PM4Queue.pending
-    return progress and running is None, (self.active and self.error is None and (
-      self.doorbell_value != ring.pos or len(engine.frames) > 1 or running is not None))
+    engine = self.engine
+    return progress, (self.active and self.error is None and (self.doorbell_value != self.ring.pos
+                                                              or len(engine.frames) > 1 or engine.running is not None))
+
+  def _poll(self) -> bool:
+    engine, ring = self.engine, self.ring
+    wptr = self.doorbell_value
+    if wptr == ring.pos and len(engine.frames) == 1 and engine.running is None: return False
+    if wptr < ring.pos and not engine.frames[1:]:
+      raise QueueError(self.name, f"write pointer {wptr} is behind the read pointer {ring.pos}",
+                       offset=(ring.pos % ring.size_dw) * 4)
+    ring.end = wptr
+    progress = engine.run()
+    if progress:
+      # DeviceMemory.write64's kept-cell case inlined: the read pointer's address was checked for these mappings
+      mem = self._mem
+      cells = mem.cells64
+      cell = cells[1].get(self.rptr_addr) if cells[0] == mem.ranges.generation else None
+      if cell is not None: cell.value = ring.pos
+      else: mem.write64(self.rptr_addr, ring.pos, self._rptr_what)
+    return progress and engine.running is None     # a dispatch out of its slice: see the module docstring
 
   def _blocked_on(self): return self.engine.blocked_on
 
