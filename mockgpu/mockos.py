@@ -284,7 +284,10 @@ class MockOS:
   def memview(self, addr: int, size: int) -> memoryview: return libc.view(addr, size)
 
   def memory_barrier(self) -> None:
-    libc.memory_barrier()
+    """The fence before a doorbell (drivers/system/linux.py: an mfence). The mock's device models are Python in this
+    process: in synchronous mode they run in this very thread, and the threaded worker reads memory only while it
+    holds the interpreter lock, whose hand-over from this thread orders memory as a fence would; so no hardware fence
+    (a foreign call) is needed here. What the barrier still does: run the engines that may progress."""
     for e in self.engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
       if getattr(e, "may_progress", True):
         self.tick()

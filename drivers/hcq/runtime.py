@@ -339,7 +339,18 @@ class HCQDevice(Device):
       self._abandon(engine, value, mark)
       raise
     prog.launches += 1
-    self._commit(engine, value, mark, True, prog)
+    # _commit(engine, value, mark, True, prog) inlined (every launch): its words set the timeline, so the doorbell
+    # follows at once; the lock and the held Ctrl-C span are released as _commit releases them
+    try:
+      self._last_engine = engine
+      self._recent[value & RECENT_MASK] = (value, engine, prog)    # for a timeout's message (_describe)
+      try: engine.commit()
+      except BaseException:      # interrupted at the doorbell (Ctrl-C): the work was handed over and may never end
+        self._stuck = True
+        raise
+    finally:
+      self.lock.release()
+      held_interrupt.release()
     return None
 
   def _timed_launch(self, prog, shape, explicit: bytes) -> float:

@@ -146,26 +146,26 @@ class PM4Engine:
     pos, end = top.pos, top.end
     if end > pos:
       # the ring's new packets, read ahead whole: a header sequence seen before runs without decoding (a launch)
-      handlers, seqs, cache = self.HANDLERS, self._seqs, None
-      if seqs[0] is not handlers: seqs = self._seqs = (handlers, {})
+      seqs, cache = self._seqs, None
+      if seqs[0] is not self.HANDLERS: seqs = self._seqs = (self.HANDLERS, {})
       seq = seqs[1].get(end - pos)      # (the run's length: a read-ahead that is used is all of it)
-      if top.ring:
-        # Frame.prefetch's common case inlined (every launch): the ring's view is valid for the current mappings and
-        # the new packets do not wrap; a run of a length decoded before is read by its struct (a tuple: faster
-        # than the view's tolist())
-        view, size = top.view, top.size_dw
+      view = top.view
+      if view is not None:
+        # Frame.prefetch's common case inlined (every launch; only rings have a view): the view is valid for the
+        # current mappings and the new packets do not wrap; a run of a length decoded before is read by its struct
+        # (a tuple, faster than the view's tolist()). The frame's read-ahead fields are set when the general loop
+        # needs them (below)
+        size = top.size_dw
         start = pos % size
-        if view is not None and top.view_version == self._mem.ranges.generation and end - pos <= size - start:
-          cache = top.cache = view[start:end - pos + start].tolist() if seq is None else \
-            seq[4].unpack_from(view, 4 * start)
-          top.cache_pos, top.cache_end = pos, end
+        if top.view_version == self._mem.ranges.generation and end - pos <= size - start:
+          cache = view[start:end - pos + start].tolist() if seq is None else seq[4].unpack_from(view, 4 * start)
       if cache is None:
         top.prefetch(self._mem, self.queue.name)
         if top.ring and top.cache_end == end: cache = top.cache
       if cache is not None:
         if seq is None or seq[0](cache) != seq[1]:
           by_header = self._by_header
-          seq = self._sequence(cache, (by_header if by_header[0] is handlers else self._header_handlers())[1], seqs[1])
+          seq = self._sequence(cache, (by_header if by_header[0] is seqs[0] else self._header_handlers())[1], seqs[1])
         if seq is not None and self.max_packets >= seq[2]:
           # the decoded run (_sequence), every packet's effect as the general loop has it: no-op packets only
           # counted, each other packet's handler called with its body; a handler that waits ends the run there (the
@@ -186,6 +186,7 @@ class PM4Engine:
           self.blocked_on = None
           self.packets += seq[2]
           return True
+        top.cache, top.cache_pos, top.cache_end = cache, pos, end
     budget = self.max_packets
     done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
     progress = False
@@ -436,7 +437,14 @@ class PM4Engine:
     sel = body[1]
     data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
     addr = body[2] | (body[3] << 32)
-    if data_sel == _DATA_64: self.gpu.mem.write64(addr & ~7, body[4] | (body[5] << 32), self._release_what)
+    if data_sel == _DATA_64:
+      # DeviceMemory.write64's kept-cell case inlined (the fence of every launch): the address was checked for these
+      # mappings
+      mem = self._mem
+      cells = mem.cells64
+      cell = cells[1].get(addr & ~7) if cells[0] == mem.ranges.generation else None
+      if cell is not None: cell.value = body[4] | (body[5] << 32)
+      else: mem.write64(addr & ~7, body[4] | (body[5] << 32), self._release_what)
     elif data_sel == _DATA_32: self.gpu.mem.write32(addr & ~3, body[4], self._release_what)
     elif data_sel == R.RELEASE_DATA_GPU_CLOCK or data_sel == R.RELEASE_DATA_SYS_CLOCK:
       self.gpu.mem.write64(addr & ~7, self.gpu.clock(), self._release_what)
