@@ -130,7 +130,7 @@ class MockOS:
     from ..config import Config
     config = config if config is not None else Config()
     self.config = config.replace(sysfs_root="/sys", proc_root="/proc", dev_root="/dev")
-    self._threaded = bool(self.config.mock_threaded)
+    self.threaded = bool(self.config.mock_threaded)     # the engines run their own threads (no ticks)
     self.vfs = VFS()
     self.memory = HostMemory()
     self.devices: list = []
@@ -146,7 +146,10 @@ class MockOS:
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._delayed = 0.0         # seconds delay() let pass on the models' clock (clock(), monotonic())
-    self._ticking = threading.local()
+    # .active: this thread is ticking, or an engine whose doorbell rang polls itself alone (as a tick would, when it
+    # is not inside a tick of this thread and every other engine is idle: MockAMDGPU.ring_doorbell, which holds
+    # Ctrl-C back meanwhile): re-entrant ticks of this thread return at once
+    self.ticking = threading.local()
     # Ctrl-C waits for a step of the synchronous engines to end: hardware goes on with its work whatever the host's
     # process is told, so an interrupt lands between two steps of it, never inside one (a queue stopped halfway through
     # a packet would be a fault no GPU has)
@@ -520,12 +523,12 @@ class MockOS:
     False), each round of tick() would find the others' polls returning False at once: `engine` is polled alone,
     until it makes no progress (the same rounds, without the others). As soon as another engine may progress (it is
     blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
-    if self._threaded or getattr(self._ticking, "active", False): return
+    if self.threaded or getattr(self.ticking, "active", False): return
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
     engines = self.engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
     self._hw_step.hold()           # first: from here on a Ctrl-C waits, so the flag below cannot be left set
-    self._ticking.active = True
+    self.ticking.active = True
     try:
       for _ in range(max_rounds):
         progress = engine.poll()
@@ -534,7 +537,7 @@ class MockOS:
         if not progress or not engine.may_progress: return
       else: return
     finally:
-      self._ticking.active = False
+      self.ticking.active = False
       self._hw_step.release()
     self.tick(max_rounds)
 
@@ -546,40 +549,19 @@ class MockOS:
       if e is not engine and getattr(e, "may_progress", True): return False
     return True
 
-  def enter_alone(self, engine) -> bool:
-    """Synchronous mode, for an engine whose doorbell rang: True when it may poll itself alone now (what a tick
-    would do): not inside a tick of this thread and every other engine idle. This thread then counts as ticking
-    (re-entrant ticks return at once) until leave_alone(). False: the caller kicks itself and calls tick_kicked()."""
-    if self._threaded: return False
-    local = self._ticking
-    if getattr(local, "active", False) or not self.others_idle(engine): return False
-    held = self._hw_step
-    # held.hold(), without its call when this is a span nested in the main thread's (the doorbell store's, which the
-    # driver's submission holds): then it only counts the depth
-    if held.depth and get_ident() == held.main: held.depth += 1
-    else: held.hold()
-    local.active = True
-    return True
-
-  def leave_alone(self) -> None:
-    self._ticking.active = False
-    held = self._hw_step
-    if held.depth > 1 and get_ident() == held.main: held.depth -= 1     # held.release() of a nested span
-    else: held.release()
-
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
     for e in self.engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
-    if self._threaded or getattr(self._ticking, "active", False): return
+    if self.threaded or getattr(self.ticking, "active", False): return
     self._hw_step.hold()
-    self._ticking.active = True
+    self.ticking.active = True
     try:
       for _ in range(max_rounds):
         if not any([e.poll() for e in list(self.engines)]): break
     finally:
-      self._ticking.active = False
+      self.ticking.active = False
       self._hw_step.release()
 
   def add_pci_driver(self, name: str) -> None:

@@ -18,9 +18,11 @@ import functools
 import struct
 import threading
 import time
+from _thread import get_ident
 from collections import deque
 from dataclasses import dataclass, field
 
+from ...drivers.system.interrupts import held as held_interrupt
 from ...errors import GPUFault, HCQError, QueueError
 from . import regs as R
 from .access import DeviceMemory
@@ -239,9 +241,17 @@ class MockAMDGPU:
       try:
         # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
         # tick would poll only this queue, round after round while it progresses and has work left (blocked on
-        # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
-        alone = not self._to_poll and os.enter_alone(self)
+        # memory): that is done here, without the tick's and poll()'s bookkeeping, when this thread is not inside a
+        # tick (MockOS.ticking) and every other engine is idle; this thread then counts as ticking, in a held Ctrl-C
+        # span (nested in the doorbell store's, which only counts its depth)
+        ticking = os.ticking
+        alone = not self._to_poll and not os.threaded and not getattr(ticking, "active", False) and os.others_idle(self)
         if alone:
+          held = held_interrupt
+          nested = held.depth and get_ident() == held.main
+          if nested: held.depth += 1
+          else: held.hold()
+          ticking.active = True
           try:
             for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
               progress, pending = queue.poll_pending()
@@ -252,7 +262,10 @@ class MockAMDGPU:
             if pending:
               self._to_poll[queue] = None
               self.may_progress = True
-          finally: os.leave_alone()
+          finally:
+            ticking.active = False
+            if nested: held.depth -= 1
+            else: held.release()
         else:                          # queue.doorbell(value) and kick(queue), inlined
           self._to_poll[queue] = None
           self.may_progress = True
