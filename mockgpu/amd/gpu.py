@@ -422,7 +422,6 @@ class MockAMDGPU:
       if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
         raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
-    wave_size = 64 if self.gfx9 else 32
     if static is None:
       # the launch state that does not change from one launch of a kernel to the next (program, resources,
       # work-group size), checked and converted once per distinct register values
@@ -438,14 +437,21 @@ class MockAMDGPU:
     if self.dispatch_observers:
       self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
                             "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch,
-                            "wave_size": wave_size}, {"sh": dict(sh)})
+                            "wave_size": 64 if self.gfx9 else 32}, {"sh": dict(sh)})
     # _dispatch inlined (every launch), with the emulator's start() called as its engine function (_starter)
     start = self._start if self._start_emu is self._emu else self._starter()
     t0 = _monotonic()
     try: stats = start(self.ranges, pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch,
                        self.instruction_budget, True, self._target_bits)
-    finally: self._busy.append((t0, _monotonic()))
-    if not isinstance(stats, tuple): return static, stats     # suspended (DispatchStats is a NamedTuple)
+    except BaseException:
+      self._busy.append((t0, _monotonic()))
+      raise
+    # the busy span ends after the time the emulator measured for its slice (one clock read less than reading the
+    # clock again: busy_percent() needs no better)
+    if not isinstance(stats, tuple):                   # suspended (DispatchStats is a NamedTuple)
+      self._busy.append((t0, t0 + stats.seconds))
+      return static, stats
+    self._busy.append((t0, t0 + stats[2]))
     recent = self._stats_state[1]                      # _record(stats), inlined
     recent.append(stats)
     if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
