@@ -173,8 +173,8 @@ class PM4Engine:
           # of the run's packets, as the general loop does.
           at = before = 0
           try:
-            for handler, at, lo, hi, opcode, before in seq[3]:
-              if not handler(cache[lo:hi], top, pos + at, opcode):
+            for handler, at, body, opcode, before in seq[3]:
+              if not handler(cache[body], top, pos + at, opcode):
                 top.pos = pos + at
                 if before: self.packets += before     # (the handler said what it waits for: blocked_on)
                 return before > 0
@@ -276,8 +276,8 @@ class PM4Engine:
   def _sequence(self, cache: list, by_header: dict, seqs: dict) -> tuple | None:
     """Decode the dwords of `cache` (a ring's read-ahead, from the next packet to the last written dword) as a run of
     whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions,
-    the headers, packet count, steps), a step being (the handler bound to this engine, header position, body start,
-    body end, opcode, packets of the run before this one); no-op packets have no step (run() only counts them).
+    the headers, packet count, steps), a step being (the handler bound to this engine, header position, the body's
+    slice, opcode, packets of the run before this one); no-op packets have no step (run() only counts them).
     None when the run holds anything else (a filler, another packet type, an unknown opcode, a packet past the end,
     INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and refuses what it refuses. Headers equal at the
     same positions are the same packets (each header gives the position of the next), so a run whose headers match a
@@ -292,7 +292,7 @@ class PM4Engine:
       if handler is None or opcode not in _SEQUENCE_OPCODES: return None
       nxt = pos + 2 + ((header >> 16) & 0x3FFF)
       if nxt > n: return None
-      if handler is not _nop: steps.append((handler.__get__(self), pos, pos + 1, nxt, opcode, len(positions)))
+      if handler is not _nop: steps.append((handler.__get__(self), pos, slice(pos + 1, nxt), opcode, len(positions)))
       positions.append(pos)
       pos = nxt
     getter = itemgetter(*positions)
@@ -331,15 +331,16 @@ class PM4Engine:
 
   def _set_sh_reg(self, body, frame, pos, op):
     start = body[0] & 0xFFFF
-    n = len(body) - 1
-    if start + n > _SH_WINDOW:
-      raise self._error(frame, pos, f"SET_SH_REG of {n} registers at offset {start:#x} leaves the SH window", op)
-    if n == 1: self.sh[start] = body[1]
-    else: self.sh.update(zip(range(start, start + n), body[1:]))
-    if _USER_LO <= start and start + n <= _USER_HI: self.user_data[start - _USER_LO:start - _USER_LO + n] = body[1:]
+    end = start + len(body) - 1
+    if end > _SH_WINDOW:
+      raise self._error(frame, pos, f"SET_SH_REG of {end - start} registers at offset {start:#x} leaves the SH window",
+                        op)
+    if end - start == 1: self.sh[start] = body[1]
+    else: self.sh.update(zip(range(start, end), body[1:]))
+    if _USER_LO <= start and end <= _USER_HI: self.user_data[start - _USER_LO:end - _USER_LO] = body[1:]
     else:
-      if _LAUNCH_REGS.find(1, start, start + n) >= 0: self.launch_state = None
-      if start < _USER_HI and _USER_LO < start + n:     # a run across the user data and other registers
+      if _LAUNCH_REGS.find(1, start, end) >= 0: self.launch_state = None
+      if start < _USER_HI and _USER_LO < end:     # a run across the user data and other registers
         get = self.sh.get
         self.user_data = [get(r, 0) for r in range(_USER_LO, _USER_HI)]
     return True
@@ -435,7 +436,7 @@ class PM4Engine:
   def _release_mem(self, body, frame, pos, op):
     if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
     sel = body[1]
-    data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
+    data_sel = (sel >> 29) & 7
     addr = body[2] | (body[3] << 32)
     if data_sel == _DATA_64:
       # DeviceMemory.write64's kept-cell case inlined (the fence of every launch): the address was checked for these
@@ -450,6 +451,7 @@ class PM4Engine:
       self.gpu.mem.write64(addr & ~7, self.gpu.clock(), self._release_what)
     elif data_sel != R.RELEASE_DATA_NONE:
       raise self._error(frame, pos, f"RELEASE_MEM data_sel {data_sel} is not supported", op)
+    int_sel = (sel >> 24) & 7
     if int_sel:
       if int_sel > 3: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
       self.gpu.interrupt(self.queue, body[6] if len(body) > 6 else 0)
