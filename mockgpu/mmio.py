@@ -85,12 +85,10 @@ class DoorbellMMIO(MMIOView):
     value &= 0xFFFFFFFFFFFFFFFF
     fn = self.routes.get(offset)
     # a doorbell write is one store on hardware: a Ctrl-C cannot land halfway through it (drivers/system/interrupts.py).
-    # Inside the main thread's held span (a driver's submission) the span nests: only its depth is counted, as
-    # hold() and release() would, without their calls
+    # Inside the main thread's held span (a driver's submission) there is nothing to add: that span defers it already
     held = held_interrupt
     nested = held.depth and get_ident() == held.main
-    if nested: held.depth += 1
-    else: held.hold()
+    if not nested: held.hold()
     try:
       if fn is not None:           # a routed doorbell: its offset was checked by route()
         self.values[offset] = value
@@ -100,8 +98,7 @@ class DoorbellMMIO(MMIOView):
       self.values[offset] = value
       self.ring(offset, value)
     finally:
-      if nested: held.depth -= 1
-      else: held.release()
+      if not nested: held.release()
 
   def mmap_address(self, addr=None) -> int:
     raise OSCallError("mmap", self.name, errno.ENODEV, "mock doorbells are not memory: map them with os.map_mmio() "

@@ -244,13 +244,15 @@ class MockAMDGPU:
         # memory): that is done here, without the tick's and poll()'s bookkeeping, when this thread is not inside a
         # tick (MockOS.ticking) and every other engine is idle; this thread then counts as ticking, in a held Ctrl-C
         # span (nested in the doorbell store's, which only counts its depth)
+        # (the OS is not threaded: this GPU is not, and both follow the same config.mock_threaded)
         ticking = os.ticking
-        alone = not self._to_poll and not os.threaded and not getattr(ticking, "active", False) and os.others_idle(self)
+        alone = not self._to_poll and not getattr(ticking, "active", False) and os.others_idle(self)
         if alone:
+          # Ctrl-C held back while this thread counts as ticking; nested in the main thread's held span (the
+          # doorbell store's) there is nothing to add: that span defers it already (HeldInterrupt.hold)
           held = held_interrupt
           nested = held.depth and get_ident() == held.main
-          if nested: held.depth += 1
-          else: held.hold()
+          if not nested: held.hold()
           ticking.active = True
           try:
             for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
@@ -264,8 +266,7 @@ class MockAMDGPU:
               self.may_progress = True
           finally:
             ticking.active = False
-            if nested: held.depth -= 1
-            else: held.release()
+            if not nested: held.release()
         else:                          # queue.doorbell(value) and kick(queue), inlined
           self._to_poll[queue] = None
           self.may_progress = True
@@ -429,8 +430,9 @@ class MockAMDGPU:
       key = tuple(map(get, self._static_regs))
       static = self._launch_states.get(key)
       if static is None: static = self._launch_state(queue, get, key)
-    if 0 in grid: return static, None
-    if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
+    groups = grid[0] * grid[1] * grid[2]
+    if not groups: return static, None           # (the dimensions are u32s: none is negative)
+    if groups > MAX_WORKGROUPS:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
     user = list(user_data) if user_data is not None else list(map(sh.get, _USER_DATA, _ZEROS))
