@@ -146,10 +146,11 @@ class MockOS:
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._delayed = 0.0         # seconds delay() let pass on the models' clock (clock(), monotonic())
-    # .active: this thread is ticking, or an engine whose doorbell rang polls itself alone (as a tick would, when it
-    # is not inside a tick of this thread and every other engine is idle: MockAMDGPU.ring_doorbell, which holds
-    # Ctrl-C back meanwhile): re-entrant ticks of this thread return at once
-    self.ticking = threading.local()
+    # the threads ticking (their get_ident()): a tick of this thread, or an engine whose doorbell rang polling itself
+    # alone (as a tick would, when its thread is not ticking and every other engine is idle: MockAMDGPU.ring_doorbell,
+    # which holds Ctrl-C back meanwhile). Re-entrant ticks of such a thread return at once. (A set of thread ids:
+    # cheaper to test and update than a threading.local's attribute, on every launch's doorbell.)
+    self.ticking: set[int] = set()
     # Ctrl-C waits for a step of the synchronous engines to end: hardware goes on with its work whatever the host's
     # process is told, so an interrupt lands between two steps of it, never inside one (a queue stopped halfway through
     # a packet would be a fault no GPU has)
@@ -523,12 +524,13 @@ class MockOS:
     False), each round of tick() would find the others' polls returning False at once: `engine` is polled alone,
     until it makes no progress (the same rounds, without the others). As soon as another engine may progress (it is
     blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
-    if self.threaded or getattr(self.ticking, "active", False): return
+    me = get_ident()
+    if self.threaded or me in self.ticking: return
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
     engines = self.engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
     self._hw_step.hold()           # first: from here on a Ctrl-C waits, so the flag below cannot be left set
-    self.ticking.active = True
+    self.ticking.add(me)
     try:
       for _ in range(max_rounds):
         progress = engine.poll()
@@ -537,7 +539,7 @@ class MockOS:
         if not progress or not engine.may_progress: return
       else: return
     finally:
-      self.ticking.active = False
+      self.ticking.discard(me)
       self._hw_step.release()
     self.tick(max_rounds)
 
@@ -554,14 +556,15 @@ class MockOS:
     for e in self.engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
-    if self.threaded or getattr(self.ticking, "active", False): return
+    me = get_ident()
+    if self.threaded or me in self.ticking: return
     self._hw_step.hold()
-    self.ticking.active = True
+    self.ticking.add(me)
     try:
       for _ in range(max_rounds):
         if not any([e.poll() for e in list(self.engines)]): break
     finally:
-      self.ticking.active = False
+      self.ticking.discard(me)
       self._hw_step.release()
 
   def add_pci_driver(self, name: str) -> None:

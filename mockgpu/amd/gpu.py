@@ -245,15 +245,15 @@ class MockAMDGPU:
         # tick (MockOS.ticking) and every other engine is idle; this thread then counts as ticking, in a held Ctrl-C
         # span (nested in the doorbell store's, which only counts its depth)
         # (the OS is not threaded: this GPU is not, and both follow the same config.mock_threaded)
-        ticking = os.ticking
-        alone = not self._to_poll and not getattr(ticking, "active", False) and os.others_idle(self)
+        ticking, me = os.ticking, get_ident()
+        alone = not self._to_poll and me not in ticking and os.others_idle(self)
         if alone:
           # Ctrl-C held back while this thread counts as ticking; nested in the main thread's held span (the
           # doorbell store's) there is nothing to add: that span defers it already (HeldInterrupt.hold)
           held = held_interrupt
-          nested = held.depth and get_ident() == held.main
+          nested = held.depth and me == held.main
           if not nested: held.hold()
-          ticking.active = True
+          ticking.add(me)
           try:
             for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
               progress, pending = queue.poll_pending()
@@ -265,7 +265,7 @@ class MockAMDGPU:
               self._to_poll[queue] = None
               self.may_progress = True
           finally:
-            ticking.active = False
+            ticking.discard(me)
             if not nested: held.release()
         else:                          # queue.doorbell(value) and kick(queue), inlined
           self._to_poll[queue] = None
