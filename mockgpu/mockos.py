@@ -135,7 +135,8 @@ class MockOS:
     self.memory = HostMemory()
     self.devices: list = []
     self.pci_functions: dict[str, PCIFunction] = {}
-    self.engines: list = []      # registered engines (register_engine)
+    self.engines: list = []      # registered engines (register_engine/unregister_engine only)
+    self._sole = None            # the registered engine when there is exactly one (others_idle)
     self._held_locks: dict[str, MockLock] = {}
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
@@ -515,9 +516,11 @@ class MockOS:
   def register_engine(self, engine) -> None:
     """An engine has poll() -> bool (made progress) and a `blocked` property (waiting on memory)."""
     self.engines.append(engine)
+    self._sole = self.engines[0] if len(self.engines) == 1 else None
 
   def unregister_engine(self, engine) -> None:
     if engine in self.engines: self.engines.remove(engine)
+    self._sole = self.engines[0] if len(self.engines) == 1 else None
 
   def tick_kicked(self, engine, max_rounds: int = 1000) -> None:
     """tick() right after `engine` was kicked (a doorbell write). While every other engine is idle (may_progress
@@ -545,9 +548,8 @@ class MockOS:
 
   def others_idle(self, engine) -> bool:
     """Whether every engine but `engine` is idle (may_progress False)."""
-    engines = self.engines
-    if len(engines) == 1 and engines[0] is engine: return True
-    for e in engines:
+    if self._sole is engine: return True        # the only engine (every doorbell of a one-GPU process asks)
+    for e in self.engines:
       if e is not engine and getattr(e, "may_progress", True): return False
     return True
 
@@ -646,6 +648,7 @@ class MockOS:
     for dev in reversed(self.devices):
       if hasattr(dev, "close"): dev.close()
     self.engines.clear()
+    self._sole = None
     self.memory.close()
 
   def __enter__(self): return self
