@@ -133,3 +133,26 @@ def test_the_mock_memory_barrier_makes_no_foreign_call_and_still_ticks(monkeypat
     assert e.polls == 2
     mos.memory_barrier()             # idle: nothing to run
     assert e.polls == 2
+
+
+def test_others_idle_follows_the_registered_engines():
+  """MockOS.others_idle answers at once for the only registered engine; a second engine (busy or idle), and its
+  going, are seen at the next call."""
+  class Engine:
+    blocked = False
+    def __init__(self, may_progress): self.may_progress = may_progress
+    def poll(self): return False
+  with MockOS() as mos:
+    a, b = Engine(True), Engine(True)       # both may progress
+    mos.register_engine(a)
+    assert mos.others_idle(a) and not mos.others_idle(b)     # a is the only one; for b, a is busy
+    mos.register_engine(b)
+    assert not mos.others_idle(a) and not mos.others_idle(b)
+    b.may_progress = False
+    assert mos.others_idle(a)
+    b.may_progress = True
+    mos.unregister_engine(b)
+    assert mos.others_idle(a)
+    mos.unregister_engine(a)
+    mos.register_engine(b)
+    assert mos.others_idle(b) and not mos.others_idle(a)

@@ -1,7 +1,8 @@
-"""issue 33 P1: CommandBuffer.fill patches a 64-bit value's low and high dwords from one look-up (its flattened
+"""issue 33 P1, the launch path's kept state against its definition. CommandBuffer.fill patches a 64-bit value's low and high dwords from one look-up (its flattened
 patches pair lo(sym) and hi(sym) at consecutive positions): what it fills is each patch's definition
 (Patch.value) at its position, for any layout of patches (pairs, lone halves, the high dword first, other adds or
-shifts, several keys), also after link() resolved some of them."""
+shifts, several keys), also after link() resolved some of them. RingEngine.mark (a partial of getattr, no Python
+frame) is the ring's write position whenever it is asked."""
 from array import array
 
 from hypothesis import given, settings, strategies as st
@@ -49,3 +50,21 @@ def test_a_pair_is_one_flattened_entry_and_the_template_is_untouched():
   out = cb.fill({("var", "timeline"): 0x1_2345_6789})
   assert list(out) == [0xC0DE, 0x2345_6789, 1, 1, 0x2345_678D, 0x2345_6789]
   assert list(cb.template) == [0xC0DE, 0, 0, 0, 0, 0]
+
+
+def test_a_ring_engines_mark_is_its_rings_write_position():
+  import hcq
+  from hcq.drivers.amd.kernels import demo_code_object
+  with hcq.open("MOCK+AMD") as dev:
+    engine = dev.compute
+    ring = engine.ring
+    prog = dev.load(demo_code_object(), "empty")
+    for _ in range(3):
+      prog(global_size=(1,), local_size=(1,))
+      assert engine.mark() == ring.put_dw == ring.published_dw > 0
+    m = engine.mark()
+    engine.write(array("I", [0] * 4))           # words not committed: rolled back to the mark
+    assert engine.mark() == m + 4
+    engine.rollback(m)
+    assert engine.mark() == m
+    dev.synchronize()
