@@ -136,10 +136,11 @@ class PM4Queue(Queue):
   def _poll(self) -> bool:
     engine, ring = self.engine, self.ring
     wptr = self.doorbell_value
-    if wptr == ring.pos and len(engine.frames) == 1 and engine.running is None: return False
-    if wptr < ring.pos and not engine.frames[1:]:
-      raise QueueError(self.name, f"write pointer {wptr} is behind the read pointer {ring.pos}",
-                       offset=(ring.pos % ring.size_dw) * 4)
+    if wptr <= ring.pos:            # (new packets, the common case, need neither check)
+      if wptr == ring.pos and len(engine.frames) == 1 and engine.running is None: return False
+      if wptr < ring.pos and len(engine.frames) <= 1:
+        raise QueueError(self.name, f"write pointer {wptr} is behind the read pointer {ring.pos}",
+                         offset=(ring.pos % ring.size_dw) * 4)
     ring.end = wptr
     progress = engine.run()
     if progress:
