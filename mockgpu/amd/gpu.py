@@ -242,9 +242,8 @@ class MockAMDGPU:
         # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
         # tick would poll only this queue, round after round while it progresses and has work left (blocked on
         # memory): that is done here, without the tick's and poll()'s bookkeeping, when this thread is not inside a
-        # tick (MockOS.ticking) and every other engine is idle; this thread then counts as ticking, in a held Ctrl-C
-        # span (nested in the doorbell store's, which only counts its depth)
-        # (the OS is not threaded: this GPU is not, and both follow the same config.mock_threaded)
+        # tick (MockOS.ticking) and every other engine is idle; this thread then counts as ticking, with Ctrl-C held
+        # back. (The OS is not threaded either: it follows the same config.mock_threaded as this GPU.)
         ticking, me = os.ticking, get_ident()
         alone = not self._to_poll and me not in ticking and os.others_idle(self)
         if alone:

@@ -37,10 +37,6 @@ class Queue:
     self.active = True
 
   # ---- driver side
-  def poll_pending(self) -> tuple[bool, bool]:
-    """(poll(), pending) in one call."""
-    return self.poll(), self.pending
-
   def doorbell(self, value: int) -> None:
     self.doorbell_value = value
     self.gpu.kick(self)
@@ -62,16 +58,24 @@ class Queue:
   def poll(self) -> bool:
     if not self.active or self.error is not None: return False
     try: return self._poll()
-    except (QueueError, GPUFault) as e:
+    except BaseException as e: return self._failed(e)
+
+  def poll_pending(self) -> tuple[bool, bool]:
+    """(poll(), pending) in one call (the GPU's doorbell asks both)."""
+    return self.poll(), self.pending
+
+  def _failed(self, e: BaseException) -> bool:
+    """An exception out of _poll: a queue error or GPU fault stops this queue (reported to the KFD model); so does
+    any other exception (a bug of the model: named, the other queues run on); one of the host's thread (a
+    KeyboardInterrupt in synchronous mode) stops it and is raised on. Returns True (poll()'s progress)."""
+    if isinstance(e, (QueueError, GPUFault)):
       self.error = e
       self.gpu.queue_failed(self, e)
-      return True
-    except Exception as e:      # a bug of the model: this queue stops (with the error named), the others run on
-      self._stopped_by(e, "the mock's queue model failed")
-      return True
-    except BaseException as e:  # KeyboardInterrupt in the host's thread (synchronous mode): stop, then let it through
+    elif isinstance(e, Exception): self._stopped_by(e, "the mock's queue model failed")
+    else:
       self._stopped_by(e, "interrupted by an exception in the host's thread")
-      raise
+      raise e
+    return True
 
   def _stopped_by(self, e: BaseException, why: str) -> None:
     """An exception other than a queue error arrived while this queue ran, maybe halfway through a block of a
@@ -119,16 +123,7 @@ class PM4Queue(Queue):
     property inlined."""
     if not self.active or self.error is not None: return False, False
     try: progress = self._poll()
-    except (QueueError, GPUFault) as e:      # as Queue.poll (the queue is not pending after an error)
-      self.error = e
-      self.gpu.queue_failed(self, e)
-      return True, False
-    except Exception as e:
-      self._stopped_by(e, "the mock's queue model failed")
-      return True, False
-    except BaseException as e:
-      self._stopped_by(e, "interrupted by an exception in the host's thread")
-      raise
+    except BaseException as e: return self._failed(e), False       # (a stopped queue is not pending)
     engine = self.engine
     return progress, (self.active and self.error is None and (self.doorbell_value != self.ring.pos
                                                               or len(engine.frames) > 1 or engine.running is not None))
