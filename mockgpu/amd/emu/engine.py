@@ -104,21 +104,21 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   # mode): its checked set-up, templates and pooled state are reused as they are (see _Shape)
   fast_key = (grid, block, rsrc1 & 0x3F | target << 8 | (rsrc3 & 0x3F) << 16, rsrc2 & 0x1FBE, lds_bytes, scratch)
   launches = memory.dispatch_launches
-  shape = launches.get(fast_key)
+  # taken out of the cache while this dispatch uses its pooled state (another thread's dispatch of the same shape on
+  # this memory builds its own meanwhile), and put back at its end (by _relaunch's generator when it suspends)
+  shape = launches.pop(fast_key, None)
   if shape is not None:
-    mode = (rsrc1 >> 16) & 0xF | target
-    entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
-    if entry is not None:
-      blk = entry[0]
-      # _code_unchanged's common case inlined: the mappings did not change and the code bytes are the same. The
-      # shape stays in the cache meanwhile: a one-block run is never suspended (only _relaunch takes it out)
-      if blk.mapped_generation == memory.generation and blk.code_view.raw == blk.code or _code_unchanged(memory, blk):
-        executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
-        # _stats, inlined; tuple.__new__ builds the NamedTuple without its Python-level __new__
-        return _new_tuple(_DispatchStats, (shape.W, executed, time.perf_counter() - t0))
-    del launches[fast_key]       # out of the cache while _relaunch's generator runs (see SuspendedDispatch)
     work = None
     try:
+      mode = (rsrc1 >> 16) & 0xF | target
+      entry = shape.entries.get((pgm_addr, mode)) if shape.clean else None
+      if entry is not None:
+        blk = entry[0]
+        # _code_unchanged's common case inlined: the mappings did not change and the code bytes are the same
+        if blk.mapped_generation == memory.generation and blk.code_view.raw == blk.code or _code_unchanged(memory, blk):
+          executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
+          # _stats, inlined; tuple.__new__ builds the NamedTuple without its Python-level __new__
+          return _new_tuple(_DispatchStats, (shape.W, executed, time.perf_counter() - t0))
       deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
       work = _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, instruction_budget, deadline)
     finally:
