@@ -140,8 +140,16 @@ def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
     prog = dev.load(demo_code_object(), "empty")
     from hcq.mockgpu.amd import emu
     real_dispatch = emu.dispatch
-    if not emulator:     # the "without the emulator" run: dispatch() returns at once (no wave runs)
+    gpus = [g for d in dev.os.devices for g in getattr(d, "gpus", ())]
+    real_emus = [g._emu for g in gpus]
+    if not emulator:     # the "without the emulator" run: a dispatch returns at once (no wave runs)
       emu.dispatch = lambda memory, **kw: emu.DispatchStats(waves=1, wave_instructions=1, seconds=0.0)
+
+      class NoWaves:     # the GPU's emulator object (MockAMDGPU._emu), whose start() it calls for DISPATCH_DIRECT
+        ScratchSetup = emu.ScratchSetup
+        @staticmethod
+        def start(memory, **kw): return emu.DispatchStats(waves=1, wave_instructions=1, seconds=0.0)
+      for g in gpus: g._emu = NoWaves
 
     bound = dev.bind(prog, global_size=(1,), local_size=(1,))
 
@@ -176,6 +184,7 @@ def launch_breakdown(launches: int, repeat: int, emulator: bool = True) -> None:
     total = 0.0
     timer.undo()
     emu.dispatch = real_dispatch
+    for g, e in zip(gpus, real_emus): g._emu = e
     for stage in STAGES + sorted(set(best) - set(STAGES)):
       if stage not in best: continue
       us = best[stage] / launches * 1e6

@@ -36,6 +36,7 @@ import posixpath
 import stat as stat_mod
 import threading
 import time
+from _thread import get_ident
 
 from ..drivers.system import libc
 from ..drivers.system.interrupts import held as held_interrupt
@@ -129,12 +130,13 @@ class MockOS:
     from ..config import Config
     config = config if config is not None else Config()
     self.config = config.replace(sysfs_root="/sys", proc_root="/proc", dev_root="/dev")
-    self._threaded = bool(self.config.mock_threaded)
+    self.threaded = bool(self.config.mock_threaded)     # the engines run their own threads (no ticks)
     self.vfs = VFS()
     self.memory = HostMemory()
     self.devices: list = []
     self.pci_functions: dict[str, PCIFunction] = {}
-    self._engines: list = []
+    self.engines: list = []      # registered engines (register_engine/unregister_engine only)
+    self._sole = None            # the registered engine when there is exactly one (others_idle)
     self._held_locks: dict[str, MockLock] = {}
     self._inodes: dict[str, int] = {}     # lock file path -> its inode number (for stat and the procfs lock lines)
     self._next_fd = 100
@@ -145,7 +147,11 @@ class MockOS:
     self.usb_backend = None     # a pyusb backend (usb.backend.IBackend) presenting mock USB devices
     self._lock = threading.RLock()
     self._delayed = 0.0         # seconds delay() let pass on the models' clock (clock(), monotonic())
-    self._ticking = threading.local()
+    # the threads ticking (their get_ident()): a tick of this thread, or an engine whose doorbell rang polling itself
+    # alone (as a tick would, when its thread is not ticking and every other engine is idle: MockAMDGPU.ring_doorbell,
+    # which holds Ctrl-C back meanwhile). Re-entrant ticks of such a thread return at once. (A set of thread ids:
+    # cheaper to test and update than a threading.local's attribute, on every launch's doorbell.)
+    self.ticking: set[int] = set()
     # Ctrl-C waits for a step of the synchronous engines to end: hardware goes on with its work whatever the host's
     # process is told, so an interrupt lands between two steps of it, never inside one (a queue stopped halfway through
     # a packet would be a fault no GPU has)
@@ -283,8 +289,11 @@ class MockOS:
   def memview(self, addr: int, size: int) -> memoryview: return libc.view(addr, size)
 
   def memory_barrier(self) -> None:
-    libc.memory_barrier()
-    for e in self._engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
+    """The fence before a doorbell (drivers/system/linux.py: an mfence). The mock's device models are Python in this
+    process: in synchronous mode they run in this very thread, and the threaded worker reads memory only while it
+    holds the interpreter lock, whose hand-over from this thread orders memory as a fence would; so no hardware fence
+    (a foreign call) is needed here. What the barrier still does: run the engines that may progress."""
+    for e in self.engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
       if getattr(e, "may_progress", True):
         self.tick()
         return
@@ -486,7 +495,7 @@ class MockOS:
     return time.monotonic() + self._delayed
 
   def monotonic(self) -> float:
-    if self._engines and not self.config.mock_threaded and any(e.blocked for e in self._engines): self.tick()
+    if self.engines and not self.config.mock_threaded and any(e.blocked for e in self.engines): self.tick()
     return self.clock()
 
   def delay(self, seconds: float) -> None:
@@ -506,22 +515,25 @@ class MockOS:
 
   def register_engine(self, engine) -> None:
     """An engine has poll() -> bool (made progress) and a `blocked` property (waiting on memory)."""
-    self._engines.append(engine)
+    self.engines.append(engine)
+    self._sole = self.engines[0] if len(self.engines) == 1 else None
 
   def unregister_engine(self, engine) -> None:
-    if engine in self._engines: self._engines.remove(engine)
+    if engine in self.engines: self.engines.remove(engine)
+    self._sole = self.engines[0] if len(self.engines) == 1 else None
 
   def tick_kicked(self, engine, max_rounds: int = 1000) -> None:
     """tick() right after `engine` was kicked (a doorbell write). While every other engine is idle (may_progress
     False), each round of tick() would find the others' polls returning False at once: `engine` is polled alone,
     until it makes no progress (the same rounds, without the others). As soon as another engine may progress (it is
     blocked on memory, or another thread rang it meanwhile), the full rounds of tick() take over."""
-    if self._threaded or getattr(self._ticking, "active", False): return
+    me = get_ident()
+    if self.threaded or me in self.ticking: return
     if not hasattr(engine, "may_progress"): return self.tick(max_rounds)
-    engines = self._engines
+    engines = self.engines
     if len(engines) > 1 and not self.others_idle(engine): return self.tick(max_rounds)
     self._hw_step.hold()           # first: from here on a Ctrl-C waits, so the flag below cannot be left set
-    self._ticking.active = True
+    self.ticking.add(me)
     try:
       for _ in range(max_rounds):
         progress = engine.poll()
@@ -530,46 +542,31 @@ class MockOS:
         if not progress or not engine.may_progress: return
       else: return
     finally:
-      self._ticking.active = False
+      self.ticking.discard(me)
       self._hw_step.release()
     self.tick(max_rounds)
 
   def others_idle(self, engine) -> bool:
     """Whether every engine but `engine` is idle (may_progress False)."""
-    engines = self._engines
-    if len(engines) == 1 and engines[0] is engine: return True
-    for e in engines:
+    if self._sole is engine: return True        # the only engine (every doorbell of a one-GPU process asks)
+    for e in self.engines:
       if e is not engine and getattr(e, "may_progress", True): return False
     return True
 
-  def enter_alone(self, engine) -> bool:
-    """Synchronous mode, for an engine whose doorbell rang: True when it may poll itself alone now (what a tick
-    would do): not inside a tick of this thread and every other engine idle. This thread then counts as ticking
-    (re-entrant ticks return at once) until leave_alone(). False: the caller kicks itself and calls tick_kicked()."""
-    if self._threaded: return False
-    local = self._ticking
-    if getattr(local, "active", False) or not self.others_idle(engine): return False
-    self._hw_step.hold()
-    local.active = True
-    return True
-
-  def leave_alone(self) -> None:
-    self._ticking.active = False
-    self._hw_step.release()
-
   def tick(self, max_rounds: int = 1000) -> None:
     """Synchronous mode: poll every engine until none makes progress (re-entrant calls return at once)."""
-    for e in self._engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
+    for e in self.engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
-    if self._threaded or getattr(self._ticking, "active", False): return
+    me = get_ident()
+    if self.threaded or me in self.ticking: return
     self._hw_step.hold()
-    self._ticking.active = True
+    self.ticking.add(me)
     try:
       for _ in range(max_rounds):
-        if not any([e.poll() for e in list(self._engines)]): break
+        if not any([e.poll() for e in list(self.engines)]): break
     finally:
-      self._ticking.active = False
+      self.ticking.discard(me)
       self._hw_step.release()
 
   def add_pci_driver(self, name: str) -> None:
@@ -650,7 +647,8 @@ class MockOS:
     self.closed = True
     for dev in reversed(self.devices):
       if hasattr(dev, "close"): dev.close()
-    self._engines.clear()
+    self.engines.clear()
+    self._sole = None
     self.memory.close()
 
   def __enter__(self): return self

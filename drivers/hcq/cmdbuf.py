@@ -54,12 +54,29 @@ class CommandBuffer:
     self._flatten()
 
   def _flatten(self) -> None:
-    # (position, key, add, shift) tuples: fill() runs at every submit and reads no Patch attributes
-    self._flat = tuple((i, p.key, p.add, p.shift) for i, p in self.patches)
+    # fill() runs at every submit and reads no Patch attributes: (key, add, position, shift) tuples, where the low and
+    # high dwords of one 64-bit value at consecutive positions (lo(sym), hi(sym): shifts 0 and 32) are one entry with
+    # shift -1, so that the value is looked up and added once
+    flat, patches = [], [(i, p.key, p.add, p.shift) for i, p in self.patches]
+    k = 0
+    while k < len(patches):
+      i, key, add, shift = patches[k]
+      if shift == 0 and k + 1 < len(patches) and patches[k + 1] == (i + 1, key, add, 32):
+        flat.append((key, add, i, -1))
+        k += 2
+      else:
+        flat.append((key, add, i, shift))
+        k += 1
+    self._flat = tuple(flat)
 
   def fill(self, values) -> array:
-    out = array("I", self.template)
-    for i, key, add, shift in self._flat: out[i] = ((values[key] + add) >> shift) & 0xFFFFFFFF
+    out = self.template[:]       # a copy (array slicing: no per-item conversion)
+    for key, add, i, shift in self._flat:
+      v = values[key] + add
+      if shift < 0:
+        out[i] = v & 0xFFFFFFFF
+        out[i + 1] = (v >> 32) & 0xFFFFFFFF
+      else: out[i] = (v >> shift) & 0xFFFFFFFF
     return out
 
   def __len__(self): return len(self.template)

@@ -17,6 +17,7 @@ with the keys their values are given under at submit (V_TIMELINE, V_PREV, P_DST,
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from ...compiler import queue as Q
 from ...compiler.ir import Ops, PatternMatcher, UOp, dtypes
@@ -109,7 +110,7 @@ class RingEngine(Engine):
   def __init__(self, name: str, matcher: PatternMatcher, ring, ctx=None, links: dict | None = None):
     self.ring = ring
     super().__init__(name, matcher, ctx, links)
-    # the ring's own methods (bound once: every launch calls them)
+    # the ring's own methods (bound once: every launch calls them); mark() reads the ring's write position through a
+    # C-level partial (no Python frame)
     self.write, self.commit, self.rollback = ring.write, ring.commit, ring.rollback
-
-  def mark(self): return self.ring.put_dw
+    self.mark = functools.partial(getattr, ring, "put_dw")

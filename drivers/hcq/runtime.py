@@ -188,7 +188,8 @@ class HCQDevice(Device):
     timeline value; after work on another engine that is not known done, the engine first waits for it. Returns
     (timeline value, the engine's position to roll back to). Ctrl-C is held back from here to the end of _commit or
     _abandon (drivers/system/interrupts.py): a submission stopped between its timeline value and its doorbell would
-    leave work the timeline counts on that no engine ever sees."""
+    leave work the timeline counts on that no engine ever sees. (launch() has this and _commit inline: a change here
+    goes there too.)"""
     held_interrupt.hold()
     try: self.lock.acquire()
     except BaseException:
@@ -333,13 +334,48 @@ class HCQDevice(Device):
         seconds = self._timed_launch(prog, shape, explicit)
         return seconds if timed else None
     engine = self.compute
-    value, mark = self._begin(engine)
+    # _begin(engine) inlined (every launch): the same steps, errors and clean-up
+    held_interrupt.hold()
+    lock = self.lock
+    try: lock.acquire()
+    except BaseException:
+      held_interrupt.release()
+      raise
+    try:
+      if self.closed or self.fault is not None: self._refuse()
+      timeline = self.timeline
+      prev = timeline.value
+      if prev >= TIMELINE_LIMIT:
+        raise DeviceError(f"{self.name}: the timeline reached 2^32 submissions; reopen the device")
+      mark = engine.mark()
+      value = timeline.value = prev + 1
+      last = self._last_engine
+      if last is not engine and last is not None and timeline.signal.value < prev:
+        try: engine.write(engine.wait_cmd.fill({V_PREV: prev}))
+        except BaseException:
+          self._abandon(engine, value, mark, release=False)
+          raise
+    except BaseException:
+      lock.release()
+      held_interrupt.release()
+      raise
     try: engine.write(self._launch_words(prog, shape, explicit, value))
     except BaseException:
       self._abandon(engine, value, mark)
       raise
     prog.launches += 1
-    self._commit(engine, value, mark, True, prog)
+    # _commit(engine, value, mark, True, prog) inlined (every launch): its words set the timeline, so the doorbell
+    # follows at once; the lock and the held Ctrl-C span are released as _commit releases them
+    try:
+      self._last_engine = engine
+      self._recent[value & RECENT_MASK] = (value, engine, prog)    # for a timeout's message (_describe)
+      try: engine.commit()
+      except BaseException:      # interrupted at the doorbell (Ctrl-C): the work was handed over and may never end
+        self._stuck = True
+        raise
+    finally:
+      lock.release()
+      held_interrupt.release()
     return None
 
   def _timed_launch(self, prog, shape, explicit: bytes) -> float:

@@ -30,7 +30,9 @@ class DeviceMemory:
     # peer MMIO mapped into this GPU's address space (another PCI function's BAR page, peer.PeerWindows): a store
     # there is a posted write across the fabric to that function's model, a load a read of its register
     self.peers = PeerWindows()
-    self._cells32 = self._cells64 = (-1, {})     # (mapping generation the cells were checked in, addr -> cell)
+    # (mapping generation the cells were checked in, addr -> ctypes cell), per width: a caller may use a cell it finds
+    # for the current generation as write64/write32 would (the PM4 queue's read pointer and fence stores do)
+    self.cells32 = self.cells64 = (-1, {})
 
   def version(self) -> int:
     """A number that changes whenever the GPU's mappings change."""
@@ -48,11 +50,11 @@ class DeviceMemory:
 
   def _cell(self, addr: int, width: int, what: str):
     generation = self.ranges.generation     # read before the check: a change meanwhile drops the cell next time
-    cells = self._cells64 if width == 8 else self._cells32
+    cells = self.cells64 if width == 8 else self.cells32
     if cells[0] != generation:
       cells = (generation, {})
-      if width == 8: self._cells64 = cells
-      else: self._cells32 = cells
+      if width == 8: self.cells64 = cells
+      else: self.cells32 = cells
     cell = cells[1].get(addr)
     if cell is None:
       self.check(addr, width, what)
@@ -66,7 +68,7 @@ class DeviceMemory:
     if size: self.ranges.check_scalar(addr, size, what)
 
   def read32(self, addr: int, what: str = "read") -> int:
-    cells = self._cells32
+    cells = self.cells32
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     if cell is None and self.peers.windows:
       window = self.peers.find(addr, 4)
@@ -74,7 +76,7 @@ class DeviceMemory:
     return (cell if cell is not None else self._cell(addr, 4, what)).value
 
   def read64(self, addr: int, what: str = "read") -> int:
-    cells = self._cells64
+    cells = self.cells64
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     if cell is None and self.peers.windows:
       window = self.peers.find(addr, 8)
@@ -82,7 +84,7 @@ class DeviceMemory:
     return (cell if cell is not None else self._cell(addr, 8, what)).value
 
   def write32(self, addr: int, value: int, what: str = "write") -> None:
-    cells = self._cells32
+    cells = self.cells32
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     if cell is None and self.peers.windows:
       window = self.peers.find(addr, 4)
@@ -90,7 +92,7 @@ class DeviceMemory:
     (cell if cell is not None else self._cell(addr, 4, what)).value = value & 0xFFFFFFFF
 
   def write64(self, addr: int, value: int, what: str = "write") -> None:
-    cells = self._cells64
+    cells = self.cells64
     cell = cells[1].get(addr) if cells[0] == self.ranges.generation else None
     if cell is None and self.peers.windows:
       window = self.peers.find(addr, 8)

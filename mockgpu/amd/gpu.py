@@ -18,9 +18,11 @@ import functools
 import struct
 import threading
 import time
+from _thread import get_ident
 from collections import deque
 from dataclasses import dataclass, field
 
+from ...drivers.system.interrupts import held as held_interrupt
 from ...errors import GPUFault, HCQError, QueueError
 from . import regs as R
 from .access import DeviceMemory
@@ -154,6 +156,9 @@ class MockAMDGPU:
     self._stop = False
     self._worker = None
     self._clock_base = time.monotonic_ns()
+    self._start = self._start_emu = None   # the emulator's start() as one positional function (_starter), the
+                                           # emulator it came from, and this target's bits
+    self._target_bits = 0
     if self.threaded:
       self._worker = threading.Thread(target=self._run_worker, name=f"{self.name} worker", daemon=True)
       self._worker.start()
@@ -229,19 +234,28 @@ class MockAMDGPU:
       queue.doorbell_value = value
       self.kick(queue)             # the worker may be busy with a dispatch: the host does not wait for it
       return
-    os = self.os
-    with self.lock:
+    os, lock = self.os, self.lock
+    lock.acquire()        # (as `with self.lock`, without the with statement's special-method look-ups)
+    try:
       queue.doorbell_value = value
       try:
         # the doorbell of every launch: when no other queue of this GPU has work and every other engine is idle, a
         # tick would poll only this queue, round after round while it progresses and has work left (blocked on
-        # memory): that is done here, without the tick's and poll()'s bookkeeping (MockOS.enter_alone)
-        alone = not self._to_poll and os.enter_alone(self)
+        # memory): that is done here, without the tick's and poll()'s bookkeeping, when this thread is not inside a
+        # tick (MockOS.ticking) and every other engine is idle; this thread then counts as ticking, with Ctrl-C held
+        # back. (The OS is not threaded either: it follows the same config.mock_threaded as this GPU.)
+        ticking, me = os.ticking, get_ident()
+        alone = not self._to_poll and me not in ticking and os.others_idle(self)
         if alone:
+          # Ctrl-C held back while this thread counts as ticking; nested in the main thread's held span (the
+          # doorbell store's) there is nothing to add: that span defers it already (HeldInterrupt.hold)
+          held = held_interrupt
+          nested = held.depth and me == held.main
+          if not nested: held.hold()
+          ticking.add(me)
           try:
             for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
-              progress = queue.poll()
-              pending = queue.pending
+              progress, pending = queue.poll_pending()
               if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
                 alone = False
                 break
@@ -249,7 +263,9 @@ class MockAMDGPU:
             if pending:
               self._to_poll[queue] = None
               self.may_progress = True
-          finally: os.leave_alone()
+          finally:
+            ticking.discard(me)
+            if not nested: held.release()
         else:                          # queue.doorbell(value) and kick(queue), inlined
           self._to_poll[queue] = None
           self.may_progress = True
@@ -258,6 +274,7 @@ class MockAMDGPU:
           self._to_poll[queue] = None
           self.may_progress = True
         raise
+    finally: lock.release()
     if not alone: os.tick_kicked(self)
 
   # ---- the engine interface of MockOS (synchronous mode)
@@ -405,7 +422,6 @@ class MockAMDGPU:
       if not initiator & R.DISPATCH_COMPUTE_SHADER_EN:
         raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x} lacks COMPUTE_SHADER_EN")
       raise QueueError(queue.name, f"DISPATCH_INITIATOR {initiator:#x}: wave64 dispatch is not modelled (set CS_W32_EN)")
-    wave_size = 64 if self.gfx9 else 32
     if static is None:
       # the launch state that does not change from one launch of a kernel to the next (program, resources,
       # work-group size), checked and converted once per distinct register values
@@ -413,16 +429,53 @@ class MockAMDGPU:
       key = tuple(map(get, self._static_regs))
       static = self._launch_states.get(key)
       if static is None: static = self._launch_state(queue, get, key)
-    if 0 in grid: return static, None
-    if grid[0] * grid[1] * grid[2] > MAX_WORKGROUPS:
+    groups = grid[0] * grid[1] * grid[2]
+    if not groups: return static, None           # (the dimensions are u32s: none is negative)
+    if groups > MAX_WORKGROUPS:
       raise QueueError(queue.name, f"DISPATCH_DIRECT of {grid} work-groups exceeds the mock's {MAX_WORKGROUPS}")
     pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch = static
     user = list(user_data) if user_data is not None else list(map(sh.get, _USER_DATA, _ZEROS))
     if self.dispatch_observers:
       self._observe(queue, {"pgm_addr": pgm, "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3, "user_sgprs": user,
                             "grid": grid, "block": block, "lds_bytes": lds_bytes, "scratch": scratch,
-                            "wave_size": wave_size}, {"sh": dict(sh)})
-    return static, self._dispatch(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch, wave_size)
+                            "wave_size": 64 if self.gfx9 else 32}, {"sh": dict(sh)})
+    # _dispatch inlined (every launch), with the emulator's start() called as its engine function (_starter)
+    start = self._start if self._start_emu is self._emu else self._starter()
+    t0 = _monotonic()
+    try: stats = start(self.ranges, pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds_bytes, scratch,
+                       self.instruction_budget, True, self._target_bits)
+    except BaseException:
+      self._busy.append((t0, _monotonic()))
+      raise
+    # the busy span ends after the time the emulator measured for its slice (one clock read less than reading the
+    # clock again: busy_percent() needs no better)
+    if not isinstance(stats, tuple):                   # suspended (DispatchStats is a NamedTuple)
+      self._busy.append((t0, t0 + stats.seconds))
+      return static, stats
+    self._busy.append((t0, t0 + stats[2]))
+    recent = self._stats_state[1]                      # _record(stats), inlined
+    recent.append(stats)
+    if len(recent) >= _STATS_FOLD: self._stats_state = (_fold(self._stats_state), [])
+    return static, None
+
+  def _starter(self):
+    """The emulator's start() for this GPU's target as one positional function: run(memory, pgm_addr, rsrc1, rsrc2,
+    rsrc3, user_sgprs, grid, block, lds_bytes, scratch, budget, sliced, bits) (emu.starter: its engine function,
+    looked up on the first DISPATCH_DIRECT, which loads the engine and numpy, and kept while `_emu` is the same).
+    An emulator object that offers start() alone (a stand-in that records dispatches) is called through it."""
+    emu = self._emu
+    starter = getattr(emu, "starter", None)
+    if starter is not None: self._start, self._target_bits = starter(self._target, 64 if self.gfx9 else 32)
+    else:
+      arch, wave_size = self._target, 64 if self.gfx9 else 32
+      def start(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch, budget, sliced,
+                bits, _start=emu.start):
+        return _start(memory, pgm_addr=pgm_addr, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=rsrc3, user_sgprs=user_sgprs,
+                      grid=grid, block=block, lds_bytes=lds_bytes, scratch=scratch, instruction_budget=budget,
+                      arch=arch, wave_size=wave_size)
+      self._start = start
+    self._start_emu = emu
+    return self._start
 
   def _launch_state(self, queue, get, key: tuple) -> tuple:
     """(pgm, rsrc1, rsrc2, rsrc3, block, lds_bytes, scratch) from the COMPUTE_* registers, checked; cached by `key`."""

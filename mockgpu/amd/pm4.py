@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from operator import itemgetter
+from struct import Struct
 
 from ...errors import QueueError
 from . import regs as R
@@ -113,6 +114,7 @@ class PM4Engine:
     self._ib_what = f"{queue.name} indirect buffer"
     self._ib_plans: dict[bytes, dict] = {}
     self._seqs: tuple = (None, {})         # (HANDLERS they were decoded with, run length -> sequence; see _sequence)
+    self._mem = gpu.mem
 
   # ---- stream access
   def _ring_offset(self, frame: Frame, pos: int) -> int:
@@ -141,21 +143,51 @@ class PM4Engine:
     if not frames: return False
     if self.running is not None and not self._resume(): return False
     top = frames[-1]
-    budget = self.max_packets
-    if top.end > top.pos:
-      top.prefetch(self.gpu.mem, self.queue.name)
-      if top.ring and top.cache_end == top.end:
-        # the ring's new packets, read ahead whole: a header sequence seen before runs without decoding (a launch)
-        handlers, seqs, cache = self.HANDLERS, self._seqs, top.cache
-        if seqs[0] is not handlers: seqs = self._seqs = (handlers, {})
-        seq = seqs[1].get(len(cache))
+    pos, end = top.pos, top.end
+    if end > pos:
+      # the ring's new packets, read ahead whole: a header sequence seen before runs without decoding (a launch)
+      seqs, cache = self._seqs, None
+      if seqs[0] is not self.HANDLERS: seqs = self._seqs = (self.HANDLERS, {})
+      seq = seqs[1].get(end - pos)      # (the run's length: a read-ahead that is used is all of it)
+      view = top.view
+      if view is not None:
+        # Frame.prefetch's common case inlined (every launch; only rings have a view): the view is valid for the
+        # current mappings and the new packets do not wrap; a run of a length decoded before is read by its struct
+        # (a tuple, faster than the view's tolist()). The frame's read-ahead fields are set when the general loop
+        # needs them (below)
+        size = top.size_dw
+        start = pos % size
+        if top.view_version == self._mem.ranges.generation and end - pos <= size - start:
+          cache = view[start:end - pos + start].tolist() if seq is None else seq[4].unpack_from(view, 4 * start)
+      if cache is None:
+        top.prefetch(self._mem, self.queue.name)
+        if top.ring and top.cache_end == end: cache = top.cache
+      if cache is not None:
         if seq is None or seq[0](cache) != seq[1]:
           by_header = self._by_header
-          seq = self._sequence(cache, (by_header if by_header[0] is handlers else self._header_handlers())[1], seqs[1])
-        if seq is not None and budget >= seq[2]:
-          done = self._run_sequence(top, seq)
-          if done: self.packets += done
-          return done > 0
+          seq = self._sequence(cache, (by_header if by_header[0] is seqs[0] else self._header_handlers())[1], seqs[1])
+        if seq is not None and self.max_packets >= seq[2]:
+          # the decoded run (_sequence), every packet's effect as the general loop has it: no-op packets only
+          # counted, each other packet's handler called with its body; a handler that waits ends the run there (the
+          # frame stays at its packet). An exception leaves the frame at the packet that raised it and counts none
+          # of the run's packets, as the general loop does.
+          at = before = 0
+          try:
+            for handler, at, body, opcode, before in seq[3]:
+              if not handler(cache[body], top, pos + at, opcode):
+                top.pos = pos + at
+                if before: self.packets += before     # (the handler said what it waits for: blocked_on)
+                return before > 0
+          except BaseException:
+            top.pos = pos + at
+            if before: self.blocked_on = None
+            raise
+          top.pos = end
+          self.blocked_on = None
+          self.packets += seq[2]
+          return True
+        top.cache, top.cache_pos, top.cache_end = cache, pos, end
+    budget = self.max_packets
     done = 0          # packets completed by this call (added to self.packets at the end, even on an error)
     progress = False
     try:
@@ -244,12 +276,14 @@ class PM4Engine:
   def _sequence(self, cache: list, by_header: dict, seqs: dict) -> tuple | None:
     """Decode the dwords of `cache` (a ring's read-ahead, from the next packet to the last written dword) as a run of
     whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions,
-    the headers, packet count, steps, trailing no-op packets), a step being (no-op packets before it, handler, header
-    position, body start, body end, opcode). None when the run holds anything else (a filler, another packet type,
-    an unknown opcode, a packet past the end, INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and
-    refuses what it refuses. Headers equal at the same positions are the same packets (each header gives the
-    position of the next), so a run whose headers match a kept sequence is that sequence with other bodies."""
-    n, pos, before = len(cache), 0, 0
+    the headers, packet count, steps), a step being (the handler bound to this engine, header position, the body's
+    slice, opcode, packets of the run before this one); no-op packets have no step (run() only counts them).
+    None when the run holds anything else (a filler, another packet type, an unknown opcode, a packet past the end,
+    INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and refuses what it refuses. Headers equal at the
+    same positions are the same packets (each header gives the position of the next), so a run whose headers match a
+    kept sequence is that sequence with other bodies. The last item reads a run of this length from the ring (native
+    u32s, as the ring's view)."""
+    n, pos = len(cache), 0
     positions, steps = [], []
     while pos < n:
       header = cache[pos]
@@ -258,40 +292,14 @@ class PM4Engine:
       if handler is None or opcode not in _SEQUENCE_OPCODES: return None
       nxt = pos + 2 + ((header >> 16) & 0x3FFF)
       if nxt > n: return None
+      if handler is not _nop: steps.append((handler.__get__(self), pos, slice(pos + 1, nxt), opcode, len(positions)))
       positions.append(pos)
-      if handler is _nop: before += 1
-      else:
-        steps.append((before, handler, pos, pos + 1, nxt, opcode))
-        before = 0
       pos = nxt
     getter = itemgetter(*positions)
-    seq = (getter, getter(cache), len(positions), tuple(steps), before)
+    seq = (getter, getter(cache), len(positions), tuple(steps), Struct(f"={n}I"))
     if len(seqs) >= SEQUENCE_CACHE_ENTRIES: seqs.clear()
     seqs[n] = seq
     return seq
-
-  def _run_sequence(self, frame: Frame, seq: tuple) -> int:
-    """Execute a decoded run of ring packets (_sequence) from frame.pos, every packet's effect as the general loop
-    has it: no-op packets only counted, each other packet's handler called with its body; a handler that waits ends
-    the run there (the frame stays at its packet). Returns the packets completed."""
-    cache, base = frame.cache, frame.pos
-    done = 0
-    for before, handler, pos, lo, hi, opcode in seq[3]:
-      if before:                  # no-op packets (ACQUIRE_MEM, EVENT_WRITE, NOP) before this one completed
-        if not done: self.blocked_on = None
-        done += before
-      pos += base
-      frame.pos = pos
-      if not handler(self, cache[lo:hi], frame, pos, opcode): return done
-      if frame.pos == pos: frame.pos = base + hi
-      if not done: self.blocked_on = None
-      done += 1
-    before = seq[4]
-    if before:
-      if not done: self.blocked_on = None
-      done += before
-    frame.pos = base + len(cache)
-    return done
 
   def _resume(self) -> bool:
     """The next time slice of the suspended dispatch; True when it ended (its packet is then complete). A fault of
@@ -323,15 +331,16 @@ class PM4Engine:
 
   def _set_sh_reg(self, body, frame, pos, op):
     start = body[0] & 0xFFFF
-    n = len(body) - 1
-    if start + n > _SH_WINDOW:
-      raise self._error(frame, pos, f"SET_SH_REG of {n} registers at offset {start:#x} leaves the SH window", op)
-    if n == 1: self.sh[start] = body[1]
-    else: self.sh.update(zip(range(start, start + n), body[1:]))
-    if _USER_LO <= start and start + n <= _USER_HI: self.user_data[start - _USER_LO:start - _USER_LO + n] = body[1:]
+    end = start + len(body) - 1
+    if end > _SH_WINDOW:
+      raise self._error(frame, pos, f"SET_SH_REG of {end - start} registers at offset {start:#x} leaves the SH window",
+                        op)
+    if end - start == 1: self.sh[start] = body[1]
+    else: self.sh.update(zip(range(start, end), body[1:]))
+    if _USER_LO <= start and end <= _USER_HI: self.user_data[start - _USER_LO:end - _USER_LO] = body[1:]
     else:
-      if _LAUNCH_REGS.find(1, start, start + n) >= 0: self.launch_state = None
-      if start < _USER_HI and _USER_LO < start + n:     # a run across the user data and other registers
+      if _LAUNCH_REGS.find(1, start, end) >= 0: self.launch_state = None
+      if start < _USER_HI and _USER_LO < end:     # a run across the user data and other registers
         get = self.sh.get
         self.user_data = [get(r, 0) for r in range(_USER_LO, _USER_HI)]
     return True
@@ -427,14 +436,22 @@ class PM4Engine:
   def _release_mem(self, body, frame, pos, op):
     if len(body) < 6: raise self._error(frame, pos, f"RELEASE_MEM needs 7 body dwords, has {len(body)}", op)
     sel = body[1]
-    data_sel, int_sel = (sel >> 29) & 7, (sel >> 24) & 7
+    data_sel = (sel >> 29) & 7
     addr = body[2] | (body[3] << 32)
-    if data_sel == _DATA_64: self.gpu.mem.write64(addr & ~7, body[4] | (body[5] << 32), self._release_what)
+    if data_sel == _DATA_64:
+      # DeviceMemory.write64's kept-cell case inlined (the fence of every launch): the address was checked for these
+      # mappings
+      mem = self._mem
+      cells = mem.cells64
+      cell = cells[1].get(addr & ~7) if cells[0] == mem.ranges.generation else None
+      if cell is not None: cell.value = body[4] | (body[5] << 32)
+      else: mem.write64(addr & ~7, body[4] | (body[5] << 32), self._release_what)
     elif data_sel == _DATA_32: self.gpu.mem.write32(addr & ~3, body[4], self._release_what)
     elif data_sel == R.RELEASE_DATA_GPU_CLOCK or data_sel == R.RELEASE_DATA_SYS_CLOCK:
       self.gpu.mem.write64(addr & ~7, self.gpu.clock(), self._release_what)
     elif data_sel != R.RELEASE_DATA_NONE:
       raise self._error(frame, pos, f"RELEASE_MEM data_sel {data_sel} is not supported", op)
+    int_sel = (sel >> 24) & 7
     if int_sel:
       if int_sel > 3: raise self._error(frame, pos, f"RELEASE_MEM int_sel {int_sel} is reserved", op)
       self.gpu.interrupt(self.queue, body[6] if len(body) > 6 else 0)

@@ -58,16 +58,24 @@ class Queue:
   def poll(self) -> bool:
     if not self.active or self.error is not None: return False
     try: return self._poll()
-    except (QueueError, GPUFault) as e:
+    except BaseException as e: return self._failed(e)
+
+  def poll_pending(self) -> tuple[bool, bool]:
+    """(poll(), pending) in one call (the GPU's doorbell asks both)."""
+    return self.poll(), self.pending
+
+  def _failed(self, e: BaseException) -> bool:
+    """An exception out of _poll: a queue error or GPU fault stops this queue (reported to the KFD model); so does
+    any other exception (a bug of the model: named, the other queues run on); one of the host's thread (a
+    KeyboardInterrupt in synchronous mode) stops it and is raised on. Returns True (poll()'s progress)."""
+    if isinstance(e, (QueueError, GPUFault)):
       self.error = e
       self.gpu.queue_failed(self, e)
-      return True
-    except Exception as e:      # a bug of the model: this queue stops (with the error named), the others run on
-      self._stopped_by(e, "the mock's queue model failed")
-      return True
-    except BaseException as e:  # KeyboardInterrupt in the host's thread (synchronous mode): stop, then let it through
+    elif isinstance(e, Exception): self._stopped_by(e, "the mock's queue model failed")
+    else:
       self._stopped_by(e, "interrupted by an exception in the host's thread")
-      raise
+      raise e
+    return True
 
   def _stopped_by(self, e: BaseException, why: str) -> None:
     """An exception other than a queue error arrived while this queue ran, maybe halfway through a block of a
@@ -96,6 +104,7 @@ class PM4Queue(Queue):
     self.ring = Frame(self.ring_base, self.ring_size // 4, 0, 0, True, 0, "ring")
     self.engine.frames.append(self.ring)
     self._rptr_what = f"{self.name} read pointer"
+    self._mem = self.gpu.mem
 
   def _has_work(self) -> bool:
     return self.doorbell_value != self.ring.pos or len(self.engine.frames) > 1 or self.engine.running is not None
@@ -109,15 +118,33 @@ class PM4Queue(Queue):
 
   def drop_work(self) -> None: self.engine.drop()
 
-  def _poll(self) -> bool:
+  def poll_pending(self) -> tuple[bool, bool]:
+    """(poll(), pending) in one call (the GPU's doorbell asks both on every launch): Queue.poll with the pending
+    property inlined."""
+    if not self.active or self.error is not None: return False, False
+    try: progress = self._poll()
+    except BaseException as e: return self._failed(e), False       # (a stopped queue is not pending)
     engine = self.engine
-    if self.doorbell_value == self.ring.pos and len(engine.frames) == 1 and engine.running is None: return False
-    if self.doorbell_value < self.ring.pos and not engine.frames[1:]:
-      raise QueueError(self.name, f"write pointer {self.doorbell_value} is behind the read pointer {self.ring.pos}",
-                       offset=(self.ring.pos % self.ring.size_dw) * 4)
-    self.ring.end = self.doorbell_value
+    return progress, (self.active and self.error is None and (self.doorbell_value != self.ring.pos
+                                                              or len(engine.frames) > 1 or engine.running is not None))
+
+  def _poll(self) -> bool:
+    engine, ring = self.engine, self.ring
+    wptr = self.doorbell_value
+    if wptr <= ring.pos:            # (new packets, the common case, need neither check)
+      if wptr == ring.pos and len(engine.frames) == 1 and engine.running is None: return False
+      if wptr < ring.pos and len(engine.frames) <= 1:
+        raise QueueError(self.name, f"write pointer {wptr} is behind the read pointer {ring.pos}",
+                         offset=(ring.pos % ring.size_dw) * 4)
+    ring.end = wptr
     progress = engine.run()
-    if progress: self.gpu.mem.write64(self.rptr_addr, self.ring.pos, self._rptr_what)
+    if progress:
+      # DeviceMemory.write64's kept-cell case inlined: the read pointer's address was checked for these mappings
+      mem = self._mem
+      cells = mem.cells64
+      cell = cells[1].get(self.rptr_addr) if cells[0] == mem.ranges.generation else None
+      if cell is not None: cell.value = ring.pos
+      else: mem.write64(self.rptr_addr, ring.pos, self._rptr_what)
     return progress and engine.running is None     # a dispatch out of its slice: see the module docstring
 
   def _blocked_on(self): return self.engine.blocked_on

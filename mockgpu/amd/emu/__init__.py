@@ -110,6 +110,14 @@ def start(memory: GPUMemory, *, pgm_addr: int, rsrc1: int, rsrc2: int, rsrc3: in
                                       lds_bytes, scratch or _NO_SCRATCH, instruction_budget, True, bits)
 
 
+def starter(arch: str, wave_size: int):
+  """(run, bits) for a caller that starts dispatches of one target over and over (the mock GPU's DISPATCH_DIRECT):
+  run(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block, lds_bytes, scratch, instruction_budget, True,
+  bits) is start() with the same arguments given positionally (grid and block as tuples, scratch a ScratchSetup), without
+  start()'s keyword call and target look-up. GPUFault(kind='invalid dispatch') for a target the emulator lacks."""
+  return _run_dispatch or _engine(), _target(arch, wave_size)
+
+
 _TARGETS: dict = {}
 
 

@@ -21,6 +21,7 @@ from .results import DispatchStats as _DispatchStats, InstructionBudgetExceeded
 from .translate import arch_of, lanes_of, translate
 
 DONE = -1
+_new_tuple = tuple.__new__
 FAIRNESS_STREAK = 256   # scheduling: see _run_batch
 # Time slices (see SuspendedDispatch): a sliced dispatch returns to its caller once it has run this long (wall time),
 # so that the mock GPU never holds the host's thread (synchronous mode) or its own lock (threaded mode) for longer.
@@ -103,6 +104,8 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
   # mode): its checked set-up, templates and pooled state are reused as they are (see _Shape)
   fast_key = (grid, block, rsrc1 & 0x3F | target << 8 | (rsrc3 & 0x3F) << 16, rsrc2 & 0x1FBE, lds_bytes, scratch)
   launches = memory.dispatch_launches
+  # taken out of the cache while this dispatch uses its pooled state (another thread's dispatch of the same shape on
+  # this memory builds its own meanwhile), and put back at its end (by _relaunch's generator when it suspends)
   shape = launches.pop(fast_key, None)
   if shape is not None:
     work = None
@@ -114,7 +117,8 @@ def run_dispatch(memory, pgm_addr, rsrc1, rsrc2, rsrc3, user_sgprs, grid, block,
         # _code_unchanged's common case inlined: the mappings did not change and the code bytes are the same
         if blk.mapped_generation == memory.generation and blk.code_view.raw == blk.code or _code_unchanged(memory, blk):
           executed = _run_entry(shape, entry, user_sgprs, instruction_budget)
-          return _DispatchStats(shape.W, executed, time.perf_counter() - t0)     # _stats, inlined
+          # _stats, inlined; tuple.__new__ builds the NamedTuple without its Python-level __new__
+          return _new_tuple(_DispatchStats, (shape.W, executed, time.perf_counter() - t0))
       deadline = [t0 + SLICE_SECONDS] if sliced else _NO_DEADLINE
       work = _relaunch(memory, launches, fast_key, shape, user_sgprs, pgm_addr, mode, instruction_budget, deadline)
     finally:
