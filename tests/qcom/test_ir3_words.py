@@ -45,6 +45,7 @@ def corpus() -> dict:
   out["int64_constant_divisor_case"] = (_wide("int64_constant_divisor_case"), 630)
   out["chain_xor_2000"] = ((lambda: _chain(2000, lambda v, i: (v ^ i) + 1)), 630)
   out["chain_mul_2000"] = ((lambda: _chain(2000, lambda v, i: v * 3 + 1)), 630)
+  out["chain_xor_20000"] = ((lambda: _chain(20000, lambda v, i: (v ^ i) + 1)), 630)   # bench/compile.py's chain
   out["matmul_tiled_64_8"] = ((lambda: examples.matmul_tiled_kernel(64, 8)), 630)
   out["ex_matmul_tiled_a740"] = ((lambda: examples.matmul_tiled().sink), 740)
   return out
@@ -58,7 +59,8 @@ def digest(prog) -> str:
 
 # produced by `python tests/qcom/test_ir3_words.py`: first by the backend of main at 87d83bc (before the speed work,
 # which kept every hash), then again when legalize.py stopped draining the pipeline at every branch and label (the
-# kernels with control flow changed; the strict mock, our disassembler and the results tests accept the new words)
+# kernels with control flow changed; the strict mock, our disassembler and the results tests accept the new words);
+# chain_xor_20000 (the bench's 20,000-node chain) pinned by main at 0d6ce68 before the second round of speed work
 WORDS = {
   'ex_elementwise_add': '0f6496794aade3c9fa722198',
   'ex_elementwise_fma': '24ee95e1e2e73b12387ee84a',
@@ -94,6 +96,7 @@ WORDS = {
   'int64_constant_divisor_case': '9dd7e850c43467f8515487f1',
   'chain_xor_2000': 'f4a47c9e0958a8ec2bfa49ca',
   'chain_mul_2000': '20d82c839fc72a7e3d660d03',
+  'chain_xor_20000': '1c156ccfaab7f181ad83efad',
   'matmul_tiled_64_8': '730b5ce7e51b5564605eae65',
   'ex_matmul_tiled_a740': 'b41361712f7abb76a293e3a6',
 }
