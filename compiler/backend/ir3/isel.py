@@ -120,6 +120,39 @@ def straight_ranges(lin: UOp, needs: set) -> dict:
   return out
 
 
+def _scan_fits(ranges: dict, needs: set, wide: set, nregs: int, first: int, npos: int) -> dict | None:
+  """The linear scan of Selector._scan_spilling when no value has to be spilled, in one pass: the free registers are
+  the set bits of an int (the lowest one, or the lowest even-aligned pair of set bits, is taken) and the registers a
+  value frees at its last use are ORed into that position's slot of a list, returned to the free set once the scan
+  has passed it. The ranges are in the order of their starts (each value's range begins at its own element); None
+  when a value finds no register (or the ranges are out of that order): the spilling scan decides then."""
+  free = (1 << nregs) - 1
+  even = int("01" * ((nregs + 1) // 2), 2) & free        # bit k for each even k: a pair's first register
+  dying = [0] * (npos + 1)                              # position -> the registers whose values die there
+  regs: dict = {}
+  p = 0                                                 # positions before p have returned their registers
+  for u, r in ranges.items():
+    if u not in needs: continue
+    start = r[0]
+    if start < p: return None
+    while p < start:
+      d = dying[p]
+      if d: free |= d
+      p += 1
+    if wide and u in wide:
+      m = free & (free >> 1) & even
+      low = m & -m
+      if not low: return None
+      bits = low | (low << 1)
+    else:
+      low = bits = free & -free
+      if not low: return None
+    free ^= bits
+    dying[r[1]] |= bits
+    regs[u] = first + low.bit_length() - 1
+  return regs
+
+
 _PV: dict = {}
 
 
@@ -288,7 +321,6 @@ class Selector(WideMixin):
         for s in u.src[1:]:
           rs = ranges.get(s)
           if rs is not None and rs[1] < r[1]: ranges[s] = (rs[0], r[1])
-    bounds = self.bounds
     for i, u in self.ends:
       b = u.src[0].src[0]
       rb = ranges.get(b)
@@ -296,10 +328,21 @@ class Selector(WideMixin):
     wide_dts = {dt for dt in set(map(attrgetter("dtype"), needs)) if _is_wide(dt)}
     wide = {u for u in needs if u.dtype in wide_dts} if wide_dts else set()     # register pairs
 
+    nregs = MAX_FULL * 4 - first - NTEMP
+    regs = _scan_fits(ranges, needs, wide, nregs, first, len(lin.src))
+    if regs is None: regs = self._scan_spilling(ranges, needs, wide, nregs, first)
+    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
+    self.temps = list(range(top + 1, top + 1 + NTEMP))
+    return regs
+
+  def _scan_spilling(self, ranges: dict, needs: set, wide: set, nregs: int, first: int) -> dict:
+    """The linear scan that spills when the registers run out (the values that live longest go to private memory):
+    _scan_fits' allocation while every value gets a register."""
+    bounds = self.bounds
+
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
       return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds and not is_wide(u.dtype)
 
-    nregs = MAX_FULL * 4 - first - NTEMP
     free = [True] * nregs
     free_heap = list(range(nregs))              # free registers, lowest first (entries may be stale: free[] decides)
     active: list = []                           # heap of (last use, order, value)
@@ -341,8 +384,6 @@ class Selector(WideMixin):
       if w == 2: free[k + 1] = False
       regs[u] = first + k
       heappush(active, (last, n, u))
-    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
-    self.temps = list(range(top + 1, top + 1 + NTEMP))
     return regs
 
   def r(self, u: UOp) -> int:
@@ -465,13 +506,19 @@ class Selector(WideMixin):
             plan = _PLAN2.get((op, u.dtype, src[0].dtype, src[1].dtype))
             d, a, b = get(u), get(src[0]), get(src[1])
             if plan and d is not None and a is not None and b is not None:
-              out.append(Ins("alu", f"{plan[0]} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b),
-                             enc=None if P0 in (d, a, b) else (plan[2], (d, a, b))))
+              # allocated registers are below the temporaries, never p0.x: the line always has its shape (op2's
+              # check); the Ins fields positionally (kind, text, dst, src, target, flags, cycles, half, enc)
+              out.append(Ins("alu", f"{plan[0]} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b), None, "", 1, False,
+                             (plan[2], (d, a, b))))
               if plan[1]: self.fix(d, u.dtype)
               continue
           alu_op(u)
-        elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST and get(u) is not None:
-          self.mov_imm(get(u), int(u.src[0].arg))     # a 32-bit integer literal (emit's general case: _bits)
+        elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST:
+          d = get(u)                    # a 32-bit integer literal (emit's general case: _bits), mov_imm inline
+          if d is None: emit(u, ends, ifs)
+          else:
+            bits = int(u.src[0].arg) & 0xFFFFFFFF
+            out.append(Ins("alu", f"mov.u32u32 {R[d]}, {bits}", (d,), (), None, "", 1, False, (_MOV_IMM, (d, bits))))
         else: emit(u, ends, ifs)
         continue
       self.reloads = {}
