@@ -235,26 +235,39 @@ class Selector(WideMixin):
     self.reg_base: dict[UOp, int] = {}      # REG BUFFER -> first regid
     self.localmem = 0
     self.depth = self.max_depth = 0
-    # one walk over the elements: the few kinds looked at here, and the values that need a register (_needs; an
-    # INDEX's need depends on the buffers' placement, decided below)
+    # one walk over the elements: the few kinds looked at here, the values that need a register (_needs; an
+    # INDEX's need depends on the buffers' placement, decided below), and straight_ranges of those and the INDEXes
+    # (the live ranges when the kernel has no loop)
     params, buffers, self.indexes, self.ends, self.bounds = [], [], [], [], set()
     self.needs: set = set()
+    self.straight: dict = {}
     add, alu_ops, pv = self.needs.add, GroupOp.ALU, _PV.get
+    ranges = self.straight
+    rget = ranges.get
     for i, u in enumerate(lin.src):
       op = u.op
       if op in alu_ops:
         v = pv((op, u.dtype))
         if v is None: v = _produces_value(u)
-        if v: add(u)
-      elif op is Ops.INDEX: self.indexes.append(u)
+        if v:
+          add(u)
+          ranges[u] = [i, i]
+      elif op is Ops.INDEX:
+        self.indexes.append(u)
+        ranges[u] = [i, i]
       elif op is Ops.END: self.ends.append((i, u))
       elif op is Ops.PARAM: params.append(u)
       elif op is Ops.BUFFER: buffers.append(u)
-      elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): continue
+      elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): pass
       else:
-        if _produces_value(u): add(u)
+        if _produces_value(u):
+          add(u)
+          ranges[u] = [i, i]
         if op is Ops.DEFINE_VAR: params.append(u)
         elif op is Ops.RANGE: self.bounds.add(u.src[0])
+      for x in u.src:
+        r = rget(x)
+        if r is not None: r[1] = i
     params.sort(key=lambda u: u.arg.slot)
     nb = nc = 0
     used = {u.arg.slot for u in params}
@@ -313,8 +326,7 @@ class Selector(WideMixin):
     indexes = self.indexes
     needs = self.needs
     needs.update(u for u in indexes if self._needs(u))
-    ranges = straight_ranges(lin, needs.union(indexes)) if not self.ends else \
-      live_ranges(lin, needs.union(indexes).__contains__)
+    ranges = self.straight if not self.ends else live_ranges(lin, needs.union(indexes).__contains__)
     for u in reversed(indexes):
       r = ranges.get(u)
       if r is not None:

@@ -74,6 +74,8 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
   return out
 
 
+# the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
+_PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
 _FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
 _DRAIN_BEFORE = frozenset({"bar", "end"})
 _EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
@@ -141,8 +143,30 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
             {r: c - cycle for r, c in ready_any.items() if c > cycle},
             frozenset(need_ss), frozenset(need_sy), frozenset(war_ss), frozenset(war_any))
 
+  plain = _PLAIN_NOP
   for ins in prog:
     k = ins.kind
+    if k == "alu" and not (need_ss or need_sy or war_ss or war_any):
+      # the common case, nothing asynchronous pending: only the ALU delays (the general path below, specialised)
+      ready = ready_any if ins.half else ready_alu
+      wait = 0
+      if ready:
+        for r in ins.src:
+          w = ready.get(r, 0) - cycle
+          if w > wait: wait = w
+      if wait:
+        if wait <= 8: append(plain[wait])
+        else: extend(_nops(wait))
+        cycle += wait
+      ins.flags = ""
+      append(ins)
+      any_at = cycle + 1 + NON_ALU
+      alu_at = cycle + 1 + (NON_ALU if ins.half else ALU_TO_ALU)
+      for r in ins.dst:
+        ready_any[r] = any_at
+        ready_alu[r] = any_at if r >= A0 else alu_at
+      cycle += ins.cycles
+      continue
     if k == "label":
       st = _merge(_merge(snapshot(), edges.get(ins.text)), entry.get(ins.text)) or _EMPTY
       ready_alu = {r: cycle + c for r, c in st[0].items()}
