@@ -241,7 +241,7 @@ class Selector(WideMixin):
     params, buffers, self.indexes, self.ends, self.bounds = [], [], [], [], set()
     self.needs: set = set()
     self.straight: dict = {}
-    add, alu_ops, pv = self.needs.add, GroupOp.ALU, _PV.get
+    add, alu_ops, pv, CONST = self.needs.add, GroupOp.ALU, _PV.get, Ops.CONST
     ranges = self.straight
     rget = ranges.get
     for i, u in enumerate(lin.src):
@@ -252,15 +252,18 @@ class Selector(WideMixin):
         if v:
           add(u)
           ranges[u] = [i, i]
+      elif op is CONST and u.dtype.is_weak: continue      # no register, no sources
       elif op is Ops.INDEX:
         self.indexes.append(u)
         ranges[u] = [i, i]
       elif op is Ops.END: self.ends.append((i, u))
       elif op is Ops.PARAM: params.append(u)
       elif op is Ops.BUFFER: buffers.append(u)
-      elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): pass
+      elif op is Ops.SPECIAL: pass
       else:
-        if _produces_value(u):
+        v = pv((op, u.dtype))
+        if v is None: v = _produces_value(u)
+        if v:
           add(u)
           ranges[u] = [i, i]
         if op is Ops.DEFINE_VAR: params.append(u)
