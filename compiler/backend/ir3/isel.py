@@ -598,8 +598,8 @@ class Selector(WideMixin):
 
   def _finish(self) -> list[Ins]:
     self.out.append(Ins("nop", "nop"))
-    named = set(chain.from_iterable(map(attrgetter("dst"), self.out)))
-    named.update(chain.from_iterable(map(attrgetter("src"), self.out)))
+    # the distinct register tuples first (a kernel repeats them), then their registers
+    named = set(chain.from_iterable(set(map(attrgetter("dst"), self.out)) | set(map(attrgetter("src"), self.out))))
     self.full_regs = (max([r for r in named if r < WGID], default=0) >> 2) + 1   # the footprint: r0 .. the highest
     return self.out                                                              # register named
 
