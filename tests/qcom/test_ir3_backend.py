@@ -110,6 +110,28 @@ def test_the_legalizer_is_what_makes_the_mock_accept_the_code(monkeypatch):
       _run(d, ex, [2])
 
 
+@pytest.mark.parametrize("weaken", ["flags after bar", "delay nops"])
+def test_at_a_barrier_the_flags_after_it_are_what_makes_the_mock_accept_the_code(monkeypatch, weaken):
+  """A barrier takes Mesa's rule (legalize.py: nothing drained before it, (ss)(sy) on the instruction after it): in
+  local_reduction the instruction after each barrier is an ALU one, and the store before the barrier still reads its
+  address register when the code after the barrier overwrites it. Without those flags (or without the delay nops)
+  the strict mock faults: the barrier's code is not left with too few waits."""
+  import dataclasses
+  from hcq.compiler.backend.ir3 import legalize as L
+  orig = L.legalize
+
+  def weak(prog):
+    out = orig(prog)
+    if weaken == "delay nops": return [i for i in out if not (i.kind == "nop" and "rpt" in i.text)]
+    after = {k + 1 for k, i in enumerate(out) if i.kind == "bar"}
+    assert after and all(out[k].kind == "alu" and out[k].flags == "(sy)(ss)" for k in after)
+    return [dataclasses.replace(i, flags="") if k in after else i for k, i in enumerate(out)]
+  monkeypatch.setattr(L, "legalize", weak)
+  ex = examples.local_reduction()
+  with hcq.open("MOCK+QCOM") as d, pytest.raises(GPUFault, match="sync hazard|\\(ss\\) first|too early"):
+    _run(d, ex, list(ex.expected))
+
+
 def test_dispatch_state_comes_from_the_compiled_metadata():
   from hcq.drivers.qcom.program import shared_size_field
   with hcq.open("MOCK+QCOM") as d:

@@ -40,3 +40,48 @@ def test_a_loops_back_edge_brings_its_pending_load_to_the_top():
   # the second iteration reads the load of the first: found by iterating to the fixed point over the back edge
   assert "(sy)add.u r2.x, r1.x, r1.x" in out
   assert out[out.index("jump #L0") - 1] == "ldib.b.untyped.1d.u32.1.imm r1.x, r0.z, 0"    # no drain before the jump
+
+
+# barriers: Mesa's ir3_legalize.c legalize_block ("last_n && is_barrier(last_n)": apply_ss, apply_sy on the next
+# instruction; a cat7 instruction is not counted as a cycle), instead of a drain of everything before the barrier
+R2Y = 9
+
+
+def test_a_barrier_waits_for_nothing_and_the_next_instruction_takes_both_flags():
+  prog = [Ins("alu", "add.u r2.x, r0.z, r0.z", (R2X,), (R0Z, R0Z)),
+          Ins("st", "stl.u32 l[r0.z], r1.x, 1", (), (R0Z, R1X)),
+          Ins("bar", "bar"),
+          Ins("alu", "add.u r3.x, r2.x, r2.x", (R3X,), (R2X, R2X)),
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  bar = out.index("bar")
+  assert out[bar - 1] == "stl.u32 l[r0.z], r1.x, 1"              # no (ss)/(rptN) nop before the barrier
+  # the add's ALU delay (alu_to_alu 3) runs on across the store and the barrier, neither counted as a cycle
+  # (count_instruction): 3 nop cycles, then the flags on the reader
+  assert out[bar + 1:bar + 3] == ["(rpt2)nop", "(sy)(ss)add.u r3.x, r2.x, r2.x"]
+
+
+def test_after_a_barrier_a_memory_instruction_takes_the_flags_on_a_nop_and_a_label_on_its_join_nop():
+  prog = [Ins("ld_ss", "ldl.u32 r1.x, l[r0.z], 1", (R1X,), (R0Z,)),
+          Ins("bar", "bar"),
+          Ins("ld_ss", "ldl.u32 r2.x, l[r0.z], 1", (R2X,), (R0Z,)),
+          Ins("bar", "bar"),
+          Ins("label", "L1"),
+          Ins("alu", "add.u r3.x, r0.z, r0.z", (R3X,), (R0Z, R0Z)),
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  assert out[:4] == ["ldl.u32 r1.x, l[r0.z], 1", "bar", "(sy)(ss)nop", "ldl.u32 r2.x, l[r0.z], 1"]
+  assert out[4:7] == ["bar", "L1", "(sy)(ss)(jp)nop"]
+  assert out[7] == "add.u r3.x, r0.z, r0.z"                       # the flags were taken: nothing pending
+
+
+def test_a_load_before_a_barrier_is_waited_for_by_the_flags_after_it():
+  """The register an ldl loads before the barrier is read after it with no flag of its own: the barrier's (ss) on
+  the instruction after it covered it (apply_ss clears needs_ss)."""
+  prog = [Ins("ld_ss", "ldl.u32 r1.x, l[r0.z], 1", (R1X,), (R0Z,)),
+          Ins("bar", "bar"),
+          Ins("alu", "mov.u32u32 r2.y, 0", (R2Y,), ()),
+          Ins("alu", "add.u r3.x, r1.x, r1.x", (R3X,), (R1X, R1X)),
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  assert out[1:4] == ["bar", "(sy)(ss)mov.u32u32 r2.y, 0", "add.u r3.x, r1.x, r1.x"]

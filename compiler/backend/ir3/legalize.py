@@ -15,8 +15,9 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
 Control flow as Mesa's ir3_legalize.c legalize_block handles it: the state at a label is the merge (the later ready
 cycle, the union of the pending registers) of the states every branch and jump to it and the fall-through bring,
 iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. Each label is followed
-by a "(jp)nop" (the join-point flag Mesa's mark_jp sets on a branch target's first instruction). Before a barrier
-and the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
+by a "(jp)nop" (the join-point flag Mesa's mark_jp sets on a branch target's first instruction). A barrier (bar) is
+Mesa's: nothing waited for before it, (ss)(sy) on the instruction after it (on the (jp)nop when a label follows).
+Before the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
 """
 from __future__ import annotations
 
@@ -77,7 +78,6 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
 # the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
 _PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
 _FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
-_DRAIN_BEFORE = frozenset({"bar", "end"})
 _EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
 
 
@@ -136,6 +136,7 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
   war_ss: set = set()
   war_any: set = set()
   live = True                         # the fall-through reaches this point (not after a jump or the end)
+  after_bar = False                   # the last instruction was a barrier: the next one carries (ss)(sy)
 
   def snapshot():
     if not live: return None
@@ -146,7 +147,7 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
   plain = _PLAIN_NOP
   for ins in prog:
     k = ins.kind
-    if k == "alu" and not (need_ss or need_sy or war_ss or war_any):
+    if k == "alu" and not (need_ss or need_sy or war_ss or war_any or after_bar):
       # the common case, nothing asynchronous pending: only the ALU delays (the general path below, specialised)
       ready = ready_any if ins.half else ready_alu
       wait = 0
@@ -174,13 +175,26 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
       need_ss, need_sy, war_ss, war_any = set(st[2]), set(st[3]), set(st[4]), set(st[5])
       live = True
       append(ins)
-      extend(_nops(0, jp=True))       # the join point: (jp)nop (one cycle)
+      if after_bar:                   # a barrier just before the label: its (ss)(sy) on the join point's nop
+        extend(_nops(0, True, True, jp=True))
+        need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
+        after_bar = False
+      else: extend(_nops(0, jp=True))  # the join point: (jp)nop (one cycle)
       cycle += 1
       continue
-    if k in _DRAIN_BEFORE:
+    if k == "bar":
+      # Mesa ir3_legalize.c legalize_block: a barrier (cat7) reads no register and takes no cycle (count_instruction),
+      # so nothing is waited for before it; the instruction after it gets (ss) and (sy) ("last_n &&
+      # is_barrier(last_n)": apply_ss, apply_sy), and the ALU delays still running carry on across it
+      append(ins)
+      after_bar = True
+      continue
+    if k == "end":
       # drain: every ALU result ready, every flag taken, then a fresh state
       wait = max([0, *(r - cycle for r in ready_any.values())]) if ready_any else 0
-      ss, sy = bool(need_ss or war_ss or war_any), bool(need_sy or war_any)
+      ss = after_bar or bool(need_ss or war_ss or war_any)
+      sy = after_bar or bool(need_sy or war_any)
+      after_bar = False
       if wait or ss or sy: extend(_nops(wait, ss, sy))
       cycle += wait
       ready_alu, ready_any = {}, {}
@@ -191,8 +205,9 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
     alu = k == "alu"
     sfu = k == "sfu"
     dst, src = ins.dst, ins.src
-    ss = bool(need_ss) and not (need_ss.isdisjoint(src) and need_ss.isdisjoint(dst))
-    sy = bool(need_sy) and not (need_sy.isdisjoint(src) and need_sy.isdisjoint(dst))
+    ss = after_bar or (bool(need_ss) and not (need_ss.isdisjoint(src) and need_ss.isdisjoint(dst)))
+    sy = after_bar or (bool(need_sy) and not (need_sy.isdisjoint(src) and need_sy.isdisjoint(dst)))
+    after_bar = False
     if alu or sfu:
       if war_ss and not war_ss.isdisjoint(dst): ss = True
       if war_any and not war_any.isdisjoint(dst) and not (ss or sy): ss = True
