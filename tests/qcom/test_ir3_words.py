@@ -155,6 +155,45 @@ def test_straight_ranges_are_live_ranges_without_loops(name):
     assert list(got) == list(want) and {u: tuple(r) for u, r in got.items()} == want
 
 
+@pytest.mark.parametrize("name", ["ex_elementwise_add", "ex_matmul_tiled", "ex_local_reduction", "int64_case",
+                                  "nested_runtime_loops", "register_spills", "chain_mul_2000"])
+def test_the_one_pass_scan_is_the_spilling_scan_when_nothing_spills(name):
+  """isel._scan_fits (the free registers as an int's bits, the registers freed per position in a list) gives every
+  value the register the heap-based Selector._scan_spilling gives it whenever no value has to be spilled (with the
+  registers the kernel takes and with one more), and refuses (None) where the spilling scan spills; the live ranges
+  of a loop-free kernel found by the selector's first walk are straight_ranges'."""
+  from hcq.compiler import CompileError, Ops
+  from hcq.compiler.backend.ir3 import IR3_TARGET
+  from hcq.compiler.backend.ir3.isel import MAX_FULL, NTEMP, Selector, _scan_fits, straight_ranges
+  from hcq.compiler.lower import lower
+  lin = lower(CORPUS[name][0](), IR3_TARGET)
+  if not any(u.op is Ops.END for u in lin.src):
+    sel = Selector(lin)
+    want = straight_ranges(lin, sel.needs.union(sel.indexes))
+    assert list(sel.straight) == list(want) and all(tuple(sel.straight[u]) == tuple(r) for u, r in want.items())
+
+  def scans(nregs):
+    sel = Selector(lin)
+    sel.spilled.clear()
+    ranges, wide = sel._ranges()
+    fast = _scan_fits(dict(ranges), sel.needs, wide, nregs, 4, len(lin.src))
+    try: slow = sel._scan_spilling(dict(ranges), sel.needs, wide, nregs, 4)
+    except CompileError: return fast, None, True       # too few even with spilling (loop counters, pairs)
+    return fast, slow, bool(sel.spilled)
+  fast, slow, spilled = scans(MAX_FULL * 4 - 4 - NTEMP)
+  if spilled:                                 # register_spills: more values live than registers
+    assert fast is None
+    return
+  assert fast == slow and fast
+  wide = Selector(lin)._ranges()[1]
+  used = max(r + (2 if u in wide else 1) for u, r in fast.items()) - 4    # the registers the kernel takes
+  for nregs in (used, used + 1):
+    fast, slow, spilled = scans(nregs)
+    assert not spilled and fast == slow
+  fast, slow, spilled = scans(used - 2)
+  assert spilled and fast is None
+
+
 def test_the_table_covers_the_corpus():
   assert set(WORDS) == set(CORPUS)
 

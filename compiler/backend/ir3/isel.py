@@ -325,11 +325,24 @@ class Selector(WideMixin):
     """Linear scan over live ranges (compiler/lower/regalloc.live_ranges), with two stretches that backend needs:
     a GLOBAL INDEX has no register of its own (its loads and stores read the index), so its index and gate live as
     long as it does; a loop's trip count is read at every iteration's test, so it lives to the loop's END."""
+    ranges, wide = self._ranges()
+    needs = self.needs
+    nregs = MAX_FULL * 4 - first - NTEMP
+    regs = _scan_fits(ranges, needs, wide, nregs, first, len(self.lin.src))
+    if regs is None: regs = self._scan_spilling(ranges, needs, wide, nregs, first)
+    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
+    self.temps = list(range(top + 1, top + 1 + NTEMP))
+    return regs
+
+  def _ranges(self) -> tuple[dict, set]:
+    """(the live ranges with _allocate's stretches, the values that take a register pair); completes self.needs
+    with the INDEXes that need a register."""
     lin = self.lin
     indexes = self.indexes
     needs = self.needs
     needs.update(u for u in indexes if self._needs(u))
-    ranges = self.straight if not self.ends else live_ranges(lin, needs.union(indexes).__contains__)
+    # (a copy of the walk's ranges: the stretches below replace entries)
+    ranges = dict(self.straight) if not self.ends else live_ranges(lin, needs.union(indexes).__contains__)
     for u in reversed(indexes):
       r = ranges.get(u)
       if r is not None:
@@ -342,13 +355,7 @@ class Selector(WideMixin):
       if rb is not None and rb[1] < i: ranges[b] = (rb[0], i)
     wide_dts = {dt for dt in set(map(attrgetter("dtype"), needs)) if _is_wide(dt)}
     wide = {u for u in needs if u.dtype in wide_dts} if wide_dts else set()     # register pairs
-
-    nregs = MAX_FULL * 4 - first - NTEMP
-    regs = _scan_fits(ranges, needs, wide, nregs, first, len(lin.src))
-    if regs is None: regs = self._scan_spilling(ranges, needs, wide, nregs, first)
-    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
-    self.temps = list(range(top + 1, top + 1 + NTEMP))
-    return regs
+    return ranges, wide
 
   def _scan_spilling(self, ranges: dict, needs: set, wide: set, nregs: int, first: int) -> dict:
     """The linear scan that spills when the registers run out (the values that live longest go to private memory):
