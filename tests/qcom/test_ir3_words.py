@@ -194,6 +194,17 @@ def test_the_one_pass_scan_is_the_spilling_scan_when_nothing_spills(name):
   assert spilled and fast is None
 
 
+def test_the_line_cache_is_bounded_and_the_words_stay(monkeypatch):
+  """emit.py's per-process line -> word cache starts over at CACHE_LINES lines (a chain's distinct immediates would
+  grow it without end); the words of a kernel compiled through a small cache are the pinned ones."""
+  from hcq.compiler.backend.ir3 import emit
+  monkeypatch.setattr(emit, "CACHE_LINES", 64)
+  monkeypatch.setitem(emit._CACHE, 630, {})
+  prog = compile_ir3(CORPUS["chain_xor_2000"][0]())
+  assert 0 < len(emit._CACHE[630]) <= 64
+  assert digest(prog) == WORDS["chain_xor_2000"]
+
+
 def test_the_table_covers_the_corpus():
   assert set(WORDS) == set(CORPUS)
 

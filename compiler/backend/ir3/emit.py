@@ -15,6 +15,8 @@ from ...ir import CompileError
 from .legalize import Ins
 
 _CACHE: dict[int, dict[str, int]] = {}     # gpu id -> line -> word
+CACHE_LINES = 1 << 17     # lines a gpu's cache holds before it starts over (a kernel's distinct immediates would
+                          # otherwise grow it for the life of the process: a 20,000-node chain brings 10,000)
 _ASM: dict[int, object] = {}
 _LOCK = threading.Lock()
 
@@ -52,6 +54,7 @@ def assemble_line(line: str, gpu_id: int, enc: tuple | None = None, flags: str =
         from ...isa.ir3.asm import AsmError
         if not isinstance(e, AsmError): raise
         raise CompileError(f"ir3 backend: emitted a line the assembler refuses: {e}") from None
+    if len(cache) >= CACHE_LINES: cache.clear()
     cache[line] = w
   return w
 
