@@ -70,7 +70,8 @@ def test_after_a_barrier_a_memory_instruction_takes_the_flags_on_a_nop_and_a_lab
           Ins("alu", "add.u r3.x, r0.z, r0.z", (R3X,), (R0Z, R0Z)),
           Ins("end", "end")]
   out = _texts(legalize(prog))
-  assert out[:4] == ["ldl.u32 r1.x, l[r0.z], 1", "bar", "(sy)(ss)nop", "ldl.u32 r2.x, l[r0.z], 1"]
+  # ldl has a (sy) bit but no (ss) bit: the (ss) on a nop, the (sy) on the load
+  assert out[:4] == ["ldl.u32 r1.x, l[r0.z], 1", "bar", "(ss)nop", "(sy)ldl.u32 r2.x, l[r0.z], 1"]
   assert out[4:7] == ["bar", "L1", "(sy)(ss)(jp)nop"]
   assert out[7] == "add.u r3.x, r0.z, r0.z"                       # the flags were taken: nothing pending
 
@@ -85,3 +86,19 @@ def test_a_load_before_a_barrier_is_waited_for_by_the_flags_after_it():
           Ins("end", "end")]
   out = _texts(legalize(prog))
   assert out[1:4] == ["bar", "(sy)(ss)mov.u32u32 r2.y, 0", "add.u r3.x, r1.x, r1.x"]
+
+
+def test_a_memory_instruction_takes_its_sy_itself_and_its_ss_on_a_nop_with_the_delay():
+  """Mesa ir3_legalize.c legalize_block: flags go on the instruction that needs them; "cat5+ does not have an (ss)
+  bit": a nop carries it, taking one cycle, and the delay still to wait is merged into that nop as repeats."""
+  R3Y = 13
+  prog = [Ins("ld_sy", "ldib.b.untyped.1d.u32.1.imm r1.x, r0.z, 0", (R1X,), (R0Z,)),
+          Ins("st", "stib.b.untyped.1d.u32.1.imm r1.x, r0.z, 1", (), (R1X, R0Z)),       # reads the load: (sy)
+          Ins("alu", "add.u r2.x, r0.z, r0.z", (R2X,), (R0Z, R0Z)),
+          Ins("sfu", "rcp r3.y, r0.z", (R3Y,), (R0Z,)),
+          Ins("st", "stl.u32 l[r2.x], r3.y, 1", (), (R2X, R3Y)),                        # (ss) and the add's delay
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  assert out[:2] == ["ldib.b.untyped.1d.u32.1.imm r1.x, r0.z, 0", "(sy)stib.b.untyped.1d.u32.1.imm r1.x, r0.z, 1"]
+  # the add's result is ready for a non-ALU reader 6 cycles after its own: one (ss) nop of 6 cycles
+  assert out[2:6] == ["add.u r2.x, r0.z, r0.z", "rcp r3.y, r0.z", "(ss)(rpt5)nop", "stl.u32 l[r2.x], r3.y, 1"]

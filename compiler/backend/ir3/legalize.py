@@ -10,8 +10,9 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
   - an ALU (cat1-3) result is read by an ALU instruction 3 cycles later (alu_to_alu), by anything else, and p0/a0 by
     anyone, 6 cycles later (non_alu); cat0-3 instructions take 1 cycle, a (rptN)nop N + 1, cat4/cat6 and
     br/jump none;
-  - cat6 instructions have a (sy) bit but no (ss) bit: the flags go on a nop before them (as Mesa's computerator
-    examples and tests/qcom/programs/reduce.asm do).
+  - the flags go on the instruction that needs them; cat6 instructions have a (sy) bit but no (ss) bit: their (ss)
+    goes on a nop before them (Mesa ir3_legalize.c: "cat5+ does not have an (ss) bit, if needed we need to insert a
+    nop to carry the sync flag"), their (sy) stays on them.
 Control flow as Mesa's ir3_legalize.c legalize_block handles it: the state at a label is the merge (the later ready
 cycle, the union of the pending registers) of the states every branch and jump to it and the fall-through bring,
 iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. Each label is followed
@@ -77,6 +78,7 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
 
 # the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
 _PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
+_HAS_SS = frozenset({"br", "jump"})   # the non-ALU kinds with an (ss) bit (cat0; Mesa ir3.h supports_ss: cat < 5)
 _FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
 _EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
 
@@ -224,9 +226,19 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
         extend(_nops(wait))
         cycle += wait
       ins.flags = _FLAGS[sy, ss]
-    elif wait or ss or sy:
-      extend(_nops(wait, ss, sy))
-      cycle += max(wait, 1)
+    elif ss and k not in _HAS_SS:
+      # Mesa ir3_legalize.c legalize_block: (ss) for an instruction without the bit (cat6: supports_ss) goes on a
+      # nop before it, which takes one cycle and then the delay ("the previous nop can encode ... repeats");
+      # (sy) stays on the instruction
+      n = max(wait, 1)
+      extend(_nops(n, ss=True))
+      cycle += n
+      ins.flags = "(sy)" if sy else ""
+    else:                             # cat0 (br, jump) has both bits; cat6 its (sy)
+      if wait:
+        extend(_nops(wait))
+        cycle += wait
+      ins.flags = _FLAGS[sy, ss]
     if ss:
       need_ss.clear(); war_ss.clear(); war_any.clear()
     if sy:
