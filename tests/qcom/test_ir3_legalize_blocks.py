@@ -25,8 +25,9 @@ def test_a_branch_waits_for_its_p0_only_and_the_pending_load_flows_to_both_paths
   br = out.index("br p0.x, #L1")
   assert out[br - 1] == "(rpt5)nop"                     # p0.x's non-ALU delay, no (sy) drain before the branch
   assert "(sy)add.u r2.x, r1.x, r1.x" in out            # the fall-through reads the load: (sy) there
-  # the taken branch arrives at L1 with the load still pending: the read after the label waits too
-  assert "(sy)mov.u32u32 r3.x, r1.x" in out
+  # the taken branch arrives at L1 with the load still pending: the read after the label waits too (and is the join
+  # point: (jp))
+  assert "(sy)(jp)mov.u32u32 r3.x, r1.x" in out
 
 
 def test_a_loops_back_edge_brings_its_pending_load_to_the_top():
@@ -61,7 +62,7 @@ def test_a_barrier_waits_for_nothing_and_the_next_instruction_takes_both_flags()
   assert out[bar + 1:bar + 3] == ["(rpt2)nop", "(sy)(ss)add.u r3.x, r2.x, r2.x"]
 
 
-def test_after_a_barrier_a_memory_instruction_takes_the_flags_on_a_nop_and_a_label_on_its_join_nop():
+def test_after_a_barrier_a_memory_instruction_takes_the_flags_on_a_nop_and_across_a_label_the_next_instruction():
   prog = [Ins("ld_ss", "ldl.u32 r1.x, l[r0.z], 1", (R1X,), (R0Z,)),
           Ins("bar", "bar"),
           Ins("ld_ss", "ldl.u32 r2.x, l[r0.z], 1", (R2X,), (R0Z,)),
@@ -72,8 +73,8 @@ def test_after_a_barrier_a_memory_instruction_takes_the_flags_on_a_nop_and_a_lab
   out = _texts(legalize(prog))
   # ldl has a (sy) bit but no (ss) bit: the (ss) on a nop, the (sy) on the load
   assert out[:4] == ["ldl.u32 r1.x, l[r0.z], 1", "bar", "(ss)nop", "(sy)ldl.u32 r2.x, l[r0.z], 1"]
-  assert out[4:7] == ["bar", "L1", "(sy)(ss)(jp)nop"]
-  assert out[7] == "add.u r3.x, r0.z, r0.z"                       # the flags were taken: nothing pending
+  # the flags were taken: the end waits for the add's result only (no flag on its drain nop)
+  assert out[4:] == ["bar", "L1", "(sy)(ss)(jp)add.u r3.x, r0.z, r0.z", "(rpt5)nop", "end"]
 
 
 def test_a_load_before_a_barrier_is_waited_for_by_the_flags_after_it():
@@ -102,3 +103,22 @@ def test_a_memory_instruction_takes_its_sy_itself_and_its_ss_on_a_nop_with_the_d
   assert out[:2] == ["ldib.b.untyped.1d.u32.1.imm r1.x, r0.z, 0", "(sy)stib.b.untyped.1d.u32.1.imm r1.x, r0.z, 1"]
   # the add's result is ready for a non-ALU reader 6 cycles after its own: one (ss) nop of 6 cycles
   assert out[2:6] == ["add.u r2.x, r0.z, r0.z", "rcp r3.y, r0.z", "(ss)(rpt5)nop", "stl.u32 l[r2.x], r3.y, 1"]
+
+
+def test_the_join_point_flag_goes_on_the_first_instruction_after_a_label_nop_or_not():
+  """Mesa ir3_legalize.c mark_jp: (jp) on the first instruction of a branch target, after the nops legalize put
+  there; no nop of its own (two labels at one place: one flag)."""
+  prog = [Ins("alu", "cmps.s.lt p0.x, r0.z, r0.z", (P0,), (R0Z, R0Z)),
+          Ins("alu", "add.u r1.x, r0.z, r0.z", (R1X,), (R0Z, R0Z)),
+          Ins("jump", "jump #L1", target="L1"),
+          Ins("label", "L1"),
+          Ins("alu", "add.u r2.x, r1.x, r1.x", (R2X,), (R1X, R1X)),      # waits for r1.x: the nop is first
+          Ins("br", "br p0.x, #L2", (), (P0,), target="L2"),
+          Ins("label", "L2"),
+          Ins("label", "L3"),
+          Ins("bar", "bar"),
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  at = out.index("L1")
+  assert out[at + 1:at + 3] == ["(jp)(rpt2)nop", "add.u r2.x, r1.x, r1.x"]
+  assert out[out.index("L3") + 1] == "(jp)bar" and sum("(jp)" in t for t in out) == 2

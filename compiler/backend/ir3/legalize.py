@@ -15,9 +15,10 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
     nop to carry the sync flag"), their (sy) stays on them.
 Control flow as Mesa's ir3_legalize.c legalize_block handles it: the state at a label is the merge (the later ready
 cycle, the union of the pending registers) of the states every branch and jump to it and the fall-through bring,
-iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. Each label is followed
-by a "(jp)nop" (the join-point flag Mesa's mark_jp sets on a branch target's first instruction). A barrier (bar) is
-Mesa's: nothing waited for before it, (ss)(sy) on the instruction after it (on the (jp)nop when a label follows).
+iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. The first instruction
+after a label (a nop legalize put there, or the block's own first instruction) carries (jp), the join-point flag
+Mesa's mark_jp sets on a branch target's first instruction. A barrier (bar) is Mesa's: nothing waited for before it,
+(ss)(sy) on the instruction after it.
 Before the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
 """
 from __future__ import annotations
@@ -113,16 +114,37 @@ def legalize(prog: list[Ins]) -> list[Ins]:
   until no branch brings a label more than that."""
   entry: dict = {}
   while True:
-    out, edges = _pass(prog, entry)
+    out, edges, joins = _pass(prog, entry)
     grown = False
     for name, st in edges.items():
       if not _covers(entry.get(name), st):
         entry[name] = _merge(entry.get(name), st)
         grown = True
-    if not grown: return out
+    if not grown: return _mark_jp(out, joins)
 
 
-def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
+def _mark_jp(out: list[Ins], joins: list[int]) -> list[Ins]:
+  """(jp) on the first instruction after each label (Mesa ir3_legalize.c mark_jp: the flag on a branch target
+  block's first instruction, after legalize_block's nops are in: a nop of those, or the instruction itself). The
+  instruction is replaced by a copy (nops are shared; the selector's instructions keep their own flags)."""
+  import dataclasses
+  done = set()
+  n = len(out)
+  for i in joins:
+    while i < n and out[i].kind == "label": i += 1
+    if i == n or i in done: continue
+    done.add(i)
+    ins = out[i]
+    if ins.kind == "nop":             # flags in the text: (sy)(ss)(jp)(rptN)nop, the order our _nops writes
+      t = ins.text
+      k = t.find("(rpt")
+      if k < 0: k = len(t) - 3
+      out[i] = dataclasses.replace(ins, text=t[:k] + "(jp)" + t[k:])
+    else: out[i] = dataclasses.replace(ins, flags=ins.flags + "(jp)")
+  return out
+
+
+def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
   """One pass; its state: the cycle each ALU result is ready at (for an ALU reader, for anyone), the registers waiting
   for (ss) / (sy), the registers an unfinished memory or SFU instruction may still read (write-after-read). entry:
   label -> the state assumed on arrival by a branch; returns the instructions and label -> the merged state the
@@ -139,6 +161,7 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
   war_any: set = set()
   live = True                         # the fall-through reaches this point (not after a jump or the end)
   after_bar = False                   # the last instruction was a barrier: the next one carries (ss)(sy)
+  joins: list = []                    # positions in out just after a label
 
   def snapshot():
     if not live: return None
@@ -177,13 +200,8 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
       need_ss, need_sy, war_ss, war_any = set(st[2]), set(st[3]), set(st[4]), set(st[5])
       live = True
       append(ins)
-      if after_bar:                   # a barrier just before the label: its (ss)(sy) on the join point's nop
-        extend(_nops(0, True, True, jp=True))
-        need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
-        after_bar = False
-      else: extend(_nops(0, jp=True))  # the join point: (jp)nop (one cycle)
-      cycle += 1
-      continue
+      joins.append(len(out))          # (jp) goes on the instruction that comes next (_mark_jp); a barrier's
+      continue                        # (ss)(sy) (after_bar) too
     if k == "bar":
       # Mesa ir3_legalize.c legalize_block: a barrier (cat7) reads no register and takes no cycle (count_instruction),
       # so nothing is waited for before it; the instruction after it gets (ss) and (sy) ("last_n &&
@@ -265,4 +283,4 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
       elif k == "ld_sy": need_sy.add(r)
     if sfu or k == "st" or k == "ld_ss": war_ss.update(src)
     elif k == "ld_sy": war_any.update(src)
-  return out, edges
+  return out, edges, joins
