@@ -73,8 +73,8 @@ def test_after_a_barrier_a_memory_instruction_takes_the_flags_on_a_nop_and_acros
   out = _texts(legalize(prog))
   # ldl has a (sy) bit but no (ss) bit: the (ss) on a nop, the (sy) on the load
   assert out[:4] == ["ldl.u32 r1.x, l[r0.z], 1", "bar", "(ss)nop", "(sy)ldl.u32 r2.x, l[r0.z], 1"]
-  # the flags were taken: the end waits for the add's result only (no flag on its drain nop)
-  assert out[4:] == ["bar", "L1", "(sy)(ss)(jp)add.u r3.x, r0.z, r0.z", "(rpt5)nop", "end"]
+  # the end waits for nothing (Mesa: no delay for OPC_END): not for the add's result either
+  assert out[4:] == ["bar", "L1", "(sy)(ss)(jp)add.u r3.x, r0.z, r0.z", "end"]
 
 
 def test_a_load_before_a_barrier_is_waited_for_by_the_flags_after_it():
@@ -122,3 +122,14 @@ def test_the_join_point_flag_goes_on_the_first_instruction_after_a_label_nop_or_
   at = out.index("L1")
   assert out[at + 1:at + 3] == ["(jp)(rpt2)nop", "add.u r2.x, r1.x, r1.x"]
   assert out[out.index("L3") + 1] == "(jp)bar" and sum("(jp)" in t for t in out) == 2
+
+
+def test_the_end_waits_for_nothing_pending():
+  """Mesa ir3_legalize.c: delay_calc is 0 for OPC_END and the end reads no register: a store, a load and an ALU
+  result still pending at the end get no nop and no flag (the stores complete after it)."""
+  prog = [Ins("ld_sy", "ldib.b.untyped.1d.u32.1.imm r1.x, r0.z, 0", (R1X,), (R0Z,)),
+          Ins("alu", "add.u r2.x, r0.z, r0.z", (R2X,), (R0Z, R0Z)),
+          Ins("st", "stl.u32 l[r0.z], r0.z, 1", (), (R0Z, R0Z)),
+          Ins("end", "end"),
+          Ins("nop", "nop")]
+  assert _texts(legalize(prog))[-3:] == ["stl.u32 l[r0.z], r0.z, 1", "end", "nop"]

@@ -18,8 +18,8 @@ cycle, the union of the pending registers) of the states every branch and jump t
 iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. The first instruction
 after a label (a nop legalize put there, or the block's own first instruction) carries (jp), the join-point flag
 Mesa's mark_jp sets on a branch target's first instruction. A barrier (bar) is Mesa's: nothing waited for before it,
-(ss)(sy) on the instruction after it.
-Before the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
+(ss)(sy) on the instruction after it. Nothing is drained before the end either (Mesa: no delay for OPC_END, and
+it reads no register).
 """
 from __future__ import annotations
 
@@ -210,17 +210,12 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
       after_bar = True
       continue
     if k == "end":
-      # drain: every ALU result ready, every flag taken, then a fresh state
-      wait = max([0, *(r - cycle for r in ready_any.values())]) if ready_any else 0
-      ss = after_bar or bool(need_ss or war_ss or war_any)
-      sy = after_bar or bool(need_sy or war_any)
+      # Mesa ir3_legalize.c: the end reads no register and waits for nothing ("shader outputs don't need any delay":
+      # delay_calc is 0 for OPC_END); it takes (ss)(sy) only as the instruction after a barrier
+      ins.flags = "(sy)(ss)" if after_bar else ""
       after_bar = False
-      if wait or ss or sy: extend(_nops(wait, ss, sy))
-      cycle += wait
-      ready_alu, ready_any = {}, {}
-      need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
       append(ins)
-      if k == "end": live = False
+      live = False
       continue
     alu = k == "alu"
     sfu = k == "sfu"
