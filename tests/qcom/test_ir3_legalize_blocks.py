@@ -23,7 +23,8 @@ def test_a_branch_waits_for_its_p0_only_and_the_pending_load_flows_to_both_paths
           Ins("end", "end")]
   out = _texts(legalize(prog))
   br = out.index("br p0.x, #L1")
-  assert out[br - 1] == "(rpt5)nop"                     # p0.x's non-ALU delay, no (sy) drain before the branch
+  # p0.x's non-ALU delay (6: 3 in the compare's (nopN) field, 3 on a nop), no (sy) drain before the branch
+  assert out[br - 2:br] == ["(nop3) cmps.s.lt p0.x, r0.z, r0.z", "(rpt2)nop"]
   assert "(sy)add.u r2.x, r1.x, r1.x" in out            # the fall-through reads the load: (sy) there
   # the taken branch arrives at L1 with the load still pending: the read after the label waits too (and is the join
   # point: (jp))
@@ -120,7 +121,7 @@ def test_the_join_point_flag_goes_on_the_first_instruction_after_a_label_nop_or_
           Ins("end", "end")]
   out = _texts(legalize(prog))
   at = out.index("L1")
-  assert out[at + 1:at + 3] == ["(jp)(rpt2)nop", "add.u r2.x, r1.x, r1.x"]
+  assert out[at + 1:at + 3] == ["(jp)(rpt2)nop", "(nop1) add.u r2.x, r1.x, r1.x"]
   assert out[out.index("L3") + 1] == "(jp)bar" and sum("(jp)" in t for t in out) == 2
 
 
@@ -133,3 +134,23 @@ def test_the_end_waits_for_nothing_pending():
           Ins("end", "end"),
           Ins("nop", "nop")]
   assert _texts(legalize(prog))[-3:] == ["stl.u32 l[r0.z], r0.z, 1", "end", "nop"]
+
+
+def test_a_delay_after_a_cat2_or_cat3_instruction_goes_into_its_nop_field():
+  """Mesa ir3_legalize.c legalize_block (a6xx): up to 3 delay cycles after a cat2/cat3 instruction without (rptN)
+  are its (nopN) field, the rest a nop; a cat1 mov has no such field; after the join point's (jp) the flags come
+  first ((sy)(ss)(jp)(nopN), the disassembler's order)."""
+  R3Y = 13
+  prog = [Ins("alu", "add.u r1.x, r0.z, r0.z", (R1X,), (R0Z, R0Z)),
+          Ins("alu", "add.u r2.x, r1.x, r1.x", (R2X,), (R1X, R1X)),          # alu_to_alu 3: all in (nop3)
+          Ins("alu", "sel.b32 r3.x, r2.x, r0.z, r2.x", (R3X,), (R2X, R0Z, R2X)),
+          Ins("st", "stl.u32 l[r0.z], r3.x, 1", (), (R0Z, R3X)),              # non_alu 6: (nop3) and 3 on a nop
+          Ins("alu", "mov.u32u32 r3.y, 1", (R3Y,), ()),
+          Ins("alu", "add.u r2.x, r3.y, r3.y", (R2X,), (R3Y, R3Y)),          # after a mov: a nop
+          Ins("label", "L1"),
+          Ins("alu", "add.u r1.x, r2.x, r2.x", (R1X,), (R2X, R2X)),          # across a label: a nop, (jp) on it
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  assert out == ["(nop3) add.u r1.x, r0.z, r0.z", "(nop3) add.u r2.x, r1.x, r1.x", "(nop3) sel.b32 r3.x, r2.x, r0.z, r2.x",
+                 "(rpt2)nop", "stl.u32 l[r0.z], r3.x, 1", "mov.u32u32 r3.y, 1", "(rpt2)nop",
+                 "add.u r2.x, r3.y, r3.y", "L1", "(jp)(rpt2)nop", "add.u r1.x, r2.x, r2.x", "end"]

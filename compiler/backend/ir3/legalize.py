@@ -79,6 +79,23 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
 
 # the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
 _PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
+_CAT1 = ("mov", "cov")              # the ALU instructions of cat1 (mov, cov): no (nopN) field
+_NOPF = [None, "(nop1) ", "(nop2) ", "(nop3) "]
+
+
+def _fold(out: list, wait: int) -> int:
+  """Mesa ir3_legalize.c legalize_block on a6xx: a delay after a cat2/cat3 instruction without (rptN) goes, up to
+  3 cycles, into that instruction's (nopN) field ("the previous cat2/cat3 instruction can encode at most 3 nop's"),
+  the rest on a nop; not across a label, barrier or branch (the instruction just before is the previous one of the
+  block). The instruction's flags get "(nopN) " (an instruction folded into once: its successor comes right after).
+  Returns the cycles left for a nop; the caller counts the wait in full either way."""
+  prev = out[-1] if out else None
+  if prev is None or prev.kind != "alu" or prev.text[:3] in _CAT1 or prev.flags.endswith(" "): return wait
+  n = wait if wait < 3 else 3
+  prev.flags += _NOPF[n]
+  return wait - n
+
+
 _HAS_SS = frozenset({"br", "jump"})   # the non-ALU kinds with an (ss) bit (cat0; Mesa ir3.h supports_ss: cat < 5)
 _FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
 _EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
@@ -140,7 +157,10 @@ def _mark_jp(out: list[Ins], joins: list[int]) -> list[Ins]:
       k = t.find("(rpt")
       if k < 0: k = len(t) - 3
       out[i] = dataclasses.replace(ins, text=t[:k] + "(jp)" + t[k:])
-    else: out[i] = dataclasses.replace(ins, flags=ins.flags + "(jp)")
+    else:                             # (sy)(ss)(jp)(nopN): before a (nopN) _fold put in the flags
+      f = ins.flags
+      k = f.find("(nop")
+      out[i] = dataclasses.replace(ins, flags=f + "(jp)" if k < 0 else f[:k] + "(jp)" + f[k:])
   return out
 
 
@@ -181,9 +201,16 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
           w = ready.get(r, 0) - cycle
           if w > wait: wait = w
       if wait:
-        if wait <= 8: append(plain[wait])
-        else: extend(_nops(wait))
-        cycle += wait
+        prev = out[-1] if out else None
+        if prev is not None and prev.kind == "alu" and prev.text[:3] not in _CAT1 and not prev.flags.endswith(" "):
+          n = wait if wait < 3 else 3     # into the cat2/cat3 instruction before: (nopN), N <= 3 (see _fold)
+          prev.flags += _NOPF[n]
+          cycle += n
+          wait -= n
+        if wait:
+          if wait <= 8: append(plain[wait])
+          else: extend(_nops(wait))
+          cycle += wait
       ins.flags = ""
       append(ins)
       any_at = cycle + 1 + NON_ALU
@@ -236,8 +263,9 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
         if w > wait: wait = w
     if alu or sfu:
       if wait:
-        extend(_nops(wait))
+        left = _fold(out, wait)
         cycle += wait
+        if left: extend(_nops(left))
       ins.flags = _FLAGS[sy, ss]
     elif ss and k not in _HAS_SS:
       # Mesa ir3_legalize.c legalize_block: (ss) for an instruction without the bit (cat6: supports_ss) goes on a
@@ -249,8 +277,9 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
       ins.flags = "(sy)" if sy else ""
     else:                             # cat0 (br, jump) has both bits; cat6 its (sy)
       if wait:
-        extend(_nops(wait))
+        left = _fold(out, wait)
         cycle += wait
+        if left: extend(_nops(left))
       ins.flags = _FLAGS[sy, ss]
     if ss:
       need_ss.clear(); war_ss.clear(); war_any.clear()
