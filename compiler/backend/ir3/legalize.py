@@ -87,10 +87,11 @@ def _fold(out: list, wait: int) -> int:
   """Mesa ir3_legalize.c legalize_block on a6xx: a delay after a cat2/cat3 instruction without (rptN) goes, up to
   3 cycles, into that instruction's (nopN) field ("the previous cat2/cat3 instruction can encode at most 3 nop's"),
   the rest on a nop; not across a label, barrier or branch (the instruction just before is the previous one of the
-  block). The instruction's flags get "(nopN) " (an instruction folded into once: its successor comes right after).
+  block). The instruction's flags get "(nopN) " (set anew by each pass; an instruction is folded into once at most:
+  the one it delays comes right after it).
   Returns the cycles left for a nop; the caller counts the wait in full either way."""
   prev = out[-1] if out else None
-  if prev is None or prev.kind != "alu" or prev.text[:3] in _CAT1 or prev.flags.endswith(" "): return wait
+  if prev is None or prev.kind != "alu" or prev.text.startswith(_CAT1): return wait
   n = wait if wait < 3 else 3
   prev.flags += _NOPF[n]
   return wait - n
@@ -202,7 +203,7 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
           if w > wait: wait = w
       if wait:
         prev = out[-1] if out else None
-        if prev is not None and prev.kind == "alu" and prev.text[:3] not in _CAT1 and not prev.flags.endswith(" "):
+        if prev is not None and prev.kind == "alu" and not prev.text.startswith(_CAT1):
           n = wait if wait < 3 else 3     # into the cat2/cat3 instruction before: (nopN), N <= 3 (see _fold)
           prev.flags += _NOPF[n]
           cycle += n
