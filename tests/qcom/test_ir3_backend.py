@@ -110,7 +110,7 @@ def test_the_legalizer_is_what_makes_the_mock_accept_the_code(monkeypatch):
       _run(d, ex, [2])
 
 
-@pytest.mark.parametrize("weaken", ["flags after bar", "delay nops", "(ss) flags", "(nopN) fields"])
+@pytest.mark.parametrize("weaken", ["flags after bar", "delay nops", "(ss) flags", "(nopN) fields", "mad src2 late"])
 def test_at_a_barrier_the_flags_after_it_are_what_makes_the_mock_accept_the_code(monkeypatch, weaken):
   """A barrier takes Mesa's rule (legalize.py: nothing drained before it, (ss)(sy) on the instruction after it): in
   local_reduction the instruction after each barrier is an ALU one, and the store before the barrier still reads its
@@ -123,6 +123,7 @@ def test_at_a_barrier_the_flags_after_it_are_what_makes_the_mock_accept_the_code
 
   def weak(prog):
     out = orig(prog)
+    if weaken == "mad src2 late": return out
     if weaken == "delay nops": return [i for i in out if not (i.kind == "nop" and "rpt" in i.text)]
     if weaken == "(nopN) fields":   # the delay cycles legalize put in cat2/cat3 instructions
       return [dataclasses.replace(i, flags=re.sub(r"\(nop\d\) ", "", i.flags)) for i in out]
@@ -132,6 +133,8 @@ def test_at_a_barrier_the_flags_after_it_are_what_makes_the_mock_accept_the_code
     assert after and all(out[k].kind == "alu" and out[k].flags.startswith("(sy)(ss)") for k in after)
     return [dataclasses.replace(i, flags=i.flags[8:]) if k in after else i for k, i in enumerate(out)]
   monkeypatch.setattr(L, "legalize", weak)
+  if weaken == "mad src2 late":   # a madsh's third source taken as read 3 cycles late, one more than the hardware
+    monkeypatch.setattr(L, "CAT3_SRC2_READ", 3)
   ex = examples.local_reduction()
   with hcq.open("MOCK+QCOM") as d, pytest.raises(GPUFault, match="sync hazard|\\(ss\\) first|too early"):
     _run(d, ex, list(ex.expected))

@@ -154,3 +154,16 @@ def test_a_delay_after_a_cat2_or_cat3_instruction_goes_into_its_nop_field():
   assert out == ["(nop3) add.u r1.x, r0.z, r0.z", "(nop3) add.u r2.x, r1.x, r1.x", "(nop3) sel.b32 r3.x, r2.x, r0.z, r2.x",
                  "(rpt2)nop", "stl.u32 l[r0.z], r3.x, 1", "mov.u32u32 r3.y, 1", "(rpt2)nop",
                  "add.u r2.x, r3.y, r3.y", "L1", "(jp)(rpt2)nop", "add.u r1.x, r2.x, r2.x", "end"]
+
+
+def test_a_mads_third_source_is_read_two_cycles_late():
+  """Mesa ir3_delay.c ir3_src_read_delay: mad/madsh read their third source cat3_src2_read (2 on a6xx) cycles after
+  issue, so an ALU result there waits 3 - 2 cycles, one in the source's first two places 3."""
+  R3Y = 13
+  prog = [Ins("alu", "mull.u r1.x, r0.z, r0.z", (R1X,), (R0Z, R0Z)),
+          Ins("alu", "madsh.m16 r2.x, r0.z, r0.z, r1.x", (R2X,), (R0Z, R0Z, R1X)),
+          Ins("alu", "madsh.m16 r3.y, r2.x, r0.z, r0.z", (R3Y,), (R2X, R0Z, R0Z)),
+          Ins("end", "end")]
+  out = _texts(legalize(prog))
+  assert out[:3] == ["(nop1) mull.u r1.x, r0.z, r0.z", "(nop3) madsh.m16 r2.x, r0.z, r0.z, r1.x",
+                     "madsh.m16 r3.y, r2.x, r0.z, r0.z"]

@@ -8,7 +8,8 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
   - write-after-read: a memory or SFU instruction may read its register sources late, so an ALU or SFU instruction
     overwriting one needs (ss) after a store or an SFU/ldl instruction, (ss) or (sy) after another load;
   - an ALU (cat1-3) result is read by an ALU instruction 3 cycles later (alu_to_alu), by anything else, and p0/a0 by
-    anyone, 6 cycles later (non_alu); cat0-3 instructions take 1 cycle, a (rptN)nop N + 1, cat4/cat6 and
+    anyone, 6 cycles later (non_alu); a mad/madsh reads its third source 2 cycles after issue (cat3_src2_read);
+    cat0-3 instructions take 1 cycle, a (rptN)nop N + 1, a cat2/3 instruction's (nopN) N more, cat4/cat6, bar and
     br/jump none;
   - the flags go on the instruction that needs them; cat6 instructions have a (sy) bit but no (ss) bit: their (ss)
     goes on a nop before them (Mesa ir3_legalize.c: "cat5+ does not have an (ss) bit, if needed we need to insert a
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ALU_TO_ALU, NON_ALU = 3, 6          # Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu
+# Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu / cat3_src2_read of a6xx (a7xx's 2 / 5 / 1
+# ask no more: the same wait for a mad's third source, one cycle less for the others)
+ALU_TO_ALU, NON_ALU, CAT3_SRC2_READ = 3, 6, 2
 P0 = 62 * 4                         # p0.x's register id (regid(62, 0))
 
 
@@ -79,6 +82,16 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
 
 # the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
 _PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
+def _mad_wait(src: tuple, ready: dict, cycle: int) -> int:
+  """The delay before a mad/madsh (cat3) instruction: it reads its third source CAT3_SRC2_READ cycles after issue
+  (Mesa ir3_delay.c ir3_src_read_delay: "mad instructions consume their last source one or two cycles later")."""
+  wait = 0
+  for k, r in enumerate(src):
+    w = ready.get(r, 0) - cycle - (CAT3_SRC2_READ if k == 2 else 0)
+    if w > wait: wait = w
+  return wait
+
+
 _CAT1 = ("mov", "cov")              # the ALU instructions of cat1 (mov, cov): no (nopN) field
 _NOPF = [None, "(nop1) ", "(nop2) ", "(nop3) "]
 
@@ -201,6 +214,7 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
         for r in ins.src:
           w = ready.get(r, 0) - cycle
           if w > wait: wait = w
+        if wait and ins.text.startswith("mad"): wait = _mad_wait(ins.src, ready, cycle)
       if wait:
         prev = out[-1] if out else None
         if prev is not None and prev.kind == "alu" and not prev.text.startswith(_CAT1):
@@ -262,6 +276,7 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
       for r in src:
         w = ready.get(r, 0) - cycle
         if w > wait: wait = w
+      if wait and alu and ins.text.startswith("mad"): wait = _mad_wait(src, ready, cycle)
     if alu or sfu:
       if wait:
         left = _fold(out, wait)
