@@ -82,6 +82,8 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
 
 # the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
 _PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
+
+
 def _mad_wait(src: tuple, ready: dict, cycle: int) -> int:
   """The delay before a mad/madsh (cat3) instruction: it reads its third source CAT3_SRC2_READ cycles after issue
   (Mesa ir3_delay.c ir3_src_read_delay: "mad instructions consume their last source one or two cycles later")."""
