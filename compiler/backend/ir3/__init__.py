@@ -10,11 +10,13 @@ programs from it).
                against our disassembler)
 The ISA toolkit itself (decoder, disassembler, assembler) is compiler/isa/ir3.
 
-Speed (issue #30; bench/compile.py --targets a630): per element the selector does dictionary lookups and one
-formatted line (register names from a table, a binary ALU element's instruction from a plan memoized per types),
-legalize is one pass over local state, and a line is encoded from the per-process line cache or, new, from its
-shape's template with the shape and values the selector built (no text parsing). Every pass is linear in the
-program. tests/qcom/test_ir3_words.py pins the emitted words of a corpus (the speed work keeps them identical)."""
+Speed (issue #30; bench/compile.py --targets a630): the selector's first walk also finds the live ranges of a
+loop-free kernel, and the linear scan keeps its free registers as the bits of an int (the heap-based scan only when
+something spills); per element the selector does dictionary lookups and one formatted line (register names from a
+table, a binary ALU element's instruction from a plan memoized per types), legalize is one pass over local state
+(an ALU instruction with nothing asynchronous pending on a short path), and a line is encoded from the per-process
+line cache or, new, from its shape's template with the shape and values the selector built (no text parsing), labels
+resolved in the same pass. Every pass is linear in the program. tests/qcom/test_ir3_words.py pins the emitted words of a corpus (the speed work keeps them identical)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

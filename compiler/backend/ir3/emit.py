@@ -15,6 +15,8 @@ from ...ir import CompileError
 from .legalize import Ins
 
 _CACHE: dict[int, dict[str, int]] = {}     # gpu id -> line -> word
+CACHE_LINES = 1 << 17     # lines a gpu's cache holds before it starts over (a kernel's distinct immediates would
+                          # otherwise grow it for the life of the process: a 20,000-node chain brings 10,000)
 _ASM: dict[int, object] = {}
 _LOCK = threading.Lock()
 
@@ -52,6 +54,7 @@ def assemble_line(line: str, gpu_id: int, enc: tuple | None = None, flags: str =
         from ...isa.ir3.asm import AsmError
         if not isinstance(e, AsmError): raise
         raise CompileError(f"ir3 backend: emitted a line the assembler refuses: {e}") from None
+    if len(cache) >= CACHE_LINES: cache.clear()
     cache[line] = w
   return w
 
@@ -78,26 +81,33 @@ def encode(lines: list[str], gpu_id: int) -> bytes:
 
 
 def assemble(prog: list[Ins], gpu_id: int) -> tuple[list[str], bytes]:
-  """(resolve(prog), encode(those lines)) in one pass."""
+  """(resolve(prog), encode(those lines)) in one pass: a branch's line waits for the end of the pass (its label may
+  come after it) and is made then."""
   import struct
-  at, pc = {}, 0
-  for ins in prog:
-    if ins.kind == "label": at[ins.text] = pc
-    else: pc += 1
-  lines: list[str] = []
-  words: list[int] = []
+  at: dict = {}
+  lines: list = []
+  words: list = []
+  branches: list = []                 # (position, instruction) of the branches and jumps
   get = _cache(gpu_id).get
-  pc = 0
   for ins in prog:
-    if ins.kind == "label": continue
+    kind = ins.kind
+    if kind == "label":
+      at[ins.text] = len(lines)
+      continue
+    if ins.target is not None:
+      branches.append((len(lines), ins))
+      lines.append(None)
+      words.append(0)
+      continue
     flags = ins.flags
     text = flags + ins.text if flags else ins.text
-    enc = ins.enc
-    if ins.target is not None:
-      text = text.replace("#" + ins.target, f"#{at[ins.target] - pc}")
-      enc = None
     w = get(text)
     lines.append(text)
-    words.append(w if w is not None else assemble_line(text, gpu_id, enc, flags))
-    pc += 1
+    words.append(w if w is not None else assemble_line(text, gpu_id, ins.enc, flags))
+  for pc, ins in branches:
+    flags = ins.flags
+    text = (flags + ins.text if flags else ins.text).replace("#" + ins.target, f"#{at[ins.target] - pc}")
+    w = get(text)
+    lines[pc] = text
+    words[pc] = w if w is not None else assemble_line(text, gpu_id, None, flags)
   return lines, struct.pack(f"<{len(words)}Q", *words)

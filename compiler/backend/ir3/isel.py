@@ -120,6 +120,39 @@ def straight_ranges(lin: UOp, needs: set) -> dict:
   return out
 
 
+def _scan_fits(ranges: dict, needs: set, wide: set, nregs: int, first: int, npos: int) -> dict | None:
+  """The linear scan of Selector._scan_spilling when no value has to be spilled, in one pass: the free registers are
+  the set bits of an int (the lowest one, or the lowest even-aligned pair of set bits, is taken) and the registers a
+  value frees at its last use are ORed into that position's slot of a list, returned to the free set once the scan
+  has passed it. The ranges are in the order of their starts (each value's range begins at its own element); None
+  when a value finds no register (or the ranges are out of that order): the spilling scan decides then."""
+  free = (1 << nregs) - 1
+  even = int("01" * ((nregs + 1) // 2), 2) & free        # bit k for each even k: a pair's first register
+  dying = [0] * (npos + 1)                              # position -> the registers whose values die there
+  regs: dict = {}
+  p = 0                                                 # positions before p have returned their registers
+  for u, r in ranges.items():
+    if u not in needs: continue
+    start = r[0]
+    if start < p: return None
+    while p < start:
+      d = dying[p]
+      if d: free |= d
+      p += 1
+    if wide and u in wide:
+      m = free & (free >> 1) & even
+      low = m & -m
+      if not low: return None
+      bits = low | (low << 1)
+    else:
+      low = bits = free & -free
+      if not low: return None
+    free ^= bits
+    dying[r[1]] |= bits
+    regs[u] = first + low.bit_length() - 1
+  return regs
+
+
 _PV: dict = {}
 
 
@@ -202,26 +235,42 @@ class Selector(WideMixin):
     self.reg_base: dict[UOp, int] = {}      # REG BUFFER -> first regid
     self.localmem = 0
     self.depth = self.max_depth = 0
-    # one walk over the elements: the few kinds looked at here, and the values that need a register (_needs; an
-    # INDEX's need depends on the buffers' placement, decided below)
+    # one walk over the elements: the few kinds looked at here, the values that need a register (_needs; an
+    # INDEX's need depends on the buffers' placement, decided below), and straight_ranges of those and the INDEXes
+    # (the live ranges when the kernel has no loop)
     params, buffers, self.indexes, self.ends, self.bounds = [], [], [], [], set()
     self.needs: set = set()
-    add, alu_ops, pv = self.needs.add, GroupOp.ALU, _PV.get
+    self.straight: dict = {}
+    add, alu_ops, pv, CONST = self.needs.add, GroupOp.ALU, _PV.get, Ops.CONST
+    ranges = self.straight
+    rget = ranges.get
     for i, u in enumerate(lin.src):
       op = u.op
       if op in alu_ops:
         v = pv((op, u.dtype))
         if v is None: v = _produces_value(u)
-        if v: add(u)
-      elif op is Ops.INDEX: self.indexes.append(u)
+        if v:
+          add(u)
+          ranges[u] = [i, i]
+      elif op is CONST and u.dtype.is_weak: continue      # no register, no sources
+      elif op is Ops.INDEX:
+        self.indexes.append(u)
+        ranges[u] = [i, i]
       elif op is Ops.END: self.ends.append((i, u))
       elif op is Ops.PARAM: params.append(u)
       elif op is Ops.BUFFER: buffers.append(u)
-      elif op is Ops.SPECIAL or (op is Ops.CONST and u.dtype.is_weak): continue
+      elif op is Ops.SPECIAL: pass
       else:
-        if _produces_value(u): add(u)
+        v = pv((op, u.dtype))
+        if v is None: v = _produces_value(u)
+        if v:
+          add(u)
+          ranges[u] = [i, i]
         if op is Ops.DEFINE_VAR: params.append(u)
         elif op is Ops.RANGE: self.bounds.add(u.src[0])
+      for x in u.src:
+        r = rget(x)
+        if r is not None: r[1] = i
     params.sort(key=lambda u: u.arg.slot)
     nb = nc = 0
     used = {u.arg.slot for u in params}
@@ -276,30 +325,46 @@ class Selector(WideMixin):
     """Linear scan over live ranges (compiler/lower/regalloc.live_ranges), with two stretches that backend needs:
     a GLOBAL INDEX has no register of its own (its loads and stores read the index), so its index and gate live as
     long as it does; a loop's trip count is read at every iteration's test, so it lives to the loop's END."""
+    ranges, wide = self._ranges()
+    needs = self.needs
+    nregs = MAX_FULL * 4 - first - NTEMP
+    regs = _scan_fits(ranges, needs, wide, nregs, first, len(self.lin.src))
+    if regs is None: regs = self._scan_spilling(ranges, needs, wide, nregs, first)
+    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
+    self.temps = list(range(top + 1, top + 1 + NTEMP))
+    return regs
+
+  def _ranges(self) -> tuple[dict, set]:
+    """(the live ranges with _allocate's stretches, the values that take a register pair); completes self.needs
+    with the INDEXes that need a register."""
     lin = self.lin
     indexes = self.indexes
     needs = self.needs
     needs.update(u for u in indexes if self._needs(u))
-    ranges = straight_ranges(lin, needs.union(indexes)) if not self.ends else \
-      live_ranges(lin, needs.union(indexes).__contains__)
+    # (a copy of the walk's ranges: the stretches below replace entries)
+    ranges = dict(self.straight) if not self.ends else live_ranges(lin, needs.union(indexes).__contains__)
     for u in reversed(indexes):
       r = ranges.get(u)
       if r is not None:
         for s in u.src[1:]:
           rs = ranges.get(s)
           if rs is not None and rs[1] < r[1]: ranges[s] = (rs[0], r[1])
-    bounds = self.bounds
     for i, u in self.ends:
       b = u.src[0].src[0]
       rb = ranges.get(b)
       if rb is not None and rb[1] < i: ranges[b] = (rb[0], i)
     wide_dts = {dt for dt in set(map(attrgetter("dtype"), needs)) if _is_wide(dt)}
     wide = {u for u in needs if u.dtype in wide_dts} if wide_dts else set()     # register pairs
+    return ranges, wide
+
+  def _scan_spilling(self, ranges: dict, needs: set, wide: set, nregs: int, first: int) -> dict:
+    """The linear scan that spills when the registers run out (the values that live longest go to private memory):
+    _scan_fits' allocation while every value gets a register."""
+    bounds = self.bounds
 
     def spillable(u):     # whole values kept in private memory, reloaded at each use (not loop counters or bounds)
       return u.op not in (Ops.RANGE, Ops.INDEX) and u not in bounds and not is_wide(u.dtype)
 
-    nregs = MAX_FULL * 4 - first - NTEMP
     free = [True] * nregs
     free_heap = list(range(nregs))              # free registers, lowest first (entries may be stale: free[] decides)
     active: list = []                           # heap of (last use, order, value)
@@ -341,8 +406,6 @@ class Selector(WideMixin):
       if w == 2: free[k + 1] = False
       regs[u] = first + k
       heappush(active, (last, n, u))
-    top = max([first - 1, *regs.values(), *(regs[u] + 1 for u in wide if u in regs)])
-    self.temps = list(range(top + 1, top + 1 + NTEMP))
     return regs
 
   def r(self, u: UOp) -> int:
@@ -465,13 +528,19 @@ class Selector(WideMixin):
             plan = _PLAN2.get((op, u.dtype, src[0].dtype, src[1].dtype))
             d, a, b = get(u), get(src[0]), get(src[1])
             if plan and d is not None and a is not None and b is not None:
-              out.append(Ins("alu", f"{plan[0]} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b),
-                             enc=None if P0 in (d, a, b) else (plan[2], (d, a, b))))
+              # allocated registers are below the temporaries, never p0.x: the line always has its shape (op2's
+              # check); the Ins fields positionally (kind, text, dst, src, target, flags, cycles, half, enc)
+              out.append(Ins("alu", f"{plan[0]} {R[d]}, {R[a]}, {R[b]}", (d,), (a, b), None, "", 1, False,
+                             (plan[2], (d, a, b))))
               if plan[1]: self.fix(d, u.dtype)
               continue
           alu_op(u)
-        elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST and get(u) is not None:
-          self.mov_imm(get(u), int(u.src[0].arg))     # a 32-bit integer literal (emit's general case: _bits)
+        elif op is CAST and u.dtype in _WORD_INTS and u.src[0].op is CONST:
+          d = get(u)                    # a 32-bit integer literal (emit's general case: _bits), mov_imm inline
+          if d is None: emit(u, ends, ifs)
+          else:
+            bits = int(u.src[0].arg) & 0xFFFFFFFF
+            out.append(Ins("alu", f"mov.u32u32 {R[d]}, {bits}", (d,), (), None, "", 1, False, (_MOV_IMM, (d, bits))))
         else: emit(u, ends, ifs)
         continue
       self.reloads = {}
@@ -536,8 +605,8 @@ class Selector(WideMixin):
 
   def _finish(self) -> list[Ins]:
     self.out.append(Ins("nop", "nop"))
-    named = set(chain.from_iterable(map(attrgetter("dst"), self.out)))
-    named.update(chain.from_iterable(map(attrgetter("src"), self.out)))
+    # the distinct register tuples first (a kernel repeats them), then their registers
+    named = set(chain.from_iterable(set(map(attrgetter("dst"), self.out)) | set(map(attrgetter("src"), self.out))))
     self.full_regs = (max([r for r in named if r < WGID], default=0) >> 2) + 1   # the footprint: r0 .. the highest
     return self.out                                                              # register named
 

@@ -8,21 +8,27 @@ ir3_compiler.c delay_slots; the mock's mockgpu/qcom/sync.py checks the same rule
   - write-after-read: a memory or SFU instruction may read its register sources late, so an ALU or SFU instruction
     overwriting one needs (ss) after a store or an SFU/ldl instruction, (ss) or (sy) after another load;
   - an ALU (cat1-3) result is read by an ALU instruction 3 cycles later (alu_to_alu), by anything else, and p0/a0 by
-    anyone, 6 cycles later (non_alu); cat0-3 instructions take 1 cycle, a (rptN)nop N + 1, cat4/cat6 and
+    anyone, 6 cycles later (non_alu); a mad/madsh reads its third source 2 cycles after issue (cat3_src2_read);
+    cat0-3 instructions take 1 cycle, a (rptN)nop N + 1, a cat2/3 instruction's (nopN) N more, cat4/cat6, bar and
     br/jump none;
-  - cat6 instructions have a (sy) bit but no (ss) bit: the flags go on a nop before them (as Mesa's computerator
-    examples and tests/qcom/programs/reduce.asm do).
+  - the flags go on the instruction that needs them; cat6 instructions have a (sy) bit but no (ss) bit: their (ss)
+    goes on a nop before them (Mesa ir3_legalize.c: "cat5+ does not have an (ss) bit, if needed we need to insert a
+    nop to carry the sync flag"), their (sy) stays on them.
 Control flow as Mesa's ir3_legalize.c legalize_block handles it: the state at a label is the merge (the later ready
 cycle, the union of the pending registers) of the states every branch and jump to it and the fall-through bring,
-iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. Each label is followed
-by a "(jp)nop" (the join-point flag Mesa's mark_jp sets on a branch target's first instruction). Before a barrier
-and the end, a "(sy)(ss)(rptN)nop" still drains everything pending.
+iterated to a fixed point for the back edges of loops; a branch waits only for its own p0.x. The first instruction
+after a label (a nop legalize put there, or the block's own first instruction) carries (jp), the join-point flag
+Mesa's mark_jp sets on a branch target's first instruction. A barrier (bar) is Mesa's: nothing waited for before it,
+(ss)(sy) on the instruction after it. Nothing is drained before the end either (Mesa: no delay for OPC_END, and
+it reads no register).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-ALU_TO_ALU, NON_ALU = 3, 6          # Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu
+# Mesa 25 ir3_compiler.c: compiler->delay_slots.alu_to_alu / non_alu / cat3_src2_read of a6xx (a7xx's 2 / 5 / 1
+# ask no more: the same wait for a mad's third source, one cycle less for the others)
+ALU_TO_ALU, NON_ALU, CAT3_SRC2_READ = 3, 6, 2
 P0 = 62 * 4                         # p0.x's register id (regid(62, 0))
 
 
@@ -74,8 +80,40 @@ def _nops(cycles: int, ss: bool = False, sy: bool = False, jp: bool = False) -> 
   return out
 
 
+# the one nop of each delay of 1 to 8 cycles (an ALU instruction waits at most NON_ALU): _nops' shared ones
+_PLAIN_NOP = [None, *(_nops(c)[0] for c in range(1, 9))]
+
+
+def _mad_wait(src: tuple, ready: dict, cycle: int) -> int:
+  """The delay before a mad/madsh (cat3) instruction: it reads its third source CAT3_SRC2_READ cycles after issue
+  (Mesa ir3_delay.c ir3_src_read_delay: "mad instructions consume their last source one or two cycles later")."""
+  wait = 0
+  for k, r in enumerate(src):
+    w = ready.get(r, 0) - cycle - (CAT3_SRC2_READ if k == 2 else 0)
+    if w > wait: wait = w
+  return wait
+
+
+_CAT1 = ("mov", "cov")              # the ALU instructions of cat1 (mov, cov): no (nopN) field
+_NOPF = [None, "(nop1) ", "(nop2) ", "(nop3) "]
+
+
+def _fold(out: list, wait: int) -> int:
+  """Mesa ir3_legalize.c legalize_block on a6xx: a delay after a cat2/cat3 instruction without (rptN) goes, up to
+  3 cycles, into that instruction's (nopN) field ("the previous cat2/cat3 instruction can encode at most 3 nop's"),
+  the rest on a nop; not across a label, barrier or branch (the instruction just before is the previous one of the
+  block). The instruction's flags get "(nopN) " (set anew by each pass; an instruction is folded into once at most:
+  the one it delays comes right after it).
+  Returns the cycles left for a nop; the caller counts the wait in full either way."""
+  prev = out[-1] if out else None
+  if prev is None or prev.kind != "alu" or prev.text.startswith(_CAT1): return wait
+  n = wait if wait < 3 else 3
+  prev.flags += _NOPF[n]
+  return wait - n
+
+
+_HAS_SS = frozenset({"br", "jump"})   # the non-ALU kinds with an (ss) bit (cat0; Mesa ir3.h supports_ss: cat < 5)
 _FLAGS = {(False, False): "", (True, False): "(sy)", (False, True): "(ss)", (True, True): "(sy)(ss)"}  # (sy, ss)
-_DRAIN_BEFORE = frozenset({"bar", "end"})
 _EMPTY = ({}, {}, frozenset(), frozenset(), frozenset(), frozenset())
 
 
@@ -109,16 +147,40 @@ def legalize(prog: list[Ins]) -> list[Ins]:
   until no branch brings a label more than that."""
   entry: dict = {}
   while True:
-    out, edges = _pass(prog, entry)
+    out, edges, joins = _pass(prog, entry)
     grown = False
     for name, st in edges.items():
       if not _covers(entry.get(name), st):
         entry[name] = _merge(entry.get(name), st)
         grown = True
-    if not grown: return out
+    if not grown: return _mark_jp(out, joins)
 
 
-def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
+def _mark_jp(out: list[Ins], joins: list[int]) -> list[Ins]:
+  """(jp) on the first instruction after each label (Mesa ir3_legalize.c mark_jp: the flag on a branch target
+  block's first instruction, after legalize_block's nops are in: a nop of those, or the instruction itself). The
+  instruction is replaced by a copy (nops are shared; the selector's instructions keep their own flags)."""
+  import dataclasses
+  done = set()
+  n = len(out)
+  for i in joins:
+    while i < n and out[i].kind == "label": i += 1
+    if i == n or i in done: continue
+    done.add(i)
+    ins = out[i]
+    if ins.kind == "nop":             # flags in the text: (sy)(ss)(jp)(rptN)nop, the order our _nops writes
+      t = ins.text
+      k = t.find("(rpt")
+      if k < 0: k = len(t) - 3
+      out[i] = dataclasses.replace(ins, text=t[:k] + "(jp)" + t[k:])
+    else:                             # (sy)(ss)(jp)(nopN): before a (nopN) _fold put in the flags
+      f = ins.flags
+      k = f.find("(nop")
+      out[i] = dataclasses.replace(ins, flags=f + "(jp)" if k < 0 else f[:k] + "(jp)" + f[k:])
+  return out
+
+
+def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict, list[int]]:
   """One pass; its state: the cycle each ALU result is ready at (for an ALU reader, for anyone), the registers waiting
   for (ss) / (sy), the registers an unfinished memory or SFU instruction may still read (write-after-read). entry:
   label -> the state assumed on arrival by a branch; returns the instructions and label -> the merged state the
@@ -134,6 +196,8 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
   war_ss: set = set()
   war_any: set = set()
   live = True                         # the fall-through reaches this point (not after a jump or the end)
+  after_bar = False                   # the last instruction was a barrier: the next one carries (ss)(sy)
+  joins: list = []                    # positions in out just after a label
 
   def snapshot():
     if not live: return None
@@ -141,8 +205,38 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
             {r: c - cycle for r, c in ready_any.items() if c > cycle},
             frozenset(need_ss), frozenset(need_sy), frozenset(war_ss), frozenset(war_any))
 
+  plain = _PLAIN_NOP
   for ins in prog:
     k = ins.kind
+    if k == "alu" and not (need_ss or need_sy or war_ss or war_any or after_bar):
+      # the common case, nothing asynchronous pending: only the ALU delays (the general path below, specialised)
+      ready = ready_any if ins.half else ready_alu
+      wait = 0
+      if ready:
+        for r in ins.src:
+          w = ready.get(r, 0) - cycle
+          if w > wait: wait = w
+        if wait and ins.text.startswith("mad"): wait = _mad_wait(ins.src, ready, cycle)
+      if wait:
+        prev = out[-1] if out else None
+        if prev is not None and prev.kind == "alu" and not prev.text.startswith(_CAT1):
+          n = wait if wait < 3 else 3     # into the cat2/cat3 instruction before: (nopN), N <= 3 (see _fold)
+          prev.flags += _NOPF[n]
+          cycle += n
+          wait -= n
+        if wait:
+          if wait <= 8: append(plain[wait])
+          else: extend(_nops(wait))
+          cycle += wait
+      ins.flags = ""
+      append(ins)
+      any_at = cycle + 1 + NON_ALU
+      alu_at = cycle + 1 + (NON_ALU if ins.half else ALU_TO_ALU)
+      for r in ins.dst:
+        ready_any[r] = any_at
+        ready_alu[r] = any_at if r >= A0 else alu_at
+      cycle += ins.cycles
+      continue
     if k == "label":
       st = _merge(_merge(snapshot(), edges.get(ins.text)), entry.get(ins.text)) or _EMPTY
       ready_alu = {r: cycle + c for r, c in st[0].items()}
@@ -150,25 +244,29 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
       need_ss, need_sy, war_ss, war_any = set(st[2]), set(st[3]), set(st[4]), set(st[5])
       live = True
       append(ins)
-      extend(_nops(0, jp=True))       # the join point: (jp)nop (one cycle)
-      cycle += 1
-      continue
-    if k in _DRAIN_BEFORE:
-      # drain: every ALU result ready, every flag taken, then a fresh state
-      wait = max([0, *(r - cycle for r in ready_any.values())]) if ready_any else 0
-      ss, sy = bool(need_ss or war_ss or war_any), bool(need_sy or war_any)
-      if wait or ss or sy: extend(_nops(wait, ss, sy))
-      cycle += wait
-      ready_alu, ready_any = {}, {}
-      need_ss, need_sy, war_ss, war_any = set(), set(), set(), set()
+      joins.append(len(out))          # (jp) goes on the instruction that comes next (_mark_jp); a barrier's
+      continue                        # (ss)(sy) (after_bar) too
+    if k == "bar":
+      # Mesa ir3_legalize.c legalize_block: a barrier (cat7) reads no register and takes no cycle (count_instruction),
+      # so nothing is waited for before it; the instruction after it gets (ss) and (sy) ("last_n &&
+      # is_barrier(last_n)": apply_ss, apply_sy), and the ALU delays still running carry on across it
       append(ins)
-      if k == "end": live = False
+      after_bar = True
+      continue
+    if k == "end":
+      # Mesa ir3_legalize.c: the end reads no register and waits for nothing ("shader outputs don't need any delay":
+      # delay_calc is 0 for OPC_END); it takes (ss)(sy) only as the instruction after a barrier
+      ins.flags = "(sy)(ss)" if after_bar else ""
+      after_bar = False
+      append(ins)
+      live = False
       continue
     alu = k == "alu"
     sfu = k == "sfu"
     dst, src = ins.dst, ins.src
-    ss = bool(need_ss) and not (need_ss.isdisjoint(src) and need_ss.isdisjoint(dst))
-    sy = bool(need_sy) and not (need_sy.isdisjoint(src) and need_sy.isdisjoint(dst))
+    ss = after_bar or (bool(need_ss) and not (need_ss.isdisjoint(src) and need_ss.isdisjoint(dst)))
+    sy = after_bar or (bool(need_sy) and not (need_sy.isdisjoint(src) and need_sy.isdisjoint(dst)))
+    after_bar = False
     if alu or sfu:
       if war_ss and not war_ss.isdisjoint(dst): ss = True
       if war_any and not war_any.isdisjoint(dst) and not (ss or sy): ss = True
@@ -180,14 +278,27 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
       for r in src:
         w = ready.get(r, 0) - cycle
         if w > wait: wait = w
+      if wait and alu and ins.text.startswith("mad"): wait = _mad_wait(src, ready, cycle)
     if alu or sfu:
       if wait:
-        extend(_nops(wait))
+        left = _fold(out, wait)
         cycle += wait
+        if left: extend(_nops(left))
       ins.flags = _FLAGS[sy, ss]
-    elif wait or ss or sy:
-      extend(_nops(wait, ss, sy))
-      cycle += max(wait, 1)
+    elif ss and k not in _HAS_SS:
+      # Mesa ir3_legalize.c legalize_block: (ss) for an instruction without the bit (cat6: supports_ss) goes on a
+      # nop before it, which takes one cycle and then the delay ("the previous nop can encode ... repeats");
+      # (sy) stays on the instruction
+      n = max(wait, 1)
+      extend(_nops(n, ss=True))
+      cycle += n
+      ins.flags = "(sy)" if sy else ""
+    else:                             # cat0 (br, jump) has both bits; cat6 its (sy)
+      if wait:
+        left = _fold(out, wait)
+        cycle += wait
+        if left: extend(_nops(left))
+      ins.flags = _FLAGS[sy, ss]
     if ss:
       need_ss.clear(); war_ss.clear(); war_any.clear()
     if sy:
@@ -214,4 +325,4 @@ def _pass(prog: list[Ins], entry: dict) -> tuple[list[Ins], dict]:
       elif k == "ld_sy": need_sy.add(r)
     if sfu or k == "st" or k == "ld_ss": war_ss.update(src)
     elif k == "ld_sy": war_any.update(src)
-  return out, edges
+  return out, edges, joins
