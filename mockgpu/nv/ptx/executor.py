@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from ....errors import GPUFault
+from .cfg import weak_topological_order
 from .instrs import compile_instr
 from .memspace import Spaces
 from .model import DTYPES, PTXError, PTXKernel, Stopped
@@ -34,10 +35,12 @@ _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
 
 
 class Block:
-  __slots__ = ("fns", "ins", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp", "bar")
+  __slots__ = ("fns", "ins", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp", "bar",
+               "rank", "rnext", "rtarget")
 
   def __init__(self):
     self.fns, self.count, self.kind, self.target, self.next, self.pred, self.neg = [], 0, _FALL, 0, 0, None, False
+    self.rank = self.rnext = self.rtarget = 0          # the schedule's ranks of this block, next and target (cfg.py)
     self.ins = []                                       # the instruction of each of fns (to name it in a fault)
     self.bar = None                                     # a barrier block's (id or None, thread count or None, ins)
     self.regs, self.writes, self.warp = (), (), False   # registers used / written; has cross-lane instructions
@@ -47,6 +50,31 @@ class Compiled:
   def __init__(self, blocks: dict, sregs: set, nregs: int, rtypes: list):
     self.blocks, self.sregs, self.nregs, self.rtypes = blocks, sregs, nregs, rtypes
     self.layouts: dict = {}
+    self.order = _schedule(blocks)                      # rank -> block start (instruction index)
+    self.ranked = [blocks[s] for s in self.order]       # rank -> Block
+    self.pc_of_rank = np.array(self.order, np.int64)
+
+
+def _successors(blocks: dict) -> dict:
+  succ = {}
+  for s, blk in blocks.items():
+    if blk.kind == _BRA: succ[s] = (blk.target,) if blk.pred is None else (blk.next, blk.target)
+    elif blk.kind == _EXIT: succ[s] = () if blk.pred is None or blk.next not in blocks else (blk.next,)
+    else: succ[s] = (blk.next,) if blk.next in blocks else ()
+  return succ
+
+
+def _schedule(blocks: dict) -> list:
+  """Block starts in the order diverged threads run them (cfg.py: loops contiguous, a loop's exits after it), the
+  blocks no path reaches after, by address; sets each block's ranks."""
+  order = weak_topological_order(0, _successors(blocks)) if 0 in blocks else []
+  seen = set(order)
+  order += [s for s in sorted(blocks) if s not in seen]
+  rank = {s: i for i, s in enumerate(order)}
+  for s, blk in blocks.items():
+    blk.rank, blk.rnext = rank[s], rank.get(blk.next, rank[s])
+    blk.rtarget = rank[blk.target] if blk.kind == _BRA else blk.rnext
+  return order
 
 
 def _terminates(ins) -> bool:
@@ -140,7 +168,7 @@ def compile_kernel(k: PTXKernel) -> Compiled:
     blk.regs, blk.writes = tuple(sorted(ctx.reads | ctx.writes)), tuple(sorted(ctx.writes))
     blocks[s] = blk
   blocks[len(instrs)] = Block()
-  blocks[len(instrs)].kind = _EXIT
+  blocks[len(instrs)].kind, blocks[len(instrs)].next = _EXIT, len(instrs)
   k._compiled = Compiled(blocks, sregs, len(ctx.rtype), ctx.rtype)
   return k._compiled
 
@@ -249,7 +277,7 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
   """Run one batch to its end. While every thread is runnable and at one PC (upc) blocks run unmasked; after a
   divergence, pc/done/runnable arrays hold each thread's state and the lowest PC's group runs. A group's threads all
   sit at PC `cur`, so moving them is pc += m * (new - cur): arithmetic instead of (slow, branchy) masked stores."""
-  blocks = comp.blocks
+  ranked = comp.ranked
   n = S.n
   count = 0
   upc = 0
@@ -257,12 +285,12 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
   big = np.int64(1 << 40)
   while True:
     if upc is not None:
-      cur, blk, m, cnt = upc, blocks[upc], None, n
+      cur, blk, m, cnt = upc, ranked[upc], None, n
     else:
       cur = int(np.min(pc, where=runnable, initial=big))
       if cur == big:                       # nothing can run: release the barrier, or the batch has ended
         if done.all(): break
-        _check_barriers(S, comp, pc, ~done)
+        _check_barriers(S, comp, comp.pc_of_rank[pc], ~done)
         runnable = ~done
         continue
       m = runnable & (pc == cur)
@@ -270,8 +298,7 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if cnt == n:
         upc = cur
         continue
-      blk = blocks.get(cur)
-      if blk is None: raise PTXError(f"execution reached instruction {cur}, which starts no basic block")
+      blk = ranked[cur]
     if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
       _run_compacted(S, blk, m)
     else: _run_fns(S, blk, m)
@@ -282,7 +309,7 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if stop is not None and stop(): raise Stopped("the kernel was stopped before it ended")
     kind = blk.kind
     if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
-      nxt = blk.target if kind == _BRA else blk.next
+      nxt = blk.rtarget if kind == _BRA else blk.rnext
       if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
       else:
         pc += m * np.int64(nxt - cur)
@@ -299,10 +326,10 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
     if upc is not None:
       ntaken = int(np.count_nonzero(taken))
       if ntaken == 0:
-        upc = blk.next
+        upc = blk.rnext
         continue
       if ntaken == n and kind == _BRA:
-        upc = blk.target
+        upc = blk.rtarget
         continue
       if ntaken == n: break   # every thread exits
       pc = np.full(n, upc, np.int64)
@@ -310,9 +337,9 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       runnable = np.ones(n, bool)
       m = runnable.copy()
       upc = None
-    if kind == _BRA: pc += m * np.int64(blk.next - cur) + taken * np.int64(blk.target - blk.next)
+    if kind == _BRA: pc += m * np.int64(blk.rnext - cur) + taken * np.int64(blk.rtarget - blk.rnext)
     else:
-      pc += m * np.int64(blk.next - cur)
+      pc += m * np.int64(blk.rnext - cur)
       done |= taken
       runnable &= ~taken
   return count
