@@ -38,6 +38,7 @@ class Spaces:
     self.n = block_of_lane.shape[0]
     self.lane_ids = np.arange(self.n)   # each lane's thread number in the batch (local memory slot)
     self._whole: dict = {}
+    self._bases: dict = {}     # ("sh"/"lo", access size) -> each lane's first element of its shared/local slot
     # strides of shared/local per block/lane, rounded to 16 so that every naturally aligned access is aligned in
     # the byte array too (typed views index it directly)
     self.sh_stride = shared.shape[0] // max(1, int(block_of_lane[-1]) + 1) if block_of_lane.size else 0
@@ -60,30 +61,43 @@ class Spaces:
     return v, ((a - _U64(GPUMemory.VIEW_BASE)) >> sh).view(np.int64)
 
   def _shared(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
-    a = a.astype(np.int64, copy=False)
-    _aligned(a, k, "shared", base)
-    if a.size and (int(a.max()) + k > self.shared_bytes or int(a.min()) < 0):
-      bad = int(a[np.flatnonzero((a + k > self.shared_bytes) | (a < 0))[0]])
-      e = GPUFault(f"shared memory access of {k} bytes at offset {bad:#x} beyond the CTA's {self.shared_bytes} bytes"
-                     f"{self.shared_why}",
-                     address=bad + base, kind="out of range address")
-      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
-      raise e
-    blk = self.block_of_lane if sel is None else self.block_of_lane[sel]
-    return self.shared.view(dt), (blk * self.sh_stride + a) // k
+    idx = self._window(a, sel, k, self.shared_bytes, self.block_of_lane, self.sh_stride, "sh")
+    if idx is None: self._window_fault(a, k, base, "shared")
+    return self.shared.view(dt), idx
 
   def _local(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
+    idx = self._window(a, sel, k, self.local_bytes, self.lane_ids, self.lo_stride, "lo")
+    if idx is None: self._window_fault(a, k, base, "local")
+    return self.local.view(dt), idx
+
+  def _window(self, a: np.ndarray, sel, k: int, limit: int, owner: np.ndarray, stride: int, key: str):
+    """Element indices (units of k bytes) of the lanes' offsets a in their CTA's shared memory / their own local
+    memory, or None when one is misaligned or outside the space (_window_fault then says which). Two passes check
+    every lane: an OR of all offsets (any low bit set: misaligned) and the largest offset seen unsigned (a negative
+    one is huge, so one comparison bounds both ends)."""
+    u = a if a.dtype == _U64 else a.astype(np.int64, copy=False).view(_U64) if a.dtype.kind == "i" else a.astype(_U64)
+    if u.size:
+      if int(np.bitwise_or.reduce(u)) & (k - 1): return None
+      if int(u.max()) + k > limit: return None
+    base = self._bases.get((key, k))
+    if base is None:      # each lane's first element: its CTA's (shared) or its own (local) slot, in units of k bytes
+      base = self._bases[(key, k)] = owner * (stride // k)
+    if sel is not None: base = base[sel]
+    sh = k.bit_length() - 1
+    idx = (u >> _U64(sh)).view(np.int64) if sh else u.view(np.int64)
+    return idx + base
+
+  def _window_fault(self, a: np.ndarray, k: int, base: int, space: str) -> None:
     a = a.astype(np.int64, copy=False)
-    _aligned(a, k, "local", base)
-    if a.size and (int(a.max()) + k > self.local_bytes or int(a.min()) < 0):
-      bad = int(a[np.flatnonzero((a + k > self.local_bytes) | (a < 0))[0]])
-      e = GPUFault(f"local memory access of {k} bytes at offset {bad:#x} beyond the thread's {self.local_bytes} bytes"
-                     f"{self.local_why}",
-                     address=bad + base, kind="out of range address")
-      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
-      raise e
-    lane = self.lane_ids if sel is None else self.lane_ids[sel]
-    return self.local.view(dt), (lane * self.lo_stride + a) // k
+    _aligned(a, k, space, base)
+    limit = self.shared_bytes if space == "shared" else self.local_bytes
+    bad = int(a[np.flatnonzero((a + k > limit) | (a < 0))[0]])
+    owner = "the CTA's" if space == "shared" else "the thread's"
+    e = GPUFault(f"{space} memory access of {k} bytes at offset {bad:#x} beyond {owner} {limit} bytes"
+                 f"{self.shared_why if space == 'shared' else self.local_why}",
+                 address=bad + base, kind="out of range address")
+    e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
+    raise e
 
   def _param(self, a: np.ndarray, dt, k: int):
     a = a.astype(np.int64, copy=False)
@@ -98,6 +112,7 @@ class Spaces:
     sub = object.__new__(Spaces)
     sub.__dict__.update(self.__dict__)
     sub.block_of_lane, sub.lane_ids, sub.n = self.block_of_lane[idx], self.lane_ids[idx], idx.shape[0]
+    sub._bases = {}
     return sub
 
   def resolve(self, space: str, a, sel, dt, k: int, what: str):
