@@ -110,8 +110,29 @@ def _run_fns(S, blk, m) -> None:
     raise
 
 
+# Translations by PTXKernel.source_key (the module text's digest and the kernel's name): a module parsed again (a test
+# or a GPU that loads the same PTX at another address) reuses the closures and block layouts compiled for the first.
+# A translation depends on nothing but the text: run-time state (registers, memories, module globals) is the Batch's.
+COMPILED_CACHE: dict = {}
+COMPILED_CACHE_SIZE = 128
+
+
 def compile_kernel(k: PTXKernel) -> Compiled:
   if k._compiled is not None: return k._compiled
+  key = k.source_key
+  if key is not None:
+    comp = COMPILED_CACHE.get(key)
+    if comp is not None:
+      k._compiled = comp
+      return comp
+  comp = _compile(k)
+  if key is not None:
+    if len(COMPILED_CACHE) >= COMPILED_CACHE_SIZE: COMPILED_CACHE.pop(next(iter(COMPILED_CACHE)))   # the oldest
+    COMPILED_CACHE[key] = comp
+  return comp
+
+
+def _compile(k: PTXKernel) -> Compiled:
   ctx = Ctx(k)
   instrs = k.instrs
   leaders = {0} | set(k.labels.values())
