@@ -220,13 +220,8 @@ def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc=None):
         outs[s0 + 1:e0] = bs[s0:e0 - 1]
         arr[a0] = bs[e0 - 1]
         continue
-      if ufunc == "cas":      # compare-and-swap, one lane after the other (scalar steps: cheaper than array ones)
-        cur, olds = arr[a0].item(), []
-        for cmp, new in zip(bs[s0:e0].tolist(), cs[s0:e0].tolist()):
-          olds.append(cur)
-          if cur == cmp: cur = new
-        outs[s0:e0] = np.array(olds).astype(dt)
-        arr[a0] = np.array(cur).astype(dt)
+      if ufunc == "cas":      # compare-and-swap, one lane after the other
+        outs[s0:e0], arr[a0] = _cas_run(arr[a0], bs[s0:e0], cs[s0:e0])
         continue
       if isinstance(ufunc, str):
         outs[s0:e0], arr[a0] = _inc_dec_run(ufunc, int(arr[a0]), int(bs[s0]), e0 - s0, dt)
@@ -248,6 +243,29 @@ def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc=None):
     o = arr[idx[q]]
     arr[idx[q]] = fn(o, b[p][q], None if c is None else c[p][q])
     old[p[q]] = o
+
+
+CAS_WINDOW = 64
+
+
+def _cas_run(cur, cmp: np.ndarray, new: np.ndarray):
+  """atom.cas of lanes 0..L-1 on one word in lane order (PTX ISA 9.7.13.5: new value c if old == b): (each lane's old
+  value, the final). Between two lanes that swap, every lane reads the same word, so each swap is one search for the
+  next lane whose b equals the current value (first in a short window: swaps of neighbouring lanes stay cheap)."""
+  L = cmp.shape[0]
+  olds = np.empty(L, cmp.dtype)
+  j = 0
+  while j < L:
+    hit = np.flatnonzero(cmp[j:j + CAS_WINDOW] == cur)
+    if not hit.size and j + CAS_WINDOW < L: hit = np.flatnonzero(cmp[j + CAS_WINDOW:] == cur) + CAS_WINDOW
+    if not hit.size:
+      olds[j:] = cur
+      break
+    h = j + int(hit[0])
+    olds[j:h + 1] = cur
+    cur = new[h]
+    j = h + 1
+  return olds, cur
 
 
 def _inc_dec_run(op: str, init: int, bound: int, cnt: int, dt):
