@@ -8,7 +8,7 @@ import numpy as np
 from . import directed, semantics as sem
 from .memspace import LOCAL_WINDOW, SHARED_WINDOW
 from .model import DTYPES, TYPE_BYTES, Operand
-from .operands import Ctx, address, rd, wr
+from .operands import Ctx, address, address_register, rd, wr
 
 FLOAT_T = {"f16", "f32", "f64", "bf16", "f16x2", "bf16x2"}
 ROUND = {"rn", "rz", "rm", "rp"}
@@ -784,8 +784,16 @@ def _ld(ctx, ins):
   if t == "b128": raise ctx.error("128-bit loads are not supported by the mock")
   ws = [wr(ctx, o, mt) for o in dests]
   step = np.uint64(k)
+  areg = address_register(ctx, a)
 
   def f(S, m):
+    if m is None and areg is not None:        # every lane, a register's address: Spaces.indexed, else checked
+      R = S.R[areg[0]]
+      if R.ndim:
+        got = [S.sp.indexed(space, areg[0], R, areg[1] + k * j, dt, k) for j in range(len(ws))]
+        if all(g is not None for g in got):
+          for (arr, idx), w in zip(got, ws): w(S, arr[idx], None)
+          return
     sel = _sel(S, m)
     if sel is not None and sel.size == 0: return
     base = _take(ad(S), sel)
@@ -809,8 +817,16 @@ def _st(ctx, ins):
   if len(srcs) != nvec: raise ctx.error(f"st.v{nvec} needs {nvec} sources")
   rs = [rd(ctx, o, t) for o in srcs]
   step = np.uint64(k)
+  areg = address_register(ctx, a)
 
   def f(S, m):
+    if m is None and areg is not None:        # every lane, a register's address: Spaces.indexed, else checked
+      R = S.R[areg[0]]
+      if R.ndim:
+        got = [S.sp.indexed(space, areg[0], R, areg[1] + k * j, dt, k) for j in range(len(rs))]
+        if all(g is not None for g in got):
+          for (arr, idx), r in zip(got, rs): arr[idx] = r(S)
+          return
     sel = _sel(S, m)
     if sel is not None and sel.size == 0: return
     base = _take(ad(S), sel)

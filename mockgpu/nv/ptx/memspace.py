@@ -18,6 +18,7 @@ SHARED_WINDOW = 1 << 48
 LOCAL_WINDOW = 1 << 49
 WINDOW_SIZE = 1 << 32
 _U64 = np.uint64
+ADDRESS_CACHE_REGS = 16    # address registers whose summaries a batch keeps (each up to 3 arrays of 8 bytes a lane)
 
 
 def _aligned(addrs: np.ndarray, k: int, space: str, base: int = 0) -> None:
@@ -39,6 +40,7 @@ class Spaces:
     self.lane_ids = np.arange(self.n)   # each lane's thread number in the batch (local memory slot)
     self._whole: dict = {}
     self._bases: dict = {}     # ("sh"/"lo", access size) -> each lane's first element of its shared/local slot
+    self._acache: dict = {}    # register -> its addresses' summary and element indices (indexed())
     # strides of shared/local per block/lane, rounded to 16 so that every naturally aligned access is aligned in
     # the byte array too (typed views index it directly)
     self.sh_stride = shared.shape[0] // max(1, int(block_of_lane[-1]) + 1) if block_of_lane.size else 0
@@ -79,13 +81,56 @@ class Spaces:
     if u.size:
       if int(np.bitwise_or.reduce(u)) & (k - 1): return None
       if int(u.max()) + k > limit: return None
-    base = self._bases.get((key, k))
-    if base is None:      # each lane's first element: its CTA's (shared) or its own (local) slot, in units of k bytes
-      base = self._bases[(key, k)] = owner * (stride // k)
+    base = self._lane_base(key, k)
     if sel is not None: base = base[sel]
     sh = k.bit_length() - 1
     idx = (u >> _U64(sh)).view(np.int64) if sh else u.view(np.int64)
     return idx + base
+
+  def _lane_base(self, key: str, k: int) -> np.ndarray:
+    """Each lane's first element of its CTA's shared memory ("sh") or its own local memory ("lo"), in k-byte units."""
+    base = self._bases.get((key, k))
+    if base is None:
+      owner, stride = (self.block_of_lane, self.sh_stride) if key == "sh" else (self.lane_ids, self.lo_stride)
+      base = self._bases[(key, k)] = owner * (stride // k)
+    return base
+
+  # ---- a register's addresses, kept while the register holds the same array ----
+  def indexed(self, space: str, reg: int, R: np.ndarray, off: int, dt, k: int):
+    """(typed array, element index) of every lane's address R + off (R: the value of register `reg`, each lane's own;
+    off: the instruction's signed immediate) when that access is provably aligned and inside one space, else None
+    (the caller then takes the checked path, which faults naming the address). What depends on R alone (its OR, its
+    least and largest value, the element index of R + 0) is kept while the register holds the same array (a
+    register's array is never changed in place, operands.py), so the unrolled loads of one pointer with different
+    offsets (ld [%rd+4], [%rd+8] ...) cost one addition and the gather each; the bounds are still checked on every
+    access, from the kept least and largest addresses."""
+    c = self._acache.get(reg)
+    if c is None or c[0] is not R:
+      if len(self._acache) >= ADDRESS_CACHE_REGS: self._acache.clear()
+      u = R.view(_U64) if R.dtype.itemsize == 8 else R.view(np.uint32).astype(_U64)
+      c = self._acache[reg] = (R, u, int(np.bitwise_or.reduce(u)), int(u.min()), int(u.max()), {})
+    _, u, orall, lo, hi, idxs = c
+    if (orall | off) & (k - 1): return None
+    lo, hi = lo + off, hi + off + k
+    sh = k.bit_length() - 1
+    if space == "generic":
+      if lo < 0 or hi > SHARED_WINDOW: return None     # (a window address: the checked path)
+      space = "global"
+    if space in ("shared", "local"):
+      if lo < 0 or hi > (self.shared_bytes if space == "shared" else self.local_bytes): return None
+      idx = idxs.get((space, k))
+      if idx is None:
+        idx = idxs[(space, k)] = (u >> _U64(sh)).view(np.int64) + self._lane_base("sh" if space == "shared" else "lo", k)
+      arr = (self.shared if space == "shared" else self.local).view(dt)
+    elif space in ("global", "const"):
+      rng = self.mem.range_of(lo) if lo >= 0 else None
+      if rng is None or hi > rng[1] or rng[0] % k: return None
+      idx = idxs.get((rng[0], k))
+      if idx is None: idx = idxs[(rng[0], k)] = (u - _U64(rng[0])).view(np.int64) >> sh   # (< 0 below the range)
+      arr = self.mem.view(rng[0], dt)
+    else: return None
+    o = off >> sh
+    return arr, (idx + o if o else idx)
 
   def _window_fault(self, a: np.ndarray, k: int, base: int, space: str) -> None:
     a = a.astype(np.int64, copy=False)
@@ -112,7 +157,7 @@ class Spaces:
     sub = object.__new__(Spaces)
     sub.__dict__.update(self.__dict__)
     sub.block_of_lane, sub.lane_ids, sub.n = self.block_of_lane[idx], self.lane_ids[idx], idx.shape[0]
-    sub._bases = {}
+    sub._bases, sub._acache = {}, {}
     return sub
 
   def resolve(self, space: str, a, sel, dt, k: int, what: str):

@@ -84,3 +84,41 @@ def test_cas_run_matches_lane_by_lane(pattern):
   olds, final = memspace._cas_run(np.uint32(0), cmp, new)
   want, wfinal = _cas_scalar(0, cmp, new)
   assert olds.tolist() == want and int(final) == wfinal
+
+
+@pytest.mark.parametrize("space", ["shared", "local", "global", "generic"])
+def test_kept_register_addresses_index_like_the_checked_path(space):
+  """Spaces.indexed (a register's addresses summarised once, then each offset checked from the summary) gives the
+  checked path's elements where the access is valid, and None (the checked path then faults) where any lane's is
+  not; also for a register whose values lie below the range and an offset that brings them in."""
+  sp = _spaces()
+  rng = np.random.default_rng(2)
+  buf = np.zeros(256 + 64, np.uint8)
+  start = buf.ctypes.data + (-buf.ctypes.data) % 64
+  sp.mem.add_range(start, 256)
+  limit = {"shared": 64, "local": 48}.get(space, 256)
+  origin = 0 if space in ("shared", "local") else start
+  hits = faults = 0
+  for trial in range(60):
+    k = int(rng.choice([1, 2, 4, 8]))
+    wide = trial % 2 == 0
+    vals = origin + rng.integers(0, limit // k, sp.n) * k               # the addresses the lanes access
+    if trial % 4 == 1: vals[int(rng.integers(sp.n))] = origin + limit   # one lane past the end
+    if trial % 4 == 2: vals[int(rng.integers(sp.n))] = origin - k       # one lane before the start
+    if trial % 4 == 3 and k > 1: vals[int(rng.integers(sp.n))] += 1     # one lane misaligned
+    off = int(rng.integers(-limit // k, limit // k)) * k
+    R = (vals - off).astype(np.uint64 if wide else np.uint32) if origin == 0 or wide else None
+    if R is None: continue                                              # (a host address needs 64 bits)
+    got = sp.indexed(space, 7, R, off, np.dtype(f"u{k}"), k)
+    addrs = (R.astype(np.uint64) + np.uint64(off & (2**64 - 1)))
+    try: parts = sp.resolve(space, addrs, None, np.dtype(f"u{k}"), k, "load")
+    except GPUFault:
+      assert got is None, (space, k, off)
+      faults += 1
+      continue
+    if got is None: continue                                            # (allowed: the checked path decides)
+    arr, idx = got
+    (carr, cidx, _), = parts
+    assert arr.ctypes.data == carr.ctypes.data and np.array_equal(idx, cidx), (space, k, off)
+    hits += 1
+  assert hits >= 10 and faults >= 5, (hits, faults)
