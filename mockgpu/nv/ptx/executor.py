@@ -294,31 +294,40 @@ class Batch:
     return v
 
 
+_DONE = np.int64(1 << 62)     # the rank of an exited thread (never a group's)
+_PARK = np.int64(1 << 40)     # added to the rank of a thread parked at a barrier until the barrier releases
+
+
 def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
-  """Run one batch to its end. While every thread is runnable and at one PC (upc) blocks run unmasked; after a
-  divergence, pc/done/runnable arrays hold each thread's state and the lowest PC's group runs. A group's threads all
-  sit at PC `cur`, so moving them is pc += m * (new - cur): arithmetic instead of (slow, branchy) masked stores."""
+  """Run one batch to its end. While every thread is runnable and at one block (upc, its rank) blocks run unmasked;
+  after a divergence `pc` holds each thread's rank (cfg.py's order): an exited thread's is _DONE, a parked one's is
+  its rank + _PARK, so a group is just pc == cur. `waiting` counts the runnable threads at each rank (the lowest
+  rank runs next, with no pass over the threads to find it). Moving a group is one masked add per outcome."""
   ranked = comp.ranked
   n = S.n
   count = 0
   upc = 0
-  pc = done = runnable = None
-  big = np.int64(1 << 40)
+  pc = None
+  waiting: dict = {}
+  ndone = 0
   while True:
     if upc is not None:
       cur, blk, m, cnt = upc, ranked[upc], None, n
     else:
-      cur = int(np.min(pc, where=runnable, initial=big))
-      if cur == big:                       # nothing can run: release the barrier, or the batch has ended
-        if done.all(): break
-        _check_barriers(S, comp, comp.pc_of_rank[pc], ~done)
-        runnable = ~done
+      if not waiting:                      # nothing can run: release the barrier, or the batch has ended
+        if ndone == n: break
+        parked = pc != _DONE
+        _check_barriers(S, comp, comp.pc_of_rank[np.where(parked, pc - _PARK, 0)], parked)
+        np.subtract(pc, _PARK, out=pc, where=parked)
+        ranks, counts = np.unique(pc[parked], return_counts=True)
+        waiting = dict(zip(ranks.tolist(), counts.tolist()))
         continue
-      m = runnable & (pc == cur)
-      cnt = int(np.count_nonzero(m))
+      cur = min(waiting)
+      cnt = waiting.pop(cur)
       if cnt == n:
         upc = cur
         continue
+      m = pc == cur
       blk = ranked[cur]
     if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
       _run_compacted(S, blk, m)
@@ -332,20 +341,21 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
     if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
       nxt = blk.rtarget if kind == _BRA else blk.rnext
       if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
+      elif kind == _BAR:
+        np.add(pc, np.int64(nxt - cur) + _PARK, out=pc, where=m)
       else:
-        pc += m * np.int64(nxt - cur)
-        if kind == _BAR: runnable &= ~m
+        np.add(pc, np.int64(nxt - cur), out=pc, where=m)
+        waiting[nxt] = waiting.get(nxt, 0) + cnt
       continue
     # branch or exit, possibly predicated
+    p = None
     if blk.pred is not None:
       p = np.asarray(blk.pred(S))
       if blk.neg: p = ~p
-      p = np.broadcast_to(p, (n,))
-      taken = p if m is None else (p & m)
-    else:
-      taken = np.ones(n, bool) if m is None else m
     if upc is not None:
-      ntaken = int(np.count_nonzero(taken))
+      if p is None: ntaken = n
+      elif p.ndim == 0: ntaken = n if p else 0    # a uniform condition
+      else: ntaken = int(np.count_nonzero(p))
       if ntaken == 0:
         upc = blk.rnext
         continue
@@ -354,15 +364,21 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
         continue
       if ntaken == n: break   # every thread exits
       pc = np.full(n, upc, np.int64)
-      done = np.zeros(n, bool)
-      runnable = np.ones(n, bool)
-      m = runnable.copy()
+      m = np.ones(n, bool)
       upc = None
-    if kind == _BRA: pc += m * np.int64(blk.rnext - cur) + taken * np.int64(blk.rtarget - blk.rnext)
+    if p is None: taken, ntaken = m, cnt
     else:
-      pc += m * np.int64(blk.rnext - cur)
-      done |= taken
-      runnable &= ~taken
+      taken = np.broadcast_to(p, (n,)) & m
+      ntaken = int(np.count_nonzero(taken))
+    np.add(pc, np.int64(blk.rnext - cur), out=pc, where=m)
+    if cnt > ntaken: waiting[blk.rnext] = waiting.get(blk.rnext, 0) + cnt - ntaken
+    if ntaken:
+      if kind == _BRA:
+        np.add(pc, np.int64(blk.rtarget - blk.rnext), out=pc, where=taken)
+        waiting[blk.rtarget] = waiting.get(blk.rtarget, 0) + ntaken
+      else:
+        np.copyto(pc, _DONE, where=taken)
+        ndone += ntaken
   return count
 
 
