@@ -87,15 +87,16 @@ def corpus_rates(runs: int = 3, threads: int | None = None) -> list[dict]:
       spec.check(outs, data)
       ok = True
     except AssertionError: ok = False
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
       again, _, st = run_corpus_kernel(spec)
       times.append(st["seconds"])
+      cpu.append(st["cpu_seconds"])
       ok = ok and all(again[k].tobytes() == v.tobytes() for k, v in outs.items())
     best = min(times)
     n = stats["thread_instructions"]
     out.append({"kernel": name, "threads": threads_of(spec), "thread_instructions": n, "best_s": best,
-                "rate": n / best if best else 0.0, "ok": ok})
+                "rate": n / best if best else 0.0, "best_cpu_s": min(cpu), "ok": ok})
   return out
 
 
@@ -103,10 +104,12 @@ def _corpus_table(rows: list[dict], title: str) -> None:
   print(title)
   for r in rows:
     print(f"  {r['kernel']:<16} {r['threads']:>8} threads {r['thread_instructions']:>11} thread-instr  "
-          f"{r['best_s'] * 1e3:8.2f} ms  {r['rate'] / 1e6:7.1f}M/s  {'ok' if r['ok'] else 'WRONG'}")
+          f"{r['best_s'] * 1e3:8.2f} ms  {r['rate'] / 1e6:7.1f}M/s  (CPU {r['best_cpu_s'] * 1e3:8.2f} ms)  "
+          f"{'ok' if r['ok'] else 'WRONG'}")
   total_n, total_s = sum(r["thread_instructions"] for r in rows), sum(r["best_s"] for r in rows)
+  total_c = sum(r["best_cpu_s"] for r in rows)
   print(f"  all: {total_n} thread-instructions in {total_s * 1e3:.1f} ms: {total_n / total_s / 1e6:.1f}M/s "
-        f"(target >= {TARGET_P6 / 1e6:.0f}M)")
+        f"(by CPU time {total_c * 1e3:.1f} ms: {total_n / total_c / 1e6:.1f}M/s; target >= {TARGET_P6 / 1e6:.0f}M)")
 
 
 def parse_times(sizes=(10_000, 100_000, 1_000_000)) -> list[tuple[int, float]]:
@@ -140,9 +143,10 @@ def main() -> None:
     sizes = {str(n): vector_add_rate(n, args.runs) for n in (65536, 1 << 20)}
     rows = corpus_rates(min(args.runs, 3))
     grown = {str(t): corpus_rates(min(args.runs, 3), t) for t in sizes_c}
-    def rate(v): return sum(r["thread_instructions"] for r in v) / sum(r["best_s"] for r in v)
+    def rate(v, key="best_s"): return sum(r["thread_instructions"] for r in v) / sum(r[key] for r in v)
     print(json.dumps({"vadd": sizes, "corpus": rows, "corpus_rate": rate(rows),
-                      "corpus_sizes": {t: {"rows": v, "rate": rate(v)} for t, v in grown.items()},
+                      "corpus_sizes": {t: {"rows": v, "rate": rate(v), "cpu_rate": rate(v, "best_cpu_s")}
+                                       for t, v in grown.items()},
                       "target": TARGET_P6, "ok": all(v["ok"] for v in sizes.values()) and
                       all(r["ok"] for v in [rows, *grown.values()] for r in v)}))
     return

@@ -460,7 +460,8 @@ def _as_dim3(v, what: str) -> tuple:
 def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None,
         sm: dict | None = None) -> dict:
   """Run kernel k over grid (CTAs) x block (threads per CTA) with the parameter block `params` (the CUDA ABI
-  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}.
+  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds",
+  "cpu_seconds"} (wall clock and this process's CPU time of the run).
   sm: what a GPU's launch gives beyond that (all optional): "ntid"/"nctaid" (the values %ntid/%nctaid read, which
   an SM takes from constant bank 0, not from the launch's shape), "shared_limit"/"local_limit" (bytes a CTA / a
   thread may access) with "shared_why"/"local_why" (what set them, for the fault's message)."""
@@ -476,7 +477,7 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
   pbuf[:len(params)] = np.frombuffer(params, np.uint8)
   comp = compile_kernel(k)
   gaddr, added = _module_globals(k, memory)
-  t0 = time.perf_counter()
+  t0, c0 = time.perf_counter(), time.process_time()
   total = 0
   nblocks = grid[0] * grid[1] * grid[2]
   per = max(1, BATCH_THREADS // T)
@@ -489,7 +490,8 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
         total += _batch_run(S, comp, stop, deadline)
   finally:
     for a in added: memory.remove_range(a)
-  return {"thread_instructions": total, "blocks": nblocks, "threads": nblocks * T, "seconds": time.perf_counter() - t0}
+  return {"thread_instructions": total, "blocks": nblocks, "threads": nblocks * T, "seconds": time.perf_counter() - t0,
+          "cpu_seconds": time.process_time() - c0}
 
 
 def _module_globals(k: PTXKernel, memory) -> tuple[dict, list]:
