@@ -16,6 +16,7 @@ Blocks have at most MAX_BLOCK instructions, so that `stop` is polled often enoug
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -298,25 +299,36 @@ _DONE = np.int64(1 << 62)     # the rank of an exited thread (never a group's)
 _PARK = np.int64(1 << 40)     # added to the rank of a thread parked at a barrier until the barrier releases
 
 
-def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
-  """Run one batch to its end. While every thread is runnable and at one block (upc, its rank) blocks run unmasked;
-  after a divergence `pc` holds each thread's rank (cfg.py's order): an exited thread's is _DONE, a parked one's is
-  its rank + _PARK, so a group is just pc == cur. `waiting` counts the runnable threads at each rank (the lowest
-  rank runs next, with no pass over the threads to find it). Moving a group is pc += mask * (new - old) per outcome
-  (arithmetic: numpy's where= and masked stores are ~30x slower on an irregular mask)."""
+_NO_LIMIT = 1 << 61
+
+
+def _batch_run(S, comp: Compiled, stop, deadline: list, start: int = 0, limit: int = _NO_LIMIT,
+               top: bool = True) -> tuple:
+  """Run the threads of S from rank `start` (cfg.py's order) until they end, park at a barrier, or (a compacted
+  group, top=False) reach `limit` or a block with cross-lane instructions: the outside threads wait at `limit` or
+  later, and the lowest rank runs first. Returns (thread-instructions, pc, upc, waiting, done): how it left them.
+
+  While every thread is runnable and at one block (upc, its rank) blocks run unmasked; after a divergence `pc` holds
+  each thread's rank: an exited thread's is _DONE, a parked one's is its rank + _PARK, so a group is just pc == cur.
+  `waiting` counts the runnable threads at each rank (the lowest rank runs next, with no pass over the threads to
+  find it). Moving a group is pc += mask * (new - old) per outcome (arithmetic: numpy's where= and masked stores are
+  ~30x slower on an irregular mask). A group of under 1/COMPACT_BELOW of the threads runs as a batch of its own
+  (_run_compacted), for as long as it stays below `limit`: a loop only some threads still run costs their share."""
   ranked = comp.ranked
   n = S.n
   count = 0
-  upc = 0
+  upc = start
   pc = None
   waiting: dict = {}
   ndone = 0
   while True:
     if upc is not None:
+      if upc >= limit: break
       cur, blk, m, cnt = upc, ranked[upc], None, n
+      if not top and blk.warp: break
     else:
       if not waiting:                      # nothing can run: release the barrier, or the batch has ended
-        if ndone == n: break
+        if ndone == n or not top: break
         parked = pc != _DONE
         _check_barriers(S, comp, comp.pc_of_rank[np.where(parked, pc - _PARK, 0)], parked)
         pc -= parked * _PARK
@@ -324,15 +336,23 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
         waiting = dict(zip(ranks.tolist(), counts.tolist()))
         continue
       cur = min(waiting)
+      blk = ranked[cur]
+      if cur >= limit or (not top and blk.warp): break
       cnt = waiting.pop(cur)
       if cnt == n:
         upc = cur
         continue
       m = pc == cur
-      blk = ranked[cur]
-    if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
-      _run_compacted(S, blk, m)
-    else: _run_fns(S, blk, m)
+      if cnt * COMPACT_BELOW <= n and not blk.warp:
+        bound = min(limit, min(waiting)) if waiting else limit
+        c, ndone_sub = _run_compacted(S, comp, stop, deadline, m, cur, bound, pc, waiting)
+        count += c
+        ndone += ndone_sub
+        continue
+    if not top:
+      S.ensure(blk.regs)
+      S.written.update(blk.writes)
+    _run_fns(S, blk, m)
     count += cnt * blk.count
     now = time.monotonic()
     if now >= deadline[0]:
@@ -341,9 +361,10 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
     kind = blk.kind
     if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
       nxt = blk.rtarget if kind == _BRA else blk.rnext
-      if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
-      elif kind == _BAR:
-        pc += m * (np.int64(nxt - cur) + _PARK)
+      if upc is not None and (top or kind != _BAR): upc = nxt   # (all of a batch at a barrier: it releases at once)
+      elif upc is not None:                   # a compacted group is not all of its CTAs: it parks, the caller releases
+        pc, upc = np.full(n, np.int64(nxt) + _PARK), None
+      elif kind == _BAR: pc += m * (np.int64(nxt - cur) + _PARK)
       else:
         pc += m * np.int64(nxt - cur)
         waiting[nxt] = waiting.get(nxt, 0) + cnt
@@ -363,7 +384,9 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if ntaken == n and kind == _BRA:
         upc = blk.rtarget
         continue
-      if ntaken == n: break   # every thread exits
+      if ntaken == n:                         # every thread exits
+        upc, ndone = None, n
+        break
       pc = np.full(n, upc, np.int64)
       m = np.ones(n, bool)
       upc = None
@@ -380,7 +403,7 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       else:
         pc += taken * (_DONE - np.int64(blk.rnext))
         ndone += ntaken
-  return count
+  return count, pc, upc, waiting, ndone
 
 
 class BarrierHang(PTXError):
@@ -422,32 +445,75 @@ def _check_barriers(S, comp: Compiled, pc: np.ndarray, parked: np.ndarray) -> No
 
 
 class _Compacted:
-  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): a block then computes on those
-  threads only, instead of on every thread with a mask."""
+  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): blocks then compute on those
+  threads only, instead of on every thread with a mask. A register is gathered from the full batch when a block
+  that uses it first runs (ensure); `written` collects the registers to scatter back."""
 
-  def __init__(self, S: Batch, idx: np.ndarray, regs):
+  def __init__(self, S, idx: np.ndarray):
     self.n, self.idx, self.full = idx.shape[0], idx, S
     self.R = [None] * len(S.R)
-    for i in regs:
-      v = S.R[i]
-      self.R[i] = v if v.ndim == 0 else v[idx]     # a uniform value is the same for the subset
-    self.sp = S.sp.subset(idx)
+    self.written: set = set()
+    self._sp = None
     self.gaddr = S.gaddr
+
+  def ensure(self, regs) -> None:
+    R, full = self.R, self.full
+    for i in regs:
+      if R[i] is None:
+        if full.R[i] is None: full.ensure((i,))
+        v = full.R[i]
+        R[i] = v if v.ndim == 0 else v[self.idx]     # a uniform value is the same for the subset
+
+  @property
+  def sp(self):    # made when an instruction first touches memory (most compacted blocks do not)
+    sp = self._sp
+    if sp is None: sp = self._sp = self.full.sp.subset(self.idx)
+    return sp
 
   def sreg(self, name: str):
     v = self.full.sreg(name)
     return v if v.ndim == 0 else v[self.idx]
 
 
-def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
+def _run_compacted(S, comp: Compiled, stop, deadline: list, m: np.ndarray, cur: int, bound: int, pc: np.ndarray,
+                   waiting: dict) -> tuple:
+  """Run the group m (every thread at rank cur) as a batch of its own until it reaches rank `bound` (where the other
+  threads wait), ends or parks; then scatter its registers and ranks back into S, pc and waiting. Returns
+  (thread-instructions, threads that exited)."""
   idx = np.flatnonzero(m)
-  sub = _Compacted(S, idx, blk.regs)
-  _run_fns(sub, blk, None)
-  for i in blk.writes:
-    old = S.R[i]
-    full = np.full(S.n, old, old.dtype) if old.ndim == 0 else old.copy()
-    full[idx] = sub.R[i]
-    S.R[i] = full
+  cnt = idx.shape[0]
+  sub = _Compacted(S, idx)
+  count, spc, supc, swait, sdone = _batch_run(sub, comp, stop, deadline, cur, bound, top=False)
+  R = S.R
+  for i in sub.written:
+    v = sub.R[i]
+    if R[i] is None: S.ensure((i,))
+    old = R[i]
+    if _owned(old): old[idx] = v              # (no other register, view or cache holds it: scatter in place)
+    else:
+      full = np.full(S.n, old, old.dtype) if old.ndim == 0 else old.copy()
+      full[idx] = v
+      R[i] = full
+  if isinstance(S, _Compacted): S.written.update(sub.written)
+  if sdone == cnt: pc += m * (_DONE - np.int64(cur))               # every thread of the group exited
+  elif spc is None:                                                 # all still together, at rank supc
+    pc += m * np.int64(supc - cur)
+    waiting[supc] = waiting.get(supc, 0) + cnt
+  else:
+    pc[idx] = spc
+    for r, c in swait.items(): waiting[r] = waiting.get(r, 0) + c
+  return count, sdone
+
+
+def _owned(a: np.ndarray) -> bool:
+  """Whether only the register file's slot (and the caller's name for it) refers to array a, so that it may be
+  changed in place: registers otherwise never are, because `mov` shares arrays between registers and a bit cast
+  (operands.rd) makes views of them; either shows in the reference count, as does a kept summary (Spaces.indexed)
+  or a layout's shared zeros (which are also read-only)."""
+  return a.ndim == 1 and a.base is None and a.flags.writeable and sys.getrefcount(a) <= _OWNED_REFS
+
+
+_OWNED_REFS = 4     # the list slot, the caller's local name, _owned's parameter, getrefcount's argument
 
 
 def _as_dim3(v, what: str) -> tuple:
@@ -487,7 +553,7 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
       for first in range(0, nblocks, per):
         nb = min(per, nblocks - first)
         S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr, sm)
-        total += _batch_run(S, comp, stop, deadline)
+        total += _batch_run(S, comp, stop, deadline)[0]
   finally:
     for a in added: memory.remove_range(a)
   return {"thread_instructions": total, "blocks": nblocks, "threads": nblocks * T, "seconds": time.perf_counter() - t0,

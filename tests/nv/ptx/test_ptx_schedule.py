@@ -154,3 +154,25 @@ def test_corpus_kernel_split_over_small_batches_matches_one_batch(name, monkeypa
     assert st1["thread_instructions"] == st2["thread_instructions"]
   for key, v in whole.items():
     assert v.tobytes() == split[key].tobytes(), key
+
+
+@pytest.mark.parametrize("name", ["divergent", "local_array", "atomics_shared", "reduce_shared", "intdiv"])
+def test_compacted_groups_run_on_and_agree_with_masked_execution(name, monkeypatch):
+  """A small group runs as a batch of its own for as long as no other thread waits before it (executor
+  _run_compacted: a whole data-dependent loop, not one block at a time); every block run masked over the whole batch
+  instead gives the same bytes."""
+  spec = scaled(KERNELS[name], 4096)
+  calls, blocks = [], []
+  real, real_fns = executor._run_compacted, executor._run_fns
+  monkeypatch.setattr(executor, "_run_compacted", lambda *a: calls.append(1) or real(*a))
+  monkeypatch.setattr(executor, "_run_fns", lambda S, blk, m: blocks.append(isinstance(S, executor._Compacted))
+                      or real_fns(S, blk, m))
+  compacted, data, st1 = run_corpus_kernel(spec, seed=4)
+  spec.check(compacted, data)
+  if name in ("divergent", "local_array"):    # data-dependent loops: each group's run covers many blocks
+    assert calls and sum(blocks) > len(calls), (len(calls), sum(blocks))
+  monkeypatch.setattr(executor, "COMPACT_BELOW", 10**9)
+  masked, _, st2 = run_corpus_kernel(spec, seed=4)
+  for key, v in compacted.items():
+    if name == "atomics_shared" and key == "cas_max": continue   # (a CAS race: either order is a valid result)
+    assert v.tobytes() == masked[key].tobytes(), key
