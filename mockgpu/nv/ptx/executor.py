@@ -30,7 +30,7 @@ from .operands import Ctx, dynamic_shared_offset, rd
 
 BATCH_THREADS = 1 << 17
 MAX_BLOCK = 64       # instructions per basic block at most (a block of 64 on 131,072 threads takes ~10 ms)
-COMPACT_BELOW = 4    # a block run by fewer than 1/COMPACT_BELOW of the batch's threads runs on those threads only
+COMPACT_BELOW = 2    # a group of at most 1/COMPACT_BELOW of the threads runs as a batch of its own (_run_compacted)
 STOP_POLL_S = 0.02
 _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
 

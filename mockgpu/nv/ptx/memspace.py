@@ -108,10 +108,12 @@ class Spaces:
     if c is None or c[0] is not R:
       if len(self._acache) >= ADDRESS_CACHE_REGS: self._acache.clear()
       u = R.view(_U64) if R.dtype.itemsize == 8 else R.view(np.uint32).astype(_U64)
-      c = self._acache[reg] = (R, u, int(np.bitwise_or.reduce(u)), int(u.min()), int(u.max()), {})
+      c = self._acache[reg] = [R, u, int(np.bitwise_or.reduce(u)), None, int(u.max()), {}]
     _, u, orall, lo, hi, idxs = c
     if (orall | off) & (k - 1): return None
-    lo, hi = lo + off, hi + off + k
+    if lo is None and (off < 0 or space not in ("shared", "local")):   # (offsets >= 0 need no least value there)
+      lo = c[3] = int(u.min())
+    lo, hi = (lo or 0) + off, hi + off + k
     sh = k.bit_length() - 1
     if space == "generic":
       if lo < 0 or hi > SHARED_WINDOW: return None     # (a window address: the checked path)
