@@ -1,17 +1,20 @@
 """Runs a PTXKernel: every thread of a batch of CTAs at once, one numpy element per thread.
 
-Compilation (once per kernel): the instructions are cut into basic blocks (a block starts at a label or after a
-branch, ret/exit or barrier) and each instruction becomes a closure over numpy arrays (instrs.py).
+Compilation (once per kernel, and kept by the module text's digest: COMPILED_CACHE): the instructions are cut into
+basic blocks (a block starts at a label or after a branch, ret/exit or barrier), each instruction becomes a closure
+over numpy arrays (instrs.py), and the blocks are ranked in a weak topological order of the control-flow graph
+(cfg.py: a loop's blocks contiguous, its exits after it).
 Execution: a batch holds whole CTAs (up to BATCH_THREADS threads; a kernel's CTAs are independent, so several run
-together). Each thread has a PC; the scheduler runs the basic block of the lowest PC among the runnable threads, with
-the mask of the threads at that PC (threads that branched forward wait there until the others catch up, so diverged
-threads reconverge at the first common block, for any branch structure). While all threads are at one PC (the common
-case) no mask is used. bar.sync parks a thread until no thread of the batch can run any more; then every parked
-thread is released (a barrier of every CTA of the batch at once, which is what each CTA's bar.sync needs as long as
-CTAs do not wait for each other, which CUDA does not allow either). Warps are 32 consecutive threads of a CTA in
-linear thread-index order (x fastest), as the hardware forms them.
-A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a block run by under a quarter of the
-batch's threads (and without cross-lane instructions) runs on those threads only, gathered and scattered back.
+together). Each thread has a position (its block's rank); the scheduler runs the block of the lowest rank among the
+runnable threads, with the mask of the threads there (threads that branched ahead wait there until the others catch
+up, so diverged threads reconverge where their paths meet, and a loop's threads leave it together). While all
+threads are at one block (the common case) no mask is used. bar.sync parks a thread until no thread of the batch can
+run any more; then every parked thread is released (a barrier of every CTA of the batch at once, which is what each
+CTA's bar.sync needs as long as CTAs do not wait for each other, which CUDA does not allow either). Warps are 32
+consecutive threads of a CTA in linear thread-index order (x fastest), as the hardware forms them.
+A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a group of at most half the batch's
+threads (at a block without cross-lane instructions) runs as a batch of its own, gathered once and scattered back
+when it reaches a block where other threads wait (_run_compacted).
 Blocks have at most MAX_BLOCK instructions, so that `stop` is polled often enough.
 """
 from __future__ import annotations
