@@ -8,8 +8,6 @@ The text is cut into statements at ';', '{' and '}' (an initializer's braces sta
 from __future__ import annotations
 
 import hashlib
-
-
 import re
 import struct
 

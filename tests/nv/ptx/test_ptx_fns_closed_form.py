@@ -1,4 +1,4 @@
-"""fns.b32 (PTX ISA 9.7.1.x, fns: find the n-th set bit) computed by taking the nearest set bit off |offset| times
+"""fns.b32 (PTX ISA, "fns": find the n-th set bit) computed by taking the nearest set bit off |offset| times
 (mockgpu/nv/ptx/semantics.fns) against a bit-by-bit walk written from the ISA's text, on random and edge inputs."""
 from __future__ import annotations
 
