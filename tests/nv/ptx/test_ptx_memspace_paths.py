@@ -122,3 +122,55 @@ def test_kept_register_addresses_index_like_the_checked_path(space):
     assert arr.ctypes.data == carr.ctypes.data and np.array_equal(idx, cidx), (space, k, off)
     hits += 1
   assert hits >= 10 and faults >= 5, (hits, faults)
+
+
+MASKED_LOAD_PTX = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p_in, .param .u64 p_out, .param .u32 p_wild)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<3>;
+  mov.u32 %r1, %tid.x;
+  ld.param.u64 %rd1, [p_in];
+  ld.param.u64 %rd2, [p_out];
+  ld.param.u32 %r5, [p_wild];
+  mul.wide.u32 %rd3, %r1, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  and.b32 %r2, %r1, 3;
+  setp.eq.u32 %p1, %r2, 3;
+  setp.ne.u32 %p2, %r5, 0;
+  and.pred %p2, %p2, %p1;
+  @%p2 mov.u64 %rd4, 16;
+  mov.u32 %r4, 7;
+  @%p1 bra $skip;
+  ld.global.u32 %r4, [%rd4+4];
+$skip:
+  add.s64 %rd5, %rd2, %rd3;
+  st.global.u32 [%rd5], %r4;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("wild", [0, 1])
+def test_a_masked_load_reads_every_lanes_address_only_when_all_are_valid(wild, monkeypatch):
+  """Under a mask (3 of 4 lanes load), a load through [%reg+imm] gathers for every lane when every lane's address
+  is valid (the idle lanes' values are then dropped by the masked write), and takes the checked path, which looks
+  at the active lanes only, when an idle lane holds an unmapped address (no fault)."""
+  from hcq.mockgpu.nv.ptx import parse, run
+  from ptx_launch import HostMemory, pack_params
+  k = parse(MASKED_LOAD_PTX).kernels["k"]
+  hm = HostMemory()
+  src = np.arange(1000, 1000 + 129, dtype=np.uint32)
+  ia, _ = hm.array(src)
+  oa, out = hm.array(np.zeros(128, np.uint32))
+  used = []
+  real = Spaces.indexed
+  monkeypatch.setattr(Spaces, "indexed", lambda self, *a: used.append(real(self, *a) is not None) or real(self, *a))
+  run(k, (1,), (128,), pack_params(k, [ia, oa, np.uint32(wild)]), hm.mem)
+  t = np.arange(128)
+  assert out.tolist() == np.where(t % 4 == 3, 7, src[t + 1]).tolist()
+  assert used and used[0] == (not wild), used      # the load is the first access through a register
