@@ -131,7 +131,9 @@ def compile_kernel(k: PTXKernel) -> Compiled:
       return comp
   comp = _compile(k)
   if key is not None:
-    if len(COMPILED_CACHE) >= COMPILED_CACHE_SIZE: COMPILED_CACHE.pop(next(iter(COMPILED_CACHE)))   # the oldest
+    if len(COMPILED_CACHE) >= COMPILED_CACHE_SIZE:   # the oldest goes (another GPU's thread may be here too)
+      try: COMPILED_CACHE.pop(next(iter(COMPILED_CACHE), None), None)
+      except RuntimeError: pass
     COMPILED_CACHE[key] = comp
   return comp
 

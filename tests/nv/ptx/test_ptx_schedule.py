@@ -176,3 +176,13 @@ def test_compacted_groups_run_on_and_agree_with_masked_execution(name, monkeypat
   for key, v in compacted.items():
     if name == "atomics_shared" and key == "cas_max": continue   # (a CAS race: either order is a valid result)
     assert v.tobytes() == masked[key].tobytes(), key
+
+
+def test_the_translation_cache_is_bounded(monkeypatch):
+  monkeypatch.setattr(executor, "COMPILED_CACHE", {})
+  monkeypatch.setattr(executor, "COMPILED_CACHE_SIZE", 2)
+  texts = [ROTATED_PTX.replace("mov.u32 %r3, 0;", f"mov.u32 %r3, {i};") for i in range(3)]
+  kernels = [parse(t).kernels["k"] for t in texts]
+  for k in kernels: executor.compile_kernel(k)
+  assert len(executor.COMPILED_CACHE) == 2 and kernels[0].source_key not in executor.COMPILED_CACHE
+  assert executor.compile_kernel(parse(texts[2]).kernels["k"]) is executor.compile_kernel(kernels[2])
