@@ -18,7 +18,7 @@ SHARED_WINDOW = 1 << 48
 LOCAL_WINDOW = 1 << 49
 WINDOW_SIZE = 1 << 32
 _U64 = np.uint64
-ADDRESS_CACHE_REGS = 16    # address registers whose summaries a batch keeps (each up to 3 arrays of 8 bytes a lane)
+ADDRESS_CACHE_REGS = 8     # address registers whose summaries a batch keeps (each up to 3 arrays of 8 bytes a lane)
 
 
 def _aligned(addrs: np.ndarray, k: int, space: str, base: int = 0) -> None:
