@@ -1,26 +1,31 @@
 """Runs a PTXKernel: every thread of a batch of CTAs at once, one numpy element per thread.
 
-Compilation (once per kernel): the instructions are cut into basic blocks (a block starts at a label or after a
-branch, ret/exit or barrier) and each instruction becomes a closure over numpy arrays (instrs.py).
+Compilation (once per kernel, and kept by the module text's digest: COMPILED_CACHE): the instructions are cut into
+basic blocks (a block starts at a label or after a branch, ret/exit or barrier), each instruction becomes a closure
+over numpy arrays (instrs.py), and the blocks are ranked in a weak topological order of the control-flow graph
+(cfg.py: a loop's blocks contiguous, its exits after it).
 Execution: a batch holds whole CTAs (up to BATCH_THREADS threads; a kernel's CTAs are independent, so several run
-together). Each thread has a PC; the scheduler runs the basic block of the lowest PC among the runnable threads, with
-the mask of the threads at that PC (threads that branched forward wait there until the others catch up, so diverged
-threads reconverge at the first common block, for any branch structure). While all threads are at one PC (the common
-case) no mask is used. bar.sync parks a thread until no thread of the batch can run any more; then every parked
-thread is released (a barrier of every CTA of the batch at once, which is what each CTA's bar.sync needs as long as
-CTAs do not wait for each other, which CUDA does not allow either). Warps are 32 consecutive threads of a CTA in
-linear thread-index order (x fastest), as the hardware forms them.
-A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a block run by under a quarter of the
-batch's threads (and without cross-lane instructions) runs on those threads only, gathered and scattered back.
+together). Each thread has a position (its block's rank); the scheduler runs the block of the lowest rank among the
+runnable threads, with the mask of the threads there (threads that branched ahead wait there until the others catch
+up, so diverged threads reconverge where their paths meet, and a loop's threads leave it together). While all
+threads are at one block (the common case) no mask is used. bar.sync parks a thread until no thread of the batch can
+run any more; then every parked thread is released (a barrier of every CTA of the batch at once, which is what each
+CTA's bar.sync needs as long as CTAs do not wait for each other, which CUDA does not allow either). Warps are 32
+consecutive threads of a CTA in linear thread-index order (x fastest), as the hardware forms them.
+A masked block writes its registers by bit blending (old ^ ((old ^ new) & M)); a group of at most half the batch's
+threads (at a block without cross-lane instructions) runs as a batch of its own, gathered once and scattered back
+when it reaches a block where other threads wait (_run_compacted).
 Blocks have at most MAX_BLOCK instructions, so that `stop` is polled often enough.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 
 from ....errors import GPUFault
+from .cfg import weak_topological_order
 from .instrs import compile_instr
 from .memspace import Spaces
 from .model import DTYPES, PTXError, PTXKernel, Stopped
@@ -28,16 +33,18 @@ from .operands import Ctx, dynamic_shared_offset, rd
 
 BATCH_THREADS = 1 << 17
 MAX_BLOCK = 64       # instructions per basic block at most (a block of 64 on 131,072 threads takes ~10 ms)
-COMPACT_BELOW = 4    # a block run by fewer than 1/COMPACT_BELOW of the batch's threads runs on those threads only
+COMPACT_BELOW = 2    # a group of at most 1/COMPACT_BELOW of the threads runs as a batch of its own (_run_compacted)
 STOP_POLL_S = 0.02
 _FALL, _BRA, _EXIT, _BAR = 0, 1, 2, 3
 
 
 class Block:
-  __slots__ = ("fns", "ins", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp", "bar")
+  __slots__ = ("fns", "ins", "count", "kind", "target", "next", "pred", "neg", "regs", "writes", "warp", "bar",
+               "rank", "rnext", "rtarget")
 
   def __init__(self):
     self.fns, self.count, self.kind, self.target, self.next, self.pred, self.neg = [], 0, _FALL, 0, 0, None, False
+    self.rank = self.rnext = self.rtarget = 0          # the schedule's ranks of this block, next and target (cfg.py)
     self.ins = []                                       # the instruction of each of fns (to name it in a fault)
     self.bar = None                                     # a barrier block's (id or None, thread count or None, ins)
     self.regs, self.writes, self.warp = (), (), False   # registers used / written; has cross-lane instructions
@@ -47,6 +54,31 @@ class Compiled:
   def __init__(self, blocks: dict, sregs: set, nregs: int, rtypes: list):
     self.blocks, self.sregs, self.nregs, self.rtypes = blocks, sregs, nregs, rtypes
     self.layouts: dict = {}
+    self.order = _schedule(blocks)                      # rank -> block start (instruction index)
+    self.ranked = [blocks[s] for s in self.order]       # rank -> Block
+    self.pc_of_rank = np.array(self.order, np.int64)
+
+
+def _successors(blocks: dict) -> dict:
+  succ = {}
+  for s, blk in blocks.items():
+    if blk.kind == _BRA: succ[s] = (blk.target,) if blk.pred is None else (blk.next, blk.target)
+    elif blk.kind == _EXIT: succ[s] = () if blk.pred is None or blk.next not in blocks else (blk.next,)
+    else: succ[s] = (blk.next,) if blk.next in blocks else ()
+  return succ
+
+
+def _schedule(blocks: dict) -> list:
+  """Block starts in the order diverged threads run them (cfg.py: loops contiguous, a loop's exits after it), the
+  blocks no path reaches after, by address; sets each block's ranks."""
+  order = weak_topological_order(0, _successors(blocks)) if 0 in blocks else []
+  seen = set(order)
+  order += [s for s in sorted(blocks) if s not in seen]
+  rank = {s: i for i, s in enumerate(order)}
+  for s, blk in blocks.items():
+    blk.rank, blk.rnext = rank[s], rank.get(blk.next, rank[s])
+    blk.rtarget = rank[blk.target] if blk.kind == _BRA else blk.rnext
+  return order
 
 
 def _terminates(ins) -> bool:
@@ -82,8 +114,31 @@ def _run_fns(S, blk, m) -> None:
     raise
 
 
+# Translations by PTXKernel.source_key (the module text's digest and the kernel's name): a module parsed again (a test
+# or a GPU that loads the same PTX at another address) reuses the closures and block layouts compiled for the first.
+# A translation depends on nothing but the text: run-time state (registers, memories, module globals) is the Batch's.
+COMPILED_CACHE: dict = {}
+COMPILED_CACHE_SIZE = 128
+
+
 def compile_kernel(k: PTXKernel) -> Compiled:
   if k._compiled is not None: return k._compiled
+  key = k.source_key
+  if key is not None:
+    comp = COMPILED_CACHE.get(key)
+    if comp is not None:
+      k._compiled = comp
+      return comp
+  comp = _compile(k)
+  if key is not None:
+    if len(COMPILED_CACHE) >= COMPILED_CACHE_SIZE:   # the oldest goes (another GPU's thread may be here too)
+      try: COMPILED_CACHE.pop(next(iter(COMPILED_CACHE), None), None)
+      except RuntimeError: pass
+    COMPILED_CACHE[key] = comp
+  return comp
+
+
+def _compile(k: PTXKernel) -> Compiled:
   ctx = Ctx(k)
   instrs = k.instrs
   leaders = {0} | set(k.labels.values())
@@ -140,7 +195,7 @@ def compile_kernel(k: PTXKernel) -> Compiled:
     blk.regs, blk.writes = tuple(sorted(ctx.reads | ctx.writes)), tuple(sorted(ctx.writes))
     blocks[s] = blk
   blocks[len(instrs)] = Block()
-  blocks[len(instrs)].kind = _EXIT
+  blocks[len(instrs)].kind, blocks[len(instrs)].next = _EXIT, len(instrs)
   k._compiled = Compiled(blocks, sregs, len(ctx.rtype), ctx.rtype)
   return k._compiled
 
@@ -245,36 +300,64 @@ class Batch:
     return v
 
 
-def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
-  """Run one batch to its end. While every thread is runnable and at one PC (upc) blocks run unmasked; after a
-  divergence, pc/done/runnable arrays hold each thread's state and the lowest PC's group runs. A group's threads all
-  sit at PC `cur`, so moving them is pc += m * (new - cur): arithmetic instead of (slow, branchy) masked stores."""
-  blocks = comp.blocks
+_DONE = np.int64(1 << 62)     # the rank of an exited thread (never a group's)
+_PARK = np.int64(1 << 40)     # added to the rank of a thread parked at a barrier until the barrier releases
+
+
+_NO_LIMIT = 1 << 61
+
+
+def _batch_run(S, comp: Compiled, stop, deadline: list, start: int = 0, limit: int = _NO_LIMIT,
+               top: bool = True) -> tuple:
+  """Run the threads of S from rank `start` (cfg.py's order) until they end, park at a barrier, or (a compacted
+  group, top=False) reach `limit` or a block with cross-lane instructions: the outside threads wait at `limit` or
+  later, and the lowest rank runs first. Returns (thread-instructions, pc, upc, waiting, done): how it left them.
+
+  While every thread is runnable and at one block (upc, its rank) blocks run unmasked; after a divergence `pc` holds
+  each thread's rank: an exited thread's is _DONE, a parked one's is its rank + _PARK, so a group is just pc == cur.
+  `waiting` counts the runnable threads at each rank (the lowest rank runs next, with no pass over the threads to
+  find it). Moving a group is pc += mask * (new - old) per outcome (arithmetic: numpy's where= and masked stores are
+  ~30x slower on an irregular mask). A group of under 1/COMPACT_BELOW of the threads runs as a batch of its own
+  (_run_compacted), for as long as it stays below `limit`: a loop only some threads still run costs their share."""
+  ranked = comp.ranked
   n = S.n
   count = 0
-  upc = 0
-  pc = done = runnable = None
-  big = np.int64(1 << 40)
+  upc = start
+  pc = None
+  waiting: dict = {}
+  ndone = 0
   while True:
     if upc is not None:
-      cur, blk, m, cnt = upc, blocks[upc], None, n
+      if upc >= limit: break
+      cur, blk, m, cnt = upc, ranked[upc], None, n
+      if not top and blk.warp: break
     else:
-      cur = int(np.min(pc, where=runnable, initial=big))
-      if cur == big:                       # nothing can run: release the barrier, or the batch has ended
-        if done.all(): break
-        _check_barriers(S, comp, pc, ~done)
-        runnable = ~done
+      if not waiting:                      # nothing can run: release the barrier, or the batch has ended
+        if ndone == n or not top: break
+        parked = pc != _DONE
+        _check_barriers(S, comp, comp.pc_of_rank[np.where(parked, pc - _PARK, 0)], parked)
+        pc -= parked * _PARK
+        ranks, counts = np.unique(pc[parked], return_counts=True)
+        waiting = dict(zip(ranks.tolist(), counts.tolist()))
         continue
-      m = runnable & (pc == cur)
-      cnt = int(np.count_nonzero(m))
+      cur = min(waiting)
+      blk = ranked[cur]
+      if cur >= limit or (not top and blk.warp): break
+      cnt = waiting.pop(cur)
       if cnt == n:
         upc = cur
         continue
-      blk = blocks.get(cur)
-      if blk is None: raise PTXError(f"execution reached instruction {cur}, which starts no basic block")
-    if m is not None and cnt * COMPACT_BELOW <= n and not blk.warp and blk.fns:
-      _run_compacted(S, blk, m)
-    else: _run_fns(S, blk, m)
+      m = pc == cur
+      if cnt * COMPACT_BELOW <= n and not blk.warp:
+        bound = min(limit, min(waiting)) if waiting else limit
+        c, ndone_sub = _run_compacted(S, comp, stop, deadline, m, cur, bound, pc, waiting)
+        count += c
+        ndone += ndone_sub
+        continue
+    if not top:
+      S.ensure(blk.regs)
+      S.written.update(blk.writes)
+    _run_fns(S, blk, m)
     count += cnt * blk.count
     now = time.monotonic()
     if now >= deadline[0]:
@@ -282,40 +365,50 @@ def _batch_run(S: Batch, comp: Compiled, stop, deadline: list) -> int:
       if stop is not None and stop(): raise Stopped("the kernel was stopped before it ended")
     kind = blk.kind
     if kind == _FALL or (kind == _BRA and blk.pred is None) or kind == _BAR:
-      nxt = blk.target if kind == _BRA else blk.next
-      if upc is not None: upc = nxt          # (a barrier every thread reaches together releases at once)
+      nxt = blk.rtarget if kind == _BRA else blk.rnext
+      if upc is not None and (top or kind != _BAR): upc = nxt   # (all of a batch at a barrier: it releases at once)
+      elif upc is not None:                   # a compacted group is not all of its CTAs: it parks, the caller releases
+        pc, upc = np.full(n, np.int64(nxt) + _PARK), None
+      elif kind == _BAR: pc += m * (np.int64(nxt - cur) + _PARK)
       else:
         pc += m * np.int64(nxt - cur)
-        if kind == _BAR: runnable &= ~m
+        waiting[nxt] = waiting.get(nxt, 0) + cnt
       continue
     # branch or exit, possibly predicated
+    p = None
     if blk.pred is not None:
       p = np.asarray(blk.pred(S))
       if blk.neg: p = ~p
-      p = np.broadcast_to(p, (n,))
-      taken = p if m is None else (p & m)
-    else:
-      taken = np.ones(n, bool) if m is None else m
     if upc is not None:
-      ntaken = int(np.count_nonzero(taken))
+      if p is None: ntaken = n
+      elif p.ndim == 0: ntaken = n if p else 0    # a uniform condition
+      else: ntaken = int(np.count_nonzero(p))
       if ntaken == 0:
-        upc = blk.next
+        upc = blk.rnext
         continue
       if ntaken == n and kind == _BRA:
-        upc = blk.target
+        upc = blk.rtarget
         continue
-      if ntaken == n: break   # every thread exits
+      if ntaken == n:                         # every thread exits
+        upc, ndone = None, n
+        break
       pc = np.full(n, upc, np.int64)
-      done = np.zeros(n, bool)
-      runnable = np.ones(n, bool)
-      m = runnable.copy()
+      m = np.ones(n, bool)
       upc = None
-    if kind == _BRA: pc += m * np.int64(blk.next - cur) + taken * np.int64(blk.target - blk.next)
+    if p is None: taken, ntaken = m, cnt
     else:
-      pc += m * np.int64(blk.next - cur)
-      done |= taken
-      runnable &= ~taken
-  return count
+      taken = np.broadcast_to(p, (n,)) & m
+      ntaken = int(np.count_nonzero(taken))
+    pc += m * np.int64(blk.rnext - cur)
+    if cnt > ntaken: waiting[blk.rnext] = waiting.get(blk.rnext, 0) + cnt - ntaken
+    if ntaken:
+      if kind == _BRA:
+        pc += taken * np.int64(blk.rtarget - blk.rnext)
+        waiting[blk.rtarget] = waiting.get(blk.rtarget, 0) + ntaken
+      else:
+        pc += taken * (_DONE - np.int64(blk.rnext))
+        ndone += ntaken
+  return count, pc, upc, waiting, ndone
 
 
 class BarrierHang(PTXError):
@@ -357,32 +450,75 @@ def _check_barriers(S, comp: Compiled, pc: np.ndarray, parked: np.ndarray) -> No
 
 
 class _Compacted:
-  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): a block then computes on those
-  threads only, instead of on every thread with a mask."""
+  """The threads of a sparse mask as a batch of their own (lane j = thread idx[j]): blocks then compute on those
+  threads only, instead of on every thread with a mask. A register is gathered from the full batch when a block
+  that uses it first runs (ensure); `written` collects the registers to scatter back."""
 
-  def __init__(self, S: Batch, idx: np.ndarray, regs):
+  def __init__(self, S, idx: np.ndarray):
     self.n, self.idx, self.full = idx.shape[0], idx, S
     self.R = [None] * len(S.R)
-    for i in regs:
-      v = S.R[i]
-      self.R[i] = v if v.ndim == 0 else v[idx]     # a uniform value is the same for the subset
-    self.sp = S.sp.subset(idx)
+    self.written: set = set()
+    self._sp = None
     self.gaddr = S.gaddr
+
+  def ensure(self, regs) -> None:
+    R, full = self.R, self.full
+    for i in regs:
+      if R[i] is None:
+        if full.R[i] is None: full.ensure((i,))
+        v = full.R[i]
+        R[i] = v if v.ndim == 0 else v[self.idx]     # a uniform value is the same for the subset
+
+  @property
+  def sp(self):    # made when an instruction first touches memory (most compacted blocks do not)
+    sp = self._sp
+    if sp is None: sp = self._sp = self.full.sp.subset(self.idx)
+    return sp
 
   def sreg(self, name: str):
     v = self.full.sreg(name)
     return v if v.ndim == 0 else v[self.idx]
 
 
-def _run_compacted(S: Batch, blk: Block, m: np.ndarray) -> None:
+def _run_compacted(S, comp: Compiled, stop, deadline: list, m: np.ndarray, cur: int, bound: int, pc: np.ndarray,
+                   waiting: dict) -> tuple:
+  """Run the group m (every thread at rank cur) as a batch of its own until it reaches rank `bound` (where the other
+  threads wait), ends or parks; then scatter its registers and ranks back into S, pc and waiting. Returns
+  (thread-instructions, threads that exited)."""
   idx = np.flatnonzero(m)
-  sub = _Compacted(S, idx, blk.regs)
-  _run_fns(sub, blk, None)
-  for i in blk.writes:
-    old = S.R[i]
-    full = np.full(S.n, old, old.dtype) if old.ndim == 0 else old.copy()
-    full[idx] = sub.R[i]
-    S.R[i] = full
+  cnt = idx.shape[0]
+  sub = _Compacted(S, idx)
+  count, spc, supc, swait, sdone = _batch_run(sub, comp, stop, deadline, cur, bound, top=False)
+  R = S.R
+  for i in sub.written:
+    v = sub.R[i]
+    if R[i] is None: S.ensure((i,))
+    old = R[i]
+    if _owned(old): old[idx] = v              # (no other register, view or cache holds it: scatter in place)
+    else:
+      full = np.full(S.n, old, old.dtype) if old.ndim == 0 else old.copy()
+      full[idx] = v
+      R[i] = full
+  if isinstance(S, _Compacted): S.written.update(sub.written)
+  if sdone == cnt: pc += m * (_DONE - np.int64(cur))               # every thread of the group exited
+  elif spc is None:                                                 # all still together, at rank supc
+    pc += m * np.int64(supc - cur)
+    waiting[supc] = waiting.get(supc, 0) + cnt
+  else:
+    pc[idx] = spc
+    for r, c in swait.items(): waiting[r] = waiting.get(r, 0) + c
+  return count, sdone
+
+
+def _owned(a: np.ndarray) -> bool:
+  """Whether only the register file's slot (and the caller's name for it) refers to array a, so that it may be
+  changed in place: registers otherwise never are, because `mov` shares arrays between registers and a bit cast
+  (operands.rd) makes views of them; either shows in the reference count, as does a kept summary (Spaces.indexed)
+  or a layout's shared zeros (which are also read-only)."""
+  return a.ndim == 1 and a.base is None and a.flags.writeable and sys.getrefcount(a) <= _OWNED_REFS
+
+
+_OWNED_REFS = 4     # the list slot, the caller's local name, _owned's parameter, getrefcount's argument
 
 
 def _as_dim3(v, what: str) -> tuple:
@@ -395,7 +531,8 @@ def _as_dim3(v, what: str) -> tuple:
 def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_shared: int = 0, stop=None,
         sm: dict | None = None) -> dict:
   """Run kernel k over grid (CTAs) x block (threads per CTA) with the parameter block `params` (the CUDA ABI
-  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds"}.
+  layout of k.params) on GPUMemory `memory`. Returns {"thread_instructions", "blocks", "threads", "seconds",
+  "cpu_seconds"} (wall clock and this process's CPU time of the run).
   sm: what a GPU's launch gives beyond that (all optional): "ntid"/"nctaid" (the values %ntid/%nctaid read, which
   an SM takes from constant bank 0, not from the launch's shape), "shared_limit"/"local_limit" (bytes a CTA / a
   thread may access) with "shared_why"/"local_why" (what set them, for the fault's message)."""
@@ -411,7 +548,7 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
   pbuf[:len(params)] = np.frombuffer(params, np.uint8)
   comp = compile_kernel(k)
   gaddr, added = _module_globals(k, memory)
-  t0 = time.perf_counter()
+  t0, c0 = time.perf_counter(), time.process_time()
   total = 0
   nblocks = grid[0] * grid[1] * grid[2]
   per = max(1, BATCH_THREADS // T)
@@ -421,10 +558,11 @@ def run(k: PTXKernel, grid, block, params: bytes = b"", memory=None, dynamic_sha
       for first in range(0, nblocks, per):
         nb = min(per, nblocks - first)
         S = Batch(k, comp, grid, block, first, nb, memory, pbuf, dynamic_shared, gaddr, sm)
-        total += _batch_run(S, comp, stop, deadline)
+        total += _batch_run(S, comp, stop, deadline)[0]
   finally:
     for a in added: memory.remove_range(a)
-  return {"thread_instructions": total, "blocks": nblocks, "threads": nblocks * T, "seconds": time.perf_counter() - t0}
+  return {"thread_instructions": total, "blocks": nblocks, "threads": nblocks * T, "seconds": time.perf_counter() - t0,
+          "cpu_seconds": time.process_time() - c0}
 
 
 def _module_globals(k: PTXKernel, memory) -> tuple[dict, list]:

@@ -8,7 +8,7 @@ import numpy as np
 from . import directed, semantics as sem
 from .memspace import LOCAL_WINDOW, SHARED_WINDOW
 from .model import DTYPES, TYPE_BYTES, Operand
-from .operands import Ctx, address, rd, wr
+from .operands import Ctx, address, address_register, rd, wr
 
 FLOAT_T = {"f16", "f32", "f64", "bf16", "f16x2", "bf16x2"}
 ROUND = {"rn", "rz", "rm", "rp"}
@@ -753,7 +753,13 @@ def _vec(ins) -> int:
 
 
 def _sel(S, m):
-  return None if m is None else np.flatnonzero(m)
+  """The lanes of mask m (None: all), found once per mask: every masked memory instruction of a block asks."""
+  if m is None: return None
+  kept = S.__dict__.get("_sel")
+  if kept is not None and kept[0] is m: return kept[1]
+  sel = np.flatnonzero(m)
+  S.__dict__["_sel"] = (m, sel)
+  return sel
 
 
 def _take(v, sel):
@@ -784,8 +790,16 @@ def _ld(ctx, ins):
   if t == "b128": raise ctx.error("128-bit loads are not supported by the mock")
   ws = [wr(ctx, o, mt) for o in dests]
   step = np.uint64(k)
+  areg = address_register(ctx, a)
 
   def f(S, m):
+    if areg is not None:     # a register's address: Spaces.indexed when every lane's is valid, else the checked path
+      R = S.R[areg[0]]       # (under a mask too: reading what an idle lane's address holds has no effect, and the
+      if R.ndim:             # masked write keeps the idle lanes' registers)
+        got = [S.sp.indexed(space, areg[0], R, areg[1] + k * j, dt, k) for j in range(len(ws))]
+        if all(g is not None for g in got):
+          for (arr, idx), w in zip(got, ws): w(S, arr[idx], m)
+          return
     sel = _sel(S, m)
     if sel is not None and sel.size == 0: return
     base = _take(ad(S), sel)
@@ -809,8 +823,16 @@ def _st(ctx, ins):
   if len(srcs) != nvec: raise ctx.error(f"st.v{nvec} needs {nvec} sources")
   rs = [rd(ctx, o, t) for o in srcs]
   step = np.uint64(k)
+  areg = address_register(ctx, a)
 
   def f(S, m):
+    if m is None and areg is not None:        # every lane, a register's address: Spaces.indexed, else checked
+      R = S.R[areg[0]]
+      if R.ndim:
+        got = [S.sp.indexed(space, areg[0], R, areg[1] + k * j, dt, k) for j in range(len(rs))]
+        if all(g is not None for g in got):
+          for (arr, idx), r in zip(got, rs): arr[idx] = r(S)
+          return
     sel = _sel(S, m)
     if sel is not None and sel.size == 0: return
     base = _take(ad(S), sel)

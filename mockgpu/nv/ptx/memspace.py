@@ -18,6 +18,7 @@ SHARED_WINDOW = 1 << 48
 LOCAL_WINDOW = 1 << 49
 WINDOW_SIZE = 1 << 32
 _U64 = np.uint64
+ADDRESS_CACHE_REGS = 8     # address registers whose summaries a batch keeps (each up to 3 arrays of 8 bytes a lane)
 
 
 def _aligned(addrs: np.ndarray, k: int, space: str, base: int = 0) -> None:
@@ -38,6 +39,8 @@ class Spaces:
     self.n = block_of_lane.shape[0]
     self.lane_ids = np.arange(self.n)   # each lane's thread number in the batch (local memory slot)
     self._whole: dict = {}
+    self._bases: dict = {}     # ("sh"/"lo", access size) -> each lane's first element of its shared/local slot
+    self._acache: dict = {}    # register -> its addresses' summary and element indices (indexed())
     # strides of shared/local per block/lane, rounded to 16 so that every naturally aligned access is aligned in
     # the byte array too (typed views index it directly)
     self.sh_stride = shared.shape[0] // max(1, int(block_of_lane[-1]) + 1) if block_of_lane.size else 0
@@ -60,30 +63,88 @@ class Spaces:
     return v, ((a - _U64(GPUMemory.VIEW_BASE)) >> sh).view(np.int64)
 
   def _shared(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
-    a = a.astype(np.int64, copy=False)
-    _aligned(a, k, "shared", base)
-    if a.size and (int(a.max()) + k > self.shared_bytes or int(a.min()) < 0):
-      bad = int(a[np.flatnonzero((a + k > self.shared_bytes) | (a < 0))[0]])
-      e = GPUFault(f"shared memory access of {k} bytes at offset {bad:#x} beyond the CTA's {self.shared_bytes} bytes"
-                     f"{self.shared_why}",
-                     address=bad + base, kind="out of range address")
-      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
-      raise e
-    blk = self.block_of_lane if sel is None else self.block_of_lane[sel]
-    return self.shared.view(dt), (blk * self.sh_stride + a) // k
+    idx = self._window(a, sel, k, self.shared_bytes, self.block_of_lane, self.sh_stride, "sh")
+    if idx is None: self._window_fault(a, k, base, "shared")
+    return self.shared.view(dt), idx
 
   def _local(self, a: np.ndarray, sel, dt, k: int, base: int = 0):
+    idx = self._window(a, sel, k, self.local_bytes, self.lane_ids, self.lo_stride, "lo")
+    if idx is None: self._window_fault(a, k, base, "local")
+    return self.local.view(dt), idx
+
+  def _window(self, a: np.ndarray, sel, k: int, limit: int, owner: np.ndarray, stride: int, key: str):
+    """Element indices (units of k bytes) of the lanes' offsets a in their CTA's shared memory / their own local
+    memory, or None when one is misaligned or outside the space (_window_fault then says which). Two passes check
+    every lane: an OR of all offsets (any low bit set: misaligned) and the largest offset seen unsigned (a negative
+    one is huge, so one comparison bounds both ends)."""
+    u = a if a.dtype == _U64 else a.astype(np.int64, copy=False).view(_U64) if a.dtype.kind == "i" else a.astype(_U64)
+    if u.size:
+      if int(np.bitwise_or.reduce(u)) & (k - 1): return None
+      if int(u.max()) + k > limit: return None
+    base = self._lane_base(key, k)
+    if sel is not None: base = base[sel]
+    sh = k.bit_length() - 1
+    idx = (u >> _U64(sh)).view(np.int64) if sh else u.view(np.int64)
+    return idx + base
+
+  def _lane_base(self, key: str, k: int) -> np.ndarray:
+    """Each lane's first element of its CTA's shared memory ("sh") or its own local memory ("lo"), in k-byte units."""
+    base = self._bases.get((key, k))
+    if base is None:
+      owner, stride = (self.block_of_lane, self.sh_stride) if key == "sh" else (self.lane_ids, self.lo_stride)
+      base = self._bases[(key, k)] = owner * (stride // k)
+    return base
+
+  # ---- a register's addresses, kept while the register holds the same array ----
+  def indexed(self, space: str, reg: int, R: np.ndarray, off: int, dt, k: int):
+    """(typed array, element index) of every lane's address R + off (R: the value of register `reg`, each lane's own;
+    off: the instruction's signed immediate) when that access is provably aligned and inside one space, else None
+    (the caller then takes the checked path, which faults naming the address). What depends on R alone (its OR, its
+    least and largest value, the element index of R + 0) is kept while the register holds the same array (a
+    register's array is never changed in place, operands.py), so the unrolled loads of one pointer with different
+    offsets (ld [%rd+4], [%rd+8] ...) cost one addition and the gather each; the bounds are still checked on every
+    access, from the kept least and largest addresses."""
+    c = self._acache.get(reg)
+    if c is None or c[0] is not R:
+      if len(self._acache) >= ADDRESS_CACHE_REGS: self._acache.clear()
+      u = R.view(_U64) if R.dtype.itemsize == 8 else R.view(np.uint32).astype(_U64)
+      c = self._acache[reg] = [R, u, int(np.bitwise_or.reduce(u)), None, int(u.max()), {}]
+    _, u, orall, lo, hi, idxs = c
+    if (orall | off) & (k - 1): return None
+    if lo is None and (off < 0 or space not in ("shared", "local")):   # (offsets >= 0 need no least value there)
+      lo = c[3] = int(u.min())
+    lo, hi = (lo or 0) + off, hi + off + k
+    sh = k.bit_length() - 1
+    if space == "generic":
+      if lo < 0 or hi > SHARED_WINDOW: return None     # (a window address: the checked path)
+      space = "global"
+    if space in ("shared", "local"):
+      if lo < 0 or hi > (self.shared_bytes if space == "shared" else self.local_bytes): return None
+      idx = idxs.get((space, k))
+      if idx is None:
+        idx = idxs[(space, k)] = (u >> _U64(sh)).view(np.int64) + self._lane_base("sh" if space == "shared" else "lo", k)
+      arr = (self.shared if space == "shared" else self.local).view(dt)
+    elif space in ("global", "const"):
+      rng = self.mem.range_of(lo) if lo >= 0 else None
+      if rng is None or hi > rng[1] or rng[0] % k: return None
+      idx = idxs.get((rng[0], k))
+      if idx is None: idx = idxs[(rng[0], k)] = (u - _U64(rng[0])).view(np.int64) >> sh   # (< 0 below the range)
+      arr = self.mem.view(rng[0], dt)
+    else: return None
+    o = off >> sh
+    return arr, (idx + o if o else idx)
+
+  def _window_fault(self, a: np.ndarray, k: int, base: int, space: str) -> None:
     a = a.astype(np.int64, copy=False)
-    _aligned(a, k, "local", base)
-    if a.size and (int(a.max()) + k > self.local_bytes or int(a.min()) < 0):
-      bad = int(a[np.flatnonzero((a + k > self.local_bytes) | (a < 0))[0]])
-      e = GPUFault(f"local memory access of {k} bytes at offset {bad:#x} beyond the thread's {self.local_bytes} bytes"
-                     f"{self.local_why}",
-                     address=bad + base, kind="out of range address")
-      e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
-      raise e
-    lane = self.lane_ids if sel is None else self.lane_ids[sel]
-    return self.local.view(dt), (lane * self.lo_stride + a) // k
+    _aligned(a, k, space, base)
+    limit = self.shared_bytes if space == "shared" else self.local_bytes
+    bad = int(a[np.flatnonzero((a + k > limit) | (a < 0))[0]])
+    owner = "the CTA's" if space == "shared" else "the thread's"
+    e = GPUFault(f"{space} memory access of {k} bytes at offset {bad:#x} beyond {owner} {limit} bytes"
+                 f"{self.shared_why if space == 'shared' else self.local_why}",
+                 address=bad + base, kind="out of range address")
+    e.xid, e.esr = 13, "Out Of Range Address"    # an SM warp exception, not an MMU fault
+    raise e
 
   def _param(self, a: np.ndarray, dt, k: int):
     a = a.astype(np.int64, copy=False)
@@ -98,6 +159,7 @@ class Spaces:
     sub = object.__new__(Spaces)
     sub.__dict__.update(self.__dict__)
     sub.block_of_lane, sub.lane_ids, sub.n = self.block_of_lane[idx], self.lane_ids[idx], idx.shape[0]
+    sub._bases, sub._acache = {}, {}
     return sub
 
   def resolve(self, space: str, a, sel, dt, k: int, what: str):
@@ -205,13 +267,8 @@ def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc=None):
         outs[s0 + 1:e0] = bs[s0:e0 - 1]
         arr[a0] = bs[e0 - 1]
         continue
-      if ufunc == "cas":      # compare-and-swap, one lane after the other (scalar steps: cheaper than array ones)
-        cur, olds = arr[a0].item(), []
-        for cmp, new in zip(bs[s0:e0].tolist(), cs[s0:e0].tolist()):
-          olds.append(cur)
-          if cur == cmp: cur = new
-        outs[s0:e0] = np.array(olds).astype(dt)
-        arr[a0] = np.array(cur).astype(dt)
+      if ufunc == "cas":      # compare-and-swap, one lane after the other
+        outs[s0:e0], arr[a0] = _cas_run(arr[a0], bs[s0:e0], cs[s0:e0])
         continue
       if isinstance(ufunc, str):
         outs[s0:e0], arr[a0] = _inc_dec_run(ufunc, int(arr[a0]), int(bs[s0]), e0 - s0, dt)
@@ -233,6 +290,29 @@ def _atomic_part(arr, idx, p, old, fn, b, c, assoc_add, dt, ufunc=None):
     o = arr[idx[q]]
     arr[idx[q]] = fn(o, b[p][q], None if c is None else c[p][q])
     old[p[q]] = o
+
+
+CAS_WINDOW = 64
+
+
+def _cas_run(cur, cmp: np.ndarray, new: np.ndarray):
+  """atom.cas of lanes 0..L-1 on one word in lane order (PTX ISA 9.7.13.5: new value c if old == b): (each lane's old
+  value, the final). Between two lanes that swap, every lane reads the same word, so each swap is one search for the
+  next lane whose b equals the current value (first in a short window: swaps of neighbouring lanes stay cheap)."""
+  L = cmp.shape[0]
+  olds = np.empty(L, cmp.dtype)
+  j = 0
+  while j < L:
+    hit = np.flatnonzero(cmp[j:j + CAS_WINDOW] == cur)
+    if not hit.size and j + CAS_WINDOW < L: hit = np.flatnonzero(cmp[j + CAS_WINDOW:] == cur) + CAS_WINDOW
+    if not hit.size:
+      olds[j:] = cur
+      break
+    h = j + int(hit[0])
+    olds[j:h + 1] = cur
+    cur = new[h]
+    j = h + 1
+  return olds, cur
 
 
 def _inc_dec_run(op: str, init: int, bound: int, cnt: int, dt):

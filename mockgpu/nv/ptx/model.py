@@ -107,6 +107,7 @@ class PTXKernel:
   maxntid: tuple | None = None
   reqntid: tuple | None = None
   _compiled: object = field(repr=False, default=None)
+  source_key: tuple | None = field(repr=False, default=None)   # (sha1 of the module's text, name): the parser's
 
 
 @dataclass

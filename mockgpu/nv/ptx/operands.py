@@ -142,6 +142,16 @@ def blend(S, old: np.ndarray, new: np.ndarray, m: np.ndarray) -> np.ndarray:
   return t.view(old.dtype)
 
 
+def address_register(ctx: Ctx, o: Operand):
+  """(register number, signed byte offset) of an [%reg+imm] operand whose register holds an address (4 or 8 bytes),
+  else None: what Spaces.indexed() takes."""
+  if o.kind != "addr" or o.base is None or o.base.kind != "reg": return None
+  i = ctx.index.get(o.base.name)
+  if i is None or np.dtype(ctx.rtype[i]).itemsize not in (4, 8): return None
+  off = int(o.value) & (2**64 - 1)
+  return i, off - (1 << 64) if off >= 1 << 63 else off
+
+
 def address(ctx: Ctx, o: Operand):
   """An [addr] operand -> reader S -> uint64 address (scalar or array)."""
   if o.kind != "addr": raise ctx.error("expected an [address] operand")

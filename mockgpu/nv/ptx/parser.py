@@ -7,7 +7,7 @@ The text is cut into statements at ';', '{' and '}' (an initializer's braces sta
 """
 from __future__ import annotations
 
-
+import hashlib
 import re
 import struct
 
@@ -280,7 +280,11 @@ def parse(text) -> PTXModule:
   text = _strip_comments(text)
   mod = PTXModule("", "", 64, {}, {}, {})
   stmts = list(_statements(text))
-  try: return _module(mod, stmts)
+  digest = hashlib.sha1(text.encode(errors="surrogatepass")).digest()
+  try:
+    _module(mod, stmts)
+    for k in mod.kernels.values(): k.source_key = (digest, k.name)   # executor.compile_kernel's cache key
+    return mod
   except PTXError: raise
   except (ValueError, IndexError, KeyError, OverflowError, RecursionError) as e:   # a malformed statement, named
     raise PTXError(f"malformed PTX ({type(e).__name__}: {e})") from None

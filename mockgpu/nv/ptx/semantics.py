@@ -493,31 +493,44 @@ def szext(a, b, mode: str, signed: bool):
   return (low & u64(0xFFFFFFFF)).astype(u32)
 
 
+def _reverse32(v: np.ndarray) -> np.ndarray:
+  """The 32 bits of each element of v (uint32) in reverse order (swap halves, bytes, nibbles, pairs, bits)."""
+  v = (v >> u32(16)) | (v << u32(16))
+  v = ((v >> u32(8)) & u32(0x00FF00FF)) | ((v & u32(0x00FF00FF)) << u32(8))
+  v = ((v >> u32(4)) & u32(0x0F0F0F0F)) | ((v & u32(0x0F0F0F0F)) << u32(4))
+  v = ((v >> u32(2)) & u32(0x33333333)) | ((v & u32(0x33333333)) << u32(2))
+  return ((v >> u32(1)) & u32(0x55555555)) | ((v & u32(0x55555555)) << u32(1))
+
+
 def fns(mask, base, offset):
   """fns.b32: the position of the |offset|-th set bit of mask from bit base (toward the MSB for a positive offset,
-  the LSB for a negative one; offset 0: base itself if set), 0xffffffff when there is none (PTX ISA, fns)."""
-  mask = np.asarray(mask).astype(u64)
+  the LSB for a negative one; offset 0: base itself if set), 0xffffffff when there is none (PTX ISA, fns).
+  The bits on the searched side of base (base included) are kept, bit-reversed for a downward search; then the
+  lowest set bit (m & -m) is taken off |offset| times: max |offset| steps of a few integer operations."""
+  mask = np.asarray(mask).astype(u32)
   base = np.asarray(base).astype(np.int64)
   off = np.asarray(offset).astype(np.int32).astype(np.int64)
   shape = np.broadcast(mask, base, off).shape
   mask, base, off = (np.broadcast_to(x, shape) for x in (mask, base, off))
-  out = np.full(shape, 0xFFFFFFFF, np.int64)
-  count = np.abs(off) - 1
-  pos = base.copy()
-  step = np.where(off > 0, 1, -1)
-  zero = off == 0
-  set_at = lambda p: ((mask >> np.clip(p, 0, 31).astype(u64)) & u64(1)) == u64(1)
-  out = np.where(zero & (base >= 0) & (base < 32) & set_at(base), base, out)
-  live = ~zero & (base >= 0) & (base < 32)
-  for _ in range(32):
-    inside = live & (pos >= 0) & (pos < 32)
-    hit = inside & set_at(pos)
-    found = hit & (count == 0)
-    out = np.where(found, pos, out)
-    live = live & ~found & inside
-    count = np.where(hit & ~found, count - 1, count)
-    pos = pos + step
-  return out.astype(np.uint32)
+  inside = (base >= 0) & (base < 32)
+  b = (base * inside).astype(u32)
+  down = off < 0
+  # the searchable bits: base and above (offset > 0), or base and below bit-reversed (offset < 0); an outside base
+  # has none. (Shifting a uint32 by 32 is not defined in numpy: the masks are built from b < 32 only.)
+  above = mask & ~((u32(1) << b) - u32(1))
+  below = _reverse32(mask) & ~((u32(1) << (u32(31) - b)) - u32(1))
+  m = np.where(down, below, above) * inside.astype(u32)
+  count = np.abs(off)
+  hit = np.zeros(shape, u32)
+  for step in range(1, min(int(count.max(initial=0)), 32) + 1):     # (32 bits: no 33rd set bit)
+    low = m & (~m + u32(1))
+    hit |= low * (count == step).astype(u32)
+    m ^= low
+  pos = np.frexp(hit.astype(np.float64))[1].astype(np.int64) - 1          # the hit bit's index; -1: none
+  pos = np.where(down, 31 - pos, pos)
+  found = hit != 0
+  zero = inside & (off == 0) & (((mask >> b) & u32(1)) != 0)
+  return np.where(found, pos, np.where(zero, base, 0xFFFFFFFF)).astype(np.uint32)
 
 
 def dp4a(a, b, c, a_signed: bool, b_signed: bool):
