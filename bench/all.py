@@ -9,8 +9,8 @@ GPU, cannot run here: its wheel has no test/mockgpu, so the ratio is taken again
 below), the foreign-call costs behind the cffi/ctypes choice (bench/ffi_calls.py), P2 the emulator's vadd at 65,536,
 1M and 4M floats (bench/emu.py --sizes), P3 cold start against `import numpy` (bench/cold_start.py), P6 MOCK+NV's launch
 against MOCK+AMD's (bench/nv.py) and the PTX interpreter (bench/ptx_interp.py: the vector add at 65,536 and 1M floats,
-the CUDA corpus at its test sizes and grown to 65,536 threads per kernel), P9 MOCK+QCOM launch plus wait (bench/qcom_launch.py) and the ir3 emulator on
-MOCK+QCOM (bench/ir3_emu.py). --quick: fewer repeats (a smoke run: the figures are noisier). Launch figures are given
+the CUDA corpus at its test sizes and grown to 65,536 threads per kernel), P9 MOCK+QCOM launch plus wait
+(bench/qcom_launch.py) and the ir3 emulator on MOCK+QCOM (bench/ir3_emu.py). --quick: fewer repeats (a smoke run: the figures are noisier). Launch figures are given
 by the wall clock and by the process's CPU time (the wall clock of a loaded machine counts other processes).
 """
 from __future__ import annotations
