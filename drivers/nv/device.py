@@ -33,6 +33,7 @@ ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time l
 
 
 _FAULTED_AT = re.compile(r"faulted @ 0x([0-9a-fA-F_]+)")
+_CB_ADDR = struct.Struct("<II")      # constant buffer 0's address in the QMD: the lower dword, the upper one
 
 
 class NVDevice(HCQDevice):
@@ -215,22 +216,37 @@ class NVDevice(HCQDevice):
     self._local, self._local_per_thread = mem, slm
 
   def _launch_words(self, prog: NVProgram, shape, explicit: bytes, value: int):
-    cb = round_up(shape.cb_size, 256)
-    va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
+    # the launch data, constant buffer 0 then the QMD, is the shape's image (_launch_image) with the parameters and
+    # constant buffer 0's address patched in; the image is made again when the shape's QMD or dims changed
+    img = shape.launch_image
+    if img is None or img[0] != shape.qmd or img[1] != shape.dims: img = self._launch_image(shape)
+    image, cb, at, upper = img[2], img[3], img[4], img[5]
+    va = self.launch_data.alloc(len(image), value, align=256)
     off = va - self.launch_data.va
     view = self._launch_view
-    view[off:off + CB0_DIMS_END] = shape.dims
-    d = off + self._cb0_driver_offset
-    view[d:d + len(self._cb0_driver)] = self._cb0_driver
-    base = off + prog.param_base
-    if explicit: view[base:base + len(explicit)] = explicit
-    q = off + cb
-    view[q:q + self.qmd_size] = shape.qmd
-    a, at = va >> self._cb_shift, q + self._cb_byte
-    # the template's upper dword holds other fields' bits above the address's: keep them
-    upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
-    struct.pack_into("<II", view, at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
+    view[off:off + len(image)] = image
+    if explicit:
+      base = off + prog.param_base
+      view[base:base + len(explicit)] = explicit
+    a = va >> self._cb_shift
+    _CB_ADDR.pack_into(view, off + at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
     return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
+
+  def _launch_image(self, shape) -> tuple:
+    """(the QMD and dims it was made from, the launch data's image, the QMD's offset in it, the offset of constant
+    buffer 0's address in it, the bits of the address's upper dword that are other fields'): constant buffer 0
+    (blockDim/gridDim at c[0][0x0], the driver words, zeros for the parameters; the buffer rounded up to 256 bytes)
+    followed by the shape's QMD template, whose constant buffer address is patched per launch."""
+    cb = round_up(shape.cb_size, 256)
+    image = bytearray(cb + self.qmd_size)
+    image[:CB0_DIMS_END] = shape.dims
+    d = self._cb0_driver_offset
+    image[d:d + len(self._cb0_driver)] = self._cb0_driver
+    image[cb:cb + self.qmd_size] = shape.qmd
+    # the template's upper dword holds other fields' bits above the address's: they are kept
+    upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
+    shape.launch_image = img = (bytes(shape.qmd), bytes(shape.dims), bytes(image), cb, cb + self._cb_byte, upper)
+    return img
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:

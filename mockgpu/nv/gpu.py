@@ -118,6 +118,36 @@ def _kind(method: int) -> int:
   return 3 if method in (COMPUTE_SEND_SIGNALING_PCAS2_B, COPY_LAUNCH_DMA) else 2
 
 
+def _plan(ops) -> tuple:
+  """A decoded method run (GPU._sequence's methods) as steps (keys, values, subchannels, methods, effect): the
+  methods up to and including the next one with an effect (kind 1 or 3). Those before it only store their value
+  (kinds 0 and 2): keys and values (a getter of their data dwords) store them at once, valid when every engine
+  subchannel in `subchannels` holds an object; keys is None where a method's data is IMMD's (in the header, not at a
+  position), and `methods` (the same methods) are then stored one by one, as they are when a subchannel is
+  unbound. effect: the method with an effect (applied after the stores), None for the run's tail."""
+  steps, run = [], []
+  for op in ops:
+    if op[2] in (1, 3):
+      steps.append(_step(run, op))
+      run = []
+    else: run.append(op)
+  if run: steps.append(_step(run, None))
+  return tuple(steps)
+
+
+def _step(run: list, effect) -> tuple:
+  subcs = frozenset(key[0] for key, _, kind, _, _ in run if kind == 2)
+  if not run: return (), _no_values, subcs, (), effect
+  if any(immd is not None for *_, immd in run): return None, None, subcs, tuple(run), effect
+  positions = [pos for _, pos, _, _, _ in run]
+  # itemgetter of one position returns the value itself, not a tuple: ask for it twice (zip stops at the one key)
+  values = itemgetter(*positions) if len(positions) > 1 else itemgetter(positions[0], positions[0])
+  return tuple(key for key, *_ in run), values, subcs, tuple(run), effect
+
+
+def _no_values(words) -> tuple: return ()
+
+
 class Channel:
   """A GPFIFO channel: ring, USERD, error notifier, the engine objects bound to its subchannels, the position in
   the pushbuffer it is at."""
@@ -137,6 +167,7 @@ class Channel:
     self.blocked_on: str | None = None
     self.name = f"{gpu.name} channel {token}"
     self.cells = None       # (mappings' generation, GPPut word, GPGet word, the ring's entries) once checked mapped
+    self.pb_range = (-1, 0, 0)   # (mappings' generation, start, end): the mapped range of the last entry's words
 
   @property
   def has_work(self) -> bool:
@@ -165,6 +196,7 @@ class MockNVGPU:
     self._modules: dict = {}          # (text address, length, crc) -> parsed PTX module
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
     self._launches: dict = {}         # decoded QMDs (see _launch)
+    self._qmd_range = (-1, 0, 0)      # (mappings' generation, start, end): the mapped range of the last QMD
     self._seen_generation, self._seen = -1, []
     self._sequences: dict = {}        # entry length -> decoded method run (see _sequence)
     self._blocked: set = set()        # channels waiting on a semaphore acquire
@@ -180,20 +212,23 @@ class MockNVGPU:
     else: os.register_engine(self)
 
   # ---- memory (checked: an access outside the mapped ranges is a GPU fault with its address)
-  def check(self, addr: int, size: int, what: str) -> None:
+  def check(self, addr: int, size: int, what: str) -> tuple[int, int]:
+    """Refuse (GPUFault naming `what` and the address) an access outside the mapped ranges; returns the mapped range
+    (start, end) that holds it, which a caller may keep for as long as the mappings' generation stays the same."""
     # the ranges that satisfied recent checks, for as long as the GPU's mappings are the same (the hot path: the
     # same ring, USERD, pushbuffer and signal pages every launch)
     ranges = self.ranges
     if self._seen_generation != ranges.generation:
       self._seen_generation, self._seen = ranges.generation, []
-    for start, end in self._seen:
-      if start <= addr and addr + size <= end: return
+    for rng in self._seen:
+      if rng[0] <= addr and addr + size <= rng[1]: return rng
     rng = ranges.range_of(addr)
     if rng is None or addr + size > rng[1]:
       if self.peers.windows: self.peers.refuse_bulk(addr, size, f"{self.name}: {what}")
       raise GPUFault(f"{self.name}: {what} at {addr:#x}", address=addr, kind="page fault")
     if len(self._seen) >= 8: self._seen.pop(0)
     self._seen.append(rng)
+    return rng
 
   def read32(self, addr: int, what: str = "read") -> int:
     if self.peers.windows and (w := self.peers.find(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
@@ -278,7 +313,10 @@ class MockNVGPU:
   # ---- the engine interface of MockOS (synchronous mode)
   @property
   def may_progress(self) -> bool:
-    return bool(self._blocked) or self._rung(consume=False)
+    if self._blocked: return True
+    with self._doorbell_lock:         # _rung(consume=False), inline: every memory barrier of the host asks
+      cell = self.doorbell_cell
+      return cell is not None and cell.value != NO_TOKEN
 
   @property
   def blocked(self) -> bool: return bool(self._blocked)
@@ -290,12 +328,21 @@ class MockNVGPU:
     else: self._blocked.add(ch)
 
   def poll(self) -> bool:
-    rung = self._rung(consume=True)      # consumed; every channel with work is looked at (tokens may have merged)
+    with self._doorbell_lock:          # _rung(consume=True), inline: the token is consumed; every channel with work
+      cell = self.doorbell_cell        # is looked at (tokens may have merged)
+      rung = cell is not None and cell.value != NO_TOKEN
+      if rung: cell.value = NO_TOKEN
     if not rung and not self._blocked: return False
     progress = False
     with self.lock:
-      for ch in list(self.channels):   # _run reads GPPut itself: a channel without new entries returns at once
-        if ch.active and ch.error is None and self._run_channel(ch): progress = True
+      gen = self.ranges.generation
+      for ch in list(self.channels):
+        if not ch.active or ch.error is not None: continue
+        # _run's first test, inline: a channel whose GPPut (checked mapped, see _cells) is at GPGet has nothing new
+        # (the copy channel on a launch's doorbell)
+        cells = ch.cells
+        if ch.current is None and cells is not None and cells[0] == gen and cells[1].value == ch.gp_get: continue
+        if self._run_channel(ch): progress = True
     return progress or rung
 
   def _run_worker(self) -> None:
@@ -404,7 +451,11 @@ class MockNVGPU:
     cur = ch.current
     base, length = cur[0], cur[1]
     if length == 0: return True
-    self.check(base, 4 * length, "pushbuffer")
+    # check(), against the range that held this channel's last entry first (its pushbuffer ring, while the mappings
+    # are the same)
+    last = ch.pb_range
+    if last[0] != self.ranges.generation or not (last[1] <= base and base + 4 * length <= last[2]):
+      ch.pb_range = (self.ranges.generation, *self.check(base, 4 * length, "pushbuffer"))
     # the entry's words, read once (as the pusher fetches them); indexing a Python array is cheaper than ctypes
     words = array("I", ctypes.string_at(base, 4 * length))
     pos = cur[2]
@@ -453,12 +504,13 @@ class MockNVGPU:
     return True
 
   def _sequence(self, words, length: int):
-    """The entry's method run decoded from its headers: (a getter of the header dwords, their values, the methods as
-    (state key, data position, kind, what pending holds when that method blocks, IMMD's data or None)); None when the entry is not one
-    self-contained run of IMMD/INC/NON_INC/ONE methods (data continuing into the next entry, an opcode that is not
-    modelled): those go the general way, which raises the same errors. kind 0: a host method that only stores its
-    value; 1: a host method with an effect (SET_OBJECT, SEM_EXECUTE); 2: an engine method without an effect (its
-    subchannel must hold an object); 3: an engine method that may trigger work (the launch, LAUNCH_DMA)."""
+    """The entry's method run decoded from its headers: (a getter of the header dwords, their values, the run's plan
+    (_plan)); None when the entry is not one self-contained run of IMMD/INC/NON_INC/ONE methods (data continuing
+    into the next entry, an opcode that is not modelled): those go the general way, which raises the same errors.
+    Each method is (state key, data position, kind, what pending holds when that method blocks, IMMD's data or
+    None); kind 0: a host method that only stores its value; 1: a host method with an effect (SET_OBJECT,
+    SEM_EXECUTE); 2: an engine method without an effect (its subchannel must hold an object); 3: an engine method
+    that may trigger work (the launch, LAUNCH_DMA)."""
     heads, ops, pos = [], [], 0
     while pos < length:
       header = words[pos]
@@ -477,18 +529,26 @@ class MockNVGPU:
         pos += 1
     if len(self._sequences) >= SEQUENCE_CACHE_ENTRIES: self._sequences.clear()
     getter = itemgetter(*heads)
-    seq = self._sequences[length] = (getter, getter(words), tuple(ops))
+    seq = self._sequences[length] = (getter, getter(words), _plan(ops))
     return seq
 
-  def _run_sequence(self, ch: Channel, cur: list, words, ops) -> bool:
-    """A decoded method run (_sequence) on the entry's words: each method stored and applied as _method does; a
-    blocked acquire leaves the position and pending header as the general loop leaves them."""
-    state, subchannels, method_of, host_method = ch.state, ch.subchannels, self._method, self._host_method
-    for key, pos, kind, pend, immd in ops:
-      value = words[pos] if immd is None else immd
-      state[key] = value
-      if kind == 0 or (kind == 2 and key[0] in subchannels): continue
-      if not (host_method(ch, key[0], key[1], value) if kind == 1 else method_of(ch, key[0], key[1], value)):
+  def _run_sequence(self, ch: Channel, cur: list, words, plan) -> bool:
+    """A decoded method run (_sequence, _plan) on the entry's words: each method stored and applied as _method
+    does, in order; a blocked acquire leaves the position and pending header as the general loop leaves them.
+    A step's methods without an effect are stored in one dict update when every engine subchannel among them holds
+    an object (else method by method, so that the one without names itself); then the step's effect, if any."""
+    state, subchannels = ch.state, ch.subchannels
+    for keys, values, subcs, ops, effect in plan:
+      if keys is not None and subchannels.keys() >= subcs: state.update(zip(keys, values(words)))
+      elif ops:
+        for key, pos, kind, pend, immd in ops:
+          state[key] = words[pos] if immd is None else immd
+          if kind == 0 or key[0] in subchannels: continue
+          self._method(ch, key[0], key[1], state[key])      # raises: the subchannel holds no object
+      if effect is None: continue
+      key, pos, kind, pend, immd = effect
+      value = state[key] = words[pos] if immd is None else immd
+      if not (self._host_method(ch, key[0], key[1], value) if kind == 1 else self._method(ch, key[0], key[1], value)):
         ch.pending = None if pend is None else list(pend)
         cur[2] = pos
         return False
@@ -571,7 +631,11 @@ class MockNVGPU:
   def _launch(self, ch: Channel, cls: int, qmd_va: int) -> None:
     major = QMD_MAJOR[cls]
     layout, size = qmd.LAYOUTS[major]
-    self.check(qmd_va, size, "QMD")
+    # check(), against the range that held the last QMD first (the driver's launch data, while the mappings are the
+    # same)
+    last = self._qmd_range
+    if last[0] != self.ranges.generation or not (last[1] <= qmd_va and qmd_va + size <= last[2]):
+      self._qmd_range = (self.ranges.generation, *self.check(qmd_va, size, "QMD"))
     # decoded launches cached by the QMD's bytes but constant buffer 0's address (the one thing a driver changes
     # from one launch of a kernel to the next), which is read on its own; the address's upper dword holds other
     # fields above its bits (CONSTANT_BUFFER_SIZE_SHIFTED4_0): those are part of the key
@@ -592,7 +656,7 @@ class MockNVGPU:
       # this QMD passed every check below before with the same kernel (the mappings, so the code, are the same)
       # and the kernel is only ret/exit: no thread has anything to do
       self.stats["launches"] += 1
-      self._release(launch)
+      if launch["releases"]: self._release(launch)
       return
     lo = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little")
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
