@@ -197,6 +197,7 @@ class MockNVGPU:
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
     self._launches: dict = {}         # decoded QMDs (see _launch)
     self._qmd_range = (-1, 0, 0)      # (mappings' generation, start, end): the mapped range of the last QMD
+    self._sem_range = (-1, 0, 0)      # the same for the last 64-bit semaphore release of a channel's host class
     self._seen_generation, self._seen = -1, []
     self._sequences: dict = {}        # entry length -> decoded method run (see _sequence)
     self._blocked: set = set()        # channels waiting on a semaphore acquire
@@ -584,7 +585,13 @@ class MockNVGPU:
       raise QueueError(ch.name, f"SEM_EXECUTE {value:#x} at semaphore address {addr:#x}: not {need}-byte aligned "
                                 f"(NV_PBDMA_INTR_0_SEMAPHORE)")
     if op == SEM_OP_RELEASE:
-      if wide: self.write64(addr, payload, "semaphore release")
+      last = self._sem_range
+      if wide and not self.peers.windows and last[0] == self.ranges.generation and last[1] <= addr and addr + 8 <= last[2]:
+        # write64() without its checks: no peer windows, and the range that held the last release holds this one
+        ctypes.c_uint64.from_address(addr).value = payload
+      elif wide:
+        self.write64(addr, payload, "semaphore release")
+        if not self.peers.windows: self._sem_range = (self.ranges.generation, *self.check(addr, 8, "semaphore release"))
       else: self.write32(addr, payload, "semaphore release")
       if value & SEM_RELEASE_TIMESTAMP: self.write64(addr + 8, self.clock_ns(), "semaphore timestamp")
       if ch.blocked_on is not None: self._set_blocked(ch, None)
