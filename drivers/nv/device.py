@@ -36,6 +36,15 @@ _FAULTED_AT = re.compile(r"faulted @ 0x([0-9a-fA-F_]+)")
 _CB_ADDR = struct.Struct("<II")      # constant buffer 0's address in the QMD: the lower dword, the upper one
 
 
+def _fill_positions(cmd) -> tuple | None:
+  """(cmd, its template, the positions of the QMD address >> 8 and of the timeline value's low and high dwords) when
+  those three are all its patches (a launch's command buffer: packets.py _call, then the timeline store; a timed
+  launch's timestamps are linked to the device's signals already); else None (then cmd.fill())."""
+  where = {(p.key, p.shift, p.add): i for i, p in cmd.patches}
+  if len(cmd.patches) != 3 or set(where) != {(packets.V_QMD, 8, 0), (V_TIMELINE, 0, 0), (V_TIMELINE, 32, 0)}: return None
+  return cmd, array("I", cmd.template), where[(packets.V_QMD, 8, 0)], where[(V_TIMELINE, 0, 0)], where[(V_TIMELINE, 32, 0)]
+
+
 class NVDevice(HCQDevice):
   buffer_type = Buffer
   ticks_per_us = 1000.0        # semaphore release timestamps count nanoseconds
@@ -230,7 +239,14 @@ class NVDevice(HCQDevice):
       view[base:base + len(explicit)] = explicit
     a = va >> self._cb_shift
     _CB_ADDR.pack_into(view, off + at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
-    return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
+    words = img[6]
+    if words is None or words[0] is not shape.cmd: return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
+    # shape.cmd.fill() of its three patches (_fill_positions), without the values dict and the patch loop
+    out = words[1][:]
+    out[words[2]] = ((va + cb) >> 8) & 0xFFFFFFFF
+    out[words[3]] = value & 0xFFFFFFFF
+    out[words[4]] = (value >> 32) & 0xFFFFFFFF
+    return out
 
   def _launch_image(self, shape) -> tuple:
     """(the QMD and dims it was made from, the launch data's image, the QMD's offset in it, the offset of constant
@@ -245,7 +261,8 @@ class NVDevice(HCQDevice):
     image[cb:cb + self.qmd_size] = shape.qmd
     # the template's upper dword holds other fields' bits above the address's: they are kept
     upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
-    shape.launch_image = img = (bytes(shape.qmd), bytes(shape.dims), bytes(image), cb, cb + self._cb_byte, upper)
+    shape.launch_image = img = (bytes(shape.qmd), bytes(shape.dims), bytes(image), cb, cb + self._cb_byte, upper,
+                                _fill_positions(shape.cmd))
     return img
 
   # ---- memory

@@ -64,6 +64,9 @@ COPY_SET_SEMAPHORE_A = 0x240
 COPY_FLUSH_ENABLE = 1 << _clc7b5.RANGES["NVC7B5_LAUNCH_DMA_FLUSH_ENABLE"][1]
 COPY_PAYLOAD_SIZE_BIT = _clc7b5.RANGES["NVC7B5_LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE"][1]
 
+# the state keys of SEM_ADDR_LO/HI and SEM_PAYLOAD_LO/HI on each subchannel
+_SEM_KEYS = tuple(tuple((subc, m) for m in (HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI))
+                  for subc in range(8))
 HOST_METHOD_NAMES = {0x0: "SET_OBJECT", 0x20: "NON_STALL_INTERRUPT", 0x5C: "SEM_ADDR_LO", 0x60: "SEM_ADDR_HI",
                      0x64: "SEM_PAYLOAD_LO", 0x68: "SEM_PAYLOAD_HI", 0x6C: "SEM_EXECUTE", 0x78: "WFI"}
 
@@ -549,6 +552,10 @@ class MockNVGPU:
       if effect is None: continue
       key, pos, kind, pend, immd = effect
       value = state[key] = words[pos] if immd is None else immd
+      if kind == 3 and key[1] == COMPUTE_SEND_SIGNALING_PCAS2_B and (cls := subchannels.get(key[0])) in QMD_MAJOR:
+        # _method's launch, directly: the subchannel holds a compute object
+        self._launch(ch, cls, state.get((key[0], COMPUTE_SEND_PCAS_A), 0) << 8)
+        continue
       if not (self._host_method(ch, key[0], key[1], value) if kind == 1 else self._method(ch, key[0], key[1], value)):
         ch.pending = None if pend is None else list(pend)
         cur[2] = pos
@@ -574,8 +581,9 @@ class MockNVGPU:
       return True
     if method != HOST_SEM_EXECUTE: return True
     get = ch.state.get
-    addr = get((subc, HOST_SEM_ADDR_LO), 0) | get((subc, HOST_SEM_ADDR_HI), 0) << 32
-    payload = get((subc, HOST_SEM_PAYLOAD_LO), 0) | get((subc, HOST_SEM_PAYLOAD_HI), 0) << 32
+    k_addr_lo, k_addr_hi, k_payload_lo, k_payload_hi = _SEM_KEYS[subc]
+    addr = get(k_addr_lo, 0) | get(k_addr_hi, 0) << 32
+    payload = get(k_payload_lo, 0) | get(k_payload_hi, 0) << 32
     wide = value & SEM_PAYLOAD_64
     op = value & 7
     # dev_pbdma.ref.txt SEM_EXECUTE: a 64-bit payload needs an 8-byte aligned address, a release with a timestamp a

@@ -181,3 +181,19 @@ def test_the_doorbell_store_follows_a_fence_after_the_entries_and_gpput():
     # a fence with GPPut published and the doorbell not yet written, then one with the token in the doorbell word
     i = seen.index((put, NO_TOKEN))
     assert (put, eng.token) in seen[i + 1:]
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["plain", "timed"])
+def test_the_launch_words_are_the_command_buffers_fill(timed):
+  from hcq.drivers.hcq.engine import V_TIMELINE
+  from hcq.drivers.nv import packets
+  with _open() as dev:
+    prog = dev.load(b".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry e()\n{\n  ret;\n}\n")
+    prog(wait=timed)
+    shape = prog.shape(1, 1, timed)
+    value = dev.timeline.value + (1 << 32) + 5        # a value with a high dword
+    with dev.lock: words = dev._launch_words(prog, shape, b"", value)
+    off, _ = dev.launch_data.newest()
+    cb = (shape.cb_size + 255) // 256 * 256
+    assert list(words) == list(shape.cmd.fill({packets.V_QMD: dev.launch_data.va + off + cb, V_TIMELINE: value}))
+    assert shape.launch_image[6][0] is shape.cmd          # the positions were taken from this command buffer
