@@ -170,7 +170,7 @@ class Channel:
     self.blocked_on: str | None = None
     self.name = f"{gpu.name} channel {token}"
     self.cells = None       # (mappings' generation, GPPut word, GPGet word, the ring's entries) once checked mapped
-    self.pb_range = (-1, 0, 0)   # (mappings' generation, start, end): the mapped range of the last entry's words
+    self.pb_range = (-1, 0, 0, None)   # the mapped range of the last entry's words (GPU._kept_range)
 
   @property
   def has_work(self) -> bool:
@@ -199,8 +199,8 @@ class MockNVGPU:
     self._modules: dict = {}          # (text address, length, crc) -> parsed PTX module
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
     self._launches: dict = {}         # decoded QMDs (see _launch)
-    self._qmd_range = (-1, 0, 0)      # (mappings' generation, start, end): the mapped range of the last QMD
-    self._sem_range = (-1, 0, 0)      # the same for the last 64-bit semaphore release of a channel's host class
+    self._qmd_range = (-1, 0, 0, None)   # the mapped range of the last QMD (_kept_range)
+    self._sem_range = (-1, 0, 0, None)   # the same for the last 64-bit semaphore release of a channel's host class
     self._seen_generation, self._seen = -1, []
     self._sequences: dict = {}        # entry length -> decoded method run (see _sequence)
     self._blocked: set = set()        # channels waiting on a semaphore acquire
@@ -233,6 +233,14 @@ class MockNVGPU:
     if len(self._seen) >= 8: self._seen.pop(0)
     self._seen.append(rng)
     return rng
+
+  def _kept_range(self, addr: int, size: int, what: str, fmt: str) -> tuple:
+    """check(), then (the mappings' generation, start, end, a view of the mapped range in `fmt` items or None where
+    its start is not 8-byte aligned): what a hot path keeps and uses while the generation is the same (a range
+    unmapped since changes the generation)."""
+    start, end = self.check(addr, size, what)
+    view = memoryview((ctypes.c_ubyte * (end - start)).from_address(start)).cast("B").cast(fmt) if start % 8 == 0 else None
+    return self.ranges.generation, start, end, view
 
   def read32(self, addr: int, what: str = "read") -> int:
     if self.peers.windows and (w := self.peers.find(addr, 4)) is not None: return w.read(addr, 4, f"{self.name}: {what}")
@@ -459,9 +467,13 @@ class MockNVGPU:
     # are the same)
     last = ch.pb_range
     if last[0] != self.ranges.generation or not (last[1] <= base and base + 4 * length <= last[2]):
-      ch.pb_range = (self.ranges.generation, *self.check(base, 4 * length, "pushbuffer"))
-    # the entry's words, read once (as the pusher fetches them); indexing a Python array is cheaper than ctypes
-    words = array("I", ctypes.string_at(base, 4 * length))
+      ch.pb_range = last = self._kept_range(base, 4 * length, "pushbuffer", "I")
+    # the entry's words (as the pusher fetches them): a slice of the kept u32 view of their range, else a copy
+    u32 = last[3]
+    if u32 is not None:
+      first = (base - last[1]) >> 2
+      words = u32[first:first + length]
+    else: words = array("I", ctypes.string_at(base, 4 * length))
     pos = cur[2]
     method_of = self._method
     if pos == 0 and ch.pending is None:
@@ -596,10 +608,12 @@ class MockNVGPU:
       last = self._sem_range
       if wide and not self.peers.windows and last[0] == self.ranges.generation and last[1] <= addr and addr + 8 <= last[2]:
         # write64() without its checks: no peer windows, and the range that held the last release holds this one
-        ctypes.c_uint64.from_address(addr).value = payload
+        # (the address is 8-byte aligned, checked above: an index of the range's u64 view)
+        if last[3] is not None: last[3][(addr - last[1]) >> 3] = payload
+        else: ctypes.c_uint64.from_address(addr).value = payload
       elif wide:
         self.write64(addr, payload, "semaphore release")
-        if not self.peers.windows: self._sem_range = (self.ranges.generation, *self.check(addr, 8, "semaphore release"))
+        if not self.peers.windows: self._sem_range = self._kept_range(addr, 8, "semaphore release", "Q")
       else: self.write32(addr, payload, "semaphore release")
       if value & SEM_RELEASE_TIMESTAMP: self.write64(addr + 8, self.clock_ns(), "semaphore timestamp")
       if ch.blocked_on is not None: self._set_blocked(ch, None)
@@ -650,11 +664,12 @@ class MockNVGPU:
     # same)
     last = self._qmd_range
     if last[0] != self.ranges.generation or not (last[1] <= qmd_va and qmd_va + size <= last[2]):
-      self._qmd_range = (self.ranges.generation, *self.check(qmd_va, size, "QMD"))
+      self._qmd_range = last = self._kept_range(qmd_va, size, "QMD", "B")
     # decoded launches cached by the QMD's bytes but constant buffer 0's address (the one thing a driver changes
     # from one launch of a kernel to the next), which is read on its own; the address's upper dword holds other
     # fields above its bits (CONSTANT_BUFFER_SIZE_SHIFTED4_0): those are part of the key
-    raw = ctypes.string_at(qmd_va, size)
+    view = last[3]
+    raw = view[qmd_va - last[1]:qmd_va - last[1] + size].tobytes() if view is not None else ctypes.string_at(qmd_va, size)
     lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
     hi = int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
     key = (major, raw[:4 * lo_dw], hi & ~qmd.CB0_UPPER_MASK[major], raw[4 * lo_dw + 8:])
