@@ -200,6 +200,7 @@ class MockNVGPU:
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
     self._launches: dict = {}         # decoded QMDs (see _launch)
     self._qmd_range = (-1, 0, 0, None)   # the mapped range of the last QMD (_kept_range)
+    self._last_qmd = None             # (the last QMD's key in _launches, its decoded launch)
     self._sem_range = (-1, 0, 0, None)   # the same for the last 64-bit semaphore release of a channel's host class
     self._seen_generation, self._seen = -1, []
     self._sequences: dict = {}        # entry length -> decoded method run (see _sequence)
@@ -378,7 +379,7 @@ class MockNVGPU:
 
   # ---- the GPFIFO interpreter
   def _run_channel(self, ch: Channel) -> bool:
-    try: return self._run(ch)
+    try: return self._run(ch)    # (the faults of a channel's methods stop the channel)
     except (GPUFault, QueueError) as e: self._fail(ch, e)
     except HCQError as e:          # PTX the SM cannot run (the interpreter's PTXError): an engine exception
       self._fail(ch, _diagnosed(ch, str(e), ILLEGAL_INSTRUCTION))
@@ -672,8 +673,15 @@ class MockNVGPU:
     raw = view[qmd_va - last[1]:qmd_va - last[1] + size].tobytes() if view is not None else ctypes.string_at(qmd_va, size)
     lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
     hi = int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
-    key = (major, raw[:4 * lo_dw], hi & ~qmd.CB0_UPPER_MASK[major], raw[4 * lo_dw + 8:])
-    launch = self._launches.get(key)
+    key = self._last_qmd
+    # the last QMD's key first, compared in place (startswith/endswith: no slices to make and hash): a kernel
+    # launched again
+    if (key is not None and key[0] == major and key[2] == hi & ~qmd.CB0_UPPER_MASK[major] and raw.startswith(key[1])
+        and raw.endswith(key[3])):
+      launch = key[4]
+    else:
+      key = (major, raw[:4 * lo_dw], hi & ~qmd.CB0_UPPER_MASK[major], raw[4 * lo_dw + 8:])
+      launch = self._launches.get(key)
     if launch is None:
       q = qmd.decode(layout, raw)
       if q["QMD_MAJOR_VERSION"] != major:
@@ -682,6 +690,7 @@ class MockNVGPU:
       launch = qmd.launch(major, q)
       if len(self._launches) > 256: self._launches.clear()
       self._launches[key] = launch
+    self._last_qmd = (*key[:4], launch)
     if launch.get("does_nothing") == self.ranges.generation:
       # this QMD passed every check below before with the same kernel (the mappings, so the code, are the same)
       # and the kernel is only ret/exit: no thread has anything to do

@@ -197,3 +197,23 @@ def test_the_launch_words_are_the_command_buffers_fill(timed):
     cb = (shape.cb_size + 255) // 256 * 256
     assert list(words) == list(shape.cmd.fill({packets.V_QMD: dev.launch_data.va + off + cb, V_TIMELINE: value}))
     assert shape.launch_image[6][0] is shape.cmd          # the positions were taken from this command buffer
+
+
+def test_the_mock_sees_a_changed_field_of_a_qmd_it_ran_before():
+  # the mock keeps the last QMD's decoded launch (compared in place) and others by their bytes: a field that changed
+  # since (here the grid width, in the part before constant buffer 0's address) is decoded afresh
+  from hcq.drivers.nv.qmd import set_field
+  counter = (b".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry cnt(.param .u64 p)\n{\n"
+             b"  .reg .b64 %rd<2>;\n  .reg .b32 %r<2>;\n  ld.param.u64 %rd1, [p];\n"
+             b"  atom.global.add.u32 %r1, [%rd1], 1;\n  ret;\n}\n")
+  with _open() as dev:
+    prog = dev.load(counter)
+    buf = dev.alloc(4096, host=True)
+    ctypes.memset(buf.va, 0, 4)
+    for _ in range(2): prog(buf, global_size=2, local_size=1)
+    dev.synchronize()
+    assert ctypes.c_uint32.from_address(buf.va).value == 4
+    set_field(prog.shape(2, 1, False).qmd, dev.qmd_layout, "GRID_WIDTH", 5)
+    for _ in range(2): prog(buf, global_size=2, local_size=1)
+    dev.synchronize()
+    assert ctypes.c_uint32.from_address(buf.va).value == 4 + 10
