@@ -432,57 +432,58 @@ class MockNVGPU:
     return ch.cells
 
   def _run(self, ch: Channel) -> bool:
-    cells = ch.cells
-    if ch.current is None and cells is not None and cells[0] == self.ranges.generation and cells[1].value == ch.gp_get:
+    cells, ranges = ch.cells, self.ranges
+    if ch.current is None and cells is not None and cells[0] == ranges.generation and cells[1].value == ch.gp_get:
       return False   # nothing new (the copy channel on a launch's doorbell): GPPut, checked mapped, is at GPGet
     progress = False
     put = None       # GPPut as read when this run began: entries published later come with their own doorbell
-    if cells is None or cells[0] != self.ranges.generation: cells = self._cells(ch)
+    if cells is None or cells[0] != ranges.generation: cells = self._cells(ch)
     while ch.active and ch.error is None:
-      if ch.current is None:
-        if cells is not None and cells[0] != self.ranges.generation: cells = self._cells(ch)   # (a launch mapped
-        if put is None:                                                                       # its module's globals)
+      cur = ch.current
+      if cur is None:
+        if cells is not None and cells[0] != ranges.generation: cells = self._cells(ch)   # (a launch mapped
+        if put is None:                                                                  # its module's globals)
           put = cells[1].value if cells is not None else self.read32(ch.userd_va + USERD_GP_PUT, "USERD GPPut")
           if put >= ch.entries: raise QueueError(ch.name, f"GPPut {put} is outside the ring of {ch.entries} entries")
         if put == ch.gp_get: return progress
         entry = cells[3][ch.gp_get] if cells is not None else self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
-        ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
-      if not self._run_pushbuffer(ch): return progress
+        cur = ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
+      base, length = cur[0], cur[1]
+      if length:
+        # the entry's words, as the pusher fetches them. check(), against the range that held this channel's last
+        # entry first (its pushbuffer ring, while the mappings are the same); a slice of the kept u32 view of that
+        # range, else a copy
+        last = ch.pb_range
+        if last[0] != ranges.generation or not (last[1] <= base and base + 4 * length <= last[2]):
+          ch.pb_range = last = self._kept_range(base, 4 * length, "pushbuffer", "I")
+        if last[3] is not None:
+          first = (base - last[1]) >> 2
+          words = last[3][first:first + length]
+        else: words = array("I", ctypes.string_at(base, 4 * length))
+        seq = None
+        if cur[2] == 0 and ch.pending is None:
+          # a whole entry from its start: a header sequence seen before runs without decoding its headers again (a
+          # launch's pushbuffer differs from the last one's only in data dwords); every method is still applied
+          seq = self._sequences.get(length)
+          if seq is None or seq[0](words) != seq[1]: seq = self._sequence(words, length)
+        if not (self._run_sequence(ch, cur, words, seq[2]) if seq is not None else self._run_pushbuffer(ch, words)):
+          return progress
       ch.current = None
       ch.gp_get = (ch.gp_get + 1) % ch.entries
-      if cells is not None and cells[0] == self.ranges.generation: cells[2].value = ch.gp_get
+      if cells is not None and cells[0] == ranges.generation: cells[2].value = ch.gp_get
       else: self.write32(ch.userd_va + USERD_GP_GET, ch.gp_get, "USERD GPGet")
       progress = True
     return progress
 
-  def _run_pushbuffer(self, ch: Channel) -> bool:
-    """Run the current entry's methods from its position; False when an acquire blocks (the position stays at the
-    blocked dword). GPFIFO entries are pieces of one command stream (envytools, "DMA submission to FIFOs", IB mode:
-    the entries' pushbuffer areas "will be stitched together to create the command stream"; the pusher's method,
-    subchannel and count are state that outlives an entry): a method header's data may continue in the next entry,
-    which is what a driver's ring produces when its words wrap."""
+  def _run_pushbuffer(self, ch: Channel, words) -> bool:
+    """Run the current entry's methods (its words) from its position; False when an acquire blocks (the position
+    stays at the blocked dword). GPFIFO entries are pieces of one command stream (envytools, "DMA submission to
+    FIFOs", IB mode: the entries' pushbuffer areas "will be stitched together to create the command stream"; the
+    pusher's method, subchannel and count are state that outlives an entry): a method header's data may continue in
+    the next entry, which is what a driver's ring produces when its words wrap."""
     cur = ch.current
-    base, length = cur[0], cur[1]
-    if length == 0: return True
-    # check(), against the range that held this channel's last entry first (its pushbuffer ring, while the mappings
-    # are the same)
-    last = ch.pb_range
-    if last[0] != self.ranges.generation or not (last[1] <= base and base + 4 * length <= last[2]):
-      ch.pb_range = last = self._kept_range(base, 4 * length, "pushbuffer", "I")
-    # the entry's words (as the pusher fetches them): a slice of the kept u32 view of their range, else a copy
-    u32 = last[3]
-    if u32 is not None:
-      first = (base - last[1]) >> 2
-      words = u32[first:first + length]
-    else: words = array("I", ctypes.string_at(base, 4 * length))
-    pos = cur[2]
+    base, length, pos = cur[0], cur[1], cur[2]
     method_of = self._method
-    if pos == 0 and ch.pending is None:
-      # a whole entry from its start: a header sequence seen before runs without decoding its headers again (a
-      # launch's pushbuffer differs from the last one's only in data dwords); every method is still applied
-      seq = self._sequences.get(length)
-      if seq is None or seq[0](words) != seq[1]: seq = self._sequence(words, length)
-      if seq is not None: return self._run_sequence(ch, cur, words, seq[2])
     while pos < length:
       pend = ch.pending
       if pend is not None:             # data dwords of a header read before: [op, subc, method, left, index]
