@@ -448,26 +448,7 @@ class MockNVGPU:
         if put == ch.gp_get: return progress
         entry = cells[3][ch.gp_get] if cells is not None else self.read64(ch.gpfifo_va + 8 * ch.gp_get, "GPFIFO entry")
         cur = ch.current = [entry & 0xFFFFFFFFFC, (entry >> 42) & 0x1FFFFF, 0]
-      base, length = cur[0], cur[1]
-      if length:
-        # the entry's words, as the pusher fetches them. check(), against the range that held this channel's last
-        # entry first (its pushbuffer ring, while the mappings are the same); a slice of the kept u32 view of that
-        # range, else a copy
-        last = ch.pb_range
-        if last[0] != ranges.generation or not (last[1] <= base and base + 4 * length <= last[2]):
-          ch.pb_range = last = self._kept_range(base, 4 * length, "pushbuffer", "I")
-        if last[3] is not None:
-          first = (base - last[1]) >> 2
-          words = last[3][first:first + length]
-        else: words = array("I", ctypes.string_at(base, 4 * length))
-        seq = None
-        if cur[2] == 0 and ch.pending is None:
-          # a whole entry from its start: a header sequence seen before runs without decoding its headers again (a
-          # launch's pushbuffer differs from the last one's only in data dwords); every method is still applied
-          seq = self._sequences.get(length)
-          if seq is None or seq[0](words) != seq[1]: seq = self._sequence(words, length)
-        if not (self._run_sequence(ch, cur, words, seq[2]) if seq is not None else self._run_pushbuffer(ch, words)):
-          return progress
+      if cur[1] and not self._run_pushbuffer(ch, cur): return progress
       ch.current = None
       ch.gp_get = (ch.gp_get + 1) % ch.entries
       if cells is not None and cells[0] == ranges.generation: cells[2].value = ch.gp_get
@@ -475,12 +456,35 @@ class MockNVGPU:
       progress = True
     return progress
 
-  def _run_pushbuffer(self, ch: Channel, words) -> bool:
-    """Run the current entry's methods (its words) from its position; False when an acquire blocks (the position
-    stays at the blocked dword). GPFIFO entries are pieces of one command stream (envytools, "DMA submission to
-    FIFOs", IB mode: the entries' pushbuffer areas "will be stitched together to create the command stream"; the
-    pusher's method, subchannel and count are state that outlives an entry): a method header's data may continue in
-    the next entry, which is what a driver's ring produces when its words wrap."""
+  def _run_pushbuffer(self, ch: Channel, cur: list | None = None) -> bool:
+    """Run the current entry (cur: ch.current) from its position; False when an acquire blocks (the position stays
+    at the blocked dword). The entry's words are fetched as the pusher fetches them: check(), against the range that
+    held this channel's last entry first (its pushbuffer ring, while the mappings are the same), then a slice of the
+    kept u32 view of that range (else a copy). A whole entry from its start whose header sequence was seen before
+    runs from the kept decode (_sequence, _run_sequence: a launch's pushbuffer differs from the last one's only in
+    data dwords; every method is still applied); others go the general way (_run_methods)."""
+    if cur is None: cur = ch.current
+    base, length = cur[0], cur[1]
+    if length == 0: return True
+    last = ch.pb_range
+    if last[0] != self.ranges.generation or not (last[1] <= base and base + 4 * length <= last[2]):
+      ch.pb_range = last = self._kept_range(base, 4 * length, "pushbuffer", "I")
+    if last[3] is not None:
+      first = (base - last[1]) >> 2
+      words = last[3][first:first + length]
+    else: words = array("I", ctypes.string_at(base, 4 * length))
+    if cur[2] == 0 and ch.pending is None:
+      seq = self._sequences.get(length)
+      if seq is None or seq[0](words) != seq[1]: seq = self._sequence(words, length)
+      if seq is not None: return self._run_sequence(ch, cur, words, seq[2])
+    return self._run_methods(ch, words)
+
+  def _run_methods(self, ch: Channel, words) -> bool:
+    """The general pushbuffer loop over the current entry's words from its position. GPFIFO entries are pieces of
+    one command stream (envytools, "DMA submission to FIFOs", IB mode: the entries' pushbuffer areas "will be
+    stitched together to create the command stream"; the pusher's method, subchannel and count are state that
+    outlives an entry): a method header's data may continue in the next entry, which is what a driver's ring
+    produces when its words wrap."""
     cur = ch.current
     base, length, pos = cur[0], cur[1], cur[2]
     method_of = self._method
