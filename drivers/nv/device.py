@@ -25,6 +25,7 @@ from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels
 
 GPFIFO_ENTRIES = 0x400
 PUSHBUFFER_SIZE = 1 << 20
+KEPT_LAUNCH_DATA = 64 << 10     # host memory for the shapes' kept launch data (about 50 shapes; the others use the ring)
 QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
 SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
 # nverror.h robust-channel errors (Xids) an error notifier may report
@@ -69,6 +70,7 @@ class NVDevice(HCQDevice):
       self._cb0_driver = struct.pack("<QQ", SHARED_WINDOW, LOCAL_WINDOW) + bytes(4 * (223 - 192)) + struct.pack("<I", 0xFFFDC0)
     else: self._cb0_driver = struct.pack("<QQI", SHARED_WINDOW, LOCAL_WINDOW, 0xFFFDC0)
     self._cb0_driver_offset = 4 * 188 if session.sm_version >> 8 >= 10 else 4 * 6
+    self._kept_va = self._kept_view = None    # the shapes' kept launch data (_kept_slot), made at the first launch
     self._set_up(session, self._setup)     # a failure closes the session (the RM client, its channels)
 
   def _setup(self) -> None:
@@ -229,16 +231,24 @@ class NVDevice(HCQDevice):
     # constant buffer 0's address patched in; the image is made again when the shape's QMD or dims changed
     img = shape.launch_image
     if img is None or img[0] != shape.qmd or img[1] != shape.dims: img = self._launch_image(shape)
-    image, cb, at, upper = img[2], img[3], img[4], img[5]
-    va = self.launch_data.alloc(len(image), value, align=256)
-    off = va - self.launch_data.va
-    view = self._launch_view
-    view[off:off + len(image)] = image
-    if explicit:
-      base = off + prog.param_base
-      view[base:base + len(explicit)] = explicit
-    a = va >> self._cb_shift
-    _CB_ADDR.pack_into(view, off + at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
+    cb = img[3]
+    kept = shape.kept_launch
+    if kept is not None and kept[0] is img and kept[1] == explicit:
+      # the launch data this shape's last launch with these parameters used, unchanged since (nothing writes it
+      # while a launch that reads it may be in flight): read again by this launch
+      va = kept[2]
+      kept[3] = value
+    elif kept is not None and self.timeline.signal.value >= kept[3]:
+      # other parameters (or a new image), and every launch that read the kept data is done: written over
+      va = kept[2]
+      self._write_launch_data(self._kept_view, va - self._kept_va, img, prog, explicit, va)
+      kept[:] = [img, explicit, va, value]
+    elif kept is None and (va := self._kept_slot(len(img[2]))) is not None:
+      self._write_launch_data(self._kept_view, va - self._kept_va, img, prog, explicit, va)
+      shape.kept_launch = [img, explicit, va, value]
+    else:      # in the launch data ring, tagged with this submission's timeline value
+      va = self.launch_data.alloc(len(img[2]), value, align=256)
+      self._write_launch_data(self._launch_view, va - self.launch_data.va, img, prog, explicit, va)
     words = img[6]
     if words is None or words[0] is not shape.cmd: return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
     # shape.cmd.fill() of its three patches (_fill_positions), without the values dict and the patch loop
@@ -247,6 +257,29 @@ class NVDevice(HCQDevice):
     out[words[3]] = value & 0xFFFFFFFF
     out[words[4]] = (value >> 32) & 0xFFFFFFFF
     return out
+
+  def _write_launch_data(self, view, off: int, img: tuple, prog: NVProgram, explicit: bytes, va: int) -> None:
+    """The shape's image at view[off:] (device address va) with the parameters and constant buffer 0's address."""
+    image, at, upper = img[2], img[4], img[5]
+    view[off:off + len(image)] = image
+    if explicit:
+      base = off + prog.param_base
+      view[base:base + len(explicit)] = explicit
+    a = va >> self._cb_shift
+    _CB_ADDR.pack_into(view, off + at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
+
+  def _kept_slot(self, size: int) -> int | None:
+    """The address of `size` bytes (256-aligned: the QMD's address is given >> 8) of host memory a shape keeps its
+    launch data in for as long as the device is open; None once KEPT_LAUNCH_DATA is used up (those shapes' launches
+    take ring space each)."""
+    if self._kept_va is None:
+      self._kept_va, self._kept_view = self._host_memory(KEPT_LAUNCH_DATA)
+      self._kept_used = 0
+    size = round_up(size, 256)
+    if self._kept_used + size > KEPT_LAUNCH_DATA: return None
+    va = self._kept_va + self._kept_used
+    self._kept_used += size
+    return va
 
   def _launch_image(self, shape) -> tuple:
     """(the QMD and dims it was made from, the launch data's image, the QMD's offset in it, the offset of constant

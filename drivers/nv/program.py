@@ -384,3 +384,4 @@ class NVProgram(Program):
     s.qmd, s.cb_size = self.device.qmd_template(self, s.grid, s.block, s.shared or 0)
     s.dims = struct.pack("<6I", *s.block, *s.grid)
     s.launch_image = None     # made from qmd and dims at the first launch (NVDevice._launch_image)
+    s.kept_launch = None      # [image, parameters, address, last timeline value] of launch data the shape keeps

@@ -119,8 +119,12 @@ def test_a_release_into_memory_freed_since_the_last_one_faults_with_its_address(
 
 
 def _newest_launch_data(dev, shape):
-  off, size = dev.launch_data.newest()
-  return bytes(dev._launch_view[off:off + size]), dev.launch_data.va + off
+  """(constant buffer 0 and the QMD of the compute channel's last launch, constant buffer 0's address): the QMD at
+  the address its SEND_PCAS_A gave the mock GPU."""
+  gpu, ch = _gpu_channel(dev)
+  qmd_va = ch.state[(G.SUBC_COMPUTE, G.SEND_PCAS_A)] << 8
+  cb = (shape.cb_size + 255) // 256 * 256
+  return ctypes.string_at(qmd_va - cb, cb + dev.qmd_size), qmd_va - cb
 
 
 @pytest.mark.parametrize("gpu", ["H200", "AD102", "B200"])
@@ -137,6 +141,7 @@ def test_the_launch_data_is_the_shapes_cb0_and_qmd_with_the_address_patched(gpu)
     shift = 0 if dev.qmd_major == 3 else 6
     for n in (5, 6):
       prog(buf, n, global_size=(3, 2), local_size=(32, 2))
+      dev.synchronize()
       shape = prog.shape((3, 2), (32, 2), False)
       data, va = _newest_launch_data(dev, shape)
       cb = (shape.cb_size + 255) // 256 * 256
@@ -153,6 +158,7 @@ def test_the_launch_data_is_the_shapes_cb0_and_qmd_with_the_address_patched(gpu)
     # a changed template (a field other than the address) is in the next launch's data
     set_field(shape.qmd, layout, "BARRIER_COUNT", 2)
     prog(buf, 7, global_size=(3, 2), local_size=(32, 2))
+    dev.synchronize()
     data, va = _newest_launch_data(dev, shape)
     assert qmd.decode(layout, data[cb:cb + dev.qmd_size])["BARRIER_COUNT"] == 2
     dev.synchronize()
@@ -193,10 +199,56 @@ def test_the_launch_words_are_the_command_buffers_fill(timed):
     shape = prog.shape(1, 1, timed)
     value = dev.timeline.value + (1 << 32) + 5        # a value with a high dword
     with dev.lock: words = dev._launch_words(prog, shape, b"", value)
-    off, _ = dev.launch_data.newest()
-    cb = (shape.cb_size + 255) // 256 * 256
-    assert list(words) == list(shape.cmd.fill({packets.V_QMD: dev.launch_data.va + off + cb, V_TIMELINE: value}))
+    _, _, qmd_pos, _, _ = shape.launch_image[6]
+    qmd_va = words[qmd_pos] << 8
+    assert list(words) == list(shape.cmd.fill({packets.V_QMD: qmd_va, V_TIMELINE: value}))
+    assert ctypes.string_at(qmd_va, dev.qmd_size)[:64] == bytes(shape.qmd[:64])     # the QMD is at that address
     assert shape.launch_image[6][0] is shape.cmd          # the positions were taken from this command buffer
+
+
+STORE = (b".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry st(.param .u64 p, .param .u32 n)\n{\n"
+         b"  .reg .b64 %rd<2>;\n  .reg .b32 %r<2>;\n  ld.param.u64 %rd1, [p];\n  ld.param.u32 %r1, [n];\n"
+         b"  st.global.u32 [%rd1], %r1;\n  ret;\n}\n")
+
+
+def _qmd_address(dev) -> int: return _gpu_channel(dev)[1].state[(G.SUBC_COMPUTE, G.SEND_PCAS_A)] << 8
+
+
+def test_a_shape_keeps_its_launch_data_for_the_same_parameters_and_rewrites_it_when_idle():
+  with _open() as dev:
+    prog = dev.load(STORE)
+    a, b = dev.alloc(4096, host=True), dev.alloc(4096, host=True)
+    addresses = []
+    for buf, n in ((a, 1), (a, 1), (b, 2), (b, 2)):
+      prog(buf, n)
+      dev.synchronize()
+      addresses.append(_qmd_address(dev))
+      assert ctypes.c_uint32.from_address(buf.va).value == n
+    # the same parameters: the same launch data; others once the launches before are done: the same memory again
+    assert len(set(addresses)) == 1
+    assert prog.shape(1, 1, False).kept_launch[1] == b.va.to_bytes(8, "little") + (2).to_bytes(4, "little")
+
+
+def test_launch_data_a_launch_in_flight_reads_is_not_written_over():
+  # the compute channel waits on a semaphore the CPU sets later: the launches queue behind it, in flight together
+  with _open(timeout_s=10) as dev:
+    prog = dev.load(STORE)
+    sem, a, b = dev.alloc(4096, host=True), dev.alloc(4096, host=True), dev.alloc(4096, host=True)
+    ctypes.memset(sem.va, 0, 8)
+    prog(a, 7)
+    dev.synchronize()                                  # the shape keeps launch data for (a, 7)
+    with Submission(dev, dev.compute, "a wait for the CPU") as sub:
+      sub.add(array("I", G.method(G.SUBC_HOST, G.SEM_ADDR_LO, sem.va & 0xFFFFFFFF, sem.va >> 32, 1, 0,
+                                  G.SEM_OP_ACQUIRE)))
+    prog(a, 1)         # other parameters while the kept data's last launch is done: written over
+    kept = _qmd_address(dev)
+    prog(b, 2)         # other parameters while (a, 1) waits: its own launch data
+    prog(a, 1)         # (a, 1) again: the kept data, still unchanged
+    ctypes.c_uint32.from_address(sem.va).value = 1
+    dev.synchronize()
+    assert ctypes.c_uint32.from_address(a.va).value == 1
+    assert ctypes.c_uint32.from_address(b.va).value == 2
+    assert prog.shape(1, 1, False).kept_launch[2] == kept - ((prog.shape(1, 1, False).cb_size + 255) // 256 * 256)
 
 
 def test_the_mock_sees_a_changed_field_of_a_qmd_it_ran_before():
