@@ -200,7 +200,7 @@ class MockNVGPU:
     self._programs: dict = {}         # program address -> kernel, while the mappings stay the same (see _kernel)
     self._launches: dict = {}         # decoded QMDs (see _launch)
     self._qmd_range = (-1, 0, 0, None)   # the mapped range of the last QMD (_kept_range)
-    self._last_qmd = None             # (the last QMD's key in _launches, its decoded launch)
+    self._last_qmd = None             # (the last QMD's key in _launches, its decoded launch, its bytes)
     self._sem_range = (-1, 0, 0, None)   # the same for the last 64-bit semaphore release of a channel's host class
     self._seen_generation, self._seen = -1, []
     self._sequences: dict = {}        # entry length -> decoded method run (see _sequence)
@@ -677,32 +677,36 @@ class MockNVGPU:
     view = last[3]
     raw = view[qmd_va - last[1]:qmd_va - last[1] + size].tobytes() if view is not None else ctypes.string_at(qmd_va, size)
     lo_dw, shift = qmd.CB0_ADDR_DWORD[major]
-    hi = int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
     key = self._last_qmd
-    # the last QMD's key first, compared in place (startswith/endswith: no slices to make and hash): a kernel
-    # launched again
-    if (key is not None and key[0] == major and key[2] == hi & ~qmd.CB0_UPPER_MASK[major] and raw.startswith(key[1])
-        and raw.endswith(key[3])):
+    if key is not None and key[5] == raw and key[0] == major:
+      launch = key[4]      # the very bytes of the last QMD (a driver that keeps a shape's launch data)
+    # the last QMD's key next, compared in place (startswith/endswith: no slices to make and hash): a kernel
+    # launched again with another constant buffer 0
+    elif (key is not None and key[0] == major and
+          key[2] == int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little") & ~qmd.CB0_UPPER_MASK[major] and
+          raw.startswith(key[1]) and raw.endswith(key[3])):
       launch = key[4]
+      self._last_qmd = (*key[:5], raw)
     else:
+      hi = int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
       key = (major, raw[:4 * lo_dw], hi & ~qmd.CB0_UPPER_MASK[major], raw[4 * lo_dw + 8:])
       launch = self._launches.get(key)
-    if launch is None:
-      q = qmd.decode(layout, raw)
-      if q["QMD_MAJOR_VERSION"] != major:
-        raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
-                                  f"{abi.class_name(cls)} takes QMD v{major}")
-      launch = qmd.launch(major, q)
-      if len(self._launches) > 256: self._launches.clear()
-      self._launches[key] = launch
-    self._last_qmd = (*key[:4], launch)
+      if launch is None:
+        q = qmd.decode(layout, raw)
+        if q["QMD_MAJOR_VERSION"] != major:
+          raise QueueError(ch.name, f"QMD at {qmd_va:#x} has major version {q['QMD_MAJOR_VERSION']}; "
+                                    f"{abi.class_name(cls)} takes QMD v{major}")
+        launch = qmd.launch(major, q)
+        if len(self._launches) > 256: self._launches.clear()
+        self._launches[key] = launch
+      self._last_qmd = (*key, launch, raw)
     if launch.get("does_nothing") == self.ranges.generation:
       # this QMD passed every check below before with the same kernel (the mappings, so the code, are the same)
       # and the kernel is only ret/exit: no thread has anything to do
       self.stats["launches"] += 1
       if launch["releases"]: self._release(launch)
       return
-    lo = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little")
+    lo, hi = int.from_bytes(raw[4 * lo_dw:4 * lo_dw + 4], "little"), int.from_bytes(raw[4 * lo_dw + 4:4 * lo_dw + 8], "little")
     cb0 = (lo | (hi & qmd.CB0_UPPER_MASK[major]) << 32) << shift
     grid, block, pc, cb0_size = launch["grid"], launch["block"], launch["pc"], launch["cb0_size"]
     if not launch["cb0_valid"]: raise QueueError(ch.name, f"QMD at {qmd_va:#x}: constant buffer 0 is not valid")
