@@ -3,8 +3,8 @@
 Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (launches by QMD, semaphores), and
 "copy", a GPFIFO channel with the copy object on subchannel 4; both turn queue programs into packets by the pattern matchers of
 packets.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
-Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
-buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
+Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch; a shape keeps its launch data while its
+parameters repeat, see _launch_words), the CUDA parameter bank in constant buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
 a CUDA fatbin), and faults read from the channels' error notifiers (the Xid) and nvidia.ko's kernel log (its cause)
 when a wait blocks. The driver does not know whether the GPU is real: a GPU that runs PTX finds it in the image."""
 from __future__ import annotations
