@@ -3,8 +3,8 @@
 Engines: "compute", a GPFIFO channel with the compute object on subchannel 1 (launches by QMD, semaphores), and
 "copy", a GPFIFO channel with the copy object on subchannel 4; both turn queue programs into packets by the pattern matchers of
 packets.py. What is NV's here: the QMD of each launch (a per-shape template of the GPU's QMD version: v3 on
-Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch), the CUDA parameter bank in constant
-buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
+Ampere/Ada, v4 on Hopper; the constant buffer address filled per launch; a shape keeps its launch data while its
+parameters repeat, see _launch_words), the CUDA parameter bank in constant buffer 0, code loading (cubins; PTX compiled to a cubin when a compiler is found, the PTX kept beside the SASS as in
 a CUDA fatbin), and faults read from the channels' error notifiers (the Xid) and nvidia.ko's kernel log (its cause)
 when a wait blocks. The driver does not know whether the GPU is real: a GPU that runs PTX finds it in the image."""
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .program import (EM_CUDA, PARAM_BASE, NVProgram, compile_ptx, cubin_kernels
 
 GPFIFO_ENTRIES = 0x400
 PUSHBUFFER_SIZE = 1 << 20
+KEPT_LAUNCH_DATA = 64 << 10     # host memory for the shapes' kept launch data (about 50 shapes; the others use the ring)
 QMD_MAJOR = {abi.AMPERE_COMPUTE_B: 3, abi.ADA_COMPUTE_A: 3, abi.HOPPER_COMPUTE_A: 4, abi.BLACKWELL_COMPUTE_A: 5}
 SHARED_WINDOW, LOCAL_WINDOW = 0x729400000000, 0x729300000000
 # nverror.h robust-channel errors (Xids) an error notifier may report
@@ -33,6 +34,16 @@ ROBUST_CHANNEL_ERRORS = {8: "the channel timed out: a kernel ran past the time l
 
 
 _FAULTED_AT = re.compile(r"faulted @ 0x([0-9a-fA-F_]+)")
+_CB_ADDR = struct.Struct("<II")      # constant buffer 0's address in the QMD: the lower dword, the upper one
+
+
+def _fill_positions(cmd) -> tuple | None:
+  """(cmd, its template, the positions of the QMD address >> 8 and of the timeline value's low and high dwords) when
+  those three are all its patches (a launch's command buffer: packets.py _call, then the timeline store; a timed
+  launch's timestamps are linked to the device's signals already); else None (then cmd.fill())."""
+  where = {(p.key, p.shift, p.add): i for i, p in cmd.patches}
+  if len(cmd.patches) != 3 or set(where) != {(packets.V_QMD, 8, 0), (V_TIMELINE, 0, 0), (V_TIMELINE, 32, 0)}: return None
+  return cmd, array("I", cmd.template), where[(packets.V_QMD, 8, 0)], where[(V_TIMELINE, 0, 0)], where[(V_TIMELINE, 32, 0)]
 
 
 class NVDevice(HCQDevice):
@@ -59,6 +70,7 @@ class NVDevice(HCQDevice):
       self._cb0_driver = struct.pack("<QQ", SHARED_WINDOW, LOCAL_WINDOW) + bytes(4 * (223 - 192)) + struct.pack("<I", 0xFFFDC0)
     else: self._cb0_driver = struct.pack("<QQI", SHARED_WINDOW, LOCAL_WINDOW, 0xFFFDC0)
     self._cb0_driver_offset = 4 * 188 if session.sm_version >> 8 >= 10 else 4 * 6
+    self._kept_va = self._kept_view = None    # the shapes' kept launch data (_kept_slot), made at the first launch
     self._set_up(session, self._setup)     # a failure closes the session (the RM client, its channels)
 
   def _setup(self) -> None:
@@ -215,22 +227,76 @@ class NVDevice(HCQDevice):
     self._local, self._local_per_thread = mem, slm
 
   def _launch_words(self, prog: NVProgram, shape, explicit: bytes, value: int):
+    # the launch data, constant buffer 0 then the QMD, is the shape's image (_launch_image) with the parameters and
+    # constant buffer 0's address patched in; the image is made again when the shape's QMD or dims changed
+    img = shape.launch_image
+    if img is None or img[0] != shape.qmd or img[1] != shape.dims: img = self._launch_image(shape)
+    cb = img[3]
+    kept = shape.kept_launch
+    if kept is not None and kept[0] is img and kept[1] == explicit:
+      # the launch data this shape's last launch with these parameters used, unchanged since (nothing writes it
+      # while a launch that reads it may be in flight): read again by this launch
+      va = kept[2]
+      kept[3] = value
+    elif kept is not None and self.timeline.signal.value >= kept[3]:
+      # other parameters (or a new image), and every launch that read the kept data is done: written over
+      va = kept[2]
+      self._write_launch_data(self._kept_view, va - self._kept_va, img, prog, explicit, va)
+      kept[:] = [img, explicit, va, value]
+    elif kept is None and (va := self._kept_slot(len(img[2]))) is not None:
+      self._write_launch_data(self._kept_view, va - self._kept_va, img, prog, explicit, va)
+      shape.kept_launch = [img, explicit, va, value]
+    else:      # in the launch data ring, tagged with this submission's timeline value
+      va = self.launch_data.alloc(len(img[2]), value, align=256)
+      self._write_launch_data(self._launch_view, va - self.launch_data.va, img, prog, explicit, va)
+    words = img[6]
+    if words is None or words[0] is not shape.cmd: return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
+    # shape.cmd.fill() of its three patches (_fill_positions), without the values dict and the patch loop
+    out = words[1][:]
+    out[words[2]] = ((va + cb) >> 8) & 0xFFFFFFFF
+    out[words[3]] = value & 0xFFFFFFFF
+    out[words[4]] = (value >> 32) & 0xFFFFFFFF
+    return out
+
+  def _write_launch_data(self, view, off: int, img: tuple, prog: NVProgram, explicit: bytes, va: int) -> None:
+    """The shape's image at view[off:] (device address va) with the parameters and constant buffer 0's address."""
+    image, at, upper = img[2], img[4], img[5]
+    view[off:off + len(image)] = image
+    if explicit:
+      base = off + prog.param_base
+      view[base:base + len(explicit)] = explicit
+    a = va >> self._cb_shift
+    _CB_ADDR.pack_into(view, off + at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
+
+  def _kept_slot(self, size: int) -> int | None:
+    """The address of `size` bytes (256-aligned: the QMD's address is given >> 8) of host memory a shape keeps its
+    launch data in for as long as the device is open; None once KEPT_LAUNCH_DATA is used up (those shapes' launches
+    take ring space each)."""
+    if self._kept_va is None:
+      self._kept_va, self._kept_view = self._host_memory(KEPT_LAUNCH_DATA)
+      self._kept_used = 0
+    size = round_up(size, 256)
+    if self._kept_used + size > KEPT_LAUNCH_DATA: return None
+    va = self._kept_va + self._kept_used
+    self._kept_used += size
+    return va
+
+  def _launch_image(self, shape) -> tuple:
+    """(the QMD and dims it was made from, the launch data's image, the QMD's offset in it, the offset of constant
+    buffer 0's address in it, the bits of the address's upper dword that are other fields'): constant buffer 0
+    (blockDim/gridDim at c[0][0x0], the driver words, zeros for the parameters; the buffer rounded up to 256 bytes)
+    followed by the shape's QMD template, whose constant buffer address is patched per launch."""
     cb = round_up(shape.cb_size, 256)
-    va = self.launch_data.alloc(cb + self.qmd_size, value, align=256)
-    off = va - self.launch_data.va
-    view = self._launch_view
-    view[off:off + CB0_DIMS_END] = shape.dims
-    d = off + self._cb0_driver_offset
-    view[d:d + len(self._cb0_driver)] = self._cb0_driver
-    base = off + prog.param_base
-    if explicit: view[base:base + len(explicit)] = explicit
-    q = off + cb
-    view[q:q + self.qmd_size] = shape.qmd
-    a, at = va >> self._cb_shift, q + self._cb_byte
-    # the template's upper dword holds other fields' bits above the address's: keep them
+    image = bytearray(cb + self.qmd_size)
+    image[:CB0_DIMS_END] = shape.dims
+    d = self._cb0_driver_offset
+    image[d:d + len(self._cb0_driver)] = self._cb0_driver
+    image[cb:cb + self.qmd_size] = shape.qmd
+    # the template's upper dword holds other fields' bits above the address's: they are kept
     upper = int.from_bytes(shape.qmd[self._cb_byte + 4:self._cb_byte + 8], "little") & ~self._cb_upper_mask
-    struct.pack_into("<II", view, at, a & 0xFFFFFFFF, upper | ((a >> 32) & self._cb_upper_mask))
-    return shape.cmd.fill({packets.V_QMD: va + cb, V_TIMELINE: value})
+    shape.launch_image = img = (bytes(shape.qmd), bytes(shape.dims), bytes(image), cb, cb + self._cb_byte, upper,
+                                _fill_positions(shape.cmd))
+    return img
 
   # ---- memory
   def _alloc(self, nbytes: int, host: bool = False, cpu_access: bool = False) -> Buffer:

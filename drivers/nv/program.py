@@ -331,10 +331,13 @@ class CUDAParams:
     if len(args) != len(self.params):
       raise DeviceError(f"kernel {k.name}: takes {len(self.params)} arguments "
                         f"({', '.join(p.name for p in self.params)}), got {len(args)}")
-    if self._fast is not None and all(type(a) is buffer_type for a in args):
+    if self._fast is not None:      # every argument a Buffer of this device (one pass; no generator per launch)
+      vas = []
       for a in args:
+        if type(a) is not buffer_type: break
         if a.freed or a.device is not device: self._bad(a, device)
-      return self._fast.pack(*(a.va for a in args))
+        vas.append(a.va)
+      else: return self._fast.pack(*vas)
     out = bytearray(self.segment_size)
     for p, a in zip(self.params, args): out[p.offset:p.offset + p.size] = self._pack(p, a, buffer_type, device)
     return bytes(out)
@@ -380,3 +383,5 @@ class NVProgram(Program):
     gridDim, which SASS reads for %ntid and %nctaid (dims)."""
     s.qmd, s.cb_size = self.device.qmd_template(self, s.grid, s.block, s.shared or 0)
     s.dims = struct.pack("<6I", *s.block, *s.grid)
+    s.launch_image = None     # made from qmd and dims at the first launch (NVDevice._launch_image)
+    s.kept_launch = None      # [image, parameters, address, last timeline value] of launch data the shape keeps
