@@ -258,20 +258,23 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
                      self.private_size)
 
   def block(self, elems: list):
-    i = 0
-    while i < len(elems):
-      u = elems[i]
+    i, n = 0, len(elems)
+    element = self.element
+    while i < n:
+      # the straight-line elements up to the next RANGE or IF (most of a kernel), then that loop or IF as a whole
+      for j in range(i, n):
+        op = elems[j].op
+        if op is Ops.RANGE or op is Ops.IF: break
+        element(elems[j])
+      else: return
+      u = elems[j]
       if u.op is Ops.RANGE:
-        j = self._match(elems, i, Ops.END)
-        self.loop(u, elems[i + 1:j])
-        i = j + 1
-      elif u.op is Ops.IF:
-        j = self._match(elems, i, Ops.ENDIF)
-        self.if_block(u, elems[i + 1:j])
-        i = j + 1
+        k = self._match(elems, j, Ops.END)
+        self.loop(u, elems[j + 1:k])
       else:
-        self.element(u)
-        i += 1
+        k = self._match(elems, j, Ops.ENDIF)
+        self.if_block(u, elems[j + 1:k])
+      i = k + 1
 
   @staticmethod
   def _match(elems, i, end_op):
@@ -360,11 +363,16 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     if op in _ALU_OPS: self.val[u] = self.alu(u); return   # the most frequent: the last branch below
     if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
     if op is Ops.CONST:
+      dt = u.dtype
+      # an int32/uint32 Python int is its own bit pattern (imm_of: truncate, then Imm's 32-bit mask)
+      if (dt is dtypes.int32 or dt is dtypes.uint32) and u.arg.__class__ is int: self.val[u] = Imm(u.arg); return
       # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
-      if u.dtype.is_weak: return
-      self.val[u] = const_of(u.arg, u.dtype)
+      if dt.is_weak: return
+      self.val[u] = const_of(u.arg, dt)
     elif op is Ops.CAST and u.src[0].op is Ops.CONST and u._cv is not None:
-      self.val[u] = const_of(u._cv, u.dtype)   # a typed literal: _fold_casts of one CAST is the value UOp keeps
+      # a typed literal: _fold_casts of one CAST is the value UOp keeps (an int32/uint32 int: its own bit pattern)
+      cv, dt = u._cv, u.dtype
+      self.val[u] = Imm(cv) if cv.__class__ is int and (dt is dtypes.int32 or dt is dtypes.uint32) else const_of(cv, dt)
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
       self.val[u] = const_of(_fold_casts(u), u.dtype)
@@ -416,15 +424,20 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     val = self.val
     try: srcs = [val[s] for s in u.src]
     except KeyError: srcs = [self.get(s) for s in u.src]   # (raises, naming the source)
-    folded = self.fold(u, srcs)
-    if folded is not None: return folded
+    consts = 0    # fold() and identity() only matter with constant sources
+    for s in srcs:
+      if s.__class__ is Imm or s.__class__ is Imm64: consts += 1
+    if consts == len(srcs):
+      folded = self.fold(u, srcs)
+      if folded is not None: return folded
     dt, op = u.dtype, u.op
     sdt = u.src[0].dtype
     if dt.itemsize == 8 or sdt.itemsize == 8:
       if op is Ops.WHERE: return self.where64(srcs[0], srcs[2], srcs[1])
       return self.f64_alu(u, srcs) if sdt.is_float else self.i64_alu(u, srcs)
-    same = self.identity(u, srcs)
-    if same is not None: return same
+    if consts:
+      same = self.identity(u, srcs)
+      if same is not None: return same
     if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
     if op is Ops.WHERE: return self.cndmask(srcs[0], srcs[2], srcs[1])
     if sdt.is_float: return self.float_alu(u, srcs)
@@ -499,8 +512,10 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       for k in (0, 1):
         if isinstance(s[k], Imm) and s[k].signed > 0 and s[k].bits & (s[k].bits - 1) == 0:
           return self.narrow(self.shift_left(s[1 - k], s[k].bits.bit_length() - 1, u), dt)
-    if op in (Ops.IDIV, Ops.IMOD): return self.narrow(self.divmod(u, s), dt)
-    if self.uniform(u):
+    if op is Ops.IDIV or op is Ops.IMOD: return self.narrow(self.divmod(u, s), dt)
+    uni = self.uni.get(u)
+    if uni is None: uni = self.uniform(u)
+    if uni:
       if op in _SCALAR_INT_OPS: return self.sop2(_SCALAR_INT_OPS[op], s[0], s[1])
       if op is Ops.SHR: return self.sop2("s_lshr_b32" if unsigned else "s_ashr_i32", s[0], s[1])
       if op is Ops.MAX: return self.sop2("s_max_u32" if unsigned else "s_max_i32", s[0], s[1])
