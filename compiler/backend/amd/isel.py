@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
+from ...ir import AddrSpace, CompileError, KernelInfo, UOp, dtypes
 from ...ir.ops import GroupOp
 from ...ir.dtypes import DType, float_to_int
 from ...ir.dtypes import truncate
 from ...ir.evaluate import EvalError, exec_alu
 from ...ir.uop import _short
 from ...isa.amd.cowriter import user_sgpr_count
-from .isel_common import TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
+from .isel_common import Ops, TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector
 from .isel_mir import EXEC_LO, Imm, Imm64, MInst, Spec, Sub, VReg
@@ -58,9 +58,12 @@ _VFLOAT = {Ops.ADD: "v_add_{t}_e64", Ops.SUB: "v_sub_{t}_e64", Ops.MUL: "v_mul_{
 _VCMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
 _SRC_FIELDS = [[f"src{i}" for i in range(n)] for n in range(4)]   # pure()'s default operand fields by source count
 _ALU_OPS = frozenset(GroupOp.ALU)
+_PROLOGUE_OPS = frozenset({Ops.SPECIAL, Ops.PARAM, Ops.DEFINE_VAR, Ops.INDEX})
 _UNIFORM_LEAVES = frozenset({Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.BUFFER})
 _UNIFORM_INT_OPS = frozenset(_SCALAR_INT_OPS) | {Ops.SHR, Ops.MAX}
 _IDENTITY_BOTH, _IDENTITY_RIGHT = frozenset({Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL}), frozenset({Ops.SUB, Ops.SHL, Ops.SHR})
+# the bit patterns identity() can act on: 0, and 1 in the types it multiplies by one (imm_of(1, dt): ints, f32, f16)
+_IDENTITY_BITS = frozenset({0, 1, 0x3f800000, 0x3c00})
 
 
 @dataclass
@@ -132,13 +135,21 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     cacheable = not mutable or not any((s.reg if s.__class__ is Sub else s) in mutable for s in srcs
                                        if s.__class__ is VReg or s.__class__ is Sub)
     key = (name, tuple(srcs), tuple(sorted(mods.items())) if mods else ())
-    if cacheable:
-      cse = self.cse
-      hit = cse[0].get(key) if len(cse) == 1 else self.cached(key)
+    cse = self.cse
+    if cacheable and len(cse) == 1:   # (the outermost scope: one lookup that also records the new value)
+      d = VReg(dst_cls, dst_n)
+      hit = cse[0].setdefault(key, d)
+      if hit is not d: return hit
+      cacheable = False
+    elif cacheable:
+      hit = self.cached(key)
       if hit is not None: return hit
-    d = VReg(dst_cls, dst_n)
-    self.code.append(MInst(name, {dst_field: d}, dict(zip(fields, srcs)), **mods))
-    if cacheable: self.cse[-1][key] = d
+      d = VReg(dst_cls, dst_n)
+    else: d = VReg(dst_cls, dst_n)
+    n = len(srcs)
+    uses = {fields[0]: srcs[0], fields[1]: srcs[1]} if n == 2 and len(fields) > 1 else dict(zip(fields, srcs))
+    self.code.append(MInst(name, {dst_field: d}, uses, **mods))
+    if cacheable: cse[-1][key] = d
     return d
 
   def to_v(self, x):
@@ -189,15 +200,9 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     r = self.uni.get(u)
     if r is not None: return r
     op = u.op
-    if op in _UNIFORM_LEAVES: r = True
-    elif op is Ops.SPECIAL: r = u.arg.startswith("g")
-    elif op is Ops.RANGE: r = self.uniform(u.src[0])
-    elif op in (Ops.CAST, Ops.BITCAST):
-      r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
-                                       u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
-    elif op is Ops.LOAD: r = self.scalar_load_ok(u)
-    elif op in _UNIFORM_INT_OPS:
-      r = u.dtype in (dtypes.int32, dtypes.uint32)
+    if op in _UNIFORM_INT_OPS:   # (the most frequent)
+      dt = u.dtype
+      r = dt is dtypes.int32 or dt is dtypes.uint32
       if r:
         uni = self.uni
         for s in u.src:
@@ -206,6 +211,13 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
             if s.op is Ops.CAST and s.src[0].op is Ops.CONST: continue   # a typed literal (the CAST rule: uniform)
             rs = self.uniform(s)
           if not rs: r = False; break
+    elif op in _UNIFORM_LEAVES: r = True
+    elif op is Ops.SPECIAL: r = u.arg.startswith("g")
+    elif op is Ops.RANGE: r = self.uniform(u.src[0])
+    elif op in (Ops.CAST, Ops.BITCAST):
+      r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
+                                       u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
+    elif op is Ops.LOAD: r = self.scalar_load_ok(u)
     else: r = False
     self.uni[u] = r
     return r
@@ -213,14 +225,16 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
   # ------------------------------------------------------------------ the kernel
   def select(self) -> Selection:
     elems = list(self.lin.src)
-    gdims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("g")]
-    ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
+    # the few elements the prologue needs (SPECIALs, PARAMs and DEFINE_VARs, REG buffer INDEXes), in one walk
+    few = [u for u in elems if u.op in _PROLOGUE_OPS]
+    gdims = [int(u.arg[4:]) for u in few if u.op is Ops.SPECIAL and u.arg.startswith("g")]
+    ldims = [int(u.arg[4:]) for u in few if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
     # the kernarg pointer (s[0:1]), padded where the target needs it (gfx1100, gfx1102); the work-group ids follow (the
     # code-object writer's rule). gfx1200 and gfx942 keep the padding gfx1100 has (their code is renamed from it).
     self.user_sgprs = user_sgpr_count(2, n_wg, self.arch if self.arch.startswith("gfx110") else TARGET, 32)
     self.in_scratch = set()
-    for u in elems:
+    for u in few:
       if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
         if u.src[1].const_value is None or u.src[0].arg.size > 64: self.in_scratch.add(u.src[0])
     self.kernarg = VReg("s", 2, fixed=0)
@@ -231,7 +245,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     self.local_size = tuple(ls) + (1,) * (3 - len(ls))
     self.args, off = [], 0
     params = {}
-    for u in elems:
+    for u in few:
       if u.op in (Ops.PARAM, Ops.DEFINE_VAR) and u not in params: params[u] = u.arg.slot
     for u, slot in sorted(params.items(), key=lambda p: p[1]):
       if u.op is Ops.PARAM:
@@ -259,13 +273,15 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def block(self, elems: list):
     i, n = 0, len(elems)
-    element = self.element
+    element, alu, val, alu_ops = self.element, self.alu, self.val, _ALU_OPS
     while i < n:
       # the straight-line elements up to the next RANGE or IF (most of a kernel), then that loop or IF as a whole
       for j in range(i, n):
-        op = elems[j].op
-        if op is Ops.RANGE or op is Ops.IF: break
-        element(elems[j])
+        u = elems[j]
+        op = u.op
+        if op in alu_ops: val[u] = alu(u)   # (element()'s first case, without the call)
+        elif op is Ops.RANGE or op is Ops.IF: break
+        else: element(u)
       else: return
       u = elems[j]
       if u.op is Ops.RANGE:
@@ -424,9 +440,13 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     val = self.val
     try: srcs = [val[s] for s in u.src]
     except KeyError: srcs = [self.get(s) for s in u.src]   # (raises, naming the source)
-    consts = 0    # fold() and identity() only matter with constant sources
+    consts, maybe_identity = 0, False    # fold() and identity() only matter with constant sources
     for s in srcs:
-      if s.__class__ is Imm or s.__class__ is Imm64: consts += 1
+      c = s.__class__
+      if c is Imm:
+        consts += 1
+        if s.bits in _IDENTITY_BITS: maybe_identity = True
+      elif c is Imm64: consts += 1
     if consts == len(srcs):
       folded = self.fold(u, srcs)
       if folded is not None: return folded
@@ -435,9 +455,16 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     if dt.itemsize == 8 or sdt.itemsize == 8:
       if op is Ops.WHERE: return self.where64(srcs[0], srcs[2], srcs[1])
       return self.f64_alu(u, srcs) if sdt.is_float else self.i64_alu(u, srcs)
-    if consts:
+    if maybe_identity:
       same = self.identity(u, srcs)
       if same is not None: return same
+    if sdt.is_int:   # (not a bool, so not a lane-mask operation or a WHERE, whose first source is one)
+      name = _SCALAR_INT_OPS.get(op)
+      if name is not None and op is not Ops.MUL:   # int_alu's first case for these: SALU when uniform
+        uni = self.uni.get(u)
+        if uni is None: uni = self.uniform(u)
+        if uni: return self.sop2(name, srcs[0], srcs[1])
+      return self.int_alu(u, srcs)
     if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
     if op is Ops.WHERE: return self.cndmask(srcs[0], srcs[2], srcs[1])
     if sdt.is_float: return self.float_alu(u, srcs)
