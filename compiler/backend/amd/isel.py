@@ -56,14 +56,15 @@ _VFLOAT = {Ops.ADD: "v_add_{t}_e64", Ops.SUB: "v_sub_{t}_e64", Ops.MUL: "v_mul_{
            Ops.SQRT: "v_sqrt_{t}_e64", Ops.EXP2: "v_exp_{t}_e64", Ops.LOG2: "v_log_{t}_e64",
            Ops.RECIP: "v_rcp_{t}_e64", Ops.TRUNC: "v_trunc_{t}_e64", Ops.MULACC: "v_fma_{t}"}
 _VCMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
+_SSRC01 = ("ssrc0", "ssrc1")
 _SRC_FIELDS = [[f"src{i}" for i in range(n)] for n in range(4)]   # pure()'s default operand fields by source count
 _ALU_OPS = frozenset(GroupOp.ALU)
 _PROLOGUE_OPS = frozenset({Ops.SPECIAL, Ops.PARAM, Ops.DEFINE_VAR, Ops.INDEX})
 _UNIFORM_LEAVES = frozenset({Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.BUFFER})
 _UNIFORM_INT_OPS = frozenset(_SCALAR_INT_OPS) | {Ops.SHR, Ops.MAX}
 _IDENTITY_BOTH, _IDENTITY_RIGHT = frozenset({Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL}), frozenset({Ops.SUB, Ops.SHL, Ops.SHR})
-# the bit patterns identity() can act on: 0, and 1 in the types it multiplies by one (imm_of(1, dt): ints, f32, f16)
-_IDENTITY_BITS = frozenset({0, 1, 0x3f800000, 0x3c00})
+# the bit patterns of imm_of(1, dt) in the types identity() multiplies by one (ints, f32, f16); it also acts on 0
+_IDENTITY_ONES = frozenset({1, 0x3f800000, 0x3c00})
 
 
 @dataclass
@@ -130,7 +131,10 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def pure(self, name, srcs, dst_cls="v", dst_field="vdst", fields=None, dst_n=1, **mods):
     """A side-effect-free instruction with one destination (dst_n registers); CSE'd within the current scope."""
-    fields = fields or _SRC_FIELDS[len(srcs)]
+    return self._pure(name, srcs, dst_cls, dst_field, fields, dst_n, mods)
+
+  def _pure(self, name, srcs, dst_cls, dst_field, fields, dst_n, mods):
+    """pure() with its modifiers as one dict (or None): what the hot callers (sop2, vop) call directly."""
     mutable = self.mutable
     cacheable = not mutable or not any((s.reg if s.__class__ is Sub else s) in mutable for s in srcs
                                        if s.__class__ is VReg or s.__class__ is Sub)
@@ -147,8 +151,9 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       d = VReg(dst_cls, dst_n)
     else: d = VReg(dst_cls, dst_n)
     n = len(srcs)
+    if not fields: fields = _SRC_FIELDS[n]
     uses = {fields[0]: srcs[0], fields[1]: srcs[1]} if n == 2 and len(fields) > 1 else dict(zip(fields, srcs))
-    self.code.append(MInst(name, {dst_field: d}, uses, **mods))
+    self.code.append(MInst(name, {dst_field: d}, uses, **mods) if mods else MInst(name, {dst_field: d}, uses))
     if cacheable: cse[-1][key] = d
     return d
 
@@ -179,7 +184,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     return out
 
   def vop(self, name, *srcs):
-    return self.pure(name, self.legal_vop3(list(srcs), operand_kind(name)))
+    return self._pure(name, self.legal_vop3(list(srcs), operand_kind(name)), "v", "vdst", None, 1, None)
 
   def vcmp(self, name, a, b):
     return self.pure(name, self.legal_vop3([a, b], operand_kind(name)), "s", "vdst")
@@ -187,7 +192,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
   def sop2(self, name, a, b):
     if isinstance(a, Imm) and isinstance(b, Imm) and not is_inline(a) and not is_inline(b) and a != b:
       a = self.to_s(a)
-    return self.pure(name, [a, b], "s", "sdst", ["ssrc0", "ssrc1"])
+    return self._pure(name, [a, b], "s", "sdst", _SSRC01, 1, None)
 
   def cndmask(self, mask, if_false, if_true):
     if isinstance(mask, Imm): return if_true if mask.bits else if_false
@@ -376,8 +381,14 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def element(self, u: UOp):
     op = u.op
-    if op in _ALU_OPS: self.val[u] = self.alu(u); return   # the most frequent: the last branch below
-    if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
+    # the most frequent first: ALU (block() takes those itself), literals, typed literals
+    if op in _ALU_OPS: self.val[u] = self.alu(u); return
+    if op is Ops.CAST and u._cv is not None and u.src[0].op is Ops.CONST:
+      # a typed literal: _fold_casts of one CAST is the value UOp keeps (an int32/uint32 int: its own bit pattern)
+      cv, dt = u._cv, u.dtype
+      self.val[u] = Imm(cv) if cv.__class__ is int and (dt is dtypes.int32 or dt is dtypes.uint32) else const_of(cv, dt)
+      return
+    if op is Ops.PARAM or op is Ops.DEFINE_VAR: return   # loaded in the prologue
     if op is Ops.CONST:
       dt = u.dtype
       # an int32/uint32 Python int is its own bit pattern (imm_of: truncate, then Imm's 32-bit mask)
@@ -385,10 +396,6 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
       if dt.is_weak: return
       self.val[u] = const_of(u.arg, dt)
-    elif op is Ops.CAST and u.src[0].op is Ops.CONST and u._cv is not None:
-      # a typed literal: _fold_casts of one CAST is the value UOp keeps (an int32/uint32 int: its own bit pattern)
-      cv, dt = u._cv, u.dtype
-      self.val[u] = Imm(cv) if cv.__class__ is int and (dt is dtypes.int32 or dt is dtypes.uint32) else const_of(cv, dt)
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
       self.val[u] = const_of(_fold_casts(u), u.dtype)
@@ -440,17 +447,19 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     val = self.val
     try: srcs = [val[s] for s in u.src]
     except KeyError: srcs = [self.get(s) for s in u.src]   # (raises, naming the source)
-    consts, maybe_identity = 0, False    # fold() and identity() only matter with constant sources
+    op = u.op
+    # fold() and identity() only matter with constant sources; identity() with a 0 source, or a one for MUL
+    consts, maybe_identity, ones = 0, False, _IDENTITY_ONES if op is Ops.MUL else ()
     for s in srcs:
       c = s.__class__
       if c is Imm:
         consts += 1
-        if s.bits in _IDENTITY_BITS: maybe_identity = True
+        if s.bits == 0 or s.bits in ones: maybe_identity = True
       elif c is Imm64: consts += 1
     if consts == len(srcs):
       folded = self.fold(u, srcs)
       if folded is not None: return folded
-    dt, op = u.dtype, u.op
+    dt = u.dtype
     sdt = u.src[0].dtype
     if dt.itemsize == 8 or sdt.itemsize == 8:
       if op is Ops.WHERE: return self.where64(srcs[0], srcs[2], srcs[1])
