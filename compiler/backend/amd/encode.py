@@ -23,6 +23,9 @@ SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
 _SRC, _SBASE, _REG = 0, 1, 2                         # how a plan reads an operand field
 _NONE, _DS, _FLAT, _VFLAT, _SMEM = range(5)          # which offset field a plan fills from mods["offset"]
 _MISSING = object()
+# operand kind -> {32-bit pattern: its inline-constant code, or _LITERAL} (isel_common.inline_code, once per pattern)
+_INLINE: dict[str, dict[int, int]] = {"int": {}, "f32": {}, "f16": {}, "f64": {}}
+_LITERAL = -1
 # per target: the plans (shape -> plan or None for the general path) and the per-mnemonic facts, shared by every
 # Encoder of that target (the tables they come from do not change)
 _SHARED: dict[str, tuple[dict, dict, dict]] = {}
@@ -84,12 +87,21 @@ class Encoder:
     word, fops, kind, size, mk, mlo, neg, simm_lo = plan
     lits: list = []
     for (conv, lo, mask), x in zip(fops, (*defs.values(), *uses.values())):
-      if x.__class__ is VReg:
+      c = x.__class__
+      if c is VReg:
         v = x.phys
         # a VGPR source is 256 + its number; so is an AccVGPR's (v_accvgpr_read_b32: MI300 ISA VOP3P SRC0)
         if conv == _SRC:
           if x.cls in "va": v += 256
         elif conv == _SBASE: v >>= 1
+      elif c is Imm and conv == _SRC:
+        inline = _INLINE[kind]
+        v = inline.get(x.bits)
+        if v is None: v = inline[x.bits] = inline_code(x, kind) or _LITERAL   # (inline codes are never 0)
+        if v == _LITERAL:
+          if lits and lits[0] != x.bits: return self._encode_checked(m, simm16)   # (its error: two literals)
+          if not lits: lits.append(x.bits)
+          v = 255
       elif conv == _SRC: v = self._src(x, lits, kind)
       elif conv == _SBASE: v = x.phys >> 1
       else: v = self._reg(x)

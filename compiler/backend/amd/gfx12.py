@@ -85,7 +85,7 @@ def insert_waits(code: list[MInst]) -> list[MInst]:
       out.append(MInst("s_barrier_signal", uses={"ssrc0": Imm(-1)}))
       out.append(MInst("s_barrier_wait", simm16=BARRIER_ALL))
       continue
-    elif pend["loadcnt"] or pend["dscnt"] or pend["kmcnt"]:   # (nothing pending: nothing to wait for)
+    elif any(pend.values()):   # (nothing pending: nothing to wait for)
       regs = set(m.regs_used()) | set(m.regs_defined())
       for c, q in pend.items():
         n = None

@@ -51,15 +51,15 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
   masks: set = set()
   # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered in the same walk
   mask_ops = []
+  specials = False
   for m in code:
     name = m.name
     if name in _MASK_OPS:
       ops = (*m.defs.values(), *m.uses.values())
-      regs = [r for r in ops if r.__class__ is VReg and r.cls == "s"]
       special = False
       for r in ops:
-        if r.__class__ is Spec and r.code in (EXEC_LO, VCC_LO): special = True; break
-      mask_ops.append((m, ops, regs, special))
+        if r.__class__ is Spec and r.code in (EXEC_LO, VCC_LO): specials = special = True; break
+      mask_ops.append((m, ops, special))
       continue   # (an SALU operation: none of the VALU tests below applies)
     if not name.startswith("v_"): continue
     if name.startswith("v_cmp") and isinstance(m.defs.get("vdst"), VReg) and m.defs["vdst"].cls == "s":
@@ -67,6 +67,8 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
     sd = m.defs.get("sdst")
     if isinstance(sd, VReg): masks.add(sd)
     if name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
+  if not masks and not specials: return code   # (no lane mask anywhere: a scalar kernel's SALU arithmetic)
+  mask_ops = [(m, ops, [r for r in ops if r.__class__ is VReg and r.cls == "s"], special) for m, ops, special in mask_ops]
   # the least set containing those masks in which every operation that touches EXEC/VCC or a mask has all its SGPRs:
   # a worklist over the operations each register appears in (each operation is taken at most once)
   ops_of: dict = {}

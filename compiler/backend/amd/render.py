@@ -57,18 +57,21 @@ def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = 
   addr, labels, sizes = 0, {}, []
   parts: list = []    # each instruction's bytes; a branch's are made once every label's address is known
   branches = []
+  encode = enc.encode
   for m in code:
     if m.name == "LABEL":
       labels[m.label] = addr
       sizes.append(0)
       continue
-    if m.mods.get("target") is None: b = enc.encode(m)
+    if m.mods.get("target") is None:
+      b = encode(m)
+      n = len(b)
     else:
-      b = enc.size(m)
+      b = n = enc.size(m)
       branches.append((len(parts), m, addr))
     parts.append(b)
-    sizes.append(b if b.__class__ is int else len(b))
-    addr += sizes[-1]
+    sizes.append(n)
+    addr += n
   for k, m, at in branches:
     simm = (labels[m.target] - (at + 4)) // 4
     if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")
