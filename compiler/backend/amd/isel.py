@@ -532,11 +532,25 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     if op in _VFLOAT: return self.vop(_VFLOAT[op].format(t=t), *s)
     raise _err(u)
 
+  def use_counts(self) -> dict:
+    """element -> how many elements read it (one that reads it twice counts once); counted on first use (only the
+    FMA fusion asks)."""
+    uses = getattr(self, "_uses", None)
+    if uses is None:
+      uses = self._uses = {}
+      get = uses.get
+      for u in self.lin.src:
+        src = u.src
+        if len(src) == 2 and src[0] is src[1]: src = src[:1]
+        elif len(src) > 2: src = dict.fromkeys(src)
+        for s in src: uses[s] = get(s, 0) + 1
+    return uses
+
   def try_fma(self, u: UOp, s):
     """acc + a*b -> v_fma_f32 when the MUL is used only here (within 1 ulp of the separate operations)."""
     for k in (0, 1):
       m = u.src[k]
-      if m.op is Ops.MUL and self.uses.get(m, 0) == 1:
+      if m.op is Ops.MUL and self.use_counts().get(m, 0) == 1:
         a, b = self.get(m.src[0]), self.get(m.src[1])
         return self.vop("v_fma_f32", a, b, s[1 - k])
     return None
@@ -638,14 +652,6 @@ def _fold_casts(u: UOp):
 
 def select(lin: UOp, addr64_bytes: int = 2**32, arch: str = TARGET) -> Selection:
   isel = ISel(lin, addr64_bytes, arch)
-  uses: dict = {}   # element -> how many elements read it (one that reads it twice counts once)
-  get = uses.get
-  for u in lin.src:
-    src = u.src
-    if len(src) == 2 and src[0] is src[1]: src = src[:1]
-    elif len(src) > 2: src = dict.fromkeys(src)
-    for s in src: uses[s] = get(s, 0) + 1
-  isel.uses = uses
   sel = isel.select()
   from .isel_opt import optimize
   sel.code = optimize(sel.code, isel.addr_align)

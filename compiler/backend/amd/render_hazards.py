@@ -74,7 +74,10 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
         if written & masks:
           out.append(_depctr(SA_SDST0))
           masks.clear()
-      if saveexec or any(d.__class__ is Spec and d.code == EXEC_LO for d in m.defs.values()):
+      if not saveexec:   # (a write of EXEC_LO: a loop, not a generator, over the one or two definitions)
+        for d in m.defs.values():
+          if d.__class__ is Spec and d.code == EXEC_LO: saveexec = True; break
+      if saveexec:
         out.append(_depctr(VA_VDST0))
         trans.clear()
   return out
