@@ -444,9 +444,9 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       return None
 
   def alu(self, u: UOp):
-    val = self.val
-    try: srcs = [val[s] for s in u.src]
-    except KeyError: srcs = [self.get(s) for s in u.src]   # (raises, naming the source)
+    val, src = self.val, u.src
+    try: srcs = [val[src[0]], val[src[1]]] if len(src) == 2 else [val[s] for s in src]   # (a comprehension is a call)
+    except KeyError: srcs = [self.get(s) for s in src]   # (raises, naming the source)
     op = u.op
     # fold() and identity() only matter with constant sources; identity() with a 0 source, or a one for MUL
     consts, maybe_identity, ones = 0, False, _IDENTITY_ONES if op is Ops.MUL else ()
