@@ -196,6 +196,11 @@ def _gfx9_name(name: str, tables) -> str:
 
 
 def rename(code: list[MInst], tables) -> list[MInst]:
+  names: dict = {}   # this kernel's few mnemonics (gfx9_name caches across kernels by target and name)
   for m in code:
-    if m.name != "LABEL": m.name = gfx9_name(m.name, tables)
+    name = m.name
+    if name != "LABEL":
+      new = names.get(name)
+      if new is None: new = names[name] = gfx9_name(name, tables)
+      m.name = new
   return code

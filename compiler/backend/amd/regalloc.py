@@ -215,8 +215,7 @@ def _allocate(code: list[MInst], loops: list, sgprs: int = LIMITS["s"], align_tu
   # in order of their start, the wider first at one start (a stable sort on one integer per interval: the same order as
   # sorting on (start, -n), without a Python key function per interval)
   todo = [(r, st) for r, st in iv.items() if r.fixed is None]
-  keys = [st[0] * 1024 - r.n for r, st in todo]
-  if any(r.n >= 1024 for r, _ in todo): raise CompileError(f"a register tuple of {max(r.n for r, _ in todo)} registers")
+  keys = [st[0] * 1024 - r.n for r, st in todo]   # (a tuple of 1024 registers or more is refused below)
   for idx in sorted(range(len(todo)), key=keys.__getitem__):
     r, (s, t) = todo[idx]
     cls, n = r.cls, r.n
@@ -226,6 +225,7 @@ def _allocate(code: list[MInst], loops: list, sgprs: int = LIMITS["s"], align_tu
         if fa[base] < s: break
       else: base = None
     else:
+      if n >= 1024: raise CompileError(f"{r!r}: a register tuple of {n} registers")
       step = 2 if n == 2 or align_tuples else 1
       for base in range(0, limits[cls] - n + 1, step):
         if all(fa[base + k] < s for k in range(n)): break
