@@ -88,13 +88,13 @@ class Encoder:
     lits: list = []
     for (conv, lo, mask), x in zip(fops, (*defs.values(), *uses.values())):
       c = x.__class__
-      if c is VReg:
+      if c is VReg:   # (conv: 0 _SRC, 1 _SBASE, 2 _REG, as constants: a global read per operand costs more)
         v = x.phys
         # a VGPR source is 256 + its number; so is an AccVGPR's (v_accvgpr_read_b32: MI300 ISA VOP3P SRC0)
-        if conv == _SRC:
+        if conv == 0:
           if x.cls in "va": v += 256
-        elif conv == _SBASE: v >>= 1
-      elif c is Imm and conv == _SRC:
+        elif conv == 1: v >>= 1
+      elif c is Imm and conv == 0:
         inline = _INLINE[kind]
         v = inline.get(x.bits)
         if v is None: v = inline[x.bits] = inline_code(x, kind) or _LITERAL   # (inline codes are never 0)

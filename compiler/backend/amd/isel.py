@@ -387,6 +387,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       # a typed literal: _fold_casts of one CAST is the value UOp keeps (an int32/uint32 int: its own bit pattern)
       cv, dt = u._cv, u.dtype
       self.val[u] = Imm(cv) if cv.__class__ is int and (dt is dtypes.int32 or dt is dtypes.uint32) else const_of(cv, dt)
+      self.uni[u] = True   # (what uniform() answers for a CAST of a CONST, known here without its tests)
       return
     if op is Ops.PARAM or op is Ops.DEFINE_VAR: return   # loaded in the prologue
     if op is Ops.CONST:
@@ -470,9 +471,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     if sdt.is_int:   # (not a bool, so not a lane-mask operation or a WHERE, whose first source is one)
       name = _SCALAR_INT_OPS.get(op)
       if name is not None and op is not Ops.MUL:   # int_alu's first case for these: SALU when uniform
-        uni = self.uni.get(u)
-        if uni is None: uni = self.uniform(u)
-        if uni: return self.sop2(name, srcs[0], srcs[1])
+        if self.uniform(u): return self.sop2(name, srcs[0], srcs[1])
       return self.int_alu(u, srcs)
     if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
     if op is Ops.WHERE: return self.cndmask(srcs[0], srcs[2], srcs[1])
