@@ -653,5 +653,6 @@ def select(lin: UOp, addr64_bytes: int = 2**32, arch: str = TARGET) -> Selection
   isel = ISel(lin, addr64_bytes, arch)
   sel = isel.select()
   from .isel_opt import optimize
-  sel.code = optimize(sel.code, isel.addr_align)
+  # (the copies coalescing looks for are made only for REG buffers kept in registers: isel_mem.reg_load / store)
+  sel.code = optimize(sel.code, isel.addr_align, copies=bool(isel.reg_bufs))
   return sel

@@ -208,10 +208,11 @@ def vectorize_lds(code: list[MInst], align: dict) -> list[MInst]:
   return code
 
 
-def optimize(code: list[MInst], align: dict | None = None) -> list[MInst]:
+def optimize(code: list[MInst], align: dict | None = None, copies: bool = True) -> list[MInst]:
+  """copies=False: the selection made no REG-buffer copies (it had no REG buffer in registers), none to look for."""
   code = dce(code)
   # coalescing only ever acts on the copies REG loads and stores made; without one it changes nothing, and dce is a
   # fixed point already (a second run would remove nothing)
-  if any(m.mods.get("copy") for m in code): code = dce(coalesce_copies(code))
+  if copies and any(m.mods.get("copy") for m in code): code = dce(coalesce_copies(code))
   if align: code = vectorize_lds(code, align)
   return hoist_loads(code)
