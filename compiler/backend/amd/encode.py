@@ -25,7 +25,7 @@ _NONE, _DS, _FLAT, _VFLAT, _SMEM = range(5)          # which offset field a plan
 _MISSING = object()
 # operand kind -> {32-bit pattern: its inline-constant code, or _LITERAL} (isel_common.inline_code, once per pattern)
 _INLINE: dict[str, dict[int, int]] = {"int": {}, "f32": {}, "f16": {}, "f64": {}}
-_LITERAL = -1
+_LITERAL, _INLINE_MAX = -1, 1 << 16
 # per target: the plans (shape -> plan or None for the general path) and the per-mnemonic facts, shared by every
 # Encoder of that target (the tables they come from do not change)
 _SHARED: dict[str, tuple[dict, dict, dict]] = {}
@@ -97,7 +97,9 @@ class Encoder:
       elif c is Imm and conv == 0:
         inline = _INLINE[kind]
         v = inline.get(x.bits)
-        if v is None: v = inline[x.bits] = inline_code(x, kind) or _LITERAL   # (inline codes are never 0)
+        if v is None:
+          if len(inline) >= _INLINE_MAX: inline.clear()   # (a long-lived process's many literals: start over)
+          v = inline[x.bits] = inline_code(x, kind) or _LITERAL   # (inline codes are never 0)
         if v == _LITERAL:
           if lits and lits[0] != x.bits: return self._encode_checked(m, simm16)   # (its error: two literals)
           if not lits: lits.append(x.bits)
