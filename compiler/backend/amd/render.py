@@ -1,5 +1,5 @@
-"""The RDNA3 backend's pipeline and its last steps: s_waitcnt placement, branch resolution and encoding (with the
-ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
+"""The RDNA3 backend's pipeline and its last steps: s_waitcnt placement, branch resolution and encoding (encode.py,
+with the ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
 
     from hcq.compiler.backend.amd.render import compile_sink, compile_linear
     co_bytes = compile_sink(sink)                # DSL kernel -> lowering -> HSA code object (ELF, code object v5)
