@@ -286,6 +286,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
         op = u.op
         if op in alu_ops: val[u] = alu(u)   # (element()'s first case, without the call)
         elif op is Ops.RANGE or op is Ops.IF: break
+        elif op is Ops.CONST and u.dtype.is_weak: continue   # (element() does nothing with a weak literal)
         else: element(u)
       else: return
       u = elems[j]
