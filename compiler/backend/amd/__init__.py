@@ -5,7 +5,7 @@ reader/writer it uses are the instruction-set toolkit, compiler/isa/amd/).
                    code_object(*programs) -> bytes, the path of hand-written (program(name, Asm)) and compiled kernels
 The backend: isel.py (+ isel_mem / isel_divmod / isel_wide for 64-bit int and f64 / isel_opt), regalloc.py
 (linear scan; VGPRs spill to AccVGPRs on gfx942, then to scratch; SGPRs to VGPR lanes), render.py (waitcnt,
-encoding), render_hazards.py (gfx11 waits, RDNA4 s_wait_alu, CDNA3 s_nop) and hazard_check.py (an independent
+branch resolution), encode.py (per-shape encoding plans), waits.py (s_waitcnt placement), render_hazards.py (gfx11 waits, RDNA4 s_wait_alu, CDNA3 s_nop) and hazard_check.py (an independent
 checker of those hazards over the bytes);
 gfx12.py (RDNA4: counters, split barrier, mnemonics) and gfx9.py (CDNA3 wave64: masks, legalization, s_waitcnt,
 mnemonics) adapt the RDNA3 selection to gfx1200 and gfx942."""

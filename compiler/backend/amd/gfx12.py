@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from .isel_mir import Imm, MInst
-from .waits import WAIT_GRANULE   # one wait serves the next few uses (waits.py)
+from .waits import BARRIER, JOIN, KINDS, LDS_LOAD, LDS_STORE, SMEM_LOAD, VM_LOAD, WAIT_GRANULE, kind_of  # (waits.py)
 
 BARRIER_ALL = 0xffff    # s_barrier_wait -1: the work-group barrier
 
@@ -75,16 +75,17 @@ def insert_waits(code: list[MInst]) -> list[MInst]:
     pend[counter] = q[len(q) - n:] if n else []
 
   for m in code:
-    name = m.name
-    if name == "LABEL" or name.startswith(("s_branch", "s_cbranch", "s_endpgm")):
+    kind = KINDS.get(m.name)
+    if kind is None: kind = kind_of(m.name)
+    if kind[0] == JOIN:
       for c in pend:
         if pend[c]: wait(c, 0)
-    elif name == "s_barrier":
+    elif kind[0] == BARRIER:
       if pend["dscnt"]: wait("dscnt", 0)
       out.append(MInst("s_barrier_signal", uses={"ssrc0": Imm(-1)}))
       out.append(MInst("s_barrier_wait", simm16=BARRIER_ALL))
       continue
-    elif pend["loadcnt"] or pend["dscnt"] or pend["kmcnt"]:   # (nothing pending: nothing to wait for)
+    elif any(pend.values()):   # (nothing pending: nothing to wait for)
       regs = set(m.regs_used()) | set(m.regs_defined())
       for c, q in pend.items():
         n = None
@@ -93,8 +94,10 @@ def insert_waits(code: list[MInst]) -> list[MInst]:
         if n is not None:
           wait(c, 0 if c == "kmcnt" else n - n % WAIT_GRANULE)
     out.append(m)
-    if name.startswith(("global_load", "scratch_load")): pend["loadcnt"].append(m.defs["vdst"])
-    elif name.startswith("ds_load"): pend["dscnt"].append(m.defs["vdst"])
-    elif name.startswith("ds_store"): pend["dscnt"].append(None)
-    elif name.startswith("s_load"): pend["kmcnt"].append(m.defs["sdata"])
+    counted = kind[1]
+    if not counted: continue
+    if counted == VM_LOAD: pend["loadcnt"].append(m.defs["vdst"])
+    elif counted == LDS_LOAD: pend["dscnt"].append(m.defs["vdst"])
+    elif counted == LDS_STORE: pend["dscnt"].append(None)
+    elif counted == SMEM_LOAD: pend["kmcnt"].append(m.defs["sdata"])
   return out

@@ -49,18 +49,17 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
   """Lane masks (compare results, carries, saved EXEC, and what SALU bitwise operations make of them) become SGPR
   pairs; the SALU operations on them or on EXEC/VCC their _b64 forms."""
   masks: set = set()
-  # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered in the same walk: the
-  # fixed point below walks these, not the whole code each round
+  # the SALU mask operations with their SGPR operands and whether they touch EXEC/VCC, gathered in the same walk
   mask_ops = []
+  specials = False
   for m in code:
     name = m.name
     if name in _MASK_OPS:
-      ops = list(m.defs.values()) + list(m.uses.values())
-      regs = [r for r in ops if r.__class__ is VReg and r.cls == "s"]
+      ops = (*m.defs.values(), *m.uses.values())
       special = False
       for r in ops:
-        if r.__class__ is Spec and r.code in (EXEC_LO, VCC_LO): special = True; break
-      mask_ops.append((m, ops, regs, special))
+        if r.__class__ is Spec and r.code in (EXEC_LO, VCC_LO): specials = special = True; break
+      mask_ops.append((m, ops, special))
       continue   # (an SALU operation: none of the VALU tests below applies)
     if not name.startswith("v_"): continue
     if name.startswith("v_cmp") and isinstance(m.defs.get("vdst"), VReg) and m.defs["vdst"].cls == "s":
@@ -68,19 +67,33 @@ def widen_masks(code: list[MInst]) -> list[MInst]:
     sd = m.defs.get("sdst")
     if isinstance(sd, VReg): masks.add(sd)
     if name.startswith(_MASK_READERS) and isinstance(m.uses.get("src2"), VReg): masks.add(m.uses["src2"])
-  changed = True
-  while changed:
-    changed = False
-    for m, ops, regs, special in mask_ops:
-      if (special or any(r in masks for r in regs)) and not all(r in masks for r in regs):
-        masks.update(regs)
-        changed = True
+  if not masks and not specials: return code   # (no lane mask anywhere: a scalar kernel's SALU arithmetic)
+  mask_ops = [(m, ops, [r for r in ops if r.__class__ is VReg and r.cls == "s"], special) for m, ops, special in mask_ops]
+  # the least set containing those masks in which every operation that touches EXEC/VCC or a mask has all its SGPRs:
+  # a worklist over the operations each register appears in (each operation is taken at most once)
+  ops_of: dict = {}
+  for k, (m, ops, regs, special) in enumerate(mask_ops):
+    for r in regs:
+      if r in ops_of: ops_of[r].append(k)
+      else: ops_of[r] = [k]
+  taken = [special for _, _, _, special in mask_ops]
+  work = [k for k, t in enumerate(taken) if t]
+  for r in masks: work.extend(ops_of.get(r, ()))
+  while work:
+    k = work.pop()
+    taken[k] = True
+    for r in mask_ops[k][2]:
+      if r not in masks:
+        masks.add(r)
+        for j in ops_of[r]:
+          if not taken[j]: work.append(j)
   for r in masks:
     if r.n != 1 and r.n != 2: raise ValueError(f"gfx942: lane mask {r!r} of {r.n} registers")
     r.n = 2
-  for m, ops, regs, special in mask_ops:
-    if special or any(isinstance(r, VReg) and r in masks for r in ops):
-      m.name = m.name[:-3] + "b64"
+  if masks or any(taken):
+    for m, ops, regs, special in mask_ops:
+      if special or any(isinstance(r, VReg) and r in masks for r in ops):
+        m.name = m.name[:-3] + "b64"
   return code
 
 
@@ -183,6 +196,11 @@ def _gfx9_name(name: str, tables) -> str:
 
 
 def rename(code: list[MInst], tables) -> list[MInst]:
+  names: dict = {}   # this kernel's few mnemonics (gfx9_name caches across kernels by target and name)
   for m in code:
-    if m.name != "LABEL": m.name = gfx9_name(m.name, tables)
+    name = m.name
+    if name != "LABEL":
+      new = names.get(name)
+      if new is None: new = names[name] = gfx9_name(name, tables)
+      m.name = new
   return code

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir import AddrSpace, CompileError, KernelInfo, Ops, UOp, dtypes
+from ...ir import AddrSpace, CompileError, KernelInfo, UOp, dtypes
 from ...ir.ops import GroupOp
 from ...ir.dtypes import DType, float_to_int
 from ...ir.dtypes import truncate
 from ...ir.evaluate import EvalError, exec_alu
 from ...ir.uop import _short
 from ...isa.amd.cowriter import user_sgpr_count
-from .isel_common import TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
+from .isel_common import Ops, TARGET, _err, _kind, concrete, const_of, imm_of, is_inline, operand_kind, value_of
 from .isel_divmod import DivModSelector
 from .isel_mem import MemorySelector
 from .isel_mir import EXEC_LO, Imm, Imm64, MInst, Spec, Sub, VReg
@@ -56,11 +56,15 @@ _VFLOAT = {Ops.ADD: "v_add_{t}_e64", Ops.SUB: "v_sub_{t}_e64", Ops.MUL: "v_mul_{
            Ops.SQRT: "v_sqrt_{t}_e64", Ops.EXP2: "v_exp_{t}_e64", Ops.LOG2: "v_log_{t}_e64",
            Ops.RECIP: "v_rcp_{t}_e64", Ops.TRUNC: "v_trunc_{t}_e64", Ops.MULACC: "v_fma_{t}"}
 _VCMP = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "ne"}
+_SSRC01 = ("ssrc0", "ssrc1")
 _SRC_FIELDS = [[f"src{i}" for i in range(n)] for n in range(4)]   # pure()'s default operand fields by source count
 _ALU_OPS = frozenset(GroupOp.ALU)
+_PROLOGUE_OPS = frozenset({Ops.SPECIAL, Ops.PARAM, Ops.DEFINE_VAR, Ops.INDEX})
 _UNIFORM_LEAVES = frozenset({Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.BUFFER})
 _UNIFORM_INT_OPS = frozenset(_SCALAR_INT_OPS) | {Ops.SHR, Ops.MAX}
 _IDENTITY_BOTH, _IDENTITY_RIGHT = frozenset({Ops.ADD, Ops.OR, Ops.XOR, Ops.MUL}), frozenset({Ops.SUB, Ops.SHL, Ops.SHR})
+# the bit patterns of imm_of(1, dt) in the types identity() multiplies by one (ints, f32, f16); it also acts on 0
+_IDENTITY_ONES = frozenset({1, 0x3f800000, 0x3c00})
 
 
 @dataclass
@@ -127,18 +131,30 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def pure(self, name, srcs, dst_cls="v", dst_field="vdst", fields=None, dst_n=1, **mods):
     """A side-effect-free instruction with one destination (dst_n registers); CSE'd within the current scope."""
-    fields = fields or _SRC_FIELDS[len(srcs)]
+    return self._pure(name, srcs, dst_cls, dst_field, fields, dst_n, mods)
+
+  def _pure(self, name, srcs, dst_cls, dst_field, fields, dst_n, mods):
+    """pure() with its modifiers as one dict (or None): what the hot callers (sop2, vop) call directly."""
     mutable = self.mutable
     cacheable = not mutable or not any((s.reg if s.__class__ is Sub else s) in mutable for s in srcs
                                        if s.__class__ is VReg or s.__class__ is Sub)
     key = (name, tuple(srcs), tuple(sorted(mods.items())) if mods else ())
-    if cacheable:
-      cse = self.cse
-      hit = cse[0].get(key) if len(cse) == 1 else self.cached(key)
+    cse = self.cse
+    if cacheable and len(cse) == 1:   # (the outermost scope: one lookup that also records the new value)
+      d = VReg(dst_cls, dst_n)
+      hit = cse[0].setdefault(key, d)
+      if hit is not d: return hit
+      cacheable = False
+    elif cacheable:
+      hit = self.cached(key)
       if hit is not None: return hit
-    d = VReg(dst_cls, dst_n)
-    self.code.append(MInst(name, {dst_field: d}, dict(zip(fields, srcs)), **mods))
-    if cacheable: self.cse[-1][key] = d
+      d = VReg(dst_cls, dst_n)
+    else: d = VReg(dst_cls, dst_n)
+    n = len(srcs)
+    if not fields: fields = _SRC_FIELDS[n]
+    uses = {fields[0]: srcs[0], fields[1]: srcs[1]} if n == 2 and len(fields) > 1 else dict(zip(fields, srcs))
+    self.code.append(MInst(name, {dst_field: d}, uses, **mods) if mods else MInst(name, {dst_field: d}, uses))
+    if cacheable: cse[-1][key] = d
     return d
 
   def to_v(self, x):
@@ -168,7 +184,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     return out
 
   def vop(self, name, *srcs):
-    return self.pure(name, self.legal_vop3(list(srcs), operand_kind(name)))
+    return self._pure(name, self.legal_vop3(list(srcs), operand_kind(name)), "v", "vdst", None, 1, None)
 
   def vcmp(self, name, a, b):
     return self.pure(name, self.legal_vop3([a, b], operand_kind(name)), "s", "vdst")
@@ -176,7 +192,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
   def sop2(self, name, a, b):
     if isinstance(a, Imm) and isinstance(b, Imm) and not is_inline(a) and not is_inline(b) and a != b:
       a = self.to_s(a)
-    return self.pure(name, [a, b], "s", "sdst", ["ssrc0", "ssrc1"])
+    return self._pure(name, [a, b], "s", "sdst", _SSRC01, 1, None)
 
   def cndmask(self, mask, if_false, if_true):
     if isinstance(mask, Imm): return if_true if mask.bits else if_false
@@ -189,15 +205,9 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     r = self.uni.get(u)
     if r is not None: return r
     op = u.op
-    if op in _UNIFORM_LEAVES: r = True
-    elif op is Ops.SPECIAL: r = u.arg.startswith("g")
-    elif op is Ops.RANGE: r = self.uniform(u.src[0])
-    elif op in (Ops.CAST, Ops.BITCAST):
-      r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
-                                       u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
-    elif op is Ops.LOAD: r = self.scalar_load_ok(u)
-    elif op in _UNIFORM_INT_OPS:
-      r = u.dtype in (dtypes.int32, dtypes.uint32)
+    if op in _UNIFORM_INT_OPS:   # (the most frequent)
+      dt = u.dtype
+      r = dt is dtypes.int32 or dt is dtypes.uint32
       if r:
         uni = self.uni
         for s in u.src:
@@ -206,6 +216,13 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
             if s.op is Ops.CAST and s.src[0].op is Ops.CONST: continue   # a typed literal (the CAST rule: uniform)
             rs = self.uniform(s)
           if not rs: r = False; break
+    elif op in _UNIFORM_LEAVES: r = True
+    elif op is Ops.SPECIAL: r = u.arg.startswith("g")
+    elif op is Ops.RANGE: r = self.uniform(u.src[0])
+    elif op in (Ops.CAST, Ops.BITCAST):
+      r = u.src[0].op is Ops.CONST or (u.dtype in (dtypes.int32, dtypes.uint32) and
+                                       u.src[0].dtype in (dtypes.int32, dtypes.uint32) and self.uniform(u.src[0]))
+    elif op is Ops.LOAD: r = self.scalar_load_ok(u)
     else: r = False
     self.uni[u] = r
     return r
@@ -213,14 +230,16 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
   # ------------------------------------------------------------------ the kernel
   def select(self) -> Selection:
     elems = list(self.lin.src)
-    gdims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("g")]
-    ldims = [int(u.arg[4:]) for u in elems if u.op is Ops.SPECIAL and u.arg.startswith("l")]
+    # the few elements the prologue needs (SPECIALs, PARAMs and DEFINE_VARs, REG buffer INDEXes), in one walk
+    few = [u for u in elems if u.op in _PROLOGUE_OPS]
+    gdims = [int(u.arg[4:]) for u in few if u.op is Ops.SPECIAL and u.arg.startswith("g")]
+    ldims = [int(u.arg[4:]) for u in few if u.op is Ops.SPECIAL and u.arg.startswith("l")]
     n_wg = max(gdims, default=0) + 1
     # the kernarg pointer (s[0:1]), padded where the target needs it (gfx1100, gfx1102); the work-group ids follow (the
     # code-object writer's rule). gfx1200 and gfx942 keep the padding gfx1100 has (their code is renamed from it).
     self.user_sgprs = user_sgpr_count(2, n_wg, self.arch if self.arch.startswith("gfx110") else TARGET, 32)
     self.in_scratch = set()
-    for u in elems:
+    for u in few:
       if u.op is Ops.INDEX and u.src[0].op is Ops.BUFFER and u.src[0].arg.addrspace is AddrSpace.REG:
         if u.src[1].const_value is None or u.src[0].arg.size > 64: self.in_scratch.add(u.src[0])
     self.kernarg = VReg("s", 2, fixed=0)
@@ -231,7 +250,7 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     self.local_size = tuple(ls) + (1,) * (3 - len(ls))
     self.args, off = [], 0
     params = {}
-    for u in elems:
+    for u in few:
       if u.op in (Ops.PARAM, Ops.DEFINE_VAR) and u not in params: params[u] = u.arg.slot
     for u, slot in sorted(params.items(), key=lambda p: p[1]):
       if u.op is Ops.PARAM:
@@ -258,20 +277,26 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
                      self.private_size)
 
   def block(self, elems: list):
-    i = 0
-    while i < len(elems):
-      u = elems[i]
+    i, n = 0, len(elems)
+    element, alu, val, alu_ops = self.element, self.alu, self.val, _ALU_OPS
+    while i < n:
+      # the straight-line elements up to the next RANGE or IF (most of a kernel), then that loop or IF as a whole
+      for j in range(i, n):
+        u = elems[j]
+        op = u.op
+        if op in alu_ops: val[u] = alu(u)   # (element()'s first case, without the call)
+        elif op is Ops.RANGE or op is Ops.IF: break
+        elif op is Ops.CONST and u.dtype.is_weak: continue   # (element() does nothing with a weak literal)
+        else: element(u)
+      else: return
+      u = elems[j]
       if u.op is Ops.RANGE:
-        j = self._match(elems, i, Ops.END)
-        self.loop(u, elems[i + 1:j])
-        i = j + 1
-      elif u.op is Ops.IF:
-        j = self._match(elems, i, Ops.ENDIF)
-        self.if_block(u, elems[i + 1:j])
-        i = j + 1
+        k = self._match(elems, j, Ops.END)
+        self.loop(u, elems[j + 1:k])
       else:
-        self.element(u)
-        i += 1
+        k = self._match(elems, j, Ops.ENDIF)
+        self.if_block(u, elems[j + 1:k])
+      i = k + 1
 
   @staticmethod
   def _match(elems, i, end_op):
@@ -357,14 +382,22 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
 
   def element(self, u: UOp):
     op = u.op
-    if op in _ALU_OPS: self.val[u] = self.alu(u); return   # the most frequent: the last branch below
-    if op in (Ops.PARAM, Ops.DEFINE_VAR): return   # loaded in the prologue
+    # the most frequent first: ALU (block() takes those itself), literals, typed literals
+    if op in _ALU_OPS: self.val[u] = self.alu(u); return
+    if op is Ops.CAST and u._cv is not None and u.src[0].op is Ops.CONST:
+      # a typed literal: _fold_casts of one CAST is the value UOp keeps (an int32/uint32 int: its own bit pattern)
+      cv, dt = u._cv, u.dtype
+      self.val[u] = Imm(cv) if cv.__class__ is int and (dt is dtypes.int32 or dt is dtypes.uint32) else const_of(cv, dt)
+      self.uni[u] = True   # (what uniform() answers for a CAST of a CONST, known here without its tests)
+      return
+    if op is Ops.PARAM or op is Ops.DEFINE_VAR: return   # loaded in the prologue
     if op is Ops.CONST:
+      dt = u.dtype
+      # an int32/uint32 Python int is its own bit pattern (imm_of: truncate, then Imm's 32-bit mask)
+      if (dt is dtypes.int32 or dt is dtypes.uint32) and u.arg.__class__ is int: self.val[u] = Imm(u.arg); return
       # a weak literal only feeds a CAST, folded from the literal itself below (1e300 has no float32 pattern)
-      if u.dtype.is_weak: return
-      self.val[u] = const_of(u.arg, u.dtype)
-    elif op is Ops.CAST and u.src[0].op is Ops.CONST and u._cv is not None:
-      self.val[u] = const_of(u._cv, u.dtype)   # a typed literal: _fold_casts of one CAST is the value UOp keeps
+      if dt.is_weak: return
+      self.val[u] = const_of(u.arg, dt)
     elif op is Ops.CAST and self._constant_chain(u):
       # constants through 64-bit types (a large literal typed int64, then cast down): folded in Python
       self.val[u] = const_of(_fold_casts(u), u.dtype)
@@ -413,18 +446,34 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       return None
 
   def alu(self, u: UOp):
-    val = self.val
-    try: srcs = [val[s] for s in u.src]
-    except KeyError: srcs = [self.get(s) for s in u.src]   # (raises, naming the source)
-    folded = self.fold(u, srcs)
-    if folded is not None: return folded
-    dt, op = u.dtype, u.op
+    val, src = self.val, u.src
+    try: srcs = [val[src[0]], val[src[1]]] if len(src) == 2 else [val[s] for s in src]   # (a comprehension is a call)
+    except KeyError: srcs = [self.get(s) for s in src]   # (raises, naming the source)
+    op = u.op
+    # fold() and identity() only matter with constant sources; identity() with a 0 source, or a one for MUL
+    consts, maybe_identity, ones = 0, False, _IDENTITY_ONES if op is Ops.MUL else ()
+    for s in srcs:
+      c = s.__class__
+      if c is Imm:
+        consts += 1
+        if s.bits == 0 or s.bits in ones: maybe_identity = True
+      elif c is Imm64: consts += 1
+    if consts == len(srcs):
+      folded = self.fold(u, srcs)
+      if folded is not None: return folded
+    dt = u.dtype
     sdt = u.src[0].dtype
     if dt.itemsize == 8 or sdt.itemsize == 8:
       if op is Ops.WHERE: return self.where64(srcs[0], srcs[2], srcs[1])
       return self.f64_alu(u, srcs) if sdt.is_float else self.i64_alu(u, srcs)
-    same = self.identity(u, srcs)
-    if same is not None: return same
+    if maybe_identity:
+      same = self.identity(u, srcs)
+      if same is not None: return same
+    if sdt.is_int:   # (not a bool, so not a lane-mask operation or a WHERE, whose first source is one)
+      name = _SCALAR_INT_OPS.get(op)
+      if name is not None and op is not Ops.MUL:   # int_alu's first case for these: SALU when uniform
+        if self.uniform(u): return self.sop2(name, srcs[0], srcs[1])
+      return self.int_alu(u, srcs)
     if sdt.is_bool and op not in (Ops.WHERE,) or (op is Ops.WHERE and dt.is_bool): return self.mask_alu(u, srcs)
     if op is Ops.WHERE: return self.cndmask(srcs[0], srcs[2], srcs[1])
     if sdt.is_float: return self.float_alu(u, srcs)
@@ -483,11 +532,25 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
     if op in _VFLOAT: return self.vop(_VFLOAT[op].format(t=t), *s)
     raise _err(u)
 
+  def use_counts(self) -> dict:
+    """element -> how many elements read it (one that reads it twice counts once); counted on first use (only the
+    FMA fusion asks)."""
+    uses = getattr(self, "_uses", None)
+    if uses is None:
+      uses = self._uses = {}
+      get = uses.get
+      for u in self.lin.src:
+        src = u.src
+        if len(src) == 2 and src[0] is src[1]: src = src[:1]
+        elif len(src) > 2: src = dict.fromkeys(src)
+        for s in src: uses[s] = get(s, 0) + 1
+    return uses
+
   def try_fma(self, u: UOp, s):
     """acc + a*b -> v_fma_f32 when the MUL is used only here (within 1 ulp of the separate operations)."""
     for k in (0, 1):
       m = u.src[k]
-      if m.op is Ops.MUL and self.uses.get(m, 0) == 1:
+      if m.op is Ops.MUL and self.use_counts().get(m, 0) == 1:
         a, b = self.get(m.src[0]), self.get(m.src[1])
         return self.vop("v_fma_f32", a, b, s[1 - k])
     return None
@@ -499,8 +562,10 @@ class ISel(DivModSelector, MemorySelector, WideSelector):
       for k in (0, 1):
         if isinstance(s[k], Imm) and s[k].signed > 0 and s[k].bits & (s[k].bits - 1) == 0:
           return self.narrow(self.shift_left(s[1 - k], s[k].bits.bit_length() - 1, u), dt)
-    if op in (Ops.IDIV, Ops.IMOD): return self.narrow(self.divmod(u, s), dt)
-    if self.uniform(u):
+    if op is Ops.IDIV or op is Ops.IMOD: return self.narrow(self.divmod(u, s), dt)
+    uni = self.uni.get(u)
+    if uni is None: uni = self.uniform(u)
+    if uni:
       if op in _SCALAR_INT_OPS: return self.sop2(_SCALAR_INT_OPS[op], s[0], s[1])
       if op is Ops.SHR: return self.sop2("s_lshr_b32" if unsigned else "s_ashr_i32", s[0], s[1])
       if op is Ops.MAX: return self.sop2("s_max_u32" if unsigned else "s_max_i32", s[0], s[1])
@@ -587,15 +652,8 @@ def _fold_casts(u: UOp):
 
 def select(lin: UOp, addr64_bytes: int = 2**32, arch: str = TARGET) -> Selection:
   isel = ISel(lin, addr64_bytes, arch)
-  uses: dict = {}   # element -> how many elements read it (one that reads it twice counts once)
-  get = uses.get
-  for u in lin.src:
-    src = u.src
-    if len(src) == 2 and src[0] is src[1]: src = src[:1]
-    elif len(src) > 2: src = dict.fromkeys(src)
-    for s in src: uses[s] = get(s, 0) + 1
-  isel.uses = uses
   sel = isel.select()
   from .isel_opt import optimize
-  sel.code = optimize(sel.code, isel.addr_align)
+  # (the copies coalescing looks for are made only for REG buffers kept in registers: isel_mem.reg_load / store)
+  sel.code = optimize(sel.code, isel.addr_align, copies=bool(isel.reg_bufs))
   return sel

@@ -3,8 +3,8 @@
 estimate refined in integers). C's truncating semantics; signs handled on absolute values."""
 from __future__ import annotations
 
-from ...ir import Ops, UOp
-from .isel_common import _err, value_of
+from ...ir import UOp
+from .isel_common import Ops, _err, value_of
 from .isel_mir import Imm
 
 

@@ -3,10 +3,10 @@ SGPR-pair base + VGPR byte offset + 13-bit signed offset), LOCAL (ds_load/store 
 (VGPRs when only constant indices touch them, else scratch_load/store in the private segment), gated loads."""
 from __future__ import annotations
 
-from ...ir import AddrSpace, CompileError, Ops, UOp, dtypes
+from ...ir import AddrSpace, CompileError, UOp, dtypes
 from ...ir.dtypes import DType
 from ...ir.uop import _short
-from .isel_common import TARGET, _err, imm_of, value_of
+from .isel_common import Ops, TARGET, _err, imm_of, value_of
 from .isel_mir import NULL, Imm, Imm64, Spec, Sub, VReg
 
 

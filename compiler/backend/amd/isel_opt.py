@@ -62,11 +62,7 @@ def dce(code: list[MInst]) -> list[MInst]:
       else: continue
       if r.fixed is not None: break
       ds.append(r)
-    else:
-      defined[i] = ds
-      for r in ds:
-        if r in defs_of: defs_of[r].append(i)
-        else: defs_of[r] = [i]
+    else: defined[i] = ds
   dead = [False] * len(code)
   work = []
   for i, ds in enumerate(defined):
@@ -74,6 +70,12 @@ def dce(code: list[MInst]) -> list[MInst]:
     for d in ds:
       if get(d, 0): break
     else: work.append(i)
+  if not work: return list(code)   # (nothing unread: nothing else becomes so)
+  for i, ds in enumerate(defined):   # each register's removable definitions, for the worklist
+    if ds is None: continue
+    for r in ds:
+      if r in defs_of: defs_of[r].append(i)
+      else: defs_of[r] = [i]
   while work:
     i = work.pop()
     if dead[i]: continue
@@ -150,11 +152,17 @@ def _blocks_hoist(x: MInst) -> bool:
   return is_boundary(x) or _is_load(x) or x.name.startswith(("global_store", "ds_store", "scratch_store", "s_barrier", "s_load"))
 
 
+_LOAD_NAMES: dict[str, bool] = {}   # mnemonic -> _is_load
+
+
 def hoist_loads(code: list[MInst]) -> list[MInst]:
   out: list[MInst] = []
+  loads = _LOAD_NAMES
   for m in code:
     out.append(m)
-    if not _is_load(m): continue
+    load = loads.get(m.name)
+    if load is None: load = loads[m.name] = _is_load(m)
+    if not load: continue
     needs = set(m.regs_used())
     k = len(out) - 1
     while k > 0 and len(out) - 1 - k < HOIST_MAX:
@@ -200,10 +208,11 @@ def vectorize_lds(code: list[MInst], align: dict) -> list[MInst]:
   return code
 
 
-def optimize(code: list[MInst], align: dict | None = None) -> list[MInst]:
+def optimize(code: list[MInst], align: dict | None = None, copies: bool = True) -> list[MInst]:
+  """copies=False: the selection made no REG-buffer copies (it had no REG buffer in registers), none to look for."""
   code = dce(code)
   # coalescing only ever acts on the copies REG loads and stores made; without one it changes nothing, and dce is a
   # fixed point already (a second run would remove nothing)
-  if any(m.mods.get("copy") for m in code): code = dce(coalesce_copies(code))
+  if copies and any(m.mods.get("copy") for m in code): code = dce(coalesce_copies(code))
   if align: code = vectorize_lds(code, align)
   return hoist_loads(code)

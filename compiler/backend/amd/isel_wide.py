@@ -32,9 +32,9 @@ Conversions follow compiler/ir/dtypes.float_to_int (truncation, NaN -> 0, satura
 """
 from __future__ import annotations
 
-from ...ir import Ops, UOp, dtypes
+from ...ir import UOp, dtypes
 from ...ir.dtypes import DType
-from .isel_common import _err, is_inline, operand_kind
+from .isel_common import Ops, _err, is_inline, operand_kind
 from .isel_mir import NULL, VCC_LO, Imm, Imm64, Spec, Sub, VReg
 
 F64_ONE_HI, F64_HALF_HI = 0x3ff00000, 0x3fe00000

@@ -65,6 +65,7 @@ def live_intervals(code: list[MInst], loops: list[tuple[str, str]]) -> dict[VReg
         span = get(r)
         if span is not None: span[1] = i
         else: iv[r] = [0 if r.fixed is not None else i, i]
+  if not loops: return iv
   where = {m.label: i for i, m in enumerate(code) if m.name == "LABEL"}
   spans = [(where[h], where[e]) for h, e in loops if h in where and e in where]
   changed = True
@@ -211,22 +212,31 @@ def _allocate(code: list[MInst], loops: list, sgprs: int = LIMITS["s"], align_tu
     if r.fixed is not None:
       for k in range(r.n): free_after[r.cls][r.fixed + k] = max(free_after[r.cls][r.fixed + k], t)
       used[r.cls] = max(used[r.cls], r.fixed + r.n)
-  for r, (s, t) in sorted(((r, st) for r, st in iv.items() if r.fixed is None), key=lambda p: (p[1][0], -p[0].n)):
-    fa = free_after[r.cls]
-    step = 2 if r.n == 2 or (align_tuples and r.n > 1) else 1
-    if r.n == 1:   # (the usual value: the first register free before s)
-      for base in range(0, limits[r.cls]):
+  # in order of their start, the wider first at one start (a stable sort on one integer per interval: the same order as
+  # sorting on (start, -n), without a Python key function per interval)
+  todo = [(r, st) for r, st in iv.items() if r.fixed is None]
+  keys = [st[0] * 1024 - r.n for r, st in todo]   # (a tuple of 1024 registers or more is refused below)
+  for idx in sorted(range(len(todo)), key=keys.__getitem__):
+    r, (s, t) = todo[idx]
+    cls, n = r.cls, r.n
+    fa = free_after[cls]
+    if n == 1:   # (the usual value: the first register free before s)
+      for base in range(0, limits[cls]):
         if fa[base] < s: break
       else: base = None
     else:
-      for base in range(0, limits[r.cls] - r.n + 1, step):
-        if all(fa[base + k] < s for k in range(r.n)): break
+      if n >= 1024: raise CompileError(f"{r!r}: a register tuple of {n} registers")
+      step = 2 if n == 2 or align_tuples else 1
+      for base in range(0, limits[cls] - n + 1, step):
+        if all(fa[base + k] < s for k in range(n)): break
       else: base = None
     if base is None:
-      err = _NoRegister(r.cls, [(q, b) for q, (a, b) in iv.items() if q.cls == r.cls and a <= s <= b], s)
+      err = _NoRegister(cls, [(q, b) for q, (a, b) in iv.items() if q.cls == cls and a <= s <= b], s)
       err.ends = {q: b for q, b in err.live}
       raise err
     r.phys = base
-    for k in range(r.n): fa[base + k] = t
-    used[r.cls] = max(used[r.cls], base + r.n)
+    if n == 1: fa[base] = t
+    else:
+      for j in range(n): fa[base + j] = t
+    if base + n > used[cls]: used[cls] = base + n
   return Allocation(used["v"], used["s"])

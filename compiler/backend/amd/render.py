@@ -1,5 +1,5 @@
-"""The RDNA3 backend's pipeline and its last steps: s_waitcnt placement, branch resolution and encoding (with the
-ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
+"""The RDNA3 backend's pipeline and its last steps: s_waitcnt placement, branch resolution and encoding (encode.py,
+with the ISA helper's generated tables: hcq.autogen.isa.gfx1100 via tables.arch_tables).
 
     from hcq.compiler.backend.amd.render import compile_sink, compile_linear
     co_bytes = compile_sink(sink)                # DSL kernel -> lowering -> HSA code object (ELF, code object v5)
@@ -23,22 +23,21 @@ import time
 from ...ir import CompileError, UOp
 from ...lower.target import Target
 from .isel import Selection, select
-from .isel_common import inline_code, is_inline, operand_kind
-from .isel_mir import NULL, Imm, MInst, Spec, Sub, VReg
+from .isel_mir import MInst
 from .regalloc import Allocation, allocate_with_spills
 from . import gfx9, gfx12
 from .program import KernelMeta, ins, program
 from .waits import insert_counter_waits
+from .encode import Encoder
 from .render_hazards import fix_hazards, fix_hazards_gfx9, fix_hazards_gfx12
-from ...isa.amd.asm import encode_fields, waitcnt_simm16
+from ...isa.amd.asm import waitcnt_simm16
 from ...isa.amd.cowriter import Arg, KernelSpec, write_code_object
-from ...isa.amd.errors import AssembleError, CodeObjectError
+from ...isa.amd.errors import CodeObjectError
 from ...isa.amd.tables import arch_tables
 
 S_CODE_END = bytes.fromhex("00009fbf")   # s_code_end (llvm-mc-19 -mcpu=gfx1100: [0x00,0x00,0x9f,0xbf])
 S_NOP0 = bytes.fromhex("000080bf")       # s_nop 0 (llvm-mc-19 -mcpu=gfx942: [0x00,0x00,0x80,0xbf])
 CODE_END_PAD = 64
-SRC9 = ("src0", "src1", "src2", "ssrc0", "ssrc1")
 
 
 # ---------------------------------------------------------------------------------------------------- s_waitcnt
@@ -51,106 +50,6 @@ def insert_waitcnt(code: list[MInst]) -> list[MInst]:
   return insert_counter_waits(code, _waitcnt, 63, 63, stores_on_vm=False)
 
 
-# ---------------------------------------------------------------------------------------------------- encoding
-class Encoder:
-  def __init__(self, arch: str = "gfx1100"):
-    self.arch, self.t = arch, arch_tables(arch)
-    self.gfx12, self.gfx9 = arch == "gfx1200", arch == "gfx942"
-    self._sizes: dict[str, tuple[int, str]] = {}     # name -> (encoding size, operand kind)
-    self._info: dict[str, tuple] = {}                 # name -> (encoding, opcode, table, opcode field, operand kind)
-
-  def lookup(self, name: str) -> tuple[str, int]:
-    try: return self.t.by_name[name]
-    except KeyError: raise CompileError(f"{self.arch}: no instruction {name!r} in the ISA tables") from None
-
-  def _size_kind(self, name: str) -> tuple[int, str]:
-    sk = self._sizes.get(name)
-    if sk is None:
-      sk = self._sizes[name] = (self.t.layouts[self.lookup(name)[0]]["size"], operand_kind(name))
-    return sk
-
-  def _src(self, x, lits: list, kind: str) -> int:
-    if isinstance(x, Sub): return x.reg.phys + x.k + (256 if x.reg.cls == "v" else 0)
-    if isinstance(x, VReg): return x.phys + (256 if x.cls in "va" else 0)
-    if isinstance(x, Spec): return x.code
-    if isinstance(x, Imm):
-      code = inline_code(x, kind)
-      if code is not None: return code
-      if lits and lits[0] != x.bits: raise CompileError(f"{self.arch}: two different literals in one instruction")
-      if not lits: lits.append(x.bits)
-      return 255
-    raise CompileError(f"{self.arch}: bad operand {x!r}")
-
-  def _reg(self, x) -> int:
-    if isinstance(x, Sub): return x.reg.phys + x.k
-    if isinstance(x, VReg): return x.phys
-    if isinstance(x, Spec): return x.code
-    raise CompileError(f"{self.arch}: {x!r} where a register is needed")
-
-  def size(self, m: MInst) -> int:
-    size, kind = self._size_kind(m.name)
-    for f, v in m.uses.items():
-      if f in SRC9 and isinstance(v, Imm) and not is_inline(v, kind): return size + 4
-    return size
-
-  def encode(self, m: MInst, simm16: int | None = None) -> bytes:
-    """The MInst's operands as field values, packed by the assembler's encode_fields (one encoder core for both)."""
-    info = self._info.get(m.name)
-    if info is None:
-      enc, op = self.lookup(m.name)
-      et = self.t.encodings[enc]
-      base = {et.layout["op"]: op}   # the fields every instruction of this name has the same value in
-      if enc in ("GLOBAL", "SCRATCH", "VGLOBAL", "VSCRATCH"): base["saddr"] = self.t.saddr_off if self.gfx9 else NULL
-      # VOP3P's OPSEL_HI defaults to 1 for every source (as the text assembler and llvm-mc-19 encode it; the
-      # mixed-precision v_fma_mix* aside): v_accvgpr_read/write_b32 on gfx942
-      if enc == "VOP3P" and not m.name.startswith("v_fma_mix"): base["opsel_hi"], base["opsel_hi2"] = 3, 1
-      if enc == "SMEM":
-        if self.gfx9: base["imm"] = 1   # CDNA3 SMEM: IMM=1 takes the offset (there is no null SGPR on gfx9)
-        else: base["soffset"] = NULL
-      info = self._info[m.name] = (enc, et, base, self._size_kind(m.name)[1],
-                                   _GFX12_FIELDS if enc in ("VGLOBAL", "VSCRATCH") else None)
-    enc, et, base, kind, renames = info
-    vals: dict[str, int] = dict(base)
-    lits: list[int] = []
-    if enc in ("SCRATCH", "VSCRATCH") and "addr" in m.uses: vals["sve"] = 1
-    if enc == "SMEM" and self.gfx9 and "soffset" in m.uses: vals["soffset_en"] = 1   # SOFFSET_EN adds an SGPR
-    for ops in (m.defs, m.uses):
-      for f, x in ops.items():
-        if f in SRC9:
-          # a VGPR source is 256 + its number; so is an AccVGPR's (v_accvgpr_read_b32: MI300 ISA VOP3P SRC0)
-          vals[f] = x.phys + (256 if x.cls in "va" else 0) if x.__class__ is VReg else self._src(x, lits, kind)
-        elif f == "sbase": vals[f] = x.phys >> 1
-        else: vals[renames.get(f, f) if renames else f] = x.phys if x.__class__ is VReg else self._reg(x)
-    off = m.mods.get("offset", 0)
-    if enc == "DS":
-      if not 0 <= off <= 0xFFFF: raise CompileError(f"{self.arch}: LDS offset {off} out of range in {m!r}")
-      vals["offset0"], vals["offset1"] = off & 0xFF, off >> 8
-    elif enc in ("GLOBAL", "SCRATCH"):
-      if not -4096 <= off <= 4095: raise CompileError(f"{self.arch}: global offset {off} out of range in {m!r}")
-      vals["offset"] = off & 0x1FFF
-    elif enc in ("VGLOBAL", "VSCRATCH"):   # RDNA4 ISA VGLOBAL/VSCRATCH: IOFFSET [95:72], signed 24 bits
-      if not -(1 << 23) <= off < 1 << 23: raise CompileError(f"{self.arch}: global offset {off} out of range in {m!r}")
-      vals["ioffset"] = off & 0xFFFFFF
-      # TH [54:52] / SCOPE [51:50]: a volatile access goes to the system scope (AMDGPUUsage, "Memory Model GFX12":
-      # volatile loads/stores use SCOPE_SYS), others keep TH_RT / SCOPE_CU (0), as clang-19 emits plain accesses
-      if m.mods.get("volatile"): vals["scope"] = 3
-    elif enc == "SMEM":
-      if self.gfx12 and not -(1 << 23) <= off < 1 << 23:
-        raise CompileError(f"{self.arch}: scalar offset {off} out of range in {m!r}")
-      vals["offset"] = off & (0xFFFFFF if self.gfx12 else 0x1FFFFF)
-    if "neg" in m.mods: vals["neg"] = m.mods["neg"]      # VOP3 source negation, one bit per source
-    if enc in ("SOPP", "SOPK"):
-      vals["simm16"] = (simm16 if simm16 is not None else m.mods.get("simm16", 0)) & 0xFFFF
-    try: out = encode_fields(et, vals, strict=True)
-    except AssembleError as e: raise CompileError(f"{self.arch}: {e} in {m!r}") from None
-    if lits: out += lits[0].to_bytes(4, "little")
-    return out
-
-
-# gfx1200's VGLOBAL/VSCRATCH field names for the gfx11 ones instruction selection fills
-_GFX12_FIELDS = {"addr": "vaddr", "data": "vsrc"}
-
-
 def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = None) -> bytes:
   """Machine code bytes of allocated instructions; LABELs give branch targets (SOPP simm16 = dword distance from
   the instruction after the branch). sizes_out, when given, receives each instruction's size (0 for a LABEL)."""
@@ -158,18 +57,21 @@ def assemble(code: list[MInst], arch: str = "gfx1100", sizes_out: list | None = 
   addr, labels, sizes = 0, {}, []
   parts: list = []    # each instruction's bytes; a branch's are made once every label's address is known
   branches = []
+  encode = enc.encode
   for m in code:
     if m.name == "LABEL":
       labels[m.label] = addr
       sizes.append(0)
       continue
-    if m.mods.get("target") is None: b = enc.encode(m)
+    if m.mods.get("target") is None:
+      b = encode(m)
+      n = len(b)
     else:
-      b = enc.size(m)
+      b = n = enc.size(m)
       branches.append((len(parts), m, addr))
     parts.append(b)
-    sizes.append(b if b.__class__ is int else len(b))
-    addr += sizes[-1]
+    sizes.append(n)
+    addr += n
   for k, m, at in branches:
     simm = (labels[m.target] - (at + 4)) // 4
     if not -32768 <= simm <= 32767: raise CompileError(f"{arch}: branch to {m.target} too far")

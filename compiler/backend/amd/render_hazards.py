@@ -46,12 +46,15 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
   out: list[MInst] = []
   trans: dict = {}          # (cls, reg) -> VALU instructions issued since a transcendental wrote it
   masks: set = set()        # SGPRs read as lane masks by VALUs since the last sa_sdst(0) wait
+  kinds = _KINDS
   for m in code:
     if m.name == "LABEL":
       trans = {k: 0 for k in trans}   # a join: assume the shortest distance
       out.append(m)
       continue
-    valu = m.name.startswith("v_")
+    kind = kinds.get(m.name)
+    if kind is None: kind = kinds[m.name] = _kind(m.name)
+    valu, mask_reader, div_fmas, transcendental, salu, saveexec = kind
     if valu:
       if trans:   # (no transcendental result pending: nothing to wait for)
         reads = set().union(*[_phys(r) for r in m.regs_used()]) if m.regs_used() else set()
@@ -59,21 +62,34 @@ def fix_hazards(code: list[MInst]) -> list[MInst]:
           out.append(_depctr(VA_VDST0))
           trans.clear()
         for k in trans: trans[k] += 1
-      mask = m.uses.get("src2") if m.name.startswith(_MASK_READERS) else None
+      mask = m.uses.get("src2") if mask_reader else None
       if isinstance(mask, VReg) and mask.cls == "s": masks |= _phys(mask)
-      if m.name.startswith("v_div_fmas"): masks.add(("s", VCC_LO))
+      if div_fmas: masks.add(("s", VCC_LO))
     out.append(m)
-    if valu and m.name.startswith(_TRANS):
+    if transcendental:
       for r in m.regs_defined(): trans.update({k: 0 for k in _phys(r)})
-    if not valu and m.name.startswith("s_"):
-      written = set().union(*[_phys(r) for r in m.regs_defined()]) if masks and m.regs_defined() else set()
-      if written & masks:
-        out.append(_depctr(SA_SDST0))
-        masks.clear()
-      if any(isinstance(d, Spec) and d.code == EXEC_LO for d in m.defs.values()) or m.name.startswith("s_and_saveexec"):
+    if salu:
+      if masks and m.defs:
+        written = set().union(*[_phys(r) for r in m.regs_defined()]) if m.regs_defined() else set()
+        if written & masks:
+          out.append(_depctr(SA_SDST0))
+          masks.clear()
+      if not saveexec:   # (a write of EXEC_LO: a loop, not a generator, over the one or two definitions)
+        for d in m.defs.values():
+          if d.__class__ is Spec and d.code == EXEC_LO: saveexec = True; break
+      if saveexec:
         out.append(_depctr(VA_VDST0))
         trans.clear()
   return out
+
+
+_KINDS: dict[str, tuple] = {}   # mnemonic -> what fix_hazards asks of it (by prefix, once per mnemonic)
+
+
+def _kind(name: str) -> tuple:
+  valu = name.startswith("v_")
+  return (valu, valu and name.startswith(_MASK_READERS), valu and name.startswith("v_div_fmas"),
+          valu and name.startswith(_TRANS), not valu and name.startswith("s_"), name.startswith("s_and_saveexec"))
 
 
 # ---------------------------------------------------------------------------------------------------- gfx1200

@@ -26,11 +26,14 @@ def insert_counter_waits(code: list[MInst], waitcnt, vm_max: int, lgkm_max: int,
     if vm_n is not None: vm = vm[len(vm) - vm_n:] if vm_n else []
     if lgkm_n is not None: lgkm = lgkm[len(lgkm) - lgkm_n:] if lgkm_n else []
 
+  kinds = KINDS
   for m in code:
     name = m.name
-    if name == "LABEL" or name.startswith(("s_branch", "s_cbranch", "s_endpgm")):
+    kind = kinds.get(name)
+    if kind is None: kind = kind_of(name)
+    if kind[0] == JOIN:
       wait(0 if vm else None, 0 if lgkm else None)
-    elif name == "s_barrier":
+    elif kind[0] == BARRIER:
       wait(None, 0 if lgkm else None)
     elif vm or lgkm:   # (nothing pending: nothing to wait for, whatever the instruction reads)
       regs = set(m.regs_used()) | set(m.regs_defined())
@@ -44,9 +47,37 @@ def insert_counter_waits(code: list[MInst], waitcnt, vm_max: int, lgkm_max: int,
       if lgkm_n is not None: lgkm_n -= lgkm_n % WAIT_GRANULE
       wait(vm_n, lgkm_n)
     out.append(m)
-    if name.startswith(("global_load", "scratch_load")): vm.append(m.defs["vdst"])
-    elif stores_on_vm and name.startswith(("global_store", "scratch_store")): vm.append(None)
-    elif name.startswith("ds_load"): lgkm.append((m.defs["vdst"], False))
-    elif name.startswith("ds_store"): lgkm.append((None, False))
-    elif name.startswith("s_load"): lgkm.append((m.defs["sdata"], True))
+    counted = kind[1]
+    if not counted: continue
+    if counted == VM_LOAD: vm.append(m.defs["vdst"])
+    elif counted == VM_STORE:
+      if stores_on_vm: vm.append(None)
+    elif counted == LDS_LOAD: lgkm.append((m.defs["vdst"], False))
+    elif counted == LDS_STORE: lgkm.append((None, False))
+    else: lgkm.append((m.defs["sdata"], True))
   return out
+
+
+# what a mnemonic is to the placement (here and gfx12.insert_waits): (JOIN / BARRIER / 0, the counter it issues on:
+# VM_LOAD ... SMEM_LOAD / 0), by its prefix, once per mnemonic
+JOIN, BARRIER = 1, 2
+VM_LOAD, VM_STORE, LDS_LOAD, LDS_STORE, SMEM_LOAD = 1, 2, 3, 4, 5
+KINDS: dict[str, tuple[int, int]] = {}
+
+
+def kind_of(name: str) -> tuple[int, int]:
+  k = KINDS.get(name)
+  if k is None: k = KINDS[name] = _kind(name)
+  return k
+
+
+def _kind(name: str) -> tuple[int, int]:
+  at = JOIN if name == "LABEL" or name.startswith(("s_branch", "s_cbranch", "s_endpgm")) else \
+      BARRIER if name == "s_barrier" else 0
+  if name.startswith(("global_load", "scratch_load")): counted = VM_LOAD
+  elif name.startswith(("global_store", "scratch_store")): counted = VM_STORE
+  elif name.startswith("ds_load"): counted = LDS_LOAD
+  elif name.startswith("ds_store"): counted = LDS_STORE
+  elif name.startswith("s_load"): counted = SMEM_LOAD
+  else: counted = 0
+  return at, counted
