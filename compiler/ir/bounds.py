@@ -22,15 +22,21 @@ def vminmax(u) -> tuple:
   """(vmin, vmax) of u's value; a storage type's bounds where nothing better is known. The sources' bounds are known
   (their _mm slot is set): UOp._bounds sees to it."""
   dt = u.dtype
-  if dt.__class__ is PtrDType or dt == _VOID: return (0, 0)
-  cv = u.const_value
+  if dt.__class__ is PtrDType or dt is _VOID: return (0, 0)   # (DTypes are interned: == is identity)
+  cv = u._cv
   if cv is not None: return (cv, cv)
   op = u.op
   if op in (Ops.RANGE, Ops.SPECIAL): return (0, max(0, u.src[0]._mm[1] - 1))
   if op is Ops.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax) if dt.is_int else dt.bounds
   if not (dt.is_int or dt.is_bool): return dt.bounds
-  mm = [s._mm for s in u.src]
-  if op not in _INF_OK and _has_inf(mm): return dt.bounds
+  src = u.src
+  if len(src) == 2:   # most nodes: the two sources' bounds, and the test for an infinite one on plain ints skipped
+    a, b = mm = (src[0]._mm, src[1]._mm)
+    if not (a[0].__class__ is int and a[1].__class__ is int and b[0].__class__ is int and b[1].__class__ is int) and \
+       op not in _INF_OK and _has_inf(mm): return dt.bounds
+  else:
+    mm = [s._mm for s in src]
+    if op not in _INF_OK and _has_inf(mm): return dt.bounds
   f = _BY_OP.get(op)
   if f is None: return dt.bounds
   lo, hi = r = f(u, dt, mm)

@@ -134,6 +134,10 @@ class PatternMatcher:
       elif plain and pat.name is None and not names: bare = _NO_ARGS   # UPat(op) and a rule of no arguments
       for op in (pat.op if pat.op is not None else tuple(Ops)):
         self.pdict.setdefault(op, []).append((pat, fn, pat.early_reject, takes_ctx, bare))
+    # an op whose one rule only names the node (fn(x) or fn(ctx, x)): graph_rewrite calls that function itself,
+    # without rewrite()'s loop (same result: the rule's answer, None where it gives the node back)
+    self.by_node = {op: r[0][1] for op, r in self.pdict.items() if len(r) == 1 and r[0][4] is _BY_NODE}
+    self.by_ctx_node = {op: r[0][1] for op, r in self.pdict.items() if len(r) == 1 and r[0][4] is _BY_CTX_NODE}
 
   def __add__(self, other: "PatternMatcher") -> "PatternMatcher":
     return PatternMatcher(self.patterns + other.patterns, name=f"{self.name}+{other.name}")
@@ -181,6 +185,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
     return RewriteError(f"{label}: no fixed point after {step_limit} rewrites; the last one rewrote {_short(x, 300)} "
                         f"into {_short(y, 300)}", x)
 
+  if not bottom_up: return _rewrite_top_down(root, pm, ctx, label, step_limit, bad)
   while stack:
     n, stage, new = pop()
     if stage == 0:
@@ -228,4 +233,61 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
     else:  # stage 2: n became new, whose result is now known
       replace[n] = replace[new]
       waiting.discard(n)
+  return replace[root]
+
+
+def _rewrite_top_down(root: UOp, pm: PatternMatcher, ctx, label: str, step_limit: int, bad) -> UOp:
+  """graph_rewrite's loop without bottom_up (every pass but a few): the same steps in the same order, with the rule
+  of an op that has one rule naming only the node called directly (PatternMatcher.by_node / by_ctx_node)."""
+  replace: dict[UOp, UOp] = {}
+  waiting: set[UOp] = set()   # nodes whose result is being computed (their rewrite is on the stack)
+  steps = 0
+  stack: list = [(root, 0, None)]
+  push, pop, pm_rewrite = stack.append, stack.pop, pm.rewrite
+  rule_ops = pm.pdict.keys()
+  by_node, by_ctx_node = pm.by_node, pm.by_ctx_node
+  wait, done = waiting.add, waiting.discard
+  while stack:
+    n, stage, new = pop()
+    if stage == 0:
+      if n in replace: continue
+      if n in waiting:
+        raise RewriteError(f"{label}: the rewrite never settles: {_short(n, 300)} rewrites into a graph that "
+                           f"contains it again", n)
+      wait(n)
+      pending = False
+      for s in reversed(n.src):
+        if s not in replace:
+          if s.src or s.op in rule_ops:
+            if not pending: push((n, 1, None)); pending = True   # below every source it waits for
+            push((s, 0, None))
+          else: replace[s] = s   # a leaf no rule applies to (a literal, most often) is its own result
+      if pending: continue
+      # every source is done already: on to stage 1 at once (what popping a stage-1 entry would have given)
+    if stage <= 1:
+      src = n.src
+      x = n
+      for s in src:
+        if replace[s] is not s:
+          x = UOp(n.op, tuple([replace[s] for s in src]), n.arg, n.tag)
+          break
+      op = x.op
+      fn = by_node.get(op)
+      if fn is not None: y = fn(x)
+      elif op not in rule_ops: y = None
+      else:
+        fn = by_ctx_node.get(op)
+        y = fn(ctx, x) if fn is not None else pm_rewrite(x, ctx)
+      if y is None or y is x:
+        replace[n] = x; replace[x] = x
+        done(n)
+        continue
+      steps += 1
+      if steps > step_limit or not isinstance(y, UOp): raise bad(x, y)
+      if y in replace:
+        replace[n] = replace[y]; done(n); continue
+      push((n, 2, y)); push((y, 0, None))
+    else:  # stage 2: n became new, whose result is now known
+      replace[n] = replace[new]
+      done(n)
   return replace[root]

@@ -347,8 +347,27 @@ def simplify_index(x: UOp):
   return None
 
 
+def _alu_rule(own):
+  """simplify_alu for the nodes of one op, its steps inlined: constant folding (only when every operand is a
+  literal: fold_constants gives None otherwise), folding by bounds (fold_bounds), then own, the op's identities.
+  A rule per op (PatternMatcher.by_node calls it directly): the symbolic pass runs it on every node it builds."""
+  def rule(x: UOp):
+    for s in x.src:
+      if s._cv is None: break
+    else:
+      r = fold_constants(x)
+      if r is not None: return r
+    dt = x.dtype
+    if dt.is_int or dt.is_bool:
+      lo, hi = x._mm or x._bounds()
+      if lo == hi and not isinstance(lo, float): return _k(lo, dt)
+    return own(x) if own is not None else None
+  rule.__name__ = rule.__qualname__ = f"simplify_alu_{own.__name__ if own is not None else 'fold'}"
+  return rule
+
+
 symbolic = PatternMatcher([
-  (UPat(GroupOp.ALU, name="x"), simplify_alu),
+  *[(UPat(op, name="x"), _alu_rule(_BY_OP.get(op))) for op in sorted(GroupOp.ALU, key=lambda o: o.value)],
   (UPat(Ops.CAST, name="x"), simplify_cast),
   (UPat(Ops.INDEX, name="x"), simplify_index),
 ], name="symbolic")

@@ -21,7 +21,7 @@ from _weakref import _remove_dead_weakref
 from .args import AxisType, BufferArg, Invalid, KernelInfo, VarArg  # noqa: F401 - re-exported
 from .bounds import ranges_of, vminmax
 from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
-from .typecheck import derive_dtype
+from .typecheck import _ALU_MEMO, _ARITY as _ALU_ARITY, derive_dtype
 from .dtypes import AddrSpace, DType, PtrDType, dtypes, truncate
 from .ops import Ops
 
@@ -45,6 +45,8 @@ def _arg_key(arg):
 # through _arg_key
 _PLAIN_ARGS = frozenset({type(None), int, str, DType})
 _CONST, _CAST = Ops.CONST, Ops.CAST
+_LITERAL_DTYPES = {int: dtypes.weakint, float: dtypes.weakfloat, bool: dtypes.bool}
+_NARROW = 8   # _toposort: a node of more sources than this keeps an iterator over them on the stack
 
 
 class _Ref(weakref.ref):
@@ -81,7 +83,13 @@ class UOp:
     self = object.__new__(cls)
     self.op = op; self.src = src; self.arg = arg; self.tag = tag
     self._cache = self._mm = self._rg = None
-    self.dtype = derive_dtype(self)
+    # an ALU node of operand types already checked (nearly every node a pass builds) takes its type from
+    # typecheck's memo here, without the two calls derive_dtype makes for it (same answer: typecheck._alu_dtype)
+    dt = None
+    if op in _ALU_ARITY:
+      dt = _ALU_MEMO.get((op, src[0].dtype, src[1].dtype) if len(src) == 2 else (op, *[s.dtype for s in src]))
+    elif op is _CONST and not src: dt = _LITERAL_DTYPES.get(arg.__class__)   # dtypes.literal_dtype, by exact class
+    self.dtype = dt if dt is not None else derive_dtype(self)
     # the literal's value, kept at hand: every rule asks (None for anything else, an INVALID index included)
     if op is _CONST: self._cv = None if arg is Invalid else arg
     elif op is _CAST and src[0].op is _CONST and src[0].arg is not Invalid: self._cv = truncate(src[0].arg, arg)
@@ -145,17 +153,25 @@ class UOp:
     return {**below, self.op: below.get(self.op, ()) + (self,)}
 
   def _toposort(self) -> list["UOp"]:
-    """A depth-first walk in source order, each node after its sources (what the recursive walk gives), with an
-    iterator over each open node's sources: no entry per edge on the stack."""
+    """A depth-first walk in source order, each node after its sources (what the recursive walk gives). The stack
+    holds the open nodes themselves: back at a node, its sources are scanned again from the first, and those seen
+    already are skipped (a DAG: a seen source is placed already), which gives the order an iterator per node would,
+    without making one per node. A wide node (a SINK or LINEAR of many sources) keeps an iterator (no rescans); a
+    leaf is placed as soon as it is met."""
     out, seen = [], {self}
-    stack = [(self, iter(self.src))]
+    stack: list = [self if len(self.src) <= _NARROW else (self, iter(self.src))]
     push, pop, see, emit = stack.append, stack.pop, seen.add, out.append
     while stack:
-      u, it = stack[-1]
+      u = stack[-1]
+      if u.__class__ is tuple: u, it = u
+      else: it = u.src
       for s in it:
         if s not in seen:
-          see(s); push((s, iter(s.src)))
-          break
+          see(s)
+          if s.src:
+            push(s if len(s.src) <= _NARROW else (s, iter(s.src)))
+            break
+          emit(s)
       else:
         pop(); emit(u)
     return out
