@@ -128,13 +128,13 @@ def render_c(lin: UOp) -> CArtifact:
   faults: list[str] = []   # the guarded integer divisions: hcq_launch returns 1 + the index of the one that faulted
   for pos, u in enumerate(lin.src):
     op, src = u.op, u.src
-    r = [names.get(s) for s in src]
     if op in _PLAIN_BIN:   # the most frequent element: what the last branches below give it, without the tests
       counter += 1
       names[u] = n = f"alu{counter}"
       cname = u.dtype.cname
-      body.append(f"{'  ' * depth}{cname} {n} = ({cname})({r[0]} {_BIN[op]} {r[1]});")
+      body.append(f"{'  ' * depth}{cname} {n} = ({cname})({names.get(src[0])} {_BIN[op]} {names.get(src[1])});")
       continue
+    r = list(map(names.get, src))   # (map with the dict's own get: no comprehension frame per element)
     if op is Ops.PARAM:
       a = u.arg
       if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)

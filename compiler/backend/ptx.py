@@ -204,7 +204,7 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     nonlocal local_bytes, has_barrier
     op, src = u.op, u.src
     dt = u.dtype
-    r = [R.names.get(s) for s in src]
+    r = list(map(R.names.get, src))   # (map with the dict's own get: no comprehension frame per element)
     if op in _ALU:   # the most frequent element; no other branch below takes an ALU op
       if dt.is_int and src:
         known = R.known
@@ -532,7 +532,7 @@ def _binary(R: _Renderer, u: UOp, r: list) -> str:
   tmpl = _BINARY_LINES.get((op, dt))
   if tmpl is None: tmpl = _BINARY_LINES[(op, dt)] = _binary_line(op, dt)
   R.lines.append(tmpl.format(d, r[0], r[1]))
-  if not (dt.is_bool or dt.is_float): R.wrap8(d, dt)
+  if dt.itemsize == 1 and not (dt.is_bool or dt.is_float): R.wrap8(d, dt)   # (wrap8 acts on 8-bit ints only)
   return d
 
 

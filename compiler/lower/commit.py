@@ -11,6 +11,7 @@ from ..ir.uop import VarArg
 
 _I32 = dtypes.int32.bounds
 _ALU, _CONST = frozenset(GroupOp.ALU), Ops.CONST
+_PLAIN_ALU = _ALU - GroupOp.Comparison - {Ops.WHERE}   # ALU ops whose every source takes the node's type
 
 
 def _fits32(u: UOp) -> bool:
@@ -26,6 +27,23 @@ def _literal(u: UOp, want) -> UOp:
     else: want = dtypes.int32 if _I32[0] <= v <= _I32[1] else dtypes.int64
   if want.is_float: v = float(v)
   return UOp.const(v, want)
+
+
+def _alu_sources(src: tuple, new_dt, memo: dict, literals: dict) -> tuple:
+  """commit_dtypes' fix(s, new_dt) for each source of an ALU node of committed type new_dt."""
+  ns = []
+  for s in src:
+    m = memo[s]
+    sdt = s.dtype
+    if not sdt.is_weak: ns.append(m)   # a typed source (most of them): its committed form
+    elif s.op is _CONST:
+      lit = literals.get((s, new_dt))
+      if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
+      ns.append(lit)
+    elif new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and m.dtype != new_dt:
+      ns.append(m.cast(new_dt))
+    else: ns.append(m)
+  return tuple(ns)
 
 
 def commit_dtypes(sink: UOp) -> UOp:
@@ -52,7 +70,7 @@ def commit_dtypes(sink: UOp) -> UOp:
     if op is Ops.CONST:
       memo[u] = u
       continue
-    if not isinstance(dt, PtrDType) and dt.is_weak:
+    if dt.__class__ is not PtrDType and dt.is_weak:
       if dt.kind == "weakfloat": new_dt = dtypes.float32
       else:
         wide = not _fits32(u) or any(chosen.get(s) is dtypes.int64 for s in src)
@@ -60,6 +78,10 @@ def commit_dtypes(sink: UOp) -> UOp:
       chosen[u] = new_dt
     else:
       new_dt = dt
+    if op in _PLAIN_ALU:   # fix(s, new_dt) for each source, inlined (the most frequent node: tested first)
+      new_src = _alu_sources(src, new_dt, memo, literals)
+      memo[u] = u if new_src == src else UOp(op, new_src, u.arg, u.tag)
+      continue
     if op is Ops.DEFINE_VAR:
       memo[u] = UOp(op, (), VarArg(u.arg.slot, u.arg.name, u.arg.vmin, u.arg.vmax, new_dt)) if dt.is_weak else u
       continue
@@ -73,19 +95,7 @@ def commit_dtypes(sink: UOp) -> UOp:
                                                                       key=lambda d: (d.is_float, d.itemsize))
       if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
       new_src = tuple(fix(s, want) for s in src)
-    elif op in _ALU:   # fix(s, new_dt) for each source, inlined (the most frequent node)
-      ns = []
-      for s in src:
-        m = memo[s]
-        sdt = s.dtype
-        if s.op is _CONST and sdt.is_weak:
-          lit = literals.get((s, new_dt))
-          if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
-          ns.append(lit)
-        elif sdt.is_weak and new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and \
-             m.dtype != new_dt: ns.append(m.cast(new_dt))
-        else: ns.append(m)
-      new_src = tuple(ns)
+    elif op in _ALU: new_src = _alu_sources(src, new_dt, memo, literals)
     elif op is Ops.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
     elif op is Ops.INDEX:
       idx = fix(src[1], None)

@@ -90,11 +90,14 @@ def linearize(sink: UOp) -> UOp:
   its own source."""
   order = _order(sink)
   # a gated INDEX only stores go through is replaced by IF + an ungated INDEX: it needs no element of its own
-  load_gated = {u.src[0] for u in order if u.op is not Ops.STORE and u.src and u.src[0].op is Ops.INDEX}
+  # (a kernel without a gated INDEX, most of them, needs no walk for it)
+  gated = any(len(i.src) == 3 for i in sink.by_op().get(Ops.INDEX, ()))
+  load_gated = {u.src[0] for u in order if u.op is not Ops.STORE and u.src and u.src[0].op is Ops.INDEX} if gated else ()
   m: dict[UOp, UOp] = {}
   out: list[UOp] = []
   placed: set[UOp] = set()
   seq = 0
+  m_get = m.__getitem__
 
   def place(new: UOp) -> UOp:
     if new in placed: new = new.replace(tag=(new.tag, len(out)))
@@ -106,7 +109,7 @@ def linearize(sink: UOp) -> UOp:
     op = u.op
     if op not in _SPECIAL:   # an ALU node, a CAST, a CONST...: its sources mapped (most nodes: their own)
       if u.src:
-        src = tuple([m[s] for s in u.src])
+        src = tuple(map(m_get, u.src))
         new = u if src == u.src else UOp(op, src, u.arg, u.tag)
       else: new = u
       if new in placed: new = new.replace(tag=(new.tag, len(out)))   # place(), inlined
