@@ -247,6 +247,7 @@ def _rewrite_top_down(root: UOp, pm: PatternMatcher, ctx, label: str, step_limit
   rule_ops = pm.pdict.keys()
   by_node, by_ctx_node = pm.by_node, pm.by_ctx_node
   wait, done = waiting.add, waiting.discard
+  replace_get = replace.__getitem__
   while stack:
     n, stage, new = pop()
     if stage == 0:
@@ -269,7 +270,7 @@ def _rewrite_top_down(root: UOp, pm: PatternMatcher, ctx, label: str, step_limit
       x = n
       for s in src:
         if replace[s] is not s:
-          x = UOp(n.op, tuple([replace[s] for s in src]), n.arg, n.tag)
+          x = UOp(n.op, tuple(map(replace_get, src)), n.arg, n.tag)
           break
       op = x.op
       fn = by_node.get(op)

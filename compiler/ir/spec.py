@@ -147,7 +147,9 @@ def verify(root: UOp, spec: PatternMatcher) -> bool:
   for u in root.toposort():
     how = fast.get(u.op)
     if how is _ACCEPT: continue
-    if how is _WEAK_THEN_ACCEPT: ok = True if _weak_node(u) is None else False
+    if how is _WEAK_THEN_ACCEPT:   # _weak_node(u) is None, inlined
+      dt = u.dtype
+      ok = u.op is Ops.CONST or dt.__class__ is PtrDType or not dt.is_weak
     elif how is not None: ok = _guarded(u, *how)
     else: ok = spec.rewrite(u)
     if ok is not True:

@@ -27,6 +27,7 @@ def derive_dtype(u):
     if isinstance(src[0].dtype, PtrDType) or src[0].dtype == dtypes.void: _fail(u, f"cannot {op.name} a {src[0].dtype!r}")
     if op is Ops.BITCAST and (src[0].dtype.itemsize != arg.itemsize or arg.is_weak):
       _fail(u, f"BITCAST from {src[0].dtype!r} to {arg!r} changes the size")
+    if op is Ops.CAST: CASTS_CHECKED.add((arg, src[0].dtype))
     return arg
   if op in (Ops.INS, Ops.CUSTOM):
     if not (isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], (DType, PtrDType))):
@@ -73,6 +74,7 @@ _ARITY = {op: 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3 for
 _VOID = dtypes.void
 
 
+CASTS_CHECKED: set = set()   # (target dtype, source dtype) of the CASTs found well-typed: UOp.__new__ types them at once
 _ALU_MEMO: dict = {}   # (op, operand dtypes...) -> result dtype, for the combinations seen well-typed already
 
 

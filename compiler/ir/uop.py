@@ -21,7 +21,7 @@ from _weakref import _remove_dead_weakref
 from .args import AxisType, BufferArg, Invalid, KernelInfo, VarArg  # noqa: F401 - re-exported
 from .bounds import ranges_of, vminmax
 from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
-from .typecheck import _ALU_MEMO, _ARITY as _ALU_ARITY, derive_dtype
+from .typecheck import _ALU_MEMO, _ARITY as _ALU_ARITY, CASTS_CHECKED as _CASTS_CHECKED, derive_dtype
 from .dtypes import AddrSpace, DType, PtrDType, dtypes, truncate
 from .ops import Ops
 
@@ -89,6 +89,7 @@ class UOp:
     if op in _ALU_ARITY:
       dt = _ALU_MEMO.get((op, src[0].dtype, src[1].dtype) if len(src) == 2 else (op, *[s.dtype for s in src]))
     elif op is _CONST and not src: dt = _LITERAL_DTYPES.get(arg.__class__)   # dtypes.literal_dtype, by exact class
+    elif op is _CAST and len(src) == 1 and (arg, src[0].dtype) in _CASTS_CHECKED: dt = arg
     self.dtype = dt if dt is not None else derive_dtype(self)
     # the literal's value, kept at hand: every rule asks (None for anything else, an INVALID index included)
     if op is _CONST: self._cv = None if arg is Invalid else arg
