@@ -526,7 +526,11 @@ def _is_f16(dt: DType) -> bool: return dt.is_float and dt.itemsize == 2
 
 def _binary(R: _Renderer, u: UOp, r: list) -> str:
   dt, op = u.dtype, u.op
-  d = R.reg(dt)
+  key = _rclass(dt)   # R.reg(dt), inlined (a binary op is the most frequent element)
+  counts = R.counts
+  n = counts.get(key, 0) + 1
+  counts[key] = n
+  d = f"{key[0]}{n}"
   if dt.is_float and _is_f16(dt) and op is Ops.FDIV:
     return _via_f32(R, u, r, lambda a, b, o: R.emit(f"div.rn.f32 {o}, {a}, {b};"))
   tmpl = _BINARY_LINES.get((op, dt))

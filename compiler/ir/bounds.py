@@ -32,6 +32,10 @@ def vminmax(u) -> tuple:
   src = u.src
   if len(src) == 2:   # most nodes: the two sources' bounds, and the test for an infinite one on plain ints skipped
     a, b = mm = (src[0]._mm, src[1]._mm)
+    # a signed fixed-width ADD/SUB/XOR/OR with an operand that may be any value of the type may be any value too
+    # (_add/_sub: the sum leaves the range unless the other is 0 and the result is the whole range; _bits: a negative
+    # operand gives the type's bounds): the answer without the arithmetic (a saturated operand holds dt.bounds itself)
+    if (a is dt.bounds or b is dt.bounds) and op in _WRAP_ALL and dt.kind == "int": return dt.bounds
     if not (a[0].__class__ is int and a[1].__class__ is int and b[0].__class__ is int and b[1].__class__ is int) and \
        op not in _INF_OK and _has_inf(mm): return dt.bounds
   else:
@@ -45,6 +49,7 @@ def vminmax(u) -> tuple:
 
 
 _VOID = dtypes.void
+_WRAP_ALL = frozenset({Ops.ADD, Ops.SUB, Ops.XOR, Ops.OR})
 _FIXED = ("int", "uint")   # the kinds whose values wrap: a result outside the type's range says nothing
 
 

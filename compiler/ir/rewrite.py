@@ -238,19 +238,21 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
 
 def _rewrite_top_down(root: UOp, pm: PatternMatcher, ctx, label: str, step_limit: int, bad) -> UOp:
   """graph_rewrite's loop without bottom_up (every pass but a few): the same steps in the same order, with the rule
-  of an op that has one rule naming only the node called directly (PatternMatcher.by_node / by_ctx_node)."""
+  of an op that has one rule naming only the node called directly (PatternMatcher.by_node / by_ctx_node). The stack
+  holds a node still to visit as itself, and (node, None) once its sources are pushed (its rewrite is next when they
+  are done), or (node, y) when the node became y (its result is y's): no tuple is made for a visit."""
   replace: dict[UOp, UOp] = {}
   waiting: set[UOp] = set()   # nodes whose result is being computed (their rewrite is on the stack)
   steps = 0
-  stack: list = [(root, 0, None)]
+  stack: list = [root]
   push, pop, pm_rewrite = stack.append, stack.pop, pm.rewrite
   rule_ops = pm.pdict.keys()
   by_node, by_ctx_node = pm.by_node, pm.by_ctx_node
   wait, done = waiting.add, waiting.discard
   replace_get = replace.__getitem__
   while stack:
-    n, stage, new = pop()
-    if stage == 0:
+    n = pop()
+    if n.__class__ is UOp:   # a visit
       if n in replace: continue
       if n in waiting:
         raise RewriteError(f"{label}: the rewrite never settles: {_short(n, 300)} rewrites into a graph that "
@@ -260,35 +262,37 @@ def _rewrite_top_down(root: UOp, pm: PatternMatcher, ctx, label: str, step_limit
       for s in reversed(n.src):
         if s not in replace:
           if s.src or s.op in rule_ops:
-            if not pending: push((n, 1, None)); pending = True   # below every source it waits for
-            push((s, 0, None))
+            if not pending: push((n, None)); pending = True   # below every source it waits for
+            push(s)
           else: replace[s] = s   # a leaf no rule applies to (a literal, most often) is its own result
       if pending: continue
-      # every source is done already: on to stage 1 at once (what popping a stage-1 entry would have given)
-    if stage <= 1:
-      src = n.src
-      x = n
-      for s in src:
-        if replace[s] is not s:
-          x = UOp(n.op, tuple(map(replace_get, src)), n.arg, n.tag)
-          break
-      op = x.op
-      fn = by_node.get(op)
-      if fn is not None: y = fn(x)
-      elif op not in rule_ops: y = None
-      else:
-        fn = by_ctx_node.get(op)
-        y = fn(ctx, x) if fn is not None else pm_rewrite(x, ctx)
-      if y is None or y is x:
-        replace[n] = x; replace[x] = x
+      # every source is done already: on to its rewrite at once (what popping (n, None) would have given)
+    else:
+      n, new = n
+      if new is not None:   # n became new, whose result is now known
+        replace[n] = replace[new]
         done(n)
         continue
-      steps += 1
-      if steps > step_limit or not isinstance(y, UOp): raise bad(x, y)
-      if y in replace:
-        replace[n] = replace[y]; done(n); continue
-      push((n, 2, y)); push((y, 0, None))
-    else:  # stage 2: n became new, whose result is now known
-      replace[n] = replace[new]
+    src = n.src
+    x = n
+    for s in src:
+      if replace[s] is not s:
+        x = UOp(n.op, tuple(map(replace_get, src)), n.arg, n.tag)
+        break
+    op = x.op
+    fn = by_node.get(op)
+    if fn is not None: y = fn(x)
+    elif op not in rule_ops: y = None
+    else:
+      fn = by_ctx_node.get(op)
+      y = fn(ctx, x) if fn is not None else pm_rewrite(x, ctx)
+    if y is None or y is x:
+      replace[n] = x; replace[x] = x
       done(n)
+      continue
+    steps += 1
+    if steps > step_limit or not isinstance(y, UOp): raise bad(x, y)
+    if y in replace:
+      replace[n] = replace[y]; done(n); continue
+    push((n, y)); push(y)
   return replace[root]
