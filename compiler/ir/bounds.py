@@ -35,7 +35,12 @@ def vminmax(u) -> tuple:
     # a signed fixed-width ADD/SUB/XOR/OR with an operand that may be any value of the type may be any value too
     # (_add/_sub: the sum leaves the range unless the other is 0 and the result is the whole range; _bits: a negative
     # operand gives the type's bounds): the answer without the arithmetic (a saturated operand holds dt.bounds itself)
-    if (a is dt.bounds or b is dt.bounds) and op in _WRAP_ALL and dt.kind == "int": return dt.bounds
+    if (a is dt.bounds or b is dt.bounds) and dt.kind == "int":
+      if op in _WRAP_ALL: return dt.bounds
+      # _mul: times anything but exactly 0 the product covers the type (x1, and x(0..1), give the whole range; other
+      # factors leave it)
+      if op is Ops.MUL and (a is not dt.bounds or b != (0, 0)) and (b is not dt.bounds or a != (0, 0)):
+        return dt.bounds
     if not (a[0].__class__ is int and a[1].__class__ is int and b[0].__class__ is int and b[1].__class__ is int) and \
        op not in _INF_OK and _has_inf(mm): return dt.bounds
   else:
