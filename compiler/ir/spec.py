@@ -150,7 +150,16 @@ def verify(root: UOp, spec: PatternMatcher) -> bool:
     if how is _WEAK_THEN_ACCEPT:   # _weak_node(u) is None, inlined
       dt = u.dtype
       ok = u.op is Ops.CONST or dt.__class__ is PtrDType or not dt.is_weak
-    elif how is not None: ok = _guarded(u, *how)
+    elif how is not None:   # _guarded(u, *how), inlined for a node its guards leave alone (a literal: CONST)
+      weak, guards = how
+      if weak and _weak_node(u) is not None: ok = False
+      else:
+        arg = u.arg
+        ok = True
+        for want, _, _ in guards:
+          if type(want) is type(arg) and want == arg:
+            ok = _guarded(u, False, guards)
+            break
     else: ok = spec.rewrite(u)
     if ok is not True:
       why = "no rule accepts it" if ok is None else "it breaks a rule"

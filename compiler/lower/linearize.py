@@ -20,6 +20,8 @@ from ..ir.uop import _short
 _SKIP = (Ops.SINK, Ops.GROUP, Ops.AFTER, Ops.NOOP)
 # the ops linearize() treats apart; every other node is placed with its sources mapped
 _SPECIAL = frozenset(_SKIP) | {Ops.INDEX, Ops.END, Ops.BARRIER, Ops.LOAD, Ops.STORE}
+# the ops whose element linearize() makes anew (or drops while its users keep a source mapped elsewhere)
+_REWRITTEN = frozenset({Ops.AFTER, Ops.END, Ops.BARRIER, Ops.RANGE, Ops.GROUP, Ops.NOOP})
 
 
 def _order(sink: UOp) -> list[UOp]:
@@ -89,9 +91,15 @@ def linearize(sink: UOp) -> UOp:
   before and after a store, say) are told apart by a tag (previous tag, position), so that a consumer always names
   its own source."""
   order = _order(sink)
+  by_op = sink.by_op()
   # a gated INDEX only stores go through is replaced by IF + an ungated INDEX: it needs no element of its own
   # (a kernel without a gated INDEX, most of them, needs no walk for it)
-  gated = any(len(i.src) == 3 for i in sink.by_op().get(Ops.INDEX, ()))
+  gated = any(len(i.src) == 3 for i in by_op.get(Ops.INDEX, ()))
+  if not gated and by_op.keys().isdisjoint(_REWRITTEN) and \
+     all(len(u.src) == 1 and u.tag is None for u in by_op.get(Ops.LOAD, ())):
+    # nothing the loop below rewrites (no loop, barrier, AFTER or gated access; every LOAD is LOAD(INDEX) as placed):
+    # every element is its node as it is, all distinct (no tag needed), in the order, less the SINK/GROUP/NOOPs
+    return UOp(Ops.LINEAR, tuple([u for u in order if u.op not in _SKIP]), sink.arg)
   load_gated = {u.src[0] for u in order if u.op is not Ops.STORE and u.src and u.src[0].op is Ops.INDEX} if gated else ()
   m: dict[UOp, UOp] = {}
   out: list[UOp] = []

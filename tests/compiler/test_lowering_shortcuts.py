@@ -119,3 +119,15 @@ def test_lowering_calls_per_alu_node(step, budget):
   lower(_chain(25, step), "c")
   c1, c2 = _lower_calls(_chain(1000, step)), _lower_calls(_chain(2000, step))
   assert (c2 - c1) / 2000 <= budget, (c1, c2)
+
+
+@pytest.mark.parametrize("make", [*(lambda f=f: f().sink for f in ALL), lambda: _chain(50, lambda v, i: (v ^ i) + 1)])
+def test_linearize_shortcut_is_the_general_loop(make, monkeypatch):
+  """A kernel with nothing linearize rewrites (no loop, barrier, AFTER, gated access) is its order less the SINK;
+  the general loop gives the same LINEAR (forced here by counting every op as one it rewrites)."""
+  import importlib
+  linearize_mod = importlib.import_module("hcq.compiler.lower.linearize")   # (the package's name is the function)
+  sink = lower(make(), "c", until="verify_lowered")
+  fast = linearize_mod.linearize(sink)
+  monkeypatch.setattr(linearize_mod, "_REWRITTEN", frozenset(Ops))
+  assert linearize_mod.linearize(sink) is fast
