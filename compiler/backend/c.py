@@ -134,6 +134,12 @@ def render_c(lin: UOp) -> CArtifact:
       cname = u.dtype.cname
       body.append(f"{'  ' * depth}{cname} {n} = ({cname})({names.get(src[0])} {_BIN[op]} {names.get(src[1])});")
       continue
+    if op is Ops.CONST:   # literals next (a kernel has many): they read no operand name
+      names[u] = _literal(u.arg, u.dtype if not u.dtype.is_weak else (dtypes.float32 if isinstance(u.arg, float) else dtypes.int64))
+      continue
+    if op is Ops.CAST and src[0].op is Ops.CONST:
+      names[u] = _literal(u._cv, u.dtype)   # (its const_value)
+      continue
     r = list(map(names.get, src))   # (map with the dict's own get: no comprehension frame per element)
     if op is Ops.PARAM:
       a = u.arg
@@ -161,10 +167,6 @@ def render_c(lin: UOp) -> CArtifact:
     elif op is Ops.SPECIAL:
       names[u] = n = new(u.arg)
       emit(f"{u.dtype.cname} {n} = ({u.dtype.cname}){'hcq_gid' if u.arg[0] == 'g' else 'hcq_lid'}[{u.arg[4]}];")
-    elif op is Ops.CONST:
-      names[u] = _literal(u.arg, u.dtype if not u.dtype.is_weak else (dtypes.float32 if isinstance(u.arg, float) else dtypes.int64))
-    elif op is Ops.CAST and src[0].op is Ops.CONST:
-      names[u] = _literal(u.const_value, u.dtype)
     elif op is Ops.RANGE:
       names[u] = n = new("ridx")
       emit(f"for ({u.dtype.cname} {n} = 0; {n} < {r[0]}; {n}++) {{")

@@ -204,6 +204,11 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     nonlocal local_bytes, has_barrier
     op, src = u.op, u.src
     dt = u.dtype
+    if op is Ops.CAST and src[0].op is Ops.CONST:   # a typed literal (a kernel has many): it reads no operand name
+      R.names[u] = R.const(u._cv, dt)   # (its const_value)
+      if dt.is_int: R.known[u] = u._cv
+      return
+    if op is Ops.CONST and dt.is_weak: return       # only ever feeds a CAST that gives it a type
     r = list(map(R.names.get, src))   # (map with the dict's own get: no comprehension frame per element)
     if op in _ALU:   # the most frequent element; no other branch below takes an ALU op
       if dt.is_int and src:
@@ -246,12 +251,8 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.emit(f"mov.u32 {v32}, {_SREG[kind]}.{_DIM[dim]};")
       R.names[u] = v32 if dt.itemsize == 4 else _convert_int(R, v32, dtypes.uint32, dt)
     elif op is Ops.CONST:
-      if dt.is_weak: return       # only ever feeds a CAST that gives it a type
       R.names[u] = R.const(u.arg, dt)
       if dt.is_int: R.known[u] = u.arg
-    elif op is Ops.CAST and src[0].op is Ops.CONST:
-      R.names[u] = R.const(u.const_value, dt)
-      if dt.is_int: R.known[u] = u.const_value
     elif op is Ops.RANGE:
       i = R.reg(dt)
       top, end = R.new_label("loop"), R.new_label("endloop")

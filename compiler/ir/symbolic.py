@@ -11,6 +11,7 @@ from .dtypes import DType, dtypes, truncate
 from .evaluate import EvalError, exec_alu
 from .ops import GroupOp, Ops
 from .rewrite import PatternMatcher, UPat, graph_rewrite
+from .bounds import vminmax
 from .uop import UOp
 
 
@@ -142,7 +143,7 @@ def simplify_mul(x: UOp):
   ca, cb = a._cv, b._cv
   if cb is not None and cb == 1: return a
   if ca is not None and ca == 1: return b
-  if not _is_int(x): return None
+  if not x.dtype.is_int: return None
   if ca is not None and cb is None: return b * a
   if cb == 0: return _k(0, x.dtype)
   if cb is not None and a.op is Ops.MUL and a.src[1]._cv is not None: return _mulk(a.src[0], a.src[1]._cv * cb, x.dtype)
@@ -359,7 +360,14 @@ def _alu_rule(own):
       if r is not None: return r
     dt = x.dtype
     if dt.is_int or dt.is_bool:
-      lo, hi = x._mm or x._bounds()
+      mm = x._mm
+      if mm is None:   # UOp._bounds, its usual case inlined: every source analysed already
+        for s in x.src:
+          if s._mm is None:
+            mm = x._bounds()
+            break
+        else: mm = x._mm = vminmax(x)
+      lo, hi = mm
       if lo == hi and not isinstance(lo, float): return _k(lo, dt)
     return own(x) if own is not None else None
   rule.__name__ = rule.__qualname__ = f"simplify_alu_{own.__name__ if own is not None else 'fold'}"
