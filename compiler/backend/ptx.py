@@ -50,6 +50,8 @@ the kernel (extern "C", no mangling), its parameters <name>_param_<n>.
 """
 from __future__ import annotations
 
+import bisect
+
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -93,6 +95,12 @@ def _op_t(dt: DType) -> str:
 
 
 def _b(dt: DType) -> str: return f"b{8 * max(dt.itemsize, 2)}"
+
+
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
+def _mov(dt: DType) -> str:
+  """The start of the line _Renderer.const emits for a literal of a non-bool type: "\tmov.<type> "."""
+  return f"\tmov.{_b(dt) if dt.is_float and dt.itemsize == 2 else _op_t(dt)} "
 
 
 def _literal(v, dt: DType) -> str:
@@ -168,7 +176,7 @@ class _Renderer:
     """A register holding a literal (f16 has no immediates in arithmetic, and a register suits every operand)."""
     r = self.reg(dt)
     if dt.is_bool: self.emit(f"setp.ne.u32 {r}, {1 if v else 0}, 0;")
-    else: self.emit(f"mov.{_b(dt) if dt.is_float and dt.itemsize == 2 else _op_t(dt)} {r}, {_literal(v, dt)};")
+    else: self.lines.append(f"{_mov(dt)}{r}, {_literal(v, dt)};")   # (emit's line)
     return r
 
   def wrap8(self, r: str, dt: DType):
@@ -291,10 +299,17 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       raise CompileError(f"the PTX backend can't render {op.name}: {_short(u)}", u)
 
   elements = list(lin.src)
+  # the elements between two RANGEs are rendered one after the other (a kernel without loops: all of them)
+  ranges = [k for k, u in enumerate(elements) if u.op is Ops.RANGE]
+  ranges.append(len(elements))
   i = 0
   while i < len(elements):
+    nxt = ranges[bisect.bisect_left(ranges, i)]
+    for u in elements[i:nxt]: one(u)
+    if nxt == len(elements): break
+    i = nxt
     u = elements[i]
-    n = _unroll_count(u) if u.op is Ops.RANGE else None
+    n = _unroll_count(u)
     if n is None:
       one(u)
       i += 1
