@@ -361,12 +361,15 @@ def _alu_rule(own):
     dt = x.dtype
     if dt.is_int or dt.is_bool:
       mm = x._mm
-      if mm is None:   # UOp._bounds, its usual case inlined: every source analysed already
+      if mm is None:   # UOp._bounds, its usual cases inlined: every source analysed already, or a literal
         for s in x.src:
           if s._mm is None:
-            mm = x._bounds()
-            break
-        else: mm = x._mm = vminmax(x)
+            if s.src:
+              mm = x._bounds()
+              break
+            cv = s._cv
+            s._mm = (cv, cv) if cv is not None else vminmax(s)
+        if mm is None: mm = x._mm = vminmax(x)
       lo, hi = mm
       if lo == hi and not isinstance(lo, float): return _k(lo, dt)
     return own(x) if own is not None else None
