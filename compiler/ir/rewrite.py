@@ -21,6 +21,7 @@ import itertools
 from .dtypes import DType
 from .ops import GroupOp, Ops
 from .uop import CompileError, UOp, _short
+from .ops import O
 
 _ANY = object()
 
@@ -47,9 +48,9 @@ class UPat:
   @staticmethod
   def var(name: str | None = None, dtype=None) -> "UPat": return UPat(dtype=dtype, name=name)
   @staticmethod
-  def cvar(name: str | None = None, dtype=None) -> "UPat": return UPat(Ops.CONST, dtype=dtype, name=name)
+  def cvar(name: str | None = None, dtype=None) -> "UPat": return UPat(O.CONST, dtype=dtype, name=name)
   @staticmethod
-  def const(value, name: str | None = None) -> "UPat": return UPat(Ops.CONST, arg=value, name=name)
+  def const(value, name: str | None = None) -> "UPat": return UPat(O.CONST, arg=value, name=name)
 
   def named(self, name: str) -> "UPat":
     p = UPat.__new__(UPat)
@@ -61,19 +62,19 @@ class UPat:
     other = other if isinstance(other, UPat) else UPat.const(other)
     a, b = (other, self) if swap else (self, other)
     return UPat(op, src=[a, b] if op in GroupOp.Commutative else (a, b))
-  def __add__(self, x): return self._bin(Ops.ADD, x)
-  def __radd__(self, x): return self._bin(Ops.ADD, x, True)
-  def __sub__(self, x): return self._bin(Ops.SUB, x)
-  def __mul__(self, x): return self._bin(Ops.MUL, x)
-  def __rmul__(self, x): return self._bin(Ops.MUL, x, True)
-  def __floordiv__(self, x): return self._bin(Ops.FLOORDIV, x)
-  def __mod__(self, x): return self._bin(Ops.FLOORMOD, x)
-  def __and__(self, x): return self._bin(Ops.AND, x)
-  def __or__(self, x): return self._bin(Ops.OR, x)
-  def __xor__(self, x): return self._bin(Ops.XOR, x)
-  def __lt__(self, x): return self._bin(Ops.CMPLT, x)
-  def eq(self, x): return self._bin(Ops.CMPEQ, x)
-  def ne(self, x): return self._bin(Ops.CMPNE, x)
+  def __add__(self, x): return self._bin(O.ADD, x)
+  def __radd__(self, x): return self._bin(O.ADD, x, True)
+  def __sub__(self, x): return self._bin(O.SUB, x)
+  def __mul__(self, x): return self._bin(O.MUL, x)
+  def __rmul__(self, x): return self._bin(O.MUL, x, True)
+  def __floordiv__(self, x): return self._bin(O.FLOORDIV, x)
+  def __mod__(self, x): return self._bin(O.FLOORMOD, x)
+  def __and__(self, x): return self._bin(O.AND, x)
+  def __or__(self, x): return self._bin(O.OR, x)
+  def __xor__(self, x): return self._bin(O.XOR, x)
+  def __lt__(self, x): return self._bin(O.CMPLT, x)
+  def eq(self, x): return self._bin(O.CMPEQ, x)
+  def ne(self, x): return self._bin(O.CMPNE, x)
 
   def __repr__(self):
     parts = [f"op={self.op}"] if self.op else []
