@@ -23,6 +23,22 @@ def vminmax(u) -> tuple:
   """(vmin, vmax) of u's value; a storage type's bounds where nothing better is known. The sources' bounds are known
   (their _mm slot is set): UOp._bounds sees to it."""
   dt = u.dtype
+  src = u.src
+  if len(src) == 2 and dt.kind == "int":
+    # the most frequent node first: two sources and a signed fixed-width type (no literal, pointer, RANGE or
+    # DEFINE_VAR has two sources), the steps of the general path below that apply to it, in its order
+    op = u.op
+    bounds = dt.bounds
+    a, b = mm = (src[0]._mm, src[1]._mm)
+    if a is bounds or b is bounds:   # the saturated shortcut (see below)
+      if op in _WRAP_ALL: return bounds
+      if op is O.MUL and (a is not bounds or b != (0, 0)) and (b is not bounds or a != (0, 0)): return bounds
+    if not (a[0].__class__ is int and a[1].__class__ is int and b[0].__class__ is int and b[1].__class__ is int) and \
+       op not in _INF_OK and _has_inf(mm): return bounds
+    f = _BY_OP.get(op)
+    if f is None: return bounds
+    lo, hi = r = f(u, dt, mm)
+    return bounds if lo < bounds[0] or hi > bounds[1] else r
   if dt.__class__ is PtrDType or dt is _VOID: return (0, 0)   # (DTypes are interned: == is identity)
   cv = u._cv
   if cv is not None: return (cv, cv)
@@ -30,7 +46,6 @@ def vminmax(u) -> tuple:
   if op in (O.RANGE, O.SPECIAL): return (0, max(0, u.src[0]._mm[1] - 1))
   if op is O.DEFINE_VAR: return (u.arg.vmin, u.arg.vmax) if dt.is_int else dt.bounds
   if not (dt.is_int or dt.is_bool): return dt.bounds
-  src = u.src
   if len(src) == 2:   # most nodes: the two sources' bounds, and the test for an infinite one on plain ints skipped
     a, b = mm = (src[0]._mm, src[1]._mm)
     # a signed fixed-width ADD/SUB/XOR/OR with an operand that may be any value of the type may be any value too
