@@ -153,7 +153,8 @@ def verify(root: UOp, spec: PatternMatcher) -> bool:
       ok = u.op is O.CONST or dt.__class__ is PtrDType or not dt.is_weak
     elif how is not None:   # _guarded(u, *how), inlined for a node its guards leave alone (a literal: CONST)
       weak, guards = how
-      if weak and _weak_node(u) is not None: ok = False
+      dt = u.dtype
+      if weak and not (u.op is O.CONST or dt.__class__ is PtrDType or not dt.is_weak): ok = False   # _weak_node
       else:
         arg = u.arg
         ok = True

@@ -30,23 +30,6 @@ def _literal(u: UOp, want) -> UOp:
   return UOp.const(v, want)
 
 
-def _alu_sources(src: tuple, new_dt, memo: dict, literals: dict) -> tuple:
-  """commit_dtypes' fix(s, new_dt) for each source of an ALU node of committed type new_dt."""
-  ns = []
-  for s in src:
-    m = memo[s]
-    sdt = s.dtype
-    if not sdt.is_weak: ns.append(m)   # a typed source (most of them): its committed form
-    elif s.op is _CONST:
-      lit = literals.get((s, new_dt))
-      if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
-      ns.append(lit)
-    elif new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and m.dtype != new_dt:
-      ns.append(m.cast(new_dt))
-    else: ns.append(m)
-  return tuple(ns)
-
-
 def commit_dtypes(sink: UOp) -> UOp:
   memo: dict[UOp, UOp] = {}
   chosen: dict[UOp, object] = {}   # original weak node -> committed dtype
@@ -80,7 +63,19 @@ def commit_dtypes(sink: UOp) -> UOp:
     else:
       new_dt = dt
     if op in _PLAIN_ALU:   # fix(s, new_dt) for each source, inlined (the most frequent node: tested first)
-      new_src = _alu_sources(src, new_dt, memo, literals)
+      ns = []
+      for s in src:
+        m = memo[s]
+        sdt = s.dtype
+        if not sdt.is_weak: ns.append(m)   # a typed source (most of them): its committed form
+        elif s.op is _CONST:
+          lit = literals.get((s, new_dt))
+          if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
+          ns.append(lit)
+        elif new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and m.dtype != new_dt:
+          ns.append(m.cast(new_dt))
+        else: ns.append(m)
+      new_src = tuple(ns)
       memo[u] = u if new_src == src else UOp(op, new_src, u.arg, u.tag)
       continue
     if op is O.DEFINE_VAR:
@@ -96,7 +91,6 @@ def commit_dtypes(sink: UOp) -> UOp:
                                                                       key=lambda d: (d.is_float, d.itemsize))
       if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
       new_src = tuple(fix(s, want) for s in src)
-    elif op in _ALU: new_src = _alu_sources(src, new_dt, memo, literals)
     elif op is O.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
     elif op is O.INDEX:
       idx = fix(src[1], None)
