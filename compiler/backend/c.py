@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...safefiles import atomic_writer, is_private_file, private_dir
-from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
+from ..ir import AddrSpace, CompileError, KernelInfo, PtrDType, UOp, dtypes
 from ..ir.uop import _short
 from ..ir.ops import O
 

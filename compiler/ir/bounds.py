@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 from .dtypes import PtrDType, dtypes
-from .ops import GroupOp, Ops
-from .ops import O
+from .ops import GroupOp, O
 
 _INF_OK = GroupOp.Comparison | {O.WHERE}
 _INF = (float("inf"), float("-inf"))

@@ -19,9 +19,8 @@ import inspect
 import itertools
 
 from .dtypes import DType
-from .ops import GroupOp, Ops
+from .ops import GroupOp, O, Ops
 from .uop import CompileError, UOp, _short
-from .ops import O
 
 _ANY = object()
 

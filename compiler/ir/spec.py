@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .args import Invalid
 from .dtypes import PtrDType
-from .ops import GroupOp, Ops
+from .ops import GroupOp
 from .rewrite import _ANY, PatternMatcher, UPat
 from .uop import AxisType, CompileError, UOp, _short
 from .ops import O

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .dtypes import DType, dtypes, truncate
 from .evaluate import EvalError, exec_alu
-from .ops import GroupOp, Ops
+from .ops import GroupOp
 from .rewrite import PatternMatcher, UPat, graph_rewrite
 from .bounds import vminmax
 from .uop import UOp

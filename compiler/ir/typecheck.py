@@ -4,8 +4,7 @@ from __future__ import annotations
 from .args import BufferArg, Invalid, VarArg
 from .dtypes import DType, PtrDType, dtypes, join, literal_dtype
 from .errors import UOpTypeError, short as _short
-from .ops import GroupOp, Ops
-from .ops import O
+from .ops import GroupOp, O, Ops
 
 def _fail(u, why: str):
   raise UOpTypeError(f"ill-typed {u.op.name}: {why} in {_short(u)}", u)

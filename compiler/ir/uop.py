@@ -23,8 +23,7 @@ from .bounds import ranges_of, vminmax
 from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
 from .typecheck import _ALU_MEMO, _ARITY as _ALU_ARITY, CASTS_CHECKED as _CASTS_CHECKED, derive_dtype
 from .dtypes import AddrSpace, DType, PtrDType, dtypes, truncate
-from .ops import Ops
-from .ops import O
+from .ops import O, Ops
 
 
 _CACHE_LOCK = threading.Lock()

@@ -48,7 +48,7 @@ import dataclasses
 import gc
 from typing import Callable
 
-from ..ir import AddrSpace, KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from ..ir import AddrSpace, KernelInfo, PatternMatcher, UOp, UPat, graph_rewrite
 from ..ir.spec import kernel_spec, lowered_spec, verify, verify_linear
 from ..ir.symbolic import symbolic
 from .calls import inline_calls

@@ -5,10 +5,9 @@ literals of already-typed consumers would be weak, and there are none left: ever
 """
 from __future__ import annotations
 
-from ..ir import Ops, PtrDType, UOp, dtypes
-from ..ir.ops import GroupOp
+from ..ir import PtrDType, UOp, dtypes
+from ..ir.ops import GroupOp, O
 from ..ir.uop import VarArg
-from ..ir.ops import O
 
 _I32 = dtypes.int32.bounds
 _ALU, _CONST = frozenset(GroupOp.ALU), O.CONST

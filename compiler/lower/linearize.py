@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 
-from ..ir import CompileError, Ops, UOp
+from ..ir import CompileError, UOp
 from ..ir.uop import _short
 from ..ir.ops import O
 
