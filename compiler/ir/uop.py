@@ -58,7 +58,7 @@ class _Ref(weakref.ref):
 def _forget(ref: _Ref):
   """A UOp of the cache died: drop its entry (unless the key was given to a newer UOp already; atomic in C, as
   WeakValueDictionary does it)."""
-  _remove_dead_weakref(UOp._ucache, ref.key)
+  _remove_dead_weakref(_UCACHE, ref.key)
 
 
 class UOp:
@@ -426,6 +426,9 @@ class UOp:
     raise CompileError(f"a UOp has no truth value (did you mean .where(), or a Python value?): {_short(self)}", self)
 
   def __repr__(self) -> str: return render_repr(self)
+
+
+_UCACHE = UOp._ucache   # the cache itself, as a global: _forget runs for every UOp that dies
 
 
 def _split_valid(i: UOp) -> tuple:
