@@ -28,12 +28,13 @@ import time
 from dataclasses import dataclass, field
 
 from ...safefiles import atomic_writer, is_private_file, private_dir
-from ..ir import AddrSpace, CompileError, KernelInfo, Ops, PtrDType, UOp, dtypes
+from ..ir import AddrSpace, CompileError, KernelInfo, PtrDType, UOp, dtypes
 from ..ir.uop import _short
+from ..ir.ops import O
 
-_BIN = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.IMOD: "%", Ops.AND: "&",
-        Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>", Ops.CMPLT: "<", Ops.CMPEQ: "==", Ops.CMPNE: "!="}
-_FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
+_BIN = {O.ADD: "+", O.SUB: "-", O.MUL: "*", O.FDIV: "/", O.IDIV: "/", O.IMOD: "%", O.AND: "&",
+        O.OR: "|", O.XOR: "^", O.SHL: "<<", O.SHR: ">>", O.CMPLT: "<", O.CMPEQ: "==", O.CMPNE: "!="}
+_FLOAT_FN = {O.SQRT: "sqrt", O.EXP2: "exp2", O.LOG2: "log2", O.SIN: "sin", O.TRUNC: "trunc"}
 
 
 def _ctype(dt) -> str:
@@ -73,7 +74,7 @@ def _guarded_div(u: UOp, a: str, b: str, site: int) -> str:
   zero = f"hcq_div_fault(hcq_wg, {site})"
   if dt.kind == "uint" or dt.itemsize < 4:   # no minimum / -1 trap: narrow types are promoted to int first
     return f"{b} == 0 ? {zero} : {a} {_BIN[u.op]} {b}"
-  minus_one = f"({dt.cname})(0 - (unsigned {dt.cname}){a})" if u.op is Ops.IDIV else "0"
+  minus_one = f"({dt.cname})(0 - (unsigned {dt.cname}){a})" if u.op is O.IDIV else "0"
   return f"{b} == 0 ? {zero} : {b} == -1 ? {minus_one} : {a} {_BIN[u.op]} {b}"
 
 
@@ -104,7 +105,7 @@ class CArtifact:
 
 
 # binary ALU ops rendered as `a <op> b` with no guard (IDIV/IMOD may need one: _needs_guard)
-_PLAIN_BIN = frozenset(_BIN) - {Ops.IDIV, Ops.IMOD}
+_PLAIN_BIN = frozenset(_BIN) - {O.IDIV, O.IMOD}
 
 
 def render_c(lin: UOp) -> CArtifact:
@@ -128,14 +129,20 @@ def render_c(lin: UOp) -> CArtifact:
   faults: list[str] = []   # the guarded integer divisions: hcq_launch returns 1 + the index of the one that faulted
   for pos, u in enumerate(lin.src):
     op, src = u.op, u.src
-    r = [names.get(s) for s in src]
     if op in _PLAIN_BIN:   # the most frequent element: what the last branches below give it, without the tests
       counter += 1
       names[u] = n = f"alu{counter}"
       cname = u.dtype.cname
-      body.append(f"{'  ' * depth}{cname} {n} = ({cname})({r[0]} {_BIN[op]} {r[1]});")
+      body.append(f"{'  ' * depth}{cname} {n} = ({cname})({names.get(src[0])} {_BIN[op]} {names.get(src[1])});")
       continue
-    if op is Ops.PARAM:
+    if op is O.CONST:   # literals next (a kernel has many): they read no operand name
+      names[u] = _literal(u.arg, u.dtype if not u.dtype.is_weak else (dtypes.float32 if isinstance(u.arg, float) else dtypes.int64))
+      continue
+    if op is O.CAST and src[0].op is O.CONST:
+      names[u] = _literal(u._cv, u.dtype)   # (its const_value)
+      continue
+    r = list(map(names.get, src))   # (map with the dict's own get: no comprehension frame per element)
+    if op is O.PARAM:
       a = u.arg
       if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)
       params[a.slot] = (a.slot, "buffer", a.dtype, a.size, a.readonly)
@@ -143,13 +150,13 @@ def render_c(lin: UOp) -> CArtifact:
       # a volatile buffer: the C compiler must neither merge nor drop its accesses either
       const = ("const " if a.readonly else "") + ("volatile " if a.volatile else "")
       emit(f"{const}{a.dtype.cname}* data{a.slot} = ({const}{a.dtype.cname}*)(uintptr_t)args[{a.slot}];")
-    elif op is Ops.DEFINE_VAR:
+    elif op is O.DEFINE_VAR:
       a = u.arg
       if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)
       params[a.slot] = (a.slot, "int", a.dtype, 0, True)
       names[u] = a.name if a.name.isidentifier() else f"var{a.slot}"
       emit(f"{a.dtype.cname} {names[u]} = ({a.dtype.cname})args[{a.slot}];")
-    elif op is Ops.BUFFER:
+    elif op is O.BUFFER:
       a = u.arg
       names[u] = n = f"{'local' if a.addrspace is AddrSpace.LOCAL else 'reg'}{a.slot}"
       if a.addrspace is AddrSpace.LOCAL:
@@ -158,29 +165,25 @@ def render_c(lin: UOp) -> CArtifact:
         local_off += a.dtype.itemsize * a.size
       else:
         emit(f"{a.dtype.cname} {n}[{a.size}];")
-    elif op is Ops.SPECIAL:
+    elif op is O.SPECIAL:
       names[u] = n = new(u.arg)
       emit(f"{u.dtype.cname} {n} = ({u.dtype.cname}){'hcq_gid' if u.arg[0] == 'g' else 'hcq_lid'}[{u.arg[4]}];")
-    elif op is Ops.CONST:
-      names[u] = _literal(u.arg, u.dtype if not u.dtype.is_weak else (dtypes.float32 if isinstance(u.arg, float) else dtypes.int64))
-    elif op is Ops.CAST and src[0].op is Ops.CONST:
-      names[u] = _literal(u.const_value, u.dtype)
-    elif op is Ops.RANGE:
+    elif op is O.RANGE:
       names[u] = n = new("ridx")
       emit(f"for ({u.dtype.cname} {n} = 0; {n} < {r[0]}; {n}++) {{")
       depth += 1
-    elif op in (Ops.END, Ops.ENDIF):
+    elif op in (O.END, O.ENDIF):
       depth -= 1
       emit("}")
-    elif op is Ops.IF:
+    elif op is O.IF:
       emit(f"if ({r[0]}) {{")
       depth += 1
-    elif op is Ops.BARRIER:
+    elif op is O.BARRIER:
       has_barrier = True
       emit("hcq_barrier(hcq_wg);")
-    elif op is Ops.INDEX:
+    elif op is O.INDEX:
       names[u] = f"({r[0]} + {r[1]})"
-    elif op is Ops.LOAD:
+    elif op is O.LOAD:
       idx = src[0]
       names[u] = n = new("val")
       if len(idx.src) == 3:
@@ -188,33 +191,33 @@ def render_c(lin: UOp) -> CArtifact:
              f"{_literal(0, u.dtype)};")
       else:
         emit(f"{u.dtype.cname} {n} = *{r[0]};")
-    elif op is Ops.STORE:
+    elif op is O.STORE:
       emit(f"*{r[0]} = {r[1]};")
-    elif op is Ops.CAST:
+    elif op is O.CAST:
       names[u] = n = new("cast")
       if src[0].dtype.is_float and u.dtype.is_int:   # C leaves out-of-range and NaN undefined: dtypes.float_to_int
         cvt = f"hcq_f2{'u' if u.dtype.kind == 'uint' else 'i'}{64 if u.dtype.itemsize == 8 else 32}"
         emit(f"{u.dtype.cname} {n} = ({u.dtype.cname}){cvt}((double)({r[0]}));")
       else:
         emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({r[0]});")
-    elif op is Ops.BITCAST:
+    elif op is O.BITCAST:
       names[u] = n = new("bits")
       emit(f"{u.dtype.cname} {n}; {{ {src[0].dtype.cname} t_ = {r[0]}; memcpy(&{n}, &t_, sizeof({n})); }}")
-    elif op is Ops.CUSTOM:
+    elif op is O.CUSTOM:
       names[u] = n = new("custom")
       emit(f"{u.dtype.cname} {n} = {u.arg[0].format(*r)};")
-    elif op in (Ops.IDIV, Ops.IMOD) and u.dtype.is_int and _needs_guard(u):
+    elif op in (O.IDIV, O.IMOD) and u.dtype.is_int and _needs_guard(u):
       faults.append(f"{op.name} {u.dtype.name} at position {pos} of the linear kernel ({r[0]} {_BIN[op]} {r[1]})")
       names[u] = n = new("alu")
       emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({_guarded_div(u, r[0], r[1], len(faults))});")
-    elif op in _BIN or op in (Ops.MAX, Ops.WHERE, Ops.NEG, Ops.NOT, Ops.RECIP, Ops.MULACC) or op in _FLOAT_FN:
+    elif op in _BIN or op in (O.MAX, O.WHERE, O.NEG, O.NOT, O.RECIP, O.MULACC) or op in _FLOAT_FN:
       if op in _BIN: expr = f"{r[0]} {_BIN[op]} {r[1]}"
-      elif op is Ops.MAX: expr = f"{r[0]} > {r[1]} ? {r[0]} : {r[1]}"
-      elif op is Ops.WHERE: expr = f"{r[0]} ? {r[1]} : {r[2]}"
-      elif op is Ops.NEG: expr = f"-{r[0]}"
-      elif op is Ops.NOT: expr = f"!{r[0]}" if u.dtype.is_bool else f"~{r[0]}"
-      elif op is Ops.RECIP: expr = f"{_literal(1.0, u.dtype)} / {r[0]}"
-      elif op is Ops.MULACC: expr = f"{r[0]} * {r[1]} + {r[2]}"
+      elif op is O.MAX: expr = f"{r[0]} > {r[1]} ? {r[0]} : {r[1]}"
+      elif op is O.WHERE: expr = f"{r[0]} ? {r[1]} : {r[2]}"
+      elif op is O.NEG: expr = f"-{r[0]}"
+      elif op is O.NOT: expr = f"!{r[0]}" if u.dtype.is_bool else f"~{r[0]}"
+      elif op is O.RECIP: expr = f"{_literal(1.0, u.dtype)} / {r[0]}"
+      elif op is O.MULACC: expr = f"{r[0]} * {r[1]} + {r[2]}"
       else: expr = f"{_FLOAT_FN[op]}{'f' if u.dtype.itemsize == 4 else ''}({r[0]})"
       names[u] = n = new("alu")
       emit(f"{u.dtype.cname} {n} = ({u.dtype.cname})({expr});")

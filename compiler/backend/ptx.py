@@ -50,6 +50,8 @@ the kernel (extern "C", no mangling), its parameters <name>_param_<n>.
 """
 from __future__ import annotations
 
+import bisect
+
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -59,6 +61,7 @@ from ..ir.dtypes import DType
 from ..ir.evaluate import EvalError, exec_alu
 from ..ir.uop import _short
 from ..lower.target import Target
+from ..ir.ops import O
 
 # the targets: the PTX ISA version each needs ("PTX ISA Version" / "Target ISA notes": sm_90 from 7.8, sm_100 from 8.6);
 # 8.0 (CUDA 12.0) is the floor, so one driver generation accepts all the Ampere..Hopper ones
@@ -93,6 +96,12 @@ def _op_t(dt: DType) -> str:
 
 
 def _b(dt: DType) -> str: return f"b{8 * max(dt.itemsize, 2)}"
+
+
+@lru_cache(maxsize=None)   # DTypes are interned: the cache looks them up by identity
+def _mov(dt: DType) -> str:
+  """The start of the line _Renderer.const emits for a literal of a non-bool type: "\tmov.<type> "."""
+  return f"\tmov.{_b(dt) if dt.is_float and dt.itemsize == 2 else _op_t(dt)} "
 
 
 def _literal(v, dt: DType) -> str:
@@ -168,7 +177,7 @@ class _Renderer:
     """A register holding a literal (f16 has no immediates in arithmetic, and a register suits every operand)."""
     r = self.reg(dt)
     if dt.is_bool: self.emit(f"setp.ne.u32 {r}, {1 if v else 0}, 0;")
-    else: self.emit(f"mov.{_b(dt) if dt.is_float and dt.itemsize == 2 else _op_t(dt)} {r}, {_literal(v, dt)};")
+    else: self.lines.append(f"{_mov(dt)}{r}, {_literal(v, dt)};")   # (emit's line)
     return r
 
   def wrap8(self, r: str, dt: DType):
@@ -193,10 +202,10 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
 
   # parameters first, in slot order: the .param list is positional (the CUDA ABI)
   for u in lin.src:
-    if u.op in (Ops.PARAM, Ops.DEFINE_VAR):
+    if u.op in (O.PARAM, O.DEFINE_VAR):
       a = u.arg
       if a.slot in params: raise CompileError(f"two kernel arguments in slot {a.slot}: {_short(u)}", u)
-      if u.op is Ops.PARAM: params[a.slot] = (a.slot, "buffer", a.dtype, a.size, a.readonly)
+      if u.op is O.PARAM: params[a.slot] = (a.slot, "buffer", a.dtype, a.size, a.readonly)
       else: params[a.slot] = (a.slot, "float" if a.dtype.is_float else "int", a.dtype, 0, True)
   for n, slot in enumerate(sorted(params)): pnames[slot] = f"{name}_param_{n}"
 
@@ -204,7 +213,12 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     nonlocal local_bytes, has_barrier
     op, src = u.op, u.src
     dt = u.dtype
-    r = [R.names.get(s) for s in src]
+    if op is O.CAST and src[0].op is O.CONST:   # a typed literal (a kernel has many): it reads no operand name
+      R.names[u] = R.const(u._cv, dt)   # (its const_value)
+      if dt.is_int: R.known[u] = u._cv
+      return
+    if op is O.CONST and dt.is_weak: return       # only ever feeds a CAST that gives it a type
+    r = list(map(R.names.get, src))   # (map with the dict's own get: no comprehension frame per element)
     if op in _ALU:   # the most frequent element; no other branch below takes an ALU op
       if dt.is_int and src:
         known = R.known
@@ -215,12 +229,12 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
             R.names[u] = R.const(known[u], dt)
             return
       R.names[u] = _ALU[op](R, u, r)
-    elif op is Ops.PARAM:
+    elif op is O.PARAM:
       raw, g = R.reg(dtypes.uint64), R.reg(dtypes.uint64)
       R.emit(f"ld.param.u64 {raw}, [{pnames[u.arg.slot]}];")
       R.emit(f"cvta.to.global.u64 {g}, {raw};")   # "Generic Addressing": the parameter is a generic address
       addr_of[u] = g
-    elif op is Ops.DEFINE_VAR:
+    elif op is O.DEFINE_VAR:
       v = R.reg(dt)
       if dt.is_bool:   # a bool argument is a byte: load it, then test it
         b = R.reg(dtypes.uint16)
@@ -228,7 +242,7 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
         R.emit(f"setp.ne.u16 {v}, {b}, 0;")
       else: R.emit(f"ld.param.{_param_t(dt)} {v}, [{pnames[u.arg.slot]}];")
       R.names[u] = v
-    elif op is Ops.BUFFER:
+    elif op is O.BUFFER:
       a = u.arg
       space = "shared" if a.addrspace is AddrSpace.LOCAL else "local"
       sym = f"{'smem' if space == 'shared' else 'lmem'}{a.slot}"
@@ -238,21 +252,17 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       base = R.reg(dtypes.uint64)
       R.emit(f"mov.u64 {base}, {sym};")     # the symbol's address in its own state space
       addr_of[u] = base
-    elif op is Ops.SPECIAL:
+    elif op is O.SPECIAL:
       kind, dim = u.arg[:4], int(u.arg[4])
       if kind not in _SREG or dim > 2: raise CompileError(f"the PTX backend has no special register for {u.arg!r}", u)
       # the special registers are .u32 (at most 2^31 - 1 CTAs per dimension, 1024 threads): an int32 takes it as it is
       v32 = R.reg(dtypes.uint32)
       R.emit(f"mov.u32 {v32}, {_SREG[kind]}.{_DIM[dim]};")
       R.names[u] = v32 if dt.itemsize == 4 else _convert_int(R, v32, dtypes.uint32, dt)
-    elif op is Ops.CONST:
-      if dt.is_weak: return       # only ever feeds a CAST that gives it a type
+    elif op is O.CONST:
       R.names[u] = R.const(u.arg, dt)
       if dt.is_int: R.known[u] = u.arg
-    elif op is Ops.CAST and src[0].op is Ops.CONST:
-      R.names[u] = R.const(u.const_value, dt)
-      if dt.is_int: R.known[u] = u.const_value
-    elif op is Ops.RANGE:
+    elif op is O.RANGE:
       i = R.reg(dt)
       top, end = R.new_label("loop"), R.new_label("endloop")
       R.emit(f"mov.{_op_t(dt)} {i}, 0;")
@@ -262,38 +272,45 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
       R.branch(f"@{p} bra {end};")
       R.names[u] = i
       loops.append((top, end, i, dt))
-    elif op is Ops.END:
+    elif op is O.END:
       top, end, i, idt = loops.pop()
       R.emit(f"add.{_op_t(idt)} {i}, {i}, 1;")
       R.branch(f"bra {top};")
       R.label(end)
-    elif op is Ops.IF:
+    elif op is O.IF:
       end = R.new_label("endif")
       R.branch(f"@!{r[0]} bra {end};")
       ifs.append(end)
-    elif op is Ops.ENDIF:
+    elif op is O.ENDIF:
       R.label(ifs.pop())
-    elif op is Ops.BARRIER:
+    elif op is O.BARRIER:
       has_barrier = True
       R.emit("bar.sync 0;")
-    elif op is Ops.INDEX:
+    elif op is O.INDEX:
       addr_of[u] = _address(R, addr_of[src[0]], src[1], u)
-    elif op is Ops.LOAD:
+    elif op is O.LOAD:
       R.names[u] = _load(R, u, addr_of[src[0]])
-    elif op is Ops.STORE:
+    elif op is O.STORE:
       _store(R, src[0], addr_of[src[0]], r[1], src[1].dtype)
-    elif op is Ops.CAST:
+    elif op is O.CAST:
       R.names[u] = _cast(R, r[0], src[0].dtype, dt)
-    elif op is Ops.BITCAST:
+    elif op is O.BITCAST:
       R.names[u] = _bitcast(R, r[0], src[0].dtype, dt)
     else:
       raise CompileError(f"the PTX backend can't render {op.name}: {_short(u)}", u)
 
   elements = list(lin.src)
+  # the elements between two RANGEs are rendered one after the other (a kernel without loops: all of them)
+  ranges = [k for k, u in enumerate(elements) if u.op is O.RANGE]
+  ranges.append(len(elements))
   i = 0
   while i < len(elements):
+    nxt = ranges[bisect.bisect_left(ranges, i)]
+    for u in elements[i:nxt]: one(u)
+    if nxt == len(elements): break
+    i = nxt
     u = elements[i]
-    n = _unroll_count(u) if u.op is Ops.RANGE else None
+    n = _unroll_count(u)
     if n is None:
       one(u)
       i += 1
@@ -301,7 +318,7 @@ def render_ptx(lin: UOp, arch: str = "sm_90") -> PTXProgram:
     j = _matching_end(elements, i)
     body = elements[i + 1:j]
     # innermost loops only (as clang's unroller starts with them): unrolling an outer loop multiplies the code
-    if n * max(len(body), 1) > UNROLL_BUDGET or any(b.op is Ops.RANGE for b in body):
+    if n * max(len(body), 1) > UNROLL_BUDGET or any(b.op is O.RANGE for b in body):
       one(u)
       i += 1
       continue
@@ -332,10 +349,10 @@ UNROLL_BUDGET = 800      # ... when iterations x body elements stays below this 
 
 def _unroll_count(u: UOp) -> int | None:
   """The trip count of a RANGE to unroll (a constant of at most UNROLL_MAX), else None."""
-  if u.op is not Ops.RANGE: return None
+  if u.op is not O.RANGE: return None
   b = u.src[0]
-  if b.op is Ops.CAST and b.src[0].op is Ops.CONST: b = b.src[0]
-  if b.op is not Ops.CONST or not isinstance(b.arg, int) or not 0 <= b.arg <= UNROLL_MAX: return None
+  if b.op is O.CAST and b.src[0].op is O.CONST: b = b.src[0]
+  if b.op is not O.CONST or not isinstance(b.arg, int) or not 0 <= b.arg <= UNROLL_MAX: return None
   return b.arg
 
 
@@ -343,8 +360,8 @@ def _matching_end(elements: list, i: int) -> int:
   """The index of the END that closes the RANGE at elements[i] (RANGE/END nest)."""
   depth = 0
   for j in range(i, len(elements)):
-    if elements[j].op is Ops.RANGE: depth += 1
-    elif elements[j].op is Ops.END:
+    if elements[j].op is O.RANGE: depth += 1
+    elif elements[j].op is O.END:
       depth -= 1
       if depth == 0: return j
   raise CompileError(f"unclosed RANGE in the linear program: {_short(elements[i])}", elements[i])
@@ -374,7 +391,7 @@ def _split_index(R: _Renderer, idx: UOp) -> tuple[UOp | None, int]:
   address: the unwrapped sum rest + c must stay in idx's type for every value rest can take (a uint16 i - 1 is
   i + 65535 after symbolic: it wraps, and base + (i + 65535) * size would be another element)."""
   if idx in R.known: return None, R.known[idx]
-  if idx.op is not Ops.ADD or not idx.dtype.is_int: return idx, 0
+  if idx.op is not O.ADD or not idx.dtype.is_int: return idx, 0
   a, b = idx.src
   if a in R.known: a, b = b, a
   if b not in R.known: return idx, 0
@@ -447,7 +464,7 @@ def _volatile(idx: UOp) -> str:
   """".volatile" for an access of a volatile param: ptxas may neither merge nor drop it ("Data Movement and
   Conversion Instructions: ld", the .volatile qualifier)."""
   buf = idx.buffer
-  return ".volatile" if buf.op is Ops.PARAM and buf.arg.volatile else ""
+  return ".volatile" if buf.op is O.PARAM and buf.arg.volatile else ""
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -526,13 +543,17 @@ def _is_f16(dt: DType) -> bool: return dt.is_float and dt.itemsize == 2
 
 def _binary(R: _Renderer, u: UOp, r: list) -> str:
   dt, op = u.dtype, u.op
-  d = R.reg(dt)
-  if dt.is_float and _is_f16(dt) and op is Ops.FDIV:
+  key = _rclass(dt)   # R.reg(dt), inlined (a binary op is the most frequent element)
+  counts = R.counts
+  n = counts.get(key, 0) + 1
+  counts[key] = n
+  d = f"{key[0]}{n}"
+  if dt.is_float and _is_f16(dt) and op is O.FDIV:
     return _via_f32(R, u, r, lambda a, b, o: R.emit(f"div.rn.f32 {o}, {a}, {b};"))
   tmpl = _BINARY_LINES.get((op, dt))
   if tmpl is None: tmpl = _BINARY_LINES[(op, dt)] = _binary_line(op, dt)
   R.lines.append(tmpl.format(d, r[0], r[1]))
-  if not (dt.is_bool or dt.is_float): R.wrap8(d, dt)
+  if dt.itemsize == 1 and not (dt.is_bool or dt.is_float): R.wrap8(d, dt)   # (wrap8 acts on 8-bit ints only)
   return d
 
 
@@ -542,15 +563,15 @@ _BINARY_LINES: dict = {}   # (op, dtype) -> the instruction line of _binary with
 def _binary_line(op: Ops, dt: DType) -> str:
   if dt.is_bool: return f"\t{_LOGIC[op]}.pred {{0}}, {{1}}, {{2}};"
   if dt.is_float:
-    name = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.FDIV: "div"}[op]
+    name = {O.ADD: "add", O.SUB: "sub", O.MUL: "mul", O.FDIV: "div"}[op]
     return f"\t{name}.rn.{_t(dt)} {{0}}, {{1}}, {{2}};"
   t = _op_t(dt)
-  if op in (Ops.AND, Ops.OR, Ops.XOR): return f"\t{_LOGIC[op]}.b{t[1:]} {{0}}, {{1}}, {{2}};"
-  if op is Ops.MUL: return f"\tmul.lo.{t} {{0}}, {{1}}, {{2}};"
-  return f"\t{'add' if op is Ops.ADD else 'sub'}.{t} {{0}}, {{1}}, {{2}};"
+  if op in (O.AND, O.OR, O.XOR): return f"\t{_LOGIC[op]}.b{t[1:]} {{0}}, {{1}}, {{2}};"
+  if op is O.MUL: return f"\tmul.lo.{t} {{0}}, {{1}}, {{2}};"
+  return f"\t{'add' if op is O.ADD else 'sub'}.{t} {{0}}, {{1}}, {{2}};"
 
 
-_LOGIC = {Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
+_LOGIC = {O.AND: "and", O.OR: "or", O.XOR: "xor"}
 
 
 def _shift(R: _Renderer, u: UOp, r: list) -> str:
@@ -559,7 +580,7 @@ def _shift(R: _Renderer, u: UOp, r: list) -> str:
   amt = _convert_int(R, r[1], amt_dt, dtypes.uint32) if amt_dt.itemsize != 4 else r[1]
   d = R.reg(dt)
   bits = _op_t(dt)[1:]
-  if u.op is Ops.SHL: R.emit(f"shl.b{bits} {d}, {r[0]}, {amt};")
+  if u.op is O.SHL: R.emit(f"shl.b{bits} {d}, {r[0]}, {amt};")
   else: R.emit(f"shr.{_op_t(dt)} {d}, {r[0]}, {amt};")
   R.wrap8(d, dt)
   return d
@@ -574,7 +595,7 @@ def _divmod(R: _Renderer, u: UOp, r: list) -> str:
   a, b = u.src
   may_zero = b.vmin <= 0 <= b.vmax
   may_m1 = dt.kind == "int" and b.vmin <= -1 <= b.vmax
-  name = "div" if u.op is Ops.IDIV else "rem"
+  name = "div" if u.op is O.IDIV else "rem"
   if not (may_zero or may_m1):
     d = R.reg(dt)
     R.emit(f"{name}.{t} {d}, {r[0]}, {r[1]};")
@@ -595,7 +616,7 @@ def _divmod(R: _Renderer, u: UOp, r: list) -> str:
   if may_m1:   # b == -1: x / -1 = 0 - x (wrapping), x % -1 = 0
     m1, alt = R.reg(dtypes.bool), R.reg(dt)
     R.emit(f"setp.eq.{t} {m1}, {r[1]}, -1;")
-    if u.op is Ops.IDIV: R.emit(f"sub.{t} {alt}, 0, {r[0]};")
+    if u.op is O.IDIV: R.emit(f"sub.{t} {alt}, 0, {r[0]};")
     else: R.emit(f"mov.{t} {alt}, 0;")
     R.emit(f"selp.{t} {q}, {alt}, {q}, {m1};")
   if may_zero:
@@ -610,15 +631,15 @@ def _compare(R: _Renderer, u: UOp, r: list) -> str:
   st = u.src[0].dtype
   d = R.reg(dtypes.bool)
   if st.is_bool:    # on predicates: a < b is !a & b, a == b is !(a ^ b)
-    if u.op is Ops.CMPNE: R.emit(f"xor.pred {d}, {r[0]}, {r[1]};")
+    if u.op is O.CMPNE: R.emit(f"xor.pred {d}, {r[0]}, {r[1]};")
     else:
       x = R.reg(dtypes.bool)
-      if u.op is Ops.CMPEQ: R.emit(f"xor.pred {x}, {r[0]}, {r[1]};")
+      if u.op is O.CMPEQ: R.emit(f"xor.pred {x}, {r[0]}, {r[1]};")
       else: R.emit(f"not.pred {x}, {r[0]};")
-      if u.op is Ops.CMPEQ: R.emit(f"not.pred {d}, {x};")
+      if u.op is O.CMPEQ: R.emit(f"not.pred {d}, {x};")
       else: R.emit(f"and.pred {d}, {x}, {r[1]};")
     return d
-  cmp = {Ops.CMPLT: "lt", Ops.CMPEQ: "eq", Ops.CMPNE: "neu" if st.is_float else "ne"}[u.op]
+  cmp = {O.CMPLT: "lt", O.CMPEQ: "eq", O.CMPNE: "neu" if st.is_float else "ne"}[u.op]
   R.emit(f"setp.{cmp}.{_op_t(st)} {d}, {r[0]}, {r[1]};")
   return d
 
@@ -692,16 +713,16 @@ def _via_f32(R: _Renderer, u: UOp, r: list, body) -> str:
 
 def _unary_float(R: _Renderer, u: UOp, r: list) -> str:
   dt, op = u.dtype, u.op
-  if op in (Ops.SQRT, Ops.RECIP) and not _is_f16(dt):   # IEEE round-to-nearest forms exist for f32 and f64
+  if op in (O.SQRT, O.RECIP) and not _is_f16(dt):   # IEEE round-to-nearest forms exist for f32 and f64
     d = R.reg(dt)
-    R.emit(f"{'sqrt' if op is Ops.SQRT else 'rcp'}.rn.{_t(dt)} {d}, {r[0]};")
+    R.emit(f"{'sqrt' if op is O.SQRT else 'rcp'}.rn.{_t(dt)} {d}, {r[0]};")
     return d
-  if op is Ops.TRUNC:   # round to an integral value toward zero, in the type itself
+  if op is O.TRUNC:   # round to an integral value toward zero, in the type itself
     d = R.reg(dt)
     R.emit(f"cvt.rzi.{_t(dt)}.{_t(dt)} {d}, {r[0]};")
     return d
-  ins = {Ops.EXP2: "ex2.approx.f32", Ops.LOG2: "lg2.approx.f32", Ops.SIN: "sin.approx.f32", Ops.SQRT: "sqrt.rn.f32",
-         Ops.RECIP: "rcp.rn.f32"}[op]
+  ins = {O.EXP2: "ex2.approx.f32", O.LOG2: "lg2.approx.f32", O.SIN: "sin.approx.f32", O.SQRT: "sqrt.rn.f32",
+         O.RECIP: "rcp.rn.f32"}[op]
   return _via_f32(R, u, r, lambda a, o: R.emit(f"{ins} {o}, {a};"))
 
 
@@ -719,11 +740,11 @@ def _mulacc(R: _Renderer, u: UOp, r: list) -> str:
   return d
 
 
-_ALU = {Ops.ADD: _binary, Ops.SUB: _binary, Ops.MUL: _binary, Ops.FDIV: _binary, Ops.AND: _binary, Ops.OR: _binary,
-        Ops.XOR: _binary, Ops.SHL: _shift, Ops.SHR: _shift, Ops.IDIV: _divmod, Ops.IMOD: _divmod,
-        Ops.CMPLT: _compare, Ops.CMPEQ: _compare, Ops.CMPNE: _compare, Ops.WHERE: _where, Ops.MAX: _max,
-        Ops.NEG: _neg, Ops.NOT: _not, Ops.SQRT: _unary_float, Ops.EXP2: _unary_float, Ops.LOG2: _unary_float,
-        Ops.SIN: _unary_float, Ops.RECIP: _unary_float, Ops.TRUNC: _unary_float, Ops.MULACC: _mulacc}
+_ALU = {O.ADD: _binary, O.SUB: _binary, O.MUL: _binary, O.FDIV: _binary, O.AND: _binary, O.OR: _binary,
+        O.XOR: _binary, O.SHL: _shift, O.SHR: _shift, O.IDIV: _divmod, O.IMOD: _divmod,
+        O.CMPLT: _compare, O.CMPEQ: _compare, O.CMPNE: _compare, O.WHERE: _where, O.MAX: _max,
+        O.NEG: _neg, O.NOT: _not, O.SQRT: _unary_float, O.EXP2: _unary_float, O.LOG2: _unary_float,
+        O.SIN: _unary_float, O.RECIP: _unary_float, O.TRUNC: _unary_float, O.MULACC: _mulacc}
 
 
 def compile_ptx(sink: UOp, arch: str = "sm_90") -> str:

@@ -49,3 +49,13 @@ class GroupOp:
   IntOnly = frozenset({Ops.FLOORDIV, Ops.FLOORMOD, Ops.IDIV, Ops.IMOD, Ops.SHL, Ops.SHR})
   FloatOnly = frozenset({Ops.FDIV, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.RECIP, Ops.TRUNC})
   Memory = frozenset({Ops.PARAM, Ops.BUFFER})
+
+
+class O:
+  """Ops' members as plain class attributes, for code that runs per node: `Ops.ADD` goes through EnumType.__getattr__'s
+  lookup hook on Python 3.11 (about ten times a plain class attribute's cost: CPython's Lib/enum.py, EnumType
+  defines __getattr__ there), `O.ADD` is the same member found directly."""
+
+
+for _member in Ops: setattr(O, _member.name, _member)
+del _member

@@ -19,7 +19,7 @@ import inspect
 import itertools
 
 from .dtypes import DType
-from .ops import GroupOp, Ops
+from .ops import GroupOp, O, Ops
 from .uop import CompileError, UOp, _short
 
 _ANY = object()
@@ -47,9 +47,9 @@ class UPat:
   @staticmethod
   def var(name: str | None = None, dtype=None) -> "UPat": return UPat(dtype=dtype, name=name)
   @staticmethod
-  def cvar(name: str | None = None, dtype=None) -> "UPat": return UPat(Ops.CONST, dtype=dtype, name=name)
+  def cvar(name: str | None = None, dtype=None) -> "UPat": return UPat(O.CONST, dtype=dtype, name=name)
   @staticmethod
-  def const(value, name: str | None = None) -> "UPat": return UPat(Ops.CONST, arg=value, name=name)
+  def const(value, name: str | None = None) -> "UPat": return UPat(O.CONST, arg=value, name=name)
 
   def named(self, name: str) -> "UPat":
     p = UPat.__new__(UPat)
@@ -61,19 +61,19 @@ class UPat:
     other = other if isinstance(other, UPat) else UPat.const(other)
     a, b = (other, self) if swap else (self, other)
     return UPat(op, src=[a, b] if op in GroupOp.Commutative else (a, b))
-  def __add__(self, x): return self._bin(Ops.ADD, x)
-  def __radd__(self, x): return self._bin(Ops.ADD, x, True)
-  def __sub__(self, x): return self._bin(Ops.SUB, x)
-  def __mul__(self, x): return self._bin(Ops.MUL, x)
-  def __rmul__(self, x): return self._bin(Ops.MUL, x, True)
-  def __floordiv__(self, x): return self._bin(Ops.FLOORDIV, x)
-  def __mod__(self, x): return self._bin(Ops.FLOORMOD, x)
-  def __and__(self, x): return self._bin(Ops.AND, x)
-  def __or__(self, x): return self._bin(Ops.OR, x)
-  def __xor__(self, x): return self._bin(Ops.XOR, x)
-  def __lt__(self, x): return self._bin(Ops.CMPLT, x)
-  def eq(self, x): return self._bin(Ops.CMPEQ, x)
-  def ne(self, x): return self._bin(Ops.CMPNE, x)
+  def __add__(self, x): return self._bin(O.ADD, x)
+  def __radd__(self, x): return self._bin(O.ADD, x, True)
+  def __sub__(self, x): return self._bin(O.SUB, x)
+  def __mul__(self, x): return self._bin(O.MUL, x)
+  def __rmul__(self, x): return self._bin(O.MUL, x, True)
+  def __floordiv__(self, x): return self._bin(O.FLOORDIV, x)
+  def __mod__(self, x): return self._bin(O.FLOORMOD, x)
+  def __and__(self, x): return self._bin(O.AND, x)
+  def __or__(self, x): return self._bin(O.OR, x)
+  def __xor__(self, x): return self._bin(O.XOR, x)
+  def __lt__(self, x): return self._bin(O.CMPLT, x)
+  def eq(self, x): return self._bin(O.CMPEQ, x)
+  def ne(self, x): return self._bin(O.CMPNE, x)
 
   def __repr__(self):
     parts = [f"op={self.op}"] if self.op else []
@@ -134,6 +134,10 @@ class PatternMatcher:
       elif plain and pat.name is None and not names: bare = _NO_ARGS   # UPat(op) and a rule of no arguments
       for op in (pat.op if pat.op is not None else tuple(Ops)):
         self.pdict.setdefault(op, []).append((pat, fn, pat.early_reject, takes_ctx, bare))
+    # an op whose one rule only names the node (fn(x) or fn(ctx, x)): graph_rewrite calls that function itself,
+    # without rewrite()'s loop (same result: the rule's answer, None where it gives the node back)
+    self.by_node = {op: r[0][1] for op, r in self.pdict.items() if len(r) == 1 and r[0][4] is _BY_NODE}
+    self.by_ctx_node = {op: r[0][1] for op, r in self.pdict.items() if len(r) == 1 and r[0][4] is _BY_CTX_NODE}
 
   def __add__(self, other: "PatternMatcher") -> "PatternMatcher":
     return PatternMatcher(self.patterns + other.patterns, name=f"{self.name}+{other.name}")
@@ -181,6 +185,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
     return RewriteError(f"{label}: no fixed point after {step_limit} rewrites; the last one rewrote {_short(x, 300)} "
                         f"into {_short(y, 300)}", x)
 
+  if not bottom_up: return _rewrite_top_down(root, pm, ctx, label, step_limit, bad)
   while stack:
     n, stage, new = pop()
     if stage == 0:
@@ -228,4 +233,66 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, bottom_up: bool = Fal
     else:  # stage 2: n became new, whose result is now known
       replace[n] = replace[new]
       waiting.discard(n)
+  return replace[root]
+
+
+def _rewrite_top_down(root: UOp, pm: PatternMatcher, ctx, label: str, step_limit: int, bad) -> UOp:
+  """graph_rewrite's loop without bottom_up (every pass but a few): the same steps in the same order, with the rule
+  of an op that has one rule naming only the node called directly (PatternMatcher.by_node / by_ctx_node). The stack
+  holds a node still to visit as itself, and (node, None) once its sources are pushed (its rewrite is next when they
+  are done), or (node, y) when the node became y (its result is y's): no tuple is made for a visit."""
+  replace: dict[UOp, UOp] = {}
+  waiting: set[UOp] = set()   # nodes whose result is being computed (their rewrite is on the stack)
+  steps = 0
+  stack: list = [root]
+  push, pop, pm_rewrite = stack.append, stack.pop, pm.rewrite
+  rule_ops = pm.pdict.keys()
+  by_node, by_ctx_node = pm.by_node, pm.by_ctx_node
+  wait, done = waiting.add, waiting.discard
+  replace_get = replace.__getitem__
+  while stack:
+    n = pop()
+    if n.__class__ is UOp:   # a visit
+      if n in replace: continue
+      if n in waiting:
+        raise RewriteError(f"{label}: the rewrite never settles: {_short(n, 300)} rewrites into a graph that "
+                           f"contains it again", n)
+      wait(n)
+      pending = False
+      for s in reversed(n.src):
+        if s not in replace:
+          if s.src or s.op in rule_ops:
+            if not pending: push((n, None)); pending = True   # below every source it waits for
+            push(s)
+          else: replace[s] = s   # a leaf no rule applies to (a literal, most often) is its own result
+      if pending: continue
+      # every source is done already: on to its rewrite at once (what popping (n, None) would have given)
+    else:
+      n, new = n
+      if new is not None:   # n became new, whose result is now known
+        replace[n] = replace[new]
+        done(n)
+        continue
+    src = n.src
+    x = n
+    for s in src:
+      if replace[s] is not s:
+        x = UOp(n.op, tuple(map(replace_get, src)), n.arg, n.tag)
+        break
+    op = x.op
+    fn = by_node.get(op)
+    if fn is not None: y = fn(x)
+    elif op not in rule_ops: y = None
+    else:
+      fn = by_ctx_node.get(op)
+      y = fn(ctx, x) if fn is not None else pm_rewrite(x, ctx)
+    if y is None or y is x:
+      replace[n] = x; replace[x] = x
+      done(n)
+      continue
+    steps += 1
+    if steps > step_limit or not isinstance(y, UOp): raise bad(x, y)
+    if y in replace:
+      replace[n] = replace[y]; done(n); continue
+    push((n, y)); push(y)
   return replace[root]

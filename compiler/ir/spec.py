@@ -11,20 +11,22 @@ from __future__ import annotations
 
 from .args import Invalid
 from .dtypes import PtrDType
-from .ops import GroupOp, Ops
+from .ops import GroupOp
 from .rewrite import _ANY, PatternMatcher, UPat
 from .uop import AxisType, CompileError, UOp, _short
+from .ops import O
 
 
 def _store_ok(st: UOp) -> bool:
   buf = st.src[0].buffer
-  if buf.op is Ops.PARAM and buf.arg.readonly:
+  if buf.op is O.PARAM and buf.arg.readonly:
     raise CompileError(f"store to read-only PARAM slot {buf.arg.slot}: {_short(st)}", st)
   return True
 
 
 def _sink_ok(sink: UOp) -> bool:
-  if sink.ranges:
+  # a kernel without a RANGE is in none (only a RANGE brings one): its nodes' ranges need not be worked out here
+  if O.RANGE in sink.by_op() and sink.ranges:
     r = sorted(sink.ranges, key=lambda r: r.arg[0])[0]
     raise CompileError(f"RANGE axis {r.arg[0]} ({r.arg[1].name}) is never ended: close it with .end(range) or "
                        f".reduce(range): {_short(r)}", r)
@@ -33,7 +35,7 @@ def _sink_ok(sink: UOp) -> bool:
 
 def _end_ok(e: UOp) -> bool:
   for r in e.src[1:]:
-    if r.op is not Ops.RANGE: raise CompileError(f"END closes a {r.op.name}, not a RANGE: {_short(e)}", e)
+    if r.op is not O.RANGE: raise CompileError(f"END closes a {r.op.name}, not a RANGE: {_short(e)}", e)
   return True
 
 
@@ -59,45 +61,45 @@ def _invalid_used(c: UOp):
 
 
 _common = [
-  (UPat(Ops.CONST, arg=Invalid, name="c"), _invalid_used),
-  (UPat((Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR)), _accept),
-  (UPat(Ops.SPECIAL, name="s"), lambda s: s.arg[:4] in ("gidx", "lidx")),
-  (UPat(Ops.INDEX, name="i"), _index_ok),
-  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True), _accept),
-  (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), name="st"), _store_ok),
-  (UPat(Ops.AFTER), _accept),   # a buffer (or a value) once its other sources are done
-  (UPat(Ops.BARRIER), _accept),
-  (UPat(Ops.GROUP), _accept),
-  (UPat((Ops.CAST, Ops.BITCAST)), _accept),
+  (UPat(O.CONST, arg=Invalid, name="c"), _invalid_used),
+  (UPat((O.PARAM, O.BUFFER, O.CONST, O.DEFINE_VAR)), _accept),
+  (UPat(O.SPECIAL, name="s"), lambda s: s.arg[:4] in ("gidx", "lidx")),
+  (UPat(O.INDEX, name="i"), _index_ok),
+  (UPat(O.LOAD, src=(UPat(O.INDEX),), allow_any_len=True), _accept),
+  (UPat(O.STORE, src=(UPat(O.INDEX), UPat()), name="st"), _store_ok),
+  (UPat(O.AFTER), _accept),   # a buffer (or a value) once its other sources are done
+  (UPat(O.BARRIER), _accept),
+  (UPat(O.GROUP), _accept),
+  (UPat((O.CAST, O.BITCAST)), _accept),
   (UPat(GroupOp.ALU), _accept),
-  (UPat(Ops.CUSTOM), _accept),
-  (UPat(Ops.END, name="e"), _end_ok),
+  (UPat(O.CUSTOM), _accept),
+  (UPat(O.END, name="e"), _end_ok),
 ]
 
 kernel_spec = PatternMatcher(_common + [
-  (UPat(Ops.RANGE, name="r"), lambda r: isinstance(r.arg, tuple) and isinstance(r.arg[1], AxisType)),
-  (UPat(Ops.REDUCE, name="r"), lambda r: all(s.op is Ops.RANGE for s in r.src[1:]) and r.arg in (Ops.ADD, Ops.MUL, Ops.MAX)),
-  (UPat(Ops.SINK, name="sink"), _sink_ok),
+  (UPat(O.RANGE, name="r"), lambda r: isinstance(r.arg, tuple) and isinstance(r.arg[1], AxisType)),
+  (UPat(O.REDUCE, name="r"), lambda r: all(s.op is O.RANGE for s in r.src[1:]) and r.arg in (O.ADD, O.MUL, O.MAX)),
+  (UPat(O.SINK, name="sink"), _sink_ok),
 ], name="kernel_spec")
 
 
 def _weak_node(x: UOp):
   """After dtype commitment only literals may stay weak: False for any other weak node, None to go on."""
-  if x.op is not Ops.CONST and not isinstance(x.dtype, PtrDType) and x.dtype.is_weak: return False
+  if x.op is not O.CONST and not isinstance(x.dtype, PtrDType) and x.dtype.is_weak: return False
   return None
 
 
 lowered_spec = PatternMatcher([
   (UPat(name="x"), _weak_node),
-  (UPat(Ops.RANGE, name="r"), lambda r: r.arg[1] in (AxisType.LOOP, AxisType.REDUCE)),
-  (UPat(Ops.SINK, name="sink"), _sink_ok),
-  (UPat((Ops.FLOORDIV, Ops.FLOORMOD, Ops.REDUCE)), lambda: False),
+  (UPat(O.RANGE, name="r"), lambda r: r.arg[1] in (AxisType.LOOP, AxisType.REDUCE)),
+  (UPat(O.SINK, name="sink"), _sink_ok),
+  (UPat((O.FLOORDIV, O.FLOORMOD, O.REDUCE)), lambda: False),
 ] + _common, name="lowered_spec")
 
 
-_linear_ops = {Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE, Ops.END, Ops.INDEX, Ops.LOAD,
-               Ops.STORE, Ops.AFTER, Ops.BARRIER, Ops.IF, Ops.ENDIF, Ops.CAST, Ops.BITCAST, Ops.CUSTOM, Ops.GROUP,
-               Ops.SINK} | set(GroupOp.ALU)
+_linear_ops = {O.PARAM, O.BUFFER, O.CONST, O.DEFINE_VAR, O.SPECIAL, O.RANGE, O.END, O.INDEX, O.LOAD,
+               O.STORE, O.AFTER, O.BARRIER, O.IF, O.ENDIF, O.CAST, O.BITCAST, O.CUSTOM, O.GROUP,
+               O.SINK} | set(GroupOp.ALU)
 
 
 _ACCEPT, _WEAK_THEN_ACCEPT = 1, 2
@@ -146,8 +148,20 @@ def verify(root: UOp, spec: PatternMatcher) -> bool:
   for u in root.toposort():
     how = fast.get(u.op)
     if how is _ACCEPT: continue
-    if how is _WEAK_THEN_ACCEPT: ok = True if _weak_node(u) is None else False
-    elif how is not None: ok = _guarded(u, *how)
+    if how is _WEAK_THEN_ACCEPT:   # _weak_node(u) is None, inlined
+      dt = u.dtype
+      ok = u.op is O.CONST or dt.__class__ is PtrDType or not dt.is_weak
+    elif how is not None:   # _guarded(u, *how), inlined for a node its guards leave alone (a literal: CONST)
+      weak, guards = how
+      dt = u.dtype
+      if weak and not (u.op is O.CONST or dt.__class__ is PtrDType or not dt.is_weak): ok = False   # _weak_node
+      else:
+        arg = u.arg
+        ok = True
+        for want, _, _ in guards:
+          if type(want) is type(arg) and want == arg:
+            ok = _guarded(u, False, guards)
+            break
     else: ok = spec.rewrite(u)
     if ok is not True:
       why = "no rule accepts it" if ok is None else "it breaks a rule"
@@ -162,15 +176,15 @@ def verify_linear(lin: UOp) -> bool:
     if u.op not in _linear_ops: raise CompileError(f"linear_spec: {u.op.name} can't appear in a LINEAR: {_short(u)}", u)
     for s in u.src:
       if s not in seen: raise CompileError(f"linear_spec: {u.op.name} comes before its source {s.op.name}: {_short(u)}", u)
-      if s.op is Ops.CONST and s.dtype.is_weak and u.op is not Ops.CAST:
+      if s.op is O.CONST and s.dtype.is_weak and u.op is not O.CAST:
         raise CompileError(f"linear_spec: an untyped literal feeds {u.op.name}: {_short(u)}", u)
     if u in seen: raise CompileError(f"linear_spec: {u.op.name} appears twice: {_short(u)}", u)
-    if u.op in (Ops.RANGE, Ops.IF): stack.append(u)
-    if u.op in (Ops.END, Ops.ENDIF):
+    if u.op in (O.RANGE, O.IF): stack.append(u)
+    if u.op in (O.END, O.ENDIF):
       if not stack or stack[-1] is not u.src[0]:
         raise CompileError(f"linear_spec: {u.op.name} does not close the innermost open block: {_short(u)}", u)
       stack.pop()
-    if u.op is not Ops.CONST and not isinstance(u.dtype, PtrDType) and u.dtype.is_weak:
+    if u.op is not O.CONST and not isinstance(u.dtype, PtrDType) and u.dtype.is_weak:
       raise CompileError(f"linear_spec: {u.op.name} still has a weak type: {_short(u)}", u)
     seen.add(u)
   if stack: raise CompileError(f"linear_spec: {stack[-1].op.name} is never closed: {_short(stack[-1])}", stack[-1])

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from .dtypes import DType, dtypes, truncate
 from .evaluate import EvalError, exec_alu
-from .ops import GroupOp, Ops
+from .ops import GroupOp
 from .rewrite import PatternMatcher, UPat, graph_rewrite
+from .bounds import vminmax
 from .uop import UOp
+from .ops import O
 
 
 def _c(u: UOp):
@@ -29,7 +31,7 @@ def _lit(value, dt: DType, other: UOp) -> UOp:
   pair (commit_dtypes types it from its slot, as it does the DSL's own literals)."""
   if other.dtype is dt and dt.is_int:
     lo, hi = dt.bounds   # (weak ints: unbounded) a value in range needs no wrapping
-    return UOp(Ops.CONST, (), value if lo <= value <= hi else truncate(value, dt))
+    return UOp(O.CONST, (), value if lo <= value <= hi else truncate(value, dt))
   return _k(value, dt)
 
 
@@ -39,19 +41,19 @@ def _mulk(t: UOp, c, dt: DType) -> UOp:
   """t * c in a node of type dt: (y*c1)*c folds into y*(c1*c), *1 and *0 vanish."""
   if c == 1 and t.dtype == dt: return t
   if c == 0: return _k(0, dt)
-  if t.op is Ops.MUL and t.dtype == dt:
+  if t.op is O.MUL and t.dtype == dt:
     c1 = t.src[1]._cv
     if c1 is not None: return _mulk(t.src[0], c1 * c, dt)
-  return UOp(Ops.MUL, (t, _lit(c, dt, t)))
+  return UOp(O.MUL, (t, _lit(c, dt, t)))
 
 
 def _addk(t: UOp, c, dt: DType) -> UOp:
   """t + c in a node of type dt: (y+c1)+c folds into y+(c1+c), +0 vanishes."""
   if c == 0 and t.dtype == dt: return t
-  if t.op is Ops.ADD and t.dtype == dt:
+  if t.op is O.ADD and t.dtype == dt:
     c1 = t.src[1]._cv
     if c1 is not None: return _addk(t.src[0], c1 + c, dt)
-  return UOp(Ops.ADD, (t, _lit(c, dt, t)))
+  return UOp(O.ADD, (t, _lit(c, dt, t)))
 
 
 def fold_constants(x: UOp):
@@ -66,7 +68,7 @@ def fold_constants(x: UOp):
 
 def fold_bounds(x: UOp):
   """An integer or bool ALU node whose bounds are one value is that value."""
-  if not (x.dtype.is_int or x.dtype.is_bool) or x.op in (Ops.CONST,): return None
+  if not (x.dtype.is_int or x.dtype.is_bool) or x.op in (O.CONST,): return None
   lo, hi = x._mm or x._bounds()
   if lo == hi and not isinstance(lo, float): return _k(lo, x.dtype)
   return None
@@ -81,24 +83,24 @@ def simplify_add(x: UOp):
   ca, cb = a._cv, b._cv
   if cb is not None and ca is None:   # t + c (the usual sum): of the rules below only these three can apply
     if cb == 0 and not x.dtype.is_bool: return a
-    if x.dtype.is_int and a.op is Ops.ADD and a.src[1]._cv is not None:   # (y + c1) + c2
+    if x.dtype.is_int and a.op is O.ADD and a.src[1]._cv is not None:   # (y + c1) + c2
       return _addk(a.src[0], a.src[1]._cv + cb, x.dtype)
     return None
   if cb is not None and cb == 0 and not x.dtype.is_bool: return a
   if ca is not None and ca == 0 and not x.dtype.is_bool: return b
   if not _is_int(x): return None
   if ca is not None and cb is None: return b + a                        # constants to the right
-  if cb is not None and a.op is Ops.ADD and a.src[1]._cv is not None:    # (y + c1) + c2
+  if cb is not None and a.op is O.ADD and a.src[1]._cv is not None:    # (y + c1) + c2
     return _addk(a.src[0], a.src[1]._cv + cb, x.dtype)
-  if cb is None and a.op is Ops.ADD and a.src[1]._cv is not None:        # (y + c) + b -> (y + b) + c
+  if cb is None and a.op is O.ADD and a.src[1]._cv is not None:        # (y + c) + b -> (y + b) + c
     return (a.src[0] + b) + a.src[1]
-  if cb is None and b.op is Ops.ADD and b.src[1]._cv is not None:        # a + (y + c) -> (a + y) + c
+  if cb is None and b.op is O.ADD and b.src[1]._cv is not None:        # a + (y + c) -> (a + y) + c
     return (a + b.src[0]) + b.src[1]
   # x//c*c + x%c -> x (floor division and modulo always recombine), also one level down a sum
   if _weak(x):
     r = _divmod_join(a, b)
     if r is not None: return r
-    if a.op is Ops.ADD:
+    if a.op is O.ADD:
       for i in (0, 1):
         r = _divmod_join(a.src[i], b)
         if r is not None: return a.src[1 - i] + r
@@ -106,7 +108,7 @@ def simplify_add(x: UOp):
   ta, fa = _term(a)
   tb, fb = _term(b)
   if ta is tb and ta is not None: return ta * _k(fa + fb, x.dtype)
-  if a.op is Ops.ADD:   # (y + t*f1) + t*f2 -> y + t*(f1+f2)
+  if a.op is O.ADD:   # (y + t*f1) + t*f2 -> y + t*(f1+f2)
     t1, f1 = _term(a.src[1])
     if t1 is tb and t1 is not None: return a.src[0] + t1 * _k(f1 + fb, x.dtype)
   return None
@@ -115,7 +117,7 @@ def simplify_add(x: UOp):
 def _divmod_join(p: UOp, q: UOp):
   """x when {p, q} is {x//c*c, x%c}, else None."""
   for m, r in ((p, q), (q, p)):
-    if m.op is Ops.MUL and m.src[0].op is Ops.FLOORDIV and r.op is Ops.FLOORMOD and m.src[0].src[0] is r.src[0] and \
+    if m.op is O.MUL and m.src[0].op is O.FLOORDIV and r.op is O.FLOORMOD and m.src[0].src[0] is r.src[0] and \
        m.src[1]._cv is not None and m.src[1]._cv == m.src[0].src[1]._cv == r.src[1]._cv:
       return r.src[0]
   return None
@@ -124,7 +126,7 @@ def _divmod_join(p: UOp, q: UOp):
 def _term(u: UOp):
   """(t, factor) with u == t*factor for a constant factor; (None, 0) for a constant."""
   if u._cv is not None: return None, 0
-  if u.op is Ops.MUL and u.src[1]._cv is not None: return u.src[0], u.src[1]._cv
+  if u.op is O.MUL and u.src[1]._cv is not None: return u.src[0], u.src[1]._cv
   return u, 1
 
 
@@ -142,25 +144,25 @@ def simplify_mul(x: UOp):
   ca, cb = a._cv, b._cv
   if cb is not None and cb == 1: return a
   if ca is not None and ca == 1: return b
-  if not _is_int(x): return None
+  if not x.dtype.is_int: return None
   if ca is not None and cb is None: return b * a
   if cb == 0: return _k(0, x.dtype)
-  if cb is not None and a.op is Ops.MUL and a.src[1]._cv is not None: return _mulk(a.src[0], a.src[1]._cv * cb, x.dtype)
-  if cb is not None and a.op is Ops.ADD and a.src[1]._cv is not None:   # (y + c1) * c2 -> y*c2 + c1*c2
+  if cb is not None and a.op is O.MUL and a.src[1]._cv is not None: return _mulk(a.src[0], a.src[1]._cv * cb, x.dtype)
+  if cb is not None and a.op is O.ADD and a.src[1]._cv is not None:   # (y + c1) * c2 -> y*c2 + c1*c2
     return _addk(_mulk(a.src[0], cb, x.dtype), a.src[1]._cv * cb, x.dtype)
   return None
 
 
 def simplify_neg(x: UOp):
-  if x.src[0].op is Ops.NEG: return x.src[0].src[0]
+  if x.src[0].op is O.NEG: return x.src[0].src[0]
   if _is_int(x): return x.src[0] * _k(-1, x.dtype)
   return None
 
 
 def _range_offset(a: UOp):
   """(r, c) when a is r + c for a RANGE r and a constant c (c = 0: r itself), else None."""
-  if a.op is Ops.RANGE: return a, 0
-  if a.op is Ops.ADD and a.src[0].op is Ops.RANGE and a.src[1]._cv is not None: return a.src[0], a.src[1]._cv
+  if a.op is O.RANGE: return a, 0
+  if a.op is O.ADD and a.src[0].op is O.RANGE and a.src[1]._cv is not None: return a.src[0], a.src[1]._cv
   return None
 
 
@@ -189,16 +191,16 @@ def simplify_floordiv(x: UOp):
     if c > 0 and a.vmin >= 0 and a.vmax < c: return _k(0, x.dtype)
     return None
   if c == -1: return a * -1
-  if a.op is Ops.MUL and a.src[1]._cv is not None and a.src[1]._cv % c == 0:   # (y*c1)//c -> y*(c1//c)
+  if a.op is O.MUL and a.src[1]._cv is not None and a.src[1]._cv % c == 0:   # (y*c1)//c -> y*(c1//c)
     return a.src[0] * (a.src[1]._cv // c)
-  if a.op is Ops.ADD:
+  if a.op is O.ADD:
     for i in (0, 1):   # (y + t*k*c)//c -> y//c + t*k ; floor division makes this exact for any sign
       t, f = _term(a.src[i])
       other = a.src[1 - i]
       if t is None:
         if _c(a.src[i]) % c == 0: return other // c + _c(a.src[i]) // c
       elif f % c == 0: return other // c + t * (f // c)
-  if a.op is Ops.FLOORDIV and a.src[1]._cv is not None and a.src[1]._cv > 0 and c > 0:
+  if a.op is O.FLOORDIV and a.src[1]._cv is not None and a.src[1]._cv > 0 and c > 0:
     return a.src[0] // (a.src[1]._cv * c)
   if c > 0 and a.vmin // c == a.vmax // c: return _k(a.vmin // c, x.dtype)
   return None
@@ -211,15 +213,15 @@ def simplify_floormod(x: UOp):
   if c == 0: return None
   if c in (1, -1): return _k(0, x.dtype)
   if c > 0 and a.vmin >= 0 and a.vmax < c: return a
-  if c > 0 and c & (c - 1) == 0 and a.op is Ops.AND and a.src[1]._cv is not None:
+  if c > 0 and c & (c - 1) == 0 and a.op is O.AND and a.src[1]._cv is not None:
     # (y & m) % 2**k keeps the low k bits of y & m (floor modulo by a power of two, in two's complement, for any sign
     # and width): y & (m & (2**k - 1)); the mask itself when m has no bit from k up, 0 when it has none below k
     m = a.src[1]._cv
     low = m & (c - 1)
     return a if low == m else a.src[0] & _lit(low, x.dtype, a.src[0])
   if not _weak(x): return None
-  if a.op is Ops.MUL and a.src[1]._cv is not None and a.src[1]._cv % c == 0: return _k(0, x.dtype)
-  if a.op is Ops.ADD:
+  if a.op is O.MUL and a.src[1]._cv is not None and a.src[1]._cv % c == 0: return _k(0, x.dtype)
+  if a.op is O.ADD:
     for i in (0, 1):   # (y + t*k*c) % c -> y % c
       t, f = _term(a.src[i])
       other = a.src[1 - i]
@@ -228,7 +230,7 @@ def simplify_floormod(x: UOp):
         if k % c == 0: return other % c
         if c > 0 and not 0 <= k < c: return (other + k % c) % c
       elif f % c == 0: return other % c
-  if a.op is Ops.FLOORMOD and a.src[1]._cv is not None and c > 0 and a.src[1]._cv > 0 and a.src[1]._cv % c == 0:
+  if a.op is O.FLOORMOD and a.src[1]._cv is not None and c > 0 and a.src[1]._cv > 0 and a.src[1]._cv % c == 0:
     return a.src[0] % c
   if c > 0 and a.vmin // c == a.vmax // c: return a - (a.vmin // c) * c
   return None
@@ -237,8 +239,8 @@ def simplify_floormod(x: UOp):
 def simplify_truncdiv(x: UOp):
   a, b = x.src
   c = b._cv
-  if c == 1: return a if x.op is Ops.IDIV else _k(0, x.dtype)
-  if c is not None and c > 0 and a.vmin >= 0 and a.vmax < c: return _k(0, x.dtype) if x.op is Ops.IDIV else a
+  if c == 1: return a if x.op is O.IDIV else _k(0, x.dtype)
+  if c is not None and c > 0 and a.vmin >= 0 and a.vmax < c: return _k(0, x.dtype) if x.op is O.IDIV else a
   return None
 
 
@@ -248,19 +250,19 @@ def simplify_bits(x: UOp):
   if ca is not None and cb is None: return x.replace(src=(b, a))
   if x.dtype.is_bool:
     if cb is not None:
-      if x.op is Ops.AND: return a if cb else _k(False, x.dtype)
-      if x.op is Ops.OR: return _k(True, x.dtype) if cb else a
-      if x.op is Ops.XOR: return a.logical_not() if cb else a
+      if x.op is O.AND: return a if cb else _k(False, x.dtype)
+      if x.op is O.OR: return _k(True, x.dtype) if cb else a
+      if x.op is O.XOR: return a.logical_not() if cb else a
   elif cb == 0:
-    return _k(0, x.dtype) if x.op is Ops.AND else a
-  elif cb is not None and x.op is Ops.AND and cb == (x.dtype.bounds[1] if x.dtype.kind == "uint" else -1):
+    return _k(0, x.dtype) if x.op is O.AND else a
+  elif cb is not None and x.op is O.AND and cb == (x.dtype.bounds[1] if x.dtype.kind == "uint" else -1):
     return a   # every bit set: y & -1 (or a uint's all-ones) is y
-  elif cb is not None and x.op is Ops.AND and a.vmin >= 0:
+  elif cb is not None and x.op is O.AND and a.vmin >= 0:
     # y & m is y when every bit y can have is set in m: y in [0, 2**j) and m's low j bits all ones (two's complement:
     # a negative m such as -1 counts its low bits as they are)
     low = (1 << int(a.vmax).bit_length()) - 1
     if cb & low == low: return a
-  if a is b: return a if x.op in (Ops.AND, Ops.OR) else _k(0 if not x.dtype.is_bool else False, x.dtype)
+  if a is b: return a if x.op in (O.AND, O.OR) else _k(0 if not x.dtype.is_bool else False, x.dtype)
   return None
 
 
@@ -280,28 +282,28 @@ def simplify_max(x: UOp):
 
 def simplify_cmp(x: UOp):
   a, b = x.src
-  if a is b and (_is_int(a) or a.dtype.is_bool): return _k(x.op is not Ops.CMPLT and x.op is Ops.CMPEQ, dtypes.bool)
+  if a is b and (_is_int(a) or a.dtype.is_bool): return _k(x.op is not O.CMPLT and x.op is O.CMPEQ, dtypes.bool)
   cb = b._cv
-  if x.op is Ops.CMPLT and _weak(a) and _weak(b) and cb is None:
+  if x.op is O.CMPLT and _weak(a) and _weak(b) and cb is None:
     # inside a loop over range(n): i + c < b holds when n - 1 + c < b always, and b < i + c never does when
     # b <= c always (i >= 0 is in the bounds already)
     if _below(a, b): return _k(True, dtypes.bool)
     if _range_offset(b) is not None and _below(b, a + 1): return _k(False, dtypes.bool)
-  if x.op is Ops.CMPLT and _weak(a) and cb is not None:
-    if a.op is Ops.ADD and a.src[1]._cv is not None: return a.src[0] < (cb - a.src[1]._cv)
-    if a.op is Ops.MUL and a.src[1]._cv is not None and a.src[1]._cv > 0:
+  if x.op is O.CMPLT and _weak(a) and cb is not None:
+    if a.op is O.ADD and a.src[1]._cv is not None: return a.src[0] < (cb - a.src[1]._cv)
+    if a.op is O.MUL and a.src[1]._cv is not None and a.src[1]._cv > 0:
       return a.src[0] < -((-cb) // a.src[1]._cv)   # y*k < c  <=>  y < ceil(c/k)
-  if x.op in (Ops.CMPEQ, Ops.CMPNE) and a._cv is not None and cb is None: return x.replace(src=(b, a))
+  if x.op in (O.CMPEQ, O.CMPNE) and a._cv is not None and cb is None: return x.replace(src=(b, a))
   return None
 
 
 def simplify_not(x: UOp):
   a = x.src[0]
-  if a.op is Ops.NOT: return a.src[0]
-  if a.op is Ops.CMPLT and _is_int(a.src[0]):   # not (p < q)  <=>  q < p + 1
+  if a.op is O.NOT: return a.src[0]
+  if a.op is O.CMPLT and _is_int(a.src[0]):   # not (p < q)  <=>  q < p + 1
     return a.src[1] < a.src[0] + 1 if _weak(a.src[0]) else None
-  if a.op is Ops.CMPEQ: return a.src[0].ne(a.src[1])
-  if a.op is Ops.CMPNE: return a.src[0].eq(a.src[1])
+  if a.op is O.CMPEQ: return a.src[0].ne(a.src[1])
+  if a.op is O.CMPNE: return a.src[0].eq(a.src[1])
   return None
 
 
@@ -317,18 +319,18 @@ def simplify_where(x: UOp):
 def simplify_cast(x: UOp):
   s = x.src[0]
   if s.dtype == x.arg: return s
-  if s.op is not Ops.CONST and s._cv is not None:
+  if s.op is not O.CONST and s._cv is not None:
     v = s._cv
     if x.arg.is_int and isinstance(v, float): return None
     return _k(v if not x.arg.is_float else float(v), x.arg)
   return None
 
 
-_BY_OP = {Ops.ADD: simplify_add, Ops.SUB: simplify_sub, Ops.MUL: simplify_mul, Ops.NEG: simplify_neg,
-          Ops.FLOORDIV: simplify_floordiv, Ops.FLOORMOD: simplify_floormod, Ops.IDIV: simplify_truncdiv,
-          Ops.IMOD: simplify_truncdiv, Ops.AND: simplify_bits, Ops.OR: simplify_bits, Ops.XOR: simplify_bits,
-          Ops.SHL: simplify_shift, Ops.SHR: simplify_shift, Ops.MAX: simplify_max, Ops.CMPLT: simplify_cmp,
-          Ops.CMPEQ: simplify_cmp, Ops.CMPNE: simplify_cmp, Ops.NOT: simplify_not, Ops.WHERE: simplify_where}
+_BY_OP = {O.ADD: simplify_add, O.SUB: simplify_sub, O.MUL: simplify_mul, O.NEG: simplify_neg,
+          O.FLOORDIV: simplify_floordiv, O.FLOORMOD: simplify_floormod, O.IDIV: simplify_truncdiv,
+          O.IMOD: simplify_truncdiv, O.AND: simplify_bits, O.OR: simplify_bits, O.XOR: simplify_bits,
+          O.SHL: simplify_shift, O.SHR: simplify_shift, O.MAX: simplify_max, O.CMPLT: simplify_cmp,
+          O.CMPEQ: simplify_cmp, O.CMPNE: simplify_cmp, O.NOT: simplify_not, O.WHERE: simplify_where}
 
 
 def simplify_alu(x: UOp):
@@ -343,14 +345,43 @@ def simplify_alu(x: UOp):
 
 def simplify_index(x: UOp):
   """A gate that always holds (i < n inside a loop over range(n), say) is no gate: the plain INDEX."""
-  if len(x.src) == 3 and x.src[2]._cv is True: return UOp(Ops.INDEX, x.src[:2], x.arg, x.tag)
+  if len(x.src) == 3 and x.src[2]._cv is True: return UOp(O.INDEX, x.src[:2], x.arg, x.tag)
   return None
 
 
+def _alu_rule(own):
+  """simplify_alu for the nodes of one op, its steps inlined: constant folding (only when every operand is a
+  literal: fold_constants gives None otherwise), folding by bounds (fold_bounds), then own, the op's identities.
+  A rule per op (PatternMatcher.by_node calls it directly): the symbolic pass runs it on every node it builds."""
+  def rule(x: UOp):
+    for s in x.src:
+      if s._cv is None: break
+    else:
+      r = fold_constants(x)
+      if r is not None: return r
+    dt = x.dtype
+    if dt.is_int or dt.is_bool:
+      mm = x._mm
+      if mm is None:   # UOp._bounds, its usual cases inlined: every source analysed already, or a literal
+        for s in x.src:
+          if s._mm is None:
+            if s.src:
+              mm = x._bounds()
+              break
+            cv = s._cv
+            s._mm = (cv, cv) if cv is not None else vminmax(s)
+        if mm is None: mm = x._mm = vminmax(x)
+      lo, hi = mm
+      if lo == hi and not isinstance(lo, float): return _k(lo, dt)
+    return own(x) if own is not None else None
+  rule.__name__ = rule.__qualname__ = f"simplify_alu_{own.__name__ if own is not None else 'fold'}"
+  return rule
+
+
 symbolic = PatternMatcher([
-  (UPat(GroupOp.ALU, name="x"), simplify_alu),
-  (UPat(Ops.CAST, name="x"), simplify_cast),
-  (UPat(Ops.INDEX, name="x"), simplify_index),
+  *[(UPat(op, name="x"), _alu_rule(_BY_OP.get(op))) for op in sorted(GroupOp.ALU, key=lambda o: o.value)],
+  (UPat(O.CAST, name="x"), simplify_cast),
+  (UPat(O.INDEX, name="x"), simplify_index),
 ], name="symbolic")
 
 

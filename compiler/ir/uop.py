@@ -21,9 +21,9 @@ from _weakref import _remove_dead_weakref
 from .args import AxisType, BufferArg, Invalid, KernelInfo, VarArg  # noqa: F401 - re-exported
 from .bounds import ranges_of, vminmax
 from .errors import CompileError, UOpTypeError, short as _short  # noqa: F401 - re-exported
-from .typecheck import derive_dtype
+from .typecheck import _ALU_MEMO, _ARITY as _ALU_ARITY, CASTS_CHECKED as _CASTS_CHECKED, derive_dtype
 from .dtypes import AddrSpace, DType, PtrDType, dtypes, truncate
-from .ops import Ops
+from .ops import O, Ops
 
 
 _CACHE_LOCK = threading.Lock()
@@ -44,7 +44,9 @@ def _arg_key(arg):
 # args that are their own cache key (None, the most frequent: ALU nodes have none; int: literals); the others go
 # through _arg_key
 _PLAIN_ARGS = frozenset({type(None), int, str, DType})
-_CONST, _CAST = Ops.CONST, Ops.CAST
+_CONST, _CAST = O.CONST, O.CAST
+_LITERAL_DTYPES = {int: dtypes.weakint, float: dtypes.weakfloat, bool: dtypes.bool}
+_NARROW = 8   # _toposort: a node of more sources than this keeps an iterator over them on the stack
 
 
 class _Ref(weakref.ref):
@@ -56,7 +58,7 @@ class _Ref(weakref.ref):
 def _forget(ref: _Ref):
   """A UOp of the cache died: drop its entry (unless the key was given to a newer UOp already; atomic in C, as
   WeakValueDictionary does it)."""
-  _remove_dead_weakref(UOp._ucache, ref.key)
+  _remove_dead_weakref(_UCACHE, ref.key)
 
 
 class UOp:
@@ -81,7 +83,14 @@ class UOp:
     self = object.__new__(cls)
     self.op = op; self.src = src; self.arg = arg; self.tag = tag
     self._cache = self._mm = self._rg = None
-    self.dtype = derive_dtype(self)
+    # an ALU node of operand types already checked (nearly every node a pass builds) takes its type from
+    # typecheck's memo here, without the two calls derive_dtype makes for it (same answer: typecheck._alu_dtype)
+    dt = None
+    if op in _ALU_ARITY:
+      dt = _ALU_MEMO.get((op, src[0].dtype, src[1].dtype) if len(src) == 2 else (op, *[s.dtype for s in src]))
+    elif op is _CONST and not src: dt = _LITERAL_DTYPES.get(arg.__class__)   # dtypes.literal_dtype, by exact class
+    elif op is _CAST and len(src) == 1 and (arg, src[0].dtype) in _CASTS_CHECKED: dt = arg
+    self.dtype = dt if dt is not None else derive_dtype(self)
     # the literal's value, kept at hand: every rule asks (None for anything else, an INVALID index included)
     if op is _CONST: self._cv = None if arg is Invalid else arg
     elif op is _CAST and src[0].op is _CONST and src[0].arg is not Invalid: self._cv = truncate(src[0].arg, arg)
@@ -145,17 +154,25 @@ class UOp:
     return {**below, self.op: below.get(self.op, ()) + (self,)}
 
   def _toposort(self) -> list["UOp"]:
-    """A depth-first walk in source order, each node after its sources (what the recursive walk gives), with an
-    iterator over each open node's sources: no entry per edge on the stack."""
+    """A depth-first walk in source order, each node after its sources (what the recursive walk gives). The stack
+    holds the open nodes themselves: back at a node, its sources are scanned again from the first, and those seen
+    already are skipped (a DAG: a seen source is placed already), which gives the order an iterator per node would,
+    without making one per node. A wide node (a SINK or LINEAR of many sources) keeps an iterator (no rescans); a
+    leaf is placed as soon as it is met."""
     out, seen = [], {self}
-    stack = [(self, iter(self.src))]
+    stack: list = [self if len(self.src) <= _NARROW else (self, iter(self.src))]
     push, pop, see, emit = stack.append, stack.pop, seen.add, out.append
     while stack:
-      u, it = stack[-1]
+      u = stack[-1]
+      if u.__class__ is tuple: u, it = u
+      else: it = u.src
       for s in it:
         if s not in seen:
-          see(s); push((s, iter(s.src)))
-          break
+          see(s)
+          if s.src:
+            push(s if len(s.src) <= _NARROW else (s, iter(s.src)))
+            break
+          emit(s)
       else:
         pop(); emit(u)
     return out
@@ -217,10 +234,10 @@ class UOp:
   @staticmethod
   def const(value, dtype: DType | None = None) -> "UOp":
     """A literal: weak (int, float) or bool; with a non-weak dtype, CAST(CONST) of that type."""
-    c = UOp(Ops.CONST, (), value)
+    c = UOp(O.CONST, (), value)
     if dtype is None or dtype == c.dtype: return c
-    if dtype.is_bool: return UOp(Ops.CONST, (), bool(value))
-    return UOp(Ops.CAST, (c,), dtype)
+    if dtype.is_bool: return UOp(O.CONST, (), bool(value))
+    return UOp(O.CAST, (c,), dtype)
 
   @property
   def const_value(self):
@@ -243,28 +260,28 @@ class UOp:
     size = math.prod(d.vmax if isinstance(d, UOp) else d for d in dims)
     # a plain flat size keeps shape None: the arg (and every existing kernel's repr) is what it always was
     keep = len(dims) > 1 or any(isinstance(d, UOp) for d in dims)
-    return UOp(Ops.PARAM, (), BufferArg(slot, dtype, size, AddrSpace.GLOBAL, readonly, dims if keep else None,
+    return UOp(O.PARAM, (), BufferArg(slot, dtype, size, AddrSpace.GLOBAL, readonly, dims if keep else None,
                                         bool(volatile)))
 
   @staticmethod
   def placeholder(shape, dtype: DType, slot: int, addrspace: AddrSpace = AddrSpace.LOCAL) -> "UOp":
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return UOp(Ops.BUFFER, (), BufferArg(slot, dtype, math.prod(shape), addrspace, False, shape))
+    return UOp(O.BUFFER, (), BufferArg(slot, dtype, math.prod(shape), addrspace, False, shape))
 
   @staticmethod
   def variable(name: str, vmin: int, vmax: int, slot: int = 0, dtype: DType = dtypes.weakint) -> "UOp":
     """A scalar integer kernel argument in [vmin, vmax] (weak: lowering gives it int32 or int64 from the bounds)."""
-    return UOp(Ops.DEFINE_VAR, (), VarArg(slot, name, vmin, vmax, dtype))
+    return UOp(O.DEFINE_VAR, (), VarArg(slot, name, vmin, vmax, dtype))
 
   @staticmethod
   def special(n, name: str) -> "UOp":
     if not (name[:4] in ("gidx", "lidx") and name[4:].isdigit()):
       raise CompileError(f"special {name!r}: the name must be gidxN or lidxN")
-    return UOp(Ops.SPECIAL, (UOp.const(n) if not isinstance(n, UOp) else n,), name)
+    return UOp(O.SPECIAL, (UOp.const(n) if not isinstance(n, UOp) else n,), name)
 
   @staticmethod
   def range(n, axis_id: int, axis_type: AxisType = AxisType.LOOP) -> "UOp":
-    return UOp(Ops.RANGE, (UOp.const(n) if not isinstance(n, UOp) else n,), (axis_id, axis_type))
+    return UOp(O.RANGE, (UOp.const(n) if not isinstance(n, UOp) else n,), (axis_id, axis_type))
 
   @staticmethod
   def loop(n, axis_id: int | None = None) -> "UOp":
@@ -275,10 +292,10 @@ class UOp:
   @staticmethod
   def invalid() -> "UOp":
     """The INVALID index: `i.valid(c)` is c.where(i, UOp.invalid())."""
-    return UOp(Ops.CONST, (), Invalid)
+    return UOp(O.CONST, (), Invalid)
 
   @staticmethod
-  def group(*srcs) -> "UOp": return UOp(Ops.GROUP, srcs)
+  def group(*srcs) -> "UOp": return UOp(O.GROUP, srcs)
 
   def index(self, *idx) -> "UOp":
     """The address of an element: one index, or one per dim of a buffer with a shape. An index made by
@@ -297,7 +314,7 @@ class UOp:
       flat = plain[0]
       for i, n in zip(plain[1:], shape[1:]): flat = flat * n + i
       plain = [flat]
-    out = UOp(Ops.INDEX, (self, plain[0]))
+    out = UOp(O.INDEX, (self, plain[0]))
     for g in gates: out = out.valid(g)
     return out
 
@@ -305,7 +322,7 @@ class UOp:
   def buffer(self) -> "UOp":
     """The PARAM/BUFFER under INDEX and AFTER."""
     u = self
-    while u.op in (Ops.INDEX, Ops.AFTER, Ops.LOAD): u = u.src[0]
+    while u.op in (O.INDEX, O.AFTER, O.LOAD): u = u.src[0]
     return u
 
   def valid(self, cond) -> "UOp":
@@ -315,9 +332,9 @@ class UOp:
     On an integer index value: c.where(i, INVALID), an index that is no address where cond is false; .index() of it
     is the gated INDEX above, and arithmetic on it stays gated ((i.valid(c) + 1) is (i + 1).valid(c))."""
     cond = self._u(cond)
-    if self.op is Ops.INDEX:
+    if self.op is O.INDEX:
       if len(self.src) == 3: cond = self.src[2] & cond
-      return UOp(Ops.INDEX, (self.src[0], self.src[1], cond))
+      return UOp(O.INDEX, (self.src[0], self.src[1], cond))
     if isinstance(self.dtype, PtrDType) or not self.dtype.is_int:
       raise CompileError(f"valid() applies to an INDEX or an integer index value, not {_short(self)}", self)
     if not cond.dtype.is_bool:
@@ -329,10 +346,10 @@ class UOp:
   def _access_arg(self):
     """A LOAD/STORE's arg: None, or a fresh number for a volatile buffer (each access its own UOp)."""
     buf = self.buffer
-    return next(_FRESH) if buf.op is Ops.PARAM and buf.arg.volatile else None
+    return next(_FRESH) if buf.op is O.PARAM and buf.arg.volatile else None
 
-  def load(self, *deps) -> "UOp": return UOp(Ops.LOAD, (self, *deps), self._access_arg())
-  def store(self, value) -> "UOp": return UOp(Ops.STORE, (self, self._u(value)), self._access_arg())
+  def load(self, *deps) -> "UOp": return UOp(O.LOAD, (self, *deps), self._access_arg())
+  def store(self, value) -> "UOp": return UOp(O.STORE, (self, self._u(value)), self._access_arg())
 
   def end(self, *ends) -> "UOp":
     """Close ranges: END(self, *ranges), the effects of self done for every index of each range. A bool among them is
@@ -346,62 +363,62 @@ class UOp:
       cond = conds[0]
       for c in conds[1:]: cond = cond & c
       x = _gate_block(self, cond)
-    return UOp(Ops.END, (x, *ranges)) if ranges else x
+    return UOp(O.END, (x, *ranges)) if ranges else x
 
-  def reduce(self, *ranges, arg=Ops.ADD) -> "UOp": return UOp(Ops.REDUCE, (self, *ranges), arg)
-  def barrier(self) -> "UOp": return UOp(Ops.BARRIER, (self,))
-  def after(self, *deps) -> "UOp": return UOp(Ops.AFTER, (self, *deps))
-  def sink(self, *more, arg=None) -> "UOp": return UOp(Ops.SINK, (self, *more), arg)
+  def reduce(self, *ranges, arg=O.ADD) -> "UOp": return UOp(O.REDUCE, (self, *ranges), arg)
+  def barrier(self) -> "UOp": return UOp(O.BARRIER, (self,))
+  def after(self, *deps) -> "UOp": return UOp(O.AFTER, (self, *deps))
+  def sink(self, *more, arg=None) -> "UOp": return UOp(O.SINK, (self, *more), arg)
 
   # ---------- ALU ----------
   def alu(self, op: Ops, *srcs) -> "UOp":
     srcs = (self, *(self._u(s) for s in srcs))
-    if any(s.op is Ops.WHERE and s.src[2].op is Ops.CONST and s.src[2].arg is Invalid for s in srcs):
+    if any(s.op is O.WHERE and s.src[2].op is O.CONST and s.src[2].arg is Invalid for s in srcs):
       return _alu_on_valid(op, srcs)
     return UOp(op, srcs)
-  def cast(self, dtype: DType) -> "UOp": return self if self.dtype == dtype else UOp(Ops.CAST, (self,), dtype)
-  def bitcast(self, dtype: DType) -> "UOp": return UOp(Ops.BITCAST, (self,), dtype)
-  def where(self, a, b) -> "UOp": return UOp(Ops.WHERE, (self, self._u(a), self._u(b)))
-  def eq(self, x) -> "UOp": return self.alu(Ops.CMPEQ, x)
-  def ne(self, x) -> "UOp": return self.alu(Ops.CMPNE, x)
-  def maximum(self, x) -> "UOp": return self.alu(Ops.MAX, x)
-  def idiv(self, x) -> "UOp": return self.alu(Ops.IDIV, x)   # C's truncating division
-  def imod(self, x) -> "UOp": return self.alu(Ops.IMOD, x)   # C's remainder (sign of the dividend)
-  def sqrt(self) -> "UOp": return self.alu(Ops.SQRT)
-  def exp2(self) -> "UOp": return self.alu(Ops.EXP2)
-  def log2(self) -> "UOp": return self.alu(Ops.LOG2)
-  def sin(self) -> "UOp": return self.alu(Ops.SIN)
-  def recip(self) -> "UOp": return self.alu(Ops.RECIP)
-  def logical_not(self) -> "UOp": return self.alu(Ops.NOT)
+  def cast(self, dtype: DType) -> "UOp": return self if self.dtype == dtype else UOp(O.CAST, (self,), dtype)
+  def bitcast(self, dtype: DType) -> "UOp": return UOp(O.BITCAST, (self,), dtype)
+  def where(self, a, b) -> "UOp": return UOp(O.WHERE, (self, self._u(a), self._u(b)))
+  def eq(self, x) -> "UOp": return self.alu(O.CMPEQ, x)
+  def ne(self, x) -> "UOp": return self.alu(O.CMPNE, x)
+  def maximum(self, x) -> "UOp": return self.alu(O.MAX, x)
+  def idiv(self, x) -> "UOp": return self.alu(O.IDIV, x)   # C's truncating division
+  def imod(self, x) -> "UOp": return self.alu(O.IMOD, x)   # C's remainder (sign of the dividend)
+  def sqrt(self) -> "UOp": return self.alu(O.SQRT)
+  def exp2(self) -> "UOp": return self.alu(O.EXP2)
+  def log2(self) -> "UOp": return self.alu(O.LOG2)
+  def sin(self) -> "UOp": return self.alu(O.SIN)
+  def recip(self) -> "UOp": return self.alu(O.RECIP)
+  def logical_not(self) -> "UOp": return self.alu(O.NOT)
 
-  def __add__(self, x): return self.alu(Ops.ADD, x)
-  def __radd__(self, x): return self._u(x).alu(Ops.ADD, self)
-  def __sub__(self, x): return self.alu(Ops.SUB, x)
-  def __rsub__(self, x): return self._u(x).alu(Ops.SUB, self)
-  def __mul__(self, x): return self.alu(Ops.MUL, x)
-  def __rmul__(self, x): return self._u(x).alu(Ops.MUL, self)
-  def __floordiv__(self, x): return self.alu(Ops.FLOORDIV, x)
-  def __rfloordiv__(self, x): return self._u(x).alu(Ops.FLOORDIV, self)
-  def __mod__(self, x): return self.alu(Ops.FLOORMOD, x)
-  def __rmod__(self, x): return self._u(x).alu(Ops.FLOORMOD, self)
-  def __truediv__(self, x): return self.alu(Ops.FDIV, x)
-  def __rtruediv__(self, x): return self._u(x).alu(Ops.FDIV, self)
-  def __and__(self, x): return self.alu(Ops.AND, x)
-  def __rand__(self, x): return self._u(x).alu(Ops.AND, self)
-  def __or__(self, x): return self.alu(Ops.OR, x)
-  def __ror__(self, x): return self._u(x).alu(Ops.OR, self)
-  def __xor__(self, x): return self.alu(Ops.XOR, x)
-  def __rxor__(self, x): return self._u(x).alu(Ops.XOR, self)
-  def __lshift__(self, x): return self.alu(Ops.SHL, x)
-  def __rlshift__(self, x): return self._u(x).alu(Ops.SHL, self)
-  def __rshift__(self, x): return self.alu(Ops.SHR, x)
-  def __rrshift__(self, x): return self._u(x).alu(Ops.SHR, self)
-  def __lt__(self, x): return self.alu(Ops.CMPLT, x)
-  def __gt__(self, x): return self._u(x).alu(Ops.CMPLT, self)
-  def __le__(self, x): return self._u(x).alu(Ops.CMPLT, self).logical_not()
-  def __ge__(self, x): return self.alu(Ops.CMPLT, x).logical_not()
-  def __neg__(self): return self.alu(Ops.NEG)
-  def __invert__(self): return self.alu(Ops.NOT)
+  def __add__(self, x): return self.alu(O.ADD, x)
+  def __radd__(self, x): return self._u(x).alu(O.ADD, self)
+  def __sub__(self, x): return self.alu(O.SUB, x)
+  def __rsub__(self, x): return self._u(x).alu(O.SUB, self)
+  def __mul__(self, x): return self.alu(O.MUL, x)
+  def __rmul__(self, x): return self._u(x).alu(O.MUL, self)
+  def __floordiv__(self, x): return self.alu(O.FLOORDIV, x)
+  def __rfloordiv__(self, x): return self._u(x).alu(O.FLOORDIV, self)
+  def __mod__(self, x): return self.alu(O.FLOORMOD, x)
+  def __rmod__(self, x): return self._u(x).alu(O.FLOORMOD, self)
+  def __truediv__(self, x): return self.alu(O.FDIV, x)
+  def __rtruediv__(self, x): return self._u(x).alu(O.FDIV, self)
+  def __and__(self, x): return self.alu(O.AND, x)
+  def __rand__(self, x): return self._u(x).alu(O.AND, self)
+  def __or__(self, x): return self.alu(O.OR, x)
+  def __ror__(self, x): return self._u(x).alu(O.OR, self)
+  def __xor__(self, x): return self.alu(O.XOR, x)
+  def __rxor__(self, x): return self._u(x).alu(O.XOR, self)
+  def __lshift__(self, x): return self.alu(O.SHL, x)
+  def __rlshift__(self, x): return self._u(x).alu(O.SHL, self)
+  def __rshift__(self, x): return self.alu(O.SHR, x)
+  def __rrshift__(self, x): return self._u(x).alu(O.SHR, self)
+  def __lt__(self, x): return self.alu(O.CMPLT, x)
+  def __gt__(self, x): return self._u(x).alu(O.CMPLT, self)
+  def __le__(self, x): return self._u(x).alu(O.CMPLT, self).logical_not()
+  def __ge__(self, x): return self.alu(O.CMPLT, x).logical_not()
+  def __neg__(self): return self.alu(O.NEG)
+  def __invert__(self): return self.alu(O.NOT)
   # == stays identity (hash-consing makes it structural equality); use .eq()/.ne() to build comparisons
   __hash__ = object.__hash__
 
@@ -411,9 +428,12 @@ class UOp:
   def __repr__(self) -> str: return render_repr(self)
 
 
+_UCACHE = UOp._ucache   # the cache itself, as a global: _forget runs for every UOp that dies
+
+
 def _split_valid(i: UOp) -> tuple:
   """(index, gate) of a gated index value c.where(i, INVALID); (i, None) for any other."""
-  if i.op is Ops.WHERE and i.src[2].op is Ops.CONST and i.src[2].arg is Invalid: return i.src[1], i.src[0]
+  if i.op is O.WHERE and i.src[2].op is O.CONST and i.src[2].arg is Invalid: return i.src[1], i.src[0]
   return i, None
 
 
@@ -425,7 +445,7 @@ def _alu_on_valid(op: Ops, srcs: tuple) -> UOp:
     plain.append(v)
     if g is not None: gates.append(g)
   out = UOp(op, tuple(plain))
-  if op is Ops.WHERE or not out.dtype.is_int or out.dtype.is_bool:
+  if op is O.WHERE or not out.dtype.is_int or out.dtype.is_bool:
     raise CompileError(f"{op.name} of a gated index value (i.valid(c)) is not an index: use it in .index(), or gate "
                        f"the INDEX: {_short(out)}", out)
   cond = gates[0]
@@ -449,9 +469,9 @@ def _check_dim(slot: int, d):
   if d.vmin < 0: raise CompileError(f"param {slot}: size {_short(d)} can be negative (as low as {d.vmin})", d)
 
 
-_LAUNCH_OPS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FLOORDIV, Ops.FLOORMOD,
-                         Ops.IDIV, Ops.IMOD, Ops.MAX, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE,
-                         Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.NOT, Ops.NEG})
+_LAUNCH_OPS = frozenset({O.CONST, O.DEFINE_VAR, O.CAST, O.ADD, O.SUB, O.MUL, O.FLOORDIV, O.FLOORMOD,
+                         O.IDIV, O.IMOD, O.MAX, O.SHL, O.SHR, O.AND, O.OR, O.XOR, O.WHERE,
+                         O.CMPLT, O.CMPEQ, O.CMPNE, O.NOT, O.NEG})
 
 
 def _gate_block(x: UOp, cond: UOp) -> UOp:
@@ -461,12 +481,12 @@ def _gate_block(x: UOp, cond: UOp) -> UOp:
   new: dict = {}
   for u in x.toposort():
     if u in keep: new[u] = u; continue
-    if u.op is Ops.BARRIER:
+    if u.op is O.BARRIER:
       raise CompileError(f"a BARRIER inside a conditional END: work-items where the condition is false would never "
                          f"reach it: {_short(u)}", u)
     src = tuple(new[s] for s in u.src)
     v = u if src == u.src else u.replace(src=src)
-    new[u] = v.valid(cond) if v.op is Ops.INDEX else v
+    new[u] = v.valid(cond) if v.op is O.INDEX else v
   return new[x]
 
 

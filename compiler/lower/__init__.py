@@ -48,7 +48,7 @@ import dataclasses
 import gc
 from typing import Callable
 
-from ..ir import AddrSpace, KernelInfo, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from ..ir import AddrSpace, KernelInfo, PatternMatcher, UOp, UPat, graph_rewrite
 from ..ir.spec import kernel_spec, lowered_spec, verify, verify_linear
 from ..ir.symbolic import symbolic
 from .calls import inline_calls
@@ -60,6 +60,7 @@ from .linearize import linearize
 from .volatile import pin_volatile_loads
 from .reduce import ReduceContext, first_free_slot, pm_reduce
 from .target import C_TARGET, TARGETS, Target
+from ..ir.ops import O
 
 
 def _split_multi_end(e: UOp):
@@ -67,22 +68,22 @@ def _split_multi_end(e: UOp):
   # innermost range first: a range nested in another depends on it (more ranges); ties: the last listed is innermost
   rs = sorted(enumerate(e.src[1:]), key=lambda p: (len(p[1].ranges), p[0]), reverse=True)
   out = e.src[0]
-  for _, r in rs: out = UOp(Ops.END, (out, r))
+  for _, r in rs: out = UOp(O.END, (out, r))
   return out
 
 
 def split_ends(sink: UOp, target: Target) -> UOp:
-  if Ops.END not in _ops(sink): return sink
-  sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.END, name="e"), _split_multi_end)], name="split_ends"))
+  if O.END not in _ops(sink): return sink
+  sink = graph_rewrite(sink, PatternMatcher([(UPat(O.END, name="e"), _split_multi_end)], name="split_ends"))
   by_range: dict[UOp, list] = {}
-  for u in sink.by_op().get(Ops.END, ()): by_range.setdefault(u.src[1], []).append(u)
+  for u in sink.by_op().get(O.END, ()): by_range.setdefault(u.src[1], []).append(u)
   merge = {}
   for r, es in by_range.items():
     if len(es) > 1:
-      merged = UOp(Ops.END, (UOp(Ops.GROUP, tuple(e.src[0] for e in es)), r))
+      merged = UOp(O.END, (UOp(O.GROUP, tuple(e.src[0] for e in es)), r))
       for e in es: merge[e] = merged
   if not merge: return sink
-  return graph_rewrite(sink, PatternMatcher([(UPat(Ops.END, name="e"), lambda ctx, e: ctx.get(e))], name="merge_ends"),
+  return graph_rewrite(sink, PatternMatcher([(UPat(O.END, name="e"), lambda ctx, e: ctx.get(e))], name="merge_ends"),
                        ctx=merge, bottom_up=True)
 
 
@@ -99,12 +100,12 @@ def _symbolic(sink, target): return graph_rewrite(sink, symbolic, name="symbolic
 
 
 def _reduce(sink, target):
-  if Ops.REDUCE not in _ops(sink): return sink
+  if O.REDUCE not in _ops(sink): return sink
   return graph_rewrite(sink, pm_reduce, ctx=ReduceContext(first_free_slot(sink)))
 
 
 def _barriers(sink, target):
-  if not any(u.arg.addrspace is AddrSpace.LOCAL for u in sink.by_op().get(Ops.BUFFER, ())): return sink
+  if not any(u.arg.addrspace is AddrSpace.LOCAL for u in sink.by_op().get(O.BUFFER, ())): return sink
   return graph_rewrite(sink, pm_barriers, ctx=loaded_local_buffers(sink))
 
 
@@ -151,7 +152,7 @@ def lower(sink: UOp, target: Target | str = C_TARGET, until: str | None = None, 
 
 def _lower(sink: UOp, target: Target | str, until: str | None, verify_each: bool) -> UOp:
   if isinstance(target, str): target = TARGETS[target]
-  if sink.op is not Ops.SINK: sink = UOp(Ops.SINK, (sink,), KernelInfo())
+  if sink.op is not O.SINK: sink = UOp(O.SINK, (sink,), KernelInfo())
   for name, fn in PIPELINE:
     sink = fn(sink, target)
     if verify_each: verify_linearizable(sink)
@@ -180,7 +181,7 @@ def _with_arg(sink: UOp, arg) -> UOp:
 def check_local_memory(sink: UOp, target: Target):
   from ..ir import AddrSpace, CompileError
   from ..ir.uop import _short
-  locals_ = [u for u in sink.by_op().get(Ops.BUFFER, ()) if u.arg.addrspace is AddrSpace.LOCAL]
+  locals_ = [u for u in sink.by_op().get(O.BUFFER, ()) if u.arg.addrspace is AddrSpace.LOCAL]
   total = sum(u.arg.size * u.arg.dtype.itemsize for u in locals_)
   if total > target.local_memory_bytes:
     raise CompileError(f"{total} bytes of LOCAL memory exceed the {target.name} limit of {target.local_memory_bytes}: "
@@ -192,9 +193,9 @@ def check_barriers_uniform(sink: UOp):
   count depends on the work-item (a lidx) would leave the others waiting for ever (on a GPU: undefined)."""
   from ..ir import CompileError
   from ..ir.uop import _short
-  for u in sink.by_op().get(Ops.BARRIER, ()):
+  for u in sink.by_op().get(O.BARRIER, ()):
     for r in u.ranges:
-      lid = next((s for s in r.src[0].toposort() if s.op is Ops.SPECIAL and s.arg.startswith("lidx")), None)
+      lid = next((s for s in r.src[0].toposort() if s.op is O.SPECIAL and s.arg.startswith("lidx")), None)
       if lid is not None:
         raise CompileError(f"a BARRIER inside loop {r.arg[0]} whose trip count depends on the work-item ({lid.arg}): "
                            f"work-items would reach it different numbers of times; loop: {_short(r, 300)}", u)

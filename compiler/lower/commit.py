@@ -5,12 +5,13 @@ literals of already-typed consumers would be weak, and there are none left: ever
 """
 from __future__ import annotations
 
-from ..ir import Ops, PtrDType, UOp, dtypes
-from ..ir.ops import GroupOp
+from ..ir import PtrDType, UOp, dtypes
+from ..ir.ops import GroupOp, O
 from ..ir.uop import VarArg
 
 _I32 = dtypes.int32.bounds
-_ALU, _CONST = frozenset(GroupOp.ALU), Ops.CONST
+_ALU, _CONST = frozenset(GroupOp.ALU), O.CONST
+_PLAIN_ALU = _ALU - GroupOp.Comparison - {O.WHERE}   # ALU ops whose every source takes the node's type
 
 
 def _fits32(u: UOp) -> bool:
@@ -37,7 +38,7 @@ def commit_dtypes(sink: UOp) -> UOp:
   def fix(s: UOp, want) -> UOp:
     """The committed source s, in a slot of type want."""
     m = memo[s]
-    if s.op is Ops.CONST and s.dtype.is_weak:
+    if s.op is O.CONST and s.dtype.is_weak:
       lit = literals.get((s, want))
       if lit is None: lit = literals[(s, want)] = _literal(s, want)
       return lit
@@ -49,10 +50,10 @@ def commit_dtypes(sink: UOp) -> UOp:
   for u in sink.toposort():
     op, src = u.op, u.src
     dt = u.dtype
-    if op is Ops.CONST:
+    if op is O.CONST:
       memo[u] = u
       continue
-    if not isinstance(dt, PtrDType) and dt.is_weak:
+    if dt.__class__ is not PtrDType and dt.is_weak:
       if dt.kind == "weakfloat": new_dt = dtypes.float32
       else:
         wide = not _fits32(u) or any(chosen.get(s) is dtypes.int64 for s in src)
@@ -60,38 +61,41 @@ def commit_dtypes(sink: UOp) -> UOp:
       chosen[u] = new_dt
     else:
       new_dt = dt
-    if op is Ops.DEFINE_VAR:
+    if op in _PLAIN_ALU:   # fix(s, new_dt) for each source, inlined (the most frequent node: tested first)
+      ns = []
+      for s in src:
+        m = memo[s]
+        sdt = s.dtype
+        if not sdt.is_weak: ns.append(m)   # a typed source (most of them): its committed form
+        elif s.op is _CONST:
+          lit = literals.get((s, new_dt))
+          if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
+          ns.append(lit)
+        elif new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and m.dtype != new_dt:
+          ns.append(m.cast(new_dt))
+        else: ns.append(m)
+      new_src = tuple(ns)
+      memo[u] = u if new_src == src else UOp(op, new_src, u.arg, u.tag)
+      continue
+    if op is O.DEFINE_VAR:
       memo[u] = UOp(op, (), VarArg(u.arg.slot, u.arg.name, u.arg.vmin, u.arg.vmax, new_dt)) if dt.is_weak else u
       continue
-    if op in (Ops.RANGE, Ops.SPECIAL): new_src = (fix(src[0], new_dt),)
-    elif op is Ops.WHERE: new_src = (memo[src[0]], fix(src[1], new_dt), fix(src[2], new_dt))
+    if op in (O.RANGE, O.SPECIAL): new_src = (fix(src[0], new_dt),)
+    elif op is O.WHERE: new_src = (memo[src[0]], fix(src[1], new_dt), fix(src[2], new_dt))
     elif op in GroupOp.Comparison:
-      other = [memo[s].dtype for s in src if not (s.op is Ops.CONST and s.dtype.is_weak)]
+      other = [memo[s].dtype for s in src if not (s.op is O.CONST and s.dtype.is_weak)]
       # literals only (a comparison a late pass made of constants): one type that holds them all, else each side
       # would take the width of its own value (int64 against int32)
       want = max(other, key=lambda d: d.itemsize) if other else max((_literal(s, None).dtype for s in src),
                                                                       key=lambda d: (d.is_float, d.itemsize))
       if want is not None and want.is_int and any(chosen.get(s) is dtypes.int64 for s in src): want = dtypes.int64
       new_src = tuple(fix(s, want) for s in src)
-    elif op in _ALU:   # fix(s, new_dt) for each source, inlined (the most frequent node)
-      ns = []
-      for s in src:
-        m = memo[s]
-        sdt = s.dtype
-        if s.op is _CONST and sdt.is_weak:
-          lit = literals.get((s, new_dt))
-          if lit is None: lit = literals[(s, new_dt)] = _literal(s, new_dt)
-          ns.append(lit)
-        elif sdt.is_weak and new_dt is not None and not new_dt.is_weak and m.dtype.__class__ is not PtrDType and \
-             m.dtype != new_dt: ns.append(m.cast(new_dt))
-        else: ns.append(m)
-      new_src = tuple(ns)
-    elif op is Ops.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
-    elif op is Ops.INDEX:
+    elif op is O.STORE: new_src = (memo[src[0]], fix(src[1], src[0].dtype.base), *(memo[s] for s in src[2:]))
+    elif op is O.INDEX:
       idx = fix(src[1], None)
       new_src = (memo[src[0]], idx, *(memo[s] for s in src[2:]))
-    elif op is Ops.CAST and src[0].op is Ops.CONST: new_src = src   # a typed literal already: CAST(CONST) stays
-    elif op in (Ops.CAST, Ops.BITCAST): new_src = (fix(src[0], None),)
-    else: new_src = tuple(memo[s] if not (s.op is Ops.CONST and s.dtype.is_weak) else _literal(s, None) for s in src)
+    elif op is O.CAST and src[0].op is O.CONST: new_src = src   # a typed literal already: CAST(CONST) stays
+    elif op in (O.CAST, O.BITCAST): new_src = (fix(src[0], None),)
+    else: new_src = tuple(memo[s] if not (s.op is O.CONST and s.dtype.is_weak) else _literal(s, None) for s in src)
     memo[u] = u if new_src == src else UOp(op, new_src, u.arg, u.tag)   # UOps compare by identity: == is `is`
   return memo[sink]
