@@ -5,17 +5,14 @@ from __future__ import annotations
 import struct
 
 from ...ir import CompileError, UOp, dtypes
-from ...ir import Ops as _IROps
+# the IR's Ops members as plain class attributes (compiler/ir/ops.O): selection reads a few per element, and `Ops.ADD`
+# off the Enum class costs several times a plain attribute on CPython 3.11; the members are the same objects
+from ...ir.ops import O as Ops
 from ...ir.dtypes import DType, truncate
 from ...ir.uop import _short
 from .isel_mir import Imm, Imm64
 
 TARGET = "gfx1100"
-
-# The IR's Ops members as plain class attributes, for instruction selection (isel*.py): reading a member off the Enum
-# class (Ops.ADD) goes through EnumType.__getattr__ in CPython 3.11, several times the cost of a plain class attribute,
-# and selection asks for a few per element. The members are the same objects: `u.op is Ops.ADD` holds as before.
-Ops = type("Ops", (), dict(_IROps.__members__))
 
 # inline constants (RDNA3 ISA 16.3.1 / operands.py): 128 + n for integers 0..64, 192 + n for -1..-16; for float
 # operands 240..248 are 0.5, -0.5, 1, -1, 2, -2, 4, -4, 1/(2 pi) in the operand's own format
