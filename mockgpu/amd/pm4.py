@@ -297,7 +297,7 @@ class PM4Engine:
         # kept with the headers: a run matches only with the same dword there (_specialised)
         special = _SPECIALISED.get(handler)
         step = special(self, cache, pos, nxt) if special is not None else None
-        if step is not None: keys.append(step[0])
+        if step is not None and step[0] is not None: keys.append(step[0])
         steps.append((handler.__get__(self) if step is None else step[1], pos, slice(pos + 1, nxt), opcode,
                       len(positions)))
       positions.append(pos)
@@ -366,8 +366,12 @@ class PM4Engine:
     except QueueError as e:
       raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
     if running is None: return True
-    # not ended within its time slice: the packet stays current (run() resumes the dispatch before anything else)
-    self.running = (running, frame, pos + 1 + len(body))
+    return self._suspended(running, frame, pos, len(body))
+
+  def _suspended(self, running, frame: Frame, pos: int, body_len: int) -> bool:
+    """DISPATCH_DIRECT's dispatch did not end within its time slice: the packet stays current (run() resumes the
+    dispatch before anything else)."""
+    self.running = (running, frame, pos + 1 + body_len)
     self.blocked_on = f"DISPATCH_DIRECT at ring offset {self._ring_offset(frame, pos):#x}: its dispatch is running " \
                       f"(suspended between time slices)"
     return False
@@ -510,6 +514,19 @@ class PM4Engine:
       return True
     return pos + 2, fence_step
 
+  def _dispatch_step(self, cache, pos: int, nxt: int):
+    """(None: no dword kept, step) for a DISPATCH_DIRECT of at least 4 body dwords (_dispatch_direct's effect, its
+    length checked once), else None. The GPU's dispatch_direct is looked up per call (a stand-in set later is used)."""
+    if nxt - pos - 1 < 4: return None                      # the general handler refuses it
+    gpu, queue, sh = self.gpu, self.queue, self.sh
+    def dispatch_step(body, frame, pos, op):
+      try: self.launch_state, running = gpu.dispatch_direct(queue, sh, tuple(body[:3]), body[3], self.launch_state,
+                                                            self.user_data)
+      except QueueError as e:
+        raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
+      return running is None or self._suspended(running, frame, pos, len(body))
+    return None, dispatch_step
+
   def _write_data(self, body, frame, pos, op):
     if len(body) < 3: raise self._error(frame, pos, f"WRITE_DATA needs at least 3 body dwords, has {len(body)}", op)
     control, lo, hi = body[:3]
@@ -567,4 +584,5 @@ _nop = PM4Engine._nop     # the handler the packet loop skips calling (ACQUIRE_M
 
 # the handlers whose steps in a kept run are specialised (PM4Engine._sequence), and how; a handler replaced in HANDLERS
 # (a test's stand-in) is not specialised
-_SPECIALISED = {PM4Engine._set_sh_reg: PM4Engine._sh_step, PM4Engine._release_mem: PM4Engine._fence_step}
+_SPECIALISED = {PM4Engine._set_sh_reg: PM4Engine._sh_step, PM4Engine._release_mem: PM4Engine._fence_step,
+                PM4Engine._dispatch_direct: PM4Engine._dispatch_step}
