@@ -275,9 +275,10 @@ class PM4Engine:
 
   def _sequence(self, cache: list, by_header: dict, seqs: dict) -> tuple | None:
     """Decode the dwords of `cache` (a ring's read-ahead, from the next packet to the last written dword) as a run of
-    whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions,
-    the headers and the dwords the specialised steps depend on, packet count, steps), a step being (the handler bound to this engine, header position, the body's
-    slice, opcode, packets of the run before this one); no-op packets have no step (run() only counts them).
+    whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions
+    and of the body dwords the specialised steps depend on, those dwords, packet count, steps), a step being (the
+    handler bound to this engine or a specialised step, header position, the body's slice, opcode, packets of the run
+    before this one); no-op packets have no step (run() only counts them).
     None when the run holds anything else (a filler, another packet type, an unknown opcode, a packet past the end,
     INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and refuses what it refuses. Headers equal at the
     same positions are the same packets (each header gives the position of the next), so a run whose headers match a
@@ -294,7 +295,7 @@ class PM4Engine:
       if nxt > n: return None
       if handler is not _nop:
         # a step specialised by its packet's first (SET_SH_REG) or second (RELEASE_MEM) body dword, which is then
-        # kept with the headers: a run matches only with the same dword there (_specialised)
+        # kept with the headers: a run matches only with the same dword there (_SPECIALISED)
         special = _SPECIALISED.get(handler)
         step = special(self, cache, pos, nxt) if special is not None else None
         if step is not None and step[0] is not None: keys.append(step[0])

@@ -118,5 +118,5 @@ def test_the_kept_steps_are_specialised_and_follow_the_register_offset(bench):
     (seq,) = q.engine._seqs[1].values()
     handlers = [step[0] for step in seq[3]]
     assert [getattr(h, "__name__", None) for h in handlers] == ["user_step", "fence_step"]
-    assert seq[1] == (USER + 4, words[0], R.RELEASE_DATA_64 << 29, words[4])   # offset and selector kept with the headers
+    assert seq[1] == (USER + 4, words[0], R.RELEASE_DATA_64 << 29, words[4])   # offset, selector kept with headers
   finally: bench.gpu.destroy_queue(bench.qid)
