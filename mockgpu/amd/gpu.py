@@ -254,12 +254,15 @@ class MockAMDGPU:
           if not nested: held.hold()
           ticking.add(me)
           try:
-            for _ in range(ALONE_ROUNDS):     # bounded as tick() is: an IB that chains to itself must not hang here
+            rounds = ALONE_ROUNDS      # bounded as tick() is: an IB that chains to itself must not hang here
+            while True:                # (a counted loop without a range object: the first poll usually ends it)
               progress, pending = queue.poll_pending()
               if not os.others_idle(self):        # another engine was rung meanwhile: the full tick takes over
                 alone = False
                 break
               if not progress or not pending: break
+              rounds -= 1
+              if not rounds: break
             if pending:
               self._to_poll[queue] = None
               self.may_progress = True

@@ -275,16 +275,17 @@ class PM4Engine:
 
   def _sequence(self, cache: list, by_header: dict, seqs: dict) -> tuple | None:
     """Decode the dwords of `cache` (a ring's read-ahead, from the next packet to the last written dword) as a run of
-    whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions,
-    the headers, packet count, steps), a step being (the handler bound to this engine, header position, the body's
-    slice, opcode, packets of the run before this one); no-op packets have no step (run() only counts them).
+    whole packets of _SEQUENCE_OPCODES and keep it in `seqs` by its length: (itemgetter of the headers' positions
+    and of the body dwords the specialised steps depend on, those dwords, packet count, steps), a step being (the
+    handler bound to this engine or a specialised step, header position, the body's slice, opcode, packets of the run
+    before this one); no-op packets have no step (run() only counts them).
     None when the run holds anything else (a filler, another packet type, an unknown opcode, a packet past the end,
     INDIRECT_BUFFER, PRED_EXEC): the general loop then decodes it and refuses what it refuses. Headers equal at the
     same positions are the same packets (each header gives the position of the next), so a run whose headers match a
     kept sequence is that sequence with other bodies. The last item reads a run of this length from the ring (native
     u32s, as the ring's view)."""
     n, pos = len(cache), 0
-    positions, steps = [], []
+    positions, keys, steps = [], [], []
     while pos < n:
       header = cache[pos]
       handler = by_header.get(header & _TYPE_OPCODE)
@@ -292,10 +293,18 @@ class PM4Engine:
       if handler is None or opcode not in _SEQUENCE_OPCODES: return None
       nxt = pos + 2 + ((header >> 16) & 0x3FFF)
       if nxt > n: return None
-      if handler is not _nop: steps.append((handler.__get__(self), pos, slice(pos + 1, nxt), opcode, len(positions)))
+      if handler is not _nop:
+        # a step specialised by its packet's first (SET_SH_REG) or second (RELEASE_MEM) body dword, which is then
+        # kept with the headers: a run matches only with the same dword there (_SPECIALISED)
+        special = _SPECIALISED.get(handler)
+        step = special(self, cache, pos, nxt) if special is not None else None
+        if step is not None and step[0] is not None: keys.append(step[0])
+        steps.append((handler.__get__(self) if step is None else step[1], pos, slice(pos + 1, nxt), opcode,
+                      len(positions)))
       positions.append(pos)
+      keys.append(pos)
       pos = nxt
-    getter = itemgetter(*positions)
+    getter = itemgetter(*keys)
     seq = (getter, getter(cache), len(positions), tuple(steps), Struct(f"={n}I"))
     if len(seqs) >= SEQUENCE_CACHE_ENTRIES: seqs.clear()
     seqs[n] = seq
@@ -358,8 +367,12 @@ class PM4Engine:
     except QueueError as e:
       raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
     if running is None: return True
-    # not ended within its time slice: the packet stays current (run() resumes the dispatch before anything else)
-    self.running = (running, frame, pos + 1 + len(body))
+    return self._suspended(running, frame, pos, len(body))
+
+  def _suspended(self, running, frame: Frame, pos: int, body_len: int) -> bool:
+    """DISPATCH_DIRECT's dispatch did not end within its time slice: the packet stays current (run() resumes the
+    dispatch before anything else)."""
+    self.running = (running, frame, pos + 1 + body_len)
     self.blocked_on = f"DISPATCH_DIRECT at ring offset {self._ring_offset(frame, pos):#x}: its dispatch is running " \
                       f"(suspended between time slices)"
     return False
@@ -457,6 +470,64 @@ class PM4Engine:
       self.gpu.interrupt(self.queue, body[6] if len(body) > 6 else 0)
     return True
 
+  # ---- steps of a kept run (_sequence), specialised by one body dword kept with the run's headers: every check that
+  # dword decides is made once, when the run is decoded; the general handler stays for anything else
+  def _sh_step(self, cache, pos: int, nxt: int):
+    """(position of the register offset, step) for a SET_SH_REG inside the SH window that either writes user data
+    only or none of it (_set_sh_reg's effect for that range), else None."""
+    start = cache[pos + 1] & 0xFFFF
+    end = start + nxt - pos - 2
+    if end > _SH_WINDOW: return None                       # the general handler refuses it
+    regs, sh = range(start, end), self.sh
+    if _USER_LO <= start and end <= _USER_HI:
+      lo, hi = start - _USER_LO, end - _USER_LO
+      def user_step(body, frame, pos, op):
+        values = body[1:]
+        self.user_data[lo:hi] = values
+        sh.update(zip(regs, values))
+        return True
+      return pos + 1, user_step
+    if start < _USER_HI and _USER_LO < end: return None    # across the user data and other registers
+    if _LAUNCH_REGS.find(1, start, end) >= 0:
+      def launch_step(body, frame, pos, op):
+        sh.update(zip(regs, body[1:]))
+        self.launch_state = None
+        return True
+      return pos + 1, launch_step
+    def sh_step(body, frame, pos, op):
+      sh.update(zip(regs, body[1:]))
+      return True
+    return pos + 1, sh_step
+
+  def _fence_step(self, cache, pos: int, nxt: int):
+    """(position of the data/interrupt selector, step) for a RELEASE_MEM of a 64-bit value without an interrupt
+    (_release_mem's effect, the fence of every launch), else None."""
+    if nxt - pos - 1 < 6: return None                      # the general handler refuses it
+    sel = cache[pos + 2]
+    if (sel >> 29) & 7 != _DATA_64 or (sel >> 24) & 7: return None
+    mem, what = self._mem, self._release_what
+    def fence_step(body, frame, pos, op):
+      addr = (body[2] | (body[3] << 32)) & ~7
+      cells = mem.cells64                 # DeviceMemory.write64's kept-cell case inlined, as in _release_mem
+      cell = cells[1].get(addr) if cells[0] == mem.ranges.generation else None
+      if cell is not None: cell.value = body[4] | (body[5] << 32)
+      else: mem.write64(addr, body[4] | (body[5] << 32), what)
+      return True
+    return pos + 2, fence_step
+
+  def _dispatch_step(self, cache, pos: int, nxt: int):
+    """(None: no dword kept, step) for a DISPATCH_DIRECT of at least 4 body dwords (_dispatch_direct's effect, its
+    length checked once), else None. The GPU's dispatch_direct is looked up per call (a stand-in set later is used)."""
+    if nxt - pos - 1 < 4: return None                      # the general handler refuses it
+    gpu, queue, sh = self.gpu, self.queue, self.sh
+    def dispatch_step(body, frame, pos, op):
+      try: self.launch_state, running = gpu.dispatch_direct(queue, sh, tuple(body[:3]), body[3], self.launch_state,
+                                                            self.user_data)
+      except QueueError as e:
+        raise self._error(frame, pos, f"DISPATCH_DIRECT: {e}", op) from None
+      return running is None or self._suspended(running, frame, pos, len(body))
+    return None, dispatch_step
+
   def _write_data(self, body, frame, pos, op):
     if len(body) < 3: raise self._error(frame, pos, f"WRITE_DATA needs at least 3 body dwords, has {len(body)}", op)
     control, lo, hi = body[:3]
@@ -510,3 +581,9 @@ class PM4Engine:
 
 
 _nop = PM4Engine._nop     # the handler the packet loop skips calling (ACQUIRE_MEM, EVENT_WRITE, NOP)
+
+
+# the handlers whose steps in a kept run are specialised (PM4Engine._sequence), and how; a handler replaced in HANDLERS
+# (a test's stand-in) is not specialised
+_SPECIALISED = {PM4Engine._set_sh_reg: PM4Engine._sh_step, PM4Engine._release_mem: PM4Engine._fence_step,
+                PM4Engine._dispatch_direct: PM4Engine._dispatch_step}

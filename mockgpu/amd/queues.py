@@ -122,10 +122,23 @@ class PM4Queue(Queue):
     """(poll(), pending) in one call (the GPU's doorbell asks both on every launch): Queue.poll with the pending
     property inlined."""
     if not self.active or self.error is not None: return False, False
-    try: progress = self._poll()
+    engine, ring = self.engine, self.ring
+    try:
+      wptr = self.doorbell_value
+      if wptr <= ring.pos: progress = self._poll()     # nothing new, or a pointer behind: _poll's checks
+      else:
+        # _poll's common case inlined (new packets: every launch's doorbell), the same steps
+        ring.end = wptr
+        progress = engine.run()
+        if progress:
+          mem = self._mem
+          cells = mem.cells64
+          cell = cells[1].get(self.rptr_addr) if cells[0] == mem.ranges.generation else None
+          if cell is not None: cell.value = ring.pos
+          else: mem.write64(self.rptr_addr, ring.pos, self._rptr_what)
+          progress = engine.running is None
     except BaseException as e: return self._failed(e), False       # (a stopped queue is not pending)
-    engine = self.engine
-    return progress, (self.active and self.error is None and (self.doorbell_value != self.ring.pos
+    return progress, (self.active and self.error is None and (self.doorbell_value != ring.pos
                                                               or len(engine.frames) > 1 or engine.running is not None))
 
   def _poll(self) -> bool:
