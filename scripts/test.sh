@@ -17,7 +17,13 @@ if [ -n "$missing" ]; then
   fi
 fi
 bash scripts/install.sh
+# the packages the tests read (Debian sources, firmware, ptxas) are fetched while pip installs the test extras, not
+# inside the first tests that need them (scripts/fetch_sources.py; what it cannot fetch, the tests fetch or skip)
+.venv/bin/python scripts/fetch_sources.py > .venv/fetch_sources.log 2>&1 &
+fetch=$!
 .venv/bin/python -m pip install -q -e '.[test]'
+wait "$fetch" || true
+grep -h "^fetch_sources" .venv/fetch_sources.log >&2 || true
 set +e
 .venv/bin/python -m pytest tests "$@"
 rc=$?
