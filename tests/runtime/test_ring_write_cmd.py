@@ -131,3 +131,15 @@ def test_an_aql_engine_translates_what_write_cmd_gets():
   cb = CommandBuffer([0xC0DE, lo(t), hi(t)], "compute")
   engine.write_cmd(cb, {("var", "timeline"): 5})
   assert [list(w) for w in written] == [[0xC0DE, 5, 0]]
+
+
+def test_a_kernel_without_arguments_packs_nothing_and_still_counts_them():
+  import hcq
+  from hcq.drivers.amd.kernels import demo_code_object
+  from hcq.errors import DeviceError
+  with hcq.open("MOCK+AMD") as dev:
+    code = demo_code_object()
+    empty, vadd = dev.load(code, "empty"), dev.load(code, "vadd")
+    assert empty.layout.check_and_pack((), dev.buffer_type, dev) == b""
+    with pytest.raises(DeviceError, match="kernel empty takes 0 arguments"): empty(1, global_size=(1,))
+    with pytest.raises(DeviceError, match="kernel vadd takes 4 arguments"): vadd(global_size=(1,))
