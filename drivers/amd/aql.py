@@ -81,6 +81,9 @@ class AQLEngine(RingEngine):
     if len(self.ib) < self.slots * IB_SLOT_DWORDS: raise ValueError(f"{ring.name}: the IB area is too small")
     super().__init__(name, matcher, ring, ctx, links)
     self.write = self._write           # RingEngine binds ring.write; this engine translates first
+    self.write_cmd = self._write_cmd   # (and ring.write_cmd, which would put PM4 words on the AQL ring)
+
+  def _write_cmd(self, cmd, values) -> None: self._write(cmd.fill(values))
 
   def _write(self, words) -> None:
     """Write lowered words (PM4 with dispatch markers) as AQL packets; does not publish them."""

@@ -151,6 +151,10 @@ class AMDDevice(HCQDevice):
     return self._register_keys.setdefault(key, key)
 
   def _launch_words(self, prog: AMDProgram, shape, explicit: bytes, value: int):
+    cmd, values = AMDDevice._launch_cmd(self, prog, shape, explicit, value)   # not a subclass's (usb.py wraps this)
+    return cmd.fill(values)
+
+  def _launch_cmd(self, prog: AMDProgram, shape, explicit: bytes, value: int):
     if shape.data_size:        # a kernel without arguments or dispatch packet needs no kernarg space
       ring = self.launch_data
       ka = ring.alloc(shape.data_size, value)
@@ -163,7 +167,7 @@ class AMDDevice(HCQDevice):
     registers = shape.registers
     cmd = shape.cmd_repeat if self._registers is registers else shape.cmd
     self._registers = registers    # the queue holds this launch's registers from now on (_abandoned: unless not sent)
-    return cmd.fill({V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: value})
+    return cmd, {V_KERNARG: ka, V_DISPATCH: dp, V_TIMELINE: value}
 
   def _abandoned(self, engine) -> None:
     if engine is self.compute: self._registers = None   # unknown: the next launch sends every register

@@ -130,6 +130,7 @@ class KernargLayout:
     if len(args) != len(self.explicit):
       sig = ", ".join(a.describe() for a in self.explicit)
       raise DeviceError(f"kernel {self.kernel} takes {len(self.explicit)} arguments ({sig}), got {len(args)}")
+    if not args: return self._explicit_struct.pack()   # no arguments (the count matched): nothing to check
     values = []
     lds_offsets = iter(self.shared_layout(args)[0]) if self.dynamic_shared else None
     for i, (code, v) in enumerate(zip(self._codes, args)):

@@ -97,6 +97,10 @@ class Engine:
 
   def write(self, words) -> None: raise NotImplementedError
 
+  def write_cmd(self, cmd, values) -> None:
+    """Write command buffer cmd patched with values (RingEngine patches it in the ring itself)."""
+    self.write(cmd.fill(values))
+
   def commit(self) -> None: raise NotImplementedError
 
   def close(self) -> None: pass
@@ -113,4 +117,5 @@ class RingEngine(Engine):
     # the ring's own methods (bound once: every launch calls them); mark() reads the ring's write position through a
     # C-level partial (no Python frame)
     self.write, self.commit, self.rollback = ring.write, ring.commit, ring.rollback
+    self.write_cmd = ring.write_cmd      # an engine that replaces write replaces this too (AQLEngine)
     self.mark = functools.partial(getattr, ring, "put_dw")

@@ -83,6 +83,30 @@ class Ring:
     self.ring[:n - tail] = mv[tail:]
     self.put_dw += n
 
+  def write_cmd(self, cmd, values) -> None:
+    """Write command buffer `cmd` patched with `values` at the write pointer: the same words as
+    write(cmd.fill(values)), but in the common case (it fits before the ring's end, the engine left room) its
+    template is copied into the ring and patched there (no intermediate array, one call less per launch). The patch
+    entries are cmdbuf.CommandBuffer._flat's (key, add, position, shift; shift -1 = a 64-bit value's two dwords).
+    Does not publish the words; a failed look-up leaves the write pointer where it was."""
+    template = cmd.template
+    n = len(template)
+    put, size = self.put_dw, self.size_dw
+    pos = put & (size - 1)
+    if n > size - pos or put + n - self.rptr[0] * self.ptr_unit // 4 > size:
+      self.write(cmd.fill(values))   # across the ring's end, or waiting for room: the general path
+      return
+    ring = self.ring
+    ring[pos:pos + n] = template
+    for key, add, i, shift in cmd._flat:
+      v = values[key] + add
+      i += pos
+      if shift < 0:
+        ring[i] = v & 0xFFFFFFFF
+        ring[i + 1] = (v >> 32) & 0xFFFFFFFF
+      else: ring[i] = (v >> shift) & 0xFFFFFFFF
+    self.put_dw = put + n
+
   def rollback(self, put_dw: int) -> None:
     """Forget the words written since put_dw (a submission abandoned before commit: nothing after the last
     published write pointer has reached the engine)."""

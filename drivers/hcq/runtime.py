@@ -96,6 +96,15 @@ class HCQDevice(Device):
   launch_data_size, staging_size, staging_count = LAUNCH_DATA_SIZE, STAGING_SIZE, STAGING_COUNT
   tracer = None              # trace.DeviceTrace while a timeline is recorded
   signal_type = Signal       # or a factory of DeviceSignals for signals in memory the CPU cannot map (signal.py)
+  # True where the class's untimed launch takes _launch_cmd's (command buffer, values) and has the engine patch them
+  # where it writes them (Engine.write_cmd); set by __init_subclass__, so that a subclass that overrides only
+  # _launch_words (to do more around it, e.g. drivers/amd/am/usb.py) gets the general path and its override runs
+  _launch_direct = False
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    if "_launch_cmd" in cls.__dict__: cls._launch_direct = True
+    elif "_launch_words" in cls.__dict__: cls._launch_direct = False
 
   def __init__(self, os, config):
     super().__init__(os, config)
@@ -156,6 +165,12 @@ class HCQDevice(Device):
 
   def _launch_words(self, prog, shape, explicit: bytes, value: int):
     """The words of one launch whose submission has timeline value `value`, ending with the timeline store."""
+    raise NotImplementedError
+
+  def _launch_cmd(self, prog, shape, explicit: bytes, value: int):
+    """Optional: (command buffer, values) whose cmd.fill(values) are _launch_words' words, with the same side effects
+    (launch data written, queue state tracked). A vendor that defines it gets untimed launches written by
+    engine.write_cmd (patched in the ring, no array in between)."""
     raise NotImplementedError
 
   def _abandoned(self, engine: Engine) -> None:
@@ -359,7 +374,11 @@ class HCQDevice(Device):
       lock.release()
       held_interrupt.release()
       raise
-    try: engine.write(self._launch_words(prog, shape, explicit, value))
+    try:
+      if self._launch_direct:
+        cmd, values = self._launch_cmd(prog, shape, explicit, value)
+        engine.write_cmd(cmd, values)
+      else: engine.write(self._launch_words(prog, shape, explicit, value))
     except BaseException:
       self._abandon(engine, value, mark)
       raise
