@@ -31,4 +31,6 @@ def test_nodes_built_per_step(monkeypatch):
       return super().__new__(cls, *a)
   monkeypatch.setattr(uop_module, "_Ref", CountingRef)
   lower(sink, "c")
-  assert 8 * 1_000 <= built <= 8 * 1_000 + 100   # a few dozen for the rest of the kernel and the passes after symbolic
+  # a few dozen more for the rest of the kernel and the passes after symbolic; a few less where a node an earlier test
+  # built (a small literal, the kernel's loads) is still in the cache and returned, not built
+  assert 8 * 1_000 - 50 <= built <= 8 * 1_000 + 100
