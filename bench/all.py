@@ -52,14 +52,13 @@ def rows(r: dict) -> list[tuple[str, str, str, str]]:
   L = r["launch"]
   if "error" in L: out.append(("P1 launch", "error", L["error"], "?"))
   else:
-    us = L["launch_total_s"] * 1e6
+    us = L["plain_total_s"] * 1e6     # no timing wrappers (the host/device split below is a second, timed run)
     out.append(("P1 launch (MOCK+AMD)", "per launch, 100 async + sync", f"{us:.1f} us", ""))
     out.append(("P1 launch", f"x lower than the reference ({REFERENCE_US:.0f} us, recorded)", f"{REFERENCE_US / us:.0f}x",
                 "MET" if REFERENCE_US / us >= 60 else "NOT MET"))
-    out.append(("P1 launch", "of which host / device (mock)", f"{L['launch_host_s'] * 1e6:.1f} / "
-                f"{L['launch_device_s'] * 1e6:.1f} us", ""))
-    if "launch_cpu_s" in L:
-      out.append(("P1 launch", "per launch, by the process's CPU time", f"{L['launch_cpu_s'] * 1e6:.1f} us", ""))
+    out.append(("P1 launch", "per launch, by the process's CPU time", f"{L['plain_cpu_s'] * 1e6:.1f} us", ""))
+    out.append(("P1 launch", "timed run (wrapped doorbell): host / device (mock)", f"{L['launch_host_s'] * 1e6:.1f} / "
+                f"{L['launch_device_s'] * 1e6:.1f} us of {L['launch_total_s'] * 1e6:.1f} us", ""))
   F = r["ffi"]
   if "error" not in F:
     val = f"ctypes {F['fence_ctypes_us']:.3f} us" + (f", cffi {F['fence_cffi_us']:.3f} us" if F.get("cffi") else "")
