@@ -24,8 +24,9 @@ from collections import OrderedDict
 
 from . import native
 
-ENTRIES = 4096     # (pc, mode) keys kept; a test suite's kernels take a few hundred
-VARIANTS = 4       # code versions kept per key (code rewritten in place at one address)
+ENTRIES = 2048     # (pc, mode) keys kept: tests/emu, amd, runtime and mockgpu translate ~2,500 blocks in all, mostly
+                   # one-off fuzz kernels; a block (source ~4 KB, code object, native source) takes ~10-20 KB
+VARIANTS = 2       # code versions kept per key (code rewritten in place at one address)
 
 _lock = threading.Lock()
 _table: OrderedDict = OrderedDict()    # (pc, mode, compiler) -> [Block, ...] (templates: never run themselves)
