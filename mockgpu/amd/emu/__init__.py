@@ -28,7 +28,8 @@ InstructionBudgetExceeded (a GPUFault, kind 'instruction budget') when the kerne
 wave-instructions; GPUFault kind 'illegal instruction' for an encoding the emulator does not know.
 
 Execution model (engine.py, translate.py): each basic block is translated once per code address (and denormal
-mode and target) into a Python function over numpy arrays (the translation is re-done when the code bytes change);
+mode and target) into a Python function over numpy arrays (the translation is re-done when the code bytes change;
+translations are shared by every device of the process through blockcache.py, keyed by address, mode and bytes);
 all waves of a dispatch (in batches of up to 8192 wave32 or 4096 wave64 waves) run together as arrays of shape
 (waves,) for SGPRs and (waves, 32 or 64 lanes) for VGPRs, grouped by program counter (lowest first, so that divergent waves meet again; every 256 blocks the highest,
 so that a spinning wave cannot starve another), with EXEC masks for divergence inside a wave and s_barrier

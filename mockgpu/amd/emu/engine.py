@@ -18,6 +18,7 @@ import numpy as np
 from ....errors import GPUFault
 from . import rt
 from .results import DispatchStats as _DispatchStats, InstructionBudgetExceeded
+from . import blockcache
 from .translate import arch_of, lanes_of, translate
 
 DONE = -1
@@ -88,7 +89,9 @@ def _block(memory, cache: dict, checked: set, pc: int, mode: int):
   if blk is not None and pc not in checked and not _code_unchanged(memory, blk):
     blk = None   # rewritten since it was translated (checked once per dispatch): translate it again
   if blk is None:
-    blk = _translate(memory, pc, mode)
+    # the process-wide cache first (blockcache.py: another device, or this one earlier, translated these bytes here)
+    blk = blockcache.lookup(memory, pc, mode)
+    if blk is None: blk = blockcache.store(pc, mode, _translate(memory, pc, mode))
     cache[(pc, mode)] = blk
   checked.add(pc)
   return blk

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import struct
+import threading
 
 import numpy as np
 
@@ -338,15 +339,38 @@ def source(insts, mode: int) -> str | None:
 
 
 # ---- running ------------------------------------------------------------------------------------------------------
+class _Build:
+  """The built C function of one block translation (cfn: None = not built yet, False = cannot be built)."""
+
+  def __init__(self):
+    self.cfn = None
+    self.error = None
+    self.lock = threading.Lock()
+
+
 class NativeBlock:
   """The callable put in place of a block's numpy function (the same signature: S, V, st, idx)."""
 
-  def __init__(self, fn, src: str, sregs: list[int], vregs: list[int]):
+  def __init__(self, fn, src: str, sregs: list[int], vregs: list[int], build: "_Build | None" = None):
     self.numpy_fn, self.src, self.sregs, self.vregs = fn, src, sregs, vregs
-    self.cfn = None          # the built function: None before the first wide batch, False when it cannot be built
-    self.fault = (ctypes.c_uint64 * 3)()
-    self.calls = 0           # batches run natively (tests check that the native path ran)
-    self.error = None        # why the build failed, when it did
+    # the build, shared by the copies of one cached translation on every device (blockcache.py)
+    self.build = build if build is not None else _Build()
+    self.fault = (ctypes.c_uint64 * 3)()   # per copy: a device's fault is read back after its own call
+    self.calls = 0           # batches run natively by this copy (tests check that the native path ran)
+
+  def sharing_build(self) -> "NativeBlock":
+    """Another callable for the same block (its own fault buffer and call count) sharing this one's build."""
+    return NativeBlock(self.numpy_fn, self.src, self.sregs, self.vregs, self.build)
+
+  @property
+  def cfn(self):
+    """The built function: None before the first wide batch, False when it cannot be built."""
+    return self.build.cfn
+
+  @property
+  def error(self):
+    """Why the build failed, when it did."""
+    return self.build.error
 
   def _build(self):
     from ....compiler.backend.c import build_shared_object
@@ -356,7 +380,7 @@ class NativeBlock:
       # host (the driver, unmapping a buffer) runs between the range checks and the accesses of a block
       lib = ctypes.PyDLL(build_shared_object(self.src, from_env().cache_dir, compiler()))
     except Exception as e:   # no usable compiler or cache folder: the numpy function stays (it is the reference)
-      self.error = f"{type(e).__name__}: {e}"   # kept for whoever wonders why a block runs numpy
+      self.build.error = f"{type(e).__name__}: {e}"   # kept for whoever wonders why a block runs numpy
       return False
     fn = lib.block
     fn.restype = ctypes.c_int
@@ -368,9 +392,12 @@ class NativeBlock:
   def __call__(self, S, V, st, idx):
     n = st.n if idx is None else len(idx)
     if n < MIN_WAVES or self.cfn is False or not ENABLED: return self.numpy_fn(S, V, st, idx)
-    if self.cfn is None:
-      self.cfn = self._build()
-      if self.cfn is False: return self.numpy_fn(S, V, st, idx)
+    cfn = self.build.cfn
+    if cfn is None:
+      with self.build.lock:               # one build per translation, whichever device's thread gets there first
+        if self.build.cfn is None: self.build.cfn = self._build()
+        cfn = self.build.cfn
+    if cfn is False: return self.numpy_fn(S, V, st, idx)
     W = st.n
     rows = [S[r] for r in self.sregs]
     vrows = [V[r] for r in self.vregs]
@@ -387,7 +414,7 @@ class NativeBlock:
     starts, ends = st.mem.mem.arrays()
     sp = (ctypes.c_void_p * len(rows))(*[a.ctypes.data for a in rows])
     vp = (ctypes.c_void_p * max(1, len(vrows)))(*[a.ctypes.data for a in vrows])
-    rc = self.cfn(sp, vp, scc.ctypes.data, None if idx is None else idx.ctypes.data, n, starts.ctypes.data,
+    rc = cfn(sp, vp, scc.ctypes.data, None if idx is None else idx.ctypes.data, n, starts.ctypes.data,
                   ends.ctypes.data, len(starts), self.fault)
     self.calls += 1
     global RUNS
