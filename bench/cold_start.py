@@ -42,7 +42,10 @@ def _time(code: str) -> float:
 
 def measure(runs: int) -> dict:
   vadd = VADD.format(path=os.path.join(ROOT, "tests", "fixtures", "opencl", "hsaco", "vadd.hsaco"))
-  _time("import numpy"), _time(vadd)       # warm the page cache and the bytecode caches
+  # warm the page cache and the bytecode caches: the warm-up writes the .pyc files even under PYTHONDONTWRITEBYTECODE
+  # (an installed package has them; without them every run would compile the sources changed since they were written)
+  write_pyc = "import sys; sys.dont_write_bytecode = False\n"
+  _time(write_pyc + "import numpy"), _time(write_pyc + vadd)
   base, full = [], []
   for _ in range(runs):
     base.append(_time("import numpy"))
