@@ -24,9 +24,6 @@ fetch=$!
 .venv/bin/python -m pip install -q -e '.[test]'
 wait "$fetch" || true
 grep -h "^fetch_sources" .venv/fetch_sources.log >&2 || true
-# the suite starts many Python processes (the CLI, two-host RDMA, cold starts): they read the bytecode caches that the
-# first one writes into this checkout's __pycache__ folders, instead of compiling hcq's sources again each time
-unset PYTHONDONTWRITEBYTECODE
 set +e
 .venv/bin/python -m pytest tests "$@"
 rc=$?
