@@ -39,6 +39,6 @@ setup(
   packages=find_subpackages(),
   package_data={"hcq": ["autogen/*.json", "autogen/*/*.json", "mockgpu/fixtures/*", "drivers/amd/kernels/*.hsaco", "drivers/amd/kernels/*.cl", "mockgpu/*/fixtures/*", "docs/*.md", "README.md", "drivers/*/README.md", "drivers/*/*/README.md", "compiler/README.md", "autogen/README.md", "mockgpu/*/README.md"]},
   install_requires=["numpy>=1.24", "pyusb>=1.2", "ioctl-opt>=1.3", "msgpack>=1.0", "tqdm>=4.60"],
-  extras_require={"test": ["pytest>=7", "hypothesis>=6", "libclang==18.1.1", "tinygrad==0.14.0"], "plot": ["matplotlib>=3.5"]},
+  extras_require={"test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "libclang==18.1.1", "tinygrad==0.14.0"], "plot": ["matplotlib>=3.5"]},
   entry_points={"console_scripts": ["hcq=hcq.cli:main", "hcq-smi=hcq.smi:main"]},
 )

@@ -24,8 +24,11 @@ fetch=$!
 .venv/bin/python -m pip install -q -e '.[test]'
 wait "$fetch" || true
 grep -h "^fetch_sources" .venv/fetch_sources.log >&2 || true
+# the tests run in one pytest worker process per CPU (pytest-xdist's `-n auto`: 2 on CI's 2 cores); each test still
+# runs whole in one process, and the flock-guarded caches above are shared safely. `-n 0` (an extra argument, which
+# comes later and wins) runs them all in this one process.
 set +e
-.venv/bin/python -m pytest tests "$@"
+.venv/bin/python -m pytest tests -n auto "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is not a failure of the suite
