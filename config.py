@@ -16,6 +16,7 @@ from .errors import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+  """Every option hcq reads from the environment, read once (from_env) and passed explicitly from there on."""
   # device spec used by hcq.open() without an argument, e.g. "MOCK+AMD" ("" = autodetect)
   dev: str = ""
   # roots of the kernel's pseudo file systems; tests point them at fake trees

@@ -58,6 +58,7 @@ class VarArg:
 
 @dataclass(frozen=True)
 class KernelInfo:
+  """A kernel's name and, once lowering has read them from its SPECIALs, its launch dimensions."""
   name: str = "kernel"
   global_size: tuple | None = None   # filled by lowering from the SPECIALs
   local_size: tuple | None = None

@@ -65,6 +65,7 @@ class DType:
 
 @dataclass(frozen=True, eq=True)
 class PtrDType:
+  """A pointer to size elements of base in an address space."""
   base: DType
   addrspace: AddrSpace
   size: int          # flat number of elements

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import types
 
 from .dtypes import DType
 from .ops import GroupOp, O, Ops
@@ -114,21 +115,38 @@ class UPat:
 _BY_NODE, _BY_CTX_NODE, _NO_ARGS = 1, 2, 3   # calling conventions of rules that need no matching (see __init__)
 
 
+_NOT_PLAIN = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
+
+def _parameters(fn) -> tuple[list[str] | None, bool]:
+  """(the rule's parameter names when all of them can be passed by position, else None; whether one is named ctx).
+  A plain function's are read from its code object (what inspect.signature reads too, at ~1/50 of the cost: the
+  matchers of a process's first launch are built at import); any other callable goes through inspect.signature."""
+  code = getattr(fn, "__code__", None)
+  # (inspect.signature follows __wrapped__ to the function a decorator wraps, and honours __signature__)
+  if type(fn) is types.FunctionType and code is not None and not ({"__wrapped__", "__signature__"} & fn.__dict__.keys()):
+    names = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    var = code.co_flags & _NOT_PLAIN
+    every = names + list(code.co_varnames[len(names):len(names) + bin(var).count("1")])
+    return (None if var or code.co_kwonlyargcount else names), "ctx" in every
+  params = inspect.signature(fn).parameters
+  names = [p.name for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+  return (names if len(names) == len(params) else None), "ctx" in params
+
+
 class PatternMatcher:
   def __init__(self, patterns: list, name: str | None = None):
     self.patterns = list(patterns)
     self.name = name
     self.pdict: dict[Ops, list] = {}
     for pat, fn in self.patterns:
-      params = inspect.signature(fn).parameters
-      takes_ctx = "ctx" in params
+      names, takes_ctx = _parameters(fn)
       # a pattern that only names the node (most rules: UPat(op, name="x")) needs no matching once the op is known:
       # its one capture is the node itself (the pdict lookup did the op test); called positionally where the
       # function's parameters allow it (no keyword dict per call)
       plain = pat._mode == "any" and pat.dtype is None and pat.arg is _ANY
       bare = pat.name if plain else None
-      names = [p.name for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-      if len(names) != len(params): pass
+      if names is None: pass
       elif bare is not None and names == [bare]: bare = _BY_NODE
       elif bare is not None and names == ["ctx", bare]: bare = _BY_CTX_NODE
       elif plain and pat.name is None and not names: bare = _NO_ARGS   # UPat(op) and a rule of no arguments

@@ -33,11 +33,13 @@ from ..ir.dtypes import AddrSpace
 
 @dataclass(frozen=True)
 class QueueArg:
+  """The queue a queue program runs on, by name."""
   name: str                 # "COMPUTE:0", "COPY:0", ...
 
 
 @dataclass(frozen=True)
 class ProgramArg:
+  """A kernel a queue program calls: the driver's program object and its launch dimensions."""
   name: str
   handle: object = None     # the driver's program object (hashable by identity)
   global_size: tuple = (1, 1, 1)

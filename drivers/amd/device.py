@@ -36,6 +36,7 @@ RINGS = {COMPUTE: ("compute", "split", 4), COPY: ("sdma", "pad", 1), aql.ENGINE:
 
 @dataclasses.dataclass
 class Scratch:
+  """The scratch (private) memory of a device's kernels and the TMPRING_SIZE word that describes it."""
   va: int
   size: int
   per_thread: int

@@ -14,6 +14,7 @@ from ..hcq.args import is_integer
 
 @dataclasses.dataclass(frozen=True)
 class Arg:
+  """One kernel argument's place in the kernarg segment."""
   offset: int
   size: int
   kind: str              # value_kind: global_buffer, by_value, hidden_*

@@ -31,6 +31,7 @@ GC_HWID, SDMA0_HWID = 11, 42   # soc15_hw_ip.h: hardware ids, the folders of amd
 
 @dataclasses.dataclass
 class Mem:
+  """A KFD memory allocation: its GPU virtual address, size, handle and flags."""
   va: int
   size: int
   handle: int
@@ -42,6 +43,7 @@ class Mem:
 
 @dataclasses.dataclass
 class HWQueue:
+  """A KFD user-mode queue: its ring, the GART block of its read/write pointers, and its doorbell's offset."""
   kind: str
   queue_id: int
   ring: Mem

@@ -15,6 +15,7 @@ from array import array
 
 @dataclasses.dataclass(frozen=True)
 class Patch:
+  """A command-buffer word filled in at submit time: the value of key, shifted and offset."""
   key: object
   shift: int = 0
   add: int = 0

@@ -12,6 +12,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class Interface:
+  """One way of reaching a vendor's devices (KFD, PCI, USB, NV, ...), as a spec names it."""
   name: str                      # the spec's interface: "KFD" in "KFD+AMD:0"
   summary: str                   # one line for the README and errors
   mocks: tuple[str, ...] = ()    # spec interfaces that open this interface on the embedded mock ("MOCK", "MOCKKFD")
@@ -29,6 +30,7 @@ class Interface:
 
 @dataclasses.dataclass(frozen=True)
 class Driver:
+  """A vendor's driver package and the interfaces it opens devices through."""
   vendor: str                    # "AMD" in "KFD+AMD:0"
   module: str                    # the package holding open_device(iface, index, os, config, label)
   summary: str

@@ -20,12 +20,10 @@ share one file).
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import threading
 import time
 
-from ...safefiles import atomic_writer
 
 _LOCK = threading.Lock()
 _TRACES: dict[str, "TraceFile"] = {}
@@ -59,6 +57,8 @@ class TraceFile:
 
   def write(self) -> None:
     """The whole file, replaced atomically (a reader never sees half of it)."""
+    import json                                     # here, not at import: a process that traces nothing never loads them
+    from ...safefiles import atomic_writer          # (issue 33 P3: tempfile, shutil, random, json are ~4 ms cold)
     with self.lock: doc = {"traceEvents": list(self.events), "displayTimeUnit": "ms"}
     with atomic_writer(self.path, text=True, perm=0o644) as f: json.dump(doc, f)
 

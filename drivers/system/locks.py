@@ -89,6 +89,7 @@ _LOCK_LINE = re.compile(r"^\s*[0-9]+:\s+(->\s+)?(\S+)\s+\S+\s+\S+\s+(-?[0-9]{1,1
 
 @dataclasses.dataclass(frozen=True)
 class FileKey:
+  """A file's identity as /proc/locks names it: device major:minor and inode."""
   major: int
   minor: int
   inode: int
@@ -96,6 +97,7 @@ class FileKey:
 
 @dataclasses.dataclass(frozen=True)
 class LockEntry:
+  """One line of /proc/locks: who holds (or waits for) a lock on which file."""
   kind: str      # FLOCK, POSIX, OFDLCK, ...
   pid: int
   key: FileKey

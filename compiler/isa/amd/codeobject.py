@@ -40,6 +40,7 @@ MACH_BY_NAME = {v: k for k, v in MACH_NAMES.items()}
 
 @dataclass
 class KernelArg:
+  """One kernel argument as the code object's metadata describes it (.args)."""
   offset: int
   size: int
   value_kind: str
@@ -55,6 +56,7 @@ class KernelArg:
 
 @dataclass
 class Kernel:
+  """One kernel of a code object: its descriptor, entry point and metadata."""
   name: str
   descriptor: KernelDescriptor
   descriptor_address: int
@@ -96,6 +98,7 @@ class Kernel:
 
 @dataclass
 class CodeObject:
+  """An AMDGPU code object: its ELF, its loadable image and its kernels."""
   elf: ElfFile
   image: bytes
   section_addresses: dict[str, int]

@@ -30,6 +30,7 @@ KCP_USES_DYNAMIC_STACK = 1 << 11
 
 @dataclass
 class KernelDescriptor:
+  """The 64-byte AMDHSA kernel descriptor's fields (LLVM AMDGPUUsage, 'Kernel Descriptor')."""
   group_segment_fixed_size: int = 0
   private_segment_fixed_size: int = 0
   kernarg_size: int = 0

@@ -22,6 +22,7 @@ EM_AMDGPU = 224
 
 @dataclass
 class Section:
+  """One ELF section header."""
   index: int
   name: str
   type: int
@@ -38,6 +39,7 @@ class Section:
 
 @dataclass
 class Symbol:
+  """One ELF symbol table entry."""
   name: str
   value: int
   size: int
@@ -49,6 +51,7 @@ class Symbol:
 
 @dataclass
 class ElfFile:
+  """A parsed ELF64 file: its header fields and its sections."""
   data: bytes
   ident: bytes
   type: int

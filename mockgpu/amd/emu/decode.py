@@ -27,6 +27,7 @@ from ....errors import GPUFault
 
 @dataclass
 class Inst:
+  """One decoded instruction: its name, encoding, opcode, size, field values and literal."""
   name: str
   encoding: str
   opcode: int

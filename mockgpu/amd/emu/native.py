@@ -2,7 +2,7 @@
 waves of a batch in one call (one wave at a time, its registers in the CPU's L1 cache).
 
 The numpy translation (translate.py) stays the reference and the fallback: a block runs natively only when
-- a C compiler is at hand (shutil.which("cc")) and ENABLED is true (tests turn it off to compare both paths),
+- a C compiler is at hand (cc or gcc on PATH) and ENABLED is true (tests turn it off to compare both paths),
 - the target is gfx1100 in wave32 and every instruction of the block is one this module covers (COVERED below),
   with no VOP3 modifiers (abs/neg/opsel/clamp/omod), and float operations only under the descriptor's f32 mode
   that keeps denormals (what C's float arithmetic does: IEEE-754 round to nearest even, no flushing),
@@ -22,7 +22,7 @@ at once: a faulting dispatch is lost either way).
 from __future__ import annotations
 
 import ctypes
-import shutil
+import os
 import struct
 import threading
 
@@ -42,9 +42,18 @@ class _NotNative(Exception):
   """The block has something this module does not translate: it stays with numpy."""
 
 
+def _on_path(name: str) -> str | None:
+  """The first executable file called name in PATH's folders (shutil.which's search for a bare name; shutil itself is
+  not imported for it: it loads zlib, bz2 and lzma, ~2 ms of a new process's first launch, issue 33 P3)."""
+  for folder in os.get_exec_path():
+    path = os.path.join(folder, name)
+    if os.path.isfile(path) and os.access(path, os.X_OK): return path
+  return None
+
+
 def compiler() -> str:
   global _CC
-  if _CC is None: _CC = shutil.which("cc") or shutil.which("gcc") or ""
+  if _CC is None: _CC = _on_path("cc") or _on_path("gcc") or ""
   return _CC
 
 
