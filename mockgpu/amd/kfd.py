@@ -45,9 +45,13 @@ KFD_EVENT_TIMEOUT_INFINITE = 0xFFFFFFFF         # kfd_events.h
 PAGE = 0x1000
 
 
-def _bindings():
-  from ...autogen import amdgpu_drm, kfd
-  return kfd, amdgpu_drm
+def _requests(mod, prefix: str) -> dict:
+  """request number -> ioctl descriptor of every ioctl a generated bindings module declares under prefix."""
+  out = {}
+  for name in dir(mod):
+    obj = getattr(mod, name)
+    if name.startswith(prefix) and hasattr(obj, "request") and hasattr(obj, "struct"): out[obj.request] = obj
+  return out
 
 
 class Allocation:
@@ -101,15 +105,11 @@ class KFDModel:
   def __init__(self, os, gpus: list):
     self.os, self.gpus = os, gpus
     self.by_id = {g.gpu_id: g for g in gpus}
-    kfd, drm = _bindings()
-    self.kfd_h, self.drm_h = kfd, drm
+    from ...autogen import kfd
+    self.kfd_h = kfd
     self.VERSION = (kfd.KFD_IOCTL_MAJOR_VERSION, kfd.KFD_IOCTL_MINOR_VERSION)
-    self.ioctls = {}
-    for mod, prefix in ((kfd, "AMDKFD_IOC_"), (drm, "DRM_IOCTL_")):
-      for name in dir(mod):
-        obj = getattr(mod, name)
-        if name.startswith(prefix) and hasattr(obj, "request") and hasattr(obj, "struct"):
-          self.ioctls[obj.request] = obj
+    self.ioctls = _requests(kfd, "AMDKFD_IOC_")   # the DRM ones join at the first request not among them (drm_h)
+    self._drm_h = None
     self.lock = threading.RLock()                  # ioctls
     self.cond = threading.Condition(threading.Lock())   # event state; taken by interrupts (from a GPU worker thread)
     self.waiters = 0                               # threads inside WAIT_EVENTS (interrupts notify only when any)
@@ -150,8 +150,19 @@ class KFDModel:
     return f
 
   # ---- dispatch
+  @property
+  def drm_h(self):
+    """hcq.autogen.amdgpu_drm, imported at the first DRM request (a KFD-only process never loads it: ~3 ms of a new
+    process's first launch, issue 33 P3), its ioctls then added to self.ioctls."""
+    if self._drm_h is None:
+      from ...autogen import amdgpu_drm
+      self.ioctls = {**_requests(amdgpu_drm, "DRM_IOCTL_"), **self.ioctls}
+      self._drm_h = amdgpu_drm
+    return self._drm_h
+
   def ioctl(self, file, request: int, arg) -> int:
     desc = self.ioctls.get(request)
+    if desc is None and self._drm_h is None: desc = self.drm_h and self.ioctls.get(request)
     if desc is None:
       raise OSCallError("ioctl", file.path, errno.ENOTTY, f"request {request:#x} is not a KFD or DRM ioctl")
     handler = getattr(self, "_" + desc.name, None)
