@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from hcq.drivers.hcq.cmdbuf import CommandBuffer, Patch, Sym, hi, lo
 from hcq.drivers.hcq.ring import Ring
-from hcq.errors import Timeout
+from hcq.errors import DeviceError, Timeout
 
 KEYS = ["a", ("var", "timeline")]
 
@@ -51,6 +51,7 @@ def cases(draw):
 def outcome(ring: Ring, how):
   try: how()
   except Timeout as e: return ("timeout", str(e), ring.put_dw)
+  except DeviceError as e: return ("refused", str(e), ring.put_dw)     # a command longer than the whole ring
   return ("ok", list(ring.ring), ring.put_dw)
 
 
