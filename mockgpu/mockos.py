@@ -295,7 +295,7 @@ class MockOS:
     (a foreign call) is needed here. What the barrier still does: run the engines that may progress."""
     for e in self.engines:     # tick()'s idle check inlined: the barrier before every doorbell finds them idle
       if getattr(e, "may_progress", True):
-        self.tick()
+        self._rounds(1000)
         return
 
   # ---- MMIO
@@ -558,13 +558,21 @@ class MockOS:
     for e in self.engines:     # nothing to do unless an engine may progress (engines without may_progress: always)
       if getattr(e, "may_progress", True): break
     else: return
+    self._rounds(max_rounds)
+
+  def _rounds(self, max_rounds: int) -> None:
+    """tick() once an engine may progress: rounds that poll every engine (each one, whatever the others returned),
+    until a round in which none made progress."""
     me = get_ident()
     if self.threaded or me in self.ticking: return
     self._hw_step.hold()
     self.ticking.add(me)
     try:
       for _ in range(max_rounds):
-        if not any([e.poll() for e in list(self.engines)]): break
+        progress = False
+        for e in tuple(self.engines):     # a copy: a poll may add or drop an engine
+          if e.poll(): progress = True
+        if not progress: break
     finally:
       self.ticking.discard(me)
       self._hw_step.release()

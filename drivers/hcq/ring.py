@@ -32,6 +32,9 @@ class Ring:
     self.barrier, self.clock, self.sleep, self.timeout_s, self.idle = barrier, clock, sleep, timeout_s, idle
     self.refresh = refresh or _nothing
     self.put_dw = 0        # dwords written since creation (the ring position is put_dw % size_dw)
+    # the read pointer last seen plus the ring's size: writing up to here is known not to overwrite unread commands
+    # (the read pointer only moves forwards), so the common write reads the engine's pointer only when it gets there
+    self.room_dw = 0
     self.published_dw = 0  # dwords published to the engine (the write pointer it was last given)
     self.submits = 0
 
@@ -41,11 +44,13 @@ class Ring:
   def _wait_space(self, need_dw: int) -> None:
     if need_dw > self.size_dw:
       raise DeviceError(f"{self.name}: a submission of {need_dw} dwords exceeds the ring of {self.size_dw} dwords")
-    if self.put_dw + need_dw - self._rptr_dw() <= self.size_dw: return
+    self.room_dw = self._rptr_dw() + self.size_dw
+    if self.put_dw + need_dw <= self.room_dw: return
     start, pause = self.clock(), 20e-6
     while True:
       self.refresh()
       rp = self._rptr_dw()
+      self.room_dw = rp + self.size_dw
       if self.put_dw + need_dw - rp <= self.size_dw: return
       if self.clock() - start > self.timeout_s:
         raise Timeout(f"{self.name} ring space for {need_dw} dwords (write pointer {self.put_dw})",
@@ -67,7 +72,7 @@ class Ring:
     tail = size - pos
     if n <= tail:
       # the common case, checked inline: room up to the read pointer the engine reports (else wait for it)
-      if put + n - self.rptr[0] * self.ptr_unit // 4 > size: self._wait_space(n)
+      if put + n > self.room_dw: self._wait_space(n)
       self.ring[pos:pos + n] = words if not isinstance(words, list) else memoryview(_u32(words))
       self.put_dw = put + n
       return
@@ -93,8 +98,8 @@ class Ring:
     n = len(template)
     put, size = self.put_dw, self.size_dw
     pos = put & (size - 1)
-    if n > size - pos or put + n - self.rptr[0] * self.ptr_unit // 4 > size:
-      self.write(cmd.fill(values))   # across the ring's end, or waiting for room: the general path
+    if n > size - pos or put + n > self.room_dw:
+      self.write(cmd.fill(values))   # across the ring's end, or room not yet seen: the general path
       return
     ring = self.ring
     ring[pos:pos + n] = template
