@@ -24,11 +24,23 @@ fetch=$!
 .venv/bin/python -m pip install -q -e '.[test]'
 wait "$fetch" || true
 grep -h "^fetch_sources" .venv/fetch_sources.log >&2 || true
-# the tests run in one pytest worker process per CPU (pytest-xdist's `-n auto`: 2 on CI's 2 cores); each test still
-# runs whole in one process, and the flock-guarded caches above are shared safely. `-n 0` (an extra argument, which
-# comes later and wins) runs them all in this one process.
+# the tests run in one pytest worker process per CPU this job may use (pytest-xdist; 2 on CI's 2 cores): the CPUs it
+# may run on (nproc: the affinity mask), fewer under a cgroup v2 CPU quota (cpu.max, as containers set it), at most 8
+# (each worker collects the whole suite and holds its own ~300 MB). Each test still runs whole in one process, and
+# the flock-guarded caches above are shared safely. `-n 0` (an extra argument, which comes later and wins) runs them
+# all in this one process.
+workers=$(nproc)
+if [ -r /sys/fs/cgroup/cpu.max ]; then
+  read -r quota period < /sys/fs/cgroup/cpu.max || true
+  if [ "${quota:-max}" != max ] && [ "${period:-0}" -gt 0 ]; then
+    allowed=$(( (quota + period - 1) / period ))
+    [ "$allowed" -lt "$workers" ] && workers=$allowed
+  fi
+fi
+[ "$workers" -gt 8 ] && workers=8
+[ "$workers" -lt 1 ] && workers=1
 set +e
-.venv/bin/python -m pytest tests -n auto "$@"
+.venv/bin/python -m pytest tests -n "$workers" "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is not a failure of the suite
