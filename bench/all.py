@@ -36,7 +36,7 @@ def _run(script: str, *args: str) -> dict:
 
 
 def collect(quick: bool = False) -> dict:
-  return {"launch": _run("launch.py", "--repeat", "3" if quick else "7"),
+  return {"launch": _run("launch.py", "--repeat", "7" if quick else "30"),
           "ffi": _run("ffi_calls.py", "--calls", "20000" if quick else "200000"),
           "emu": _run("emu.py", "--sizes", "--runs", "3" if quick else "9"),
           "cold_start": _run("cold_start.py", "--runs", "3" if quick else "9"),
