@@ -155,14 +155,18 @@ class KFDModel:
     """hcq.autogen.amdgpu_drm, imported at the first DRM request (a KFD-only process never loads it: ~3 ms of a new
     process's first launch, issue 33 P3), its ioctls then added to self.ioctls."""
     if self._drm_h is None:
-      from ...autogen import amdgpu_drm
-      self.ioctls = {**_requests(amdgpu_drm, "DRM_IOCTL_"), **self.ioctls}
-      self._drm_h = amdgpu_drm
+      with self.lock:              # (two threads' first DRM requests: one loads, the other finds it loaded)
+        if self._drm_h is None:
+          from ...autogen import amdgpu_drm
+          self.ioctls = {**_requests(amdgpu_drm, "DRM_IOCTL_"), **self.ioctls}
+          self._drm_h = amdgpu_drm
     return self._drm_h
 
   def ioctl(self, file, request: int, arg) -> int:
     desc = self.ioctls.get(request)
-    if desc is None and self._drm_h is None: desc = self.drm_h and self.ioctls.get(request)
+    if desc is None and self._drm_h is None:      # not a KFD request: the DRM ones are loaded now (drm_h)
+      self.drm_h
+      desc = self.ioctls.get(request)
     if desc is None:
       raise OSCallError("ioctl", file.path, errno.ENOTTY, f"request {request:#x} is not a KFD or DRM ioctl")
     handler = getattr(self, "_" + desc.name, None)
